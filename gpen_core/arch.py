@@ -1,0 +1,421 @@
+"""The GPEN generator (Yang et al., CVPR 2021) in plain PyTorch.
+
+State-dict compatible with the official ``FullGenerator`` checkpoints
+(GPEN-BFR-256/512/1024/2048 and ModelScope's ``pytorch_model.pt``): every key,
+shape and blur-kernel buffer matches ``../shared/reference/keys_GPEN-BFR-*.tsv``.
+
+No compiled extensions and no ``device=`` argument: the official code's
+``upfirdn2d`` / ``fused_leaky_relu`` CUDA ops are replaced by ordinary ops.
+The FIR filter (blur, up- and down-sampling) has two interchangeable
+implementations selected per model with :func:`set_fir_impl`:
+
+- ``"depthwise"`` (default): one grouped convolution per call. Numerically the
+  same filter as the official one (the kernel is symmetric), several times
+  cheaper on CPU and without the im2col blow-up of the generic version.
+- ``"native"``: the official generic ``upfirdn2d_native`` CPU fallback, kept as
+  the plain-eager reference that benchmarks compare against.
+
+Tensors: input and output are N×3×S×S float in [-1, 1], RGB.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+FirImpl = Literal["depthwise", "native"]
+_SQRT2 = math.sqrt(2.0)
+
+
+@dataclass(frozen=True)
+class GPENConfig:
+    """Architecture of one GPEN generator; inferred from a checkpoint, never asked for."""
+
+    size: int  # face crop side in pixels (256 … 2048); the network's input and output size
+    style_dim: int = 512  # width of the mapping network and of the latent code
+    n_mlp: int = 8  # number of EqualLinear layers in the mapping network
+    channel_multiplier: int = 2  # widens the 64 px and finer layers (1 for GPEN-BFR-256)
+    narrow: float = 1.0  # scales every layer's width (0.5 for GPEN-BFR-256)
+
+    def channels(self) -> dict[int, int]:
+        """Feature width per resolution, exactly as the official code computes it."""
+        cm, nw = self.channel_multiplier, self.narrow
+        return {
+            4: int(512 * nw),
+            8: int(512 * nw),
+            16: int(512 * nw),
+            32: int(512 * nw),
+            64: int(256 * cm * nw),
+            128: int(128 * cm * nw),
+            256: int(64 * cm * nw),
+            512: int(32 * cm * nw),
+            1024: int(16 * cm * nw),
+            2048: int(8 * cm * nw),
+        }
+
+    @property
+    def log_size(self) -> int:
+        return int(math.log2(self.size))
+
+
+# ---------------------------------------------------------------------------
+# FIR filtering (the official upfirdn2d)
+# ---------------------------------------------------------------------------
+
+
+def make_kernel(k: list[int]) -> torch.Tensor:
+    t = torch.tensor(k, dtype=torch.float32)
+    if t.ndim == 1:
+        t = t[None, :] * t[:, None]
+    return t / t.sum()
+
+
+def upfirdn2d_native(
+    x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)
+) -> torch.Tensor:
+    """The official generic CPU implementation (reference; slow and memory-hungry)."""
+    pad_x0, pad_x1 = pad
+    pad_y0, pad_y1 = pad
+    _, channel, in_h, in_w = x.shape
+    out = x.reshape(-1, in_h, in_w, 1)
+    _, in_h, in_w, minor = out.shape
+    kernel_h, kernel_w = kernel.shape
+    out = out.view(-1, in_h, 1, in_w, 1, minor)
+    out = F.pad(out, [0, 0, 0, up - 1, 0, 0, 0, up - 1])
+    out = out.view(-1, in_h * up, in_w * up, minor)
+    out = F.pad(out, [0, 0, max(pad_x0, 0), max(pad_x1, 0), max(pad_y0, 0), max(pad_y1, 0)])
+    out = out[
+        :,
+        max(-pad_y0, 0) : out.shape[1] - max(-pad_y1, 0),
+        max(-pad_x0, 0) : out.shape[2] - max(-pad_x1, 0),
+        :,
+    ]
+    out = out.permute(0, 3, 1, 2)
+    out = out.reshape([-1, 1, in_h * up + pad_y0 + pad_y1, in_w * up + pad_x0 + pad_x1])
+    w = torch.flip(kernel, [0, 1]).view(1, 1, kernel_h, kernel_w)
+    out = F.conv2d(out, w)
+    out = out.reshape(
+        -1,
+        minor,
+        in_h * up + pad_y0 + pad_y1 - kernel_h + 1,
+        in_w * up + pad_x0 + pad_x1 - kernel_w + 1,
+    )
+    out = out.permute(0, 2, 3, 1)
+    out = out[:, ::down, ::down, :]
+    out_h = (in_h * up + pad_y0 + pad_y1 - kernel_h) // down + 1
+    out_w = (in_w * up + pad_x0 + pad_x1 - kernel_w) // down + 1
+    return out.reshape(-1, channel, out_h, out_w)
+
+
+def upfirdn2d_depthwise(
+    x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)
+) -> torch.Tensor:
+    """Same filter as :func:`upfirdn2d_native` as one grouped convolution.
+
+    Zero-insertion for ``up`` and the stride for ``down`` are folded into a
+    transposed / strided depthwise convolution, so no per-channel im2col is built.
+    """
+    n, c, h, w = x.shape
+    k = torch.flip(kernel, [0, 1]).to(x.dtype)[None, None].expand(c, 1, *kernel.shape)
+    p0, p1 = pad
+    if up > 1:
+        # zero-insertion then correlation == transposed convolution with the flipped kernel
+        kt = torch.flip(k, [2, 3])
+        kh = kernel.shape[0]
+        out = F.conv_transpose2d(x, kt, stride=up, groups=c)
+        # conv_transpose output has (h-1)*up + kh rows; the native layout starts with
+        # pad0 zeros before the first sample and ends with up-1+pad1 zeros after the last.
+        start = kh - 1 - p0
+        length = h * up + p0 + p1 - kh + 1
+        if start >= 0 and start + length <= out.shape[2]:
+            out = out[:, :, start : start + length, start : start + length]
+        else:
+            out = F.pad(out, [max(-start, 0), max(start + length - out.shape[3], 0)] * 2)
+            s = max(start, 0)
+            out = out[:, :, s : s + length, s : s + length]
+        return out[:, :, ::down, ::down] if down > 1 else out
+    if p0 or p1:
+        x = F.pad(x, [p0, p1, p0, p1])
+    return F.conv2d(x, k, stride=down, groups=c)
+
+
+_FIR = {"depthwise": upfirdn2d_depthwise, "native": upfirdn2d_native}
+
+
+class _Fir(nn.Module):
+    """Holds a 4×4 FIR kernel buffer (stored in the checkpoints) and applies it."""
+
+    impl: FirImpl = "depthwise"
+
+    def _fir(self, x: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
+        return _FIR[self.impl](x, self.kernel, up=up, down=down, pad=pad)
+
+
+class Blur(_Fir):
+    def __init__(self, kernel: list[int], pad: tuple[int, int], upsample_factor: int = 1) -> None:
+        super().__init__()
+        k = make_kernel(kernel)
+        if upsample_factor > 1:
+            k = k * (upsample_factor**2)
+        self.register_buffer("kernel", k)
+        self.pad = pad
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._fir(x, pad=self.pad)
+
+
+class Upsample(_Fir):
+    def __init__(self, kernel: list[int], factor: int = 2) -> None:
+        super().__init__()
+        self.factor = factor
+        k = make_kernel(kernel) * (factor**2)
+        self.register_buffer("kernel", k)
+        p = k.shape[0] - factor
+        self.pad = ((p + 1) // 2 + factor - 1, p // 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._fir(x, up=self.factor, pad=self.pad)
+
+
+def set_fir_impl(model: nn.Module, impl: FirImpl) -> None:
+    """Switch every FIR filter of ``model`` to ``impl`` (see the module docstring)."""
+    if impl not in _FIR:
+        raise ValueError(f"unknown FIR implementation {impl!r}; expected one of {sorted(_FIR)}")
+    for m in model.modules():
+        if isinstance(m, _Fir):
+            m.impl = impl
+
+
+# ---------------------------------------------------------------------------
+# Layers
+# ---------------------------------------------------------------------------
+
+
+class PixelNorm(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(torch.mean(x**2, dim=1, keepdim=True) + 1e-8)
+
+
+def fused_leaky_relu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    return F.leaky_relu(x + bias.view(shape), 0.2) * _SQRT2
+
+
+class FusedLeakyReLU(nn.Module):
+    def __init__(self, channel: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(channel))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fused_leaky_relu(x, self.bias)
+
+
+class ScaledLeakyReLU(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.leaky_relu(x, 0.2) * _SQRT2
+
+
+class EqualConv2d(nn.Module):
+    def __init__(self, in_ch: int, out_ch: int, k: int, stride: int = 1, padding: int = 0, bias: bool = True) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(out_ch, in_ch, k, k))
+        self.scale = 1 / math.sqrt(in_ch * k**2)
+        self.stride = stride
+        self.padding = padding
+        self.bias = nn.Parameter(torch.zeros(out_ch)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, self.weight * self.scale, bias=self.bias, stride=self.stride, padding=self.padding)
+
+
+class EqualLinear(nn.Module):
+    def __init__(
+        self, in_dim: int, out_dim: int, bias_init: float = 0, lr_mul: float = 1, activation: bool = False
+    ) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(out_dim, in_dim).div_(lr_mul))
+        self.bias = nn.Parameter(torch.zeros(out_dim).fill_(bias_init))
+        self.activation = activation
+        self.scale = (1 / math.sqrt(in_dim)) * lr_mul
+        self.lr_mul = lr_mul
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.activation:
+            return fused_leaky_relu(F.linear(x, self.weight * self.scale), self.bias * self.lr_mul)
+        return F.linear(x, self.weight * self.scale, bias=self.bias * self.lr_mul)
+
+
+class ModulatedConv2d(nn.Module):
+    def __init__(
+        self,
+        in_ch: int,
+        out_ch: int,
+        k: int,
+        style_dim: int,
+        demodulate: bool = True,
+        upsample: bool = False,
+        blur_kernel: list[int] = [1, 3, 3, 1],
+    ) -> None:
+        super().__init__()
+        self.kernel_size = k
+        self.in_channel = in_ch
+        self.out_channel = out_ch
+        self.upsample = upsample
+        if upsample:
+            factor = 2
+            p = (len(blur_kernel) - factor) - (k - 1)
+            self.blur = Blur(blur_kernel, pad=((p + 1) // 2 + factor - 1, p // 2 + 1), upsample_factor=factor)
+        self.scale = 1 / math.sqrt(in_ch * k**2)
+        self.padding = k // 2
+        self.weight = nn.Parameter(torch.randn(1, out_ch, in_ch, k, k))
+        self.modulation = EqualLinear(style_dim, in_ch, bias_init=1)
+        self.demodulate = demodulate
+
+    def forward(self, x: torch.Tensor, style: torch.Tensor) -> torch.Tensor:
+        batch, in_ch, h, w = x.shape
+        k = self.kernel_size
+        style = self.modulation(style).view(batch, 1, in_ch, 1, 1)
+        weight = self.scale * self.weight * style
+        if self.demodulate:
+            demod = torch.rsqrt(weight.pow(2).sum([2, 3, 4]) + 1e-8)
+            weight = weight * demod.view(batch, self.out_channel, 1, 1, 1)
+        # One image: an ordinary convolution (no grouped reshape needed). Same maths.
+        if self.upsample:
+            weight = weight.transpose(1, 2).reshape(batch * in_ch, self.out_channel, k, k)
+            out = F.conv_transpose2d(x.reshape(1, batch * in_ch, h, w), weight, padding=0, stride=2, groups=batch)
+            out = out.view(batch, self.out_channel, out.shape[-2], out.shape[-1])
+            return self.blur(out)
+        weight = weight.view(batch * self.out_channel, in_ch, k, k)
+        out = F.conv2d(x.reshape(1, batch * in_ch, h, w), weight, padding=self.padding, groups=batch)
+        return out.view(batch, self.out_channel, out.shape[-2], out.shape[-1])
+
+
+class NoiseInjection(nn.Module):
+    """GPEN concatenates the (encoder-provided) noise instead of adding it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(1))
+
+    def forward(self, image: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return torch.cat((image, self.weight * noise), dim=1)
+
+
+class ConstantInput(nn.Module):
+    def __init__(self, channel: int, size: int = 4) -> None:
+        super().__init__()
+        self.input = nn.Parameter(torch.randn(1, channel, size, size))
+
+    def forward(self, batch: int) -> torch.Tensor:
+        return self.input.repeat(batch, 1, 1, 1)
+
+
+class StyledConv(nn.Module):
+    def __init__(self, in_ch: int, out_ch: int, k: int, style_dim: int, upsample: bool = False) -> None:
+        super().__init__()
+        self.conv = ModulatedConv2d(in_ch, out_ch, k, style_dim, upsample=upsample)
+        self.noise = NoiseInjection()
+        self.activate = FusedLeakyReLU(out_ch * 2)
+
+    def forward(self, x: torch.Tensor, style: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return self.activate(self.noise(self.conv(x, style), noise))
+
+
+class ToRGB(nn.Module):
+    def __init__(self, in_ch: int, style_dim: int, upsample: bool = True) -> None:
+        super().__init__()
+        if upsample:
+            self.upsample = Upsample([1, 3, 3, 1])
+        self.conv = ModulatedConv2d(in_ch, 3, 1, style_dim, demodulate=False)
+        self.bias = nn.Parameter(torch.zeros(1, 3, 1, 1))
+
+    def forward(self, x: torch.Tensor, style: torch.Tensor, skip: torch.Tensor | None = None) -> torch.Tensor:
+        out = self.conv(x, style) + self.bias
+        if skip is not None:
+            out = out + self.upsample(skip)
+        return out
+
+
+class ConvLayer(nn.Sequential):
+    def __init__(self, in_ch: int, out_ch: int, k: int, downsample: bool = False) -> None:
+        layers: list[nn.Module] = []
+        if downsample:
+            p = (4 - 2) + (k - 1)
+            layers.append(Blur([1, 3, 3, 1], pad=((p + 1) // 2, p // 2)))
+            stride, padding = 2, 0
+        else:
+            stride, padding = 1, k // 2
+        layers.append(EqualConv2d(in_ch, out_ch, k, padding=padding, stride=stride, bias=False))
+        layers.append(FusedLeakyReLU(out_ch))
+        super().__init__(*layers)
+
+
+class Generator(nn.Module):
+    """The StyleGAN2-style decoder; its noise inputs are GPEN's encoder features."""
+
+    def __init__(self, cfg: GPENConfig, lr_mlp: float = 0.01) -> None:
+        super().__init__()
+        ch = cfg.channels()
+        self.style = nn.Sequential(
+            PixelNorm(),
+            *[EqualLinear(cfg.style_dim, cfg.style_dim, lr_mul=lr_mlp, activation=True) for _ in range(cfg.n_mlp)],
+        )
+        self.input = ConstantInput(ch[4])
+        self.conv1 = StyledConv(ch[4], ch[4], 3, cfg.style_dim)
+        self.to_rgb1 = ToRGB(ch[4] * 2, cfg.style_dim, upsample=False)
+        self.convs = nn.ModuleList()
+        self.to_rgbs = nn.ModuleList()
+        in_ch = ch[4]
+        for i in range(3, cfg.log_size + 1):
+            out_ch = ch[2**i]
+            self.convs.append(StyledConv(in_ch * 2, out_ch, 3, cfg.style_dim, upsample=True))
+            self.convs.append(StyledConv(out_ch * 2, out_ch, 3, cfg.style_dim))
+            self.to_rgbs.append(ToRGB(out_ch * 2, cfg.style_dim))
+            in_ch = out_ch
+
+    def forward(self, style: torch.Tensor, noise: list[torch.Tensor]) -> torch.Tensor:
+        # A single style vector is used for every layer (no mixing at inference).
+        latent = self.style(style)
+        out = self.conv1(self.input(latent.shape[0]), latent, noise[0])
+        skip = self.to_rgb1(out, latent)
+        for conv1, conv2, n1, n2, to_rgb in zip(self.convs[::2], self.convs[1::2], noise[1::2], noise[2::2], self.to_rgbs):
+            out = conv1(out, latent, n1)
+            out = conv2(out, latent, n2)
+            skip = to_rgb(out, latent, skip)
+        return skip
+
+
+class GPEN(nn.Module):
+    """The official ``FullGenerator``: a U-Net-like encoder feeding a GAN prior decoder.
+
+    ``forward(x)``: x is N×3×S×S in [-1, 1] RGB, returns the same shape.
+    """
+
+    def __init__(self, cfg: GPENConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        ch = cfg.channels()
+        self.generator = Generator(cfg)
+        self.ecd0 = nn.Sequential(ConvLayer(3, ch[cfg.size], 1))
+        in_ch = ch[cfg.size]
+        self.names = [f"ecd{i}" for i in range(cfg.log_size - 1)]
+        for i in range(cfg.log_size, 2, -1):
+            out_ch = ch[2 ** (i - 1)]
+            setattr(self, self.names[cfg.log_size - i + 1], nn.Sequential(ConvLayer(in_ch, out_ch, 3, downsample=True)))
+            in_ch = out_ch
+        self.final_linear = nn.Sequential(EqualLinear(ch[4] * 16, cfg.style_dim, activation=True))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        feats = []
+        for name in self.names:
+            x = getattr(self, name)(x)
+            feats.append(x)
+        style = self.final_linear(x.reshape(x.shape[0], -1))
+        noise = list(itertools.chain.from_iterable((f, f) for f in feats))[::-1]
+        return self.generator(style, noise[1:])

@@ -1,0 +1,134 @@
+"""Turn a checkpoint (path or state_dict) into a ready GPEN model.
+
+The checkpoint decides the architecture: size, channel_multiplier, narrow,
+style_dim and n_mlp are read from tensor shapes and key counts, so nobody ever
+passes ``--narrow 0.5`` again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .arch import GPEN, GPENConfig
+from .errors import WeightsError
+
+# Keys under which training scripts and converters nest the generator's weights.
+_WRAPPER_KEYS = ("g_ema", "params_ema", "params", "state_dict", "model", "generator", "netG", "g")
+_ECD = re.compile(r"^ecd(\d+)\.")
+_STYLE = re.compile(r"^generator\.style\.(\d+)\.weight$")
+
+
+def unwrap_state_dict(obj: Any) -> dict[str, torch.Tensor]:
+    """Find the flat ``{key: tensor}`` generator state_dict inside ``obj``.
+
+    Accepts a plain state_dict, one nested under a common key (``g_ema``,
+    ``params_ema``, ``state_dict`` …) and ``module.``-prefixed keys from
+    ``DataParallel``.
+    """
+    seen = 0
+    while isinstance(obj, Mapping) and seen < 4:
+        if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+            break
+        inner = next((obj[k] for k in _WRAPPER_KEYS if isinstance(obj.get(k), Mapping)), None)
+        if inner is None:
+            break
+        obj, seen = inner, seen + 1
+    if not isinstance(obj, Mapping) or not obj:
+        raise WeightsError(
+            f"expected a GPEN generator state_dict (a dict of tensors), found {type(obj).__name__}. "
+            "Use a GPEN-BFR-*.pth file or ModelScope's pytorch_model.pt."
+        )
+    sd = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
+    if sd and all(k.startswith("module.") for k in sd):
+        sd = {k[len("module.") :]: v for k, v in sd.items()}
+    return sd
+
+
+def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:
+    """Read the architecture off the state_dict; raise WeightsError if it is not GPEN."""
+    required = ("generator.input.input", "generator.style.1.weight", "ecd0.0.0.weight", "final_linear.0.weight")
+    missing = [k for k in required if k not in sd]
+    if missing:
+        sample = ", ".join(list(sd)[:4])
+        raise WeightsError(
+            "this checkpoint is not a GPEN generator (FullGenerator): expected keys such as "
+            f"{', '.join(missing)}; found {len(sd)} keys like {sample or 'nothing'}. "
+            "Use one of GPEN-BFR-256/512/1024/2048.pth or ModelScope's "
+            "iic/cv_gpen_image-portrait-enhancement pytorch_model.pt."
+        )
+    n_ecd = len({int(m.group(1)) for k in sd if (m := _ECD.match(k))})
+    size = 2 ** (n_ecd + 1)
+    n_mlp = len([k for k in sd if _STYLE.match(k)])
+    style_dim = int(sd["generator.style.1.weight"].shape[0])
+    ch4 = int(sd["generator.input.input"].shape[1])
+    narrow = ch4 / 512
+    cm = 2
+    if size >= 64:
+        # convs.6 is the first conv at 64 px; its width is 256 * channel_multiplier * narrow.
+        key = "generator.convs.6.conv.weight"
+        if key in sd:
+            cm = max(1, round(int(sd[key].shape[1]) / (256 * narrow)))
+    return GPENConfig(size=size, style_dim=style_dim, n_mlp=n_mlp, channel_multiplier=cm, narrow=narrow)
+
+
+def build_from_state_dict(obj: Any, dtype: torch.dtype = torch.float32) -> GPEN:
+    """Build the model that ``obj`` describes, load it strictly, return it in eval mode."""
+    sd = unwrap_state_dict(obj)
+    cfg = infer_config(sd)
+    with torch.device("meta"):
+        model = GPEN(cfg)
+    expected = model.state_dict()
+    problems: list[str] = []
+    for k, v in expected.items():
+        if k not in sd:
+            problems.append(f"missing {k} {tuple(v.shape)}")
+        elif tuple(sd[k].shape) != tuple(v.shape):
+            problems.append(f"{k}: expected {tuple(v.shape)}, found {tuple(sd[k].shape)}")
+    problems += [f"unexpected {k}" for k in sd if k not in expected]
+    if problems:
+        more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise WeightsError(
+            f"checkpoint looks like GPEN {cfg.size} px (channel_multiplier {cfg.channel_multiplier}, "
+            f"narrow {cfg.narrow:g}) but does not match that architecture: "
+            + "; ".join(problems[:5])
+            + more
+            + ". The file may be truncated or from another network."
+        )
+    # assign=True keeps the loaded tensors (mmap-backed when loaded with mmap) instead of copying.
+    model.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in sd.items()}, strict=True, assign=True)
+    return model.eval().requires_grad_(False)
+
+
+def load_checkpoint_file(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """``torch.load`` with ``weights_only=True`` and mmap; errors say what to do."""
+    p = Path(path)
+    if not p.is_file():
+        raise WeightsError(f"checkpoint {p} does not exist. Check the path, or run `python -m gpen_core download`.")
+    try:
+        obj = torch.load(p, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as mmap_exc:  # legacy (non-zip) files cannot be mmapped
+        try:
+            obj = torch.load(p, map_location="cpu", weights_only=True)
+        except Exception as exc:
+            raise WeightsError(
+                f"cannot read checkpoint {p}: {exc.__class__.__name__}: {str(exc).splitlines()[0][:200]}. "
+                "The file is corrupt or incomplete; delete it and download it again."
+            ) from mmap_exc
+    return unwrap_state_dict(obj)
+
+
+def load_generator(source: str | os.PathLike[str] | Mapping[str, Any], dtype: torch.dtype = torch.float32) -> GPEN:
+    """Load a GPEN generator from a checkpoint path or a (possibly wrapped) state_dict.
+
+    The architecture is inferred from the checkpoint; the model comes back on the
+    CPU in eval mode with gradients off. Raises :class:`WeightsError` for a file
+    that is missing, unreadable, or not a GPEN generator.
+    """
+    sd = source if isinstance(source, Mapping) else load_checkpoint_file(source)
+    return build_from_state_dict(sd, dtype=dtype)

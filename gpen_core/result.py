@@ -1,0 +1,90 @@
+"""The typed result of one restore call, read by the UI, the CLI, benchmarks and tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from .modes import MemoryMode
+
+RamMethod = Literal["vmhwm", "sampling"]
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Memory measured around one call. Bytes; VRAM fields are None without CUDA."""
+
+    rss_bytes: int  # peak resident set size of the process during the call
+    baseline_rss_bytes: int  # resident set size just before the call
+    method: RamMethod  # "vmhwm": kernel high-water mark reset per call; "sampling": psutil every few ms
+    vram_allocated_bytes: int | None = None  # torch.cuda.max_memory_allocated during the call
+    vram_reserved_bytes: int | None = None  # torch.cuda.max_memory_reserved during the call
+    baseline_vram_bytes: int | None = None  # torch.cuda.memory_allocated before the call
+
+    @property
+    def rss_delta_bytes(self) -> int:
+        return max(0, self.rss_bytes - self.baseline_rss_bytes)
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Seconds per stage of one call; ``total_s`` is wall time of the whole call."""
+
+    total_s: float
+    decode_s: float = 0.0
+    detect_s: float = 0.0
+    align_s: float = 0.0
+    restore_s: float = 0.0
+    paste_s: float = 0.0
+    encode_s: float = 0.0
+    load_s: float = 0.0  # model (re)loading inside this call, 0 when cached
+
+    def stages(self) -> dict[str, float]:
+        return {
+            "load": self.load_s,
+            "decode": self.decode_s,
+            "detect": self.detect_s,
+            "align": self.align_s,
+            "restore": self.restore_s,
+            "paste": self.paste_s,
+            "encode": self.encode_s,
+        }
+
+
+@dataclass(frozen=True)
+class Face:
+    """One face. Boxes and landmarks are in input-image pixels (x, y)."""
+
+    box: tuple[float, float, float, float]  # x0, y0, x1, y1
+    score: float
+    landmarks: np.ndarray  # 5×2 float32: left eye, right eye, nose, left/right mouth corner
+    crop: np.ndarray  # aligned input crop, RGB uint8 S×S×3
+    restored: np.ndarray  # restored crop (after alpha blend), RGB uint8 S×S×3
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    """Everything one call produced and what it cost.
+
+    ``image`` is RGB uint8 H×W×3: the photo with faces pasted back, or the input
+    unchanged when no face was found or the mode does not paste.
+    """
+
+    image: np.ndarray
+    faces: tuple[Face, ...]
+    timings: Timings
+    peaks: Peaks
+    mode: MemoryMode  # the mode that actually ran
+    requested_mode: str  # what the caller asked for ("auto" included)
+    mode_reason: str  # why ``mode`` ran (auto's choice, a fallback); "" when as requested
+    checkpoint: str  # registry name or path of the generator
+    detector: str  # "mobilenet0.25", "resnet50", or "none" (aligned input)
+    device: str  # "cpu" or "cuda:0"
+    dtype: str  # compute dtype that ran: "float32", "bfloat16", "float16"
+    output_format: str  # "jpeg" or "png": format of ``encoded``
+    encoded: bytes = field(repr=False, default=b"")  # ``image`` (or the face grid) in output_format
+    notes: tuple[str, ...] = ()  # everything changed from the request, said plainly
+    input_size: tuple[int, int] = (0, 0)  # width, height of the decoded input
+    processed_size: tuple[int, int] = (0, 0)  # width, height after any pre-shrink
