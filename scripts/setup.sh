@@ -8,21 +8,24 @@ cd "$(dirname "$0")/.."
 dev=0
 [ "${1:-}" = "--dev" ] && dev=1
 PY=${PYTHON:-python3}
-FACEXLIB=facexlib==0.3.0
 
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
 req=requirements.txt
-[ $dev = 1 ] && req=requirements-dev.txt
+[ $dev = 1 ] && req="requirements.txt + requirements-dev.txt"
 base=.venv/.setup-$(cat requirements.txt requirements-dev.txt scripts/setup.sh | sha256sum | cut -c1-16)
 if [ -f "$base-1" ] || { [ $dev = 0 ] && [ -f "$base-0" ]; }; then
   :  # already installed for these requirements
 else
   echo "setup: installing $req (first run: a few minutes)"
-  .venv/bin/python -m pip install -q --disable-pip-version-check -r "$req"
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "$FACEXLIB"
+  # everything but facexlib with dependencies, then facexlib alone with --no-deps
+  grep -v '^facexlib' requirements.txt > .venv/requirements-nofacexlib.txt
+  extra=""
+  [ $dev = 1 ] && extra=$(grep -v '^-r' requirements-dev.txt | grep -v '^#' | tr '\n' ' ')
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r .venv/requirements-nofacexlib.txt $extra
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "$(grep '^facexlib' requirements.txt)"
   touch "$base-$dev"
 fi
 if [ $dev = 1 ] && [ ! -x /usr/bin/chromium ]; then

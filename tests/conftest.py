@@ -27,3 +27,27 @@ def _isolated_models_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     monkeypatch.setenv("GPEN_OFFLINE", "1")
     monkeypatch.setenv("MODELSCOPE_CACHE", str(home / "modelscope"))
     return home
+
+
+@pytest.fixture(scope="session")
+def gen256(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A GPEN-BFR-256-shaped checkpoint with random weights (the real file cannot be downloaded here)."""
+    from .factories import RELEASED, write_checkpoint
+
+    return write_checkpoint(tmp_path_factory.mktemp("ckpt") / "random-GPEN-BFR-256.pth", RELEASED["GPEN-BFR-256"], seed=1)
+
+
+@pytest.fixture(scope="session")
+def gen512(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A GPEN-BFR-512-shaped checkpoint with random weights (~280 MB, written once per session)."""
+    from .factories import RELEASED, write_checkpoint
+
+    return write_checkpoint(tmp_path_factory.mktemp("ckpt") / "random-GPEN-BFR-512.pth", RELEASED["GPEN-BFR-512"], seed=2)
+
+
+@pytest.fixture()
+def models_with_detector(_isolated_models_home: Path) -> Path:
+    """The test's models folder holding the real RetinaFace mobilenet0.25 weights from ../shared."""
+    src = shared_path("weights", "detection_mobilenet0.25_Final.pth")
+    (_isolated_models_home / src.name).symlink_to(src)
+    return _isolated_models_home

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import torch
 
-from gpen_core.arch import GPEN, GPENConfig
+from gpen_core.arch import GPENConfig
+from gpen_core.synthetic import random_state_dict
 
 RELEASED = {
     "GPEN-BFR-256": GPENConfig(256, channel_multiplier=1, narrow=0.5),
@@ -16,18 +17,7 @@ RELEASED = {
 }
 TINY = GPENConfig(64, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.125)
 
-
-def random_state_dict(cfg: GPENConfig, seed: int = 0, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
-    """Every parameter random (biases and noise weights too), blur buffers as the architecture defines them."""
-    torch.manual_seed(seed)
-    model = GPEN(cfg)
-    sd = {}
-    for k, v in model.state_dict().items():
-        if k.endswith(".kernel"):
-            sd[k] = v.clone()
-        else:
-            sd[k] = (torch.randn_like(v) * (0.1 if v.ndim <= 1 else 1.0)).to(dtype)
-    return sd
+__all__ = ["RELEASED", "TINY", "random_state_dict", "write_checkpoint"]
 
 
 def write_checkpoint(path: Path, cfg: GPENConfig, seed: int = 0, wrap: str | None = None) -> Path:
