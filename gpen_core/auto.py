@@ -64,10 +64,13 @@ def estimate_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], mo
         s = mode.max_side / max(w, h)
         w, h = int(w * s), int(h * s)
     pixels = w * h
-    measured = profile.measured_peak(mode.name, device, models_dir=models_dir)
+    measured = profile.measured(mode.name, device, models_dir=models_dir)
     if measured is not None:
-        base, src = measured
-        return int(base + pixels * _BYTES_PER_PIXEL), "measured on this machine"
+        # The measured peak already covers photos up to the largest workload (a 12 MP
+        # photo): only pixels beyond that add, at the measured growth when there is one.
+        per_pixel = measured.bytes_per_pixel or _BYTES_PER_PIXEL
+        extra = max(0, pixels - measured.covered_pixels) * per_pixel
+        return int(measured.peak_bytes + extra), "measured on this machine"
     table = _CUDA_MODEL_BYTES if device.startswith("cuda") else _CPU_MODEL_BYTES
     return int(table[mode.name] + pixels * _BYTES_PER_PIXEL), "built-in estimate (run the hardware check to measure)"
 

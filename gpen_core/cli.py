@@ -26,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     from .modes import MODE_CHOICES
 
     p = argparse.ArgumentParser(prog="python -m gpen_core", description="GPEN blind face restoration that measures what it costs.")
+    p.add_argument("-v", "--verbose", action="store_true", help="print error details (every place looked, each attempt)")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("restore", help="restore the faces in photos")
@@ -71,11 +72,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return profile.run_cli(args)
     except GPENError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _print_error(exc, args.verbose)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _print_error(exc: GPENError, verbose: bool, prefix: str = "") -> None:
+    print(f"error: {prefix}{exc}", file=sys.stderr)
+    if verbose and exc.details:
+        print(exc.details, file=sys.stderr)
 
 
 # ----------------------------------------------------------------- restore
@@ -168,7 +175,7 @@ def _restore(args: argparse.Namespace) -> int:
             record.update(status="error", error=str(exc), exit_code=exc.exit_code)
             _emit(args, record)
             if not args.json:
-                print(f"error: {src}: {exc}", file=sys.stderr)
+                _print_error(exc, args.verbose, prefix=f"{src}: ")
             worst = worst or exc.exit_code
             bar.step(src.name)
             continue
@@ -259,7 +266,7 @@ def _download(args: argparse.Namespace) -> int:
             path = weights.download(name, models_dir=args.models_dir, progress=progress)
         except GPENError as exc:
             sys.stderr.write("\n" if state["last"] else "")
-            print(f"error: {exc}", file=sys.stderr)
+            _print_error(exc, args.verbose)
             worst = worst or exc.exit_code
             continue
         sys.stderr.write("\n" if state["last"] else "")

@@ -8,9 +8,17 @@ from __future__ import annotations
 
 
 class GPENError(Exception):
-    """Base class: anything the user can act on."""
+    """Base class: anything the user can act on.
+
+    ``str(error)`` is one or two lines for people; ``details`` holds the long form
+    (every path looked at, each download attempt) for logs and ``--verbose``.
+    """
 
     exit_code = 1
+
+    def __init__(self, message: str, *, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
 
 
 class InputError(GPENError):

@@ -1,0 +1,137 @@
+"""GPEN's own 5-point alignment: the template and the similarity transforms.
+
+This reproduces the official yangxy/GPEN ``align_faces.py`` as ``face_enhancement.py``
+uses it: ``get_reference_facial_points((S, S), inner_padding_factor=0.25,
+outer_padding=(0, 0), default_square=True)`` and the ``'smilarity'`` branch of
+``warp_and_crop_face`` (Umeyama least-squares similarity, forward with estimated
+scale, inverse with the reciprocal scale). GPEN's template is looser than
+facexlib's FFHQ template (more forehead and chin in the crop); the generators
+were trained on it, so it is the one to use.
+
+Points are (x, y) pixels in the order left eye, right eye, nose tip, left mouth
+corner, right mouth corner ("left" as seen in the image). Pure numpy; no colour.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# The 96×112 template of the official code, (x, y).
+_BASE_POINTS = np.array(
+    [
+        [30.29459953, 51.69630051],
+        [65.53179932, 51.50139999],
+        [48.02519989, 71.73660278],
+        [33.54930115, 92.3655014],
+        [62.72990036, 92.20410156],
+    ],
+    dtype=np.float64,
+)
+_BASE_SIZE = np.array([96, 112], dtype=np.int64)  # (w, h)
+_INNER_PADDING = 0.25  # what GPEN's face_enhancement.py uses
+
+
+def reference_points(crop_size: int) -> np.ndarray:
+    """GPEN's 5-point template for a ``crop_size``×``crop_size`` aligned crop: (5, 2) float64 (x, y).
+
+    Same arithmetic as the official ``get_reference_facial_points`` with
+    ``default_square=True, inner_padding_factor=0.25, outer_padding=(0, 0)``:
+    square the 96×112 template to 112×112, pad it by 25 % each side to 168×168,
+    then scale to ``crop_size``. (The official function has a special case that
+    returns the unpadded points for a 112×112 output; GPEN never uses that size and
+    we do not reproduce it.)
+    """
+    if crop_size <= 0:
+        raise ValueError(f"crop_size must be a positive number of pixels, got {crop_size}")
+    pts = _BASE_POINTS.copy()
+    size = _BASE_SIZE.copy()
+    # 0) make the inner region square, centring the points horizontally
+    diff = size.max() - size
+    pts += diff / 2
+    size += diff
+    # 1) pad the inner region by inner_padding on each side
+    pad = size * _INNER_PADDING * 2
+    pts += pad / 2
+    size += np.round(pad).astype(np.int64)
+    # 2) scale the padded square to the output size
+    return pts * (float(crop_size) / float(size[0]))
+
+
+def _umeyama(src: np.ndarray, dst: np.ndarray, scale: float | None) -> tuple[np.ndarray, float]:
+    """Least-squares similarity ``dst ≈ s·R·src + t`` (Umeyama 1991, Eqs. 38–43).
+
+    ``scale=None`` estimates ``s``; otherwise ``s`` is fixed to ``scale`` (the official
+    inverse uses the reciprocal of the forward scale). Returns the 3×3 homogeneous
+    matrix and the scale used; the matrix is all NaN when the points are degenerate.
+    """
+    num, dim = src.shape
+    src_mean = src.mean(axis=0)
+    dst_mean = dst.mean(axis=0)
+    src_demean = src - src_mean
+    dst_demean = dst - dst_mean
+
+    a = dst_demean.T @ src_demean / num
+    d = np.ones((dim,), dtype=np.float64)
+    if np.linalg.det(a) < 0:
+        d[dim - 1] = -1  # a reflection fits better; force a proper rotation instead
+
+    t = np.eye(dim + 1, dtype=np.float64)
+    u, s, v = np.linalg.svd(a)
+    rank = np.linalg.matrix_rank(a)
+    if rank == 0:
+        return np.full_like(t, np.nan), float("nan")
+    if rank == dim - 1:
+        if np.linalg.det(u) * np.linalg.det(v) > 0:
+            t[:dim, :dim] = u @ v
+        else:
+            d_flip = d.copy()
+            d_flip[dim - 1] = -1
+            t[:dim, :dim] = u @ np.diag(d_flip) @ v
+    else:
+        t[:dim, :dim] = u @ np.diag(d) @ v
+
+    if scale is None:
+        scale = float(1.0 / src_demean.var(axis=0).sum() * (s @ d))
+    t[:dim, dim] = dst_mean - scale * (t[:dim, :dim] @ src_mean.T)
+    t[:dim, :dim] *= scale
+    return t, scale
+
+
+def _as_points(pts: np.ndarray, name: str) -> np.ndarray:
+    arr = np.asarray(pts)
+    if arr.ndim != 2 or arr.shape[1] != 2 or arr.shape[0] < 3:
+        raise ValueError(f"{name} must be an (N, 2) array of (x, y) points with N >= 3, got shape {arr.shape}")
+    # The official code rounds the points to float32 before fitting; do the same so the
+    # transforms match it, then fit in float64.
+    return arr.astype(np.float32).astype(np.float64)
+
+
+def similarity_transform(src_pts: np.ndarray, dst_pts: np.ndarray) -> np.ndarray:
+    """The 2×3 float64 similarity (rotation, uniform scale, translation) mapping ``src_pts`` onto ``dst_pts``.
+
+    Least squares over all points (Umeyama), as the official ``'smilarity'`` alignment.
+    Both are (N, 2) (x, y) arrays with the same N >= 3. Usable as ``cv2.warpAffine``'s M.
+    """
+    src = _as_points(src_pts, "src_pts")
+    dst = _as_points(dst_pts, "dst_pts")
+    if src.shape != dst.shape:
+        raise ValueError(f"src_pts and dst_pts must have the same shape, got {src.shape} and {dst.shape}")
+    t, _ = _umeyama(src, dst, None)
+    return t[:2, :]
+
+
+def align_transform(landmarks_xy: np.ndarray, crop_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Transforms between a source image and GPEN's aligned ``crop_size`` crop.
+
+    ``landmarks_xy``: (5, 2) (x, y) in source pixels. Returns ``(fwd, inv)``, both 2×3
+    float64: ``fwd`` maps source → crop (``cv2.warpAffine(src, fwd, (S, S))`` makes the
+    crop); ``inv`` maps crop → source exactly as the official ``tfm_inv`` (Umeyama from
+    the template to the landmarks with the reciprocal of the forward scale).
+    """
+    src = _as_points(landmarks_xy, "landmarks_xy")
+    if src.shape != (5, 2):
+        raise ValueError(f"landmarks_xy must be (5, 2), got {src.shape}")
+    ref = reference_points(crop_size).astype(np.float32).astype(np.float64)
+    fwd, scale = _umeyama(src, ref, None)
+    inv, _ = _umeyama(ref, src, 1.0 / scale)
+    return fwd[:2, :], inv[:2, :]

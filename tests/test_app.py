@@ -1,0 +1,271 @@
+"""The app's handlers called as plain functions, and the pure formatting they use.
+
+No server, no browser. End-to-end restores use the ``low`` mode with a random
+GPEN-BFR-256 and the real mobilenet detector (tests/fixtures_models.py).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+import pytest
+from PIL import Image
+
+import app
+from gpen_core import ui_format as ui
+from gpen_core.meter import format_bytes
+from gpen_core.modes import MODES
+from gpen_core.result import Face, Peaks, RestoreResult, Timings
+
+from .conftest import ROOT
+from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
+
+EXAMPLE = ROOT / "examples" / "astronaut_low_resolution.jpg"
+
+
+class RecordingProgress:
+    """Stands in for gr.Progress: records (fraction, desc)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, str | None]] = []
+
+    def __call__(self, fraction: float, desc: str | None = None, **_: object) -> None:
+        self.calls.append((fraction, desc))
+
+
+def _restore(image: str | None, mode: str = "low", progress: RecordingProgress | None = None, **kw: object):
+    args = dict(model="default", detector="default", alpha=1.0, threshold=0.9, max_faces=50, aligned=False) | kw
+    return app.restore(image, mode, progress=progress or RecordingProgress(), **args)  # type: ignore[arg-type]
+
+
+def _fake_result(**kw: object) -> RestoreResult:
+    """A RestoreResult built by hand, for the formatting functions."""
+    rng = np.random.default_rng(0)
+    crop = rng.integers(0, 255, (256, 256, 3), dtype=np.uint8)
+    face = Face((10.0, 20.0, 110.0, 140.0), 0.987, np.zeros((5, 2), np.float32), crop, 255 - crop)
+    base = dict(
+        image=np.zeros((300, 400, 3), np.uint8),
+        faces=(face,),
+        timings=Timings(total_s=2.5, decode_s=0.1, detect_s=0.4, restore_s=1.5, encode_s=0.05, load_s=0.3),
+        peaks=Peaks(1_234_000_000, 800_000_000, "vmhwm"),
+        mode=MODES["low"],
+        requested_mode="low",
+        mode_reason="",
+        checkpoint="GPEN-BFR-256",
+        detector="mobilenet0.25",
+        device="cpu",
+        dtype="float32",
+        output_format="jpeg",
+        encoded=b"\xff\xd8" + b"x" * 40_000,
+        notes=(),
+        input_size=(400, 300),
+        processed_size=(400, 300),
+    )
+    return RestoreResult(**(base | kw))  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------- formatting
+
+
+def test_mode_radio_lists_auto_first_then_every_mode_with_its_hint() -> None:
+    choices = ui.mode_choices()
+    assert [v for _, v in choices] == ["auto", *MODES]
+    for label, value in choices[1:]:
+        assert label.startswith(value) and MODES[value].hint in label
+
+
+def test_panel_shows_the_results_own_figures() -> None:
+    r = _fake_result()
+    md = ui.metrics_markdown(r)
+    assert format_bytes(r.peaks.rss_bytes) in md and format_bytes(r.peaks.baseline_rss_bytes) in md
+    assert "VmHWM" in md and "no GPU" in md
+    for seconds in (r.timings.total_s, r.timings.restore_s, r.timings.detect_s, r.timings.load_s):
+        assert f"{seconds:.2f}" in md
+    assert "| Faces | 1 |" in md and "GPEN-BFR-256" in md and "cpu · float32" in md
+    assert "40 kB" in md  # the downloadable's size, not "0 MB"
+    assert "ran exactly as requested" in md
+
+
+def test_panel_says_which_mode_ran_why_and_every_note() -> None:
+    why = "auto chose balanced: needs ~600 MB RAM (built-in estimate), 3.00 GB free"
+    r = _fake_result(mode=MODES["balanced"], requested_mode="auto", mode_reason=why,
+                     notes=("low mode shrank the photo from 5000×4000 to 2048×1638 before restoring", "found 60 faces; restored the 50 largest"))
+    md = ui.metrics_markdown(r)
+    assert "**balanced** (asked for auto)" in md and why in md
+    for note in r.notes:
+        assert f"- {note}" in md
+
+
+def test_panel_shows_vram_when_measured() -> None:
+    r = _fake_result(device="cuda:0", peaks=Peaks(2e9, 1e9, "sampling", 700_000_000, 900_000_000, 100_000_000))
+    md = ui.metrics_markdown(r)
+    assert "700 MB** allocated, 900 MB reserved (baseline 100 MB)" in md
+    assert "psutil" in md
+
+
+def test_slider_pair_lines_up_when_the_photo_was_shrunk() -> None:
+    before = np.full((600, 800, 3), 50, np.uint8)
+    b, a = ui.comparison_pair(before, _fake_result())
+    assert b.shape == a.shape == (300, 400, 3) and b.dtype == np.uint8
+
+
+def test_faces_only_compares_input_crops_with_restored_crops() -> None:
+    r = _fake_result(mode=MODES["faces-only"], output_format="png")
+    b, a = ui.comparison_pair(np.zeros((300, 400, 3), np.uint8), r)
+    assert b.shape == a.shape
+    assert np.array_equal(b[:256, :256], r.faces[0].crop) and np.array_equal(a[:256, :256], r.faces[0].restored)
+    assert ui.download_name("/up/x.png", r) == "x_gpen_faces-only_faces.png"
+
+
+def test_gallery_puts_each_original_crop_beside_its_restored_crop() -> None:
+    r = _fake_result()
+    [(img, caption)] = ui.face_pairs(r, gap=6)
+    assert img.shape == (256, 256 * 2 + 6, 3)
+    assert np.array_equal(img[:, :256], r.faces[0].crop) and np.array_equal(img[:, 262:], r.faces[0].restored)
+    assert "face 1" in caption and "0.99" in caption
+
+
+def test_download_names_are_safe() -> None:
+    r = _fake_result()
+    assert ui.download_name("/tmp/gradio/abc/My photo (1).JPG", r) == "My_photo_1_gpen_low.jpg"
+    assert ui.download_name(None, r) == "photo_gpen_low.jpg"
+    assert ui.download_name("/x/../..", r).endswith("_gpen_low.jpg")
+
+
+def test_error_text_keeps_file_names_literal_in_markdown() -> None:
+    md = ui.markdown_text("missing detection_mobilenet0.25_Final.pth\n  - /a/b_c/")
+    assert r"detection\_mobilenet0.25\_Final.pth" in md and "  \n" in md
+
+
+# --------------------------------------------------------------- handlers
+
+
+def test_restore_handler_end_to_end(low_mode_home: Path) -> None:
+    progress = RecordingProgress()
+    (before, after), download, md, gallery, record = _restore(str(EXAMPLE), progress=progress)
+
+    src = np.asarray(Image.open(EXAMPLE).convert("RGB"))
+    assert before.shape == after.shape == src.shape and after.dtype == np.uint8
+    assert not np.array_equal(before, after)  # random weights: the pasted face differs
+    # the download is the engine's full-resolution JPEG, in our own results folder
+    path = Path(download)
+    assert path.parent.parent == app.RESULTS_DIR and path.name == "astronaut_low_resolution_gpen_low.jpg"
+    with Image.open(io.BytesIO(path.read_bytes())) as im:
+        assert im.format == "JPEG" and im.size == (src.shape[1], src.shape[0])
+    # the panel shows the result's own figures
+    assert record["mode"] == "low" and record["faces"] >= 1
+    assert record["peaks"]["rss_bytes"] > record["peaks"]["baseline_rss_bytes"] > 0
+    assert format_bytes(record["peaks"]["rss_bytes"]) in md and f"| Faces | {record['faces']} |" in md
+    assert len(gallery) == record["faces"]
+    descs = [d for _, d in progress.calls]
+    assert "loading model" in descs and "detecting faces" in descs
+    assert any(re.fullmatch(r"restoring face \d+ of \d+", d or "") for d in descs)
+    assert [f for f, _ in progress.calls] == sorted(f for f, _ in progress.calls)
+
+
+def test_every_download_gets_its_own_file() -> None:
+    r = _fake_result()
+    a, b = app._save_download(str(EXAMPLE), r), app._save_download(str(EXAMPLE), r)
+    assert a != b and Path(a).name == Path(b).name
+    assert Path(a).read_bytes() == r.encoded
+
+
+def test_missing_weights_give_the_fix_not_a_trace() -> None:
+    with pytest.raises(gr.Error) as e:
+        _restore(str(EXAMPLE), mode="low")
+    assert e.value.title == "Weights missing"
+    assert "GPEN-BFR-256" in e.value.message and "python -m gpen_core download" in e.value.message
+    assert "Traceback" not in e.value.message
+
+
+def test_bad_file_is_a_readable_error(tmp_path: Path) -> None:
+    bad = tmp_path / "holiday.jpg"
+    bad.write_text("this is not a photo")
+    with pytest.raises(gr.Error) as e:
+        _restore(str(bad), mode="low")
+    assert e.value.title == "Cannot use this input" and "Traceback" not in e.value.message
+
+
+def test_no_photo_and_bad_options_are_readable_errors() -> None:
+    with pytest.raises(gr.Error, match="Upload a photo"):
+        _restore(None)
+    with pytest.raises(gr.Error) as e:
+        _restore(str(EXAMPLE), alpha=1.5)
+    assert e.value.title == "Cannot use this input" and "alpha" in e.value.message
+
+
+def test_weights_panel_offers_download_only_when_something_is_missing(low_mode_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    panel, button, _ = app.weights_view("low", "default", "default", False)
+    assert button["visible"] is False and "missing" not in panel.lower()
+
+    monkeypatch.setenv("GPEN_HOME", str(tmp_path))
+    panel, button, overview = app.weights_view("low", "default", "default", False)
+    assert button["visible"] is True
+    assert "`GPEN-BFR-256.pth`" in panel and "`detection_mobilenet0.25_Final.pth`" in panel and str(tmp_path) in panel
+    assert "GPEN-BFR-2048" in overview  # the overview lists the whole registry
+    # an aligned face needs no detector; an explicit checkpoint path cannot be downloaded
+    panel, _, _ = app.weights_view("low", "default", "default", True)
+    assert "detection_mobilenet" not in panel
+
+
+def test_download_offline_shows_the_manual_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpen_core import weights
+    from gpen_core.errors import WeightsError
+
+    asked: list[str] = []
+
+    def offline(name: str, **_: object) -> Path:
+        asked.append(name)
+        raise WeightsError(f"{name} is not available: no network.\nFix: save it as /models/{weights.REGISTRY[name].filename}")
+
+    monkeypatch.setattr(weights, "download", offline)
+    panel, button, _ = app.download_weights("low", "default", "default", False, progress=RecordingProgress())
+    assert asked == ["GPEN-BFR-256"]  # stops at the first failure
+    assert "Download failed" in panel and r"GPEN-BFR-256.pth" in panel and "no network" in panel
+    assert button["visible"] is True
+
+
+def test_serving_settings() -> None:
+    q = app.demo._queue
+    assert app.demo.api_open is False and q.max_size == 8
+    [dep] = [d for d in app.demo.fns.values() if d.api_name == "restore"]
+    assert dep.concurrency_limit == 1 and dep.queue
+    opts = app.launch_options()
+    assert opts["max_file_size"] == 25_000_000 and opts["run_history"] is False and "allowed_paths" not in opts
+    assert app.demo.analytics_enabled is False
+
+
+def test_cli_binds_localhost_and_share_always_has_auth(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    calls: list[dict] = []
+
+    def fake_launch(**kw: object):
+        calls.append(kw)
+        return None, "http://127.0.0.1:7860/", None  # no share link: offline
+
+    monkeypatch.setattr(app.demo, "launch", fake_launch)
+    monkeypatch.setattr(app.demo, "block_thread", lambda: None)
+    monkeypatch.delenv("GRADIO_SHARE", raising=False)
+    app.main([])
+    assert calls[-1]["server_name"] == "127.0.0.1" and calls[-1]["server_port"] == 7860
+    assert calls[-1]["share"] is False and calls[-1]["auth"] is None
+
+    app.main(["--share"])
+    user, password = calls[-1]["auth"]
+    assert calls[-1]["share"] is True and len(password) >= 12
+    out = capsys.readouterr().out
+    assert password in out
+    assert "public link could not be created" in out and out.count("\n") >= 2
+
+    app.main(["--share", "--auth", "ann:secret", "--port", "8080", "--host", "0.0.0.0"])
+    assert calls[-1]["auth"] == ("ann", "secret") and calls[-1]["server_port"] == 8080 and calls[-1]["server_name"] == "0.0.0.0"
+
+
+def test_importing_the_app_loads_no_model() -> None:
+    code = "import sys, app; assert 'torch' not in sys.modules, 'torch imported'; assert app.demo is not None"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)

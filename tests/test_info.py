@@ -1,0 +1,48 @@
+"""`python -m gpen_core info`'s data: versions, device, CPU, memory, weights."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from importlib import metadata
+
+from gpen_core import weights
+from gpen_core.info import CPU_FLAGS_OF_INTEREST, collect_info, format_info
+
+from .factories import TINY, write_checkpoint
+
+
+def test_collect_info_reports_this_environment():
+    import torch
+
+    info = collect_info()
+    assert info.torch == metadata.version("torch") and info.torch.split("+")[0] in torch.__version__
+    assert info.numpy == metadata.version("numpy")
+    assert info.python == sys.version.split()[0]
+    assert info.models_dir == weights.models_dir()
+    assert info.device == "cpu" if not torch.cuda.is_available() else info.device.startswith("cuda:0")
+    assert info.cuda_vram_bytes is None or info.cuda_vram_bytes > 0
+    assert set(info.cpu_flags) <= set(CPU_FLAGS_OF_INTEREST)
+    assert info.ram_total_bytes and 0 < info.ram_available_bytes <= info.ram_total_bytes
+    assert info.cores_logical and info.cores_logical >= 1
+    assert [w.name for w in info.weights] == list(weights.REGISTRY)
+    json.dumps(asdict(info), default=str)  # the CLI's --json path
+
+
+def test_info_does_not_import_gradio(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gradio", None)  # any `import gradio` now raises ImportError
+    assert collect_info().gradio == metadata.version("gradio")
+
+
+def test_format_info_mentions_versions_and_every_weight():
+    write_checkpoint(weights.models_dir() / "GPEN-BFR-256.pth", TINY)
+    info = collect_info()
+    text = format_info(info)
+    assert info.torch in text and str(info.models_dir) in text
+    for name in weights.REGISTRY:
+        assert name in text
+    line_256 = next(line for line in text.splitlines() if "GPEN-BFR-256" in line)
+    assert line_256.split()[1] == "ok"
+    line_512 = next(line for line in text.splitlines() if "GPEN-BFR-512" in line)
+    assert "missing" in line_512 and "python -m gpen_core download GPEN-BFR-512" in line_512

@@ -1,0 +1,265 @@
+"""The hardware check: runs every mode through the real engine (tiny models, small images),
+saves a profile that auto reads, and refuses a profile made on another machine or version."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpen_core import auto, profile, workloads
+from gpen_core.arch import GPENConfig
+from gpen_core.modes import MODES
+from gpen_core.workloads import Workload
+
+TINY = GPENConfig(64, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.125)
+CONFIGS = {"GPEN-BFR-256": TINY, "GPEN-BFR-512": TINY}
+SMALL = (
+    Workload("face", "aligned face", 64, 64, 1, aligned=True),
+    Workload("photo", "photo, one face", 320, 240, 1, face_px=96),
+    Workload("group", "group photo", 480, 320, 3, face_px=64),
+)
+BIGGEST = (480, 320)
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """One torch thread: with other processes on the 2 cores, OpenMP's spinning makes 2 threads 10x slower."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory, one_thread: None) -> tuple[profile.Profile, Path]:
+    """One tiny profile of all four modes, saved in its own models folder (run once for the module)."""
+    home = tmp_path_factory.mktemp("profile_home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPEN_HOME", str(home))
+        mp.setenv("GPEN_OFFLINE", "1")
+        mp.setenv("MODELSCOPE_CACHE", str(home / "modelscope"))
+        seen: list[tuple[float, str]] = []
+        prof = profile.run_profile(
+            models_dir=home, workloads=SMALL, model_configs=CONFIGS, progress=lambda f, d: seen.append((f, d))
+        )
+    assert seen and seen[-1][0] == 1.0
+    assert all(0.0 <= f <= 1.0 for f, _ in seen)
+    assert [f for f, _ in seen] == sorted(f for f, _ in seen)
+    return prof, home
+
+
+def _field_names(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def test_every_mode_runs_every_workload_and_reports_peaks_and_times(measured: tuple[profile.Profile, Path]) -> None:
+    prof, home = measured
+    assert set(prof.modes) == set(MODES)
+    assert prof.device == "cpu" and prof.synthetic
+    for name, m in prof.modes.items():
+        assert m.stepped_down_to is None, m.notes
+        assert [r.workload for r in m.runs] == [w.name for w in SMALL]
+        for r, w in zip(m.runs, SMALL):
+            assert r.faces == w.faces and r.ran_mode == name
+            assert r.detector == ("none" if w.aligned else "given boxes")
+            assert r.peak_ram_bytes >= 0 and r.peak_vram_bytes is None  # no CUDA here
+            assert r.total_s >= r.restore_s > 0
+            assert r.seconds_per_face == pytest.approx(r.restore_s / r.faces, abs=1e-3)
+        # the first workload of a mode loads its model: the mode starts cold
+        assert m.runs[0].load_s > 0 and all(r.load_s < m.runs[0].load_s for r in m.runs[1:])
+        assert m.peak_ram_bytes == max(r.peak_ram_bytes for r in m.runs) == m.peak_bytes
+        assert m.covered_pixels == max(r.processed_pixels for r in m.runs)
+        assert m.seconds_per_face == m.runs[-1].seconds_per_face  # the group photo: steady state
+        assert profile.SYNTHETIC_NOTE in m.notes and m.weights == "synthetic"
+        assert m.idle_rss_bytes > 0
+    assert profile.GIVEN_BOXES_NOTE in prof.notes
+    assert prof.fingerprint == profile.fingerprint("cpu", home, synthetic=True)
+    assert prof.machine["cores_logical"] >= 1 and prof.machine["ram_total_bytes"] > 0
+
+
+def test_saved_json_has_every_field_and_round_trips(measured: tuple[profile.Profile, Path]) -> None:
+    prof, home = measured
+    saved = json.loads((home / "profile.json").read_text())
+    assert saved["format"] == profile.FORMAT
+    d = saved["profiles"]["cpu"]
+    assert set(d) == _field_names(profile.Profile)
+    for m in d["modes"].values():
+        assert set(m) == _field_names(profile.ModeProfile)
+        for r in m["runs"]:
+            assert set(r) == _field_names(profile.WorkloadRun)
+    fp = d["fingerprint"]
+    for key in ("cpu_model", "cores", "ram_total_mib", "gpu_name", "torch", "gpen_core", "weights", "synthetic"):
+        assert key in fp
+    assert profile.Profile.from_dict(d) == prof
+    assert profile.load_json(home / "profile.json") == prof
+
+
+def test_table_chart_and_recommendation(measured: tuple[profile.Profile, Path]) -> None:
+    prof, _ = measured
+    table = profile.format_table(prof, auto.Free(ram_bytes=64 * 10**9, vram_bytes=None))
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert len(rows) == 4
+    assert all(profile.SYNTHETIC_NOTE in r and r.rstrip(" |").endswith("yes") for r in rows)
+    assert "fits?" not in profile.format_table(prof, fits=False)
+    chart = profile.chart_rows(prof)
+    assert [c["mode"] for c in chart] == list(MODES)
+    assert all(c["peak RAM MB"] == round(prof.modes[c["mode"]].peak_ram_bytes / 1e6, 1) and c["peak VRAM MB"] is None for c in chart)
+
+    assert profile.recommendation(prof, auto.Free(64 * 10**9, None)).startswith("use `quality`")
+    q = prof.modes["quality"].peak_bytes
+    tight = auto.Free(int(q / auto.SAFETY_MARGIN) - 1, None)  # quality misses by a byte
+    rec = profile.recommendation(prof, tight)
+    if not rec.startswith("even"):
+        assert "`quality` needs" in rec and "more RAM than you have free" in rec
+        assert not rec.startswith("use `quality`")
+    none_fit = profile.recommendation(prof, auto.Free(0, None))
+    assert none_fit.startswith("even `low` needs")
+
+
+def test_auto_reads_the_profile_and_picks_a_lower_mode_with_less_free(measured: tuple[profile.Profile, Path]) -> None:
+    prof, home = measured
+    got = profile.measured_peak("quality", "cpu", home)
+    assert got is not None and got[0] == prof.modes["quality"].peak_bytes and "measured on this machine" in got[1]
+    big = auto.choose("cpu", BIGGEST, models_dir=home, free=auto.Free(64 * 10**9, None))
+    assert big.mode.name == "quality" and "measured on this machine" in big.reason
+    need_q, src = auto.estimate_peak(MODES["quality"], "cpu", BIGGEST, home)
+    assert need_q == prof.modes["quality"].peak_bytes and src == "measured on this machine"
+    small = auto.choose("cpu", BIGGEST, models_dir=home, free=auto.Free(int(need_q / auto.SAFETY_MARGIN) - 1, None))
+    assert small.mode.rank < MODES["quality"].rank
+    need_small, _ = auto.estimate_peak(small.mode, "cpu", BIGGEST, home)
+    assert need_small <= need_q - 1 or "lightest" in small.reason
+    # less free memory never buys a better mode
+    ranks = [
+        auto.choose("cpu", BIGGEST, models_dir=home, free=auto.Free(int(f), None)).mode.rank
+        for f in np.linspace(2 * need_q / auto.SAFETY_MARGIN, 0, 9)
+    ]
+    assert ranks == sorted(ranks, reverse=True)
+    # a photo bigger than the workloads adds a per-pixel term on top of the measured peak
+    bigger, _ = auto.estimate_peak(MODES["quality"], "cpu", (4000, 3000), home)
+    assert bigger > need_q
+
+
+def test_profile_from_another_machine_version_or_weights_is_not_reused(measured: tuple[profile.Profile, Path], tmp_path: Path) -> None:
+    prof, home = measured
+    saved = json.loads((home / "profile.json").read_text())
+    folder = tmp_path / "models"
+    folder.mkdir()
+
+    def reused(fp_change: dict) -> bool:
+        data = json.loads(json.dumps(saved))
+        data["profiles"]["cpu"]["fingerprint"].update(fp_change)
+        (folder / "profile.json").write_text(json.dumps(data))
+        return profile.measured_peak("balanced", "cpu", folder) is not None
+
+    assert reused({})  # the same file, unchanged, is reused from another folder with the same weights
+    assert reused({"synthetic": False})  # random weights cost what real ones cost
+    assert not reused({"cpu_model": "Some Other CPU"})
+    assert not reused({"cores": prof.fingerprint["cores"] + 2})
+    assert not reused({"ram_total_mib": prof.fingerprint["ram_total_mib"] * 2})
+    assert not reused({"torch": "1.0.0"})
+    assert not reused({"gpen_core": "0.0.1"})
+    assert not reused({"gpu_name": "NVIDIA H100"})
+    # weights appearing changes the fingerprint: a real GPEN-BFR-256 was downloaded since
+    (folder / "GPEN-BFR-256.pth").write_bytes(b"\0" * 1024)
+    assert not reused({})
+    need, src = auto.estimate_peak(MODES["balanced"], "cpu", BIGGEST, folder)
+    assert src.startswith("built-in estimate")
+    # a CPU profile says nothing about a GPU, and an old format is ignored
+    assert profile.measured_peak("balanced", "cuda", home) is None
+    data = json.loads(json.dumps(saved))
+    data["format"] = profile.FORMAT + 1
+    (folder / "profile.json").write_text(json.dumps(data))
+    assert profile.measured_peak("balanced", "cpu", folder) is None
+
+
+def test_no_profile_means_none(tmp_path: Path) -> None:
+    assert profile.measured_peak("low", "cpu", tmp_path) is None
+    (tmp_path / "profile.json").write_text("{not json")
+    assert profile.measured_peak("low", "cpu", tmp_path) is None
+
+
+def test_recommended_mode_runs_within_its_measured_peak(measured: tuple[profile.Profile, Path], tmp_path: Path) -> None:
+    """The done-criterion in small: run the recommended mode again on the biggest workload."""
+    from gpen_core.meter import current_rss
+    from gpen_core.restorer import Restorer, RestoreOptions
+
+    prof, home = measured
+    choice = auto.choose("cpu", BIGGEST, models_dir=home, free=auto.Free(64 * 10**9, None))
+    m = prof.modes[choice.mode.name]
+    ckpt = profile._write_overrides({"t": TINY}, tmp_path)["t"]
+    group = workloads.build(SMALL[-1])
+    r = Restorer(models_dir=home, device="cpu")
+    r(group.image, RestoreOptions(mode=m.mode, model=ckpt), detections=list(group.detections))  # warm
+    r.unload()
+    idle = current_rss()
+    res = r(group.image, RestoreOptions(mode=m.mode, model=ckpt), detections=list(group.detections))
+    assert res.mode.name == m.mode
+    # measured above idle, with slack for allocator noise at this tiny scale
+    assert res.peaks.rss_bytes - idle <= m.peak_ram_bytes * 1.5 + 16 * 2**20
+
+
+def test_cli_profile_subcommand_prints_table_and_writes_json(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], one_thread: None
+) -> None:
+    from gpen_core.cli import main
+
+    monkeypatch.setattr(profile, "run_profile", functools.partial(profile.run_profile, workloads=SMALL[:2], model_configs=CONFIGS))
+    out_json = tmp_path / "out" / "p.json"
+    rc = main(["profile", "--modes", "low", "balanced", "--synthetic", "--models-dir", str(tmp_path), "--json", str(out_json)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "| `low` |" in text and "| `balanced` |" in text and "| `quality` |" not in text
+    assert "Recommendation: use `balanced`" in text or "Recommendation: use `low`" in text or "Recommendation: even" in text
+    d = json.loads(out_json.read_text())
+    assert set(d) == _field_names(profile.Profile) and set(d["modes"]) == {"low", "balanced"}
+    assert d["command"] == f"python -m gpen_core profile --modes low balanced --synthetic --models-dir {tmp_path}"
+    assert (tmp_path / "profile.json").is_file()
+    # --saved prints the saved profile without measuring
+    monkeypatch.setattr(profile, "run_profile", lambda *a, **k: pytest.fail("--saved must not measure"))
+    assert main(["profile", "--saved", "--models-dir", str(tmp_path)]) == 0
+    assert "| `balanced` |" in capsys.readouterr().out
+    assert main(["profile", "--saved", "--models-dir", str(tmp_path / "empty")]) == 1
+
+
+def test_workloads_are_deterministic_and_faces_sit_where_said() -> None:
+    from gpen_core.align import align_transform
+
+    w = Workload("g", "g", 600, 400, 5, face_px=100)
+    a, b = workloads.build(w), workloads.build(w)
+    assert np.array_equal(a.image, b.image) and a.image.shape == (400, 600, 3) and a.image.dtype == np.uint8
+    assert a.image.std() > 10  # textured, not flat
+    boxes = [d.box for d in a.detections]
+    assert len(boxes) == 5
+    for i, (x0, y0, x1, y1) in enumerate(boxes):
+        assert 0 <= x0 < x1 <= 600 and 0 <= y0 < y1 <= 400 and x1 - x0 == 100
+        for (u0, v0, u1, v1) in boxes[i + 1 :]:
+            assert x1 <= u0 or u1 <= x0 or y1 <= v0 or v1 <= y0  # no overlap
+    # the template landmarks align the box exactly onto the crop
+    d = a.detections[0]
+    fwd, _ = align_transform(d.landmarks, 512)
+    corners = np.array([[d.box[0], d.box[1], 1], [d.box[2], d.box[3], 1]], np.float64)
+    assert np.allclose(corners @ fwd.T, [[0, 0], [512, 512]], atol=1.0)
+    with pytest.raises(ValueError, match="do not fit"):
+        workloads.face_boxes(Workload("x", "x", 200, 200, 9, face_px=100))
+    assert [x.pixels for x in workloads.STANDARD if x.name == "photo"] == [12_000_000]
+
+
+def test_portraits_are_composited_into_the_boxes(tmp_path: Path) -> None:
+    from PIL import Image
+
+    face = np.zeros((50, 40, 3), np.uint8)
+    face[..., 0] = 200
+    Image.fromarray(face).save(tmp_path / "p.png")
+    w = Workload("p", "p", 300, 200, 2, face_px=60)
+    built = workloads.build(w, portraits=workloads.example_faces(tmp_path))
+    assert built.real_faces
+    x0, y0, x1, y1 = (int(v) for v in built.detections[0].box)
+    assert (built.image[y0:y1, x0:x1, 0] == 200).all() and (built.image[y0:y1, x0:x1, 1] == 0).all()
