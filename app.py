@@ -36,7 +36,7 @@ import gradio as gr  # noqa: E402
 from gpen_core import ui_format as ui  # noqa: E402
 from gpen_core.errors import GPENError, InputError, ResourceError, WeightsError  # noqa: E402
 from gpen_core.imageio import DEFAULT_LIMITS  # noqa: E402
-from gpen_core.modes import AUTO, MODES, get_mode  # noqa: E402
+from gpen_core.modes import AUTO, get_mode  # noqa: E402
 from gpen_core.restorer import RestoreOptions, get_restorer  # noqa: E402
 
 try:  # Hugging Face ZeroGPU: the GPU exists only inside functions wrapped with spaces.GPU
@@ -242,8 +242,8 @@ with gr.Blocks(title="GPEN face restoration", analytics_enabled=False, delete_ca
                     file_out = gr.File(label="Full-resolution result", interactive=False)
                     with gr.Accordion("Raw measurements (JSON)", open=False):
                         record_out = gr.JSON(show_label=False)
-            gallery_out = gr.Gallery(label="Faces: original crop | restored crop", format="png", columns=3,
-                                     height=320, object_fit="contain", preview=False)
+            gallery_out = gr.Gallery(label="Faces: original crop | restored crop", format="png", columns=2,
+                                     fit_columns=False, height="auto", object_fit="contain", preview=False)
 
     weight_inputs = [mode_in, model_in, detector_in, aligned_in]
     weight_outputs = [weights_md, download_weights_btn, all_weights_md]

@@ -30,7 +30,7 @@ import cv2
 import numpy as np
 
 from .align import align_transform, reference_points
-from .errors import InputError, WeightsError
+from .errors import GPENError, InputError, WeightsError
 from .masks import parsing_labels_to_mask, rectangle_mask
 from .result import Face
 
@@ -114,6 +114,16 @@ ProgressFn = Callable[[int, int], None]
 # --------------------------------------------------------------------------- helpers
 
 
+def import_backends() -> None:
+    """Import torch and facexlib now (a one-time process cost, kept out of per-request peaks)."""
+    import torch  # noqa: F401
+
+    try:
+        import facexlib.detection.retinaface  # noqa: F401
+    except ImportError:  # FaceDetector reports it with the fix when a detector is built
+        pass
+
+
 def _check_rgb(rgb: Any, what: str = "image") -> np.ndarray:
     if not isinstance(rgb, np.ndarray) or rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
         desc = f"{rgb.dtype} {rgb.shape}" if isinstance(rgb, np.ndarray) else type(rgb).__name__
@@ -183,26 +193,42 @@ class FaceDetector:
     the module.
     """
 
-    def __init__(self, weights_path: Path, network: Network, device: str | torch.device = "cpu") -> None:
+    def __init__(self, weights_path: Path | None, network: Network, device: str | torch.device = "cpu") -> None:
+        """``weights_path=None`` builds a synthetic detector for the hardware check: the
+        same network and compute with random weights and a zeroed class head, so it
+        costs what the real one costs and reports no faces (callers pass boxes)."""
         import torch
 
         if network not in _FACEXLIB_NETWORK:
             raise ValueError(f"network must be one of {sorted(_FACEXLIB_NETWORK)}, got {network!r}")
-        from facexlib.detection.retinaface import RetinaFace
+        try:
+            from facexlib.detection.retinaface import RetinaFace
+        except ImportError as exc:
+            raise GPENError(
+                f"facexlib is not installed or broken ({exc}). Run `bash scripts/setup.sh`, or "
+                "`pip install --no-deps facexlib==0.3.0` in this environment."
+            ) from None
 
         self.network: Network = network
         self.device = torch.device(device)
-        self.weights_path = Path(weights_path)
-        sd = _load_state_dict(self.weights_path, f"RetinaFace {network}")
+        self.weights_path = Path(weights_path) if weights_path is not None else None
         with warnings.catch_warnings():
             # facexlib builds the resnet50 backbone with torchvision's deprecated
             # ``pretrained=False``; it downloads nothing, the warning is noise.
             warnings.simplefilter("ignore", UserWarning)
             net = RetinaFace(network_name=_FACEXLIB_NETWORK[network], half=False, phase="test", device=self.device)
-        _load_into(net, sd, self.weights_path, f"RetinaFace {network}")
+        if self.weights_path is None:
+            with torch.no_grad():
+                for head in net.ClassHead:  # logits 0 → score 0.5, under any threshold we accept
+                    for p in head.parameters():
+                        p.zero_()
+            sd: dict[str, Any] = {}
+        else:
+            sd = _load_state_dict(self.weights_path, f"RetinaFace {network}")
+            _load_into(net, sd, self.weights_path, f"RetinaFace {network}")
         # "pytorch_retinaface": facexlib's settings as they are; "1mb": see _MOBILENET_1MB_MIN_SIZES.
         self.variant = "pytorch_retinaface"
-        if network == "mobilenet0.25" and _trained_with_relu(sd):
+        if network == "mobilenet0.25" and sd and _trained_with_relu(sd):
             self.variant = "1mb"
             for module in net.modules():
                 if isinstance(module, torch.nn.LeakyReLU):

@@ -703,7 +703,9 @@ def encode_image(
             im = Image.fromarray(np.dstack([rgb, alpha]), "RGBA")
         else:
             im = Image.fromarray(np.ascontiguousarray(rgb), "RGB")
-        im.save(buf, "PNG", **extra)
+        # zlib level 1: ~2.5x faster than Pillow's default 6 on a 12 MP photo for ~30 %
+        # larger files; still lossless, and encoding is a visible share of a request.
+        im.save(buf, "PNG", compress_level=1, **extra)
     else:
         im = Image.fromarray(np.ascontiguousarray(rgb), "RGB")
         im.save(buf, "JPEG", quality=quality, subsampling=0, **extra)

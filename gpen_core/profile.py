@@ -802,9 +802,12 @@ def format_report(profile: Profile, free: "Free | None" = None) -> str:
     """Machine facts, the table, notes and the recommendation: what the CLI prints."""
     lines = [f"Hardware check ({profile.created}): {machine_line(profile)}", "", format_table(profile, free), ""]
     lines += [f"note: {n}" for n in profile.notes]
+    where: dict[str, list[str]] = {}  # each distinct note once, with the modes it concerns
     for m in profile.modes.values():
-        lines += [f"note ({m.mode}): {n}" for n in m.notes if n not in (SYNTHETIC_NOTE, GIVEN_BOXES_NOTE)]
-        lines += [f"note ({m.mode}, {r.workload}): {n}" for r in m.runs for n in r.notes]
+        for n in (*m.notes, *(n for r in m.runs for n in r.notes)):
+            if n not in (SYNTHETIC_NOTE, GIVEN_BOXES_NOTE) and m.mode not in where.setdefault(n, []):
+                where[n].append(m.mode)
+    lines += [f"note ({', '.join(ms)}): {n}" for n, ms in where.items()]
     lines += ["", "Recommendation: " + recommendation(profile, free)]
     return "\n".join(lines)
 

@@ -95,7 +95,7 @@ def side_by_side(left: np.ndarray, right: np.ndarray, gap: int = 6) -> np.ndarra
 
 def face_caption(index: int, face: Face) -> str:
     x0, y0, x1, y1 = face.box
-    return f"face {index} · original | restored · score {face.score:.2f} · {x1 - x0:.0f}×{y1 - y0:.0f} px in the photo"
+    return f"face {index} · score {face.score:.2f} · {x1 - x0:.0f}×{y1 - y0:.0f} px"
 
 
 def download_name(source: str | None, result: RestoreResult) -> str:
@@ -219,13 +219,13 @@ def weights_markdown(
         lines.append(f"**Missing for this mode:** {files}. Press *Download weights*, or put the files in `{folder}`.")
     else:
         lines.append(f"All weights this mode needs are in `{folder}`.")
-    lines += ["", "| Weights | File | Status |", "|---|---|---|"]
+    lines.append("")
     for name in needed:
         s = by_name.get(name)
         if s is None:
-            lines.append(f"| {name} | (path) | checked when you press Restore |")
+            lines.append(f"- {name}: a checkpoint path, checked when you press Restore")
         else:
-            lines.append(f"| {name} | `{s.filename}` | {'present' if s.present else '**missing**'} |")
+            lines.append(f"- {'present' if s.present else '**missing**'}: {name} (`{s.filename}`)")
     if message:
         lines += ["", message]
     return "\n".join(lines)

@@ -67,7 +67,7 @@ def test_upload_restore_and_read_the_measured_panel(browser, page_url: str, low_
     text = metrics.inner_text()
     assert re.search(r"Peak RAM\s+[\d.]+ (MB|GB)", text), text
     assert re.search(r"Mode\s+low", text), text
-    page.get_by_text("_gpen_low.jpg").first.wait_for(timeout=30_000)  # the download is offered
+    page.locator("a[href*='_gpen_low.jpg']").first.wait_for(state="attached", timeout=30_000)  # the download is offered
     page.wait_for_timeout(1000)  # let the slider and gallery images paint
     assert page.locator("img").count() >= 4  # before, after, and at least one face pair
 
