@@ -8,6 +8,7 @@ conservative built-in estimate otherwise; the reason string says which.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,15 +82,29 @@ def _fits(mode: MemoryMode, device: str, image_size: tuple[int, int], free: Free
     return need <= have * SAFETY_MARGIN, need, have, src
 
 
-def choose(device: str, image_size: tuple[int, int], models_dir: Path | None = None, free: Free | None = None) -> Choice:
-    """Highest-ranked pasting mode that fits; ``low`` with an honest reason if none does."""
+def choose(
+    device: str,
+    image_size: tuple[int, int],
+    models_dir: Path | None = None,
+    free: Free | None = None,
+    available: Callable[[MemoryMode], bool] | None = None,
+) -> Choice:
+    """Highest-ranked pasting mode that fits; ``low`` with an honest reason if none does.
+
+    ``available(mode)`` says whether the mode's weights are present: modes without
+    them are passed over while any mode with weights fits (someone who downloaded
+    only GPEN-BFR-256 gets ``low``, not a missing-weights error for ``quality``).
+    """
     free = free or free_memory(device)
     where = "VRAM" if device.startswith("cuda") else "RAM"
     ranked = sorted((m for m in MODES.values() if m.paste), key=lambda m: -m.rank)
-    for m in ranked:
+    have_weights = [m for m in ranked if available is None or available(m)]
+    skipped = [m.name for m in ranked if m not in have_weights]
+    why_skip = f"; passed over {', '.join(skipped)} (weights not downloaded)" if skipped and have_weights else ""
+    for m in have_weights or ranked:
         ok, need, have, src = _fits(m, device, image_size, free, models_dir)
         if ok:
-            return Choice(m, f"auto chose {m.name}: needs ~{format_bytes(need)} {where} ({src}), {format_bytes(have)} free")
+            return Choice(m, f"auto chose {m.name}: needs ~{format_bytes(need)} {where} ({src}), {format_bytes(have)} free{why_skip}")
     low = ranked[-1]
     _, need, have, src = _fits(low, device, image_size, free, models_dir)
     return Choice(low, f"auto chose {low.name}, the lightest mode: even it may need ~{format_bytes(need)} {where}, {format_bytes(have)} free")

@@ -208,7 +208,9 @@ class _Blur(nn.Module):
 
     def __init__(self, kernel: torch.Tensor, channels: int, pad: tuple[int, int], up: int, fir: FirImpl, dt) -> None:
         super().__init__()
-        self.fir, self.pad, self.up, self.channels = fir, pad, up, channels
+        if up > 1 and (tuple(pad) != (2, 1) or kernel.shape[-1] != 4):
+            raise ValueError(f"fast upsampling supports GPEN's 4-tap FIR with pad (2, 1), got {tuple(kernel.shape)} {pad}")
+        self.fir, self.pad, self.up, self.channels = fir, tuple(pad), up, channels
         self.register_buffer("raw", kernel.float().clone(), persistent=False)  # for "native"
         # Correlation with the flipped kernel == the official convolution. For up=2 the
         # transposed conv flips once more, so it takes the kernel itself.
@@ -220,9 +222,8 @@ class _Blur(nn.Module):
             out = upfirdn2d_native(x, self.raw.to(x.dtype), up=self.up, pad=self.pad)
             return out if bias is None else out + bias.view(1, -1, 1, 1)
         if self.up > 1:
-            # Zero-insertion + pad (p0, p1) + FIR == transposed conv cropped by (kh-1-p0) rows:
-            # for the 4-tap kernel and pad (2, 1) that is padding=1 on both sides.
-            assert self.pad == (2, 1) and self.dw.shape[-1] == 4
+            # Zero-insertion + pad (p0, p1) + FIR == transposed conv cropped by kh-1-p0 rows at
+            # the start: for GPEN's 4-tap kernel and pad (2, 1) that is padding=1 on both sides.
             out = F.conv_transpose2d(x, self.dw, stride=2, padding=1, groups=self.channels)
             return out if bias is None else out + bias.view(1, -1, 1, 1)
         p0, p1 = self.pad
@@ -406,52 +407,63 @@ class FastGPEN(nn.Module):
 class PreparedForward:
     """The callable :func:`prepare` returns: ``forward(x) -> y`` under inference mode.
 
-    With ``plan.compile`` it holds an eager and a compiled version: calls use eager
-    until :func:`warm_up` (or the first call, when nobody warmed up) has compiled
-    for that input shape, so a request never waits for a background compile.
+    ``x``: N×3×S×S float in [-1, 1] RGB (any float dtype, any device); ``y``: float32
+    N×3×S×S on ``plan.device``. A batch runs one face at a time.
+
+    With ``plan.compile`` it holds an eager and a compiled version of the one-face
+    network: calls run eagerly until :func:`warm_up` (or, when nobody warmed up, the
+    first call) has compiled, so a request never waits behind a background compile.
     """
 
     def __init__(self, net: FastGPEN, plan: ForwardPlan) -> None:
         self.net, self.plan = net, plan
-        self._compiled: Callable[[torch.Tensor], torch.Tensor] | None = None
-        self._ready: set[tuple[int, ...]] = set()
+        self._compiled: Callable[[torch.Tensor], torch.Tensor] | None = _compile(net, plan) if plan.compile else None
+        self._ready = False
         self._lock = threading.Lock()
-        self._compiling = False
-        if plan.compile:
-            self._compiled = _compile(net, plan)
 
     @property
     def size(self) -> int:
         return self.net.size
 
-    def compiled_for(self, shape: tuple[int, ...]) -> bool:
-        return tuple(shape) in self._ready
+    @property
+    def compiled(self) -> bool:
+        """True once the compiled version has run (always False without ``plan.compile``)."""
+        return self._ready
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.net.size
+        if x.ndim != 4 or x.shape[1] != 3 or x.shape[2] != s or x.shape[3] != s:
+            raise ValueError(f"expected an N×3×{s}×{s} tensor for this {s} px GPEN, got {tuple(x.shape)}")
         with torch.inference_mode():
-            if self._compiled is not None:
-                shape = tuple(x.shape)
-                if shape in self._ready:
-                    return self._compiled(x)
-                # Compile on this call unless a warm-up is already compiling (then stay eager).
-                if self._lock.acquire(blocking=False):
-                    try:
-                        out = self._compiled(x)
-                        self._ready.add(shape)
-                        return out
-                    finally:
-                        self._lock.release()
-            return self.net(x)
+            if x.shape[0] == 1:
+                return self._one(x)
+            return torch.cat([self._one(x[i : i + 1]) for i in range(x.shape[0])])
 
-    def compile_now(self, shape: tuple[int, ...]) -> float:
-        """Compile for ``shape`` (blocking); seconds spent. No-op without ``plan.compile``."""
-        if self._compiled is None or tuple(shape) in self._ready:
+    def _one(self, x: torch.Tensor) -> torch.Tensor:
+        if self._compiled is not None:
+            if self._ready:
+                return self._compiled(x)
+            # Compile on this call unless a warm-up is compiling right now (then stay eager).
+            if self._lock.acquire(blocking=False):
+                try:
+                    out = self._compiled(x)
+                    self._ready = True
+                    return out
+                finally:
+                    self._lock.release()
+        return self.net.one(x)
+
+    def compile_now(self) -> float:
+        """Compile (blocking) if the plan asks for it and it has not happened; seconds spent."""
+        if self._compiled is None or self._ready:
             return 0.0
         with self._lock, torch.inference_mode():
+            if self._ready:  # another thread finished while we waited
+                return 0.0
             t = time.perf_counter()
-            x = torch.zeros(shape, device=self.plan.device, dtype=self.plan.dtype_torch)
-            self._compiled(x)
-            self._ready.add(tuple(shape))
+            s = self.net.size
+            self._compiled(torch.zeros(1, 3, s, s, device=self.plan.device, dtype=self.plan.dtype_torch))
+            self._ready = True
             return time.perf_counter() - t
 
 
@@ -468,7 +480,8 @@ def _compile(net: FastGPEN, plan: ForwardPlan) -> Callable[[torch.Tensor], torch
     import torch._inductor.config as inductor_config
 
     inductor_config.fx_graph_cache = True  # compiled kernels are reused across processes
-    return torch.compile(net, dynamic=False)
+    # The one-face graph: a batch loops over it, so batch sizes never recompile.
+    return torch.compile(net.one, dynamic=False)
 
 
 def prepare(model: GPEN, plan: ForwardPlan) -> PreparedForward:
@@ -486,20 +499,25 @@ def prepare(model: GPEN, plan: ForwardPlan) -> PreparedForward:
     return PreparedForward(net, plan)
 
 
-def warm_up(forward: Callable[[torch.Tensor], torch.Tensor], size: int, batch: int = 1) -> float:
-    """Run (and for a compiled plan, compile) ``forward`` once for batch×3×size×size; seconds.
+def warm_up(forward: Callable[[torch.Tensor], torch.Tensor], size: int | None = None) -> float:
+    """Run ``forward`` once on a blank 1×3×size×size face (compiling it if its plan says so); seconds.
 
-    Blocking; an app calls it in a thread, e.g.
-    ``threading.Thread(target=warm_up, args=(fwd, 512), daemon=True).start()``.
-    Meanwhile calls to a :class:`PreparedForward` keep running eagerly.
+    Blocking. An app calls it in a thread so the first real request finds everything
+    ready, e.g. ``threading.Thread(target=warm_up, args=(forward,), daemon=True).start()``;
+    meanwhile a :class:`PreparedForward` keeps serving calls eagerly. ``size`` defaults
+    to the prepared model's.
     """
-    if isinstance(forward, PreparedForward):
-        if forward._compiled is not None:
-            return forward.compile_now((batch, 3, size, size))
-        device, dtype = forward.plan.device, forward.plan.dtype_torch
-    else:
-        device, dtype = "cpu", torch.float32
     t = time.perf_counter()
+    if isinstance(forward, PreparedForward):
+        if size not in (None, forward.size):
+            raise ValueError(f"this forward is for {forward.size} px faces, not {size}")
+        if forward._compiled is not None:
+            return forward.compile_now()
+        size, device, dtype = forward.size, forward.plan.device, forward.plan.dtype_torch
+    else:
+        if size is None:
+            raise ValueError("warm_up needs the face size for a forward that is not a PreparedForward")
+        device, dtype = "cpu", torch.float32
     with torch.inference_mode():
-        forward(torch.zeros(batch, 3, size, size, device=device, dtype=dtype))
+        forward(torch.zeros(1, 3, size, size, device=device, dtype=dtype))
     return time.perf_counter() - t

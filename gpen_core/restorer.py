@@ -181,7 +181,12 @@ class Restorer:
         notes = list(decoded.notes)
         decode_s = time.perf_counter() - t0
         if opts.mode == AUTO:
-            choice = auto.choose(device=self.device, image_size=(rgb.shape[1], rgb.shape[0]), models_dir=self.models_dir)
+            choice = auto.choose(
+                device=self.device,
+                image_size=(rgb.shape[1], rgb.shape[0]),
+                models_dir=self.models_dir,
+                available=lambda m: self._weights_present(m, opts, given is not None),
+            )
             mode, reason = choice.mode, choice.reason
         else:
             mode, reason = get_mode(opts.mode), ""
@@ -369,6 +374,19 @@ class Restorer:
         )
 
     # ------------------------------------------------------------ model cache
+
+    def _weights_present(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> bool:
+        """Whether ``mode`` can run without a download (for ``auto``)."""
+        from . import weights
+
+        if self.synthetic_weights:
+            return True
+        if opts.model is None and weights.locate(mode.model, models_dir=self.models_dir) is None:
+            return False
+        if opts.aligned or boxes_given:
+            return True
+        detector = DETECTOR_WEIGHTS[opts.detector or mode.detector]
+        return weights.locate(detector, models_dir=self.models_dir) is not None
 
     def _resolve(self, name: str) -> Path:
         from . import weights

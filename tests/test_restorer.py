@@ -126,3 +126,12 @@ def test_explicit_mode_that_does_not_fit_steps_down_openly(monkeypatch: pytest.M
     res = Restorer(device="cpu")(np.zeros((256, 256, 3), np.uint8), RestoreOptions(mode="quality", model=str(gen256), aligned=True))
     assert res.mode.name != "quality" and res.requested_mode == "quality"
     assert any("ran" in n and "instead" in n for n in res.notes)
+
+
+def test_auto_prefers_modes_whose_weights_are_present(models_with_detector: Path, gen256: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only GPEN-BFR-256 and the mobilenet detector are present: auto must pick low, not quality.
+    (models_with_detector / "GPEN-BFR-256.pth").symlink_to(gen256)
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(64e9))
+    res = Restorer(device="cpu")(np.zeros((256, 256, 3), np.uint8), RestoreOptions(mode="auto", aligned=True))
+    assert res.mode.name == "low"
+    assert "weights not downloaded" in res.mode_reason
