@@ -105,11 +105,19 @@ class DecodedImage:
     original_size: tuple[int, int]
     notes: tuple[str, ...] = ()
     icc_profile: bytes | None = field(default=None, repr=False)
+    # The EXIF orientation applied to ``rgb`` (1: none; 5-8 turn the picture by 90°).
+    orientation: int = 1
 
     @property
     def size(self) -> tuple[int, int]:
         """(width, height) of ``rgb``."""
         return int(self.rgb.shape[1]), int(self.rgb.shape[0])
+
+    @property
+    def upright_size(self) -> tuple[int, int]:
+        """(width, height) of the photo as viewers show it: ``original_size`` after EXIF rotation."""
+        w, h = self.original_size
+        return (h, w) if self.orientation in (5, 6, 7, 8) else (w, h)
 
 
 # ---------------------------------------------------------------------------------------
@@ -655,6 +663,7 @@ def _decode_checked(
         original_size=original_size,
         notes=tuple(notes),
         icc_profile=icc,
+        orientation=orientation if orientation in _ORIENT else 1,
     )
 
 

@@ -1,22 +1,27 @@
 """The hardware check: "how much memory do I need?", measured on this machine.
 
-For each memory mode, one :class:`~gpen_core.restorer.Restorer` runs the standard
-workloads (:mod:`gpen_core.workloads`: an aligned 512 px face, a 12 MP photo with
-one face, a group photo) and records what the engine's own PeakMeter saw: peak RAM
-and VRAM (allocated and reserved) above the idle process, seconds per face and
-total seconds. Each mode starts from an unloaded Restorer, so its peak includes
-loading the models it needs, as a first request would.
+For each memory mode, a fresh :class:`~gpen_core.restorer.Restorer` (in a fresh worker
+process by default) runs the standard workloads (:mod:`gpen_core.workloads`: an aligned
+512 px face, a 12 MP photo with one face, a group photo) and records what the engine's
+own PeakMeter saw: peak RAM and VRAM (allocated and reserved) above the process just
+before its first request, seconds per face and total seconds. The first workload loads
+the mode's models, as a first request would; the others reuse them.
 
 Weights: the real files when they are present; otherwise the exact architectures
 with random weights (``Restorer(synthetic_weights=True)``), which cost the same
 memory and time but restore nothing — every row then says so. Without a detector
-the workloads carry fixed face boxes (GPEN's template landmarks) instead.
+file the engine still runs the detector network (random weights) for its cost and
+the workloads' fixed face boxes (GPEN's template landmarks) stand in for detections.
 
 The result (:class:`Profile`) is saved as ``profile.json`` in the models folder,
 one entry per device, keyed by a :func:`fingerprint` of the machine, the versions
-and the weights present. :func:`measured_peak` (read by :mod:`gpen_core.auto`)
-returns a saved figure only while that fingerprint still matches; after a new
-GPU, a torch upgrade or a download the check has to be run again.
+and the weights present. :func:`measured_peak` / :func:`measured` (read by
+:mod:`gpen_core.auto`) return a saved figure only while that fingerprint still
+matches; after a new GPU, a torch upgrade or a download the check must run again.
+
+A peak is one measurement, not a bound: repeated fresh-process runs of the same
+GPEN-BFR-512 call on this project's CPU machine ranged 1.15-1.55 GB (bimodal, even
+single-threaded); ``auto`` keeps 20 % of free memory spare for that.
 
 Pure functions for the app's "Hardware check" tab: :func:`run_profile`,
 :func:`format_table`, :func:`chart_rows`, :func:`recommendation`. The command line
@@ -52,7 +57,11 @@ Progress = Callable[[float, str], None]
 PROFILE_FILE = "profile.json"
 FORMAT = 1  # bump when the JSON layout changes; older files are then ignored
 SYNTHETIC_NOTE = "synthetic weights: memory and speed only; no restoration"
-GIVEN_BOXES_NOTE = "no detector: fixed synthetic face boxes (GPEN's template landmarks), detection not measured"
+DETECTOR_SYNTHETIC_NOTE = (
+    "no detector weights: the detector ran with random weights for its memory and time, "
+    "and fixed face boxes (GPEN's template landmarks) stood in for its detections"
+)
+GIVEN_BOXES_NOTE = "no detector: fixed face boxes (GPEN's template landmarks), detection not measured"
 
 
 # ----------------------------------------------------------------------- types
@@ -65,7 +74,7 @@ class WorkloadRun:
     workload: str  # Workload.name
     faces: int  # faces the engine restored
     processed_size: tuple[int, int]  # width, height after the mode's pre-shrink
-    peak_ram_bytes: int  # peak RSS during the call minus the mode's idle RSS
+    peak_ram_bytes: int  # peak RSS during the call minus the idle process's RSS (Profile.idle_rss_bytes)
     peak_vram_bytes: int | None  # torch max_memory_allocated minus idle allocated
     peak_vram_reserved_bytes: int | None  # torch max_memory_reserved minus idle reserved
     ram_method: str  # "vmhwm" (exact) or "sampling" (see gpen_core.meter)
@@ -100,11 +109,22 @@ class ModeProfile:
     seconds_per_face: float | None  # group photo's restore time per face (steady state, model loaded)
     total_s: float  # all workloads of this mode, loading included
     load_s: float
-    idle_rss_bytes: int  # the process before this mode loaded anything
+    idle_rss_bytes: int  # the measuring process before its first request (torch imported, inputs built): the zero
     idle_vram_bytes: int | None
     stepped_down_to: str | None  # the engine ran a lighter mode instead (did not fit); the figures are not this mode's
+    # Why the mode could not be measured (killed by the OS / out of memory); then peak_bytes is
+    # what was free when it failed: a lower bound of what it needs.
+    failed: str | None
     runs: tuple[WorkloadRun, ...]
     notes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, m: dict[str, Any]) -> "ModeProfile":
+        runs = tuple(
+            WorkloadRun(**{**r, "processed_size": tuple(r["processed_size"]), "notes": tuple(r.get("notes", ()))})
+            for r in m["runs"]
+        )
+        return cls(**{**m, "runs": runs, "notes": tuple(m.get("notes", ()))})
 
 
 @dataclass(frozen=True)
@@ -118,6 +138,9 @@ class Profile:
     fingerprint: dict[str, Any]
     machine: dict[str, Any]  # CPU model and flags, cores, RAM, GPU, versions (gpen_core.info)
     free_at_start: dict[str, int | None]  # {"ram_bytes", "vram_bytes"} when the check began
+    # Each mode ran in a fresh process (the default): its peak is what a first request costs,
+    # free of what earlier modes left in the allocator. False: all in this process.
+    isolated: bool
     workloads: tuple[dict[str, Any], ...]  # the Workload definitions, as run
     modes: dict[str, ModeProfile]
     notes: tuple[str, ...] = ()
@@ -136,19 +159,7 @@ class Profile:
         if d.get("format") != FORMAT:
             raise ValueError(f"profile format {d.get('format')!r}, expected {FORMAT}")
         try:
-            modes = {
-                k: ModeProfile(
-                    **{
-                        **m,
-                        "runs": tuple(
-                            WorkloadRun(**{**r, "processed_size": tuple(r["processed_size"]), "notes": tuple(r.get("notes", ()))})
-                            for r in m["runs"]
-                        ),
-                        "notes": tuple(m.get("notes", ())),
-                    }
-                )
-                for k, m in d["modes"].items()
-            }
+            modes = {k: ModeProfile.from_dict(m) for k, m in d["modes"].items()}
             return cls(
                 **{
                     **d,
@@ -362,6 +373,8 @@ def measured(mode: str, device: str, models_dir: Path | None = None) -> Measured
     m = prof.modes[mode]
     if m.stepped_down_to is not None:  # the engine did not run this mode: nothing was measured for it
         return None
+    # A mode that failed for memory keeps what was free then as its peak, a lower bound:
+    # auto does not pick it until more than that is free.
     src = f"measured on this machine ({prof.created}{', synthetic weights' if prof.synthetic else ''})"
     return Measured(m.peak_bytes, m.covered_pixels, m.bytes_per_pixel, src)
 
@@ -375,6 +388,10 @@ def measured_peak(mode: str, device: str, models_dir: Path | None = None) -> tup
 
 
 # ------------------------------------------------------------------- measuring
+
+# Lines the worker process writes for its parent start with this; anything else a library
+# prints on stdout is ignored.
+_MARK = "\x1egpen-profile "
 
 
 def _machine_facts(models_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
@@ -425,27 +442,8 @@ def _write_overrides(configs: dict[str, "GPENConfig"], folder: Path) -> dict[str
     return paths
 
 
-def _warm_up(restorer: Any, folder: Path) -> None:
-    """One throwaway pass through the engine with a 64 px random GPEN, before anything is measured.
-
-    The first call of a process pulls in lazily loaded code and buffers (OpenCV and
-    Pillow codecs, oneDNN's kernel cache, torch's thread pool) that stay resident; without
-    this the first mode measured would carry them and look heavier than it is.
-    """
-    from .arch import GPENConfig
-    from .restorer import RestoreOptions
-    from .workloads import Workload, build
-
-    tiny = _write_overrides({"warm-up": GPENConfig(64, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.125)}, folder)["warm-up"]
-    photo = build(Workload("warm-up", "warm-up", 256, 192, 1, face_px=96))
-    for fmt in ("jpeg", "png"):
-        restorer(photo.image, RestoreOptions(mode="balanced", model=tiny, output_format=fmt), detections=list(photo.detections))
-    restorer(photo.image[:64, :64].copy(), RestoreOptions(mode="balanced", model=tiny, aligned=True))
-    restorer.unload()
-
-
 def _slope(runs: Sequence[WorkloadRun], device: str) -> float | None:
-    """Bytes per processed pixel between the smallest and the largest photo workload."""
+    """Bytes per processed pixel between the smallest and the largest photo workload, when it grows."""
     photos = [r for r in runs if r.detector != "none" and r.faces > 0]
     if len(photos) < 2:
         return None
@@ -461,7 +459,209 @@ def _slope(runs: Sequence[WorkloadRun], device: str) -> float | None:
     else:
         a, b = lo.peak_ram_bytes, hi.peak_ram_bytes
     s = (b - a) / dp
+    # More faces in the smaller photo can outweigh its fewer pixels: no growth measured then.
     return round(s, 2) if s > 0 else None
+
+
+def _plan_mode(
+    mode: MemoryMode,
+    override_paths: dict[str, str],
+    configs: dict[str, "GPENConfig"],
+    synthetic: bool | None,
+    models_dir: str | os.PathLike[str] | None,
+    portraits: Sequence[Path],
+    device: str,
+    workloads: Sequence[Workload],
+) -> dict[str, Any]:
+    """The JSON-able spec :func:`_measure_mode` runs for one mode (weights, face source, inputs).
+
+    Raises WeightsError when ``synthetic=False`` and the mode's generator is missing.
+    """
+    from . import weights
+    from .restorer import DETECTOR_WEIGHTS
+
+    notes: list[str] = []
+    if mode.model in override_paths:
+        model_opt, kind = override_paths[mode.model], "synthetic"
+        notes.append(f"{mode.model} replaced by a model-config override ({configs[mode.model]})")
+    elif synthetic is True:
+        model_opt, kind = None, "synthetic"
+    else:
+        located = weights.locate(mode.model, models_dir=models_dir)
+        if located is None and synthetic is False:
+            weights.resolve(mode.model, models_dir=models_dir, allow_download=False)  # raises, naming the fix
+        model_opt, kind = (str(located), "real") if located is not None else (None, "synthetic")
+    if kind == "synthetic":
+        notes.append(SYNTHETIC_NOTE)
+    det_present = weights.locate(DETECTOR_WEIGHTS[mode.detector], models_dir=models_dir) is not None
+    # A real detector must find real faces: composite a portrait from examples/. Otherwise
+    # the engine gets fixed boxes (and, with synthetic weights, still runs the detector
+    # network for its cost).
+    if det_present and not portraits and synthetic is not False:
+        notes.append(
+            f"no portrait in examples/ to composite: the {mode.detector} detector ran for its cost, "
+            "fixed face boxes stood in for its detections"
+        )
+    torch = sys.modules.get("torch")
+    return {
+        "mode": mode.name,
+        "model_opt": model_opt,
+        "kind": kind,
+        "use_detector": det_present and bool(portraits),
+        "portraits": [str(p) for p in portraits],
+        "notes": notes,
+        "models_dir": None if models_dir is None else str(models_dir),
+        "device": device,
+        "synthetic_restorer": synthetic is not False,
+        "workloads": [asdict(w) for w in workloads],
+        # The engine runs with this process's thread count; the measurement should too.
+        "threads": torch.get_num_threads() if torch is not None else None,
+    }
+
+
+def _measure_mode(spec: dict[str, Any], report: Progress) -> ModeProfile:
+    """Run one mode's workloads through a new Restorer in this process, and summarise.
+
+    Zero is this process just before the first request: torch imported, the inputs built
+    (a caller's photo is already in memory when it asks). The first workload loads the
+    models, as a first request does; the rest reuse them.
+    """
+    import torch
+
+    from .restorer import Restorer, RestoreOptions
+    from .workloads import build
+
+    if spec.get("threads"):
+        torch.set_num_threads(int(spec["threads"]))
+    mode = get_mode(spec["mode"])
+    wls = [Workload(**w) for w in spec["workloads"]]
+    portraits = [Path(p) for p in spec["portraits"]] if spec["use_detector"] else []
+    images = [build(w, portraits=portraits) for w in wls]
+    restorer = Restorer(models_dir=spec["models_dir"], device=spec["device"], synthetic_weights=spec["synthetic_restorer"])
+    dev = restorer.device
+    if dev.startswith("cuda"):
+        torch.zeros(1, device=dev)  # the CUDA context is the process's, not the mode's
+    idle_rss, idle_alloc, idle_res = _idle(dev)
+    runs: list[WorkloadRun] = []
+    dtype = ""
+    try:
+        for i, (w, wi) in enumerate(zip(wls, images)):
+
+            def inner(f: float, d: str, i: int = i, w: Workload = w) -> None:
+                report((i + f) / len(wls), f"{mode.name}: {w.label}: {d}")
+
+            given = None if (w.aligned or spec["use_detector"]) else list(wi.detections)
+            opts = RestoreOptions(mode=mode.name, model=spec["model_opt"], aligned=w.aligned)
+            res = restorer(wi.image, opts, inner, detections=given)
+            runs.append(_run_record(w, res, spec["use_detector"], idle_rss, idle_alloc, idle_res))
+            dtype = res.dtype
+    finally:
+        restorer.unload()
+    return _summarise(mode, runs, dev, spec["kind"], dtype, idle_rss, idle_alloc, list(spec["notes"]))
+
+
+def _child_main() -> None:
+    """Entry point of the worker process: spec JSON on stdin, marked lines on stdout."""
+    spec = json.loads(sys.stdin.read())
+    out = sys.stdout
+
+    def send(kind: str, payload: Any) -> None:
+        out.write(f"{_MARK}{kind} {json.dumps(payload)}\n")
+        out.flush()
+
+    try:
+        result = _measure_mode(spec, lambda f, d: send("P", [f, d]))
+    except Exception as exc:
+        from .restorer import _is_oom
+
+        send("E", {"type": type(exc).__name__, "message": str(exc), "oom": _is_oom(exc) or type(exc).__name__ == "ResourceError"})
+        raise SystemExit(1) from None
+    send("R", _jsonable(asdict(result)))
+
+
+class _ModeFailed(Exception):
+    """One mode ran out of memory while being measured (the check goes on with the others)."""
+
+
+def _measure_in_child(spec: dict[str, Any], report: Progress) -> ModeProfile:
+    """:func:`_measure_mode` in a fresh Python process; the parent survives the child's OOM kill."""
+    import subprocess
+
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[1])  # so the child imports this same gpen_core
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmd = [sys.executable, "-c", "from gpen_core.profile import _child_main; _child_main()"]
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
+        result: dict[str, Any] | None = None
+        error: dict[str, Any] | None = None
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(json.dumps(spec))
+            proc.stdin.close()
+            for line in proc.stdout:
+                if not line.startswith(_MARK):
+                    continue
+                kind, _, payload = line[len(_MARK) :].partition(" ")
+                data = json.loads(payload)
+                if kind == "P":
+                    report(float(data[0]), str(data[1]))
+                elif kind == "R":
+                    result = data
+                elif kind == "E":
+                    error = data
+            rc = proc.wait()
+        finally:
+            if proc.poll() is None:  # interrupted: do not leave a worker behind
+                proc.kill()
+                proc.wait()
+        if result is not None:
+            return ModeProfile.from_dict(result)
+        if error is not None:
+            if error.get("oom"):
+                raise _ModeFailed(f"out of memory: {error['message']}")
+            _reraise(error, spec["mode"])
+        if rc < 0:
+            raise _ModeFailed(f"the measuring process was killed by signal {-rc} (most likely the kernel's out-of-memory killer)")
+        err.seek(0)
+        tail = err.read()[-2000:]
+        raise RuntimeError(f"measuring {spec['mode']} failed: its worker process exited with status {rc}:\n{tail}")
+
+
+def _reraise(error: dict[str, Any], mode: str) -> None:
+    from . import errors
+
+    cls = getattr(errors, error.get("type", ""), None)
+    if isinstance(cls, type) and issubclass(cls, errors.GPENError):
+        raise cls(error["message"])
+    raise RuntimeError(f"measuring {mode} failed in its worker process: {error.get('type')}: {error.get('message')}")
+
+
+def _failed_mode(spec: dict[str, Any], why: str, free_binding: int | None) -> ModeProfile:
+    mode = get_mode(spec["mode"])
+    lower = int(free_binding or 0)
+    return ModeProfile(
+        mode=mode.name,
+        model=mode.model,
+        weights=spec["kind"],
+        dtype="",
+        detector="",
+        peak_ram_bytes=lower,
+        peak_vram_bytes=None,
+        peak_vram_reserved_bytes=None,
+        peak_bytes=lower,
+        covered_pixels=0,
+        bytes_per_pixel=None,
+        seconds_per_face=None,
+        total_s=0.0,
+        load_s=0.0,
+        idle_rss_bytes=0,
+        idle_vram_bytes=None,
+        stepped_down_to=None,
+        failed=why,
+        runs=(),
+        notes=(*spec["notes"], f"{mode.name} could not be measured ({why}): it needs more than the {format_bytes(lower)} that was free"),
+    )
 
 
 def run_profile(
@@ -473,6 +673,7 @@ def run_profile(
     device: str | None = None,
     workloads: Sequence[Workload] = STANDARD,
     model_configs: dict[str, "GPENConfig"] | None = None,
+    isolate: bool = True,
     save: bool = True,
     command: str = "",
 ) -> Profile:
@@ -481,18 +682,27 @@ def run_profile(
     ``synthetic``: True forces random weights for every generator; False requires the
     real ones (WeightsError names the missing file); None uses each mode's real
     generator when present and random weights otherwise. Detectors are real when their
-    file is present, else the workloads' fixed boxes are used. ``device``: "cpu",
-    "cuda" or None (the Restorer's default). ``progress(fraction, description)`` is
-    called as it goes. ``workloads`` and ``model_configs`` (registry name → GPENConfig,
-    built with random weights) exist for tests and experiments; the standard check
-    uses neither. ``save`` writes the result to ``profile.json`` in the models folder.
+    file is present (with a portrait from ``examples/`` composited for them to find);
+    otherwise the workloads' fixed boxes are given. ``device``: "cpu", "cuda" or None
+    (the engine's default). ``progress(fraction, description)`` is called as it goes.
 
-    Raises InputError for an unknown mode, WeightsError as described, and whatever
-    the engine raises (ResourceError when even a mode's first workload cannot fit).
+    ``isolate`` (default) measures each mode in a fresh Python process: the figure is
+    what a first request costs, independent of what earlier modes left in the allocator
+    (in one process, a mode measured after others came out up to 4 % lower than in a
+    fresh one), and a mode that exhausts memory kills only its worker: it is recorded as
+    needing more than was free and the check goes on. ``isolate=False`` runs everything
+    here (faster to start; for tests).
+
+    ``workloads`` and ``model_configs`` (registry name → GPENConfig, built with random
+    weights) exist for tests and experiments; the standard check uses neither. ``save``
+    writes the result to ``profile.json`` in the models folder.
+
+    Raises InputError for an unknown mode, WeightsError as described, RuntimeError when a
+    worker fails for another reason.
     """
-    from . import auto, weights
-    from .restorer import DETECTOR_WEIGHTS, Restorer, RestoreOptions
-    from .workloads import build, example_faces
+    from . import auto
+    from .restorer import Restorer, _is_oom
+    from .workloads import example_faces
 
     t_start = time.perf_counter()
     report = progress or (lambda f, d: None)
@@ -503,114 +713,50 @@ def run_profile(
 
         raise InputError("no modes to measure; choose from: " + ", ".join(MODES))
     configs = dict(model_configs or {})
+    # One portrait, always the same file: a photo with several faces would multiply the count.
+    portraits = example_faces()[:1]
 
     report(0.0, "reading the machine")
     machine = _machine_facts(models_dir)
-    restorer = Restorer(models_dir=models_dir, device=device, synthetic_weights=synthetic is not False)
-    dev = restorer.device
-    if dev.startswith("cuda"):
-        import torch
-
-        # Create the CUDA context before measuring idle, so the first mode does not carry it.
-        torch.zeros(1, device=dev)
+    dev = Restorer(device=device).device
     free0 = auto.free_memory(dev)
-
-    portraits = example_faces()
-    images: dict[bool, dict[str, Any]] = {}  # real faces composited? → workload name → WorkloadImage
-
-    def image_for(w: Workload, real_faces: bool):
-        if real_faces not in images:
-            images[real_faces] = {x.name: build(x, portraits=portraits if real_faces else ()) for x in workloads}
-        return images[real_faces][w.name]
-
-    profile_notes: list[str] = []
+    free_binding = free0.vram_bytes if dev.startswith("cuda") else free0.ram_bytes
     results: dict[str, ModeProfile] = {}
-    any_synthetic = False
-    n_steps = len(wanted) * len(workloads)
-    step = 0
     with tempfile.TemporaryDirectory(prefix="gpen-profile-") as tmp:
         override_paths = _write_overrides(configs, Path(tmp)) if configs else {}
-        try:
-            report(0.0, "warming up")
-            _warm_up(restorer, Path(tmp))
-            for mode in wanted:
-                notes: list[str] = []
-                if mode.model in override_paths:
-                    model_opt, kind = override_paths[mode.model], "synthetic"
-                    notes.append(f"{mode.model} replaced by a model-config override ({configs[mode.model]})")
-                elif synthetic is True:
-                    model_opt, kind = None, "synthetic"
+        specs = [_plan_mode(m, override_paths, configs, synthetic, models_dir, portraits, dev, workloads) for m in wanted]
+        for i, spec in enumerate(specs):
+
+            def step(f: float, d: str, i: int = i) -> None:
+                report(min(1.0, (i + f) / len(specs)), d)
+
+            step(0.0, f"{spec['mode']}: starting")
+            try:
+                if isolate:
+                    results[spec["mode"]] = _measure_in_child(spec, step)
                 else:
-                    located = weights.locate(mode.model, models_dir=models_dir)
-                    if located is None and synthetic is False:
-                        weights.resolve(mode.model, models_dir=models_dir, allow_download=False)  # raises with the fix
-                    model_opt, kind = (str(located), "real") if located is not None else (None, "synthetic")
-                if kind == "synthetic":
-                    any_synthetic = True
-                    notes.append(SYNTHETIC_NOTE)
-                det_present = weights.locate(DETECTOR_WEIGHTS[mode.detector], models_dir=models_dir) is not None
-                use_detector = det_present and bool(portraits)
-                if not use_detector:
-                    notes.append(
-                        GIVEN_BOXES_NOTE
-                        if not det_present
-                        else f"no portrait in {Path('examples')}/ to composite: fixed synthetic face boxes instead of the {mode.detector} detector"
-                    )
+                    results[spec["mode"]] = _measure_mode(spec, step)
+            except _ModeFailed as exc:
+                results[spec["mode"]] = _failed_mode(spec, str(exc), free_binding)
+            except Exception as exc:
+                if isolate or not (_is_oom(exc) or type(exc).__name__ == "ResourceError"):
+                    raise
+                results[spec["mode"]] = _failed_mode(spec, f"out of memory: {exc}", free_binding)
 
-                if any(restorer.loaded().values()):
-                    restorer.unload()  # each mode starts cold: its peak includes loading its models
-                idle_rss, idle_alloc, idle_res = _idle(dev)
-                runs: list[WorkloadRun] = []
-                dtype = ""
-                for w in workloads:
-                    wi = image_for(w, use_detector)
-                    opts = RestoreOptions(mode=mode.name, model=model_opt, aligned=w.aligned)
-                    base = step / n_steps
-
-                    def inner(f: float, d: str, base: float = base, w: Workload = w, m: str = mode.name) -> None:
-                        report(min(1.0, base + f / n_steps), f"{m}: {w.label}: {d}")
-
-                    given = None if (w.aligned or use_detector) else list(wi.detections)
-                    res = restorer(wi.image, opts, inner, detections=given)
-                    step += 1
-                    p = res.peaks
-                    run_notes = list(res.notes)
-                    if use_detector and not w.aligned and len(res.faces) != w.faces:
-                        run_notes.append(f"the {res.detector} detector found {len(res.faces)} of the {w.faces} faces placed")
-                    vram_a = None if p.vram_allocated_bytes is None or idle_alloc is None else max(0, p.vram_allocated_bytes - idle_alloc)
-                    vram_r = None if p.vram_reserved_bytes is None or idle_res is None else max(0, p.vram_reserved_bytes - idle_res)
-                    runs.append(
-                        WorkloadRun(
-                            workload=w.name,
-                            faces=len(res.faces),
-                            processed_size=tuple(res.processed_size),  # type: ignore[arg-type]
-                            peak_ram_bytes=max(0, p.rss_bytes - idle_rss),
-                            peak_vram_bytes=vram_a,
-                            peak_vram_reserved_bytes=vram_r,
-                            ram_method=p.method,
-                            total_s=round(res.timings.total_s, 4),
-                            restore_s=round(res.timings.restore_s, 4),
-                            load_s=round(res.timings.load_s, 4),
-                            seconds_per_face=round(res.timings.restore_s / len(res.faces), 4) if res.faces else None,
-                            ran_mode=res.mode.name,
-                            detector=res.detector,
-                            notes=tuple(run_notes),
-                        )
-                    )
-                    dtype = res.dtype
-                results[mode.name] = _summarise(mode, runs, dev, kind, dtype, idle_rss, idle_alloc, notes)
-        finally:
-            restorer.unload()
-
-    if not any(r.detector not in ("none", "given boxes") for m in results.values() for r in m.runs):
-        profile_notes.append(GIVEN_BOXES_NOTE)
-    if any_synthetic:
-        profile_notes.append(SYNTHETIC_NOTE)
+    any_synthetic = any(s["kind"] == "synthetic" for s in specs)
+    notes: list[str] = []
+    for note in (SYNTHETIC_NOTE, DETECTOR_SYNTHETIC_NOTE, GIVEN_BOXES_NOTE):
+        if results and all(note in m.notes for m in results.values()):
+            notes.append(note)
     if configs:
-        profile_notes.append("model-config overrides: not the released architectures (a test or an experiment)")
+        notes.append("model-config overrides: not the released architectures (a test or an experiment)")
     if tuple(workloads) != STANDARD:
-        profile_notes.append("non-standard workloads")
-    profile_notes.append(f"the whole check took {time.perf_counter() - t_start:.1f} s")
+        notes.append("non-standard workloads")
+    notes.append(
+        "peaks are above the measuring process just before its first request (torch imported, inputs in memory); "
+        + ("each mode ran in a fresh process" if isolate else "all modes ran in this process, one after another")
+    )
+    notes.append(f"the whole check took {time.perf_counter() - t_start:.1f} s")
     prof = Profile(
         format=FORMAT,
         created=time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -619,15 +765,42 @@ def run_profile(
         fingerprint=fingerprint(dev, models_dir, any_synthetic),
         machine=machine,
         free_at_start={"ram_bytes": free0.ram_bytes, "vram_bytes": free0.vram_bytes},
+        isolated=isolate,
         workloads=tuple(asdict(w) for w in workloads),
         modes=results,
-        notes=tuple(profile_notes),
+        notes=tuple(notes),
         command=command,
     )
     if save:
         save_profile(prof, models_dir)
     report(1.0, "done")
     return prof
+
+
+def _run_record(w: Workload, res: Any, real_detector: bool, idle_rss: int, idle_alloc: int | None, idle_res: int | None) -> WorkloadRun:
+    p = res.peaks
+    notes = list(res.notes)
+    if real_detector and not w.aligned and len(res.faces) != w.faces:
+        notes.append(f"the {res.detector} detector found {len(res.faces)} of the {w.faces} faces placed")
+    vram_a = None if p.vram_allocated_bytes is None or idle_alloc is None else max(0, p.vram_allocated_bytes - idle_alloc)
+    vram_r = None if p.vram_reserved_bytes is None or idle_res is None else max(0, p.vram_reserved_bytes - idle_res)
+    n = len(res.faces)
+    return WorkloadRun(
+        workload=w.name,
+        faces=n,
+        processed_size=tuple(res.processed_size),  # type: ignore[arg-type]
+        peak_ram_bytes=max(0, p.rss_bytes - idle_rss),
+        peak_vram_bytes=vram_a,
+        peak_vram_reserved_bytes=vram_r,
+        ram_method=p.method,
+        total_s=round(res.timings.total_s, 4),
+        restore_s=round(res.timings.restore_s, 4),
+        load_s=round(res.timings.load_s, 4),
+        seconds_per_face=round(res.timings.restore_s / n, 4) if n else None,
+        ran_mode=res.mode.name,
+        detector=res.detector,
+        notes=tuple(notes),
+    )
 
 
 def _summarise(
@@ -650,11 +823,12 @@ def _summarise(
         notes.append(f"the engine ran {stepped} instead of {mode.name} (it did not fit): {mode.name} was not measured")
     photos = [r for r in runs if r.detector != "none"]
     steady = [r for r in runs if r.faces > 1] or [r for r in runs if r.faces]
-    spf = None
-    if steady:
-        best = max(steady, key=lambda r: r.faces)
-        spf = best.seconds_per_face
+    spf = max(steady, key=lambda r: r.faces).seconds_per_face if steady else None
     detectors = {r.detector for r in photos}
+    if any("synthetic weights" in d for d in detectors):
+        notes.append(DETECTOR_SYNTHETIC_NOTE)
+    elif "given boxes" in detectors:
+        notes.append(GIVEN_BOXES_NOTE)
     return ModeProfile(
         mode=mode.name,
         model=mode.model,
@@ -673,6 +847,7 @@ def _summarise(
         idle_rss_bytes=idle_rss,
         idle_vram_bytes=idle_vram,
         stepped_down_to=stepped,
+        failed=None,
         runs=tuple(runs),
         notes=tuple(dict.fromkeys(notes)),
     )
@@ -698,10 +873,11 @@ def _fits(m: ModeProfile, profile: Profile, free: "Free") -> tuple[bool, int, in
     from .auto import SAFETY_MARGIN
 
     have = _have(profile, free)
-    if have is None or m.stepped_down_to:
+    if have is None or m.stepped_down_to or m.failed:
         return False, m.peak_bytes, have
     usable = int(have * SAFETY_MARGIN)
-    return m.peak_bytes <= usable, max(0, m.peak_bytes - usable), have
+    # Nothing runs in no memory, even a mode whose measured peak above idle was ~0.
+    return usable > 0 and m.peak_bytes <= usable, max(0, m.peak_bytes - usable), have
 
 
 def _secs(x: float | None) -> str:
@@ -744,6 +920,8 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
         row = [f"`{m.mode}`", m.model, m.dtype, format_bytes(m.peak_ram_bytes), vram, _secs(m.seconds_per_face), f"{m.total_s:.1f}", w]
         if m.stepped_down_to:
             row[3] = row[4] = f"not measured (ran {m.stepped_down_to})"
+        elif m.failed:
+            row[3 if profile.binding == "RAM" else 4] = f"more than {format_bytes(m.peak_bytes)} (out of memory)"
         if free is not None:
             ok, short, have = _fits(m, profile, free)
             row.append("yes" if ok else (f"no ({format_bytes(short)} short)" if have is not None else "no"))
@@ -788,7 +966,7 @@ def recommendation(profile: Profile, free: "Free | None" = None) -> str:
     best = fitting[0]
     better = [m for m in pasting if MODES[m.mode].rank > MODES[best.mode].rank]
     s = f"use `{best.mode}` (peak {format_bytes(best.peak_bytes)} {where}, {format_bytes(have)} free"
-    s += f", ~{best.seconds_per_face:.1f} s per face)" if best.seconds_per_face is not None else ")"
+    s += f", ~{best.seconds_per_face:.{1 if best.seconds_per_face >= 1 else 2}f} s per face)" if best.seconds_per_face is not None else ")"
     if better:
         nxt = better[-1]  # the next one up
         _, short, _ = _fits(nxt, profile, free)
@@ -805,7 +983,7 @@ def format_report(profile: Profile, free: "Free | None" = None) -> str:
     where: dict[str, list[str]] = {}  # each distinct note once, with the modes it concerns
     for m in profile.modes.values():
         for n in (*m.notes, *(n for r in m.runs for n in r.notes)):
-            if n not in (SYNTHETIC_NOTE, GIVEN_BOXES_NOTE) and m.mode not in where.setdefault(n, []):
+            if n not in profile.notes and m.mode not in where.setdefault(n, []):
                 where[n].append(m.mode)
     lines += [f"note ({', '.join(ms)}): {n}" for n, ms in where.items()]
     lines += ["", "Recommendation: " + recommendation(profile, free)]
@@ -830,21 +1008,29 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     p.add_argument("--saved", action="store_true", help="print the saved profile instead of measuring (exit 1 if none is valid)")
     p.add_argument("--no-save", action="store_true", help="do not write profile.json")
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="measure every mode in this process (starts faster; an out-of-memory mode then kills the check)",
+    )
     return p
 
 
 def _progress_line(stream: Any = sys.stderr) -> Progress:
     t0 = time.perf_counter()
-    state = {"last": ""}
+    state = {"last": "", "ended": False}
 
     def report(f: float, desc: str) -> None:
+        if state["ended"]:
+            return
         line = f"[{100 * f:5.1f}%] {time.perf_counter() - t0:6.1f}s  {desc}"[:110]
         if line != state["last"]:
             stream.write("\r" + line.ljust(110))
             stream.flush()
             state["last"] = line
-        if f >= 1.0:
+        if f >= 1.0 and desc == "done":
             stream.write("\n")
+            state["ended"] = True
 
     return report
 
@@ -858,6 +1044,8 @@ def command_line(args: argparse.Namespace) -> str:
         parts.append("--synthetic")
     if args.device:
         parts.append(f"--device {args.device}")
+    if args.in_process:
+        parts.append("--in-process")
     if args.models_dir:
         parts.append(f"--models-dir {args.models_dir}")
     return " ".join(parts)
@@ -881,6 +1069,7 @@ def run_cli(args: argparse.Namespace) -> int:
             progress=_progress_line(),
             synthetic=True if args.synthetic else None,
             device=args.device,
+            isolate=not args.in_process,
             save=not args.no_save,
             command=command,
         )

@@ -165,6 +165,11 @@ class Restorer:
         report = progress or (lambda f, d: None)
         with self._lock:
             _import_engine()  # one-time import cost is the process's, not this request's
+            # Hand back what earlier calls freed but the allocator kept: the baseline is then
+            # the process as it really stands, and this call's peak counts its whole working
+            # set, not only what did not fit in leftovers (which made the same request read
+            # 1-100 MB apart). It also keeps an idle server small.
+            _malloc_trim()
             with PeakMeter() as meter:
                 t0 = time.perf_counter()
                 out = self._run_with_fallback(image, opts, report, t0, detections)
@@ -176,7 +181,9 @@ class Restorer:
     def _run_with_fallback(self, image: ImageSource, opts: RestoreOptions, report: Progress, t0: float, given: list[Any] | None) -> RestoreResult:
         from . import auto
 
-        decoded = self._decode(image)
+        # An explicit mode that pre-shrinks lets big JPEGs decode at reduced size (never below its max side).
+        reduce_to = None if (opts.mode == AUTO or opts.aligned) else get_mode(opts.mode).max_side
+        decoded = self._decode(image, reduce_to)
         rgb = decoded.rgb
         notes = list(decoded.notes)
         decode_s = time.perf_counter() - t0
@@ -217,7 +224,7 @@ class Restorer:
             notes.append(reason)
             mode = lighter
 
-    def _decode(self, image: ImageSource):
+    def _decode(self, image: ImageSource, reduce_to: int | None = None):
         from .imageio import DecodedImage, decode_image
 
         if isinstance(image, np.ndarray):
@@ -225,7 +232,7 @@ class Restorer:
                 raise InputError(f"expected an RGB uint8 H×W×3 array, got {image.dtype} with shape {image.shape}")
             h, w = image.shape[:2]
             return DecodedImage(rgb=np.ascontiguousarray(image), alpha=None, format="array", original_size=(w, h), notes=())
-        return decode_image(image)
+        return decode_image(image, reduce_to=reduce_to)
 
     def _run(
         self,
@@ -241,7 +248,7 @@ class Restorer:
     ) -> RestoreResult:
         import torch
 
-        rgb, alpha, original_size = decoded.rgb, decoded.alpha, decoded.original_size
+        rgb, alpha, original_size = decoded.rgb, decoded.alpha, decoded.upright_size
         from . import faces as facelib
         from .imageio import encode_image, shrink_to_max_side
         from .tensors import to_image, to_tensor

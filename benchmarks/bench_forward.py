@@ -1,0 +1,258 @@
+"""Per-face latency of the GPEN forward paths on the CPU, against plain eager.
+
+    .venv/bin/python benchmarks/bench_forward.py                 # 256 and 512, 5 runs, 2 threads
+    .venv/bin/python benchmarks/bench_forward.py --compile       # + torch.compile variants
+    .venv/bin/python benchmarks/bench_forward.py --quick         # smoke run: 256 only, 2 runs
+
+Weights are random (``gpen_core.synthetic``): time and memory do not depend on
+their values. The input is a real face from ../shared when present (else a smooth
+synthetic one).
+
+Per size, one fresh process builds every path and times them interleaved
+(plain, fast, ..., plain, fast, ...) after one warm-up call each, so a change in
+machine load hits every path alike; the ratio to plain eager comes from the same
+rounds. Each path then runs alone in a fresh process for its peak RSS during one
+forward (and what the forward added to it). The table gives median and min seconds
+per face, the ratio, max |Δ| and PSNR (uint8 images via ``gpen_core.tensors.to_image``)
+against plain eager, the memory, and the first call's seconds (compile included
+for compiled paths).
+
+Paths:
+  plain         our arch with the official generic FIR (``set_fir_impl(m, "native")``), eager float32: the reference
+  depthwise     our arch with its default depthwise FIR, eager float32
+  fast          ``gpen_core.fast.prepare`` float32 (the exact path)
+  fast-bf16     the same with bfloat16 convolutions (skipped where the CPU has no native bf16 unless --bf16 force)
+  fast-compile  float32 + torch.compile (--compile); first call includes the compile
+  fast-bf16-compile
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MODELS = {256: "GPEN-BFR-256", 512: "GPEN-BFR-512"}
+PATHS = ("plain", "depthwise", "fast", "fast-bf16", "fast-compile", "fast-bf16-compile")
+
+
+# --------------------------------------------------------------------- worker
+
+
+def _input(size: int):
+    import numpy as np
+    import torch
+
+    from gpen_core.tensors import to_tensor
+
+    face = ROOT.parent / "shared" / "faces" / "ffhq_00000_512.png"
+    if face.exists():
+        from PIL import Image
+
+        rgb = np.array(Image.open(face).convert("RGB").resize((size, size), Image.BICUBIC))
+    else:  # a smooth colour gradient with a little texture
+        yy, xx = np.mgrid[0:size, 0:size] / size
+        rgb = np.stack([xx, yy, 0.5 + 0.3 * np.sin(12 * xx * yy)], -1)
+        rgb = (np.clip(rgb, 0, 1) * 255).astype(np.uint8)
+    return to_tensor(rgb, dtype=torch.float32)
+
+
+def _forward(path: str, size: int):
+    import torch
+
+    from gpen_core.arch import set_fir_impl
+    from gpen_core.fast import ForwardPlan, prepare
+    from gpen_core.synthetic import random_generator
+    from gpen_core.weights import REGISTRY
+
+    model = random_generator(REGISTRY[MODELS[size]].arch, seed=0)
+    if path in ("plain", "depthwise"):
+        set_fir_impl(model, "native" if path == "plain" else "depthwise")
+
+        def run(x: torch.Tensor) -> torch.Tensor:
+            with torch.inference_mode():
+                return model(x)
+
+        return run, torch.float32
+    plan = ForwardPlan(dtype="bfloat16" if "bf16" in path else "float32", compile=path.endswith("compile"))
+    fwd = prepare(model, plan)
+    del model  # only the prepared network's tensors stay (for float32 it shares the big ones)
+    return fwd, plan.dtype_torch
+
+
+def time_worker(size: int, paths: list[str], runs: int, threads: int, out: Path) -> None:
+    """All paths in one process, runs interleaved (p1 p2 p3 p1 p2 p3 ...): load drifts hit every path alike."""
+    import torch
+
+    torch.set_num_threads(threads)
+    x32 = _input(size)
+    fwds, first, outputs = {}, {}, {}
+    for path in paths:
+        fwd, dtype = _forward(path, size)
+        x = x32.to(dtype)
+        t = time.perf_counter()
+        y = fwd(x)
+        first[path] = time.perf_counter() - t
+        fwds[path] = (fwd, x)
+        outputs[path] = y.float().cpu()
+    times: dict[str, list[float]] = {p: [] for p in paths}
+    for _ in range(runs):
+        for path, (fwd, x) in fwds.items():
+            t = time.perf_counter()
+            fwd(x)
+            times[path].append(time.perf_counter() - t)
+    torch.save(outputs, out.with_suffix(".pt"))
+    out.write_text(json.dumps({"times": times, "first_s": first}))
+
+
+def memory_worker(size: int, path: str, threads: int, out: Path) -> None:
+    """One path alone in a fresh process: peak RSS of one forward after a warm-up call."""
+    import torch
+
+    from gpen_core.meter import PeakMeter
+
+    torch.set_num_threads(threads)
+    fwd, dtype = _forward(path, size)
+    x = _input(size).to(dtype)
+    fwd(x)
+    with PeakMeter(cuda=False) as meter:
+        fwd(x)
+    p = meter.peaks
+    out.write_text(json.dumps({"peak_rss": p.rss_bytes, "fwd_rss": p.rss_delta_bytes, "rss_method": p.method}))
+
+
+def _run(args: list[str], env: dict[str, str], out: Path) -> dict:
+    proc = subprocess.run([sys.executable, __file__, *args, "--out", str(out)], env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"error": " | ".join(tail)[:300]}
+    return json.loads(out.read_text())
+
+
+def _compare(ref, out) -> tuple[float, float]:
+    import numpy as np
+
+    from gpen_core.tensors import to_image
+
+    dev = float((out - ref).abs().max())
+    a, b = to_image(ref).astype(np.float64), to_image(out).astype(np.float64)
+    mse = float(np.mean((a - b) ** 2))
+    return dev, (float("inf") if mse == 0 else 10 * np.log10(255.0**2 / mse))
+
+
+def _machine(threads: int) -> str:
+    import platform
+
+    import torch
+
+    from gpen_core.fast import cpu_features
+
+    model = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    feats = ",".join(k for k, v in cpu_features().items() if v) or "none"
+    return (
+        f"{model}; {os.cpu_count()} cpus, {threads} threads; torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()}); "
+        f"features: {feats}; load average {os.getloadavg()[0]:.2f}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[256, 512], choices=sorted(MODELS))
+    ap.add_argument("--paths", nargs="+", choices=PATHS, help="default: plain depthwise fast fast-bf16 (+ compiled with --compile)")
+    ap.add_argument("--runs", type=int, default=5, help="timed runs per path after one warm-up call (median reported)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--compile", action="store_true", help="add the torch.compile paths (first call compiles)")
+    ap.add_argument("--bf16", choices=("auto", "force", "skip"), default="auto", help="auto: only where the CPU has native bf16")
+    ap.add_argument("--thp", action="store_true", help="run every path with THP_MEM_ALLOC_ENABLE=1 (transparent huge pages for torch's CPU buffers)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 256 only, 2 runs, plain and fast")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--time-worker", nargs="+", metavar="SIZE PATH", help=argparse.SUPPRESS)
+    ap.add_argument("--memory-worker", nargs=2, metavar=("SIZE", "PATH"), help=argparse.SUPPRESS)
+    ap.add_argument("--no-memory", action="store_true", help="skip the per-path peak-RSS processes")
+    ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.time_worker:
+        time_worker(int(args.time_worker[0]), args.time_worker[1:], args.runs, args.threads, args.out)
+        return 0
+    if args.memory_worker:
+        memory_worker(int(args.memory_worker[0]), args.memory_worker[1], args.threads, args.out)
+        return 0
+
+    from gpen_core.fast import cpu_features
+
+    if args.quick:
+        args.sizes, args.runs = [256], 2
+    paths = list(args.paths or (["plain", "fast"] if args.quick else ["plain", "depthwise", "fast", "fast-bf16"]))
+    if args.compile and not args.paths:
+        paths += ["fast-compile", "fast-bf16-compile"]
+    native_bf16 = cpu_features()["native_bf16"]
+    skipped = []
+    if args.bf16 == "skip" or (args.bf16 == "auto" and not native_bf16):
+        skipped = [p for p in paths if "bf16" in p]
+        paths = [p for p in paths if "bf16" not in p]
+    if "plain" not in paths:
+        paths.insert(0, "plain")
+
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    if args.thp:
+        env["THP_MEM_ALLOC_ENABLE"] = "1"
+    print(_machine(args.threads))
+    if skipped:
+        print(f"skipped {', '.join(skipped)}: this CPU has no native bfloat16 (use --bf16 force to time the emulation)")
+    print(
+        f"{args.runs} timed runs per path after 1 warm-up, interleaved across paths in one process; "
+        "peak RSS from a separate process per path" + (", THP on" if args.thp else "")
+    )
+    header = (
+        f"{'size':>4}  {'path':<18} {'median s':>9} {'min s':>8} {'x plain':>8} {'max|Δ|':>9} {'PSNR dB':>8} "
+        f"{'peak RSS':>9} {'fwd +RSS':>9} {'1st call s':>10}"
+    )
+    print(header)
+    print("-" * len(header))
+    import torch
+
+    results = []
+    with tempfile.TemporaryDirectory(prefix="gpen-bench-") as tmp:
+        for size in args.sizes:
+            load0 = os.getloadavg()[0]
+            out = Path(tmp) / f"time_{size}.json"
+            r = _run(["--time-worker", str(size), *paths, "--runs", str(args.runs), "--threads", str(args.threads)], env, out)
+            if "error" in r:
+                print(f"{size:>4}  timing failed: {r['error']}")
+                continue
+            outputs = torch.load(out.with_suffix(".pt"), weights_only=True)
+            base = statistics.median(r["times"]["plain"])
+            for path in paths:
+                ts = r["times"][path]
+                med, best = statistics.median(ts), min(ts)
+                dev, psnr = _compare(outputs["plain"], outputs[path])
+                mem = {} if args.no_memory else _run(["--memory-worker", str(size), path, "--threads", str(args.threads)], env, Path(tmp) / f"mem_{size}_{path}.json")
+                rss = f"{mem['peak_rss'] / 1e6:>7.0f}MB {mem['fwd_rss'] / 1e6:>7.0f}MB" if "peak_rss" in mem else f"{'n/a':>9} {'n/a':>9}"
+                print(
+                    f"{size:>4}  {path:<18} {med:>9.3f} {best:>8.3f} {base / med:>7.2f}x {dev:>9.2e} {psnr:>8.1f} "
+                    f"{rss} {r['first_s'][path]:>10.2f}",
+                    flush=True,
+                )
+                results.append(
+                    {"size": size, "path": path, "median_s": med, "min_s": best, "times": ts, "ratio": base / med,
+                     "max_abs_dev": dev, "psnr_db": psnr, "first_s": r["first_s"][path], **mem}
+                )
+            print(f"{'':>4}  (load average {load0:.2f} before, {os.getloadavg()[0]:.2f} after)")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps({"machine": _machine(args.threads), "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
