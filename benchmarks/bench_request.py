@@ -40,6 +40,11 @@ def worker(mode: str, runs: int, models: Path, jpeg: Path, out: Path) -> None:
 
     photo = next(w for w in STANDARD if w.name == "photo")
     boxes = [template_detection(b) for b in face_boxes(photo)]
+    from gpen_core.meter import current_rss
+    from gpen_core.restorer import _import_engine
+
+    _import_engine()
+    import_rss = current_rss()  # torch, torchvision, OpenCV, facexlib imported; no model yet
     r = Restorer(models_dir=models, synthetic_weights=True)
     first = r(jpeg, RestoreOptions(mode=mode), detections=boxes)  # loads models: the cold request
     rows = []
@@ -58,6 +63,7 @@ def worker(mode: str, runs: int, models: Path, jpeg: Path, out: Path) -> None:
         json.dumps(
             {
                 "mode": mode,
+                "import_rss": import_rss,
                 "first_total_s": first.timings.total_s,
                 "first_rss": first.peaks.rss_bytes,
                 "detector": res.detector,
@@ -91,6 +97,36 @@ def _make_inputs(tmp: Path) -> tuple[Path, Path]:
     return jpeg, models
 
 
+def format_table(results: list[dict]) -> str:
+    """Markdown: one row per mode (medians over the timed runs), then the stage medians."""
+    lines = [
+        "| mode | detector | generator dtype | processed | median s | min s | peak RSS | above idle | cold request s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        tot = [row["total_s"] for row in r["rows"]]
+        rss = statistics.median(row["rss"] for row in r["rows"])
+        above = statistics.median(row["rss"] - row["baseline"] for row in r["rows"])
+        lines.append(
+            f"| {r['mode']} | {r['detector']} | {r['dtype']} | {r['processed'][0]}×{r['processed'][1]} | "
+            f"{statistics.median(tot):.2f} | {min(tot):.2f} | {rss / 1e9:.2f} GB | {above / 1e6:.0f} MB | {r['first_total_s']:.1f} |"
+        )
+    stages = "; ".join(
+        f"{r['mode']}: " + ", ".join(f"{k} {statistics.median(row['stages'][k] for row in r['rows']):.2f}" for k in r["rows"][0]["stages"] if k != "load")
+        for r in results
+    )
+    imports = max(r["import_rss"] for r in results) if results else 0
+    return "\n".join(
+        [
+            *lines,
+            "",
+            f"Stage medians (s): {stages}.",
+            f"Peak RSS is the whole process; of it, {imports / 1e6:.0f} MB is there after importing torch, torchvision, "
+            "OpenCV and facexlib, before any model loads. \"Above idle\" is what the request added to the process with its models loaded.",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     from gpen_core.modes import MODES
 
@@ -119,21 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             results.append(json.loads(out.read_text()))
 
-    print("| mode | detector | generator dtype | processed | median s | min s | peak RSS | above idle | cold request s |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in results:
-        tot = [row["total_s"] for row in r["rows"]]
-        rss = statistics.median(row["rss"] for row in r["rows"])
-        above = statistics.median(row["rss"] - row["baseline"] for row in r["rows"])
-        print(
-            f"| {r['mode']} | {r['detector']} | {r['dtype']} | {r['processed'][0]}×{r['processed'][1]} | "
-            f"{statistics.median(tot):.2f} | {min(tot):.2f} | {rss / 1e9:.2f} GB | {above / 1e6:.0f} MB | {r['first_total_s']:.1f} |"
-        )
-    print()
-    print("stage medians (s): " + "; ".join(
-        f"{r['mode']}: " + ", ".join(f"{k} {statistics.median(row['stages'][k] for row in r['rows']):.2f}" for k in r["rows"][0]["stages"] if k != "load")
-        for r in results
-    ))
+    print(format_table(results))
     print(f"\n`{' '.join(['.venv/bin/python', 'benchmarks/bench_request.py', *(argv or sys.argv[1:])])}`, {args.runs} runs per mode after a warm-up, RAM method {results[0]['rows'][0]['method'] if results else '?'}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/profile_table.py --synthetic          # measure now (all modes)
     .venv/bin/python benchmarks/profile_table.py --from profile.json  # a saved / shared profile
+    .venv/bin/python benchmarks/profile_table.py --synthetic --readme # and write it into README.md
 
 It runs :func:`gpen_core.profile.run_profile` (or loads a JSON written by
 ``python -m gpen_core profile --json PATH`` or the models folder's ``profile.json``)
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models-dir", help="models folder (default: $GPEN_HOME or ~/.cache/gpen)")
     ap.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--save", action="store_true", help="also save the measured profile for `auto`")
+    ap.add_argument("--readme", action="store_true", help="write the table into README.md (between its modes-table markers)")
     args = ap.parse_args(argv)
     command = "python benchmarks/profile_table.py" + "".join(" " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     if args.source:
@@ -72,7 +74,12 @@ def main(argv: list[str] | None = None) -> int:
             save=args.save,
             command=command,
         )
-    print(readme_table(p, command))
+    table = readme_table(p, command)
+    print(table)
+    if args.readme:
+        from readme_block import replace_block
+
+        replace_block("modes-table", table)
     return 0
 
 
