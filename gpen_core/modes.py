@@ -67,7 +67,7 @@ MODES: dict[str, MemoryMode] = {
         ),
         MemoryMode(
             name="faces-only",
-            hint="GPEN-BFR-512 on each face, returns the restored crops only: cheapest for big group photos",
+            hint="GPEN-BFR-512 on each face, no paste-back: returns the restored crops (quickest for big group photos)",
             model="GPEN-BFR-512",
             detector="mobilenet0.25",
             cuda_dtype="float16",

@@ -1,0 +1,139 @@
+"""The command line contract: `python -m gpen_core restore …` JSON records, outputs and exit codes.
+
+In-process calls of ``gpen_core.cli.main`` (the same function ``python -m gpen_core``
+runs); one subprocess checks the real entry point prints no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from gpen_core.cli import main
+from gpen_core.errors import ResourceError
+from gpen_core.restorer import Restorer
+
+from .conftest import ROOT, shared_path
+
+STAGES = ("decode_s", "detect_s", "align_s", "restore_s", "paste_s", "encode_s")
+
+
+def _records(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def test_solvay_every_detected_face_restored_with_peaks_and_timings(
+    models_with_detector: Path, gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's own command: a generated checkpoint, a models folder with only the mobilenet weights."""
+    solvay = shared_path("faces", "Solvay_conference_1927.png")
+    out = tmp_path / "out.png"
+    rc = main(["restore", str(solvay), "-o", str(out), "--model", str(gen256), "--models-dir", str(models_with_detector), "--json"])
+    assert rc == 0
+    [rec] = _records(capsys.readouterr().out)
+    assert rec["status"] == "ok" and rec["input"] == str(solvay) and rec["output"] == str(out)
+    assert rec["faces"] >= 10 and rec["detector"] == "mobilenet0.25"
+    assert rec["mode"] in ("low", "faces-only", "balanced", "quality") and rec["requested_mode"] == "auto" and rec["mode_reason"]
+    assert rec["checkpoint"] == gen256.name or gen256.name in rec["checkpoint"]
+    peaks = rec["peaks"]
+    assert peaks["rss_bytes"] > peaks["baseline_rss_bytes"] > 0
+    assert peaks["vram_bytes"] is None and peaks["method"] in ("vmhwm", "sampling")
+    timings = rec["timings"]
+    assert all(timings[k] >= 0 for k in STAGES) and timings["restore_s"] > 0
+    assert timings["total_s"] >= sum(timings[k] for k in STAGES) - 1e-3
+    with Image.open(out) as im:  # .png asked for, .png written (whatever the mode's own format)
+        assert im.format == "PNG" and im.size == (1328, 568)
+
+
+def test_folder_input_writes_one_file_per_image_and_skips_existing(
+    models_with_detector: Path, gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    face = np.asarray(Image.open(shared_path("faces", "ffhq_00000_512.png")).convert("RGB").resize((256, 256)))
+    for name in ("a.png", "b.jpg"):
+        Image.fromarray(face).save(src / name)
+    (src / "notes.txt").write_text("not an image")  # ignored: not an image suffix
+    dst = tmp_path / "out"
+    argv = ["restore", str(src), "-o", str(dst), "--mode", "low", "--model", str(gen256), "--aligned", "--json"]
+
+    assert main(argv) == 0
+    recs = _records(capsys.readouterr().out)
+    assert [Path(r["input"]).name for r in recs] == ["a.png", "b.jpg"]
+    # a folder output takes the mode's format: low writes JPEG
+    assert [Path(r["output"]).name for r in recs] == ["a.jpg", "b.jpg"] and all(r["faces"] == 1 for r in recs)
+    first = (dst / "a.jpg").stat().st_mtime_ns
+
+    assert main(argv) == 0
+    assert [r["status"] for r in _records(capsys.readouterr().out)] == ["skipped", "skipped"]
+    assert (dst / "a.jpg").stat().st_mtime_ns == first
+
+    assert main([*argv, "--overwrite"]) == 0
+    assert [r["status"] for r in _records(capsys.readouterr().out)] == ["ok", "ok"]
+
+
+def test_missing_weights_exit_3_fast_with_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    photo = tmp_path / "p.png"
+    Image.new("RGB", (64, 64), (120, 90, 80)).save(photo)
+    empty = tmp_path / "models"
+    empty.mkdir()
+    t = time.perf_counter()
+    rc = main(["restore", str(photo), "-o", str(tmp_path / "o.png"), "--mode", "low", "--models-dir", str(empty)])
+    assert rc == 3 and time.perf_counter() - t < 30
+    err = capsys.readouterr().err
+    assert "GPEN-BFR-256" in err and "download" in err and str(empty) in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 2
+    assert not (tmp_path / "o.png").exists()
+
+
+def test_bad_input_and_bad_usage_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fake = tmp_path / "notes.png"
+    fake.write_text("this is text, not a picture")
+    assert main(["restore", str(fake), "-o", str(tmp_path / "o.png"), "--mode", "low"]) == 2
+    err = capsys.readouterr().err
+    assert "not an image" in err and "Traceback" not in err
+
+    assert main(["restore", str(tmp_path / "missing.jpg"), "-o", str(tmp_path / "o.png")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+    assert main(["restore", str(fake), "-o", str(tmp_path / "o.gif")]) == 2
+    assert "use .png, .jpg or .jpeg" in capsys.readouterr().err
+
+    with pytest.raises(SystemExit) as exc:  # argparse: unknown mode
+        main(["restore", str(fake), "-o", str(tmp_path / "o.png"), "--mode", "ultra"])
+    assert exc.value.code == 2
+
+
+def test_out_of_memory_exits_4_with_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    photo = tmp_path / "p.png"
+    Image.new("RGB", (64, 64)).save(photo)
+
+    def oom(self: Restorer, *a: object, **k: object) -> None:
+        raise ResourceError("out of memory even in low mode; close other programs or use a smaller photo")
+
+    monkeypatch.setattr(Restorer, "__call__", oom)
+    assert main(["restore", str(photo), "-o", str(tmp_path / "o.png"), "--json"]) == 4
+    captured = capsys.readouterr()
+    [rec] = _records(captured.out)
+    assert rec["status"] == "error" and rec["exit_code"] == 4 and "out of memory" in rec["error"]
+    assert "Traceback" not in captured.err
+
+
+def test_the_module_entry_point_prints_a_message_not_a_traceback(tmp_path: Path) -> None:
+    photo = tmp_path / "p.png"
+    Image.new("RGB", (64, 64)).save(photo)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run(
+        [sys.executable, "-m", "gpen_core", "restore", str(photo), "-o", str(tmp_path / "o.png"), "--mode", "quality"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert p.returncode == 3, p.stderr
+    assert p.stderr.startswith("error: ") and "Traceback" not in p.stderr
