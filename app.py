@@ -36,7 +36,7 @@ import gradio as gr  # noqa: E402
 from gpen_core import ui_format as ui  # noqa: E402
 from gpen_core.errors import GPENError, InputError, ResourceError, WeightsError  # noqa: E402
 from gpen_core.imageio import DEFAULT_LIMITS  # noqa: E402
-from gpen_core.modes import AUTO, get_mode  # noqa: E402
+from gpen_core.modes import AUTO, MODES, get_mode  # noqa: E402
 from gpen_core.restorer import RestoreOptions, get_restorer  # noqa: E402
 
 try:  # Hugging Face ZeroGPU: the GPU exists only inside functions wrapped with spaces.GPU
@@ -126,6 +126,26 @@ def download_weights(mode: str, model: str | None, detector: str | None, aligned
     return weights_view(mode, model, detector, aligned, message)
 
 
+def hardware_check(progress: gr.Progress = gr.Progress()) -> tuple[str, Any]:
+    """Measure every memory mode on this machine (saved for ``auto``): (report, bar chart data)."""
+    from gpen_core import profile
+
+    with ui_errors():
+        prof = profile.run_profile(device=get_restorer().device, progress=lambda f, d: progress(f, desc=d),
+                                   command="the app's Hardware check tab")
+    return ui.profile_markdown(prof), ui.profile_chart(prof)
+
+
+def saved_hardware_check() -> tuple[str, Any]:
+    """The saved measurement for this machine, when one is still valid (page load)."""
+    from gpen_core import profile
+
+    prof = profile.load_profile(get_restorer().device)
+    if prof is None:
+        return "*No measurement for this machine yet (or the machine, versions or weights changed since).*", None
+    return ui.profile_markdown(prof), ui.profile_chart(prof)
+
+
 # ------------------------------------------------------------------- helpers
 
 
@@ -209,41 +229,49 @@ with gr.Blocks(title="GPEN face restoration", analytics_enabled=False, delete_ca
         "Restores the faces in old, blurry or compressed photos with GPEN (Yang et al., CVPR 2021). "
         "Every result comes with what it cost: peak RAM, VRAM and time, measured for that request."
     )
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=4, min_width=320):
-            image_in = gr.Image(label="Photo", type="filepath", sources=["upload", "clipboard"], height=320)
-            mode_in = gr.Radio(ui.mode_choices(), value=AUTO, label="Memory mode", elem_id="mode-radio")
-            with gr.Accordion("Advanced", open=False):
-                model_in = gr.Dropdown(_generator_choices(), value=DEFAULT, allow_custom_value=True, label="Generator",
-                                       info="a registry name, or the path of any GPEN checkpoint on the server")
-                detector_in = gr.Radio([("the mode's detector", DEFAULT), ("RetinaFace MobileNet-0.25", "mobilenet0.25"),
-                                        ("RetinaFace ResNet-50", "resnet50")], value=DEFAULT, label="Face detector")
-                alpha_in = gr.Slider(0.0, 1.0, value=1.0, step=0.05, label="Blend strength (alpha)",
-                                     info="1 = restored face only, 0 = the original face")
-                threshold_in = gr.Slider(0.05, 0.99, value=0.9, step=0.01, label="Detection threshold",
-                                         info="lower finds more (and more false) faces")
-                max_faces_in = gr.Slider(1, 200, value=50, step=1, label="Max faces", info="the largest faces first")
-                aligned_in = gr.Checkbox(False, label="Already an aligned face crop (skip detection)")
-            restore_btn = gr.Button("Restore", variant="primary", size="lg")
-            with gr.Group():
-                weights_md = gr.Markdown(elem_id="weights")
-                download_weights_btn = gr.Button("Download weights", visible=False, variant="secondary")
-            with gr.Accordion("All checkpoints", open=False):
-                all_weights_md = gr.Markdown()
-            gr.Examples(_examples(), inputs=[image_in], cache_examples=False,
-                        label="Examples: degraded public-domain portraits (examples/README.md)")
-        with gr.Column(scale=6, min_width=420):
-            slider_out = gr.ImageSlider(label="Before / after (drag the handle)", type="numpy", format="png",
-                                        interactive=False, max_height=640)
-            with gr.Row(equal_height=False):
-                with gr.Column(scale=3, min_width=280):
-                    metrics_md = gr.Markdown("*The measured figures of each restore appear here.*", elem_id="metrics")
-                with gr.Column(scale=2, min_width=200):
-                    file_out = gr.File(label="Full-resolution result", interactive=False)
-                    with gr.Accordion("Raw measurements (JSON)", open=False):
-                        record_out = gr.JSON(show_label=False)
-            gallery_out = gr.Gallery(label="Faces: original crop | restored crop", format="png", columns=2,
-                                     fit_columns=False, height="auto", object_fit="contain", preview=False)
+    with gr.Tab("Restore"):
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=4, min_width=320):
+                image_in = gr.Image(label="Photo", type="filepath", sources=["upload", "clipboard"], height=320)
+                mode_in = gr.Radio(ui.mode_choices(), value=AUTO, label="Memory mode", elem_id="mode-radio")
+                with gr.Accordion("Advanced", open=False):
+                    model_in = gr.Dropdown(_generator_choices(), value=DEFAULT, allow_custom_value=True, label="Generator",
+                                           info="a registry name, or the path of any GPEN checkpoint on the server")
+                    detector_in = gr.Radio([("the mode's detector", DEFAULT), ("RetinaFace MobileNet-0.25", "mobilenet0.25"),
+                                            ("RetinaFace ResNet-50", "resnet50")], value=DEFAULT, label="Face detector")
+                    alpha_in = gr.Slider(0.0, 1.0, value=1.0, step=0.05, label="Blend strength (alpha)",
+                                         info="1 = restored face only, 0 = the original face")
+                    threshold_in = gr.Slider(0.05, 0.99, value=0.9, step=0.01, label="Detection threshold",
+                                             info="lower finds more (and more false) faces")
+                    max_faces_in = gr.Slider(1, 200, value=50, step=1, label="Max faces", info="the largest faces first")
+                    aligned_in = gr.Checkbox(False, label="Already an aligned face crop (skip detection)")
+                restore_btn = gr.Button("Restore", variant="primary", size="lg")
+                with gr.Group():
+                    weights_md = gr.Markdown(elem_id="weights")
+                    download_weights_btn = gr.Button("Download weights", visible=False, variant="secondary")
+                with gr.Accordion("All checkpoints", open=False):
+                    all_weights_md = gr.Markdown()
+                gr.Examples(_examples(), inputs=[image_in], cache_examples=False,
+                            label="Examples: degraded public-domain portraits (examples/README.md)")
+            with gr.Column(scale=6, min_width=420):
+                slider_out = gr.ImageSlider(label="Before / after (drag the handle)", type="numpy", format="png",
+                                            interactive=False, max_height=640)
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3, min_width=280):
+                        metrics_md = gr.Markdown("*The measured figures of each restore appear here.*", elem_id="metrics")
+                    with gr.Column(scale=2, min_width=200):
+                        file_out = gr.File(label="Full-resolution result", interactive=False)
+                        with gr.Accordion("Raw measurements (JSON)", open=False):
+                            record_out = gr.JSON(show_label=False)
+                gallery_out = gr.Gallery(label="Faces: original crop | restored crop", format="png", columns=2,
+                                         fit_columns=False, height="auto", object_fit="contain", preview=False)
+
+    with gr.Tab("Hardware check"):
+        gr.Markdown(ui.HARDWARE_INTRO)
+        check_btn = gr.Button("Measure every mode on this machine", variant="primary")
+        profile_md = gr.Markdown(elem_id="profile-report")
+        profile_chart = gr.BarPlot(x="mode", y="MB", color="memory", title="Peak memory per mode (above idle)",
+                                   y_title="MB", sort=list(MODES), height=300)
 
     weight_inputs = [mode_in, model_in, detector_in, aligned_in]
     weight_outputs = [weights_md, download_weights_btn, all_weights_md]
@@ -253,7 +281,11 @@ with gr.Blocks(title="GPEN face restoration", analytics_enabled=False, delete_ca
         outputs=[slider_out, file_out, metrics_md, gallery_out, record_out],
         api_name="restore",
         concurrency_limit=1,
+        concurrency_id="engine",
     )
+    check_btn.click(hardware_check, None, [profile_md, profile_chart], api_visibility="private",
+                    concurrency_limit=1, concurrency_id="engine")
+    demo.load(saved_hardware_check, None, [profile_md, profile_chart], api_visibility="private", show_progress="hidden")
     download_weights_btn.click(download_weights, weight_inputs, weight_outputs, api_visibility="private", concurrency_limit=1)
     # One queue lane for the panel, so answers arrive in the order asked: the page-load
     # check (slow the first time: it finds the device for auto) never overwrites a newer one.

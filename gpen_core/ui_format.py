@@ -267,3 +267,47 @@ def markdown_text(message: str) -> str:
     """
     lines = [_MD_SPECIAL.sub(r"\\\1", line) for line in message.splitlines()]
     return "  \n".join(lines)
+
+
+# ----------------------------------------------------------- hardware check
+
+HARDWARE_INTRO = (
+    "#### How much memory do I need?\n"
+    "Measures every memory mode on **this** machine with the engine's own meter: one aligned "
+    "512×512 face, a 12-megapixel photo with one face and a group photo, each mode in a fresh "
+    "process. Without the weights it runs the exact networks with random weights (memory and "
+    "time do not depend on the values), so you learn what fits before downloading anything. "
+    "About a minute on a 2-core CPU. The result is saved in the models folder and `auto` uses it."
+)
+
+
+def profile_markdown(profile: Any, free: Any = None) -> str:
+    """The hardware check as Markdown: recommendation first, then the table, machine facts and notes."""
+    from . import profile as prof
+
+    lines = [
+        f"**Recommendation:** {prof.recommendation(profile, free)}",
+        "",
+        prof.format_table(profile, free),
+        "",
+        f"Measured {profile.created} on {prof.machine_line(profile)}.",
+        "Peaks are above the idle process, the worst of the three workloads; *fits?* compares them with "
+        "the memory free now, less a 20 % safety margin.",
+        "",
+    ]
+    lines += [f"- {markdown_text(n)}" for n in profile.notes]
+    return "\n".join(lines)
+
+
+def profile_chart(profile: Any) -> Any:
+    """Peak memory per mode as a long table for a bar chart: columns mode, memory ("RAM"/"VRAM"), MB."""
+    import pandas as pd
+
+    from . import profile as prof
+
+    rows = []
+    for r in prof.chart_rows(profile):
+        rows.append({"mode": r["mode"], "memory": "RAM", "MB": r["peak RAM MB"]})
+        if r["peak VRAM MB"] is not None:
+            rows.append({"mode": r["mode"], "memory": "VRAM", "MB": r["peak VRAM MB"]})
+    return pd.DataFrame(rows, columns=["mode", "memory", "MB"])

@@ -269,3 +269,43 @@ def test_cli_binds_localhost_and_share_always_has_auth(monkeypatch: pytest.Monke
 def test_importing_the_app_loads_no_model() -> None:
     code = "import sys, app; assert 'torch' not in sys.modules, 'torch imported'; assert app.demo is not None"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+
+
+# ---------------------------------------------------------- hardware check
+
+
+def test_hardware_check_tab_measures_saves_and_shows_it_on_the_next_page_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    import functools
+
+    from gpen_core import auto, profile
+
+    from .test_profile import CONFIGS, SMALL
+
+    md, chart = app.saved_hardware_check()
+    assert "No measurement for this machine yet" in md and chart is None
+    assert "built-in estimate" in auto.choose("cpu", (320, 240)).reason
+
+    # The real check, made small: tiny generators and images, in this process.
+    monkeypatch.setattr(profile, "run_profile", functools.partial(profile.run_profile, workloads=SMALL, model_configs=CONFIGS, isolate=False))
+    progress = RecordingProgress()
+    md, chart = app.hardware_check(progress=progress)  # type: ignore[arg-type]
+    assert progress.calls and progress.calls[-1][0] == 1.0
+    assert md.startswith("**Recommendation:** use `") or md.startswith("**Recommendation:** even")
+    for name in MODES:
+        assert f"| `{name}` |" in md
+    saved = profile.load_profile("cpu")
+    assert saved is not None
+    assert list(chart["mode"]) == list(MODES) and set(chart["memory"]) == {"RAM"}  # no GPU: no VRAM bars
+    assert list(chart["MB"]) == [round(saved.modes[m].peak_ram_bytes / 1e6, 1) for m in MODES]
+
+    # the next page load shows the saved measurement; auto reads the same file
+    md2, chart2 = app.saved_hardware_check()
+    assert "| `quality` |" in md2 and list(chart2["MB"]) == list(chart["MB"])
+    assert "measured on this machine" in auto.choose("cpu", (320, 240)).reason  # auto now picks from the measurement
+
+
+def test_restore_and_hardware_check_share_one_lane() -> None:
+    deps = {d.fn.__name__: d for d in app.demo.fns.values() if d.fn is not None}
+    check = deps["hardware_check"]
+    restore = next(d for d in app.demo.fns.values() if d.api_name == "restore")
+    assert check.concurrency_id == restore.concurrency_id and check.concurrency_limit == 1
