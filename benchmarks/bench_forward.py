@@ -13,8 +13,9 @@ Per size, one fresh process builds every path and times them interleaved
 machine load hits every path alike; the ratio to plain eager comes from the same
 rounds. Each path then runs alone in a fresh process for its peak RSS during one
 forward (and what the forward added to it). The table gives median and min seconds
-per face, the ratio, max |Δ| and PSNR against plain eager (PSNR on the raw float outputs over GPEN's [-1, 1] range), the
-memory, and the first call's seconds (compile included for compiled paths).
+per face, the ratio, max |Δ| and PSNR against plain eager (PSNR on the raw float
+outputs over GPEN's [-1, 1] range), the memory, and the first call's seconds
+(compile included for compiled paths).
 
 Paths:
   plain         our arch with the official generic FIR (``set_fir_impl(m, "native")``), eager float32: the reference

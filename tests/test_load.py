@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -33,20 +32,11 @@ from gpen_core.restorer import Restorer, get_restorer
 
 from .conftest import ROOT
 from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
-from .test_app_client import ARGS, free_port
+from .test_app_client import ARGS, server_url  # noqa: F401  (the in-process server, one per module)
 
 EXAMPLE = ROOT / "examples" / "astronaut_low_resolution.jpg"  # the smallest example (384×384, one face)
 CLIENTS = 5
 WAIT_S = 60.0
-
-
-@pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
-    _, url, _ = app.demo.launch(server_port=free_port(), prevent_thread_lock=True, quiet=True, **app.launch_options())
-    try:
-        yield url
-    finally:
-        app.demo.close()
 
 
 def _client(url: str):
