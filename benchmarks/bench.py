@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_forward  # noqa: E402
 import bench_request  # noqa: E402
+import soak as soak_script  # noqa: E402
 from readme_block import README, replace_block  # noqa: E402
 
 COLD_START_EXAMPLE = ROOT / "examples" / "astronaut_blur_noise.jpg"
@@ -66,19 +67,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _write_models(folder: Path) -> None:
-    """GPEN-BFR-512 with random weights under its registry name, in a child process (its RAM is not ours)."""
-    code = (
-        "import sys, torch; sys.path.insert(0, sys.argv[2]);"
-        "from gpen_core.synthetic import random_state_dict; from gpen_core.weights import REGISTRY;"
-        "torch.save(random_state_dict(REGISTRY['GPEN-BFR-512'].arch), sys.argv[1])"
-    )
-    subprocess.run([sys.executable, "-c", code, str(folder / "GPEN-BFR-512.pth"), str(ROOT)], check=True)
-    mobilenet = bench_request.SHARED_MOBILENET
-    if mobilenet.exists():
-        (folder / mobilenet.name).symlink_to(mobilenet)
-
-
 def cold_start(mode: str = "balanced", timeout_s: float = 300.0) -> dict[str, float | str]:
     """Seconds from ``python app.py`` to the page answering, and to the first restored face."""
     import httpx
@@ -86,7 +74,7 @@ def cold_start(mode: str = "balanced", timeout_s: float = 300.0) -> dict[str, fl
 
     with tempfile.TemporaryDirectory(prefix="gpen-cold-") as tmp:
         models = Path(tmp)
-        _write_models(models)
+        soak_script.make_models_dir(models, mode)  # the mode's generator (random weights) and detector
         port = _free_port()
         env = dict(os.environ, GPEN_HOME=str(models), GPEN_OFFLINE="1")
         t0 = time.perf_counter()
