@@ -24,6 +24,12 @@ Paths:
   fast-bf16     the same with bfloat16 convolutions (skipped where the CPU has no native bf16 unless --bf16 force)
   fast-compile  float32 + torch.compile (--compile); first call includes the compile
   fast-bf16-compile
+  ov            the OpenVINO backend (``gpen_core.ov_backend``), float32; converted once per run into a
+                temporary cache (the conversion is reported, not timed as a call)
+  ov-bf16       the same compiled for bf16 (only where OpenVINO lists BF16 for this CPU)
+
+``--record`` also stores, for this CPU, the median seconds of fast vs ov (and fast-bf16 vs
+ov-bf16) in the models folder, which is what ``--backend auto`` follows.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 MODELS = {256: "GPEN-BFR-256", 512: "GPEN-BFR-512"}
-PATHS = ("plain", "depthwise", "fast", "fast-bf16", "fast-compile", "fast-bf16-compile")
+PATHS = ("plain", "depthwise", "fast", "fast-bf16", "fast-compile", "fast-bf16-compile", "ov", "ov-bf16")
+OV_CACHE_ENV = "GPEN_BENCH_OV_CACHE"  # the run's conversion cache, shared by its worker processes
 
 
 # --------------------------------------------------------------------- worker
@@ -70,11 +77,26 @@ def _forward(path: str, size: int):
     import torch
 
     from gpen_core.arch import set_fir_impl
-    from gpen_core.fast import ForwardPlan, prepare
+    from gpen_core.fast import prepare
+    from gpen_core.plan import ForwardPlan
     from gpen_core.synthetic import random_generator
     from gpen_core.weights import REGISTRY
 
     model = random_generator(REGISTRY[MODELS[size]].arch, seed=0)
+    if path.startswith("ov"):
+        from gpen_core import ov_backend
+
+        cache = Path(os.environ.get(OV_CACHE_ENV) or tempfile.mkdtemp(prefix="gpen-ov-"))
+        ckpt = cache / f"random-{MODELS[size]}.pth"
+        if not ckpt.exists():  # the same file for every worker of the run: converted once
+            tmp = ckpt.with_suffix(".tmp")
+            torch.save(model.state_dict(), tmp)
+            os.replace(tmp, ckpt)
+        del model
+        fwd = ov_backend.load(ckpt, "bf16" if path == "ov-bf16" else "f32", models_dir=cache)
+        if fwd.convert_s is not None:
+            print(f"converted {ckpt.name} to OpenVINO in {fwd.convert_s:.1f} s", file=sys.stderr)
+        return fwd, torch.float32
     if path in ("plain", "depthwise"):
         set_fir_impl(model, "native" if path == "plain" else "depthwise")
 
@@ -130,6 +152,33 @@ def memory_worker(size: int, path: str, threads: int, out: Path) -> None:
     out.write_text(json.dumps({"peak_rss": p.rss_bytes, "fwd_rss": p.rss_delta_bytes, "rss_method": p.method}))
 
 
+def _ov_unavailable(paths: list[str]) -> dict[str, str]:
+    """{path: why} for the OpenVINO paths this machine cannot run."""
+    wanted = [p for p in paths if p.startswith("ov")]
+    if not wanted:
+        return {}
+    from gpen_core import ov_backend
+
+    why = ov_backend.unavailable_reason()
+    if why:
+        return {p: f"skipped the OpenVINO paths: {why}" for p in wanted}
+    if "ov-bf16" in wanted and "BF16" not in ov_backend.capabilities():
+        return {"ov-bf16": "skipped ov-bf16: OpenVINO has no BF16 on this CPU (needs AVX-512 BF16 or AMX)"}
+    return {}
+
+
+def _record(results: list[dict]) -> None:
+    """Store torch-vs-OpenVINO medians for this CPU (see gpen_core.ov_backend.record_speed)."""
+    from gpen_core import ov_backend
+
+    by = {(r["size"], r["path"]): r["median_s"] for r in results}
+    for size in sorted({r["size"] for r in results}):
+        for torch_path, ov_path, dtype in (("fast", "ov", "float32"), ("fast-bf16", "ov-bf16", "bfloat16")):
+            if (size, torch_path) in by and (size, ov_path) in by:
+                f = ov_backend.record_speed(size, dtype, by[(size, torch_path)], by[(size, ov_path)], source="benchmarks/bench_forward.py")
+                print(f"recorded {size} px {dtype}: torch {by[(size, torch_path)]:.3f} s, OpenVINO {by[(size, ov_path)]:.3f} s -> {f}")
+
+
 def _run(args: list[str], env: dict[str, str], out: Path) -> dict:
     proc = subprocess.run([sys.executable, __file__, *args, "--out", str(out)], env=env, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -157,13 +206,17 @@ def _machine(threads: int) -> str:
 
     import torch
 
-    from gpen_core.fast import cpu_features
+    from gpen_core.plan import cpu_features
 
     model = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    from gpen_core import ov_backend
+
     feats = ",".join(k for k, v in cpu_features().items() if v) or "none"
+    ov = ov_backend.openvino_version()
+    ov_text = f"OpenVINO {ov.split('-')[0]} ({','.join(ov_backend.capabilities())})" if ov and not ov_backend.unavailable_reason() else "no OpenVINO"
     return (
         f"{model}; {os.cpu_count()} cpus, {threads} threads; torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()}); "
-        f"features: {feats}; load average {os.getloadavg()[0]:.2f}"
+        f"{ov_text}; features: {feats}; load average {os.getloadavg()[0]:.2f}"
     )
 
 
@@ -178,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--thp", action="store_true", help="run every path with THP_MEM_ALLOC_ENABLE=1 (transparent huge pages for torch's CPU buffers)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 256 only, 2 runs, plain and fast")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--record", action="store_true", help="store fast-vs-ov seconds for this CPU in the models folder (read by --backend auto)")
     ap.add_argument("--time-worker", nargs="+", metavar="SIZE PATH", help=argparse.SUPPRESS)
     ap.add_argument("--memory-worker", nargs=2, metavar=("SIZE", "PATH"), help=argparse.SUPPRESS)
     ap.add_argument("--no-memory", action="store_true", help="skip the per-path peak-RSS processes")
@@ -191,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         memory_worker(int(args.memory_worker[0]), args.memory_worker[1], args.threads, args.out)
         return 0
 
-    from gpen_core.fast import cpu_features
+    from gpen_core.plan import cpu_features
 
     if args.quick:
         args.sizes, args.runs = [256], 2
@@ -203,10 +257,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.bf16 == "skip" or (args.bf16 == "auto" and not native_bf16):
         skipped = [p for p in paths if "bf16" in p]
         paths = [p for p in paths if "bf16" not in p]
+    ov_missing = _ov_unavailable(paths)
+    if ov_missing:
+        skipped += [p for p in paths if p.startswith("ov") and p in ov_missing]
+        print("; ".join(sorted(set(ov_missing.values()))))
+        paths = [p for p in paths if p not in ov_missing]
     if "plain" not in paths:
         paths.insert(0, "plain")
 
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    ov_cache = tempfile.TemporaryDirectory(prefix="gpen-bench-ov-")
+    env[OV_CACHE_ENV] = ov_cache.name
     if args.thp:
         env["THP_MEM_ALLOC_ENABLE"] = "1"
     print(_machine(args.threads))
@@ -252,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
                 )
             print(f"{'':>4}  (load average {load0:.2f} before, {os.getloadavg()[0]:.2f} after)")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+    ov_cache.cleanup()
+    if args.record:
+        _record(results)
     if args.json:
         args.json.write_text(json.dumps({"machine": _machine(args.threads), "results": results}, indent=1))
     return 0

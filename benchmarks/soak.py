@@ -63,7 +63,7 @@ def make_models_dir(folder: Path, mode_name: str) -> tuple[bool, str]:
     """
     import torch
 
-    from gpen_core.restorer import DETECTOR_WEIGHTS
+    from gpen_core.options import DETECTOR_WEIGHTS
     from gpen_core.synthetic import random_state_dict
     from gpen_core.weights import REGISTRY
 
@@ -94,7 +94,8 @@ def soak(n: int, mode_name: str, image: Path, *, main_thread: bool = False, prog
 
     Requests run one at a time in a single worker thread (``main_thread``: in this thread).
     """
-    from gpen_core.restorer import Restorer, RestoreOptions
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
 
     with tempfile.TemporaryDirectory(prefix="gpen-soak-") as tmp:
         folder = Path(tmp)

@@ -122,8 +122,10 @@ def low_resolution(photos: dict[str, Image.Image]) -> Image.Image:
 
 
 def blur_and_noise(photos: dict[str, Image.Image]) -> Image.Image:
-    """The astronaut out of focus with sensor noise."""
-    a = photos["astronaut"].filter(ImageFilter.GaussianBlur(2.5))
+    """A black-and-white close-up of the astronaut's head, out of focus with sensor noise
+    (a different framing and colour from ``low_resolution``, so the two thumbnails differ)."""
+    head = photos["astronaut"].crop((110, 0, 390, 280)).resize((448, 448), Image.Resampling.BICUBIC)
+    a = head.convert("L").convert("RGB").filter(ImageFilter.GaussianBlur(2.5))
     return _noise(a, 10.0, seed=1)
 
 

@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "load_generator": "checkpoint",
+    "load_upscaler": "upscaler",
     "GPEN": "arch",
     "GPENConfig": "arch",
     "GPENError": "errors",
@@ -26,7 +27,7 @@ _LAZY = {
     "MODES": "modes",
     "RestoreResult": "result",
     "Restorer": "restorer",
-    "RestoreOptions": "restorer",
+    "RestoreOptions": "options",
     "get_restorer": "restorer",
     "resolve": "weights",
 }

@@ -70,7 +70,9 @@ class GPENConfig:
 
 
 def make_kernel(k: list[int]) -> torch.Tensor:
-    t = torch.tensor(k, dtype=torch.float32)
+    # Always on the CPU: under ``torch.device("meta")`` the product below would run
+    # through torch's Python reference ops, which import torch._dynamo (~100 MB).
+    t = torch.tensor(k, dtype=torch.float32, device="cpu")
     if t.ndim == 1:
         t = t[None, :] * t[:, None]
     return t / t.sum()

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from .arch import GPEN, GPENConfig
-from .errors import WeightsError
+from .errors import OutOfMemory, WeightsError
 
 # Keys under which training scripts and converters nest the generator's weights.
 _WRAPPER_KEYS = ("g_ema", "params_ema", "params", "state_dict", "model", "generator", "netG", "g")
@@ -105,22 +105,110 @@ def build_from_state_dict(obj: Any, dtype: torch.dtype = torch.float32) -> GPEN:
     return model.eval().requires_grad_(False)
 
 
-def load_checkpoint_file(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
-    """``torch.load`` with ``weights_only=True`` and mmap; errors say what to do."""
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save's default format since PyTorch 1.6
+_DOWNLOAD_FIX = "Delete it and download it again (`python -m gpen_core download`), or copy it again."
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.0f} MB" if n >= 1e6 else f"{n} bytes"
+
+
+def read_checkpoint(path: str | os.PathLike[str], what: str = "checkpoint", *, mmap: bool = True) -> Any:
+    """``torch.load(path, map_location="cpu", weights_only=True)``, its failures told apart.
+
+    A failure is called corrupt only when the bytes are wrong: an empty file, a ZIP
+    checkpoint whose directory or CRCs do not check out, or a file that is not a
+    PyTorch checkpoint at all. Running out of memory while loading is
+    :class:`~gpen_core.errors.OutOfMemory` (the file is fine: never tell the user to
+    delete it); an unreadable file (permissions) says so; a pickle that holds more than
+    tensors is refused as such. ``what`` names the file in messages ("GPEN generator",
+    "face detector"). ``mmap`` maps a ZIP checkpoint instead of reading it (legacy
+    files, which cannot be mapped, are read).
+    """
     p = Path(path)
     if not p.is_file():
-        raise WeightsError(f"checkpoint {p} does not exist. Check the path, or run `python -m gpen_core download`.")
+        raise WeightsError(f"{what} file {p} does not exist. Check the path, or run `python -m gpen_core download`.")
     try:
-        obj = torch.load(p, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as mmap_exc:  # legacy (non-zip) files cannot be mmapped
+        size = p.stat().st_size
+        with open(p, "rb") as f:
+            head = f.read(8)
+    except OSError as exc:
+        raise WeightsError(
+            f"cannot read {what} file {p}: {exc.strerror or exc}. Check its permissions "
+            "(the user running this needs read access), or point to another copy."
+        ) from None
+    if size == 0:
+        raise WeightsError(f"{what} file {p} is empty (0 bytes): an interrupted download or copy. {_DOWNLOAD_FIX}")
+    import torch
+
+    from .oom import is_oom
+
+    try:
         try:
-            obj = torch.load(p, map_location="cpu", weights_only=True)
-        except Exception as exc:
-            raise WeightsError(
-                f"cannot read checkpoint {p}: {exc.__class__.__name__}: {str(exc).splitlines()[0][:200]}. "
-                "The file is corrupt or incomplete; delete it and download it again."
-            ) from mmap_exc
-    return unwrap_state_dict(obj)
+            return torch.load(p, map_location="cpu", weights_only=True, mmap=mmap and head.startswith(_ZIP_MAGIC))
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if is_oom(exc) or not (mmap and head.startswith(_ZIP_MAGIC)):
+                raise
+            # mmap refused (some file systems): read it instead.
+            return torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises many types for bad files
+        if is_oom(exc):
+            raise OutOfMemory(
+                f"not enough memory to load the {what} {p.name} ({_mb(size)}): {_first_line(exc)}. "
+                "The file is fine; close other programs or use a lighter mode (low)."
+            ) from None
+        raise _unreadable(p, what, head, exc) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{exc.__class__.__name__}: {text.splitlines()[0][:200]}" if text else exc.__class__.__name__
+
+
+def _unreadable(p: Path, what: str, head: bytes, exc: BaseException) -> WeightsError:
+    """The error for a file torch.load refused, after looking at its bytes."""
+    import pickle
+
+    detail = _first_line(exc)
+    is_zip, is_pickle = head.startswith(_ZIP_MAGIC), head.startswith(b"\x80")  # legacy torch.save: a pickle
+    if not (is_zip or is_pickle):
+        return WeightsError(
+            f"the {what} file {p} is not a PyTorch checkpoint (it starts with bytes {head.hex(' ')}). {_DOWNLOAD_FIX}"
+        )
+    if isinstance(exc, pickle.UnpicklingError) and "weights only" in str(exc).lower():
+        return WeightsError(
+            f"refused to load the {what} {p}: it holds Python objects besides tensors, which could run code "
+            "when loaded. Use the released file, or re-save only its state_dict."
+        )
+    if is_zip:
+        bad = _zip_problem(p)
+        if bad is None:  # the bytes check out: not corruption, so do not say it is
+            return WeightsError(
+                f"cannot load the {what} {p} ({detail}); its bytes are intact, so it is not a checkpoint this "
+                "PyTorch can read. Use a GPEN-BFR-*.pth file, or update PyTorch."
+            )
+        return WeightsError(f"the {what} file {p} is corrupt or incomplete ({bad}). {_DOWNLOAD_FIX}")
+    # A legacy pickle cannot be checked further than "it did not load".
+    return WeightsError(f"the {what} file {p} is corrupt or incomplete ({detail}). {_DOWNLOAD_FIX}")
+
+
+def _zip_problem(p: Path) -> str | None:
+    """Why a ZIP checkpoint's bytes are wrong (truncated, bad directory, CRC mismatch), or None."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(p) as zf:
+            name = zf.testzip()
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+        return f"not a complete ZIP archive: {exc}"
+    except MemoryError:
+        return "its bytes could not be checked (out of memory)"
+    return f"{name} fails its CRC check" if name else None
+
+
+def load_checkpoint_file(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """``torch.load`` with ``weights_only=True`` and mmap; errors say what to do (see :func:`read_checkpoint`)."""
+    return unwrap_state_dict(read_checkpoint(path, "GPEN generator"))
 
 
 def load_generator(source: str | os.PathLike[str] | Mapping[str, Any], dtype: torch.dtype = torch.float32) -> GPEN:

@@ -1,7 +1,8 @@
 """``python -m gpen_core``: the command line. The only place with argparse and exit codes.
 
 Exit codes: 0 success (a photo with no face is a success with a note), 2 bad
-usage or bad input, 3 missing or corrupt weights, 4 out of memory.
+usage or bad input, 3 missing or corrupt weights, 4 out of memory; ``selfcheck``:
+1 when a network fails the check.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from .errors import GPENError, InputError
+from .result_json import result_record  # defined in result_json.py (ray_batch, ray_serve, ui_format use it); importable here too
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif"}
 FORMAT_BY_SUFFIX = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg"}
@@ -40,27 +42,57 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--aligned", action="store_true", help="inputs are already aligned face crops")
     r.add_argument("--alpha", type=float, default=1.0, help="blend: 1 restored only … 0 original (default 1)")
     r.add_argument("--threshold", type=float, default=0.9, help="face detection confidence (default 0.9)")
-    r.add_argument("--max-faces", type=int, default=50, help="restore at most this many faces, largest first")
+    r.add_argument("--max-faces", type=int, default=50, help="restore at most this many faces, highest detection score first")
+    r.add_argument("--upscale", type=int, default=1, choices=(1, 2, 4),
+                   help="upscale the whole photo ×2 or ×4 with RealESRNet, faces restored at that size (default 1: off)")
+    r.add_argument("--upscaler", help="upscaler: registry name (realesrnet_x2, realesrnet_x4) or checkpoint path "
+                   "(default: realesrnet_x<upscale>)")
+    r.add_argument("--tile", type=int, help="upscaler tile side in input px (default: the largest that fits the mode's budget)")
+    r.add_argument("--backend", default="auto", choices=("auto", "torch", "openvino"),
+                   help="generator runtime on the CPU: torch, openvino (converted on first use, cached in the models "
+                   "folder), or auto: the one measured faster on this CPU (default)")
     r.add_argument("--overwrite", action="store_true", help="replace outputs that already exist (default: skip them)")
     r.add_argument("--json", action="store_true", help="print one JSON object per image on stdout")
+    r.add_argument("--ray", action="store_true",
+                   help="restore with Ray Data (one folder, file or URI such as s3://…; writes OUT/manifest.jsonl); "
+                   "needs requirements-ray.txt")
+    r.add_argument("--address", help="with --ray: join this Ray cluster (auto, HOST:PORT, ray://HOST:PORT); "
+                   "default: a local Ray on 127.0.0.1 only, stopped at the end")
+    r.add_argument("--workers", type=int, help="with --ray: actors in the pool (default: one per GPU share, else one per 2 CPUs)")
+    r.add_argument("--gpus-per-worker", type=float, default=0.0, help="with --ray: GPUs per actor (0.5: two per GPU; default 0)")
 
     d = sub.add_parser("download", help="download weights into the models folder")
     d.add_argument("names", nargs="*", metavar="NAME", help=f"registry names (default: {' '.join(DEFAULT_DOWNLOADS)})")
     d.add_argument("--models-dir")
 
+    s = sub.add_parser("serve", help="serve restores with Ray Serve (for app.py --backend ray); needs requirements-ray.txt")
+    s.add_argument("--replicas", default="1", help="replicas: a number, or auto (autoscale from 1 to --max-replicas)")
+    s.add_argument("--max-replicas", type=int, default=4, help="with --replicas auto: the most replicas (default 4)")
+    s.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per replica (0.5: two replicas share a GPU; default 0)")
+    s.add_argument("--num-cpus", type=float, default=1.0, help="CPUs per replica; torch uses as many threads (default 1)")
+    s.add_argument("--address", help="deploy on this Ray cluster (auto, HOST:PORT); default: a local Ray on 127.0.0.1 only")
+    s.add_argument("--port", type=int, default=8000, help="Serve's HTTP port on 127.0.0.1 (POST an image to /restore; default 8000)")
+    s.add_argument("--mode", default="auto", choices=MODE_CHOICES, help="mode warmed up in each replica (requests may ask for any)")
+    s.add_argument("--models-dir")
+    s.add_argument("--device", help="cpu or cuda (default: cuda when --num-gpus > 0)")
+
     i = sub.add_parser("info", help="versions, device, and which weights are present")
     i.add_argument("--models-dir")
     i.add_argument("--json", action="store_true")
 
-    from . import profile
+    c = sub.add_parser("selfcheck", help="build and run every network of every mode on a device: does this set-up work?")
+    c.add_argument("--device", help="cpu, cuda, cuda:N or meta (default: cuda when available, else cpu)")
+    c.add_argument("--json", action="store_true", help='one JSON object: {"device", "ok", "checks": [{network, path, dtype, ok, problem}]}')
 
-    if hasattr(profile, "add_cli"):
-        profile.add_cli(sub)
+    _add_profile(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except (ImportError, MemoryError) as exc:  # under a memory cap even the parser's imports can fail
+        return _startup_failure(exc, verbose=False)
     try:
         if args.command == "restore":
             return _restore(args)
@@ -68,15 +100,72 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _download(args)
         if args.command == "info":
             return _info(args)
-        from . import profile
+        if args.command == "serve":
+            from .ray_cli import serve
 
-        return profile.run_cli(args)
+            return serve(args)
+        if args.command == "selfcheck":
+            return _selfcheck(args)
+        return _profile(args)
     except GPENError as exc:
         _print_error(exc, args.verbose)
         return exc.exit_code
+    except (ImportError, MemoryError) as exc:  # a lazy import under a memory cap, or a broken install
+        return _startup_failure(exc, args.verbose)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _startup_failure(exc: BaseException, verbose: bool) -> int:
+    """Exit 4 with what the engine needs when an import ran out of memory; else how to repair the install."""
+    from .errors import OutOfMemory
+    from .oom import import_failure
+
+    err = import_failure(exc) if isinstance(exc, ImportError) else None
+    if err is None:
+        err = OutOfMemory(
+            "out of memory outside a restore (MemoryError). Close other programs or raise this process's "
+            "memory limit, and try again."
+        )
+    if not isinstance(err, GPENError):
+        raise exc
+    _print_error(err, verbose)
+    return err.exit_code
+
+
+def _load_engine() -> None:
+    """Import PyTorch, OpenCV and facexlib now, so a memory cap fails here with what they need (exit 4)."""
+    from .oom import import_failure, memory_limited, probe_engine_import
+
+    if memory_limited():  # under a cap the import can crash the process: try it in a child first
+        problem = probe_engine_import()
+        if problem is not None:
+            raise problem
+    try:
+        from .pipeline import import_engine
+
+        import_engine()
+    except (ImportError, MemoryError, OSError) as exc:
+        raise import_failure(exc) from None
+
+
+def _selfcheck(args: argparse.Namespace) -> int:
+    """Exit 0 when every network is placed and runs on the device; 1 naming the first offending tensor."""
+    from .selfcheck import run_selfcheck
+
+    device = args.device
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    progress = None if args.json else (lambda what: print(f"checking {what}", file=sys.stderr, flush=True))
+    report = run_selfcheck(device, progress=progress)
+    print(json.dumps(report.to_json(), indent=1) if args.json else report.table())
+    bad = report.first_problem
+    if bad is not None:
+        print(f"selfcheck failed: {bad.network} ({bad.dtype}): {bad.problem}", file=sys.stderr)
+    return 0 if report.ok else 1
 
 
 def _print_error(exc: GPENError, verbose: bool, prefix: str = "") -> None:
@@ -136,12 +225,28 @@ class _Bar:
         self.stream.flush()
 
 
-def _restore(args: argparse.Namespace) -> int:
-    from .restorer import Restorer, RestoreOptions
+def _skip(args: argparse.Namespace, record: dict[str, Any], out: Path) -> None:
+    record.update(status="skipped", output=str(out), note="output exists; use --overwrite")
+    _emit(args, record)
+    print(f"skipped: {out} exists (use --overwrite)", file=sys.stderr)
 
+
+def _restore(args: argparse.Namespace) -> int:
+    if args.ray:
+        from .ray_cli import restore_ray
+
+        return restore_ray(args, _Bar)
     detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
     inputs = _collect_inputs(args.inputs)
     plan = _plan_outputs(inputs, args.output, None)
+    from .outputs import check_writable, write_atomic
+
+    check_writable([dst for _, dst, _ in plan])  # bad output paths fail now (exit 2), not after the restore
+    _load_engine()  # under a memory cap: exit 4 saying what the engine needs, never a traceback
+
+    from .options import RestoreOptions
+    from .restorer import Restorer
+
     restorer = Restorer(models_dir=args.models_dir, device=args.device)
     bar = _Bar(len(plan))
     worst = 0
@@ -155,18 +260,20 @@ def _restore(args: argparse.Namespace) -> int:
             max_faces=args.max_faces,
             aligned=args.aligned,
             output_format=fmt,
+            upscale=args.upscale,
+            upscaler=args.upscaler,
+            tile=args.tile,
+            backend=args.backend,
         )
         record: dict[str, Any] = {"input": str(src)}
         if dst.suffix == "" and not args.overwrite:
             existing = [dst.with_suffix(s) for s in SUFFIX_BY_FORMAT.values() if dst.with_suffix(s).exists()]
             if existing:
-                record.update(status="skipped", output=str(existing[0]), note="output exists; use --overwrite")
-                _emit(args, record)
+                _skip(args, record, existing[0])
                 bar.step(src.name)
                 continue
         elif dst.exists() and not args.overwrite:
-            record.update(status="skipped", output=str(dst), note="output exists; use --overwrite")
-            _emit(args, record)
+            _skip(args, record, dst)
             bar.step(src.name)
             continue
         try:
@@ -181,43 +288,22 @@ def _restore(args: argparse.Namespace) -> int:
             continue
         if dst.suffix == "":
             dst = dst.with_suffix(SUFFIX_BY_FORMAT[result.output_format])
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dst.with_name(f".{dst.name}.partial")
-        tmp.write_bytes(result.encoded)
-        tmp.replace(dst)
+        try:
+            write_atomic(dst, result.encoded)
+        except InputError as exc:  # the disk filled up, the folder went away...
+            record.update(status="error", error=str(exc), exit_code=exc.exit_code)
+            _emit(args, record)
+            if not args.json:
+                _print_error(exc, args.verbose, prefix=f"{src}: ")
+            worst = worst or exc.exit_code
+            bar.step(src.name)
+            continue
         record.update(status="ok", output=str(dst), **result_record(result))
         _emit(args, record)
         if not args.json:
             _print_human(record)
         bar.step(src.name)
     return worst
-
-
-def result_record(result: Any) -> dict[str, Any]:
-    """The JSON-able summary of a RestoreResult (CLI --json, benchmarks, the API)."""
-    p = result.peaks
-    return {
-        "faces": len(result.faces),
-        "mode": result.mode.name,
-        "requested_mode": result.requested_mode,
-        "mode_reason": result.mode_reason,
-        "checkpoint": result.checkpoint,
-        "detector": result.detector,
-        "device": result.device,
-        "dtype": result.dtype,
-        "format": result.output_format,
-        "input_size": list(result.input_size),
-        "processed_size": list(result.processed_size),
-        "peaks": {
-            "rss_bytes": p.rss_bytes,
-            "baseline_rss_bytes": p.baseline_rss_bytes,
-            "vram_bytes": p.vram_allocated_bytes,
-            "vram_reserved_bytes": p.vram_reserved_bytes,
-            "method": p.method,
-        },
-        "timings": {"total_s": round(result.timings.total_s, 4), **{f"{k}_s": round(v, 4) for k, v in result.timings.stages().items()}},
-        "notes": list(result.notes),
-    }
 
 
 def _emit(args: argparse.Namespace, record: dict[str, Any]) -> None:
@@ -284,4 +370,83 @@ def _info(args: argparse.Namespace) -> int:
         print(json.dumps(asdict(info), default=str, indent=2))
     else:
         print(format_info(info))
+    return 0
+
+
+# ---------------------------------------------------------------- profile
+
+
+def _add_profile(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``python -m gpen_core profile`` (the hardware check, :mod:`gpen_core.profile`)."""
+    from .modes import MODES
+
+    p = subparsers.add_parser(
+        "profile",
+        help="hardware check: measure each mode's peak memory and speed on this machine",
+        description="Run the standard workloads (an aligned face, a 12 MP photo, a group photo) through every "
+        "memory mode, print what each needs, and save profile.json in the models folder for `auto`.",
+    )
+    p.add_argument("--modes", nargs="+", choices=tuple(MODES), metavar="MODE", help=f"modes to measure (default: all; {', '.join(MODES)})")
+    p.add_argument("--json", metavar="PATH", help="also write this profile as JSON to PATH")
+    p.add_argument("--models-dir", help="models folder (default: $GPEN_HOME or ~/.cache/gpen); profile.json is saved there")
+    p.add_argument("--synthetic", action="store_true", help="random weights for every generator even when real ones are present")
+    p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--saved", action="store_true", help="print the saved profile instead of measuring (exit 1 if none is valid)")
+    p.add_argument("--no-save", action="store_true", help="do not write profile.json")
+    p.add_argument("--in-process", action="store_true",
+                   help="measure every mode in this process (starts faster; an out-of-memory mode then kills the check)")
+    return p
+
+
+def _progress_line(stream: Any = sys.stderr) -> Callable[[float, str], None]:
+    t0 = time.perf_counter()
+    state = {"last": "", "ended": False}
+
+    def show(f: float, desc: str) -> None:
+        if state["ended"]:
+            return
+        line = f"[{100 * f:5.1f}%] {time.perf_counter() - t0:6.1f}s  {desc}"[:110]
+        if line != state["last"]:
+            stream.write("\r" + line.ljust(110))
+            stream.flush()
+            state["last"] = line
+        if f >= 1.0 and desc == "done":
+            stream.write("\n")
+            state["ended"] = True
+
+    return show
+
+
+def profile_command_line(args: argparse.Namespace) -> str:
+    """The command that reproduces ``args`` (recorded in the profile and printed under tables)."""
+    parts = ["python -m gpen_core profile", "--modes " + " ".join(args.modes) if args.modes else "",
+             "--synthetic" if args.synthetic else "", f"--device {args.device}" if args.device else "",
+             "--in-process" if args.in_process else "", f"--models-dir {args.models_dir}" if args.models_dir else ""]
+    return " ".join(p for p in parts if p)
+
+
+def _profile(args: argparse.Namespace) -> int:
+    """Run the ``profile`` subcommand: 0 done, 1 ``--saved`` found nothing valid."""
+    from .profile import report, runner, store
+
+    if args.saved:
+        from .restorer import Restorer
+
+        dev = Restorer(device=args.device).device
+        prof = store.load_profile(dev, args.models_dir)
+        if prof is None:
+            print(f"no valid saved profile for {store.device_key(dev)} in {store.profile_path(args.models_dir)}: run `python -m gpen_core profile`", file=sys.stderr)
+            return 1
+    else:
+        prof = runner.run_profile(modes=args.modes, models_dir=args.models_dir, progress=_progress_line(),
+                                  synthetic=True if args.synthetic else None, device=args.device,
+                                  isolate=not args.in_process, save=not args.no_save, command=profile_command_line(args))
+    print(report.format_report(prof))
+    if args.json:
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(prof.to_dict(), indent=2), encoding="utf-8")
+        print(f"\nwrote {out}", file=sys.stderr)
+    if not args.saved and not args.no_save:
+        print(f"saved {store.profile_path(args.models_dir)} (read by `auto`)", file=sys.stderr)
     return 0

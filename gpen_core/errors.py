@@ -37,3 +37,14 @@ class ResourceError(GPENError):
     """Not enough memory (RAM or VRAM) even in the lightest mode, or the server is busy."""
 
     exit_code = 4
+
+
+class OutOfMemory(ResourceError):
+    """An allocation failed while doing one step (loading, decoding, running, encoding).
+
+    Raised where the failure is caught next to its cause (``torch.load``, Pillow,
+    OpenCV), so the message can say which step and how big it was. The Restorer's
+    ladder treats it like any other out-of-memory: it frees what the attempt
+    allocated and retries in the next lighter mode; only when even ``low`` cannot
+    run does the user see a :class:`ResourceError` (exit code 4).
+    """

@@ -1,7 +1,6 @@
-"""The fast GPEN forward: a plan (device, dtype, layout, compile) and the function it builds.
+"""The fast GPEN forward: the networks a :class:`~gpen_core.plan.ForwardPlan` runs.
 
-:func:`choose_plan` turns a request ("bfloat16 on the CPU") into a :class:`ForwardPlan`
-this machine can run well, and says when it had to change the request.
+The plan (device, dtype, layout, compile) is chosen in :mod:`gpen_core.plan`.
 :func:`prepare` turns a loaded :class:`~gpen_core.arch.GPEN` into a forward function
 that computes the same thing faster:
 
@@ -27,6 +26,7 @@ first call of every new process compiles for tens of seconds even with a warm
 cache. :func:`warm_up` compiles in the background while calls keep using eager.
 """
 
+
 from __future__ import annotations
 
 import math
@@ -34,167 +34,16 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from .arch import GPEN, FirImpl, upfirdn2d_native
-from .errors import ResourceError
+from .plan import ForwardPlan
 
-DTypeName = Literal["float32", "bfloat16", "float16"]
-_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _SQRT2 = math.sqrt(2.0)
-
-
-# ---------------------------------------------------------------------------
-# The plan
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ForwardPlan:
-    """How one model runs. Hashable: the restorer keys its model cache on it."""
-
-    # Where the weights and activations live ("cpu", "cuda", "cuda:1").
-    device: str = "cpu"
-    # Compute dtype of the convolutions. bfloat16 only where the CPU has it natively
-    # (AVX-512 BF16 / AMX; emulated bf16 measured 7-300x slower than float32), float16
-    # only on CUDA (~500x slower than float32 on CPU).
-    dtype: DTypeName = "float32"
-    # FIR (blur / up / down) implementation: "depthwise" is the fast one; "native" is
-    # the official generic upfirdn2d, kept to debug the fast path against.
-    fir: FirImpl = "depthwise"
-    # Channels-last activations: oneDNN and cuDNN convolve NHWC without a layout
-    # round trip per conv (1.5-2.2x per conv measured on CPU; tensor cores want NHWC).
-    channels_last: bool = True
-    # torch.compile the forward. Off by default: it compiles for tens of seconds on
-    # the first call of each process; :func:`warm_up` can do that in the background.
-    compile: bool = False
-
-    @property
-    def dtype_torch(self) -> torch.dtype:
-        return _DTYPES[self.dtype]
-
-
-def cpu_features() -> dict[str, bool]:
-    """What this CPU can do natively, from /proc/cpuinfo flags and torch's own probe.
-
-    Keys: ``avx2``, ``avx512f``, ``avx512_bf16``, ``amx_bf16``, ``amx_tile``,
-    ``avx512_fp16``, ``arm_bf16`` (ARMv8.6 BF16), ``torch_avx512`` (torch's kernels
-    dispatch to AVX-512), and ``native_bf16`` (any of the bf16 ones: bfloat16
-    matmuls run at least at float32 speed rather than emulated).
-    """
-    flags: set[str] = set()
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:  # not Linux: fall back to torch's probe only
-        text = ""
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            flags.update(value.split())
-            break  # every core reports the same flags
-    capability = ""
-    try:
-        capability = torch.backends.cpu.get_cpu_capability()
-    except Exception:  # very old torch or an exotic build: the flags still decide
-        pass
-    feats = {
-        "avx2": "avx2" in flags or capability in ("AVX2", "AVX512"),
-        "avx512f": "avx512f" in flags,
-        "avx512_bf16": "avx512_bf16" in flags,
-        "amx_bf16": "amx_bf16" in flags,
-        "amx_tile": "amx_tile" in flags,
-        "avx512_fp16": "avx512_fp16" in flags,
-        "arm_bf16": "bf16" in flags,
-        "torch_avx512": capability == "AVX512",
-    }
-    # oneDNN's own answer where this torch exposes it (it is what the convolutions use).
-    mkldnn_bf16 = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    onednn = False
-    if mkldnn_bf16 is not None:
-        try:
-            onednn = bool(mkldnn_bf16())
-        except Exception:
-            onednn = False
-    # oneDNN reports True for AVX-512 without BF16 (it emulates); only the ISA flags count.
-    feats["native_bf16"] = feats["avx512_bf16"] or feats["amx_bf16"] or (feats["arm_bf16"] and onednn)
-    return feats
-
-
-def choose_plan(
-    device: str | torch.device = "cpu", requested_dtype: str = "float32", *, allow_compile: bool = False
-) -> tuple[ForwardPlan, str | None]:
-    """The plan for ``requested_dtype`` on ``device``, and a note when the request was changed.
-
-    ``requested_dtype``: "float32", "bfloat16", "float16" or "auto" (CUDA: float16;
-    CPU: bfloat16 where native, else float32). A dtype this device cannot run well is
-    replaced (CPU float16 → bfloat16 or float32; CPU bfloat16 without native support
-    → float32; CUDA bfloat16 without support → float16) and the note says so.
-    ``allow_compile`` turns torch.compile on where it can work (needs a C++ compiler
-    on CPU, Triton on CUDA); the note says when it cannot.
-    Raises :class:`ResourceError` when CUDA is asked for but not available.
-    """
-    dev = str(device)
-    requested = str(requested_dtype).replace("torch.", "")
-    if requested not in (*_DTYPES, "auto"):
-        raise ValueError(f"unknown dtype {requested_dtype!r}; expected one of float32, bfloat16, float16, auto")
-    notes: list[str] = []
-    if dev.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ResourceError(f"device {dev!r} was asked for but CUDA is not available here; use device 'cpu'.")
-        dtype = "float16" if requested == "auto" else requested
-        if dtype == "bfloat16" and not torch.cuda.is_bf16_supported():
-            dtype = "float16"
-            notes.append("this GPU has no bfloat16; used float16 instead")
-    elif dev == "cpu":
-        native_bf16 = cpu_features()["native_bf16"]
-        dtype = requested
-        if requested == "auto":
-            dtype = "bfloat16" if native_bf16 else "float32"
-        elif requested == "float16":
-            dtype = "bfloat16" if native_bf16 else "float32"
-            notes.append(f"float16 is ~500x slower than float32 on a CPU; used {dtype} instead")
-        elif requested == "bfloat16" and not native_bf16:
-            dtype = "float32"
-            notes.append(
-                "this CPU has no native bfloat16 (no AVX-512 BF16 / AMX), where bfloat16 runs several "
-                "times slower than float32; used float32 instead"
-            )
-    else:
-        raise ValueError(f"unknown device {dev!r}; expected 'cpu' or 'cuda[:N]'")
-    compile_ = False
-    if allow_compile:
-        why_not = _compile_unavailable(dev)
-        if why_not:
-            notes.append(f"torch.compile is off: {why_not}")
-        else:
-            compile_ = True
-    plan = ForwardPlan(device=dev, dtype=dtype, fir="depthwise", channels_last=True, compile=compile_)  # type: ignore[arg-type]
-    return plan, ("; ".join(notes) or None)
-
-
-def _compile_unavailable(device: str) -> str | None:
-    import shutil
-
-    if device.startswith("cuda"):
-        try:
-            import triton  # noqa: F401
-        except ImportError:
-            return "Triton is not installed"
-        return None
-    if not any(shutil.which(c) for c in (os.environ.get("CXX", "g++"), "g++", "c++", "clang++")):
-        return "no C++ compiler (g++/clang++) on PATH for inductor's CPU kernels"
-    return None
-
-
-# ---------------------------------------------------------------------------
-# The fast network
-# ---------------------------------------------------------------------------
 
 
 def _leaky_(x: torch.Tensor) -> torch.Tensor:
@@ -239,20 +88,29 @@ def _conv_accumulate_(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, paddi
     return torch.ops.mkldnn._convolution_pointwise_.binary(out, x, w, None, p, [1, 1], [1, 1], 1, "add", None, None, [], None)
 
 
+def _own(t: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    """``t``, copied if it still shares memory with ``source`` (a checkpoint tensor, maybe mmap-backed)."""
+    if t.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
+        return t.clone(memory_format=torch.preserve_format)
+    return t
+
+
 class _Blur(nn.Module):
     """A 4×4 FIR with symmetric padding (and for ``up=2`` a 2x upsampling), per channel."""
 
-    def __init__(self, kernel: torch.Tensor, channels: int, pad: tuple[int, int], up: int, fir: FirImpl, dt) -> None:
+    def __init__(self, kernel: torch.Tensor, channels: int, pad: tuple[int, int], up: int, fir: FirImpl, dt, dev) -> None:
         super().__init__()
         if up > 1 and (tuple(pad) != (2, 1) or kernel.shape[-1] != 4):
             raise ValueError(f"fast upsampling supports GPEN's 4-tap FIR with pad (2, 1), got {tuple(kernel.shape)} {pad}")
         self.fir, self.pad, self.up, self.channels = fir, tuple(pad), up, channels
         self.onednn = False  # set by FastGPEN: fuse the leaky ReLU into the blur with oneDNN
-        self.register_buffer("raw", kernel.float().clone(), persistent=False)  # for "native"
+        # On the plan's device like every other weight: the model's kernel stays where it was loaded
+        # (the CPU), and a CPU FIR under a CUDA input fails at the first blur.
+        self.register_buffer("raw", kernel.float().to(dev, copy=True), persistent=False)  # for "native"
         # Correlation with the flipped kernel == the official convolution. For up=2 the
         # transposed conv flips once more, so it takes the kernel itself.
         k = kernel if up > 1 else torch.flip(kernel, [0, 1])
-        self.register_buffer("dw", k.to(dt)[None, None].repeat(channels, 1, 1, 1).contiguous(), persistent=False)
+        self.register_buffer("dw", k.to(dev, dt)[None, None].repeat(channels, 1, 1, 1).contiguous(), persistent=False)
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None, leaky: bool = False) -> torch.Tensor:
         """FIR (+ per-channel bias) (+ leaky ReLU, fused where oneDNN can)."""
@@ -284,7 +142,7 @@ class _EncoderConv(nn.Module):
         self.blur = None
         if len(mods) == 3:
             b = mods[0]
-            self.blur = _Blur(b.kernel, mods[1].weight.shape[1], b.pad, 1, fir, dt)
+            self.blur = _Blur(b.kernel, mods[1].weight.shape[1], b.pad, 1, fir, dt, dev)
         conv, act = mods[-2], mods[-1]
         self.stride, self.padding = conv.stride, conv.padding
         self.register_buffer("weight", (conv.weight.float() * (conv.scale * _SQRT2)).to(dev, dt), persistent=False)
@@ -328,14 +186,16 @@ class _ModConv(nn.Module):
         w = conv.weight[0]  # (out, in, k, k)
         # Stored once in the layout the convolution wants (conv_transpose: (in, out, k, k)),
         # so the per-image modulation is one layout-preserving multiply and the conv copies
-        # nothing. (A float32 NCHW plan shares the model's tensor instead.)
+        # nothing. Always a copy: a tensor that still aliased the model's (a float32 1×1 ToRGB
+        # weight is already "channels-last") would keep a mmap-loaded checkpoint file mapped
+        # whole: 270 MB resident for GPEN-BFR-512, measured, for 16 small tensors.
         base = w.permute(1, 0, 2, 3) if self.upsample else w
-        self.register_buffer("weight", base.to(dev, dt).contiguous(memory_format=memory_format), persistent=False)
+        self.register_buffer("weight", _own(base.to(dev, dt).contiguous(memory_format=memory_format), w), persistent=False)
         self.split_at: int | None = None
         self.register_buffer("wsq", (w.float() * self.scale).pow(2).sum([2, 3]).to(dev), persistent=False)
         self.blur = None
         if self.upsample:
-            self.blur = _Blur(conv.blur.kernel, w.shape[0], conv.blur.pad, 1, fir, dt)
+            self.blur = _Blur(conv.blur.kernel, w.shape[0], conv.blur.pad, 1, fir, dt, dev)
 
     def factor(self, latent: torch.Tensor) -> torch.Tensor:
         """(out, in) float32 multiplier for the base weight, for one image's latent (1, style_dim)."""
@@ -420,10 +280,10 @@ class _ToRGB(nn.Module):
     def __init__(self, t: nn.Module, fir: FirImpl, dt, dev, memory_format: torch.memory_format) -> None:
         super().__init__()
         self.conv = _ModConv(t.conv, 1.0, fir, dt, dev, memory_format)
-        self.register_buffer("bias", t.bias.reshape(3).to(dev, dt), persistent=False)
+        self.register_buffer("bias", _own(t.bias.reshape(3).to(dev, dt), t.bias), persistent=False)
         self.up = None
         if hasattr(t, "upsample"):
-            self.up = _Blur(t.upsample.kernel, 3, t.upsample.pad, 2, fir, dt)
+            self.up = _Blur(t.upsample.kernel, 3, t.upsample.pad, 2, fir, dt, dev)
 
     def forward(self, x: torch.Tensor, latent: torch.Tensor, skip: torch.Tensor | None) -> torch.Tensor:
         out = self.conv(x, latent, self.bias)
@@ -571,6 +431,20 @@ class PreparedForward:
                     self._lock.release()
         return self.net.one(x)
 
+    def float32_twin(self) -> "PreparedForward":
+        """This network with every weight cast up to float32 (exact casts of the stored values), eager.
+
+        For redoing a face whose half-precision output overflowed (:func:`forward_checked`):
+        built on demand and dropped after, since it holds the weights once more in float32.
+        """
+        import copy
+        from dataclasses import replace
+
+        net = copy.deepcopy(self.net).float()
+        plan = replace(self.plan, dtype="float32", compile=False)
+        net.plan = plan
+        return PreparedForward(net, plan)
+
     def compile_now(self) -> float:
         """Compile (blocking) if the plan asks for it and it has not happened; seconds spent."""
         if self._compiled is None or self._ready:
@@ -584,6 +458,27 @@ class PreparedForward:
             self._compiled(x.contiguous(memory_format=self.net.memory_format))
             self._ready = True
             return time.perf_counter() - t
+
+
+def forward_checked(forward: PreparedForward, x: torch.Tensor) -> tuple[torch.Tensor, str | None]:
+    """``forward(x)`` checked for inf/NaN: (output, None) or (output, what happened, for a note).
+
+    float16 tops out at 65504: an activation past it turns the face into inf/NaN, which
+    ``to_image`` would turn into garbage pixels. Such a face is redone in float32 (the
+    same weights cast up exactly; the input cast up from the plan's dtype) and the
+    second element says so. A float32 output with inf/NaN cannot be redone; it is
+    returned with a sentence saying so, never silently.
+    """
+    y = forward(x)
+    if bool(torch.isfinite(y).all()):
+        return y, None
+    if isinstance(forward, PreparedForward) and forward.plan.dtype != "float32":
+        twin = forward.float32_twin()
+        y = twin(x.float())
+        del twin
+        if bool(torch.isfinite(y).all()):
+            return y, f"{forward.plan.dtype} overflowed on the face (inf/NaN in its output): redone in float32"
+    return y, "the restored face has inf or NaN values even in float32: the checkpoint may be corrupt; re-download it"
 
 
 def compile_cache_dir() -> Path:

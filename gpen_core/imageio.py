@@ -29,7 +29,7 @@ from typing import Callable, Literal
 import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
 
-from .errors import InputError, ResourceError
+from .errors import InputError, OutOfMemory
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -96,7 +96,9 @@ class DecodedImage:
     ``notes``: one plain sentence per normalisation applied, in the order applied.
     ``icc_profile``: the file's embedded RGB colour profile (None when absent or not RGB);
     pixels are left in that colour space, so pass it to :func:`encode_image` to keep the
-    colours the same in colour-managed viewers.
+    colours the same in colour-managed viewers. Only a valid profile of at most 256 KB is
+    kept: a larger one is converted to sRGB (the pixels with it) and an invalid one dropped,
+    with a note, so every result opens in Pillow and OpenCV.
     """
 
     rgb: np.ndarray
@@ -500,15 +502,18 @@ def _int32_to_8bit(im: Image.Image, fmt: str, notes: list[str]) -> np.ndarray:
 
 
 def _float_to_8bit(a: np.ndarray, fmt: str, notes: list[str]) -> np.ndarray:
+    """Float samples → uint8: [0, 1] scaled by 255 (as 16-bit is scaled), [0, 255] rounded,
+    anything else stretched from its own range. One range for all channels (keeps the colour balance)."""
     a = np.nan_to_num(a.astype(np.float32), nan=0.0, posinf=0.0, neginf=0.0)
     lo, hi = float(a.min()), float(a.max())
+    gray = "; grayscale expanded to RGB" if a.ndim == 2 else ""
     if lo >= 0.0 and hi <= 1.0:
-        notes.append(f"floating-point {fmt} in [0, 1] scaled to 8 bit; grayscale expanded to RGB")
+        notes.append(f"floating-point {fmt} in [0, 1] scaled to 8 bit{gray}")
         return np.round(a * 255.0).astype(np.uint8)
     if lo >= 0.0 and hi <= 255.0:
-        notes.append(f"floating-point {fmt} in [0, 255] rounded to 8 bit; grayscale expanded to RGB")
+        notes.append(f"floating-point {fmt} in [0, 255] rounded to 8 bit{gray}")
         return np.round(a).astype(np.uint8)
-    notes.append(f"floating-point {fmt} rescaled from its range [{lo:g}, {hi:g}] to 8 bit; grayscale expanded to RGB")
+    notes.append(f"floating-point {fmt} rescaled from its range [{lo:g}, {hi:g}] to 8 bit{gray}")
     return _rescale(a, lo, hi)
 
 
@@ -539,6 +544,58 @@ def _rgb_icc(im: Image.Image) -> bytes | None:
     return None
 
 
+# Largest colour profile copied into the result as it is. Real RGB profiles are 0.5-60 KB
+# (sRGB, Display P3, Adobe RGB); Pillow refuses to read a PNG whose profile inflates past
+# 1 MB (PngImagePlugin.MAX_TEXT_CHUNK), so a bigger one is converted away, not copied.
+_MAX_ICC_BYTES = 256_000
+
+
+def _settle_icc(icc: bytes | None, base: np.ndarray, notes: list[str]) -> bytes | None:
+    """The profile to write into the result: ``icc`` when it is valid and small, else None.
+
+    A valid profile too large to copy: ``base`` (uint8 H×W×3) is converted from it to sRGB
+    in place, so the colours stay right without it. An invalid one is dropped. The notes
+    say which; ImageCms (Pillow's LittleCMS) is used when Pillow has it.
+    """
+    if icc is None:
+        return None
+    try:
+        from PIL import ImageCms
+    except ImportError:  # Pillow built without LittleCMS: nothing can check or convert it
+        if len(icc) <= _MAX_ICC_BYTES:
+            return icc
+        notes.append(f"embedded colour profile ({_mb(len(icc))}) too large to copy and cannot be converted here: dropped")
+        return None
+    try:
+        profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
+        name = (ImageCms.getProfileDescription(profile) or "").strip()
+    except Exception as e:  # noqa: BLE001 - LittleCMS rejects malformed profiles with OSError/PyCMSError
+        notes.append(f"embedded colour profile is invalid ({str(e).strip() or type(e).__name__}): dropped, colours read as sRGB")
+        return None
+    if len(icc) <= _MAX_ICC_BYTES:
+        return icc
+    label = f"{_mb(len(icc))}, {name!r}" if name else _mb(len(icc))
+    if base.ndim != 3 or base.shape[2] != 3:
+        notes.append(f"embedded colour profile ({label}) too large to copy into the result: dropped")
+        return None
+    try:
+        transform = ImageCms.buildTransform(profile, ImageCms.createProfile("sRGB"), "RGB", "RGB")
+        rows = max(1, _STRIP_PIXELS // 8 // max(1, base.shape[1]))
+        for y in range(0, base.shape[0], rows):
+            strip = Image.fromarray(np.ascontiguousarray(base[y : y + rows]), "RGB")
+            base[y : y + rows] = np.asarray(ImageCms.applyTransform(strip, transform))
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a profile LittleCMS can read but not use
+        notes.append(
+            f"embedded colour profile ({label}) too large to copy and not usable for conversion "
+            f"({str(e).strip() or type(e).__name__}): dropped, colours read as sRGB"
+        )
+        return None
+    notes.append(f"embedded colour profile ({label}) too large to copy into the result: colours converted to sRGB")
+    return None
+
+
 def _pillow_failure(fmt: str, e: BaseException) -> InputError:
     detail = str(e).strip() or type(e).__name__
     return InputError(f"The {fmt} file is truncated or corrupt ({detail}); re-export it and try again.")
@@ -555,12 +612,14 @@ def decode_image(
     ``source`` is the file's bytes or a path. ``reduce_to``: when the caller will shrink
     the image to this longest side anyway, a large JPEG is decoded at 1/2, 1/4 or 1/8
     scale (libjpeg's DCT scaling via Pillow's ``draft``: less time and memory) such that
-    its longest side stays ≥ ``reduce_to``; other formats decode at full size and the
-    caller shrinks them (:func:`shrink_to_max_side`). The notes say when this happened.
+    its longest side stays ≥ ``_DRAFT_KEEP`` × ``reduce_to`` (so a 4000 px photo for a
+    2048 px target decodes at 2000 px, not at 12 MP); other formats decode at full size
+    and the caller shrinks them (:func:`shrink_to_max_side`). The notes say when this
+    happened.
 
     Raises :class:`InputError` for anything wrong with the file (too big, not an allowed
     format, too many pixels, bad aspect ratio, too small, truncated, corrupt), with a
-    message saying how to fix it; :class:`ResourceError` if the machine runs out of
+    message saying how to fix it; :class:`~gpen_core.errors.OutOfMemory` (a ``ResourceError``) if the machine runs out of
     memory decoding an image within the limits. No other exception escapes for bad files.
     """
     if reduce_to is not None and reduce_to < 1:
@@ -589,9 +648,12 @@ def decode_image(
             pixels = size[0] * size[1] if size else int(m.group(1)) if m else limits.max_pixels + 1
             raise _too_many_pixels(pixels, limits, size) from None
         except UnidentifiedImageError:
+            if _sniff(head) == "TIFF" and "TIFF" in limits.formats:
+                # Pillow has no mode for float RGB(A) TIFFs (scientific and HDR exports).
+                return _decode_other_tiff(fp, head, limits)
             raise _unidentified(head, limits) from None
         except MemoryError:
-            raise ResourceError("Not enough memory to read the image header. Try again later.") from None
+            raise OutOfMemory("Not enough memory to read the image header. Try again later.") from None
         except Exception as e:  # noqa: BLE001 - any parser failure on user bytes is the file's fault
             kind = _sniff(head) or "image"
             raise _pillow_failure(kind, e) from None
@@ -602,6 +664,89 @@ def decode_image(
             return _decode_checked(im, fp, fmt, original_size, reduce_to)
 
 
+# A JPEG is DCT-scaled at decode when its reduced longest side keeps at least this share of
+# the target: the mode's 2048 px becomes 2000 px for a 4000 px photo (2% fewer pixels per
+# side, invisible after GPEN's paste-back) and the decode skips 3/4 of the 12 MP (measured
+# on the 4000×3000 benchmark photo: the decode's peak and time both drop to about a quarter).
+_DRAFT_KEEP = 0.9
+
+_SAMPLE_FORMATS = {1: "unsigned integer", 2: "signed integer", 3: "floating-point", 4: "undefined"}
+
+
+def _tiff_directory(fp: io.BufferedIOBase) -> "dict[int, object] | None":
+    """The first page's TIFF tags (Pillow's own IFD parser; reads no pixel data), or None."""
+    from PIL import TiffImagePlugin
+
+    try:
+        fp.seek(0)
+        ifh = fp.read(8)
+        if len(ifh) == 8 and ifh[2] == 43:  # BigTIFF: 16-byte header
+            ifh += fp.read(8)
+        ifd = TiffImagePlugin.ImageFileDirectory_v2(ifh)
+        fp.seek(ifd.next)
+        ifd.load(fp)
+        return dict(ifd)
+    except Exception:  # noqa: BLE001 - a header this broken is reported as corrupt by the caller
+        return None
+
+
+def _first(value: object, default: int) -> int:
+    if isinstance(value, tuple):
+        value = value[0] if value else default
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+
+
+def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) -> DecodedImage:
+    """A TIFF Pillow cannot identify: float RGB(A) is decoded (OpenCV's libtiff); else refused by name."""
+    tags = _tiff_directory(fp)
+    if tags is None or not tags.get(256) or not tags.get(257):
+        raise _unidentified(head, limits)
+    w, h = _first(tags[256], 0), _first(tags[257], 0)
+    bits, spp = _first(tags.get(258), 1), _first(tags.get(277), 1)
+    sample = _SAMPLE_FORMATS.get(_first(tags.get(339), 1), "unknown")
+    _check_geometry((w, h), limits)
+    what = f"{bits}-bit {sample} samples, {spp} per pixel"
+    if sample != "floating-point" or bits not in (16, 32, 64) or spp not in (1, 3, 4):
+        raise InputError(
+            f"This TIFF's pixel format ({what}) is not supported. Save it as an 8- or 16-bit RGB TIFF or PNG "
+            "and try again."
+        )
+    import cv2  # libtiff via OpenCV: reads float RGB(A), which Pillow does not
+
+    notes: list[str] = []
+    try:
+        fp.seek(0)
+        buf = np.frombuffer(fp.read(), np.uint8)
+        arr = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
+        del buf
+        if arr is None or arr.shape[:2] != (h, w):
+            raise InputError(
+                f"The TIFF file ({what}) is truncated or corrupt; re-export it and try again."
+            )
+        if arr.ndim == 3:
+            arr = arr[..., [2, 1, 0, 3][: arr.shape[2]]]  # OpenCV's BGR(A) → RGB(A)
+        alpha = None
+        if arr.ndim == 3 and arr.shape[2] == 4:
+            a = np.nan_to_num(arr[..., 3].astype(np.float32), nan=1.0)
+            alpha = np.round(np.clip(a * 255.0 if a.max() <= 1.0 else a, 0, 255)).astype(np.uint8)
+            arr = arr[..., :3]
+        base = _float_to_8bit(arr, "TIFF", notes)
+        del arr
+    except (MemoryError, cv2.error) as e:
+        from .oom import is_oom
+
+        if isinstance(e, MemoryError) or is_oom(e):
+            raise OutOfMemory(
+                f"Not enough memory to decode the {w}×{h} image. Resize it, or try again when the server is less busy."
+            ) from None
+        raise InputError(f"The TIFF file ({what}) cannot be decoded ({str(e).strip()[:200]}); re-export it and try again.") from None
+    orientation = _first(tags.get(274), 1)
+    return _finish(base, alpha, "TIFF", (w, h), orientation if orientation in _ORIENT else 1, None, notes)
+
+
 def _decode_checked(
     im: Image.Image, fp: io.BufferedIOBase, fmt: str, original_size: tuple[int, int], reduce_to: int | None
 ) -> DecodedImage:
@@ -609,8 +754,8 @@ def _decode_checked(
     notes: list[str] = []
     w, h = original_size
     try:
-        if reduce_to is not None and fmt == "JPEG" and max(w, h) >= 2 * reduce_to:
-            r = reduce_to / max(w, h)
+        if reduce_to is not None and fmt == "JPEG" and max(w, h) >= 2 * _DRAFT_KEEP * reduce_to:
+            r = _DRAFT_KEEP * reduce_to / max(w, h)
             im.draft(None, (max(1, math.ceil(w * r)), max(1, math.ceil(h * r))))
             if im.size != original_size:
                 scale = round(w / im.size[0])
@@ -630,15 +775,28 @@ def _decode_checked(
         # The arrays no longer share Pillow's buffer (4 bytes per RGB pixel): free it now,
         # before the copy below, so a 48 MP photo peaks near 2× its RGB size, not 3×.
         im.close()
+        icc = _settle_icc(icc, base, notes)
     except MemoryError:
-        raise ResourceError(
+        raise OutOfMemory(
             f"Not enough memory to decode the {w}×{h} image. Resize it, or try again when the server is less busy."
         ) from None
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 - Pillow raises OSError, SyntaxError, ValueError, struct.error...
         raise _pillow_failure(fmt, e) from None
+    return _finish(base, alpha, fmt, original_size, orientation, icc, notes)
 
+
+def _finish(
+    base: np.ndarray,
+    alpha: np.ndarray | None,
+    fmt: str,
+    original_size: tuple[int, int],
+    orientation: int,
+    icc: bytes | None,
+    notes: list[str],
+) -> DecodedImage:
+    """uint8 H×W or H×W×3 (+ alpha) as stored → the upright, composited DecodedImage."""
     # From here on: numpy only, no user-controlled parsing.
     if orientation in _ORIENT:
         verb, turn = _ORIENT[orientation]
@@ -706,6 +864,17 @@ def encode_image(
     if not 1 <= quality <= 100:
         raise ValueError(f"quality must be in 1..100, got {quality}")
     extra: dict[str, object] = {"icc_profile": icc_profile} if icc_profile else {}
+    try:
+        return _encode(rgb, fmt, alpha, quality, extra)
+    except MemoryError:
+        h, w = rgb.shape[:2]
+        raise OutOfMemory(
+            f"Not enough memory to encode the {w}×{h} result as {fmt.upper()}. Use a lighter mode (it shrinks "
+            "big photos) or a smaller photo, or try again when the machine is less busy."
+        ) from None
+
+
+def _encode(rgb: np.ndarray, fmt: str, alpha: np.ndarray | None, quality: int, extra: dict[str, object]) -> bytes:
     buf = io.BytesIO()
     if fmt == "png":
         if alpha is not None:
@@ -743,5 +912,15 @@ def shrink_to_max_side(img: np.ndarray, max_side: int) -> tuple[np.ndarray, bool
     s = max_side / max(h, w)
     size = (max(1, round(w * s)), max(1, round(h * s)))
     # INTER_AREA averages the source pixels under each output pixel: no aliasing, no ringing.
-    out = cv2.resize(np.ascontiguousarray(img), size, interpolation=cv2.INTER_AREA)
+    try:
+        out = cv2.resize(np.ascontiguousarray(img), size, interpolation=cv2.INTER_AREA)
+    except (MemoryError, cv2.error) as e:
+        from .oom import is_oom
+
+        if not is_oom(e):
+            raise
+        raise OutOfMemory(
+            f"Not enough memory to shrink the {w}×{h} photo to {size[0]}×{size[1]}. Use a smaller photo, "
+            "or try again when the machine is less busy."
+        ) from None
     return np.ascontiguousarray(out), True

@@ -1,13 +1,16 @@
 """Paste-back masks for an aligned face crop: single-channel float32 in [0, 1], crop-sized.
 
-Two recipes:
+Both recipes are the official yangxy/GPEN ``face_enhancement.py`` ones, on its 512×512 canvas:
 
-* :func:`rectangle_mask` — GPEN's feathered rectangle (official ``face_enhancement.py``):
-  a 512×512 rectangle of ones from (26, 26) to (486, 486), Gaussian-blurred twice
-  (101×101, σ 4), resized to the crop.
-* :func:`parsing_labels_to_mask` — facexlib/GFPGAN's ParseNet recipe: face classes on,
-  background/neck/cloth/hair/hat off, blurred twice (101×101, σ 11), a 10 px border
-  cleared, resized to the crop.
+* :func:`parsing_labels_to_mask` — what the official ``FaceEnhancement.process`` pastes
+  through: GPEN's ParseNet labels of the restored face, mapped by GPEN's
+  ``MASK_COLORMAP`` (background, hat and cloth off; skin, features, ears, hair and neck
+  on), then :func:`mask_postprocess` (a 26 px border zeroed, two GaussianBlur(101, σ 4)),
+  resized to the crop.
+* :func:`rectangle_mask` — GPEN's feathered rectangle, a commented-out line in the
+  official file: ones from (26, 26) to (486, 486), GaussianBlur(101, σ 4) twice, resized
+  to the crop. Our fallback when no parser weights are present or the mode cannot
+  afford the parser.
 
 Masks carry no colour, so nothing here knows RGB from BGR.
 """
@@ -20,19 +23,76 @@ import cv2
 import numpy as np
 
 _OFFICIAL_SIZE = 512  # both recipes are defined on a 512×512 canvas
+_BORDER = 26  # official mask_postprocess(thres=26) and the rectangle's inset
+_BLUR_KSIZE = (101, 101)
+_BLUR_SIGMA = 4
 
-# facexlib's ParseNet classes (CelebAMask-HQ order of parsing_parsenet.pth): 0 background,
-# 14 neck, 16 cloth, 17 hair, 18 hat are off; skin, brows, eyes, glasses, ears, earrings,
-# nose, mouth and lips are on. Same table as FaceRestoreHelper.paste_faces_to_input_image.
-PARSENET_FACE_CLASSES = np.array([0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0], dtype=np.float32)
+# GPEN's ParseNet classes (CelebAMask-HQ order), from the official face_parse/face_parsing.py.
+CLASS_NAMES: tuple[str, ...] = (
+    "background", "skin", "nose", "eye_g", "l_eye", "r_eye", "l_brow", "r_brow", "l_ear",
+    "r_ear", "mouth", "u_lip", "l_lip", "hair", "hat", "ear_r", "neck_l", "neck", "cloth",
+)  # fmt: skip
+
+# GPEN's MASK_COLORMAP: class → 0 or 255. Off: background (0), hat (14), cloth (18).
+MASK_COLORMAP = np.array(
+    [0, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 0, 255, 255, 255, 0], dtype=np.uint8
+)
+MASK_COLORMAP.setflags(write=False)
+OFF_CLASSES: tuple[str, ...] = tuple(n for n, v in zip(CLASS_NAMES, MASK_COLORMAP) if v == 0)
+
+
+def mask_postprocess(mask: np.ndarray, thres: int = _BORDER) -> np.ndarray:
+    """The official ``FaceEnhancement.mask_postprocess``: H×W in [0, 1] → float32 H×W.
+
+    Zeroes a ``thres`` px border (the blur would otherwise drag the face into the
+    crop's edge), then GaussianBlur(101×101, σ 4) twice. The input is not modified.
+    """
+    if mask.ndim != 2:
+        raise ValueError(f"mask must be 2-D, got shape {mask.shape}")
+    out = np.array(mask, dtype=np.float32, copy=True)
+    out[:thres, :] = 0
+    out[-thres:, :] = 0
+    out[:, :thres] = 0
+    out[:, -thres:] = 0
+    out = cv2.GaussianBlur(out, _BLUR_KSIZE, _BLUR_SIGMA)
+    out = cv2.GaussianBlur(out, _BLUR_KSIZE, _BLUR_SIGMA)
+    return out.astype(np.float32, copy=False)
+
+
+def labels_to_mask_uint8(labels: np.ndarray) -> np.ndarray:
+    """ParseNet class indices (H×W ints, 0..18) → GPEN's 0/255 uint8 mask (``FaceParse.tenor2mask``)."""
+    labels = np.asarray(labels)
+    if labels.ndim != 2:
+        raise ValueError(f"labels must be a 2-D array of class indices, got shape {labels.shape}")
+    if labels.size and (labels.min() < 0 or labels.max() >= len(MASK_COLORMAP)):
+        raise ValueError(f"labels must be ParseNet class indices in [0, {len(MASK_COLORMAP) - 1}]")
+    return MASK_COLORMAP[labels]
+
+
+def parsing_labels_to_mask(labels: np.ndarray, size: int) -> np.ndarray:
+    """512×512 ParseNet labels of a restored face → GPEN's paste mask, float32 (size, size) in [0, 1].
+
+    Official order: colour map → /255 → :func:`mask_postprocess` → ``cv2.resize`` to the
+    crop (INTER_LINEAR). Labels of another size are first brought to 512×512 (nearest),
+    so the 26 px border and the blur keep their official meaning.
+    """
+    if size <= 0:
+        raise ValueError(f"mask size must be positive, got {size}")
+    mask = labels_to_mask_uint8(labels)
+    if mask.shape != (_OFFICIAL_SIZE, _OFFICIAL_SIZE):
+        mask = cv2.resize(mask, (_OFFICIAL_SIZE, _OFFICIAL_SIZE), interpolation=cv2.INTER_NEAREST)
+    out = mask_postprocess(mask.astype(np.float32) / np.float32(255.0))
+    if size != _OFFICIAL_SIZE:
+        out = cv2.resize(out, (size, size))
+    return np.clip(out, 0.0, 1.0)
 
 
 @lru_cache(maxsize=8)
 def _rectangle_mask_cached(size: int) -> np.ndarray:
     mask = np.zeros((_OFFICIAL_SIZE, _OFFICIAL_SIZE), np.float32)
-    cv2.rectangle(mask, (26, 26), (486, 486), (1, 1, 1), -1, cv2.LINE_AA)
-    mask = cv2.GaussianBlur(mask, (101, 101), 4)
-    mask = cv2.GaussianBlur(mask, (101, 101), 4)
+    cv2.rectangle(mask, (_BORDER, _BORDER), (_OFFICIAL_SIZE - _BORDER, _OFFICIAL_SIZE - _BORDER), (1, 1, 1), -1, cv2.LINE_AA)
+    mask = cv2.GaussianBlur(mask, _BLUR_KSIZE, _BLUR_SIGMA)
+    mask = cv2.GaussianBlur(mask, _BLUR_KSIZE, _BLUR_SIGMA)
     if size != _OFFICIAL_SIZE:
         mask = cv2.resize(mask, (size, size))  # INTER_LINEAR, as the official resize to in_size
     mask.setflags(write=False)  # shared by every face of that size
@@ -44,28 +104,3 @@ def rectangle_mask(size: int) -> np.ndarray:
     if size <= 0:
         raise ValueError(f"mask size must be positive, got {size}")
     return _rectangle_mask_cached(int(size))
-
-
-def parsing_labels_to_mask(labels: np.ndarray, size: int) -> np.ndarray:
-    """Per-pixel ParseNet class indices (H×W ints, 0..18) → soft face mask float32 (size, size) in [0, 1].
-
-    Follows facexlib's ``FaceRestoreHelper``: class table → 0/255, GaussianBlur(101, σ 11)
-    twice, clear a 10 px border (the blur drags the face into the crop's black border),
-    scale to [0, 1], resize to the crop.
-    """
-    if labels.ndim != 2:
-        raise ValueError(f"labels must be a 2-D array of class indices, got shape {labels.shape}")
-    if labels.size and (labels.min() < 0 or labels.max() >= len(PARSENET_FACE_CLASSES)):
-        raise ValueError(f"labels must be ParseNet class indices in [0, {len(PARSENET_FACE_CLASSES) - 1}]")
-    mask = PARSENET_FACE_CLASSES[labels] * np.float32(255.0)
-    mask = cv2.GaussianBlur(mask, (101, 101), 11)
-    mask = cv2.GaussianBlur(mask, (101, 101), 11)
-    thres = 10
-    mask[:thres, :] = 0
-    mask[-thres:, :] = 0
-    mask[:, :thres] = 0
-    mask[:, -thres:] = 0
-    mask = mask / np.float32(255.0)
-    if mask.shape != (size, size):
-        mask = cv2.resize(mask, (size, size))
-    return np.clip(mask, 0.0, 1.0).astype(np.float32, copy=False)

@@ -22,10 +22,24 @@ class Peaks:
     vram_allocated_bytes: int | None = None  # torch.cuda.max_memory_allocated during the call
     vram_reserved_bytes: int | None = None  # torch.cuda.max_memory_reserved during the call
     baseline_vram_bytes: int | None = None  # torch.cuda.memory_allocated before the call
+    vram_device: str | None = None  # the CUDA device the VRAM figures are for ("cuda:1"); None: not measured
+    # None when the call had the process to itself; else why its peaks include concurrent
+    # work ("peak includes concurrent work": another measured call, a busy thread).
+    shared: str | None = None
 
     @property
     def rss_delta_bytes(self) -> int:
         return max(0, self.rss_bytes - self.baseline_rss_bytes)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One try of a request in one mode, with its own peaks. The out-of-memory ladder
+    (a heavier mode failed, a lighter one ran) makes one per mode it tried."""
+
+    mode: str  # the mode this attempt ran in
+    peaks: Peaks  # measured around this attempt alone
+    outcome: Literal["ok", "out of memory"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +54,7 @@ class Timings:
     paste_s: float = 0.0
     encode_s: float = 0.0
     load_s: float = 0.0  # model (re)loading inside this call, 0 when cached
+    upscale_s: float = 0.0  # background upscaling (RealESRNet, all tiles); 0 when not asked
 
     def stages(self) -> dict[str, float]:
         return {
@@ -47,10 +62,24 @@ class Timings:
             "decode": self.decode_s,
             "detect": self.detect_s,
             "align": self.align_s,
+            "upscale": self.upscale_s,
             "restore": self.restore_s,
             "paste": self.paste_s,
             "encode": self.encode_s,
         }
+
+
+@dataclass(frozen=True)
+class UpscaleInfo:
+    """How the background was upscaled (``RestoreResult.upscale``; None when it was not)."""
+
+    factor: int  # 2 or 4: the output is exactly factor × the processed input
+    upscaler: str  # registry name or file name of the RealESRNet checkpoint
+    tile: int  # tile side in input px (the whole image when tiles == 1)
+    pad: int  # context px around each tile
+    tiles: int
+    seconds: float
+    dtype: str  # compute dtype of the upscaler ("float32", "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -88,3 +117,15 @@ class RestoreResult:
     notes: tuple[str, ...] = ()  # everything changed from the request, said plainly
     input_size: tuple[int, int] = (0, 0)  # width, height of the decoded input
     processed_size: tuple[int, int] = (0, 0)  # width, height after any pre-shrink
+    # Every attempt in order, the last one the one that produced this result (whose peaks
+    # are ``peaks``); more than one when the engine ran out of memory and stepped down.
+    attempts: tuple[Attempt, ...] = ()
+    # The decoded input as it was restored: RGB uint8, after any pre-shrink (``image``'s size
+    # when the mode pastes). Callers show it as "before" instead of decoding the file again
+    # outside the meter (which made the server's peak exceed the reported one). None: not kept.
+    before: np.ndarray | None = field(default=None, repr=False)
+    # Background upscaling (options.upscale > 1); None when the photo kept its size.
+    upscale: UpscaleInfo | None = None
+    # The generator's runtime: "torch", or "openvino" (gpen_core.ov_backend), and why it was picked.
+    backend: str = "torch"
+    backend_reason: str = ""

@@ -7,8 +7,9 @@ uint8 H×W×3 in and out.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import PurePath
 from typing import Any, Protocol
@@ -16,8 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .meter import format_bytes
-from .modes import AUTO, MODES, MemoryMode
-from .restorer import DETECTOR_WEIGHTS, face_sheet
+from .modes import AUTO, MODES
 from .result import Face, RestoreResult
 
 AUTO_HINT = "picks the best mode that fits the memory free now, per photo"
@@ -31,6 +31,7 @@ _STAGE_LABEL = {
     "decode": "decode photo",
     "detect": "detect faces",
     "align": "align crops",
+    "upscale": "upscale background",
     "restore": "restore faces",
     "paste": "paste back",
     "encode": "encode result",
@@ -44,6 +45,8 @@ class WeightInfo(Protocol):
     filename: str
     kind: str
     present: bool
+    verified: bool | None
+    size_bytes: int | None
 
 
 # ------------------------------------------------------------------ choices
@@ -67,7 +70,10 @@ def comparison_pair(before: np.ndarray, result: RestoreResult) -> tuple[np.ndarr
     """
     if not result.mode.paste and result.faces and result.detector != "none":
         crops = [replace(f, restored=f.crop) for f in result.faces]
-        return face_sheet(crops), face_sheet(list(result.faces))
+        from .paste import face_sheet
+
+        cols = math.ceil(math.sqrt(len(crops)))  # a square-ish grid, not a 1×N strip
+        return face_sheet(crops, cols=cols), face_sheet(list(result.faces), cols=cols)
     after = result.image
     if before.shape[:2] != after.shape[:2]:
         from PIL import Image
@@ -147,6 +153,9 @@ def metrics_markdown(result: RestoreResult) -> str:
     w, h = result.input_size
     pw, ph = result.processed_size
     size = f"{w}×{h}" + (f", processed at {pw}×{ph}" if (pw, ph) != (w, h) and pw else "")
+    up = getattr(result, "upscale", None)
+    if up is not None:
+        size += f", upscaled ×{up.factor} to {pw * up.factor}×{ph * up.factor} ({up.tiles} tile{'s' if up.tiles > 1 else ''} of {up.tile} px)"
     fmt = "JPEG" if result.output_format == "jpeg" else result.output_format.upper()
     lines = [
         "### Measured for this request",
@@ -175,71 +184,90 @@ def metrics_markdown(result: RestoreResult) -> str:
 # -------------------------------------------------------------- weights
 
 
-def needed_weights(mode: MemoryMode, model: str | None = None, detector: str | None = None, *, aligned: bool = False) -> list[str]:
-    """Registry names (or a checkpoint path) that a request in ``mode`` loads.
-
-    ``model``/``detector`` are the Advanced overrides; an aligned face skips detection.
-    ParseNet is optional (a rectangle mask is used without it) and is not listed.
-    """
-    names = [model or mode.model]
-    if not aligned:
-        names.append(DETECTOR_WEIGHTS[detector or mode.detector])
-    return names
+_STATE_TEXT = {"verified": "present, verified", "corrupt": "**corrupt**", "missing": "missing"}
 
 
-def missing_weights(needed: Iterable[str], statuses: Sequence[WeightInfo]) -> list[str]:
-    """The registry names in ``needed`` whose files are not in the models folder.
+def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, WeightInfo]) -> str:
+    from . import readiness
 
-    Names that are not in the registry (a checkpoint path typed into Advanced) are
-    not listed: they cannot be downloaded and the restore says if the file is missing.
-    """
-    present = {s.name: s.present for s in statuses}
-    return [n for n in needed if n in present and not present[n]]
+    f = files.get(name)
+    s = statuses.get(name)
+    if f is None or s is None:
+        return f"- {name}: a checkpoint in the models folder, checked when you press Restore"
+    size = ""
+    if f.state != "verified":
+        size = f", {readiness.size_text(f.download_bytes, f.download_bytes_estimated)} to download"
+    return f"- {_STATE_TEXT[f.state]}: {readiness.label(name)} (`{s.filename}`{size})"
 
 
 def weights_markdown(
+    r: Any,
+    files: Mapping[str, Any],
     statuses: Sequence[WeightInfo],
-    needed: Sequence[str],
     folder: str,
     *,
-    heading: str = "",
+    mode: str | None,
     message: str = "",
 ) -> str:
-    """The weights panel: which checkpoints this mode needs and whether each is present.
+    """The weights panel, from one :class:`gpen_core.readiness.Readiness`.
 
-    ``heading`` says which mode is meant (``auto`` names the mode it would pick);
-    ``message`` is shown under the table (a download's outcome, or the error
-    message with the manual fix when downloading is impossible).
+    ``mode`` None is ``auto``: the panel says what runs now and what a download adds
+    ("auto will use balanced; download ResNet-50 detector (109 MB) to enable quality").
+    An explicit mode lists its own files. ``message`` (a download's outcome, or the
+    manual fix when downloading is impossible) goes under the list.
     """
+    from . import readiness
+
     by_name = {s.name: s for s in statuses}
-    missing = missing_weights(needed, statuses)
-    lines = [heading] if heading else []
-    if missing:
-        files = ", ".join(f"`{by_name[n].filename}`" for n in missing)
-        lines.append(f"**Missing for this mode:** {files}. Press *Download weights*, or put the files in `{folder}`.")
+    if mode is None:
+        lines = ["#### Weights", f"**{_capital(readiness.summary(r, files))}.**", ""]
+        shown = r.modes[r.recommended].files
+        if r.runs_now and r.runs_now != r.recommended:
+            shown = tuple(dict.fromkeys(r.modes[r.runs_now].files + shown))
+        lines.append(f"Files for {' and '.join(dict.fromkeys(m for m in (r.runs_now, r.recommended) if m))}:")
     else:
-        lines.append(f"All weights this mode needs are in `{folder}`.")
-    lines.append("")
-    for name in needed:
-        s = by_name.get(name)
-        if s is None:
-            lines.append(f"- {name}: a checkpoint path, checked when you press Restore")
-        else:
-            lines.append(f"- {'present' if s.present else '**missing**'}: {name} (`{s.filename}`)")
+        m = r.modes[mode]
+        head = f"**{mode}** has all its files." if m.ready else (
+            f"**{mode}** cannot run yet: download {readiness.files_text(m.missing, files)}.")
+        lines = ["#### Weights", head, "", f"Files for {mode}:"]
+        shown = m.files
+    lines += [_file_line(n, files, by_name) for n in shown]
+    others = [n for n in r.corrupt if n not in shown]
+    if others:
+        lines += ["", "Also corrupt (download again, or delete): " + ", ".join(readiness.label(n) for n in others)]
+    lines += ["", f"Models folder: `{folder}`"]
     if message:
         lines += ["", message]
     return "\n".join(lines)
 
 
+def _capital(s: str) -> str:
+    return s[:1].upper() + s[1:]
+
+
+def download_button_label(r: Any, files: Mapping[str, Any], mode: str | None) -> str:
+    """'Download ResNet-50 detector (109 MB) for quality' (what the button fetches, and why)."""
+    from . import readiness
+
+    names = readiness.download_for(r, mode)
+    target = mode or r.recommended
+    return f"Download {readiness.files_text(names, files)} for {target}"
+
+
 def all_weights_markdown(statuses: Sequence[WeightInfo], folder: str) -> str:
-    """Every checkpoint the registry knows, present or not (the collapsed overview)."""
-    lines = [f"Models folder: `{folder}`", "", "| Weights | Kind | File | Status |", "|---|---|---|---|"]
+    """Every checkpoint the registry knows, present (verified or corrupt) or missing, as a list
+    (a table is squeezed to one word per line in the narrow column)."""
+    from . import readiness
+
+    files = readiness.files_from_status(statuses)  # type: ignore[arg-type]
+    lines = [f"Models folder: `{folder}`", ""]
     for s in statuses:
-        size = getattr(s, "size_bytes", None)
-        state = "present" if s.present else "missing"
-        if s.present and getattr(s, "verified", None) is False:
-            state = "present, checksum not verified"
-        lines.append(f"| {s.name} | {s.kind} | `{s.filename}`{f' ({file_size_text(size)})' if size else ''} | {state} |")
+        f = files[s.name]
+        if s.present and s.size_bytes is not None:
+            size_txt = file_size_text(s.size_bytes)  # on disk
+        else:
+            size_txt = readiness.size_text(f.download_bytes, f.download_bytes_estimated)
+        lines.append(f"- **{s.name}** · {s.kind} · `{s.filename}` · {size_txt} · {_STATE_TEXT[f.state]}")
     return "\n".join(lines)
 
 
@@ -251,25 +279,66 @@ def download_progress_text(name: str, done: int, total: int | None) -> str:
 
 def as_record(result: RestoreResult) -> dict[str, Any]:
     """The JSON summary the API returns beside the images (same fields as the CLI's --json)."""
-    from .cli import result_record
+    from .result_json import result_record
 
     return result_record(result)
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+# A URL, or a `code span` as the engine's messages write commands.
+_TOKEN = re.compile(r"(https?://[^\s<>()\"']+[^\s<>()\"'.,;:])|`([^`\n]+)`")
 
 
 def markdown_text(message: str) -> str:
-    """A plain multi-line message (an error with paths and file names) as literal Markdown.
+    """A plain multi-line message (an error with paths, file names, URLs, commands) as Markdown.
 
     Markdown characters are escaped so ``detection_mobilenet0.25_Final.pth`` is not
-    turned into italics, and every line break is kept.
+    turned into italics; URLs become links with their characters intact; `commands`
+    stay code spans; every line break is kept.
     """
-    lines = [_MD_SPECIAL.sub(r"\\\1", line) for line in message.splitlines()]
-    return "  \n".join(lines)
+
+    def line(text: str) -> str:
+        out, pos = [], 0
+        for m in _TOKEN.finditer(text):
+            out.append(_MD_SPECIAL.sub(r"\\\1", text[pos : m.start()]))
+            out.append(f"<{m.group(1)}>" if m.group(1) else f"`{m.group(2)}`")
+            pos = m.end()
+        out.append(_MD_SPECIAL.sub(r"\\\1", text[pos:]))
+        return "".join(out)
+
+    return "  \n".join(line(t) for t in message.splitlines())
+
+
+def message_html(message: str) -> str:
+    """A plain multi-line message as HTML for an error pop-up: escaped, URLs as links,
+    `commands` as <code>, line breaks kept."""
+    import html
+
+    def piece(m: re.Match[str]) -> str:
+        if m.group(1):
+            url = html.escape(m.group(1))
+            return f'<a href="{url}" target="_blank" rel="noopener">{url}</a>'
+        return f"<code>{html.escape(m.group(2))}</code>"
+
+    out, pos = [], 0
+    for m in _TOKEN.finditer(message):
+        out.append(html.escape(message[pos : m.start()]))
+        out.append(piece(m))
+        pos = m.end()
+    out.append(html.escape(message[pos:]))
+    return "".join(out).replace("\n", "<br>")
+
+
+def error_markdown(title: str, message: str) -> str:
+    """What the result panel shows after a failed request: the problem named, then the message."""
+    return f"### ⚠ {title}\n\n{markdown_text(message)}\n\n*Nothing was restored: the previous result was cleared.*"
 
 
 # ----------------------------------------------------------- hardware check
+
+# The check's wall time when no earlier run on this machine says better: each mode in a
+# fresh process, three workloads each. 149 s was measured on a busy 2-core CPU (issue #13).
+CHECK_ESTIMATE = "up to 4 minutes on a 2-core CPU (149 s was measured on a busy one), well under a minute on a GPU"
 
 HARDWARE_INTRO = (
     "#### How much memory do I need?\n"
@@ -277,22 +346,49 @@ HARDWARE_INTRO = (
     "512×512 face, a 12-megapixel photo with one face and a group photo, each mode in a fresh "
     "process. Without the weights it runs the exact networks with random weights (memory and "
     "time do not depend on the values), so you learn what fits before downloading anything. "
-    "About a minute on a 2-core CPU. The result is saved in the models folder and `auto` uses it."
+    "The result is saved in the models folder and `auto` uses it. Restores keep running while it measures."
 )
 
 
-def profile_markdown(profile: Any, free: Any = None) -> str:
-    """The hardware check as Markdown: recommendation first, then the table, machine facts and notes."""
-    from . import profile as prof
+def check_duration_text(last_seconds: float | None) -> str:
+    """How long the check takes, for the button's neighbour: the last run's own time when known."""
+    if last_seconds is not None:
+        return f"It takes about {last_seconds:.0f} s here (the last check on this machine, measured)."
+    return f"It takes {CHECK_ESTIMATE} (an estimate until it has run here)."
+
+
+def check_progress_text(desc: str, elapsed_s: float, last_seconds: float | None) -> str:
+    """The progress line while the check runs: the step, the time so far and what to expect."""
+    expect = f"the last check took {last_seconds:.0f} s" if last_seconds is not None else "expect up to 4 min on 2 CPU cores"
+    return f"{desc} · {elapsed_s:.0f} s so far ({expect})"
+
+
+def last_check_seconds(profile: Any) -> float | None:
+    """The whole check's wall time, from the note the runner writes ("the whole check took N s")."""
+    for n in getattr(profile, "notes", ()):
+        m = re.search(r"the whole check took ([\d.]+) s", n)
+        if m:
+            return float(m.group(1))
+    return None
+
+
+def profile_markdown(profile: Any, verdict: str, free: Any = None) -> str:
+    """The hardware check as Markdown: the verdict (what will run, from gpen_core.readiness:
+    files and memory together), the memory-only reading, the table, machine facts and notes."""
+    from .profile import report as prof
 
     lines = [
-        f"**Recommendation:** {prof.recommendation(profile, free)}",
+        f"**Recommendation:** {verdict}.",
+        "",
+        f"Memory alone: {prof.recommendation(profile, free)}.",
         "",
         prof.format_table(profile, free),
         "",
         f"Measured {profile.created} on {prof.machine_line(profile)}.",
         "Peaks are above the idle process, the worst of the three workloads; *fits?* compares them with "
-        "the memory free now, less a 20 % safety margin.",
+        "the memory free now, less a 20 % safety margin. *weights* says what the measurement ran with "
+        "(random weights stand in for files not downloaded: same memory and time); the weights panel on "
+        "the Restore tab says which files you have.",
         "",
     ]
     lines += [f"- {markdown_text(n)}" for n in profile.notes]
@@ -303,7 +399,7 @@ def profile_chart(profile: Any) -> Any:
     """Peak memory per mode as a long table for a bar chart: columns mode, memory ("RAM"/"VRAM"), MB."""
     import pandas as pd
 
-    from . import profile as prof
+    from .profile import report as prof
 
     rows = []
     for r in prof.chart_rows(profile):
@@ -311,3 +407,13 @@ def profile_chart(profile: Any) -> Any:
         if r["peak VRAM MB"] is not None:
             rows.append({"mode": r["mode"], "memory": "VRAM", "MB": r["peak VRAM MB"]})
     return pd.DataFrame(rows, columns=["mode", "memory", "MB"])
+
+
+def preview_markdown(decoded: Any) -> str:
+    """What the panel says when a photo is uploaded, before Restore: its size, format and what
+    the decoder changed (the slider shows the decoder's own view of it)."""
+    w, h = decoded.original_size
+    lines = ["### Ready to restore", "", f"{w}×{h} {decoded.format}, as our decoder reads it (shown in the slider). "
+             "Press **Restore**.", ""]
+    lines += [f"- {markdown_text(n)}" for n in decoded.notes]
+    return "\n".join(lines)

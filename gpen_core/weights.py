@@ -42,7 +42,7 @@ from .errors import WeightsError
 if TYPE_CHECKING:
     from .arch import GPENConfig
 
-Kind = Literal["generator", "detector", "parser"]
+Kind = Literal["generator", "detector", "parser", "upscaler"]
 Progress = Callable[[int, int | None], None]  # (bytes done, bytes total or None)
 
 # A TCP connect to the source host before any download: an offline machine or a
@@ -140,6 +140,10 @@ _GPEN_LICENCE = "© Alibaba 2021, for academic and non-commercial use only (yang
 #   public manifests agree on size and sha256 (109497761 / 6d1de9c2…,
 #   85331193 / 3d558d8d…); one maps GPEN's RetinaFace-R50.pth to the same hash.
 # - detection_mobilenet0.25_Final.pth: ../shared/README.md (and the file there).
+# - ParseNet-latest.pth: yangxy/GPEN README, beside GPEN-BFR-512.pth; loaded by
+#   face_parse/face_parsing.py as ParseNet(512, 512, 32, 64, 19, bn, LeakyReLU, [32, 256]).
+#   facexlib's parsing_parsenet.pth is built with the same class and arguments (same keys);
+#   whether the numbers are the same is not published, so each keeps its own entry.
 REGISTRY: dict[str, WeightSpec] = {
     s.name: s
     for s in (
@@ -226,17 +230,58 @@ REGISTRY: dict[str, WeightSpec] = {
             name="parsenet",
             filename="parsing_parsenet.pth",
             kind="parser",
-            urls=(
-                f"{_FACEXLIB}/v0.2.2/parsing_parsenet.pth",
-                # GPEN's copy; accepted only if it hashes to the pinned sha256.
-                f"{_OSS}/ParseNet-latest.pth",
-            ),
+            urls=(f"{_FACEXLIB}/v0.2.2/parsing_parsenet.pth",),
             modelscope=None,
             size_bytes=85331193,
             sha256="3d558d8d0e42c20224f13cf5a29c79eba2d59913419f945545d8cf7b72920de2",
             arch_params=None,
             licence="distributed by facexlib (ParseNet from PSFR-GAN); check the upstream licence",
-            notes="Face parsing for a tighter paste-back mask; optional (GPEN's rectangle mask otherwise).",
+            notes="facexlib's copy of the face-parsing network: the same ParseNet class and key table as "
+            "GPEN's ParseNet-latest.pth (used when that one is absent).",
+        ),
+        WeightSpec(
+            name="ParseNet-latest",
+            filename="ParseNet-latest.pth",
+            kind="parser",
+            urls=(f"{_OSS}/ParseNet-latest.pth",),
+            modelscope=None,
+            # No published size or sha256 (yangxy/GPEN README links the file only): sidecar.
+            size_bytes=None,
+            sha256=None,
+            arch_params=None,
+            licence=_GPEN_LICENCE,
+            notes="GPEN's face-parsing network (official paste mask); optional (GPEN's rectangle mask otherwise).",
+        ),
+        # Background upscalers (gpen_core.upscaler): yangxy/GPEN README links realesrnet_x1/x2/x4.pth
+        # under the same OSS folder; sr_model/real_esrnet.py loads their 'params_ema' into
+        # RRDBNet(num_feat 32, num_block 23, num_grow_ch 32). ModelScope's portrait-enhancement
+        # pipeline strictly loads f"{model}/super_resolution/realesrnet_x2.pth" ['params_ema'] into
+        # the same RRDBNet at scale 2 (modelscope image_portrait_enhancement_pipeline.py). No
+        # published size or sha256: sidecar (trust on first use).
+        WeightSpec(
+            name="realesrnet_x2",
+            filename="realesrnet_x2.pth",
+            kind="upscaler",
+            urls=(f"{_OSS}/realesrnet_x2.pth",),
+            modelscope=("iic/cv_gpen_image-portrait-enhancement", "super_resolution/realesrnet_x2.pth"),
+            size_bytes=None,
+            sha256=None,
+            arch_params=None,
+            licence=_GPEN_LICENCE,
+            notes="Background upscaler ×2 (RealESRNet, RRDBNet 23 blocks); GPEN's --use_sr default and "
+            "ModelScope's portrait-enhancement background.",
+        ),
+        WeightSpec(
+            name="realesrnet_x4",
+            filename="realesrnet_x4.pth",
+            kind="upscaler",
+            urls=(f"{_OSS}/realesrnet_x4.pth",),
+            modelscope=None,
+            size_bytes=None,
+            sha256=None,
+            arch_params=None,
+            licence=_GPEN_LICENCE,
+            notes="Background upscaler ×4 (RealESRNet, RRDBNet 23 blocks); GPEN's --sr_scale 4.",
         ),
     )
 }
@@ -722,51 +767,23 @@ def _fetch_url(url: str, spec: WeightSpec, folder: Path, progress: Progress | No
         tmp.unlink(missing_ok=True)
 
 
-def _modelscope_snapshot_download(model_id: str, relpath: str, cache_dir: Path, local_dir: Path, callbacks: list) -> Path:
-    """modelscope's snapshot_download of one file into ``local_dir`` (a seam for tests)."""
-    from modelscope.hub.snapshot_download import snapshot_download
-
-    out = snapshot_download(
-        model_id,
-        allow_file_pattern=[relpath],
-        cache_dir=str(cache_dir),  # its lock files stay inside our models folder
-        local_dir=str(local_dir),
-        progress_callbacks=callbacks or None,
-    )
-    return Path(out) / relpath
+def modelscope_file_url(model_id: str, relpath: str, revision: str = "master") -> str:
+    """ModelScope's direct file URL (the one its own SDK builds: ``/api/v1/models/{id}/repo``)."""
+    q = urllib.parse.quote_plus
+    return f"{_modelscope_endpoint().rstrip('/')}/api/v1/models/{model_id}/repo?Revision={q(revision)}&FilePath={q(relpath)}"
 
 
 def _fetch_modelscope(spec: WeightSpec, folder: Path, progress: Progress | None) -> Path:
+    """One file from ModelScope, through the same code as a direct download.
+
+    Not through modelscope's SDK: its client waits 60 s per read with 5 retries
+    (a stalled mirror held a download for over 300 s) and resumes from its own
+    ``.incomplete`` files. Here the file streams to our temp file with our read
+    timeout, is verified, and the temp file is removed on any failure.
+    """
     assert spec.modelscope is not None
     model_id, relpath = spec.modelscope
-    work = folder / f".{spec.filename}.{uuid.uuid4().hex[:12]}.msdl"
-    callbacks: list = []
-    if progress is not None:
-        from modelscope.hub.callback import ProgressCallback
-
-        class _Bridge(ProgressCallback):  # per-file instances, as modelscope creates them
-            def __init__(self, filename: str, file_size: int):
-                super().__init__(filename, file_size)
-                self.done = 0
-                progress(0, file_size or None)
-
-            def update(self, size: int) -> None:
-                self.done += size
-                progress(self.done, self.file_size or None)
-
-        callbacks.append(_Bridge)
-    try:
-        got = _modelscope_snapshot_download(model_id, relpath, folder / ".modelscope", work, callbacks)
-        if not got.is_file():
-            raise _Rejected(f"ModelScope returned no {relpath}")
-        tmp = folder / f".{spec.filename}.{uuid.uuid4().hex[:12]}.part"
-        os.replace(got, tmp)
-        try:
-            return _install(tmp, spec, folder, None)
-        finally:
-            tmp.unlink(missing_ok=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    return _fetch_url(modelscope_file_url(model_id, relpath), spec, folder, progress)
 
 
 def _modelscope_endpoint() -> str:

@@ -9,7 +9,7 @@ each face, either
 
 * a real portrait from the project's ``examples/`` folder pasted into the face's
   box, for runs with a real detector (which must find it), or
-* a fixed synthetic :class:`~gpen_core.faces.Detection` per face whose landmarks
+* a fixed synthetic :class:`~gpen_core.detect.Detection` per face whose landmarks
   are GPEN's own 5-point template mapped into the box, for runs without one.
 
 Memory and time do not depend on what the face looks like, so both kinds measure
@@ -124,12 +124,12 @@ def face_boxes(w: Workload) -> list[tuple[int, int, int, int]]:
 
 
 def template_detection(box: tuple[int, int, int, int]):
-    """A :class:`faces.Detection` for ``box`` whose landmarks are GPEN's template scaled into it.
+    """A :class:`detect.Detection` for ``box`` whose landmarks are GPEN's template scaled into it.
 
     Aligning with these landmarks maps the box exactly onto the S×S crop, so the
     crop, the restore and the paste-back cost what a real face of that size costs.
     """
-    from .faces import Detection
+    from .detect import Detection
 
     x0, y0, x1, y1 = box
     side = float(x1 - x0)

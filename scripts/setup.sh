@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
 # Idempotent setup: .venv in the project root, pinned requirements, facexlib --no-deps.
 #   scripts/setup.sh        runtime only
-#   scripts/setup.sh --dev  also pytest, playwright and Debian's chromium (for the browser test)
+#   scripts/setup.sh --ray  also Ray (requirements-ray.txt: batch over folders/clusters, Ray Serve; ~509 MB)
+#   scripts/setup.sh --dev  also pytest, playwright, Ray (so CI runs the ray tests) and Debian's chromium
 # A second run with unchanged requirements returns in about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dev=0
-[ "${1:-}" = "--dev" ] && dev=1
+ray=0
+for arg in "$@"; do
+  case "$arg" in
+    --dev) dev=1; ray=1 ;;
+    --ray) ray=1 ;;
+    *) echo "setup: unknown option $arg (use --dev and/or --ray)" >&2; exit 2 ;;
+  esac
+done
+# What is installed, as one level: 0 runtime, r runtime + ray, 1 everything (dev includes ray).
+level=0
+[ $ray = 1 ] && level=r
+[ $dev = 1 ] && level=1
 PY=${PYTHON:-python3}
 
 if [ ! -x .venv/bin/python ]; then
@@ -14,9 +26,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 req=requirements.txt
-[ $dev = 1 ] && req="requirements.txt + requirements-dev.txt"
-base=.venv/.setup-$(cat requirements.txt requirements-dev.txt scripts/setup.sh | sha256sum | cut -c1-16)
-if [ -f "$base-1" ] || { [ $dev = 0 ] && [ -f "$base-0" ]; }; then
+[ $ray = 1 ] && req="$req + requirements-ray.txt"
+[ $dev = 1 ] && req="$req + requirements-dev.txt"
+base=.venv/.setup-$(cat requirements.txt requirements-dev.txt requirements-ray.txt scripts/setup.sh | sha256sum | cut -c1-16)
+if [ -f "$base-1" ] || { [ $level != 1 ] && [ -f "$base-r" ]; } || { [ $level = 0 ] && [ -f "$base-0" ]; }; then
   :  # already installed for these requirements
 else
   echo "setup: installing $req (first run: a few minutes)"
@@ -24,9 +37,13 @@ else
   grep -v '^facexlib' requirements.txt > .venv/requirements-nofacexlib.txt
   extra=""
   [ $dev = 1 ] && extra=$(grep -v '^-r' requirements-dev.txt | grep -v '^#' | tr '\n' ' ')
+  [ $ray = 1 ] && extra="$extra -r requirements-ray.txt"
+  # one OpenCV only (requirements.txt): remove the headless build older setups installed, before
+  # the full one goes in (uninstalling either afterwards would delete the cv2 files they share)
+  .venv/bin/python -m pip uninstall -y -q --disable-pip-version-check opencv-python-headless >/dev/null 2>&1 || true
   .venv/bin/python -m pip install -q --disable-pip-version-check -r .venv/requirements-nofacexlib.txt $extra
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "$(grep '^facexlib' requirements.txt)"
-  touch "$base-$dev"
+  touch "$base-$level"
 fi
 if [ $dev = 1 ] && [ ! -x /usr/bin/chromium ]; then
   echo "setup: installing Debian chromium for the browser test"

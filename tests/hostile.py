@@ -353,6 +353,50 @@ def _check_float(rgb: np.ndarray, alpha: np.ndarray | None) -> None:
     assert rgb[0, 0, 0] == 0 and rgb[-1, -1, 0] == 255 and 120 <= rgb[16, 0, 0] <= 135
 
 
+def _tiff_float_rgb(path: Path) -> None:
+    """A float32 RGB TIFF (Pillow has no mode for it): red left half, [0, 1] ramp in blue."""
+    import cv2
+
+    a = np.zeros((32, 48, 3), np.float32)
+    a[:, :24, 0] = 1.0
+    a[..., 2] = np.linspace(0, 1, 48, dtype=np.float32)
+    ok, buf = cv2.imencode(".tif", np.ascontiguousarray(a[..., ::-1]))  # OpenCV writes BGR
+    assert ok
+    path.write_bytes(buf.tobytes())
+
+
+def _check_float_rgb(rgb: np.ndarray, alpha: np.ndarray | None) -> None:
+    assert (rgb[:, :24, 0] == 255).all() and (rgb[:, 24:, 0] == 0).all() and (rgb[..., 1] == 0).all()
+    assert rgb[0, 0, 2] == 0 and rgb[0, -1, 2] == 255 and 120 <= rgb[0, 24, 2] <= 135
+
+
+def big_icc(nbytes: int = 10_000_000) -> bytes:
+    """A valid sRGB profile padded to ``nbytes`` (its header's size field says so too)."""
+    from PIL import ImageCms
+
+    srgb = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    data = bytearray(srgb + b"\0" * (nbytes - len(srgb)))
+    data[0:4] = len(data).to_bytes(4, "big")
+    return bytes(data)
+
+
+def _icc_jpeg(icc: Callable[[], bytes]) -> Callable[[Path], None]:
+    def write(path: Path) -> None:
+        Image.new("RGB", (64, 48), (200, 100, 50)).save(path, "JPEG", quality=95, icc_profile=icc())
+
+    return write
+
+
+def _junk_icc() -> bytes:
+    data = bytearray(np.random.default_rng(5).integers(0, 256, 4000, dtype=np.uint8).tobytes())
+    data[16:20] = b"RGB "  # says RGB, but nothing else in it is a profile
+    return bytes(data)
+
+
+def _check_orange(rgb: np.ndarray, alpha: np.ndarray | None) -> None:
+    _near(rgb.reshape(-1, 3).mean(axis=0), (200, 100, 50), 4, "orange")
+
+
 def _sparse_png(size: int) -> Callable[[Path], None]:
     def write(path: Path) -> None:
         with open(path, "wb") as f:
@@ -451,6 +495,19 @@ CASES: tuple[Case, ...] = (
         _accept((16, 16), "first page of 1000 or more", check=_check_grey90),
     ),
     Case("float_tiff", "float.tif", _tiff_float, _accept((32, 32), "floating-point", check=_check_float)),
+    Case(
+        "float32_rgb_tiff",
+        "float_rgb.tif",
+        _tiff_float_rgb,
+        _accept((48, 32), "floating-point TIFF in [0, 1] scaled to 8 bit", check=_check_float_rgb),
+    ),
+    Case(
+        "jpeg_icc_10mb",
+        "big_icc.jpg",
+        _icc_jpeg(big_icc),
+        _accept((64, 48), "colour profile (10 MB", "converted to sRGB", check=_check_orange),
+    ),
+    Case("jpeg_icc_invalid", "bad_icc.jpg", _icc_jpeg(_junk_icc), _accept((64, 48), "colour profile is invalid", "dropped")),
     Case("bmp", "plain.bmp", _save(_marker_image(), "BMP"), _accept((64, 48), check=_markers_at("tl", "tr"))),
     Case("tiff", "plain.tif", _save(_marker_image(), "TIFF"), _accept((64, 48), check=_markers_at("tl", "tr"))),
     Case("webp", "plain.webp", _save(_marker_image(), "WEBP", lossless=True), _accept((64, 48))),

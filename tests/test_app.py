@@ -19,6 +19,7 @@ from PIL import Image
 
 import app
 from gpen_core import ui_format as ui
+from gpen_core.errors import InputError
 from gpen_core.meter import format_bytes
 from gpen_core.modes import MODES
 from gpen_core.result import Face, Peaks, RestoreResult, Timings
@@ -27,6 +28,13 @@ from .conftest import ROOT
 from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
 
 EXAMPLE = ROOT / "examples" / "astronaut_low_resolution.jpg"
+
+
+@pytest.fixture(autouse=True)
+def _server_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """app.main() sets the module's POLICY and sweeps TEMP_ROOT: keep both per test."""
+    monkeypatch.setattr(app, "POLICY", app.Policy())
+    monkeypatch.setattr(app, "TEMP_ROOT", tmp_path / "app-temp")
 
 
 class RecordingProgress:
@@ -269,6 +277,7 @@ def test_cli_binds_localhost_and_share_always_has_auth(monkeypatch: pytest.Monke
 def test_importing_the_app_loads_no_model() -> None:
     code = "import sys, app; assert 'torch' not in sys.modules, 'torch imported'; assert app.demo is not None"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+    assert not (ROOT / "app.pyi").exists()  # a gr.Image subclass would make Gradio write this stub at import
 
 
 # ---------------------------------------------------------- hardware check
@@ -277,35 +286,176 @@ def test_importing_the_app_loads_no_model() -> None:
 def test_hardware_check_tab_measures_saves_and_shows_it_on_the_next_page_load(monkeypatch: pytest.MonkeyPatch) -> None:
     import functools
 
-    from gpen_core import auto, profile
+    from gpen_core import budget
+    from gpen_core.profile import runner, store
 
     from .test_profile import CONFIGS, SMALL
 
-    md, chart = app.saved_hardware_check()
+    md, chart, _ = app.saved_hardware_check()
     assert "No measurement for this machine yet" in md and chart is None
-    assert "built-in estimate" in auto.choose("cpu", (320, 240)).reason
+    assert "built-in estimate" in budget.choose("cpu", (320, 240)).reason
 
     # The real check, made small: tiny generators and images, in this process.
-    monkeypatch.setattr(profile, "run_profile", functools.partial(profile.run_profile, workloads=SMALL, model_configs=CONFIGS, isolate=False))
+    monkeypatch.setattr(runner, "run_profile", functools.partial(runner.run_profile, workloads=SMALL, model_configs=CONFIGS, isolate=False))
     progress = RecordingProgress()
     md, chart = app.hardware_check(progress=progress)  # type: ignore[arg-type]
     assert progress.calls and progress.calls[-1][0] == 1.0
-    assert md.startswith("**Recommendation:** use `") or md.startswith("**Recommendation:** even")
+    assert md.startswith("**Recommendation:** nothing can run yet; download")  # no weights here: files first
+    assert "Memory alone: use `" in md or "Memory alone: even" in md
     for name in MODES:
         assert f"| `{name}` |" in md
-    saved = profile.load_profile("cpu")
+    saved = store.load_profile("cpu")
     assert saved is not None
     assert list(chart["mode"]) == list(MODES) and set(chart["memory"]) == {"RAM"}  # no GPU: no VRAM bars
     assert list(chart["MB"]) == [round(saved.modes[m].peak_ram_bytes / 1e6, 1) for m in MODES]
 
     # the next page load shows the saved measurement; auto reads the same file
-    md2, chart2 = app.saved_hardware_check()
+    md2, chart2, _ = app.saved_hardware_check()
     assert "| `quality` |" in md2 and list(chart2["MB"]) == list(chart["MB"])
-    assert "measured on this machine" in auto.choose("cpu", (320, 240)).reason  # auto now picks from the measurement
+    assert "measured on this machine" in budget.choose("cpu", (320, 240)).reason  # auto now picks from the measurement
 
 
-def test_restore_and_hardware_check_share_one_lane() -> None:
+def test_hardware_check_never_holds_up_restores() -> None:
+    """#18: the check ran 72 s in the restore's lane and a restore behind it waited 73.6 s."""
     deps = {d.fn.__name__: d for d in app.demo.fns.values() if d.fn is not None}
     check = deps["hardware_check"]
     restore = next(d for d in app.demo.fns.values() if d.api_name == "restore")
-    assert check.concurrency_id == restore.concurrency_id and check.concurrency_limit == 1
+    assert check.concurrency_id != restore.concurrency_id and check.concurrency_limit == 1
+    assert restore.concurrency_limit == 1
+
+
+def test_hardware_check_is_off_on_a_shared_server_unless_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpen_core.profile import runner
+
+    ran: list[bool] = []
+    monkeypatch.setattr(runner, "run_profile", lambda **kw: ran.append(True))
+    monkeypatch.setattr(app, "POLICY", app.Policy(shared=True))
+    with pytest.raises(gr.Error) as e:
+        app.hardware_check(progress=RecordingProgress())  # type: ignore[arg-type]
+    assert "off on this shared server" in e.value.message and "--allow-hardware-check" in e.value.message and not ran
+    _, _, button = app.saved_hardware_check()
+    assert button["interactive"] is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "shared"),
+    [([], False), (["--host", "0.0.0.0"], True), (["--share"], True), (["--host", "0.0.0.0", "--allow-hardware-check"], True)],
+)
+def test_main_sets_the_server_policy(argv: list[str], shared: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app.demo, "launch", lambda **kw: (None, "http://127.0.0.1:7860/", None))
+    monkeypatch.setattr(app.demo, "block_thread", lambda: None)
+    monkeypatch.delenv("GRADIO_SHARE", raising=False)
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    monkeypatch.setattr(app, "POLICY", app.Policy())
+    app.main(argv)
+    assert app.POLICY.shared is shared
+    assert app.POLICY.hardware_check_allowed is (not shared or "--allow-hardware-check" in argv)
+    assert app.POLICY.any_model_path is False
+
+
+# ------------------------------------------------------- shared-server safety
+
+
+@pytest.mark.parametrize("value", ["/etc/shadow", "/nonexistent", "/dev/zero", "/etc", "../../etc/passwd", "/tmp/x.pth"])
+def test_generator_field_refuses_paths_outside_the_models_folder_with_one_message(value: str) -> None:
+    """#18: a folder listed its checkpoints, /etc/shadow and /nonexistent gave different errors."""
+    with pytest.raises(InputError) as e:
+        app.checked_model(value)
+    assert str(e.value).startswith("The Generator field takes a registry name") and value not in str(e.value)
+
+
+def test_generator_field_accepts_registry_names_and_files_in_the_models_folder(_isolated_models_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert app.checked_model("GPEN-BFR-512") == "GPEN-BFR-512" and app.checked_model("default") is None
+    (_isolated_models_home / "mine.pth").write_bytes(b"x")
+    assert app.checked_model("mine.pth") == str(_isolated_models_home / "mine.pth")
+    assert app.checked_model(str(_isolated_models_home / "mine.pth")) == str(_isolated_models_home / "mine.pth")
+    with pytest.raises(InputError, match="no checkpoint other.pth in the models folder"):
+        app.checked_model("other.pth")
+    monkeypatch.setattr(app, "POLICY", app.Policy(any_model_path=True))  # --allow-any-model-path, a local user
+    assert app.checked_model("/somewhere/else.pth") == "/somewhere/else.pth"
+
+
+def test_restore_refuses_a_server_path_as_generator_before_loading_anything() -> None:
+    with pytest.raises(gr.Error) as e:
+        _restore(str(EXAMPLE), model="/etc/passwd")
+    assert e.value.title == "Cannot use this input" and "registry name" in e.value.message
+
+
+def test_startup_sweeps_old_uploads_and_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """#18: uploads were never deleted after SIGTERM or kill -9; only results/ was swept."""
+    import os
+    import time
+
+    old, fresh = tmp_path / "0123abcd" / "photo.jpg", tmp_path / "89ef" / "new.jpg"
+    result = tmp_path / "results" / "r-x" / "a_gpen_low.jpg"
+    for f in (old, fresh, result):
+        f.parent.mkdir(parents=True)
+        f.write_bytes(b"x")
+    hour_ago = time.time() - 3700
+    for f in (old, result):
+        os.utime(f, (hour_ago, hour_ago))
+    assert app.sweep_temp(tmp_path, 3600) == 2
+    assert not old.exists() and not old.parent.exists() and not result.exists() and fresh.exists()
+
+    monkeypatch.setattr(app, "TEMP_ROOT", tmp_path)
+    os.utime(fresh, (hour_ago, hour_ago))
+    monkeypatch.setattr(app.demo, "launch", lambda **kw: (None, "http://127.0.0.1:7860/", None))
+    monkeypatch.setattr(app.demo, "block_thread", lambda: None)
+    app.main([])
+    assert not fresh.exists()  # main() sweeps before serving
+
+
+# --------------------------------------------------------------- errors
+
+
+def test_error_popup_names_the_problem_first_and_the_panel_keeps_it() -> None:
+    """Gradio 6.31's page titles every error pop-up "Error": our title leads the message instead."""
+
+    class Request:
+        session_hash = "s1"
+
+    with pytest.raises(gr.Error) as e:
+        app.restore(str(EXAMPLE), "low", "default", "default", 1.0, 0.9, 50, False,
+                    progress=RecordingProgress(), request=Request())  # type: ignore[arg-type]
+    assert e.value.message.startswith("<strong>Weights missing.</strong><br>")
+    assert "<code>python -m gpen_core download" in e.value.message  # commands render as code, not `backticks`
+    slider, panel = app.show_failure(Request())  # type: ignore[arg-type]
+    assert slider is None and panel.startswith("### ⚠ Weights missing") and "GPEN-BFR-256" in panel
+    assert "previous result was cleared" in panel
+
+
+def test_markdown_keeps_urls_and_commands_intact() -> None:
+    msg = "get it from https://modelscope.cn/models/iic/cv_gpen_image-portrait-enhancement or run `python -m gpen_core download GPEN-BFR-512`."
+    md = ui.markdown_text(msg)
+    assert "<https://modelscope.cn/models/iic/cv_gpen_image-portrait-enhancement>" in md
+    assert "`python -m gpen_core download GPEN-BFR-512`" in md and "\\`" not in md
+    html_ = ui.message_html(msg)
+    assert 'href="https://modelscope.cn/models/iic/cv_gpen_image-portrait-enhancement"' in html_
+    assert "<code>python -m gpen_core download GPEN-BFR-512</code>" in html_
+
+
+def test_api_outputs_are_named_and_max_faces_is_an_integer() -> None:
+    info = app.demo.get_api_info()["named_endpoints"]["/restore"]
+    assert [p["label"] for p in info["returns"]] == ["Before / after (drag the handle)", "Full-resolution result",
+                                                     "Measured panel (Markdown)", "Faces: original crop | restored crop",
+                                                     "Record (JSON)"]
+    max_faces = next(p for p in info["parameters"] if p["label"] == "Max faces")
+    assert max_faces["python_type"]["type"] == "int"
+
+
+def test_faces_only_slider_is_a_grid_not_a_strip() -> None:
+    r = _fake_result(mode=MODES["faces-only"], faces=_fake_result().faces * 4, output_format="png")
+    before, after = ui.comparison_pair(np.zeros((300, 400, 3), np.uint8), r)
+    assert before.shape == after.shape == (512, 512, 3)  # 2×2 crops of 256, not 256×1024
+
+
+def test_start_log_names_our_flags_not_gradios_share_hint(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Gradio's own start lines end with "set `share=True` in `launch()`"; our users pass --share."""
+    calls: list[dict] = []
+    monkeypatch.setattr(app.demo, "launch", lambda **kw: calls.append(kw) or (None, "http://127.0.0.1:7860/", None))
+    monkeypatch.setattr(app.demo, "block_thread", lambda: None)
+    monkeypatch.delenv("GRADIO_SHARE", raising=False)
+    app.main([])
+    out = capsys.readouterr().out
+    assert calls[-1]["quiet"] is True and "share=True" not in out
+    assert "Running on http://127.0.0.1:7860/" in out and "--share" in out

@@ -76,3 +76,157 @@ def test_direct_run_skipping_the_queue_is_refused(server_url: str) -> None:
     r = httpx.post(f"{server_url.rstrip('/')}/gradio_api/run/restore", json=body, timeout=30)
     assert 400 <= r.status_code < 500
     assert "queue" in r.text.lower()
+
+
+# ------------------------------------------------ raw uploads reach our decoder (#18)
+
+
+def _peak_rss_growth(call) -> tuple[int, object]:
+    """(bytes the process's resident set grew above its RSS before ``call``, at its highest, and the call's outcome).
+
+    Server and client share this process. RSS is sampled every millisecond from a thread
+    (the engine's own meter resets the kernel's high-water mark inside each request, so
+    VmHWM cannot see what happened before the engine ran); a full decode of the bomb
+    takes over a second, hundreds of samples.
+    """
+    import threading
+
+    import psutil
+
+    proc = psutil.Process()
+    before = proc.memory_info().rss
+    peak = [before]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss)
+            stop.wait(0.001)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    try:
+        outcome: object = call()
+    except Exception as exc:  # the refusal is the expected outcome
+        outcome = exc
+    finally:
+        stop.set()
+        t.join()
+    return peak[0] - before, outcome
+
+
+def _grey_bomb(path: Path, side: int = 13000) -> Path:
+    """A real greyscale PNG of side×side zeros (169 MP for 13000): ~170 KB on disk, 169 MB decoded as L, 507 MB as RGB."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    z = zlib.compressobj(9)
+    row = b"\x00" * (side + 1)
+    idat = b"".join(z.compress(row) for _ in range(side)) + z.flush()
+    header = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", idat) + chunk(b"IEND", b""))
+    return path
+
+
+def test_greyscale_bomb_is_refused_by_our_decoder_before_anything_decodes_it(client, low_mode_home: Path, tmp_path: Path) -> None:
+    """#18: gr.Image decoded a 13000×13000 greyscale PNG in full (+646–792 MB RSS) before our limit."""
+    from gradio_client import handle_file
+
+    bomb = _grey_bomb(tmp_path / "grey_bomb.png")
+    assert bomb.stat().st_size < 400_000
+    grew, outcome = _peak_rss_growth(lambda: client.predict(handle_file(str(bomb)), *ARGS, api_name="/restore"))
+    assert isinstance(outcome, Exception), outcome
+    assert "13000×13000" in str(outcome) and "50" in str(outcome)  # our decoder's message: the size and the limit
+    assert grew <= 150 * 2**20, f"the server's peak grew {grew / 2**20:.0f} MiB before refusing"
+
+
+def test_16_bit_greyscale_face_is_scaled_not_clipped(client, low_mode_home: Path, tmp_path: Path) -> None:
+    """#18: a 16-bit greyscale face came back all white (mean 255 vs 113)."""
+    import numpy as np
+    from gradio_client import handle_file
+
+    from .hostile import png16_bytes
+
+    with Image.open(EXAMPLE) as im:
+        grey = np.asarray(im.convert("L"))
+    face16 = tmp_path / "face16.png"
+    face16.write_bytes(png16_bytes(grey.astype(np.uint16) * 257))
+    slider, _, md, _, record = client.predict(handle_file(str(face16)), *ARGS, api_name="/restore")
+    with Image.open(slider[0]) as b:
+        before = np.asarray(b.convert("L"), np.float64)
+    assert abs(before.mean() - grey.mean()) < 1.0, (before.mean(), grey.mean())
+    assert any("16-bit" in n for n in record["notes"]), record["notes"]
+
+
+def test_la_png_keeps_its_transparency_in_png_output(client, low_mode_home: Path, tmp_path: Path) -> None:
+    """#18: transparency was dropped (LA PNG)."""
+    import numpy as np
+    from gradio_client import handle_file
+
+    with Image.open(EXAMPLE) as im:
+        grey = np.asarray(im.convert("L"))
+    alpha = np.full(grey.shape, 255, np.uint8)
+    alpha[:, :40] = 0  # a transparent strip down the left edge
+    la = tmp_path / "face_la.png"
+    Image.fromarray(np.dstack([grey, alpha]), "LA").save(la)
+    args = (*ARGS, "png")  # output format: PNG
+    _, download, _, _, record = client.predict(handle_file(str(la)), *args, api_name="/restore")
+    with Image.open(download) as out:
+        assert out.format == "PNG" and out.mode in ("RGBA", "LA"), out.mode
+        a = np.asarray(out.getchannel("A"))
+    assert (a[:, :40] == 0).all() and (a[:, 60:] == 255).all()
+    assert record["output_format"] == "png" if "output_format" in record else True
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "says"),
+    [
+        ("empty.png", b"", ("empty", "0 bytes")),
+        ("notes.png", b"These are my holiday notes, not a picture.\n", ("not an image",)),
+    ],
+)
+def test_unreadable_uploads_get_our_message_not_gradios(client, tmp_path: Path, name: str, data: bytes, says: tuple[str, ...]) -> None:
+    """#18: an empty file or a text file got "The upstream Gradio app has raised an exception"."""
+    from gradio_client import handle_file
+
+    f = tmp_path / name
+    f.write_bytes(data)
+    with pytest.raises(Exception) as e:
+        client.predict(handle_file(str(f)), *ARGS, api_name="/restore")
+    text = str(e.value)
+    assert "upstream Gradio app" not in text and "Cannot use this input" in text
+    for s in says:
+        assert s in text, text
+
+
+def test_a_server_path_in_the_payload_is_not_read(server_url: str) -> None:
+    """A client naming a server file instead of uploading one gets no decoder to probe with."""
+    from gradio_client import Client
+
+    client = Client(server_url, verbose=False)
+    fake = {"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}, "orig_name": "passwd.png"}
+    with pytest.raises(Exception) as e:
+        client.predict(fake, *ARGS, api_name="/restore")
+    assert "root:" not in str(e.value)
+
+
+def test_readme_api_example_runs_as_written(server_url: str, low_mode_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's "Use it from Python / the API" block, with only the address and the photo changed."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- api-example:start -->\s*```python\n(.*?)```\s*<!-- api-example:end -->", readme, re.S)
+    assert block, "README has no api-example block"
+    code = block.group(1)
+    assert 'Client("http://127.0.0.1:7860/")' in code and 'handle_file("photo.jpg")' in code
+    code = code.replace('"http://127.0.0.1:7860/"', repr(server_url)).replace('"photo.jpg"', repr(str(EXAMPLE)))
+    scope: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - our own README
+    record = scope["record"]
+    assert isinstance(record, dict) and record["mode"] == "low"  # auto with only low's files here
+    with Image.open(scope["download"]) as d:  # type: ignore[arg-type]
+        assert d.format == "PNG"
+    assert "low" in capsys.readouterr().out

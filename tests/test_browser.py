@@ -1,7 +1,12 @@
-"""A real browser (Debian's Chromium, driven by Playwright) uploads a photo and restores it.
+"""A real browser (Debian's Chromium, driven by Playwright) on the app: the weights story, errors, uploads.
 
 Never runs ``playwright install``: it uses /usr/bin/chromium and skips without it.
-Set GPEN_SCREENSHOT=path to also save the page there (the README screenshot).
+Set GPEN_SCREENSHOT=path to also save the page there (the README screenshot), and
+GPEN_SHOTS=dir to keep every screenshot this test takes (one per checked view).
+
+The server runs in this process, so each weights combination is a models folder the
+test builds and points ``GPEN_HOME`` at before reloading the page; free memory is fixed
+with ``GPEN_FREE_RAM_BYTES`` so the story does not depend on what else runs here.
 """
 
 from __future__ import annotations
@@ -12,12 +17,16 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
 import app
+from gpen_core import weights
 
-from .conftest import ROOT
+from .conftest import ROOT, shared_path
 from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
+from .hostile import png16_bytes
 from .test_app_client import free_port
 
 pytestmark = pytest.mark.browser
@@ -26,6 +35,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--no-first-run", "--disable-sync"]
 EXAMPLE = ROOT / "examples" / "astronaut_low_resolution.jpg"
+PAIR = ROOT / "examples" / "pair_faded_print.jpg"
+PLENTY = str(32 * 10**9)
 
 
 @pytest.fixture(scope="module")
@@ -50,32 +61,210 @@ def page_url() -> Iterator[str]:
         app.demo.close()
 
 
-def test_upload_restore_and_read_the_measured_panel(browser, page_url: str, low_mode_home: Path, tmp_path: Path) -> None:
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(page_url)
+class Shots:
+    """Screenshots of the views checked, kept under GPEN_SHOTS when set (to look at them)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.dir = Path(os.environ["GPEN_SHOTS"]) if os.environ.get("GPEN_SHOTS") else tmp
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def take(self, page, name: str, full: bool = True) -> Path:
+        path = self.dir / f"{name}.png"
+        page.screenshot(path=str(path), full_page=full)
+        assert path.stat().st_size > 5_000
+        return path
+
+
+def _open(page, url: str) -> None:
+    page.goto(url)
     page.get_by_text("Memory mode").wait_for()
-    # the weights panel is there from the start; pick the low mode and wait for it to say it is ready
-    page.locator("#mode-radio label", has_text="low —").click()
-    page.locator("#weights", has_text="low").get_by_text("All weights this mode needs").wait_for(timeout=60_000)
 
-    page.locator("input[type=file]").first.set_input_files(str(EXAMPLE))
-    page.locator("img[src*='astronaut_low_resolution']").first.wait_for(timeout=30_000)
+
+def _panel(page, expect: str) -> str:
+    weights_box = page.locator("#weights")
+    weights_box.get_by_text(re.compile(expect)).first.wait_for(timeout=120_000)
+    return weights_box.inner_text()
+
+
+def _models(tmp: Path, name: str, files: dict[str, Path | bytes]) -> Path:
+    """A models folder holding ``files`` (registry file name -> a file to link, or bytes to write)."""
+    home = tmp / name
+    home.mkdir()
+    for filename, src in files.items():
+        if isinstance(src, Path):
+            (home / filename).symlink_to(src)
+        else:
+            (home / filename).write_bytes(src)
+    return home
+
+
+def _restore_and_read(page, timeout: int = 240_000) -> str:
     page.get_by_role("button", name="Restore", exact=True).click()
-
     metrics = page.locator("#metrics")
-    metrics.get_by_text("Peak RAM").wait_for(timeout=120_000)
-    text = metrics.inner_text()
+    metrics.get_by_text("Peak RAM").wait_for(timeout=timeout)
+    return metrics.inner_text()
+
+
+def test_one_story_for_every_weights_combination(browser, page_url: str, tmp_path: Path, gen256: Path, gen512: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Panel, Download button, Hardware check recommendation and the result agree, for each set of files."""
+    mobilenet = shared_path("weights", "detection_mobilenet0.25_Final.pth")
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", PLENTY)
+    shots = Shots(tmp_path)
+    fake = b"stand-in bytes: verified by first use (no published sha256), never loaded"
+    # "everything": a stand-in ResNet-50 counts as verified only if its pinned size/sha256 are lifted
+    resnet = weights.REGISTRY["retinaface-resnet50"]
+    combos: list[tuple[str, dict[str, Path | bytes], str, str | None, str | None]] = [
+        # name, files, panel sentence, button text (None: hidden), auto's mode in a restore (None: no restore)
+        ("nothing", {}, "Nothing can run yet; download GPEN-BFR-512 (~284 MB) and ResNet-50 detector (109 MB) to enable quality",
+         "Download GPEN-BFR-512 (~284 MB) and ResNet-50 detector (109 MB) for quality", None),
+        ("256 only", {"GPEN-BFR-256.pth": gen256}, "Nothing can run yet; download GPEN-BFR-512",
+         "Download GPEN-BFR-512 (~284 MB) and ResNet-50 detector (109 MB) for quality", None),
+        ("512 only", {"GPEN-BFR-512.pth": fake}, "Nothing can run yet; download ResNet-50 detector (109 MB) to enable quality",
+         "Download ResNet-50 detector (109 MB) for quality", None),
+        ("512 + mobilenet", {"GPEN-BFR-512.pth": gen512, mobilenet.name: mobilenet},
+         "Auto will use balanced; download ResNet-50 detector (109 MB) to enable quality",
+         "Download ResNet-50 detector (109 MB) for quality", "balanced"),
+        ("corrupt detector", {"GPEN-BFR-512.pth": fake, mobilenet.name: mobilenet, resnet.filename: b"truncated"},
+         "Auto will use balanced; download ResNet-50 detector (corrupt, 109 MB) to enable quality",
+         "Download ResNet-50 detector (corrupt, 109 MB) for quality", None),
+        ("everything", {"GPEN-BFR-256.pth": gen256, "GPEN-BFR-512.pth": fake, mobilenet.name: mobilenet,
+                        resnet.filename: fake, "parsing_parsenet.pth": fake},
+         "Auto will use quality, the best mode that fits this machine; all its files are here", None, None),
+    ]
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    for name, files, sentence, button, runs in combos:
+        with monkeypatch.context() as m:
+            if name == "everything":
+                m.setitem(weights.REGISTRY, resnet.name, type(resnet)(**{**resnet.__dict__, "sha256": None, "size_bytes": None}))
+                parsenet = weights.REGISTRY["parsenet"]
+                m.setitem(weights.REGISTRY, "parsenet", type(parsenet)(**{**parsenet.__dict__, "sha256": None, "size_bytes": None}))
+            m.setenv("GPEN_HOME", str(_models(tmp_path, name.replace(" ", "_").replace("+", "and"), files)))
+            _open(page, page_url)
+            panel = _panel(page, re.escape(sentence[:40]))
+            assert sentence in panel.replace("\n", " "), (name, panel)
+            btn = page.locator("#download-weights")
+            if button is None:
+                assert not btn.is_visible(), name
+            else:
+                assert btn.is_visible() and btn.inner_text().strip() == button, (name, btn.inner_text())
+                assert btn.evaluate("e => e.tagName") == "BUTTON"
+            if name == "corrupt detector":
+                assert "corrupt" in panel.lower()
+                page.get_by_text("All checkpoints").click()
+                overview = page.locator("#all-weights")
+                overview.get_by_text("retinaface-resnet50").wait_for()
+                assert re.search(r"retinaface-resnet50 · detector · detection_Resnet50_Final.pth .* corrupt", overview.inner_text())
+            shots.take(page, f"weights_{name.replace(' ', '_').replace('+', 'and')}")
+            # the Hardware check tab recommends the same thing
+            page.get_by_role("tab", name="Hardware check").click()
+            report = page.locator("#profile-report")
+            report.get_by_text("Recommendation").wait_for(timeout=60_000)
+            assert sentence[1:] in report.inner_text().replace("\n", " "), (name, report.inner_text())
+            page.get_by_role("tab", name="Restore").click()
+            if runs:
+                page.locator("input[type=file]").first.set_input_files(str(EXAMPLE))
+                page.locator("#metrics").get_by_text("Ready to restore").wait_for(timeout=60_000)
+                text = _restore_and_read(page)
+                assert re.search(rf"Mode\s+{runs}", text), text
+                assert f"auto chose {runs}" in text, text
+                shots.take(page, f"result_{runs}")
+    page.close()
+
+
+def test_upload_restore_errors_and_the_readme_screenshot(browser, page_url: str, low_mode_home: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", PLENTY)
+    shots = Shots(tmp_path)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    _open(page, page_url)
+    page.locator("#mode-radio label", has_text="low —").click()
+    _panel(page, "low has all its files")
+
+    # distinct example thumbnails
+    thumbs = page.locator("img[src*='examples'], .gallery img, [data-testid='examples'] img")
+    srcs = {thumbs.nth(i).get_attribute("src") for i in range(thumbs.count())}
+    assert len(srcs) >= 4, srcs
+
+    # a hostile upload: our decoder's message in the panel, right away
+    empty = tmp_path / "empty.png"
+    empty.write_bytes(b"")
+    page.locator("input[type=file]").first.set_input_files(str(empty))
+    page.locator("#metrics").get_by_text("Cannot use this input").wait_for(timeout=60_000)
+    assert "empty" in page.locator("#metrics").inner_text()
+    shots.take(page, "upload_empty")
+    # a 16-bit greyscale face: previewed by our decoder, not clipped to white
+    grey = np.asarray(Image.open(EXAMPLE).convert("L"))
+    face16 = tmp_path / "face16.png"
+    face16.write_bytes(png16_bytes(grey.astype(np.uint16) * 257))
+    page.locator("button[aria-label='Clear'], button[title='Clear']").first.click() if page.locator(
+        "button[aria-label='Clear'], button[title='Clear']").count() else None
+    page.locator("input[type=file]").first.set_input_files(str(face16))
+    metrics = page.locator("#metrics")
+    metrics.get_by_text("Ready to restore").wait_for(timeout=60_000)
+    assert "16-bit" in metrics.inner_text()
+    shots.take(page, "upload_16bit_preview")
+
+    # the photo, restored
+    page.locator("input[type=file]").first.set_input_files(str(EXAMPLE))
+    metrics.get_by_text("Ready to restore").wait_for(timeout=60_000)
+    text = _restore_and_read(page)
     assert re.search(r"Peak RAM\s+[\d.]+ (MB|GB)", text), text
     assert re.search(r"Mode\s+low", text), text
-    page.locator("a[href*='_gpen_low.jpg']").first.wait_for(state="attached", timeout=30_000)  # the download is offered
+    page.locator("a[href*='_gpen_low.jpg']").first.wait_for(state="attached", timeout=30_000)
     page.wait_for_timeout(1000)  # let the slider and gallery images paint
     assert page.locator("img").count() >= 4  # before, after, and at least one face pair
-
-    shot = tmp_path / "app.png"
-    page.screenshot(path=str(shot), full_page=True)
-    assert shot.stat().st_size > 10_000
+    # the gallery shows every row: no inner scroll box cutting it off
+    gallery = page.locator("#faces")
+    assert gallery.evaluate("e => [...e.querySelectorAll('*')].every(c => c.scrollHeight <= c.clientHeight + 2 || "
+                            "getComputedStyle(c).overflowY === 'visible')")
+    shot = shots.take(page, "restored_low")
     if os.environ.get("GPEN_SCREENSHOT"):
         target = Path(os.environ["GPEN_SCREENSHOT"])
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, target)
+
+    # an error: the previous result is cleared and the panel names the problem
+    monkeypatch.setenv("GPEN_HOME", str(tmp_path / "no_weights"))
+    (tmp_path / "no_weights").mkdir()
+    page.get_by_role("button", name="Restore", exact=True).click()
+    metrics.get_by_text("⚠ Weights missing").wait_for(timeout=60_000)
+    assert "Peak RAM" not in metrics.inner_text() and "previous result was cleared" in metrics.inner_text()
+    assert page.locator("a[href*='_gpen_low.jpg']").count() == 0  # the old download is gone
+    toast = page.get_by_text("Weights missing.").first
+    toast.wait_for(timeout=10_000)
+    code = page.locator("code", has_text="python -m gpen_core download").first
+    assert code.count() == 1  # the command renders as code, not in `backticks`
+    shots.take(page, "error_weights_missing")
+    page.close()
+
+
+def test_hardware_check_says_how_long_and_shows_progress(browser, page_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import functools
+
+    from gpen_core.profile import runner
+
+    from .test_profile import CONFIGS, SMALL
+
+    # the real check, made small (one mode, tiny generators and images, in this process)
+    monkeypatch.setattr(runner, "run_profile", functools.partial(runner.run_profile, modes=["low"], workloads=SMALL,
+                                                                 model_configs=CONFIGS, isolate=False))
+    shots = Shots(tmp_path)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    _open(page, page_url)
+    page.get_by_role("tab", name="Hardware check").click()
+    report = page.locator("#profile-report")
+    report.get_by_text("It takes up to 4 minutes").wait_for(timeout=60_000)  # no earlier check here: the estimate
+    page.locator("#check-button").click()
+    page.get_by_text(re.compile(r"\d+ s so far")).first.wait_for(timeout=60_000)
+    shots.take(page, "hardware_check_running", full=False)
+    try:
+        report.get_by_text("Memory alone").wait_for(timeout=300_000)
+    finally:
+        shots.take(page, "hardware_check_after")
+    assert "Recommendation:" in report.inner_text()
+    shots.take(page, "hardware_check_done")
+    _open(page, page_url)  # the next page load announces the measured duration
+    page.get_by_role("tab", name="Hardware check").click()
+    page.locator("#profile-report").get_by_text(re.compile(r"It takes about \d+ s here")).wait_for(timeout=60_000)
     page.close()

@@ -137,3 +137,118 @@ def test_the_module_entry_point_prints_a_message_not_a_traceback(tmp_path: Path)
     )
     assert p.returncode == 3, p.stderr
     assert p.stderr.startswith("error: ") and "Traceback" not in p.stderr
+
+
+# ------------------------------------------------------------ issue 18: safe output, clear failures
+
+
+def _photo(path: Path, size: tuple[int, int] = (64, 64)) -> Path:
+    Image.new("RGB", size, (120, 90, 80)).save(path)
+    return path
+
+
+def test_an_existing_output_is_reported_as_skipped_without_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    photo = _photo(tmp_path / "p.png")
+    out = tmp_path / "o.png"
+    out.write_bytes(b"keep me")
+    assert main(["restore", str(photo), "-o", str(out), "--mode", "low"]) == 0
+    err = capsys.readouterr().err
+    assert f"skipped: {out} exists (use --overwrite)" in err
+    assert out.read_bytes() == b"keep me"
+
+
+@pytest.mark.parametrize("where", ["parent is a file", "under /proc", "under /sys"])
+def test_an_output_that_cannot_be_written_exits_2_before_any_work(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    photo = _photo(tmp_path / "p.png")
+    (tmp_path / "afile").write_text("x")
+    out = {
+        "parent is a file": tmp_path / "afile" / "o.png",
+        "under /proc": Path("/proc/self/gpen-out/o.png"),  # a kernel file system: even root cannot create files
+        "under /sys": Path("/sys/kernel/o.png"),
+    }[where]
+
+    def no_work(self: Restorer, *a: object, **k: object) -> None:
+        pytest.fail("the restore ran although the output cannot be written")
+
+    monkeypatch.setattr(Restorer, "__call__", no_work)
+    t = time.perf_counter()
+    assert main(["restore", str(photo), "-o", str(out), "--mode", "low"]) == 2
+    assert time.perf_counter() - t < 5
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err and f"cannot write {out}" in err
+
+
+@pytest.mark.parametrize("content", [b"", b"not a checkpoint at all\n"], ids=["0-byte", "text"])
+def test_an_empty_or_unreadable_checkpoint_exits_3_with_the_fix(
+    content: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    photo = _photo(tmp_path / "p.png", (256, 256))
+    ckpt = tmp_path / "GPEN-BFR-256.pth"
+    ckpt.write_bytes(content)
+    rc = main(["restore", str(photo), "-o", str(tmp_path / "o.png"), "--mode", "low", "--aligned", "--model", str(ckpt)])
+    err = capsys.readouterr().err
+    assert rc == 3, err
+    assert "Traceback" not in err and str(ckpt) in err and "download it again" in err
+    assert ("empty (0 bytes)" in err) if not content else ("not a PyTorch checkpoint" in err)
+
+
+def test_a_10mb_icc_profile_does_not_reach_the_output(gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 18/5: the output opens in Pillow and OpenCV, and the note says what happened to the profile."""
+    import cv2
+
+    from tests.hostile import big_icc
+
+    face = np.asarray(Image.open(shared_path("faces", "ffhq_00000_512.png")).convert("RGB").resize((256, 256)))
+    photo = tmp_path / "icc.jpg"
+    Image.fromarray(face).save(photo, quality=95, icc_profile=big_icc())
+    for ext in (".png", ".jpg"):
+        out = tmp_path / f"o{ext}"
+        assert main(["restore", str(photo), "-o", str(out), "--mode", "low", "--aligned", "--model", str(gen256)]) == 0
+        assert "converted to sRGB" in capsys.readouterr().err
+        with Image.open(out) as im:
+            im.load()
+            assert im.size == (256, 256) and len(im.info.get("icc_profile") or b"") < 1_000_000
+        assert cv2.imread(str(out)) is not None
+
+
+def test_a_float32_rgb_tiff_is_restored(gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import cv2
+
+    face = np.asarray(Image.open(shared_path("faces", "ffhq_00000_512.png")).convert("RGB").resize((256, 256)))
+    photo = tmp_path / "face.tif"
+    assert cv2.imwrite(str(photo), np.ascontiguousarray(face[..., ::-1]).astype(np.float32) / 255.0)
+    out = tmp_path / "o.png"
+    assert main(["restore", str(photo), "-o", str(out), "--mode", "low", "--aligned", "--model", str(gen256)]) == 0
+    assert "floating-point TIFF in [0, 1] scaled to 8 bit" in capsys.readouterr().err
+    with Image.open(out) as im:
+        assert im.size == (256, 256)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS / RLIMIT_DATA memory caps need Linux")
+@pytest.mark.parametrize(
+    "limit, value, says",
+    [("RLIMIT_AS", 1_200_000_000, "1.2 GB of address space"), ("RLIMIT_DATA", 400_000_000, "400 MB of data")],
+    ids=["as-1200M", "data-400M"],
+)
+def test_a_failed_torch_import_under_a_memory_cap_exits_4_and_says_what_it_needs(limit: str, value: int, says: str, tmp_path: Path) -> None:
+    """Issue 18/3: under `prlimit --as=1200M` the import of torch printed an ImportError traceback;
+    under `--data=400M` it crashes torch itself (SIGSEGV in ctypes), so the CLI tries it in a child first."""
+    import resource
+
+    photo = _photo(tmp_path / "p.png")
+
+    def cap() -> None:
+        kind = getattr(resource, limit)
+        resource.setrlimit(kind, (value, resource.getrlimit(kind)[1]))
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run(
+        [sys.executable, "-m", "gpen_core", "restore", str(photo), "-o", str(tmp_path / "o.png"), "--mode", "low"],
+        capture_output=True, text=True, env=env, timeout=120, preexec_fn=cap,
+    )
+    assert p.returncode == 4, p.stderr[-3000:]
+    assert p.stderr.startswith("error: not enough memory to start") and "Traceback" not in p.stderr
+    assert "MB of RAM" in p.stderr and f"limited to {says}" in p.stderr
+    assert not (tmp_path / "o.png").exists()

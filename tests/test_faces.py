@@ -17,15 +17,10 @@ from PIL import Image
 
 from gpen_core.align import align_transform, reference_points
 from gpen_core.errors import InputError, WeightsError
-from gpen_core.faces import (
-    Detection,
-    FaceDetector,
-    ParsingMasker,
-    PhotoOutput,
-    _trained_with_relu,
-    paste_box,
-    restore_photo,
-)
+from gpen_core.detect import Detection, FaceDetector, _trained_with_relu
+from gpen_core.parse import ParsingMasker
+from gpen_core.paste import paste_box
+from gpen_core.photo import PhotoOutput, restore_photo
 from gpen_core.masks import parsing_labels_to_mask, rectangle_mask
 
 from .conftest import shared_path
@@ -98,8 +93,8 @@ def ffhq_dets(detector: FaceDetector, ffhq: np.ndarray) -> list[Detection]:
 def test_solvay_faces_are_found_with_sane_boxes(solvay: np.ndarray, solvay_dets: list[Detection]) -> None:
     h, w = solvay.shape[:2]
     assert 10 <= len(solvay_dets) <= 40, f"{len(solvay_dets)} faces (the photo has about 29)"
-    areas = [d.width * d.height for d in solvay_dets]
-    assert areas == sorted(areas, reverse=True), "largest face first"
+    scores = [d.score for d in solvay_dets]
+    assert scores == sorted(scores, reverse=True), "highest score first, as the official code"
     for d in solvay_dets:
         x0, y0, x1, y1 = d.box
         assert 0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h
@@ -363,22 +358,19 @@ def test_rectangle_mask_is_gpen_feathered_rectangle() -> None:
     assert rectangle_mask(256).shape == (256, 256)
 
 
-def test_parsing_labels_keep_face_drop_hair_and_background() -> None:
+def test_parsing_labels_keep_face_hair_and_neck_drop_background_hat_cloth() -> None:
+    # GPEN's MASK_COLORMAP (face_parse/face_parsing.py): 13 hair, 14 hat, 17 neck, 18 cloth.
     skin = np.ones((512, 512), np.int64)
     mask = parsing_labels_to_mask(skin, 256)
     assert mask.shape == (256, 256) and mask.dtype == np.float32
     assert mask[128, 128] == pytest.approx(1.0, abs=1e-3)
-    assert mask[:4].max() == 0 and mask[:, -4:].max() == 0  # cleared border
-    for off in (0, 14, 16, 17, 18):  # background, neck, cloth, hair, hat
+    assert mask[0].max() < 1e-3 and mask[:, -1].max() < 1e-3  # the zeroed 26 px border, blurred
+    for off in (0, 14, 18):  # background, hat, cloth
         assert parsing_labels_to_mask(np.full((512, 512), off), 256).max() == 0
+    for on in (13, 16, 17):  # hair, neck_l, neck: kept, as official
+        assert parsing_labels_to_mask(np.full((512, 512), on), 256)[128, 128] == pytest.approx(1.0, abs=1e-3)
     with pytest.raises(ValueError):
         parsing_labels_to_mask(np.full((8, 8), 19), 8)
-
-
-class _TinyParsingMasker(ParsingMasker):
-    """Same code path at 64 px: a 512 px ParseNet forward takes ~40 s on 2 cores."""
-
-    _INPUT = 64
 
 
 def _random_parsenet(path: Path, size: int) -> Path:
@@ -390,7 +382,8 @@ def _random_parsenet(path: Path, size: int) -> Path:
 
 
 def test_parsing_masker_shape_and_range_with_random_weights(tmp_path: Path) -> None:
-    masker = _TinyParsingMasker(_random_parsenet(tmp_path / "parsenet64.pth", 64), "cpu")
+    # The released 512 px network on a 64 px input: the same code path at 1/64 of the cost.
+    masker = ParsingMasker(_random_parsenet(tmp_path / "parsenet512.pth", 512), "cpu", input_size=64)
     crop = np.random.default_rng(0).integers(0, 256, (256, 256, 3), dtype=np.uint8)
     mask = masker(crop)
     assert mask.shape == (256, 256) and mask.dtype == np.float32
@@ -405,7 +398,7 @@ def test_parsing_masker_rejects_other_networks(tmp_path: Path) -> None:
 
 
 def test_parsing_masker_loads_full_size_parsenet_weights(tmp_path: Path) -> None:
-    # facexlib's parsing_parsenet.pth shapes (512 px). Only loading: a forward pass at 512
-    # takes ~40 s on 2 cores and the tiny masker above runs the same code.
+    # facexlib's parsing_parsenet.pth shapes (512 px) = GPEN's ParseNet-latest.pth. Only
+    # loading: a forward pass at 512 takes seconds on 2 cores; the 64 px masker above runs the same code.
     masker = ParsingMasker(_random_parsenet(tmp_path / "parsenet512.pth", 512), "cpu")
-    assert masker._INPUT == 512
+    assert masker.input_size == 512 and "parsenet512.pth, 512 px input" in masker.description

@@ -14,10 +14,12 @@ import pytest
 import torch
 
 from gpen_core import fast
+from gpen_core import plan as plan_module
 from gpen_core.arch import GPEN, GPENConfig, set_fir_impl
 from gpen_core.checkpoint import load_generator
 from gpen_core.errors import ResourceError
-from gpen_core.fast import ForwardPlan, PreparedForward, choose_plan, cpu_features, prepare, warm_up
+from gpen_core.fast import PreparedForward, prepare, warm_up
+from gpen_core.plan import ForwardPlan, choose_plan, cpu_features
 from gpen_core.synthetic import random_generator
 from gpen_core.tensors import to_image, to_tensor
 
@@ -169,7 +171,7 @@ def test_bfloat16_path_keeps_psnr_above_40db_on_bfr256(bfr256) -> None:
 
 def _features(monkeypatch: pytest.MonkeyPatch, native_bf16: bool) -> None:
     feats = dict(cpu_features(), native_bf16=native_bf16)
-    monkeypatch.setattr(fast, "cpu_features", lambda: feats)
+    monkeypatch.setattr(plan_module, "cpu_features", lambda: feats)
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,19 @@
-"""The peak meter measures this call's peak, by either method."""
+"""The peak meter measures this call's peak, by either method, on the call's own device,
+and says so when concurrent work shares the figures."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
 import pytest
+import torch
 
-from gpen_core.meter import PeakMeter, current_rss, format_bytes
+from gpen_core import meter as meter_mod
+from gpen_core.meter import PeakMeter, active_meters, current_rss, format_bytes
+
+MB = 1_000_000
 
 
 def _touch(nbytes: int) -> None:
@@ -16,38 +22,225 @@ def _touch(nbytes: int) -> None:
     del a
 
 
-@pytest.mark.parametrize("force_sampling", [False, True])
-def test_peak_sees_a_transient_allocation(force_sampling: bool) -> None:
-    with PeakMeter(force_sampling=force_sampling) as m:
-        _touch(300_000_000)
-    p = m.peaks
-    assert p is not None
-    assert p.method == ("sampling" if force_sampling else p.method)
-    assert p.rss_delta_bytes >= 250_000_000
-    assert p.vram_allocated_bytes is None or p.vram_allocated_bytes >= 0
-
-
-def test_peak_is_per_call_not_process_lifetime() -> None:
-    with PeakMeter() as big:
-        _touch(400_000_000)
-    with PeakMeter() as small:
-        _touch(50_000_000)
-    assert big.peaks and small.peaks
-    # a lifetime high-water mark would report the 400 MB again
-    assert small.peaks.rss_delta_bytes < 200_000_000
-    assert big.peaks.rss_delta_bytes > 350_000_000
-
-
-def test_vmhwm_is_used_where_the_kernel_allows_it() -> None:
+def _kernel_mark_resettable() -> bool:
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
     except OSError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("force_sampling", [False, True])
+def test_peak_sees_a_transient_allocation(force_sampling: bool) -> None:
+    with PeakMeter(force_sampling=force_sampling) as m:
+        _touch(300 * MB)
+    p = m.peaks
+    assert p is not None
+    expected = "sampling" if force_sampling or not _kernel_mark_resettable() else "vmhwm"
+    assert p.method == expected
+    assert p.rss_delta_bytes >= 250 * MB
+    assert p.vram_allocated_bytes is None and p.vram_device is None  # no device given: RAM only
+    assert p.shared is None
+
+
+def test_peak_is_per_call_not_process_lifetime() -> None:
+    with PeakMeter() as big:
+        _touch(400 * MB)
+    with PeakMeter() as small:
+        _touch(50 * MB)
+    assert big.peaks and small.peaks
+    # a lifetime high-water mark would report the 400 MB again
+    assert small.peaks.rss_delta_bytes < 200 * MB
+    assert big.peaks.rss_delta_bytes > 350 * MB
+
+
+def test_vmhwm_is_used_where_the_kernel_allows_it() -> None:
+    if not _kernel_mark_resettable():
         pytest.skip("this kernel refuses /proc/self/clear_refs; the sampler is used instead")
     with PeakMeter() as m:
         pass
     assert m.peaks and m.peaks.method == "vmhwm"
-    assert abs(m.peaks.baseline_rss_bytes - current_rss()) < 50_000_000
+    assert abs(m.peaks.baseline_rss_bytes - current_rss()) < 50 * MB
+
+
+# --------------------------------------------------------------------------- overlap
+
+
+def test_a_second_meter_in_another_thread_neither_zeroes_the_first_nor_hides_the_overlap() -> None:
+    """The old meter: B's reset of the kernel's mark made A report ~0 MB for its 300 MB."""
+    a_allocated, b_done = threading.Event(), threading.Event()
+    box: dict[str, PeakMeter] = {}
+
+    def first() -> None:
+        with PeakMeter() as a:
+            _touch(300 * MB)  # A's peak happens and is over before B starts
+            a_allocated.set()
+            b_done.wait(10)
+        box["a"] = a
+
+    def second() -> None:
+        a_allocated.wait(10)
+        with PeakMeter() as b:
+            _touch(20 * MB)
+        box["b"] = b
+        b_done.set()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    a, b = box["a"].peaks, box["b"].peaks
+    assert a is not None and b is not None
+    assert a.rss_delta_bytes >= 250 * MB, f"the first call lost its peak: {a.rss_delta_bytes / MB:.0f} MB"
+    assert a.shared and "another measured call" in a.shared
+    assert b.shared and "another measured call" in b.shared
+    assert active_meters() == 0
+
+
+def test_nested_meters_in_one_thread_both_measure_exactly() -> None:
+    with PeakMeter() as outer:
+        _touch(300 * MB)
+        with PeakMeter() as inner:
+            _touch(30 * MB)
+    o, i = outer.peaks, inner.peaks
+    assert o is not None and i is not None
+    assert o.rss_delta_bytes >= 250 * MB  # the inner reset did not erase the outer's peak
+    assert i.rss_delta_bytes < 150 * MB  # the inner one is its own work only
+    assert o.shared is None and i.shared is None
+
+
+def test_memory_another_thread_allocates_during_a_call_is_reported_as_shared() -> None:
+    """The old meter attributed 400 MB a download thread allocated to the restore call."""
+    started, release = threading.Event(), threading.Event()
+
+    def download() -> None:
+        a = np.ones(400 * MB // 8)
+        started.set()
+        release.wait(10)
+        del a
+
+    with PeakMeter() as m:
+        t = threading.Thread(target=download, name="fake-download")
+        t.start()
+        started.wait(10)
+        release.set()
+        t.join(10)
+    p = m.peaks
+    assert p is not None
+    assert p.shared is not None, f"400 MB from another thread counted silently as this call's ({p.rss_delta_bytes / MB:.0f} MB)"
+    assert "fake-download" in p.shared
+
+
+def test_an_idle_thread_does_not_make_a_call_shared() -> None:
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, args=(10,), name="idle-server-thread")
+    t.start()
+    try:
+        with PeakMeter() as m:
+            _touch(50 * MB)
+    finally:
+        stop.set()
+        t.join()
+    assert m.peaks is not None and m.peaks.shared is None
+
+
+# --------------------------------------------------------------------------- device choice
+
+
+class _NoCuda:
+    """Stands in for torch.cuda and fails the test on any use."""
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"torch.cuda.{name} was touched by a CPU measurement")
+
+
+@pytest.mark.parametrize("device", [None, "cpu", torch.device("cpu"), "meta"])
+def test_a_cpu_call_never_touches_cuda(monkeypatch: pytest.MonkeyPatch, device: object) -> None:
+    monkeypatch.setattr(torch, "cuda", _NoCuda())
+    with PeakMeter(device) as m:
+        _touch(10 * MB)
+    assert m.peaks is not None and m.peaks.vram_allocated_bytes is None and m.peaks.vram_device is None
+
+
+class _FakeCuda:
+    """torch.cuda with four devices whose counters differ; calls without an index fail,
+    so a meter that measures "the current device" instead of the request's is caught."""
+
+    def __init__(self, current: int = 0) -> None:
+        self.current = current
+        self.peak = {i: 1000 * (i + 1) for i in range(4)}
+        self.reserved = {i: 2000 * (i + 1) for i in range(4)}
+        self.allocated = {i: 100 * (i + 1) for i in range(4)}
+        self.calls: list[tuple[str, int]] = []
+
+    def is_available(self) -> bool:
+        return True
+
+    def current_device(self) -> int:
+        return self.current
+
+    def _rec(self, name: str, i: int | None) -> int:
+        if i is None:
+            raise AssertionError(f"torch.cuda.{name}() without a device index measures the current device")
+        self.calls.append((name, i))
+        return i
+
+    def synchronize(self, i: int | None = None) -> None:
+        self._rec("synchronize", i)
+
+    def reset_peak_memory_stats(self, i: int | None = None) -> None:
+        i = self._rec("reset_peak_memory_stats", i)
+        self.peak[i] = self.allocated[i]
+        self.reserved[i] = self.allocated[i]
+
+    def memory_allocated(self, i: int | None = None) -> int:
+        return self.allocated[self._rec("memory_allocated", i)]
+
+    def max_memory_allocated(self, i: int | None = None) -> int:
+        return self.peak[self._rec("max_memory_allocated", i)]
+
+    def max_memory_reserved(self, i: int | None = None) -> int:
+        return self.reserved[self._rec("max_memory_reserved", i)]
+
+    def alloc(self, i: int, n: int) -> None:
+        self.peak[i] = max(self.peak[i], self.allocated[i] + n)
+        self.reserved[i] = max(self.reserved[i], self.allocated[i] + n)
+
+
+@pytest.mark.parametrize(("device", "current", "index"), [("cuda:1", 0, 1), ("cuda", 2, 2), (torch.device("cuda", 3), 0, 3)])
+def test_vram_is_measured_on_the_requests_device(monkeypatch: pytest.MonkeyPatch, device: object, current: int, index: int) -> None:
+    fake = _FakeCuda(current=current)
+    monkeypatch.setattr(torch, "cuda", fake)
+    with PeakMeter(device) as m:
+        fake.alloc(index, 5000)
+        fake.alloc(0 if index else 1, 999_999)  # another device's work is not this call's
+    p = m.peaks
+    assert p is not None
+    assert p.vram_device == f"cuda:{index}"
+    assert {i for _, i in fake.calls} == {index}
+    assert p.vram_allocated_bytes == 100 * (index + 1) + 5000
+    assert p.baseline_vram_bytes == 100 * (index + 1)
+
+
+def test_a_later_meter_on_the_same_gpu_does_not_erase_the_first_ones_vram_peak(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _FakeCuda()
+    monkeypatch.setattr(torch, "cuda", fake)
+    with PeakMeter("cuda:0") as outer:
+        fake.alloc(0, 300 * MB)
+        with PeakMeter("cuda:0") as inner:
+            fake.alloc(0, 10 * MB)
+    assert outer.peaks and inner.peaks
+    assert outer.peaks.vram_allocated_bytes is not None and outer.peaks.vram_allocated_bytes >= 300 * MB
+    assert inner.peaks.vram_allocated_bytes is not None and inner.peaks.vram_allocated_bytes < 20 * MB
+
+
+def test_busy_thresholds_are_the_documented_ones() -> None:
+    # The module docstring states these; a change must update what users read.
+    doc = meter_mod.__doc__ or ""
+    assert meter_mod.BUSY_CPU_S == 0.05 and "50 ms" in doc
+    assert meter_mod.BUSY_FAULT_BYTES == 32 << 20 and "32 MB" in doc
 
 
 def test_format_bytes() -> None:

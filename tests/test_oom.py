@@ -7,6 +7,7 @@ serve the next request normally.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -15,6 +16,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from gpen_core.errors import InputError, OutOfMemory, ResourceError
+from gpen_core.oom import is_oom
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,3 +77,221 @@ def test_oom_in_the_lightest_mode_is_a_clear_error_and_the_server_survives() -> 
     out = _run(20e6, "low", lift=True)
     assert "out of memory" in out["first"]["error"] and "server is still running" in out["first"]["error"]
     assert out["next"]["mode"] == "low"
+
+
+# ------------------------------------------------- issue 18/3: out of memory is never "corrupt"
+
+
+def _cv2_error(text: str) -> Exception:
+    import cv2
+
+    return cv2.error(text)
+
+
+def _torch_oom() -> Exception:
+    import torch
+
+    return torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
+@pytest.mark.parametrize(
+    "make, oom",
+    [
+        (lambda: MemoryError(), True),
+        (lambda: _numpy_oom(), True),
+        (_torch_oom, True),
+        (lambda: RuntimeError("[enforce fail at alloc_cpu.cpp:121] data. DefaultCPUAllocator: can't allocate memory: you tried to allocate 4194304000 bytes. Error code 12 (Cannot allocate memory)"), True),
+        (lambda: RuntimeError("could not create a primitive"), True),  # oneDNN under prlimit --as
+        (lambda: RuntimeError("unable to mmap 285131776 bytes from file <x.pth>: Cannot allocate memory (12)"), True),
+        (lambda: RuntimeError("std::bad_alloc"), True),
+        (lambda: _cv2_error("OpenCV(5.1.0) alloc.cpp:73: error: (-4:Insufficient memory) Failed to allocate 576000000 bytes in function 'OutOfMemoryError'"), True),
+        (lambda: OSError(errno.ENOMEM, "Cannot allocate memory"), True),
+        (lambda: OutOfMemory("not enough memory to load the GPEN generator"), True),
+        (lambda: RuntimeError("could not create a primitive descriptor for a convolution forward propagation primitive"), False),
+        (lambda: RuntimeError("Given groups=1, weight of size [64, 3, 3, 3], expected input to have 3 channels"), False),
+        (lambda: ValueError("bad value"), False),
+        (lambda: ResourceError("out of memory in low mode, and there is no lighter mode"), False),  # the ladder's own verdict
+        (lambda: InputError("The image is 13000×13000"), False),
+    ],
+)
+def test_is_oom_recognises_every_librarys_allocation_failure(make, oom: bool) -> None:
+    assert is_oom(make()) is oom
+
+
+def _numpy_oom() -> Exception:
+    import numpy as np
+
+    try:
+        np.empty(1 << 62, np.uint8)  # refused at once: no memory is touched
+    except MemoryError as e:
+        return e
+    raise AssertionError("numpy allocated 4 EiB")
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [MemoryError(), RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 285000000 bytes")],
+    ids=["MemoryError", "torch-cpu"],
+)
+def test_an_allocation_failure_inside_torch_load_is_out_of_memory_not_corrupt(
+    exc: Exception, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`prlimit --data=1200M … --mode balanced` exited 3 and told the user to delete a valid checkpoint."""
+    import torch
+
+    from gpen_core.checkpoint import load_generator
+    from tests.factories import TINY, write_checkpoint
+
+    ckpt = write_checkpoint(tmp_path / "GPEN-BFR-512.pth", TINY, seed=1)
+
+    def load(*a: object, **k: object) -> None:
+        raise exc
+
+    monkeypatch.setattr(torch, "load", load)
+    with pytest.raises(OutOfMemory) as e:
+        load_generator(ckpt)
+    msg = str(e.value)
+    assert "not enough memory to load" in msg and "file is fine" in msg
+    assert "corrupt" not in msg and "delete" not in msg.lower()
+    assert e.value.exit_code == 4
+
+
+LOAD_CHILD = textwrap.dedent(
+    """
+    import json, re, resource, sys
+    import torch
+    from gpen_core.checkpoint import read_checkpoint
+    from gpen_core.errors import GPENError
+
+    path = sys.argv[1]
+    torch.save({"w": torch.ones(50_000_000)}, path)  # 200 MB of float32
+    vm = int(re.search(r"VmSize:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (vm + 100_000_000, resource.RLIM_INFINITY))
+    try:
+        read_checkpoint(path, "GPEN generator")
+        out = {"loaded": True}
+    except GPENError as e:
+        out = {"type": type(e).__name__, "exit_code": e.exit_code, "message": str(e)}
+    print("RESULT " + json.dumps(out))
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS memory budgets need Linux")
+def test_a_checkpoint_that_does_not_fit_under_a_real_cap_is_out_of_memory(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-c", LOAD_CHILD, str(tmp_path / "big.pth")], capture_output=True, text=True, env=env, timeout=300)
+    line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
+    assert line, f"child failed (rc {p.returncode}):\n{p.stderr[-3000:]}"
+    out = json.loads(line[len("RESULT "):])
+    assert out.get("type") == "OutOfMemory" and out["exit_code"] == 4, out
+    assert "corrupt" not in out["message"] and "200 MB" in out["message"]
+
+
+def _fail_heavier_than_low(monkeypatch: pytest.MonkeyPatch, exc: Exception, fail_low: bool = False) -> list[str]:
+    """pipeline.run_attempt raises ``exc`` in every mode above low (and in low too when asked)."""
+    from gpen_core import pipeline
+
+    real = pipeline.run_attempt
+    tried: list[str] = []
+
+    def run_attempt(models, device, req, *a, **k):
+        tried.append(req.mode.name)
+        if req.mode.name != "low" or fail_low:
+            raise exc
+        return real(models, device, req, *a, **k)
+
+    monkeypatch.setattr(pipeline, "run_attempt", run_attempt)
+    return tried
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        RuntimeError("could not create a primitive"),
+        OutOfMemory("not enough memory to load the GPEN generator GPEN-BFR-512.pth (285 MB)"),
+        _cv2_error("OpenCV(5.1.0) alloc.cpp:73: error: (-4:Insufficient memory) Failed to allocate 576000000 bytes"),
+    ],
+    ids=["oneDNN", "load", "OpenCV"],
+)
+def test_every_kind_of_oom_steps_down_to_the_next_mode_with_a_note(exc: Exception, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    from gpen_core.restorer import Restorer, RestoreOptions
+
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(64e9))
+    tried = _fail_heavier_than_low(monkeypatch, exc)
+    res = Restorer(device="cpu", synthetic_weights=True)(np.zeros((256, 256, 3), np.uint8), RestoreOptions(mode="balanced", aligned=True))
+    assert res.mode.name == "low" and tried[0] == "balanced" and tried[-1] == "low"
+    assert any("ran out of memory in balanced" in n for n in res.notes)
+
+
+def test_oom_even_in_low_exits_4_with_a_clear_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--as=4300M --mode low` gave `RuntimeError: could not create a primitive` as a traceback, exit 1."""
+    from PIL import Image
+
+    from gpen_core.cli import main
+    from tests.factories import RELEASED, write_checkpoint
+
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(64e9))
+    ckpt = write_checkpoint(tmp_path / "GPEN-BFR-256.pth", RELEASED["GPEN-BFR-256"], seed=1)
+    Image.new("RGB", (256, 256), (120, 90, 80)).save(tmp_path / "p.png")
+    _fail_heavier_than_low(monkeypatch, RuntimeError("could not create a primitive"), fail_low=True)
+    rc = main(["restore", str(tmp_path / "p.png"), "-o", str(tmp_path / "o.png"), "--mode", "low", "--aligned", "--model", str(ckpt)])
+    err = capsys.readouterr().err
+    assert rc == 4, err
+    assert "out of memory in low mode" in err and "Traceback" not in err and "could not create" not in err
+    assert not (tmp_path / "o.png").exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_the_engine_import_figures_in_the_message_are_measured() -> None:
+    """oom.ENGINE_IMPORT_* (quoted when an import fails under a cap) still match what importing costs."""
+    from gpen_core import oom
+
+    code = textwrap.dedent(
+        """
+        import json, re
+        def st():
+            s = open("/proc/self/status").read()
+            return {k: int(re.search(k + r":\\s+(\\d+)", s).group(1)) * 1024 for k in ("VmRSS", "VmSize", "VmData")}
+        a = st()
+        from gpen_core import pipeline
+        pipeline.import_engine()
+        b = st()
+        print("RESULT " + json.dumps({k: b[k] - a[k] for k in a}))
+        """
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+    line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
+    assert line, p.stderr[-3000:]
+    got = json.loads(line[len("RESULT "):])
+    for key, quoted in (("VmRSS", oom.ENGINE_IMPORT_RSS), ("VmSize", oom.ENGINE_IMPORT_ADDRESS_SPACE), ("VmData", oom.ENGINE_IMPORT_DATA)):
+        assert 0.7 * quoted <= got[key] <= 1.3 * quoted, f"{key}: measured {got[key] / 1e6:.0f} MB, the message says {quoted / 1e6:.0f} MB"
+
+
+@pytest.mark.parametrize("mode", ["balanced", "auto"])
+def test_oom_while_decoding_decodes_again_for_low_with_a_note(mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big JPEG that cannot be decoded at full size is decoded at reduced size for low (libjpeg scaling)."""
+    from PIL import Image
+
+    from gpen_core import imageio
+    from gpen_core.restorer import Restorer, RestoreOptions
+
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(64e9))
+    photo = tmp_path / "big.jpg"
+    Image.new("RGB", (5000, 4000), (120, 90, 80)).save(photo, quality=80)
+    real = imageio.decode_image
+    asked: list[int | None] = []
+
+    def decode_image(source, limits=imageio.DEFAULT_LIMITS, *, reduce_to=None):
+        asked.append(reduce_to)
+        if reduce_to is None or reduce_to > 2048:  # the full-size decode does not fit
+            raise MemoryError()
+        return real(source, limits, reduce_to=reduce_to)
+
+    monkeypatch.setattr(imageio, "decode_image", decode_image)
+    res = Restorer(device="cpu", synthetic_weights=True)(photo, RestoreOptions(mode=mode))
+    assert res.mode.name == "low" and asked[-1] == 2048
+    assert any(f"ran out of memory decoding the photo for {mode}; decoded it for low" in n for n in res.notes)
+    assert any("JPEG 1/2 scale" in n for n in res.notes) and res.processed_size == (2048, 1638)

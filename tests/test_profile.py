@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpen_core import auto, profile, workloads
+from gpen_core import budget, workloads
+from gpen_core.profile import records, report, runner, store
 from gpen_core.arch import GPENConfig
 from gpen_core.modes import MODES
 from gpen_core.workloads import Workload
@@ -39,7 +40,7 @@ def one_thread() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory: pytest.TempPathFactory, one_thread: None) -> tuple[profile.Profile, Path]:
+def measured(tmp_path_factory: pytest.TempPathFactory, one_thread: None) -> tuple[records.Profile, Path]:
     """One tiny profile of all four modes, saved in its own models folder (run once for the module)."""
     home = tmp_path_factory.mktemp("profile_home")
     with pytest.MonkeyPatch.context() as mp:
@@ -47,7 +48,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory, one_thread: None) -> tupl
         mp.setenv("GPEN_OFFLINE", "1")
         mp.setenv("MODELSCOPE_CACHE", str(home / "modelscope"))
         seen: list[tuple[float, str]] = []
-        prof = profile.run_profile(
+        prof = runner.run_profile(
             models_dir=home,
             workloads=SMALL,
             model_configs=CONFIGS,
@@ -64,8 +65,11 @@ def _field_names(cls: type) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
 
 
-def test_every_mode_runs_every_workload_and_reports_peaks_and_times(measured: tuple[profile.Profile, Path]) -> None:
+def test_every_mode_runs_every_workload_and_reports_peaks_and_times(measured: tuple[records.Profile, Path]) -> None:
+    from gpen_core.synthetic import random_generator
+
     prof, home = measured
+    weight_bytes = sum(p.numel() * p.element_size() for p in random_generator(TINY).parameters())
     assert set(prof.modes) == set(MODES)
     assert prof.device == "cpu" and prof.synthetic
     for name, m in prof.modes.items():
@@ -75,7 +79,10 @@ def test_every_mode_runs_every_workload_and_reports_peaks_and_times(measured: tu
             assert r.faces == w.faces and r.ran_mode == name
             # no detector file: the engine ran the mode's network with random weights, boxes given
             assert r.detector == ("none" if w.aligned else f"{MODES[name].detector} (synthetic weights, boxes given)")
-            assert r.peak_ram_bytes >= 0 and r.peak_vram_bytes is None  # no CUDA here
+            # The mode's generator is loaded by the first workload and resident through the last, so
+            # every run's peak above the idle process covers at least its weights (bf16: half).
+            assert r.peak_ram_bytes >= weight_bytes // 2, (name, r)
+            assert r.peak_vram_bytes is None  # no CUDA here
             assert r.total_s >= r.restore_s > 0
             assert r.seconds_per_face == pytest.approx(r.restore_s / r.faces, abs=1e-3)
         # the mode starts cold: the generator loads with the first workload, the detector with the
@@ -85,77 +92,77 @@ def test_every_mode_runs_every_workload_and_reports_peaks_and_times(measured: tu
         assert m.peak_ram_bytes == max(r.peak_ram_bytes for r in m.runs) == m.peak_bytes
         assert m.covered_pixels == max(r.processed_pixels for r in m.runs)
         assert m.seconds_per_face == m.runs[-1].seconds_per_face  # the group photo: steady state
-        assert profile.SYNTHETIC_NOTE in m.notes and m.weights == "synthetic"
+        assert records.SYNTHETIC_NOTE in m.notes and m.weights == "synthetic"
         assert m.idle_rss_bytes > 0
-    assert profile.DETECTOR_SYNTHETIC_NOTE in prof.notes and profile.SYNTHETIC_NOTE in prof.notes
+    assert records.DETECTOR_SYNTHETIC_NOTE in prof.notes and records.SYNTHETIC_NOTE in prof.notes
     assert not prof.isolated and all(m.failed is None for m in prof.modes.values())
-    assert prof.fingerprint == profile.fingerprint("cpu", home, synthetic=True)
+    assert prof.fingerprint == store.fingerprint("cpu", home, synthetic=True)
     assert prof.machine["cores_logical"] >= 1 and prof.machine["ram_total_bytes"] > 0
 
 
-def test_saved_json_has_every_field_and_round_trips(measured: tuple[profile.Profile, Path]) -> None:
+def test_saved_json_has_every_field_and_round_trips(measured: tuple[records.Profile, Path]) -> None:
     prof, home = measured
     saved = json.loads((home / "profile.json").read_text())
-    assert saved["format"] == profile.FORMAT
+    assert saved["format"] == records.FORMAT
     d = saved["profiles"]["cpu"]
-    assert set(d) == _field_names(profile.Profile)
+    assert set(d) == _field_names(records.Profile)
     for m in d["modes"].values():
-        assert set(m) == _field_names(profile.ModeProfile)
+        assert set(m) == _field_names(records.ModeProfile)
         for r in m["runs"]:
-            assert set(r) == _field_names(profile.WorkloadRun)
+            assert set(r) == _field_names(records.WorkloadRun)
     fp = d["fingerprint"]
     for key in ("cpu_model", "cores", "ram_total_mib", "gpu_name", "torch", "gpen_core", "weights", "synthetic"):
         assert key in fp
-    assert profile.Profile.from_dict(d) == prof
-    assert profile.load_json(home / "profile.json") == prof
+    assert records.Profile.from_dict(d) == prof
+    assert store.load_json(home / "profile.json") == prof
 
 
-def test_table_chart_and_recommendation(measured: tuple[profile.Profile, Path]) -> None:
+def test_table_chart_and_recommendation(measured: tuple[records.Profile, Path]) -> None:
     prof, _ = measured
-    table = profile.format_table(prof, auto.Free(ram_bytes=64 * 10**9, vram_bytes=None))
+    table = report.format_table(prof, budget.Free(ram_bytes=64 * 10**9, vram_bytes=None))
     rows = [line for line in table.splitlines() if line.startswith("| `")]
     assert len(rows) == 4
-    assert all(profile.SYNTHETIC_NOTE in r and r.rstrip(" |").endswith("yes") for r in rows)
-    assert "fits?" not in profile.format_table(prof, fits=False)
-    chart = profile.chart_rows(prof)
+    assert all(records.SYNTHETIC_NOTE in r and r.rstrip(" |").endswith("yes") for r in rows)
+    assert "fits?" not in report.format_table(prof, fits=False)
+    chart = report.chart_rows(prof)
     assert [c["mode"] for c in chart] == list(MODES)
     assert all(c["peak RAM MB"] == round(prof.modes[c["mode"]].peak_ram_bytes / 1e6, 1) and c["peak VRAM MB"] is None for c in chart)
 
-    assert profile.recommendation(prof, auto.Free(64 * 10**9, None)).startswith("use `quality`")
+    assert report.recommendation(prof, budget.Free(64 * 10**9, None)).startswith("use `quality`")
     q = prof.modes["quality"].peak_bytes
-    tight = auto.Free(int(q / auto.SAFETY_MARGIN) - 1, None)  # quality misses by a byte
-    rec = profile.recommendation(prof, tight)
+    tight = budget.Free(int(q / budget.SAFETY_MARGIN) - 1, None)  # quality misses by a byte
+    rec = report.recommendation(prof, tight)
     if not rec.startswith("even"):
         assert "`quality` needs" in rec and "more RAM than you have free" in rec
         assert not rec.startswith("use `quality`")
-    none_fit = profile.recommendation(prof, auto.Free(0, None))
+    none_fit = report.recommendation(prof, budget.Free(0, None))
     assert none_fit.startswith("even `low` needs")
 
 
-def test_auto_reads_the_profile_and_picks_a_lower_mode_with_less_free(measured: tuple[profile.Profile, Path]) -> None:
+def test_auto_reads_the_profile_and_picks_a_lower_mode_with_less_free(measured: tuple[records.Profile, Path]) -> None:
     prof, home = measured
-    got = profile.measured_peak("quality", "cpu", home)
+    got = store.measured_peak("quality", "cpu", home)
     assert got is not None and got[0] == prof.modes["quality"].peak_bytes and "measured on this machine" in got[1]
-    big = auto.choose("cpu", BIGGEST, models_dir=home, free=auto.Free(64 * 10**9, None))
+    big = budget.choose("cpu", BIGGEST, models_dir=home, free=budget.Free(64 * 10**9, None))
     assert big.mode.name == "quality" and "measured on this machine" in big.reason
-    need_q, src = auto.estimate_peak(MODES["quality"], "cpu", BIGGEST, home)
+    need_q, src = budget.estimate_peak(MODES["quality"], "cpu", BIGGEST, home)
     assert need_q == prof.modes["quality"].peak_bytes and src == "measured on this machine"
-    small = auto.choose("cpu", BIGGEST, models_dir=home, free=auto.Free(int(need_q / auto.SAFETY_MARGIN) - 1, None))
+    small = budget.choose("cpu", BIGGEST, models_dir=home, free=budget.Free(int(need_q / budget.SAFETY_MARGIN) - 1, None))
     assert small.mode.rank < MODES["quality"].rank
-    need_small, _ = auto.estimate_peak(small.mode, "cpu", BIGGEST, home)
+    need_small, _ = budget.estimate_peak(small.mode, "cpu", BIGGEST, home)
     assert need_small <= need_q - 1 or "lightest" in small.reason
     # less free memory never buys a better mode
     ranks = [
-        auto.choose("cpu", BIGGEST, models_dir=home, free=auto.Free(int(f), None)).mode.rank
-        for f in np.linspace(2 * need_q / auto.SAFETY_MARGIN, 0, 9)
+        budget.choose("cpu", BIGGEST, models_dir=home, free=budget.Free(int(f), None)).mode.rank
+        for f in np.linspace(2 * need_q / budget.SAFETY_MARGIN, 0, 9)
     ]
     assert ranks == sorted(ranks, reverse=True)
     # a photo bigger than the workloads adds a per-pixel term on top of the measured peak
-    bigger, _ = auto.estimate_peak(MODES["quality"], "cpu", (4000, 3000), home)
+    bigger, _ = budget.estimate_peak(MODES["quality"], "cpu", (4000, 3000), home)
     assert bigger > need_q
 
 
-def test_profile_from_another_machine_version_or_weights_is_not_reused(measured: tuple[profile.Profile, Path], tmp_path: Path) -> None:
+def test_profile_from_another_machine_version_or_weights_is_not_reused(measured: tuple[records.Profile, Path], tmp_path: Path) -> None:
     prof, home = measured
     saved = json.loads((home / "profile.json").read_text())
     folder = tmp_path / "models"
@@ -165,7 +172,7 @@ def test_profile_from_another_machine_version_or_weights_is_not_reused(measured:
         data = json.loads(json.dumps(saved))
         data["profiles"]["cpu"]["fingerprint"].update(fp_change)
         (folder / "profile.json").write_text(json.dumps(data))
-        return profile.measured_peak("balanced", "cpu", folder) is not None
+        return store.measured_peak("balanced", "cpu", folder) is not None
 
     assert reused({})  # the same file, unchanged, is reused from another folder with the same weights
     assert reused({"synthetic": False})  # random weights cost what real ones cost
@@ -178,31 +185,31 @@ def test_profile_from_another_machine_version_or_weights_is_not_reused(measured:
     # weights appearing changes the fingerprint: a real GPEN-BFR-256 was downloaded since
     (folder / "GPEN-BFR-256.pth").write_bytes(b"\0" * 1024)
     assert not reused({})
-    need, src = auto.estimate_peak(MODES["balanced"], "cpu", BIGGEST, folder)
+    need, src = budget.estimate_peak(MODES["balanced"], "cpu", BIGGEST, folder)
     assert src.startswith("built-in estimate")
     # a CPU profile says nothing about a GPU, and an old format is ignored
-    assert profile.measured_peak("balanced", "cuda", home) is None
+    assert store.measured_peak("balanced", "cuda", home) is None
     data = json.loads(json.dumps(saved))
-    data["format"] = profile.FORMAT + 1
+    data["format"] = records.FORMAT + 1
     (folder / "profile.json").write_text(json.dumps(data))
-    assert profile.measured_peak("balanced", "cpu", folder) is None
+    assert store.measured_peak("balanced", "cpu", folder) is None
 
 
 def test_no_profile_means_none(tmp_path: Path) -> None:
-    assert profile.measured_peak("low", "cpu", tmp_path) is None
+    assert store.measured_peak("low", "cpu", tmp_path) is None
     (tmp_path / "profile.json").write_text("{not json")
-    assert profile.measured_peak("low", "cpu", tmp_path) is None
+    assert store.measured_peak("low", "cpu", tmp_path) is None
 
 
-def test_recommended_mode_runs_within_its_measured_peak(measured: tuple[profile.Profile, Path], tmp_path: Path) -> None:
+def test_recommended_mode_runs_within_its_measured_peak(measured: tuple[records.Profile, Path], tmp_path: Path) -> None:
     """The done-criterion in small: run the recommended mode again on the biggest workload."""
     from gpen_core.meter import current_rss
     from gpen_core.restorer import Restorer, RestoreOptions
 
     prof, home = measured
-    choice = auto.choose("cpu", BIGGEST, models_dir=home, free=auto.Free(64 * 10**9, None))
+    choice = budget.choose("cpu", BIGGEST, models_dir=home, free=budget.Free(64 * 10**9, None))
     m = prof.modes[choice.mode.name]
-    ckpt = profile._write_overrides({"t": TINY}, tmp_path)["t"]
+    ckpt = runner._write_overrides({"t": TINY}, tmp_path)["t"]
     group = workloads.build(SMALL[-1])
     r = Restorer(models_dir=home, device="cpu")
     r(group.image, RestoreOptions(mode=m.mode, model=ckpt), detections=list(group.detections))  # warm
@@ -219,7 +226,7 @@ def test_cli_profile_subcommand_prints_table_and_writes_json(
 ) -> None:
     from gpen_core.cli import main
 
-    monkeypatch.setattr(profile, "run_profile", functools.partial(profile.run_profile, workloads=SMALL[:2], model_configs=CONFIGS))
+    monkeypatch.setattr(runner, "run_profile", functools.partial(runner.run_profile, workloads=SMALL[:2], model_configs=CONFIGS))
     out_json = tmp_path / "out" / "p.json"
     argv = ["profile", "--modes", "low", "balanced", "--synthetic", "--models-dir", str(tmp_path), "--in-process"]
     rc = main([*argv, "--json", str(out_json)])
@@ -228,11 +235,11 @@ def test_cli_profile_subcommand_prints_table_and_writes_json(
     assert "| `low` |" in text and "| `balanced` |" in text and "| `quality` |" not in text
     assert "Recommendation: use `balanced`" in text or "Recommendation: use `low`" in text or "Recommendation: even" in text
     d = json.loads(out_json.read_text())
-    assert set(d) == _field_names(profile.Profile) and set(d["modes"]) == {"low", "balanced"}
+    assert set(d) == _field_names(records.Profile) and set(d["modes"]) == {"low", "balanced"}
     assert d["command"] == f"python -m gpen_core profile --modes low balanced --synthetic --in-process --models-dir {tmp_path}"
     assert (tmp_path / "profile.json").is_file()
     # --saved prints the saved profile without measuring
-    monkeypatch.setattr(profile, "run_profile", lambda *a, **k: pytest.fail("--saved must not measure"))
+    monkeypatch.setattr(runner, "run_profile", lambda *a, **k: pytest.fail("--saved must not measure"))
     assert main(["profile", "--saved", "--models-dir", str(tmp_path)]) == 0
     assert "| `balanced` |" in capsys.readouterr().out
     assert main(["profile", "--saved", "--models-dir", str(tmp_path / "empty")]) == 1
@@ -274,7 +281,7 @@ def test_portraits_are_composited_into_the_boxes(tmp_path: Path) -> None:
     assert (built.image[y0:y1, x0:x1, 0] == 200).all() and (built.image[y0:y1, x0:x1, 1] == 0).all()
 
 
-def test_benchmark_prints_the_readme_table_from_a_saved_profile(measured: tuple[profile.Profile, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_benchmark_prints_the_readme_table_from_a_saved_profile(measured: tuple[records.Profile, Path], capsys: pytest.CaptureFixture[str]) -> None:
     import importlib.util
 
     root = Path(__file__).resolve().parents[1]
@@ -288,26 +295,26 @@ def test_benchmark_prints_the_readme_table_from_a_saved_profile(measured: tuple[
     for name, mode in MODES.items():
         assert f"| `{name}` | {mode.hint} |" in out
     assert f"Generated by `python benchmarks/profile_table.py --from {home / 'profile.json'}`" in out
-    assert profile.SYNTHETIC_NOTE in out
+    assert records.SYNTHETIC_NOTE in out
 
 
 def test_with_a_real_detector_the_workloads_carry_real_faces_it_finds(models_with_detector: Path, one_thread: None) -> None:
     if not workloads.example_faces():
         pytest.skip("needs a portrait in examples/ (made by examples/make_examples.py), which is not present")
-    prof = profile.run_profile(
+    prof = runner.run_profile(
         modes=["low"], models_dir=models_with_detector, workloads=SMALL, model_configs=CONFIGS, save=False, isolate=False
     )
     m = prof.modes["low"]
     for r, w in zip(m.runs, SMALL):
         assert r.detector == ("none" if w.aligned else "mobilenet0.25")
         assert r.faces == w.faces, r.notes
-    assert profile.DETECTOR_SYNTHETIC_NOTE not in m.notes and profile.GIVEN_BOXES_NOTE not in m.notes
+    assert records.DETECTOR_SYNTHETIC_NOTE not in m.notes and records.GIVEN_BOXES_NOTE not in m.notes
     assert prof.fingerprint["weights"] == {"retinaface-mobilenet0.25": 1789735}
 
 
 def test_isolated_mode_runs_in_a_worker_process_and_reports_back(tmp_path: Path, one_thread: None) -> None:
     seen: list[str] = []
-    prof = profile.run_profile(
+    prof = runner.run_profile(
         modes=["low"], models_dir=tmp_path, workloads=SMALL[1:2], model_configs=CONFIGS, save=False,
         progress=lambda f, d: seen.append(d),
     )
@@ -319,20 +326,20 @@ def test_isolated_mode_runs_in_a_worker_process_and_reports_back(tmp_path: Path,
 
 
 def test_a_mode_that_runs_out_of_memory_is_recorded_not_fatal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, one_thread: None) -> None:
-    real = profile._measure_mode
+    real = runner._measure_mode
 
-    def flaky(spec: dict, report: profile.Progress) -> profile.ModeProfile:
+    def flaky(spec: dict, report: records.Progress) -> records.ModeProfile:
         if spec["mode"] == "quality":
             raise MemoryError("cannot allocate 3 GB")
         return real(spec, report)
 
-    monkeypatch.setattr(profile, "_measure_mode", flaky)
-    prof = profile.run_profile(modes=["low", "quality"], models_dir=tmp_path, workloads=SMALL[1:2], model_configs=CONFIGS, isolate=False)
+    monkeypatch.setattr(runner, "_measure_mode", flaky)
+    prof = runner.run_profile(modes=["low", "quality"], models_dir=tmp_path, workloads=SMALL[1:2], model_configs=CONFIGS, isolate=False)
     q = prof.modes["quality"]
     assert q.failed and "out of memory" in q.failed and q.runs == ()
     assert q.peak_bytes == prof.free_at_start["ram_bytes"]  # a lower bound: it needs more than was free
-    assert "more than" in profile.format_table(prof) and "(out of memory)" in profile.format_table(prof)
+    assert "more than" in report.format_table(prof) and "(out of memory)" in report.format_table(prof)
     # auto does not pick it while no more than that is free; the measured low still runs
-    c = auto.choose("cpu", (320, 240), models_dir=tmp_path, free=auto.Free(q.peak_bytes, None))
+    c = budget.choose("cpu", (320, 240), models_dir=tmp_path, free=budget.Free(q.peak_bytes, None))
     assert c.mode.name != "quality"
-    assert profile.recommendation(prof, auto.Free(q.peak_bytes, None)).startswith("use `low`")
+    assert report.recommendation(prof, budget.Free(q.peak_bytes, None)).startswith("use `low`")

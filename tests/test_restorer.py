@@ -63,9 +63,9 @@ def test_photo_without_face_comes_back_unchanged_with_a_note(models_with_detecto
 def test_face_cap_is_reported(models_with_detector: Path, gen256: Path) -> None:
     res = Restorer()(_solvay_rgb(), RestoreOptions(mode="low", model=str(gen256), max_faces=3))
     assert len(res.faces) == 3
-    assert any("3 largest" in n for n in res.notes)
-    areas = [(f.box[2] - f.box[0]) * (f.box[3] - f.box[1]) for f in res.faces]
-    assert areas == sorted(areas, reverse=True)
+    assert any("the 3 with the highest detection scores" in n for n in res.notes)
+    scores = [f.score for f in res.faces]
+    assert scores == sorted(scores, reverse=True)  # the official order
 
 
 def test_missing_weights_fail_fast_with_the_fix() -> None:

@@ -1,6 +1,6 @@
 """Weights registry, resolution order, verification and downloads, all without the network.
 
-Downloads go through ``file://`` URLs, a fake ModelScope client, or loopback
+Downloads go through ``file://`` URLs, or loopback HTTP servers and
 sockets (a refused port, a server that never answers). conftest gives every test
 an empty ``GPEN_HOME`` and ``MODELSCOPE_CACHE`` and sets ``GPEN_OFFLINE=1``.
 """
@@ -72,7 +72,8 @@ def leftovers(folder: Path) -> list[str]:
 def test_registry_entries_are_consistent():
     assert set(weights.REGISTRY) == {
         "GPEN-BFR-256", "GPEN-BFR-512", "GPEN-BFR-1024", "GPEN-BFR-2048",
-        "retinaface-resnet50", "retinaface-mobilenet0.25", "parsenet",
+        "retinaface-resnet50", "retinaface-mobilenet0.25", "parsenet", "ParseNet-latest",
+        "realesrnet_x2", "realesrnet_x4",
     }  # fmt: skip
     filenames = [s.filename for s in weights.REGISTRY.values()]
     assert len(set(filenames)) == len(filenames)
@@ -86,9 +87,14 @@ def test_registry_entries_are_consistent():
             # The documented architecture is what the released files are (the factories mirror ../shared keys).
             assert s.arch == RELEASED[name], name
             assert s.filename == f"{name}.pth"
+        elif s.kind == "upscaler":  # GPEN's RealESRNet files: no published hash (sidecar), see weights.py
+            assert s.arch is None and s.filename == f"{name}.pth" and s.urls[0].endswith(s.filename)
         else:
             assert s.arch is None and s.arch_params is None
-            assert s.sha256 and s.size_bytes, f"{name}: facexlib files have published hashes"
+            if any("/facexlib/" in u for u in s.urls):
+                assert s.sha256 and s.size_bytes, f"{name}: facexlib files have published hashes"
+            else:  # GPEN's own files (ParseNet-latest): no published hash, sidecar on first use
+                assert s.urls[0].endswith(s.filename), name
     assert weights.REGISTRY["GPEN-BFR-512"].modelscope == ("iic/cv_gpen_image-portrait-enhancement", "pytorch_model.pt")
     assert weights.REGISTRY["GPEN-BFR-2048"].modelscope == (
         "iic/cv_gpen_image-portrait-enhancement-hires",
@@ -393,34 +399,82 @@ def test_download_sweeps_stale_temp_files_but_not_live_ones(monkeypatch, tiny_ck
     assert not stale.exists() and not stale_ms.exists() and live.exists()
 
 
-def test_modelscope_source_downloads_into_the_models_folder(monkeypatch, tiny_ckpt, silent_server, no_proxy):
-    """The ModelScope branch: one file via snapshot_download(local_dir=temp), verified, moved into place."""
-    monkeypatch.setenv("MODELSCOPE_ENDPOINT", silent_server)  # the connect probe succeeds on loopback
-    seen = {}
-
-    def fake_snapshot(model_id, relpath, cache_dir, local_dir, callbacks):
-        seen.update(model_id=model_id, relpath=relpath, cache_dir=cache_dir, local_dir=local_dir)
-        data = tiny_ckpt.read_bytes()
-        cbs = [c(relpath, len(data)) for c in callbacks]
-        out = local_dir / relpath
-        out.parent.mkdir(parents=True)
-        out.write_bytes(data)
-        for c in cbs:
-            c.update(len(data) // 2)
-            c.update(len(data) - len(data) // 2)
-            c.end()
-        return out
-
-    monkeypatch.setattr(weights, "_modelscope_snapshot_download", fake_snapshot)
+def test_modelscope_source_downloads_into_the_models_folder(monkeypatch, tiny_ckpt, no_proxy):
+    """The ModelScope branch: ModelScope's file URL, streamed to a temp file, verified, moved into place."""
+    data = tiny_ckpt.read_bytes()
     patch_spec(monkeypatch, "GPEN-BFR-1024", urls=(f"{REFUSED}/GPEN-BFR-1024.pth",))
     calls = []
-    path = weights.resolve("GPEN-BFR-1024", allow_download=True, progress=lambda d, t: calls.append((d, t)))
+    with _Mirror(data, declared=len(data), stall_s=0) as mirror:
+        monkeypatch.setenv("MODELSCOPE_ENDPOINT", mirror.url)
+        path = weights.resolve("GPEN-BFR-1024", allow_download=True, progress=lambda d, t: calls.append((d, t)))
     folder = weights.models_dir()
     assert path == folder / "GPEN-BFR-1024.pth" and sha(path) == sha(tiny_ckpt)
-    assert seen["model_id"] == "iic/cv_gpen_image-portrait-enhancement-hires" and seen["relpath"] == "pytorch_model.pt"
-    assert folder in seen["cache_dir"].parents and folder in seen["local_dir"].parents
-    assert calls[-1] == (tiny_ckpt.stat().st_size,) * 2
+    assert mirror.paths == [
+        "/api/v1/models/iic/cv_gpen_image-portrait-enhancement-hires/repo?Revision=master&FilePath=pytorch_model.pt"
+    ]
+    assert calls[-1] == (len(data),) * 2
     assert leftovers(folder) == []
+
+class _Mirror:
+    """A loopback HTTP server that answers 200 with ``declared`` as Content-Length, sends ``body``,
+    then (a stalling mirror, by default) stops sending mid-file.
+
+    Bounded: every connection is closed after ``stall_s`` and the server stops on exit.
+    Records the request paths so the test can check what was asked for.
+    """
+
+    def __init__(self, body: bytes = b"\0" * 65536, declared: int = 25_000_000, stall_s: float = 8.0) -> None:
+        import http.server
+        import threading
+
+        mirror = self
+        self.paths: list[str] = []
+        self._stop = threading.Event()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                mirror.paths.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Length", str(declared))
+                self.end_headers()
+                self.wfile.write(body)
+                self.wfile.flush()
+                mirror._stop.wait(stall_s)  # a mirror that stops sending mid-file
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+        self._srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._srv.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._srv.server_address[1]}"
+        self._thread = threading.Thread(target=self._srv.serve_forever, daemon=True)
+
+    def __enter__(self) -> "_Mirror":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._srv.shutdown()
+        self._srv.server_close()
+
+
+def test_a_stalling_modelscope_mirror_fails_within_the_read_timeout_and_leaves_nothing(monkeypatch, no_proxy):
+    """Issue 18/6: ModelScope downloads keep the direct path's read timeout and clean-up."""
+    monkeypatch.setattr(weights, "READ_TIMEOUT_S", 0.5)
+    patch_spec(monkeypatch, "GPEN-BFR-1024", urls=(f"{REFUSED}/GPEN-BFR-1024.pth",))
+    with _Mirror() as mirror:
+        monkeypatch.setenv("MODELSCOPE_ENDPOINT", mirror.url)
+        t0 = time.perf_counter()
+        with pytest.raises(WeightsError) as e:
+            weights.download("GPEN-BFR-1024")
+        took = time.perf_counter() - t0
+    assert took < 5.0, f"a stalled ModelScope mirror held the download for {took:.1f} s"
+    assert "timed out" in str(e.value) and "ModelScope" in str(e.value)
+    assert mirror.paths and "cv_gpen_image-portrait-enhancement-hires" in mirror.paths[0]
+    folder = weights.models_dir()
+    left = [str(p.relative_to(folder)) for p in folder.rglob("*")]
+    assert left == [], f"the failed download left {left}"
 
 
 # ------------------------------------------------------------------ offline

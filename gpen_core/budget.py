@@ -1,7 +1,9 @@
-"""``auto``: the best mode whose peak memory fits what is free now.
+"""The memory budget: what is free now, what each mode needs, and the best mode that fits.
 
-Peaks come from the hardware profile saved in the models folder when there is
-one for this machine and these versions (:mod:`gpen_core.profile`), and from a
+This is the policy behind ``auto`` (:func:`choose`) and the check before an explicit
+mode runs (:func:`check_fits`). Peaks come from the hardware profile saved in the
+models folder when there is one for this machine and these versions (read through
+:mod:`gpen_core.profile.store`, which is pure: it never runs the engine), and from a
 conservative built-in estimate otherwise; the reason string says which.
 """
 
@@ -16,16 +18,26 @@ import psutil
 
 from .meter import format_bytes
 from .modes import MODES, MemoryMode
+from .zerogpu import on_zerogpu
 
 # Keep this much of the free memory unused: other programs and allocator slack.
 SAFETY_MARGIN = 0.8
 
-# Built-in peak estimates above the idle process, in bytes, for one 512 px face
-# in a ~1 MP photo; scaled with the photo's pixel count (full-frame buffers).
-# Measured with benchmarks/bench.py on CPU; replaced by the saved profile when present.
-_CPU_MODEL_BYTES = {"low": 260e6, "faces-only": 560e6, "balanced": 560e6, "quality": 900e6}
-_CUDA_MODEL_BYTES = {"low": 150e6, "faces-only": 420e6, "balanced": 420e6, "quality": 900e6}
+# Built-in peak estimates above the idle process, in bytes, used until the hardware check
+# has measured this machine (the saved profile replaces them). Each is the mode's peak
+# measured on the project's CPU machine (README modes table: `python
+# benchmarks/profile_table.py --synthetic --readme`, 2026-12-03; the worst of one aligned
+# face, a 12 MP photo with one face and a 3000×2000 group photo), rounded up, so an
+# estimate is never below the peak it stands for. Photos beyond the 12 MP workload add
+# _BYTES_PER_PIXEL per extra pixel. Elsewhere they are estimates, and always labelled so.
+_CPU_MODEL_BYTES = {"low": 440e6, "faces-only": 970e6, "balanced": 950e6, "quality": 1.41e9}
+# Never measured on a GPU (benchmarks/gpu_check.py measures VRAM when a GPU is lent): the
+# CPU peaks stand in. They overstate VRAM (the photo's full-frame buffers stay in RAM on
+# a GPU run), which errs on the side of stepping down rather than running out.
+_CUDA_MODEL_BYTES = dict(_CPU_MODEL_BYTES)
+_COVERED_PIXELS = 4000 * 3000  # the largest workload behind the figures above
 _BYTES_PER_PIXEL = 40  # decode, working copy, result and encode buffers, uint8 and float
+ESTIMATE_SOURCE = "built-in estimate, not measured on this machine (run the hardware check to measure)"
 
 
 @dataclass(frozen=True)
@@ -43,12 +55,16 @@ class Free:
 
 
 def free_memory(device: str) -> Free:
+    """RAM and (on a CUDA device) VRAM free now, on the request's own device ("cuda:1" reads GPU 1).
+
+    VRAM is None without CUDA, and on ZeroGPU (not readable outside a GPU function).
+    """
     ram = int(psutil.virtual_memory().available)
     vram = None
-    if device.startswith("cuda"):
+    if device.startswith("cuda") and not on_zerogpu():
         import torch
 
-        vram = int(torch.cuda.mem_get_info()[0])
+        vram = int(torch.cuda.mem_get_info(torch.device(device))[0])
     if os.environ.get("GPEN_FREE_RAM_BYTES"):  # tests and capped containers
         ram = int(float(os.environ["GPEN_FREE_RAM_BYTES"]))
     if os.environ.get("GPEN_FREE_VRAM_BYTES") and vram is not None:
@@ -58,14 +74,14 @@ def free_memory(device: str) -> Free:
 
 def estimate_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None = None) -> tuple[int, str]:
     """(bytes the call needs above the idle process on its binding memory, where the figure comes from)."""
-    from . import profile
+    from .profile.store import measured as measured_profile
 
     w, h = image_size
     if mode.max_side and max(w, h) > mode.max_side:
         s = mode.max_side / max(w, h)
         w, h = int(w * s), int(h * s)
     pixels = w * h
-    measured = profile.measured(mode.name, device, models_dir=models_dir)
+    measured = measured_profile(mode.name, device, models_dir=models_dir)
     if measured is not None:
         # The measured peak already covers photos up to the largest workload (a 12 MP
         # photo): only pixels beyond that add, at the measured growth when there is one.
@@ -73,7 +89,12 @@ def estimate_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], mo
         extra = max(0, pixels - measured.covered_pixels) * per_pixel
         return int(measured.peak_bytes + extra), "measured on this machine"
     table = _CUDA_MODEL_BYTES if device.startswith("cuda") else _CPU_MODEL_BYTES
-    return int(table[mode.name] + pixels * _BYTES_PER_PIXEL), "built-in estimate (run the hardware check to measure)"
+    return int(table[mode.name] + max(0, pixels - _COVERED_PIXELS) * _BYTES_PER_PIXEL), ESTIMATE_SOURCE
+
+
+def _binding(device: str, free: Free) -> str:
+    """The memory a request is checked against: VRAM on a GPU whose free VRAM is known, else RAM."""
+    return "VRAM" if device.startswith("cuda") and free.vram_bytes is not None else "RAM"
 
 
 def _fits(mode: MemoryMode, device: str, image_size: tuple[int, int], free: Free, models_dir: Path | None) -> tuple[bool, int, int, str]:
@@ -96,7 +117,7 @@ def choose(
     only GPEN-BFR-256 gets ``low``, not a missing-weights error for ``quality``).
     """
     free = free or free_memory(device)
-    where = "VRAM" if device.startswith("cuda") else "RAM"
+    where = _binding(device, free)
     ranked = sorted((m for m in MODES.values() if m.paste), key=lambda m: -m.rank)
     have_weights = [m for m in ranked if available is None or available(m)]
     skipped = [m.name for m in ranked if m not in have_weights]
@@ -107,7 +128,7 @@ def choose(
             return Choice(m, f"auto chose {m.name}: needs ~{format_bytes(need)} {where} ({src}), {format_bytes(have)} free{why_skip}")
     low = ranked[-1]
     _, need, have, src = _fits(low, device, image_size, free, models_dir)
-    return Choice(low, f"auto chose {low.name}, the lightest mode: even it may need ~{format_bytes(need)} {where}, {format_bytes(have)} free")
+    return Choice(low, f"auto chose {low.name}, the lightest mode: even it may need ~{format_bytes(need)} {where} ({src}), {format_bytes(have)} free")
 
 
 def check_fits(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None = None, free: Free | None = None) -> Choice | None:
@@ -119,8 +140,8 @@ def check_fits(mode: MemoryMode, device: str, image_size: tuple[int, int], model
     lighter = choose(device, image_size, models_dir, free)
     if lighter.mode.rank >= mode.rank:
         return None
-    where = "VRAM" if device.startswith("cuda") else "RAM"
+    where = _binding(device, free)
     return Choice(
         lighter.mode,
-        f"{mode.name} needs ~{format_bytes(need)} {where} but only {format_bytes(have)} is free: ran {lighter.mode.name} instead",
+        f"{mode.name} needs ~{format_bytes(need)} {where} ({src}) but only {format_bytes(have)} is free: ran {lighter.mode.name} instead",
     )

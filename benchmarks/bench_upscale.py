@@ -1,0 +1,264 @@
+"""Background upscaling (RealESRNet / RRDBNet): per-tile memory, speed, and the README table.
+
+    .venv/bin/python benchmarks/bench_upscale.py --calibrate        # per-tile peak RAM vs tile size (the cost model)
+    .venv/bin/python benchmarks/bench_upscale.py --speed            # float32 vs bf16 autocast vs channels_last, s/MP, PSNR
+    .venv/bin/python benchmarks/bench_upscale.py --table [--readme] # 2 MP and 12 MP photos at ×2 / ×4 per mode
+
+Weights are random (``gpen_core.upscaler.random_upscaler``) with the released
+architecture (num_feat 32, 23 blocks, grow 32): time and memory do not depend on
+their values. Every measurement runs in a fresh worker process; RAM is the
+engine's own meter (``gpen_core.meter.PeakMeter``, kernel VmHWM) around the call,
+reported as the peak above the process before the call.
+
+The table: a full 12 MP photo at ×4 is ~10 M multiply-adds per input pixel
+(~10^14 in all), hours on a 2-core CPU. So each (photo, factor, mode) row runs the
+real tiled upscale on a measured crop of the photo (``--crop-mp``, default 0.25 MP)
+for seconds per megapixel, and measures the peak of the full-size run only where
+it fits ``--max-seconds``; other rows show the peak the model predicts (output
+buffer + one tile, :func:`gpen_core.tiles.tile_cost_bytes`) and the seconds
+extrapolated from the measured s/MP, both marked "est.".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+START, END = "<!-- upscale-table:start -->", "<!-- upscale-table:end -->"
+PHOTOS = {"2 MP": (1200, 1600), "12 MP": (3000, 4000)}  # H, W of the synthetic photos
+
+
+def _photo(h: int, w: int, seed: int = 0):
+    """A smooth synthetic RGB uint8 photo with some texture (values do not change time or memory)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    y = np.linspace(0, 1, h, dtype=np.float32)[:, None]
+    x = np.linspace(0, 1, w, dtype=np.float32)[None, :]
+    zero = np.zeros((h, w), np.float32)
+    base = np.stack([zero + y * 200 + 20 + x * 20, zero + x * 180 + 30, zero + (1 - y) * 150 + 50 * x], axis=-1)
+    noise = rng.integers(-12, 13, size=(h, w, 1), dtype=np.int16)
+    return np.clip(base + noise, 0, 255).astype(np.uint8)
+
+
+# --------------------------------------------------------------------- worker
+
+
+def _worker(spec: dict) -> dict:
+    import torch
+
+    from gpen_core.meter import PeakMeter
+    from gpen_core.tiles import run_tiles
+    from gpen_core.upscaler import UpscalerConfig, random_upscaler
+
+    if spec.get("threads"):
+        torch.set_num_threads(int(spec["threads"]))
+    net = random_upscaler(UpscalerConfig(scale=spec["scale"], num_block=spec.get("blocks", 23)), seed=0)
+    if spec.get("channels_last"):
+        net = net.to(memory_format=torch.channels_last)
+    bf16 = bool(spec.get("bf16"))
+    h, w = spec["h"], spec["w"]
+    rgb = _photo(h, w)
+    warm = _photo(48, 48, 1)
+    run_tiles(warm, net, 0, bf16=bf16)  # first-call setup (oneDNN primitives) outside the measurement
+    with PeakMeter("cpu") as m:
+        t0 = time.perf_counter()
+        r = run_tiles(rgb, net, spec["tile"], spec.get("pad", 10), bf16=bf16)
+        seconds = time.perf_counter() - t0
+    assert m.peaks is not None
+    out = {
+        "seconds": seconds,
+        "peak_delta": m.peaks.rss_delta_bytes,
+        "peak": m.peaks.rss_bytes,
+        "tiles": r.grid.count,
+        "tile": r.grid.tile,
+        "out_bytes": r.image.nbytes,
+        "method": m.peaks.method,
+    }
+    if spec.get("save"):
+        import numpy as np
+
+        np.save(spec["save"], r.image)
+    return out
+
+
+def _run_worker(spec: dict) -> dict:
+    code = subprocess.run(
+        [sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True, cwd=ROOT
+    )
+    if code.returncode != 0:
+        raise RuntimeError(code.stderr[-2000:])
+    return json.loads(code.stdout.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------- calibrate
+
+
+def calibrate(args) -> None:
+    """One tile per worker (image = tile, no padding context needed): peak vs trunk pixels."""
+    from gpen_core.tiles import COST, tile_cost_bytes
+
+    rows = []
+    for scale in (2, 4):
+        u = {4: 1, 2: 2}[scale]
+        for side in args.sides:
+            r = _run_worker({"scale": scale, "h": side, "w": side, "tile": 0, "blocks": args.blocks, "threads": args.threads})
+            trunk = side * side / (u * u)
+            tile_only = r["peak_delta"] - r["out_bytes"]
+            rows.append((scale, side, trunk, r["peak_delta"], tile_only, r["seconds"]))
+            model = tile_cost_bytes(side, scale, pad=0)
+            print(
+                f"x{scale} side {side:4d}: peak +{r['peak_delta'] / 2**20:7.1f} MiB, minus output "
+                f"{tile_only / 2**20:7.1f} MiB = {tile_only / trunk:6.0f} B per trunk px; model {model / 2**20:7.1f} MiB "
+                f"({r['seconds']:.2f} s, {r['method']})",
+                flush=True,
+            )
+    # least squares of tile_only on trunk px
+    xs = [r[2] for r in rows]
+    ys = [r[4] for r in rows]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    print(f"fit: fixed {(my - slope * mx) / 2**20:.1f} MiB, {slope:.0f} B per trunk px (model: {COST})")
+
+
+# --------------------------------------------------------------------- speed
+
+
+def _psnr(a, b) -> float:
+    import numpy as np
+
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return float("inf") if mse == 0 else 10 * np.log10(255.0**2 / mse)
+
+
+def speed(args) -> None:
+    import tempfile
+
+    import numpy as np
+
+    h = w = args.side
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        for scale in (2, 4):
+            ref = None
+            for name, extra in (("float32", {}), ("channels_last", {"channels_last": True}), ("bf16 autocast", {"bf16": True})):
+                times = []
+                for k in range(args.repeat):
+                    save = f"{tmp}/{scale}-{name.replace(' ', '_')}.npy"
+                    r = _run_worker({"scale": scale, "h": h, "w": w, "tile": args.tile, "threads": args.threads, "save": save, **extra})
+                    times.append(r["seconds"])
+                img = np.load(save)
+                if ref is None:
+                    ref = img
+                mp = h * w / 1e6
+                print(
+                    f"x{scale} {name:14s}: {min(times) / mp:7.1f} s per input MP (min of {len(times)}, median "
+                    f"{statistics.median(times) / mp:.1f}), peak +{r['peak_delta'] / 2**20:.0f} MiB, "
+                    f"PSNR vs float32 {_psnr(img, ref):.1f} dB",
+                    flush=True,
+                )
+
+
+# --------------------------------------------------------------------- table
+
+
+def table(args) -> str:
+    """Per photo × factor × mode: seconds and peak RAM above idle.
+
+    Rows whose estimated time is within ``--max-seconds`` run in full (measured);
+    the others are estimates: seconds = s/MP measured on a crop with the same tile
+    size × the photo's MP; peak = output buffers + one tile (the cost model, whose
+    per-tile figure is bounded by measurement: --calibrate and tests/test_upscaler.py).
+    """
+    from gpen_core.modes import MODES
+    from gpen_core.tiles import MAX_OUTPUT_PIXELS, MODE_TILE_BUDGET, plan_grid, tile_for_budget, upscale_extra_bytes
+
+    lines = [
+        "| photo | factor | mode | tile (tiles) | seconds | peak RAM added | result |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    crop = int((args.crop_mp * 1e6) ** 0.5)
+    s_per_mp: dict[tuple[int, int], float] = {}
+    for label, (h, w) in PHOTOS.items():
+        for scale in (2, 4):
+            for mode in MODES:
+                if mode == "faces-only":
+                    continue  # returns the faces only: no background to upscale
+                tile = tile_for_budget(MODE_TILE_BUDGET[mode], scale)
+                grid = plan_grid(h, w, scale, tile)
+                if (scale, tile) not in s_per_mp:
+                    side = max(crop, tile)  # at least one whole tile with its context
+                    r = _run_worker({"scale": scale, "h": side, "w": side, "tile": tile, "threads": args.threads})
+                    s_per_mp[(scale, tile)] = r["seconds"] / (side * side / 1e6)
+                    print(f"x{scale} tile {tile}: {s_per_mp[(scale, tile)]:.0f} s per input MP on {side}×{side}", flush=True)
+                seconds = s_per_mp[(scale, tile)] * h * w / 1e6
+                if h * w * scale * scale > MAX_OUTPUT_PIXELS:
+                    sec_txt = peak_txt = f"refused: over the {MAX_OUTPUT_PIXELS / 1e6:.0f} MP cap"
+                elif seconds <= args.max_seconds:
+                    r = _run_worker({"scale": scale, "h": h, "w": w, "tile": tile, "threads": args.threads})
+                    sec_txt, peak_txt = f"{r['seconds']:.0f}", f"{r['peak_delta'] / 2**20:.0f} MiB"
+                else:
+                    sec_txt = f"~{seconds:,.0f} (est.)"
+                    peak_txt = f"~{upscale_extra_bytes(w, h, scale, tile) / 2**20:,.0f} MiB (est.)"
+                lines.append(
+                    f"| {label} ({w}×{h}) | ×{scale} | {mode} | {grid.tile} px ({grid.count}) | {sec_txt} | {peak_txt} "
+                    f"| {w * scale}×{h * scale} ({h * w * scale * scale / 1e6:.0f} MP) |"
+                )
+                print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
+def _write_readme(block: str) -> None:
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    if START not in text or END not in text:
+        raise SystemExit(f"README.md has no {START} … {END} markers")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(f"{head}{START}\n{block}\n{END}{tail}", encoding="utf-8")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--calibrate", action="store_true")
+    p.add_argument("--speed", action="store_true")
+    p.add_argument("--table", action="store_true")
+    p.add_argument("--readme", action="store_true", help="write the --table result into README.md between the markers")
+    p.add_argument("--sides", type=int, nargs="+", default=[64, 128, 192, 256])
+    p.add_argument("--blocks", type=int, default=2, help="RRDB blocks for --calibrate (memory does not depend on depth)")
+    p.add_argument("--side", type=int, default=256, help="--speed: input side in px")
+    p.add_argument("--tile", type=int, default=128, help="--speed: tile size")
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--crop-mp", type=float, default=0.02)
+    p.add_argument("--max-seconds", type=float, default=120.0)
+    args = p.parse_args()
+    if args.worker:
+        print(json.dumps(_worker(json.loads(args.worker))))
+        return
+    if args.calibrate:
+        calibrate(args)
+    if args.speed:
+        speed(args)
+    if args.table:
+        block = table(args)
+        print(block)
+        if args.readme:
+            _write_readme(
+                block
+                + f"\n\n*Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPU cores shared with other jobs "
+                "(seconds are inflated by contention; memory is not). Random weights of the released architecture.*"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+"""The resident models of one Restorer: at most one generator, one detector and one parser.
+
+:class:`ModelCache` loads what a request needs (``generator`` / ``detector`` /
+``parser``), frees the previous model before loading another, rolls back to the
+previous generator when a new one fails to load, and frees everything on demand.
+Weights are looked up in ``models_dir`` (downloaded only with ``allow_download``);
+``synthetic_weights`` builds registry generators with random weights instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .modes import MemoryMode
+from .oom import release
+from .options import DETECTOR_WEIGHTS, RestoreOptions
+
+
+# Face-parsing weights in the order they are looked for: GPEN's own, then facexlib's copy
+# (the same ParseNet class and key table; see gpen_core.parsenet).
+PARSER_WEIGHTS = ("ParseNet-latest", "parsenet")
+
+
+class _Loaded:
+    """One resident model plus the key it was loaded for."""
+
+    def __init__(self, key: tuple[Any, ...], obj: Any, name: str) -> None:
+        self.key, self.obj, self.name = key, obj, name
+
+
+class ModelCache:
+    """Generator, detector and parser cache; not thread-safe (the Restorer's lock serialises it)."""
+
+    def __init__(
+        self, models_dir: str | os.PathLike[str] | None = None, *, allow_download: bool = False, synthetic_weights: bool = False
+    ) -> None:
+        self.models_dir = Path(models_dir) if models_dir is not None else None
+        self.allow_download = allow_download
+        self.synthetic_weights = synthetic_weights
+        self._generator: _Loaded | None = None
+        # The generator runtime of the last request ("torch" / "openvino") and why it was picked.
+        self.backend, self.backend_reason = "torch", ""
+        self._detector: _Loaded | None = None
+        self._parser: _Loaded | None = None
+        self._upscaler: _Loaded | None = None
+
+    def loaded(self) -> dict[str, str | None]:
+        """Names of the resident models (for the UI and tests)."""
+        return {
+            "generator": self._generator.name if self._generator else None,
+            "detector": self._detector.name if self._detector else None,
+            "parser": self._parser.name if self._parser else None,
+            "upscaler": self._upscaler.name if self._upscaler else None,
+        }
+
+    def weights_present(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> bool:
+        """Whether ``mode`` can run without a download (for ``auto``)."""
+        from . import weights
+
+        if self.synthetic_weights:
+            return True
+        if opts.model is None and not self._usable(mode.model):
+            return False
+        if opts.aligned or boxes_given:
+            return True
+        return self._usable(DETECTOR_WEIGHTS[opts.detector or mode.detector])
+
+    def _usable(self, name: str) -> bool:
+        """Present and verified (size and sha256): a corrupt file counts as missing, as in
+        gpen_core.readiness (the weights panel), so auto passes over it instead of failing on it."""
+        from . import weights
+        from .errors import WeightsError
+
+        path = weights.locate(name, models_dir=self.models_dir)
+        if path is None:
+            return False
+        spec = weights.REGISTRY.get(name)
+        if spec is None:
+            return True
+        try:
+            weights.verify(path, spec, self.models_dir)  # hashed once per process while unchanged
+        except WeightsError:
+            return False
+        return True
+
+    def _resolve(self, name: str) -> Path:
+        from . import weights
+
+        return weights.resolve(name, models_dir=self.models_dir, allow_download=self.allow_download)
+
+    def generator(self, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any = None):
+        """(forward, size, torch dtype, name, note) for this request; switching frees the old
+        generator first and rolls back to it when the new one fails to load.
+
+        ``opts.backend`` picks the runtime (see :mod:`gpen_core.ov_backend`); what ran and why
+        is left in :attr:`backend` / :attr:`backend_reason`. ``progress(fraction, message)``
+        hears about a first-use OpenVINO conversion.
+        """
+        import torch
+
+        from . import ov_backend
+        from .plan import choose_plan
+
+        name = opts.model or mode.model
+        synthetic = self.synthetic_weights and opts.model is None
+        path = Path(f"synthetic:{name}") if synthetic else self._resolve(name)
+        plan, note = choose_plan(device, mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype)
+        backend, why = ov_backend.choose_backend(
+            opts.backend, _registry_size(name), plan.dtype, models_dir=self._ov_models_dir(), device=device
+        )
+        precision, precision_note = ov_backend.choose_precision(plan.dtype) if backend == "openvino" else ("f32", None)
+        key = (str(path), plan, backend, precision)
+        fresh = self._generator is None or self._generator.key != key
+        if fresh:
+            previous = self._generator
+            prev_key = previous.key if previous else None
+            self._generator = None
+            del previous
+            release(device)
+            try:
+                self._generator = _Loaded(key, self._load(key, progress), name)
+            except Exception:
+                self._generator = None
+                release(device)
+                if prev_key is not None:  # roll back to the model that worked
+                    try:
+                        self._generator = _Loaded(prev_key, self._load(prev_key, None), Path(prev_key[0]).stem)
+                    except Exception:
+                        self._generator = None
+                raise
+        forward, size = self._generator.obj
+        self.backend, self.backend_reason = backend, why
+        notes = [n for n in (note, precision_note) if n]
+        if backend == "openvino":
+            if fresh and forward.convert_s is not None:
+                notes.append(f"converted the generator to OpenVINO on first use in {forward.convert_s:.1f} s (cached in the models folder)")
+            return forward, size, (torch.bfloat16 if precision == "bf16" else torch.float32), name, ("; ".join(notes) or None)
+        return forward, size, plan.dtype_torch, name, ("; ".join(notes) or None)
+
+    def _ov_models_dir(self) -> Path:
+        from .weights import models_dir
+
+        return self.models_dir if self.models_dir is not None else models_dir()
+
+    def _load(self, key: tuple[Any, ...], progress: Any):
+        path, plan, backend, precision = Path(key[0]), key[1], key[2], key[3]
+        if backend == "openvino":
+            return _load_openvino(path, precision, self._ov_models_dir(), progress)
+        return _load_forward(path, plan)
+
+    def detector(self, network: str, device: str):
+        """The cached :class:`~gpen_core.detect.FaceDetector` for ``network`` on ``device``."""
+        from .detect import FaceDetector
+
+        key = (network, device)
+        if self._detector is None or self._detector.key != key:
+            path: Path | None
+            if self.synthetic_weights:
+                from . import weights
+
+                path = weights.locate(DETECTOR_WEIGHTS[network], models_dir=self.models_dir)
+                path = self._resolve(DETECTOR_WEIGHTS[network]) if path is not None else None
+            else:
+                path = self._resolve(DETECTOR_WEIGHTS[network])
+            self._detector = None
+            release(device)
+            self._detector = _Loaded(key, FaceDetector(path, network, device=device), network)  # type: ignore[arg-type]
+        return self._detector.obj
+
+    def parser(self, mode: MemoryMode, device: str, notes: list[str]):
+        """GPEN's face-parsing mask when the mode affords it and its weights are present, else None
+        (GPEN's feathered rectangle). Either way a note says which paste mask was used."""
+        from . import weights
+
+        if not mode.parsing:
+            if self._parser is not None:
+                self._parser = None
+                release(device)
+            notes.append(f"paste mask: GPEN's feathered rectangle ({mode.name} skips the face-parsing mask to save time)")
+            return None
+        path = None
+        for name in PARSER_WEIGHTS:  # GPEN's own file first, then facexlib's copy of the same network
+            if weights.locate(name, models_dir=self.models_dir) is not None:
+                path = self._resolve(name)  # verified (size, sha256 or its sidecar) before loading
+                break
+        if path is None and not self.synthetic_weights:
+            notes.append(
+                "paste mask: GPEN's feathered rectangle, because no face-parsing weights are in the models folder "
+                "(GPEN's ParseNet-latest.pth or facexlib's parsing_parsenet.pth; "
+                "`python -m gpen_core download ParseNet-latest`)"
+            )
+            return None
+        from .parse import ParsingMasker
+
+        key = (str(path), device, mode.parse_input)
+        if self._parser is None or self._parser.key != key:
+            self._parser = None
+            release(device)
+            masker = ParsingMasker(path, device=device, input_size=mode.parse_input)
+            self._parser = _Loaded(key, masker, path.name if path is not None else "parsenet (synthetic)")
+        notes.append(f"paste mask: GPEN's face-parsing mask ({self._parser.obj.description})")
+        return self._parser.obj
+
+    def upscaler(self, opts: RestoreOptions, device: str):
+        """(RRDBNet, name) for ``opts.upscale`` > 1; with ``upscale`` 1 it drops a resident one and returns None.
+
+        ``opts.upscaler``: a registry name or a checkpoint path (default
+        ``realesrnet_x{upscale}``). InputError when its scale is not the one asked.
+        """
+        from .errors import InputError, WeightsError
+
+        if opts.upscale <= 1:
+            if self._upscaler is not None:
+                self._upscaler = None
+                release(device)
+            return None
+        name = opts.upscaler or f"realesrnet_x{opts.upscale}"
+        synthetic = self.synthetic_weights and opts.upscaler is None
+        if synthetic:
+            key: tuple[Any, ...] = (f"synthetic:{name}", device)
+        else:
+            looks_like_path = os.sep in name or "/" in name or name.endswith((".pth", ".pt"))
+            if looks_like_path and not Path(name).expanduser().exists():
+                raise WeightsError(
+                    f"upscaler file {name} does not exist. Fix: pass the path of GPEN's realesrnet_x2.pth / "
+                    "realesrnet_x4.pth, or drop --upscaler and run `python -m gpen_core download "
+                    f"realesrnet_x{opts.upscale}` (it is then found in the models folder)."
+                )
+            key = (str(self._resolve(name)), device)
+        if self._upscaler is None or self._upscaler.key != key:
+            self._upscaler = None
+            release(device)
+            if synthetic:
+                from .upscaler import UpscalerConfig, random_upscaler
+
+                net = random_upscaler(UpscalerConfig(scale=opts.upscale)).to(device)
+                label = f"{name} (synthetic weights)"
+            else:
+                from .upscaler import load_upscaler
+
+                net = load_upscaler(key[0], device)
+                label = name if not looks_like_path else Path(name).name
+            self._upscaler = _Loaded(key, net, label)
+        net = self._upscaler.obj
+        if net.scale != opts.upscale:
+            raise InputError(
+                f"the upscaler {self._upscaler.name} enlarges ×{net.scale}, but ×{opts.upscale} was asked. "
+                f"Choose upscale {net.scale}, or the ×{opts.upscale} upscaler (realesrnet_x{opts.upscale})."
+            )
+        return net, self._upscaler.name
+
+    def free(self, device: str) -> None:
+        """Drop every resident model and hand the memory back."""
+        self._generator = self._detector = self._parser = self._upscaler = None
+        release(device)
+
+
+def _registry_size(name: str) -> int:
+    """Face size of a registry generator (0 for a path: ``auto`` then has no measurement to go by)."""
+    from .weights import REGISTRY
+
+    spec = REGISTRY.get(name)
+    arch = spec.arch if spec is not None else None
+    return arch.size if arch is not None else 0
+
+
+def _load_openvino(path: Path, precision: str, models_dir: Path, progress: Any):
+    """The OpenVINO generator: from the cache, or converted now. A synthetic generator (the
+    hardware check) is written once as a random checkpoint of its architecture, then converted."""
+    from . import ov_backend
+
+    if str(path).startswith("synthetic:"):
+        import os
+
+        import torch
+
+        from .synthetic import random_state_dict
+        from .weights import REGISTRY
+
+        name = str(path).split(":", 1)[1]
+        path = ov_backend.cache_root(models_dir) / "synthetic" / f"random-{name}.pth"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            torch.save(random_state_dict(REGISTRY[name].arch), tmp)
+            os.replace(tmp, path)
+    forward = ov_backend.load(path, precision, models_dir=models_dir, progress=progress)  # type: ignore[arg-type]
+    return forward, forward.size
+
+
+def _load_forward(path: Path, plan):
+    from .checkpoint import load_generator
+    from .fast import prepare
+
+    if str(path).startswith("synthetic:"):
+        from .synthetic import random_generator
+        from .weights import REGISTRY
+
+        model = random_generator(REGISTRY[str(path).split(":", 1)[1]].arch)
+    else:
+        model = load_generator(path)
+    return prepare(model, plan), model.config.size

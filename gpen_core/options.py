@@ -1,0 +1,75 @@
+"""What one request asks for: :class:`RestoreOptions`, and the detector names it accepts."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InputError
+from .modes import AUTO, Detector, get_mode
+
+Progress = Callable[[float, str], None]
+ImageSource = np.ndarray | bytes | str | os.PathLike[str]
+
+DETECTOR_WEIGHTS: dict[str, str] = {
+    "mobilenet0.25": "retinaface-mobilenet0.25",
+    "resnet50": "retinaface-resnet50",
+}
+
+
+@dataclass(frozen=True)
+class RestoreOptions:
+    """What one request asks for; every field has a sensible default."""
+
+    # Memory mode name, or "auto" to pick the best mode that fits the memory free now.
+    mode: str = AUTO
+    # Generator override: a registry name (GPEN-BFR-1024) or a path to any GPEN checkpoint.
+    model: str | None = None
+    # Detector override; None uses the mode's.
+    detector: Detector | None = None
+    # GPEN's blend: 1.0 = restored face only, 0.0 = original crop.
+    alpha: float = 1.0
+    # RetinaFace confidence threshold (official GPEN default 0.9).
+    threshold: float = 0.9
+    # At most this many faces, highest detection score first (as official GPEN); the result says when it bites.
+    max_faces: int = 50
+    # The input is already an aligned face crop: restore it directly, no detection.
+    aligned: bool = False
+    # Output format override ("png" / "jpeg"); None uses the mode's.
+    output_format: str | None = None
+    # Background upscaling, as GPEN's --use_sr --sr_scale and ModelScope's ×2: 1 (off), 2 or 4.
+    # The whole photo is enlarged by RealESRNet and the faces are restored and pasted at that size.
+    upscale: int = 1
+    # Upscaler: a registry name (realesrnet_x2 / realesrnet_x4) or a checkpoint path; None: realesrnet_x{upscale}.
+    upscaler: str | None = None
+    # Upscaler tile side in input pixels; None: the largest that fits the mode's budget (gpen_core.tiles).
+    tile: int | None = None
+    # Generator runtime on the CPU: "torch", "openvino" (converted once, cached in the models
+    # folder), or "auto": the one measured faster on this CPU (gpen_core.ov_backend.choose_backend).
+    backend: str = "auto"
+
+    def validated(self) -> "RestoreOptions":
+        if self.mode != AUTO:
+            get_mode(self.mode)
+        if not 0.0 <= self.alpha <= 1.0:
+            raise InputError(f"blend strength (alpha) must be between 0 and 1, got {self.alpha}")
+        if not 0.0 < self.threshold < 1.0:
+            raise InputError(f"detection threshold must be between 0 and 1 (exclusive), got {self.threshold}")
+        if self.max_faces < 1:
+            raise InputError(f"max faces must be at least 1, got {self.max_faces}")
+        if self.backend not in ("auto", "torch", "openvino"):
+            raise InputError(f"unknown backend {self.backend!r}; choose auto, torch or openvino")
+        if self.detector is not None and self.detector not in DETECTOR_WEIGHTS:
+            raise InputError(f"unknown detector {self.detector!r}; choose {' or '.join(DETECTOR_WEIGHTS)}")
+        if self.upscale not in (1, 2, 4):
+            raise InputError(f"upscale must be 1 (off), 2 or 4, got {self.upscale!r}")
+        if self.tile is not None and not 16 <= self.tile <= 4096:
+            raise InputError(f"upscaler tile must be between 16 and 4096 pixels, got {self.tile}")
+        if self.upscale > 1 and self.aligned:
+            raise InputError("upscaling is for whole photos; turn off 'aligned' (an aligned face crop) or upscale 1")
+        if self.output_format is not None and self.output_format not in ("png", "jpeg"):
+            raise InputError(f"output format must be png or jpeg, got {self.output_format!r}")
+        return self

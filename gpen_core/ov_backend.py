@@ -1,0 +1,485 @@
+"""OpenVINO backend for the GPEN generator on the CPU: convert once, cache, run.
+
+What it does:
+
+- :func:`convert` turns a GPEN checkpoint into OpenVINO IR with
+  ``openvino.convert_model`` from our own :class:`~gpen_core.arch.GPEN` module, after
+  two export-only changes (:func:`exportable`): the FIR filters take their channel
+  count as a Python int, and the batch-1 modulated convolution is a plain
+  convolution with a per-image weight (the grouped-batch form has a dynamic weight
+  shape, which the CPU plugin cannot compile). Same function; tests hold the float32
+  result to 1e-4 of the official references.
+- The IR and OpenVINO's compiled blob live in the models folder,
+  ``<models>/openvino/<checkpoint stem>-<sha256[:16]>/ov<version>/`` (IR, float32
+  weights) and ``.../compiled-<precision>-<cpu key>/`` (the compiled model for this
+  precision and these CPU features), so a new OpenVINO release, another precision
+  or another CPU never reuses a stale blob.
+- :func:`load` returns an :class:`OVForward`: the same call contract as
+  :class:`gpen_core.fast.PreparedForward` (N×3×S×S float in [-1, 1] → float32), for
+  numpy arrays or torch tensors. Loading from the cache imports neither torch nor
+  the checkpoint; only a first-use conversion needs torch, and it reports its
+  progress and its time.
+
+Precision: ``"f32"`` everywhere; ``"bf16"`` only where OpenVINO's CPU plugin lists
+BF16 among its optimisation capabilities (AVX-512 BF16 / AMX). Elsewhere the CPU
+plugin would silently run float32, so :func:`choose_precision` says so instead.
+
+Nothing is imported at module import beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import GPENError, ResourceError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from .arch import GPEN
+
+Precision = Literal["f32", "bf16"]
+Backend = Literal["auto", "torch", "openvino"]
+BACKENDS: tuple[str, ...] = ("auto", "torch", "openvino")
+ConvertProgress = Callable[[float, str], None]
+
+# CPU flags that change what OpenVINO's CPU plugin compiles (its ISA dispatch).
+_KEY_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "amx_fp16")
+_INSTALL_HINT = "pip install openvino (or `bash scripts/setup.sh`, which installs requirements.txt)"
+_core_lock = threading.Lock()
+_core: Any = None
+
+
+# --------------------------------------------------------------------------- availability
+
+
+def openvino_version() -> str | None:
+    """The installed OpenVINO's version from package metadata (no import), or None."""
+    try:
+        return metadata.version("openvino")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def unavailable_reason() -> str | None:
+    """None when the backend can run here; else a sentence saying why not and how to fix it."""
+    if openvino_version() is None:
+        return f"OpenVINO is not installed; {_INSTALL_HINT}"
+    try:
+        _get_core()
+    except Exception as exc:  # a broken install or a CPU the plugin refuses
+        return f"OpenVINO is installed but its CPU plugin does not start ({exc.__class__.__name__}: {exc})"
+    return None
+
+
+def _get_core() -> Any:
+    """One ``openvino.Core`` per process (it owns the plugins and their thread pools)."""
+    global _core
+    with _core_lock:
+        if _core is None:
+            import openvino as ov
+
+            _core = ov.Core()
+        return _core
+
+
+def cpu_flags() -> set[str]:
+    """The CPU flags from /proc/cpuinfo (empty where there is none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return set(value.split())
+    return set()
+
+
+def cpu_key() -> str:
+    """Short, stable name of what the CPU plugin compiles for: e.g. ``avx2`` or ``avx2-avx512f-amx_bf16``."""
+    flags = cpu_flags()
+    key = "-".join(f for f in _KEY_FLAGS if f in flags)
+    return key or "generic"
+
+
+def capabilities() -> tuple[str, ...]:
+    """OpenVINO CPU plugin's optimisation capabilities (e.g. FP32, BF16, INT8)."""
+    return tuple(_get_core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+
+
+def choose_precision(requested_dtype: str) -> tuple[Precision, str | None]:
+    """The OpenVINO precision for a torch-style dtype name, and a note when it differs.
+
+    ``float32`` → ``f32``. ``bfloat16`` / ``float16`` / ``auto`` → ``bf16`` where the
+    CPU plugin supports BF16 natively, else ``f32`` (the note says so).
+    """
+    if requested_dtype == "float32":
+        return "f32", None
+    if requested_dtype not in ("bfloat16", "float16", "auto"):
+        raise ValueError(f"unknown dtype {requested_dtype!r}; expected float32, bfloat16, float16 or auto")
+    if "BF16" in capabilities():
+        return "bf16", (None if requested_dtype in ("bfloat16", "auto") else "OpenVINO on the CPU runs bfloat16, not float16")
+    if requested_dtype == "auto":
+        return "f32", None
+    return "f32", f"this CPU has no native bfloat16 for OpenVINO (no AVX-512 BF16 / AMX); OpenVINO ran float32 instead of {requested_dtype}"
+
+
+# --------------------------------------------------------------------------- the cache
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    """Everything a cached model depends on."""
+
+    weights_sha256: str  # the checkpoint's content
+    openvino: str  # OpenVINO's version: IR and blobs are only reused by the same release
+    precision: Precision  # inference precision the blob was compiled for
+    cpu: str  # see cpu_key(): the ISA the blob was compiled for
+    name: str = "gpen"  # the checkpoint's stem, to make the folder readable
+
+    def ir_dir(self, root: Path) -> Path:
+        return root / f"{self.name}-{self.weights_sha256[:16]}" / f"ov{self.openvino}"
+
+    def compiled_dir(self, root: Path) -> Path:
+        return self.ir_dir(root) / f"compiled-{self.precision}-{self.cpu}"
+
+
+def cache_root(models_dir: str | os.PathLike[str] | None = None) -> Path:
+    """``<models folder>/openvino`` (created on demand by :func:`convert`)."""
+    if models_dir is not None:
+        return Path(models_dir) / "openvino"
+    from .weights import models_dir as default_models_dir
+
+    return default_models_dir() / "openvino"
+
+
+def _sha256(path: Path) -> str:
+    from .weights import file_sha256
+
+    return file_sha256(path)
+
+
+def cache_key(checkpoint: Path, precision: Precision, sha256: str | None = None) -> CacheKey:
+    version = openvino_version()
+    if version is None:
+        raise ResourceError(f"OpenVINO is not installed; {_INSTALL_HINT}")
+    return CacheKey(sha256 or _sha256(checkpoint), version.split("-")[0], precision, cpu_key(), checkpoint.stem[:40])
+
+
+def is_cached(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> bool:
+    """Whether the IR for ``key`` is in the cache (then :func:`load` needs no torch)."""
+    ir = key.ir_dir(cache_root(models_dir))
+    return (ir / "model.xml").is_file() and (ir / "model.bin").is_file() and (ir / "meta.json").is_file()
+
+
+# --------------------------------------------------------------------------- export
+
+
+def exportable(model: GPEN) -> GPEN:
+    """Make ``model``'s forward traceable with static shapes, in place; returns it.
+
+    The two export-only changes: FIR filters build their depthwise kernel from the
+    channel count as a Python int (a traced shape would make the weight's shape
+    dynamic), and the modulated convolution of one image is a plain (transposed)
+    convolution with that image's weight instead of a grouped convolution over the
+    batch. Numerically the same function (tests: ≤ 1e-6 apart). Batch size 1 only.
+    """
+    import types
+
+    import torch
+    from torch.nn import functional as F
+
+    from .arch import ModulatedConv2d, _Fir
+
+    def modconv_forward(self: ModulatedConv2d, x: torch.Tensor, style: torch.Tensor) -> torch.Tensor:
+        s = self.modulation(style)  # (1, in)
+        w = self.weight[0] * (self.scale * s.view(1, -1, 1, 1))  # (out, in, k, k)
+        if self.demodulate:
+            w = w * torch.rsqrt(w.pow(2).sum([1, 2, 3]) + 1e-8).view(-1, 1, 1, 1)
+        if self.upsample:
+            return self.blur(F.conv_transpose2d(x, w.transpose(0, 1), stride=2))
+        return F.conv2d(x, w, padding=self.padding)
+
+    def fir(self: _Fir, x: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
+        c = int(x.shape[1])  # a constant in the trace
+        k = torch.flip(self.kernel, [0, 1])[None, None].repeat(c, 1, 1, 1)
+        p0, p1 = pad
+        if up > 1:
+            if tuple(pad) != (2, 1) or self.kernel.shape[-1] != 4:
+                raise ValueError(f"export supports GPEN's 4-tap upsampling FIR with pad (2, 1), got {tuple(pad)}")
+            # zero insertion + pad (2, 1) + FIR == transposed conv with the kernel, padding 1
+            return F.conv_transpose2d(x, torch.flip(k, [2, 3]), stride=2, padding=1, groups=c)
+        if p0 or p1:
+            x = F.pad(x, [p0, p1, p0, p1])
+        return F.conv2d(x, k, stride=down, groups=c)
+
+    for m in model.modules():
+        if isinstance(m, ModulatedConv2d):
+            m.forward = types.MethodType(modconv_forward, m)  # type: ignore[method-assign]
+        elif isinstance(m, _Fir):
+            m._fir = types.MethodType(fir, m)  # type: ignore[method-assign]
+    return model
+
+
+def convert(
+    checkpoint: str | os.PathLike[str],
+    *,
+    models_dir: str | os.PathLike[str] | None = None,
+    progress: ConvertProgress | None = None,
+    sha256: str | None = None,
+) -> tuple[Path, float]:
+    """Convert a GPEN checkpoint to OpenVINO IR in the cache; returns (model.xml, seconds).
+
+    Needs torch (it traces our module). The IR is written to a temporary folder and
+    renamed into place, so a crash never leaves half a model in the cache.
+    ``progress(fraction, message)`` is called at each stage.
+    """
+    import warnings
+
+    import openvino as ov
+    import torch
+
+    from .checkpoint import load_generator
+
+    t0 = time.perf_counter()
+    say = progress or (lambda f, m: None)
+    path = Path(checkpoint)
+    key = cache_key(path, "f32", sha256)
+    final = key.ir_dir(cache_root(models_dir))
+    say(0.0, f"OpenVINO: converting {path.name} (first use on this machine; cached afterwards)")
+    model = exportable(load_generator(path))
+    size = model.config.size
+    say(0.1, f"OpenVINO: tracing the {size} px generator")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TracerWarnings about Python ints: intended (static shapes)
+        example = torch.zeros(1, 3, size, size)
+        ov_model = ov.convert_model(model, example_input=example, input=[(1, 3, size, size)])
+    del model
+    say(0.8, "OpenVINO: saving the converted model")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=final.parent))
+    try:
+        ov.save_model(ov_model, tmp / "model.xml", compress_to_fp16=False)  # keep float32 weights
+        seconds = time.perf_counter() - t0
+        meta = {
+            "checkpoint": str(path),
+            "weights_sha256": key.weights_sha256,
+            "size": size,
+            "openvino": key.openvino,
+            "torch": torch.__version__,
+            "convert_s": round(seconds, 2),
+        }
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        if final.exists():  # a stale or partial entry (is_cached said no): replace it
+            shutil.rmtree(final, ignore_errors=True)
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            # Another process finished the same conversion first: keep its copy.
+            if not (final / "meta.json").is_file():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    say(1.0, f"OpenVINO: converted in {seconds:.1f} s")
+    return final / "model.xml", seconds
+
+
+# --------------------------------------------------------------------------- running
+
+
+class OVForward:
+    """A compiled GPEN: ``forward(x) -> y`` like :class:`gpen_core.fast.PreparedForward`.
+
+    ``x``: N×3×S×S float in [-1, 1] RGB, a numpy array or a CPU torch tensor; ``y``:
+    float32 of the same kind. A batch runs one face at a time (the IR has batch 1;
+    batching measured no faster). Calls are serialised (one infer request).
+    """
+
+    def __init__(self, compiled: Any, size: int, precision: Precision, key: CacheKey, *, load_s: float, convert_s: float | None) -> None:
+        self._compiled = compiled
+        self._request = compiled.create_infer_request()
+        self._lock = threading.Lock()
+        self.size, self.precision, self.key = size, precision, key
+        self.load_s = load_s  # reading + compiling (or importing the cached blob)
+        self.convert_s = convert_s  # None when the IR came from the cache
+        self.backend = "openvino"
+
+    @property
+    def dtype_name(self) -> str:
+        return "bfloat16" if self.precision == "bf16" else "float32"
+
+    def describe(self) -> str:
+        """One line for notes and logs."""
+        how = f"converted on first use in {self.convert_s:.1f} s" if self.convert_s is not None else "from the cache"
+        return f"OpenVINO {self.key.openvino} {self.precision} ({how}, loaded in {self.load_s:.1f} s)"
+
+    def __call__(self, x: Any) -> Any:
+        import numpy as np
+
+        s = self.size
+        shape = tuple(x.shape)
+        if len(shape) != 4 or shape[1] != 3 or shape[2] != s or shape[3] != s:
+            raise ValueError(f"expected an N×3×{s}×{s} input for this {s} px GPEN, got {shape}")
+        is_torch = not isinstance(x, np.ndarray)
+        arr = x.detach().to("cpu").float().numpy() if is_torch else np.asarray(x, dtype=np.float32)
+        outs = [self.one(arr[i : i + 1]) for i in range(shape[0])]
+        out = outs[0] if len(outs) == 1 else np.concatenate(outs)
+        if is_torch:
+            import torch
+
+            return torch.from_numpy(out)
+        return out
+
+    def one(self, x: np.ndarray) -> np.ndarray:
+        """One face: 1×3×S×S float32 → a new 1×3×S×S float32 array."""
+        import numpy as np
+
+        with self._lock:
+            self._request.infer([np.ascontiguousarray(x, dtype=np.float32)])
+            return self._request.get_output_tensor(0).data.copy()  # the request reuses its buffer
+
+
+def load(
+    checkpoint: str | os.PathLike[str],
+    precision: Precision = "f32",
+    *,
+    models_dir: str | os.PathLike[str] | None = None,
+    progress: ConvertProgress | None = None,
+    sha256: str | None = None,
+    threads: int | None = None,
+) -> OVForward:
+    """The compiled generator for ``checkpoint``: from the cache, or converted now (progress reported).
+
+    ``threads``: OpenVINO inference threads (default: OpenVINO's choice, the physical
+    cores). Raises :class:`ResourceError` when OpenVINO cannot run here and
+    :class:`GPENError` when ``precision`` is not supported by this CPU.
+    """
+    why = unavailable_reason()
+    if why:
+        raise ResourceError(why)
+    if precision not in ("f32", "bf16"):
+        raise ValueError(f"precision must be 'f32' or 'bf16', got {precision!r}")
+    if precision == "bf16" and "BF16" not in capabilities():
+        raise GPENError(
+            "OpenVINO bf16 needs a CPU with AVX-512 BF16 or AMX; this one has neither. Use precision 'f32' "
+            "(choose_precision picks it for you)."
+        )
+    path = Path(checkpoint)
+    key = cache_key(path, precision, sha256)
+    root = cache_root(models_dir)
+    convert_s = None
+    if not is_cached(key, models_dir):
+        _, convert_s = convert(path, models_dir=models_dir, progress=progress, sha256=key.weights_sha256)
+    ir = key.ir_dir(root)
+    meta = json.loads((ir / "meta.json").read_text())
+    compiled_dir = key.compiled_dir(root)
+    compiled_dir.mkdir(parents=True, exist_ok=True)
+    config: dict[str, Any] = {
+        "PERFORMANCE_HINT": "LATENCY",
+        "INFERENCE_PRECISION_HINT": precision,
+        "CACHE_DIR": str(compiled_dir),
+    }
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = int(threads)
+    if progress and convert_s is not None:
+        progress(1.0, "OpenVINO: compiling for this CPU")
+    t = time.perf_counter()
+    compiled = _get_core().compile_model(str(ir / "model.xml"), "CPU", config)
+    return OVForward(compiled, int(meta["size"]), precision, key, load_s=time.perf_counter() - t, convert_s=convert_s)
+
+
+# --------------------------------------------------------------------------- auto: the measured choice
+
+
+def _choice_file(models_dir: str | os.PathLike[str] | None) -> Path:
+    return cache_root(models_dir) / f"speed-{cpu_key()}-{hashlib.sha256(_cpu_model().encode()).hexdigest()[:8]}.json"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def record_speed(
+    size: int, dtype: str, torch_s: float, openvino_s: float, *, models_dir: str | os.PathLike[str] | None = None, source: str = ""
+) -> Path:
+    """Remember, for this CPU, the measured seconds per face of both backends (read by ``auto``)."""
+    f = _choice_file(models_dir)
+    data = {}
+    if f.is_file():
+        try:
+            data = json.loads(f.read_text())
+        except (OSError, ValueError):
+            data = {}
+    data[f"{size}-{dtype}"] = {
+        "torch_s": round(float(torch_s), 4),
+        "openvino_s": round(float(openvino_s), 4),
+        "openvino": openvino_version(),
+        "cpu": _cpu_model(),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "source": source,
+    }
+    f.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, f)
+    return f
+
+
+def choose_backend(
+    requested: str, size: int, dtype: str, *, models_dir: str | os.PathLike[str] | None = None, device: str = "cpu"
+) -> tuple[str, str]:
+    """("torch" | "openvino", why) for a request.
+
+    ``torch`` and ``openvino`` are taken as asked (``openvino`` raises
+    :class:`ResourceError` where it cannot run: on a GPU device, or not installed).
+    ``auto`` picks OpenVINO only where a measurement on this CPU model (see
+    :func:`record_speed`; ``benchmarks/bench_forward.py --record`` and the hardware
+    check write it) says it is faster for this face size and dtype; otherwise torch.
+    """
+    if requested not in BACKENDS:
+        raise ValueError(f"unknown backend {requested!r}; expected one of {', '.join(BACKENDS)}")
+    if requested == "torch":
+        return "torch", "asked for"
+    if requested == "openvino":
+        if not device.startswith("cpu"):
+            raise ResourceError(f"the OpenVINO backend runs on the CPU only, and this request runs on {device}; use --backend torch")
+        why = unavailable_reason()
+        if why:
+            raise ResourceError(why)
+        return "openvino", "asked for"
+    if not device.startswith("cpu"):
+        return "torch", "GPU: torch"
+    if openvino_version() is None:
+        return "torch", "OpenVINO is not installed"
+    f = _choice_file(models_dir)
+    try:
+        rec = json.loads(f.read_text()).get(f"{size}-{dtype}") if f.is_file() else None
+    except (OSError, ValueError):
+        rec = None
+    if not rec or rec.get("openvino") != openvino_version():
+        return "torch", f"no OpenVINO measurement for {size} px {dtype} on this CPU yet"
+    t, o = float(rec["torch_s"]), float(rec["openvino_s"])
+    if o < t:
+        return "openvino", f"measured faster here: {o:.2f} s vs torch {t:.2f} s per face"
+    return "torch", f"measured faster here: {t:.2f} s vs OpenVINO {o:.2f} s per face"

@@ -1,0 +1,39 @@
+"""The Hardware check tab's "Tips, measured here": the saved table, the measurement, the gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+import app
+from gpen_core import advice
+
+
+def test_tips_panel_says_how_to_measure_until_a_report_is_saved(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GPEN_HOME", str(tmp_path))
+    assert "Not measured on this machine yet" in app.saved_tips()
+    report = advice.AdviceReport("this machine", "2026-12-03T10:00:00", "w", 1,
+                                 (advice.TipResult(advice.TIPS[10], "not measurable here", "this machine has no swap"),))
+    advice.save_report(report, advice.report_path())
+    shown = app.saved_tips()
+    assert "2026-12-03T10:00:00" in shown and "| 11 |" in shown and "not measurable here" in shown
+
+
+def test_measuring_the_tips_saves_the_table_the_page_shows(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GPEN_HOME", str(tmp_path))
+    monkeypatch.setattr(app, "POLICY", app.Policy())
+    real = advice.measure_tips
+    monkeypatch.setattr(advice, "measure_tips", lambda progress=None: real(workload="tiny", repeats=1, tips=[7, 11], progress=progress))
+    md = app.measure_tips(progress=lambda f, desc="": None)
+    assert "| 7 |" in md and "PNG" in md
+    assert advice.load_report(advice.report_path()) is not None
+    assert "| 7 |" in app.saved_tips()
+
+
+def test_tips_are_off_on_a_shared_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app, "POLICY", app.Policy(shared=True))
+    with pytest.raises(gr.Error) as e:
+        app.measure_tips(progress=lambda f, desc="": None)
+    assert "--allow-hardware-check" in str(e.value.message)

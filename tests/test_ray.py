@@ -1,0 +1,243 @@
+"""Ray: batch restores with Ray Data, online restores with Ray Serve behind the app (marker ``ray``).
+
+One local Ray for the module: 2 CPUs, no dashboard, bound to 127.0.0.1, files under
+the test's temp folder (the CI box has 2 cores, so this is also the deadlock check:
+actors at whole CPUs left nothing for reading and hung there with no error).
+Models: the ``low`` mode's folder of fixtures_models (random GPEN-BFR-256 weights,
+the real RetinaFace MobileNet from ../shared): detection and pasting are real.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from PIL import Image
+
+from gpen_core.errors import InputError
+
+from .conftest import ROOT
+from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
+
+pytestmark = pytest.mark.ray
+ray = pytest.importorskip("ray", reason="needs Ray: bash scripts/setup.sh --ray (pip install -r requirements-ray.txt)")
+
+EXAMPLES = ("astronaut_low_resolution.jpg", "hopper_heavy_jpeg.jpg", "pair_faded_print.jpg")
+LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+BATCH_LIMIT_S = 420  # far above a healthy run (~1 min here): past it the pool is stuck, not slow
+
+
+@pytest.fixture(scope="module")
+def ray_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from gpen_core.ray_runtime import ray_session
+
+    with ray_session(num_cpus=2, temp_dir=tmp_path_factory.mktemp("ray")) as session:
+        yield session
+
+
+def _photo_folder(root: Path) -> Path:
+    """The issue's folder: three photos with faces and a text file named .jpg."""
+    src = root / "in"
+    src.mkdir()
+    for name in EXAMPLES:
+        shutil.copy(ROOT / "examples" / name, src / name)
+    (src / "corrupt.jpg").write_text("this is text, not a picture")
+    return src
+
+
+def _run_with_deadline(fn, *args, **kwargs):
+    """Run fn in a thread; a stuck Ray job fails the test instead of hanging CI."""
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # re-raised below, in the test's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(BATCH_LIMIT_S)
+    assert not t.is_alive(), f"the Ray job did not finish in {BATCH_LIMIT_S} s: the actor pool is starved (deadlock)"
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]
+
+
+def _ray_listening() -> tuple[list[tuple[str, int, str]], list[tuple[str, int, str]]]:
+    """(every listening socket of Ray's processes (our children), those not on loopback)."""
+    procs = {p.pid: p for p in psutil.Process().children(recursive=True)}
+    listening = []
+    for c in psutil.net_connections(kind="tcp"):
+        if c.status == psutil.CONN_LISTEN and c.pid in procs:
+            try:
+                name = procs[c.pid].name()
+            except psutil.Error:
+                name = "?"
+            listening.append((c.laddr.ip, c.laddr.port, name))
+    return listening, [x for x in listening if x[0] not in LOOPBACK]
+
+
+def test_local_ray_listens_on_loopback_only(ray_local) -> None:
+    assert ray_local.started_here and ray_local.address.startswith("127.0.0.1:")
+    assert ray_local.cpus == 2
+    listening, exposed = _ray_listening()
+    assert listening, "found no Ray listening sockets to check"
+    assert not exposed, f"Ray listens beyond loopback: {exposed}"
+
+
+def test_workers_take_fractional_cpus_and_leave_some_for_reading() -> None:
+    from gpen_core.ray_batch import READ_CPUS, RESERVED_CPUS, plan_resources, worker_threads
+
+    assert plan_resources(2, 0, None, 0, None) == (1, 1.5)
+    workers, cpus = plan_resources(2, 0, 2, 0, None)
+    assert workers == 2 and cpus < 1 and workers * cpus + READ_CPUS <= 2 - RESERVED_CPUS + READ_CPUS
+    assert worker_threads(cpus) == 1 and worker_threads(1.5) == 1 and worker_threads(2.0) == 2
+    assert plan_resources(16, 0, None, 0, None) == (8, 1.75)
+    assert plan_resources(8, 2, None, 0.5, None)[0] == 4  # one per half GPU
+    with pytest.raises(InputError, match="--workers"):
+        plan_resources(2, 0, 2, 0, 1.0)  # two whole-CPU actors on 2 CPUs: the measured 14-minute hang
+    with pytest.raises(InputError, match="GPU"):
+        plan_resources(2, 0, 1, 1.0, None)
+    # Memory: Ray would also wait for ever for an actor whose reservation does not fit.
+    assert plan_resources(16, 0, None, 0, None, memory_per_worker=2e9, cluster_memory=9e9) == (4, 3.75)
+    with pytest.raises(InputError, match="--workers 1 or fewer"):
+        plan_resources(2, 0, 2, 0, None, memory_per_worker=2e9, cluster_memory=3e9)
+
+
+def test_worker_memory_reserves_idle_size_plus_the_modes_peak() -> None:
+    from gpen_core.budget import estimate_peak
+    from gpen_core.modes import MODES
+    from gpen_core.ray_runtime import LARGE_PHOTO, WORKER_IDLE_BYTES, worker_memory_bytes
+
+    low, any_mode = worker_memory_bytes("low"), worker_memory_bytes("auto")
+    assert low == WORKER_IDLE_BYTES + estimate_peak(MODES["low"], "cpu", LARGE_PHOTO)[0]
+    assert any_mode == max(worker_memory_bytes(m) for m in MODES) > low
+
+
+def test_batch_records_every_file_and_a_corrupt_one_does_not_stop_or_vanish(
+    ray_local, low_mode_session_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpen_core import RestoreOptions
+    from gpen_core.ray_batch import BatchConfig, run_batch
+
+    src = _photo_folder(tmp_path)
+    out = tmp_path / "out"
+    seen: list[tuple[str, int, int]] = []
+    cfg = BatchConfig(source=str(src), output=out, options=RestoreOptions(mode="low"), models_dir=str(low_mode_session_home),
+                      workers=2)  # two actors on 2 CPUs: the layout that deadlocked at num_cpus=1
+    summary = _run_with_deadline(run_batch, cfg, on_record=lambda r, done, total: seen.append((r["status"], done, total)))
+
+    assert summary.workers == 2 and 0 < summary.cpus_per_worker < 1
+    assert [(d, t) for _, d, t in seen] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    manifest = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    assert manifest == summary.records
+    by_name = {Path(r["input"]).name: r for r in manifest}
+    assert sorted(by_name) == sorted([*EXAMPLES, "corrupt.jpg"])
+
+    bad = by_name["corrupt.jpg"]
+    assert bad["status"] == "error" and bad["error_type"] == "InputError" and bad["exit_code"] == 2
+    assert "not an image" in bad["error"] and "text" in bad["error"]
+    assert not list(out.glob("corrupt.*"))
+    for name in EXAMPLES:
+        rec = by_name[name]
+        assert rec["status"] == "ok" and rec["mode"] == "low" and rec["faces"] >= 1, rec
+        assert rec["peaks"]["rss_bytes"] > rec["peaks"]["baseline_rss_bytes"] > 0
+        assert rec["timings"]["total_s"] > 0 and rec["timings"]["restore_s"] > 0
+        assert rec["worker"] and rec["worker_warmup_s"] > 0
+        with Image.open(rec["output"]) as im, Image.open(src / name) as orig:
+            assert im.format == "JPEG" and im.size == orig.size
+    assert bad["peaks"]["rss_bytes"] > 0 and bad["timings"]["total_s"] >= 0  # measured even when it failed
+    assert len({r["worker"] for r in manifest}) <= 2
+    assert summary.exit_code == 2
+
+    # Again, through the command line: the three done are skipped (untouched), the bad one is
+    # tried again and still recorded; JSON lines on stdout, exit 2 (a bad input).
+    from gpen_core.cli import main
+
+    mtimes = {n: (out / n).stat().st_mtime_ns for n in EXAMPLES}
+    capsys.readouterr()
+    argv = ["restore", str(src), "-o", str(out), "--ray", "--json", "--mode", "low", "--models-dir", str(low_mode_session_home)]
+    assert _run_with_deadline(main, argv) == 2
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert {Path(r["input"]).name: r["status"] for r in lines} == {**{n: "skipped" for n in EXAMPLES}, "corrupt.jpg": "error"}
+    assert lines == [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    assert {n: (out / n).stat().st_mtime_ns for n in EXAMPLES} == mtimes
+
+
+def test_serve_request_start_to_shutdown_and_the_app_through_gradio_client(
+    ray_local, low_mode_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ray import serve
+
+    from gpen_core import RestoreOptions
+    from gpen_core.ray_serve import RAY_BASELINE_NOTE, ServeConfig, deploy, replica_statuses
+
+    example = ROOT / "examples" / EXAMPLES[0]
+    cfg = ServeConfig(replicas=1, num_cpus=0.5, warm_mode="low", models_dir=str(low_mode_home), port=random.randint(7900, 7949))
+    try:
+        handle = deploy(cfg)
+        [status] = replica_statuses(handle, 1)
+        assert status["warm_error"] == "" and status["loaded"]["generator"] == "GPEN-BFR-256" and status["warmup_s"] > 0
+        # Serve 2.60 binds each replica's gRPC server to [::]; on a loopback node ours is moved to 127.0.0.1.
+        listening, exposed = _ray_listening()
+        assert any("Serve" in name for _, _, name in listening) and not exposed, exposed
+
+        served = handle.restore.remote(example.read_bytes(), RestoreOptions(mode="low")).result(timeout_s=300)
+        result = served.unwrap()
+        assert served.replica == status["replica"] and served.pid == status["pid"]
+        assert result.mode.name == "low" and len(result.faces) >= 1
+        assert result.peaks.rss_bytes > result.peaks.baseline_rss_bytes > 0 and result.timings.total_s > 0
+        with Image.open(io.BytesIO(result.encoded)) as im:
+            assert im.size == Image.open(example).size
+
+        bad = handle.restore.remote(b"this is text, not a picture", RestoreOptions(mode="low")).result(timeout_s=120)
+        with pytest.raises(InputError, match="not an image"):
+            bad.unwrap()
+
+        # HTTP on loopback: POST the bytes, get the record (and the image) back; a bad file is a 400 with the reason.
+        import base64
+
+        import httpx
+
+        url = f"http://127.0.0.1:{cfg.port}/restore"
+        r = httpx.post(url, params={"mode": "low"}, content=example.read_bytes(), timeout=300)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["status"] == "ok" and body["replica"] == status["replica"] and body["faces"] >= 1
+        assert body["peaks"]["rss_bytes"] > 0
+        with Image.open(io.BytesIO(base64.b64decode(body["encoded_base64"]))) as im:
+            assert im.format == "JPEG"
+        r = httpx.post(url, params={"mode": "low"}, content=b"this is text, not a picture", timeout=120)
+        assert r.status_code == 400 and "not an image" in r.json()["error"]
+
+        # app.py --backend ray: one Gradio process, the handler calls the deployment by handle.
+        import app
+        from gradio_client import Client, handle_file
+
+        app.use_ray_backend(None)  # this process is already connected to the Ray serving the deployment
+        try:
+            _, url, _ = app.demo.launch(server_port=random.randint(7950, 7999), prevent_thread_lock=True, quiet=True,
+                                        **app.launch_options())
+            client = Client(url, verbose=False)
+            args = ("low", "default", "default", 1.0, 0.9, 50, False)
+            _, download, md, gallery, record = client.predict(handle_file(str(example)), *args, api_name="/restore")
+        finally:
+            app.demo.close()
+            monkeypatch.setattr(app, "_BACKEND", None)
+        assert record["mode"] == "low" and record["faces"] == len(gallery) >= 1
+        assert record["peaks"]["rss_bytes"] > record["peaks"]["baseline_rss_bytes"] > 0
+        note = next(n for n in record["notes"] if "replica" in n)
+        assert status["replica"] in note and RAY_BASELINE_NOTE in note and status["replica"] in md
+        with Image.open(download) as d:
+            assert d.format == "JPEG"
+    finally:
+        serve.shutdown()
+    assert not [a for a in ray.util.list_named_actors(all_namespaces=True) if "SERVE" in str(a).upper()]

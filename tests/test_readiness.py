@@ -1,0 +1,132 @@
+"""gpen_core.readiness: one answer to "what will run" for the panel, Download, auto and the check."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpen_core import budget, readiness
+from gpen_core.modes import MODES
+from gpen_core.options import DETECTOR_WEIGHTS
+from gpen_core.readiness import FileState, assess, summary
+from gpen_core.weights import REGISTRY
+
+GB = 1_000_000_000
+PLENTY = 64 * GB
+PHOTO = readiness.PANEL_PHOTO
+# The combinations a newcomer meets, by registry name of the files present (all verified).
+COMBOS = {
+    "nothing": (),
+    "256 only": ("GPEN-BFR-256",),
+    "512 only": ("GPEN-BFR-512",),
+    "512 + mobilenet": ("GPEN-BFR-512", "retinaface-mobilenet0.25"),
+    "everything": tuple(REGISTRY),
+}
+
+
+def files_with(present: tuple[str, ...], corrupt: tuple[str, ...] = ()) -> dict[str, FileState]:
+    class Row:
+        def __init__(self, name: str) -> None:
+            self.name = name
+            self.present = name in present or name in corrupt
+            self.verified = None if not self.present else name not in corrupt
+            self.size_bytes = REGISTRY[name].size_bytes if not self.present else 123
+
+    return readiness.files_from_status(Row(n) for n in REGISTRY)
+
+
+def needs_cpu() -> dict[str, int]:
+    return {n: budget.estimate_peak(m, "cpu", PHOTO)[0] for n, m in MODES.items()}
+
+
+def test_constants_match_the_engine() -> None:
+    assert readiness.SAFETY_MARGIN == budget.SAFETY_MARGIN
+    assert readiness.DETECTOR_FILES == DETECTOR_WEIGHTS
+
+
+@pytest.mark.parametrize(
+    ("combo", "runs_now", "download", "sentence"),
+    [
+        ("nothing", None, ("GPEN-BFR-512", "retinaface-resnet50"),
+         "nothing can run yet; download GPEN-BFR-512 (~284 MB) and ResNet-50 detector (109 MB) to enable quality"),
+        ("256 only", None, ("GPEN-BFR-512", "retinaface-resnet50"),
+         "nothing can run yet; download GPEN-BFR-512 (~284 MB) and ResNet-50 detector (109 MB) to enable quality"),
+        ("512 only", None, ("retinaface-resnet50",),
+         "nothing can run yet; download ResNet-50 detector (109 MB) to enable quality"),
+        ("512 + mobilenet", "balanced", ("retinaface-resnet50",),
+         "auto will use balanced; download ResNet-50 detector (109 MB) to enable quality"),
+        ("everything", "quality", (),
+         "auto will use quality, the best mode that fits this machine; all its files are here"),
+    ],
+)
+def test_the_five_combinations_with_plenty_of_memory(combo: str, runs_now: str | None, download: tuple[str, ...], sentence: str) -> None:
+    files = files_with(COMBOS[combo])
+    r = assess(files, needs_cpu(), PLENTY)
+    assert (r.runs_now, r.recommended, r.download) == (runs_now, "quality", download)
+    assert summary(r, files) == sentence
+    # auto's own rule, fed the same files and memory, runs the same mode
+    if runs_now is not None:
+        choice = budget.choose("cpu", PHOTO, free=budget.Free(PLENTY, None), available=lambda m: r.modes[m.name].ready)
+        assert choice.mode.name == runs_now
+
+
+def test_little_memory_recommends_what_fits_and_downloads_only_that() -> None:
+    needs = needs_cpu()
+    free = int((needs["low"] + 1) / readiness.SAFETY_MARGIN)  # low fits, balanced does not
+    assert needs["balanced"] > free * readiness.SAFETY_MARGIN
+    files = files_with(())
+    r = assess(files, needs, free)
+    assert r.recommended == "low" and r.download == ("GPEN-BFR-256", "retinaface-mobilenet0.25")
+    assert summary(r, files).endswith("to enable low")
+    files = files_with(COMBOS["everything"])
+    r = assess(files, needs, free)
+    assert (r.runs_now, r.recommended, r.download) == ("low", "low", ())
+    assert budget.choose("cpu", PHOTO, free=budget.Free(free, None), available=lambda m: r.modes[m.name].ready).mode.name == "low"
+
+
+def test_nothing_fits_runs_the_lightest_with_files_and_says_it_may_not_fit() -> None:
+    files = files_with(COMBOS["everything"])
+    r = assess(files, needs_cpu(), 10_000_000)
+    assert r.runs_now == "low" and not r.runs_now_fits
+    assert "may not fit" in summary(r, files)
+
+
+def test_a_corrupt_file_counts_as_missing_and_is_offered_again() -> None:
+    files = files_with(COMBOS["everything"], corrupt=("retinaface-resnet50",))
+    assert files["retinaface-resnet50"].state == "corrupt" and files["retinaface-resnet50"].download_bytes == 109497761
+    r = assess(files, needs_cpu(), PLENTY)
+    assert (r.runs_now, r.download, r.corrupt) == ("balanced", ("retinaface-resnet50",), ("retinaface-resnet50",))
+    assert "ResNet-50 detector (corrupt, 109 MB)" in summary(r, files)
+
+
+def test_explicit_mode_and_overrides() -> None:
+    files = files_with(COMBOS["512 + mobilenet"])
+    r = assess(files, needs_cpu(), PLENTY)
+    assert readiness.download_for(r, "low") == ("GPEN-BFR-256",)
+    assert readiness.download_for(r, "faces-only") == ()
+    r = assess(files, needs_cpu(), PLENTY, aligned=True)  # an aligned crop needs no detector
+    assert r.modes["quality"].ready and r.runs_now == "quality"
+    r = assess(files, needs_cpu(), PLENTY, detector="mobilenet0.25")
+    assert r.runs_now == "quality"
+
+
+def test_current_reads_the_models_folder(_isolated_models_home, monkeypatch: pytest.MonkeyPatch) -> None:
+    (_isolated_models_home / "detection_Resnet50_Final.pth").write_bytes(b"not the detector")
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(PLENTY))
+    r, files = readiness.current("cpu")
+    assert files["retinaface-resnet50"].state == "corrupt" and files["GPEN-BFR-512"].state == "missing"
+    assert r.runs_now is None and r.download == ("GPEN-BFR-512", "retinaface-resnet50")
+
+
+def test_auto_in_the_engine_passes_over_a_corrupt_file_as_the_panel_does(models_with_detector) -> None:
+    """#18 finding 7's other half: the panel said "all present" with a corrupt detector, and auto picked it."""
+    from gpen_core.model_cache import ModelCache
+    from gpen_core.options import RestoreOptions
+
+    home = models_with_detector
+    (home / "GPEN-BFR-512.pth").write_bytes(b"stand-in: verified by first use")
+    (home / "detection_Resnet50_Final.pth").write_bytes(b"truncated")
+    cache = ModelCache(models_dir=home)
+    assert cache.weights_present(MODES["balanced"], RestoreOptions(), False)
+    assert not cache.weights_present(MODES["quality"], RestoreOptions(), False)
+    r, _ = readiness.current("cpu", home)
+    assert r.modes["balanced"].ready and not r.modes["quality"].ready

@@ -1,0 +1,104 @@
+"""The reported peak is the whole request's: from the first byte read to the last byte written.
+
+Issue 18/8: a 48 MP photo in ``low`` reported 1184 MB while the server's own RSS reached
+1426 MB, because the app decoded the photo a second time (for the before/after view)
+after the metered call. Here a child process compares the reported peak with the
+kernel's own high-water mark (VmHWM) over the whole request, through the engine and
+through the app's handler. The child's meter samples RSS instead of resetting VmHWM
+(``force_sampling``), so the kernel's mark stays an independent witness.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = textwrap.dedent(
+    """
+    import functools, json, re, sys
+    import numpy as np
+    from PIL import Image
+    import gpen_core.restorer as R
+    from gpen_core.meter import PeakMeter
+    from gpen_core.oom import malloc_trim
+
+    photo, warm, via = sys.argv[1], sys.argv[2], sys.argv[3]
+
+    def status(key):
+        return int(re.search(key + r":\\s+(\\d+)", open("/proc/self/status").read()).group(1)) * 1024
+
+    # Leave the kernel's VmHWM alone: the meter samples RSS every 2 ms instead.
+    R.PeakMeter = functools.partial(PeakMeter, force_sampling=True)
+    restorer = R.Restorer(device="cpu", synthetic_weights=True)
+    if via == "app":
+        import app
+
+        app._BACKEND = restorer
+        args = dict(mode="low", model=None, detector=None, alpha=1.0, threshold=0.9, max_faces=50, aligned=False)
+        run = lambda path: app.restore(path, **args)[-1]["peaks"]["rss_bytes"]
+    else:
+        from gpen_core.options import RestoreOptions
+
+        run = lambda path: restorer(path, RestoreOptions(mode="low")).peaks.rss_bytes
+    run(warm)  # imports and models are the process's, not the request's
+    malloc_trim()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # the request starts here: the kernel's mark is the RSS now
+    start = status("VmRSS")
+    reported = run(photo)
+    print("RESULT " + json.dumps({"reported": reported, "hwm": status("VmHWM"), "start": start}))
+    """
+)
+
+
+def _clear_refs_works() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("peak")
+    y, x = np.mgrid[0:6000, 0:8000]
+    big = np.dstack([x % 256, y % 256, (x + y) % 256]).astype(np.uint8)  # 48 MP, JPEG ~4 MB
+    Image.fromarray(big).save(folder / "big48.jpg", quality=90)
+    del big, x, y
+    Image.new("RGB", (640, 480), (120, 100, 90)).save(folder / "warm.jpg")
+    return folder / "big48.jpg", folder / "warm.jpg"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM and clear_refs are Linux's")
+@pytest.mark.skipif(not _clear_refs_works(), reason="this kernel refuses /proc/self/clear_refs (no independent high-water mark)")
+@pytest.mark.parametrize("via", ["engine", "app"])
+def test_reported_peak_is_the_whole_requests_high_water_mark(via: str, photos: tuple[Path, Path]) -> None:
+    if via == "app":
+        pytest.importorskip("gradio", reason="the app needs gradio")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GPEN_FREE_RAM_BYTES=str(64e9))
+    p = subprocess.run(
+        [sys.executable, "-c", CHILD, str(photos[0]), str(photos[1]), via],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+    )
+    line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
+    assert line, f"child failed (rc {p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
+    out = json.loads(line[len("RESULT "):])
+    hwm, reported = out["hwm"], out["reported"]
+    assert hwm - out["start"] > 100e6, f"the 48 MP request should cost memory: {out}"
+    assert abs(reported - hwm) <= 0.10 * hwm, (
+        f"reported peak {reported / 1e6:.0f} MB, but the process's own high-water mark over the request was "
+        f"{hwm / 1e6:.0f} MB (start {out['start'] / 1e6:.0f} MB): work outside the meter"
+    )
