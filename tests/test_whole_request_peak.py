@@ -74,11 +74,12 @@ def _clear_refs_works() -> bool:
 def photos(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("peak")
     y, x = np.mgrid[0:6000, 0:8000]
-    big = np.dstack([x % 256, y % 256, (x + y) % 256]).astype(np.uint8)  # 48 MP, JPEG ~4 MB
-    Image.fromarray(big).save(folder / "big48.jpg", quality=90)
+    big = np.dstack([x % 256, y % 256, (x + y) % 256]).astype(np.uint8)
+    # 48 MP as PNG: a JPEG would decode at reduced size in low (libjpeg draft) and cost little.
+    Image.fromarray(big).save(folder / "big48.png", compress_level=1)
     del big, x, y
     Image.new("RGB", (640, 480), (120, 100, 90)).save(folder / "warm.jpg")
-    return folder / "big48.jpg", folder / "warm.jpg"
+    return folder / "big48.png", folder / "warm.jpg"
 
 
 @pytest.mark.slow
