@@ -278,19 +278,10 @@ def _restore(args: argparse.Namespace) -> int:
             continue
         try:
             result = restorer(src, opts)
+            if dst.suffix == "":
+                dst = dst.with_suffix(SUFFIX_BY_FORMAT[result.output_format])
+            write_atomic(dst, result.encoded)  # InputError when the disk filled up, the folder went away...
         except GPENError as exc:
-            record.update(status="error", error=str(exc), exit_code=exc.exit_code)
-            _emit(args, record)
-            if not args.json:
-                _print_error(exc, args.verbose, prefix=f"{src}: ")
-            worst = worst or exc.exit_code
-            bar.step(src.name)
-            continue
-        if dst.suffix == "":
-            dst = dst.with_suffix(SUFFIX_BY_FORMAT[result.output_format])
-        try:
-            write_atomic(dst, result.encoded)
-        except InputError as exc:  # the disk filled up, the folder went away...
             record.update(status="error", error=str(exc), exit_code=exc.exit_code)
             _emit(args, record)
             if not args.json:

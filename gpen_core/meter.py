@@ -23,8 +23,11 @@ land in its peak. The meter never hides that, and never loses a peak to it:
   serving two requests) report ``shared``: their peaks include concurrent work.
 - Other Python threads of this process that were busy during the call (a download,
   a background compile, another request's decoding) also make the call ``shared``,
-  saying what they did: a thread's CPU time (at least 50 ms, or 2% of the call) or
-  its page faults (at least 32 MB worth) during the call, from ``/proc/self/task``.
+  saying what they did: page faults of at least 32 MB worth, or CPU time (at least 50 ms,
+  or 2% of the call) together with at least 1 MB of page faults (a large array faults in
+  2 MB huge pages, so its fault count reads small), from ``/proc/self/task``. A thread
+  that only computes (a web server's event loop answering polls) moves no memory and
+  does not count.
   Native worker threads (OpenMP, oneDNN) work for the call itself and are not counted.
 """
 
@@ -49,6 +52,7 @@ _RSS = re.compile(rb"VmRSS:\s+(\d+)\s+kB")
 BUSY_CPU_S = 0.05
 BUSY_CPU_FRACTION = 0.02
 BUSY_FAULT_BYTES = 32 << 20
+BUSY_MIN_FAULT_BYTES = 1 << 20
 
 
 def _status_kb(pattern: re.Pattern[bytes]) -> int | None:
@@ -184,16 +188,21 @@ class _ThreadWatch:
                 continue
             if names[tid] == _Sampler.NAME:  # another meter's sampler: its own cost, not memory work
                 continue
-            if cpu >= cpu_limit or faults * _PAGE >= BUSY_FAULT_BYTES:
+            if _moved_memory(cpu, faults, cpu_limit):
                 found.append(_busy_sentence(f"thread {names[tid]!r}", cpu, faults))
         # What the process did beyond every live thread was done by threads that ended meanwhile.
         gone_cpu = proc1[0] - self.proc0[0] - seen_cpu
         gone_faults = proc1[1] - self.proc0[1] - seen_faults
-        if gone_cpu >= cpu_limit or gone_faults * _PAGE >= BUSY_FAULT_BYTES:
+        if _moved_memory(gone_cpu, gone_faults, cpu_limit):
             ended = sorted(n for k, n in new.items() if k not in tasks1)
             who = f"thread {', '.join(map(repr, ended))}" if ended else "threads"
             found.append(_busy_sentence(f"{who} that ended during it", gone_cpu, int(gone_faults)))
         return found
+
+
+def _moved_memory(cpu_s: float, faults: float, cpu_limit: float) -> bool:
+    """Whether a thread's work during the call can have raised the process's resident peak."""
+    return faults * _PAGE >= BUSY_FAULT_BYTES or (cpu_s >= cpu_limit and faults * _PAGE >= BUSY_MIN_FAULT_BYTES)
 
 
 def _busy_sentence(who: str, cpu_s: float, faults: int) -> str:

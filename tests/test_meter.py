@@ -167,6 +167,27 @@ def test_an_idle_thread_does_not_make_a_call_shared() -> None:
     assert m.peaks is not None and m.peaks.shared is None
 
 
+def test_a_thread_that_only_computes_does_not_make_a_call_shared() -> None:
+    # A web server's threads answer polls during every app request: CPU time, no new memory.
+    stop = threading.Event()
+
+    def spin() -> None:
+        x = 0
+        while not stop.is_set():
+            x += 1
+
+    t = threading.Thread(target=spin, name="busy-server-thread")
+    t.start()
+    try:
+        with PeakMeter() as m:
+            _touch(50 * MB)
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        t.join()
+    assert m.peaks is not None and m.peaks.shared is None
+
+
 # --------------------------------------------------------------------------- device choice
 
 
@@ -262,6 +283,7 @@ def test_busy_thresholds_are_the_documented_ones() -> None:
     doc = meter_mod.__doc__ or ""
     assert meter_mod.BUSY_CPU_S == 0.05 and "50 ms" in doc
     assert meter_mod.BUSY_FAULT_BYTES == 32 << 20 and "32 MB" in doc
+    assert meter_mod.BUSY_MIN_FAULT_BYTES == 1 << 20 and "1 MB" in doc
 
 
 def test_format_bytes() -> None:
