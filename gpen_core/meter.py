@@ -294,10 +294,13 @@ class PeakMeter:
             self._method = "sampling"
             if not self._force_sampling:
                 hwm = _status_kb(_HWM)
-                if hwm is not None and _reset_hwm():
-                    self._method = "vmhwm"
+                if hwm is not None:
+                    # Hand the running meters the mark first: _reset_hwm() resets it even when
+                    # its check then fails (another thread allocated meanwhile) and we sample.
                     for m in others:
                         m._hwm_floor = max(m._hwm_floor, hwm)
+                    if _reset_hwm():
+                        self._method = "vmhwm"
             if self._method == "sampling":
                 self._sampler = _Sampler()
                 self._sampler.start()

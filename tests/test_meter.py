@@ -79,10 +79,12 @@ def test_peak_is_per_call_not_process_lifetime() -> None:
 def test_vmhwm_is_used_where_the_kernel_allows_it() -> None:
     if not _kernel_mark_resettable():
         pytest.skip("this kernel refuses /proc/self/clear_refs; the sampler is used instead")
+    # In a quiet process: threads left by other tests in this one may allocate between the
+    # reset and its check, and then the meter rightly samples instead.
+    assert _method_in_a_quiet_process() == "vmhwm"
     with PeakMeter() as m:
         pass
-    assert m.peaks and m.peaks.method == "vmhwm"
-    assert abs(m.peaks.baseline_rss_bytes - current_rss()) < 50 * MB
+    assert m.peaks and abs(m.peaks.baseline_rss_bytes - current_rss()) < 50 * MB
 
 
 # --------------------------------------------------------------------------- overlap
