@@ -212,13 +212,10 @@ def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cp
             f"upscaler file {p} does not exist. Fix: `python -m gpen_core download realesrnet_x2` "
             "(or realesrnet_x4), or pass the path of realesrnet_x2.pth / realesrnet_x4.pth."
         )
-    try:
-        obj = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as exc:  # pickle/zip errors come in many types
-        raise WeightsError(
-            f"cannot read {p} as a PyTorch checkpoint ({exc.__class__.__name__}: {str(exc)[:160]}). "
-            "The file is corrupt or not a checkpoint; download realesrnet_x2.pth / realesrnet_x4.pth again."
-        ) from exc
+    from .checkpoint import read_checkpoint
+
+    # The shared reader: corrupt only when the bytes are wrong, OutOfMemory when loading did not fit.
+    obj = read_checkpoint(p, "upscaler weights", mmap=False)
     return build_upscaler(unwrap_params(obj, str(p)), str(p)).to(device)
 
 

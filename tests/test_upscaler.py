@@ -102,7 +102,7 @@ def test_bad_upscaler_files_say_what_to_do(tmp_path):
         load_upscaler(tmp_path / "nope.pth")
     junk = tmp_path / "junk.pth"
     junk.write_bytes(b"not a checkpoint")
-    with pytest.raises(WeightsError, match="cannot read .*PyTorch checkpoint"):
+    with pytest.raises(WeightsError, match="not a PyTorch checkpoint.*download"):
         load_upscaler(junk)
     odd = tmp_path / "odd.pth"
     sd = random_upscaler(UpscalerConfig(scale=4, num_block=1)).state_dict()
