@@ -160,8 +160,29 @@ def restore(
     return ui.comparison_pair(before, result), _save_download(image, result), ui.metrics_markdown(result), ui.face_pairs(result), ui.as_record(result)
 
 
+def faces_view(slider: Any, record: dict[str, Any] | None, show: bool) -> Any:
+    """"Show detected faces": the slider's "before" with the kept boxes solid and the rejected
+    ones dashed (from the record's ``boxes``), or hidden. The slider itself stays clean."""
+    if not show:
+        return gr.update(value=None, visible=False)
+    from gpen_core.overlay import faces_overlay
+
+    image, caption = faces_overlay(slider[0] if slider else None, record)
+    return gr.update(value=image, label=caption, visible=True)
+
+
 def upscale_view(image: str | None, upscale: int | str, mode: str | None) -> str:
-    """Before Restore: the result size and the extra RAM upscaling will take (an estimate), or why it is refused."""
+    """Before Restore: the result size and extra RAM (or why it is refused), and whether the upscaler file is missing."""
+    from gpen_core import weights
+
+    if int(upscale or 1) <= 1:
+        return ""
+    note = readiness.upscaler_note(upscale, readiness.files_from_status(weights.status()), str(weights.models_dir()))
+    return "\n\n".join(t for t in (_upscale_size(image, upscale, mode), note) if t)
+
+
+def _upscale_size(image: str | None, upscale: int | str, mode: str | None) -> str:
+    """The result size and the extra RAM upscaling will take (an estimate), or why it is refused."""
     factor = int(upscale or 1)
     if factor <= 1:
         return ""
@@ -212,27 +233,30 @@ def show_failure(request: gr.Request | None = None) -> tuple[Any, str]:
     return None, text or ui.error_markdown("Restore failed", "See the message that popped up.")
 
 
-def weights_view(mode: str, model: str | None, detector: str | None, aligned: bool, message: str = "") -> tuple[str, Any, str]:
+def weights_view(mode: str, model: str | None, detector: str | None, aligned: bool, upscale: int | str = 1,
+                 message: str = "") -> tuple[str, Any, str]:
     """(the weights panel, the Download button with what it fetches, every checkpoint), all from gpen_core.readiness."""
     from gpen_core import weights
 
     r, files, statuses = _readiness(model, detector, aligned)
     folder = str(weights.models_dir())
     explicit = mode if mode and mode != AUTO else None
-    panel = ui.weights_markdown(r, files, statuses, folder, mode=explicit, message=message)
-    wanted = readiness.download_for(r, explicit)
-    button = gr.update(visible=bool(wanted), value=ui.download_button_label(r, files, explicit) if wanted else "Download weights")
+    upscaler = readiness.upscaler_download(files, upscale)  # the Upscale choice's missing file, offered too
+    panel = ui.weights_markdown(r, files, statuses, folder, mode=explicit, message=message, upscaler=upscaler)
+    wanted = readiness.download_for(r, explicit) + upscaler
+    button = gr.update(visible=bool(wanted), value=ui.download_button_label(r, files, explicit, upscaler) if wanted else "Download weights")
     return panel, button, ui.all_weights_markdown(statuses, folder)
 
 
-def download_weights(mode: str, model: str | None, detector: str | None, aligned: bool, progress: gr.Progress = gr.Progress()) -> tuple[str, Any, str]:
+def download_weights(mode: str, model: str | None, detector: str | None, aligned: bool, upscale: int | str = 1,
+                     progress: gr.Progress = gr.Progress()) -> tuple[str, Any, str]:
     """Download what the panel offers (the smallest set that enables the recommended mode, or
     the explicit mode's files; corrupt ones again), with a progress bar; a failure (offline)
     is shown with its manual fix."""
     from gpen_core import weights
 
-    r, _, _ = _readiness(model, detector, aligned)
-    wanted = readiness.download_for(r, mode if mode and mode != AUTO else None)
+    r, files, _ = _readiness(model, detector, aligned)
+    wanted = readiness.download_for(r, mode if mode and mode != AUTO else None) + readiness.upscaler_download(files, upscale)
     message = ""
     for i, name in enumerate(wanted):
         def report(done: int, total: int | None, i: int = i, name: str = name) -> None:
@@ -245,7 +269,7 @@ def download_weights(mode: str, model: str | None, detector: str | None, aligned
             break
     else:
         message = f"Downloaded {', '.join(wanted)}." if wanted else ""
-    return weights_view(mode, model, detector, aligned, message)
+    return weights_view(mode, model, detector, aligned, upscale, message)
 
 
 def hardware_check(progress: gr.Progress = gr.Progress(), request: gr.Request | None = None) -> tuple[str, Any]:
@@ -594,6 +618,11 @@ with gr.Blocks(title="GPEN face restoration", analytics_enabled=False, delete_ca
             with gr.Column(scale=6, min_width=420):
                 slider_out = gr.ImageSlider(label="Before / after (drag the handle)", type="numpy", format="png",
                                             interactive=False, max_height=640, elem_id="slider")
+                show_faces_in = gr.Checkbox(False, label="Show detected faces", elem_id="show-faces",
+                                            info="the photo as the detector saw it: restored faces solid green, "
+                                            "candidates rejected as not a face dashed red")
+                faces_out = gr.Image(label="Detected faces", type="numpy", format="png", interactive=False, visible=False,
+                                     height=480, elem_id="detected-faces")
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3, min_width=280):
                         metrics_md = gr.Markdown(PLACEHOLDER, label="Measured panel (Markdown)", elem_id="metrics")
@@ -617,7 +646,7 @@ with gr.Blocks(title="GPEN face restoration", analytics_enabled=False, delete_ca
             tips_btn = gr.Button("Measure the tips on this machine", elem_id="tips-button")
             tips_md = gr.Markdown(elem_id="tips-report")
 
-    weight_inputs = [mode_in, model_in, detector_in, aligned_in]
+    weight_inputs = [mode_in, model_in, detector_in, aligned_in, upscale_in]
     weight_outputs = [weights_md, download_weights_btn, all_weights_md]
     result_outputs = [slider_out, file_out, metrics_md, gallery_out, record_out]
     # A press first clears the last result in the page (no server trip), so a failure
@@ -635,6 +664,10 @@ with gr.Blocks(title="GPEN face restoration", analytics_enabled=False, delete_ca
         show_progress_on=[slider_out],
     ).failure(show_failure, None, [slider_out, metrics_md], api_visibility="private", show_progress="hidden"
               ).then(weights_view, weight_inputs, weight_outputs, api_visibility="private", show_progress="hidden")
+    # The boxes follow the result (a new record, or none after a new upload) and the checkbox.
+    for trigger in (show_faces_in.change, record_out.change):
+        trigger(faces_view, [slider_out, record_out, show_faces_in], faces_out, api_visibility="private",
+                concurrency_limit=1, concurrency_id="faces-view", show_progress="hidden")
     # On upload: our decoder's before-view (or why the file cannot be used), in its own lane.
     image_in.upload(preview, image_in, result_outputs, api_visibility="private", concurrency_limit=1,
                     concurrency_id="preview", show_progress_on=[slider_out])
@@ -647,11 +680,13 @@ with gr.Blocks(title="GPEN face restoration", analytics_enabled=False, delete_ca
     tips_btn.click(measure_tips, None, tips_md, api_visibility="private", concurrency_limit=1,
                    concurrency_id="hardware-check", show_progress_on=[tips_md])
     demo.load(saved_tips, None, tips_md, api_visibility="private", show_progress="hidden")
-    download_weights_btn.click(download_weights, weight_inputs, weight_outputs, api_visibility="private", concurrency_limit=1)
+    download_weights_btn.click(download_weights, weight_inputs, weight_outputs, api_visibility="private", concurrency_limit=1
+                               ).then(upscale_view, [image_in, upscale_in, mode_in], upscale_md, api_visibility="private",
+                                      show_progress="hidden")  # a downloaded upscaler clears the Upscale line's warning
     # One queue lane for the panel, so answers arrive in the order asked: the page-load
     # check (slow the first time: it finds the device for auto) never overwrites a newer one.
     panel = dict(api_visibility="private", concurrency_limit=1, concurrency_id="weights-panel", show_progress="hidden")
-    for trigger in (demo.load, mode_in.change, model_in.change, detector_in.change, aligned_in.change):
+    for trigger in (demo.load, mode_in.change, model_in.change, detector_in.change, aligned_in.change, upscale_in.change):
         trigger(weights_view, weight_inputs, weight_outputs, **panel)
     for trigger in (image_in.change, upscale_in.change, mode_in.change):
         trigger(upscale_view, [image_in, upscale_in, mode_in], upscale_md, api_visibility="private",

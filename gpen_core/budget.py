@@ -73,8 +73,55 @@ def free_memory(device: str) -> Free:
     return Free(ram, vram)
 
 
-def estimate_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None = None) -> tuple[int, str]:
-    """(bytes the call needs above the idle process on its binding memory, where the figure comes from)."""
+def upscale_extra_bytes(mode: MemoryMode, image_size: tuple[int, int], upscale: int = 1, tile: int | None = None) -> int:
+    """RAM that upscaling the background ×``upscale`` adds to a request in ``mode`` (bytes; 0 at ×1
+    and in a mode that returns faces only, which does not upscale).
+
+    The figure the app shows beside the Upscale radio (:func:`gpen_core.tiles.preview`: the
+    flow's full-size buffers plus one tile's working set, the tile from the mode's budget,
+    on the photo after the mode's pre-shrink): an estimate from the tile cost model. On a GPU
+    the tile's working set is in VRAM and the buffers in RAM; the whole figure is added to
+    the binding memory, which errs on the side of stepping down, as the CUDA peaks do.
+    """
+    if upscale <= 1 or not mode.paste:
+        return 0
+    from .tiles import preview
+
+    w, h = image_size
+    return preview(w, h, upscale, mode.name, tile).extra_bytes
+
+
+def _need(
+    mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, upscale: int, tile: int | None
+) -> tuple[int, int, str]:
+    """(peak without upscaling, what upscaling adds, where the figures come from)."""
+    base, src = _base_peak(mode, device, image_size, models_dir)
+    extra = upscale_extra_bytes(mode, image_size, upscale, tile)
+    if extra:
+        src += f"; ~{format_bytes(extra)} of it estimated for upscaling ×{upscale}"
+    return base, extra, src
+
+
+def estimate_peak(
+    mode: MemoryMode,
+    device: str,
+    image_size: tuple[int, int],
+    models_dir: Path | None = None,
+    *,
+    upscale: int = 1,
+    tile: int | None = None,
+) -> tuple[int, str]:
+    """(bytes the call needs above the idle process on its binding memory, where the figure comes from).
+
+    ``upscale`` > 1 adds the upscaler's extra memory (:func:`upscale_extra_bytes`; ``tile``
+    as in :class:`~gpen_core.options.RestoreOptions`), and the source says how much of it that is.
+    """
+    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile)
+    return base + extra, src
+
+
+def _base_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None = None) -> tuple[int, str]:
+    """The request's peak without upscaling: (bytes, where the figure comes from)."""
     from .profile.store import measured as measured_profile
 
     w, h = image_size
@@ -98,10 +145,19 @@ def _binding(device: str, free: Free) -> str:
     return "VRAM" if device.startswith("cuda") and free.vram_bytes is not None else "RAM"
 
 
-def _fits(mode: MemoryMode, device: str, image_size: tuple[int, int], free: Free, models_dir: Path | None) -> tuple[bool, int, int, str]:
-    need, src = estimate_peak(mode, device, image_size, models_dir)
+def _fits(
+    mode: MemoryMode,
+    device: str,
+    image_size: tuple[int, int],
+    free: Free,
+    models_dir: Path | None,
+    upscale: int = 1,
+    tile: int | None = None,
+) -> tuple[bool, int, int, str, int]:
+    """(fits, bytes needed with upscaling, bytes free, source, of which upscaling)."""
+    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile)
     have = free.vram_bytes if (device.startswith("cuda") and free.vram_bytes is not None) else free.ram_bytes
-    return need <= have * SAFETY_MARGIN, need, have, src
+    return base + extra <= have * SAFETY_MARGIN, base + extra, have, src, extra
 
 
 def choose(
@@ -110,12 +166,17 @@ def choose(
     models_dir: Path | None = None,
     free: Free | None = None,
     available: Callable[[MemoryMode], bool] | None = None,
+    *,
+    upscale: int = 1,
+    tile: int | None = None,
 ) -> Choice:
     """Highest-ranked pasting mode that fits; ``low`` with an honest reason if none does.
 
     ``available(mode)`` says whether the mode's weights are present: modes without
     them are passed over while any mode with weights fits (someone who downloaded
     only GPEN-BFR-256 gets ``low``, not a missing-weights error for ``quality``).
+    ``upscale`` > 1 (and ``tile``): each mode's peak includes what upscaling adds in that
+    mode (:func:`upscale_extra_bytes`); the reason names modes that fit only without it.
     """
     free = free or free_memory(device)
     where = _binding(device, free)
@@ -123,22 +184,39 @@ def choose(
     have_weights = [m for m in ranked if available is None or available(m)]
     skipped = [m.name for m in ranked if m not in have_weights]
     why_skip = f"; passed over {', '.join(skipped)} (weights not downloaded)" if skipped and have_weights else ""
+    too_big: list[str] = []  # modes that fit without upscaling but not with it
     for m in have_weights or ranked:
-        ok, need, have, src = _fits(m, device, image_size, free, models_dir)
+        ok, need, have, src, extra = _fits(m, device, image_size, free, models_dir, upscale, tile)
         if ok:
-            return Choice(m, f"auto chose {m.name}: needs ~{format_bytes(need)} {where} ({src}), {format_bytes(have)} free{why_skip}")
+            they = "it fits" if len(too_big) == 1 else "they fit"
+            why_up = f"; passed over {', '.join(too_big)}: {they} only without upscaling ×{upscale}" if too_big else ""
+            return Choice(m, f"auto chose {m.name}: needs ~{format_bytes(need)} {where} ({src}), {format_bytes(have)} free{why_skip}{why_up}")
+        if extra and need - extra <= have * SAFETY_MARGIN:
+            too_big.append(f"{m.name} (needs ~{format_bytes(need)} with upscaling, ~{format_bytes(need - extra)} without)")
     low = ranked[-1]
-    _, need, have, src = _fits(low, device, image_size, free, models_dir)
-    return Choice(low, f"auto chose {low.name}, the lightest mode: even it may need ~{format_bytes(need)} {where} ({src}), {format_bytes(have)} free")
+    _, need, have, src, extra = _fits(low, device, image_size, free, models_dir, upscale, tile)
+    fits_plain = extra and need - extra <= have * SAFETY_MARGIN
+    fix = f"; it would fit without upscaling ×{upscale}: choose a smaller upscale" if fits_plain else ""
+    return Choice(low, f"auto chose {low.name}, the lightest mode: even it may need ~{format_bytes(need)} {where} ({src}), "
+                       f"{format_bytes(have)} free{fix}")
 
 
-def check_fits(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None = None, free: Free | None = None) -> Choice | None:
-    """None when ``mode`` fits; else the lighter mode to run instead, with the reason."""
+def check_fits(
+    mode: MemoryMode,
+    device: str,
+    image_size: tuple[int, int],
+    models_dir: Path | None = None,
+    free: Free | None = None,
+    *,
+    upscale: int = 1,
+    tile: int | None = None,
+) -> Choice | None:
+    """None when ``mode`` fits (with what ``upscale`` adds); else the lighter mode to run instead, with the reason."""
     free = free or free_memory(device)
-    ok, need, have, src = _fits(mode, device, image_size, free, models_dir)
+    ok, need, have, src, _ = _fits(mode, device, image_size, free, models_dir, upscale, tile)
     if ok:
         return None
-    lighter = choose(device, image_size, models_dir, free)
+    lighter = choose(device, image_size, models_dir, free, upscale=upscale, tile=tile)
     if lighter.mode.rank >= mode.rank:
         return None
     where = _binding(device, free)

@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -22,6 +22,25 @@ from .errors import OutOfMemory, WeightsError
 _WRAPPER_KEYS = ("g_ema", "params_ema", "params", "state_dict", "model", "generator", "netG", "g")
 _ECD = re.compile(r"^ecd(\d+)\.")
 _STYLE = re.compile(r"^generator\.style\.(\d+)\.weight$")
+_MODULE = "module."  # torch.nn.DataParallel's prefix on every key of a model saved through it
+_V = TypeVar("_V")
+
+
+def strip_module_prefix(sd: Mapping[str, _V], where: str = "the checkpoint") -> dict[str, _V]:
+    """``sd`` with DataParallel's ``module.`` prefix dropped from every key that has it.
+
+    Per key, as facexlib's ``init_detection_model``, basicsr's ``load_network`` and GPEN's
+    RetinaFace ``remove_prefix`` do; the values are the same objects. A key that would then
+    appear twice (``module.x`` beside ``x``) makes the file ambiguous: WeightsError.
+    """
+    out = {(k[len(_MODULE) :] if isinstance(k, str) and k.startswith(_MODULE) else k): v for k, v in sd.items()}
+    if len(out) != len(sd):
+        both = next(k for k in sd if isinstance(k, str) and k.startswith(_MODULE) and k[len(_MODULE) :] in sd)
+        raise WeightsError(
+            f"{where} holds both {both!r} and {both[len(_MODULE) :]!r}, so it is not clear which weights to use. "
+            "Re-save the model's own state_dict (model.module.state_dict() for a DataParallel model)."
+        )
+    return out
 
 
 def unwrap_state_dict(obj: Any) -> dict[str, torch.Tensor]:
@@ -44,10 +63,7 @@ def unwrap_state_dict(obj: Any) -> dict[str, torch.Tensor]:
             f"expected a GPEN generator state_dict (a dict of tensors), found {type(obj).__name__}. "
             "Use a GPEN-BFR-*.pth file or ModelScope's pytorch_model.pt."
         )
-    sd = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
-    if sd and all(k.startswith("module.") for k in sd):
-        sd = {k[len("module.") :]: v for k, v in sd.items()}
-    return sd
+    return strip_module_prefix({k: v for k, v in obj.items() if isinstance(v, torch.Tensor)})
 
 
 def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:

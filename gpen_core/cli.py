@@ -21,7 +21,7 @@ from .result_json import result_record  # defined in result_json.py (ray_batch, 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif"}
 FORMAT_BY_SUFFIX = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg"}
 SUFFIX_BY_FORMAT = {"png": ".png", "jpeg": ".jpg"}
-DEFAULT_DOWNLOADS = ("GPEN-BFR-512", "GPEN-BFR-256", "retinaface-mobilenet0.25", "retinaface-resnet50")
+DEFAULT_DOWNLOADS = ("GPEN-BFR-512", "GPEN-BFR-256", "retinaface-mobilenet0.25", "retinaface-resnet50", "ParseNet-latest")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -96,7 +96,7 @@ def load_state_dict(path: Path, what: str) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise WeightsError(f"{what} weights not found at {path}. Download or resolve them first (gpen_core.weights).")
-    from .checkpoint import read_checkpoint
+    from .checkpoint import read_checkpoint, strip_module_prefix
 
     # Out of memory is OutOfMemory (the ladder steps down), not "re-download"; corrupt only when the bytes are.
     obj = read_checkpoint(path, f"{what} weights", mmap=False)
@@ -105,7 +105,7 @@ def load_state_dict(path: Path, what: str) -> dict[str, Any]:
     if not isinstance(obj, Mapping) or not obj:
         raise WeightsError(f"{path} does not hold a {what} state_dict (found {type(obj).__name__})")
     # DataParallel checkpoints prefix every key with "module." (facexlib strips it too).
-    return {(k[len("module.") :] if k.startswith("module.") else k): v for k, v in obj.items()}
+    return strip_module_prefix(obj, str(path))
 
 
 def _trained_with_relu(sd: Mapping[str, Any]) -> bool:

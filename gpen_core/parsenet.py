@@ -11,7 +11,8 @@ published (no size or hash for ``ParseNet-latest.pth`` was found); the runner sa
 file it loaded.
 
 The runner follows the official ``FaceParse.process``: resize the face to 512×512
-(INTER_LINEAR), RGB in [-1, 1], forward, argmax over the 19 classes. Colours: the
+(INTER_LINEAR), RGB in [-1, 1] computed as its ``img2tensor`` does (:func:`official_input`),
+forward, argmax over the 19 classes. Colours: the
 runner takes RGB uint8 (the official code takes BGR and flips it to RGB itself).
 
 torch is imported here; import this module only when a parser is built.
@@ -48,6 +49,13 @@ RELEASED_CONFIG: dict[str, Any] = {
     "ch_range": (32, 256),
 }
 PARSE_SIZE = 512  # the official FaceParse.size: every face is parsed at 512×512
+
+# The official FaceParse.img2tensor: ``img / 255. * 2 - 1`` in float64, then ``.float()``.
+# The generator's float32 ``(x / 255 - 0.5) / 0.5`` (tensors.to_tensor) differs from it by one
+# float32 ulp on about a third of the pixel values, and ParseNet amplifies that input
+# difference about 4000× (2.4e-4 on the tiny reference's logits). A table of the 256 exact
+# values gives the official input bit for bit.
+_INPUT_LUT = (np.arange(256, dtype=np.float64) / 255.0 * 2 - 1).astype(np.float32)
 
 
 class _Norm(nn.Module):
@@ -213,7 +221,7 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
             f"ParseNet weights not found at {path}. Put ParseNet-latest.pth (GPEN) or "
             "parsing_parsenet.pth (facexlib) in the models folder, or run `python -m gpen_core download ParseNet-latest`."
         )
-    from .checkpoint import read_checkpoint
+    from .checkpoint import read_checkpoint, strip_module_prefix
 
     # Out of memory is OutOfMemory (the ladder steps down), not "re-download"; corrupt only when the bytes are.
     obj = read_checkpoint(path, "ParseNet weights", mmap=False)
@@ -221,10 +229,7 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
         obj = obj["state_dict"]
     if not isinstance(obj, Mapping) or not obj:
         raise WeightsError(f"{path} does not hold a ParseNet state_dict (found {type(obj).__name__})")
-    return {
-        (k[len("module.") :] if k.startswith("module.") else k): (v.float() if v.is_floating_point() else v)
-        for k, v in obj.items()
-    }
+    return {k: (v.float() if v.is_floating_point() else v) for k, v in strip_module_prefix(obj, str(path)).items()}
 
 
 def build(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None, source: str = "") -> ParseNet:
@@ -246,6 +251,14 @@ def build(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | No
 # ----------------------------------------------------------------------------- runner
 
 
+def official_input(rgb: np.ndarray) -> torch.Tensor:
+    """RGB uint8 H×W×3 → 1×3×H×W float32 in [-1, 1], bit for bit the official ``img2tensor``.
+
+    A view of an H×W×3 array: its memory is already channels-last.
+    """
+    return torch.from_numpy(_INPUT_LUT[rgb]).permute(2, 0, 1).unsqueeze(0)
+
+
 @dataclass(frozen=True)
 class ParseTiming:
     """Seconds spent in the last :meth:`FaceParser.labels` call (measured, wall clock)."""
@@ -261,7 +274,9 @@ class FaceParser:
     ``input_size``: 512 is the official input; 256 runs the same weights on a face
     shrunk to 256 (about a quarter of the cost) and upsamples the logits bilinearly to
     512 before the argmax. ``dtype``: float32 (exact) or bfloat16 (CPUs with native
-    bf16, CUDA). ``channels_last``: NHWC convolutions (faster on CPU with oneDNN).
+    bf16, CUDA). ``channels_last``: NHWC convolutions (faster on CPU with oneDNN; they
+    sum in another order than the official NCHW ones: rounding apart, 4.5e-4 on the tiny
+    reference's logits of up to 124, same labels).
     ``source``: the file the weights came from (shown in notes).
     One instance may be shared; calls are serialised by a lock.
     """
@@ -283,8 +298,8 @@ class FaceParser:
         self.dtype = dtype
         self.channels_last = channels_last
         self.source = source
-        fmt = torch.channels_last if channels_last else torch.contiguous_format
-        self._net = net.to(self.device, dtype=dtype, memory_format=fmt).eval()
+        self._memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self._net = net.to(self.device, dtype=dtype, memory_format=self._memory_format).eval()
         self._lock = threading.Lock()
         self.last_timing: ParseTiming | None = None
 
@@ -296,8 +311,6 @@ class FaceParser:
 
     def logits(self, face_rgb: np.ndarray, out_size: int | None = None) -> torch.Tensor:
         """1×C×S×S float32 logits for an RGB uint8 face (S = ``out_size``, default the input size)."""
-        from .tensors import to_tensor
-
         if face_rgb.dtype != np.uint8 or face_rgb.ndim != 3 or face_rgb.shape[2] != 3:
             raise ValueError(f"expected an RGB uint8 H×W×3 face, got {face_rgb.dtype} {face_rgb.shape}")
         t0 = time.perf_counter()
@@ -307,9 +320,8 @@ class FaceParser:
             x = cv2.resize(x, (s, s), interpolation=cv2.INTER_LINEAR)  # official: cv2.resize default
         t1 = time.perf_counter()
         with self._lock, torch.inference_mode():
-            inp = to_tensor(x, device=self.device).to(self.dtype)
-            if self.channels_last:
-                inp = inp.contiguous(memory_format=torch.channels_last)
+            inp = official_input(x)
+            inp = inp.to(self.device, dtype=self.dtype, memory_format=self._memory_format)
             out = self._net.parse(inp).float()
             if out_size is not None and out_size != s:
                 out = F.interpolate(out, size=(out_size, out_size), mode="bilinear", align_corners=False)

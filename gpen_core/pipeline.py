@@ -22,7 +22,7 @@ from .errors import InputError
 from .model_cache import ModelCache
 from .modes import AUTO, MemoryMode, get_mode
 from .options import ImageSource, Progress, RestoreOptions
-from .result import Peaks, RestoreResult, Timings
+from .result import Peaks, RejectedFace, RestoreResult, Timings
 
 
 @dataclass
@@ -73,11 +73,13 @@ def start(image: ImageSource, opts: RestoreOptions, models: ModelCache, device: 
             image_size=size,
             models_dir=models.models_dir,
             available=lambda m: models.weights_present(m, opts, boxes_given),
+            upscale=opts.upscale,  # each mode's peak includes what upscaling adds in it
+            tile=opts.tile,
         )
         mode, reason = choice.mode, choice.reason
     else:
         mode, reason = get_mode(opts.mode), ""
-        step = budget.check_fits(mode, device=device, image_size=size, models_dir=models.models_dir)
+        step = budget.check_fits(mode, device=device, image_size=size, models_dir=models.models_dir, upscale=opts.upscale, tile=opts.tile)
         if step is not None:
             mode, reason = step.mode, step.reason
             notes.append(reason)
@@ -164,6 +166,7 @@ def run_attempt(
         parsing_fn = models.parser(mode, device, notes) if mode.paste and not opts.aligned else None
         detector_name = "none"
         detections = None
+        rejected: list[RejectedFace] = []  # in rgb's pixels, scaled with it below when upscaled
         load_s = time.perf_counter() - t
         detect_s = 0.0
         if given is not None and not opts.aligned:
@@ -197,6 +200,7 @@ def run_attempt(
             )
             screened = detector.screen(rgb, detections, threshold=opts.threshold)  # no false faces
             detections = list(screened.kept)
+            rejected = [RejectedFace(d.box, d.score, v.reasons[0]) for d, v in screened.rejected]
             if screened.note():
                 notes.append(screened.note())
             detect_s = time.perf_counter() - t
@@ -215,6 +219,7 @@ def run_attempt(
             load_s += up_load_s
             face_start = 0.45
             s = upscaled.scale
+            rejected = [replace(r, box=tuple(v * s for v in r.box)) for r in rejected]
             notes.append(
                 f"background upscaled ×{s} by {upscaled.name}: {rgb.shape[1] // s}×{rgb.shape[0] // s} → "
                 f"{rgb.shape[1]}×{rgb.shape[0]}, {upscaled.grid.count} tile{'s' if upscaled.grid.count > 1 else ''} of "
@@ -304,6 +309,7 @@ def run_attempt(
         processed_size=(rgb.shape[1] // (up_info.factor if up_info else 1), rgb.shape[0] // (up_info.factor if up_info else 1)),
         before=rgb,
         upscale=up_info,
+        rejected=tuple(rejected),
     )
 
 

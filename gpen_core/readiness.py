@@ -43,7 +43,13 @@ LABELS: dict[str, str] = {
     "retinaface-mobilenet0.25": "MobileNet detector",
     "parsenet": "ParseNet",
     "ParseNet-latest": "GPEN ParseNet",
+    "realesrnet_x2": "×2 upscaler",
+    "realesrnet_x4": "×4 upscaler",
 }
+
+# The background upscaler each Upscale factor loads (model_cache.upscaler's default,
+# ``realesrnet_x{factor}``); 1× loads none.
+UPSCALERS: dict[int, str] = {2: "realesrnet_x2", 4: "realesrnet_x4"}
 
 # Download sizes where the registry has none published: the float32 state dict of the
 # documented architecture (parameters + buffers, counted on the meta device), so an
@@ -227,6 +233,14 @@ def download_for(readiness: Readiness, mode: str | None) -> tuple[str, ...]:
     return readiness.modes[mode].missing
 
 
+def upscaler_download(files: Mapping[str, FileState], upscale: int | str | None) -> tuple[str, ...]:
+    """The upscaler ×``upscale`` loads, when it is missing or corrupt: what Download adds for
+    the Upscale choice. Empty at 1×, when the file is usable, or for a factor with no upscaler."""
+    name = UPSCALERS.get(int(upscale or 1))
+    f = files.get(name) if name else None
+    return (name,) if f is not None and not f.usable else ()
+
+
 # ------------------------------------------------------------------- wording
 
 
@@ -268,6 +282,38 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
             return f"{head}, the best mode that fits this machine; all its files are here"
         return head
     return f"{head}; download {files_text(r.download, files)} to enable {r.recommended}"
+
+
+def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str, *, button: bool = True) -> str:
+    """The Upscale line's warning before Restore: the upscaler file the factor needs is missing
+    (or corrupt), so Restore would stop; names the file, where it goes and how to get it.
+
+    '' at 1× and when the file is present and verified. ``files`` as from
+    :func:`files_from_status` (the models folder and the ModelScope cache, as the engine
+    looks); ``folder`` the models folder; ``button``: the Weights panel's Download button
+    offers the file (the app), so the fix names it first.
+    """
+    from pathlib import PurePath
+
+    from .registry import REGISTRY
+
+    names = upscaler_download(files, upscale)
+    if not names:
+        return ""
+    name = names[0]
+    filename = REGISTRY[name].filename
+    factor = int(upscale or 1)
+    if files[name].state == "corrupt":
+        head = (f"⚠ **`{filename}` is corrupt** (the ×{factor} upscaler failed verification): Restore would stop. "
+                "Download it again")
+    else:
+        where = "the models folder or the ModelScope cache" if REGISTRY[name].modelscope else "the models folder"
+        head = (f"⚠ **`{filename}` is missing** (the ×{factor} upscaler): it is not in {where}, so Restore would "
+                "stop with \"Weights missing\". Get it")
+    ways = ["with the Weights panel's **Download** button"] if button else []
+    ways.append(f"with `python -m gpen_core download {name}`")
+    return (f"{head} {', or '.join(ways)}; or save the file as `{PurePath(folder) / filename}`. "
+            "Or choose 1× (keep size).")
 
 
 # ------------------------------------------------------------ the impure edge

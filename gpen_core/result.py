@@ -94,6 +94,15 @@ class Face:
 
 
 @dataclass(frozen=True)
+class RejectedFace:
+    """A detection the plausibility screen refused (:mod:`gpen_core.plausible`): not restored, not pasted."""
+
+    box: tuple[float, float, float, float]  # x0, y0, x1, y1 in the pixels of ``RestoreResult.before`` (as ``Face.box``)
+    score: float  # the detector's score
+    reason: str  # why it is not a face, e.g. "its landmarks do not form a face"
+
+
+@dataclass(frozen=True)
 class RestoreResult:
     """Everything one call produced and what it cost.
 
@@ -129,3 +138,5 @@ class RestoreResult:
     # The generator's runtime: "torch", or "openvino" (gpen_core.ov_backend), and why it was picked.
     backend: str = "torch"
     backend_reason: str = ""
+    # Detections the plausibility screen refused, in ``before``'s pixels (the kept ones are ``faces``).
+    rejected: tuple[RejectedFace, ...] = ()

@@ -208,13 +208,15 @@ def weights_markdown(
     *,
     mode: str | None,
     message: str = "",
+    upscaler: Sequence[str] = (),
 ) -> str:
     """The weights panel, from one :class:`gpen_core.readiness.Readiness`.
 
     ``mode`` None is ``auto``: the panel says what runs now and what a download adds
     ("auto will use balanced; download ResNet-50 detector (109 MB) to enable quality").
     An explicit mode lists its own files. ``message`` (a download's outcome, or the
-    manual fix when downloading is impossible) goes under the list.
+    manual fix when downloading is impossible) goes under the list. ``upscaler``: the Upscale
+    choice's file when it is missing or corrupt (``readiness.upscaler_download``), listed apart.
     """
     from . import readiness
 
@@ -232,7 +234,9 @@ def weights_markdown(
         lines = ["#### Weights", head, "", f"Files for {mode}:"]
         shown = m.files
     lines += [_file_line(n, files, by_name) for n in shown]
-    others = [n for n in r.corrupt if n not in shown]
+    if upscaler:
+        lines += ["", "For the Upscale choice:"] + [_file_line(n, files, by_name) for n in upscaler]
+    others = [n for n in r.corrupt if n not in shown and n not in upscaler]
     if others:
         lines += ["", "Also corrupt (download again, or delete): " + ", ".join(readiness.label(n) for n in others)]
     lines += ["", f"Models folder: `{folder}`"]
@@ -245,13 +249,14 @@ def _capital(s: str) -> str:
     return s[:1].upper() + s[1:]
 
 
-def download_button_label(r: Any, files: Mapping[str, Any], mode: str | None) -> str:
-    """'Download ResNet-50 detector (109 MB) for quality' (what the button fetches, and why)."""
+def download_button_label(r: Any, files: Mapping[str, Any], mode: str | None, upscaler: Sequence[str] = ()) -> str:
+    """'Download ResNet-50 detector (109 MB) for quality' (what the button fetches, and why);
+    ``upscaler`` (the Upscale choice's missing file) is fetched too: '... for quality and upscaling'."""
     from . import readiness
 
     names = readiness.download_for(r, mode)
-    target = mode or r.recommended
-    return f"Download {readiness.files_text(names, files)} for {target}"
+    purposes = ([mode or r.recommended] if names else []) + (["upscaling"] if upscaler else [])
+    return f"Download {readiness.files_text((*names, *upscaler), files)} for {' and '.join(purposes)}"
 
 
 def all_weights_markdown(statuses: Sequence[WeightInfo], folder: str) -> str:
@@ -278,10 +283,12 @@ def download_progress_text(name: str, done: int, total: int | None) -> str:
 
 
 def as_record(result: RestoreResult) -> dict[str, Any]:
-    """The JSON summary the API returns beside the images (same fields as the CLI's --json)."""
+    """The JSON summary the API returns beside the images (the CLI's --json fields, and ``boxes``)."""
+    from .overlay import boxes_record
     from .result_json import result_record
 
-    return result_record(result)
+    # Plus the boxes (kept faces, rejected candidates) the app draws on the "before" photo.
+    return {**result_record(result), "boxes": boxes_record(result)}
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")

@@ -145,10 +145,9 @@ def unwrap_params(obj: Any, where: str = "the checkpoint") -> dict[str, torch.Te
             f"{where} is not an upscaler checkpoint: expected a dict with 'params_ema', found {type(obj).__name__}. "
             "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth."
         )
-    sd = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
-    if sd and all(k.startswith("module.") for k in sd):
-        sd = {k[len("module.") :]: v for k, v in sd.items()}
-    return sd
+    from .checkpoint import strip_module_prefix
+
+    return strip_module_prefix({k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}, where)
 
 
 def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") -> UpscalerConfig:

@@ -94,6 +94,24 @@ def test_missing_weights_exit_3_fast_with_the_fix(tmp_path: Path, capsys: pytest
     assert not (tmp_path / "o.png").exists()
 
 
+def test_download_without_names_fetches_the_defaults_with_the_paste_mask(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m gpen_core download` gets what every mode runs with, GPEN's parsing mask (ParseNet-latest) included."""
+    from gpen_core import weights
+
+    asked: list[str] = []
+
+    def fake_download(name: str, models_dir: object = None, progress: object = None) -> Path:
+        asked.append(name)
+        return tmp_path / weights.REGISTRY[name].filename
+
+    monkeypatch.setattr(weights, "download", fake_download)
+    assert main(["download", "--models-dir", str(tmp_path)]) == 0
+    assert asked == ["GPEN-BFR-512", "GPEN-BFR-256", "retinaface-mobilenet0.25", "retinaface-resnet50", "ParseNet-latest"]
+    assert "ParseNet-latest: " in capsys.readouterr().out
+
+
 def test_bad_input_and_bad_usage_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fake = tmp_path / "notes.png"
     fake.write_text("this is text, not a picture")

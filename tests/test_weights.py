@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from gpen_core import weights
+from gpen_core import fetch, weights
 from gpen_core.errors import WeightsError
 
 from .conftest import ROOT, shared_path
@@ -113,6 +113,19 @@ def test_import_is_light():
     code = "import sys, gpen_core.weights; bad = [m for m in ('torch', 'modelscope') if m in sys.modules]; print(bad)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_weights_is_the_public_face_of_its_rooms():
+    """Names callers import from gpen_core.weights are the rooms' own objects (one REGISTRY, one verify);
+    the download seams live only in gpen_core.fetch, so a test patching them on weights fails loudly."""
+    from gpen_core import checksums, registry
+
+    assert weights.REGISTRY is registry.REGISTRY and weights._folder is registry._folder
+    assert weights.verify is checksums.verify and weights.file_sha256 is checksums.file_sha256
+    assert weights.modelscope_file_url is fetch.modelscope_file_url
+    assert all(hasattr(weights, n) for n in weights.__all__)
+    for seam in ("_open_url", "_probe", "READ_TIMEOUT_S", "CONNECT_PROBE_S"):
+        assert not hasattr(weights, seam), f"weights.{seam} would be patched without effect; patch fetch.{seam}"
 
 
 def test_models_dir_honours_gpen_home_and_defaults_to_cache(tmp_path, monkeypatch):
@@ -363,8 +376,8 @@ class _BrokenStream:
 def test_interrupted_download_leaves_nothing_trusted(monkeypatch, tiny_ckpt, error):
     data = tiny_ckpt.read_bytes()
     patch_spec(monkeypatch, "GPEN-BFR-256", urls=("https://example.invalid/GPEN-BFR-256.pth",))
-    monkeypatch.setattr(weights, "_probe", lambda url, timeout=None: None)
-    monkeypatch.setattr(weights, "_open_url", lambda url, timeout: _BrokenStream(data, error=error))
+    monkeypatch.setattr(fetch, "_probe", lambda url, timeout=None: None)
+    monkeypatch.setattr(fetch, "_open_url", lambda url, timeout: _BrokenStream(data, error=error))
     with pytest.raises(WeightsError) as e:
         weights.resolve("GPEN-BFR-256", allow_download=True)
     assert ("Connection reset" in str(e.value)) if error else ("incomplete" in str(e.value))
@@ -391,7 +404,7 @@ def test_download_sweeps_stale_temp_files_but_not_live_ones(monkeypatch, tiny_ck
     for p in (stale, live):
         p.write_bytes(b"partial")
     (stale_ms / "sub").mkdir(parents=True)
-    old = time.time() - 2 * weights._STALE_PART_S
+    old = time.time() - 2 * fetch._STALE_PART_S
     os.utime(stale, (old, old))
     os.utime(stale_ms, (old, old))
     patch_spec(monkeypatch, "GPEN-BFR-256", urls=(tiny_ckpt.as_uri(),))
@@ -461,7 +474,7 @@ class _Mirror:
 
 def test_a_stalling_modelscope_mirror_fails_within_the_read_timeout_and_leaves_nothing(monkeypatch, no_proxy):
     """Issue 18/6: ModelScope downloads keep the direct path's read timeout and clean-up."""
-    monkeypatch.setattr(weights, "READ_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(fetch, "READ_TIMEOUT_S", 0.5)
     patch_spec(monkeypatch, "GPEN-BFR-1024", urls=(f"{REFUSED}/GPEN-BFR-1024.pth",))
     with _Mirror() as mirror:
         monkeypatch.setenv("MODELSCOPE_ENDPOINT", mirror.url)
@@ -517,7 +530,7 @@ def test_unreachable_sources_fail_fast(monkeypatch, no_proxy):
 
 
 def test_a_server_that_never_answers_fails_within_the_read_timeout(monkeypatch, silent_server, no_proxy):
-    monkeypatch.setattr(weights, "READ_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(fetch, "READ_TIMEOUT_S", 0.5)
     patch_spec(monkeypatch, "retinaface-mobilenet0.25", urls=(f"{silent_server}/detection_mobilenet0.25_Final.pth",))
     t0 = time.perf_counter()
     with pytest.raises(WeightsError, match="timed out"):
