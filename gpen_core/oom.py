@@ -63,12 +63,27 @@ def is_oom(exc: BaseException) -> bool:
 
 
 # What importing the engine (PyTorch, OpenCV, facexlib: pipeline.import_engine) adds to a
-# fresh process, measured on Linux x86_64 with torch 2.14.1 (CUDA build, used on CPU):
-# resident memory, address space (what `ulimit -v` / `prlimit --as` caps) and the data
-# segment (`prlimit --data`). tests/test_cli.py re-measures them and fails when they drift.
-ENGINE_IMPORT_RSS = 720_000_000
-ENGINE_IMPORT_ADDRESS_SPACE = 4_000_000_000
-ENGINE_IMPORT_DATA = 1_050_000_000
+# fresh process, measured on Linux x86_64 per PyTorch build: resident memory, address space
+# (what `ulimit -v` / `prlimit --as` caps) and the data segment (`prlimit --data`).
+# tests/test_oom.py re-measures the installed build's and fails when they drift.
+ENGINE_IMPORT = {
+    # torch 2.14.1, CUDA build (requirements.txt), used on the CPU
+    "cuda": {"rss": 560_000_000, "address_space": 3_800_000_000, "data": 1_000_000_000, "torch": "torch 2.14.1 (CUDA build)"},
+    # torch 2.13.0+cpu (requirements-cpu.txt: what scripts/setup.sh installs without an NVIDIA GPU)
+    "cpu": {"rss": 250_000_000, "address_space": 1_050_000_000, "data": 390_000_000, "torch": "torch 2.13.0 (CPU build)"},
+}
+
+
+def engine_import_figures() -> dict:
+    """ENGINE_IMPORT's entry for the installed PyTorch build, read without importing torch."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        version = ""
+    return ENGINE_IMPORT["cpu" if version.endswith("+cpu") else "cuda"]
+
 
 # A dynamic library that cannot be mapped under a memory cap.
 _MAP_FAILED = ("failed to map segment", "cannot allocate memory", "cannot map")
@@ -119,11 +134,12 @@ def import_failure(exc: BaseException, module: str | None = None) -> Exception:
     if module is None:
         module = next((label for label, pattern in _PACKAGES if pattern.search(haystack)), name.split(".")[0] or "a module")
     if isinstance(exc, MemoryError) or is_oom(exc) or any(t in text.lower() for t in _MAP_FAILED):
+        fig = engine_import_figures()
         return OutOfMemory(
             f"not enough memory to start: importing {module} failed ({detail}). Loading the engine (PyTorch, "
-            f"OpenCV, facexlib) takes about {ENGINE_IMPORT_RSS / 1e6:.0f} MB of RAM, "
-            f"{ENGINE_IMPORT_ADDRESS_SPACE / 1e9:.1f} GB of address space and {ENGINE_IMPORT_DATA / 1e9:.2f} GB of "
-            f"data segment (measured with torch 2.14.1 on Linux x86_64){_limits_text()}. "
+            f"OpenCV, facexlib) takes about {fig['rss'] / 1e6:.0f} MB of RAM, "
+            f"{fig['address_space'] / 1e9:.1f} GB of address space and {fig['data'] / 1e9:.2f} GB of "
+            f"data segment (measured with {fig['torch']} on Linux x86_64){_limits_text()}. "
             "Raise the limit or close other programs, and try again."
         )
     return GPENError(

@@ -3,6 +3,10 @@
 #   scripts/setup.sh        runtime only
 #   scripts/setup.sh --ray  also Ray (requirements-ray.txt: batch over folders/clusters, Ray Serve; ~509 MB)
 #   scripts/setup.sh --dev  also pytest, playwright, Ray (so CI runs the ray tests) and Debian's chromium
+# PyTorch: the CUDA build of requirements.txt where an NVIDIA GPU answers `nvidia-smi -L` (or
+# GPEN_TORCH=cuda); on a Linux x86_64 machine without one, the CPU build of requirements-cpu.txt
+# (300 MiB less RSS in every process; GPEN_TORCH=cpu forces it). Elsewhere (macOS, aarch64) PyPI's
+# torch is already a CPU build: requirements.txt as it is.
 # A second run with unchanged requirements returns in about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +24,20 @@ level=0
 [ $ray = 1 ] && level=r
 [ $dev = 1 ] && level=1
 PY=${PYTHON:-python3}
+torch_build=${GPEN_TORCH:-}
+if [ -z "$torch_build" ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    torch_build=cuda
+  elif [ "$(uname -s)" = Linux ] && [ "$(uname -m)" = x86_64 ]; then
+    torch_build=cpu
+  else
+    torch_build=cuda  # requirements.txt as it is (a CPU build anyway on macOS / aarch64)
+  fi
+fi
+case "$torch_build" in
+  cpu|cuda) ;;
+  *) echo "setup: GPEN_TORCH must be cpu or cuda, not '$torch_build'" >&2; exit 2 ;;
+esac
 
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
@@ -28,13 +46,23 @@ fi
 req=requirements.txt
 [ $ray = 1 ] && req="$req + requirements-ray.txt"
 [ $dev = 1 ] && req="$req + requirements-dev.txt"
-base=.venv/.setup-$(cat requirements.txt requirements-dev.txt requirements-ray.txt scripts/setup.sh | sha256sum | cut -c1-16)
+base=.venv/.setup-$torch_build-$(cat requirements.txt requirements-cpu.txt requirements-dev.txt requirements-ray.txt scripts/setup.sh | sha256sum | cut -c1-16)
 if [ -f "$base-1" ] || { [ $level != 1 ] && [ -f "$base-r" ]; } || { [ $level = 0 ] && [ -f "$base-0" ]; }; then
   :  # already installed for these requirements
 else
-  echo "setup: installing $req (first run: a few minutes)"
+  echo "setup: installing $req, PyTorch's $torch_build build (first run: a few minutes)"
   # everything but facexlib with dependencies, then facexlib alone with --no-deps
-  grep -v '^facexlib' requirements.txt > .venv/requirements-nofacexlib.txt
+  if [ "$torch_build" = cpu ]; then
+    # the CPU build alone, from PyTorch's CPU index (no retries: where that index is out of
+    # reach, a local wheel house answers at once), then requirements.txt without torch/torchvision
+    .venv/bin/python -m pip install -q --disable-pip-version-check --retries 0 --timeout 20 \
+      --extra-index-url https://download.pytorch.org/whl/cpu -r requirements-cpu.txt
+    grep -v -E '^(facexlib|torch|torchvision)==' requirements.txt > .venv/requirements-nofacexlib.txt
+    # a torchvision built for another torch fails to import; the engine does not need one
+    .venv/bin/python -m pip uninstall -y -q --disable-pip-version-check torchvision >/dev/null 2>&1 || true
+  else
+    grep -v '^facexlib' requirements.txt > .venv/requirements-nofacexlib.txt
+  fi
   extra=""
   [ $dev = 1 ] && extra=$(grep -v '^-r' requirements-dev.txt | grep -v '^#' | tr '\n' ' ')
   [ $ray = 1 ] && extra="$extra -r requirements-ray.txt"
@@ -51,4 +79,4 @@ if [ $dev = 1 ] && [ ! -x /usr/bin/chromium ]; then
   $SUDO apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q chromium chromium-driver >/dev/null
 fi
-echo "setup: ready (.venv)"
+echo "setup: ready (.venv, PyTorch $torch_build build)"
