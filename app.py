@@ -279,7 +279,7 @@ def hardware_check(progress: gr.Progress = gr.Progress(), request: gr.Request | 
     process, so a restore here does not change its memory figures, only its times).
     Refused on a shared server unless the operator allowed it (--allow-hardware-check).
     """
-    from gpen_core.profile import runner, store
+    from gpen_core.profile import report, runner, store
 
     with ui_errors(request):
         if zerogpu.on_zerogpu():
@@ -292,6 +292,7 @@ def hardware_check(progress: gr.Progress = gr.Progress(), request: gr.Request | 
         prof = runner.run_profile(device=device, command="the app's Hardware check tab",
                                   progress=lambda f, d: progress(f, desc=ui.check_progress_text(d, time.monotonic() - t0, last)))
         md = ui.profile_markdown(prof, _verdict(prof))
+        md += ("\n\n" + report.backends_section(prof)) if prof.backends else ""  # torch vs OpenVINO, what auto runs
         if device.startswith("cuda"):  # "does my GPU set-up work?": every network built and run on it
             from gpen_core.selfcheck import run_selfcheck
 
@@ -321,7 +322,10 @@ def saved_hardware_check() -> tuple[str, Any, Any]:
         verdict = f"**Recommendation** (built-in estimates until the check has run here): {_verdict(None)}."
         return (f"{when}\n\n{verdict}\n\n*No measurement for this machine yet (or the machine, versions or weights "
                 "changed since).*"), None, button
-    return f"{when}\n\n" + ui.profile_markdown(prof, _verdict(prof)), ui.profile_chart(prof), button
+    from gpen_core.profile import report
+
+    backends = ("\n\n" + report.backends_section(prof)) if prof.backends else ""
+    return f"{when}\n\n" + ui.profile_markdown(prof, _verdict(prof)) + backends, ui.profile_chart(prof), button
 
 
 HARDWARE_CHECK_OFF = ("The Hardware check is off on this shared server: it keeps the CPU busy for minutes. "

@@ -386,10 +386,15 @@ def _add_profile(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-save", action="store_true", help="do not write profile.json")
     p.add_argument("--in-process", action="store_true",
                    help="measure every mode in this process (starts faster; an out-of-memory mode then kills the check)")
+    p.add_argument("--no-backends", action="store_true",
+                   help="skip timing torch against OpenVINO on the CPU (by default recorded for `--backend auto`; "
+                   "the first run converts each generator, tens of seconds)")
     return p
 
 
-def _progress_line(stream: Any = sys.stderr) -> Callable[[float, str], None]:
+def _progress_line(stream: Any = None) -> Callable[[float, str], None]:
+    """A one-line progress display on ``stream`` (default: the ``sys.stderr`` of the call, not of the import)."""
+    stream = stream if stream is not None else sys.stderr
     t0 = time.perf_counter()
     state = {"last": "", "ended": False}
 
@@ -412,7 +417,8 @@ def profile_command_line(args: argparse.Namespace) -> str:
     """The command that reproduces ``args`` (recorded in the profile and printed under tables)."""
     parts = ["python -m gpen_core profile", "--modes " + " ".join(args.modes) if args.modes else "",
              "--synthetic" if args.synthetic else "", f"--device {args.device}" if args.device else "",
-             "--in-process" if args.in_process else "", f"--models-dir {args.models_dir}" if args.models_dir else ""]
+             "--in-process" if args.in_process else "", "--no-backends" if args.no_backends else "",
+             f"--models-dir {args.models_dir}" if args.models_dir else ""]
     return " ".join(p for p in parts if p)
 
 
@@ -431,8 +437,9 @@ def _profile(args: argparse.Namespace) -> int:
     else:
         prof = runner.run_profile(modes=args.modes, models_dir=args.models_dir, progress=_progress_line(),
                                   synthetic=True if args.synthetic else None, device=args.device,
-                                  isolate=not args.in_process, save=not args.no_save, command=profile_command_line(args))
-    print(report.format_report(prof))
+                                  isolate=not args.in_process, save=not args.no_save, command=profile_command_line(args),
+                                  backends=False if args.no_backends else None)
+    print(report.format_report(prof, models_dir=args.models_dir))
     if args.json:
         out = Path(args.json)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -194,11 +194,11 @@ class ModelCache:
             return None
         from .parse import ParsingMasker
 
-        key = (str(path), device, mode.parse_input)
+        key = (str(path), device, mode.parse_input, mode.cpu_dtype)
         if self._parser is None or self._parser.key != key:
             self._parser = None
             release(device)
-            masker = ParsingMasker(path, device=device, input_size=mode.parse_input)
+            masker = ParsingMasker(path, device=device, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype)
             self._parser = _Loaded(key, masker, path.name if path is not None else "parsenet (synthetic)")
         notes.append(f"paste mask: GPEN's face-parsing mask ({self._parser.obj.description})")
         return self._parser.obj

@@ -423,7 +423,12 @@ def _cpu_model() -> str:
 def record_speed(
     size: int, dtype: str, torch_s: float, openvino_s: float, *, models_dir: str | os.PathLike[str] | None = None, source: str = ""
 ) -> Path:
-    """Remember, for this CPU, the measured seconds per face of both backends (read by ``auto``)."""
+    """Remember, for this CPU, the measured seconds per face of both backends (read by ``auto``).
+
+    Written by the hardware check (:mod:`gpen_core.profile.backends`, ``python -m gpen_core
+    profile``) and by ``benchmarks/bench_forward.py --record``; ``source`` says which, and
+    with what weights.
+    """
     f = _choice_file(models_dir)
     data = {}
     if f.is_file():

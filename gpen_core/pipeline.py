@@ -223,7 +223,8 @@ def run_attempt(
             notes.append(
                 f"background upscaled ×{s} by {upscaled.name}: {rgb.shape[1] // s}×{rgb.shape[0] // s} → "
                 f"{rgb.shape[1]}×{rgb.shape[0]}, {upscaled.grid.count} tile{'s' if upscaled.grid.count > 1 else ''} of "
-                f"{upscaled.grid.tile} px with {upscaled.grid.pad} px context; faces restored and pasted at that size"
+                f"{upscaled.grid.tile} px with {upscaled.grid.pad} px context, in {upscaled.dtype_reason}; faces restored "
+                "and pasted at that size"
             )
         else:
             models.upscaler(opts, device)  # no upscaling asked: drop a resident upscaler (loads nothing)
@@ -321,6 +322,7 @@ class _Upscaled:
     seconds: float
     dtype: str
     name: str  # the upscaler's registry name or file name
+    dtype_reason: str = ""  # why that dtype (tiles.choose_bf16)
 
 
 def _upscale_background(rgb, alpha, detections, models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str, report: Progress):
@@ -329,7 +331,7 @@ def _upscale_background(rgb, alpha, detections, models: ModelCache, mode: Memory
     upscaled size. Returns (resized original, alpha, detections, _Upscaled, load seconds)."""
     import cv2
 
-    from .tiles import MODE_TILE_BUDGET, run_tiles, tile_for_budget
+    from .tiles import MODE_TILE_BUDGET, choose_bf16, run_tiles, tile_for_budget
 
     t = time.perf_counter()
     loaded = models.upscaler(opts, device)
@@ -343,7 +345,8 @@ def _upscale_background(rgb, alpha, detections, models: ModelCache, mode: Memory
     def tile_progress(k: int, n: int) -> None:
         report(0.12 + 0.33 * k / n, f"upscaling the background: tile {k} of {n}")
 
-    up = run_tiles(rgb, net, tile, progress=tile_progress)
+    bf16, why = choose_bf16(device, mode)
+    up = run_tiles(rgb, net, tile, progress=tile_progress, bf16=bf16)
     s = up.scale
     h, w = rgb.shape[:2]
     big = cv2.resize(rgb, (w * s, h * s), interpolation=cv2.INTER_LINEAR)
@@ -351,7 +354,7 @@ def _upscale_background(rgb, alpha, detections, models: ModelCache, mode: Memory
         alpha = cv2.resize(alpha, (w * s, h * s), interpolation=cv2.INTER_LINEAR)
     if detections:
         detections = [_scale_detection(d, s) for d in detections]
-    return big, alpha, detections, _Upscaled(up.image, s, up.grid, up.seconds, up.dtype, name), load_s
+    return big, alpha, detections, _Upscaled(up.image, s, up.grid, up.seconds, up.dtype, name, why), load_s
 
 
 def _upscale_info(up: _Upscaled | None):

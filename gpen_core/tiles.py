@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from .modes import MemoryMode
     from .upscaler import RRDBNet
 
 TileProgress = Callable[[int, int], None]  # (tiles done, tiles total)
@@ -45,7 +46,8 @@ class TileCost:
     ``python benchmarks/bench_upscale.py --calibrate`` (VmHWM of a worker process,
     one tile of 64…256 px, ×2 and ×4): the fit was 13 MiB + 7000 B/px, with
     single tiles from 7000 to 10250 B/px; the constants below bound every
-    measured tile from above (the model over- rather than under-predicts).
+    measured tile from above (the model over- rather than under-predicts). Under bf16
+    autocast one tile measured 0.5-0.75× its float32 peak, so the model bounds it too.
     """
 
     fixed: int
@@ -168,6 +170,32 @@ class Upscaled:
     dtype: str  # the compute dtype: "float32" or "bfloat16" (autocast)
 
 
+def choose_bf16(device: str, mode: MemoryMode | None = None, features: dict[str, bool] | None = None) -> tuple[bool, str]:
+    """Whether the upscaler runs under CPU bfloat16 autocast (``run_tiles(bf16=...)``), and why.
+
+    bfloat16 where all of these hold, else float32:
+    - the device is the CPU (the GPU path runs float32, unchanged);
+    - the CPU has native bf16 (``plan.cpu_features()["native_bf16"]``: AVX-512 BF16 / AMX). There
+      bf16 measured 3.2-3.7× less CPU time than float32 at ×2 and ×4 and 0.5-0.75× the per-tile peak,
+      50-55 dB from float32 on a 23-block net (README, "Background upscaling"); emulated bf16 (AVX2 only)
+      measured 31× slower;
+    - the mode accepts reduced precision: every mode but ``quality``, the one that computes float32 on
+      both devices and so promises float32 output (the others run float16 on a GPU).
+    ``features``: ``cpu_features()``'s dict (default: read it now).
+    """
+    if not str(device).startswith("cpu"):
+        return False, f"float32 on {device} (the CPU bfloat16 path applies to the CPU only)"
+    if mode is not None and mode.cpu_dtype == "float32" and mode.cuda_dtype == "float32":
+        return False, f"float32: {mode.name} mode computes in float32 everywhere"
+    if features is None:
+        from .plan import cpu_features
+
+        features = cpu_features()
+    if not features.get("native_bf16", False):
+        return False, "float32: this CPU has no native bfloat16 (AVX-512 BF16 / AMX), where bfloat16 runs slower"
+    return True, "bfloat16: this CPU has native bfloat16 (AVX-512 BF16 / AMX), several times faster than float32"
+
+
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
 _MMAP_THRESHOLD = 1 << 20
 _allocator_set = False
@@ -221,9 +249,10 @@ def run_tiles(
 ) -> Upscaled:
     """Upscale RGB uint8 H×W×3 by ``net.scale`` in tiles; see the module docstring.
 
-    ``bf16``: run the network under CPU bfloat16 autocast. Off in the pipeline: on
-    this project's CPU (no native bf16) it measured 31× slower and 37.6 dB from
-    float32 (README, "Background upscaling"); kept for machines where it may pay.
+    ``bf16``: run the network under CPU bfloat16 autocast (ignored off the CPU). The
+    pipeline asks :func:`choose_bf16`: on CPUs with native bf16 (AVX-512 BF16 / AMX) it
+    measured 3.2-3.7× faster than float32; on AVX2-only CPUs 31× slower (README,
+    "Background upscaling"). A net whose weights are bfloat16 gets its input in bfloat16.
     """
     import torch
 
@@ -238,7 +267,8 @@ def run_tiles(
     # (one pixel) instead of by s× it, and returns 91×123 for 45×61. We return exactly
     # s×H × s×W (90×122): the official result's top-left region.
     out = np.empty((h * s, w * s, 3), np.uint8)
-    device = next(net.parameters()).device
+    param = next(net.parameters())
+    device, wdtype = param.device, param.dtype  # a net cast to bfloat16 gets its input in bfloat16
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 and device.type == "cpu" else nullcontext()
     done = 0
     with torch.inference_mode(), autocast:
@@ -251,7 +281,7 @@ def run_tiles(
                 rows = _index(grid.padded_h, h, py0, py1)
                 cols = _index(grid.padded_w, w, px0, px1)
                 piece = rgb[rows][:, cols] if isinstance(rows, np.ndarray) or isinstance(cols, np.ndarray) else rgb[rows, cols]
-                x = torch.from_numpy(np.ascontiguousarray(piece)).to(device).permute(2, 0, 1).unsqueeze(0).float().div_(255.0)
+                x = torch.from_numpy(np.ascontiguousarray(piece)).to(device).permute(2, 0, 1).unsqueeze(0).float().div_(255.0).to(wdtype)
                 y = net(x)
                 del x
                 # Only the part inside the original image (not the reflect padding) is kept.
@@ -265,7 +295,8 @@ def run_tiles(
                 done += 1
                 if progress is not None:
                     progress(done, grid.count)
-    return Upscaled(out, s, grid, time.perf_counter() - t0, "bfloat16" if bf16 else "float32")
+    used = "bfloat16" if (bf16 and device.type == "cpu") or wdtype == torch.bfloat16 else str(wdtype).replace("torch.", "")
+    return Upscaled(out, s, grid, time.perf_counter() - t0, used)
 
 
 def upscale(

@@ -155,7 +155,7 @@ def metrics_markdown(result: RestoreResult) -> str:
     size = f"{w}×{h}" + (f", processed at {pw}×{ph}" if (pw, ph) != (w, h) and pw else "")
     up = getattr(result, "upscale", None)
     if up is not None:
-        size += f", upscaled ×{up.factor} to {pw * up.factor}×{ph * up.factor} ({up.tiles} tile{'s' if up.tiles > 1 else ''} of {up.tile} px)"
+        size += f", upscaled ×{up.factor} to {pw * up.factor}×{ph * up.factor} ({up.tiles} tile{'s' if up.tiles > 1 else ''} of {up.tile} px, {up.dtype})"
     fmt = "JPEG" if result.output_format == "jpeg" else result.output_format.upper()
     lines = [
         "### Measured for this request",

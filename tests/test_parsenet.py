@@ -157,5 +157,8 @@ def test_every_mode_says_which_paste_mask_it_used(_isolated_models_home: Path) -
     (_isolated_models_home / "parsing_parsenet.pth").rename(_isolated_models_home / "ParseNet-latest.pth")
     masker = cache.parser(MODES["balanced"], "cpu", notes)
     assert masker is not None and masker.input_size == 256
-    assert notes[-1] == "paste mask: GPEN's face-parsing mask (ParseNet-latest.pth, 256 px input, float32)"
+    from gpen_core.parse import choose_parse_dtype
+
+    dt = choose_parse_dtype("cpu", "bfloat16")  # balanced: bf16 where this CPU has it natively (test_parse_dtype.py)
+    assert notes[-1] == f"paste mask: GPEN's face-parsing mask (ParseNet-latest.pth, 256 px input, {dt})"
     assert cache.parser(MODES["quality"], "cpu", notes).input_size == 512

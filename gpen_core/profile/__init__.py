@@ -12,7 +12,9 @@ before its first request, seconds per face and total seconds.
   :func:`~.store.measured` (what :mod:`gpen_core.budget` reads; pure, never runs the engine);
 - :mod:`.runner`: :func:`~.runner.run_profile`, the only part that imports the Restorer
   (worker processes);
-- :mod:`.report`: the table, chart rows and recommendation.
+- :mod:`.backends`: on the CPU, torch against OpenVINO per generator and dtype the modes
+  use, recorded for ``--backend auto`` (:func:`gpen_core.ov_backend.record_speed`);
+- :mod:`.report`: the table, chart rows, backend comparison and recommendation.
 
 The command line is ``python -m gpen_core profile`` (:mod:`gpen_core.cli`).
 This package imports nothing at import: import the submodule you need.

@@ -13,7 +13,7 @@ the workloads' fixed face boxes (GPEN's template landmarks) stand in for detecti
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,58 @@ class ModeProfile:
 
 
 @dataclass(frozen=True)
+class BackendSpeed:
+    """torch against OpenVINO for one (face size, dtype) the CPU modes use: seconds per face."""
+
+    size: int  # face size of the generator
+    dtype: str  # the torch compute dtype the modes run ("float32", "bfloat16")
+    modes: tuple[str, ...]  # the measured modes that run this generator in this dtype
+    model: str  # registry name of the generator
+    weights: str  # "real", "synthetic" (random weights, released architecture) or "override"
+    runs: int  # timed calls per backend (after one untimed warm-up each), interleaved
+    measured_at: str  # local time, ISO 8601
+    torch_s: float | None = None  # median seconds per face; None when the pair failed
+    openvino_s: float | None = None
+    torch_times: tuple[float, ...] = ()
+    openvino_times: tuple[float, ...] = ()
+    precision: str = ""  # OpenVINO's inference precision ("f32" / "bf16")
+    convert_s: float | None = None  # first-use conversion to OpenVINO IR (None: it came from the cache)
+    load_s: float | None = None  # OpenVINO reading + compiling (or importing its cached blob)
+    threads: int | None = None  # torch threads during the calls (OpenVINO: its own default, as the engine)
+    recorded: bool = False  # written to the speed file `auto` reads
+    note: str | None = None  # a precision change, why not recorded, or the error
+    error: str | None = None
+
+    @property
+    def faster(self) -> str | None:
+        """"openvino" or "torch" by the medians; None when either is missing."""
+        if self.torch_s is None or self.openvino_s is None:
+            return None
+        return "openvino" if self.openvino_s < self.torch_s else "torch"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BackendSpeed":
+        return cls(**{**d, "modes": tuple(d["modes"]), "torch_times": tuple(d.get("torch_times", ())),
+                      "openvino_times": tuple(d.get("openvino_times", ()))})
+
+
+@dataclass(frozen=True)
+class BackendCheck:
+    """The CPU backend comparison of one hardware check (gpen_core.profile.backends)."""
+
+    skipped: str | None  # why it did not run: --no-backends, no OpenVINO, a GPU check, a failure
+    rows: tuple[BackendSpeed, ...] = ()
+    uses: dict[str, tuple[int, str]] = field(default_factory=dict)  # mode → (face size, dtype) on this CPU
+    openvino: str | None = None  # OpenVINO's version (package metadata)
+    speed_file: str | None = None  # where the measurements were recorded for `auto`
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BackendCheck":
+        return cls(**{**d, "rows": tuple(BackendSpeed.from_dict(r) for r in d.get("rows", ())),
+                      "uses": {k: (int(v[0]), str(v[1])) for k, v in d.get("uses", {}).items()}})
+
+
+@dataclass(frozen=True)
 class Profile:
     """The whole hardware check: machine facts, the fingerprint it is valid for, one row per mode."""
 
@@ -113,6 +165,7 @@ class Profile:
     modes: dict[str, ModeProfile]
     notes: tuple[str, ...] = ()
     command: str = ""  # what produced it (the CLI fills this in)
+    backends: BackendCheck | None = None  # torch vs OpenVINO on the CPU (None: not part of this check)
 
     @property
     def binding(self) -> str:
@@ -134,6 +187,7 @@ class Profile:
                     "workloads": tuple(d["workloads"]),
                     "modes": modes,
                     "notes": tuple(d.get("notes", ())),
+                    "backends": BackendCheck.from_dict(d["backends"]) if d.get("backends") else None,
                 }
             )
         except (KeyError, TypeError) as exc:
@@ -203,6 +257,8 @@ def run_record(w: Workload, res: Any, real_detector: bool, idle_rss: int, idle_a
     notes = list(res.notes)
     if real_detector and not w.aligned and len(res.faces) != w.faces:
         notes.append(f"the {res.detector} detector found {len(res.faces)} of the {w.faces} faces placed")
+    if getattr(res, "backend", "torch") == "openvino":
+        notes.append(f"the generator ran on OpenVINO ({res.backend_reason})")
     vram_a = None if p.vram_allocated_bytes is None or idle_alloc is None else max(0, p.vram_allocated_bytes - idle_alloc)
     vram_r = None if p.vram_reserved_bytes is None or idle_res is None else max(0, p.vram_reserved_bytes - idle_res)
     n = len(res.faces)

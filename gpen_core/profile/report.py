@@ -7,11 +7,12 @@ safety margin. Pure apart from reading the free memory when none is given.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from ..meter import format_bytes
 from ..modes import MODES
-from .records import SYNTHETIC_NOTE, ModeProfile, Profile
+from .records import SYNTHETIC_NOTE, BackendSpeed, ModeProfile, Profile
 
 if TYPE_CHECKING:
     from ..budget import Free
@@ -137,8 +138,71 @@ def recommendation(profile: Profile, free: "Free | None" = None) -> str:
     return s + synth
 
 
-def format_report(profile: Profile, free: "Free | None" = None) -> str:
-    """Machine facts, the table, notes and the recommendation: what the CLI prints."""
+_WEIGHTS = {"real": "real", "synthetic": "random, released architecture", "override": "model-config override"}
+
+
+def _fine(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.{3 if x < 1 else 2}f}"
+
+
+def _backend_row(r: BackendSpeed) -> str:
+    ov = _fine(r.openvino_s) + (f" ({r.precision})" if r.precision else "")
+    if r.faster is None:
+        faster = "n/a"
+    else:
+        lo, hi = sorted((r.torch_s or 0.0, r.openvino_s or 0.0))
+        faster = f"{'OpenVINO' if r.faster == 'openvino' else 'torch'} {hi / lo:.2f}×" if lo > 0 else r.faster
+    conv = "from the cache" if r.convert_s is None else f"{r.convert_s:.1f} s (first use; cached)"
+    if r.error:
+        conv = "n/a"
+    cells = [f"{r.size} px", r.dtype, ", ".join(f"`{m}`" for m in r.modes), _fine(r.torch_s), ov, faster, conv,
+             _WEIGHTS.get(r.weights, r.weights), "yes" if r.recorded else "no"]
+    return "| " + " | ".join(cells) + " |"
+
+
+def auto_backends(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> dict[str, tuple[str, str]]:
+    """mode → (backend, why) that ``--backend auto`` picks now for this profile's modes, from the
+    speed file in the models folder (what a request reads; later records count too)."""
+    from .. import ov_backend
+
+    b = profile.backends
+    if not profile.device.startswith("cpu"):
+        return {m: ("torch", "GPU: torch") for m in profile.modes}
+    if b is None:
+        return {}
+    out = {}
+    for mode, (size, dtype) in b.uses.items():
+        out[mode] = ov_backend.choose_backend("auto", size, dtype, models_dir=models_dir, device="cpu")
+    return out
+
+
+def backends_section(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> str:
+    """Markdown: the torch-vs-OpenVINO table (or why it did not run) and what ``auto`` uses per mode."""
+    b = profile.backends
+    if b is None:
+        return ""
+    lines = ["**CPU backends** (generator seconds per face; median of the timed calls after an untimed warm-up, "
+             "torch and OpenVINO interleaved; the conversion is timed on its own)"]
+    if b.skipped:
+        lines.append(f"Not compared in this check: {b.skipped}.")
+    if b.rows:
+        if b.skipped:
+            lines.append("Earlier measurements on this machine (" + ", ".join(sorted({r.measured_at for r in b.rows})) + "):")
+        head = ["face", "dtype", "modes", "torch s / face", "OpenVINO s / face", "faster", "OpenVINO conversion", "weights", "recorded"]
+        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += [_backend_row(r) for r in b.rows]
+        lines += [""] + [f"- {r.size} px {r.dtype}: {r.note}" for r in b.rows if r.note]
+        if b.speed_file:
+            lines.append(f"Recorded in {b.speed_file} (read by `--backend auto`).")
+    chosen = auto_backends(profile, models_dir)
+    if chosen:
+        lines += ["", "Backend `auto` (the default) now runs: " + "; ".join(
+            f"`{m}` → {'OpenVINO' if be == 'openvino' else 'torch'} ({why})" for m, (be, why) in chosen.items())]
+    return "\n".join(lines)
+
+
+def format_report(profile: Profile, free: "Free | None" = None, models_dir: str | os.PathLike[str] | None = None) -> str:
+    """Machine facts, the table, notes, the backend comparison and the recommendation: what the CLI prints."""
     lines = [f"Hardware check ({profile.created}): {machine_line(profile)}", "", format_table(profile, free), ""]
     lines += [f"note: {n}" for n in profile.notes]
     where: dict[str, list[str]] = {}  # each distinct note once, with the modes it concerns
@@ -147,5 +211,8 @@ def format_report(profile: Profile, free: "Free | None" = None) -> str:
             if n not in profile.notes and m.mode not in where.setdefault(n, []):
                 where[n].append(m.mode)
     lines += [f"note ({', '.join(ms)}): {n}" for n, ms in where.items()]
+    section = backends_section(profile, models_dir)
+    if section:
+        lines += ["", section]
     lines += ["", "Recommendation: " + recommendation(profile, free)]
     return "\n".join(lines)

@@ -2,9 +2,11 @@
 
 :func:`run_profile` measures every mode (lightest first) and saves the result
 (:mod:`.store`). The first workload of a mode loads its models, as a first request
-would; the others reuse them. This is the only part of the profile package that
-imports the Restorer; nothing heavy at import: torch and the engine load inside
-:func:`run_profile`.
+would; the others reuse them. Before the modes, on the CPU, the backend comparison
+(:mod:`.backends`) times torch against OpenVINO and records it for ``auto``, so the
+modes are measured with the backend a request will use. This is the only part of the
+profile package that imports the Restorer; nothing heavy at import: torch and the engine
+load inside :func:`run_profile`.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..modes import MODES, MemoryMode, get_mode
 from ..workloads import STANDARD, Workload
+from .backends import plan as plan_backends
 from .records import (
     DETECTOR_SYNTHETIC_NOTE,
+    BackendCheck,
     FORMAT,
     GIVEN_BOXES_NOTE,
     SYNTHETIC_NOTE,
@@ -211,6 +215,11 @@ def _child_main() -> None:
         out.flush()
 
     try:
+        if spec.get("task") == "backends":
+            from .backends import measure
+
+            send("R", measure(spec, lambda f, d: send("P", [f, d])))
+            return
         result = _measure_mode(spec, lambda f, d: send("P", [f, d]))
     except Exception as exc:
         from ..oom import is_oom
@@ -226,6 +235,11 @@ class _ModeFailed(Exception):
 
 def _measure_in_child(spec: dict[str, Any], report: Progress) -> ModeProfile:
     """:func:`_measure_mode` in a fresh Python process; the parent survives the child's OOM kill."""
+    return ModeProfile.from_dict(_in_child(spec, report))
+
+
+def _in_child(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
+    """Run ``spec`` (a mode, or the backend comparison) in a fresh Python process: its JSON result."""
     import subprocess
 
     env = dict(os.environ)
@@ -257,7 +271,7 @@ def _measure_in_child(spec: dict[str, Any], report: Progress) -> ModeProfile:
                 proc.kill()
                 proc.wait()
         if result is not None:
-            return ModeProfile.from_dict(result)
+            return result
         if error is not None:
             if error.get("oom"):
                 raise _ModeFailed(f"out of memory: {error['message']}")
@@ -279,6 +293,19 @@ def _reraise(error: dict[str, Any], mode: str) -> None:
 
 
 
+def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str | None, isolate: bool, report: Progress) -> BackendCheck:
+    """The backend comparison (in a worker process when ``isolate``), recorded for ``auto``.
+    A failure is reported in the check, not raised: the memory check goes on."""
+    from .backends import failed, finish, measure
+
+    report(0.0, "backends: torch vs OpenVINO")
+    try:
+        result = _in_child(spec, report) if isolate else measure(spec, report)
+    except Exception as exc:
+        return failed(check, f"{type(exc).__name__}: {exc}")
+    return finish(check, spec, result, models_dir)
+
+
 def run_profile(
     modes: Iterable[str] | None = None,
     models_dir: str | os.PathLike[str] | None = None,
@@ -291,6 +318,8 @@ def run_profile(
     isolate: bool = True,
     save: bool = True,
     command: str = "",
+    backends: bool | None = None,
+    backend_runs: int = 3,
 ) -> Profile:
     """Measure every mode in ``modes`` (default: all, lightest first) on this machine.
 
@@ -307,6 +336,13 @@ def run_profile(
     fresh one), and a mode that exhausts memory kills only its worker: it is recorded as
     needing more than was free and the check goes on. ``isolate=False`` runs everything
     here (faster to start; for tests).
+
+    ``backends``: on the CPU, first time the generator of each (face size, dtype) the
+    modes use with torch and with OpenVINO (where installed), converting on first use,
+    and record the medians (``backend_runs`` calls each) for ``--backend auto``
+    (:mod:`.backends`); the modes are then measured with the backend ``auto`` picks.
+    None (default): for the released generators, not for model-config overrides;
+    True: also for overrides; False: skip (``--no-backends``).
 
     ``workloads`` and ``model_configs`` (registry name → GPENConfig, built with random
     weights) exist for tests and experiments; the standard check uses neither. ``save``
@@ -341,10 +377,18 @@ def run_profile(
     with tempfile.TemporaryDirectory(prefix="gpen-profile-") as tmp:
         override_paths = _write_overrides(configs, Path(tmp)) if configs else {}
         specs = [_plan_mode(m, override_paths, configs, synthetic, models_dir, portraits, dev, workloads) for m in wanted]
+        mdir = None if models_dir is None else str(models_dir)
+        bspec, bcheck = plan_backends(wanted, specs, configs, dev, backends, mdir, backend_runs)
+        # Backends first: the modes are then measured with the backend `auto` now picks, and a
+        # conversion they would need is already cached. They weigh one step per generator.
+        first = len(bspec["pairs"]) if bspec else 0
+        steps = len(specs) + first
+        if bspec is not None:
+            bcheck = _compare_backends(bspec, bcheck, mdir, isolate, lambda f, d: report(min(1.0, f * first / steps), d))
         for i, spec in enumerate(specs):
 
             def step(f: float, d: str, i: int = i) -> None:
-                report(min(1.0, (i + f) / len(specs)), d)
+                report(min(1.0, (first + i + f) / steps), d)
 
             step(0.0, f"{spec['mode']}: starting")
             try:
@@ -386,6 +430,7 @@ def run_profile(
         modes=results,
         notes=tuple(notes),
         command=command,
+        backends=bcheck,
     )
     if save:
         save_profile(prof, models_dir)

@@ -155,12 +155,24 @@ def save_profile(profile: Profile, models_dir: str | os.PathLike[str] | None = N
     if isinstance(old, dict) and old.get("fingerprint") == mine["fingerprint"] and old.get("workloads") == mine["workloads"]:
         mine["modes"] = {**old.get("modes", {}), **mine["modes"]}
         mine["modes"] = {m: mine["modes"][m] for m in MODES if m in mine["modes"]}
+        _merge_backends(old.get("backends"), mine.get("backends"))
     store[key] = mine
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"format": FORMAT, "profiles": store}, indent=2), encoding="utf-8")
     os.replace(tmp, path)  # readers never see half a file
     _cached_store.cache_clear()
     return path
+
+
+def _merge_backends(old: Any, new: Any) -> None:
+    """Keep the earlier backend rows this run did not measure (``--modes``, ``--no-backends``), in ``new``."""
+    if not (isinstance(old, dict) and isinstance(new, dict) and old.get("rows")):
+        return
+    rows = {(r["size"], r["dtype"]): r for r in old["rows"]}
+    rows.update({(r["size"], r["dtype"]): r for r in new.get("rows") or []})
+    new["rows"] = list(rows.values())
+    new["uses"] = {**(old.get("uses") or {}), **(new.get("uses") or {})}
+    new["speed_file"] = new.get("speed_file") or old.get("speed_file")
 
 
 @lru_cache(maxsize=8)

@@ -1,0 +1,229 @@
+"""The hardware check times torch against OpenVINO on the CPU and records it for ``--backend auto``
+(tiny generators, one small workload: quick)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpen_core import ov_backend
+from gpen_core.cli import main as cli_main  # imported here, not under capsys: its progress line binds sys.stderr at import
+from gpen_core.modes import MODES
+from gpen_core.profile import backends, records, report, runner, store
+from gpen_core.workloads import Workload
+
+from .factories import TINY
+
+CONFIGS = {"GPEN-BFR-256": TINY, "GPEN-BFR-512": TINY}
+FACE = (Workload("face", "aligned face", 64, 64, 1, aligned=True),)
+
+needs_openvino = pytest.mark.skipif(
+    ov_backend.openvino_version() is None, reason="needs OpenVINO (pip install openvino; in requirements.txt)"
+)
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """One torch thread: with other processes on the 2 cores, OpenMP's spinning makes 2 threads 10x slower."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def _speed_file(home: Path) -> Path:
+    return ov_backend._choice_file(home)
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory: pytest.TempPathFactory, one_thread: None) -> tuple[records.Profile, Path, list[tuple[float, str]]]:
+    """One check of low and balanced with the backend comparison asked for (tiny overrides)."""
+    if ov_backend.openvino_version() is None:
+        pytest.skip("needs OpenVINO (pip install openvino; in requirements.txt)")
+    home = tmp_path_factory.mktemp("backends_home")
+    seen: list[tuple[float, str]] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPEN_HOME", str(home))
+        mp.setenv("GPEN_OFFLINE", "1")
+        prof = runner.run_profile(modes=["low", "balanced"], models_dir=home, workloads=FACE, model_configs=CONFIGS,
+                                  progress=lambda f, d: seen.append((f, d)), isolate=False, backends=True)
+    return prof, home, seen
+
+
+@needs_openvino
+def test_the_check_times_both_backends_and_records_them(compared: tuple[records.Profile, Path, list[tuple[float, str]]]) -> None:
+    prof, home, seen = compared
+    b = prof.backends
+    assert b is not None and b.skipped is None and b.openvino == ov_backend.openvino_version()
+    bal_dtype = b.uses["balanced"][1]
+    assert b.uses == {"low": (64, "float32"), "balanced": (64, bal_dtype)}
+    expected_pairs = {(64, "float32"), (64, bal_dtype)}
+    assert {(r.size, r.dtype) for r in b.rows} == expected_pairs
+    for r in b.rows:
+        assert r.error is None and r.recorded and r.weights == "override"
+        assert r.runs == 3 and len(r.torch_times) == 3 and len(r.openvino_times) == 3
+        assert r.torch_s == pytest.approx(sorted(r.torch_times)[1]) and r.openvino_s == pytest.approx(sorted(r.openvino_times)[1])
+        assert r.convert_s is not None and r.convert_s > 0  # a fresh models folder: converted, timed apart from the calls
+        assert r.precision == ("bf16" if r.dtype == "bfloat16" else "f32")
+    # conversions are visible in the progress, which stays monotonic within [0, 1]
+    assert any("OpenVINO: converting" in d for _, d in seen) and any("timed call 3 of 3" in d for _, d in seen)
+    fs = [f for f, _ in seen]
+    assert fs == sorted(fs) and 0.0 <= fs[0] and fs[-1] == 1.0
+    # the speed file auto reads holds the medians, saying where they came from
+    saved = json.loads(_speed_file(home).read_text())
+    assert b.speed_file == str(_speed_file(home))
+    rec = saved["64-float32"]
+    low = next(r for r in b.rows if r.dtype == "float32")
+    assert rec["torch_s"] == pytest.approx(low.torch_s, abs=1e-4) and rec["openvino_s"] == pytest.approx(low.openvino_s, abs=1e-4)
+    assert "hardware check" in rec["source"] and "model-config override" in rec["source"]
+
+
+@needs_openvino
+def test_auto_follows_the_check(compared: tuple[records.Profile, Path, list[tuple[float, str]]]) -> None:
+    prof, home, _ = compared
+    assert prof.backends is not None
+    for r in prof.backends.rows:
+        backend, why = ov_backend.choose_backend("auto", r.size, r.dtype, models_dir=home)
+        assert backend == r.faster and why.startswith("measured faster here")
+    # a size the check did not measure stays on torch
+    assert ov_backend.choose_backend("auto", 128, "float32", models_dir=home)[0] == "torch"
+    # the report shows the comparison and what auto now uses per mode
+    text = report.format_report(prof, models_dir=home)
+    assert "**CPU backends**" in text and "| 64 px | float32 | `low` |" in text
+    chosen = report.auto_backends(prof, home)
+    assert set(chosen) == {"low", "balanced"}
+    for mode, (backend, why) in chosen.items():
+        assert f"`{mode}` → {'OpenVINO' if backend == 'openvino' else 'torch'} ({why})" in text
+
+
+@needs_openvino
+def test_the_comparison_is_saved_with_the_profile(compared: tuple[records.Profile, Path, list[tuple[float, str]]]) -> None:
+    prof, home, _ = compared
+    d = json.loads((home / "profile.json").read_text())["profiles"]["cpu"]
+    assert set(d["backends"]) == {f for f in records.BackendCheck.__dataclass_fields__}
+    assert store.load_json(home / "profile.json") == prof
+    # a later run that skips the comparison keeps the earlier rows in the saved profile
+    again = runner.run_profile(modes=["low"], models_dir=home, workloads=FACE, model_configs=CONFIGS, isolate=False, backends=False)
+    assert again.backends is not None and again.backends.skipped == "asked not to (--no-backends)" and again.backends.rows == ()
+    kept = store.load_json(home / "profile.json").backends
+    assert kept is not None and {(r.size, r.dtype) for r in kept.rows} == {(r.size, r.dtype) for r in prof.backends.rows}
+    assert "Earlier measurements" in report.backends_section(store.load_json(home / "profile.json"), home)
+
+
+@needs_openvino
+def test_cli_no_backends_records_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], one_thread: None) -> None:
+    real = runner.run_profile
+
+    def tiny(*a: Any, backends: bool | None = None, **k: Any) -> records.Profile:
+        # the CLI passes None (compare) or False (--no-backends); tiny overrides need True to compare
+        return real(*a, **{**k, "workloads": FACE, "model_configs": CONFIGS, "backends": True if backends is None else backends})
+
+    monkeypatch.setattr(runner, "run_profile", tiny)
+    argv = ["profile", "--modes", "low", "--models-dir", str(tmp_path), "--in-process"]
+    assert cli_main([*argv, "--no-backends"]) == 0
+    out = capsys.readouterr().out
+    assert "Not compared in this check: asked not to (--no-backends)." in out
+    assert "Backend `auto` (the default) now runs: `low` → torch (no OpenVINO measurement for 64 px float32 on this CPU yet)" in out
+    assert not _speed_file(tmp_path).exists()
+    saved = json.loads((tmp_path / "profile.json").read_text())["profiles"]["cpu"]
+    assert saved["command"].endswith("--in-process --no-backends --models-dir " + str(tmp_path))
+    # the same command without the flag records
+    assert cli_main(argv) == 0
+    assert "| 64 px | float32 | `low` |" in capsys.readouterr().out
+    assert "64-float32" in json.loads(_speed_file(tmp_path).read_text())
+
+
+def test_without_openvino_the_report_says_so_and_the_check_goes_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, one_thread: None) -> None:
+    why = "OpenVINO is installed but its CPU plugin does not start (RuntimeError: test)"
+    monkeypatch.setattr(ov_backend, "unavailable_reason", lambda: why)
+    if ov_backend.openvino_version() is None:
+        why = "OpenVINO is not installed; pip install openvino (or `bash scripts/setup.sh`, which installs requirements.txt)"
+        monkeypatch.setattr(ov_backend, "unavailable_reason", lambda: why)
+    prof = runner.run_profile(modes=["low"], models_dir=tmp_path, workloads=FACE, model_configs=CONFIGS, isolate=False, backends=True)
+    assert prof.modes["low"].failed is None and prof.modes["low"].runs[0].faces == 1
+    assert prof.backends is not None and prof.backends.skipped == why and prof.backends.rows == ()
+    assert not _speed_file(tmp_path).exists()
+    assert f"Not compared in this check: {why}." in report.format_report(prof, models_dir=tmp_path)
+    # not installed at all: decided without starting OpenVINO, auto says why it stays on torch
+    monkeypatch.setattr(ov_backend, "openvino_version", lambda: None)
+    prof = runner.run_profile(modes=["low"], models_dir=tmp_path, workloads=FACE, model_configs=CONFIGS, isolate=False, backends=True)
+    assert prof.backends is not None and prof.backends.skipped == why
+    assert report.auto_backends(prof, tmp_path) == {"low": ("torch", "OpenVINO is not installed")}
+
+
+@needs_openvino
+def test_the_apps_hardware_check_shows_the_comparison(monkeypatch: pytest.MonkeyPatch, one_thread: None) -> None:
+    app = pytest.importorskip("app", reason="the app needs gradio")
+    monkeypatch.setattr(app, "POLICY", app.Policy())
+    real = runner.run_profile
+    monkeypatch.setattr(runner, "run_profile", lambda **k: real(**{**k, "modes": ["low"], "workloads": FACE, "isolate": False,
+                                                                   "model_configs": {"GPEN-BFR-256": TINY}, "backends": True}))
+    descs: list[str] = []
+    md, _ = app.hardware_check(progress=lambda f, desc=None, **_: descs.append(str(desc)))
+    assert any("OpenVINO: converting" in d for d in descs)  # the conversion shows in the progress
+    for text in (md, app.saved_hardware_check()[0]):  # right after the check, and on the next page load
+        assert "**CPU backends**" in text and "| 64 px | float32 | `low` |" in text
+        assert "Backend `auto` (the default) now runs: `low` → " in text
+
+
+def _spec(kind: str, path: str | None = None) -> dict[str, Any]:
+    return {"model_opt": path, "kind": kind, "threads": 2}
+
+
+def test_which_weights_are_timed_and_what_is_recorded(tmp_path: Path) -> None:
+    """Real files and the released architectures with random weights are recorded (saying which);
+    an override standing in for a released size is timed but never recorded; GPU and the flag skip."""
+    from gpen_core.arch import GPENConfig
+
+    modes = [MODES["low"], MODES["quality"]]
+    real = str(tmp_path / "GPEN-BFR-256.pth")
+    spec, check = backends.plan(modes, [_spec("real", real), _spec("synthetic")], {}, "cpu", None, str(tmp_path))
+    if ov_backend.openvino_version() is None:
+        assert spec is None and check.skipped and "not installed" in check.skipped
+        return
+    assert spec is not None and check.uses == {"low": (256, "float32"), "quality": (512, "float32")}
+    low, quality = spec["pairs"]
+    assert low["path"] == real and low["weights"] == "real" and "real weights" in low["source"] and low["threads"] == 2
+    assert quality["path"] == "synthetic:GPEN-BFR-512" and quality["weights"] == "synthetic"
+    assert "random weights of the released GPEN-BFR-512 architecture (time does not depend on the values)" in quality["source"]
+    # overrides: compared only when asked; one of a released size is not recorded
+    big = GPENConfig(256, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.125)
+    assert backends.plan(modes[:1], [_spec("synthetic", "x.pth")], {"GPEN-BFR-256": big}, "cpu", None, None)[0] is None
+    spec, check = backends.plan(modes[:1], [_spec("synthetic", "x.pth")], {"GPEN-BFR-256": big}, "cpu", True, None)
+    assert spec is not None and "would stand in for the released 256 px generator" in spec["pairs"][0]["no_record"]
+    row = {"size": 256, "dtype": "float32", "modes": ["low"], "model": "GPEN-BFR-256", "weights": "override", "runs": 3,
+           "measured_at": "now", "torch_s": 0.2, "openvino_s": 0.1}
+    done = backends.finish(check, spec, {"skipped": None, "rows": [row]}, str(tmp_path))
+    assert not done.rows[0].recorded and "not recorded" in (done.rows[0].note or "")
+    assert not _speed_file(tmp_path).exists()
+    # a failed pair is reported, not recorded
+    done = backends.finish(check, spec, {"skipped": None, "rows": [{**row, "torch_s": None, "error": "RuntimeError: no"}]}, str(tmp_path))
+    assert done.rows[0].note == "not measured: RuntimeError: no" and "| n/a |" in report.backends_section(
+        records.Profile(**{**_empty_profile(), "backends": done}), tmp_path)
+    # the GPU and the flag
+    assert "CPU only" in (backends.plan(modes, [_spec("real", real), _spec("synthetic")], {}, "cuda:0", None, None)[1].skipped or "")
+    spec, check = backends.plan(modes, [_spec("real", real), _spec("synthetic")], {}, "cpu", False, None)
+    assert spec is None and check.skipped == "asked not to (--no-backends)" and check.uses["quality"] == (512, "float32")
+
+
+def _empty_profile() -> dict[str, Any]:
+    return dict(format=records.FORMAT, created="now", device="cpu", synthetic=True, fingerprint={}, machine={},
+                free_at_start={}, isolated=False, workloads=(), modes={})
+
+
+@needs_openvino
+def test_in_a_worker_process_the_comparison_reports_back(tmp_path: Path, one_thread: None) -> None:
+    seen: list[str] = []
+    prof = runner.run_profile(modes=["low"], models_dir=tmp_path, workloads=FACE, model_configs={"GPEN-BFR-256": TINY},
+                              save=False, backends=True, progress=lambda f, d: seen.append(d))
+    assert prof.isolated and prof.backends is not None and prof.backends.skipped is None
+    (row,) = prof.backends.rows
+    assert row.recorded and row.torch_s and row.openvino_s and row.convert_s
+    assert any("OpenVINO: converted in" in d for d in seen)  # the worker's progress reached the parent
+    assert ov_backend.choose_backend("auto", 64, "float32", models_dir=tmp_path)[0] == row.faster
