@@ -14,7 +14,11 @@ that computes the same thing faster:
 - the big elementwise steps run in place: a fresh 128×512×512 float buffer costs
   ~10x more in page faults than the leaky ReLU computed into it;
 - a batch is run one face at a time (GPEN's modulated weights are per image; a
-  grouped convolution over the batch gains nothing and needs a reshape copy).
+  grouped convolution over the batch gains nothing and needs a reshape copy);
+- bfloat16 on oneDNN (AMX / AVX-512 BF16): the stride-2 transposed convs run as one
+  2×2 conv computing their four output phases, the low-resolution convs modulate their
+  input and keep a packed constant weight, and the noise half is one fused pass
+  (:attr:`FastGPEN.REARRANGED_DTYPES`; float32 keeps the direct forms, which win there).
 
 Numerics: the float32 plan reassociates a few products (scales folded into weights,
 demodulation as a mat-vec), so it matches the plain model to ~1e-6; tests hold it to
@@ -76,10 +80,12 @@ def _modulated(base: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     return base * factor
 
 
-def _conv_leaky(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, padding: int, groups: int = 1) -> torch.Tensor:
-    """leaky_relu(conv2d(x, w, b), 0.2) in one oneDNN pass (stride 1)."""
-    p = [padding, padding]
-    return torch.ops.mkldnn._convolution_pointwise(x, w, b, p, [1, 1], [1, 1], groups, "leaky_relu", [0.2], "")
+def _conv_leaky(
+    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, padding: int, groups: int = 1, stride: int = 1
+) -> torch.Tensor:
+    """leaky_relu(conv2d(x, w, b, stride, padding), 0.2) in one oneDNN pass."""
+    p, st = [padding, padding], [stride, stride]
+    return torch.ops.mkldnn._convolution_pointwise(x, w, b, p, st, [1, 1], groups, "leaky_relu", [0.2], "")
 
 
 def _conv_accumulate_(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, padding: int) -> torch.Tensor:
@@ -104,6 +110,7 @@ class _Blur(nn.Module):
             raise ValueError(f"fast upsampling supports GPEN's 4-tap FIR with pad (2, 1), got {tuple(kernel.shape)} {pad}")
         self.fir, self.pad, self.up, self.channels = fir, tuple(pad), up, channels
         self.onednn = False  # set by FastGPEN: fuse the leaky ReLU into the blur with oneDNN
+        self.memory_format = torch.channels_last  # set by FastGPEN: the layout of from_phases' buffer
         # On the plan's device like every other weight: the model's kernel stays where it was loaded
         # (the CPU), and a CPU FIR under a CUDA input fails at the first blur.
         self.register_buffer("raw", kernel.float().to(dev, copy=True), persistent=False)  # for "native"
@@ -111,6 +118,31 @@ class _Blur(nn.Module):
         # transposed conv flips once more, so it takes the kernel itself.
         k = kernel if up > 1 else torch.flip(kernel, [0, 1])
         self.register_buffer("dw", k.to(dev, dt)[None, None].repeat(channels, 1, 1, 1).contiguous(), persistent=False)
+
+    def from_phases(
+        self, y: torch.Tensor, bias: torch.Tensor | None, leaky: bool, scale: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """This blur (pad (1, 1)) of the 2x upsampled image whose four phases ``y`` holds.
+
+        ``y``: N×4C×h×h, channel ``(2a + b)·C + c`` holding pixel ``(2m + a, 2n + b)`` of the
+        (2h)² image whose last row and column are zero (:meth:`_ModConv.use_polyphase`).
+        The phases are interleaved into a (2h+1)² buffer behind one zero row and column, the
+        blur's padding on both sides, so the blur reads it with padding 0 and no crop.
+        ``scale`` (C,) multiplies channel c before the bias (folded into the kernel).
+        """
+        n, c4, h, _ = y.shape
+        c = c4 // 4
+        buf = torch.empty((n, c, 2 * h + 1, 2 * h + 1), dtype=y.dtype, device=y.device, memory_format=self.memory_format)
+        buf[:, :, 0].zero_()
+        buf[:, :, 1:, 0].zero_()
+        dst = buf[:, :, 1:, 1:].unflatten(2, (h, 2)).unflatten(4, (h, 2))  # (n, c, m, a, n, b)
+        dst.copy_(y.unflatten(1, (2, 2, c)).permute(0, 3, 4, 1, 5, 2))
+        del y
+        dw = self.dw if scale is None else self.dw * scale.view(-1, 1, 1, 1)
+        if leaky and self.onednn and self.fir == "depthwise":
+            return _conv_leaky(buf, dw, bias, 0, groups=self.channels)
+        out = F.conv2d(buf, dw, bias=bias, groups=self.channels)
+        return _leaky_(out) if leaky else out
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None, leaky: bool = False) -> torch.Tensor:
         """FIR (+ per-channel bias) (+ leaky ReLU, fused where oneDNN can)."""
@@ -136,7 +168,7 @@ class _Blur(nn.Module):
 class _EncoderConv(nn.Module):
     """``ConvLayer``: [blur] → conv (scale and sqrt(2) folded) with bias → leaky ReLU."""
 
-    def __init__(self, layer: nn.Sequential, fir: FirImpl, dt, dev) -> None:
+    def __init__(self, layer: nn.Sequential, fir: FirImpl, dt, dev, memory_format: torch.memory_format) -> None:
         super().__init__()
         mods = list(layer)
         self.blur = None
@@ -144,13 +176,18 @@ class _EncoderConv(nn.Module):
             b = mods[0]
             self.blur = _Blur(b.kernel, mods[1].weight.shape[1], b.pad, 1, fir, dt, dev)
         conv, act = mods[-2], mods[-1]
-        self.stride, self.padding = conv.stride, conv.padding
-        self.register_buffer("weight", (conv.weight.float() * (conv.scale * _SQRT2)).to(dev, dt), persistent=False)
+        self.stride, self.padding = int(conv.stride), int(conv.padding)  # EqualConv2d's: square ints
+        self.onednn = False  # set by FastGPEN: fuse the leaky ReLU into the conv with oneDNN
+        # In the activations' layout: the convolution would otherwise copy it on every call.
+        w = (conv.weight.float() * (conv.scale * _SQRT2)).to(dev, dt).contiguous(memory_format=memory_format)
+        self.register_buffer("weight", w, persistent=False)
         self.register_buffer("bias", (act.bias.float() * _SQRT2).to(dev, dt), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.blur is not None:
             x = self.blur(x)
+        if self.onednn:
+            return _conv_leaky(x, self.weight, self.bias, self.padding, stride=self.stride)
         return _leaky_(F.conv2d(x, self.weight, bias=self.bias, stride=self.stride, padding=self.padding))
 
 
@@ -192,17 +229,27 @@ class _ModConv(nn.Module):
         base = w.permute(1, 0, 2, 3) if self.upsample else w
         self.register_buffer("weight", _own(base.to(dev, dt).contiguous(memory_format=memory_format), w), persistent=False)
         self.split_at: int | None = None
+        self.polyphase = False
+        self.packed = False  # use_input_modulation
         self.register_buffer("wsq", (w.float() * self.scale).pow(2).sum([2, 3]).to(dev), persistent=False)
         self.blur = None
         if self.upsample:
             self.blur = _Blur(conv.blur.kernel, w.shape[0], conv.blur.pad, 1, fir, dt, dev)
 
+    def styles(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Per-input-channel modulation (in,) and per-output-channel demodulation (out,) or None.
+
+        Both float32, for one image's latent (1, style_dim); the effective weight is
+        ``W[o, i] · s[i] · d[o]``.
+        """
+        s = self.modulation(latent)[0]  # (in,)
+        d = torch.rsqrt(self.wsq @ (s * s) + 1e-8) if self.demodulate else None  # (out,)
+        return s * (self.scale * self.gain), d
+
     def factor(self, latent: torch.Tensor) -> torch.Tensor:
         """(out, in) float32 multiplier for the base weight, for one image's latent (1, style_dim)."""
-        s = self.modulation(latent)[0]  # (in,)
-        f = s * (self.scale * self.gain)
-        if self.demodulate:
-            d = torch.rsqrt(self.wsq @ (s * s) + 1e-8)  # (out,)
+        f, d = self.styles(latent)
+        if d is not None:
             return d[:, None] * f[None, :]
         return f[None, :].expand(self.wsq.shape[0], -1)
 
@@ -210,14 +257,80 @@ class _ModConv(nn.Module):
         self, x: torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None = None, leaky: bool = False
     ) -> torch.Tensor:
         """conv(x) + bias, then leaky ReLU when asked (the upsampling conv fuses it into the blur)."""
+        if self.packed:
+            return self._forward_input_modulated(x, latent, bias, leaky)
         f = self.factor(latent).to(self.weight.dtype)
+        if self.polyphase:
+            w = _modulated(self.weight, f.repeat(4, 1)[:, :, None, None])
+            return self.blur.from_phases(F.conv2d(x, w, padding=1), bias, leaky)
         if self.upsample:
-            w = _modulated(self.weight, f.t()[:, :, None, None])
+            # The factor made contiguous in the weight's (in, out) order: a transposed view
+            # broadcast over the channels-last weight takes a slow strided loop (measured 5x).
+            w = _modulated(self.weight, f.t().contiguous()[:, :, None, None])
             out = F.conv_transpose2d(x, w, stride=2)
             return self.blur(out, bias, leaky=leaky)  # the next activation's bias rides on the blur conv
         w = _modulated(self.weight, f[:, :, None, None])
         out = F.conv2d(x, w, bias=bias, padding=self.padding)
         return _leaky_(out) if leaky else out
+
+    def _forward_input_modulated(
+        self, x: torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None, leaky: bool
+    ) -> torch.Tensor:
+        """``forward`` as ``conv(x · s, W) · d``: the input takes the modulation, the output (or,
+        for the upsampling conv, the blur's kernel: it is per channel) the demodulation."""
+        s, d = self.styles(latent)
+        assert d is not None  # use_input_modulation checked demodulate
+        d = d.to(x.dtype)
+        p = [1, 1] if self.polyphase else [self.padding, self.padding]
+        y = torch.ops.mkldnn._convolution_pointwise(
+            x * s.to(x.dtype).view(1, -1, 1, 1), self.weight, None, p, [1, 1], [1, 1], 1, "none", [], ""
+        )
+        if self.polyphase:
+            return self.blur.from_phases(y, bias, leaky, scale=d)
+        y = y.mul_(d.view(1, -1, 1, 1)) if bias is None else torch.addcmul(bias.view(1, -1, 1, 1), y, d.view(1, -1, 1, 1))
+        return _leaky_(y) if leaky else y
+
+    def use_input_modulation(self, size: int) -> None:
+        """Modulate the input (size×size) instead of the weight, and keep the weight packed.
+
+        For the low-resolution layers, whose input is smaller than their weight: the weight
+        stays constant, so it is packed once into oneDNN's blocked layout (a modulated one is
+        multiplied and reordered on every call: measured ~10x the 2×2 polyphase conv's own
+        time at 4×4 px in bfloat16, 3x for a 3×3 conv at 16 px). oneDNN only (CPU).
+        """
+        if not self.demodulate or (self.upsample and not self.polyphase):
+            raise ValueError("input modulation needs a demodulated stride-1 conv (polyphase for upsampling)")
+        p = 1 if self.polyphase else self.padding
+        cin = self.weight.shape[1]
+        packed = torch.ops.mkldnn._reorder_convolution_weight(self.weight, [p, p], [1, 1], [1, 1], 1, [1, cin, size, size])
+        self.register_buffer("weight", packed, persistent=False)
+        self.packed = True
+
+    def use_polyphase(self) -> None:
+        """Run the stride-2 transposed conv as one stride-1 conv that computes its four phases.
+
+        Output pixel ``(2m + a, 2n + b)`` of ``conv_transpose2d(x, W, stride=2)`` is
+        ``sum_{r,s} x[m-1+r, n-1+s] · W[a+2-2r, b+2-2s]`` (r, s ∈ {0, 1}, taps past 2 are 0):
+        a 2×2 conv over x padded by 1 whose 4·out channels are the phases (h+1 of them per
+        axis; the last row and column of the interleaved image are zero). oneDNN runs it
+        1.5-2x faster than its bfloat16 transposed conv on AMX, but slower in float32 (16
+        taps instead of 9). The weight is stored arranged (16/9 the size), so modulating it
+        stays one multiply.
+        """
+        w = self.weight.permute(1, 0, 2, 3)  # (out, in, 3, 3): exact values, only rearranged
+        o, i = w.shape[:2]
+        wp = w.new_zeros(2, 2, o, i, 2, 2)
+        for a in (0, 1):
+            for b in (0, 1):
+                for r in (0, 1):
+                    for t in (0, 1):
+                        kh, kw = a + 2 - 2 * r, b + 2 - 2 * t
+                        if kh <= 2 and kw <= 2:
+                            wp[a, b, :, :, r, t] = w[:, :, kh, kw]
+        wp = wp.reshape(4 * o, i, 2, 2).contiguous(memory_format=self.memory_format)
+        self.register_buffer("weight", wp, persistent=False)
+        self.blur.memory_format = self.memory_format
+        self.polyphase = True
 
     def use_split_input(self, c: int) -> None:
         """Keep the weight as its two input halves (each contiguous) for :meth:`forward_split`."""
@@ -249,6 +362,16 @@ class _StyledConv(nn.Module):
         self.register_buffer("bias_noise", b[c:].to(dev, dt).view(1, c, 1, 1), persistent=False)
         # A Python float: a constant for the compiler, no device sync per call.
         self.noise_weight = float(sc.noise.weight.item()) * _SQRT2
+        # The noise half as a depthwise 1×1 conv, for oneDNN to fuse the scale, bias and leaky
+        # ReLU into one pass over a fresh buffer (measured 2.5x the add + leaky_ in bfloat16).
+        self.register_buffer("noise_dw", torch.full((c, 1, 1, 1), self.noise_weight, device=dev, dtype=dt), persistent=False)
+        self.fused_noise = False  # set by FastGPEN (oneDNN only)
+
+    def noise_half(self, noise: torch.Tensor) -> torch.Tensor:
+        """leaky(w*noise + b'), the activated second half of the concatenation, in a fresh tensor."""
+        if self.fused_noise:
+            return _conv_leaky(noise, self.noise_dw, self.bias_noise.view(-1), 0, groups=self.noise_dw.shape[0])
+        return _leaky_(torch.add(self.bias_noise, noise, alpha=self.noise_weight))
 
     def forward(
         self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor], latent: torch.Tensor, noise: torch.Tensor, split: bool = False
@@ -258,13 +381,14 @@ class _StyledConv(nn.Module):
         ``x`` may be a (features, noise) pair standing for its concatenation, and
         ``split=True`` returns such a pair (both halves activated) instead of concatenating.
         """
-        if split:
-            y = self.conv(x, latent, self.bias_conv, leaky=True)
-            return y, _leaky_(torch.add(self.bias_noise, noise, alpha=self.noise_weight))
         if isinstance(x, tuple):
             y = self.conv.forward_split(x[0], x[1], latent, self.bias_conv)
+            if split:  # oneDNN fuses no leaky ReLU after its accumulation: one in-place pass
+                y = _leaky_(y)
         else:
-            y = self.conv(x, latent, self.bias_conv)
+            y = self.conv(x, latent, self.bias_conv, leaky=split)
+        if split:
+            return y, self.noise_half(noise)
         if not self.cat_in_place:  # torch.compile cannot trace out= into a slice; inductor fuses this
             return _leaky_(torch.cat((y, torch.add(self.bias_noise, noise, alpha=self.noise_weight)), 1))
         # The concatenation built in place: the noise half is computed straight into it
@@ -285,8 +409,14 @@ class _ToRGB(nn.Module):
         if hasattr(t, "upsample"):
             self.up = _Blur(t.upsample.kernel, 3, t.upsample.pad, 2, fir, dt, dev)
 
-    def forward(self, x: torch.Tensor, latent: torch.Tensor, skip: torch.Tensor | None) -> torch.Tensor:
-        out = self.conv(x, latent, self.bias)
+    def forward(
+        self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor], latent: torch.Tensor, skip: torch.Tensor | None
+    ) -> torch.Tensor:
+        """``x`` may be a (features, noise) pair standing for its concatenation (see :class:`FastGPEN`)."""
+        if isinstance(x, tuple):
+            out = self.conv.forward_split(x[0], x[1], latent, self.bias)
+        else:
+            out = self.conv(x, latent, self.bias)
         if skip is not None:
             out = out.add_(self.up(skip))
         return out
@@ -306,6 +436,13 @@ class FastGPEN(nn.Module):
     # is at least this big (measured: 1.18x at 512 px / 64 channels, 1.09x at 256 px / 128
     # channels, neutral to 0.95x for the smaller levels, single-thread CPU time).
     SPLIT_MIN_BYTES = 16 << 20
+    # A conv modulates its input instead of its weight when input elements × this ≤ weight
+    # elements (the 4..32 px levels of GPEN-BFR-512; measured break-even near 1/1).
+    INPUT_MOD_RATIO = 4
+    # Where oneDNN fuses, these dtypes take the polyphase upsampling convs, input modulation
+    # with packed weights and the fused noise half: measured 1.1-1.4x end to end in bfloat16
+    # on AMX; float32 loses (polyphase) or is neutral. Tests force float32 in to check the math.
+    REARRANGED_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16,)
 
     def __init__(self, model: GPEN, plan: ForwardPlan) -> None:
         super().__init__()
@@ -313,7 +450,7 @@ class FastGPEN(nn.Module):
         self.plan = plan
         self.size = model.config.size
         self.memory_format = torch.channels_last if plan.channels_last else torch.contiguous_format
-        self.encoder = nn.ModuleList(_EncoderConv(getattr(model, n)[0], fir, dt, dev) for n in model.names)
+        self.encoder = nn.ModuleList(_EncoderConv(getattr(model, n)[0], fir, dt, dev, self.memory_format) for n in model.names)
         self.final_linear = _Linear(model.final_linear[0], dev)
         g = model.generator
         self.style = nn.ModuleList(_Linear(m, dev) for m in list(g.style)[1:])
@@ -327,21 +464,45 @@ class FastGPEN(nn.Module):
         # oneDNN's fused ops have no fake-tensor kernels (torch.compile / export cannot trace
         # the in-place one), so a compiled plan leaves fusion to inductor.
         onednn = _onednn_fusion(dev, dt) and fir == "depthwise" and not plan.compile
+        # Upsampling convs in polyphase form (where oneDNN runs bf16 natively, AMX / AVX-512
+        # BF16: measured 1.5-1.9x on those convs; float32 loses 1.5x: more taps), the
+        # low-resolution convs input-modulated with packed weights, the noise half fused.
+        rearranged = onednn and dt in self.REARRANGED_DTYPES
         for m in self.modules():
-            if isinstance(m, _Blur):
+            if isinstance(m, _ModConv) and m.upsample and rearranged:
+                m.use_polyphase()
+            if isinstance(m, (_Blur, _EncoderConv)):
                 m.onednn = onednn
             if isinstance(m, _StyledConv):
+                m.fused_noise = rearranged
                 m.cat_in_place = not plan.compile
+        if rearranged:
+            sized = [(self.conv1.conv, 4)]  # (conv, its input's size)
+            for i in range(len(self.convs) // 2):
+                sized += [(self.convs[2 * i].conv, 2 ** (i + 2)), (self.convs[2 * i + 1].conv, 2 ** (i + 3))]
+            for conv, res in sized:
+                if self.INPUT_MOD_RATIO * conv.wsq.shape[1] * res * res <= conv.weight.numel():
+                    conv.use_input_modulation(res)
         # Per level: split only where the concatenation would be big (a fresh buffer that size
-        # costs its page faults; below that oneDNN's two half-width convs are no faster).
+        # costs its page faults; below that oneDNN's two half-width convs are no faster) and
+        # the second conv's weight is not packed (the small levels).
         self.split_levels = []
         for i, sc in enumerate(self.convs[1::2]):
             res, c = 2 ** (i + 3), sc.conv.wsq.shape[1] // 2
-            big = c * res * res * torch.empty((), dtype=dt).element_size() >= self.SPLIT_MIN_BYTES
-            self.split_levels.append(onednn and big)
+            # With the noise half fused (rearranged dtypes) splitting pays from a quarter of that
+            # (measured 1.02-1.05x at 4 MB in bfloat16; float32 at 4 MB: within noise).
+            min_bytes = self.SPLIT_MIN_BYTES // 4 if rearranged else self.SPLIT_MIN_BYTES
+            big = c * res * res * torch.empty((), dtype=dt).element_size() >= min_bytes
+            self.split_levels.append(onednn and big and not sc.conv.packed)
             if self.split_levels[-1]:
                 sc.conv.use_split_input(c)
         self.to_rgbs = nn.ModuleList(_ToRGB(t, fir, dt, dev, mf) for t in g.to_rgbs)
+        # The last level's output only feeds its ToRGB: hand it over as (features, noise) too
+        # and let the 1×1 conv accumulate the two halves (saves the biggest concatenation).
+        self.split_last = onednn
+        if self.split_last:
+            last = self.to_rgbs[-1].conv
+            last.use_split_input(last.wsq.shape[1] // 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.ndim != 4 or x.shape[1] != 3 or x.shape[2] != self.size or x.shape[3] != self.size:
@@ -367,7 +528,8 @@ class FastGPEN(nn.Module):
         for i, to_rgb in enumerate(self.to_rgbs):
             noise = feats[-2 - i]
             out = self.convs[2 * i](out, latent, noise, split=self.split_levels[i])
-            out = self.convs[2 * i + 1](out, latent, noise)
+            last = i == len(self.to_rgbs) - 1
+            out = self.convs[2 * i + 1](out, latent, noise, split=last and self.split_last)
             skip = to_rgb(out, latent, skip)
         return skip.float().contiguous()
 
@@ -440,7 +602,9 @@ class PreparedForward:
         import copy
         from dataclasses import replace
 
-        net = copy.deepcopy(self.net).float()
+        # Packed (oneDNN-layout) weights cannot be deep-copied: the copy gets their dense values.
+        memo = {id(t): t.to_dense() for t in self.net.buffers() if t.layout == torch._mkldnn}
+        net = copy.deepcopy(self.net, memo).float()
         plan = replace(self.plan, dtype="float32", compile=False)
         net.plan = plan
         return PreparedForward(net, plan)

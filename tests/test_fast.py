@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch.nn import functional as F
 
 from gpen_core import fast
 from gpen_core import plan as plan_module
@@ -99,6 +100,51 @@ def test_float32_fast_path_matches_plain_eager_on_random_models(monkeypatch, cfg
     assert (out - ref).abs().max().item() <= EXACT
     # a batch is the same as its faces one by one
     assert torch.equal(prepare(model, ForwardPlan())(x[1:]), out[1:])
+
+
+_ONEDNN = fast._onednn_fusion(torch.device("cpu"), torch.float32)
+
+
+@pytest.mark.skipif(not _ONEDNN, reason="needs PyTorch's oneDNN (mkldnn) fused conv ops on this CPU")
+@pytest.mark.parametrize("cfg", [TINY, SMALL_128], ids=["tiny64", "small128-cm2"])
+@pytest.mark.parametrize("split", [False, True], ids=["concat", "split"])
+def test_bfloat16_rearrangements_compute_the_plain_model(monkeypatch, cfg: GPENConfig, split: bool) -> None:
+    """Polyphase upsampling, input modulation with packed weights and the fused noise half are
+    exact rewrites: forced onto a float32 plan they match the plain model to EXACT."""
+    monkeypatch.setattr(fast.FastGPEN, "REARRANGED_DTYPES", (torch.float32, torch.bfloat16))
+    if split:
+        monkeypatch.setattr(fast.FastGPEN, "SPLIT_MIN_BYTES", 0)
+    model = random_generator(cfg, seed=2)
+    x = torch.rand(2, 3, cfg.size, cfg.size, generator=torch.Generator().manual_seed(2)) * 2 - 1
+    fwd = prepare(model, ForwardPlan())
+    convs = [m for m in fwd.net.modules() if isinstance(m, fast._ModConv)]
+    assert any(c.polyphase and c.packed for c in convs) and any(c.polyphase and not c.packed for c in convs)
+    assert any(c.packed and not c.upsample for c in convs) and fwd.net.split_last
+    assert any(fwd.net.split_levels) == split
+    out = fwd(x)
+    assert (out - _plain(model, x)).abs().max().item() <= EXACT
+    # The float32 twin (the overflow redo) copies packed weights as plain ones and computes the same.
+    twin = fwd.float32_twin()
+    assert all(b.layout == torch.strided for b in twin.net.buffers())
+    assert any(b.layout != torch.strided for b in fwd.net.buffers())
+    assert (twin(x) - out).abs().max().item() <= 1e-5
+    assert torch.equal(fwd(x), out)
+
+
+def test_polyphase_interleave_is_the_transposed_conv() -> None:
+    """The 2×2 phase conv + interleave + blur == conv_transpose2d + blur, for odd and even sizes."""
+    torch.manual_seed(0)
+    model = random_generator(TINY)
+    conv = fast._ModConv(model.generator.convs[0].conv, 1.0, "depthwise", torch.float32, torch.device("cpu"), torch.channels_last)
+    w = conv.weight.clone()  # (in, out, 3, 3): the transposed conv's layout
+    bias = torch.randn(w.shape[1])
+    conv.use_polyphase()
+    for h in (3, 8):
+        x = torch.randn(1, w.shape[0], h, h).contiguous(memory_format=torch.channels_last)
+        ref = conv.blur(F.conv_transpose2d(x, w, stride=2), bias)
+        got = conv.blur.from_phases(F.conv2d(x, conv.weight, padding=1), bias, leaky=False)
+        assert got.shape == ref.shape == (1, w.shape[1], 2 * h, 2 * h)
+        assert (got - ref).abs().max().item() <= 1e-6 * ref.abs().max().item()  # unscaled weights: outputs ~50
 
 
 def test_prepare_leaves_the_model_alone() -> None:
