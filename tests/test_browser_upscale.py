@@ -24,6 +24,7 @@ from PIL import Image
 
 from gpen_core import tiles
 from gpen_core.meter import format_bytes
+from gpen_core.modes import MODES
 
 from .conftest import shared_path
 from .test_browser import EXAMPLE, PLENTY, Shots, _open, _panel, _restore_and_read, browser, page_url  # noqa: F401
@@ -81,8 +82,10 @@ def test_upscale_2x_shows_the_cost_first_and_gives_twice_the_size(browser, page_
 
     text = _restore_and_read(page)
     # the measured panel: the photo line names the factor and the tiles, the stages table has the upscale stage
-    m = re.search(rf"{w}×{h}, upscaled ×2 to {2 * w}×{2 * h} \((\d+) tiles? of (\d+) px\)", text)
+    m = re.search(rf"{w}×{h}, upscaled ×2 to {2 * w}×{2 * h} \((\d+) tiles? of (\d+) px, (float32|bfloat16)\)", text)
     assert m, text
+    want_bf16, _ = tiles.choose_bf16("cpu", MODES["low"])  # the dtype the upscaler ran in is the one the engine chose
+    assert m.group(3) == ("bfloat16" if want_bf16 else "float32"), text
     assert int(m.group(1)) > 1, text  # the mode's tile budget split this photo
     stage = re.search(r"upscale background\s+(\d+\.\d\d)", text)
     assert stage and float(stage.group(1)) > 0, text
