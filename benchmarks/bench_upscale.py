@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -235,14 +236,14 @@ def table(args) -> str:
     per-tile figure is bounded by measurement: --calibrate and tests/test_upscaler.py).
     """
     from gpen_core.modes import MODES
-    from gpen_core.tiles import MAX_OUTPUT_PIXELS, MODE_TILE_BUDGET, plan_grid, tile_for_budget, upscale_extra_bytes
+    from gpen_core.tiles import MAX_OUTPUT_PIXELS, MODE_TILE_BUDGET, choose_bf16, plan_grid, tile_for_budget, upscale_extra_bytes
 
     lines = [
-        "| photo | factor | mode | tile (tiles) | seconds | peak RAM added | result |",
-        "|---|---|---|---|---|---|---|",
+        "| photo | factor | mode | dtype | tile (tiles) | seconds | peak RAM added | result |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     crop = int((args.crop_mp * 1e6) ** 0.5)
-    s_per_mp: dict[tuple[int, int], float] = {}
+    s_per_mp: dict[tuple[int, int, bool], float] = {}
     for label, (h, w) in PHOTOS.items():
         for scale in (2, 4):
             for mode in MODES:
@@ -250,26 +251,38 @@ def table(args) -> str:
                     continue  # returns the faces only: no background to upscale
                 tile = tile_for_budget(MODE_TILE_BUDGET[mode], scale)
                 grid = plan_grid(h, w, scale, tile)
-                if (scale, tile) not in s_per_mp:
+                bf16, _ = choose_bf16("cpu", MODES[mode])  # the dtype the pipeline runs this mode's upscale in
+                dtype = "bfloat16" if bf16 else "float32"
+                if (scale, tile, bf16) not in s_per_mp:
                     side = max(crop, tile)  # at least one whole tile with its context
-                    r = _run_worker({"scale": scale, "h": side, "w": side, "tile": tile, "threads": args.threads})
-                    s_per_mp[(scale, tile)] = r["seconds"] / (side * side / 1e6)
-                    print(f"x{scale} tile {tile}: {s_per_mp[(scale, tile)]:.0f} s per input MP on {side}×{side}", flush=True)
-                seconds = s_per_mp[(scale, tile)] * h * w / 1e6
+                    r = _run_worker({"scale": scale, "h": side, "w": side, "tile": tile, "threads": args.threads, "bf16": bf16})
+                    s_per_mp[(scale, tile, bf16)] = r["seconds"] / (side * side / 1e6)
+                    print(f"x{scale} tile {tile} {dtype}: {s_per_mp[(scale, tile, bf16)]:.0f} s per input MP on {side}×{side}", flush=True)
+                seconds = s_per_mp[(scale, tile, bf16)] * h * w / 1e6
                 if h * w * scale * scale > MAX_OUTPUT_PIXELS:
                     sec_txt = peak_txt = f"refused: over the {MAX_OUTPUT_PIXELS / 1e6:.0f} MP cap"
                 elif seconds <= args.max_seconds:
-                    r = _run_worker({"scale": scale, "h": h, "w": w, "tile": tile, "threads": args.threads})
+                    r = _run_worker({"scale": scale, "h": h, "w": w, "tile": tile, "threads": args.threads, "bf16": bf16})
                     sec_txt, peak_txt = f"{r['seconds']:.0f}", f"{r['peak_delta'] / 2**20:.0f} MiB"
                 else:
                     sec_txt = f"~{seconds:,.0f} (est.)"
                     peak_txt = f"~{upscale_extra_bytes(w, h, scale, tile) / 2**20:,.0f} MiB (est.)"
                 lines.append(
-                    f"| {label} ({w}×{h}) | ×{scale} | {mode} | {grid.tile} px ({grid.count}) | {sec_txt} | {peak_txt} "
+                    f"| {label} ({w}×{h}) | ×{scale} | {mode} | {dtype} | {grid.tile} px ({grid.count}) | {sec_txt} | {peak_txt} "
                     f"| {w * scale}×{h * scale} ({h * w * scale * scale / 1e6:.0f} MP) |"
                 )
                 print(lines[-1], flush=True)
     return "\n".join(lines)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
 
 
 def _write_readme(block: str) -> None:
@@ -310,13 +323,22 @@ def main() -> None:
     if args.speed:
         speed(args)
     if args.table:
+        load_before = os.getloadavg()[0]
         block = table(args)
         print(block)
         if args.readme:
+            from gpen_core.plan import cpu_features
+
+            feats = ", ".join(k for k in ("avx512_bf16", "amx_bf16") if cpu_features().get(k)) or "no native bf16"
+            command = "python benchmarks/bench_upscale.py " + " ".join(sys.argv[1:])
             _write_readme(
                 block
-                + f"\n\n*Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPU cores shared with other jobs "
-                "(seconds are inflated by contention; memory is not). Random weights of the released architecture.*"
+                + f"\n\n*Measured {time.strftime('%Y-%m-%d')} on {_cpu_model()} ({feats}), {os.cpu_count()} cores, "
+                f"load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after; random weights of the released "
+                "23-block architecture (time and memory do not depend on the values). Rows with seconds run the whole photo; "
+                f"rows marked est. would take over {args.max_seconds:.0f} s and are the seconds per input MP measured on a "
+                "crop with the same tile size × the photo's MP, and the cost model's peak. "
+                f"Generated by `{command}`.*"
             )
 
 

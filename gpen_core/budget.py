@@ -28,10 +28,11 @@ SAFETY_MARGIN = 0.8
 # measured on the project's CPU machine (README modes table: `python
 # benchmarks/profile_table.py --synthetic --readme`, 2026-12-03; the worst of one aligned
 # face, a 12 MP photo with one face and a 3000×2000 group photo; the larger of the AVX-512
-# BF16 and the AVX2-only machines, where balanced runs in float32), rounded up, so an
+# BF16, the AVX2-only and the AMX machines (balanced runs float32 on AVX2; quality ran on
+# OpenVINO on the AMX Xeon, whose working buffers make it the largest), rounded up, so an
 # estimate is never below the peak it stands for. Photos beyond the 12 MP workload add
 # _BYTES_PER_PIXEL per extra pixel. Elsewhere they are estimates, and always labelled so.
-_CPU_MODEL_BYTES = {"low": 440e6, "faces-only": 1.11e9, "balanced": 1.15e9, "quality": 1.41e9}
+_CPU_MODEL_BYTES = {"low": 440e6, "faces-only": 1.11e9, "balanced": 1.15e9, "quality": 1.45e9}
 # Never measured on a GPU (benchmarks/gpu_check.py measures VRAM when a GPU is lent): the
 # CPU peaks stand in. They overstate VRAM (the photo's full-frame buffers stay in RAM on
 # a GPU run), which errs on the side of stepping down rather than running out.

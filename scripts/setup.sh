@@ -55,11 +55,12 @@ else
   if [ "$torch_build" = cpu ]; then
     # the CPU build alone, from PyTorch's CPU index (no retries: where that index is out of
     # reach, a local wheel house answers at once), then requirements.txt without torch/torchvision
+    # (first without a torchvision built for another torch: it would fail to import, and the
+    # engine does not need one)
+    .venv/bin/python -m pip uninstall -y -q --disable-pip-version-check torchvision >/dev/null 2>&1 || true
     .venv/bin/python -m pip install -q --disable-pip-version-check --retries 0 --timeout 20 \
       --extra-index-url https://download.pytorch.org/whl/cpu -r requirements-cpu.txt
     grep -v -E '^(facexlib|torch|torchvision)==' requirements.txt > .venv/requirements-nofacexlib.txt
-    # a torchvision built for another torch fails to import; the engine does not need one
-    .venv/bin/python -m pip uninstall -y -q --disable-pip-version-check torchvision >/dev/null 2>&1 || true
   else
     grep -v '^facexlib' requirements.txt > .venv/requirements-nofacexlib.txt
   fi

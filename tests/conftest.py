@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,14 @@ def models_with_detector(_isolated_models_home: Path) -> Path:
     src = shared_path("weights", "detection_mobilenet0.25_Final.pth")
     (_isolated_models_home / src.name).symlink_to(src)
     return _isolated_models_home
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """One torch thread: with other processes on the 2 cores, OpenMP's spinning makes 2 threads 10x slower."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

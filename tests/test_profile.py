@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,17 +25,6 @@ SMALL = (
     Workload("group", "group photo", 480, 320, 3, face_px=64),
 )
 BIGGEST = (480, 320)
-
-
-@pytest.fixture(scope="module")
-def one_thread() -> Iterator[None]:
-    """One torch thread: with other processes on the 2 cores, OpenMP's spinning makes 2 threads 10x slower."""
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +23,6 @@ FACE = (Workload("face", "aligned face", 64, 64, 1, aligned=True),)
 needs_openvino = pytest.mark.skipif(
     ov_backend.openvino_version() is None, reason="needs OpenVINO (pip install openvino; in requirements.txt)"
 )
-
-
-@pytest.fixture(scope="module")
-def one_thread() -> Iterator[None]:
-    """One torch thread: with other processes on the 2 cores, OpenMP's spinning makes 2 threads 10x slower."""
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def _speed_file(home: Path) -> Path:
