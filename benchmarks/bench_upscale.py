@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -65,26 +64,15 @@ def _crop(path: str, h: int, w: int):
 
 
 def _official_init(config):
-    """The official RRDBNet initialisation (basicsr ``default_init_weights(..., 0.1)``: Kaiming-normal × 0.1,
-    zero bias on the dense blocks; PyTorch's defaults elsewhere), seeded.
+    """The official RRDBNet initialisation (see gpen_core.upscaler.official_init_upscaler).
 
     Why, for accuracy: ``random_upscaler``'s output is ~96 % saturated at 0 or 255 at ×4, so a bf16
     rounding flips whole pixels and its PSNR says little about a trained network; this one's output
     stays mostly in range, as a trained upscaler's does. Speed does not depend on the values.
     """
-    import torch
+    from gpen_core.upscaler import official_init_upscaler
 
-    from gpen_core.upscaler import RRDBNet
-
-    torch.manual_seed(0)
-    net = RRDBNet(config)
-    with torch.no_grad():
-        for name, m in net.named_modules():
-            if name.startswith("body.") and isinstance(m, torch.nn.Conv2d):
-                torch.nn.init.kaiming_normal_(m.weight)
-                m.weight.mul_(0.1)
-                m.bias.zero_()
-    return net.eval().requires_grad_(False)
+    return official_init_upscaler(config)
 
 
 # --------------------------------------------------------------------- worker
@@ -276,13 +264,9 @@ def table(args) -> str:
 
 
 def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+    from gpen_core.cpuinfo import cpu_model
+
+    return cpu_model()
 
 
 def _write_readme(block: str) -> None:

@@ -411,13 +411,9 @@ def _choice_file(models_dir: str | os.PathLike[str] | None) -> Path:
 
 
 def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return "unknown"
+    from .cpuinfo import cpu_model
+
+    return cpu_model()
 
 
 def record_speed(

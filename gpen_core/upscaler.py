@@ -240,6 +240,25 @@ def random_upscaler(config: UpscalerConfig, seed: int = 0) -> RRDBNet:
     return net.eval().requires_grad_(False).to(memory_format=torch.channels_last)  # as build_upscaler
 
 
+def official_init_upscaler(config: UpscalerConfig, seed: int = 0) -> RRDBNet:
+    """An RRDBNet with the official initialisation (basicsr ``default_init_weights(..., 0.1)``:
+    Kaiming-normal × 0.1 and zero bias on the dense blocks; PyTorch's defaults elsewhere), seeded.
+
+    For accuracy checks (bf16 against float32): :func:`random_upscaler`'s output is mostly
+    saturated at 0 or 255, so one rounding flips whole pixels; this one's output stays mostly in
+    range, as a trained upscaler's does. Speed does not depend on the values.
+    """
+    torch.manual_seed(seed)
+    net = RRDBNet(config)
+    with torch.no_grad():
+        for name, m in net.named_modules():
+            if name.startswith("body.") and isinstance(m, torch.nn.Conv2d):
+                torch.nn.init.kaiming_normal_(m.weight)
+                m.weight.mul_(0.1)
+                m.bias.zero_()
+    return net.eval().requires_grad_(False).to(memory_format=torch.channels_last)  # as build_upscaler
+
+
 def save_upscaler(net: RRDBNet, path: str | os.PathLike[str]) -> Path:
     """Write ``net`` in GPEN's released layout: ``{"params_ema": state_dict}``."""
     p = Path(path)

@@ -15,7 +15,7 @@ import torch
 
 from gpen_core import plan, tiles
 from gpen_core.modes import MODES
-from gpen_core.upscaler import RRDBNet, UpscalerConfig, random_upscaler, save_upscaler
+from gpen_core.upscaler import RRDBNet, UpscalerConfig, official_init_upscaler, random_upscaler, save_upscaler
 
 from .conftest import shared_path
 
@@ -121,17 +121,8 @@ def test_measured_panel_names_the_upscalers_dtype():
 
 
 def _official_init(config: UpscalerConfig) -> RRDBNet:
-    """The official RRDBNet initialisation (dense blocks Kaiming-normal × 0.1, zero bias): outputs mostly
-    in range, as a trained upscaler's, unlike random_upscaler's saturated ones (see bench_upscale.py)."""
-    torch.manual_seed(0)
-    net = RRDBNet(config)
-    with torch.no_grad():
-        for name, m in net.named_modules():
-            if name.startswith("body.") and isinstance(m, torch.nn.Conv2d):
-                torch.nn.init.kaiming_normal_(m.weight)
-                m.weight.mul_(0.1)
-                m.bias.zero_()
-    return net.eval().requires_grad_(False).to(memory_format=torch.channels_last)
+    """The official RRDBNet initialisation: outputs mostly in range, as a trained upscaler's."""
+    return official_init_upscaler(config)
 
 
 def _psnr(a: np.ndarray, b: np.ndarray) -> float:

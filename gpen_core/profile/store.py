@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..cpuinfo import cpu_model
 from ..modes import MODES
 from .records import FORMAT, Profile
 
@@ -37,17 +37,8 @@ def device_key(device: str) -> str:
     return "cpu"
 
 
-@lru_cache(maxsize=1)
 def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and value.strip():
-                    return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpu_model()
 
 
 @lru_cache(maxsize=8)
