@@ -37,12 +37,26 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import GPENError, ResourceError
+from .ov_runtime import (  # noqa: F401  (re-exported: callers use ov_backend.*)
+    _INSTALL_HINT,
+    CacheKey,
+    Precision,
+    _sha256,
+    cache_key,
+    cache_root,
+    capabilities,
+    choose_precision,
+    cpu_flags,
+    cpu_key,
+    get_core,
+    is_cached,
+    openvino_version,
+    unavailable_reason,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,140 +64,9 @@ if TYPE_CHECKING:
 
     from .arch import GPEN
 
-Precision = Literal["f32", "bf16"]
 Backend = Literal["auto", "torch", "openvino"]
 BACKENDS: tuple[str, ...] = ("auto", "torch", "openvino")
 ConvertProgress = Callable[[float, str], None]
-
-# CPU flags that change what OpenVINO's CPU plugin compiles (its ISA dispatch).
-_KEY_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "amx_fp16")
-_INSTALL_HINT = "pip install openvino (or `bash scripts/setup.sh`, which installs requirements.txt)"
-_core_lock = threading.Lock()
-_core: Any = None
-
-
-# --------------------------------------------------------------------------- availability
-
-
-def openvino_version() -> str | None:
-    """The installed OpenVINO's version from package metadata (no import), or None."""
-    try:
-        return metadata.version("openvino")
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def unavailable_reason() -> str | None:
-    """None when the backend can run here; else a sentence saying why not and how to fix it."""
-    if openvino_version() is None:
-        return f"OpenVINO is not installed; {_INSTALL_HINT}"
-    try:
-        _get_core()
-    except Exception as exc:  # a broken install or a CPU the plugin refuses
-        return f"OpenVINO is installed but its CPU plugin does not start ({exc.__class__.__name__}: {exc})"
-    return None
-
-
-def _get_core() -> Any:
-    """One ``openvino.Core`` per process (it owns the plugins and their thread pools)."""
-    global _core
-    with _core_lock:
-        if _core is None:
-            import openvino as ov
-
-            _core = ov.Core()
-        return _core
-
-
-def cpu_flags() -> set[str]:
-    """The CPU flags from /proc/cpuinfo (empty where there is none)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return set(value.split())
-    return set()
-
-
-def cpu_key() -> str:
-    """Short, stable name of what the CPU plugin compiles for: e.g. ``avx2`` or ``avx2-avx512f-amx_bf16``."""
-    flags = cpu_flags()
-    key = "-".join(f for f in _KEY_FLAGS if f in flags)
-    return key or "generic"
-
-
-def capabilities() -> tuple[str, ...]:
-    """OpenVINO CPU plugin's optimisation capabilities (e.g. FP32, BF16, INT8)."""
-    return tuple(_get_core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
-
-
-def choose_precision(requested_dtype: str) -> tuple[Precision, str | None]:
-    """The OpenVINO precision for a torch-style dtype name, and a note when it differs.
-
-    ``float32`` → ``f32``. ``bfloat16`` / ``float16`` / ``auto`` → ``bf16`` where the
-    CPU plugin supports BF16 natively, else ``f32`` (the note says so).
-    """
-    if requested_dtype == "float32":
-        return "f32", None
-    if requested_dtype not in ("bfloat16", "float16", "auto"):
-        raise ValueError(f"unknown dtype {requested_dtype!r}; expected float32, bfloat16, float16 or auto")
-    if "BF16" in capabilities():
-        return "bf16", (None if requested_dtype in ("bfloat16", "auto") else "OpenVINO on the CPU runs bfloat16, not float16")
-    if requested_dtype == "auto":
-        return "f32", None
-    return "f32", f"this CPU has no native bfloat16 for OpenVINO (no AVX-512 BF16 / AMX); OpenVINO ran float32 instead of {requested_dtype}"
-
-
-# --------------------------------------------------------------------------- the cache
-
-
-@dataclass(frozen=True)
-class CacheKey:
-    """Everything a cached model depends on."""
-
-    weights_sha256: str  # the checkpoint's content
-    openvino: str  # OpenVINO's version: IR and blobs are only reused by the same release
-    precision: Precision  # inference precision the blob was compiled for
-    cpu: str  # see cpu_key(): the ISA the blob was compiled for
-    name: str = "gpen"  # the checkpoint's stem, to make the folder readable
-
-    def ir_dir(self, root: Path) -> Path:
-        return root / f"{self.name}-{self.weights_sha256[:16]}" / f"ov{self.openvino}"
-
-    def compiled_dir(self, root: Path) -> Path:
-        return self.ir_dir(root) / f"compiled-{self.precision}-{self.cpu}"
-
-
-def cache_root(models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """``<models folder>/openvino`` (created on demand by :func:`convert`)."""
-    if models_dir is not None:
-        return Path(models_dir) / "openvino"
-    from .weights import models_dir as default_models_dir
-
-    return default_models_dir() / "openvino"
-
-
-def _sha256(path: Path) -> str:
-    from .weights import file_sha256
-
-    return file_sha256(path)
-
-
-def cache_key(checkpoint: Path, precision: Precision, sha256: str | None = None) -> CacheKey:
-    version = openvino_version()
-    if version is None:
-        raise ResourceError(f"OpenVINO is not installed; {_INSTALL_HINT}")
-    return CacheKey(sha256 or _sha256(checkpoint), version.split("-")[0], precision, cpu_key(), checkpoint.stem[:40])
-
-
-def is_cached(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> bool:
-    """Whether the IR for ``key`` is in the cache (then :func:`load` needs no torch)."""
-    ir = key.ir_dir(cache_root(models_dir))
-    return (ir / "model.xml").is_file() and (ir / "model.bin").is_file() and (ir / "meta.json").is_file()
-
 
 # --------------------------------------------------------------------------- export
 
@@ -399,7 +282,7 @@ def load(
     if progress and convert_s is not None:
         progress(1.0, "OpenVINO: compiling for this CPU")
     t = time.perf_counter()
-    compiled = _get_core().compile_model(str(ir / "model.xml"), "CPU", config)
+    compiled = get_core().compile_model(str(ir / "model.xml"), "CPU", config)
     return OVForward(compiled, int(meta["size"]), precision, key, load_s=time.perf_counter() - t, convert_s=convert_s)
 
 
@@ -416,10 +299,25 @@ def _cpu_model() -> str:
     return cpu_model()
 
 
+def _speed_key(network: str, size: int, dtype: str) -> str:
+    return f"{size}-{dtype}" if network == "gpen" else f"{network}-{size}-{dtype}"
+
+
 def record_speed(
-    size: int, dtype: str, torch_s: float, openvino_s: float, *, models_dir: str | os.PathLike[str] | None = None, source: str = ""
+    size: int,
+    dtype: str,
+    torch_s: float,
+    openvino_s: float,
+    *,
+    models_dir: str | os.PathLike[str] | None = None,
+    source: str = "",
+    network: str = "gpen",
 ) -> Path:
     """Remember, for this CPU, the measured seconds per face of both backends (read by ``auto``).
+
+    ``network``: "gpen" (the generator; ``size`` is its face size) or another network the
+    pipeline can run on either backend (e.g. "parsenet", "retinaface-resnet50"; ``size`` is
+    its input size), each recorded under its own key.
 
     Written by the hardware check (:mod:`gpen_core.profile.backends`, ``python -m gpen_core
     profile``) and by ``benchmarks/bench_forward.py --record``; ``source`` says which, and
@@ -432,7 +330,7 @@ def record_speed(
             data = json.loads(f.read_text())
         except (OSError, ValueError):
             data = {}
-    data[f"{size}-{dtype}"] = {
+    data[_speed_key(network, size, dtype)] = {
         "torch_s": round(float(torch_s), 4),
         "openvino_s": round(float(openvino_s), 4),
         "openvino": openvino_version(),
@@ -448,7 +346,13 @@ def record_speed(
 
 
 def choose_backend(
-    requested: str, size: int, dtype: str, *, models_dir: str | os.PathLike[str] | None = None, device: str = "cpu"
+    requested: str,
+    size: int,
+    dtype: str,
+    *,
+    models_dir: str | os.PathLike[str] | None = None,
+    device: str = "cpu",
+    network: str = "gpen",
 ) -> tuple[str, str]:
     """("torch" | "openvino", why) for a request.
 
@@ -475,11 +379,12 @@ def choose_backend(
         return "torch", "OpenVINO is not installed"
     f = _choice_file(models_dir)
     try:
-        rec = json.loads(f.read_text()).get(f"{size}-{dtype}") if f.is_file() else None
+        rec = json.loads(f.read_text()).get(_speed_key(network, size, dtype)) if f.is_file() else None
     except (OSError, ValueError):
         rec = None
     if not rec or rec.get("openvino") != openvino_version():
-        return "torch", f"no OpenVINO measurement for {size} px {dtype} on this CPU yet"
+        what = f"{size} px {dtype}" if network == "gpen" else f"{network} at {size} px {dtype}"
+        return "torch", f"no OpenVINO measurement for {what} on this CPU yet"
     t, o = float(rec["torch_s"]), float(rec["openvino_s"])
     if o < t:
         return "openvino", f"measured faster here: {o:.2f} s vs torch {t:.2f} s per face"
