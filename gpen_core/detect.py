@@ -134,6 +134,57 @@ def load_weights_into(model: Any, sd: dict[str, Any], path: Path, what: str) -> 
         ) from exc
 
 
+def build_retinaface(weights_path: Path | None, network: Network, device: str | torch.device = "cpu") -> tuple[Any, str]:
+    """(facexlib's RetinaFace in eval mode with channels-last weights, variant) for ``weights_path``.
+
+    ``weights_path=None``: random weights with a zeroed class head (see :class:`FaceDetector`).
+    The variant is "pytorch_retinaface" or "1mb" (see :data:`_MOBILENET_1MB_MIN_SIZES`); for
+    "1mb" the activations are ReLU and ``net.cfg`` carries its anchors.
+    """
+    import torch
+
+    if network not in _FACEXLIB_NETWORK:
+        raise ValueError(f"network must be one of {sorted(_FACEXLIB_NETWORK)}, got {network!r}")
+    from . import tv_shim
+
+    try:
+        with tv_shim.for_facexlib():
+            from facexlib.detection.retinaface import RetinaFace
+    except ImportError as exc:
+        raise GPENError(
+            f"facexlib is not installed or broken ({exc}). Run `bash scripts/setup.sh`, or "
+            "`pip install --no-deps facexlib==0.3.0` in this environment."
+        ) from None
+
+    device = torch.device(device)
+    with warnings.catch_warnings():
+        # facexlib builds the resnet50 backbone with torchvision's deprecated
+        # ``pretrained=False``; it downloads nothing, the warning is noise.
+        warnings.simplefilter("ignore", UserWarning)
+        with tv_shim.for_facexlib():  # resnet50 is imported from torchvision when built
+            net = RetinaFace(network_name=_FACEXLIB_NETWORK[network], half=False, phase="test", device=device)
+    if weights_path is None:
+        with torch.no_grad():
+            for head in net.ClassHead:  # logits 0 → score 0.5, under any threshold we accept
+                for p in head.parameters():
+                    p.zero_()
+        sd: dict[str, Any] = {}
+    else:
+        sd = load_state_dict(Path(weights_path), f"RetinaFace {network}")
+        load_weights_into(net, sd, Path(weights_path), f"RetinaFace {network}")
+    # "pytorch_retinaface": facexlib's settings as they are; "1mb": see _MOBILENET_1MB_MIN_SIZES.
+    variant = "pytorch_retinaface"
+    if network == "mobilenet0.25" and sd and _trained_with_relu(sd):
+        variant = "1mb"
+        for module in net.modules():
+            if isinstance(module, torch.nn.LeakyReLU):
+                module.negative_slope = 0.0  # LeakyReLU(0) is ReLU
+        net.cfg = {**net.cfg, "min_sizes": _MOBILENET_1MB_MIN_SIZES}  # read by PriorBox at each call
+    # Channels-last weights make every convolution run NHWC (facexlib's NCHW input is
+    # converted once by the first conv): 1.4-1.5x for ResNet-50 at 1000 px on the CPU.
+    return net.to(device, memory_format=torch.channels_last).eval(), variant
+
+
 class FaceDetector:
     """RetinaFace (facexlib's implementation) built from a local, verified weights file.
 
@@ -143,54 +194,46 @@ class FaceDetector:
     the module.
     """
 
-    def __init__(self, weights_path: Path | None, network: Network, device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self,
+        weights_path: Path | None,
+        network: Network,
+        device: str | torch.device = "cpu",
+        *,
+        backend: Literal["torch", "openvino"] = "torch",
+        models_dir: str | Path | None = None,
+    ) -> None:
         """``weights_path=None`` builds a synthetic detector for the hardware check: the
         same network and compute with random weights and a zeroed class head, so it
-        costs what the real one costs and reports no faces (callers pass boxes)."""
+        costs what the real one costs and reports no faces (callers pass boxes).
+
+        ``backend="openvino"`` runs the network on OpenVINO (CPU only; converted once and
+        cached under ``models_dir``, see :mod:`gpen_core.ov_detect`); the post-processing
+        is facexlib's either way."""
         import torch
 
         if network not in _FACEXLIB_NETWORK:
             raise ValueError(f"network must be one of {sorted(_FACEXLIB_NETWORK)}, got {network!r}")
-        from . import tv_shim
-
-        try:
-            with tv_shim.for_facexlib():
-                from facexlib.detection.retinaface import RetinaFace
-        except ImportError as exc:
-            raise GPENError(
-                f"facexlib is not installed or broken ({exc}). Run `bash scripts/setup.sh`, or "
-                "`pip install --no-deps facexlib==0.3.0` in this environment."
-            ) from None
-
+        if backend not in ("torch", "openvino"):
+            raise ValueError(f"backend must be 'torch' or 'openvino', got {backend!r}")
         self.network: Network = network
         self.device = torch.device(device)
         self.weights_path = Path(weights_path) if weights_path is not None else None
-        with warnings.catch_warnings():
-            # facexlib builds the resnet50 backbone with torchvision's deprecated
-            # ``pretrained=False``; it downloads nothing, the warning is noise.
-            warnings.simplefilter("ignore", UserWarning)
-            with tv_shim.for_facexlib():  # resnet50 is imported from torchvision when built
-                net = RetinaFace(network_name=_FACEXLIB_NETWORK[network], half=False, phase="test", device=self.device)
-        if self.weights_path is None:
-            with torch.no_grad():
-                for head in net.ClassHead:  # logits 0 → score 0.5, under any threshold we accept
-                    for p in head.parameters():
-                        p.zero_()
-            sd: dict[str, Any] = {}
+        self.backend = backend
+        self._ov: Any = None  # gpen_core.ov_detect.OVRetinaFace when backend == "openvino"
+        self._net: Any = None
+        self.convert_s: float | None = None  # seconds of a first-use OpenVINO conversion (else None)
+        if backend == "openvino":
+            if self.device.type != "cpu":
+                raise ValueError(f"the OpenVINO detector runs on the CPU only, not {self.device}; use backend='torch'")
+            from . import ov_detect
+
+            self._ov = ov_detect.load(
+                self.weights_path, network, lambda p: build_retinaface(p, network), models_dir=models_dir
+            )
+            self.variant, self.convert_s = self._ov.variant, self._ov.convert_s
         else:
-            sd = load_state_dict(self.weights_path, f"RetinaFace {network}")
-            load_weights_into(net, sd, self.weights_path, f"RetinaFace {network}")
-        # "pytorch_retinaface": facexlib's settings as they are; "1mb": see _MOBILENET_1MB_MIN_SIZES.
-        self.variant = "pytorch_retinaface"
-        if network == "mobilenet0.25" and sd and _trained_with_relu(sd):
-            self.variant = "1mb"
-            for module in net.modules():
-                if isinstance(module, torch.nn.LeakyReLU):
-                    module.negative_slope = 0.0  # LeakyReLU(0) is ReLU
-            net.cfg = {**net.cfg, "min_sizes": _MOBILENET_1MB_MIN_SIZES}  # read by PriorBox at each call
-        # Channels-last weights make every convolution run NHWC (facexlib's NCHW input is
-        # converted once by the first conv): 1.4-1.5x for ResNet-50 at 1000 px on the CPU.
-        self._net = net.to(self.device, memory_format=torch.channels_last).eval()
+            self._net, self.variant = build_retinaface(self.weights_path, network, self.device)
         self._lock = threading.Lock()
 
     def detect(
@@ -223,7 +266,10 @@ class FaceDetector:
         # any dtype (it casts to float32), and with use_origin_size=True does not resize.
         bgr = cv2.cvtColor(small, cv2.COLOR_RGB2BGR)
         with self._lock, torch.inference_mode():
-            rows = self._net.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4, use_origin_size=True)
+            if self._ov is not None:  # the same post-processing on OpenVINO's outputs
+                rows = self._ov.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4)
+            else:
+                rows = self._net.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4, use_origin_size=True)
         rows = np.asarray(rows, dtype=np.float64).reshape(-1, 15)  # x0 y0 x1 y1 score, then 5×(x, y)
 
         found: list[Detection] = []

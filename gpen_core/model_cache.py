@@ -150,11 +150,18 @@ class ModelCache:
             return _load_openvino(path, precision, self._ov_models_dir(), progress)
         return _load_forward(path, plan)
 
-    def detector(self, network: str, device: str):
-        """The cached :class:`~gpen_core.detect.FaceDetector` for ``network`` on ``device``."""
+    def detector(self, network: str, device: str, opts: RestoreOptions | None = None, notes: list[str] | None = None):
+        """The cached :class:`~gpen_core.detect.FaceDetector` for ``network`` on ``device``.
+
+        ``opts.backend`` picks torch or OpenVINO for it (``auto``: the measured faster one at
+        1000 px, :func:`gpen_core.ov_backend.choose_backend`); no opts: torch. ``notes`` hears
+        which backend ran when it is OpenVINO."""
+        from . import ov_backend
         from .detect import FaceDetector
 
-        key = (network, device)
+        backend, why = ov_backend.choose_backend(opts.backend if opts is not None else "torch", 1000, "float32",
+                                                 network=f"retinaface-{network}", models_dir=self._ov_models_dir(), device=device)
+        key = (network, device, backend)
         if self._detector is None or self._detector.key != key:
             path: Path | None
             if self.synthetic_weights:
@@ -166,12 +173,21 @@ class ModelCache:
                 path = self._resolve(DETECTOR_WEIGHTS[network])
             self._detector = None
             release(device)
-            self._detector = _Loaded(key, FaceDetector(path, network, device=device), network)  # type: ignore[arg-type]
+            detector = FaceDetector(path, network, device=device, backend=backend,  # type: ignore[arg-type]
+                                    models_dir=self._ov_models_dir())
+            self._detector = _Loaded(key, detector, network)
+            if notes is not None and detector.convert_s is not None:
+                notes.append(f"converted the {network} detector to OpenVINO on first use in {detector.convert_s:.1f} s "
+                             "(cached in the models folder)")
+        if backend == "openvino" and notes is not None:
+            notes.append(f"face detector: {network} on OpenVINO float32 ({why.replace(' per face', ' per detection')})")
         return self._detector.obj
 
-    def parser(self, mode: MemoryMode, device: str, notes: list[str]):
+    def parser(self, mode: MemoryMode, device: str, notes: list[str], opts: RestoreOptions | None = None):
         """GPEN's face-parsing mask when the mode affords it and its weights are present, else None
-        (GPEN's feathered rectangle). Either way a note says which paste mask was used."""
+        (GPEN's feathered rectangle). Either way a note says which paste mask was used.
+        ``opts.backend`` picks torch or OpenVINO for it (``auto``: the measured faster one for
+        this input size and dtype, :func:`gpen_core.ov_backend.choose_backend`); no opts: torch."""
         from . import weights
 
         if not mode.parsing:
@@ -192,14 +208,22 @@ class ModelCache:
                 "`python -m gpen_core download ParseNet-latest`)"
             )
             return None
-        from .parse import ParsingMasker
+        from . import ov_backend
+        from .parse import ParsingMasker, choose_parse_dtype
 
-        key = (str(path), device, mode.parse_input, mode.cpu_dtype)
+        dtype = choose_parse_dtype(device, mode.cpu_dtype)
+        backend, _ = ov_backend.choose_backend(opts.backend if opts is not None else "torch", mode.parse_input, dtype,
+                                               network="parsenet", models_dir=self._ov_models_dir(), device=device)
+        key = (str(path), device, mode.parse_input, mode.cpu_dtype, backend)
         if self._parser is None or self._parser.key != key:
             self._parser = None
             release(device)
-            masker = ParsingMasker(path, device=device, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype)
+            masker = ParsingMasker(path, device=device, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype,
+                                   backend=backend, models_dir=self._ov_models_dir())
             self._parser = _Loaded(key, masker, path.name if path is not None else "parsenet (synthetic)")
+            convert_s = getattr(masker._parser, "convert_s", None)
+            if convert_s is not None:
+                notes.append(f"converted the parser to OpenVINO on first use in {convert_s:.1f} s (cached in the models folder)")
         notes.append(f"paste mask: GPEN's face-parsing mask ({self._parser.obj.description})")
         return self._parser.obj
 

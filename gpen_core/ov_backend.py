@@ -4,11 +4,11 @@ What it does:
 
 - :func:`convert` turns a GPEN checkpoint into OpenVINO IR with
   ``openvino.convert_model`` from our own :class:`~gpen_core.arch.GPEN` module, after
-  two export-only changes (:func:`exportable`): the FIR filters take their channel
-  count as a Python int, and the batch-1 modulated convolution is a plain
-  convolution with a per-image weight (the grouped-batch form has a dynamic weight
-  shape, which the CPU plugin cannot compile). Same function; tests hold the float32
-  result to 1e-4 of the official references.
+  export-only changes (:func:`exportable`): static shapes, plain batch-1 convolutions,
+  constant (pre-packed) weights for the low-resolution modulated convs, demodulation as
+  a mat-vec, no noise concatenation before stride-1 convs. Same function; tests hold the
+  float32 result to 1e-4 of the official references. An IR from an older export
+  (:data:`GRAPH_REVISION` in its meta.json) is converted again.
 - The IR and OpenVINO's compiled blob live in the models folder,
   ``<models>/openvino/<checkpoint stem>-<sha256[:16]>/ov<version>/`` (IR, float32
   weights) and ``.../compiled-<precision>-<cpu key>/`` (the compiled model for this
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import GPENError, ResourceError
+from .ov_export import GRAPH_REVISION, exportable  # noqa: F401  (exportable re-exported)
 from .ov_runtime import (  # noqa: F401  (re-exported: callers use ov_backend.*)
     _INSTALL_HINT,
     CacheKey,
@@ -52,6 +53,7 @@ from .ov_runtime import (  # noqa: F401  (re-exported: callers use ov_backend.*)
     choose_precision,
     cpu_flags,
     cpu_key,
+    drop_mapped_pages,
     get_core,
     is_cached,
     openvino_version,
@@ -62,59 +64,11 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from .arch import GPEN
-
 Backend = Literal["auto", "torch", "openvino"]
 BACKENDS: tuple[str, ...] = ("auto", "torch", "openvino")
 ConvertProgress = Callable[[float, str], None]
 
 # --------------------------------------------------------------------------- export
-
-
-def exportable(model: GPEN) -> GPEN:
-    """Make ``model``'s forward traceable with static shapes, in place; returns it.
-
-    The two export-only changes: FIR filters build their depthwise kernel from the
-    channel count as a Python int (a traced shape would make the weight's shape
-    dynamic), and the modulated convolution of one image is a plain (transposed)
-    convolution with that image's weight instead of a grouped convolution over the
-    batch. Numerically the same function (tests: ≤ 1e-6 apart). Batch size 1 only.
-    """
-    import types
-
-    import torch
-    from torch.nn import functional as F
-
-    from .arch import ModulatedConv2d, _Fir
-
-    def modconv_forward(self: ModulatedConv2d, x: torch.Tensor, style: torch.Tensor) -> torch.Tensor:
-        s = self.modulation(style)  # (1, in)
-        w = self.weight[0] * (self.scale * s.view(1, -1, 1, 1))  # (out, in, k, k)
-        if self.demodulate:
-            w = w * torch.rsqrt(w.pow(2).sum([1, 2, 3]) + 1e-8).view(-1, 1, 1, 1)
-        if self.upsample:
-            return self.blur(F.conv_transpose2d(x, w.transpose(0, 1), stride=2))
-        return F.conv2d(x, w, padding=self.padding)
-
-    def fir(self: _Fir, x: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
-        c = int(x.shape[1])  # a constant in the trace
-        k = torch.flip(self.kernel, [0, 1])[None, None].repeat(c, 1, 1, 1)
-        p0, p1 = pad
-        if up > 1:
-            if tuple(pad) != (2, 1) or self.kernel.shape[-1] != 4:
-                raise ValueError(f"export supports GPEN's 4-tap upsampling FIR with pad (2, 1), got {tuple(pad)}")
-            # zero insertion + pad (2, 1) + FIR == transposed conv with the kernel, padding 1
-            return F.conv_transpose2d(x, torch.flip(k, [2, 3]), stride=2, padding=1, groups=c)
-        if p0 or p1:
-            x = F.pad(x, [p0, p1, p0, p1])
-        return F.conv2d(x, k, stride=down, groups=c)
-
-    for m in model.modules():
-        if isinstance(m, ModulatedConv2d):
-            m.forward = types.MethodType(modconv_forward, m)  # type: ignore[method-assign]
-        elif isinstance(m, _Fir):
-            m._fir = types.MethodType(fir, m)  # type: ignore[method-assign]
-    return model
 
 
 def convert(
@@ -164,6 +118,7 @@ def convert(
             "openvino": key.openvino,
             "torch": torch.__version__,
             "convert_s": round(seconds, 2),
+            "graph": GRAPH_REVISION,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         if final.exists():  # a stale or partial entry (is_cached said no): replace it
@@ -182,6 +137,20 @@ def convert(
     return final / "model.xml", seconds
 
 
+def graph_is_current(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> bool:
+    """Whether the cached IR for ``key`` exists and was exported by this :data:`GRAPH_REVISION`.
+
+    An older one computes the same function more slowly; :func:`load` converts it again.
+    """
+    if not is_cached(key, models_dir):
+        return False
+    try:
+        meta = json.loads((key.ir_dir(cache_root(models_dir)) / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return meta.get("graph") == GRAPH_REVISION
+
+
 # --------------------------------------------------------------------------- running
 
 
@@ -191,15 +160,33 @@ class OVForward:
     ``x``: N×3×S×S float in [-1, 1] RGB, a numpy array or a CPU torch tensor; ``y``:
     float32 of the same kind. A batch runs one face at a time (the IR has batch 1;
     batching measured no faster). Calls are serialised (one infer request).
+
+    Memory: after each face the compiled model's intermediate buffers are handed back
+    (``release_memory`` and ``malloc_trim``). The CPU plugin otherwise keeps them for the
+    next call: ~440 MiB for the 512 px generator in float32, resident for the rest of the
+    process and under every later stage's peak (the parser's, the PNG encoder's). The next
+    face allocates them again: ~0.2 s of CPU per face (page faults; measured at 1 thread on
+    a contended 2-core Xeon, a 2.5-2.7 s forward), what torch pays for its activations too.
     """
 
-    def __init__(self, compiled: Any, size: int, precision: Precision, key: CacheKey, *, load_s: float, convert_s: float | None) -> None:
+    def __init__(
+        self,
+        compiled: Any,
+        size: int,
+        precision: Precision,
+        key: CacheKey,
+        *,
+        load_s: float,
+        convert_s: float | None,
+        dropped_bytes: int = 0,
+    ) -> None:
         self._compiled = compiled
         self._request = compiled.create_infer_request()
         self._lock = threading.Lock()
         self.size, self.precision, self.key = size, precision, key
         self.load_s = load_s  # reading + compiling (or importing the cached blob)
         self.convert_s = convert_s  # None when the IR came from the cache
+        self.dropped_bytes = dropped_bytes  # mapped weight-file bytes taken out of RSS after compiling (see load)
         self.backend = "openvino"
 
     @property
@@ -229,12 +216,17 @@ class OVForward:
         return out
 
     def one(self, x: np.ndarray) -> np.ndarray:
-        """One face: 1×3×S×S float32 → a new 1×3×S×S float32 array."""
+        """One face: 1×3×S×S float32 → a new 1×3×S×S float32 array; the intermediate buffers are released."""
         import numpy as np
+
+        from .oom import malloc_trim
 
         with self._lock:
             self._request.infer([np.ascontiguousarray(x, dtype=np.float32)])
-            return self._request.get_output_tensor(0).data.copy()  # the request reuses its buffer
+            out = self._request.get_output_tensor(0).data.copy()  # the request reuses its buffer
+            self._compiled.release_memory()  # see the class doc: ~440 MiB not kept between faces
+        malloc_trim()  # the plugin's smaller buffers come back from glibc's heap too (~120 MiB measured)
+        return out
 
 
 def load(
@@ -266,7 +258,7 @@ def load(
     key = cache_key(path, precision, sha256)
     root = cache_root(models_dir)
     convert_s = None
-    if not is_cached(key, models_dir):
+    if not graph_is_current(key, models_dir):  # missing, or exported by an older revision
         _, convert_s = convert(path, models_dir=models_dir, progress=progress, sha256=key.weights_sha256)
     ir = key.ir_dir(root)
     meta = json.loads((ir / "meta.json").read_text())
@@ -283,7 +275,9 @@ def load(
         progress(1.0, "OpenVINO: compiling for this CPU")
     t = time.perf_counter()
     compiled = get_core().compile_model(str(ir / "model.xml"), "CPU", config)
-    return OVForward(compiled, int(meta["size"]), precision, key, load_s=time.perf_counter() - t, convert_s=convert_s)
+    load_s = time.perf_counter() - t
+    dropped = drop_mapped_pages(ir)
+    return OVForward(compiled, int(meta["size"]), precision, key, load_s=load_s, convert_s=convert_s, dropped_bytes=dropped)
 
 
 # --------------------------------------------------------------------------- auto: the measured choice

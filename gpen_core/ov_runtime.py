@@ -147,3 +147,41 @@ def is_cached(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -
     """Whether the IR for ``key`` is in the cache (then :func:`load` needs no torch)."""
     ir = key.ir_dir(cache_root(models_dir))
     return (ir / "model.xml").is_file() and (ir / "model.bin").is_file() and (ir / "meta.json").is_file()
+
+
+def drop_mapped_pages(folder: Path) -> int:
+    """Take this process's resident pages of the read-only files mapped from ``folder`` out of
+    its RSS (``madvise(MADV_DONTNEED)``); returns the bytes advised (0 off Linux).
+
+    OpenVINO maps the IR's weights (or the cached compiled blob) and reads all of them while
+    compiling; the CPU plugin copies the convolution and matmul weights into its own layouts
+    then, so their originals in the mapping are never read again, yet stay resident: ~230 MiB
+    of the 512 px generator (measured: 290 MiB mapped, 63 MiB read again by the first face).
+    Pages still in use come back from the page cache at the first inference (same outputs,
+    bit for bit, and the same speed, measured). Only mappings without write permission are
+    touched, so no data can be lost. Any network compiled from a cache folder can call it
+    after ``compile_model`` (ParseNet's and RetinaFace's loaders: ~80-180 MiB more, measured).
+    """
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return 0
+    import ctypes
+
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    madvise.restype = ctypes.c_int
+    prefix = os.path.realpath(folder) + os.sep
+    dropped = 0
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) < 6 or "w" in fields[1] or not fields[5].startswith(prefix):
+            continue
+        start, end = (int(v, 16) for v in fields[0].split("-"))
+        if madvise(start, end - start, 4) == 0:  # 4: MADV_DONTNEED
+            dropped += end - start
+    return dropped

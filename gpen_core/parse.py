@@ -52,7 +52,9 @@ class ParsingMasker:
     in bf16 where the CPU has it natively (:func:`choose_parse_dtype`), float32 elsewhere.
     ``dtype`` forces a dtype (tests, benchmarks). Pass it as ``parsing_fn`` to
     :func:`gpen_core.photo.restore_photo`. ``weights_path=None`` builds the released network
-    with random weights (the hardware check: same cost).
+    with random weights (the hardware check: same cost). ``backend="openvino"`` runs the same
+    network converted to OpenVINO (:mod:`gpen_core.ov_parse`, cached under ``models_dir``; CPU
+    only; bf16 where the dtype is bfloat16 and the plugin has it).
     """
 
     def __init__(
@@ -63,12 +65,26 @@ class ParsingMasker:
         input_size: int = 512,
         cpu_dtype: str = "float32",
         dtype: torch.dtype | None = None,
+        backend: str = "torch",
+        models_dir: Path | None = None,
     ) -> None:
+        self.weights_path = Path(weights_path) if weights_path is not None else None
+        self.input_size, self.backend = input_size, backend
+        if backend == "openvino":
+            from . import ov_parse
+            from .ov_runtime import choose_precision
+
+            name = str(dtype).removeprefix("torch.") if dtype is not None else choose_parse_dtype(device, cpu_dtype)
+            path = self.weights_path or ov_parse.synthetic_weights(models_dir)
+            self._parser = ov_parse.load(path, input_size, choose_precision(name)[0], models_dir=models_dir)
+            self.device = self._parser.device
+            return
+        if backend != "torch":
+            raise ValueError(f"unknown parser backend {backend!r}; expected torch or openvino")
         import torch
 
         from .parsenet import RELEASED_CONFIG, FaceParser, ParseNet
 
-        self.weights_path = Path(weights_path) if weights_path is not None else None
         if dtype is None:
             dtype = getattr(torch, choose_parse_dtype(device, cpu_dtype))
         kwargs = {"device": device, "input_size": input_size, "dtype": dtype, "channels_last": True}
@@ -77,13 +93,14 @@ class ParsingMasker:
         else:
             self._parser = FaceParser.from_file(self.weights_path, **kwargs)
         self.device = self._parser.device
-        self.input_size = input_size
 
     @property
     def description(self) -> str:
-        """What the notes say: the file and the input size."""
-        dt = str(self._parser.dtype).removeprefix("torch.")
+        """What the notes say: the file, the input size, the dtype (and OpenVINO when it ran there)."""
         name = self.weights_path.name if self.weights_path is not None else "synthetic weights"
+        if self.backend == "openvino":
+            return f"{name}, {self.input_size} px input, {self._parser.dtype_name}, OpenVINO"
+        dt = str(self._parser.dtype).removeprefix("torch.")
         return f"{name}, {self.input_size} px input, {dt}"
 
     def __call__(self, restored_rgb_crop: np.ndarray) -> np.ndarray:

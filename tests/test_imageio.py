@@ -413,7 +413,9 @@ def test_out_of_memory_while_shrinking_or_encoding_is_out_of_memory(monkeypatch:
     def pil_oom(*a: object, **k: object) -> None:
         raise MemoryError()
 
-    monkeypatch.setattr(Image.Image, "save", pil_oom)
+    from gpen_core import png_fast
+
+    monkeypatch.setattr(png_fast, "encode_png", pil_oom)
     with pytest.raises(OutOfMemory, match="encode the 64×32 result as PNG"):
         encode_image(np.zeros((32, 64, 3), np.uint8), "png")
 

@@ -42,7 +42,10 @@ def test_released_key_table_is_ours() -> None:
 def test_facexlib_parsenet_has_the_same_keys_and_numbers() -> None:
     # facexlib's ParseNet(in_size=512, out_size=512, parsing_ch=19) is GPEN's network:
     # parsing_parsenet.pth and ParseNet-latest.pth fit the same class.
-    from facexlib.parsing.parsenet import ParseNet as FacexlibParseNet
+    from gpen_core import tv_shim
+
+    with tv_shim.for_facexlib():  # facexlib's package import reaches for torchvision, absent from the CPU build
+        from facexlib.parsing.parsenet import ParseNet as FacexlibParseNet
 
     with torch.device("meta"):
         theirs = FacexlibParseNet(in_size=512, out_size=512, parsing_ch=19)

@@ -112,6 +112,14 @@ def plan(
         pair["threads"] = max(c for c in caps if c is not None) if all(c is not None for c in caps) else None
     spec = {"mode": "backends", "task": "backends", "pairs": list(pairs.values()), "runs": max(1, int(runs)),
             "models_dir": models_dir, "threads": specs[0].get("threads") if specs else None}
+    if not configs:  # the parser too, for auto (gpen_core.ov_parse); overrides are experiments: generator only
+        from ..model_cache import PARSER_WEIGHTS
+        from ..ov_parse import check_pairs
+        from ..parse import choose_parse_dtype
+
+        uses = [(m.parse_input, choose_parse_dtype("cpu", m.cpu_dtype)) for m in modes if m.paste and m.parsing]
+        spec["parse"] = check_pairs(uses, models_dir, PARSER_WEIGHTS)
+        spec["detect"] = sorted({m.detector for m in modes})  # and the detectors (gpen_core.ov_detect records them)
     return spec, check
 
 
@@ -190,12 +198,18 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
     if why:
         return {"skipped": why, "rows": []}
     folder = Path(spec["models_dir"]) if spec.get("models_dir") else default_models_dir()
-    pairs = spec["pairs"]
-    rows = []
-    for i, pair in enumerate(pairs):
+    pairs, parse = spec["pairs"], spec.get("parse", [])
+    rows, parse_rows = [], []  # parse_rows: recorded by ov_parse itself, kept apart from finish()'s generator rows
+    for i, pair in enumerate(pairs + parse):
 
         def say(f: float, d: str, i: int = i) -> None:
-            report(min(1.0, (i + f) / len(pairs)), d)
+            report(min(1.0, (i + f) / len(pairs + parse)), d)
+
+        if i >= len(pairs):  # a parser pair: measured and recorded by gpen_core.ov_parse
+            from ..ov_parse import check_row
+
+            parse_rows.append(check_row(pair, folder, spec.get("threads"), int(spec["runs"]), say))
+            continue
 
         row: dict[str, Any] = {"size": pair["size"], "dtype": pair["dtype"], "modes": pair["modes"], "model": pair["model"],
                                "weights": pair["weights"], "runs": spec["runs"],
@@ -205,7 +219,13 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
         except Exception as exc:  # one pair failing must not cost the others (or the memory check)
             row["error"] = f"{type(exc).__name__}: {exc}"
         rows.append(row)
-    return {"skipped": None, "rows": rows}
+    from ..detect import build_retinaface
+    from ..ov_detect import check_row as detect_row
+
+    detect_rows = [detect_row(n, lambda p, n=n: build_retinaface(p, n), folder, spec.get("threads"), int(spec["runs"]),
+                              lambda f, d: report(1.0, d))
+                   for n in spec.get("detect", [])]
+    return {"skipped": None, "rows": rows, "parse": parse_rows, "detect": detect_rows}
 
 
 def finish(

@@ -1,0 +1,131 @@
+"""A fast lossless PNG writer: numpy row filters + zlib on row bands in parallel threads.
+
+Why not Pillow: its PNG encoder tries all five filters on every row in C, single-threaded,
+which is most of its time on a 12 MP result. Here each band of rows is filtered with three
+cheap numpy filters (Sub, Up, Average; the row keeps the one closest to zero, libpng's
+heuristic) and deflated on its own thread (numpy and zlib release the GIL). The bands'
+raw deflate streams end with a sync flush (the last one finishes), so one after another
+they are a single valid zlib stream, as pigz writes them; the Adler-32 of the whole is
+combined from the bands'. Each band becomes one IDAT chunk.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_ADLER_MOD = 65521
+# Candidate filters, in the order of the stacked array; the value is PNG's filter type byte.
+_SUB, _UP, _AVG = 0, 1, 2
+_FILTER_TYPE = np.array([1, 2, 3], np.uint8)
+# ~1 MiB of pixels per band: enough bands to keep every thread busy, few enough that the
+# per-band flush (a few bytes, and matches that cannot reach into the previous band) is noise.
+_BAND_BYTES = 1 << 20
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
+
+
+def _filter_band(rows: np.ndarray, bpp: int) -> np.ndarray:
+    """``rows``: (n+1)×W uint8, the row above the band (zeros for the first band) then the band.
+    Returns the band as PNG scanlines, n×(W+1): a filter type byte then the filtered row."""
+    x, up = rows[1:], rows[:-1]
+    n, w = x.shape
+    cand = np.empty((3, n, w), np.uint8)
+    cand[_SUB, :, :bpp] = x[:, :bpp]
+    np.subtract(x[:, bpp:], x[:, :-bpp], out=cand[_SUB, :, bpp:])
+    np.subtract(x, up, out=cand[_UP])
+    # Average predicts floor((left + up) / 2); (a & b) + ((a ^ b) >> 1) is that without overflow.
+    avg = cand[_AVG]
+    np.right_shift(up[:, :bpp], 1, out=avg[:, :bpp])
+    left, above = x[:, :-bpp], up[:, bpp:]
+    np.add(left & above, (left ^ above) >> 1, out=avg[:, bpp:])
+    np.subtract(x, avg, out=avg)
+    # Distance from zero of each filtered byte read as signed, min(v, 256 - v), is |int8| read
+    # back as uint8 (|-128| wraps to 128). A uint32 sum is 4x faster than uint64; it could only
+    # wrap on rows over 32 MiB, and then it only picks a worse filter, never wrong pixels.
+    cost = np.abs(cand.view(np.int8)).view(np.uint8).sum(axis=2, dtype=np.uint32)
+    best = cost.argmin(axis=0)
+    out = np.empty((n, w + 1), np.uint8)
+    out[:, 0] = _FILTER_TYPE[best]
+    out[:, 1:] = cand[best, np.arange(n)]
+    return out
+
+
+def _adler32_combine(a1: int, a2: int, len2: int) -> int:
+    """Adler-32 of A+B from adler32(A), adler32(B) and len(B) (zlib's adler32_combine)."""
+    s1 = ((a1 & 0xFFFF) + (a2 & 0xFFFF) - 1) % _ADLER_MOD
+    s2 = ((a1 >> 16) + (a2 >> 16) + len2 * ((a1 & 0xFFFF) - 1)) % _ADLER_MOD
+    return (s2 << 16) | s1
+
+
+def _workers() -> int:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 8))
+
+
+def encode_png(
+    rgb: np.ndarray,
+    alpha: np.ndarray | None = None,
+    icc_profile: bytes | None = None,
+    *,
+    band_bytes: int = _BAND_BYTES,
+    workers: int | None = None,
+) -> bytes:
+    """RGB uint8 H×W×3 (+ uint8 H×W alpha → RGBA) → the bytes of an 8-bit PNG file.
+
+    ``icc_profile`` is embedded as an iCCP chunk named "ICC Profile", as Pillow writes it.
+    zlib level 1 with strategy Z_RLE: after the filters a photo is mostly small residuals.
+    ``band_bytes`` (pixel bytes per band) and ``workers`` (threads; default: the CPUs this
+    process may use, at most 8) change speed only, never the decoded pixels.
+    """
+    h, w = rgb.shape[:2]
+    if h == 0 or w == 0:
+        raise ValueError(f"cannot write an empty {w}×{h} image as PNG")
+    bpp = 3 if alpha is None else 4
+    stride = w * bpp
+    band = max(1, band_bytes // stride)
+    starts = list(range(0, h, band))
+
+    def job(i: int) -> tuple[bytes, int, int]:  # (IDAT chunk, adler32 of the band's scanlines, their length)
+        y0, y1 = starts[i], min(starts[i] + band, h)
+        lo = max(0, y0 - 1)
+        px = rgb[lo:y1] if alpha is None else np.dstack([rgb[lo:y1], alpha[lo:y1]])
+        rows = np.ascontiguousarray(px).reshape(y1 - lo, stride)
+        if y0 == 0:  # the first row's "row above" is zeros
+            rows = np.concatenate([np.zeros((1, stride), np.uint8), rows])
+        data = _filter_band(rows, bpp)
+        comp = zlib.compressobj(1, zlib.DEFLATED, -15, 8, zlib.Z_RLE)
+        last = y1 == h
+        body = comp.compress(data) + comp.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+        if y0 == 0:  # zlib header 0x78 0x01: deflate, 32 KiB window, "fastest" level (% 31 == 0)
+            body = b"\x78\x01" + body
+        return _chunk(b"IDAT", body), zlib.adler32(data), data.nbytes
+
+    n_threads = min(workers or _workers(), len(starts))
+    if n_threads == 1:
+        parts = [job(i) for i in range(len(starts))]
+    else:
+        with ThreadPoolExecutor(n_threads, thread_name_prefix="png") as pool:
+            parts = list(pool.map(job, range(len(starts))))
+    adler = 1
+    for _, a, n in parts:
+        adler = _adler32_combine(adler, a, n)
+    colour_type = 2 if alpha is None else 6
+    out = [_SIGNATURE, _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, colour_type, 0, 0, 0))]
+    if icc_profile:
+        out.append(_chunk(b"iCCP", b"ICC Profile\x00\x00" + zlib.compress(icc_profile)))
+    out += [idat for idat, _, _ in parts]
+    # The stream's Adler-32 trailer in an IDAT of its own: IDATs are one stream cut anywhere,
+    # and this way no band's compressed bytes are copied again to append it.
+    out += [_chunk(b"IDAT", struct.pack(">I", adler)), _chunk(b"IEND", b"")]
+    return b"".join(out)
