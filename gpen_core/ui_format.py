@@ -141,6 +141,13 @@ def vram_text(result: RestoreResult) -> str:
     return text
 
 
+def runtime_text(result: RestoreResult) -> str:
+    """What ran the generator and why: "OpenVINO (measured faster here: …)" or "PyTorch (asked for)"."""
+    name = "OpenVINO" if getattr(result, "backend", "torch") == "openvino" else "PyTorch"
+    why = getattr(result, "backend_reason", "")
+    return f"{name} ({why})" if why else name
+
+
 def stage_rows(result: RestoreResult) -> list[tuple[str, float]]:
     """(stage, seconds) for every stage that took time, then the total."""
     rows = [(_STAGE_LABEL.get(k, k), v) for k, v in result.timings.stages().items() if v > 0]
@@ -169,6 +176,7 @@ def metrics_markdown(result: RestoreResult) -> str:
         f"| Faces | {len(result.faces)} |",
         f"| Mode | {mode_line(result)} |",
         f"| Device · dtype | {result.device} · {result.dtype} |",
+        f"| Generator runtime | {runtime_text(result)} |",
         f"| Checkpoint · detector | {result.checkpoint} · {result.detector} |",
         f"| Photo | {size} → {fmt}, {file_size_text(len(result.encoded)) if result.encoded else 'n/a'} |",
         "",
