@@ -13,7 +13,9 @@ before its first request, seconds per face and total seconds.
 - :mod:`.runner`: :func:`~.runner.run_profile`, the only part that imports the Restorer
   (worker processes);
 - :mod:`.backends`: on the CPU, torch against OpenVINO per generator and dtype the modes
-  use, recorded for ``--backend auto`` (:func:`gpen_core.ov_backend.record_speed`);
+  use, and for the parser and detectors they run (:mod:`gpen_core.ov_parse`,
+  :mod:`gpen_core.ov_detect`), recorded for ``--backend auto``
+  (:func:`gpen_core.ov_backend.record_speed`);
 - :mod:`.report`: the table, chart rows, backend comparison and recommendation.
 
 The command line is ``python -m gpen_core profile`` (:mod:`gpen_core.cli`).

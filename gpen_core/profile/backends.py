@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..modes import MemoryMode
-from .records import BackendCheck, BackendSpeed, Progress
+from .records import BackendCheck, BackendSpeed, NetworkSpeed, Progress
 
 if TYPE_CHECKING:
     from ..arch import GPENConfig
@@ -252,7 +252,31 @@ def finish(
                                                      models_dir=models_dir, source=pair["source"]))
             recorded = True
         rows.append(BackendSpeed.from_dict({**r, "recorded": recorded, "note": note}))
-    return replace(check, rows=tuple(rows), speed_file=speed_file)
+    networks = network_rows(spec, result)
+    speed_file = speed_file or next((f for f in (r.get("speed_file") for r in (*result.get("parse", ()), *result.get("detect", ())))
+                                     if f), None)
+    return replace(check, rows=tuple(rows), speed_file=speed_file, networks=networks)
+
+
+def network_rows(spec: dict[str, Any], result: dict[str, Any]) -> tuple[NetworkSpeed, ...]:
+    """The parser's and detectors' rows of :func:`measure` (already recorded by :mod:`gpen_core.ov_parse` /
+    :mod:`gpen_core.ov_detect`: a row with ``speed_file`` was) as :class:`NetworkSpeed` records."""
+    from ..ov_detect import DETECT_SIDE
+
+    runs = int(spec.get("runs", RUNS))
+    real = {(p["size"], p["dtype"]): p.get("weights") is not None for p in spec.get("parse", ())}
+    out: list[NetworkSpeed] = []
+    for r, network in [(r, "parsenet") for r in result.get("parse", ())] + [(r, str(r["network"])) for r in result.get("detect", ())]:
+        size, dtype = int(r.get("size", DETECT_SIDE)), str(r.get("dtype", "float32"))
+        weights = r.get("weights") if network != "parsenet" else ("real" if real.get((size, dtype)) else "synthetic")
+        note = f"not measured: {r['error']}" if r.get("error") else r.get("note")
+        out.append(NetworkSpeed(
+            network=network, size=size, dtype=dtype, weights=str(weights or "synthetic"), runs=int(r.get("runs", runs)),
+            torch_s=r.get("torch_s"), openvino_s=r.get("openvino_s"), torch_times=tuple(r.get("torch_times", ())),
+            openvino_times=tuple(r.get("openvino_times", ())),
+            precision=str(r.get("precision") or ("f32" if network != "parsenet" else "")),  # ov_detect compiles f32
+            convert_s=r.get("convert_s"), recorded=bool(r.get("speed_file")), note=note, error=r.get("error")))
+    return tuple(out)
 
 
 def failed(check: BackendCheck, why: str) -> BackendCheck:

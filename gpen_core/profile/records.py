@@ -132,6 +132,42 @@ class BackendSpeed:
 
 
 @dataclass(frozen=True)
+class NetworkSpeed:
+    """torch against OpenVINO for one of the other networks ``auto`` picks a backend for: seconds per call.
+
+    ParseNet: one face's mask at its input size; RetinaFace: one detection on a photo whose
+    longest side is ``size`` (:data:`gpen_core.ov_detect.DETECT_SIDE`). Recorded by the network's
+    own module (:mod:`gpen_core.ov_parse`, :mod:`gpen_core.ov_detect`) under ``network``.
+    """
+
+    network: str  # the speed file's network: "parsenet", "retinaface-resnet50", "retinaface-mobilenet0.25"
+    size: int  # input size in px (the detector: the photo's longest side)
+    dtype: str  # the torch compute dtype ("float32", "bfloat16")
+    weights: str  # "real" or "synthetic" (random weights, released network: same time)
+    runs: int  # timed calls per backend (after one untimed warm-up each), interleaved
+    torch_s: float | None = None  # median seconds per call; None when the row failed
+    openvino_s: float | None = None
+    torch_times: tuple[float, ...] = ()
+    openvino_times: tuple[float, ...] = ()
+    precision: str = ""  # OpenVINO's inference precision ("f32" / "bf16"); "" when not said
+    convert_s: float | None = None  # first-use conversion to OpenVINO IR (None: it came from the cache)
+    recorded: bool = False  # written to the speed file `auto` reads
+    note: str | None = None  # a precision change, or why not measured
+    error: str | None = None
+
+    @property
+    def faster(self) -> str | None:
+        """"openvino" or "torch" by the medians; None when either is missing."""
+        if self.torch_s is None or self.openvino_s is None:
+            return None
+        return "openvino" if self.openvino_s < self.torch_s else "torch"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "NetworkSpeed":
+        return cls(**{**d, "torch_times": tuple(d.get("torch_times", ())), "openvino_times": tuple(d.get("openvino_times", ()))})
+
+
+@dataclass(frozen=True)
 class BackendCheck:
     """The CPU backend comparison of one hardware check (gpen_core.profile.backends)."""
 
@@ -140,10 +176,13 @@ class BackendCheck:
     uses: dict[str, tuple[int, str]] = field(default_factory=dict)  # mode → (face size, dtype) on this CPU
     openvino: str | None = None  # OpenVINO's version (package metadata)
     speed_file: str | None = None  # where the measurements were recorded for `auto`
+    # The parser's and detectors' rows (seconds per call, not per face); absent in profiles saved before them.
+    networks: tuple[NetworkSpeed, ...] = ()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "BackendCheck":
         return cls(**{**d, "rows": tuple(BackendSpeed.from_dict(r) for r in d.get("rows", ())),
+                      "networks": tuple(NetworkSpeed.from_dict(r) for r in d.get("networks", ())),
                       "uses": {k: (int(v[0]), str(v[1])) for k, v in d.get("uses", {}).items()}})
 
 

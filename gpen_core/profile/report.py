@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..meter import format_bytes
 from ..modes import MODES
-from .records import SYNTHETIC_NOTE, BackendSpeed, ModeProfile, Profile
+from .records import SYNTHETIC_NOTE, BackendSpeed, ModeProfile, NetworkSpeed, Profile
 
 if TYPE_CHECKING:
     from ..budget import Free
@@ -145,7 +145,8 @@ def _fine(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.{3 if x < 1 else 2}f}"
 
 
-def _backend_row(r: BackendSpeed) -> str:
+def _timing_cells(r: BackendSpeed | NetworkSpeed) -> list[str]:
+    """torch s, OpenVINO s (precision), faster (by how much), conversion: the cells both tables share."""
     ov = _fine(r.openvino_s) + (f" ({r.precision})" if r.precision else "")
     if r.faster is None:
         faster = "n/a"
@@ -155,8 +156,24 @@ def _backend_row(r: BackendSpeed) -> str:
     conv = "from the cache" if r.convert_s is None else f"{r.convert_s:.1f} s (first use; cached)"
     if r.error:
         conv = "n/a"
-    cells = [f"{r.size} px", r.dtype, ", ".join(f"`{m}`" for m in r.modes), _fine(r.torch_s), ov, faster, conv,
+    return [_fine(r.torch_s), ov, faster, conv]
+
+
+def _backend_row(r: BackendSpeed) -> str:
+    cells = [f"{r.size} px", r.dtype, ", ".join(f"`{m}`" for m in r.modes), *_timing_cells(r),
              _WEIGHTS.get(r.weights, r.weights), "yes" if r.recorded else "no"]
+    return "| " + " | ".join(cells) + " |"
+
+
+def network_label(network: str) -> str:
+    """"parsenet" → "ParseNet", "retinaface-resnet50" → "RetinaFace resnet50" (the speed file's names, for people)."""
+    return "ParseNet" if network == "parsenet" else network.replace("retinaface-", "RetinaFace ")
+
+
+def _network_row(r: NetworkSpeed) -> str:
+    size = f"{r.size} px" if r.network == "parsenet" else f"{r.size} px (longest side)"
+    cells = [network_label(r.network), size, r.dtype, *_timing_cells(r), _WEIGHTS.get(r.weights, r.weights),
+             "yes" if r.recorded else "no"]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -176,8 +193,34 @@ def auto_backends(profile: Profile, models_dir: str | os.PathLike[str] | None = 
     return out
 
 
+def auto_networks(
+    profile: Profile, models_dir: str | os.PathLike[str] | None = None
+) -> dict[tuple[str, int, str], tuple[str, str, tuple[str, ...]]]:
+    """(network, input size, dtype) → (backend, why, modes) that ``--backend auto`` picks now for the parser
+    and detector of this profile's modes (as :mod:`gpen_core.model_cache` asks; empty on a GPU check)."""
+    from .. import ov_backend
+    from ..modes import MODES as ALL
+    from ..ov_detect import DETECT_SIDE
+    from ..parse import choose_parse_dtype
+
+    if profile.backends is None or not profile.device.startswith("cpu"):
+        return {}
+    uses: dict[tuple[str, int, str], list[str]] = {}
+    for name in profile.modes:
+        m = ALL[name]
+        if m.paste and m.parsing:
+            uses.setdefault(("parsenet", m.parse_input, choose_parse_dtype("cpu", m.cpu_dtype)), []).append(name)
+        uses.setdefault((f"retinaface-{m.detector}", DETECT_SIDE, "float32"), []).append(name)
+    out = {}
+    for k, ms in sorted(uses.items()):
+        be, why = ov_backend.choose_backend("auto", k[1], k[2], network=k[0], models_dir=models_dir, device="cpu")
+        out[k] = (be, why if k[0] == "parsenet" else why.replace(" per face", " per detection"), tuple(ms))
+    return out
+
+
 def backends_section(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> str:
-    """Markdown: the torch-vs-OpenVINO table (or why it did not run) and what ``auto`` uses per mode."""
+    """Markdown: the torch-vs-OpenVINO tables (the generator per face; the parser and detectors per call),
+    or why they did not run, and what ``auto`` uses per mode and for the parser and detector."""
     b = profile.backends
     if b is None:
         return ""
@@ -192,12 +235,25 @@ def backends_section(profile: Profile, models_dir: str | os.PathLike[str] | None
         lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += [_backend_row(r) for r in b.rows]
         lines += [""] + [f"- {r.size} px {r.dtype}: {r.note}" for r in b.rows if r.note]
-        if b.speed_file:
-            lines.append(f"Recorded in {b.speed_file} (read by `--backend auto`).")
+    if b.networks:
+        lines += ["", "**Parser and detectors** (seconds per call: ParseNet one face's mask, RetinaFace one detection "
+                  "on a photo of that longest side; timed the same way)"]
+        head = ["network", "input", "dtype", "torch s / call", "OpenVINO s / call", "faster", "OpenVINO conversion", "weights", "recorded"]
+        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += [_network_row(r) for r in b.networks]
+        lines += [""] + [f"- {network_label(r.network)} {r.size} px {r.dtype}: {r.note}" for r in b.networks if r.note]
+    if b.speed_file and (b.rows or b.networks):
+        lines.append(f"Recorded in {b.speed_file} (read by `--backend auto`).")
+    on = {"openvino": "OpenVINO", "torch": "torch"}
     chosen = auto_backends(profile, models_dir)
     if chosen:
         lines += ["", "Backend `auto` (the default) now runs: " + "; ".join(
-            f"`{m}` → {'OpenVINO' if be == 'openvino' else 'torch'} ({why})" for m, (be, why) in chosen.items())]
+            f"`{m}` → {on.get(be, be)} ({why})" for m, (be, why) in chosen.items())]
+    nets = auto_networks(profile, models_dir)
+    if nets:
+        lines += ["", "For the parser and detector `auto` now runs: " + "; ".join(
+            f"{network_label(n)} {s} px {d} ({', '.join(f'`{m}`' for m in ms)}) → {on.get(be, be)} ({why})"
+            for (n, s, d), (be, why, ms) in nets.items())]
     return "\n".join(lines)
 
 

@@ -157,11 +157,14 @@ def save_profile(profile: Profile, models_dir: str | os.PathLike[str] | None = N
 
 def _merge_backends(old: Any, new: Any) -> None:
     """Keep the earlier backend rows this run did not measure (``--modes``, ``--no-backends``), in ``new``."""
-    if not (isinstance(old, dict) and isinstance(new, dict) and old.get("rows")):
+    if not (isinstance(old, dict) and isinstance(new, dict) and (old.get("rows") or old.get("networks"))):
         return
-    rows = {(r["size"], r["dtype"]): r for r in old["rows"]}
+    rows = {(r["size"], r["dtype"]): r for r in old.get("rows") or []}
     rows.update({(r["size"], r["dtype"]): r for r in new.get("rows") or []})
     new["rows"] = list(rows.values())
+    nets = {(r["network"], r["size"], r["dtype"]): r for r in old.get("networks") or []}  # the parser's and detectors' rows
+    nets.update({(r["network"], r["size"], r["dtype"]): r for r in new.get("networks") or []})
+    new["networks"] = list(nets.values())
     new["uses"] = {**(old.get("uses") or {}), **(new.get("uses") or {})}
     new["speed_file"] = new.get("speed_file") or old.get("speed_file")
 
