@@ -111,6 +111,13 @@ class ModelCache:
             opts.backend, _registry_size(name), plan.dtype, models_dir=self._ov_models_dir(), device=device
         )
         precision, precision_note = ov_backend.choose_precision(plan.dtype) if backend == "openvino" else ("f32", None)
+        if backend == "openvino":
+            from .budget import free_memory
+
+            fallback = ov_backend.conversion_fallback(opts.backend, backend, path, _registry_size(name), precision,
+                                                      free_memory(device).ram_bytes, self._ov_models_dir())
+            if fallback:
+                backend, why, precision, precision_note = "torch", fallback, "f32", fallback
         key = (str(path), plan, backend, precision)
         fresh = self._generator is None or self._generator.key != key
         if fresh:

@@ -137,6 +137,46 @@ def convert(
     return final / "model.xml", seconds
 
 
+# RAM a first-use conversion adds to the process (peak RSS above the process before it), per
+# face size: measured 2026-12-03 on the AMX Xeon with random weights of the released checkpoints
+# (`load()` of an uncached checkpoint, /tmp-style script in the #14 note). Other sizes: estimated
+# from the file size at the 256 px ratio (the higher one measured: 10.5x the file).
+CONVERT_RAM_MEASURED: dict[int, int] = {256: 757 * 2**20, 512: 1656 * 2**20}
+_CONVERT_RAM_PER_FILE_BYTE = 10.5
+
+
+def conversion_ram(size: int, checkpoint: Path) -> tuple[int, bool]:
+    """(bytes a first-use conversion of ``checkpoint`` needs, whether that figure was measured)."""
+    if size in CONVERT_RAM_MEASURED:
+        return CONVERT_RAM_MEASURED[size], True
+    return int(checkpoint.stat().st_size * _CONVERT_RAM_PER_FILE_BYTE), False
+
+
+def conversion_fallback(
+    requested: str, backend: str, checkpoint: Path, size: int, precision: Precision, free_ram: int,
+    models_dir: str | os.PathLike[str] | None = None,
+) -> str | None:
+    """Why ``auto`` should run torch this time instead of OpenVINO, or None.
+
+    Only for ``auto`` (an explicit ``openvino`` is taken as asked): when this checkpoint is not
+    converted yet and the conversion needs more RAM than is free, the request runs on torch
+    and the sentence says so; a later request with more memory free converts it.
+    """
+    if requested != "auto" or backend != "openvino" or str(checkpoint).startswith("synthetic:"):
+        return None
+    if graph_is_current(cache_key(checkpoint, precision), models_dir):
+        return None
+    need, measured = conversion_ram(size, checkpoint)
+    if free_ram >= need:
+        return None
+    from .meter import format_bytes
+
+    figure = f"~{format_bytes(need)}" + ("" if measured else " (estimated from the file size)")
+    return (f"OpenVINO was measured faster here, but converting {checkpoint.name} for it the first time needs "
+            f"{figure} of RAM and {format_bytes(free_ram)} is free, so this request ran on torch; "
+            "with more memory free the next request converts it once (`--backend torch` keeps torch)")
+
+
 def graph_is_current(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> bool:
     """Whether the cached IR for ``key`` exists and was exported by this :data:`GRAPH_REVISION`.
 

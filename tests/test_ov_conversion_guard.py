@@ -1,0 +1,59 @@
+"""``auto`` does not start a first-use OpenVINO conversion that the free RAM cannot hold.
+
+A conversion needs far more memory than running the converted model (measured: +1.66 GB for
+GPEN-BFR-512, +0.76 GB for GPEN-BFR-256, against the mode's ~1.15 GB), so on a tight machine
+the request runs on torch, and says why, instead of failing mid-conversion.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpen_core import ov_backend
+from gpen_core.model_cache import ModelCache
+from gpen_core.modes import MODES
+from gpen_core.options import RestoreOptions
+
+pytestmark = pytest.mark.skipif(
+    ov_backend.openvino_version() is None, reason="needs OpenVINO (pip install openvino; in requirements.txt)"
+)
+MB = 2**20
+
+
+@pytest.fixture()
+def home(tmp_path: Path, gen256: Path) -> Path:
+    (tmp_path / "GPEN-BFR-256.pth").symlink_to(gen256)
+    ov_backend.record_speed(256, "float32", torch_s=0.2, openvino_s=0.1, models_dir=tmp_path, source="test")
+    return tmp_path
+
+
+def test_only_auto_with_an_unconverted_checkpoint_and_too_little_ram_falls_back(home: Path) -> None:
+    ckpt = home / "GPEN-BFR-256.pth"
+    need, measured = ov_backend.conversion_ram(256, ckpt)
+    assert measured and need == ov_backend.CONVERT_RAM_MEASURED[256]
+    why = ov_backend.conversion_fallback("auto", "openvino", ckpt, 256, "f32", need - 1, home)
+    assert why and "GPEN-BFR-256.pth" in why and "ran on torch" in why and "is free" in why
+    assert ov_backend.conversion_fallback("auto", "openvino", ckpt, 256, "f32", need, home) is None
+    assert ov_backend.conversion_fallback("openvino", "openvino", ckpt, 256, "f32", 0, home) is None  # asked for: taken
+    assert ov_backend.conversion_fallback("auto", "torch", ckpt, 256, "f32", 0, home) is None
+    unknown, measured = ov_backend.conversion_ram(1024, ckpt)  # no measurement for that size: an estimate
+    assert not measured and unknown == int(ckpt.stat().st_size * 10.5)
+
+
+def test_generator_runs_on_torch_and_says_why_then_converts_when_memory_is_free(home: Path, monkeypatch) -> None:
+    opts = RestoreOptions(mode="low")
+    cache = ModelCache(home)
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(100 * MB))
+    forward, size, _, _, note = cache.generator(MODES["low"], opts, "cpu")
+    assert cache.backend == "torch" and "converting GPEN-BFR-256.pth" in cache.backend_reason
+    assert note and "ran on torch" in note
+    assert not any((home / "openvino").glob("GPEN-BFR-256-*"))  # nothing was converted
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(32 * 10**9))
+    forward, size, _, _, note = cache.generator(MODES["low"], opts, "cpu")
+    assert cache.backend == "openvino" and size == 256
+    assert note and "converted the generator to OpenVINO" in note
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(100 * MB))  # converted now: little RAM is no reason for torch
+    cache.generator(MODES["low"], opts, "cpu")
+    assert cache.backend == "openvino"
