@@ -166,7 +166,8 @@ class ModelCache:
         from . import ov_backend
         from .detect import FaceDetector
 
-        backend, why = ov_backend.choose_backend(opts.backend if opts is not None else "torch", 1000, "float32",
+        requested = opts.backend if opts is not None else "torch"
+        backend, why = ov_backend.choose_backend(requested, 1000, "float32",
                                                  network=f"retinaface-{network}", models_dir=self._ov_models_dir(), device=device)
         key = (network, device, backend)
         if self._detector is None or self._detector.key != key:
@@ -178,6 +179,17 @@ class ModelCache:
                 path = self._resolve(DETECTOR_WEIGHTS[network]) if path is not None else None
             else:
                 path = self._resolve(DETECTOR_WEIGHTS[network])
+            if backend == "openvino" and path is not None:
+                from . import ov_detect
+                from .budget import free_memory
+
+                cached = ov_backend.is_cached(ov_detect.detector_key(path, network), self._ov_models_dir())
+                fallback = ov_backend.first_use_fallback(requested, backend, cached, ov_detect.CONVERT_RAM_MEASURED[network],
+                                                         free_memory(device).ram_bytes, f"the {network} detector")
+                if fallback:
+                    backend, why, key = "torch", fallback, (network, device, "torch")
+                    if notes is not None:
+                        notes.append(fallback)
             self._detector = None
             release(device)
             detector = FaceDetector(path, network, device=device, backend=backend,  # type: ignore[arg-type]
@@ -219,8 +231,20 @@ class ModelCache:
         from .parse import ParsingMasker, choose_parse_dtype
 
         dtype = choose_parse_dtype(device, mode.cpu_dtype)
-        backend, _ = ov_backend.choose_backend(opts.backend if opts is not None else "torch", mode.parse_input, dtype,
+        requested = opts.backend if opts is not None else "torch"
+        backend, _ = ov_backend.choose_backend(requested, mode.parse_input, dtype,
                                                network="parsenet", models_dir=self._ov_models_dir(), device=device)
+        if backend == "openvino" and path is not None:
+            from . import ov_parse
+            from .budget import free_memory
+
+            cached = ov_backend.is_cached(ov_parse.parse_key(path, mode.parse_input, "f32"), self._ov_models_dir())
+            need = ov_parse.CONVERT_RAM_MEASURED.get(mode.parse_input, max(ov_parse.CONVERT_RAM_MEASURED.values()))
+            fallback = ov_backend.first_use_fallback(requested, backend, cached, need, free_memory(device).ram_bytes,
+                                                     f"the {mode.parse_input} px parser")
+            if fallback:
+                backend = "torch"
+                notes.append(fallback)
         key = (str(path), device, mode.parse_input, mode.cpu_dtype, backend)
         if self._parser is None or self._parser.key != key:
             self._parser = None

@@ -54,6 +54,7 @@ from .ov_runtime import (  # noqa: F401  (re-exported: callers use ov_backend.*)
     cpu_flags,
     cpu_key,
     drop_mapped_pages,
+    first_use_fallback,
     get_core,
     is_cached,
     openvino_version,
@@ -164,17 +165,9 @@ def conversion_fallback(
     """
     if requested != "auto" or backend != "openvino" or str(checkpoint).startswith("synthetic:"):
         return None
-    if graph_is_current(cache_key(checkpoint, precision), models_dir):
-        return None
     need, measured = conversion_ram(size, checkpoint)
-    if free_ram >= need:
-        return None
-    from .meter import format_bytes
-
-    figure = f"~{format_bytes(need)}" + ("" if measured else " (estimated from the file size)")
-    return (f"OpenVINO was measured faster here, but converting {checkpoint.name} for it the first time needs "
-            f"{figure} of RAM and {format_bytes(free_ram)} is free, so this request ran on torch; "
-            "with more memory free the next request converts it once (`--backend torch` keeps torch)")
+    cached = graph_is_current(cache_key(checkpoint, precision), models_dir)
+    return first_use_fallback(requested, backend, cached, need, free_ram, checkpoint.name, estimated=not measured)
 
 
 def graph_is_current(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> bool:

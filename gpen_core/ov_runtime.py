@@ -185,3 +185,20 @@ def drop_mapped_pages(folder: Path) -> int:
         if madvise(start, end - start, 4) == 0:  # 4: MADV_DONTNEED
             dropped += end - start
     return dropped
+
+
+def first_use_fallback(requested: str, backend: str, cached: bool, need: int, free_ram: int, what: str, estimated: bool = False) -> str | None:
+    """Why ``auto`` should run ``what`` on torch this time instead of converting it for OpenVINO now, or None.
+
+    Only for ``auto`` (an explicit ``openvino`` is taken as asked), only while ``what`` is not
+    converted yet (``cached``), and only when the conversion needs more RAM (``need``) than is
+    free: a later request with more memory free converts it once.
+    """
+    if requested != "auto" or backend != "openvino" or cached or free_ram >= need:
+        return None
+    from .meter import format_bytes
+
+    figure = f"~{format_bytes(need)}" + (" (estimated from the file size)" if estimated else "")
+    return (f"OpenVINO was measured faster here, but converting {what} for it the first time needs {figure} of RAM and "
+            f"{format_bytes(free_ram)} is free, so this request ran it on torch; with more memory free the next request "
+            "converts it once (`--backend torch` keeps torch)")

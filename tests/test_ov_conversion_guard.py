@@ -34,7 +34,7 @@ def test_only_auto_with_an_unconverted_checkpoint_and_too_little_ram_falls_back(
     need, measured = ov_backend.conversion_ram(256, ckpt)
     assert measured and need == ov_backend.CONVERT_RAM_MEASURED[256]
     why = ov_backend.conversion_fallback("auto", "openvino", ckpt, 256, "f32", need - 1, home)
-    assert why and "GPEN-BFR-256.pth" in why and "ran on torch" in why and "is free" in why
+    assert why and "GPEN-BFR-256.pth" in why and "ran it on torch" in why and "is free" in why
     assert ov_backend.conversion_fallback("auto", "openvino", ckpt, 256, "f32", need, home) is None
     assert ov_backend.conversion_fallback("openvino", "openvino", ckpt, 256, "f32", 0, home) is None  # asked for: taken
     assert ov_backend.conversion_fallback("auto", "torch", ckpt, 256, "f32", 0, home) is None
@@ -48,7 +48,7 @@ def test_generator_runs_on_torch_and_says_why_then_converts_when_memory_is_free(
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(100 * MB))
     forward, size, _, _, note = cache.generator(MODES["low"], opts, "cpu")
     assert cache.backend == "torch" and "converting GPEN-BFR-256.pth" in cache.backend_reason
-    assert note and "ran on torch" in note
+    assert note and "ran it on torch" in note
     assert not any((home / "openvino").glob("GPEN-BFR-256-*"))  # nothing was converted
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(32 * 10**9))
     forward, size, _, _, note = cache.generator(MODES["low"], opts, "cpu")
@@ -57,3 +57,35 @@ def test_generator_runs_on_torch_and_says_why_then_converts_when_memory_is_free(
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(100 * MB))  # converted now: little RAM is no reason for torch
     cache.generator(MODES["low"], opts, "cpu")
     assert cache.backend == "openvino"
+
+
+def test_parser_and_detector_fall_back_the_same_way(tmp_path: Path, monkeypatch) -> None:
+    import torch
+
+    from gpen_core.parse import choose_parse_dtype
+    from gpen_core.parsenet import RELEASED_CONFIG, ParseNet
+
+    from .conftest import shared_path
+
+    mobilenet = shared_path("weights", "detection_mobilenet0.25_Final.pth")  # skips without ../shared
+    (tmp_path / mobilenet.name).symlink_to(mobilenet)
+    torch.manual_seed(0)
+    torch.save(ParseNet(**RELEASED_CONFIG).state_dict(), tmp_path / "ParseNet-latest.pth")
+    dt = choose_parse_dtype("cpu", MODES["balanced"].cpu_dtype)
+    ov_backend.record_speed(256, dt, 0.2, 0.1, models_dir=tmp_path, network="parsenet", source="test")
+    ov_backend.record_speed(1000, "float32", 0.1, 0.05, models_dir=tmp_path, network="retinaface-mobilenet0.25", source="test")
+    opts, cache = RestoreOptions(mode="balanced"), ModelCache(tmp_path)
+
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(100 * MB))
+    notes: list[str] = []
+    assert cache.parser(MODES["balanced"], "cpu", notes, opts).backend == "torch"
+    assert cache.detector("mobilenet0.25", "cpu", opts, notes).backend == "torch"
+    assert any("the 256 px parser" in n and "ran it on torch" in n for n in notes)
+    assert any("the mobilenet0.25 detector" in n and "ran it on torch" in n for n in notes)
+    assert not any((tmp_path / "openvino").glob("parsenet-*")) and not any((tmp_path / "openvino").glob("retinaface-*"))
+
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(32 * 10**9))
+    notes.clear()
+    assert cache.parser(MODES["balanced"], "cpu", notes, opts).backend == "openvino"
+    assert cache.detector("mobilenet0.25", "cpu", opts, notes).backend == "openvino"
+    assert not any("ran it on torch" in n for n in notes)
