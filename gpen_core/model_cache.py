@@ -252,9 +252,8 @@ class ModelCache:
             masker = ParsingMasker(path, device=device, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype,
                                    backend=backend, models_dir=self._ov_models_dir())
             self._parser = _Loaded(key, masker, path.name if path is not None else "parsenet (synthetic)")
-            convert_s = getattr(masker._parser, "convert_s", None)
-            if convert_s is not None:
-                notes.append(f"converted the parser to OpenVINO on first use in {convert_s:.1f} s (cached in the models folder)")
+            if masker.convert_s is not None:
+                notes.append(f"converted the parser to OpenVINO on first use in {masker.convert_s:.1f} s (cached in the models folder)")
         notes.append(f"paste mask: GPEN's face-parsing mask ({self._parser.obj.description})")
         return self._parser.obj
 

@@ -32,8 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -56,6 +54,7 @@ from .ov_runtime import (  # noqa: F401  (re-exported: callers use ov_backend.*)
     drop_mapped_pages,
     first_use_fallback,
     get_core,
+    save_ir,
     is_cached,
     openvino_version,
     unavailable_reason,
@@ -107,33 +106,9 @@ def convert(
         ov_model = ov.convert_model(model, example_input=example, input=[(1, 3, size, size)])
     del model
     say(0.8, "OpenVINO: saving the converted model")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=final.parent))
-    try:
-        ov.save_model(ov_model, tmp / "model.xml", compress_to_fp16=False)  # keep float32 weights
-        seconds = time.perf_counter() - t0
-        meta = {
-            "checkpoint": str(path),
-            "weights_sha256": key.weights_sha256,
-            "size": size,
-            "openvino": key.openvino,
-            "torch": torch.__version__,
-            "convert_s": round(seconds, 2),
-            "graph": GRAPH_REVISION,
-        }
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        if final.exists():  # a stale or partial entry (is_cached said no): replace it
-            shutil.rmtree(final, ignore_errors=True)
-        try:
-            os.replace(tmp, final)
-        except OSError:
-            # Another process finished the same conversion first: keep its copy.
-            if not (final / "meta.json").is_file():
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    meta = {"checkpoint": str(path), "weights_sha256": key.weights_sha256, "size": size, "openvino": key.openvino,
+            "torch": torch.__version__, "graph": GRAPH_REVISION}
+    seconds = save_ir(ov_model, final, meta, t0)
     say(1.0, f"OpenVINO: converted in {seconds:.1f} s")
     return final / "model.xml", seconds
 

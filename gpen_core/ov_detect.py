@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
-import tempfile
 import threading
 import time
 import warnings
@@ -31,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import ResourceError
 from .oom import malloc_trim
-from .ov_runtime import CacheKey, cache_key, cache_root, drop_mapped_pages, get_core, is_cached, unavailable_reason
+from .ov_runtime import (CacheKey, cache_key, cache_root, drop_mapped_pages, get_core, is_cached, save_ir,
+                         unavailable_reason)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -88,25 +87,9 @@ def convert(net: Any, variant: str, key: CacheKey, models_dir: str | os.PathLike
         warnings.simplefilter("ignore")  # TracerWarnings
         example, dynamic = torch.zeros(1, 3, _EXAMPLE_SIDE, _EXAMPLE_SIDE), ov.PartialShape([1, 3, -1, -1])
         ov_model = ov.convert_model(net, example_input=example, input=[dynamic])
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=final.parent))
-    try:
-        ov.save_model(ov_model, tmp / "model.xml", compress_to_fp16=False)  # float32 weights: boxes must not move
-        seconds = time.perf_counter() - t0
-        meta = {"network": key.name, "weights_sha256": key.weights_sha256, "variant": variant,
-                "cfg": {k: net.cfg[k] for k in _CFG_KEYS}, "openvino": key.openvino, "torch": torch.__version__,
-                "convert_s": round(seconds, 2)}
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        shutil.rmtree(final, ignore_errors=True)  # a stale or partial entry (is_cached said no)
-        try:
-            os.replace(tmp, final)
-        except OSError:  # another process finished first: keep its copy
-            if not (final / "meta.json").is_file():
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    meta = {"network": key.name, "weights_sha256": key.weights_sha256, "variant": variant,
+            "cfg": {k: net.cfg[k] for k in _CFG_KEYS}, "openvino": key.openvino, "torch": torch.__version__}
+    seconds = save_ir(ov_model, final, meta, t0)
     return final / "model.xml", seconds
 
 

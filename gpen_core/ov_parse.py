@@ -17,11 +17,8 @@ Nothing beyond the standard library is imported at module import.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import statistics
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,7 +29,7 @@ from .errors import GPENError, ResourceError
 from .oom import malloc_trim
 from .ov_runtime import (_INSTALL_HINT, CacheKey, Precision, _sha256, cache_root, capabilities, choose_precision, cpu_key,
                          drop_mapped_pages,
-                         get_core, openvino_version, unavailable_reason)
+                         get_core, openvino_version, save_ir, unavailable_reason)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -118,25 +115,9 @@ def convert(
         ov_model = ov.convert_model(Exportable().eval(), example_input=torch.zeros(1, s, s, 3), input=[(1, s, s, 3)])
     del net
     say(0.8, "OpenVINO: saving the converted parser")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=final.parent))
-    try:
-        ov.save_model(ov_model, tmp / "model.xml", compress_to_fp16=False)  # keep float32 weights
-        seconds = time.perf_counter() - t0
-        meta = {"weights": str(path), "weights_sha256": key.weights_sha256, "input_size": s, "openvino": key.openvino,
-                "torch": torch.__version__, "convert_s": round(seconds, 2)}
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        if final.exists():  # a stale or partial entry: replace it
-            shutil.rmtree(final, ignore_errors=True)
-        try:
-            os.replace(tmp, final)
-        except OSError:  # another process finished the same conversion first: keep its copy
-            if not (final / "meta.json").is_file():
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    meta = {"weights": str(path), "weights_sha256": key.weights_sha256, "input_size": s, "openvino": key.openvino,
+            "torch": torch.__version__}
+    seconds = save_ir(ov_model, final, meta, t0)
     say(1.0, f"OpenVINO: converted the parser in {seconds:.1f} s")
     return final / "model.xml", seconds
 

@@ -202,3 +202,37 @@ def first_use_fallback(requested: str, backend: str, cached: bool, need: int, fr
     return (f"OpenVINO was measured faster here, but converting {what} for it the first time needs {figure} of RAM and "
             f"{format_bytes(free_ram)} is free, so this request ran it on torch; with more memory free the next request "
             "converts it once (`--backend torch` keeps torch)")
+
+
+def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) -> float:
+    """Write a converted model into its cache folder ``final`` atomically; returns the seconds
+    since ``started`` (the conversion's time, also stored in meta.json as ``convert_s``).
+
+    The IR (float32 weights) and meta.json go to a temporary sibling folder first, which is
+    then renamed into place: a stale or partial entry is replaced, and when another process
+    finished the same conversion first its copy is kept.
+    """
+    import json
+    import shutil
+    import tempfile
+    import time
+
+    import openvino as ov
+
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=final.parent))
+    try:
+        ov.save_model(ov_model, tmp / "model.xml", compress_to_fp16=False)  # keep float32 weights
+        seconds = time.perf_counter() - started
+        (tmp / "meta.json").write_text(json.dumps({**meta, "convert_s": round(seconds, 2)}, indent=1))
+        shutil.rmtree(final, ignore_errors=True)  # a stale or partial entry (the cache check said no)
+        try:
+            os.replace(tmp, final)
+        except OSError:  # another process finished the same conversion first: keep its copy
+            if not (final / "meta.json").is_file():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return seconds

@@ -95,6 +95,11 @@ class ParsingMasker:
         self.device = self._parser.device
 
     @property
+    def convert_s(self) -> float | None:
+        """Seconds of a first-use OpenVINO conversion when this load did one, else None."""
+        return getattr(self._parser, "convert_s", None)
+
+    @property
     def description(self) -> str:
         """What the notes say: the file, the input size, the dtype (and OpenVINO when it ran there)."""
         name = self.weights_path.name if self.weights_path is not None else "synthetic weights"

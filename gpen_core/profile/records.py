@@ -95,6 +95,12 @@ class ModeProfile:
         return cls(**{**m, "runs": runs, "notes": tuple(m.get("notes", ()))})
 
 
+def _faster(torch_s: float | None, openvino_s: float | None) -> str | None:
+    if torch_s is None or openvino_s is None:
+        return None
+    return "openvino" if openvino_s < torch_s else "torch"
+
+
 @dataclass(frozen=True)
 class BackendSpeed:
     """torch against OpenVINO for one (face size, dtype) the CPU modes use: seconds per face."""
@@ -121,9 +127,7 @@ class BackendSpeed:
     @property
     def faster(self) -> str | None:
         """"openvino" or "torch" by the medians; None when either is missing."""
-        if self.torch_s is None or self.openvino_s is None:
-            return None
-        return "openvino" if self.openvino_s < self.torch_s else "torch"
+        return _faster(self.torch_s, self.openvino_s)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "BackendSpeed":
@@ -158,9 +162,7 @@ class NetworkSpeed:
     @property
     def faster(self) -> str | None:
         """"openvino" or "torch" by the medians; None when either is missing."""
-        if self.torch_s is None or self.openvino_s is None:
-            return None
-        return "openvino" if self.openvino_s < self.torch_s else "torch"
+        return _faster(self.torch_s, self.openvino_s)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "NetworkSpeed":
