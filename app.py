@@ -35,11 +35,11 @@ os.environ.setdefault(
 
 import gradio as gr  # noqa: E402
 
-from gpen_core import readiness  # noqa: E402
-from gpen_core import ui_format as ui  # noqa: E402
-from gpen_core import zerogpu  # noqa: E402
+from gpen_core.presentation import readiness  # noqa: E402
+from gpen_core.presentation import panels as ui  # noqa: E402
+from gpen_core.platform import zerogpu  # noqa: E402
 from gpen_core.errors import GPENError, InputError, ResourceError, WeightsError  # noqa: E402
-from gpen_core.imageio import DEFAULT_LIMITS  # noqa: E402
+from gpen_core.images.decode import DEFAULT_LIMITS  # noqa: E402
 from gpen_core.modes import AUTO, MODES  # noqa: E402
 from gpen_core.options import RestoreOptions  # noqa: E402
 from gpen_core.restorer import get_restorer  # noqa: E402
@@ -103,7 +103,7 @@ def raw_upload(component: gr.Image) -> gr.Image:
     Gradio's own preprocess opens every upload with Pillow and converts it (to RGB by
     default), before our hardened decoder sees it: a greyscale bomb is decoded in full,
     16-bit is clipped, transparency dropped, and an unreadable file gets Gradio's generic
-    error. Here nothing is opened: ``gpen_core.imageio`` reads the bytes as sent, with
+    error. Here nothing is opened: ``gpen_core.images.decode`` reads the bytes as sent, with
     its limits and messages, and the page keeps Gradio's image upload box. Set on the
     instance: a gr.Image subclass would make Gradio write an ``app.pyi`` stub at import.
     """
@@ -165,7 +165,7 @@ def faces_view(slider: Any, record: dict[str, Any] | None, show: bool) -> Any:
     ones dashed (from the record's ``boxes``), or hidden. The slider itself stays clean."""
     if not show:
         return gr.update(value=None, visible=False)
-    from gpen_core.overlay import faces_overlay
+    from gpen_core.presentation.overlay import faces_overlay
 
     image, caption = faces_overlay(slider[0] if slider else None, record)
     return gr.update(value=image, label=caption, visible=True)
@@ -173,7 +173,7 @@ def faces_view(slider: Any, record: dict[str, Any] | None, show: bool) -> Any:
 
 def upscale_view(image: str | None, upscale: int | str, mode: str | None) -> str:
     """Before Restore: the result size and extra RAM (or why it is refused), and whether the upscaler file is missing."""
-    from gpen_core import weights
+    from gpen_core.weights import lookup as weights
 
     if int(upscale or 1) <= 1:
         return ""
@@ -190,8 +190,8 @@ def _upscale_size(image: str | None, upscale: int | str, mode: str | None) -> st
         return f"×{factor}: upload a photo to see the result size."
     from PIL import Image
 
-    from gpen_core.meter import format_bytes
-    from gpen_core.tiles import preview as upscale_preview
+    from gpen_core.platform.meter import format_bytes
+    from gpen_core.upscale.tiles import preview as upscale_preview
 
     try:
         with Image.open(image) as im:  # the header only: size and EXIF orientation
@@ -213,7 +213,7 @@ def preview(image: str | None) -> tuple[Any, Any, str, Any, Any]:
     the previous result is cleared. Returns the restore outputs."""
     if not image:
         return None, None, PLACEHOLDER, None, None
-    from gpen_core.imageio import decode_image, shrink_to_max_side
+    from gpen_core.images.decode import decode_image, shrink_to_max_side
 
     try:
         decoded = decode_image(image, reduce_to=PREVIEW_SIDE)
@@ -235,8 +235,8 @@ def show_failure(request: gr.Request | None = None) -> tuple[Any, str]:
 
 def weights_view(mode: str, model: str | None, detector: str | None, aligned: bool, upscale: int | str = 1,
                  message: str = "") -> tuple[str, Any, str]:
-    """(the weights panel, the Download button with what it fetches, every checkpoint), all from gpen_core.readiness."""
-    from gpen_core import weights
+    """(the weights panel, the Download button with what it fetches, every checkpoint), all from gpen_core.presentation.readiness."""
+    from gpen_core.weights import lookup as weights
 
     r, files, statuses = _readiness(model, detector, aligned)
     folder = str(weights.models_dir())
@@ -253,7 +253,7 @@ def download_weights(mode: str, model: str | None, detector: str | None, aligned
     """Download what the panel offers (the smallest set that enables the recommended mode, or
     the explicit mode's files; corrupt ones again), with a progress bar; a failure (offline)
     is shown with its manual fix."""
-    from gpen_core import weights
+    from gpen_core.weights import lookup as weights
 
     r, files, _ = _readiness(model, detector, aligned)
     wanted = readiness.download_for(r, mode if mode and mode != AUTO else None) + readiness.upscaler_download(files, upscale)
@@ -279,7 +279,9 @@ def hardware_check(progress: gr.Progress = gr.Progress(), request: gr.Request | 
     process, so a restore here does not change its memory figures, only its times).
     Refused on a shared server unless the operator allowed it (--allow-hardware-check).
     """
-    from gpen_core.profile import report, runner, store
+    from gpen_core.hwcheck import report
+    from gpen_core.hwcheck import runner
+    from gpen_core.engine import profile_store as store
 
     with ui_errors(request):
         if zerogpu.on_zerogpu():
@@ -294,7 +296,7 @@ def hardware_check(progress: gr.Progress = gr.Progress(), request: gr.Request | 
         md = ui.profile_markdown(prof, _verdict(prof))
         md += ("\n\n" + report.backends_section(prof)) if prof.backends else ""  # torch vs OpenVINO, what auto runs
         if device.startswith("cuda"):  # "does my GPU set-up work?": every network built and run on it
-            from gpen_core.selfcheck import run_selfcheck
+            from gpen_core.hwcheck.selfcheck import run_selfcheck
 
             md += "\n\n" + ui.markdown_text(run_selfcheck(device).summary())
     if _RESTORES_DONE[0] > done0:
@@ -306,7 +308,7 @@ def hardware_check(progress: gr.Progress = gr.Progress(), request: gr.Request | 
 def saved_hardware_check() -> tuple[str, Any, Any]:
     """The saved measurement for this machine, when one is still valid (page load), and the
     button's state (off on a shared server) with how long a check takes."""
-    from gpen_core.profile import store
+    from gpen_core.engine import profile_store as store
 
     prof = store.load_profile(get_restorer().device)
     if zerogpu.on_zerogpu():
@@ -322,7 +324,7 @@ def saved_hardware_check() -> tuple[str, Any, Any]:
         verdict = f"**Recommendation** (built-in estimates until the check has run here): {_verdict(None)}."
         return (f"{when}\n\n{verdict}\n\n*No measurement for this machine yet (or the machine, versions or weights "
                 "changed since).*"), None, button
-    from gpen_core.profile import report
+    from gpen_core.hwcheck import report
 
     backends = ("\n\n" + report.backends_section(prof)) if prof.backends else ""
     return f"{when}\n\n" + ui.profile_markdown(prof, _verdict(prof)) + backends, ui.profile_chart(prof), button
@@ -334,8 +336,8 @@ HARDWARE_CHECK_OFF = ("The Hardware check is off on this shared server: it keeps
 
 
 def measure_tips(progress: gr.Progress = gr.Progress(), request: gr.Request | None = None) -> str:
-    """The article's memory tips measured on this machine (gpen_core.advice), saved for the next visit."""
-    from gpen_core import advice
+    """The article's memory tips measured on this machine (gpen_core.hwcheck.advice), saved for the next visit."""
+    from gpen_core.hwcheck import advice
 
     with ui_errors(request):
         if zerogpu.on_zerogpu():
@@ -353,7 +355,7 @@ def measure_tips(progress: gr.Progress = gr.Progress(), request: gr.Request | No
 
 def saved_tips() -> str:
     """The tips table measured on this machine before (page load), or how to measure it."""
-    from gpen_core import advice
+    from gpen_core.hwcheck import advice
 
     report = advice.load_report(advice.report_path())
     if report is None:
@@ -409,7 +411,7 @@ def _remember(request: gr.Request | None, text: str) -> None:
             _LAST_ERRORS.popitem(last=False)
 
 
-_BACKEND: Any = None  # None: this process's Restorer; else a gpen_core.ray_serve.RayRestorer (--backend ray)
+_BACKEND: Any = None  # None: this process's Restorer; else a gpen_core.scaleout.serve.RayRestorer (--backend ray)
 
 
 def engine() -> Any:
@@ -420,7 +422,7 @@ def engine() -> Any:
 def use_ray_backend(address: str | None) -> None:
     """Send restores to the RestoreDeployment of ``python -m gpen_core serve`` (connects now: fails fast)."""
     global _BACKEND
-    from gpen_core.ray_serve import RayRestorer
+    from gpen_core.scaleout.serve import RayRestorer
 
     backend = RayRestorer(address)
     backend.handle()
@@ -439,7 +441,7 @@ def checked_model(value: str | None) -> str | None:
     message that reveals nothing about the path, unless the server was started with
     --allow-any-model-path (a local user's choice).
     """
-    from gpen_core import weights
+    from gpen_core.weights import lookup as weights
 
     name = _override(value)
     if name is None or name in weights.REGISTRY or POLICY.any_model_path:
@@ -461,7 +463,7 @@ def checked_model(value: str | None) -> str | None:
 
 def _readiness(model: str | None, detector: str | None, aligned: bool):
     """(Readiness, files, weights.status()) for the panel; an unusable Generator value is left to Restore."""
-    from gpen_core import weights
+    from gpen_core.weights import lookup as weights
 
     try:
         model_name = checked_model(model)
@@ -473,13 +475,13 @@ def _readiness(model: str | None, detector: str | None, aligned: bool):
 
 
 def _verdict(prof: Any) -> str:
-    """The Hardware check's recommendation: gpen_core.readiness with the measured peaks (files and memory)."""
+    """The Hardware check's recommendation: gpen_core.presentation.readiness with the measured peaks (files and memory)."""
     r, files = readiness.current(get_restorer().device)
     return readiness.summary(r, files)
 
 
 def _decode(image: str):
-    from gpen_core.imageio import decode_image
+    from gpen_core.images.decode import decode_image
 
     return decode_image(image).rgb
 
@@ -547,7 +549,7 @@ def sweep_temp(folder: Path = TEMP_ROOT, max_age_s: float = TEMP_MAX_AGE_S) -> i
 
 
 def _generator_choices() -> list[tuple[str, str]]:
-    from gpen_core.weights import REGISTRY
+    from gpen_core.weights.lookup import REGISTRY
 
     return [("the mode's generator", DEFAULT)] + [(n, n) for n, s in REGISTRY.items() if s.kind == "generator"]
 
@@ -560,7 +562,7 @@ def _examples() -> list[list[str]]:
 
 def _gpu_seconds(image: Any, mode: Any, model: Any, detector: Any, alpha: Any, threshold: Any, max_faces: Any, aligned: Any,
                  *rest: Any, **kw: Any) -> int:
-    """ZeroGPU's ``duration`` for one restore (it gets restore's own arguments): see gpen_core.zerogpu."""
+    """ZeroGPU's ``duration`` for one restore (it gets restore's own arguments): see gpen_core.platform.zerogpu."""
     return zerogpu.CLOCK.duration(max_faces, bool(aligned))
 
 

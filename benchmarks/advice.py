@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from gpen_core import advice  # noqa: E402
+from gpen_core.hwcheck import advice  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

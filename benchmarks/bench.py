@@ -151,7 +151,7 @@ MIB = 2**20
 
 def cpu_class() -> str:
     """"amx", "avx512_bf16" or "none": which row of the issue's targets applies here."""
-    from gpen_core.plan import cpu_features
+    from gpen_core.networks.plan import cpu_features
 
     f = cpu_features()
     if f.get("amx_bf16"):
@@ -242,7 +242,7 @@ def request_backends(forward: list[dict], modes: list[str] | None = None) -> dic
     """{mode: "torch" | "openvino"}: per mode, the backend whose forward was faster in this run
     for that mode's face size and dtype (what ``--backend auto`` picks once the speeds are recorded)."""
     from gpen_core.modes import MODES
-    from gpen_core.weights import REGISTRY
+    from gpen_core.weights.lookup import REGISTRY
 
     f = _forward_rows(forward)
     plan = {}

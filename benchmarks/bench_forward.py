@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_forward.py --compile       # + torch.compile variants
     .venv/bin/python benchmarks/bench_forward.py --quick         # smoke run: 256 only, 2 runs
 
-Weights are random (``gpen_core.synthetic``): time and memory do not depend on
+Weights are random (``gpen_core.networks.synthetic``): time and memory do not depend on
 their values. The input is a real face from ../shared when present (else a smooth
 synthetic one).
 
@@ -20,11 +20,11 @@ outputs over GPEN's [-1, 1] range), the memory, and the first call's seconds
 Paths:
   plain         our arch with the official generic FIR (``set_fir_impl(m, "native")``), eager float32: the reference
   depthwise     our arch with its default depthwise FIR, eager float32
-  fast          ``gpen_core.fast.prepare`` float32 (the exact path)
+  fast          ``gpen_core.networks.fast.prepare`` float32 (the exact path)
   fast-bf16     the same with bfloat16 convolutions (skipped where the CPU has no native bf16 unless --bf16 force)
   fast-compile  float32 + torch.compile (--compile); first call includes the compile
   fast-bf16-compile
-  ov            the OpenVINO backend (``gpen_core.ov_backend``), float32; converted once per run into a
+  ov            the OpenVINO backend (``gpen_core.runtimes.openvino.generator``), float32; converted once per run into a
                 temporary cache (the conversion is reported, not timed as a call)
   ov-bf16       the same compiled for bf16 (only where OpenVINO lists BF16 for this CPU)
 
@@ -59,7 +59,7 @@ def _input(size: int):
     import numpy as np
     import torch
 
-    from gpen_core.tensors import to_tensor
+    from gpen_core.networks.tensors import to_tensor
 
     face = ROOT.parent / "shared" / "faces" / "ffhq_00000_512.png"
     if face.exists():
@@ -76,15 +76,15 @@ def _input(size: int):
 def _forward(path: str, size: int):
     import torch
 
-    from gpen_core.arch import set_fir_impl
-    from gpen_core.fast import prepare
-    from gpen_core.plan import ForwardPlan
-    from gpen_core.synthetic import random_generator
-    from gpen_core.weights import REGISTRY
+    from gpen_core.networks.arch import set_fir_impl
+    from gpen_core.networks.fast import prepare
+    from gpen_core.networks.plan import ForwardPlan
+    from gpen_core.networks.synthetic import random_generator
+    from gpen_core.weights.lookup import REGISTRY
 
     model = random_generator(REGISTRY[MODELS[size]].arch, seed=0)
     if path.startswith("ov"):
-        from gpen_core import ov_backend
+        from gpen_core.runtimes.openvino import generator as ov_backend
 
         cache = Path(os.environ.get(OV_CACHE_ENV) or tempfile.mkdtemp(prefix="gpen-ov-"))
         ckpt = cache / f"random-{MODELS[size]}.pth"
@@ -140,7 +140,7 @@ def memory_worker(size: int, path: str, threads: int, out: Path) -> None:
     """One path alone in a fresh process: peak RSS of one forward after a warm-up call."""
     import torch
 
-    from gpen_core.meter import PeakMeter
+    from gpen_core.platform.meter import PeakMeter
 
     torch.set_num_threads(threads)
     fwd, dtype = _forward(path, size)
@@ -157,7 +157,7 @@ def _ov_unavailable(paths: list[str]) -> dict[str, str]:
     wanted = [p for p in paths if p.startswith("ov")]
     if not wanted:
         return {}
-    from gpen_core import ov_backend
+    from gpen_core.runtimes.openvino import generator as ov_backend
 
     why = ov_backend.unavailable_reason()
     if why:
@@ -168,8 +168,8 @@ def _ov_unavailable(paths: list[str]) -> dict[str, str]:
 
 
 def _record(results: list[dict]) -> None:
-    """Store torch-vs-OpenVINO medians for this CPU (see gpen_core.ov_backend.record_speed)."""
-    from gpen_core import ov_backend
+    """Store torch-vs-OpenVINO medians for this CPU (see gpen_core.runtimes.openvino.generator.record_speed)."""
+    from gpen_core.runtimes.openvino import generator as ov_backend
 
     by = {(r["size"], r["path"]): r["median_s"] for r in results}
     for size in sorted({r["size"] for r in results}):
@@ -206,10 +206,10 @@ def _machine(threads: int) -> str:
 
     import torch
 
-    from gpen_core.plan import cpu_features
+    from gpen_core.networks.plan import cpu_features
 
     model = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
-    from gpen_core import ov_backend
+    from gpen_core.runtimes.openvino import generator as ov_backend
 
     feats = ",".join(k for k, v in cpu_features().items() if v) or "none"
     ov = ov_backend.openvino_version()
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         memory_worker(int(args.memory_worker[0]), args.memory_worker[1], args.threads, args.out)
         return 0
 
-    from gpen_core.plan import cpu_features
+    from gpen_core.networks.plan import cpu_features
 
     if args.quick:
         args.sizes, args.runs = [256], 2

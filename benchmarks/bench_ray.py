@@ -45,7 +45,8 @@ def _steady(stamps: list[float]) -> float:
 
 
 def bench_plain(src: Path, mode: str, models_dir: str) -> dict:
-    from gpen_core import RestoreOptions, Restorer
+    from gpen_core import RestoreOptions
+    from gpen_core import Restorer
 
     t0 = time.perf_counter()
     r = Restorer(models_dir=models_dir)
@@ -60,7 +61,7 @@ def bench_plain(src: Path, mode: str, models_dir: str) -> dict:
 
 def bench_batch(src: Path, mode: str, models_dir: str, workers: int | None) -> dict:
     from gpen_core import RestoreOptions
-    from gpen_core.ray_batch import BatchConfig, run_batch
+    from gpen_core.scaleout.batch import BatchConfig, run_batch
 
     out = Path(tempfile.mkdtemp(prefix="bench-ray-out-"))
     stamps: list[float] = []
@@ -80,8 +81,8 @@ def bench_serve(mode: str, models_dir: str, requests: int) -> dict:
     from ray import serve
 
     from gpen_core import RestoreOptions
-    from gpen_core.ray_runtime import ray_session
-    from gpen_core.ray_serve import ServeConfig, deploy
+    from gpen_core.scaleout.runtime import ray_session
+    from gpen_core.scaleout.serve import ServeConfig, deploy
 
     t0 = time.perf_counter()
     with ray_session() as session:

@@ -37,18 +37,18 @@ SHARED_MOBILENET = ROOT.parent / "shared" / "weights" / "detection_mobilenet0.25
 def worker(mode: str, runs: int, models: Path, jpeg: Path, out: Path, backend: str | None = None, keep_previous: bool = False) -> None:
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
-    from gpen_core.workloads import STANDARD, template_detection, face_boxes
+    from gpen_core.hwcheck.workloads import STANDARD, template_detection, face_boxes
 
     photo = next(w for w in STANDARD if w.name == "photo")
     boxes = [template_detection(b) for b in face_boxes(photo)]
-    from gpen_core.meter import current_rss
-    from gpen_core.pipeline import import_engine
+    from gpen_core.platform.meter import current_rss
+    from gpen_core.engine.pipeline import import_engine
 
     import_engine()
     import_rss = current_rss()  # torch, torchvision, OpenCV, facexlib imported; no model yet
     r = Restorer(models_dir=models, synthetic_weights=True)
     from gpen_core.modes import MODES
-    from gpen_core.weights import REGISTRY
+    from gpen_core.weights.lookup import REGISTRY
 
     # The generator as users have it: a checkpoint file on disk (loaded memory-mapped), with
     # random weights of the exact architecture. In-memory synthetic weights hid a real cost once
@@ -98,8 +98,8 @@ def worker(mode: str, runs: int, models: Path, jpeg: Path, out: Path, backend: s
 
 
 def _make_inputs(tmp: Path) -> tuple[Path, Path]:
-    from gpen_core.imageio import encode_image
-    from gpen_core.workloads import STANDARD, build, example_faces
+    from gpen_core.images.decode import encode_image
+    from gpen_core.hwcheck.workloads import STANDARD, build, example_faces
 
     photo = next(w for w in STANDARD if w.name == "photo")
     img = build(photo, portraits=example_faces()[:1]).image
@@ -110,8 +110,8 @@ def _make_inputs(tmp: Path) -> tuple[Path, Path]:
     home = Path(os.environ.get("GPEN_HOME", Path.home() / ".cache" / "gpen"))
     import torch
 
-    from gpen_core.synthetic import random_state_dict
-    from gpen_core.weights import REGISTRY
+    from gpen_core.networks.synthetic import random_state_dict
+    from gpen_core.weights.lookup import REGISTRY
 
     for name in ("GPEN-BFR-256", "GPEN-BFR-512"):  # random weights, exact architectures, on disk
         torch.save(random_state_dict(REGISTRY[name].arch, seed=0), models / REGISTRY[name].filename)
@@ -163,8 +163,8 @@ def convert_all(mode: str, models: Path, jpeg: Path) -> None:
     from gpen_core.modes import MODES
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
-    from gpen_core.weights import REGISTRY
-    from gpen_core.workloads import STANDARD, face_boxes, template_detection
+    from gpen_core.weights.lookup import REGISTRY
+    from gpen_core.hwcheck.workloads import STANDARD, face_boxes, template_detection
 
     photo = next(w for w in STANDARD if w.name == "photo")
     boxes = [template_detection(b) for b in face_boxes(photo)]

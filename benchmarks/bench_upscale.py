@@ -5,10 +5,10 @@
         [--threads 1 --photo ../shared/faces/Solvay_conference_1927.png --init official]
     .venv/bin/python benchmarks/bench_upscale.py --table [--readme] # 2 MP and 12 MP photos at ×2 / ×4 per mode
 
-Weights are random (``gpen_core.upscaler.random_upscaler``) with the released
+Weights are random (``gpen_core.networks.upscaler.random_upscaler``) with the released
 architecture (num_feat 32, 23 blocks, grow 32): time and memory do not depend on
 their values. Every measurement runs in a fresh worker process; RAM is the
-engine's own meter (``gpen_core.meter.PeakMeter``, kernel VmHWM) around the call,
+engine's own meter (``gpen_core.platform.meter.PeakMeter``, kernel VmHWM) around the call,
 reported as the peak above the process before the call.
 
 The table: a full 12 MP photo at ×4 is ~10 M multiply-adds per input pixel
@@ -16,7 +16,7 @@ The table: a full 12 MP photo at ×4 is ~10 M multiply-adds per input pixel
 real tiled upscale on a measured crop of the photo (``--crop-mp``, default 0.25 MP)
 for seconds per megapixel, and measures the peak of the full-size run only where
 it fits ``--max-seconds``; other rows show the peak the model predicts (output
-buffer + one tile, :func:`gpen_core.tiles.tile_cost_bytes`) and the seconds
+buffer + one tile, :func:`gpen_core.upscale.tiles.tile_cost_bytes`) and the seconds
 extrapolated from the measured s/MP, both marked "est.".
 """
 
@@ -64,13 +64,13 @@ def _crop(path: str, h: int, w: int):
 
 
 def _official_init(config):
-    """The official RRDBNet initialisation (see gpen_core.upscaler.official_init_upscaler).
+    """The official RRDBNet initialisation (see gpen_core.networks.upscaler.official_init_upscaler).
 
     Why, for accuracy: ``random_upscaler``'s output is ~96 % saturated at 0 or 255 at ×4, so a bf16
     rounding flips whole pixels and its PSNR says little about a trained network; this one's output
     stays mostly in range, as a trained upscaler's does. Speed does not depend on the values.
     """
-    from gpen_core.upscaler import official_init_upscaler
+    from gpen_core.networks.upscaler import official_init_upscaler
 
     return official_init_upscaler(config)
 
@@ -81,15 +81,15 @@ def _official_init(config):
 def _worker(spec: dict) -> dict:
     import torch
 
-    from gpen_core.meter import PeakMeter
-    from gpen_core.tiles import run_tiles
-    from gpen_core.upscaler import UpscalerConfig, random_upscaler
+    from gpen_core.platform.meter import PeakMeter
+    from gpen_core.upscale.tiles import run_tiles
+    from gpen_core.networks.upscaler import UpscalerConfig, random_upscaler
 
     if spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
     config = UpscalerConfig(scale=spec["scale"], num_block=spec.get("blocks", 23))
     if spec.get("weights"):
-        from gpen_core.upscaler import load_upscaler
+        from gpen_core.networks.upscaler import load_upscaler
 
         net = load_upscaler(spec["weights"])  # a released file: the accuracy that matters
     else:
@@ -139,7 +139,7 @@ def _run_worker(spec: dict) -> dict:
 
 def calibrate(args) -> None:
     """One tile per worker (image = tile, no padding context needed): peak vs trunk pixels."""
-    from gpen_core.tiles import COST, tile_cost_bytes
+    from gpen_core.upscale.tiles import COST, tile_cost_bytes
 
     rows = []
     for scale in (2, 4):
@@ -187,7 +187,7 @@ def speed(args) -> None:
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
         scales = (2, 4)
         if args.weights:
-            from gpen_core.upscaler import load_upscaler
+            from gpen_core.networks.upscaler import load_upscaler
 
             scales = (load_upscaler(args.weights).scale,)
         for scale in scales:
@@ -224,7 +224,7 @@ def table(args) -> str:
     per-tile figure is bounded by measurement: --calibrate and tests/test_upscaler.py).
     """
     from gpen_core.modes import MODES
-    from gpen_core.tiles import MAX_OUTPUT_PIXELS, MODE_TILE_BUDGET, choose_bf16, plan_grid, tile_for_budget, upscale_extra_bytes
+    from gpen_core.upscale.tiles import MAX_OUTPUT_PIXELS, MODE_TILE_BUDGET, choose_bf16, plan_grid, tile_for_budget, upscale_extra_bytes
 
     lines = [
         "| photo | factor | mode | dtype | tile (tiles) | seconds | peak RAM added | result |",
@@ -264,7 +264,7 @@ def table(args) -> str:
 
 
 def _cpu_model() -> str:
-    from gpen_core.cpuinfo import cpu_model
+    from gpen_core.platform.cpuinfo import cpu_model
 
     return cpu_model()
 
@@ -311,7 +311,7 @@ def main() -> None:
         block = table(args)
         print(block)
         if args.readme:
-            from gpen_core.plan import cpu_features
+            from gpen_core.networks.plan import cpu_features
 
             feats = ", ".join(k for k in ("avx512_bf16", "amx_bf16") if cpu_features().get(k)) or "no native bf16"
             command = "python benchmarks/bench_upscale.py " + " ".join(sys.argv[1:])

@@ -71,7 +71,7 @@ def _mb(n: int | None) -> float | None:
 
 
 def step_selfcheck(device: str) -> dict[str, Any]:
-    from gpen_core.selfcheck import run_selfcheck
+    from gpen_core.hwcheck.selfcheck import run_selfcheck
 
     t = time.perf_counter()
     report = run_selfcheck(device)
@@ -82,11 +82,11 @@ def step_forward(device: str, model: str, dtype: str, *, runs: int = 30, cudnn_b
     """ms per face (warm) and peak VRAM of one generator, loaded and run on ``device``."""
     import torch
 
-    from gpen_core.fast import prepare
-    from gpen_core.meter import PeakMeter
-    from gpen_core.plan import choose_plan, cuda_numerics
-    from gpen_core.synthetic import random_generator
-    from gpen_core.weights import REGISTRY
+    from gpen_core.networks.fast import prepare
+    from gpen_core.platform.meter import PeakMeter
+    from gpen_core.networks.plan import choose_plan, cuda_numerics
+    from gpen_core.networks.synthetic import random_generator
+    from gpen_core.weights.lookup import REGISTRY
 
     cpu_model = random_generator(REGISTRY[model].arch)
     plan, note = choose_plan(device, dtype)
@@ -131,8 +131,8 @@ def step_forward(device: str, model: str, dtype: str, *, runs: int = 30, cudnn_b
 
 
 def _inputs(tmp: Path) -> dict[str, Any]:
-    from gpen_core.imageio import encode_image
-    from gpen_core.workloads import STANDARD, build, example_faces, face_boxes
+    from gpen_core.images.decode import encode_image
+    from gpen_core.hwcheck.workloads import STANDARD, build, example_faces, face_boxes
 
     out: dict[str, Any] = {}
     for w in STANDARD:
@@ -154,7 +154,7 @@ def worker_mode(mode: str, inputs_json: Path, out: Path, memory_fraction: float 
 
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
-    from gpen_core.workloads import template_detection
+    from gpen_core.hwcheck.workloads import template_detection
 
     if memory_fraction is not None:
         torch.cuda.set_per_process_memory_fraction(memory_fraction, torch.device(device))

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SETS = {
     "python alone": [],
     "torch": ["torch"],
-    "the engine's imports for a restore": ["torch", "cv2", "gpen_core.restorer", "gpen_core.pipeline", "gpen_core.detect", "gpen_core.fast"],
+    "the engine's imports for a restore": ["torch", "cv2", "gpen_core.restorer", "gpen_core.engine.pipeline", "gpen_core.faces.detect", "gpen_core.networks.fast"],
     "openvino": ["openvino"],
 }
 

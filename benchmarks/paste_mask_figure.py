@@ -3,7 +3,7 @@
 No ParseNet weights exist on the machine this was made on, so the parsing mask is made
 from a label map drawn by hand from the face's 5 landmarks (skin, hair, neck, cloth,
 background in GPEN's class numbers), then run through the real recipe
-(gpen_core.masks.parsing_labels_to_mask). The figure says so.
+(gpen_core.faces.masks.parsing_labels_to_mask). The figure says so.
 
     .venv/bin/python -m benchmarks.paste_mask_figure [--out docs/paste_mask.png]
 """
@@ -16,16 +16,16 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from gpen_core.align import align_transform
-from gpen_core.detect import FaceDetector
-from gpen_core.masks import parsing_labels_to_mask, rectangle_mask
+from gpen_core.faces.align import align_transform
+from gpen_core.faces.detect import FaceDetector
+from gpen_core.faces.masks import parsing_labels_to_mask, rectangle_mask
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 S = 512
 PANEL = 300
 
-# GPEN class numbers (gpen_core.masks.CLASS_NAMES)
+# GPEN class numbers (gpen_core.faces.masks.CLASS_NAMES)
 BACKGROUND, SKIN, HAIR, NECK, CLOTH = 0, 1, 13, 17, 18
 COLOURS = {BACKGROUND: (40, 40, 40), SKIN: (230, 180, 150), HAIR: (120, 70, 30), NECK: (200, 150, 120), CLOTH: (60, 90, 160)}
 

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/profile_table.py --from profile.json  # a saved / shared profile
     .venv/bin/python benchmarks/profile_table.py --synthetic --readme # and write it into README.md
 
-It runs :func:`gpen_core.profile.runner.run_profile` (or loads a JSON written by
+It runs :func:`gpen_core.hwcheck.runner.run_profile` (or loads a JSON written by
 ``python -m gpen_core profile --json PATH`` or the models folder's ``profile.json``)
 and prints markdown: one row per mode with what it trades, its peaks above the idle
 process over the standard workloads, seconds per face, and under the table the
@@ -21,8 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from gpen_core.profile import records, report, runner, store  # noqa: E402
-from gpen_core.meter import format_bytes  # noqa: E402
+from gpen_core.engine import profile_records as records  # noqa: E402
+from gpen_core.hwcheck import report
+from gpen_core.hwcheck import runner
+from gpen_core.engine import profile_store as store
+from gpen_core.platform.meter import format_bytes  # noqa: E402
 from gpen_core.modes import MODES  # noqa: E402
 
 

@@ -47,7 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from gpen_core.meter import current_rss, format_bytes  # noqa: E402
+from gpen_core.platform.meter import current_rss, format_bytes  # noqa: E402
 from gpen_core.modes import MODES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,8 +64,8 @@ def make_models_dir(folder: Path, mode_name: str) -> tuple[bool, str]:
     import torch
 
     from gpen_core.options import DETECTOR_WEIGHTS
-    from gpen_core.synthetic import random_state_dict
-    from gpen_core.weights import REGISTRY
+    from gpen_core.networks.synthetic import random_state_dict
+    from gpen_core.weights.lookup import REGISTRY
 
     mode = MODES[mode_name]
     gen = REGISTRY[mode.model]
@@ -80,8 +80,8 @@ def make_models_dir(folder: Path, mode_name: str) -> tuple[bool, str]:
 
 def central_face(path: Path) -> list[Any]:
     """One template detection on the middle half of the photo (cost is what matters, not the face)."""
-    from gpen_core.imageio import decode_image
-    from gpen_core.workloads import template_detection
+    from gpen_core.images.decode import decode_image
+    from gpen_core.hwcheck.workloads import template_detection
 
     w, h = decode_image(path).size
     side = min(w, h) // 2

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from .errors import GPENError, InputError
-from .result_json import result_record  # defined in result_json.py (ray_batch, ray_serve, ui_format use it); importable here too
+from gpen_core.errors import GPENError, InputError
+from gpen_core.result_json import result_record  # defined in result_json.py (ray_batch, ray_serve, ui_format use it); importable here too
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif"}
 FORMAT_BY_SUFFIX = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg"}
@@ -25,7 +25,7 @@ DEFAULT_DOWNLOADS = ("GPEN-BFR-512", "GPEN-BFR-256", "retinaface-mobilenet0.25",
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .modes import MODE_CHOICES
+    from gpen_core.modes import MODE_CHOICES
 
     p = argparse.ArgumentParser(prog="python -m gpen_core", description="GPEN blind face restoration that measures what it costs.")
     p.add_argument("-v", "--verbose", action="store_true", help="print error details (every place looked, each attempt)")
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "info":
             return _info(args)
         if args.command == "serve":
-            from .ray_cli import serve
+            from gpen_core.scaleout.cli import serve
 
             return serve(args)
         if args.command == "selfcheck":
@@ -119,8 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _startup_failure(exc: BaseException, verbose: bool) -> int:
     """Exit 4 with what the engine needs when an import ran out of memory; else how to repair the install."""
-    from .errors import OutOfMemory
-    from .oom import import_failure
+    from gpen_core.errors import OutOfMemory
+    from gpen_core.platform.oom import import_failure
 
     err = import_failure(exc) if isinstance(exc, ImportError) else None
     if err is None:
@@ -136,14 +136,14 @@ def _startup_failure(exc: BaseException, verbose: bool) -> int:
 
 def _load_engine() -> None:
     """Import PyTorch, OpenCV and facexlib now, so a memory cap fails here with what they need (exit 4)."""
-    from .oom import import_failure, memory_limited, probe_engine_import
+    from gpen_core.platform.oom import import_failure, memory_limited, probe_engine_import
 
     if memory_limited():  # under a cap the import can crash the process: try it in a child first
         problem = probe_engine_import()
         if problem is not None:
             raise problem
     try:
-        from .pipeline import import_engine
+        from gpen_core.engine.pipeline import import_engine
 
         import_engine()
     except (ImportError, MemoryError, OSError) as exc:
@@ -152,7 +152,7 @@ def _load_engine() -> None:
 
 def _selfcheck(args: argparse.Namespace) -> int:
     """Exit 0 when every network is placed and runs on the device; 1 naming the first offending tensor."""
-    from .selfcheck import run_selfcheck
+    from gpen_core.hwcheck.selfcheck import run_selfcheck
 
     device = args.device
     if device is None:
@@ -233,19 +233,19 @@ def _skip(args: argparse.Namespace, record: dict[str, Any], out: Path) -> None:
 
 def _restore(args: argparse.Namespace) -> int:
     if args.ray:
-        from .ray_cli import restore_ray
+        from gpen_core.scaleout.cli import restore_ray
 
         return restore_ray(args, _Bar)
     detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
     inputs = _collect_inputs(args.inputs)
     plan = _plan_outputs(inputs, args.output, None)
-    from .outputs import check_writable, write_atomic
+    from gpen_core.images.outputs import check_writable, write_atomic
 
     check_writable([dst for _, dst, _ in plan])  # bad output paths fail now (exit 2), not after the restore
     _load_engine()  # under a memory cap: exit 4 saying what the engine needs, never a traceback
 
-    from .options import RestoreOptions
-    from .restorer import Restorer
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
 
     restorer = Restorer(models_dir=args.models_dir, device=args.device)
     bar = _Bar(len(plan))
@@ -303,7 +303,7 @@ def _emit(args: argparse.Namespace, record: dict[str, Any]) -> None:
 
 
 def _print_human(rec: dict[str, Any]) -> None:
-    from .meter import format_bytes
+    from gpen_core.platform.meter import format_bytes
 
     pk = rec["peaks"]
     vram = f", peak VRAM {format_bytes(pk['vram_bytes'])}" if pk["vram_bytes"] is not None else ""
@@ -320,7 +320,7 @@ def _print_human(rec: dict[str, Any]) -> None:
 
 
 def _download(args: argparse.Namespace) -> int:
-    from . import weights
+    from gpen_core.weights import lookup as weights
 
     names = args.names or list(DEFAULT_DOWNLOADS)
     unknown = [n for n in names if n not in weights.REGISTRY]
@@ -354,7 +354,7 @@ def _download(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from .info import collect_info, format_info
+    from gpen_core.hwcheck.info import collect_info, format_info
 
     info = collect_info(models_dir=args.models_dir)
     if args.json:
@@ -368,8 +368,8 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _add_profile(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``python -m gpen_core profile`` (the hardware check, :mod:`gpen_core.profile`)."""
-    from .modes import MODES
+    """Register ``python -m gpen_core profile`` (the hardware check, :mod:`gpen_core.hwcheck`)."""
+    from gpen_core.modes import MODES
 
     p = subparsers.add_parser(
         "profile",
@@ -424,10 +424,12 @@ def profile_command_line(args: argparse.Namespace) -> str:
 
 def _profile(args: argparse.Namespace) -> int:
     """Run the ``profile`` subcommand: 0 done, 1 ``--saved`` found nothing valid."""
-    from .profile import report, runner, store
+    from gpen_core.hwcheck import report
+    from gpen_core.hwcheck import runner
+    from gpen_core.engine import profile_store as store
 
     if args.saved:
-        from .restorer import Restorer
+        from gpen_core.restorer import Restorer
 
         dev = Restorer(device=args.device).device
         prof = store.load_profile(dev, args.models_dir)

@@ -1,7 +1,7 @@
 """The memory modes: named, measured presets for the folk advice around GPEN.
 
 One literal table (``MODES``). ``auto`` is not a row: it is resolved at request
-time to one of these rows by :mod:`gpen_core.budget` from measured peaks.
+time to one of these rows by :mod:`gpen_core.engine.budget` from measured peaks.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ MODE_CHOICES: tuple[str, ...] = (AUTO, *MODES)
 
 def get_mode(name: str) -> MemoryMode:
     """The mode called ``name`` (not ``auto``); InputError names the valid choices."""
-    from .errors import InputError
+    from gpen_core.errors import InputError
 
     try:
         return MODES[name]

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InputError
-from .modes import AUTO, Detector, get_mode
+from gpen_core.errors import InputError
+from gpen_core.modes import AUTO, Detector, get_mode
 
 Progress = Callable[[float, str], None]
 ImageSource = np.ndarray | bytes | str | os.PathLike[str]
@@ -45,10 +45,10 @@ class RestoreOptions:
     upscale: int = 1
     # Upscaler: a registry name (realesrnet_x2 / realesrnet_x4) or a checkpoint path; None: realesrnet_x{upscale}.
     upscaler: str | None = None
-    # Upscaler tile side in input pixels; None: the largest that fits the mode's budget (gpen_core.tiles).
+    # Upscaler tile side in input pixels; None: the largest that fits the mode's budget (gpen_core.upscale.tiles).
     tile: int | None = None
     # Generator runtime on the CPU: "torch", "openvino" (converted once, cached in the models
-    # folder), or "auto": the one measured faster on this CPU (gpen_core.ov_backend.choose_backend).
+    # folder), or "auto": the one measured faster on this CPU (gpen_core.runtimes.openvino.generator.choose_backend).
     backend: str = "auto"
 
     def validated(self) -> "RestoreOptions":

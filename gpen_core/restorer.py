@@ -1,8 +1,8 @@
 """The facade: ``Restorer.__call__(image, options) -> RestoreResult``.
 
 One process-wide instance (:func:`get_restorer`) holds at most one generator, one
-detector and one parsing model (:mod:`gpen_core.model_cache`), and runs one call at
-a time under its lock. Each attempt of a call (:mod:`gpen_core.pipeline`) runs under
+detector and one parsing model (:mod:`gpen_core.engine.model_cache`), and runs one call at
+a time under its lock. Each attempt of a call (:mod:`gpen_core.engine.pipeline`) runs under
 its own peak meter; when an attempt runs out of memory the facade frees the models
 and steps down to the next lighter mode, and the result lists every attempt's peak.
 Nothing loads at import.
@@ -17,14 +17,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import pipeline
-from .errors import InputError, ResourceError
-from .meter import PeakMeter
-from .model_cache import ModelCache
-from .modes import lighter_than
-from .oom import is_oom, malloc_trim
-from .options import ImageSource, Progress, RestoreOptions
-from .result import Attempt, RestoreResult
+from gpen_core.engine import pipeline
+from gpen_core.errors import InputError, ResourceError
+from gpen_core.platform.meter import PeakMeter
+from gpen_core.engine.model_cache import ModelCache
+from gpen_core.modes import lighter_than
+from gpen_core.platform.oom import is_oom, malloc_trim
+from gpen_core.options import ImageSource, Progress, RestoreOptions
+from gpen_core.result import Attempt, RestoreResult
 
 
 class Restorer:

@@ -7,7 +7,7 @@ from typing import Literal
 
 import numpy as np
 
-from .modes import MemoryMode
+from gpen_core.modes import MemoryMode
 
 RamMethod = Literal["vmhwm", "sampling"]
 
@@ -95,7 +95,7 @@ class Face:
 
 @dataclass(frozen=True)
 class RejectedFace:
-    """A detection the plausibility screen refused (:mod:`gpen_core.plausible`): not restored, not pasted."""
+    """A detection the plausibility screen refused (:mod:`gpen_core.faces.screen`): not restored, not pasted."""
 
     box: tuple[float, float, float, float]  # x0, y0, x1, y1 in the pixels of ``RestoreResult.before`` (as ``Face.box``)
     score: float  # the detector's score
@@ -135,7 +135,7 @@ class RestoreResult:
     before: np.ndarray | None = field(default=None, repr=False)
     # Background upscaling (options.upscale > 1); None when the photo kept its size.
     upscale: UpscaleInfo | None = None
-    # The generator's runtime: "torch", or "openvino" (gpen_core.ov_backend), and why it was picked.
+    # The generator's runtime: "torch", or "openvino" (gpen_core.runtimes.openvino.generator), and why it was picked.
     backend: str = "torch"
     backend_reason: str = ""
     # Detections the plausibility screen refused, in ``before``'s pixels (the kept ones are ``faces``).

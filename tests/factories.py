@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from gpen_core.arch import GPENConfig
-from gpen_core.synthetic import random_state_dict
+from gpen_core.networks.arch import GPENConfig
+from gpen_core.networks.synthetic import random_state_dict
 
 RELEASED = {
     "GPEN-BFR-256": GPENConfig(256, channel_multiplier=1, narrow=0.5),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpen_core import advice
-from gpen_core.advice import Side, Tip, TipResult, verdict
+from gpen_core.hwcheck import advice
+from gpen_core.hwcheck.advice import Side, Tip, TipResult, verdict
 
 
 def _side(label: str, peak: int, secs: float, spread: float = 0.0) -> Side:

@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from gpen_core.align import align_transform, reference_points, similarity_transform
+from gpen_core.faces.align import align_transform, reference_points, similarity_transform
 
 from .conftest import shared_path
 

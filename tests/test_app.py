@@ -18,9 +18,9 @@ import pytest
 from PIL import Image
 
 import app
-from gpen_core import ui_format as ui
+from gpen_core.presentation import panels as ui
 from gpen_core.errors import InputError
-from gpen_core.meter import format_bytes
+from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MODES
 from gpen_core.result import Face, Peaks, RestoreResult, Timings
 
@@ -231,7 +231,7 @@ def test_weights_panel_offers_download_only_when_something_is_missing(low_mode_h
 
 
 def test_download_offline_shows_the_manual_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpen_core import weights
+    from gpen_core.weights import lookup as weights
     from gpen_core.errors import WeightsError
 
     asked: list[str] = []
@@ -294,8 +294,9 @@ def test_importing_the_app_loads_no_model() -> None:
 def test_hardware_check_tab_measures_saves_and_shows_it_on_the_next_page_load(monkeypatch: pytest.MonkeyPatch) -> None:
     import functools
 
-    from gpen_core import budget
-    from gpen_core.profile import runner, store
+    from gpen_core.engine import budget
+    from gpen_core.hwcheck import runner
+    from gpen_core.engine import profile_store as store
 
     from .test_profile import CONFIGS, SMALL
 
@@ -333,7 +334,7 @@ def test_hardware_check_never_holds_up_restores() -> None:
 
 
 def test_hardware_check_is_off_on_a_shared_server_unless_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpen_core.profile import runner
+    from gpen_core.hwcheck import runner
 
     ran: list[bool] = []
     monkeypatch.setattr(runner, "run_profile", lambda **kw: ran.append(True))

@@ -26,7 +26,7 @@ import pytest
 from PIL import Image
 
 import app
-from gpen_core import ui_format as ui
+from gpen_core.presentation import panels as ui
 from gpen_core.modes import MODES
 from gpen_core.restorer import RestoreOptions, get_restorer
 

@@ -8,7 +8,7 @@ import gradio as gr
 import pytest
 
 import app
-from gpen_core import advice
+from gpen_core.hwcheck import advice
 
 
 def test_tips_panel_says_how_to_measure_until_a_report_is_saved(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

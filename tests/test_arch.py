@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gpen_core.arch import GPEN, set_fir_impl, upfirdn2d_depthwise, upfirdn2d_native, make_kernel
-from gpen_core.checkpoint import infer_config, load_generator
+from gpen_core.networks.arch import GPEN, set_fir_impl, upfirdn2d_depthwise, upfirdn2d_native, make_kernel
+from gpen_core.networks.checkpoint import infer_config, load_generator
 from gpen_core.errors import WeightsError
 
 from .conftest import shared_path

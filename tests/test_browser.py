@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 
 import app
-from gpen_core import weights
+from gpen_core.weights import lookup as weights
 
 from .conftest import ROOT, shared_path
 from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
@@ -242,7 +242,7 @@ def test_upload_restore_errors_and_the_readme_screenshot(browser, page_url: str,
 def test_hardware_check_says_how_long_and_shows_progress(browser, page_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import functools
 
-    from gpen_core.profile import runner
+    from gpen_core.hwcheck import runner
 
     from .test_profile import CONFIGS, SMALL
 

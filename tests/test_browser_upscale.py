@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from gpen_core import tiles
-from gpen_core.meter import format_bytes
+from gpen_core.upscale import tiles
+from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MODES
 
 from .conftest import shared_path
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def upscaler_x2(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from gpen_core.upscaler import UpscalerConfig, random_upscaler, save_upscaler
+    from gpen_core.networks.upscaler import UpscalerConfig, random_upscaler, save_upscaler
 
     net = random_upscaler(UpscalerConfig(scale=2, num_block=1), seed=4)
     return save_upscaler(net, tmp_path_factory.mktemp("up") / "x2_1block.pth")

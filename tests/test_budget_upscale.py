@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpen_core import budget, tiles
-from gpen_core.meter import format_bytes
+from gpen_core.engine import budget
+from gpen_core.upscale import tiles
+from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MODES
 
 PHOTO = (3000, 2000)  # 6 MP: ×4 makes a 12000×8000 result, under the 100 MP cap
@@ -99,7 +100,7 @@ class _Models:
 
 @pytest.mark.parametrize("mode", ["auto", "balanced"])
 def test_a_request_to_upscale_is_budgeted_with_the_upscaler(mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpen_core import pipeline
+    from gpen_core.engine import pipeline
     from gpen_core.options import RestoreOptions
 
     free = _free_fitting_balanced_but_not_quality(tmp_path)

@@ -19,7 +19,7 @@ from .conftest import shared_path
 
 
 def _from_key_table(table: Path, out: Path) -> Path:
-    from gpen_core.arch import make_kernel
+    from gpen_core.networks.arch import make_kernel
 
     g = torch.Generator().manual_seed(0)
     sd = {}
@@ -53,9 +53,9 @@ def _mappings(path: Path) -> tuple[int, int] | None:
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_prepared_forward_keeps_no_part_of_the_checkpoint_file_mapped(tmp_path: Path, dtype: str) -> None:
-    from gpen_core.checkpoint import load_generator
-    from gpen_core.fast import prepare
-    from gpen_core.plan import ForwardPlan
+    from gpen_core.networks.checkpoint import load_generator
+    from gpen_core.networks.fast import prepare
+    from gpen_core.networks.plan import ForwardPlan
 
     if _mappings(tmp_path) is None:
         pytest.skip("needs /proc/self/smaps (Linux) to see the file's mappings")

@@ -98,7 +98,7 @@ def test_download_without_names_fetches_the_defaults_with_the_paste_mask(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`python -m gpen_core download` gets what every mode runs with, GPEN's parsing mask (ParseNet-latest) included."""
-    from gpen_core import weights
+    from gpen_core.weights import lookup as weights
 
     asked: list[str] = []
 
@@ -259,7 +259,7 @@ def test_a_failed_torch_import_under_a_memory_cap_exits_4_and_says_what_it_needs
     far less than the CUDA one: oom.ENGINE_IMPORT)."""
     import resource
 
-    from gpen_core import oom
+    from gpen_core.platform import oom
 
     value = int(fraction * oom.engine_import_figures()[key])
     says = (f"{value / 1e9:.1f} GB" if value >= 1e9 else f"{value / 1e6:.0f} MB") + f" of {what}"

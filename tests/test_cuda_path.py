@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from gpen_core import budget
-from gpen_core.checkpoint import build_from_state_dict
-from gpen_core.fast import FastGPEN, forward_checked, prepare
+from gpen_core.engine import budget
+from gpen_core.networks.checkpoint import build_from_state_dict
+from gpen_core.networks.fast import FastGPEN, forward_checked, prepare
 from gpen_core.modes import MODES
-from gpen_core.plan import ForwardPlan, cuda_numerics
-from gpen_core.synthetic import random_state_dict
+from gpen_core.networks.plan import ForwardPlan, cuda_numerics
+from gpen_core.networks.synthetic import random_state_dict
 from tests.factories import TINY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,7 +155,7 @@ def test_built_in_estimates_are_at_least_the_measured_peaks_and_say_estimate(tmp
 
 
 def test_a_cpu_restore_touches_no_cuda_and_meters_no_vram(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpen_core import pipeline
+    from gpen_core.engine import pipeline
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
 
@@ -167,7 +167,7 @@ def test_a_cpu_restore_touches_no_cuda_and_meters_no_vram(monkeypatch: pytest.Mo
 
 
 def test_cuda_out_of_memory_steps_down_frees_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpen_core import pipeline
+    from gpen_core.engine import pipeline
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
 
@@ -192,7 +192,7 @@ def test_cuda_out_of_memory_steps_down_frees_and_says_so(monkeypatch: pytest.Mon
 
 def test_a_request_whose_float16_face_overflows_gets_the_float32_redo_and_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole request path: float16 (forced onto the CPU here), an overflow, the note."""
-    from gpen_core import plan as plan_mod
+    from gpen_core.networks import plan as plan_mod
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
     from tests.factories import write_checkpoint
@@ -220,7 +220,7 @@ def test_a_request_whose_float16_face_overflows_gets_the_float32_redo_and_a_note
 
 
 def test_zerogpu_duration_grows_with_faces_from_measured_seconds_with_a_floor_and_cap() -> None:
-    from gpen_core import zerogpu
+    from gpen_core.platform import zerogpu
 
     clock = zerogpu.FaceClock()
     assert clock.seconds_per_face() == (zerogpu.ESTIMATED_S_PER_FACE, False)  # labelled: not measured
@@ -274,7 +274,7 @@ def test_the_app_asks_zerogpu_for_measured_seconds_and_refuses_the_hardware_chec
     line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line, p.stderr[-3000:]
     out = json.loads(line[len("RESULT "):])
-    from gpen_core import zerogpu
+    from gpen_core.platform import zerogpu
 
     # First call: the labelled estimate per face; second: 0.15 s per face measured by the first.
     assert out["durations"] == [zerogpu.FLOOR_S + int(4 * zerogpu.ESTIMATED_S_PER_FACE * zerogpu.MARGIN), zerogpu.FLOOR_S]
@@ -294,7 +294,7 @@ def test_every_reason_that_shows_a_built_in_figure_says_it_is_an_estimate(tmp_pa
 
 def test_the_profile_fingerprint_on_zerogpu_touches_no_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     """Page load reads the saved profile, whose fingerprint names the GPU."""
-    from gpen_core.profile import store
+    from gpen_core.engine import profile_store as store
 
     store._machine_part.cache_clear()
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")

@@ -15,13 +15,13 @@ import pytest
 import torch
 from PIL import Image
 
-from gpen_core.align import align_transform, reference_points
+from gpen_core.faces.align import align_transform, reference_points
 from gpen_core.errors import InputError, WeightsError
-from gpen_core.detect import Detection, FaceDetector, _trained_with_relu
-from gpen_core.parse import ParsingMasker
-from gpen_core.paste import paste_box
-from gpen_core.photo import PhotoOutput, restore_photo
-from gpen_core.masks import parsing_labels_to_mask, rectangle_mask
+from gpen_core.faces.detect import Detection, FaceDetector, _trained_with_relu
+from gpen_core.faces.parse import ParsingMasker
+from gpen_core.faces.paste import paste_box
+from gpen_core.faces.photo import PhotoOutput, restore_photo
+from gpen_core.faces.masks import parsing_labels_to_mask, rectangle_mask
 
 from .conftest import shared_path
 

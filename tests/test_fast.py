@@ -14,15 +14,15 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from gpen_core import fast
-from gpen_core import plan as plan_module
-from gpen_core.arch import GPEN, GPENConfig, set_fir_impl
-from gpen_core.checkpoint import load_generator
+from gpen_core.networks import fast
+from gpen_core.networks import plan as plan_module
+from gpen_core.networks.arch import GPEN, GPENConfig, set_fir_impl
+from gpen_core.networks.checkpoint import load_generator
 from gpen_core.errors import ResourceError
-from gpen_core.fast import PreparedForward, prepare, warm_up
-from gpen_core.plan import ForwardPlan, choose_plan, cpu_features
-from gpen_core.synthetic import random_generator
-from gpen_core.tensors import to_image, to_tensor
+from gpen_core.networks.fast import PreparedForward, prepare, warm_up
+from gpen_core.networks.plan import ForwardPlan, choose_plan, cpu_features
+from gpen_core.networks.synthetic import random_generator
+from gpen_core.networks.tensors import to_image, to_tensor
 
 from .conftest import shared_path
 from .factories import TINY
@@ -306,8 +306,8 @@ def test_compiled_forward_matches_eager_and_caches_under_gpen_home(monkeypatch) 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_float16_512_fits_in_1gb_and_stays_close() -> None:
-    from gpen_core.synthetic import random_state_dict
-    from gpen_core.checkpoint import build_from_state_dict
+    from gpen_core.networks.synthetic import random_state_dict
+    from gpen_core.networks.checkpoint import build_from_state_dict
 
     model = build_from_state_dict(random_state_dict(GPENConfig(512)))
     x = torch.rand(1, 3, 512, 512, generator=torch.Generator().manual_seed(0)) * 2 - 1

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image, ImageCms, ImageFile, ImageOps
 
 from gpen_core.errors import GPENError, InputError
-from gpen_core.imageio import (
+from gpen_core.images.decode import (
     DEFAULT_LIMITS,
     DecodedImage,
     InputLimits,
@@ -196,7 +196,7 @@ def test_reduce_to_leaves_other_formats_alone(hostile: dict[str, tuple[Path, Exp
 
 _MEASURE = """
 import json, sys, time
-from gpen_core.imageio import decode_image
+from gpen_core.images.decode import decode_image
 def peak():  # VmHWM: this process's peak RSS (ru_maxrss would include the parent's, kept across exec)
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
@@ -413,7 +413,7 @@ def test_out_of_memory_while_shrinking_or_encoding_is_out_of_memory(monkeypatch:
     def pil_oom(*a: object, **k: object) -> None:
         raise MemoryError()
 
-    from gpen_core import png_fast
+    from gpen_core.images import png as png_fast
 
     monkeypatch.setattr(png_fast, "encode_png", pil_oom)
     with pytest.raises(OutOfMemory, match="encode the 64×32 result as PNG"):

@@ -7,8 +7,8 @@ import sys
 from dataclasses import asdict
 from importlib import metadata
 
-from gpen_core import weights
-from gpen_core.info import CPU_FLAGS_OF_INTEREST, collect_info, format_info
+from gpen_core.weights import lookup as weights
+from gpen_core.hwcheck.info import CPU_FLAGS_OF_INTEREST, collect_info, format_info
 
 from .factories import TINY, write_checkpoint
 

@@ -1,13 +1,18 @@
-"""The layout of gpen_core (issue #11): no import circle, no oversized module, a thin Restorer.
+"""The layout of gpen_core: rooms in layers (import-linter), few top-level modules, no oversized module.
 
-Read from the source with ``ast`` (nothing is imported): every ``import`` and
-``from ... import`` of a gpen_core module, at module level, inside functions and
-under ``TYPE_CHECKING`` alike, is an edge of the import graph.
+The import rule itself is ``.importlinter`` at the project root, checked by ``lint-imports``
+(the test command runs it too); these tests run it and check that it would catch a
+violation, so a broken configuration cannot pass silently. The size cap is a smell
+detector, not the design.
 """
 
 from __future__ import annotations
 
 import ast
+import configparser
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,10 +23,22 @@ PKG = ROOT / "gpen_core"
 # Modules allowed over MAX_LINES, each with why: only the network definitions, long by nature.
 MAX_LINES = 500
 LONG_MODULES = {
-    "gpen_core.arch": "the GPEN generator network definition",
-    "gpen_core.fast": "the fast generator network definitions",
+    "gpen_core.networks.arch": "the GPEN generator network definition",
+    "gpen_core.networks.fast": "the fast generator network definitions",
 }
+MAX_TOP_LEVEL_MODULES = 12
 RESTORER_MAX_LINES = 150
+APP_MAX_LINES = 400
+
+
+def _lint_imports() -> Path:
+    exe = Path(sys.executable).with_name("lint-imports")
+    if not exe.exists():
+        found = shutil.which("lint-imports")
+        if found is None:
+            pytest.fail("lint-imports is missing: install the dev requirements (bash scripts/setup.sh --dev)")
+        exe = Path(found)
+    return exe
 
 
 def _modules() -> dict[str, Path]:
@@ -36,112 +53,42 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _resolve(base: str, level: int, is_pkg: bool, module: str | None) -> str:
-    """The absolute module a relative ``from`` import names, seen from module ``base``."""
-    parts = base.split(".")
-    if not is_pkg:
-        parts = parts[:-1]  # a module's imports are relative to its package
-    if level > 1:
-        parts = parts[: len(parts) - (level - 1)]
-    return ".".join(parts + ([module] if module else []))
+def test_the_import_contracts_hold() -> None:
+    run = subprocess.run([str(_lint_imports()), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "0 broken" in run.stdout
 
 
-def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """Module → the gpen_core modules it imports anywhere in its source."""
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        is_pkg = path.name == "__init__.py"
-        edges: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                src = _resolve(name, node.level, is_pkg, node.module) if node.level else (node.module or "")
-                # ``from pkg import sub`` imports the submodule when there is one, else a name of pkg.
-                targets = [f"{src}.{a.name}" if f"{src}.{a.name}" in modules else src for a in node.names]
-            for t in targets:
-                # ``import gpen_core.x.y`` or a name inside a module: the longest known module prefix.
-                while t and t not in modules:
-                    t = t.rpartition(".")[0]
-                if t and t != name:
-                    edges.add(t)
-        graph[name] = edges
-    return graph
+def test_the_contracts_catch_a_wrong_way_import(tmp_path: Path) -> None:
+    """A copy of the package where the faces room imports a runtime must break the contract."""
+    copy = tmp_path / "gpen_core"
+    shutil.copytree(PKG, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
+    with (copy / "faces" / "masks.py").open("a") as f:
+        f.write("\n\ndef _wrong_way():\n    from gpen_core.engine import pipeline  # noqa: F401\n")
+    run = subprocess.run([str(_lint_imports()), "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert run.returncode != 0, run.stdout[-3000:]
+    assert "gpen_core.faces.masks -> gpen_core.engine.pipeline" in run.stdout
 
 
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One import circle as a path [a, b, ..., a], or None."""
-    state: dict[str, int] = {}  # 1 on the current path, 2 done
-    stack: list[str] = []
-
-    def visit(n: str) -> list[str] | None:
-        state[n] = 1
-        stack.append(n)
-        for m in sorted(graph.get(n, ())):
-            if state.get(m) == 1:
-                return stack[stack.index(m) :] + [m]
-            if m not in state:
-                found = visit(m)
-                if found:
-                    return found
-        stack.pop()
-        state[n] = 2
-        return None
-
-    for n in sorted(graph):
-        if n not in state:
-            found = visit(n)
-            if found:
-                return found
-    return None
+def test_every_room_is_in_the_layers_contract_and_states_its_rule() -> None:
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / ".importlinter")
+    layers = cfg["importlinter:contract:layers"]["layers"]
+    named = {m.strip() for line in layers.splitlines() for m in line.replace(":", "|").split("|") if m.strip()}
+    rooms = {p.parent.name for p in PKG.glob("*/__init__.py")}
+    modules = {p.stem for p in PKG.glob("*.py")} - {"__init__", "__main__"}
+    missing = {f"gpen_core.{r}" for r in rooms | modules} - named
+    assert not missing, f"not placed in a layer of .importlinter: {sorted(missing)}"
+    for init in PKG.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc and len(doc.splitlines()[0]) > 20, f"{init.relative_to(ROOT)} needs a one-line rule as its docstring"
 
 
-def _closure(graph: dict[str, set[str]], start: str) -> set[str]:
-    seen: set[str] = set()
-    todo = [start]
-    while todo:
-        for m in graph.get(todo.pop(), ()):
-            if m not in seen:
-                seen.add(m)
-                todo.append(m)
-    return seen
-
-
-@pytest.fixture(scope="module")
-def graph() -> dict[str, set[str]]:
-    return import_graph(_modules())
-
-
-def test_the_cycle_finder_finds_a_circle_hidden_in_a_function(tmp_path: Path) -> None:
-    """The checker itself: a circle closed only by a function-level relative import is found."""
-    pkg = tmp_path / "p"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("from . import b\n")
-    (pkg / "b.py").write_text("def f():\n    from .c import g\n")
-    (pkg / "c.py").write_text("from .a import x\n")
-    mods = {"p": pkg / "__init__.py", "p.a": pkg / "a.py", "p.b": pkg / "b.py", "p.c": pkg / "c.py"}
-    g = import_graph(mods)
-    assert g["p.a"] == {"p.b"} and g["p.b"] == {"p.c"} and g["p.c"] == {"p.a"}
-    assert find_cycle(g) == ["p.a", "p.b", "p.c", "p.a"]
-    (pkg / "c.py").write_text("import os\n")
-    assert find_cycle(import_graph(mods)) is None
-
-
-def test_gpen_core_has_no_import_circle(graph: dict[str, set[str]]) -> None:
-    assert "gpen_core.restorer" in graph and "gpen_core.profile.runner" in graph  # the walk saw the package
-    cycle = find_cycle(graph)
-    assert cycle is None, "import circle: " + " -> ".join(cycle or [])
-
-
-def test_the_budget_and_the_profile_store_never_reach_the_engine(graph: dict[str, set[str]]) -> None:
-    """``auto``'s policy and the saved-profile lookup are pure: they never import the Restorer or the runner."""
-    engine = {"gpen_core.restorer", "gpen_core.pipeline", "gpen_core.profile.runner"}
-    for start in ("gpen_core.budget", "gpen_core.profile.store", "gpen_core.profile.records", "gpen_core.profile.report"):
-        assert not (_closure(graph, start) & engine), f"{start} reaches {sorted(_closure(graph, start) & engine)}"
-    # Only the runner (and the CLI that drives it, and the facade's own users) import the Restorer.
-    assert "gpen_core.restorer" in graph["gpen_core.profile.runner"]
+def test_few_modules_at_the_top_level() -> None:
+    top = sorted(p.stem for p in PKG.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, f"{len(top)} top-level modules: {top}; move them into a room"
 
 
 def test_no_module_is_oversized_except_the_listed_ones() -> None:
@@ -157,4 +104,4 @@ def test_restorer_class_is_a_thin_facade() -> None:
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Restorer")
     assert cls.end_lineno is not None
     length = cls.end_lineno - cls.lineno + 1
-    assert length < RESTORER_MAX_LINES, f"Restorer is {length} lines; move work into pipeline / model_cache"
+    assert length < RESTORER_MAX_LINES, f"Restorer is {length} lines; move work into the engine"

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 import app
-from gpen_core.meter import format_bytes
+from gpen_core.platform.meter import format_bytes
 from gpen_core.restorer import Restorer, get_restorer
 
 from .conftest import ROOT

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from gpen_core import meter as meter_mod
-from gpen_core.meter import PeakMeter, active_meters, current_rss, format_bytes
+from gpen_core.platform import meter as meter_mod
+from gpen_core.platform.meter import PeakMeter, active_meters, current_rss, format_bytes
 
 MB = 1_000_000
 
@@ -35,7 +35,7 @@ def _method_in_a_quiet_process() -> str:
     import subprocess
     import sys
 
-    code = ("import numpy as np; from gpen_core.meter import PeakMeter\n"
+    code = ("import numpy as np; from gpen_core.platform.meter import PeakMeter\n"
             "with PeakMeter() as m:\n    a = np.ones(50_000_000 // 8); del a\n"
             "print(m.peaks.method)")
     from pathlib import Path

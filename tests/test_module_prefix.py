@@ -1,7 +1,7 @@
 """DataParallel's ``module.`` prefix: one rule (per key, as facexlib and basicsr) for every loader.
 
 The generator (checkpoint), the upscaler, the detector and the parser all read their
-state_dicts through :func:`gpen_core.checkpoint.strip_module_prefix`; a file holding both
+state_dicts through :func:`gpen_core.networks.checkpoint.strip_module_prefix`; a file holding both
 ``module.x`` and ``x`` is refused instead of one silently winning.
 """
 
@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpen_core import detect, parsenet, upscaler
-from gpen_core.checkpoint import strip_module_prefix, unwrap_state_dict
+from gpen_core.faces import detect
+from gpen_core.networks import parsenet
+from gpen_core.networks import upscaler
+from gpen_core.networks.checkpoint import strip_module_prefix, unwrap_state_dict
 from gpen_core.errors import WeightsError
 
 A, B = torch.zeros(1), torch.ones(1)

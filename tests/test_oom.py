@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpen_core.errors import InputError, OutOfMemory, ResourceError
-from gpen_core.oom import is_oom
+from gpen_core.platform.oom import is_oom
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,7 +139,7 @@ def test_an_allocation_failure_inside_torch_load_is_out_of_memory_not_corrupt(
     """`prlimit --data=1200M … --mode balanced` exited 3 and told the user to delete a valid checkpoint."""
     import torch
 
-    from gpen_core.checkpoint import load_generator
+    from gpen_core.networks.checkpoint import load_generator
     from tests.factories import TINY, write_checkpoint
 
     ckpt = write_checkpoint(tmp_path / "GPEN-BFR-512.pth", TINY, seed=1)
@@ -160,7 +160,7 @@ LOAD_CHILD = textwrap.dedent(
     """
     import json, re, resource, sys
     import torch
-    from gpen_core.checkpoint import read_checkpoint
+    from gpen_core.networks.checkpoint import read_checkpoint
     from gpen_core.errors import GPENError
 
     path = sys.argv[1]
@@ -190,7 +190,7 @@ def test_a_checkpoint_that_does_not_fit_under_a_real_cap_is_out_of_memory(tmp_pa
 
 def _fail_heavier_than_low(monkeypatch: pytest.MonkeyPatch, exc: Exception, fail_low: bool = False) -> list[str]:
     """pipeline.run_attempt raises ``exc`` in every mode above low (and in low too when asked)."""
-    from gpen_core import pipeline
+    from gpen_core.engine import pipeline
 
     real = pipeline.run_attempt
     tried: list[str] = []
@@ -247,7 +247,7 @@ def test_oom_even_in_low_exits_4_with_a_clear_message(tmp_path: Path, monkeypatc
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 def test_the_engine_import_figures_in_the_message_are_measured() -> None:
     """oom.ENGINE_IMPORT (quoted when an import fails under a cap) still match what importing costs."""
-    from gpen_core import oom
+    from gpen_core.platform import oom
 
     code = textwrap.dedent(
         """
@@ -256,7 +256,7 @@ def test_the_engine_import_figures_in_the_message_are_measured() -> None:
             s = open("/proc/self/status").read()
             return {k: int(re.search(k + r":\\s+(\\d+)", s).group(1)) * 1024 for k in ("VmRSS", "VmSize", "VmData")}
         a = st()
-        from gpen_core import pipeline
+        from gpen_core.engine import pipeline
         pipeline.import_engine()
         b = st()
         print("RESULT " + json.dumps({k: b[k] - a[k] for k in a}))
@@ -276,7 +276,7 @@ def test_oom_while_decoding_decodes_again_for_low_with_a_note(mode: str, tmp_pat
     """A big JPEG that cannot be decoded at full size is decoded at reduced size for low (libjpeg scaling)."""
     from PIL import Image
 
-    from gpen_core import imageio
+    from gpen_core.images import decode as imageio
     from gpen_core.restorer import Restorer, RestoreOptions
 
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(64e9))

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpen_core import pipeline
+from gpen_core.engine import pipeline
 from gpen_core.restorer import Restorer, RestoreOptions
 
 BIG = 1 << 30  # 1 GiB: far above what a 256 px generator call needs

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpen_core import ov_backend
+from gpen_core.runtimes.openvino import generator as ov_backend
 
 from .conftest import ROOT, shared_path
 
@@ -35,7 +35,7 @@ def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def test_exportable_forward_is_the_same_function(tmp_path: Path) -> None:
-    from gpen_core.checkpoint import load_generator
+    from gpen_core.networks.checkpoint import load_generator
 
     ckpt, x, expected = _reference("gpen_tiny128_cm2.pt", tmp_path)
     model = ov_backend.exportable(load_generator(ckpt))
@@ -65,7 +65,7 @@ def test_second_load_comes_from_the_cache_keyed_by_sha_version_precision_cpu(tmp
     again = ov_backend.load(ckpt, "f32")
     assert first.convert_s is not None and again.convert_s is None
     key = again.key
-    from gpen_core.weights import file_sha256
+    from gpen_core.weights.lookup import file_sha256
 
     assert key.weights_sha256 == file_sha256(ckpt)
     assert key.openvino == ov_backend.openvino_version().split("-")[0]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gpen_core import ov_backend
-from gpen_core.model_cache import ModelCache
+from gpen_core.runtimes.openvino import generator as ov_backend
+from gpen_core.engine.model_cache import ModelCache
 from gpen_core.modes import MODES
 from gpen_core.options import RestoreOptions
 
@@ -62,8 +62,8 @@ def test_generator_runs_on_torch_and_says_why_then_converts_when_memory_is_free(
 def test_parser_and_detector_fall_back_the_same_way(tmp_path: Path, monkeypatch) -> None:
     import torch
 
-    from gpen_core.parse import choose_parse_dtype
-    from gpen_core.parsenet import RELEASED_CONFIG, ParseNet
+    from gpen_core.faces.parse import choose_parse_dtype
+    from gpen_core.networks.parsenet import RELEASED_CONFIG, ParseNet
 
     from .conftest import shared_path
 

@@ -1,4 +1,4 @@
-"""RetinaFace on OpenVINO (gpen_core.ov_detect): the same detections as torch, cached, chosen by measurement."""
+"""RetinaFace on OpenVINO (gpen_core.runtimes.openvino.detector): the same detections as torch, cached, chosen by measurement."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from gpen_core import ov_runtime
+from gpen_core.runtimes.openvino import base as ov_runtime
 
 from .conftest import shared_path
 
@@ -24,11 +24,12 @@ def _rgb(name: str) -> np.ndarray:
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory):
     """(torch detector, OpenVINO detector) with the real mobilenet0.25 weights."""
-    from gpen_core.detect import FaceDetector
+    from gpen_core.engine.backends import openvino_detector
+    from gpen_core.faces.detect import FaceDetector
 
     weights = shared_path(*MOBILENET)
     models = tmp_path_factory.mktemp("ov_models")
-    return FaceDetector(weights, "mobilenet0.25"), FaceDetector(weights, "mobilenet0.25", backend="openvino", models_dir=models)
+    return FaceDetector(weights, "mobilenet0.25"), openvino_detector(weights, "mobilenet0.25", models_dir=models)
 
 
 def _assert_same(a: list, b: list, what: str) -> None:
@@ -65,11 +66,11 @@ def test_openvino_finds_nothing_where_torch_finds_nothing(pair) -> None:
 
 def test_a_detector_from_the_cache_keeps_the_weights_variant(pair) -> None:
     """These weights are the 1MB variant (ReLU, its own anchors): the cached IR and meta keep both."""
-    from gpen_core.detect import FaceDetector
+    from gpen_core.engine.backends import openvino_detector
 
     torch_det, ov_det = pair
     assert torch_det.variant == ov_det.variant == "1mb"
-    cached = FaceDetector(ov_det.weights_path, "mobilenet0.25", backend="openvino", models_dir=ov_det._ov._root.parent)
+    cached = openvino_detector(ov_det.weights_path, "mobilenet0.25", models_dir=ov_det._ov._root.parent)
     assert cached.convert_s is None and cached.variant == "1mb"
     rgb = _rgb("ffhq_00002_512.png")
     found = torch_det.detect(rgb)
@@ -82,8 +83,8 @@ def test_resnet50_raw_outputs_match_torch(tmp_path: Path) -> None:
     """Random weights, class head included (weights_path=None zeroes it; here it is random)."""
     import torch
 
-    from gpen_core import ov_detect
-    from gpen_core.detect import build_retinaface
+    from gpen_core.runtimes.openvino import detector as ov_detect
+    from gpen_core.faces.detect import build_retinaface
 
     torch.manual_seed(0)
     net, _ = build_retinaface(None, "resnet50")
@@ -107,8 +108,8 @@ def test_resnet50_raw_outputs_match_torch(tmp_path: Path) -> None:
 
 
 def test_the_cache_is_reused_without_torch_network(tmp_path: Path) -> None:
-    from gpen_core import ov_detect
-    from gpen_core.detect import build_retinaface
+    from gpen_core.runtimes.openvino import detector as ov_detect
+    from gpen_core.faces.detect import build_retinaface
 
     built: list[Path | None] = []
 
@@ -129,8 +130,8 @@ def test_the_cache_is_reused_without_torch_network(tmp_path: Path) -> None:
 
 
 def test_auto_follows_the_recorded_measurement(tmp_path: Path) -> None:
-    from gpen_core import ov_backend
-    from gpen_core.model_cache import ModelCache
+    from gpen_core.runtimes.openvino import generator as ov_backend
+    from gpen_core.engine.model_cache import ModelCache
     from gpen_core.options import RestoreOptions
 
     cache = ModelCache(tmp_path, synthetic_weights=True)
@@ -150,7 +151,7 @@ def test_auto_follows_the_recorded_measurement(tmp_path: Path) -> None:
 
 
 def test_openvino_detector_refuses_a_gpu_device() -> None:
-    from gpen_core.detect import FaceDetector
+    from gpen_core.faces.detect import FaceDetector
 
     with pytest.raises(ValueError, match="CPU only"):
-        FaceDetector(None, "mobilenet0.25", "cuda:0", backend="openvino")
+        FaceDetector(None, "mobilenet0.25", "cuda:0", runner=object())

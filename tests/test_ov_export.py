@@ -1,4 +1,4 @@
-"""The graph exported for OpenVINO (gpen_core.ov_export): the same function, in the form that runs fast."""
+"""The graph exported for OpenVINO (gpen_core.runtimes.openvino.export): the same function, in the form that runs fast."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpen_core import ov_backend, ov_export
+from gpen_core.runtimes.openvino import generator as ov_backend
+from gpen_core.runtimes.openvino import export as ov_export
 
 from .conftest import shared_path
 
@@ -26,7 +27,7 @@ def _reference(name: str, tmp_path: Path) -> tuple[Path, torch.Tensor, torch.Ten
 
 
 def _modulated_convs(model: torch.nn.Module) -> list[torch.nn.Module]:
-    from gpen_core.arch import ModulatedConv2d
+    from gpen_core.networks.arch import ModulatedConv2d
 
     return [m for m in model.modules() if isinstance(m, ModulatedConv2d)]
 
@@ -35,7 +36,7 @@ def _modulated_convs(model: torch.nn.Module) -> list[torch.nn.Module]:
 @pytest.mark.parametrize("name", ["gpen_tiny128_cm2.pt", "gpen_bfr256_random.pt"])
 def test_every_export_form_is_the_official_function(name: str, ratio: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Input- and weight-modulated convs (plain, transposed, taking split halves) all match the reference."""
-    from gpen_core.checkpoint import load_generator
+    from gpen_core.networks.checkpoint import load_generator
 
     if ratio is not None:
         monkeypatch.setattr(ov_export, "INPUT_MOD_RATIO", ratio)
@@ -69,7 +70,7 @@ def test_ir_packs_the_input_modulated_weights_and_sums_no_weights(tmp_path: Path
     demodulation reduces no weight at run time (a mat-vec with a constant instead)."""
     import openvino as ov
 
-    from gpen_core.checkpoint import load_generator
+    from gpen_core.networks.checkpoint import load_generator
 
     ckpt, _, _ = _reference("gpen_bfr256_random.pt", tmp_path)
     xml, _ = ov_backend.convert(ckpt, models_dir=tmp_path / "models")

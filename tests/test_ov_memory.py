@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpen_core import ov_backend
-from gpen_core.ov_runtime import CacheKey
+from gpen_core.runtimes.openvino import generator as ov_backend
+from gpen_core.runtimes.openvino.base import CacheKey
 
 from .conftest import shared_path
 
@@ -171,9 +171,10 @@ def test_request_hands_freed_memory_back_after_detection_and_after_each_face(
 ) -> None:
     """glibc keeps what the detector and the generator freed unless asked (quality: -186 MiB peak measured);
     the pipeline asks right after detection and right after each face's forward, before the parser runs."""
-    from gpen_core import fast, oom
+    from gpen_core.networks import fast
+    from gpen_core.platform import oom
     from gpen_core.restorer import Restorer, RestoreOptions
-    from gpen_core.workloads import template_detection
+    from gpen_core.hwcheck.workloads import template_detection
 
     events: list[str] = []
     real_forward = fast.forward_checked

@@ -1,4 +1,4 @@
-"""ParseNet on OpenVINO (gpen_core.ov_parse): the torch parser's numbers, cached once, picked by ``auto``.
+"""ParseNet on OpenVINO (gpen_core.runtimes.openvino.parser): the torch parser's numbers, cached once, picked by ``auto``.
 
 The numerical checks use the official reference's small ParseNet (../shared/reference/parse,
 128 px) and the FFHQ faces in ../shared/faces; the model-cache checks convert the released
@@ -18,11 +18,12 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from gpen_core import ov_backend, ov_parse
+from gpen_core.runtimes.openvino import generator as ov_backend
+from gpen_core.runtimes.openvino import parser as ov_parse
 from gpen_core.modes import MODES
 from gpen_core.options import RestoreOptions
-from gpen_core.parse import choose_parse_dtype
-from gpen_core.parsenet import FaceParser, build
+from gpen_core.faces.parse import choose_parse_dtype
+from gpen_core.networks.parsenet import FaceParser, build
 
 from .conftest import SHARED, shared_path
 
@@ -145,7 +146,7 @@ def _balanced_dtype() -> str:
 
 
 def test_the_note_names_the_backend_and_the_cache_key_holds_it(home: Path) -> None:
-    from gpen_core.model_cache import ModelCache
+    from gpen_core.engine.model_cache import ModelCache
 
     cache = ModelCache(home, synthetic_weights=True)
     dt = _balanced_dtype()
@@ -168,7 +169,7 @@ def test_the_note_names_the_backend_and_the_cache_key_holds_it(home: Path) -> No
 
 
 def test_auto_follows_the_recorded_measurement(home: Path) -> None:
-    from gpen_core.model_cache import ModelCache
+    from gpen_core.engine.model_cache import ModelCache
 
     dt = _balanced_dtype()
     auto = RestoreOptions(backend="auto")

@@ -1,4 +1,4 @@
-"""The parser's dtype per CPU (gpen_core.parse.choose_parse_dtype) and bf16's effect on the paste mask.
+"""The parser's dtype per CPU (gpen_core.faces.parse.choose_parse_dtype) and bf16's effect on the paste mask.
 
 README, "How faces are pasted": on a CPU with native bf16 (AMX / AVX-512 BF16) ParseNet in
 bfloat16 is 3.6-4.8× faster than float32; without it, 5× slower. ``balanced`` (CPU dtype
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from gpen_core import plan
-from gpen_core.masks import parsing_labels_to_mask
-from gpen_core.parse import choose_parse_dtype
-from gpen_core.parsenet import RELEASED_CONFIG, FaceParser, ParseNet, build, official_input
+from gpen_core.networks import plan
+from gpen_core.faces.masks import parsing_labels_to_mask
+from gpen_core.faces.parse import choose_parse_dtype
+from gpen_core.networks.parsenet import RELEASED_CONFIG, FaceParser, ParseNet, build, official_input
 
 from .conftest import shared_path
 
@@ -47,7 +47,7 @@ def test_parser_dtype_follows_the_cpu(
         assert choose_parse_dtype(gpu, "bfloat16") == "float32"
 
     # What a request gets: the model cache builds each mode's parser with the mode's CPU dtype.
-    from gpen_core.model_cache import ModelCache
+    from gpen_core.engine.model_cache import ModelCache
     from gpen_core.modes import MODES
 
     cache = ModelCache(_isolated_models_home, synthetic_weights=True)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from gpen_core import masks
+from gpen_core.faces import masks
 from gpen_core.errors import WeightsError
-from gpen_core.parsenet import RELEASED_CONFIG, FaceParser, ParseNet, build, key_table, load_state_dict
+from gpen_core.networks.parsenet import RELEASED_CONFIG, FaceParser, ParseNet, build, key_table, load_state_dict
 
 from .conftest import shared_path
 
@@ -42,7 +42,7 @@ def test_released_key_table_is_ours() -> None:
 def test_facexlib_parsenet_has_the_same_keys_and_numbers() -> None:
     # facexlib's ParseNet(in_size=512, out_size=512, parsing_ch=19) is GPEN's network:
     # parsing_parsenet.pth and ParseNet-latest.pth fit the same class.
-    from gpen_core import tv_shim
+    from gpen_core.compat import torchvision as tv_shim
 
     with tv_shim.for_facexlib():  # facexlib's package import reaches for torchvision, absent from the CPU build
         from facexlib.parsing.parsenet import ParseNet as FacexlibParseNet
@@ -88,7 +88,7 @@ def test_channels_last_differs_from_the_reference_by_summation_order_only(ref: d
 
 
 def test_official_input_is_bit_exact() -> None:
-    from gpen_core.parsenet import official_input
+    from gpen_core.networks.parsenet import official_input
 
     rgb = np.arange(256, dtype=np.uint8).repeat(3).reshape(16, 16, 3)
     want = torch.from_numpy((rgb / 255.0 * 2 - 1).transpose(2, 0, 1).copy()).unsqueeze(0).float()  # official img2tensor
@@ -140,7 +140,7 @@ def test_loading_reports_the_file_and_refuses_other_networks(tmp_path: Path) -> 
 
 
 def test_every_mode_says_which_paste_mask_it_used(_isolated_models_home: Path) -> None:
-    from gpen_core.model_cache import ModelCache
+    from gpen_core.engine.model_cache import ModelCache
     from gpen_core.modes import MODES
 
     cache = ModelCache(_isolated_models_home)
@@ -160,7 +160,7 @@ def test_every_mode_says_which_paste_mask_it_used(_isolated_models_home: Path) -
     (_isolated_models_home / "parsing_parsenet.pth").rename(_isolated_models_home / "ParseNet-latest.pth")
     masker = cache.parser(MODES["balanced"], "cpu", notes)
     assert masker is not None and masker.input_size == 256
-    from gpen_core.parse import choose_parse_dtype
+    from gpen_core.faces.parse import choose_parse_dtype
 
     dt = choose_parse_dtype("cpu", "bfloat16")  # balanced: bf16 where this CPU has it natively (test_parse_dtype.py)
     assert notes[-1] == f"paste mask: GPEN's face-parsing mask (ParseNet-latest.pth, 256 px input, {dt})"

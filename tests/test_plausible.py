@@ -11,8 +11,8 @@ import cv2
 import numpy as np
 import pytest
 
-from gpen_core import plausible
-from gpen_core.align import reference_points
+from gpen_core.faces import screen as plausible
+from gpen_core.faces.align import reference_points
 from gpen_core.modes import MODES
 
 from .conftest import shared_path
@@ -108,7 +108,7 @@ def test_second_look_maps_each_box_to_a_standard_size_in_one_pass() -> None:
 
 @pytest.fixture(scope="module")
 def detector():
-    from gpen_core.detect import FaceDetector
+    from gpen_core.faces.detect import FaceDetector
 
     return FaceDetector(shared_path("weights", "detection_mobilenet0.25_Final.pth"), "mobilenet0.25")
 

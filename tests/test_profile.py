@@ -11,11 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpen_core import budget, workloads
-from gpen_core.profile import records, report, runner, store
-from gpen_core.arch import GPENConfig
+from gpen_core.engine import budget
+from gpen_core.hwcheck import workloads
+from gpen_core.engine import profile_records as records
+from gpen_core.hwcheck import report
+from gpen_core.hwcheck import runner
+from gpen_core.engine import profile_store as store
+from gpen_core.networks.arch import GPENConfig
 from gpen_core.modes import MODES
-from gpen_core.workloads import Workload
+from gpen_core.hwcheck.workloads import Workload
 
 TINY = GPENConfig(64, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.125)
 CONFIGS = {"GPEN-BFR-256": TINY, "GPEN-BFR-512": TINY}
@@ -54,7 +58,7 @@ def _field_names(cls: type) -> set[str]:
 
 
 def test_every_mode_runs_every_workload_and_reports_peaks_and_times(measured: tuple[records.Profile, Path]) -> None:
-    from gpen_core.synthetic import random_generator
+    from gpen_core.networks.synthetic import random_generator
 
     prof, home = measured
     weight_bytes = sum(p.numel() * p.element_size() for p in random_generator(TINY).parameters())
@@ -191,7 +195,7 @@ def test_no_profile_means_none(tmp_path: Path) -> None:
 
 def test_recommended_mode_runs_within_its_measured_peak(measured: tuple[records.Profile, Path], tmp_path: Path) -> None:
     """The done-criterion in small: run the recommended mode again on the biggest workload."""
-    from gpen_core.meter import current_rss
+    from gpen_core.platform.meter import current_rss
     from gpen_core.restorer import Restorer, RestoreOptions
 
     prof, home = measured
@@ -234,7 +238,7 @@ def test_cli_profile_subcommand_prints_table_and_writes_json(
 
 
 def test_workloads_are_deterministic_and_faces_sit_where_said() -> None:
-    from gpen_core.align import align_transform
+    from gpen_core.faces.align import align_transform
 
     w = Workload("g", "g", 600, 400, 5, face_px=100)
     a, b = workloads.build(w), workloads.build(w)

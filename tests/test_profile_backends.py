@@ -9,11 +9,15 @@ from typing import Any
 
 import pytest
 
-from gpen_core import ov_backend
+from gpen_core.runtimes.openvino import generator as ov_backend
 from gpen_core.cli import main as cli_main  # imported here, not under capsys: its progress line binds sys.stderr at import
 from gpen_core.modes import MODES
-from gpen_core.profile import backends, records, report, runner, store
-from gpen_core.workloads import Workload
+from gpen_core.hwcheck import backends
+from gpen_core.engine import profile_records as records
+from gpen_core.hwcheck import report
+from gpen_core.hwcheck import runner
+from gpen_core.engine import profile_store as store
+from gpen_core.hwcheck.workloads import Workload
 
 from .factories import TINY
 
@@ -167,7 +171,7 @@ def _spec(kind: str, path: str | None = None) -> dict[str, Any]:
 def test_which_weights_are_timed_and_what_is_recorded(tmp_path: Path) -> None:
     """Real files and the released architectures with random weights are recorded (saying which);
     an override standing in for a released size is timed but never recorded; GPU and the flag skip."""
-    from gpen_core.arch import GPENConfig
+    from gpen_core.networks.arch import GPENConfig
 
     modes = [MODES["low"], MODES["quality"]]
     real = str(tmp_path / "GPEN-BFR-256.pth")

@@ -1,5 +1,5 @@
 """The hardware check's parser and detector rows (torch vs OpenVINO, seconds per call): carried from
-:func:`gpen_core.profile.backends.measure` into the stored profile and shown in the report, with what
+:func:`gpen_core.hwcheck.backends.measure` into the stored profile and shown in the report, with what
 ``--backend auto`` now runs for them. The measurements are stood in for (no weights, no conversion): quick."""
 
 from __future__ import annotations
@@ -10,8 +10,13 @@ from typing import Any
 
 import pytest
 
-from gpen_core import ov_backend, ov_detect, ov_parse
-from gpen_core.profile import backends, records, report, store
+from gpen_core.runtimes.openvino import generator as ov_backend
+from gpen_core.runtimes.openvino import detector as ov_detect
+from gpen_core.runtimes.openvino import parser as ov_parse
+from gpen_core.hwcheck import backends
+from gpen_core.engine import profile_records as records
+from gpen_core.hwcheck import report
+from gpen_core.engine import profile_store as store
 
 
 def _parse_measured(size: int, dtype: str, **k: Any) -> dict[str, Any]:

@@ -36,7 +36,7 @@ BATCH_LIMIT_S = 420  # far above a healthy run (~1 min here): past it the pool i
 
 @pytest.fixture(scope="module")
 def ray_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from gpen_core.ray_runtime import ray_session
+    from gpen_core.scaleout.runtime import ray_session
 
     with ray_session(num_cpus=2, temp_dir=tmp_path_factory.mktemp("ray")) as session:
         yield session
@@ -94,7 +94,7 @@ def test_local_ray_listens_on_loopback_only(ray_local) -> None:
 
 
 def test_workers_take_fractional_cpus_and_leave_some_for_reading() -> None:
-    from gpen_core.ray_batch import READ_CPUS, RESERVED_CPUS, plan_resources, worker_threads
+    from gpen_core.scaleout.batch import READ_CPUS, RESERVED_CPUS, plan_resources, worker_threads
 
     assert plan_resources(2, 0, None, 0, None) == (1, 1.5)
     workers, cpus = plan_resources(2, 0, 2, 0, None)
@@ -113,9 +113,9 @@ def test_workers_take_fractional_cpus_and_leave_some_for_reading() -> None:
 
 
 def test_worker_memory_reserves_idle_size_plus_the_modes_peak() -> None:
-    from gpen_core.budget import estimate_peak
+    from gpen_core.engine.budget import estimate_peak
     from gpen_core.modes import MODES
-    from gpen_core.ray_runtime import LARGE_PHOTO, WORKER_IDLE_BYTES, worker_memory_bytes
+    from gpen_core.scaleout.runtime import LARGE_PHOTO, WORKER_IDLE_BYTES, worker_memory_bytes
 
     low, any_mode = worker_memory_bytes("low"), worker_memory_bytes("auto")
     assert low == WORKER_IDLE_BYTES + estimate_peak(MODES["low"], "cpu", LARGE_PHOTO)[0]
@@ -126,7 +126,7 @@ def test_batch_records_every_file_and_a_corrupt_one_does_not_stop_or_vanish(
     ray_local, low_mode_session_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from gpen_core import RestoreOptions
-    from gpen_core.ray_batch import BatchConfig, run_batch
+    from gpen_core.scaleout.batch import BatchConfig, run_batch
 
     src = _photo_folder(tmp_path)
     out = tmp_path / "out"
@@ -178,7 +178,7 @@ def test_serve_request_start_to_shutdown_and_the_app_through_gradio_client(
     from ray import serve
 
     from gpen_core import RestoreOptions
-    from gpen_core.ray_serve import RAY_BASELINE_NOTE, ServeConfig, deploy, replica_statuses
+    from gpen_core.scaleout.serve import RAY_BASELINE_NOTE, ServeConfig, deploy, replica_statuses
 
     example = ROOT / "examples" / EXAMPLES[0]
     cfg = ServeConfig(replicas=1, num_cpus=0.5, warm_mode="low", models_dir=str(low_mode_home), port=random.randint(7900, 7949))

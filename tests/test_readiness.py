@@ -1,14 +1,15 @@
-"""gpen_core.readiness: one answer to "what will run" for the panel, Download, auto and the check."""
+"""gpen_core.presentation.readiness: one answer to "what will run" for the panel, Download, auto and the check."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpen_core import budget, readiness
+from gpen_core.engine import budget
+from gpen_core.presentation import readiness
 from gpen_core.modes import MODES
 from gpen_core.options import DETECTOR_WEIGHTS
-from gpen_core.readiness import FileState, assess, summary
-from gpen_core.weights import REGISTRY
+from gpen_core.presentation.readiness import FileState, assess, summary
+from gpen_core.weights.lookup import REGISTRY
 
 GB = 1_000_000_000
 PLENTY = 64 * GB
@@ -119,7 +120,7 @@ def test_current_reads_the_models_folder(_isolated_models_home, monkeypatch: pyt
 
 def test_auto_in_the_engine_passes_over_a_corrupt_file_as_the_panel_does(models_with_detector) -> None:
     """#18 finding 7's other half: the panel said "all present" with a corrupt detector, and auto picked it."""
-    from gpen_core.model_cache import ModelCache
+    from gpen_core.engine.model_cache import ModelCache
     from gpen_core.options import RestoreOptions
 
     home = models_with_detector

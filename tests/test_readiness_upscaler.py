@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gpen_core import readiness
-from gpen_core.readiness import FileState
-from gpen_core.weights import REGISTRY
+from gpen_core.presentation import readiness
+from gpen_core.presentation.readiness import FileState
+from gpen_core.weights.lookup import REGISTRY
 
 from .fixtures_models import low_mode_session_home  # noqa: F401
 
@@ -66,7 +66,7 @@ def test_the_table_matches_the_registry_and_the_engines_default() -> None:
 def test_from_the_real_lookup_the_ui_line_and_panel_follow_the_file(monkeypatch: pytest.MonkeyPatch,
                                                                     _isolated_models_home: Path) -> None:
     """weights.status() of an empty models folder, then with the file there (trust on first use)."""
-    from gpen_core import weights
+    from gpen_core.weights import lookup as weights
 
     empty = readiness.files_from_status(weights.status())
     assert readiness.upscaler_download(empty, 2) == ("realesrnet_x2",)
@@ -81,7 +81,7 @@ def test_app_warns_before_restore_and_offers_the_upscaler_for_download(low_mode_
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """This test's own models folder with low's files (the upscaler is added to it, with its sidecar)."""
     import app
-    from gpen_core import weights
+    from gpen_core.weights import lookup as weights
     from gpen_core.errors import WeightsError
 
     from .test_app import EXAMPLE, RecordingProgress

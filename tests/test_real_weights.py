@@ -14,8 +14,8 @@ import cv2
 import numpy as np
 import pytest
 
-from gpen_core import weights
-from gpen_core.checkpoint import load_generator
+from gpen_core.weights import lookup as weights
+from gpen_core.networks.checkpoint import load_generator
 from gpen_core.restorer import Restorer, RestoreOptions
 
 from .conftest import ROOT, SHARED
@@ -76,8 +76,8 @@ def test_real_parsenet_cheaper_masks_stay_close_to_the_official_512_mask(variant
     region ≥ 0.95 and the final (blurred) mask within 0.1 on average. Needs the real parser."""
     import torch
 
-    from gpen_core.parse import ParsingMasker
-    from gpen_core.plan import cpu_features
+    from gpen_core.faces.parse import ParsingMasker
+    from gpen_core.networks.plan import cpu_features
 
     path = weights.locate("ParseNet-latest", models_dir=REAL_HOME) if REAL_HOME.is_dir() else None
     path = path or (weights.locate("parsenet", models_dir=REAL_HOME) if REAL_HOME.is_dir() else None)

@@ -13,11 +13,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gpen_core import selfcheck as sc
-from gpen_core.checkpoint import build_from_state_dict
-from gpen_core.fast import prepare
-from gpen_core.plan import ForwardPlan
-from gpen_core.synthetic import random_state_dict
+from gpen_core.hwcheck import selfcheck as sc
+from gpen_core.networks.checkpoint import build_from_state_dict
+from gpen_core.networks.fast import prepare
+from gpen_core.networks.plan import ForwardPlan
+from gpen_core.networks.synthetic import random_state_dict
 from tests.factories import TINY
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from gpen_core.tensors import to_image, to_tensor
+from gpen_core.networks.tensors import to_image, to_tensor
 
 
 def test_round_trip_is_lossless_for_uint8() -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from gpen_core import tv_shim
+from gpen_core.compat import torchvision as tv_shim
 
 from .conftest import ROOT, shared_path
 
@@ -106,8 +106,8 @@ import numpy as np
 if sys.argv[1] == "real":
     import torchvision  # noqa: F401
 from PIL import Image
-from gpen_core import tv_shim
-from gpen_core.detect import FaceDetector
+from gpen_core.compat import torchvision as tv_shim
+from gpen_core.faces.detect import FaceDetector
 with tv_shim.for_facexlib() as used:
     det = FaceDetector(sys.argv[2], "mobilenet0.25")
 out = {"shim": used, "heavy": [m for m in ("torchvision", "torch._dynamo", "triton") if m in sys.modules]}
@@ -139,7 +139,7 @@ _RESNET = r"""
 import sys, torch, json
 if sys.argv[1] == "real":
     import torchvision  # noqa: F401
-from gpen_core import tv_shim
+from gpen_core.compat import torchvision as tv_shim
 with tv_shim.for_facexlib():
     from facexlib.detection.retinaface import RetinaFace
     net = RetinaFace(network_name="resnet50", half=False, phase="test", device="cpu").eval()
@@ -181,7 +181,7 @@ def test_building_a_detector_imports_no_torchvision_dynamo_or_triton(models_with
     """The restore path as the engine takes it: import_backends, then a detector, then one detection."""
     code = (
         "import sys, numpy as np\n"
-        "from gpen_core.detect import FaceDetector, import_backends\n"
+        "from gpen_core.faces.detect import FaceDetector, import_backends\n"
         "import_backends()\n"
         f"det = FaceDetector({str(models_with_detector / 'detection_mobilenet0.25_Final.pth')!r}, 'mobilenet0.25')\n"
         "det.detect(np.zeros((64, 64, 3), np.uint8))\n"

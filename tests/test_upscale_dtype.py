@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from gpen_core import plan, tiles
+from gpen_core.networks import plan
+from gpen_core.upscale import tiles
 from gpen_core.modes import MODES
-from gpen_core.upscaler import RRDBNet, UpscalerConfig, official_init_upscaler, random_upscaler, save_upscaler
+from gpen_core.networks.upscaler import RRDBNet, UpscalerConfig, official_init_upscaler, random_upscaler, save_upscaler
 
 from .conftest import shared_path
 
@@ -105,7 +106,7 @@ def test_pipeline_runs_and_reports_the_chosen_dtype(monkeypatch, models_with_det
 
 def test_measured_panel_names_the_upscalers_dtype():
     from gpen_core.result import Peaks, RestoreResult, Timings, UpscaleInfo
-    from gpen_core.ui_format import metrics_markdown
+    from gpen_core.presentation.panels import metrics_markdown
 
     result = RestoreResult(
         image=np.zeros((160, 200, 3), np.uint8), faces=(), timings=Timings(total_s=2.0, decode_s=0.1, detect_s=0.2,

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from gpen_core.errors import WeightsError
-from gpen_core.tiles import (
+from gpen_core.upscale.tiles import (
     MIN_TILE,
     plan_grid,
     run_tiles,
@@ -19,7 +19,7 @@ from gpen_core.tiles import (
     tile_for_budget,
     upscale,
 )
-from gpen_core.upscaler import (
+from gpen_core.networks.upscaler import (
     UpscalerConfig,
     build_upscaler,
     infer_config,
@@ -200,9 +200,9 @@ def test_tile_for_budget_grows_with_the_budget_and_fits_it():
 
 _PEAK = """
 import json, sys, numpy as np, torch
-from gpen_core.meter import PeakMeter
-from gpen_core.tiles import run_tiles
-from gpen_core.upscaler import UpscalerConfig, random_upscaler
+from gpen_core.platform.meter import PeakMeter
+from gpen_core.upscale.tiles import run_tiles
+from gpen_core.networks.upscaler import UpscalerConfig, random_upscaler
 scale, sides, tile, feat = int(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 torch.set_num_threads(1)  # memory does not depend on threads; one thread stays quick on a busy machine
 net = random_upscaler(UpscalerConfig(scale=scale, num_block=1, num_feat=feat, num_grow_ch=feat), seed=0)
@@ -256,7 +256,7 @@ def test_process_peak_grows_only_by_the_output_buffer():
 
 
 def test_registry_finds_modelscopes_upscaler_in_its_snapshot(tmp_path, monkeypatch):
-    from gpen_core import weights
+    from gpen_core.weights import lookup as weights
 
     spec = weights.REGISTRY["realesrnet_x2"]
     assert spec.kind == "upscaler" and spec.urls == (
@@ -341,7 +341,7 @@ def test_cli_upscale_errors_exit_with_the_fix(models_with_detector, gen256, smal
 def test_output_over_the_cap_is_refused_before_any_work(monkeypatch, models_with_detector, gen256, small_upscaler, tmp_path, capsys):
     from PIL import Image
 
-    from gpen_core import pipeline
+    from gpen_core.engine import pipeline
 
     big = tmp_path / "big.png"
     Image.new("RGB", (5400, 5000), (90, 80, 70)).save(big)  # ×2 = 108 MP, over 100 MP

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from gpen_core import fetch, weights
+from gpen_core.weights import fetch
+from gpen_core.weights import lookup as weights
 from gpen_core.errors import WeightsError
 
 from .conftest import ROOT, shared_path
@@ -110,15 +111,16 @@ def test_pinned_mobilenet_hash_matches_the_real_file():
 
 
 def test_import_is_light():
-    code = "import sys, gpen_core.weights; bad = [m for m in ('torch', 'modelscope') if m in sys.modules]; print(bad)"
+    code = "import sys, gpen_core.weights.lookup; bad = [m for m in ('torch', 'modelscope') if m in sys.modules]; print(bad)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_weights_is_the_public_face_of_its_rooms():
-    """Names callers import from gpen_core.weights are the rooms' own objects (one REGISTRY, one verify);
-    the download seams live only in gpen_core.fetch, so a test patching them on weights fails loudly."""
-    from gpen_core import checksums, registry
+    """Names callers import from gpen_core.weights.lookup are the rooms' own objects (one REGISTRY, one verify);
+    the download seams live only in gpen_core.weights.fetch, so a test patching them on weights fails loudly."""
+    from gpen_core.weights import checksums
+    from gpen_core.weights import registry
 
     assert weights.REGISTRY is registry.REGISTRY and weights._folder is registry._folder
     assert weights.verify is checksums.verify and weights.file_sha256 is checksums.file_sha256
@@ -238,7 +240,7 @@ def test_explicit_file_with_a_registry_name_is_checked_against_its_pin(tmp_path)
 
 
 def test_located_generator_loads(tiny_ckpt):
-    from gpen_core.checkpoint import load_generator
+    from gpen_core.networks.checkpoint import load_generator
 
     place(tiny_ckpt, weights.models_dir() / "GPEN-BFR-256.pth")
     model = load_generator(weights.resolve("GPEN-BFR-256"))
@@ -309,7 +311,7 @@ def test_sidecar_for_a_modelscope_cache_file_stays_in_the_models_folder(tiny_ckp
 
 
 def test_download_from_a_file_url_with_progress(monkeypatch, tiny_ckpt):
-    from gpen_core.checkpoint import load_generator
+    from gpen_core.networks.checkpoint import load_generator
 
     patch_spec(monkeypatch, "GPEN-BFR-256", urls=(tiny_ckpt.as_uri(),))
     calls: list[tuple[int, int | None]] = []

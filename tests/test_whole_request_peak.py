@@ -29,8 +29,8 @@ CHILD = textwrap.dedent(
     import numpy as np
     from PIL import Image
     import gpen_core.restorer as R
-    from gpen_core.meter import PeakMeter
-    from gpen_core.oom import malloc_trim
+    from gpen_core.platform.meter import PeakMeter
+    from gpen_core.platform.oom import malloc_trim
 
     photo, warm, via = sys.argv[1], sys.argv[2], sys.argv[3]
 

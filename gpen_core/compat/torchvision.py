@@ -1,0 +1,241 @@
+"""The three torchvision pieces facexlib's RetinaFace needs, without importing torchvision.
+
+facexlib imports ``torchvision.models._utils.IntermediateLayerGetter`` and
+``torchvision.ops.nms`` at import time and ``torchvision.models.resnet50`` when it
+builds the ResNet-50 detector. Importing torchvision for that pulls in
+``torchvision.ops``, which imports ``torch._dynamo`` and triton: 133-140 MB of RSS in
+every process that restores a photo, for three small pieces.
+
+:func:`for_facexlib` is a context manager that puts light stand-ins for those modules
+into ``sys.modules`` (only the names that are not already there; a real torchvision
+that is already imported is used as it is) and takes them out again afterwards.
+facexlib keeps the objects it imported, so its networks and weights are used exactly
+as facexlib means them; only where the three helpers come from changes. Import and
+build RetinaFace inside the block::
+
+    with tv_shim.for_facexlib():
+        from facexlib.detection.retinaface import RetinaFace
+        net = RetinaFace(network_name="resnet50", half=False, phase="test", device="cpu")
+
+The stand-ins compute the same thing as torchvision 0.29 (same module tree and
+state_dict keys for ResNet-50, same greedy NMS in float32 with a stable descending
+sort); ``tests/test_tv_shim.py`` checks them against torchvision, and detections on
+real photos against facexlib with the real torchvision.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import types
+from collections import OrderedDict
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+_LOCK = threading.RLock()
+
+
+# --------------------------------------------------------------------------- models._utils
+
+
+class IntermediateLayerGetter(nn.ModuleDict):
+    """torchvision's: the model's children up to the last one named in ``return_layers``;
+    ``forward`` returns an OrderedDict {new_name: activation} of the named ones."""
+
+    _version = 2
+
+    def __init__(self, model: nn.Module, return_layers: dict[str, str]) -> None:
+        if not set(return_layers).issubset([name for name, _ in model.named_children()]):
+            raise ValueError("return_layers are not present in model")
+        orig_return_layers = return_layers
+        remaining = {str(k): str(v) for k, v in return_layers.items()}
+        layers: OrderedDict[str, nn.Module] = OrderedDict()
+        for name, module in model.named_children():
+            layers[name] = module
+            remaining.pop(name, None)
+            if not remaining:
+                break
+        super().__init__(layers)
+        self.return_layers = orig_return_layers
+
+    def forward(self, x: torch.Tensor) -> OrderedDict[str, torch.Tensor]:
+        out: OrderedDict[str, torch.Tensor] = OrderedDict()
+        for name, module in self.items():
+            x = module(x)
+            if name in self.return_layers:
+                out[self.return_layers[name]] = x
+        return out
+
+
+# --------------------------------------------------------------------------- models.resnet50
+
+
+class Bottleneck(nn.Module):
+    """torchvision's ResNet V1.5 bottleneck (stride on the 3×3 conv)."""
+
+    expansion = 4
+
+    def __init__(self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(inplanes, planes, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = nn.Conv2d(planes, planes * self.expansion, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(planes * self.expansion)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = downsample
+        self.stride = stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        out += identity
+        return self.relu(out)
+
+
+class ResNet(nn.Module):
+    """torchvision's ResNet with Bottleneck blocks: same children, order and keys."""
+
+    def __init__(self, layers: list[int], num_classes: int = 1000) -> None:
+        super().__init__()
+        self.inplanes = 64
+        self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        self.layer1 = self._make_layer(64, layers[0])
+        self.layer2 = self._make_layer(128, layers[1], stride=2)
+        self.layer3 = self._make_layer(256, layers[2], stride=2)
+        self.layer4 = self._make_layer(512, layers[3], stride=2)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(512 * Bottleneck.expansion, num_classes)
+        # Initialisation does not matter for facexlib (it loads every weight), but keep
+        # torchvision's so a stand-in model is the same model before loading too.
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.constant_(m.weight, 1)
+                nn.init.constant_(m.bias, 0)
+
+    def _make_layer(self, planes: int, blocks: int, stride: int = 1) -> nn.Sequential:
+        downsample = None
+        if stride != 1 or self.inplanes != planes * Bottleneck.expansion:
+            downsample = nn.Sequential(
+                nn.Conv2d(self.inplanes, planes * Bottleneck.expansion, 1, stride=stride, bias=False),
+                nn.BatchNorm2d(planes * Bottleneck.expansion),
+            )
+        layers = [Bottleneck(self.inplanes, planes, stride, downsample)]
+        self.inplanes = planes * Bottleneck.expansion
+        layers += [Bottleneck(self.inplanes, planes) for _ in range(1, blocks)]
+        return nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def resnet50(*, pretrained: bool = False, weights: object = None, progress: bool = True, **kwargs: object) -> ResNet:
+    """An untrained ResNet-50 (facexlib loads the detector's own weights into it).
+
+    Refuses ``pretrained=True`` / ``weights=...``: those would download ImageNet
+    weights, which the stand-in does not do (nor does facexlib ask for them).
+    """
+    if pretrained or weights is not None:
+        raise ValueError("the torchvision stand-in builds untrained networks only; import torchvision for pretrained weights")
+    if kwargs:
+        raise TypeError(f"unsupported resnet50 arguments in the torchvision stand-in: {sorted(kwargs)}")
+    return ResNet([3, 4, 6, 3])
+
+
+# --------------------------------------------------------------------------- ops.nms
+
+
+def nms(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torch.Tensor:
+    """torchvision.ops.nms on the CPU: indices of the kept boxes, highest score first (int64).
+
+    Greedy: the best remaining box is kept and every later box whose IoU with it is
+    above ``iou_threshold`` is dropped. Same arithmetic as torchvision's CPU kernel
+    (areas ``(x2-x1)*(y2-y1)``, IoU ``inter / (area_i + area_j - inter)`` in the boxes'
+    dtype, stable descending sort), so the same boxes survive.
+    """
+    if boxes.numel() == 0:
+        return torch.empty((0,), dtype=torch.int64, device=boxes.device)
+    boxes = boxes.detach().cpu()
+    x1, y1, x2, y2 = boxes.unbind(1)
+    areas = (x2 - x1) * (y2 - y1)
+    order = torch.sort(scores.detach().cpu(), stable=True, dim=0, descending=True).indices
+    x1, y1, x2, y2, areas = x1[order], y1[order], x2[order], y2[order], areas[order]
+    n = int(order.numel())
+    suppressed = torch.zeros(n, dtype=torch.bool)
+    keep: list[int] = []
+    for i in range(n):
+        if suppressed[i]:
+            continue
+        keep.append(i)
+        if i + 1 == n:
+            break
+        xx1 = torch.maximum(x1[i], x1[i + 1 :])
+        yy1 = torch.maximum(y1[i], y1[i + 1 :])
+        xx2 = torch.minimum(x2[i], x2[i + 1 :])
+        yy2 = torch.minimum(y2[i], y2[i + 1 :])
+        inter = (xx2 - xx1).clamp(min=0) * (yy2 - yy1).clamp(min=0)
+        iou = inter / (areas[i] + areas[i + 1 :] - inter)
+        suppressed[i + 1 :] |= iou > iou_threshold
+    return order[torch.tensor(keep, dtype=torch.int64)]
+
+
+# --------------------------------------------------------------------------- installing
+
+
+def _modules() -> dict[str, types.ModuleType]:
+    root = types.ModuleType("torchvision")
+    root.__doc__ = "gpen_core.compat.torchvision stand-in (IntermediateLayerGetter, resnet50, ops.nms only)"
+    root.__path__ = []  # a package, so `import torchvision.models` resolves through sys.modules
+    models = types.ModuleType("torchvision.models")
+    models.__path__ = []
+    models.resnet50 = resnet50  # type: ignore[attr-defined]
+    utils = types.ModuleType("torchvision.models._utils")
+    utils.IntermediateLayerGetter = IntermediateLayerGetter  # type: ignore[attr-defined]
+    ops = types.ModuleType("torchvision.ops")
+    ops.nms = nms  # type: ignore[attr-defined]
+    models._utils = utils  # type: ignore[attr-defined]
+    root.models, root.ops = models, ops  # type: ignore[attr-defined]
+    for m in (root, models, utils, ops):
+        m.__gpen_tv_shim__ = True  # type: ignore[attr-defined]
+    return {m.__name__: m for m in (root, models, utils, ops)}
+
+
+def is_shim(module: object) -> bool:
+    """True for the stand-in modules (tests and diagnostics)."""
+    return bool(getattr(module, "__gpen_tv_shim__", False))
+
+
+@contextlib.contextmanager
+def for_facexlib() -> Iterator[bool]:
+    """Within the block, ``import torchvision...`` finds the stand-ins; yields whether they were used.
+
+    A real torchvision that is already imported is left alone (yields False): then
+    facexlib gets the real thing, as it would without us. Afterwards only the entries
+    this block added are removed, so code outside it that imports torchvision gets
+    the real package. Re-entrant and thread-safe (one lock).
+    """
+    with _LOCK:
+        if "torchvision" in sys.modules and not is_shim(sys.modules["torchvision"]):
+            yield False
+            return
+        added = [name for name, mod in _modules().items() if sys.modules.setdefault(name, mod) is mod]
+        try:
+            yield True
+        finally:
+            for name in added:
+                sys.modules.pop(name, None)

@@ -1,0 +1,1 @@
+"""One request end to end: pipeline, model cache, memory budget, measured profiles."""

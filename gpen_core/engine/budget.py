@@ -1,0 +1,227 @@
+"""The memory budget: what is free now, what each mode needs, and the best mode that fits.
+
+This is the policy behind ``auto`` (:func:`choose`) and the check before an explicit
+mode runs (:func:`check_fits`). Peaks come from the hardware profile saved in the
+models folder when there is one for this machine and these versions (read through
+:mod:`gpen_core.engine.profile_store`, which is pure: it never runs the engine), and from a
+conservative built-in estimate otherwise; the reason string says which.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from gpen_core.platform.meter import format_bytes
+from gpen_core.modes import MODES, MemoryMode
+from gpen_core.platform.zerogpu import on_zerogpu
+
+# Keep this much of the free memory unused: other programs and allocator slack.
+SAFETY_MARGIN = 0.8
+
+# Built-in peak estimates above the idle process, in bytes, used until the hardware check
+# has measured this machine (the saved profile replaces them). Each is the mode's peak
+# measured on the project's CPU machine (README modes table: `python
+# benchmarks/profile_table.py --synthetic --readme`, 2026-12-03; the worst of one aligned
+# face, a 12 MP photo with one face and a 3000×2000 group photo; the larger of the AVX-512
+# BF16, the AVX2-only and the AMX machines (balanced runs float32 on AVX2; quality ran on
+# OpenVINO on the AMX Xeon, whose working buffers make it the largest), rounded up, so an
+# estimate is never below the peak it stands for. Photos beyond the 12 MP workload add
+# _BYTES_PER_PIXEL per extra pixel. Elsewhere they are estimates, and always labelled so.
+_CPU_MODEL_BYTES = {"low": 440e6, "faces-only": 1.11e9, "balanced": 1.15e9, "quality": 1.45e9}
+# Never measured on a GPU (benchmarks/gpu_check.py measures VRAM when a GPU is lent): the
+# CPU peaks stand in. They overstate VRAM (the photo's full-frame buffers stay in RAM on
+# a GPU run), which errs on the side of stepping down rather than running out.
+_CUDA_MODEL_BYTES = dict(_CPU_MODEL_BYTES)
+_COVERED_PIXELS = 4000 * 3000  # the largest workload behind the figures above
+_BYTES_PER_PIXEL = 40  # decode, working copy, result and encode buffers, uint8 and float
+ESTIMATE_SOURCE = "built-in estimate, not measured on this machine (run the hardware check to measure)"
+
+
+@dataclass(frozen=True)
+class Choice:
+    mode: MemoryMode
+    reason: str
+
+
+@dataclass(frozen=True)
+class Free:
+    """Memory free now; VRAM None without CUDA."""
+
+    ram_bytes: int
+    vram_bytes: int | None
+
+
+def free_memory(device: str) -> Free:
+    """RAM and (on a CUDA device) VRAM free now, on the request's own device ("cuda:1" reads GPU 1).
+
+    VRAM is None without CUDA, and on ZeroGPU (not readable outside a GPU function).
+    """
+    ram = int(psutil.virtual_memory().available)
+    vram = None
+    if device.startswith("cuda") and not on_zerogpu():
+        import torch
+
+        vram = int(torch.cuda.mem_get_info(torch.device(device))[0])
+    if os.environ.get("GPEN_FREE_RAM_BYTES"):  # tests and capped containers
+        ram = int(float(os.environ["GPEN_FREE_RAM_BYTES"]))
+    if os.environ.get("GPEN_FREE_VRAM_BYTES") and vram is not None:
+        vram = int(float(os.environ["GPEN_FREE_VRAM_BYTES"]))
+    return Free(ram, vram)
+
+
+def upscale_extra_bytes(mode: MemoryMode, image_size: tuple[int, int], upscale: int = 1, tile: int | None = None) -> int:
+    """RAM that upscaling the background ×``upscale`` adds to a request in ``mode`` (bytes; 0 at ×1
+    and in a mode that returns faces only, which does not upscale).
+
+    The figure the app shows beside the Upscale radio (:func:`gpen_core.upscale.tiles.preview`: the
+    flow's full-size buffers plus one tile's working set, the tile from the mode's budget,
+    on the photo after the mode's pre-shrink): an estimate from the tile cost model. On a GPU
+    the tile's working set is in VRAM and the buffers in RAM; the whole figure is added to
+    the binding memory, which errs on the side of stepping down, as the CUDA peaks do.
+    """
+    if upscale <= 1 or not mode.paste:
+        return 0
+    from gpen_core.upscale.tiles import preview
+
+    w, h = image_size
+    return preview(w, h, upscale, mode.name, tile).extra_bytes
+
+
+def _need(
+    mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, upscale: int, tile: int | None
+) -> tuple[int, int, str]:
+    """(peak without upscaling, what upscaling adds, where the figures come from)."""
+    base, src = _base_peak(mode, device, image_size, models_dir)
+    extra = upscale_extra_bytes(mode, image_size, upscale, tile)
+    if extra:
+        src += f"; ~{format_bytes(extra)} of it estimated for upscaling ×{upscale}"
+    return base, extra, src
+
+
+def estimate_peak(
+    mode: MemoryMode,
+    device: str,
+    image_size: tuple[int, int],
+    models_dir: Path | None = None,
+    *,
+    upscale: int = 1,
+    tile: int | None = None,
+) -> tuple[int, str]:
+    """(bytes the call needs above the idle process on its binding memory, where the figure comes from).
+
+    ``upscale`` > 1 adds the upscaler's extra memory (:func:`upscale_extra_bytes`; ``tile``
+    as in :class:`~gpen_core.options.RestoreOptions`), and the source says how much of it that is.
+    """
+    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile)
+    return base + extra, src
+
+
+def _base_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None = None) -> tuple[int, str]:
+    """The request's peak without upscaling: (bytes, where the figure comes from)."""
+    from gpen_core.engine.profile_store import measured as measured_profile
+
+    w, h = image_size
+    if mode.max_side and max(w, h) > mode.max_side:
+        s = mode.max_side / max(w, h)
+        w, h = int(w * s), int(h * s)
+    pixels = w * h
+    measured = measured_profile(mode.name, device, models_dir=models_dir)
+    if measured is not None:
+        # The measured peak already covers photos up to the largest workload (a 12 MP
+        # photo): only pixels beyond that add, at the measured growth when there is one.
+        per_pixel = measured.bytes_per_pixel or _BYTES_PER_PIXEL
+        extra = max(0, pixels - measured.covered_pixels) * per_pixel
+        return int(measured.peak_bytes + extra), "measured on this machine"
+    table = _CUDA_MODEL_BYTES if device.startswith("cuda") else _CPU_MODEL_BYTES
+    return int(table[mode.name] + max(0, pixels - _COVERED_PIXELS) * _BYTES_PER_PIXEL), ESTIMATE_SOURCE
+
+
+def _binding(device: str, free: Free) -> str:
+    """The memory a request is checked against: VRAM on a GPU whose free VRAM is known, else RAM."""
+    return "VRAM" if device.startswith("cuda") and free.vram_bytes is not None else "RAM"
+
+
+def _fits(
+    mode: MemoryMode,
+    device: str,
+    image_size: tuple[int, int],
+    free: Free,
+    models_dir: Path | None,
+    upscale: int = 1,
+    tile: int | None = None,
+) -> tuple[bool, int, int, str, int]:
+    """(fits, bytes needed with upscaling, bytes free, source, of which upscaling)."""
+    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile)
+    have = free.vram_bytes if (device.startswith("cuda") and free.vram_bytes is not None) else free.ram_bytes
+    return base + extra <= have * SAFETY_MARGIN, base + extra, have, src, extra
+
+
+def choose(
+    device: str,
+    image_size: tuple[int, int],
+    models_dir: Path | None = None,
+    free: Free | None = None,
+    available: Callable[[MemoryMode], bool] | None = None,
+    *,
+    upscale: int = 1,
+    tile: int | None = None,
+) -> Choice:
+    """Highest-ranked pasting mode that fits; ``low`` with an honest reason if none does.
+
+    ``available(mode)`` says whether the mode's weights are present: modes without
+    them are passed over while any mode with weights fits (someone who downloaded
+    only GPEN-BFR-256 gets ``low``, not a missing-weights error for ``quality``).
+    ``upscale`` > 1 (and ``tile``): each mode's peak includes what upscaling adds in that
+    mode (:func:`upscale_extra_bytes`); the reason names modes that fit only without it.
+    """
+    free = free or free_memory(device)
+    where = _binding(device, free)
+    ranked = sorted((m for m in MODES.values() if m.paste), key=lambda m: -m.rank)
+    have_weights = [m for m in ranked if available is None or available(m)]
+    skipped = [m.name for m in ranked if m not in have_weights]
+    why_skip = f"; passed over {', '.join(skipped)} (weights not downloaded)" if skipped and have_weights else ""
+    too_big: list[str] = []  # modes that fit without upscaling but not with it
+    for m in have_weights or ranked:
+        ok, need, have, src, extra = _fits(m, device, image_size, free, models_dir, upscale, tile)
+        if ok:
+            they = "it fits" if len(too_big) == 1 else "they fit"
+            why_up = f"; passed over {', '.join(too_big)}: {they} only without upscaling ×{upscale}" if too_big else ""
+            return Choice(m, f"auto chose {m.name}: needs ~{format_bytes(need)} {where} ({src}), {format_bytes(have)} free{why_skip}{why_up}")
+        if extra and need - extra <= have * SAFETY_MARGIN:
+            too_big.append(f"{m.name} (needs ~{format_bytes(need)} with upscaling, ~{format_bytes(need - extra)} without)")
+    low = ranked[-1]
+    _, need, have, src, extra = _fits(low, device, image_size, free, models_dir, upscale, tile)
+    fits_plain = extra and need - extra <= have * SAFETY_MARGIN
+    fix = f"; it would fit without upscaling ×{upscale}: choose a smaller upscale" if fits_plain else ""
+    return Choice(low, f"auto chose {low.name}, the lightest mode: even it may need ~{format_bytes(need)} {where} ({src}), "
+                       f"{format_bytes(have)} free{fix}")
+
+
+def check_fits(
+    mode: MemoryMode,
+    device: str,
+    image_size: tuple[int, int],
+    models_dir: Path | None = None,
+    free: Free | None = None,
+    *,
+    upscale: int = 1,
+    tile: int | None = None,
+) -> Choice | None:
+    """None when ``mode`` fits (with what ``upscale`` adds); else the lighter mode to run instead, with the reason."""
+    free = free or free_memory(device)
+    ok, need, have, src, _ = _fits(mode, device, image_size, free, models_dir, upscale, tile)
+    if ok:
+        return None
+    lighter = choose(device, image_size, models_dir, free, upscale=upscale, tile=tile)
+    if lighter.mode.rank >= mode.rank:
+        return None
+    where = _binding(device, free)
+    return Choice(
+        lighter.mode,
+        f"{mode.name} needs ~{format_bytes(need)} {where} ({src}) but only {format_bytes(have)} is free: ran {lighter.mode.name} instead",
+    )

@@ -1,0 +1,365 @@
+"""The resident models of one Restorer: at most one generator, one detector and one parser.
+
+:class:`ModelCache` loads what a request needs (``generator`` / ``detector`` /
+``parser``), frees the previous model before loading another, rolls back to the
+previous generator when a new one fails to load, and frees everything on demand.
+Weights are looked up in ``models_dir`` (downloaded only with ``allow_download``);
+``synthetic_weights`` builds registry generators with random weights instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from gpen_core.modes import MemoryMode
+from gpen_core.platform.oom import release
+from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
+
+
+# Face-parsing weights in the order they are looked for: GPEN's own, then facexlib's copy
+# (the same ParseNet class and key table; see gpen_core.networks.parsenet).
+PARSER_WEIGHTS = ("ParseNet-latest", "parsenet")
+
+
+class _Loaded:
+    """One resident model plus the key it was loaded for."""
+
+    def __init__(self, key: tuple[Any, ...], obj: Any, name: str) -> None:
+        self.key, self.obj, self.name = key, obj, name
+
+
+class ModelCache:
+    """Generator, detector and parser cache; not thread-safe (the Restorer's lock serialises it)."""
+
+    def __init__(
+        self, models_dir: str | os.PathLike[str] | None = None, *, allow_download: bool = False, synthetic_weights: bool = False
+    ) -> None:
+        self.models_dir = Path(models_dir) if models_dir is not None else None
+        self.allow_download = allow_download
+        self.synthetic_weights = synthetic_weights
+        self._generator: _Loaded | None = None
+        # The generator runtime of the last request ("torch" / "openvino") and why it was picked.
+        self.backend, self.backend_reason = "torch", ""
+        self._detector: _Loaded | None = None
+        self._parser: _Loaded | None = None
+        self._upscaler: _Loaded | None = None
+
+    def loaded(self) -> dict[str, str | None]:
+        """Names of the resident models (for the UI and tests)."""
+        return {
+            "generator": self._generator.name if self._generator else None,
+            "detector": self._detector.name if self._detector else None,
+            "parser": self._parser.name if self._parser else None,
+            "upscaler": self._upscaler.name if self._upscaler else None,
+        }
+
+    def weights_present(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> bool:
+        """Whether ``mode`` can run without a download (for ``auto``)."""
+        from gpen_core.weights import lookup as weights
+
+        if self.synthetic_weights:
+            return True
+        if opts.model is None and not self._usable(mode.model):
+            return False
+        if opts.aligned or boxes_given:
+            return True
+        return self._usable(DETECTOR_WEIGHTS[opts.detector or mode.detector])
+
+    def _usable(self, name: str) -> bool:
+        """Present and verified (size and sha256): a corrupt file counts as missing, as in
+        gpen_core.presentation.readiness (the weights panel), so auto passes over it instead of failing on it."""
+        from gpen_core.weights import lookup as weights
+        from gpen_core.errors import WeightsError
+
+        path = weights.locate(name, models_dir=self.models_dir)
+        if path is None:
+            return False
+        spec = weights.REGISTRY.get(name)
+        if spec is None:
+            return True
+        try:
+            weights.verify(path, spec, self.models_dir)  # hashed once per process while unchanged
+        except WeightsError:
+            return False
+        return True
+
+    def _resolve(self, name: str) -> Path:
+        from gpen_core.weights import lookup as weights
+
+        return weights.resolve(name, models_dir=self.models_dir, allow_download=self.allow_download)
+
+    def generator(self, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any = None):
+        """(forward, size, torch dtype, name, note) for this request; switching frees the old
+        generator first and rolls back to it when the new one fails to load.
+
+        ``opts.backend`` picks the runtime (see :mod:`gpen_core.runtimes.openvino.generator`); what ran and why
+        is left in :attr:`backend` / :attr:`backend_reason`. ``progress(fraction, message)``
+        hears about a first-use OpenVINO conversion.
+        """
+        import torch
+
+        from gpen_core.runtimes.openvino import generator as ov_backend
+        from gpen_core.networks.plan import choose_plan
+
+        name = opts.model or mode.model
+        synthetic = self.synthetic_weights and opts.model is None
+        path = Path(f"synthetic:{name}") if synthetic else self._resolve(name)
+        plan, note = choose_plan(device, mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype)
+        backend, why = ov_backend.choose_backend(
+            opts.backend, _registry_size(name), plan.dtype, models_dir=self._ov_models_dir(), device=device
+        )
+        precision, precision_note = ov_backend.choose_precision(plan.dtype) if backend == "openvino" else ("f32", None)
+        if backend == "openvino":
+            from gpen_core.engine.budget import free_memory
+
+            fallback = ov_backend.conversion_fallback(opts.backend, backend, path, _registry_size(name), precision,
+                                                      free_memory(device).ram_bytes, self._ov_models_dir())
+            if fallback:
+                backend, why, precision, precision_note = "torch", fallback, "f32", fallback
+        key = (str(path), plan, backend, precision)
+        fresh = self._generator is None or self._generator.key != key
+        if fresh:
+            previous = self._generator
+            prev_key = previous.key if previous else None
+            self._generator = None
+            del previous
+            release(device)
+            try:
+                self._generator = _Loaded(key, self._load(key, progress), name)
+            except Exception:
+                self._generator = None
+                release(device)
+                if prev_key is not None:  # roll back to the model that worked
+                    try:
+                        self._generator = _Loaded(prev_key, self._load(prev_key, None), Path(prev_key[0]).stem)
+                    except Exception:
+                        self._generator = None
+                raise
+        forward, size = self._generator.obj
+        self.backend, self.backend_reason = backend, why
+        notes = [n for n in (note, precision_note) if n]
+        if backend == "openvino":
+            if fresh and forward.convert_s is not None:
+                notes.append(f"converted the generator to OpenVINO on first use in {forward.convert_s:.1f} s (cached in the models folder)")
+            return forward, size, (torch.bfloat16 if precision == "bf16" else torch.float32), name, ("; ".join(notes) or None)
+        return forward, size, plan.dtype_torch, name, ("; ".join(notes) or None)
+
+    def _ov_models_dir(self) -> Path:
+        from gpen_core.weights.lookup import models_dir
+
+        return self.models_dir if self.models_dir is not None else models_dir()
+
+    def _load(self, key: tuple[Any, ...], progress: Any):
+        path, plan, backend, precision = Path(key[0]), key[1], key[2], key[3]
+        if backend == "openvino":
+            return _load_openvino(path, precision, self._ov_models_dir(), progress)
+        return _load_forward(path, plan)
+
+    def detector(self, network: str, device: str, opts: RestoreOptions | None = None, notes: list[str] | None = None):
+        """The cached :class:`~gpen_core.faces.detect.FaceDetector` for ``network`` on ``device``.
+
+        ``opts.backend`` picks torch or OpenVINO for it (``auto``: the measured faster one at
+        1000 px, :func:`gpen_core.runtimes.openvino.generator.choose_backend`); no opts: torch. ``notes`` hears
+        which backend ran when it is OpenVINO."""
+        from gpen_core.runtimes.openvino import generator as ov_backend
+        from gpen_core.engine.backends import openvino_detector
+        from gpen_core.faces.detect import FaceDetector
+
+        requested = opts.backend if opts is not None else "torch"
+        backend, why = ov_backend.choose_backend(requested, 1000, "float32",
+                                                 network=f"retinaface-{network}", models_dir=self._ov_models_dir(), device=device)
+        key = (network, device, backend)
+        if self._detector is None or self._detector.key != key:
+            path: Path | None
+            if self.synthetic_weights:
+                from gpen_core.weights import lookup as weights
+
+                path = weights.locate(DETECTOR_WEIGHTS[network], models_dir=self.models_dir)
+                path = self._resolve(DETECTOR_WEIGHTS[network]) if path is not None else None
+            else:
+                path = self._resolve(DETECTOR_WEIGHTS[network])
+            if backend == "openvino" and path is not None:
+                from gpen_core.runtimes.openvino import detector as ov_detect
+                from gpen_core.engine.budget import free_memory
+
+                cached = ov_backend.is_cached(ov_detect.detector_key(path, network), self._ov_models_dir())
+                fallback = ov_backend.first_use_fallback(requested, backend, cached, ov_detect.CONVERT_RAM_MEASURED[network],
+                                                         free_memory(device).ram_bytes, f"the {network} detector")
+                if fallback:
+                    backend, why, key = "torch", fallback, (network, device, "torch")
+                    if notes is not None:
+                        notes.append(fallback)
+            self._detector = None
+            release(device)
+            if backend == "openvino":
+                detector = openvino_detector(path, network, models_dir=self._ov_models_dir())  # type: ignore[arg-type]
+            else:
+                detector = FaceDetector(path, network, device=device)  # type: ignore[arg-type]
+            self._detector = _Loaded(key, detector, network)
+            if notes is not None and detector.convert_s is not None:
+                notes.append(f"converted the {network} detector to OpenVINO on first use in {detector.convert_s:.1f} s "
+                             "(cached in the models folder)")
+        if backend == "openvino" and notes is not None:
+            notes.append(f"face detector: {network} on OpenVINO float32 ({why.replace(' per face', ' per detection')})")
+        return self._detector.obj
+
+    def parser(self, mode: MemoryMode, device: str, notes: list[str], opts: RestoreOptions | None = None):
+        """GPEN's face-parsing mask when the mode affords it and its weights are present, else None
+        (GPEN's feathered rectangle). Either way a note says which paste mask was used.
+        ``opts.backend`` picks torch or OpenVINO for it (``auto``: the measured faster one for
+        this input size and dtype, :func:`gpen_core.runtimes.openvino.generator.choose_backend`); no opts: torch."""
+        from gpen_core.weights import lookup as weights
+
+        if not mode.parsing:
+            if self._parser is not None:
+                self._parser = None
+                release(device)
+            notes.append(f"paste mask: GPEN's feathered rectangle ({mode.name} skips the face-parsing mask to save time)")
+            return None
+        path = None
+        for name in PARSER_WEIGHTS:  # GPEN's own file first, then facexlib's copy of the same network
+            if weights.locate(name, models_dir=self.models_dir) is not None:
+                path = self._resolve(name)  # verified (size, sha256 or its sidecar) before loading
+                break
+        if path is None and not self.synthetic_weights:
+            notes.append(
+                "paste mask: GPEN's feathered rectangle, because no face-parsing weights are in the models folder "
+                "(GPEN's ParseNet-latest.pth or facexlib's parsing_parsenet.pth; "
+                "`python -m gpen_core download ParseNet-latest`)"
+            )
+            return None
+        from gpen_core.runtimes.openvino import generator as ov_backend
+        from gpen_core.engine.backends import openvino_masker
+        from gpen_core.faces.parse import ParsingMasker, choose_parse_dtype
+
+        dtype = choose_parse_dtype(device, mode.cpu_dtype)
+        requested = opts.backend if opts is not None else "torch"
+        backend, _ = ov_backend.choose_backend(requested, mode.parse_input, dtype,
+                                               network="parsenet", models_dir=self._ov_models_dir(), device=device)
+        if backend == "openvino" and path is not None:
+            from gpen_core.runtimes.openvino import parser as ov_parse
+            from gpen_core.engine.budget import free_memory
+
+            cached = ov_backend.is_cached(ov_parse.parse_key(path, mode.parse_input, "f32"), self._ov_models_dir())
+            need = ov_parse.CONVERT_RAM_MEASURED.get(mode.parse_input, max(ov_parse.CONVERT_RAM_MEASURED.values()))
+            fallback = ov_backend.first_use_fallback(requested, backend, cached, need, free_memory(device).ram_bytes,
+                                                     f"the {mode.parse_input} px parser")
+            if fallback:
+                backend = "torch"
+                notes.append(fallback)
+        key = (str(path), device, mode.parse_input, mode.cpu_dtype, backend)
+        if self._parser is None or self._parser.key != key:
+            self._parser = None
+            release(device)
+            if backend == "openvino":
+                masker = openvino_masker(path, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype,
+                                         models_dir=self._ov_models_dir())
+            else:
+                masker = ParsingMasker(path, device=device, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype)
+            self._parser = _Loaded(key, masker, path.name if path is not None else "parsenet (synthetic)")
+            if masker.convert_s is not None:
+                notes.append(f"converted the parser to OpenVINO on first use in {masker.convert_s:.1f} s (cached in the models folder)")
+        notes.append(f"paste mask: GPEN's face-parsing mask ({self._parser.obj.description})")
+        return self._parser.obj
+
+    def upscaler(self, opts: RestoreOptions, device: str):
+        """(RRDBNet, name) for ``opts.upscale`` > 1; with ``upscale`` 1 it drops a resident one and returns None.
+
+        ``opts.upscaler``: a registry name or a checkpoint path (default
+        ``realesrnet_x{upscale}``). InputError when its scale is not the one asked.
+        """
+        from gpen_core.errors import InputError, WeightsError
+
+        if opts.upscale <= 1:
+            if self._upscaler is not None:
+                self._upscaler = None
+                release(device)
+            return None
+        name = opts.upscaler or f"realesrnet_x{opts.upscale}"
+        synthetic = self.synthetic_weights and opts.upscaler is None
+        if synthetic:
+            key: tuple[Any, ...] = (f"synthetic:{name}", device)
+        else:
+            looks_like_path = os.sep in name or "/" in name or name.endswith((".pth", ".pt"))
+            if looks_like_path and not Path(name).expanduser().exists():
+                raise WeightsError(
+                    f"upscaler file {name} does not exist. Fix: pass the path of GPEN's realesrnet_x2.pth / "
+                    "realesrnet_x4.pth, or drop --upscaler and run `python -m gpen_core download "
+                    f"realesrnet_x{opts.upscale}` (it is then found in the models folder)."
+                )
+            key = (str(self._resolve(name)), device)
+        if self._upscaler is None or self._upscaler.key != key:
+            self._upscaler = None
+            release(device)
+            if synthetic:
+                from gpen_core.networks.upscaler import UpscalerConfig, random_upscaler
+
+                net = random_upscaler(UpscalerConfig(scale=opts.upscale)).to(device)
+                label = f"{name} (synthetic weights)"
+            else:
+                from gpen_core.networks.upscaler import load_upscaler
+
+                net = load_upscaler(key[0], device)
+                label = name if not looks_like_path else Path(name).name
+            self._upscaler = _Loaded(key, net, label)
+        net = self._upscaler.obj
+        if net.scale != opts.upscale:
+            raise InputError(
+                f"the upscaler {self._upscaler.name} enlarges ×{net.scale}, but ×{opts.upscale} was asked. "
+                f"Choose upscale {net.scale}, or the ×{opts.upscale} upscaler (realesrnet_x{opts.upscale})."
+            )
+        return net, self._upscaler.name
+
+    def free(self, device: str) -> None:
+        """Drop every resident model and hand the memory back."""
+        self._generator = self._detector = self._parser = self._upscaler = None
+        release(device)
+
+
+def _registry_size(name: str) -> int:
+    """Face size of a registry generator (0 for a path: ``auto`` then has no measurement to go by)."""
+    from gpen_core.weights.lookup import REGISTRY
+
+    spec = REGISTRY.get(name)
+    arch = spec.arch if spec is not None else None
+    return arch.size if arch is not None else 0
+
+
+def _load_openvino(path: Path, precision: str, models_dir: Path, progress: Any):
+    """The OpenVINO generator: from the cache, or converted now. A synthetic generator (the
+    hardware check) is written once as a random checkpoint of its architecture, then converted."""
+    from gpen_core.runtimes.openvino import generator as ov_backend
+
+    if str(path).startswith("synthetic:"):
+        import os
+
+        import torch
+
+        from gpen_core.networks.synthetic import random_state_dict
+        from gpen_core.weights.lookup import REGISTRY
+
+        name = str(path).split(":", 1)[1]
+        path = ov_backend.cache_root(models_dir) / "synthetic" / f"random-{name}.pth"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            torch.save(random_state_dict(REGISTRY[name].arch), tmp)
+            os.replace(tmp, path)
+    forward = ov_backend.load(path, precision, models_dir=models_dir, progress=progress)  # type: ignore[arg-type]
+    return forward, forward.size
+
+
+def _load_forward(path: Path, plan):
+    from gpen_core.networks.checkpoint import load_generator
+    from gpen_core.networks.fast import prepare
+
+    if str(path).startswith("synthetic:"):
+        from gpen_core.networks.synthetic import random_generator
+        from gpen_core.weights.lookup import REGISTRY
+
+        model = random_generator(REGISTRY[str(path).split(":", 1)[1]].arch)
+    else:
+        model = load_generator(path)
+    return prepare(model, plan), model.config.size

@@ -1,0 +1,243 @@
+"""Where hardware profiles live and when they still hold.
+
+A :class:`~.records.Profile` is saved as ``profile.json`` in the models folder, one
+entry per device, keyed by a :func:`fingerprint` of the machine, the versions and
+the weights present. :func:`measured_peak` / :func:`measured` (read by
+:mod:`gpen_core.engine.budget`) return a saved figure only while that fingerprint still
+matches; after a new GPU, a torch upgrade or a download the check must run again.
+
+A peak is one measurement, not a bound: repeated fresh-process runs of the same
+GPEN-BFR-512 call on this project's CPU machine ranged 1.15-1.55 GB (bimodal, even
+single-threaded); ``auto`` keeps 20 % of free memory spare for that.
+
+Pure: reads files and machine facts, never runs the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from gpen_core.platform.cpuinfo import cpu_model
+from gpen_core.modes import MODES
+from gpen_core.engine.profile_records import FORMAT, Profile
+
+PROFILE_FILE = "profile.json"
+
+
+def device_key(device: str) -> str:
+    """'cpu' or 'cuda:N' ('cuda' means device 0), the key a profile is stored under."""
+    if device.startswith("cuda"):
+        return device if ":" in device else "cuda:0"
+    return "cpu"
+
+
+def _cpu_model() -> str:
+    return cpu_model()
+
+
+@lru_cache(maxsize=8)
+def _machine_part(device: str) -> tuple[tuple[str, Any], ...]:
+    """The parts of the fingerprint that cannot change while this process runs."""
+    import psutil
+
+    from gpen_core import __version__
+
+    gpu = None
+    if device.startswith("cuda"):
+        from gpen_core.platform.zerogpu import on_zerogpu
+
+        if on_zerogpu():  # CUDA may not be touched outside a spaces.GPU call: the Space's configured GPU
+            gpu = os.environ.get("ZEROGPU_CUDA_DEVICE_NAME", "ZeroGPU")
+        else:
+            try:
+                import torch
+
+                gpu = torch.cuda.get_device_name(torch.device(device))  # "cuda" is the current device
+            except Exception:  # no CUDA (any more): a CUDA profile cannot match this machine
+                gpu = "unavailable"
+    torch_version = None
+    try:
+        from importlib import metadata
+
+        torch_version = metadata.version("torch")
+    except Exception:  # torch from a source build has no metadata; the module knows
+        torch_version = getattr(sys.modules.get("torch"), "__version__", None)
+    return (
+        ("cpu_model", _cpu_model()),
+        ("cores", psutil.cpu_count(logical=True)),
+        ("ram_total_mib", int(psutil.virtual_memory().total // 2**20)),
+        ("device", device),
+        ("gpu_name", gpu),
+        ("torch", torch_version),
+        ("gpen_core", __version__),
+    )
+
+
+def _weights_present(models_dir: str | os.PathLike[str] | None) -> dict[str, int]:
+    """Registry name → file size for every checkpoint present (stat only: no hashing, cheap per request)."""
+    from gpen_core.weights import lookup as weights
+
+    present: dict[str, int] = {}
+    for name in weights.REGISTRY:
+        p = weights.locate(name, models_dir=models_dir)
+        if p is not None:
+            try:
+                present[name] = p.stat().st_size
+            except OSError:
+                continue
+    return present
+
+
+def fingerprint(device: str, models_dir: str | os.PathLike[str] | None = None, synthetic: bool = False) -> dict[str, Any]:
+    """What a profile is valid for: CPU model, cores, total RAM, GPU, torch and gpen_core
+    versions, the weights present (name → size) and whether random weights were used."""
+    fp = dict(_machine_part(device_key(device)))
+    fp["weights"] = _weights_present(models_dir)
+    fp["synthetic"] = bool(synthetic)
+    return fp
+
+
+def same_machine(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Fingerprints equal except for ``synthetic``: random weights cost what real ones cost,
+    so a synthetic profile serves ``auto`` as well as a real one (until real weights appear,
+    which changes ``weights``)."""
+    strip = lambda fp: {k: v for k, v in fp.items() if k != "synthetic"}  # noqa: E731
+    return strip(a) == strip(b)
+
+
+# ------------------------------------------------------------------ save, load
+
+
+def profile_path(models_dir: str | os.PathLike[str] | None = None) -> Path:
+    """``profile.json`` in the models folder (``$GPEN_HOME`` or ``~/.cache/gpen`` by default)."""
+    from gpen_core.weights.lookup import _folder
+
+    return _folder(models_dir) / PROFILE_FILE
+
+
+def _read_store(path: Path) -> dict[str, Any]:
+    """{device key: profile dict}; {} when absent, unreadable, or another format (a stale file is not an error)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("profiles"), dict):
+        return {}
+    return data["profiles"]
+
+
+def save_profile(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Write ``profile`` into the models folder's ``profile.json`` under its device, atomically.
+
+    Modes measured earlier for the same fingerprint and workloads are kept when this
+    run measured only some modes (``--modes``); anything else for the device is replaced.
+    """
+    path = profile_path(models_dir)
+    store = _read_store(path)
+    key = device_key(profile.device)
+    mine = profile.to_dict()
+    old = store.get(key)
+    if isinstance(old, dict) and old.get("fingerprint") == mine["fingerprint"] and old.get("workloads") == mine["workloads"]:
+        mine["modes"] = {**old.get("modes", {}), **mine["modes"]}
+        mine["modes"] = {m: mine["modes"][m] for m in MODES if m in mine["modes"]}
+        _merge_backends(old.get("backends"), mine.get("backends"))
+    store[key] = mine
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"format": FORMAT, "profiles": store}, indent=2), encoding="utf-8")
+    os.replace(tmp, path)  # readers never see half a file
+    _cached_store.cache_clear()
+    return path
+
+
+def _merge_backends(old: Any, new: Any) -> None:
+    """Keep the earlier backend rows this run did not measure (``--modes``, ``--no-backends``), in ``new``."""
+    if not (isinstance(old, dict) and isinstance(new, dict) and (old.get("rows") or old.get("networks"))):
+        return
+    rows = {(r["size"], r["dtype"]): r for r in old.get("rows") or []}
+    rows.update({(r["size"], r["dtype"]): r for r in new.get("rows") or []})
+    new["rows"] = list(rows.values())
+    nets = {(r["network"], r["size"], r["dtype"]): r for r in old.get("networks") or []}  # the parser's and detectors' rows
+    nets.update({(r["network"], r["size"], r["dtype"]): r for r in new.get("networks") or []})
+    new["networks"] = list(nets.values())
+    new["uses"] = {**(old.get("uses") or {}), **(new.get("uses") or {})}
+    new["speed_file"] = new.get("speed_file") or old.get("speed_file")
+
+
+@lru_cache(maxsize=8)
+def _cached_store(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    return _read_store(Path(path))
+
+
+def load_profile(device: str, models_dir: str | os.PathLike[str] | None = None, *, any_machine: bool = False) -> Profile | None:
+    """The saved profile for ``device`` when its fingerprint matches this machine now, else None.
+
+    ``any_machine=True`` returns it whatever the fingerprint (for showing an old result).
+    """
+    path = profile_path(models_dir)
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    store = _cached_store(str(path), st.st_mtime_ns, st.st_size)
+    raw = store.get(device_key(device))
+    if not isinstance(raw, dict):
+        return None
+    if not any_machine and not same_machine(raw.get("fingerprint", {}), fingerprint(device, models_dir)):
+        return None
+    try:
+        return Profile.from_dict(raw)
+    except ValueError:
+        return None
+
+
+def load_json(path: str | os.PathLike[str], device: str | None = None) -> Profile:
+    """A profile from a file: a single profile (``profile --json``) or a saved ``profile.json``
+    (then the entry for ``device``, or the only/first one). ValueError when it holds none."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if isinstance(data, dict) and isinstance(data.get("profiles"), dict):
+        profiles = data["profiles"]
+        if not profiles:
+            raise ValueError(f"{path} holds no profile")
+        key = device_key(device) if device else next(iter(profiles))
+        if key not in profiles:
+            raise ValueError(f"{path} has no profile for {key}; it has {', '.join(profiles)}")
+        data = profiles[key]
+    return Profile.from_dict(data)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What ``auto`` needs from a saved profile for one mode."""
+
+    peak_bytes: int  # above the idle process, binding memory, for photos up to covered_pixels
+    covered_pixels: int
+    bytes_per_pixel: float | None  # measured growth beyond that; None: use the built-in figure
+    source: str
+
+
+def measured(mode: str, device: str, models_dir: Path | None = None) -> Measured | None:
+    """The saved measurement of ``mode`` on ``device`` when valid for this machine, else None."""
+    prof = load_profile(device, models_dir)
+    if prof is None or mode not in prof.modes:
+        return None
+    m = prof.modes[mode]
+    if m.stepped_down_to is not None:  # the engine did not run this mode: nothing was measured for it
+        return None
+    # A mode that failed for memory keeps what was free then as its peak, a lower bound:
+    # auto does not pick it until more than that is free.
+    src = f"measured on this machine ({prof.created}{', synthetic weights' if prof.synthetic else ''})"
+    return Measured(m.peak_bytes, m.covered_pixels, m.bytes_per_pixel, src)
+
+
+def measured_peak(mode: str, device: str, models_dir: Path | None = None) -> tuple[int, str] | None:
+    """(peak bytes above the idle process for ``mode``'s standard workload on ``device``'s binding
+    memory — VRAM on CUDA, RAM on CPU —, where the figure comes from) from the saved profile when
+    it is valid for this machine (same fingerprint), else None."""
+    m = measured(mode, device, models_dir)
+    return None if m is None else (m.peak_bytes, m.source)

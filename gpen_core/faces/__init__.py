@@ -1,0 +1,1 @@
+"""The only room that knows facexlib and BGR: detect, screen, align, parse, mask, paste. Never imports a runtime."""

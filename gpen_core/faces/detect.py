@@ -1,0 +1,296 @@
+"""Face detection: RetinaFace (facexlib's implementation) from a local, verified file.
+
+Takes RGB uint8 H×W×3; BGR exists only on the way into RetinaFace. Also the
+checkpoint helpers the parsing model shares (:func:`load_state_dict`,
+:func:`load_weights_into`) and the input check every face step uses (:func:`check_rgb`).
+facexlib and torch are imported when a detector is built, not at import.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import cv2
+import numpy as np
+
+from gpen_core.errors import GPENError, InputError, WeightsError
+
+if TYPE_CHECKING:
+    import torch
+
+    from gpen_core.faces.screen import Filtered
+
+Network = Literal["mobilenet0.25", "resnet50"]
+
+# Our names → facexlib's RetinaFace(network_name=...).
+_FACEXLIB_NETWORK = {"mobilenet0.25": "mobile0.25", "resnet50": "resnet50"}
+
+# Two mobilenet0.25 RetinaFaces share facexlib's keys and shapes but not their behaviour:
+# biubug6/Pytorch_Retinaface (LeakyReLU 0.1 in backbone/FPN/SSH, anchors 16..512; what
+# facexlib's class implements) and biubug6/Face-Detector-1MB-with-landmark (plain ReLU
+# everywhere, anchors 10..256). Running 1MB weights with facexlib's settings gives boxes
+# and landmarks about twice the face's size, phantom faces on flat gray and misses large
+# faces, while shapes still load strictly. The file decides which one it is (see
+# _trained_with_relu); the anchors follow from the variant.
+_MOBILENET_1MB_MIN_SIZES = [[10, 20], [32, 64], [128, 256]]
+
+@dataclass(frozen=True, eq=False)
+class Detection:
+    """One detected face, in input-image pixels.
+
+    ``box`` is (x0, y0, x1, y1), clipped to the image; ``landmarks`` is (5, 2)
+    float32 (x, y), read-only: left eye, right eye, nose tip, left and right mouth
+    corner ("left" as seen in the image).
+    """
+
+    box: tuple[float, float, float, float]
+    score: float
+    landmarks: np.ndarray
+
+    @property
+    def width(self) -> float:
+        return self.box[2] - self.box[0]
+
+    @property
+    def height(self) -> float:
+        return self.box[3] - self.box[1]
+
+
+def import_backends() -> None:
+    """Import torch and facexlib now (a one-time process cost, kept out of per-request peaks).
+
+    facexlib gets light stand-ins for the three torchvision pieces it uses
+    (:mod:`gpen_core.compat.torchvision`): importing torchvision would also import torch._dynamo
+    and triton, 133-140 MB for nothing.
+    """
+    import torch  # noqa: F401
+
+    from gpen_core.compat import torchvision as tv_shim
+
+    try:
+        with tv_shim.for_facexlib():
+            import facexlib.detection.retinaface  # noqa: F401
+    except ImportError:  # FaceDetector reports it with the fix when a detector is built
+        pass
+
+
+def check_rgb(rgb: Any, what: str = "image") -> np.ndarray:
+    if not isinstance(rgb, np.ndarray) or rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
+        desc = f"{rgb.dtype} {rgb.shape}" if isinstance(rgb, np.ndarray) else type(rgb).__name__
+        raise InputError(
+            f"{what} must be an RGB uint8 H×W×3 array, got {desc}. "
+            "Convert it first (drop an alpha channel, expand grayscale to 3 channels)."
+        )
+    if rgb.shape[0] < 1 or rgb.shape[1] < 1:
+        raise InputError(f"{what} is empty ({rgb.shape[1]}×{rgb.shape[0]} px)")
+    return np.ascontiguousarray(rgb)  # OpenCV needs positive strides (no copy when already contiguous)
+
+
+def load_state_dict(path: Path, what: str) -> dict[str, Any]:
+    """``torch.load(weights_only=True)`` on CPU, unwrap ``state_dict`` and strip ``module.``."""
+    path = Path(path)
+    if not path.is_file():
+        raise WeightsError(f"{what} weights not found at {path}. Download or resolve them first (gpen_core.weights.lookup).")
+    from gpen_core.networks.checkpoint import read_checkpoint, strip_module_prefix
+
+    # Out of memory is OutOfMemory (the ladder steps down), not "re-download"; corrupt only when the bytes are.
+    obj = read_checkpoint(path, f"{what} weights", mmap=False)
+    if isinstance(obj, Mapping) and isinstance(obj.get("state_dict"), Mapping):
+        obj = obj["state_dict"]
+    if not isinstance(obj, Mapping) or not obj:
+        raise WeightsError(f"{path} does not hold a {what} state_dict (found {type(obj).__name__})")
+    # DataParallel checkpoints prefix every key with "module." (facexlib strips it too).
+    return strip_module_prefix(obj, str(path))
+
+
+def _trained_with_relu(sd: Mapping[str, Any]) -> bool:
+    """True when a RetinaFace backbone was trained with plain ReLU (the 1MB variant).
+
+    A ReLU outputs exact zeros, so a dead channel feeds the next BatchNorm a constant 0
+    and that BatchNorm's running mean and variance end at ~0 (denormals). Under
+    LeakyReLU(0.1) a dead channel is a constant *negative* value: variance ~0, mean not.
+    """
+    for key, var in sd.items():
+        if not (key.startswith("body.") and key.endswith(".running_var")):
+            continue
+        mean = sd.get(key[: -len("running_var")] + "running_mean")
+        if mean is not None and bool(((var.abs() < 1e-20) & (mean.abs() < 1e-20)).any()):
+            return True
+    return False
+
+
+def load_weights_into(model: Any, sd: dict[str, Any], path: Path, what: str) -> None:
+    try:
+        model.load_state_dict(sd, strict=True)
+    except RuntimeError as exc:
+        first = str(exc).splitlines()[0:3]
+        raise WeightsError(
+            f"{path} is not {what} weights: {' '.join(first)}. Check that the file matches the chosen network."
+        ) from exc
+
+
+def build_retinaface(weights_path: Path | None, network: Network, device: str | torch.device = "cpu") -> tuple[Any, str]:
+    """(facexlib's RetinaFace in eval mode with channels-last weights, variant) for ``weights_path``.
+
+    ``weights_path=None``: random weights with a zeroed class head (see :class:`FaceDetector`).
+    The variant is "pytorch_retinaface" or "1mb" (see :data:`_MOBILENET_1MB_MIN_SIZES`); for
+    "1mb" the activations are ReLU and ``net.cfg`` carries its anchors.
+    """
+    import torch
+
+    if network not in _FACEXLIB_NETWORK:
+        raise ValueError(f"network must be one of {sorted(_FACEXLIB_NETWORK)}, got {network!r}")
+    from gpen_core.compat import torchvision as tv_shim
+
+    try:
+        with tv_shim.for_facexlib():
+            from facexlib.detection.retinaface import RetinaFace
+    except ImportError as exc:
+        raise GPENError(
+            f"facexlib is not installed or broken ({exc}). Run `bash scripts/setup.sh`, or "
+            "`pip install --no-deps facexlib==0.3.0` in this environment."
+        ) from None
+
+    device = torch.device(device)
+    with warnings.catch_warnings():
+        # facexlib builds the resnet50 backbone with torchvision's deprecated
+        # ``pretrained=False``; it downloads nothing, the warning is noise.
+        warnings.simplefilter("ignore", UserWarning)
+        with tv_shim.for_facexlib():  # resnet50 is imported from torchvision when built
+            net = RetinaFace(network_name=_FACEXLIB_NETWORK[network], half=False, phase="test", device=device)
+    if weights_path is None:
+        with torch.no_grad():
+            for head in net.ClassHead:  # logits 0 → score 0.5, under any threshold we accept
+                for p in head.parameters():
+                    p.zero_()
+        sd: dict[str, Any] = {}
+    else:
+        sd = load_state_dict(Path(weights_path), f"RetinaFace {network}")
+        load_weights_into(net, sd, Path(weights_path), f"RetinaFace {network}")
+    # "pytorch_retinaface": facexlib's settings as they are; "1mb": see _MOBILENET_1MB_MIN_SIZES.
+    variant = "pytorch_retinaface"
+    if network == "mobilenet0.25" and sd and _trained_with_relu(sd):
+        variant = "1mb"
+        for module in net.modules():
+            if isinstance(module, torch.nn.LeakyReLU):
+                module.negative_slope = 0.0  # LeakyReLU(0) is ReLU
+        net.cfg = {**net.cfg, "min_sizes": _MOBILENET_1MB_MIN_SIZES}  # read by PriorBox at each call
+    # Channels-last weights make every convolution run NHWC (facexlib's NCHW input is
+    # converted once by the first conv): 1.4-1.5x for ResNet-50 at 1000 px on the CPU.
+    return net.to(device, memory_format=torch.channels_last).eval(), variant
+
+
+class FaceDetector:
+    """RetinaFace (facexlib's implementation) built from a local, verified weights file.
+
+    Nothing is downloaded: the network is constructed directly and the given file
+    is loaded with ``torch.load(weights_only=True)``. One instance may be shared;
+    :meth:`detect` is serialised by a lock because facexlib keeps per-call state on
+    the module.
+    """
+
+    def __init__(
+        self,
+        weights_path: Path | None,
+        network: Network,
+        device: str | torch.device = "cpu",
+        *,
+        runner: Any = None,
+    ) -> None:
+        """``weights_path=None`` builds a synthetic detector for the hardware check: the
+        same network and compute with random weights and a zeroed class head, so it
+        costs what the real one costs and reports no faces (callers pass boxes).
+
+        ``runner``: the network already built on another runtime (the engine hands in an
+        OpenVINO one, :func:`gpen_core.engine.backends.openvino_detector`): an object with
+        ``detect_faces(bgr, conf_threshold=, nms_threshold=)``, ``variant`` and ``convert_s``.
+        The post-processing is facexlib's either way; this room never imports a runtime."""
+        import torch
+
+        if network not in _FACEXLIB_NETWORK:
+            raise ValueError(f"network must be one of {sorted(_FACEXLIB_NETWORK)}, got {network!r}")
+        self.network: Network = network
+        self.device = torch.device(device)
+        self.weights_path = Path(weights_path) if weights_path is not None else None
+        self.backend: Literal["torch", "openvino"] = "torch" if runner is None else "openvino"
+        self._ov: Any = runner
+        self._net: Any = None
+        self.convert_s: float | None = None  # seconds of a first-use conversion (else None)
+        if runner is not None:
+            if self.device.type != "cpu":
+                raise ValueError(f"the OpenVINO detector runs on the CPU only, not {self.device}; build it on torch")
+            self.variant, self.convert_s = runner.variant, runner.convert_s
+        else:
+            self._net, self.variant = build_retinaface(self.weights_path, network, self.device)
+        self._lock = threading.Lock()
+
+    def detect(
+        self, rgb: np.ndarray, *, threshold: float = 0.9, max_side: int = 1000, shrink_above: int | None = None
+    ) -> list[Detection]:
+        """Faces in an RGB uint8 H×W×3 image, highest score first (as the official code).
+
+        ``threshold``: minimum RetinaFace score (GPEN's official value is 0.9).
+        ``max_side``: detection runs on a copy shrunk (INTER_AREA) so its longest side
+        is at most this; boxes and landmarks are mapped back to input pixels. Boxes are
+        clipped to the image. ``shrink_above``: shrink only images whose longest side
+        exceeds this (the official rule is 1000 px above 1500 px); None: above ``max_side``.
+        """
+        import torch
+
+        rgb = check_rgb(rgb)
+        if not 0.0 <= threshold < 1.0:
+            raise ValueError(f"threshold must be in [0, 1), got {threshold}")
+        if max_side < 16:
+            raise ValueError(f"max_side must be at least 16 px, got {max_side}")
+        h, w = rgb.shape[:2]
+        small = rgb
+        if max(h, w) > max(max_side, shrink_above or 0):
+            s = max_side / max(h, w)
+            new_w, new_h = max(1, round(w * s)), max(1, round(h * s))
+            small = cv2.resize(rgb, (new_w, new_h), interpolation=cv2.INTER_AREA)
+        sh, sw = small.shape[:2]
+        fx, fy = w / sw, h / sh
+        # facexlib's detect_faces takes OpenCV's BGR (it subtracts BGR means 104/117/123),
+        # any dtype (it casts to float32), and with use_origin_size=True does not resize.
+        bgr = cv2.cvtColor(small, cv2.COLOR_RGB2BGR)
+        with self._lock, torch.inference_mode():
+            if self._ov is not None:  # the same post-processing on OpenVINO's outputs
+                rows = self._ov.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4)
+            else:
+                rows = self._net.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4, use_origin_size=True)
+        rows = np.asarray(rows, dtype=np.float64).reshape(-1, 15)  # x0 y0 x1 y1 score, then 5×(x, y)
+
+        found: list[Detection] = []
+        for row in rows:
+            x0, x1 = np.clip(row[[0, 2]] * fx, 0, w)
+            y0, y1 = np.clip(row[[1, 3]] * fy, 0, h)
+            if x1 - x0 < 1 or y1 - y0 < 1:
+                continue
+            lm = row[5:15].reshape(5, 2) * (fx, fy)
+            lm = lm.astype(np.float32)
+            lm.setflags(write=False)
+            found.append(Detection((float(x0), float(y0), float(x1), float(y1)), float(row[4]), lm))
+        found.sort(key=lambda d: d.score, reverse=True)  # stable: ties keep the detector's order
+        return found
+
+    def screen(self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9) -> Filtered:
+        """Split ``detections`` (in ``rgb``'s pixels) into faces and false faces (:mod:`gpen_core.faces.screen`).
+
+        Geometry of each box and its landmarks, then a second look: the detector must
+        find the face again with its box scaled to a standard size, at ``threshold``.
+        ``Filtered.note()`` is the sentence for the result's notes.
+        """
+        from gpen_core.faces.screen import filter_detections
+
+        rgb = check_rgb(rgb)
+        return filter_detections(
+            detections,
+            rgb=rgb,
+            detect=lambda crop: self.detect(crop, threshold=threshold, max_side=max(crop.shape[:2])),
+            threshold=threshold,
+        )

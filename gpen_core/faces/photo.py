@@ -1,0 +1,172 @@
+"""One photo: for each face, align to GPEN's template → restore fn → paste back.
+
+:func:`restore_photo` is the per-face loop (detections come from
+:mod:`gpen_core.faces.detect`, the mask and the blend from :mod:`gpen_core.faces.paste`); an
+aligned face crop is restored directly. Every function takes and returns RGB uint8
+H×W×3. Small faces get the official 3×3 smoothing after restoration.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from gpen_core.faces.align import align_transform, reference_points
+from gpen_core.faces.detect import Detection, check_rgb
+from gpen_core.errors import InputError
+from gpen_core.faces.paste import WARP_FLAGS, ParsingFn, Piece, compose, face_mask, warp_piece
+from gpen_core.result import Face
+
+# Official GPEN: faces whose detection box is under 100 px get this 3×3 Gaussian
+# after restoration, so a sharp 512 px face does not look pasted onto a soft photo.
+_SMALL_FACE_PX = 100
+_SMOOTH_KERNEL = np.array(
+    [[0.0625, 0.125, 0.0625], [0.125, 0.25, 0.125], [0.0625, 0.125, 0.0625]],
+    dtype=np.float32,
+)
+
+
+@dataclass(frozen=True, eq=False)
+class PhotoOutput:
+    """What :func:`restore_photo` made.
+
+    ``image``: RGB uint8 H×W×3, always a new array; equal to the input when no face
+    was found or ``paste=False``. ``faces``: one :class:`gpen_core.result.Face` per
+    restored face, in the order pasted. ``timings``: seconds, keys ``align_s``,
+    ``restore_s``, ``paste_s``. ``notes``: plain sentences for the user.
+    """
+
+    image: np.ndarray
+    faces: tuple[Face, ...]
+    timings: dict[str, float]
+    notes: tuple[str, ...] = ()
+
+
+RestoreFn = Callable[[np.ndarray], np.ndarray]
+ProgressFn = Callable[[int, int], None]
+
+
+def _restore_crop(restore_fn: RestoreFn, crop: np.ndarray, size: int) -> np.ndarray:
+    out = restore_fn(crop)
+    if not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.shape != (size, size, 3):
+        desc = f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__
+        raise ValueError(f"restore_fn must return an RGB uint8 {size}×{size}×3 crop, got {desc}")
+    return out
+
+
+def _restore_aligned(
+    rgb: np.ndarray, restore_fn: RestoreFn, size: int, alpha: float, paste: bool, progress: ProgressFn | None
+) -> PhotoOutput:
+    h, w = rgb.shape[:2]
+    notes: list[str] = []
+    t0 = time.perf_counter()
+    crop = rgb
+    if (h, w) != (size, size):
+        # INTER_LINEAR, as the official FaceGAN.process resizes its input.
+        crop = cv2.resize(rgb, (size, size), interpolation=cv2.INTER_LINEAR)
+        notes.append(f"aligned input {w}×{h} was resized to {size}×{size} for the generator and back")
+    t1 = time.perf_counter()
+    restored = _restore_crop(restore_fn, crop, size)
+    restored = cv2.addWeighted(restored, alpha, crop, 1.0 - alpha, 0.0)
+    t2 = time.perf_counter()
+    if paste:
+        same = (h, w) == (size, size)
+        image = restored.copy() if same else cv2.resize(restored, (w, h), interpolation=cv2.INTER_LINEAR)
+    else:
+        image = rgb.copy()
+    t3 = time.perf_counter()
+    # An aligned crop has no detection: the face is the whole image, its landmarks the template.
+    lm = (reference_points(size) * (w / size, h / size)).astype(np.float32)
+    face = Face(box=(0.0, 0.0, float(w), float(h)), score=1.0, landmarks=lm, crop=crop, restored=restored)
+    if progress is not None:
+        progress(1, 1)
+    timings = {"align_s": t1 - t0, "restore_s": t2 - t1, "paste_s": t3 - t2}
+    return PhotoOutput(image, (face,), timings, tuple(notes))
+
+
+def restore_photo(
+    rgb: np.ndarray,
+    *,
+    detections: list[Detection] | None,
+    restore_fn: RestoreFn,
+    size: int,
+    alpha: float = 1.0,
+    paste: bool = True,
+    parsing_fn: ParsingFn | None = None,
+    aligned: bool = False,
+    progress: ProgressFn | None = None,
+    background: np.ndarray | None = None,
+) -> PhotoOutput:
+    """Restore every detected face of an RGB uint8 H×W×3 photo and paste it back.
+
+    ``detections``: from :meth:`FaceDetector.detect` (ignored when ``aligned``; None
+    is only allowed then). ``restore_fn``: aligned RGB uint8 ``size``×``size``×3 crop →
+    restored crop of the same shape; must not modify its input. ``size``: the
+    generator's resolution. ``alpha``: 1 = restored face, 0 = original crop
+    (``cv2.addWeighted``). ``paste=False``: restore the crops only; ``image`` is a
+    copy of the input. ``parsing_fn``: restored crop → float mask H×W in [0, 1] that
+    replaces GPEN's feathered rectangle (see :class:`ParsingMasker`). ``aligned``: the
+    input already is an aligned face: resize to ``size`` if needed, restore, return
+    at the input's size. ``progress(done, total)`` is called after each face.
+    ``background``: paste onto this RGB uint8 image of ``rgb``'s size instead of
+    ``rgb`` (GPEN's --use_sr flow: align on the resized original, paste onto the
+    upscaled photo); ``image`` is then based on it.
+
+    No detections is not an error: the input comes back unchanged with a note.
+    """
+    rgb = check_rgb(rgb)
+    if size <= 0:
+        raise ValueError(f"size must be the generator's positive resolution, got {size}")
+    if not 0.0 <= alpha <= 1.0:
+        raise InputError(f"alpha must be between 0 (original face) and 1 (restored face), got {alpha}")
+    if aligned:
+        return _restore_aligned(rgb, restore_fn, size, alpha, paste, progress)
+    if background is not None and (background.shape != rgb.shape or background.dtype != np.uint8):
+        raise ValueError(f"background must be RGB uint8 of the photo's shape {rgb.shape}, got {background.dtype} {background.shape}")
+    base = rgb if background is None else background
+    if detections is None:
+        raise ValueError("detections is None: pass FaceDetector.detect(...) results, or aligned=True for a face crop")
+
+    timings = {"align_s": 0.0, "restore_s": 0.0, "paste_s": 0.0}
+    if not detections:
+        note = (
+            "no face found: the photo is returned unchanged. Try a lower detection threshold, "
+            "or the aligned option if the image is already a face crop."
+        )
+        return PhotoOutput(base.copy(), (), timings, (note,))
+
+    h, w = rgb.shape[:2]
+    faces: list[Face] = []
+    pieces: list[Piece] = []
+    total = len(detections)
+    for i, det in enumerate(detections):
+        t0 = time.perf_counter()
+        fwd, inv = align_transform(det.landmarks, size)
+        crop = cv2.warpAffine(rgb, fwd, (size, size), flags=WARP_FLAGS)
+        t1 = time.perf_counter()
+        restored = _restore_crop(restore_fn, crop, size)
+        raw = restored  # the parsing mask is computed on the unsmoothed face, as official
+        if min(det.width, det.height) < _SMALL_FACE_PX:
+            restored = cv2.filter2D(restored, -1, _SMOOTH_KERNEL)
+        restored = cv2.addWeighted(restored, alpha, crop, 1.0 - alpha, 0.0)
+        t2 = time.perf_counter()
+        if paste:
+            piece = warp_piece(restored, face_mask(raw, parsing_fn, size), inv, w, h)
+            if piece is not None:
+                pieces.append(piece)
+        t3 = time.perf_counter()
+        faces.append(Face(box=det.box, score=det.score, landmarks=det.landmarks, crop=crop, restored=restored))
+        timings["align_s"] += t1 - t0
+        timings["restore_s"] += t2 - t1
+        timings["paste_s"] += t3 - t2
+        if progress is not None:
+            progress(i + 1, total)
+
+    t0 = time.perf_counter()
+    image = compose(base, pieces) if paste else base.copy()
+    timings["paste_s"] += time.perf_counter() - t0
+    return PhotoOutput(image, tuple(faces), timings, ())

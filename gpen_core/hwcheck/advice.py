@@ -1,0 +1,424 @@
+"""The usual memory advice for GPEN, measured on this machine.
+
+A popular article answers "how much RAM/VRAM does GPEN need?" with a list of tips
+and claimed effects. Each tip here is measured with this engine as a before/after
+pair on the hardware check's workloads, each side in its own fresh Python process
+(so one side's allocator state cannot flatter the other), interleaved, repeated:
+
+* peak RAM: the child process's resident high-water mark over its whole life
+  (imports, model load and the requests: what a person sees in a task manager);
+* per-request peak above the idle process (the engine's own meter);
+* seconds: the median of the warm requests;
+* peak VRAM reserved, when the tip runs on a CUDA device.
+
+A tip about code that never existed in yangxy/GPEN (``cv2.imshow``, ``--crop_face``,
+``--size``) is measured as the equivalent it stands for, and says so. A tip that
+cannot be measured here (no GPU, no swap, no Jupyter) says why instead of guessing.
+
+    from gpen_core.hwcheck.advice import measure_tips, format_table
+    report = measure_tips()            # a few minutes on 2 cores
+    print(format_table(report))
+
+Nothing heavy at import; torch is only imported in the child processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gpen_core.hwcheck.advice_child import workload_of
+
+Verdict = Literal["helps", "no effect", "hurts", "not measurable here"]
+Progress = Callable[[float, str], None]
+
+# A difference smaller than this share of the "before" value is called "no effect":
+# single peaks vary by several per cent between fresh processes (allocator, page cache).
+THRESHOLD = 0.10
+# Time differences below this many seconds are timer and scheduler noise, whatever their share.
+MIN_SECONDS = 0.05
+# Time decides only when memory does not, and only beyond this share: one busy moment of
+# a 2-core machine moves a 10 s request by 10-30 %.
+TIME_THRESHOLD = 0.25
+
+
+@dataclass(frozen=True)
+class Tip:
+    """One piece of advice as the article states it, and what stands for it here."""
+
+    number: int
+    tip: str
+    claim: str
+    # What is measured here: the before and after, in words.
+    measured_as: str
+    # Why it is not measured, when it cannot be on any machine (the code never existed).
+    never_existed: str = ""
+
+
+TIPS: tuple[Tip, ...] = (
+    Tip(1, "`OMP_NUM_THREADS=2` / `OPENBLAS_NUM_THREADS=2`", "prevents RAM blow-ups",
+        "`balanced` on the 12 MP photo with the threads unset vs both set to 2"),
+    Tip(2, "remove `cv2.imshow` / `waitKey`", "saves a GUI display buffer",
+        "a request that also keeps a display copy of the output vs one that does not "
+        "(GPEN's scripts never call `imshow`; a display copy is what the tip stands for)"),
+    Tip(3, "`--size 256`", "RAM 4.8 → 2.3 GB, VRAM → 6.1 GB, details slightly soft",
+        "GPEN-BFR-512 vs GPEN-BFR-256, both float32, same photo and detector "
+        "(`--size` existed only 2021-10 to 2022-02; the 256 model is what it selected)"),
+    Tip(4, "`torch.compile(mode=\"reduce-overhead\")`", "18–22 % faster, 0.7 GB less VRAM",
+        "GPEN-BFR-512 float16 on CUDA, eager vs compiled (CUDA graphs)"),
+    Tip(5, "FP16 (`model.half()`)", "1.1 GB less VRAM, PSNR only −0.3 dB",
+        "GPEN-BFR-512 on CUDA, float32 vs float16"),
+    Tip(6, "`--crop_face`: restore only the faces", "peak 5.3 → 3.1 GB on a 10 MB photo, 2.4× faster",
+        "`balanced` (paste-back onto the photo) vs `faces-only` (the crops alone), 12 MP photo "
+        "(`--crop_face` never existed in yangxy/GPEN; faces-only is what it stands for)"),
+    Tip(7, "JPEG q95 output instead of PNG", "60 % less memory while writing",
+        "encoding the 12 MP result as PNG vs JPEG q95 (the encode alone)"),
+    Tip(8, "pre-shrink big photos", "otherwise the full photo stays in memory",
+        "`balanced` on the 12 MP JPEG vs the same photo shrunk to 2048 px first"),
+    Tip(9, "clean the ModelScope cache", "its `os.walk` costs hundreds of MB",
+        "finding the weights with a ModelScope cache of many files vs an empty one; and a full "
+        "`os.walk` of that cache"),
+    Tip(10, "avoid Jupyter / IDEs", "+1.5–2 GB",
+        "not measured: it needs a running Jupyter kernel or IDE"),
+    Tip(11, "`vm.swappiness=10`", "avoids swap stalls",
+        "not measured: it needs a swap device and changing a kernel setting"),
+)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One measured side (before or after) of a tip: medians over repeats, bytes and seconds."""
+
+    label: str
+    process_peak_bytes: int  # the child's VmHWM: imports + models + requests
+    request_peak_bytes: int  # the engine's meter: peak above the idle process, worst request
+    seconds: float  # median of the warm requests (or of the measured operation)
+    vram_reserved_bytes: int | None = None
+    runs: int = 1
+    spread: float = 0.0  # (max - min) / median of the per-run process peaks
+
+
+@dataclass(frozen=True)
+class TipResult:
+    tip: Tip
+    verdict: Verdict
+    # One line: the numbers behind the verdict, or why there are none.
+    why: str
+    before: Side | None = None
+    after: Side | None = None
+
+
+@dataclass(frozen=True)
+class AdviceReport:
+    machine: str
+    created: str
+    workload: str
+    repeats: int
+    results: tuple[TipResult, ...]
+    command: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ----------------------------------------------------------------------------- the parent side
+
+
+def _run_child(spec: dict[str, Any], env: dict[str, str] | None = None, timeout: float = 600) -> dict[str, Any]:
+    child_env = dict(os.environ)
+    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        child_env.pop(k, None)
+    child_env.update(env or {})
+    root = str(Path(__file__).resolve().parents[1])
+    child_env["PYTHONPATH"] = root + os.pathsep + child_env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-m", "gpen_core.hwcheck.advice_child", json.dumps(spec)], capture_output=True,
+                          text=True, env=child_env, timeout=timeout, cwd=root)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise RuntimeError(f"the measurement child failed ({spec.get('kind')}): {' | '.join(tail)}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _side(label: str, outs: Sequence[dict[str, Any]]) -> Side:
+    pp = [o["process_peak"] for o in outs]
+    med = statistics.median(pp)
+    vr = [o["vram_reserved"] for o in outs if o.get("vram_reserved") is not None]
+    return Side(
+        label=label,
+        process_peak_bytes=int(med),
+        request_peak_bytes=int(statistics.median([max(o["request_peaks"]) for o in outs])),
+        seconds=float(statistics.median([o["seconds"] for o in outs])),
+        vram_reserved_bytes=int(statistics.median(vr)) if vr else None,
+        runs=len(outs),
+        spread=(max(pp) - min(pp)) / med if med else 0.0,
+    )
+
+
+def _change(before: float, after: float) -> float:
+    return (after - before) / before if before else 0.0
+
+
+def verdict(before: Side, after: Side, metric: Literal["process", "request", "vram"] = "process") -> tuple[Verdict, str]:
+    """helps / no effect / hurts from the memory metric that the tip is about, and the time.
+
+    A change counts when it is larger than :data:`THRESHOLD` of the "before" value and
+    larger than the measured spread between runs; memory decides, time breaks a tie.
+    """
+    pick = {"process": lambda s: s.process_peak_bytes, "request": lambda s: s.request_peak_bytes,
+            "vram": lambda s: s.vram_reserved_bytes or 0}[metric]
+    dm = _change(pick(before), pick(after))
+    dt_shown = dt = _change(before.seconds, after.seconds)
+    if abs(after.seconds - before.seconds) < MIN_SECONDS:
+        dt = 0.0  # shown, but too small to decide anything
+    noise = max(THRESHOLD, before.spread, after.spread)
+    if dm <= -noise or (abs(dm) < noise and dt <= -TIME_THRESHOLD):
+        v: Verdict = "helps"
+    elif dm >= noise or (abs(dm) < noise and dt >= TIME_THRESHOLD):
+        v = "hurts"
+    else:
+        v = "no effect"
+    what = {"process": "process peak RAM", "request": "peak above idle", "vram": "peak VRAM"}[metric]
+    return v, f"{what} {_fmt_pct(dm)}, time {_fmt_pct(dt_shown)}"
+
+
+def _fmt_pct(x: float) -> str:
+    return f"{x * 100:+.0f} %"
+
+
+def _interleaved(specs: Sequence[tuple[dict[str, Any], dict[str, str] | None]], repeats: int) -> list[list[dict[str, Any]]]:
+    """Run each (spec, env) ``repeats`` times, alternating between them, fresh process each time."""
+    outs: list[list[dict[str, Any]]] = [[] for _ in specs]
+    for _ in range(repeats):
+        for i, (spec, env) in enumerate(specs):
+            outs[i].append(_run_child(spec, env))
+    return outs
+
+
+def _make_cache(root: Path, n_files: int) -> None:
+    """A ModelScope-like cache with many small files (other models' snapshots), no GPEN weights."""
+    per = 200
+    for i in range(0, n_files, per):
+        d = root / "models" / f"someone--model{i // per}" / "snapshots" / "master" / "sub"
+        d.mkdir(parents=True, exist_ok=True)
+        for j in range(min(per, n_files - i)):
+            (d / f"f{j}.json").write_bytes(b"{}")
+
+
+def cuda_available() -> bool:
+    """Whether a CUDA device is usable, asked in a child so this process never creates a CUDA context."""
+    proc = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                          capture_output=True, text=True, timeout=120)
+    return proc.stdout.strip().endswith("True")
+
+
+def swap_total_bytes() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("SwapTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def measure_tips(
+    *,
+    workload: str = "photo",
+    repeats: int = 3,
+    tips: Sequence[int] | None = None,
+    cache_files: int = 50_000,
+    progress: Progress | None = None,
+) -> AdviceReport:
+    """Measure every tip that can be measured here. ``workload``: "photo" (12 MP, one face) or "tiny"."""
+    from datetime import datetime
+
+    report = progress or (lambda f, d: None)
+    wanted = [t for t in TIPS if tips is None or t.number in tips]
+    has_cuda = cuda_available()
+    base = {"workload": workload, "repeats": 2 if workload != "tiny" else 1}
+    tiny = workload == "tiny"
+    results: list[TipResult] = []
+    for k, tip in enumerate(wanted):
+        report(k / len(wanted), f"tip {tip.number}: {tip.tip}")
+        results.append(_measure_one(tip, base, repeats, has_cuda, cache_files if not tiny else 2_000, tiny))
+    report(1.0, "done")
+    return AdviceReport(
+        machine=machine_line(has_cuda),
+        created=datetime.now().isoformat(timespec="seconds"),
+        workload=workload_of(workload).label,
+        repeats=repeats,
+        results=tuple(results),
+        notes=("Synthetic weights of the exact architectures: memory and time as the real ones, no restoration.",),
+    )
+
+
+def _measure_one(tip: Tip, base: dict[str, Any], repeats: int, has_cuda: bool, cache_files: int, tiny: bool) -> TipResult:
+    n = tip.number
+    if n == 10:
+        return TipResult(tip, "not measurable here", "needs a running Jupyter kernel or IDE; neither is part of this app")
+    if n == 11:
+        swap = swap_total_bytes()
+        if not swap:
+            return TipResult(tip, "not measurable here", "this machine has no swap, so swappiness changes nothing here")
+        return TipResult(tip, "not measurable here", "changing vm.swappiness needs root and affects the whole machine; not done by a benchmark")
+    if n in (4, 5) and not has_cuda:
+        return TipResult(tip, "not measurable here", "needs a CUDA GPU (on a CPU float16 is hundreds of times slower and "
+                                                     "CUDA graphs do not exist); `benchmarks/gpu_check.py` measures it where one is lent")
+    # 512 vs 256 and fp16 on CUDA use quality (float32) so that only the tip's change differs.
+    mode = "balanced"
+    if n == 1:
+        a, b = ({**base, "kind": "restore", "mode": mode}, None), ({**base, "kind": "restore", "mode": mode}, {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"})
+        labels, metric = ("threads unset", "both set to 2"), "process"
+    elif n == 2:
+        a = ({**base, "kind": "restore", "mode": mode}, None)
+        b = ({**base, "kind": "restore", "mode": mode, "display_copy": True}, None)
+        labels, metric = ("no display copy", "with a display copy"), "request"
+        # The tip says removing the copy helps: "before" is with it.
+        a, b, labels = b, a, (labels[1], labels[0])
+    elif n == 3:
+        a = ({**base, "kind": "restore", "mode": "quality", "model": "GPEN-BFR-512"}, None)
+        b = ({**base, "kind": "restore", "mode": "quality", "model": "GPEN-BFR-256"}, None)
+        labels, metric = ("GPEN-BFR-512", "GPEN-BFR-256"), "process"
+    elif n in (4, 5):
+        fw = {"kind": "forward", "device": "cuda", "size": 512, "repeats": 10}
+        if n == 5:
+            a, b = (fw, None), ({**fw, "half": True}, None)
+            labels = ("float32", "model.half()")
+        else:
+            a, b = ({**fw, "half": True}, None), ({**fw, "half": True, "compile": True}, None)
+            labels = ("float16 eager", "float16 compiled (reduce-overhead)")
+        metric = "vram"
+    elif n == 6:
+        a = ({**base, "kind": "restore", "mode": "balanced"}, None)
+        b = ({**base, "kind": "restore", "mode": "faces-only"}, None)
+        labels, metric = ("balanced (paste-back)", "faces-only"), "process"
+    elif n == 7:
+        a = ({**base, "kind": "encode", "format": "png", "repeats": 3}, None)
+        b = ({**base, "kind": "encode", "format": "jpeg", "repeats": 3}, None)
+        labels, metric = ("PNG", "JPEG q95"), "request"
+    elif n == 8:
+        side = 2048 if not tiny else 320
+        a = ({**base, "kind": "restore", "mode": mode, "as_jpeg": True}, None)
+        b = ({**base, "kind": "restore", "mode": mode, "as_jpeg": True, "preshrink": side}, None)
+        labels, metric = ("full size", f"shrunk to {side} px"), "process"
+    elif n == 9:
+        with tempfile.TemporaryDirectory(prefix="gpen-advice-cache-") as d:
+            full, empty, models = Path(d) / "full", Path(d) / "empty", Path(d) / "models"
+            for p in (full, empty, models):
+                p.mkdir()
+            _make_cache(full, cache_files)
+            specs = [({"kind": "cache", "op": "locate", "models_dir": str(models), "repeats": 3}, {"MODELSCOPE_CACHE": str(empty)}),
+                     ({"kind": "cache", "op": "locate", "models_dir": str(models), "repeats": 3}, {"MODELSCOPE_CACHE": str(full)}),
+                     ({"kind": "cache", "op": "walk", "root": str(full), "repeats": 3}, None)]
+            outs = _interleaved(specs, repeats)
+        before = _side(f"cache of {cache_files:,} files", outs[1])
+        after = _side("empty cache", outs[0])
+        walk = _side("os.walk of it", outs[2])
+        v, why = verdict(before, after, "request")
+        return TipResult(tip, v, f"{why}; finding the weights here never walks the cache. A full os.walk of "
+                                 f"{cache_files:,} files: {walk.request_peak_bytes / 1e6:.0f} MB above idle, "
+                                 f"{walk.seconds:.2f} s", before, after)
+    else:  # pragma: no cover - TIPS and this table are kept together
+        raise ValueError(f"no measurement for tip {n}")
+    outs = _interleaved([a, b], repeats)
+    before, after = _side(labels[0], outs[0]), _side(labels[1], outs[1])
+    v, why = verdict(before, after, metric)
+    return TipResult(tip, v, why, before, after)
+
+
+def machine_line(has_cuda: bool | None = None) -> str:
+    """The CPU model, its relevant features, cores, memory, and the GPU or its absence."""
+    import platform
+
+    import psutil
+
+    model = platform.processor() or platform.machine()
+    flags: set[str] = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and model in ("", platform.machine()):
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                if model not in ("", platform.machine()):
+                    break
+    except OSError:
+        pass
+    feats = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    gpu = "a CUDA GPU" if has_cuda else "no CUDA GPU"
+    return (f"{model} [{', '.join(feats) or 'no AVX2'}], {os.cpu_count()} cores, "
+            f"{psutil.virtual_memory().total / 2**30:.0f} GiB RAM, {gpu}")
+
+
+def _mb(n: int | None) -> str:
+    return "–" if n is None else f"{n / 1e6:.0f} MB"
+
+
+def format_table(report: AdviceReport) -> str:
+    """Markdown: one row per tip, the article's claim beside what was measured here."""
+    lines = [
+        "| # | tip | the article's claim | measured here as | before → after: process peak RAM | "
+        "peak above idle | seconds | VRAM | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report.results:
+        t = r.tip
+        if r.before is None or r.after is None:
+            cells = ["–", "–", "–", "–"]
+        else:
+            b, a = r.before, r.after
+            cells = [
+                f"{b.label}: {_mb(b.process_peak_bytes)} → {a.label}: {_mb(a.process_peak_bytes)}",
+                f"{_mb(b.request_peak_bytes)} → {_mb(a.request_peak_bytes)}",
+                f"{b.seconds:.2f} → {a.seconds:.2f}",
+                f"{_mb(b.vram_reserved_bytes)} → {_mb(a.vram_reserved_bytes)}" if b.vram_reserved_bytes is not None else "–",
+            ]
+        lines.append(f"| {t.number} | {t.tip} | {t.claim} | {t.measured_as} | " + " | ".join(cells)
+                     + f" | **{r.verdict}**: {r.why} |")
+    lines += [
+        "",
+        f"Measured on {report.machine}, {report.created}; workload: {report.workload}; "
+        f"each side in a fresh process, {report.repeats} runs interleaved, medians. "
+        f"Memory decides: a change under {THRESHOLD * 100:.0f} % (or under the run-to-run spread) is \"no effect\" "
+        f"unless the time changed by {TIME_THRESHOLD * 100:.0f} % or more. "
+        + " ".join(report.notes),
+    ]
+    if report.command:
+        lines.append(f"Generated by `{report.command}`.")
+    return "\n".join(lines)
+
+
+def save_report(report: AdviceReport, path: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report.to_dict(), indent=1))
+    tmp.replace(path)
+
+
+def load_report(path: Path) -> AdviceReport | None:
+    """A saved report, or None when absent or unreadable (then the app offers to measure)."""
+    try:
+        d = json.loads(path.read_text())
+        results = []
+        for r in d["results"]:
+            sides = [None if r.get(k) is None else Side(**r[k]) for k in ("before", "after")]
+            results.append(TipResult(Tip(**r["tip"]), r["verdict"], r["why"], sides[0], sides[1]))
+        return AdviceReport(d["machine"], d["created"], d["workload"], d["repeats"], tuple(results),
+                            d.get("command", ""), tuple(d.get("notes", ())))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def report_path(models_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Where the app keeps this machine's advice report: the models folder's ``advice.json``."""
+    root = Path(models_dir) if models_dir else Path(os.environ.get("GPEN_HOME") or "~/.cache/gpen").expanduser()
+    return root / "advice.json"
+

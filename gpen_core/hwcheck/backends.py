@@ -1,0 +1,284 @@
+"""The hardware check's CPU backend comparison: torch against OpenVINO, recorded for ``auto``.
+
+For each (face size, dtype) the measured CPU modes use (``low``: 256 float32;
+``faces-only`` / ``balanced``: 512 bfloat16 where the CPU has it natively, else
+float32; ``quality``: 512 float32), the generator the engine would load, through the
+engine's own loaders (:mod:`gpen_core.engine.model_cache`), runs with both backends:
+
+- OpenVINO is converted on first use through :mod:`gpen_core.runtimes.openvino.generator`'s cache (keyed
+  by the checkpoint's sha256, so the engine reuses it); the conversion is reported in
+  the progress and timed on its own, never as a call;
+- one untimed warm-up call each, then ``runs`` calls each, interleaved (torch, OpenVINO,
+  OpenVINO, torch, ...) so a change in machine load hits both alike; the medians are compared.
+
+The parent (:func:`finish`) then records them with :func:`gpen_core.runtimes.openvino.generator.record_speed`,
+which is what ``--backend auto`` reads. Weights follow the check's rule: the real
+checkpoint when present, else random weights of the released architecture (time does
+not depend on the values, and the record's ``source`` says so). A model-config override
+(tests, experiments) is compared only when asked, and recorded only under a face size
+no released generator has.
+
+Nothing heavy at import; :func:`measure` imports torch and OpenVINO.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpen_core.modes import MemoryMode
+from gpen_core.engine.profile_records import BackendCheck, BackendSpeed, NetworkSpeed, Progress
+
+if TYPE_CHECKING:
+    from gpen_core.networks.arch import GPENConfig
+
+RUNS = 3  # timed calls per backend after the warm-up (the median is kept)
+
+
+def _size_of(mode: MemoryMode, configs: dict[str, "GPENConfig"]) -> int:
+    from gpen_core.weights.lookup import REGISTRY
+
+    if mode.model in configs:
+        return int(configs[mode.model].size)
+    arch = REGISTRY[mode.model].arch
+    if arch is None:
+        raise ValueError(f"the registry has no architecture for {mode.model}")
+    return int(arch.size)
+
+
+def mode_uses(modes: Sequence[MemoryMode], configs: dict[str, "GPENConfig"]) -> dict[str, tuple[int, str]]:
+    """mode name → (face size, torch dtype) of its generator on this CPU (the engine's plan)."""
+    from gpen_core.networks.plan import choose_plan
+
+    return {m.name: (_size_of(m, configs), choose_plan("cpu", m.cpu_dtype)[0].dtype) for m in modes}
+
+
+def plan(
+    modes: Sequence[MemoryMode],
+    specs: Sequence[dict[str, Any]],
+    configs: dict[str, "GPENConfig"],
+    device: str,
+    want: bool | None,
+    models_dir: str | None,
+    runs: int = RUNS,
+) -> tuple[dict[str, Any] | None, BackendCheck]:
+    """(the JSON-able spec :func:`measure` runs, or None when nothing is to run; the check so far).
+
+    ``specs`` are the runner's per-mode specs (their ``model_opt`` / ``kind`` say which
+    weights the engine loads). ``want``: False skips; None compares the released
+    generators only (skips when any mode runs a model-config override); True always.
+    """
+    from gpen_core.runtimes.openvino import generator as ov_backend
+
+    if not device.startswith("cpu"):
+        return None, BackendCheck(skipped=f"the OpenVINO backend runs on the CPU only; this check measured {device}")
+    uses = mode_uses(modes, configs)
+    check = BackendCheck(skipped=None, uses=uses, openvino=ov_backend.openvino_version())
+    if want is False:
+        return None, replace(check, skipped="asked not to (--no-backends)")
+    if want is None and configs:
+        return None, replace(check, skipped="model-config overrides are not the released generators (run_profile(backends=True) compares them)")
+    if check.openvino is None:  # cheap: package metadata; the plugin itself is tried in the worker
+        return None, replace(check, skipped=ov_backend.unavailable_reason() or "OpenVINO is not installed")
+    from gpen_core.weights.lookup import REGISTRY
+
+    released = {int(r.arch.size) for r in REGISTRY.values() if r.arch is not None}
+    pairs: dict[tuple[int, str], dict[str, Any]] = {}
+    for m, spec in zip(modes, specs):
+        key = uses[m.name]
+        if key in pairs:
+            pairs[key]["modes"].append(m.name)
+            continue
+        size = key[0]
+        pair: dict[str, Any] = {"size": size, "dtype": key[1], "modes": [m.name], "model": m.model}
+        if m.model in configs:
+            pair.update(path=spec["model_opt"], weights="override",
+                        source=f"hardware check: model-config override {configs[m.model]} (not a released architecture)")
+            if size in released:
+                pair["no_record"] = f"a model-config override of {size} px would stand in for the released {size} px generator"
+        elif spec["kind"] == "real":
+            pair.update(path=spec["model_opt"], weights="real", source=f"hardware check: {m.model}, real weights")
+        else:  # the engine's synthetic generator: random weights, same architecture, same time
+            pair.update(path=f"synthetic:{m.model}", weights="synthetic",
+                        source=f"hardware check: random weights of the released {m.model} architecture "
+                        "(time does not depend on the values)")
+        pairs[key] = pair
+    for key, pair in pairs.items():  # a mode's thread cap holds when every mode sharing the generator has one (pipeline.py)
+        caps = [mm.threads for mm in modes if uses[mm.name] == key]
+        pair["threads"] = max(c for c in caps if c is not None) if all(c is not None for c in caps) else None
+    spec = {"mode": "backends", "task": "backends", "pairs": list(pairs.values()), "runs": max(1, int(runs)),
+            "models_dir": models_dir, "threads": specs[0].get("threads") if specs else None}
+    if not configs:  # the parser too, for auto (gpen_core.runtimes.openvino.parser); overrides are experiments: generator only
+        from gpen_core.engine.model_cache import PARSER_WEIGHTS
+        from gpen_core.runtimes.openvino.parser import check_pairs
+        from gpen_core.faces.parse import choose_parse_dtype
+
+        uses = [(m.parse_input, choose_parse_dtype("cpu", m.cpu_dtype)) for m in modes if m.paste and m.parsing]
+        spec["parse"] = check_pairs(uses, models_dir, PARSER_WEIGHTS)
+        spec["detect"] = sorted({m.detector for m in modes})  # and the detectors (gpen_core.runtimes.openvino.detector records them)
+    return spec, check
+
+
+def _face(size: int) -> Any:
+    """1×3×S×S float32 in [-1, 1]: a smooth, textured pattern (the values do not change the time)."""
+    import torch
+
+    yy, xx = torch.meshgrid(torch.linspace(0, 1, size), torch.linspace(0, 1, size), indexing="ij")
+    rgb = torch.stack([xx, yy, 0.5 + 0.3 * torch.sin(12 * xx * yy)])
+    return (rgb.clamp(0, 1) * 2 - 1)[None].contiguous()
+
+
+def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_threads: int | None, say: Progress) -> dict[str, Any]:
+    import torch
+
+    from gpen_core.runtimes.openvino import generator as ov_backend
+    from gpen_core.engine.model_cache import _load_forward, _load_openvino  # the engine's own loaders: what a request runs
+    from gpen_core.networks.plan import choose_plan
+
+    size, dtype, path = pair["size"], pair["dtype"], Path(pair["path"])
+    label = f"backends: {size} px {dtype}"
+    plan_, _ = choose_plan("cpu", dtype)
+    precision, precision_note = ov_backend.choose_precision(plan_.dtype)
+    old = torch.get_num_threads()
+    threads = base_threads or old
+    if pair.get("threads") and threads > pair["threads"]:
+        threads = pair["threads"]
+    torch.set_num_threads(threads)
+    try:
+        say(0.0, f"{label}: loading the torch generator")
+        torch_fwd, _ = _load_forward(path, plan_)
+        say(0.05, f"{label}: OpenVINO {precision}")
+        t = time.perf_counter()
+        ov_fwd, _ = _load_openvino(path, precision, models_dir, lambda f, m: say(0.05 + 0.6 * min(1.0, f), f"{label}: {m}"))
+        ov_load_s = time.perf_counter() - t - (ov_fwd.convert_s or 0.0)
+        x = _face(size)
+        x_torch = x.to(plan_.dtype_torch)  # what the engine hands each backend
+        x_ov = x.to(torch.bfloat16 if precision == "bf16" else torch.float32)
+        say(0.7, f"{label}: warm-up calls")
+        torch_fwd(x_torch)
+        ov_fwd(x_ov)
+        t_times: list[float] = []
+        o_times: list[float] = []
+        calls = ((torch_fwd, x_torch, t_times), (ov_fwd, x_ov, o_times))
+        for r in range(runs):
+            say(0.7 + 0.3 * r / runs, f"{label}: timed call {r + 1} of {runs} (torch and OpenVINO, interleaved)")
+            for fwd, x_in, times in calls if r % 2 == 0 else calls[::-1]:  # alternate which goes first
+                t = time.perf_counter()
+                fwd(x_in)
+                times.append(time.perf_counter() - t)
+    finally:
+        torch.set_num_threads(old)
+    return {
+        "torch_s": round(statistics.median(t_times), 4),
+        "openvino_s": round(statistics.median(o_times), 4),
+        "torch_times": [round(v, 4) for v in t_times],
+        "openvino_times": [round(v, 4) for v in o_times],
+        "precision": precision,
+        "convert_s": None if ov_fwd.convert_s is None else round(ov_fwd.convert_s, 2),
+        "load_s": round(ov_load_s, 2),
+        "threads": threads,
+        "note": precision_note,
+    }
+
+
+def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
+    """Run the comparison ``spec`` describes in this process: {"skipped": why or None, "rows": [...]}.
+
+    A pair that fails (a conversion the plugin refuses, memory) is a row with its
+    ``error``; the others still run.
+    """
+    from gpen_core.runtimes.openvino import generator as ov_backend
+    from gpen_core.weights.lookup import models_dir as default_models_dir
+
+    why = ov_backend.unavailable_reason()
+    if why:
+        return {"skipped": why, "rows": []}
+    folder = Path(spec["models_dir"]) if spec.get("models_dir") else default_models_dir()
+    pairs, parse = spec["pairs"], spec.get("parse", [])
+    rows, parse_rows = [], []  # parse_rows: recorded by ov_parse itself, kept apart from finish()'s generator rows
+    for i, pair in enumerate(pairs + parse):
+
+        def say(f: float, d: str, i: int = i) -> None:
+            report(min(1.0, (i + f) / len(pairs + parse)), d)
+
+        if i >= len(pairs):  # a parser pair: measured and recorded by gpen_core.runtimes.openvino.parser
+            from gpen_core.runtimes.openvino.parser import check_row
+
+            parse_rows.append(check_row(pair, folder, spec.get("threads"), int(spec["runs"]), say))
+            continue
+
+        row: dict[str, Any] = {"size": pair["size"], "dtype": pair["dtype"], "modes": pair["modes"], "model": pair["model"],
+                               "weights": pair["weights"], "runs": spec["runs"],
+                               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        try:
+            row.update(_measure_pair(pair, int(spec["runs"]), folder, spec.get("threads"), say))
+        except Exception as exc:  # one pair failing must not cost the others (or the memory check)
+            row["error"] = f"{type(exc).__name__}: {exc}"
+        rows.append(row)
+    from gpen_core.faces.detect import build_retinaface
+    from gpen_core.runtimes.openvino.detector import check_row as detect_row
+
+    detect_rows = [detect_row(n, lambda p, n=n: build_retinaface(p, n), folder, spec.get("threads"), int(spec["runs"]),
+                              lambda f, d: report(1.0, d))
+                   for n in spec.get("detect", [])]
+    return {"skipped": None, "rows": rows, "parse": parse_rows, "detect": detect_rows}
+
+
+def finish(
+    check: BackendCheck, spec: dict[str, Any], result: dict[str, Any], models_dir: str | None
+) -> BackendCheck:
+    """The measured rows as :class:`BackendSpeed` records; each recordable pair written to the
+    speed file ``auto`` reads (:func:`gpen_core.runtimes.openvino.generator.record_speed`)."""
+    from gpen_core.runtimes.openvino import generator as ov_backend
+
+    if result.get("skipped"):
+        return replace(check, skipped=str(result["skipped"]))
+    by_key = {(p["size"], p["dtype"]): p for p in spec["pairs"]}
+    rows: list[BackendSpeed] = []
+    speed_file = None
+    for r in result["rows"]:
+        pair = by_key[(r["size"], r["dtype"])]
+        recorded, note = False, r.get("note")
+        if r.get("error"):
+            note = f"not measured: {r['error']}"
+        elif pair.get("no_record"):
+            note = "; ".join(n for n in (note, f"not recorded: {pair['no_record']}") if n)
+        else:
+            speed_file = str(ov_backend.record_speed(r["size"], r["dtype"], r["torch_s"], r["openvino_s"],
+                                                     models_dir=models_dir, source=pair["source"]))
+            recorded = True
+        rows.append(BackendSpeed.from_dict({**r, "recorded": recorded, "note": note}))
+    networks = network_rows(spec, result)
+    speed_file = speed_file or next((f for f in (r.get("speed_file") for r in (*result.get("parse", ()), *result.get("detect", ())))
+                                     if f), None)
+    return replace(check, rows=tuple(rows), speed_file=speed_file, networks=networks)
+
+
+def network_rows(spec: dict[str, Any], result: dict[str, Any]) -> tuple[NetworkSpeed, ...]:
+    """The parser's and detectors' rows of :func:`measure` (already recorded by :mod:`gpen_core.runtimes.openvino.parser` /
+    :mod:`gpen_core.runtimes.openvino.detector`: a row with ``speed_file`` was) as :class:`NetworkSpeed` records."""
+    from gpen_core.runtimes.openvino.detector import DETECT_SIDE
+
+    runs = int(spec.get("runs", RUNS))
+    real = {(p["size"], p["dtype"]): p.get("weights") is not None for p in spec.get("parse", ())}
+    out: list[NetworkSpeed] = []
+    for r, network in [(r, "parsenet") for r in result.get("parse", ())] + [(r, str(r["network"])) for r in result.get("detect", ())]:
+        size, dtype = int(r.get("size", DETECT_SIDE)), str(r.get("dtype", "float32"))
+        weights = r.get("weights") if network != "parsenet" else ("real" if real.get((size, dtype)) else "synthetic")
+        note = f"not measured: {r['error']}" if r.get("error") else r.get("note")
+        out.append(NetworkSpeed(
+            network=network, size=size, dtype=dtype, weights=str(weights or "synthetic"), runs=int(r.get("runs", runs)),
+            torch_s=r.get("torch_s"), openvino_s=r.get("openvino_s"), torch_times=tuple(r.get("torch_times", ())),
+            openvino_times=tuple(r.get("openvino_times", ())),
+            precision=str(r.get("precision") or ("f32" if network != "parsenet" else "")),  # ov_detect compiles f32
+            convert_s=r.get("convert_s"), recorded=bool(r.get("speed_file")), note=note, error=r.get("error")))
+    return tuple(out)
+
+
+def failed(check: BackendCheck, why: str) -> BackendCheck:
+    """The comparison could not run at all (its worker died): said in the report, nothing recorded."""
+    return replace(check, skipped=f"the comparison failed: {why}")

@@ -1,0 +1,178 @@
+"""What this machine is and what is installed: ``python -m gpen_core info``.
+
+:func:`collect_info` gathers versions (from package metadata: Gradio is never
+imported), the compute device, the CPU and its relevant instruction sets, memory,
+the models folder and the state of every registry checkpoint. :func:`format_info`
+turns that into lines for a terminal or a bug report.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from gpen_core.weights.lookup import WeightStatus, status
+
+# CPU features that decide dtype and speed: bf16 is only worth it with native support.
+CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+@dataclass(frozen=True)
+class Info:
+    """A snapshot of the environment. Bytes for memory; None where unknown or absent."""
+
+    python: str
+    platform: str
+    gpen_core: str
+    torch: str | None
+    torchvision: str | None
+    gradio: str | None
+    facexlib: str | None
+    opencv: str | None
+    numpy: str | None
+    modelscope: str | None
+    device: str  # "cpu" or "cuda:0 (<name>)"
+    cuda_name: str | None
+    cuda_vram_bytes: int | None  # total memory of device 0
+    cuda_runtime: str | None  # torch.version.cuda
+    torch_threads: int | None
+    cpu_model: str
+    cpu_flags: tuple[str, ...]  # the CPU_FLAGS_OF_INTEREST this CPU has
+    cores_logical: int | None
+    cores_physical: int | None
+    ram_total_bytes: int | None
+    ram_available_bytes: int | None
+    models_dir: Path
+    weights: tuple[WeightStatus, ...]
+
+
+def _version(*dists: str) -> str | None:
+    for d in dists:
+        try:
+            return metadata.version(d)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _cpu() -> tuple[str, tuple[str, ...]]:
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and value.strip():
+                    model = value.strip()
+                elif key in ("flags", "Features") and not flags:
+                    flags = set(value.split())
+                if flags and key == "":  # end of the first processor block
+                    break
+    except OSError:
+        pass
+    return model, tuple(f for f in CPU_FLAGS_OF_INTEREST if f in flags)
+
+
+def _torch_side() -> tuple[str, str | None, int | None, str | None, int | None]:
+    """(device, cuda name, VRAM bytes, CUDA runtime, torch threads); imports torch if installed."""
+    try:
+        import torch
+    except ImportError:
+        return "cpu", None, None, None, None
+    threads = torch.get_num_threads()
+    try:
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            return f"cuda:0 ({props.name})", props.name, int(props.total_memory), torch.version.cuda, threads
+    except Exception:  # a broken driver must not break `info`; it reports CPU
+        pass
+    return "cpu", None, None, torch.version.cuda, threads
+
+
+def collect_info(models_dir: str | os.PathLike[str] | None = None) -> Info:
+    """Everything ``info`` shows. No network; hashes present weights once per process."""
+    from gpen_core import __version__
+    from gpen_core.weights.lookup import _folder
+
+    folder = _folder(models_dir)
+    device, cuda_name, vram, cuda_rt, threads = _torch_side()
+    cpu_model, flags = _cpu()
+    try:
+        import psutil
+
+        vm = psutil.virtual_memory()
+        ram_total, ram_avail = int(vm.total), int(vm.available)
+        logical, physical = psutil.cpu_count(logical=True), psutil.cpu_count(logical=False)
+    except ImportError:
+        ram_total = ram_avail = physical = None
+        logical = os.cpu_count()
+    return Info(
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        gpen_core=__version__,
+        torch=_version("torch"),
+        torchvision=_version("torchvision"),
+        gradio=_version("gradio"),
+        facexlib=_version("facexlib"),
+        opencv=_version("opencv-python-headless", "opencv-python", "opencv-contrib-python-headless", "opencv-contrib-python"),
+        numpy=_version("numpy"),
+        modelscope=_version("modelscope"),
+        device=device,
+        cuda_name=cuda_name,
+        cuda_vram_bytes=vram,
+        cuda_runtime=cuda_rt,
+        torch_threads=threads,
+        cpu_model=cpu_model,
+        cpu_flags=flags,
+        cores_logical=logical,
+        cores_physical=physical,
+        ram_total_bytes=ram_total,
+        ram_available_bytes=ram_avail,
+        models_dir=folder,
+        weights=tuple(status(folder)),
+    )
+
+
+def _gib(n: int | None) -> str:
+    return "unknown" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+def _mb(n: int | None) -> str:
+    return "size unknown" if n is None else f"{n / 1e6:.1f} MB"
+
+
+def format_info(info: Info) -> str:
+    """Human-readable lines, one fact per line; weights last, one line each."""
+    missing = "not installed"
+    lines = [
+        f"gpen_core    {info.gpen_core}",
+        f"python       {info.python} on {info.platform}",
+        f"torch        {info.torch or missing}" + (f" (CUDA {info.cuda_runtime})" if info.cuda_runtime else ""),
+        f"torchvision  {info.torchvision or missing}",
+        f"gradio       {info.gradio or missing}",
+        f"facexlib     {info.facexlib or missing}",
+        f"opencv       {info.opencv or missing}",
+        f"numpy        {info.numpy or missing}",
+        f"modelscope   {info.modelscope or missing}",
+        f"device       {info.device}" + (f", {_gib(info.cuda_vram_bytes)} VRAM" if info.cuda_vram_bytes else ""),
+        f"cpu          {info.cpu_model}; {info.cores_physical or '?'} cores / {info.cores_logical or '?'} threads"
+        + (f"; torch uses {info.torch_threads} threads" if info.torch_threads else ""),
+        f"cpu flags    {' '.join(info.cpu_flags) or 'none of ' + ', '.join(CPU_FLAGS_OF_INTEREST)}",
+        f"ram          {_gib(info.ram_available_bytes)} available of {_gib(info.ram_total_bytes)}",
+        f"models dir   {info.models_dir}",
+        "weights:",
+    ]
+    for w in info.weights:
+        if not w.present:
+            state = f"missing      ({_mb(w.size_bytes)}) -> `python -m gpen_core download {w.name}` or place it at {w.expected_path}"
+        elif w.verified:
+            state = f"ok           {_mb(w.size_bytes)}, {w.location}: {w.path}"
+        else:
+            first = (w.problem or "failed verification").splitlines()[0]
+            state = f"CORRUPT      {w.path}: {first}"
+        lines.append(f"  {w.name:<25} {state}")
+    return "\n".join(lines)

@@ -1,0 +1,274 @@
+"""The hardware check, presented: machine line, markdown table, chart rows, recommendation.
+
+:func:`recommendation` follows ``auto``'s rule (:mod:`gpen_core.engine.budget`): the
+highest-ranked pasting mode whose measured peak fits the free memory less the
+safety margin. Pure apart from reading the free memory when none is given.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from gpen_core.platform.meter import format_bytes
+from gpen_core.modes import MODES
+from gpen_core.engine.profile_records import SYNTHETIC_NOTE, BackendSpeed, ModeProfile, NetworkSpeed, Profile
+
+if TYPE_CHECKING:
+    from gpen_core.engine.budget import Free
+
+
+def _free_now(profile: Profile, free: "Free | None") -> "Free":
+    from gpen_core.engine.budget import free_memory
+
+    if free is not None:
+        return free
+    return free_memory(profile.device if profile.device.startswith("cuda") else "cpu")
+
+
+def _have(profile: Profile, free: "Free") -> int | None:
+    return free.vram_bytes if profile.device.startswith("cuda") else free.ram_bytes
+
+
+def _fits(m: ModeProfile, profile: Profile, free: "Free") -> tuple[bool, int, int | None]:
+    """(fits, bytes short, bytes free) for ``m`` against ``free`` with auto's safety margin."""
+    from gpen_core.engine.budget import SAFETY_MARGIN
+
+    have = _have(profile, free)
+    if have is None or m.stepped_down_to or m.failed:
+        return False, m.peak_bytes, have
+    usable = int(have * SAFETY_MARGIN)
+    # Nothing runs in no memory, even a mode whose measured peak above idle was ~0.
+    return usable > 0 and m.peak_bytes <= usable, max(0, m.peak_bytes - usable), have
+
+
+def _secs(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def machine_line(profile: Profile) -> str:
+    """One line of machine facts: CPU (flags), cores, RAM, GPU, torch."""
+    m = profile.machine
+    flags = ", ".join(m.get("cpu_flags") or []) or "no AVX-512/bf16"
+    bf16 = any("bf16" in f for f in (m.get("cpu_flags") or []))
+    gpu = f"{m['gpu_name']} ({format_bytes(m.get('vram_total_bytes'))})" if m.get("gpu_name") else "no CUDA GPU"
+    return (
+        f"{m.get('cpu_model', '?')} [{flags}; native bf16: {'yes' if bf16 else 'no'}], "
+        f"{m.get('cores_physical') or '?'} cores / {m.get('cores_logical') or '?'} threads, "
+        f"RAM {format_bytes(m.get('ram_available_bytes'))} free of {format_bytes(m.get('ram_total_bytes'))}, "
+        f"{gpu}, torch {m.get('torch')}, gpen_core {m.get('gpen_core')}; measured on {profile.device}"
+    )
+
+
+def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = True) -> str:
+    """The markdown table people pass around: mode × peak RAM × peak VRAM × s/face × fits?
+
+    Peaks are above the idle process, worst of the standard workloads (a 12 MP photo
+    included). ``fits`` compares each mode's peak on the binding memory with what is
+    free (``free`` or now) less auto's safety margin; ``fits=False`` leaves that
+    column out (for the README, where the reader's machine decides).
+    """
+    free = _free_now(profile, free) if fits else None
+    head = ["mode", "model", "dtype", "peak RAM", "peak VRAM (alloc / reserved)", "s / face", "total s", "weights"]
+    if fits:
+        head.append("fits?")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in MODES:
+        m = profile.modes.get(name)
+        if m is None:
+            continue
+        vram = "n/a" if m.peak_vram_bytes is None else f"{format_bytes(m.peak_vram_bytes)} / {format_bytes(m.peak_vram_reserved_bytes)}"
+        w = SYNTHETIC_NOTE if m.weights == "synthetic" else "real"
+        row = [f"`{m.mode}`", m.model, m.dtype, format_bytes(m.peak_ram_bytes), vram, _secs(m.seconds_per_face), f"{m.total_s:.1f}", w]
+        if m.stepped_down_to:
+            row[3] = row[4] = f"not measured (ran {m.stepped_down_to})"
+        elif m.failed:
+            row[3 if profile.binding == "RAM" else 4] = f"more than {format_bytes(m.peak_bytes)} (out of memory)"
+        if free is not None:
+            ok, short, have = _fits(m, profile, free)
+            row.append("yes" if ok else (f"no ({format_bytes(short)} short)" if have is not None else "no"))
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def chart_rows(profile: Profile) -> list[dict[str, Any]]:
+    """One dict per measured mode for a bar chart: ``mode``, ``peak RAM MB``, ``peak VRAM MB``
+    (reserved; None without CUDA). Megabytes are decimal, as in the tables."""
+    rows = []
+    for name in MODES:
+        m = profile.modes.get(name)
+        if m is None:
+            continue
+        v = m.peak_vram_reserved_bytes if m.peak_vram_reserved_bytes is not None else m.peak_vram_bytes
+        rows.append({"mode": name, "peak RAM MB": round(m.peak_ram_bytes / 1e6, 1), "peak VRAM MB": None if v is None else round(v / 1e6, 1)})
+    return rows
+
+
+def recommendation(profile: Profile, free: "Free | None" = None) -> str:
+    """Which mode to use on this machine and what the next better one lacks, in one or two sentences.
+
+    Same rule as ``auto``: the highest-ranked mode that pastes faces back and whose
+    measured peak fits the free memory (``free`` or now) less the safety margin.
+    """
+    free = _free_now(profile, free)
+    where = profile.binding
+    have = _have(profile, free)
+    pasting = sorted((profile.modes[n] for n in profile.modes if MODES[n].paste), key=lambda m: -MODES[m.mode].rank)
+    if not pasting:
+        return "no pasting mode was measured: run the check with low, balanced or quality"
+    fitting = [m for m in pasting if _fits(m, profile, free)[0]]
+    synth = " (measured with synthetic weights: the memory figures hold, the output would not be restored)" if profile.synthetic else ""
+    if not fitting:
+        low = pasting[-1]
+        _, short, _ = _fits(low, profile, free)
+        return (
+            f"even `{low.mode}` needs {format_bytes(short)} more {where} than you have free ({format_bytes(have)}): "
+            f"close other programs, use smaller photos, or use a machine with more memory{synth}"
+        )
+    best = fitting[0]
+    better = [m for m in pasting if MODES[m.mode].rank > MODES[best.mode].rank]
+    s = f"use `{best.mode}` (peak {format_bytes(best.peak_bytes)} {where}, {format_bytes(have)} free"
+    s += f", ~{best.seconds_per_face:.{1 if best.seconds_per_face >= 1 else 2}f} s per face)" if best.seconds_per_face is not None else ")"
+    if better:
+        nxt = better[-1]  # the next one up
+        _, short, _ = _fits(nxt, profile, free)
+        s += f"; `{nxt.mode}` needs {format_bytes(short)} more {where} than you have free"
+    else:
+        s += "; every mode fits"
+    return s + synth
+
+
+_WEIGHTS = {"real": "real", "synthetic": "random, released architecture", "override": "model-config override"}
+
+
+def _fine(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.{3 if x < 1 else 2}f}"
+
+
+def _timing_cells(r: BackendSpeed | NetworkSpeed) -> list[str]:
+    """torch s, OpenVINO s (precision), faster (by how much), conversion: the cells both tables share."""
+    ov = _fine(r.openvino_s) + (f" ({r.precision})" if r.precision else "")
+    if r.faster is None:
+        faster = "n/a"
+    else:
+        lo, hi = sorted((r.torch_s or 0.0, r.openvino_s or 0.0))
+        faster = f"{'OpenVINO' if r.faster == 'openvino' else 'torch'} {hi / lo:.2f}×" if lo > 0 else r.faster
+    conv = "from the cache" if r.convert_s is None else f"{r.convert_s:.1f} s (first use; cached)"
+    if r.error:
+        conv = "n/a"
+    return [_fine(r.torch_s), ov, faster, conv]
+
+
+def _backend_row(r: BackendSpeed) -> str:
+    cells = [f"{r.size} px", r.dtype, ", ".join(f"`{m}`" for m in r.modes), *_timing_cells(r),
+             _WEIGHTS.get(r.weights, r.weights), "yes" if r.recorded else "no"]
+    return "| " + " | ".join(cells) + " |"
+
+
+def network_label(network: str) -> str:
+    """"parsenet" → "ParseNet", "retinaface-resnet50" → "RetinaFace resnet50" (the speed file's names, for people)."""
+    return "ParseNet" if network == "parsenet" else network.replace("retinaface-", "RetinaFace ")
+
+
+def _network_row(r: NetworkSpeed) -> str:
+    size = f"{r.size} px" if r.network == "parsenet" else f"{r.size} px (longest side)"
+    cells = [network_label(r.network), size, r.dtype, *_timing_cells(r), _WEIGHTS.get(r.weights, r.weights),
+             "yes" if r.recorded else "no"]
+    return "| " + " | ".join(cells) + " |"
+
+
+def auto_backends(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> dict[str, tuple[str, str]]:
+    """mode → (backend, why) that ``--backend auto`` picks now for this profile's modes, from the
+    speed file in the models folder (what a request reads; later records count too)."""
+    from gpen_core.runtimes.openvino import generator as ov_backend
+
+    b = profile.backends
+    if not profile.device.startswith("cpu"):
+        return {m: ("torch", "GPU: torch") for m in profile.modes}
+    if b is None:
+        return {}
+    out = {}
+    for mode, (size, dtype) in b.uses.items():
+        out[mode] = ov_backend.choose_backend("auto", size, dtype, models_dir=models_dir, device="cpu")
+    return out
+
+
+def auto_networks(
+    profile: Profile, models_dir: str | os.PathLike[str] | None = None
+) -> dict[tuple[str, int, str], tuple[str, str, tuple[str, ...]]]:
+    """(network, input size, dtype) → (backend, why, modes) that ``--backend auto`` picks now for the parser
+    and detector of this profile's modes (as :mod:`gpen_core.engine.model_cache` asks; empty on a GPU check)."""
+    from gpen_core.runtimes.openvino import generator as ov_backend
+    from gpen_core.modes import MODES as ALL
+    from gpen_core.runtimes.openvino.detector import DETECT_SIDE
+    from gpen_core.faces.parse import choose_parse_dtype
+
+    if profile.backends is None or not profile.device.startswith("cpu"):
+        return {}
+    uses: dict[tuple[str, int, str], list[str]] = {}
+    for name in profile.modes:
+        m = ALL[name]
+        if m.paste and m.parsing:
+            uses.setdefault(("parsenet", m.parse_input, choose_parse_dtype("cpu", m.cpu_dtype)), []).append(name)
+        uses.setdefault((f"retinaface-{m.detector}", DETECT_SIDE, "float32"), []).append(name)
+    out = {}
+    for k, ms in sorted(uses.items()):
+        be, why = ov_backend.choose_backend("auto", k[1], k[2], network=k[0], models_dir=models_dir, device="cpu")
+        out[k] = (be, why if k[0] == "parsenet" else why.replace(" per face", " per detection"), tuple(ms))
+    return out
+
+
+def backends_section(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> str:
+    """Markdown: the torch-vs-OpenVINO tables (the generator per face; the parser and detectors per call),
+    or why they did not run, and what ``auto`` uses per mode and for the parser and detector."""
+    b = profile.backends
+    if b is None:
+        return ""
+    lines = ["**CPU backends** (generator seconds per face; median of the timed calls after an untimed warm-up, "
+             "torch and OpenVINO interleaved; the conversion is timed on its own)"]
+    if b.skipped:
+        lines.append(f"Not compared in this check: {b.skipped}.")
+    if b.rows:
+        if b.skipped:
+            lines.append("Earlier measurements on this machine (" + ", ".join(sorted({r.measured_at for r in b.rows})) + "):")
+        head = ["face", "dtype", "modes", "torch s / face", "OpenVINO s / face", "faster", "OpenVINO conversion", "weights", "recorded"]
+        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += [_backend_row(r) for r in b.rows]
+        lines += [""] + [f"- {r.size} px {r.dtype}: {r.note}" for r in b.rows if r.note]
+    if b.networks:
+        lines += ["", "**Parser and detectors** (seconds per call: ParseNet one face's mask, RetinaFace one detection "
+                  "on a photo of that longest side; timed the same way)"]
+        head = ["network", "input", "dtype", "torch s / call", "OpenVINO s / call", "faster", "OpenVINO conversion", "weights", "recorded"]
+        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += [_network_row(r) for r in b.networks]
+        lines += [""] + [f"- {network_label(r.network)} {r.size} px {r.dtype}: {r.note}" for r in b.networks if r.note]
+    if b.speed_file and (b.rows or b.networks):
+        lines.append(f"Recorded in {b.speed_file} (read by `--backend auto`).")
+    on = {"openvino": "OpenVINO", "torch": "torch"}
+    chosen = auto_backends(profile, models_dir)
+    if chosen:
+        lines += ["", "Backend `auto` (the default) now runs: " + "; ".join(
+            f"`{m}` → {on.get(be, be)} ({why})" for m, (be, why) in chosen.items())]
+    nets = auto_networks(profile, models_dir)
+    if nets:
+        lines += ["", "For the parser and detector `auto` now runs: " + "; ".join(
+            f"{network_label(n)} {s} px {d} ({', '.join(f'`{m}`' for m in ms)}) → {on.get(be, be)} ({why})"
+            for (n, s, d), (be, why, ms) in nets.items())]
+    return "\n".join(lines)
+
+
+def format_report(profile: Profile, free: "Free | None" = None, models_dir: str | os.PathLike[str] | None = None) -> str:
+    """Machine facts, the table, notes, the backend comparison and the recommendation: what the CLI prints."""
+    lines = [f"Hardware check ({profile.created}): {machine_line(profile)}", "", format_table(profile, free), ""]
+    lines += [f"note: {n}" for n in profile.notes]
+    where: dict[str, list[str]] = {}  # each distinct note once, with the modes it concerns
+    for m in profile.modes.values():
+        for n in (*m.notes, *(n for r in m.runs for n in r.notes)):
+            if n not in profile.notes and m.mode not in where.setdefault(n, []):
+                where[n].append(m.mode)
+    lines += [f"note ({', '.join(ms)}): {n}" for n, ms in where.items()]
+    section = backends_section(profile, models_dir)
+    if section:
+        lines += ["", section]
+    lines += ["", "Recommendation: " + recommendation(profile, free)]
+    return "\n".join(lines)

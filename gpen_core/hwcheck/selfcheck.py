@@ -1,0 +1,465 @@
+"""Does every network of every mode live, and run, on the device you ask for?
+
+``python -m gpen_core selfcheck --device cuda`` (:mod:`gpen_core.cli`) answers "does my GPU set-up work?"
+before a real photo does; CI runs it on ``meta`` (shapes, dtypes and device mixes,
+no arithmetic) to find placement bugs on machines without a GPU.
+
+For each network (the generator in every dtype the modes use, both RetinaFace
+detectors, the parsers, the upscaler) it
+
+1. builds it the way a request does (weights on the CPU first, then moved or
+   prepared for the device) with synthetic weights of the exact architecture;
+2. checks statically that every parameter, buffer and plain tensor attribute is
+   on the device (``F.conv2d`` does not complain about a CPU weight with a
+   ``meta`` input, so running the forward alone would miss it);
+3. runs one forward under a dispatch-level watch that names the first operation
+   mixing tensors of two devices, then checks the output's shape, dtype and device
+   (and on a real device that it is finite).
+
+On ``meta`` a forward stops at its first copy to the host (meta tensors have no
+data); everything up to there has run and been watched, which is all the
+device-dependent work.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from gpen_core.errors import InputError
+
+
+@dataclass(frozen=True)
+class Check:
+    """One network on one device: ``ok`` or the first problem, naming the tensor."""
+
+    network: str  # "generator GPEN-BFR-512", "detector retinaface-resnet50", ...
+    path: str  # the code that built and ran it, e.g. "gpen_core.networks.fast.FastGPEN"
+    dtype: str  # compute dtype checked
+    ok: bool
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class SelfCheckReport:
+    device: str
+    checks: tuple[Check, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def first_problem(self) -> Check | None:
+        return next((c for c in self.checks if not c.ok), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"device": self.device, "ok": self.ok, "checks": [asdict(c) for c in self.checks]}
+
+    def summary(self) -> str:
+        """One sentence for the app's Hardware check."""
+        bad = self.first_problem
+        if bad is None:
+            return f"Set-up check: all {len(self.checks)} networks of every mode are placed on {self.device} and run there."
+        failed = sum(not c.ok for c in self.checks)
+        return (f"Set-up check FAILED on {self.device}: {failed} of {len(self.checks)} networks; the first: "
+                f"{bad.network} ({bad.dtype}): {bad.problem}. Details: `python -m gpen_core selfcheck --device {self.device}`.")
+
+    def table(self) -> str:
+        rows = [("network", "dtype", "ok", "problem")]
+        rows += [(c.network, c.dtype, "ok" if c.ok else "FAIL", c.problem or "") for c in self.checks]
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        lines = [f"selfcheck on {self.device}"]
+        for r in rows:
+            lines.append("  ".join(r[i].ljust(widths[i]) for i in range(3)) + ("  " + r[3] if r[3] else ""))
+        bad = self.first_problem
+        lines.append("all ok" if bad is None else f"FAILED: {bad.network} ({bad.dtype}): {bad.problem}")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- device
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``torch.device`` with a CUDA index filled in; InputError with the fix when it cannot run here."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise InputError(f"unknown device {device!r} ({exc}); use cpu, cuda, cuda:N or meta") from None
+    if dev.type not in ("cpu", "cuda", "meta"):
+        raise InputError(f"device {device!r} is not supported; use cpu, cuda, cuda:N or meta")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(
+                f"no CUDA device is available here (device {device!r} was asked for): check `nvidia-smi` and that "
+                "this PyTorch is a CUDA build (`python -m gpen_core info`), or use --device cpu / meta"
+            )
+        index = torch.cuda.current_device() if dev.index is None else dev.index
+        if index >= torch.cuda.device_count():
+            raise InputError(f"{device!r}: this machine has {torch.cuda.device_count()} CUDA device(s), numbered from 0")
+        dev = torch.device("cuda", index)
+    return dev
+
+
+def _same(a: torch.device, b: torch.device) -> bool:
+    if a.type != b.type:
+        return False
+    if a.type != "cuda":
+        return True
+    ai = torch.cuda.current_device() if a.index is None else a.index
+    bi = torch.cuda.current_device() if b.index is None else b.index
+    return ai == bi
+
+
+# --------------------------------------------------------------------------- static check
+
+
+def named_tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, str, torch.Tensor]]:
+    """(path, kind, tensor) for every parameter, buffer and plain tensor attribute of a module tree.
+
+    Plain attributes matter: ``.to(device)`` does not move them (facexlib's
+    ``RetinaFace.mean_tensor`` is one).
+    """
+    if isinstance(obj, nn.Module):
+        for name, p in obj.named_parameters(prefix.rstrip(".")):
+            yield name, "parameter", p
+        for name, b in obj.named_buffers(prefix.rstrip(".")):
+            yield name, "buffer", b
+        modules: Iterator[tuple[str, nn.Module]] = obj.named_modules(prefix=prefix.rstrip("."))
+    else:
+        modules = iter(())
+        for attr, v in vars(obj).items():
+            if isinstance(v, nn.Module):
+                yield from named_tensors(v, f"{prefix}{attr}.")
+            elif isinstance(v, torch.Tensor):
+                yield f"{prefix}{attr}", "tensor attribute", v
+    for mname, m in modules:
+        for attr, v in vars(m).items():
+            if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter):
+                yield (f"{mname}.{attr}" if mname else attr), "tensor attribute", v
+
+
+def misplaced(obj: Any, device: torch.device) -> list[str]:
+    """One sentence per tensor of ``obj`` that is not on ``device`` (empty when all are)."""
+    return [
+        f"{kind} {path} {tuple(t.shape)} is on {t.device}, expected {device}"
+        for path, kind, t in named_tensors(obj)
+        if not _same(t.device, device)
+    ]
+
+
+# --------------------------------------------------------------------------- forward watch
+
+_TRANSFERS = ("aten.to.", "aten._to_copy.", "aten.copy_.", "aten._copy_from.", "aten._copy_from_and_resize.")
+
+
+def _is_transfer(op: str) -> bool:
+    return op.startswith(_TRANSFERS)
+
+
+class DeviceMixWatch(TorchDispatchMode):
+    """Records the first aten op whose (non-scalar) tensor arguments sit on two devices.
+
+    Explicit transfers (``.to``, ``.cpu()``, ``copy_``) are not mixes. ``names`` maps
+    ``id(tensor)`` to its module path, so a mix can name the offending weight.
+    """
+
+    def __init__(self, names: dict[int, str] | None = None) -> None:
+        super().__init__()
+        self.names = names or {}
+        self.problem: str | None = None
+        self.last_op = ""
+        self.ops = 0  # aten ops seen (a meta forward that stops early shows in this count)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        self.last_op = str(func)
+        self.ops += 1
+        if self.problem is None and not _is_transfer(self.last_op):
+            tensors = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor) and a.dim() > 0]
+            devices = {str(t.device) for t in tensors}
+            if len(devices) > 1:
+                odd = _odd_one_out(tensors)
+                what = self.names.get(id(odd), f"a {tuple(odd.shape)} {str(odd.dtype).replace('torch.', '')} tensor")
+                self.problem = f"{func} mixes devices {sorted(devices)}: {what} is on {odd.device}"
+        return func(*args, **kwargs)
+
+
+def _odd_one_out(tensors: list[torch.Tensor]) -> torch.Tensor:
+    counts: dict[str, int] = {}
+    for t in tensors:
+        counts[str(t.device)] = counts.get(str(t.device), 0) + 1
+    # The input decides the device; a lone weight elsewhere is the culprit. Prefer a named CPU one.
+    rare = min(counts, key=lambda d: (counts[d], d != "cpu"))
+    return next(t for t in tensors if str(t.device) == rare)
+
+
+def _host_copy_of_meta(exc: BaseException, watch: DeviceMixWatch, device: torch.device) -> bool:
+    """True when a meta forward stopped where it is meant to: its first copy of data to the host."""
+    if device.type != "meta":
+        return False
+    return "copy out of meta tensor" in str(exc) and _is_transfer(watch.last_op)
+
+
+# --------------------------------------------------------------------------- the networks
+
+
+@dataclass(frozen=True)
+class _Target:
+    network: str
+    path: str
+    dtype: str
+    build: Callable[[torch.device], Any]  # -> the object as a request holds it
+    forward: Callable[[Any, torch.device], Any]  # runs one forward; returns what to check (or None)
+    expect: Callable[[Any, torch.device], str | None] = lambda out, dev: None  # output check
+
+
+def _generator_targets(device: torch.device) -> list[_Target]:
+    from gpen_core.modes import MODES
+
+    # Which (size model, dtype) pairs the modes run on this kind of device. meta stands for
+    # both: every dtype is built, so one CI run covers the CPU and the CUDA paths.
+    pairs: dict[tuple[str, str], None] = {}
+    for m in MODES.values():
+        if device.type in ("cuda", "meta"):
+            pairs[(m.model, m.cuda_dtype)] = None
+        if device.type in ("cpu", "meta"):
+            pairs[(m.model, m.cpu_dtype)] = None
+    # The 512 generator in all three dtypes wherever they can run (a user may force any).
+    for dt in ("float32", "bfloat16", "float16"):
+        if device.type == "meta" or (device.type == "cuda" and (dt != "bfloat16" or torch.cuda.is_bf16_supported())):
+            pairs[("GPEN-BFR-512", dt)] = None
+    targets = []
+    for model, dt in sorted(pairs, key=lambda p: (p[0], ("float32", "bfloat16", "float16").index(p[1]))):
+        targets.append(
+            _Target(
+                network=f"generator {model}",
+                path="gpen_core.networks.fast.FastGPEN",
+                dtype=dt,
+                build=lambda dev, model=model, dt=dt: _build_generator(model, dt, dev),
+                forward=_generator_forward,
+                expect=_generator_expect,
+            )
+        )
+    return targets
+
+
+_CPU_MODELS: dict[tuple[str, bool], Any] = {}
+
+
+def _cpu_generator(model: str, random_values: bool) -> Any:
+    """The CPU model a request loads before :func:`gpen_core.networks.fast.prepare` (cached for this run).
+
+    On meta the values never matter, so zeros stand in for the random weights (much
+    quicker to make); the architecture and every tensor's shape are the real ones.
+    """
+    key = (model, random_values)
+    if key not in _CPU_MODELS:
+        from gpen_core.networks.arch import GPEN, make_kernel
+        from gpen_core.networks.checkpoint import build_from_state_dict
+        from gpen_core.networks.synthetic import random_generator
+        from gpen_core.weights.lookup import REGISTRY
+
+        cfg = REGISTRY[model].arch
+        if random_values:
+            _CPU_MODELS[key] = random_generator(cfg)
+        else:
+            with torch.device("meta"):
+                shapes = GPEN(cfg).state_dict()
+            base = make_kernel([1, 3, 3, 1])
+            sd = {
+                k: ((base * 4 if k.startswith("generator.") else base.clone()) if k.endswith(".kernel") else torch.zeros(v.shape))
+                for k, v in shapes.items()
+            }
+            _CPU_MODELS[key] = build_from_state_dict(sd)
+    return _CPU_MODELS[key]
+
+
+def _build_generator(model: str, dtype: str, device: torch.device) -> Any:
+    from gpen_core.networks.fast import prepare
+    from gpen_core.networks.plan import ForwardPlan, choose_plan
+
+    if device.type == "meta":
+        plan = ForwardPlan(device="meta", dtype=dtype)  # type: ignore[arg-type]
+    else:
+        plan, _ = choose_plan(str(device), dtype)
+    return prepare(_cpu_generator(model, random_values=device.type != "meta"), plan)
+
+
+def _generator_forward(forward: Any, device: torch.device) -> Any:
+    s = forward.size
+    x = torch.empty(1, 3, s, s, device=device) if device.type == "meta" else torch.rand(1, 3, s, s, device=device) * 2 - 1
+    return forward(x)
+
+
+def _generator_expect(y: Any, device: torch.device) -> str | None:
+    return _expect_tensor(y, device, None, torch.float32)
+
+
+def _expect_tensor(y: Any, device: torch.device, shape: tuple[int, ...] | None, dtype: torch.dtype | None) -> str | None:
+    if not isinstance(y, torch.Tensor):
+        return f"the forward returned {type(y).__name__}, not a tensor"
+    if not _same(y.device, device):
+        return f"the output is on {y.device}, expected {device}"
+    if shape is not None and tuple(y.shape) != shape:
+        return f"the output has shape {tuple(y.shape)}, expected {shape}"
+    if dtype is not None and y.dtype != dtype:
+        return f"the output is {y.dtype}, expected {dtype}"
+    if device.type != "meta" and not bool(torch.isfinite(y).all()):
+        return "the output has inf or NaN values"
+    return None
+
+
+def _detector_targets() -> list[_Target]:
+    targets = []
+    for network, weights in (("mobilenet0.25", "retinaface-mobilenet0.25"), ("resnet50", "retinaface-resnet50")):
+
+        def build(dev: torch.device, network: str = network) -> Any:
+            from gpen_core.faces.detect import FaceDetector
+
+            return FaceDetector(None, network, device=dev)  # type: ignore[arg-type]
+
+        def forward(det: Any, dev: torch.device) -> Any:
+            rgb = np.random.default_rng(0).integers(0, 256, (240, 320, 3), dtype=np.uint8)
+            return det.detect(rgb, threshold=0.5, max_side=320)
+
+        targets.append(_Target(f"detector {weights}", "gpen_core.faces.detect.FaceDetector", "float32", build, forward,
+                               lambda out, dev: None if isinstance(out, list) else f"detect returned {type(out).__name__}"))
+    return targets
+
+
+def _parser_targets() -> list[_Target]:
+    targets = []
+    try:
+        from gpen_core.faces import parse  # noqa: F401
+    except ImportError:
+        pass
+    else:
+
+        def build_masker(dev: torch.device) -> Any:
+            from facexlib.parsing.parsenet import ParseNet
+
+            from gpen_core.faces.parse import ParsingMasker
+
+            # The real loading path: a weights file read on the CPU, then moved.
+            net = ParseNet(in_size=512, out_size=512, parsing_ch=19)
+            with tempfile.TemporaryDirectory(prefix="gpen-selfcheck-") as tmp:
+                path = Path(tmp) / "parsing_parsenet.pth"
+                torch.save(net.state_dict(), path)
+                del net
+                return ParsingMasker(path, device=dev)
+
+        def masker_forward(masker: Any, dev: torch.device) -> Any:
+            return masker(np.full((512, 512, 3), 128, np.uint8))
+
+        def masker_expect(out: Any, dev: torch.device) -> str | None:
+            if not (isinstance(out, np.ndarray) and out.shape == (512, 512)):
+                return f"the mask is {getattr(out, 'shape', type(out).__name__)}, expected 512×512"
+            return None
+
+        targets.append(_Target("parser parsenet (facexlib)", "gpen_core.faces.parse.ParsingMasker", "float32", build_masker,
+                               masker_forward, masker_expect))
+    try:
+        from gpen_core.networks import parsenet
+    except ImportError:
+        return targets
+    if hasattr(parsenet, "FaceParser") and hasattr(parsenet, "ParseNet"):
+
+        def build_gpen_parser(dev: torch.device) -> Any:
+            return parsenet.FaceParser(parsenet.ParseNet().eval(), device=dev)
+
+        def gpen_parser_forward(p: Any, dev: torch.device) -> Any:
+            return p.logits(np.full((512, 512, 3), 128, np.uint8))
+
+        targets.append(_Target("parser ParseNet (GPEN)", "gpen_core.networks.parsenet.FaceParser", "float32", build_gpen_parser,
+                               gpen_parser_forward, lambda out, dev: _expect_tensor(out, dev, None, torch.float32)))
+    return targets
+
+
+def _upscaler_targets() -> list[_Target]:
+    try:
+        from gpen_core.upscale import tiles
+        from gpen_core.networks import upscaler
+    except ImportError:  # the upscaler is optional; nothing to check without it
+        return []
+
+    def build(dev: torch.device) -> Any:
+        # As load_upscaler: built on the CPU, then moved.
+        return upscaler.random_upscaler(upscaler.UpscalerConfig()).to(dev)
+
+    def forward(net: Any, dev: torch.device) -> Any:
+        return tiles.run_tiles(np.full((32, 32, 3), 128, np.uint8), net, tile=0)
+
+    def expect(out: Any, dev: torch.device) -> str | None:
+        img = getattr(out, "image", None)
+        return None if isinstance(img, np.ndarray) and img.shape == (64, 64, 3) else "the upscaled image has the wrong shape"
+
+    return [_Target("upscaler RealESRNet x2", "gpen_core.upscale.tiles.run_tiles", "float32", build, forward, expect)]
+
+
+def targets(device: torch.device) -> list[_Target]:
+    """Every network every mode can build, for ``device``."""
+    return [*_generator_targets(device), *_detector_targets(), *_parser_targets(), *_upscaler_targets()]
+
+
+# --------------------------------------------------------------------------- run
+
+
+def check_one(target: _Target, device: torch.device) -> Check:
+    """Build, static check, one watched forward, output check; the first problem wins."""
+
+    def fail(problem: str) -> Check:
+        return Check(target.network, target.path, target.dtype, False, problem)
+
+    try:
+        obj = target.build(device)
+    except Exception as exc:
+        return fail(f"building it failed: {type(exc).__name__}: {str(exc)[:300]}")
+    where = _net_of(obj)
+    bad = misplaced(where, device)
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        return fail(bad[0] + more)
+    watch = DeviceMixWatch({id(t): f"{kind} {path}" for path, kind, t in named_tensors(where)})
+    out = None
+    try:
+        with torch.inference_mode(), watch:
+            out = target.forward(obj, device)
+    except Exception as exc:
+        if watch.problem:
+            return fail(watch.problem)
+        if not _host_copy_of_meta(exc, watch, device):
+            return fail(f"the forward failed: {type(exc).__name__}: {str(exc)[:300]}")
+        return Check(target.network, target.path, target.dtype, True)  # meta: stopped at the host copy, as it must
+    if watch.problem:
+        return fail(watch.problem)
+    problem = target.expect(out, device)
+    return fail(problem) if problem else Check(target.network, target.path, target.dtype, True)
+
+
+def _net_of(obj: Any) -> Any:
+    """The module tree a request holds (a PreparedForward's net, a detector's network...)."""
+    return getattr(obj, "net", None) if isinstance(getattr(obj, "net", None), nn.Module) else obj
+
+
+def run_selfcheck(device: str | torch.device = "cpu", progress: Callable[[str], None] | None = None) -> SelfCheckReport:
+    """Check every network on ``device``; see the module docstring. Raises InputError for a device not here."""
+    dev = resolve_device(device)
+    checks = []
+    try:
+        for t in targets(dev):
+            if progress is not None:
+                progress(f"{t.network} ({t.dtype})")
+            checks.append(check_one(t, dev))
+    finally:
+        _CPU_MODELS.clear()
+    return SelfCheckReport(str(dev), tuple(checks))

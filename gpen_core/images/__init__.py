@@ -1,0 +1,1 @@
+"""Hardened decode and encode of user files, and where results are written."""

@@ -1,0 +1,334 @@
+"""Hardened image decoding and encoding: the only place that reads user files.
+
+Contract at the boundary: :func:`decode_image` returns RGB uint8 H×W×3 (C-contiguous,
+upright, alpha composited on white) plus the alpha channel separately; :func:`encode_image`
+takes the same arrays back. Every refusal is an :class:`~gpen_core.errors.InputError`
+whose message names the limit and how to fix the file; every normalisation is a plain
+sentence in ``DecodedImage.notes``.
+
+Order of checks, cheapest first, so a hostile file costs milliseconds and kilobytes:
+file size (``stat`` / ``len``, before reading) → format from Pillow's header parse,
+restricted to the allow-list → declared pixel count, aspect ratio and smallest side
+(still before any pixel is decoded) → decode → normalise.
+
+Pillow's global ``ImageFile.LOAD_TRUNCATED_IMAGES`` is never touched: truncated files
+are refused, not silently padded with grey (and decoding refuses to run if some other
+module turned it on). Nothing heavy at import: OpenCV is imported only to shrink.
+
+The rooms: :mod:`~gpen_core.images.limits` (the limits, the header checks and every
+refusal's message), :mod:`~gpen_core.images.pixels` (Pillow image → uint8 arrays: bit
+depth, alpha, colour profile, orientation) and :mod:`~gpen_core.images.encode`
+(:func:`encode_image`, :func:`shrink_to_max_side`). This module decodes, and exports
+the public API of all three.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+from PIL import Image, ImageFile, UnidentifiedImageError
+
+from gpen_core.errors import InputError, OutOfMemory
+from gpen_core.images.encode import encode_image, shrink_to_max_side
+from gpen_core.images.limits import (
+    _OUR_NAME,
+    _SNIFF_BYTES,
+    DEFAULT_LIMITS,
+    InputLimits,
+    _check_geometry,
+    _open_source,
+    _pillow_failure,
+    _png_declared_size,
+    _sniff,
+    _too_many_pixels,
+    _unidentified,
+)
+from gpen_core.images.pixels import (
+    _ORIENT,
+    _composite_on_white,
+    _first_frame_note,
+    _float_to_8bit,
+    _is_16bit,
+    _read_orientation,
+    _rgb_icc,
+    _settle_icc,
+    _to_arrays,
+)
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "DecodedImage",
+    "InputLimits",
+    "decode_image",
+    "encode_image",
+    "shrink_to_max_side",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class DecodedImage:
+    """A decoded, upright, 8-bit image ready for the engine.
+
+    ``rgb``: RGB uint8 H×W×3, C-contiguous; transparent areas already composited on white.
+    ``alpha``: uint8 H×W (255 = opaque) when the file had real transparency, else None
+    (a fully opaque alpha channel is dropped). Kept so the result can be written back
+    with its transparency (:func:`encode_image` with ``alpha=``).
+    ``format``: our name of the container ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF").
+    ``original_size``: (width, height) as stored in the file, before EXIF rotation and
+    before any shrink at decode.
+    ``notes``: one plain sentence per normalisation applied, in the order applied.
+    ``icc_profile``: the file's embedded RGB colour profile (None when absent or not RGB);
+    pixels are left in that colour space, so pass it to :func:`encode_image` to keep the
+    colours the same in colour-managed viewers. Only a valid profile of at most 256 KB is
+    kept: a larger one is converted to sRGB (the pixels with it) and an invalid one dropped,
+    with a note, so every result opens in Pillow and OpenCV.
+    """
+
+    rgb: np.ndarray
+    alpha: np.ndarray | None
+    format: str
+    original_size: tuple[int, int]
+    notes: tuple[str, ...] = ()
+    icc_profile: bytes | None = field(default=None, repr=False)
+    # The EXIF orientation applied to ``rgb`` (1: none; 5-8 turn the picture by 90°).
+    orientation: int = 1
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) of ``rgb``."""
+        return int(self.rgb.shape[1]), int(self.rgb.shape[0])
+
+    @property
+    def upright_size(self) -> tuple[int, int]:
+        """(width, height) of the photo as viewers show it: ``original_size`` after EXIF rotation."""
+        w, h = self.original_size
+        return (h, w) if self.orientation in (5, 6, 7, 8) else (w, h)
+
+
+def decode_image(
+    source: bytes | str | os.PathLike[str],
+    limits: InputLimits = DEFAULT_LIMITS,
+    *,
+    reduce_to: int | None = None,
+) -> DecodedImage:
+    """Read an uploaded image safely: RGB uint8 H×W×3, upright, with its alpha kept apart.
+
+    ``source`` is the file's bytes or a path. ``reduce_to``: when the caller will shrink
+    the image to this longest side anyway, a large JPEG is decoded at 1/2, 1/4 or 1/8
+    scale (libjpeg's DCT scaling via Pillow's ``draft``: less time and memory) such that
+    its longest side stays ≥ ``_DRAFT_KEEP`` × ``reduce_to`` (so a 4000 px photo for a
+    2048 px target decodes at 2000 px, not at 12 MP); other formats decode at full size
+    and the caller shrinks them (:func:`shrink_to_max_side`). The notes say when this
+    happened.
+
+    Raises :class:`InputError` for anything wrong with the file (too big, not an allowed
+    format, too many pixels, bad aspect ratio, too small, truncated, corrupt), with a
+    message saying how to fix it; :class:`~gpen_core.errors.OutOfMemory` (a ``ResourceError``) if the machine runs out of
+    memory decoding an image within the limits. No other exception escapes for bad files.
+    """
+    if reduce_to is not None and reduce_to < 1:
+        raise ValueError(f"reduce_to must be a positive longest side in pixels, got {reduce_to}")
+    if ImageFile.LOAD_TRUNCATED_IMAGES:
+        # A process-wide switch that makes Pillow pad truncated files with grey instead of
+        # failing. Some modelscope CV modules turn it on when imported; refusing loudly is
+        # the only way to notice, since we must not flip a global other code relies on.
+        raise RuntimeError(
+            "PIL.ImageFile.LOAD_TRUNCATED_IMAGES was turned on elsewhere in this process, so truncated "
+            "uploads would be accepted silently. Do not import the module that sets it (some modelscope "
+            "CV pipelines do), or set it back to False."
+        )
+    with _open_source(source, limits) as fp:
+        head = fp.read(_SNIFF_BYTES)
+        if not head:
+            raise InputError("The file is empty (0 bytes). Upload it again; the transfer may have failed.")
+        fp.seek(0)
+        try:
+            im = Image.open(fp, formats=limits.formats)
+        except Image.DecompressionBombError as e:
+            # Pillow's own guard fired first (above ~179 MP). Say it in our words, with the
+            # declared size when the header is simple enough to read here (PNG's IHDR).
+            size = _png_declared_size(head)
+            m = re.search(r"\((\d+) pixels\)", str(e))
+            pixels = size[0] * size[1] if size else int(m.group(1)) if m else limits.max_pixels + 1
+            raise _too_many_pixels(pixels, limits, size) from None
+        except UnidentifiedImageError:
+            if _sniff(head) == "TIFF" and "TIFF" in limits.formats:
+                # Pillow has no mode for float RGB(A) TIFFs (scientific and HDR exports).
+                return _decode_other_tiff(fp, head, limits)
+            raise _unidentified(head, limits) from None
+        except MemoryError:
+            raise OutOfMemory("Not enough memory to read the image header. Try again later.") from None
+        except Exception as e:  # noqa: BLE001 - any parser failure on user bytes is the file's fault
+            kind = _sniff(head) or "image"
+            raise _pillow_failure(kind, e) from None
+        with im:
+            fmt = _OUR_NAME.get(str(im.format), str(im.format))
+            original_size = (int(im.size[0]), int(im.size[1]))
+            _check_geometry(original_size, limits)
+            return _decode_checked(im, fp, fmt, original_size, reduce_to)
+
+
+# A JPEG is DCT-scaled at decode when its reduced longest side keeps at least this share of
+# the target: the mode's 2048 px becomes 2000 px for a 4000 px photo (2% fewer pixels per
+# side, invisible after GPEN's paste-back) and the decode skips 3/4 of the 12 MP (measured
+# on the 4000×3000 benchmark photo: the decode's peak and time both drop to about a quarter).
+_DRAFT_KEEP = 0.9
+
+_SAMPLE_FORMATS = {1: "unsigned integer", 2: "signed integer", 3: "floating-point", 4: "undefined"}
+
+
+def _tiff_directory(fp: io.BufferedIOBase) -> "dict[int, object] | None":
+    """The first page's TIFF tags (Pillow's own IFD parser; reads no pixel data), or None."""
+    from PIL import TiffImagePlugin
+
+    try:
+        fp.seek(0)
+        ifh = fp.read(8)
+        if len(ifh) == 8 and ifh[2] == 43:  # BigTIFF: 16-byte header
+            ifh += fp.read(8)
+        ifd = TiffImagePlugin.ImageFileDirectory_v2(ifh)
+        fp.seek(ifd.next)
+        ifd.load(fp)
+        return dict(ifd)
+    except Exception:  # noqa: BLE001 - a header this broken is reported as corrupt by the caller
+        return None
+
+
+def _first(value: object, default: int) -> int:
+    if isinstance(value, tuple):
+        value = value[0] if value else default
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+
+
+def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) -> DecodedImage:
+    """A TIFF Pillow cannot identify: float RGB(A) is decoded (OpenCV's libtiff); else refused by name."""
+    tags = _tiff_directory(fp)
+    if tags is None or not tags.get(256) or not tags.get(257):
+        raise _unidentified(head, limits)
+    w, h = _first(tags[256], 0), _first(tags[257], 0)
+    bits, spp = _first(tags.get(258), 1), _first(tags.get(277), 1)
+    sample = _SAMPLE_FORMATS.get(_first(tags.get(339), 1), "unknown")
+    _check_geometry((w, h), limits)
+    what = f"{bits}-bit {sample} samples, {spp} per pixel"
+    if sample != "floating-point" or bits not in (16, 32, 64) or spp not in (1, 3, 4):
+        raise InputError(
+            f"This TIFF's pixel format ({what}) is not supported. Save it as an 8- or 16-bit RGB TIFF or PNG "
+            "and try again."
+        )
+    import cv2  # libtiff via OpenCV: reads float RGB(A), which Pillow does not
+
+    notes: list[str] = []
+    try:
+        fp.seek(0)
+        buf = np.frombuffer(fp.read(), np.uint8)
+        arr = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
+        del buf
+        if arr is None or arr.shape[:2] != (h, w):
+            raise InputError(
+                f"The TIFF file ({what}) is truncated or corrupt; re-export it and try again."
+            )
+        if arr.ndim == 3:
+            arr = arr[..., [2, 1, 0, 3][: arr.shape[2]]]  # OpenCV's BGR(A) → RGB(A)
+        alpha = None
+        if arr.ndim == 3 and arr.shape[2] == 4:
+            a = np.nan_to_num(arr[..., 3].astype(np.float32), nan=1.0)
+            alpha = np.round(np.clip(a * 255.0 if a.max() <= 1.0 else a, 0, 255)).astype(np.uint8)
+            arr = arr[..., :3]
+        base = _float_to_8bit(arr, "TIFF", notes)
+        del arr
+    except (MemoryError, cv2.error) as e:
+        from gpen_core.platform.oom import is_oom
+
+        if isinstance(e, MemoryError) or is_oom(e):
+            raise OutOfMemory(
+                f"Not enough memory to decode the {w}×{h} image. Resize it, or try again when the server is less busy."
+            ) from None
+        raise InputError(f"The TIFF file ({what}) cannot be decoded ({str(e).strip()[:200]}); re-export it and try again.") from None
+    orientation = _first(tags.get(274), 1)
+    return _finish(base, alpha, "TIFF", (w, h), orientation if orientation in _ORIENT else 1, None, notes)
+
+
+def _decode_checked(
+    im: Image.Image, fp: io.BufferedIOBase, fmt: str, original_size: tuple[int, int], reduce_to: int | None
+) -> DecodedImage:
+    """Decode an image whose header passed the limits, and normalise it."""
+    notes: list[str] = []
+    w, h = original_size
+    try:
+        if reduce_to is not None and fmt == "JPEG" and max(w, h) >= 2 * _DRAFT_KEEP * reduce_to:
+            r = _DRAFT_KEEP * reduce_to / max(w, h)
+            im.draft(None, (max(1, math.ceil(w * r)), max(1, math.ceil(h * r))))
+            if im.size != original_size:
+                scale = round(w / im.size[0])
+                notes.append(
+                    f"shrunk at decode from {w}×{h} to {im.size[0]}×{im.size[1]} (JPEG 1/{scale} scale)"
+                )
+        frame_note = _first_frame_note(im, fp, fmt)
+        if frame_note:
+            notes.append(frame_note)
+        deep = _is_16bit(im)
+        im.load()
+        orientation, exif_note = _read_orientation(im)
+        if exif_note:
+            notes.append(exif_note)
+        icc = _rgb_icc(im) if im.mode in ("RGB", "RGBA", "P", "PA", "RGBa") else None
+        base, alpha = _to_arrays(im, fmt, deep, notes)
+        # The arrays no longer share Pillow's buffer (4 bytes per RGB pixel): free it now,
+        # before the copy below, so a 48 MP photo peaks near 2× its RGB size, not 3×.
+        im.close()
+        icc = _settle_icc(icc, base, notes)
+    except MemoryError:
+        raise OutOfMemory(
+            f"Not enough memory to decode the {w}×{h} image. Resize it, or try again when the server is less busy."
+        ) from None
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001 - Pillow raises OSError, SyntaxError, ValueError, struct.error...
+        raise _pillow_failure(fmt, e) from None
+    return _finish(base, alpha, fmt, original_size, orientation, icc, notes)
+
+
+def _finish(
+    base: np.ndarray,
+    alpha: np.ndarray | None,
+    fmt: str,
+    original_size: tuple[int, int],
+    orientation: int,
+    icc: bytes | None,
+    notes: list[str],
+) -> DecodedImage:
+    """uint8 H×W or H×W×3 (+ alpha) as stored → the upright, composited DecodedImage."""
+    # From here on: numpy only, no user-controlled parsing.
+    if orientation in _ORIENT:
+        verb, turn = _ORIENT[orientation]
+        base = turn(base)
+        alpha = None if alpha is None else turn(alpha)
+        notes.append(f"{verb} per EXIF orientation {orientation}")
+    # Owned, writable, C-contiguous; copies only when a view (RGBA split, rotation) needs it.
+    rgb = np.repeat(base[..., None], 3, axis=2) if base.ndim == 2 else np.ascontiguousarray(base)
+    del base
+    if alpha is not None:
+        if int(alpha.min()) == 255:
+            alpha = None
+            notes.append("fully opaque alpha channel dropped")
+        else:
+            alpha = np.ascontiguousarray(alpha)
+            _composite_on_white(rgb, alpha)
+            notes.append("transparent areas composited on white for restoration; alpha kept in the PNG output")
+    return DecodedImage(
+        rgb=rgb,
+        alpha=alpha,
+        format=fmt,
+        original_size=original_size,
+        notes=tuple(notes),
+        icc_profile=icc,
+        orientation=orientation if orientation in _ORIENT else 1,
+    )

@@ -1,0 +1,245 @@
+"""What an upload may be, and the checks made before any pixel is decoded.
+
+:class:`InputLimits` (file size, pixels, aspect ratio, smallest side, formats), opening
+the source with its size checked first, sniffing what a refused file really is, and
+every refusal's message (each an :class:`~gpen_core.errors.InputError` that names the
+limit and how to fix the file). Reads headers only; :mod:`gpen_core.images.decode` decodes.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import stat
+from dataclasses import dataclass
+
+from gpen_core.errors import InputError
+
+# Our format names are Pillow's plugin names. Pillow's JPEG plugin returns an "MPO" image
+# for the multi-picture JPEGs many phones and cameras write (main image + previews/depth);
+# users see a .jpg, so it is a JPEG to us.
+_PILLOW_NAMES: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF")
+_OUR_NAME = {"MPO": "JPEG"}
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    """What an uploaded image may be. Checked before its pixels are decoded."""
+
+    # Bytes on disk. A 48 MP phone JPEG is ~10-20 MB; 25 MB leaves room for a PNG
+    # screenshot while bounding how long a hostile upload can keep a decoder busy.
+    max_file_bytes: int = 25_000_000
+    # Declared width × height. 50 MP admits 48 MP phone sensors (8000×6000) and refuses
+    # decompression bombs (a 50 000 × 50 000 PNG declares 2500 MP in a few hundred bytes).
+    # Decoded, 50 MP RGB is 150 MB plus Pillow's 4-byte-per-pixel buffer. Kept below
+    # Pillow's own MAX_IMAGE_PIXELS (~89 MP) so Pillow's bomb warning never fires for an
+    # image we accept: everything above ours is refused with our message instead.
+    max_pixels: int = 50_000_000
+    # Longest side / shortest side. Faces need two dimensions; a 1×20 000 strip is a
+    # banner or an attack, and it makes detector pyramids degenerate.
+    max_aspect: float = 20.0
+    # Shortest side in pixels. RetinaFace's smallest anchor is 16 px, so nothing smaller
+    # can hold a detectable face; a 16×16 image is accepted (and simply has no face).
+    min_side: int = 16
+    # Allowed containers. GIF is in because animated GIF/WebP uploads are common (the
+    # first frame is used and the notes say so). SVG, PDF, HEIC, ICO, PSD... are out:
+    # either Pillow cannot decode them or their parsers are needless attack surface.
+    formats: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF")
+
+    def __post_init__(self) -> None:
+        unknown = set(self.formats) - set(_PILLOW_NAMES)
+        if unknown:
+            raise ValueError(f"unknown formats {sorted(unknown)}; choose from {sorted(_PILLOW_NAMES)}")
+        if self.max_file_bytes < 1 or self.max_pixels < 1 or self.min_side < 1 or self.max_aspect < 1:
+            raise ValueError(f"limits must be positive (aspect ≥ 1), got {self}")
+
+
+DEFAULT_LIMITS = InputLimits()
+
+
+def _mb(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f} MB" if n % 1_000_000 else f"{n // 1_000_000} MB"
+    return f"{n / 1e3:.1f} KB" if n >= 1000 else f"{n} bytes"
+
+
+def _ratio(r: float) -> str:
+    return f"{r:.1f}".rstrip("0").rstrip(".")
+
+
+def _mp(n: int) -> str:
+    return f"{n / 1e6:.1f} megapixels" if n % 1_000_000 else f"{n // 1_000_000} megapixels"
+
+
+def _display(fmt: str) -> str:
+    return "WebP" if fmt == "WEBP" else fmt
+
+
+def _formats_text(limits: InputLimits) -> str:
+    return ", ".join(_display(f) for f in limits.formats)
+
+
+def _png_declared_size(head: bytes) -> tuple[int, int] | None:
+    if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] == b"IHDR" and len(head) >= 24:
+        w, h = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+        return (w, h) if w and h else None
+    return None
+
+
+def _too_many_pixels(pixels: int, limits: InputLimits, size: tuple[int, int] | None) -> InputError:
+    what = f"is {size[0]}×{size[1]} ({_mp(pixels)})" if size else f"declares {_mp(pixels)}"
+    if size:
+        s = math.sqrt(limits.max_pixels / pixels)
+        fix = f"resize it to at most {max(1, int(size[0] * s))}×{max(1, int(size[1] * s))}"
+    else:
+        fix = f"resize it to at most {_mp(limits.max_pixels)}"
+    return InputError(
+        f"The image {what}; the limit is {_mp(limits.max_pixels)} "
+        f"(larger images are refused to protect the server's memory). {fix[0].upper()}{fix[1:]} and try again."
+    )
+
+
+# Magic numbers of files people upload by mistake, so the refusal can name what it got.
+# Only the first few KB are looked at; nothing here parses the file.
+def _sniff(head: bytes) -> str | None:
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "PNG"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "JPEG"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "WEBP"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "GIF"
+    if head.startswith((b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")):
+        return "TIFF"
+    if head.startswith(b"BM") and int.from_bytes(head[14:18], "little") in (12, 40, 52, 56, 64, 108, 124):
+        return "BMP"  # "BM" + a known DIB header size, so text starting "BM" is not a bitmap
+    if head[4:8] == b"ftyp":
+        brand = head[8:12]
+        if brand in (b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1"):
+            return "HEIC"
+        if brand in (b"avif", b"avis"):
+            return "AVIF"
+        return "video or ISO media"
+    for magic, name in (
+        (b"\x00\x00\x01\x00", "ICO"),
+        (b"\x00\x00\x02\x00", "CUR"),
+        (b"8BPS", "PSD (Photoshop)"),
+        (b"%PDF", "PDF"),
+        (b"%!PS", "PostScript/EPS"),
+        (b"\xc5\xd0\xd3\xc6", "EPS"),
+        (b"\x00\x00\x00\x0cjP  ", "JPEG 2000"),
+        (b"\xff\x4f\xff\x51", "JPEG 2000"),
+        (b"\xff\x0a", "JPEG XL"),
+        (b"\x00\x00\x00\x0cJXL ", "JPEG XL"),
+        (b"PK\x03\x04", "ZIP archive"),
+        (b"\x1f\x8b", "gzip archive"),
+    ):
+        if head.startswith(magic):
+            return name
+    text = head.lstrip(b"\xef\xbb\xbf").lstrip()
+    lowered = text[:4096].lower()
+    if b"<svg" in lowered and (lowered.startswith((b"<?xml", b"<svg", b"<!--", b"<!doctype svg"))):
+        return "SVG"
+    if lowered.startswith((b"<!doctype html", b"<html")):
+        return "HTML"
+    try:
+        decoded = head.decode("utf-8")
+    except UnicodeDecodeError:
+        # A multi-byte character cut at the end of the sniffed prefix is still text.
+        try:
+            decoded = head[:-4].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if decoded and all(c.isprintable() or c in "\r\n\t\f" for c in decoded):
+        return "text"
+    return None
+
+
+def _unidentified(head: bytes, limits: InputLimits) -> InputError:
+    kind = _sniff(head)
+    supported = f"Supported formats: {_formats_text(limits)}."
+    if kind in _PILLOW_NAMES and kind in limits.formats:
+        return InputError(
+            f"The file starts like a {kind} but its header cannot be read; it is probably truncated "
+            f"or corrupt. Re-export it and try again."
+        )
+    if kind in _PILLOW_NAMES:
+        return InputError(f"{kind} files are not accepted here. {supported} Convert it to PNG or JPEG and try again.")
+    if kind == "HEIC":
+        return InputError(
+            "HEIC/HEIF photos (the iPhone default) are not supported. "
+            f"{supported} Export it as JPEG (on iPhone: Settings → Camera → Formats → Most Compatible) "
+            "and try again."
+        )
+    if kind == "text":
+        return InputError(
+            f"The file is not an image: it contains text. {supported} Choose an image file and try again."
+        )
+    if kind is not None:
+        return InputError(f"{kind} files are not supported. {supported} Convert it to PNG or JPEG and try again.")
+    return InputError(
+        f"The file is not a recognised image (it starts with bytes {head[:8].hex(' ')}). "
+        f"{supported} Choose an image file and try again."
+    )
+
+
+_SNIFF_BYTES = 4096  # enough to find "<svg" after an XML prolog and a comment
+
+
+def _open_source(source: bytes | str | os.PathLike[str], limits: InputLimits) -> io.BufferedIOBase:
+    """A readable binary file for ``source``, after the size check (which reads nothing)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        n = memoryview(source).nbytes
+        if n > limits.max_file_bytes:
+            raise _too_big(n, limits)
+        return io.BytesIO(source)
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"source must be bytes or a path, got {type(source).__name__}")
+    path = os.fspath(source)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"The file {path!r} does not exist. Check the path and try again.") from None
+    except OSError as e:
+        raise InputError(f"The file {path!r} cannot be opened ({e.strerror}). Check the path and try again.") from None
+    if not stat.S_ISREG(st.st_mode):
+        # A FIFO or device reports size 0 and then streams forever; a folder is a mistake.
+        raise InputError(f"{path!r} is not a regular file. Choose an image file and try again.")
+    if st.st_size > limits.max_file_bytes:
+        raise _too_big(st.st_size, limits)
+    try:
+        return open(path, "rb")  # noqa: SIM115 - closed by decode_image's with-block
+    except OSError as e:
+        raise InputError(f"The file {path!r} cannot be opened ({e.strerror}). Check the path and try again.") from None
+
+
+def _too_big(n: int, limits: InputLimits) -> InputError:
+    return InputError(
+        f"The file is {_mb(n)}; the limit is {_mb(limits.max_file_bytes)}. "
+        "Save it as a JPEG (quality 90 is plenty) or resize it, and try again."
+    )
+
+
+def _check_geometry(size: tuple[int, int], limits: InputLimits) -> None:
+    w, h = size
+    pixels = w * h
+    if pixels > limits.max_pixels:
+        raise _too_many_pixels(pixels, limits, size)
+    long, short = max(w, h), max(1, min(w, h))
+    if long / short > limits.max_aspect:
+        raise InputError(
+            f"The image is {w}×{h} (aspect ratio {_ratio(long / short)}:1); "
+            f"the limit is {_ratio(limits.max_aspect)}:1. Crop it closer to the people in it and try again."
+        )
+    if min(w, h) < limits.min_side:
+        raise InputError(
+            f"The image is {w}×{h} pixels; its shortest side must be at least {limits.min_side} pixels "
+            "for a face to be found. Use a larger image and try again."
+        )
+
+
+def _pillow_failure(fmt: str, e: BaseException) -> InputError:
+    detail = str(e).strip() or type(e).__name__
+    return InputError(f"The {fmt} file is truncated or corrupt ({detail}); re-export it and try again.")

@@ -1,0 +1,301 @@
+"""From a loaded Pillow image to uint8 arrays: orientation, frames, bit depth, alpha, colour profile.
+
+16-bit, 32-bit integer and floating-point samples are scaled to 8 bit, palette / grey /
+CMYK expanded to RGB, alpha composited on white, and an embedded ICC profile kept or
+(too large to copy) converted to sRGB, each with a plain sentence in ``notes``. Numpy and
+Pillow work only: the file's header was checked by :mod:`gpen_core.images.limits`.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Callable
+
+import numpy as np
+from PIL import Image
+
+from gpen_core.images.limits import _display, _mb
+
+
+def _read_orientation(im: Image.Image) -> tuple[int, str | None]:
+    """EXIF orientation (1..8, 1 = upright) and a note when the EXIF could not be read."""
+    try:
+        value = im.getexif().get(0x0112, 1)
+    except Exception:  # noqa: BLE001 - malformed EXIF must not sink a good image
+        return 1, "EXIF data unreadable; orientation not applied"
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        return 1, "EXIF orientation tag invalid; orientation not applied"
+    return (value, None) if 1 <= value <= 8 else (1, f"EXIF orientation {value} invalid; not applied")
+
+
+# EXIF orientation → array transform that makes the image upright, on H×W[×C] arrays.
+# Same table as ImageOps.exif_transpose (2 FLIP_LEFT_RIGHT, 3 ROTATE_180, 4 FLIP_TOP_BOTTOM,
+# 5 TRANSPOSE, 6 ROTATE_270, 7 TRANSVERSE, 8 ROTATE_90); tests check it against Pillow.
+_ORIENT: dict[int, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
+    2: ("mirrored", lambda a: a[:, ::-1]),
+    3: ("rotated", lambda a: a[::-1, ::-1]),
+    4: ("flipped", lambda a: a[::-1]),
+    5: ("rotated and mirrored", lambda a: a.swapaxes(0, 1)),
+    6: ("rotated", lambda a: np.rot90(a, -1)),
+    7: ("rotated and mirrored", lambda a: a[::-1, ::-1].swapaxes(0, 1)),
+    8: ("rotated", lambda a: np.rot90(a, 1)),
+}
+
+
+def _is_16bit(im: Image.Image) -> bool:
+    """True when the pending decode reads 16-bit samples (Pillow names rawmodes like 'RGB;16B')."""
+    if im.mode.startswith("I;16"):
+        return True
+    for tile in getattr(im, "tile", None) or ():
+        args = tile[3] if len(tile) > 3 else None
+        raw = args[0] if isinstance(args, tuple) and args else args
+        if isinstance(raw, str) and ";16" in raw:
+            return True
+    return False
+
+
+# Frames are counted only for the note, so counting is capped: Pillow's own n_frames walks
+# every GIF block in Python (seconds for a 25 MB file of 1-pixel frames) and every TIFF
+# page with a quadratic loop-check (minutes for 100 000 tiny pages).
+_MAX_COUNTED_FRAMES = 1000
+
+
+def _count_gif_frames(fp: io.BufferedIOBase, cap: int) -> int:
+    """Image descriptors in a GIF, stopping at ``cap`` (block walk; reads no pixel data)."""
+    start = fp.tell()
+    try:
+        fp.seek(10)
+        flags = fp.read(3)[:1]
+        if flags and flags[0] & 0x80:
+            fp.seek(3 * (2 << (flags[0] & 7)), io.SEEK_CUR)  # global colour table
+        frames = blocks = 0
+        while frames < cap and blocks < 50 * cap:  # extensions between frames are capped too
+            blocks += 1
+            intro = fp.read(1)
+            if intro == b"!":
+                fp.read(1)  # extension label
+            elif intro == b",":
+                desc = fp.read(9)
+                if len(desc) < 9:
+                    break
+                if desc[8] & 0x80:
+                    fp.seek(3 * (2 << (desc[8] & 7)), io.SEEK_CUR)  # local colour table
+                fp.read(1)  # LZW minimum code size
+                frames += 1
+            else:
+                break  # trailer, end of file or garbage: Pillow stops here too
+            while (size := fp.read(1)) and size[0]:
+                fp.seek(size[0], io.SEEK_CUR)  # data sub-blocks
+        return frames
+    finally:
+        fp.seek(start)
+
+
+def _count_frames(im: Image.Image, fp: io.BufferedIOBase, fmt: str, cap: int) -> int:
+    if fmt == "GIF":
+        return _count_gif_frames(fp, cap)
+    if fmt == "TIFF":
+        n = 1
+        try:
+            while n < cap:
+                im.seek(n)  # reads the next page's directory, no pixels
+                n += 1
+        except EOFError:
+            pass
+        im.seek(0)
+        return n
+    return int(getattr(im, "n_frames", 1))  # WebP and APNG: read from a header chunk
+
+
+def _first_frame_note(im: Image.Image, fp: io.BufferedIOBase, fmt: str) -> str | None:
+    if fmt == "JPEG" or not getattr(im, "is_animated", False):
+        return None  # JPEG: MPO's extra frames are previews/depth maps, not content
+    n = _count_frames(im, fp, fmt, _MAX_COUNTED_FRAMES)
+    if n <= 1:
+        return None
+    of = f"{n}" if n < _MAX_COUNTED_FRAMES else f"{_MAX_COUNTED_FRAMES} or more"
+    if fmt == "TIFF":
+        return f"multi-page TIFF: first page of {of} used"
+    return f"animated {_display(fmt)}: first frame of {of} used"
+
+
+def _scale_16_to_8(a: np.ndarray) -> np.ndarray:
+    """uint16 0..65535 → uint8 0..255 by rounding v/257 (65535 → 255, 32768 → 128)."""
+    return ((a.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
+
+
+_STRIP_PIXELS = 4_000_000  # above this, copy out of Pillow in strips
+
+
+def _asarray(im: Image.Image) -> np.ndarray:
+    """A loaded Pillow image as an owned, writable numpy array.
+
+    ``np.asarray(im)`` goes through ``im.tobytes()``, which joins encoded chunks: for a
+    48 MP photo that is two transient 144 MB copies on top of Pillow's own 192 MB buffer.
+    Copying horizontal strips into a preallocated array keeps the transient to one strip.
+    """
+    w, h = im.size
+    if w * h <= _STRIP_PIXELS:
+        return np.array(im)
+    first = np.asarray(im.crop((0, 0, w, 1)))
+    out = np.empty((h, *first.shape[1:]), first.dtype)
+    rows = max(1, _STRIP_PIXELS // 8 // w)
+    for y in range(0, h, rows):
+        out[y : y + rows] = np.asarray(im.crop((0, y, w, min(h, y + rows))))
+    return out
+
+
+def _to_arrays(im: Image.Image, fmt: str, deep: bool, notes: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+    """Loaded Pillow image → (uint8 H×W or H×W×3, uint8 alpha or None). Pillow work only."""
+    mode = im.mode
+    if deep and mode != "I":  # "I" finds its own bit depth from the values
+        notes.append(f"16-bit {fmt} scaled to 8 bit")
+    if mode == "RGB":
+        return _asarray(im), None
+    if mode == "RGBA":
+        a = _asarray(im)
+        return a[..., :3], a[..., 3]
+    if mode == "L":
+        notes.append("grayscale image expanded to RGB")
+        return _asarray(im), None
+    if mode == "LA":
+        a = _asarray(im)
+        notes.append("grayscale image expanded to RGB")
+        return a[..., 0], a[..., 1]
+    if mode == "1":
+        notes.append("1-bit black-and-white image expanded to RGB")
+        return _asarray(im.convert("L")), None
+    if mode in ("P", "PA"):
+        transparent = mode == "PA" or im.has_transparency_data
+        notes.append("palette image converted to RGB")
+        return _to_arrays(im.convert("RGBA" if transparent else "RGB"), fmt, False, notes)
+    if mode.startswith("I;16"):
+        notes.append("grayscale image expanded to RGB")
+        return _scale_16_to_8(_asarray(im).astype(np.uint16)), None
+    if mode == "I":
+        return _int32_to_8bit(im, fmt, notes), None
+    if mode == "F":
+        return _float_to_8bit(_asarray(im), fmt, notes), None
+    if mode == "CMYK":
+        # Pillow's JPEG reader already undoes Adobe's inverted CMYK (APP14 marker).
+        notes.append("CMYK converted to RGB (without its colour profile, so colours may shift slightly)")
+        return _asarray(im.convert("RGB")), None
+    if mode in ("RGBa", "La"):  # premultiplied alpha
+        return _to_arrays(im.convert("RGBA"), fmt, False, notes)
+    notes.append(f"colour mode {mode} converted to RGB")
+    return _asarray(im.convert("RGB")), None
+
+
+def _int32_to_8bit(im: Image.Image, fmt: str, notes: list[str]) -> np.ndarray:
+    a = _asarray(im)
+    bits = None
+    tags = getattr(im, "tag_v2", None)
+    if tags is not None:
+        bps = tags.get(258)
+        bits = int(bps[0] if isinstance(bps, tuple) else bps) if bps else None
+    lo, hi = int(a.min()), int(a.max())
+    if lo >= 0 and hi <= 255 and bits != 16:
+        notes.append(f"32-bit integer {fmt} holding 8-bit values used as 8 bit; grayscale expanded to RGB")
+        return a.astype(np.uint8)
+    if lo >= 0 and hi <= 65535:
+        notes.append(f"16-bit {fmt} scaled to 8 bit; grayscale expanded to RGB")
+        return _scale_16_to_8(a.astype(np.uint16))
+    notes.append(f"32-bit integer {fmt} rescaled from its range [{lo}, {hi}] to 8 bit; grayscale expanded to RGB")
+    return _rescale(a.astype(np.float64), lo, hi)
+
+
+def _float_to_8bit(a: np.ndarray, fmt: str, notes: list[str]) -> np.ndarray:
+    """Float samples → uint8: [0, 1] scaled by 255 (as 16-bit is scaled), [0, 255] rounded,
+    anything else stretched from its own range. One range for all channels (keeps the colour balance)."""
+    a = np.nan_to_num(a.astype(np.float32), nan=0.0, posinf=0.0, neginf=0.0)
+    lo, hi = float(a.min()), float(a.max())
+    gray = "; grayscale expanded to RGB" if a.ndim == 2 else ""
+    if lo >= 0.0 and hi <= 1.0:
+        notes.append(f"floating-point {fmt} in [0, 1] scaled to 8 bit{gray}")
+        return np.round(a * 255.0).astype(np.uint8)
+    if lo >= 0.0 and hi <= 255.0:
+        notes.append(f"floating-point {fmt} in [0, 255] rounded to 8 bit{gray}")
+        return np.round(a).astype(np.uint8)
+    notes.append(f"floating-point {fmt} rescaled from its range [{lo:g}, {hi:g}] to 8 bit{gray}")
+    return _rescale(a, lo, hi)
+
+
+def _rescale(a: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    if hi <= lo:
+        return np.zeros(a.shape, np.uint8)
+    return np.round((a - lo) * (255.0 / (hi - lo))).astype(np.uint8)
+
+
+def _composite_on_white(rgb: np.ndarray, alpha: np.ndarray) -> None:
+    """In place: rgb = rgb·α + white·(1-α), rounded, in integers, a strip at a time.
+
+    uint16 holds 255·255 + 255·255; strips bound the uint16 temporaries to a few MB.
+    """
+    rows = max(1, _STRIP_PIXELS // 8 // max(1, rgb.shape[1]))
+    for y in range(0, rgb.shape[0], rows):
+        a = alpha[y : y + rows, :, None].astype(np.uint16)
+        c = rgb[y : y + rows].astype(np.uint16)
+        rgb[y : y + rows] = (c * a + 255 * (255 - a) + 127) // 255
+
+
+def _rgb_icc(im: Image.Image) -> bytes | None:
+    icc = im.info.get("icc_profile")
+    # Bytes 16..19 of an ICC header name its colour space; only an RGB profile describes
+    # our RGB output (a CMYK or grey profile embedded in an RGB file is invalid).
+    if isinstance(icc, bytes) and len(icc) >= 128 and icc[16:20] == b"RGB ":
+        return icc
+    return None
+
+
+# Largest colour profile copied into the result as it is. Real RGB profiles are 0.5-60 KB
+# (sRGB, Display P3, Adobe RGB); Pillow refuses to read a PNG whose profile inflates past
+# 1 MB (PngImagePlugin.MAX_TEXT_CHUNK), so a bigger one is converted away, not copied.
+_MAX_ICC_BYTES = 256_000
+
+
+def _settle_icc(icc: bytes | None, base: np.ndarray, notes: list[str]) -> bytes | None:
+    """The profile to write into the result: ``icc`` when it is valid and small, else None.
+
+    A valid profile too large to copy: ``base`` (uint8 H×W×3) is converted from it to sRGB
+    in place, so the colours stay right without it. An invalid one is dropped. The notes
+    say which; ImageCms (Pillow's LittleCMS) is used when Pillow has it.
+    """
+    if icc is None:
+        return None
+    try:
+        from PIL import ImageCms
+    except ImportError:  # Pillow built without LittleCMS: nothing can check or convert it
+        if len(icc) <= _MAX_ICC_BYTES:
+            return icc
+        notes.append(f"embedded colour profile ({_mb(len(icc))}) too large to copy and cannot be converted here: dropped")
+        return None
+    try:
+        profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
+        name = (ImageCms.getProfileDescription(profile) or "").strip()
+    except Exception as e:  # noqa: BLE001 - LittleCMS rejects malformed profiles with OSError/PyCMSError
+        notes.append(f"embedded colour profile is invalid ({str(e).strip() or type(e).__name__}): dropped, colours read as sRGB")
+        return None
+    if len(icc) <= _MAX_ICC_BYTES:
+        return icc
+    label = f"{_mb(len(icc))}, {name!r}" if name else _mb(len(icc))
+    if base.ndim != 3 or base.shape[2] != 3:
+        notes.append(f"embedded colour profile ({label}) too large to copy into the result: dropped")
+        return None
+    try:
+        transform = ImageCms.buildTransform(profile, ImageCms.createProfile("sRGB"), "RGB", "RGB")
+        rows = max(1, _STRIP_PIXELS // 8 // max(1, base.shape[1]))
+        for y in range(0, base.shape[0], rows):
+            strip = Image.fromarray(np.ascontiguousarray(base[y : y + rows]), "RGB")
+            base[y : y + rows] = np.asarray(ImageCms.applyTransform(strip, transform))
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a profile LittleCMS can read but not use
+        notes.append(
+            f"embedded colour profile ({label}) too large to copy and not usable for conversion "
+            f"({str(e).strip() or type(e).__name__}): dropped, colours read as sRGB"
+        )
+        return None
+    notes.append(f"embedded colour profile ({label}) too large to copy into the result: colours converted to sRGB")
+    return None

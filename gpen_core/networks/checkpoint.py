@@ -1,0 +1,238 @@
+"""Turn a checkpoint (path or state_dict) into a ready GPEN model.
+
+The checkpoint decides the architecture: size, channel_multiplier, narrow,
+style_dim and n_mlp are read from tensor shapes and key counts, so nobody ever
+passes ``--narrow 0.5`` again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+
+from gpen_core.networks.arch import GPEN, GPENConfig
+from gpen_core.errors import OutOfMemory, WeightsError
+
+# Keys under which training scripts and converters nest the generator's weights.
+_WRAPPER_KEYS = ("g_ema", "params_ema", "params", "state_dict", "model", "generator", "netG", "g")
+_ECD = re.compile(r"^ecd(\d+)\.")
+_STYLE = re.compile(r"^generator\.style\.(\d+)\.weight$")
+_MODULE = "module."  # torch.nn.DataParallel's prefix on every key of a model saved through it
+_V = TypeVar("_V")
+
+
+def strip_module_prefix(sd: Mapping[str, _V], where: str = "the checkpoint") -> dict[str, _V]:
+    """``sd`` with DataParallel's ``module.`` prefix dropped from every key that has it.
+
+    Per key, as facexlib's ``init_detection_model``, basicsr's ``load_network`` and GPEN's
+    RetinaFace ``remove_prefix`` do; the values are the same objects. A key that would then
+    appear twice (``module.x`` beside ``x``) makes the file ambiguous: WeightsError.
+    """
+    out = {(k[len(_MODULE) :] if isinstance(k, str) and k.startswith(_MODULE) else k): v for k, v in sd.items()}
+    if len(out) != len(sd):
+        both = next(k for k in sd if isinstance(k, str) and k.startswith(_MODULE) and k[len(_MODULE) :] in sd)
+        raise WeightsError(
+            f"{where} holds both {both!r} and {both[len(_MODULE) :]!r}, so it is not clear which weights to use. "
+            "Re-save the model's own state_dict (model.module.state_dict() for a DataParallel model)."
+        )
+    return out
+
+
+def unwrap_state_dict(obj: Any) -> dict[str, torch.Tensor]:
+    """Find the flat ``{key: tensor}`` generator state_dict inside ``obj``.
+
+    Accepts a plain state_dict, one nested under a common key (``g_ema``,
+    ``params_ema``, ``state_dict`` …) and ``module.``-prefixed keys from
+    ``DataParallel``.
+    """
+    seen = 0
+    while isinstance(obj, Mapping) and seen < 4:
+        if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+            break
+        inner = next((obj[k] for k in _WRAPPER_KEYS if isinstance(obj.get(k), Mapping)), None)
+        if inner is None:
+            break
+        obj, seen = inner, seen + 1
+    if not isinstance(obj, Mapping) or not obj:
+        raise WeightsError(
+            f"expected a GPEN generator state_dict (a dict of tensors), found {type(obj).__name__}. "
+            "Use a GPEN-BFR-*.pth file or ModelScope's pytorch_model.pt."
+        )
+    return strip_module_prefix({k: v for k, v in obj.items() if isinstance(v, torch.Tensor)})
+
+
+def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:
+    """Read the architecture off the state_dict; raise WeightsError if it is not GPEN."""
+    required = ("generator.input.input", "generator.style.1.weight", "ecd0.0.0.weight", "final_linear.0.weight")
+    missing = [k for k in required if k not in sd]
+    if missing:
+        sample = ", ".join(list(sd)[:4])
+        raise WeightsError(
+            "this checkpoint is not a GPEN generator (FullGenerator): expected keys such as "
+            f"{', '.join(missing)}; found {len(sd)} keys like {sample or 'nothing'}. "
+            "Use one of GPEN-BFR-256/512/1024/2048.pth or ModelScope's "
+            "iic/cv_gpen_image-portrait-enhancement pytorch_model.pt."
+        )
+    n_ecd = len({int(m.group(1)) for k in sd if (m := _ECD.match(k))})
+    size = 2 ** (n_ecd + 1)
+    n_mlp = len([k for k in sd if _STYLE.match(k)])
+    style_dim = int(sd["generator.style.1.weight"].shape[0])
+    ch4 = int(sd["generator.input.input"].shape[1])
+    narrow = ch4 / 512
+    cm = 2
+    if size >= 64:
+        # convs.6 is the first conv at 64 px; its width is 256 * channel_multiplier * narrow.
+        key = "generator.convs.6.conv.weight"
+        if key in sd:
+            cm = max(1, round(int(sd[key].shape[1]) / (256 * narrow)))
+    return GPENConfig(size=size, style_dim=style_dim, n_mlp=n_mlp, channel_multiplier=cm, narrow=narrow)
+
+
+def build_from_state_dict(obj: Any, dtype: torch.dtype = torch.float32) -> GPEN:
+    """Build the model that ``obj`` describes, load it strictly, return it in eval mode."""
+    sd = unwrap_state_dict(obj)
+    cfg = infer_config(sd)
+    with torch.device("meta"):
+        model = GPEN(cfg)
+    expected = model.state_dict()
+    problems: list[str] = []
+    for k, v in expected.items():
+        if k not in sd:
+            problems.append(f"missing {k} {tuple(v.shape)}")
+        elif tuple(sd[k].shape) != tuple(v.shape):
+            problems.append(f"{k}: expected {tuple(v.shape)}, found {tuple(sd[k].shape)}")
+    problems += [f"unexpected {k}" for k in sd if k not in expected]
+    if problems:
+        more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise WeightsError(
+            f"checkpoint looks like GPEN {cfg.size} px (channel_multiplier {cfg.channel_multiplier}, "
+            f"narrow {cfg.narrow:g}) but does not match that architecture: "
+            + "; ".join(problems[:5])
+            + more
+            + ". The file may be truncated or from another network."
+        )
+    # assign=True keeps the loaded tensors (mmap-backed when loaded with mmap) instead of copying.
+    model.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in sd.items()}, strict=True, assign=True)
+    return model.eval().requires_grad_(False)
+
+
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save's default format since PyTorch 1.6
+_DOWNLOAD_FIX = "Delete it and download it again (`python -m gpen_core download`), or copy it again."
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.0f} MB" if n >= 1e6 else f"{n} bytes"
+
+
+def read_checkpoint(path: str | os.PathLike[str], what: str = "checkpoint", *, mmap: bool = True) -> Any:
+    """``torch.load(path, map_location="cpu", weights_only=True)``, its failures told apart.
+
+    A failure is called corrupt only when the bytes are wrong: an empty file, a ZIP
+    checkpoint whose directory or CRCs do not check out, or a file that is not a
+    PyTorch checkpoint at all. Running out of memory while loading is
+    :class:`~gpen_core.errors.OutOfMemory` (the file is fine: never tell the user to
+    delete it); an unreadable file (permissions) says so; a pickle that holds more than
+    tensors is refused as such. ``what`` names the file in messages ("GPEN generator",
+    "face detector"). ``mmap`` maps a ZIP checkpoint instead of reading it (legacy
+    files, which cannot be mapped, are read).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise WeightsError(f"{what} file {p} does not exist. Check the path, or run `python -m gpen_core download`.")
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as f:
+            head = f.read(8)
+    except OSError as exc:
+        raise WeightsError(
+            f"cannot read {what} file {p}: {exc.strerror or exc}. Check its permissions "
+            "(the user running this needs read access), or point to another copy."
+        ) from None
+    if size == 0:
+        raise WeightsError(f"{what} file {p} is empty (0 bytes): an interrupted download or copy. {_DOWNLOAD_FIX}")
+    import torch
+
+    from gpen_core.platform.oom import is_oom
+
+    try:
+        try:
+            return torch.load(p, map_location="cpu", weights_only=True, mmap=mmap and head.startswith(_ZIP_MAGIC))
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if is_oom(exc) or not (mmap and head.startswith(_ZIP_MAGIC)):
+                raise
+            # mmap refused (some file systems): read it instead.
+            return torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises many types for bad files
+        if is_oom(exc):
+            raise OutOfMemory(
+                f"not enough memory to load the {what} {p.name} ({_mb(size)}): {_first_line(exc)}. "
+                "The file is fine; close other programs or use a lighter mode (low)."
+            ) from None
+        raise _unreadable(p, what, head, exc) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{exc.__class__.__name__}: {text.splitlines()[0][:200]}" if text else exc.__class__.__name__
+
+
+def _unreadable(p: Path, what: str, head: bytes, exc: BaseException) -> WeightsError:
+    """The error for a file torch.load refused, after looking at its bytes."""
+    import pickle
+
+    detail = _first_line(exc)
+    is_zip, is_pickle = head.startswith(_ZIP_MAGIC), head.startswith(b"\x80")  # legacy torch.save: a pickle
+    if not (is_zip or is_pickle):
+        return WeightsError(
+            f"the {what} file {p} is not a PyTorch checkpoint (it starts with bytes {head.hex(' ')}). {_DOWNLOAD_FIX}"
+        )
+    if isinstance(exc, pickle.UnpicklingError) and "weights only" in str(exc).lower():
+        return WeightsError(
+            f"refused to load the {what} {p}: it holds Python objects besides tensors, which could run code "
+            "when loaded. Use the released file, or re-save only its state_dict."
+        )
+    if is_zip:
+        bad = _zip_problem(p)
+        if bad is None:  # the bytes check out: not corruption, so do not say it is
+            return WeightsError(
+                f"cannot load the {what} {p} ({detail}); its bytes are intact, so it is not a checkpoint this "
+                "PyTorch can read. Use a GPEN-BFR-*.pth file, or update PyTorch."
+            )
+        return WeightsError(f"the {what} file {p} is corrupt or incomplete ({bad}). {_DOWNLOAD_FIX}")
+    # A legacy pickle cannot be checked further than "it did not load".
+    return WeightsError(f"the {what} file {p} is corrupt or incomplete ({detail}). {_DOWNLOAD_FIX}")
+
+
+def _zip_problem(p: Path) -> str | None:
+    """Why a ZIP checkpoint's bytes are wrong (truncated, bad directory, CRC mismatch), or None."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(p) as zf:
+            name = zf.testzip()
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+        return f"not a complete ZIP archive: {exc}"
+    except MemoryError:
+        return "its bytes could not be checked (out of memory)"
+    return f"{name} fails its CRC check" if name else None
+
+
+def load_checkpoint_file(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """``torch.load`` with ``weights_only=True`` and mmap; errors say what to do (see :func:`read_checkpoint`)."""
+    return unwrap_state_dict(read_checkpoint(path, "GPEN generator"))
+
+
+def load_generator(source: str | os.PathLike[str] | Mapping[str, Any], dtype: torch.dtype = torch.float32) -> GPEN:
+    """Load a GPEN generator from a checkpoint path or a (possibly wrapped) state_dict.
+
+    The architecture is inferred from the checkpoint; the model comes back on the
+    CPU in eval mode with gradients off. Raises :class:`WeightsError` for a file
+    that is missing, unreadable, or not a GPEN generator.
+    """
+    sd = source if isinstance(source, Mapping) else load_checkpoint_file(source)
+    return build_from_state_dict(sd, dtype=dtype)

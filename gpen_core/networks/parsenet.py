@@ -1,0 +1,339 @@
+"""GPEN's face-parsing network (ParseNet) and the runner that turns a restored face into labels.
+
+The network is the official yangxy/GPEN ``face_parse/parse_model.py`` ``ParseNet``
+(by chaofengc, from PSFR-GAN), with the same module names, so the released
+``ParseNet-latest.pth`` loads strictly. facexlib's ``parsing_parsenet.pth`` is the same
+class with the same constructor arguments (``ParseNet(in_size=512, out_size=512,
+parsing_ch=19)``; its defaults are GPEN's ``min_feat_size 32, base_ch 64, LeakyReLU, bn,
+ch_range [32, 256]``), the same 19 CelebAMask-HQ classes in the same order, hence the same
+key table: either file loads here. Whether the two files hold the same numbers is not
+published (no size or hash for ``ParseNet-latest.pth`` was found); the runner says which
+file it loaded.
+
+The runner follows the official ``FaceParse.process``: resize the face to 512×512
+(INTER_LINEAR), RGB in [-1, 1] computed as its ``img2tensor`` does (:func:`official_input`),
+forward, argmax over the 19 classes. Colours: the
+runner takes RGB uint8 (the official code takes BGR and flips it to RGB itself).
+
+torch is imported here; import this module only when a parser is built.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import cv2
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+NormType = Literal["bn", "none"]
+ReluType = Literal["LeakyReLU", "ReLU", "PReLU", "none"]
+
+# The released network: official FaceParse.load_model and facexlib's init_parsing_model.
+RELEASED_CONFIG: dict[str, Any] = {
+    "in_size": 512,
+    "out_size": 512,
+    "min_feat_size": 32,
+    "base_ch": 64,
+    "parsing_ch": 19,
+    "norm_type": "bn",
+    "relu_type": "LeakyReLU",
+    "ch_range": (32, 256),
+}
+PARSE_SIZE = 512  # the official FaceParse.size: every face is parsed at 512×512
+
+# The official FaceParse.img2tensor: ``img / 255. * 2 - 1`` in float64, then ``.float()``.
+# The generator's float32 ``(x / 255 - 0.5) / 0.5`` (tensors.to_tensor) differs from it by one
+# float32 ulp on about a third of the pixel values, and ParseNet amplifies that input
+# difference about 4000× (2.4e-4 on the tiny reference's logits). A table of the 256 exact
+# values gives the official input bit for bit.
+_INPUT_LUT = (np.arange(256, dtype=np.float64) / 255.0 * 2 - 1).astype(np.float32)
+
+
+class _Norm(nn.Module):
+    """Official ``NormLayer`` for the two norms ParseNet uses (keys ``norm.norm.*``)."""
+
+    def __init__(self, channels: int, norm_type: NormType) -> None:
+        super().__init__()
+        self.norm: nn.Module = nn.BatchNorm2d(channels, affine=True) if norm_type == "bn" else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x)
+
+
+class _Relu(nn.Module):
+    """Official ``ReluLayer`` (LeakyReLU slope 0.2; PReLU keeps its weight at ``relu.func.weight``)."""
+
+    def __init__(self, channels: int, relu_type: ReluType) -> None:
+        super().__init__()
+        kind = relu_type.lower()
+        if kind == "leakyrelu":
+            self.func: nn.Module = nn.LeakyReLU(0.2, inplace=True)
+        elif kind == "relu":
+            self.func = nn.ReLU(True)
+        elif kind == "prelu":
+            self.func = nn.PReLU(channels)
+        elif kind == "none":
+            self.func = nn.Identity()
+        else:
+            raise ValueError(f"relu_type must be one of LeakyReLU, ReLU, PReLU, none; got {relu_type!r}")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.func(x)
+
+
+class _ConvLayer(nn.Module):
+    """Official ``ConvLayer``: [nearest ×2] → reflection pad → conv (stride 2 for 'down') → norm → act.
+
+    With batch norm the convolution has no bias, as official.
+    """
+
+    def __init__(
+        self,
+        c_in: int,
+        c_out: int,
+        kernel_size: int = 3,
+        scale: str = "none",
+        norm_type: NormType = "none",
+        relu_type: ReluType = "none",
+    ) -> None:
+        super().__init__()
+        self.up = scale == "up"
+        self.reflection_pad = nn.ReflectionPad2d(int(math.ceil((kernel_size - 1.0) / 2)))
+        stride = 2 if scale == "down" else 1
+        self.conv2d = nn.Conv2d(c_in, c_out, kernel_size, stride, bias=norm_type != "bn")
+        self.relu = _Relu(c_out, relu_type)
+        self.norm = _Norm(c_out, norm_type)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.up:
+            x = F.interpolate(x, scale_factor=2, mode="nearest")
+        return self.relu(self.norm(self.conv2d(self.reflection_pad(x))))
+
+
+class _ResidualBlock(nn.Module):
+    """Official ``ResidualBlock``: shortcut (identity, or a plain conv when shape changes) + conv1 → conv2."""
+
+    _SCALES = {"down": ("none", "down"), "up": ("up", "none"), "none": ("none", "none")}
+
+    def __init__(self, c_in: int, c_out: int, relu_type: ReluType, norm_type: NormType, scale: str = "none") -> None:
+        super().__init__()
+        self.shortcut_func: nn.Module = (
+            nn.Identity() if scale == "none" and c_in == c_out else _ConvLayer(c_in, c_out, 3, scale)
+        )
+        s1, s2 = self._SCALES[scale]
+        self.conv1 = _ConvLayer(c_in, c_out, 3, s1, norm_type=norm_type, relu_type=relu_type)
+        self.conv2 = _ConvLayer(c_out, c_out, 3, s2, norm_type=norm_type, relu_type="none")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.shortcut_func(x) + self.conv2(self.conv1(x))
+
+
+class ParseNet(nn.Module):
+    """The official ParseNet: encoder (down to ``min_feat_size``) → 10 residual blocks → decoder.
+
+    ``forward(x)`` with x 1×3×H×W RGB in [-1, 1] returns ``(parsing_logits, image)`` as
+    official; :meth:`parse` returns the logits only (skips the unused image head).
+    The network is fully convolutional: the released weights also run on 256×256 input.
+    """
+
+    def __init__(
+        self,
+        in_size: int = 128,
+        out_size: int = 128,
+        min_feat_size: int = 32,
+        base_ch: int = 64,
+        parsing_ch: int = 19,
+        res_depth: int = 10,
+        relu_type: ReluType = "LeakyReLU",
+        norm_type: NormType = "bn",
+        ch_range: tuple[int, int] | list[int] = (32, 256),
+    ) -> None:
+        super().__init__()
+        min_ch, max_ch = ch_range
+
+        def clip(c: int) -> int:
+            return max(min_ch, min(c, max_ch))
+
+        min_feat_size = min(in_size, min_feat_size)
+        down_steps = int(np.log2(in_size // min_feat_size))
+        up_steps = int(np.log2(out_size // min_feat_size))
+        act = {"norm_type": norm_type, "relu_type": relu_type}
+
+        encoder: list[nn.Module] = [_ConvLayer(3, base_ch, 3, "none")]
+        head = base_ch
+        for _ in range(down_steps):
+            encoder.append(_ResidualBlock(clip(head), clip(head * 2), scale="down", **act))
+            head *= 2
+        body = [_ResidualBlock(clip(head), clip(head), **act) for _ in range(res_depth)]
+        decoder: list[nn.Module] = []
+        for _ in range(up_steps):
+            decoder.append(_ResidualBlock(clip(head), clip(head // 2), scale="up", **act))
+            head //= 2
+        self.encoder = nn.Sequential(*encoder)
+        self.body = nn.Sequential(*body)
+        self.decoder = nn.Sequential(*decoder)
+        self.out_img_conv = _ConvLayer(clip(head), 3)
+        self.out_mask_conv = _ConvLayer(clip(head), parsing_ch)
+
+    def _features(self, x: torch.Tensor) -> torch.Tensor:
+        feat = self.encoder(x)
+        return self.decoder(feat + self.body(feat))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self._features(x)
+        return self.out_mask_conv(x), self.out_img_conv(x)
+
+    def parse(self, x: torch.Tensor) -> torch.Tensor:
+        """Parsing logits 1×parsing_ch×H×W only."""
+        return self.out_mask_conv(self._features(x))
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def key_table(config: Mapping[str, Any] | None = None) -> dict[str, tuple[int, ...]]:
+    """Every state_dict key of a ParseNet (default: the released one) and its shape."""
+    with torch.device("meta"):
+        net = ParseNet(**dict(config or RELEASED_CONFIG))
+    return {k: tuple(v.shape) for k, v in net.state_dict().items()}
+
+
+def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
+    """A ParseNet state_dict from a file (``torch.load(weights_only=True)``, CPU, float32).
+
+    Accepts GPEN's ``ParseNet-latest.pth`` and facexlib's ``parsing_parsenet.pth`` (a bare
+    state_dict; a ``state_dict`` wrapper and ``module.`` prefixes are unwrapped too).
+    """
+    from gpen_core.errors import WeightsError
+
+    path = Path(path)
+    if not path.is_file():
+        raise WeightsError(
+            f"ParseNet weights not found at {path}. Put ParseNet-latest.pth (GPEN) or "
+            "parsing_parsenet.pth (facexlib) in the models folder, or run `python -m gpen_core download ParseNet-latest`."
+        )
+    from gpen_core.networks.checkpoint import read_checkpoint, strip_module_prefix
+
+    # Out of memory is OutOfMemory (the ladder steps down), not "re-download"; corrupt only when the bytes are.
+    obj = read_checkpoint(path, "ParseNet weights", mmap=False)
+    if isinstance(obj, Mapping) and isinstance(obj.get("state_dict"), Mapping):
+        obj = obj["state_dict"]
+    if not isinstance(obj, Mapping) or not obj:
+        raise WeightsError(f"{path} does not hold a ParseNet state_dict (found {type(obj).__name__})")
+    return {k: (v.float() if v.is_floating_point() else v) for k, v in strip_module_prefix(obj, str(path)).items()}
+
+
+def build(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None, source: str = "") -> ParseNet:
+    """A ParseNet (default: the released configuration) with ``state_dict`` loaded strictly, in eval mode."""
+    from gpen_core.errors import WeightsError
+
+    net = ParseNet(**dict(config or RELEASED_CONFIG))
+    try:
+        net.load_state_dict(dict(state_dict), strict=True)
+    except RuntimeError as exc:
+        first = " ".join(str(exc).splitlines()[:3])
+        raise WeightsError(
+            f"{source or 'the file'} is not GPEN/facexlib ParseNet weights: {first}. "
+            "Use ParseNet-latest.pth (GPEN) or parsing_parsenet.pth (facexlib)."
+        ) from exc
+    return net.eval()
+
+
+# ----------------------------------------------------------------------------- runner
+
+
+def official_input(rgb: np.ndarray) -> torch.Tensor:
+    """RGB uint8 H×W×3 → 1×3×H×W float32 in [-1, 1], bit for bit the official ``img2tensor``.
+
+    A view of an H×W×3 array: its memory is already channels-last.
+    """
+    return torch.from_numpy(_INPUT_LUT[rgb]).permute(2, 0, 1).unsqueeze(0)
+
+
+@dataclass(frozen=True)
+class ParseTiming:
+    """Seconds spent in the last :meth:`FaceParser.labels` call (measured, wall clock)."""
+
+    resize_s: float
+    forward_s: float
+    argmax_s: float
+
+
+class FaceParser:
+    """Restored face (RGB uint8) → per-pixel class labels at 512×512, as GPEN's ``FaceParse.process``.
+
+    ``input_size``: 512 is the official input; 256 runs the same weights on a face
+    shrunk to 256 (about a quarter of the cost) and upsamples the logits bilinearly to
+    512 before the argmax. ``dtype``: float32 (exact) or bfloat16 (CPUs with native
+    bf16, CUDA). ``channels_last``: NHWC convolutions (faster on CPU with oneDNN; they
+    sum in another order than the official NCHW ones: rounding apart, 4.5e-4 on the tiny
+    reference's logits of up to 124, same labels).
+    ``source``: the file the weights came from (shown in notes).
+    One instance may be shared; calls are serialised by a lock.
+    """
+
+    def __init__(
+        self,
+        net: ParseNet,
+        *,
+        device: str | torch.device = "cpu",
+        input_size: int = PARSE_SIZE,
+        dtype: torch.dtype = torch.float32,
+        channels_last: bool = True,
+        source: str = "",
+    ) -> None:
+        if not 32 <= input_size <= 1024 or input_size % 16:
+            raise ValueError(f"input_size must be a multiple of 16 between 32 and 1024 px (512 official), got {input_size}")
+        self.device = torch.device(device)
+        self.input_size = int(input_size)
+        self.dtype = dtype
+        self.channels_last = channels_last
+        self.source = source
+        self._memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self._net = net.to(self.device, dtype=dtype, memory_format=self._memory_format).eval()
+        self._lock = threading.Lock()
+        self.last_timing: ParseTiming | None = None
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs: Any) -> FaceParser:
+        """Load GPEN's ``ParseNet-latest.pth`` or facexlib's ``parsing_parsenet.pth``."""
+        path = Path(path)
+        return cls(build(load_state_dict(path), source=str(path)), source=path.name, **kwargs)
+
+    def logits(self, face_rgb: np.ndarray, out_size: int | None = None) -> torch.Tensor:
+        """1×C×S×S float32 logits for an RGB uint8 face (S = ``out_size``, default the input size)."""
+        if face_rgb.dtype != np.uint8 or face_rgb.ndim != 3 or face_rgb.shape[2] != 3:
+            raise ValueError(f"expected an RGB uint8 H×W×3 face, got {face_rgb.dtype} {face_rgb.shape}")
+        t0 = time.perf_counter()
+        s = self.input_size
+        x = face_rgb
+        if x.shape[:2] != (s, s):
+            x = cv2.resize(x, (s, s), interpolation=cv2.INTER_LINEAR)  # official: cv2.resize default
+        t1 = time.perf_counter()
+        with self._lock, torch.inference_mode():
+            inp = official_input(x)
+            inp = inp.to(self.device, dtype=self.dtype, memory_format=self._memory_format)
+            out = self._net.parse(inp).float()
+            if out_size is not None and out_size != s:
+                out = F.interpolate(out, size=(out_size, out_size), mode="bilinear", align_corners=False)
+        t2 = time.perf_counter()
+        self.last_timing = ParseTiming(t1 - t0, t2 - t1, 0.0)
+        return out
+
+    def labels(self, face_rgb: np.ndarray) -> np.ndarray:
+        """int64 512×512 class labels (0..18, GPEN's CelebAMask-HQ order) for an RGB uint8 face."""
+        logits = self.logits(face_rgb, out_size=PARSE_SIZE)
+        t0 = time.perf_counter()
+        labels = logits.argmax(dim=1)[0].cpu().numpy()
+        if self.last_timing is not None:
+            self.last_timing = ParseTiming(self.last_timing.resize_s, self.last_timing.forward_s, time.perf_counter() - t0)
+        return labels

@@ -1,0 +1,205 @@
+"""The forward plan: which device, dtype, layout and compile setting a generator runs with.
+
+:func:`choose_plan` turns a request ("bfloat16 on the CPU") into a :class:`ForwardPlan`
+this machine can run well, and says when it had to change the request;
+:func:`cpu_features` is what it reads about the CPU. The networks that run a plan
+are in :mod:`gpen_core.networks.fast`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from gpen_core.networks.arch import FirImpl
+from gpen_core.errors import ResourceError
+
+DTypeName = Literal["float32", "bfloat16", "float16"]
+_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class ForwardPlan:
+    """How one model runs. Hashable: the restorer keys its model cache on it."""
+
+    # Where the weights and activations live ("cpu", "cuda", "cuda:1").
+    device: str = "cpu"
+    # Compute dtype of the convolutions. bfloat16 only where the CPU has it natively
+    # (AVX-512 BF16 / AMX; emulated bf16 measured 7-300x slower than float32), float16
+    # only on CUDA (~500x slower than float32 on CPU).
+    dtype: DTypeName = "float32"
+    # FIR (blur / up / down) implementation: "depthwise" is the fast one; "native" is
+    # the official generic upfirdn2d, kept to debug the fast path against.
+    fir: FirImpl = "depthwise"
+    # Channels-last activations: oneDNN and cuDNN convolve NHWC without a layout
+    # round trip per conv (1.5-2.2x per conv measured on CPU; tensor cores want NHWC).
+    channels_last: bool = True
+    # torch.compile the forward. Off by default: it compiles for tens of seconds on
+    # the first call of each process; :func:`warm_up` can do that in the background.
+    compile: bool = False
+
+    @property
+    def dtype_torch(self) -> torch.dtype:
+        return _DTYPES[self.dtype]
+
+
+def cpu_features() -> dict[str, bool]:
+    """What this CPU can do natively, from /proc/cpuinfo flags and torch's own probe.
+
+    Keys: ``avx2``, ``avx512f``, ``avx512_bf16``, ``amx_bf16``, ``amx_tile``,
+    ``avx512_fp16``, ``arm_bf16`` (ARMv8.6 BF16), ``torch_avx512`` (torch's kernels
+    dispatch to AVX-512), and ``native_bf16`` (any of the bf16 ones: bfloat16
+    matmuls run at least at float32 speed rather than emulated).
+    """
+    flags: set[str] = set()
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:  # not Linux: fall back to torch's probe only
+        text = ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags.update(value.split())
+            break  # every core reports the same flags
+    capability = ""
+    try:
+        capability = torch.backends.cpu.get_cpu_capability()
+    except Exception:  # very old torch or an exotic build: the flags still decide
+        pass
+    feats = {
+        "avx2": "avx2" in flags or capability in ("AVX2", "AVX512"),
+        "avx512f": "avx512f" in flags,
+        "avx512_bf16": "avx512_bf16" in flags,
+        "amx_bf16": "amx_bf16" in flags,
+        "amx_tile": "amx_tile" in flags,
+        "avx512_fp16": "avx512_fp16" in flags,
+        "arm_bf16": "bf16" in flags,
+        "torch_avx512": capability == "AVX512",
+    }
+    # oneDNN's own answer where this torch exposes it (it is what the convolutions use).
+    mkldnn_bf16 = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    onednn = False
+    if mkldnn_bf16 is not None:
+        try:
+            onednn = bool(mkldnn_bf16())
+        except Exception:
+            onednn = False
+    # oneDNN reports True for AVX-512 without BF16 (it emulates); only the ISA flags count.
+    feats["native_bf16"] = feats["avx512_bf16"] or feats["amx_bf16"] or (feats["arm_bf16"] and onednn)
+    return feats
+
+
+def choose_plan(
+    device: str | torch.device = "cpu", requested_dtype: str = "float32", *, allow_compile: bool = False
+) -> tuple[ForwardPlan, str | None]:
+    """The plan for ``requested_dtype`` on ``device``, and a note when the request was changed.
+
+    ``requested_dtype``: "float32", "bfloat16", "float16" or "auto" (CUDA: float16;
+    CPU: bfloat16 where native, else float32). A dtype this device cannot run well is
+    replaced (CPU float16 → bfloat16 or float32; CPU bfloat16 without native support
+    → float32; CUDA bfloat16 without support → float16) and the note says so.
+    ``allow_compile`` turns torch.compile on where it can work (needs a C++ compiler
+    on CPU, Triton on CUDA); the note says when it cannot.
+    Raises :class:`ResourceError` when CUDA is asked for but not available.
+    """
+    dev = str(device)
+    requested = str(requested_dtype).replace("torch.", "")
+    if requested not in (*_DTYPES, "auto"):
+        raise ValueError(f"unknown dtype {requested_dtype!r}; expected one of float32, bfloat16, float16, auto")
+    notes: list[str] = []
+    if dev.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ResourceError(f"device {dev!r} was asked for but CUDA is not available here; use device 'cpu'.")
+        dtype = "float16" if requested == "auto" else requested
+        if dtype == "bfloat16" and not torch.cuda.is_bf16_supported():
+            dtype = "float16"
+            notes.append("this GPU has no bfloat16; used float16 instead")
+    elif dev == "cpu":
+        native_bf16 = cpu_features()["native_bf16"]
+        dtype = requested
+        if requested == "auto":
+            dtype = "bfloat16" if native_bf16 else "float32"
+        elif requested == "float16":
+            dtype = "bfloat16" if native_bf16 else "float32"
+            notes.append(f"float16 is ~500x slower than float32 on a CPU; used {dtype} instead")
+        elif requested == "bfloat16" and not native_bf16:
+            dtype = "float32"
+            notes.append(
+                "this CPU has no native bfloat16 (no AVX-512 BF16 / AMX), where bfloat16 runs several "
+                "times slower than float32; used float32 instead"
+            )
+    else:
+        raise ValueError(f"unknown device {dev!r}; expected 'cpu' or 'cuda[:N]'")
+    compile_ = False
+    if allow_compile:
+        why_not = _compile_unavailable(dev)
+        if why_not:
+            notes.append(f"torch.compile is off: {why_not}")
+        else:
+            compile_ = True
+    plan = ForwardPlan(device=dev, dtype=dtype, fir="depthwise", channels_last=True, compile=compile_)  # type: ignore[arg-type]
+    return plan, ("; ".join(notes) or None)
+
+
+def _compile_unavailable(device: str) -> str | None:
+    import shutil
+
+    if device.startswith("cuda"):
+        try:
+            import triton  # noqa: F401
+        except ImportError:
+            return "Triton is not installed"
+        return None
+    if not any(shutil.which(c) for c in (os.environ.get("CXX", "g++"), "g++", "c++", "clang++")):
+        return "no C++ compiler (g++/clang++) on PATH for inductor's CPU kernels"
+    return None
+
+
+@contextmanager
+def cuda_numerics(device: str, *, exact_float32: bool, fixed_input: bool) -> Iterator[None]:
+    """TF32 and cuDNN autotuning as a call on ``device`` needs them; restored afterwards. CPU: nothing.
+
+    ``exact_float32``: float32 means IEEE float32. By default cuDNN runs float32
+    convolutions in TF32 on Ampere and later (10-bit mantissa), so ``quality`` would
+    not be the exact float32 it promises; inside this context TF32 is off for
+    convolutions and matmuls. ``fixed_input``: the generator always sees 1×3×S×S, so
+    ``cudnn.benchmark`` tunes once per process and then runs the fastest kernels; the
+    detector sees a new size with nearly every photo, where autotuning would re-tune
+    each time, so it stays off there.
+
+    These are process-wide flags: callers hold the Restorer's lock (one call at a time).
+    """
+    if not str(device).startswith("cuda"):
+        yield
+        return
+    b = torch.backends
+    new_api = hasattr(b.cudnn, "conv") and hasattr(b.cudnn.conv, "fp32_precision")
+    if new_api:
+        # torch >= 2.9: one API only (mixing it with allow_tf32 makes torch raise on reads).
+        targets = [b.cudnn.conv, b.cuda.matmul] + ([b.cudnn.rnn] if hasattr(b.cudnn, "rnn") else [])
+        saved = [t.fp32_precision for t in targets]
+    else:
+        saved = [b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32]
+    bench = b.cudnn.benchmark
+    try:
+        if exact_float32:
+            if new_api:
+                for t in targets:
+                    t.fp32_precision = "ieee"
+            else:
+                b.cudnn.allow_tf32 = b.cuda.matmul.allow_tf32 = False
+        b.cudnn.benchmark = fixed_input
+        yield
+    finally:
+        if new_api:
+            for t, v in zip(targets, saved):
+                t.fp32_precision = v
+        else:
+            b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32 = saved
+        b.cudnn.benchmark = bench

@@ -1,0 +1,266 @@
+"""GPEN's background upscaler: RealESRNet (RRDBNet), loaded from the released checkpoints.
+
+The network is the RRDBNet of yangxy/GPEN ``sr_model/rrdbnet_arch.py`` (ESRGAN's
+Residual-in-Residual Dense Blocks), the one behind ``demo.py --use_sr`` and
+ModelScope's portrait-enhancement ×2 background. Same module names, so the
+released ``params_ema`` state_dict loads strictly.
+
+The checkpoint decides the architecture: blocks, features, growth channels and
+the scale are read off the keys and shapes (``conv_first`` takes 3 channels at
+×4, 12 at ×2 (pixel-unshuffle by 2), 48 at ×1 (unshuffle by 4)).
+
+Pixel contract: :meth:`RRDBNet.forward` takes N×3×H×W RGB float in [0, 1] and
+returns N×3×sH×sW (not clamped). Tiling, uint8 and the memory budget live in
+:mod:`gpen_core.upscale.tiles`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from gpen_core.errors import WeightsError
+
+# conv_first's input channels → output scale (GPEN's RRDBNet unshuffles ×2 and ×1 inputs).
+_IN_CH_TO_SCALE = {3: 4, 12: 2, 48: 1}
+_BODY = re.compile(r"^body\.(\d+)\.rdb1\.conv1\.weight$")
+
+
+@dataclass(frozen=True)
+class UpscalerConfig:
+    """RRDBNet's arguments. GPEN's released files: num_feat 32, num_block 23, num_grow_ch 32."""
+
+    scale: int = 2  # output / input size: 4, 2 or 1
+    num_feat: int = 32  # channels of the trunk
+    num_block: int = 23  # RRDB blocks
+    num_grow_ch: int = 32  # channels each dense conv adds
+
+    @property
+    def unshuffle(self) -> int:
+        """Pixel-unshuffle factor of the input (4 / scale): inputs must be a multiple of it."""
+        return {4: 1, 2: 2, 1: 4}[self.scale]
+
+
+class ResidualDenseBlock(nn.Module):
+    """Five 3×3 convs, each seeing every earlier output (ESRGAN's RDB); residual scaled by 0.2."""
+
+    def __init__(self, num_feat: int, num_grow_ch: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(num_feat, num_grow_ch, 3, 1, 1)
+        self.conv2 = nn.Conv2d(num_feat + num_grow_ch, num_grow_ch, 3, 1, 1)
+        self.conv3 = nn.Conv2d(num_feat + 2 * num_grow_ch, num_grow_ch, 3, 1, 1)
+        self.conv4 = nn.Conv2d(num_feat + 3 * num_grow_ch, num_grow_ch, 3, 1, 1)
+        self.conv5 = nn.Conv2d(num_feat + 4 * num_grow_ch, num_feat, 3, 1, 1)
+        self.lrelu = nn.LeakyReLU(negative_slope=0.2, inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x1 = self.lrelu(self.conv1(x))
+        x2 = self.lrelu(self.conv2(torch.cat((x, x1), 1)))
+        x3 = self.lrelu(self.conv3(torch.cat((x, x1, x2), 1)))
+        x4 = self.lrelu(self.conv4(torch.cat((x, x1, x2, x3), 1)))
+        x5 = self.conv5(torch.cat((x, x1, x2, x3, x4), 1))
+        return x5 * 0.2 + x
+
+
+class RRDB(nn.Module):
+    """Three dense blocks and a residual scaled by 0.2."""
+
+    def __init__(self, num_feat: int, num_grow_ch: int) -> None:
+        super().__init__()
+        self.rdb1 = ResidualDenseBlock(num_feat, num_grow_ch)
+        self.rdb2 = ResidualDenseBlock(num_feat, num_grow_ch)
+        self.rdb3 = ResidualDenseBlock(num_feat, num_grow_ch)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.rdb3(self.rdb2(self.rdb1(x)))
+        return out * 0.2 + x
+
+
+class RRDBNet(nn.Module):
+    """GPEN's RealESRNet: N×3×H×W RGB in [0, 1] → N×3×sH×sW (s = ``config.scale``).
+
+    At ×2 / ×1 the official network needs H and W divisible by 2 / 4; this forward
+    reflect-pads the bottom/right edge to the next multiple (as the official
+    ``RealESRNet.process`` does) and crops the output back to exactly s×H × s×W.
+    For even sizes it is the official computation unchanged.
+    """
+
+    def __init__(self, config: UpscalerConfig) -> None:
+        super().__init__()
+        self.config = config
+        c, g = config.num_feat, config.num_grow_ch
+        self.conv_first = nn.Conv2d(3 * config.unshuffle**2, c, 3, 1, 1)
+        self.body = nn.Sequential(*[RRDB(c, g) for _ in range(config.num_block)])
+        self.conv_body = nn.Conv2d(c, c, 3, 1, 1)
+        self.conv_up1 = nn.Conv2d(c, c, 3, 1, 1)
+        self.conv_up2 = nn.Conv2d(c, c, 3, 1, 1)
+        self.conv_hr = nn.Conv2d(c, c, 3, 1, 1)
+        self.conv_last = nn.Conv2d(c, 3, 3, 1, 1)
+        self.lrelu = nn.LeakyReLU(negative_slope=0.2, inplace=True)
+
+    @property
+    def scale(self) -> int:
+        return self.config.scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u = self.config.unshuffle
+        h, w = x.shape[-2:]
+        ph, pw = (-h) % u, (-w) % u
+        if ph or pw:
+            x = F.pad(x, (0, pw, 0, ph), mode="reflect" if min(h, w) > max(ph, pw) else "replicate")
+        # torch's pixel_unshuffle orders channels c*u*u + i*u + j, exactly GPEN's view/permute.
+        feat = F.pixel_unshuffle(x, u) if u > 1 else x
+        feat = self.conv_first(feat)
+        feat = feat + self.conv_body(self.body(feat))
+        feat = self.lrelu(self.conv_up1(F.interpolate(feat, scale_factor=2, mode="nearest")))
+        feat = self.lrelu(self.conv_up2(F.interpolate(feat, scale_factor=2, mode="nearest")))
+        out = self.conv_last(self.lrelu(self.conv_hr(feat)))
+        if ph or pw:
+            s = self.config.scale
+            out = out[..., : h * s, : w * s]
+        return out
+
+
+# ------------------------------------------------------------------ loading
+
+
+def unwrap_params(obj: Any, where: str = "the checkpoint") -> dict[str, torch.Tensor]:
+    """The flat RRDBNet state_dict inside a checkpoint: ``params_ema`` (GPEN's and Real-ESRGAN's
+    layout), else ``params``, else the dict itself. ``module.`` prefixes are dropped."""
+    if isinstance(obj, Mapping):
+        for key in ("params_ema", "params"):
+            if isinstance(obj.get(key), Mapping):
+                obj = obj[key]
+                break
+    if not isinstance(obj, Mapping):
+        raise WeightsError(
+            f"{where} is not an upscaler checkpoint: expected a dict with 'params_ema', found {type(obj).__name__}. "
+            "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth."
+        )
+    from gpen_core.networks.checkpoint import strip_module_prefix
+
+    return strip_module_prefix({k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}, where)
+
+
+def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") -> UpscalerConfig:
+    """Read scale, features, blocks and growth off the keys; WeightsError when it is not an RRDBNet."""
+    needed = ("conv_first.weight", "body.0.rdb1.conv1.weight", "conv_up2.weight", "conv_last.weight")
+    missing = [k for k in needed if k not in sd]
+    if missing:
+        sample = ", ".join(list(sd)[:3]) or "nothing"
+        gpen = " (it looks like a GPEN face generator: pass it as the model, not the upscaler)" if any(
+            k.startswith("generator.") for k in sd
+        ) else ""
+        raise WeightsError(
+            f"{where} is not an RRDBNet upscaler checkpoint{gpen}: it lacks {', '.join(missing)}; "
+            f"found {len(sd)} keys like {sample}. Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth "
+            "(`python -m gpen_core download realesrnet_x2`)."
+        )
+    first = sd["conv_first.weight"]
+    in_ch = int(first.shape[1])
+    if in_ch not in _IN_CH_TO_SCALE or first.ndim != 4:
+        raise WeightsError(
+            f"{where}: conv_first takes {in_ch} input channels; GPEN's RRDBNet takes 3 (×4), 12 (×2) or 48 (×1). "
+            "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth."
+        )
+    if int(sd["conv_last.weight"].shape[0]) != 3:
+        raise WeightsError(f"{where}: conv_last gives {int(sd['conv_last.weight'].shape[0])} channels, not RGB's 3.")
+    blocks = {int(m.group(1)) for k in sd if (m := _BODY.match(k))}
+    return UpscalerConfig(
+        scale=_IN_CH_TO_SCALE[in_ch],
+        num_feat=int(first.shape[0]),
+        num_block=max(blocks) + 1,
+        num_grow_ch=int(sd["body.0.rdb1.conv1.weight"].shape[0]),
+    )
+
+
+def build_upscaler(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") -> RRDBNet:
+    """A float32 RRDBNet in eval mode with ``sd`` loaded strictly."""
+    config = infer_config(sd, where)
+    net = RRDBNet(config)
+    result = net.load_state_dict({k: v.float() for k, v in sd.items()}, strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        raise WeightsError(
+            f"{where} does not match the RRDBNet it describes ({config}): "
+            f"missing {result.missing_keys[:3]}, unexpected {result.unexpected_keys[:3]}. "
+            "The file is corrupt or another network; use GPEN's realesrnet_x2.pth or realesrnet_x4.pth."
+        )
+    # Channels-last weights: measured 0.88× the time of contiguous ones at ×2 on CPU, same
+    # output (benchmarks/bench_upscale.py --speed); the tiles arrive channels-last anyway
+    # (an H×W×3 array viewed as 1×3×H×W).
+    return net.eval().requires_grad_(False).to(memory_format=torch.channels_last)
+
+
+def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> RRDBNet:
+    """Load a RealESRNet checkpoint (GPEN's ``params_ema`` layout) as a float32 module on ``device``.
+
+    Forward: N×3×H×W RGB in [0, 1] → N×3×sH×sW. Raises :class:`WeightsError`
+    when the file is missing, unreadable, or not an RRDBNet upscaler.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise WeightsError(
+            f"upscaler file {p} does not exist. Fix: `python -m gpen_core download realesrnet_x2` "
+            "(or realesrnet_x4), or pass the path of realesrnet_x2.pth / realesrnet_x4.pth."
+        )
+    from gpen_core.networks.checkpoint import read_checkpoint
+
+    # The shared reader: corrupt only when the bytes are wrong, OutOfMemory when loading did not fit.
+    obj = read_checkpoint(p, "upscaler weights", mmap=False)
+    return build_upscaler(unwrap_params(obj, str(p)), str(p)).to(device)
+
+
+# ------------------------------------------------------------ synthetic nets
+
+
+def random_upscaler(config: UpscalerConfig, seed: int = 0) -> RRDBNet:
+    """An RRDBNet with seeded random weights (for tests and benchmarks; no released file needed).
+
+    Conv weights are scaled so activations stay in a sane range through 23 blocks,
+    as the official ``default_init_weights(..., 0.1)`` does for the dense blocks.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    net = RRDBNet(config)
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if name.endswith("weight"):
+                fan_in = p[0].numel()
+                scale = 0.1 if name.startswith("body.") else 1.0
+                p.copy_(torch.randn(p.shape, generator=gen) * scale * (2.0 / fan_in) ** 0.5)
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.01)
+    return net.eval().requires_grad_(False).to(memory_format=torch.channels_last)  # as build_upscaler
+
+
+def official_init_upscaler(config: UpscalerConfig, seed: int = 0) -> RRDBNet:
+    """An RRDBNet with the official initialisation (basicsr ``default_init_weights(..., 0.1)``:
+    Kaiming-normal × 0.1 and zero bias on the dense blocks; PyTorch's defaults elsewhere), seeded.
+
+    For accuracy checks (bf16 against float32): :func:`random_upscaler`'s output is mostly
+    saturated at 0 or 255, so one rounding flips whole pixels; this one's output stays mostly in
+    range, as a trained upscaler's does. Speed does not depend on the values.
+    """
+    torch.manual_seed(seed)
+    net = RRDBNet(config)
+    with torch.no_grad():
+        for name, m in net.named_modules():
+            if name.startswith("body.") and isinstance(m, torch.nn.Conv2d):
+                torch.nn.init.kaiming_normal_(m.weight)
+                m.weight.mul_(0.1)
+                m.bias.zero_()
+    return net.eval().requires_grad_(False).to(memory_format=torch.channels_last)  # as build_upscaler
+
+
+def save_upscaler(net: RRDBNet, path: str | os.PathLike[str]) -> Path:
+    """Write ``net`` in GPEN's released layout: ``{"params_ema": state_dict}``."""
+    p = Path(path)
+    torch.save({"params_ema": net.state_dict()}, p)
+    return p

@@ -1,0 +1,1 @@
+"""What the machine and this process are: CPU, memory, out-of-memory, the peak meter. Imports only the contracts."""

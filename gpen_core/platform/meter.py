@@ -1,0 +1,351 @@
+"""Measure one call's peak RAM and VRAM, say how it was measured, and say when it was shared.
+
+RAM: on Linux the kernel keeps the process's resident high-water mark (VmHWM);
+writing ``5`` to ``/proc/self/clear_refs`` resets it to the current RSS, so the
+mark read after the call is exactly this call's peak ("vmhwm"). Where that is
+refused (other kernels, sandboxes, macOS, Windows) a thread samples RSS with
+psutil every 2 ms ("sampling"), which can miss spikes shorter than that.
+
+VRAM: only for a CUDA ``device``, and only on that device (``cuda:1`` is measured
+on GPU 1, not on the current one): ``torch.cuda.reset_peak_memory_stats(i)`` before
+and ``max_memory_allocated(i)`` / ``max_memory_reserved(i)`` after. A meter for a
+CPU call never touches ``torch.cuda`` at all (no CUDA context, whose hundreds of
+MB would otherwise show up in the figures).
+
+Both high-water marks are process-wide, so work that overlaps a measured call can
+land in its peak. The meter never hides that, and never loses a peak to it:
+
+- Before a meter resets a mark, it hands the mark's current value to every live
+  meter, so a meter that started earlier still reports its own peak (a second
+  meter's reset used to make the first call read 0 MB). A meter nested in the same
+  thread (a benchmark around a Restorer call) measures exactly, and so does its outer one.
+- Meters that overlap from different threads (a second Restorer, a Ray replica
+  serving two requests) report ``shared``: their peaks include concurrent work.
+- Other Python threads of this process that were busy during the call (a download,
+  a background compile, another request's decoding) also make the call ``shared``,
+  saying what they did: page faults of at least 32 MB worth, or CPU time (at least 50 ms,
+  or 2% of the call) together with at least 1 MB of page faults (a large array faults in
+  2 MB huge pages, so its fault count reads small), from ``/proc/self/task``. A thread
+  that only computes (a web server's event loop answering polls) moves no memory and
+  does not count.
+  Native worker threads (OpenMP, oneDNN) work for the call itself and are not counted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+import time
+from types import TracebackType
+from typing import Any
+
+import psutil
+
+from gpen_core.result import Peaks, RamMethod
+
+_HWM = re.compile(rb"VmHWM:\s+(\d+)\s+kB")
+_RSS = re.compile(rb"VmRSS:\s+(\d+)\s+kB")
+
+# Another thread's activity during a call that makes the call "shared" (see the module doc).
+BUSY_CPU_S = 0.05
+BUSY_CPU_FRACTION = 0.02
+BUSY_FAULT_BYTES = 32 << 20
+BUSY_MIN_FAULT_BYTES = 1 << 20
+
+
+def _status_kb(pattern: re.Pattern[bytes]) -> int | None:
+    try:
+        with open("/proc/self/status", "rb") as f:
+            m = pattern.search(f.read())
+    except OSError:
+        return None
+    return int(m.group(1)) * 1024 if m else None
+
+
+def current_rss() -> int:
+    """Resident set size of this process now, in bytes."""
+    return psutil.Process().memory_info().rss
+
+
+def _reset_hwm() -> bool:
+    """Reset the kernel's high-water mark; True when it demonstrably worked."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return False
+    hwm, rss = _status_kb(_HWM), _status_kb(_RSS)
+    # After a reset the mark equals the current RSS (give it a page or two of slack).
+    return hwm is not None and rss is not None and hwm <= rss + 64 * 1024
+
+
+class _Sampler(threading.Thread):
+    NAME = "gpen-rss-sampler"
+
+    def __init__(self, interval_s: float = 0.002) -> None:
+        super().__init__(name=self.NAME, daemon=True)
+        self.interval_s = interval_s
+        self.peak = current_rss()
+        self._stop_event = threading.Event()
+        self._proc = psutil.Process()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            rss = self._proc.memory_info().rss
+            if rss > self.peak:
+                self.peak = rss
+            time.sleep(self.interval_s)
+
+    def stop(self) -> int:
+        self._stop_event.set()
+        self.join()
+        return max(self.peak, current_rss())
+
+
+# --------------------------------------------------------------------------- other threads
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+# Python threads started while a meter was installed: native id -> name. A thread that
+# starts and ends inside a call is otherwise invisible at both ends of it.
+_STARTED: dict[int, str] = {}
+_HOOKED = False
+
+
+def _started_hook(frame: Any, event: str, arg: Any) -> None:
+    _STARTED[threading.get_native_id()] = threading.current_thread().name
+    sys.setprofile(None)  # once per thread: no profiling cost after its first event
+
+
+def _install_thread_hook() -> None:
+    global _HOOKED
+    if not _HOOKED and threading.getprofile() is None:
+        threading.setprofile(_started_hook)
+        _HOOKED = True
+
+
+def _tasks() -> dict[int, tuple[float, int]] | None:
+    """Every thread of this process (native ones too): id -> (CPU seconds, minor faults); None off Linux."""
+    out: dict[int, tuple[float, int]] = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+                cpu_ns = int(f.read().split()[0])
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                minflt = int(f.read().rsplit(b")", 1)[1].split()[7])
+        except (OSError, IndexError, ValueError):
+            continue  # it ended between the listing and the read
+        out[int(tid)] = (cpu_ns / 1e9, minflt)
+    return out
+
+
+def _process_usage() -> tuple[float, int]:
+    """(CPU seconds, minor faults) of the whole process, ended threads included."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, r.ru_minflt
+
+
+class _ThreadWatch:
+    """What Python threads other than the measured one(s) did between start and finish."""
+
+    def __init__(self, exclude: set[int]) -> None:
+        _install_thread_hook()
+        self.exclude = exclude
+        self.t0 = time.perf_counter()
+        self.names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+        self.started0 = set(_STARTED)
+        self.tasks0 = _tasks()
+        self.proc0 = _process_usage()
+
+    def busy(self) -> list[str]:
+        """Plain sentences, one per busy thread (empty when the call had the process to itself)."""
+        tasks1 = _tasks()
+        proc1 = _process_usage()
+        if self.tasks0 is None or tasks1 is None:
+            return []
+        wall = time.perf_counter() - self.t0
+        cpu_limit = max(BUSY_CPU_S, BUSY_CPU_FRACTION * wall)
+        names = dict(self.names)
+        names.update({t.native_id: t.name for t in threading.enumerate() if t.native_id is not None})
+        new = {k: v for k, v in list(_STARTED.items()) if k not in self.started0}
+        names.update(new)
+        found: list[str] = []
+        seen_cpu = seen_faults = 0.0
+        for tid, (cpu1, f1) in tasks1.items():
+            cpu0, f0 = self.tasks0.get(tid, (0.0, 0))
+            cpu, faults = cpu1 - cpu0, f1 - f0
+            seen_cpu += cpu
+            seen_faults += faults
+            if tid in self.exclude or tid not in names:  # native workers (OpenMP, oneDNN) serve the call
+                continue
+            if names[tid] == _Sampler.NAME:  # another meter's sampler: its own cost, not memory work
+                continue
+            if _moved_memory(cpu, faults, cpu_limit):
+                found.append(_busy_sentence(f"thread {names[tid]!r}", cpu, faults))
+        # What the process did beyond every live thread was done by threads that ended meanwhile.
+        gone_cpu = proc1[0] - self.proc0[0] - seen_cpu
+        gone_faults = proc1[1] - self.proc0[1] - seen_faults
+        if _moved_memory(gone_cpu, gone_faults, cpu_limit):
+            ended = sorted(n for k, n in new.items() if k not in tasks1)
+            who = f"thread {', '.join(map(repr, ended))}" if ended else "threads"
+            found.append(_busy_sentence(f"{who} that ended during it", gone_cpu, int(gone_faults)))
+        return found
+
+
+def _moved_memory(cpu_s: float, faults: float, cpu_limit: float) -> bool:
+    """Whether a thread's work during the call can have raised the process's resident peak."""
+    return faults * _PAGE >= BUSY_FAULT_BYTES or (cpu_s >= cpu_limit and faults * _PAGE >= BUSY_MIN_FAULT_BYTES)
+
+
+def _busy_sentence(who: str, cpu_s: float, faults: int) -> str:
+    return f"{who} of this process worked alongside it ({cpu_s * 1000:.0f} ms CPU, {faults * _PAGE / 1e6:.0f} MB of page faults)"
+
+
+# --------------------------------------------------------------------------- overlapping meters
+
+_REGISTRY_LOCK = threading.Lock()
+_ACTIVE: list["PeakMeter"] = []
+
+
+def active_meters() -> int:
+    """How many meters are measuring right now in this process (for tests and diagnostics)."""
+    with _REGISTRY_LOCK:
+        return len(_ACTIVE)
+
+
+def _cuda_index(device: Any) -> int | None:
+    """The CUDA device index ``device`` names ("cuda" is the current device), or None for any other device.
+
+    Touches ``torch.cuda`` only when ``device`` is a CUDA device.
+    """
+    if device is None:
+        return None
+    name = str(device)
+    if not name.startswith("cuda"):
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    index = torch.device(name).index
+    return int(torch.cuda.current_device()) if index is None else int(index)
+
+
+class PeakMeter:
+    """``with PeakMeter(device) as m: ...`` then ``m.peaks`` (a :class:`Peaks`).
+
+    ``device``: where the measured call runs ("cpu", "cuda", "cuda:1", a
+    ``torch.device``, or None for RAM only). VRAM is measured on that CUDA device
+    only; for anything else ``torch.cuda`` is never touched. ``cuda=False`` turns
+    VRAM measuring off even for a CUDA device. ``force_sampling`` uses the psutil
+    sampler even where VmHWM works (for tests and for comparing the two methods).
+    """
+
+    def __init__(self, device: Any = None, *, cuda: bool = True, force_sampling: bool = False) -> None:
+        self._device = device if cuda else None
+        self._force_sampling = force_sampling
+        self._sampler: _Sampler | None = None
+        self._method: RamMethod = "vmhwm"
+        self._baseline = 0
+        self._baseline_vram: int | None = None
+        self._cuda_index: int | None = None
+        self._overlapped: list[str] = []  # why this call's peak is shared
+        self._watch: _ThreadWatch | None = None
+        self._thread = 0
+        self._hwm_floor = 0  # the mark as it stood when a later meter reset it
+        self._vram_floor = (0, 0)  # (allocated, reserved) likewise
+        self.peaks: Peaks | None = None
+
+    def _note_overlap(self, why: str) -> None:
+        if why not in self._overlapped:
+            self._overlapped.append(why)
+
+    def __enter__(self) -> "PeakMeter":
+        self._cuda_index = _cuda_index(self._device)
+        me = threading.get_native_id()
+        self._thread = me
+        with _REGISTRY_LOCK:
+            others = list(_ACTIVE)
+            for m in others:
+                if m._thread != me:
+                    m._note_overlap("another measured call overlapped it from another thread")
+                    self._note_overlap("another measured call overlapped it from another thread")
+            _ACTIVE.append(self)
+            if self._cuda_index is not None:
+                import torch
+
+                i = self._cuda_index
+                torch.cuda.synchronize(i)
+                alloc, res = int(torch.cuda.max_memory_allocated(i)), int(torch.cuda.max_memory_reserved(i))
+                for m in others:  # hand them the peak the reset is about to forget
+                    if m._cuda_index == i:
+                        m._vram_floor = (max(m._vram_floor[0], alloc), max(m._vram_floor[1], res))
+                torch.cuda.reset_peak_memory_stats(i)
+                self._baseline_vram = int(torch.cuda.memory_allocated(i))
+            self._baseline = current_rss()
+            self._method = "sampling"
+            if not self._force_sampling:
+                hwm = _status_kb(_HWM)
+                if hwm is not None:
+                    # Hand the running meters the mark first: _reset_hwm() resets it even when
+                    # its check then fails (another thread allocated meanwhile) and we sample.
+                    for m in others:
+                        m._hwm_floor = max(m._hwm_floor, hwm)
+                    if _reset_hwm():
+                        self._method = "vmhwm"
+            if self._method == "sampling":
+                self._sampler = _Sampler()
+                self._sampler.start()
+        ours = {me}
+        if self._sampler is not None and self._sampler.native_id is not None:
+            ours.add(self._sampler.native_id)
+        self._watch = _ThreadWatch(ours)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self._watch is not None:
+            for why in self._watch.busy():
+                self._note_overlap(why)
+        vram_alloc = vram_res = None
+        if self._cuda_index is not None:
+            import torch
+
+            torch.cuda.synchronize(self._cuda_index)
+        with _REGISTRY_LOCK:
+            if self._cuda_index is not None:
+                vram_alloc = max(int(torch.cuda.max_memory_allocated(self._cuda_index)), self._vram_floor[0])
+                vram_res = max(int(torch.cuda.max_memory_reserved(self._cuda_index)), self._vram_floor[1])
+            if self._sampler is not None:
+                peak = self._sampler.stop()
+            else:
+                peak = max(_status_kb(_HWM) or current_rss(), self._hwm_floor)
+            if self in _ACTIVE:
+                _ACTIVE.remove(self)
+            shared = tuple(self._overlapped)
+        self.peaks = Peaks(
+            rss_bytes=int(peak),
+            baseline_rss_bytes=int(self._baseline),
+            method=self._method,
+            vram_allocated_bytes=vram_alloc,
+            vram_reserved_bytes=vram_res,
+            baseline_vram_bytes=self._baseline_vram,
+            vram_device=None if self._cuda_index is None else f"cuda:{self._cuda_index}",
+            shared="; ".join(shared) or None,
+        )
+
+
+def format_bytes(n: int | None) -> str:
+    """'1.23 GB' / '456 MB' (decimal units, as in the README tables); 'n/a' for None."""
+    if n is None:
+        return "n/a"
+    if n >= 1e9:
+        return f"{n / 1e9:.2f} GB"
+    return f"{n / 1e6:.0f} MB"

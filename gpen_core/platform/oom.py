@@ -1,0 +1,208 @@
+"""Out of memory: recognise it (:func:`is_oom`), explain a failed import
+(:func:`import_failure`), and hand memory back (:func:`release`, :func:`malloc_trim`).
+
+Every library says "out of memory" differently, and at every stage:
+
+- Python, NumPy and Pillow raise :class:`MemoryError` (NumPy's ``_ArrayMemoryError`` is one);
+- PyTorch raises ``torch.OutOfMemoryError`` (CUDA) and, on the CPU, ``RuntimeError``
+  ("DefaultCPUAllocator: can't allocate memory", "std::bad_alloc"); ``torch.load(mmap=True)``
+  says "unable to mmap … Cannot allocate memory";
+- oneDNN (PyTorch's CPU convolutions) fails with "could not create a primitive" when its
+  scratch buffer cannot be allocated (seen under ``prlimit --as``);
+- OpenCV raises ``cv2.error`` "(-4:Insufficient memory) Failed to allocate N bytes";
+- our own code raises :class:`~gpen_core.errors.OutOfMemory` where it can say which step.
+
+Nothing heavy at import: torch is only looked at when it is already loaded.
+"""
+
+from __future__ import annotations
+
+import errno
+import gc
+import re
+import sys
+
+# Lower-case fragments of allocation-failure messages (see the module docstring).
+_OOM_TEXT = (
+    "out of memory",
+    "can't allocate memory",
+    "cannot allocate memory",
+    "std::bad_alloc",
+    "insufficient memory",
+    "failed to allocate",
+    "not enough memory",
+)
+# oneDNN's allocation failure; "could not create a primitive descriptor" is a different
+# error (an unsupported layer configuration) and is not memory.
+_ONEDNN = re.compile(r"could not create a primitive(?! descriptor)")
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True when ``exc`` is an allocation failure (RAM or VRAM), from any library we use.
+
+    Our other errors (:class:`~gpen_core.errors.GPENError` that is not ``OutOfMemory``) are
+    never memory, whatever their text says.
+    """
+    from gpen_core.errors import GPENError, OutOfMemory
+
+    if isinstance(exc, (MemoryError, OutOfMemory)):
+        return True
+    if isinstance(exc, GPENError):
+        return False
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        kinds = tuple(
+            k for k in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if k
+        )
+        if kinds and isinstance(exc, kinds):
+            return True
+    if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
+        return True
+    msg = str(exc).lower()
+    return any(t in msg for t in _OOM_TEXT) or bool(_ONEDNN.search(msg))
+
+
+# What importing the engine (PyTorch, OpenCV, facexlib: pipeline.import_engine) adds to a
+# fresh process, measured on Linux x86_64 per PyTorch build: resident memory, address space
+# (what `ulimit -v` / `prlimit --as` caps) and the data segment (`prlimit --data`).
+# tests/test_oom.py re-measures the installed build's and fails when they drift.
+ENGINE_IMPORT = {
+    # torch 2.14.1, CUDA build (requirements.txt), used on the CPU
+    "cuda": {"rss": 560_000_000, "address_space": 3_800_000_000, "data": 1_000_000_000, "torch": "torch 2.14.1 (CUDA build)"},
+    # torch 2.13.0+cpu (requirements-cpu.txt: what scripts/setup.sh installs without an NVIDIA GPU)
+    "cpu": {"rss": 250_000_000, "address_space": 1_050_000_000, "data": 390_000_000, "torch": "torch 2.13.0 (CPU build)"},
+}
+
+
+def engine_import_figures() -> dict:
+    """ENGINE_IMPORT's entry for the installed PyTorch build, read without importing torch."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        version = ""
+    return ENGINE_IMPORT["cpu" if version.endswith("+cpu") else "cuda"]
+
+
+# A dynamic library that cannot be mapped under a memory cap.
+_MAP_FAILED = ("failed to map segment", "cannot allocate memory", "cannot map")
+
+
+def _limits_text() -> str:
+    """This process's address-space / data limits, when set ("" when unlimited)."""
+    try:
+        import resource
+    except ImportError:
+        return ""
+    parts = []
+    for name, what, flag in (("RLIMIT_AS", "address space", "ulimit -v / prlimit --as"), ("RLIMIT_DATA", "data", "prlimit --data")):
+        lim = getattr(resource, name, None)
+        if lim is None:
+            continue
+        soft, _ = resource.getrlimit(lim)
+        if soft != resource.RLIM_INFINITY:
+            size = f"{soft / 1e9:.1f} GB" if soft >= 1e9 else f"{soft / 1e6:.0f} MB"
+            parts.append(f"{size} of {what} ({flag})")
+    return f"; this process is limited to {' and '.join(parts)}" if parts else ""
+
+
+# Package → how to name it, and how its module or library shows up in an import error.
+_PACKAGES = (
+    ("PyTorch", re.compile(r"torch")),
+    ("OpenCV", re.compile(r"\bcv2\b|opencv")),
+    ("NumPy", re.compile(r"numpy|openblas")),
+    ("Pillow", re.compile(r"\bpil\b|pillow")),
+    ("facexlib", re.compile(r"facexlib")),
+)
+
+
+def import_failure(exc: BaseException, module: str | None = None) -> Exception:
+    """The error to show for a failed import (``ImportError`` or ``MemoryError``).
+
+    :class:`~gpen_core.errors.OutOfMemory` with what the engine needs when memory ran out
+    (a MemoryError, a shared library that could not be mapped under ``ulimit -v``), else a
+    :class:`~gpen_core.errors.GPENError` that says how to repair the installation.
+    """
+    from gpen_core.errors import GPENError, OutOfMemory
+
+    text = str(exc).strip()
+    detail = text.splitlines()[-1][:200] if text else type(exc).__name__
+    name = getattr(exc, "name", None) or ""
+    # The package, from the module name or the library in the message ("libtorch_cpu.so: failed to map…").
+    haystack = f"{name} {text}".lower()
+    if module is None:
+        module = next((label for label, pattern in _PACKAGES if pattern.search(haystack)), name.split(".")[0] or "a module")
+    if isinstance(exc, MemoryError) or is_oom(exc) or any(t in text.lower() for t in _MAP_FAILED):
+        fig = engine_import_figures()
+        return OutOfMemory(
+            f"not enough memory to start: importing {module} failed ({detail}). Loading the engine (PyTorch, "
+            f"OpenCV, facexlib) takes about {fig['rss'] / 1e6:.0f} MB of RAM, "
+            f"{fig['address_space'] / 1e9:.1f} GB of address space and {fig['data'] / 1e9:.2f} GB of "
+            f"data segment (measured with {fig['torch']} on Linux x86_64){_limits_text()}. "
+            "Raise the limit or close other programs, and try again."
+        )
+    return GPENError(
+        f"cannot import {module} ({detail}). The installation is incomplete: run `bash scripts/setup.sh` "
+        "(or reinstall the requirements) and try again."
+    )
+
+
+def memory_limited() -> bool:
+    """Whether this process runs under an address-space or data-segment limit (``ulimit -v``, ``prlimit``)."""
+    return bool(_limits_text())
+
+
+def probe_engine_import(timeout_s: float = 300.0) -> Exception | None:
+    """Import the engine in a child process (same limits) first; the error to show when it fails.
+
+    Under a memory cap PyTorch's import does not always fail cleanly: with ``prlimit --data``
+    it can crash inside ``ctypes`` (SIGSEGV), which no ``except`` can catch. A child that
+    dies tells us so without taking this process with it. None: the import works.
+    """
+    import os
+    import signal
+    import subprocess
+    from pathlib import Path
+
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    code = "from gpen_core.engine.pipeline import import_engine; import_engine()"
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:  # cannot even start a child: memory, most likely
+        return import_failure(MemoryError(f"cannot start a child process to load the engine: {exc}"))
+    if p.returncode == 0:
+        return None
+    if p.returncode < 0:
+        try:
+            sig = signal.Signals(-p.returncode).name
+        except ValueError:
+            sig = f"signal {-p.returncode}"
+        # A crash while loading under a cap is the cap: say what the engine needs.
+        return import_failure(MemoryError(f"the child process died with {sig}"), module="the engine")
+    last = next((l for l in reversed(p.stderr.strip().splitlines()) if l.strip()), f"exit status {p.returncode}")
+    kind, _, text = last.partition(": ")
+    exc: BaseException = MemoryError(text) if kind.endswith("MemoryError") else ImportError(text or last)
+    return import_failure(exc)
+
+
+def release(device: str) -> None:
+    """Collect garbage, empty the CUDA cache on a CUDA device, and give freed heap back to the OS."""
+    gc.collect()
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+    malloc_trim()
+
+
+def malloc_trim() -> None:
+    """Give freed heap pages back to the OS (glibc), so RSS falls after a model switch."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

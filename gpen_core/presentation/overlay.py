@@ -1,0 +1,149 @@
+"""Face boxes drawn on a photo: kept faces solid, rejected candidates dashed.
+
+Pure NumPy (no OpenCV, no torch): the app shows what the detector and the plausibility
+screen (:mod:`gpen_core.faces.screen`) decided, on the "before" photo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+Box = Sequence[float]  # x0, y0, x1, y1 in the image's pixels
+Color = tuple[int, int, int]
+
+KEPT_COLOR: Color = (40, 220, 90)  # green: restored and pasted
+REJECTED_COLOR: Color = (235, 45, 45)  # red: refused by the plausibility screen
+
+
+def line_width(shape: Sequence[int]) -> int:
+    """Line width in px for an image of ``shape`` (H, W, ...): visible at any size, 2 px at least."""
+    return max(2, round(max(shape[0], shape[1]) / 300))
+
+
+def draw_box(rgb: np.ndarray, box: Box, color: Color, *, width: int, dash: int = 0) -> None:
+    """Draw one rectangle into ``rgb`` (RGB uint8 H×W×3, modified in place).
+
+    The line lies inside the box, ``width`` px thick, clipped to the image.
+    ``dash`` > 0: dashes and gaps of about ``dash`` px alternating along each edge, an odd
+    number of them so every edge starts and ends with a dash (the corners stay marked).
+    """
+    h, w = rgb.shape[:2]
+    x0, y0, x1, y1 = (int(round(v)) for v in box)
+    x0, x1 = max(0, min(x0, x1)), min(w, max(x0, x1))
+    y0, y1 = max(0, min(y0, y1)), min(h, max(y0, y1))
+    if x1 <= x0 or y1 <= y0:
+        return
+    t = max(1, min(width, (x1 - x0 + 1) // 2, (y1 - y0 + 1) // 2))
+    c = np.asarray(color, dtype=np.uint8)
+    run = _pattern(x1 - x0, dash)  # top and bottom edges
+    rgb[y0 : y0 + t, x0:x1][:, run] = c
+    rgb[y1 - t : y1, x0:x1][:, run] = c
+    run = _pattern(y1 - y0, dash)  # left and right edges
+    rgb[y0:y1, x0 : x0 + t][run] = c
+    rgb[y0:y1, x1 - t : x1][run] = c
+
+
+def _pattern(n: int, dash: int) -> np.ndarray:
+    """Which of ``n`` px along an edge are drawn: all (dash 0), or an odd number of near-equal
+    dashes and gaps, about ``dash`` px each, dash first and last."""
+    if dash <= 0:
+        return np.ones(n, dtype=bool)
+    k = max(1, round(n / dash))
+    k += 1 - k % 2  # odd: dash, gap, …, dash
+    return (np.arange(n) * k // n) % 2 == 0
+
+
+def draw_detections(
+    rgb: np.ndarray,
+    kept: Sequence[Box],
+    rejected: Sequence[Box] = (),
+    *,
+    scale: tuple[float, float] = (1.0, 1.0),
+    width: int | None = None,
+) -> np.ndarray:
+    """A copy of ``rgb`` (RGB uint8 H×W×3) with kept boxes solid green and rejected ones dashed red.
+
+    ``scale``: (sx, sy) from the boxes' pixels to ``rgb``'s (the boxes of a photo drawn on a
+    smaller copy of it). ``width``: line width in px (default: :func:`line_width`).
+    Rejected boxes are drawn first, so a kept face on top of a rejected one stays visible.
+    """
+    if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
+        raise ValueError(f"expected RGB uint8 H×W×3, got {rgb.dtype} {rgb.shape}")
+    out = rgb.copy()
+    t = width if width is not None else line_width(rgb.shape)
+    sx, sy = scale
+
+    def scaled(b: Box) -> tuple[float, float, float, float]:
+        return (b[0] * sx, b[1] * sy, b[2] * sx, b[3] * sy)
+
+    for b in rejected:
+        draw_box(out, scaled(b), REJECTED_COLOR, width=t, dash=3 * t)
+    for b in kept:
+        draw_box(out, scaled(b), KEPT_COLOR, width=t)
+    return out
+
+
+# ------------------------------------------------------------------ from a result
+
+
+def boxes_record(result: object) -> dict[str, object]:
+    """The boxes of a RestoreResult as JSON: what the app draws (and an API caller can).
+
+    ``image_size`` [w, h] is the size of the photo the boxes are in (``result.before``: the
+    processed photo, upscaled when the background was). ``kept``: the restored faces' boxes;
+    ``rejected``: the candidates the plausibility screen refused, with score and reason.
+    """
+    before = getattr(result, "before", None)
+    if before is not None:
+        size = [int(before.shape[1]), int(before.shape[0])]
+    else:
+        up = getattr(result, "upscale", None)
+        f = up.factor if up is not None else 1
+        size = [int(result.processed_size[0]) * f, int(result.processed_size[1]) * f]  # type: ignore[attr-defined]
+    return {
+        "image_size": size,
+        "kept": [[round(float(v), 2) for v in f.box] for f in result.faces],  # type: ignore[attr-defined]
+        "rejected": [
+            {"box": [round(float(v), 2) for v in r.box], "score": round(float(r.score), 4), "reason": r.reason}
+            for r in getattr(result, "rejected", ())
+        ],
+    }
+
+
+def faces_overlay(before: np.ndarray | None, record: dict | None, max_side: int = 1024) -> tuple[np.ndarray | None, str]:
+    """(the "before" photo with its boxes drawn, a caption), or (None, why not).
+
+    ``before``: the slider's "before" image (RGB or RGBA uint8), the processed photo
+    possibly resized; ``record``: the app's JSON record (its ``boxes``, see
+    :func:`boxes_record`). The picture is shrunk to ``max_side`` first so lines stay visible.
+    """
+    boxes = (record or {}).get("boxes")
+    if before is None or not boxes:
+        return None, "Detected faces: restore a photo to see them."
+    from gpen_core.modes import MODES
+
+    if record.get("detector", "none") == "none":  # type: ignore[union-attr]
+        return None, "Detected faces: none drawn (an aligned face crop: no detection ran)."
+    mode = MODES.get(str(record.get("mode")))  # type: ignore[union-attr]
+    w, h = boxes["image_size"]
+    bh, bw = before.shape[:2]
+    if (mode is not None and not mode.paste) or w <= 0 or h <= 0 or abs(bw / bh - w / h) > 0.02 * (w / h):
+        return None, f"Detected faces: not drawn ({record.get('mode')} shows face crops, not the photo)."  # type: ignore[union-attr]
+    rgb = np.ascontiguousarray(before[..., :3])
+    if max(bh, bw) > max_side:
+        from PIL import Image
+
+        s = max_side / max(bh, bw)
+        rgb = np.asarray(Image.fromarray(rgb).resize((max(1, round(bw * s)), max(1, round(bh * s))), Image.Resampling.BILINEAR))
+    kept = boxes["kept"]
+    rejected = [r["box"] for r in boxes["rejected"]]
+    drawn = draw_detections(rgb, kept, rejected, scale=(rgb.shape[1] / w, rgb.shape[0] / h))
+    caption = f"Detected faces: {len(kept)} kept (solid green)"
+    if rejected:
+        reasons = sorted({r["reason"] for r in boxes["rejected"]})
+        caption += f", {len(rejected)} rejected (dashed red: {'; '.join(reasons)})"
+    else:
+        caption += ", none rejected"
+    return drawn, caption

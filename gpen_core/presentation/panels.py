@@ -1,0 +1,434 @@
+"""What the browser app shows, computed from a RestoreResult: pure functions, no Gradio.
+
+Everything here reads the result the engine returned and never re-measures or
+recomputes a figure: the panel is the RestoreResult, formatted. Images are RGB
+uint8 H×W×3 in and out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import PurePath
+from typing import Any, Protocol
+
+import numpy as np
+
+from gpen_core.platform.meter import format_bytes
+from gpen_core.modes import AUTO, MODES
+from gpen_core.result import Face, RestoreResult
+
+AUTO_HINT = "picks the best mode that fits the memory free now, per photo"
+
+_RAM_METHOD = {
+    "vmhwm": "kernel high-water mark (VmHWM), reset for this call: exact",
+    "sampling": "psutil RSS sampled every 2 ms: can miss spikes shorter than that",
+}
+_STAGE_LABEL = {
+    "load": "load model",
+    "decode": "decode photo",
+    "detect": "detect faces",
+    "align": "align crops",
+    "upscale": "upscale background",
+    "restore": "restore faces",
+    "paste": "paste back",
+    "encode": "encode result",
+}
+
+
+class WeightInfo(Protocol):
+    """The fields of ``gpen_core.weights.lookup.WeightStatus`` this module reads."""
+
+    name: str
+    filename: str
+    kind: str
+    present: bool
+    verified: bool | None
+    size_bytes: int | None
+
+
+# ------------------------------------------------------------------ choices
+
+
+def mode_choices() -> list[tuple[str, str]]:
+    """(label, value) pairs for the memory-mode radio: ``auto`` first, each with its one-line hint."""
+    return [(f"{AUTO} — {AUTO_HINT}", AUTO)] + [(f"{m.name} — {m.hint}", m.name) for m in MODES.values()]
+
+
+# ------------------------------------------------------------- result views
+
+
+def comparison_pair(before: np.ndarray, result: RestoreResult) -> tuple[np.ndarray, np.ndarray]:
+    """(before, after) of equal size for the before/after slider.
+
+    ``before`` is the decoded input photo. Modes that paste compare the photo with
+    the restored photo; when the input was shrunk first, ``before`` is shrunk the
+    same way so the two line up. ``faces-only`` compares the aligned input crops
+    with the restored crops, laid out like the downloadable face sheet.
+    """
+    if not result.mode.paste and result.faces and result.detector != "none":
+        crops = [replace(f, restored=f.crop) for f in result.faces]
+        from gpen_core.faces.paste import face_sheet
+
+        cols = math.ceil(math.sqrt(len(crops)))  # a square-ish grid, not a 1×N strip
+        return face_sheet(crops, cols=cols), face_sheet(list(result.faces), cols=cols)
+    after = result.image
+    if before.shape[:2] != after.shape[:2]:
+        from PIL import Image
+
+        before = np.asarray(Image.fromarray(before).resize((after.shape[1], after.shape[0]), Image.Resampling.LANCZOS))
+    return before, after
+
+
+def face_pairs(result: RestoreResult, gap: int = 6) -> list[tuple[np.ndarray, str]]:
+    """One gallery item per face: the aligned input crop beside the restored crop, with a caption."""
+    items = []
+    for i, face in enumerate(result.faces, 1):
+        items.append((side_by_side(face.crop, face.restored, gap), face_caption(i, face)))
+    return items
+
+
+def side_by_side(left: np.ndarray, right: np.ndarray, gap: int = 6) -> np.ndarray:
+    """``left`` and ``right`` (same height) in one RGB image, separated by a white gap."""
+    h = max(left.shape[0], right.shape[0])
+    out = np.full((h, left.shape[1] + gap + right.shape[1], 3), 255, np.uint8)
+    out[: left.shape[0], : left.shape[1]] = left
+    out[: right.shape[0], left.shape[1] + gap :] = right
+    return out
+
+
+def face_caption(index: int, face: Face) -> str:
+    x0, y0, x1, y1 = face.box
+    return f"face {index} · score {face.score:.2f} · {x1 - x0:.0f}×{y1 - y0:.0f} px"
+
+
+def download_name(source: str | None, result: RestoreResult) -> str:
+    """File name for the downloadable: ``<input stem>_gpen_<mode>.<ext>`` (safe characters only)."""
+    stem = PurePath(source).stem if source else "photo"
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._") or "photo"
+    suffix = "_faces" if not result.mode.paste and result.faces and result.detector != "none" else ""
+    ext = "jpg" if result.output_format == "jpeg" else result.output_format
+    return f"{stem[:80]}_gpen_{result.mode.name}{suffix}.{ext}"
+
+
+# ---------------------------------------------------------------- the panel
+
+
+def file_size_text(n: int) -> str:
+    """A download's size: kB below a megabyte (format_bytes would round it to 0 MB)."""
+    return f"{n / 1e3:.0f} kB" if n < 1e6 else format_bytes(n)
+
+
+def mode_line(result: RestoreResult) -> str:
+    """The mode that ran, what was asked, and why they differ."""
+    line = f"**{result.mode.name}**"
+    if result.requested_mode != result.mode.name:
+        line += f" (asked for {result.requested_mode})"
+    if result.mode_reason:
+        line += f" — {result.mode_reason}"
+    return line
+
+
+def vram_text(result: RestoreResult) -> str:
+    p = result.peaks
+    if p.vram_allocated_bytes is None:
+        return "no GPU" if not result.device.startswith("cuda") else "not measured"
+    text = f"**{format_bytes(p.vram_allocated_bytes)}** allocated, {format_bytes(p.vram_reserved_bytes)} reserved"
+    if p.baseline_vram_bytes is not None:
+        text += f" (baseline {format_bytes(p.baseline_vram_bytes)})"
+    return text
+
+
+def runtime_text(result: RestoreResult) -> str:
+    """What ran the generator and why: "OpenVINO (measured faster here: …)" or "PyTorch (asked for)"."""
+    name = "OpenVINO" if getattr(result, "backend", "torch") == "openvino" else "PyTorch"
+    why = getattr(result, "backend_reason", "")
+    return f"{name} ({why})" if why else name
+
+
+def stage_rows(result: RestoreResult) -> list[tuple[str, float]]:
+    """(stage, seconds) for every stage that took time, then the total."""
+    rows = [(_STAGE_LABEL.get(k, k), v) for k, v in result.timings.stages().items() if v > 0]
+    return rows + [("total", result.timings.total_s)]
+
+
+def metrics_markdown(result: RestoreResult) -> str:
+    """The measured panel beside every result (Markdown): memory, time, faces, what ran, notes."""
+    p = result.peaks
+    w, h = result.input_size
+    pw, ph = result.processed_size
+    size = f"{w}×{h}" + (f", processed at {pw}×{ph}" if (pw, ph) != (w, h) and pw else "")
+    up = getattr(result, "upscale", None)
+    if up is not None:
+        size += f", upscaled ×{up.factor} to {pw * up.factor}×{ph * up.factor} ({up.tiles} tile{'s' if up.tiles > 1 else ''} of {up.tile} px, {up.dtype})"
+    fmt = "JPEG" if result.output_format == "jpeg" else result.output_format.upper()
+    lines = [
+        "### Measured for this request",
+        "",
+        "| Measure | Value |",
+        "|---|---|",
+        f"| Peak RAM | **{format_bytes(p.rss_bytes)}** (baseline {format_bytes(p.baseline_rss_bytes)} before the call, "
+        f"+{format_bytes(p.rss_delta_bytes)}) |",
+        f"| RAM method | {_RAM_METHOD.get(p.method, p.method)} |",
+        f"| Peak VRAM | {vram_text(result)} |",
+        f"| Faces | {len(result.faces)} |",
+        f"| Mode | {mode_line(result)} |",
+        f"| Device · dtype | {result.device} · {result.dtype} |",
+        f"| Generator runtime | {runtime_text(result)} |",
+        f"| Checkpoint · detector | {result.checkpoint} · {result.detector} |",
+        f"| Photo | {size} → {fmt}, {file_size_text(len(result.encoded)) if result.encoded else 'n/a'} |",
+        "",
+        "| Stage | Seconds |",
+        "|---|---:|",
+    ]
+    lines += [f"| {'**total**' if name == 'total' else name} | {s:.2f} |" for name, s in stage_rows(result)]
+    lines += ["", "**Notes** (everything changed from your request)", ""]
+    lines += [f"- {n}" for n in result.notes] if result.notes else ["- none: ran exactly as requested"]
+    return "\n".join(lines)
+
+
+# -------------------------------------------------------------- weights
+
+
+_STATE_TEXT = {"verified": "present, verified", "corrupt": "**corrupt**", "missing": "missing"}
+
+
+def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, WeightInfo]) -> str:
+    from gpen_core.presentation import readiness
+
+    f = files.get(name)
+    s = statuses.get(name)
+    if f is None or s is None:
+        return f"- {name}: a checkpoint in the models folder, checked when you press Restore"
+    size = ""
+    if f.state != "verified":
+        size = f", {readiness.size_text(f.download_bytes, f.download_bytes_estimated)} to download"
+    return f"- {_STATE_TEXT[f.state]}: {readiness.label(name)} (`{s.filename}`{size})"
+
+
+def weights_markdown(
+    r: Any,
+    files: Mapping[str, Any],
+    statuses: Sequence[WeightInfo],
+    folder: str,
+    *,
+    mode: str | None,
+    message: str = "",
+    upscaler: Sequence[str] = (),
+) -> str:
+    """The weights panel, from one :class:`gpen_core.presentation.readiness.Readiness`.
+
+    ``mode`` None is ``auto``: the panel says what runs now and what a download adds
+    ("auto will use balanced; download ResNet-50 detector (109 MB) to enable quality").
+    An explicit mode lists its own files. ``message`` (a download's outcome, or the
+    manual fix when downloading is impossible) goes under the list. ``upscaler``: the Upscale
+    choice's file when it is missing or corrupt (``readiness.upscaler_download``), listed apart.
+    """
+    from gpen_core.presentation import readiness
+
+    by_name = {s.name: s for s in statuses}
+    if mode is None:
+        lines = ["#### Weights", f"**{_capital(readiness.summary(r, files))}.**", ""]
+        shown = r.modes[r.recommended].files
+        if r.runs_now and r.runs_now != r.recommended:
+            shown = tuple(dict.fromkeys(r.modes[r.runs_now].files + shown))
+        lines.append(f"Files for {' and '.join(dict.fromkeys(m for m in (r.runs_now, r.recommended) if m))}:")
+    else:
+        m = r.modes[mode]
+        head = f"**{mode}** has all its files." if m.ready else (
+            f"**{mode}** cannot run yet: download {readiness.files_text(m.missing, files)}.")
+        lines = ["#### Weights", head, "", f"Files for {mode}:"]
+        shown = m.files
+    lines += [_file_line(n, files, by_name) for n in shown]
+    if upscaler:
+        lines += ["", "For the Upscale choice:"] + [_file_line(n, files, by_name) for n in upscaler]
+    others = [n for n in r.corrupt if n not in shown and n not in upscaler]
+    if others:
+        lines += ["", "Also corrupt (download again, or delete): " + ", ".join(readiness.label(n) for n in others)]
+    lines += ["", f"Models folder: `{folder}`"]
+    if message:
+        lines += ["", message]
+    return "\n".join(lines)
+
+
+def _capital(s: str) -> str:
+    return s[:1].upper() + s[1:]
+
+
+def download_button_label(r: Any, files: Mapping[str, Any], mode: str | None, upscaler: Sequence[str] = ()) -> str:
+    """'Download ResNet-50 detector (109 MB) for quality' (what the button fetches, and why);
+    ``upscaler`` (the Upscale choice's missing file) is fetched too: '... for quality and upscaling'."""
+    from gpen_core.presentation import readiness
+
+    names = readiness.download_for(r, mode)
+    purposes = ([mode or r.recommended] if names else []) + (["upscaling"] if upscaler else [])
+    return f"Download {readiness.files_text((*names, *upscaler), files)} for {' and '.join(purposes)}"
+
+
+def all_weights_markdown(statuses: Sequence[WeightInfo], folder: str) -> str:
+    """Every checkpoint the registry knows, present (verified or corrupt) or missing, as a list
+    (a table is squeezed to one word per line in the narrow column)."""
+    from gpen_core.presentation import readiness
+
+    files = readiness.files_from_status(statuses)  # type: ignore[arg-type]
+    lines = [f"Models folder: `{folder}`", ""]
+    for s in statuses:
+        f = files[s.name]
+        if s.present and s.size_bytes is not None:
+            size_txt = file_size_text(s.size_bytes)  # on disk
+        else:
+            size_txt = readiness.size_text(f.download_bytes, f.download_bytes_estimated)
+        lines.append(f"- **{s.name}** · {s.kind} · `{s.filename}` · {size_txt} · {_STATE_TEXT[f.state]}")
+    return "\n".join(lines)
+
+
+def download_progress_text(name: str, done: int, total: int | None) -> str:
+    if total:
+        return f"downloading {name}: {format_bytes(done)} of {format_bytes(total)}"
+    return f"downloading {name}: {format_bytes(done)}"
+
+
+def as_record(result: RestoreResult) -> dict[str, Any]:
+    """The JSON summary the API returns beside the images (the CLI's --json fields, and ``boxes``)."""
+    from gpen_core.presentation.overlay import boxes_record
+    from gpen_core.result_json import result_record
+
+    # Plus the boxes (kept faces, rejected candidates) the app draws on the "before" photo.
+    return {**result_record(result), "boxes": boxes_record(result)}
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+# A URL, or a `code span` as the engine's messages write commands.
+_TOKEN = re.compile(r"(https?://[^\s<>()\"']+[^\s<>()\"'.,;:])|`([^`\n]+)`")
+
+
+def markdown_text(message: str) -> str:
+    """A plain multi-line message (an error with paths, file names, URLs, commands) as Markdown.
+
+    Markdown characters are escaped so ``detection_mobilenet0.25_Final.pth`` is not
+    turned into italics; URLs become links with their characters intact; `commands`
+    stay code spans; every line break is kept.
+    """
+
+    def line(text: str) -> str:
+        out, pos = [], 0
+        for m in _TOKEN.finditer(text):
+            out.append(_MD_SPECIAL.sub(r"\\\1", text[pos : m.start()]))
+            out.append(f"<{m.group(1)}>" if m.group(1) else f"`{m.group(2)}`")
+            pos = m.end()
+        out.append(_MD_SPECIAL.sub(r"\\\1", text[pos:]))
+        return "".join(out)
+
+    return "  \n".join(line(t) for t in message.splitlines())
+
+
+def message_html(message: str) -> str:
+    """A plain multi-line message as HTML for an error pop-up: escaped, URLs as links,
+    `commands` as <code>, line breaks kept."""
+    import html
+
+    def piece(m: re.Match[str]) -> str:
+        if m.group(1):
+            url = html.escape(m.group(1))
+            return f'<a href="{url}" target="_blank" rel="noopener">{url}</a>'
+        return f"<code>{html.escape(m.group(2))}</code>"
+
+    out, pos = [], 0
+    for m in _TOKEN.finditer(message):
+        out.append(html.escape(message[pos : m.start()]))
+        out.append(piece(m))
+        pos = m.end()
+    out.append(html.escape(message[pos:]))
+    return "".join(out).replace("\n", "<br>")
+
+
+def error_markdown(title: str, message: str) -> str:
+    """What the result panel shows after a failed request: the problem named, then the message."""
+    return f"### ⚠ {title}\n\n{markdown_text(message)}\n\n*Nothing was restored: the previous result was cleared.*"
+
+
+# ----------------------------------------------------------- hardware check
+
+# The check's wall time when no earlier run on this machine says better: each mode in a
+# fresh process, three workloads each. 149 s was measured on a busy 2-core CPU (issue #13).
+CHECK_ESTIMATE = "up to 4 minutes on a 2-core CPU (149 s was measured on a busy one), well under a minute on a GPU"
+
+HARDWARE_INTRO = (
+    "#### How much memory do I need?\n"
+    "Measures every memory mode on **this** machine with the engine's own meter: one aligned "
+    "512×512 face, a 12-megapixel photo with one face and a group photo, each mode in a fresh "
+    "process. Without the weights it runs the exact networks with random weights (memory and "
+    "time do not depend on the values), so you learn what fits before downloading anything. "
+    "The result is saved in the models folder and `auto` uses it. Restores keep running while it measures."
+)
+
+
+def check_duration_text(last_seconds: float | None) -> str:
+    """How long the check takes, for the button's neighbour: the last run's own time when known."""
+    if last_seconds is not None:
+        return f"It takes about {last_seconds:.0f} s here (the last check on this machine, measured)."
+    return f"It takes {CHECK_ESTIMATE} (an estimate until it has run here)."
+
+
+def check_progress_text(desc: str, elapsed_s: float, last_seconds: float | None) -> str:
+    """The progress line while the check runs: the step, the time so far and what to expect."""
+    expect = f"the last check took {last_seconds:.0f} s" if last_seconds is not None else "expect up to 4 min on 2 CPU cores"
+    return f"{desc} · {elapsed_s:.0f} s so far ({expect})"
+
+
+def last_check_seconds(profile: Any) -> float | None:
+    """The whole check's wall time, from the note the runner writes ("the whole check took N s")."""
+    for n in getattr(profile, "notes", ()):
+        m = re.search(r"the whole check took ([\d.]+) s", n)
+        if m:
+            return float(m.group(1))
+    return None
+
+
+def profile_markdown(profile: Any, verdict: str, free: Any = None) -> str:
+    """The hardware check as Markdown: the verdict (what will run, from gpen_core.presentation.readiness:
+    files and memory together), the memory-only reading, the table, machine facts and notes."""
+    from gpen_core.hwcheck import report as prof
+
+    lines = [
+        f"**Recommendation:** {verdict}.",
+        "",
+        f"Memory alone: {prof.recommendation(profile, free)}.",
+        "",
+        prof.format_table(profile, free),
+        "",
+        f"Measured {profile.created} on {prof.machine_line(profile)}.",
+        "Peaks are above the idle process, the worst of the three workloads; *fits?* compares them with "
+        "the memory free now, less a 20 % safety margin. *weights* says what the measurement ran with "
+        "(random weights stand in for files not downloaded: same memory and time); the weights panel on "
+        "the Restore tab says which files you have.",
+        "",
+    ]
+    lines += [f"- {markdown_text(n)}" for n in profile.notes]
+    return "\n".join(lines)
+
+
+def profile_chart(profile: Any) -> Any:
+    """Peak memory per mode as a long table for a bar chart: columns mode, memory ("RAM"/"VRAM"), MB."""
+    import pandas as pd
+
+    from gpen_core.hwcheck import report as prof
+
+    rows = []
+    for r in prof.chart_rows(profile):
+        rows.append({"mode": r["mode"], "memory": "RAM", "MB": r["peak RAM MB"]})
+        if r["peak VRAM MB"] is not None:
+            rows.append({"mode": r["mode"], "memory": "VRAM", "MB": r["peak VRAM MB"]})
+    return pd.DataFrame(rows, columns=["mode", "memory", "MB"])
+
+
+def preview_markdown(decoded: Any) -> str:
+    """What the panel says when a photo is uploaded, before Restore: its size, format and what
+    the decoder changed (the slider shows the decoder's own view of it)."""
+    w, h = decoded.original_size
+    lines = ["### Ready to restore", "", f"{w}×{h} {decoded.format}, as our decoder reads it (shown in the slider). "
+             "Press **Restore**.", ""]
+    lines += [f"- {markdown_text(n)}" for n in decoded.notes]
+    return "\n".join(lines)

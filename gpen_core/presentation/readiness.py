@@ -1,0 +1,348 @@
+"""What will run: one answer from (files present and verified, memory free, measured peaks).
+
+The weights panel, the Download button, ``auto``'s choice, the Hardware check's
+recommendation and the result's reason all read :func:`assess`, so they cannot
+disagree. It is a pure function: the caller passes what is on disk
+(:func:`files_from_status` turns ``weights.status()`` into it), what each mode
+needs (``budget.estimate_peak``) and what is free; nothing here touches the disk,
+the network or torch.
+
+The rule is ``auto``'s (:func:`gpen_core.engine.budget.choose`): the highest-ranked mode
+that pastes faces back, whose files are all usable, and whose peak fits the free
+memory less the safety margin; when no mode with its files fits, the lightest one
+with its files (it may not fit; the engine then steps down or says so). A corrupt
+file counts as missing: it would fail to load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from gpen_core.platform.meter import format_bytes
+from gpen_core.modes import MODES, MemoryMode
+
+# Same as budget.SAFETY_MARGIN (asserted by tests/test_readiness.py); kept literal so this
+# module imports nothing heavy.
+SAFETY_MARGIN = 0.8
+
+# Which registry file a detector name loads (options.DETECTOR_WEIGHTS; asserted equal in tests).
+DETECTOR_FILES: dict[str, str] = {
+    "mobilenet0.25": "retinaface-mobilenet0.25",
+    "resnet50": "retinaface-resnet50",
+}
+
+# What people call each file in a sentence.
+LABELS: dict[str, str] = {
+    "GPEN-BFR-256": "GPEN-BFR-256",
+    "GPEN-BFR-512": "GPEN-BFR-512",
+    "GPEN-BFR-1024": "GPEN-BFR-1024",
+    "GPEN-BFR-2048": "GPEN-BFR-2048",
+    "retinaface-resnet50": "ResNet-50 detector",
+    "retinaface-mobilenet0.25": "MobileNet detector",
+    "parsenet": "ParseNet",
+    "ParseNet-latest": "GPEN ParseNet",
+    "realesrnet_x2": "×2 upscaler",
+    "realesrnet_x4": "×4 upscaler",
+}
+
+# The background upscaler each Upscale factor loads (model_cache.upscaler's default,
+# ``realesrnet_x{factor}``); 1× loads none.
+UPSCALERS: dict[int, str] = {2: "realesrnet_x2", 4: "realesrnet_x4"}
+
+# Download sizes where the registry has none published: the float32 state dict of the
+# documented architecture (parameters + buffers, counted on the meta device), so an
+# estimate, shown with "~".
+APPROX_BYTES: dict[str, int] = {
+    "GPEN-BFR-256": 75_517_192,
+    "GPEN-BFR-512": 284_022_236,
+    "GPEN-BFR-1024": 284_843_696,
+    "GPEN-BFR-2048": 285_180_804,
+    "ParseNet-latest": 85_279_864,  # facexlib's file of the same network is 85_331_193
+}
+
+FileStateName = Literal["missing", "verified", "corrupt"]
+
+
+class StatusLike(Protocol):
+    """The fields of ``gpen_core.weights.lookup.WeightStatus`` read here."""
+
+    name: str
+    present: bool
+    verified: bool | None
+    size_bytes: int | None
+
+
+@dataclass(frozen=True)
+class FileState:
+    """One registry file as it stands: missing, present and verified, or present but corrupt."""
+
+    name: str  # registry name
+    state: FileStateName
+    # Bytes a download fetches: the registry's published size, else APPROX_BYTES (estimate).
+    download_bytes: int | None
+    download_bytes_estimated: bool
+
+    @property
+    def usable(self) -> bool:
+        return self.state == "verified"
+
+
+@dataclass(frozen=True)
+class ModeReadiness:
+    """One memory mode: which files it loads, which of them are not usable, whether it fits."""
+
+    mode: str
+    files: tuple[str, ...]  # registry names it loads, generator first
+    missing: tuple[str, ...]  # of ``files``: missing or corrupt
+    need_bytes: int  # peak above the idle process on the binding memory (estimate or measured)
+    fits: bool  # need_bytes <= free * SAFETY_MARGIN
+
+    @property
+    def ready(self) -> bool:
+        return not self.missing
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What will run now, what would run with more files, and the smallest download to get there."""
+
+    modes: dict[str, ModeReadiness]
+    # What ``auto`` runs now (None: no pasting mode has its files); ``runs_now_fits`` False
+    # means it is the lightest mode with its files and may not fit.
+    runs_now: str | None
+    runs_now_fits: bool
+    # The best pasting mode that fits the memory, files aside: what to run on this machine.
+    recommended: str
+    # The smallest set of registry files that makes ``recommended`` runnable (empty: it already is).
+    download: tuple[str, ...]
+    download_bytes: int | None  # None when a size is unknown
+    download_estimated: bool  # some size in download_bytes is an estimate
+    corrupt: tuple[str, ...]  # present files that failed verification (offered for download again)
+    binding: str  # "RAM" or "VRAM"
+    free_bytes: int
+
+    @property
+    def complete(self) -> bool:
+        """Nothing to download for the recommended mode."""
+        return not self.download
+
+
+# --------------------------------------------------------------------- inputs
+
+
+def files_from_status(statuses: Iterable[StatusLike]) -> dict[str, FileState]:
+    """``weights.status()`` rows as FileStates (present and verified, present and corrupt, or missing)."""
+    out: dict[str, FileState] = {}
+    for s in statuses:
+        if not s.present:
+            state: FileStateName = "missing"
+        else:
+            state = "corrupt" if s.verified is False else "verified"
+        published = s.size_bytes if not s.present else None
+        size = published if published is not None else APPROX_BYTES.get(s.name)
+        estimated = published is None and s.name in APPROX_BYTES
+        if s.present and state == "corrupt":
+            size, estimated = _registry_size(s.name)
+        out[s.name] = FileState(s.name, state, size, estimated)
+    return out
+
+
+def _registry_size(name: str) -> tuple[int | None, bool]:
+    from gpen_core.weights.lookup import REGISTRY
+
+    spec = REGISTRY.get(name)
+    if spec is not None and spec.size_bytes is not None:
+        return spec.size_bytes, False
+    return APPROX_BYTES.get(name), name in APPROX_BYTES
+
+
+def mode_files(mode: MemoryMode, model: str | None = None, detector: str | None = None, *, aligned: bool = False) -> tuple[str, ...]:
+    """Registry names (or a checkpoint name) a request in ``mode`` loads.
+
+    ``model``/``detector`` are the Advanced overrides; an aligned face skips detection.
+    ParseNet is optional (GPEN's rectangle mask is used without it) and not listed.
+    """
+    names = [model or mode.model]
+    if not aligned:
+        names.append(DETECTOR_FILES[detector or mode.detector])
+    return tuple(names)
+
+
+# ------------------------------------------------------------------ the rule
+
+
+def assess(
+    files: Mapping[str, FileState],
+    needs: Mapping[str, int],
+    free_bytes: int,
+    *,
+    binding: str = "RAM",
+    model: str | None = None,
+    detector: str | None = None,
+    aligned: bool = False,
+) -> Readiness:
+    """What runs now and what to download, from the files, each mode's need and the memory free.
+
+    ``files``: registry name -> FileState (every registry entry; a name not in it, such
+    as a checkpoint path typed into Advanced, counts as usable: the restore checks it).
+    ``needs``: mode name -> peak bytes on the binding memory for the photo size meant
+    (``budget.estimate_peak``). ``free_bytes``: free binding memory now.
+    """
+    usable_limit = free_bytes * SAFETY_MARGIN
+    modes: dict[str, ModeReadiness] = {}
+    for m in MODES.values():
+        names = mode_files(m, model, detector, aligned=aligned)
+        missing = tuple(n for n in names if n in files and not files[n].usable)
+        need = int(needs[m.name])
+        modes[m.name] = ModeReadiness(m.name, names, missing, need, usable_limit > 0 and need <= usable_limit)
+
+    ranked = sorted((m for m in MODES.values() if m.paste), key=lambda m: -m.rank)
+    with_files = [modes[m.name] for m in ranked if modes[m.name].ready]
+    runs_now = next((r for r in with_files if r.fits), None)
+    runs_now_fits = runs_now is not None
+    if runs_now is None and with_files:
+        runs_now = with_files[-1]  # the lightest with its files; budget.choose runs it and says it may not fit
+    fitting = [modes[m.name] for m in ranked if modes[m.name].fits]
+    recommended = fitting[0] if fitting else modes[ranked[-1].name]
+    if runs_now is not None and runs_now_fits and MODES[runs_now.mode].rank >= MODES[recommended.mode].rank:
+        recommended = runs_now
+    download = recommended.missing
+    sizes = [files[n].download_bytes for n in download]
+    total = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
+    return Readiness(
+        modes=modes,
+        runs_now=runs_now.mode if runs_now else None,
+        runs_now_fits=runs_now_fits,
+        recommended=recommended.mode,
+        download=download,
+        download_bytes=total,
+        download_estimated=any(files[n].download_bytes_estimated for n in download),
+        corrupt=tuple(n for n, f in files.items() if f.state == "corrupt"),
+        binding=binding,
+        free_bytes=int(free_bytes),
+    )
+
+
+def download_for(readiness: Readiness, mode: str | None) -> tuple[str, ...]:
+    """What the Download button fetches: for ``auto`` (None) the recommended set; for an
+    explicit mode that mode's missing files; corrupt files in either are fetched again."""
+    if mode is None:
+        return readiness.download
+    return readiness.modes[mode].missing
+
+
+def upscaler_download(files: Mapping[str, FileState], upscale: int | str | None) -> tuple[str, ...]:
+    """The upscaler ×``upscale`` loads, when it is missing or corrupt: what Download adds for
+    the Upscale choice. Empty at 1×, when the file is usable, or for a factor with no upscaler."""
+    name = UPSCALERS.get(int(upscale or 1))
+    f = files.get(name) if name else None
+    return (name,) if f is not None and not f.usable else ()
+
+
+# ------------------------------------------------------------------- wording
+
+
+def label(name: str) -> str:
+    return LABELS.get(name, name)
+
+
+def size_text(n: int | None, estimated: bool) -> str:
+    if n is None:
+        return "size not published"
+    return ("~" if estimated else "") + format_bytes(n)
+
+
+def files_text(names: Sequence[str], files: Mapping[str, FileState]) -> str:
+    """'ResNet-50 detector (109 MB)' / 'GPEN-BFR-512 (~284 MB) and ResNet-50 detector (109 MB)'."""
+    parts = []
+    for n in names:
+        f = files.get(n)
+        size = size_text(f.download_bytes, f.download_bytes_estimated) if f else "size not published"
+        parts.append(f"{label(n)} ({'corrupt, ' if f and f.state == 'corrupt' else ''}{size})")
+    if len(parts) <= 1:
+        return "".join(parts)
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
+    """One sentence: what auto runs now and what a download would add.
+
+    "auto will use balanced; download ResNet-50 detector (109 MB) to enable quality"
+    """
+    if r.runs_now is None:
+        head = "nothing can run yet"
+    elif r.runs_now_fits:
+        head = f"auto will use {r.runs_now}"
+    else:
+        head = f"auto will use {r.runs_now}, the lightest mode with its files (it may not fit the {format_bytes(r.free_bytes)} {r.binding} free)"
+    if not r.download:
+        if r.runs_now == r.recommended:
+            return f"{head}, the best mode that fits this machine; all its files are here"
+        return head
+    return f"{head}; download {files_text(r.download, files)} to enable {r.recommended}"
+
+
+def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str, *, button: bool = True) -> str:
+    """The Upscale line's warning before Restore: the upscaler file the factor needs is missing
+    (or corrupt), so Restore would stop; names the file, where it goes and how to get it.
+
+    '' at 1× and when the file is present and verified. ``files`` as from
+    :func:`files_from_status` (the models folder and the ModelScope cache, as the engine
+    looks); ``folder`` the models folder; ``button``: the Weights panel's Download button
+    offers the file (the app), so the fix names it first.
+    """
+    from pathlib import PurePath
+
+    from gpen_core.weights.registry import REGISTRY
+
+    names = upscaler_download(files, upscale)
+    if not names:
+        return ""
+    name = names[0]
+    filename = REGISTRY[name].filename
+    factor = int(upscale or 1)
+    if files[name].state == "corrupt":
+        head = (f"⚠ **`{filename}` is corrupt** (the ×{factor} upscaler failed verification): Restore would stop. "
+                "Download it again")
+    else:
+        where = "the models folder or the ModelScope cache" if REGISTRY[name].modelscope else "the models folder"
+        head = (f"⚠ **`{filename}` is missing** (the ×{factor} upscaler): it is not in {where}, so Restore would "
+                "stop with \"Weights missing\". Get it")
+    ways = ["with the Weights panel's **Download** button"] if button else []
+    ways.append(f"with `python -m gpen_core download {name}`")
+    return (f"{head} {', or '.join(ways)}; or save the file as `{PurePath(folder) / filename}`. "
+            "Or choose 1× (keep size).")
+
+
+# ------------------------------------------------------------ the impure edge
+
+PANEL_PHOTO = (1280, 800)  # the photo size the panel speaks for: about 1 MP
+
+
+def current(
+    device: str,
+    models_dir: object = None,
+    image_size: tuple[int, int] = PANEL_PHOTO,
+    *,
+    model: str | None = None,
+    detector: str | None = None,
+    aligned: bool = False,
+) -> tuple[Readiness, dict[str, FileState]]:
+    """:func:`assess` on this machine now: ``weights.status()`` (hashes each file once per
+    process), ``budget.free_memory`` and ``budget.estimate_peak`` (the saved hardware
+    profile when valid, else the built-in estimate)."""
+    from pathlib import Path
+
+    from gpen_core.engine import budget
+    from gpen_core.weights import lookup as weights
+
+    folder = Path(models_dir) if models_dir is not None else None  # type: ignore[arg-type]
+    files = files_from_status(weights.status(folder))
+    free = budget.free_memory(device)
+    cuda = device.startswith("cuda") and free.vram_bytes is not None
+    have = free.vram_bytes if cuda else free.ram_bytes
+    needs = {name: budget.estimate_peak(m, device, image_size, folder)[0] for name, m in MODES.items()}
+    r = assess(files, needs, int(have or 0), binding="VRAM" if cuda else "RAM", model=model, detector=detector, aligned=aligned)
+    return r, files

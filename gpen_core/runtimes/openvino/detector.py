@@ -1,0 +1,263 @@
+"""OpenVINO backend for the RetinaFace detector (facexlib's network) on the CPU.
+
+- :func:`load` → :class:`OVRetinaFace`: the network's forward (mean-subtracted BGR 1×3×H×W
+  float32 → box offsets, class scores, landmark offsets) converted with ``openvino.convert_model``
+  from the torch module, H and W dynamic: one compile serves the 1000 px detection and the
+  second look's mosaics (a per-shape compile costs ~0.5 s for ResNet-50, more than its forward).
+- :meth:`OVRetinaFace.detect_faces` is facexlib's ``detect_faces(use_origin_size=True)`` with
+  facexlib's own PriorBox, decode and NMS, so detections match torch's (tests: 0.5 px, 1e-4).
+- IR and compiled blob are cached like the generator's (:mod:`gpen_core.runtimes.openvino.base`) under
+  ``<models>/openvino/retinaface-<network>-<stem>-<sha256[:16]>/``; loading from the cache
+  builds no torch network. Float32 only: boxes must not move.
+- :func:`measure_speed` times both backends at 1000 px and records them for ``auto``.
+
+Nothing beyond the standard library is imported at module import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpen_core.errors import ResourceError
+from gpen_core.platform.oom import malloc_trim
+from gpen_core.runtimes.openvino.base import (CacheKey, cache_key, cache_root, drop_mapped_pages, get_core, is_cached, save_ir,
+                         unavailable_reason)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# weights path (None: random weights) → (facexlib RetinaFace, eval, variant); see detect.build_retinaface.
+BuildNet = Callable[[Path | None], tuple[Any, str]]
+
+DETECT_SIDE = 1000  # the longest side ``auto``'s measurement is taken at (the modes' detect_side)
+_EXAMPLE_SIDE = 128  # tracing example: the IR's H and W are dynamic, a small trace converts 4x faster
+_CFG_KEYS = ("min_sizes", "steps", "variance", "clip")  # what PriorBox and decode read from net.cfg
+_BGR_MEAN = (104.0, 117.0, 123.0)  # facexlib's mean_tensor
+
+
+def _facexlib_post() -> Any:  # facexlib's PriorBox, decode, decode_landm, py_cpu_nms (without torchvision)
+    from gpen_core.compat import torchvision as tv_shim
+
+    with tv_shim.for_facexlib():
+        from facexlib.detection import retinaface_utils
+    return retinaface_utils
+
+
+# RAM a first-use conversion adds to the process (peak RSS above the process before it):
+# measured 2026-12-03 on the AMX Xeon, released architectures, random weights.
+CONVERT_RAM_MEASURED: dict[str, int] = {"resnet50": 452 * 2**20, "mobilenet0.25": 150 * 2**20}
+
+
+def detector_key(weights: Path, network: str) -> CacheKey:  # float32 IR of ``network`` with ``weights``
+    return replace(cache_key(weights, "f32"), name=f"retinaface-{network}-{weights.stem[:40]}")
+
+
+def synthetic_weights(network: str, build: BuildNet, models_dir: str | os.PathLike[str] | None) -> Path:
+    """Random weights of ``network`` (class head zeroed), written once: the hardware check's synthetic detector converts once."""
+    import torch
+
+    path = cache_root(models_dir) / "synthetic" / f"random-retinaface-{network}.pth"
+    if not path.exists():
+        net, _ = build(None)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        torch.save({k: v.contiguous() for k, v in net.state_dict().items()}, tmp)
+        os.replace(tmp, path)
+    return path
+
+
+def convert(net: Any, variant: str, key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> tuple[Path, float]:
+    """facexlib's RetinaFace ``net`` (test phase) → IR in the cache; (model.xml, seconds). Written to a
+    temporary folder and renamed into place (a crash leaves no half model)."""
+    import openvino as ov
+    import torch
+
+    t0 = time.perf_counter()
+    final = key.ir_dir(cache_root(models_dir))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TracerWarnings
+        example, dynamic = torch.zeros(1, 3, _EXAMPLE_SIDE, _EXAMPLE_SIDE), ov.PartialShape([1, 3, -1, -1])
+        ov_model = ov.convert_model(net, example_input=example, input=[dynamic])
+    meta = {"network": key.name, "weights_sha256": key.weights_sha256, "variant": variant,
+            "cfg": {k: net.cfg[k] for k in _CFG_KEYS}, "openvino": key.openvino, "torch": torch.__version__}
+    seconds = save_ir(ov_model, final, meta, t0)
+    return final / "model.xml", seconds
+
+
+class OVRetinaFace:
+    """A compiled RetinaFace. Calls are serialised (one infer request)."""
+
+    def __init__(
+        self, compiled: Any, meta: dict[str, Any], key: CacheKey, root: Path, *, load_s: float, convert_s: float | None
+    ) -> None:
+        self._root, self._compiled, self._request = root, compiled, compiled.create_infer_request()
+        self._lock = threading.Lock()
+        self._priors: dict[tuple[int, int], Any] = {}  # (H, W) → facexlib's PriorBox output
+        self.cfg: dict[str, Any] = meta["cfg"]  # facexlib's anchors and variances (the 1MB variant's own anchors)
+        self.variant: str = meta["variant"]
+        self.key, self.backend = key, "openvino"
+        self.load_s = load_s  # reading + compiling (or importing the cached blob)
+        self.convert_s = convert_s  # None when the IR came from the cache
+
+    def forward(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """1×3×H×W float32 (BGR minus facexlib's means) → (loc 1×A×4, conf 1×A×2 softmaxed, landmarks 1×A×10)."""
+        import numpy as np
+
+        if x.ndim != 4 or x.shape[:2] != (1, 3):
+            raise ValueError(f"expected a 1×3×H×W input, got {tuple(x.shape)}")
+        with self._lock:
+            self._request.infer([np.ascontiguousarray(x, dtype=np.float32)])
+            out = tuple(self._request.get_output_tensor(i).data.copy() for i in range(3))
+            # Hand back the intermediate buffers (~260 MB for ResNet-50 at 1000 px; ~10 ms), as torch does.
+            self._compiled.release_memory()
+        malloc_trim()
+        drop_mapped_pages(self.key.ir_dir(self._root))
+        return out  # type: ignore[return-value]
+
+    def priors(self, h: int, w: int) -> Any:
+        """facexlib's prior boxes for an H×W input (a pure-Python loop: ~50 ms at 1000 px, kept per size)."""
+        hit = self._priors.get((h, w))
+        if hit is None:  # FaceDetector serialises detect(); the last 8 sizes are kept
+            hit = self._priors[(h, w)] = _facexlib_post().PriorBox(self.cfg, image_size=(h, w)).forward()
+            while len(self._priors) > 8:
+                self._priors.pop(next(iter(self._priors)))
+        return hit
+
+    def detect_faces(self, bgr: np.ndarray, *, conf_threshold: float, nms_threshold: float) -> np.ndarray:
+        """facexlib's ``RetinaFace.detect_faces(bgr, ..., use_origin_size=True)`` with this forward:
+        N×15 float32 rows (x0 y0 x1 y1 score, 5×(x, y)) in ``bgr``'s pixels, after NMS."""
+        import numpy as np
+        import torch
+
+        post = _facexlib_post()
+        x = bgr.astype(np.float32).transpose(2, 0, 1)[None] - np.asarray(_BGR_MEAN, np.float32).reshape(1, 3, 1, 1)
+        h, w = x.shape[2:]
+        loc, conf, landms = (torch.from_numpy(a) for a in self.forward(x))
+        priors = self.priors(h, w)
+        variance = self.cfg["variance"]
+        # facexlib also divides by its resize factor, which is exactly 1 with use_origin_size.
+        boxes = (post.decode(loc.squeeze(0), priors, variance) * torch.tensor([w, h, w, h], dtype=torch.float32)).numpy()
+        scores = conf.squeeze(0).numpy()[:, 1]
+        scale1 = torch.tensor([w, h] * 5, dtype=torch.float32)
+        landmarks = (post.decode_landm(landms.squeeze(0), priors, variance) * scale1).numpy()
+        inds = np.where(scores > conf_threshold)[0]
+        boxes, landmarks, scores = boxes[inds], landmarks[inds], scores[inds]
+        order = scores.argsort()[::-1]  # facexlib's order, which NMS's ties follow
+        boxes, landmarks, scores = boxes[order], landmarks[order], scores[order]
+        bounding_boxes = np.hstack((boxes, scores[:, np.newaxis])).astype(np.float32, copy=False)
+        keep = post.py_cpu_nms(bounding_boxes, nms_threshold)
+        return np.concatenate((bounding_boxes[keep, :], landmarks[keep]), axis=1)
+
+
+def load(
+    weights: Path | None, network: str, build: BuildNet, *, models_dir: str | os.PathLike[str] | None = None,
+    threads: int | None = None,
+) -> OVRetinaFace:
+    """The compiled detector for ``weights`` (None: the synthetic detector's random weights).
+
+    From the cache, or converted now from ``build(weights)``'s torch network (which is
+    then dropped). Raises :class:`ResourceError` when OpenVINO cannot run here.
+    """
+    why = unavailable_reason()
+    if why:
+        raise ResourceError(why)
+    path = Path(weights) if weights is not None else synthetic_weights(network, build, models_dir)
+    key, root, convert_s = detector_key(path, network), cache_root(models_dir), None
+    if not is_cached(key, models_dir):
+        net, variant = build(path)
+        _, convert_s = convert(net, variant, key, models_dir)
+        del net
+    ir, compiled_dir = key.ir_dir(root), key.compiled_dir(root)
+    meta = json.loads((ir / "meta.json").read_text())
+    compiled_dir.mkdir(parents=True, exist_ok=True)
+    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32", "CACHE_DIR": str(compiled_dir)}
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = int(threads)
+    t = time.perf_counter()
+    compiled = get_core().compile_model(str(ir / "model.xml"), "CPU", config)
+    return OVRetinaFace(compiled, meta, key, root, load_s=time.perf_counter() - t, convert_s=convert_s)
+
+
+def pattern_bgr(side: int = DETECT_SIDE) -> np.ndarray:
+    """A side×(3/4 side) BGR uint8 pattern (the time does not depend on the content)."""
+    import numpy as np
+
+    h = side * 3 // 4
+    yy, xx = np.mgrid[0:h, 0:side].astype(np.float32)
+    img = np.stack([xx / side, yy / h, 0.5 + 0.3 * np.sin(xx * yy / 900.0)], axis=-1)
+    return np.ascontiguousarray((img * 255).clip(0, 255).astype(np.uint8))
+
+
+def measure_speed(
+    network: str, weights: Path | None, build: BuildNet, *, models_dir: str | os.PathLike[str] | None = None,
+    runs: int = 3, threads: int | None = None, record: bool = True, source: str = "",
+) -> dict[str, Any]:
+    """Seconds per detection at :data:`DETECT_SIDE` px, torch (channels-last, facexlib's ``detect_faces``) against
+    :meth:`OVRetinaFace.detect_faces`: a warm-up each, then ``runs`` interleaved calls; medians. ``record``: write
+    them for ``auto`` (:func:`gpen_core.runtimes.openvino.generator.record_speed`, network ``retinaface-<network>``)."""
+    import torch
+
+    from gpen_core.runtimes.openvino.generator import record_speed
+
+    old = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        net, _ = build(weights)
+        ov_det = load(weights, network, build, models_dir=models_dir, threads=threads)
+        bgr = pattern_bgr()
+
+        def run_torch() -> None:
+            with torch.inference_mode():
+                net.detect_faces(bgr, conf_threshold=0.9, nms_threshold=0.4, use_origin_size=True)
+
+        times: dict[str, list[float]] = {"torch": [], "openvino": []}
+        calls = (("torch", run_torch), ("openvino", lambda: ov_det.detect_faces(bgr, conf_threshold=0.9, nms_threshold=0.4)))
+        for _, fn in calls:  # warm-up
+            fn()
+        for r in range(max(1, runs)):
+            for name, fn in calls if r % 2 == 0 else calls[::-1]:
+                t = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t)
+    finally:
+        torch.set_num_threads(old)
+    convert_s = None if ov_det.convert_s is None else round(ov_det.convert_s, 2)
+    out: dict[str, Any] = {"network": f"retinaface-{network}", "size": DETECT_SIDE, "threads": threads,
+                           "convert_s": convert_s, "load_s": round(ov_det.load_s, 2)}
+    for name, ts in times.items():
+        out[f"{name}_s"], out[f"{name}_times"] = round(statistics.median(ts), 4), [round(v, 4) for v in ts]
+    if record:
+        source = source or f"ov_detect.measure_speed ({'random' if weights is None else 'real'} weights)"
+        out["speed_file"] = str(record_speed(DETECT_SIDE, "float32", out["torch_s"], out["openvino_s"], models_dir=models_dir,
+                                             source=source, network=f"retinaface-{network}"))
+    return out
+
+
+def check_row(
+    network: str, build: BuildNet, models_dir: Path, threads: int | None, runs: int, say: Callable[[float, str], None]
+) -> dict[str, Any]:
+    """The hardware check's detector row (:mod:`gpen_core.hwcheck.backends`), measured and recorded for ``auto``:
+    real weights when in ``models_dir``, else random ones (same time). A failure is the row's ``error``."""
+    from gpen_core.options import DETECTOR_WEIGHTS
+    from gpen_core.weights.lookup import locate
+
+    weights = locate(DETECTOR_WEIGHTS[network], models_dir=models_dir)  # type: ignore[index]
+    kind = "synthetic" if weights is None else "real"
+    row: dict[str, Any] = {"network": f"retinaface-{network}", "weights": kind, "runs": runs}
+    say(0.0, f"backends: {network} detector at {DETECT_SIDE} px, torch and OpenVINO")
+    try:
+        row.update(measure_speed(network, weights, build, models_dir=models_dir, runs=runs, threads=threads,
+                                 source=f"hardware check: RetinaFace {network}, {kind} weights"))
+    except Exception as exc:  # one row failing must not cost the others
+        row["error"] = f"{type(exc).__name__}: {exc}"
+    return row

@@ -1,0 +1,286 @@
+"""GPEN's ParseNet (the paste-mask parser) on OpenVINO: convert once per input size, cache, run.
+
+The same network and the same recipe as :class:`gpen_core.networks.parsenet.FaceParser`: the face
+resized to the input size S (cv2 INTER_LINEAR), the official ``img2tensor`` values, the
+logits brought to 512×512 (bilinear, inside the converted graph when S ≠ 512), argmax.
+Converted from our own torch module (``openvino.convert_model``, static 1×S×S×3 input: the
+transpose to NCHW is in the graph), cached like the generator (:mod:`gpen_core.runtimes.openvino.generator`) in
+``<models>/openvino/parsenet-<stem>-<S>px-<sha256[:16]>/ov<version>/`` plus a compiled blob per
+precision and CPU key; loading from the cache needs neither torch nor the checkpoint. ``f32`` for
+the float32 parse (``quality``); ``bf16`` where the mode parses in bfloat16
+(:func:`gpen_core.faces.parse.choose_parse_dtype`) and the CPU plugin has BF16.
+
+:func:`measure_speed` times torch against OpenVINO for one (input size, dtype) and records
+it for ``--backend auto`` (``network="parsenet"``; the hardware check calls it).
+Nothing beyond the standard library is imported at module import.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpen_core.errors import GPENError, ResourceError
+from gpen_core.platform.oom import malloc_trim
+from gpen_core.runtimes.openvino.base import (_INSTALL_HINT, CacheKey, Precision, _sha256, cache_root, capabilities, choose_precision, cpu_key,
+                         drop_mapped_pages,
+                         get_core, openvino_version, save_ir, unavailable_reason)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+PARSE_SIZE = 512  # labels are always 512×512, as gpen_core.networks.parsenet.PARSE_SIZE (the official FaceParse.size)
+Progress = Callable[[float, str], None]
+
+
+# RAM a first-use conversion adds to the process (peak RSS above the process before it), per
+# input size: measured 2026-12-03 on the AMX Xeon, released architecture, random weights.
+CONVERT_RAM_MEASURED: dict[int, int] = {512: 762 * 2**20, 256: 704 * 2**20}
+
+
+def parse_key(weights: Path, input_size: int, precision: Precision, sha256: str | None = None) -> CacheKey:
+    """The cache key of ``weights`` converted for an S×S input (the IR's shape is static)."""
+    version = openvino_version()
+    if version is None:
+        raise ResourceError(f"OpenVINO is not installed; {_INSTALL_HINT}")
+    name = f"parsenet-{weights.stem[:32]}-{int(input_size)}px"
+    return CacheKey(sha256 or _sha256(weights), version.split("-")[0], precision, cpu_key(), name)
+
+
+def synthetic_weights(models_dir: str | os.PathLike[str] | None = None) -> Path:
+    """A seeded random ParseNet of the released architecture, written once (the hardware check
+    times the network without its weights; the time does not depend on the values)."""
+    path = cache_root(models_dir) / "synthetic" / "random-parsenet.pth"
+    if not path.exists():
+        import torch
+
+        from gpen_core.networks.parsenet import RELEASED_CONFIG, ParseNet
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(0)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        torch.save(ParseNet(**RELEASED_CONFIG).state_dict(), tmp)
+        os.replace(tmp, path)
+    return path
+
+
+def convert(
+    weights: str | os.PathLike[str],
+    input_size: int,
+    *,
+    models_dir: str | os.PathLike[str] | None = None,
+    config: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
+    sha256: str | None = None,
+) -> tuple[Path, float]:
+    """Convert ParseNet weights (``parsenet.build(..., config)``; default the released network)
+    to IR for an S×S input in the cache; returns (model.xml, seconds). Needs torch. Written to a
+    temporary folder and renamed into place, so a crash never leaves half a model."""
+    import warnings
+
+    import openvino as ov
+    import torch
+    from torch.nn import functional as F
+
+    from gpen_core.networks.parsenet import build, load_state_dict
+
+    t0 = time.perf_counter()
+    say = progress or (lambda f, m: None)
+    path, s = Path(weights), int(input_size)
+    key = parse_key(path, s, "f32", sha256)
+    final = key.ir_dir(cache_root(models_dir))
+    say(0.0, f"OpenVINO: converting {path.name} for {s} px parsing (first use on this machine; cached afterwards)")
+    net = build(load_state_dict(path), config, source=str(path))
+
+    class Exportable(torch.nn.Module):
+        """NHWC float input (the official [-1, 1] values) → 1×C×512×512 float logits."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.net.parse(x.permute(0, 3, 1, 2))
+            if s != PARSE_SIZE:  # as FaceParser.logits(out_size=512): bilinear, half-pixel centres
+                y = F.interpolate(y, size=(PARSE_SIZE, PARSE_SIZE), mode="bilinear", align_corners=False)
+            return y
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TracerWarnings about Python ints: intended (static shapes)
+        ov_model = ov.convert_model(Exportable().eval(), example_input=torch.zeros(1, s, s, 3), input=[(1, s, s, 3)])
+    del net
+    say(0.8, "OpenVINO: saving the converted parser")
+    meta = {"weights": str(path), "weights_sha256": key.weights_sha256, "input_size": s, "openvino": key.openvino,
+            "torch": torch.__version__}
+    seconds = save_ir(ov_model, final, meta, t0)
+    say(1.0, f"OpenVINO: converted the parser in {seconds:.1f} s")
+    return final / "model.xml", seconds
+
+
+class OVParser:
+    """A compiled ParseNet with :class:`~gpen_core.networks.parsenet.FaceParser`'s contract: ``labels(face)``
+    → int64 512×512 class labels for an RGB uint8 H×W×3 face. Calls are serialised (one request)."""
+
+    device = "cpu"
+    backend = "openvino"
+
+    def __init__(self, compiled: Any, input_size: int, precision: Precision, key: CacheKey, *, load_s: float, convert_s: float | None) -> None:
+        import numpy as np
+
+        self._compiled, self._request, self._lock = compiled, compiled.create_infer_request(), threading.Lock()
+        self.input_size, self.precision, self.key = int(input_size), precision, key
+        self.load_s, self.convert_s = load_s, convert_s  # convert_s: None when the IR came from the cache
+        # The official img2tensor (x / 255 * 2 - 1 in float64, then float32), bit for bit (see parsenet._INPUT_LUT).
+        self._lut = (np.arange(256, dtype=np.float64) / 255.0 * 2 - 1).astype(np.float32)
+
+    @property
+    def dtype_name(self) -> str:
+        return "bfloat16" if self.precision == "bf16" else "float32"
+
+    def _run(self, face_rgb: np.ndarray, reduce: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        import cv2
+        import numpy as np
+
+        if face_rgb.dtype != np.uint8 or face_rgb.ndim != 3 or face_rgb.shape[2] != 3:
+            raise ValueError(f"expected an RGB uint8 H×W×3 face, got {face_rgb.dtype} {face_rgb.shape}")
+        s = self.input_size
+        x = face_rgb
+        if x.shape[:2] != (s, s):
+            x = cv2.resize(x, (s, s), interpolation=cv2.INTER_LINEAR)  # official: cv2.resize default
+        with self._lock:
+            self._request.infer([self._lut[x][None]])
+            out = reduce(self._request.get_output_tensor(0).data)  # the request reuses its buffer
+            # Hand back the plugin's intermediate buffers (~430 MiB at 512 px, measured), as the
+            # generator and the detector do: they would otherwise sit under every later stage.
+            self._compiled.release_memory()
+        malloc_trim()
+        return out
+
+    def logits(self, face_rgb: np.ndarray) -> np.ndarray:
+        """1×C×512×512 float32 logits (a copy)."""
+        return self._run(face_rgb, lambda y: y.astype("float32", copy=True))
+
+    def labels(self, face_rgb: np.ndarray) -> np.ndarray:
+        """int64 512×512 class labels (0..18, GPEN's CelebAMask-HQ order)."""
+        return self._run(face_rgb, lambda y: y[0].argmax(axis=0))
+
+
+def load(
+    weights: str | os.PathLike[str],
+    input_size: int,
+    precision: Precision = "f32",
+    *,
+    models_dir: str | os.PathLike[str] | None = None,
+    config: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
+    sha256: str | None = None,
+    threads: int | None = None,
+) -> OVParser:
+    """The compiled parser for ``weights`` at an S×S input: from the cache, or converted now.
+
+    ``threads``: OpenVINO inference threads (default: OpenVINO's choice). Raises
+    :class:`ResourceError` when OpenVINO cannot run here, :class:`GPENError` for bf16 on a CPU
+    without it (:func:`gpen_core.runtimes.openvino.base.choose_precision` picks a precision that runs).
+    """
+    if why := unavailable_reason():
+        raise ResourceError(why)
+    if precision not in ("f32", "bf16"):
+        raise ValueError(f"precision must be 'f32' or 'bf16', got {precision!r}")
+    if precision == "bf16" and "BF16" not in capabilities():
+        raise GPENError("OpenVINO bf16 needs a CPU with AVX-512 BF16 or AMX; this one has neither. Use precision 'f32'.")
+    path = Path(weights)
+    key = parse_key(path, input_size, precision, sha256)
+    root, convert_s = cache_root(models_dir), None
+    if not all((key.ir_dir(root) / f).is_file() for f in ("model.xml", "model.bin", "meta.json")):
+        _, convert_s = convert(path, input_size, models_dir=models_dir, config=config, progress=progress, sha256=key.weights_sha256)
+    key.compiled_dir(root).mkdir(parents=True, exist_ok=True)
+    cfg: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision,
+                           "CACHE_DIR": str(key.compiled_dir(root)), **({"INFERENCE_NUM_THREADS": int(threads)} if threads else {})}
+    t = time.perf_counter()
+    compiled = get_core().compile_model(str(key.ir_dir(root) / "model.xml"), "CPU", cfg)
+    drop_mapped_pages(key.ir_dir(root))  # the plugin runs on its own copy of the weights
+    return OVParser(compiled, input_size, precision, key, load_s=time.perf_counter() - t, convert_s=convert_s)
+
+
+def measure_speed(
+    input_size: int,
+    dtype: str,
+    *,
+    weights: str | os.PathLike[str] | None = None,
+    models_dir: str | os.PathLike[str] | None = None,
+    runs: int = 5,
+    threads: int | None = None,
+    record: bool = True,
+    source: str = "",
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Time torch's and OpenVINO's parser for one (S, dtype) on a face-like image: one warm-up
+    each, then ``runs`` calls each, interleaved (wall seconds, medians), as the generator's check does.
+
+    ``weights``: the ParseNet file (None: :func:`synthetic_weights`). ``dtype``: the torch
+    parse dtype ("float32" / "bfloat16"); OpenVINO runs the matching precision. With
+    ``record`` the medians go to :func:`gpen_core.runtimes.openvino.generator.record_speed` (``network="parsenet"``),
+    which ``--backend auto`` reads. Returns the row (medians, all times, precision, convert_s).
+    """
+    import numpy as np
+    import torch
+
+    from gpen_core.runtimes.openvino import generator as ov_backend
+    from gpen_core.networks.parsenet import FaceParser
+
+    say = progress or (lambda f, m: None)
+    path = Path(weights) if weights is not None else synthetic_weights(models_dir)
+    precision, note = choose_precision(dtype)
+    old = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(int(threads))
+    try:
+        say(0.0, f"parser: {input_size} px {dtype}, torch and OpenVINO {precision}")
+        tp = FaceParser.from_file(path, input_size=input_size, dtype=getattr(torch, dtype))
+        op = load(path, input_size, precision, models_dir=models_dir, threads=threads or old,
+                  progress=lambda f, m: say(0.05 + 0.6 * f, m))
+        yy, xx = np.mgrid[0:512, 0:512] / 511.0
+        face = (np.stack([xx, yy, 0.5 + 0.3 * np.sin(12 * xx * yy)], -1).clip(0, 1) * 255).astype(np.uint8)
+        tp.labels(face), op.labels(face)  # warm-up
+        times: dict[str, list[float]] = {"torch": [], "openvino": []}
+        pair = (("torch", tp), ("openvino", op))
+        for r in range(max(1, runs)):
+            say(0.7 + 0.3 * r / runs, f"parser: timed call {r + 1} of {runs} (torch and OpenVINO, interleaved)")
+            for name, p in pair if r % 2 == 0 else pair[::-1]:
+                t = time.perf_counter()
+                p.labels(face)
+                times[name].append(time.perf_counter() - t)
+    finally:
+        torch.set_num_threads(old)
+    row: dict[str, Any] = {"size": int(input_size), "dtype": dtype, "precision": precision, "note": note, "weights": str(path),
+                           "convert_s": None if op.convert_s is None else round(op.convert_s, 2)}
+    for name, ts in times.items():
+        row.update({f"{name}_s": round(statistics.median(ts), 4), f"{name}_times": [round(v, 4) for v in ts]})
+    if record:
+        row["speed_file"] = str(ov_backend.record_speed(input_size, dtype, row["torch_s"], row["openvino_s"], models_dir=models_dir,
+                                                        source=source or f"parser check: {path.name}", network="parsenet"))
+    return row
+
+
+def check_pairs(uses: Iterable[tuple[int, str]], models_dir: str | os.PathLike[str] | None, names: Sequence[str]) -> list[dict[str, Any]]:
+    """The hardware check's parser pairs for the (input size, parse dtype) ``uses`` of its modes, with the
+    first of ``names`` (model_cache.PARSER_WEIGHTS) in the models folder (None: :func:`synthetic_weights`)."""
+    from gpen_core.weights.lookup import locate
+
+    found = next((p for p in (locate(n, models_dir=models_dir) for n in names) if p is not None), None)
+    return [{"size": int(s), "dtype": d, "weights": None if found is None else str(found)} for s, d in sorted(set(uses))]
+
+
+def check_row(pair: Mapping[str, Any], models_dir: str | os.PathLike[str], threads: int | None, runs: int, say: Progress) -> dict[str, Any]:
+    """One measured and recorded parser pair for the hardware check (an error is a row, not a raise)."""
+    how = "real weights" if pair["weights"] else "random weights of the released network (time does not depend on the values)"
+    try:
+        return measure_speed(pair["size"], pair["dtype"], weights=pair["weights"], models_dir=models_dir, runs=runs,
+                             threads=threads, source=f"hardware check: ParseNet, {how}", progress=say)
+    except Exception as exc:  # one pair failing must not cost the others
+        return {"size": pair["size"], "dtype": pair["dtype"], "error": f"{type(exc).__name__}: {exc}"}

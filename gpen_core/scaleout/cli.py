@@ -1,0 +1,76 @@
+"""The Ray front ends of ``python -m gpen_core``: ``restore … --ray`` and ``serve``.
+
+``cli.py`` owns the flags and dispatches here; these turn the parsed arguments into
+a :mod:`ray_batch` / :mod:`ray_serve` call and the outcome into an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpen_core.errors import InputError
+
+
+def restore_ray(args: argparse.Namespace, bar_type: Any) -> int:
+    """``restore … --ray``: Ray Data over one folder, file or URI; exit 0 when all restored, else the first failure's code.
+
+    ``bar_type(total)`` makes the progress bar (the CLI's ``_Bar``) drawn without ``--json``.
+    """
+    from gpen_core.options import RestoreOptions
+    from gpen_core.scaleout.batch import BatchConfig, run_batch
+
+    if len(args.inputs) != 1:
+        raise InputError(f"--ray takes one folder, file or URI (s3://…), got {len(args.inputs)} inputs")
+    detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
+    options = RestoreOptions(mode=args.mode, model=args.model, detector=detector, alpha=args.alpha,  # type: ignore[arg-type]
+                             threshold=args.threshold, max_faces=args.max_faces, aligned=args.aligned).validated()
+    bar = bar_type(0)
+
+    def on_record(rec: dict[str, Any], done: int, total: int) -> None:
+        bar.total = total
+        if args.json:
+            print(json.dumps(rec), flush=True)
+            return
+        if rec["status"] == "error":
+            print(f"\nerror: {rec['input']}: {rec['error']}", file=sys.stderr)
+        bar.step(Path(rec["input"]).name)
+
+    config = BatchConfig(source=args.inputs[0], output=Path(args.output), options=options, models_dir=args.models_dir,
+                         device=args.device, address=args.address, workers=args.workers,
+                         gpus_per_worker=args.gpus_per_worker, overwrite=args.overwrite)
+    summary = run_batch(config, on_record)
+    if not args.json:
+        print(f"{summary.count('ok')} restored, {summary.count('error')} failed, {summary.count('skipped')} skipped in "
+              f"{summary.seconds:.0f} s with {summary.workers} Ray worker(s) at {summary.cpus_per_worker:g} CPU each; "
+              f"records in {summary.manifest}", file=sys.stderr)
+    return summary.exit_code
+
+
+def serve(args: argparse.Namespace) -> int:
+    """``serve``: deploy RestoreDeployment with Ray Serve and keep it up until Ctrl-C or SIGTERM (exit 0)."""
+    from gpen_core.platform.meter import format_bytes
+    from gpen_core.scaleout.runtime import import_ray
+    from gpen_core.scaleout.serve import ServeConfig, run_serve
+
+    import_ray()  # Ray missing: say how to install it
+
+    if args.replicas != "auto" and not args.replicas.isdigit():
+        raise InputError(f"--replicas must be a number or auto, got {args.replicas!r}")
+    config = ServeConfig(replicas=None if args.replicas == "auto" else int(args.replicas), max_replicas=args.max_replicas,
+                         num_gpus=args.num_gpus, num_cpus=args.num_cpus, address=args.address, port=args.port,
+                         warm_mode=args.mode, models_dir=args.models_dir, device=args.device)
+
+    def ready(address: str, statuses: list[dict[str, Any]]) -> None:
+        for st in statuses:
+            warn = f"; warm-up failed, each request will say so: {st['warm_error']}" if st["warm_error"] else ""
+            print(f"replica {st['replica']} ready: warm-up {st['warmup_s']} s, {format_bytes(st['rss_bytes'])} RSS{warn}",
+                  file=sys.stderr)
+        print(f"serving on Ray at {address}; start the app with: python app.py --backend ray --address {address}  "
+              "(Ctrl-C stops)", flush=True)
+
+    run_serve(config, ready)
+    return 0

@@ -1,0 +1,166 @@
+"""Starting or joining Ray for ``ray_batch`` and ``ray_serve``: loopback-only unless told otherwise.
+
+Ray is optional (``requirements-ray.txt``; ``bash scripts/setup.sh --ray``); nothing
+here imports it before a function is called.
+
+Why the care: by default a local Ray binds every interface and replaces
+``--node-ip-address 127.0.0.1`` with the machine's address, and anyone who can
+reach a Ray port can run code on it. A local Ray started here advertises and
+binds 127.0.0.1 only (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` before Ray is
+imported, plus ``_node_ip_address``), has no dashboard, keeps its files under
+/tmp, and is stopped by whoever started it. Joining a real cluster is explicit
+(``--address``) and that cluster's own settings (token auth) apply.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from gpen_core.errors import InputError
+
+LOOPBACK = "127.0.0.1"
+# Ray reads this once, when ray._private.ray_constants is imported; "0" makes it use
+# the loopback address as this node's address (it is otherwise only the default on macOS/Windows).
+_LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+INSTALL_HINT = "install it with `bash scripts/setup.sh --ray` (or `.venv/bin/python -m pip install -r requirements-ray.txt`)"
+
+
+# An idle Ray worker with the engine imported: torch, OpenCV and facexlib (732 MB measured,
+# README "Performance") plus the Ray worker runtime (about 200 MB more than a plain process,
+# measured with ray 2.60).
+WORKER_IDLE_BYTES = 1_000_000_000
+LARGE_PHOTO = (4000, 3000)  # the 12 MP photo of the hardware check's workloads
+
+
+def worker_memory_bytes(mode: str, device: str = "cpu") -> int:
+    """Ray ``memory`` to reserve for one actor or replica that runs ``mode`` ("auto": any mode).
+
+    Idle size + the mode's peak on a 12 MP photo (the saved hardware check when there
+    is one, else the built-in estimate). Reserved, Ray never places more workers on a
+    node than fit, so the engine's own check-then-step-down acts long before Ray's
+    out-of-memory monitor (which kills at 95 % of the node's RAM).
+    """
+    from gpen_core.engine.budget import estimate_peak
+    from gpen_core.modes import MODES
+
+    modes = [MODES[mode]] if mode in MODES else list(MODES.values())
+    return WORKER_IDLE_BYTES + max(int(estimate_peak(m, device, LARGE_PHOTO)[0]) for m in modes)
+
+
+def import_ray() -> ModuleType:
+    """The ``ray`` module, or an InputError that says how to install it."""
+    if "ray" not in sys.modules:
+        for key, value in _LOOPBACK_ENV.items():
+            os.environ.setdefault(key, value)
+    try:
+        import ray
+    except ImportError as exc:
+        raise InputError(f"Ray is not installed ({exc}); {INSTALL_HINT}") from None
+    return ray
+
+
+def default_temp_dir() -> Path:
+    """Ray's session files: short (Ray's unix socket paths must stay under ~107 characters) and per user."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f"gpen-ray-{uid}"
+
+
+@dataclass(frozen=True)
+class RaySession:
+    """Where this process's Ray runs."""
+
+    address: str  # the GCS address ("127.0.0.1:PORT") or the ray:// address joined
+    started_here: bool  # True: a local loopback Ray this process started (and stops)
+    cpus: float  # CPUs the cluster offers in all
+    gpus: float
+    memory: float  # bytes of Ray's "memory" resource in all
+
+
+def _force_loopback(ray: ModuleType) -> None:
+    # Ray read the environment variable when it was imported; if that happened before
+    # import_ray() set it, set the constant it produced as well.
+    try:
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False
+    except (ImportError, AttributeError):  # a future Ray; the env var and _node_ip_address still apply
+        pass
+    for key, value in _LOOPBACK_ENV.items():
+        os.environ[key] = value
+
+
+def _token_available() -> bool:
+    return bool(os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
+                or (Path.home() / ".ray" / "auth_token").is_file())
+
+
+def connect(address: str) -> None:
+    """Join the Ray at ``address`` ("auto", "HOST:PORT", "ray://HOST:PORT"); InputError with the fix when it cannot.
+
+    Ray 2.60 gives every local ``ray.init()`` cluster token auth (token in
+    ~/.ray/auth_token) but, for an explicit address, only sends the token when
+    ``RAY_AUTH_MODE=token``: set it when a token is there and nobody chose a mode.
+    """
+    ray = import_ray()
+    if "RAY_AUTH_MODE" not in os.environ and _token_available():
+        try:  # what Ray itself does for address "auto": set the mode and reload its config
+            from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
+
+            maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+        except ImportError:  # another Ray version: the variable alone (read when Ray's config loads)
+            os.environ["RAY_AUTH_MODE"] = "token"
+    try:
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise InputError(
+            f"cannot join the Ray cluster at {address!r} ({str(exc).strip()[:300]}). Use the address that "
+            "`python -m gpen_core serve` or `ray start --head` printed, or leave out --address to run on this machine only"
+        ) from None
+
+
+@contextmanager
+def ray_session(address: str | None = None, *, num_cpus: int | None = None, num_gpus: int | None = None,
+                temp_dir: str | os.PathLike[str] | None = None) -> Iterator[RaySession]:
+    """Ray for the duration of the block.
+
+    ``address`` None: reuse the Ray this process already has, else start a local
+    loopback-only one (``num_cpus`` default: every core) and stop it at the end.
+    ``address`` "auto", "HOST:PORT" or "ray://HOST:PORT": join that cluster (left running).
+    """
+    ray = import_ray()
+    started = False
+    if not ray.is_initialized():
+        if address:
+            connect(address)
+        else:
+            _force_loopback(ray)
+            tmp = Path(temp_dir) if temp_dir is not None else default_temp_dir()
+            tmp.mkdir(parents=True, exist_ok=True)
+            ray.init(
+                num_cpus=num_cpus if num_cpus is not None else os.cpu_count() or 1,
+                num_gpus=num_gpus,
+                include_dashboard=False,
+                _node_ip_address=LOOPBACK,
+                _temp_dir=str(tmp),
+                logging_level=logging.WARNING,
+                log_to_driver=False,  # worker logs stay in the session folder; --json keeps stdout clean
+                configure_logging=True,
+            )
+            started = True
+    try:
+        res = ray.cluster_resources()
+        ctx = ray.get_runtime_context()
+        gcs = getattr(ctx, "gcs_address", None) or address or ""
+        yield RaySession(address=str(gcs), started_here=started, cpus=float(res.get("CPU", 0)), gpus=float(res.get("GPU", 0)),
+                         memory=float(res.get("memory", 0)))
+    finally:
+        if started:
+            ray.shutdown()

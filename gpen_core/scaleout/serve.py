@@ -1,0 +1,351 @@
+"""Online restores with Ray Serve: ``python -m gpen_core serve`` and ``app.py --backend ray``.
+
+``RestoreDeployment`` holds one cached ``Restorer`` per replica, warmed up in its
+constructor, and runs one restore at a time (the meter measures each call alone);
+``max_ongoing_requests`` is small so requests wait in Serve's queue, where the
+autoscaler sees them, not inside a busy replica. Each response carries the
+measured peaks and timings of that request and the replica that measured them.
+
+The Gradio app stays one process and calls the deployment by handle
+(:class:`RayRestorer`). Ray's own ``GradioIngress`` is not used: with Gradio 6 its
+``GET /`` answers 500, and several Gradio replicas without sticky sessions cancel
+calls.
+
+Memory: each replica reserves (Ray's ``memory`` resource) its idle size plus the
+measured or estimated peak of the heaviest mode it may run, so Ray never packs
+more replicas onto a node than fit, and the engine's own check-then-step-down
+runs before Ray's out-of-memory monitor (which kills at 95 % of the node's RAM)
+would have anything to do.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpen_core.errors import GPENError, InputError, ResourceError, WeightsError
+
+APP_NAME = "gpen"
+DEPLOYMENT_NAME = "RestoreDeployment"
+ROUTE_PREFIX = "/restore"
+MAX_ONGOING_REQUESTS = 2  # one running, one ready; the rest wait where the autoscaler counts them
+RAY_BASELINE_NOTE = "its baseline includes the Ray worker runtime (about 200 MB more than a plain process)"
+_ERRORS: dict[str, type[GPENError]] = {"InputError": InputError, "WeightsError": WeightsError, "ResourceError": ResourceError}
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """One ``serve`` command."""
+
+    # Fixed replica count, or None with autoscaling between min_replicas and max_replicas.
+    replicas: int | None = 1
+    min_replicas: int = 1
+    max_replicas: int = 1
+    # GPUs per replica (0.5: two replicas share one GPU); 0 = CPU.
+    num_gpus: float = 0.0
+    # CPUs per replica: Ray sets OMP_NUM_THREADS from it; torch threads follow.
+    num_cpus: float = 1.0
+    # None: a local Ray bound to 127.0.0.1 only; "auto" / "HOST:PORT" / "ray://…": that cluster.
+    address: str | None = None
+    # Serve's HTTP proxy port (POST an image to /restore); bound to 127.0.0.1 on a local Ray.
+    port: int = 8000
+    # The mode warmed up in each replica's constructor (requests may ask for any).
+    warm_mode: str = "auto"
+    models_dir: str | None = None
+    device: str | None = None
+    # Ray's memory reservation per replica in bytes; None: ray_runtime.worker_memory_bytes("auto").
+    memory_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a replica returns: the result (or the error, by class name) and where it was measured."""
+
+    result: Any  # RestoreResult, None on error
+    replica: str  # Serve's replica id
+    node: str  # Ray node id (first 8 characters)
+    pid: int
+    error_type: str = ""
+    error: str = ""
+    details: str = ""
+
+    def unwrap(self) -> Any:
+        """The RestoreResult, or the replica's error raised here as the same GPENError class."""
+        if self.error_type:
+            raise _ERRORS.get(self.error_type, GPENError)(self.error, details=self.details)
+        return self.result
+
+    def note(self) -> str:
+        return f"peak measured in Ray Serve replica {self.replica} (node {self.node}, pid {self.pid}); {RAY_BASELINE_NOTE}"
+
+
+# ------------------------------------------------------------- deployment
+
+
+class RestoreDeployment:
+    """One replica: a warmed Restorer. ``restore(bytes, options) -> Served`` by handle; POST /restore over HTTP."""
+
+    def __init__(self, models_dir: str | None = None, device: str | None = None, warm_mode: str = "auto", threads: int = 1) -> None:
+        import torch
+
+        from gpen_core.options import RestoreOptions
+        from gpen_core.restorer import get_restorer
+        from gpen_core.scaleout.batch import warm_up
+
+        _keep_replica_grpc_on_loopback()
+        torch.set_num_threads(max(1, threads))
+        self.restorer = get_restorer(models_dir=models_dir, device=device)
+        self.replica, self.node = _replica_ids()
+        self.warm_error = ""
+        t = time.perf_counter()
+        try:
+            warm_up(self.restorer, RestoreOptions(mode=warm_mode))
+        except GPENError as exc:  # e.g. weights missing: the replica still answers, each request with the fix
+            self.warm_error = str(exc)
+        self.warmup_s = time.perf_counter() - t
+
+    def restore(self, image: bytes, options: Any = None) -> Served:
+        try:
+            result = self.restorer(image, options)
+        except GPENError as exc:
+            return Served(None, self.replica, self.node, os.getpid(), type(exc).__name__, str(exc), exc.details)
+        return Served(result, self.replica, self.node, os.getpid())
+
+    def status(self) -> dict[str, Any]:
+        from gpen_core.platform.meter import current_rss
+
+        return {"replica": self.replica, "node": self.node, "pid": os.getpid(), "warmup_s": round(self.warmup_s, 2),
+                "warm_error": self.warm_error, "loaded": self.restorer.loaded(), "rss_bytes": current_rss()}
+
+    async def __call__(self, request: Any) -> Any:
+        """HTTP: POST the image bytes to /restore[?mode=low]; the JSON record (the CLI's --json fields) comes back."""
+        import asyncio
+        import base64
+
+        from starlette.responses import JSONResponse
+
+        from gpen_core.options import RestoreOptions
+        from gpen_core.result_json import result_record
+
+        body = await request.body()
+        try:
+            opts = RestoreOptions(mode=request.query_params.get("mode", "auto"))
+        except GPENError as exc:
+            return JSONResponse({"status": "error", "error": str(exc)}, status_code=400)
+        served = await asyncio.get_running_loop().run_in_executor(None, self.restore, body, opts)
+        if served.error_type:
+            code = {"InputError": 400, "WeightsError": 503, "ResourceError": 503}.get(served.error_type, 500)
+            return JSONResponse({"status": "error", "error": served.error, "replica": served.replica}, status_code=code)
+        rec = {"status": "ok", "replica": served.replica, "node": served.node, **result_record(served.result),
+               "encoded_base64": base64.b64encode(served.result.encoded).decode("ascii")}
+        return JSONResponse(rec)
+
+
+def _keep_replica_grpc_on_loopback() -> None:
+    """On a node that advertises 127.0.0.1, bind the replica's inter-deployment gRPC server there too.
+
+    Ray Serve 2.60 binds it to ``[::]:0``, every interface, whatever the node's address
+    (measured: ``*:PORT`` in ``ss -ltnp`` on a loopback-only local Ray). A node whose
+    address is loopback has no peer elsewhere, so loopback loses nothing. Runs in the
+    replica's constructor, before Serve starts that server; nodes with a real address
+    are left as Ray made them.
+    """
+    try:
+        import ray
+        from ray.serve._private import replica as replica_module
+    except ImportError:
+        return
+    original = getattr(replica_module, "add_port_to_grpc_server", None)
+    if original is None or getattr(original, "gpen_loopback", False) or ray.util.get_node_ip_address() != "127.0.0.1":
+        return
+
+    def add_port_on_loopback(server: Any, address: str) -> Any:
+        if address.startswith("[::]:"):
+            address = "127.0.0.1:" + address.rsplit(":", 1)[1]
+        return original(server, address)
+
+    add_port_on_loopback.gpen_loopback = True  # type: ignore[attr-defined]
+    replica_module.add_port_to_grpc_server = add_port_on_loopback
+
+
+def _replica_ids() -> tuple[str, str]:
+    try:
+        import ray
+        from ray import serve
+
+        return serve.get_replica_context().replica_id.unique_id, ray.get_runtime_context().get_node_id()[:8]
+    except Exception:  # outside Serve (tests building the class directly)
+        return "local", "local"
+
+
+# --------------------------------------------------------------- building
+
+
+def build_app(cfg: ServeConfig) -> Any:
+    """The Serve application (``Deployment.bind``) for ``cfg``."""
+    from ray import serve
+
+    from gpen_core.scaleout.runtime import worker_memory_bytes
+
+    if cfg.replicas is not None and cfg.replicas < 1:
+        raise InputError("--replicas must be at least 1 (or auto)")
+    if cfg.replicas is None and not 1 <= cfg.min_replicas <= cfg.max_replicas:
+        raise InputError(f"--max-replicas must be at least 1 and at least the minimum ({cfg.min_replicas})")
+    device = cfg.device or ("cuda" if cfg.num_gpus > 0 else "cpu")
+    # Requests may ask for any mode, whatever was warmed up: reserve for the heaviest.
+    memory = cfg.memory_bytes if cfg.memory_bytes is not None else worker_memory_bytes("auto", device)
+    actor = {"num_cpus": cfg.num_cpus, "memory": memory}
+    if cfg.num_gpus > 0:
+        actor["num_gpus"] = cfg.num_gpus
+    scaling: dict[str, Any]
+    if cfg.replicas is None:
+        scaling = {"autoscaling_config": {"min_replicas": cfg.min_replicas, "max_replicas": cfg.max_replicas,
+                                          "target_ongoing_requests": 1, "upscale_delay_s": 5, "downscale_delay_s": 120}}
+    else:
+        scaling = {"num_replicas": cfg.replicas}
+    dep = serve.deployment(RestoreDeployment).options(
+        name=DEPLOYMENT_NAME, max_ongoing_requests=MAX_ONGOING_REQUESTS, ray_actor_options=actor,
+        health_check_period_s=30, graceful_shutdown_timeout_s=30, **scaling,
+    )
+    threads = max(1, int(cfg.num_cpus))
+    return dep.bind(models_dir=cfg.models_dir, device=cfg.device or (device if cfg.num_gpus > 0 else None),
+                    warm_mode=cfg.warm_mode, threads=threads)
+
+
+def app_builder(args: dict[str, str]) -> Any:
+    """For ``serve deploy`` / ``serve run`` config files: ``import_path: gpen_core.scaleout.serve:app_builder``.
+
+    ``args`` (all optional): replicas, max_replicas, num_cpus, num_gpus, warm_mode, models_dir, device.
+    """
+    replicas = args.get("replicas", "1")
+    return build_app(ServeConfig(
+        replicas=None if str(replicas) == "auto" else int(replicas),
+        max_replicas=int(args.get("max_replicas", 1)),
+        num_cpus=float(args.get("num_cpus", 1)),
+        num_gpus=float(args.get("num_gpus", 0)),
+        warm_mode=str(args.get("warm_mode", "auto")),
+        models_dir=args.get("models_dir"),
+        device=args.get("device"),
+    ))
+
+
+def deploy(cfg: ServeConfig) -> Any:
+    """Deploy on the Ray this process is connected to; returns the handle once every replica is up."""
+    from ray import serve
+
+    # HTTP stays on loopback even on a cluster: the app calls by handle, and a public HTTP
+    # endpoint belongs behind the cluster's own ingress and auth (the serve config file's http_options).
+    import ray
+
+    from gpen_core.platform.meter import format_bytes
+
+    app = build_app(cfg)
+    need = app._bound_deployment.ray_actor_options["memory"] * (cfg.replicas or cfg.min_replicas)
+    have = ray.cluster_resources().get("memory", 0)
+    if need > have:  # Serve would wait for ever for a replica Ray cannot place
+        raise InputError(f"the replicas reserve {format_bytes(need)} of memory (idle size + the heaviest mode's peak), "
+                         f"and the Ray cluster offers {format_bytes(int(have))}: use --mode low, fewer replicas, or a bigger node")
+    serve.start(http_options={"host": "127.0.0.1", "port": cfg.port})
+    return serve.run(app, name=APP_NAME, route_prefix=ROUTE_PREFIX)
+
+
+def replica_statuses(handle: Any, n: int) -> list[dict[str, Any]]:
+    """Up to ``n`` distinct replicas' status (warm-up time, warm-up error, RSS)."""
+    seen: dict[str, dict[str, Any]] = {}
+    for _ in range(max(1, n) * 3):
+        st = handle.status.remote().result(timeout_s=120)
+        seen[st["replica"]] = st
+        if len(seen) >= n:
+            break
+    return list(seen.values())
+
+
+def run_serve(cfg: ServeConfig, on_ready: Callable[[str, list[dict[str, Any]]], None], stop: threading.Event | None = None) -> None:
+    """Deploy, report (``on_ready(ray address, replica statuses)``), then serve until Ctrl-C / SIGTERM / ``stop``.
+
+    On the way out the application is deleted; a local Ray started here is stopped.
+    """
+    import signal
+
+    from ray import serve
+
+    from gpen_core.scaleout.runtime import ray_session
+
+    stop = stop or threading.Event()
+    num_gpus = None
+    if cfg.address is None and cfg.num_gpus > 0:
+        import torch
+
+        num_gpus = torch.cuda.device_count()
+    with ray_session(cfg.address, num_gpus=num_gpus) as session:
+        if threading.current_thread() is threading.main_thread():
+            # After ray.init, which installs a SIGTERM handler that exits at once and orphans
+            # Ray's agent processes: stop like Ctrl-C instead, shutting everything down.
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            handle = deploy(cfg)
+            on_ready(session.address, replica_statuses(handle, cfg.replicas or cfg.min_replicas))
+            while not stop.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if session.started_here:
+                serve.shutdown()
+            else:
+                serve.delete(APP_NAME)
+
+
+# ----------------------------------------------------------------- client
+
+
+class RayRestorer:
+    """What ``app.py --backend ray`` calls instead of the local Restorer: same ``__call__``, run in a replica.
+
+    Connects to Ray (``address``: "auto", "HOST:PORT", "ray://…") and to the
+    deployment on first use. The result's notes say which replica measured it.
+    """
+
+    def __init__(self, address: str | None = "auto") -> None:
+        self.address = address
+        self._handle: Any = None
+        self._lock = threading.Lock()
+        self._in_flight = 0
+
+    @property
+    def busy(self) -> bool:
+        return self._in_flight > 0
+
+    def handle(self) -> Any:
+        with self._lock:
+            if self._handle is None:
+                from gpen_core.scaleout.runtime import connect, import_ray
+
+                ray = import_ray()
+                from ray import serve
+
+                if not ray.is_initialized():
+                    connect(self.address or "auto")
+                try:
+                    self._handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME)
+                except Exception as exc:  # Serve raises RayServeException / KeyError variants when absent
+                    raise InputError(f"no {DEPLOYMENT_NAME} is deployed on that Ray cluster ({exc}); "
+                                     "start it with `python -m gpen_core serve`") from None
+            return self._handle
+
+    def __call__(self, image: Any, options: Any = None, progress: Any = None) -> Any:
+        """``image``: a file path or encoded bytes (sent as bytes: the replica may be on another machine)."""
+        data = image if isinstance(image, bytes) else open(image, "rb").read()
+        if progress is not None:
+            progress(0.1, "restoring in a Ray Serve replica")
+        self._in_flight += 1
+        try:
+            served: Served = self.handle().restore.remote(data, options).result()
+        finally:
+            self._in_flight -= 1
+        result = served.unwrap()
+        return replace(result, notes=(*result.notes, served.note()))

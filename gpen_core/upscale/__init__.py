@@ -1,0 +1,1 @@
+"""The whole-photo background upscaler, run in tiles that fit a memory budget."""

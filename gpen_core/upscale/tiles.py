@@ -1,0 +1,348 @@
+"""Upscale a whole photo with RealESRNet in tiles whose memory fits a budget.
+
+Why tiles: the network's activations grow with the pixels it sees at once (at ×4,
+~7-10 KB per input pixel, see :data:`COST`), so GPEN's untiled upscaler runs out
+of memory on 2k photos (yangxy/GPEN #115, #138). Here each tile is the input
+region plus ``pad`` pixels of context on every side; only its centre is written
+into a preallocated uint8 output, so the process peak is the output buffer plus
+one tile's working set, whatever the photo's size.
+
+The tile grid is the official ``RealESRNet.tile_process`` grid (tiles of
+``tile`` px from the top-left, ``pad`` px of context clipped at the borders), on
+the input reflect-padded to a multiple of the unshuffle factor (2 at ×2, 4 at
+×1) as the official ``process`` pads it, so tiled results match the official
+ones pixel for pixel.
+
+Pixel contract: RGB uint8 H×W×3 in, RGB uint8 sH×sW×3 out, exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from gpen_core.modes import MemoryMode
+    from gpen_core.networks.upscaler import RRDBNet
+
+TileProgress = Callable[[int, int], None]  # (tiles done, tiles total)
+
+DEFAULT_PAD = 10  # the official tile_pad; seams measured in tests/test_upscaler.py and the README
+
+
+@dataclass(frozen=True)
+class TileCost:
+    """Per-tile peak RAM model: ``fixed + per_px * (padded tile area / unshuffle²)`` bytes.
+
+    ``per_px`` is per pixel of the network's trunk (the input pixel at ×4, a 2×2
+    block at ×2) for num_feat 32 / num_grow_ch 32, float32; other widths scale it
+    by (num_feat + 2 * num_grow_ch) / 96. Measured with
+    ``python benchmarks/bench_upscale.py --calibrate`` (VmHWM of a worker process,
+    one tile of 64…256 px, ×2 and ×4): the fit was 13 MiB + 7000 B/px, with
+    single tiles from 7000 to 10250 B/px; the constants below bound every
+    measured tile from above (the model over- rather than under-predicts). Under bf16
+    autocast one tile measured 0.5-0.75× its float32 peak, so the model bounds it too.
+    """
+
+    fixed: int
+    per_px: int
+
+
+# Measured on this project's CPU machine (2 cores, torch 2.x, oneDNN); see TileCost.
+COST = TileCost(fixed=16 << 20, per_px=7800)
+
+# Per-tile working-set budget of each memory mode (bytes). The output buffer comes on
+# top (it is the result, s² × the input); the pipeline adds both to its estimate.
+MODE_TILE_BUDGET: dict[str, int] = {
+    "low": 96 << 20,
+    "faces-only": 192 << 20,
+    "balanced": 192 << 20,
+    "quality": 384 << 20,
+}
+MIN_TILE = 32  # below this the 2 × 10 px of context costs more than the tile itself
+MAX_TILE = 1024
+
+
+# Largest result we make (pixels): a 100 MP RGB result is 300 MB as raw pixels, and the flow
+# holds about three of them (the resized original, the upscaled background, the composed photo).
+MAX_OUTPUT_PIXELS = 100_000_000
+# Full-size uint8 RGB buffers the upscaling flow holds at its peak (see MAX_OUTPUT_PIXELS).
+FLOW_BUFFERS = 3
+
+
+def check_output_size(width: int, height: int, factor: int) -> None:
+    """InputError before any work when ``factor``× the photo would exceed :data:`MAX_OUTPUT_PIXELS`,
+    naming a factor that fits, or the input size to shrink to."""
+    from gpen_core.errors import InputError
+
+    out = width * height * factor * factor
+    if factor <= 1 or out <= MAX_OUTPUT_PIXELS:
+        return
+    fits = [f for f in (2,) if f < factor and width * height * f * f <= MAX_OUTPUT_PIXELS]
+    k = math.sqrt(MAX_OUTPUT_PIXELS / out)
+    shrink = f"{int(width * k)}×{int(height * k)}"
+    alt = f"choose ×{fits[0]} ({width * fits[0]}×{height * fits[0]}), or " if fits else "choose upscale 1, or "
+    raise InputError(
+        f"upscaling {width}×{height} by ×{factor} would make a {width * factor}×{height * factor} result "
+        f"({out / 1e6:.0f} MP), over the {MAX_OUTPUT_PIXELS / 1e6:.0f} MP limit. To fix: {alt}shrink the photo "
+        f"to at most {shrink} first."
+    )
+
+
+def upscale_extra_bytes(width: int, height: int, factor: int, tile: int, *, pad: int = DEFAULT_PAD) -> int:
+    """Estimated RAM the upscaling flow adds to a request (bytes): its full-size buffers
+    (:data:`FLOW_BUFFERS` × the result) plus one tile's working set. An estimate from the
+    cost model, not a measurement."""
+    if factor <= 1:
+        return 0
+    return FLOW_BUFFERS * width * height * 3 * factor * factor + tile_cost_bytes(tile, factor, pad=pad)
+
+
+def tile_cost_bytes(tile: int, scale: int, *, pad: int = DEFAULT_PAD, num_feat: int = 32, num_grow_ch: int = 32) -> int:
+    """Predicted peak RAM of one tile of ``tile`` input px (plus ``pad`` each side), in bytes."""
+    u = {4: 1, 2: 2, 1: 4}[scale]
+    side = tile + 2 * pad
+    width = (num_feat + 2 * num_grow_ch) / 96
+    return int(COST.fixed + COST.per_px * width * side * side / (u * u))
+
+
+def tile_for_budget(
+    budget_bytes: int, scale: int, *, pad: int = DEFAULT_PAD, num_feat: int = 32, num_grow_ch: int = 32
+) -> int:
+    """The largest tile size (input px, a multiple of 16) whose predicted peak fits ``budget_bytes``.
+
+    Never below :data:`MIN_TILE` (a budget too small for that still gets the
+    smallest tile: the caller's memory check decides whether to run at all).
+    """
+    u = {4: 1, 2: 2, 1: 4}[scale]
+    width = (num_feat + 2 * num_grow_ch) / 96
+    room = max(0, budget_bytes - COST.fixed)
+    side = math.sqrt(room * u * u / (COST.per_px * width))
+    tile = int(side - 2 * pad) // 16 * 16
+    return max(MIN_TILE, min(MAX_TILE, tile))
+
+
+@dataclass(frozen=True)
+class TileGrid:
+    """The official tile grid on the (unshuffle-padded) input."""
+
+    tile: int  # input px per tile side (the last row/column of tiles may be smaller)
+    pad: int  # context px on each side of a tile, clipped at the borders
+    rows: int
+    cols: int
+    padded_h: int  # input height after reflect-padding to a multiple of the unshuffle factor
+    padded_w: int
+
+    @property
+    def count(self) -> int:
+        return self.rows * self.cols
+
+
+def plan_grid(height: int, width: int, scale: int, tile: int, pad: int = DEFAULT_PAD) -> TileGrid:
+    """Tiles for an H×W input. ``tile`` 0 (or ≥ the image) means one tile, the whole image.
+
+    At ×2 / ×1 the tile and pad are rounded up to a multiple of the unshuffle
+    factor (2 / 4) so every tile the network sees has a size it accepts.
+    """
+    u = {4: 1, 2: 2, 1: 4}[scale]
+    hp, wp = height + (-height) % u, width + (-width) % u
+    pad = pad + (-pad) % u
+    if tile <= 0 or tile >= max(hp, wp):
+        return TileGrid(max(hp, wp), 0, 1, 1, hp, wp)
+    tile = tile + (-tile) % u
+    return TileGrid(tile, pad, math.ceil(hp / tile), math.ceil(wp / tile), hp, wp)
+
+
+@dataclass(frozen=True)
+class Upscaled:
+    """What :func:`run_tiles` returns: the image and how it was made."""
+
+    image: np.ndarray  # RGB uint8, exactly (scale·H) × (scale·W) × 3
+    scale: int
+    grid: TileGrid
+    seconds: float
+    dtype: str  # the compute dtype: "float32" or "bfloat16" (autocast)
+
+
+def choose_bf16(device: str, mode: MemoryMode | None = None, features: dict[str, bool] | None = None) -> tuple[bool, str]:
+    """Whether the upscaler runs under CPU bfloat16 autocast (``run_tiles(bf16=...)``), and why.
+
+    bfloat16 where all of these hold, else float32:
+    - the device is the CPU (the GPU path runs float32, unchanged);
+    - the CPU has native bf16 (``plan.cpu_features()["native_bf16"]``: AVX-512 BF16 / AMX). There
+      bf16 measured 3.2-3.7× less CPU time than float32 at ×2 and ×4 and 0.5-0.75× the per-tile peak,
+      50-55 dB from float32 on a 23-block net (README, "Background upscaling"); emulated bf16 (AVX2 only)
+      measured 31× slower;
+    - the mode accepts reduced precision: every mode but ``quality``, the one that computes float32 on
+      both devices and so promises float32 output (the others run float16 on a GPU).
+    ``features``: ``cpu_features()``'s dict (default: read it now).
+    """
+    if not str(device).startswith("cpu"):
+        return False, f"float32 on {device} (the CPU bfloat16 path applies to the CPU only)"
+    if mode is not None and mode.cpu_dtype == "float32" and mode.cuda_dtype == "float32":
+        return False, f"float32: {mode.name} mode computes in float32 everywhere"
+    if features is None:
+        from gpen_core.networks.plan import cpu_features
+
+        features = cpu_features()
+    if not features.get("native_bf16", False):
+        return False, "float32: this CPU has no native bfloat16 (AVX-512 BF16 / AMX), where bfloat16 runs slower"
+    return True, "bfloat16: this CPU has native bfloat16 (AVX-512 BF16 / AMX), several times faster than float32"
+
+
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+_MMAP_THRESHOLD = 1 << 20
+_allocator_set = False
+
+
+def steady_allocator() -> bool:
+    """Make glibc hand every block of 1 MiB or more straight back to the OS when freed.
+
+    Why: glibc raises its mmap threshold each time a large block is freed (up to
+    32 MiB), after which tile-sized activations live in the heap, fragment it and
+    stay resident: the same 84 px ×4 tile then peaks anywhere between 44 and
+    75 MiB from one call to the next (measured, 8 calls). With a fixed 1 MiB
+    threshold every call peaks at ~44 MiB, so a tile's cost is predictable and
+    does not creep up over hundreds of tiles. Process-wide and idempotent (glibc
+    only; elsewhere a no-op that returns False). Set when upscaling first runs.
+    """
+    global _allocator_set
+    if _allocator_set:
+        return True
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        _allocator_set = bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD))
+    except (OSError, AttributeError):
+        return False
+    return _allocator_set
+
+
+def _index(n_padded: int, n: int, start: int, stop: int) -> slice | np.ndarray:
+    """Rows [start, stop) of the input reflect-padded to ``n_padded`` (torch's 'reflect')."""
+    if stop <= n:
+        return slice(start, stop)
+    idx = np.arange(start, stop)
+    if n == 1:
+        return np.zeros_like(idx)
+    return np.where(idx < n, idx, 2 * (n - 1) - idx)
+
+
+def run_tiles(
+    rgb: np.ndarray,
+    net: RRDBNet,
+    tile: int,
+    pad: int = DEFAULT_PAD,
+    progress: TileProgress | None = None,
+    *,
+    bf16: bool = False,
+) -> Upscaled:
+    """Upscale RGB uint8 H×W×3 by ``net.scale`` in tiles; see the module docstring.
+
+    ``bf16``: run the network under CPU bfloat16 autocast (ignored off the CPU). The
+    pipeline asks :func:`choose_bf16`: on CPUs with native bf16 (AVX-512 BF16 / AMX) it
+    measured 3.2-3.7× faster than float32; on AVX2-only CPUs 31× slower (README,
+    "Background upscaling"). A net whose weights are bfloat16 gets its input in bfloat16.
+    """
+    import torch
+
+    if not (isinstance(rgb, np.ndarray) and rgb.dtype == np.uint8 and rgb.ndim == 3 and rgb.shape[2] == 3):
+        raise ValueError(f"expected RGB uint8 H×W×3, got {getattr(rgb, 'dtype', type(rgb))} {getattr(rgb, 'shape', '')}")
+    steady_allocator()
+    t0 = time.perf_counter()
+    s = net.scale
+    h, w = rgb.shape[:2]
+    grid = plan_grid(h, w, s, tile, pad)
+    # The official code, for odd sizes at ×2, crops the output by the input padding
+    # (one pixel) instead of by s× it, and returns 91×123 for 45×61. We return exactly
+    # s×H × s×W (90×122): the official result's top-left region.
+    out = np.empty((h * s, w * s, 3), np.uint8)
+    param = next(net.parameters())
+    device, wdtype = param.device, param.dtype  # a net cast to bfloat16 gets its input in bfloat16
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 and device.type == "cpu" else nullcontext()
+    done = 0
+    with torch.inference_mode(), autocast:
+        for ty in range(grid.rows):
+            for tx in range(grid.cols):
+                y0, x0 = ty * grid.tile, tx * grid.tile
+                y1, x1 = min(y0 + grid.tile, grid.padded_h), min(x0 + grid.tile, grid.padded_w)
+                py0, px0 = max(y0 - grid.pad, 0), max(x0 - grid.pad, 0)
+                py1, px1 = min(y1 + grid.pad, grid.padded_h), min(x1 + grid.pad, grid.padded_w)
+                rows = _index(grid.padded_h, h, py0, py1)
+                cols = _index(grid.padded_w, w, px0, px1)
+                piece = rgb[rows][:, cols] if isinstance(rows, np.ndarray) or isinstance(cols, np.ndarray) else rgb[rows, cols]
+                x = torch.from_numpy(np.ascontiguousarray(piece)).to(device).permute(2, 0, 1).unsqueeze(0).float().div_(255.0).to(wdtype)
+                y = net(x)
+                del x
+                # Only the part inside the original image (not the reflect padding) is kept.
+                ye, xe = min(y1, h), min(x1, w)
+                oy, ox = (y0 - py0) * s, (x0 - px0) * s
+                crop = y[0, :, oy : oy + (ye - y0) * s, ox : ox + (xe - x0) * s]
+                # float32 before rounding, as the official code (bf16 results are cast up first).
+                crop = crop.float().clamp_(0, 1).mul_(255.0).round_().to(torch.uint8)
+                out[y0 * s : ye * s, x0 * s : xe * s] = crop.permute(1, 2, 0).cpu().numpy()
+                del y, crop
+                done += 1
+                if progress is not None:
+                    progress(done, grid.count)
+    used = "bfloat16" if (bf16 and device.type == "cpu") or wdtype == torch.bfloat16 else str(wdtype).replace("torch.", "")
+    return Upscaled(out, s, grid, time.perf_counter() - t0, used)
+
+
+def upscale(
+    rgb: np.ndarray, net: RRDBNet, tile: int, pad: int = DEFAULT_PAD, progress: TileProgress | None = None
+) -> np.ndarray:
+    """RGB uint8 H×W×3 → RGB uint8 (s·H)×(s·W)×3 with ``net`` (s = ``net.scale``), in tiles.
+
+    ``tile`` input px per tile side (0: the whole image at once); ``pad`` px of
+    context around each tile; ``progress(done, total)`` after every tile.
+    """
+    return run_tiles(rgb, net, tile, pad, progress).image
+
+
+@dataclass(frozen=True)
+class UpscalePreview:
+    """What upscaling a photo will make, before it runs (for the app's Upscale radio)."""
+
+    out_size: tuple[int, int]  # width, height of the result
+    tile: int  # tile side the mode's budget gives (input px)
+    tiles: int
+    extra_bytes: int  # estimated RAM upscaling adds (upscale_extra_bytes): an estimate, not a measurement
+    problem: str | None  # why it would be refused (over MAX_OUTPUT_PIXELS), else None
+
+
+def preview(width: int, height: int, factor: int, mode: str | None, tile: int | None = None) -> UpscalePreview:
+    """Result size, tiles and estimated extra RAM for ``factor``× a ``width``×``height`` photo in ``mode``
+    (a mode name; ``auto`` / None: the smallest tile budget, the mode is chosen at run time)."""
+    from gpen_core.errors import InputError
+    from gpen_core.modes import MODES
+
+    m = MODES.get(mode or "")
+    if m is not None and m.max_side and max(width, height) > m.max_side:
+        k = m.max_side / max(width, height)
+        width, height = max(1, round(width * k)), max(1, round(height * k))
+    budget = MODE_TILE_BUDGET.get(mode or "", min(MODE_TILE_BUDGET.values()))
+    t = tile or tile_for_budget(budget, factor) if factor > 1 else 0
+    grid = plan_grid(height, width, factor, t) if factor > 1 else None
+    problem = None
+    try:
+        check_output_size(width, height, factor)
+    except InputError as exc:
+        problem = str(exc)
+    return UpscalePreview(
+        (width * factor, height * factor),
+        grid.tile if grid else 0,
+        grid.count if grid else 0,
+        upscale_extra_bytes(width, height, factor, t) if factor > 1 else 0,
+        problem,
+    )

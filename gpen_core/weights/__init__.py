@@ -1,0 +1,1 @@
+"""Which checkpoint files exist, where they are, whether they are the right bytes, and fetching them."""

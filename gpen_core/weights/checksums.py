@@ -1,0 +1,120 @@
+"""Checksums of checkpoint files: sha256 (cached per process), trust-on-first-use sidecars, verify().
+
+Where the registry pins no sha256, the first verification records the file's hash in a
+``<file>.sha256`` sidecar and every later check compares against it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import uuid
+from pathlib import Path
+
+from gpen_core.errors import WeightsError
+from gpen_core.weights.registry import WeightSpec, _folder
+
+_CHUNK = 1 << 20
+
+_hash_lock = threading.Lock()
+# (real path, size, mtime_ns, inode) → sha256: a file is hashed once per process
+# until it changes on disk, so status() and repeated loads stay cheap.
+_hash_cache: dict[tuple[str, int, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file (cached per process while its size, mtime and inode are unchanged)."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    with _hash_lock:
+        hit = _hash_cache.get(key)
+    if hit is not None:
+        return hit
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    digest = h.hexdigest()
+    with _hash_lock:
+        _hash_cache[key] = digest
+    return digest
+
+
+def sidecar_path(path: Path, models_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Where the trust-on-first-use hash of ``path`` is recorded.
+
+    ``<file>.sha256`` beside files in our models folder; for files elsewhere (the
+    ModelScope cache) under ``<models folder>/.hashes/`` so we never write outside it.
+    """
+    folder = _folder(models_dir)
+    try:
+        if path.resolve().parent == folder.resolve():
+            return path.with_name(path.name + ".sha256")
+    except OSError:
+        pass
+    tag = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+    return folder / ".hashes" / f"{path.name}.{tag}.sha256"
+
+
+def _read_sidecar(p: Path) -> str | None:
+    try:
+        text = p.read_text(encoding="utf-8").split()
+    except OSError:
+        return None
+    return text[0].lower() if text and len(text[0]) == 64 else None
+
+
+def _write_atomic(p: Path, text: str) -> None:
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _delete_fix(spec: WeightSpec, path: Path, extra: str = "") -> str:
+    return (
+        f"Delete {path}{extra} and download it again: `python -m gpen_core download {spec.name}`"
+        + (f" (or from {spec.urls[0]})." if spec.urls else ".")
+    )
+
+
+def verify(path: Path, spec: WeightSpec, models_dir: str | os.PathLike[str] | None = None, *, record: bool = True) -> str:
+    """Check ``path`` against ``spec`` (size, then sha256 or its sidecar); return the sha256.
+
+    Raises WeightsError naming the file and the fix when the size or hash is wrong.
+    With no pinned sha256 and no sidecar yet, the hash is recorded (``record``).
+    """
+    size = path.stat().st_size
+    if spec.size_bytes is not None and size != spec.size_bytes:
+        raise WeightsError(
+            f"{path} is corrupt or incomplete: {size} bytes, expected {spec.size_bytes} for {spec.name}. "
+            + _delete_fix(spec, path)
+        )
+    digest = file_sha256(path)
+    if spec.sha256 is not None:
+        if digest != spec.sha256:
+            raise WeightsError(
+                f"{path} is corrupt or not the released {spec.name}: sha256 {digest}, expected {spec.sha256}. "
+                + _delete_fix(spec, path)
+            )
+        return digest
+    side = sidecar_path(path, models_dir)
+    recorded = _read_sidecar(side)
+    if recorded is None:
+        if record:
+            _write_atomic(side, f"{digest}  {path.name}\n")
+    elif recorded != digest:
+        raise WeightsError(
+            f"{path} changed since it was first verified: sha256 {digest}, recorded {recorded} in {side}. "
+            "The file is corrupt or was replaced. "
+            + _delete_fix(spec, path, f" (and {side})")
+            + f" If you replaced it on purpose, delete {side} and it will be recorded again."
+        )
+    return digest

@@ -1,0 +1,302 @@
+"""Where each checkpoint is, and whether it is the right file: the public face of the weights.
+
+:func:`resolve` turns a registry name (or a path) into a verified file:
+
+1. an explicit existing file, or a folder holding exactly one known file (a
+   ModelScope snapshot folder works too);
+2. our models folder (``$GPEN_HOME``, default ``~/.cache/gpen``);
+3. the ModelScope cache (``$MODELSCOPE_CACHE``, default ``~/.cache/modelscope``),
+   in every layout modelscope has used (1.38+ ``models/owner--name/snapshots/rev``
+   and the older ones);
+4. a download, only when allowed (``allow_download=None``: allowed unless
+   ``GPEN_OFFLINE=1``).
+
+The rooms behind it: :mod:`~gpen_core.weights.registry` (the literal table of files, their
+sources, pins and architectures; the models folder), :mod:`~gpen_core.weights.checksums`
+(sha256, trust-on-first-use sidecars, :func:`verify`) and :mod:`~gpen_core.weights.fetch`
+(atomic, verified downloads). Their public names are importable from here too.
+
+Verification happens before anything calls ``torch.load``. Importing this module
+imports neither torch nor modelscope.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpen_core.weights.checksums import file_sha256, sidecar_path, verify
+from gpen_core.errors import WeightsError
+from gpen_core.weights.fetch import _fetch, _missing_error, modelscope_file_url
+from gpen_core.weights.registry import (
+    REGISTRY,
+    Arch,
+    Kind,
+    Progress,
+    WeightSpec,
+    WeightStatus,
+    _folder,
+    _lookup,
+    expected_location,
+    get_spec,
+    modelscope_cache_root,
+    models_dir,
+)
+
+__all__ = [
+    "REGISTRY",
+    "Arch",
+    "Kind",
+    "Progress",
+    "WeightSpec",
+    "WeightStatus",
+    "WeightsError",
+    "download",
+    "expected_location",
+    "file_sha256",
+    "get_spec",
+    "locate",
+    "modelscope_cache_root",
+    "modelscope_file_url",
+    "models_dir",
+    "resolve",
+    "sidecar_path",
+    "status",
+    "verify",
+]
+
+# ModelScope renamed the "damo" organisation to "iic"; caches made before hold damo/...
+_MODELSCOPE_OWNER_ALIASES = {"iic": ("iic", "damo"), "damo": ("damo", "iic")}
+
+
+# --------------------------------------------------------------------- lookup
+
+
+@dataclass(frozen=True)
+class _Found:
+    path: Path
+    location: str  # "explicit path", "models folder", "ModelScope cache"
+    spec: WeightSpec | None  # None for an explicit file that is not a registry file
+
+
+def _modelscope_candidates(model_id: str, relpath: str, root: Path) -> list[tuple[str, list[Path]]]:
+    """Every place modelscope (1.40 and older) may have put ``relpath`` of ``model_id``.
+
+    Returns (description, concrete candidate paths) pairs, newest layout first:
+    1.38+ ``models/owner--name/snapshots/<rev>/`` (master, main, then any other
+    revision); ≤1.37 ``models/owner/name___`` (``$MODELSCOPE_CACHE`` set) and
+    ``hub/models/owner/name___`` (default cache); older SDKs ``owner/name`` and
+    ``hub/owner/name``. Both owners are tried: "damo" was renamed "iic".
+    """
+    owner, name = model_id.split("/", 1)
+    safe = name.replace(".", "___")
+    out: list[tuple[str, list[Path]]] = []
+    for o in _MODELSCOPE_OWNER_ALIASES.get(owner, (owner,)):
+        snaps = root / "models" / f"{o}--{name}" / "snapshots"
+        paths = [snaps / rev / relpath for rev in ("master", "main")]
+        if snaps.is_dir():
+            paths += [d / relpath for d in sorted(snaps.iterdir()) if d.name not in ("master", "main")]
+        out.append((str(snaps / "<revision>" / relpath), paths))
+        for folder in (
+            root / "models" / o / safe,
+            root / "hub" / "models" / o / safe,
+            root / o / name,
+            root / "hub" / o / name,
+        ):
+            out.append((str(folder / relpath), [folder / relpath]))
+    return out
+
+
+def _search(spec: WeightSpec, folder: Path) -> tuple[_Found | None, list[str]]:
+    """First existing file for ``spec`` (models folder, then ModelScope cache) and every place looked."""
+    looked: list[str] = []
+    own = folder / spec.filename
+    looked.append(f"models folder: {own}")
+    if own.is_file():
+        return _Found(own, "models folder", spec), looked
+    if spec.modelscope is not None:
+        model_id, relpath = spec.modelscope
+        for desc, paths in _modelscope_candidates(model_id, relpath, modelscope_cache_root()):
+            looked.append(f"ModelScope cache: {desc}")
+            for p in paths:
+                if p.is_file():
+                    return _Found(p, "ModelScope cache", spec), looked
+    return None, looked
+
+
+def _known_in_folder(folder: Path) -> list[Path]:
+    """Registry files directly inside ``folder`` (for 'resolve this folder')."""
+    names = {s.filename for s in REGISTRY.values()}
+    names |= {s.modelscope[1] for s in REGISTRY.values() if s.modelscope}
+    return sorted(p for p in folder.iterdir() if p.name in names and p.is_file())
+
+
+def _explicit(target: Path) -> _Found:
+    """An explicit file, or the one known checkpoint inside an explicit folder."""
+    if target.is_file():
+        return _Found(target, "explicit path", _unique_spec_for_file(target.name))
+    folders = [target]
+    snaps = target / "snapshots"  # a ModelScope repo folder: look into its revisions
+    if snaps.is_dir():
+        folders += sorted(d for d in snaps.iterdir() if d.is_dir())
+    for f in folders:
+        known = _known_in_folder(f)
+        if len(known) == 1:
+            return _Found(known[0], "explicit path", _unique_spec_for_file(known[0].name))
+        if len(known) > 1:
+            raise WeightsError(
+                f"{f} holds several checkpoints ({', '.join(p.name for p in known)}); "
+                "pass the one you want as a file path, e.g. " + str(known[0])
+            )
+    known_names = ", ".join(sorted({s.filename for s in REGISTRY.values()}))
+    raise WeightsError(
+        f"{target} is a folder with no known checkpoint in it (looked for {known_names} and "
+        "ModelScope's pytorch_model.pt / pytorch_model-2048.pt). Pass the checkpoint file itself."
+    )
+
+
+def _unique_spec_for_file(filename: str) -> WeightSpec | None:
+    """The registry entry a file name identifies, if exactly one does."""
+    hits = [s for s in REGISTRY.values() if filename in (s.filename, s.modelscope[1] if s.modelscope else None)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _parse(name_or_path: str | os.PathLike[str]) -> tuple[WeightSpec | None, Path | None]:
+    """(spec, None) for a registry name; (None, path) for an existing explicit path."""
+    text = os.fspath(name_or_path)
+    spec = next((s for s in REGISTRY.values() if s.name.lower() == text.strip().lower()), None)
+    if spec is not None:
+        return spec, None
+    path = Path(text).expanduser()
+    if path.exists():
+        return None, path
+    spec = _lookup(text)  # a bare registry file name, e.g. "GPEN-BFR-512.pth"
+    if spec is not None and os.sep not in text and "/" not in text:
+        return spec, None
+    raise WeightsError(
+        f"{text!r} is neither an existing file nor a known weights name. "
+        f"Known names: {', '.join(REGISTRY)}; or pass the path of a checkpoint file."
+    )
+
+
+def locate(name_or_path: str | os.PathLike[str], models_dir: str | os.PathLike[str] | None = None) -> Path | None:
+    """Where the file is now, without network and without verifying it (``resolve`` verifies).
+
+    Same order as :func:`resolve`: explicit path, models folder, ModelScope cache.
+    Leftover temporary files of an interrupted download are never returned.
+    """
+    spec, explicit = _parse(name_or_path)
+    if explicit is not None:
+        return _explicit(explicit).path
+    assert spec is not None
+    found, _ = _search(spec, _folder(models_dir))
+    return found.path if found else None
+
+
+# ------------------------------------------------------------------- resolve
+
+
+def _offline_env() -> bool:
+    return os.environ.get("GPEN_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def resolve(
+    name_or_path: str | os.PathLike[str],
+    *,
+    models_dir: str | os.PathLike[str] | None = None,
+    allow_download: bool | None = None,
+    progress: Progress | None = None,
+) -> Path:
+    """A verified checkpoint file for a registry name or an explicit path.
+
+    Order: explicit existing file (or folder with exactly one known file) → models
+    folder → ModelScope cache → download (when ``allow_download``; ``None`` means
+    allowed unless ``GPEN_OFFLINE=1``). Raises :class:`WeightsError` within seconds
+    when it is missing and cannot be fetched, naming the file, every place looked
+    and the fix; and when a found file fails its size or hash check.
+    """
+    spec, explicit = _parse(name_or_path)
+    folder = _folder(models_dir)
+    if explicit is not None:
+        found = _explicit(explicit)
+        # An explicit file is the caller's choice; verify it only against a pinned
+        # size/hash (never write a sidecar for a file we do not manage).
+        if found.spec is not None and (found.spec.sha256 or found.spec.size_bytes):
+            verify(found.path, found.spec, folder, record=False)
+        return found.path
+    assert spec is not None
+    found, looked = _search(spec, folder)
+    if found is not None:
+        verify(found.path, spec, folder)
+        return found.path
+    allowed = (not _offline_env()) if allow_download is None else allow_download
+    if not allowed:
+        why = "downloads are off (GPEN_OFFLINE=1)" if allow_download is None else "downloads are off for this call"
+        raise _missing_error(spec, folder, looked, why, [])
+    return _fetch(spec, folder, progress, looked)
+
+
+def download(
+    name: str,
+    *,
+    models_dir: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+) -> Path:
+    """Fetch ``name`` into the models folder (ignores GPEN_OFFLINE: this is the explicit request).
+
+    Returns at once if a verified copy is already present (models folder or
+    ModelScope cache). A corrupt copy in the models folder is replaced.
+    """
+    spec = get_spec(name)
+    folder = _folder(models_dir)
+    found, looked = _search(spec, folder)
+    if found is not None:
+        try:
+            verify(found.path, spec, folder)
+            return found.path
+        except WeightsError:
+            if found.location == "models folder":
+                found.path.unlink(missing_ok=True)
+                sidecar_path(found.path, folder).unlink(missing_ok=True)
+    return _fetch(spec, folder, progress, looked)
+
+
+# -------------------------------------------------------------------- status
+
+
+def status(models_dir: str | os.PathLike[str] | None = None) -> list[WeightStatus]:
+    """One row per registry entry: present where, verified or why not. No network.
+
+    Hashes each present file once per process (cached while unchanged on disk).
+    """
+    folder = _folder(models_dir)
+    rows: list[WeightStatus] = []
+    for spec in REGISTRY.values():
+        found, _ = _search(spec, folder)
+        expected = folder / spec.filename
+        if found is None:
+            rows.append(
+                WeightStatus(spec.name, spec.filename, spec.kind, False, None, None, spec.size_bytes, "", expected)
+            )
+            continue
+        problem = None
+        try:
+            verify(found.path, spec, folder)
+        except WeightsError as exc:
+            problem = str(exc)
+        rows.append(
+            WeightStatus(
+                spec.name,
+                spec.filename,
+                spec.kind,
+                True,
+                found.path,
+                problem is None,
+                found.path.stat().st_size,
+                found.location,
+                expected,
+                problem,
+            )
+        )
+    return rows
