@@ -1,11 +1,11 @@
-"""The article's memory advice, measured on this machine; writes the README's table with --readme.
+"""The article's memory advice, measured on this machine; writes docs/advice.md's table with --readme.
 
     .venv/bin/python benchmarks/advice.py                 # every tip, 12 MP photo, 3 runs a side (~10 min on 2 cores)
     .venv/bin/python benchmarks/advice.py --tips 3 6 8    # some tips
-    .venv/bin/python benchmarks/advice.py --readme        # and write README.md's "advice-table" block
+    .venv/bin/python benchmarks/advice.py --readme        # and write docs/advice.md's "advice-table" block
     .venv/bin/python benchmarks/advice.py --save          # and keep it for the app (models folder advice.json)
 
-Each side of each tip runs in a fresh process (see gpen_core/advice.py for what is
+Each side of each tip runs in a fresh process (see gpen_core/hwcheck/advice.py for what is
 measured and how the verdict is made).
 """
 
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tips", type=int, nargs="+", choices=[t.number for t in advice.TIPS], help="tip numbers (default: all)")
     ap.add_argument("--workload", default="photo", choices=("photo", "group", "tiny"), help="input (default: the 12 MP photo)")
     ap.add_argument("--repeats", type=int, default=3, help="fresh processes per side (default 3)")
-    ap.add_argument("--readme", action="store_true", help="write the table into README.md between the advice-table markers")
+    ap.add_argument("--readme", action="store_true", help="write the table into docs/advice.md between the advice-table markers")
     ap.add_argument("--save", action="store_true", help="save for the app (models folder advice.json)")
     ap.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     args = ap.parse_args(argv)
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme:
         from readme_block import replace_block
 
-        replace_block("advice-table", table)
-        print("README.md updated", file=sys.stderr)
+        written = replace_block("advice-table", table)
+        print(f"{written} updated", file=sys.stderr)
     return 0
 
 

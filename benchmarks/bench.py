@@ -1,7 +1,7 @@
-"""The README's performance table: every speed and memory target of issue #14, measured on this machine.
+"""The performance table of docs/performance.md: every speed and memory target, measured on this machine.
 
     .venv/bin/python benchmarks/bench.py                # forward paths, whole requests, cold start
-    .venv/bin/python benchmarks/bench.py --soak --readme  # + 200 requests (soak.py); rewrite the README's perf-table block
+    .venv/bin/python benchmarks/bench.py --soak --readme  # + 200 requests (soak.py); rewrite docs/performance.md's perf-table block
     .venv/bin/python benchmarks/bench.py --record       # also store torch-vs-OpenVINO speeds for `--backend auto`
     .venv/bin/python benchmarks/bench.py --quick        # smoke run: 256 only, 2 runs, low mode, no cold start
 
@@ -28,7 +28,7 @@ It runs the measurements that have their own scripts, each in fresh processes:
 Generator weights are random (the exact architectures: time and memory do not depend
 on the values). It prints each part's own table, then one table of targets and what
 was measured (the CPU model and its features in the caption: the targets differ per
-CPU class, AMX / AVX-512 BF16 / neither), which is what ``--readme`` writes into README.md.
+CPU class, AMX / AVX-512 BF16 / neither), which is what ``--readme`` writes into docs/performance.md.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_forward  # noqa: E402
 import bench_request  # noqa: E402
 import soak as soak_script  # noqa: E402
-from readme_block import README, replace_block  # noqa: E402
+from readme_block import replace_block  # noqa: E402
 
 COLD_START_EXAMPLE = ROOT / "examples" / "astronaut_blur_noise.jpg"
 
@@ -269,7 +269,7 @@ def forward_table(forward: list[dict]) -> str:
 
 
 def format_report(rows: list[Target], forward: list[dict], request: list[dict], command: str, machine: str) -> str:
-    """The README block: targets, then the per-face and whole-request tables they come from."""
+    """The docs/performance.md block: targets, then the per-face and whole-request tables they come from."""
     mark = {True: "yes", False: "**no**", None: "–"}
     lines = ["| what | target | measured here | met |", "|---|---|---|---|"]
     lines += [f"| {t.what} | {t.target} | {t.measured} | {mark[t.met]} |" for t in rows]
@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5, help="timed runs per path / mode after a warm-up (median reported)")
     ap.add_argument("--soak", action="store_true", help="also run 200 sequential requests (benchmarks/soak.py)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 256 only, 2 runs, low mode, no cold start")
-    ap.add_argument("--readme", action="store_true", help="write the targets table into README.md")
+    ap.add_argument("--readme", action="store_true", help="write the targets table into docs/performance.md")
     ap.add_argument("--json", type=Path, help="also write everything measured here")
     ap.add_argument("--record", action="store_true", help="store this CPU's torch-vs-OpenVINO speeds in the models folder (used by --backend auto)")
     args = ap.parse_args(argv)
@@ -335,8 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"forward": forward, "request": request, "cold_start": cold, "soak": soaked}, indent=1))
     if args.readme:
-        replace_block("perf-table", table)
-        print(f"\nwrote the table into {README}")
+        written = replace_block("perf-table", table)
+        print(f"\nwrote the table into {written}")
     return 0
 
 

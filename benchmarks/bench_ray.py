@@ -1,4 +1,4 @@
-"""What Ray costs and gives on this machine: the figures in README "More than one machine".
+"""What Ray costs and gives on this machine: the figures in docs/ray.md.
 
     .venv/bin/python benchmarks/bench_ray.py --models-dir DIR [--photos 12] [--mode low] [--workers 1]
 

@@ -1,4 +1,4 @@
-"""Background upscaling (RealESRNet / RRDBNet): per-tile memory, speed, and the README table.
+"""Background upscaling (RealESRNet / RRDBNet): per-tile memory, speed, and the table of docs/upscaling.md.
 
     .venv/bin/python benchmarks/bench_upscale.py --calibrate        # per-tile peak RAM vs tile size (the cost model)
     .venv/bin/python benchmarks/bench_upscale.py --speed            # float32 vs bf16 autocast vs bf16 weights, s/MP, PSNR
@@ -34,7 +34,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-START, END = "<!-- upscale-table:start -->", "<!-- upscale-table:end -->"
 PHOTOS = {"2 MP": (1200, 1600), "12 MP": (3000, 4000)}  # H, W of the synthetic photos
 
 
@@ -269,14 +268,12 @@ def _cpu_model() -> str:
     return cpu_model()
 
 
-def _write_readme(block: str) -> None:
-    readme = ROOT / "README.md"
-    text = readme.read_text(encoding="utf-8")
-    if START not in text or END not in text:
-        raise SystemExit(f"README.md has no {START} … {END} markers")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    readme.write_text(f"{head}{START}\n{block}\n{END}{tail}", encoding="utf-8")
+def _write_docs(block: str) -> None:
+    """Put ``block`` between the upscale-table markers of docs/upscaling.md."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from readme_block import replace_block
+
+    print(f"wrote the table into {replace_block('upscale-table', block)}")
 
 
 def main() -> None:
@@ -285,7 +282,7 @@ def main() -> None:
     p.add_argument("--calibrate", action="store_true")
     p.add_argument("--speed", action="store_true")
     p.add_argument("--table", action="store_true")
-    p.add_argument("--readme", action="store_true", help="write the --table result into README.md between the markers")
+    p.add_argument("--readme", action="store_true", help="write the --table result into docs/upscaling.md between the markers")
     p.add_argument("--sides", type=int, nargs="+", default=[64, 128, 192, 256])
     p.add_argument("--blocks", type=int, default=2, help="RRDB blocks for --calibrate (memory does not depend on depth)")
     p.add_argument("--side", type=int, default=256, help="--speed: input side in px")
@@ -315,7 +312,7 @@ def main() -> None:
 
             feats = ", ".join(k for k in ("avx512_bf16", "amx_bf16") if cpu_features().get(k)) or "no native bf16"
             command = "python benchmarks/bench_upscale.py " + " ".join(sys.argv[1:])
-            _write_readme(
+            _write_docs(
                 block
                 + f"\n\n*Measured {time.strftime('%Y-%m-%d')} on {_cpu_model()} ({feats}), {os.cpu_count()} cores, "
                 f"load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after; random weights of the released "

@@ -1,5 +1,6 @@
 """Everything the GPU path needs measured, in one run of a few minutes on a fresh GPU machine.
 
+    bash scripts/gpu_check.sh          # on a lent GPU machine as it is (docs/gpu.md)
     bash scripts/setup.sh && .venv/bin/python benchmarks/gpu_check.py --json gpu_check.json --readme
 
 Steps (each under a shared time budget, default 330 s; a step that would start past
@@ -17,9 +18,12 @@ it is recorded as skipped, so the script ends in about 6 minutes at most):
 4. The out-of-memory step-down: ``quality`` under ``torch.cuda.set_per_process_memory_fraction``
    set below its measured peak: the result must come from a lighter mode and say so.
 
-Writes one JSON file; with ``--readme`` also the README's "GPU: 512 float16" row.
-Needs only what ``requirements.txt`` installs. Without a CUDA device it says so and
-exits 2 (nothing written).
+Writes one JSON file; with ``--readme`` also the "GPU: 512 float16" row of docs/performance.md.
+``--row-out FILE`` writes that row into a file. Needs only what ``requirements.txt``
+installs; on a lent GPU machine that reaches no registry, ``bash scripts/gpu_check.sh`` runs
+it with the machine's own python3 and facexlib from a carried wheel (docs/gpu.md). It first
+imports everything the check runs; then, without a CUDA device, it says so and exits 2
+(nothing written).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-README = ROOT / "README.md"
+PERFORMANCE = ROOT / "docs" / "performance.md"  # the perf-table with the GPU row
 GPU_ROW = "GPU: 512 float16"
 GPU_TARGET = "≤ 1 GB VRAM, ≤ 25 ms per face (H200)"
 NOT_MEASURED = "not measured yet (no GPU was lent; run `benchmarks/gpu_check.py --readme` on one)"
@@ -101,15 +105,7 @@ def step_forward(device: str, model: str, dtype: str, *, runs: int = 30, cudnn_b
             x = torch.rand(1, 3, s, s, device=device) * 2 - 1
             for _ in range(3):
                 y = fwd(x)
-            torch.cuda.synchronize(device)
-            times = []
-            for _ in range(runs):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                y = fwd(x)
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
+            times, y = time_on_device(lambda: fwd(x), device, runs)
             finite = bool(torch.isfinite(y).all())
     p = meter.peaks
     assert p is not None
@@ -128,6 +124,49 @@ def step_forward(device: str, model: str, dtype: str, *, runs: int = 30, cudnn_b
         "vram_reserved_mb": _mb(p.vram_reserved_bytes),
         "output_finite": finite,
     }
+
+
+def indexed(device: str) -> Any:
+    """``device`` as a torch.device with its index ("cuda" → "cuda:<current>").
+
+    Some torch.cuda calls refuse an index-less device (``set_per_process_memory_fraction``
+    raises "Expected a torch.device with a specified index"); others read the current
+    device, which is not the request's on ``--device cuda:1``.
+    """
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
+def time_on_device(fn: Any, device: str, runs: int) -> tuple[list[float], Any]:
+    """(milliseconds of each of ``runs`` calls of ``fn``, its last output), timed with CUDA events
+    on ``device``'s current stream (where ``fn``'s kernels run), after a sync of that device."""
+    import torch
+
+    dev = indexed(device)
+    y = None
+    with torch.cuda.device(dev):
+        stream = torch.cuda.current_stream(dev)
+        torch.cuda.synchronize(dev)
+        times = []
+        for _ in range(runs):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            y = fn()
+            end.record(stream)
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+    return times, y
+
+
+def cap_memory(fraction: float, device: str) -> None:
+    """Cap this process's caching allocator on ``device`` at ``fraction`` of its memory."""
+    import torch
+
+    torch.cuda.set_per_process_memory_fraction(fraction, indexed(device))
 
 
 def _inputs(tmp: Path) -> dict[str, Any]:
@@ -150,14 +189,12 @@ def worker_mode(mode: str, inputs_json: Path, out: Path, memory_fraction: float 
 
     ``device`` "cpu" is for testing this script on machines without a GPU (tests/test_selfcheck.py).
     """
-    import torch
-
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
     from gpen_core.hwcheck.workloads import template_detection
 
     if memory_fraction is not None:
-        torch.cuda.set_per_process_memory_fraction(memory_fraction, torch.device(device))
+        cap_memory(memory_fraction, device)
     inputs = json.loads(inputs_json.read_text())
     r = Restorer(device=device, synthetic_weights=True)
     rows = []
@@ -237,11 +274,11 @@ def step_oom(modes: dict[str, dict[str, Any]], inputs_json: Path, tmp: Path, tim
     }
 
 
-# --------------------------------------------------------------------------- README
+# --------------------------------------------------------------------------- docs/performance.md
 
 
 def readme_row(result: dict[str, Any] | None) -> str:
-    """The README's perf-table row for the GPU target, from a gpu_check result (None: not measured)."""
+    """The perf-table row (docs/performance.md) for the GPU target, from a gpu_check result (None: not measured)."""
     if not result:
         return f"| {GPU_ROW} | {GPU_TARGET} | {NOT_MEASURED} | – |"
     fwd = next((f for f in result.get("forward", []) if f["model"] == "GPEN-BFR-512" and f["dtype"] == "float16" and f["cudnn_benchmark"]), None)
@@ -270,7 +307,7 @@ def replace_gpu_row(text: str, row: str) -> str:
     lines = text.split("\n")
     hits = [i for i, line in enumerate(lines) if line.startswith(f"| {GPU_ROW} |")]
     if len(hits) != 1:
-        raise ValueError(f"expected one '| {GPU_ROW} |' row in the README, found {len(hits)}")
+        raise ValueError(f"expected one '| {GPU_ROW} |' row in the performance table, found {len(hits)}")
     lines[hits[0]] = row
     return "\n".join(lines)
 
@@ -278,10 +315,34 @@ def replace_gpu_row(text: str, row: str) -> str:
 # --------------------------------------------------------------------------- main
 
 
+def import_dependencies() -> dict[str, str]:
+    """Import everything the check runs (the engine with facexlib, the restorer, the selfcheck,
+    the workloads); {package: "version (folder)"} for the log. An ImportError here names what
+    is missing before any GPU time is spent (scripts/gpu_check.sh carries facexlib as a wheel)."""
+    import importlib
+
+    import cv2
+    import numpy
+    import psutil
+    import torch
+
+    from gpen_core.engine.pipeline import import_engine
+
+    import_engine()  # torch, OpenCV and facexlib's detection, as a request imports them
+    for name in ("gpen_core.restorer", "gpen_core.hwcheck.selfcheck", "gpen_core.hwcheck.workloads",
+                 "gpen_core.networks.fast", "gpen_core.networks.synthetic", "gpen_core.images.decode"):
+        importlib.import_module(name)
+    import facexlib
+
+    mods = {"torch": torch, "numpy": numpy, "cv2": cv2, "psutil": psutil, "facexlib": facexlib}
+    return {k: f"{getattr(m, '__version__', '?')} ({Path(m.__file__ or '?').parent})" for k, m in mods.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", type=Path, default=Path("gpu_check.json"), help="where to write the results (default ./gpu_check.json)")
-    ap.add_argument("--readme", action="store_true", help="also rewrite the README's 'GPU: 512 float16' row")
+    ap.add_argument("--readme", action="store_true", help="also rewrite the 'GPU: 512 float16' row of docs/performance.md")
+    ap.add_argument("--row-out", type=Path, default=None, help="also write the GPU row to this file")
     ap.add_argument("--budget-s", type=float, default=330.0, help="time budget for all steps (default 330 s)")
     ap.add_argument("--device", default="cuda", help="the CUDA device to check (default cuda)")
     ap.add_argument("--worker", nargs=3, metavar=("MODE", "INPUTS", "OUT"), help=argparse.SUPPRESS)
@@ -291,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         worker_mode(args.worker[0], Path(args.worker[1]), Path(args.worker[2]), args.fraction, args.device)
         return 0
 
+    for name, where in import_dependencies().items():
+        print(f"gpu_check: imported {name} {where}", flush=True)
     import torch
 
     if not torch.cuda.is_available():
@@ -359,9 +422,12 @@ def main(argv: list[str] | None = None) -> int:
     args.json.write_text(json.dumps(result, indent=1))
     log(f"wrote {args.json}")
     print(result["readme_row"])
+    if args.row_out is not None:
+        args.row_out.write_text(result["readme_row"] + "\n", encoding="utf-8")
+        log(f"wrote the GPU row to {args.row_out}")
     if args.readme:
-        README.write_text(replace_gpu_row(README.read_text(), result["readme_row"]))
-        log(f"updated the '{GPU_ROW}' row of {README}")
+        PERFORMANCE.write_text(replace_gpu_row(PERFORMANCE.read_text(encoding="utf-8"), result["readme_row"]), encoding="utf-8")
+        log(f"updated the '{GPU_ROW}' row of {PERFORMANCE}")
     return 0 if result["selfcheck"]["ok"] else 1
 
 

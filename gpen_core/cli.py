@@ -25,7 +25,7 @@ DEFAULT_DOWNLOADS = ("GPEN-BFR-512", "GPEN-BFR-256", "retinaface-mobilenet0.25",
 
 
 def _parser() -> argparse.ArgumentParser:
-    from gpen_core.modes import MODE_CHOICES
+    from gpen_core.modes import MODE_CHOICES, TASK_CHOICES
 
     p = argparse.ArgumentParser(prog="python -m gpen_core", description="GPEN blind face restoration that measures what it costs.")
     p.add_argument("-v", "--verbose", action="store_true", help="print error details (every place looked, each attempt)")
@@ -40,9 +40,18 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--models-dir", help="models folder for this run (default: $GPEN_HOME or ~/.cache/gpen)")
     r.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     r.add_argument("--aligned", action="store_true", help="inputs are already aligned face crops")
+    r.add_argument("--task", default="enhance", choices=TASK_CHOICES,
+                   help="enhance (restore faces, default), colorize (grey faces), inpaint (white = damaged), "
+                        "seg2face (aligned colour label maps); docs/tasks.md")
+    r.add_argument("--mask", help="with --task inpaint and one input: the damage, white on black at the photo's size "
+                                  "(default: white strokes in the photo itself)")
     r.add_argument("--alpha", type=float, default=1.0, help="blend: 1 restored only … 0 original (default 1)")
     r.add_argument("--threshold", type=float, default=0.9, help="face detection confidence (default 0.9)")
     r.add_argument("--max-faces", type=int, default=50, help="restore at most this many faces, highest detection score first")
+    r.add_argument("--no-face-check", dest="face_check", action="store_false",
+                   help="keep every detection above the threshold; the notes name those the face check would drop")
+    r.add_argument("--orientations", action="store_true",
+                   help="also search the photo turned 90/180/270° when upright faces were found (always done when none are)")
     r.add_argument("--upscale", type=int, default=1, choices=(1, 2, 4),
                    help="upscale the whole photo ×2 or ×4 with RealESRNet, faces restored at that size (default 1: off)")
     r.add_argument("--upscaler", help="upscaler: registry name (realesrnet_x2, realesrnet_x4) or checkpoint path "
@@ -64,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("download", help="download weights into the models folder")
     d.add_argument("names", nargs="*", metavar="NAME", help=f"registry names (default: {' '.join(DEFAULT_DOWNLOADS)})")
     d.add_argument("--models-dir")
+    d.add_argument("--no-convert", action="store_true",
+                   help="do not convert for OpenVINO afterwards (by default, what `auto` runs on OpenVINO on this CPU is "
+                        "converted now, so no restore waits for it)")
 
     s = sub.add_parser("serve", help="serve restores with Ray Serve (for app.py --backend ray); needs requirements-ray.txt")
     s.add_argument("--replicas", default="1", help="replicas: a number, or auto (autoscale from 1 to --max-replicas)")
@@ -83,6 +95,12 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("selfcheck", help="build and run every network of every mode on a device: does this set-up work?")
     c.add_argument("--device", help="cpu, cuda, cuda:N or meta (default: cuda when available, else cpu)")
     c.add_argument("--json", action="store_true", help='one JSON object: {"device", "ok", "checks": [{network, path, dtype, ok, problem}]}')
+
+    e = sub.add_parser("export", help="write a GPEN generator as ONNX (or OpenVINO IR) for other tools, checked after writing")
+    e.add_argument("model", metavar="MODEL", help="registry generator name (GPEN-BFR-512) or path to a GPEN checkpoint")
+    e.add_argument("-o", "--output", required=True, help="the file to write: FILE.onnx, or FILE.xml with --format openvino")
+    e.add_argument("--format", choices=("onnx", "openvino"), default="onnx", help="onnx (default; opset 17) or openvino (IR)")
+    e.add_argument("--models-dir")
 
     _add_profile(sub)
     return p
@@ -104,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gpen_core.scaleout.cli import serve
 
             return serve(args)
+        if args.command == "export":
+            return _export(args)
         if args.command == "selfcheck":
             return _selfcheck(args)
         return _profile(args)
@@ -115,6 +135,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _export(args: argparse.Namespace) -> int:
+    from gpen_core.runtimes.openvino.onnx_export import export_generator
+
+    report = export_generator(args.model, args.output, fmt=args.format, models_dir=args.models_dir,
+                              progress=lambda m: print(m, file=sys.stderr, flush=True))
+    print(report.summary())
+    return 0
 
 
 def _startup_failure(exc: BaseException, verbose: bool) -> int:
@@ -203,7 +232,10 @@ def _plan_outputs(inputs: list[Path], output: str, mode_format: str | None) -> l
         if fmt is None:
             raise InputError(f"cannot write {out.suffix} files; use .png, .jpg or .jpeg (or an output folder)")
         return [(inputs[0], out, fmt)]
-    return [(p, out / p.stem, None) for p in inputs]  # suffix added once the format is known
+    from gpen_core.images.outputs import output_stems
+
+    # Unique per input (same.jpg and same.png → same_jpg, same_png); suffix added once the format is known.
+    return [(p, out / stem, None) for p, stem in zip(inputs, output_stems([p.name for p in inputs]))]
 
 
 class _Bar:
@@ -238,6 +270,8 @@ def _restore(args: argparse.Namespace) -> int:
         return restore_ray(args, _Bar)
     detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
     inputs = _collect_inputs(args.inputs)
+    if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
+        raise InputError("--mask is the damage of one photo: use it with --task inpaint and a single input")
     plan = _plan_outputs(inputs, args.output, None)
     from gpen_core.images.outputs import check_writable, write_atomic
 
@@ -259,11 +293,14 @@ def _restore(args: argparse.Namespace) -> int:
             threshold=args.threshold,
             max_faces=args.max_faces,
             aligned=args.aligned,
+            face_check=args.face_check,
+            orientations=args.orientations,
             output_format=fmt,
             upscale=args.upscale,
             upscaler=args.upscaler,
             tile=args.tile,
             backend=args.backend,
+            task=args.task,
         )
         record: dict[str, Any] = {"input": str(src)}
         if dst.suffix == "" and not args.overwrite:
@@ -277,7 +314,7 @@ def _restore(args: argparse.Namespace) -> int:
             bar.step(src.name)
             continue
         try:
-            result = restorer(src, opts)
+            result = restorer(src, opts, mask=args.mask)
             if dst.suffix == "":
                 dst = dst.with_suffix(SUFFIX_BY_FORMAT[result.output_format])
             write_atomic(dst, result.encoded)  # InputError when the disk filled up, the folder went away...
@@ -348,7 +385,23 @@ def _download(args: argparse.Namespace) -> int:
             continue
         sys.stderr.write("\n" if state["last"] else "")
         print(f"{name}: {path}")
+    if not args.no_convert:
+        _convert_ahead(args.models_dir)
     return worst
+
+
+def _convert_ahead(models_dir: str | None) -> None:
+    """After the files are verified: the OpenVINO conversions ``auto`` will run, with progress."""
+    from gpen_core.engine.prepare import convert_ahead
+
+    def progress(f: float, m: str) -> None:
+        sys.stderr.write(f"\r{m:<78}")
+        sys.stderr.flush()
+
+    report = convert_ahead(models_dir=models_dir, progress=progress)
+    sys.stderr.write("\n")
+    for line in report.lines():
+        print(f"openvino: {line}")
 
 
 def _info(args: argparse.Namespace) -> int:

@@ -27,10 +27,22 @@ class InputError(GPENError):
     exit_code = 2
 
 
+class PixelFormatError(InputError, ValueError):
+    """An array handed in is not RGB uint8 H×W×3, the one pixel contract (:func:`gpen_core.rgb.check_rgb`).
+
+    Also a ``ValueError``, as NumPy reports a wrong array, so a library caller's
+    ``except ValueError`` still catches it.
+    """
+
+
 class WeightsError(GPENError):
     """A checkpoint is missing, corrupt, or not the network it should be."""
 
     exit_code = 3
+
+
+class WeightsCorruptError(WeightsError):
+    """A checkpoint file is there but its bytes are damaged (truncated, bad archive): download it again."""
 
 
 class ResourceError(GPENError):

@@ -54,6 +54,11 @@ class MemoryMode:
     # only above it (the official rule: 1000 px above 1500 px). None: shrink above
     # ``detect_side``. Measured: same recall on the Solvay photo either way (README).
     detect_shrink_above: int | None = None
+    # How the detection copy is shrunk: "area" (sharper small faces) or "linear" (the official cv2.resize).
+    detect_resize: Literal["area", "linear"] = "area"
+    # With upscaling: detect on the photo resized to the upscaled size (official: tiny faces
+    # are found there), else detect at 1× and scale the boxes and landmarks.
+    detect_upscaled: bool = False
 
 
 MODES: dict[str, MemoryMode] = {
@@ -120,9 +125,77 @@ MODES: dict[str, MemoryMode] = {
             detect_side=1000,
             rank=4,
             detect_shrink_above=1500,
+            detect_resize="linear",
+            detect_upscaled=True,
         ),
     )
 }
+
+TaskName = Literal["enhance", "colorize", "inpaint", "seg2face"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One of GPEN's released tasks: which generator it runs and how the official code feeds it."""
+
+    name: TaskName
+    # What the user picks (app radio, CLI help).
+    label: str
+    # Registry name of its generator; None: the memory mode's (restoration).
+    model: str | None
+    # The official FaceGAN ``is_norm``: True feeds the network [-1, 1] and reads [-1, 1] back;
+    # False (Segmentation2Face) feeds [0, 1] and clips the output from [0, 1].
+    is_norm: bool
+    # The official code runs it on aligned inputs only and we have no photo flow for it.
+    aligned_only: bool
+    # Aligned input: True returns the network's output at the input's size (restoration,
+    # colorization); False at the network's size (the official inpainting / seg2face).
+    aligned_output_at_input_size: bool
+    # Memory modes with a plan for its network. 1024 px networks do not fit ``low``'s promise
+    # ("fits almost anywhere"): that mode refuses them, naming the mode that fits (docs/tasks.md).
+    modes: tuple[str, ...]
+
+
+TASKS: dict[str, Task] = {
+    t.name: t
+    for t in (
+        Task("enhance", "Restore faces", None, True, False, True, ("low", "faces-only", "balanced", "quality")),
+        Task("colorize", "Colorize faces", "GPEN-Colorization-1024", True, False, True, ("faces-only", "balanced", "quality")),
+        Task("inpaint", "Repair damaged faces", "GPEN-Inpainting-1024", True, False, False, ("faces-only", "balanced", "quality")),
+        Task("seg2face", "Face from a label map", "GPEN-Seg2face-512", False, True, False, ("faces-only", "balanced", "quality")),
+    )
+}
+TASK_CHOICES: tuple[str, ...] = tuple(TASKS)
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name``; InputError names the valid choices."""
+    from gpen_core.errors import InputError
+
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise InputError(f"unknown task {name!r}; choose one of: {', '.join(TASK_CHOICES)}") from None
+
+
+def preshrink_size(width: int, height: int, max_side: int | None) -> tuple[int, int]:
+    """The (width, height) a mode's pre-shrink gives a ``width``×``height`` photo: the longest
+    side brought down to ``max_side`` (rounded, at least 1 px), never enlarged; unchanged
+    when ``max_side`` is None.
+
+    The one rule behind the shrink itself and every estimate made before it (the budget,
+    the upscale preview, the output-size check), so they all describe the same picture.
+    """
+    if not max_side or max(width, height) <= max_side:
+        return width, height
+    k = max_side / max(width, height)
+    return max(1, round(width * k)), max(1, round(height * k))
+
+
+def generator_name(mode: MemoryMode, task: str = "enhance", model: str | None = None) -> str:
+    """The generator a request runs: the caller's ``model``, else the task's, else the mode's."""
+    return model or TASKS[task].model or mode.model
+
 
 AUTO = "auto"
 MODE_CHOICES: tuple[str, ...] = (AUTO, *MODES)
@@ -138,8 +211,50 @@ def get_mode(name: str) -> MemoryMode:
         raise InputError(f"unknown memory mode {name!r}; choose one of: {', '.join(MODE_CHOICES)}") from None
 
 
-def lighter_than(mode: MemoryMode) -> MemoryMode | None:
-    """The next lighter mode that still pastes faces back (for OOM retries), or None."""
-    pasting = sorted((m for m in MODES.values() if m.paste), key=lambda m: m.rank)
+def lighter_than(mode: MemoryMode, task: str = "enhance") -> MemoryMode | None:
+    """The next lighter mode that still pastes faces back and has a plan for ``task`` (for OOM retries), or None."""
+    allowed = TASKS[task].modes
+    pasting = sorted((m for m in MODES.values() if m.paste and m.name in allowed), key=lambda m: m.rank)
     lower = [m for m in pasting if m.rank < mode.rank]
     return lower[-1] if lower else None
+
+
+# The official yangxy/GPEN pipeline (face_enhancement.py, face_detect/retinaface_detection.py),
+# what each mode is measured against in :func:`official_departures`.
+OFFICIAL_DETECTOR: Detector = "resnet50"
+OFFICIAL_DETECT_SIDE, OFFICIAL_SHRINK_ABOVE = 1000, 1500
+
+
+def official_departures(
+    mode: MemoryMode, *, detector: str | None = None, dtype: str | None = None, upscale: int = 1, parsing: bool | None = None
+) -> str:
+    """One line: how a request in ``mode`` departs from the official GPEN pipeline ("" when it does not).
+
+    Built from the mode table so it stays true; ``detector``, ``dtype`` (the generator's, as run),
+    ``parsing`` (whether the parsing mask ran) and ``upscale`` are what the request really used.
+    """
+    parts: list[str] = []
+    det = detector or mode.detector
+    if det != OFFICIAL_DETECTOR:
+        parts.append(f"{det} detector (official ResNet-50)")
+    official_copy = f"full size up to {OFFICIAL_SHRINK_ABOVE} px, {OFFICIAL_DETECT_SIDE} px above"
+    above = mode.detect_shrink_above
+    if mode.detect_side != OFFICIAL_DETECT_SIDE or above != OFFICIAL_SHRINK_ABOVE:
+        ours = f"full size up to {above} px, {mode.detect_side} px above" if above else f"a {mode.detect_side} px copy"
+        parts.append(f"detection on {ours} (official: {official_copy})")
+    if mode.detect_resize != "linear":
+        parts.append("detection copy shrunk with INTER_AREA (official INTER_LINEAR)")
+    if upscale > 1 and not mode.detect_upscaled:
+        parts.append("detection at 1× with boxes scaled to the upscaled photo (official: on the upscaled photo)")
+    if mode.max_side:
+        parts.append(f"photos over {mode.max_side} px shrunk first (official: never)")
+    if dtype and dtype != "float32":
+        parts.append(f"generator in {dtype} (official float32)")
+    if not mode.paste:
+        parts.append("faces not pasted back (official pastes them)")
+    elif parsing is False or not mode.parsing:
+        parts.append("feathered-rectangle paste mask (official: ParseNet mask)")
+    elif mode.parse_input != 512:
+        parts.append(f"ParseNet at {mode.parse_input} px (official 512 px)")
+    return ("vs official GPEN: " + ", ".join(parts)) if parts else ""
+

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpen_core.errors import InputError
-from gpen_core.modes import AUTO, Detector, get_mode
+from gpen_core.modes import AUTO, Detector, get_mode, get_task
 
 Progress = Callable[[float, str], None]
 ImageSource = np.ndarray | bytes | str | os.PathLike[str]
@@ -38,6 +38,13 @@ class RestoreOptions:
     max_faces: int = 50
     # The input is already an aligned face crop: restore it directly, no detection.
     aligned: bool = False
+    # Check each detection before restoring it (gpen_core.faces.screen: landmarks that fit a
+    # face, found again at a standard size, the right way up). False keeps every detection
+    # above the threshold; the result's notes name the ones the check would have dropped.
+    face_check: bool = True
+    # Also search the photo turned 90°, 180° and 270° when the upright pass found faces (a scan
+    # mixing orientations). The turns are always searched when the upright pass finds none.
+    orientations: bool = False
     # Output format override ("png" / "jpeg"); None uses the mode's.
     output_format: str | None = None
     # Background upscaling, as GPEN's --use_sr --sr_scale and ModelScope's ×2: 1 (off), 2 or 4.
@@ -50,6 +57,10 @@ class RestoreOptions:
     # Generator runtime on the CPU: "torch", "openvino" (converted once, cached in the models
     # folder), or "auto": the one measured faster on this CPU (gpen_core.runtimes.openvino.generator.choose_backend).
     backend: str = "auto"
+    # Which of GPEN's released tasks (gpen_core.modes.TASKS): "enhance" restores faces;
+    # "colorize", "inpaint" (white = damaged) and "seg2face" (aligned label maps) run their own
+    # generators with the official pre/post-processing (docs/tasks.md).
+    task: str = "enhance"
 
     def validated(self) -> "RestoreOptions":
         if self.mode != AUTO:
@@ -70,6 +81,16 @@ class RestoreOptions:
             raise InputError(f"upscaler tile must be between 16 and 4096 pixels, got {self.tile}")
         if self.upscale > 1 and self.aligned:
             raise InputError("upscaling is for whole photos; turn off 'aligned' (an aligned face crop) or upscale 1")
+        task = get_task(self.task)
+        if task.aligned_only and not self.aligned:
+            raise InputError(f"the {task.name} task takes aligned inputs only (as the official code): turn on 'aligned'")
+        if task.name != "enhance" and self.upscale > 1:
+            raise InputError(f"background upscaling is for face restoration; use upscale 1 with the {task.name} task")
+        if self.mode != AUTO and self.mode not in task.modes:
+            raise InputError(
+                f"{self.mode} mode has no plan for the {task.name} task: its generator {task.model} is larger than "
+                f"{self.mode}'s promise. Choose {' or '.join(task.modes[::-1])}, or auto (docs/tasks.md)"
+            )
         if self.output_format is not None and self.output_format not in ("png", "jpeg"):
             raise InputError(f"output format must be png or jpeg, got {self.output_format!r}")
         return self

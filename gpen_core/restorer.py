@@ -66,6 +66,7 @@ class Restorer:
         if self._device_pref:
             if self._device_pref.startswith("cuda") and not torch.cuda.is_available():
                 raise InputError("CUDA was requested but no CUDA device is available; use device 'cpu'")
+            _check_cuda_index(self._device_pref)
             return self._device_pref
         return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -88,11 +89,14 @@ class Restorer:
         progress: Progress | None = None,
         *,
         detections: "list[Any] | None" = None,
+        mask: ImageSource | None = None,
     ) -> RestoreResult:
         """Restore ``image`` (RGB uint8 H×W×3 array, encoded bytes, or a file path).
 
         ``detections`` (``detect.Detection`` list, input-image pixels) replaces the
-        detector: for callers with their own boxes and for the hardware check.
+        detector: for callers with their own boxes and for the hardware check. ``mask``
+        (task ``inpaint``): where the photo is damaged, white on black at the photo's size (an
+        array, bytes or a path); without it white strokes in the photo are the damage.
 
         Raises InputError (bad image or option), WeightsError (missing/corrupt
         weights, with the fix), ResourceError (out of memory even in the lightest mode).
@@ -117,7 +121,7 @@ class Restorer:
                 # The request's own device: VRAM on that GPU only; a CPU request never touches CUDA.
                 with PeakMeter(device) as meter:
                     if req is None:
-                        req = pipeline.start(image, opts, self.models, device, detections is not None, t0)
+                        req = pipeline.start(image, opts, self.models, device, detections is not None, t0, mask)
                     out = self._attempt(req, opts, report, t0, detections, device)
                 assert meter.peaks is not None
                 attempts.append(Attempt(req.mode.name, meter.peaks, "ok" if out is not None else "out of memory"))
@@ -128,7 +132,7 @@ class Restorer:
                     return replace(out, peaks=meter.peaks, attempts=tuple(attempts), notes=notes)
                 # Out of memory: free everything this call allocated, then step down one mode.
                 self.models.free(device)
-                self._step_down(req, [a.mode for a in attempts])
+                self._step_down(req, [a.mode for a in attempts], opts.task)
 
     def _attempt(
         self, req: pipeline.Request, opts: RestoreOptions, report: Progress, t0: float, given: list[Any] | None, device: str
@@ -145,17 +149,37 @@ class Restorer:
         return None
 
     @staticmethod
-    def _step_down(req: pipeline.Request, tried: list[str]) -> None:
-        lighter = lighter_than(req.mode)
+    def _step_down(req: pipeline.Request, tried: list[str], task: str = "enhance") -> None:
+        lighter = lighter_than(req.mode, task)
         if lighter is None:
+            from gpen_core.platform.oom import out_of_memory_advice
+
             raise ResourceError(
-                f"out of memory in {' and then '.join(tried)} mode, and there is no lighter mode. Close other "
-                "programs or use a smaller photo; `python -m gpen_core profile` measures what each mode needs "
-                "on this machine. The server is still running."
+                f"out of memory in {' and then '.join(tried)} mode, and there is no lighter mode. {out_of_memory_advice()}"
             )
         req.reason = f"ran out of memory in {req.mode.name}; freed it and retried in {lighter.name}"
         req.notes.append(req.reason)
         req.mode = lighter
+
+
+def _check_cuda_index(device: str) -> None:
+    """InputError for a CUDA device this machine does not have ("cuda:5" with one GPU), before
+    any work: torch would fail only later, deep in a model load, with a bare RuntimeError."""
+    import torch
+
+    if not device.startswith("cuda"):
+        return
+    try:
+        index = torch.device(device).index
+    except RuntimeError:
+        raise InputError(f"unknown device {device!r}; use 'cpu', 'cuda' or 'cuda:N'") from None
+    count = torch.cuda.device_count()
+    if index is not None and index >= count:
+        have = ", ".join(f"cuda:{i}" for i in range(count))
+        raise InputError(
+            f"device {device!r} does not exist: this machine has {count} CUDA device{'s' if count != 1 else ''} "
+            f"({have}); use one of them, or 'cuda' for the first"
+        )
 
 
 _INSTANCE: Restorer | None = None

@@ -140,3 +140,5 @@ class RestoreResult:
     backend_reason: str = ""
     # Detections the plausibility screen refused, in ``before``'s pixels (the kept ones are ``faces``).
     rejected: tuple[RejectedFace, ...] = ()
+    # Which of GPEN's tasks made it (gpen_core.modes.TASKS): "enhance", "colorize", "inpaint", "seg2face".
+    task: str = "enhance"

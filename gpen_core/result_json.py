@@ -13,6 +13,7 @@ def result_record(result: Any) -> dict[str, Any]:
     """The JSON-able summary of a RestoreResult (CLI --json, benchmarks, the API)."""
     p = result.peaks
     return {
+        "task": getattr(result, "task", "enhance"),
         "faces": len(result.faces),
         "mode": result.mode.name,
         "requested_mode": result.requested_mode,

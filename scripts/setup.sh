@@ -74,6 +74,11 @@ else
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "$(grep '^facexlib' requirements.txt)"
   touch "$base-$level"
 fi
+if [ $dev = 1 ] && ! ls "wheels/gpu/$(grep '^facexlib==' requirements.txt | sed 's/==/-/')"-*.whl >/dev/null 2>&1; then
+  # what scripts/gpu_check.sh carries to a lent GPU machine (tests/test_gpu_check_script.py uses it)
+  echo "setup: downloading the wheels for scripts/gpu_check.sh into wheels/gpu/"
+  bash scripts/gpu_check.sh --fetch-wheels >/dev/null
+fi
 if [ $dev = 1 ] && [ ! -x /usr/bin/chromium ]; then
   echo "setup: installing Debian chromium for the browser test"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi

@@ -9,22 +9,50 @@ from gpen_core.hwcheck.advice import Side, Tip, TipResult, verdict
 
 
 def _side(label: str, peak: int, secs: float, spread: float = 0.0) -> Side:
-    return Side(label=label, process_peak_bytes=peak, request_peak_bytes=peak // 2, seconds=secs, spread=spread)
+    """``peak`` in MB (above the measurement's 1 MB resolution)."""
+    mb = 1_000_000
+    return Side(label=label, process_peak_bytes=peak * mb, request_peak_bytes=peak * mb // 2, seconds=secs, spread=spread)
 
 
 def test_verdict_reads_memory_first_then_time() -> None:
     assert verdict(_side("a", 1000, 1.0), _side("b", 500, 1.0))[0] == "helps"
     assert verdict(_side("a", 1000, 1.0), _side("b", 1500, 1.0))[0] == "hurts"
     assert verdict(_side("a", 1000, 1.0), _side("b", 1020, 1.0))[0] == "no effect"
-    # Memory unchanged, time decides (beyond 25 %).
-    assert verdict(_side("a", 1000, 2.0), _side("b", 1000, 1.0))[0] == "helps"
-    assert verdict(_side("a", 1000, 1.0), _side("b", 1000, 2.0))[0] == "hurts"
+    # Memory unchanged, time decides (beyond 25 %) for a claim about memory and time.
+    both = "memory and time"
+    assert verdict(_side("a", 1000, 2.0), _side("b", 1000, 1.0), claims=both)[0] == "helps"
+    assert verdict(_side("a", 1000, 1.0), _side("b", 1000, 2.0), claims=both)[0] == "hurts"
     # A 15 % time change with memory unchanged is within a busy machine's noise.
-    assert verdict(_side("a", 1000, 10.0), _side("b", 1000, 8.5))[0] == "no effect"
+    assert verdict(_side("a", 1000, 10.0), _side("b", 1000, 8.5), claims=both)[0] == "no effect"
     # A 20 % memory drop inside a 30 % run-to-run spread is noise.
     assert verdict(_side("a", 1000, 1.0, spread=0.3), _side("b", 800, 1.0))[0] == "no effect"
     # Sub-50 ms time differences never decide, whatever their share.
     assert verdict(_side("a", 1000, 0.001), _side("b", 1000, 0.01))[0] == "no effect"
+
+
+def test_a_memory_claim_is_judged_on_memory_not_on_time() -> None:
+    # Tip 7's case: "60 % less memory while writing"; memory rose 5 %, only the time fell.
+    tip7 = next(t for t in advice.TIPS if t.number == 7)
+    assert tip7.claims == "memory"
+    v, why = verdict(_side("PNG", 100, 2.0), _side("JPEG q95", 105, 0.5), "process", tip7.claims)
+    assert v == "no effect" and "+5\u00a0%" in why and "judged on memory" in why
+    # ...and a claim of speed and memory still counts the time
+    tip6 = next(t for t in advice.TIPS if t.number == 6)
+    assert verdict(_side("a", 100, 2.0), _side("b", 105, 0.5), "process", tip6.claims)[0] == "helps"
+
+
+def test_no_percentage_on_values_below_the_measurement_resolution() -> None:
+    # Tip 9's case: times of 0.00 s on both sides, shown as "+47 %".
+    v, why = verdict(_side("full", 50, 0.003), _side("empty", 50, 0.0044), "request")
+    assert "%" not in why.split("time", 1)[1] and "under 0.01 s both times" in why
+    tiny = Side("a", 400_000, 300_000, 0.2), Side("b", 600_000, 200_000, 0.2)
+    v, why = verdict(*tiny, "request")
+    assert v == "no effect" and "under 1 MB both times" in why and "-33\u00a0%" not in why
+
+
+def test_progress_text_is_plain_and_counts_the_tips() -> None:
+    text = advice.progress_text(2, 9, next(t for t in advice.TIPS if t.number == 1))
+    assert text == "tip 1 (3 of 9): OMP_NUM_THREADS=2 / OPENBLAS_NUM_THREADS=2"
 
 
 def test_unmeasurable_tips_say_why_without_running_anything(monkeypatch: pytest.MonkeyPatch) -> None:

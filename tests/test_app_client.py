@@ -230,3 +230,113 @@ def test_readme_api_example_runs_as_written(server_url: str, low_mode_home: Path
     with Image.open(scope["download"]) as d:  # type: ignore[arg-type]
         assert d.format == "PNG"
     assert "low" in capsys.readouterr().out
+
+
+# ------------------------------------------------ what API clients read, what they may call
+
+
+def test_api_errors_are_plain_text_that_starts_with_the_problem(client, tmp_path: Path) -> None:
+    """gradio_client users read the error as sent: no HTML, the problem first (the page formats it with CSS)."""
+    from gradio_client import handle_file
+
+    with pytest.raises(Exception) as e:  # no weights in this test's models folder
+        client.predict(handle_file(str(EXAMPLE)), *ARGS, api_name="/restore")
+    text = str(e.value)
+    assert text.startswith("Weights missing. "), text
+    assert "python -m gpen_core download" in text
+    for tag in ("<strong>", "<br>", "<code>", "<a ", "&lt;", "&#"):
+        assert tag not in text, f"{tag!r} in the API error: {text}"
+    notes = tmp_path / "notes.png"
+    notes.write_bytes(b"not a picture")
+    with pytest.raises(Exception) as e:
+        client.predict(handle_file(str(notes)), *ARGS, api_name="/restore")
+    assert str(e.value).startswith("Cannot use this input. ") and "<" not in str(e.value)
+
+
+def _png_of_size(path: Path, megabytes: float) -> Path:
+    """A real RGB PNG of noise (incompressible) of about ``megabytes`` MB, under the pixel limit."""
+    import numpy as np
+
+    side = int((megabytes * 1e6 / 3) ** 0.5)
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (side, side, 3), dtype=np.uint8)).save(path, compress_level=1)
+    return path
+
+
+def test_an_over_size_file_gets_our_message_with_its_size_and_the_limit(server_url: str, client, tmp_path: Path) -> None:
+    """A 30 MB PNG: Gradio lets it arrive (its own refusal is only a toast), our decoder names the size and the
+    limit, in the panel (the upload's preview) and for API clients."""
+    from gradio_client import handle_file
+
+    big = _png_of_size(tmp_path / "big.png", 30.5)
+    size_mb = big.stat().st_size / 1e6
+    assert 25 < size_mb < app.UPLOAD_MAX_BYTES / 1e6
+    with big.open("rb") as f:
+        r = httpx.post(f"{server_url.rstrip('/')}/gradio_api/upload", files={"files": ("big.png", f, "image/png")}, timeout=120)
+    assert r.status_code == 200, r.text[:300]  # not Gradio's 413
+    said = f"The file is {size_mb:.1f} MB; the limit is 25 MB"
+    _, _, panel, _, _ = app.preview(str(big))  # what the page shows on upload
+    assert said in panel and panel.startswith("### ⚠ Cannot use this input"), panel
+    with pytest.raises(Exception) as e:
+        client.predict(handle_file(str(big)), *ARGS, api_name="/restore")
+    assert said in str(e.value)
+
+
+def test_an_unknown_run_route_is_404_not_500(server_url: str) -> None:
+    r = httpx.post(f"{server_url.rstrip('/')}/gradio_api/run/predict", json={"data": []}, timeout=30)
+    assert r.status_code == 404, (r.status_code, r.text[:300])
+
+
+def _fn_index(name: str) -> int:
+    return next(i for i, d in app.demo.fns.items() if d.fn is not None and d.fn.__name__ == name)
+
+
+def _join(server_url: str, name: str, data: list, headers: dict[str, str] | None = None) -> tuple[httpx.Response, str]:
+    import secrets
+
+    session = secrets.token_hex(6)
+    body = {"data": data, "fn_index": _fn_index(name), "session_hash": session, "event_data": None, "trigger_id": None}
+    return httpx.post(f"{server_url.rstrip('/')}/gradio_api/queue/join", json=body, headers=headers or {}, timeout=30), session
+
+
+def _events(server_url: str, session: str) -> list[dict]:
+    """The queue's messages for ``session`` up to its event's completion."""
+    import json
+
+    seen: list[dict] = []
+    with httpx.stream("GET", f"{server_url.rstrip('/')}/gradio_api/queue/data", params={"session_hash": session}, timeout=120) as r:
+        for line in r.iter_lines():
+            if line.startswith("data:"):
+                seen.append(json.loads(line[5:]))
+                if seen[-1].get("msg") in ("process_completed", "close_stream", "unexpected_error"):
+                    break
+    return seen
+
+
+@pytest.mark.parametrize("name", ["download_weights", "hardware_check", "weights_view", "preview"])
+def test_private_events_refuse_calls_that_do_not_come_from_the_page(server_url: str, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gradio hides private events from its API, but its queue runs any event by number for whoever posts it."""
+    from gpen_core.weights import lookup as weights
+
+    started: list[str] = []
+    monkeypatch.setattr(weights, "download", lambda n, **_: started.append(n))
+    data = {"download_weights": ["auto", "GPEN-BFR-2048", "default", False, 1], "hardware_check": [],
+            "weights_view": ["auto", "default", "default", False, 1], "preview": [None]}[name]
+    r, _ = _join(server_url, name, data)  # as gradio_client or curl sends it: no Origin
+    assert r.status_code == 403 and "not part of its API" in r.json()["detail"], (r.status_code, r.text[:300])
+    assert started == []
+    r, _ = _join(server_url, name, data, {"Origin": "http://evil.example"})
+    assert r.status_code == 403
+
+
+def test_the_page_still_runs_its_private_events(server_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from gpen_core.weights import lookup as weights
+
+    monkeypatch.setenv("GPEN_HOME", str(tmp_path))  # nothing present: the panel offers a download
+    started: list[str] = []
+    monkeypatch.setattr(weights, "download", lambda n, **_: started.append(n))
+    origin = server_url.rstrip("/")
+    r, session = _join(server_url, "download_weights", ["low", "default", "default", False, 1], {"Origin": origin})
+    assert r.status_code == 200, r.text[:300]
+    done = _events(server_url, session)[-1]
+    assert done.get("success") is True, done
+    assert started == ["GPEN-BFR-256", "mobilenet0.25"] or started[0] == "GPEN-BFR-256", started

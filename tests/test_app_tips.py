@@ -8,6 +8,7 @@ import gradio as gr
 import pytest
 
 import app
+from gpen_core.presentation.app_state import Policy
 from gpen_core.hwcheck import advice
 
 
@@ -23,7 +24,7 @@ def test_tips_panel_says_how_to_measure_until_a_report_is_saved(monkeypatch: pyt
 
 def test_measuring_the_tips_saves_the_table_the_page_shows(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("GPEN_HOME", str(tmp_path))
-    monkeypatch.setattr(app, "POLICY", app.Policy())
+    monkeypatch.setattr(app.STATE, "policy", Policy())
     real = advice.measure_tips
     monkeypatch.setattr(advice, "measure_tips", lambda progress=None: real(workload="tiny", repeats=1, tips=[7, 11], progress=progress))
     md = app.measure_tips(progress=lambda f, desc="": None)
@@ -33,7 +34,20 @@ def test_measuring_the_tips_saves_the_table_the_page_shows(monkeypatch: pytest.M
 
 
 def test_tips_are_off_on_a_shared_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(app, "POLICY", app.Policy(shared=True))
+    monkeypatch.setattr(app.STATE, "policy", Policy(shared=True))
     with pytest.raises(gr.Error) as e:
         app.measure_tips(progress=lambda f, desc="": None)
     assert "--allow-hardware-check" in str(e.value.message)
+
+
+def test_tips_progress_is_plain_text_with_no_frozen_counter(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GPEN_HOME", str(tmp_path))
+    monkeypatch.setattr(app.STATE, "policy", Policy())
+    real = advice.measure_tips
+    monkeypatch.setattr(advice, "measure_tips", lambda progress=None: real(workload="tiny", repeats=1, tips=[1, 10, 11], progress=progress))
+    monkeypatch.setattr(advice, "cuda_available", lambda: False)
+    monkeypatch.setattr(advice, "_measure_one", lambda tip, *a: advice.TipResult(tip, "not measurable here", "stub"))
+    seen: list[str] = []
+    app.measure_tips(progress=lambda f, desc="": seen.append(desc))
+    assert seen[0] == "tip 1 (1 of 3): OMP_NUM_THREADS=2 / OPENBLAS_NUM_THREADS=2"
+    assert all("`" not in d and "so far" not in d for d in seen), seen

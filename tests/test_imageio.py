@@ -6,7 +6,6 @@ import io
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -91,26 +90,45 @@ def test_table_covers_the_brief() -> None:
     assert len({c.filename for c in CASES}) == len(CASES), "file names must be unique (one folder)"
 
 
-def test_bomb_is_refused_from_its_header_fast_and_small(hostile: dict[str, tuple[Path, Expectation]]) -> None:
+def test_bomb_is_refused_from_its_header_before_any_pixel_decoder(
+    hostile: dict[str, tuple[Path, Expectation]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """How fast a refusal is: benchmarks/bench_refusals.py. Here: that it is decided on the header."""
     path, _ = hostile["png_bomb_50000x50000"]
     assert path.stat().st_size < 1000  # the file really is tiny: only the header declares 2.5 GP
+    decoders: list[str] = []
+    real = Image._getdecoder
+    monkeypatch.setattr(Image, "_getdecoder", lambda mode, name, *a, **k: decoders.append(name) or real(mode, name, *a, **k))
     proc = psutil.Process()
     before = proc.memory_info().rss
-    t = time.perf_counter()
     for _ in range(20):
         with pytest.raises(InputError):
             decode_image(path)
-    per_call = (time.perf_counter() - t) / 20
-    assert per_call < 0.05, f"{per_call * 1e3:.1f} ms per refusal"
+    assert decoders == [], f"Pillow started decoding pixels ({decoders}) before the size was refused"
     assert proc.memory_info().rss - before < 20e6  # 7.5 GB of RGB would be allocated if it decoded
 
 
 @pytest.mark.parametrize("name", ["gif_1M_frames", "tiff_20000_pages"])
-def test_frame_count_bombs_are_fast(name: str, hostile: dict[str, tuple[Path, Expectation]]) -> None:
+def test_frame_count_bombs_stop_counting_at_the_cap(
+    name: str, hostile: dict[str, tuple[Path, Expectation]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pillow's n_frames walks every frame (~7 s for the GIF, minutes for the TIFF; timed in
+    benchmarks/bench_refusals.py); the decoder counts at most 1000 and never seeks past them."""
+    from PIL import GifImagePlugin, TiffImagePlugin
+
+    seeks: list[int] = []
+    for cls in (GifImagePlugin.GifImageFile, TiffImagePlugin.TiffImageFile):
+        real = cls._seek
+
+        def counted(self: Image.Image, frame: int, *a: object, _real=real, **k: object) -> object:
+            seeks.append(frame)
+            return _real(self, frame, *a, **k)
+
+        monkeypatch.setattr(cls, "_seek", counted)
     path, _ = hostile[name]
-    t = time.perf_counter()
-    decode_image(path)
-    assert time.perf_counter() - t < 2.0  # uncapped: ~7 s (GIF) and minutes (TIFF) with Pillow's n_frames
+    d = decode_image(path)
+    assert any("1000 or more" in n for n in d.notes), d.notes
+    assert len(seeks) <= 1002 and max(seeks, default=0) <= 1000, f"{len(seeks)} seeks, up to frame {max(seeks)}"
 
 
 def test_pillow_globals_are_left_alone(hostile: dict[str, tuple[Path, Expectation]]) -> None:
@@ -202,15 +220,16 @@ def peak():  # VmHWM: this process's peak RSS (ru_maxrss would include the paren
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024
 out = {"base": peak()}
-t = time.perf_counter(); d = decode_image(sys.argv[1], reduce_to=1024); out["reduced_s"] = time.perf_counter() - t
+# CPU seconds, not wall: the two decodes are compared with each other, on a machine others share
+t = time.process_time(); d = decode_image(sys.argv[1], reduce_to=1024); out["reduced_s"] = time.process_time() - t
 out["reduced_peak"] = peak(); out["reduced_size"] = d.size; del d
-t = time.perf_counter(); d = decode_image(sys.argv[1]); out["full_s"] = time.perf_counter() - t
+t = time.process_time(); d = decode_image(sys.argv[1]); out["full_s"] = time.process_time() - t
 out["full_peak"] = peak(); out["full_size"] = d.size
 print(json.dumps(out))
 """
 
 
-def test_big_jpeg_decode_time_and_peak_memory(hostile: dict[str, tuple[Path, Expectation]]) -> None:
+def test_big_jpeg_decode_peak_memory(hostile: dict[str, tuple[Path, Expectation]]) -> None:
     """A fresh process, so the kernel's peak-RSS mark (VmHWM) is this decode's peak alone."""
     if not Path("/proc/self/status").exists():
         pytest.skip("needs Linux /proc/self/status (VmHWM) to measure peak memory")
@@ -225,10 +244,12 @@ def test_big_jpeg_decode_time_and_peak_memory(hostile: dict[str, tuple[Path, Exp
     assert m["full_peak"] - m["base"] < 3 * rgb_bytes, m
     # 1/4-scale decode: 2000×1500 RGB is 9 MB; libjpeg's working set is small too.
     assert m["reduced_peak"] - m["base"] < 60e6, m
-    assert m["full_s"] < 15 and m["reduced_s"] < 5, m  # generous: 2 shared cores
+    # A ratio against the full decode in the same process, in CPU seconds: the 1/4-scale DCT decode
+    # skips most of the work (measured 0.08 of the full decode's CPU time; allow 0.5).
+    assert m["reduced_s"] < 0.5 * m["full_s"], m
     print(
-        f"\n8000×6000 JPEG: full {m['full_s']:.2f} s, peak +{(m['full_peak'] - m['base']) / 1e6:.0f} MB; "
-        f"reduce_to=1024 {m['reduced_s']:.2f} s, peak +{(m['reduced_peak'] - m['base']) / 1e6:.0f} MB"
+        f"\n8000×6000 JPEG: full {m['full_s']:.2f} CPU s, peak +{(m['full_peak'] - m['base']) / 1e6:.0f} MB; "
+        f"reduce_to=1024 {m['reduced_s']:.2f} CPU s, peak +{(m['reduced_peak'] - m['base']) / 1e6:.0f} MB"
     )
 
 

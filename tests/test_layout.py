@@ -105,3 +105,12 @@ def test_restorer_class_is_a_thin_facade() -> None:
     assert cls.end_lineno is not None
     length = cls.end_lineno - cls.lineno + 1
     assert length < RESTORER_MAX_LINES, f"Restorer is {length} lines; move work into the engine"
+
+
+def test_the_app_is_layout_and_wiring_only() -> None:
+    """app.py builds the page and hands each event to one library call; the work is gpen_core's."""
+    lines = len((ROOT / "app.py").read_text(encoding="utf-8").splitlines())
+    assert lines <= APP_MAX_LINES, f"app.py is {lines} lines (cap {APP_MAX_LINES}); move logic into gpen_core"
+    tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
+    # One small app-state object holds what changes while serving: no module-level global statement.
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Global)], "app.py rebinds a module global"

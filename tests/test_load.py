@@ -27,11 +27,11 @@ import httpx
 import pytest
 
 import app
-from gpen_core.platform.meter import format_bytes
 from gpen_core.restorer import Restorer, get_restorer
 
 from .conftest import ROOT
 from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
+from .panel_figures import shown_peak_ram
 from .test_app_client import ARGS, server_url  # noqa: F401  (the in-process server, one per module)
 
 EXAMPLE = ROOT / "examples" / "astronaut_low_resolution.jpg"  # the smallest example (384×384, one face)
@@ -99,10 +99,11 @@ def test_simultaneous_clients_each_get_their_own_measurement(server_url: str, lo
     deltas = [_delta(r) for r in records]
     for r, d in zip(records, deltas):
         assert r["mode"] == "low" and r["faces"] == solo["faces"] >= 1
-        assert 0 < d < band, f"peak above baseline {format_bytes(d)}; alone it was {format_bytes(solo_delta)}"
-        assert f"**{format_bytes(r['peaks']['rss_bytes'])}**" in r["panel"]  # the panel shows this request's own figure
+        assert 0 < d < band, f"peak above baseline {d / 1e6:.0f} MB; alone it was {solo_delta / 1e6:.0f} MB"
+        # the panel shows this request's own figure (rounded to 2 decimals of a GB at most: ±5 MB)
+        assert shown_peak_ram(r["panel"]) == pytest.approx(r["peaks"]["rss_bytes"], abs=5e6)
         # Not the sum of the others: no request carries the bulk of what all five measured.
-        assert d < 0.5 * sum(deltas), [format_bytes(x) for x in deltas]
+        assert d < 0.5 * sum(deltas), [f"{x / 1e6:.0f} MB" for x in deltas]
     # Serialized: the engine's own times add up to no more than the wall time of the batch,
     # so no request's time includes another's (or its wait in the queue).
     totals = [r["timings"]["total_s"] for r in records]

@@ -75,8 +75,20 @@ def test_oom_steps_down_to_a_mode_that_fits_and_the_next_request_runs() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS memory budgets need Linux")
 def test_oom_in_the_lightest_mode_is_a_clear_error_and_the_server_survives() -> None:
     out = _run(20e6, "low", lift=True)
-    assert "out of memory" in out["first"]["error"] and "server is still running" in out["first"]["error"]
+    err = out["first"]["error"]
+    # Under a cap the cap ran out, whatever the photo: the advice says so and names the limit,
+    # and says nothing about a server (the library does not know it runs in one).
+    assert "out of memory" in err and "runs under a memory cap" in err and "of address space (ulimit -v" in err
+    assert "Raise the limit" in err and "smaller photo will not help" in err and "server" not in err
     assert out["next"]["mode"] == "low"
+
+
+def test_without_a_cap_the_advice_is_to_free_memory_or_shrink_the_photo(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpen_core.platform import oom
+
+    monkeypatch.setattr(oom, "_limits_text", lambda: "")
+    text = oom.out_of_memory_advice()
+    assert text.startswith("Close other programs or use a smaller photo") and "cap" not in text and "server" not in text
 
 
 # ------------------------------------------------- issue 18/3: out of memory is never "corrupt"

@@ -90,7 +90,7 @@ def test_loading_from_the_cache_imports_no_torch(tmp_path: Path) -> None:
     np.save(tmp_path / "x.npy", x.numpy())
     code = (
         "import sys, numpy as np\n"
-        "from gpen_core import ov_backend\n"
+        "from gpen_core.runtimes.openvino import generator as ov_backend\n"
         f"fwd = ov_backend.load({str(ckpt)!r}, 'f32')\n"
         f"y = fwd(np.load({str(tmp_path / 'x.npy')!r}))\n"
         f"np.save({str(tmp_path / 'y.npy')!r}, y)\n"

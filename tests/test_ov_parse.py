@@ -120,7 +120,7 @@ def test_a_second_load_reuses_the_cache_without_torch(tiny, ov32: ov_parse.OVPar
     # Another process: loads and parses from the cache with torch never imported.
     code = (
         "import sys, json, cv2, numpy as np\n"
-        "from gpen_core import ov_parse\n"
+        "from gpen_core.runtimes.openvino import parser as ov_parse\n"
         f"p = ov_parse.load({str(path)!r}, 128, 'f32', models_dir={str(home)!r})\n"
         f"face = cv2.cvtColor(cv2.imread({str(SHARED / 'faces' / FACES[0])!r}), cv2.COLOR_BGR2RGB)\n"
         "lab = p.labels(face)\n"

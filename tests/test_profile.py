@@ -219,13 +219,14 @@ def test_cli_profile_subcommand_prints_table_and_writes_json(
     from gpen_core.cli import main
 
     monkeypatch.setattr(runner, "run_profile", functools.partial(runner.run_profile, workloads=SMALL[:2], model_configs=CONFIGS))
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(64 * 10**9))  # plenty free: the best measured mode is recommended
     out_json = tmp_path / "out" / "p.json"
     argv = ["profile", "--modes", "low", "balanced", "--synthetic", "--models-dir", str(tmp_path), "--in-process"]
     rc = main([*argv, "--json", str(out_json)])
     assert rc == 0
     text = capsys.readouterr().out
     assert "| `low` |" in text and "| `balanced` |" in text and "| `quality` |" not in text
-    assert "Recommendation: use `balanced`" in text or "Recommendation: use `low`" in text or "Recommendation: even" in text
+    assert "Recommendation: use `balanced`" in text and "every mode fits" in text
     d = json.loads(out_json.read_text())
     assert set(d) == _field_names(records.Profile) and set(d["modes"]) == {"low", "balanced"}
     assert d["command"] == f"python -m gpen_core profile --modes low balanced --synthetic --in-process --models-dir {tmp_path}"
@@ -234,6 +235,9 @@ def test_cli_profile_subcommand_prints_table_and_writes_json(
     monkeypatch.setattr(runner, "run_profile", lambda *a, **k: pytest.fail("--saved must not measure"))
     assert main(["profile", "--saved", "--models-dir", str(tmp_path)]) == 0
     assert "| `balanced` |" in capsys.readouterr().out
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", "1000")  # nothing fits in 1 kB free
+    assert main(["profile", "--saved", "--models-dir", str(tmp_path)]) == 0
+    assert "Recommendation: even `low` needs " in capsys.readouterr().out
     assert main(["profile", "--saved", "--models-dir", str(tmp_path / "empty")]) == 1
 
 

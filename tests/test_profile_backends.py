@@ -152,7 +152,9 @@ def test_without_openvino_the_report_says_so_and_the_check_goes_on(monkeypatch: 
 @needs_openvino
 def test_the_apps_hardware_check_shows_the_comparison(monkeypatch: pytest.MonkeyPatch, one_thread: None) -> None:
     app = pytest.importorskip("app", reason="the app needs gradio")
-    monkeypatch.setattr(app, "POLICY", app.Policy())
+    from gpen_core.presentation.app_state import Policy
+
+    monkeypatch.setattr(app.STATE, "policy", Policy())
     real = runner.run_profile
     monkeypatch.setattr(runner, "run_profile", lambda **k: real(**{**k, "modes": ["low"], "workloads": FACE, "isolate": False,
                                                                    "model_configs": {"GPEN-BFR-256": TINY}, "backends": True}))
@@ -168,6 +170,21 @@ def _spec(kind: str, path: str | None = None) -> dict[str, Any]:
     return {"model_opt": path, "kind": kind, "threads": 2}
 
 
+def test_without_openvino_the_comparison_is_skipped_saying_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs whether or not OpenVINO is installed here: its absence is simulated."""
+    from gpen_core.runtimes.openvino import base
+
+    for module in (base, ov_backend):  # the generator module re-exports the base's function
+        monkeypatch.setattr(module, "openvino_version", lambda: None)
+    modes = [MODES["low"], MODES["quality"]]
+    real = str(tmp_path / "GPEN-BFR-256.pth")
+    spec, check = backends.plan(modes, [_spec("real", real), _spec("synthetic")], {}, "cpu", None, str(tmp_path))
+    assert spec is None and check.skipped is not None and check.skipped.startswith("OpenVINO is not installed; ")
+    assert "pip install openvino" in check.skipped  # and how to fix it
+    assert check.uses == {"low": (256, "float32"), "quality": (512, "float32")}  # what the modes would have timed
+
+
+@needs_openvino
 def test_which_weights_are_timed_and_what_is_recorded(tmp_path: Path) -> None:
     """Real files and the released architectures with random weights are recorded (saying which);
     an override standing in for a released size is timed but never recorded; GPU and the flag skip."""
@@ -176,9 +193,6 @@ def test_which_weights_are_timed_and_what_is_recorded(tmp_path: Path) -> None:
     modes = [MODES["low"], MODES["quality"]]
     real = str(tmp_path / "GPEN-BFR-256.pth")
     spec, check = backends.plan(modes, [_spec("real", real), _spec("synthetic")], {}, "cpu", None, str(tmp_path))
-    if ov_backend.openvino_version() is None:
-        assert spec is None and check.skipped and "not installed" in check.skipped
-        return
     assert spec is not None and check.uses == {"low": (256, "float32"), "quality": (512, "float32")}
     low, quality = spec["pairs"]
     assert low["path"] == real and low["weights"] == "real" and "real weights" in low["source"] and low["threads"] == 2

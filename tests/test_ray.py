@@ -168,7 +168,9 @@ def test_batch_records_every_file_and_a_corrupt_one_does_not_stop_or_vanish(
     assert _run_with_deadline(main, argv) == 2
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert {Path(r["input"]).name: r["status"] for r in lines} == {**{n: "skipped" for n in EXAMPLES}, "corrupt.jpg": "error"}
-    assert lines == [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    # appended: the first run's records (peaks, timings) are still there, then this run's, under a new run id
+    assert [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()] == manifest + lines
+    assert len({r["run"] for r in lines}) == 1 and lines[0]["run"] != manifest[0]["run"]
     assert {n: (out / n).stat().st_mtime_ns for n in EXAMPLES} == mtimes
 
 

@@ -48,11 +48,16 @@ def test_constants_match_the_engine() -> None:
     ("combo", "runs_now", "download", "sentence"),
     [
         ("nothing", None, ("GPEN-BFR-512", "retinaface-resnet50"),
-         "nothing can run yet; download GPEN-BFR-512 (~284 MB) and ResNet-50 detector (109 MB) to enable quality"),
+         "nothing can run yet; download GPEN-BFR-256 (~76 MB) and MobileNet detector (1.8 MB) to enable low, "
+         "or GPEN-BFR-512 (~284 MB) and MobileNet detector (1.8 MB) to enable balanced and faces-only, "
+         "or GPEN-BFR-512 (~284 MB) and ResNet-50 detector (109 MB) to enable quality"),
         ("256 only", None, ("GPEN-BFR-512", "retinaface-resnet50"),
-         "nothing can run yet; download GPEN-BFR-512 (~284 MB) and ResNet-50 detector (109 MB) to enable quality"),
+         "nothing can run yet; download MobileNet detector (1.8 MB) to enable low, "
+         "or GPEN-BFR-512 (~284 MB) and MobileNet detector (1.8 MB) to enable balanced and faces-only, "
+         "or GPEN-BFR-512 (~284 MB) and ResNet-50 detector (109 MB) to enable quality"),
         ("512 only", None, ("retinaface-resnet50",),
-         "nothing can run yet; download ResNet-50 detector (109 MB) to enable quality"),
+         "nothing can run yet; download MobileNet detector (1.8 MB) to enable balanced and faces-only, "
+         "or ResNet-50 detector (109 MB) to enable quality"),
         ("512 + mobilenet", "balanced", ("retinaface-resnet50",),
          "auto will use balanced; download ResNet-50 detector (109 MB) to enable quality"),
         ("everything", "quality", (),

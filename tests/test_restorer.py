@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -68,12 +67,28 @@ def test_face_cap_is_reported(models_with_detector: Path, gen256: Path) -> None:
     assert scores == sorted(scores, reverse=True)  # the official order
 
 
-def test_missing_weights_fail_fast_with_the_fix() -> None:
-    t = time.perf_counter()
+def _record_connections(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every TCP connection attempted from now on, refused instead of made."""
+    import socket
+
+    tried: list[object] = []
+
+    def refuse(address: object, *a: object, **k: object) -> None:
+        tried.append(address)
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    return tried
+
+
+def test_missing_weights_fail_fast_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fast: before any model loads, and without a download try (benchmarks/bench_refusals.py times it)."""
+    tried = _record_connections(monkeypatch)
+    r = Restorer()
     with pytest.raises(WeightsError) as e:
-        Restorer()(np.zeros((64, 64, 3), np.uint8), RestoreOptions(mode="low"))
-    assert time.perf_counter() - t < 10
+        r(np.zeros((64, 64, 3), np.uint8), RestoreOptions(mode="low"))
     assert "GPEN-BFR-256" in str(e.value) and "python -m gpen_core download" in str(e.value)
+    assert tried == [] and set(r.loaded().values()) == {None}
 
 
 def test_bad_options_are_input_errors() -> None:

@@ -208,11 +208,11 @@ def test_gpu_readme_row_reports_the_measurement_and_whether_targets_are_met() ->
     assert gc.readme_row(_fake_result(12.0, 800, 1600)).endswith("| **no** |")  # photo over 1.5 GB
 
 
-def test_gpu_readme_row_says_not_measured_yet_without_a_measurement_and_fits_the_readme() -> None:
+def test_gpu_readme_row_says_not_measured_yet_without_a_measurement_and_fits_the_performance_table() -> None:
     gc = _gpu_check()
     row = gc.readme_row(None)
     assert "not measured yet" in row and row.endswith("| – |")
-    text = (ROOT / "README.md").read_text()
+    text = gc.PERFORMANCE.read_text(encoding="utf-8")
     new = gc.replace_gpu_row(text, row)
     assert row in new.split("\n") and len(new.split("\n")) == len(text.split("\n"))
     with pytest.raises(ValueError):

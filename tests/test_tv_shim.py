@@ -78,7 +78,7 @@ def test_intermediate_layer_getter_returns_named_stages_and_stops_after_the_last
 def test_context_removes_only_what_it_added() -> None:
     code = (
         "import sys\n"
-        "from gpen_core import tv_shim\n"
+        "from gpen_core.compat import torchvision as tv_shim\n"
         "with tv_shim.for_facexlib() as used:\n"
         "    import torchvision.models as m, torchvision.ops as o\n"
         "    inside = tv_shim.is_shim(m) and tv_shim.is_shim(o) and used\n"

@@ -6,9 +6,13 @@ builds the ResNet-50 detector. Importing torchvision for that pulls in
 ``torchvision.ops``, which imports ``torch._dynamo`` and triton: 133-140 MB of RSS in
 every process that restores a photo, for three small pieces.
 
-:func:`for_facexlib` is a context manager that puts light stand-ins for those modules
-into ``sys.modules`` (only the names that are not already there; a real torchvision
-that is already imported is used as it is) and takes them out again afterwards.
+:func:`for_facexlib` is a context manager within which ``import torchvision...`` in
+*this thread* returns light stand-ins for those modules (a real torchvision that is
+already imported is used as it is). The stand-ins never enter ``sys.modules``: an
+import there would be seen by every thread, so another thread importing torchvision
+meanwhile would get the stub. The seam is instead ``builtins.__import__``, wrapped for
+the block's duration; the wrapper answers only the owning thread's ``torchvision``
+imports and hands every other import, in any thread, to the import it wrapped.
 facexlib keeps the objects it imported, so its networks and weights are used exactly
 as facexlib means them; only where the three helpers come from changes. Import and
 build RetinaFace inside the block::
@@ -20,11 +24,14 @@ build RetinaFace inside the block::
 The stand-ins compute the same thing as torchvision 0.29 (same module tree and
 state_dict keys for ResNet-50, same greedy NMS in float32 with a stable descending
 sort); ``tests/test_tv_shim.py`` checks them against torchvision, and detections on
-real photos against facexlib with the real torchvision.
+real photos against facexlib with the real torchvision. Written for facexlib 0.3.x
+(:data:`FACEXLIB_VERSIONS`), whose imports of torchvision are the ones listed above;
+``tests/test_compat.py`` fails when the installed facexlib imports anything else.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import sys
 import threading
@@ -35,7 +42,14 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
+from gpen_core.compat.versions import check_version
+
 _LOCK = threading.RLock()
+# The facexlib releases whose torchvision imports these stand-ins were written for.
+FACEXLIB_VERSIONS = ((0, 3), (0, 4))
+# Exactly what facexlib 0.3 imports from torchvision (module -> names it takes).
+FACEXLIB_NEEDS = {"torchvision.models._utils": ("IntermediateLayerGetter",), "torchvision.models": ("resnet50",),
+                  "torchvision.ops": ("nms",)}
 
 
 # --------------------------------------------------------------------------- models._utils
@@ -220,22 +234,47 @@ def is_shim(module: object) -> bool:
     return bool(getattr(module, "__gpen_tv_shim__", False))
 
 
+def _scoped_import(stubs: dict[str, types.ModuleType], owner: int, wrapped: object, open_: list[bool]) -> object:
+    """A ``builtins.__import__`` that gives ``owner``'s absolute torchvision imports the stand-ins
+    while ``open_[0]`` (cleared when the block ends, in case another wrapper keeps this one in its chain)."""
+
+    def scoped(name: str, globals: object = None, locals: object = None, fromlist: object = (), level: int = 0) -> object:
+        if open_[0] and level == 0 and (name == "torchvision" or name.startswith("torchvision.")) and threading.get_ident() == owner:
+            if name not in stubs:
+                raise ModuleNotFoundError(f"No module named {name!r} (the torchvision stand-in has "
+                                          f"{', '.join(sorted(stubs))} only)", name=name)
+            return stubs[name] if fromlist else stubs["torchvision"]
+        return wrapped(name, globals, locals, fromlist, level)  # type: ignore[operator]
+
+    scoped.__gpen_tv_shim__ = True  # type: ignore[attr-defined]
+    return scoped
+
+
 @contextlib.contextmanager
 def for_facexlib() -> Iterator[bool]:
-    """Within the block, ``import torchvision...`` finds the stand-ins; yields whether they were used.
+    """Within the block, this thread's ``import torchvision...`` finds the stand-ins; yields whether they were used.
 
     A real torchvision that is already imported is left alone (yields False): then
-    facexlib gets the real thing, as it would without us. Afterwards only the entries
-    this block added are removed, so code outside it that imports torchvision gets
-    the real package. Re-entrant and thread-safe (one lock).
+    facexlib gets the real thing, as it would without us. Other threads importing
+    torchvision meanwhile get the real package (or its ImportError), never a stand-in,
+    and nothing is left in ``sys.modules`` afterwards. One block at a time (one lock,
+    re-entrant): while it is open every import in the process passes through one extra
+    function call. Warns when the installed facexlib is not a release this was written for.
     """
     with _LOCK:
-        if "torchvision" in sys.modules and not is_shim(sys.modules["torchvision"]):
+        if "torchvision" in sys.modules:
             yield False
             return
-        added = [name for name, mod in _modules().items() if sys.modules.setdefault(name, mod) is mod]
+        if getattr(builtins.__import__, "__gpen_tv_shim__", False):  # re-entered from the same thread
+            yield True
+            return
+        check_version("facexlib", FACEXLIB_VERSIONS, "the torchvision stand-ins of gpen_core.compat.torchvision")
+        wrapped, open_ = builtins.__import__, [True]
+        scoped = _scoped_import(_modules(), threading.get_ident(), wrapped, open_)
+        builtins.__import__ = scoped  # type: ignore[assignment]
         try:
             yield True
         finally:
-            for name in added:
-                sys.modules.pop(name, None)
+            open_[0] = False
+            if builtins.__import__ is scoped:  # another library may have wrapped it meanwhile: then leave theirs
+                builtins.__import__ = wrapped  # type: ignore[assignment]

@@ -17,8 +17,9 @@ from pathlib import Path
 import psutil
 
 from gpen_core.platform.meter import format_bytes
-from gpen_core.modes import MODES, MemoryMode
+from gpen_core.modes import MODES, TASKS, MemoryMode, preshrink_size
 from gpen_core.platform.zerogpu import on_zerogpu
+from gpen_core.engine.vram import estimate as vram_estimate
 
 # Keep this much of the free memory unused: other programs and allocator slack.
 SAFETY_MARGIN = 0.8
@@ -33,13 +34,24 @@ SAFETY_MARGIN = 0.8
 # estimate is never below the peak it stands for. Photos beyond the 12 MP workload add
 # _BYTES_PER_PIXEL per extra pixel. Elsewhere they are estimates, and always labelled so.
 _CPU_MODEL_BYTES = {"low": 440e6, "faces-only": 1.11e9, "balanced": 1.15e9, "quality": 1.45e9}
-# Never measured on a GPU (benchmarks/gpu_check.py measures VRAM when a GPU is lent): the
-# CPU peaks stand in. They overstate VRAM (the photo's full-frame buffers stay in RAM on
-# a GPU run), which errs on the side of stepping down rather than running out.
-_CUDA_MODEL_BYTES = dict(_CPU_MODEL_BYTES)
+# On a GPU whose free VRAM is readable, the binding memory is VRAM and the built-in figure is
+# gpen_core.engine.vram's estimate from the networks' sizes (never measured on a GPU yet:
+# benchmarks/gpu_check.py and the hardware check measure it where one is lent). Where VRAM is
+# not readable (ZeroGPU outside a GPU call) RAM binds, and the RAM figures above apply.
+# GPEN's 1024 px task networks (GPEN-Colorization-1024, GPEN-Inpainting-1024), per mode: the peak
+# above the idle process of one aligned 1024 face and of a photo with faces, random weights of the
+# released architecture (memory does not depend on the values), measured on the project's CPU
+# machine by `python benchmarks/task_peaks.py` (docs/tasks.md), rounded up. On a GPU they stand in
+# for VRAM as the restoration figures do. Seg2face (512 px, GPEN-BFR-512's architecture, aligned
+# maps only) uses the restoration figures.
+_TASK_1024_BYTES = {"faces-only": 2.0e9, "balanced": 2.0e9, "quality": 3.0e9}
 _COVERED_PIXELS = 4000 * 3000  # the largest workload behind the figures above
 _BYTES_PER_PIXEL = 40  # decode, working copy, result and encode buffers, uint8 and float
 ESTIMATE_SOURCE = "built-in estimate, not measured on this machine (run the hardware check to measure)"
+VRAM_ESTIMATE_SOURCE = (
+    "built-in VRAM estimate from the networks' sizes (weights, a float32 copy for float16 overflows, "
+    "activations), not measured on this GPU (run the hardware check to measure)"
+)
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,13 @@ class Free:
 def free_memory(device: str) -> Free:
     """RAM and (on a CUDA device) VRAM free now, on the request's own device ("cuda:1" reads GPU 1).
 
+    VRAM is what a request can really get: the driver's free memory plus everything this
+    process's caching allocator holds on that device. ``mem_get_info`` counts that as used,
+    but between requests it is only cached blocks (handed out again without asking the
+    driver) and the model cache's models, which each mode's figure already includes (a
+    request reuses them, or a switch frees them before loading). Read with the Restorer's
+    lock held (one request at a time), as the engine does.
+
     VRAM is None without CUDA, and on ZeroGPU (not readable outside a GPU function).
     """
     ram = int(psutil.virtual_memory().available)
@@ -66,7 +85,8 @@ def free_memory(device: str) -> Free:
     if device.startswith("cuda") and not on_zerogpu():
         import torch
 
-        vram = int(torch.cuda.mem_get_info(torch.device(device))[0])
+        dev = torch.device(device)
+        vram = int(torch.cuda.mem_get_info(dev)[0]) + int(torch.cuda.memory_reserved(dev))
     if os.environ.get("GPEN_FREE_RAM_BYTES"):  # tests and capped containers
         ram = int(float(os.environ["GPEN_FREE_RAM_BYTES"]))
     if os.environ.get("GPEN_FREE_VRAM_BYTES") and vram is not None:
@@ -93,9 +113,14 @@ def upscale_extra_bytes(mode: MemoryMode, image_size: tuple[int, int], upscale: 
 
 
 def _need(
-    mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, upscale: int, tile: int | None
+    mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, upscale: int, tile: int | None,
+    task: str = "enhance",
 ) -> tuple[int, int, str]:
     """(peak without upscaling, what upscaling adds, where the figures come from)."""
+    if task in ("colorize", "inpaint"):
+        w, h = preshrink_size(*image_size, mode.max_side)
+        need = _TASK_1024_BYTES[mode.name] + max(0, w * h - _COVERED_PIXELS) * _BYTES_PER_PIXEL
+        return int(need), 0, f"estimate for GPEN's 1024 px {task} network, measured on the project's CPU machine"
     base, src = _base_peak(mode, device, image_size, models_dir)
     extra = upscale_extra_bytes(mode, image_size, upscale, tile)
     if extra:
@@ -111,13 +136,14 @@ def estimate_peak(
     *,
     upscale: int = 1,
     tile: int | None = None,
+    task: str = "enhance",
 ) -> tuple[int, str]:
     """(bytes the call needs above the idle process on its binding memory, where the figure comes from).
 
     ``upscale`` > 1 adds the upscaler's extra memory (:func:`upscale_extra_bytes`; ``tile``
     as in :class:`~gpen_core.options.RestoreOptions`), and the source says how much of it that is.
     """
-    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile)
+    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile, task)
     return base + extra, src
 
 
@@ -125,10 +151,9 @@ def _base_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], model
     """The request's peak without upscaling: (bytes, where the figure comes from)."""
     from gpen_core.engine.profile_store import measured as measured_profile
 
-    w, h = image_size
-    if mode.max_side and max(w, h) > mode.max_side:
-        s = mode.max_side / max(w, h)
-        w, h = int(w * s), int(h * s)
+    from gpen_core.modes import preshrink_size
+
+    w, h = preshrink_size(*image_size, mode.max_side)
     pixels = w * h
     measured = measured_profile(mode.name, device, models_dir=models_dir)
     if measured is not None:
@@ -136,9 +161,17 @@ def _base_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], model
         # photo): only pixels beyond that add, at the measured growth when there is one.
         per_pixel = measured.bytes_per_pixel or _BYTES_PER_PIXEL
         extra = max(0, pixels - measured.covered_pixels) * per_pixel
-        return int(measured.peak_bytes + extra), "measured on this machine"
-    table = _CUDA_MODEL_BYTES if device.startswith("cuda") else _CPU_MODEL_BYTES
-    return int(table[mode.name] + max(0, pixels - _COVERED_PIXELS) * _BYTES_PER_PIXEL), ESTIMATE_SOURCE
+        src = "measured on this machine"
+        copy = vram_estimate(mode).float32_fallback if device.startswith("cuda") else 0
+        if copy:
+            # The check runs synthetic weights, which never overflow float16: its peak never
+            # held the float32 copy a real overflow makes (kept for the rest of the process).
+            extra += copy
+            src += f", plus ~{format_bytes(copy)} estimated for the float32 copy a float16 overflow loads"
+        return int(measured.peak_bytes + extra), src
+    if device.startswith("cuda") and not on_zerogpu():
+        return vram_estimate(mode).total, VRAM_ESTIMATE_SOURCE
+    return int(_CPU_MODEL_BYTES[mode.name] + max(0, pixels - _COVERED_PIXELS) * _BYTES_PER_PIXEL), ESTIMATE_SOURCE
 
 
 def _binding(device: str, free: Free) -> str:
@@ -154,9 +187,10 @@ def _fits(
     models_dir: Path | None,
     upscale: int = 1,
     tile: int | None = None,
+    task: str = "enhance",
 ) -> tuple[bool, int, int, str, int]:
     """(fits, bytes needed with upscaling, bytes free, source, of which upscaling)."""
-    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile)
+    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile, task)
     have = free.vram_bytes if (device.startswith("cuda") and free.vram_bytes is not None) else free.ram_bytes
     return base + extra <= have * SAFETY_MARGIN, base + extra, have, src, extra
 
@@ -170,6 +204,7 @@ def choose(
     *,
     upscale: int = 1,
     tile: int | None = None,
+    task: str = "enhance",
 ) -> Choice:
     """Highest-ranked pasting mode that fits; ``low`` with an honest reason if none does.
 
@@ -178,16 +213,18 @@ def choose(
     only GPEN-BFR-256 gets ``low``, not a missing-weights error for ``quality``).
     ``upscale`` > 1 (and ``tile``): each mode's peak includes what upscaling adds in that
     mode (:func:`upscale_extra_bytes`); the reason names modes that fit only without it.
+    ``task``: only modes with a plan for it (:data:`gpen_core.modes.TASKS`) are considered, with
+    its network's peaks; the lightest of them stands in for ``low``.
     """
     free = free or free_memory(device)
     where = _binding(device, free)
-    ranked = sorted((m for m in MODES.values() if m.paste), key=lambda m: -m.rank)
+    ranked = sorted((m for m in MODES.values() if m.paste and m.name in TASKS[task].modes), key=lambda m: -m.rank)
     have_weights = [m for m in ranked if available is None or available(m)]
     skipped = [m.name for m in ranked if m not in have_weights]
     why_skip = f"; passed over {', '.join(skipped)} (weights not downloaded)" if skipped and have_weights else ""
     too_big: list[str] = []  # modes that fit without upscaling but not with it
     for m in have_weights or ranked:
-        ok, need, have, src, extra = _fits(m, device, image_size, free, models_dir, upscale, tile)
+        ok, need, have, src, extra = _fits(m, device, image_size, free, models_dir, upscale, tile, task)
         if ok:
             they = "it fits" if len(too_big) == 1 else "they fit"
             why_up = f"; passed over {', '.join(too_big)}: {they} only without upscaling ×{upscale}" if too_big else ""
@@ -195,7 +232,7 @@ def choose(
         if extra and need - extra <= have * SAFETY_MARGIN:
             too_big.append(f"{m.name} (needs ~{format_bytes(need)} with upscaling, ~{format_bytes(need - extra)} without)")
     low = ranked[-1]
-    _, need, have, src, extra = _fits(low, device, image_size, free, models_dir, upscale, tile)
+    _, need, have, src, extra = _fits(low, device, image_size, free, models_dir, upscale, tile, task)
     fits_plain = extra and need - extra <= have * SAFETY_MARGIN
     fix = f"; it would fit without upscaling ×{upscale}: choose a smaller upscale" if fits_plain else ""
     return Choice(low, f"auto chose {low.name}, the lightest mode: even it may need ~{format_bytes(need)} {where} ({src}), "
@@ -211,13 +248,14 @@ def check_fits(
     *,
     upscale: int = 1,
     tile: int | None = None,
+    task: str = "enhance",
 ) -> Choice | None:
     """None when ``mode`` fits (with what ``upscale`` adds); else the lighter mode to run instead, with the reason."""
     free = free or free_memory(device)
-    ok, need, have, src, _ = _fits(mode, device, image_size, free, models_dir, upscale, tile)
+    ok, need, have, src, _ = _fits(mode, device, image_size, free, models_dir, upscale, tile, task)
     if ok:
         return None
-    lighter = choose(device, image_size, models_dir, free, upscale=upscale, tile=tile)
+    lighter = choose(device, image_size, models_dir, free, upscale=upscale, tile=tile, task=task)
     if lighter.mode.rank >= mode.rank:
         return None
     where = _binding(device, free)

@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gpen_core.modes import MemoryMode
+from gpen_core.engine.prepare import busy_note, token
+from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.platform.oom import release
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
 
@@ -61,11 +62,31 @@ class ModelCache:
 
         if self.synthetic_weights:
             return True
-        if opts.model is None and not self._usable(mode.model):
+        if opts.model is None and not self._usable(generator_name(mode, opts.task)):
             return False
         if opts.aligned or boxes_given:
             return True
         return self._usable(DETECTOR_WEIGHTS[opts.detector or mode.detector])
+
+    def require(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> None:
+        """Raise one WeightsError naming every registry file this request loads that is not
+        here (generator, detector, upscaler), so a newcomer fixes them all in one go instead of
+        meeting them one restore at a time. Nothing to check when downloads are allowed (each is
+        fetched) or with synthetic weights; a single missing file is left to ``weights.resolve``."""
+        from gpen_core.weights import lookup as weights
+        from gpen_core.weights.missing import missing_error
+
+        if self.allow_download or self.synthetic_weights:
+            return
+        names = [generator_name(mode, opts.task, opts.model)]
+        if not (opts.aligned or boxes_given):
+            names.append(DETECTOR_WEIGHTS[opts.detector or mode.detector])
+        if opts.upscale > 1 and mode.paste:
+            names.append(opts.upscaler or f"realesrnet_x{opts.upscale}")
+        absent = [n for n in names if n in weights.REGISTRY and weights.locate(n, models_dir=self.models_dir) is None]
+        if len(absent) > 1:
+            folder = self.models_dir if self.models_dir is not None else weights.models_dir()
+            raise missing_error(absent, folder, "downloads are off for this call")
 
     def _usable(self, name: str) -> bool:
         """Present and verified (size and sha256): a corrupt file counts as missing, as in
@@ -103,7 +124,7 @@ class ModelCache:
         from gpen_core.runtimes.openvino import generator as ov_backend
         from gpen_core.networks.plan import choose_plan
 
-        name = opts.model or mode.model
+        name = generator_name(mode, opts.task, opts.model)
         synthetic = self.synthetic_weights and opts.model is None
         path = Path(f"synthetic:{name}") if synthetic else self._resolve(name)
         plan, note = choose_plan(device, mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype)
@@ -118,6 +139,11 @@ class ModelCache:
                                                       free_memory(device).ram_bytes, self._ov_models_dir())
             if fallback:
                 backend, why, precision, precision_note = "torch", fallback, "f32", fallback
+            elif opts.backend == "auto" and not ov_backend.graph_is_current(
+                    ov_backend.cache_key(path, precision), self._ov_models_dir()) and not synthetic:
+                busy = busy_note(token("generator", name), f"the generator {name}")
+                if busy:
+                    backend, why, precision, precision_note = "torch", busy, "f32", busy
         key = (str(path), plan, backend, precision)
         fresh = self._generator is None or self._generator.key != key
         if fresh:
@@ -187,6 +213,7 @@ class ModelCache:
                 cached = ov_backend.is_cached(ov_detect.detector_key(path, network), self._ov_models_dir())
                 fallback = ov_backend.first_use_fallback(requested, backend, cached, ov_detect.CONVERT_RAM_MEASURED[network],
                                                          free_memory(device).ram_bytes, f"the {network} detector")
+                fallback = fallback or (None if cached else busy_note(token("detector", network), f"the {network} detector"))
                 if fallback:
                     backend, why, key = "torch", fallback, (network, device, "torch")
                     if notes is not None:
@@ -246,6 +273,8 @@ class ModelCache:
             need = ov_parse.CONVERT_RAM_MEASURED.get(mode.parse_input, max(ov_parse.CONVERT_RAM_MEASURED.values()))
             fallback = ov_backend.first_use_fallback(requested, backend, cached, need, free_memory(device).ram_bytes,
                                                      f"the {mode.parse_input} px parser")
+            fallback = fallback or (None if cached else busy_note(token("parser", str(mode.parse_input)),
+                                                                  f"the {mode.parse_input} px parser"))
             if fallback:
                 backend = "torch"
                 notes.append(fallback)

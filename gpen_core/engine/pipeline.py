@@ -20,9 +20,10 @@ import numpy as np
 from gpen_core.engine import budget
 from gpen_core.errors import InputError
 from gpen_core.engine.model_cache import ModelCache
-from gpen_core.modes import AUTO, MemoryMode, get_mode
+from gpen_core.modes import AUTO, MemoryMode, get_mode, get_task
 from gpen_core.options import ImageSource, Progress, RestoreOptions
 from gpen_core.result import Peaks, RejectedFace, RestoreResult, Timings
+from gpen_core.rgb import check_rgb
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Request:
     mode: MemoryMode
     reason: str
     notes: list[str] = field(default_factory=list)
+    mask: np.ndarray | None = None  # inpainting's damage mask, RGB uint8 of the photo's size (white = damaged)
 
 
 def import_engine() -> None:
@@ -52,17 +54,20 @@ def decode(image: ImageSource, reduce_to: int | None = None):
     from gpen_core.images.decode import DecodedImage, decode_image
 
     if isinstance(image, np.ndarray):
-        if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-            raise InputError(f"expected an RGB uint8 H×W×3 array, got {image.dtype} with shape {image.shape}")
-        h, w = image.shape[:2]
-        return DecodedImage(rgb=np.ascontiguousarray(image), alpha=None, format="array", original_size=(w, h), notes=())
+        rgb = check_rgb(image, "the image array")
+        h, w = rgb.shape[:2]
+        return DecodedImage(rgb=rgb, alpha=None, format="array", original_size=(w, h), notes=())
     return decode_image(image, reduce_to=reduce_to)
 
 
-def start(image: ImageSource, opts: RestoreOptions, models: ModelCache, device: str, boxes_given: bool, t0: float) -> Request:
-    """Decode ``image`` and choose the mode to start in (auto's choice, or a lighter mode when the asked one does not fit)."""
+def start(
+    image: ImageSource, opts: RestoreOptions, models: ModelCache, device: str, boxes_given: bool, t0: float,
+    mask: ImageSource | None = None,
+) -> Request:
+    """Decode ``image`` (and inpainting's ``mask``) and choose the mode to start in (auto's choice, or a
+    lighter mode when the asked one does not fit)."""
     # An explicit mode that pre-shrinks lets big JPEGs decode at reduced size (never below its max side).
-    reduce_to = None if (opts.mode == AUTO or opts.aligned) else get_mode(opts.mode).max_side
+    reduce_to = None if (opts.mode == AUTO or opts.aligned or mask is not None) else get_mode(opts.mode).max_side
     decoded, forced = _decode_or_step_down(image, reduce_to, opts, device)
     rgb = decoded.rgb
     notes = list(decoded.notes)
@@ -79,23 +84,38 @@ def start(image: ImageSource, opts: RestoreOptions, models: ModelCache, device: 
             available=lambda m: models.weights_present(m, opts, boxes_given),
             upscale=opts.upscale,  # each mode's peak includes what upscaling adds in it
             tile=opts.tile,
+            task=opts.task,
         )
         mode, reason = choice.mode, choice.reason
     else:
         mode, reason = get_mode(opts.mode), ""
-        step = budget.check_fits(mode, device=device, image_size=size, models_dir=models.models_dir, upscale=opts.upscale, tile=opts.tile)
+        step = budget.check_fits(mode, device=device, image_size=size, models_dir=models.models_dir, upscale=opts.upscale,
+                                 tile=opts.tile, task=opts.task)
         if step is not None:
             mode, reason = step.mode, step.reason
             notes.append(reason)
     if opts.upscale > 1 and mode.paste:  # refuse an oversized result before any work (after the mode's pre-shrink)
         from gpen_core.upscale.tiles import check_output_size
 
-        w, h = size
-        if mode.max_side and max(w, h) > mode.max_side:
-            k = mode.max_side / max(w, h)
-            w, h = max(1, round(w * k)), max(1, round(h * k))
-        check_output_size(w, h, opts.upscale)
-    return Request(decoded, decode_s, mode, reason, notes)
+        from gpen_core.modes import preshrink_size
+
+        check_output_size(*preshrink_size(*size, mode.max_side), opts.upscale)
+    mask_rgb = None
+    if mask is not None:
+        if opts.task != "inpaint":
+            raise InputError(f"a damage mask is for the inpaint task, not {opts.task}")
+        if isinstance(mask, np.ndarray):  # grey H×W or RGB H×W×3, uint8
+            if mask.dtype != np.uint8 or mask.ndim not in (2, 3):
+                raise InputError(f"the damage mask must be a uint8 H×W or H×W×3 array, got {mask.dtype} with shape {mask.shape}")
+            mask_rgb = mask
+        else:
+            mask_rgb = decode(mask).rgb
+        if mask_rgb.shape[:2] != rgb.shape[:2]:
+            raise InputError(
+                f"the damage mask is {mask_rgb.shape[1]}×{mask_rgb.shape[0]} but the photo is {rgb.shape[1]}×{rgb.shape[0]}: "
+                "draw or save the mask at the photo's size"
+            )
+    return Request(decoded, decode_s, mode, reason, notes, mask_rgb)
 
 
 def _decode_or_step_down(
@@ -136,6 +156,7 @@ def run_attempt(
     from gpen_core.faces.paste import face_sheet
     from gpen_core.faces.photo import restore_photo
     from gpen_core.networks.tensors import to_image, to_tensor
+    from gpen_core.faces.tasks import keep_luminance
 
     decoded, mode, reason, decode_s = req.decoded, req.mode, req.reason, req.decode_s
     rgb, alpha, original_size = decoded.rgb, decoded.alpha, decoded.upright_size
@@ -148,6 +169,8 @@ def run_attempt(
             alpha, _ = shrink_to_max_side(alpha[..., None].repeat(3, 2), mode.max_side)
             alpha = alpha[..., 0]
         notes.append(f"{mode.name} mode shrank the photo from {in_w}×{in_h} to {rgb.shape[1]}×{rgb.shape[0]} before restoring")
+    task = get_task(opts.task)
+    rgb, damage, grey = _task_input(task, rgb, req.mask, opts.aligned, notes)
 
     from gpen_core.networks.fast import forward_checked
     from gpen_core.platform.oom import malloc_trim
@@ -159,6 +182,7 @@ def run_attempt(
         torch.set_num_threads(mode.threads)
     try:
         t = time.perf_counter()
+        models.require(mode, opts, given is not None)  # every missing file named at once
         report(0.02, "loading model")
         forward, size, dtype, ckpt_name, dtype_note = models.generator(mode, opts, device, progress=lambda f, m: report(0.02, m))
         if dtype_note:
@@ -241,10 +265,12 @@ def run_attempt(
         def restore_fn(crop: np.ndarray) -> np.ndarray:
             # The generator's input size never changes: cuDNN autotuning pays off (CUDA only).
             with torch.inference_mode(), cuda_numerics(device, exact_float32=exact, fixed_input=True):
-                y, problem = forward_checked(forward, to_tensor(crop, device=device, dtype=dtype))
+                y, problem = forward_checked(forward, to_tensor(crop, device=device, dtype=dtype, norm=task.is_norm))
             if problem:
                 overflows.append(problem)
-            out = to_image(y)
+            out = to_image(y, norm=task.is_norm)
+            if grey is not None and not opts.aligned:  # each coloured face keeps its own detail (the gallery, faces-only)
+                out = keep_luminance(crop, out)
             del y
             malloc_trim()  # the generator's freed activations back to the OS before the parser allocates (quality: -160 MiB peak)
             return out
@@ -263,7 +289,11 @@ def run_attempt(
             aligned=opts.aligned,
             progress=face_progress,
             background=upscaled.image if upscaled is not None else None,
+            aligned_at_input_size=task.aligned_output_at_input_size,
+            damage=damage,
         )
+        if grey is not None:
+            photo = _colorized(photo, grey, mode.paste or opts.aligned, opts.aligned, notes)
         up_info = _upscale_info(upscaled)
         upscaled = None  # the composed photo holds the result now: drop the background buffer
         notes.extend(photo.notes)
@@ -282,9 +312,11 @@ def run_attempt(
         if out_alpha is not None and fmt == "jpeg":
             notes.append("JPEG has no transparency: the alpha channel is not in the downloadable result")
             out_alpha = None
-        encoded = encode_image(photo.image, fmt, alpha=out_alpha, icc_profile=icc)
+        meta = _metadata(decoded, photo.image, photo=True)  # EXIF (upright) and DPI, print size kept
+        encoded = encode_image(photo.image, fmt, alpha=out_alpha, icc_profile=icc, exif=meta.exif, dpi=meta.dpi)
     else:
-        encoded = encode_image(face_sheet(photo.faces) if photo.faces else photo.image, fmt)
+        sheet = face_sheet(photo.faces) if photo.faces else photo.image
+        encoded = encode_image(sheet, fmt, exif=_metadata(decoded, sheet, photo=not photo.faces).exif)
     encode_s = time.perf_counter() - t
     t_ = photo.timings
     timings = Timings(
@@ -321,7 +353,56 @@ def run_attempt(
         before=rgb,
         upscale=up_info,
         rejected=tuple(rejected),
+        task=task.name,
     )
+
+
+def _task_input(task: Any, rgb: np.ndarray, mask: np.ndarray | None, aligned: bool, notes: list[str]):
+    """(the image the faces are taken from, inpainting's damage (faces.tasks.Damage) or None, colorization's grey photo or None)."""
+    import cv2
+
+    from gpen_core.faces import tasks
+
+    if task.name == "colorize":
+        grey, had_colour = tasks.to_grey(rgb)
+        if had_colour:
+            notes.append("the photo had colour: it was made grey first, as GPEN's colorization network expects")
+        return grey, None, grey
+    if task.name != "inpaint":
+        return rgb, None, None
+    if mask is not None and mask.shape[:2] != rgb.shape[:2]:  # the mode shrank the photo: the mask follows
+        mask = cv2.resize(mask, (rgb.shape[1], rgb.shape[0]), interpolation=cv2.INTER_AREA)
+    damage, source = tasks.damage_mask(rgb, mask)
+    notes.append(f"damage to inpaint: {source}, {100 * float(damage.mask.mean()):.1f}% of the photo")
+    if aligned:  # the whole image is the face: the network sees the damage white, as official
+        return (tasks.paint_damage(rgb, damage.mask) if mask is not None else rgb), None, None
+    if not damage.mask.any():
+        raise InputError(
+            "nothing to inpaint: no damage was marked. Paint the damaged parts white with the brush "
+            "(CLI: --mask PATH, white = damaged, or white strokes in the photo itself)"
+        )
+    return rgb, damage, None
+
+
+def _colorized(photo: Any, grey: np.ndarray, pasted: bool, aligned: bool, notes: list[str]) -> Any:
+    """The colorization result: the photo's own luminance everywhere, the network's colour on the faces."""
+    from gpen_core.faces.tasks import keep_luminance
+
+    if aligned:
+        at_net = bool(photo.faces) and photo.faces[0].restored.shape[:2] == grey.shape[:2]
+        quirk = (" (the official code skips this step for a face already at the network's size; we keep it, so the "
+                 "detail is always the photo's own: docs/tasks.md)") if at_net else ", as official"
+        notes.append(f"colorized: the network's colour with the face's own luminance (YUV){quirk}")
+        return replace(photo, image=keep_luminance(grey, photo.image))
+    if not pasted:
+        notes.append("colorized faces only: the coloured face crops are the result (this mode does not paste)")
+        return photo
+    if photo.faces:
+        notes.append(
+            "colorized the faces and left the rest of the photo grey (GPEN colours faces only); the photo's own "
+            "luminance is kept everywhere, so only the faces' colour changed"
+        )
+    return replace(photo, image=keep_luminance(grey, photo.image))
 
 
 @dataclass
@@ -365,6 +446,14 @@ def _upscale_background(rgb, alpha, detections, models: ModelCache, mode: Memory
     if detections:
         detections = [_scale_detection(d, s) for d in detections]
     return big, alpha, detections, _Upscaled(up.image, s, up.grid, up.seconds, up.dtype, name, why), load_s
+
+
+def _metadata(decoded: Any, image: np.ndarray, *, photo: bool) -> Any:
+    """The upload's EXIF and DPI for a result ``image`` (gpen_core.images.metadata.for_output)."""
+    from gpen_core.images.metadata import Metadata, for_output
+
+    meta = Metadata(getattr(decoded, "exif", None), getattr(decoded, "dpi", None))
+    return for_output(meta, decoded.upright_size, (image.shape[1], image.shape[0]), photo=photo)
 
 
 def _upscale_info(up: _Upscaled | None):

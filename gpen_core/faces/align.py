@@ -57,8 +57,11 @@ def reference_points(crop_size: int) -> np.ndarray:
     return pts * (float(crop_size) / float(size[0]))
 
 
-def _umeyama(src: np.ndarray, dst: np.ndarray, scale: float | None) -> tuple[np.ndarray, float]:
-    """Least-squares similarity ``dst ≈ s·R·src + t`` (Umeyama 1991, Eqs. 38–43).
+def umeyama(src: np.ndarray, dst: np.ndarray, scale: float | None = None) -> tuple[np.ndarray, float]:
+    """Least-squares similarity ``dst ≈ s·R·src + t`` (Umeyama 1991, Eqs. 38–43), with R a proper rotation.
+
+    The one fit both the alignment and the face check (:mod:`gpen_core.faces.screen`) use.
+    ``src``, ``dst``: (N, 2) float64 (x, y).
 
     ``scale=None`` estimates ``s``; otherwise ``s`` is fixed to ``scale`` (the official
     inverse uses the reciprocal of the forward scale). Returns the 3×3 homogeneous
@@ -116,7 +119,7 @@ def similarity_transform(src_pts: np.ndarray, dst_pts: np.ndarray) -> np.ndarray
     dst = _as_points(dst_pts, "dst_pts")
     if src.shape != dst.shape:
         raise ValueError(f"src_pts and dst_pts must have the same shape, got {src.shape} and {dst.shape}")
-    t, _ = _umeyama(src, dst, None)
+    t, _ = umeyama(src, dst, None)
     return t[:2, :]
 
 
@@ -132,6 +135,6 @@ def align_transform(landmarks_xy: np.ndarray, crop_size: int) -> tuple[np.ndarra
     if src.shape != (5, 2):
         raise ValueError(f"landmarks_xy must be (5, 2), got {src.shape}")
     ref = reference_points(crop_size).astype(np.float32).astype(np.float64)
-    fwd, scale = _umeyama(src, ref, None)
-    inv, _ = _umeyama(ref, src, 1.0 / scale)
+    fwd, scale = umeyama(src, ref, None)
+    inv, _ = umeyama(ref, src, 1.0 / scale)
     return fwd[:2, :], inv[:2, :]

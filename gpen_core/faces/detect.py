@@ -2,7 +2,7 @@
 
 Takes RGB uint8 H×W×3; BGR exists only on the way into RetinaFace. Also the
 checkpoint helpers the parsing model shares (:func:`load_state_dict`,
-:func:`load_weights_into`) and the input check every face step uses (:func:`check_rgb`).
+:func:`load_weights_into`). Pixels are checked by :func:`gpen_core.rgb.check_rgb`.
 facexlib and torch are imported when a detector is built, not at import.
 """
 
@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import cv2
 import numpy as np
 
-from gpen_core.errors import GPENError, InputError, WeightsError
+from gpen_core.errors import GPENError, WeightsError
+from gpen_core.rgb import check_rgb
 
 if TYPE_CHECKING:
     import torch
@@ -26,6 +27,24 @@ if TYPE_CHECKING:
     from gpen_core.faces.screen import Filtered
 
 Network = Literal["mobilenet0.25", "resnet50"]
+Resize = Literal["area", "linear"]
+_RESIZE = {"area": cv2.INTER_AREA, "linear": cv2.INTER_LINEAR}
+# np.rot90(img, k) (counter-clockwise) as OpenCV's faster rotate.
+CV2_TURN = {1: cv2.ROTATE_90_COUNTERCLOCKWISE, 2: cv2.ROTATE_180, 3: cv2.ROTATE_90_CLOCKWISE}
+
+
+def unturn(pts: np.ndarray, turn: int, w: int, h: int) -> np.ndarray:
+    """(N, 2) (x, y) points on a ``w``×``h`` image turned ``turn`` quarter turns counter-clockwise → on the image.
+
+    Continuous pixel coordinates (a pixel centre is at +0.5), so pixel centres map exactly."""
+    x, y = pts[:, 0], pts[:, 1]
+    if turn == 1:
+        return np.stack([w - y, x], axis=1)
+    if turn == 2:
+        return np.stack([w - x, h - y], axis=1)
+    if turn == 3:
+        return np.stack([y, h - x], axis=1)
+    return np.asarray(pts, dtype=np.float64)
 
 # Our names → facexlib's RetinaFace(network_name=...).
 _FACEXLIB_NETWORK = {"mobilenet0.25": "mobile0.25", "resnet50": "resnet50"}
@@ -45,12 +64,21 @@ class Detection:
 
     ``box`` is (x0, y0, x1, y1), clipped to the image; ``landmarks`` is (5, 2)
     float32 (x, y), read-only: left eye, right eye, nose tip, left and right mouth
-    corner ("left" as seen in the image).
+    corner ("left" as seen on the face: on a turned photo they follow the face).
+    ``unclipped``: the box as the detector gave it (None: same as ``box``); the official
+    small-face smoothing decides on it. ``turn``: quarter turns (counter-clockwise) of
+    the detection copy the face was found on (0: upright).
     """
 
     box: tuple[float, float, float, float]
     score: float
     landmarks: np.ndarray
+    unclipped: tuple[float, float, float, float] | None = None
+    turn: int = 0
+
+    @property
+    def full_box(self) -> tuple[float, float, float, float]:
+        return self.unclipped if self.unclipped is not None else self.box
 
     @property
     def width(self) -> float:
@@ -77,18 +105,6 @@ def import_backends() -> None:
             import facexlib.detection.retinaface  # noqa: F401
     except ImportError:  # FaceDetector reports it with the fix when a detector is built
         pass
-
-
-def check_rgb(rgb: Any, what: str = "image") -> np.ndarray:
-    if not isinstance(rgb, np.ndarray) or rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
-        desc = f"{rgb.dtype} {rgb.shape}" if isinstance(rgb, np.ndarray) else type(rgb).__name__
-        raise InputError(
-            f"{what} must be an RGB uint8 H×W×3 array, got {desc}. "
-            "Convert it first (drop an alpha channel, expand grayscale to 3 channels)."
-        )
-    if rgb.shape[0] < 1 or rgb.shape[1] < 1:
-        raise InputError(f"{what} is empty ({rgb.shape[1]}×{rgb.shape[0]} px)")
-    return np.ascontiguousarray(rgb)  # OpenCV needs positive strides (no copy when already contiguous)
 
 
 def load_state_dict(path: Path, what: str) -> dict[str, Any]:
@@ -230,15 +246,26 @@ class FaceDetector:
         self._lock = threading.Lock()
 
     def detect(
-        self, rgb: np.ndarray, *, threshold: float = 0.9, max_side: int = 1000, shrink_above: int | None = None
+        self,
+        rgb: np.ndarray,
+        *,
+        threshold: float = 0.9,
+        max_side: int = 1000,
+        shrink_above: int | None = None,
+        interpolation: Resize = "area",
+        turn: int = 0,
     ) -> list[Detection]:
         """Faces in an RGB uint8 H×W×3 image, highest score first (as the official code).
 
         ``threshold``: minimum RetinaFace score (GPEN's official value is 0.9).
-        ``max_side``: detection runs on a copy shrunk (INTER_AREA) so its longest side
-        is at most this; boxes and landmarks are mapped back to input pixels. Boxes are
-        clipped to the image. ``shrink_above``: shrink only images whose longest side
+        ``max_side``: detection runs on a copy shrunk so its longest side is at most this
+        (``interpolation``: "area", or "linear" as the official code); boxes and landmarks
+        are mapped back to input pixels. Boxes are clipped to the image (``unclipped``
+        keeps the detector's). ``shrink_above``: shrink only images whose longest side
         exceeds this (the official rule is 1000 px above 1500 px); None: above ``max_side``.
+        ``turn``: detect on the copy turned this many quarter turns counter-clockwise
+        (``np.rot90``), for sideways and upside-down scans; the landmarks mapped back follow
+        the face, so the alignment puts it upright.
         """
         import torch
 
@@ -247,14 +274,18 @@ class FaceDetector:
             raise ValueError(f"threshold must be in [0, 1), got {threshold}")
         if max_side < 16:
             raise ValueError(f"max_side must be at least 16 px, got {max_side}")
+        if turn not in (0, 1, 2, 3) or interpolation not in _RESIZE:
+            raise ValueError(f"turn must be 0-3 and interpolation one of {sorted(_RESIZE)}, got {turn}, {interpolation!r}")
         h, w = rgb.shape[:2]
         small = rgb
         if max(h, w) > max(max_side, shrink_above or 0):
             s = max_side / max(h, w)
             new_w, new_h = max(1, round(w * s)), max(1, round(h * s))
-            small = cv2.resize(rgb, (new_w, new_h), interpolation=cv2.INTER_AREA)
+            small = cv2.resize(rgb, (new_w, new_h), interpolation=_RESIZE[interpolation])
         sh, sw = small.shape[:2]
         fx, fy = w / sw, h / sh
+        if turn:
+            small = cv2.rotate(small, CV2_TURN[turn])
         # facexlib's detect_faces takes OpenCV's BGR (it subtracts BGR means 104/117/123),
         # any dtype (it casts to float32), and with use_origin_size=True does not resize.
         bgr = cv2.cvtColor(small, cv2.COLOR_RGB2BGR)
@@ -267,14 +298,18 @@ class FaceDetector:
 
         found: list[Detection] = []
         for row in rows:
-            x0, x1 = np.clip(row[[0, 2]] * fx, 0, w)
-            y0, y1 = np.clip(row[[1, 3]] * fy, 0, h)
+            corners = unturn(row[0:4].reshape(2, 2), turn, sw, sh) * (fx, fy)
+            ux0, uy0 = corners.min(axis=0)
+            ux1, uy1 = corners.max(axis=0)
+            x0, x1 = np.clip((ux0, ux1), 0, w)
+            y0, y1 = np.clip((uy0, uy1), 0, h)
             if x1 - x0 < 1 or y1 - y0 < 1:
                 continue
-            lm = row[5:15].reshape(5, 2) * (fx, fy)
+            lm = unturn(row[5:15].reshape(5, 2), turn, sw, sh) * (fx, fy)
             lm = lm.astype(np.float32)
             lm.setflags(write=False)
-            found.append(Detection((float(x0), float(y0), float(x1), float(y1)), float(row[4]), lm))
+            unclipped = (float(ux0), float(uy0), float(ux1), float(uy1))
+            found.append(Detection((float(x0), float(y0), float(x1), float(y1)), float(row[4]), lm, unclipped, turn))
         found.sort(key=lambda d: d.score, reverse=True)  # stable: ties keep the detector's order
         return found
 

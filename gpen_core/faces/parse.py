@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from gpen_core.faces.detect import check_rgb
+from gpen_core.rgb import check_rgb
 from gpen_core.faces.masks import parsing_labels_to_mask
 
 if TYPE_CHECKING:

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from gpen_core.faces import tasks
 from gpen_core.faces.align import align_transform, reference_points
-from gpen_core.faces.detect import Detection, check_rgb
+from gpen_core.faces.detect import Detection
+from gpen_core.rgb import check_rgb
 from gpen_core.errors import InputError
 from gpen_core.faces.paste import WARP_FLAGS, ParsingFn, Piece, compose, face_mask, warp_piece
 from gpen_core.result import Face
@@ -59,7 +61,8 @@ def _restore_crop(restore_fn: RestoreFn, crop: np.ndarray, size: int) -> np.ndar
 
 
 def _restore_aligned(
-    rgb: np.ndarray, restore_fn: RestoreFn, size: int, alpha: float, paste: bool, progress: ProgressFn | None
+    rgb: np.ndarray, restore_fn: RestoreFn, size: int, alpha: float, paste: bool, progress: ProgressFn | None,
+    at_input_size: bool = True,
 ) -> PhotoOutput:
     h, w = rgb.shape[:2]
     notes: list[str] = []
@@ -68,13 +71,14 @@ def _restore_aligned(
     if (h, w) != (size, size):
         # INTER_LINEAR, as the official FaceGAN.process resizes its input.
         crop = cv2.resize(rgb, (size, size), interpolation=cv2.INTER_LINEAR)
-        notes.append(f"aligned input {w}×{h} was resized to {size}×{size} for the generator and back")
+        back = " and back" if at_input_size else " (the result stays at that size, as official)"
+        notes.append(f"aligned input {w}×{h} was resized to {size}×{size} for the generator{back}")
     t1 = time.perf_counter()
     restored = _restore_crop(restore_fn, crop, size)
     restored = cv2.addWeighted(restored, alpha, crop, 1.0 - alpha, 0.0)
     t2 = time.perf_counter()
     if paste:
-        same = (h, w) == (size, size)
+        same = (h, w) == (size, size) or not at_input_size
         image = restored.copy() if same else cv2.resize(restored, (w, h), interpolation=cv2.INTER_LINEAR)
     else:
         image = rgb.copy()
@@ -100,6 +104,8 @@ def restore_photo(
     aligned: bool = False,
     progress: ProgressFn | None = None,
     background: np.ndarray | None = None,
+    aligned_at_input_size: bool = True,
+    damage: tasks.Damage | None = None,
 ) -> PhotoOutput:
     """Restore every detected face of an RGB uint8 H×W×3 photo and paste it back.
 
@@ -114,7 +120,10 @@ def restore_photo(
     at the input's size. ``progress(done, total)`` is called after each face.
     ``background``: paste onto this RGB uint8 image of ``rgb``'s size instead of
     ``rgb`` (GPEN's --use_sr flow: align on the resized original, paste onto the
-    upscaled photo); ``image`` is then based on it.
+    upscaled photo); ``image`` is then based on it. ``aligned_at_input_size=False``: an
+    aligned result stays at ``size`` (the official inpainting and seg2face). ``damage``
+    (inpainting, :class:`gpen_core.faces.tasks.Damage`): only faces it touches are run, their crops see it white, and
+    each is pasted through its damage, feathered (:mod:`gpen_core.faces.tasks`).
 
     No detections is not an error: the input comes back unchanged with a note.
     """
@@ -124,7 +133,7 @@ def restore_photo(
     if not 0.0 <= alpha <= 1.0:
         raise InputError(f"alpha must be between 0 (original face) and 1 (restored face), got {alpha}")
     if aligned:
-        return _restore_aligned(rgb, restore_fn, size, alpha, paste, progress)
+        return _restore_aligned(rgb, restore_fn, size, alpha, paste, progress, aligned_at_input_size)
     if background is not None and (background.shape != rgb.shape or background.dtype != np.uint8):
         raise ValueError(f"background must be RGB uint8 of the photo's shape {rgb.shape}, got {background.dtype} {background.shape}")
     base = rgb if background is None else background
@@ -143,10 +152,20 @@ def restore_photo(
     faces: list[Face] = []
     pieces: list[Piece] = []
     total = len(detections)
+    skipped = 0
     for i, det in enumerate(detections):
         t0 = time.perf_counter()
         fwd, inv = align_transform(det.landmarks, size)
         crop = cv2.warpAffine(rgb, fwd, (size, size), flags=WARP_FLAGS)
+        hurt = None
+        if damage is not None:
+            hurt = tasks.crop_damage(damage.mask, fwd, size)
+            if not tasks.touches(hurt, damage.from_photo):
+                skipped += 1
+                if progress is not None:
+                    progress(i + 1, total)
+                continue
+            crop[hurt > 0.5] = 255  # the strokes white, as the network was trained to see them
         t1 = time.perf_counter()
         restored = _restore_crop(restore_fn, crop, size)
         raw = restored  # the parsing mask is computed on the unsmoothed face, as official
@@ -155,7 +174,10 @@ def restore_photo(
         restored = cv2.addWeighted(restored, alpha, crop, 1.0 - alpha, 0.0)
         t2 = time.perf_counter()
         if paste:
-            piece = warp_piece(restored, face_mask(raw, parsing_fn, size), inv, w, h)
+            mask = face_mask(raw, parsing_fn, size)
+            if hurt is not None:
+                mask = mask * tasks.damage_paste_mask(hurt)
+            piece = warp_piece(restored, mask, inv, w, h)
             if piece is not None:
                 pieces.append(piece)
         t3 = time.perf_counter()
@@ -169,4 +191,12 @@ def restore_photo(
     t0 = time.perf_counter()
     image = compose(base, pieces) if paste else base.copy()
     timings["paste_s"] += time.perf_counter() - t0
-    return PhotoOutput(image, tuple(faces), timings, ())
+    notes: list[str] = []
+    if damage is not None:
+        notes.append(
+            f"inpainted {len(faces)} of {total} face{'s' if total > 1 else ''}: the ones the damage touches"
+            + (f"; {skipped} left as they were" if skipped else "")
+        )
+        if tasks.outside_faces(damage.mask, [d.box for d in detections]):
+            notes.append("damage outside the faces is left as it is: GPEN's inpainting network fills faces only")
+    return PhotoOutput(image, tuple(faces), timings, tuple(notes))

@@ -48,6 +48,15 @@ MIN_SECONDS = 0.05
 # Time decides only when memory does not, and only beyond this share: one busy moment of
 # a 2-core machine moves a 10 s request by 10-30 %.
 TIME_THRESHOLD = 0.25
+# Below these, a value is under what the measurement resolves (the table shows whole MB and
+# hundredths of a second): no percentage is computed from it.
+RESOLUTION_BYTES = 1_000_000
+RESOLUTION_SECONDS = 0.01
+
+# What a tip's claim is about: a memory claim is judged on memory alone (a tip that claims
+# "60 % less memory" and saves only time does not "help" as claimed); "memory and time"
+# lets time break a tie; "time" is judged on time.
+ClaimKind = Literal["memory", "time", "memory and time"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,8 @@ class Tip:
     measured_as: str
     # Why it is not measured, when it cannot be on any machine (the code never existed).
     never_existed: str = ""
+    # What the claim promises, so the verdict judges that (see ClaimKind).
+    claims: ClaimKind = "memory"
 
 
 TIPS: tuple[Tip, ...] = (
@@ -73,12 +84,12 @@ TIPS: tuple[Tip, ...] = (
         "GPEN-BFR-512 vs GPEN-BFR-256, both float32, same photo and detector "
         "(`--size` existed only 2021-10 to 2022-02; the 256 model is what it selected)"),
     Tip(4, "`torch.compile(mode=\"reduce-overhead\")`", "18–22 % faster, 0.7 GB less VRAM",
-        "GPEN-BFR-512 float16 on CUDA, eager vs compiled (CUDA graphs)"),
+        "GPEN-BFR-512 float16 on CUDA, eager vs compiled (CUDA graphs)", claims="memory and time"),
     Tip(5, "FP16 (`model.half()`)", "1.1 GB less VRAM, PSNR only −0.3 dB",
         "GPEN-BFR-512 on CUDA, float32 vs float16"),
     Tip(6, "`--crop_face`: restore only the faces", "peak 5.3 → 3.1 GB on a 10 MB photo, 2.4× faster",
         "`balanced` (paste-back onto the photo) vs `faces-only` (the crops alone), 12 MP photo "
-        "(`--crop_face` never existed in yangxy/GPEN; faces-only is what it stands for)"),
+        "(`--crop_face` never existed in yangxy/GPEN; faces-only is what it stands for)", claims="memory and time"),
     Tip(7, "JPEG q95 output instead of PNG", "60 % less memory while writing",
         "encoding the 12 MP result as PNG vs JPEG q95 (the encode alone)"),
     Tip(8, "pre-shrink big photos", "otherwise the full photo stays in memory",
@@ -89,7 +100,7 @@ TIPS: tuple[Tip, ...] = (
     Tip(10, "avoid Jupyter / IDEs", "+1.5–2 GB",
         "not measured: it needs a running Jupyter kernel or IDE"),
     Tip(11, "`vm.swappiness=10`", "avoids swap stalls",
-        "not measured: it needs a swap device and changing a kernel setting"),
+        "not measured: it needs a swap device and changing a kernel setting", claims="time"),
 )
 
 
@@ -138,7 +149,7 @@ def _run_child(spec: dict[str, Any], env: dict[str, str] | None = None, timeout:
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         child_env.pop(k, None)
     child_env.update(env or {})
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])  # the folder holding gpen_core
     child_env["PYTHONPATH"] = root + os.pathsep + child_env.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, "-m", "gpen_core.hwcheck.advice_child", json.dumps(spec)], capture_output=True,
                           text=True, env=child_env, timeout=timeout, cwd=root)
@@ -167,19 +178,31 @@ def _change(before: float, after: float) -> float:
     return (after - before) / before if before else 0.0
 
 
-def verdict(before: Side, after: Side, metric: Literal["process", "request", "vram"] = "process") -> tuple[Verdict, str]:
-    """helps / no effect / hurts from the memory metric that the tip is about, and the time.
+def verdict(
+    before: Side, after: Side, metric: Literal["process", "request", "vram"] = "process", claims: ClaimKind = "memory",
+) -> tuple[Verdict, str]:
+    """helps / no effect / hurts on what the tip claims (``claims``), from the memory metric
+    that the tip is about and the time.
 
     A change counts when it is larger than :data:`THRESHOLD` of the "before" value and
-    larger than the measured spread between runs; memory decides, time breaks a tie.
+    larger than the measured spread between runs. A memory claim is judged on memory alone;
+    "memory and time": memory decides, time breaks a tie; a time claim on time alone.
+    Values under the measurement's resolution get no percentage and decide nothing.
     """
     pick = {"process": lambda s: s.process_peak_bytes, "request": lambda s: s.request_peak_bytes,
             "vram": lambda s: s.vram_reserved_bytes or 0}[metric]
-    dm = _change(pick(before), pick(after))
-    dt_shown = dt = _change(before.seconds, after.seconds)
+    mb, ma = pick(before), pick(after)
+    mem_resolved = max(mb, ma) >= RESOLUTION_BYTES
+    dm = _change(mb, ma) if mem_resolved else 0.0
+    time_resolved = max(before.seconds, after.seconds) >= RESOLUTION_SECONDS
+    dt_shown = dt = _change(before.seconds, after.seconds) if time_resolved else 0.0
     if abs(after.seconds - before.seconds) < MIN_SECONDS:
         dt = 0.0  # shown, but too small to decide anything
     noise = max(THRESHOLD, before.spread, after.spread)
+    if claims == "memory":
+        dt = 0.0  # a memory claim is not made true by a change in time
+    elif claims == "time":
+        dm = 0.0
     if dm <= -noise or (abs(dm) < noise and dt <= -TIME_THRESHOLD):
         v: Verdict = "helps"
     elif dm >= noise or (abs(dm) < noise and dt >= TIME_THRESHOLD):
@@ -187,11 +210,21 @@ def verdict(before: Side, after: Side, metric: Literal["process", "request", "vr
     else:
         v = "no effect"
     what = {"process": "process peak RAM", "request": "peak above idle", "vram": "peak VRAM"}[metric]
-    return v, f"{what} {_fmt_pct(dm)}, time {_fmt_pct(dt_shown)}"
+    mem_txt = _fmt_pct(_change(mb, ma)) if mem_resolved else f"under {RESOLUTION_BYTES / 1e6:.0f} MB both times"
+    time_txt = _fmt_pct(dt_shown) if time_resolved else f"under {RESOLUTION_SECONDS:.2f} s both times"
+    judged = {"memory": " (the claim is about memory: judged on memory)", "time": " (the claim is about time: judged on time)",
+              "memory and time": ""}[claims]
+    return v, f"{what} {mem_txt}, time {time_txt}{judged}"
 
 
 def _fmt_pct(x: float) -> str:
-    return f"{x * 100:+.0f} %"
+    return f"{x * 100:+.0f}\u00a0%"  # no-break space: a table cell never leaves the "%" alone on a line
+
+
+def progress_text(k: int, n: int, tip: Tip) -> str:
+    """'tip 7 (3 of 9): JPEG q95 output instead of PNG': plain text (a progress bar shows no
+    Markdown, so the tip's code marks are dropped)."""
+    return f"tip {tip.number} ({k + 1} of {n}): {tip.tip.replace('`', '')}"
 
 
 def _interleaved(specs: Sequence[tuple[dict[str, Any], dict[str, str] | None]], repeats: int) -> list[list[dict[str, Any]]]:
@@ -248,7 +281,7 @@ def measure_tips(
     tiny = workload == "tiny"
     results: list[TipResult] = []
     for k, tip in enumerate(wanted):
-        report(k / len(wanted), f"tip {tip.number}: {tip.tip}")
+        report(k / len(wanted), progress_text(k, len(wanted), tip))
         results.append(_measure_one(tip, base, repeats, has_cuda, cache_files if not tiny else 2_000, tiny))
     report(1.0, "done")
     return AdviceReport(
@@ -323,7 +356,7 @@ def _measure_one(tip: Tip, base: dict[str, Any], repeats: int, has_cuda: bool, c
         before = _side(f"cache of {cache_files:,} files", outs[1])
         after = _side("empty cache", outs[0])
         walk = _side("os.walk of it", outs[2])
-        v, why = verdict(before, after, "request")
+        v, why = verdict(before, after, "request", tip.claims)
         return TipResult(tip, v, f"{why}; finding the weights here never walks the cache. A full os.walk of "
                                  f"{cache_files:,} files: {walk.request_peak_bytes / 1e6:.0f} MB above idle, "
                                  f"{walk.seconds:.2f} s", before, after)
@@ -331,7 +364,7 @@ def _measure_one(tip: Tip, base: dict[str, Any], repeats: int, has_cuda: bool, c
         raise ValueError(f"no measurement for tip {n}")
     outs = _interleaved([a, b], repeats)
     before, after = _side(labels[0], outs[0]), _side(labels[1], outs[1])
-    v, why = verdict(before, after, metric)
+    v, why = verdict(before, after, metric, tip.claims)
     return TipResult(tip, v, why, before, after)
 
 

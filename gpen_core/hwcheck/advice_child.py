@@ -131,20 +131,23 @@ def _child_forward(spec: dict[str, Any]) -> dict[str, Any]:
     fwd = torch.compile(model, mode="reduce-overhead") if spec.get("compile") else model
     x = torch.rand(1, 3, size, size, device=device, dtype=dtype) * 2 - 1
     cuda = device.startswith("cuda")
+    # The request's own GPU: a bare synchronize() waits for the current device only, so on
+    # "cuda:1" it would return before the work is done and the times would read about 0.
+    dev = torch.device(device)
     times = []
     with torch.inference_mode():
         for i in range(int(spec["repeats"]) + 2):  # two warm-ups (compile, CUDA graph capture)
             if cuda:
-                torch.cuda.synchronize()
+                torch.cuda.synchronize(dev)
             t = time.perf_counter()
             y = fwd(x)
             if cuda:
-                torch.cuda.synchronize()
+                torch.cuda.synchronize(dev)
             if i >= 2:
                 times.append(time.perf_counter() - t)
             ok = bool(torch.isfinite(y.float()).all())
             del y
-    vram = int(torch.cuda.max_memory_reserved()) if cuda else None
+    vram = int(torch.cuda.max_memory_reserved(dev)) if cuda else None
     return {"process_peak": _vmhwm(), "request_peaks": [0], "seconds": statistics.median(times),
             "vram_reserved": vram, "finite": ok}
 

@@ -78,7 +78,7 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
         if m is None:
             continue
         vram = "n/a" if m.peak_vram_bytes is None else f"{format_bytes(m.peak_vram_bytes)} / {format_bytes(m.peak_vram_reserved_bytes)}"
-        w = SYNTHETIC_NOTE if m.weights == "synthetic" else "real"
+        w = weights_cell(m)
         row = [f"`{m.mode}`", m.model, m.dtype, format_bytes(m.peak_ram_bytes), vram, _secs(m.seconds_per_face), f"{m.total_s:.1f}", w]
         if m.stepped_down_to:
             row[3] = row[4] = f"not measured (ran {m.stepped_down_to})"
@@ -89,6 +89,27 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
             row.append("yes" if ok else (f"no ({format_bytes(short)} short)" if have is not None else "no"))
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
+
+
+def weights_cell(m: ModeProfile) -> str:
+    """What the mode's networks ran with: the generator, and the detector when it ran random.
+
+    A generator file is "the file" (not "real"): without a published checksum a checkpoint
+    of that name with random weights loads the same way, so the check cannot tell.
+    """
+    from gpen_core.weights.registry import REGISTRY
+
+    if m.weights == "synthetic":
+        gen = SYNTHETIC_NOTE
+    else:
+        spec = REGISTRY.get(m.model)
+        pinned = spec is not None and spec.sha256 is not None
+        gen = f"{m.model} file" + ("" if pinned else " (no published checksum: release not verified)")
+    if "synthetic weights" in m.detector:
+        gen += "; detector: random weights, fixed boxes"
+    elif "given boxes" in m.detector:
+        gen += "; no detector: fixed boxes"
+    return gen
 
 
 def chart_rows(profile: Profile) -> list[dict[str, Any]]:

@@ -225,6 +225,7 @@ class _Target:
 
 def _generator_targets(device: torch.device) -> list[_Target]:
     from gpen_core.modes import MODES
+    from gpen_core.networks.plan import cuda_native_bf16
 
     # Which (size model, dtype) pairs the modes run on this kind of device. meta stands for
     # both: every dtype is built, so one CI run covers the CPU and the CUDA paths.
@@ -236,7 +237,7 @@ def _generator_targets(device: torch.device) -> list[_Target]:
             pairs[(m.model, m.cpu_dtype)] = None
     # The 512 generator in all three dtypes wherever they can run (a user may force any).
     for dt in ("float32", "bfloat16", "float16"):
-        if device.type == "meta" or (device.type == "cuda" and (dt != "bfloat16" or torch.cuda.is_bf16_supported())):
+        if device.type == "meta" or (device.type == "cuda" and (dt != "bfloat16" or cuda_native_bf16(device))):
             pairs[("GPEN-BFR-512", dt)] = None
     targets = []
     for model, dt in sorted(pairs, key=lambda p: (p[0], ("float32", "bfloat16", "float16").index(p[1]))):

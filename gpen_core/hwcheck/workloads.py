@@ -27,7 +27,7 @@ import numpy as np
 
 from gpen_core.faces.align import reference_points
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 _EXAMPLE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 
 

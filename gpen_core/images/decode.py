@@ -35,6 +35,8 @@ from PIL import Image, ImageFile, UnidentifiedImageError
 
 from gpen_core.errors import InputError, OutOfMemory
 from gpen_core.images.encode import encode_image, shrink_to_max_side
+from gpen_core.images.metadata import Metadata
+from gpen_core.images.metadata import read as read_metadata
 from gpen_core.images.limits import (
     _OUR_NAME,
     _SNIFF_BYTES,
@@ -97,6 +99,10 @@ class DecodedImage:
     icc_profile: bytes | None = field(default=None, repr=False)
     # The EXIF orientation applied to ``rgb`` (1: none; 5-8 turn the picture by 90°).
     orientation: int = 1
+    # The file's EXIF (date taken, camera; orientation reset to 1 as ``rgb`` is upright) and DPI
+    # (x, y of the upright picture), for the result (gpen_core.images.metadata.for_output).
+    exif: bytes | None = field(default=None, repr=False)
+    dpi: tuple[float, float] | None = None
 
     @property
     def size(self) -> tuple[int, int]:
@@ -122,9 +128,10 @@ def decode_image(
     the image to this longest side anyway, a large JPEG is decoded at 1/2, 1/4 or 1/8
     scale (libjpeg's DCT scaling via Pillow's ``draft``: less time and memory) such that
     its longest side stays ≥ ``_DRAFT_KEEP`` × ``reduce_to`` (so a 4000 px photo for a
-    2048 px target decodes at 2000 px, not at 12 MP); other formats decode at full size
-    and the caller shrinks them (:func:`shrink_to_max_side`). The notes say when this
-    happened.
+    2048 px target decodes at 2000 px, not at 12 MP); a greyscale image (8 or 16 bit,
+    no alpha) is shrunk to ``reduce_to`` before it is expanded to RGB; others decode at
+    full size and the caller shrinks them (:func:`shrink_to_max_side`). The notes say
+    when this happened.
 
     Raises :class:`InputError` for anything wrong with the file (too big, not an allowed
     format, too many pixels, bad aspect ratio, too small, truncated, corrupt), with a
@@ -165,12 +172,65 @@ def decode_image(
             raise OutOfMemory("Not enough memory to read the image header. Try again later.") from None
         except Exception as e:  # noqa: BLE001 - any parser failure on user bytes is the file's fault
             kind = _sniff(head) or "image"
-            raise _pillow_failure(kind, e) from None
+            reopened = _open_png_with_big_icc(fp, limits) if kind == "PNG" and "MAX_TEXT_CHUNK" in str(e) else None
+            if reopened is None:
+                raise _pillow_failure(kind, e) from None
+            im = reopened
         with im:
             fmt = _OUR_NAME.get(str(im.format), str(im.format))
             original_size = (int(im.size[0]), int(im.size[1]))
             _check_geometry(original_size, limits)
             return _decode_checked(im, fp, fmt, original_size, reduce_to)
+
+
+# Largest embedded colour profile read (a PNG's iCCP chunk, inflated). Pillow stops at 1 MB
+# (PngImagePlugin.MAX_TEXT_CHUNK, a process-wide setting we leave alone); real profiles are
+# under 100 KB, and LUT-heavy printer profiles reach a few MB.
+MAX_ICC_READ_BYTES = 16_000_000
+
+
+def _open_png_with_big_icc(fp: io.BufferedIOBase, limits: InputLimits) -> "Image.Image | None":
+    """Open a PNG whose iCCP chunk inflates past Pillow's 1 MB text limit; None when it is not that.
+
+    The chunk is inflated here up to ``MAX_ICC_READ_BYTES`` and the image opened from a
+    copy without it (the file is within the upload limit), the profile put back into
+    ``info``, so the normal path converts it to sRGB. Pillow's global limit stays as it is
+    for every other caller.
+    """
+    import struct
+    import zlib
+
+    fp.seek(0)
+    data = fp.read(limits.max_file_bytes + 1)
+    pos, icc, cut = 8, None, None
+    while pos + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        end = pos + 12 + length
+        if kind == b"iCCP":
+            body = data[pos + 8 : pos + 8 + length]
+            name_end = body.find(b"\0")
+            if name_end < 0 or end > len(data):
+                return None
+            inflate = zlib.decompressobj()
+            try:
+                icc = inflate.decompress(body[name_end + 2 :], MAX_ICC_READ_BYTES)
+            except zlib.error:
+                return None
+            if inflate.unconsumed_tail:
+                raise InputError(
+                    f"The PNG's colour profile is over {MAX_ICC_READ_BYTES // 1_000_000} MB once unpacked, far "
+                    "beyond any real profile. Re-export it with a standard profile (sRGB) and try again."
+                )
+            cut = (pos, end)
+            break
+        if kind == b"IDAT":
+            return None
+        pos = end
+    if cut is None:
+        return None
+    im = Image.open(io.BytesIO(data[: cut[0]] + data[cut[1] :]), formats=["PNG"])
+    im.info["icc_profile"] = icc
+    return im
 
 
 # A JPEG is DCT-scaled at decode when its reduced longest side keeps at least this share of
@@ -279,11 +339,21 @@ def _decode_checked(
         orientation, exif_note = _read_orientation(im)
         if exif_note:
             notes.append(exif_note)
+        meta = read_metadata(im, orientation if orientation in _ORIENT else 1)
+        if meta.note and not exif_note:
+            notes.append(meta.note)
         icc = _rgb_icc(im) if im.mode in ("RGB", "RGBA", "P", "PA", "RGBa") else None
         base, alpha = _to_arrays(im, fmt, deep, notes)
         # The arrays no longer share Pillow's buffer (4 bytes per RGB pixel): free it now,
         # before the copy below, so a 48 MP photo peaks near 2× its RGB size, not 3×.
         im.close()
+        if reduce_to is not None and base.ndim == 2 and alpha is None and max(base.shape) > reduce_to:
+            # Greyscale triples in size when expanded to RGB: shrink it first, as the caller
+            # would right after (its mode's longest side), so the expansion costs the small copy.
+            big = base.shape
+            base, _ = shrink_to_max_side(base, reduce_to)
+            notes.append(f"shrunk at decode from {big[1]}×{big[0]} to {base.shape[1]}×{base.shape[0]} (greyscale, "
+                         "before expanding it to RGB)")
         icc = _settle_icc(icc, base, notes)
     except MemoryError:
         raise OutOfMemory(
@@ -293,7 +363,7 @@ def _decode_checked(
         raise
     except Exception as e:  # noqa: BLE001 - Pillow raises OSError, SyntaxError, ValueError, struct.error...
         raise _pillow_failure(fmt, e) from None
-    return _finish(base, alpha, fmt, original_size, orientation, icc, notes)
+    return _finish(base, alpha, fmt, original_size, orientation, icc, notes, meta)
 
 
 def _finish(
@@ -304,6 +374,7 @@ def _finish(
     orientation: int,
     icc: bytes | None,
     notes: list[str],
+    meta: Metadata = Metadata(),
 ) -> DecodedImage:
     """uint8 H×W or H×W×3 (+ alpha) as stored → the upright, composited DecodedImage."""
     # From here on: numpy only, no user-controlled parsing.
@@ -331,4 +402,6 @@ def _finish(
         notes=tuple(notes),
         icc_profile=icc,
         orientation=orientation if orientation in _ORIENT else 1,
+        exif=meta.exif,
+        dpi=meta.dpi,
     )

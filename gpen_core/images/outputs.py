@@ -8,9 +8,11 @@ restore; :func:`write_atomic` never leaves a partial file under the final name.
 
 from __future__ import annotations
 
+import os
 import tempfile
-from collections.abc import Iterable
-from pathlib import Path
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path, PurePosixPath
 
 from gpen_core.errors import InputError
 
@@ -57,3 +59,109 @@ def write_atomic(dst: Path, data: bytes) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise InputError(f"cannot write {dst}: {exc.strerror or exc}. Choose another output path.") from None
+
+
+def output_stems(names: Sequence[str]) -> list[str]:
+    """The output file name (without its extension) for each input file name, unique per input.
+
+    A photo keeps its stem (``photo.jpg`` → ``photo``, written as ``photo.jpg`` or ``photo.png``).
+    Inputs whose stems would meet in one output folder (``same.jpg`` and ``same.png``;
+    compared case-blind, as macOS and Windows folders do) keep their extension in the
+    name instead: ``same_jpg`` and ``same_png``. Inputs that still meet (``a/x.jpg`` and
+    ``b/x.jpg`` in one run) are numbered in input order: ``x_jpg``, ``x_jpg-2``. The
+    rule depends only on the names of this run's inputs, so a rerun over the same
+    folder finds the outputs of the first.
+    """
+    paths = [PurePosixPath(str(n).replace("\\", "/")) for n in names]
+    counts: dict[str, int] = {}
+    for p in paths:
+        counts[p.stem.casefold()] = counts.get(p.stem.casefold(), 0) + 1
+    # Stems kept as they are come first: a file really named ``same_jpg.png`` keeps ``same_jpg``.
+    kept = {p.stem.casefold() for p in paths if counts[p.stem.casefold()] == 1}
+    used: set[str] = set()
+    out: list[str] = []
+    for p in paths:
+        if counts[p.stem.casefold()] == 1:
+            out.append(p.stem)
+            continue
+        base = f"{p.stem}_{p.suffix.lstrip('.')}" if p.suffix else p.stem
+        unique, n = base, 1
+        while unique.casefold() in used or unique.casefold() in kept:
+            n += 1
+            unique = f"{base}-{n}"
+        used.add(unique.casefold())
+        out.append(unique)
+    return out
+
+
+def save_result(folder: Path, name: str, data: bytes, *, max_age_s: float | None = None) -> Path:
+    """Write ``data`` as ``name`` in a fresh subfolder of ``folder`` (``r-XXXX/name``); return its path.
+
+    Never a shared fixed path: two requests for the same photo get two files. With
+    ``max_age_s``, results older than that are swept from ``folder`` first (a server's
+    downloads would otherwise pile up between restarts).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    if max_age_s is not None:
+        sweep(folder, max_age_s)
+    path = Path(tempfile.mkdtemp(prefix="r-", dir=folder)) / name
+    path.write_bytes(data)
+    return path
+
+
+def sweep(folder: Path, max_age_s: float) -> int:
+    """Delete every file under ``folder`` last modified more than ``max_age_s`` ago, then the
+    folders left empty; returns how many files went. Symlinks are removed, never followed.
+
+    The app runs it at start-up over its whole temp folder: uploads, results and pasted
+    images left by an instance that was killed (Gradio's own clean-up only knows the
+    files of the instance that made them).
+    """
+    cutoff = time.time() - max_age_s
+    removed = 0
+    if not folder.is_dir():
+        return 0
+    for root, dirs, names in os.walk(folder, topdown=False):
+        for n in names:
+            p = Path(root, n)
+            try:
+                if p.lstat().st_mtime < cutoff:
+                    p.unlink()
+                    removed += 1
+            except OSError:  # gone meanwhile, or not ours to delete: leave it
+                pass
+        for d in dirs:
+            p = Path(root, d)
+            try:
+                if p.is_symlink():
+                    if p.lstat().st_mtime < cutoff:
+                        p.unlink()
+                elif not any(p.iterdir()):
+                    p.rmdir()
+            except OSError:
+                pass
+    return removed
+
+
+# The temp folder the app makes for itself (``<tmp>/gpen-gradio-<uid>``): everything in it is
+# ours or Gradio's uploads for us. Any other GRADIO_TEMP_DIR may be shared with other programs.
+TEMP_ROOT_PREFIX = "gpen-gradio-"
+# Subfolders we create in any temp folder: downloadable results, pasted images.
+OWN_TEMP_SUBFOLDERS = ("results", "pasted")
+
+
+def sweep_temp(root: Path, max_age_s: float) -> int:
+    """Delete our files under ``root`` last modified more than ``max_age_s`` ago, then the
+    folders left empty; returns how many files went. Symlinks are removed, never followed.
+
+    Ours: everything when ``root`` is the app's own folder (its name starts with
+    ``TEMP_ROOT_PREFIX``: uploads, results and pasted images left by a killed instance);
+    in any other folder (a ``GRADIO_TEMP_DIR`` pointed at a shared place) only our own
+    subfolders, never anybody else's files.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return 0
+    targets = [root] if root.name.startswith(TEMP_ROOT_PREFIX) else [root / s for s in OWN_TEMP_SUBFOLDERS]
+    # A symlinked subfolder is never followed (it may point anywhere on the machine).
+    return sum(sweep(t, max_age_s) for t in targets if not t.is_symlink() and t.is_dir())

@@ -129,6 +129,21 @@ def _scale_16_to_8(a: np.ndarray) -> np.ndarray:
 _STRIP_PIXELS = 4_000_000  # above this, copy out of Pillow in strips
 
 
+def _grey16_to_8bit(im: Image.Image) -> np.ndarray:
+    """A loaded 16-bit greyscale Pillow image → uint8 H×W, converted strip by strip.
+
+    Converting the whole frame at once held a uint16 copy and two uint32 temporaries
+    beside Pillow's buffer (about 10 bytes per pixel: 563 MB for a 7000×7000 PNG); in
+    strips only the 8-bit result and one strip's temporaries exist beside it.
+    """
+    w, h = im.size
+    out = np.empty((h, w), np.uint8)
+    rows = max(1, _STRIP_PIXELS // 8 // w)
+    for y in range(0, h, rows):
+        out[y : y + rows] = _scale_16_to_8(np.asarray(im.crop((0, y, w, min(h, y + rows)))).astype(np.uint16))
+    return out
+
+
 def _asarray(im: Image.Image) -> np.ndarray:
     """A loaded Pillow image as an owned, writable numpy array.
 
@@ -173,7 +188,7 @@ def _to_arrays(im: Image.Image, fmt: str, deep: bool, notes: list[str]) -> tuple
         return _to_arrays(im.convert("RGBA" if transparent else "RGB"), fmt, False, notes)
     if mode.startswith("I;16"):
         notes.append("grayscale image expanded to RGB")
-        return _scale_16_to_8(_asarray(im).astype(np.uint16)), None
+        return _grey16_to_8bit(im), None
     if mode == "I":
         return _int32_to_8bit(im, fmt, notes), None
     if mode == "F":

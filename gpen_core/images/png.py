@@ -78,12 +78,16 @@ def encode_png(
     alpha: np.ndarray | None = None,
     icc_profile: bytes | None = None,
     *,
+    exif: bytes | None = None,
+    dpi: tuple[float, float] | None = None,
     band_bytes: int = _BAND_BYTES,
     workers: int | None = None,
 ) -> bytes:
     """RGB uint8 H×W×3 (+ uint8 H×W alpha → RGBA) → the bytes of an 8-bit PNG file.
 
-    ``icc_profile`` is embedded as an iCCP chunk named "ICC Profile", as Pillow writes it.
+    ``icc_profile`` is embedded as an iCCP chunk named "ICC Profile", as Pillow writes it;
+    ``exif`` (TIFF bytes, with or without JPEG's "Exif\\0\\0" prefix) as an eXIf chunk and
+    ``dpi`` (x, y) as a pHYs chunk in pixels per metre, both before the image data.
     zlib level 1 with strategy Z_RLE: after the filters a photo is mostly small residuals.
     ``band_bytes`` (pixel bytes per band) and ``workers`` (threads; default: the CPUs this
     process may use, at most 8) change speed only, never the decoded pixels.
@@ -124,6 +128,11 @@ def encode_png(
     out = [_SIGNATURE, _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, colour_type, 0, 0, 0))]
     if icc_profile:
         out.append(_chunk(b"iCCP", b"ICC Profile\x00\x00" + zlib.compress(icc_profile)))
+    if dpi:
+        ppm = [max(1, round(v / 0.0254)) for v in dpi]  # pHYs unit 1: the metre
+        out.append(_chunk(b"pHYs", struct.pack(">IIB", ppm[0], ppm[1], 1)))
+    if exif:
+        out.append(_chunk(b"eXIf", exif[6:] if exif.startswith(b"Exif\x00\x00") else exif))
     out += [idat for idat, _, _ in parts]
     # The stream's Adler-32 trailer in an IDAT of its own: IDATs are one stream cut anywhere,
     # and this way no band's compressed bytes are copied again to append it.

@@ -218,11 +218,6 @@ class FusedLeakyReLU(nn.Module):
         return fused_leaky_relu(x, self.bias)
 
 
-class ScaledLeakyReLU(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.leaky_relu(x, 0.2) * _SQRT2
-
-
 class EqualConv2d(nn.Module):
     def __init__(self, in_ch: int, out_ch: int, k: int, stride: int = 1, padding: int = 0, bias: bool = True) -> None:
         super().__init__()

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import torch
 
 from gpen_core.networks.arch import GPEN, GPENConfig
-from gpen_core.errors import OutOfMemory, WeightsError
+from gpen_core.errors import OutOfMemory, WeightsCorruptError, WeightsError
 
 # Keys under which training scripts and converters nest the generator's weights.
 _WRAPPER_KEYS = ("g_ema", "params_ema", "params", "state_dict", "model", "generator", "netG", "g")
@@ -189,7 +189,9 @@ def _unreadable(p: Path, what: str, head: bytes, exc: BaseException) -> WeightsE
     is_zip, is_pickle = head.startswith(_ZIP_MAGIC), head.startswith(b"\x80")  # legacy torch.save: a pickle
     if not (is_zip or is_pickle):
         return WeightsError(
-            f"the {what} file {p} is not a PyTorch checkpoint (it starts with bytes {head.hex(' ')}). {_DOWNLOAD_FIX}"
+            # Never quote its bytes: through a link the "checkpoint" can be any file on the server.
+            f"the {what} file {p} is not a PyTorch checkpoint (neither torch.save's ZIP format nor a legacy "
+            f"pickle). {_DOWNLOAD_FIX}"
         )
     if isinstance(exc, pickle.UnpicklingError) and "weights only" in str(exc).lower():
         return WeightsError(
@@ -203,9 +205,9 @@ def _unreadable(p: Path, what: str, head: bytes, exc: BaseException) -> WeightsE
                 f"cannot load the {what} {p} ({detail}); its bytes are intact, so it is not a checkpoint this "
                 "PyTorch can read. Use a GPEN-BFR-*.pth file, or update PyTorch."
             )
-        return WeightsError(f"the {what} file {p} is corrupt or incomplete ({bad}). {_DOWNLOAD_FIX}")
+        return WeightsCorruptError(f"the {what} file {p} is corrupt or incomplete ({bad}). {_DOWNLOAD_FIX}")
     # A legacy pickle cannot be checked further than "it did not load".
-    return WeightsError(f"the {what} file {p} is corrupt or incomplete ({detail}). {_DOWNLOAD_FIX}")
+    return WeightsCorruptError(f"the {what} file {p} is corrupt or incomplete ({detail}). {_DOWNLOAD_FIX}")
 
 
 def _zip_problem(p: Path) -> str | None:

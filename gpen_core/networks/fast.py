@@ -555,6 +555,7 @@ class PreparedForward:
         self._compiled: Callable[[torch.Tensor], torch.Tensor] | None = _compile(net, plan) if plan.compile else None
         self._ready = False
         self._lock = threading.Lock()
+        self._twin: PreparedForward | None = None
 
     @property
     def size(self) -> int:
@@ -596,18 +597,34 @@ class PreparedForward:
     def float32_twin(self) -> "PreparedForward":
         """This network with every weight cast up to float32 (exact casts of the stored values), eager.
 
-        For redoing a face whose half-precision output overflowed (:func:`forward_checked`):
-        built on demand and dropped after, since it holds the weights once more in float32.
+        For redoing a face whose half-precision output overflowed (:func:`forward_checked`).
+        Built on the first overflow and kept with this forward (so at most one per resident
+        generator, i.e. one per process): a photo whose faces overflow one after another
+        would otherwise copy the whole generator once per face. Its size is
+        :attr:`twin_bytes`; the memory budget counts it for half-precision modes on a GPU.
         """
+        if self._twin is not None:
+            return self._twin
         import copy
         from dataclasses import replace
 
-        # Packed (oneDNN-layout) weights cannot be deep-copied: the copy gets their dense values.
-        memo = {id(t): t.to_dense() for t in self.net.buffers() if t.layout == torch._mkldnn}
-        net = copy.deepcopy(self.net, memo).float()
-        plan = replace(self.plan, dtype="float32", compile=False)
-        net.plan = plan
-        return PreparedForward(net, plan)
+        with self._lock:
+            if self._twin is None:
+                # Packed (oneDNN-layout) weights cannot be deep-copied: the copy gets their dense values.
+                memo = {id(t): t.to_dense() for t in self.net.buffers() if t.layout == torch._mkldnn}
+                net = copy.deepcopy(self.net, memo).float()
+                plan = replace(self.plan, dtype="float32", compile=False)
+                net.plan = plan
+                self._twin = PreparedForward(net, plan)
+        return self._twin
+
+    @property
+    def twin_bytes(self) -> int:
+        """Bytes the float32 twin holds (parameters and buffers); 0 while none was built."""
+        if self._twin is None:
+            return 0
+        net = self._twin.net
+        return sum(t.numel() * t.element_size() for t in (*net.parameters(), *net.buffers()))
 
     def compile_now(self) -> float:
         """Compile (blocking) if the plan asks for it and it has not happened; seconds spent."""
@@ -637,9 +654,7 @@ def forward_checked(forward: PreparedForward, x: torch.Tensor) -> tuple[torch.Te
     if bool(torch.isfinite(y).all()):
         return y, None
     if isinstance(forward, PreparedForward) and forward.plan.dtype != "float32":
-        twin = forward.float32_twin()
-        y = twin(x.float())
-        del twin
+        y = forward.float32_twin()(x.float())
         if bool(torch.isfinite(y).all()):
             return y, f"{forward.plan.dtype} overflowed on the face (inf/NaN in its output): redone in float32"
     return y, "the restored face has inf or NaN values even in float32: the checkpoint may be corrupt; re-download it"

@@ -34,6 +34,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from gpen_core.rgb import check_rgb
+
 NormType = Literal["bn", "none"]
 ReluType = Literal["LeakyReLU", "ReLU", "PReLU", "none"]
 
@@ -311,8 +313,7 @@ class FaceParser:
 
     def logits(self, face_rgb: np.ndarray, out_size: int | None = None) -> torch.Tensor:
         """1×C×S×S float32 logits for an RGB uint8 face (S = ``out_size``, default the input size)."""
-        if face_rgb.dtype != np.uint8 or face_rgb.ndim != 3 or face_rgb.shape[2] != 3:
-            raise ValueError(f"expected an RGB uint8 H×W×3 face, got {face_rgb.dtype} {face_rgb.shape}")
+        check_rgb(face_rgb, "the face to parse")
         t0 = time.perf_counter()
         s = self.input_size
         x = face_rgb

@@ -95,6 +95,21 @@ def cpu_features() -> dict[str, bool]:
     return feats
 
 
+def cuda_native_bf16(device: str | torch.device = "cuda") -> bool:
+    """Whether the GPU ``device`` runs bfloat16 natively (compute capability 8.0 and later).
+
+    ``torch.cuda.is_bf16_supported()`` also says yes for older GPUs where bfloat16 merely
+    works, emulated and slow, and it asks the current device rather than the request's.
+    ROCm GPUs run it natively.
+    """
+    if torch.version.hip:
+        return True
+    dev = torch.device(device)
+    if dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return torch.cuda.get_device_capability(dev)[0] >= 8
+
+
 def choose_plan(
     device: str | torch.device = "cpu", requested_dtype: str = "float32", *, allow_compile: bool = False
 ) -> tuple[ForwardPlan, str | None]:
@@ -117,7 +132,7 @@ def choose_plan(
         if not torch.cuda.is_available():
             raise ResourceError(f"device {dev!r} was asked for but CUDA is not available here; use device 'cpu'.")
         dtype = "float16" if requested == "auto" else requested
-        if dtype == "bfloat16" and not torch.cuda.is_bf16_supported():
+        if dtype == "bfloat16" and not cuda_native_bf16(dev):
             dtype = "float16"
             notes.append("this GPU has no bfloat16; used float16 instead")
     elif dev == "cpu":

@@ -10,6 +10,9 @@ Every library says "out of memory" differently, and at every stage:
 - oneDNN (PyTorch's CPU convolutions) fails with "could not create a primitive" when its
   scratch buffer cannot be allocated (seen under ``prlimit --as``);
 - OpenCV raises ``cv2.error`` "(-4:Insufficient memory) Failed to allocate N bytes";
+- cuBLAS and cuDNN fail inside a plain ``RuntimeError`` ("CUBLAS_STATUS_ALLOC_FAILED",
+  "CUDNN_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_NOT_INITIALIZED" when creating a handle,
+  "unable to find an engine to execute this computation");
 - our own code raises :class:`~gpen_core.errors.OutOfMemory` where it can say which step.
 
 Nothing heavy at import: torch is only looked at when it is already loaded.
@@ -31,6 +34,13 @@ _OOM_TEXT = (
     "insufficient memory",
     "failed to allocate",
     "not enough memory",
+    # cuBLAS / cuDNN on a full GPU: their workspace allocation fails; cuBLAS creating its handle
+    # (the first matmul on a device) under memory pressure reports NOT_INITIALIZED, and cuDNN
+    # finds no convolution engine when none fits its workspace in the memory left.
+    "cublas_status_alloc_failed",
+    "cudnn_status_alloc_failed",
+    "cublas_status_not_initialized",
+    "unable to find an engine",
 )
 # oneDNN's allocation failure; "could not create a primitive descriptor" is a different
 # error (an unsupported layer configuration) and is not memory.
@@ -148,6 +158,28 @@ def import_failure(exc: BaseException, module: str | None = None) -> Exception:
     )
 
 
+def out_of_memory_advice() -> str:
+    """What to do when even the lightest mode ran out of memory, for this process as it runs.
+
+    Under an address-space or data cap (``ulimit -v``, ``prlimit``) the cap is what ran out,
+    whatever the photo's size: a 512 px photo fails there like a 12 MP one, so the advice is
+    to raise the cap, with what the engine alone takes. Without a cap: free memory or use a
+    smaller photo. Says nothing about a server or a command line: callers add their context.
+    """
+    limits = _limits_text()
+    if limits:
+        fig = engine_import_figures()
+        return (
+            f"This process runs under a memory cap{limits}, and the cap ran out, not the machine: a smaller photo "
+            f"will not help much. Raise the limit and try again (loading the engine alone takes about "
+            f"{fig['address_space'] / 1e9:.1f} GB of address space with {fig['torch']}, before any photo)."
+        )
+    return (
+        "Close other programs or use a smaller photo; `python -m gpen_core profile` measures what each mode "
+        "needs on this machine."
+    )
+
+
 def memory_limited() -> bool:
     """Whether this process runs under an address-space or data-segment limit (``ulimit -v``, ``prlimit``)."""
     return bool(_limits_text())
@@ -166,7 +198,7 @@ def probe_engine_import(timeout_s: float = 300.0) -> Exception | None:
     from pathlib import Path
 
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     code = "from gpen_core.engine.pipeline import import_engine; import_engine()"
     try:

@@ -5,14 +5,18 @@ On a ZeroGPU Space the GPU exists only inside a function decorated with
 arguments and returns seconds. Asking for less gets a visitor through the queue
 sooner; asking for too little aborts the request. The figure here is
 
-    floor + faces × seconds per face × margin   (capped)
+    floor + load + (faces × seconds per face + upscaled megapixels × seconds per megapixel) × margin   (capped)
 
 with ``faces`` the most the request can restore (1 for an aligned crop, else its
 max-faces setting: faces are only counted after detection, inside the GPU call), and
 ``seconds per face`` the slowest recent one measured by this Space's own requests
 (restore + align + paste over the faces restored), or, before any was measured, an
-estimate (:data:`ESTIMATED_S_PER_FACE`, labelled so). ``floor`` covers what does not
-grow with faces: loading the models into a fresh GPU slot, decoding, detecting, encoding.
+estimate (:data:`ESTIMATED_S_PER_FACE`, labelled so). ``load`` is the slowest recent
+model load (a call can land on a fresh GPU slot, whose models load again: the generator,
+the detector, the parser and, for upscaling, RealESRNet), or :data:`ESTIMATED_LOAD_S`
+before one was measured. Upscaling ×k costs ``seconds per megapixel`` of the photo
+upscaled (its input size × k², from the file's header), measured by earlier upscales or
+:data:`ESTIMATED_S_PER_UPSCALED_MP`. ``floor`` covers decoding, detecting and encoding.
 
 Nothing here imports torch or touches CUDA.
 """
@@ -28,9 +32,12 @@ from typing import Any
 FLOOR_S = 20
 CAP_S = 120  # what ZeroGPU grants a visitor at most without a paid plan
 MARGIN = 1.5
-# An estimate, not a measurement: GPEN-BFR-512 + paste per face on a ZeroGPU H200 slice
-# has not been measured here yet; deliberately high so the first requests are not cut off.
+# Estimates, not measurements: GPEN-BFR-512 + paste per face, the models' load into a fresh
+# slot, and RealESRNet per upscaled megapixel (float32 tiles) on a ZeroGPU H200 slice have
+# not been measured here yet; deliberately high so the first requests are not cut off.
 ESTIMATED_S_PER_FACE = 1.0
+ESTIMATED_LOAD_S = 15.0
+ESTIMATED_S_PER_UPSCALED_MP = 1.5
 
 
 def on_zerogpu() -> bool:
@@ -44,16 +51,25 @@ class FaceClock:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._samples: deque[float] = deque(maxlen=20)
+        self._loads: deque[float] = deque(maxlen=20)
+        self._upscales: deque[float] = deque(maxlen=20)
 
     def record(self, record: Mapping[str, Any]) -> None:
         """Take one result record (``cli.result_record``: the app's JSON output); CPU runs are ignored."""
-        faces = int(record.get("faces") or 0)
-        if faces < 1 or not str(record.get("device", "")).startswith("cuda"):
+        if not str(record.get("device", "")).startswith("cuda"):
             return
         t = record.get("timings") or {}
-        per_face = sum(float(t.get(k) or 0.0) for k in ("restore_s", "align_s", "paste_s")) / faces
+        faces = int(record.get("faces") or 0)
+        up = record.get("upscale") or {}
+        w, h = (list(record.get("input_size") or []) + [0, 0])[:2]
         with self._lock:
-            self._samples.append(per_face)
+            if float(t.get("load_s") or 0.0) > 0:
+                self._loads.append(float(t["load_s"]))
+            if faces >= 1:
+                self._samples.append(sum(float(t.get(k) or 0.0) for k in ("restore_s", "align_s", "paste_s")) / faces)
+            mp = w * h * int(up.get("factor") or 1) ** 2 / 1e6
+            if float(t.get("upscale_s") or 0.0) > 0 and mp > 0:
+                self._upscales.append(float(t["upscale_s"]) / mp)
 
     def seconds_per_face(self) -> tuple[float, bool]:
         """(seconds, measured?): the slowest recent measurement, or the labelled estimate."""
@@ -62,11 +78,48 @@ class FaceClock:
                 return max(self._samples), True
         return ESTIMATED_S_PER_FACE, False
 
-    def duration(self, max_faces: float | int | None, aligned: bool) -> int:
-        """Seconds to ask ``spaces.GPU`` for one request (see the module docstring)."""
+    def load_seconds(self) -> tuple[float, bool]:
+        """(seconds, measured?): the slowest recent model load, or the labelled estimate."""
+        with self._lock:
+            if self._loads:
+                return max(self._loads), True
+        return ESTIMATED_LOAD_S, False
+
+    def seconds_per_upscaled_mp(self) -> tuple[float, bool]:
+        """(seconds per megapixel of upscaled output, measured?), or the labelled estimate."""
+        with self._lock:
+            if self._upscales:
+                return max(self._upscales), True
+        return ESTIMATED_S_PER_UPSCALED_MP, False
+
+    def duration(self, max_faces: float | int | None, aligned: bool, *, upscale: int = 1,
+                 image_size: tuple[int, int] | None = None) -> int:
+        """Seconds to ask ``spaces.GPU`` for one request (see the module docstring).
+
+        ``upscale`` > 1 with the photo's ``image_size`` (width, height) adds the upscaling;
+        without a size (an unreadable header) the upscale counts a 12 MP photo.
+        """
         faces = 1 if aligned else max(1, int(max_faces or 1))
         per_face, _ = self.seconds_per_face()
-        return int(min(CAP_S, max(FLOOR_S, FLOOR_S + faces * per_face * MARGIN)))
+        work = faces * per_face
+        if upscale > 1:
+            w, h = image_size or (4000, 3000)
+            work += w * h * upscale**2 / 1e6 * self.seconds_per_upscaled_mp()[0]
+        load, _ = self.load_seconds()
+        return int(min(CAP_S, FLOOR_S + load + work * MARGIN))
+
+
+def header_size(image: Any) -> tuple[int, int] | None:
+    """(width, height) of an image file from its header alone (no decode), None when unreadable."""
+    if not isinstance(image, (str, os.PathLike)):
+        return None
+    try:
+        from PIL import Image
+
+        with Image.open(image) as im:
+            return int(im.size[0]), int(im.size[1])
+    except Exception:  # not an image Pillow reads: the duration then assumes a 12 MP photo
+        return None
 
 
 CLOCK = FaceClock()

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gpen_core.rgb import check_rgb
+
 Box = Sequence[float]  # x0, y0, x1, y1 in the image's pixels
 Color = tuple[int, int, int]
 
@@ -69,9 +71,7 @@ def draw_detections(
     smaller copy of it). ``width``: line width in px (default: :func:`line_width`).
     Rejected boxes are drawn first, so a kept face on top of a rejected one stays visible.
     """
-    if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
-        raise ValueError(f"expected RGB uint8 H×W×3, got {rgb.dtype} {rgb.shape}")
-    out = rgb.copy()
+    out = check_rgb(rgb, "the photo to draw on").copy()
     t = width if width is not None else line_width(rgb.shape)
     sx, sy = scale
 

@@ -117,8 +117,36 @@ def download_name(source: str | None, result: RestoreResult) -> str:
 
 
 def file_size_text(n: int) -> str:
-    """A download's size: kB below a megabyte (format_bytes would round it to 0 MB)."""
-    return f"{n / 1e3:.0f} kB" if n < 1e6 else format_bytes(n)
+    """The result file's size as Gradio's file widget prints it beside the same file (its
+    FilePreview: divide by 1024 while above 1024, one decimal, "B"/"KB"/"MB"/"GB"), so the
+    panel and the widget show one figure: '812.3 KB', '1.2 MB'."""
+    units = ("B", "KB", "MB", "GB", "PB")
+    x, i = float(n), 0
+    while x > 1024 and i < len(units) - 1:
+        x /= 1024
+        i += 1
+    return f"{x:.1f} {units[i]}"
+
+
+def _encoded_size(encoded: bytes) -> tuple[int, int] | None:
+    """(width, height) of the encoded result, from its header; None when there is none."""
+    import io
+
+    from PIL import Image
+
+    if not encoded:
+        return None
+    try:
+        with Image.open(io.BytesIO(encoded)) as im:
+            return im.size
+    except Exception:  # not an image we can read back: the row then gives no output size
+        return None
+
+
+def no_strike(text: str) -> str:
+    """``text`` with its '~' escaped: two estimates on one line ("~76 MB … ~284 MB") would
+    otherwise be struck through by Markdown."""
+    return text.replace("~", "\\~")
 
 
 def mode_line(result: RestoreResult) -> str:
@@ -127,7 +155,7 @@ def mode_line(result: RestoreResult) -> str:
     if result.requested_mode != result.mode.name:
         line += f" (asked for {result.requested_mode})"
     if result.mode_reason:
-        line += f" — {result.mode_reason}"
+        line += f" — {no_strike(result.mode_reason)}"
     return line
 
 
@@ -164,6 +192,13 @@ def metrics_markdown(result: RestoreResult) -> str:
     if up is not None:
         size += f", upscaled ×{up.factor} to {pw * up.factor}×{ph * up.factor} ({up.tiles} tile{'s' if up.tiles > 1 else ''} of {up.tile} px, {up.dtype})"
     fmt = "JPEG" if result.output_format == "jpeg" else result.output_format.upper()
+    out = _encoded_size(result.encoded)
+    final = (pw * up.factor, ph * up.factor) if up is not None else ((pw, ph) if pw else (w, h))
+    if out is not None and not result.mode.paste and result.faces:
+        n = len(result.faces)
+        fmt = f"sheet of {n} restored face{'s' if n > 1 else ''}, {out[0]}×{out[1]} {fmt}"
+    elif out is not None and out != final:
+        fmt = f"{out[0]}×{out[1]} {fmt}"
     lines = [
         "### Measured for this request",
         "",
@@ -193,6 +228,19 @@ def metrics_markdown(result: RestoreResult) -> str:
 
 
 _STATE_TEXT = {"verified": "present, verified", "corrupt": "**corrupt**", "missing": "missing"}
+# A file with no published checksum passes on size and the hash recorded at its first use:
+# any checkpoint of that name (random weights included) would, so "verified" would overstate.
+_UNPINNED_TEXT = "present (no published checksum: not verified as the release)"
+
+
+def state_text(name: str, state: str) -> str:
+    """'present, verified' only where a published sha256 was matched; see _UNPINNED_TEXT."""
+    from gpen_core.weights.registry import REGISTRY
+
+    spec = REGISTRY.get(name)
+    if state == "verified" and spec is not None and spec.sha256 is None:
+        return _UNPINNED_TEXT
+    return _STATE_TEXT[state]
 
 
 def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, WeightInfo]) -> str:
@@ -205,7 +253,7 @@ def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, Weigh
     size = ""
     if f.state != "verified":
         size = f", {readiness.size_text(f.download_bytes, f.download_bytes_estimated)} to download"
-    return f"- {_STATE_TEXT[f.state]}: {readiness.label(name)} (`{s.filename}`{size})"
+    return f"- {state_text(name, f.state)}: {readiness.label(name)} (`{s.filename}`{size})"
 
 
 def weights_markdown(
@@ -230,11 +278,16 @@ def weights_markdown(
 
     by_name = {s.name: s for s in statuses}
     if mode is None:
-        lines = ["#### Weights", f"**{_capital(readiness.summary(r, files))}.**", ""]
+        lines = ["#### Weights", f"**{no_strike(_capital(readiness.summary(r, files)))}.**", ""]
         shown = r.modes[r.recommended].files
         if r.runs_now and r.runs_now != r.recommended:
             shown = tuple(dict.fromkeys(r.modes[r.runs_now].files + shown))
         lines.append(f"Files for {' and '.join(dict.fromkeys(m for m in (r.runs_now, r.recommended) if m))}:")
+        # Download fetches the recommended set; a cheaper step is one Memory-mode click away.
+        cheaper = [o for o in r.offers[:-1] if o.enables]
+        if cheaper:
+            lines[-1:-1] = [f"Smaller download: choose **{o.enables[0]}** as Memory mode and Download fetches only "
+                            f"{no_strike(readiness.files_text(o.files, files))}." for o in cheaper] + [""]
     else:
         m = r.modes[mode]
         head = f"**{mode}** has all its files." if m.ready else (
@@ -277,11 +330,23 @@ def all_weights_markdown(statuses: Sequence[WeightInfo], folder: str) -> str:
     for s in statuses:
         f = files[s.name]
         if s.present and s.size_bytes is not None:
-            size_txt = file_size_text(s.size_bytes)  # on disk
+            size_txt = readiness.size_text(s.size_bytes, False)  # on disk, in the units of the download sizes
         else:
             size_txt = readiness.size_text(f.download_bytes, f.download_bytes_estimated)
-        lines.append(f"- **{s.name}** · {s.kind} · `{s.filename}` · {size_txt} · {_STATE_TEXT[f.state]}")
+        lines.append(f"- **{s.name}** · {s.kind} · `{s.filename}` · {size_txt} · {state_text(s.name, f.state)}")
     return "\n".join(lines)
+
+
+def download_failed_text(error: str, remaining: Sequence[str], folder: str) -> str:
+    """The panel after a failed download: the error, then when more than the failed file was
+    still to fetch, every one of them with its size, source and the one command (offline help
+    that names only the first file would leave the others to be found one restore at a time)."""
+    from gpen_core.weights.missing import files_text, manual_fix
+
+    text = "**Download failed.** " + markdown_text(error)
+    if len(remaining) > 1:
+        text += ("\n\n" + markdown_text(f"Still to get: {files_text(remaining)}.\n{manual_fix(remaining, folder)}"))
+    return text
 
 
 def download_progress_text(name: str, done: int, total: int | None) -> str:
@@ -322,26 +387,6 @@ def markdown_text(message: str) -> str:
         return "".join(out)
 
     return "  \n".join(line(t) for t in message.splitlines())
-
-
-def message_html(message: str) -> str:
-    """A plain multi-line message as HTML for an error pop-up: escaped, URLs as links,
-    `commands` as <code>, line breaks kept."""
-    import html
-
-    def piece(m: re.Match[str]) -> str:
-        if m.group(1):
-            url = html.escape(m.group(1))
-            return f'<a href="{url}" target="_blank" rel="noopener">{url}</a>'
-        return f"<code>{html.escape(m.group(2))}</code>"
-
-    out, pos = [], 0
-    for m in _TOKEN.finditer(message):
-        out.append(html.escape(message[pos : m.start()]))
-        out.append(piece(m))
-        pos = m.end()
-    out.append(html.escape(message[pos:]))
-    return "".join(out).replace("\n", "<br>")
 
 
 def error_markdown(title: str, message: str) -> str:
@@ -393,7 +438,7 @@ def profile_markdown(profile: Any, verdict: str, free: Any = None) -> str:
     from gpen_core.hwcheck import report as prof
 
     lines = [
-        f"**Recommendation:** {verdict}.",
+        f"**Recommendation:** {no_strike(verdict)}.",
         "",
         f"Memory alone: {prof.recommendation(profile, free)}.",
         "",

@@ -22,6 +22,8 @@ from typing import Literal, Protocol
 
 from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MODES, MemoryMode
+from gpen_core.weights import missing as _missing
+from gpen_core.weights.missing import APPROX_BYTES  # noqa: F401  (re-exported: the panel's size table)
 
 # Same as budget.SAFETY_MARGIN (asserted by tests/test_readiness.py); kept literal so this
 # module imports nothing heavy.
@@ -50,17 +52,6 @@ LABELS: dict[str, str] = {
 # The background upscaler each Upscale factor loads (model_cache.upscaler's default,
 # ``realesrnet_x{factor}``); 1× loads none.
 UPSCALERS: dict[int, str] = {2: "realesrnet_x2", 4: "realesrnet_x4"}
-
-# Download sizes where the registry has none published: the float32 state dict of the
-# documented architecture (parameters + buffers, counted on the meta device), so an
-# estimate, shown with "~".
-APPROX_BYTES: dict[str, int] = {
-    "GPEN-BFR-256": 75_517_192,
-    "GPEN-BFR-512": 284_022_236,
-    "GPEN-BFR-1024": 284_843_696,
-    "GPEN-BFR-2048": 285_180_804,
-    "ParseNet-latest": 85_279_864,  # facexlib's file of the same network is 85_331_193
-}
 
 FileStateName = Literal["missing", "verified", "corrupt"]
 
@@ -105,6 +96,16 @@ class ModeReadiness:
 
 
 @dataclass(frozen=True)
+class Offer:
+    """One download and the modes it makes runnable (best first, ``faces-only`` included)."""
+
+    files: tuple[str, ...]
+    bytes: int | None  # None when a size is unknown
+    estimated: bool
+    enables: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Readiness:
     """What will run now, what would run with more files, and the smallest download to get there."""
 
@@ -122,6 +123,10 @@ class Readiness:
     corrupt: tuple[str, ...]  # present files that failed verification (offered for download again)
     binding: str  # "RAM" or "VRAM"
     free_bytes: int
+    # Every download worth offering, smallest first: each enables a better mode than any
+    # cheaper one (and than what runs now); the last is ``download``. A 1.8 MB detector
+    # that enables balanced is offered beside the 109 MB one that enables quality.
+    offers: tuple[Offer, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -150,12 +155,7 @@ def files_from_status(statuses: Iterable[StatusLike]) -> dict[str, FileState]:
 
 
 def _registry_size(name: str) -> tuple[int | None, bool]:
-    from gpen_core.weights.lookup import REGISTRY
-
-    spec = REGISTRY.get(name)
-    if spec is not None and spec.size_bytes is not None:
-        return spec.size_bytes, False
-    return APPROX_BYTES.get(name), name in APPROX_BYTES
+    return _missing.download_size(name)
 
 
 def mode_files(mode: MemoryMode, model: str | None = None, detector: str | None = None, *, aligned: bool = False) -> tuple[str, ...]:
@@ -209,8 +209,7 @@ def assess(
     if runs_now is not None and runs_now_fits and MODES[runs_now.mode].rank >= MODES[recommended.mode].rank:
         recommended = runs_now
     download = recommended.missing
-    sizes = [files[n].download_bytes for n in download]
-    total = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
+    total, estimated = _total(download, files)
     return Readiness(
         modes=modes,
         runs_now=runs_now.mode if runs_now else None,
@@ -218,11 +217,59 @@ def assess(
         recommended=recommended.mode,
         download=download,
         download_bytes=total,
-        download_estimated=any(files[n].download_bytes_estimated for n in download),
+        download_estimated=estimated,
         corrupt=tuple(n for n, f in files.items() if f.state == "corrupt"),
         binding=binding,
         free_bytes=int(free_bytes),
+        offers=_offers(modes, files, ranked, recommended, runs_now if runs_now_fits else None),
     )
+
+
+def _total(names: Sequence[str], files: Mapping[str, FileState]) -> tuple[int | None, bool]:
+    sizes = [files[n].download_bytes if n in files else None for n in names]
+    total = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
+    return total, any(n in files and files[n].download_bytes_estimated for n in names)
+
+
+def _offers(
+    modes: Mapping[str, ModeReadiness],
+    files: Mapping[str, FileState],
+    ranked: Sequence[MemoryMode],
+    recommended: ModeReadiness,
+    running: ModeReadiness | None,
+) -> tuple[Offer, ...]:
+    """The cheapest download for each step up the ladder, up to ``recommended``.
+
+    Candidates are the pasting modes that fit (ranked no higher than ``recommended``), not
+    ready, and better than what runs now; walking them by download size, an offer is kept
+    only when it enables a better mode than every cheaper one, so no offer is dominated.
+    """
+    if recommended.ready:
+        return ()
+    floor = MODES[running.mode].rank if running is not None else 0
+    top = MODES[recommended.mode].rank
+    cands = [modes[m.name] for m in ranked if floor < m.rank <= top and not modes[m.name].ready
+             and (modes[m.name].fits or m.name == recommended.mode)]
+    unknown = float("inf")
+
+    def cost(r: ModeReadiness) -> float:
+        total, _ = _total(r.missing, files)
+        return unknown if total is None else total
+
+    out: list[Offer] = []
+    best_rank = floor
+    for c in sorted(cands, key=lambda r: (cost(r), -MODES[r.mode].rank)):
+        if MODES[c.mode].rank <= best_rank:
+            continue
+        best_rank = MODES[c.mode].rank
+        fetched = set(c.missing)
+        # The mode itself, and the crops-only mode when the same files enable it (it is not
+        # on the pasting ladder, so it would otherwise go unmentioned).
+        enables = (c.mode, *(m.name for m in MODES.values() if not m.paste and not modes[m.name].ready
+                             and modes[m.name].fits and set(modes[m.name].missing) <= fetched))
+        total, estimated = _total(c.missing, files)
+        out.append(Offer(c.missing, total, estimated, enables))
+    return tuple(out)
 
 
 def download_for(readiness: Readiness, mode: str | None) -> tuple[str, ...]:
@@ -249,9 +296,7 @@ def label(name: str) -> str:
 
 
 def size_text(n: int | None, estimated: bool) -> str:
-    if n is None:
-        return "size not published"
-    return ("~" if estimated else "") + format_bytes(n)
+    return _missing.size_text(n, estimated)
 
 
 def files_text(names: Sequence[str], files: Mapping[str, FileState]) -> str:
@@ -281,7 +326,14 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
         if r.runs_now == r.recommended:
             return f"{head}, the best mode that fits this machine; all its files are here"
         return head
-    return f"{head}; download {files_text(r.download, files)} to enable {r.recommended}"
+    offers = r.offers or (Offer(r.download, r.download_bytes, r.download_estimated, (r.recommended,)),)
+    return f"{head}; download " + ", or ".join(offer_text(o, files) for o in offers)
+
+
+def offer_text(o: Offer, files: Mapping[str, FileState]) -> str:
+    """'MobileNet detector (1.8 MB) to enable balanced and faces-only'."""
+    enables = " and ".join(o.enables)
+    return f"{files_text(o.files, files)} to enable {enables}"
 
 
 def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str, *, button: bool = True) -> str:

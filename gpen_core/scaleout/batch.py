@@ -3,8 +3,8 @@
 The driver lists the inputs, skips those already restored, and streams the rest
 through Ray Data: ``read_binary_files`` reads the bytes (never ``read_images``,
 which dies on the first corrupt file) and an actor pool restores them, one cached
-``Restorer`` per actor, warmed once. The driver writes every output and one
-``manifest.jsonl`` record per input (status ok / error / skipped, the error text,
+``Restorer`` per actor, warmed once. The driver writes every output and appends one
+``manifest.jsonl`` record per input, tagged with the run's id (status ok / error / skipped, the error text,
 the measured peaks and timings), so outputs land on the machine that ran the
 command even when the actors run elsewhere.
 
@@ -76,6 +76,8 @@ class BatchSummary:
     records: list[Record] = field(default_factory=list)
     manifest: Path | None = None
     seconds: float = 0.0
+    # This run's id: every record it appended to manifest.jsonl carries it as "run".
+    run_id: str = ""
     workers: int = 0
     cpus_per_worker: float = 0.0
     address: str = ""
@@ -97,7 +99,7 @@ class BatchSummary:
 class _Input:
     shown: str  # as the user would write it: the local path or the URI
     read_path: str  # what Ray Data reads with the filesystem below
-    stem: str
+    stem: str  # the output's name without extension: unique per input (images.outputs.output_stems)
 
 
 def list_inputs(source: str) -> tuple[list[_Input], Any]:
@@ -126,14 +128,18 @@ def list_inputs(source: str) -> tuple[list[_Input], Any]:
             raise InputError(f"folder {source} has no images ({', '.join(IMAGE_SUFFIXES)})")
     else:
         raise InputError(f"input {source} does not exist")
+    from gpen_core.images.outputs import output_stems
+
+    files = sorted(files, key=lambda f: f.path)
     out = []
-    for f in sorted(files, key=lambda f: f.path):
+    # The plain CLI's naming rule: same.jpg and same.png become same_jpg.* and same_png.*.
+    for f, stem in zip(files, output_stems([PurePosixPath(f.path).name for f in files])):
         name = PurePosixPath(f.path).name
         if scheme:
             shown = scheme + f.path
         else:  # the path as the user wrote it, like the plain CLI's records
             shown = str(Path(source) / name) if info.type == pafs.FileType.Directory else source
-        out.append(_Input(shown=shown, read_path=f.path, stem=PurePosixPath(name).stem))
+        out.append(_Input(shown=shown, read_path=f.path, stem=stem))
     return out, filesystem
 
 
@@ -226,7 +232,10 @@ def warm_up(restorer: Any, options: Any) -> None:
 
     opts = options or RestoreOptions()
     size = 256 if opts.aligned else 320
-    restorer(np.full((size, size, 3), 128, np.uint8), replace(opts, output_format=None))
+    blank = np.full((size, size, 3), 128, np.uint8)
+    if opts.task == "inpaint":
+        blank[:4] = 255  # a white stroke: inpainting refuses a photo with nothing marked
+    restorer(blank, replace(opts, output_format=None))
 
 
 def _worker_id() -> str:
@@ -300,9 +309,13 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
     manifest = out_dir / MANIFEST
     records: list[Record] = []
     total = len(inputs)
-    with open(manifest, "w", encoding="utf-8") as mf:
+    run_id = new_run_id()
+    # Appended, never rewritten: a resumed run must not turn the first run's records (peaks,
+    # timings, notes) into "skipped"; each run's lines carry its own id.
+    with open(manifest, "a", encoding="utf-8") as mf:
 
         def write(rec: Record) -> None:
+            rec = {"run": run_id, **rec}
             mf.write(json.dumps(rec) + "\n")
             mf.flush()
             records.append(rec)
@@ -318,7 +331,7 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
             else:
                 todo.append(item)
         if not todo:
-            return BatchSummary(records, manifest, time.perf_counter() - t0)
+            return BatchSummary(records, manifest, time.perf_counter() - t0, run_id=run_id)
         with ray_session(config.address, num_cpus=config.num_cpus) as session:
             device = config.device or ("cuda" if config.gpus_per_worker > 0 else "cpu")
             memory = worker_memory_bytes(getattr(config.options, "mode", "auto"), device)
@@ -340,7 +353,15 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
             for path in by_path.keys() - seen:  # any input Ray returned no row for still gets its record
                 write({"input": by_path[path].shown, "status": "error", "error": "Ray Data returned no result for this file",
                        "error_type": "LostRow", "exit_code": 1, "peaks": None, "timings": None})
-            return BatchSummary(records, manifest, time.perf_counter() - t0, workers, cpus, session.address, session.started_here)
+            return BatchSummary(records, manifest, time.perf_counter() - t0, run_id, workers, cpus, session.address,
+                                session.started_here)
+
+
+def new_run_id() -> str:
+    """A run's id: its UTC start time (sortable, readable) and a random tail (two runs in one second)."""
+    import uuid
+
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
 
 
 def _stream(config: BatchConfig, todo: list[_Input], filesystem: Any, workers: int, cpus: float,

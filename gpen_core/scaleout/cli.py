@@ -27,7 +27,10 @@ def restore_ray(args: argparse.Namespace, bar_type: Any) -> int:
         raise InputError(f"--ray takes one folder, file or URI (s3://…), got {len(args.inputs)} inputs")
     detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
     options = RestoreOptions(mode=args.mode, model=args.model, detector=detector, alpha=args.alpha,  # type: ignore[arg-type]
-                             threshold=args.threshold, max_faces=args.max_faces, aligned=args.aligned).validated()
+                             threshold=args.threshold, max_faces=args.max_faces, aligned=args.aligned,
+                             task=getattr(args, "task", "enhance")).validated()
+    if getattr(args, "mask", None) is not None:
+        raise InputError("--mask is the damage of one photo; a --ray batch takes the white strokes in each photo")
     bar = bar_type(0)
 
     def on_record(rec: dict[str, Any], done: int, total: int) -> None:
@@ -46,7 +49,7 @@ def restore_ray(args: argparse.Namespace, bar_type: Any) -> int:
     if not args.json:
         print(f"{summary.count('ok')} restored, {summary.count('error')} failed, {summary.count('skipped')} skipped in "
               f"{summary.seconds:.0f} s with {summary.workers} Ray worker(s) at {summary.cpus_per_worker:g} CPU each; "
-              f"records in {summary.manifest}", file=sys.stderr)
+              f"records appended to {summary.manifest} (run {summary.run_id})", file=sys.stderr)
     return summary.exit_code
 
 

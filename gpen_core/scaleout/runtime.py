@@ -87,12 +87,9 @@ class RaySession:
 def _force_loopback(ray: ModuleType) -> None:
     # Ray read the environment variable when it was imported; if that happened before
     # import_ray() set it, set the constant it produced as well.
-    try:
-        from ray._private import ray_constants
+    from gpen_core.compat.ray import force_loopback_constant
 
-        ray_constants.ENABLE_RAY_CLUSTER = False
-    except (ImportError, AttributeError):  # a future Ray; the env var and _node_ip_address still apply
-        pass
+    force_loopback_constant()
     for key, value in _LOOPBACK_ENV.items():
         os.environ[key] = value
 
@@ -111,11 +108,9 @@ def connect(address: str) -> None:
     """
     ray = import_ray()
     if "RAY_AUTH_MODE" not in os.environ and _token_available():
-        try:  # what Ray itself does for address "auto": set the mode and reload its config
-            from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
+        from gpen_core.compat.ray import enable_token_auth
 
-            maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
-        except ImportError:  # another Ray version: the variable alone (read when Ray's config loads)
+        if not enable_token_auth():  # another Ray version: the variable alone (read when Ray's config loads)
             os.environ["RAY_AUTH_MODE"] = "token"
     try:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)

@@ -20,6 +20,7 @@ would have anything to do.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -92,11 +93,12 @@ class RestoreDeployment:
     def __init__(self, models_dir: str | None = None, device: str | None = None, warm_mode: str = "auto", threads: int = 1) -> None:
         import torch
 
+        from gpen_core.compat.ray import keep_replica_grpc_on_loopback
         from gpen_core.options import RestoreOptions
         from gpen_core.restorer import get_restorer
         from gpen_core.scaleout.batch import warm_up
 
-        _keep_replica_grpc_on_loopback()
+        keep_replica_grpc_on_loopback()
         torch.set_num_threads(max(1, threads))
         self.restorer = get_restorer(models_dir=models_dir, device=device)
         self.replica, self.node = _replica_ids()
@@ -131,7 +133,10 @@ class RestoreDeployment:
         from gpen_core.options import RestoreOptions
         from gpen_core.result_json import result_record
 
-        body = await request.body()
+        try:
+            body = await read_body_capped(request)
+        except InputError as exc:
+            return JSONResponse({"status": "error", "error": str(exc)}, status_code=413)
         try:
             opts = RestoreOptions(mode=request.query_params.get("mode", "auto"))
         except GPENError as exc:
@@ -145,31 +150,32 @@ class RestoreDeployment:
         return JSONResponse(rec)
 
 
-def _keep_replica_grpc_on_loopback() -> None:
-    """On a node that advertises 127.0.0.1, bind the replica's inter-deployment gRPC server there too.
+async def read_body_capped(request: Any, limit: int | None = None) -> bytes:
+    """The request body, refused (InputError, the decoder's own words) as soon as it is known to
+    pass ``limit`` (default: the upload limit, ``InputLimits.max_file_bytes``): a declared
+    Content-Length over it before a byte is read, else while streaming, at the first chunk
+    past it. Reading the whole body first held a 60 MB upload in the replica before the
+    25 MB check."""
+    from gpen_core.images.limits import DEFAULT_LIMITS, _too_big
 
-    Ray Serve 2.60 binds it to ``[::]:0``, every interface, whatever the node's address
-    (measured: ``*:PORT`` in ``ss -ltnp`` on a loopback-only local Ray). A node whose
-    address is loopback has no peer elsewhere, so loopback loses nothing. Runs in the
-    replica's constructor, before Serve starts that server; nodes with a real address
-    are left as Ray made them.
-    """
-    try:
-        import ray
-        from ray.serve._private import replica as replica_module
-    except ImportError:
-        return
-    original = getattr(replica_module, "add_port_to_grpc_server", None)
-    if original is None or getattr(original, "gpen_loopback", False) or ray.util.get_node_ip_address() != "127.0.0.1":
-        return
+    limits = DEFAULT_LIMITS
+    cap = limits.max_file_bytes if limit is None else limit
+    if cap != limits.max_file_bytes:
+        from dataclasses import replace as _replace
 
-    def add_port_on_loopback(server: Any, address: str) -> Any:
-        if address.startswith("[::]:"):
-            address = "127.0.0.1:" + address.rsplit(":", 1)[1]
-        return original(server, address)
-
-    add_port_on_loopback.gpen_loopback = True  # type: ignore[attr-defined]
-    replica_module.add_port_to_grpc_server = add_port_on_loopback
+        limits = _replace(limits, max_file_bytes=cap)
+    declared = (request.headers.get("content-length") or "").strip()
+    if declared.isdigit() and int(declared) > cap:
+        raise _too_big(int(declared), limits)
+    chunks: list[bytes] = []
+    n = 0
+    async for chunk in request.stream():
+        n += len(chunk)
+        if n > cap:
+            raise InputError(f"The upload is over {cap / 1e6:.0f} MB, the limit; it was refused without being "
+                             "read to the end. Save it as a JPEG (quality 90 is plenty) or resize it, and try again.")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _replica_ids() -> tuple[str, str]:
@@ -338,14 +344,46 @@ class RayRestorer:
             return self._handle
 
     def __call__(self, image: Any, options: Any = None, progress: Any = None) -> Any:
-        """``image``: a file path or encoded bytes (sent as bytes: the replica may be on another machine)."""
+        """``image``: a file path or encoded bytes (sent as bytes: the replica may be on another machine).
+
+        A replica that dies during the call (killed for memory, its node lost) is retried once:
+        Serve routes the retry to a live or restarted replica, and a restore has no side effects.
+        A second death raises :class:`ResourceError` with a plain message; Ray's own text (actor
+        id, pid, namespace, IP) goes only into ``details``, for the server's log.
+        """
         data = image if isinstance(image, bytes) else open(image, "rb").read()
-        if progress is not None:
-            progress(0.1, "restoring in a Ray Serve replica")
-        self._in_flight += 1
-        try:
-            served: Served = self.handle().restore.remote(data, options).result()
-        finally:
-            self._in_flight -= 1
+        died = _replica_died_errors()
+        failures: list[str] = []
+        for attempt in range(1 + REPLICA_RETRIES):
+            if progress is not None:
+                progress(0.1, "restoring in a Ray Serve replica" if not attempt else
+                         "the replica stopped during the restore; trying again in another one")
+            self._in_flight += 1
+            try:
+                served: Served = self.handle().restore.remote(data, options).result()
+                break
+            except died as exc:
+                failures.append(f"{type(exc).__name__}: {exc}")
+                logging.getLogger(__name__).warning("a Ray Serve replica died during a restore (attempt %d of %d): %s",
+                                                    attempt + 1, 1 + REPLICA_RETRIES, failures[-1])
+            finally:
+                self._in_flight -= 1
+        else:
+            raise ResourceError(REPLICA_DIED, details="\n".join(failures))
         result = served.unwrap()
-        return replace(result, notes=(*result.notes, served.note()))
+        notes = (*result.notes, *(["the first replica stopped during the restore; another one made this result"] if failures else []))
+        return replace(result, notes=(*notes, served.note()))
+
+
+# A request whose replica dies is sent again this many times (a restore changes nothing).
+REPLICA_RETRIES = 1
+REPLICA_DIED = ("The restore service stopped while restoring this photo, and again when it was tried once more "
+                "(its worker may have run out of memory or been restarted). Try again in a minute, or a smaller "
+                "photo or lighter memory mode; if it keeps happening, the server's log has the details.")
+
+
+def _replica_died_errors() -> tuple[type[BaseException], ...]:
+    """Ray's errors for a replica (actor) or its worker process that died while serving a call."""
+    from ray import exceptions
+
+    return (exceptions.RayActorError, exceptions.WorkerCrashedError)

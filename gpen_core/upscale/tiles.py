@@ -27,13 +27,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpen_core.rgb import check_rgb
+
 if TYPE_CHECKING:
     from gpen_core.modes import MemoryMode
     from gpen_core.networks.upscaler import RRDBNet
 
 TileProgress = Callable[[int, int], None]  # (tiles done, tiles total)
 
-DEFAULT_PAD = 10  # the official tile_pad; seams measured in tests/test_upscaler.py and the README
+DEFAULT_PAD = 10  # the official tile_pad; seams measured in tests/test_upscaler.py and docs/upscaling.md
 
 
 @dataclass(frozen=True)
@@ -256,8 +258,7 @@ def run_tiles(
     """
     import torch
 
-    if not (isinstance(rgb, np.ndarray) and rgb.dtype == np.uint8 and rgb.ndim == 3 and rgb.shape[2] == 3):
-        raise ValueError(f"expected RGB uint8 H×W×3, got {getattr(rgb, 'dtype', type(rgb))} {getattr(rgb, 'shape', '')}")
+    check_rgb(rgb, "the photo to upscale")
     steady_allocator()
     t0 = time.perf_counter()
     s = net.scale
@@ -325,12 +326,11 @@ def preview(width: int, height: int, factor: int, mode: str | None, tile: int | 
     """Result size, tiles and estimated extra RAM for ``factor``× a ``width``×``height`` photo in ``mode``
     (a mode name; ``auto`` / None: the smallest tile budget, the mode is chosen at run time)."""
     from gpen_core.errors import InputError
-    from gpen_core.modes import MODES
+    from gpen_core.modes import MODES, preshrink_size
 
     m = MODES.get(mode or "")
-    if m is not None and m.max_side and max(width, height) > m.max_side:
-        k = m.max_side / max(width, height)
-        width, height = max(1, round(width * k)), max(1, round(height * k))
+    if m is not None:
+        width, height = preshrink_size(width, height, m.max_side)
     budget = MODE_TILE_BUDGET.get(mode or "", min(MODE_TILE_BUDGET.values()))
     t = tile or tile_for_budget(budget, factor) if factor > 1 else 0
     grid = plan_grid(height, width, factor, t) if factor > 1 else None

@@ -12,7 +12,7 @@ import threading
 import uuid
 from pathlib import Path
 
-from gpen_core.errors import WeightsError
+from gpen_core.errors import WeightsCorruptError
 from gpen_core.weights.registry import WeightSpec, _folder
 
 _CHUNK = 1 << 20
@@ -88,19 +88,19 @@ def _delete_fix(spec: WeightSpec, path: Path, extra: str = "") -> str:
 def verify(path: Path, spec: WeightSpec, models_dir: str | os.PathLike[str] | None = None, *, record: bool = True) -> str:
     """Check ``path`` against ``spec`` (size, then sha256 or its sidecar); return the sha256.
 
-    Raises WeightsError naming the file and the fix when the size or hash is wrong.
+    Raises WeightsCorruptError (a WeightsError) naming the file and the fix when the size or hash is wrong.
     With no pinned sha256 and no sidecar yet, the hash is recorded (``record``).
     """
     size = path.stat().st_size
     if spec.size_bytes is not None and size != spec.size_bytes:
-        raise WeightsError(
+        raise WeightsCorruptError(
             f"{path} is corrupt or incomplete: {size} bytes, expected {spec.size_bytes} for {spec.name}. "
             + _delete_fix(spec, path)
         )
     digest = file_sha256(path)
     if spec.sha256 is not None:
         if digest != spec.sha256:
-            raise WeightsError(
+            raise WeightsCorruptError(
                 f"{path} is corrupt or not the released {spec.name}: sha256 {digest}, expected {spec.sha256}. "
                 + _delete_fix(spec, path)
             )
@@ -111,7 +111,7 @@ def verify(path: Path, spec: WeightSpec, models_dir: str | os.PathLike[str] | No
         if record:
             _write_atomic(side, f"{digest}  {path.name}\n")
     elif recorded != digest:
-        raise WeightsError(
+        raise WeightsCorruptError(
             f"{path} changed since it was first verified: sha256 {digest}, recorded {recorded} in {side}. "
             "The file is corrupt or was replaced. "
             + _delete_fix(spec, path, f" (and {side})")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 import urllib.parse
 import uuid
@@ -26,6 +27,15 @@ CONNECT_PROBE_S = 3.0
 # Per-read socket timeout of an HTTP download: a stalled server fails the download
 # (cleanly, nothing left under the final name) instead of hanging the app.
 READ_TIMEOUT_S = 20.0
+# A server that drips (a byte every few seconds) never trips the read timeout. Two more
+# rules stop it: fewer than MIN_BYTES_PER_S averaged over any MIN_RATE_WINDOW_S stretch
+# (32 KiB/s: dial-up speed; the largest file, GPEN-BFR-2048, would still take hours
+# at that rate), and a whole-download deadline (at one hour every file here needs
+# under 1 MB/s). Either stops the download within one read timeout, its partial file
+# removed at once.
+MIN_BYTES_PER_S = 32 * 1024
+MIN_RATE_WINDOW_S = 60.0
+DOWNLOAD_DEADLINE_S = 3600.0
 _CHUNK = 1 << 20
 # Partial downloads older than this are someone's crashed attempt, not a live one.
 _STALE_PART_S = 6 * 3600
@@ -123,6 +133,9 @@ def _install(tmp: Path, spec: WeightSpec, folder: Path, total: int | None) -> Pa
     digest = file_sha256(tmp)
     if spec.sha256 is not None and digest != spec.sha256:
         raise _Rejected(f"wrong sha256 {digest}, expected {spec.sha256}")
+    if spec.sha256 is None:
+        # Nothing pins these bytes: open them before they get the final name and a sidecar hash.
+        _check_contents(tmp, spec)
     final = folder / spec.filename
     os.replace(tmp, final)
     _fsync_dir(folder)
@@ -136,7 +149,64 @@ class _Rejected(Exception):
     """A source delivered bytes that fail verification."""
 
 
-def _fetch_url(url: str, spec: WeightSpec, folder: Path, progress: Progress | None) -> Path:
+def _check_contents(tmp: Path, spec: WeightSpec) -> None:
+    """Raise :class:`_Rejected` unless ``tmp`` is a PyTorch state_dict of the network ``spec`` names.
+
+    Opened with ``weights_only`` and memory-mapped (no tensor data is read into RAM); a
+    generator's architecture, read off its key table and shapes, must be the registry's.
+    Without this an unpinned source could deliver any bytes (a page of zeros, an HTML
+    error page) and they would be installed and trusted from then on.
+    """
+    from gpen_core.errors import OutOfMemory
+    from gpen_core.networks.checkpoint import build_from_state_dict, infer_config, read_checkpoint, unwrap_state_dict
+
+    try:
+        obj = read_checkpoint(tmp, spec.name)
+        sd = unwrap_state_dict(obj)
+        if spec.arch_params is None:
+            return
+        found = infer_config(sd)
+        have = (found.size, found.channel_multiplier, found.narrow, found.style_dim, found.n_mlp)
+        if have != tuple(spec.arch_params):
+            fields = ("size", "channel_multiplier", "narrow", "style_dim", "n_mlp")
+            diff = ", ".join(f"{f} {h:g} (expected {e:g})" for f, h, e in zip(fields, have, spec.arch_params) if h != e)
+            raise _Rejected(f"not the {spec.name} network: a GPEN generator with {diff}")
+        build_from_state_dict(sd)  # every tensor's shape, on the mapped file
+    except OutOfMemory:
+        raise
+    except WeightsError as exc:
+        # read_checkpoint names the temporary file; the message is about what was served.
+        text = str(exc).replace(str(tmp), "the downloaded file").split(" Delete it and download")[0]
+        raise _Rejected(f"not a usable {spec.name} checkpoint: {text}") from None
+
+
+class DownloadCancelled(WeightsError):
+    """The caller cancelled the download (the app's Stop button); its partial file is already removed."""
+
+
+class _Pace:
+    """The download's speed rules (MIN_BYTES_PER_S over each MIN_RATE_WINDOW_S, DOWNLOAD_DEADLINE_S) and its cancel flag."""
+
+    def __init__(self, start: float, cancel: threading.Event | None = None) -> None:
+        self.start, self.mark, self.mark_done, self.cancel = start, start, 0, cancel
+
+    def check(self, done: int, now: float) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise DownloadCancelled(f"download cancelled after {done} bytes; nothing was installed")
+        if now - self.start > DOWNLOAD_DEADLINE_S:
+            raise _Rejected(f"stopped after {DOWNLOAD_DEADLINE_S:.0f} s (the download deadline) with {done} bytes")
+        if now - self.mark >= MIN_RATE_WINDOW_S:
+            rate = (done - self.mark_done) / (now - self.mark)
+            if rate < MIN_BYTES_PER_S:
+                raise _Rejected(
+                    f"too slow: {rate / 1024:.1f} KiB/s over the last {now - self.mark:.0f} s, under the "
+                    f"{MIN_BYTES_PER_S / 1024:.0f} KiB/s minimum; try again later or download it by hand"
+                )
+            self.mark, self.mark_done = now, done
+
+
+def _fetch_url(url: str, spec: WeightSpec, folder: Path, progress: Progress | None,
+               cancel: threading.Event | None = None) -> Path:
     tmp = folder / f".{spec.filename}.{uuid.uuid4().hex[:12]}.part"
     try:
         with _open_url(url, READ_TIMEOUT_S) as resp:
@@ -153,9 +223,13 @@ def _fetch_url(url: str, spec: WeightSpec, folder: Path, progress: Progress | No
             with os.fdopen(fd, "wb") as f:
                 if progress:
                     progress(0, total)
-                while chunk := resp.read(_CHUNK):
+                # read1: return what one receive brought, so the rules below run while a server drips
+                read = getattr(resp, "read1", resp.read)
+                pace = _Pace(time.monotonic(), cancel)
+                while chunk := read(_CHUNK):
                     f.write(chunk)
                     done += len(chunk)
+                    pace.check(done, time.monotonic())
                     if progress:
                         progress(done, total)
                 f.flush()
@@ -171,7 +245,8 @@ def modelscope_file_url(model_id: str, relpath: str, revision: str = "master") -
     return f"{_modelscope_endpoint().rstrip('/')}/api/v1/models/{model_id}/repo?Revision={q(revision)}&FilePath={q(relpath)}"
 
 
-def _fetch_modelscope(spec: WeightSpec, folder: Path, progress: Progress | None) -> Path:
+def _fetch_modelscope(spec: WeightSpec, folder: Path, progress: Progress | None,
+                      cancel: threading.Event | None = None) -> Path:
     """One file from ModelScope, through the same code as a direct download.
 
     Not through modelscope's SDK: its client waits 60 s per read with 5 retries
@@ -181,15 +256,20 @@ def _fetch_modelscope(spec: WeightSpec, folder: Path, progress: Progress | None)
     """
     assert spec.modelscope is not None
     model_id, relpath = spec.modelscope
-    return _fetch_url(modelscope_file_url(model_id, relpath), spec, folder, progress)
+    return _fetch_url(modelscope_file_url(model_id, relpath), spec, folder, progress, cancel)
 
 
 def _modelscope_endpoint() -> str:
     return os.environ.get("MODELSCOPE_ENDPOINT") or _MODELSCOPE_DEFAULT_ENDPOINT
 
 
-def _fetch(spec: WeightSpec, folder: Path, progress: Progress | None, looked: list[str]) -> Path:
-    """Try every source in order; the first verified one wins. Fails fast when none is reachable."""
+def _fetch(spec: WeightSpec, folder: Path, progress: Progress | None, looked: list[str],
+           cancel: threading.Event | None = None) -> Path:
+    """Try every source in order; the first verified one wins. Fails fast when none is reachable.
+
+    ``cancel``: set it (from another thread) to stop at the next received chunk:
+    :class:`DownloadCancelled`, no other source tried, the partial file removed.
+    """
     import urllib.error
 
     _clean_stale_parts(folder, spec.filename)
@@ -200,6 +280,8 @@ def _fetch(spec: WeightSpec, folder: Path, progress: Progress | None, looked: li
     attempts: list[str] = []
     unreachable: dict[str, str] = {}  # probe once per host
     for kind, where in sources:
+        if cancel is not None and cancel.is_set():
+            raise DownloadCancelled(f"download of {spec.name} cancelled; nothing was installed")
         probe_url = _modelscope_endpoint() if kind == "modelscope" else where
         host = urllib.parse.urlsplit(probe_url).netloc
         label = f"ModelScope {where} ({spec.modelscope[1]})" if kind == "modelscope" and spec.modelscope else where
@@ -212,8 +294,10 @@ def _fetch(spec: WeightSpec, folder: Path, progress: Progress | None, looked: li
             continue
         try:
             if kind == "modelscope":
-                return _fetch_modelscope(spec, folder, progress)
-            return _fetch_url(where, spec, folder, progress)
+                return _fetch_modelscope(spec, folder, progress, cancel)
+            return _fetch_url(where, spec, folder, progress, cancel)
+        except DownloadCancelled:
+            raise
         except _Rejected as exc:
             attempts.append(f"{label}: rejected, {exc}")
         except urllib.error.HTTPError as exc:

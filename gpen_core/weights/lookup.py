@@ -23,12 +23,13 @@ imports neither torch nor modelscope.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpen_core.weights.checksums import file_sha256, sidecar_path, verify
 from gpen_core.errors import WeightsError
-from gpen_core.weights.fetch import _fetch, _missing_error, modelscope_file_url
+from gpen_core.weights.fetch import DownloadCancelled, _fetch, _missing_error, modelscope_file_url
 from gpen_core.weights.registry import (
     REGISTRY,
     Arch,
@@ -50,6 +51,7 @@ __all__ = [
     "Kind",
     "Progress",
     "WeightSpec",
+    "DownloadCancelled",
     "WeightStatus",
     "WeightsError",
     "download",
@@ -242,11 +244,14 @@ def download(
     *,
     models_dir: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    cancel: threading.Event | None = None,
 ) -> Path:
     """Fetch ``name`` into the models folder (ignores GPEN_OFFLINE: this is the explicit request).
 
     Returns at once if a verified copy is already present (models folder or
-    ModelScope cache). A corrupt copy in the models folder is replaced.
+    ModelScope cache). A corrupt copy in the models folder is replaced. Setting
+    ``cancel`` (from another thread: a Stop button) ends the download at its next
+    chunk with :class:`~gpen_core.weights.fetch.DownloadCancelled`, nothing installed.
     """
     spec = get_spec(name)
     folder = _folder(models_dir)
@@ -259,7 +264,7 @@ def download(
             if found.location == "models folder":
                 found.path.unlink(missing_ok=True)
                 sidecar_path(found.path, folder).unlink(missing_ok=True)
-    return _fetch(spec, folder, progress, looked)
+    return _fetch(spec, folder, progress, looked, cancel)
 
 
 # -------------------------------------------------------------------- status

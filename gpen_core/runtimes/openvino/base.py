@@ -204,6 +204,53 @@ def first_use_fallback(requested: str, backend: str, cached: bool, need: int, fr
             "converts it once (`--backend torch` keeps torch)")
 
 
+_CONVERT_PREFIX = ".convert-"
+# A conversion folder this old is abandoned whatever its pid says (pids are reused);
+# the slowest conversion measured here (GPEN-BFR-2048) is far shorter.
+_STALE_CONVERT_S = 6 * 3600
+
+
+def clean_stale_conversions(root: Path) -> list[Path]:
+    """Remove ``.convert-*`` folders under ``root/<model>/`` left by a conversion that was killed;
+    returns what went.
+
+    Stale: its owner process (the pid in its name) is gone, or it is older than
+    ``_STALE_CONVERT_S``, or it has no pid in its name and is over an hour old. A live
+    conversion's folder is never touched.
+    """
+    import shutil
+    import time
+
+    removed = []
+    now = time.time()
+    for d in root.glob(f"*/{_CONVERT_PREFIX}*"):
+        try:
+            age = now - d.lstat().st_mtime
+        except OSError:
+            continue
+        pid_text = d.name[len(_CONVERT_PREFIX) :].split("-", 1)[0]
+        if pid_text.isdigit():
+            stale = age > _STALE_CONVERT_S or not _alive(int(pid_text))
+        else:
+            stale = age > 3600
+        if stale and d.is_dir() and not d.is_symlink():
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
 def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) -> float:
     """Write a converted model into its cache folder ``final`` atomically; returns the seconds
     since ``started`` (the conversion's time, also stored in meta.json as ``convert_s``).
@@ -220,7 +267,9 @@ def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) ->
     import openvino as ov
 
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=final.parent))
+    clean_stale_conversions(final.parent.parent)
+    # The owner's pid in the name: a later run can tell a killed conversion from a live one.
+    tmp = Path(tempfile.mkdtemp(prefix=f"{_CONVERT_PREFIX}{os.getpid()}-", dir=final.parent))
     try:
         ov.save_model(ov_model, tmp / "model.xml", compress_to_fp16=False)  # keep float32 weights
         seconds = time.perf_counter() - started

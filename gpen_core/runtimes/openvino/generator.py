@@ -360,9 +360,11 @@ def choose_backend(
 
     ``torch`` and ``openvino`` are taken as asked (``openvino`` raises
     :class:`ResourceError` where it cannot run: on a GPU device, or not installed).
-    ``auto`` picks OpenVINO only where a measurement on this CPU model (see
-    :func:`record_speed`; ``benchmarks/bench_forward.py --record`` and the hardware
-    check write it) says it is faster for this face size and dtype; otherwise torch.
+    ``auto`` follows a measurement on this CPU model (see :func:`record_speed`;
+    ``benchmarks/bench_forward.py --record`` and the hardware check write it) for this
+    size and dtype; without one, the measurement recorded in the repository for CPUs of
+    this kind (:mod:`gpen_core.runtimes.openvino.defaults`), and the reason says which;
+    with neither, torch.
     """
     if requested not in BACKENDS:
         raise ValueError(f"unknown backend {requested!r}; expected one of {', '.join(BACKENDS)}")
@@ -385,8 +387,13 @@ def choose_backend(
     except (OSError, ValueError):
         rec = None
     if not rec or rec.get("openvino") != openvino_version():
+        from gpen_core.runtimes.openvino.defaults import default_choice
+
+        assumed = default_choice(_speed_key(network, size, dtype))
+        if assumed is not None:
+            return assumed
         what = f"{size} px {dtype}" if network == "gpen" else f"{network} at {size} px {dtype}"
-        return "torch", f"no OpenVINO measurement for {what} on this CPU yet"
+        return "torch", f"no OpenVINO measurement for {what} on this CPU or CPUs of its kind yet"
     t, o = float(rec["torch_s"]), float(rec["openvino_s"])
     if o < t:
         return "openvino", f"measured faster here: {o:.2f} s vs torch {t:.2f} s per face"

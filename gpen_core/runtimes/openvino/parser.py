@@ -144,10 +144,10 @@ class OVParser:
 
     def _run(self, face_rgb: np.ndarray, reduce: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         import cv2
-        import numpy as np
 
-        if face_rgb.dtype != np.uint8 or face_rgb.ndim != 3 or face_rgb.shape[2] != 3:
-            raise ValueError(f"expected an RGB uint8 H×W×3 face, got {face_rgb.dtype} {face_rgb.shape}")
+        from gpen_core.rgb import check_rgb
+
+        check_rgb(face_rgb, "the face to parse")
         s = self.input_size
         x = face_rgb
         if x.shape[:2] != (s, s):

@@ -1,0 +1,183 @@
+"""Convert ahead: the OpenVINO conversions ``auto`` will want, done before a user waits for them.
+
+A first-use conversion takes tens of seconds and more RAM than running the network
+(:data:`gpen_core.runtimes.openvino.generator.CONVERT_RAM_MEASURED`). ``python -m gpen_core
+download`` converts right after verifying the files; the app converts in a background
+thread after it starts. While a background conversion of a network runs, a request that
+needs that network runs it on torch and its notes say why (:func:`busy_note`), instead of
+converting it a second time inside the request.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from gpen_core.modes import MODES, MemoryMode
+
+Progress = Callable[[float, str], None]
+
+_LOCK = threading.Lock()
+_CONVERTING: dict[str, threading.Thread] = {}  # token → the thread converting it
+
+
+def token(kind: str, name: str) -> str:
+    """What a conversion is known by while it runs: "generator:GPEN-BFR-512", "parser:256", "detector:resnet50"."""
+    return f"{kind}:{name}"
+
+
+def busy_note(tok: str, what: str) -> str | None:
+    """The note for a request that finds ``tok`` being converted by another thread, else None."""
+    with _LOCK:
+        owner = _CONVERTING.get(tok)
+    if owner is None or owner is threading.current_thread() or not owner.is_alive():
+        return None
+    return (f"{what} is being converted to OpenVINO in the background (once, after the app started), "
+            "so this request ran it on torch; later requests use OpenVINO")
+
+
+@dataclass
+class PrepareReport:
+    """What :func:`convert_ahead` did: one line per network it converted, found cached, or left on torch."""
+
+    converted: list[str] = field(default_factory=list)
+    cached: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        return ([f"converted {c}" for c in self.converted] + [f"already converted: {c}" for c in self.cached]
+                + [f"left on torch: {s}" for s in self.skipped] + [f"could not convert {f}" for f in self.failed])
+
+
+def convert_ahead(
+    modes: Sequence[MemoryMode] | None = None,
+    *,
+    models_dir: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+) -> PrepareReport:
+    """Convert, for ``modes`` (default: every mode), each network ``auto`` runs on OpenVINO on this
+    CPU and whose weights are present: generator, parser, detector. Nothing is downloaded.
+
+    Each conversion goes through the model cache, exactly as a request's first use would
+    (the free-RAM guard included: a conversion that does not fit is reported as skipped).
+    Safe to call from a background thread; :func:`busy_note` tells requests meanwhile."""
+    from gpen_core.engine.model_cache import ModelCache
+    from gpen_core.errors import GPENError
+    from gpen_core.options import RestoreOptions
+    from gpen_core.runtimes.openvino.base import openvino_version
+
+    say = progress or (lambda f, m: None)
+    report = PrepareReport()
+    if openvino_version() is None:
+        report.skipped.append("everything: OpenVINO is not installed")
+        return report
+    todo = _plan(list(modes or MODES.values()), models_dir)
+    for i, (tok, label, run) in enumerate(todo):
+        say(i / max(1, len(todo)), f"OpenVINO: preparing {label} ({i + 1} of {len(todo)})")
+        cache = ModelCache(models_dir)
+        notes: list[str] = []
+        with _LOCK:
+            _CONVERTING[tok] = threading.current_thread()
+        try:
+            outcome = run(cache, notes, RestoreOptions(backend="auto"))
+        except (GPENError, OSError, RuntimeError, ValueError) as exc:
+            report.failed.append(f"{label}: {exc}")
+            continue
+        finally:
+            with _LOCK:
+                _CONVERTING.pop(tok, None)
+            cache.free("cpu")
+        text = "; ".join(notes)
+        if outcome == "torch" or "ran it on torch" in text or "ran on torch" in text:
+            report.skipped.append(f"{label} ({text or 'torch was measured faster'})")
+        elif "converted" in text:
+            report.converted.append(label)
+        else:
+            report.cached.append(label)
+    say(1.0, "OpenVINO: ready")
+    return report
+
+
+def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
+    """[(token, label, run(cache, notes, opts) -> backend)] for the distinct networks of ``modes`` that
+    ``auto`` runs on OpenVINO here and whose weights are present (nothing else is loaded)."""
+    from gpen_core.engine.model_cache import PARSER_WEIGHTS, _registry_size
+    from gpen_core.faces.parse import choose_parse_dtype
+    from gpen_core.networks.plan import choose_plan
+    from gpen_core.options import DETECTOR_WEIGHTS
+    from gpen_core.runtimes.openvino.generator import choose_backend
+    from gpen_core.weights import lookup as weights
+
+    def on_openvino(size: int, dtype: str, network: str = "gpen") -> bool:
+        return choose_backend("auto", size, dtype, models_dir=models_dir, network=network)[0] == "openvino"
+
+    def present(*names: str) -> bool:
+        return any(weights.locate(n, models_dir=models_dir) is not None for n in names)
+
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for mode in modes:
+        dtype = choose_plan("cpu", mode.cpu_dtype)[0].dtype
+        gkey = ("gen", mode.model, dtype)
+        if gkey not in seen and present(mode.model) and on_openvino(_registry_size(mode.model), dtype):
+            seen.add(gkey)
+
+            def gen(cache, notes, opts, mode=mode):
+                _, _, _, _, note = cache.generator(mode, opts, "cpu")
+                if note:
+                    notes.append(note)
+                return cache.backend
+
+            out.append((token("generator", mode.model), f"{mode.model} ({dtype})", gen))
+        pdtype = choose_parse_dtype("cpu", mode.cpu_dtype)
+        pkey = ("parse", str(mode.parse_input), pdtype)
+        if (mode.parsing and pkey not in seen and present(*PARSER_WEIGHTS)
+                and on_openvino(mode.parse_input, pdtype, "parsenet")):
+            seen.add(pkey)
+
+            def parse(cache, notes, opts, mode=mode):
+                masker = cache.parser(mode, "cpu", notes, opts)
+                return getattr(masker, "backend", "torch")
+
+            out.append((token("parser", str(mode.parse_input)), f"the {mode.parse_input} px parser ({pdtype})", parse))
+        dkey = ("det", mode.detector)
+        if (dkey not in seen and present(DETECTOR_WEIGHTS[mode.detector])
+                and on_openvino(1000, "float32", f"retinaface-{mode.detector}")):
+            seen.add(dkey)
+
+            def det(cache, notes, opts, mode=mode):
+                return cache.detector(mode.detector, "cpu", opts, notes).backend
+
+            out.append((token("detector", mode.detector), f"the {mode.detector} detector", det))
+    return out
+
+
+class BackgroundPreparation:
+    """:func:`convert_ahead` in a daemon thread, with a status line for a page to show."""
+
+    def __init__(self, models_dir: str | os.PathLike[str] | None = None) -> None:
+        self.models_dir = models_dir
+        self.status = "not started"
+        self.done = threading.Event()
+        self.report: PrepareReport | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="gpen-openvino-prepare", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        def say(f: float, m: str) -> None:
+            self.status = f"{m} — restores meanwhile run on torch and say so"
+
+        try:
+            self.report = convert_ahead(models_dir=self.models_dir, progress=say)
+            done = self.report.converted + self.report.cached
+            self.status = ("OpenVINO ready for " + ", ".join(done)) if done else "OpenVINO: nothing to convert here"
+        finally:
+            self.done.set()

@@ -1,0 +1,110 @@
+"""What a mode needs in VRAM on a GPU: an estimate from the networks' own sizes, until measured.
+
+No GPU has measured the modes yet (``benchmarks/gpu_check.py`` and the hardware check do
+when one is there, and their figures replace these). The estimate is built from what a
+request holds on the GPU:
+
+- each network's weights in the dtype it runs in: parameters and buffers counted on the
+  ``meta`` device from the architectures themselves (nothing allocated, nothing loaded),
+  the generator's scaled by what its prepared form adds (:data:`PREPARED_RATIO`);
+- for a half-precision generator, the float32 copy kept for a face whose float16 output
+  overflows (:meth:`gpen_core.networks.fast.PreparedForward.float32_twin`);
+- activations: :data:`GENERATOR_LIVE` times the generator's largest feature map
+  (features + noise half at the finest level), the detector's and parser's working sets per
+  input pixel (:data:`DETECTOR_BYTES_PER_PIXEL`, :data:`PARSER_BYTES_PER_PIXEL`), and
+  :data:`WORKSPACE_BYTES` for cuDNN workspaces and allocator rounding.
+
+The photo's full-frame buffers (decode, paste, encode) stay in RAM on a GPU run, so the
+estimate does not grow with the photo. Every figure here is an estimate and is shown as one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gpen_core.modes import MemoryMode
+
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# Live feature maps at the generator's peak, in units of its largest one: the styled conv's
+# input and output, the noise half, the skip's RGB, and the fast path's split buffers.
+GENERATOR_LIVE = 6
+# Detector activations per pixel of its (detect_side-bounded) input, float32: ResNet-50's
+# stride-4 stage holds 256 channels at 1/16 of the pixels (64 floats a pixel) and about
+# four such maps are live; mobilenet0.25's widest stage is 16× narrower.
+DETECTOR_BYTES_PER_PIXEL = {"resnet50": 4 * 64 * 4, "mobilenet0.25": 4 * 4 * 4}
+# ParseNet at its input size: 64 channels at full resolution, about four maps live, float32.
+PARSER_BYTES_PER_PIXEL = 64 * 4 * 4
+WORKSPACE_BYTES = 256 * 2**20
+# The prepared generator (gpen_core.networks.fast) holds more than the checkpoint's parameters
+# (modulation folded into per-layer constants, rearranged upsampling weights): its bytes over
+# the parameters' bytes in the same dtype, measured with `prepare()` on the CPU for
+# GPEN-BFR-256 / -512: float32 1.054 / 1.071, half precision 1.524 / 1.356; rounded up.
+PREPARED_RATIO = {"float32": 1.08, "half": 1.53}
+# RetinaFace parameter + buffer counts (facexlib's classes; tests/test_cuda_defects.py counts
+# them again from facexlib on the meta device): facexlib is not imported to estimate.
+DETECTOR_ELEMENTS = {"mobilenet0.25": 426_608 + 6_735, "resnet50": 27_293_600 + 58_057}
+
+
+@dataclass(frozen=True)
+class VramEstimate:
+    """Bytes per part of one request in one mode on a GPU (all estimates)."""
+
+    weights: int
+    float32_fallback: int
+    activations: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.float32_fallback + self.activations
+
+
+@lru_cache(maxsize=None)
+def generator_elements(model: str) -> int:
+    """Parameters + buffers of the registry generator ``model``, counted on the meta device."""
+    import torch
+
+    from gpen_core.networks.arch import GPEN
+    from gpen_core.weights.lookup import REGISTRY
+
+    with torch.device("meta"):
+        net = GPEN(REGISTRY[model].arch)
+    return sum(t.numel() for t in (*net.parameters(), *net.buffers()))
+
+
+@lru_cache(maxsize=None)
+def parser_elements() -> int:
+    """Parameters + buffers of the released ParseNet (512 px, 19 classes), on the meta device."""
+    import torch
+
+    from gpen_core.networks.parsenet import ParseNet
+
+    with torch.device("meta"):
+        net = ParseNet(in_size=512, out_size=512, parsing_ch=19)
+    return sum(t.numel() for t in (*net.parameters(), *net.buffers()))
+
+
+def generator_activation_bytes(model: str, dtype: str) -> int:
+    """:data:`GENERATOR_LIVE` × the largest feature map (features + noise half) of one face."""
+    from gpen_core.weights.lookup import REGISTRY
+
+    cfg = REGISTRY[model].arch
+    channels = cfg.channels()
+    largest = max(2 * channels[r] * r * r for r in channels if r <= cfg.size)
+    return GENERATOR_LIVE * largest * _DTYPE_BYTES[dtype]
+
+
+def estimate(mode: MemoryMode) -> VramEstimate:
+    """VRAM one request in ``mode`` needs on a GPU (generator in ``mode.cuda_dtype``; the
+    detector and parser in float32), above what the process held before."""
+    dtype = mode.cuda_dtype
+    gen = generator_elements(mode.model)
+    ratio = PREPARED_RATIO["float32" if dtype == "float32" else "half"]
+    weights = int(gen * _DTYPE_BYTES[dtype] * ratio) + DETECTOR_ELEMENTS[mode.detector] * 4
+    acts = generator_activation_bytes(mode.model, dtype) + WORKSPACE_BYTES
+    acts += DETECTOR_BYTES_PER_PIXEL[mode.detector] * mode.detect_side**2
+    if mode.parsing:
+        weights += parser_elements() * 4
+        acts += PARSER_BYTES_PER_PIXEL * mode.parse_input**2
+    fallback = int(gen * 4 * PREPARED_RATIO["float32"]) if dtype != "float32" else 0
+    return VramEstimate(weights=weights, float32_fallback=fallback, activations=acts)

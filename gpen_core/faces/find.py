@@ -1,0 +1,232 @@
+"""Every real face once: the detector's passes over one photo and what was decided about each detection.
+
+:func:`find_faces` runs, in this order:
+
+1. the upright pass (:meth:`FaceDetector.detect`), plus a **large-face pass** on a copy of
+   :data:`LARGE_PASS_SIDE` px when the detection copy is bigger: RetinaFace's anchors end at
+   256 px, so a face filling a big close-up comes back as smaller boxes inside it, or not at all;
+2. **one box per face**: a detection mostly inside a stronger one is merged into it
+   (:data:`CONTAINED_MAX`, intersection over the smaller box), besides the detector's IoU rule;
+3. the **face check** (:mod:`gpen_core.faces.screen`): geometry, the second look, and the upright
+   look (an upside-down face read as upright is found again on the photo turned 180°, or rejected);
+4. **turned copies** (90°, 180°, 270°) when the upright pass kept no face, or always when asked:
+   a sideways or upside-down scan. Landmarks mapped back follow the face, so the alignment
+   restores it upright and the paste puts it back turned.
+
+Every decision is in :class:`FoundFaces` and its ``notes``. RGB uint8 H×W×3 in, photo pixels out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpen_core.faces import screen
+
+if TYPE_CHECKING:
+    from gpen_core.faces.detect import Detection, FaceDetector, Resize
+
+# A detection whose box lies this much inside a stronger one (intersection / the smaller
+# box's area) is the same face. Measured with mobilenet0.25: boxes inside a real face
+# (hair to nose, one eye) 0.50-0.84; neighbouring faces in the Solvay photo at most 0.03.
+CONTAINED_MAX = 0.45
+# Detections of one face across passes (upright, turned, large-face) overlap at least this (IoU).
+SAME_FACE_IOU = 0.4
+# The large-face pass: a copy this long, and the faces it is trusted for (box side on that copy,
+# px): from there up the full-size pass splits a face into pieces (measured: a 600 px face at
+# 1000 px gave 3 boxes, at 400 px one).
+LARGE_PASS_SIDE = 400
+LARGE_FACE_PX = 96
+# "Covers most of a square photo": when the one face found is this share of it, say that the
+# photo may be an aligned crop (the aligned option restores it whole) - never switch silently.
+ALIGNED_HINT_SHARE = 0.45
+
+
+@dataclass(frozen=True, eq=False)
+class FoundFaces:
+    """What :func:`find_faces` decided.
+
+    ``faces``: the detections to restore, highest score first, in photo pixels.
+    ``rejected``: (detection, reason) not restored. ``unchecked``: (detection, reason) kept only
+    because the face check was off. ``merged``: detections merged into a face that contains them.
+    ``searched_turns``: the quarter turns searched (0 is upright). ``notes``: sentences for the user.
+    """
+
+    faces: tuple[Detection, ...]
+    rejected: tuple[tuple[Detection, str], ...]
+    unchecked: tuple[tuple[Detection, str], ...]
+    merged: int
+    searched_turns: tuple[int, ...]
+    notes: tuple[str, ...]
+
+
+def overlap(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """(IoU, intersection over the smaller box) of two (x0, y0, x1, y1) boxes."""
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    sa, sb = max(0.0, (a[2] - a[0]) * (a[3] - a[1])), max(0.0, (b[2] - b[0]) * (b[3] - b[1]))
+    union = sa + sb - inter
+    small = min(sa, sb)
+    return (inter / union if union > 0 else 0.0), (inter / small if small > 0 else 0.0)
+
+
+def _same_face(a: Sequence[float], b: Sequence[float]) -> bool:
+    iou, inside = overlap(a, b)
+    return iou >= SAME_FACE_IOU or inside >= CONTAINED_MAX
+
+
+def merge_duplicates(detections: Sequence[Detection]) -> tuple[list[Detection], list[Detection]]:
+    """Keep each face once: walk ``detections`` in order (strongest first) and drop one that is the same
+    face as a kept one (:data:`SAME_FACE_IOU` or :data:`CONTAINED_MAX`). Returns (kept, dropped)."""
+    kept: list[Detection] = []
+    dropped: list[Detection] = []
+    for d in detections:
+        (dropped if any(_same_face(d.box, k.box) for k in kept) else kept).append(d)
+    return kept, dropped
+
+
+def _degrees(turn: int) -> str:
+    return f"{90 * turn}°"
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def find_faces(
+    detector: FaceDetector,
+    rgb: np.ndarray,
+    *,
+    threshold: float = 0.9,
+    max_side: int = 1000,
+    shrink_above: int | None = None,
+    interpolation: Resize = "area",
+    face_check: bool = True,
+    orientations: bool = False,
+) -> FoundFaces:
+    """Find every face of ``rgb`` once (see the module docstring).
+
+    ``face_check=False`` keeps what the check would reject (``unchecked`` says which and why);
+    an upside-down detection is still replaced by its upright reading when the turned photo has
+    one. ``orientations=True`` searches the turned copies even when the upright pass found faces.
+    """
+    h, w = rgb.shape[:2]
+    longest = max(h, w)
+    copy_side = longest if longest <= max(max_side, shrink_above or 0) else max_side
+    large_pass = copy_side > LARGE_PASS_SIDE * 1.25
+
+    def second_look(img: np.ndarray) -> list[Detection]:
+        return detector.detect(img, threshold=threshold, max_side=max(img.shape[:2]))
+
+    def upright_look(img: np.ndarray) -> list[Detection]:
+        return detector.detect(img, threshold=screen.UPRIGHT_LOOK_THRESHOLD, max_side=max(img.shape[:2]))
+
+    merged = 0
+    large_ids: set[int] = set()
+
+    def one_turn(turn: int) -> tuple[list[Detection], list[tuple[Detection, str]], list[Detection]]:
+        """(kept, rejected with reason, upside down) of one turn."""
+        nonlocal merged
+        dets = detector.detect(
+            rgb, threshold=threshold, max_side=max_side, shrink_above=shrink_above, interpolation=interpolation, turn=turn
+        )
+        large: list[Detection] = []
+        if large_pass:
+            k = LARGE_PASS_SIDE / longest
+            large = [
+                d
+                for d in detector.detect(rgb, threshold=threshold, max_side=LARGE_PASS_SIDE, turn=turn)
+                if min(d.width, d.height) * k >= LARGE_FACE_PX
+            ]
+        kept, dropped = merge_duplicates(large + dets)  # a large face first: its pieces merge into it
+        # The same face found by both passes is one reading; a box inside a face is a duplicate.
+        merged += sum(1 for d in dropped if not any(overlap(d.box, g.box)[0] >= SAME_FACE_IOU for g in large if g is not d))
+        large_ids.update(id(d) for d in large)
+        filtered = screen.filter_detections(kept, rgb=rgb, detect=second_look, threshold=threshold, turns=[turn] * len(kept))
+        good = list(filtered.kept)
+        rejected = [(d, v.reasons[0]) for d, v in filtered.rejected]
+        looks = screen.upright_looks(rgb, [d.landmarks for d in good], upright_look)
+        upside = [d for d, (up, turned) in zip(good, looks) if turned > up]
+        good = [d for d, (up, turned) in zip(good, looks) if not turned > up]
+        return good, rejected, upside
+
+    searched = [0]
+    kept, rejected, upside = one_turn(0)
+    turns_wanted = [1, 2, 3] if (orientations or not kept) else ([2] if upside else [])
+    for turn in turns_wanted:
+        more, more_rejected, more_upside = one_turn(turn)
+        searched.append(turn)
+        # A face already found on an earlier turn is the same face read again, not a duplicate box.
+        kept += [d for d in more if not any(_same_face(d.box, k.box) for k in kept)]
+        rejected += [(d, r) for d, r in more_rejected if not any(_same_face(d.box, k.box) for k in kept)]
+        upside += more_upside
+    notes: list[str] = []
+
+    # An upside-down reading is replaced by the upright one of the same face when a turn found it.
+    fixed = [d for d in upside if any(_same_face(d.box, k.box) for k in kept)]
+    unfixed = [d for d in upside if not any(_same_face(d.box, k.box) for k in kept)]
+    upside_reason = "it is upside down for its landmarks and was not found on the photo turned 180°"
+    if fixed:
+        notes.append(
+            f"{_plural(len(fixed), 'face was', 'faces were')} read upside down; found again on the photo turned and restored upright"
+        )
+    # Rejected candidates overlapping a kept face are that face's other readings, not false faces.
+    rejected = [(d, r) for d, r in rejected if not any(_same_face(d.box, k.box) for k in kept)]
+    rejected += [(d, upside_reason) for d in unfixed]
+    rejected = _once(rejected)
+
+    unchecked: list[tuple[Detection, str]] = []
+    if not face_check:
+        unchecked, rejected = rejected, []
+        kept += [d for d, _ in unchecked]
+        if unchecked:
+            notes.append(
+                f"face check off: kept {_plural(len(unchecked), 'detection', 'detections')} the check would have dropped ("
+                + "; ".join(dict.fromkeys(r for _, r in unchecked))
+                + ")"
+            )
+    elif rejected:
+        notes.append(
+            f"{_plural(len(rejected), 'detection', 'detections')} rejected by the face check: "
+            + "; ".join(dict.fromkeys(r for _, r in rejected))
+            + " (turn the check off to keep them)"
+        )
+    if merged:
+        notes.append(f"{_plural(merged, 'detection was', 'detections were')} the same face as another and merged (one box per face)")
+    large_used = sum(1 for d in kept if id(d) in large_ids)
+    if large_used:
+        notes.append(
+            f"{_plural(large_used, 'large face', 'large faces')} found on a {LARGE_PASS_SIDE} px copy "
+            "(the detector misses or splits faces over about 256 px)"
+        )
+    by_turn = {t: sum(1 for d in kept if d.turn == t) for t in (1, 2, 3)}
+    for t, n in by_turn.items():
+        if n:
+            notes.append(
+                f"{_plural(n, 'face', 'faces')} found on the photo turned {_degrees(t)}: restored upright, pasted back as in the photo"
+            )
+    if len(searched) > 1 and not kept:
+        notes.append("no face upright, nor on the photo turned " + ", ".join(_degrees(t) for t in searched[1:]))
+    kept.sort(key=lambda d: d.score, reverse=True)
+    if len(kept) == 1 and 0.9 <= h / w <= 1.1:
+        x0, y0, x1, y1 = kept[0].box
+        share = (x1 - x0) * (y1 - y0) / (h * w)
+        if share >= ALIGNED_HINT_SHARE:
+            notes.append(
+                f"the face covers {share:.0%} of this square photo: if it is an aligned face crop (FFHQ-style), "
+                "the aligned option restores it whole"
+            )
+    return FoundFaces(tuple(kept), tuple(rejected), tuple(unchecked), merged, tuple(searched), tuple(notes))
+
+
+def _once(pairs: list[tuple[Detection, str]]) -> list[tuple[Detection, str]]:
+    out: list[tuple[Detection, str]] = []
+    for d, r in pairs:
+        if not any(_same_face(d.box, o.box) for o, _ in out):
+            out.append((d, r))
+    return out
+

@@ -1,0 +1,139 @@
+"""Image-side steps of GPEN's other tasks: colorization's grey input and kept luminance, inpainting's damage.
+
+The official code (yangxy/GPEN ``face_colorization.py``, ``face_inpainting.py``,
+``segmentation2face.py``) runs every task through the same ``FaceGAN.process``: resize to
+the network (``cv2.resize``, INTER_LINEAR), normalise, forward, clip and truncate to uint8
+(:mod:`gpen_core.networks.tensors`). What differs per task is here:
+
+* colorization reads the face grey (``misc/predict.py``: ``IMREAD_GRAYSCALE`` then
+  ``GRAY2BGR``) and, in ``post_process``, resizes the network's face back to the input's size
+  and keeps the input's luminance: Y from the grey input, U and V from the network
+  (OpenCV's YUV, :func:`keep_luminance`);
+* inpainting fills white brush strokes (``demo.py``'s ``brush_stroke_mask`` paints
+  (255, 255, 255) onto the face): :func:`damage_mask` finds them, or takes a user's mask
+  (white = damaged) and paints it white (:func:`paint_damage`); on whole photos only faces
+  the damage touches are inpainted (:func:`touches`), pasted through the damage, feathered
+  (:func:`damage_paste_mask`), so the undamaged pixels stay the photo's own.
+
+Everything takes and returns RGB uint8 H×W×3 (masks: bool or float32 H×W). OpenCV's
+RGB↔YUV conversions give the same Y, U, V as the official BGR ones on the same pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+# A pixel counts as a white brush stroke when all three channels are at least this (the
+# official strokes are exactly 255; JPEG saving moves them a few levels).
+WHITE_LEVEL = 250
+# A face is inpainted when a mask given marks at least this fraction of its aligned crop:
+# a few stray pixels do not trigger a 1024 px network.
+TOUCH_FRACTION = 0.001
+# White found in the photo itself also includes collars, white hair and bright backgrounds
+# inside the crop; it counts only in the inner face (eyes to chin, of the aligned crop) and
+# from 1 % of it. Measured on the Solvay photo: undamaged faces at most 0.26 % there, a face
+# with one thin stroke 7.3 %.
+INNER_BOX = (0.25, 0.30, 0.75, 0.80)  # x0, y0, x1, y1 as fractions of the aligned crop
+INNER_FRACTION = 0.01
+
+
+@dataclass(frozen=True, eq=False)
+class Damage:
+    """Where a photo is damaged (bool H×W) and whether it was read off white pixels in the photo."""
+
+    mask: np.ndarray
+    from_photo: bool
+
+
+def to_grey(rgb: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(the photo as grey RGB uint8 with three equal channels, whether it had colour).
+
+    As the official predictor reads its input (``IMREAD_GRAYSCALE`` then ``GRAY2BGR``): the
+    colorization network was trained on grey faces; a sepia or tinted scan is made grey first.
+    A photo whose channels are already equal comes back unchanged.
+    """
+    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
+    if np.array_equal(r, g) and np.array_equal(g, b):
+        return rgb.copy(), False
+    grey = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
+    return cv2.cvtColor(grey, cv2.COLOR_GRAY2RGB), True
+
+
+def keep_luminance(grey: np.ndarray, coloured: np.ndarray) -> np.ndarray:
+    """The official ``FaceColorization.post_process``: ``coloured`` resized to ``grey``'s size
+    (INTER_LINEAR) with Y from ``grey`` and U, V from ``coloured``. RGB uint8 in and out."""
+    h, w = grey.shape[:2]
+    if coloured.shape[:2] != (h, w):
+        coloured = cv2.resize(coloured, (w, h))
+    out = cv2.cvtColor(coloured, cv2.COLOR_RGB2YUV)
+    out[:, :, 0] = cv2.cvtColor(grey, cv2.COLOR_RGB2YUV)[:, :, 0]
+    return cv2.cvtColor(out, cv2.COLOR_YUV2RGB)
+
+
+def damage_mask(rgb: np.ndarray, mask: np.ndarray | None) -> tuple[Damage, str]:
+    """(where the photo is damaged, where that came from, for the result's notes).
+
+    ``mask``: the user's mask (RGB or grey uint8 of the photo's size; white = damaged, any
+    channel over 127), or None: the white brush strokes already in the photo (all channels
+    at least :data:`WHITE_LEVEL`).
+    """
+    from gpen_core.errors import InputError
+
+    h, w = rgb.shape[:2]
+    if mask is None:
+        return Damage(rgb.min(axis=2) >= WHITE_LEVEL, True), f"white strokes in the photo (pixels at least {WHITE_LEVEL} in every channel)"
+    m = np.asarray(mask)
+    if m.shape[:2] != (h, w):
+        raise InputError(
+            f"the damage mask is {m.shape[1]}×{m.shape[0]} but the photo is {w}×{h}: draw or save the mask at the photo's size"
+        )
+    if m.ndim == 3:
+        m = m.max(axis=2)
+    return Damage(m > 127, False), "the mask given (white = damaged)"
+
+
+def paint_damage(rgb: np.ndarray, damage: np.ndarray) -> np.ndarray:
+    """The photo with its damaged pixels white, as the inpainting network was trained to see strokes."""
+    out = rgb.copy()
+    out[damage] = 255
+    return out
+
+
+def crop_damage(damage: np.ndarray, fwd: np.ndarray, size: int) -> np.ndarray:
+    """The damage warped into a face's aligned ``size``×``size`` crop (``fwd``: photo → crop), float32 in [0, 1]."""
+    return cv2.warpAffine(damage.astype(np.float32), fwd, (size, size), flags=cv2.INTER_LINEAR)
+
+
+def touches(crop_mask: np.ndarray, from_photo: bool) -> bool:
+    """Whether the damage in a face's crop is enough to inpaint that face (:data:`TOUCH_FRACTION`;
+    white found in the photo: :data:`INNER_FRACTION` of :data:`INNER_BOX`)."""
+    hit = crop_mask > 0.5
+    if not from_photo:
+        return float(hit.mean()) >= TOUCH_FRACTION
+    s = hit.shape[0]
+    x0, y0, x1, y1 = (int(f * s) for f in INNER_BOX)
+    return float(hit[y0:y1, x0:x1].mean()) >= INNER_FRACTION
+
+
+def damage_paste_mask(crop_mask: np.ndarray) -> np.ndarray:
+    """Where an inpainted face is pasted: the damage grown by size/64 px and feathered as much,
+    float32 in [0, 1]. The network redraws the whole face; outside the damage the photo keeps its
+    own pixels (the face's identity), and the feather hides the seam."""
+    size = crop_mask.shape[0]
+    r = max(1, size // 64)
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))
+    grown = cv2.dilate((crop_mask > 0.5).astype(np.float32), kernel)
+    k = 2 * r + 1
+    return np.clip(cv2.GaussianBlur(grown, (k, k), r / 2) * 1.5, 0.0, 1.0)
+
+
+def outside_faces(damage: np.ndarray, boxes: list[tuple[float, float, float, float]]) -> bool:
+    """Whether any damage lies outside every face box (GPEN fills faces only; the result says so)."""
+    rest = damage.copy()
+    h, w = rest.shape
+    for x0, y0, x1, y1 in boxes:
+        rest[max(0, int(y0)) : min(h, int(np.ceil(y1))), max(0, int(x0)) : min(w, int(np.ceil(x1)))] = False
+    return bool(rest.any())

@@ -1,0 +1,90 @@
+"""The photo's metadata carried from the upload to the result: EXIF (date taken, camera) and DPI.
+
+Read at decode (:func:`read`), written at encode (:func:`for_output`, then
+:func:`gpen_core.images.encode.encode_image`'s ``exif`` / ``dpi``). The pixels are already
+upright when they are written, so the EXIF orientation is reset to 1 (a viewer would turn
+them a second time otherwise), and the EXIF pixel dimensions are set to the result's. DPI is
+scaled with the result so the printed size stays the photo's (a 300 dpi scan upscaled ×2 is
+written at 600 dpi: the same 6×4 inches). Malformed EXIF is dropped, never fatal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+_ORIENTATION = 0x0112
+_EXIF_IFD = 0x8769
+_PIXEL_X, _PIXEL_Y = 0xA002, 0xA003  # ExifImageWidth / ExifImageHeight in the Exif IFD
+# The largest EXIF block kept: a JPEG APP1 segment holds at most 64 KB, and a block larger
+# than that (a big maker note or thumbnail) is not worth failing the encode for.
+MAX_EXIF_BYTES = 65_000
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """What a result file is written with: EXIF bytes ("Exif\\0\\0" + TIFF) and DPI (x, y)."""
+
+    exif: bytes | None = None
+    dpi: tuple[float, float] | None = None
+    note: str | None = None  # why the file's EXIF is not carried over, when it is not
+
+
+def read(im: Any, orientation: int) -> Metadata:
+    """EXIF and DPI of an opened Pillow image, in the upright picture's terms (a quarter turn
+    swaps the DPI's x and y). ``orientation``: the EXIF orientation the decode applies."""
+    dpi = _dpi(im.info.get("dpi"))
+    if dpi is not None and orientation in (5, 6, 7, 8):
+        dpi = (dpi[1], dpi[0])
+    try:
+        exif = im.getexif()
+        if not len(exif):
+            return Metadata(None, dpi)
+        exif.get_ifd(_EXIF_IFD)  # loaded now, so it is written back with the rest
+        if _ORIENTATION in exif:
+            exif[_ORIENTATION] = 1
+        raw = exif.tobytes()
+    except Exception:  # noqa: BLE001 - malformed EXIF must not sink a good image; the result has none, and says so
+        return Metadata(None, dpi, "EXIF data unreadable: not carried into the result")
+    if len(raw) > MAX_EXIF_BYTES:
+        return Metadata(None, dpi, f"EXIF data of {len(raw) // 1000} KB (over the {MAX_EXIF_BYTES // 1000} KB a JPEG "
+                                   "holds) not carried into the result")
+    return Metadata(raw, dpi)
+
+
+def _dpi(value: object) -> tuple[float, float] | None:
+    try:
+        x, y = (float(v) for v in value)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        return None
+    return (x, y) if x > 0 and y > 0 else None
+
+
+def for_output(meta: Metadata, upright_size: tuple[int, int], out_size: tuple[int, int], *, photo: bool = True) -> Metadata:
+    """``meta`` for a result of ``out_size`` (width, height) made from a photo of ``upright_size``.
+
+    EXIF pixel dimensions become the result's; DPI scales with the width so the print size is
+    kept. ``photo`` False (a sheet of face crops): EXIF only, a DPI would claim a print size.
+    """
+    exif = meta.exif
+    if exif is not None:
+        exif = _with_size(exif, out_size)
+    dpi = None
+    if photo and meta.dpi is not None and upright_size[0] > 0 and upright_size[1] > 0:
+        sx, sy = out_size[0] / upright_size[0], out_size[1] / upright_size[1]
+        dpi = (round(meta.dpi[0] * sx, 3), round(meta.dpi[1] * sy, 3))
+    return Metadata(exif, dpi)
+
+
+def _with_size(raw: bytes, size: tuple[int, int]) -> bytes | None:
+    from PIL import Image
+
+    try:
+        exif = Image.Exif()
+        exif.load(raw)
+        sub = exif.get_ifd(_EXIF_IFD)
+        if _PIXEL_X in sub or _PIXEL_Y in sub:
+            sub[_PIXEL_X], sub[_PIXEL_Y] = int(size[0]), int(size[1])
+        return exif.tobytes()
+    except Exception:  # noqa: BLE001 - the block was read once already; if it no longer round-trips, drop it
+        return None

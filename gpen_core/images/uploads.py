@@ -1,0 +1,41 @@
+"""Uploads that arrive as bytes rather than files: a pasted image's ``data:`` URL, written as sent.
+
+The decoder then reads the file like any other upload, with its limits and messages;
+nothing here opens the image. No web framework is imported: the app's Gradio seam
+(:mod:`gpen_core.compat.gradio`) hands the URL over.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import tempfile
+from pathlib import Path
+
+from gpen_core.errors import InputError
+from gpen_core.images.limits import DEFAULT_LIMITS, InputLimits, _too_big
+
+_UNREADABLE = "The pasted image could not be read; save it as a file and upload that."
+
+
+def save_data_url(url: str, folder: Path, limits: InputLimits = DEFAULT_LIMITS) -> Path:
+    """Write a base64 ``data:`` URL's bytes, as sent, to a fresh file under ``folder``; return its path.
+
+    Raises :class:`InputError` when the URL is not base64 or its bytes would exceed
+    ``limits.max_file_bytes`` (checked from the text's length, before decoding it).
+    Each call gets its own folder (``p-XXXX/pasted``): concurrent pastes never share a path.
+    """
+    head, _, data = url.partition(",")
+    if not head.startswith("data:") or ";base64" not in head:
+        raise InputError(_UNREADABLE)
+    estimate = len(data) * 3 // 4
+    if estimate > limits.max_file_bytes:
+        raise _too_big(estimate, limits)
+    try:
+        raw = base64.b64decode(data, validate=False)
+    except (binascii.Error, ValueError):
+        raise InputError(_UNREADABLE) from None
+    folder.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="p-", dir=folder)) / "pasted"
+    path.write_bytes(raw)
+    return path

@@ -1,0 +1,159 @@
+"""The web app's whole mutable state, in one object: the server's policy, per-session errors, counters, the backend.
+
+The app keeps one :class:`AppState` (``app.STATE``); nothing else in it changes after
+import. Thread-safe: Gradio runs handlers on worker threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# Sessions whose last error is kept for the result panel; old sessions fall out.
+MAX_SESSIONS = 256
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What this server lets anonymous visitors do; set once from the app's flags."""
+
+    # The server is reachable by others: --share, a host other than 127.0.0.1, or a Space.
+    shared: bool = False
+    # The Generator field may name any checkpoint path on the server (a local user's choice).
+    any_model_path: bool = False
+    # The Hardware check may be started on a shared server (it occupies the CPU for minutes).
+    hardware_check_on_shared: bool = False
+    # Visitors of a shared server may start weight downloads (hundreds of MB of disk and bandwidth).
+    downloads_on_shared: bool = False
+
+    @property
+    def hardware_check_allowed(self) -> bool:
+        return not self.shared or self.hardware_check_on_shared
+
+    @property
+    def downloads_allowed(self) -> bool:
+        return not self.shared or self.downloads_on_shared
+
+
+@dataclass
+class AppState:
+    """Policy, the last error of each browser session, restores finished, and the restore backend."""
+
+    policy: Policy = field(default_factory=Policy)
+    # None: this process's Restorer; else a gpen_core.scaleout.serve.RayRestorer (--backend ray).
+    backend: Any = None
+    restores_done: int = 0
+    _errors: OrderedDict[str, str] = field(default_factory=OrderedDict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def remember_error(self, session: str | None, text: str) -> None:
+        """Keep ``text`` as ``session``'s last error (Gradio's failure event gets no exception)."""
+        if not session:
+            return
+        with self._lock:
+            self._errors[session] = text
+            self._errors.move_to_end(session)
+            while len(self._errors) > MAX_SESSIONS:
+                self._errors.popitem(last=False)
+
+    def take_error(self, session: str | None) -> str | None:
+        """``session``'s last error, forgotten once read."""
+        if not session:
+            return None
+        with self._lock:
+            return self._errors.pop(session, None)
+
+    def count_restore(self) -> None:
+        with self._lock:
+            self.restores_done += 1
+
+    def engine(self) -> Any:
+        """What Restore calls: the Ray deployment when one is set, else the process-wide Restorer."""
+        if self.backend is not None:
+            return self.backend
+        from gpen_core.restorer import get_restorer
+
+        return get_restorer()
+
+
+@dataclass(frozen=True)
+class ServerArgs:
+    """``python app.py``'s command line, parsed; ``policy`` follows from where it listens and the flags."""
+
+    host: str
+    port: int
+    share: bool
+    auth: tuple[str, str] | None  # None: no password (a --share link always gets one, see app.main)
+    backend: str  # "local" or "ray"
+    address: str  # with backend "ray": the Ray address
+    policy: Policy
+
+    @property
+    def shared(self) -> bool:
+        return self.policy.shared
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def _env_flag(name: str) -> bool:
+    import os
+
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")
+
+
+def parse_server_args(argv: Sequence[str] | None = None) -> ServerArgs:
+    """Parse the app's flags (and their environment variables); SystemExit with the usage on a bad one.
+
+    The server is *shared* (its policy restricts visitors) when it has a public link, listens
+    beyond loopback, or runs on a Hugging Face Space (``SPACE_ID``).
+    """
+    import argparse
+    import os
+
+    p = argparse.ArgumentParser(description="GPEN face restoration in the browser.")
+    p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                   help="address to bind (default 127.0.0.1: this machine only; 0.0.0.0 for the local network)")
+    p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), help="port (default 7860)")
+    p.add_argument("--share", action="store_true", default=_env_flag("GRADIO_SHARE"),
+                   help="also create a public gradio.live link (always password-protected; env GRADIO_SHARE=1)")
+    p.add_argument("--auth", help="user:password for the page (required for --share; generated when not given)")
+    p.add_argument("--allow-any-model-path", action="store_true",
+                   help="let the Generator field name any checkpoint path on this machine (default: registry names "
+                        "and files in the models folder only)")
+    p.add_argument("--allow-hardware-check", action="store_true", default=_env_flag("GPEN_ALLOW_HARDWARE_CHECK"),
+                   help="allow the Hardware check on a shared server (--share, a host other than 127.0.0.1, or a Space); "
+                        "it is always allowed on 127.0.0.1")
+    p.add_argument("--allow-downloads", action="store_true", default=_env_flag("GPEN_ALLOW_DOWNLOADS"),
+                   help="let visitors of a shared server start weight downloads (env GPEN_ALLOW_DOWNLOADS=1); "
+                        "always allowed on 127.0.0.1")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local: restore in this process (default); ray: call `python -m gpen_core serve`'s deployment")
+    p.add_argument("--address", default="auto", help="with --backend ray: the Ray address `serve` printed (default auto)")
+    args = p.parse_args(argv)
+    auth = None
+    if args.auth:
+        user, sep, password = args.auth.partition(":")
+        if not sep or not user or not password:
+            raise SystemExit(f"--auth must be user:password, got {args.auth!r}")
+        auth = (user, password)
+    shared = args.share or args.host not in LOOPBACK_HOSTS or bool(os.environ.get("SPACE_ID"))
+    policy = Policy(shared=shared, any_model_path=args.allow_any_model_path,
+                    hardware_check_on_shared=args.allow_hardware_check, downloads_on_shared=args.allow_downloads)
+    return ServerArgs(args.host, args.port, args.share, auth, args.backend, args.address, policy)
+
+
+def start_lines(local_url: str, share_url: str | None, share: bool) -> list[str]:
+    """What ``python app.py`` prints once it listens (naming our flags, not Gradio's ``share=True``)."""
+    lines = [f"* Running on {local_url}"]
+    if share_url:
+        lines.append(f"* Public link: {share_url}")
+    elif share:
+        lines.append(f"* The public link could not be created (offline, or gradio.live unreachable); the app runs at {local_url} only.")
+    else:
+        lines.append("* Only this machine can open it; add --share for a password-protected public link, "
+                     "or --host 0.0.0.0 for your network.")
+    return lines

@@ -1,0 +1,71 @@
+"""An exception as the user sees it: a title chosen by its type, the message as plain text, and the panel's Markdown.
+
+The plain text is what API clients (gradio_client, curl) receive: it starts with the
+problem ("Weights missing. ..."), carries no HTML, and keeps the message's line breaks;
+the page formats it (the app's CSS keeps the breaks). The panel gets the same words
+as Markdown. Errors that are not :class:`GPENError` are our bugs: logged with their
+trace, shown as one line.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from gpen_core.errors import GPENError, InputError, ResourceError, WeightsCorruptError, WeightsError
+from gpen_core.presentation.panels import error_markdown
+
+log = logging.getLogger("gpen.app")
+
+# Most specific first: the first class the exception is an instance of names it.
+TITLES: tuple[tuple[type[BaseException], str], ...] = (
+    (InputError, "Cannot use this input"),
+    (WeightsCorruptError, "Weights corrupt"),
+    (WeightsError, "Weights missing"),
+    (ResourceError, "Not enough memory"),
+    (GPENError, "Error"),
+)
+INTERNAL = "Internal error"
+
+
+@dataclass(frozen=True)
+class ShownError:
+    title: str
+    text: str  # plain text for the pop-up and API clients: "<title>. <message>"
+    panel: str  # Markdown for the result panel
+
+
+class AlreadyShown(Exception):
+    """An error worded where it happened, raised again elsewhere unchanged.
+
+    Used across ZeroGPU's GPU call, which may run in another process: the call returns
+    the :class:`ShownError` (a plain value crosses the boundary whole; an exception may
+    come back as ZeroGPU's own generic error) and the caller raises it as this.
+    """
+
+    def __init__(self, shown: ShownError) -> None:
+        super().__init__(shown.text)
+        self.shown = shown
+
+
+def title_for(exc: BaseException) -> str:
+    return next((t for cls, t in TITLES if isinstance(exc, cls)), INTERNAL)
+
+
+def shown_error(exc: BaseException, doing: str = "Restore") -> ShownError:
+    """How ``exc`` is shown; an exception that is not a GPENError is logged with its trace."""
+    if isinstance(exc, AlreadyShown):
+        return exc.shown
+    if isinstance(exc, GPENError):
+        title, message = title_for(exc), str(exc)
+    else:
+        log.error("%s failed", doing, exc_info=exc)
+        title = INTERNAL
+        message = (f"{doing} failed unexpectedly ({type(exc).__name__}: {str(exc)[:300]}). "
+                   "The server is still running; the server log has the details.")
+    return ShownError(title, plain_text(title, message), error_markdown(title, message))
+
+
+def plain_text(title: str, message: str) -> str:
+    """The title as the first words, then the message unchanged (line breaks kept)."""
+    return f"{title}. {message}"

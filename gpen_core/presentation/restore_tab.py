@@ -1,0 +1,85 @@
+"""The Restore tab's photo side, one call each: an upload's preview, the Upscale line, a result's outputs.
+
+Pixels in and out are RGB uint8 H×W×3. The app turns these into widgets; nothing here
+imports a web framework.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpen_core.errors import GPENError
+from gpen_core.presentation import panels as ui
+from gpen_core.presentation import readiness
+from gpen_core.presentation.messages import shown_error
+from gpen_core.result import RestoreResult
+
+PREVIEW_SIDE = 1024  # the before-view shown on upload, from our own decoder
+
+
+@dataclass(frozen=True)
+class Preview:
+    """An upload as our decoder sees it: the before-view (None when refused) and the panel's Markdown."""
+
+    before: np.ndarray | None
+    markdown: str
+
+
+def preview(path: str) -> Preview:
+    """Decode ``path`` at most :data:`PREVIEW_SIDE` px (our limits and messages); a refusal names the problem."""
+    from gpen_core.images.decode import decode_image, shrink_to_max_side
+
+    try:
+        decoded = decode_image(path, reduce_to=PREVIEW_SIDE)
+    except GPENError as exc:
+        return Preview(None, shown_error(exc).panel)
+    except Exception as exc:  # a bug: logged with its trace, one line shown
+        return Preview(None, shown_error(exc, doing="Reading the file").panel)
+    rgb = decoded.rgb
+    if max(rgb.shape[:2]) > PREVIEW_SIDE:
+        rgb = shrink_to_max_side(rgb, PREVIEW_SIDE)[0]
+    return Preview(rgb, ui.preview_markdown(decoded))
+
+
+def upscale_text(image: str | None, upscale: int, mode: str | None, device: str, models: Any = None) -> str:
+    """Before Restore: the Upscale line (:func:`gpen_core.presentation.upscale.upscale_line`) and a missing upscaler file."""
+    from gpen_core.presentation.upscale import upscale_line
+    from gpen_core.weights import lookup as weights
+
+    if upscale <= 1:
+        return ""
+    note = readiness.upscaler_note(upscale, readiness.files_from_status(weights.status()), str(weights.models_dir()))
+    return "\n\n".join(t for t in (upscale_line(image, upscale, mode, device, models), note) if t)
+
+
+@dataclass(frozen=True)
+class RestoreView:
+    """What one restore shows, in the order of the app's outputs."""
+
+    pair: tuple[np.ndarray, np.ndarray]  # the slider's before / after, lined up
+    download: str  # path of the full-resolution file
+    markdown: str  # the measured panel
+    faces: list[tuple[np.ndarray, str]]  # (original | restored, caption) per face
+    record: dict[str, Any]  # the JSON record
+
+    def outputs(self) -> tuple[Any, str, str, list[tuple[np.ndarray, str]], dict[str, Any]]:
+        return self.pair, self.download, self.markdown, self.faces, self.record
+
+
+def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_s: float) -> RestoreView:
+    """The outputs of ``result``: its encoded bytes saved under ``results_dir`` (older results swept first).
+
+    "Before" is the engine's own decoded input (``result.before``): decoding the file
+    again here, outside the meter, would make the server's peak exceed the reported one.
+    """
+    from gpen_core.images.outputs import save_result
+
+    if result.before is None:
+        raise ValueError("the engine returned a result without its decoded input (RestoreResult.before)")
+    path = save_result(results_dir, ui.download_name(source, result), result.encoded, max_age_s=max_age_s)
+    return RestoreView(ui.comparison_pair(result.before, result), str(path), ui.metrics_markdown(result),
+                       ui.face_pairs(result), ui.as_record(result))

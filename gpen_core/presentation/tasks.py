@@ -1,0 +1,81 @@
+"""The Restore tab's Task choice and the inpainting brush, as plain values (no web framework here).
+
+The app shows a Task radio (:func:`task_choices`); for ``inpaint`` an image editor over the
+photo where the user paints the damage white on its own layer (:func:`editor_value` fills
+it, :func:`damage_from_editor` reads the strokes back as a mask at the photo's size, white =
+damaged, as ``Restorer.__call__(..., mask=...)`` takes it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpen_core.modes import TASKS
+
+BRUSH_COLOUR = "#ffffff"  # GPEN's inpainting network was trained on white strokes (demo.py's brush_stroke_mask)
+DAMAGE_LAYER = "damage"
+
+
+def task_choices() -> list[tuple[str, str]]:
+    """(label, value) pairs for the Task radio, restoration first."""
+    hints = {
+        "enhance": "GPEN-BFR (the memory mode's)",
+        "colorize": "GPEN-Colorization-1024: grey photo, coloured faces",
+        "inpaint": "GPEN-Inpainting-1024: paint the damage white below",
+        "seg2face": "GPEN-Seg2face-512: aligned colour label map → face",
+    }
+    return [(f"{t.label} — {hints[t.name]}", t.name) for t in TASKS.values()]
+
+
+def editor_visible(task: str | None) -> bool:
+    return task == "inpaint"
+
+
+def editor_value(task: str | None, image: str | None) -> dict[str, Any] | None:
+    """The editor's value for ``task`` and the uploaded photo: the photo as its background, no strokes yet.
+    None when the editor is hidden or there is no photo."""
+    if not editor_visible(task) or not image:
+        return None
+    return {"background": image, "layers": [], "composite": image}
+
+
+def damage_from_editor(value: Any, image: str) -> np.ndarray | None:
+    """The strokes painted in the editor as a uint8 H×W mask at the photo's size (255 = damaged), or
+    None when nothing is painted (the engine then looks for white strokes in the photo itself).
+
+    ``value``: the editor's value with numpy images (``{"background", "layers", "composite"}``); a
+    stroke is any pixel a layer covers (its alpha), whatever its colour.
+    """
+    import cv2
+
+    if not isinstance(value, dict):
+        return None
+    painted = None
+    for layer in value.get("layers") or []:
+        if layer is None:
+            continue
+        arr = np.asarray(layer)
+        if arr.ndim == 3 and arr.shape[2] == 4:
+            hit = arr[..., 3] > 0
+        else:
+            hit = arr.reshape(arr.shape[0], arr.shape[1], -1).max(axis=2) > 127
+        painted = hit if painted is None else (painted | hit)
+    if painted is None or not painted.any():
+        return None
+    w, h = _photo_size(image)
+    mask = painted.astype(np.uint8) * 255
+    if mask.shape[:2] != (h, w):  # the editor's canvas may hold a scaled copy of the photo
+        mask = cv2.resize(mask, (w, h), interpolation=cv2.INTER_NEAREST)
+    return mask
+
+
+def _photo_size(image: str) -> tuple[int, int]:
+    """(width, height) of the photo as the engine decodes it (EXIF orientation applied)."""
+    from PIL import Image
+
+    with Image.open(image) as im:  # the header only
+        w, h = im.size
+        turned = im.getexif().get(0x0112, 1) in (5, 6, 7, 8)  # EXIF orientations that swap the sides
+    return (h, w) if turned else (w, h)

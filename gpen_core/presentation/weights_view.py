@@ -1,0 +1,95 @@
+"""The Restore tab's weights box, one call each: what the panel says, and the Download button's work.
+
+The app turns a :class:`WeightsView` into widgets. On a shared server downloads start
+only when the operator allowed them (``--allow-downloads``); otherwise the panel names
+the command the operator can run, and no button is offered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpen_core.errors import GPENError, InputError
+from gpen_core.presentation import panels as ui
+from gpen_core.presentation import readiness
+
+DOWNLOADS_OFF = ("Downloads are off on this shared server: visitors cannot make it fetch files. The operator can run "
+                 "`python -m gpen_core download {names}`, or start the server with `--allow-downloads`.")
+
+
+@dataclass(frozen=True)
+class WeightsView:
+    panel: str  # Markdown
+    download_label: str | None  # the Download button's label; None: no button (nothing to fetch, or not allowed)
+    overview: str  # every checkpoint of the registry, Markdown
+
+
+@dataclass(frozen=True)
+class WeightsRequest:
+    """The panel's inputs, already normalised (None: the mode's choice)."""
+
+    mode: str | None  # None: auto
+    model: str | None
+    detector: str | None
+    aligned: bool = False
+    upscale: int = 1
+
+
+def _assess(device: str, req: WeightsRequest, any_model_path: bool):
+    from gpen_core.weights import lookup as weights
+    from gpen_core.weights.user_paths import checked_model
+
+    try:
+        model = checked_model(req.model, any_path=any_model_path)
+    except InputError:  # an unusable Generator value is Restore's to refuse, with its message
+        model = req.model
+    statuses = weights.status()
+    r, files = readiness.current(device, model=model, detector=req.detector, aligned=req.aligned)
+    return r, files, statuses
+
+
+def wanted(r: readiness.Readiness, files: dict, req: WeightsRequest) -> tuple[str, ...]:
+    """What Download fetches: the set that enables the recommended (or chosen) mode, and the Upscale choice's file."""
+    return readiness.download_for(r, req.mode) + readiness.upscaler_download(files, req.upscale)
+
+
+def weights_view(device: str, req: WeightsRequest, *, any_model_path: bool = False, downloads_allowed: bool = True,
+                 message: str = "") -> WeightsView:
+    """The weights panel for ``req`` on this machine now."""
+    from gpen_core.weights import lookup as weights
+
+    r, files, statuses = _assess(device, req, any_model_path)
+    folder = str(weights.models_dir())
+    upscaler = readiness.upscaler_download(files, req.upscale)
+    names = wanted(r, files, req)
+    if names and not downloads_allowed and not message:
+        message = ui.markdown_text(DOWNLOADS_OFF.format(names=" ".join(names)))
+    panel = ui.weights_markdown(r, files, statuses, folder, mode=req.mode, message=message, upscaler=upscaler)
+    label = ui.download_button_label(r, files, req.mode, upscaler) if names and downloads_allowed else None
+    return WeightsView(panel, label, ui.all_weights_markdown(statuses, folder))
+
+
+def download(device: str, req: WeightsRequest, progress: Callable[[float, str], None], *,
+             any_model_path: bool = False, downloads_allowed: bool = True) -> WeightsView:
+    """Download what the panel offers (stopping at the first failure), then the panel again with the outcome.
+
+    Raises InputError when downloads are not allowed here (a shared server without the operator's flag).
+    """
+    from gpen_core.weights import lookup as weights
+
+    r, files, _ = _assess(device, req, any_model_path)
+    names = wanted(r, files, req)
+    if names and not downloads_allowed:
+        raise InputError(DOWNLOADS_OFF.format(names=" ".join(names)))
+    message = f"Downloaded {', '.join(names)}." if names else ""
+    for i, name in enumerate(names):
+        def report(done: int, total: int | None, i: int = i, name: str = name) -> None:
+            progress((i + (done / total if total else 0.0)) / len(names), ui.download_progress_text(name, done, total))
+
+        try:
+            weights.download(name, progress=report)
+        except GPENError as exc:
+            message = ui.download_failed_text(str(exc), names[i:], str(weights.models_dir()))
+            break
+    return weights_view(device, req, any_model_path=any_model_path, downloads_allowed=downloads_allowed, message=message)

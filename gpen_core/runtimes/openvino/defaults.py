@@ -1,0 +1,96 @@
+"""``auto``'s choice before this machine has measured anything: torch or OpenVINO per CPU kind.
+
+A fresh install has no speed record of its own (the hardware check writes one), yet the
+faster runtime should run from the first request. Each entry below is a measurement of
+torch against OpenVINO, made on a named CPU of that kind with the command given, in
+seconds per call; :func:`default_choice` turns it into ("torch" | "openvino", why), and the
+why says it was measured on another machine of this kind, not here. A record made on this
+machine (:func:`gpen_core.runtimes.openvino.generator.record_speed`) always wins.
+
+The kinds follow what decides the speed of both runtimes: AMX tiles, AVX-512 with native
+bf16 (Zen 4), and AVX2 without native bf16. A kind or a network with no entry here stays on
+torch until measured.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from gpen_core.runtimes.openvino.base import cpu_flags
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One torch-vs-OpenVINO measurement on a named CPU (seconds per call, medians)."""
+
+    torch_s: float
+    openvino_s: float
+    source: str  # the CPU and the command, so anyone can measure it again
+
+
+_BENCH = "benchmarks/bench_forward.py --paths fast fast-bf16 ov ov-bf16"
+_XEON = "Intel Xeon with AMX, 2 cores"
+_ZEN4 = "AMD EPYC Zen 4 (AVX-512 BF16, no AMX), 2 cores"
+_EPYC2 = "AMD EPYC, AVX2 only, 2 cores"
+
+# Keys are the speed-record keys of generator.py: "<size>-<dtype>" for the GPEN generator,
+# "<network>-<size>-<dtype>" for the others.
+DEFAULTS: dict[str, dict[str, Measured]] = {
+    "amx": {
+        "512-float32": Measured(1.569, 1.152, f"{_XEON}, {_BENCH}, 2026-12-03"),
+        "512-bfloat16": Measured(0.592, 0.314, f"{_XEON}, {_BENCH}, 2026-12-03"),
+        "256-float32": Measured(0.111, 0.107, f"{_XEON}, {_BENCH}, 2026-12-03"),
+        "256-bfloat16": Measured(0.050, 0.037, f"{_XEON}, {_BENCH}, 2026-12-03"),
+        "parsenet-512-float32": Measured(2.32, 1.61, f"{_XEON}, python -m gpen_core profile, 2026-12-03"),
+        "parsenet-256-bfloat16": Measured(0.135, 0.095, f"{_XEON}, python -m gpen_core profile, 2026-12-03"),
+        "retinaface-resnet50-1000-float32": Measured(0.90, 0.57, f"{_XEON}, python -m gpen_core profile, 2026-12-03"),
+        "retinaface-mobilenet0.25-1000-float32": Measured(0.10, 0.044, f"{_XEON}, python -m gpen_core profile, 2026-12-03"),
+    },
+    "avx512_bf16": {
+        "512-float32": Measured(1.25, 0.83, f"{_ZEN4}, {_BENCH} --sizes 512 --runs 3"),
+        "512-bfloat16": Measured(0.65, 0.41, f"{_ZEN4}, {_BENCH} --sizes 512 --runs 3"),
+    },
+    "avx2": {
+        "512-float32": Measured(1.466, 1.256, f"{_EPYC2}, benchmarks/bench.py, 2026-12-02"),
+        "256-float32": Measured(0.100, 0.114, f"{_EPYC2}, benchmarks/bench.py, 2026-12-02"),
+    },
+}
+
+KIND_NAMES = {
+    "amx": "CPUs with AMX (Intel Xeon Sapphire Rapids and later)",
+    "avx512_bf16": "CPUs with AVX-512 BF16 but no AMX (AMD Zen 4)",
+    "avx2": "CPUs with AVX2 and no native bf16",
+}
+
+
+def cpu_kind(flags: set[str] | None = None) -> str | None:
+    """"amx", "avx512_bf16", "avx2" or None (another CPU: ARM, an old x86), from /proc/cpuinfo's flags."""
+    flags = cpu_flags() if flags is None else flags
+    if "amx_bf16" in flags:
+        return "amx"
+    if "avx512_bf16" in flags:
+        return "avx512_bf16"
+    if "avx2" in flags:
+        return "avx2"
+    return None
+
+
+def default_choice(key: str, flags: set[str] | None = None) -> tuple[str, str] | None:
+    """("torch" | "openvino", why) for speed-record ``key`` on this CPU kind, or None without an entry.
+
+    ``GPEN_OPENVINO_DEFAULTS=0`` turns these off (``auto`` then stays on torch until this machine
+    has measured both): for a machine whose speed is unlike its kind's, and for the test suite,
+    whose expectations must not depend on the CPU it runs on."""
+    if os.environ.get("GPEN_OPENVINO_DEFAULTS", "1") == "0":
+        return None
+    kind = cpu_kind(flags)
+    m = DEFAULTS.get(kind or "", {}).get(key)
+    if m is None:
+        return None
+    faster = "openvino" if m.openvino_s < m.torch_s else "torch"
+    slow, fast = (m.torch_s, m.openvino_s) if faster == "openvino" else (m.openvino_s, m.torch_s)
+    other = "torch" if faster == "openvino" else "OpenVINO"
+    why = (f"measured faster on {KIND_NAMES[kind or '']}: {fast:.2f} s vs {other} {slow:.2f} s per call on an {m.source.split(',')[0]}; "
+           "not yet measured on this machine (the hardware check measures it here)")
+    return faster, why

@@ -1,0 +1,169 @@
+"""Export a GPEN generator for other tools: an ONNX file, or the OpenVINO IR the engine runs.
+
+    python -m gpen_core export GPEN-BFR-512 -o GPEN-BFR-512.onnx
+    python -m gpen_core export path/to/checkpoint.pth -o out/model.xml --format openvino
+
+The file's contract (docs/export.md): one input ``input``, float32 1×3×S×S, RGB in [-1, 1]
+(``pixel / 127.5 - 1``), S the generator's face size (256, 512, 1024, 2048), the face aligned
+to GPEN's five-point template; one output ``output``, float32 1×3×S×S in about [-1, 1]
+(clip, then ``(y + 1) * 127.5``). Fixed shapes: the graph is the static, batch-1 form of
+:func:`gpen_core.runtimes.openvino.export.exportable` (the same function as the checkpoint's
+network, tested against the official code's outputs).
+
+Every export is checked after it is written: OpenVINO (which reads ONNX as well as its IR)
+runs the written file on a fixed random face in float32, and the largest difference from our
+torch forward is reported (:class:`ExportReport`); a file that differs by more than
+:data:`TOLERANCE` is deleted and the export fails. ONNX needs the ``onnx`` package
+(``pip install onnx``, pinned in requirements-dev.txt); the IR needs only OpenVINO.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from gpen_core.errors import GPENError, InputError
+
+ExportFormat = Literal["onnx", "openvino"]
+FORMATS: tuple[str, ...] = ("onnx", "openvino")
+# ONNX opset: 17 is read by every current runtime (onnxruntime ≥ 1.11, OpenVINO, TensorRT 8.5+)
+# and has every op the graph uses (Conv, ConvTranspose, Gemm/MatMul, LeakyRelu, Sqrt, Pad).
+OPSET = 17
+# Largest |OpenVINO − torch| accepted on the check face (float32 both sides: the tests hold
+# GPEN-BFR-256 and -512 to 1e-4).
+TOLERANCE = 1e-3
+_ONNX_MISSING = "exporting ONNX needs the onnx package: `pip install onnx==1.23.2` (requirements-dev.txt pins it), then run the export again"
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    """What was written and how close it runs to the torch model."""
+
+    path: Path  # the file written (.onnx, or the IR's .xml with its .bin beside it)
+    format: str  # "onnx" or "openvino"
+    source: str  # the registry name or checkpoint path asked for
+    size: int  # S of the fixed 1×3×S×S input and output
+    opset: int | None  # the ONNX opset (None for OpenVINO IR)
+    max_abs_diff: float  # OpenVINO running the written file vs torch, same float32 input
+    seconds: float  # export + check
+
+    def summary(self) -> str:
+        what = f"ONNX opset {self.opset}" if self.format == "onnx" else "OpenVINO IR (float32 weights)"
+        return (
+            f"wrote {self.path} ({what}): input 'input' float32 1×3×{self.size}×{self.size} RGB in [-1, 1], "
+            f"output 'output' the same shape; checked with OpenVINO against torch: max |difference| "
+            f"{self.max_abs_diff:.2e} (in {self.seconds:.1f} s)"
+        )
+
+
+def _checkpoint(model: str, models_dir: str | os.PathLike[str] | None) -> Path:
+    """The checkpoint file of a registry generator name, or an existing checkpoint path."""
+    from gpen_core.weights import lookup
+
+    spec = next((s for s in lookup.REGISTRY.values() if s.name.lower() == model.strip().lower()), None)
+    if spec is not None and spec.kind != "generator":
+        gens = ", ".join(n for n, s in lookup.REGISTRY.items() if s.kind == "generator")
+        raise InputError(f"{spec.name} is a {spec.kind}, not a GPEN generator; export one of: {gens}, or a checkpoint path")
+    return lookup.resolve(model, models_dir=models_dir, allow_download=False)
+
+
+def export_generator(
+    model: str,
+    output: str | os.PathLike[str],
+    *,
+    fmt: ExportFormat = "onnx",
+    models_dir: str | os.PathLike[str] | None = None,
+    opset: int = OPSET,
+    progress: Callable[[str], None] | None = None,
+) -> ExportReport:
+    """Write ``model`` (a registry generator name or a checkpoint path) to ``output`` and check it.
+
+    ``fmt`` "onnx": one ONNX file (opset ``opset``); "openvino": ``output`` is the IR's .xml
+    (its .bin is written beside it). Raises :class:`InputError` for a bad format or name,
+    :class:`~gpen_core.errors.WeightsError` for a missing or broken checkpoint, and
+    :class:`GPENError` when a needed package is missing or the written file does not
+    reproduce the torch output.
+    """
+    import warnings
+
+    import numpy as np
+    import torch
+
+    from gpen_core.networks.checkpoint import load_generator
+    from gpen_core.runtimes.openvino.base import unavailable_reason
+    from gpen_core.runtimes.openvino.export import exportable
+
+    say = progress or (lambda m: None)
+    if fmt not in FORMATS:
+        raise InputError(f"unknown export format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    out = Path(output).expanduser()
+    want = ".onnx" if fmt == "onnx" else ".xml"
+    if out.suffix.lower() != want:
+        raise InputError(f"the {fmt} export writes a {want} file; name the output like {out.with_suffix(want).name}")
+    why = unavailable_reason()
+    if why:  # the check after writing runs the file with OpenVINO
+        raise GPENError(f"cannot check the export: {why}")
+    if fmt == "onnx":
+        try:
+            import onnx  # noqa: F401  (torch.onnx.export writes through it)
+        except ImportError:
+            raise GPENError(_ONNX_MISSING) from None
+    t0 = time.perf_counter()
+    path = _checkpoint(model, models_dir)
+    say(f"loading {path}")
+    net = load_generator(path)
+    size = net.config.size
+    x = torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    with torch.no_grad():
+        reference = net(x).numpy()
+        net = exportable(net)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.stem}.{os.getpid()}.partial{want}")
+    say(f"exporting the {size} px generator to {fmt}")
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tracer and legacy-exporter warnings: static shapes are intended
+            if fmt == "onnx":
+                torch.onnx.export(net, (x,), str(tmp), dynamo=False, opset_version=opset,
+                                  input_names=["input"], output_names=["output"], do_constant_folding=True)
+                import onnx
+
+                onnx.checker.check_model(str(tmp))  # the ONNX spec's own validity check
+            else:
+                import openvino as ov
+
+                ov_model = ov.convert_model(net, example_input=x, input=[(1, 3, size, size)])
+                ov_model.inputs[0].set_names({"input"})
+                ov_model.outputs[0].set_names({"output"})
+                ov.save_model(ov_model, str(tmp), compress_to_fp16=False)
+        del net
+        say("checking the written file with OpenVINO")
+        diff = _max_diff(tmp, x.numpy(), reference)
+        if not np.isfinite(diff) or diff > TOLERANCE:
+            raise GPENError(
+                f"the exported {fmt} file does not reproduce the model (max |difference| {diff:.2e} > {TOLERANCE:g}); "
+                "nothing was written. Report this with the checkpoint's name."
+            )
+        os.replace(tmp, out)
+        if fmt == "openvino":
+            os.replace(tmp.with_suffix(".bin"), out.with_suffix(".bin"))
+    finally:
+        for leftover in (tmp, tmp.with_suffix(".bin")):
+            leftover.unlink(missing_ok=True)
+    return ExportReport(out, fmt, model, size, opset if fmt == "onnx" else None, diff, time.perf_counter() - t0)
+
+
+def _max_diff(path: Path, x, reference) -> float:
+    """max |OpenVINO(path)(x) − reference|, compiled for the CPU in float32 (its default on a
+    bf16-capable CPU would be bfloat16, which measures the CPU rather than the file)."""
+    import numpy as np
+
+    from gpen_core.runtimes.openvino.base import get_core
+
+    compiled = get_core().compile_model(str(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    y = compiled(x)[compiled.outputs[0]]
+    return float(np.abs(np.asarray(y, dtype=np.float64) - reference).max())

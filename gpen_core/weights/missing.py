@@ -1,0 +1,88 @@
+"""Every file a request lacks, in one message: names, sizes, and one download command.
+
+A restore that lacks two files should not fail on the first, be fixed, and then fail on the
+second. :func:`missing_error` names them all with their download sizes (published, or the
+documented architecture's float32 state dict, marked "~") and one command that fetches
+them. Torch-free and network-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpen_core.errors import WeightsError
+from gpen_core.weights.registry import REGISTRY, WeightSpec
+
+# Download sizes where the registry has none published: the float32 state dict of the
+# documented architecture (parameters + buffers, counted on the meta device), so an
+# estimate, shown with "~".
+APPROX_BYTES: dict[str, int] = {
+    "GPEN-BFR-256": 75_517_192,
+    "GPEN-BFR-512": 284_022_236,
+    "GPEN-BFR-1024": 284_843_696,
+    "GPEN-BFR-2048": 285_180_804,
+    "ParseNet-latest": 85_279_864,  # facexlib's file of the same network is 85_331_193
+}
+
+
+def download_size(name: str) -> tuple[int | None, bool]:
+    """(bytes a download of ``name`` fetches or None when unknown, whether that is an estimate)."""
+    spec = REGISTRY.get(name)
+    if spec is not None and spec.size_bytes is not None:
+        return spec.size_bytes, False
+    return APPROX_BYTES.get(name), name in APPROX_BYTES
+
+
+def size_text(n: int | None, estimated: bool) -> str:
+    """'109 MB', '1.8 MB', '~284 MB', 'size not published' (decimal megabytes)."""
+    if n is None:
+        return "size not published"
+    # One decimal below 10 MB: the 1.8 MB detector is not "2 MB" next to a 109 MB one.
+    if n >= 1e9:
+        text = f"{n / 1e9:.2f} GB"
+    else:
+        text = f"{n / 1e6:.1f} MB" if 1e5 <= n < 1e7 else f"{n / 1e6:.0f} MB"
+    return ("~" if estimated else "") + text
+
+
+def total_text(names: Sequence[str]) -> str:
+    """The sum of :func:`download_size` over ``names`` ('~286 MB'), or '' when a size is unknown."""
+    sizes = [download_size(n) for n in names]
+    if any(b is None for b, _ in sizes):
+        return ""
+    return size_text(sum(b or 0 for b, _ in sizes), any(e for _, e in sizes))
+
+
+def download_command(names: Sequence[str]) -> str:
+    return "python -m gpen_core download " + " ".join(names)
+
+
+def _source(spec: WeightSpec) -> str:
+    if spec.modelscope and (spec.modelscope_first or not spec.urls):
+        mid, rel = spec.modelscope
+        return f"https://www.modelscope.cn/models/{mid}/files (file {rel})"
+    return spec.urls[0] if spec.urls else "its publisher"
+
+
+def manual_fix(names: Sequence[str], folder: Path | str) -> str:
+    """One 'Fix:' sentence for all ``names``: the one command, or each file's source and name."""
+    specs = [REGISTRY[n] for n in names]
+    each = "; ".join(f"{s.filename} from {_source(s)}" for s in specs)
+    return (f"Fix: run `{download_command(names)}` on a machine with internet access, "
+            f"or download {'them' if len(specs) > 1 else 'it'} yourself into the models folder {folder}: {each}.")
+
+
+def files_text(names: Sequence[str]) -> str:
+    """'GPEN-BFR-512 (GPEN-BFR-512.pth, ~284 MB) and retinaface-mobilenet0.25 (…, 1.8 MB)'."""
+    parts = [f"{n} ({REGISTRY[n].filename}, {size_text(*download_size(n))})" for n in names]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def missing_error(names: Sequence[str], folder: Path | str, why: str) -> WeightsError:
+    """A WeightsError naming every registry file in ``names`` at once, their total size and the fix."""
+    total = total_text(names)
+    count = f"{len(names)} files" if len(names) > 1 else "a file"
+    head = (f"This request needs {count} that {'are' if len(names) > 1 else 'is'} not in the models folder "
+            f"or the ModelScope cache: {files_text(names)}{f' ({total} in all)' if len(names) > 1 and total else ''}; {why}.")
+    return WeightsError(f"{head}\n{manual_fix(names, folder)}")

@@ -1,0 +1,87 @@
+"""Which checkpoint a user of a server may name: a registry name, or a file inside the models folder.
+
+The app's Generator field passes through :func:`checked_model` before anything loads.
+Any other path (elsewhere on the server, a folder, a device) gets one message that
+reveals nothing about the path, unless the operator allowed any path
+(``--allow-any-model-path``: a local user's choice).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from gpen_core.errors import InputError
+from gpen_core.weights.registry import REGISTRY
+
+CHECKPOINT_SUFFIXES = (".pth", ".pt")
+
+
+def generator_names() -> list[str]:
+    """The registry's generators, in registry order."""
+    return [n for n, s in REGISTRY.items() if s.kind == "generator"]
+
+
+def checked_model(name: str | None, *, any_path: bool = False, folder: Path | None = None) -> str | None:
+    """``name`` as the engine takes it: None (the mode's choice), a registry name, or a checkpoint path.
+
+    ``folder``: the models folder (default: the one :func:`gpen_core.weights.lookup.models_dir`
+    finds). A bare file name or a path inside it must be an existing ``.pth``/``.pt`` file
+    there; anything else raises :class:`InputError` without echoing the value.
+    """
+    if name is None or name in REGISTRY or any_path:
+        return name
+    if folder is None:
+        from gpen_core.weights.lookup import models_dir
+
+        folder = models_dir()
+    folder = Path(os.path.abspath(folder))
+    given = Path(name)
+    candidate = Path(os.path.normpath(given if given.is_absolute() else folder / given))
+    if folder not in candidate.parents or candidate.suffix.lower() not in CHECKPOINT_SUFFIXES:
+        raise InputError(
+            f"The Generator field takes a registry name ({', '.join(generator_names())}) or the file name of a "
+            ".pth/.pt checkpoint in the models folder; other paths on the server are not accepted "
+            "(on your own machine, start the app with --allow-any-model-path)."
+        )
+    if not candidate.is_file():
+        raise InputError(f"There is no checkpoint {candidate.relative_to(folder)} in the models folder; "
+                         "put the file there or pick a registry name.")
+    # A link in the models folder may point anywhere on the server (evil.pth -> /etc/passwd):
+    # only what really lies inside the folder may be named.
+    if Path(os.path.realpath(folder)) not in Path(os.path.realpath(candidate)).parents:
+        raise InputError(
+            f"{candidate.relative_to(folder)} in the models folder is a link to a file outside it, and links out of "
+            "the models folder are not followed for users of a server. Copy the checkpoint into the models folder, "
+            "or pick a registry name."
+        )
+    return str(candidate)
+
+
+# An absolute path not under a folder we can name by its role: shown as "…/<last part>".
+# Not after ":", "/", "." or a word character, so URLs (https://host/path) stay whole.
+_ABS_PATH = re.compile(r"(?<![\w:/.~>])/(?:[^\s/;,()'\"<>]+/)*([^\s/;,()'\"<>]*)")
+
+
+def public_message(message: str, *, models_dir: str | os.PathLike[str] | None = None) -> str:
+    """``message`` as anonymous users of a server may see it: no folder of the server by its path.
+
+    The models folder and the ModelScope cache are named by their role (``<models folder>``,
+    ``<ModelScope cache>``), the home folder is ``~``, and any other absolute path is cut
+    to its last part. Registry names, file names, URLs and the fix stay as they are.
+    """
+    from gpen_core.weights.registry import _folder, modelscope_cache_root
+
+    roles = []
+    for path, role in ((_folder(models_dir), "<models folder>"), (modelscope_cache_root(), "<ModelScope cache>")):
+        for form in {os.path.abspath(path), os.path.realpath(path)}:
+            roles.append((form.rstrip("/"), role))
+    home = os.path.expanduser("~").rstrip("/")
+    out = message
+    for form, role in sorted(roles, key=lambda r: -len(r[0])):  # the deepest folder first
+        if form and form != "/":
+            out = re.sub(re.escape(form) + r"(?=/|\b|$)", role, out)
+    if home and home != "/":
+        out = re.sub(re.escape(home) + r"(?=/|\b|$)", "~", out)
+    return _ABS_PATH.sub(lambda m: "…/" + m.group(1) if m.group(1) else "…", out)

@@ -1,0 +1,110 @@
+"""Labels that do not overstate, and figures that agree with each other for the same photo."""
+
+from __future__ import annotations
+
+import io
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from gpen_core.presentation import panels as ui
+from gpen_core.presentation import readiness
+
+from .test_app import EXAMPLE, _fake_result
+from .test_readiness import files_with, needs_cpu, PLENTY
+
+
+# ------------------------------------------------------------------ labels
+
+
+def test_a_generator_with_no_published_checksum_is_not_called_verified() -> None:
+    files = files_with(("GPEN-BFR-512", "retinaface-mobilenet0.25"))
+    r = readiness.assess(files, needs_cpu(), PLENTY)
+    statuses = [SimpleNamespace(name=n, filename=f"{n}.pth", kind="generator", present=True, verified=True, size_bytes=1)
+                for n in ("GPEN-BFR-512", "retinaface-mobilenet0.25")]
+    panel = ui.weights_markdown(r, files, statuses, "/models", mode="balanced")
+    gen = next(line for line in panel.splitlines() if "GPEN-BFR-512" in line)
+    det = next(line for line in panel.splitlines() if "MobileNet" in line)
+    assert "verified" in det and "not verified" not in det  # its sha256 is published and matched
+    assert "present, verified" not in gen and "no published checksum" in gen
+    listing = ui.all_weights_markdown(statuses, "/models")  # type: ignore[arg-type]
+    assert "present, verified" not in next(line for line in listing.splitlines() if "GPEN-BFR-512" in line)
+
+
+@pytest.mark.parametrize(
+    ("weights", "detector", "must", "must_not"),
+    [
+        ("real", "mobilenet0.25", "no published checksum", "| real |"),
+        ("real", "mobilenet0.25 (synthetic weights, boxes given)", "detector: random weights", "| real |"),
+        ("synthetic", "given boxes", "no detector: fixed boxes", "| real |"),
+    ],
+)
+def test_the_hardware_checks_weights_column_says_what_ran(weights: str, detector: str, must: str, must_not: str) -> None:
+    from gpen_core.hwcheck import report
+
+    m = SimpleNamespace(weights=weights, model="GPEN-BFR-512", detector=detector)
+    cell = report.weights_cell(m)  # type: ignore[arg-type]
+    assert must in cell and cell != must_not.strip("| ")
+
+
+def test_the_table_does_not_say_real_for_a_random_detector() -> None:
+    from gpen_core.engine import profile_records as records
+    from gpen_core.hwcheck import report
+
+    fields = {f: None for f in records.ModeProfile.__dataclass_fields__}
+    m = records.ModeProfile(**(fields | dict(
+        mode="balanced", model="GPEN-BFR-512", weights="real", dtype="bfloat16",
+        detector="mobilenet0.25 (synthetic weights, boxes given)", peak_ram_bytes=10**9, peak_vram_bytes=None,
+        peak_vram_reserved_bytes=None, peak_bytes=10**9, seconds_per_face=1.0, total_s=3.0, stepped_down_to=None,
+        failed=False)))
+    prof = SimpleNamespace(modes={"balanced": m}, binding="RAM", device="cpu")
+    table = report.format_table(prof, fits=False)  # type: ignore[arg-type]
+    row = next(line for line in table.splitlines() if line.startswith("| `balanced`"))
+    assert not row.rstrip().endswith("| real |") and "detector: random weights" in row
+
+
+# ------------------------------------------------------------------ figures
+
+
+def test_the_upscale_line_and_autos_reason_give_one_figure(monkeypatch: pytest.MonkeyPatch) -> None:
+    import app
+    from gpen_core.engine import budget
+
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(64 * 10**9))
+    line = app.upscale_view(str(EXAMPLE), 2, "auto")
+    with Image.open(EXAMPLE) as im:
+        size = im.size
+    r = app.get_restorer()
+    from gpen_core.options import RestoreOptions
+
+    opts = RestoreOptions(upscale=2)
+    reason = budget.choose("cpu", size, r.models.models_dir, available=lambda m: r.models.weights_present(m, opts, False),
+                           upscale=2).reason
+    said = re.search(r"extra memory about ([\d.]+ [MG]B)", line)
+    meant = re.search(r"~([\d.]+ [MG]B) of it estimated for upscaling", reason)
+    assert said and meant, (line, reason)
+    assert said.group(1) == meant.group(1), (line, reason)
+
+
+def test_faces_only_photo_row_gives_the_sheets_size_not_the_photos() -> None:
+    from gpen_core.modes import MODES
+
+    sheet = Image.new("RGB", (2048, 512))
+    buf = io.BytesIO()
+    sheet.save(buf, "PNG")
+    r = _fake_result(mode=MODES["faces-only"], requested_mode="faces-only", output_format="png", encoded=buf.getvalue(),
+                     input_size=(1204, 645), processed_size=(1204, 645))
+    row = next(line for line in ui.metrics_markdown(r).splitlines() if line.startswith("| Photo |"))
+    assert "2048×512" in row and "1204×645 → PNG" not in row, row
+
+
+def test_the_panel_gives_the_result_size_in_the_file_widgets_units() -> None:
+    # Gradio's FilePreview: 1024-based, one decimal, "KB" / "MB" (read from its bundle, see file_size_text)
+    assert ui.file_size_text(40_002) == "39.1 KB"
+    assert ui.file_size_text(1_789_735) == "1.7 MB"
+    assert ui.file_size_text(900) == "900.0 B"
+    r = _fake_result(encoded=np.zeros(2_500_000, np.uint8).tobytes())
+    assert "2.4 MB" in ui.metrics_markdown(r)

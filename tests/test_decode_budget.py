@@ -1,0 +1,72 @@
+"""A 16-bit greyscale photo decodes within ``low``'s means: converted in strips, shrunk before it becomes RGB."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from gpen_core.images.decode import decode_image
+
+from .conftest import ROOT
+
+
+def _grey16(w: int, h: int) -> np.ndarray:
+    y, x = np.mgrid[0:h, 0:w]
+    return ((x * 7 + y * 3) % 65536).astype(np.uint16)
+
+
+def test_strip_conversion_gives_the_exact_8_bit_values() -> None:
+    a = _grey16(3000, 1600)  # 4.8 MP: above the strip threshold, so several strips
+    buf = io.BytesIO()
+    Image.fromarray(a).save(buf, "PNG")
+    out = decode_image(buf.getvalue())
+    want = ((a.astype(np.uint64) * 255 + 32767) // 65535).astype(np.uint8)  # v/257 rounded
+    assert out.rgb.shape == (1600, 3000, 3)
+    assert np.array_equal(out.rgb[..., 0], want) and np.array_equal(out.rgb[..., 2], want)
+    assert "16-bit PNG scaled to 8 bit" in out.notes
+
+
+def test_greyscale_is_shrunk_to_the_callers_side_before_rgb() -> None:
+    a = np.tile(np.linspace(0, 255, 3000).astype(np.uint8), (1000, 1))
+    buf = io.BytesIO()
+    Image.fromarray(a).save(buf, "PNG")
+    out = decode_image(buf.getvalue(), reduce_to=1500)
+    assert out.rgb.shape == (500, 1500, 3) and out.original_size == (3000, 1000)
+    assert "shrunk at decode from 3000×1000 to 1500×500 (greyscale, before expanding it to RGB)" in out.notes
+    assert abs(int(out.rgb[250, 750, 0]) - 128) <= 2  # the middle of the ramp stays mid-grey
+
+
+CHILD = """
+import json, sys
+from gpen_core.images.decode import decode_image
+from gpen_core.platform.meter import PeakMeter
+with PeakMeter(None) as m:
+    out = decode_image(sys.argv[1], reduce_to=2048)
+print("RESULT " + json.dumps({"above": m.peaks.rss_bytes - m.peaks.baseline_rss_bytes, "method": m.peaks.method,
+                              "shape": list(out.rgb.shape)}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the meter's exact peak (VmHWM) needs Linux")
+def test_a_7000px_16bit_greyscale_png_decodes_in_lows_means(tmp_path: Path) -> None:
+    """The issue's file: 7000×7000, 16-bit grey. Decoding it cost 12 bytes per pixel (591 MB measured
+    with benchmarks/decode_peak.py); for low it must stay near Pillow's own 2-byte buffer plus the
+    8-bit copy, well under 4 bytes per pixel (196 MB), in a fresh process measured by the engine's meter."""
+    path = tmp_path / "grey16.png"
+    Image.fromarray(_grey16(7000, 7000)).save(path)
+    p = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+    line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
+    assert line, p.stderr[-3000:]
+    got = json.loads(line[len("RESULT "):])
+    assert got["shape"] == [2048, 2048, 3]
+    assert got["method"] == "vmhwm"
+    assert got["above"] < 4 * 7000 * 7000, f"decoding took {got['above'] / 1e6:.0f} MB above baseline"

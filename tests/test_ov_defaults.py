@@ -1,0 +1,63 @@
+"""auto before any measurement on this machine: the recorded per-CPU-kind choice, said as assumed."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpen_core.runtimes.openvino import defaults, generator
+
+AMX = {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}
+ZEN4 = {"avx2", "avx512f", "avx512_bf16"}
+AVX2 = {"avx2", "fma"}
+
+
+@pytest.mark.parametrize(("flags", "kind"), [(AMX, "amx"), (ZEN4, "avx512_bf16"), (AVX2, "avx2"), ({"neon"}, None), (set(), None)])
+def test_cpu_kind_from_flags(flags: set[str], kind: str | None) -> None:
+    assert defaults.cpu_kind(flags) == kind
+
+
+def test_every_default_names_its_cpu_and_command() -> None:
+    for kind, table in defaults.DEFAULTS.items():
+        assert kind in defaults.KIND_NAMES
+        for key, m in table.items():
+            assert m.torch_s > 0 and m.openvino_s > 0, key
+            assert "EPYC" in m.source or "Xeon" in m.source, f"{kind} {key}: the source must name the CPU"
+            assert "benchmarks/" in m.source or "python -m gpen_core" in m.source, f"{kind} {key}: and the command"
+
+
+def test_zen4_runs_the_512_generator_on_openvino_and_says_it_was_measured_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
+    choice = defaults.default_choice("512-bfloat16", ZEN4)
+    assert choice is not None
+    backend, why = choice
+    assert backend == "openvino"
+    assert "0.41 s vs torch 0.65 s" in why and "not yet measured on this machine" in why and "Zen 4" in why
+
+
+def test_avx2_keeps_torch_where_it_was_measured_faster(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
+    assert defaults.default_choice("256-float32", AVX2)[0] == "torch"  # type: ignore[index]
+    assert defaults.default_choice("512-float32", AVX2)[0] == "openvino"  # type: ignore[index]
+
+
+def test_a_network_or_kind_without_an_entry_has_no_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
+    assert defaults.default_choice("parsenet-512-float32", AVX2) is None
+    assert defaults.default_choice("512-float32", {"neon"}) is None
+
+
+def test_the_switch_turns_the_defaults_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "0")
+    assert defaults.default_choice("512-bfloat16", ZEN4) is None
+
+
+def test_auto_uses_the_default_without_a_record_and_the_record_once_there(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    pytest.importorskip("openvino")
+    monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
+    monkeypatch.setattr(defaults, "cpu_flags", lambda: set(ZEN4))
+    backend, why = generator.choose_backend("auto", 512, "bfloat16", models_dir=tmp_path)
+    assert backend == "openvino" and "not yet measured on this machine" in why
+    # a measurement made here wins over the kind's, even when it disagrees
+    generator.record_speed(512, "bfloat16", 0.30, 0.50, models_dir=tmp_path, source="test")
+    backend, why = generator.choose_backend("auto", 512, "bfloat16", models_dir=tmp_path)
+    assert backend == "torch" and "measured faster here" in why

@@ -1,0 +1,89 @@
+"""Convert ahead: `download` and the app convert what auto runs on OpenVINO before a request waits for it."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from gpen_core.engine import prepare
+from gpen_core.engine.model_cache import ModelCache
+from gpen_core.modes import MODES
+from gpen_core.options import RestoreOptions
+from gpen_core.runtimes.openvino import generator as ov_backend
+
+needs_openvino = pytest.mark.skipif(ov_backend.openvino_version() is None, reason="needs OpenVINO (in requirements.txt)")
+
+
+@pytest.fixture()
+def home(tmp_path: Path, gen256: Path) -> Path:
+    (tmp_path / "GPEN-BFR-256.pth").symlink_to(gen256)
+    return tmp_path
+
+
+def _hold(tok: str) -> tuple[threading.Event, threading.Thread]:
+    """Another live thread that owns ``tok``, as a background conversion would."""
+    release = threading.Event()
+    t = threading.Thread(target=release.wait, daemon=True)
+    t.start()
+    with prepare._LOCK:
+        prepare._CONVERTING[tok] = t
+    return release, t
+
+
+def test_busy_note_only_for_another_live_thread() -> None:
+    tok = prepare.token("generator", "GPEN-BFR-256")
+    assert prepare.busy_note(tok, "x") is None
+    release, t = _hold(tok)
+    try:
+        note = prepare.busy_note(tok, "the generator GPEN-BFR-256")
+        assert note and "background" in note and "ran it on torch" in note
+        with prepare._LOCK:  # the converting thread itself is never told to wait for itself
+            prepare._CONVERTING[tok] = threading.current_thread()
+        assert prepare.busy_note(tok, "x") is None
+    finally:
+        with prepare._LOCK:
+            prepare._CONVERTING.pop(tok, None)
+        release.set()
+        t.join()
+
+
+def test_nothing_is_planned_where_auto_stays_on_torch(home: Path) -> None:
+    # no speed record here and the per-kind defaults off (conftest): auto runs torch, nothing to convert
+    assert prepare._plan(list(MODES.values()), home) == []
+    report = prepare.convert_ahead(models_dir=home)
+    assert report.converted == [] and report.failed == []
+
+
+@needs_openvino
+def test_a_request_during_a_background_conversion_runs_torch_and_says_why(home: Path) -> None:
+    ov_backend.record_speed(256, "float32", torch_s=0.2, openvino_s=0.1, models_dir=home, source="test")
+    tok = prepare.token("generator", "GPEN-BFR-256")
+    release, t = _hold(tok)
+    try:
+        cache = ModelCache(home)
+        _, size, _, _, note = cache.generator(MODES["low"], RestoreOptions(mode="low"), "cpu")
+        assert size == 256 and cache.backend == "torch"
+        assert note and "converted to OpenVINO in the background" in note
+        assert not any((home / "openvino").glob("GPEN-BFR-256-*"))  # the request converted nothing itself
+    finally:
+        with prepare._LOCK:
+            prepare._CONVERTING.pop(tok, None)
+        release.set()
+        t.join()
+
+
+@needs_openvino
+@pytest.mark.slow  # one GPEN-BFR-256 conversion: ~10-20 s on 2 busy cores
+def test_convert_ahead_converts_once_and_then_finds_it_cached(home: Path) -> None:
+    ov_backend.record_speed(256, "float32", torch_s=0.2, openvino_s=0.1, models_dir=home, source="test")
+    seen: list[str] = []
+    report = prepare.convert_ahead([MODES["low"]], models_dir=home, progress=lambda f, m: seen.append(m))
+    assert report.converted == ["GPEN-BFR-256 (float32)"], report.lines()
+    assert any("preparing GPEN-BFR-256" in m for m in seen)
+    again = prepare.convert_ahead([MODES["low"]], models_dir=home)
+    assert again.converted == [] and again.cached == ["GPEN-BFR-256 (float32)"]
+    cache = ModelCache(home)
+    _, _, _, _, note = cache.generator(MODES["low"], RestoreOptions(mode="low"), "cpu")
+    assert cache.backend == "openvino" and not (note and "converted" in note)  # no conversion inside the request

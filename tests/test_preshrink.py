@@ -1,0 +1,55 @@
+"""One pre-shrink rule: the shrink itself and every estimate made before it agree on the size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpen_core.modes as modes
+from gpen_core.modes import MODES, preshrink_size
+
+# 5000×3334 in a 2048 px mode: 3334 × 0.4096 = 1365.6, where truncating and rounding differ.
+W, H = 5000, 3334
+
+
+def test_the_rule_rounds_and_never_enlarges() -> None:
+    assert preshrink_size(W, H, 2048) == (2048, 1366)
+    assert preshrink_size(H, W, 2048) == (1366, 2048)
+    assert preshrink_size(800, 600, 2048) == (800, 600)
+    assert preshrink_size(W, H, None) == (W, H)
+    assert preshrink_size(100_000, 1, 2048) == (2048, 1)  # never 0 px
+
+
+def test_the_shrink_and_the_upscale_preview_give_the_same_size() -> None:
+    from gpen_core.images.encode import shrink_to_max_side
+    from gpen_core.upscale.tiles import preview
+
+    low = MODES["low"]
+    assert low.max_side == 2048
+    shrunk, changed = shrink_to_max_side(np.zeros((H, W, 3), np.uint8), low.max_side)
+    assert changed and shrunk.shape == (1366, 2048, 3)
+    assert preview(W, H, 2, "low").out_size == (2 * 2048, 2 * 1366)
+
+
+def test_every_place_that_sizes_the_shrunk_photo_asks_the_one_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpen_core.engine import budget
+    from gpen_core.images.encode import shrink_to_max_side
+    from gpen_core.upscale.tiles import preview
+
+    calls: list[tuple[int, int, int | None]] = []
+    real = modes.preshrink_size
+
+    def spy(width: int, height: int, max_side: int | None) -> tuple[int, int]:
+        calls.append((width, height, max_side))
+        return real(width, height, max_side)
+
+    monkeypatch.setattr(modes, "preshrink_size", spy)
+    low = MODES["low"]
+    budget.estimate_peak(low, "cpu", (W, H))
+    assert (W, H, 2048) in calls, "the budget sized the shrunk photo with its own rule"
+    calls.clear()
+    preview(W, H, 2, "low")
+    assert (W, H, 2048) in calls, "the upscale preview sized the shrunk photo with its own rule"
+    calls.clear()
+    shrink_to_max_side(np.zeros((H, W, 3), np.uint8), 2048)
+    assert (W, H, 2048) in calls, "the shrink used its own rule"
