@@ -11,6 +11,7 @@ at most 8 wait in the queue. Everything that changes while it serves is in ``STA
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import secrets
@@ -37,7 +38,7 @@ from gpen_core.modes import AUTO, MODES  # noqa: E402
 from gpen_core.options import RestoreOptions  # noqa: E402
 from gpen_core.platform import zerogpu  # noqa: E402
 from gpen_core.presentation import checks, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
-from gpen_core.presentation import tasks as task_ui  # noqa: E402
+from gpen_core.presentation import preparation as prep_ui, tasks as task_ui  # noqa: E402
 from gpen_core.presentation.app_state import AppState, parse_server_args, start_lines  # noqa: E402
 from gpen_core.presentation.messages import AlreadyShown, ShownError, shown_error  # noqa: E402
 from gpen_core.restorer import get_restorer  # noqa: E402
@@ -66,7 +67,7 @@ STATE = AppState()  # the policy (set by main), each session's last error, resto
 
 def restore(image: str | None, mode: str, model: str | None, detector: str | None, alpha: float, threshold: float,
             max_faces: float, aligned: bool, output_format: str | None = DEFAULT, upscale: int | str = 1,
-            task: str = "enhance", damage: Any = None,
+            task: str = "enhance", damage: Any = None, face_check: bool = True,
             progress: gr.Progress = gr.Progress(), request: gr.Request | None = None,
             ) -> tuple[Any, str, str, list[tuple[Any, str]], dict[str, Any]]:
     """Restore the faces in one photo: (before/after pair, path of the full-resolution download,
@@ -76,7 +77,8 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
             raise InputError("Upload a photo first (or paste one from the clipboard).")
         options = RestoreOptions(mode=mode or AUTO, model=checked_model(model), detector=_override(detector),  # type: ignore[arg-type]
                                  alpha=float(alpha), threshold=float(threshold), max_faces=int(max_faces), aligned=bool(aligned),
-                                 output_format=_override(output_format), upscale=int(upscale or 1), task=task or "enhance")
+                                 output_format=_override(output_format), upscale=int(upscale or 1), task=task or "enhance",
+                                 face_check=bool(face_check))
         mask = task_ui.damage_from_editor(damage, image) if options.task == "inpaint" else None
         result = run_engine(image, options, progress, mask)
         if isinstance(result, ShownError):
@@ -109,8 +111,7 @@ restore_fn = restore  # what the Restore button calls
 
 
 def faces_view(slider: Any, record: dict[str, Any] | None, show: bool) -> Any:
-    """"Show detected faces": the slider's "before" with the kept boxes solid and the rejected
-    ones dashed (from the record's ``boxes``), or hidden. The slider itself stays clean."""
+    """"Show detected faces": the slider's "before" with kept boxes solid, rejected ones dashed; the slider stays clean."""
     from gpen_core.presentation.overlay import faces_overlay
 
     image, caption = faces_overlay(slider[0] if slider else None, record) if show else (None, "Detected faces")
@@ -136,21 +137,18 @@ def show_failure(request: gr.Request | None = None) -> tuple[Any, str]:
     return None, STATE.take_error(_session(request)) or ui.error_markdown("Restore failed", "See the message that popped up.")
 
 
-def weights_view(mode: str, model: str | None, detector: str | None, aligned: bool, upscale: int | str = 1) -> tuple[str, Any, str]:
+def weights_view(mode: str, model: str | None, detector: str | None, aligned: bool, upscale: int | str = 1, task: str = "enhance") -> tuple[str, Any, str]:
     """(the weights panel, the Download button with what it fetches, every checkpoint)."""
-    policy = STATE.policy
-    return _weights_outputs(wv.weights_view(get_restorer().device, _weights_request(mode, model, detector, aligned, upscale),
-                                            any_model_path=policy.any_model_path, downloads_allowed=policy.downloads_allowed))
+    return _weights_outputs(wv.weights_view(get_restorer().device, _weights_request(mode, model, detector, aligned, upscale, task), STATE.policy))
 
 
-def download_weights(mode: str, model: str | None, detector: str | None, aligned: bool, upscale: int | str = 1,
+def download_weights(mode: str, model: str | None, detector: str | None, aligned: bool, upscale: int | str = 1, task: str = "enhance",
                      progress: gr.Progress = gr.Progress(), request: gr.Request | None = None) -> tuple[str, Any, str]:
     """Download what the panel offers (a failure shows its manual fix); on a shared server only with --allow-downloads."""
-    policy = STATE.policy
+    STATE.download_stop.clear()
     with ui_errors(request):
-        view = wv.download(get_restorer().device, _weights_request(mode, model, detector, aligned, upscale),
-                           lambda f, d: progress(f, desc=d), any_model_path=policy.any_model_path,
-                           downloads_allowed=policy.downloads_allowed)
+        view = wv.download(get_restorer().device, _weights_request(mode, model, detector, aligned, upscale, task),
+                           lambda f, d: progress(f, desc=d), STATE.policy, STATE.download_stop)
     return _weights_outputs(view)
 
 
@@ -174,6 +172,11 @@ def measure_tips(progress: gr.Progress = gr.Progress(), request: gr.Request | No
         return checks.run_tips(STATE.policy.hardware_check_allowed, lambda f, d: progress(f, desc=d))
 
 
+def preparation_status() -> tuple[str, Any]:
+    """The background OpenVINO conversions' line under the weights panel, and its timer (stopped once they end)."""
+    return prep_ui.status_markdown(STATE.preparation), gr.Timer(active=prep_ui.running(STATE.preparation))
+
+
 saved_tips = checks.saved_tips  # page load: the tips table measured on this machine before, or how to measure it
 
 
@@ -187,9 +190,6 @@ def ui_errors(request: gr.Request | None = None) -> Iterator[None]:
     words for this session (:func:`show_failure`)."""
     try:
         yield
-    except gr.Error as exc:
-        STATE.remember_error(_session(request), ui.error_markdown(exc.title or "Error", str(exc.message)))
-        raise
     except Exception as exc:
         shown = shown_error(exc)
         STATE.remember_error(_session(request), shown.panel)
@@ -210,26 +210,14 @@ def checked_model(value: str | None) -> str | None:
     return user_paths.checked_model(_override(value), any_path=STATE.policy.any_model_path)
 
 
-def _weights_request(mode: str | None, model: str | None, detector: str | None, aligned: bool, upscale: Any) -> wv.WeightsRequest:
-    return wv.WeightsRequest(None if mode in (None, "", AUTO) else mode, _override(model), _override(detector), bool(aligned), int(upscale or 1))
+def _weights_request(mode: str | None, model: str | None, detector: str | None, aligned: bool, upscale: Any, task: str = "enhance") -> wv.WeightsRequest:
+    return wv.WeightsRequest(None if mode in (None, "", AUTO) else mode, task_ui.generator_override(task, _override(model)), _override(detector),
+                             bool(aligned), int(upscale or 1))
 
 
 def _weights_outputs(view: wv.WeightsView) -> tuple[str, Any, str]:
     label = view.download_label
     return view.panel, gr.update(visible=label is not None, value=label or "Download weights"), view.overview
-
-
-def _save_pasted(url: str) -> str:
-    """A pasted image's data: URL, written as sent to a fresh file of ours (the decoder reads it like any upload)."""
-    return str(uploads.save_data_url(url, PASTED_DIR))
-
-
-def _generator_choices() -> list[tuple[str, str]]:
-    return [("the mode's generator", DEFAULT)] + [(n, n) for n in user_paths.generator_names()]
-
-
-def _examples() -> list[list[str]]:
-    return [[str(p)] for p in sorted(EXAMPLES_DIR.glob("*.jpg"))]
 
 
 # -------------------------------------------------------------------- layout
@@ -239,7 +227,8 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     with gr.Tab("Restore"):
         with gr.Row(equal_height=False):
             with gr.Column(scale=4, min_width=320):
-                image_in = seam.raw_upload(gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], height=320), _save_pasted)
+                image_in = seam.raw_upload(gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], height=320),
+                                           functools.partial(uploads.save_data_url, folder=PASTED_DIR))  # a paste: its bytes, as sent
                 task_in = gr.Radio(task_ui.task_choices(), value="enhance", label="Task", elem_id="task-radio")
                 damage_in = gr.ImageEditor(label="Paint the damage (white brush)", type="numpy", image_mode="RGBA", sources=(), transforms=(),
                     format="png", visible=False, height=420, elem_id="damage-editor", layers=gr.LayerOptions(False, [task_ui.DAMAGE_LAYER]),
@@ -250,7 +239,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                       "faces are restored at that size", elem_id="upscale-radio")
                 upscale_md = gr.Markdown(elem_id="upscale-info")
                 with gr.Accordion("Advanced", open=False):
-                    model_in = gr.Dropdown(_generator_choices(), value=DEFAULT, allow_custom_value=True, label="Generator",
+                    model_in = gr.Dropdown([("the mode's generator", DEFAULT)] + [(n, n) for n in user_paths.generator_names()], value=DEFAULT, allow_custom_value=True, label="Generator",
                                            info="a registry name, or the file name of a GPEN checkpoint in the models folder")
                     detector_in = gr.Radio([("the mode's detector", DEFAULT), ("RetinaFace MobileNet-0.25", "mobilenet0.25"),
                                             ("RetinaFace ResNet-50", "resnet50")], value=DEFAULT, label="Face detector")
@@ -261,16 +250,20 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                     max_faces_in = gr.Number(value=50, minimum=1, maximum=200, step=1, precision=0, label="Max faces",
                                              info="the largest faces first (1–200)")
                     aligned_in = gr.Checkbox(False, label="Already an aligned face crop (skip detection)")
+                    face_check_in = gr.Checkbox(True, label="Check detections", elem_id="face-check",
+                                                info="skip detections that are not faces (docs/face-check.md); off keeps all")
                     format_in = gr.Radio([("the mode's format", DEFAULT), ("PNG: lossless, keeps transparency", "png"),
                                           ("JPEG", "jpeg")], value=DEFAULT, label="Output format")
                 restore_btn = gr.Button("Restore", variant="primary", size="lg")
                 with gr.Group(elem_id="weights-box"):
                     weights_md = gr.Markdown(elem_id="weights")
+                    prepare_md, prepare_timer = gr.Markdown(elem_id="openvino-status"), gr.Timer(prep_ui.REFRESH_S, active=False)
                     download_weights_btn = gr.Button("Download weights", visible=False, variant="primary", size="md",
                                                      elem_id="download-weights")
+                    stop_download_btn = gr.Button("Stop download", size="sm", elem_id="stop-download")
                 with gr.Accordion("All checkpoints", open=False):
                     all_weights_md = gr.Markdown(elem_id="all-weights")
-                gr.Examples(_examples(), inputs=[image_in], cache_examples=False,
+                gr.Examples([[str(p)] for p in sorted(EXAMPLES_DIR.glob("*.jpg"))], inputs=[image_in], cache_examples=False,
                             label="Examples: degraded public-domain portraits (examples/README.md)")
             with gr.Column(scale=6, min_width=420):
                 slider_out = gr.ImageSlider(label="Before / after (drag the handle)", type="numpy", format="png",
@@ -302,7 +295,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
             tips_btn = gr.Button("Measure the tips on this machine", elem_id="tips-button")
             tips_md = gr.Markdown(elem_id="tips-report")
 
-    weight_inputs = [mode_in, model_in, detector_in, aligned_in, upscale_in]
+    weight_inputs = [mode_in, model_in, detector_in, aligned_in, upscale_in, task_in]
     weight_outputs = [weights_md, download_weights_btn, all_weights_md]
     result_outputs = [slider_out, file_out, metrics_md, gallery_out, record_out]
     # A press first clears the last result in the page (no server trip), so a failure
@@ -312,7 +305,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
         api_visibility="private",
     ).then(
         restore_fn, inputs=[image_in, mode_in, model_in, detector_in, alpha_in, threshold_in, max_faces_in, aligned_in, format_in, upscale_in,
-                            task_in, damage_in],
+                            task_in, damage_in, face_check_in],
         outputs=result_outputs, api_name="restore", concurrency_limit=1, concurrency_id="engine", show_progress_on=[slider_out],
     ).failure(show_failure, None, [slider_out, metrics_md], api_visibility="private", show_progress="hidden"
               ).then(weights_view, weight_inputs, weight_outputs, api_visibility="private", show_progress="hidden")
@@ -334,13 +327,17 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     tips_btn.click(measure_tips, None, tips_md, api_visibility="private", concurrency_limit=1,
                    concurrency_id="hardware-check", show_progress_on=[tips_md])
     demo.load(saved_tips, None, tips_md, api_visibility="private", show_progress="hidden")
-    download_weights_btn.click(download_weights, weight_inputs, weight_outputs, api_visibility="private", concurrency_limit=1
-                               ).then(upscale_view, [image_in, upscale_in, mode_in], upscale_md, api_visibility="private",
-                                      show_progress="hidden")  # a downloaded upscaler clears the Upscale line's warning
+    for trigger in (demo.load, prepare_timer.tick):
+        trigger(preparation_status, None, [prepare_md, prepare_timer], api_visibility="private", show_progress="hidden")
+    downloading = download_weights_btn.click(download_weights, weight_inputs, weight_outputs, api_visibility="private",
+                                             concurrency_limit=1)
+    stop_download_btn.click(STATE.download_stop.set, None, None, cancels=[downloading], api_visibility="private")
+    downloading.then(upscale_view, [image_in, upscale_in, mode_in], upscale_md, api_visibility="private",
+                     show_progress="hidden")  # a downloaded upscaler clears the Upscale line's warning
     # One queue lane for the panel, so answers arrive in the order asked: the page-load
     # check (slow the first time: it finds the device for auto) never overwrites a newer one.
     panel = dict(api_visibility="private", concurrency_limit=1, concurrency_id="weights-panel", show_progress="hidden")
-    for trigger in (demo.load, mode_in.change, model_in.change, detector_in.change, aligned_in.change, upscale_in.change):
+    for trigger in (demo.load, mode_in.change, model_in.change, detector_in.change, aligned_in.change, upscale_in.change, task_in.change):
         trigger(weights_view, weight_inputs, weight_outputs, **panel)
     for trigger in (image_in.change, upscale_in.change, mode_in.change):
         trigger(upscale_view, [image_in, upscale_in, mode_in], upscale_md, api_visibility="private",
@@ -391,6 +388,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     _, local_url, share_url = demo.launch(server_name=args.host, server_port=args.port, share=args.share, auth=auth,
                                           prevent_thread_lock=True, quiet=True, **launch_options())
     print("\n".join(start_lines(local_url, share_url, args.share)))
+    STATE.preparation = prep_ui.start_background(get_restorer, remote=STATE.backend is not None)  # after launch: the page is up first
     demo.block_thread()
 
 

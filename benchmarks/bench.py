@@ -142,15 +142,16 @@ def _forward_rows(forward: list[dict]) -> dict[tuple[int, str], dict]:
     return {(r["size"], r["path"]): r for r in forward}
 
 
-# Per-face forward targets of issue #14, per CPU class: (quality exact, balanced) × the
+# Per-face forward targets, per CPU class: (quality exact, balanced) × the
 # official-equivalent plain eager path. A CPU without native bf16 runs balanced in float32.
-FORWARD_TARGETS = {"amx": (4.0, 10.0), "avx512_bf16": (3.0, 6.0), "none": (3.0, 6.0)}
-REQUEST_TARGETS = {"quality": (3.0, 1450), "low": (0.8, 750)}  # (seconds, MiB) of a whole 4000×3000 request
+# Judged on a fresh install (no hardware check, no speed record): what a new user gets.
+FORWARD_TARGETS = {"amx": (4.5, 14.0), "avx512_bf16": (4.5, 8.0), "none": (3.5, 3.5)}
+REQUEST_TARGETS = {"quality": (2.5, 1000), "low": (0.7, 450)}  # (seconds, MiB) of a whole 4000×3000 request
 MIB = 2**20
 
 
 def cpu_class() -> str:
-    """"amx", "avx512_bf16" or "none": which row of the issue's targets applies here."""
+    """"amx", "avx512_bf16" or "none": which row of the targets applies here."""
     from gpen_core.networks.plan import cpu_features
 
     f = cpu_features()
@@ -168,53 +169,67 @@ def backend_of(path: str) -> str:
     return "openvino" if path.startswith("ov") else "torch"
 
 
-def targets(forward: list[dict], request: list[dict], cold: dict | None, soaked: dict | None, cls: str = "none") -> list[Target]:
-    """The issue's targets against what this run measured (``cls``: see :func:`cpu_class`)."""
+def targets(forward: list[dict], request: list[dict], cold: dict | None, soaked: dict | None, cls: str = "none",
+            fresh: dict[str, dict] | None = None, fresh_request: list[dict] | None = None) -> list[Target]:
+    """The targets against what this run measured (``cls``: see :func:`cpu_class`).
+
+    Judged on the fresh install (``fresh``: :func:`fresh_install_plan`; ``fresh_request``: the
+    whole requests measured with it), with what the hardware check makes of it beside; without
+    them, on the faster backend of this run (what auto picks after the hardware check)."""
     f = _forward_rows(forward)
     rows: list[Target] = []
     need_q, need_b = FORWARD_TARGETS[cls]
     label = {"amx": "with AMX", "avx512_bf16": "AVX-512 BF16, no AMX", "none": "no native bf16"}[cls]
 
-    def fwd(size: int, paths: tuple[str, ...], need: float, what: str, exact: bool) -> None:
+    def fwd(size: int, paths: tuple[str, ...], mode: str, need: float, what: str, exact: bool) -> None:
         want = f"≥ {need:g}× plain eager ({label})" + (", max abs diff ≤ 1e-4" if exact else ", PSNR ≥ 40 dB")
-        r = _best(f, size, paths)
-        if r is None or (size, "plain") not in f:
+        checked = _best(f, size, paths)
+        plan = (fresh or {}).get(mode)
+        judged = f.get((size, fresh_path(plan["backend"], plan["dtype"]))) if plan else checked
+        if judged is None or checked is None or (size, "plain") not in f:
             rows.append(Target(what, want, "not measured", None))
             return
-        dev = r["max_abs_dev"]
-        got = (
-            f"{r['path']} ({backend_of(r['path'])}): {r['median_s']:.3f} s vs {f[(size, 'plain')]['median_s']:.3f} s plain: "
-            f"**{r['ratio']:.2f}×**, max abs diff {dev:.1e}"
-        )
-        ok = r["ratio"] >= need
+        plain = f[(size, "plain")]["median_s"]
+
+        def one(r: dict) -> str:
+            return f"{r['path']} ({backend_of(r['path'])}): {r['median_s']:.3f} s vs {plain:.3f} s plain: **{r['ratio']:.2f}×**"
+
+        got = (f"fresh install: {one(judged)}; after the hardware check: {one(checked)}" if plan else one(judged))
+        got += f", max abs diff {judged['max_abs_dev']:.1e}"
+        ok = judged["ratio"] >= need
         if exact:
-            ok = ok and dev <= 1e-4
+            ok = ok and judged["max_abs_dev"] <= 1e-4
         else:
-            got += f", PSNR {r['psnr_db']:.1f} dB"
-            ok = ok and r["psnr_db"] >= 40
+            got += f", PSNR {judged['psnr_db']:.1f} dB"
+            ok = ok and judged["psnr_db"] >= 40
         rows.append(Target(what, want, got, ok))
 
-    fwd(512, ("fast", "ov"), need_q, "GPEN-BFR-512 per face, `quality` (exact float32)", True)
+    fwd(512, ("fast", "ov"), "quality", need_q, "GPEN-BFR-512 per face, `quality` (exact float32)", True)
     bf16 = any((512, p) in f for p in ("fast-bf16", "ov-bf16"))
     if bf16:
-        fwd(512, ("fast-bf16", "ov-bf16"), need_b, "GPEN-BFR-512 per face, `balanced` (bfloat16)", False)
+        fwd(512, ("fast-bf16", "ov-bf16"), "balanced", need_b, "GPEN-BFR-512 per face, `balanced` (bfloat16)", False)
     else:
-        fwd(512, ("fast", "ov"), need_b, "GPEN-BFR-512 per face, `balanced` (float32 here: no native bf16)", False)
-    fwd(256, ("fast", "ov"), 2.5, "GPEN-BFR-256 per face, `low` (exact float32)", True)
+        fwd(512, ("fast", "ov"), "balanced", need_b, "GPEN-BFR-512 per face, `balanced` (float32 here: no native bf16)", False)
+    fwd(256, ("fast", "ov"), "low", 2.5, "GPEN-BFR-256 per face, `low` (exact float32)", True)
     req = {r["mode"]: r for r in request}
+    fresh_req = {r["mode"]: r for r in fresh_request or []}
     for mode, (secs, mib) in REQUEST_TARGETS.items():
         what = f"whole request, 4000×3000 JPEG, one face, `{mode}`"
         want = f"≤ {secs:g} s and ≤ {mib} MiB process peak"
-        r = req.get(mode)
+        r = fresh_req.get(mode) if fresh_request is not None else req.get(mode)
         if r is None:
             rows.append(Target(what, want, "not measured", None))
             continue
         t = statistics.median(x["total_s"] for x in r["rows"])
         rss = statistics.median(x["rss"] for x in r["rows"])
         got = (
-            f"{t:.2f} s, {rss / MIB:.0f} MiB peak, of which {r['import_rss'] / MIB:.0f} MiB is the imports alone "
-            f"({r.get('backend', 'torch')} {r['dtype']}, {r['detector']})"
+            f"{'fresh install: ' if fresh_request is not None else ''}{t:.2f} s, {rss / MIB:.0f} MiB peak, of which "
+            f"{r['import_rss'] / MIB:.0f} MiB is the imports alone ({r.get('backend', 'torch')} {r['dtype']}, {r['detector']})"
         )
+        checked = req.get(mode)
+        if fresh_request is not None and checked is not None:
+            got += (f"; after the hardware check: {statistics.median(x['total_s'] for x in checked['rows']):.2f} s, "
+                    f"{statistics.median(x['rss'] for x in checked['rows']) / MIB:.0f} MiB ({checked.get('backend', 'torch')})")
         rows.append(Target(what, want, got, t <= secs and rss <= mib * MIB))
     if cold is None:
         rows.append(Target("cold start: app launch to first restored face, 512", "≤ 15 s", "not measured", None))
@@ -236,6 +251,67 @@ def targets(forward: list[dict], request: list[dict], cold: dict | None, soaked:
     # Measured by benchmarks/gpu_check.py --readme on a GPU machine (it rewrites this row).
     rows.append(Target("GPU: 512 float16", "≤ 1 GB VRAM, ≤ 25 ms per face (H200)", "not measured yet (no GPU was lent; run `benchmarks/gpu_check.py --readme` on one)", None))
     return rows
+
+
+def fresh_path(backend: str, dtype: str) -> str:
+    """The forward table's path for a generator run on ``backend`` in ``dtype``."""
+    return ("ov" if backend == "openvino" else "fast") + ("-bf16" if dtype == "bfloat16" else "")
+
+
+def fresh_install_plan(modes: list[str] | None = None) -> dict[str, dict]:
+    """{mode: {"backend", "dtype", "why"}}: what ``--backend auto`` runs each mode's generator on
+    in a fresh install (an empty models folder: no hardware check, no speed record, so the
+    per-CPU-kind defaults of :mod:`gpen_core.runtimes.openvino.defaults` decide)."""
+    from gpen_core.modes import MODES
+    from gpen_core.networks.plan import choose_plan
+    from gpen_core.runtimes.openvino.generator import choose_backend
+    from gpen_core.weights.lookup import REGISTRY
+
+    saved = os.environ.pop("GPEN_OPENVINO_DEFAULTS", None)  # a fresh install has them on
+    try:
+        with tempfile.TemporaryDirectory(prefix="gpen-fresh-") as empty:
+            plan = {}
+            for name, mode in MODES.items():
+                if modes is not None and name not in modes:
+                    continue
+                dtype = choose_plan("cpu", mode.cpu_dtype)[0].dtype
+                backend, why = choose_backend("auto", REGISTRY[mode.model].arch.size, dtype, models_dir=empty)
+                plan[name] = {"backend": backend, "dtype": dtype, "why": why}
+            return plan
+    finally:
+        if saved is not None:
+            os.environ["GPEN_OPENVINO_DEFAULTS"] = saved
+
+
+def out_of_box_table(forward: list[dict], fresh: dict[str, dict], checked: dict[str, str],
+                     fresh_request: list[dict], request: list[dict]) -> str:
+    """Markdown, one row per mode: per face and whole request on a fresh install, and after the hardware check."""
+    from gpen_core.modes import MODES
+    from gpen_core.weights.lookup import REGISTRY
+
+    f = _forward_rows(forward)
+    fr, cr = {r["mode"]: r for r in fresh_request}, {r["mode"]: r for r in request}
+
+    def face(size: int, path: str) -> str:
+        r = f.get((size, path))
+        return f"{r['median_s']:.3f} s ({r['ratio']:.1f}×)" if r else "–"
+
+    def whole(r: dict | None) -> str:
+        if r is None:
+            return "– | –"
+        return (f"{statistics.median(x['total_s'] for x in r['rows']):.2f} s | "
+                f"{statistics.median(x['rss'] for x in r['rows']) / MIB:.0f} MiB")
+
+    lines = ["| mode | fresh install: generator on | per face (× plain) | whole request | peak | "
+             "after the hardware check: generator on | per face (× plain) | whole request | peak |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for mode, plan in fresh.items():
+        size = REGISTRY[MODES[mode].model].arch.size
+        dtype = plan["dtype"]
+        back = checked.get(mode, "torch")
+        lines.append(f"| {mode} | {plan['backend']} {dtype} ({plan['why']}) | {face(size, fresh_path(plan['backend'], dtype))} | "
+                     f"{whole(fr.get(mode))} | {back} {dtype} | {face(size, fresh_path(back, dtype))} | {whole(cr.get(mode))} |")
+    return "\n".join(lines)
 
 
 def request_backends(forward: list[dict], modes: list[str] | None = None) -> dict[str, str]:
@@ -268,14 +344,21 @@ def forward_table(forward: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def format_report(rows: list[Target], forward: list[dict], request: list[dict], command: str, machine: str) -> str:
-    """The docs/performance.md block: targets, then the per-face and whole-request tables they come from."""
+def format_report(rows: list[Target], forward: list[dict], request: list[dict], command: str, machine: str,
+                  fresh: dict[str, dict] | None = None, fresh_request: list[dict] | None = None,
+                  checked: dict[str, str] | None = None) -> str:
+    """The docs/performance.md block: targets, the fresh-install-vs-hardware-check table, then the
+    per-face and whole-request tables they come from."""
+    from gpen_core.runtimes.openvino.defaults import KIND_NAMES, cpu_kind
+
+    kind = cpu_kind()
     mark = {True: "yes", False: "**no**", None: "–"}
     lines = ["| what | target | measured here | met |", "|---|---|---|---|"]
     lines += [f"| {t.what} | {t.target} | {t.measured} | {mark[t.met]} |" for t in rows]
     lines += [
         "",
-        f"Measured on {machine}, {time.strftime('%Y-%m-%d')}, with random weights of the exact architectures "
+        f"Measured on {machine} ({KIND_NAMES.get(kind or '', 'a CPU kind with no recorded defaults')}), "
+        f"{time.strftime('%Y-%m-%d')}, with random weights of the exact architectures "
         "(time and memory do not depend on the values). Generated by "
         f"`{command}`.",
         "",
@@ -283,10 +366,23 @@ def format_report(rows: list[Target], forward: list[dict], request: list[dict], 
         "",
         forward_table(forward),
         "",
-        "Whole request, 4000×3000 JPEG with one face, per mode (`Restorer.__call__` on the file):",
+        "Whole request, 4000×3000 JPEG with one face, per mode (`Restorer.__call__` on the file), after the hardware check:",
         "",
         bench_request.format_table(request),
     ]
+    if fresh is not None and fresh_request is not None:
+        lines[lines.index("Per face, the generator alone (`plain` is the official generic up-fir-dn in eager float32):"):0] = [
+            "Out of the box (a fresh install: new models folder, no hardware check, no speed record; the conversions "
+            "`python -m gpen_core download` does ahead) and after the hardware check (speed records written: each mode's "
+            "generator on the backend that was faster in the per-face table below), per mode:",
+            "",
+            out_of_box_table(forward, fresh, checked or {}, fresh_request, request),
+            "",
+            "Whole request on a fresh install:",
+            "",
+            bench_request.format_table(fresh_request),
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -310,8 +406,15 @@ def main(argv: list[str] | None = None) -> int:
         bench_forward.main(["--sizes", *sizes, "--runs", runs, "--paths", *paths, "--json", str(fj), *(["--record"] if args.record else [])])
         forward = json.loads(fj.read_text())
         modes = ["low"] if args.quick else None
+        fresh = fresh_install_plan(modes)
+        print("\n## Whole request, 4000×3000 JPEG with one face, fresh install\n", flush=True)
+        print("generator per mode with auto and no speed record: " + ", ".join(f"{m} {p['backend']} {p['dtype']} ({p['why']})"
+                                                                             for m, p in fresh.items()))
+        fj_req = Path(tmp) / "request-fresh.json"
+        bench_request.main(["--runs", runs, "--modes", *fresh, "--fresh", "--json", str(fj_req)])
+        fresh_request = json.loads(fj_req.read_text()) if fj_req.exists() else []
         plan = request_backends(forward["results"], modes)
-        print("\n## Whole request, 4000×3000 JPEG with one face\n", flush=True)
+        print("\n## Whole request, 4000×3000 JPEG with one face, after the hardware check\n", flush=True)
         print("backend per mode, the faster one in the forward table above: " + ", ".join(f"{m} {b}" for m, b in plan.items()))
         request = []
         for backend in dict.fromkeys(plan.values()):
@@ -328,12 +431,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(cold))
     soaked = soak(200) if args.soak else None
 
-    rows = targets(forward["results"], request, cold, soaked, cpu_class())
-    table = format_report(rows, forward["results"], request, command, forward["machine"].split("; load average")[0])
+    rows = targets(forward["results"], request, cold, soaked, cpu_class(), fresh, fresh_request)
+    table = format_report(rows, forward["results"], request, command, forward["machine"].split("; load average")[0],
+                          fresh, fresh_request, plan)
     print("\n## Targets\n")
     print(table)
     if args.json:
-        args.json.write_text(json.dumps({"forward": forward, "request": request, "cold_start": cold, "soak": soaked}, indent=1))
+        args.json.write_text(json.dumps({"forward": forward, "fresh": fresh, "fresh_request": fresh_request, "request": request,
+                                         "cold_start": cold, "soak": soaked}, indent=1))
     if args.readme:
         written = replace_block("perf-table", table)
         print(f"\nwrote the table into {written}")

@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 SHARED_MOBILENET = ROOT.parent / "shared" / "weights" / "detection_mobilenet0.25_Final.pth"
 
 
-def worker(mode: str, runs: int, models: Path, jpeg: Path, out: Path, backend: str | None = None, keep_previous: bool = False) -> None:
+def worker(mode: str, runs: int, models: Path, jpeg: Path, out: Path, backend: str | None = None, keep_previous: bool = False,
+           stages: bool = False) -> None:
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
     from gpen_core.hwcheck.workloads import STANDARD, template_detection, face_boxes
@@ -44,6 +45,7 @@ def worker(mode: str, runs: int, models: Path, jpeg: Path, out: Path, backend: s
     from gpen_core.platform.meter import current_rss
     from gpen_core.engine.pipeline import import_engine
 
+    start_rss = current_rss()  # the interpreter, numpy and gpen_core's light modules
     import_engine()
     import_rss = current_rss()  # torch, torchvision, OpenCV, facexlib imported; no model yet
     r = Restorer(models_dir=models, synthetic_weights=True)
@@ -58,6 +60,13 @@ def worker(mode: str, runs: int, models: Path, jpeg: Path, out: Path, backend: s
     first = r(jpeg, opts, detections=boxes)  # loads models: the cold request
     first_total_s, first_rss = first.timings.total_s, first.peaks.rss_bytes
     del first  # a caller that kept the previous result would add its image to the next peak
+    profiler = None
+    if stages:  # after the cold request: the timed requests' stages only, models resident
+        from stage_rss import StageRSS
+
+        profiler = StageRSS()
+        profiler.install()
+    models_rss = current_rss()
     rows = []
     info: dict = {}
     kept = []  # --keep-previous: the old benchmark's behaviour, to measure what it cost
@@ -77,6 +86,7 @@ def worker(mode: str, runs: int, models: Path, jpeg: Path, out: Path, backend: s
             "checkpoint": res.checkpoint,
             "dtype": res.dtype,
             "backend": getattr(res, "backend", "torch"),
+            "backend_reason": getattr(res, "backend_reason", ""),
             "processed": list(res.processed_size),
             "faces": len(res.faces),
         }
@@ -87,7 +97,10 @@ def worker(mode: str, runs: int, models: Path, jpeg: Path, out: Path, backend: s
         json.dumps(
             {
                 "mode": mode,
+                "start_rss": start_rss,
                 "import_rss": import_rss,
+                "models_rss": models_rss,
+                "stage_rss": profiler.table() if profiler else None,
                 "first_total_s": first_total_s,
                 "first_rss": first_rss,
                 **info,
@@ -155,12 +168,42 @@ def format_table(results: list[dict]) -> str:
     )
 
 
-def convert_all(mode: str, models: Path, jpeg: Path) -> None:
-    """One request of ``mode`` on OpenVINO: converts and caches every network it runs there (the
-    generator, and the parser and detector where the mode has them), as a user's first request would."""
+def format_stages(results: list[dict]) -> str:
+    """Markdown: the process's RSS after start, imports and models, then its peak in each stage (MiB, max over runs)."""
+    from stage_rss import STAGES
+
+    used = [s for s in STAGES if any(s in (r.get("stage_rss") or {}) for r in results)]
+    lines = [
+        "| mode | start | imports | models resident | " + " | ".join(f"{s} peak" for s in used) + " |",
+        "|---|---|---|---|" + "---|" * len(used),
+    ]
+    for r in results:
+        st = r.get("stage_rss") or {}
+        cells = [f"{st[s] / 2**20:.0f}" if s in st else "–" for s in used]
+        lines.append(f"| {r['mode']} | {r['start_rss'] / 2**20:.0f} | {r['import_rss'] / 2**20:.0f} | {r['models_rss'] / 2**20:.0f} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\nMiB, whole process. Each stage's figure is the process's peak while that stage ran (VmHWM reset at every boundary)."
+
+
+def convert_all(mode: str, models: Path, jpeg: Path, backend: str = "openvino") -> None:
+    """The first-use conversions of ``mode``, in their own process (users pay them once, not per process).
+
+    ``openvino``: one request on OpenVINO converts and caches every network the mode runs
+    there (the generator, and the parser and detector where the mode has them), as a user's
+    first request would. ``auto``: what ``python -m gpen_core download`` does after
+    verifying the files on a fresh install: convert what ``auto`` runs on OpenVINO on this
+    CPU (:func:`gpen_core.engine.prepare.convert_ahead`)."""
     import time
 
     from gpen_core.modes import MODES
+
+    t = time.perf_counter()
+    if backend == "auto":
+        from gpen_core.engine.prepare import convert_ahead
+
+        report = convert_ahead([MODES[mode]], models_dir=models)
+        print(f"{mode}: converted ahead in {time.perf_counter() - t:.1f} s: " + ("; ".join(report.lines()) or "nothing runs on OpenVINO"))
+        return
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
     from gpen_core.weights.lookup import REGISTRY
@@ -170,7 +213,6 @@ def convert_all(mode: str, models: Path, jpeg: Path) -> None:
     boxes = [template_detection(b) for b in face_boxes(photo)]
     ckpt = models / REGISTRY[MODES[mode].model].filename
     opts = RestoreOptions(mode=mode, model=str(ckpt) if ckpt.exists() else None, backend="openvino")
-    t = time.perf_counter()
     res = Restorer(models_dir=models, synthetic_weights=True)(jpeg, opts, detections=boxes)
     converted = [n for n in res.notes if "converted" in n]
     print(f"{mode}: first OpenVINO request {time.perf_counter() - t:.1f} s; " + ("; ".join(converted) or "everything was cached"))
@@ -187,17 +229,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep-previous", action="store_true", help="hold each result during the next request (the old, inflated measurement)")
     p.add_argument("--malloc-mmap-threshold", type=int, metavar="BYTES",
                    help="run the workers with MALLOC_MMAP_THRESHOLD_=BYTES (glibc: big buffers straight from mmap, returned at free)")
+    p.add_argument("--stages", action="store_true",
+                   help="also print the process peak per stage (decode, detect, restore, mask, warp, compose, encode); "
+                   "the whole-request peak column is then the largest stage's")
     p.add_argument("--worker", nargs=4, metavar=("MODE", "RUNS", "MODELS", "JPEG_OUT"), help=argparse.SUPPRESS)
     p.add_argument("--convert", nargs=3, metavar=("MODE", "MODELS", "JPEG"), help=argparse.SUPPRESS)
+    p.add_argument("--fresh", action="store_true",
+                   help="a fresh install: --backend auto with no speed record, the per-CPU-kind defaults on, and the "
+                   "conversions `download` does ahead (the out-of-box figures)")
     args = p.parse_args(argv)
+    if args.fresh:
+        if args.backend not in (None, "auto"):
+            p.error("--fresh measures what auto picks: leave --backend out")
+        args.backend = "auto"
     if args.convert:  # OpenVINO's first-use conversions, in their own process (users pay them once, not per process)
         mode, models, jpeg = args.convert
-        convert_all(mode, Path(models), Path(jpeg))
+        convert_all(mode, Path(models), Path(jpeg), args.backend or "openvino")
         return 0
     if args.worker:
         mode, runs, models, pair = args.worker
         jpeg, out = pair.split("::")
-        worker(mode, int(runs), Path(models), Path(jpeg), Path(out), args.backend, args.keep_previous)
+        worker(mode, int(runs), Path(models), Path(jpeg), Path(out), args.backend, args.keep_previous, args.stages)
         return 0
 
     results = []
@@ -211,9 +263,14 @@ def main(argv: list[str] | None = None) -> int:
                 cmd += ["--backend", args.backend]
             if args.keep_previous:
                 cmd += ["--keep-previous"]
+            if args.stages:
+                cmd += ["--stages"]
             env = dict(os.environ)
-            if args.backend == "openvino":
-                conv = subprocess.run([sys.executable, __file__, "--convert", mode, str(models), str(jpeg)], capture_output=True, text=True)
+            if args.fresh:  # the defaults a fresh install gets, whatever this shell set
+                env.pop("GPEN_OPENVINO_DEFAULTS", None)
+            if args.backend == "openvino" or args.fresh:
+                conv = subprocess.run([sys.executable, __file__, "--convert", mode, str(models), str(jpeg), "--backend", args.backend],
+                                      capture_output=True, text=True, env=env)
                 print((conv.stdout + conv.stderr[-1500:] * (conv.returncode != 0)).strip(), file=sys.stderr)
             if args.malloc_mmap_threshold:
                 env["MALLOC_MMAP_THRESHOLD_"] = str(args.malloc_mmap_threshold)
@@ -224,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
             results.append(json.loads(out.read_text()))
 
     print(format_table(results))
+    if args.stages:
+        print("\n" + format_stages(results))
     print(f"\n`{' '.join(['.venv/bin/python', 'benchmarks/bench_request.py', *(argv or sys.argv[1:])])}`, {args.runs} runs per mode after a warm-up, RAM method {results[0]['rows'][0]['method'] if results else '?'}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

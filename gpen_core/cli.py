@@ -122,8 +122,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gpen_core.scaleout.cli import serve
 
             return serve(args)
-        if args.command == "export":
-            return _export(args)
+        if args.command == "export":  # gpen_core/runtimes/openvino/onnx_export.py; docs/export.md
+            from gpen_core.runtimes.openvino.onnx_export import export_generator
+
+            print(export_generator(args.model, args.output, fmt=args.format, models_dir=args.models_dir,
+                                   progress=lambda m: print(m, file=sys.stderr, flush=True)).summary())
+            return 0
         if args.command == "selfcheck":
             return _selfcheck(args)
         return _profile(args)
@@ -135,15 +139,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-
-
-def _export(args: argparse.Namespace) -> int:
-    from gpen_core.runtimes.openvino.onnx_export import export_generator
-
-    report = export_generator(args.model, args.output, fmt=args.format, models_dir=args.models_dir,
-                              progress=lambda m: print(m, file=sys.stderr, flush=True))
-    print(report.summary())
-    return 0
 
 
 def _startup_failure(exc: BaseException, verbose: bool) -> int:

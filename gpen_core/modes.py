@@ -39,8 +39,8 @@ class MemoryMode:
     paste: bool
     # Paste through GPEN's face-parsing mask (ParseNet-latest.pth or facexlib's
     # parsing_parsenet.pth, when present), as the official code always does; else GPEN's
-    # feathered rectangle. Off only where the mode cannot afford it (README, "How faces
-    # are pasted": measured cost per face).
+    # feathered rectangle. Off only where the mode cannot afford it (docs/paste-mask.md:
+    # measured cost per face).
     parsing: bool
     # Detection runs on a copy shrunk to this longest side (the official code uses 1000 px
     # for photos over 1500 px); boxes and landmarks are mapped back.
@@ -52,7 +52,7 @@ class MemoryMode:
     parse_input: int = 512
     # Detect on the full-size photo up to this longest side, shrinking to ``detect_side``
     # only above it (the official rule: 1000 px above 1500 px). None: shrink above
-    # ``detect_side``. Measured: same recall on the Solvay photo either way (README).
+    # ``detect_side``. Measured: same recall on the Solvay photo either way (docs/detection.md).
     detect_shrink_above: int | None = None
     # How the detection copy is shrunk: "area" (sharper small faces) or "linear" (the official cv2.resize).
     detect_resize: Literal["area", "linear"] = "area"
@@ -108,7 +108,7 @@ MODES: dict[str, MemoryMode] = {
             parsing=True,
             detect_side=1000,
             rank=3,
-            parse_input=256,  # a quarter of the parser's compute; README, "How faces are pasted"
+            parse_input=256,  # a quarter of the parser's compute; docs/paste-mask.md
         ),
         MemoryMode(
             name="quality",
@@ -226,25 +226,34 @@ OFFICIAL_DETECT_SIDE, OFFICIAL_SHRINK_ABOVE = 1000, 1500
 
 
 def official_departures(
-    mode: MemoryMode, *, detector: str | None = None, dtype: str | None = None, upscale: int = 1, parsing: bool | None = None
+    mode: MemoryMode,
+    *,
+    detector: str | None = None,
+    detection: bool = True,
+    dtype: str | None = None,
+    upscale: int = 1,
+    parsing: bool | None = None,
 ) -> str:
     """One line: how a request in ``mode`` departs from the official GPEN pipeline ("" when it does not).
 
     Built from the mode table so it stays true; ``detector``, ``dtype`` (the generator's, as run),
-    ``parsing`` (whether the parsing mask ran) and ``upscale`` are what the request really used.
+    ``parsing`` (whether the parsing mask ran) and ``upscale`` are what the request really used;
+    ``detection=False``: nothing was detected (an aligned input, boxes given).
     """
     parts: list[str] = []
     det = detector or mode.detector
-    if det != OFFICIAL_DETECTOR:
+    if not detection:
+        pass
+    elif det != OFFICIAL_DETECTOR:
         parts.append(f"{det} detector (official ResNet-50)")
     official_copy = f"full size up to {OFFICIAL_SHRINK_ABOVE} px, {OFFICIAL_DETECT_SIDE} px above"
     above = mode.detect_shrink_above
-    if mode.detect_side != OFFICIAL_DETECT_SIDE or above != OFFICIAL_SHRINK_ABOVE:
+    if detection and (mode.detect_side != OFFICIAL_DETECT_SIDE or above != OFFICIAL_SHRINK_ABOVE):
         ours = f"full size up to {above} px, {mode.detect_side} px above" if above else f"a {mode.detect_side} px copy"
         parts.append(f"detection on {ours} (official: {official_copy})")
-    if mode.detect_resize != "linear":
+    if detection and mode.detect_resize != "linear":
         parts.append("detection copy shrunk with INTER_AREA (official INTER_LINEAR)")
-    if upscale > 1 and not mode.detect_upscaled:
+    if detection and upscale > 1 and mode.paste and not mode.detect_upscaled:
         parts.append("detection at 1× with boxes scaled to the upscaled photo (official: on the upscaled photo)")
     if mode.max_side:
         parts.append(f"photos over {mode.max_side} px shrunk first (official: never)")

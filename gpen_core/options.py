@@ -89,7 +89,8 @@ class RestoreOptions:
         if self.mode != AUTO and self.mode not in task.modes:
             raise InputError(
                 f"{self.mode} mode has no plan for the {task.name} task: its generator {task.model} is larger than "
-                f"{self.mode}'s promise. Choose {' or '.join(task.modes[::-1])}, or auto (docs/tasks.md)"
+                f"{self.mode} promises to fit. Choose balanced (the lightest that pastes faces back), quality, "
+                "faces-only (the face crops only) or auto (docs/tasks.md)"
             )
         if self.output_format is not None and self.output_format not in ("png", "jpeg"):
             raise InputError(f"output format must be png or jpeg, got {self.output_format!r}")

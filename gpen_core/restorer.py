@@ -187,9 +187,34 @@ _INSTANCE_LOCK = threading.Lock()
 
 
 def get_restorer(models_dir: str | os.PathLike[str] | None = None, device: str | None = None) -> Restorer:
-    """The process-wide Restorer (created on first use; arguments only apply then)."""
+    """The process-wide Restorer, created by the first call with its arguments.
+
+    Later calls return that instance: without arguments, or with the same ones. An argument
+    that differs from what the instance was made with raises ValueError, since it could not
+    apply (one instance serves the whole process, its models loaded once); make a
+    :class:`Restorer` of your own for another models folder or device.
+    """
     global _INSTANCE
     with _INSTANCE_LOCK:
         if _INSTANCE is None:
             _INSTANCE = Restorer(models_dir=models_dir, device=device)
+            return _INSTANCE
+        made = {"models_dir": _INSTANCE.models_dir, "device": _INSTANCE._device_pref}
+        asked = {"models_dir": models_dir, "device": device}
+        differs = [k for k, v in asked.items() if v is not None and _same_setting(k, v) != _same_setting(k, made[k])]
+        if differs:
+            now = ", ".join(f"{k}={asked[k]!r}" for k in differs)
+            then = ", ".join(f"{k}={made[k]!r}" for k in differs)
+            raise ValueError(
+                f"get_restorer({now}): the process-wide Restorer was already made with {then}, and one instance "
+                "serves the whole process. Call get_restorer() without arguments to use it, or make your own "
+                f"Restorer({now})."
+            )
         return _INSTANCE
+
+
+def _same_setting(name: str, value: Any) -> Any:
+    """``value`` in a form two spellings of the same setting compare equal in (a folder: resolved)."""
+    if name == "models_dir" and value is not None:
+        return Path(value).expanduser().resolve()
+    return value

@@ -14,6 +14,11 @@ RELEASED = {
     "GPEN-BFR-512": GPENConfig(512),
     "GPEN-BFR-1024": GPENConfig(1024),
     "GPEN-BFR-2048": GPENConfig(2048),
+    # GPEN's other tasks: the same FullGenerator (official misc/predict.py and demo.py build them with
+    # channel_multiplier 2, narrow 1; no key table of them in ../shared).
+    "GPEN-Colorization-1024": GPENConfig(1024),
+    "GPEN-Inpainting-1024": GPENConfig(1024),
+    "GPEN-Seg2face-512": GPENConfig(512),
 }
 TINY = GPENConfig(64, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.125)
 

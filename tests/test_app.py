@@ -108,7 +108,8 @@ def test_panel_says_which_mode_ran_why_and_every_note() -> None:
     r = _fake_result(mode=MODES["balanced"], requested_mode="auto", mode_reason=why,
                      notes=("low mode shrank the photo from 5000×4000 to 2048×1638 before restoring", "found 60 faces; restored the 50 largest"))
     md = ui.metrics_markdown(r)
-    assert "**balanced** (asked for auto)" in md and why in md
+    # "~" escaped: two estimates on one line would otherwise render struck through
+    assert "**balanced** (asked for auto)" in md and why.replace("~", "\\~") in md
     for note in r.notes:
         assert f"- {note}" in md
 
@@ -333,7 +334,7 @@ def test_hardware_check_tab_measures_saves_and_shows_it_on_the_next_page_load(mo
 
 
 def test_hardware_check_never_holds_up_restores() -> None:
-    """#18: the check ran 72 s in the restore's lane and a restore behind it waited 73.6 s."""
+    """The hardware check runs in its own lane: in the restore's lane a 72 s check held a restore for 73.6 s."""
     deps = {d.fn.__name__: d for d in app.demo.fns.values() if d.fn is not None}
     check = deps["hardware_check"]
     restore = next(d for d in app.demo.fns.values() if d.api_name == "restore")
@@ -375,7 +376,8 @@ def test_main_sets_the_server_policy(argv: list[str], shared: bool, monkeypatch:
 
 @pytest.mark.parametrize("value", ["/etc/shadow", "/nonexistent", "/dev/zero", "/etc", "../../etc/passwd", "/tmp/x.pth"])
 def test_generator_field_refuses_paths_outside_the_models_folder_with_one_message(value: str) -> None:
-    """#18: a folder listed its checkpoints, /etc/shadow and /nonexistent gave different errors."""
+    """One message for every path outside the models folder: different errors for /etc/shadow and
+    /nonexistent, or a folder's listing, would reveal the server's files."""
     with pytest.raises(InputError) as e:
         app.checked_model(value)
     assert str(e.value).startswith("The Generator field takes a registry name") and value not in str(e.value)
@@ -399,7 +401,7 @@ def test_restore_refuses_a_server_path_as_generator_before_loading_anything() ->
 
 
 def test_startup_sweeps_old_uploads_and_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """#18: uploads were never deleted after SIGTERM or kill -9; only results/ was swept."""
+    """Start-up sweeps old uploads as well as results, so a server stopped by SIGTERM or kill -9 leaves nothing behind."""
     import os
     import time
 
@@ -475,3 +477,55 @@ def test_start_log_names_our_flags_not_gradios_share_hint(monkeypatch: pytest.Mo
     out = capsys.readouterr().out
     assert calls[-1]["quiet"] is True and "share=True" not in out
     assert "Running on http://127.0.0.1:7860/" in out and "--share" in out
+
+
+# ------------------------------------------------------- downloads on a shared server
+
+
+def test_a_shared_server_downloads_nothing_without_the_operators_flag(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from gpen_core.weights import lookup as weights
+
+    monkeypatch.setenv("GPEN_HOME", str(tmp_path))  # nothing present
+    started: list[str] = []
+    monkeypatch.setattr(weights, "download", lambda n, **_: started.append(n))
+    monkeypatch.setattr(app.STATE, "policy", Policy(shared=True))
+    panel, button, _ = app.weights_view("low", "default", "default", False)
+    assert button["visible"] is False  # no button for visitors
+    assert "Downloads are off on this shared server" in panel and "--allow-downloads" in panel
+    assert "`python -m gpen_core download GPEN-BFR-256 retinaface-mobilenet0.25`" in panel  # what the operator runs
+    with pytest.raises(gr.Error) as e:  # a call made anyway (an old page, a script) is refused
+        app.download_weights("low", "default", "default", False, progress=RecordingProgress())
+    assert e.value.message.startswith("Cannot use this input. Downloads are off") and started == []
+
+    monkeypatch.setattr(app.STATE, "policy", Policy(shared=True, downloads_on_shared=True))  # --allow-downloads
+    _, button, _ = app.weights_view("low", "default", "default", False)
+    assert button["visible"] is True
+    app.download_weights("low", "default", "default", False, progress=RecordingProgress())
+    assert started == ["GPEN-BFR-256", "retinaface-mobilenet0.25"]
+
+
+@pytest.mark.parametrize(("argv", "env", "allowed"), [([], {}, True), (["--host", "0.0.0.0"], {}, False),
+                                                      (["--share", "--allow-downloads"], {}, True),
+                                                      (["--host", "0.0.0.0"], {"GPEN_ALLOW_DOWNLOADS": "1"}, True),
+                                                      ([], {"SPACE_ID": "me/gpen"}, False)])
+def test_main_allows_downloads_on_loopback_or_with_the_flag(argv: list[str], env: dict[str, str], allowed: bool,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app.demo, "launch", lambda **kw: (None, "http://127.0.0.1:7860/", None))
+    monkeypatch.setattr(app.demo, "block_thread", lambda: None)
+    for k in ("GRADIO_SHARE", "SPACE_ID", "GPEN_ALLOW_DOWNLOADS"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    app.main(argv)
+    assert app.STATE.policy.downloads_allowed is allowed
+
+
+def test_error_titles_come_from_the_exception_type_not_its_words() -> None:
+    from gpen_core.errors import GPENError, ResourceError, WeightsCorruptError, WeightsError
+    from gpen_core.presentation.messages import shown_error
+
+    assert shown_error(WeightsCorruptError("GPEN-BFR-512.pth is truncated")).title == "Weights corrupt"
+    assert shown_error(WeightsError("a checkpoint described as corrupt by its user")).title == "Weights missing"
+    assert shown_error(ResourceError("x")).title == "Not enough memory" and shown_error(GPENError("x")).title == "Error"
+    bug = shown_error(KeyError("boxes"))
+    assert bug.title == "Internal error" and bug.text.startswith("Internal error. Restore failed unexpectedly (KeyError")

@@ -78,7 +78,7 @@ def test_direct_run_skipping_the_queue_is_refused(server_url: str) -> None:
     assert "queue" in r.text.lower()
 
 
-# ------------------------------------------------ raw uploads reach our decoder (#18)
+# ------------------------------------------------ raw uploads reach our decoder
 
 
 def _peak_rss_growth(call) -> tuple[int, object]:
@@ -132,7 +132,8 @@ def _grey_bomb(path: Path, side: int = 13000) -> Path:
 
 
 def test_greyscale_bomb_is_refused_by_our_decoder_before_anything_decodes_it(client, low_mode_home: Path, tmp_path: Path) -> None:
-    """#18: gr.Image decoded a 13000×13000 greyscale PNG in full (+646–792 MB RSS) before our limit."""
+    """Gradio's own image decoding would open a 13000×13000 greyscale PNG in full (+646–792 MB RSS)
+    before our limit could refuse it: the raw upload must reach our decoder first."""
     from gradio_client import handle_file
 
     bomb = _grey_bomb(tmp_path / "grey_bomb.png")
@@ -144,7 +145,7 @@ def test_greyscale_bomb_is_refused_by_our_decoder_before_anything_decodes_it(cli
 
 
 def test_16_bit_greyscale_face_is_scaled_not_clipped(client, low_mode_home: Path, tmp_path: Path) -> None:
-    """#18: a 16-bit greyscale face came back all white (mean 255 vs 113)."""
+    """16-bit samples are scaled to 8 bits, not clipped (clipping turns the face all white: mean 255 vs 113)."""
     import numpy as np
     from gradio_client import handle_file
 
@@ -162,7 +163,7 @@ def test_16_bit_greyscale_face_is_scaled_not_clipped(client, low_mode_home: Path
 
 
 def test_la_png_keeps_its_transparency_in_png_output(client, low_mode_home: Path, tmp_path: Path) -> None:
-    """#18: transparency was dropped (LA PNG)."""
+    """A greyscale PNG with alpha (LA) keeps its transparency in PNG output."""
     import numpy as np
     from gradio_client import handle_file
 
@@ -189,7 +190,7 @@ def test_la_png_keeps_its_transparency_in_png_output(client, low_mode_home: Path
     ],
 )
 def test_unreadable_uploads_get_our_message_not_gradios(client, tmp_path: Path, name: str, data: bytes, says: tuple[str, ...]) -> None:
-    """#18: an empty file or a text file got "The upstream Gradio app has raised an exception"."""
+    """An empty file or a text file gets our message, not Gradio's "The upstream Gradio app has raised an exception"."""
     from gradio_client import handle_file
 
     f = tmp_path / name
@@ -319,8 +320,8 @@ def test_private_events_refuse_calls_that_do_not_come_from_the_page(server_url: 
 
     started: list[str] = []
     monkeypatch.setattr(weights, "download", lambda n, **_: started.append(n))
-    data = {"download_weights": ["auto", "GPEN-BFR-2048", "default", False, 1], "hardware_check": [],
-            "weights_view": ["auto", "default", "default", False, 1], "preview": [None]}[name]
+    data = {"download_weights": ["auto", "GPEN-BFR-2048", "default", False, 1, "enhance"], "hardware_check": [],
+            "weights_view": ["auto", "default", "default", False, 1, "enhance"], "preview": [None]}[name]
     r, _ = _join(server_url, name, data)  # as gradio_client or curl sends it: no Origin
     assert r.status_code == 403 and "not part of its API" in r.json()["detail"], (r.status_code, r.text[:300])
     assert started == []
@@ -335,8 +336,8 @@ def test_the_page_still_runs_its_private_events(server_url: str, monkeypatch: py
     started: list[str] = []
     monkeypatch.setattr(weights, "download", lambda n, **_: started.append(n))
     origin = server_url.rstrip("/")
-    r, session = _join(server_url, "download_weights", ["low", "default", "default", False, 1], {"Origin": origin})
+    r, session = _join(server_url, "download_weights", ["low", "default", "default", False, 1, "enhance"], {"Origin": origin})
     assert r.status_code == 200, r.text[:300]
     done = _events(server_url, session)[-1]
     assert done.get("success") is True, done
-    assert started == ["GPEN-BFR-256", "mobilenet0.25"] or started[0] == "GPEN-BFR-256", started
+    assert started == ["GPEN-BFR-256", "retinaface-mobilenet0.25"]  # low's two files

@@ -116,11 +116,14 @@ def test_one_story_for_every_weights_combination(browser, page_url: str, tmp_pat
     resnet = weights.REGISTRY["retinaface-resnet50"]
     combos: list[tuple[str, dict[str, Path | bytes], str, str | None, str | None]] = [
         # name, files, panel sentence, button text (None: hidden), auto's mode in a restore (None: no restore)
-        ("nothing", {}, "Nothing can run yet; download GPEN-BFR-512 (~284 MB) and ResNet-50 detector (109 MB) to enable quality",
+        ("nothing", {}, "Nothing can run yet; download GPEN-BFR-256 (~76 MB) and MobileNet detector (1.8 MB) to enable low, "
+         "or GPEN-BFR-512 (~284 MB) and MobileNet detector (1.8 MB) to enable balanced and faces-only, "
+         "or GPEN-BFR-512 (~284 MB) and ResNet-50 detector (109 MB) to enable quality",
          "Download GPEN-BFR-512 (~284 MB) and ResNet-50 detector (109 MB) for quality", None),
-        ("256 only", {"GPEN-BFR-256.pth": gen256}, "Nothing can run yet; download GPEN-BFR-512",
+        ("256 only", {"GPEN-BFR-256.pth": gen256}, "Nothing can run yet; download MobileNet detector (1.8 MB) to enable low",
          "Download GPEN-BFR-512 (~284 MB) and ResNet-50 detector (109 MB) for quality", None),
-        ("512 only", {"GPEN-BFR-512.pth": fake}, "Nothing can run yet; download ResNet-50 detector (109 MB) to enable quality",
+        ("512 only", {"GPEN-BFR-512.pth": fake}, "Nothing can run yet; download MobileNet detector (1.8 MB) to enable balanced "
+         "and faces-only, or ResNet-50 detector (109 MB) to enable quality",
          "Download ResNet-50 detector (109 MB) for quality", None),
         ("512 + mobilenet", {"GPEN-BFR-512.pth": gen512, mobilenet.name: mobilenet},
          "Auto will use balanced; download ResNet-50 detector (109 MB) to enable quality",
@@ -193,6 +196,12 @@ def test_upload_restore_and_errors(browser, page_url: str, low_mode_home: Path, 
     page.locator("#metrics").get_by_text("Cannot use this input").wait_for(timeout=60_000)
     assert "empty" in page.locator("#metrics").inner_text()
     shots.take(page, "upload_empty")
+    # over our 25 MB limit: our message with the file's size, in the panel (not only Gradio's toast)
+    big = tmp_path / "big.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (3200, 3200, 3), dtype=np.uint8)).save(big, compress_level=1)
+    page.locator("input[type=file]").first.set_input_files(str(big))
+    page.locator("#metrics").get_by_text(f"The file is {big.stat().st_size / 1e6:.1f} MB; the limit is 25 MB").wait_for(timeout=120_000)
+    shots.take(page, "upload_over_size")
     # a 16-bit greyscale face: previewed by our decoder, not clipped to white
     grey = np.asarray(Image.open(EXAMPLE).convert("L"))
     face16 = tmp_path / "face16.png"

@@ -1,4 +1,4 @@
-"""The Upscale radio in a real browser (Debian's Chromium through Playwright; issue 15).
+"""The Upscale radio in a real browser (Debian's Chromium through Playwright).
 
 Before Restore the page shows the result size and the extra memory upscaling will take;
 after it the result is exactly 2× the photo, the measured panel has the upscale stage

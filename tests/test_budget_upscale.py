@@ -1,4 +1,4 @@
-"""``auto`` and the explicit-mode check count what background upscaling adds (issue 15).
+"""``auto`` and the explicit-mode check count what background upscaling adds.
 
 The extra is the figure the app shows beside the Upscale radio (``tiles.preview``), added to
 every mode's peak before choosing; the reason says so. Built-in estimates only (each test's

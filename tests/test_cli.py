@@ -32,7 +32,7 @@ def _records(out: str) -> list[dict]:
 def test_solvay_every_detected_face_restored_with_peaks_and_timings(
     models_with_detector: Path, gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The issue's own command: a generated checkpoint, a models folder with only the mobilenet weights."""
+    """The plainest use: a generated checkpoint, a models folder with only the mobilenet weights."""
     solvay = shared_path("faces", "Solvay_conference_1927.png")
     out = tmp_path / "out.png"
     rc = main(["restore", str(solvay), "-o", str(out), "--model", str(gen256), "--models-dir", str(models_with_detector), "--json"])
@@ -171,7 +171,7 @@ def test_the_module_entry_point_prints_a_message_not_a_traceback(tmp_path: Path)
     assert p.stderr.startswith("error: ") and "Traceback" not in p.stderr
 
 
-# ------------------------------------------------------------ issue 18: safe output, clear failures
+# ------------------------------------------------------------ safe output, clear failures
 
 
 def _photo(path: Path, size: tuple[int, int] = (64, 64)) -> Path:
@@ -225,7 +225,8 @@ def test_an_empty_or_unreadable_checkpoint_exits_3_with_the_fix(
 
 
 def test_a_10mb_icc_profile_does_not_reach_the_output(gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 18/5: the output opens in Pillow and OpenCV, and the note says what happened to the profile."""
+    """A huge colour profile must not be copied into the result: the output opens in Pillow and OpenCV,
+    and the note says what happened to the profile."""
     import cv2
 
     from tests.hostile import big_icc
@@ -265,8 +266,9 @@ def test_a_float32_rgb_tiff_is_restored(gen256: Path, tmp_path: Path, capsys: py
 def test_a_failed_torch_import_under_a_memory_cap_exits_4_and_says_what_it_needs(
     limit: str, key: str, fraction: float, what: str, tmp_path: Path
 ) -> None:
-    """Issue 18/3: under `prlimit --as=1200M` the import of torch printed an ImportError traceback;
-    under `--data=400M` it crashes torch itself (SIGSEGV in ctypes), so the CLI tries it in a child first.
+    """A memory cap too small for PyTorch is reported in one line, never a traceback or a crash:
+    under `prlimit --as=1200M` importing torch raises an ImportError, and under `--data=400M` it
+    crashes torch itself (SIGSEGV in ctypes), so the CLI tries it in a child first.
     The cap is a fraction of what importing the installed PyTorch build needs (the CPU build needs
     far less than the CUDA one: oom.ENGINE_IMPORT)."""
     import resource

@@ -98,6 +98,15 @@ def test_page_calls_are_told_apart_by_their_origin(headers: dict[str, str] | Non
     assert came_from_page(headers) is page
 
 
+def test_a_proxy_that_rewrites_host_is_told_where_the_page_is() -> None:
+    """The share tunnel or a reverse proxy may send Host: 127.0.0.1:7860 for a page served elsewhere."""
+    from gpen_core.compat.gradio import came_from_page
+
+    headers = {"host": "127.0.0.1:7860", "origin": "https://abc123.gradio.live"}
+    assert came_from_page(headers) is False
+    assert came_from_page(headers, {"abc123.gradio.live"}) is True
+
+
 # ----------------------------------------------------------------------- ray
 
 
@@ -222,3 +231,14 @@ def test_another_thread_never_gets_the_stand_ins() -> None:
     assert out["owner"] is True
     assert out["other"] in ("real", "not installed"), out
     assert out["stand-ins left in sys.modules"] == [] and out["import restored"] is True
+
+
+def test_a_pasted_image_over_the_limit_is_refused_before_it_is_decoded(tmp_path: Path) -> None:
+    from gpen_core.errors import InputError
+    from gpen_core.images.limits import InputLimits
+    from gpen_core.images.uploads import save_data_url
+
+    url = "data:image/png;base64," + "A" * 4_000_000  # 3 MB of bytes once decoded
+    with pytest.raises(InputError, match=r"^The file is 3(\.0)? MB; the limit is 2(\.0)? MB"):
+        save_data_url(url, tmp_path, InputLimits(max_file_bytes=2_000_000))
+    assert not any(tmp_path.iterdir())  # nothing written

@@ -57,7 +57,7 @@ print("RESULT " + json.dumps({"above": m.peaks.rss_bytes - m.peaks.baseline_rss_
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the meter's exact peak (VmHWM) needs Linux")
 def test_a_7000px_16bit_greyscale_png_decodes_in_lows_means(tmp_path: Path) -> None:
-    """The issue's file: 7000×7000, 16-bit grey. Decoding it cost 12 bytes per pixel (591 MB measured
+    """A 7000×7000 16-bit grey PNG. Decoding it cost 12 bytes per pixel (591 MB measured
     with benchmarks/decode_peak.py); for low it must stay near Pillow's own 2-byte buffer plus the
     8-bit copy, well under 4 bytes per pixel (196 MB), in a fresh process measured by the engine's meter."""
     path = tmp_path / "grey16.png"

@@ -251,6 +251,7 @@ def test_cuda_plan_without_cuda_says_so(monkeypatch) -> None:
 def test_cuda_plan_falls_back_to_float16_without_bf16(monkeypatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: (7, 5))  # before Ampere: no native bf16
     plan, note = choose_plan("cuda:0", "bfloat16")
     assert (plan.device, plan.dtype) == ("cuda:0", "float16") and "float16" in (note or "")
     assert choose_plan("cuda", "auto") == (ForwardPlan(device="cuda", dtype="float16"), None)

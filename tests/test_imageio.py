@@ -390,7 +390,7 @@ def test_icc_profile_is_kept_and_written_back(tmp_path: Path) -> None:
 def test_every_result_opens_in_pillow_and_opencv_whatever_profile_came_in(
     name: str, hostile: dict[str, tuple[Path, Expectation]]
 ) -> None:
-    """Issue 18/5: a 10 MB (or broken) ICC profile is converted or dropped, never copied into the result."""
+    """A 10 MB (or broken) ICC profile is converted or dropped, never copied into the result."""
     import cv2
 
     d = decode_image(hostile[name][0])
@@ -416,7 +416,7 @@ def test_a_big_profile_is_converted_not_just_dropped(tmp_path: Path) -> None:
 
 
 def test_out_of_memory_while_shrinking_or_encoding_is_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 18/3: OpenCV's and Pillow's allocation failures become OutOfMemory (the ladder's signal)."""
+    """OpenCV's and Pillow's allocation failures become OutOfMemory (the ladder's signal)."""
     import cv2
 
     from gpen_core.errors import OutOfMemory

@@ -292,3 +292,25 @@ def test_format_bytes() -> None:
     assert format_bytes(None) == "n/a"
     assert format_bytes(1_234_000_000) == "1.23 GB"
     assert format_bytes(456_000_000) == "456 MB"
+
+
+def test_the_thread_start_hook_is_there_only_while_a_meter_measures() -> None:
+    """threading.setprofile is process-wide: installed for the call that needs it, taken out after it."""
+    assert threading.getprofile() is None
+    with PeakMeter():
+        assert threading.getprofile() is not None
+        with PeakMeter():  # a second, overlapping meter shares it
+            pass
+        assert threading.getprofile() is not None
+    assert threading.getprofile() is None
+
+    def mine(frame: object, event: str, arg: object) -> None:
+        pass
+
+    threading.setprofile(mine)  # somebody else's profiler is left as it is
+    try:
+        with PeakMeter():
+            assert threading.getprofile() is mine
+        assert threading.getprofile() is mine
+    finally:
+        threading.setprofile(None)

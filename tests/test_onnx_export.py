@@ -57,6 +57,7 @@ def _export_and_check(tmp_path: Path, name: str, capsys: pytest.CaptureFixture[s
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no partial file left
 
 
+@pytest.mark.slow
 def test_gpen_bfr_256_exports_to_onnx_that_openvino_runs_like_torch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _export_and_check(tmp_path, "GPEN-BFR-256", capsys)
 

@@ -91,7 +91,7 @@ def test_without_a_cap_the_advice_is_to_free_memory_or_shrink_the_photo(monkeypa
     assert text.startswith("Close other programs or use a smaller photo") and "cap" not in text and "server" not in text
 
 
-# ------------------------------------------------- issue 18/3: out of memory is never "corrupt"
+# ------------------------------------------------- out of memory is never "corrupt"
 
 
 def _cv2_error(text: str) -> Exception:

@@ -1,4 +1,4 @@
-"""The out-of-memory ladder measures each attempt on its own (issue #11).
+"""The out-of-memory ladder measures each attempt on its own.
 
 A forced out-of-memory error in the first attempt, after it touched a big buffer:
 the stepped-down result must report the lighter attempt's peak, not the failed

@@ -1,6 +1,6 @@
 """The parser's dtype per CPU (gpen_core.faces.parse.choose_parse_dtype) and bf16's effect on the paste mask.
 
-README, "How faces are pasted": on a CPU with native bf16 (AMX / AVX-512 BF16) ParseNet in
+docs/paste-mask.md: on a CPU with native bf16 (AMX / AVX-512 BF16) ParseNet in
 bfloat16 is 3.6-4.8× faster than float32; without it, 5× slower. ``balanced`` (CPU dtype
 bfloat16) parses in bf16 only where the CPU has it; ``quality`` keeps the official float32.
 """

@@ -42,9 +42,17 @@ def test_a_textbook_face_passes_and_says_why_not_otherwise() -> None:
     tilted = _face(angle_deg=25)
     assert plausible.check(tilted.box, tilted.landmarks).is_face  # a tilted head is still a face
 
-    upside_down = _face(angle_deg=180)
-    v = plausible.check(upside_down.box, upside_down.landmarks)
-    assert not v.is_face and "its eyes are not above its mouth" in v.reasons
+    # Rotation alone never rejects: landmarks that fit are aligned upright by the same similarity.
+    for angle in (90, 180, -90):
+        turned = _face(angle_deg=angle)
+        box = turned.box
+        if angle % 180:  # a face on its side has a wide box
+            cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+            hw, hh = (box[3] - box[1]) / 2, (box[2] - box[0]) / 2
+            box = (cx - hw, cy - hh, cx + hw, cy + hh)
+        v = plausible.check(box, turned.landmarks)
+        assert v.is_face, (angle, v.reasons)
+        assert abs(abs(v.tilt_deg) - abs(angle)) < 1e-3
 
     rng = np.random.default_rng(0)
     scattered = _Det(_face().box, (rng.uniform(180, 420, (5, 2))).astype(np.float32))

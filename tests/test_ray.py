@@ -43,7 +43,7 @@ def ray_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 def _photo_folder(root: Path) -> Path:
-    """The issue's folder: three photos with faces and a text file named .jpg."""
+    """A folder with one bad file: three photos with faces and a text file named .jpg."""
     src = root / "in"
     src.mkdir()
     for name in EXAMPLES:
@@ -233,7 +233,7 @@ def test_serve_request_start_to_shutdown_and_the_app_through_gradio_client(
             _, download, md, gallery, record = client.predict(handle_file(str(example)), *args, api_name="/restore")
         finally:
             app.demo.close()
-            monkeypatch.setattr(app, "_BACKEND", None)
+            monkeypatch.setattr(app.STATE, "backend", None)
         assert record["mode"] == "low" and record["faces"] == len(gallery) >= 1
         assert record["peaks"]["rss_bytes"] > record["peaks"]["baseline_rss_bytes"] > 0
         note = next(n for n in record["notes"] if "replica" in n)

@@ -124,7 +124,7 @@ def test_current_reads_the_models_folder(_isolated_models_home, monkeypatch: pyt
 
 
 def test_auto_in_the_engine_passes_over_a_corrupt_file_as_the_panel_does(models_with_detector) -> None:
-    """#18 finding 7's other half: the panel said "all present" with a corrupt detector, and auto picked it."""
+    """auto in the engine passes over a corrupt detector, as the panel does (it must never call it "present")."""
     from gpen_core.engine.model_cache import ModelCache
     from gpen_core.options import RestoreOptions
 

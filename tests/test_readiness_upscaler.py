@@ -1,4 +1,4 @@
-"""The Upscale choice's file before Restore (issue 15): readiness.upscaler_note / upscaler_download,
+"""The Upscale choice's file before Restore: readiness.upscaler_note / upscaler_download,
 and the app's Upscale line and Weights panel built from them."""
 
 from __future__ import annotations

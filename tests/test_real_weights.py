@@ -71,7 +71,7 @@ def test_real_weights_restore_a_degraded_face(mode: str, model: str, tmp_path: P
 
 @pytest.mark.parametrize("variant", ["256 px float32", "512 px bfloat16", "256 px bfloat16"])
 def test_real_parsenet_cheaper_masks_stay_close_to_the_official_512_mask(variant: str) -> None:
-    """Issue #12: the masks `balanced` may use (256 px input; bfloat16 where native) against
+    """The cheaper masks `balanced` may use (256 px input; bfloat16 where native) against
     the official 512 px float32 mask, on the real FFHQ faces of ../shared: IoU of the kept
     region ≥ 0.95 and the final (blurred) mask within 0.1 on average. Needs the real parser."""
     import torch

@@ -126,6 +126,26 @@ def test_failed_switch_rolls_back_to_the_working_model(gen256: Path, tmp_path: P
     assert Path(r.loaded()["generator"]).name == gen256.name or r.loaded()["generator"] == gen256.stem
 
 
+def test_a_failed_roll_back_is_reported_beside_the_first_failure(gen256: Path, tmp_path: Path) -> None:
+    """When the model that worked cannot be reloaded either (its file gone meanwhile), the
+    first failure is raised, says so, and nothing stays loaded."""
+    import shutil
+
+    face = np.zeros((256, 256, 3), np.uint8)
+    working = tmp_path / "working-256.pth"
+    shutil.copyfile(gen256, working)
+    r = Restorer()
+    r(face, RestoreOptions(mode="low", model=str(working), aligned=True))
+    working.unlink()
+    bad = tmp_path / "broken.pth"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(WeightsError) as info:
+        r(face, RestoreOptions(mode="low", model=str(bad), aligned=True))
+    assert "broken.pth" in str(info.value)
+    assert any("working-256 could not be reloaded either" in n for n in getattr(info.value, "__notes__", [])), info.value
+    assert r.loaded()["generator"] is None
+
+
 def test_auto_steps_down_when_little_memory_is_free(monkeypatch: pytest.MonkeyPatch, gen256: Path) -> None:
     face = np.zeros((256, 256, 3), np.uint8)
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(400e6))
@@ -150,3 +170,20 @@ def test_auto_prefers_modes_whose_weights_are_present(models_with_detector: Path
     res = Restorer(device="cpu")(np.zeros((256, 256, 3), np.uint8), RestoreOptions(mode="auto", aligned=True))
     assert res.mode.name == "low"
     assert "weights not downloaded" in res.mode_reason
+
+
+def test_get_restorer_refuses_arguments_it_cannot_apply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process-wide instance is made once: a later call with other arguments raises instead of
+    silently returning an instance with the first call's models folder or device."""
+    from gpen_core import restorer as restorer_module
+
+    monkeypatch.setattr(restorer_module, "_INSTANCE", None)  # this test's own process-wide instance
+    (tmp_path / "models").mkdir()
+    first = restorer_module.get_restorer(models_dir=tmp_path / "models", device="cpu")
+    assert restorer_module.get_restorer() is first  # no arguments: the instance as it is
+    assert restorer_module.get_restorer(models_dir=str(tmp_path / "x" / ".." / "models"), device="cpu") is first  # same folder
+    with pytest.raises(ValueError, match=r"device='meta'.*already made with device='cpu'"):
+        restorer_module.get_restorer(device="meta")
+    with pytest.raises(ValueError, match=r"models_dir=.*other.*already made with models_dir=.*models"):
+        restorer_module.get_restorer(models_dir=tmp_path / "other")
+    assert first.models_dir == tmp_path / "models"  # unchanged by the refused calls

@@ -263,3 +263,17 @@ def test_white_in_the_photo_counts_in_the_inner_face_only() -> None:
     crop[:] = 0
     crop[120:125, 70:190] = 1.0  # one thin stroke across the face
     assert touches(crop, from_photo=True)
+
+
+def test_ray_batch_runs_take_the_task_and_check_it() -> None:
+    import argparse
+
+    from gpen_core.errors import InputError
+    from gpen_core.scaleout.cli import restore_ray
+
+    args = dict(inputs=["photos/"], detector=None, mode="auto", model=None, alpha=1.0, threshold=0.9, max_faces=5,
+                aligned=False, task="seg2face", mask=None, json=True)
+    with pytest.raises(InputError, match="aligned inputs only"):  # the task reached the batch's options
+        restore_ray(argparse.Namespace(**args), None)
+    with pytest.raises(InputError, match="white strokes in each photo"):
+        restore_ray(argparse.Namespace(**{**args, "task": "inpaint", "mask": "m.png"}), None)

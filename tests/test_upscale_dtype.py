@@ -1,4 +1,4 @@
-"""The upscaler's compute dtype (issue 15, item 4): bfloat16 autocast on CPUs with native bf16, else float32.
+"""The upscaler's compute dtype: bfloat16 autocast on CPUs with native bf16, else float32.
 
 ``tiles.choose_bf16`` decides; the pipeline passes its answer to ``run_tiles`` and says the dtype in
 the result (``upscale.dtype``, the note, the measured panel). The numerical check runs the real

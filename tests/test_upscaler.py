@@ -375,7 +375,7 @@ def test_app_shows_result_size_and_estimated_memory_before_restore(tmp_path):
 
 
 def test_upscaling_solvay_in_balanced_adds_at_most_400_mib_to_the_peak(models_with_detector, gen256, tmp_path):
-    """The issue's bound. The upscaler has the released widths (32 features, growth 32: what sets
+    """Upscaling ×2 in balanced adds at most 400 MiB to the peak. The upscaler has the released widths (32 features, growth 32: what sets
     the tile's memory) but one block instead of 23 (depth sets the time, not the peak)."""
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer

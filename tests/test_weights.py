@@ -76,6 +76,7 @@ def leftovers(folder: Path) -> list[str]:
 def test_registry_entries_are_consistent():
     assert set(weights.REGISTRY) == {
         "GPEN-BFR-256", "GPEN-BFR-512", "GPEN-BFR-1024", "GPEN-BFR-2048",
+        "GPEN-Colorization-1024", "GPEN-Inpainting-1024", "GPEN-Seg2face-512",
         "retinaface-resnet50", "retinaface-mobilenet0.25", "parsenet", "ParseNet-latest",
         "realesrnet_x2", "realesrnet_x4",
     }  # fmt: skip

@@ -1,8 +1,8 @@
 """The reported peak is the whole request's: from the first byte read to the last byte written.
 
-Issue 18/8: a 48 MP photo in ``low`` reported 1184 MB while the server's own RSS reached
-1426 MB, because the app decoded the photo a second time (for the before/after view)
-after the metered call. Here a child process compares the reported peak with the
+Why it matters: decoding the photo a second time outside the metered call (say, for the
+before/after view) would let the server's RSS pass the reported peak (a 48 MP photo in
+``low``: 1426 MB against 1184 MB reported). Here a child process compares the reported peak with the
 kernel's own high-water mark (VmHWM) over the whole request, through the engine and
 through the app's handler. The child's meter samples RSS instead of resetting VmHWM
 (``force_sampling``), so the kernel's mark stays an independent witness.

@@ -62,24 +62,24 @@ def check_installed() -> None:
                            + "; ".join(problems) + ". Install gradio 6.x (requirements.txt).")
 
 
-def raw_upload(component: gr.Image, save_data_url: Callable[[str], str]) -> gr.Image:
+def raw_upload(component: gr.Image, save_data_url: Callable[[str], Any]) -> gr.Image:
     """Make ``component`` hand its upload to the handler as the file's path, unopened.
 
     A pasted image arrives as a ``data:`` URL; ``save_data_url`` writes its bytes to a
-    file of ours and returns the path (an :class:`InputError` becomes the page's error).
+    file of ours and returns its path (an :class:`InputError` becomes the page's error).
     """
     check_installed()
     component.preprocess = functools.partial(_raw_preprocess, save_data_url)  # type: ignore[method-assign]
     return component
 
 
-def _raw_preprocess(save_data_url: Callable[[str], str], payload: Any) -> str | None:
+def _raw_preprocess(save_data_url: Callable[[str], Any], payload: Any) -> str | None:
     if payload is None:
         return None
     url = getattr(payload, "url", None)
     if url and url.startswith("data:"):  # pasted from the clipboard
         try:
-            return save_data_url(url)
+            return str(save_data_url(url))
         except InputError as exc:
             raise gr.Error(f"{INPUT_TITLE}. {exc}", title=INPUT_TITLE, print_exception=False) from None
     if payload.path is None:
@@ -101,8 +101,6 @@ def app_kwargs(blocks: gr.Blocks) -> dict[str, Any]:
     return {"exception_handlers": {FnIndexInferError: not_found}, "middleware": [Middleware(PageOnlyEvents, blocks=blocks)]}
 
 
-# A queue/join body names an event and its inputs (uploads are sent before, by path): small.
-_JOIN_BODY_MAX = 10_000_000
 PAGE_ONLY = ("This event belongs to the app's page and is not part of its API; open the page in a browser. "
              "API clients call /restore (see /gradio_api/info).")
 
@@ -123,17 +121,16 @@ class PageOnlyEvents:
         if scope.get("type") != "http" or scope.get("method") != "POST" or not scope.get("path", "").rstrip("/").endswith("/queue/join"):
             await self.app(scope, receive, send)
             return
-        body, more = b"", True
+        body, more = b"", True  # read whole, as Gradio itself would: then handed on unchanged
         while more:
             message = await receive()
             if message["type"] != "http.request":  # the client went away
                 return
             body += message.get("body", b"")
-            more = message.get("more_body", False) and len(body) <= _JOIN_BODY_MAX
+            more = message.get("more_body", False)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        if len(body) > _JOIN_BODY_MAX or (self._private(body) and not came_from_page(headers)):
-            await _json(send, 403 if len(body) <= _JOIN_BODY_MAX else 413, PAGE_ONLY if len(body) <= _JOIN_BODY_MAX
-                        else "The request is too large.")
+        if self._private(body) and not came_from_page(headers, self._page_hosts()):
+            await _json(send, 403, PAGE_ONLY)
             return
         replayed = False
 
@@ -145,6 +142,18 @@ class PageOnlyEvents:
             return await receive()
 
         await self.app(scope, replay, send)
+
+    def _page_hosts(self) -> set[str]:
+        """Hosts the page is served at beyond the request's own: the share link (its tunnel may
+        rewrite ``Host``), and ``GPEN_PAGE_HOSTS`` (comma-separated ``host[:port]``, for a reverse
+        proxy that forwards neither ``Host`` nor ``X-Forwarded-Host``)."""
+        import os
+
+        hosts = {h.strip().lower() for h in os.environ.get("GPEN_PAGE_HOSTS", "").split(",") if h.strip()}
+        share = getattr(self.blocks, "share_url", None)
+        if share:
+            hosts.add(urlsplit(share).netloc.lower())
+        return hosts
 
     def _private(self, body: bytes) -> bool:
         import json
@@ -166,9 +175,10 @@ async def _json(send: Any, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def came_from_page(headers: Mapping[str, str] | None) -> bool:
+def came_from_page(headers: Mapping[str, str] | None, page_hosts: set[str] | None = None) -> bool:
     """Whether a request carries the page's own origin: an ``Origin`` (or, failing that,
-    ``Referer``) whose host is the host the request was sent to.
+    ``Referer``) whose host is the host the request was sent to (``Host``, ``X-Forwarded-Host``)
+    or one of ``page_hosts``.
 
     A browser adds ``Origin`` to every POST the page makes (the event queue's
     ``queue/join``); API clients (gradio_client, curl) send none. A barrier against API
@@ -184,4 +194,4 @@ def came_from_page(headers: Mapping[str, str] | None) -> bool:
         return False
     origin_host = urlsplit(source).netloc.lower()
     hosts = {h.strip().lower() for key in ("host", "x-forwarded-host") for h in lower.get(key, "").split(",") if h.strip()}
-    return bool(origin_host) and origin_host in hosts
+    return bool(origin_host) and origin_host in hosts | (page_hosts or set())

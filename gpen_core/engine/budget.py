@@ -39,12 +39,17 @@ _CPU_MODEL_BYTES = {"low": 440e6, "faces-only": 1.11e9, "balanced": 1.15e9, "qua
 # benchmarks/gpu_check.py and the hardware check measure it where one is lent). Where VRAM is
 # not readable (ZeroGPU outside a GPU call) RAM binds, and the RAM figures above apply.
 # GPEN's 1024 px task networks (GPEN-Colorization-1024, GPEN-Inpainting-1024), per mode: the peak
-# above the idle process of one aligned 1024 face and of a photo with faces, random weights of the
-# released architecture (memory does not depend on the values), measured on the project's CPU
-# machine by `python benchmarks/task_peaks.py` (docs/tasks.md), rounded up. On a GPU they stand in
-# for VRAM as the restoration figures do. Seg2face (512 px, GPEN-BFR-512's architecture, aligned
+# above the idle process of a first (cold) request, loading the checkpoint included, the worse of
+# one aligned 1024 face and a 3000×2000 photo with 4 faces, random weights of the released
+# architecture (memory does not depend on the values), measured on the project's CPU machine
+# (AVX-512 BF16) by `python benchmarks/task_peaks.py` (docs/tasks.md): faces-only 0.93 GB,
+# balanced 0.94 GB, quality 1.34 GB, without a parser. Rounded up and with the face-parsing
+# mask's cost added (balanced parses at 256 px, quality at 512 px float32: README, "How faces
+# are pasted"), so an estimate is never below the peak it stands for. On a GPU they stand in for
+# VRAM as the restoration figures do. Seg2face (512 px, GPEN-BFR-512's architecture, aligned
 # maps only) uses the restoration figures.
-_TASK_1024_BYTES = {"faces-only": 2.0e9, "balanced": 2.0e9, "quality": 3.0e9}
+_TASK_1024_BYTES = {"faces-only": 1.0e9, "balanced": 1.25e9, "quality": 1.8e9}
+_TASK_COVERED_PIXELS = 3000 * 2000  # the largest photo behind the task figures
 _COVERED_PIXELS = 4000 * 3000  # the largest workload behind the figures above
 _BYTES_PER_PIXEL = 40  # decode, working copy, result and encode buffers, uint8 and float
 ESTIMATE_SOURCE = "built-in estimate, not measured on this machine (run the hardware check to measure)"
@@ -119,8 +124,8 @@ def _need(
     """(peak without upscaling, what upscaling adds, where the figures come from)."""
     if task in ("colorize", "inpaint"):
         w, h = preshrink_size(*image_size, mode.max_side)
-        need = _TASK_1024_BYTES[mode.name] + max(0, w * h - _COVERED_PIXELS) * _BYTES_PER_PIXEL
-        return int(need), 0, f"estimate for GPEN's 1024 px {task} network, measured on the project's CPU machine"
+        need = _TASK_1024_BYTES[mode.name] + max(0, w * h - _TASK_COVERED_PIXELS) * _BYTES_PER_PIXEL
+        return int(need), 0, f"built-in estimate for GPEN's 1024 px {task} network, measured on the project's CPU machine, not on this one"
     base, src = _base_peak(mode, device, image_size, models_dir)
     extra = upscale_extra_bytes(mode, image_size, upscale, tile)
     if extra:

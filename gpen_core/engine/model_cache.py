@@ -9,11 +9,13 @@ Weights are looked up in ``models_dir`` (downloaded only with ``allow_download``
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
 
 from gpen_core.engine.prepare import busy_note, token
+from gpen_core.errors import GPENError
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.platform.oom import release
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
@@ -154,14 +156,18 @@ class ModelCache:
             release(device)
             try:
                 self._generator = _Loaded(key, self._load(key, progress), name)
-            except Exception:
+            except Exception as exc:  # clean up and re-raise: the caller decides what the failure means
                 self._generator = None
                 release(device)
                 if prev_key is not None:  # roll back to the model that worked
                     try:
                         self._generator = _Loaded(prev_key, self._load(prev_key, None), Path(prev_key[0]).stem)
-                    except Exception:
+                    except (GPENError, MemoryError, RuntimeError, OSError) as again:
+                        # Out of memory, the file gone or damaged meanwhile: nothing stays loaded
+                        # (the next request loads what it needs); the first failure is the one
+                        # reported, with this one beside it.
                         self._generator = None
+                        exc.add_note(f"the previous generator {Path(prev_key[0]).stem} could not be reloaded either: {again}")
                 raise
         forward, size = self._generator.obj
         self.backend, self.backend_reason = backend, why
@@ -348,12 +354,31 @@ class ModelCache:
 
 
 def _registry_size(name: str) -> int:
-    """Face size of a registry generator (0 for a path: ``auto`` then has no measurement to go by)."""
+    """Face size of a generator: from the registry for a name, read off the checkpoint for a path
+    (so ``--model path/to/GPEN-BFR-512.pth`` gets the same measured runtime choice as the name);
+    0 when neither tells (``auto`` then has no measurement to go by)."""
     from gpen_core.weights.lookup import REGISTRY
 
     spec = REGISTRY.get(name)
-    arch = spec.arch if spec is not None else None
-    return arch.size if arch is not None else 0
+    if spec is not None:
+        return spec.arch.size if spec.arch is not None else 0
+    p = Path(name).expanduser()
+    if not p.is_file():
+        return 0
+    st = p.stat()
+    return _checkpoint_size(str(p.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _checkpoint_size(path: str, nbytes: int, mtime_ns: int) -> int:
+    """The face size a checkpoint file's key table says (memory-mapped: no weights are read); 0 if unreadable."""
+    from gpen_core.errors import WeightsError
+    from gpen_core.networks.checkpoint import infer_config, read_checkpoint, unwrap_state_dict
+
+    try:
+        return infer_config(unwrap_state_dict(read_checkpoint(path, mmap=True))).size
+    except (WeightsError, KeyError, ValueError):  # not a GPEN checkpoint: the load itself will say so
+        return 0
 
 
 def _load_openvino(path: Path, precision: str, models_dir: Path, progress: Any):

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from gpen_core.engine import budget
+from gpen_core.engine import tasks as task_steps
 from gpen_core.errors import InputError
 from gpen_core.engine.model_cache import ModelCache
 from gpen_core.modes import AUTO, MemoryMode, get_mode, get_task
@@ -170,7 +171,7 @@ def run_attempt(
             alpha = alpha[..., 0]
         notes.append(f"{mode.name} mode shrank the photo from {in_w}×{in_h} to {rgb.shape[1]}×{rgb.shape[0]} before restoring")
     task = get_task(opts.task)
-    rgb, damage, grey = _task_input(task, rgb, req.mask, opts.aligned, notes)
+    rgb, damage, grey = task_steps.task_input(task, rgb, req.mask, opts.aligned, notes)
 
     from gpen_core.networks.fast import forward_checked
     from gpen_core.platform.oom import malloc_trim
@@ -195,6 +196,7 @@ def run_attempt(
         parsing_fn = models.parser(mode, device, notes, opts) if mode.paste and not opts.aligned else None
         detector_name = "none"
         detections = None
+        det_scale = 1  # detections already at the upscaled size: the upscaling factor
         rejected: list[RejectedFace] = []  # in rgb's pixels, scaled with it below when upscaled
         load_s = time.perf_counter() - t
         detect_s = 0.0
@@ -224,14 +226,10 @@ def run_attempt(
             load_s += time.perf_counter() - t
             report(0.1, "detecting faces")
             t = time.perf_counter()
-            detections = detector.detect(
-                rgb, threshold=opts.threshold, max_side=mode.detect_side, shrink_above=mode.detect_shrink_above
-            )
-            screened = detector.screen(rgb, detections, threshold=opts.threshold)  # no false faces
-            detections = list(screened.kept)
-            rejected = [RejectedFace(d.box, d.score, v.reasons[0]) for d, v in screened.rejected]
-            if screened.note():
-                notes.append(screened.note())
+            found, det_scale = _find_faces(detector, rgb, mode, opts)
+            detections = list(found.faces)
+            rejected = [RejectedFace(d.box, d.score, why) for d, why in found.rejected]
+            notes.extend(found.notes)
             detect_s = time.perf_counter() - t
             if len(detections) > opts.max_faces:
                 notes.append(
@@ -246,11 +244,13 @@ def run_attempt(
         if opts.upscale > 1 and not mode.paste:
             notes.append(f"{mode.name} mode returns the restored faces only: the background was not upscaled (×{opts.upscale} asked)")
         elif opts.upscale > 1:
-            rgb, alpha, detections, upscaled, up_load_s = _upscale_background(rgb, alpha, detections, models, mode, opts, device, report)
+            rgb, alpha, detections, upscaled, up_load_s = _upscale_background(
+                rgb, alpha, detections, models, mode, opts, device, report, det_scale
+            )
             load_s += up_load_s
             face_start = 0.45
             s = upscaled.scale
-            rejected = [replace(r, box=tuple(v * s for v in r.box)) for r in rejected]
+            rejected = [replace(r, box=tuple(v * s / det_scale for v in r.box)) for r in rejected]
             notes.append(
                 f"background upscaled ×{s} by {upscaled.name}: {rgb.shape[1] // s}×{rgb.shape[0] // s} → "
                 f"{rgb.shape[1]}×{rgb.shape[0]}, {upscaled.grid.count} tile{'s' if upscaled.grid.count > 1 else ''} of "
@@ -293,10 +293,18 @@ def run_attempt(
             damage=damage,
         )
         if grey is not None:
-            photo = _colorized(photo, grey, mode.paste or opts.aligned, opts.aligned, notes)
+            photo = task_steps.colorized(photo, grey, mode.paste or opts.aligned, opts.aligned, notes)
         up_info = _upscale_info(upscaled)
         upscaled = None  # the composed photo holds the result now: drop the background buffer
         notes.extend(photo.notes)
+        from gpen_core.modes import official_departures
+
+        departures = official_departures(
+            mode, detector=detector_name if given is None and not opts.aligned else None, detection=given is None and not opts.aligned,
+            dtype=str(dtype).replace("torch.", ""), upscale=opts.upscale, parsing=parsing_fn is not None,
+        )
+        if departures:
+            notes.append(departures)
         notes.extend(f"{problem} ({n} face{'s' if n > 1 else ''})" for problem, n in Counter(overflows).items())
     finally:
         numerics.close()
@@ -357,54 +365,6 @@ def run_attempt(
     )
 
 
-def _task_input(task: Any, rgb: np.ndarray, mask: np.ndarray | None, aligned: bool, notes: list[str]):
-    """(the image the faces are taken from, inpainting's damage (faces.tasks.Damage) or None, colorization's grey photo or None)."""
-    import cv2
-
-    from gpen_core.faces import tasks
-
-    if task.name == "colorize":
-        grey, had_colour = tasks.to_grey(rgb)
-        if had_colour:
-            notes.append("the photo had colour: it was made grey first, as GPEN's colorization network expects")
-        return grey, None, grey
-    if task.name != "inpaint":
-        return rgb, None, None
-    if mask is not None and mask.shape[:2] != rgb.shape[:2]:  # the mode shrank the photo: the mask follows
-        mask = cv2.resize(mask, (rgb.shape[1], rgb.shape[0]), interpolation=cv2.INTER_AREA)
-    damage, source = tasks.damage_mask(rgb, mask)
-    notes.append(f"damage to inpaint: {source}, {100 * float(damage.mask.mean()):.1f}% of the photo")
-    if aligned:  # the whole image is the face: the network sees the damage white, as official
-        return (tasks.paint_damage(rgb, damage.mask) if mask is not None else rgb), None, None
-    if not damage.mask.any():
-        raise InputError(
-            "nothing to inpaint: no damage was marked. Paint the damaged parts white with the brush "
-            "(CLI: --mask PATH, white = damaged, or white strokes in the photo itself)"
-        )
-    return rgb, damage, None
-
-
-def _colorized(photo: Any, grey: np.ndarray, pasted: bool, aligned: bool, notes: list[str]) -> Any:
-    """The colorization result: the photo's own luminance everywhere, the network's colour on the faces."""
-    from gpen_core.faces.tasks import keep_luminance
-
-    if aligned:
-        at_net = bool(photo.faces) and photo.faces[0].restored.shape[:2] == grey.shape[:2]
-        quirk = (" (the official code skips this step for a face already at the network's size; we keep it, so the "
-                 "detail is always the photo's own: docs/tasks.md)") if at_net else ", as official"
-        notes.append(f"colorized: the network's colour with the face's own luminance (YUV){quirk}")
-        return replace(photo, image=keep_luminance(grey, photo.image))
-    if not pasted:
-        notes.append("colorized faces only: the coloured face crops are the result (this mode does not paste)")
-        return photo
-    if photo.faces:
-        notes.append(
-            "colorized the faces and left the rest of the photo grey (GPEN colours faces only); the photo's own "
-            "luminance is kept everywhere, so only the faces' colour changed"
-        )
-    return replace(photo, image=keep_luminance(grey, photo.image))
-
-
 @dataclass
 class _Upscaled:
     image: np.ndarray  # the upscaled background, RGB uint8
@@ -416,10 +376,14 @@ class _Upscaled:
     dtype_reason: str = ""  # why that dtype (tiles.choose_bf16)
 
 
-def _upscale_background(rgb, alpha, detections, models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str, report: Progress):
+def _upscale_background(
+    rgb, alpha, detections, models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str, report: Progress,
+    det_scale: int = 1,
+):
     """GPEN's --use_sr flow: upscale the photo in tiles; resize the original (and its alpha) to that size with
-    bilinear, as official, for alignment; move the detections to it. Faces are then restored and pasted at the
-    upscaled size. Returns (resized original, alpha, detections, _Upscaled, load seconds)."""
+    bilinear, as official, for alignment; move the detections to it (they are ``det_scale`` × ``rgb``'s pixels
+    already when found on the upscaled photo). Faces are then restored and pasted at the upscaled size.
+    Returns (resized original, alpha, detections, _Upscaled, load seconds)."""
     import cv2
 
     from gpen_core.upscale.tiles import MODE_TILE_BUDGET, choose_bf16, run_tiles, tile_for_budget
@@ -443,8 +407,8 @@ def _upscale_background(rgb, alpha, detections, models: ModelCache, mode: Memory
     big = cv2.resize(rgb, (w * s, h * s), interpolation=cv2.INTER_LINEAR)
     if alpha is not None:
         alpha = cv2.resize(alpha, (w * s, h * s), interpolation=cv2.INTER_LINEAR)
-    if detections:
-        detections = [_scale_detection(d, s) for d in detections]
+    if detections and s != det_scale:
+        detections = [_scale_detection(d, s / det_scale) for d in detections]
     return big, alpha, detections, _Upscaled(up.image, s, up.grid, up.seconds, up.dtype, name, why), load_s
 
 
@@ -454,6 +418,23 @@ def _metadata(decoded: Any, image: np.ndarray, *, photo: bool) -> Any:
 
     meta = Metadata(getattr(decoded, "exif", None), getattr(decoded, "dpi", None))
     return for_output(meta, decoded.upright_size, (image.shape[1], image.shape[0]), photo=photo)
+
+
+def _find_faces(detector: Any, rgb: np.ndarray, mode: MemoryMode, opts: RestoreOptions) -> tuple[Any, int]:
+    """(:class:`gpen_core.faces.find.FoundFaces`, the scale its boxes are at). With upscaling in a mode that
+    follows the official rule, detection runs on the photo resized (bilinear) to the upscaled size, where the
+    official code finds tiny faces; else on the photo itself, the boxes scaled later."""
+    import cv2
+
+    from gpen_core.faces.find import find_faces
+
+    scale = opts.upscale if (opts.upscale > 1 and mode.paste and mode.detect_upscaled) else 1
+    image = rgb if scale == 1 else cv2.resize(rgb, (rgb.shape[1] * scale, rgb.shape[0] * scale), interpolation=cv2.INTER_LINEAR)
+    found = find_faces(
+        detector, image, threshold=opts.threshold, max_side=mode.detect_side, shrink_above=mode.detect_shrink_above,
+        interpolation=mode.detect_resize, face_check=opts.face_check, orientations=opts.orientations,
+    )
+    return found, scale
 
 
 def _upscale_info(up: _Upscaled | None):

@@ -59,14 +59,14 @@ def _machine_part(device: str) -> tuple[tuple[str, Any], ...]:
                 import torch
 
                 gpu = torch.cuda.get_device_name(torch.device(device))  # "cuda" is the current device
-            except Exception:  # no CUDA (any more): a CUDA profile cannot match this machine
-                gpu = "unavailable"
+            except (AssertionError, RuntimeError):  # torch without CUDA asserts; a broken driver raises
+                gpu = "unavailable"  # no CUDA (any more): a CUDA profile cannot match this machine
+    from importlib import metadata
+
     torch_version = None
     try:
-        from importlib import metadata
-
         torch_version = metadata.version("torch")
-    except Exception:  # torch from a source build has no metadata; the module knows
+    except metadata.PackageNotFoundError:  # torch from a source build has no metadata; the module knows
         torch_version = getattr(sys.modules.get("torch"), "__version__", None)
     return (
         ("cpu_model", _cpu_model()),

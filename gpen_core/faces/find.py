@@ -90,7 +90,8 @@ def merge_duplicates(detections: Sequence[Detection]) -> tuple[list[Detection], 
 
 
 def _degrees(turn: int) -> str:
-    return f"{90 * turn}°"
+    """A quarter turn count (counter-clockwise, as ``np.rot90``) in words."""
+    return {1: "90° counter-clockwise", 2: "180°", 3: "90° clockwise"}[turn]
 
 
 def _plural(n: int, one: str, many: str) -> str:

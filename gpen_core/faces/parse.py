@@ -25,13 +25,13 @@ def choose_parse_dtype(device: str | torch.device, cpu_dtype: str = "float32") -
     """The dtype ParseNet runs in: bfloat16 only on a CPU with native bf16 when the mode asks for it.
 
     ``cpu_dtype`` is the mode's CPU dtype (:attr:`MemoryMode.cpu_dtype`; "auto" counts as
-    "bfloat16"). Measured on this network with one thread (README, "How faces are
-    pasted"): on an AMX CPU bf16 is 3.6× (512 px) to 4.8× (256 px) faster than float32 and
-    changes the paste mask less than one grey level of input noise does; without native
-    bf16 (AVX2) it is 5× slower. So "bfloat16" becomes bfloat16 where
+    "bfloat16"). Measured on this network with one thread (docs/paste-mask.md): on an AMX
+    CPU bf16 is 3.6× (512 px) to 4.8× (256 px) faster than float32 and changes the paste
+    mask less than one grey level of input noise does; without native bf16 (AVX2) it is 5×
+    slower. So "bfloat16" becomes bfloat16 where
     :func:`gpen_core.networks.plan.cpu_features` says ``native_bf16``, float32 elsewhere; "float32"
-    (``quality``: the official mask) stays float32. Any other device (CUDA) runs float32,
-    as before.
+    (``quality``: the official mask) stays float32. Any other device (CUDA) runs float32, the
+    official mask: no bf16 speed-up there has been measured.
     """
     if str(device).split(":")[0] != "cpu" or cpu_dtype not in ("bfloat16", "auto"):
         return "float32"

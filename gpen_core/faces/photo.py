@@ -169,7 +169,10 @@ def restore_photo(
         t1 = time.perf_counter()
         restored = _restore_crop(restore_fn, crop, size)
         raw = restored  # the parsing mask is computed on the unsmoothed face, as official
-        if min(det.width, det.height) < _SMALL_FACE_PX:
+        # The official decision reads the detector's box, not one clipped to the photo: a big face
+        # cut by the photo's edge is not a small face.
+        x0, y0, x1, y1 = getattr(det, "full_box", det.box)
+        if min(x1 - x0, y1 - y0) < _SMALL_FACE_PX:
             restored = cv2.filter2D(restored, -1, _SMOOTH_KERNEL)
         restored = cv2.addWeighted(restored, alpha, crop, 1.0 - alpha, 0.0)
         t2 = time.perf_counter()

@@ -2,8 +2,8 @@
 
 RetinaFace (mobilenet0.25 above all) sometimes scores a dress, a cat, gravel or the moon
 above GPEN's 0.9 threshold. GPEN then "restores" it: a hallucinated face pasted onto the
-photo. Two tests, both measured on real photos with the real detector (README, "How
-faces are pasted"):
+photo. Two tests, both measured on real photos with the real detector
+(docs/detection.md):
 
 1. **Geometry** (:func:`check`, free): the least-squares similarity (rotation, uniform
    scale, shift: what the alignment uses) from the 5 landmarks to GPEN's template must

@@ -78,6 +78,17 @@ def make_kernel(k: list[int]) -> torch.Tensor:
     return t / t.sum()
 
 
+def _randn(*shape: int, div: float = 1.0) -> torch.Tensor:
+    """``torch.randn(*shape) / div`` (the official init, same values), or an uninitialised meta tensor
+    when built under ``torch.device("meta")`` to receive a checkpoint: a random op or an in-place
+    divide on meta runs torch's Python reference ops, whose checks import sympy (34 MiB) for nothing."""
+    t = torch.empty(*shape)
+    if t.is_meta:
+        return t
+    t.normal_()
+    return t.div_(div) if div != 1.0 else t
+
+
 def upfirdn2d_native(
     x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)
 ) -> torch.Tensor:
@@ -221,7 +232,7 @@ class FusedLeakyReLU(nn.Module):
 class EqualConv2d(nn.Module):
     def __init__(self, in_ch: int, out_ch: int, k: int, stride: int = 1, padding: int = 0, bias: bool = True) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.randn(out_ch, in_ch, k, k))
+        self.weight = nn.Parameter(_randn(out_ch, in_ch, k, k))
         self.scale = 1 / math.sqrt(in_ch * k**2)
         self.stride = stride
         self.padding = padding
@@ -236,7 +247,7 @@ class EqualLinear(nn.Module):
         self, in_dim: int, out_dim: int, bias_init: float = 0, lr_mul: float = 1, activation: bool = False
     ) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.randn(out_dim, in_dim).div_(lr_mul))
+        self.weight = nn.Parameter(_randn(out_dim, in_dim, div=lr_mul))
         self.bias = nn.Parameter(torch.zeros(out_dim).fill_(bias_init))
         self.activation = activation
         self.scale = (1 / math.sqrt(in_dim)) * lr_mul
@@ -270,7 +281,7 @@ class ModulatedConv2d(nn.Module):
             self.blur = Blur(blur_kernel, pad=((p + 1) // 2 + factor - 1, p // 2 + 1), upsample_factor=factor)
         self.scale = 1 / math.sqrt(in_ch * k**2)
         self.padding = k // 2
-        self.weight = nn.Parameter(torch.randn(1, out_ch, in_ch, k, k))
+        self.weight = nn.Parameter(_randn(1, out_ch, in_ch, k, k))
         self.modulation = EqualLinear(style_dim, in_ch, bias_init=1)
         self.demodulate = demodulate
 
@@ -307,7 +318,7 @@ class NoiseInjection(nn.Module):
 class ConstantInput(nn.Module):
     def __init__(self, channel: int, size: int = 4) -> None:
         super().__init__()
-        self.input = nn.Parameter(torch.randn(1, channel, size, size))
+        self.input = nn.Parameter(_randn(1, channel, size, size))
 
     def forward(self, batch: int) -> torch.Tensor:
         return self.input.repeat(batch, 1, 1, 1)

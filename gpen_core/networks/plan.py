@@ -67,11 +67,9 @@ def cpu_features() -> dict[str, bool]:
         if key.strip() in ("flags", "Features"):
             flags.update(value.split())
             break  # every core reports the same flags
-    capability = ""
-    try:
-        capability = torch.backends.cpu.get_cpu_capability()
-    except Exception:  # very old torch or an exotic build: the flags still decide
-        pass
+    # torch's own dispatch level; torch before 2.0 has no probe, and then the flags decide.
+    probe = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+    capability = str(probe()) if probe is not None else ""
     feats = {
         "avx2": "avx2" in flags or capability in ("AVX2", "AVX512"),
         "avx512f": "avx512f" in flags,
@@ -88,7 +86,7 @@ def cpu_features() -> dict[str, bool]:
     if mkldnn_bf16 is not None:
         try:
             onednn = bool(mkldnn_bf16())
-        except Exception:
+        except RuntimeError:  # a torch built without oneDNN raises here: then it cannot run bf16 fast
             onednn = False
     # oneDNN reports True for AVX-512 without BF16 (it emulates); only the ISA flags count.
     feats["native_bf16"] = feats["avx512_bf16"] or feats["amx_bf16"] or (feats["arm_bf16"] and onednn)

@@ -16,8 +16,8 @@ Both high-water marks are process-wide, so work that overlaps a measured call ca
 land in its peak. The meter never hides that, and never loses a peak to it:
 
 - Before a meter resets a mark, it hands the mark's current value to every live
-  meter, so a meter that started earlier still reports its own peak (a second
-  meter's reset used to make the first call read 0 MB). A meter nested in the same
+  meter, so a meter that started earlier still reports its own peak (otherwise a
+  second meter's reset would make the first call read 0 MB). A meter nested in the same
   thread (a benchmark around a Restorer call) measures exactly, and so does its outer one.
 - Meters that overlap from different threads (a second Restorer, a Ray replica
   serving two requests) report ``shared``: their peaks include concurrent work.
@@ -108,10 +108,13 @@ class _Sampler(threading.Thread):
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
-# Python threads started while a meter was installed: native id -> name. A thread that
+# Python threads started while a meter was measuring: native id -> name. A thread that
 # starts and ends inside a call is otherwise invisible at both ends of it.
 _STARTED: dict[int, str] = {}
-_HOOKED = False
+# threading.setprofile is process-wide (every thread started afterwards runs the hook once),
+# so it is installed only while at least one meter measures, and taken out with the last one.
+_HOOK_LOCK = threading.Lock()
+_HOOK_USERS = 0
 
 
 def _started_hook(frame: Any, event: str, arg: Any) -> None:
@@ -119,11 +122,20 @@ def _started_hook(frame: Any, event: str, arg: Any) -> None:
     sys.setprofile(None)  # once per thread: no profiling cost after its first event
 
 
-def _install_thread_hook() -> None:
-    global _HOOKED
-    if not _HOOKED and threading.getprofile() is None:
-        threading.setprofile(_started_hook)
-        _HOOKED = True
+def _hook_acquire() -> None:
+    global _HOOK_USERS
+    with _HOOK_LOCK:
+        _HOOK_USERS += 1
+        if _HOOK_USERS == 1 and threading.getprofile() is None:  # another profiler in place: leave it alone
+            threading.setprofile(_started_hook)
+
+
+def _hook_release() -> None:
+    global _HOOK_USERS
+    with _HOOK_LOCK:
+        _HOOK_USERS = max(0, _HOOK_USERS - 1)
+        if _HOOK_USERS == 0 and threading.getprofile() is _started_hook:
+            threading.setprofile(None)
 
 
 def _tasks() -> dict[int, tuple[float, int]] | None:
@@ -157,13 +169,20 @@ class _ThreadWatch:
     """What Python threads other than the measured one(s) did between start and finish."""
 
     def __init__(self, exclude: set[int]) -> None:
-        _install_thread_hook()
+        _hook_acquire()
+        self._hooked = True
         self.exclude = exclude
         self.t0 = time.perf_counter()
         self.names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
         self.started0 = set(_STARTED)
         self.tasks0 = _tasks()
         self.proc0 = _process_usage()
+
+    def close(self) -> None:
+        """The call is over: the thread-start hook goes when no other meter measures."""
+        if self._hooked:
+            self._hooked = False
+            _hook_release()
 
     def busy(self) -> list[str]:
         """Plain sentences, one per busy thread (empty when the call had the process to itself)."""
@@ -312,8 +331,11 @@ class PeakMeter:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._watch is not None:
-            for why in self._watch.busy():
-                self._note_overlap(why)
+            try:
+                for why in self._watch.busy():
+                    self._note_overlap(why)
+            finally:
+                self._watch.close()
         vram_alloc = vram_res = None
         if self._cuda_index is not None:
             import torch

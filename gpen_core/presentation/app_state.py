@@ -45,7 +45,11 @@ class AppState:
     policy: Policy = field(default_factory=Policy)
     # None: this process's Restorer; else a gpen_core.scaleout.serve.RayRestorer (--backend ray).
     backend: Any = None
+    # The OpenVINO conversions started after launch (gpen_core.presentation.preparation); None before main() or where none run.
+    preparation: Any = None
     restores_done: int = 0
+    # Set by the Download panel's Stop button; the one download lane (concurrency 1) clears it when it starts.
+    download_stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _errors: OrderedDict[str, str] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

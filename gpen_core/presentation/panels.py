@@ -397,7 +397,7 @@ def error_markdown(title: str, message: str) -> str:
 # ----------------------------------------------------------- hardware check
 
 # The check's wall time when no earlier run on this machine says better: each mode in a
-# fresh process, three workloads each. 149 s was measured on a busy 2-core CPU (issue #13).
+# fresh process, three workloads each. 149 s was measured on a busy 2-core CPU.
 CHECK_ESTIMATE = "up to 4 minutes on a 2-core CPU (149 s was measured on a busy one), well under a minute on a GPU"
 
 HARDWARE_INTRO = (

@@ -21,12 +21,18 @@ DAMAGE_LAYER = "damage"
 def task_choices() -> list[tuple[str, str]]:
     """(label, value) pairs for the Task radio, restoration first."""
     hints = {
-        "enhance": "GPEN-BFR (the memory mode's)",
+        "enhance": "GPEN-BFR-256 or -512, as the mode picks",
         "colorize": "GPEN-Colorization-1024: grey photo, coloured faces",
         "inpaint": "GPEN-Inpainting-1024: paint the damage white below",
         "seg2face": "GPEN-Seg2face-512: aligned colour label map → face",
     }
     return [(f"{t.label} — {hints[t.name]}", t.name) for t in TASKS.values()]
+
+
+def generator_override(task: str | None, model: str | None) -> str | None:
+    """The generator the weights panel should check: the user's override, else the task's own (None: the mode's)."""
+    spec = TASKS.get(task or "enhance")
+    return model or (spec.model if spec is not None else None)
 
 
 def editor_visible(task: str | None) -> bool:
@@ -38,7 +44,7 @@ def editor_value(task: str | None, image: str | None) -> dict[str, Any] | None:
     None when the editor is hidden or there is no photo."""
     if not editor_visible(task) or not image:
         return None
-    return {"background": image, "layers": [], "composite": image}
+    return {"background": image, "layers": [], "composite": None}
 
 
 def damage_from_editor(value: Any, image: str) -> np.ndarray | None:

@@ -7,12 +7,15 @@ the command the operator can run, and no button is offered.
 
 from __future__ import annotations
 
+import threading
+
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpen_core.errors import GPENError, InputError
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
+from gpen_core.presentation.app_state import Policy
 
 DOWNLOADS_OFF = ("Downloads are off on this shared server: visitors cannot make it fetch files. The operator can run "
                  "`python -m gpen_core download {names}`, or start the server with `--allow-downloads`.")
@@ -54,12 +57,12 @@ def wanted(r: readiness.Readiness, files: dict, req: WeightsRequest) -> tuple[st
     return readiness.download_for(r, req.mode) + readiness.upscaler_download(files, req.upscale)
 
 
-def weights_view(device: str, req: WeightsRequest, *, any_model_path: bool = False, downloads_allowed: bool = True,
-                 message: str = "") -> WeightsView:
-    """The weights panel for ``req`` on this machine now."""
+def weights_view(device: str, req: WeightsRequest, policy: Policy = Policy(), message: str = "") -> WeightsView:
+    """The weights panel for ``req`` on this machine now, under the server's ``policy``."""
     from gpen_core.weights import lookup as weights
 
-    r, files, statuses = _assess(device, req, any_model_path)
+    r, files, statuses = _assess(device, req, policy.any_model_path)
+    downloads_allowed = policy.downloads_allowed
     folder = str(weights.models_dir())
     upscaler = readiness.upscaler_download(files, req.upscale)
     names = wanted(r, files, req)
@@ -70,17 +73,18 @@ def weights_view(device: str, req: WeightsRequest, *, any_model_path: bool = Fal
     return WeightsView(panel, label, ui.all_weights_markdown(statuses, folder))
 
 
-def download(device: str, req: WeightsRequest, progress: Callable[[float, str], None], *,
-             any_model_path: bool = False, downloads_allowed: bool = True) -> WeightsView:
+def download(device: str, req: WeightsRequest, progress: Callable[[float, str], None], policy: Policy = Policy(),
+             cancel: threading.Event | None = None) -> WeightsView:
     """Download what the panel offers (stopping at the first failure), then the panel again with the outcome.
 
-    Raises InputError when downloads are not allowed here (a shared server without the operator's flag).
+    Raises InputError when ``policy`` does not allow downloads (a shared server without the operator's flag).
+    ``cancel``: set by the Stop button; the file being fetched stops at its next chunk, nothing installed.
     """
     from gpen_core.weights import lookup as weights
 
-    r, files, _ = _assess(device, req, any_model_path)
+    r, files, _ = _assess(device, req, policy.any_model_path)
     names = wanted(r, files, req)
-    if names and not downloads_allowed:
+    if names and not policy.downloads_allowed:
         raise InputError(DOWNLOADS_OFF.format(names=" ".join(names)))
     message = f"Downloaded {', '.join(names)}." if names else ""
     for i, name in enumerate(names):
@@ -88,8 +92,11 @@ def download(device: str, req: WeightsRequest, progress: Callable[[float, str], 
             progress((i + (done / total if total else 0.0)) / len(names), ui.download_progress_text(name, done, total))
 
         try:
-            weights.download(name, progress=report)
+            weights.download(name, progress=report, cancel=cancel)
+        except weights.DownloadCancelled:
+            message = f"Download stopped; nothing was installed ({', '.join(names[i:])} still missing)."
+            break
         except GPENError as exc:
             message = ui.download_failed_text(str(exc), names[i:], str(weights.models_dir()))
             break
-    return weights_view(device, req, any_model_path=any_model_path, downloads_allowed=downloads_allowed, message=message)
+    return weights_view(device, req, policy, message)

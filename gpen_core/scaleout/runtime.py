@@ -34,7 +34,7 @@ INSTALL_HINT = "install it with `bash scripts/setup.sh --ray` (or `.venv/bin/pyt
 
 
 # An idle Ray worker with the engine imported: torch, OpenCV and facexlib (732 MB measured,
-# README "Performance") plus the Ray worker runtime (about 200 MB more than a plain process,
+# docs/performance.md) plus the Ray worker runtime (about 200 MB more than a plain process,
 # measured with ray 2.60).
 WORKER_IDLE_BYTES = 1_000_000_000
 LARGE_PHOTO = (4000, 3000)  # the 12 MP photo of the hardware check's workloads
@@ -121,6 +121,17 @@ def connect(address: str) -> None:
         ) from None
 
 
+def _start_reaper(ray: ModuleType):
+    """The watcher of this Ray session's processes (None when the session folder is unknown)."""
+    from gpen_core.scaleout import reaper
+
+    try:  # Ray 2.x keeps the session folder on its private node object
+        session_dir = ray._private.worker._global_node.get_session_dir_path()
+    except AttributeError:
+        return None
+    return reaper.start(session_dir) if session_dir else None
+
+
 @contextmanager
 def ray_session(address: str | None = None, *, num_cpus: int | None = None, num_gpus: int | None = None,
                 temp_dir: str | os.PathLike[str] | None = None) -> Iterator[RaySession]:
@@ -150,6 +161,9 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, num_
                 configure_logging=True,
             )
             started = True
+    # A local Ray's agents outlive a driver killed with SIGKILL by a minute or more: a watcher
+    # process stops them when this process ends, however it ends (gpen_core.scaleout.reaper).
+    reaper = _start_reaper(ray) if started else None
     try:
         res = ray.cluster_resources()
         ctx = ray.get_runtime_context()
@@ -159,3 +173,6 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, num_
     finally:
         if started:
             ray.shutdown()
+            from gpen_core.scaleout import reaper as reaper_module
+
+            reaper_module.stop(reaper)

@@ -343,14 +343,18 @@ class RayRestorer:
                                      "start it with `python -m gpen_core serve`") from None
             return self._handle
 
-    def __call__(self, image: Any, options: Any = None, progress: Any = None) -> Any:
+    def __call__(self, image: Any, options: Any = None, progress: Any = None, *, mask: Any = None) -> Any:
         """``image``: a file path or encoded bytes (sent as bytes: the replica may be on another machine).
+        ``mask`` (inpainting's damage mask) is not sent to replicas: an InputError says so.
 
         A replica that dies during the call (killed for memory, its node lost) is retried once:
         Serve routes the retry to a live or restarted replica, and a restore has no side effects.
         A second death raises :class:`ResourceError` with a plain message; Ray's own text (actor
         id, pid, namespace, IP) goes only into ``details``, for the server's log.
         """
+        if mask is not None:
+            raise InputError("repairing damaged faces (a mask) runs only in the app's own process, not with "
+                             "--backend ray; start the app without --backend ray for that task")
         data = image if isinstance(image, bytes) else open(image, "rb").read()
         died = _replica_died_errors()
         failures: list[str] = []

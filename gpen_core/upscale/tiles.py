@@ -179,7 +179,7 @@ def choose_bf16(device: str, mode: MemoryMode | None = None, features: dict[str,
     - the device is the CPU (the GPU path runs float32, unchanged);
     - the CPU has native bf16 (``plan.cpu_features()["native_bf16"]``: AVX-512 BF16 / AMX). There
       bf16 measured 3.2-3.7× less CPU time than float32 at ×2 and ×4 and 0.5-0.75× the per-tile peak,
-      50-55 dB from float32 on a 23-block net (README, "Background upscaling"); emulated bf16 (AVX2 only)
+      50-55 dB from float32 on a 23-block net (docs/upscaling.md); emulated bf16 (AVX2 only)
       measured 31× slower;
     - the mode accepts reduced precision: every mode but ``quality``, the one that computes float32 on
       both devices and so promises float32 output (the others run float16 on a GPU).
@@ -213,6 +213,12 @@ def steady_allocator() -> bool:
     threshold every call peaks at ~44 MiB, so a tile's cost is predictable and
     does not creep up over hundreds of tiles. Process-wide and idempotent (glibc
     only; elsewhere a no-op that returns False). Set when upscaling first runs.
+
+    Not scoped to the upscale call, and cannot be: glibc turns its dynamic threshold
+    off for good once ``M_MMAP_THRESHOLD`` is set (mallopt(3)); setting the 128 KiB
+    default again would keep it fixed at a value that maps many more, smaller blocks.
+    What it means for the rest of the process: blocks of 1 MiB or more are mapped on
+    allocation and handed back to the OS when freed.
     """
     global _allocator_set
     if _allocator_set:
@@ -253,8 +259,8 @@ def run_tiles(
 
     ``bf16``: run the network under CPU bfloat16 autocast (ignored off the CPU). The
     pipeline asks :func:`choose_bf16`: on CPUs with native bf16 (AVX-512 BF16 / AMX) it
-    measured 3.2-3.7× faster than float32; on AVX2-only CPUs 31× slower (README,
-    "Background upscaling"). A net whose weights are bfloat16 gets its input in bfloat16.
+    measured 3.2-3.7× faster than float32; on AVX2-only CPUs 31× slower
+    (docs/upscaling.md). A net whose weights are bfloat16 gets its input in bfloat16.
     """
     import torch
 

@@ -70,7 +70,8 @@ def manual_fix(names: Sequence[str], folder: Path | str) -> str:
     specs = [REGISTRY[n] for n in names]
     each = "; ".join(f"{s.filename} from {_source(s)}" for s in specs)
     return (f"Fix: run `{download_command(names)}` on a machine with internet access, "
-            f"or download {'them' if len(specs) > 1 else 'it'} yourself into the models folder {folder}: {each}.")
+            f"or download {'them' if len(specs) > 1 else 'it'} yourself and save {'them' if len(specs) > 1 else 'it'} "
+            f"in {folder}: {each}.")
 
 
 def files_text(names: Sequence[str]) -> str:
@@ -84,5 +85,5 @@ def missing_error(names: Sequence[str], folder: Path | str, why: str) -> Weights
     total = total_text(names)
     count = f"{len(names)} files" if len(names) > 1 else "a file"
     head = (f"This request needs {count} that {'are' if len(names) > 1 else 'is'} not in the models folder "
-            f"or the ModelScope cache: {files_text(names)}{f' ({total} in all)' if len(names) > 1 and total else ''}; {why}.")
+            f"or the ModelScope cache: {files_text(names)}{f', {total} in all' if len(names) > 1 and total else ''}; {why}.")
     return WeightsError(f"{head}\n{manual_fix(names, folder)}")

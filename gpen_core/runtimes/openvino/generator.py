@@ -115,7 +115,7 @@ def convert(
 
 # RAM a first-use conversion adds to the process (peak RSS above the process before it), per
 # face size: measured 2026-12-03 on the AMX Xeon with random weights of the released checkpoints
-# (`load()` of an uncached checkpoint, /tmp-style script in the #14 note). Other sizes: estimated
+# (peak RSS around `load()` of an uncached checkpoint, in a fresh process). Other sizes: estimated
 # from the file size at the 256 px ratio (the higher one measured: 10.5x the file).
 CONVERT_RAM_MEASURED: dict[int, int] = {256: 757 * 2**20, 512: 1656 * 2**20}
 _CONVERT_RAM_PER_FILE_BYTE = 10.5

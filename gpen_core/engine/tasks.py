@@ -1,0 +1,65 @@
+"""The engine's steps around GPEN's other tasks: what the faces are taken from, and colorization's last step.
+
+:func:`task_input` turns the decoded photo into what the face loop reads (grey for colorize;
+the damage for inpaint, from the user's mask or the white strokes in the photo) and
+:func:`colorized` puts the photo's own luminance back after the faces are pasted. The image
+operations themselves are in :mod:`gpen_core.faces.tasks`; this module decides and says what
+was done in the result's notes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from gpen_core.errors import InputError
+
+
+def task_input(task: Any, rgb: np.ndarray, mask: np.ndarray | None, aligned: bool, notes: list[str]):
+    """(the image the faces are taken from, inpainting's damage (faces.tasks.Damage) or None, colorization's grey photo or None)."""
+    import cv2
+
+    from gpen_core.faces import tasks
+
+    if task.name == "colorize":
+        grey, had_colour = tasks.to_grey(rgb)
+        if had_colour:
+            notes.append("the photo had colour: it was made grey first, as GPEN's colorization network expects")
+        return grey, None, grey
+    if task.name != "inpaint":
+        return rgb, None, None
+    if mask is not None and mask.shape[:2] != rgb.shape[:2]:  # the mode shrank the photo: the mask follows
+        mask = cv2.resize(mask, (rgb.shape[1], rgb.shape[0]), interpolation=cv2.INTER_AREA)
+    damage, source = tasks.damage_mask(rgb, mask)
+    notes.append(f"damage to inpaint: {source}, {100 * float(damage.mask.mean()):.1f}% of the photo")
+    if aligned:  # the whole image is the face: the network sees the damage white, as official
+        return (tasks.paint_damage(rgb, damage.mask) if mask is not None else rgb), None, None
+    if not damage.mask.any():
+        raise InputError(
+            "nothing to inpaint: no damage was marked. Paint the damaged parts white with the brush "
+            "(CLI: --mask PATH, white = damaged, or white strokes in the photo itself)"
+        )
+    return rgb, damage, None
+
+
+def colorized(photo: Any, grey: np.ndarray, pasted: bool, aligned: bool, notes: list[str]) -> Any:
+    """The colorization result: the photo's own luminance everywhere, the network's colour on the faces."""
+    from gpen_core.faces.tasks import keep_luminance
+
+    if aligned:
+        at_net = bool(photo.faces) and photo.faces[0].restored.shape[:2] == grey.shape[:2]
+        quirk = (" (the official code skips this step for a face already at the network's size; we keep it, so the "
+                 "detail is always the photo's own: docs/tasks.md)") if at_net else ", as official"
+        notes.append(f"colorized: the network's colour with the face's own luminance (YUV){quirk}")
+        return replace(photo, image=keep_luminance(grey, photo.image))
+    if not pasted:
+        notes.append("colorized faces only: the coloured face crops are the result (this mode does not paste)")
+        return photo
+    if photo.faces:
+        notes.append(
+            "colorized the faces and left the rest of the photo grey (GPEN colours faces only); the photo's own "
+            "luminance is kept everywhere, so only the faces' colour changed"
+        )
+    return replace(photo, image=keep_luminance(grey, photo.image))

@@ -1,0 +1,56 @@
+"""The app's OpenVINO conversions after start: whether to run them, and the line the page shows meanwhile.
+
+A first-use conversion takes tens of seconds; the app does them in a background thread
+right after it starts (:class:`gpen_core.engine.prepare.BackgroundPreparation`), so a
+visitor's first restore does not wait for one. Until a network is converted, a restore
+that needs it runs it on torch and its notes say why (the model cache does that); this
+module only decides when to start and what the page says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpen_core.engine.prepare import BackgroundPreparation
+from gpen_core.platform import zerogpu
+
+# How often the page asks for the status while conversions run (seconds).
+REFRESH_S = 2.0
+
+
+def start_background(restorer: Callable[[], Any], *, remote: bool = False) -> BackgroundPreparation | None:
+    """Start converting for ``restorer()``'s models folder in the background, or None where this process
+    runs no restore on the CPU: restores sent to a Ray deployment (``remote``), a ZeroGPU Space, a CUDA device."""
+    if remote or zerogpu.on_zerogpu():
+        return None
+    r = restorer()
+    if r.device != "cpu":  # OpenVINO runs the CPU's networks only
+        return None
+    prep = BackgroundPreparation(r.models_dir)
+    prep.start()
+    return prep
+
+
+def running(prep: BackgroundPreparation | None) -> bool:
+    """Whether the page should keep asking for the status."""
+    return prep is not None and not prep.done.is_set()
+
+
+def status_markdown(prep: BackgroundPreparation | None) -> str:
+    """The page's line: what is being converted (restores meanwhile run on torch and say so), what is ready,
+    or what could not be converted. Empty when there is nothing to tell (no conversion here)."""
+    if prep is None:
+        return ""
+    if not prep.done.is_set():
+        what = prep.status if prep.status != "not started" else "OpenVINO: finding the networks to convert"
+        return f"*⏳ {what}. This happens once, after the app starts.*"
+    report: Any = prep.report
+    if report is None:  # the thread ended without a report: it raised (the server log has the traceback)
+        return "*OpenVINO preparation stopped with an error (see the server log): restores run on torch.*"
+    lines = []
+    ready = report.converted + report.cached
+    if ready:
+        lines.append("OpenVINO ready for " + ", ".join(ready) + ".")
+    lines += [f"Could not convert {f}: that network runs on torch." for f in report.failed]
+    return "  \n".join(f"*{line}*" for line in lines)
