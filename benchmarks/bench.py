@@ -17,9 +17,13 @@ It runs the measurements that have their own scripts, each in fresh processes:
   ``--runs`` after a warm-up, interleaved in one process so load drifts hit every path
   alike, with the deviation from plain eager;
 - ``bench_request.py``: the whole request (decode, detect, align, restore, paste,
-  encode) on a 4000×3000 JPEG with one face, per memory mode, with the engine's meter;
-  each mode on the backend that was faster for its face size and dtype in the forward
-  table (what ``--backend auto`` picks once the speeds are recorded); the generator is a
+  encode) on a 4000×3000 JPEG with one face, per memory mode, with the engine's meter,
+  twice: as a **fresh install** gets it (``--fresh``: a new models folder, no hardware
+  check, no speed record, so ``auto`` follows the per-CPU-kind defaults of
+  ``gpen_core/runtimes/openvino/defaults.py``; the conversions ``python -m gpen_core
+  download`` does ahead are done first, in their own process), and **after the hardware
+  check** (each mode on the backend that was faster for its face size and dtype in the
+  forward table: what ``auto`` picks once the speeds are recorded); the generator is a
   checkpoint file on disk (loaded memory-mapped, as users have it);
 - the cold start: ``python app.py`` launched with a GPEN-BFR-512 file in the models
   folder, then one restore through ``gradio_client``, timed from the launch;
@@ -28,7 +32,8 @@ It runs the measurements that have their own scripts, each in fresh processes:
 Generator weights are random (the exact architectures: time and memory do not depend
 on the values). It prints each part's own table, then one table of targets and what
 was measured (the CPU model and its features in the caption: the targets differ per
-CPU class, AMX / AVX-512 BF16 / neither), which is what ``--readme`` writes into docs/performance.md.
+CPU class, AMX / AVX-512 BF16 / neither), judged on the fresh install with the checked
+figure beside, and a per-mode table of both, which is what ``--readme`` writes into docs/performance.md.
 """
 
 from __future__ import annotations

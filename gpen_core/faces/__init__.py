@@ -1,1 +1,1 @@
-"""The only room that knows facexlib and BGR: detect, screen, align, parse, mask, paste. Never imports a runtime."""
+"""The only room that knows facexlib and BGR: detect, find (every face once), screen, align, parse, mask, paste. Never imports a runtime."""
