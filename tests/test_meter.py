@@ -314,3 +314,28 @@ def test_the_thread_start_hook_is_there_only_while_a_meter_measures() -> None:
         assert threading.getprofile() is mine
     finally:
         threading.setprofile(None)
+
+
+def test_the_calls_own_worker_threads_are_not_concurrent_work() -> None:
+    """A pool the measured call starts for itself (the PNG writer's bands) is the call's work, not sharing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpen_core.platform.meter import PeakMeter, mark_call_worker
+
+    def touch(_: int) -> int:
+        buf = bytearray(64 * 2**20)  # 64 MB of page faults in each worker
+        for i in range(0, len(buf), 4096):
+            buf[i] = 1
+        return len(buf)
+
+    def measured(initializer):
+        with PeakMeter() as m:
+            with ThreadPoolExecutor(2, initializer=initializer) as pool:
+                list(pool.map(touch, range(2)))
+        assert m.peaks is not None
+        return m.peaks
+
+    plain = measured(None)
+    assert plain.shared, "unmarked helper threads that fault 128 MB must count as concurrent work"
+    marked = measured(mark_call_worker)
+    assert not marked.shared, marked.shared

@@ -121,7 +121,7 @@ def test_cli_no_backends_records_nothing(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert cli_main([*argv, "--no-backends"]) == 0
     out = capsys.readouterr().out
     assert "Not compared in this check: asked not to (--no-backends)." in out
-    assert "Backend `auto` (the default) now runs: `low` → torch (no OpenVINO measurement for 64 px float32 on this CPU yet)" in out
+    assert "Backend `auto` (the default) now runs: `low` → torch (no OpenVINO measurement for 64 px float32 on this CPU or CPUs of its kind yet)" in out
     assert not _speed_file(tmp_path).exists()
     saved = json.loads((tmp_path / "profile.json").read_text())["profiles"]["cpu"]
     assert saved["command"].endswith("--in-process --no-backends --models-dir " + str(tmp_path))

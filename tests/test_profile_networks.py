@@ -110,7 +110,7 @@ def test_the_report_says_what_auto_runs_for_the_parser_and_detector(monkeypatch:
     assert chosen == {
         ("parsenet", 512, "float32"): ("openvino", "measured faster here: 0.20 s vs torch 0.40 s per face", ("quality",)),
         ("retinaface-mobilenet0.25", side, "float32"):
-            ("torch", f"no OpenVINO measurement for retinaface-mobilenet0.25 at {side} px float32 on this CPU yet", ("low",)),
+            ("torch", f"no OpenVINO measurement for retinaface-mobilenet0.25 at {side} px float32 on this CPU or CPUs of its kind yet", ("low",)),
         ("retinaface-resnet50", side, "float32"): ("torch", "measured faster here: 0.30 s vs OpenVINO 0.60 s per detection", ("quality",)),
     }
     text = report.backends_section(prof, tmp_path)

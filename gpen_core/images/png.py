@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from gpen_core.platform.meter import mark_call_worker
+
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _ADLER_MOD = 65521
 # Candidate filters, in the order of the stacked array; the value is PNG's filter type byte.
@@ -119,7 +121,7 @@ def encode_png(
     if n_threads == 1:
         parts = [job(i) for i in range(len(starts))]
     else:
-        with ThreadPoolExecutor(n_threads, thread_name_prefix="png") as pool:
+        with ThreadPoolExecutor(n_threads, thread_name_prefix="png", initializer=mark_call_worker) as pool:
             parts = list(pool.map(job, range(len(starts))))
     adler = 1
     for _, a, n in parts:

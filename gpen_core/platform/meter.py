@@ -111,6 +111,14 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # Python threads started while a meter was measuring: native id -> name. A thread that
 # starts and ends inside a call is otherwise invisible at both ends of it.
 _STARTED: dict[int, str] = {}
+# Worker threads that a measured call starts for itself (the PNG writer's band pool): their
+# work is the call's, not concurrent work. They say so with :func:`mark_call_worker`.
+_CALL_WORKERS: set[int] = set()
+
+
+def mark_call_worker() -> None:
+    """Declare the current thread a worker of the call that started it (use as a pool initializer)."""
+    _CALL_WORKERS.add(threading.get_native_id())
 # threading.setprofile is process-wide (every thread started afterwards runs the hook once),
 # so it is installed only while at least one meter measures, and taken out with the last one.
 _HOOK_LOCK = threading.Lock()
@@ -203,7 +211,7 @@ class _ThreadWatch:
             cpu, faults = cpu1 - cpu0, f1 - f0
             seen_cpu += cpu
             seen_faults += faults
-            if tid in self.exclude or tid not in names:  # native workers (OpenMP, oneDNN) serve the call
+            if tid in self.exclude or tid not in names or tid in _CALL_WORKERS:  # workers serve the call
                 continue
             if names[tid] == _Sampler.NAME:  # another meter's sampler: its own cost, not memory work
                 continue
@@ -213,7 +221,9 @@ class _ThreadWatch:
         gone_cpu = proc1[0] - self.proc0[0] - seen_cpu
         gone_faults = proc1[1] - self.proc0[1] - seen_faults
         if _moved_memory(gone_cpu, gone_faults, cpu_limit):
-            ended = sorted(n for k, n in new.items() if k not in tasks1)
+            ended = sorted(n for k, n in new.items() if k not in tasks1 and k not in _CALL_WORKERS)
+            if not ended and any(k in _CALL_WORKERS for k in new if k not in tasks1):
+                return found  # only the call's own workers ended: their work was the call's
             who = f"thread {', '.join(map(repr, ended))}" if ended else "threads"
             found.append(_busy_sentence(f"{who} that ended during it", gone_cpu, int(gone_faults)))
         return found

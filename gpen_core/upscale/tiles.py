@@ -212,8 +212,7 @@ def steady_allocator() -> bool:
     75 MiB from one call to the next (measured, 8 calls). With a fixed 1 MiB
     threshold every call peaks at ~44 MiB, so a tile's cost is predictable and
     does not creep up over hundreds of tiles. Process-wide and idempotent (glibc
-    only; elsewhere a no-op that returns False). Set when the engine is imported
-    (:func:`gpen_core.engine.pipeline.import_engine`) and when upscaling first runs.
+    only; elsewhere a no-op that returns False). Set when upscaling first runs.
 
     Not scoped to the upscale call, and cannot be: glibc turns its dynamic threshold
     off for good once ``M_MMAP_THRESHOLD`` is set (mallopt(3)); setting the 128 KiB
