@@ -529,3 +529,21 @@ def test_error_titles_come_from_the_exception_type_not_its_words() -> None:
     assert shown_error(ResourceError("x")).title == "Not enough memory" and shown_error(GPENError("x")).title == "Error"
     bug = shown_error(KeyError("boxes"))
     assert bug.title == "Internal error" and bug.text.startswith("Internal error. Restore failed unexpectedly (KeyError")
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_the_check_detections_box_reaches_the_engine(checked: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's "Check detections" checkbox is the request's face_check, both ways."""
+    seen: list[object] = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_engine(image: str, options: object, progress: object, mask: object = None) -> object:
+        seen.append(options)
+        raise Stop
+
+    monkeypatch.setattr(app, "run_engine", fake_engine)
+    with pytest.raises((Stop, gr.Error)):
+        _restore(str(EXAMPLE), face_check=checked)
+    assert len(seen) == 1 and seen[0].face_check is checked  # type: ignore[attr-defined]

@@ -77,7 +77,7 @@ class Shots:
 
 def _open(page, url: str) -> None:
     page.goto(url)
-    page.get_by_text("Memory mode").wait_for()
+    page.get_by_text("Memory mode", exact=True).wait_for()
 
 
 def _panel(page, expect: str) -> str:

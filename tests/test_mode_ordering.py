@@ -46,13 +46,13 @@ LOW_VS_BALANCED = 150 * MB
 # generator's weights and activations halved), 156 MB without (quality's ResNet-50 detector and
 # 512 px parsing against mobilenet0.25 and 256 px).
 BALANCED_VS_QUALITY = {"bfloat16": 200 * MB, "float32": 75 * MB}
-# faces-only < balanced: the same generator in the same dtype, and both peak while it loads, so
-# faces-only saves what balanced holds besides at that moment, the parser's weights (21.3 M
-# parameters: 43 MB in bf16, 85 MB in float32), and noise can hide part of it: lowest peaks
-# 12-78 MB apart in bf16 (faces-only 529-724 MB, balanced 553-741 MB), 16-87 MB in float32. A
-# small saving: faces-only is lighter mainly in time (no parsing, no paste-back) and output size.
-# So each of the two runs twice, its lowest peak counts, and the margin is small.
-FACES_ONLY_VS_BALANCED = {"bfloat16": 5 * MB, "float32": 8 * MB}
+# faces-only against balanced: the same generator in the same dtype, and a first request peaks while
+# it loads, so faces-only saves at most what balanced holds besides at that moment, the parser's
+# weights (21.3 M parameters: 43 MB in bf16, 85 MB in float32), and allocator noise (up to 65 MB
+# in one run) hides it: lowest peaks measured from 9 MB heavier to 78 MB lighter. Its saving is
+# time (no parsing, no paste-back) and output size, not memory, and the modes table does not claim
+# more. What holds every time: faces-only is never heavier than balanced beyond that noise.
+FACES_ONLY_NOISE = 40 * MB
 # balanced (bfloat16) against quality (float32): PSNR of the restored 512 px face, measured
 # 57.5 dB with these weights (identical faces where both run float32).
 MIN_PSNR_DB = 40.0
@@ -141,7 +141,7 @@ def _run_mode(mode: str, model: Path, folder: Path, tag: str) -> Run:
     return Run(out["peak"], out["method"], out["mode"], out["dtype"], out["faces"], np.load(crops))
 
 
-# faces-only and balanced are only the parser's weights apart (FACES_ONLY_VS_BALANCED): each runs
+# faces-only and balanced are within allocator noise of each other (FACES_ONLY_NOISE): each runs
 # twice, so one noisy run cannot cross them; the others are hundreds of MB apart and run once.
 REPEATS = {"low": 1, "faces-only": 2, "balanced": 2, "quality": 1}
 
@@ -209,10 +209,10 @@ def test_balanced_peaks_lower_than_quality_with_a_close_face(runs: dict[str, lis
         assert _psnr(a, b) >= MIN_PSNR_DB, f"balanced vs quality: {_psnr(a, b):.1f} dB"
 
 
-def test_faces_only_peaks_lower_than_balanced_with_the_same_faces(runs: dict[str, list[Run]]) -> None:
+def test_faces_only_is_never_heavier_than_balanced_and_gives_the_same_faces(runs: dict[str, list[Run]]) -> None:
     dtype = runs["balanced"][0].dtype
     faces_only, balanced = _peak(runs, "faces-only"), _peak(runs, "balanced")
-    assert faces_only <= balanced - FACES_ONLY_VS_BALANCED[dtype], (
+    assert faces_only <= balanced + FACES_ONLY_NOISE, (
         f"faces-only {faces_only / MB:.0f} MB, balanced {balanced / MB:.0f} MB ({dtype})"
     )
     # Same network, same dtype, same crop: the restored faces are identical, run after run.

@@ -117,7 +117,7 @@ def test_a_restore_records_the_rejected_candidates_in_before_pixels(low_mode_hom
     assert len(res.faces) == 1 and len(res.rejected) == 1, res.notes
     [r] = res.rejected
     assert r.reason == "it was not found again at a standard face size" and 0.5 <= r.score < 1
-    assert f"1 detection rejected: {r.reason}" in res.notes
+    assert f"1 detection rejected by the face check: {r.reason} (turn the check off to keep them)" in res.notes
     h, w = res.before.shape[:2]
     assert 0 <= r.box[0] < r.box[2] <= w and 0 <= r.box[1] < r.box[3] <= h
     record = {"mode": res.mode.name, "detector": res.detector, "boxes": boxes_record(res)}

@@ -43,7 +43,7 @@ CHILD = textwrap.dedent(
     if via == "app":
         import app
 
-        app._BACKEND = restorer
+        app.STATE.backend = restorer
         args = dict(mode="low", model=None, detector=None, alpha=1.0, threshold=0.9, max_faces=50, aligned=False)
         run = lambda path: app.restore(path, **args)[-1]["peaks"]["rss_bytes"]
     else:
