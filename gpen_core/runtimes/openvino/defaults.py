@@ -30,6 +30,7 @@ class Measured:
 
 
 _BENCH = "benchmarks/bench_forward.py --paths fast fast-bf16 ov ov-bf16"
+_NETS = "the parser and detector rows of python -m gpen_core profile (measure_speed, 5 runs)"
 _XEON = "Intel Xeon with AMX, 2 cores"
 _ZEN4 = "AMD EPYC Zen 4 (AVX-512 BF16, no AMX), 2 cores"
 _EPYC2 = "AMD EPYC, AVX2 only, 2 cores"
@@ -48,8 +49,15 @@ DEFAULTS: dict[str, dict[str, Measured]] = {
         "retinaface-mobilenet0.25-1000-float32": Measured(0.10, 0.044, f"{_XEON}, python -m gpen_core profile, 2026-12-03"),
     },
     "avx512_bf16": {
-        "512-float32": Measured(1.25, 0.83, f"{_ZEN4}, {_BENCH} --sizes 512 --runs 3"),
-        "512-bfloat16": Measured(0.65, 0.41, f"{_ZEN4}, {_BENCH} --sizes 512 --runs 3"),
+        "512-float32": Measured(2.354, 1.629, f"{_ZEN4}, {_BENCH} --sizes 256 512 --runs 3, 2026-12-04"),
+        "512-bfloat16": Measured(1.279, 0.836, f"{_ZEN4}, {_BENCH} --sizes 256 512 --runs 3, 2026-12-04"),
+        "256-float32": Measured(0.162, 0.150, f"{_ZEN4}, {_BENCH} --sizes 256 512 --runs 3, 2026-12-04"),
+        "256-bfloat16": Measured(0.104, 0.073, f"{_ZEN4}, {_BENCH} --sizes 256 512 --runs 3, 2026-12-04"),
+        "parsenet-512-float32": Measured(3.361, 2.561, f"{_ZEN4}, {_NETS}, 2026-12-04"),
+        "parsenet-256-bfloat16": Measured(0.395, 0.344, f"{_ZEN4}, {_NETS}, 2026-12-04"),
+        "parsenet-256-float32": Measured(0.802, 0.679, f"{_ZEN4}, {_NETS}, 2026-12-04"),
+        "retinaface-resnet50-1000-float32": Measured(1.321, 0.923, f"{_ZEN4}, {_NETS}, 2026-12-04"),
+        "retinaface-mobilenet0.25-1000-float32": Measured(0.167, 0.074, f"{_ZEN4}, {_NETS}, 2026-12-04"),
     },
     "avx2": {
         "512-float32": Measured(1.466, 1.256, f"{_EPYC2}, benchmarks/bench.py, 2026-12-02"),
