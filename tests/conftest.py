@@ -10,6 +10,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GPEN_SHARED", ROOT.parent / "shared"))
+# auto's per-CPU-kind runtime defaults off for the whole session, child processes and Ray
+# workers started before any test's own settings included: what runs must not depend on the
+# CPU the suite runs on (tests of the defaults turn them back on).
+os.environ["GPEN_OPENVINO_DEFAULTS"] = "0"
 
 
 def shared_path(*parts: str) -> Path:

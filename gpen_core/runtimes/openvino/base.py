@@ -285,3 +285,28 @@ def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) ->
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return seconds
+
+
+def compile_cached(xml: str | os.PathLike[str], config: dict[str, Any]) -> Any:
+    """``compile_model`` on the CPU with ``config`` (its ``CACHE_DIR`` included).
+
+    Two processes compiling the same model at once (Ray workers warming up on a fresh models
+    folder) race on the compiled-blob cache: OpenVINO writes the blob, then sets its
+    permissions, and the other process may have replaced the file in between ("filesystem
+    error: cannot set permissions"). The compile itself is sound: it is retried once, then
+    once without the cache (correct, only slower to start), never failed for it."""
+    core = get_core()
+    try:
+        return core.compile_model(str(xml), "CPU", config)
+    except RuntimeError as exc:
+        if "filesystem error" not in str(exc):
+            raise
+    import time
+
+    time.sleep(0.2)
+    try:
+        return core.compile_model(str(xml), "CPU", config)
+    except RuntimeError as exc:
+        if "filesystem error" not in str(exc):
+            raise
+    return core.compile_model(str(xml), "CPU", {k: v for k, v in config.items() if k != "CACHE_DIR"})

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpen_core.errors import ResourceError
 from gpen_core.platform.oom import malloc_trim
-from gpen_core.runtimes.openvino.base import (CacheKey, cache_key, cache_root, drop_mapped_pages, get_core, is_cached, save_ir,
+from gpen_core.runtimes.openvino.base import (compile_cached, CacheKey, cache_key, cache_root, drop_mapped_pages, get_core, is_cached, save_ir,
                          unavailable_reason)
 
 if TYPE_CHECKING:
@@ -183,7 +183,7 @@ def load(
     if threads:
         config["INFERENCE_NUM_THREADS"] = int(threads)
     t = time.perf_counter()
-    compiled = get_core().compile_model(str(ir / "model.xml"), "CPU", config)
+    compiled = compile_cached(ir / "model.xml", config)
     return OVRetinaFace(compiled, meta, key, root, load_s=time.perf_counter() - t, convert_s=convert_s)
 
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gpen_core.errors import GPENError, ResourceError
 from gpen_core.runtimes.openvino.export import GRAPH_REVISION, exportable  # noqa: F401  (exportable re-exported)
-from gpen_core.runtimes.openvino.base import (  # noqa: F401  (re-exported: callers use ov_backend.*)
+from gpen_core.runtimes.openvino.base import (compile_cached,   # noqa: F401  (re-exported: callers use ov_backend.*)
     _INSTALL_HINT,
     CacheKey,
     Precision,
@@ -282,7 +282,7 @@ def load(
     if progress and convert_s is not None:
         progress(1.0, "OpenVINO: compiling for this CPU")
     t = time.perf_counter()
-    compiled = get_core().compile_model(str(ir / "model.xml"), "CPU", config)
+    compiled = compile_cached(ir / "model.xml", config)
     load_s = time.perf_counter() - t
     dropped = drop_mapped_pages(ir)
     return OVForward(compiled, int(meta["size"]), precision, key, load_s=load_s, convert_s=convert_s, dropped_bytes=dropped)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpen_core.errors import GPENError, ResourceError
 from gpen_core.platform.oom import malloc_trim
-from gpen_core.runtimes.openvino.base import (_INSTALL_HINT, CacheKey, Precision, _sha256, cache_root, capabilities, choose_precision, cpu_key,
+from gpen_core.runtimes.openvino.base import (compile_cached, _INSTALL_HINT, CacheKey, Precision, _sha256, cache_root, capabilities, choose_precision, cpu_key,
                          drop_mapped_pages,
                          get_core, openvino_version, save_ir, unavailable_reason)
 
@@ -202,7 +202,7 @@ def load(
     cfg: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision,
                            "CACHE_DIR": str(key.compiled_dir(root)), **({"INFERENCE_NUM_THREADS": int(threads)} if threads else {})}
     t = time.perf_counter()
-    compiled = get_core().compile_model(str(key.ir_dir(root) / "model.xml"), "CPU", cfg)
+    compiled = compile_cached(key.ir_dir(root) / "model.xml", cfg)
     drop_mapped_pages(key.ir_dir(root))  # the plugin runs on its own copy of the weights
     return OVParser(compiled, input_size, precision, key, load_s=time.perf_counter() - t, convert_s=convert_s)
 
