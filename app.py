@@ -239,7 +239,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                       "faces are restored at that size", elem_id="upscale-radio")
                 upscale_md = gr.Markdown(elem_id="upscale-info")
                 with gr.Accordion("Advanced", open=False):
-                    model_in = gr.Dropdown([("the mode's generator", DEFAULT)] + [(n, n) for n in user_paths.generator_names()], value=DEFAULT, allow_custom_value=True, label="Generator",
+                    model_in = gr.Dropdown(task_ui.generator_choices("enhance", DEFAULT), value=DEFAULT, allow_custom_value=True, label="Generator",
                                            info="a registry name, or the file name of a GPEN checkpoint in the models folder")
                     detector_in = gr.Radio([("the mode's detector", DEFAULT), ("RetinaFace MobileNet-0.25", "mobilenet0.25"),
                                             ("RetinaFace ResNet-50", "resnet50")], value=DEFAULT, label="Face detector")
@@ -320,6 +320,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                    show_progress="hidden")
     for trigger in (task_in.change, image_in.change):  # the brush shows for inpainting, over the photo
         trigger(lambda t, i: gr.update(visible=task_ui.editor_visible(t), value=task_ui.editor_value(t, i)), [task_in, image_in], damage_in, api_visibility="private")
+    task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT)), [task_in, model_in], [model_in, mode_in], api_visibility="private")
     # Its own lane: restores never wait for the check (see hardware_check).
     check_btn.click(hardware_check, None, [profile_md, profile_chart], api_visibility="private",
                     concurrency_limit=1, concurrency_id="hardware-check", show_progress_on=[profile_chart])

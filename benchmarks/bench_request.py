@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_request.py                  # every mode, 5 runs each after a warm-up
     .venv/bin/python benchmarks/bench_request.py --modes low quality --runs 3
     .venv/bin/python benchmarks/bench_request.py --json out.json
+    .venv/bin/python benchmarks/bench_request.py --modes low quality --one-shot   # as the CLI runs one photo
 
 Each mode runs in its own process (a clean peak RSS), through the real engine
 (``Restorer.__call__`` on the JPEG file: decode, detect, align, restore, paste,
@@ -108,6 +109,53 @@ def worker(mode: str, runs: int, models: Path, jpeg: Path, out: Path, backend: s
             }
         )
     )
+
+
+def one_shot_worker(mode: str, models: Path, jpeg: Path, out: Path, backend: str | None = None, keep: bool = False) -> None:
+    """One request in a fresh process, as ``python -m gpen_core restore`` with one photo runs it
+    (``Restorer(one_shot=True)``: each network loaded for its stage and dropped after it): the
+    process's peak over its whole life, per stage from the first one (loads included). ``keep``:
+    the same request with every network kept loaded (a server's behaviour), to compare."""
+    import time
+
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+    from gpen_core.hwcheck.workloads import STANDARD, template_detection, face_boxes
+    from gpen_core.platform.meter import current_rss
+    from gpen_core.engine.pipeline import import_engine
+    from gpen_core.modes import MODES
+    from gpen_core.weights.lookup import REGISTRY
+    from stage_rss import StageRSS
+
+    photo = next(w for w in STANDARD if w.name == "photo")
+    boxes = [template_detection(b) for b in face_boxes(photo)]
+    start_rss = current_rss()
+    import_engine()
+    import_rss = current_rss()
+    profiler = StageRSS()
+    profiler.install()
+    ckpt = models / REGISTRY[MODES[mode].model].filename
+    opts = RestoreOptions(mode=mode, model=str(ckpt) if ckpt.exists() else None, **({"backend": backend} if backend else {}))
+    cpu = time.process_time()
+    res = Restorer(models_dir=models, synthetic_weights=True, one_shot=not keep)(jpeg, opts, detections=boxes)
+    cpu = time.process_time() - cpu
+    table = profiler.table()
+    out.write_text(json.dumps({
+        "mode": mode, "start_rss": start_rss, "import_rss": import_rss, "models_rss": import_rss, "stage_rss": table,
+        "peak": max(table.values()), "total_s": res.timings.total_s, "cpu_s": cpu, "load_s": res.timings.load_s,
+        "backend": res.backend, "dtype": res.dtype, "kept_models": keep, "detector": res.detector, "faces": len(res.faces),
+    }))
+
+
+def format_one_shot(results: list[dict]) -> str:
+    """Markdown: one row per mode: the process's peak, the request's seconds and CPU seconds."""
+    lines = ["| mode | generator | whole-process peak | every run's peak | request s (loads included) | of it loading s | request CPU s |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        every = ", ".join(f"{p / 2**20:.0f}" for p in r.get("peaks", [r["peak"]]))
+        lines.append(f"| {r['mode']}{' (models kept)' * r.get('kept_models', False)} | {r['backend']} {r['dtype']} | {r['peak'] / 2**20:.0f} MiB | {every} | {r['total_s']:.2f} | "
+                     f"{r['load_s']:.2f} | {r['cpu_s']:.2f} |")
+    return "\n".join(lines)
 
 
 def _make_inputs(tmp: Path) -> tuple[Path, Path]:
@@ -232,6 +280,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stages", action="store_true",
                    help="also print the process peak per stage (decode, detect, restore, mask, warp, compose, encode); "
                    "the whole-request peak column is then the largest stage's")
+    p.add_argument("--one-shot", action="store_true",
+                   help="one request per fresh process, as the CLI runs one photo (each network dropped after its "
+                   "stage); the peak is the whole process's, loads included; implies --stages")
+    p.add_argument("--keep-models", action="store_true",
+                   help="with --one-shot: keep every network loaded through the request, as a server does (to compare)")
     p.add_argument("--worker", nargs=4, metavar=("MODE", "RUNS", "MODELS", "JPEG_OUT"), help=argparse.SUPPRESS)
     p.add_argument("--convert", nargs=3, metavar=("MODE", "MODELS", "JPEG"), help=argparse.SUPPRESS)
     p.add_argument("--fresh", action="store_true",
@@ -249,7 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         mode, runs, models, pair = args.worker
         jpeg, out = pair.split("::")
-        worker(mode, int(runs), Path(models), Path(jpeg), Path(out), args.backend, args.keep_previous, args.stages)
+        if args.one_shot:
+            one_shot_worker(mode, Path(models), Path(jpeg), Path(out), args.backend, args.keep_models)
+        else:
+            worker(mode, int(runs), Path(models), Path(jpeg), Path(out), args.backend, args.keep_previous, args.stages)
         return 0
 
     results = []
@@ -265,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
                 cmd += ["--keep-previous"]
             if args.stages:
                 cmd += ["--stages"]
+            if args.one_shot:
+                cmd += ["--one-shot"] + ["--keep-models"] * args.keep_models
             env = dict(os.environ)
             if args.fresh:  # the defaults a fresh install gets, whatever this shell set
                 env.pop("GPEN_OPENVINO_DEFAULTS", None)
@@ -274,12 +332,24 @@ def main(argv: list[str] | None = None) -> int:
                 print((conv.stdout + conv.stderr[-1500:] * (conv.returncode != 0)).strip(), file=sys.stderr)
             if args.malloc_mmap_threshold:
                 env["MALLOC_MMAP_THRESHOLD_"] = str(args.malloc_mmap_threshold)
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-            if proc.returncode != 0:
-                print(f"{mode}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
-                continue
-            results.append(json.loads(out.read_text()))
+            # --one-shot: --runs fresh processes (the first after a conversion also compiles for
+            # this CPU, once per models folder); the row is the last, every run's peak beside it.
+            shots = []
+            for _ in range(args.runs if args.one_shot else 1):
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                if proc.returncode != 0:
+                    print(f"{mode}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
+                    break
+                shots.append(json.loads(out.read_text()))
+            else:
+                results.append({**shots[-1], "peaks": [r["peak"] for r in shots]} if args.one_shot else shots[-1])
 
+    if args.one_shot:
+        print(format_one_shot(results) + "\n\n" + format_stages(results))
+        print(f"\n`{' '.join(['.venv/bin/python', 'benchmarks/bench_request.py', *(argv or sys.argv[1:])])}`, one request per fresh process, {args.runs} processes per mode (the row: the last)")
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2))
+        return 0
     print(format_table(results))
     if args.stages:
         print("\n" + format_stages(results))

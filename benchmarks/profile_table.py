@@ -2,13 +2,14 @@
 
     .venv/bin/python benchmarks/profile_table.py --synthetic          # measure now (all modes)
     .venv/bin/python benchmarks/profile_table.py --from profile.json  # a saved / shared profile
-    .venv/bin/python benchmarks/profile_table.py --synthetic --readme # and write it into README.md
+    .venv/bin/python benchmarks/profile_table.py --synthetic --readme # and write them into README.md
 
 It runs :func:`gpen_core.hwcheck.runner.run_profile` (or loads a JSON written by
 ``python -m gpen_core profile --json PATH`` or the models folder's ``profile.json``)
 and prints markdown: one row per mode with what it trades, its peaks above the idle
 process over the standard workloads, seconds per face, and under the table the
-machine and the command line that made it. Measuring here does not overwrite the
+machine and the command line that made it; then a second table, GPEN's other tasks
+(colorize, inpaint, seg2face) per mode (the README's ``tasks-table`` block). Measuring here does not overwrite the
 models folder's ``profile.json`` unless ``--save`` is given.
 """
 
@@ -54,6 +55,22 @@ def readme_table(p: records.Profile, command: str) -> str:
     return "\n".join(lines)
 
 
+def tasks_readme_table(p: records.Profile) -> str:
+    """The README's second table: GPEN's other tasks in each mode, from the same profile ("" when it has none)."""
+    table = report.tasks_table(p, fits=False)
+    if not table:
+        return ""
+    return "\n".join([
+        table,
+        "",
+        "Each cell: peak above the idle process · seconds per face · dtype, a first request (loading included) of "
+        "the task's workload" + (" in a fresh process" if p.isolated else "") + ", measured by the same check as the table above"
+        + (f" ({records.SYNTHETIC_NOTE})" if any(t.weights == "synthetic" for t in p.tasks) else "")
+        + ". `refused`: the engine has no plan for that task in that mode and says which modes to use "
+        "([docs/tasks.md](docs/tasks.md)). `auto` reads these peaks for the tasks.",
+    ])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--from", dest="source", metavar="PATH", help="load this profile JSON instead of measuring")
@@ -62,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models-dir", help="models folder (default: $GPEN_HOME or ~/.cache/gpen)")
     ap.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--save", action="store_true", help="also save the measured profile for `auto`")
+    ap.add_argument("--no-tasks", action="store_true", help="skip GPEN's other tasks (colorize, inpaint, seg2face)")
     ap.add_argument("--readme", action="store_true", help="write the table into README.md (between its modes-table markers)")
     args = ap.parse_args(argv)
     command = "python benchmarks/profile_table.py" + "".join(" " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
@@ -76,13 +94,18 @@ def main(argv: list[str] | None = None) -> int:
             device=args.device,
             save=args.save,
             command=command,
+            tasks=False if args.no_tasks else None,
         )
     table = readme_table(p, command)
-    print(table)
+    tasks = tasks_readme_table(p)
+    print(table + (f"\n\n{tasks}" if tasks else ""))
     if args.readme:
-        from readme_block import replace_block
+        from readme_block import replace_block, require_blocks
 
+        require_blocks(["modes-table", "tasks-table"] if tasks else ["modes-table"])  # both or neither
         replace_block("modes-table", table)
+        if tasks:
+            replace_block("tasks-table", tasks)
     return 0
 
 

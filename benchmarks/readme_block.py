@@ -16,6 +16,7 @@ DOCS = ROOT / "docs"
 
 BLOCKS: dict[str, Path] = {
     "modes-table": README,  # benchmarks/profile_table.py
+    "tasks-table": README,  # benchmarks/profile_table.py (GPEN's other tasks, under the modes table)
     "perf-table": DOCS / "performance.md",  # benchmarks/bench.py (and its GPU row: benchmarks/gpu_check.py)
     "advice-table": DOCS / "advice.md",  # benchmarks/advice.py
     "upscale-table": DOCS / "upscaling.md",  # benchmarks/bench_upscale.py
@@ -25,6 +26,14 @@ BLOCKS: dict[str, Path] = {
 def block_path(name: str) -> Path:
     """The file that holds block ``name``."""
     return BLOCKS[name]
+
+
+def require_blocks(names: list[str]) -> None:
+    """SystemExit naming every block of ``names`` whose markers its file lacks (check before writing any)."""
+    missing = [f"<!-- {n}:start --> … <!-- {n}:end --> in {block_path(n)}" for n in names
+               if not all(f"<!-- {n}:{e} -->" in block_path(n).read_text(encoding="utf-8") for e in ("start", "end"))]
+    if missing:
+        raise SystemExit("add these markers first: " + "; ".join(missing))
 
 
 def replace_block(name: str, body: str, path: Path | None = None) -> Path:

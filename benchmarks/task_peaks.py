@@ -12,7 +12,9 @@ boxes given, so no detector weights are needed; inpainting gets a white stroke a
 every face). "Above idle" is the peak minus the RSS just before the request, after a
 warm-up request that loaded the models (what a server pays per request); "cold" is the
 first request of the process, loading included (what a one-shot CLI run pays).
-Prints a Markdown table; ``--json PATH`` also writes the rows.
+The generator runs on PyTorch (the figures behind ``auto``'s built-in estimates); what ``auto``
+runs on this machine, OpenVINO included, is the hardware check's task rows
+(``python -m gpen_core profile``). Prints a Markdown table; ``--json PATH`` also writes the rows.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def worker(task: str, mode: str, workload: str, models: Path, out: Path) -> None
         image = rng.integers(0, 256, (1024, 1024, 3), dtype=np.uint8)
         image[300:330, 200:800] = 255  # a stroke for inpainting
         boxes = None
-        opts = RestoreOptions(mode=mode, model=str(ckpt), aligned=True, task=task)
+        opts = RestoreOptions(mode=mode, model=str(ckpt), aligned=True, task=task, backend="torch")
     else:
         group = next(w for w in STANDARD if w.name == "group")
         built = build(group)
@@ -58,7 +60,7 @@ def worker(task: str, mode: str, workload: str, models: Path, out: Path) -> None
         for x0, y0, x1, y1 in face_boxes(group):
             cy = (y0 + y1) // 2
             image[cy - 4 : cy + 4, x0 + 20 : x1 - 20] = 255
-        opts = RestoreOptions(mode=mode, model=str(ckpt), task=task)
+        opts = RestoreOptions(mode=mode, model=str(ckpt), task=task, backend="torch")
     cpu0 = time.process_time()
     cold = r(image, opts, detections=boxes)
     cold_cpu = time.process_time() - cpu0

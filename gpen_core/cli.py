@@ -280,7 +280,9 @@ def _restore(args: argparse.Namespace) -> int:
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
 
-    restorer = Restorer(models_dir=args.models_dir, device=args.device)
+    # One photo: the process ends after it, so each network is dropped once its stage is done
+    # (a lower peak); several photos keep them loaded from one to the next.
+    restorer = Restorer(models_dir=args.models_dir, device=args.device, one_shot=len(plan) == 1)
     bar = _Bar(len(plan))
     worst = 0
     for src, dst, fmt in plan:

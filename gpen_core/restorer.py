@@ -37,6 +37,9 @@ class Restorer:
     ``synthetic_weights``: registry generators are built with random weights of
     their exact architecture instead of loaded (the hardware check: same memory
     and time, no restoration); explicit checkpoint paths still load.
+    ``one_shot``: this process makes one request (the CLI with one photo): each network
+    is loaded when its stage starts and dropped when it ends, so the peak is the largest
+    stage's, not the sum of all the models; a later call loads them again.
     """
 
     def __init__(
@@ -46,10 +49,11 @@ class Restorer:
         *,
         allow_download: bool = False,
         synthetic_weights: bool = False,
+        one_shot: bool = False,
     ) -> None:
         self._device_pref = device
         self._lock = threading.Lock()
-        self.models = ModelCache(models_dir, allow_download=allow_download, synthetic_weights=synthetic_weights)
+        self.models = ModelCache(models_dir, allow_download=allow_download, synthetic_weights=synthetic_weights, one_shot=one_shot)
 
     @property
     def models_dir(self) -> Path | None:

@@ -70,3 +70,55 @@ def test_a_7000px_16bit_greyscale_png_decodes_in_lows_means(tmp_path: Path) -> N
     assert got["shape"] == [2048, 2048, 3]
     assert got["method"] == "vmhwm"
     assert got["above"] < 4 * 7000 * 7000, f"decoding took {got['above'] / 1e6:.0f} MB above baseline"
+
+
+def _png(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(a).save(buf, "PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def test_an_rgb_png_is_shrunk_while_read_out_to_the_same_picture() -> None:
+    """Shrunk in strips for the caller's side, the picture is OpenCV's area shrink of the whole
+    image (the caller's own shrink): off by at most 1 where float sums meet a rounding tie."""
+    from gpen_core.images.decode import shrink_to_max_side
+
+    rng = np.random.default_rng(5)
+    for shape, side in (((1100, 1501, 3), 1024), ((1300, 500, 3), 640), ((800, 1600, 3), 800)):  # the last: 2× exact
+        data = _png(rng.integers(0, 256, shape, np.uint8))
+        out = decode_image(data, reduce_to=side)
+        want, _ = shrink_to_max_side(decode_image(data).rgb, side)
+        assert out.rgb.shape == want.shape and out.original_size == (shape[1], shape[0])
+        diff = np.abs(out.rgb.astype(int) - want.astype(int))
+        assert diff.max() <= 1 and np.count_nonzero(diff) < diff.size // 10_000, (shape, diff.max(), np.count_nonzero(diff))
+        note = f"shrunk at decode from {shape[1]}×{shape[0]} to {want.shape[1]}×{want.shape[0]} (while reading it out of the decoder)"
+        assert note in out.notes
+
+
+def test_a_16_bit_rgb_png_shrunk_at_decode_still_says_it_was_scaled_to_8_bit(tmp_path: Path) -> None:
+    import cv2
+
+    a = np.random.default_rng(1).integers(0, 65536, (600, 900, 3), np.uint16)
+    cv2.imwrite(str(tmp_path / "deep.png"), a)
+    out = decode_image(tmp_path / "deep.png", reduce_to=450)
+    assert out.rgb.shape == (300, 450, 3)
+    assert "16-bit PNG scaled to 8 bit" in out.notes and any("while reading it out" in n for n in out.notes)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the meter's exact peak (VmHWM) needs Linux")
+def test_a_7000px_rgb_png_decodes_for_low_without_a_full_size_copy(tmp_path: Path) -> None:
+    """A 7000×7000 8-bit RGB PNG for low: Pillow's own 4-byte buffer (196 MB) plus the small
+    result, no 3-byte full-size array beside it (349 MB measured with that copy, 247 MB without,
+    benchmarks/decode_peak.py --kinds rgb8). The bound, 6 bytes per pixel, sits between the two."""
+    y, x = np.mgrid[0:7000, 0:7000]
+    a = ((x + y) % 256).astype(np.uint8)
+    path = tmp_path / "rgb8.png"
+    Image.fromarray(np.stack([a, a[::-1], a.T], -1)).save(path)
+    del y, x, a
+    p = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+    line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
+    assert line, p.stderr[-3000:]
+    got = json.loads(line[len("RESULT "):])
+    assert got["shape"] == [2048, 2048, 3] and got["method"] == "vmhwm"
+    assert got["above"] < 6 * 7000 * 7000, f"decoding took {got['above'] / 1e6:.0f} MB above baseline"

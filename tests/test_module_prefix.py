@@ -50,3 +50,28 @@ def test_every_loader_uses_the_same_rule(tmp_path: Path) -> None:
         unwrap_state_dict({"module.a": A, "a": B})
     with pytest.raises(WeightsError, match="up.pth holds both"):
         upscaler.unwrap_params({"module.a": A, "a": B}, "up.pth")
+
+
+def test_parser_and_upscaler_files_go_through_one_reader_and_keep_their_own_words(tmp_path: Path) -> None:
+    half, step = torch.ones(2, dtype=torch.float16), torch.tensor([3])
+    path = tmp_path / "net.pth"
+    torch.save({"state_dict": {"module.w": half, "n": step}, "epoch": 7}, path)
+    sd = parsenet.load_state_dict(path)
+    assert list(sd) == ["w", "n"] and sd["w"].dtype == torch.float32 and sd["n"].dtype == torch.int64
+    torch.save({"params_ema": {"module.w": half}, "iter": 7}, path)
+    assert upscaler.unwrap_params(torch.load(path, weights_only=True))["w"].dtype == torch.float32
+    # training metadata beside the weights is dropped, not fed to the network
+    torch.save({"w": half, "epoch": 7}, path)
+    assert set(parsenet.load_state_dict(path)) == {"w"}
+    torch.save([half], path)
+    with pytest.raises(WeightsError, match=r"does not hold a ParseNet state_dict \(found list\)"):
+        parsenet.load_state_dict(path)
+    with pytest.raises(WeightsError, match=r"not an upscaler checkpoint: expected a dict with 'params_ema', found list"):
+        upscaler.load_upscaler(path)
+    torch.save({"epoch": 7}, path)
+    with pytest.raises(WeightsError, match=r"does not hold a ParseNet state_dict \(found dict\)"):
+        parsenet.load_state_dict(path)
+    with pytest.raises(WeightsError, match="ParseNet weights not found at .*python -m gpen_core download ParseNet-latest"):
+        parsenet.load_state_dict(tmp_path / "absent.pth")
+    with pytest.raises(WeightsError, match="upscaler file .*absent.pth does not exist. Fix: `python -m gpen_core download"):
+        upscaler.load_upscaler(tmp_path / "absent.pth")

@@ -38,7 +38,7 @@ def test_only_auto_with_an_unconverted_checkpoint_and_too_little_ram_falls_back(
     assert ov_backend.conversion_fallback("auto", "openvino", ckpt, 256, "f32", need, home) is None
     assert ov_backend.conversion_fallback("openvino", "openvino", ckpt, 256, "f32", 0, home) is None  # asked for: taken
     assert ov_backend.conversion_fallback("auto", "torch", ckpt, 256, "f32", 0, home) is None
-    unknown, measured = ov_backend.conversion_ram(1024, ckpt)  # no measurement for that size: an estimate
+    unknown, measured = ov_backend.conversion_ram(2048, ckpt)  # no measurement for that size: an estimate
     assert not measured and unknown == int(ckpt.stat().st_size * 10.5)
 
 

@@ -61,3 +61,19 @@ def test_auto_uses_the_default_without_a_record_and_the_record_once_there(monkey
     generator.record_speed(512, "bfloat16", 0.30, 0.50, models_dir=tmp_path, source="test")
     backend, why = generator.choose_backend("auto", 512, "bfloat16", models_dir=tmp_path)
     assert backend == "torch" and "measured faster here" in why
+
+
+def test_zen4_runs_the_1024_task_generators_on_openvino_from_the_first_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GPEN-Colorization-1024 / GPEN-Inpainting-1024 (one architecture): measured here in CPU seconds
+    monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
+    for key in ("1024-float32", "1024-bfloat16"):
+        m = defaults.DEFAULTS["avx512_bf16"][key]
+        assert "benchmarks/ov_1024.py" in m.source and "CPU seconds" in m.source
+        backend, why = defaults.default_choice(key, ZEN4)  # type: ignore[misc]
+        assert backend == "openvino" and "not yet measured on this machine" in why
+    assert defaults.default_choice("1024-bfloat16", AMX) is None  # not measured on that kind: torch until it is
+
+
+def test_converting_a_1024_generator_has_a_measured_ram_figure(tmp_path) -> None:
+    need, measured = generator.conversion_ram(1024, tmp_path / "never-read.pth")
+    assert measured and need == 2349 * 2**20

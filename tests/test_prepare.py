@@ -87,3 +87,35 @@ def test_convert_ahead_converts_once_and_then_finds_it_cached(home: Path) -> Non
     cache = ModelCache(home)
     _, _, _, _, note = cache.generator(MODES["low"], RestoreOptions(mode="low"), "cpu")
     assert cache.backend == "openvino" and not (note and "converted" in note)  # no conversion inside the request
+
+
+def test_the_outcome_of_a_load_is_typed_not_read_off_its_notes() -> None:
+    assert prepare.Prepared.of("openvino", 12.5, []) == prepare.Prepared("converted")
+    # a note that merely contains the word (a file name) does not make a conversion
+    assert prepare.Prepared.of("openvino", None, ["paste mask: converted-parsenet.pth, 512 px input"]) == prepare.Prepared("cached")
+    busy = "the generator X is being converted to OpenVINO in the background"
+    assert prepare.Prepared.of("torch", None, ["plan note", busy]) == prepare.Prepared("skipped", f"plan note; {busy}")
+    assert prepare.Prepared.of("torch", None, []) == prepare.Prepared("skipped", "torch was measured faster")
+    with pytest.raises(AttributeError):
+        prepare.Prepared("cached").outcome = "converted"  # type: ignore[misc]  # frozen
+
+
+def test_convert_ahead_files_each_network_under_its_outcome(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpen_core.errors import WeightsError
+    from gpen_core.runtimes.openvino import base
+
+    def fails(cache, opts):
+        raise WeightsError("the file is damaged")
+
+    plan = [
+        ("generator:A", "A (float32)", lambda cache, opts: prepare.Prepared("converted")),
+        ("parser:256", "the 256 px parser", lambda cache, opts: prepare.Prepared("cached")),
+        ("detector:x", "the x detector", lambda cache, opts: prepare.Prepared("skipped", "too little RAM")),
+        ("generator:B", "B (float32)", fails),
+    ]
+    monkeypatch.setattr(base, "openvino_version", lambda: "2099.1")
+    monkeypatch.setattr(prepare, "_plan", lambda modes, models_dir: plan)
+    report = prepare.convert_ahead(models_dir=home)
+    assert report.lines() == ["converted A (float32)", "already converted: the 256 px parser",
+                              "left on torch: the x detector (too little RAM)", "could not convert B (float32): the file is damaged"]
+    assert not prepare._CONVERTING  # every token released, the failed one too

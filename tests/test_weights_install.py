@@ -124,6 +124,35 @@ class _Drip:
         self.srv.server_close()
 
 
+# Not a speed requirement: without the rate rule the 10 MB drip below would take ~3 hours, so
+# the download runs in a thread and the test fails (instead of hanging the suite) if it has not
+# ended by then. The rule itself stops it after its 1 s window; 60 s is slack for a loaded machine.
+_HANG_LIMIT_S = 60.0
+
+
+def _download_ending_within(name: str, progress: weights.Progress, limit_s: float) -> BaseException | None:
+    """Run ``weights.download(name)`` in a daemon thread; return what it raised (None if it returned).
+
+    Fails the test if the download is still running after ``limit_s``: a missing stall rule then
+    shows up as a failure, and the thread ends when the caller's server closes the connection.
+    """
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            weights.download(name, progress=progress)
+            outcome.append(None)
+        except BaseException as e:  # noqa: BLE001 - handed back to the test to assert on
+            outcome.append(e)
+
+    worker = threading.Thread(target=run, name="drip-download", daemon=True)
+    worker.start()
+    worker.join(limit_s)
+    if worker.is_alive():
+        pytest.fail(f"the download of a dripping server was still running after {limit_s:.0f} s: nothing stopped it")
+    return outcome[0]
+
+
 def test_a_server_dripping_under_the_minimum_rate_is_dropped_and_its_part_removed(
     monkeypatch: pytest.MonkeyPatch, no_proxy: None
 ) -> None:
@@ -141,9 +170,9 @@ def test_a_server_dripping_under_the_minimum_rate_is_dropped_and_its_part_remove
             parts = [p.name for p in folder.iterdir() if p.name.endswith(".part")]
             assert len(parts) == 1  # streaming into its partial file
 
-        with pytest.raises(WeightsError) as e:
-            weights.download("GPEN-BFR-512", progress=progress)
-    assert "too slow" in str(e.value) and "under the 4 KiB/s minimum" in str(e.value)
+        error = _download_ending_within("GPEN-BFR-512", progress, _HANG_LIMIT_S)
+    assert isinstance(error, WeightsError), f"expected a WeightsError, got {error!r}"
+    assert "too slow" in str(error) and "under the 4 KiB/s minimum" in str(error)
     assert 0 < seen[-1] < 4096 * 3  # it stopped after the first window, not at the end of the file
     assert _left(folder) == []  # the partial file went with it
 

@@ -47,7 +47,8 @@ _CPU_MODEL_BYTES = {"low": 440e6, "faces-only": 1.11e9, "balanced": 1.15e9, "qua
 # mask's cost added (balanced parses at 256 px, quality at 512 px float32: README, "How faces
 # are pasted"), so an estimate is never below the peak it stands for. On a GPU they stand in for
 # VRAM as the restoration figures do. Seg2face (512 px, GPEN-BFR-512's architecture, aligned
-# maps only) uses the restoration figures.
+# maps only) uses the restoration figures. Once the hardware check has measured a task in a mode
+# (its task rows, gpen_core.hwcheck.task_rows), that measurement replaces these figures.
 _TASK_1024_BYTES = {"faces-only": 1.0e9, "balanced": 1.25e9, "quality": 1.8e9}
 _TASK_COVERED_PIXELS = 3000 * 2000  # the largest photo behind the task figures
 _COVERED_PIXELS = 4000 * 3000  # the largest workload behind the figures above
@@ -122,15 +123,35 @@ def _need(
     task: str = "enhance",
 ) -> tuple[int, int, str]:
     """(peak without upscaling, what upscaling adds, where the figures come from)."""
-    if task in ("colorize", "inpaint"):
+    if task != "enhance":
+        from gpen_core.engine.profile_store import measured_task
+
         w, h = preshrink_size(*image_size, mode.max_side)
-        need = _TASK_1024_BYTES[mode.name] + max(0, w * h - _TASK_COVERED_PIXELS) * _BYTES_PER_PIXEL
-        return int(need), 0, f"built-in estimate for GPEN's 1024 px {task} network, measured on the project's CPU machine, not on this one"
+        row = measured_task(task, mode.name, device, models_dir)  # the hardware check's row for this task and mode
+        if row is not None:
+            # Photos beyond the row's workload add the built-in growth (one face's row cannot measure one).
+            extra = max(0, w * h - row.covered_pixels) * _BYTES_PER_PIXEL
+            src = row.source + (f"; ~{format_bytes(extra)} of it estimated for the photo's size" if extra else "")
+            return int(row.peak_bytes + extra + _f32_copy(mode, device, TASKS[task].model)), 0, src
+        if task in ("colorize", "inpaint"):
+            need = _TASK_1024_BYTES[mode.name] + max(0, w * h - _TASK_COVERED_PIXELS) * _BYTES_PER_PIXEL
+            return int(need), 0, (f"built-in estimate for GPEN's 1024 px {task} network, measured on the project's CPU "
+                                  "machine, not on this one (run the hardware check to measure)")
     base, src = _base_peak(mode, device, image_size, models_dir)
     extra = upscale_extra_bytes(mode, image_size, upscale, tile)
     if extra:
         src += f"; ~{format_bytes(extra)} of it estimated for upscaling ×{upscale}"
     return base, extra, src
+
+
+def _f32_copy(mode: MemoryMode, device: str, model: str | None) -> int:
+    """VRAM of the float32 copy of ``model`` a float16 overflow loads on a GPU (0 on the CPU or in float32):
+    the check runs synthetic weights, which never overflow, so its measured peak never held it."""
+    if model is None or not device.startswith("cuda") or mode.cuda_dtype == "float32":
+        return 0
+    from gpen_core.engine.vram import PREPARED_RATIO, generator_elements
+
+    return int(generator_elements(model) * 4 * PREPARED_RATIO["float32"])
 
 
 def estimate_peak(

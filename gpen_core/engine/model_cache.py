@@ -37,11 +37,16 @@ class ModelCache:
     """Generator, detector and parser cache; not thread-safe (the Restorer's lock serialises it)."""
 
     def __init__(
-        self, models_dir: str | os.PathLike[str] | None = None, *, allow_download: bool = False, synthetic_weights: bool = False
+        self, models_dir: str | os.PathLike[str] | None = None, *, allow_download: bool = False, synthetic_weights: bool = False,
+        one_shot: bool = False,
     ) -> None:
         self.models_dir = Path(models_dir) if models_dir is not None else None
         self.allow_download = allow_download
         self.synthetic_weights = synthetic_weights
+        # A process that serves one request (the CLI with one photo): the pipeline loads each
+        # network when its stage starts and drops it when the stage ends, so the peak is the
+        # largest stage's rather than the sum of every resident network. A server keeps them.
+        self.one_shot = one_shot
         self._generator: _Loaded | None = None
         # The generator runtime of the last request ("torch" / "openvino") and why it was picked.
         self.backend, self.backend_reason = "torch", ""
@@ -134,18 +139,14 @@ class ModelCache:
             opts.backend, _registry_size(name), plan.dtype, models_dir=self._ov_models_dir(), device=device
         )
         precision, precision_note = ov_backend.choose_precision(plan.dtype) if backend == "openvino" else ("f32", None)
-        if backend == "openvino":
-            from gpen_core.engine.budget import free_memory
-
-            fallback = ov_backend.conversion_fallback(opts.backend, backend, path, _registry_size(name), precision,
-                                                      free_memory(device).ram_bytes, self._ov_models_dir())
+        if backend == "openvino" and opts.backend == "auto" and not synthetic:
+            # Only auto trades OpenVINO for torch here: an explicit openvino converts as asked.
+            need, measured = ov_backend.conversion_ram(_registry_size(name), path)
+            cached = ov_backend.graph_is_current(ov_backend.cache_key(path, precision), self._ov_models_dir())
+            fallback = _torch_instead("auto", cached, need, device, token("generator", name), f"the generator {name}",
+                                      estimated=not measured, converting=path.name)
             if fallback:
                 backend, why, precision, precision_note = "torch", fallback, "f32", fallback
-            elif opts.backend == "auto" and not ov_backend.graph_is_current(
-                    ov_backend.cache_key(path, precision), self._ov_models_dir()) and not synthetic:
-                busy = busy_note(token("generator", name), f"the generator {name}")
-                if busy:
-                    backend, why, precision, precision_note = "torch", busy, "f32", busy
         key = (str(path), plan, backend, precision)
         fresh = self._generator is None or self._generator.key != key
         if fresh:
@@ -214,12 +215,10 @@ class ModelCache:
                 path = self._resolve(DETECTOR_WEIGHTS[network])
             if backend == "openvino" and path is not None:
                 from gpen_core.runtimes.openvino import detector as ov_detect
-                from gpen_core.engine.budget import free_memory
 
                 cached = ov_backend.is_cached(ov_detect.detector_key(path, network), self._ov_models_dir())
-                fallback = ov_backend.first_use_fallback(requested, backend, cached, ov_detect.CONVERT_RAM_MEASURED[network],
-                                                         free_memory(device).ram_bytes, f"the {network} detector")
-                fallback = fallback or (None if cached else busy_note(token("detector", network), f"the {network} detector"))
+                fallback = _torch_instead(requested, cached, ov_detect.CONVERT_RAM_MEASURED[network], device,
+                                          token("detector", network), f"the {network} detector")
                 if fallback:
                     backend, why, key = "torch", fallback, (network, device, "torch")
                     if notes is not None:
@@ -273,14 +272,11 @@ class ModelCache:
                                                network="parsenet", models_dir=self._ov_models_dir(), device=device)
         if backend == "openvino" and path is not None:
             from gpen_core.runtimes.openvino import parser as ov_parse
-            from gpen_core.engine.budget import free_memory
 
             cached = ov_backend.is_cached(ov_parse.parse_key(path, mode.parse_input, "f32"), self._ov_models_dir())
             need = ov_parse.CONVERT_RAM_MEASURED.get(mode.parse_input, max(ov_parse.CONVERT_RAM_MEASURED.values()))
-            fallback = ov_backend.first_use_fallback(requested, backend, cached, need, free_memory(device).ram_bytes,
-                                                     f"the {mode.parse_input} px parser")
-            fallback = fallback or (None if cached else busy_note(token("parser", str(mode.parse_input)),
-                                                                  f"the {mode.parse_input} px parser"))
+            fallback = _torch_instead(requested, cached, need, device, token("parser", str(mode.parse_input)),
+                                      f"the {mode.parse_input} px parser")
             if fallback:
                 backend = "torch"
                 notes.append(fallback)
@@ -347,10 +343,34 @@ class ModelCache:
             )
         return net, self._upscaler.name
 
+    def drop(self, kind: str, device: str) -> None:
+        """Drop one resident model (``generator``, ``detector``, ``parser`` or ``upscaler``) and hand its memory back."""
+        if kind not in ("generator", "detector", "parser", "upscaler"):
+            raise ValueError(f"no resident model of kind {kind!r}")
+        if getattr(self, f"_{kind}") is not None:
+            setattr(self, f"_{kind}", None)
+            release(device)
+
     def free(self, device: str) -> None:
         """Drop every resident model and hand the memory back."""
         self._generator = self._detector = self._parser = self._upscaler = None
         release(device)
+
+
+def _torch_instead(requested: str, cached: bool, need: int, device: str, tok: str, what: str, *,
+                   estimated: bool = False, converting: str | None = None) -> str | None:
+    """Why a network that ``requested`` puts on OpenVINO runs on torch for this request, or None.
+
+    Two reasons, both passing (a later request gets OpenVINO): converting it the first time needs
+    ``need`` bytes of RAM and less is free (``auto`` only, :func:`first_use_fallback`), or it is not
+    converted yet and another thread is converting it right now (:func:`busy_note`), which this
+    request would otherwise repeat. ``converting`` names it in the RAM sentence (default ``what``)."""
+    from gpen_core.engine.budget import free_memory
+    from gpen_core.runtimes.openvino.base import first_use_fallback
+
+    first_use = first_use_fallback(requested, "openvino", cached, need, free_memory(device).ram_bytes,
+                                   converting or what, estimated=estimated)
+    return first_use or (None if cached else busy_note(tok, what))
 
 
 def _registry_size(name: str) -> int:
@@ -394,8 +414,14 @@ def _load_openvino(path: Path, precision: str, models_dir: Path, progress: Any):
         from gpen_core.networks.synthetic import random_state_dict
         from gpen_core.weights.lookup import REGISTRY
 
+        import hashlib
+
         name = str(path).split(":", 1)[1]
-        path = ov_backend.cache_root(models_dir) / "synthetic" / f"random-{name}.pth"
+        arch = REGISTRY[name].arch
+        # Named by architecture, not generator: random weights of one architecture cost the same, so
+        # generators sharing it (GPEN-Colorization-1024 and GPEN-Inpainting-1024; GPEN-BFR-512 and
+        # GPEN-Seg2face-512) share one file and one conversion (minutes at 1024 px) in the check.
+        path = ov_backend.cache_root(models_dir) / "synthetic" / f"random-{arch.size}px-{hashlib.sha256(repr(arch).encode()).hexdigest()[:10]}.pth"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -21,6 +21,7 @@ from gpen_core.engine import budget
 from gpen_core.engine import tasks as task_steps
 from gpen_core.errors import InputError
 from gpen_core.engine.model_cache import ModelCache
+from gpen_core.engine.one_shot import LazyParser
 from gpen_core.modes import AUTO, MemoryMode, get_mode, get_task
 from gpen_core.options import ImageSource, Progress, RestoreOptions
 from gpen_core.result import Peaks, RejectedFace, RestoreResult, Timings
@@ -181,6 +182,11 @@ def run_attempt(
     numerics = ExitStack()
     if mode.threads and device == "cpu" and old_threads > mode.threads:
         torch.set_num_threads(mode.threads)
+    # One-shot (a process serving one request): the detector is dropped once it has run, the
+    # generator after the last face, and the parser is loaded at the first mask; the peak is then
+    # the largest stage's, not the sum of the networks. The generator still loads first, onto the
+    # smallest heap (loading it after detection measured 20-130 MiB more at its load).
+    one_shot = models.one_shot
     try:
         t = time.perf_counter()
         models.require(mode, opts, given is not None)  # every missing file named at once
@@ -193,7 +199,10 @@ def run_attempt(
         numerics.enter_context(cuda_numerics(device, exact_float32=exact, fixed_input=False))
         if exact and device.startswith("cuda"):
             notes.append("float32 here is exact IEEE float32: TF32 was off for this request")
-        parsing_fn = models.parser(mode, device, notes, opts) if mode.paste and not opts.aligned else None
+        parsing_fn: Any = None
+        if mode.paste and not opts.aligned:
+            load_parser = lambda: models.parser(mode, device, notes, opts)  # noqa: E731
+            parsing_fn = LazyParser(load_parser) if one_shot else load_parser()
         detector_name = "none"
         detections = None
         det_scale = 1  # detections already at the upscaled size: the upscaling factor
@@ -237,6 +246,9 @@ def run_attempt(
                     f"(max faces = {opts.max_faces})"
                 )
                 detections = detections[: opts.max_faces]
+        if one_shot:
+            detector = None
+            models.drop("detector", device)
 
         # glibc keeps what the detector freed (~170 MiB on a 4000×3000 photo with ResNet-50) unless asked.
         malloc_trim()
@@ -249,6 +261,8 @@ def run_attempt(
             )
             load_s += up_load_s
             face_start = 0.45
+            if one_shot:  # the background is upscaled: the faces need no upscaler
+                models.drop("upscaler", device)
             s = upscaled.scale
             rejected = [replace(r, box=tuple(v * s / det_scale for v in r.box)) for r in rejected]
             notes.append(
@@ -261,8 +275,10 @@ def run_attempt(
             models.upscaler(opts, device)  # no upscaling asked: drop a resident upscaler (loads nothing)
 
         overflows: list[str] = []
+        restores_left = len(detections) if detections is not None else 1
 
         def restore_fn(crop: np.ndarray) -> np.ndarray:
+            nonlocal forward, restores_left
             # The generator's input size never changes: cuDNN autotuning pays off (CUDA only).
             with torch.inference_mode(), cuda_numerics(device, exact_float32=exact, fixed_input=True):
                 y, problem = forward_checked(forward, to_tensor(crop, device=device, dtype=dtype, norm=task.is_norm))
@@ -272,6 +288,10 @@ def run_attempt(
             if grey is not None and not opts.aligned:  # each coloured face keeps its own detail (the gallery, faces-only)
                 out = keep_luminance(crop, out)
             del y
+            restores_left -= 1
+            if one_shot and restores_left == 0:  # the last face: masks and paste-back need no generator
+                forward = None
+                models.drop("generator", device)
             malloc_trim()  # the generator's freed activations back to the OS before the parser allocates (quality: -160 MiB peak)
             return out
 
@@ -296,12 +316,16 @@ def run_attempt(
             photo = task_steps.colorized(photo, grey, mode.paste or opts.aligned, opts.aligned, notes)
         up_info = _upscale_info(upscaled)
         upscaled = None  # the composed photo holds the result now: drop the background buffer
+        if one_shot:
+            models.drop("generator", device)  # still resident when a face was skipped (inpainting)
+            models.drop("parser", device)
         notes.extend(photo.notes)
         from gpen_core.modes import official_departures
 
         departures = official_departures(
             mode, detector=detector_name if given is None and not opts.aligned else None, detection=given is None and not opts.aligned,
-            dtype=str(dtype).replace("torch.", ""), upscale=opts.upscale, parsing=parsing_fn is not None,
+            dtype=str(dtype).replace("torch.", ""), upscale=opts.upscale,
+            parsing=parsing_fn.parsed if isinstance(parsing_fn, LazyParser) else parsing_fn is not None,
         )
         if departures:
             notes.append(departures)

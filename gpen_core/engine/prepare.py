@@ -14,6 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from gpen_core.modes import MODES, MemoryMode
 
@@ -38,6 +39,24 @@ def busy_note(tok: str, what: str) -> str | None:
             "so this request ran it on torch; later requests use OpenVINO")
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What preparing one network for OpenVINO came to."""
+
+    outcome: Literal["converted", "cached", "skipped", "failed"]
+    # skipped: why it stays on torch (the load's notes, as a request would show them);
+    # failed: the error. Empty for converted and cached.
+    detail: str = ""
+
+    @classmethod
+    def of(cls, backend: str, convert_s: float | None, notes: Sequence[str]) -> Prepared:
+        """From a load through the model cache: the runtime it ended on, the seconds of a
+        conversion it did (None: the IR came from the cache) and the notes it left."""
+        if backend != "openvino":
+            return cls("skipped", "; ".join(notes) or "torch was measured faster")
+        return cls("converted" if convert_s is not None else "cached")
+
+
 @dataclass
 class PrepareReport:
     """What :func:`convert_ahead` did: one line per network it converted, found cached, or left on torch."""
@@ -46,6 +65,17 @@ class PrepareReport:
     cached: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+
+    def add(self, label: str, prepared: Prepared) -> None:
+        """File ``label`` under what preparing it came to."""
+        if prepared.outcome == "converted":
+            self.converted.append(label)
+        elif prepared.outcome == "cached":
+            self.cached.append(label)
+        elif prepared.outcome == "skipped":
+            self.skipped.append(f"{label} ({prepared.detail})")
+        else:
+            self.failed.append(f"{label}: {prepared.detail}")
 
     def lines(self) -> list[str]:
         return ([f"converted {c}" for c in self.converted] + [f"already converted: {c}" for c in self.cached]
@@ -77,32 +107,24 @@ def convert_ahead(
     todo = _plan(list(modes or MODES.values()), models_dir)
     for i, (tok, label, run) in enumerate(todo):
         say(i / max(1, len(todo)), f"OpenVINO: preparing {label} ({i + 1} of {len(todo)})")
-        cache = ModelCache(models_dir)
-        notes: list[str] = []
+        cache = ModelCache(models_dir)  # a fresh cache: each load is a first load, as in a new process
         with _LOCK:
             _CONVERTING[tok] = threading.current_thread()
         try:
-            outcome = run(cache, notes, RestoreOptions(backend="auto"))
+            prepared = run(cache, RestoreOptions(backend="auto"))
         except (GPENError, OSError, RuntimeError, ValueError) as exc:
-            report.failed.append(f"{label}: {exc}")
-            continue
+            prepared = Prepared("failed", str(exc))
         finally:
             with _LOCK:
                 _CONVERTING.pop(tok, None)
             cache.free("cpu")
-        text = "; ".join(notes)
-        if outcome == "torch" or "ran it on torch" in text or "ran on torch" in text:
-            report.skipped.append(f"{label} ({text or 'torch was measured faster'})")
-        elif "converted" in text:
-            report.converted.append(label)
-        else:
-            report.cached.append(label)
+        report.add(label, prepared)
     say(1.0, "OpenVINO: ready")
     return report
 
 
 def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
-    """[(token, label, run(cache, notes, opts) -> backend)] for the distinct networks of ``modes`` that
+    """[(token, label, run(cache, opts) -> Prepared)] for the distinct networks of ``modes`` that
     ``auto`` runs on OpenVINO here and whose weights are present (nothing else is loaded)."""
     from gpen_core.engine.model_cache import PARSER_WEIGHTS, _registry_size
     from gpen_core.faces.parse import choose_parse_dtype
@@ -125,11 +147,9 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
         if gkey not in seen and present(mode.model) and on_openvino(_registry_size(mode.model), dtype):
             seen.add(gkey)
 
-            def gen(cache, notes, opts, mode=mode):
-                _, _, _, _, note = cache.generator(mode, opts, "cpu")
-                if note:
-                    notes.append(note)
-                return cache.backend
+            def gen(cache, opts, mode=mode) -> Prepared:
+                forward, _, _, _, note = cache.generator(mode, opts, "cpu")
+                return Prepared.of(cache.backend, getattr(forward, "convert_s", None), [note] if note else [])
 
             out.append((token("generator", mode.model), f"{mode.model} ({dtype})", gen))
         pdtype = choose_parse_dtype("cpu", mode.cpu_dtype)
@@ -138,9 +158,10 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
                 and on_openvino(mode.parse_input, pdtype, "parsenet")):
             seen.add(pkey)
 
-            def parse(cache, notes, opts, mode=mode):
+            def parse(cache, opts, mode=mode) -> Prepared:
+                notes: list[str] = []
                 masker = cache.parser(mode, "cpu", notes, opts)
-                return getattr(masker, "backend", "torch")
+                return Prepared.of(getattr(masker, "backend", "torch"), getattr(masker, "convert_s", None), notes)
 
             out.append((token("parser", str(mode.parse_input)), f"the {mode.parse_input} px parser ({pdtype})", parse))
         dkey = ("det", mode.detector)
@@ -148,8 +169,10 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
                 and on_openvino(1000, "float32", f"retinaface-{mode.detector}")):
             seen.add(dkey)
 
-            def det(cache, notes, opts, mode=mode):
-                return cache.detector(mode.detector, "cpu", opts, notes).backend
+            def det(cache, opts, mode=mode) -> Prepared:
+                notes: list[str] = []
+                detector = cache.detector(mode.detector, "cpu", opts, notes)
+                return Prepared.of(detector.backend, detector.convert_s, notes)
 
             out.append((token("detector", mode.detector), f"the {mode.detector} detector", det))
     return out

@@ -188,6 +188,45 @@ class BackendCheck:
 
 
 @dataclass(frozen=True)
+class TaskRow:
+    """One of GPEN's other tasks (colorize, inpaint, seg2face) in one mode: its workload's peaks and time.
+
+    Measured like a mode (a fresh process, a first request, loading included) on the task's
+    workload (:data:`gpen_core.hwcheck.workloads.TASK_WORKLOADS`). A mode without a plan for the
+    task is not run: ``refused`` holds what the engine answers such a request.
+    """
+
+    task: str  # gpen_core.modes.TASKS key
+    mode: str
+    model: str  # the task's generator (registry name)
+    workload: str  # the workload's label
+    weights: str  # "real" or "synthetic"
+    dtype: str = ""  # compute dtype that ran
+    backend: str = ""  # generator runtime that ran ("torch" / "openvino")
+    peak_ram_bytes: int = 0  # above the idle process
+    peak_vram_bytes: int | None = None
+    peak_vram_reserved_bytes: int | None = None
+    peak_bytes: int = 0  # on the binding memory (reserved VRAM on CUDA, RAM on CPU), as ModeProfile's
+    covered_pixels: int = 0  # the processed photo's pixels: the peak covers photos up to this
+    seconds_per_face: float | None = None  # the network's time per face (model loaded)
+    total_s: float = 0.0  # the whole request, loading included
+    load_s: float = 0.0
+    ran_mode: str = ""  # the mode the engine ran (differs when it stepped down: then not this mode's figure)
+    refused: str | None = None  # the engine's answer when the mode has no plan for the task
+    failed: str | None = None  # out of memory / killed: peak_bytes is then what was free, a lower bound
+    notes: tuple[str, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        """Whether the row is a measurement of this (task, mode) that ``auto`` can use."""
+        return self.refused is None and self.failed is None and self.ran_mode == self.mode
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TaskRow":
+        return cls(**{**d, "notes": tuple(d.get("notes", ()))})
+
+
+@dataclass(frozen=True)
 class Profile:
     """The whole hardware check: machine facts, the fingerprint it is valid for, one row per mode."""
 
@@ -206,6 +245,7 @@ class Profile:
     notes: tuple[str, ...] = ()
     command: str = ""  # what produced it (the CLI fills this in)
     backends: BackendCheck | None = None  # torch vs OpenVINO on the CPU (None: not part of this check)
+    tasks: tuple[TaskRow, ...] = ()  # GPEN's other tasks per mode (absent in profiles saved before them)
 
     @property
     def binding(self) -> str:
@@ -228,6 +268,7 @@ class Profile:
                     "modes": modes,
                     "notes": tuple(d.get("notes", ())),
                     "backends": BackendCheck.from_dict(d["backends"]) if d.get("backends") else None,
+                    "tasks": tuple(TaskRow.from_dict(t) for t in d.get("tasks") or ()),
                 }
             )
         except (KeyError, TypeError) as exc:

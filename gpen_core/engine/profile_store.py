@@ -147,6 +147,9 @@ def save_profile(profile: Profile, models_dir: str | os.PathLike[str] | None = N
         mine["modes"] = {**old.get("modes", {}), **mine["modes"]}
         mine["modes"] = {m: mine["modes"][m] for m in MODES if m in mine["modes"]}
         _merge_backends(old.get("backends"), mine.get("backends"))
+        tasks = {(t["task"], t["mode"]): t for t in old.get("tasks") or []}  # rows this run did not measure stay
+        tasks.update({(t["task"], t["mode"]): t for t in mine.get("tasks") or []})
+        mine["tasks"] = list(tasks.values())
     store[key] = mine
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"format": FORMAT, "profiles": store}, indent=2), encoding="utf-8")
@@ -241,3 +244,17 @@ def measured_peak(mode: str, device: str, models_dir: Path | None = None) -> tup
     it is valid for this machine (same fingerprint), else None."""
     m = measured(mode, device, models_dir)
     return None if m is None else (m.peak_bytes, m.source)
+
+
+def measured_task(task: str, mode: str, device: str, models_dir: Path | None = None) -> Measured | None:
+    """The saved measurement of GPEN's ``task`` (colorize, inpaint, seg2face) in ``mode`` on ``device``,
+    when the profile is valid for this machine and that row measured this mode; else None.
+
+    A row that ran out of memory keeps what was free then as its peak (a lower bound), as a mode does."""
+    prof = load_profile(device, models_dir)
+    row = next((t for t in prof.tasks if t.task == task and t.mode == mode), None) if prof is not None else None
+    if row is None or row.refused is not None or (row.failed is None and row.ran_mode != mode):
+        return None
+    src = (f"measured on this machine for the {task} task ({prof.created}"  # type: ignore[union-attr]
+           f"{', synthetic weights' if row.weights == 'synthetic' else ''})")
+    return Measured(row.peak_bytes, row.covered_pixels, None, src)

@@ -33,6 +33,8 @@ def add_profile(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-backends", action="store_true",
                    help="skip timing torch against OpenVINO on the CPU (by default recorded for `--backend auto`; "
                    "the first run converts each generator, tens of seconds)")
+    p.add_argument("--no-tasks", action="store_true",
+                   help="skip GPEN's other tasks (colorize, inpaint, seg2face: one workload per mode that runs them)")
     return p
 
 
@@ -62,6 +64,7 @@ def profile_command_line(args: argparse.Namespace) -> str:
     parts = ["python -m gpen_core profile", "--modes " + " ".join(args.modes) if args.modes else "",
              "--synthetic" if args.synthetic else "", f"--device {args.device}" if args.device else "",
              "--in-process" if args.in_process else "", "--no-backends" if args.no_backends else "",
+             "--no-tasks" if getattr(args, "no_tasks", False) else "",
              f"--models-dir {args.models_dir}" if args.models_dir else ""]
     return " ".join(p for p in parts if p)
 
@@ -84,7 +87,8 @@ def profile(args: argparse.Namespace) -> int:
         prof = runner.run_profile(modes=args.modes, models_dir=args.models_dir, progress=progress_line(),
                                   synthetic=True if args.synthetic else None, device=args.device,
                                   isolate=not args.in_process, save=not args.no_save, command=profile_command_line(args),
-                                  backends=False if args.no_backends else None)
+                                  backends=False if args.no_backends else None,
+                                  tasks=False if getattr(args, "no_tasks", False) else None)
     print(report.format_report(prof, models_dir=args.models_dir))
     if args.json:
         out = Path(args.json)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MODES
-from gpen_core.engine.profile_records import SYNTHETIC_NOTE, BackendSpeed, ModeProfile, NetworkSpeed, Profile
+from gpen_core.engine.profile_records import SYNTHETIC_NOTE, BackendSpeed, ModeProfile, NetworkSpeed, Profile, TaskRow
 
 if TYPE_CHECKING:
     from gpen_core.engine.budget import Free
@@ -88,6 +88,44 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
             ok, short, have = _fits(m, profile, free)
             row.append("yes" if ok else (f"no ({format_bytes(short)} short)" if have is not None else "no"))
         lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def _task_cell(t: TaskRow, profile: Profile, free: "Free | None") -> str:
+    """One (task, mode) of :func:`tasks_table`: peak · seconds per face · dtype (· fits), or why not."""
+    from gpen_core.engine.budget import SAFETY_MARGIN
+    from gpen_core.modes import TASKS
+
+    if t.refused is not None:  # what the engine answered (task_rows.refusal); the modes it names are TASKS'
+        return f"refused: use {', '.join(TASKS[t.task].modes)} or auto"
+    if t.failed is not None:
+        return f"more than {format_bytes(t.peak_bytes)} (out of memory)"
+    if t.ran_mode != t.mode:
+        return f"not measured (ran {t.ran_mode})"
+    peak = format_bytes(t.peak_ram_bytes)
+    if t.peak_vram_reserved_bytes is not None:
+        peak = f"{format_bytes(t.peak_vram_reserved_bytes)} VRAM, {peak} RAM"
+    cell = f"{peak} · {_secs(t.seconds_per_face)} s/face · {t.dtype}" + (" · OpenVINO" if t.backend == "openvino" else "")
+    have = _have(profile, free) if free is not None else None
+    if have is not None:
+        cell += " · fits" if 0 < t.peak_bytes <= int(have * SAFETY_MARGIN) else " · does not fit now"
+    return cell
+
+
+def tasks_table(profile: Profile, free: "Free | None" = None, *, fits: bool = True) -> str:
+    """GPEN's other tasks per mode, one row per task (its generator and workload), one column per mode;
+    "" when the check measured none. ``fits``: also say whether each fits what is free (``free`` or
+    now, less auto's safety margin); False for the README, where the reader's machine decides."""
+    if not profile.tasks:
+        return ""
+    free = _free_now(profile, free) if fits else None
+    modes = [m for m in MODES if any(t.mode == m for t in profile.tasks)]
+    lines = ["| task (generator, workload) | " + " | ".join(f"`{m}`" for m in modes) + " |", "|---|" + "---|" * len(modes)]
+    for task in dict.fromkeys(t.task for t in profile.tasks):
+        rows = {t.mode: t for t in profile.tasks if t.task == task}
+        first = next(iter(rows.values()))
+        cells = [_task_cell(rows[m], profile, free) if m in rows else "not measured" for m in modes]
+        lines.append(f"| `{task}` ({first.model}; {first.workload}) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -288,6 +326,9 @@ def format_report(profile: Profile, free: "Free | None" = None, models_dir: str 
             if n not in profile.notes and m.mode not in where.setdefault(n, []):
                 where[n].append(m.mode)
     lines += [f"note ({', '.join(ms)}): {n}" for n, ms in where.items()]
+    if profile.tasks:
+        lines += ["", "GPEN's other tasks (peak above idle · seconds per face · dtype · fits now?):", "",
+                  tasks_table(profile, free)]
     section = backends_section(profile, models_dir)
     if section:
         lines += ["", section]

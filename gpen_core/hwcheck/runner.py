@@ -219,6 +219,11 @@ def _child_main() -> None:
 
             send("R", measure(spec, lambda f, d: send("P", [f, d])))
             return
+        if spec.get("task") == "task-row":  # one of GPEN's other tasks in one mode (.task_rows)
+            from gpen_core.hwcheck.task_rows import measure as measure_task
+
+            send("R", measure_task(spec, lambda f, d: send("P", [f, d])))
+            return
         result = _measure_mode(spec, lambda f, d: send("P", [f, d]))
     except Exception as exc:
         from gpen_core.platform.oom import is_oom
@@ -319,6 +324,8 @@ def run_profile(
     command: str = "",
     backends: bool | None = None,
     backend_runs: int = 3,
+    tasks: bool | None = None,
+    task_workloads: dict[str, Workload] | None = None,
 ) -> Profile:
     """Measure every mode in ``modes`` (default: all, lightest first) on this machine.
 
@@ -343,6 +350,12 @@ def run_profile(
     None (default): for the released generators, not for model-config overrides;
     True: also for overrides; False: skip (``--no-backends``).
 
+    ``tasks``: after the modes, measure GPEN's other tasks in each measured mode that has a
+    plan for them (:mod:`.task_rows`; a mode without one gets the engine's refusal). None
+    (default): for the standard check only (standard workloads, no overrides); True: also
+    with overrides (a task generator named in ``model_configs`` is built from it; ``task_workloads``,
+    task → Workload, replaces the standard task workloads); False: skip (``--no-tasks``).
+
     ``workloads`` and ``model_configs`` (registry name → GPENConfig, built with random
     weights) exist for tests and experiments; the standard check uses neither. ``save``
     writes the result to ``profile.json`` in the models folder.
@@ -354,6 +367,7 @@ def run_profile(
     from gpen_core.platform.oom import is_oom
     from gpen_core.restorer import Restorer
     from gpen_core.hwcheck.workloads import example_faces
+    from gpen_core.hwcheck.task_rows import measure_all as measure_tasks, plan as task_plan
 
     t_start = time.perf_counter()
     report = progress or (lambda f, d: None)
@@ -376,12 +390,14 @@ def run_profile(
     with tempfile.TemporaryDirectory(prefix="gpen-profile-") as tmp:
         override_paths = _write_overrides(configs, Path(tmp)) if configs else {}
         specs = [_plan_mode(m, override_paths, configs, synthetic, models_dir, portraits, dev, workloads) for m in wanted]
+        do_tasks = tasks if tasks is not None else (not configs and tuple(workloads) == STANDARD)
+        tspecs, task_rows = task_plan(wanted, synthetic, models_dir, override_paths, dev, task_workloads) if do_tasks else ([], [])
         mdir = None if models_dir is None else str(models_dir)
         bspec, bcheck = plan_backends(wanted, specs, configs, dev, backends, mdir, backend_runs)
         # Backends first: the modes are then measured with the backend `auto` now picks, and a
         # conversion they would need is already cached. They weigh one step per generator.
         first = len(bspec["pairs"]) if bspec else 0
-        steps = len(specs) + first
+        steps = len(specs) + first + len(tspecs)
         if bspec is not None:
             bcheck = _compare_backends(bspec, bcheck, mdir, isolate, lambda f, d: report(min(1.0, f * first / steps), d))
         for i, spec in enumerate(specs):
@@ -402,6 +418,8 @@ def run_profile(
                     raise
                 results[spec["mode"]] = failed_mode(spec, f"out of memory: {exc}", free_binding)
 
+        done = len(specs) + first
+        task_rows += measure_tasks(tspecs, isolate, free_binding, lambda f, d: report(min(1.0, (done + f * len(tspecs)) / steps), d))
     any_synthetic = any(s["kind"] == "synthetic" for s in specs)
     notes: list[str] = []
     for note in (SYNTHETIC_NOTE, DETECTOR_SYNTHETIC_NOTE, GIVEN_BOXES_NOTE):
@@ -430,6 +448,7 @@ def run_profile(
         notes=tuple(notes),
         command=command,
         backends=bcheck,
+        tasks=tuple(task_rows),
     )
     if save:
         save_profile(prof, models_dir)

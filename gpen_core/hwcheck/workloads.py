@@ -68,6 +68,30 @@ STANDARD: tuple[Workload, ...] = (
 )
 
 
+# GPEN's other tasks (gpen_core.modes.TASKS), one workload each, measured per mode that has a plan
+# for them. One face, not four: the 1024 px networks cost ~5 CPU s a face in bfloat16 and ~7 in
+# float32 here (docs/tasks.md), and the per-face cost is flat after the first. A photo rather
+# than an aligned crop: its peak holds the aligned 1024 crop, the network and the full-frame
+# buffers of paste-back (measured above the aligned 1024 face in every mode: docs/tasks.md).
+# Seg2face takes aligned label maps only: its workload is one, at the network's 512 px.
+TASK_WORKLOADS: dict[str, Workload] = {
+    "colorize": Workload("task-photo", "photo (3000×2000), one face", 3000, 2000, 1, face_px=520),
+    "inpaint": Workload("task-photo", "photo (3000×2000), one face", 3000, 2000, 1, face_px=520),
+    "seg2face": Workload("label-map", "one aligned 512×512 label map", 512, 512, 1, aligned=True),
+}
+
+
+def damage_strokes(w: Workload) -> np.ndarray:
+    """Inpainting's damage for workload ``w``: a uint8 H×W mask (255 = damaged) with one thick
+    stroke across the middle of every face (or of the image, when it is an aligned crop), as a
+    user paints it with the app's brush."""
+    mask = np.zeros((w.height, w.width), np.uint8)
+    for x0, y0, x1, y1 in face_boxes(w) or [(0, 0, w.width, w.height)]:
+        cy, t = (y0 + y1) // 2, max(2, (y1 - y0) // 32)
+        mask[cy - t : cy + t, x0 + (x1 - x0) // 8 : x1 - (x1 - x0) // 8] = 255
+    return mask
+
+
 @dataclass(frozen=True, eq=False)
 class WorkloadImage:
     """A built workload: the RGB uint8 H×W×3 image and where its faces are.

@@ -34,6 +34,7 @@ import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
 
 from gpen_core.errors import InputError, OutOfMemory
+from gpen_core.modes import preshrink_size
 from gpen_core.images.encode import encode_image, shrink_to_max_side
 from gpen_core.images.metadata import Metadata
 from gpen_core.images.metadata import read as read_metadata
@@ -59,6 +60,7 @@ from gpen_core.images.pixels import (
     _read_orientation,
     _rgb_icc,
     _settle_icc,
+    _shrunk_rgb,
     _to_arrays,
 )
 
@@ -129,9 +131,10 @@ def decode_image(
     scale (libjpeg's DCT scaling via Pillow's ``draft``: less time and memory) such that
     its longest side stays ≥ ``_DRAFT_KEEP`` × ``reduce_to`` (so a 4000 px photo for a
     2048 px target decodes at 2000 px, not at 12 MP); a greyscale image (8 or 16 bit,
-    no alpha) is shrunk to ``reduce_to`` before it is expanded to RGB; others decode at
-    full size and the caller shrinks them (:func:`shrink_to_max_side`). The notes say
-    when this happened.
+    no alpha) is shrunk to ``reduce_to`` before it is expanded to RGB; an RGB image in
+    another format (no alpha) is shrunk to it while it is read out of Pillow's buffer,
+    with no full-size copy; others decode at full size and the caller shrinks them
+    (:func:`shrink_to_max_side`). The notes say when this happened.
 
     Raises :class:`InputError` for anything wrong with the file (too big, not an allowed
     format, too many pixels, bad aspect ratio, too small, truncated, corrupt), with a
@@ -343,7 +346,18 @@ def _decode_checked(
         if meta.note and not exif_note:
             notes.append(meta.note)
         icc = _rgb_icc(im) if im.mode in ("RGB", "RGBA", "P", "PA", "RGBa") else None
-        base, alpha = _to_arrays(im, fmt, deep, notes)
+        if reduce_to is not None and fmt != "JPEG" and im.mode == "RGB" and max(im.size) > reduce_to:
+            # The caller would shrink it right after: shrink it as it leaves Pillow's buffer, so the
+            # full-size copy never exists (a 7000×7000 PNG for low: 349 → 247 MB at the peak,
+            # benchmarks/decode_peak.py --kinds rgb8).
+            # JPEG has its own DCT scaling above; images with alpha keep the full-size path.
+            if deep:
+                notes.append(f"16-bit {fmt} scaled to 8 bit")
+            size = preshrink_size(w, h, reduce_to)
+            base, alpha = _shrunk_rgb(im, size), None
+            notes.append(f"shrunk at decode from {w}×{h} to {size[0]}×{size[1]} (while reading it out of the decoder)")
+        else:
+            base, alpha = _to_arrays(im, fmt, deep, notes)
         # The arrays no longer share Pillow's buffer (4 bytes per RGB pixel): free it now,
         # before the copy below, so a 48 MP photo peaks near 2× its RGB size, not 3×.
         im.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,6 +41,41 @@ def strip_module_prefix(sd: Mapping[str, _V], where: str = "the checkpoint") -> 
             "Re-save the model's own state_dict (model.module.state_dict() for a DataParallel model)."
         )
     return out
+
+
+def network_state_dict(
+    obj: Any, where: str, *, wrappers: Sequence[str], not_a_dict: Callable[[str], str]
+) -> dict[str, torch.Tensor]:
+    """The flat ``{key: tensor}`` state_dict of a helper network (parser, upscaler) inside ``obj``.
+
+    The first of ``wrappers`` that holds a dict is unwrapped; anything but a dict then raises
+    WeightsError ``not_a_dict(type name)`` (the caller's words: which network, which file to
+    use). Entries that are not tensors are dropped, DataParallel's ``module.`` prefix is
+    stripped (:func:`strip_module_prefix`, ``where`` names the file) and floating tensors
+    come back as float32: these networks load and run in float32, cast later if at all.
+    """
+    if isinstance(obj, Mapping):
+        obj = next((obj[k] for k in wrappers if isinstance(obj.get(k), Mapping)), obj)
+    if not isinstance(obj, Mapping):
+        raise WeightsError(not_a_dict(type(obj).__name__))
+    sd = strip_module_prefix({k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}, where)
+    return {k: (v.float() if v.is_floating_point() else v) for k, v in sd.items()}
+
+
+def read_network_weights(
+    path: str | os.PathLike[str], what: str, *, missing: str, wrappers: Sequence[str], not_a_dict: Callable[[str], str]
+) -> dict[str, torch.Tensor]:
+    """:func:`network_state_dict` of the weight file at ``path``.
+
+    A missing file raises WeightsError ``missing`` (the caller's words: which network, how to
+    get it); reading goes through :func:`read_checkpoint` (``what`` names the file there), so
+    running out of memory is OutOfMemory and the file is called corrupt only when its bytes are.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise WeightsError(missing)
+    obj = read_checkpoint(p, what, mmap=False)
+    return network_state_dict(obj, str(p), wrappers=wrappers, not_a_dict=not_a_dict)
 
 
 def unwrap_state_dict(obj: Any) -> dict[str, torch.Tensor]:

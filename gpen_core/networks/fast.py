@@ -374,15 +374,19 @@ class _StyledConv(nn.Module):
         return _leaky_(torch.add(self.bias_noise, noise, alpha=self.noise_weight))
 
     def forward(
-        self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor], latent: torch.Tensor, noise: torch.Tensor, split: bool = False
+        self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | list[torch.Tensor], latent: torch.Tensor, noise: torch.Tensor,
+        split: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """leaky(cat(conv(x) + b, w*noise + b')).
 
-        ``x`` may be a (features, noise) pair standing for its concatenation, and
+        ``x`` may be a (features, noise) pair standing for its concatenation (a list is emptied
+        once used, so its tensors are freed before this conv allocates its noise half), and
         ``split=True`` returns such a pair (both halves activated) instead of concatenating.
         """
-        if isinstance(x, tuple):
+        if isinstance(x, (tuple, list)):
             y = self.conv.forward_split(x[0], x[1], latent, self.bias_conv)
+            if isinstance(x, list):  # handed over for good: freed before the noise half is allocated
+                x.clear()
             if split:  # oneDNN fuses no leaky ReLU after its accumulation: one in-place pass
                 y = _leaky_(y)
         else:
@@ -523,12 +527,17 @@ class FastGPEN(nn.Module):
         latent = style * torch.rsqrt(torch.mean(style * style, dim=1, keepdim=True) + 1e-8)
         for lin in self.style:
             latent = lin(latent)
-        out = self.conv1(self.const, latent, feats[-1])
+        # Each encoder feature is the noise input of one decoder level only: popped as it is used,
+        # the lower levels' features are freed before the full-size level, where the peak is
+        # (GPEN-BFR-512: 58 MiB of its 122 MiB of features).
+        out = self.conv1(self.const, latent, feats.pop())
         skip = self.to_rgb1(out, latent, None)
         for i, to_rgb in enumerate(self.to_rgbs):
-            noise = feats[-2 - i]
+            noise = feats.pop()
             out = self.convs[2 * i](out, latent, noise, split=self.split_levels[i])
             last = i == len(self.to_rgbs) - 1
+            if isinstance(out, tuple):  # a list the conv empties: the pair is freed inside it, not after it
+                out = list(out)
             out = self.convs[2 * i + 1](out, latent, noise, split=last and self.split_last)
             skip = to_rgb(out, latent, skip)
         return skip.float().contiguous()

@@ -223,22 +223,22 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     state_dict; a ``state_dict`` wrapper and ``module.`` prefixes are unwrapped too).
     """
     from gpen_core.errors import WeightsError
+    from gpen_core.networks.checkpoint import read_network_weights
 
     path = Path(path)
-    if not path.is_file():
-        raise WeightsError(
-            f"ParseNet weights not found at {path}. Put ParseNet-latest.pth (GPEN) or "
-            "parsing_parsenet.pth (facexlib) in the models folder, or run `python -m gpen_core download ParseNet-latest`."
-        )
-    from gpen_core.networks.checkpoint import read_checkpoint, strip_module_prefix
+
+    def not_a_dict(found: str) -> str:
+        return f"{path} does not hold a ParseNet state_dict (found {found})"
 
     # Out of memory is OutOfMemory (the ladder steps down), not "re-download"; corrupt only when the bytes are.
-    obj = read_checkpoint(path, "ParseNet weights", mmap=False)
-    if isinstance(obj, Mapping) and isinstance(obj.get("state_dict"), Mapping):
-        obj = obj["state_dict"]
-    if not isinstance(obj, Mapping) or not obj:
-        raise WeightsError(f"{path} does not hold a ParseNet state_dict (found {type(obj).__name__})")
-    return {k: (v.float() if v.is_floating_point() else v) for k, v in strip_module_prefix(obj, str(path)).items()}
+    sd = read_network_weights(
+        path, "ParseNet weights", wrappers=("state_dict",), not_a_dict=not_a_dict,
+        missing=f"ParseNet weights not found at {path}. Put ParseNet-latest.pth (GPEN) or "
+        "parsing_parsenet.pth (facexlib) in the models folder, or run `python -m gpen_core download ParseNet-latest`.",
+    )
+    if not sd:
+        raise WeightsError(not_a_dict("dict"))
+    return sd
 
 
 def build(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None, source: str = "") -> ParseNet:

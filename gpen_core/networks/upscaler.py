@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,22 +132,26 @@ class RRDBNet(nn.Module):
 # ------------------------------------------------------------------ loading
 
 
+# Where GPEN's and Real-ESRGAN's training scripts nest the weights, in the order looked for.
+_WRAPPERS = ("params_ema", "params")
+
+
+def _not_an_upscaler(where: str) -> Callable[[str], str]:
+    """The message for ``where`` holding a ``found`` instead of a dict of weights."""
+
+    def message(found: str) -> str:
+        return (f"{where} is not an upscaler checkpoint: expected a dict with 'params_ema', found {found}. "
+                "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
+
+    return message
+
+
 def unwrap_params(obj: Any, where: str = "the checkpoint") -> dict[str, torch.Tensor]:
     """The flat RRDBNet state_dict inside a checkpoint: ``params_ema`` (GPEN's and Real-ESRGAN's
     layout), else ``params``, else the dict itself. ``module.`` prefixes are dropped."""
-    if isinstance(obj, Mapping):
-        for key in ("params_ema", "params"):
-            if isinstance(obj.get(key), Mapping):
-                obj = obj[key]
-                break
-    if not isinstance(obj, Mapping):
-        raise WeightsError(
-            f"{where} is not an upscaler checkpoint: expected a dict with 'params_ema', found {type(obj).__name__}. "
-            "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth."
-        )
-    from gpen_core.networks.checkpoint import strip_module_prefix
+    from gpen_core.networks.checkpoint import network_state_dict
 
-    return strip_module_prefix({k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}, where)
+    return network_state_dict(obj, where, wrappers=_WRAPPERS, not_a_dict=_not_an_upscaler(where))
 
 
 def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") -> UpscalerConfig:
@@ -205,17 +209,16 @@ def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cp
     Forward: N×3×H×W RGB in [0, 1] → N×3×sH×sW. Raises :class:`WeightsError`
     when the file is missing, unreadable, or not an RRDBNet upscaler.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise WeightsError(
-            f"upscaler file {p} does not exist. Fix: `python -m gpen_core download realesrnet_x2` "
-            "(or realesrnet_x4), or pass the path of realesrnet_x2.pth / realesrnet_x4.pth."
-        )
-    from gpen_core.networks.checkpoint import read_checkpoint
+    from gpen_core.networks.checkpoint import read_network_weights
 
+    p = Path(path)
     # The shared reader: corrupt only when the bytes are wrong, OutOfMemory when loading did not fit.
-    obj = read_checkpoint(p, "upscaler weights", mmap=False)
-    return build_upscaler(unwrap_params(obj, str(p)), str(p)).to(device)
+    sd = read_network_weights(
+        p, "upscaler weights", wrappers=_WRAPPERS, not_a_dict=_not_an_upscaler(str(p)),
+        missing=f"upscaler file {p} does not exist. Fix: `python -m gpen_core download realesrnet_x2` "
+        "(or realesrnet_x4), or pass the path of realesrnet_x2.pth / realesrnet_x4.pth.",
+    )
+    return build_upscaler(sd, str(p)).to(device)
 
 
 # ------------------------------------------------------------ synthetic nets

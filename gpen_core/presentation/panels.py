@@ -398,13 +398,15 @@ def error_markdown(title: str, message: str) -> str:
 
 # The check's wall time when no earlier run on this machine says better: each mode in a
 # fresh process, three workloads each. 149 s was measured on a busy 2-core CPU.
-CHECK_ESTIMATE = "up to 4 minutes on a 2-core CPU (149 s was measured on a busy one), well under a minute on a GPU"
+CHECK_ESTIMATE = ("up to 6 minutes on a 2-core CPU (on a busy one: 149 s for the modes, about 80 s for GPEN's other "
+                  "tasks, and once, about 2 minutes to convert their 1024 px network to OpenVINO), well under a minute on a GPU")
 
 HARDWARE_INTRO = (
     "#### How much memory do I need?\n"
     "Measures every memory mode on **this** machine with the engine's own meter: one aligned "
     "512×512 face, a 12-megapixel photo with one face and a group photo, each mode in a fresh "
-    "process. Without the weights it runs the exact networks with random weights (memory and "
+    "process; then GPEN's other tasks (colorize, inpaint, seg2face) in each mode that runs them, "
+    "one photo or label map each. Without the weights it runs the exact networks with random weights (memory and "
     "time do not depend on the values), so you learn what fits before downloading anything. "
     "The result is saved in the models folder and `auto` uses it. Restores keep running while it measures."
 )
@@ -419,7 +421,7 @@ def check_duration_text(last_seconds: float | None) -> str:
 
 def check_progress_text(desc: str, elapsed_s: float, last_seconds: float | None) -> str:
     """The progress line while the check runs: the step, the time so far and what to expect."""
-    expect = f"the last check took {last_seconds:.0f} s" if last_seconds is not None else "expect up to 4 min on 2 CPU cores"
+    expect = f"the last check took {last_seconds:.0f} s" if last_seconds is not None else "expect up to 6 min on 2 CPU cores"
     return f"{desc} · {elapsed_s:.0f} s so far ({expect})"
 
 
@@ -444,6 +446,8 @@ def profile_markdown(profile: Any, verdict: str, free: Any = None) -> str:
         "",
         prof.format_table(profile, free),
         "",
+        *([f"GPEN's other tasks (peak · s/face · dtype · fits now?):\n\n{prof.tasks_table(profile, free)}", ""]
+          if getattr(profile, "tasks", ()) else []),
         f"Measured {profile.created} on {prof.machine_line(profile)}.",
         "Peaks are above the idle process, the worst of the three workloads; *fits?* compares them with "
         "the memory free now, less a 20 % safety margin. *weights* says what the measurement ran with "

@@ -35,6 +35,54 @@ def generator_override(task: str | None, model: str | None) -> str | None:
     return model or (spec.model if spec is not None else None)
 
 
+def _task(task: str | None):
+    return TASKS.get(task or "enhance") or TASKS["enhance"]
+
+
+def generator_choices(task: str | None, default: str) -> list[tuple[str, str]]:
+    """(label, value) pairs for the Generator dropdown: what fits ``task``. Restoration lists the
+    registry's restoration generators after ``default`` (the mode's choice); another task lists its own
+    generator only (the others were trained for something else). A typed checkpoint path is still taken."""
+    from gpen_core.weights.user_paths import generator_names
+
+    spec = _task(task)
+    if spec.model is None:
+        others = {t.model for t in TASKS.values() if t.model}
+        return [("the mode's generator", default)] + [(n, n) for n in generator_names() if n not in others]
+    return [(f"the task's generator ({spec.model})", default), (spec.model, spec.model)]
+
+
+def mode_choices(task: str | None) -> list[tuple[str, str]]:
+    """(label, value) pairs for the Memory mode radio under ``task``: the modes' hints name the task's
+    generator instead of the restoration one, and a mode with no plan for the task says so (the engine
+    refuses it, naming the modes that run it)."""
+    from gpen_core.modes import AUTO, MODES
+    from gpen_core.presentation.panels import mode_choices as restoration
+
+    spec = _task(task)
+    if spec.model is None:
+        return restoration()
+    out = []
+    for label, value in restoration():
+        m = MODES.get(value)
+        if value == AUTO or m is None:
+            out.append((label, value))
+        elif value not in spec.modes:
+            out.append((f"{value} — not for this task: {spec.model} is larger than {value} promises to fit; "
+                        f"choose {', '.join(spec.modes)} or auto", value))
+        else:
+            out.append((f"{value} — {m.hint.replace(m.model, spec.model)}", value))
+    return out
+
+
+def task_controls(task: str | None, model: str | None, default: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the Generator dropdown and the Memory mode radio become when the Task changes, as update
+    values (``choices``, ``value``): the generator choice is kept when it fits the task, else the default."""
+    choices = generator_choices(task, default)
+    value = model if model in {v for _, v in choices} else default
+    return {"choices": choices, "value": value}, {"choices": mode_choices(task)}
+
+
 def editor_visible(task: str | None) -> bool:
     return task == "inpaint"
 

@@ -148,6 +148,12 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, num_
             connect(address)
         else:
             _force_loopback(ray)
+            # Serve's HTTP proxy, if one starts in this Ray, inherits this environment and then
+            # refuses oversize uploads before queueing their bodies (scaleout.proxy_limits).
+            # A callback someone set already is kept.
+            from gpen_core.scaleout.proxy_limits import PROXY_CALLBACK, PROXY_CALLBACK_ENV
+
+            os.environ.setdefault(PROXY_CALLBACK_ENV, PROXY_CALLBACK)
             tmp = Path(temp_dir) if temp_dir is not None else default_temp_dir()
             tmp.mkdir(parents=True, exist_ok=True)
             ray.init(

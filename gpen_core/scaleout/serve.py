@@ -110,9 +110,10 @@ class RestoreDeployment:
             self.warm_error = str(exc)
         self.warmup_s = time.perf_counter() - t
 
-    def restore(self, image: bytes, options: Any = None) -> Served:
+    def restore(self, image: bytes, options: Any = None, mask: bytes | None = None) -> Served:
+        """``mask``: inpainting's damage (an encoded image, white = damaged), as ``Restorer.__call__`` takes it."""
         try:
-            result = self.restorer(image, options)
+            result = self.restorer(image, options, mask=mask)
         except GPENError as exc:
             return Served(None, self.replica, self.node, os.getpid(), type(exc).__name__, str(exc), exc.details)
         return Served(result, self.replica, self.node, os.getpid())
@@ -124,13 +125,14 @@ class RestoreDeployment:
                 "warm_error": self.warm_error, "loaded": self.restorer.loaded(), "rss_bytes": current_rss()}
 
     async def __call__(self, request: Any) -> Any:
-        """HTTP: POST the image bytes to /restore[?mode=low]; the JSON record (the CLI's --json fields) comes back."""
+        """HTTP: POST the image bytes to /restore[?mode=low&task=colorize&aligned=1]; the JSON record (the CLI's
+        --json fields) comes back. Inpainting's damage mask comes with the photo as multipart/form-data
+        (fields ``image``, ``mask``, and optionally ``mode``, ``task``, ``aligned``): :func:`http_inputs`."""
         import asyncio
         import base64
 
         from starlette.responses import JSONResponse
 
-        from gpen_core.options import RestoreOptions
         from gpen_core.result_json import result_record
 
         try:
@@ -138,16 +140,68 @@ class RestoreDeployment:
         except InputError as exc:
             return JSONResponse({"status": "error", "error": str(exc)}, status_code=413)
         try:
-            opts = RestoreOptions(mode=request.query_params.get("mode", "auto"))
+            image, opts, mask = await http_inputs(request, body)
         except GPENError as exc:
             return JSONResponse({"status": "error", "error": str(exc)}, status_code=400)
-        served = await asyncio.get_running_loop().run_in_executor(None, self.restore, body, opts)
+        served = await asyncio.get_running_loop().run_in_executor(None, self.restore, image, opts, mask)
         if served.error_type:
             code = {"InputError": 400, "WeightsError": 503, "ResourceError": 503}.get(served.error_type, 500)
             return JSONResponse({"status": "error", "error": served.error, "replica": served.replica}, status_code=code)
         rec = {"status": "ok", "replica": served.replica, "node": served.node, **result_record(served.result),
                "encoded_base64": base64.b64encode(served.result.encoded).decode("ascii")}
         return JSONResponse(rec)
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+
+
+async def http_inputs(request: Any, body: bytes) -> tuple[bytes, Any, bytes | None]:
+    """(image bytes, validated RestoreOptions, mask bytes or None) of one ``POST /restore``.
+
+    The body is the image itself, options in the query (``mode``, ``task``, ``aligned``); or a
+    multipart/form-data form with the image in ``image``, inpainting's damage in ``mask`` (white
+    = damaged, at the photo's size) and the options as fields or in the query (a field wins).
+    InputError (the HTTP route's 400) names what is wrong and the valid values.
+    """
+    from gpen_core.options import RestoreOptions
+
+    fields: dict[str, Any] = dict(request.query_params)
+    image, mask = body, None
+    if (request.headers.get("content-type") or "").lower().startswith("multipart/form-data"):
+        form = await _form(request, body)
+        upload = form.get("image")
+        if upload is None or isinstance(upload, str):
+            raise InputError("a multipart request needs the photo as a file field named 'image' (and the damage as 'mask')")
+        image = await upload.read()
+        m = form.get("mask")
+        mask = (await m.read()) if m is not None and not isinstance(m, str) else None
+        fields.update({k: v for k, v in form.items() if isinstance(v, str)})
+    unknown = sorted(set(fields) - {"mode", "task", "aligned"})
+    if unknown:
+        raise InputError(f"unknown field {', '.join(unknown)}; POST /restore takes mode, task and aligned (and the files image, mask)")
+    aligned = str(fields.get("aligned", "")).strip().lower()
+    if aligned not in _TRUE + _FALSE:
+        raise InputError(f"aligned must be true or false, got {fields['aligned']!r}")
+    task = fields.get("task", "enhance")
+    if mask is not None and task != "inpaint":
+        raise InputError(f"a damage mask is for task=inpaint, not {task}; leave 'mask' out or ask for task=inpaint")
+    opts = RestoreOptions(mode=fields.get("mode", "auto"), task=task, aligned=aligned in _TRUE).validated()
+    return image, opts, mask
+
+
+async def _form(request: Any, body: bytes) -> Any:
+    """Starlette's multipart parser over the body already read (and capped) by :func:`read_body_capped`."""
+    from starlette.requests import Request
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    try:
+        return await Request(request.scope, receive).form()
+    except AssertionError as exc:  # Starlette's way of saying python-multipart is not installed
+        raise InputError(f"this server cannot read multipart forms ({exc}); POST the image bytes as the body instead") from None
+    except Exception as exc:  # a malformed form: the parser's own words
+        raise InputError(f"the multipart form could not be read: {exc}") from None
 
 
 async def read_body_capped(request: Any, limit: int | None = None) -> bytes:
@@ -345,17 +399,17 @@ class RayRestorer:
 
     def __call__(self, image: Any, options: Any = None, progress: Any = None, *, mask: Any = None) -> Any:
         """``image``: a file path or encoded bytes (sent as bytes: the replica may be on another machine).
-        ``mask`` (inpainting's damage mask) is not sent to replicas: an InputError says so.
+        ``mask`` (inpainting's damage: a uint8 array, a file path or encoded bytes) goes with it, a path
+        as its bytes.
 
         A replica that dies during the call (killed for memory, its node lost) is retried once:
         Serve routes the retry to a live or restarted replica, and a restore has no side effects.
         A second death raises :class:`ResourceError` with a plain message; Ray's own text (actor
         id, pid, namespace, IP) goes only into ``details``, for the server's log.
         """
-        if mask is not None:
-            raise InputError("repairing damaged faces (a mask) runs only in the app's own process, not with "
-                             "--backend ray; start the app without --backend ray for that task")
         data = image if isinstance(image, bytes) else open(image, "rb").read()
+        if isinstance(mask, (str, os.PathLike)):
+            mask = open(mask, "rb").read()
         died = _replica_died_errors()
         failures: list[str] = []
         for attempt in range(1 + REPLICA_RETRIES):
@@ -364,7 +418,7 @@ class RayRestorer:
                          "the replica stopped during the restore; trying again in another one")
             self._in_flight += 1
             try:
-                served: Served = self.handle().restore.remote(data, options).result()
+                served: Served = self.handle().restore.remote(data, options, mask).result()
                 break
             except died as exc:
                 failures.append(f"{type(exc).__name__}: {exc}")

@@ -34,6 +34,9 @@ _NETS = "the parser and detector rows of python -m gpen_core profile (measure_sp
 _XEON = "Intel Xeon with AMX, 2 cores"
 _ZEN4 = "AMD EPYC Zen 4 (AVX-512 BF16, no AMX), 2 cores"
 _EPYC2 = "AMD EPYC, AVX2 only, 2 cores"
+# GPEN's 1024 px task generators (colorize, inpaint: one architecture): CPU seconds per call
+# (all the process's threads), medians of 3 interleaved runs on a machine shared with other work.
+_TASKS_1024 = "benchmarks/ov_1024.py --runs 3 (CPU seconds)"
 
 # Keys are the speed-record keys of generator.py: "<size>-<dtype>" for the GPEN generator,
 # "<network>-<size>-<dtype>" for the others.
@@ -49,6 +52,8 @@ DEFAULTS: dict[str, dict[str, Measured]] = {
         "retinaface-mobilenet0.25-1000-float32": Measured(0.10, 0.044, f"{_XEON}, python -m gpen_core profile, 2026-12-03"),
     },
     "avx512_bf16": {
+        "1024-float32": Measured(6.574, 4.340, f"{_ZEN4}, {_TASKS_1024}, 2026-12-04"),
+        "1024-bfloat16": Measured(4.052, 2.212, f"{_ZEN4}, {_TASKS_1024}, 2026-12-04"),
         "512-float32": Measured(2.354, 1.629, f"{_ZEN4}, {_BENCH} --sizes 256 512 --runs 3, 2026-12-04"),
         "512-bfloat16": Measured(1.279, 0.836, f"{_ZEN4}, {_BENCH} --sizes 256 512 --runs 3, 2026-12-04"),
         "256-float32": Measured(0.162, 0.150, f"{_ZEN4}, {_BENCH} --sizes 256 512 --runs 3, 2026-12-04"),

@@ -115,9 +115,11 @@ def convert(
 
 # RAM a first-use conversion adds to the process (peak RSS above the process before it), per
 # face size: measured 2026-12-03 on the AMX Xeon with random weights of the released checkpoints
-# (peak RSS around `load()` of an uncached checkpoint, in a fresh process). Other sizes: estimated
-# from the file size at the 256 px ratio (the higher one measured: 10.5x the file).
-CONVERT_RAM_MEASURED: dict[int, int] = {256: 757 * 2**20, 512: 1656 * 2**20}
+# (peak RSS around `load()` of an uncached checkpoint, in a fresh process); 1024 px (GPEN's
+# colorization / inpainting architecture) measured 2026-12-04 the same way on the AMD EPYC Zen 4
+# (`python benchmarks/ov_1024.py`: peak RSS 2349 MiB, 112 s on 2 shared cores). Other sizes:
+# estimated from the file size at the 256 px ratio (the higher one measured: 10.5x the file).
+CONVERT_RAM_MEASURED: dict[int, int] = {256: 757 * 2**20, 512: 1656 * 2**20, 1024: 2349 * 2**20}
 _CONVERT_RAM_PER_FILE_BYTE = 10.5
 
 
@@ -295,6 +297,19 @@ def _choice_file(models_dir: str | os.PathLike[str] | None) -> Path:
     return cache_root(models_dir) / f"speed-{cpu_key()}-{hashlib.sha256(_cpu_model().encode()).hexdigest()[:8]}.json"
 
 
+def _read_speeds(f: Path) -> dict[str, Any]:
+    """The speed records in ``f`` (:func:`record_speed`), keyed by :func:`_speed_key`.
+
+    Empty when the file is missing, unreadable or not a JSON object: a damaged record then
+    means no measurement (``auto`` falls back to the defaults), and the next
+    :func:`record_speed` writes the file whole again."""
+    try:
+        data = json.loads(f.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _cpu_model() -> str:
     from gpen_core.platform.cpuinfo import cpu_model
 
@@ -326,12 +341,7 @@ def record_speed(
     with what weights.
     """
     f = _choice_file(models_dir)
-    data = {}
-    if f.is_file():
-        try:
-            data = json.loads(f.read_text())
-        except (OSError, ValueError):
-            data = {}
+    data = _read_speeds(f)
     data[_speed_key(network, size, dtype)] = {
         "torch_s": round(float(torch_s), 4),
         "openvino_s": round(float(openvino_s), 4),
@@ -381,11 +391,7 @@ def choose_backend(
         return "torch", "GPU: torch"
     if openvino_version() is None:
         return "torch", "OpenVINO is not installed"
-    f = _choice_file(models_dir)
-    try:
-        rec = json.loads(f.read_text()).get(_speed_key(network, size, dtype)) if f.is_file() else None
-    except (OSError, ValueError):
-        rec = None
+    rec = _read_speeds(_choice_file(models_dir)).get(_speed_key(network, size, dtype))
     if not rec or rec.get("openvino") != openvino_version():
         from gpen_core.runtimes.openvino.defaults import default_choice
 

@@ -1,0 +1,35 @@
+"""One-shot requests (a process that serves one request, the CLI with one photo): pieces that
+let the pipeline hold one network at a time. The peak is then the largest stage's instead of
+the sum of every resident network; a server keeps its networks loaded instead
+(:attr:`gpen_core.engine.model_cache.ModelCache.one_shot`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+class LazyParser:
+    """A parsing mask function that loads the parser at the first face it masks (one-shot
+    requests: after the generator is dropped). With no parser (``load`` returns None: no
+    weights, or the mode skips it) it returns GPEN's feathered rectangle, as a None
+    ``parsing_fn`` would."""
+
+    def __init__(self, load: Callable[[], Any]) -> None:
+        self._load, self._fn, self._called = load, None, False
+
+    def __call__(self, restored: np.ndarray) -> np.ndarray:
+        if not self._called:
+            self._fn, self._called = self._load(), True
+        if self._fn is None:
+            from gpen_core.faces.masks import rectangle_mask
+
+            return rectangle_mask(restored.shape[0])
+        return self._fn(restored)
+
+    @property
+    def parsed(self) -> bool | None:
+        """Whether the parsing mask ran; None when no face needed a mask."""
+        return (self._fn is not None) if self._called else None

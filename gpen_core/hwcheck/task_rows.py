@@ -1,0 +1,193 @@
+"""The hardware check's rows for GPEN's other tasks (colorize, inpaint, seg2face), one per (task, mode).
+
+Each (task, mode) the engine has a plan for runs the task's workload
+(:data:`~gpen_core.hwcheck.workloads.TASK_WORKLOADS`) once through a fresh Restorer, in a
+worker process like the modes (:mod:`.runner`): a first request, loading included, the
+task's generator with its real weights when present and random weights of the released
+architecture otherwise (memory and time do not depend on the values). A mode without a plan
+(``low``) is not run: its row records what the engine answers such a request. ``auto``
+reads the rows (:func:`gpen_core.engine.profile_store.measured_task`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from gpen_core.engine.profile_records import Progress, TaskRow, jsonable
+from gpen_core.hwcheck.workloads import TASK_WORKLOADS, Workload
+from gpen_core.modes import TASKS, MemoryMode
+
+WORKER_KIND = "task-row"  # the worker spec's "task" key (the runner's dispatch), not a GPEN task
+
+
+def refusal(task: str, mode: str, aligned: bool = False) -> str | None:
+    """What the engine answers a ``task`` request in ``mode`` (its InputError), or None when it runs it."""
+    from gpen_core.errors import InputError
+    from gpen_core.options import RestoreOptions
+
+    try:
+        RestoreOptions(mode=mode, task=task, aligned=aligned or TASKS[task].aligned_only).validated()
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
+def plan(
+    modes: Sequence[MemoryMode],
+    synthetic: bool | None,
+    models_dir: str | os.PathLike[str] | None,
+    override_paths: dict[str, str],
+    device: str,
+    workloads: dict[str, Workload] | None = None,
+) -> tuple[list[dict[str, Any]], list[TaskRow]]:
+    """(worker specs to measure, rows already known: the refusals), for every task × ``modes``.
+
+    ``override_paths`` (registry name → checkpoint; tests' tiny networks) replace a task's
+    generator; ``workloads`` (task → workload; tests' small ones) replace
+    :data:`TASK_WORKLOADS`. ``synthetic`` as in :func:`gpen_core.hwcheck.runner.run_profile`: False requires the
+    task generators' files (WeightsError names the missing one).
+    """
+    from gpen_core.weights import lookup as weights
+
+    specs: list[dict[str, Any]] = []
+    refused: list[TaskRow] = []
+    torch = sys.modules.get("torch")
+    warmed: set[str] = set()  # architectures whose OpenVINO conversion a first unmeasured run makes (random
+    # weights of one architecture share one conversion: engine.model_cache._load_openvino)
+    for name, task in TASKS.items():
+        if task.model is None:  # restoration: the modes' own rows
+            continue
+        w = (workloads or TASK_WORKLOADS)[name]
+        for mode in modes:
+            why = refusal(name, mode.name, w.aligned)
+            if why is not None:
+                refused.append(TaskRow(task=name, mode=mode.name, model=task.model, workload=w.label, weights="", refused=why))
+                continue
+            notes: list[str] = []
+            if task.model in override_paths:
+                model_opt, kind = override_paths[task.model], "synthetic"
+                notes.append(f"{task.model} replaced by a model-config override")
+            elif synthetic is True:
+                model_opt, kind = None, "synthetic"
+            else:
+                located = weights.locate(task.model, models_dir=models_dir)
+                if located is None and synthetic is False:
+                    weights.resolve(task.model, models_dir=models_dir, allow_download=False)  # raises, naming the fix
+                model_opt, kind = (str(located), "real") if located is not None else (None, "synthetic")
+            shared = repr(weights.REGISTRY[task.model].arch) if kind == "synthetic" else str(model_opt)
+            warm = task.model not in override_paths and shared not in warmed and _runs_openvino(task.model, mode, models_dir, device)
+            if warm:
+                warmed.add(shared)
+            specs.append({
+                "warm": warm,
+                "task": WORKER_KIND, "gpen_task": name, "mode": mode.name, "model": task.model, "model_opt": model_opt,
+                "kind": kind, "workload": asdict(w), "models_dir": None if models_dir is None else str(models_dir),
+                "device": device, "synthetic_restorer": synthetic is not False, "notes": notes,
+                "threads": torch.get_num_threads() if torch is not None else None,
+            })
+    return specs, refused
+
+
+def _runs_openvino(model: str, mode: MemoryMode, models_dir: str | os.PathLike[str] | None, device: str) -> bool:
+    """Whether ``auto`` puts ``model`` on OpenVINO in ``mode`` here: then its first use converts it (a
+    minute or more at 1024 px, GBs of RAM), which is not a request's cost once cached: the check
+    converts it in a run of its own, not measured, before the measured one."""
+    from gpen_core.networks.plan import choose_plan
+    from gpen_core.runtimes.openvino.generator import choose_backend
+    from gpen_core.weights.lookup import REGISTRY
+
+    spec = REGISTRY[model]
+    dtype = choose_plan(device, mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype)[0].dtype
+    size = spec.arch.size if spec.arch is not None else 0
+    return choose_backend("auto", size, dtype, models_dir=models_dir, device=device)[0] == "openvino"
+
+
+def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
+    """Run one (task, mode) spec in this process: its :class:`TaskRow` as a JSON-able dict.
+
+    Zero is this process just before the request (torch imported, the input built), as for the
+    modes. Fixed face boxes stand in for detections (the detector's cost is the modes' rows'
+    business; with synthetic weights the engine still runs its network for the cost).
+    """
+    import torch
+
+    from gpen_core.hwcheck.runner import _idle
+    from gpen_core.hwcheck.workloads import build, damage_strokes
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+
+    if spec.get("threads"):
+        torch.set_num_threads(int(spec["threads"]))
+    w = Workload(**spec["workload"])
+    built = build(w)
+    mask = damage_strokes(w) if spec["gpen_task"] == "inpaint" else None
+    restorer = Restorer(models_dir=spec["models_dir"], device=spec["device"], synthetic_weights=spec["synthetic_restorer"])
+    dev = restorer.device
+    if dev.startswith("cuda"):
+        torch.zeros(1, device=dev)  # the CUDA context is the process's
+    idle_rss, idle_alloc, idle_res = _idle(dev)
+    opts = RestoreOptions(mode=spec["mode"], task=spec["gpen_task"], model=spec["model_opt"], aligned=w.aligned)
+    try:
+        res = restorer(built.image, opts, lambda f, d: report(f, f"{spec['gpen_task']} in {spec['mode']}: {d}"),
+                       detections=None if w.aligned else list(built.detections), mask=mask)
+    finally:
+        restorer.unload()
+    p = res.peaks
+    vram_a = None if p.vram_allocated_bytes is None or idle_alloc is None else max(0, p.vram_allocated_bytes - idle_alloc)
+    vram_r = None if p.vram_reserved_bytes is None or idle_res is None else max(0, p.vram_reserved_bytes - idle_res)
+    ram = max(0, p.rss_bytes - idle_rss)
+    binding = (vram_r if vram_r is not None else vram_a) if dev.startswith("cuda") else ram
+    n = len(res.faces)
+    notes = list(spec["notes"])
+    if res.mode.name != spec["mode"]:
+        notes.append(f"the engine ran {res.mode.name} instead of {spec['mode']} (it did not fit): {spec['mode']} was not measured")
+    row = TaskRow(
+        task=spec["gpen_task"], mode=spec["mode"], model=spec["model"], workload=w.label, weights=spec["kind"],
+        dtype=res.dtype, backend=getattr(res, "backend", "torch"), peak_ram_bytes=ram, peak_vram_bytes=vram_a,
+        peak_vram_reserved_bytes=vram_r, peak_bytes=int(binding if binding is not None else ram),
+        covered_pixels=int(res.processed_size[0] * res.processed_size[1]),
+        seconds_per_face=round(res.timings.restore_s / n, 4) if n else None,
+        total_s=round(res.timings.total_s, 4), load_s=round(res.timings.load_s, 4), ran_mode=res.mode.name,
+        notes=tuple(dict.fromkeys(notes)),
+    )
+    return jsonable(asdict(row))
+
+
+def failed_row(spec: dict[str, Any], why: str, free_binding: int | None) -> TaskRow:
+    """The row of a (task, mode) whose worker ran out of memory: what was free then is a lower bound."""
+    lower = int(free_binding or 0)
+    return TaskRow(task=spec["gpen_task"], mode=spec["mode"], model=spec["model"], workload=spec["workload"]["label"],
+                   weights=spec["kind"], peak_bytes=lower, peak_ram_bytes=lower, ran_mode=spec["mode"], failed=why)
+
+
+def measure_all(specs: Sequence[dict[str, Any]], isolate: bool, free_binding: int | None, report: Progress) -> list[TaskRow]:
+    """Every spec measured, each in a worker process when ``isolate`` (as the modes), else in this one.
+
+    A (task, mode) that runs out of memory (or whose worker the OS kills) becomes a failed row
+    and the check goes on; any other failure propagates."""
+    from gpen_core.hwcheck.runner import _in_child, _ModeFailed
+    from gpen_core.platform.oom import is_oom
+
+    rows = []
+    for i, spec in enumerate(specs):
+
+        def step(f: float, d: str, i: int = i) -> None:
+            report(min(1.0, (i + f) / len(specs)), d)
+
+        step(0.0, f"{spec['gpen_task']} in {spec['mode']}: starting")
+        try:
+            if spec.get("warm"):  # converts the generator to OpenVINO (cached); its figures are not a request's
+                step(0.0, f"{spec['gpen_task']}: converting {spec['model']} to OpenVINO (first use, not measured)")
+                _in_child(spec, step) if isolate else measure(spec, step)
+            rows.append(TaskRow.from_dict(_in_child(spec, step) if isolate else measure(spec, step)))
+        except _ModeFailed as exc:
+            rows.append(failed_row(spec, str(exc), free_binding))
+        except Exception as exc:
+            if isolate or not (is_oom(exc) or type(exc).__name__ == "ResourceError"):
+                raise
+            rows.append(failed_row(spec, f"out of memory: {exc}", free_binding))
+    return rows

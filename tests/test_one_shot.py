@@ -1,0 +1,133 @@
+"""One-shot requests (the CLI with one photo): each network is loaded when its stage starts
+and dropped when it ends, so the process's peak is the largest stage's, not the sum of the
+networks. A server (the default) keeps every network loaded for the next request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from .conftest import ROOT
+
+EXAMPLE = ROOT / "examples" / "astronaut_low_resolution.jpg"
+
+
+def _spy_loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
+    """Record, at every load call, which models were resident just before it."""
+    from gpen_core.engine.model_cache import ModelCache
+
+    seen: list[tuple[str, dict[str, Any]]] = []
+    for kind in ("detector", "generator", "parser"):
+        original = getattr(ModelCache, kind)
+
+        def spy(self: ModelCache, *a: Any, _original: Any = original, _kind: str = kind, **k: Any) -> Any:
+            seen.append((_kind, self.loaded()))
+            return _original(self, *a, **k)
+
+        monkeypatch.setattr(ModelCache, kind, spy)
+    return seen
+
+
+def _request(models: Path, gen256: Path, one_shot: bool):
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+
+    # balanced: detector, generator and a parsing mask (synthetic ParseNet weights), all on torch
+    r = Restorer(models_dir=models, device="cpu", synthetic_weights=True, one_shot=one_shot)
+    res = r(EXAMPLE, RestoreOptions(mode="balanced", model=str(gen256), backend="torch"))
+    return r, res
+
+
+def test_one_shot_holds_one_network_at_a_time_and_gives_the_same_photo(
+    monkeypatch: pytest.MonkeyPatch, models_with_detector: Path, gen256: Path, one_thread: None
+) -> None:
+    import torch
+
+    from gpen_core.faces import parse
+
+    # The synthetic parser takes random weights from torch's generator, which the two load orders
+    # leave in different states: seed it, so both requests run the same parser.
+    unseeded = parse.ParsingMasker.__init__
+
+    def seeded(self: Any, *a: Any, **k: Any) -> None:
+        torch.manual_seed(0)
+        unseeded(self, *a, **k)
+
+    monkeypatch.setattr(parse.ParsingMasker, "__init__", seeded)
+    seen = _spy_loads(monkeypatch)
+    from gpen_core.faces import photo
+
+    restoring: list[dict[str, Any]] = []
+    unwrapped = photo.restore_photo
+
+    def restore_photo(*a: Any, **k: Any) -> Any:
+        restoring.append(r.loaded())
+        return unwrapped(*a, **k)
+
+    monkeypatch.setattr(photo, "restore_photo", restore_photo)
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+
+    r = Restorer(models_dir=models_with_detector, device="cpu", synthetic_weights=True, one_shot=True)
+    res = r(EXAMPLE, RestoreOptions(mode="balanced", model=str(gen256), backend="torch"))
+    assert res.faces, res.notes
+    order = [kind for kind, _ in seen]
+    assert order == ["generator", "detector", "parser"], order
+    # The faces are restored with the generator alone: the detector went after detecting, the
+    # parser comes at the first mask, once the generator is gone.
+    assert restoring == [{"generator": restoring[0]["generator"], "detector": None, "parser": None, "upscaler": None}]
+    assert restoring[0]["generator"] is not None
+    assert dict(seen)["parser"]["generator"] is None and dict(seen)["parser"]["detector"] is None
+    assert r.loaded() == {"generator": None, "detector": None, "parser": None, "upscaler": None}
+    assert any("face-parsing mask" in n for n in res.notes), res.notes  # the parser did run
+    assert not any("feathered-rectangle" in n for n in res.notes), res.notes
+
+    seen.clear()
+    r2, kept = _request(models_with_detector, gen256, one_shot=False)
+    # A server loads everything up front and keeps it for the next request.
+    assert [kind for kind, _ in seen] == ["generator", "parser", "detector"]
+    assert all(v is not None for k, v in r2.loaded().items() if k != "upscaler"), r2.loaded()
+    np.testing.assert_array_equal(res.image, kept.image)  # same networks, same photo
+
+
+def test_the_cli_asks_for_one_shot_only_for_a_single_photo(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, gen256: Path,
+                                                          models_with_detector: Path) -> None:
+    from gpen_core import restorer as restorer_mod
+    from gpen_core.cli import main
+
+    asked: list[bool] = []
+
+    class Spy(restorer_mod.Restorer):
+        def __init__(self, *a: Any, **k: Any) -> None:
+            asked.append(k.get("one_shot", False))
+            super().__init__(*a, **k)
+
+    monkeypatch.setattr(restorer_mod, "Restorer", Spy)
+    src = tmp_path / "in"
+    src.mkdir()
+    crop = tmp_path / "face.png"
+    from gpen_core.images.decode import encode_image
+
+    crop.write_bytes(encode_image(np.full((64, 64, 3), 128, np.uint8), "png"))
+    args = ["--mode", "low", "--model", str(gen256), "--aligned", "--models-dir", str(models_with_detector)]
+    assert main(["restore", str(crop), "-o", str(tmp_path / "one.png"), *args]) == 0
+    for i in range(2):
+        (src / f"f{i}.png").write_bytes(crop.read_bytes())
+    assert main(["restore", str(src), "-o", str(tmp_path / "out"), *args]) == 0
+    assert asked == [True, False]
+
+
+def test_a_lazy_parser_without_weights_masks_with_the_feathered_rectangle() -> None:
+    from gpen_core.engine.one_shot import LazyParser
+    from gpen_core.faces.masks import rectangle_mask
+
+    loads: list[int] = []
+    lazy = LazyParser(lambda: loads.append(1))  # returns None: no parser for this request
+    assert lazy.parsed is None  # no face asked for a mask yet: nothing to claim
+    crop = np.zeros((64, 64, 3), np.uint8)
+    np.testing.assert_array_equal(lazy(crop), rectangle_mask(64))
+    lazy(crop)
+    assert loads == [1] and lazy.parsed is False  # loaded once; the result says the rectangle was used

@@ -1,0 +1,51 @@
+"""The Restore tab under a Task: the Generator dropdown lists what fits the task, and the mode hints
+name the task's generator (pure functions of gpen_core.presentation.tasks; no Gradio)."""
+
+from __future__ import annotations
+
+from gpen_core.presentation import tasks as task_ui
+
+DEFAULT = "default"
+
+
+def _values(choices: list[tuple[str, str]]) -> list[str]:
+    return [v for _, v in choices]
+
+
+def test_restoration_lists_restoration_generators_only() -> None:
+    values = _values(task_ui.generator_choices("enhance", DEFAULT))
+    assert values[0] == DEFAULT
+    assert {"GPEN-BFR-256", "GPEN-BFR-512"} <= set(values)
+    for other in ("GPEN-Colorization-1024", "GPEN-Inpainting-1024", "GPEN-Seg2face-512"):
+        assert other not in values
+
+
+def test_a_task_lists_its_own_generator_only() -> None:
+    for task, model in (("colorize", "GPEN-Colorization-1024"), ("inpaint", "GPEN-Inpainting-1024"),
+                        ("seg2face", "GPEN-Seg2face-512")):
+        choices = task_ui.generator_choices(task, DEFAULT)
+        assert _values(choices) == [DEFAULT, model]
+        assert model in choices[0][0]  # the default says which generator it is
+
+
+def test_mode_hints_name_the_task_generator_and_low_says_it_has_no_plan() -> None:
+    labels = dict((v, label) for label, v in task_ui.mode_choices("colorize"))
+    assert "GPEN-BFR-512" not in " ".join(labels.values()) and "GPEN-BFR-256" not in " ".join(labels.values())
+    assert labels["balanced"].startswith("balanced — GPEN-Colorization-1024 in float16")
+    assert labels["quality"].startswith("quality — GPEN-Colorization-1024 in float32")
+    assert labels["faces-only"].startswith("faces-only — GPEN-Colorization-1024 on each face")
+    assert "not for this task" in labels["low"] and "faces-only, balanced, quality or auto" in labels["low"]
+    enhance = dict((v, label) for label, v in task_ui.mode_choices("enhance"))
+    assert "GPEN-BFR-512" in enhance["balanced"] and "GPEN-BFR-256" in enhance["low"]
+
+
+def test_changing_the_task_keeps_a_fitting_generator_and_resets_one_that_does_not() -> None:
+    gen, modes = task_ui.task_controls("colorize", "GPEN-BFR-512", DEFAULT)
+    assert gen["value"] == DEFAULT and _values(gen["choices"]) == [DEFAULT, "GPEN-Colorization-1024"]
+    assert "GPEN-Colorization-1024" in dict((v, label) for label, v in modes["choices"])["balanced"]
+    gen, _ = task_ui.task_controls("colorize", "GPEN-Colorization-1024", DEFAULT)
+    assert gen["value"] == "GPEN-Colorization-1024"
+    gen, _ = task_ui.task_controls("enhance", "GPEN-Colorization-1024", DEFAULT)
+    assert gen["value"] == DEFAULT
+    gen, _ = task_ui.task_controls("enhance", "GPEN-BFR-256", DEFAULT)
+    assert gen["value"] == "GPEN-BFR-256"
