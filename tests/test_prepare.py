@@ -119,3 +119,63 @@ def test_convert_ahead_files_each_network_under_its_outcome(home: Path, monkeypa
     assert report.lines() == ["converted A (float32)", "already converted: the 256 px parser",
                               "left on torch: the x detector (too little RAM)", "could not convert B (float32): the file is damaged"]
     assert not prepare._CONVERTING  # every token released, the failed one too
+
+
+def test_a_request_does_not_wait_for_the_background_converting_another_network() -> None:
+    # The background converts the parser; a request needing the unconverted generator would
+    # otherwise wait for that conversion (one at a time per process) and then convert itself.
+    tok = prepare.token("parser", "512")
+    release, t = _hold(tok)
+    with prepare._LOCK:
+        prepare._LABELS[tok] = "the 512 px parser (float32)"
+    try:
+        note = prepare.busy_note(prepare.token("generator", "GPEN-BFR-512"), "the generator GPEN-BFR-512")
+        assert note and note.startswith("the generator GPEN-BFR-512 is not converted to OpenVINO yet")
+        assert "converting the 512 px parser (float32) right now" in note and "ran it on torch" in note
+    finally:
+        with prepare._LOCK:
+            prepare._CONVERTING.pop(tok, None)
+            prepare._LABELS.pop(tok, None)
+        release.set()
+        t.join()
+
+
+@needs_openvino
+@pytest.mark.slow  # one GPEN-BFR-256 conversion
+def test_two_threads_loading_the_same_generator_convert_it_once(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A request and the app's background preparation can both find the generator unconverted.
+    # Two torch.jit.trace calls at once fail ("Graphs differed across invocations"), and two
+    # conversions of one file waste a minute: the second thread must load the first one's.
+    real_convert, lock = ov_backend.convert, threading.Lock()
+    state = {"inside": 0, "most": 0, "calls": 0}
+
+    def slow_convert(*args, **kwargs):
+        with lock:
+            state["inside"] += 1
+            state["calls"] += 1
+            state["most"] = max(state["most"], state["inside"])
+        try:
+            threading.Event().wait(0.5)  # both threads are past the cache check by now
+            return real_convert(*args, **kwargs)
+        finally:
+            with lock:
+                state["inside"] -= 1
+
+    monkeypatch.setattr(ov_backend, "convert", slow_convert)
+    start, results, errors = threading.Barrier(2), [], []
+
+    def load() -> None:
+        start.wait()
+        try:
+            results.append(ov_backend.load(home / "GPEN-BFR-256.pth", "f32", models_dir=home))
+        except Exception as exc:  # reported below with the other thread's outcome
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert state == {"inside": 0, "most": 1, "calls": 1}
+    assert sorted(r.convert_s is None for r in results) == [False, True]  # one converted, one loaded it

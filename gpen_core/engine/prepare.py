@@ -22,6 +22,7 @@ Progress = Callable[[float, str], None]
 
 _LOCK = threading.Lock()
 _CONVERTING: dict[str, threading.Thread] = {}  # token → the thread converting it
+_LABELS: dict[str, str] = {}  # token → what the user is told is being converted
 
 
 def token(kind: str, name: str) -> str:
@@ -31,12 +32,19 @@ def token(kind: str, name: str) -> str:
 
 def busy_note(tok: str, what: str) -> str | None:
     """The note for a request that finds ``tok`` being converted by another thread, else None."""
+    me = threading.current_thread()
     with _LOCK:
         owner = _CONVERTING.get(tok)
-    if owner is None or owner is threading.current_thread() or not owner.is_alive():
-        return None
-    return (f"{what} is being converted to OpenVINO in the background (once, after the app started), "
-            "so this request ran it on torch; later requests use OpenVINO")
+        others = [t for t, th in _CONVERTING.items() if t != tok and th is not me and th.is_alive()]
+    if owner is not None and owner is not me and owner.is_alive():
+        return (f"{what} is being converted to OpenVINO in the background (once, after the app started), "
+                "so this request ran it on torch; later requests use OpenVINO")
+    if others:
+        # Converting it now would wait for the other conversion first (one at a time per process:
+        # runtimes.openvino.base.CONVERSION_LOCK), so the request does not wait for either.
+        return (f"{what} is not converted to OpenVINO yet and the background preparation is converting "
+                f"{_LABELS.get(others[0], others[0])} right now, so this request ran it on torch; later requests use OpenVINO")
+    return None
 
 
 @dataclass(frozen=True)
@@ -109,7 +117,7 @@ def convert_ahead(
         say(i / max(1, len(todo)), f"OpenVINO: preparing {label} ({i + 1} of {len(todo)})")
         cache = ModelCache(models_dir)  # a fresh cache: each load is a first load, as in a new process
         with _LOCK:
-            _CONVERTING[tok] = threading.current_thread()
+            _CONVERTING[tok], _LABELS[tok] = threading.current_thread(), label
         try:
             prepared = run(cache, RestoreOptions(backend="auto"))
         except (GPENError, OSError, RuntimeError, ValueError) as exc:
@@ -117,6 +125,7 @@ def convert_ahead(
         finally:
             with _LOCK:
                 _CONVERTING.pop(tok, None)
+                _LABELS.pop(tok, None)
             cache.free("cpu")
         report.add(label, prepared)
     say(1.0, "OpenVINO: ready")

@@ -24,6 +24,12 @@ _KEY_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_
 _INSTALL_HINT = "pip install openvino (or `bash scripts/setup.sh`, which installs requirements.txt)"
 _core_lock = threading.Lock()
 _core: Any = None
+# One conversion at a time in this process. openvino.convert_model traces the torch module
+# (torch.jit.trace), and two traces at once in two threads fail ("Graphs differed across
+# invocations"): that happened when a request converted the generator while the app's
+# background preparation converted it too. Whoever holds this re-checks the cache first, so
+# the second of two threads that wanted the same network loads the first one's conversion.
+CONVERSION_LOCK = threading.RLock()
 
 
 # --------------------------------------------------------------------------- availability

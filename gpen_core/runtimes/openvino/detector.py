@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpen_core.errors import ResourceError
 from gpen_core.platform.oom import malloc_trim
-from gpen_core.runtimes.openvino.base import (compile_cached, CacheKey, cache_key, cache_root, drop_mapped_pages, get_core, is_cached, save_ir,
+from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, CacheKey, cache_key, cache_root, drop_mapped_pages, get_core, is_cached, save_ir,
                          unavailable_reason)
 
 if TYPE_CHECKING:
@@ -173,9 +173,11 @@ def load(
     path = Path(weights) if weights is not None else synthetic_weights(network, build, models_dir)
     key, root, convert_s = detector_key(path, network), cache_root(models_dir), None
     if not is_cached(key, models_dir):
-        net, variant = build(path)
-        _, convert_s = convert(net, variant, key, models_dir)
-        del net
+        with CONVERSION_LOCK:
+            if not is_cached(key, models_dir):  # another thread may have converted it meanwhile
+                net, variant = build(path)
+                _, convert_s = convert(net, variant, key, models_dir)
+                del net
     ir, compiled_dir = key.ir_dir(root), key.compiled_dir(root)
     meta = json.loads((ir / "meta.json").read_text())
     compiled_dir.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gpen_core.errors import GPENError, ResourceError
 from gpen_core.runtimes.openvino.export import GRAPH_REVISION, exportable  # noqa: F401  (exportable re-exported)
-from gpen_core.runtimes.openvino.base import (compile_cached,   # noqa: F401  (re-exported: callers use ov_backend.*)
+from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached,   # noqa: F401  (re-exported: callers use ov_backend.*)
     _INSTALL_HINT,
     CacheKey,
     Precision,
@@ -269,7 +269,9 @@ def load(
     root = cache_root(models_dir)
     convert_s = None
     if not graph_is_current(key, models_dir):  # missing, or exported by an older revision
-        _, convert_s = convert(path, models_dir=models_dir, progress=progress, sha256=key.weights_sha256)
+        with CONVERSION_LOCK:
+            if not graph_is_current(key, models_dir):  # another thread may have converted it meanwhile
+                _, convert_s = convert(path, models_dir=models_dir, progress=progress, sha256=key.weights_sha256)
     ir = key.ir_dir(root)
     meta = json.loads((ir / "meta.json").read_text())
     compiled_dir = key.compiled_dir(root)

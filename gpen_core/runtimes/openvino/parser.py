@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpen_core.errors import GPENError, ResourceError
 from gpen_core.platform.oom import malloc_trim
-from gpen_core.runtimes.openvino.base import (compile_cached, _INSTALL_HINT, CacheKey, Precision, _sha256, cache_root, capabilities, choose_precision, cpu_key,
+from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, _INSTALL_HINT, CacheKey, Precision, _sha256, cache_root, capabilities, choose_precision, cpu_key,
                          drop_mapped_pages,
                          get_core, openvino_version, save_ir, unavailable_reason)
 
@@ -196,8 +196,14 @@ def load(
     path = Path(weights)
     key = parse_key(path, input_size, precision, sha256)
     root, convert_s = cache_root(models_dir), None
-    if not all((key.ir_dir(root) / f).is_file() for f in ("model.xml", "model.bin", "meta.json")):
-        _, convert_s = convert(path, input_size, models_dir=models_dir, config=config, progress=progress, sha256=key.weights_sha256)
+    def converted() -> bool:
+        return all((key.ir_dir(root) / f).is_file() for f in ("model.xml", "model.bin", "meta.json"))
+
+    if not converted():
+        with CONVERSION_LOCK:
+            if not converted():  # another thread may have converted it meanwhile
+                _, convert_s = convert(path, input_size, models_dir=models_dir, config=config, progress=progress,
+                                       sha256=key.weights_sha256)
     key.compiled_dir(root).mkdir(parents=True, exist_ok=True)
     cfg: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision,
                            "CACHE_DIR": str(key.compiled_dir(root)), **({"INFERENCE_NUM_THREADS": int(threads)} if threads else {})}
