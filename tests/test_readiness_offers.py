@@ -74,3 +74,14 @@ def test_offline_download_help_lists_every_file_still_to_get() -> None:
     assert "GPEN-BFR-512.pth" in text and "detection\\_Resnet50\\_Final.pth" in text
     assert "`python -m gpen_core download GPEN-BFR-512 retinaface-resnet50`" in text
     assert "109 MB" in text
+
+
+def test_a_generator_of_unpublished_size_still_gets_the_small_detector_offered_first() -> None:
+    # GPEN-Colorization-1024 has no published size: every mode's set holds that one unknown,
+    # and the detectors (1.8 MB against 109 MB) must still decide which set is cheaper.
+    assert REGISTRY["GPEN-Colorization-1024"].size_bytes is None
+    files = files_with(())
+    r = assess(files, needs_cpu(), PLENTY, model="GPEN-Colorization-1024")
+    assert [o.enables[0] for o in r.offers] == ["balanced", "quality"]
+    assert r.offers[0].files == ("GPEN-Colorization-1024", "retinaface-mobilenet0.25")
+    assert r.offers[1].files == ("GPEN-Colorization-1024", "retinaface-resnet50")

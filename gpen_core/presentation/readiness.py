@@ -250,11 +250,11 @@ def _offers(
     top = MODES[recommended.mode].rank
     cands = [modes[m.name] for m in ranked if floor < m.rank <= top and not modes[m.name].ready
              and (modes[m.name].fits or m.name == recommended.mode)]
-    unknown = float("inf")
-
-    def cost(r: ModeReadiness) -> float:
-        total, _ = _total(r.missing, files)
-        return unknown if total is None else total
+    def cost(r: ModeReadiness) -> tuple[int, int]:
+        # (files of unpublished size, bytes of the others): two sets that share the one file of
+        # unknown size (a task's generator) are still told apart by the files whose size is known.
+        sizes = [files[n].download_bytes if n in files else None for n in r.missing]
+        return sum(s is None for s in sizes), sum(s for s in sizes if s is not None)
 
     out: list[Offer] = []
     best_rank = floor
