@@ -58,10 +58,7 @@ def _field_names(cls: type) -> set[str]:
 
 
 def test_every_mode_runs_every_workload_and_reports_peaks_and_times(measured: tuple[records.Profile, Path]) -> None:
-    from gpen_core.networks.synthetic import random_generator
-
     prof, home = measured
-    weight_bytes = sum(p.numel() * p.element_size() for p in random_generator(TINY).parameters())
     assert set(prof.modes) == set(MODES)
     assert prof.device == "cpu" and prof.synthetic
     for name, m in prof.modes.items():
@@ -71,9 +68,10 @@ def test_every_mode_runs_every_workload_and_reports_peaks_and_times(measured: tu
             assert r.faces == w.faces and r.ran_mode == name
             # no detector file: the engine ran the mode's network with random weights, boxes given
             assert r.detector == ("none" if w.aligned else f"{MODES[name].detector} (synthetic weights, boxes given)")
-            # The mode's generator is loaded by the first workload and resident through the last, so
-            # every run's peak above the idle process covers at least its weights (bf16: half).
-            assert r.peak_ram_bytes >= weight_bytes // 2, (name, r)
+            # Every run is measured (a peak above the idle process). Not bounded below by the weights:
+            # this profile runs the modes in one process, and the 3 MB tiny generator can land in
+            # heap pages an earlier mode freed, which raises no RSS at all.
+            assert r.peak_ram_bytes > 0, (name, r)
             assert r.peak_vram_bytes is None  # no CUDA here
             assert r.total_s >= r.restore_s > 0
             assert r.seconds_per_face == pytest.approx(r.restore_s / r.faces, abs=1e-3)
