@@ -339,3 +339,16 @@ def test_the_calls_own_worker_threads_are_not_concurrent_work() -> None:
     assert plain.shared, "unmarked helper threads that fault 128 MB must count as concurrent work"
     marked = measured(mark_call_worker)
     assert not marked.shared, marked.shared
+
+
+def test_a_thread_filling_huge_pages_moved_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    # measured: NumPy's 400 MB array in another thread took ~202 faults (2 MB huge pages) and
+    # as little as 47 ms of CPU, under the 4 KiB-page thresholds
+    from gpen_core.platform import meter as meter_mod
+
+    monkeypatch.setattr(meter_mod, "_THP", True)
+    assert meter_mod._moved_memory(0.047, 202, 0.05)
+    assert not meter_mod._moved_memory(0.0, 202, 0.05)  # faults without work: not this
+    assert not meter_mod._moved_memory(0.047, 10, 0.05)  # 10 faults are not 32 MB even as huge pages
+    monkeypatch.setattr(meter_mod, "_THP", False)
+    assert not meter_mod._moved_memory(0.047, 202, 0.05)
