@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,6 +106,23 @@ def _write_overrides(configs: dict[str, "GPENConfig"], folder: Path) -> dict[str
 
 
 
+
+def generator_source(model: str, override_paths: Mapping[str, str], synthetic: bool | None,
+                     models_dir: Path | None) -> tuple[str | None, str]:
+    """(the ``--model`` value, "real" | "synthetic") a measured run uses for generator ``model``:
+    a model-config override, random weights (``synthetic`` True, or None and no file), or the
+    file found. ``synthetic=False`` with no file raises WeightsError, naming the fix."""
+    from gpen_core.weights import lookup as weights
+
+    if model in override_paths:
+        return override_paths[model], "synthetic"
+    if synthetic is True:
+        return None, "synthetic"
+    located = weights.locate(model, models_dir=models_dir)
+    if located is None and synthetic is False:
+        weights.resolve(model, models_dir=models_dir, allow_download=False)  # raises, naming the fix
+    return (str(located), "real") if located is not None else (None, "synthetic")
+
 def _plan_mode(
     mode: MemoryMode,
     override_paths: dict[str, str],
@@ -124,16 +141,9 @@ def _plan_mode(
     from gpen_core.options import DETECTOR_WEIGHTS
 
     notes: list[str] = []
+    model_opt, kind = generator_source(mode.model, override_paths, synthetic, models_dir)
     if mode.model in override_paths:
-        model_opt, kind = override_paths[mode.model], "synthetic"
         notes.append(f"{mode.model} replaced by a model-config override ({configs[mode.model]})")
-    elif synthetic is True:
-        model_opt, kind = None, "synthetic"
-    else:
-        located = weights.locate(mode.model, models_dir=models_dir)
-        if located is None and synthetic is False:
-            weights.resolve(mode.model, models_dir=models_dir, allow_download=False)  # raises, naming the fix
-        model_opt, kind = (str(located), "real") if located is not None else (None, "synthetic")
     if kind == "synthetic":
         notes.append(SYNTHETIC_NOTE)
     det_present = weights.locate(DETECTOR_WEIGHTS[mode.detector], models_dir=models_dir) is not None

@@ -51,6 +51,7 @@ def plan(
     :data:`TASK_WORKLOADS`. ``synthetic`` as in :func:`gpen_core.hwcheck.runner.run_profile`: False requires the
     task generators' files (WeightsError names the missing one).
     """
+    from gpen_core.hwcheck.runner import generator_source  # runner imports this module lazily
     from gpen_core.weights import lookup as weights
 
     specs: list[dict[str, Any]] = []
@@ -68,16 +69,9 @@ def plan(
                 refused.append(TaskRow(task=name, mode=mode.name, model=task.model, workload=w.label, weights="", refused=why))
                 continue
             notes: list[str] = []
+            model_opt, kind = generator_source(task.model, override_paths, synthetic, models_dir)
             if task.model in override_paths:
-                model_opt, kind = override_paths[task.model], "synthetic"
                 notes.append(f"{task.model} replaced by a model-config override")
-            elif synthetic is True:
-                model_opt, kind = None, "synthetic"
-            else:
-                located = weights.locate(task.model, models_dir=models_dir)
-                if located is None and synthetic is False:
-                    weights.resolve(task.model, models_dir=models_dir, allow_download=False)  # raises, naming the fix
-                model_opt, kind = (str(located), "real") if located is not None else (None, "synthetic")
             shared = repr(weights.REGISTRY[task.model].arch) if kind == "synthetic" else str(model_opt)
             warm = task.model not in override_paths and shared not in warmed and _runs_openvino(task.model, mode, models_dir, device)
             if warm:
