@@ -16,6 +16,7 @@ from .factories import TINY
 def test_the_full_size_level_runs_without_the_lower_levels_encoder_features() -> None:
     fwd = prepare(random_generator(TINY), ForwardPlan(device="cpu", dtype="float32", fir="depthwise", channels_last=True))
     net = fwd.net
+    net.strip_rows = 0  # the untiled forward (in strips nothing full-size is kept: tests/test_fast_strips.py)
     features: list[weakref.ref] = []
     for layer in net.encoder:
         layer.register_forward_hook(lambda m, i, out: features.append(weakref.ref(out)))
@@ -36,6 +37,7 @@ def test_the_last_conv_frees_its_input_pair_before_allocating_its_noise_half(mon
     monkeypatch.setattr(FastGPEN, "SPLIT_MIN_BYTES", 0)  # pairs at every size, as at 512 px in the released networks
     fwd = prepare(random_generator(TINY), ForwardPlan(device="cpu", dtype="float32", fir="depthwise", channels_last=True))
     net = fwd.net
+    net.strip_rows = 0  # the untiled forward (in strips nothing full-size is kept: tests/test_fast_strips.py)
     if not net.split_last or not net.split_levels[-1]:
         import pytest
 

@@ -131,3 +131,29 @@ def test_a_lazy_parser_without_weights_masks_with_the_feathered_rectangle() -> N
     np.testing.assert_array_equal(lazy(crop), rectangle_mask(64))
     lazy(crop)
     assert loads == [1] and lazy.parsed is False  # loaded once; the result says the rectangle was used
+
+
+def test_a_face_restored_once_more_than_counted_reloads_the_generator(
+    monkeypatch: pytest.MonkeyPatch, models_with_detector: Path, gen256: Path, one_thread: None
+) -> None:
+    """The one-shot pipeline drops the generator after the faces it counted; a face restored
+    again after that (a caller retrying one) loads it again instead of failing."""
+    from gpen_core.faces import photo
+
+    unwrapped = photo.restore_photo
+
+    def restore_photo(*a: Any, **k: Any) -> Any:
+        res = unwrapped(*a, **k)
+        crop = np.full((256, 256, 3), 120, np.uint8)
+        again = k["restore_fn"](crop)  # after the counted faces: the generator has been dropped
+        assert again.shape == crop.shape
+        return res
+
+    monkeypatch.setattr(photo, "restore_photo", restore_photo)
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+
+    r = Restorer(models_dir=models_with_detector, device="cpu", synthetic_weights=True, one_shot=True)
+    res = r(EXAMPLE, RestoreOptions(mode="low", model=str(gen256), backend="torch"))
+    assert res.faces, res.notes
+    assert r.loaded()["generator"] is None  # and still dropped at the end

@@ -155,3 +155,25 @@ def test_openvino_detector_refuses_a_gpu_device() -> None:
 
     with pytest.raises(ValueError, match="CPU only"):
         FaceDetector(None, "mobilenet0.25", "cuda:0", runner=object())
+
+
+def test_low_loads_no_openvino_runtime_for_the_detector_alone(tmp_path: Path) -> None:
+    """``low`` keeps a faster-on-OpenVINO detector on torch while its generator runs on torch
+    (OpenVINO's runtime alone costs more memory than the detection saves), and takes it once the
+    generator runs on OpenVINO anyway; the other modes follow the detector's own measurement."""
+    from gpen_core.runtimes.openvino import generator as ov_backend
+    from gpen_core.engine.model_cache import ModelCache
+    from gpen_core.modes import MODES
+    from gpen_core.options import RestoreOptions
+
+    cache = ModelCache(tmp_path, synthetic_weights=True)
+    auto = RestoreOptions(backend="auto")
+    ov_backend.record_speed(1000, "float32", 0.30, 0.10, models_dir=tmp_path, source="test", network="retinaface-mobilenet0.25")
+    ov_backend.record_speed(256, "float32", 0.10, 0.30, models_dir=tmp_path, source="test")
+    assert cache.detector("mobilenet0.25", "cpu", auto, [], mode=MODES["low"]).backend == "torch"
+    assert cache.detector("mobilenet0.25", "cpu", auto, [], mode=MODES["balanced"]).backend == "openvino"
+    # Asked for by name, OpenVINO runs in low too.
+    asked = RestoreOptions(backend="openvino")
+    assert cache.detector("mobilenet0.25", "cpu", asked, [], mode=MODES["low"]).backend == "openvino"
+    ov_backend.record_speed(256, "float32", 0.30, 0.10, models_dir=tmp_path, source="test")
+    assert cache.detector("mobilenet0.25", "cpu", auto, [], mode=MODES["low"]).backend == "openvino"

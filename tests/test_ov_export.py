@@ -79,10 +79,13 @@ def test_ir_packs_the_input_modulated_weights_and_sums_no_weights(tmp_path: Path
     convs = [op for op in ops if op.get_type_name() in ("Convolution", "ConvolutionBackpropData")]
     varying = [op for op in convs if not _weight_is_constant(op.input(1).get_source_output().get_node())]
     # Expected per weight-modulated conv: one conv op, or two for a stride-1 conv given the
-    # (features, noise) halves (every decoder conv but the first and the upsampling ones).
+    # (features, noise) halves (every decoder conv but the first and the upsampling ones);
+    # the full-size level's convs once per strip.
     model = ov_export.exportable(load_generator(ckpt))
-    first = model.generator.conv1.conv
-    expected = sum(1 if (m.upsample or m is first) else 2 for m in _modulated_convs(model) if not m.export_input_modulated)
+    g = model.generator
+    first, full_size = g.conv1.conv, {id(g.convs[-2].conv), id(g.convs[-1].conv), id(g.to_rgbs[-1].conv)}
+    expected = sum((1 if (m.upsample or m is first) else 2) * (ov_export.FULL_SIZE_STRIPS if id(m) in full_size else 1)
+                   for m in _modulated_convs(model) if not m.export_input_modulated)
     assert any(m.export_input_modulated for m in _modulated_convs(model))
     assert len(varying) == expected, f"{len(varying)} convs with run-time weights, expected {expected}"
     # Everything else (encoder, blurs, input-modulated convs) has constant weights.

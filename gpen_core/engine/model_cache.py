@@ -129,15 +129,11 @@ class ModelCache:
         import torch
 
         from gpen_core.runtimes.openvino import generator as ov_backend
-        from gpen_core.networks.plan import choose_plan
 
         name = generator_name(mode, opts.task, opts.model)
         synthetic = self.synthetic_weights and opts.model is None
         path = Path(f"synthetic:{name}") if synthetic else self._resolve(name)
-        plan, note = choose_plan(device, mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype)
-        backend, why = ov_backend.choose_backend(
-            opts.backend, _registry_size(name), plan.dtype, models_dir=self._ov_models_dir(), device=device
-        )
+        plan, note, backend, why = self._generator_choice(mode, opts, device)
         precision, precision_note = ov_backend.choose_precision(plan.dtype) if backend == "openvino" else ("f32", None)
         if backend == "openvino" and opts.backend == "auto" and not synthetic:
             # Only auto trades OpenVINO for torch here: an explicit openvino converts as asked.
@@ -184,18 +180,30 @@ class ModelCache:
 
         return self.models_dir if self.models_dir is not None else models_dir()
 
+    def _generator_choice(self, mode: MemoryMode, opts: RestoreOptions, device: str):
+        """(plan, plan note, runtime, why) for ``mode``'s generator, before any free-RAM fallback."""
+        from gpen_core.networks.plan import choose_plan
+        from gpen_core.runtimes.openvino import generator as ov_backend
+
+        plan, note = choose_plan(device, mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype)
+        size = _registry_size(generator_name(mode, opts.task, opts.model))
+        backend, why = ov_backend.choose_backend(opts.backend, size, plan.dtype, models_dir=self._ov_models_dir(), device=device)
+        return plan, note, backend, why
+
     def _load(self, key: tuple[Any, ...], progress: Any):
         path, plan, backend, precision = Path(key[0]), key[1], key[2], key[3]
         if backend == "openvino":
             return _load_openvino(path, precision, self._ov_models_dir(), progress)
         return _load_forward(path, plan)
 
-    def detector(self, network: str, device: str, opts: RestoreOptions | None = None, notes: list[str] | None = None):
+    def detector(self, network: str, device: str, opts: RestoreOptions | None = None, notes: list[str] | None = None,
+                 mode: MemoryMode | None = None):
         """The cached :class:`~gpen_core.faces.detect.FaceDetector` for ``network`` on ``device``.
 
         ``opts.backend`` picks torch or OpenVINO for it (``auto``: the measured faster one at
-        1000 px, :func:`gpen_core.runtimes.openvino.generator.choose_backend`); no opts: torch. ``notes`` hears
-        which backend ran when it is OpenVINO."""
+        1000 px, :func:`gpen_core.runtimes.openvino.generator.choose_backend`, except that a
+        ``mode`` without :attr:`~gpen_core.modes.MemoryMode.detector_runtime_alone` keeps it on
+        the generator's runtime); no opts: torch. ``notes`` hears which backend ran when it is OpenVINO."""
         from gpen_core.runtimes.openvino import generator as ov_backend
         from gpen_core.engine.backends import openvino_detector
         from gpen_core.faces.detect import FaceDetector
@@ -203,6 +211,9 @@ class ModelCache:
         requested = opts.backend if opts is not None else "torch"
         backend, why = ov_backend.choose_backend(requested, 1000, "float32",
                                                  network=f"retinaface-{network}", models_dir=self._ov_models_dir(), device=device)
+        if backend == "openvino" and requested == "auto" and mode is not None and not mode.detector_runtime_alone:
+            if self._generator_choice(mode, opts, device)[2] == "torch":  # type: ignore[arg-type]
+                backend, why = "torch", f"the {mode.name} mode loads no second runtime for the detector alone"
         key = (network, device, backend)
         if self._detector is None or self._detector.key != key:
             path: Path | None

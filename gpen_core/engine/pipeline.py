@@ -216,7 +216,7 @@ def run_attempt(
                 # then use the given boxes (a synthetic detector finds no faces).
                 net = opts.detector or mode.detector
                 t = time.perf_counter()
-                detector = models.detector(net, device, opts, notes)
+                detector = models.detector(net, device, opts, notes, mode=mode)
                 load_s += time.perf_counter() - t
                 t = time.perf_counter()
                 detector.detect(rgb, threshold=opts.threshold, max_side=mode.detect_side)
@@ -231,7 +231,7 @@ def run_attempt(
         elif not opts.aligned:
             detector_name = opts.detector or mode.detector
             t = time.perf_counter()
-            detector = models.detector(detector_name, device, opts, notes)
+            detector = models.detector(detector_name, device, opts, notes, mode=mode)
             load_s += time.perf_counter() - t
             report(0.1, "detecting faces")
             t = time.perf_counter()
@@ -279,6 +279,8 @@ def run_attempt(
 
         def restore_fn(crop: np.ndarray) -> np.ndarray:
             nonlocal forward, restores_left
+            if forward is None:  # more faces than counted (a caller restoring one twice): load it again, never fail
+                forward = models.generator(mode, opts, device)[0]
             # The generator's input size never changes: cuDNN autotuning pays off (CUDA only).
             with torch.inference_mode(), cuda_numerics(device, exact_float32=exact, fixed_input=True):
                 y, problem = forward_checked(forward, to_tensor(crop, device=device, dtype=dtype, norm=task.is_norm))

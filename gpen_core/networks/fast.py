@@ -15,6 +15,9 @@ that computes the same thing faster:
   ~10x more in page faults than the leaky ReLU computed into it;
 - a batch is run one face at a time (GPEN's modulated weights are per image; a
   grouped convolution over the batch gains nothing and needs a reshape copy);
+- the encoder's two full-size layers and the decoder's full-size level run in horizontal
+  strips of rows (:mod:`gpen_core.networks.fast_strips`): the same output, without the
+  full-size features (GPEN-BFR-512 float32: the tensors alive at the peak 263 → 138 MiB);
 - bfloat16 on oneDNN (AMX / AVX-512 BF16): the stride-2 transposed convs run as one
   2×2 conv computing their four output phases, the low-resolution convs modulate their
   input and keep a packed constant weight, and the noise half is one fused pass
@@ -45,6 +48,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gpen_core.networks.arch import GPEN, FirImpl, upfirdn2d_native
+from gpen_core.networks.fast_strips import encoder_head, full_size_level
 from gpen_core.networks.plan import ForwardPlan
 
 _SQRT2 = math.sqrt(2.0)
@@ -124,18 +128,19 @@ class _Blur(nn.Module):
     ) -> torch.Tensor:
         """This blur (pad (1, 1)) of the 2x upsampled image whose four phases ``y`` holds.
 
-        ``y``: N×4C×h×h, channel ``(2a + b)·C + c`` holding pixel ``(2m + a, 2n + b)`` of the
-        (2h)² image whose last row and column are zero (:meth:`_ModConv.use_polyphase`).
-        The phases are interleaved into a (2h+1)² buffer behind one zero row and column, the
-        blur's padding on both sides, so the blur reads it with padding 0 and no crop.
+        ``y``: N×4C×h×w, channel ``(2a + b)·C + c`` holding pixel ``(2m + a, 2n + b)`` of the
+        2h×2w image whose last row and column are zero (:meth:`_ModConv.use_polyphase`).
+        The phases are interleaved into a (2h+1)×(2w+1) buffer behind one zero row and column,
+        the blur's padding on both sides, so the blur reads it with padding 0 and no crop.
+        (h ≠ w for a strip of rows, :mod:`gpen_core.networks.fast_strips`.)
         ``scale`` (C,) multiplies channel c before the bias (folded into the kernel).
         """
-        n, c4, h, _ = y.shape
+        n, c4, h, w = y.shape
         c = c4 // 4
-        buf = torch.empty((n, c, 2 * h + 1, 2 * h + 1), dtype=y.dtype, device=y.device, memory_format=self.memory_format)
+        buf = torch.empty((n, c, 2 * h + 1, 2 * w + 1), dtype=y.dtype, device=y.device, memory_format=self.memory_format)
         buf[:, :, 0].zero_()
         buf[:, :, 1:, 0].zero_()
-        dst = buf[:, :, 1:, 1:].unflatten(2, (h, 2)).unflatten(4, (h, 2))  # (n, c, m, a, n, b)
+        dst = buf[:, :, 1:, 1:].unflatten(2, (h, 2)).unflatten(4, (w, 2))  # (n, c, m, a, n, b)
         dst.copy_(y.unflatten(1, (2, 2, c)).permute(0, 3, 4, 1, 5, 2))
         del y
         dw = self.dw if scale is None else self.dw * scale.view(-1, 1, 1, 1)
@@ -447,6 +452,11 @@ class FastGPEN(nn.Module):
     # with packed weights and the fused noise half: measured 1.1-1.4x end to end in bfloat16
     # on AMX; float32 loses (polyphase) or is neutral. Tests force float32 in to check the math.
     REARRANGED_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16,)
+    # The encoder's full-size layers and the decoder's full-size level run in strips of this
+    # many full-size rows (:mod:`fast_strips`): the same output without any full-size feature
+    # (docs/performance.md, "The generator's full-size level in strips": 64 measured lowest
+    # in memory and fastest, 5-10 % faster than untiled). 0: untiled. Even (stride 2).
+    STRIP_ROWS = 64
 
     def __init__(self, model: GPEN, plan: ForwardPlan) -> None:
         super().__init__()
@@ -507,6 +517,19 @@ class FastGPEN(nn.Module):
         if self.split_last:
             last = self.to_rgbs[-1].conv
             last.use_split_input(last.wsq.shape[1] // 2)
+        # Strips recompute the noise from the input rows, which needs encoder[0] to be a
+        # 1×1 conv (GPEN's ecd0), and run the last level on other shapes than its packed
+        # weights were reordered for. A compiled plan stays untiled: the unrolled strip loop
+        # would multiply the graph inductor compiles, and inductor plans its own buffers.
+        # CPU only: the strip height's cost was measured there; on a GPU the extra kernel
+        # launches are unmeasured (the output would be the same).
+        e0, e1 = self.encoder[0], self.encoder[1]
+        strippable = e0.blur is None and e0.weight.shape[-2:] == (1, 1) and e0.stride == 1 and e0.padding == 0
+        strippable = strippable and not any(c.conv.packed for c in self.convs[-2:])
+        # The encoder's head in strips needs GPEN's downsampling ConvLayer (fast_strips.HEAD_HALO).
+        strippable = strippable and e1.blur is not None and e1.blur.pad == (2, 2) and e1.blur.up == 1
+        strippable = strippable and e1.weight.shape[-2:] == (3, 3) and e1.stride == 2 and e1.padding == 0
+        self.strip_rows = self.STRIP_ROWS if strippable and not plan.compile and dev.type == "cpu" else 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.ndim != 4 or x.shape[1] != 3 or x.shape[2] != self.size or x.shape[3] != self.size:
@@ -518,8 +541,17 @@ class FastGPEN(nn.Module):
     def one(self, x: torch.Tensor) -> torch.Tensor:
         """One image: 1×3×S×S → float32 1×3×S×S."""
         x = x.to(device=self.const.device, dtype=self.const.dtype).contiguous(memory_format=self.memory_format)
-        feats: list[torch.Tensor] = []
-        for layer in self.encoder:
+        strips = 0 < self.strip_rows < self.size
+        inp = x
+        feats: list[torch.Tensor | None] = []
+        layers = list(self.encoder)
+        if strips:
+            # The full-size feature is only the last level's noise, which each strip recomputes
+            # from its input rows (a 1×1 conv): it is never built whole (GPEN-BFR-512 float32:
+            # 64 MiB, and as much again for its blurred copy in encoder[1]).
+            x = encoder_head(self, inp, self.strip_rows)
+            feats, layers = [None, x], layers[2:]
+        for layer in layers:
             x = layer(x)
             feats.append(x)
         # The official code flattens NCHW; keep that order whatever the layout.
@@ -533,9 +565,11 @@ class FastGPEN(nn.Module):
         out = self.conv1(self.const, latent, feats.pop())
         skip = self.to_rgb1(out, latent, None)
         for i, to_rgb in enumerate(self.to_rgbs):
-            noise = feats.pop()
-            out = self.convs[2 * i](out, latent, noise, split=self.split_levels[i])
             last = i == len(self.to_rgbs) - 1
+            noise = feats.pop()
+            if last and strips:
+                return full_size_level(self, out, latent, inp, skip, self.strip_rows)
+            out = self.convs[2 * i](out, latent, noise, split=self.split_levels[i])
             if isinstance(out, tuple):  # a list the conv empties: the pair is freed inside it, not after it
                 out = list(out)
             out = self.convs[2 * i + 1](out, latent, noise, split=last and self.split_last)

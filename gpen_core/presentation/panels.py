@@ -399,7 +399,8 @@ def error_markdown(title: str, message: str) -> str:
 # The check's wall time when no earlier run on this machine says better: each mode in a
 # fresh process, three workloads each. 149 s was measured on a busy 2-core CPU.
 CHECK_ESTIMATE = ("up to 6 minutes on a 2-core CPU (on a busy one: 149 s for the modes, about 80 s for GPEN's other "
-                  "tasks, and once, about 2 minutes to convert their 1024 px network to OpenVINO), well under a minute on a GPU")
+                  "tasks, and, where OpenVINO runs their 1024 px network faster, once about 2 minutes to convert it: measured on an "
+                  "AMD Zen 4), well under a minute on a GPU")
 
 HARDWARE_INTRO = (
     "#### How much memory do I need?\n"

@@ -7,21 +7,31 @@ they are made. Nothing is imported at module import beyond the standard library.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpen_core.networks.arch import GPEN
 
 # The exported graph's revision, stored in meta.json: an IR converted by an older revision is
-# converted again on load (same function, slower graph), never reused.
-GRAPH_REVISION = 2
+# converted again on load (same function, slower or hungrier graph), never reused.
+GRAPH_REVISION = 3
+# The full-size decoder level is exported as this many horizontal strips of rows (see
+# :func:`exportable`); 1 exports it whole, as revision 2 did. Measured in docs/performance.md,
+# "OpenVINO: the full-size level in strips".
+FULL_SIZE_STRIPS = 4
+# Rows of the half-size level a full-size strip reads beyond its own on each side: the
+# upsampling conv's output row r depends on input rows ceil((r-3)/2) .. floor((r+2)/2) (3-tap
+# stride-2 transposed conv, then the 4-tap blur padded (1, 1)), and the 3×3 conv after it needs
+# one full-size row more on each side: rows a-1 .. b of a strip [a, b) need inputs a/2-2 .. b/2+1.
+HALF_SIZE_HALO = 2
 # A decoder conv modulates its input instead of its weight when 4 × its input's elements ≤ its
 # weight's (the 4..32 px levels of GPEN-BFR-512), as gpen_core.networks.fast does: measured 1.04-1.10x
 # in bf16 against modulating the input everywhere, which costs one more pass over the big levels.
 INPUT_MOD_RATIO = 4
 
 
-def exportable(model: GPEN) -> GPEN:
+def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
     """Make ``model``'s forward traceable with static shapes and fast in OpenVINO, in place; returns it.
 
     The same function (tests: ≤ 1e-5 apart in float32), exported as a graph the CPU plugin
@@ -45,6 +55,16 @@ def exportable(model: GPEN) -> GPEN:
       conv takes them as two convolutions summed (the plugin fuses the sum into the second),
       which saves the concatenation copy; the upsampling transposed conv takes the
       concatenation (its sum would not fuse).
+    - The full-size level runs as ``strips`` horizontal strips of rows (1: whole), each from the
+      half-size rows it needs plus :data:`HALF_SIZE_HALO` on each side (none beyond the image),
+      cropped to its own rows: every op is translation-equivariant, so the strips equal the
+      whole level. The CPU plugin plans its buffers by tensor lifetimes, so only one strip's
+      intermediates are live at a time (measured on GPEN-BFR-512 float32, with the ToRGB order
+      below: the inference peak above the compiled model 539 → 261 MiB, no slower). The full-size noise is recomputed per strip
+      from the input rows (``ecd0`` is a 1×1 conv), so the encoder's full-size feature dies
+      after the next encoder layer; the 3-channel skip is upsampled once and sliced.
+    - Each ToRGB sum takes the upsampled skip first, so the plugin runs each ToRGB right after
+      its level instead of after the whole decoder above it (see ``to_rgb_forward``).
     """
     import math
     import types
@@ -52,7 +72,7 @@ def exportable(model: GPEN) -> GPEN:
     import torch
     from torch.nn import functional as F
 
-    from gpen_core.networks.arch import ModulatedConv2d, StyledConv, _Fir
+    from gpen_core.networks.arch import ModulatedConv2d, StyledConv, ToRGB, _Fir
 
     sqrt2 = math.sqrt(2.0)
 
@@ -88,11 +108,22 @@ def exportable(model: GPEN) -> GPEN:
     def styled_forward(
         self: StyledConv, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor, noise: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        # FusedLeakyReLU(cat(conv, w · noise)) as its two halves
-        y = self.conv(x, style)
+        return styled_halves(self, self.conv(x, style), noise)
+
+    def styled_halves(self: StyledConv, y: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # FusedLeakyReLU(cat(y, w · noise)) as its two halves
         c, b = int(y.shape[1]), self.activate.bias.view(1, -1, 1, 1)
         feats = F.leaky_relu(y + b[:, :c], 0.2) * sqrt2
         return feats, F.leaky_relu(self.noise.weight * noise + b[:, c:], 0.2) * sqrt2
+
+    def to_rgb_forward(self: ToRGB, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor,
+                       skip: torch.Tensor | None = None) -> torch.Tensor:
+        # The skip is the sum's first operand (the same sum: float addition commutes). The CPU
+        # plugin orders its nodes depth first from the output, a node's inputs in order; with the
+        # level's conv first, every ToRGB ran only after the whole decoder above it, and each
+        # level's (features, noise) pair stayed live until then: ~50 MiB of the 512 px float32 peak.
+        out = self.conv(x, style) + self.bias
+        return out if skip is None else self.upsample(skip) + out
 
     def fir(self: _Fir, x: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
         c = int(x.shape[1])  # a constant in the trace
@@ -127,4 +158,57 @@ def exportable(model: GPEN) -> GPEN:
                 m.forward = types.MethodType(styled_forward, m)  # type: ignore[method-assign]
             elif isinstance(m, _Fir):
                 m._fir = types.MethodType(fir, m)  # type: ignore[method-assign]
+            elif isinstance(m, ToRGB):
+                m.forward = types.MethodType(to_rgb_forward, m)  # type: ignore[method-assign]
+    if strips > 1:
+        model.forward = types.MethodType(_striped_forward(strips, styled_halves), model)  # type: ignore[method-assign]
     return model
+
+
+def _strip_bounds(size: int, strips: int) -> list[int]:
+    """Row boundaries of ``strips`` strips of a ``size``-row level, all even (a half-size row each side)."""
+    half = size // 2
+    if not 1 <= strips <= half:
+        raise ValueError(f"strips must be between 1 and {half} for a {size} px level, got {strips}")
+    return [2 * (k * half // strips) for k in range(strips + 1)]
+
+
+def _striped_forward(strips: int, styled_halves: Callable[..., Any]) -> Callable[..., Any]:
+    """GPEN's forward with the full-size decoder level computed strip by strip (see :func:`exportable`).
+
+    The other levels run as :class:`~gpen_core.networks.arch.Generator` runs them, on the
+    patched modules; batch size 1, Python-int slices only (static shapes).
+    """
+    import torch
+
+    def forward(self: GPEN, x: torch.Tensor) -> torch.Tensor:
+        feats, h = [], x
+        for name in self.names:
+            h = getattr(self, name)(h)
+            feats.append(h)
+        style = self.final_linear(h.reshape(h.shape[0], -1))
+        g = self.generator
+        latent = g.style(style)
+        out = g.conv1(g.input(latent.shape[0]), latent, feats[-1])
+        skip = g.to_rgb1(out, latent)
+        levels = list(zip(g.convs[::2], g.convs[1::2], g.to_rgbs))
+        # feats[i] is the encoder feature at size / 2**i; every decoder level but the last takes its own
+        for (c1, c2, rgb), noise in zip(levels[:-1], feats[-2:0:-1]):
+            out = c2(c1(out, latent, noise), latent, noise)
+            skip = rgb(out, latent, skip)
+        c1, c2, rgb = levels[-1]
+        size, half = int(x.shape[2]), int(out[0].shape[2])
+        skip = rgb.upsample(skip)  # 3 channels at full size: once, sliced per strip
+        rows = []
+        bounds = _strip_bounds(size, strips)
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            i0, i1 = max(a // 2 - HALF_SIZE_HALO, 0), min(b // 2 + HALF_SIZE_HALO, half)
+            lo, hi = max(a - 1, 0), min(b + 1, size)  # the rows the 3×3 conv reads for [a, b)
+            y = c1.conv(tuple(p[:, :, i0:i1] for p in out), latent)[:, :, lo - 2 * i0 : hi - 2 * i0]
+            pair = styled_halves(c1, y, self.ecd0(x[:, :, lo:hi]))
+            y = c2.conv(pair, latent)[:, :, a - lo : b - lo]
+            pair = styled_halves(c2, y, self.ecd0(x[:, :, a:b]))
+            rows.append(skip[:, :, a:b] + (rgb.conv(pair, latent) + rgb.bias))  # skip first: see to_rgb_forward
+        return torch.cat(rows, 2)
+
+    return forward

@@ -6,7 +6,8 @@ What it does:
   ``openvino.convert_model`` from our own :class:`~gpen_core.networks.arch.GPEN` module, after
   export-only changes (:func:`exportable`): static shapes, plain batch-1 convolutions,
   constant (pre-packed) weights for the low-resolution modulated convs, demodulation as
-  a mat-vec, no noise concatenation before stride-1 convs. Same function; tests hold the
+  a mat-vec, no noise concatenation before stride-1 convs, the full-size level in strips of
+  rows (one strip's buffers live at a time). Same function; tests hold the
   float32 result to 1e-4 of the official references. An IR from an older export
   (:data:`GRAPH_REVISION` in its meta.json) is converted again.
 - The IR and OpenVINO's compiled blob live in the models folder,
@@ -84,9 +85,6 @@ def convert(
     renamed into place, so a crash never leaves half a model in the cache.
     ``progress(fraction, message)`` is called at each stage.
     """
-    import warnings
-
-    import openvino as ov
     import torch
 
     from gpen_core.networks.checkpoint import load_generator
@@ -100,10 +98,7 @@ def convert(
     model = exportable(load_generator(path))
     size = model.config.size
     say(0.1, f"OpenVINO: tracing the {size} px generator")
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # TracerWarnings about Python ints: intended (static shapes)
-        example = torch.zeros(1, 3, size, size)
-        ov_model = ov.convert_model(model, example_input=example, input=[(1, 3, size, size)])
+    ov_model = to_openvino(model, size)
     del model
     say(0.8, "OpenVINO: saving the converted model")
     meta = {"checkpoint": str(path), "weights_sha256": key.weights_sha256, "size": size, "openvino": key.openvino,
@@ -111,6 +106,35 @@ def convert(
     seconds = save_ir(ov_model, final, meta, t0)
     say(1.0, f"OpenVINO: converted in {seconds:.1f} s")
     return final / "model.xml", seconds
+
+
+def to_openvino(model: torch.nn.Module, size: int) -> Any:
+    """``model`` (an :func:`exportable` GPEN) as an ``openvino.Model`` with a static 1×3×S×S input.
+
+    Traced here, then handed to ``convert_model`` as TorchScript: ``convert_model`` given the
+    module traces it with torch's trace check, which runs the model twice more and compares
+    every intermediate (measured at 512 px: ~4x the conversion's CPU time, for a check of a
+    graph the tests already compare with torch). Between the trace and the conversion the
+    freed activations go back to the OS (``malloc_trim``): the strips' tensors (under glibc's
+    raised mmap threshold) are served from the heap, which the tracer's small allocations
+    would otherwise pin under the conversion's own peak (docs/performance.md, "OpenVINO: the
+    full-size level in strips").
+    """
+    import gc
+    import warnings
+
+    import openvino as ov
+    import torch
+
+    from gpen_core.platform.oom import malloc_trim
+
+    example = torch.zeros(1, 3, size, size)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TracerWarnings about Python ints: intended (static shapes)
+        traced = torch.jit.trace(model, example, check_trace=False)
+        gc.collect()
+        malloc_trim()
+        return ov.convert_model(traced, example_input=example, input=[(1, 3, size, size)])
 
 
 # RAM a first-use conversion adds to the process (peak RSS above the process before it), per
