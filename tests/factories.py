@@ -29,3 +29,14 @@ def write_checkpoint(path: Path, cfg: GPENConfig, seed: int = 0, wrap: str | Non
     sd = random_state_dict(cfg, seed)
     torch.save({wrap: sd} if wrap else sd, path)
     return path
+
+
+def low_on_openvino():
+    """The ``low`` mode with OpenVINO allowed under ``auto``: the cheapest generator (GPEN-BFR-256)
+    to exercise the OpenVINO paths with (``low`` itself keeps to torch under auto:
+    :attr:`gpen_core.modes.MemoryMode.auto_openvino`)."""
+    from dataclasses import replace
+
+    from gpen_core.modes import MODES
+
+    return replace(MODES["low"], auto_openvino=True)

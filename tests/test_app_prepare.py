@@ -15,7 +15,10 @@ from gpen_core.presentation import preparation
 from gpen_core.presentation.app_state import Policy
 from gpen_core.runtimes.openvino import generator as ov_backend
 
+from gpen_core.modes import MODES
+
 from .conftest import ROOT, shared_path
+from .factories import low_on_openvino
 
 EXAMPLE = ROOT / "examples" / "astronaut_low_resolution.jpg"
 needs_openvino = pytest.mark.skipif(ov_backend.openvino_version() is None, reason="needs OpenVINO (in requirements.txt)")
@@ -92,8 +95,9 @@ def test_a_restore_during_the_background_conversion_runs_on_torch_and_its_panel_
     (home / "GPEN-BFR-256.pth").symlink_to(gen256)
     (home / "detection_mobilenet0.25_Final.pth").symlink_to(shared_path("weights", "detection_mobilenet0.25_Final.pth"))
     monkeypatch.setenv("GPEN_HOME", str(home))
-    # auto would run this generator on OpenVINO here (measured faster), but another thread is converting it
+    # auto would run this generator on OpenVINO here (measured faster; low allowed to), but another thread is converting it
     ov_backend.record_speed(256, "float32", torch_s=0.2, openvino_s=0.1, models_dir=home, source="test")
+    monkeypatch.setitem(MODES, "low", low_on_openvino())
     release = threading.Event()
     converter = threading.Thread(target=release.wait, daemon=True)
     converter.start()

@@ -16,10 +16,13 @@ from gpen_core.engine.model_cache import ModelCache
 from gpen_core.modes import MODES
 from gpen_core.options import RestoreOptions
 
+from .factories import low_on_openvino
+
 pytestmark = pytest.mark.skipif(
     ov_backend.openvino_version() is None, reason="needs OpenVINO (pip install openvino; in requirements.txt)"
 )
 MB = 2**20
+LOW_OV = low_on_openvino()  # low itself keeps to torch under auto
 
 
 @pytest.fixture()
@@ -46,16 +49,16 @@ def test_generator_runs_on_torch_and_says_why_then_converts_when_memory_is_free(
     opts = RestoreOptions(mode="low")
     cache = ModelCache(home)
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(100 * MB))
-    forward, size, _, _, note = cache.generator(MODES["low"], opts, "cpu")
+    forward, size, _, _, note = cache.generator(LOW_OV, opts, "cpu")
     assert cache.backend == "torch" and "converting GPEN-BFR-256.pth" in cache.backend_reason
     assert note and "ran it on torch" in note
     assert not any((home / "openvino").glob("GPEN-BFR-256-*"))  # nothing was converted
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(32 * 10**9))
-    forward, size, _, _, note = cache.generator(MODES["low"], opts, "cpu")
+    forward, size, _, _, note = cache.generator(LOW_OV, opts, "cpu")
     assert cache.backend == "openvino" and size == 256
     assert note and "converted the generator to OpenVINO" in note
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(100 * MB))  # converted now: little RAM is no reason for torch
-    cache.generator(MODES["low"], opts, "cpu")
+    cache.generator(LOW_OV, opts, "cpu")
     assert cache.backend == "openvino"
 
 

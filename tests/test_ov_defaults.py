@@ -41,15 +41,22 @@ def test_zen4_keeps_torch_for_the_256_float32_generator(monkeypatch: pytest.Monk
     assert backend == "torch" and "0.127 s vs OpenVINO 0.133 s per call" in why  # not "0.13 s vs 0.13 s"
 
 
-def test_avx2_keeps_torch_where_it_was_measured_faster(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_avx2_follows_its_measurements_and_low_keeps_torch(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
-    assert defaults.default_choice("256-float32", AVX2)[0] == "torch"  # type: ignore[index]
     assert defaults.default_choice("512-float32", AVX2)[0] == "openvino"  # type: ignore[index]
+    # the Zen 2 measured OpenVINO faster at 256 px; low, the one mode at 256 px, keeps to torch under auto
+    assert defaults.default_choice("256-float32", AVX2)[0] == "openvino"  # type: ignore[index]
+    pytest.importorskip("openvino")
+    from gpen_core.modes import MODES
+
+    monkeypatch.setattr(defaults, "cpu_flags", lambda: set(AVX2))
+    backend, why = generator.choose_mode_backend(MODES["low"], "auto", 256, "float32", models_dir=tmp_path)
+    assert backend == "torch" and "keeps to PyTorch under auto" in why and "AVX2" in why
 
 
 def test_a_network_or_kind_without_an_entry_has_no_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
-    assert defaults.default_choice("parsenet-512-float32", AVX2) is None
+    assert defaults.default_choice("1024-float32", AVX2) is None
     assert defaults.default_choice("512-float32", {"neon"}) is None
 
 

@@ -71,11 +71,14 @@ def test_float32_logits_match_the_torch_parser_on_the_reference(tiny, ov32: ov_p
     face = cv2.cvtColor(ref["face_bgr_uint8"].numpy(), cv2.COLOR_BGR2RGB)
     got = ov32.logits(face)
     assert got.shape == (1, 19, 512, 512) and got.dtype == np.float32
-    # torch in the official layout reproduces the reference bit for bit (test_parsenet.py), so
-    # the reference's logits, brought to 512 as FaceParser.labels does, are the torch parser's.
-    torch_logits = _torch_parser(tiny, channels_last=False).logits(face, out_size=512).numpy()
+    # The reference's logits, brought to 512 as FaceParser.labels does. torch in the official
+    # layout, whole, reproduces them bit for bit on the CPU they were made on, and within 1e-5 of
+    # their scale on others (test_parsenet.py): the same check here, so the bound below is OpenVINO's own.
     want = F.interpolate(ref["logits"], size=(512, 512), mode="bilinear", align_corners=False).numpy()
-    assert np.array_equal(torch_logits, want)
+    parser = _torch_parser(tiny, channels_last=False)
+    parser.strips = False
+    torch_logits = parser.logits(face, out_size=512).numpy()
+    assert float(np.abs(torch_logits - want).max()) <= 1e-5 * float(np.abs(want).max())
     # OpenVINO's convolutions sum in their own (blocked) order, as torch's channels-last ones do.
     # The logits reach 124 (a float32 ulp: 7.6e-6) and this random-weight net amplifies rounding
     # (the reference is 2.2e-4 from a float64 forward), so the bound is the one test_parsenet.py

@@ -62,14 +62,17 @@ def test_facexlib_parsenet_has_the_same_keys_and_numbers() -> None:
 def test_forward_matches_the_official_logits(ref: dict) -> None:
     face_rgb = cv2.cvtColor(ref["face_bgr_uint8"].numpy(), cv2.COLOR_BGR2RGB)
     # The official layout (NCHW) and input (official_input: float64 x / 255 * 2 - 1, then
-    # float32) reproduce the reference bit for bit on the CPU it was made on; 1e-4 leaves room
-    # for another CPU's convolution kernels. The generator's float32 normalisation
-    # (x / 255 - 0.5) / 0.5 moved a third of the inputs by one ulp and the logits by 2.4e-4.
-    parser = FaceParser(_tiny(ref), input_size=ref["config"]["in_size"], channels_last=False)
+    # float32) reproduce the reference bit for bit on the CPU it was made on. Another CPU's
+    # convolution kernels sum in another order: 4.3e-4 on the AMD Zen 4's oneDNN kernels, on
+    # logits up to 124 that this random-weight net amplifies rounding into (about 60 ulps, as
+    # channels-last below); bound: 1e-5 of the logits' scale, and the same mask. The generator's
+    # float32 normalisation (x / 255 - 0.5) / 0.5 moved a third of the inputs by one ulp.
+    # Whole (strips=False): the strips are checked against this in tests/test_parsenet_strips.py.
+    parser = FaceParser(_tiny(ref), input_size=ref["config"]["in_size"], channels_last=False, strips=False)
     logits = parser.logits(face_rgb)
     want = ref["logits"]
     diff = float((logits - want).abs().max())
-    assert diff <= 1e-4, f"max abs diff {diff:.2e} on logits up to {float(want.abs().max()):.0f}"
+    assert diff <= 1e-5 * float(want.abs().max()), f"max abs diff {diff:.2e} on logits up to {float(want.abs().max()):.0f}"
     labels = logits.argmax(dim=1)[0].numpy()
     assert np.array_equal(masks.labels_to_mask_uint8(labels), ref["mask_uint8"].numpy())
 

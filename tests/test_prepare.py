@@ -13,6 +13,10 @@ from gpen_core.modes import MODES
 from gpen_core.options import RestoreOptions
 from gpen_core.runtimes.openvino import generator as ov_backend
 
+from .factories import low_on_openvino
+
+LOW_OV = low_on_openvino()
+
 needs_openvino = pytest.mark.skipif(ov_backend.openvino_version() is None, reason="needs OpenVINO (in requirements.txt)")
 
 
@@ -63,7 +67,7 @@ def test_a_request_during_a_background_conversion_runs_torch_and_says_why(home: 
     release, t = _hold(tok)
     try:
         cache = ModelCache(home)
-        _, size, _, _, note = cache.generator(MODES["low"], RestoreOptions(mode="low"), "cpu")
+        _, size, _, _, note = cache.generator(LOW_OV, RestoreOptions(mode="low"), "cpu")
         assert size == 256 and cache.backend == "torch"
         assert note and "converted to OpenVINO in the background" in note
         assert not any((home / "openvino").glob("GPEN-BFR-256-*"))  # the request converted nothing itself
@@ -78,14 +82,17 @@ def test_a_request_during_a_background_conversion_runs_torch_and_says_why(home: 
 @pytest.mark.slow  # one GPEN-BFR-256 conversion: ~10-20 s on 2 busy cores
 def test_convert_ahead_converts_once_and_then_finds_it_cached(home: Path) -> None:
     ov_backend.record_speed(256, "float32", torch_s=0.2, openvino_s=0.1, models_dir=home, source="test")
+    # low itself loads no OpenVINO runtime under auto: nothing is prepared for it
+    plain = prepare.convert_ahead([MODES["low"]], models_dir=home)
+    assert plain.converted == [] and plain.cached == [] and not list((home / "openvino").glob("GPEN-BFR-256-*"))
     seen: list[str] = []
-    report = prepare.convert_ahead([MODES["low"]], models_dir=home, progress=lambda f, m: seen.append(m))
+    report = prepare.convert_ahead([LOW_OV], models_dir=home, progress=lambda f, m: seen.append(m))
     assert report.converted == ["GPEN-BFR-256 (float32)"], report.lines()
     assert any("preparing GPEN-BFR-256" in m for m in seen)
-    again = prepare.convert_ahead([MODES["low"]], models_dir=home)
+    again = prepare.convert_ahead([LOW_OV], models_dir=home)
     assert again.converted == [] and again.cached == ["GPEN-BFR-256 (float32)"]
     cache = ModelCache(home)
-    _, _, _, _, note = cache.generator(MODES["low"], RestoreOptions(mode="low"), "cpu")
+    _, _, _, _, note = cache.generator(LOW_OV, RestoreOptions(mode="low"), "cpu")
     assert cache.backend == "openvino" and not (note and "converted" in note)  # no conversion inside the request
 
 

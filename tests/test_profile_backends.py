@@ -87,7 +87,8 @@ def test_auto_follows_the_check(compared: tuple[records.Profile, Path, list[tupl
     assert ov_backend.choose_backend("auto", 128, "float32", models_dir=home)[0] == "torch"
     # the report shows the comparison and what auto now uses per mode
     text = report.format_report(prof, models_dir=home)
-    assert "**CPU backends**" in text and "| 64 px | float32 | `low` |" in text
+    # (`low`, and `balanced` too where the CPU has no native bfloat16: both run float32 there)
+    assert "**CPU backends**" in text and "| 64 px | float32 | `low`" in text
     chosen = report.auto_backends(prof, home)
     assert set(chosen) == {"low", "balanced"}
     for mode, (backend, why) in chosen.items():

@@ -187,7 +187,7 @@ class ModelCache:
 
         plan, note = choose_plan(device, mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype)
         size = _registry_size(generator_name(mode, opts.task, opts.model))
-        backend, why = ov_backend.choose_backend(opts.backend, size, plan.dtype, models_dir=self._ov_models_dir(), device=device)
+        backend, why = ov_backend.choose_mode_backend(mode, opts.backend, size, plan.dtype, models_dir=self._ov_models_dir(), device=device)
         return plan, note, backend, why
 
     def _load(self, key: tuple[Any, ...], progress: Any):
@@ -201,19 +201,17 @@ class ModelCache:
         """The cached :class:`~gpen_core.faces.detect.FaceDetector` for ``network`` on ``device``.
 
         ``opts.backend`` picks torch or OpenVINO for it (``auto``: the measured faster one at
-        1000 px, :func:`gpen_core.runtimes.openvino.generator.choose_backend`, except that a
-        ``mode`` without :attr:`~gpen_core.modes.MemoryMode.detector_runtime_alone` keeps it on
-        the generator's runtime); no opts: torch. ``notes`` hears which backend ran when it is OpenVINO."""
+        1000 px, :func:`gpen_core.runtimes.openvino.generator.choose_mode_backend`: a ``mode``
+        without :attr:`~gpen_core.modes.MemoryMode.auto_openvino` keeps it on torch); no opts:
+        torch. ``notes`` hears which backend ran when it is OpenVINO."""
         from gpen_core.runtimes.openvino import generator as ov_backend
         from gpen_core.engine.backends import openvino_detector
         from gpen_core.faces.detect import FaceDetector
 
         requested = opts.backend if opts is not None else "torch"
-        backend, why = ov_backend.choose_backend(requested, 1000, "float32",
-                                                 network=f"retinaface-{network}", models_dir=self._ov_models_dir(), device=device)
-        if backend == "openvino" and requested == "auto" and mode is not None and not mode.detector_runtime_alone:
-            if self._generator_choice(mode, opts, device)[2] == "torch":  # type: ignore[arg-type]
-                backend, why = "torch", f"the {mode.name} mode loads no second runtime for the detector alone"
+        kw = dict(network=f"retinaface-{network}", models_dir=self._ov_models_dir(), device=device)
+        backend, why = (ov_backend.choose_mode_backend(mode, requested, 1000, "float32", **kw) if mode is not None
+                        else ov_backend.choose_backend(requested, 1000, "float32", **kw))
         key = (network, device, backend)
         if self._detector is None or self._detector.key != key:
             path: Path | None
@@ -279,8 +277,8 @@ class ModelCache:
 
         dtype = choose_parse_dtype(device, mode.cpu_dtype)
         requested = opts.backend if opts is not None else "torch"
-        backend, _ = ov_backend.choose_backend(requested, mode.parse_input, dtype,
-                                               network="parsenet", models_dir=self._ov_models_dir(), device=device)
+        backend, _ = ov_backend.choose_mode_backend(mode, requested, mode.parse_input, dtype,
+                                                    network="parsenet", models_dir=self._ov_models_dir(), device=device)
         if backend == "openvino" and path is not None:
             from gpen_core.runtimes.openvino import parser as ov_parse
 

@@ -139,11 +139,11 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
     from gpen_core.faces.parse import choose_parse_dtype
     from gpen_core.networks.plan import choose_plan
     from gpen_core.options import DETECTOR_WEIGHTS
-    from gpen_core.runtimes.openvino.generator import choose_backend
+    from gpen_core.runtimes.openvino.generator import choose_mode_backend
     from gpen_core.weights import lookup as weights
 
-    def on_openvino(size: int, dtype: str, network: str = "gpen") -> bool:
-        return choose_backend("auto", size, dtype, models_dir=models_dir, network=network)[0] == "openvino"
+    def on_openvino(mode: MemoryMode, size: int, dtype: str, network: str = "gpen") -> bool:
+        return choose_mode_backend(mode, "auto", size, dtype, models_dir=models_dir, network=network)[0] == "openvino"
 
     def present(*names: str) -> bool:
         return any(weights.locate(n, models_dir=models_dir) is not None for n in names)
@@ -153,7 +153,7 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
     for mode in modes:
         dtype = choose_plan("cpu", mode.cpu_dtype)[0].dtype
         gkey = ("gen", mode.model, dtype)
-        if gkey not in seen and present(mode.model) and on_openvino(_registry_size(mode.model), dtype):
+        if gkey not in seen and present(mode.model) and on_openvino(mode, _registry_size(mode.model), dtype):
             seen.add(gkey)
 
             def gen(cache, opts, mode=mode) -> Prepared:
@@ -164,7 +164,7 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
         pdtype = choose_parse_dtype("cpu", mode.cpu_dtype)
         pkey = ("parse", str(mode.parse_input), pdtype)
         if (mode.parsing and pkey not in seen and present(*PARSER_WEIGHTS)
-                and on_openvino(mode.parse_input, pdtype, "parsenet")):
+                and on_openvino(mode, mode.parse_input, pdtype, "parsenet")):
             seen.add(pkey)
 
             def parse(cache, opts, mode=mode) -> Prepared:
@@ -175,7 +175,7 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
             out.append((token("parser", str(mode.parse_input)), f"the {mode.parse_input} px parser ({pdtype})", parse))
         dkey = ("det", mode.detector)
         if (dkey not in seen and present(DETECTOR_WEIGHTS[mode.detector])
-                and on_openvino(1000, "float32", f"retinaface-{mode.detector}")):
+                and on_openvino(mode, 1000, "float32", f"retinaface-{mode.detector}")):
             seen.add(dkey)
 
             def det(cache, opts, mode=mode) -> Prepared:

@@ -246,9 +246,11 @@ def auto_backends(profile: Profile, models_dir: str | os.PathLike[str] | None = 
         return {m: ("torch", "GPU: torch") for m in profile.modes}
     if b is None:
         return {}
+    from gpen_core.modes import MODES as ALL
+
     out = {}
     for mode, (size, dtype) in b.uses.items():
-        out[mode] = ov_backend.choose_backend("auto", size, dtype, models_dir=models_dir, device="cpu")
+        out[mode] = ov_backend.choose_mode_backend(ALL[mode], "auto", size, dtype, models_dir=models_dir, device="cpu")
     return out
 
 
@@ -273,6 +275,10 @@ def auto_networks(
     out = {}
     for k, ms in sorted(uses.items()):
         be, why = ov_backend.choose_backend("auto", k[1], k[2], network=k[0], models_dir=models_dir, device="cpu")
+        if be == "openvino":  # a mode that loads no OpenVINO runtime under auto keeps torch (its generator line says why)
+            ms = [m for m in ms if ALL[m].auto_openvino]
+            if not ms:
+                continue
         out[k] = (be, why if k[0] == "parsenet" else why.replace(" per face", " per detection"), tuple(ms))
     return out
 

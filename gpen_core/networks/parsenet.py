@@ -286,7 +286,9 @@ class FaceParser:
     bf16, CUDA). ``channels_last``: NHWC convolutions (faster on CPU with oneDNN; they
     sum in another order than the official NCHW ones: rounding apart, 4.5e-4 on the tiny
     reference's logits of up to 124, same labels).
-    ``source``: the file the weights came from (shown in notes).
+    ``source``: the file the weights came from (shown in notes). ``strips``: the full-size
+    layers a strip of rows at a time (:mod:`gpen_core.networks.parsenet_strips`; default: on
+    the CPU), the same logits up to the convolutions' summation order, a lower peak.
     One instance may be shared; calls are serialised by a lock.
     """
 
@@ -299,6 +301,7 @@ class FaceParser:
         dtype: torch.dtype = torch.float32,
         channels_last: bool = True,
         source: str = "",
+        strips: bool | None = None,
     ) -> None:
         if not 32 <= input_size <= 1024 or input_size % 16:
             raise ValueError(f"input_size must be a multiple of 16 between 32 and 1024 px (512 official), got {input_size}")
@@ -307,6 +310,9 @@ class FaceParser:
         self.dtype = dtype
         self.channels_last = channels_last
         self.source = source
+        # The full-size layers in strips of rows (networks/parsenet_strips.py): the mask stage's
+        # peak, not its result. On the CPU by default; CUDA runs whole until measured there.
+        self.strips = self.device.type == "cpu" if strips is None else strips
         self._memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self._net = net.to(self.device, dtype=dtype, memory_format=self._memory_format).eval()
         self._lock = threading.Lock()
@@ -330,7 +336,12 @@ class FaceParser:
         with self._lock, torch.inference_mode():
             inp = official_input(x)
             inp = inp.to(self.device, dtype=self.dtype, memory_format=self._memory_format)
-            out = self._net.parse(inp).float()
+            if self.strips:
+                from gpen_core.networks.parsenet_strips import parse_in_strips
+
+                out = parse_in_strips(self._net, inp).float()
+            else:
+                out = self._net.parse(inp).float()
             if out_size is not None and out_size != s:
                 out = F.interpolate(out, size=(out_size, out_size), mode="bilinear", align_corners=False)
         t2 = time.perf_counter()

@@ -33,7 +33,11 @@ _BENCH = "benchmarks/bench_forward.py --paths fast fast-bf16 ov ov-bf16"
 _NETS = "the parser and detector rows of python -m gpen_core profile (measure_speed, 5 runs)"
 _XEON = "Intel Xeon with AMX, 2 cores"
 _ZEN4 = "AMD EPYC Zen 4 (AVX-512 BF16, no AMX), 2 cores"
-_EPYC2 = "AMD EPYC, AVX2 only, 2 cores"
+_ZEN2 = "AMD EPYC Zen 2 (AVX2 only, family 23 model 49), 2 cores"
+# One quiet run of the whole benchmark on it (5 interleaved runs per path), and the parser and
+# detector rows of the hardware check run right after it on the same machine.
+_QUIET_ZEN2 = "benchmarks/bench.py (bench_forward.py --sizes 256 512 --runs 5), quiet, 2026-12-04"
+_NETS_ZEN2 = "python -m gpen_core profile (measure_speed, 5 runs), quiet, 2026-12-04"
 # The generator rows of one quiet run of the whole benchmark (5 interleaved runs per path). At
 # 256 px float32 the two were within 5 % in each of three quiet runs, in either order; torch won
 # the latest, and OpenVINO's runtime costs `low` about 60 MiB more, so torch keeps that one.
@@ -68,9 +72,16 @@ DEFAULTS: dict[str, dict[str, Measured]] = {
         "retinaface-resnet50-1000-float32": Measured(1.321, 0.923, f"{_ZEN4}, {_NETS}, 2026-12-04"),
         "retinaface-mobilenet0.25-1000-float32": Measured(0.167, 0.074, f"{_ZEN4}, {_NETS}, 2026-12-04"),
     },
+    # Two AVX2-only EPYCs: OpenVINO was faster at 512 px on both; at 256 px torch on the first
+    # (0.100 vs 0.114 s, 2026-12-02) and OpenVINO on the Zen 2 (below). The only mode that runs
+    # 256 px, `low`, keeps to torch under auto either way (MemoryMode.auto_openvino).
     "avx2": {
-        "512-float32": Measured(1.466, 1.256, f"{_EPYC2}, benchmarks/bench.py, 2026-12-02"),
-        "256-float32": Measured(0.100, 0.114, f"{_EPYC2}, benchmarks/bench.py, 2026-12-02"),
+        "512-float32": Measured(2.014, 1.825, f"{_ZEN2}, {_QUIET_ZEN2}"),
+        "256-float32": Measured(0.159, 0.144, f"{_ZEN2}, {_QUIET_ZEN2}"),
+        "parsenet-512-float32": Measured(4.318, 2.704, f"{_ZEN2}, {_NETS_ZEN2}"),
+        "parsenet-256-float32": Measured(0.996, 0.718, f"{_ZEN2}, {_NETS_ZEN2}"),
+        "retinaface-resnet50-1000-float32": Measured(1.279, 0.940, f"{_ZEN2}, {_NETS_ZEN2}"),
+        "retinaface-mobilenet0.25-1000-float32": Measured(0.152, 0.062, f"{_ZEN2}, {_NETS_ZEN2}"),
     },
 }
 

@@ -1,0 +1,164 @@
+"""ParseNet's full-size layers in horizontal strips of rows: the same logits, less memory.
+
+A whole 512 px ParseNet forward holds, at its two full-size ends, several 64-128 channel
+512×512 tensors at once (float32: 64-128 MiB each): the encoder's first feature, its padded
+copy and the first residual block's 128-channel convolution; at the other end the last
+decoder block's upsampled and padded input, twice (branch and shortcut), and its output. That
+end set the peak of a `quality` request's mask stage. In strips, only the lower levels' whole
+tensors and strip-sized pieces are alive at once.
+
+Every layer here is a reflection pad of 1, a 3×3 convolution (stride 1 or 2, after a nearest
+×2 upsampling for the "up" layers), then a per-channel norm and an elementwise activation; a
+residual block adds two such chains. Output row ``o`` of a layer reads the padded rows
+``s·o .. s·o+2`` (``s`` the stride), i.e. the rows ``s·o-1 .. s·o+1`` of its (upsampled)
+input, reflected at the image's edges; an upsampled row ``u`` is input row ``u // 2``. A strip
+gathers exactly those input rows (and the reflected, upsampled columns) with ``index_select``
+and runs the convolution without padding: each output row is computed from the same numbers
+as in the whole forward, whatever the neighbouring strips hold. Only the convolution's own
+summation order may differ with the strip's shape (oneDNN picks kernels per shape).
+
+The whole-image module (:meth:`~gpen_core.networks.parsenet.ParseNet.parse`) stays what the
+OpenVINO conversion traces; the torch runner calls :func:`parse_in_strips`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch.nn import functional as F
+
+if TYPE_CHECKING:
+    from gpen_core.networks.parsenet import ParseNet, _ConvLayer, _ResidualBlock
+
+STRIP_ROWS = 64  # output rows per strip at the full-size levels (8 strips at 512 px)
+
+
+def _reflect(i: int, n: int) -> int:
+    """Row ``i`` of a reflection-padded axis of length ``n`` (pad 1: -1 → 1, n → n-2)."""
+    if i < 0:
+        return -i
+    if i >= n:
+        return 2 * (n - 1) - i
+    return i
+
+
+def _source_rows(layer: _ConvLayer, o_lo: int, o_hi: int, h_in: int) -> list[int]:
+    """The input rows (in order, repeats included) that output rows ``[o_lo, o_hi)`` of ``layer`` read."""
+    s = layer.conv2d.stride[0]
+    h_eff = 2 * h_in if layer.up else h_in
+    rows = [_reflect(u, h_eff) for u in range(s * o_lo - 1, s * (o_hi - 1) + 2)]
+    return [u // 2 for u in rows] if layer.up else rows
+
+
+class _Rows:
+    """Rows ``[lo, lo + len)`` of a whole tensor of height ``height``."""
+
+    def __init__(self, t: torch.Tensor, lo: int, height: int) -> None:
+        self.t, self.lo, self.height = t, lo, height
+
+
+def _out_height(layer: _ConvLayer, h_in: int) -> int:
+    h = 2 * h_in if layer.up else h_in
+    return (h - 1) // layer.conv2d.stride[0] + 1
+
+
+def _conv_need(layer: _ConvLayer, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
+    rows = _source_rows(layer, o_lo, o_hi, h_in)
+    return min(rows), max(rows) + 1
+
+
+def _conv_rows(layer: _ConvLayer, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
+    """Output rows ``[o_lo, o_hi)`` of ``layer`` from ``x`` (which holds every row they read)."""
+    t = x.t
+    rows = torch.tensor([r - x.lo for r in _source_rows(layer, o_lo, o_hi, x.height)], device=t.device)
+    w_in = t.shape[3]
+    w_eff = 2 * w_in if layer.up else w_in
+    cols = [_reflect(u, w_eff) for u in range(-1, w_eff + 1)]
+    cols_t = torch.tensor([u // 2 for u in cols] if layer.up else cols, device=t.device)
+    fmt = torch.channels_last if t.is_contiguous(memory_format=torch.channels_last) and t.shape[1] > 1 else torch.contiguous_format
+    padded = t.index_select(2, rows).index_select(3, cols_t).contiguous(memory_format=fmt)
+    y = layer.relu(layer.norm(F.conv2d(padded, layer.conv2d.weight, layer.conv2d.bias, layer.conv2d.stride)))
+    return _Rows(y, o_lo, _out_height(layer, x.height))
+
+
+def _block_need(block: _ResidualBlock, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
+    h1 = _out_height(block.conv1, h_in)
+    a_lo, a_hi = _conv_need(block.conv2, o_lo, o_hi, h1)
+    lo, hi = _conv_need(block.conv1, a_lo, a_hi, h_in)
+    short = block.shortcut_func
+    s_lo, s_hi = (o_lo, o_hi) if isinstance(short, torch.nn.Identity) else _conv_need(short, o_lo, o_hi, h_in)
+    return min(lo, s_lo), max(hi, s_hi)
+
+
+def _block_rows(block: _ResidualBlock, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
+    """Output rows ``[o_lo, o_hi)`` of a residual block: the branch first, the shortcut added in place (as the block does)."""
+    h1 = _out_height(block.conv1, x.height)
+    a_lo, a_hi = _conv_need(block.conv2, o_lo, o_hi, h1)
+    out = _conv_rows(block.conv2, _conv_rows(block.conv1, x, a_lo, a_hi), o_lo, o_hi)
+    short = block.shortcut_func
+    if isinstance(short, torch.nn.Identity):
+        out.t.add_(x.t[:, :, o_lo - x.lo : o_hi - x.lo])
+    else:
+        out.t.add_(_conv_rows(short, x, o_lo, o_hi).t)
+    return out
+
+
+def _need(stage, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
+    from gpen_core.networks.parsenet import _ResidualBlock
+
+    return _block_need(stage, o_lo, o_hi, h_in) if isinstance(stage, _ResidualBlock) else _conv_need(stage, o_lo, o_hi, h_in)
+
+
+def _run(stage, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
+    from gpen_core.networks.parsenet import _ResidualBlock
+
+    return _block_rows(stage, x, o_lo, o_hi) if isinstance(stage, _ResidualBlock) else _conv_rows(stage, x, o_lo, o_hi)
+
+
+def _height_out(stage, h_in: int) -> int:
+    from gpen_core.networks.parsenet import _ResidualBlock
+
+    return _out_height(stage.conv2, _out_height(stage.conv1, h_in)) if isinstance(stage, _ResidualBlock) else _out_height(stage, h_in)
+
+
+def run_in_strips(stages: list, x: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+    """``stages`` (ParseNet conv layers and residual blocks, in order) applied to the whole ``x``,
+    computed ``rows`` output rows at a time (default :data:`STRIP_ROWS`): each strip walks back
+    to the input rows it needs."""
+    rows = rows or STRIP_ROWS
+    heights = [x.shape[2]]
+    for stage in stages:
+        heights.append(_height_out(stage, heights[-1]))
+    out: torch.Tensor | None = None
+    for lo in range(0, heights[-1], rows):
+        ranges = [(lo, min(lo + rows, heights[-1]))]
+        for stage, h_in in zip(reversed(stages), reversed(heights[:-1])):
+            ranges.append(_need(stage, *ranges[-1], h_in))
+        ranges.reverse()
+        cur = _Rows(x[:, :, ranges[0][0] : ranges[0][1]], ranges[0][0], heights[0])
+        for stage, (o_lo, o_hi) in zip(stages, ranges[1:]):
+            cur = _run(stage, cur, o_lo, o_hi)
+        if out is None:
+            n, c, _, w = cur.t.shape
+            fmt = torch.channels_last if cur.t.is_contiguous(memory_format=torch.channels_last) and c > 1 else torch.contiguous_format
+            out = torch.empty((n, c, heights[-1], w), dtype=cur.t.dtype, device=cur.t.device).contiguous(memory_format=fmt)
+        out[:, :, ranges[-1][0] : ranges[-1][1]] = cur.t
+        del cur
+    assert out is not None
+    return out
+
+
+def parse_in_strips(net: ParseNet, x: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+    """:meth:`ParseNet.parse` with the full-size ends in strips: the encoder's first two stages
+    (the input-size feature and the first down block) and the last decoder block with the
+    mask head. The lower levels run whole."""
+    enc = list(net.encoder)
+    dec = list(net.decoder)
+    feat = run_in_strips(enc[:2], x, rows)
+    for stage in enc[2:]:
+        feat = stage(feat)
+    feat = feat + net.body(feat)
+    for stage in dec[:-1]:
+        feat = stage(feat)
+    return run_in_strips([dec[-1], net.out_mask_conv], feat, rows)
