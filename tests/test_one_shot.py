@@ -157,3 +157,31 @@ def test_a_face_restored_once_more_than_counted_reloads_the_generator(
     res = r(EXAMPLE, RestoreOptions(mode="low", model=str(gen256), backend="torch"))
     assert res.faces, res.notes
     assert r.loaded()["generator"] is None  # and still dropped at the end
+
+
+def test_an_openvino_generator_loads_after_the_detector_is_gone(
+    monkeypatch: pytest.MonkeyPatch, models_with_detector: Path, gen256: Path, one_thread: None
+) -> None:
+    """One-shot, a generator on OpenVINO (its own allocations: no heap to share with torch) is
+    loaded once detection is over, so it and the detector are never resident together; a torch
+    one still loads first (the test above)."""
+    from gpen_core.engine.model_cache import ModelCache
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+
+    # the decision only: the generator that loads is still torch's (no conversion in this test)
+    monkeypatch.setattr(ModelCache, "generator_runtime", lambda self, mode, opts, device: "openvino")
+    seen = _spy_loads(monkeypatch)
+    r = Restorer(models_dir=models_with_detector, device="cpu", synthetic_weights=True, one_shot=True)
+    res = r(EXAMPLE, RestoreOptions(mode="balanced", model=str(gen256), backend="torch"))
+    assert res.faces, res.notes
+    assert [kind for kind, _ in seen] == ["detector", "generator", "parser"]
+    at_load = dict(seen)["generator"]
+    assert at_load["detector"] is None and at_load["generator"] is None
+    # the deferred load is counted as loading, and the result still names the checkpoint and dtype
+    assert res.timings.load_s > 0 and res.checkpoint == str(gen256) and res.dtype in ("bfloat16", "float32")
+    # a server (not one-shot) keeps the up-front order whatever the runtime
+    seen.clear()
+    Restorer(models_dir=models_with_detector, device="cpu", synthetic_weights=True)(
+        EXAMPLE, RestoreOptions(mode="balanced", model=str(gen256), backend="torch"))
+    assert [kind for kind, _ in seen][0] == "generator"

@@ -180,6 +180,11 @@ class ModelCache:
 
         return self.models_dir if self.models_dir is not None else models_dir()
 
+    def generator_runtime(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> str:
+        """"torch" or "openvino": the runtime :meth:`generator` would pick for this request (before
+        a free-RAM fallback), without loading anything."""
+        return self._generator_choice(mode, opts, device)[2]
+
     def _generator_choice(self, mode: MemoryMode, opts: RestoreOptions, device: str):
         """(plan, plan note, runtime, why) for ``mode``'s generator, before any free-RAM fallback."""
         from gpen_core.networks.plan import choose_plan
