@@ -18,7 +18,11 @@ as in the whole forward, whatever the neighbouring strips hold. Only the convolu
 summation order may differ with the strip's shape (oneDNN picks kernels per shape).
 
 The whole-image module (:meth:`~gpen_core.networks.parsenet.ParseNet.parse`) stays what the
-OpenVINO conversion traces; the torch runner calls :func:`parse_in_strips`.
+OpenVINO conversion traces; the torch runner calls :func:`parse_in_strips` when built with
+``strips=True``. Not the default: as written, the gathers (``index_select`` on channels-last
+tensors) make a 512 px parse 1.47× the CPU time for 90-180 MiB less
+(``benchmarks/bench_parse_strips.py``); reflection padding of whole strips instead of gathered
+columns is the next thing to try.
 """
 
 from __future__ import annotations
