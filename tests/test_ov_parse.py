@@ -96,8 +96,16 @@ def test_float32_labels_are_the_torch_parsers_on_real_faces(tiny, ov32: ov_parse
     assert got.shape == (512, 512) and got.dtype == np.int64
     assert len(np.unique(got)) >= 4  # a real label map, not a constant one
     for channels_last in (False, True):  # the official layout and what the app runs
-        want = _torch_parser(tiny, channels_last).labels(face)
-        assert np.array_equal(got, want), f"{(got != want).sum()} pixels differ (channels_last={channels_last})"
+        logits = _torch_parser(tiny, channels_last).logits(face, out_size=512)[0].numpy()
+        want = logits.argmax(0)
+        # The two runtimes sum each convolution in their own order; a pixel whose two best classes
+        # tie within that rounding (1e-5 of the logits' scale, the bound of the logits test above)
+        # may take either. Every other pixel has the same class (measured: 0 or 1 differ per face).
+        top2 = np.sort(logits, axis=0)[-2:]
+        near_tie = (top2[1] - top2[0]) <= 1e-5 * float(np.abs(logits).max())
+        differ = got != want
+        assert not (differ & ~near_tie).any(), f"{(differ & ~near_tie).sum()} pixels differ beyond a tie (channels_last={channels_last})"
+        assert differ.sum() <= 10, f"{differ.sum()} pixels differ (channels_last={channels_last})"
 
 
 @pytest.mark.skipif(not _BF16, reason="needs a CPU whose OpenVINO plugin has BF16 (AVX-512 BF16 / AMX)")
