@@ -29,13 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} missing from /proc/self/status")
+from bench_strips import _status_kib, hwm_peaks_mib  # noqa: E402  (the same VmHWM measure as the generator's strips)
 
 
 def worker(rows: int, dtype: str, timed: int, threads: int) -> dict:
@@ -56,11 +52,7 @@ def worker(rows: int, dtype: str, timed: int, threads: int) -> dict:
     face = np.random.default_rng(0).integers(0, 256, (512, 512, 3), dtype=np.uint8)
     ctypes.CDLL("libc.so.6").malloc_trim(0)
     loaded = _status_kib("VmRSS")
-    peaks = []
-    for _ in range(2):
-        Path("/proc/self/clear_refs").write_text("5")
-        labels = parser.labels(face)
-        peaks.append((_status_kib("VmHWM") - loaded) / 1024)
+    peaks, labels = hwm_peaks_mib(lambda: parser.labels(face), loaded)
     seconds = []
     for _ in range(timed):
         t = time.process_time()

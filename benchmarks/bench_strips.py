@@ -44,6 +44,18 @@ def _status_kib(field: str) -> int:
     raise RuntimeError(f"{field} missing from /proc/self/status")
 
 
+def hwm_peaks_mib(call, loaded_kib: int, times: int = 2):
+    """``call()`` ``times`` times: each call's VmHWM (reset before it) above ``loaded_kib`` in MiB, and
+    the last call's result (an earlier result is dropped before the next call, so it counts in no peak)."""
+    peaks, last = [], None
+    for _ in range(times):
+        last = None
+        Path("/proc/self/clear_refs").write_text("5")
+        last = call()
+        peaks.append((_status_kib("VmHWM") - loaded_kib) / 1024)
+    return peaks, last
+
+
 def worker(model: str, rows: int, timed: int, threads: int) -> dict:
     import ctypes
     import gc
@@ -70,12 +82,7 @@ def worker(model: str, rows: int, timed: int, threads: int) -> dict:
     fwd.net.strip_rows = rows
     x = torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(0)) * 2 - 1
     loaded = _status_kib("VmRSS")
-    peaks = []
-    for _ in range(2):
-        Path("/proc/self/clear_refs").write_text("5")
-        y = fwd(x)
-        peaks.append((_status_kib("VmHWM") - loaded) / 1024)
-        del y
+    peaks, _ = hwm_peaks_mib(lambda: fwd(x), loaded)
     seconds = []
     for _ in range(timed):
         t = time.process_time()

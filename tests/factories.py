@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpen_core.networks.arch import GPENConfig
 from gpen_core.networks.synthetic import random_state_dict
@@ -40,3 +41,19 @@ def low_on_openvino():
     from gpen_core.modes import MODES
 
     return replace(MODES["low"], auto_openvino=True)
+
+
+class FullSizeOutputs(TorchDispatchMode):
+    """Records every op output that spans all ``size`` rows of an image with more than ``channels`` channels:
+    the full-size feature maps a forward in strips must never build."""
+
+    def __init__(self, size: int, channels: int) -> None:
+        super().__init__()
+        self.size, self.channels, self.seen = size, channels, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and t.ndim == 4 and t.shape[2] == self.size and t.shape[1] > self.channels:
+                self.seen.append((str(func), tuple(t.shape)))
+        return out

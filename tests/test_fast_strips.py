@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 from torch.nn import functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpen_core.networks import fast, fast_strips
 from gpen_core.networks.arch import GPENConfig
 from gpen_core.networks.fast import prepare
 from gpen_core.networks.plan import ForwardPlan
 from gpen_core.networks.synthetic import random_generator
+
+from .factories import FullSizeOutputs
 
 # GPEN's 256 and 512 px architectures, narrowed for speed (every level and op is kept).
 SMALL = {
@@ -157,20 +158,6 @@ def test_the_halo_is_what_each_conv_of_the_level_needs(monkeypatch, variant: str
         assert not close(got2[:, :, 0], full2[:, :, a])
 
 
-class _FullSizeOutputs(TorchDispatchMode):
-    """Records the shape of every op output that spans all rows of a ``size``-px image with more than 3 channels."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size, self.seen = size, []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor) and t.ndim == 4 and t.shape[2] == self.size and t.shape[1] > 3:
-                self.seen.append((str(func), tuple(t.shape)))
-        return out
-
 
 @pytest.mark.parametrize("variant", ["f32", "f32-split", "f32-nchw", "bf16"])
 def test_the_forward_builds_no_full_size_feature(monkeypatch, variant: str) -> None:
@@ -184,7 +171,7 @@ def test_the_forward_builds_no_full_size_feature(monkeypatch, variant: str) -> N
     assert 0 < net.strip_rows < 256
     calls = []
     net.convs[-2].register_forward_pre_hook(lambda m, i: calls.append(i[0].shape))
-    mode = _FullSizeOutputs(256)
+    mode = FullSizeOutputs(256, 3)
     with mode:
         out = fwd(_face(256))
     assert out.shape == (1, 3, 256, 256)

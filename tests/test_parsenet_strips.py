@@ -6,12 +6,12 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpen_core.networks.parsenet import RELEASED_CONFIG, FaceParser, ParseNet, build
 from gpen_core.networks.parsenet_strips import parse_in_strips, run_in_strips
 
 from .conftest import shared_path
+from .factories import FullSizeOutputs
 
 # The released architecture narrowed for speed: every layer kind and level is kept.
 SMALL = {**RELEASED_CONFIG, "in_size": 128, "out_size": 128, "base_ch": 8, "ch_range": (8, 16)}
@@ -72,26 +72,12 @@ def test_a_wrong_row_dependency_would_show() -> None:
     assert not torch.allclose(cut[:, :, 19], whole[:, :, 19], rtol=0, atol=1e-5 * float(whole.abs().max()))
 
 
-class _FullSizeFeatures(TorchDispatchMode):
-    """Records every op output as tall as the image with more channels than the 19 logits."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size, self.seen = size, []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor) and t.ndim == 4 and t.shape[2] == self.size and t.shape[1] > 19:
-                self.seen.append((str(func), tuple(t.shape)))
-        return out
-
 
 def test_the_strips_build_no_full_size_feature() -> None:
     config = {**SMALL, "base_ch": 32, "ch_range": (32, 64)}  # full-size features of 32-64 channels, as released (64-128)
     net = _net(config)
     x = _face(128)
-    whole, strips = _FullSizeFeatures(128), _FullSizeFeatures(128)
+    whole, strips = FullSizeOutputs(128, 19), FullSizeOutputs(128, 19)
     with torch.inference_mode():
         with whole:
             net.parse(x)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from gpen_core.modes import MODES
 from gpen_core.options import RestoreOptions
 from gpen_core.runtimes.openvino import generator as ov_backend
 
+from .conftest import shared_path
 from .factories import low_on_openvino
 
 LOW_OV = low_on_openvino()
@@ -186,3 +189,105 @@ def test_two_threads_loading_the_same_generator_convert_it_once(home: Path, monk
     assert errors == []
     assert state == {"inside": 0, "most": 1, "calls": 1}
     assert sorted(r.convert_s is None for r in results) == [False, True]  # one converted, one loaded it
+
+
+class _ScriptedChild(prepare.BackgroundPreparation):
+    """The app's watcher around a stand-in child: a short script instead of the real conversion process."""
+
+    def __init__(self, script: str) -> None:
+        super().__init__(None)
+        self.script = script
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", self.script]
+
+
+def _wait(cond, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < deadline, "the watcher never saw the child's event"
+        time.sleep(0.02)
+
+
+def test_the_watcher_holds_what_the_child_plans_and_releases_each_as_it_finishes(tmp_path: Path) -> None:
+    gen, par, det = prepare.token("generator", "GPEN-BFR-512"), prepare.token("parser", "512"), prepare.token("detector", "resnet50")
+
+    def event(**kw) -> str:
+        return f"print(json.dumps({kw!r}), flush=True)\n"
+
+    def wait_for(name: str) -> str:
+        return f"while not os.path.exists({str(tmp_path / name)!r}): time.sleep(0.02)\n"
+
+    script = ("import json, os, sys, time\n" + wait_for("plan") + "print('a library printing', flush=True)\n"
+              + event(plan=[[gen, "GPEN-BFR-512 (float32)"], [par, "the 512 px parser (float32)"]])
+              + event(start=gen, label="GPEN-BFR-512 (float32)")
+              + event(progress=0.0, message="OpenVINO: preparing GPEN-BFR-512 (float32) (1 of 2)") + wait_for("next")
+              + event(start=par, label="the 512 px parser (float32)")
+              + event(progress=0.5, message="OpenVINO: preparing the 512 px parser (float32) (2 of 2)") + wait_for("end")
+              + event(report={"converted": ["GPEN-BFR-512 (float32)", "the 512 px parser (float32)"], "cached": [], "skipped": [], "failed": []}))
+    prep = _ScriptedChild(script)
+    prep.start()
+    # before the child has planned, whatever a request would convert counts as under way
+    _wait(lambda: prepare.ANY in prepare._CONVERTING)
+    assert "converted to OpenVINO in the background" in (prepare.busy_note(det, "the resnet50 detector") or "")
+    (tmp_path / "plan").touch()
+    _wait(lambda: "1 of 2" in prep.status)
+    assert prepare.ANY not in prepare._CONVERTING
+    for tok in (gen, par):  # the one converting and the one queued behind it
+        assert "converted to OpenVINO in the background" in (prepare.busy_note(tok, "x") or "")
+    assert "converting GPEN-BFR-512 (float32) right now" in (prepare.busy_note(det, "the resnet50 detector") or "")
+    (tmp_path / "next").touch()
+    _wait(lambda: "2 of 2" in prep.status)
+    assert "converting the 512 px parser (float32) right now" in (prepare.busy_note(gen, "the generator") or "")
+    assert not prep.done.is_set()
+    (tmp_path / "end").touch()
+    assert prep.done.wait(60)
+    assert prep.report == prepare.PrepareReport(converted=["GPEN-BFR-512 (float32)", "the 512 px parser (float32)"])
+    assert prep.status == "OpenVINO ready for GPEN-BFR-512 (float32), the 512 px parser (float32)"
+    assert prepare.busy_note(gen, "x") is None and not prepare._CONVERTING  # released when the child ended
+
+
+def test_a_child_that_dies_leaves_a_report_that_says_how(tmp_path: Path) -> None:
+    prep = _ScriptedChild("import json, sys\n"
+                          "print(json.dumps({'plan': [['detector:resnet50', 'the resnet50 detector']]}), flush=True)\n"
+                          "sys.stderr.write('MemoryError: out of memory\\n'); sys.exit(3)\n")
+    prep.start()
+    assert prep.done.wait(60)
+    assert prep.report is not None and prep.report.converted == []
+    assert prep.report.failed == ["OpenVINO's networks (the preparation process exited with code 3: MemoryError: out of memory)"]
+    assert not prepare._CONVERTING
+
+
+@needs_openvino
+def test_the_app_s_preparation_converts_in_a_niced_child_and_the_app_loads_its_result(home: Path) -> None:
+    # faces-only runs the mobilenet0.25 detector; recorded faster on OpenVINO here, so auto converts it
+    det = shared_path("weights", "detection_mobilenet0.25_Final.pth")
+    (home / det.name).symlink_to(det)
+    ov_backend.record_speed(1000, "float32", torch_s=0.2, openvino_s=0.1, models_dir=home, source="test",
+                            network="retinaface-mobilenet0.25")
+    assert prepare.BackgroundPreparation.NICENESS > 0 and prepare.BackgroundPreparation(home).command()[-1] == "10"
+    prep = prepare.BackgroundPreparation(home)
+    prep.start()
+    assert prep.done.wait(240)
+    assert prep.report is not None and prep.report.converted == ["the mobilenet0.25 detector"], prep.report.lines()
+    # this process converted nothing: its next load finds the child's files and converts nothing
+    cache = ModelCache(home)
+    notes: list[str] = []
+    detector = cache.detector("mobilenet0.25", "cpu", RestoreOptions(backend="auto"), notes)
+    assert detector.backend == "openvino" and detector.convert_s is None, notes
+
+
+def test_the_child_exits_when_the_app_closes_its_input(tmp_path: Path) -> None:
+    import subprocess
+
+    from gpen_core.engine import prepare_child
+
+    proc = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                             "from gpen_core.engine import prepare_child\n"
+                             "import threading; threading.Thread(target=prepare_child._exit_with_parent, daemon=True).start()\n"
+                             "print('up', flush=True); time.sleep(120)\n"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(Path(prepare_child.__file__).parents[2]))
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(30) == 0  # well before its two minutes of sleep

@@ -2,18 +2,24 @@
 
 A first-use conversion takes tens of seconds and more RAM than running the network
 (:data:`gpen_core.runtimes.openvino.generator.CONVERT_RAM_MEASURED`). ``python -m gpen_core
-download`` converts right after verifying the files; the app converts in a background
-thread after it starts. While a background conversion of a network runs, a request that
+download`` converts right after verifying the files; the app converts in a niced child
+process after it starts (:class:`BackgroundPreparation`), watched by a background thread.
+While a background conversion of a network runs, a request that
 needs that network runs it on torch and its notes say why (:func:`busy_note`), instead of
 converting it a second time inside the request.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from gpen_core.modes import MODES, MemoryMode
@@ -23,6 +29,9 @@ Progress = Callable[[float, str], None]
 _LOCK = threading.Lock()
 _CONVERTING: dict[str, threading.Thread] = {}  # token → the thread converting it
 _LABELS: dict[str, str] = {}  # token → what the user is told is being converted
+# Held by the app's preparation from its start until its child has planned: whatever a request
+# would convert now is what the child is about to plan, so the request runs on torch meanwhile.
+ANY = "*"
 
 
 def token(kind: str, name: str) -> str:
@@ -34,14 +43,14 @@ def busy_note(tok: str, what: str) -> str | None:
     """The note for a request that finds ``tok`` being converted by another thread, else None."""
     me = threading.current_thread()
     with _LOCK:
-        owner = _CONVERTING.get(tok)
+        owner = _CONVERTING.get(tok) or _CONVERTING.get(ANY)
         others = [t for t, th in _CONVERTING.items() if t != tok and th is not me and th.is_alive()]
     if owner is not None and owner is not me and owner.is_alive():
         return (f"{what} is being converted to OpenVINO in the background (once, after the app started), "
                 "so this request ran it on torch; later requests use OpenVINO")
     if others:
-        # Converting it now would wait for the other conversion first (one at a time per process:
-        # runtimes.openvino.base.CONVERSION_LOCK), so the request does not wait for either.
+        # The background preparation converts it next; converting it inside this request would
+        # make the user wait for it (and, in-process, for the other one first: CONVERSION_LOCK).
         return (f"{what} is not converted to OpenVINO yet and the background preparation is converting "
                 f"{_LABELS.get(others[0], others[0])} right now, so this request ran it on torch; later requests use OpenVINO")
     return None
@@ -95,13 +104,17 @@ def convert_ahead(
     *,
     models_dir: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    on_plan: Callable[[list[tuple[str, str]]], None] | None = None,
+    on_start: Callable[[str, str], None] | None = None,
 ) -> PrepareReport:
     """Convert, for ``modes`` (default: every mode), each network ``auto`` runs on OpenVINO on this
     CPU and whose weights are present: generator, parser, detector. Nothing is downloaded.
 
     Each conversion goes through the model cache, exactly as a request's first use would
     (the free-RAM guard included: a conversion that does not fit is reported as skipped).
-    Safe to call from a background thread; :func:`busy_note` tells requests meanwhile."""
+    Safe to call from a background thread; :func:`busy_note` tells requests meanwhile.
+    ``on_plan([(token, label), ...])`` is told what will be prepared, in order, before anything is;
+    ``on_start(token, label)`` as each network's preparation begins."""
     from gpen_core.engine.model_cache import ModelCache
     from gpen_core.errors import GPENError
     from gpen_core.options import RestoreOptions
@@ -113,8 +126,12 @@ def convert_ahead(
         report.skipped.append("everything: OpenVINO is not installed")
         return report
     todo = _plan(list(modes or MODES.values()), models_dir)
+    if on_plan is not None:
+        on_plan([(tok, label) for tok, label, _ in todo])
     for i, (tok, label, run) in enumerate(todo):
         say(i / max(1, len(todo)), f"OpenVINO: preparing {label} ({i + 1} of {len(todo)})")
+        if on_start is not None:
+            on_start(tok, label)
         cache = ModelCache(models_dir)  # a fresh cache: each load is a first load, as in a new process
         with _LOCK:
             _CONVERTING[tok], _LABELS[tok] = threading.current_thread(), label
@@ -187,8 +204,20 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
     return out
 
 
+def _child_env() -> dict[str, str]:
+    """This environment, with this package importable however the app was started (any folder)."""
+    root = os.fspath(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    return dict(os.environ, PYTHONPATH=root + (os.pathsep + path if path else ""))
+
+
 class BackgroundPreparation:
-    """:func:`convert_ahead` in a daemon thread, with a status line for a page to show."""
+    """:func:`convert_ahead` in a niced child process (:mod:`gpen_core.engine.prepare_child`), watched by
+    a daemon thread that keeps a status line for a page to show and tells requests, through
+    :func:`busy_note`, which network is being converted meanwhile."""
+
+    # A conversion runs at this niceness: the first restores, on torch meanwhile, get the cores first.
+    NICENESS = 10
 
     def __init__(self, models_dir: str | os.PathLike[str] | None = None) -> None:
         self.models_dir = models_dir
@@ -203,13 +232,77 @@ class BackgroundPreparation:
         self._thread = threading.Thread(target=self._run, name="gpen-openvino-prepare", daemon=True)
         self._thread.start()
 
-    def _run(self) -> None:
-        def say(f: float, m: str) -> None:
-            self.status = f"{m} — restores meanwhile run on torch and say so"
+    def command(self) -> list[str]:
+        """The child's command line."""
+        return [sys.executable, "-m", "gpen_core.engine.prepare_child", os.fspath(self.models_dir or ""), str(self.NICENESS)]
 
+    def _run(self) -> None:
         try:
-            self.report = convert_ahead(models_dir=self.models_dir, progress=say)
+            self.report = self._watch_child()
             done = self.report.converted + self.report.cached
             self.status = ("OpenVINO ready for " + ", ".join(done)) if done else "OpenVINO: nothing to convert here"
         finally:
             self.done.set()
+
+    def _watch_child(self) -> PrepareReport:
+        """Run the child to its end, following its events; its report, or one saying why there is none.
+
+        From the start until the child has planned, every conversion counts as under way here
+        (:data:`ANY`); then each planned network does until the child starts the next one."""
+        me = threading.current_thread()
+        pending: list[str] = []
+
+        def hold(tokens: list[tuple[str, str]]) -> None:
+            with _LOCK:
+                for tok in pending:
+                    _CONVERTING.pop(tok, None)
+                    _LABELS.pop(tok, None)
+                for tok, label in tokens:
+                    _CONVERTING[tok], _LABELS[tok] = me, label
+            pending[:] = [tok for tok, _ in tokens]
+
+        def started(tok: str) -> None:  # the ones planned before it are done
+            if tok in pending:
+                with _LOCK:
+                    labels = {t: _LABELS.get(t, t) for t in pending}
+                hold([(t, labels[t]) for t in pending[pending.index(tok):]])
+
+        hold([(ANY, "the networks this CPU runs on OpenVINO")])
+        report: PrepareReport | None = None
+        with tempfile.TemporaryFile(mode="w+") as err:
+            try:
+                # stdin stays open and unused: the child exits when it closes, i.e. when this process ends.
+                proc = subprocess.Popen(self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                        text=True, env=_child_env())
+            except OSError as exc:
+                hold([])
+                return PrepareReport(failed=[f"OpenVINO's networks (the preparation process did not start: {exc})"])
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    try:
+                        event = json.loads(line)
+                    except ValueError:  # not ours (a library printing): the child's events are JSON lines
+                        continue
+                    if "plan" in event:
+                        hold([(str(t), str(label)) for t, label in event["plan"]])
+                    elif "start" in event:
+                        started(str(event["start"]))
+                    elif "progress" in event:
+                        self.status = f"{event['message']} — restores meanwhile run on torch and say so"
+                    elif "report" in event:
+                        report = PrepareReport(**{k: list(v) for k, v in event["report"].items()})
+                proc.wait()
+            finally:
+                hold([])
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            if report is None:
+                err.seek(0)
+                tail = err.read()[-400:].strip()
+                last = f": {tail.splitlines()[-1]}" if tail else ""
+                report = PrepareReport(failed=[f"OpenVINO's networks (the preparation process exited with code {proc.returncode}{last})"])
+        return report
