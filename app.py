@@ -260,7 +260,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                     prepare_md, prepare_timer = gr.Markdown(elem_id="openvino-status"), gr.Timer(prep_ui.REFRESH_S, active=False)
                     download_weights_btn = gr.Button("Download weights", visible=False, variant="primary", size="md",
                                                      elem_id="download-weights")
-                    stop_download_btn = gr.Button("Stop download", size="sm", elem_id="stop-download")
+                    stop_download_btn = gr.Button("Stop download", size="sm", elem_id="stop-download", visible=False)
                 with gr.Accordion("All checkpoints", open=False):
                     all_weights_md = gr.Markdown(elem_id="all-weights")
                 gr.Examples([[str(p)] for p in sorted(EXAMPLES_DIR.glob("*.jpg"))], inputs=[image_in], cache_examples=False,
@@ -330,11 +330,12 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     demo.load(saved_tips, None, tips_md, api_visibility="private", show_progress="hidden")
     for trigger in (demo.load, prepare_timer.tick):
         trigger(preparation_status, None, [prepare_md, prepare_timer], api_visibility="private", show_progress="hidden")
-    downloading = download_weights_btn.click(download_weights, weight_inputs, weight_outputs, api_visibility="private",
-                                             concurrency_limit=1)
-    stop_download_btn.click(STATE.download_stop.set, None, None, cancels=[downloading], api_visibility="private")
-    downloading.then(upscale_view, [image_in, upscale_in, mode_in], upscale_md, api_visibility="private",
-                     show_progress="hidden")  # a downloaded upscaler clears the Upscale line's warning
+    shown = download_weights_btn.click(lambda: gr.update(visible=True), None, stop_download_btn, api_visibility="private")  # Stop: while one runs
+    downloading = shown.then(download_weights, weight_inputs, weight_outputs, api_visibility="private", concurrency_limit=1)
+    stop_download_btn.click(lambda: STATE.download_stop.set() or gr.update(visible=False), None, stop_download_btn, cancels=[downloading],
+                            api_visibility="private")
+    downloading.then(lambda *a: (upscale_view(*a), gr.update(visible=False)), [image_in, upscale_in, mode_in], [upscale_md, stop_download_btn],
+                     api_visibility="private", show_progress="hidden")  # a downloaded upscaler clears the Upscale line's warning
     # One queue lane for the panel, so answers arrive in the order asked: the page-load
     # check (slow the first time: it finds the device for auto) never overwrites a newer one.
     panel = dict(api_visibility="private", concurrency_limit=1, concurrency_id="weights-panel", show_progress="hidden")

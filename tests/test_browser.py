@@ -147,6 +147,7 @@ def test_one_story_for_every_weights_combination(browser, page_url: str, tmp_pat
             panel = _panel(page, re.escape(sentence[:40]))
             assert sentence in panel.replace("\n", " "), (name, panel)
             btn = page.locator("#download-weights")
+            assert not page.locator("#stop-download").is_visible(), name  # nothing to stop: no download runs
             if button is None:
                 assert not btn.is_visible(), name
             else:

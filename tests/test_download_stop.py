@@ -13,12 +13,27 @@ from gpen_core.weights import lookup as weights
 from .test_weights_install import _Drip
 
 
-def test_the_stop_button_cancels_the_download_event() -> None:
+def test_the_stop_button_cancels_the_download_event_and_shows_only_while_one_runs() -> None:
     stop = next(b for b in app.demo.blocks.values() if getattr(b, "elem_id", None) == "stop-download")
+    start = next(b for b in app.demo.blocks.values() if getattr(b, "elem_id", None) == "download-weights")
+    assert not stop.visible  # nothing to stop until a download starts
     [download] = [k for k, f in app.demo.fns.items() if getattr(f.fn, "__name__", "") == "download_weights"]
     deps = app.demo.config["dependencies"]
-    assert any(download in d.get("cancels", []) and [stop._id, "click"] in [list(t) for t in d["targets"]] for d in deps)
-    assert any(f.fn == app.STATE.download_stop.set for f in app.demo.fns.values())
+
+    def handlers(block, event: str) -> list:
+        return [d for d in deps if [block._id, event] in [list(t) for t in d["targets"]]]
+
+    assert any(download in d["cancels"] for d in handlers(stop, "click"))  # Gradio files the cancel as its own dependency
+    [on_stop] = [app.demo.fns[d["id"]] for d in handlers(stop, "click") if app.demo.fns[d["id"]].fn is not None]
+    [on_start] = [app.demo.fns[d["id"]] for d in handlers(start, "click")]  # shows Stop, then downloads, then hides Stop
+    assert [o._id for o in on_start.outputs] == [stop._id] and on_start.fn()["visible"] is True
+    after = [f for f in app.demo.fns.values() if f.trigger_after == download]
+    assert after and stop._id in [o._id for o in after[0].outputs]
+    app.STATE.download_stop.clear()
+    try:
+        assert on_stop.fn()["visible"] is False and app.STATE.download_stop.is_set()  # stops the fetch and hides itself
+    finally:
+        app.STATE.download_stop.clear()
 
 
 def test_stop_ends_a_running_download_and_the_panel_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

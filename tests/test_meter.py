@@ -352,3 +352,31 @@ def test_a_thread_filling_huge_pages_moved_memory(monkeypatch: pytest.MonkeyPatc
     assert not meter_mod._moved_memory(0.047, 10, 0.05)  # 10 faults are not 32 MB even as huge pages
     monkeypatch.setattr(meter_mod, "_THP", False)
     assert not meter_mod._moved_memory(0.047, 202, 0.05)
+
+
+def test_the_openmp_team_a_call_starts_for_itself_is_not_concurrent_work() -> None:
+    """A Gradio worker thread's first torch call starts its OpenMP team during the call: native
+    threads Python never names, faulting the call's own tensor in. That is the call's work."""
+    import torch
+
+    from gpen_core.platform.meter import _tasks
+
+    if torch.get_num_threads() < 2:
+        pytest.skip("needs torch with 2 or more threads: one thread has no OpenMP team to start")
+    got: dict[str, object] = {}
+
+    def request() -> None:  # a new thread: its OpenMP team does not exist yet
+        before = set(_tasks() or {})
+        with PeakMeter() as m:
+            x = torch.ones(96 * MB // 4)  # filled in parallel: each team member faults its share in
+            x.add_(1)
+        got["new"] = set(_tasks() or {}) - before
+        got["peaks"] = m.peaks
+        del x
+
+    t = threading.Thread(target=request, name="gradio-worker")
+    t.start()
+    t.join(60)
+    p = got["peaks"]
+    assert p is not None and got["new"], "no native thread started during the call: the check could not fail"
+    assert p.shared is None, p.shared

@@ -91,7 +91,8 @@ def test_the_runner_parses_in_strips_when_asked_and_matches_the_official_logits(
     ref = torch.load(shared_path("reference", "parse", "parsenet_tiny128_seeded.pt"), weights_only=True)
     sd = {k: (v.float() if v.is_floating_point() else v) for k, v in ref["state_dict_fp16"].items()}
     face_rgb = cv2.cvtColor(ref["face_bgr_uint8"].numpy(), cv2.COLOR_BGR2RGB)
-    assert not FaceParser(build(sd, ref["config"]), input_size=ref["config"]["in_size"]).strips  # opt-in (slower as written)
+    assert FaceParser(build(sd, ref["config"]), input_size=ref["config"]["in_size"]).strips  # the CPU's default
+    assert not FaceParser(build(sd, ref["config"]), device="meta", input_size=ref["config"]["in_size"]).strips  # elsewhere: asked for only
     parser = FaceParser(build(sd, ref["config"]), input_size=ref["config"]["in_size"], channels_last=False, strips=True)
     calls = []
     parser._net.out_mask_conv.register_forward_pre_hook(lambda m, i: calls.append(i[0].shape))

@@ -287,8 +287,8 @@ class FaceParser:
     sum in another order than the official NCHW ones: rounding apart, 4.5e-4 on the tiny
     reference's logits of up to 124, same labels).
     ``source``: the file the weights came from (shown in notes). ``strips``: the full-size
-    layers a strip of rows at a time (:mod:`gpen_core.networks.parsenet_strips`; off by
-    default: slower as written), the same logits up to the convolutions' summation order, a lower peak.
+    layers a strip of rows at a time (:mod:`gpen_core.networks.parsenet_strips`; default: on the
+    CPU), the same logits up to the convolutions' summation order, a lower peak.
     One instance may be shared; calls are serialised by a lock.
     """
 
@@ -301,7 +301,7 @@ class FaceParser:
         dtype: torch.dtype = torch.float32,
         channels_last: bool = True,
         source: str = "",
-        strips: bool = False,
+        strips: bool | None = None,
     ) -> None:
         if not 32 <= input_size <= 1024 or input_size % 16:
             raise ValueError(f"input_size must be a multiple of 16 between 32 and 1024 px (512 official), got {input_size}")
@@ -310,10 +310,11 @@ class FaceParser:
         self.dtype = dtype
         self.channels_last = channels_last
         self.source = source
-        # The full-size layers in strips of rows (networks/parsenet_strips.py): less memory, the
-        # same labels, but 1.47× the CPU time as written (benchmarks/bench_parse_strips.py on an
-        # AVX2 EPYC: 438 → 347 MiB above the loaded parser, 7.5 → 11.0 CPU s): opt-in until faster.
-        self.strips = bool(strips)
+        # The full-size layers in strips of rows (networks/parsenet_strips.py): the same labels,
+        # less memory, no slower on the CPU (benchmarks/bench_parse_strips.py, AVX2 EPYC, 512 px:
+        # 443-449 → 317-336 MiB above the loaded parser, 6.40 → 6.25 CPU s). Unmeasured on CUDA,
+        # where it stays off unless asked for.
+        self.strips = self.device.type == "cpu" if strips is None else bool(strips)
         self._memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self._net = net.to(self.device, dtype=dtype, memory_format=self._memory_format).eval()
         self._lock = threading.Lock()

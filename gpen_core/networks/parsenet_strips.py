@@ -12,17 +12,15 @@ Every layer here is a reflection pad of 1, a 3×3 convolution (stride 1 or 2, af
 residual block adds two such chains. Output row ``o`` of a layer reads the padded rows
 ``s·o .. s·o+2`` (``s`` the stride), i.e. the rows ``s·o-1 .. s·o+1`` of its (upsampled)
 input, reflected at the image's edges; an upsampled row ``u`` is input row ``u // 2``. A strip
-gathers exactly those input rows (and the reflected, upsampled columns) with ``index_select``
-and runs the convolution without padding: each output row is computed from the same numbers
-as in the whole forward, whatever the neighbouring strips hold. Only the convolution's own
-summation order may differ with the strip's shape (oneDNN picks kernels per shape).
+runs the layer's own ops on the slice of rows it reads: [nearest ×2], reflection pad (the
+columns always, a row only where the slice touches the image's edge), convolution; so each
+output row is computed from the same numbers as in the whole forward, whatever the
+neighbouring strips hold. Only the convolution's own summation order may differ with the
+strip's shape (oneDNN picks kernels per shape).
 
 The whole-image module (:meth:`~gpen_core.networks.parsenet.ParseNet.parse`) stays what the
-OpenVINO conversion traces; the torch runner calls :func:`parse_in_strips` when built with
-``strips=True``. Not the default: as written, the gathers (``index_select`` on channels-last
-tensors) make a 512 px parse 1.47× the CPU time for 90-180 MiB less
-(``benchmarks/bench_parse_strips.py``); reflection padding of whole strips instead of gathered
-columns is the next thing to try.
+OpenVINO conversion traces; the torch runner calls :func:`parse_in_strips` on the CPU by
+default (``benchmarks/bench_parse_strips.py``: 140-160 MiB less at 512 px, no slower).
 """
 
 from __future__ import annotations
@@ -73,15 +71,21 @@ def _conv_need(layer: _ConvLayer, o_lo: int, o_hi: int, h_in: int) -> tuple[int,
 
 
 def _conv_rows(layer: _ConvLayer, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
-    """Output rows ``[o_lo, o_hi)`` of ``layer`` from ``x`` (which holds every row they read)."""
-    t = x.t
-    rows = torch.tensor([r - x.lo for r in _source_rows(layer, o_lo, o_hi, x.height)], device=t.device)
-    w_in = t.shape[3]
-    w_eff = 2 * w_in if layer.up else w_in
-    cols = [_reflect(u, w_eff) for u in range(-1, w_eff + 1)]
-    cols_t = torch.tensor([u // 2 for u in cols] if layer.up else cols, device=t.device)
-    fmt = torch.channels_last if t.is_contiguous(memory_format=torch.channels_last) and t.shape[1] > 1 else torch.contiguous_format
-    padded = t.index_select(2, rows).index_select(3, cols_t).contiguous(memory_format=fmt)
+    """Output rows ``[o_lo, o_hi)`` of ``layer`` from ``x`` (which holds every row they read).
+
+    The layer's own ops on a slice of rows: [nearest ×2 of the rows it needs], reflection pad
+    (of 1 column each side, and of a row only where the slice touches the image's edge), conv."""
+    s = layer.conv2d.stride[0]
+    h_eff = 2 * x.height if layer.up else x.height
+    e_lo, e_hi = s * o_lo - 1, s * (o_hi - 1) + 2  # the (upsampled) input rows read, padding included
+    a, b = max(e_lo, 0), min(e_hi, h_eff)
+    if layer.up:
+        src = x.t[:, :, a // 2 - x.lo : (b - 1) // 2 + 1 - x.lo]
+        eff = F.interpolate(src, scale_factor=2, mode="nearest")[:, :, a % 2 : a % 2 + b - a]
+    else:
+        eff = x.t[:, :, a - x.lo : b - x.lo]
+    padded = F.pad(eff, (1, 1, int(e_lo < 0), int(e_hi > h_eff)), mode="reflect")
+    del eff
     y = layer.relu(layer.norm(F.conv2d(padded, layer.conv2d.weight, layer.conv2d.bias, layer.conv2d.stride)))
     return _Rows(y, o_lo, _out_height(layer, x.height))
 

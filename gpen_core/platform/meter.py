@@ -28,7 +28,8 @@ land in its peak. The meter never hides that, and never loses a peak to it:
   2 MB huge pages, so its fault count reads small), from ``/proc/self/task``. A thread
   that only computes (a web server's event loop answering polls) moves no memory and
   does not count.
-  Native worker threads (OpenMP, oneDNN) work for the call itself and are not counted.
+  Native worker threads (OpenMP, oneDNN, OpenVINO's) work for the call itself and are not
+  counted, those the call starts included; where other work overlapped, they are named too.
 """
 
 from __future__ import annotations
@@ -205,6 +206,7 @@ class _ThreadWatch:
         new = {k: v for k, v in list(_STARTED.items()) if k not in self.started0}
         names.update(new)
         found: list[str] = []
+        native = [0.0, 0]  # CPU seconds and faults of native threads that started during the call
         seen_cpu = seen_faults = 0.0
         for tid, (cpu1, f1) in tasks1.items():
             cpu0, f0 = self.tasks0.get(tid, (0.0, 0))
@@ -214,11 +216,14 @@ class _ThreadWatch:
             if tid in self.exclude or tid in _CALL_WORKERS:  # workers serve the call
                 continue
             if tid not in names:
-                # A task Python never named: one that started during the call but was not seen by
-                # the start hook, or one just joined whose task lingers in /proc. Its work is
-                # not this call's either.
+                # A task Python never named: a native thread that started during the call (the
+                # start hook sees Python threads only), or one just joined whose task lingers in
+                # /proc. The call's own pools start like that: OpenMP's team the first time this
+                # thread runs torch, OpenVINO's stream and TBB workers when it loads a network;
+                # so such work is named only beside other concurrent work (below).
                 if tid not in self.tasks0 and _moved_memory(cpu, faults, cpu_limit):
-                    found.append(_busy_sentence("a thread that started during it", cpu, faults))
+                    native[0] += cpu
+                    native[1] += faults
                 continue
             if names[tid] == _Sampler.NAME:  # another meter's sampler: its own cost, not memory work
                 continue
@@ -233,6 +238,8 @@ class _ThreadWatch:
                 return found  # only the call's own workers ended: their work was the call's
             who = f"thread {', '.join(map(repr, ended))}" if ended else "threads"
             found.append(_busy_sentence(f"{who} that ended during it", gone_cpu, int(gone_faults)))
+        if found and native[1]:
+            found.append(_busy_sentence("native threads that started during it", native[0], int(native[1])))
         return found
 
 
