@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_strips import _status_kib, hwm_peaks_mib  # noqa: E402  (the same VmHWM measure as the generator's strips)
+from bench_strips import _status_kib, hwm_peaks_mib, median_ratio, span  # noqa: E402  (the same VmHWM measure as the generator's strips)
 
 
 def worker(rows: int, dtype: str, timed: int, threads: int) -> dict:
@@ -86,9 +86,6 @@ def main() -> None:
             print(f"run {run + 1}: rows={rows}: peaks +{r['peaks'][0]:.0f}/+{r['peaks'][1]:.0f} MiB, {r['cpu_s']:.3f} CPU s "
                   f"(loaded {r['loaded_mib']:.0f} MiB), labels {100 * r['same_labels']:.3f} % as whole", file=sys.stderr, flush=True)
 
-    def span(v: list[float], fmt: str) -> str:
-        return f"{statistics.median(v):{fmt}} ({min(v):{fmt}}-{max(v):{fmt}})"
-
     print(f"| ParseNet 512 px {args.dtype} | 1st call RSS peak, MiB above loaded | 2nd call | CPU s per call | vs whole (same runs) "
           "| labels as whole |")
     print("|---|---|---|---|---|---|")
@@ -96,7 +93,7 @@ def main() -> None:
     for rows in args.rows:
         rs = results[rows]
         cpu = [r["cpu_s"] for r in rs]
-        ratio = f"{statistics.median(c / b for c, b in zip(cpu, base)):.3f}" if base else "-"
+        ratio = median_ratio(cpu, base)
         print(f"| {f'strips of {rows} rows' if rows else 'whole'} | {span([r['peaks'][0] for r in rs], '.0f')} "
               f"| {span([r['peaks'][1] for r in rs], '.0f')} | {span(cpu, '.3f')} | {ratio} "
               f"| {100 * min(r['same_labels'] for r in rs):.3f} % |")

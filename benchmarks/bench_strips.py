@@ -56,6 +56,16 @@ def hwm_peaks_mib(call, loaded_kib: int, times: int = 2):
     return peaks, last
 
 
+def span(v: list[float], fmt: str) -> str:
+    """The median of ``v`` and its range, e.g. "293 (265-321)"."""
+    return f"{statistics.median(v):{fmt}} ({min(v):{fmt}}-{max(v):{fmt}})"
+
+
+def median_ratio(cpu: list[float], base: list[float]) -> str:
+    """The median, over runs, of each run's CPU seconds over the same run's baseline ("-" without one)."""
+    return f"{statistics.median(c / b for c, b in zip(cpu, base)):.3f}" if base else "-"
+
+
 def worker(model: str, rows: int, timed: int, threads: int) -> dict:
     import ctypes
     import gc
@@ -137,9 +147,6 @@ def main() -> None:
                       f"{r['cpu_s']:.3f} CPU s (loaded {r['loaded_mib']:.0f} MiB, "
                       f"process peak over the timed forwards {r['hwm_mib']:.0f} MiB)", file=sys.stderr, flush=True)
 
-    def span(v: list[float], fmt: str) -> str:
-        return f"{statistics.median(v):{fmt}} ({min(v):{fmt}}-{max(v):{fmt}})"
-
     print("| model | rows | tensors alive at the peak, MiB | 1st forward RSS peak, MiB above loaded | 2nd forward "
           "| CPU s per forward | vs untiled (same runs) |")
     print("|---|---|---|---|---|---|---|")
@@ -148,7 +155,7 @@ def main() -> None:
         for rows in args.rows:
             rs = results[(model, rows)]
             cpu = [r["cpu_s"] for r in rs]
-            ratio = f"{statistics.median(c / b for c, b in zip(cpu, base)):.3f}" if base else "-"
+            ratio = median_ratio(cpu, base)
             print(f"| {MODELS[model][0]} {MODELS[model][1]} | {rows or 'untiled'} | {statistics.median(r['live_mib'] for r in rs):.0f} "
                   f"| {span([r['peaks'][0] for r in rs], '.0f')} "
                   f"| {span([r['peaks'][1] for r in rs], '.0f')} | {span(cpu, '.3f')} | {ratio} |")

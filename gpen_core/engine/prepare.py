@@ -250,22 +250,21 @@ class BackgroundPreparation:
         From the start until the child has planned, every conversion counts as under way here
         (:data:`ANY`); then each planned network does until the child starts the next one."""
         me = threading.current_thread()
-        pending: list[str] = []
+        pending: list[tuple[str, str]] = []  # (token, label) held for the child, in its order
 
         def hold(tokens: list[tuple[str, str]]) -> None:
             with _LOCK:
-                for tok in pending:
+                for tok, _ in pending:
                     _CONVERTING.pop(tok, None)
                     _LABELS.pop(tok, None)
                 for tok, label in tokens:
                     _CONVERTING[tok], _LABELS[tok] = me, label
-            pending[:] = [tok for tok, _ in tokens]
+            pending[:] = tokens
 
         def started(tok: str) -> None:  # the ones planned before it are done
-            if tok in pending:
-                with _LOCK:
-                    labels = {t: _LABELS.get(t, t) for t in pending}
-                hold([(t, labels[t]) for t in pending[pending.index(tok):]])
+            order = [t for t, _ in pending]
+            if tok in order:
+                hold(pending[order.index(tok):])
 
         hold([(ANY, "the networks this CPU runs on OpenVINO")])
         report: PrepareReport | None = None
