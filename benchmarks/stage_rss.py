@@ -28,7 +28,7 @@ class StageRSS:
         self._label = "other"
 
     def _close(self) -> None:
-        hwm = meter._status_kb(meter._HWM) or meter.current_rss()
+        hwm = meter.peak_rss()
         self.peaks[self._label] = max(self.peaks.get(self._label, 0), hwm)
         meter._reset_hwm()
 

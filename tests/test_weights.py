@@ -126,7 +126,7 @@ def test_weights_is_the_public_face_of_its_rooms():
     from gpen_core.weights import checksums
     from gpen_core.weights import registry
 
-    assert weights.REGISTRY is registry.REGISTRY and weights._folder is registry._folder
+    assert weights.REGISTRY is registry.REGISTRY and weights.models_folder is registry.models_folder
     assert weights.verify is checksums.verify and weights.file_sha256 is checksums.file_sha256
     assert weights.modelscope_file_url is fetch.modelscope_file_url
     assert all(hasattr(weights, n) for n in weights.__all__)
@@ -329,7 +329,7 @@ def test_download_from_a_file_url_with_progress(monkeypatch, tiny_ckpt):
     assert leftovers(folder) == []
     assert load_generator(path).config == TINY
     # Present now: offline resolution finds it, download() returns it without fetching.
-    monkeypatch.setattr(weights, "_fetch", lambda *a: pytest.fail("fetched although present"))
+    monkeypatch.setattr(weights, "download_into", lambda *a: pytest.fail("fetched although present"))
     assert weights.resolve("GPEN-BFR-256") == path
     assert weights.download("GPEN-BFR-256") == path
 

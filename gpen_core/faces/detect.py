@@ -19,6 +19,7 @@ import cv2
 import numpy as np
 
 from gpen_core.errors import GPENError, WeightsError
+from gpen_core.faces.turns import CV2_TURN, unturn
 from gpen_core.rgb import check_rgb
 
 if TYPE_CHECKING:
@@ -29,23 +30,6 @@ if TYPE_CHECKING:
 Network = Literal["mobilenet0.25", "resnet50"]
 Resize = Literal["area", "linear"]
 _RESIZE = {"area": cv2.INTER_AREA, "linear": cv2.INTER_LINEAR}
-# np.rot90(img, k) (counter-clockwise) as OpenCV's faster rotate.
-CV2_TURN = {1: cv2.ROTATE_90_COUNTERCLOCKWISE, 2: cv2.ROTATE_180, 3: cv2.ROTATE_90_CLOCKWISE}
-
-
-def unturn(pts: np.ndarray, turn: int, w: int, h: int) -> np.ndarray:
-    """(N, 2) (x, y) points on a ``w``×``h`` image turned ``turn`` quarter turns counter-clockwise → on the image.
-
-    Continuous pixel coordinates (a pixel centre is at +0.5), so pixel centres map exactly."""
-    x, y = pts[:, 0], pts[:, 1]
-    if turn == 1:
-        return np.stack([w - y, x], axis=1)
-    if turn == 2:
-        return np.stack([w - x, h - y], axis=1)
-    if turn == 3:
-        return np.stack([y, h - x], axis=1)
-    return np.asarray(pts, dtype=np.float64)
-
 # Our names → facexlib's RetinaFace(network_name=...).
 _FACEXLIB_NETWORK = {"mobilenet0.25": "mobile0.25", "resnet50": "resnet50"}
 

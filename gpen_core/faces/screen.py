@@ -34,7 +34,7 @@ import cv2
 import numpy as np
 
 from gpen_core.faces.align import align_transform, reference_points, umeyama
-from gpen_core.faces.detect import CV2_TURN, unturn
+from gpen_core.faces.turns import CV2_TURN, unturn
 
 # The second look: the candidate's box is scaled to this many pixels (its neighbourhood,
 # LOOK_CONTEXT box sizes wide, around it). Measured: real faces 0.993-1.000 at 64 px,

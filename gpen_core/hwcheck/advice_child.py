@@ -26,9 +26,9 @@ def workload_of(name: str):
 
 
 def _vmhwm() -> int:
-    from gpen_core.platform.meter import _HWM, _status_kb, current_rss
+    from gpen_core.platform.meter import peak_rss
 
-    return _status_kb(_HWM) or current_rss()
+    return peak_rss()
 
 
 def _child(spec: dict[str, Any]) -> dict[str, Any]:

@@ -39,29 +39,29 @@ from gpen_core.images.encode import encode_image, shrink_to_max_side
 from gpen_core.images.metadata import Metadata
 from gpen_core.images.metadata import read as read_metadata
 from gpen_core.images.limits import (
-    _OUR_NAME,
-    _SNIFF_BYTES,
+    OUR_NAME,
+    SNIFF_BYTES,
     DEFAULT_LIMITS,
     InputLimits,
-    _check_geometry,
-    _open_source,
-    _pillow_failure,
-    _png_declared_size,
-    _sniff,
-    _too_many_pixels,
-    _unidentified,
+    check_geometry,
+    open_source,
+    pillow_failure,
+    png_declared_size,
+    sniff,
+    too_many_pixels,
+    unidentified,
 )
 from gpen_core.images.pixels import (
-    _ORIENT,
-    _composite_on_white,
-    _first_frame_note,
-    _float_to_8bit,
-    _is_16bit,
-    _read_orientation,
-    _rgb_icc,
-    _settle_icc,
-    _shrunk_rgb,
-    _to_arrays,
+    ORIENT,
+    composite_on_white,
+    first_frame_note,
+    float_to_8bit,
+    is_16bit,
+    read_orientation,
+    rgb_icc,
+    settle_icc,
+    shrunk_rgb,
+    to_arrays,
 )
 
 __all__ = [
@@ -152,8 +152,8 @@ def decode_image(
             "uploads would be accepted silently. Do not import the module that sets it (some modelscope "
             "CV pipelines do), or set it back to False."
         )
-    with _open_source(source, limits) as fp:
-        head = fp.read(_SNIFF_BYTES)
+    with open_source(source, limits) as fp:
+        head = fp.read(SNIFF_BYTES)
         if not head:
             raise InputError("The file is empty (0 bytes). Upload it again; the transfer may have failed.")
         fp.seek(0)
@@ -162,27 +162,27 @@ def decode_image(
         except Image.DecompressionBombError as e:
             # Pillow's own guard fired first (above ~179 MP). Say it in our words, with the
             # declared size when the header is simple enough to read here (PNG's IHDR).
-            size = _png_declared_size(head)
+            size = png_declared_size(head)
             m = re.search(r"\((\d+) pixels\)", str(e))
             pixels = size[0] * size[1] if size else int(m.group(1)) if m else limits.max_pixels + 1
-            raise _too_many_pixels(pixels, limits, size) from None
+            raise too_many_pixels(pixels, limits, size) from None
         except UnidentifiedImageError:
-            if _sniff(head) == "TIFF" and "TIFF" in limits.formats:
+            if sniff(head) == "TIFF" and "TIFF" in limits.formats:
                 # Pillow has no mode for float RGB(A) TIFFs (scientific and HDR exports).
                 return _decode_other_tiff(fp, head, limits)
-            raise _unidentified(head, limits) from None
+            raise unidentified(head, limits) from None
         except MemoryError:
             raise OutOfMemory("Not enough memory to read the image header. Try again later.") from None
         except Exception as e:  # noqa: BLE001 - any parser failure on user bytes is the file's fault
-            kind = _sniff(head) or "image"
+            kind = sniff(head) or "image"
             reopened = _open_png_with_big_icc(fp, limits) if kind == "PNG" and "MAX_TEXT_CHUNK" in str(e) else None
             if reopened is None:
-                raise _pillow_failure(kind, e) from None
+                raise pillow_failure(kind, e) from None
             im = reopened
         with im:
-            fmt = _OUR_NAME.get(str(im.format), str(im.format))
+            fmt = OUR_NAME.get(str(im.format), str(im.format))
             original_size = (int(im.size[0]), int(im.size[1]))
-            _check_geometry(original_size, limits)
+            check_geometry(original_size, limits)
             return _decode_checked(im, fp, fmt, original_size, reduce_to)
 
 
@@ -275,11 +275,11 @@ def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) 
     """A TIFF Pillow cannot identify: float RGB(A) is decoded (OpenCV's libtiff); else refused by name."""
     tags = _tiff_directory(fp)
     if tags is None or not tags.get(256) or not tags.get(257):
-        raise _unidentified(head, limits)
+        raise unidentified(head, limits)
     w, h = _first(tags[256], 0), _first(tags[257], 0)
     bits, spp = _first(tags.get(258), 1), _first(tags.get(277), 1)
     sample = _SAMPLE_FORMATS.get(_first(tags.get(339), 1), "unknown")
-    _check_geometry((w, h), limits)
+    check_geometry((w, h), limits)
     what = f"{bits}-bit {sample} samples, {spp} per pixel"
     if sample != "floating-point" or bits not in (16, 32, 64) or spp not in (1, 3, 4):
         raise InputError(
@@ -305,7 +305,7 @@ def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) 
             a = np.nan_to_num(arr[..., 3].astype(np.float32), nan=1.0)
             alpha = np.round(np.clip(a * 255.0 if a.max() <= 1.0 else a, 0, 255)).astype(np.uint8)
             arr = arr[..., :3]
-        base = _float_to_8bit(arr, "TIFF", notes)
+        base = float_to_8bit(arr, "TIFF", notes)
         del arr
     except (MemoryError, cv2.error) as e:
         from gpen_core.platform.oom import is_oom
@@ -316,7 +316,7 @@ def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) 
             ) from None
         raise InputError(f"The TIFF file ({what}) cannot be decoded ({str(e).strip()[:200]}); re-export it and try again.") from None
     orientation = _first(tags.get(274), 1)
-    return _finish(base, alpha, "TIFF", (w, h), orientation if orientation in _ORIENT else 1, None, notes)
+    return _finish(base, alpha, "TIFF", (w, h), orientation if orientation in ORIENT else 1, None, notes)
 
 
 def _decode_checked(
@@ -334,18 +334,18 @@ def _decode_checked(
                 notes.append(
                     f"shrunk at decode from {w}×{h} to {im.size[0]}×{im.size[1]} (JPEG 1/{scale} scale)"
                 )
-        frame_note = _first_frame_note(im, fp, fmt)
+        frame_note = first_frame_note(im, fp, fmt)
         if frame_note:
             notes.append(frame_note)
-        deep = _is_16bit(im)
+        deep = is_16bit(im)
         im.load()
-        orientation, exif_note = _read_orientation(im)
+        orientation, exif_note = read_orientation(im)
         if exif_note:
             notes.append(exif_note)
-        meta = read_metadata(im, orientation if orientation in _ORIENT else 1)
+        meta = read_metadata(im, orientation if orientation in ORIENT else 1)
         if meta.note and not exif_note:
             notes.append(meta.note)
-        icc = _rgb_icc(im) if im.mode in ("RGB", "RGBA", "P", "PA", "RGBa") else None
+        icc = rgb_icc(im) if im.mode in ("RGB", "RGBA", "P", "PA", "RGBa") else None
         if reduce_to is not None and fmt != "JPEG" and im.mode == "RGB" and max(im.size) > reduce_to:
             # The caller would shrink it right after: shrink it as it leaves Pillow's buffer, so the
             # full-size copy never exists (a 7000×7000 PNG for low: 349 → 247 MB at the peak,
@@ -354,10 +354,10 @@ def _decode_checked(
             if deep:
                 notes.append(f"16-bit {fmt} scaled to 8 bit")
             size = preshrink_size(w, h, reduce_to)
-            base, alpha = _shrunk_rgb(im, size), None
+            base, alpha = shrunk_rgb(im, size), None
             notes.append(f"shrunk at decode from {w}×{h} to {size[0]}×{size[1]} (while reading it out of the decoder)")
         else:
-            base, alpha = _to_arrays(im, fmt, deep, notes)
+            base, alpha = to_arrays(im, fmt, deep, notes)
         # The arrays no longer share Pillow's buffer (4 bytes per RGB pixel): free it now,
         # before the copy below, so a 48 MP photo peaks near 2× its RGB size, not 3×.
         im.close()
@@ -368,7 +368,7 @@ def _decode_checked(
             base, _ = shrink_to_max_side(base, reduce_to)
             notes.append(f"shrunk at decode from {big[1]}×{big[0]} to {base.shape[1]}×{base.shape[0]} (greyscale, "
                          "before expanding it to RGB)")
-        icc = _settle_icc(icc, base, notes)
+        icc = settle_icc(icc, base, notes)
     except MemoryError:
         raise OutOfMemory(
             f"Not enough memory to decode the {w}×{h} image. Resize it, or try again when the server is less busy."
@@ -376,7 +376,7 @@ def _decode_checked(
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 - Pillow raises OSError, SyntaxError, ValueError, struct.error...
-        raise _pillow_failure(fmt, e) from None
+        raise pillow_failure(fmt, e) from None
     return _finish(base, alpha, fmt, original_size, orientation, icc, notes, meta)
 
 
@@ -392,8 +392,8 @@ def _finish(
 ) -> DecodedImage:
     """uint8 H×W or H×W×3 (+ alpha) as stored → the upright, composited DecodedImage."""
     # From here on: numpy only, no user-controlled parsing.
-    if orientation in _ORIENT:
-        verb, turn = _ORIENT[orientation]
+    if orientation in ORIENT:
+        verb, turn = ORIENT[orientation]
         base = turn(base)
         alpha = None if alpha is None else turn(alpha)
         notes.append(f"{verb} per EXIF orientation {orientation}")
@@ -406,7 +406,7 @@ def _finish(
             notes.append("fully opaque alpha channel dropped")
         else:
             alpha = np.ascontiguousarray(alpha)
-            _composite_on_white(rgb, alpha)
+            composite_on_white(rgb, alpha)
             notes.append("transparent areas composited on white for restoration; alpha kept in the PNG output")
     return DecodedImage(
         rgb=rgb,
@@ -415,7 +415,7 @@ def _finish(
         original_size=original_size,
         notes=tuple(notes),
         icc_profile=icc,
-        orientation=orientation if orientation in _ORIENT else 1,
+        orientation=orientation if orientation in ORIENT else 1,
         exif=meta.exif,
         dpi=meta.dpi,
     )

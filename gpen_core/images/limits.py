@@ -20,7 +20,7 @@ from gpen_core.errors import InputError
 # for the multi-picture JPEGs many phones and cameras write (main image + previews/depth);
 # users see a .jpg, so it is a JPEG to us.
 _PILLOW_NAMES: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF")
-_OUR_NAME = {"MPO": "JPEG"}
+OUR_NAME = {"MPO": "JPEG"}
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class InputLimits:
 DEFAULT_LIMITS = InputLimits()
 
 
-def _mb(n: int) -> str:
+def megabytes(n: int) -> str:
     if n >= 1_000_000:
         return f"{n / 1e6:.1f} MB" if n % 1_000_000 else f"{n // 1_000_000} MB"
     return f"{n / 1e3:.1f} KB" if n >= 1000 else f"{n} bytes"
@@ -72,22 +72,22 @@ def _mp(n: int) -> str:
     return f"{n / 1e6:.1f} megapixels" if n % 1_000_000 else f"{n // 1_000_000} megapixels"
 
 
-def _display(fmt: str) -> str:
+def format_display_name(fmt: str) -> str:
     return "WebP" if fmt == "WEBP" else fmt
 
 
 def _formats_text(limits: InputLimits) -> str:
-    return ", ".join(_display(f) for f in limits.formats)
+    return ", ".join(format_display_name(f) for f in limits.formats)
 
 
-def _png_declared_size(head: bytes) -> tuple[int, int] | None:
+def png_declared_size(head: bytes) -> tuple[int, int] | None:
     if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] == b"IHDR" and len(head) >= 24:
         w, h = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
         return (w, h) if w and h else None
     return None
 
 
-def _too_many_pixels(pixels: int, limits: InputLimits, size: tuple[int, int] | None) -> InputError:
+def too_many_pixels(pixels: int, limits: InputLimits, size: tuple[int, int] | None) -> InputError:
     what = f"is {size[0]}×{size[1]} ({_mp(pixels)})" if size else f"declares {_mp(pixels)}"
     if size:
         s = math.sqrt(limits.max_pixels / pixels)
@@ -102,7 +102,7 @@ def _too_many_pixels(pixels: int, limits: InputLimits, size: tuple[int, int] | N
 
 # Magic numbers of files people upload by mistake, so the refusal can name what it got.
 # Only the first few KB are looked at; nothing here parses the file.
-def _sniff(head: bytes) -> str | None:
+def sniff(head: bytes) -> str | None:
     if head.startswith(b"\x89PNG\r\n\x1a\n"):
         return "PNG"
     if head.startswith(b"\xff\xd8\xff"):
@@ -157,8 +157,8 @@ def _sniff(head: bytes) -> str | None:
     return None
 
 
-def _unidentified(head: bytes, limits: InputLimits) -> InputError:
-    kind = _sniff(head)
+def unidentified(head: bytes, limits: InputLimits) -> InputError:
+    kind = sniff(head)
     supported = f"Supported formats: {_formats_text(limits)}."
     if kind in _PILLOW_NAMES and kind in limits.formats:
         return InputError(
@@ -185,15 +185,15 @@ def _unidentified(head: bytes, limits: InputLimits) -> InputError:
     )
 
 
-_SNIFF_BYTES = 4096  # enough to find "<svg" after an XML prolog and a comment
+SNIFF_BYTES = 4096  # enough to find "<svg" after an XML prolog and a comment
 
 
-def _open_source(source: bytes | str | os.PathLike[str], limits: InputLimits) -> io.BufferedIOBase:
+def open_source(source: bytes | str | os.PathLike[str], limits: InputLimits) -> io.BufferedIOBase:
     """A readable binary file for ``source``, after the size check (which reads nothing)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         n = memoryview(source).nbytes
         if n > limits.max_file_bytes:
-            raise _too_big(n, limits)
+            raise too_big(n, limits)
         return io.BytesIO(source)
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"source must be bytes or a path, got {type(source).__name__}")
@@ -208,25 +208,25 @@ def _open_source(source: bytes | str | os.PathLike[str], limits: InputLimits) ->
         # A FIFO or device reports size 0 and then streams forever; a folder is a mistake.
         raise InputError(f"{path!r} is not a regular file. Choose an image file and try again.")
     if st.st_size > limits.max_file_bytes:
-        raise _too_big(st.st_size, limits)
+        raise too_big(st.st_size, limits)
     try:
         return open(path, "rb")  # noqa: SIM115 - closed by decode_image's with-block
     except OSError as e:
         raise InputError(f"The file {path!r} cannot be opened ({e.strerror}). Check the path and try again.") from None
 
 
-def _too_big(n: int, limits: InputLimits) -> InputError:
+def too_big(n: int, limits: InputLimits) -> InputError:
     return InputError(
-        f"The file is {_mb(n)}; the limit is {_mb(limits.max_file_bytes)}. "
+        f"The file is {megabytes(n)}; the limit is {megabytes(limits.max_file_bytes)}. "
         "Save it as a JPEG (quality 90 is plenty) or resize it, and try again."
     )
 
 
-def _check_geometry(size: tuple[int, int], limits: InputLimits) -> None:
+def check_geometry(size: tuple[int, int], limits: InputLimits) -> None:
     w, h = size
     pixels = w * h
     if pixels > limits.max_pixels:
-        raise _too_many_pixels(pixels, limits, size)
+        raise too_many_pixels(pixels, limits, size)
     long, short = max(w, h), max(1, min(w, h))
     if long / short > limits.max_aspect:
         raise InputError(
@@ -240,6 +240,6 @@ def _check_geometry(size: tuple[int, int], limits: InputLimits) -> None:
         )
 
 
-def _pillow_failure(fmt: str, e: BaseException) -> InputError:
+def pillow_failure(fmt: str, e: BaseException) -> InputError:
     detail = str(e).strip() or type(e).__name__
     return InputError(f"The {fmt} file is truncated or corrupt ({detail}); re-export it and try again.")

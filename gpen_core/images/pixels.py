@@ -15,10 +15,10 @@ from typing import Callable
 import numpy as np
 from PIL import Image
 
-from gpen_core.images.limits import _display, _mb
+from gpen_core.images.limits import format_display_name, megabytes
 
 
-def _read_orientation(im: Image.Image) -> tuple[int, str | None]:
+def read_orientation(im: Image.Image) -> tuple[int, str | None]:
     """EXIF orientation (1..8, 1 = upright) and a note when the EXIF could not be read."""
     try:
         value = im.getexif().get(0x0112, 1)
@@ -34,7 +34,7 @@ def _read_orientation(im: Image.Image) -> tuple[int, str | None]:
 # EXIF orientation → array transform that makes the image upright, on H×W[×C] arrays.
 # Same table as ImageOps.exif_transpose (2 FLIP_LEFT_RIGHT, 3 ROTATE_180, 4 FLIP_TOP_BOTTOM,
 # 5 TRANSPOSE, 6 ROTATE_270, 7 TRANSVERSE, 8 ROTATE_90); tests check it against Pillow.
-_ORIENT: dict[int, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
+ORIENT: dict[int, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
     2: ("mirrored", lambda a: a[:, ::-1]),
     3: ("rotated", lambda a: a[::-1, ::-1]),
     4: ("flipped", lambda a: a[::-1]),
@@ -45,7 +45,7 @@ _ORIENT: dict[int, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
 }
 
 
-def _is_16bit(im: Image.Image) -> bool:
+def is_16bit(im: Image.Image) -> bool:
     """True when the pending decode reads 16-bit samples (Pillow names rawmodes like 'RGB;16B')."""
     if im.mode.startswith("I;16"):
         return True
@@ -110,7 +110,7 @@ def _count_frames(im: Image.Image, fp: io.BufferedIOBase, fmt: str, cap: int) ->
     return int(getattr(im, "n_frames", 1))  # WebP and APNG: read from a header chunk
 
 
-def _first_frame_note(im: Image.Image, fp: io.BufferedIOBase, fmt: str) -> str | None:
+def first_frame_note(im: Image.Image, fp: io.BufferedIOBase, fmt: str) -> str | None:
     if fmt == "JPEG" or not getattr(im, "is_animated", False):
         return None  # JPEG: MPO's extra frames are previews/depth maps, not content
     n = _count_frames(im, fp, fmt, _MAX_COUNTED_FRAMES)
@@ -119,7 +119,7 @@ def _first_frame_note(im: Image.Image, fp: io.BufferedIOBase, fmt: str) -> str |
     of = f"{n}" if n < _MAX_COUNTED_FRAMES else f"{_MAX_COUNTED_FRAMES} or more"
     if fmt == "TIFF":
         return f"multi-page TIFF: first page of {of} used"
-    return f"animated {_display(fmt)}: first frame of {of} used"
+    return f"animated {format_display_name(fmt)}: first frame of {of} used"
 
 
 def _scale_16_to_8(a: np.ndarray) -> np.ndarray:
@@ -182,7 +182,7 @@ def _area_tab(src: int, dst: int) -> list[tuple[int, int, float]]:
     return tab
 
 
-def _shrunk_rgb(im: Image.Image, size: tuple[int, int]) -> np.ndarray:
+def shrunk_rgb(im: Image.Image, size: tuple[int, int]) -> np.ndarray:
     """A loaded RGB Pillow image → uint8 ``size[1]``×``size[0]``×3, shrunk while it is read out.
 
     The same picture as copying it out whole and shrinking it with ``cv2.INTER_AREA``
@@ -229,7 +229,7 @@ def _shrunk_rgb(im: Image.Image, size: tuple[int, int]) -> np.ndarray:
     return out
 
 
-def _to_arrays(im: Image.Image, fmt: str, deep: bool, notes: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+def to_arrays(im: Image.Image, fmt: str, deep: bool, notes: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
     """Loaded Pillow image → (uint8 H×W or H×W×3, uint8 alpha or None). Pillow work only."""
     mode = im.mode
     if deep and mode != "I":  # "I" finds its own bit depth from the values
@@ -252,20 +252,20 @@ def _to_arrays(im: Image.Image, fmt: str, deep: bool, notes: list[str]) -> tuple
     if mode in ("P", "PA"):
         transparent = mode == "PA" or im.has_transparency_data
         notes.append("palette image converted to RGB")
-        return _to_arrays(im.convert("RGBA" if transparent else "RGB"), fmt, False, notes)
+        return to_arrays(im.convert("RGBA" if transparent else "RGB"), fmt, False, notes)
     if mode.startswith("I;16"):
         notes.append("grayscale image expanded to RGB")
         return _grey16_to_8bit(im), None
     if mode == "I":
         return _int32_to_8bit(im, fmt, notes), None
     if mode == "F":
-        return _float_to_8bit(_asarray(im), fmt, notes), None
+        return float_to_8bit(_asarray(im), fmt, notes), None
     if mode == "CMYK":
         # Pillow's JPEG reader already undoes Adobe's inverted CMYK (APP14 marker).
         notes.append("CMYK converted to RGB (without its colour profile, so colours may shift slightly)")
         return _asarray(im.convert("RGB")), None
     if mode in ("RGBa", "La"):  # premultiplied alpha
-        return _to_arrays(im.convert("RGBA"), fmt, False, notes)
+        return to_arrays(im.convert("RGBA"), fmt, False, notes)
     notes.append(f"colour mode {mode} converted to RGB")
     return _asarray(im.convert("RGB")), None
 
@@ -288,7 +288,7 @@ def _int32_to_8bit(im: Image.Image, fmt: str, notes: list[str]) -> np.ndarray:
     return _rescale(a.astype(np.float64), lo, hi)
 
 
-def _float_to_8bit(a: np.ndarray, fmt: str, notes: list[str]) -> np.ndarray:
+def float_to_8bit(a: np.ndarray, fmt: str, notes: list[str]) -> np.ndarray:
     """Float samples → uint8: [0, 1] scaled by 255 (as 16-bit is scaled), [0, 255] rounded,
     anything else stretched from its own range. One range for all channels (keeps the colour balance)."""
     a = np.nan_to_num(a.astype(np.float32), nan=0.0, posinf=0.0, neginf=0.0)
@@ -310,7 +310,7 @@ def _rescale(a: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.round((a - lo) * (255.0 / (hi - lo))).astype(np.uint8)
 
 
-def _composite_on_white(rgb: np.ndarray, alpha: np.ndarray) -> None:
+def composite_on_white(rgb: np.ndarray, alpha: np.ndarray) -> None:
     """In place: rgb = rgb·α + white·(1-α), rounded, in integers, a strip at a time.
 
     uint16 holds 255·255 + 255·255; strips bound the uint16 temporaries to a few MB.
@@ -322,7 +322,7 @@ def _composite_on_white(rgb: np.ndarray, alpha: np.ndarray) -> None:
         rgb[y : y + rows] = (c * a + 255 * (255 - a) + 127) // 255
 
 
-def _rgb_icc(im: Image.Image) -> bytes | None:
+def rgb_icc(im: Image.Image) -> bytes | None:
     icc = im.info.get("icc_profile")
     # Bytes 16..19 of an ICC header name its colour space; only an RGB profile describes
     # our RGB output (a CMYK or grey profile embedded in an RGB file is invalid).
@@ -337,7 +337,7 @@ def _rgb_icc(im: Image.Image) -> bytes | None:
 _MAX_ICC_BYTES = 256_000
 
 
-def _settle_icc(icc: bytes | None, base: np.ndarray, notes: list[str]) -> bytes | None:
+def settle_icc(icc: bytes | None, base: np.ndarray, notes: list[str]) -> bytes | None:
     """The profile to write into the result: ``icc`` when it is valid and small, else None.
 
     A valid profile too large to copy: ``base`` (uint8 H×W×3) is converted from it to sRGB
@@ -351,7 +351,7 @@ def _settle_icc(icc: bytes | None, base: np.ndarray, notes: list[str]) -> bytes 
     except ImportError:  # Pillow built without LittleCMS: nothing can check or convert it
         if len(icc) <= _MAX_ICC_BYTES:
             return icc
-        notes.append(f"embedded colour profile ({_mb(len(icc))}) too large to copy and cannot be converted here: dropped")
+        notes.append(f"embedded colour profile ({megabytes(len(icc))}) too large to copy and cannot be converted here: dropped")
         return None
     try:
         profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
@@ -361,7 +361,7 @@ def _settle_icc(icc: bytes | None, base: np.ndarray, notes: list[str]) -> bytes 
         return None
     if len(icc) <= _MAX_ICC_BYTES:
         return icc
-    label = f"{_mb(len(icc))}, {name!r}" if name else _mb(len(icc))
+    label = f"{megabytes(len(icc))}, {name!r}" if name else megabytes(len(icc))
     if base.ndim != 3 or base.shape[2] != 3:
         notes.append(f"embedded colour profile ({label}) too large to copy into the result: dropped")
         return None

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from gpen_core.errors import InputError
-from gpen_core.images.limits import DEFAULT_LIMITS, InputLimits, _too_big
+from gpen_core.images.limits import DEFAULT_LIMITS, InputLimits, too_big
 
 _UNREADABLE = "The pasted image could not be read; save it as a file and upload that."
 
@@ -30,7 +30,7 @@ def save_data_url(url: str, folder: Path, limits: InputLimits = DEFAULT_LIMITS) 
         raise InputError(_UNREADABLE)
     estimate = len(data) * 3 // 4
     if estimate > limits.max_file_bytes:
-        raise _too_big(estimate, limits)
+        raise too_big(estimate, limits)
     try:
         raw = base64.b64decode(data, validate=False)
     except (binascii.Error, ValueError):

@@ -161,7 +161,7 @@ def upfirdn2d_depthwise(
 _FIR = {"depthwise": upfirdn2d_depthwise, "native": upfirdn2d_native}
 
 
-class _Fir(nn.Module):
+class Fir(nn.Module):
     """Holds a 4×4 FIR kernel buffer (stored in the checkpoints) and applies it."""
 
     impl: FirImpl = "depthwise"
@@ -170,7 +170,7 @@ class _Fir(nn.Module):
         return _FIR[self.impl](x, self.kernel, up=up, down=down, pad=pad)
 
 
-class Blur(_Fir):
+class Blur(Fir):
     def __init__(self, kernel: list[int], pad: tuple[int, int], upsample_factor: int = 1) -> None:
         super().__init__()
         k = make_kernel(kernel)
@@ -183,7 +183,7 @@ class Blur(_Fir):
         return self._fir(x, pad=self.pad)
 
 
-class Upsample(_Fir):
+class Upsample(Fir):
     def __init__(self, kernel: list[int], factor: int = 2) -> None:
         super().__init__()
         self.factor = factor
@@ -201,7 +201,7 @@ def set_fir_impl(model: nn.Module, impl: FirImpl) -> None:
     if impl not in _FIR:
         raise ValueError(f"unknown FIR implementation {impl!r}; expected one of {sorted(_FIR)}")
     for m in model.modules():
-        if isinstance(m, _Fir):
+        if isinstance(m, Fir):
             m.impl = impl
 
 

@@ -35,18 +35,28 @@ rows each side of its own two).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
+from torch import nn
 
-if TYPE_CHECKING:
-    from gpen_core.networks.fast import FastGPEN
+
+class StripNet(Protocol):
+    """What the strips read of :class:`gpen_core.networks.fast.FastGPEN` (a protocol, so this module
+    needs no import of the network that calls it)."""
+
+    encoder: nn.ModuleList
+    convs: nn.ModuleList
+    to_rgbs: nn.ModuleList
+    split_levels: list[bool]
+    split_last: bool
+    memory_format: torch.memory_format
 
 HALO = 2  # half-size input rows a strip reads beyond its own, each side (derivation above)
 HEAD_HALO = 2  # full-size rows an encoder-head strip reads beyond its own, each side (even: stride 2)
 
 
-def encoder_head(net: FastGPEN, inp: torch.Tensor, rows: int) -> torch.Tensor:
+def encoder_head(net: StripNet, inp: torch.Tensor, rows: int) -> torch.Tensor:
     """``encoder[1](encoder[0](inp))`` computed ``rows`` full-size rows at a time, into one tensor.
 
     ``inp``: the network's 1×3×S×S input in its layout; returns the half-size feature in the
@@ -77,7 +87,7 @@ def input_rows(r0: int, r1: int, half: int) -> tuple[int, int]:
 
 
 def full_size_level(
-    net: FastGPEN, out: torch.Tensor, latent: torch.Tensor, inp: torch.Tensor, skip: torch.Tensor, rows: int
+    net: StripNet, out: torch.Tensor, latent: torch.Tensor, inp: torch.Tensor, skip: torch.Tensor, rows: int
 ) -> torch.Tensor:
     """The last decoder level and its ToRGB, ``rows`` full-size rows at a time: float32 1×3×S×S.
 

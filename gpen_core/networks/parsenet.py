@@ -20,13 +20,12 @@ torch is imported here; import this module only when a parser is built.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import cv2
 import numpy as np
@@ -34,10 +33,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from gpen_core.networks.parsenet_layers import ConvLayer, NormType, ReluType, ResidualBlock
 from gpen_core.rgb import check_rgb
 
-NormType = Literal["bn", "none"]
-ReluType = Literal["LeakyReLU", "ReLU", "PReLU", "none"]
 
 # The released network: official FaceParse.load_model and facexlib's init_parsing_model.
 RELEASED_CONFIG: dict[str, Any] = {
@@ -58,92 +56,6 @@ PARSE_SIZE = 512  # the official FaceParse.size: every face is parsed at 512×51
 # difference about 4000× (2.4e-4 on the tiny reference's logits). A table of the 256 exact
 # values gives the official input bit for bit.
 _INPUT_LUT = (np.arange(256, dtype=np.float64) / 255.0 * 2 - 1).astype(np.float32)
-
-
-class _Norm(nn.Module):
-    """Official ``NormLayer`` for the two norms ParseNet uses (keys ``norm.norm.*``)."""
-
-    def __init__(self, channels: int, norm_type: NormType) -> None:
-        super().__init__()
-        self.norm: nn.Module = nn.BatchNorm2d(channels, affine=True) if norm_type == "bn" else nn.Identity()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm(x)
-
-
-class _Relu(nn.Module):
-    """Official ``ReluLayer`` (LeakyReLU slope 0.2; PReLU keeps its weight at ``relu.func.weight``)."""
-
-    def __init__(self, channels: int, relu_type: ReluType) -> None:
-        super().__init__()
-        kind = relu_type.lower()
-        if kind == "leakyrelu":
-            self.func: nn.Module = nn.LeakyReLU(0.2, inplace=True)
-        elif kind == "relu":
-            self.func = nn.ReLU(True)
-        elif kind == "prelu":
-            self.func = nn.PReLU(channels)
-        elif kind == "none":
-            self.func = nn.Identity()
-        else:
-            raise ValueError(f"relu_type must be one of LeakyReLU, ReLU, PReLU, none; got {relu_type!r}")
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.func(x)
-
-
-class _ConvLayer(nn.Module):
-    """Official ``ConvLayer``: [nearest ×2] → reflection pad → conv (stride 2 for 'down') → norm → act.
-
-    With batch norm the convolution has no bias, as official.
-    """
-
-    def __init__(
-        self,
-        c_in: int,
-        c_out: int,
-        kernel_size: int = 3,
-        scale: str = "none",
-        norm_type: NormType = "none",
-        relu_type: ReluType = "none",
-    ) -> None:
-        super().__init__()
-        self.up = scale == "up"
-        self.reflection_pad = nn.ReflectionPad2d(int(math.ceil((kernel_size - 1.0) / 2)))
-        stride = 2 if scale == "down" else 1
-        self.conv2d = nn.Conv2d(c_in, c_out, kernel_size, stride, bias=norm_type != "bn")
-        self.relu = _Relu(c_out, relu_type)
-        self.norm = _Norm(c_out, norm_type)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.up:
-            # No name for the upsampled input: it is freed once padded, before the convolution
-            # allocates its output.
-            return self.relu(self.norm(self.conv2d(self.reflection_pad(F.interpolate(x, scale_factor=2, mode="nearest")))))
-        return self.relu(self.norm(self.conv2d(self.reflection_pad(x))))
-
-
-class _ResidualBlock(nn.Module):
-    """Official ``ResidualBlock``: shortcut (identity, or a plain conv when shape changes) + conv1 → conv2."""
-
-    _SCALES = {"down": ("none", "down"), "up": ("up", "none"), "none": ("none", "none")}
-
-    def __init__(self, c_in: int, c_out: int, relu_type: ReluType, norm_type: NormType, scale: str = "none") -> None:
-        super().__init__()
-        self.shortcut_func: nn.Module = (
-            nn.Identity() if scale == "none" and c_in == c_out else _ConvLayer(c_in, c_out, 3, scale)
-        )
-        s1, s2 = self._SCALES[scale]
-        self.conv1 = _ConvLayer(c_in, c_out, 3, s1, norm_type=norm_type, relu_type=relu_type)
-        self.conv2 = _ConvLayer(c_out, c_out, 3, s2, norm_type=norm_type, relu_type="none")
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # The main branch first and the shortcut added in place: the shortcut is not held while the
-        # branch allocates its big temporaries, and no third full-size tensor is made for the sum.
-        # Same values as official (shortcut + branch): float addition is commutative. With the
-        # upsampling above: one 512 px face parses at 388 MiB above idle instead of 452 (measured).
-        out = self.conv2(self.conv1(x))
-        return out.add_(self.shortcut_func(x))
 
 
 class ParseNet(nn.Module):
@@ -177,21 +89,21 @@ class ParseNet(nn.Module):
         up_steps = int(np.log2(out_size // min_feat_size))
         act = {"norm_type": norm_type, "relu_type": relu_type}
 
-        encoder: list[nn.Module] = [_ConvLayer(3, base_ch, 3, "none")]
+        encoder: list[nn.Module] = [ConvLayer(3, base_ch, 3, "none")]
         head = base_ch
         for _ in range(down_steps):
-            encoder.append(_ResidualBlock(clip(head), clip(head * 2), scale="down", **act))
+            encoder.append(ResidualBlock(clip(head), clip(head * 2), scale="down", **act))
             head *= 2
-        body = [_ResidualBlock(clip(head), clip(head), **act) for _ in range(res_depth)]
+        body = [ResidualBlock(clip(head), clip(head), **act) for _ in range(res_depth)]
         decoder: list[nn.Module] = []
         for _ in range(up_steps):
-            decoder.append(_ResidualBlock(clip(head), clip(head // 2), scale="up", **act))
+            decoder.append(ResidualBlock(clip(head), clip(head // 2), scale="up", **act))
             head //= 2
         self.encoder = nn.Sequential(*encoder)
         self.body = nn.Sequential(*body)
         self.decoder = nn.Sequential(*decoder)
-        self.out_img_conv = _ConvLayer(clip(head), 3)
-        self.out_mask_conv = _ConvLayer(clip(head), parsing_ch)
+        self.out_img_conv = ConvLayer(clip(head), 3)
+        self.out_mask_conv = ConvLayer(clip(head), parsing_ch)
 
     def _features(self, x: torch.Tensor) -> torch.Tensor:
         feat = self.encoder(x)

@@ -25,13 +25,11 @@ default (``benchmarks/bench_parse_strips.py``: 140-160 MiB less at 512 px, no sl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
+from torch import nn
 from torch.nn import functional as F
 
-if TYPE_CHECKING:
-    from gpen_core.networks.parsenet import ParseNet, _ConvLayer, _ResidualBlock
+from gpen_core.networks.parsenet_layers import ConvLayer, ResidualBlock
 
 STRIP_ROWS = 64  # output rows per strip at the full-size levels (8 strips at 512 px)
 
@@ -45,7 +43,7 @@ def _reflect(i: int, n: int) -> int:
     return i
 
 
-def _source_rows(layer: _ConvLayer, o_lo: int, o_hi: int, h_in: int) -> list[int]:
+def _source_rows(layer: ConvLayer, o_lo: int, o_hi: int, h_in: int) -> list[int]:
     """The input rows (in order, repeats included) that output rows ``[o_lo, o_hi)`` of ``layer`` read."""
     s = layer.conv2d.stride[0]
     h_eff = 2 * h_in if layer.up else h_in
@@ -60,17 +58,17 @@ class _Rows:
         self.t, self.lo, self.height = t, lo, height
 
 
-def _out_height(layer: _ConvLayer, h_in: int) -> int:
+def _out_height(layer: ConvLayer, h_in: int) -> int:
     h = 2 * h_in if layer.up else h_in
     return (h - 1) // layer.conv2d.stride[0] + 1
 
 
-def _conv_need(layer: _ConvLayer, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
+def _conv_need(layer: ConvLayer, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
     rows = _source_rows(layer, o_lo, o_hi, h_in)
     return min(rows), max(rows) + 1
 
 
-def _conv_rows(layer: _ConvLayer, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
+def _conv_rows(layer: ConvLayer, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
     """Output rows ``[o_lo, o_hi)`` of ``layer`` from ``x`` (which holds every row they read).
 
     The layer's own ops on a slice of rows: [nearest ×2 of the rows it needs], reflection pad
@@ -90,7 +88,7 @@ def _conv_rows(layer: _ConvLayer, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
     return _Rows(y, o_lo, _out_height(layer, x.height))
 
 
-def _block_need(block: _ResidualBlock, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
+def _block_need(block: ResidualBlock, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
     h1 = _out_height(block.conv1, h_in)
     a_lo, a_hi = _conv_need(block.conv2, o_lo, o_hi, h1)
     lo, hi = _conv_need(block.conv1, a_lo, a_hi, h_in)
@@ -99,7 +97,7 @@ def _block_need(block: _ResidualBlock, o_lo: int, o_hi: int, h_in: int) -> tuple
     return min(lo, s_lo), max(hi, s_hi)
 
 
-def _block_rows(block: _ResidualBlock, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
+def _block_rows(block: ResidualBlock, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
     """Output rows ``[o_lo, o_hi)`` of a residual block: the branch first, the shortcut added in place (as the block does)."""
     h1 = _out_height(block.conv1, x.height)
     a_lo, a_hi = _conv_need(block.conv2, o_lo, o_hi, h1)
@@ -113,21 +111,15 @@ def _block_rows(block: _ResidualBlock, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
 
 
 def _need(stage, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
-    from gpen_core.networks.parsenet import _ResidualBlock
-
-    return _block_need(stage, o_lo, o_hi, h_in) if isinstance(stage, _ResidualBlock) else _conv_need(stage, o_lo, o_hi, h_in)
+    return _block_need(stage, o_lo, o_hi, h_in) if isinstance(stage, ResidualBlock) else _conv_need(stage, o_lo, o_hi, h_in)
 
 
 def _run(stage, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
-    from gpen_core.networks.parsenet import _ResidualBlock
-
-    return _block_rows(stage, x, o_lo, o_hi) if isinstance(stage, _ResidualBlock) else _conv_rows(stage, x, o_lo, o_hi)
+    return _block_rows(stage, x, o_lo, o_hi) if isinstance(stage, ResidualBlock) else _conv_rows(stage, x, o_lo, o_hi)
 
 
 def _height_out(stage, h_in: int) -> int:
-    from gpen_core.networks.parsenet import _ResidualBlock
-
-    return _out_height(stage.conv2, _out_height(stage.conv1, h_in)) if isinstance(stage, _ResidualBlock) else _out_height(stage, h_in)
+    return _out_height(stage.conv2, _out_height(stage.conv1, h_in)) if isinstance(stage, ResidualBlock) else _out_height(stage, h_in)
 
 
 def run_in_strips(stages: list, x: torch.Tensor, rows: int | None = None) -> torch.Tensor:
@@ -157,8 +149,9 @@ def run_in_strips(stages: list, x: torch.Tensor, rows: int | None = None) -> tor
     return out
 
 
-def parse_in_strips(net: ParseNet, x: torch.Tensor, rows: int | None = None) -> torch.Tensor:
-    """:meth:`ParseNet.parse` with the full-size ends in strips: the encoder's first two stages
+def parse_in_strips(net: nn.Module, x: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+    """:meth:`~gpen_core.networks.parsenet.ParseNet.parse` of ``net`` (a ParseNet) with the full-size
+    ends in strips: the encoder's first two stages
     (the input-size feature and the first down block) and the last decoder block with the
     mask head. The lower levels run whole."""
     enc = list(net.encoder)

@@ -70,6 +70,11 @@ def current_rss() -> int:
     return psutil.Process().memory_info().rss
 
 
+def peak_rss() -> int:
+    """This process's peak resident set size so far (the kernel's VmHWM), in bytes; the current RSS where /proc has none."""
+    return _status_kb(_HWM) or current_rss()
+
+
 def _reset_hwm() -> bool:
     """Reset the kernel's high-water mark; True when it demonstrably worked."""
     try:

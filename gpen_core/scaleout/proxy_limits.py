@@ -18,9 +18,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpen_core.images.limits import DEFAULT_LIMITS, InputLimits, _too_big
-from gpen_core.scaleout.serve import ROUTE_PREFIX
+from gpen_core.images.limits import DEFAULT_LIMITS, InputLimits, too_big
 
+# The Serve app's route (gpen_core.scaleout.serve): here, beside the cap that guards it, so the
+# proxy's callback module imports nothing of the app it sits in front of.
+ROUTE_PREFIX = "/restore"
 PROXY_CALLBACK_ENV = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
 PROXY_CALLBACK = "gpen_core.scaleout.proxy_limits.proxy_middlewares"
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -66,7 +68,7 @@ class BodyCap:
             await _answer(send, 400, "The Content-Length header is not a number of bytes; send the image again.")
             return
         if int(declared) > self.limits.max_file_bytes:
-            await _answer(send, 413, str(_too_big(int(declared), self.limits)))
+            await _answer(send, 413, str(too_big(int(declared), self.limits)))
             return
         await self.app(scope, receive, send)
 

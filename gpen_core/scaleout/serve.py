@@ -29,10 +29,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError, ResourceError, WeightsError
+from gpen_core.scaleout.proxy_limits import ROUTE_PREFIX
 
 APP_NAME = "gpen"
 DEPLOYMENT_NAME = "RestoreDeployment"
-ROUTE_PREFIX = "/restore"
 MAX_ONGOING_REQUESTS = 2  # one running, one ready; the rest wait where the autoscaler counts them
 RAY_BASELINE_NOTE = "its baseline includes the Ray worker runtime (about 200 MB more than a plain process)"
 _ERRORS: dict[str, type[GPENError]] = {"InputError": InputError, "WeightsError": WeightsError, "ResourceError": ResourceError}
@@ -210,7 +210,7 @@ async def read_body_capped(request: Any, limit: int | None = None) -> bytes:
     Content-Length over it before a byte is read, else while streaming, at the first chunk
     past it. Reading the whole body first held a 60 MB upload in the replica before the
     25 MB check."""
-    from gpen_core.images.limits import DEFAULT_LIMITS, _too_big
+    from gpen_core.images.limits import DEFAULT_LIMITS, too_big
 
     limits = DEFAULT_LIMITS
     cap = limits.max_file_bytes if limit is None else limit
@@ -220,7 +220,7 @@ async def read_body_capped(request: Any, limit: int | None = None) -> bytes:
         limits = _replace(limits, max_file_bytes=cap)
     declared = (request.headers.get("content-length") or "").strip()
     if declared.isdigit() and int(declared) > cap:
-        raise _too_big(int(declared), limits)
+        raise too_big(int(declared), limits)
     chunks: list[bytes] = []
     n = 0
     async for chunk in request.stream():

@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 from gpen_core.errors import WeightsCorruptError
-from gpen_core.weights.registry import WeightSpec, _folder
+from gpen_core.weights.registry import WeightSpec, models_folder
 
 _CHUNK = 1 << 20
 
@@ -47,7 +47,7 @@ def sidecar_path(path: Path, models_dir: str | os.PathLike[str] | None = None) -
     ``<file>.sha256`` beside files in our models folder; for files elsewhere (the
     ModelScope cache) under ``<models folder>/.hashes/`` so we never write outside it.
     """
-    folder = _folder(models_dir)
+    folder = models_folder(models_dir)
     try:
         if path.resolve().parent == folder.resolve():
             return path.with_name(path.name + ".sha256")
@@ -65,7 +65,7 @@ def _read_sidecar(p: Path) -> str | None:
     return text[0].lower() if text and len(text[0]) == 64 else None
 
 
-def _write_atomic(p: Path, text: str) -> None:
+def write_atomic(p: Path, text: str) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
@@ -109,7 +109,7 @@ def verify(path: Path, spec: WeightSpec, models_dir: str | os.PathLike[str] | No
     recorded = _read_sidecar(side)
     if recorded is None:
         if record:
-            _write_atomic(side, f"{digest}  {path.name}\n")
+            write_atomic(side, f"{digest}  {path.name}\n")
     elif recorded != digest:
         raise WeightsCorruptError(
             f"{path} changed since it was first verified: sha256 {digest}, recorded {recorded} in {side}. "

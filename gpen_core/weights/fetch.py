@@ -17,7 +17,7 @@ import urllib.parse
 import uuid
 from pathlib import Path
 
-from gpen_core.weights.checksums import _write_atomic, file_sha256, sidecar_path
+from gpen_core.weights.checksums import write_atomic, file_sha256, sidecar_path
 from gpen_core.errors import WeightsError
 from gpen_core.weights.registry import Progress, WeightSpec, modelscope_cache_root
 
@@ -56,7 +56,7 @@ def _fix_text(spec: WeightSpec, folder: Path) -> str:
     )
 
 
-def _missing_error(spec: WeightSpec, folder: Path, looked: list[str], why: str, attempts: list[str]) -> WeightsError:
+def missing_error(spec: WeightSpec, folder: Path, looked: list[str], why: str, attempts: list[str]) -> WeightsError:
     """Two lines for people (what, and the fix); every place looked and each attempt in ``details``."""
     cache = modelscope_cache_root()
     tried = f" ({'; '.join(attempts)})" if attempts else ""
@@ -141,7 +141,7 @@ def _install(tmp: Path, spec: WeightSpec, folder: Path, total: int | None) -> Pa
     _fsync_dir(folder)
     if spec.sha256 is None:
         # The download is the trust event: record what we fetched.
-        _write_atomic(sidecar_path(final, folder), f"{digest}  {final.name}\n")
+        write_atomic(sidecar_path(final, folder), f"{digest}  {final.name}\n")
     return final
 
 
@@ -263,7 +263,7 @@ def _modelscope_endpoint() -> str:
     return os.environ.get("MODELSCOPE_ENDPOINT") or _MODELSCOPE_DEFAULT_ENDPOINT
 
 
-def _fetch(spec: WeightSpec, folder: Path, progress: Progress | None, looked: list[str],
+def download_into(spec: WeightSpec, folder: Path, progress: Progress | None, looked: list[str],
            cancel: threading.Event | None = None) -> Path:
     """Try every source in order; the first verified one wins. Fails fast when none is reachable.
 
@@ -308,4 +308,4 @@ def _fetch(spec: WeightSpec, folder: Path, progress: Progress | None, looked: li
             attempts.append(f"{label}: modelscope is not installed ({exc})")
         except Exception as exc:  # network stacks raise many types; report, try the next source
             attempts.append(f"{label}: {exc.__class__.__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
-    raise _missing_error(spec, folder, looked, "no source could be downloaded", attempts)
+    raise missing_error(spec, folder, looked, "no source could be downloaded", attempts)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from gpen_core.weights.checksums import file_sha256, sidecar_path, verify
 from gpen_core.errors import WeightsError
-from gpen_core.weights.fetch import DownloadCancelled, _fetch, _missing_error, modelscope_file_url
+from gpen_core.weights.fetch import DownloadCancelled, download_into, missing_error, modelscope_file_url
 from gpen_core.weights.registry import (
     REGISTRY,
     Arch,
@@ -37,8 +37,8 @@ from gpen_core.weights.registry import (
     Progress,
     WeightSpec,
     WeightStatus,
-    _folder,
-    _lookup,
+    models_folder,
+    find_spec,
     expected_location,
     get_spec,
     modelscope_cache_root,
@@ -173,7 +173,7 @@ def _parse(name_or_path: str | os.PathLike[str]) -> tuple[WeightSpec | None, Pat
     path = Path(text).expanduser()
     if path.exists():
         return None, path
-    spec = _lookup(text)  # a bare registry file name, e.g. "GPEN-BFR-512.pth"
+    spec = find_spec(text)  # a bare registry file name, e.g. "GPEN-BFR-512.pth"
     if spec is not None and os.sep not in text and "/" not in text:
         return spec, None
     raise WeightsError(
@@ -192,7 +192,7 @@ def locate(name_or_path: str | os.PathLike[str], models_dir: str | os.PathLike[s
     if explicit is not None:
         return _explicit(explicit).path
     assert spec is not None
-    found, _ = _search(spec, _folder(models_dir))
+    found, _ = _search(spec, models_folder(models_dir))
     return found.path if found else None
 
 
@@ -219,7 +219,7 @@ def resolve(
     and the fix; and when a found file fails its size or hash check.
     """
     spec, explicit = _parse(name_or_path)
-    folder = _folder(models_dir)
+    folder = models_folder(models_dir)
     if explicit is not None:
         found = _explicit(explicit)
         # An explicit file is the caller's choice; verify it only against a pinned
@@ -235,8 +235,8 @@ def resolve(
     allowed = (not _offline_env()) if allow_download is None else allow_download
     if not allowed:
         why = "downloads are off (GPEN_OFFLINE=1)" if allow_download is None else "downloads are off for this call"
-        raise _missing_error(spec, folder, looked, why, [])
-    return _fetch(spec, folder, progress, looked)
+        raise missing_error(spec, folder, looked, why, [])
+    return download_into(spec, folder, progress, looked)
 
 
 def download(
@@ -254,7 +254,7 @@ def download(
     chunk with :class:`~gpen_core.weights.fetch.DownloadCancelled`, nothing installed.
     """
     spec = get_spec(name)
-    folder = _folder(models_dir)
+    folder = models_folder(models_dir)
     found, looked = _search(spec, folder)
     if found is not None:
         try:
@@ -264,7 +264,7 @@ def download(
             if found.location == "models folder":
                 found.path.unlink(missing_ok=True)
                 sidecar_path(found.path, folder).unlink(missing_ok=True)
-    return _fetch(spec, folder, progress, looked, cancel)
+    return download_into(spec, folder, progress, looked, cancel)
 
 
 # -------------------------------------------------------------------- status
@@ -275,7 +275,7 @@ def status(models_dir: str | os.PathLike[str] | None = None) -> list[WeightStatu
 
     Hashes each present file once per process (cached while unchanged on disk).
     """
-    folder = _folder(models_dir)
+    folder = models_folder(models_dir)
     rows: list[WeightStatus] = []
     for spec in REGISTRY.values():
         found, _ = _search(spec, folder)

@@ -300,13 +300,13 @@ def models_dir() -> Path:
     return paths.folder(None)
 
 
-def _folder(arg: str | os.PathLike[str] | None) -> Path:
+def models_folder(arg: str | os.PathLike[str] | None) -> Path:
     return paths.folder(arg)
 
 
 def expected_location(name: str, models_dir: str | os.PathLike[str] | None = None) -> Path:
     """Where ``download`` puts ``name`` and where to place it by hand."""
-    return _folder(models_dir) / get_spec(name).filename
+    return models_folder(models_dir) / get_spec(name).filename
 
 
 def modelscope_cache_root() -> Path:
@@ -316,13 +316,13 @@ def modelscope_cache_root() -> Path:
 
 def get_spec(name: str) -> WeightSpec:
     """The registry entry for a name (case-insensitive) or a registry file name."""
-    spec = _lookup(name)
+    spec = find_spec(name)
     if spec is None:
         raise WeightsError(f"unknown weights {name!r}; known names: {', '.join(REGISTRY)}.")
     return spec
 
 
-def _lookup(name: str) -> WeightSpec | None:
+def find_spec(name: str) -> WeightSpec | None:
     low = name.strip().lower()
     for s in REGISTRY.values():
         if low in (s.name.lower(), s.filename.lower()):

@@ -71,10 +71,10 @@ def public_message(message: str, *, models_dir: str | os.PathLike[str] | None = 
     ``<ModelScope cache>``), the home folder is ``~``, and any other absolute path is cut
     to its last part. Registry names, file names, URLs and the fix stay as they are.
     """
-    from gpen_core.weights.registry import _folder, modelscope_cache_root
+    from gpen_core.weights.registry import models_folder, modelscope_cache_root
 
     roles = []
-    for path, role in ((_folder(models_dir), "<models folder>"), (modelscope_cache_root(), "<ModelScope cache>")):
+    for path, role in ((models_folder(models_dir), "<models folder>"), (modelscope_cache_root(), "<ModelScope cache>")):
         for form in {os.path.abspath(path), os.path.realpath(path)}:
             roles.append((form.rstrip("/"), role))
     home = os.path.expanduser("~").rstrip("/")

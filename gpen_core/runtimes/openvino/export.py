@@ -72,7 +72,7 @@ def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
     import torch
     from torch.nn import functional as F
 
-    from gpen_core.networks.arch import ModulatedConv2d, StyledConv, ToRGB, _Fir
+    from gpen_core.networks.arch import ModulatedConv2d, StyledConv, ToRGB, Fir
 
     sqrt2 = math.sqrt(2.0)
 
@@ -125,7 +125,7 @@ def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
         out = self.conv(x, style) + self.bias
         return out if skip is None else self.upsample(skip) + out
 
-    def fir(self: _Fir, x: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
+    def fir(self: Fir, x: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
         c = int(x.shape[1])  # a constant in the trace
         k = torch.flip(self.kernel, [0, 1])[None, None].repeat(c, 1, 1, 1)
         p0, p1 = pad
@@ -156,7 +156,7 @@ def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
                 m.forward = types.MethodType(modconv_forward, m)  # type: ignore[method-assign]
             elif isinstance(m, StyledConv):
                 m.forward = types.MethodType(styled_forward, m)  # type: ignore[method-assign]
-            elif isinstance(m, _Fir):
+            elif isinstance(m, Fir):
                 m._fir = types.MethodType(fir, m)  # type: ignore[method-assign]
             elif isinstance(m, ToRGB):
                 m.forward = types.MethodType(to_rgb_forward, m)  # type: ignore[method-assign]
