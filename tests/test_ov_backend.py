@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gpen_core.errors import GPENError, InputError, ResourceError
 from gpen_core.runtimes.openvino import generator as ov_backend
 
 from .conftest import ROOT, shared_path
@@ -118,8 +119,9 @@ def test_bf16_is_refused_where_the_cpu_has_none(tmp_path: Path) -> None:
     precision, note = ov_backend.choose_precision("bfloat16")
     assert precision == "f32" and "float32" in note
     ckpt, _, _ = _reference("gpen_tiny64.pt", tmp_path)
-    with pytest.raises(Exception, match="AVX-512 BF16 or AMX"):
+    with pytest.raises(GPENError, match=r"bf16 needs a CPU with AVX-512 BF16 or AMX; this one has neither\. Use precision 'f32'") as err:
         ov_backend.load(ckpt, "bf16")
+    assert err.type is GPENError  # not ResourceError: OpenVINO itself is there
 
 
 def test_auto_follows_the_measurement_for_this_cpu(tmp_path: Path) -> None:
@@ -134,7 +136,7 @@ def test_auto_follows_the_measurement_for_this_cpu(tmp_path: Path) -> None:
     assert ov_backend.choose_backend("torch", 512, "float32") == ("torch", "asked for")
     assert ov_backend.choose_backend("openvino", 256, "float32")[0] == "openvino"
     assert ov_backend.choose_backend("auto", 512, "float32", device="cuda")[0] == "torch"
-    with pytest.raises(Exception, match="CPU only"):
+    with pytest.raises(ResourceError, match="runs on the CPU only, and this request runs on cuda; use --backend torch"):
         ov_backend.choose_backend("openvino", 512, "float16", device="cuda")
     with pytest.raises(ValueError, match="unknown backend"):
         ov_backend.choose_backend("onnx", 512, "float32")
@@ -165,7 +167,7 @@ def test_restorer_runs_the_openvino_backend_and_says_so(tmp_path: Path) -> None:
     assert np.abs(torch_res.image.astype(int) - first.image.astype(int)).max() <= 1  # same face to a rounding step
     auto = r(face, RestoreOptions(backend="auto", **opts))
     assert auto.backend == "torch" and auto.backend_reason  # a path: no measurement to go by, and it says why
-    with pytest.raises(Exception, match="unknown backend"):
+    with pytest.raises(InputError, match="unknown backend 'onnx'; choose auto, torch or openvino"):
         r(face, RestoreOptions(backend="onnx", **opts))
 
 
