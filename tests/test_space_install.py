@@ -1,7 +1,8 @@
 """The Space install, as Hugging Face Spaces do it: a fresh venv, a plain `pip install -r
 requirements.txt`, then the app imported and one photo restored.
 
-Marked slow. The venv (PyTorch's CUDA build: ~6.5 GB) is made fresh whenever
+Marked ``install``: not in the default test command (pytest.ini); run it with
+``bash scripts/test.sh -m install``. The venv (PyTorch's CUDA build: ~6.5 GB) is made fresh whenever
 requirements.txt changes and kept, keyed by the file's hash, under
 ~/.cache/gpen-space-venv/ (older ones are deleted): the first run on a machine took
 24 min on 2 busy cores, later runs re-run the same `pip install -r` (a no-op when
@@ -25,7 +26,7 @@ import pytest
 from .conftest import ROOT
 from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.install]
 
 OPENCV_DISTRIBUTIONS = ("opencv-python", "opencv-python-headless", "opencv-contrib-python", "opencv-contrib-python-headless")
 EXAMPLE = ROOT / "examples" / "astronaut_low_resolution.jpg"
