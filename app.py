@@ -356,7 +356,7 @@ demo.queue(api_open=False, default_concurrency_limit=1, max_size=8)
 def launch_options() -> dict[str, Any]:
     """launch() settings shared by ``python app.py`` and the tests."""
     return dict(max_file_size=UPLOAD_MAX_BYTES,  # above our limit: the decoder's own message names it, in the panel
-                app_kwargs=seam.app_kwargs(demo),  # unknown /run/ routes 404; private events answer the page only
+                app_kwargs=seam.app_kwargs(demo, uploads.max_event_body_bytes()),  # unknown /run/ routes 404; private events answer the page only
                 footer_links=["api", "gradio"], run_history=False, enable_monitoring=False, mcp_server=False,
                 ssr_mode=False, show_error=False, css=page.CSS)
 

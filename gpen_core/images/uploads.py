@@ -18,6 +18,12 @@ from gpen_core.images.limits import DEFAULT_LIMITS, InputLimits, _too_big
 _UNREADABLE = "The pasted image could not be read; save it as a file and upload that."
 
 
+def max_event_body_bytes(limits: InputLimits = DEFAULT_LIMITS) -> int:
+    """The largest request body an event needs: a pasted image at the file limit travels inside it as
+    base64 (4 bytes per 3), plus 1 MB for the other arguments. Files travel through the upload route."""
+    return limits.max_file_bytes * 4 // 3 + 1_000_000
+
+
 def save_data_url(url: str, folder: Path, limits: InputLimits = DEFAULT_LIMITS) -> Path:
     """Write a base64 ``data:`` URL's bytes, as sent, to a fresh file under ``folder``; return its path.
 
