@@ -230,9 +230,10 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                 image_in = seam.raw_upload(gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], height=320),
                                            functools.partial(uploads.save_data_url, folder=PASTED_DIR))  # a paste: its bytes, as sent
                 task_in = gr.Radio(task_ui.task_choices(), value="enhance", label="Task", elem_id="task-radio")
-                damage_in = gr.ImageEditor(label="Paint the damage (white brush)", type="numpy", image_mode="RGBA", sources=(), transforms=(),
+                damage_in = seam.raw_editor(gr.ImageEditor(label="Paint the damage (white brush)", type="filepath", image_mode="RGBA", sources=(), transforms=(),
                     format="png", visible=False, height=420, elem_id="damage-editor", layers=gr.LayerOptions(False, [task_ui.DAMAGE_LAYER]),
-                    brush=gr.Brush(12, [task_ui.BRUSH_COLOUR], task_ui.BRUSH_COLOUR, "fixed"))
+                    brush=gr.Brush(12, [task_ui.BRUSH_COLOUR], task_ui.BRUSH_COLOUR, "fixed")),
+                    functools.partial(uploads.save_bytes, folder=PASTED_DIR), functools.partial(uploads.save_data_url, folder=PASTED_DIR))  # paths, unopened
                 mode_in = gr.Radio(ui.mode_choices(), value=AUTO, label="Memory mode", elem_id="mode-radio")
                 upscale_in = gr.Radio([("1× (keep size)", 1), ("2×", 2), ("4×", 4)], value=1, label="Upscale",
                                       info="enlarge the whole photo with RealESRNet (GPEN's background upscaler); "

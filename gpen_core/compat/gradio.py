@@ -47,6 +47,11 @@ def seam_problems() -> list[str]:
     missing = {"path", "url"} - set(ImageData.model_fields)
     if missing:
         problems.append(f"gradio.data_classes.ImageData has no {sorted(missing)}")
+    from gradio.components.image_editor import EditorData
+
+    missing = {"background", "layers", "composite", "id"} - set(EditorData.model_fields)
+    if missing or not hasattr(gr.ImageEditor, "accept_blobs"):
+        problems.append(f"gr.ImageEditor's value has no {sorted(missing)} or the editor no accept_blobs (its blob_storage)")
     try:
         from gradio.route_utils import FnIndexInferError  # noqa: F401
     except ImportError:
@@ -87,6 +92,60 @@ def _raw_preprocess(save_data_url: Callable[[str], Any], payload: Any) -> str | 
         raise gr.Error(f"{INPUT_TITLE}. The upload arrived without a file; upload it again.", title=INPUT_TITLE,
                        print_exception=False)
     return str(payload.path)
+
+
+def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any],
+               save_data_url: Callable[[str], Any]) -> gr.ImageEditor:
+    """Make an image editor hand its value to the handler as file paths, none of them opened:
+    ``{"background": path | None, "layers": [path, ...], "composite": path | None}``.
+
+    Gradio's own ``ImageEditor.preprocess`` opens the background, every layer and the composite
+    with Pillow (whatever the handler's task), outside our decoder and its limits: four
+    transparent 13000×13000 PNG layers of 656 KB cost gigabytes before the handler runs. The
+    handler reads only what its task uses, with our decoder. The page's editor sends its images
+    as blobs kept in the component (``accept_blobs``): ``save_bytes(data, name)`` writes each to
+    a file of ours and the blobs are dropped; an API client sends uploaded files (or ``data:``
+    URLs, written by ``save_data_url``).
+    """
+    check_installed()
+    component.preprocess = functools.partial(_raw_editor_preprocess, component, save_bytes, save_data_url)  # type: ignore[method-assign]
+    return component
+
+
+def _raw_editor_preprocess(component: Any, save_bytes: Callable[[bytes, str], Any], save_data_url: Callable[[str], Any],
+                           payload: Any) -> dict[str, Any] | None:
+    if payload is None:
+        return None
+    blob_id = getattr(payload, "id", None)
+    if blob_id is not None:  # the page: the images arrived earlier through accept_blobs
+        blobs = component.blob_storage.pop(blob_id, None)
+        if blobs is None:
+            return {"background": None, "layers": [], "composite": None}
+        return {"background": _blob_path(save_bytes, blobs.background, "background.png"),
+                "layers": [p for i, b in enumerate(blobs.layers) if (p := _blob_path(save_bytes, b, f"layer_{i}.png"))],
+                "composite": _blob_path(save_bytes, blobs.composite, "composite.png")}
+    return {"background": _file_path(save_data_url, payload.background),
+            "layers": [p for f in payload.layers or [] if (p := _file_path(save_data_url, f))],
+            "composite": _file_path(save_data_url, payload.composite)}
+
+
+def _blob_path(save_bytes: Callable[[bytes, str], Any], data: bytes | None, name: str) -> str | None:
+    return None if data is None else str(save_bytes(bytes(data), name))
+
+
+def _file_path(save_data_url: Callable[[str], Any], file: Any) -> str | None:
+    if file is None:
+        return None
+    url = getattr(file, "url", None)
+    if getattr(file, "path", None) is None and url and url.startswith("data:"):
+        try:
+            return str(save_data_url(url))
+        except InputError as exc:
+            raise gr.Error(f"{INPUT_TITLE}. {exc}", title=INPUT_TITLE, print_exception=False) from None
+    if getattr(file, "path", None) is None:
+        raise gr.Error(f"{INPUT_TITLE}. An editor image arrived without a file; send it again.", title=INPUT_TITLE,
+                       print_exception=False)
+    return str(file.path)
 
 
 def app_kwargs(blocks: gr.Blocks, max_body_bytes: int = 34_000_000) -> dict[str, Any]:

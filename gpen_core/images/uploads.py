@@ -45,3 +45,13 @@ def save_data_url(url: str, folder: Path, limits: InputLimits = DEFAULT_LIMITS) 
     path = Path(tempfile.mkdtemp(prefix="p-", dir=folder)) / "pasted"
     path.write_bytes(raw)
     return path
+
+
+def save_bytes(raw: bytes, name: str, folder: Path) -> Path:
+    """Write bytes that arrived in a request (an image editor's layer) as sent to a fresh file
+    ``name`` under ``folder``; return its path. Nothing is decoded: the decoder reads the file,
+    with its limits, only when the request uses it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="b-", dir=folder)) / Path(name).name
+    path.write_bytes(raw)
+    return path
