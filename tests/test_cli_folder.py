@@ -155,3 +155,31 @@ def test_download_progress_in_a_log_is_one_line_per_step(monkeypatch: pytest.Mon
     assert "\r" not in err
     lines = err.splitlines()
     assert lines[0] == "GPEN-BFR-256: 0.0%" and lines[-1] == "GPEN-BFR-256: 100.0%" and len(lines) == 11, lines
+
+
+def test_seg2face_on_a_photo_warns_and_names_no_paste_mask(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--aligned seg2face pastes nothing: no paste mask in its notes; an ordinary photo is said not to be a label map."""
+    import json
+
+    import cv2
+    import torch
+
+    from .conftest import shared_path
+
+    d = torch.load(shared_path("reference", "tasks", "seg2face_tiny64_seeded.pt"), weights_only=True)
+    ckpt = tmp_path / "tiny-seg2face.pth"
+    torch.save({k: v.float() for k, v in d["state_dict_fp16"].items()}, ckpt)
+    label_map = tmp_path / "map.png"
+    cv2.imwrite(str(label_map), d["seg_bgr_uint8"].numpy())
+    photo = tmp_path / "photo.png"
+    with Image.open(shared_path("faces", "ffhq_00000_512.png")) as im:
+        im.convert("RGB").resize((d["seg_bgr_uint8"].shape[1], d["seg_bgr_uint8"].shape[0])).save(photo)
+    notes = {}
+    for src in (label_map, photo):
+        assert main(["restore", str(src), "-o", str(tmp_path / f"out_{src.name}"), "--task", "seg2face", "--aligned",
+                     "--model", str(ckpt), "--mode", "quality", "--json"]) == 0
+        notes[src.name] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["notes"]
+    for name, said in notes.items():
+        assert not any("paste mask" in n for n in said), (name, said)
+    assert not any("label map" in n for n in notes["map.png"]), notes["map.png"]
+    assert any(n.startswith("this does not look like a label map") for n in notes["photo.png"]), notes["photo.png"]
