@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import gradio as gr
 import numpy as np
 import pytest
 from PIL import Image
@@ -123,4 +124,20 @@ def test_the_pages_blobs_become_files_and_leave_the_editor(tmp_path: Path) -> No
     assert value["background"] and Path(value["background"]).read_bytes() == b"bg-bytes"
     assert [Path(p).read_bytes() for p in value["layers"]] == [TEXT] and value["composite"] is None
     assert "abc" not in editor.blob_storage
-    assert editor.preprocess(EditorData(id="gone")) == {"background": None, "layers": [], "composite": None}
+    with pytest.raises(gr.Error, match="no longer on the server"):  # never "nothing painted" in silence
+        editor.preprocess(EditorData(id="gone"))
+
+
+def test_the_editors_blob_store_stays_bounded() -> None:
+    """Blobs posted under fresh ids without an event never read them: the oldest go, by count and by bytes."""
+    from gradio.components.image_editor import EditorDataBlobs
+
+    from gpen_core.compat.gradio import BoundedBlobs
+
+    store = BoundedBlobs(max_ids=3, max_bytes=1000)
+    for i in range(10):
+        store[f"id{i}"] = EditorDataBlobs(background=b"x" * 100, layers=[], composite=None)
+    assert list(store) == ["id7", "id8", "id9"]
+    store["big"] = EditorDataBlobs(background=b"x" * 900, layers=[b"y" * 50], composite=None)
+    assert list(store) == ["big"]  # 950 + 100 would pass 1000: the older ones go, the newest stays
+    assert isinstance(app.damage_in.blob_storage, BoundedBlobs)

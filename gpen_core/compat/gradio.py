@@ -108,8 +108,38 @@ def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any
     URLs, written by ``save_data_url``).
     """
     check_installed()
+    component.blob_storage = BoundedBlobs()  # type: ignore[assignment]
     component.preprocess = functools.partial(_raw_editor_preprocess, component, save_bytes, save_data_url)  # type: ignore[method-assign]
     return component
+
+
+class BoundedBlobs(dict):  # type: ignore[type-arg]
+    """The editor's blob store (id → the images ``accept_blobs`` received), kept small.
+
+    Gradio keeps every id's blobs until an event reads them: anyone can post blobs under fresh ids
+    and never run an event, and memory grows with each. Here the oldest ids go once there are more
+    than ``max_ids`` or their bytes pass ``max_bytes`` (the newest id always stays).
+    """
+
+    def __init__(self, max_ids: int = 16, max_bytes: int = 300_000_000) -> None:
+        super().__init__()
+        self.max_ids, self.max_bytes = max_ids, max_bytes
+        self._sizes: dict[str, int] = {}
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().pop(key, None)  # re-inserted last: the newest
+        super().__setitem__(key, value)
+        parts = [getattr(value, "background", None), getattr(value, "composite", None), *(getattr(value, "layers", None) or [])]
+        self._sizes.pop(key, None)
+        self._sizes[key] = sum(len(p) for p in parts if p is not None)
+        while len(self) > 1 and (len(self) > self.max_ids or sum(self._sizes.values()) > self.max_bytes):
+            oldest = next(iter(self))
+            super().pop(oldest)
+            self._sizes.pop(oldest, None)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        self._sizes.pop(key, None)
+        return super().pop(key, *default)
 
 
 def _raw_editor_preprocess(component: Any, save_bytes: Callable[[bytes, str], Any], save_data_url: Callable[[str], Any],
@@ -119,8 +149,9 @@ def _raw_editor_preprocess(component: Any, save_bytes: Callable[[bytes, str], An
     blob_id = getattr(payload, "id", None)
     if blob_id is not None:  # the page: the images arrived earlier through accept_blobs
         blobs = component.blob_storage.pop(blob_id, None)
-        if blobs is None:
-            return {"background": None, "layers": [], "composite": None}
+        if blobs is None:  # never sent, or dropped for newer edits (BoundedBlobs): never a silent "nothing painted"
+            raise gr.Error(f"{INPUT_TITLE}. The painted damage is no longer on the server (too many edits arrived "
+                           "since); paint a stroke again and press Restore.", title=INPUT_TITLE, print_exception=False)
         return {"background": _blob_path(save_bytes, blobs.background, "background.png"),
                 "layers": [p for i, b in enumerate(blobs.layers) if (p := _blob_path(save_bytes, b, f"layer_{i}.png"))],
                 "composite": _blob_path(save_bytes, blobs.composite, "composite.png")}
