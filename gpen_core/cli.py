@@ -105,7 +105,12 @@ def _parser() -> argparse.ArgumentParser:
     from gpen_core.hwcheck.command import add_profile
 
     add_profile(sub)
-    for command in sub.choices.values():  # `restore … -v` as well as `-v restore …` (the README shows both)
+    return _verbose_after(p, sub)
+
+
+def _verbose_after(p: argparse.ArgumentParser, sub: Any) -> argparse.ArgumentParser:
+    """``restore … -v`` as well as ``-v restore …`` (the README shows both); unset after the command keeps the first."""
+    for command in sub.choices.values():
         command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return p
 
