@@ -39,6 +39,10 @@ if [ $# -gt 0 ]; then
 fi
 
 PY=${GPU_CHECK_PYTHON:-python3}
+if ! command -v "$PY" >/dev/null 2>&1; then
+  echo "gpu_check.sh: no Python interpreter '$PY' here; install python3 or point GPU_CHECK_PYTHON at one" >&2
+  exit 3
+fi
 OUTDIR=${OUT:-out/gpu}
 mkdir -p "$OUTDIR"
 unpacked=$(mktemp -d "${TMPDIR:-/tmp}/gpen-gpu-wheels.XXXXXX")

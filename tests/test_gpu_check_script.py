@@ -106,3 +106,9 @@ def test_gpu_check_sh_names_a_missing_module_and_exits_3(tmp_path: Path) -> None
     assert p.returncode == 3, text[-3000:]
     assert "no module 'cv2' (package opencv-python-headless)" in text and "GPU_CHECK_PYTHON" in text, text[-3000:]
     assert "Traceback" not in text and "ModuleNotFoundError" not in text, text[-3000:]
+
+
+def test_gpu_check_sh_names_a_missing_interpreter(tmp_path: Path) -> None:
+    p = subprocess.run(["bash", "scripts/gpu_check.sh"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, GPU_CHECK_PYTHON=str(tmp_path / "no-python"), OUT=str(tmp_path / "out")))
+    assert p.returncode == 3 and "no Python interpreter" in p.stderr, p.stderr
