@@ -230,9 +230,10 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                 image_in = seam.raw_upload(gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], height=320),
                                            functools.partial(uploads.save_data_url, folder=PASTED_DIR))  # a paste: its bytes, as sent
                 task_in = gr.Radio(task_ui.task_choices(), value="enhance", label="Task", elem_id="task-radio")
-                damage_in = gr.ImageEditor(label="Paint the damage (white brush)", type="numpy", image_mode="RGBA", sources=(), transforms=(),
+                damage_in = seam.raw_editor(gr.ImageEditor(label="Paint the damage (white brush)", type="filepath", image_mode="RGBA", sources=(), transforms=(),
                     format="png", visible=False, height=420, elem_id="damage-editor", layers=gr.LayerOptions(False, [task_ui.DAMAGE_LAYER]),
-                    brush=gr.Brush(12, [task_ui.BRUSH_COLOUR], task_ui.BRUSH_COLOUR, "fixed"))
+                    brush=gr.Brush(12, [task_ui.BRUSH_COLOUR], task_ui.BRUSH_COLOUR, "fixed")),
+                    functools.partial(uploads.save_bytes, folder=PASTED_DIR), functools.partial(uploads.save_data_url, folder=PASTED_DIR))  # paths, unopened
                 mode_in = gr.Radio(ui.mode_choices(), value=AUTO, label="Memory mode", elem_id="mode-radio")
                 upscale_in = gr.Radio([("1× (keep size)", 1), ("2×", 2), ("4×", 4)], value=1, label="Upscale",
                                       info="enlarge the whole photo with RealESRNet (GPEN's background upscaler); "
@@ -356,7 +357,7 @@ demo.queue(api_open=False, default_concurrency_limit=1, max_size=8)
 def launch_options() -> dict[str, Any]:
     """launch() settings shared by ``python app.py`` and the tests."""
     return dict(max_file_size=UPLOAD_MAX_BYTES,  # above our limit: the decoder's own message names it, in the panel
-                app_kwargs=seam.app_kwargs(demo),  # unknown /run/ routes 404; private events answer the page only
+                app_kwargs=seam.app_kwargs(demo, uploads.max_event_body_bytes()),  # unknown /run/ routes 404; private events answer the page only
                 footer_links=["api", "gradio"], run_history=False, enable_monitoring=False, mcp_server=False,
                 ssr_mode=False, show_error=False, css=page.CSS)
 

@@ -51,6 +51,7 @@ TARGET_MS = 25.0
 TARGET_FACE_RESERVED = 1e9
 TARGET_PHOTO_RESERVED = 1.5e9
 NO_CUDA_EXIT = 2
+MISSING_EXIT = 3  # as scripts/gpu_check.sh's exit for a missing wheel: something the check imports is absent
 
 
 @dataclass
@@ -338,6 +339,23 @@ def import_dependencies() -> dict[str, str]:
     return {k: f"{getattr(m, '__version__', '?')} ({Path(m.__file__ or '?').parent})" for k, m in mods.items()}
 
 
+# The import name of what the check needs, and what installs it (requirements.txt pins them).
+_PACKAGES = {"cv2": "opencv-python-headless", "torch": "torch", "numpy": "numpy", "psutil": "psutil", "facexlib": "facexlib",
+             "PIL": "pillow", "torchvision": "torchvision", "scipy": "scipy", "skimage": "scikit-image"}
+
+
+def missing_module_message(exc: ImportError) -> str:
+    """One plain line for an import that failed: which module, which package brings it, and the fix."""
+    name = (getattr(exc, "name", None) or "").split(".")[0]
+    if not name:
+        return (f"gpu_check: this Python ({sys.executable}) could not import what the check runs: {exc}. "
+                "Install requirements.txt into it (bash scripts/setup.sh), or point GPU_CHECK_PYTHON at one that has it.")
+    package = _PACKAGES.get(name, name)
+    return (f"gpu_check: this Python ({sys.executable}) has no module {name!r} (package {package}), which the check needs. "
+            f"Install it (pip install {package}, or bash scripts/setup.sh), or point GPU_CHECK_PYTHON at a Python that has it. "
+            "Nothing was measured or written.")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", type=Path, default=Path("gpu_check.json"), help="where to write the results (default ./gpu_check.json)")
@@ -352,7 +370,12 @@ def main(argv: list[str] | None = None) -> int:
         worker_mode(args.worker[0], Path(args.worker[1]), Path(args.worker[2]), args.fraction, args.device)
         return 0
 
-    for name, where in import_dependencies().items():
+    try:
+        imported = import_dependencies()
+    except ImportError as exc:
+        print(missing_module_message(exc), file=sys.stderr)
+        return MISSING_EXIT
+    for name, where in imported.items():
         print(f"gpu_check: imported {name} {where}", flush=True)
     import torch
 

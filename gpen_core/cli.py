@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from gpen_core.errors import GPENError, InputError
 from gpen_core.result_json import result_record  # re-exported: scripts read records through the CLI module
@@ -105,6 +105,13 @@ def _parser() -> argparse.ArgumentParser:
     from gpen_core.hwcheck.command import add_profile
 
     add_profile(sub)
+    return _verbose_after(p, sub)
+
+
+def _verbose_after(p: argparse.ArgumentParser, sub: Any) -> argparse.ArgumentParser:
+    """``restore … -v`` as well as ``-v restore …`` (the README shows both); unset after the command keeps the first."""
+    for command in sub.choices.values():
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return p
 
 
@@ -205,20 +212,54 @@ def _print_error(exc: GPENError, verbose: bool, prefix: str = "") -> None:
 # ----------------------------------------------------------------- restore
 
 
-def _collect_inputs(items: Sequence[str]) -> list[Path]:
+def _collect_inputs(items: Sequence[str]) -> tuple[list[Path], list[tuple[str, str]]]:
+    """(the photos to restore, (path, why) for each image-named entry of a folder that is not a file)."""
     paths: list[Path] = []
+    skipped: list[tuple[str, str]] = []
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.suffix.lower() in IMAGE_SUFFIXES and q.is_file())
+            found = []
+            for q in sorted(q for q in p.iterdir() if q.suffix.lower() in IMAGE_SUFFIXES):
+                why = not_a_file(q)
+                if why is None:
+                    found.append(q)
+                else:
+                    skipped.append((str(q), why))
             if not found:
-                raise InputError(f"folder {p} has no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
+                listed = "".join(f"; skipped {q}: {why}" for q, why in skipped if Path(q).parent == p)
+                raise InputError(f"folder {p} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}){listed}")
             paths += found
         elif p.is_file():
             paths.append(p)
         else:
-            raise InputError(f"input {p} does not exist")
-    return paths
+            why = not_a_file(p)
+            raise InputError(f"input {p} does not exist" if why == _MISSING else f"input {p} is {why}")
+    return paths, skipped
+
+
+_MISSING = "not there"
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a photo (a folder, a FIFO, a symbolic link loop...), or None for a regular file."""
+    import errno
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop"
+        if path.is_symlink():
+            return "a broken symbolic link"
+        return _MISSING if exc.errno == errno.ENOENT else f"unreadable ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+    kind = next((name for test, name in kinds if test(mode)), "a special file")
+    return f"{kind}, not a file"
 
 
 def _plan_outputs(inputs: list[Path], output: str, mode_format: str | None) -> list[tuple[Path, Path, str | None]]:
@@ -237,102 +278,114 @@ def _plan_outputs(inputs: list[Path], output: str, mode_format: str | None) -> l
     return [(p, out / stem, None) for p, stem in zip(inputs, output_stems([p.name for p in inputs]))]
 
 
-class _Bar:
-    """A one-line progress bar with ETA on stderr, for several images."""
+def _bar(total: int) -> Any:
+    """The progress line (gpen_core.presentation.cli_run.Progress); also the Ray path's."""
+    from gpen_core.presentation.cli_run import Progress
 
-    def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
-        self.total, self.stream, self.t0, self.done = total, stream, time.perf_counter(), 0
-
-    def step(self, label: str) -> None:
-        self.done += 1
-        if self.total < 2:
-            return
-        el = time.perf_counter() - self.t0
-        eta = el / self.done * (self.total - self.done)
-        bar = "#" * int(24 * self.done / self.total)
-        self.stream.write(f"\r[{bar:<24}] {self.done}/{self.total} {el:5.1f}s elapsed, ETA {eta:5.1f}s  {label[:40]:<40}")
-        if self.done == self.total:
-            self.stream.write("\n")
-        self.stream.flush()
-
-
-def _skip(args: argparse.Namespace, record: dict[str, Any], out: Path) -> None:
-    record.update(status="skipped", output=str(out), note="output exists; use --overwrite")
-    _emit(args, record)
-    print(f"skipped: {out} exists (use --overwrite)", file=sys.stderr)
+    return Progress(total)
 
 
 def _restore(args: argparse.Namespace) -> int:
     if args.ray:
         from gpen_core.scaleout.cli import restore_ray
 
-        return restore_ray(args, _Bar)
-    detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
-    inputs = _collect_inputs(args.inputs)
+        return restore_ray(args, _bar)
+    inputs, not_files = _collect_inputs(args.inputs)
     if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
         raise InputError("--mask is the damage of one photo: use it with --task inpaint and a single input")
     plan = _plan_outputs(inputs, args.output, None)
-    from gpen_core.images.outputs import check_writable, write_atomic
+    from gpen_core.images.outputs import check_writable
 
     check_writable([dst for _, dst, _ in plan])  # bad output paths fail now (exit 2), not after the restore
+    mask = _read_mask(args.mask) if args.mask is not None else None
     _load_engine()  # under a memory cap: exit 4 saying what the engine needs, never a traceback
 
-    from gpen_core.options import RestoreOptions
+    from gpen_core.presentation.cli_run import NewNotes, RunSummary
     from gpen_core.restorer import Restorer
 
     # One photo: the process ends after it, so each network is dropped once its stage is done
     # (a lower peak); several photos keep them loaded from one to the next.
     restorer = Restorer(models_dir=args.models_dir, device=args.device, one_shot=len(plan) == 1)
-    bar = _Bar(len(plan))
+    bar, notes, summary = _bar(len(plan)), NewNotes(), RunSummary()
+    for path, why in not_files:
+        summary.skip(path, why)
+        bar.say(f"skipped: {path}: {why}")
     worst = 0
     for src, dst, fmt in plan:
-        opts = RestoreOptions(
-            mode=args.mode,
-            model=args.model,
-            detector=detector,  # type: ignore[arg-type]
-            alpha=args.alpha,
-            threshold=args.threshold,
-            max_faces=args.max_faces,
-            aligned=args.aligned,
-            face_check=args.face_check,
-            orientations=args.orientations,
-            output_format=fmt,
-            upscale=args.upscale,
-            upscaler=args.upscaler,
-            tile=args.tile,
-            backend=args.backend,
-            task=args.task,
-        )
-        record: dict[str, Any] = {"input": str(src)}
-        if dst.suffix == "" and not args.overwrite:
-            existing = [dst.with_suffix(s) for s in SUFFIX_BY_FORMAT.values() if dst.with_suffix(s).exists()]
-            if existing:
-                _skip(args, record, existing[0])
-                bar.step(src.name)
-                continue
-        elif dst.exists() and not args.overwrite:
-            _skip(args, record, dst)
-            bar.step(src.name)
-            continue
-        try:
-            result = restorer(src, opts, mask=args.mask)
-            if dst.suffix == "":
-                dst = dst.with_suffix(SUFFIX_BY_FORMAT[result.output_format])
-            write_atomic(dst, result.encoded)  # InputError when the disk filled up, the folder went away...
-        except GPENError as exc:
-            record.update(status="error", error=str(exc), exit_code=exc.exit_code)
-            _emit(args, record)
-            if not args.json:
-                _print_error(exc, args.verbose, prefix=f"{src}: ")
-            worst = worst or exc.exit_code
-            bar.step(src.name)
-            continue
-        record.update(status="ok", output=str(dst), **result_record(result))
+        record = _restore_one(args, restorer, src, dst, fmt, mask, bar, notes)
+        summary.add(record)
+        worst = worst or int(record.get("exit_code", 0))
+        bar.step(src.name)
+    if len(plan) + len(not_files) > 1:
+        for line in summary.lines():  # with --json, stdout holds only the records
+            bar.say(line, sys.stderr if args.json else sys.stdout)
+    return worst
+
+
+def _options(args: argparse.Namespace, fmt: str | None) -> Any:
+    from gpen_core.options import RestoreOptions
+
+    detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
+    return RestoreOptions(mode=args.mode, model=args.model, detector=detector, alpha=args.alpha,  # type: ignore[arg-type]
+                          threshold=args.threshold, max_faces=args.max_faces, aligned=args.aligned, face_check=args.face_check,
+                          orientations=args.orientations, output_format=fmt, upscale=args.upscale, upscaler=args.upscaler,
+                          tile=args.tile, backend=args.backend, task=args.task)
+
+
+def _existing(args: argparse.Namespace, dst: Path) -> Path | None:
+    """The output already there that this photo would replace, unless --overwrite."""
+    if args.overwrite:
+        return None
+    if dst.suffix == "":
+        return next((dst.with_suffix(s) for s in SUFFIX_BY_FORMAT.values() if dst.with_suffix(s).exists()), None)
+    return dst if dst.exists() else None
+
+
+def _restore_one(args: argparse.Namespace, restorer: Any, src: Path, dst: Path, fmt: str | None, mask: Any,
+                 bar: Any, notes: Any) -> dict[str, Any]:
+    """Restore one photo and say so: its record (``status`` ok, error with ``exit_code``, or skipped)."""
+    from gpen_core.images.outputs import write_atomic
+
+    record: dict[str, Any] = {"input": str(src)}
+    existing = _existing(args, dst)
+    if existing is not None:
+        record.update(status="skipped", output=str(existing), note="output exists; use --overwrite")
+        _emit(args, record)
+        bar.say(f"skipped: {existing} exists (use --overwrite)")
+        return record
+    try:
+        result = restorer(src, _options(args, fmt), mask=mask)
+        if dst.suffix == "":
+            dst = dst.with_suffix(SUFFIX_BY_FORMAT[result.output_format])
+        write_atomic(dst, result.encoded)  # InputError when the disk filled up, the folder went away...
+    except GPENError as exc:
+        record.update(status="error", error=str(exc), exit_code=exc.exit_code)
         _emit(args, record)
         if not args.json:
-            _print_human(record)
-        bar.step(src.name)
-    return worst
+            bar.say(f"error: {src}: {exc}")
+            if args.verbose and exc.details:
+                bar.say(exc.details)
+        return record
+    record.update(status="ok", output=str(dst), **result_record(result))
+    _emit(args, record)
+    if not args.json:
+        bar.say(_result_line(record), sys.stdout)
+        for note in notes.fresh(record["notes"]):
+            bar.say(f"  note: {note}")
+    return record
+
+
+def _read_mask(path: str) -> Any:
+    """``--mask``, decoded here so that its errors name it (the photo's name the photo): RGB uint8 H×W×3."""
+    from gpen_core.images.decode import decode_image
+
+    why = not_a_file(Path(path))
+    if why is not None:
+        raise InputError(f"the mask {path} " + ("does not exist" if why == _MISSING else f"is {why}"))
+    try:
+        return decode_image(path).rgb
+    except InputError as exc:
+        raise InputError(f"the mask {path}: {exc}") from None
 
 
 def _emit(args: argparse.Namespace, record: dict[str, Any]) -> None:
@@ -340,18 +393,13 @@ def _emit(args: argparse.Namespace, record: dict[str, Any]) -> None:
         print(json.dumps(record), flush=True)
 
 
-def _print_human(rec: dict[str, Any]) -> None:
+def _result_line(rec: dict[str, Any]) -> str:
     from gpen_core.platform.meter import format_bytes
 
     pk = rec["peaks"]
     vram = f", peak VRAM {format_bytes(pk['vram_bytes'])}" if pk["vram_bytes"] is not None else ""
-    print(
-        f"{rec['input']} -> {rec['output']}: {rec['faces']} face(s), mode {rec['mode']}, "
-        f"{rec['timings']['total_s']:.2f}s, peak RAM {format_bytes(pk['rss_bytes'])}{vram}",
-        file=sys.stderr,
-    )
-    for note in rec["notes"]:
-        print(f"  note: {note}", file=sys.stderr)
+    return (f"{rec['input']} -> {rec['output']}: {rec['faces']} face(s), mode {rec['mode']}, "
+            f"{rec['timings']['total_s']:.2f}s, peak RAM {format_bytes(pk['rss_bytes'])}{vram}")
 
 
 # ---------------------------------------------------------- download, info
@@ -366,41 +414,71 @@ def _download(args: argparse.Namespace) -> int:
         raise InputError(f"unknown weights {', '.join(unknown)}; known: {', '.join(weights.REGISTRY)}")
     worst = 0
     for name in names:
-        state = {"last": 0.0}
-
-        def progress(done: int, total: int | None, name: str = name) -> None:
-            now = time.perf_counter()
-            if now - state["last"] < 0.2 and (total is None or done < total):
-                return
-            state["last"] = now
-            pct = f"{100 * done / total:5.1f}%" if total else f"{done / 1e6:.1f} MB"
-            sys.stderr.write(f"\r{name}: {pct}")
-            sys.stderr.flush()
-
+        progress = _DownloadProgress(name)
         try:
             path = weights.download(name, models_dir=args.models_dir, progress=progress)
         except GPENError as exc:
-            sys.stderr.write("\n" if state["last"] else "")
+            progress.end()
             _print_error(exc, args.verbose)
             worst = worst or exc.exit_code
             continue
-        sys.stderr.write("\n" if state["last"] else "")
+        progress.end()
         print(f"{name}: {path}")
     if not args.no_convert:
         _convert_ahead(args.models_dir)
     return worst
 
 
+class _DownloadProgress:
+    """A download's progress on stderr: redrawn in a terminal (5 a second); in a log, one line per
+    tenth of the file (per 10 MB when its size is unknown), never a run-on line of carriage returns."""
+
+    def __init__(self, name: str) -> None:
+        from gpen_core.presentation.cli_run import is_terminal
+
+        self.name, self.tty, self.last, self.step, self.open = name, is_terminal(sys.stderr), 0.0, -1, False
+
+    def __call__(self, done: int, total: int | None) -> None:
+        pct = f"{100 * done / total:5.1f}%" if total else f"{done / 1e6:.1f} MB"
+        if self.tty:
+            now = time.perf_counter()
+            if now - self.last < 0.2 and (total is None or done < total):
+                return
+            self.last, self.open = now, True
+            sys.stderr.write(f"\r{self.name}: {pct}")
+        else:
+            step = int(10 * done / total) if total else done // 10_000_000
+            if step == self.step:
+                return
+            self.step = step
+            sys.stderr.write(f"{self.name}: {pct.strip()}\n")
+        sys.stderr.flush()
+
+    def end(self) -> None:
+        if self.open:
+            sys.stderr.write("\n")
+            self.open = False
+
+
 def _convert_ahead(models_dir: str | None) -> None:
     """After the files are verified: the OpenVINO conversions ``auto`` will run, with progress."""
     from gpen_core.engine.prepare import convert_ahead
 
+    from gpen_core.presentation.cli_run import is_terminal
+
+    tty, said = is_terminal(sys.stderr), [""]
+
     def progress(f: float, m: str) -> None:
-        sys.stderr.write(f"\r{m:<78}")
+        if tty:
+            sys.stderr.write(f"\r{m:<78}")
+        elif m != said[0]:  # a log: each new message once, on its own line
+            sys.stderr.write(m + "\n")
+        said[0] = m
         sys.stderr.flush()
 
     report = convert_ahead(models_dir=models_dir, progress=progress)
-    sys.stderr.write("\n")
+    if tty and said[0]:
+        sys.stderr.write("\n")
     for line in report.lines():
         print(f"openvino: {line}")
 

@@ -240,12 +240,14 @@ def official_departures(
     dtype: str | None = None,
     upscale: int = 1,
     parsing: bool | None = None,
+    pasted: bool = True,
 ) -> str:
     """One line: how a request in ``mode`` departs from the official GPEN pipeline ("" when it does not).
 
     Built from the mode table so it stays true; ``detector``, ``dtype`` (the generator's, as run),
     ``parsing`` (whether the parsing mask ran) and ``upscale`` are what the request really used;
-    ``detection=False``: nothing was detected (an aligned input, boxes given).
+    ``detection=False``: nothing was detected (an aligned input, boxes given); ``pasted=False``:
+    nothing was pasted back (an aligned input), so no paste mask is named.
     """
     parts: list[str] = []
     det = detector or mode.detector
@@ -266,8 +268,10 @@ def official_departures(
         parts.append(f"photos over {mode.max_side} px shrunk first (official: never)")
     if dtype and dtype != "float32":
         parts.append(f"generator in {dtype} (official float32)")
-    if not mode.paste:
+    if not mode.paste and pasted:
         parts.append("faces not pasted back (official pastes them)")
+    elif not pasted:
+        pass
     elif parsing is False or not mode.parsing:
         parts.append("feathered-rectangle paste mask (official: ParseNet mask)")
     elif mode.parse_input != 512:

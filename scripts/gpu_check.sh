@@ -13,7 +13,8 @@
 # "GPU: 512 float16" row for docs/performance.md) and $OUT/gpu_check.log; without $OUT, out/gpu/.
 #
 # Exit status: benchmarks/gpu_check.py's (0 all ok, 1 selfcheck failed, 2 no CUDA device: it
-# says "no CUDA device" after importing everything the check needs); 3 when a wheel is missing.
+# says "no CUDA device" after importing everything the check needs); 3 when a wheel is missing or
+# the interpreter lacks a module the check imports (torch, OpenCV...: named, with the package).
 # GPU_CHECK_PYTHON picks the interpreter (default python3; tests point it at a prepared venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,10 @@ if [ $# -gt 0 ]; then
 fi
 
 PY=${GPU_CHECK_PYTHON:-python3}
+if ! command -v "$PY" >/dev/null 2>&1; then
+  echo "gpu_check.sh: no Python interpreter '$PY' here; install python3 or point GPU_CHECK_PYTHON at one" >&2
+  exit 3
+fi
 OUTDIR=${OUT:-out/gpu}
 mkdir -p "$OUTDIR"
 unpacked=$(mktemp -d "${TMPDIR:-/tmp}/gpen-gpu-wheels.XXXXXX")

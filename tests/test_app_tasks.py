@@ -25,12 +25,14 @@ def test_strokes_in_the_editor_become_a_mask_at_the_photo_size(tmp_path: Path) -
 
     photo = tmp_path / "p.png"
     Image.new("RGB", (200, 100), (90, 90, 90)).save(photo)
-    layer = np.zeros((50, 100, 4), np.uint8)  # the editor's canvas held a half-size copy
-    layer[10:20, 30:60] = (255, 255, 255, 255)
-    mask = damage_from_editor({"background": None, "layers": [layer], "composite": None}, str(photo))
+    layer = np.zeros((100, 200, 4), np.uint8)  # the editor hands over its layers as files (never decoded by Gradio)
+    layer[20:40, 60:120] = (255, 255, 255, 255)
+    Image.fromarray(layer, "RGBA").save(tmp_path / "layer.png")
+    mask = damage_from_editor({"background": str(photo), "layers": [str(tmp_path / "layer.png")], "composite": None}, str(photo))
     assert mask is not None and mask.shape == (100, 200)
     assert mask[20:40, 60:120].all() and mask.sum() == 255 * 20 * 60
-    empty = {"background": None, "layers": [np.zeros((50, 100, 4), np.uint8)], "composite": None}
+    Image.fromarray(np.zeros((100, 200, 4), np.uint8), "RGBA").save(tmp_path / "empty.png")
+    empty = {"background": None, "layers": [str(tmp_path / "empty.png")], "composite": None}
     assert damage_from_editor(empty, str(photo)) is None  # nothing painted: the engine looks for white in the photo
     assert damage_from_editor(None, str(photo)) is None
     assert editor_value("inpaint", str(photo))["background"] == str(photo)

@@ -26,12 +26,16 @@ def _hidden(entry: str) -> bool:
 @pytest.fixture(scope="module")
 def image_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A Python like the lent image's: this venv's packages minus those the image lacks."""
-    tmp = tmp_path_factory.mktemp("gpu-image")
+    return _stand_in(tmp_path_factory.mktemp("gpu-image"), _hidden)
+
+
+def _stand_in(tmp: Path, hidden) -> Path:
+    """A venv seeing this venv's packages except those ``hidden(entry name)`` picks."""
     farm = tmp / "site"
     farm.mkdir()
     site = Path(sysconfig.get_paths()["purelib"])
     for entry in site.iterdir():
-        if not _hidden(entry.name) and not entry.name.endswith(".pth"):
+        if not hidden(entry.name) and not entry.name.endswith(".pth"):
             (farm / entry.name).symlink_to(entry)
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -77,3 +81,34 @@ def test_gpu_check_sh_says_how_to_get_a_missing_wheel(tmp_path: Path) -> None:
                        env=dict(os.environ, OUT=str(tmp_path / "out")), timeout=60)
     assert p.returncode == 3
     assert "no facexlib 0.3.0 wheel" in p.stderr and "--fetch-wheels" in p.stderr
+
+
+def test_gpu_check_sh_names_a_missing_module_and_exits_3(tmp_path: Path) -> None:
+    """An interpreter without OpenCV and torch: the module and its package are named, exit 3, no traceback."""
+    lacking = ("cv2", "opencv", "torch")
+    (tmp_path / "py").mkdir()
+    py = _stand_in(tmp_path / "py", lambda e: _hidden(e) or any(e.lower().startswith(n) for n in lacking))
+    tree = tmp_path / "tree"
+    (tree / "scripts").mkdir(parents=True)
+    (tree / "scripts" / "gpu_check.sh").write_text((ROOT / "scripts" / "gpu_check.sh").read_text())
+    (tree / "requirements.txt").write_text((ROOT / "requirements.txt").read_text())
+    for d in ("benchmarks", "gpen_core"):
+        (tree / d).symlink_to(ROOT / d)
+    (tree / "wheels" / "gpu").mkdir(parents=True)  # the carried wheel, present (its contents never imported here)
+    import zipfile
+
+    with zipfile.ZipFile(tree / "wheels" / "gpu" / "facexlib-0.3.0-py3-none-any.whl", "w") as z:
+        z.writestr("facexlib/__init__.py", "")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GPEN_HOME")}
+    env.update(GPU_CHECK_PYTHON=str(py), OUT=str(tmp_path / "out"), TMPDIR=str(tmp_path))
+    p = subprocess.run(["bash", "scripts/gpu_check.sh"], cwd=tree, capture_output=True, text=True, env=env, timeout=300)
+    text = p.stdout + p.stderr
+    assert p.returncode == 3, text[-3000:]
+    assert "no module 'cv2' (package opencv-python-headless)" in text and "GPU_CHECK_PYTHON" in text, text[-3000:]
+    assert "Traceback" not in text and "ModuleNotFoundError" not in text, text[-3000:]
+
+
+def test_gpu_check_sh_names_a_missing_interpreter(tmp_path: Path) -> None:
+    p = subprocess.run(["bash", "scripts/gpu_check.sh"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, GPU_CHECK_PYTHON=str(tmp_path / "no-python"), OUT=str(tmp_path / "out")))
+    assert p.returncode == 3 and "no Python interpreter" in p.stderr, p.stderr

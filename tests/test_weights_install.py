@@ -50,7 +50,7 @@ def test_three_megabytes_of_zeros_are_refused_naming_the_source(monkeypatch: pyt
         weights.download("GPEN-BFR-512")
     msg = str(e.value)
     assert junk.as_uri() in msg and "rejected, not a usable GPEN-BFR-512 checkpoint" in msg
-    assert "not a PyTorch checkpoint" in msg
+    assert "not a usable GPEN-BFR-512 checkpoint: the downloaded file is not a PyTorch checkpoint (" in msg, msg
     assert _left(weights.models_dir()) == []  # no file, no sidecar hash, no partial file
     with pytest.raises(WeightsError, match="is not in"):  # and it is not trusted later
         weights.resolve("GPEN-BFR-512")

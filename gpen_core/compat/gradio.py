@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -46,6 +47,11 @@ def seam_problems() -> list[str]:
     missing = {"path", "url"} - set(ImageData.model_fields)
     if missing:
         problems.append(f"gradio.data_classes.ImageData has no {sorted(missing)}")
+    from gradio.components.image_editor import EditorData
+
+    missing = {"background", "layers", "composite", "id"} - set(EditorData.model_fields)
+    if missing or not hasattr(gr.ImageEditor, "accept_blobs"):
+        problems.append(f"gr.ImageEditor's value has no {sorted(missing)} or the editor no accept_blobs (its blob_storage)")
     try:
         from gradio.route_utils import FnIndexInferError  # noqa: F401
     except ImportError:
@@ -88,49 +94,165 @@ def _raw_preprocess(save_data_url: Callable[[str], Any], payload: Any) -> str | 
     return str(payload.path)
 
 
-def app_kwargs(blocks: gr.Blocks) -> dict[str, Any]:
+def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any],
+               save_data_url: Callable[[str], Any]) -> gr.ImageEditor:
+    """Make an image editor hand its value to the handler as file paths, none of them opened:
+    ``{"background": path | None, "layers": [path, ...], "composite": path | None}``.
+
+    Gradio's own ``ImageEditor.preprocess`` opens the background, every layer and the composite
+    with Pillow (whatever the handler's task), outside our decoder and its limits: four
+    transparent 13000×13000 PNG layers of 656 KB cost gigabytes before the handler runs. The
+    handler reads only what its task uses, with our decoder. The page's editor sends its images
+    as blobs kept in the component (``accept_blobs``): ``save_bytes(data, name)`` writes each to
+    a file of ours and the blobs are dropped; an API client sends uploaded files (or ``data:``
+    URLs, written by ``save_data_url``).
+    """
+    check_installed()
+    component.blob_storage = BoundedBlobs()  # type: ignore[assignment]
+    component.preprocess = functools.partial(_raw_editor_preprocess, component, save_bytes, save_data_url)  # type: ignore[method-assign]
+    return component
+
+
+class BoundedBlobs(dict):  # type: ignore[type-arg]
+    """The editor's blob store (id → the images ``accept_blobs`` received), kept small.
+
+    Gradio keeps every id's blobs until an event reads them: anyone can post blobs under fresh ids
+    and never run an event, and memory grows with each. Here the oldest ids go once there are more
+    than ``max_ids`` or their bytes pass ``max_bytes`` (the newest id always stays).
+    """
+
+    def __init__(self, max_ids: int = 16, max_bytes: int = 300_000_000) -> None:
+        super().__init__()
+        self.max_ids, self.max_bytes = max_ids, max_bytes
+        self._sizes: dict[str, int] = {}
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().pop(key, None)  # re-inserted last: the newest
+        super().__setitem__(key, value)
+        parts = [getattr(value, "background", None), getattr(value, "composite", None), *(getattr(value, "layers", None) or [])]
+        self._sizes.pop(key, None)
+        self._sizes[key] = sum(len(p) for p in parts if p is not None)
+        while len(self) > 1 and (len(self) > self.max_ids or sum(self._sizes.values()) > self.max_bytes):
+            oldest = next(iter(self))
+            super().pop(oldest)
+            self._sizes.pop(oldest, None)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        self._sizes.pop(key, None)
+        return super().pop(key, *default)
+
+
+def _raw_editor_preprocess(component: Any, save_bytes: Callable[[bytes, str], Any], save_data_url: Callable[[str], Any],
+                           payload: Any) -> dict[str, Any] | None:
+    if payload is None:
+        return None
+    blob_id = getattr(payload, "id", None)
+    if blob_id is not None:  # the page: the images arrived earlier through accept_blobs
+        blobs = component.blob_storage.pop(blob_id, None)
+        if blobs is None:  # never sent, or dropped for newer edits (BoundedBlobs): never a silent "nothing painted"
+            raise gr.Error(f"{INPUT_TITLE}. The painted damage is no longer on the server (too many edits arrived "
+                           "since); paint a stroke again and press Restore.", title=INPUT_TITLE, print_exception=False)
+        return {"background": _blob_path(save_bytes, blobs.background, "background.png"),
+                "layers": [p for i, b in enumerate(blobs.layers) if (p := _blob_path(save_bytes, b, f"layer_{i}.png"))],
+                "composite": _blob_path(save_bytes, blobs.composite, "composite.png")}
+    return {"background": _file_path(save_data_url, payload.background),
+            "layers": [p for f in payload.layers or [] if (p := _file_path(save_data_url, f))],
+            "composite": _file_path(save_data_url, payload.composite)}
+
+
+def _blob_path(save_bytes: Callable[[bytes, str], Any], data: bytes | None, name: str) -> str | None:
+    return None if data is None else str(save_bytes(bytes(data), name))
+
+
+def _file_path(save_data_url: Callable[[str], Any], file: Any) -> str | None:
+    if file is None:
+        return None
+    url = getattr(file, "url", None)
+    if getattr(file, "path", None) is None and url and url.startswith("data:"):
+        try:
+            return str(save_data_url(url))
+        except InputError as exc:
+            raise gr.Error(f"{INPUT_TITLE}. {exc}", title=INPUT_TITLE, print_exception=False) from None
+    if getattr(file, "path", None) is None:
+        raise gr.Error(f"{INPUT_TITLE}. An editor image arrived without a file; send it again.", title=INPUT_TITLE,
+                       print_exception=False)
+    return str(file.path)
+
+
+def app_kwargs(blocks: gr.Blocks, max_body_bytes: int = 34_000_000) -> dict[str, Any]:
     """``launch(app_kwargs=...)``: unknown ``/run/<name>`` routes answer 404, and the page's
-    private events refuse calls that do not come from the page (:class:`PageOnlyEvents`)."""
+    private events refuse calls that do not come from the page (:class:`PageOnlyEvents`, which
+    also refuses event bodies over ``max_body_bytes``)."""
     from fastapi.responses import JSONResponse
     from gradio.route_utils import FnIndexInferError
     from starlette.middleware import Middleware
 
     async def not_found(request: Any, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": "Not Found: this app has no such endpoint; see /gradio_api/info"}, status_code=404)
+        return JSONResponse({"detail": NOT_FOUND}, status_code=404)
 
-    return {"exception_handlers": {FnIndexInferError: not_found}, "middleware": [Middleware(PageOnlyEvents, blocks=blocks)]}
+    return {"exception_handlers": {FnIndexInferError: not_found},
+            "middleware": [Middleware(PageOnlyEvents, blocks=blocks, max_body_bytes=max_body_bytes)]}
 
 
 PAGE_ONLY = ("This event belongs to the app's page and is not part of its API; open the page in a browser. "
              "API clients call /restore (see /gradio_api/info).")
+NOT_FOUND = "Not Found: this app has no such endpoint; see /gradio_api/info"
+# The routes that start (or stream the results of) an event, by the event's number or name.
+# Gradio 6.31 has no websocket route; its SSE streams are /queue/data (a session's own
+# events, started through queue/join) and GET /call/<name>/<event_id>.
+_STARTS = re.compile(r"/gradio_api/(?:(?P<join>queue/join)|call/v2/(?P<v2>[^/]+)|(?P<kind>call|run|api)/(?P<name>[^/]+))/?$")
+_RESULTS = re.compile(r"/gradio_api/call/(?:v2/)?(?P<name>[^/]+)/[^/]+/?$")
+
+
+class BodyTooLarge(Exception):
+    """A request body over the gate's cap (answered 413)."""
 
 
 class PageOnlyEvents:
-    """ASGI middleware: ``POST .../queue/join`` naming an event marked ``api_visibility="private"``
-    answers 403 unless it carries the page's origin (:func:`came_from_page`).
+    """ASGI middleware: the page's private events (``api_visibility="private"``) run only for the page.
 
-    Gradio hides private events from its API page and its clients, but its queue still
-    runs any event by number (``fn_index``) for anyone who posts it; the page's own calls
-    are told apart by their ``Origin``. The body is read here and handed on unchanged.
+    Gradio hides private events from its API page and its clients, but its routes still run
+    any event by number (``queue/join``'s ``fn_index``) or by name (``/call/<name>``,
+    ``/call/v2/<name>``, ``/run/<name>``) for anyone who posts it. ``queue/join`` is what the
+    page uses: a private event there needs the page's ``Origin`` (:func:`came_from_page`),
+    else 403. The page never uses the named routes: a private event there is 404, as if it
+    did not exist (and so is an unknown ``/call/v2/<name>``, which Gradio answers with a 500).
+
+    The body of those POSTs is read here (capped at ``max_body_bytes``: a larger
+    ``Content-Length`` is refused at once with 413, a chunked body once it passes the cap)
+    and handed on unchanged.
     """
 
-    def __init__(self, app: Any, blocks: gr.Blocks) -> None:
-        self.app, self.blocks = app, blocks
+    def __init__(self, app: Any, blocks: gr.Blocks, max_body_bytes: int = 34_000_000) -> None:
+        self.app, self.blocks, self.max_body_bytes = app, blocks, max_body_bytes
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope.get("type") != "http" or scope.get("method") != "POST" or not scope.get("path", "").rstrip("/").endswith("/queue/join"):
+        path, method = scope.get("path", ""), scope.get("method")
+        if scope.get("type") != "http" or method not in ("GET", "POST"):
             await self.app(scope, receive, send)
             return
-        body, more = b"", True  # read whole, as Gradio itself would: then handed on unchanged
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away
+        if method == "GET":
+            m = _RESULTS.search(path)
+            if m and self._named(m["name"]) is _PRIVATE:
+                await _json(send, 404, NOT_FOUND)
                 return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        if self._private(body) and not came_from_page(headers, self._page_hosts()):
-            await _json(send, 403, PAGE_ONLY)
+            await self.app(scope, receive, send)
+            return
+        m = _STARTS.search(path)
+        if m is None:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        try:
+            body = await self._read(headers, receive)
+        except BodyTooLarge as exc:
+            await _json(send, 413, str(exc))
+            return
+        if body is None:  # the client went away
+            return
+        refusal = self._refusal(m, body, headers)
+        if refusal is not None:
+            await _json(send, *refusal)
             return
         replayed = False
 
@@ -142,6 +264,57 @@ class PageOnlyEvents:
             return await receive()
 
         await self.app(scope, replay, send)
+
+    async def _read(self, headers: Mapping[str, str], receive: Any) -> bytes | None:
+        """The whole body in linear time, or None when the client left; :class:`BodyTooLarge` past the cap."""
+        cap = self.max_body_bytes
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > cap:
+            raise BodyTooLarge(_too_large(int(declared), cap))
+        chunks: list[bytes] = []
+        total, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            chunk = message.get("body", b"")
+            total += len(chunk)
+            if total > cap:
+                raise BodyTooLarge(_too_large(total, cap, more=True))
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        return b"".join(chunks)
+
+    def _refusal(self, m: re.Match[str], body: bytes, headers: Mapping[str, str]) -> tuple[int, str] | None:
+        """(status, detail) when this call may not run, else None (Gradio answers the rest itself)."""
+        if m["join"]:
+            if self._by_index(body) is _PRIVATE and not came_from_page(headers, self._page_hosts()):
+                return 403, PAGE_ONLY
+            return None
+        if m["v2"]:  # Gradio looks the name up among the documented endpoints: a 500 for any other
+            return (404, NOT_FOUND) if self._named(m["v2"]) is not _PUBLIC else None
+        # /run and /api take an fn_index in the body before the name; /call ignores it.
+        fn = self._by_index(body) if m["kind"] in ("run", "api") else None
+        if fn is None:
+            fn = self._named(m["name"])
+        return (404, NOT_FOUND) if fn is _PRIVATE else None
+
+    def _named(self, name: str) -> object:
+        """:data:`_PRIVATE`, :data:`_PUBLIC` or None (no event of that name), as Gradio resolves names."""
+        for fn in self.blocks.fns.values():
+            if fn.api_name == name:
+                return _visibility(fn)
+        return None
+
+    def _by_index(self, body: bytes) -> object:
+        import json
+
+        try:
+            index = json.loads(body or b"{}").get("fn_index")
+            fn = self.blocks.fns.get(int(index)) if index is not None else None
+        except (ValueError, TypeError, AttributeError):
+            return None  # Gradio answers a malformed body itself
+        return _visibility(fn) if fn is not None else None
 
     def _page_hosts(self) -> set[str]:
         """Hosts the page is served at beyond the request's own: the share link (its tunnel may
@@ -155,15 +328,18 @@ class PageOnlyEvents:
             hosts.add(urlsplit(share).netloc.lower())
         return hosts
 
-    def _private(self, body: bytes) -> bool:
-        import json
 
-        try:
-            index = json.loads(body or b"{}").get("fn_index")
-            fn = self.blocks.fns.get(int(index)) if index is not None else None
-        except (ValueError, TypeError, AttributeError):
-            return False  # Gradio answers a malformed body itself
-        return fn is not None and getattr(fn, "api_visibility", "public") == "private"
+_PRIVATE, _PUBLIC = object(), object()
+
+
+def _visibility(fn: Any) -> object:
+    return _PRIVATE if getattr(fn, "api_visibility", "public") == "private" else _PUBLIC
+
+
+def _too_large(n: int, cap: int, more: bool = False) -> str:
+    size = f"over {n / 1e6:.1f} MB" if more else f"{n / 1e6:.1f} MB"
+    return (f"The request is {size}; the limit is {cap / 1e6:.0f} MB. Upload files through /gradio_api/upload "
+            "(gradio_client's handle_file does) rather than inside the request.")
 
 
 async def _json(send: Any, status: int, detail: str) -> None:

@@ -341,6 +341,7 @@ def run_attempt(
             mode, detector=detector_name if given is None and not opts.aligned else None, detection=given is None and not opts.aligned,
             dtype=str(dtype).replace("torch.", ""), upscale=opts.upscale,
             parsing=parsing_fn.parsed if isinstance(parsing_fn, LazyParser) else parsing_fn is not None,
+            pasted=not opts.aligned,
         )
         if departures:
             notes.append(departures)

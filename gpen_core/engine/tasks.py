@@ -28,6 +28,10 @@ def task_input(task: Any, rgb: np.ndarray, mask: np.ndarray | None, aligned: boo
         if had_colour:
             notes.append("the photo had colour: it was made grey first, as GPEN's colorization network expects")
         return grey, None, grey
+    if task.name == "seg2face":
+        note = label_map_warning(rgb)
+        if note:
+            notes.append(note)
     if task.name != "inpaint":
         return rgb, None, None
     if mask is not None and mask.shape[:2] != rgb.shape[:2]:  # the mode shrank the photo: the mask follows
@@ -42,6 +46,29 @@ def task_input(task: Any, rgb: np.ndarray, mask: np.ndarray | None, aligned: boo
             "(CLI: --mask PATH, white = damaged, or white strokes in the photo itself)"
         )
     return rgb, damage, None
+
+
+# A label map is a few flat colours, one per face part (CelebAMask-HQ's 19), plus some mixed ones
+# at their edges once resized or saved as JPEG; a photo spreads over thousands of colours.
+LABEL_MAP_TOP_COLOURS = 32
+LABEL_MAP_MIN_SHARE = 0.8
+
+
+def label_map_warning(rgb: np.ndarray) -> str | None:
+    """A note when ``rgb`` (RGB uint8) does not look like seg2face's colour label map, else None:
+    its :data:`LABEL_MAP_TOP_COLOURS` most common colours cover less than :data:`LABEL_MAP_MIN_SHARE`
+    of it (measured on every 4th pixel of every 4th row)."""
+    sample = np.ascontiguousarray(rgb[::4, ::4]).reshape(-1, 3).astype(np.uint32)
+    if sample.size == 0:
+        return None
+    packed = (sample[:, 0] << 16) | (sample[:, 1] << 8) | sample[:, 2]
+    counts = np.sort(np.unique(packed, return_counts=True)[1])[::-1]
+    share = float(counts[:LABEL_MAP_TOP_COLOURS].sum()) / len(packed)
+    if share >= LABEL_MAP_MIN_SHARE:
+        return None
+    return (f"this does not look like a label map: {len(counts)} distinct colours, the {LABEL_MAP_TOP_COLOURS} most common "
+            f"cover {100 * share:.0f}% of it (a label map is a few flat colours, one per face part). seg2face draws a face "
+            "from such a map; from a photo its result means nothing (docs/tasks.md)")
 
 
 def colorized(photo: Any, grey: np.ndarray, pasted: bool, aligned: bool, notes: list[str]) -> Any:

@@ -18,6 +18,12 @@ from gpen_core.images.limits import DEFAULT_LIMITS, InputLimits, too_big
 _UNREADABLE = "The pasted image could not be read; save it as a file and upload that."
 
 
+def max_event_body_bytes(limits: InputLimits = DEFAULT_LIMITS) -> int:
+    """The largest request body an event needs: a pasted image at the file limit travels inside it as
+    base64 (4 bytes per 3), plus 1 MB for the other arguments. Files travel through the upload route."""
+    return limits.max_file_bytes * 4 // 3 + 1_000_000
+
+
 def save_data_url(url: str, folder: Path, limits: InputLimits = DEFAULT_LIMITS) -> Path:
     """Write a base64 ``data:`` URL's bytes, as sent, to a fresh file under ``folder``; return its path.
 
@@ -37,5 +43,15 @@ def save_data_url(url: str, folder: Path, limits: InputLimits = DEFAULT_LIMITS) 
         raise InputError(_UNREADABLE) from None
     folder.mkdir(parents=True, exist_ok=True)
     path = Path(tempfile.mkdtemp(prefix="p-", dir=folder)) / "pasted"
+    path.write_bytes(raw)
+    return path
+
+
+def save_bytes(raw: bytes, name: str, folder: Path) -> Path:
+    """Write bytes that arrived in a request (an image editor's layer) as sent to a fresh file
+    ``name`` under ``folder``; return its path. Nothing is decoded: the decoder reads the file,
+    with its limits, only when the request uses it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="b-", dir=folder)) / Path(name).name
     path.write_bytes(raw)
     return path

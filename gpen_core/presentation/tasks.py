@@ -96,40 +96,16 @@ def editor_value(task: str | None, image: str | None) -> dict[str, Any] | None:
 
 
 def damage_from_editor(value: Any, image: str) -> np.ndarray | None:
-    """The strokes painted in the editor as a uint8 H×W mask at the photo's size (255 = damaged), or
-    None when nothing is painted (the engine then looks for white strokes in the photo itself).
+    """The strokes painted in the editor as a uint8 H×W mask (255 = damaged), or None when nothing is
+    painted (the engine then looks for white strokes in the photo itself).
 
-    ``value``: the editor's value with numpy images (``{"background", "layers", "composite"}``); a
-    stroke is any pixel a layer covers (its alpha), whatever its colour.
+    ``value``: the editor's value as file paths (``{"background", "layers", "composite"}``, the app's
+    editor never decodes them); only the layers are read, by our decoder with the upload limits
+    (gpen_core.images.damage_layers). A layer that is not the photo's size is refused by the engine,
+    naming both sizes, as the CLI's ``--mask`` is: never stretched.
     """
-    import cv2
+    from gpen_core.images.damage_layers import damage_from_layers
 
     if not isinstance(value, dict):
         return None
-    painted = None
-    for layer in value.get("layers") or []:
-        if layer is None:
-            continue
-        arr = np.asarray(layer)
-        if arr.ndim == 3 and arr.shape[2] == 4:
-            hit = arr[..., 3] > 0
-        else:
-            hit = arr.reshape(arr.shape[0], arr.shape[1], -1).max(axis=2) > 127
-        painted = hit if painted is None else (painted | hit)
-    if painted is None or not painted.any():
-        return None
-    w, h = _photo_size(image)
-    mask = painted.astype(np.uint8) * 255
-    if mask.shape[:2] != (h, w):  # the editor's canvas may hold a scaled copy of the photo
-        mask = cv2.resize(mask, (w, h), interpolation=cv2.INTER_NEAREST)
-    return mask
-
-
-def _photo_size(image: str) -> tuple[int, int]:
-    """(width, height) of the photo as the engine decodes it (EXIF orientation applied)."""
-    from PIL import Image
-
-    with Image.open(image) as im:  # the header only
-        w, h = im.size
-        turned = im.getexif().get(0x0112, 1) in (5, 6, 7, 8)  # EXIF orientations that swap the sides
-    return (h, w) if turned else (w, h)
+    return damage_from_layers([str(p) for p in value.get("layers") or [] if p])

@@ -161,7 +161,7 @@ def _check_contents(tmp: Path, spec: WeightSpec) -> None:
     from gpen_core.networks.checkpoint import build_from_state_dict, infer_config, read_checkpoint, unwrap_state_dict
 
     try:
-        obj = read_checkpoint(tmp, spec.name)
+        obj = read_checkpoint(tmp, "downloaded")
         sd = unwrap_state_dict(obj)
         if spec.arch_params is None:
             return
@@ -175,8 +175,10 @@ def _check_contents(tmp: Path, spec: WeightSpec) -> None:
     except OutOfMemory:
         raise
     except WeightsError as exc:
-        # read_checkpoint names the temporary file; the message is about what was served.
-        text = str(exc).replace(str(tmp), "the downloaded file").split(" Delete it and download")[0]
+        # read_checkpoint names "the downloaded file <temporary path>" (or "the downloaded <name>"): the
+        # message is about what was served, not where it waited.
+        text = str(exc).replace(f"file {tmp}", "file").replace(str(tmp), "file").replace(tmp.name, "file")
+        text = text.split(" Delete it and download")[0]
         raise _Rejected(f"not a usable {spec.name} checkpoint: {text}") from None
 
 

@@ -1,0 +1,48 @@
+"""Inpainting's damage as painted in an image editor: its layers' files, read by our decoder, as one mask.
+
+The app's editor hands over file paths, never decoded pixels (gpen_core.compat.gradio's
+``raw_editor``): a layer is read here, with the upload limits, only when the task uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from gpen_core.errors import InputError
+from gpen_core.images.decode import DEFAULT_LIMITS, InputLimits, decode_image
+
+# The page's editor has one layer for the damage; an API caller may send a few, each read
+# in turn (one decoded layer in memory at a time), but not an unbounded list of them.
+MAX_LAYERS = 4
+
+
+def damage_from_layers(layers: Sequence[str | None], limits: InputLimits = DEFAULT_LIMITS) -> np.ndarray | None:
+    """The strokes of the editor's ``layers`` (image files) as a uint8 H×W mask (255 = damaged), or None
+    when nothing is painted. A stroke is any pixel a layer covers (alpha above 0; an opaque layer:
+    any channel over 127), whatever its colour.
+
+    Raises :class:`InputError` naming the layer when a file breaks the upload limits or is not an
+    image, when the layers differ in size, or when there are more than :data:`MAX_LAYERS`. The
+    mask keeps the layers' size: the engine refuses one that is not the photo's, with both sizes.
+    """
+    files = [p for p in layers if p]
+    if len(files) > MAX_LAYERS:
+        raise InputError(f"The editor sent {len(files)} layers; the damage may be painted on at most {MAX_LAYERS}.")
+    painted: np.ndarray | None = None
+    for i, path in enumerate(files, 1):
+        name = "The damage layer" if len(files) == 1 else f"Damage layer {i}"
+        try:
+            layer = decode_image(path, limits)
+        except InputError as exc:
+            raise InputError(f"{name}: {exc}") from None
+        hit = layer.alpha > 0 if layer.alpha is not None else layer.rgb.max(axis=2) > 127
+        del layer
+        if painted is not None and hit.shape != painted.shape:
+            raise InputError(f"{name} is {hit.shape[1]}×{hit.shape[0]} but the first is {painted.shape[1]}×{painted.shape[0]}: "
+                             "paint every layer at the photo's size")
+        painted = hit if painted is None else (painted | hit)
+    if painted is None or not painted.any():
+        return None
+    return painted.astype(np.uint8) * 255

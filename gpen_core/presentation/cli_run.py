@@ -1,0 +1,115 @@
+"""What ``python -m gpen_core restore`` prints over several photos: progress, each note once, the summary.
+
+Results and the summary go to stdout, progress and notes to stderr. In a terminal the progress
+line redraws itself (and steps aside for any other line); in a log (not a TTY) it prints one
+clean line per photo, with no carriage returns.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+
+def is_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
+
+
+class Progress:
+    """The run's progress on ``stream`` (stderr): ``step(label)`` after each photo; nothing for one photo.
+
+    ``say(text, out)`` prints a line on ``out`` without leaving a half-drawn bar behind it.
+    """
+
+    WIDTH = 24
+
+    def __init__(self, total: int, stream: TextIO | None = None) -> None:
+        self.total, self.stream, self.t0, self.done = total, stream or sys.stderr, time.perf_counter(), 0
+        self.redraw = is_terminal(self.stream)
+        self._drawn = ""
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        if self.total < 2:
+            return
+        elapsed = time.perf_counter() - self.t0
+        eta = elapsed / self.done * (self.total - self.done)
+        if not self.redraw:  # a log: one plain line per photo
+            self.stream.write(f"[{self.done}/{self.total}] {label}: {elapsed:.1f} s elapsed, ETA {eta:.1f} s\n")
+            self.stream.flush()
+            return
+        bar = "#" * int(self.WIDTH * self.done / self.total)
+        self._drawn = f"[{bar:<{self.WIDTH}}] {self.done}/{self.total} {elapsed:5.1f}s elapsed, ETA {eta:5.1f}s  {label[:40]:<40}"
+        self.stream.write("\r" + self._drawn)
+        if self.done == self.total:
+            self.stream.write("\n")
+            self._drawn = ""
+        self.stream.flush()
+
+    def say(self, text: str, out: TextIO | None = None) -> None:
+        """Print ``text`` as its own line on ``out`` (default: the progress stream), the bar redrawn under it."""
+        out = out or self.stream
+        if self._drawn:
+            self.stream.write("\r" + " " * len(self._drawn) + "\r")
+            self.stream.flush()
+        out.write(text + "\n")
+        out.flush()
+        if self._drawn:
+            self.stream.write(self._drawn)
+            self.stream.flush()
+
+
+class NewNotes:
+    """Each note once per run: a note already printed for an earlier photo is not repeated."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def fresh(self, notes: Iterable[str]) -> list[str]:
+        out = [n for n in notes if n not in self._seen]
+        self._seen.update(out)
+        return out
+
+
+@dataclass
+class RunSummary:
+    """What a run over several photos did, from its records (``status`` ok / error / skipped)."""
+
+    started: float = field(default_factory=time.perf_counter)
+    done: int = 0
+    without_face: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (input, why)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (input, why)
+    peak_rss: int = 0
+
+    def add(self, record: dict[str, Any]) -> None:
+        status = record.get("status")
+        if status == "ok":
+            self.done += 1
+            self.without_face += record.get("faces") == 0
+            self.peak_rss = max(self.peak_rss, int((record.get("peaks") or {}).get("rss_bytes") or 0))
+        elif status == "skipped":
+            self.skipped.append((record["input"], record.get("note", "skipped")))
+        else:
+            self.failed.append((record["input"], record.get("error", "failed")))
+
+    def skip(self, path: str, why: str) -> None:
+        self.skipped.append((path, why))
+
+    def lines(self) -> list[str]:
+        from gpen_core.platform.meter import format_bytes
+
+        total = self.done + len(self.failed) + len(self.skipped)
+        faceless = f" ({self.without_face} without a face)" if self.without_face else ""
+        peak = f"; peak RAM {format_bytes(self.peak_rss)}" if self.peak_rss else ""
+        out = [f"summary: {total} photos: {self.done} restored{faceless}, {len(self.failed)} failed, "
+               f"{len(self.skipped)} skipped; {time.perf_counter() - self.started:.1f} s in all{peak}"]
+        out += [f"  failed: {path}: {why}" for path, why in self.failed]
+        out += [f"  skipped: {path}: {why}" for path, why in self.skipped]
+        return out

@@ -1,0 +1,185 @@
+"""`python -m gpen_core restore FOLDER`: what it prints (results and summary on stdout, notes and
+progress on stderr), what it skips and why; the CLI's other messages (--mask, -v, download progress)."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from gpen_core.cli import main
+
+from .hostile import png_bytes
+
+
+def _face(path: Path, seed: int) -> Path:
+    Image.fromarray(np.random.default_rng(seed).integers(0, 256, (256, 256, 3), dtype=np.uint8)).save(path)
+    return path
+
+
+@pytest.fixture()
+def folder(tmp_path: Path) -> Path:
+    """Three aligned crops, a text file named .png, and three image-named entries that are not files."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for i, name in enumerate(("a.png", "b.png", "c.png")):
+        _face(src / name, i)
+    (src / "notes.png").write_text("These are my holiday notes, not a picture.\n")
+    os.mkfifo(src / "pipe.jpg")  # reading it would block the run forever
+    (src / "dir.jpg").mkdir()
+    (src / "loop.jpg").symlink_to(src / "loop.jpg")
+    (src / "readme.txt").write_text("not an image name: ignored")
+    return src
+
+
+def test_a_folder_run_prints_results_and_a_summary_and_each_note_once(
+    folder: Path, gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dst = tmp_path / "out"
+    rc = main(["restore", str(folder), "-o", str(dst), "--mode", "low", "--model", str(gen256), "--aligned"])
+    out, err = capsys.readouterr()
+    assert rc == 2  # one photo failed (bad input)
+
+    # stdout: one result line per restored photo, then the summary with every failure and skip, and why.
+    results = [line for line in out.splitlines() if " -> " in line]
+    assert [Path(line.split(" -> ")[0]).name for line in results] == ["a.png", "b.png", "c.png"]
+    assert all("1 face(s), mode low" in line and "peak RAM" in line for line in results)
+    [head] = [line for line in out.splitlines() if line.startswith("summary: ")]
+    assert re.match(r"summary: 7 photos: 3 restored, 1 failed, 3 skipped; \d+\.\d s in all; peak RAM \d", head), head
+    assert re.search(r"failed: .*notes\.png: .*not an image", out), out
+    for name, why in (("pipe.jpg", "a FIFO (named pipe), not a file"), ("dir.jpg", "a folder, not a file"),
+                      ("loop.jpg", "a symbolic link loop")):
+        assert f"skipped: {folder / name}: {why}" in out, out
+        assert f"skipped: {folder / name}: {why}" in err  # said when found, before the run
+    assert "note:" not in out and "[1/" not in out
+
+    # stderr: each note once in the run, and a clean progress line per photo (not a terminal here).
+    notes = [line for line in err.splitlines() if line.startswith("  note: ")]
+    assert notes and len(notes) == len(set(notes)), notes
+    assert "\r" not in err
+    assert [line.split("]")[0] for line in err.splitlines() if re.match(r"\[\d/4\] ", line)] == ["[1/4", "[2/4", "[3/4", "[4/4"]
+    assert re.search(r"error: .*notes\.png: .*not an image", err)
+
+
+def test_json_keeps_stdout_for_the_records(folder: Path, gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    main(["restore", str(folder), "-o", str(tmp_path / "out"), "--mode", "low", "--model", str(gen256), "--aligned", "--json"])
+    out, err = capsys.readouterr()
+    assert [json.loads(line)["status"] for line in out.splitlines()] == ["ok", "ok", "ok", "error"]
+    assert "summary: 7 photos: 3 restored, 1 failed, 3 skipped" in err
+
+
+def test_a_folder_of_only_unreadable_entries_says_what_was_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "dir.jpg").mkdir()
+    assert main(["restore", str(src), "-o", str(tmp_path / "out")]) == 2
+    assert f"has no images" in (err := capsys.readouterr().err) and f"skipped {src / 'dir.jpg'}: a folder, not a file" in err
+    os.mkfifo(tmp_path / "p.png")
+    assert main(["restore", str(tmp_path / "p.png"), "-o", str(tmp_path / "o.png")]) == 2
+    assert "is a FIFO (named pipe), not a file" in capsys.readouterr().err
+
+
+def test_progress_redraws_in_a_terminal_and_steps_aside_for_other_lines() -> None:
+    from gpen_core.presentation.cli_run import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, out = Tty(), io.StringIO()
+    bar = Progress(3, tty)
+    bar.step("a.png")
+    bar.say("a line", out)
+    bar.step("b.png")
+    bar.step("c.png")
+    text = tty.getvalue()
+    assert text.count("\r[") == 3 + 1 and text.endswith("\n") and "\n" not in text[:-1]  # one line, redrawn
+    assert out.getvalue() == "a line\n"
+
+
+# ------------------------------------------------------------------ messages
+
+
+def test_mask_errors_name_the_mask_not_the_photo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    photo = _face(tmp_path / "photo.png", 0)
+    text = tmp_path / "m.png"
+    text.write_text("not a picture")
+    bomb = tmp_path / "bomb.png"
+    bomb.write_bytes(png_bytes(30000, 30000, 8, 0))
+    base = ["restore", str(photo), "-o", str(tmp_path / "o.png"), "--task", "inpaint", "--mode", "balanced"]
+    for mask, says in ((text, "not an image"), (bomb, "30000×30000"), (tmp_path / "none.png", "does not exist")):
+        assert main([*base, "--mask", str(mask)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: the mask {mask}") and says in err, err
+        assert str(photo) not in err
+
+
+def test_verbose_is_taken_after_the_subcommand_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from gpen_core.errors import WeightsError
+    from gpen_core.restorer import Restorer
+
+    def fail(self: Restorer, *a: object, **k: object) -> None:
+        raise WeightsError("weights missing", details="looked in: /the/models/folder")
+
+    monkeypatch.setattr(Restorer, "__call__", fail)
+    photo = _face(tmp_path / "p.png", 0)
+    argv = ["restore", str(photo), "-o", str(tmp_path / "o.png"), "--mode", "low"]
+    assert main(argv) == 3
+    assert "looked in" not in capsys.readouterr().err
+    assert main([*argv, "-v"]) == 3  # the README's order
+    assert "looked in: /the/models/folder" in capsys.readouterr().err
+    assert main(["-v", *argv]) == 3
+    assert "looked in: /the/models/folder" in capsys.readouterr().err
+
+
+def test_download_progress_in_a_log_is_one_line_per_step(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from gpen_core.weights import lookup as weights
+
+    def fake_download(name: str, models_dir: object = None, progress=None) -> Path:
+        for done in range(0, 1001, 50):
+            progress(done * 1000, 1_000_000)
+        return tmp_path / "x.pth"
+
+    monkeypatch.setattr(weights, "download", fake_download)
+    assert main(["download", "GPEN-BFR-256", "--no-convert"]) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = err.splitlines()
+    assert lines[0] == "GPEN-BFR-256: 0.0%" and lines[-1] == "GPEN-BFR-256: 100.0%" and len(lines) == 11, lines
+
+
+def test_seg2face_on_a_photo_warns_and_names_no_paste_mask(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--aligned seg2face pastes nothing: no paste mask in its notes; an ordinary photo is said not to be a label map."""
+    import json
+
+    import cv2
+    import torch
+
+    from .conftest import shared_path
+
+    d = torch.load(shared_path("reference", "tasks", "seg2face_tiny64_seeded.pt"), weights_only=True)
+    ckpt = tmp_path / "tiny-seg2face.pth"
+    torch.save({k: v.float() for k, v in d["state_dict_fp16"].items()}, ckpt)
+    label_map = tmp_path / "map.png"
+    cv2.imwrite(str(label_map), d["seg_bgr_uint8"].numpy())
+    photo = tmp_path / "photo.png"
+    with Image.open(shared_path("faces", "ffhq_00000_512.png")) as im:
+        im.convert("RGB").resize((d["seg_bgr_uint8"].shape[1], d["seg_bgr_uint8"].shape[0])).save(photo)
+    notes = {}
+    for src in (label_map, photo):
+        assert main(["restore", str(src), "-o", str(tmp_path / f"out_{src.name}"), "--task", "seg2face", "--aligned",
+                     "--model", str(ckpt), "--mode", "quality", "--json"]) == 0
+        notes[src.name] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["notes"]
+    for name, said in notes.items():
+        assert not any("paste mask" in n for n in said), (name, said)
+    assert not any("label map" in n for n in notes["map.png"]), notes["map.png"]
+    assert any(n.startswith("this does not look like a label map") for n in notes["photo.png"]), notes["photo.png"]
