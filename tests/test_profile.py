@@ -320,14 +320,14 @@ def test_isolated_mode_runs_in_a_worker_process_and_reports_back(tmp_path: Path,
 
 
 def test_a_mode_that_runs_out_of_memory_is_recorded_not_fatal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, one_thread: None) -> None:
-    real = runner._measure_mode
+    real = runner.measure_mode
 
     def flaky(spec: dict, report: records.Progress) -> records.ModeProfile:
         if spec["mode"] == "quality":
             raise MemoryError("cannot allocate 3 GB")
         return real(spec, report)
 
-    monkeypatch.setattr(runner, "_measure_mode", flaky)
+    monkeypatch.setattr(runner, "measure_mode", flaky)
     prof = runner.run_profile(modes=["low", "quality"], models_dir=tmp_path, workloads=SMALL[1:2], model_configs=CONFIGS, isolate=False)
     q = prof.modes["quality"]
     assert q.failed and "out of memory" in q.failed and q.runs == ()

@@ -157,7 +157,7 @@ def test_the_standard_check_measures_tasks_and_overrides_do_not_by_default(monke
         return [], []
 
     monkeypatch.setattr(task_rows, "plan", fake_plan)
-    monkeypatch.setattr(runner, "_measure_mode", lambda spec, report: pytest.skip("only the planning is checked"))
+    monkeypatch.setattr(runner, "measure_mode", lambda spec, report: pytest.skip("only the planning is checked"))
     with pytest.raises(pytest.skip.Exception):
         runner.run_profile(modes=["low"], models_dir=tmp_path, model_configs=CONFIGS, isolate=False, backends=False, save=False)
     assert planned == []

@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from gpen_core.platform import worker
 
@@ -36,3 +37,55 @@ def sleep(seconds: float, pid_file: str = "") -> None:
         with open(pid_file, "w") as f:
             f.write(str(os.getpid()))
     time.sleep(seconds)
+
+
+# ------------------------------------------------ stand-ins for the app's background preparation's child
+
+GEN, PAR = "generator:GPEN-BFR-512", "parser:512"
+GEN_LABEL, PAR_LABEL = "GPEN-BFR-512 (float32)", "the 512 px parser (float32)"
+
+
+def _wait_for(path: Path) -> None:
+    while not path.exists():
+        time.sleep(0.02)
+
+
+def scripted_preparation(folder: str):
+    """Plans two networks and reports each step, waiting for the test's go-ahead files in ``folder``."""
+    from gpen_core.engine.prepare import PrepareReport
+    from gpen_core.engine.prepare_child import Planned, Started
+
+    f = Path(folder)
+    _wait_for(f / "plan")
+    print("a library printing", flush=True)
+    worker.send(Planned(((GEN, GEN_LABEL), (PAR, PAR_LABEL))))
+    worker.send(Started(GEN, GEN_LABEL))
+    worker.report(0.0, f"OpenVINO: preparing {GEN_LABEL} (1 of 2)")
+    _wait_for(f / "next")
+    worker.send(Started(PAR, PAR_LABEL))
+    worker.report(0.5, f"OpenVINO: preparing {PAR_LABEL} (2 of 2)")
+    _wait_for(f / "end")
+    return PrepareReport(converted=[GEN_LABEL, PAR_LABEL])
+
+
+def preparation_that_dies(folder: str) -> None:
+    """Plans the generator, then exits abruptly (as a crash in the runtime would), every time it runs."""
+    from gpen_core.engine.prepare_child import Planned
+
+    worker.send(Planned(((GEN, GEN_LABEL),)))
+    time.sleep(0.2)
+    os._exit(3)
+
+
+def preparation_killed_once(folder: str):
+    """First run: plans and starts the generator, then sleeps until the test kills it. Second run: converts it."""
+    from gpen_core.engine.prepare import PrepareReport
+    from gpen_core.engine.prepare_child import Planned, Started
+
+    first = Path(folder) / "first-run"
+    if not first.exists():
+        worker.send(Planned(((GEN, GEN_LABEL),)))
+        worker.send(Started(GEN, GEN_LABEL))
+        first.write_text(str(os.getpid()))
+        time.sleep(120)
+    return PrepareReport(converted=[GEN_LABEL])

@@ -11,19 +11,19 @@ load inside :func:`run_profile`.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpen_core.modes import MODES, MemoryMode, get_mode
-from gpen_core.hwcheck.workloads import STANDARD, Workload
+from gpen_core.hwcheck.workloads import STANDARD, Workload, generator_source
 from gpen_core.hwcheck.backends import plan as plan_backends
+from gpen_core.hwcheck.isolated import ModeFailed, in_child
 from gpen_core.engine.profile_records import (
     DETECTOR_SYNTHETIC_NOTE,
     BackendCheck,
@@ -35,7 +35,6 @@ from gpen_core.engine.profile_records import (
     Progress,
     WorkloadRun,
     failed_mode,
-    jsonable,
     summarise,
 )
 from gpen_core.engine.profile_store import device_key, fingerprint, save_profile
@@ -43,10 +42,6 @@ from gpen_core.engine.profile_store import device_key, fingerprint, save_profile
 if TYPE_CHECKING:
     from gpen_core.networks.arch import GPENConfig
 
-
-# Lines the worker process writes for its parent start with this; anything else a library
-# prints on stdout is ignored.
-_MARK = "\x1egpen-profile "
 
 
 def _machine_facts(models_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
@@ -107,22 +102,6 @@ def _write_overrides(configs: dict[str, "GPENConfig"], folder: Path) -> dict[str
 
 
 
-def generator_source(model: str, override_paths: Mapping[str, str], synthetic: bool | None,
-                     models_dir: Path | None) -> tuple[str | None, str]:
-    """(the ``--model`` value, "real" | "synthetic") a measured run uses for generator ``model``:
-    a model-config override, random weights (``synthetic`` True, or None and no file), or the
-    file found. ``synthetic=False`` with no file raises WeightsError, naming the fix."""
-    from gpen_core.weights import lookup as weights
-
-    if model in override_paths:
-        return override_paths[model], "synthetic"
-    if synthetic is True:
-        return None, "synthetic"
-    located = weights.locate(model, models_dir=models_dir)
-    if located is None and synthetic is False:
-        weights.resolve(model, models_dir=models_dir, allow_download=False)  # raises, naming the fix
-    return (str(located), "real") if located is not None else (None, "synthetic")
-
 def _plan_mode(
     mode: MemoryMode,
     override_paths: dict[str, str],
@@ -133,7 +112,7 @@ def _plan_mode(
     device: str,
     workloads: Sequence[Workload],
 ) -> dict[str, Any]:
-    """The JSON-able spec :func:`_measure_mode` runs for one mode (weights, face source, inputs).
+    """The JSON-able spec :func:`measure_mode` runs for one mode (weights, face source, inputs).
 
     Raises WeightsError when ``synthetic=False`` and the mode's generator is missing.
     """
@@ -172,7 +151,7 @@ def _plan_mode(
     }
 
 
-def _measure_mode(spec: dict[str, Any], report: Progress) -> ModeProfile:
+def measure_mode(spec: dict[str, Any], report: Progress) -> ModeProfile:
     """Run one mode's workloads through a new Restorer in this process, and summarise.
 
     Zero is this process just before the first request: torch imported, the inputs built
@@ -214,99 +193,6 @@ def _measure_mode(spec: dict[str, Any], report: Progress) -> ModeProfile:
     return summarise(mode, runs, dev, spec["kind"], dtype, idle_rss, idle_alloc, list(spec["notes"]))
 
 
-def _child_main() -> None:
-    """Entry point of the worker process: spec JSON on stdin, marked lines on stdout."""
-    spec = json.loads(sys.stdin.read())
-    out = sys.stdout
-
-    def send(kind: str, payload: Any) -> None:
-        out.write(f"{_MARK}{kind} {json.dumps(payload)}\n")
-        out.flush()
-
-    try:
-        if spec.get("task") == "backends":
-            from gpen_core.hwcheck.backends import measure
-
-            send("R", measure(spec, lambda f, d: send("P", [f, d])))
-            return
-        if spec.get("task") == "task-row":  # one of GPEN's other tasks in one mode (.task_rows)
-            from gpen_core.hwcheck.task_rows import measure as measure_task
-
-            send("R", measure_task(spec, lambda f, d: send("P", [f, d])))
-            return
-        result = _measure_mode(spec, lambda f, d: send("P", [f, d]))
-    except Exception as exc:
-        from gpen_core.platform.oom import is_oom
-
-        send("E", {"type": type(exc).__name__, "message": str(exc), "oom": is_oom(exc) or type(exc).__name__ == "ResourceError"})
-        raise SystemExit(1) from None
-    send("R", jsonable(asdict(result)))
-
-
-class _ModeFailed(Exception):
-    """One mode ran out of memory while being measured (the check goes on with the others)."""
-
-
-def _measure_in_child(spec: dict[str, Any], report: Progress) -> ModeProfile:
-    """:func:`_measure_mode` in a fresh Python process; the parent survives the child's OOM kill."""
-    return ModeProfile.from_dict(_in_child(spec, report))
-
-
-def _in_child(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
-    """Run ``spec`` (a mode, or the backend comparison) in a fresh Python process: its JSON result."""
-    import subprocess
-
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])  # so the child imports this same gpen_core
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, "-c", "from gpen_core.hwcheck.runner import _child_main; _child_main()"]
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
-        result: dict[str, Any] | None = None
-        error: dict[str, Any] | None = None
-        try:
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(json.dumps(spec))
-            proc.stdin.close()
-            for line in proc.stdout:
-                if not line.startswith(_MARK):
-                    continue
-                kind, _, payload = line[len(_MARK) :].partition(" ")
-                data = json.loads(payload)
-                if kind == "P":
-                    report(float(data[0]), str(data[1]))
-                elif kind == "R":
-                    result = data
-                elif kind == "E":
-                    error = data
-            rc = proc.wait()
-        finally:
-            if proc.poll() is None:  # interrupted: do not leave a worker behind
-                proc.kill()
-                proc.wait()
-        if result is not None:
-            return result
-        if error is not None:
-            if error.get("oom"):
-                raise _ModeFailed(f"out of memory: {error['message']}")
-            _reraise(error, spec["mode"])
-        if rc < 0:
-            raise _ModeFailed(f"the measuring process was killed by signal {-rc} (most likely the kernel's out-of-memory killer)")
-        err.seek(0)
-        tail = err.read()[-2000:]
-        raise RuntimeError(f"measuring {spec['mode']} failed: its worker process exited with status {rc}:\n{tail}")
-
-
-def _reraise(error: dict[str, Any], mode: str) -> None:
-    from gpen_core import errors
-
-    cls = getattr(errors, error.get("type", ""), None)
-    if isinstance(cls, type) and issubclass(cls, errors.GPENError):
-        raise cls(error["message"])
-    raise RuntimeError(f"measuring {mode} failed in its worker process: {error.get('type')}: {error.get('message')}")
-
-
-
 def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str | None, isolate: bool, report: Progress) -> BackendCheck:
     """The backend comparison (in a worker process when ``isolate``), recorded for ``auto``.
     A failure is reported in the check, not raised: the memory check goes on."""
@@ -314,7 +200,7 @@ def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str
 
     report(0.0, "backends: torch vs OpenVINO")
     try:
-        result = _in_child(spec, report) if isolate else measure(spec, report)
+        result = in_child(measure, spec, report) if isolate else measure(spec, report)
     except Exception as exc:
         return failed(check, f"{type(exc).__name__}: {exc}")
     return finish(check, spec, result, models_dir)
@@ -418,10 +304,10 @@ def run_profile(
             step(0.0, f"{spec['mode']}: starting")
             try:
                 if isolate:
-                    results[spec["mode"]] = _measure_in_child(spec, step)
+                    results[spec["mode"]] = in_child(measure_mode, spec, step)
                 else:
-                    results[spec["mode"]] = _measure_mode(spec, step)
-            except _ModeFailed as exc:
+                    results[spec["mode"]] = measure_mode(spec, step)
+            except ModeFailed as exc:
                 results[spec["mode"]] = failed_mode(spec, str(exc), free_binding)
             except Exception as exc:
                 if isolate or not (is_oom(exc) or type(exc).__name__ == "ResourceError"):

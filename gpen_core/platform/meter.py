@@ -70,6 +70,11 @@ def current_rss() -> int:
     return psutil.Process().memory_info().rss
 
 
+def process_peak_rss() -> int:
+    """This process's resident high-water mark over its whole life (VmHWM), in bytes; the RSS now where unreadable."""
+    return _status_kb(_HWM) or current_rss()
+
+
 def _reset_hwm() -> bool:
     """Reset the kernel's high-water mark; True when it demonstrably worked."""
     try:

@@ -185,7 +185,7 @@ class Child:
                         ending = self._drain(on_event)
                     elif deadline is not None and time.monotonic() > deadline:
                         self._proc.kill()
-                        ending = Failed("timed out", f"it ran past its {timeout:.0f} s limit and was stopped", pid=self.pid)
+                        ending = Failed("timed out", f"ran past its {timeout:.0f} s limit and was stopped", pid=self.pid)
                     continue
                 ending = self._handle(item, on_event)
         finally:
@@ -194,8 +194,10 @@ class Child:
                 if self._proc.is_alive():
                     self._proc.kill()
             self._proc.join()
+            self._queue.close()  # nothing more comes: let its pipe and locks go now, not at exit
+            self._queue.join_thread()
         if self._stopped.is_set() and not isinstance(ending, Done):
-            return Failed("stopped", "it was stopped", exitcode=self._proc.exitcode, pid=self.pid)
+            return Failed("stopped", "was stopped", exitcode=self._proc.exitcode, pid=self.pid)
         return ending
 
     def _handle(self, item: tuple[Any, ...], on_event: Callable[[object], None] | None) -> Done[Any] | Failed | None:
@@ -218,9 +220,9 @@ class Child:
                     return ending
         code = self._proc.exitcode
         if code is not None and code < 0:
-            return Failed("killed", f"it was killed by signal {-code} (if nobody stopped it: most likely the kernel's "
+            return Failed("killed", f"was killed by signal {-code} (if nobody stopped it: most likely the kernel's "
                                     "out-of-memory killer)", oom=True, exitcode=code, pid=self.pid)
-        return Failed("exited", f"it exited with code {code} before it finished", exitcode=code, pid=self.pid)
+        return Failed("exited", f"exited with code {code} before it finished", exitcode=code, pid=self.pid)
 
 
 def run(
