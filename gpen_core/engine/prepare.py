@@ -146,10 +146,18 @@ def convert_ahead(
     return report
 
 
+def _face_size(name: str) -> int:
+    """A registry generator's face size (0 when the registry does not say: ``auto`` then has no measurement)."""
+    from gpen_core.weights.registry import REGISTRY
+
+    spec = REGISTRY.get(name)
+    return spec.arch.size if spec is not None and spec.arch is not None else 0
+
+
 def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
     """[(token, label, run(cache, opts) -> Prepared)] for the distinct networks of ``modes`` that
     ``auto`` runs on OpenVINO here and whose weights are present (nothing else is loaded)."""
-    from gpen_core.engine.model_cache import PARSER_WEIGHTS, _registry_size
+    from gpen_core.engine.model_cache import PARSER_WEIGHTS
     from gpen_core.faces.parse import choose_parse_dtype
     from gpen_core.networks.plan import choose_plan
     from gpen_core.options import DETECTOR_WEIGHTS
@@ -167,7 +175,7 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
     for mode in modes:
         dtype = choose_plan("cpu", mode.cpu_dtype)[0].dtype
         gkey = ("gen", mode.model, dtype)
-        if gkey not in seen and present(mode.model) and on_openvino(mode, _registry_size(mode.model), dtype):
+        if gkey not in seen and present(mode.model) and on_openvino(mode, _face_size(mode.model), dtype):
             seen.add(gkey)
 
             def gen(cache, opts, mode=mode) -> Prepared:

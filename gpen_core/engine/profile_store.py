@@ -116,9 +116,9 @@ def same_machine(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def profile_path(models_dir: str | os.PathLike[str] | None = None) -> Path:
     """``profile.json`` in the models folder (``$GPEN_HOME`` or ``~/.cache/gpen`` by default)."""
-    from gpen_core.weights.lookup import _folder
+    from gpen_core.platform.paths import folder
 
-    return _folder(models_dir) / PROFILE_FILE
+    return folder(models_dir) / PROFILE_FILE
 
 
 def _read_store(path: Path) -> dict[str, Any]:

@@ -38,6 +38,10 @@ class Eta:
         self._started = now  # the next step starts when this one ends unless told otherwise
         return took
 
+    @property
+    def started(self) -> bool:
+        return self._started is not None
+
     def per_step(self, kind: str) -> float | None:
         """Seconds a step of ``kind`` is expected to take here (None: nothing to go on yet)."""
         same = [s for k, s in self.finished if k == kind]

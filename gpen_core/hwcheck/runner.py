@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpen_core.modes import MODES, MemoryMode, get_mode
-from gpen_core.hwcheck.workloads import STANDARD, Workload, generator_source
+from gpen_core.hwcheck.workloads import STANDARD, Workload, generator_source, idle_usage
 from gpen_core.hwcheck.backends import plan as plan_backends
 from gpen_core.hwcheck.isolated import ModeFailed, in_child
 from gpen_core.engine.profile_records import (
     DETECTOR_SYNTHETIC_NOTE,
     BackendCheck,
     FORMAT,
+    TaskRow,
     GIVEN_BOXES_NOTE,
     SYNTHETIC_NOTE,
     ModeProfile,
@@ -64,26 +65,6 @@ def _machine_facts(models_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
         "python": info.python,
         "platform": info.platform,
     }
-
-
-def _idle(device: str) -> tuple[int, int | None, int | None]:
-    """(RSS, allocated VRAM, reserved VRAM) of the process now, after handing freed heap back.
-
-    Every request starts with the same trim (:mod:`gpen_core.restorer`): without it here, heap
-    freed before the check but kept by the allocator counts in the zero and not in the request,
-    and a run's peak can read below the zero (clamped to 0: nothing measured).
-    """
-    from gpen_core.platform.meter import current_rss
-    from gpen_core.platform.oom import malloc_trim
-
-    malloc_trim()
-    if device.startswith("cuda"):
-        import torch
-
-        dev = torch.device(device)  # the measured device, not the current one ("cuda:1" is GPU 1)
-        torch.cuda.synchronize(dev)
-        return current_rss(), int(torch.cuda.memory_allocated(dev)), int(torch.cuda.memory_reserved(dev))
-    return current_rss(), None, None
 
 
 def _write_overrides(configs: dict[str, "GPENConfig"], folder: Path) -> dict[str, str]:
@@ -174,7 +155,7 @@ def measure_mode(spec: dict[str, Any], report: Progress) -> ModeProfile:
     dev = restorer.device
     if dev.startswith("cuda"):
         torch.zeros(1, device=dev)  # the CUDA context is the process's, not the mode's
-    idle_rss, idle_alloc, idle_res = _idle(dev)
+    idle_rss, idle_alloc, idle_res = idle_usage(dev)
     runs: list[WorkloadRun] = []
     dtype = ""
     try:
@@ -204,6 +185,134 @@ def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str
     except Exception as exc:
         return failed(check, f"{type(exc).__name__}: {exc}")
     return finish(check, spec, result, models_dir)
+
+
+def prior_seconds(device: str, models_dir: str | os.PathLike[str] | None) -> dict[str, float]:
+    """Seconds each mode's measurement took in this machine's last saved check (any fingerprint: a
+    time estimate, not a memory figure), keyed by mode; {} when there is none."""
+    from gpen_core.engine.profile_store import load_profile
+
+    try:
+        prof = load_profile(device, models_dir, any_machine=True)
+    except (OSError, ValueError):
+        return {}
+    return {} if prof is None else {n: m.total_s + m.load_s for n, m in prof.modes.items() if not m.failed}
+
+
+class Steps:
+    """The check's progress: the fraction done over its steps (backend pairs, modes, task rows) and the
+    time left (:class:`gpen_core.hwcheck.eta.Eta`: each mode from the last check's time for it, or
+    from the modes measured so far)."""
+
+    def __init__(self, first: int, modes: Sequence[str], tasks: int, report: Progress, prior: dict[str, float]) -> None:
+        from gpen_core.hwcheck.eta import Eta
+
+        self.first, self.total = first, max(1, first + len(modes) + tasks)
+        self.report = report
+        self.eta = Eta(list(modes), prior)  # the backends and the task rows are not timed ahead: modes dominate
+
+    def start(self) -> None:
+        """The next mode's measurement begins."""
+        self.eta.start()
+
+    def done(self) -> None:
+        """The running mode's measurement has ended."""
+        self.eta.finish()
+
+    def say(self, fraction: float, text: str) -> None:
+        from gpen_core.hwcheck.eta import left_text
+
+        running = self.eta.started and len(self.eta.finished) < len(self.eta.plan)
+        left = left_text(self.eta.left()) if running else ""
+        self.report(min(1.0, fraction / self.total), text + (f" — {left}" if left else ""))
+
+    def part(self, start: float, weight: float) -> Progress:
+        """A Progress for a part of the check: its own 0..1 mapped onto ``weight`` steps from ``start``."""
+        return lambda f, d: self.say(start + f * weight, d)
+
+
+def _measure_modes(specs: Sequence[dict[str, Any]], isolate: bool, free_binding: int | None, steps: Steps) -> dict[str, ModeProfile]:
+    """Each mode's spec measured (in a worker process when ``isolate``); a mode that runs out of memory is
+    recorded as needing more than was free, and the check goes on."""
+    from gpen_core.platform.oom import is_oom
+
+    results: dict[str, ModeProfile] = {}
+    for i, spec in enumerate(specs):
+        step = steps.part(steps.first + i, 1)
+        steps.start()
+        step(0.0, f"{spec['mode']}: starting")
+        try:
+            if isolate:
+                results[spec["mode"]] = in_child(measure_mode, spec, step)
+            else:
+                results[spec["mode"]] = measure_mode(spec, step)
+        except ModeFailed as exc:
+            results[spec["mode"]] = failed_mode(spec, str(exc), free_binding)
+        except Exception as exc:
+            if isolate or not (is_oom(exc) or type(exc).__name__ == "ResourceError"):
+                raise
+            results[spec["mode"]] = failed_mode(spec, f"out of memory: {exc}", free_binding)
+        steps.done()
+    return results
+
+
+def _notes(results: dict[str, ModeProfile], configs: dict[str, Any], workloads: Sequence[Workload], isolate: bool,
+           took_s: float) -> list[str]:
+    notes: list[str] = []
+    for note in (SYNTHETIC_NOTE, DETECTOR_SYNTHETIC_NOTE, GIVEN_BOXES_NOTE):
+        if results and all(note in m.notes for m in results.values()):
+            notes.append(note)
+    if configs:
+        notes.append("model-config overrides: not the released architectures (a test or an experiment)")
+    if tuple(workloads) != STANDARD:
+        notes.append("non-standard workloads")
+    notes.append(
+        "peaks are above the measuring process just before its first request (torch imported, inputs in memory); "
+        + ("each mode ran in a fresh process" if isolate else "all modes ran in this process, one after another")
+    )
+    notes.append(f"the whole check took {took_s:.1f} s")
+    return notes
+
+
+def _wanted(modes: Iterable[str] | None) -> list[MemoryMode]:
+    """The modes to measure, lightest first; InputError for an unknown name or none."""
+    names = list(MODES) if modes is None else list(dict.fromkeys(modes))
+    wanted: list[MemoryMode] = sorted((get_mode(n) for n in names), key=lambda m: m.rank)
+    if not wanted:
+        from gpen_core.errors import InputError
+
+        raise InputError("no modes to measure; choose from: " + ", ".join(MODES))
+    return wanted
+
+
+def _measure_everything(
+    wanted: list[MemoryMode], configs: dict[str, "GPENConfig"], synthetic: bool | None, models_dir: str | os.PathLike[str] | None,
+    dev: str, workloads: Sequence[Workload], task_opts: tuple[bool | None, dict[str, Workload] | None],
+    backend_opts: tuple[bool | None, int], isolate: bool, free_binding: int | None, report: Progress,
+) -> tuple[list[dict[str, Any]], dict[str, ModeProfile], BackendCheck | None, list[TaskRow]]:
+    """Plan and measure: the backend comparison first, then each mode, then the task rows (see :func:`run_profile`)."""
+    from gpen_core.hwcheck.workloads import example_faces
+    from gpen_core.hwcheck.task_rows import measure_all as measure_tasks, plan as task_plan
+
+    tasks, task_workloads = task_opts
+    # One portrait, always the same file: a photo with several faces would multiply the count.
+    portraits = example_faces()[:1]
+    with tempfile.TemporaryDirectory(prefix="gpen-profile-") as tmp:
+        override_paths = _write_overrides(configs, Path(tmp)) if configs else {}
+        specs = [_plan_mode(m, override_paths, configs, synthetic, models_dir, portraits, dev, workloads) for m in wanted]
+        do_tasks = tasks if tasks is not None else (not configs and tuple(workloads) == STANDARD)
+        tspecs, task_rows = task_plan(wanted, synthetic, models_dir, override_paths, dev, task_workloads) if do_tasks else ([], [])
+        mdir = None if models_dir is None else str(models_dir)
+        bspec, bcheck = plan_backends(wanted, specs, configs, dev, backend_opts[0], mdir, backend_opts[1])
+        # Backends first: the modes are then measured with the backend `auto` now picks, and a
+        # conversion they would need is already cached. They weigh one step per generator.
+        first = len(bspec["pairs"]) if bspec else 0
+        steps = Steps(first, [s["mode"] for s in specs], len(tspecs), report, prior_seconds(dev, models_dir))
+        if bspec is not None:
+            bcheck = _compare_backends(bspec, bcheck, mdir, isolate, steps.part(0, first))
+        results = _measure_modes(specs, isolate, free_binding, steps)
+        task_rows += measure_tasks(tspecs, isolate, free_binding, steps.part(steps.first + len(specs), len(tspecs)))
+    return specs, results, bcheck, task_rows
 
 
 def run_profile(
@@ -260,92 +369,28 @@ def run_profile(
     worker fails for another reason.
     """
     from gpen_core.engine.budget import free_memory
-    from gpen_core.platform.oom import is_oom
     from gpen_core.restorer import Restorer
-    from gpen_core.hwcheck.workloads import example_faces
-    from gpen_core.hwcheck.task_rows import measure_all as measure_tasks, plan as task_plan
 
     t_start = time.perf_counter()
     report = progress or (lambda f, d: None)
-    names = list(MODES) if modes is None else list(dict.fromkeys(modes))
-    wanted: list[MemoryMode] = sorted((get_mode(n) for n in names), key=lambda m: m.rank)
-    if not wanted:
-        from gpen_core.errors import InputError
-
-        raise InputError("no modes to measure; choose from: " + ", ".join(MODES))
+    wanted = _wanted(modes)
     configs = dict(model_configs or {})
-    # One portrait, always the same file: a photo with several faces would multiply the count.
-    portraits = example_faces()[:1]
 
     report(0.0, "reading the machine")
     machine = _machine_facts(models_dir)
     dev = Restorer(device=device).device
     free0 = free_memory(dev)
     free_binding = free0.vram_bytes if dev.startswith("cuda") else free0.ram_bytes
-    results: dict[str, ModeProfile] = {}
-    with tempfile.TemporaryDirectory(prefix="gpen-profile-") as tmp:
-        override_paths = _write_overrides(configs, Path(tmp)) if configs else {}
-        specs = [_plan_mode(m, override_paths, configs, synthetic, models_dir, portraits, dev, workloads) for m in wanted]
-        do_tasks = tasks if tasks is not None else (not configs and tuple(workloads) == STANDARD)
-        tspecs, task_rows = task_plan(wanted, synthetic, models_dir, override_paths, dev, task_workloads) if do_tasks else ([], [])
-        mdir = None if models_dir is None else str(models_dir)
-        bspec, bcheck = plan_backends(wanted, specs, configs, dev, backends, mdir, backend_runs)
-        # Backends first: the modes are then measured with the backend `auto` now picks, and a
-        # conversion they would need is already cached. They weigh one step per generator.
-        first = len(bspec["pairs"]) if bspec else 0
-        steps = len(specs) + first + len(tspecs)
-        if bspec is not None:
-            bcheck = _compare_backends(bspec, bcheck, mdir, isolate, lambda f, d: report(min(1.0, f * first / steps), d))
-        for i, spec in enumerate(specs):
-
-            def step(f: float, d: str, i: int = i) -> None:
-                report(min(1.0, (first + i + f) / steps), d)
-
-            step(0.0, f"{spec['mode']}: starting")
-            try:
-                if isolate:
-                    results[spec["mode"]] = in_child(measure_mode, spec, step)
-                else:
-                    results[spec["mode"]] = measure_mode(spec, step)
-            except ModeFailed as exc:
-                results[spec["mode"]] = failed_mode(spec, str(exc), free_binding)
-            except Exception as exc:
-                if isolate or not (is_oom(exc) or type(exc).__name__ == "ResourceError"):
-                    raise
-                results[spec["mode"]] = failed_mode(spec, f"out of memory: {exc}", free_binding)
-
-        done = len(specs) + first
-        task_rows += measure_tasks(tspecs, isolate, free_binding, lambda f, d: report(min(1.0, (done + f * len(tspecs)) / steps), d))
+    specs, results, bcheck, task_rows = _measure_everything(
+        wanted, configs, synthetic, models_dir, dev, workloads, (tasks, task_workloads), (backends, backend_runs), isolate,
+        free_binding, report)
     any_synthetic = any(s["kind"] == "synthetic" for s in specs)
-    notes: list[str] = []
-    for note in (SYNTHETIC_NOTE, DETECTOR_SYNTHETIC_NOTE, GIVEN_BOXES_NOTE):
-        if results and all(note in m.notes for m in results.values()):
-            notes.append(note)
-    if configs:
-        notes.append("model-config overrides: not the released architectures (a test or an experiment)")
-    if tuple(workloads) != STANDARD:
-        notes.append("non-standard workloads")
-    notes.append(
-        "peaks are above the measuring process just before its first request (torch imported, inputs in memory); "
-        + ("each mode ran in a fresh process" if isolate else "all modes ran in this process, one after another")
-    )
-    notes.append(f"the whole check took {time.perf_counter() - t_start:.1f} s")
-    prof = Profile(
-        format=FORMAT,
-        created=time.strftime("%Y-%m-%dT%H:%M:%S"),
-        device=device_key(dev),
-        synthetic=any_synthetic,
-        fingerprint=fingerprint(dev, models_dir, any_synthetic),
-        machine=machine,
-        free_at_start={"ram_bytes": free0.ram_bytes, "vram_bytes": free0.vram_bytes},
-        isolated=isolate,
-        workloads=tuple(asdict(w) for w in workloads),
-        modes=results,
-        notes=tuple(notes),
-        command=command,
-        backends=bcheck,
-        tasks=tuple(task_rows),
-    )
+    notes = _notes(results, configs, workloads, isolate, time.perf_counter() - t_start)
+    prof = Profile(format=FORMAT, created=time.strftime("%Y-%m-%dT%H:%M:%S"), device=device_key(dev), synthetic=any_synthetic,
+                   fingerprint=fingerprint(dev, models_dir, any_synthetic), machine=machine,
+                   free_at_start={"ram_bytes": free0.ram_bytes, "vram_bytes": free0.vram_bytes}, isolated=isolate,
+                   workloads=tuple(asdict(w) for w in workloads), modes=results, notes=tuple(notes), command=command,
+                   backends=bcheck, tasks=tuple(task_rows))
     if save:
         save_profile(prof, models_dir)
     report(1.0, "done")

@@ -108,7 +108,7 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
     """
     import torch
 
-    from gpen_core.hwcheck.runner import _idle
+    from gpen_core.hwcheck.workloads import idle_usage
     from gpen_core.hwcheck.workloads import build, damage_strokes
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
@@ -122,7 +122,7 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
     dev = restorer.device
     if dev.startswith("cuda"):
         torch.zeros(1, device=dev)  # the CUDA context is the process's
-    idle_rss, idle_alloc, idle_res = _idle(dev)
+    idle_rss, idle_alloc, idle_res = idle_usage(dev)
     opts = RestoreOptions(mode=spec["mode"], task=spec["gpen_task"], model=spec["model_opt"], aligned=w.aligned)
     try:
         res = restorer(built.image, opts, lambda f, d: report(f, f"{spec['gpen_task']} in {spec['mode']}: {d}"),

@@ -225,3 +225,23 @@ def generator_source(model: str, override_paths: Mapping[str, str], synthetic: b
     if located is None and synthetic is False:
         weights.resolve(model, models_dir=models_dir, allow_download=False)  # raises, naming the fix
     return (str(located), "real") if located is not None else (None, "synthetic")
+
+
+def idle_usage(device: str) -> tuple[int, int | None, int | None]:
+    """(RSS, allocated VRAM, reserved VRAM) of the process now, after handing freed heap back.
+
+    Every request starts with the same trim (:mod:`gpen_core.restorer`): without it here, heap
+    freed before the check but kept by the allocator counts in the zero and not in the request,
+    and a run's peak can read below the zero (clamped to 0: nothing measured).
+    """
+    from gpen_core.platform.meter import current_rss
+    from gpen_core.platform.oom import malloc_trim
+
+    malloc_trim()
+    if device.startswith("cuda"):
+        import torch
+
+        dev = torch.device(device)  # the measured device, not the current one ("cuda:1" is GPU 1)
+        torch.cuda.synchronize(dev)
+        return current_rss(), int(torch.cuda.memory_allocated(dev)), int(torch.cuda.memory_reserved(dev))
+    return current_rss(), None, None
