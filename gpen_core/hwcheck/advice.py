@@ -288,7 +288,7 @@ class TipPlan:
 
     def steps(self, repeats: int) -> list[str]:
         """The kind of each child process it starts, in order (what :class:`~gpen_core.hwcheck.eta.Eta` plans)."""
-        return [_kind(s) for s, _ in self.warm_ups] + [_kind(s) for _ in range(repeats) for s, _ in self.specs]
+        return ["warm-up " + _kind(s) for s, _ in self.warm_ups] + [_kind(s) for _ in range(repeats) for s, _ in self.specs]
 
 
 def _kind(spec: dict[str, Any]) -> str:

@@ -363,7 +363,7 @@ def run_profile(
 
     ``workloads`` and ``model_configs`` (registry name → GPENConfig, built with random
     weights) exist for tests and experiments; the standard check uses neither. ``save``
-    writes the result to ``profile.json`` in the models folder.
+    writes the result to the measurements store (``measurements.json``) in the models folder.
 
     Raises InputError for an unknown mode, WeightsError as described, RuntimeError when a
     worker fails for another reason.
