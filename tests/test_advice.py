@@ -156,3 +156,13 @@ def test_a_measurement_killed_midway_leaves_a_folder_the_next_one_sweeps(tmp_pat
     other.mkdir()
     assert advice.sweep_scratch(tmp_path) == left
     assert _ours(tmp_path) == [other]
+
+
+def test_a_restore_is_loaded_once_unmeasured_only_when_it_brings_a_network_not_loaded_yet(tmp_path: Path) -> None:
+    tips = [next(t for t in advice.TIPS if t.number == n) for n in (6, 1, 3)]
+    plans = advice.plan_tips(tips, {"workload": "tiny", "repeats": 1, "scratch": str(tmp_path)}, False, 10, True, tmp_path)
+    warm = [[(s["mode"], s.get("model")) for s, _ in p.warm_ups] for p in plans]
+    # balanced brings GPEN-BFR-512 (bfloat16) and the 256 px parser; faces-only loads only that generator, tip 1 only
+    # balanced again; quality's float32 GPEN-BFR-512 and the 256 checkpoint are new
+    assert warm == [[("balanced", None)], [], [("quality", "GPEN-BFR-512"), ("quality", "GPEN-BFR-256")]]
+    assert plans[0].steps(2) == ["warm-up restore:balanced"] + ["restore:balanced", "restore:faces-only"] * 2

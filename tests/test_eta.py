@@ -21,6 +21,18 @@ def test_nothing_measured_and_no_prior_means_no_estimate() -> None:
     assert eta.left() is None and left_text(eta.left()) == ""
 
 
+def test_an_unmeasured_kind_takes_its_family_s_mean_before_the_mean_of_all() -> None:
+    clock = Clock()
+    eta = Eta(["warm-up restore:balanced", "restore:balanced", "restore:faces-only", "encode:png"], clock=clock)
+    eta.start()
+    clock.now += 100  # the first load converts: slow, and unlike the steps after it
+    eta.finish()
+    clock.now += 20
+    eta.finish()
+    # faces-only: a restore like the measured one (20), not the warm-up; the encode: the mean of all (60)
+    assert eta.left() == 20 + 60
+
+
 def test_each_step_is_its_kind_s_mean_then_the_prior_then_the_mean_of_all() -> None:
     clock = Clock()
     plan = ["restore:balanced", "restore:balanced", "encode:png", "cache:walk"]

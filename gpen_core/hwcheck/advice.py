@@ -392,18 +392,30 @@ def plan_tips(wanted: Sequence[Tip], base: dict[str, Any], has_cuda: bool, cache
     """Each tip's plan, or its result when it cannot be measured here. A restore whose (mode, model)
     no earlier tip loaded gets one unmeasured warm-up first: the shared scratch folder then holds its
     synthetic checkpoint and converted networks, so no measured side pays a conversion the other does not."""
-    warmed: set[tuple[str, str]] = set()
+    warmed: set[tuple[str, ...]] = set()
     out: list[TipPlan | TipResult] = []
     for tip in wanted:
         plan = _unmeasurable(tip, has_cuda) or _tip_plan(tip, base, tiny, cache_files, scratch)
         if isinstance(plan, TipPlan):
             for spec, env in plan.specs:
-                key = (str(spec.get("mode")), str(spec.get("model")))
-                if spec["kind"] == "restore" and key not in warmed:
-                    warmed.add(key)
+                nets = _networks(spec)
+                if not nets <= warmed:
+                    warmed |= nets
                     plan.warm_ups.append((spec, env))
         out.append(plan)
     return out
+
+
+def _networks(spec: dict[str, Any]) -> set[tuple[str, ...]]:
+    """What a restore spec loads that a first load writes to the scratch folder (a synthetic checkpoint,
+    a conversion): its generator in its dtype and its parser. Nothing for the other kinds."""
+    from gpen_core.modes import MODES
+
+    if spec.get("kind") != "restore":
+        return set()
+    mode = MODES[spec["mode"]]
+    nets = {("generator", str(spec.get("model") or mode.model), mode.cpu_dtype)}
+    return nets | ({("parser", str(mode.parse_input))} if mode.parsing else set())
 
 
 def _unmeasurable(tip: Tip, has_cuda: bool) -> TipResult | None:

@@ -4,7 +4,8 @@ A run (the tips, the hardware check) is a known list of steps, each of a kind ("
 "encode", a mode's name...). :class:`Eta` is told each step as it finishes and how long it
 took; the time left is, for each step still to run, the mean of the finished steps of its
 kind, else a prior for that kind measured earlier on this machine (the saved hardware
-profile), else the mean of every finished step. Before anything has finished and with no
+profile), else the mean of the finished steps of its family (the kind up to its first ":":
+"restore:faces-only" is a "restore"), else the mean of every finished step. Before anything has finished and with no
 prior it says nothing: an estimate made of nothing would be a guess.
 """
 
@@ -49,6 +50,9 @@ class Eta:
             return statistics.mean(same)
         if kind in self.prior:
             return float(self.prior[kind])
+        family = [s for k, s in self.finished if k.split(":", 1)[0] == kind.split(":", 1)[0]]
+        if family:
+            return statistics.mean(family)
         if self.finished:
             return statistics.mean(s for _, s in self.finished)
         return None
