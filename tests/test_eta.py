@@ -69,3 +69,19 @@ def test_the_text_rounds_to_what_a_person_reads() -> None:
     assert left_text(42) == "about 40 s left"
     assert left_text(89) == "about 90 s left"
     assert left_text(200) == "about 3 min left"
+
+
+def test_without_a_guess_from_unlike_steps_an_unmeasured_family_is_left_out_and_counted() -> None:
+    clock = Clock()
+    eta = Eta(["restore:balanced", "restore:balanced", "encode:png", "encode:jpeg"], clock=clock, guess_from_all=False)
+    eta.start()
+    assert eta.left() is None
+    clock.now += 20
+    eta.finish()
+    assert (eta.left(), eta.untimed()) == (20, 2)
+    assert left_text(eta.left(), eta.untimed()) == "about 20 s left, and 2 steps not timed yet"
+    clock.now += 20
+    eta.finish()
+    clock.now += 1
+    eta.finish()
+    assert (eta.left(), eta.untimed()) == (1, 0)  # the jpeg encode: an encode, like the png one

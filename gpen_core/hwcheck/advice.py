@@ -362,13 +362,13 @@ def measure_tips(
     with scratch_folder() as scratch:
         base = {"workload": workload, "repeats": 2 if not tiny else 1, "scratch": str(scratch)}
         plans = plan_tips(wanted, base, has_cuda, cache_files if not tiny else 2_000, tiny, scratch)
-        eta = Eta([k for p in plans if isinstance(p, TipPlan) for k in p.steps(repeats)])
+        eta = Eta([k for p in plans if isinstance(p, TipPlan) for k in p.steps(repeats)], guess_from_all=False)
         for k, (tip, plan) in enumerate(zip(wanted, plans)):
             text = progress_text(k, len(wanted), tip)
 
             def step(k: int = k, text: str = text) -> None:
                 eta.finish()
-                left = left_text(eta.left())
+                left = left_text(eta.left(), eta.untimed())
                 report(min(1.0, len(eta.finished) / max(1, len(eta.plan))), text + (f" — {left}" if left else ""))
 
             report(len(eta.finished) / max(1, len(eta.plan)), text)
