@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from gpen_core.hwcheck import advice
 from gpen_core.hwcheck.advice import Side, Tip, TipResult, verdict
+
+from .conftest import ROOT
 
 
 def _side(label: str, peak: int, secs: float, spread: float = 0.0) -> Side:
@@ -92,8 +100,8 @@ def test_restore_tips_run_the_engine_on_a_tiny_photo() -> None:
 
 
 def test_forward_child_runs_the_plain_generator() -> None:
-    out = advice._run_child({"kind": "forward", "size": 64, "repeats": 1})
-    assert out["finite"] is True and out["seconds"] > 0 and out["vram_reserved"] is None
+    out = advice.run_side({"kind": "forward", "size": 64, "repeats": 1})
+    assert out is not None and out.finite is True and out.seconds > 0 and out.vram_reserved is None
 
 
 def test_report_round_trips_through_json(tmp_path) -> None:
@@ -107,3 +115,54 @@ def test_report_round_trips_through_json(tmp_path) -> None:
     p.write_text("{not json")
     assert advice.load_report(p) is None
     assert isinstance(back.results[0].tip, Tip)
+
+
+def _ours(root: Path) -> list[Path]:
+    return sorted(root.glob("gpen-advice-*"))
+
+
+def test_a_measurement_leaves_no_scratch_folder_and_its_children_share_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    seen: list[str] = []
+    real = advice.run_side
+
+    def spy(spec, env=None, timeout=600):
+        seen.append(spec.get("scratch") or str(Path(spec.get("models_dir") or spec.get("root")).parent))
+        return real(spec, env, timeout)
+
+    monkeypatch.setattr(advice, "run_side", spy)
+    advice.measure_tips(workload="tiny", repeats=1, tips=[7, 9], cache_files=50)
+    assert len(set(seen)) == 1 and Path(seen[0]).parent == tmp_path  # one folder for every child of the run
+    assert _ours(tmp_path) == []
+
+
+def test_a_measurement_killed_midway_leaves_a_folder_the_next_one_sweeps(tmp_path: Path) -> None:
+    script = ("import sys\nfrom gpen_core.hwcheck import advice\n"
+              "advice.measure_tips(workload='tiny', repeats=50, tips=[7], progress=lambda f, d: print(d, flush=True))\n")
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "left" in line:  # a child has measured: the run is midway
+                break
+        left = _ours(tmp_path)
+        assert [p.name.split("-")[2] for p in left] == [str(proc.pid)]
+    finally:
+        proc.kill()  # kill -9: no finally of the run's runs
+        proc.wait()
+    assert _ours(tmp_path) == left
+    other = tmp_path / "gpen-advice-foreign"  # not named by a pid: not ours to judge
+    other.mkdir()
+    assert advice.sweep_scratch(tmp_path) == left
+    assert _ours(tmp_path) == [other]
+
+
+def test_a_restore_is_loaded_once_unmeasured_only_when_it_brings_a_network_not_loaded_yet(tmp_path: Path) -> None:
+    tips = [next(t for t in advice.TIPS if t.number == n) for n in (6, 1, 3)]
+    plans = advice.plan_tips(tips, {"workload": "tiny", "repeats": 1, "scratch": str(tmp_path)}, False, 10, True, tmp_path)
+    warm = [[(s["mode"], s.get("model")) for s, _ in p.warm_ups] for p in plans]
+    # balanced brings GPEN-BFR-512 (bfloat16) and the 256 px parser; faces-only loads only that generator, tip 1 only
+    # balanced again; quality's float32 GPEN-BFR-512 and the 256 checkpoint are new
+    assert warm == [[("balanced", None)], [], [("quality", "GPEN-BFR-512"), ("quality", "GPEN-BFR-256")]]
+    assert plans[0].steps(2) == ["warm-up restore:balanced"] + ["restore:balanced", "restore:faces-only"] * 2

@@ -46,7 +46,7 @@ def test_tips_progress_is_plain_text_with_no_frozen_counter(monkeypatch: pytest.
     real = advice.measure_tips
     monkeypatch.setattr(advice, "measure_tips", lambda progress=None: real(workload="tiny", repeats=1, tips=[1, 10, 11], progress=progress))
     monkeypatch.setattr(advice, "cuda_available", lambda: False)
-    monkeypatch.setattr(advice, "_measure_one", lambda tip, *a: advice.TipResult(tip, "not measurable here", "stub"))
+    monkeypatch.setattr(advice, "_measure_plan", lambda plan, *a: advice.TipResult(plan.tip, "not measurable here", "stub"))
     seen: list[str] = []
     app.measure_tips(progress=lambda f, desc="": seen.append(desc))
     assert seen[0] == "tip 1 (1 of 3): OMP_NUM_THREADS=2 / OPENBLAS_NUM_THREADS=2"

@@ -1,4 +1,4 @@
-"""The speed file ``auto`` reads (one per CPU model): one reader, tolerant of a missing or damaged file."""
+"""The speed records ``auto`` reads (per CPU model, in the measurements store): tolerant of a missing or damaged file."""
 
 from __future__ import annotations
 
@@ -15,38 +15,35 @@ needs_openvino = pytest.mark.skipif(
 
 
 def _speed_file(home: Path) -> Path:
-    return ov_backend._choice_file(home)
+    return ov_backend.speed_file(home)
 
 
 def test_a_missing_file_reads_as_no_records(tmp_path: Path) -> None:
     assert not _speed_file(tmp_path).exists()
-    assert ov_backend._read_speeds(_speed_file(tmp_path)) == {}
+    assert ov_backend.speed_records(tmp_path) == {}
 
 
 @pytest.mark.parametrize("damage", [b"{\"512-float32\": {\"torch_s\": 1.", b"\xff\xfe not json", b"[1, 2]", b"\"text\""])
 def test_a_damaged_file_reads_as_no_records_and_the_next_record_rewrites_it(tmp_path: Path, damage: bytes) -> None:
     f = _speed_file(tmp_path)
-    f.parent.mkdir(parents=True)
     f.write_bytes(damage)
-    assert ov_backend._read_speeds(f) == {}
+    assert ov_backend.speed_records(tmp_path) == {}
     ov_backend.record_speed(256, "float32", torch_s=0.5, openvino_s=0.25, models_dir=tmp_path, source="test")
-    saved = json.loads(f.read_text())
+    saved = json.loads(f.read_text())["speeds"][ov_backend.cpu_id()]
     assert list(saved) == ["256-float32"] and saved["256-float32"]["openvino_s"] == 0.25
 
 
 def test_records_of_other_networks_are_kept(tmp_path: Path) -> None:
     ov_backend.record_speed(256, "float32", 0.5, 0.25, models_dir=tmp_path, source="test")
     ov_backend.record_speed(512, "bfloat16", 0.4, 0.3, models_dir=tmp_path, network="parsenet", source="test")
-    assert set(ov_backend._read_speeds(_speed_file(tmp_path))) == {"256-float32", "parsenet-512-bfloat16"}
+    assert set(ov_backend.speed_records(tmp_path)) == {"256-float32", "parsenet-512-bfloat16"}
 
 
 @needs_openvino
 @pytest.mark.parametrize("damage", [None, b"not json {", b"[\"512-float32\"]"])
 def test_auto_without_a_readable_record_says_there_is_no_measurement(tmp_path: Path, damage: bytes | None) -> None:
     if damage is not None:
-        f = _speed_file(tmp_path)
-        f.parent.mkdir(parents=True)
-        f.write_bytes(damage)
+        _speed_file(tmp_path).write_bytes(damage)
     backend, why = ov_backend.choose_backend("auto", 512, "float32", models_dir=tmp_path)
     assert backend == "torch" and "no OpenVINO measurement for 512 px float32" in why
 
@@ -54,7 +51,6 @@ def test_auto_without_a_readable_record_says_there_is_no_measurement(tmp_path: P
 @needs_openvino
 def test_auto_follows_a_record_written_over_a_damaged_file(tmp_path: Path) -> None:
     f = _speed_file(tmp_path)
-    f.parent.mkdir(parents=True)
     f.write_text("{ torn")
     ov_backend.record_speed(512, "float32", torch_s=1.7, openvino_s=1.2, models_dir=tmp_path, source="test")
     backend, why = ov_backend.choose_backend("auto", 512, "float32", models_dir=tmp_path)

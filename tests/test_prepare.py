@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 import time
@@ -15,7 +17,8 @@ from gpen_core.modes import MODES
 from gpen_core.options import RestoreOptions
 from gpen_core.runtimes.openvino import generator as ov_backend
 
-from .conftest import shared_path
+from . import worker_jobs as jobs
+from .conftest import ROOT, shared_path
 from .factories import low_on_openvino
 
 LOW_OV = low_on_openvino()
@@ -191,15 +194,10 @@ def test_two_threads_loading_the_same_generator_convert_it_once(home: Path, monk
     assert sorted(r.convert_s is None for r in results) == [False, True]  # one converted, one loaded it
 
 
-class _ScriptedChild(prepare.BackgroundPreparation):
-    """The app's watcher around a stand-in child: a short script instead of the real conversion process."""
-
-    def __init__(self, script: str) -> None:
-        super().__init__(None)
-        self.script = script
-
-    def command(self) -> list[str]:
-        return [sys.executable, "-c", self.script]
+def _scripted(target, folder: Path, retry_after_s: float = 0.5) -> prepare.BackgroundPreparation:
+    """The app's watcher around a stand-in child: a scripted function of tests/worker_jobs.py instead of the conversion."""
+    cls = type("Scripted", (prepare.BackgroundPreparation,), {"TARGET": staticmethod(target), "RETRY_AFTER_S": retry_after_s})
+    return cls(folder)
 
 
 def _wait(cond, seconds: float = 60) -> None:
@@ -210,22 +208,8 @@ def _wait(cond, seconds: float = 60) -> None:
 
 
 def test_the_watcher_holds_what_the_child_plans_and_releases_each_as_it_finishes(tmp_path: Path) -> None:
-    gen, par, det = prepare.token("generator", "GPEN-BFR-512"), prepare.token("parser", "512"), prepare.token("detector", "resnet50")
-
-    def event(**kw) -> str:
-        return f"print(json.dumps({kw!r}), flush=True)\n"
-
-    def wait_for(name: str) -> str:
-        return f"while not os.path.exists({str(tmp_path / name)!r}): time.sleep(0.02)\n"
-
-    script = ("import json, os, sys, time\n" + wait_for("plan") + "print('a library printing', flush=True)\n"
-              + event(plan=[[gen, "GPEN-BFR-512 (float32)"], [par, "the 512 px parser (float32)"]])
-              + event(start=gen, label="GPEN-BFR-512 (float32)")
-              + event(progress=0.0, message="OpenVINO: preparing GPEN-BFR-512 (float32) (1 of 2)") + wait_for("next")
-              + event(start=par, label="the 512 px parser (float32)")
-              + event(progress=0.5, message="OpenVINO: preparing the 512 px parser (float32) (2 of 2)") + wait_for("end")
-              + event(report={"converted": ["GPEN-BFR-512 (float32)", "the 512 px parser (float32)"], "cached": [], "skipped": [], "failed": []}))
-    prep = _ScriptedChild(script)
+    gen, par, det = jobs.GEN, jobs.PAR, prepare.token("detector", "resnet50")
+    prep = _scripted(jobs.scripted_preparation, tmp_path)
     prep.start()
     # before the child has planned, whatever a request would convert counts as under way
     _wait(lambda: prepare.ANY in prepare._CONVERTING)
@@ -247,14 +231,28 @@ def test_the_watcher_holds_what_the_child_plans_and_releases_each_as_it_finishes
     assert prepare.busy_note(gen, "x") is None and not prepare._CONVERTING  # released when the child ended
 
 
-def test_a_child_that_dies_leaves_a_report_that_says_how(tmp_path: Path) -> None:
-    prep = _ScriptedChild("import json, sys\n"
-                          "print(json.dumps({'plan': [['detector:resnet50', 'the resnet50 detector']]}), flush=True)\n"
-                          "sys.stderr.write('MemoryError: out of memory\\n'); sys.exit(3)\n")
+def test_a_killed_child_is_started_again_and_requests_stay_on_torch_meanwhile(tmp_path: Path) -> None:
+    prep = _scripted(jobs.preparation_killed_once, tmp_path, retry_after_s=2.0)
+    prep.start()
+    first = tmp_path / "first-run"
+    _wait(lambda: first.exists() and first.read_text() != "")
+    pid = int(first.read_text())
+    assert pid == prep.child_pid
+    os.kill(pid, signal.SIGKILL)  # kill -9 of the preparation process, as the OOM killer would
+    _wait(lambda: "starting it again" in prep.status)
+    # the page said the generator runs on torch: until the restart converts it, a request still does
+    assert "converted to OpenVINO in the background" in (prepare.busy_note(jobs.GEN, "the generator") or "")
+    assert prep.done.wait(60)
+    assert prep.attempts == 2 and prep.report == prepare.PrepareReport(converted=[jobs.GEN_LABEL])
+    assert prep.status == f"OpenVINO ready for {jobs.GEN_LABEL}" and not prepare._CONVERTING
+
+
+def test_a_child_that_dies_twice_leaves_a_report_that_says_how(tmp_path: Path) -> None:
+    prep = _scripted(jobs.preparation_that_dies, tmp_path)
     prep.start()
     assert prep.done.wait(60)
-    assert prep.report is not None and prep.report.converted == []
-    assert prep.report.failed == ["OpenVINO's networks (the preparation process exited with code 3: MemoryError: out of memory)"]
+    assert prep.attempts == 2 and prep.report is not None and prep.report.converted == []
+    assert prep.report.failed == ["OpenVINO's networks (the preparation process exited with code 3 before it finished, twice)"]
     assert not prepare._CONVERTING
 
 
@@ -265,7 +263,7 @@ def test_the_app_s_preparation_converts_in_a_niced_child_and_the_app_loads_its_r
     (home / det.name).symlink_to(det)
     ov_backend.record_speed(1000, "float32", torch_s=0.2, openvino_s=0.1, models_dir=home, source="test",
                             network="retinaface-mobilenet0.25")
-    assert prepare.BackgroundPreparation.NICENESS > 0 and prepare.BackgroundPreparation(home).command()[-1] == "10"
+    assert prepare.BackgroundPreparation.NICENESS == 10
     prep = prepare.BackgroundPreparation(home)
     prep.start()
     assert prep.done.wait(240)
@@ -277,17 +275,22 @@ def test_the_app_s_preparation_converts_in_a_niced_child_and_the_app_loads_its_r
     assert detector.backend == "openvino" and detector.convert_s is None, notes
 
 
-def test_the_child_exits_when_the_app_closes_its_input(tmp_path: Path) -> None:
+def test_the_child_exits_when_the_app_is_killed(tmp_path: Path) -> None:
     import subprocess
 
-    from gpen_core.engine import prepare_child
-
-    proc = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
-                             "from gpen_core.engine import prepare_child\n"
-                             "import threading; threading.Thread(target=prepare_child._exit_with_parent, daemon=True).start()\n"
-                             "print('up', flush=True); time.sleep(120)\n"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(Path(prepare_child.__file__).parents[2]))
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
-    assert proc.stdin is not None
-    proc.stdin.close()
-    assert proc.wait(30) == 0  # well before its two minutes of sleep
+    app = subprocess.Popen([sys.executable, "-c", "import time\n"
+                            "from gpen_core.engine import prepare\n"
+                            "from tests import worker_jobs as jobs\n"
+                            "class P(prepare.BackgroundPreparation):\n"
+                            "    TARGET = staticmethod(jobs.preparation_killed_once)\n"
+                            f"P({str(tmp_path)!r}).start(); time.sleep(120)\n"], cwd=str(ROOT))
+    try:
+        first = tmp_path / "first-run"
+        _wait(lambda: first.exists() and first.read_text() != "")
+        child = int(first.read_text())
+        app.kill()  # kill -9 of the app: none of its exit handlers run
+        app.wait()
+        _wait(lambda: not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z", 20)
+    finally:
+        if app.poll() is None:
+            app.kill()

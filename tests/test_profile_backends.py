@@ -29,8 +29,9 @@ needs_openvino = pytest.mark.skipif(
 )
 
 
-def _speed_file(home: Path) -> Path:
-    return ov_backend._choice_file(home)
+def _speeds(home: Path) -> dict:
+    """This CPU's speed records in the store ``auto`` reads, as saved."""
+    return {k: vars(r) for k, r in ov_backend.speed_records(home).items()}
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +69,8 @@ def test_the_check_times_both_backends_and_records_them(compared: tuple[records.
     fs = [f for f, _ in seen]
     assert fs == sorted(fs) and 0.0 <= fs[0] and fs[-1] == 1.0
     # the speed file auto reads holds the medians, saying where they came from
-    saved = json.loads(_speed_file(home).read_text())
-    assert b.speed_file == str(_speed_file(home))
+    saved = _speeds(home)
+    assert b.speed_file == str(ov_backend.speed_file(home))
     rec = saved["64-float32"]
     low = next(r for r in b.rows if r.dtype == "float32")
     assert rec["torch_s"] == pytest.approx(low.torch_s, abs=1e-4) and rec["openvino_s"] == pytest.approx(low.openvino_s, abs=1e-4)
@@ -98,15 +99,15 @@ def test_auto_follows_the_check(compared: tuple[records.Profile, Path, list[tupl
 @needs_openvino
 def test_the_comparison_is_saved_with_the_profile(compared: tuple[records.Profile, Path, list[tuple[float, str]]]) -> None:
     prof, home, _ = compared
-    d = json.loads((home / "profile.json").read_text())["profiles"]["cpu"]
+    d = json.loads((home / "measurements.json").read_text())["profiles"]["cpu"]
     assert set(d["backends"]) == {f for f in records.BackendCheck.__dataclass_fields__}
-    assert store.load_json(home / "profile.json") == prof
+    assert store.load_json(home / "measurements.json") == prof
     # a later run that skips the comparison keeps the earlier rows in the saved profile
     again = runner.run_profile(modes=["low"], models_dir=home, workloads=FACE, model_configs=CONFIGS, isolate=False, backends=False)
     assert again.backends is not None and again.backends.skipped == "asked not to (--no-backends)" and again.backends.rows == ()
-    kept = store.load_json(home / "profile.json").backends
+    kept = store.load_json(home / "measurements.json").backends
     assert kept is not None and {(r.size, r.dtype) for r in kept.rows} == {(r.size, r.dtype) for r in prof.backends.rows}
-    assert "Earlier measurements" in report.backends_section(store.load_json(home / "profile.json"), home)
+    assert "Earlier measurements" in report.backends_section(store.load_json(home / "measurements.json"), home)
 
 
 @needs_openvino
@@ -123,13 +124,13 @@ def test_cli_no_backends_records_nothing(monkeypatch: pytest.MonkeyPatch, tmp_pa
     out = capsys.readouterr().out
     assert "Not compared in this check: asked not to (--no-backends)." in out
     assert "Backend `auto` (the default) now runs: `low` → torch (no OpenVINO measurement for 64 px float32 on this CPU or CPUs of its kind yet)" in out
-    assert not _speed_file(tmp_path).exists()
-    saved = json.loads((tmp_path / "profile.json").read_text())["profiles"]["cpu"]
+    assert _speeds(tmp_path) == {}
+    saved = json.loads((tmp_path / "measurements.json").read_text())["profiles"]["cpu"]
     assert saved["command"].endswith("--in-process --no-backends --models-dir " + str(tmp_path))
     # the same command without the flag records
     assert cli_main(argv) == 0
     assert "| 64 px | float32 | `low` |" in capsys.readouterr().out
-    assert "64-float32" in json.loads(_speed_file(tmp_path).read_text())
+    assert "64-float32" in _speeds(tmp_path)
 
 
 def test_without_openvino_the_report_says_so_and_the_check_goes_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, one_thread: None) -> None:
@@ -141,7 +142,7 @@ def test_without_openvino_the_report_says_so_and_the_check_goes_on(monkeypatch: 
     prof = runner.run_profile(modes=["low"], models_dir=tmp_path, workloads=FACE, model_configs=CONFIGS, isolate=False, backends=True)
     assert prof.modes["low"].failed is None and prof.modes["low"].runs[0].faces == 1
     assert prof.backends is not None and prof.backends.skipped == why and prof.backends.rows == ()
-    assert not _speed_file(tmp_path).exists()
+    assert _speeds(tmp_path) == {}
     assert f"Not compared in this check: {why}." in report.format_report(prof, models_dir=tmp_path)
     # not installed at all: decided without starting OpenVINO, auto says why it stays on torch
     monkeypatch.setattr(ov_backend, "openvino_version", lambda: None)
@@ -208,7 +209,7 @@ def test_which_weights_are_timed_and_what_is_recorded(tmp_path: Path) -> None:
            "measured_at": "now", "torch_s": 0.2, "openvino_s": 0.1}
     done = backends.finish(check, spec, {"skipped": None, "rows": [row]}, str(tmp_path))
     assert not done.rows[0].recorded and "not recorded" in (done.rows[0].note or "")
-    assert not _speed_file(tmp_path).exists()
+    assert _speeds(tmp_path) == {}
     # a failed pair is reported, not recorded
     done = backends.finish(check, spec, {"skipped": None, "rows": [{**row, "torch_s": None, "error": "RuntimeError: no"}]}, str(tmp_path))
     assert done.rows[0].note == "not measured: RuntimeError: no" and "| n/a |" in report.backends_section(

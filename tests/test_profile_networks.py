@@ -71,10 +71,10 @@ def test_the_rows_survive_the_store(measured: records.BackendCheck, tmp_path: Pa
     prof = _profile(measured)
     assert records.Profile.from_dict(json.loads(json.dumps(prof.to_dict()))) == prof
     store.save_profile(prof, tmp_path)
-    assert store.load_json(tmp_path / "profile.json").backends == measured
+    assert store.load_json(tmp_path / "measurements.json").backends == measured
     # a later check that measured no networks (--no-backends, a GPU-less override run) keeps the earlier rows
     store.save_profile(_profile(records.BackendCheck(skipped="asked not to (--no-backends)")), tmp_path)
-    kept = store.load_json(tmp_path / "profile.json").backends
+    kept = store.load_json(tmp_path / "measurements.json").backends
     assert kept is not None and kept.networks == measured.networks
 
 

@@ -133,7 +133,7 @@ def test_a_later_check_of_some_modes_keeps_the_other_task_rows(measured: tuple[r
                               dtype="float32", peak_ram_bytes=5, peak_bytes=5, covered_pixels=1, ran_mode="quality")
     later = records.Profile.from_dict({**prof.to_dict(), "tasks": [records.jsonable(quality.__dict__)]})
     store.save_profile(later, tmp_path)
-    raw = store._read_store(store.profile_path(tmp_path))["cpu"]
+    raw = store.saved_profiles(tmp_path)["cpu"]
     assert {(t["task"], t["mode"]) for t in raw["tasks"]} == {(t.task, t.mode) for t in prof.tasks} | {("colorize", "quality")}
 
 
@@ -157,7 +157,7 @@ def test_the_standard_check_measures_tasks_and_overrides_do_not_by_default(monke
         return [], []
 
     monkeypatch.setattr(task_rows, "plan", fake_plan)
-    monkeypatch.setattr(runner, "_measure_mode", lambda spec, report: pytest.skip("only the planning is checked"))
+    monkeypatch.setattr(runner, "measure_mode", lambda spec, report: pytest.skip("only the planning is checked"))
     with pytest.raises(pytest.skip.Exception):
         runner.run_profile(modes=["low"], models_dir=tmp_path, model_configs=CONFIGS, isolate=False, backends=False, save=False)
     assert planned == []

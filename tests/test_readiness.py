@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpen_core.engine import budget
+from gpen_core.engine import budget, fit
 from gpen_core.presentation import readiness
 from gpen_core.modes import MODES
 from gpen_core.options import DETECTOR_WEIGHTS
@@ -39,9 +39,47 @@ def needs_cpu() -> dict[str, int]:
     return {n: budget.estimate_peak(m, "cpu", PHOTO)[0] for n, m in MODES.items()}
 
 
-def test_constants_match_the_engine() -> None:
-    assert readiness.SAFETY_MARGIN == budget.SAFETY_MARGIN
+def test_detector_files_match_the_engine() -> None:
     assert readiness.DETECTOR_FILES == DETECTOR_WEIGHTS
+
+
+def test_a_mode_fits_up_to_four_fifths_of_the_free_memory_and_nothing_fits_in_none() -> None:
+    # 1000 bytes free: 800 usable (a fifth kept for other programs and allocator slack)
+    r = fit.rank({"low": 800, "balanced": 801, "quality": 5000, "faces-only": 1}, 1000)
+    assert [(m.mode, m.fits, m.short_bytes) for m in r.modes] == [("quality", False, 4200), ("balanced", False, 1), ("low", True, 0)]
+    assert r.best is not None and r.best.mode == "low"  # faces-only crops only: never ranked
+    assert fit.rank({"low": 0}, 0).best is None
+
+
+@pytest.mark.parametrize("step", [-1, 1])
+def test_the_panel_auto_and_the_report_agree_at_each_boundary(step: int) -> None:
+    from gpen_core.engine.profile_records import FORMAT, ModeProfile, Profile
+    from gpen_core.hwcheck import report
+
+    def row(name: str, peak: int) -> ModeProfile:
+        return ModeProfile(name, MODES[name].model, "synthetic", "float32", "given boxes", peak, None, None, peak,
+                           0, None, 1.0, 1.0, 1.0, 0, None, None, None, ())
+
+    needs = needs_cpu()
+    files = files_with(COMBOS["everything"])
+    prof = Profile(FORMAT, "", "cpu", True, {}, {}, {}, True, (), {n: row(n, needs[n]) for n in MODES})
+    for name in ("low", "balanced", "quality"):
+        free = int(needs[name] / 0.8) + step  # a byte or so either side of the mode's boundary
+        panel = assess(files, needs, free).runs_now
+        auto = budget.choose("cpu", PHOTO, free=budget.Free(free, None)).mode.name
+        hw = report.ranking(prof, budget.Free(free, None)).chosen.mode
+        assert panel == auto == hw
+        assert (panel == name) == (step > 0) or name == "low"
+
+
+def test_auto_runs_the_lightest_mode_with_its_weights_when_none_fits() -> None:
+    # only the quality files are here and nothing fits: auto runs quality (it says it may not fit), as the panel
+    # does, not low, whose weights would be missing
+    files = files_with(COMBOS["everything"])
+    have = {"quality"}
+    choice = budget.choose("cpu", PHOTO, free=budget.Free(10_000_000, None), available=lambda m: m.name in have)
+    assert choice.mode.name == "quality" and "the lightest mode" in choice.reason
+    assert files  # the panel side is test_nothing_fits_runs_the_lightest_with_files_and_says_it_may_not_fit
 
 
 @pytest.mark.parametrize(

@@ -19,10 +19,11 @@ import psutil
 from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MODES, TASKS, MemoryMode, preshrink_size
 from gpen_core.platform.zerogpu import on_zerogpu
+from gpen_core.engine.fit import SAFETY_MARGIN, Ranking, fits, rank
 from gpen_core.engine.vram import estimate as vram_estimate
 
-# Keep this much of the free memory unused: other programs and allocator slack.
-SAFETY_MARGIN = 0.8
+__all__ = ["SAFETY_MARGIN", "Choice", "Free", "Needs", "check_fits", "choose", "estimate_peak", "free_memory", "needs", "ranking"]
+
 
 # Built-in peak estimates above the idle process, in bytes, used until the hardware check
 # has measured this machine (the saved profile replaces them). Each is the mode's peak
@@ -205,20 +206,51 @@ def _binding(device: str, free: Free) -> str:
     return "VRAM" if device.startswith("cuda") and free.vram_bytes is not None else "RAM"
 
 
-def _fits(
-    mode: MemoryMode,
+def _have(device: str, free: Free) -> int:
+    return free.vram_bytes if (device.startswith("cuda") and free.vram_bytes is not None) else free.ram_bytes
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What each candidate mode needs for one request: with upscaling, of which upscaling, and the figures' source."""
+
+    total: dict[str, int]
+    upscaling: dict[str, int]
+    source: dict[str, str]
+
+
+def needs(
+    device: str, image_size: tuple[int, int], models_dir: Path | None = None, *, upscale: int = 1, tile: int | None = None,
+    task: str = "enhance",
+) -> Needs:
+    """Each of ``task``'s modes' need for this request on its binding memory (bytes above the idle process)."""
+    total, up, src = {}, {}, {}
+    for name in TASKS[task].modes:
+        base, extra, source = _need(MODES[name], device, image_size, models_dir, upscale, tile, task)
+        total[name], up[name], src[name] = base + extra, extra, source
+    return Needs(total, up, src)
+
+
+def ranking(
     device: str,
     image_size: tuple[int, int],
-    free: Free,
-    models_dir: Path | None,
+    models_dir: Path | None = None,
+    free: Free | None = None,
+    available: Callable[[MemoryMode], bool] | None = None,
+    *,
     upscale: int = 1,
     tile: int | None = None,
     task: str = "enhance",
-) -> tuple[bool, int, int, str, int]:
-    """(fits, bytes needed with upscaling, bytes free, source, of which upscaling)."""
-    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile, task)
-    have = free.vram_bytes if (device.startswith("cuda") and free.vram_bytes is not None) else free.ram_bytes
-    return base + extra <= have * SAFETY_MARGIN, base + extra, have, src, extra
+) -> tuple[Ranking, Needs]:
+    """``task``'s pasting modes ranked by what fits this request (:func:`gpen_core.engine.fit.rank`), and their needs.
+
+    A mode whose weights are not ``available`` is passed over while any mode has its weights."""
+    free = free or free_memory(device)
+    need = needs(device, image_size, models_dir, upscale=upscale, tile=tile, task=task)
+    missing = {n: "weights not downloaded" for n in need.total if available is not None and not available(MODES[n])}
+    if len(missing) == len(need.total):
+        missing = {}  # nothing has its weights: rank them all, the load will say what is missing
+    return rank(need.total, _have(device, free), binding=_binding(device, free), passed_over=missing), need
 
 
 def choose(
@@ -232,7 +264,7 @@ def choose(
     tile: int | None = None,
     task: str = "enhance",
 ) -> Choice:
-    """Highest-ranked pasting mode that fits; ``low`` with an honest reason if none does.
+    """Highest-ranked pasting mode that fits; the lightest with an honest reason if none does.
 
     ``available(mode)`` says whether the mode's weights are present: modes without
     them are passed over while any mode with weights fits (someone who downloaded
@@ -243,26 +275,28 @@ def choose(
     its network's peaks; the lightest of them stands in for ``low``.
     """
     free = free or free_memory(device)
-    where = _binding(device, free)
-    ranked = sorted((m for m in MODES.values() if m.paste and m.name in TASKS[task].modes), key=lambda m: -m.rank)
-    have_weights = [m for m in ranked if available is None or available(m)]
-    skipped = [m.name for m in ranked if m not in have_weights]
-    why_skip = f"; passed over {', '.join(skipped)} (weights not downloaded)" if skipped and have_weights else ""
-    too_big: list[str] = []  # modes that fit without upscaling but not with it
-    for m in have_weights or ranked:
-        ok, need, have, src, extra = _fits(m, device, image_size, free, models_dir, upscale, tile, task)
-        if ok:
-            they = "it fits" if len(too_big) == 1 else "they fit"
-            why_up = f"; passed over {', '.join(too_big)}: {they} only without upscaling ×{upscale}" if too_big else ""
-            return Choice(m, f"auto chose {m.name}: needs ~{format_bytes(need)} {where} ({src}), {format_bytes(have)} free{why_skip}{why_up}")
-        if extra and need - extra <= have * SAFETY_MARGIN:
-            too_big.append(f"{m.name} (needs ~{format_bytes(need)} with upscaling, ~{format_bytes(need - extra)} without)")
-    low = ranked[-1]
-    _, need, have, src, extra = _fits(low, device, image_size, free, models_dir, upscale, tile, task)
-    fits_plain = extra and need - extra <= have * SAFETY_MARGIN
-    fix = f"; it would fit without upscaling ×{upscale}: choose a smaller upscale" if fits_plain else ""
-    return Choice(low, f"auto chose {low.name}, the lightest mode: even it may need ~{format_bytes(need)} {where} ({src}), "
-                       f"{format_bytes(have)} free{fix}")
+    ranked, need = ranking(device, image_size, models_dir, free, available, upscale=upscale, tile=tile, task=task)
+    where, have = ranked.binding, _have(device, free)
+    skipped = [m.mode for m in ranked.modes if not m.runnable]
+    why_skip = f"; passed over {', '.join(skipped)} (weights not downloaded)" if skipped else ""
+
+    def plain_fits(name: str) -> bool:  # fits once upscaling's share is taken off
+        return bool(need.upscaling[name]) and fits(need.total[name] - need.upscaling[name], have)
+
+    def sized(name: str) -> str:
+        return f"~{format_bytes(need.total[name])} {where} ({need.source[name]})"
+
+    best = ranked.best
+    if best is not None:
+        too_big = [f"{m.mode} (needs ~{format_bytes(m.need_bytes)} with upscaling, "
+                   f"~{format_bytes(m.need_bytes - need.upscaling[m.mode])} without)"
+                   for m in ranked.above(best.mode)[::-1] if m.runnable and plain_fits(m.mode)]
+        they = "it fits" if len(too_big) == 1 else "they fit"
+        why_up = f"; passed over {', '.join(too_big)}: {they} only without upscaling ×{upscale}" if too_big else ""
+        return Choice(MODES[best.mode], f"auto chose {best.mode}: needs {sized(best.mode)}, {format_bytes(have)} free{why_skip}{why_up}")
+    low = ranked.lightest.mode
+    fix = f"; it would fit without upscaling ×{upscale}: choose a smaller upscale" if plain_fits(low) else ""
+    return Choice(MODES[low], f"auto chose {low}, the lightest mode: even it may need {sized(low)}, {format_bytes(have)} free{fix}")
 
 
 def check_fits(
@@ -278,8 +312,9 @@ def check_fits(
 ) -> Choice | None:
     """None when ``mode`` fits (with what ``upscale`` adds); else the lighter mode to run instead, with the reason."""
     free = free or free_memory(device)
-    ok, need, have, src, _ = _fits(mode, device, image_size, free, models_dir, upscale, tile, task)
-    if ok:
+    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile, task)
+    need, have = base + extra, _have(device, free)
+    if fits(need, have):
         return None
     lighter = choose(device, image_size, models_dir, free, upscale=upscale, tile=tile, task=task)
     if lighter.mode.rank >= mode.rank:

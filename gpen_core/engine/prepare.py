@@ -3,7 +3,8 @@
 A first-use conversion takes tens of seconds and more RAM than running the network
 (:data:`gpen_core.runtimes.openvino.generator.CONVERT_RAM_MEASURED`). ``python -m gpen_core
 download`` converts right after verifying the files; the app converts in a niced child
-process after it starts (:class:`BackgroundPreparation`), watched by a background thread.
+process after it starts (:class:`BackgroundPreparation`), watched by a background thread, and
+started again once if it dies.
 While a background conversion of a network runs, a request that
 needs that network runs it on torch and its notes say why (:func:`busy_note`), instead of
 converting it a second time inside the request.
@@ -11,15 +12,11 @@ converting it a second time inside the request.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 from gpen_core.modes import MODES, MemoryMode
@@ -149,10 +146,18 @@ def convert_ahead(
     return report
 
 
+def _face_size(name: str) -> int:
+    """A registry generator's face size (0 when the registry does not say: ``auto`` then has no measurement)."""
+    from gpen_core.weights.registry import REGISTRY
+
+    spec = REGISTRY.get(name)
+    return spec.arch.size if spec is not None and spec.arch is not None else 0
+
+
 def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
     """[(token, label, run(cache, opts) -> Prepared)] for the distinct networks of ``modes`` that
     ``auto`` runs on OpenVINO here and whose weights are present (nothing else is loaded)."""
-    from gpen_core.engine.model_cache import PARSER_WEIGHTS, _registry_size
+    from gpen_core.engine.model_cache import PARSER_WEIGHTS
     from gpen_core.faces.parse import choose_parse_dtype
     from gpen_core.networks.plan import choose_plan
     from gpen_core.options import DETECTOR_WEIGHTS
@@ -170,7 +175,7 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
     for mode in modes:
         dtype = choose_plan("cpu", mode.cpu_dtype)[0].dtype
         gkey = ("gen", mode.model, dtype)
-        if gkey not in seen and present(mode.model) and on_openvino(mode, _registry_size(mode.model), dtype):
+        if gkey not in seen and present(mode.model) and on_openvino(mode, _face_size(mode.model), dtype):
             seen.add(gkey)
 
             def gen(cache, opts, mode=mode) -> Prepared:
@@ -204,27 +209,33 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
     return out
 
 
-def _child_env() -> dict[str, str]:
-    """This environment, with this package importable however the app was started (any folder)."""
-    root = os.fspath(Path(__file__).resolve().parents[2])
-    path = os.environ.get("PYTHONPATH")
-    return dict(os.environ, PYTHONPATH=root + (os.pathsep + path if path else ""))
-
-
 class BackgroundPreparation:
-    """:func:`convert_ahead` in a niced child process (:mod:`gpen_core.engine.prepare_child`), watched by
-    a daemon thread that keeps a status line for a page to show and tells requests, through
-    :func:`busy_note`, which network is being converted meanwhile."""
+    """:func:`convert_ahead` in a niced child process (:func:`gpen_core.engine.prepare_child.prepare_in_child`,
+    through :mod:`gpen_core.platform.worker`), watched by a daemon thread that keeps a status line for a
+    page to show and tells requests, through :func:`busy_note`, which network is being converted meanwhile.
+
+    A child that is killed (the out-of-memory killer, someone's ``kill``) or exits before it
+    reports is started again once, after :attr:`RETRY_AFTER_S`; meanwhile what it planned stays
+    held, so requests keep running on torch as the page says, instead of converting inside a
+    request. When the second run fails too, the report says so and requests convert on first use."""
 
     # A conversion runs at this niceness: the first restores, on torch meanwhile, get the cores first.
     NICENESS = 10
+    # How long to wait before the one restart of a child that died (a kill by the OOM killer
+    # leaves the machine short of memory for a moment).
+    RETRY_AFTER_S = 5.0
+    # The child's work: a module-level function of models_dir (tests put a scripted stand-in here).
+    TARGET: Callable[..., PrepareReport] | None = None
 
     def __init__(self, models_dir: str | os.PathLike[str] | None = None) -> None:
         self.models_dir = models_dir
         self.status = "not started"
         self.done = threading.Event()
         self.report: PrepareReport | None = None
+        self.attempts = 0
+        self.child_pid: int | None = None
         self._thread: threading.Thread | None = None
+        self._pending: list[tuple[str, str]] = []  # (token, label) held for the child, in its order
 
     def start(self) -> None:
         if self._thread is not None:
@@ -232,76 +243,64 @@ class BackgroundPreparation:
         self._thread = threading.Thread(target=self._run, name="gpen-openvino-prepare", daemon=True)
         self._thread.start()
 
-    def command(self) -> list[str]:
-        """The child's command line."""
-        return [sys.executable, "-m", "gpen_core.engine.prepare_child", os.fspath(self.models_dir or ""), str(self.NICENESS)]
-
     def _run(self) -> None:
         try:
-            self.report = self._watch_child()
+            self._hold([(ANY, "the networks this CPU runs on OpenVINO")])
+            self.report = self._attempt()
+            if self.report is None:  # the child died: once more, after a pause, still holding what it planned
+                self.status = (f"OpenVINO: the preparation process stopped; starting it again in {self.RETRY_AFTER_S:.0f} s "
+                               "— restores meanwhile run on torch and say so")
+                time.sleep(self.RETRY_AFTER_S)
+                self.report = self._attempt() or PrepareReport(failed=[f"OpenVINO's networks ({self._died})"])
             done = self.report.converted + self.report.cached
             self.status = ("OpenVINO ready for " + ", ".join(done)) if done else "OpenVINO: nothing to convert here"
+            if self.report.failed and not done:
+                self.status = "OpenVINO: " + "; ".join(self.report.failed)
         finally:
+            self._hold([])
             self.done.set()
 
-    def _watch_child(self) -> PrepareReport:
-        """Run the child to its end, following its events; its report, or one saying why there is none.
-
-        From the start until the child has planned, every conversion counts as under way here
-        (:data:`ANY`); then each planned network does until the child starts the next one."""
+    def _hold(self, tokens: list[tuple[str, str]]) -> None:
+        """Hold ``tokens`` for the child (requests run those networks on torch), releasing what was held before."""
         me = threading.current_thread()
-        pending: list[tuple[str, str]] = []  # (token, label) held for the child, in its order
+        with _LOCK:
+            for tok, _ in self._pending:
+                _CONVERTING.pop(tok, None)
+                _LABELS.pop(tok, None)
+            for tok, label in tokens:
+                _CONVERTING[tok], _LABELS[tok] = me, label
+        self._pending = list(tokens)
 
-        def hold(tokens: list[tuple[str, str]]) -> None:
-            with _LOCK:
-                for tok, _ in pending:
-                    _CONVERTING.pop(tok, None)
-                    _LABELS.pop(tok, None)
-                for tok, label in tokens:
-                    _CONVERTING[tok], _LABELS[tok] = me, label
-            pending[:] = tokens
+    def _on_event(self, event: object) -> None:
+        from gpen_core.engine.prepare_child import Planned, Started
+        from gpen_core.platform.worker import Progress
 
-        def started(tok: str) -> None:  # the ones planned before it are done
-            order = [t for t, _ in pending]
-            if tok in order:
-                hold(pending[order.index(tok):])
+        if isinstance(event, Planned):
+            self._hold(list(event.items))
+        elif isinstance(event, Started):  # the ones planned before it are done
+            order = [t for t, _ in self._pending]
+            if event.token in order:
+                self._hold(self._pending[order.index(event.token):])
+        elif isinstance(event, Progress):
+            self.status = f"{event.message} — restores meanwhile run on torch and say so"
 
-        hold([(ANY, "the networks this CPU runs on OpenVINO")])
-        report: PrepareReport | None = None
-        with tempfile.TemporaryFile(mode="w+") as err:
-            try:
-                # stdin stays open and unused: the child exits when it closes, i.e. when this process ends.
-                proc = subprocess.Popen(self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                        text=True, env=_child_env())
-            except OSError as exc:
-                hold([])
-                return PrepareReport(failed=[f"OpenVINO's networks (the preparation process did not start: {exc})"])
-            try:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    try:
-                        event = json.loads(line)
-                    except ValueError:  # not ours (a library printing): the child's events are JSON lines
-                        continue
-                    if "plan" in event:
-                        hold([(str(t), str(label)) for t, label in event["plan"]])
-                    elif "start" in event:
-                        started(str(event["start"]))
-                    elif "progress" in event:
-                        self.status = f"{event['message']} — restores meanwhile run on torch and say so"
-                    elif "report" in event:
-                        report = PrepareReport(**{k: list(v) for k, v in event["report"].items()})
-                proc.wait()
-            finally:
-                hold([])
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-                if proc.stdin is not None:
-                    proc.stdin.close()
-            if report is None:
-                err.seek(0)
-                tail = err.read()[-400:].strip()
-                last = f": {tail.splitlines()[-1]}" if tail else ""
-                report = PrepareReport(failed=[f"OpenVINO's networks (the preparation process exited with code {proc.returncode}{last})"])
-        return report
+    def _attempt(self) -> PrepareReport | None:
+        """One child run to its end: its report; a report saying why when it raised or could not start;
+        None when it died without one (killed, or exited early): worth one restart."""
+        from gpen_core.engine.prepare_child import prepare_in_child
+        from gpen_core.platform.worker import Child, Done
+
+        self.attempts += 1
+        target = type(self).TARGET or prepare_in_child
+        try:
+            child = Child(target, (os.fspath(self.models_dir) if self.models_dir else None,), niceness=self.NICENESS)
+        except OSError as exc:
+            return PrepareReport(failed=[f"OpenVINO's networks (the preparation process did not start: {exc})"])
+        self.child_pid = child.pid
+        out = child.wait(self._on_event)
+        if isinstance(out, Done):
+            return out.value
+        if out.how == "raised":
+            return PrepareReport(failed=[f"OpenVINO's networks (the preparation failed: {out.error_type}: {out.message})"])
+        self._died = f"the preparation process {out.message}, twice"
+        return None

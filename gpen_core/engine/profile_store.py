@@ -1,7 +1,8 @@
 """Where hardware profiles live and when they still hold.
 
-A :class:`~.records.Profile` is saved as ``profile.json`` in the models folder, one
-entry per device, keyed by a :func:`fingerprint` of the machine, the versions and
+A :class:`~.records.Profile` is saved in the models folder's measurements store
+(:mod:`gpen_core.platform.measurements`: one typed, versioned file with the runtimes' speed
+records), one entry per device, with a :func:`fingerprint` of the machine, the versions and
 the weights present. :func:`measured_peak` / :func:`measured` (read by
 :mod:`gpen_core.engine.budget`) return a saved figure only while that fingerprint still
 matches; after a new GPU, a torch upgrade or a download the check must run again.
@@ -18,16 +19,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from gpen_core.platform import measurements
 from gpen_core.platform.cpuinfo import cpu_model
 from gpen_core.modes import MODES
-from gpen_core.engine.profile_records import FORMAT, Profile
-
-PROFILE_FILE = "profile.json"
+from gpen_core.engine.profile_records import Profile
 
 
 def device_key(device: str) -> str:
@@ -115,47 +115,31 @@ def same_machine(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def profile_path(models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """``profile.json`` in the models folder (``$GPEN_HOME`` or ``~/.cache/gpen`` by default)."""
-    from gpen_core.weights.lookup import models_folder
-
-    return models_folder(models_dir) / PROFILE_FILE
-
-
-def _read_store(path: Path) -> dict[str, Any]:
-    """{device key: profile dict}; {} when absent, unreadable, or another format (a stale file is not an error)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("profiles"), dict):
-        return {}
-    return data["profiles"]
+    """The measurements store in the models folder (``$GPEN_HOME`` or ``~/.cache/gpen`` by default)."""
+    return measurements.path(models_dir)
 
 
 def save_profile(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Write ``profile`` into the models folder's ``profile.json`` under its device, atomically.
+    """Write ``profile`` into the models folder's measurements store under its device, atomically.
 
     Modes measured earlier for the same fingerprint and workloads are kept when this
     run measured only some modes (``--modes``); anything else for the device is replaced.
     """
-    path = profile_path(models_dir)
-    store = _read_store(path)
     key = device_key(profile.device)
     mine = profile.to_dict()
-    old = store.get(key)
-    if isinstance(old, dict) and old.get("fingerprint") == mine["fingerprint"] and old.get("workloads") == mine["workloads"]:
-        mine["modes"] = {**old.get("modes", {}), **mine["modes"]}
-        mine["modes"] = {m: mine["modes"][m] for m in MODES if m in mine["modes"]}
-        _merge_backends(old.get("backends"), mine.get("backends"))
-        tasks = {(t["task"], t["mode"]): t for t in old.get("tasks") or []}  # rows this run did not measure stay
-        tasks.update({(t["task"], t["mode"]): t for t in mine.get("tasks") or []})
-        mine["tasks"] = list(tasks.values())
-    store[key] = mine
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"format": FORMAT, "profiles": store}, indent=2), encoding="utf-8")
-    os.replace(tmp, path)  # readers never see half a file
-    _cached_store.cache_clear()
-    return path
+
+    def put(store: measurements.Store) -> measurements.Store:
+        old = store.profiles.get(key)
+        if isinstance(old, dict) and old.get("fingerprint") == mine["fingerprint"] and old.get("workloads") == mine["workloads"]:
+            mine["modes"] = {**old.get("modes", {}), **mine["modes"]}
+            mine["modes"] = {m: mine["modes"][m] for m in MODES if m in mine["modes"]}
+            _merge_backends(old.get("backends"), mine.get("backends"))
+            tasks = {(t["task"], t["mode"]): t for t in old.get("tasks") or []}  # rows this run did not measure stay
+            tasks.update({(t["task"], t["mode"]): t for t in mine.get("tasks") or []})
+            mine["tasks"] = list(tasks.values())
+        return replace(store, profiles={**store.profiles, key: mine})
+
+    return measurements.update(put, models_dir)
 
 
 def _merge_backends(old: Any, new: Any) -> None:
@@ -172,9 +156,9 @@ def _merge_backends(old: Any, new: Any) -> None:
     new["speed_file"] = new.get("speed_file") or old.get("speed_file")
 
 
-@lru_cache(maxsize=8)
-def _cached_store(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
-    return _read_store(Path(path))
+def saved_profiles(models_dir: str | os.PathLike[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Every saved profile as stored, by device key ({} when none, or the store was ignored: see its note)."""
+    return measurements.read(models_dir).profiles
 
 
 def load_profile(device: str, models_dir: str | os.PathLike[str] | None = None, *, any_machine: bool = False) -> Profile | None:
@@ -182,13 +166,7 @@ def load_profile(device: str, models_dir: str | os.PathLike[str] | None = None, 
 
     ``any_machine=True`` returns it whatever the fingerprint (for showing an old result).
     """
-    path = profile_path(models_dir)
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    store = _cached_store(str(path), st.st_mtime_ns, st.st_size)
-    raw = store.get(device_key(device))
+    raw = saved_profiles(models_dir).get(device_key(device))
     if not isinstance(raw, dict):
         return None
     if not any_machine and not same_machine(raw.get("fingerprint", {}), fingerprint(device, models_dir)):
@@ -200,8 +178,8 @@ def load_profile(device: str, models_dir: str | os.PathLike[str] | None = None, 
 
 
 def load_json(path: str | os.PathLike[str], device: str | None = None) -> Profile:
-    """A profile from a file: a single profile (``profile --json``) or a saved ``profile.json``
-    (then the entry for ``device``, or the only/first one). ValueError when it holds none."""
+    """A profile from a file: a single profile (``profile --json``), a saved measurements store or an
+    older ``profile.json`` (then the entry for ``device``, or the only/first one). ValueError when it holds none."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if isinstance(data, dict) and isinstance(data.get("profiles"), dict):
         profiles = data["profiles"]

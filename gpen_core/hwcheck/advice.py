@@ -24,18 +24,21 @@ Nothing heavy at import; torch is only imported in the child processes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gpen_core.hwcheck.advice_child import workload_of
+from gpen_core.hwcheck.advice_child import SideRun, measure, workload_of
+from gpen_core.platform import worker
 
 Verdict = Literal["helps", "no effect", "hurts", "not measurable here"]
 Progress = Callable[[float, str], None]
@@ -144,30 +147,71 @@ class AdviceReport:
 # ----------------------------------------------------------------------------- the parent side
 
 
-def _run_child(spec: dict[str, Any], env: dict[str, str] | None = None, timeout: float = 600) -> dict[str, Any]:
-    child_env = dict(os.environ)
-    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        child_env.pop(k, None)
+# The thread variables a tip's side sets; unset in every child unless the side sets them.
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def run_side(spec: dict[str, Any], env: dict[str, str] | None = None, timeout: float = 600) -> SideRun | None:
+    """One side of a tip (:func:`gpen_core.hwcheck.advice_child.measure`) in a fresh process; RuntimeError when it fails."""
+    child_env: dict[str, str | None] = {k: None for k in _THREAD_VARS}
     child_env.update(env or {})
-    root = str(Path(__file__).resolve().parents[2])  # the folder holding gpen_core
-    child_env["PYTHONPATH"] = root + os.pathsep + child_env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-m", "gpen_core.hwcheck.advice_child", json.dumps(spec)], capture_output=True,
-                          text=True, env=child_env, timeout=timeout, cwd=root)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise RuntimeError(f"the measurement child failed ({spec.get('kind')}): {' | '.join(tail)}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    out = worker.run(measure, spec, env=child_env, timeout=timeout)
+    if isinstance(out, worker.Failed):
+        what = f"{out.error_type}: {out.message}" if out.error_type else f"its process {out.message}"
+        raise RuntimeError(f"the measurement child failed ({spec.get('kind')}): {what}")
+    return out.value
 
 
-def _side(label: str, outs: Sequence[dict[str, Any]]) -> Side:
-    pp = [o["process_peak"] for o in outs]
+SCRATCH_PREFIX = "gpen-advice-"
+
+
+def _owner_alive(folder: Path) -> bool:
+    """Whether the process named in ``gpen-advice-<pid>-…`` runs; True for a name without a pid (not ours to judge)."""
+    pid = folder.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+    if not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def sweep_scratch(root: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Remove the scratch folders of tips runs whose process is gone (stopped by a kill, the machine
+    restarted): each held synthetic checkpoints and converted networks. Only this user's; the removed."""
+    removed = []
+    for d in Path(root or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        with contextlib.suppress(OSError):
+            if d.is_dir() and not d.is_symlink() and d.stat().st_uid == os.getuid() and not _owner_alive(d):
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(d)
+    return removed
+
+
+@contextlib.contextmanager
+def scratch_folder(root: str | os.PathLike[str] | None = None) -> Iterator[Path]:
+    """The folder one tips run shares (named by this process's pid, so a later run can tell it is a
+    leftover); removed when the run ends, however it ends. Leftovers of dead runs are swept first."""
+    sweep_scratch(root)
+    folder = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=root))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _side(label: str, outs: Sequence[SideRun]) -> Side:
+    pp = [o.process_peak for o in outs]
     med = statistics.median(pp)
-    vr = [o["vram_reserved"] for o in outs if o.get("vram_reserved") is not None]
+    vr = [o.vram_reserved for o in outs if o.vram_reserved is not None]
     return Side(
         label=label,
         process_peak_bytes=int(med),
-        request_peak_bytes=int(statistics.median([max(o["request_peaks"]) for o in outs])),
-        seconds=float(statistics.median([o["seconds"] for o in outs])),
+        request_peak_bytes=int(statistics.median([max(o.request_peaks) for o in outs])),
+        seconds=float(statistics.median([o.seconds for o in outs])),
         vram_reserved_bytes=int(statistics.median(vr)) if vr else None,
         runs=len(outs),
         spread=(max(pp) - min(pp)) / med if med else 0.0,
@@ -227,12 +271,43 @@ def progress_text(k: int, n: int, tip: Tip) -> str:
     return f"tip {tip.number} ({k + 1} of {n}): {tip.tip.replace('`', '')}"
 
 
-def _interleaved(specs: Sequence[tuple[dict[str, Any], dict[str, str] | None]], repeats: int) -> list[list[dict[str, Any]]]:
-    """Run each (spec, env) ``repeats`` times, alternating between them, fresh process each time."""
-    outs: list[list[dict[str, Any]]] = [[] for _ in specs]
+Spec = tuple[dict[str, Any], "dict[str, str] | None"]
+
+
+@dataclass
+class TipPlan:
+    """What measuring one tip runs: its sides' (spec, env), their labels, the metric that judges it."""
+
+    tip: Tip
+    specs: list[Spec]
+    labels: tuple[str, ...]
+    metric: Literal["process", "request", "vram"]
+    setup: Callable[[], None] | None = None  # builds the tip's input files before its first run
+    warm_ups: list[Spec] = field(default_factory=list)  # unmeasured first loads (see :func:`plan_tips`)
+    cache_files: int = 0  # tip 9: files in the full cache
+
+    def steps(self, repeats: int) -> list[str]:
+        """The kind of each child process it starts, in order (what :class:`~gpen_core.hwcheck.eta.Eta` plans)."""
+        return ["warm-up " + _kind(s) for s, _ in self.warm_ups] + [_kind(s) for _ in range(repeats) for s, _ in self.specs]
+
+
+def _kind(spec: dict[str, Any]) -> str:
+    return f"{spec['kind']}:{spec.get('mode') or spec.get('op') or spec.get('format') or ''}"
+
+
+def _interleaved(plan: TipPlan, repeats: int, step: Callable[[], None]) -> list[list[SideRun]]:
+    """The plan's warm-ups, then each side ``repeats`` times, alternating, a fresh process each time;
+    ``step()`` after each process."""
+    for spec, env in plan.warm_ups:
+        run_side({**spec, "warm_up": True}, env)
+        step()
+    outs: list[list[SideRun]] = [[] for _ in plan.specs]
     for _ in range(repeats):
-        for i, (spec, env) in enumerate(specs):
-            outs[i].append(_run_child(spec, env))
+        for i, (spec, env) in enumerate(plan.specs):
+            out = run_side(spec, env)
+            assert out is not None  # only a warm-up returns nothing
+            outs[i].append(out)
+            step()
     return outs
 
 
@@ -271,18 +346,34 @@ def measure_tips(
     cache_files: int = 50_000,
     progress: Progress | None = None,
 ) -> AdviceReport:
-    """Measure every tip that can be measured here. ``workload``: "photo" (12 MP, one face) or "tiny"."""
+    """Measure every tip that can be measured here. ``workload``: "photo" (12 MP, one face) or "tiny".
+
+    Progress says the time left, from the child processes measured so far (:mod:`gpen_core.hwcheck.eta`).
+    Every child shares one scratch folder, removed when this returns or raises."""
     from datetime import datetime
+
+    from gpen_core.hwcheck.eta import Eta, left_text
 
     report = progress or (lambda f, d: None)
     wanted = [t for t in TIPS if tips is None or t.number in tips]
     has_cuda = cuda_available()
-    base = {"workload": workload, "repeats": 2 if workload != "tiny" else 1}
     tiny = workload == "tiny"
     results: list[TipResult] = []
-    for k, tip in enumerate(wanted):
-        report(k / len(wanted), progress_text(k, len(wanted), tip))
-        results.append(_measure_one(tip, base, repeats, has_cuda, cache_files if not tiny else 2_000, tiny))
+    with scratch_folder() as scratch:
+        base = {"workload": workload, "repeats": 2 if not tiny else 1, "scratch": str(scratch)}
+        plans = plan_tips(wanted, base, has_cuda, cache_files if not tiny else 2_000, tiny, scratch)
+        eta = Eta([k for p in plans if isinstance(p, TipPlan) for k in p.steps(repeats)], guess_from_all=False)
+        for k, (tip, plan) in enumerate(zip(wanted, plans)):
+            text = progress_text(k, len(wanted), tip)
+
+            def step(k: int = k, text: str = text) -> None:
+                eta.finish()
+                left = left_text(eta.left(), eta.untimed())
+                report(min(1.0, len(eta.finished) / max(1, len(eta.plan))), text + (f" — {left}" if left else ""))
+
+            report(len(eta.finished) / max(1, len(eta.plan)), text)
+            eta.start()
+            results.append(plan if isinstance(plan, TipResult) else _measure_plan(plan, repeats, step))
     report(1.0, "done")
     return AdviceReport(
         machine=machine_line(has_cuda),
@@ -290,11 +381,44 @@ def measure_tips(
         workload=workload_of(workload).label,
         repeats=repeats,
         results=tuple(results),
-        notes=("Synthetic weights of the exact architectures: memory and time as the real ones, no restoration.",),
+        notes=("Synthetic weights of the exact architectures: memory and time as the real ones, no restoration.",
+               "Each network is loaded (and converted) once, unmeasured, before its measured runs, so both sides "
+               "load the same converted files."),
     )
 
 
-def _measure_one(tip: Tip, base: dict[str, Any], repeats: int, has_cuda: bool, cache_files: int, tiny: bool) -> TipResult:
+def plan_tips(wanted: Sequence[Tip], base: dict[str, Any], has_cuda: bool, cache_files: int, tiny: bool,
+              scratch: Path) -> list[TipPlan | TipResult]:
+    """Each tip's plan, or its result when it cannot be measured here. A restore whose (mode, model)
+    no earlier tip loaded gets one unmeasured warm-up first: the shared scratch folder then holds its
+    synthetic checkpoint and converted networks, so no measured side pays a conversion the other does not."""
+    warmed: set[tuple[str, ...]] = set()
+    out: list[TipPlan | TipResult] = []
+    for tip in wanted:
+        plan = _unmeasurable(tip, has_cuda) or _tip_plan(tip, base, tiny, cache_files, scratch)
+        if isinstance(plan, TipPlan):
+            for spec, env in plan.specs:
+                nets = _networks(spec)
+                if not nets <= warmed:
+                    warmed |= nets
+                    plan.warm_ups.append((spec, env))
+        out.append(plan)
+    return out
+
+
+def _networks(spec: dict[str, Any]) -> set[tuple[str, ...]]:
+    """What a restore spec loads that a first load writes to the scratch folder (a synthetic checkpoint,
+    a conversion): its generator in its dtype and its parser. Nothing for the other kinds."""
+    from gpen_core.modes import MODES
+
+    if spec.get("kind") != "restore":
+        return set()
+    mode = MODES[spec["mode"]]
+    nets = {("generator", str(spec.get("model") or mode.model), mode.cpu_dtype)}
+    return nets | ({("parser", str(mode.parse_input))} if mode.parsing else set())
+
+
+def _unmeasurable(tip: Tip, has_cuda: bool) -> TipResult | None:
     n = tip.number
     if n == 10:
         return TipResult(tip, "not measurable here", "needs a running Jupyter kernel or IDE; neither is part of this app")
@@ -306,66 +430,65 @@ def _measure_one(tip: Tip, base: dict[str, Any], repeats: int, has_cuda: bool, c
     if n in (4, 5) and not has_cuda:
         return TipResult(tip, "not measurable here", "needs a CUDA GPU (on a CPU float16 is hundreds of times slower and "
                                                      "CUDA graphs do not exist); `benchmarks/gpu_check.py` measures it where one is lent")
-    # 512 vs 256 and fp16 on CUDA use quality (float32) so that only the tip's change differs.
-    mode = "balanced"
+    return None
+
+
+def _tip_plan(tip: Tip, base: dict[str, Any], tiny: bool, cache_files: int, scratch: Path) -> TipPlan:
+    n = tip.number
+    restore = {**base, "kind": "restore", "mode": "balanced"}
     if n == 1:
-        a, b = ({**base, "kind": "restore", "mode": mode}, None), ({**base, "kind": "restore", "mode": mode}, {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"})
-        labels, metric = ("threads unset", "both set to 2"), "process"
-    elif n == 2:
-        a = ({**base, "kind": "restore", "mode": mode}, None)
-        b = ({**base, "kind": "restore", "mode": mode, "display_copy": True}, None)
-        labels, metric = ("no display copy", "with a display copy"), "request"
-        # The tip says removing the copy helps: "before" is with it.
-        a, b, labels = b, a, (labels[1], labels[0])
-    elif n == 3:
-        a = ({**base, "kind": "restore", "mode": "quality", "model": "GPEN-BFR-512"}, None)
-        b = ({**base, "kind": "restore", "mode": "quality", "model": "GPEN-BFR-256"}, None)
-        labels, metric = ("GPEN-BFR-512", "GPEN-BFR-256"), "process"
-    elif n in (4, 5):
+        return TipPlan(tip, [(restore, None), (restore, {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"})],
+                       ("threads unset", "both set to 2"), "process")
+    if n == 2:  # the tip says removing the copy helps: "before" is with it
+        return TipPlan(tip, [({**restore, "display_copy": True}, None), (restore, None)],
+                       ("with a display copy", "no display copy"), "request")
+    if n == 3:  # 512 vs 256 in quality (float32) so that only the tip's change differs
+        return TipPlan(tip, [({**restore, "mode": "quality", "model": m}, None) for m in ("GPEN-BFR-512", "GPEN-BFR-256")],
+                       ("GPEN-BFR-512", "GPEN-BFR-256"), "process")
+    if n in (4, 5):
         fw = {"kind": "forward", "device": "cuda", "size": 512, "repeats": 10}
         if n == 5:
-            a, b = (fw, None), ({**fw, "half": True}, None)
-            labels = ("float32", "model.half()")
-        else:
-            a, b = ({**fw, "half": True}, None), ({**fw, "half": True, "compile": True}, None)
-            labels = ("float16 eager", "float16 compiled (reduce-overhead)")
-        metric = "vram"
-    elif n == 6:
-        a = ({**base, "kind": "restore", "mode": "balanced"}, None)
-        b = ({**base, "kind": "restore", "mode": "faces-only"}, None)
-        labels, metric = ("balanced (paste-back)", "faces-only"), "process"
-    elif n == 7:
-        a = ({**base, "kind": "encode", "format": "png", "repeats": 3}, None)
-        b = ({**base, "kind": "encode", "format": "jpeg", "repeats": 3}, None)
-        labels, metric = ("PNG", "JPEG q95"), "request"
-    elif n == 8:
+            return TipPlan(tip, [(fw, None), ({**fw, "half": True}, None)], ("float32", "model.half()"), "vram")
+        return TipPlan(tip, [({**fw, "half": True}, None), ({**fw, "half": True, "compile": True}, None)],
+                       ("float16 eager", "float16 compiled (reduce-overhead)"), "vram")
+    if n == 6:
+        return TipPlan(tip, [(restore, None), ({**restore, "mode": "faces-only"}, None)],
+                       ("balanced (paste-back)", "faces-only"), "process")
+    if n == 7:
+        enc = {**base, "kind": "encode", "repeats": 3}
+        return TipPlan(tip, [({**enc, "format": "png"}, None), ({**enc, "format": "jpeg"}, None)], ("PNG", "JPEG q95"), "request")
+    if n == 8:
         side = 2048 if not tiny else 320
-        a = ({**base, "kind": "restore", "mode": mode, "as_jpeg": True}, None)
-        b = ({**base, "kind": "restore", "mode": mode, "as_jpeg": True, "preshrink": side}, None)
-        labels, metric = ("full size", f"shrunk to {side} px"), "process"
-    elif n == 9:
-        with tempfile.TemporaryDirectory(prefix="gpen-advice-cache-") as d:
-            full, empty, models = Path(d) / "full", Path(d) / "empty", Path(d) / "models"
+        return TipPlan(tip, [({**restore, "as_jpeg": True}, None), ({**restore, "as_jpeg": True, "preshrink": side}, None)],
+                       ("full size", f"shrunk to {side} px"), "process")
+    if n == 9:
+        full, empty, models = scratch / "cache-full", scratch / "cache-empty", scratch / "cache-models"
+        locate = {"kind": "cache", "op": "locate", "models_dir": str(models), "repeats": 3}
+
+        def setup() -> None:
             for p in (full, empty, models):
-                p.mkdir()
+                p.mkdir(exist_ok=True)
             _make_cache(full, cache_files)
-            specs = [({"kind": "cache", "op": "locate", "models_dir": str(models), "repeats": 3}, {"MODELSCOPE_CACHE": str(empty)}),
-                     ({"kind": "cache", "op": "locate", "models_dir": str(models), "repeats": 3}, {"MODELSCOPE_CACHE": str(full)}),
-                     ({"kind": "cache", "op": "walk", "root": str(full), "repeats": 3}, None)]
-            outs = _interleaved(specs, repeats)
-        before = _side(f"cache of {cache_files:,} files", outs[1])
-        after = _side("empty cache", outs[0])
-        walk = _side("os.walk of it", outs[2])
-        v, why = verdict(before, after, "request", tip.claims)
-        return TipResult(tip, v, f"{why}; finding the weights here never walks the cache. A full os.walk of "
-                                 f"{cache_files:,} files: {walk.request_peak_bytes / 1e6:.0f} MB above idle, "
-                                 f"{walk.seconds:.2f} s", before, after)
-    else:  # pragma: no cover - TIPS and this table are kept together
-        raise ValueError(f"no measurement for tip {n}")
-    outs = _interleaved([a, b], repeats)
-    before, after = _side(labels[0], outs[0]), _side(labels[1], outs[1])
-    v, why = verdict(before, after, metric, tip.claims)
-    return TipResult(tip, v, why, before, after)
+
+        # the full cache is "before": the tip says cleaning it helps
+        return TipPlan(tip, [(locate, {"MODELSCOPE_CACHE": str(full)}), (locate, {"MODELSCOPE_CACHE": str(empty)}),
+                             ({"kind": "cache", "op": "walk", "root": str(full), "repeats": 3}, None)],
+                       (f"cache of {cache_files:,} files", "empty cache", "os.walk of it"), "request", setup,
+                       cache_files=cache_files)
+    raise ValueError(f"no measurement for tip {n}")  # pragma: no cover - TIPS and this table are kept together
+
+
+def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipResult:
+    if plan.setup is not None:
+        plan.setup()
+    outs = _interleaved(plan, repeats, step)
+    before, after = _side(plan.labels[0], outs[0]), _side(plan.labels[1], outs[1])
+    v, why = verdict(before, after, plan.metric, plan.tip.claims)
+    if plan.tip.number == 9:
+        walk = _side(plan.labels[2], outs[2])
+        why = (f"{why}; finding the weights here never walks the cache. A full os.walk of {plan.cache_files:,} files: "
+               f"{walk.request_peak_bytes / 1e6:.0f} MB above idle, {walk.seconds:.2f} s")
+    return TipResult(plan.tip, v, why, before, after)
 
 
 def machine_line(has_cuda: bool | None = None) -> str:

@@ -1,20 +1,32 @@
 """The child side of :mod:`gpen_core.hwcheck.advice`: one measured side of one tip, in a fresh process.
 
-    python -m gpen_core.hwcheck.advice_child '{"kind": "restore", "mode": "balanced", "workload": "photo", "repeats": 2}'
+:func:`measure` runs in a :func:`gpen_core.platform.worker.run` child, e.g. on
+``{"kind": "restore", "mode": "balanced", "workload": "photo", "repeats": 2, "scratch": FOLDER}``,
+and returns a :class:`SideRun` (bytes and seconds). The input is built before anything is measured.
 
-prints one JSON line: ``{"process_peak", "request_peaks", "seconds", "vram_reserved"}``
-(bytes and seconds). The input is built before anything is measured.
+``scratch`` is the folder the whole tips run shares (the parent makes it and removes it): the
+models folder of every restore, so the synthetic checkpoints are written once and OpenVINO
+converts each network once for all the tips, instead of once per measured process.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import sys
-import tempfile
 import time
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass(frozen=True)
+class SideRun:
+    """One fresh process's measurement of one side of a tip."""
+
+    process_peak: int  # the process's resident high-water mark (VmHWM), bytes
+    request_peaks: tuple[int, ...]  # per measured request (or operation): peak above the idle process, bytes
+    seconds: float  # median of the measured requests (or operations)
+    vram_reserved: int | None = None
+    finite: bool | None = None  # the forward kind: the output had no NaN or Inf
 
 
 def workload_of(name: str):
@@ -31,40 +43,63 @@ def _vmhwm() -> int:
     return peak_rss()
 
 
-def _child(spec: dict[str, Any]) -> dict[str, Any]:
+def measure(spec: dict[str, Any]) -> SideRun | None:
+    """One side of a tip, as ``spec`` says; None for a warm-up (``"warm_up": True``: load, convert, measure nothing)."""
     kind = spec["kind"]
     if kind == "cache":
-        return _child_cache(spec)
+        return measure_cache(spec)
     if kind == "forward":
-        return _child_forward(spec)
+        return measure_forward(spec)
+    if kind == "encode":
+        return _measure_encode(spec)
+    return _measure_restore(spec)
+
+
+def _measure_encode(spec: dict[str, Any]) -> SideRun:
+    from gpen_core.hwcheck import workloads as wl
+    from gpen_core.images.decode import encode_image
+    from gpen_core.platform.meter import PeakMeter
+
+    img = wl.build(workload_of(spec["workload"])).image
+    times, peaks = [], []
+    for _ in range(int(spec["repeats"])):
+        with PeakMeter(cuda=False) as m:
+            t = time.perf_counter()
+            data = encode_image(img, spec["format"], quality=95)
+            times.append(time.perf_counter() - t)
+        del data
+        assert m.peaks is not None
+        peaks.append(m.peaks.rss_delta_bytes)
+    return SideRun(_vmhwm(), tuple(peaks), statistics.median(times))
+
+
+def synthetic_checkpoint(model: str, folder: str) -> str:
+    """A registry size ("GPEN-BFR-256") with random weights (seed 0) as a real file in ``folder``, written once:
+    loading from disk is part of what tip 3 changes. Written atomically, so two children never read half a file."""
+    path = os.path.join(folder, f"synthetic-{model}.pth")
+    if os.path.exists(path):
+        return path
+    import torch
+
+    from gpen_core.networks.arch import GPENConfig
+    from gpen_core.networks.synthetic import random_state_dict
+
+    cfg = {"GPEN-BFR-256": GPENConfig(size=256, channel_multiplier=1, narrow=0.5),
+           "GPEN-BFR-512": GPENConfig(size=512, channel_multiplier=2, narrow=1.0)}[model]
+    tmp = f"{path}.{os.getpid()}.tmp"
+    torch.save(random_state_dict(cfg), tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def _input(spec: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """The tip's photo (pre-shrunk, as JPEG bytes when the spec says) and its faces' boxes."""
     import numpy as np
 
     from gpen_core.hwcheck import workloads as wl
     from gpen_core.images.decode import encode_image
 
-    w = workload_of(spec["workload"])
-    built = wl.build(w)
-    device = spec.get("device") or "cpu"
-    if kind == "encode":
-        from gpen_core.platform.meter import PeakMeter
-
-        img = built.image
-        times, peaks = [], []
-        for _ in range(int(spec["repeats"])):
-            with PeakMeter(cuda=False) as m:
-                t = time.perf_counter()
-                data = encode_image(img, spec["format"], quality=95)
-                times.append(time.perf_counter() - t)
-            del data
-            assert m.peaks is not None
-            peaks.append(m.peaks.rss_delta_bytes)
-        return {"process_peak": _vmhwm(), "request_peaks": peaks, "seconds": statistics.median(times), "vram_reserved": None}
-
-    import torch
-
-    from gpen_core.restorer import Restorer
-    from gpen_core.options import RestoreOptions
-
+    built = wl.build(workload_of(spec["workload"]))
     image: Any = built.image
     dets = list(built.detections)
     if spec.get("preshrink"):
@@ -77,25 +112,26 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         dets = [replace(d, box=tuple(v * s for v in d.box), landmarks=d.landmarks * s) for d in dets]
     if spec.get("as_jpeg"):
         image = encode_image(np.ascontiguousarray(image), "jpeg", quality=92)
-    model = spec.get("model")
-    tmp = tempfile.mkdtemp(prefix="gpen-advice-")
-    if model and not os.path.exists(model):
-        # A registry size ("GPEN-BFR-256") with random weights written to a real file: loading
-        # from disk is part of what the tip changes.
-        from gpen_core.networks.arch import GPENConfig
-        from gpen_core.networks.synthetic import random_state_dict
+    return image, dets
 
-        cfg = {"GPEN-BFR-256": GPENConfig(size=256, channel_multiplier=1, narrow=0.5),
-               "GPEN-BFR-512": GPENConfig(size=512, channel_multiplier=2, narrow=1.0)}[model]
-        path = os.path.join(tmp, f"{model}.pth")
-        torch.save(random_state_dict(cfg), path)
-        model = path
-    restorer = Restorer(models_dir=spec.get("models_dir") or tmp, device=device, synthetic_weights=True)
+
+def _measure_restore(spec: dict[str, Any]) -> SideRun | None:
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+
+    image, dets = _input(spec)
+    scratch = spec["scratch"]
+    model = spec.get("model")
+    if model and not os.path.exists(model):
+        model = synthetic_checkpoint(model, scratch)
+    restorer = Restorer(models_dir=spec.get("models_dir") or scratch, device=spec.get("device") or "cpu", synthetic_weights=True)
     opts = RestoreOptions(mode=spec["mode"], model=model, output_format=spec.get("output_format"))
     keep: list[Any] = []
     times, peaks, vram = [], [], []
     for i in range(int(spec["repeats"]) + 1):  # the first request loads the models: not timed
         res = restorer(image, opts, detections=dets)
+        if spec.get("warm_up"):
+            return None
         if spec.get("display_copy"):
             # What a GUI window holds on to: the last result stays alive while the next runs.
             keep[:] = [res.image.copy()]
@@ -105,11 +141,10 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             vram.append(res.peaks.vram_reserved_bytes)
         del res
     v = [x for x in vram if x is not None]
-    return {"process_peak": _vmhwm(), "request_peaks": peaks, "seconds": statistics.median(times),
-            "vram_reserved": max(v) if v else None}
+    return SideRun(_vmhwm(), tuple(peaks), statistics.median(times), max(v) if v else None)
 
 
-def _child_forward(spec: dict[str, Any]) -> dict[str, Any]:
+def measure_forward(spec: dict[str, Any]) -> SideRun:
     """The official computation (our ``arch.GPEN`` equals yangxy/GPEN's FullGenerator) as the tips use it.
 
     ``half``: ``model.half()`` (tip 5); ``compile``: ``torch.compile(mode="reduce-overhead")``
@@ -148,11 +183,10 @@ def _child_forward(spec: dict[str, Any]) -> dict[str, Any]:
             ok = bool(torch.isfinite(y.float()).all())
             del y
     vram = int(torch.cuda.max_memory_reserved(dev)) if cuda else None
-    return {"process_peak": _vmhwm(), "request_peaks": [0], "seconds": statistics.median(times),
-            "vram_reserved": vram, "finite": ok}
+    return SideRun(_vmhwm(), (0,), statistics.median(times), vram, ok)
 
 
-def _child_cache(spec: dict[str, Any]) -> dict[str, Any]:
+def measure_cache(spec: dict[str, Any]) -> SideRun:
     """Finding the weights (ours) or walking the whole cache (what the article warns of)."""
     from gpen_core.platform.meter import PeakMeter
 
@@ -170,8 +204,4 @@ def _child_cache(spec: dict[str, Any]) -> dict[str, Any]:
             times.append(time.perf_counter() - t)
         assert m.peaks is not None
         peaks.append(m.peaks.rss_delta_bytes)
-    return {"process_peak": _vmhwm(), "request_peaks": peaks, "seconds": statistics.median(times), "vram_reserved": None}
-
-
-if __name__ == "__main__":
-    print(json.dumps(_child(json.loads(sys.argv[1]))))
+    return SideRun(_vmhwm(), tuple(peaks), statistics.median(times))

@@ -19,15 +19,15 @@ def add_profile(subparsers: Any) -> argparse.ArgumentParser:
         "profile",
         help="hardware check: measure each mode's peak memory and speed on this machine",
         description="Run the standard workloads (an aligned face, a 12 MP photo, a group photo) through every "
-        "memory mode, print what each needs, and save profile.json in the models folder for `auto`.",
+        "memory mode, print what each needs, and save them in the models folder's measurements.json for `auto`.",
     )
     p.add_argument("--modes", nargs="+", choices=tuple(MODES), metavar="MODE", help=f"modes to measure (default: all; {', '.join(MODES)})")
     p.add_argument("--json", metavar="PATH", help="also write this profile as JSON to PATH")
-    p.add_argument("--models-dir", help="models folder (default: $GPEN_HOME or ~/.cache/gpen); profile.json is saved there")
+    p.add_argument("--models-dir", help="models folder (default: $GPEN_HOME or ~/.cache/gpen); measurements.json is saved there")
     p.add_argument("--synthetic", action="store_true", help="random weights for every generator even when real ones are present")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     p.add_argument("--saved", action="store_true", help="print the saved profile instead of measuring (exit 1 if none is valid)")
-    p.add_argument("--no-save", action="store_true", help="do not write profile.json")
+    p.add_argument("--no-save", action="store_true", help="do not write measurements.json")
     p.add_argument("--in-process", action="store_true",
                    help="measure every mode in this process (starts faster; an out-of-memory mode then kills the check)")
     p.add_argument("--no-backends", action="store_true",

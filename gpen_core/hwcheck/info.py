@@ -96,7 +96,7 @@ def _torch_side() -> tuple[str, str | None, int | None, str | None, int | None]:
 def collect_info(models_dir: str | os.PathLike[str] | None = None) -> Info:
     """Everything ``info`` shows. No network; hashes present weights once per process."""
     from gpen_core import __version__
-    from gpen_core.weights.lookup import models_folder
+    from gpen_core.platform.paths import folder as models_folder
 
     folder = models_folder(models_dir)
     device, cuda_name, vram, cuda_rt, threads = _torch_side()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MODES
+from gpen_core.engine.fit import Ranking, fits, rank, usable_bytes
 from gpen_core.engine.profile_records import SYNTHETIC_NOTE, BackendSpeed, ModeProfile, NetworkSpeed, Profile, TaskRow
 
 if TYPE_CHECKING:
@@ -30,16 +31,21 @@ def _have(profile: Profile, free: "Free") -> int | None:
     return free.vram_bytes if profile.device.startswith("cuda") else free.ram_bytes
 
 
+def ranking(profile: Profile, free: "Free") -> Ranking:
+    """The measured pasting modes ranked by what fits ``free`` now (auto's rule, :func:`gpen_core.engine.fit.rank`);
+    a mode that ran out of memory or stepped down while measured is passed over."""
+    needs = {name: m.peak_bytes for name, m in profile.modes.items()}
+    over = {name: ("out of memory when measured" if m.failed else f"stepped down to {m.stepped_down_to} when measured")
+            for name, m in profile.modes.items() if m.failed or m.stepped_down_to}
+    return rank(needs, _have(profile, free), binding=profile.binding, passed_over=over)
+
+
 def _fits(m: ModeProfile, profile: Profile, free: "Free") -> tuple[bool, int, int | None]:
     """(fits, bytes short, bytes free) for ``m`` against ``free`` with auto's safety margin."""
-    from gpen_core.engine.budget import SAFETY_MARGIN
-
     have = _have(profile, free)
     if have is None or m.stepped_down_to or m.failed:
         return False, m.peak_bytes, have
-    usable = int(have * SAFETY_MARGIN)
-    # Nothing runs in no memory, even a mode whose measured peak above idle was ~0.
-    return usable > 0 and m.peak_bytes <= usable, max(0, m.peak_bytes - usable), have
+    return fits(m.peak_bytes, have), max(0, m.peak_bytes - usable_bytes(have)), have
 
 
 def _secs(x: float | None) -> str:
@@ -93,7 +99,6 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
 
 def _task_cell(t: TaskRow, profile: Profile, free: "Free | None") -> str:
     """One (task, mode) of :func:`tasks_table`: peak · seconds per face · dtype (· fits), or why not."""
-    from gpen_core.engine.budget import SAFETY_MARGIN
     from gpen_core.modes import TASKS
 
     if t.refused is not None:  # what the engine answered (task_rows.refusal); the modes it names are TASKS'
@@ -108,7 +113,7 @@ def _task_cell(t: TaskRow, profile: Profile, free: "Free | None") -> str:
     cell = f"{peak} · {_secs(t.seconds_per_face)} s/face · {t.dtype}" + (" · OpenVINO" if t.backend == "openvino" else "")
     have = _have(profile, free) if free is not None else None
     if have is not None:
-        cell += " · fits" if 0 < t.peak_bytes <= int(have * SAFETY_MARGIN) else " · does not fit now"
+        cell += " · fits" if fits(t.peak_bytes, have) else " · does not fit now"
     return cell
 
 
@@ -172,25 +177,24 @@ def recommendation(profile: Profile, free: "Free | None" = None) -> str:
     free = _free_now(profile, free)
     where = profile.binding
     have = _have(profile, free)
-    pasting = sorted((profile.modes[n] for n in profile.modes if MODES[n].paste), key=lambda m: -MODES[m.mode].rank)
-    if not pasting:
+    ranked = ranking(profile, free)
+    if not ranked.modes:
         return "no pasting mode was measured: run the check with low, balanced or quality"
-    fitting = [m for m in pasting if _fits(m, profile, free)[0]]
     synth = " (measured with synthetic weights: the memory figures hold, the output would not be restored)" if profile.synthetic else ""
-    if not fitting:
-        low = pasting[-1]
-        _, short, _ = _fits(low, profile, free)
+    if ranked.best is None:
+        low = ranked.modes[-1]
+        short = low.short_bytes if low.runnable else low.need_bytes
         return (
             f"even `{low.mode}` needs {format_bytes(short)} more {where} than you have free ({format_bytes(have)}): "
             f"close other programs, use smaller photos, or use a machine with more memory{synth}"
         )
-    best = fitting[0]
-    better = [m for m in pasting if MODES[m.mode].rank > MODES[best.mode].rank]
+    best = profile.modes[ranked.best.mode]
     s = f"use `{best.mode}` (peak {format_bytes(best.peak_bytes)} {where}, {format_bytes(have)} free"
     s += f", ~{best.seconds_per_face:.{1 if best.seconds_per_face >= 1 else 2}f} s per face)" if best.seconds_per_face is not None else ")"
+    better = ranked.above(best.mode)
     if better:
-        nxt = better[-1]  # the next one up
-        _, short, _ = _fits(nxt, profile, free)
+        nxt = better[0]  # the next one up
+        short = nxt.short_bytes if nxt.runnable else nxt.need_bytes
         s += f"; `{nxt.mode}` needs {format_bytes(short)} more {where} than you have free"
     else:
         s += "; every mode fits"

@@ -11,23 +11,24 @@ load inside :func:`run_profile`.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpen_core.modes import MODES, MemoryMode, get_mode
-from gpen_core.hwcheck.workloads import STANDARD, Workload
+from gpen_core.hwcheck.workloads import STANDARD, Workload, generator_source, idle_usage
 from gpen_core.hwcheck.backends import plan as plan_backends
+from gpen_core.hwcheck.isolated import ModeFailed, in_child
 from gpen_core.engine.profile_records import (
     DETECTOR_SYNTHETIC_NOTE,
     BackendCheck,
     FORMAT,
+    TaskRow,
     GIVEN_BOXES_NOTE,
     SYNTHETIC_NOTE,
     ModeProfile,
@@ -35,7 +36,6 @@ from gpen_core.engine.profile_records import (
     Progress,
     WorkloadRun,
     failed_mode,
-    jsonable,
     summarise,
 )
 from gpen_core.engine.profile_store import device_key, fingerprint, save_profile
@@ -43,10 +43,6 @@ from gpen_core.engine.profile_store import device_key, fingerprint, save_profile
 if TYPE_CHECKING:
     from gpen_core.networks.arch import GPENConfig
 
-
-# Lines the worker process writes for its parent start with this; anything else a library
-# prints on stdout is ignored.
-_MARK = "\x1egpen-profile "
 
 
 def _machine_facts(models_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
@@ -71,26 +67,6 @@ def _machine_facts(models_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
     }
 
 
-def _idle(device: str) -> tuple[int, int | None, int | None]:
-    """(RSS, allocated VRAM, reserved VRAM) of the process now, after handing freed heap back.
-
-    Every request starts with the same trim (:mod:`gpen_core.restorer`): without it here, heap
-    freed before the check but kept by the allocator counts in the zero and not in the request,
-    and a run's peak can read below the zero (clamped to 0: nothing measured).
-    """
-    from gpen_core.platform.meter import current_rss
-    from gpen_core.platform.oom import malloc_trim
-
-    malloc_trim()
-    if device.startswith("cuda"):
-        import torch
-
-        dev = torch.device(device)  # the measured device, not the current one ("cuda:1" is GPU 1)
-        torch.cuda.synchronize(dev)
-        return current_rss(), int(torch.cuda.memory_allocated(dev)), int(torch.cuda.memory_reserved(dev))
-    return current_rss(), None, None
-
-
 def _write_overrides(configs: dict[str, "GPENConfig"], folder: Path) -> dict[str, str]:
     """Random checkpoints for the model-config overrides (tests: tiny GPENs); name → path."""
     import torch
@@ -107,22 +83,6 @@ def _write_overrides(configs: dict[str, "GPENConfig"], folder: Path) -> dict[str
 
 
 
-def generator_source(model: str, override_paths: Mapping[str, str], synthetic: bool | None,
-                     models_dir: Path | None) -> tuple[str | None, str]:
-    """(the ``--model`` value, "real" | "synthetic") a measured run uses for generator ``model``:
-    a model-config override, random weights (``synthetic`` True, or None and no file), or the
-    file found. ``synthetic=False`` with no file raises WeightsError, naming the fix."""
-    from gpen_core.weights import lookup as weights
-
-    if model in override_paths:
-        return override_paths[model], "synthetic"
-    if synthetic is True:
-        return None, "synthetic"
-    located = weights.locate(model, models_dir=models_dir)
-    if located is None and synthetic is False:
-        weights.resolve(model, models_dir=models_dir, allow_download=False)  # raises, naming the fix
-    return (str(located), "real") if located is not None else (None, "synthetic")
-
 def _plan_mode(
     mode: MemoryMode,
     override_paths: dict[str, str],
@@ -133,7 +93,7 @@ def _plan_mode(
     device: str,
     workloads: Sequence[Workload],
 ) -> dict[str, Any]:
-    """The JSON-able spec :func:`_measure_mode` runs for one mode (weights, face source, inputs).
+    """The JSON-able spec :func:`measure_mode` runs for one mode (weights, face source, inputs).
 
     Raises WeightsError when ``synthetic=False`` and the mode's generator is missing.
     """
@@ -172,7 +132,7 @@ def _plan_mode(
     }
 
 
-def _measure_mode(spec: dict[str, Any], report: Progress) -> ModeProfile:
+def measure_mode(spec: dict[str, Any], report: Progress) -> ModeProfile:
     """Run one mode's workloads through a new Restorer in this process, and summarise.
 
     Zero is this process just before the first request: torch imported, the inputs built
@@ -195,7 +155,7 @@ def _measure_mode(spec: dict[str, Any], report: Progress) -> ModeProfile:
     dev = restorer.device
     if dev.startswith("cuda"):
         torch.zeros(1, device=dev)  # the CUDA context is the process's, not the mode's
-    idle_rss, idle_alloc, idle_res = _idle(dev)
+    idle_rss, idle_alloc, idle_res = idle_usage(dev)
     runs: list[WorkloadRun] = []
     dtype = ""
     try:
@@ -214,99 +174,6 @@ def _measure_mode(spec: dict[str, Any], report: Progress) -> ModeProfile:
     return summarise(mode, runs, dev, spec["kind"], dtype, idle_rss, idle_alloc, list(spec["notes"]))
 
 
-def _child_main() -> None:
-    """Entry point of the worker process: spec JSON on stdin, marked lines on stdout."""
-    spec = json.loads(sys.stdin.read())
-    out = sys.stdout
-
-    def send(kind: str, payload: Any) -> None:
-        out.write(f"{_MARK}{kind} {json.dumps(payload)}\n")
-        out.flush()
-
-    try:
-        if spec.get("task") == "backends":
-            from gpen_core.hwcheck.backends import measure
-
-            send("R", measure(spec, lambda f, d: send("P", [f, d])))
-            return
-        if spec.get("task") == "task-row":  # one of GPEN's other tasks in one mode (.task_rows)
-            from gpen_core.hwcheck.task_rows import measure as measure_task
-
-            send("R", measure_task(spec, lambda f, d: send("P", [f, d])))
-            return
-        result = _measure_mode(spec, lambda f, d: send("P", [f, d]))
-    except Exception as exc:
-        from gpen_core.platform.oom import is_oom
-
-        send("E", {"type": type(exc).__name__, "message": str(exc), "oom": is_oom(exc) or type(exc).__name__ == "ResourceError"})
-        raise SystemExit(1) from None
-    send("R", jsonable(asdict(result)))
-
-
-class _ModeFailed(Exception):
-    """One mode ran out of memory while being measured (the check goes on with the others)."""
-
-
-def _measure_in_child(spec: dict[str, Any], report: Progress) -> ModeProfile:
-    """:func:`_measure_mode` in a fresh Python process; the parent survives the child's OOM kill."""
-    return ModeProfile.from_dict(_in_child(spec, report))
-
-
-def _in_child(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
-    """Run ``spec`` (a mode, or the backend comparison) in a fresh Python process: its JSON result."""
-    import subprocess
-
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])  # so the child imports this same gpen_core
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, "-c", "from gpen_core.hwcheck.runner import _child_main; _child_main()"]
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
-        result: dict[str, Any] | None = None
-        error: dict[str, Any] | None = None
-        try:
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(json.dumps(spec))
-            proc.stdin.close()
-            for line in proc.stdout:
-                if not line.startswith(_MARK):
-                    continue
-                kind, _, payload = line[len(_MARK) :].partition(" ")
-                data = json.loads(payload)
-                if kind == "P":
-                    report(float(data[0]), str(data[1]))
-                elif kind == "R":
-                    result = data
-                elif kind == "E":
-                    error = data
-            rc = proc.wait()
-        finally:
-            if proc.poll() is None:  # interrupted: do not leave a worker behind
-                proc.kill()
-                proc.wait()
-        if result is not None:
-            return result
-        if error is not None:
-            if error.get("oom"):
-                raise _ModeFailed(f"out of memory: {error['message']}")
-            _reraise(error, spec["mode"])
-        if rc < 0:
-            raise _ModeFailed(f"the measuring process was killed by signal {-rc} (most likely the kernel's out-of-memory killer)")
-        err.seek(0)
-        tail = err.read()[-2000:]
-        raise RuntimeError(f"measuring {spec['mode']} failed: its worker process exited with status {rc}:\n{tail}")
-
-
-def _reraise(error: dict[str, Any], mode: str) -> None:
-    from gpen_core import errors
-
-    cls = getattr(errors, error.get("type", ""), None)
-    if isinstance(cls, type) and issubclass(cls, errors.GPENError):
-        raise cls(error["message"])
-    raise RuntimeError(f"measuring {mode} failed in its worker process: {error.get('type')}: {error.get('message')}")
-
-
-
 def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str | None, isolate: bool, report: Progress) -> BackendCheck:
     """The backend comparison (in a worker process when ``isolate``), recorded for ``auto``.
     A failure is reported in the check, not raised: the memory check goes on."""
@@ -314,10 +181,138 @@ def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str
 
     report(0.0, "backends: torch vs OpenVINO")
     try:
-        result = _in_child(spec, report) if isolate else measure(spec, report)
+        result = in_child(measure, spec, report) if isolate else measure(spec, report)
     except Exception as exc:
         return failed(check, f"{type(exc).__name__}: {exc}")
     return finish(check, spec, result, models_dir)
+
+
+def prior_seconds(device: str, models_dir: str | os.PathLike[str] | None) -> dict[str, float]:
+    """Seconds each mode's measurement took in this machine's last saved check (any fingerprint: a
+    time estimate, not a memory figure), keyed by mode; {} when there is none."""
+    from gpen_core.engine.profile_store import load_profile
+
+    try:
+        prof = load_profile(device, models_dir, any_machine=True)
+    except (OSError, ValueError):
+        return {}
+    return {} if prof is None else {n: m.total_s + m.load_s for n, m in prof.modes.items() if not m.failed}
+
+
+class Steps:
+    """The check's progress: the fraction done over its steps (backend pairs, modes, task rows) and the
+    time left (:class:`gpen_core.hwcheck.eta.Eta`: each mode from the last check's time for it, or
+    from the modes measured so far)."""
+
+    def __init__(self, first: int, modes: Sequence[str], tasks: int, report: Progress, prior: dict[str, float]) -> None:
+        from gpen_core.hwcheck.eta import Eta
+
+        self.first, self.total = first, max(1, first + len(modes) + tasks)
+        self.report = report
+        self.eta = Eta(list(modes), prior)  # the backends and the task rows are not timed ahead: modes dominate
+
+    def start(self) -> None:
+        """The next mode's measurement begins."""
+        self.eta.start()
+
+    def done(self) -> None:
+        """The running mode's measurement has ended."""
+        self.eta.finish()
+
+    def say(self, fraction: float, text: str) -> None:
+        from gpen_core.hwcheck.eta import left_text
+
+        running = self.eta.started and len(self.eta.finished) < len(self.eta.plan)
+        left = left_text(self.eta.left()) if running else ""
+        self.report(min(1.0, fraction / self.total), text + (f" — {left}" if left else ""))
+
+    def part(self, start: float, weight: float) -> Progress:
+        """A Progress for a part of the check: its own 0..1 mapped onto ``weight`` steps from ``start``."""
+        return lambda f, d: self.say(start + f * weight, d)
+
+
+def _measure_modes(specs: Sequence[dict[str, Any]], isolate: bool, free_binding: int | None, steps: Steps) -> dict[str, ModeProfile]:
+    """Each mode's spec measured (in a worker process when ``isolate``); a mode that runs out of memory is
+    recorded as needing more than was free, and the check goes on."""
+    from gpen_core.platform.oom import is_oom
+
+    results: dict[str, ModeProfile] = {}
+    for i, spec in enumerate(specs):
+        step = steps.part(steps.first + i, 1)
+        steps.start()
+        step(0.0, f"{spec['mode']}: starting")
+        try:
+            if isolate:
+                results[spec["mode"]] = in_child(measure_mode, spec, step)
+            else:
+                results[spec["mode"]] = measure_mode(spec, step)
+        except ModeFailed as exc:
+            results[spec["mode"]] = failed_mode(spec, str(exc), free_binding)
+        except Exception as exc:
+            if isolate or not (is_oom(exc) or type(exc).__name__ == "ResourceError"):
+                raise
+            results[spec["mode"]] = failed_mode(spec, f"out of memory: {exc}", free_binding)
+        steps.done()
+    return results
+
+
+def _notes(results: dict[str, ModeProfile], configs: dict[str, Any], workloads: Sequence[Workload], isolate: bool,
+           took_s: float) -> list[str]:
+    notes: list[str] = []
+    for note in (SYNTHETIC_NOTE, DETECTOR_SYNTHETIC_NOTE, GIVEN_BOXES_NOTE):
+        if results and all(note in m.notes for m in results.values()):
+            notes.append(note)
+    if configs:
+        notes.append("model-config overrides: not the released architectures (a test or an experiment)")
+    if tuple(workloads) != STANDARD:
+        notes.append("non-standard workloads")
+    notes.append(
+        "peaks are above the measuring process just before its first request (torch imported, inputs in memory); "
+        + ("each mode ran in a fresh process" if isolate else "all modes ran in this process, one after another")
+    )
+    notes.append(f"the whole check took {took_s:.1f} s")
+    return notes
+
+
+def _wanted(modes: Iterable[str] | None) -> list[MemoryMode]:
+    """The modes to measure, lightest first; InputError for an unknown name or none."""
+    names = list(MODES) if modes is None else list(dict.fromkeys(modes))
+    wanted: list[MemoryMode] = sorted((get_mode(n) for n in names), key=lambda m: m.rank)
+    if not wanted:
+        from gpen_core.errors import InputError
+
+        raise InputError("no modes to measure; choose from: " + ", ".join(MODES))
+    return wanted
+
+
+def _measure_everything(
+    wanted: list[MemoryMode], configs: dict[str, "GPENConfig"], synthetic: bool | None, models_dir: str | os.PathLike[str] | None,
+    dev: str, workloads: Sequence[Workload], task_opts: tuple[bool | None, dict[str, Workload] | None],
+    backend_opts: tuple[bool | None, int], isolate: bool, free_binding: int | None, report: Progress,
+) -> tuple[list[dict[str, Any]], dict[str, ModeProfile], BackendCheck | None, list[TaskRow]]:
+    """Plan and measure: the backend comparison first, then each mode, then the task rows (see :func:`run_profile`)."""
+    from gpen_core.hwcheck.workloads import example_faces
+    from gpen_core.hwcheck.task_rows import measure_all as measure_tasks, plan as task_plan
+
+    tasks, task_workloads = task_opts
+    # One portrait, always the same file: a photo with several faces would multiply the count.
+    portraits = example_faces()[:1]
+    with tempfile.TemporaryDirectory(prefix="gpen-profile-") as tmp:
+        override_paths = _write_overrides(configs, Path(tmp)) if configs else {}
+        specs = [_plan_mode(m, override_paths, configs, synthetic, models_dir, portraits, dev, workloads) for m in wanted]
+        do_tasks = tasks if tasks is not None else (not configs and tuple(workloads) == STANDARD)
+        tspecs, task_rows = task_plan(wanted, synthetic, models_dir, override_paths, dev, task_workloads) if do_tasks else ([], [])
+        mdir = None if models_dir is None else str(models_dir)
+        bspec, bcheck = plan_backends(wanted, specs, configs, dev, backend_opts[0], mdir, backend_opts[1])
+        # Backends first: the modes are then measured with the backend `auto` now picks, and a
+        # conversion they would need is already cached. They weigh one step per generator.
+        first = len(bspec["pairs"]) if bspec else 0
+        steps = Steps(first, [s["mode"] for s in specs], len(tspecs), report, prior_seconds(dev, models_dir))
+        if bspec is not None:
+            bcheck = _compare_backends(bspec, bcheck, mdir, isolate, steps.part(0, first))
+        results = _measure_modes(specs, isolate, free_binding, steps)
+        task_rows += measure_tasks(tspecs, isolate, free_binding, steps.part(steps.first + len(specs), len(tspecs)))
+    return specs, results, bcheck, task_rows
 
 
 def run_profile(
@@ -368,98 +363,34 @@ def run_profile(
 
     ``workloads`` and ``model_configs`` (registry name → GPENConfig, built with random
     weights) exist for tests and experiments; the standard check uses neither. ``save``
-    writes the result to ``profile.json`` in the models folder.
+    writes the result to the measurements store (``measurements.json``) in the models folder.
 
     Raises InputError for an unknown mode, WeightsError as described, RuntimeError when a
     worker fails for another reason.
     """
     from gpen_core.engine.budget import free_memory
-    from gpen_core.platform.oom import is_oom
     from gpen_core.restorer import Restorer
-    from gpen_core.hwcheck.workloads import example_faces
-    from gpen_core.hwcheck.task_rows import measure_all as measure_tasks, plan as task_plan
 
     t_start = time.perf_counter()
     report = progress or (lambda f, d: None)
-    names = list(MODES) if modes is None else list(dict.fromkeys(modes))
-    wanted: list[MemoryMode] = sorted((get_mode(n) for n in names), key=lambda m: m.rank)
-    if not wanted:
-        from gpen_core.errors import InputError
-
-        raise InputError("no modes to measure; choose from: " + ", ".join(MODES))
+    wanted = _wanted(modes)
     configs = dict(model_configs or {})
-    # One portrait, always the same file: a photo with several faces would multiply the count.
-    portraits = example_faces()[:1]
 
     report(0.0, "reading the machine")
     machine = _machine_facts(models_dir)
     dev = Restorer(device=device).device
     free0 = free_memory(dev)
     free_binding = free0.vram_bytes if dev.startswith("cuda") else free0.ram_bytes
-    results: dict[str, ModeProfile] = {}
-    with tempfile.TemporaryDirectory(prefix="gpen-profile-") as tmp:
-        override_paths = _write_overrides(configs, Path(tmp)) if configs else {}
-        specs = [_plan_mode(m, override_paths, configs, synthetic, models_dir, portraits, dev, workloads) for m in wanted]
-        do_tasks = tasks if tasks is not None else (not configs and tuple(workloads) == STANDARD)
-        tspecs, task_rows = task_plan(wanted, synthetic, models_dir, override_paths, dev, task_workloads) if do_tasks else ([], [])
-        mdir = None if models_dir is None else str(models_dir)
-        bspec, bcheck = plan_backends(wanted, specs, configs, dev, backends, mdir, backend_runs)
-        # Backends first: the modes are then measured with the backend `auto` now picks, and a
-        # conversion they would need is already cached. They weigh one step per generator.
-        first = len(bspec["pairs"]) if bspec else 0
-        steps = len(specs) + first + len(tspecs)
-        if bspec is not None:
-            bcheck = _compare_backends(bspec, bcheck, mdir, isolate, lambda f, d: report(min(1.0, f * first / steps), d))
-        for i, spec in enumerate(specs):
-
-            def step(f: float, d: str, i: int = i) -> None:
-                report(min(1.0, (first + i + f) / steps), d)
-
-            step(0.0, f"{spec['mode']}: starting")
-            try:
-                if isolate:
-                    results[spec["mode"]] = _measure_in_child(spec, step)
-                else:
-                    results[spec["mode"]] = _measure_mode(spec, step)
-            except _ModeFailed as exc:
-                results[spec["mode"]] = failed_mode(spec, str(exc), free_binding)
-            except Exception as exc:
-                if isolate or not (is_oom(exc) or type(exc).__name__ == "ResourceError"):
-                    raise
-                results[spec["mode"]] = failed_mode(spec, f"out of memory: {exc}", free_binding)
-
-        done = len(specs) + first
-        task_rows += measure_tasks(tspecs, isolate, free_binding, lambda f, d: report(min(1.0, (done + f * len(tspecs)) / steps), d))
+    specs, results, bcheck, task_rows = _measure_everything(
+        wanted, configs, synthetic, models_dir, dev, workloads, (tasks, task_workloads), (backends, backend_runs), isolate,
+        free_binding, report)
     any_synthetic = any(s["kind"] == "synthetic" for s in specs)
-    notes: list[str] = []
-    for note in (SYNTHETIC_NOTE, DETECTOR_SYNTHETIC_NOTE, GIVEN_BOXES_NOTE):
-        if results and all(note in m.notes for m in results.values()):
-            notes.append(note)
-    if configs:
-        notes.append("model-config overrides: not the released architectures (a test or an experiment)")
-    if tuple(workloads) != STANDARD:
-        notes.append("non-standard workloads")
-    notes.append(
-        "peaks are above the measuring process just before its first request (torch imported, inputs in memory); "
-        + ("each mode ran in a fresh process" if isolate else "all modes ran in this process, one after another")
-    )
-    notes.append(f"the whole check took {time.perf_counter() - t_start:.1f} s")
-    prof = Profile(
-        format=FORMAT,
-        created=time.strftime("%Y-%m-%dT%H:%M:%S"),
-        device=device_key(dev),
-        synthetic=any_synthetic,
-        fingerprint=fingerprint(dev, models_dir, any_synthetic),
-        machine=machine,
-        free_at_start={"ram_bytes": free0.ram_bytes, "vram_bytes": free0.vram_bytes},
-        isolated=isolate,
-        workloads=tuple(asdict(w) for w in workloads),
-        modes=results,
-        notes=tuple(notes),
-        command=command,
-        backends=bcheck,
-        tasks=tuple(task_rows),
-    )
+    notes = _notes(results, configs, workloads, isolate, time.perf_counter() - t_start)
+    prof = Profile(format=FORMAT, created=time.strftime("%Y-%m-%dT%H:%M:%S"), device=device_key(dev), synthetic=any_synthetic,
+                   fingerprint=fingerprint(dev, models_dir, any_synthetic), machine=machine,
+                   free_at_start={"ram_bytes": free0.ram_bytes, "vram_bytes": free0.vram_bytes}, isolated=isolate,
+                   workloads=tuple(asdict(w) for w in workloads), modes=results, notes=tuple(notes), command=command,
+                   backends=bcheck, tasks=tuple(task_rows))
     if save:
         save_profile(prof, models_dir)
     report(1.0, "done")

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from typing import Any
 
 from gpen_core.engine.profile_records import Progress, TaskRow, jsonable
-from gpen_core.hwcheck.workloads import TASK_WORKLOADS, Workload
+from gpen_core.hwcheck.workloads import TASK_WORKLOADS, Workload, generator_source
 from gpen_core.modes import TASKS, MemoryMode
 
 WORKER_KIND = "task-row"  # the worker spec's "task" key (the runner's dispatch), not a GPEN task
@@ -51,7 +51,6 @@ def plan(
     :data:`TASK_WORKLOADS`. ``synthetic`` as in :func:`gpen_core.hwcheck.runner.run_profile`: False requires the
     task generators' files (WeightsError names the missing one).
     """
-    from gpen_core.hwcheck.runner import generator_source  # runner imports this module lazily
     from gpen_core.weights import lookup as weights
 
     specs: list[dict[str, Any]] = []
@@ -109,7 +108,7 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
     """
     import torch
 
-    from gpen_core.hwcheck.runner import _idle
+    from gpen_core.hwcheck.workloads import idle_usage
     from gpen_core.hwcheck.workloads import build, damage_strokes
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
@@ -123,7 +122,7 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
     dev = restorer.device
     if dev.startswith("cuda"):
         torch.zeros(1, device=dev)  # the CUDA context is the process's
-    idle_rss, idle_alloc, idle_res = _idle(dev)
+    idle_rss, idle_alloc, idle_res = idle_usage(dev)
     opts = RestoreOptions(mode=spec["mode"], task=spec["gpen_task"], model=spec["model_opt"], aligned=w.aligned)
     try:
         res = restorer(built.image, opts, lambda f, d: report(f, f"{spec['gpen_task']} in {spec['mode']}: {d}"),
@@ -163,7 +162,7 @@ def measure_all(specs: Sequence[dict[str, Any]], isolate: bool, free_binding: in
 
     A (task, mode) that runs out of memory (or whose worker the OS kills) becomes a failed row
     and the check goes on; any other failure propagates."""
-    from gpen_core.hwcheck.runner import _in_child, _ModeFailed
+    from gpen_core.hwcheck.isolated import ModeFailed, in_child
     from gpen_core.platform.oom import is_oom
 
     rows = []
@@ -176,9 +175,9 @@ def measure_all(specs: Sequence[dict[str, Any]], isolate: bool, free_binding: in
         try:
             if spec.get("warm"):  # converts the generator to OpenVINO (cached); its figures are not a request's
                 step(0.0, f"{spec['gpen_task']}: converting {spec['model']} to OpenVINO (first use, not measured)")
-                _in_child(spec, step) if isolate else measure(spec, step)
-            rows.append(TaskRow.from_dict(_in_child(spec, step) if isolate else measure(spec, step)))
-        except _ModeFailed as exc:
+                in_child(measure, spec, step) if isolate else measure(spec, step)
+            rows.append(TaskRow.from_dict(in_child(measure, spec, step) if isolate else measure(spec, step)))
+        except ModeFailed as exc:
             rows.append(failed_row(spec, str(exc), free_binding))
         except Exception as exc:
             if isolate or not (is_oom(exc) or type(exc).__name__ == "ResourceError"):

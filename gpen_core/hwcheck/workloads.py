@@ -19,7 +19,7 @@ the same cost. Pure numpy + OpenCV; RGB uint8 H×W×3 throughout.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,3 +208,40 @@ def build(w: Workload, *, portraits: Sequence[Path] = (), seed: int = 0) -> Work
             face = loaded[i % len(loaded)]
             img[y0:y1, x0:x1] = cv2.resize(face, (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA)
     return WorkloadImage(w, img, tuple(template_detection(b) for b in boxes), bool(portraits))
+
+
+def generator_source(model: str, override_paths: Mapping[str, str], synthetic: bool | None,
+                     models_dir: Path | None) -> tuple[str | None, str]:
+    """(the ``--model`` value, "real" | "synthetic") a measured run uses for generator ``model``:
+    a model-config override, random weights (``synthetic`` True, or None and no file), or the
+    file found. ``synthetic=False`` with no file raises WeightsError, naming the fix."""
+    from gpen_core.weights import lookup as weights
+
+    if model in override_paths:
+        return override_paths[model], "synthetic"
+    if synthetic is True:
+        return None, "synthetic"
+    located = weights.locate(model, models_dir=models_dir)
+    if located is None and synthetic is False:
+        weights.resolve(model, models_dir=models_dir, allow_download=False)  # raises, naming the fix
+    return (str(located), "real") if located is not None else (None, "synthetic")
+
+
+def idle_usage(device: str) -> tuple[int, int | None, int | None]:
+    """(RSS, allocated VRAM, reserved VRAM) of the process now, after handing freed heap back.
+
+    Every request starts with the same trim (:mod:`gpen_core.restorer`): without it here, heap
+    freed before the check but kept by the allocator counts in the zero and not in the request,
+    and a run's peak can read below the zero (clamped to 0: nothing measured).
+    """
+    from gpen_core.platform.meter import current_rss
+    from gpen_core.platform.oom import malloc_trim
+
+    malloc_trim()
+    if device.startswith("cuda"):
+        import torch
+
+        dev = torch.device(device)  # the measured device, not the current one ("cuda:1" is GPU 1)
+        torch.cuda.synchronize(dev)
+        return current_rss(), int(torch.cuda.memory_allocated(dev)), int(torch.cuda.memory_reserved(dev))
+    return current_rss(), None, None

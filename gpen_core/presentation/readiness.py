@@ -20,14 +20,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from gpen_core.engine.fit import SAFETY_MARGIN, fits, rank  # noqa: F401  (SAFETY_MARGIN: read by callers of assess)
 from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MODES, MemoryMode
 from gpen_core.weights import missing as _missing
 from gpen_core.weights.missing import APPROX_BYTES  # noqa: F401  (re-exported: the panel's size table)
 
-# Same as budget.SAFETY_MARGIN (asserted by tests/test_readiness.py); kept literal so this
-# module imports nothing heavy.
-SAFETY_MARGIN = 0.8
 
 # Which registry file a detector name loads (options.DETECTOR_WEIGHTS; asserted equal in tests).
 DETECTOR_FILES: dict[str, str] = {
@@ -190,22 +188,21 @@ def assess(
     ``needs``: mode name -> peak bytes on the binding memory for the photo size meant
     (``budget.estimate_peak``). ``free_bytes``: free binding memory now.
     """
-    usable_limit = free_bytes * SAFETY_MARGIN
     modes: dict[str, ModeReadiness] = {}
     for m in MODES.values():
         names = mode_files(m, model, detector, aligned=aligned)
         missing = tuple(n for n in names if n in files and not files[n].usable)
         need = int(needs[m.name])
-        modes[m.name] = ModeReadiness(m.name, names, missing, need, usable_limit > 0 and need <= usable_limit)
+        modes[m.name] = ModeReadiness(m.name, names, missing, need, fits(need, free_bytes))
 
+    ranking = rank(needs, free_bytes, binding=binding, candidates=MODES,
+                   passed_over={n: "files missing" for n, r in modes.items() if not r.ready})
     ranked = sorted((m for m in MODES.values() if m.paste), key=lambda m: -m.rank)
-    with_files = [modes[m.name] for m in ranked if modes[m.name].ready]
-    runs_now = next((r for r in with_files if r.fits), None)
-    runs_now_fits = runs_now is not None
-    if runs_now is None and with_files:
-        runs_now = with_files[-1]  # the lightest with its files; budget.choose runs it and says it may not fit
-    fitting = [modes[m.name] for m in ranked if modes[m.name].fits]
-    recommended = fitting[0] if fitting else modes[ranked[-1].name]
+    runs_now_fits = ranking.best is not None
+    runnable = [m for m in ranking.modes if m.runnable]
+    runs_now = modes[ranking.chosen.mode] if runnable else None  # the lightest with its files when none fits
+    best_fitting = ranking.best_fitting
+    recommended = modes[best_fitting.mode if best_fitting else ranked[-1].name]
     if runs_now is not None and runs_now_fits and MODES[runs_now.mode].rank >= MODES[recommended.mode].rank:
         recommended = runs_now
     download = recommended.missing

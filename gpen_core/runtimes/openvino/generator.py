@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from gpen_core.errors import GPENError, ResourceError
+from gpen_core.platform.measurements import SpeedRecord
 from gpen_core.runtimes.openvino.export import GRAPH_REVISION, exportable  # noqa: F401  (exportable re-exported)
 from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached,   # noqa: F401  (re-exported: callers use ov_backend.*)
     _INSTALL_HINT,
@@ -320,21 +321,27 @@ def load(
 # --------------------------------------------------------------------------- auto: the measured choice
 
 
-def _choice_file(models_dir: str | os.PathLike[str] | None) -> Path:
-    return cache_root(models_dir) / f"speed-{cpu_key()}-{hashlib.sha256(_cpu_model().encode()).hexdigest()[:8]}.json"
+def cpu_id() -> str:
+    """The key this CPU's speed records are kept under: its kind and a hash of its model name."""
+    return f"{cpu_key()}-{hashlib.sha256(_cpu_model().encode()).hexdigest()[:8]}"
 
 
-def _read_speeds(f: Path) -> dict[str, Any]:
-    """The speed records in ``f`` (:func:`record_speed`), keyed by :func:`_speed_key`.
+def speed_file(models_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The file the speed records live in: the models folder's measurements store (:mod:`gpen_core.platform.measurements`)."""
+    from gpen_core.platform import measurements
 
-    Empty when the file is missing, unreadable or not a JSON object: a damaged record then
-    means no measurement (``auto`` falls back to the defaults), and the next
-    :func:`record_speed` writes the file whole again."""
-    try:
-        data = json.loads(f.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return measurements.path(models_dir)
+
+
+def speed_records(models_dir: str | os.PathLike[str] | None = None) -> dict[str, SpeedRecord]:
+    """This CPU's speed records (:func:`record_speed`), keyed by :func:`speed_key`.
+
+    Empty when the store is missing, unreadable or of another version: a damaged record then
+    means no measurement (``auto`` falls back to the defaults), and the next :func:`record_speed`
+    writes the store whole again."""
+    from gpen_core.platform import measurements
+
+    return dict(measurements.read(models_dir).speeds.get(cpu_id(), {}))
 
 
 def _cpu_model() -> str:
@@ -343,7 +350,7 @@ def _cpu_model() -> str:
     return cpu_model()
 
 
-def _speed_key(network: str, size: int, dtype: str) -> str:
+def speed_key(network: str, size: int, dtype: str) -> str:
     return f"{size}-{dtype}" if network == "gpen" else f"{network}-{size}-{dtype}"
 
 
@@ -357,7 +364,7 @@ def record_speed(
     source: str = "",
     network: str = "gpen",
 ) -> Path:
-    """Remember, for this CPU, the measured seconds per face of both backends (read by ``auto``).
+    """Remember, for this CPU, the measured seconds per face of both backends (read by ``auto``); the store's path.
 
     ``network``: "gpen" (the generator; ``size`` is its face size) or another network the
     pipeline can run on either backend (e.g. "parsenet", "retinaface-resnet50"; ``size`` is
@@ -367,21 +374,18 @@ def record_speed(
     profile``) and by ``benchmarks/bench_forward.py --record``; ``source`` says which, and
     with what weights.
     """
-    f = _choice_file(models_dir)
-    data = _read_speeds(f)
-    data[_speed_key(network, size, dtype)] = {
-        "torch_s": round(float(torch_s), 4),
-        "openvino_s": round(float(openvino_s), 4),
-        "openvino": openvino_version(),
-        "cpu": _cpu_model(),
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "source": source,
-    }
-    f.parent.mkdir(parents=True, exist_ok=True)
-    tmp = f.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, f)
-    return f
+    from dataclasses import replace
+
+    from gpen_core.platform import measurements
+
+    rec = SpeedRecord(round(float(torch_s), 4), round(float(openvino_s), 4), openvino_version(), _cpu_model(),
+                      time.strftime("%Y-%m-%dT%H:%M:%S"), source)
+    me, key = cpu_id(), speed_key(network, size, dtype)
+
+    def add(store: measurements.Store) -> measurements.Store:
+        return replace(store, speeds={**store.speeds, me: {**store.speeds.get(me, {}), key: rec}})
+
+    return measurements.update(add, models_dir)
 
 
 def choose_backend(
@@ -418,16 +422,16 @@ def choose_backend(
         return "torch", "GPU: torch"
     if openvino_version() is None:
         return "torch", "OpenVINO is not installed"
-    rec = _read_speeds(_choice_file(models_dir)).get(_speed_key(network, size, dtype))
-    if not rec or rec.get("openvino") != openvino_version():
+    rec = speed_records(models_dir).get(speed_key(network, size, dtype))
+    if rec is None or rec.openvino != openvino_version():
         from gpen_core.runtimes.openvino.defaults import default_choice
 
-        assumed = default_choice(_speed_key(network, size, dtype))
+        assumed = default_choice(speed_key(network, size, dtype))
         if assumed is not None:
             return assumed
         what = f"{size} px {dtype}" if network == "gpen" else f"{network} at {size} px {dtype}"
         return "torch", f"no OpenVINO measurement for {what} on this CPU or CPUs of its kind yet"
-    t, o = float(rec["torch_s"]), float(rec["openvino_s"])
+    t, o = rec.torch_s, rec.openvino_s
     if o < t:
         return "openvino", f"measured faster here: {o:.2f} s vs torch {t:.2f} s per face"
     return "torch", f"measured faster here: {t:.2f} s vs OpenVINO {o:.2f} s per face"

@@ -1,0 +1,253 @@
+"""One way to run work in a child process: a fresh spawned Python, typed values in and out.
+
+    outcome = worker.run(measure_side, spec, on_event=..., niceness=10, env={"OMP_NUM_THREADS": "2"})
+
+The hardware check, the tips' measurements and the app's background preparation each need a
+process of their own: a fresh allocator (one measurement cannot flatter another), memory that
+is handed back when it exits, an out-of-memory kill that the caller survives, a niceness that
+does not stick to the caller's threads. :func:`run` starts ``fn(*args)`` in a spawned process
+(``multiprocessing``'s "spawn" context: no copy of the caller's threads or locks; the child
+imports this same ``gpen_core`` through the caller's ``sys.path``, whatever folder it was
+started from), passes what the child :func:`send` s to ``on_event`` as it comes (a
+:class:`Progress` for a progress bar, or any picklable value the caller defines), and returns
+a :class:`Done` with the function's return value, or a :class:`Failed` that says how it
+ended: an exception (its type and message), a kill by a signal (the out-of-memory killer, a
+stop), or a timeout. Nothing is parsed from text.
+
+The child exits when its parent does (it waits on the parent's end of the spawn pipe), so a
+measurement or conversion never outlives the app that asked for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A progress event: ``fraction`` of the work done (0..1) and what is being done."""
+
+    fraction: float
+    message: str
+
+
+@dataclass(frozen=True)
+class Done(Generic[T]):
+    """The child's function returned ``value``."""
+
+    value: T
+    pid: int
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The child ended without a value: how, and what it said."""
+
+    how: Literal["raised", "killed", "exited", "timed out", "stopped", "did not start"]
+    message: str
+    error_type: str = ""  # the exception's class name when ``how`` is "raised"
+    oom: bool = False  # the exception was an out-of-memory error (raised) or the kill most likely the OOM killer's
+    exitcode: int | None = None
+    pid: int | None = None
+
+
+# What the child sends back on the queue: ("event", value) while it runs, then ("done", value) or ("raised", ...).
+_CHILD_QUEUE: Any = None
+
+
+def send(event: object) -> None:
+    """From inside a :func:`run` child: hand ``event`` (picklable) to the parent's ``on_event``. A no-op elsewhere."""
+    if _CHILD_QUEUE is not None:
+        _CHILD_QUEUE.put(("event", event))
+
+
+def report(fraction: float, message: str) -> None:
+    """:func:`send` a :class:`Progress` (a ``Progress`` callable for code that reports progress)."""
+    send(Progress(fraction, message))
+
+
+def in_child() -> bool:
+    """Whether this process is a :func:`run` child."""
+    return _CHILD_QUEUE is not None
+
+
+def _exit_with_parent() -> None:
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        wait([parent.sentinel])  # ready at end of file: the parent exited or was killed
+        os._exit(0)
+
+
+def _child_main(target: str, args: tuple[Any, ...], q: Any, niceness: int, env: dict[str, str | None]) -> None:
+    """The child: environment and niceness first (before the work imports torch), then ``target(*args)``."""
+    global _CHILD_QUEUE
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    if niceness > 0 and hasattr(os, "nice"):
+        os.nice(niceness)
+    threading.Thread(target=_exit_with_parent, name="gpen-worker-parent-watch", daemon=True).start()
+    _CHILD_QUEUE = q
+    module, _, name = target.partition(":")
+    try:
+        import importlib
+
+        fn = importlib.import_module(module)
+        for part in name.split("."):
+            fn = getattr(fn, part)
+        value = fn(*args)  # type: ignore[operator]
+    except BaseException as exc:  # noqa: BLE001 - every ending is reported to the parent, typed
+        from gpen_core.platform.oom import is_oom
+
+        oom = is_oom(exc) if isinstance(exc, Exception) else False
+        q.put(("raised", type(exc).__name__, str(exc), oom or type(exc).__name__ in ("MemoryError", "ResourceError")))
+    else:
+        q.put(("done", value))
+    q.close()
+    q.join_thread()
+
+
+_START_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_main_script() -> Iterator[None]:
+    """Spawn re-runs the caller's ``__main__`` script in the child (to find functions defined there);
+    ours live in ``gpen_core``, and re-running the app's script would build its whole page there."""
+    main = sys.modules.get("__main__")
+    with _START_LOCK:
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
+
+
+def _reference(fn: Callable[..., Any]) -> str:
+    ref = f"{fn.__module__}:{fn.__qualname__}"
+    if "<" in ref or fn.__module__ == "__main__":
+        raise ValueError(f"{ref} cannot run in a child process: pass a module-level function of an importable module")
+    return ref
+
+
+class Child:
+    """A started child: its pid (to stop it) and the wait for its outcome. See :func:`run`."""
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], *, niceness: int = 0,
+                 env: dict[str, str | None] | None = None) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self._queue = ctx.Queue()
+        self._proc = ctx.Process(target=_child_main, args=(_reference(fn), args, self._queue, niceness, dict(env or {})),
+                                 name="gpen-worker", daemon=True)
+        self._stopped = threading.Event()
+        with _without_main_script():
+            self._proc.start()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    def stop(self) -> None:
+        """Kill the child now (from any thread); :meth:`wait` then returns ``Failed("stopped")``."""
+        self._stopped.set()
+        if self._proc.is_alive():
+            self._proc.kill()
+
+    def wait(self, on_event: Callable[[object], None] | None = None, timeout: float | None = None) -> Done[Any] | Failed:
+        """Follow the child to its end, passing each event to ``on_event``; its outcome."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        ending: Done[Any] | Failed | None = None
+        try:
+            while ending is None:
+                try:
+                    item = self._queue.get(timeout=0.1)
+                except queue.Empty:
+                    if not self._proc.is_alive():
+                        ending = self._drain(on_event)
+                    elif deadline is not None and time.monotonic() > deadline:
+                        self._proc.kill()
+                        ending = Failed("timed out", f"ran past its {timeout:.0f} s limit and was stopped", pid=self.pid)
+                    continue
+                ending = self._handle(item, on_event)
+        finally:
+            if self._proc.is_alive():  # interrupted (or done and exiting): never leave a worker behind
+                self._proc.join(5)
+                if self._proc.is_alive():
+                    self._proc.kill()
+            self._proc.join()
+            self._queue.close()  # nothing more comes: let its pipe and locks go now, not at exit
+            self._queue.join_thread()
+        if self._stopped.is_set() and not isinstance(ending, Done):
+            return Failed("stopped", "was stopped", exitcode=self._proc.exitcode, pid=self.pid)
+        return ending
+
+    def _handle(self, item: tuple[Any, ...], on_event: Callable[[object], None] | None) -> Done[Any] | Failed | None:
+        if item[0] == "event":
+            if on_event is not None:
+                on_event(item[1])
+            return None
+        if item[0] == "done":
+            return Done(item[1], self.pid or 0)
+        _, etype, message, oom = item
+        return Failed("raised", message, error_type=etype, oom=oom, pid=self.pid)
+
+    def _drain(self, on_event: Callable[[object], None] | None) -> Done[Any] | Failed:
+        """The child has exited: what it sent before it did, or how it ended without a value."""
+        self._proc.join()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                ending = self._handle(self._queue.get(timeout=0.5), on_event)
+                if ending is not None:
+                    return ending
+        code = self._proc.exitcode
+        if code is not None and code < 0:
+            return Failed("killed", f"was killed by signal {-code} (if nobody stopped it: most likely the kernel's "
+                                    "out-of-memory killer)", oom=True, exitcode=code, pid=self.pid)
+        return Failed("exited", f"exited with code {code} before it finished", exitcode=code, pid=self.pid)
+
+
+def run(
+    fn: Callable[..., T],
+    *args: Any,
+    on_event: Callable[[object], None] | None = None,
+    niceness: int = 0,
+    env: dict[str, str | None] | None = None,
+    timeout: float | None = None,
+) -> Done[T] | Failed:
+    """``fn(*args)`` in a fresh spawned process; its outcome. ``fn`` is a module-level function of an
+    importable module; ``args`` and its return value are picklable (dataclasses, dicts, numbers).
+
+    ``env``: variables to set (a None value unsets) in the child before ``fn``'s module is imported;
+    ``niceness``: added to the child's; ``timeout``: seconds before it is killed; ``on_event``
+    receives what the child :func:`send` s (a :class:`Progress` from :func:`report`), on this thread.
+    """
+    return Child(fn, args, niceness=niceness, env=env).wait(on_event, timeout)
+
+
+def forward_progress(progress: Callable[[float, str], None] | None) -> Callable[[object], None]:
+    """An ``on_event`` that passes :class:`Progress` events to a ``progress(fraction, message)`` callable."""
+
+    def on_event(event: object) -> None:
+        if progress is not None and isinstance(event, Progress):
+            progress(event.fraction, event.message)
+
+    return on_event
