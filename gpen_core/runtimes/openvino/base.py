@@ -241,7 +241,7 @@ def clean_stale_conversions(root: Path) -> list[Path]:
             continue
         pid_text = d.name[len(_CONVERT_PREFIX) :].split("-", 1)[0]
         if pid_text.isdigit():
-            stale = age > _STALE_CONVERT_S or not _alive(int(pid_text))
+            stale = age > _STALE_CONVERT_S or not pid_alive(int(pid_text))
         else:
             stale = age > 3600
         if stale and d.is_dir() and not d.is_symlink():
@@ -250,7 +250,8 @@ def clean_stale_conversions(root: Path) -> list[Path]:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (this one included); a pid owned by another user counts as alive."""
     if pid == os.getpid():
         return True
     try:
