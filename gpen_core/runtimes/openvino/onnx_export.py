@@ -94,7 +94,6 @@ def export_generator(
     import torch
 
     from gpen_core.networks.checkpoint import load_generator
-    from gpen_core.runtimes.openvino.base import unavailable_reason
     from gpen_core.runtimes.openvino.export import exportable
 
     say = progress or (lambda m: None)
@@ -105,14 +104,7 @@ def export_generator(
     if out.suffix.lower() != want:
         raise InputError(f"the {fmt} export writes a {want} file; name the output like {out.with_suffix(want).name}")
     _check_output(out, fmt)
-    why = unavailable_reason()
-    if why:  # the check after writing runs the file with OpenVINO
-        raise GPENError(f"cannot check the export: {why}")
-    if fmt == "onnx":
-        try:
-            import onnx  # noqa: F401  (torch.onnx.export writes through it)
-        except ImportError:
-            raise GPENError(_ONNX_MISSING) from None
+    _check_packages(fmt)
     t0 = time.perf_counter()
     path = _checkpoint(model, models_dir)
     say(f"loading {path}")
@@ -162,6 +154,20 @@ _PARTIAL = ".partial"
 # A partial export this old is abandoned whatever its pid says (pids are reused); the slowest
 # export (GPEN-BFR-2048, with its check) takes minutes.
 _STALE_PARTIAL_S = 6 * 3600
+
+
+def _check_packages(fmt: str) -> None:
+    """Raise :class:`GPENError` when a package the export needs is missing: OpenVINO (the check
+    after writing runs the file with it) and, for ONNX, ``onnx``."""
+    from gpen_core.runtimes.openvino.base import unavailable_reason
+
+    if why := unavailable_reason():
+        raise GPENError(f"cannot check the export: {why}")
+    if fmt == "onnx":
+        try:
+            import onnx  # noqa: F401  (torch.onnx.export writes through it)
+        except ImportError:
+            raise GPENError(_ONNX_MISSING) from None
 
 
 def _check_output(out: Path, fmt: str) -> None:
