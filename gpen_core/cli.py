@@ -425,7 +425,7 @@ def _download(args: argparse.Namespace) -> int:
         progress.end()
         print(f"{name}: {path}")
     if not args.no_convert:
-        _convert_ahead(args.models_dir)
+        worst = _convert_ahead(args.models_dir) or worst
     return worst
 
 
@@ -460,15 +460,22 @@ class _DownloadProgress:
             self.open = False
 
 
-def _convert_ahead(models_dir: str | None) -> None:
-    """After the files are verified: the OpenVINO conversions ``auto`` will run, with progress."""
+def _convert_ahead(models_dir: str | None) -> int:
+    """After the files are verified: the OpenVINO conversions ``auto`` will run, with progress.
+    Returns 0, or an exit code when a network could not be converted (each is named, and why)."""
     from gpen_core.engine.prepare import convert_ahead
+    from gpen_core.errors import GPENError, ResourceError
+    from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason
+
+    planned: list[str] = []
 
     from gpen_core.presentation.cli_run import is_terminal
 
     tty, said = is_terminal(sys.stderr), [""]
 
     def progress(f: float, m: str) -> None:
+        if f >= 1.0:  # the last word is the report's, below: "ready" would be wrong after a failure
+            return
         if tty:
             sys.stderr.write(f"\r{m:<78}")
         elif m != said[0]:  # a log: each new message once, on its own line
@@ -476,11 +483,24 @@ def _convert_ahead(models_dir: str | None) -> None:
         said[0] = m
         sys.stderr.flush()
 
-    report = convert_ahead(models_dir=models_dir, progress=progress)
+    report = convert_ahead(models_dir=models_dir, progress=progress,
+                           on_plan=lambda todo: planned.extend(label for _, label in todo))
     if tty and said[0]:
         sys.stderr.write("\n")
+    unwritable = unwritable_reason(cache_root(models_dir)) if planned else None
     for line in report.lines():
-        print(f"openvino: {line}")
+        if not (unwritable and line.startswith("left on torch")):  # said once below instead
+            print(f"openvino: {line}")
+    if unwritable:
+        sys.stderr.write(f"error: could not convert {', '.join(planned)} for OpenVINO: {unwritable}; "
+                         "until then they run on torch\n")
+        return ResourceError.exit_code
+    if report.failed:
+        sys.stderr.write(f"error: could not convert {len(report.failed)} network(s) for OpenVINO (above); they run on torch\n")
+        return GPENError.exit_code
+    if planned:
+        print("openvino: ready")
+    return 0
 
 
 def _info(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from gpen_core.engine.prepare import busy_note, token
 from gpen_core.errors import GPENError
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.platform.oom import release
+from gpen_core.runtimes.openvino.base import CacheProblem
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
 
 
@@ -140,7 +141,7 @@ class ModelCache:
             need, measured = ov_backend.conversion_ram(_registry_size(name), path)
             cached = ov_backend.graph_is_current(ov_backend.cache_key(path, precision), self._ov_models_dir())
             fallback = _torch_instead("auto", cached, need, device, token("generator", name), f"the generator {name}",
-                                      estimated=not measured, converting=path.name)
+                                      estimated=not measured, converting=path.name, models_dir=self._ov_models_dir())
             if fallback:
                 backend, why, precision, precision_note = "torch", fallback, "f32", fallback
         key = (str(path), plan, backend, precision)
@@ -152,7 +153,12 @@ class ModelCache:
             del previous
             release(device)
             try:
-                self._generator = _Loaded(key, self._load(key, progress), name)
+                try:
+                    loaded = self._load(key, progress)
+                except CacheProblem as problem:  # unwritable or damaged cache: torch this time, and the notes say so
+                    key, backend, why = (str(path), plan, "torch", "f32"), "torch", f"{problem}; this request ran the generator on torch"
+                    precision_note, loaded = why, self._load(key, progress)
+                self._generator = _Loaded(key, loaded, name)
             except Exception as exc:  # clean up and re-raise: the caller decides what the failure means
                 self._generator = None
                 release(device)
@@ -232,16 +238,20 @@ class ModelCache:
 
                 cached = ov_backend.is_cached(ov_detect.detector_key(path, network), self._ov_models_dir())
                 fallback = _torch_instead(requested, cached, ov_detect.CONVERT_RAM_MEASURED[network], device,
-                                          token("detector", network), f"the {network} detector")
+                                          token("detector", network), f"the {network} detector", models_dir=self._ov_models_dir())
                 if fallback:
                     backend, why, key = "torch", fallback, (network, device, "torch")
                     if notes is not None:
                         notes.append(fallback)
             self._detector = None
             release(device)
-            if backend == "openvino":
-                detector = openvino_detector(path, network, models_dir=self._ov_models_dir())  # type: ignore[arg-type]
-            else:
+            try:
+                detector = openvino_detector(path, network, models_dir=self._ov_models_dir()) if backend == "openvino" else None  # type: ignore[arg-type]
+            except CacheProblem as problem:  # unwritable or damaged cache: torch this time, and the notes say so
+                backend, why, key, detector = "torch", str(problem), (network, device, "torch"), None
+                if notes is not None:
+                    notes.append(f"{problem}; this request ran the {network} detector on torch")
+            if detector is None:
                 detector = FaceDetector(path, network, device=device)  # type: ignore[arg-type]
             self._detector = _Loaded(key, detector, network)
             if notes is not None and detector.convert_s is not None:
@@ -290,7 +300,7 @@ class ModelCache:
             cached = ov_backend.is_cached(ov_parse.parse_key(path, mode.parse_input, "f32"), self._ov_models_dir())
             need = ov_parse.CONVERT_RAM_MEASURED.get(mode.parse_input, max(ov_parse.CONVERT_RAM_MEASURED.values()))
             fallback = _torch_instead(requested, cached, need, device, token("parser", str(mode.parse_input)),
-                                      f"the {mode.parse_input} px parser")
+                                      f"the {mode.parse_input} px parser", models_dir=self._ov_models_dir())
             if fallback:
                 backend = "torch"
                 notes.append(fallback)
@@ -298,10 +308,13 @@ class ModelCache:
         if self._parser is None or self._parser.key != key:
             self._parser = None
             release(device)
-            if backend == "openvino":
+            try:
                 masker = openvino_masker(path, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype,
-                                         models_dir=self._ov_models_dir())
-            else:
+                                         models_dir=self._ov_models_dir()) if backend == "openvino" else None
+            except CacheProblem as problem:  # unwritable or damaged cache: torch this time, and the notes say so
+                key, masker = (str(path), device, mode.parse_input, mode.cpu_dtype, "torch"), None
+                notes.append(f"{problem}; this request ran the parser on torch")
+            if masker is None:
                 masker = ParsingMasker(path, device=device, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype)
             self._parser = _Loaded(key, masker, path.name if path is not None else "parsenet (synthetic)")
             if masker.convert_s is not None:
@@ -372,19 +385,23 @@ class ModelCache:
 
 
 def _torch_instead(requested: str, cached: bool, need: int, device: str, tok: str, what: str, *,
-                   estimated: bool = False, converting: str | None = None) -> str | None:
+                   estimated: bool = False, converting: str | None = None, models_dir: Path | None = None) -> str | None:
     """Why a network that ``requested`` puts on OpenVINO runs on torch for this request, or None.
 
     Two reasons, both passing (a later request gets OpenVINO): converting it the first time needs
     ``need`` bytes of RAM and less is free (``auto`` only, :func:`first_use_fallback`), or it is not
     converted yet and another thread is converting it right now (:func:`busy_note`), which this
-    request would otherwise repeat. ``converting`` names it in the RAM sentence (default ``what``)."""
+    request would otherwise repeat. ``converting`` names it in the RAM sentence (default ``what``).
+    And one that lasts: it is not converted yet and the cache under ``models_dir`` cannot be written."""
     from gpen_core.engine.budget import free_memory
-    from gpen_core.runtimes.openvino.base import first_use_fallback
+    from gpen_core.runtimes.openvino.base import cache_root, first_use_fallback, unwritable_reason
 
     first_use = first_use_fallback(requested, "openvino", cached, need, free_memory(device).ram_bytes,
                                    converting or what, estimated=estimated)
-    return first_use or (None if cached else busy_note(tok, what))
+    if cached or first_use:
+        return first_use
+    unwritable = unwritable_reason(cache_root(models_dir)) if models_dir is not None else None
+    return f"{unwritable}; so {what} ran on torch" if unwritable else busy_note(tok, what)
 
 
 def _registry_size(name: str) -> int:

@@ -47,8 +47,10 @@ def import_engine() -> None:
     from gpen_core.images import decode as imageio
     from gpen_core.faces import paste
     from gpen_core.faces import photo
+    from gpen_core.platform.oom import reserve_blas_buffers
 
     detect.import_backends()
+    reserve_blas_buffers()  # before the request's allocations: OpenBLAS exits the process when it cannot map them later
 
 
 def decode(image: ImageSource, reduce_to: int | None = None):

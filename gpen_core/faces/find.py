@@ -9,8 +9,8 @@
    (:data:`CONTAINED_MAX`, intersection over the smaller box), besides the detector's IoU rule;
 3. the **face check** (:mod:`gpen_core.faces.screen`): geometry, the second look, and the upright
    look (an upside-down face read as upright is found again on the photo turned 180°, or rejected);
-4. **turned copies** (90°, 180°, 270°) when the upright pass kept no face, or always when asked:
-   a sideways or upside-down scan. Landmarks mapped back follow the face, so the alignment
+4. **turned copies** (90°, 180°, 270°) when the upright pass kept no face or read one lying on
+   its side, or always when asked: a sideways or upside-down scan. Landmarks mapped back follow the face, so the alignment
    restores it upright and the paste puts it back turned.
 
 Every decision is in :class:`FoundFaces` and its ``notes``. RGB uint8 H×W×3 in, photo pixels out.
@@ -166,7 +166,11 @@ def find_faces(
 
     searched = [0]
     kept, rejected, upside = one_turn(0)
-    turns_wanted = [1, 2, 3] if (orientations or not kept) else ([2] if upside else [])
+    # A face read lying on its side (landmarks over 45° from upright) means a turned photo, whose
+    # other faces the upright pass may have missed or rejected: the detector finds some faces
+    # lying sideways, not all (two faces side by side turned 90°: one found upright, both turned).
+    sideways = any(_reading(d)[0] for d in kept)
+    turns_wanted = [1, 2, 3] if (orientations or not kept or sideways) else ([2] if upside else [])
     for turn in turns_wanted:
         more, more_rejected, more_upside = one_turn(turn)
         searched.append(turn)

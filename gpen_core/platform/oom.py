@@ -10,6 +10,13 @@ Every library says "out of memory" differently, and at every stage:
 - oneDNN (PyTorch's CPU convolutions) fails with "could not create a primitive" when its
   scratch buffer cannot be allocated (seen under ``prlimit --as``);
 - OpenCV raises ``cv2.error`` "(-4:Insufficient memory) Failed to allocate N bytes";
+- OpenVINO's CPU plugin raises ``RuntimeError`` "[CPU] Convolution node … can't alloc" when its
+  JIT kernel's code buffer cannot be mapped (Xbyak's ERR_CANT_ALLOC, seen under ``prlimit --as``),
+  or "Cannot allocate memory for type: …";
+- OpenBLAS (NumPy's matrix products) prints "OpenBLAS error: Memory allocation still failed
+  after 10 retries, giving up." and calls ``exit(1)``: nothing to catch in the process, so
+  :func:`reserve_blas_buffers` has it allocate its buffers at engine import, and a parent that
+  reads a child's last words (the hardware check's workers) recognises the text;
 - cuBLAS and cuDNN fail inside a plain ``RuntimeError`` ("CUBLAS_STATUS_ALLOC_FAILED",
   "CUDNN_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_NOT_INITIALIZED" when creating a handle,
   "unable to find an engine to execute this computation");
@@ -41,10 +48,14 @@ _OOM_TEXT = (
     "cudnn_status_alloc_failed",
     "cublas_status_not_initialized",
     "unable to find an engine",
+    "memory allocation still failed",  # OpenBLAS, in a child's stderr (see the module docstring)
 )
 # oneDNN's allocation failure; "could not create a primitive descriptor" is a different
 # error (an unsupported layer configuration) and is not memory.
 _ONEDNN = re.compile(r"could not create a primitive(?! descriptor)")
+# Xbyak's "can't alloc" (a JIT code buffer in OpenVINO's CPU plugin); the plugin's "Can't allocate
+# registers for a snippet" is a compiler limit, not memory.
+_XBYAK = re.compile(r"can't alloc(?!ate registers)")
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -69,7 +80,7 @@ def is_oom(exc: BaseException) -> bool:
     if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
         return True
     msg = str(exc).lower()
-    return any(t in msg for t in _OOM_TEXT) or bool(_ONEDNN.search(msg))
+    return any(t in msg for t in _OOM_TEXT) or bool(_ONEDNN.search(msg)) or bool(_XBYAK.search(msg))
 
 
 # What importing the engine (PyTorch, OpenCV, facexlib: pipeline.import_engine) adds to a
@@ -228,6 +239,21 @@ def release(device: str) -> None:
 
         torch.cuda.empty_cache()
     malloc_trim()
+
+
+def reserve_blas_buffers() -> None:
+    """Have NumPy's OpenBLAS allocate its work buffers now, while the address space is free.
+
+    OpenBLAS maps them at its first matrix product (one per thread that joins it) and, when the
+    mapping fails, prints "Memory allocation still failed after 10 retries" and calls
+    ``exit(1)``: under an address-space cap (``prlimit --as``) a product late in a request killed
+    the process with no error to catch. Allocated here, they are kept for the process's life
+    (measured: a product after filling the address space exits 1 without this, runs with it).
+    """
+    import numpy as np
+
+    a = np.ones((256, 256), np.float32)  # large enough that every OpenBLAS thread takes part
+    a @ a
 
 
 def malloc_trim() -> None:

@@ -37,6 +37,21 @@ MIN_BYTES_PER_S = 32 * 1024
 MIN_RATE_WINDOW_S = 60.0
 DOWNLOAD_DEADLINE_S = 3600.0
 _CHUNK = 1 << 20
+# The most bytes a download may bring when the registry does not pin the file's size: twice the
+# largest released file of its kind. A server that streams without a Content-Length (or
+# announces more) is stopped there instead of filling the disk (a stream of zeros grew a
+# 10 GB partial file in 25 s). The generators' float32 weights are 72-272 MiB for every
+# released architecture (GPEN-BFR-512.pth is 284 MB), ParseNet's 85 MB, RRDBNet's ~67 MB.
+MAX_BYTES_BY_KIND: dict[str, int] = {
+    "generator": 640 << 20,
+    "detector": 256 << 20,
+    "parser": 192 << 20,
+    "upscaler": 192 << 20,
+}
+# Disk space a download leaves free: checked before it starts (with the announced size) and
+# again as the bytes arrive, so a stream of unknown length stops before the disk is full.
+DISK_RESERVE = 64 << 20
+_DISK_CHECK_EVERY = 16 << 20
 # Partial downloads older than this are someone's crashed attempt, not a live one.
 _STALE_PART_S = 6 * 3600
 _MODELSCOPE_DEFAULT_ENDPOINT = "https://modelscope.cn"  # modelscope_hub.constants.DEFAULT_ENDPOINT
@@ -207,20 +222,33 @@ class _Pace:
             self.mark, self.mark_done = now, done
 
 
+def download_cap(spec: WeightSpec) -> int:
+    """The most bytes a download of ``spec`` may bring: its pinned size, else :data:`MAX_BYTES_BY_KIND`."""
+    return spec.size_bytes if spec.size_bytes is not None else MAX_BYTES_BY_KIND.get(spec.kind, max(MAX_BYTES_BY_KIND.values()))
+
+
+def _disk_left(folder: Path, need: int) -> None:
+    """Raise :class:`_Rejected` when writing ``need`` more bytes would leave under :data:`DISK_RESERVE` free."""
+    free = shutil.disk_usage(folder).free
+    if free < need + DISK_RESERVE:
+        raise _Rejected(f"not enough disk space in {folder}: {free >> 20} MiB free, {need >> 20} MiB more needed "
+                        f"(and {DISK_RESERVE >> 20} MiB kept free)")
+
+
 def _fetch_url(url: str, spec: WeightSpec, folder: Path, progress: Progress | None,
                cancel: threading.Event | None = None) -> Path:
     tmp = folder / f".{spec.filename}.{uuid.uuid4().hex[:12]}.part"
+    cap = download_cap(spec)
     try:
         with _open_url(url, READ_TIMEOUT_S) as resp:
             length = resp.headers.get("Content-Length") if resp.headers else None
             total = int(length) if length and length.isdigit() else spec.size_bytes
+            if total is not None and total > cap:
+                raise _Rejected(f"the server announces {total} bytes, more than {spec.name} can be ({cap} bytes)")
+            limit = total if total is not None else cap  # more than announced is not the file either
             if total is not None:
-                free = shutil.disk_usage(folder).free
-                if free < total + (64 << 20):
-                    raise _Rejected(
-                        f"not enough disk space in {folder}: {free >> 20} MiB free, {total >> 20} MiB needed"
-                    )
-            done = 0
+                _disk_left(folder, total)
+            done, checked = 0, 0
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             with os.fdopen(fd, "wb") as f:
                 if progress:
@@ -229,6 +257,13 @@ def _fetch_url(url: str, spec: WeightSpec, folder: Path, progress: Progress | No
                 read = getattr(resp, "read1", resp.read)
                 pace = _Pace(time.monotonic(), cancel)
                 while chunk := read(_CHUNK):
+                    if done + len(chunk) > limit:
+                        raise _Rejected(f"stopped at {limit} bytes: the server sent more than "
+                                        + (f"it announced ({total})" if total is not None
+                                           else f"any {spec.kind} file here can be (no size announced)"))
+                    if total is None and done + len(chunk) - checked >= _DISK_CHECK_EVERY:
+                        _disk_left(folder, _DISK_CHECK_EVERY)  # no size announced: watch the disk as it fills
+                        checked = done
                     f.write(chunk)
                     done += len(chunk)
                     pace.check(done, time.monotonic())

@@ -222,21 +222,26 @@ def clean_stale_conversions(root: Path) -> list[Path]:
 
     Stale: its owner process (the pid in its name) is gone, or it is older than
     ``_STALE_CONVERT_S``, or it has no pid in its name and is over an hour old. A live
-    conversion's folder is never touched.
+    conversion's folder is never touched. A ``<model>`` that is a symbolic link is not entered:
+    the sweep deletes, and a link may lead out of the models folder.
     """
     import shutil
     import time
 
     removed = []
     now = time.time()
-    for d in root.glob(f"*/{_CONVERT_PREFIX}*"):
+    try:
+        models = [m for m in root.iterdir() if not m.is_symlink() and m.is_dir()]
+    except OSError:  # no cache yet, or not a folder
+        return removed
+    for d in (d for m in models for d in m.glob(f"{_CONVERT_PREFIX}*")):
         try:
             age = now - d.lstat().st_mtime
         except OSError:
             continue
         pid_text = d.name[len(_CONVERT_PREFIX) :].split("-", 1)[0]
         if pid_text.isdigit():
-            stale = age > _STALE_CONVERT_S or not _alive(int(pid_text))
+            stale = age > _STALE_CONVERT_S or not pid_alive(int(pid_text))
         else:
             stale = age > 3600
         if stale and d.is_dir() and not d.is_symlink():
@@ -245,7 +250,8 @@ def clean_stale_conversions(root: Path) -> list[Path]:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (this one included); a pid owned by another user counts as alive."""
     if pid == os.getpid():
         return True
     try:
@@ -257,14 +263,93 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class CacheProblem(ResourceError):
+    """The OpenVINO cache cannot serve a network right now; torch can (the model cache falls back)."""
+
+
+class CacheUnwritable(CacheProblem):
+    """The models folder's ``openvino/`` cache cannot be written, so nothing can be converted into it."""
+
+
+class CacheDamaged(CacheProblem):
+    """A cache entry failed its check or its load; it has been set aside and is converted again on a later use."""
+
+
+def unwritable_reason(root: Path) -> str | None:
+    """None when a conversion can be saved under ``root`` (the cache folder; created if missing),
+    else a sentence saying why not and how to fix it. Probes by creating a temporary folder there,
+    the first thing :func:`save_ir` does, so a read-only folder is found before minutes of conversion
+    (a permission check would lie to root, who is refused only by a read-only mount)."""
+    import shutil
+    import tempfile
+
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tempfile.mkdtemp(prefix=f"{_CONVERT_PREFIX}{os.getpid()}-probe-", dir=root))
+    except OSError as exc:
+        return (f"the OpenVINO cache folder {root} cannot be written ({exc.strerror or exc.__class__.__name__}), so "
+                "nothing can be converted for OpenVINO there; make it writable (or point --models-dir at a writable folder "
+                "holding the weights), or use --backend torch")
+    return None
+
+
+def require_writable(root: Path) -> None:
+    """Raise :class:`CacheUnwritable` when :func:`unwritable_reason` finds ``root`` unwritable."""
+    if why := unwritable_reason(root):
+        raise CacheUnwritable(why)
+
+
+_ENTRY_FILES = ("model.xml", "model.bin")
+
+
+def entry_problem(ir_dir: Path) -> str | None:
+    """None when the IR in ``ir_dir`` matches the sizes :func:`save_ir` recorded in its meta.json,
+    else what is wrong (a truncated or missing file). Entries written before sizes were recorded
+    are taken as they are (their load is still watched by :func:`compile_entry`)."""
+    import json
+
+    try:
+        meta = json.loads((ir_dir / "meta.json").read_text())
+    except (OSError, ValueError) as exc:
+        return f"its meta.json cannot be read ({exc.__class__.__name__})"
+    for name, want in (meta.get("files") or {}).items():
+        try:
+            have = (ir_dir / name).stat().st_size
+        except OSError:
+            return f"{name} is missing"
+        if have != want.get("size"):
+            return f"{name} has {have} bytes, {want.get('size')} were written"
+    return None
+
+
+def set_aside(ir_dir: Path, why: str) -> CacheDamaged:
+    """Take a damaged entry out of the cache (renamed first, so a reader that has its files open
+    keeps them and no new reader finds it; then deleted) and return the error to raise."""
+    import shutil
+    import tempfile
+
+    try:
+        aside = Path(tempfile.mkdtemp(prefix=f"{_CONVERT_PREFIX}{os.getpid()}-damaged-", dir=ir_dir.parent))
+        os.replace(ir_dir, aside / "entry")
+        shutil.rmtree(aside, ignore_errors=True)
+        done = "it was removed and is converted again on a later use"
+    except OSError as exc:
+        done = f"it could not be removed ({exc.strerror}): delete {ir_dir} to have it converted again"
+    return CacheDamaged(f"the cached OpenVINO model in {ir_dir} is damaged ({why}); {done}")
+
+
 def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) -> float:
     """Write a converted model into its cache folder ``final`` atomically; returns the seconds
     since ``started`` (the conversion's time, also stored in meta.json as ``convert_s``).
 
-    The IR (float32 weights) and meta.json go to a temporary sibling folder first, which is
-    then renamed into place: a stale or partial entry is replaced, and when another process
-    finished the same conversion first its copy is kept.
+    The IR (float32 weights) and meta.json, with each file's size and sha256, go to a temporary
+    sibling folder first, which is then renamed into place. When another process has finished
+    the same conversion meanwhile (its meta.json says the same, its files check out) its copy is
+    kept and ours discarded: a reader may be loading it. Any other entry there (older, partial,
+    damaged) is renamed aside before ours takes its place, then deleted.
+    Raises :class:`CacheUnwritable` when the cache folder cannot be written.
     """
+    import hashlib
     import json
     import shutil
     import tempfile
@@ -272,6 +357,7 @@ def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) ->
 
     import openvino as ov
 
+    require_writable(final.parent.parent)  # the cache root: <root>/<model>/<ov version>
     final.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_conversions(final.parent.parent)
     # The owner's pid in the name: a later run can tell a killed conversion from a live one.
@@ -279,18 +365,81 @@ def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) ->
     try:
         ov.save_model(ov_model, tmp / "model.xml", compress_to_fp16=False)  # keep float32 weights
         seconds = time.perf_counter() - started
-        (tmp / "meta.json").write_text(json.dumps({**meta, "convert_s": round(seconds, 2)}, indent=1))
-        shutil.rmtree(final, ignore_errors=True)  # a stale or partial entry (the cache check said no)
-        try:
-            os.replace(tmp, final)
-        except OSError:  # another process finished the same conversion first: keep its copy
-            if not (final / "meta.json").is_file():
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        files = {}
+        for name in _ENTRY_FILES:
+            with open(tmp / name, "rb") as f:
+                files[name] = {"size": os.fstat(f.fileno()).st_size, "sha256": hashlib.file_digest(f, "sha256").hexdigest()}
+        (tmp / "meta.json").write_text(json.dumps({**meta, "convert_s": round(seconds, 2), "files": files}, indent=1))
+        if not _same_conversion(final, meta):
+            _replace_entry(tmp, final, meta)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already when it became the entry
     return seconds
+
+
+# meta.json fields naming where the weights were read from: the same conversion from another path is the same
+_PATH_KEYS = ("checkpoint", "weights")
+
+
+def _same_conversion(entry: Path, meta: dict[str, Any]) -> bool:
+    """Whether ``entry`` is a finished conversion of the same thing (``meta``'s every field alike, files intact)."""
+    import json
+
+    try:
+        have = json.loads((entry / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    same = all(have.get(k) == v for k, v in meta.items() if k not in _PATH_KEYS)
+    return same and "files" in have and entry_problem(entry) is None
+
+
+def _replace_entry(tmp: Path, final: Path, meta: dict[str, Any]) -> None:
+    """Rename ``tmp`` to ``final``, setting aside whatever is there; another process's finished copy
+    of the same conversion appearing meanwhile is kept (ours is then dropped by the caller)."""
+    import shutil
+    import tempfile
+
+    aside = None
+    if final.exists() or final.is_symlink():
+        aside = Path(tempfile.mkdtemp(prefix=f"{_CONVERT_PREFIX}{os.getpid()}-old-", dir=final.parent))
+        try:
+            os.replace(final, aside / "entry")
+        except FileNotFoundError:  # another process set it aside first
+            pass
+    try:
+        os.replace(tmp, final)
+    except OSError:  # another process finished the same conversion first: keep its copy
+        if not _same_conversion(final, meta):
+            raise
+    finally:
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+
+
+def compile_entry(ir_dir: Path, compiled_dir: Path, config: dict[str, Any]) -> Any:
+    """Compile the cached IR in ``ir_dir`` for the CPU (``config`` without ``CACHE_DIR``), keeping
+    OpenVINO's compiled blob in ``compiled_dir`` when that folder can be written (without it the
+    compile is only slower, never wrong).
+
+    An entry whose files do not match what was written, or that OpenVINO cannot read ("Incorrect
+    weights in bin file!" from a truncated model.bin), is set aside and :class:`CacheDamaged`
+    raised; running out of memory while compiling is not damage and is raised as it is.
+    """
+    from gpen_core.platform.oom import is_oom
+
+    if why := entry_problem(ir_dir):
+        raise set_aside(ir_dir, why)
+    try:
+        compiled_dir.mkdir(parents=True, exist_ok=True)
+        config = {**config, "CACHE_DIR": str(compiled_dir)}
+    except OSError:  # a read-only cache: compile from the IR every time
+        pass
+    try:
+        return compile_cached(ir_dir / "model.xml", config)
+    except RuntimeError as exc:
+        if is_oom(exc):
+            raise
+        raise set_aside(ir_dir, f"OpenVINO could not load it: {str(exc).strip().splitlines()[0][:200]}") from exc
 
 
 def compile_cached(xml: str | os.PathLike[str], config: dict[str, Any]) -> Any:

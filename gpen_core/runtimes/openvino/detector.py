@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpen_core.errors import ResourceError
 from gpen_core.platform.oom import malloc_trim
-from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, CacheKey, cache_key, cache_root, drop_mapped_pages, get_core, is_cached, save_ir,
+from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, compile_entry, require_writable, CacheKey, cache_key, cache_root, drop_mapped_pages, get_core, is_cached, save_ir,
                          unavailable_reason)
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ def convert(net: Any, variant: str, key: CacheKey, models_dir: str | os.PathLike
     import torch
 
     t0 = time.perf_counter()
+    require_writable(cache_root(models_dir))  # before the trace, not after
     final = key.ir_dir(cache_root(models_dir))
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # TracerWarnings
@@ -180,12 +181,11 @@ def load(
                 del net
     ir, compiled_dir = key.ir_dir(root), key.compiled_dir(root)
     meta = json.loads((ir / "meta.json").read_text())
-    compiled_dir.mkdir(parents=True, exist_ok=True)
-    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32", "CACHE_DIR": str(compiled_dir)}
+    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
     if threads:
         config["INFERENCE_NUM_THREADS"] = int(threads)
     t = time.perf_counter()
-    compiled = compile_cached(ir / "model.xml", config)
+    compiled = compile_entry(ir, compiled_dir, config)
     return OVRetinaFace(compiled, meta, key, root, load_s=time.perf_counter() - t, convert_s=convert_s)
 
 

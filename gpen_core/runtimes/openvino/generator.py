@@ -51,6 +51,8 @@ from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached,  
     cache_root,
     capabilities,
     choose_precision,
+    compile_entry,
+    require_writable,
     cpu_flags,
     cpu_key,
     drop_mapped_pages,
@@ -95,6 +97,7 @@ def convert(
     say = progress or (lambda f, m: None)
     path = Path(checkpoint)
     key = cache_key(path, "f32", sha256)
+    require_writable(cache_root(models_dir))  # before minutes of tracing, not after
     final = key.ir_dir(cache_root(models_dir))
     say(0.0, f"OpenVINO: converting {path.name} (first use on this machine; cached afterwards)")
     model = exportable(load_generator(path))
@@ -300,19 +303,13 @@ def load(
                 _, convert_s = convert(path, models_dir=models_dir, progress=progress, sha256=key.weights_sha256)
     ir = key.ir_dir(root)
     meta = json.loads((ir / "meta.json").read_text())
-    compiled_dir = key.compiled_dir(root)
-    compiled_dir.mkdir(parents=True, exist_ok=True)
-    config: dict[str, Any] = {
-        "PERFORMANCE_HINT": "LATENCY",
-        "INFERENCE_PRECISION_HINT": precision,
-        "CACHE_DIR": str(compiled_dir),
-    }
+    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision}
     if threads:
         config["INFERENCE_NUM_THREADS"] = int(threads)
     if progress and convert_s is not None:
         progress(1.0, "OpenVINO: compiling for this CPU")
     t = time.perf_counter()
-    compiled = compile_cached(ir / "model.xml", config)
+    compiled = compile_entry(ir, key.compiled_dir(root), config)
     load_s = time.perf_counter() - t
     dropped = drop_mapped_pages(ir)
     return OVForward(compiled, int(meta["size"]), precision, key, load_s=load_s, convert_s=convert_s, dropped_bytes=dropped)

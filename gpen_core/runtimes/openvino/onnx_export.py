@@ -94,7 +94,6 @@ def export_generator(
     import torch
 
     from gpen_core.networks.checkpoint import load_generator
-    from gpen_core.runtimes.openvino.base import unavailable_reason
     from gpen_core.runtimes.openvino.export import exportable
 
     say = progress or (lambda m: None)
@@ -104,14 +103,8 @@ def export_generator(
     want = ".onnx" if fmt == "onnx" else ".xml"
     if out.suffix.lower() != want:
         raise InputError(f"the {fmt} export writes a {want} file; name the output like {out.with_suffix(want).name}")
-    why = unavailable_reason()
-    if why:  # the check after writing runs the file with OpenVINO
-        raise GPENError(f"cannot check the export: {why}")
-    if fmt == "onnx":
-        try:
-            import onnx  # noqa: F401  (torch.onnx.export writes through it)
-        except ImportError:
-            raise GPENError(_ONNX_MISSING) from None
+    _check_output(out, fmt)
+    _check_packages(fmt)
     t0 = time.perf_counter()
     path = _checkpoint(model, models_dir)
     say(f"loading {path}")
@@ -121,8 +114,8 @@ def export_generator(
     with torch.no_grad():
         reference = net(x).numpy()
         net = exportable(net)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.stem}.{os.getpid()}.partial{want}")
+    clean_stale_partials(out.parent)
+    tmp = out.with_name(f".{out.stem}.{os.getpid()}{_PARTIAL}{want}")
     say(f"exporting the {size} px generator to {fmt}")
     try:
         with torch.no_grad(), warnings.catch_warnings():
@@ -155,6 +148,74 @@ def export_generator(
         for leftover in (tmp, tmp.with_suffix(".bin")):
             leftover.unlink(missing_ok=True)
     return ExportReport(out, fmt, model, size, opset if fmt == "onnx" else None, diff, time.perf_counter() - t0)
+
+
+_PARTIAL = ".partial"
+# A partial export this old is abandoned whatever its pid says (pids are reused); the slowest
+# export (GPEN-BFR-2048, with its check) takes minutes.
+_STALE_PARTIAL_S = 6 * 3600
+
+
+def _check_packages(fmt: str) -> None:
+    """Raise :class:`GPENError` when a package the export needs is missing: OpenVINO (the check
+    after writing runs the file with it) and, for ONNX, ``onnx``."""
+    from gpen_core.runtimes.openvino.base import unavailable_reason
+
+    if why := unavailable_reason():
+        raise GPENError(f"cannot check the export: {why}")
+    if fmt == "onnx":
+        try:
+            import onnx  # noqa: F401  (torch.onnx.export writes through it)
+        except ImportError:
+            raise GPENError(_ONNX_MISSING) from None
+
+
+def _check_output(out: Path, fmt: str) -> None:
+    """Refuse, before any work, an output the export could not write: a folder where the file
+    should be, a file where a folder should be, a folder that cannot be written. Creates the
+    output's folder."""
+    import tempfile
+
+    targets = [out] + ([out.with_suffix(".bin")] if fmt == "openvino" else [])
+    for t in targets:
+        if t.is_dir():
+            raise InputError(f"the output {t} is a folder; name a file to write, like {t / out.name}")
+    parent = out.parent
+    blocker = next((p for p in (parent, *parent.parents) if p.exists() or p.is_symlink()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise InputError(f"cannot write {out}: {blocker} is a file, not a folder; choose another output path")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".{out.stem}.{os.getpid()}.probe", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"cannot write in {parent} ({exc.strerror or exc.__class__.__name__}); "
+                         "choose a writable folder for the output") from None
+
+
+def clean_stale_partials(folder: Path) -> list[Path]:
+    """Remove the partial files (``.<name>.<pid>.partial.onnx`` / ``.xml`` / ``.bin``) that killed
+    exports left in ``folder``: their process is gone, or they are older than a running export
+    can be. A live export's files are never touched; returns what went."""
+    import time
+
+    from gpen_core.runtimes.openvino.base import pid_alive
+
+    removed = []
+    for p in folder.glob(f".*{_PARTIAL}.*"):
+        stem, _, suffix = p.name.rpartition(_PARTIAL)
+        pid_text = stem.rsplit(".", 1)[-1]
+        if suffix not in (".onnx", ".xml", ".bin") or not pid_text.isdigit() or p.is_symlink() or not p.is_file():
+            continue
+        try:
+            old = time.time() - p.lstat().st_mtime > _STALE_PARTIAL_S
+        except OSError:
+            continue
+        if old or not pid_alive(int(pid_text)):
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
 
 
 def _max_diff(path: Path, x, reference) -> float:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpen_core.errors import GPENError, ResourceError
 from gpen_core.platform.oom import malloc_trim
-from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, _INSTALL_HINT, CacheKey, Precision, _sha256, cache_root, capabilities, choose_precision, cpu_key,
+from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, compile_entry, require_writable, _INSTALL_HINT, CacheKey, Precision, _sha256, cache_root, capabilities, choose_precision, cpu_key,
                          drop_mapped_pages,
                          get_core, openvino_version, save_ir, unavailable_reason)
 
@@ -93,6 +93,7 @@ def convert(
     say = progress or (lambda f, m: None)
     path, s = Path(weights), int(input_size)
     key = parse_key(path, s, "f32", sha256)
+    require_writable(cache_root(models_dir))  # before the trace, not after
     final = key.ir_dir(cache_root(models_dir))
     say(0.0, f"OpenVINO: converting {path.name} for {s} px parsing (first use on this machine; cached afterwards)")
     net = build(load_state_dict(path), config, source=str(path))
@@ -204,11 +205,10 @@ def load(
             if not converted():  # another thread may have converted it meanwhile
                 _, convert_s = convert(path, input_size, models_dir=models_dir, config=config, progress=progress,
                                        sha256=key.weights_sha256)
-    key.compiled_dir(root).mkdir(parents=True, exist_ok=True)
     cfg: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision,
-                           "CACHE_DIR": str(key.compiled_dir(root)), **({"INFERENCE_NUM_THREADS": int(threads)} if threads else {})}
+                           **({"INFERENCE_NUM_THREADS": int(threads)} if threads else {})}
     t = time.perf_counter()
-    compiled = compile_cached(key.ir_dir(root) / "model.xml", cfg)
+    compiled = compile_entry(key.ir_dir(root), key.compiled_dir(root), cfg)
     drop_mapped_pages(key.ir_dir(root))  # the plugin runs on its own copy of the weights
     return OVParser(compiled, input_size, precision, key, load_s=time.perf_counter() - t, convert_s=convert_s)
 
