@@ -81,6 +81,9 @@ class ModelCache:
         self._detector: _Loaded | None = None
         self._parser: _Loaded | None = None
         self._upscaler: _Loaded | None = None
+        # What release_unused let go, by kind, until that kind loads again: a load that fails rolls
+        # back to it, as it would had it still been resident.
+        self._released: dict[str, _Loaded] = {}
 
     @property
     def one_shot(self) -> bool:
@@ -114,10 +117,14 @@ class ModelCache:
             unused.append("parser")
         if self._upscaler is not None and opts.upscale <= 1:
             unused.append("upscaler")
-        names = tuple(getattr(self, f"_{kind}").name for kind in unused)
+        names = []
         for kind in unused:
+            held = getattr(self, f"_{kind}")
+            names.append(held.name)
+            self._released[kind] = _Loaded(held.key, None, held.name, held.build)
+            del held
             self.drop(kind, device)
-        return names
+        return tuple(names)
 
     def weights_present(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> bool:
         """Whether ``mode`` can run without a download (for ``auto``)."""
@@ -205,7 +212,7 @@ class ModelCache:
         slot = f"_{kind}"
         previous = getattr(self, slot)
         setattr(self, slot, None)
-        back = None if previous is None else _Loaded(previous.key, None, previous.name, previous.build)
+        back = self._released.pop(kind, None) if previous is None else _Loaded(previous.key, None, previous.name, previous.build)
         del previous
         release(device)
         try:
@@ -218,7 +225,8 @@ class ModelCache:
                     back.obj = back.build()
                     setattr(self, slot, back)
                 except (GPENError, MemoryError, RuntimeError, OSError) as again:
-                    exc.add_note(f"the previous {kind} {back.name} could not be reloaded either: {again}")
+                    shown = Path(back.name).stem if "/" in back.name or os.sep in back.name else back.name
+                    exc.add_note(f"the previous {kind} {shown} could not be reloaded either: {again}")
             raise
 
     def _facts(self, want: tuple[Network, str, str], requested: str, measured: tuple[Any, str], dtypes: tuple[str, str],
@@ -477,8 +485,9 @@ class ModelCache:
             release(device)
 
     def free(self, device: str) -> None:
-        """Drop every resident model and hand the memory back."""
+        """Drop every resident model and hand the memory back (nothing to roll back to afterwards)."""
         self._generator = self._detector = self._parser = self._upscaler = None
+        self._released.clear()
         release(device)
 
 
