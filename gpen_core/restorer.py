@@ -21,12 +21,12 @@ from typing import Any
 
 from gpen_core.engine import pipeline
 from gpen_core.engine.frames import FrameSession, open_session
-from gpen_core.errors import InputError, ResourceError
+from gpen_core.errors import InputError
 from gpen_core.platform.meter import PeakMeter
 from gpen_core.engine.lifetime import Lifetime
 from gpen_core.engine.model_cache import ModelCache
-from gpen_core.modes import AUTO, get_mode, lighter_than
-from gpen_core.platform.oom import is_oom, malloc_trim
+from gpen_core.modes import AUTO, get_mode
+from gpen_core.platform.oom import malloc_trim
 from gpen_core.options import ImageSource, Progress, RestoreOptions
 from gpen_core.result import Attempt, RestoreResult
 
@@ -159,7 +159,7 @@ class Restorer:
                         if opts.mode == AUTO:
                             released = self.models.release_unused(req.mode, opts, device)
                         req = req.with_released(released)
-                    out = self._attempt(req, opts, report, t0, detections, device)
+                    out = pipeline.attempt_or_none(self.models, device, req, opts, report, t0, detections)
                 assert meter.peaks is not None
                 attempts.append(Attempt(req.mode.name, meter.peaks, "ok" if out is not None else "out of memory"))
                 if out is not None:
@@ -169,34 +169,7 @@ class Restorer:
                     return replace(out, peaks=meter.peaks, attempts=tuple(attempts), notes=notes)
                 # Out of memory: free everything this call allocated, then step down one mode.
                 self.models.free(device)
-                req = self.step_down(req, [a.mode for a in attempts], opts.task)
-
-    def _attempt(
-        self, req: pipeline.Request, opts: RestoreOptions, report: Progress, t0: float, given: list[Any] | None, device: str
-    ) -> RestoreResult | None:
-        """The attempt's result, or None when it ran out of memory."""
-        try:
-            return pipeline.run_attempt(self.models, device, req, opts, report, t0, given)
-        except Exception as exc:
-            # is_oom: MemoryError, torch/oneDNN/OpenCV allocation failures and our OutOfMemory
-            # (a checkpoint that did not fit while loading); every other GPENError propagates.
-            if not is_oom(exc):
-                raise
-            del exc  # drop the traceback's frames: they hold the big tensors
-        return None
-
-    @staticmethod
-    def step_down(req: pipeline.Request, tried: list[str], task: str = "enhance") -> pipeline.Request:
-        """``req`` in the next lighter mode for ``task`` (a new value), or ResourceError when
-        ``tried`` ended at the lightest."""
-        lighter = lighter_than(req.mode, task)
-        if lighter is None:
-            from gpen_core.platform.oom import out_of_memory_advice
-
-            raise ResourceError(
-                f"out of memory in {' and then '.join(tried)} mode, and there is no lighter mode. {out_of_memory_advice()}"
-            )
-        return req.stepped_down(lighter)
+                req = pipeline.step_down(req, [a.mode for a in attempts], opts.task)
 
 
 def conversion_busy(kind: str, name: str, what: str) -> str | None:

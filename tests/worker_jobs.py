@@ -53,7 +53,7 @@ def _wait_for(path: Path) -> None:
 def scripted_preparation(folder: str):
     """Plans two networks and reports each step, waiting for the test's go-ahead files in ``folder``."""
     from gpen_core.engine.prepare import PrepareReport
-    from gpen_core.engine.prepare_child import Planned, Started
+    from gpen_core.engine.prepare import Planned, Started
 
     f = Path(folder)
     _wait_for(f / "plan")
@@ -70,7 +70,7 @@ def scripted_preparation(folder: str):
 
 def preparation_that_dies(folder: str) -> None:
     """Plans the generator, then exits abruptly (as a crash in the runtime would), every time it runs."""
-    from gpen_core.engine.prepare_child import Planned
+    from gpen_core.engine.prepare import Planned
 
     worker.send(Planned(((GEN, GEN_LABEL),)))
     time.sleep(0.2)
@@ -80,7 +80,7 @@ def preparation_that_dies(folder: str) -> None:
 def preparation_killed_once(folder: str):
     """First run: plans and starts the generator, then sleeps until the test kills it. Second run: converts it."""
     from gpen_core.engine.prepare import PrepareReport
-    from gpen_core.engine.prepare_child import Planned, Started
+    from gpen_core.engine.prepare import Planned, Started
 
     first = Path(folder) / "first-run"
     if not first.exists():

@@ -263,4 +263,35 @@ def _upscale_info(up: stages.Upscaled | None):
     return UpscaleInfo(up.scale, up.name, up.grid.tile, up.grid.pad, up.grid.count, up.seconds, up.dtype)
 
 
+def attempt_or_none(
+    models: ModelCache, device: str, req: Request, opts: RestoreOptions, report: Progress, t0: float,
+    given: list[Any] | None,
+) -> RestoreResult | None:
+    """:func:`run_attempt`'s result, or None when it ran out of memory (the facade then steps down)."""
+    from gpen_core.platform.oom import is_oom
 
+    try:
+        return run_attempt(models, device, req, opts, report, t0, given)
+    except Exception as exc:
+        # is_oom: MemoryError, torch/oneDNN/OpenCV allocation failures and our OutOfMemory
+        # (a checkpoint that did not fit while loading); every other GPENError propagates.
+        if not is_oom(exc):
+            raise
+        del exc  # drop the traceback's frames: they hold the big tensors
+    return None
+
+
+def step_down(req: Request, tried: list[str], task: str = "enhance") -> Request:
+    """``req`` in the next lighter mode for ``task`` (a new value), or ResourceError when
+    ``tried`` ended at the lightest."""
+    from gpen_core.errors import ResourceError
+    from gpen_core.modes import lighter_than
+
+    lighter = lighter_than(req.mode, task)
+    if lighter is None:
+        from gpen_core.platform.oom import out_of_memory_advice
+
+        raise ResourceError(
+            f"out of memory in {' and then '.join(tried)} mode, and there is no lighter mode. {out_of_memory_advice()}"
+        )
+    return req.stepped_down(lighter)

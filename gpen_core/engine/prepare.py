@@ -209,8 +209,43 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
     return out
 
 
+# The child side of the background preparation. Why a process and not a thread of the app:
+# a conversion keeps both cores busy for tens of
+# seconds, and a visitor's first restore (on torch meanwhile) competed with it for them. A
+# niced process yields the cores to the restore; a thread could be niced too, but the
+# runtime's worker threads it starts would stay niced for the app's whole life. The
+# conversion's memory is also the child's, not the app's, and is handed back when it exits.
+# The converted files land in the same on-disk cache the app's next load reads. The child
+# exits when the app does (the worker's rule), so a conversion never outlives the app that asked for it.
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What the child will prepare, in order: (token, label) pairs."""
+
+    items: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Started:
+    """The child began preparing ``token`` (those planned before it are done)."""
+
+    token: str
+    label: str
+
+
+def prepare_in_child(models_dir: str | os.PathLike[str] | None) -> PrepareReport:
+    """:func:`convert_ahead` in the preparation's child process, telling the parent through
+    :func:`gpen_core.platform.worker.send` as it goes (the child's module-level entry point)."""
+    from gpen_core.platform import worker
+
+    return convert_ahead(models_dir=models_dir or None, progress=worker.report,
+                         on_plan=lambda todo: worker.send(Planned(tuple((str(t), str(lab)) for t, lab in todo))),
+                         on_start=lambda tok, label: worker.send(Started(tok, label)))
+
+
 class BackgroundPreparation:
-    """:func:`convert_ahead` in a niced child process (:func:`gpen_core.engine.prepare_child.prepare_in_child`,
+    """:func:`convert_ahead` in a niced child process (:func:`prepare_in_child`,
     through :mod:`gpen_core.platform.worker`), watched by a daemon thread that keeps a status line for a
     page to show and tells requests, through :func:`busy_note`, which network is being converted meanwhile.
 
@@ -272,7 +307,6 @@ class BackgroundPreparation:
         self._pending = list(tokens)
 
     def _on_event(self, event: object) -> None:
-        from gpen_core.engine.prepare_child import Planned, Started
         from gpen_core.platform.worker import Progress
 
         if isinstance(event, Planned):
@@ -287,7 +321,6 @@ class BackgroundPreparation:
     def _attempt(self) -> PrepareReport | None:
         """One child run to its end: its report; a report saying why when it raised or could not start;
         None when it died without one (killed, or exited early): worth one restart."""
-        from gpen_core.engine.prepare_child import prepare_in_child
         from gpen_core.platform.worker import Child, Done
 
         self.attempts += 1
