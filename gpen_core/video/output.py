@@ -47,7 +47,9 @@ def add_audio(out: Any, sources: list[Any]) -> list[AudioRoute]:
             routes.append(AudioRoute(s, out.add_stream_from_template(s), True))
         else:
             a = out.add_stream("aac", rate=s.codec_context.sample_rate or 48000)
-            a.layout = s.codec_context.layout
+            # By channel count: a PCM track's layout may be "2 channels" with no order, which AAC refuses.
+            n = s.codec_context.channels or 2
+            a.layout = {1: "mono", 2: "stereo"}.get(n, f"{n}c")
             routes.append(AudioRoute(s, a, False))
     return routes
 

@@ -96,8 +96,21 @@ def clip_info(container: Any, path: str) -> ClipInfo:
             f"{DEFAULT_LIMITS.max_pixels / 1e6:.0f} megapixels a frame, as for photos. Scale the video down and try again."
         )
     duration = float(vs.duration * vs.time_base) if vs.duration and vs.time_base else None
+    if duration is None:
+        duration = _tagged_duration(vs.metadata.get("DURATION", "") if vs.metadata else "")
+    if duration is None and container.duration and not container.streams.audio:
+        duration = container.duration / 1_000_000  # the file's: the video's only when nothing else is in it
     rate = vs.average_rate or vs.guessed_rate
     return ClipInfo((w, h), int(vs.frames or 0), duration, rate, vs.time_base, cc.name)
+
+
+def _tagged_duration(tag: str) -> float | None:
+    """Matroska's per-track DURATION tag ("00:00:10.040000000") in seconds, or None."""
+    try:
+        h, m, sec = tag.split(":")
+        return int(h) * 3600 + int(m) * 60 + float(sec)
+    except ValueError:
+        return None
 
 
 def _reason(exc: BaseException) -> str:

@@ -391,10 +391,13 @@ class _Run:
     def _note_damage(self, decoded: int) -> None:
         detail = getattr(self, "damage_detail", None)
         trimmed = self.vopts.start_s is not None or self.vopts.end_s is not None
+        end = self.last_time + self.last_duration
         if detail is None and not trimmed and self.info.frames and decoded < self.info.frames:
             detail = f"the file declares {self.info.frames} frames but ends after {decoded} (truncated?)"
+        declared = self.info.duration_s
+        if detail is None and not trimmed and declared and end < declared - max(2 * self.last_duration, 0.1):
+            detail = f"the file declares {declared:.3f} s but its frames end at {end:.3f} s (truncated?)"
         if detail is not None:
-            end = self.last_time + self.last_duration
             self.damage = Damage(decoded, end, detail)
             self.notes.setdefault(
                 f"the video is damaged from frame {decoded} ({end:.3f} s) on ({detail}): the output holds the "
