@@ -120,7 +120,7 @@ def _engine_for(restorer: Any, options: RestoreOptions, run: "_Run") -> Any:
     """The engine for the clip's upright frame size (the first frame's, which the decoder has by now)."""
     from gpen_core.video.engine_seam import FrameEngine
 
-    run.start_decoder()
+    run.start()
     first = run.peek_first()
     return FrameEngine(restorer, options, (first.shape[1], first.shape[0]))
 
@@ -157,9 +157,11 @@ class _Run:
         self.writer = VideoWriter(out, add_audio(out, list(container.streams.audio)), vopts.crf, info.time_base, info.rate)
 
     # ------------------------------------------------------------ threads
-    def start_decoder(self) -> None:
-        if not any(t.name == "gpen-video-decode" for t in self.threads):
+    def start(self) -> None:
+        """Start the decoder and the encoder (once)."""
+        if not self.threads:
             self._thread("gpen-video-decode", self._decode)
+            self._thread("gpen-video-encode", self._encode)
 
     def _thread(self, name: str, target: Callable[[], None]) -> None:
         def body() -> None:
@@ -212,7 +214,7 @@ class _Run:
             if item[0] == "frame":
                 self.first_item = item
                 return item[3]
-            self._route_audio(item)
+            self._send(item)
         raise self._no_frames(item)
 
     def _no_frames(self, item: Any) -> InputError:
@@ -323,8 +325,7 @@ class _Run:
 
     # ------------------------------------------------------------ the main thread
     def go(self) -> None:
-        self.start_decoder()
-        self._thread("gpen-video-encode", self._encode)
+        self.start()
         item = self.first_item if self.first_item is not None else self._get(self.decoded)
         self.first_item = None
         decoded = 0
