@@ -114,11 +114,11 @@ def test_faces_in_a_rotated_clip_are_found_upright(tmp_path: Path, models_with_d
 
 
 def test_cli_prints_a_json_line_per_frame_then_the_summary(
-    tmp_path: Path, models_with_detector: Path, one_thread: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    tmp_path: Path, low_mode_home: Path, one_thread: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     from gpen_core.cli import main
 
-    monkeypatch.setattr(FrameEngine, "restore", lambda self, rgb, dets: FrameOut(rgb, ()))  # detection only
+    monkeypatch.setattr(FrameEngine, "restore", lambda self, rgb, dets: FrameOut(rgb, ()))  # detection only: quick
     face = _rgb(shared_path("faces", "ffhq_00001_512.png"))
     import cv2
 
@@ -157,3 +157,25 @@ def test_a_clip_through_the_real_restore_changes_the_face_only(tmp_path: Path, l
     assert diff[40:150, 30:130].mean() > 10  # the random generator's face was pasted there
     assert diff[:, 200:].mean() < 3  # far from the face the frame is the input's
     assert result.peaks.rss_bytes > result.peaks.baseline_rss_bytes
+
+
+def test_a_stopped_or_refused_clip_leaves_the_restorer_free(tmp_path: Path, models_with_detector: Path, one_thread: None) -> None:
+    import threading
+
+    from gpen_core.errors import InputError
+    from gpen_core.restorer import Restorer
+    from gpen_core.video.errors import VideoStopped
+
+    from .videoclips import gradient_frames
+
+    restorer = Restorer(synthetic_weights=True)
+    src = make_clip(tmp_path / "in.mp4", gradient_frames(12))
+    stop = threading.Event()
+    with pytest.raises(VideoStopped):
+        restore_video(src, tmp_path / "out.mp4", restorer, RestoreOptions(mode="low"), stop=stop,
+                      on_frame=lambda r: stop.set())
+    assert not restorer.busy  # the frame session's lock was let go
+    with pytest.raises(InputError, match="face crops only"):
+        restore_video(src, tmp_path / "out.mp4", restorer, RestoreOptions(mode="faces-only"))
+    assert not restorer.busy
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"]

@@ -112,6 +112,8 @@ def restore_video(
     finally:
         if run is not None:
             run.shut()
+            if engine is None and run.engine is not None:
+                run.engine.close()  # the frame session holds the restorer's lock
         container.close()
         tmp.unlink(missing_ok=True)
 
@@ -358,6 +360,9 @@ class _Run:
 
     def _take(self, item: Any) -> None:
         self._check()
+        fit = getattr(self.engine, "fit", None)
+        if fit is not None:
+            item = (*item[:3], fit(item[3]), *item[4:])
         _, _, t, rgb, rotation, _ = item
         self.rotation = rotation
         self.steady.push(t, self.engine.detect(rgb))
