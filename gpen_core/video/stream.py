@@ -391,8 +391,9 @@ class _Run:
         self.written += 1
         if self.on_frame is not None:
             self.on_frame(record)
-        if self.progress is not None:
-            self.progress(self.written, self.info.frames)
+        if self.progress is not None:  # a part of the clip: its frame count is not known ahead
+            trimmed = self.vopts.start_s is not None or self.vopts.end_s is not None
+            self.progress(self.written, 0 if trimmed else self.info.frames)
 
     def _note_damage(self, decoded: int) -> None:
         detail = getattr(self, "damage_detail", None)
