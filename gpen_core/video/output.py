@@ -15,10 +15,10 @@ from gpen_core.video.probe import MP4_AUDIO
 VIDEO_SUFFIXES = (".mp4", ".m4v")
 # x264's speed/size trade: its default.
 X264_PRESET = "medium"
-# Frames x264 looks ahead for rate control. Its default at this preset, 40, held ~175 MiB more at 1280×720
-# (an encoder alone, 64 frames: peak 244 MiB against 150 MiB with 10): more than `low` mode's whole restore,
-# and filling only over the clip's first ~60 frames, so short clips hid it. 10 keeps the encoder's buffers
-# a few dozen frames; the cost is some compression at the same crf (mb-tree sees less ahead).
+# Frames x264 looks ahead for rate control. Its default at this preset, 40, held ~90 MiB more at 1280×720
+# (the encoder alone, 64 frames: peak 244 MiB against 150 MiB with 10), filling only over a clip's first
+# ~60 frames, so short clips hid it. 10 keeps the encoder's buffers small; the cost is some compression at
+# the same crf (mb-tree sees less ahead), not measured on real footage here.
 X264_LOOKAHEAD = 10
 
 
