@@ -23,8 +23,9 @@ from gpen_core.engine import pipeline
 from gpen_core.engine.frames import FrameSession, open_session
 from gpen_core.errors import InputError, ResourceError
 from gpen_core.platform.meter import PeakMeter
+from gpen_core.engine.lifetime import Lifetime
 from gpen_core.engine.model_cache import ModelCache
-from gpen_core.modes import lighter_than
+from gpen_core.modes import AUTO, get_mode, lighter_than
 from gpen_core.platform.oom import is_oom, malloc_trim
 from gpen_core.options import ImageSource, Progress, RestoreOptions
 from gpen_core.result import Attempt, RestoreResult
@@ -56,7 +57,8 @@ class Restorer:
     ) -> None:
         self._device_pref = device
         self._lock = threading.Lock()
-        self.models = ModelCache(models_dir, allow_download=allow_download, synthetic_weights=synthetic_weights, one_shot=one_shot)
+        self.models = ModelCache(models_dir, allow_download=allow_download, synthetic_weights=synthetic_weights,
+                                 lifetime=Lifetime.ONE_SHOT if one_shot else Lifetime.RESIDENT, busy=conversion_busy)
 
     @property
     def models_dir(self) -> Path | None:
@@ -139,6 +141,9 @@ class Restorer:
             # 1-100 MB apart). It also keeps an idle server small.
             malloc_trim()
             device = self.device
+            # Networks a lighter mode does not use go before the meter's baseline: `low` after
+            # `balanced` then costs what `low` costs (auto's mode is known only after decoding).
+            released = () if opts.mode == AUTO else self.models.release_unused(get_mode(opts.mode), opts, device)
             t0 = time.perf_counter()
             req: pipeline.Request | None = None
             attempts: list[Attempt] = []
@@ -151,6 +156,9 @@ class Restorer:
                 with PeakMeter(device) as meter:
                     if req is None:
                         req = pipeline.start(image, opts, self.models, device, detections is not None, t0, mask)
+                        if opts.mode == AUTO:
+                            released = self.models.release_unused(req.mode, opts, device)
+                        req = req.with_released(released)
                     out = self._attempt(req, opts, report, t0, detections, device)
                 assert meter.peaks is not None
                 attempts.append(Attempt(req.mode.name, meter.peaks, "ok" if out is not None else "out of memory"))
@@ -189,6 +197,14 @@ class Restorer:
                 f"out of memory in {' and then '.join(tried)} mode, and there is no lighter mode. {out_of_memory_advice()}"
             )
         return req.stepped_down(lighter)
+
+
+def conversion_busy(kind: str, name: str, what: str) -> str | None:
+    """The note for a request that finds ``kind`` ``name`` being converted to OpenVINO by the
+    background preparation right now (:func:`gpen_core.engine.prepare.busy_note`), else None."""
+    from gpen_core.engine.prepare import busy_note, token
+
+    return busy_note(token(kind, name), what)
 
 
 def _check_cuda_index(device: str) -> None:

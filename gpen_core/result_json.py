@@ -24,6 +24,13 @@ def result_record(result: Any) -> dict[str, Any]:
         "dtype": result.dtype,
         "backend": getattr(result, "backend", "torch"),
         "backend_reason": getattr(result, "backend_reason", ""),
+        # Every network the request ran: its runtime ("torch" / "openvino") and why.
+        "runtimes": [
+            {"network": r.network, "name": r.name, "runtime": r.runtime, "reason": r.reason}
+            for r in getattr(result, "runtimes", ())
+        ],
+        # Resident networks released before the request because its mode does not use them.
+        "released": list(getattr(result, "released", ())),
         "format": result.output_format,
         "input_size": list(result.input_size),
         "processed_size": list(result.processed_size),

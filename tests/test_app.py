@@ -547,3 +547,19 @@ def test_the_check_detections_box_reaches_the_engine(checked: bool, monkeypatch:
     with pytest.raises((Stop, gr.Error)):
         _restore(str(EXAMPLE), face_check=checked)
     assert len(seen) == 1 and seen[0].face_check is checked  # type: ignore[attr-defined]
+
+
+def test_the_panel_and_the_json_name_every_networks_runtime_and_why() -> None:
+    from gpen_core.result import NetworkRuntime
+    from gpen_core.result_json import result_record
+
+    runtimes = (NetworkRuntime("generator", "GPEN-BFR-256", "openvino", "measured faster here: 0.10 s vs torch 0.20 s per face"),
+                NetworkRuntime("detector", "mobilenet0.25", "torch", "asked for"))
+    r = _fake_result(runtimes=runtimes, released=("GPEN-BFR-512",))
+    md = ui.metrics_markdown(r)
+    assert ("| Runtime per network | generator GPEN-BFR-256: OpenVINO (measured faster here: 0.10 s vs torch 0.20 s per face); "
+            "detector mobilenet0.25: PyTorch (asked for) |") in md
+    rec = result_record(r)
+    assert rec["runtimes"][1] == {"network": "detector", "name": "mobilenet0.25", "runtime": "torch", "reason": "asked for"}
+    assert rec["released"] == ["GPEN-BFR-512"]
+    assert "Runtime per network" not in ui.metrics_markdown(_fake_result())  # nothing to say: no row

@@ -172,10 +172,11 @@ def test_low_loads_no_openvino_runtime_under_auto(tmp_path: Path) -> None:
     ov_backend.record_speed(256, "float32", 0.30, 0.10, models_dir=tmp_path, source="test")
     assert cache.detector("mobilenet0.25", "cpu", auto, [], mode=MODES["low"]).backend == "torch"
     assert cache.detector("mobilenet0.25", "cpu", auto, [], mode=MODES["balanced"]).backend == "openvino"
-    backend, why = cache._generator_choice(MODES["low"], RestoreOptions(mode="low", backend="auto"), "cpu")[2:]
+    decision = cache.generator_decision(MODES["low"], RestoreOptions(mode="low", backend="auto"), "cpu")
+    backend, why = decision.runtime, decision.reason
     assert backend == "torch" and "the low mode keeps to PyTorch under auto" in why and "0.10 s vs torch 0.30 s" in why
     asked = RestoreOptions(backend="openvino")
     assert cache.detector("mobilenet0.25", "cpu", asked, [], mode=MODES["low"]).backend == "openvino"
-    assert cache._generator_choice(MODES["low"], RestoreOptions(mode="low", backend="openvino"), "cpu")[2] == "openvino"
+    assert cache.generator_runtime(MODES["low"], RestoreOptions(mode="low", backend="openvino"), "cpu") == "openvino"
     # the same 256 px float32 measurement in a mode without the rule: OpenVINO
     assert ov_backend.choose_mode_backend(MODES["balanced"], "auto", 256, "float32", models_dir=tmp_path)[0] == "openvino"

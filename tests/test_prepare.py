@@ -69,7 +69,9 @@ def test_a_request_during_a_background_conversion_runs_torch_and_says_why(home: 
     tok = prepare.token("generator", "GPEN-BFR-256")
     release, t = _hold(tok)
     try:
-        cache = ModelCache(home)
+        from gpen_core.restorer import conversion_busy
+
+        cache = ModelCache(home, busy=conversion_busy)  # as the Restorer makes it
         _, size, _, _, note = cache.generator(LOW_OV, RestoreOptions(mode="low"), "cpu")
         assert size == 256 and cache.backend == "torch"
         assert note and "converted to OpenVINO in the background" in note

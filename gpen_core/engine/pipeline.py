@@ -40,6 +40,14 @@ class Request:
     # Resident networks released before the request because its mode does not use them.
     released: tuple[str, ...] = ()
 
+    def with_released(self, names: tuple[str, ...]) -> "Request":
+        """This request, saying which resident networks were released before it."""
+        if not names:
+            return self
+        note = (f"released {', '.join(names)} (kept from an earlier request) before this one: "
+                f"{self.mode.name} does not use {'them' if len(names) > 1 else 'it'}")
+        return replace(self, released=names, notes=(*self.notes, note))
+
     def stepped_down(self, lighter: MemoryMode) -> "Request":
         """This request in ``lighter`` mode, saying why (the heavier one ran out of memory)."""
         reason = f"ran out of memory in {self.mode.name}; freed it and retried in {lighter.name}"
@@ -173,10 +181,13 @@ def run_attempt(
         restored = stages.restore_and_paste(models, device, canvas, generator, loaded.parsing_fn, mode, opts, task, report,
                                             grey=photo.grey, damage=photo.damage, face_start=0.45 if canvas.upscaled else 0.15)
         out = restored.photo
+        # The composed photo holds the result now: let the upscaled background buffer go before encoding.
+        up_info, canvas = _upscale_info(canvas.upscaled), replace(canvas, upscaled=None)
         colour_notes: list[str] = []
         if photo.grey is not None:
             out = task_steps.colorized(out, photo.grey, mode.paste or opts.aligned, opts.aligned, colour_notes)
         done_notes = stages.finish_notes(replace(restored, photo=out), found, generator, mode, opts, given is not None)
+        del restored
     report(0.92, "encoding result")
     encoded = stages.encode(req.decoded, out, canvas.alpha, mode, opts)
     notes = [*req.notes, *photo.notes, *loaded.notes, *found.notes, *gen_notes, *canvas.notes, *colour_notes,
@@ -186,10 +197,10 @@ def run_attempt(
         align_s=out.timings.get("align_s", 0.0), restore_s=out.timings.get("restore_s", 0.0),
         paste_s=out.timings.get("paste_s", 0.0), encode_s=encoded.seconds,
         load_s=loaded.seconds + found.load_s + gen_load_s + canvas.load_s,
-        upscale_s=canvas.upscaled.seconds if canvas.upscaled is not None else 0.0,
+        upscale_s=up_info.seconds if up_info is not None else 0.0,
     )
     report(1.0, "done")
-    return _result(models, device, req, opts, out, canvas, found, generator, encoded, timings, notes)
+    return _result(models, device, req, opts, out, canvas, up_info, found, generator, encoded, timings, notes)
 
 
 @contextmanager
@@ -210,9 +221,8 @@ def _attempt_numerics(mode: MemoryMode, device: str):
 
 
 def _result(models: ModelCache, device: str, req: Request, opts: RestoreOptions, out: Any, canvas: stages.Canvas,
-            found: stages.Found, generator: stages.Generator, encoded: stages.Encoded, timings: Timings,
+            up_info: Any, found: stages.Found, generator: stages.Generator, encoded: stages.Encoded, timings: Timings,
             notes: list[str]) -> RestoreResult:
-    up_info = _upscale_info(canvas.upscaled)
     factor = up_info.factor if up_info else 1
     rgb = canvas.rgb
     return RestoreResult(

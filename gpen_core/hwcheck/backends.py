@@ -136,7 +136,7 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
     import torch
 
     from gpen_core.runtimes.openvino import generator as ov_backend
-    from gpen_core.engine.model_cache import _load_forward, _load_openvino  # the engine's own loaders: what a request runs
+    from gpen_core.engine.model_cache import load_openvino_generator, load_torch_generator  # the engine's own loaders: what a request runs
     from gpen_core.networks.plan import choose_plan
 
     size, dtype, path = pair["size"], pair["dtype"], Path(pair["path"])
@@ -150,10 +150,10 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
     torch.set_num_threads(threads)
     try:
         say(0.0, f"{label}: loading the torch generator")
-        torch_fwd, _ = _load_forward(path, plan_)
+        torch_fwd, _ = load_torch_generator(path, plan_)
         say(0.05, f"{label}: OpenVINO {precision}")
         t = time.perf_counter()
-        ov_fwd, _ = _load_openvino(path, precision, models_dir, lambda f, m: say(0.05 + 0.6 * min(1.0, f), f"{label}: {m}"))
+        ov_fwd, _ = load_openvino_generator(path, precision, models_dir, lambda f, m: say(0.05 + 0.6 * min(1.0, f), f"{label}: {m}"))
         ov_load_s = time.perf_counter() - t - (ov_fwd.convert_s or 0.0)
         x = _face(size)
         x_torch = x.to(plan_.dtype_torch)  # what the engine hands each backend

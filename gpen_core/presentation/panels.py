@@ -176,6 +176,16 @@ def runtime_text(result: RestoreResult) -> str:
     return f"{name} ({why})" if why else name
 
 
+def networks_text(result: RestoreResult) -> str:
+    """Every network the request ran, its runtime and why, "; "-separated:
+    "generator GPEN-BFR-512: OpenVINO (measured faster here: …); detector resnet50: PyTorch (asked for)"."""
+    parts = []
+    for r in getattr(result, "runtimes", ()):
+        name = "OpenVINO" if r.runtime == "openvino" else "PyTorch"
+        parts.append(f"{r.network} {r.name}: {name}" + (f" ({r.reason})" if r.reason else ""))
+    return "; ".join(parts)
+
+
 def stage_rows(result: RestoreResult) -> list[tuple[str, float]]:
     """(stage, seconds) for every stage that took time, then the total."""
     rows = [(_STAGE_LABEL.get(k, k), v) for k, v in result.timings.stages().items() if v > 0]
@@ -212,6 +222,7 @@ def metrics_markdown(result: RestoreResult) -> str:
         f"| Mode | {mode_line(result)} |",
         f"| Device · dtype | {result.device} · {result.dtype} |",
         f"| Generator runtime | {runtime_text(result)} |",
+        *([f"| Runtime per network | {networks_text(result)} |"] if getattr(result, "runtimes", ()) else []),
         f"| Checkpoint · detector | {result.checkpoint} · {result.detector} |",
         f"| Photo | {size} → {fmt}, {file_size_text(len(result.encoded)) if result.encoded else 'n/a'} |",
         "",
