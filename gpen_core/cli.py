@@ -1,8 +1,9 @@
 """``python -m gpen_core``: the command line. The only place with argparse and exit codes.
 
 Exit codes: 0 success (a photo with no face is a success with a note), 2 bad
-usage or bad input, 3 missing or corrupt weights, 4 out of memory; ``selfcheck``:
-1 when a network fails the check.
+usage or bad input, 3 missing or corrupt weights, 4 out of memory, 5 a damaged video
+(the output holds the frames restored before the damage), 130 stopped (Ctrl-C; a partial
+video is removed); ``selfcheck``: 1 when a network fails the check.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="print error details (every place looked, each attempt)")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("restore", help="restore the faces in photos")
-    r.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders of images")
-    r.add_argument("-o", "--output", required=True, help="output file (one input; its extension picks png/jpeg) or folder")
+    r = sub.add_parser("restore", help="restore the faces in photos and videos")
+    r.add_argument("inputs", nargs="+", metavar="INPUT", help="image or video files, or folders of them")
+    r.add_argument("-o", "--output", required=True, help="output file (one input; png/jpeg by extension, .mp4 for a video) or folder")
     r.add_argument("--mode", default="auto", choices=MODE_CHOICES, help="memory mode (default: auto)")
     r.add_argument("--model", help="generator: registry name (GPEN-BFR-1024) or path to any GPEN checkpoint")
     r.add_argument("--detector", choices=("resnet50", "mobilenet"), help="override the mode's face detector")
@@ -61,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="generator runtime on the CPU: torch, openvino (converted on first use, cached in the models "
                    "folder), or auto: the one measured faster on this CPU (default)")
     r.add_argument("--overwrite", action="store_true", help="replace outputs that already exist (default: skip them)")
-    r.add_argument("--json", action="store_true", help="print one JSON object per image on stdout")
+    r.add_argument("--json", action="store_true", help="one JSON object per image on stdout (a video: one per frame, then a summary)")
+    _add_video_arguments(r)
     r.add_argument("--ray", action="store_true",
                    help="restore with Ray Data (one folder, file or URI such as s3://…; writes OUT/manifest.jsonl); "
                    "needs requirements-ray.txt")
@@ -220,7 +222,7 @@ def _collect_inputs(items: Sequence[str]) -> tuple[list[Path], list[tuple[str, s
         p = Path(item)
         if p.is_dir():
             found = []
-            for q in sorted(q for q in p.iterdir() if q.suffix.lower() in IMAGE_SUFFIXES):
+            for q in sorted(q for q in p.iterdir() if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and _is_video(q))):
                 why = not_a_file(q)
                 if why is None:
                     found.append(q)
@@ -228,7 +230,7 @@ def _collect_inputs(items: Sequence[str]) -> tuple[list[Path], list[tuple[str, s
                     skipped.append((str(q), why))
             if not found:
                 listed = "".join(f"; skipped {q}: {why}" for q, why in skipped if Path(q).parent == p)
-                raise InputError(f"folder {p} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}){listed}")
+                raise InputError(f"folder {p} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}) and no videos{listed}")
             paths += found
         elif p.is_file():
             paths.append(p)
@@ -291,6 +293,10 @@ def _restore(args: argparse.Namespace) -> int:
 
         return restore_ray(args, _bar)
     inputs, not_files = _collect_inputs(args.inputs)
+    videos, inputs = _split_videos(inputs)
+    worst = _restore_videos(args, videos, photos_too=bool(inputs)) if videos else 0
+    if not inputs:
+        return worst
     if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
         raise InputError("--mask is the damage of one photo: use it with --task inpaint and a single input")
     plan = _plan_outputs(inputs, args.output, None)
@@ -310,7 +316,6 @@ def _restore(args: argparse.Namespace) -> int:
     for path, why in not_files:
         summary.skip(path, why)
         bar.say(f"skipped: {path}: {why}")
-    worst = 0
     for src, dst, fmt in plan:
         record = _restore_one(args, restorer, src, dst, fmt, mask, bar, notes)
         summary.add(record)
@@ -400,6 +405,69 @@ def _result_line(rec: dict[str, Any]) -> str:
     vram = f", peak VRAM {format_bytes(pk['vram_bytes'])}" if pk["vram_bytes"] is not None else ""
     return (f"{rec['input']} -> {rec['output']}: {rec['faces']} face(s), mode {rec['mode']}, "
             f"{rec['timings']['total_s']:.2f}s, peak RAM {format_bytes(pk['rss_bytes'])}{vram}")
+
+
+# ------------------------------------------------------------------ video
+
+
+def _add_video_arguments(r: argparse.ArgumentParser) -> None:
+    from gpen_core.video.command import add_video_arguments
+
+    add_video_arguments(r)
+
+
+def _is_video(path: Path) -> bool:
+    """A video by its bytes (the container's signature), whatever its extension."""
+    from gpen_core.video.probe import sniff_file
+
+    return sniff_file(path)
+
+
+def _split_videos(inputs: list[Path]) -> tuple[list[Path], list[Path]]:
+    """(videos, photos) of the inputs, told apart by content."""
+    videos = [p for p in inputs if _is_video(p)]
+    return videos, [p for p in inputs if p not in videos]
+
+
+def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bool) -> int:
+    """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged."""
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+    from gpen_core.video.command import VideoBar, plan_video_outputs, print_video
+    from gpen_core.video.stream import VideoOptions, restore_video
+
+    plan = plan_video_outputs(videos, args.output, photos_too)
+    vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end).validated()
+    _load_engine()
+    detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
+    opts = RestoreOptions(mode=args.mode, model=args.model, detector=detector, alpha=args.alpha,  # type: ignore[arg-type]
+                          threshold=args.threshold, max_faces=args.max_faces, face_check=args.face_check,
+                          upscale=args.upscale, upscaler=args.upscaler, tile=args.tile, backend=args.backend, task=args.task)
+    restorer = Restorer(models_dir=args.models_dir, device=args.device)
+    worst = 0
+    for src, dst in plan:
+        record: dict[str, Any] = {"input": str(src)}
+        if dst.exists() and not args.overwrite:
+            record.update(status="skipped", output=str(dst), note="output exists; use --overwrite")
+            _emit(args, record)
+            print(f"skipped: {dst} exists (use --overwrite)", file=sys.stderr)
+            continue
+        on_frame = (lambda rec: print(json.dumps(rec.to_json()), flush=True)) if args.json else None
+        try:
+            result = restore_video(src, dst, restorer, opts, vopts, progress=VideoBar(src.name), on_frame=on_frame)
+        except GPENError as exc:
+            sys.stderr.write("\n")
+            record.update(status="error", error=str(exc), exit_code=exc.exit_code)
+            _emit(args, record)
+            _print_error(exc, args.verbose, prefix=f"{src}: ")
+            worst = worst or exc.exit_code
+            continue
+        code = 5 if result.damage is not None else 0
+        record.update(status="damaged" if code else "ok", output=str(dst), video=result.to_json())
+        _emit(args, record)
+        print_video(src, result)
+        worst = worst or code
+    return worst
 
 
 # ---------------------------------------------------------- download, info
