@@ -66,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true",
                    help="print one JSON object per image on stdout (a video: one per frame, then its summary)")
     _add_video_arguments(r)
+    _add_segment_arguments(r)
     r.add_argument("--ray", action="store_true",
                    help="restore with Ray Data (one folder, file or URI such as s3://…; writes OUT/manifest.jsonl); "
                    "needs requirements-ray.txt")
@@ -267,7 +268,7 @@ def _skip(args: argparse.Namespace, record: dict[str, Any], out: Path) -> None:
 
 
 def _restore(args: argparse.Namespace) -> int:
-    if args.ray:
+    if args.ray and not _local_videos(args.inputs):
         from gpen_core.scaleout.cli import restore_ray
 
         return restore_ray(args, _Bar)
@@ -369,6 +370,33 @@ def _add_video_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--end", type=float, help="video: restore up to this second (default: its end)")
 
 
+def _add_segment_arguments(r: argparse.ArgumentParser) -> None:
+    g = r.add_mutually_exclusive_group()
+    g.add_argument("--segments", dest="segments", action="store_true", default=None,
+                   help="video: restore in segments cut at keyframes; a killed run resumes with the same command "
+                        "(default for clips of 10 minutes or more; docs/video.md)")
+    g.add_argument("--no-segments", dest="segments", action="store_false", help="video: one pass, however long")
+    r.add_argument("--segment-seconds", type=float, help="with segments: their length in seconds (default 10)")
+    r.add_argument("--fresh", action="store_true", help="with segments: drop an earlier run's segments and start over")
+
+
+def _local_videos(items: Sequence[str]) -> bool:
+    """``--ray`` on local video files: their segments go to Ray workers (a folder or URI is a photo batch)."""
+    return all(Path(i).is_file() and _is_video(Path(i)) for i in items)
+
+
+def _segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: Any, opts: Any) -> bool:
+    """Restore ``src`` in segments when asked or long (scaleout.video_cli); False: the caller's one pass does it."""
+    from gpen_core.scaleout.video_cli import print_segmented, restore_segmented, wants_segments
+
+    if not wants_segments(args, src):
+        return False
+    result = restore_segmented(args, src, dst, restorer, opts, _VideoBar(src.name))
+    _emit(args, {"input": str(src), "status": "ok", "output": str(dst), "video": result.to_json()})
+    print_segmented(src, result)
+    return True
+
+
 def _is_video(path: Path) -> bool:
     """A video by its bytes (the container's signature), whatever its extension."""
     from gpen_core.video.probe import sniff_file
@@ -418,6 +446,8 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
             continue
         on_frame = (lambda rec: print(json.dumps(rec.to_json()), flush=True)) if args.json else None
         try:
+            if _segmented(args, src, dst, restorer, opts):
+                continue
             result = restore_video(src, dst, restorer, opts, vopts, progress=_VideoBar(src.name), on_frame=on_frame)
         except GPENError as exc:
             sys.stderr.write("\n")

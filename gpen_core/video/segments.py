@@ -118,12 +118,17 @@ def cut_points(pts: list[int], keys: list[int], tb: Fraction, segment_seconds: f
     times = {k: float((pts[k] - pts[0]) * tb) for k in key_idx}
     starts = [0]
     target = segment_seconds
+    end = float((pts[-1] - pts[0]) * tb)
     while True:
         after = next((k for k in key_idx if times[k] >= target), None)
         before = [k for k in key_idx if k > starts[-1] and times[k] < target]
-        if after is None:
+        t_after = times[after] if after is not None else end  # no keyframe after: the clip's end is the other choice
+        if before and target - times[before[-1]] < t_after - target:
+            pick = before[-1]
+        elif after is not None:
+            pick = after
+        else:
             break
-        pick = before[-1] if before and target - times[before[-1]] < times[after] - target else after
         starts.append(pick)
         target = times[pick] + segment_seconds
     return starts
