@@ -202,3 +202,26 @@ def test_the_servers_refusal_names_the_resumable_command() -> None:
     assert "1:02:03" in msg and "5:00" in msg
     assert "python -m gpen_core restore 'my talk.mov' -o 'my talk_restored.mp4' --segments --mode low" in msg
     assert resume_command("a.mp4", "b.mp4", crf=20, ray=True) == "python -m gpen_core restore a.mp4 -o b.mp4 --segments --crf 20 --ray"
+
+
+def test_the_cli_chooses_segments_for_long_clips_and_refuses_them_with_a_trim(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from gpen_core.scaleout import video_cli
+
+    def args(**kw: object) -> argparse.Namespace:
+        base = {"segments": None, "ray": False, "start": None, "end": None}
+        return argparse.Namespace(**{**base, **kw})
+
+    monkeypatch.setattr(video_cli, "_duration", lambda src: 599.0)
+    assert not video_cli.wants_segments(args(), Path("x.mp4"))
+    assert video_cli.wants_segments(args(segments=True), Path("x.mp4"))
+    assert video_cli.wants_segments(args(ray=True), Path("x.mp4"))
+    monkeypatch.setattr(video_cli, "_duration", lambda src: 600.0)
+    assert video_cli.wants_segments(args(), Path("x.mp4"))
+    assert not video_cli.wants_segments(args(segments=False), Path("x.mp4"))
+    assert not video_cli.wants_segments(args(start=5.0), Path("x.mp4"))  # a part of a clip: one pass
+    with pytest.raises(InputError, match="--start/--end"):
+        video_cli.wants_segments(args(segments=True, end=3.0), Path("x.mp4"))
+    with pytest.raises(InputError, match="--no-segments"):
+        video_cli.wants_segments(args(segments=False, ray=True), Path("x.mp4"))

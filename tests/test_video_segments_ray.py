@@ -34,7 +34,7 @@ def ray_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 def test_two_ray_workers_restore_the_segments_as_one_process_does(
-    tmp_path: Path, low_mode_home: Path, ray_local: object
+    tmp_path: Path, low_mode_home: Path, ray_local: object, one_thread: None
 ) -> None:
     from gpen_core.restorer import Restorer
     from gpen_core.scaleout.video_ray import RayRunner

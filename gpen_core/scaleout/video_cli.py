@@ -84,6 +84,9 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
             print(json.dumps({"input": str(src), "segment": rec.index, "frames": rec.frames, "seconds": round(rec.seconds, 3),
                               "kept": rec.kept, "peak_rss_bytes": rec.peak_rss_bytes, "worker": rec.worker}), flush=True)
 
+    if getattr(args, "segments", None) is None and not args.ray:
+        print(f"{src.name}: {_duration(src) or 0:.0f} s long, so restored in segments that resume after a stop "
+              "(clips of 10 minutes or more are; --no-segments for one pass)", file=sys.stderr)
     try:
         return restore_in_segments(src, dst, runner, settings_text(options, args.crf), segment_seconds=seconds,
                                    fresh=args.fresh, progress=progress, on_record=on_record)

@@ -65,7 +65,14 @@ def restore_segment(
         out = av.open(str(tmp), "w", format="mp4")
         writer = VideoWriter(out, [], crf, vs.time_base, vs.average_rate or vs.guessed_rate)
         run = _SegmentLoop(seg, engine, writer, on_frame, stop or threading.Event())
-        run.go(container, vs)
+        try:
+            run.go(container, vs)
+        except (av.FFmpegError, EOFError) as exc:
+            raise InputError(
+                f"segment {seg.index} (from {seg.start_s:.3f} s) stopped decoding after {run.written} of its {seg.frames} "
+                f"frames ({str(exc).strip() or type(exc).__name__}): the input is damaged there. Restore the part before "
+                "it with --start/--end, or re-export the file"
+            ) from None
         writer.close()
         out = None
         if run.written != seg.frames:
