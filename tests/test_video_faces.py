@@ -179,3 +179,28 @@ def test_a_stopped_or_refused_clip_leaves_the_restorer_free(tmp_path: Path, mode
         restore_video(src, tmp_path / "out.mp4", restorer, RestoreOptions(mode="faces-only"))
     assert not restorer.busy
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"]
+
+
+def test_cli_folder_of_a_photo_and_a_damaged_video_exits_5_with_both_written(
+    tmp_path: Path, low_mode_home: Path, one_thread: None, capsys: pytest.CaptureFixture
+) -> None:
+    import cv2
+
+    from gpen_core.cli import main
+
+    from .videoclips import gradient_frames
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    cv2.imwrite(str(folder / "a.png"), gradient_frames(1, 64, 48)[0])  # no face: a quick photo
+    frames = [np.random.default_rng(i).integers(0, 255, (48, 64, 3), np.uint8) for i in range(12)]
+    data = make_clip(tmp_path / "good.mkv", frames, crf=0).read_bytes()
+    (folder / "b.dat").write_bytes(data[: len(data) // 2])  # a video cut in half, with no video extension
+    code = main(["restore", str(folder), "-o", str(tmp_path / "out"), "--mode", "low", "--json"])
+    records = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert code == 5
+    video = next(r for r in records if r.get("input", "").endswith("b.dat"))
+    assert video["status"] == "damaged" and video["video"]["damage"]["frame"] == video["video"]["frames"] > 0
+    assert (tmp_path / "out" / "b.mp4").exists()
+    assert any(r.get("input", "").endswith("a.png") and r["status"] == "ok" for r in records)
+    assert sorted(p.suffix for p in (tmp_path / "out").iterdir()) == [".jpg", ".mp4"]  # low writes JPEG photos

@@ -11,13 +11,44 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.options import RestoreOptions
 from gpen_core.video.errors import VideoStopped
+
+
+def add_segment_arguments(r: argparse.ArgumentParser) -> None:
+    """The ``restore`` flags for segments (``--ray`` and ``--address`` are the photo batch's, shared)."""
+    g = r.add_mutually_exclusive_group()
+    g.add_argument("--segments", dest="segments", action="store_true", default=None,
+                   help="video: restore in segments cut at keyframes; a killed run resumes with the same command "
+                        "(default for clips of 10 minutes or more; docs/video-segments.md)")
+    g.add_argument("--no-segments", dest="segments", action="store_false", help="video: one pass, however long")
+    r.add_argument("--segment-seconds", type=float, help="with segments: their length in seconds (default 10)")
+    r.add_argument("--fresh", action="store_true", help="with segments: drop an earlier run's segments and start over")
+
+
+def local_videos(items: Sequence[str]) -> bool:
+    """``--ray`` on local video files: their segments go to Ray workers (a folder or URI is a photo batch)."""
+    from gpen_core.video.probe import sniff_file
+
+    return all(Path(i).is_file() and sniff_file(i) for i in items)
+
+
+def restore_if_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: Any, options: RestoreOptions,
+                         emit: Callable[[dict[str, Any]], None]) -> bool:
+    """Restore ``src`` in segments when :func:`wants_segments`, emit its record and print its summary; False: not segmented."""
+    from gpen_core.video.command import VideoBar
+
+    if not wants_segments(args, src):
+        return False
+    result = restore_segmented(args, src, dst, restorer, options, VideoBar(src.name))
+    emit({"input": str(src), "status": "ok", "output": str(dst), "video": result.to_json()})
+    print_segmented(src, result)
+    return True
 
 
 def wants_segments(args: argparse.Namespace, src: Path) -> bool:

@@ -104,8 +104,12 @@ def restore_video(
         t0 = time.perf_counter()
         with PeakMeter(device) as meter:
             run = _Run(container, info, tmp, vopts, stop or threading.Event(), progress, on_frame)
-            run.engine = engine or _engine_for(restorer, options or RestoreOptions(), run)
-            run.go()
+            try:
+                run.engine = engine or _engine_for(restorer, options or RestoreOptions(), run)
+                run.go()
+            except Exception as exc:
+                _translate(exc, run)
+                raise
         assert meter.peaks is not None
         os.replace(tmp, dst_p)
         return run.result(str(dst_p), meter.peaks, time.perf_counter() - t0)
@@ -116,6 +120,28 @@ def restore_video(
                 run.engine.close()  # the frame session holds the restorer's lock
         container.close()
         tmp.unlink(missing_ok=True)
+
+
+def _translate(exc: Exception, run: "_Run") -> None:
+    """Raise the clip's failure as a GPENError with its fix (none reaches the user as a traceback); else return."""
+    import av
+
+    from gpen_core.errors import ResourceError
+    from gpen_core.platform.oom import is_oom, out_of_memory_advice
+
+    if isinstance(exc, GPENError):
+        return
+    mode = getattr(getattr(run.engine, "mode", None), "name", "this")
+    if is_oom(exc):
+        raise ResourceError(
+            f"out of memory at frame {run.written} in {mode} mode (a clip does not step down mid-way: its look would "
+            f"change). Restore it in a lighter mode (--mode low). {out_of_memory_advice()}"
+        ) from None
+    if isinstance(exc, (av.FFmpegError, OSError)):
+        raise InputError(
+            f"writing the video failed at frame {run.written} ({str(exc).strip() or type(exc).__name__}): check that the "
+            "output folder is writable and its disk has space, and try again"
+        ) from None
 
 
 def _engine_for(restorer: Any, options: RestoreOptions, run: "_Run") -> Any:
@@ -391,8 +417,9 @@ class _Run:
         self.written += 1
         if self.on_frame is not None:
             self.on_frame(record)
-        if self.progress is not None:
-            self.progress(self.written, self.info.frames)
+        if self.progress is not None:  # a part of the clip: its frame count is not known ahead
+            trimmed = self.vopts.start_s is not None or self.vopts.end_s is not None
+            self.progress(self.written, 0 if trimmed else self.info.frames)
 
     def _note_damage(self, decoded: int) -> None:
         detail = getattr(self, "damage_detail", None)
