@@ -63,8 +63,11 @@ def make_clip(path: Path, seconds: int, fps: int) -> None:
             out.mux(p)
 
 
-def child(way: str, src: str, dst: str, models: str, segment_seconds: float, workers: int) -> None:
+def child(way: str, src: str, dst: str, models: str, segment_seconds: float, workers: int, threads: int) -> None:
     """One way in this fresh process; prints a JSON line."""
+    import torch
+
+    torch.set_num_threads(threads)  # the driver's own restores (Ray workers set theirs from their CPU share)
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
     from gpen_core.video.resumable import LocalRunner, restore_in_segments, settings_text
@@ -117,11 +120,14 @@ def main() -> None:
     ap.add_argument("--segment-seconds", type=float, default=10.0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--ways", nargs="+", default=["one pass", "segments", "ray"])
-    ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads of the one-process ways (default 1: as each Ray worker has on 2 cores; on a "
+                         "loaded machine OpenMP's spinning makes 2 threads far slower)")
+    ap.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        way, src, dst, models, seg, workers = args.child
-        child(way, src, dst, models, float(seg), int(workers))
+        way, src, dst, models, seg, workers, threads = args.child
+        child(way, src, dst, models, float(seg), int(workers), int(threads))
         return
     if not (SHARED / "weights" / "detection_mobilenet0.25_Final.pth").exists():
         sys.exit(f"needs {SHARED}/weights/detection_mobilenet0.25_Final.pth (the project's ../shared data; GPEN_SHARED=…)")
@@ -132,13 +138,13 @@ def main() -> None:
         make_clip(src, args.seconds, args.fps)
         print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; load average at start {os.getloadavg()[0]:.1f}; "
               f"{args.seconds} s at {args.fps} fps ({args.seconds * args.fps} frames, {W}×{H}, one face), "
-              f"{args.segment_seconds:g} s segments\n")
+              f"{args.segment_seconds:g} s segments; {args.threads} torch thread(s) in the one-process ways\n")
         print("| way | workers | frames | wall s | frames/s | process peak MiB | largest segment peak MiB |")
         print("|---|---|---|---|---|---|---|")
         for way in args.ways:
             env = {**os.environ, "GPEN_SHARED": str(SHARED)}
             out = subprocess.run([sys.executable, __file__, "--child", way, str(src), str(tmp / f"o_{way[:3]}.mp4"), str(models),
-                                  str(args.segment_seconds), str(args.workers)], capture_output=True, text=True, cwd=ROOT, env=env)
+                                  str(args.segment_seconds), str(args.workers), str(args.threads)], capture_output=True, text=True, cwd=ROOT, env=env)
             if out.returncode:
                 sys.exit(out.stderr[-3000:])
             r = json.loads(out.stdout.strip().splitlines()[-1])

@@ -34,26 +34,34 @@ def ray_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 def test_two_ray_workers_restore_the_segments_as_one_process_does(
-    tmp_path: Path, low_mode_home: Path, ray_local: object, one_thread: None
+    tmp_path: Path, low_mode_home: Path, ray_local: object, one_thread: None, capsys: pytest.CaptureFixture
 ) -> None:
+    import json
+
+    from gpen_core.cli import main
     from gpen_core.restorer import Restorer
-    from gpen_core.scaleout.video_ray import RayRunner
 
     src = face_clip(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    code = main(["restore", str(src), "-o", str(out / "ray.mp4"), "--ray", "--workers", "2", "--mode", "low",
+                 "--segment-seconds", "1", "--models-dir", str(low_mode_home), "--json"])
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert code == 0
+    summary = lines[-1]["video"]
+    assert summary["segments"] == 3 and summary["frames"] == FRAMES and summary["audio"] == "copied"
+    manifest = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
+    assert sorted(m["segment"] for m in manifest) == [0, 1, 2] and len({m["run"] for m in manifest}) == 1
+    assert all(m["status"] == "ok" and m["seconds"] > 0 and m["peaks"]["rss_bytes"] > 0 for m in manifest)
+    workers = {m["worker"] for m in manifest}
+    assert len(workers) == 2, workers  # two worker processes shared the three segments
+
     options = RestoreOptions(mode="low")
-    settings = settings_text(options, 18)
-    runner = RayRunner(options, 18, models_dir=str(low_mode_home), device="cpu", workers=2)
-    on_ray = restore_in_segments(src, tmp_path / "ray.mp4", runner, settings, segment_seconds=1.0)
-    local = restore_in_segments(src, tmp_path / "one.mp4", LocalRunner(Restorer(), options, 18), settings,
-                                segment_seconds=1.0)
-    assert runner.used_workers == 2
-    assert on_ray.segments == local.segments == 3 and on_ray.frames == FRAMES and on_ray.audio == "copied"
-    workers = {r.worker for r in on_ray.records}
-    assert all(r.peak_rss_bytes and r.seconds > 0 and r.frames == FRAMES // 3 for r in on_ray.records)
-    got, ref, want = read_clip(tmp_path / "ray.mp4"), read_clip(tmp_path / "one.mp4"), read_clip(src)
+    restore_in_segments(src, tmp_path / "one.mp4", LocalRunner(Restorer(), options, 18), settings_text(options, 18),
+                        segment_seconds=1.0)
+    got, ref, want = read_clip(out / "ray.mp4"), read_clip(tmp_path / "one.mp4"), read_clip(src)
     assert got["times"] == want["times"] == [Fraction(i, FPS) for i in range(FRAMES)]
     assert [frame_index(f) for f in got["frames"]] == list(range(FRAMES))
     assert [a for a, _, _ in got["audio"]] == [a for a, _, _ in want["audio"]]
     diffs = [float(np.abs(a.astype(int) - b.astype(int)).mean()) for a, b in zip(got["frames"], ref["frames"])]
     assert max(diffs) <= 2, diffs
-    print(f"segments on {len(workers)} Ray worker process(es): {sorted(workers)}")
