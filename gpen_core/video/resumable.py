@@ -229,6 +229,8 @@ def restore_in_segments(
     audio = join_segments(src_s, plan, folder, dst_p)
     join_s = time.perf_counter() - t_join
     shutil.rmtree(folder, ignore_errors=True)
+    if audio == "re-encoded":
+        notes.append("the input's audio is in a codec an MP4 cannot hold as it is: re-encoded to AAC")
     if kept:
         notes.append(f"resumed: {len(kept)} of {len(plan.segments)} segments ({frames_kept} frames) were kept from an "
                      "earlier run")
