@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_video.py                        # low; base clip of 1 frame: 1, 4, 16 frames
     .venv/bin/python benchmarks/bench_video.py --modes low balanced --base 3 --lengths 1 4 16
+    .venv/bin/python benchmarks/bench_video.py --base 8 --face-every 8 --size 640 360   # 8, 32, 128 frames
 
 Two ways, the same restorer and frame session (``Restorer.frames``), each run in its own fresh process:
 
@@ -47,7 +48,7 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def make_clip(path: Path, frames: int, base: int) -> None:
+def make_clip(path: Path, frames: int, base: int, face_every: int = 1, size: tuple[int, int] = (W, H)) -> None:
     import av
     import cv2
     import numpy as np
@@ -56,12 +57,14 @@ def make_clip(path: Path, frames: int, base: int) -> None:
     face = cv2.resize(face, (FACE, FACE), interpolation=cv2.INTER_AREA)
     with av.open(str(path), "w") as out:
         vs = out.add_stream("libx264", rate=25, options={"crf": "18", "preset": "ultrafast"})
-        vs.width, vs.height, vs.pix_fmt = W, H, "yuv420p"
+        w, h = size
+        vs.width, vs.height, vs.pix_fmt = w, h, "yuv420p"
         for i in range(frames):
             k = i % base
-            canvas = np.full((H, W, 3), 96, np.uint8)
-            x = 40 + 2 * k
-            canvas[296 : 296 + FACE, x : x + FACE] = face
+            canvas = np.full((h, w, 3), 96, np.uint8)
+            x, y = 40 + 2 * k, (h - FACE) // 2
+            if k % face_every == 0:
+                canvas[y : y + FACE, x : x + FACE] = face
             for p in vs.encode(av.VideoFrame.from_ndarray(canvas, format="rgb24")):
                 out.mux(p)
         for p in vs.encode():
@@ -121,6 +124,8 @@ def main() -> None:
     ap.add_argument("--modes", nargs="+", default=["low"])
     ap.add_argument("--base", type=int, default=1, help="frames in the 1× clip")
     ap.add_argument("--lengths", nargs="+", type=int, default=[1, 4, 16])
+    ap.add_argument("--face-every", type=int, default=1, help="the face in every Nth frame only (long clips in less time)")
+    ap.add_argument("--size", type=int, nargs=2, default=[W, H], metavar=("W", "H"))
     ap.add_argument("--child", nargs=5, metavar=("WAY", "MODE", "SRC", "DST", "MODELS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -134,14 +139,15 @@ def main() -> None:
         models = tmp / "models"
         models.mkdir()
         (models / detector.name).symlink_to(detector)
-        print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; load average at start {os.getloadavg()[0]:.1f}\n")
+        print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; load average at start {os.getloadavg()[0]:.1f}; "
+              f"{args.size[0]}×{args.size[1]}, a face in every {args.face_every} frame(s)\n")
         print("| mode | way | frames | faces/frame | s/frame | whole-process peak MiB |")
         print("|---|---|---|---|---|---|")
         for mode in args.modes:
             for n in args.lengths:
                 src = tmp / f"clip{n}.mp4"
                 if not src.exists():
-                    make_clip(src, args.base * n, args.base)
+                    make_clip(src, args.base * n, args.base, args.face_every, tuple(args.size))
                 for way in ("stream", "list"):
                     out = subprocess.run([sys.executable, __file__, "--child", way, mode, str(src), str(tmp / f"o_{way}.mp4"),
                                           str(models)], capture_output=True, text=True, cwd=ROOT)

@@ -246,3 +246,11 @@ def test_running_out_of_memory_midway_is_a_resource_error_and_nothing_is_left(tm
     with pytest.raises(ResourceError, match=r"out of memory at frame \d+ .*lighter mode"):
         restore_video(src, tmp_path / "out.mp4", engine=Starved())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"]
+
+
+def test_writing_over_the_input_is_refused(tmp_path: Path) -> None:
+    src = make_clip(tmp_path / "in.mp4", gradient_frames(3))
+    before = src.read_bytes()
+    with pytest.raises(InputError, match="is the input itself"):
+        restore_video(src, src, engine=Invert())
+    assert src.read_bytes() == before and not _leftovers(tmp_path)

@@ -89,6 +89,8 @@ def restore_video(
     vopts = (video or VideoOptions()).validated()
     src_s, dst_p = os.fspath(src), Path(dst)
     check_output(dst_p)
+    if dst_p.exists() and dst_p.resolve() == Path(src_s).resolve():
+        raise InputError(f"the output {dst_p} is the input itself: choose another output name (the input is read while writing)")
     container = open_clip(src_s)
     tmp = temp_name(dst_p)
     run = None
