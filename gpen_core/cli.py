@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--overwrite", action="store_true", help="replace outputs that already exist (default: skip them)")
     r.add_argument("--json", action="store_true", help="one JSON object per image on stdout (a video: one per frame, then a summary)")
     _add_video_arguments(r)
+    from gpen_core.scaleout.video_cli import add_segment_arguments
+
+    add_segment_arguments(r)
     r.add_argument("--ray", action="store_true",
                    help="restore with Ray Data (one folder, file or URI such as s3://…; writes OUT/manifest.jsonl); "
                    "needs requirements-ray.txt")
@@ -288,7 +291,9 @@ def _bar(total: int) -> Any:
 
 
 def _restore(args: argparse.Namespace) -> int:
-    if args.ray:
+    from gpen_core.scaleout.video_cli import local_videos
+
+    if args.ray and not local_videos(args.inputs):
         from gpen_core.scaleout.cli import restore_ray
 
         return restore_ray(args, _bar)
@@ -433,6 +438,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
     """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged."""
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
+    from gpen_core.scaleout.video_cli import restore_if_segmented
     from gpen_core.video.command import VideoBar, plan_video_outputs, print_video
     from gpen_core.video.stream import VideoOptions, restore_video
 
@@ -454,6 +460,8 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
             continue
         on_frame = (lambda rec: print(json.dumps(rec.to_json()), flush=True)) if args.json else None
         try:
+            if restore_if_segmented(args, src, dst, restorer, opts, lambda rec: _emit(args, rec)):  # long or asked
+                continue
             result = restore_video(src, dst, restorer, opts, vopts, progress=VideoBar(src.name), on_frame=on_frame)
         except GPENError as exc:
             sys.stderr.write("\n")

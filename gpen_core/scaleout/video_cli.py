@@ -1,0 +1,138 @@
+"""``restore clip.mp4 -o out.mp4 --segments [--segment-seconds N] [--fresh] [--ray [--address A]]``.
+
+``cli.py`` owns the flags and calls :func:`wants_segments` and :func:`restore_segmented` per video;
+these turn the parsed arguments into :func:`gpen_core.video.resumable.restore_in_segments` with this
+process (:class:`~gpen_core.video.resumable.LocalRunner`) or Ray workers
+(:class:`~gpen_core.scaleout.video_ray.RayRunner`) restoring the segments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gpen_core.errors import InputError
+from gpen_core.options import RestoreOptions
+from gpen_core.video.errors import VideoStopped
+
+
+def add_segment_arguments(r: argparse.ArgumentParser) -> None:
+    """The ``restore`` flags for segments (``--ray`` and ``--address`` are the photo batch's, shared)."""
+    g = r.add_mutually_exclusive_group()
+    g.add_argument("--segments", dest="segments", action="store_true", default=None,
+                   help="video: restore in segments cut at keyframes; a killed run resumes with the same command "
+                        "(default for clips of 10 minutes or more; docs/video-segments.md)")
+    g.add_argument("--no-segments", dest="segments", action="store_false", help="video: one pass, however long")
+    r.add_argument("--segment-seconds", type=float, help="with segments: their length in seconds (default 10)")
+    r.add_argument("--fresh", action="store_true", help="with segments: drop an earlier run's segments and start over")
+
+
+def local_videos(items: Sequence[str]) -> bool:
+    """``--ray`` on local video files: their segments go to Ray workers (a folder or URI is a photo batch)."""
+    from gpen_core.video.probe import sniff_file
+
+    return all(Path(i).is_file() and sniff_file(i) for i in items)
+
+
+def restore_if_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: Any, options: RestoreOptions,
+                         emit: Callable[[dict[str, Any]], None]) -> bool:
+    """Restore ``src`` in segments when :func:`wants_segments`, emit its record and print its summary; False: not segmented."""
+    from gpen_core.video.command import VideoBar
+
+    if not wants_segments(args, src):
+        return False
+    result = restore_segmented(args, src, dst, restorer, options, VideoBar(src.name))
+    emit({"input": str(src), "status": "ok", "output": str(dst), "video": result.to_json()})
+    print_segmented(src, result)
+    return True
+
+
+def wants_segments(args: argparse.Namespace, src: Path) -> bool:
+    """Segments when asked (``--segments``, or ``--ray`` on a video), refused with ``--no-segments``, else for clips of
+    :data:`~gpen_core.video.resumable.SEGMENTS_FROM_S` or more. InputError when segments meet a trim."""
+    from gpen_core.video.resumable import SEGMENTS_FROM_S
+
+    asked = getattr(args, "segments", None)
+    trimmed = args.start is not None or args.end is not None
+    if asked is False:
+        if args.ray:
+            raise InputError("--ray restores a video in segments on Ray workers; leave out --no-segments, or --ray")
+        return False
+    if asked or args.ray:
+        if trimmed:
+            raise InputError("--segments and --ray restore a whole clip; --start/--end restore a part in one pass "
+                             "(leave out --segments and --ray, or the trim)")
+        return True
+    if trimmed:
+        return False
+    return (_duration(src) or 0.0) >= SEGMENTS_FROM_S
+
+
+def _duration(src: Path) -> float | None:
+    from gpen_core.video.probe import clip_info, open_clip
+
+    c = open_clip(src)
+    try:
+        return clip_info(c, str(src)).duration_s
+    finally:
+        c.close()
+
+
+def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: Any, options: RestoreOptions,
+                      progress: Callable[[int, int], None]) -> Any:
+    """Restore one video in segments (resuming an interrupted run); the :class:`SegmentedResult`.
+
+    ``--ray``: segments on Ray workers and one manifest.jsonl line per segment beside the output.
+    ``--json``: one line per segment as it finishes, then the caller prints the summary.
+    Ctrl-C: VideoStopped naming the work folder and how to resume.
+    """
+    from gpen_core.video.resumable import LocalRunner, manifest_line, restore_in_segments, settings_text
+    from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, work_folder
+
+    seconds = args.segment_seconds if args.segment_seconds is not None else DEFAULT_SEGMENT_SECONDS
+    runner: Any
+    if args.ray:
+        from gpen_core.scaleout.batch import new_run_id
+        from gpen_core.scaleout.video_ray import RayRunner
+
+        runner = RayRunner(options, args.crf, models_dir=args.models_dir, device=args.device, address=args.address,
+                           workers=args.workers, gpus_per_worker=args.gpus_per_worker)
+        manifest = open(dst.parent / "manifest.jsonl", "a", encoding="utf-8")
+        run_id = new_run_id()
+    else:
+        runner = LocalRunner(restorer, options, args.crf)
+        manifest, run_id = None, ""
+
+    def on_record(rec: Any) -> None:
+        if manifest is not None:
+            manifest.write(manifest_line(run_id, str(src), rec) + "\n")
+            manifest.flush()
+        if args.json:
+            print(json.dumps({"input": str(src), "segment": rec.index, "frames": rec.frames, "seconds": round(rec.seconds, 3),
+                              "kept": rec.kept, "peak_rss_bytes": rec.peak_rss_bytes, "worker": rec.worker}), flush=True)
+
+    if getattr(args, "segments", None) is None and not args.ray:
+        print(f"{src.name}: {_duration(src) or 0:.0f} s long, so restored in segments that resume after a stop "
+              "(clips of 10 minutes or more are; --no-segments for one pass)", file=sys.stderr)
+    try:
+        return restore_in_segments(src, dst, runner, settings_text(options, args.crf), segment_seconds=seconds,
+                                   fresh=args.fresh, progress=progress, on_record=on_record)
+    except KeyboardInterrupt:
+        raise VideoStopped(f"stopped: the finished segments are kept in {work_folder(dst)}; run the same command again to "
+                           "resume (add --fresh to start over)") from None
+    finally:
+        if manifest is not None:
+            manifest.close()
+
+
+def print_segmented(src: Path, r: Any) -> None:
+    """The human summary on stderr."""
+    kept = f", {r.segments_kept} kept from an earlier run" if r.segments_kept else ""
+    print(f"\n{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s) in {r.segments} segments{kept}, audio {r.audio}, "
+          f"{r.total_s:.1f} s (join {r.join_s:.1f} s)", file=sys.stderr)
+    for note in r.notes:
+        print(f"  note: {note}", file=sys.stderr)

@@ -1,0 +1,156 @@
+"""A long clip's segments restored by Ray workers: :class:`RayRunner` for :func:`gpen_core.video.resumable.restore_in_segments`.
+
+Each segment is one Ray task (:func:`segment_task`). A worker process keeps one Restorer
+(``get_restorer``, process-wide), so its networks load once however many segments it takes; each task
+opens a frame session on it, restores its segment into a temporary file and returns the file's bytes
+(a few MB for 10 s), which the driver writes into the work folder: outputs land on the machine that
+ran the command, as with photo batches. The workers read the input by its path, so on a cluster of
+several machines it must be at the same path on each (shared storage).
+
+A worker that dies (killed, out of memory) has its segment run once more (``max_retries=1``); a
+restore error (bad input, missing weights) is not retried and ends the run with its message, the
+finished segments kept for a resume. Resources as for photo batches: a loopback-only local Ray
+unless ``address`` is given (:mod:`gpen_core.scaleout.runtime`), workers sized by
+:func:`gpen_core.scaleout.batch.plan_resources` with memory reserved per worker, so a worker's memory is
+bounded like one process's.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpen_core.errors import GPENError
+from gpen_core.options import RestoreOptions
+from gpen_core.video.resumable import SegmentRecord
+from gpen_core.video.segments import Segment, SegmentPlan
+
+# Segments in flight beyond the workers' count: each finished one's bytes wait in Ray's object store
+# until the driver writes them, so a small margin keeps workers busy without piling results up.
+EXTRA_IN_FLIGHT = 1
+
+
+class SegmentFailed(GPENError):
+    """A segment's restore raised on a Ray worker; the message and exit code are the worker's error's."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def segment_task(src: str, seg: Segment, size: tuple[int, int], options: RestoreOptions, crf: int,
+                 models_dir: str | None, device: str | None, threads: int) -> tuple[dict[str, Any], bytes]:
+    """Run on a Ray worker: restore ``seg`` and return (its record, the segment file's bytes).
+
+    Errors the user can act on come back as ``{"error", "error_type", "exit_code"}`` with no bytes.
+    """
+    import torch
+
+    from gpen_core.platform.meter import PeakMeter
+    from gpen_core.restorer import get_restorer
+    from gpen_core.video.engine_seam import FrameEngine
+    from gpen_core.video.segment_run import restore_segment
+
+    torch.set_num_threads(threads)  # Ray set OMP_NUM_THREADS from the fractional share; say it plainly
+    try:
+        restorer = get_restorer(models_dir=models_dir, device=device)
+        with PeakMeter(restorer.device) as meter, tempfile.TemporaryDirectory(prefix="gpen-seg-") as tmp:
+            engine = FrameEngine(restorer, options, size)
+            try:
+                done = restore_segment(src, seg, Path(tmp) / seg.file, engine, crf)
+            finally:
+                engine.close()
+            data = Path(done.path).read_bytes()
+    except GPENError as exc:
+        return {"error": str(exc), "error_type": type(exc).__name__, "exit_code": exc.exit_code}, b""
+    p = meter.peaks
+    return {"index": seg.index, "frames": done.frames, "seconds": done.seconds, "faces_max": done.faces_max,
+            "rss": p.rss_bytes if p else None, "vram": p.vram_reserved_bytes if p else None,
+            "worker": worker_name(), "notes": list(done.notes)}, data
+
+
+def worker_name() -> str:
+    """Node and process of this worker, as the photo batch's records name them."""
+    try:
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()[:8]
+    except Exception:  # not inside Ray (a direct call)
+        import socket
+
+        node = socket.gethostname()
+    return f"{node}/pid {os.getpid()}"
+
+
+@dataclass
+class RayRunner:
+    """Segments as Ray tasks on a local loopback Ray (``address`` None) or the cluster at ``address``."""
+
+    options: RestoreOptions
+    crf: int
+    models_dir: str | None = None
+    device: str | None = None
+    address: str | None = None
+    workers: int | None = None
+    gpus_per_worker: float = 0.0
+    num_cpus: int | None = None  # local Ray only: CPUs to offer (default every core)
+    used_workers: int = 0  # set by a run: how many tasks ran at once
+    cpus_per_worker: float = 0.0
+
+    def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
+                 on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
+        from gpen_core.scaleout.batch import plan_resources, worker_threads
+        from gpen_core.scaleout.runtime import import_ray, ray_session, worker_memory_bytes
+        from gpen_core.video.resumable import upright_size
+
+        ray = import_ray()
+        size = upright_size(plan.input)
+        with ray_session(self.address, num_cpus=self.num_cpus) as session:
+            device = self.device or ("cuda" if self.gpus_per_worker > 0 else "cpu")
+            memory = worker_memory_bytes(self.options.mode, device)
+            workers, cpus = plan_resources(session.cpus, session.gpus, self.workers or min(len(pending), max(1, int(session.cpus // 2))),
+                                           self.gpus_per_worker, None, memory, session.memory)
+            self.used_workers, self.cpus_per_worker = workers, cpus
+            task = ray.remote(segment_task).options(num_cpus=cpus, num_gpus=self.gpus_per_worker or None, memory=memory,
+                                                    max_retries=1)
+            args = (size, self.options, self.crf, self.models_dir, device, worker_threads(cpus))
+            yield from _drain(ray, task, plan, pending, folder, args, workers + EXTRA_IN_FLIGHT, on_frame)
+
+
+def _drain(ray: Any, task: Any, plan: SegmentPlan, pending: list[Segment], folder: Path, args: tuple, limit: int,
+           on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
+    """Keep ``limit`` tasks in flight; write each finished segment into ``folder`` and yield its record."""
+    todo = list(pending)
+    running: dict[Any, Segment] = {}
+    try:
+        while todo or running:
+            while todo and len(running) < limit:
+                seg = todo.pop(0)
+                running[task.remote(plan.input, seg, *args)] = seg
+            ready, _ = ray.wait(list(running), num_returns=1)
+            seg = running.pop(ready[0])
+            rec, data = ray.get(ready[0])
+            if "error" in rec:
+                raise SegmentFailed(f"segment {seg.index} (from {seg.start_s:.1f} s): {rec['error']}", int(rec["exit_code"]))
+            _write(folder / seg.file, data)
+            for _ in range(rec["frames"]):
+                on_frame()
+            yield SegmentRecord(seg.index, rec["frames"], rec["seconds"], rec["faces_max"], rec["rss"], rec["vram"],
+                                rec["worker"], tuple(rec["notes"]))
+    finally:
+        for ref in running:  # an error or Ctrl-C: the rest is not wanted now (a resume redoes it)
+            ray.cancel(ref, force=True)
+
+
+def _write(dst: Path, data: bytes) -> None:
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.partial")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, dst)
+

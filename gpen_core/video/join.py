@@ -1,0 +1,148 @@
+"""Segments joined into one MP4 without re-encoding, the input's audio copied once: :func:`join_segments`.
+
+Each segment's H.264 packets are copied as they are (every segment starts with a keyframe: its own
+encoder), keeping their presentation timestamps, which are the input's. Decode timestamps are made
+anew for the whole file: each segment's encoder starts its decode clock a couple of frames before its
+first frame (B-frame reordering), which would run backwards at a seam; here decode time *i* is the
+*(i − D)*-th presentation time, D the deepest reordering of any segment, so it only ever rises and never
+passes a packet's presentation time. Audio packets come from the input (AAC where MP4 cannot take
+them, as the one-pass path does), interleaved with the video by time. Written under a temporary
+name and renamed onto the output when complete.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from gpen_core.errors import InputError
+from gpen_core.video.segments import SegmentPlan
+
+
+def segment_pts(path: Path) -> list[int]:
+    """A segment file's video pts in decode order (its own time base); InputError when it cannot be read."""
+    import av
+
+    try:
+        with av.open(str(path)) as c:
+            return [p.pts for p in c.demux(c.streams.video[0]) if p.size]
+    except (av.FFmpegError, OSError) as exc:
+        raise InputError(f"segment {path.name} cannot be read ({exc}): restore again with --fresh") from None
+
+
+def check_segment(path: Path, plan: SegmentPlan, index: int) -> bool:
+    """True when ``path`` holds segment ``index`` whole: it decodes, frame for frame at the plan's timestamps."""
+    import av
+
+    seg = plan.segments[index]
+    tb = plan.tb
+    try:
+        with av.open(str(path)) as c:
+            vs = c.streams.video[0]
+            times = [f.pts * vs.time_base for f in c.decode(vs)]
+    except (av.FFmpegError, OSError, ValueError):
+        return False
+    if len(times) != seg.frames or not times:
+        return False
+    end = seg.end_pts * tb if seg.end_pts is not None else None
+    return times[0] == seg.start_pts * tb and (end is None or times[-1] < end)
+
+
+def reorder_depth(decode_order_pts: list[int]) -> int:
+    """How many frames a decoder holds back: max over packets of (decode position − presentation rank)."""
+    rank = {p: r for r, p in enumerate(sorted(decode_order_pts))}
+    return max([0] + [i - rank[p] for i, p in enumerate(decode_order_pts)])
+
+
+def _video_packets(folder: Path, plan: SegmentPlan, depth: int) -> Iterator[tuple[float, int, Any]]:
+    """(time s, 0, packet) of every segment in order, pts in the plan's time base and dts made anew."""
+    import av
+
+    tb = plan.tb
+    # Presentation times so far, sorted (segments follow each other in time): one int a frame, a few MB an hour.
+    shown: list[int] = []
+    i = 0
+    for seg in plan.segments:
+        with av.open(str(folder / seg.file)) as c:
+            vs = c.streams.video[0]
+            packets = [p for p in c.demux(vs) if p.size]  # one segment's compressed packets
+            shown.extend(sorted(int(p.pts * vs.time_base / tb) for p in packets))
+            step = shown[1] - shown[0] if len(shown) > 1 else 1
+            for p in packets:
+                pts = int(p.pts * vs.time_base / tb)
+                dts = shown[i - depth] if i >= depth else shown[0] - (depth - i) * step
+                duration = int(p.duration * vs.time_base / tb) if p.duration else 0
+                p.pts, p.dts, p.time_base = pts, dts, tb
+                p.duration = duration
+                i += 1
+                yield float(dts * tb), 0, p
+
+
+def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path) -> str:
+    """Write ``dst`` from the plan's segment files in ``folder`` and ``src``'s audio; returns how audio went.
+
+    "copied" / "re-encoded" / "none", as :class:`~gpen_core.video.result.VideoResult.audio`.
+    """
+    import av
+
+    from gpen_core.video.output import add_audio, temp_name
+    from gpen_core.video.probe import open_clip
+
+    depth = max(reorder_depth(segment_pts(folder / s.file)) for s in plan.segments)
+    tmp = temp_name(dst)
+    container = open_clip(src)
+    try:
+        with av.open(str(folder / plan.segments[0].file)) as first:
+            out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
+            try:
+                v = out.add_stream_from_template(first.streams.video[0])
+                v.time_base = plan.tb
+                routes = add_audio(out, list(container.streams.audio))
+                for _, kind, item in heapq.merge(_video_packets(folder, plan, depth), _audio_items(container, routes),
+                                                 key=lambda x: (x[0], x[1])):
+                    if kind == 0:
+                        item.stream = v
+                        out.mux(item)
+                    else:
+                        _audio_out(out, routes, item)
+                for r in routes:
+                    if not r.copy:
+                        for p in r.out.encode():
+                            out.mux(p)
+            finally:
+                out.close()
+        os.replace(tmp, dst)
+    finally:
+        container.close()
+        tmp.unlink(missing_ok=True)
+    if not routes:
+        return "none"
+    return "copied" if all(r.copy for r in routes) else "re-encoded"
+
+
+def _audio_items(container: Any, routes: list[Any]) -> Iterator[tuple[float, int, Any]]:
+    """(time s, 1, (route index, packet)) for each audio packet of the input, in file order."""
+    if not routes:
+        return
+    by_index = {r.source.index: i for i, r in enumerate(routes)}
+    for packet in container.demux(*[r.source for r in routes]):
+        if packet.dts is None or packet.size == 0:
+            continue
+        t = float(packet.dts * packet.time_base)
+        yield t, 1, (by_index[packet.stream.index], packet)
+
+
+def _audio_out(out: Any, routes: list[Any], item: tuple[int, Any]) -> None:
+    index, packet = item
+    r = routes[index]
+    if r.copy:
+        packet.stream = r.out
+        out.mux(packet)
+        return
+    for frame in packet.decode():
+        frame.pts = None  # the AAC encoder times its own frames from the sample count
+        for p in r.out.encode(frame):
+            out.mux(p)

@@ -1,0 +1,199 @@
+"""A long clip cut at its keyframes into segments, and the plan that lets a killed run resume.
+
+:func:`plan_segments` reads every video packet's timestamp and keyframe flag (demux only, no decoding)
+and cuts at the keyframes nearest each multiple of the segment length. Segment *i* writes the frames
+whose timestamps lie in ``[start_pts, end_pts)``: every frame of the input belongs to exactly one
+segment, so frame count and timestamps survive the join. It also decodes a few frames either side
+(``context_pts`` … ``tail_pts``, the landmark smoothing's look-ahead) that steady the faces at its
+edges but are not written, so no seam shows.
+
+The plan is a small JSON file in the work folder (``.<output>.segments/plan.json``), written
+atomically (temporary name, then rename); a segment file is complete once it has its final name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from gpen_core.errors import InputError
+
+PLAN = "plan.json"
+PLAN_VERSION = 1
+# Frames decoded and steadied either side of a segment but not written: the Steadier's look-ahead
+# (max of its half window and its longest filled gap), so each frame sees the same neighbours as in one pass.
+OVERLAP_FRAMES = 3
+DEFAULT_SEGMENT_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Frames ``[start_pts, end_pts)`` of the input (its video time base); ``end_pts`` None: to the clip's end."""
+
+    index: int
+    start_pts: int
+    end_pts: int | None
+    context_pts: int  # first frame decoded (start minus the overlap): steadies, is not written
+    tail_pts: int | None  # first frame not decoded any more (end plus the overlap); None: the clip's end
+    frames: int  # frames written
+    first_frame: int  # index of the segment's first frame in the whole clip
+    start_s: float  # its first frame's time from the clip's first frame
+
+    @property
+    def file(self) -> str:
+        return f"seg-{self.index:05d}.mp4"
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """Where a clip is cut, and what it was made from (a resumed run checks these)."""
+
+    input: str
+    input_bytes: int
+    input_mtime_ns: int
+    settings: str  # what the output depends on besides the input (options, crf): JSON text
+    segment_seconds: float
+    time_base: str  # "1/12800"
+    frames: int
+    duration_s: float
+    segments: tuple[Segment, ...] = field(default_factory=tuple)
+    version: int = PLAN_VERSION
+
+    @property
+    def tb(self) -> Fraction:
+        return Fraction(self.time_base)
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["segments"] = [asdict(s) for s in self.segments]
+        return json.dumps(d, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> "SegmentPlan":
+        d = json.loads(text)
+        if d.get("version") != PLAN_VERSION:
+            raise ValueError(f"plan version {d.get('version')}, expected {PLAN_VERSION}")
+        d["segments"] = tuple(Segment(**s) for s in d["segments"])
+        return cls(**d)
+
+
+def work_folder(dst: Path) -> Path:
+    """The segments' folder: hidden, beside the output (same disk, so each rename is atomic)."""
+    return dst.with_name(f".{dst.name}.segments")
+
+
+def scan_frames(container: Any) -> tuple[list[int], list[int]]:
+    """(every video frame's pts in presentation order, the keyframes' pts), from the packets alone."""
+    vs = container.streams.video[0]
+    pts: list[int] = []
+    keys: list[int] = []
+    for packet in container.demux(vs):
+        if packet.size == 0:  # the demuxer's flush packet
+            continue
+        if packet.pts is None:
+            raise InputError(
+                "the video's packets carry no timestamps (an old AVI?), so it cannot be cut into segments: "
+                "restore it without --segments, or remux it to MP4 first (ffmpeg -i IN -c copy OUT.mp4)"
+            )
+        pts.append(packet.pts)
+        if packet.is_keyframe:
+            keys.append(packet.pts)
+    pts.sort()
+    return pts, sorted(set(keys))
+
+
+def cut_points(pts: list[int], keys: list[int], tb: Fraction, segment_seconds: float) -> list[int]:
+    """Indices into ``pts`` where segments start: 0, then the keyframe nearest each next multiple of the length.
+
+    A clip with no keyframe near a cut (one long GOP) stays in fewer, longer segments.
+    """
+    if segment_seconds <= 0:
+        raise InputError(f"--segment-seconds must be more than 0, got {segment_seconds:g}")
+    index = {p: i for i, p in enumerate(pts)}
+    key_idx = sorted(index[k] for k in keys if k in index and index[k] > 0)
+    times = {k: float((pts[k] - pts[0]) * tb) for k in key_idx}
+    starts = [0]
+    target = segment_seconds
+    end = float((pts[-1] - pts[0]) * tb)
+    while True:
+        after = next((k for k in key_idx if times[k] >= target), None)
+        before = [k for k in key_idx if k > starts[-1] and times[k] < target]
+        t_after = times[after] if after is not None else end  # no keyframe after: the clip's end is the other choice
+        if before and target - times[before[-1]] < t_after - target:
+            pick = before[-1]
+        elif after is not None:
+            pick = after
+        else:
+            break
+        starts.append(pick)
+        target = times[pick] + segment_seconds
+    return starts
+
+
+def plan_segments(src: str | os.PathLike[str], segment_seconds: float, settings: str) -> SegmentPlan:
+    """Read the clip's packets and cut it (see the module doc). InputError for a clip that cannot be cut."""
+    from gpen_core.video.probe import open_clip
+
+    src_s = os.path.abspath(os.fspath(src))
+    st = os.stat(src_s)
+    container = open_clip(src_s)
+    try:
+        tb = container.streams.video[0].time_base
+        pts, keys = scan_frames(container)
+    finally:
+        container.close()
+    if not pts:
+        raise InputError(f"{src_s} has no video frames to restore: it is empty or damaged from its start")
+    starts = cut_points(pts, keys, Fraction(tb), segment_seconds)
+    n = len(pts)
+    step = pts[1] - pts[0] if n > 1 else 1
+    segs = []
+    for i, a in enumerate(starts):
+        b = starts[i + 1] if i + 1 < len(starts) else n
+        tail = b + OVERLAP_FRAMES
+        segs.append(Segment(
+            index=i, start_pts=pts[a], end_pts=pts[b] if b < n else None,
+            context_pts=pts[max(0, a - OVERLAP_FRAMES)], tail_pts=pts[tail] if tail < n else None,
+            frames=b - a, first_frame=a, start_s=float((pts[a] - pts[0]) * tb),
+        ))
+    duration = float((pts[-1] - pts[0] + step) * tb)
+    return SegmentPlan(input=src_s, input_bytes=st.st_size, input_mtime_ns=st.st_mtime_ns, settings=settings,
+                       segment_seconds=segment_seconds, time_base=str(tb), frames=n, duration_s=duration,
+                       segments=tuple(segs))
+
+
+def write_plan(folder: Path, plan: SegmentPlan) -> None:
+    """Atomically: a killed write leaves the old plan or none, never half of one."""
+    tmp = folder / f".{PLAN}.{os.getpid()}.partial"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(plan.to_json())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, folder / PLAN)
+
+
+def read_plan(folder: Path) -> SegmentPlan | None:
+    """The plan in ``folder``, or None when there is none or it cannot be read (then the run starts over)."""
+    try:
+        return SegmentPlan.from_json((folder / PLAN).read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def same_source(plan: SegmentPlan, src: str | os.PathLike[str], settings: str, segment_seconds: float) -> str:
+    """Why ``plan`` was made for something else ("" when it fits this run)."""
+    src_s = os.path.abspath(os.fspath(src))
+    st = os.stat(src_s)
+    if plan.input != src_s:
+        return f"it is for {plan.input}"
+    if (plan.input_bytes, plan.input_mtime_ns) != (st.st_size, st.st_mtime_ns):
+        return "the input file has changed since"
+    if plan.settings != settings:
+        return "it was made with other options (mode, model, crf…)"
+    if plan.segment_seconds != segment_seconds:
+        return f"it cuts {plan.segment_seconds:g} s segments, not {segment_seconds:g} s"
+    return ""
