@@ -225,10 +225,13 @@ def _weights_outputs(view: wv.WeightsView) -> tuple[str, Any, str]:
 with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEMP_MAX_AGE_S)) as demo:
     gr.Markdown(page.INTRO)
     with gr.Tab("Restore"):
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=4, min_width=320):
-                image_in = seam.raw_upload(gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], height=320),
-                                           functools.partial(uploads.save_data_url, folder=PASTED_DIR))  # a paste: its bytes, as sent
+        # The Restore button sits under the photo (no scrolling at 1366x768); on a phone the page's CSS puts the
+        # result column right after it (page.CSS), before the options, the weights panel and the examples.
+        with gr.Row(equal_height=False, elem_id="restore-row"):
+            with gr.Column(scale=4, min_width=320, elem_id="controls"):
+                image_in = seam.raw_upload(gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], height=300,
+                                                    elem_id="photo"), functools.partial(uploads.save_data_url, folder=PASTED_DIR))  # a paste: as sent
+                restore_btn = gr.Button("Restore", variant="primary", size="lg", elem_id="restore-button")
                 task_in = gr.Radio(task_ui.task_choices(), value="enhance", label="Task", elem_id="task-radio")
                 damage_in = gr.ImageEditor(label="Paint the damage (white brush)", type="numpy", image_mode="RGBA", sources=(), transforms=(),
                     format="png", visible=False, height=420, elem_id="damage-editor", layers=gr.LayerOptions(False, [task_ui.DAMAGE_LAYER]),
@@ -254,8 +257,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                                 info="skip detections that are not faces (docs/face-check.md); off keeps all")
                     format_in = gr.Radio([("the mode's format", DEFAULT), ("PNG: lossless, keeps transparency", "png"),
                                           ("JPEG", "jpeg")], value=DEFAULT, label="Output format")
-                restore_btn = gr.Button("Restore", variant="primary", size="lg")
-                with gr.Group(elem_id="weights-box"):
+                with gr.Column(elem_id="weights-box", variant="panel"):  # a gr.Group repeats its elem_id on an inner div
                     weights_md = gr.Markdown(elem_id="weights")
                     prepare_md, prepare_timer = gr.Markdown(elem_id="openvino-status"), gr.Timer(prep_ui.REFRESH_S, active=False)
                     download_weights_btn = gr.Button("Download weights", visible=False, variant="primary", size="md",
@@ -265,14 +267,9 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                     all_weights_md = gr.Markdown(elem_id="all-weights")
                 gr.Examples([[str(p)] for p in sorted(EXAMPLES_DIR.glob("*.jpg"))], inputs=[image_in], cache_examples=False,
                             label="Examples: degraded public-domain portraits (examples/README.md)")
-            with gr.Column(scale=6, min_width=420):
+            with gr.Column(scale=6, min_width=420, elem_id="results"):
                 slider_out = gr.ImageSlider(label="Before / after (drag the handle)", type="numpy", format="png",
-                                            interactive=False, max_height=640, elem_id="slider")
-                show_faces_in = gr.Checkbox(False, label="Show detected faces", elem_id="show-faces",
-                                            info="the photo as the detector saw it: restored faces solid green, "
-                                            "candidates rejected as not a face dashed red")
-                faces_out = gr.Image(label="Detected faces", type="numpy", format="png", interactive=False, visible=False,
-                                     height=480, elem_id="detected-faces")
+                                            interactive=False, max_height=page.SLIDER_MAX_HEIGHT, elem_id="slider")
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3, min_width=280):
                         metrics_md = gr.Markdown(page.PLACEHOLDER, label="Measured panel (Markdown)", elem_id="metrics")
@@ -280,6 +277,11 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                         file_out = gr.File(label="Full-resolution result", interactive=False, elem_id="download")
                         with gr.Accordion("Raw measurements (JSON)", open=False):
                             record_out = gr.JSON(label="Record (JSON)", show_label=False)
+                show_faces_in = gr.Checkbox(False, label="Show detected faces", elem_id="show-faces",
+                                            info="the photo as the detector saw it: restored faces solid green, "
+                                            "candidates rejected as not a face dashed red")
+                faces_out = gr.Image(label="Detected faces", type="numpy", format="png", interactive=False, visible=False,
+                                     height=480, elem_id="detected-faces")
                 gallery_out = gr.Gallery(label="Faces: original crop | restored crop", format="png", columns=2,
                                          fit_columns=False, height=None, object_fit="contain", preview=False,
                                          elem_id="faces")
@@ -300,14 +302,15 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     result_outputs = [slider_out, file_out, metrics_md, gallery_out, record_out]
     # A press first clears the last result in the page (no server trip), so a failure
     # never leaves it on screen; a failure then names the problem in the panel.
-    restore_btn.click(
-        None, None, result_outputs, js="() => [null, null, '*Restoring… the measured figures of this request will appear here.*', [], null]",
-        api_visibility="private",
+    restoring = restore_btn.click(
+        None, None, result_outputs, js=page.CLEAR_AND_SHOW_RESULT, api_visibility="private",
     ).then(
         restore_fn, inputs=[image_in, mode_in, model_in, detector_in, alpha_in, threshold_in, max_faces_in, aligned_in, format_in, upscale_in,
                             task_in, damage_in, face_check_in],
         outputs=result_outputs, api_name="restore", concurrency_limit=1, concurrency_id="engine", show_progress_on=[slider_out],
-    ).failure(show_failure, None, [slider_out, metrics_md], api_visibility="private", show_progress="hidden"
+    )
+    restoring.success(None, js=page.SHOW_RESULT, api_visibility="private")  # the result in view, wherever the page was scrolled
+    restoring.failure(show_failure, None, [slider_out, metrics_md], api_visibility="private", show_progress="hidden"
               ).then(weights_view, weight_inputs, weight_outputs, api_visibility="private", show_progress="hidden")
     # The boxes follow the result (a new record, or none after a new upload) and the checkbox.
     for trigger in (show_faces_in.change, record_out.change):
