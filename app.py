@@ -38,7 +38,7 @@ from gpen_core.modes import AUTO, MODES  # noqa: E402
 from gpen_core.options import RestoreOptions  # noqa: E402
 from gpen_core.platform import zerogpu  # noqa: E402
 from gpen_core.presentation import checks, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
-from gpen_core.presentation import preparation as prep_ui, tasks as task_ui  # noqa: E402
+from gpen_core.presentation import mode_labels, preparation as prep_ui, tasks as task_ui  # noqa: E402
 from gpen_core.presentation.app_state import AppState, parse_server_args, start_lines  # noqa: E402
 from gpen_core.presentation.messages import AlreadyShown, ShownError, shown_error  # noqa: E402
 from gpen_core.restorer import get_restorer  # noqa: E402
@@ -108,6 +108,17 @@ def _gpu_seconds(image: str, options: RestoreOptions, progress: Any, mask: Any =
 
 run_engine = spaces.GPU(duration=_gpu_seconds)(_run_engine) if spaces is not None else _run_engine
 restore_fn = restore  # what the Restore button calls
+
+
+def task_controls(task: str, model: str | None) -> tuple[Any, Any, Any]:
+    """A new Task: the Generator choices, the mode labels under it, and "aligned" (on for seg2face, said so)."""
+    r = get_restorer()
+    return tuple(gr.update(**u) for u in task_ui.task_controls(task, model, DEFAULT, r.device, mode_labels.current_files()))
+
+
+def mode_radio(task: str | None) -> Any:
+    """The Memory mode labels as this machine runs them (plan dtype, format, missing files)."""
+    return gr.update(choices=mode_labels.current_choices(get_restorer().device, task))
 
 
 def faces_view(slider: Any, record: dict[str, Any] | None, show: bool) -> Any:
@@ -323,7 +334,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                    show_progress="hidden")
     for trigger in (task_in.change, image_in.change):  # the brush shows for inpainting, over the photo
         trigger(lambda t, i: gr.update(visible=task_ui.editor_visible(t), value=task_ui.editor_value(t, i)), [task_in, image_in], damage_in, api_visibility="private")
-    task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT)), [task_in, model_in], [model_in, mode_in], api_visibility="private")
+    task_in.change(task_controls, [task_in, model_in], [model_in, mode_in, aligned_in], api_visibility="private")
     # Its own lane: restores never wait for the check (see hardware_check).
     check_btn.click(hardware_check, None, [profile_md, profile_chart], api_visibility="private",
                     concurrency_limit=1, concurrency_id="hardware-check", show_progress_on=[profile_chart])
@@ -331,14 +342,15 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     tips_btn.click(measure_tips, None, tips_md, api_visibility="private", concurrency_limit=1,
                    concurrency_id="hardware-check", show_progress_on=[tips_md])
     demo.load(saved_tips, None, tips_md, api_visibility="private", show_progress="hidden")
+    demo.load(mode_radio, task_in, mode_in, api_visibility="private", show_progress="hidden")
     for trigger in (demo.load, prepare_timer.tick):
         trigger(preparation_status, None, [prepare_md, prepare_timer], api_visibility="private", show_progress="hidden")
     shown = download_weights_btn.click(lambda: gr.update(visible=True), None, stop_download_btn, api_visibility="private")  # Stop: while one runs
     downloading = shown.then(download_weights, weight_inputs, weight_outputs, api_visibility="private", concurrency_limit=1)
     stop_download_btn.click(lambda: STATE.download_stop.set() or gr.update(visible=False), None, stop_download_btn, cancels=[downloading],
                             api_visibility="private")
-    downloading.then(lambda *a: (upscale_view(*a), gr.update(visible=False)), [image_in, upscale_in, mode_in], [upscale_md, stop_download_btn],
-                     api_visibility="private", show_progress="hidden")  # a downloaded upscaler clears the Upscale line's warning
+    downloading.then(lambda *a: (upscale_view(*a[:3]), gr.update(visible=False), mode_radio(a[3])), [image_in, upscale_in, mode_in, task_in],
+                     [upscale_md, stop_download_btn, mode_in], api_visibility="private", show_progress="hidden")  # a download clears the warnings
     # One queue lane for the panel, so answers arrive in the order asked: the page-load
     # check (slow the first time: it finds the device for auto) never overwrites a newer one.
     panel = dict(api_visibility="private", concurrency_limit=1, concurrency_id="weights-panel", show_progress="hidden")

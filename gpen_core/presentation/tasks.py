@@ -52,35 +52,36 @@ def generator_choices(task: str | None, default: str) -> list[tuple[str, str]]:
     return [(f"the task's generator ({spec.model})", default), (spec.model, spec.model)]
 
 
-def mode_choices(task: str | None) -> list[tuple[str, str]]:
-    """(label, value) pairs for the Memory mode radio under ``task``: the modes' hints name the task's
-    generator instead of the restoration one, and a mode with no plan for the task says so (the engine
-    refuses it, naming the modes that run it)."""
-    from gpen_core.modes import AUTO, MODES
-    from gpen_core.presentation.panels import mode_choices as restoration
+def mode_choices(task: str | None, device: str, files: Any = None) -> list[tuple[str, str]]:
+    """(label, value) pairs for the Memory mode radio under ``task`` on ``device``
+    (:func:`gpen_core.presentation.mode_labels.mode_choices`: the dtype each mode's plan runs
+    here, its output format, and a missing file's download)."""
+    from gpen_core.presentation.mode_labels import mode_choices as labelled
 
-    spec = _task(task)
-    if spec.model is None:
-        return restoration()
-    out = []
-    for label, value in restoration():
-        m = MODES.get(value)
-        if value == AUTO or m is None:
-            out.append((label, value))
-        elif value not in spec.modes:
-            out.append((f"{value} — not for this task: {spec.model} is larger than {value} promises to fit; "
-                        f"choose {', '.join(spec.modes)} or auto", value))
-        else:
-            out.append((f"{value} — {m.hint.replace(m.model, spec.model)}", value))
-    return out
+    return labelled(device, task, files)
 
 
-def task_controls(task: str | None, model: str | None, default: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """What the Generator dropdown and the Memory mode radio become when the Task changes, as update
-    values (``choices``, ``value``): the generator choice is kept when it fits the task, else the default."""
+def task_controls(task: str | None, model: str | None, default: str, device: str, files: Any = None,
+                  ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """What the Generator dropdown, the Memory mode radio and the "aligned" checkbox become when the
+    Task changes, as update values: the generator choice is kept when it fits the task, else the
+    default; a task that runs on aligned crops only (seg2face) turns "aligned" on, and its label says so."""
     choices = generator_choices(task, default)
     value = model if model in {v for _, v in choices} else default
-    return {"choices": choices, "value": value}, {"choices": mode_choices(task)}
+    return {"choices": choices, "value": value}, {"choices": mode_choices(task, device, files)}, aligned_control(task)
+
+
+ALIGNED_LABEL = "Already an aligned face crop (skip detection)"
+
+
+def aligned_control(task: str | None) -> dict[str, Any]:
+    """The "aligned" checkbox under ``task``: on, with why, for a task that takes aligned crops only;
+    back to the user's to choose otherwise."""
+    spec = _task(task)
+    if spec.aligned_only:
+        return {"value": True, "label": f"{ALIGNED_LABEL}: turned on for {spec.label.lower()}, "
+                                         "which runs on aligned crops only"}
+    return {"label": ALIGNED_LABEL}
 
 
 def editor_visible(task: str | None) -> bool:
