@@ -121,12 +121,13 @@ def mode_radio(task: str | None) -> Any:
     return gr.update(choices=mode_labels.current_choices(get_restorer().device, task))
 
 
-def faces_view(slider: Any, record: dict[str, Any] | None, show: bool) -> Any:
-    """"Show detected faces": the slider's "before" with kept boxes solid, rejected ones dashed; the slider stays clean."""
+def faces_view(slider: Any, record: dict[str, Any] | None, show: bool, image: str | None = None) -> Any:
+    """"Show detected faces": the photo with kept boxes solid, rejected ones dashed; the slider stays clean."""
     from gpen_core.presentation.overlay import faces_overlay
 
-    image, caption = faces_overlay(slider[0] if slider else None, record) if show else (None, "Detected faces")
-    return gr.update(value=image, label=caption, visible=bool(show))
+    photo = restore_tab.crop_mode_photo(image, record) if show else None  # faces-only's slider holds crops
+    shown, caption = faces_overlay(slider[0] if slider else None, record, photo=photo) if show else (None, "Detected faces")
+    return gr.update(value=shown, label=caption, visible=bool(show))
 
 
 def upscale_view(image: str | None, upscale: int | str, mode: str | None) -> str:
@@ -325,7 +326,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
               ).then(weights_view, weight_inputs, weight_outputs, api_visibility="private", show_progress="hidden")
     # The boxes follow the result (a new record, or none after a new upload) and the checkbox.
     for trigger in (show_faces_in.change, record_out.change):
-        trigger(faces_view, [slider_out, record_out, show_faces_in], faces_out, api_visibility="private",
+        trigger(faces_view, [slider_out, record_out, show_faces_in, image_in], faces_out, api_visibility="private",
                 concurrency_limit=1, concurrency_id="faces-view", show_progress="hidden")
     # On upload: our decoder's before-view (or why the file cannot be used), in its own lane.
     image_in.upload(preview, image_in, result_outputs, api_visibility="private", concurrency_limit=1,

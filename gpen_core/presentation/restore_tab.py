@@ -101,3 +101,14 @@ def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_
     path = save_result(results_dir, ui.download_name(source, result), result.encoded, max_age_s=max_age_s)
     return RestoreView(ui.comparison_pair(result.before, result), str(path), ui.metrics_markdown(result),
                        ui.face_pairs(result), ui.as_record(result))
+
+
+def crop_mode_photo(image: str | None, record: dict[str, Any] | None) -> np.ndarray | None:
+    """The uploaded photo as the preview decodes it, for a result whose mode returns face crops (its slider shows
+    the crops, so the detected faces are drawn on this); None for any other result or no usable photo."""
+    from gpen_core.modes import MODES
+
+    mode = MODES.get(str((record or {}).get("mode")))
+    if not image or mode is None or mode.paste:
+        return None
+    return preview(image).before
