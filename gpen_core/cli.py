@@ -1,8 +1,9 @@
 """``python -m gpen_core``: the command line. The only place with argparse and exit codes.
 
 Exit codes: 0 success (a photo with no face is a success with a note), 2 bad
-usage or bad input, 3 missing or corrupt weights, 4 out of memory; ``selfcheck``:
-1 when a network fails the check.
+usage or bad input, 3 missing or corrupt weights, 4 out of memory, 5 a damaged video
+(the output holds the frames restored before the damage), 130 stopped (Ctrl-C; a partial
+video is removed); ``selfcheck``: 1 when a network fails the check.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="print error details (every place looked, each attempt)")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("restore", help="restore the faces in photos")
-    r.add_argument("inputs", nargs="+", metavar="INPUT", help="image files or folders of images")
-    r.add_argument("-o", "--output", required=True, help="output file (one input; its extension picks png/jpeg) or folder")
+    r = sub.add_parser("restore", help="restore the faces in photos and videos")
+    r.add_argument("inputs", nargs="+", metavar="INPUT", help="image or video files, or folders of them")
+    r.add_argument("-o", "--output", required=True,
+                   help="output file (one input; its extension picks png/jpeg, or .mp4 for a video) or folder")
     r.add_argument("--mode", default="auto", choices=MODE_CHOICES, help="memory mode (default: auto)")
     r.add_argument("--model", help="generator: registry name (GPEN-BFR-1024) or path to any GPEN checkpoint")
     r.add_argument("--detector", choices=("resnet50", "mobilenet"), help="override the mode's face detector")
@@ -61,7 +63,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="generator runtime on the CPU: torch, openvino (converted on first use, cached in the models "
                    "folder), or auto: the one measured faster on this CPU (default)")
     r.add_argument("--overwrite", action="store_true", help="replace outputs that already exist (default: skip them)")
-    r.add_argument("--json", action="store_true", help="print one JSON object per image on stdout")
+    r.add_argument("--json", action="store_true",
+                   help="print one JSON object per image on stdout (a video: one per frame, then its summary)")
+    _add_video_arguments(r)
     r.add_argument("--ray", action="store_true",
                    help="restore with Ray Data (one folder, file or URI such as s3://…; writes OUT/manifest.jsonl); "
                    "needs requirements-ray.txt")
@@ -210,9 +214,9 @@ def _collect_inputs(items: Sequence[str]) -> list[Path]:
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.suffix.lower() in IMAGE_SUFFIXES and q.is_file())
+            found = sorted(q for q in p.iterdir() if q.is_file() and (q.suffix.lower() in IMAGE_SUFFIXES or _is_video(q)))
             if not found:
-                raise InputError(f"folder {p} has no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
+                raise InputError(f"folder {p} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}) and no videos")
             paths += found
         elif p.is_file():
             paths.append(p)
@@ -268,7 +272,10 @@ def _restore(args: argparse.Namespace) -> int:
 
         return restore_ray(args, _Bar)
     detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
-    inputs = _collect_inputs(args.inputs)
+    videos, inputs = _split_videos(_collect_inputs(args.inputs))
+    worst = _restore_videos(args, videos, photos_too=bool(inputs)) if videos else 0
+    if not inputs:
+        return worst
     if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
         raise InputError("--mask is the damage of one photo: use it with --task inpaint and a single input")
     plan = _plan_outputs(inputs, args.output, None)
@@ -284,7 +291,6 @@ def _restore(args: argparse.Namespace) -> int:
     # (a lower peak); several photos keep them loaded from one to the next.
     restorer = Restorer(models_dir=args.models_dir, device=args.device, one_shot=len(plan) == 1)
     bar = _Bar(len(plan))
-    worst = 0
     for src, dst, fmt in plan:
         opts = RestoreOptions(
             mode=args.mode,
@@ -351,6 +357,108 @@ def _print_human(rec: dict[str, Any]) -> None:
         file=sys.stderr,
     )
     for note in rec["notes"]:
+        print(f"  note: {note}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------ video
+
+
+def _add_video_arguments(r: argparse.ArgumentParser) -> None:
+    r.add_argument("--crf", type=int, default=18, help="video: x264 quality, 0 lossless … 51 smallest (default 18)")
+    r.add_argument("--start", type=float, help="video: restore from this second on (default: its start)")
+    r.add_argument("--end", type=float, help="video: restore up to this second (default: its end)")
+
+
+def _is_video(path: Path) -> bool:
+    """A video by its bytes (the container's signature), whatever its extension."""
+    from gpen_core.video.probe import sniff_file
+
+    return sniff_file(path)
+
+
+def _split_videos(inputs: list[Path]) -> tuple[list[Path], list[Path]]:
+    """(videos, photos) of the inputs, told apart by content."""
+    videos = [p for p in inputs if _is_video(p)]
+    return videos, [p for p in inputs if p not in videos]
+
+
+def _video_outputs(videos: list[Path], output: str, photos_too: bool) -> list[tuple[Path, Path]]:
+    out = Path(output)
+    if out.suffix.lower() in (".mp4", ".m4v") and not out.is_dir():
+        if len(videos) > 1 or photos_too:
+            raise InputError(f"{len(videos)} videos and photos need an output folder, not the file {out}")
+        return [(videos[0], out)]
+    if out.suffix.lower() in IMAGE_SUFFIXES and not out.is_dir():
+        raise InputError(f"a restored video is an MP4: name the output {out.with_suffix('.mp4')}, or give a folder")
+    from gpen_core.images.outputs import output_stems
+
+    out.mkdir(parents=True, exist_ok=True)
+    return [(p, out / f"{stem}.mp4") for p, stem in zip(videos, output_stems([p.name for p in videos]))]
+
+
+def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bool) -> int:
+    """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged."""
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+    from gpen_core.video.stream import VideoOptions, restore_video
+
+    plan = _video_outputs(videos, args.output, photos_too)
+    vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end).validated()
+    _load_engine()
+    detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
+    opts = RestoreOptions(mode=args.mode, model=args.model, detector=detector, alpha=args.alpha,  # type: ignore[arg-type]
+                          threshold=args.threshold, max_faces=args.max_faces, face_check=args.face_check,
+                          upscale=args.upscale, upscaler=args.upscaler, tile=args.tile, backend=args.backend, task=args.task)
+    restorer = Restorer(models_dir=args.models_dir, device=args.device)
+    worst = 0
+    for src, dst in plan:
+        record: dict[str, Any] = {"input": str(src)}
+        if dst.exists() and not args.overwrite:
+            _skip(args, record, dst)
+            continue
+        on_frame = (lambda rec: print(json.dumps(rec.to_json()), flush=True)) if args.json else None
+        try:
+            result = restore_video(src, dst, restorer, opts, vopts, progress=_VideoBar(src.name), on_frame=on_frame)
+        except GPENError as exc:
+            sys.stderr.write("\n")
+            record.update(status="error", error=str(exc), exit_code=exc.exit_code)
+            _emit(args, record)
+            _print_error(exc, args.verbose, prefix=f"{src}: ")
+            worst = worst or exc.exit_code
+            continue
+        code = 5 if result.damage is not None else 0
+        record.update(status="damaged" if code else "ok", output=str(dst), video=result.to_json())
+        _emit(args, record)
+        _print_video(src, result)
+        worst = worst or code
+    return worst
+
+
+class _VideoBar:
+    """Frames done, frames a second and time left on one stderr line (at most 5 updates a second)."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.t0, self.last = name, time.perf_counter(), 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - self.last < 0.2 and done != total:
+            return
+        self.last = now
+        fps = done / max(now - self.t0, 1e-9)
+        left = f", {(total - done) / fps:5.1f}s left" if total >= done and fps > 0 else ""
+        of = f"/{total}" if total >= done else ""
+        sys.stderr.write(f"\r{self.name[:40]}: frame {done}{of}, {fps:5.2f} fps{left}   ")
+        sys.stderr.flush()
+
+
+def _print_video(src: Path, r: Any) -> None:
+    from gpen_core.platform.meter import format_bytes
+
+    vram = f", peak VRAM {format_bytes(r.peaks.vram_reserved_bytes)}" if r.peaks.vram_reserved_bytes is not None else ""
+    print(f"\n{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s, {r.fps:.2f} fps), mode {r.mode}, audio {r.audio}, "
+          f"{r.seconds_per_frame:.3f} s a frame, peak RAM {format_bytes(r.peaks.rss_bytes)}{vram}", file=sys.stderr)
+    for note in r.notes:
         print(f"  note: {note}", file=sys.stderr)
 
 

@@ -1,0 +1,75 @@
+"""Pixels between PyAV and the engine: a decoded frame to upright RGB, and RGB to the encoder's yuv420p.
+
+Colour: a frame's matrix (BT.601, BT.709, BT.2020) and range (limited or full) decide its RGB, and
+the same values convert it back and are tagged on the output, so colours survive the round trip.
+Rotation: frames are turned upright by their display matrix before detection (faces are found
+upright) and written upright, with no rotation tag: the output shows the same way up as the input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# FFmpeg's AVColorSpace numbers → the matrices swscale converts with (SMPTE 170M is BT.601's).
+_SWS_MATRIX = {1: 1, 4: 4, 5: 5, 6: 5, 7: 7, 9: 9, 10: 9}
+
+
+@dataclass(frozen=True)
+class Colour:
+    """A frame's colour properties as FFmpeg numbers (2 and 0: unspecified)."""
+
+    primaries: int = 2
+    transfer: int = 2
+    matrix: int = 2
+    range: int = 0
+
+    @classmethod
+    def of(cls, frame: Any) -> "Colour":
+        return cls(int(frame.color_primaries), int(frame.color_trc), int(frame.colorspace), int(frame.color_range))
+
+    @property
+    def sws_matrix(self) -> int | None:
+        return _SWS_MATRIX.get(self.matrix)
+
+    @property
+    def sws_range(self) -> int:
+        return 2 if self.range == 2 else 1  # unspecified is limited (MPEG) range, as players assume
+
+
+def quarter_turns(rotation: float) -> int:
+    """``np.rot90`` turns (counter-clockwise) that bring a frame with display ``rotation`` upright."""
+    return int(round(rotation / 90.0)) % 4
+
+
+def upright_rgb(frame: Any, reformatter: Any) -> tuple[np.ndarray, int, Colour]:
+    """(RGB uint8 H×W×3 as displayed, the display rotation in degrees, the frame's :class:`Colour`)."""
+    colour = Colour.of(frame)
+    rgb = reformatter.reformat(
+        frame, format="rgb24", src_colorspace=colour.sws_matrix, src_color_range=colour.sws_range, dst_color_range=2
+    ).to_ndarray()
+    rotation = int(round(frame.rotation or 0))
+    k = quarter_turns(rotation)
+    if k:
+        rgb = np.ascontiguousarray(np.rot90(rgb, k))
+    return rgb, rotation % 360, colour
+
+
+def even_size(rgb: np.ndarray) -> np.ndarray:
+    """yuv420p needs even sides: an odd side gets one more row/column, a copy of the last (padded, never cropped)."""
+    h, w = rgb.shape[:2]
+    if h % 2 == 0 and w % 2 == 0:
+        return rgb
+    return np.pad(rgb, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge")
+
+
+def to_yuv(rgb: np.ndarray, colour: Colour, reformatter: Any) -> Any:
+    """An ``av.VideoFrame`` in yuv420p from RGB uint8, in the input's matrix and range (tagged with them)."""
+    import av
+
+    frame = av.VideoFrame.from_ndarray(even_size(rgb), format="rgb24")
+    return reformatter.reformat(
+        frame, format="yuv420p", src_color_range=2, dst_colorspace=colour.sws_matrix, dst_color_range=colour.sws_range
+    )

@@ -1,0 +1,122 @@
+"""The output file: H.264 yuv420p MP4 under a temporary name beside the output, audio copied or re-encoded,
+renamed onto the output name only when complete (a refusal or a stop leaves nothing under it)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpen_core.errors import InputError
+from gpen_core.video.frames import Colour, to_yuv
+from gpen_core.video.probe import MP4_AUDIO
+
+VIDEO_SUFFIXES = (".mp4", ".m4v")
+# x264's speed/size trade: its default. Its look-ahead (rc-lookahead 40 frames of yuv420p at this
+# preset) is the largest constant buffer of the clip: ~125 MB at 1080p, the same for any length.
+X264_PRESET = "medium"
+
+
+def temp_name(dst: Path) -> Path:
+    """Where the clip is written until complete: a hidden name beside ``dst`` (same disk, so the rename is atomic)."""
+    return dst.with_name(f".{dst.name}.{os.getpid()}.partial")
+
+
+def check_output(dst: Path) -> None:
+    if dst.suffix.lower() not in VIDEO_SUFFIXES:
+        raise InputError(f"a restored video is an H.264 MP4: name the output {dst.with_suffix('.mp4').name}, not {dst.name}")
+    if not dst.parent.is_dir():
+        raise InputError(f"the output folder {dst.parent} does not exist: create it, or choose another output path")
+
+
+@dataclass
+class AudioRoute:
+    """One input audio stream's way into the output: ``copy`` (packets as they are) or re-encoded to AAC."""
+
+    source: Any  # input av stream
+    out: Any  # output av stream
+    copy: bool
+
+
+def add_audio(out: Any, sources: list[Any]) -> list[AudioRoute]:
+    """An output stream per input audio stream: copied when MP4 takes its codec, else AAC (the notes say so)."""
+    routes = []
+    for s in sources:
+        if s.codec_context.name in MP4_AUDIO:
+            routes.append(AudioRoute(s, out.add_stream_from_template(s), True))
+        else:
+            a = out.add_stream("aac", rate=s.codec_context.sample_rate or 48000)
+            # By channel count: a PCM track's layout may be "2 channels" with no order, which AAC refuses.
+            n = s.codec_context.channels or 2
+            a.layout = {1: "mono", 2: "stereo"}.get(n, f"{n}c")
+            routes.append(AudioRoute(s, a, False))
+    return routes
+
+
+class VideoWriter:
+    """The encoder side, used by one thread: frames (upright RGB) and audio in, an MP4 out.
+
+    The video stream is made at the first frame (its size is the restored frame's); audio that comes
+    before it waits (a few packets: the look-ahead's worth), since MP4 writes its header once every
+    stream exists.
+    """
+
+    def __init__(self, out: Any, routes: list[AudioRoute], crf: int, time_base: Any, rate: Any) -> None:
+        import av
+
+        self.out, self.routes, self.crf, self.time_base, self.rate = out, routes, crf, time_base, rate
+        self.stream: Any = None
+        self.colour = Colour()
+        self.waiting: list[tuple[str, int, Any]] = []
+        self.reformatter = av.video.reformatter.VideoReformatter()
+        self.frames = 0
+        self.closed = False
+
+    def _open_video(self, rgb: Any, colour: Colour) -> None:
+        h, w = rgb.shape[:2]
+        s = self.out.add_stream("libx264", rate=self.rate or 25, options={"crf": str(self.crf), "preset": X264_PRESET})
+        s.width, s.height, s.pix_fmt = w + w % 2, h + h % 2, "yuv420p"
+        s.time_base = self.time_base
+        cc = s.codec_context
+        cc.time_base = self.time_base
+        cc.color_primaries, cc.color_trc, cc.colorspace = colour.primaries, colour.transfer, colour.matrix
+        cc.color_range = colour.range
+        self.stream, self.colour = s, colour
+        for item in self.waiting:
+            self.audio(*item)
+        self.waiting = []
+
+    def frame(self, rgb: Any, pts: int, colour: Colour) -> None:
+        if self.stream is None:
+            self._open_video(rgb, colour)
+        f = to_yuv(rgb, self.colour, self.reformatter)
+        f.pts, f.time_base = pts, self.time_base
+        for p in self.stream.encode(f):
+            self.out.mux(p)
+        self.frames += 1
+
+    def audio(self, kind: str, route: int, item: Any) -> None:
+        """``kind`` "packet" (copied, already shifted) or "frame" (decoded, re-encoded) of ``routes[route]``."""
+        if self.stream is None:
+            self.waiting.append((kind, route, item))
+            return
+        r = self.routes[route]
+        if kind == "packet":
+            item.stream = r.out
+            self.out.mux(item)
+        else:
+            item.pts = None  # the AAC encoder times its own frames from the sample count
+            for p in r.out.encode(item):
+                self.out.mux(p)
+
+    def close(self) -> None:
+        """Flush the encoders and write the MP4's index (call only when every frame is in)."""
+        if self.stream is not None:
+            for p in self.stream.encode():
+                self.out.mux(p)
+            for r in self.routes:
+                if not r.copy:
+                    for p in r.out.encode():
+                        self.out.mux(p)
+        self.out.close()

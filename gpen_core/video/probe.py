@@ -1,0 +1,118 @@
+"""What a file is before any frame is decoded: a video by its bytes (:func:`looks_like_video`), then
+its video stream, size, rotation, colour and audio (:func:`open_clip`), refused with a fix when unusable.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from gpen_core.errors import InputError
+from gpen_core.images.limits import DEFAULT_LIMITS
+
+# ISO media brands that are still images (HEIC, AVIF), not clips.
+_IMAGE_BRANDS = (b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1", b"avif", b"avis")
+# Audio codecs an MP4 takes as they are (copied packet for packet); others are re-encoded to AAC.
+MP4_AUDIO = frozenset({"aac", "mp3", "mp2", "ac3", "eac3", "opus", "flac", "alac"})
+
+
+def looks_like_video(head: bytes) -> bool:
+    """True when the first bytes are a video container's: ISO media (MP4, MOV, M4V, 3GP), Matroska/WebM,
+    AVI, MPEG-TS, MPEG-PS, FLV or Ogg. Reads no further; :func:`open_clip` then checks for a video stream."""
+    if head[4:8] == b"ftyp":
+        return head[8:12] not in _IMAGE_BRANDS
+    if head[4:8] in (b"moov", b"mdat", b"wide", b"free", b"skip"):  # QuickTime without ftyp
+        return True
+    if head.startswith(b"\x1a\x45\xdf\xa3"):  # EBML: Matroska, WebM
+        return True
+    if head[:4] == b"RIFF" and head[8:12] == b"AVI ":
+        return True
+    if len(head) > 376 and head[0] == 0x47 and head[188] == 0x47 and head[376] == 0x47:  # MPEG-TS sync bytes
+        return True
+    return head.startswith((b"\x00\x00\x01\xba", b"FLV\x01", b"OggS"))
+
+
+def sniff_file(path: str | os.PathLike[str]) -> bool:
+    """:func:`looks_like_video` on a file's first 512 bytes (False when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return looks_like_video(f.read(512))
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class ClipInfo:
+    """The video stream of an opened clip. ``size``: stored width, height (the display rotation is each decoded
+    frame's, ``frame.rotation``: FFmpeg hands the stream's display matrix to every frame). ``frames``: as declared (0: unknown)."""
+
+    size: tuple[int, int]
+    frames: int
+    duration_s: float | None
+    rate: Any  # fractions.Fraction or None: the guessed average rate, a hint for the encoder only
+    time_base: Any  # fractions.Fraction
+    codec: str
+
+
+def open_clip(path: str | os.PathLike[str]) -> Any:
+    """The input container (``av.container.InputContainer``), or InputError saying what the file is instead."""
+    import av
+
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise InputError(f"The file {p!r} does not exist or is not a file. Check the path and try again.")
+    with open(p, "rb") as f:
+        head = f.read(512)
+    if not looks_like_video(head):
+        raise InputError(
+            f"{p} is not a video (its bytes are no video container's: MP4, MOV, MKV, WebM, AVI, MPEG-TS, FLV, Ogg). "
+            "Restore photos as photos, or choose a video file."
+        )
+    try:
+        container = av.open(p, "r", metadata_errors="ignore")
+    except (av.FFmpegError, OSError, UnicodeDecodeError) as exc:
+        raise InputError(
+            f"{p} starts like a video but cannot be opened ({_reason(exc)}); it is probably truncated or damaged. "
+            "Re-export or re-download it and try again."
+        ) from None
+    if not container.streams.video:
+        container.close()
+        raise InputError(f"{p} holds no video stream (audio or data only). Choose a file with a picture.")
+    return container
+
+
+def clip_info(container: Any, path: str) -> ClipInfo:
+    """The first video stream's :class:`ClipInfo`; InputError for a clip with no frames or frames over the photo limit."""
+    vs = container.streams.video[0]
+    cc = vs.codec_context
+    w, h = cc.width, cc.height
+    if not w or not h:
+        raise InputError(f"{path}: its video stream declares no picture size (damaged or zero frames). Re-export it and try again.")
+    pixels = w * h
+    if pixels > DEFAULT_LIMITS.max_pixels:
+        raise InputError(
+            f"{path}: its frames are {w}×{h} ({pixels / 1e6:.1f} megapixels); the limit is "
+            f"{DEFAULT_LIMITS.max_pixels / 1e6:.0f} megapixels a frame, as for photos. Scale the video down and try again."
+        )
+    duration = float(vs.duration * vs.time_base) if vs.duration and vs.time_base else None
+    if duration is None:
+        duration = _tagged_duration(vs.metadata.get("DURATION", "") if vs.metadata else "")
+    if duration is None and container.duration and not container.streams.audio:
+        duration = container.duration / 1_000_000  # the file's: the video's only when nothing else is in it
+    rate = vs.average_rate or vs.guessed_rate
+    return ClipInfo((w, h), int(vs.frames or 0), duration, rate, vs.time_base, cc.name)
+
+
+def _tagged_duration(tag: str) -> float | None:
+    """Matroska's per-track DURATION tag ("00:00:10.040000000") in seconds, or None."""
+    try:
+        h, m, sec = tag.split(":")
+        return int(h) * 3600 + int(m) * 60 + float(sec)
+    except ValueError:
+        return None
+
+
+def _reason(exc: BaseException) -> str:
+    msg = getattr(exc, "strerror", None) or str(exc)
+    return msg.strip() or type(exc).__name__

@@ -1,0 +1,108 @@
+"""What a restored clip reports: :class:`VideoResult` (whole clip) and :class:`FrameRecord` (one frame)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from gpen_core.result import Peaks
+
+AudioHandling = Literal["copied", "re-encoded", "none"]
+
+
+@dataclass(frozen=True)
+class Damage:
+    """Where decoding stopped on a damaged file: the frames before ``frame`` were restored and written."""
+
+    frame: int  # index of the first frame that did not decode (= frames written)
+    time_s: float  # its time in the clip (the last good frame's end), seconds
+    detail: str  # what the demuxer or decoder said
+
+
+@dataclass(frozen=True)
+class FaceTrack:
+    """One face in one frame, in display (upright input) pixels: the smoothed landmarks the restore aligned on.
+
+    ``track``: the face's id across frames. ``filled``: no detection in this frame; the face was
+    found before and after it and its landmarks were interpolated between them.
+    """
+
+    track: int
+    box: tuple[float, float, float, float]
+    landmarks: np.ndarray  # (5, 2) float32 x, y
+    filled: bool = False
+
+
+@dataclass(frozen=True)
+class FrameRecord:
+    """One written frame: its index, its time in seconds (pts × time base) and the faces restored in it."""
+
+    index: int
+    time_s: float
+    faces: tuple[FaceTrack, ...]
+
+    def to_json(self) -> dict:
+        return {
+            "frame": self.index,
+            "time": round(self.time_s, 6),
+            "faces": [
+                {"box": [round(float(v), 2) for v in f.box], "landmarks": [[round(float(x), 3), round(float(y), 3)] for x, y in f.landmarks]}
+                for f in self.faces
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class VideoResult:
+    """A restored clip: what was written, what it cost, and every change from what was asked (``notes``).
+
+    ``frames``: frames written. ``duration_s``: last frame's end minus the first frame's start.
+    ``fps``: frames / duration (the clip's average rate; its own timestamps are kept).
+    ``audio``: how the audio streams reached the output. ``peaks``: the whole clip's peak RAM
+    (and VRAM on CUDA), measured once around decode, restore and encode together.
+    ``seconds_per_frame``: wall time of the whole clip / frames. ``damage``: None, or where a
+    damaged input stopped decoding (the output then holds the frames before it).
+    """
+
+    output: str
+    frames: int
+    fps: float
+    duration_s: float
+    size: tuple[int, int]  # written width, height (upright)
+    mode: str
+    mode_reason: str
+    audio: AudioHandling
+    crf: int
+    seconds_per_frame: float
+    total_s: float
+    faces_per_frame_max: int
+    peaks: Peaks
+    rotation: int  # the input's display rotation in degrees (counter-clockwise); frames were written upright
+    lookahead_frames: int
+    notes: tuple[str, ...]
+    damage: Damage | None = None
+
+    def to_json(self) -> dict:
+        p = self.peaks
+        return {
+            "output": self.output,
+            "frames": self.frames,
+            "fps": round(self.fps, 4),
+            "duration": round(self.duration_s, 6),
+            "size": list(self.size),
+            "mode": self.mode,
+            "mode_reason": self.mode_reason,
+            "audio": self.audio,
+            "crf": self.crf,
+            "seconds_per_frame": round(self.seconds_per_frame, 4),
+            "total_s": round(self.total_s, 3),
+            "rotation": self.rotation,
+            "lookahead_frames": self.lookahead_frames,
+            "peaks": {"rss_bytes": p.rss_bytes, "baseline_rss_bytes": p.baseline_rss_bytes, "method": p.method,
+                      "vram_bytes": p.vram_reserved_bytes, "shared": p.shared},
+            "damage": None if self.damage is None else {"frame": self.damage.frame, "time": round(self.damage.time_s, 6),
+                                                        "detail": self.damage.detail},
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,429 @@
+"""A clip restored at constant memory: :func:`restore_video`.
+
+Three threads and two bounded queues::
+
+    decode (PyAV demux + decode, upright RGB) ─[DECODE_QUEUE]→ main: detect → steady → restore → paste
+                                                                ─[ENCODE_QUEUE]→ encode (x264, mux)
+
+The main thread holds a look-ahead of :attr:`Steadier.lookahead` (3) decoded frames, whose detections
+the landmark smoothing and gap filling need before a frame is restored. Frames held at once are at
+most DECODE_QUEUE + lookahead + 1 + ENCODE_QUEUE = 3 + 3 + 1 + 3 = 10, each W×H×3 bytes (1080p:
+6.2 MB, 62 MB in all), whatever the clip's length. Nothing is written to disk but the output, under a
+temporary name beside it until the clip is complete.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpen_core.errors import GPENError, InputError
+from gpen_core.options import RestoreOptions
+from gpen_core.video.errors import VideoStopped
+from gpen_core.video.frames import upright_rgb
+from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
+from gpen_core.video.steady import Steadier
+
+DECODE_QUEUE = 3
+ENCODE_QUEUE = 3
+_END = object()
+
+Progress = Callable[[int, int], None]  # (frames done, frames expected or 0 when unknown)
+OnFrame = Callable[[FrameRecord], None]
+
+
+@dataclass(frozen=True)
+class VideoOptions:
+    """How the clip is written and which part of it."""
+
+    # x264's constant rate factor: 0 lossless … 51 worst; 18 looks like the input to most eyes.
+    crf: int = 18
+    # Restore only from ``start_s`` to ``end_s`` (seconds from the clip's start); None: its start / end.
+    start_s: float | None = None
+    end_s: float | None = None
+
+    def validated(self) -> "VideoOptions":
+        if not 0 <= self.crf <= 51:
+            raise InputError(f"crf must be 0 (lossless) … 51 (smallest), got {self.crf}; 18 is the default")
+        if self.start_s is not None and self.start_s < 0:
+            raise InputError(f"start must be at least 0 seconds, got {self.start_s}")
+        if self.start_s is not None and self.end_s is not None and self.end_s <= self.start_s:
+            raise InputError(f"end ({self.end_s} s) must be after start ({self.start_s} s)")
+        return self
+
+
+def restore_video(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    restorer: Any = None,
+    options: RestoreOptions | None = None,
+    video: VideoOptions | None = None,
+    *,
+    progress: Progress | None = None,
+    on_frame: OnFrame | None = None,
+    stop: threading.Event | None = None,
+    engine: Any = None,
+) -> VideoResult:
+    """Restore every face of the clip ``src`` and write ``dst`` (H.264 yuv420p MP4), frame by frame.
+
+    ``restorer``: a :class:`~gpen_core.restorer.Restorer` (default: the process-wide one).
+    ``on_frame(record)``: each written frame's faces (smoothed landmarks, display pixels).
+    ``stop``: set it to stop; the partial output is removed and :class:`VideoStopped` raised.
+    ``engine``: an object with ``detect(rgb)`` / ``restore(rgb, detections)`` (tests; default
+    :class:`~gpen_core.video.engine_seam.FrameEngine` over ``restorer``).
+    Kept from the input: frame count and timestamps, audio (copied; AAC where MP4 cannot take it),
+    display rotation (frames written upright), colour properties. Raises InputError for a file that
+    is no usable video (nothing written), VideoStopped, and the restore's own errors.
+    """
+    from gpen_core.platform.meter import PeakMeter
+    from gpen_core.video.output import check_output, temp_name
+    from gpen_core.video.probe import clip_info, open_clip
+
+    vopts = (video or VideoOptions()).validated()
+    src_s, dst_p = os.fspath(src), Path(dst)
+    check_output(dst_p)
+    container = open_clip(src_s)
+    tmp = temp_name(dst_p)
+    run = None
+    try:
+        info = clip_info(container, src_s)
+        if engine is None:
+            from gpen_core.engine.pipeline import import_engine
+            from gpen_core.restorer import get_restorer
+
+            import_engine()  # the one-time import is the process's, not the clip's peak
+            restorer = restorer or get_restorer()
+        device = getattr(engine, "device", None) or (restorer.device if restorer is not None else "cpu")
+        t0 = time.perf_counter()
+        with PeakMeter(device) as meter:
+            run = _Run(container, info, tmp, vopts, stop or threading.Event(), progress, on_frame)
+            run.engine = engine or _engine_for(restorer, options or RestoreOptions(), run)
+            run.go()
+        assert meter.peaks is not None
+        os.replace(tmp, dst_p)
+        return run.result(str(dst_p), meter.peaks, time.perf_counter() - t0)
+    finally:
+        if run is not None:
+            run.shut()
+        container.close()
+        tmp.unlink(missing_ok=True)
+
+
+def _engine_for(restorer: Any, options: RestoreOptions, run: "_Run") -> Any:
+    """The engine for the clip's upright frame size (the first frame's, which the decoder has by now)."""
+    from gpen_core.video.engine_seam import FrameEngine
+
+    run.start_decoder()
+    first = run.peek_first()
+    return FrameEngine(restorer, options, (first.shape[1], first.shape[0]))
+
+
+class _Run:
+    """One clip's threads and state. :meth:`go` runs it; :meth:`shut` stops whatever still runs."""
+
+    def __init__(self, container: Any, info: Any, tmp: Path, vopts: VideoOptions, stop: threading.Event,
+                 progress: Progress | None, on_frame: OnFrame | None) -> None:
+        self.container, self.info, self.tmp, self.vopts, self.stop = container, info, tmp, vopts, stop
+        self.progress, self.on_frame = progress, on_frame
+        self.abort = threading.Event()  # every thread stops: an error, a stop, the end of the trim
+        self.decoded: queue.Queue = queue.Queue(DECODE_QUEUE)
+        self.to_encode: queue.Queue = queue.Queue(ENCODE_QUEUE)
+        self.threads: list[threading.Thread] = []
+        self.errors: list[BaseException] = []
+        self.engine: Any = None
+        self.steady = Steadier()
+        self.window: deque = deque()
+        self.first_item: Any = None
+        self.damage: Damage | None = None
+        self.notes: dict[str, None] = {}
+        self.written = self.max_faces = self.rotation = 0
+        self.first_time: float | None = None
+        self.last_time = 0.0
+        self.last_duration = 0.0
+        self.size = (0, 0)
+        self.shift_s = 0.0
+        import av
+
+        from gpen_core.video.output import VideoWriter, add_audio
+
+        out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
+        self.writer = VideoWriter(out, add_audio(out, list(container.streams.audio)), vopts.crf, info.time_base, info.rate)
+
+    # ------------------------------------------------------------ threads
+    def start_decoder(self) -> None:
+        if not any(t.name == "gpen-video-decode" for t in self.threads):
+            self._thread("gpen-video-decode", self._decode)
+
+    def _thread(self, name: str, target: Callable[[], None]) -> None:
+        def body() -> None:
+            from gpen_core.platform.meter import mark_call_worker
+
+            mark_call_worker()  # its work is the clip's own, not concurrent work
+            try:
+                target()
+            except BaseException as exc:  # handed to the main thread, which raises it
+                self.errors.append(exc)
+                self.abort.set()
+
+        t = threading.Thread(target=body, name=name, daemon=True)
+        self.threads.append(t)
+        t.start()
+
+    def _put(self, q: queue.Queue, item: Any) -> bool:
+        """Put with back-pressure; False once the run is aborting."""
+        while not self.abort.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _get(self, q: queue.Queue) -> Any:
+        while True:
+            self._check()
+            try:
+                return q.get(timeout=0.1)
+            except queue.Empty:
+                continue
+
+    def _check(self) -> None:
+        if self.errors:
+            raise self.errors[0]
+        if self.stop.is_set():
+            raise VideoStopped(
+                f"stopped after {self.written} frame{'s' if self.written != 1 else ''}: the partial output was removed"
+            )
+
+    def peek_first(self) -> Any:
+        """The first decoded frame's RGB (kept for the main loop), or InputError when the clip has none."""
+        while True:
+            item = self._get(self.decoded)
+            if item is _END or item[0] == "damage":
+                self.first_item = item
+                break
+            if item[0] == "frame":
+                self.first_item = item
+                return item[3]
+            self._route_audio(item)
+        raise self._no_frames(item)
+
+    def _no_frames(self, item: Any) -> InputError:
+        where = "" if item is _END else f" (the decoder said: {item[1]})"
+        span = ""
+        if self.vopts.start_s is not None or self.vopts.end_s is not None:
+            span = f" between {self.vopts.start_s or 0:g} s and {self.vopts.end_s if self.vopts.end_s is not None else 'the end'}"
+        return InputError(
+            f"the video has no frame that decodes{span}{where}: it is empty or damaged from its start. "
+            "Re-export or re-download it, or choose another part of it."
+        )
+
+    def shut(self) -> None:
+        self.abort.set()
+        for q in (self.decoded, self.to_encode):  # unblock a thread waiting on a full queue
+            while True:
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    break
+        for t in self.threads:
+            t.join(timeout=10)
+        if self.writer is not None and not getattr(self.writer, "closed", False):
+            try:
+                self.writer.out.close()
+            except Exception:  # noqa: BLE001 - closing a half-written file we then delete
+                pass
+
+    # ------------------------------------------------------------ decoding (its own thread)
+    def _decode(self) -> None:
+        import av
+
+        c = self.container
+        vs = c.streams.video[0]
+        tb = vs.time_base
+        t_first = float(vs.start_time * tb) if vs.start_time is not None else 0.0
+        start, end = self.vopts.start_s, self.vopts.end_s
+        # Trimmed: timestamps move back by the start, audio's and video's alike, so they stay in sync.
+        self.shift_s = start or 0.0
+        if start:
+            c.seek(int((t_first + start) / tb), stream=vs, backward=True)
+        rf = av.video.reformatter.VideoReformatter()
+        step = int(round(1 / (float(vs.average_rate or 25) * tb))) or 1
+        pts = None
+        try:
+            for packet in c.demux(vs, *c.streams.audio):
+                if self.abort.is_set():
+                    return
+                if packet.stream.type == "audio":
+                    if not self._audio_packet(packet, t_first, start, end):
+                        return
+                    continue
+                for frame in packet.decode():
+                    pts = frame.pts if frame.pts is not None else (0 if pts is None else pts + step)
+                    t = float(pts * tb) - t_first
+                    if start and t < start - 1e-6:
+                        continue
+                    if end is not None and t >= end - 1e-9:
+                        self._put(self.decoded, _END)
+                        return
+                    rgb, rotation, colour = upright_rgb(frame, rf)
+                    out_pts = pts - int(round(self.shift_s / tb))
+                    if not self._put(self.decoded, ("frame", out_pts, t - self.shift_s, rgb, rotation, colour)):
+                        return
+        except (av.FFmpegError, EOFError) as exc:
+            self._put(self.decoded, ("damage", str(exc).strip() or type(exc).__name__))
+        self._put(self.decoded, _END)
+
+    def _audio_packet(self, packet: Any, t_first: float, start: float | None, end: float | None) -> bool:
+        """Route one audio packet (copied, or decoded for AAC) inside the trim; False once aborting."""
+        index = next((i for i, r in enumerate(self.writer.routes) if r.source.index == packet.stream.index), None)
+        if index is None:
+            return True
+        route = self.writer.routes[index]
+        if packet.dts is None or packet.size == 0:  # the demuxer's flush packet at the end
+            if route.copy:
+                return True
+            return all(self._put(self.decoded, ("audio", "frame", index, f)) for f in packet.decode())
+        t = float(packet.pts * packet.time_base) - t_first if packet.pts is not None else 0.0
+        if (start and t < start) or (end is not None and t >= end):
+            return True
+        if not route.copy:
+            return all(self._put(self.decoded, ("audio", "frame", index, f)) for f in packet.decode())
+        if start:
+            shift = int(round(start / packet.time_base))
+            packet.pts -= shift
+            packet.dts -= shift
+        return self._put(self.decoded, ("audio", "packet", index, packet))
+
+    # ------------------------------------------------------------ encoding (its own thread)
+    def _encode(self) -> None:
+        w = self.writer
+        while True:
+            try:
+                item = self.to_encode.get(timeout=0.1)
+            except queue.Empty:
+                if self.abort.is_set():
+                    return
+                continue
+            if item is _END:
+                w.close()
+                w.closed = True
+                return
+            if item[0] == "frame":
+                w.frame(item[1], item[2], item[3])
+            else:
+                w.audio(item[1], item[2], item[3])
+
+    # ------------------------------------------------------------ the main thread
+    def go(self) -> None:
+        self.start_decoder()
+        self._thread("gpen-video-encode", self._encode)
+        item = self.first_item if self.first_item is not None else self._get(self.decoded)
+        self.first_item = None
+        decoded = 0
+        while item is not _END:
+            if item[0] == "damage":
+                self.damage_detail = item[1]
+                break
+            if item[0] == "audio":
+                self._send(item)
+            else:
+                self._take(item)
+                decoded += 1
+            item = self._get(self.decoded)
+        if decoded == 0:
+            raise self._no_frames(item)
+        while self.steady.pending():
+            self._finish_one()
+        self._send(_END)
+        encoder = next(t for t in self.threads if t.name == "gpen-video-encode")
+        while encoder.is_alive():
+            encoder.join(timeout=0.1)
+            self._check()
+        self._check()
+        self._note_damage(decoded)
+
+    def _send(self, item: Any) -> None:
+        if not self._put(self.to_encode, item):
+            self._check()
+            raise RuntimeError("the video encoder stopped without saying why")
+
+    def _take(self, item: Any) -> None:
+        self._check()
+        _, _, t, rgb, rotation, _ = item
+        self.rotation = rotation
+        self.steady.push(t, self.engine.detect(rgb))
+        self.window.append(item)
+        while self.steady.ready():
+            self._finish_one()
+
+    def _finish_one(self) -> None:
+        self._check()
+        faces = self.steady.pop()
+        _, pts, t, rgb, _, colour = self.window.popleft()
+        out = self.engine.restore(rgb, [f.detection for f in faces])
+        for note in out.notes:
+            if len(self.notes) < 50:  # bounded: a long clip's notes never grow without end
+                self.notes.setdefault(note)
+        self._send(("frame", out.image, pts, colour))
+        if self.first_time is None:
+            self.first_time = t
+        elif t > self.last_time:
+            self.last_duration = t - self.last_time
+        self.last_time = t
+        self.size = (out.image.shape[1], out.image.shape[0])
+        self.max_faces = max(self.max_faces, len(faces))
+        record = FrameRecord(self.written, t, tuple(
+            FaceTrack(f.track, tuple(float(v) for v in f.detection.box), f.detection.landmarks, f.filled) for f in faces))
+        self.written += 1
+        if self.on_frame is not None:
+            self.on_frame(record)
+        if self.progress is not None:
+            self.progress(self.written, self.info.frames)
+
+    def _note_damage(self, decoded: int) -> None:
+        detail = getattr(self, "damage_detail", None)
+        trimmed = self.vopts.start_s is not None or self.vopts.end_s is not None
+        end = self.last_time + self.last_duration
+        if detail is None and not trimmed and self.info.frames and decoded < self.info.frames:
+            detail = f"the file declares {self.info.frames} frames but ends after {decoded} (truncated?)"
+        declared = self.info.duration_s
+        if detail is None and not trimmed and declared and end < declared - max(2 * self.last_duration, 0.1):
+            detail = f"the file declares {declared:.3f} s but its frames end at {end:.3f} s (truncated?)"
+        if detail is not None:
+            self.damage = Damage(decoded, end, detail)
+            self.notes.setdefault(
+                f"the video is damaged from frame {decoded} ({end:.3f} s) on ({detail}): the output holds the "
+                f"{decoded} frames before it"
+            )
+
+    def result(self, output: str, peaks: Any, total_s: float) -> VideoResult:
+        duration = (self.last_time + self.last_duration - (self.first_time or 0.0)) if self.written else 0.0
+        routes = self.writer.routes
+        audio = "none" if not routes else ("copied" if all(r.copy for r in routes) else "re-encoded")
+        notes = dict(self.notes)
+        for r in routes:
+            if not r.copy:
+                notes.setdefault(f"audio stream {r.source.index} ({r.source.codec_context.name}) cannot go into an MP4 as "
+                                 "it is: re-encoded to AAC")
+        if self.size[0] % 2 or self.size[1] % 2:
+            notes.setdefault(f"frames are {self.size[0]}×{self.size[1]}; H.264 yuv420p needs even sides, so each odd side "
+                             "was padded with one copy of its last row/column")
+        if self.rotation:
+            notes.setdefault(f"the input is displayed turned {self.rotation}°: frames were restored and written upright "
+                             "(no rotation tag), so it shows the same way up")
+        eng = self.engine
+        return VideoResult(
+            output=output, frames=self.written, fps=self.written / duration if duration > 0 else 0.0, duration_s=duration,
+            size=self.size, mode=getattr(getattr(eng, "mode", None), "name", "custom"), mode_reason=getattr(eng, "reason", ""),
+            audio=audio, crf=self.vopts.crf, seconds_per_frame=total_s / max(1, self.written), total_s=total_s,
+            faces_per_frame_max=self.max_faces, peaks=peaks, rotation=self.rotation, lookahead_frames=self.steady.lookahead,
+            notes=tuple([*getattr(eng, "notes", []), *notes]), damage=self.damage,
+        )
