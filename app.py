@@ -30,6 +30,8 @@ os.environ.setdefault(
 
 import gradio as gr  # noqa: E402
 
+import app_video  # noqa: E402
+
 from gpen_core.compat import gradio as seam  # noqa: E402
 from gpen_core.errors import GPENError, InputError  # noqa: E402
 from gpen_core.images import outputs, uploads  # noqa: E402
@@ -298,6 +300,9 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                          fit_columns=False, height=None, object_fit="contain", preview=False,
                                          elem_id="faces")
 
+    with gr.Tab("Video"):
+        video_mode_in = app_video.build(STATE, ui_errors, RESULTS_DIR, ui.mode_choices())
+
     with gr.Tab("Hardware check"):
         gr.Markdown(ui.HARDWARE_INTRO)
         check_btn = gr.Button("Measure every mode on this machine", variant="primary", elem_id="check-button")
@@ -343,7 +348,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     tips_btn.click(measure_tips, None, tips_md, api_visibility="private", concurrency_limit=1,
                    concurrency_id="hardware-check", show_progress_on=[tips_md])
     demo.load(saved_tips, None, tips_md, api_visibility="private", show_progress="hidden")
-    demo.load(mode_radio, task_in, mode_in, api_visibility="private", show_progress="hidden")
+    demo.load(lambda t: (mode_radio(t), mode_radio(None)), task_in, [mode_in, video_mode_in], api_visibility="private", show_progress="hidden")
     for trigger in (demo.load, prepare_timer.tick):
         trigger(preparation_status, None, [prepare_md, prepare_timer], api_visibility="private", show_progress="hidden")
     shown = download_weights_btn.click(lambda: gr.update(visible=True), None, stop_download_btn, api_visibility="private")  # Stop: while one runs
