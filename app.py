@@ -30,17 +30,18 @@ os.environ.setdefault(
 
 import gradio as gr  # noqa: E402
 
+import app_check  # noqa: E402
 import app_video  # noqa: E402
 
 from gpen_core.compat import gradio as seam  # noqa: E402
 from gpen_core.errors import GPENError, InputError  # noqa: E402
 from gpen_core.images import outputs, uploads  # noqa: E402
 from gpen_core.images.decode import DEFAULT_LIMITS  # noqa: E402
-from gpen_core.modes import AUTO, MODES  # noqa: E402
+from gpen_core.modes import AUTO  # noqa: E402
 from gpen_core.options import RestoreOptions  # noqa: E402
 from gpen_core.platform import zerogpu  # noqa: E402
 from gpen_core.presentation import checks, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
-from gpen_core.presentation import mode_labels, preparation as prep_ui, tasks as task_ui  # noqa: E402
+from gpen_core.presentation import mode_labels, overlay, preparation as prep_ui, tasks as task_ui  # noqa: E402
 from gpen_core.presentation.app_state import AppState, parse_server_args, start_lines  # noqa: E402
 from gpen_core.presentation.messages import AlreadyShown, ShownError, shown_error  # noqa: E402
 from gpen_core.restorer import get_restorer  # noqa: E402
@@ -109,13 +110,6 @@ def _gpu_seconds(image: str, options: RestoreOptions, progress: Any, mask: Any =
 
 
 run_engine = spaces.GPU(duration=_gpu_seconds)(_run_engine) if spaces is not None else _run_engine
-restore_fn = restore  # what the Restore button calls
-
-
-def task_controls(task: str, model: str | None) -> tuple[Any, Any, Any]:
-    """A new Task: the Generator choices, the mode labels under it, and "aligned" (on for seg2face, said so)."""
-    r = get_restorer()
-    return tuple(gr.update(**u) for u in task_ui.task_controls(task, model, DEFAULT, r.device, mode_labels.current_files()))
 
 
 def mode_radio(task: str | None) -> Any:
@@ -125,10 +119,8 @@ def mode_radio(task: str | None) -> Any:
 
 def faces_view(slider: Any, record: dict[str, Any] | None, show: bool, image: str | None = None) -> Any:
     """"Show detected faces": the photo with kept boxes solid, rejected ones dashed; the slider stays clean."""
-    from gpen_core.presentation.overlay import faces_overlay
-
-    photo = restore_tab.crop_mode_photo(image, record) if show else None  # faces-only's slider holds crops
-    shown, caption = faces_overlay(slider[0] if slider else None, record, photo=photo) if show else (None, "Detected faces")
+    photo = restore_tab.crop_mode_photo  # faces-only's slider holds crops: its boxes are drawn on the photo
+    shown, caption = overlay.faces_overlay(slider[0] if slider else None, record, photo=photo(image, record)) if show else (None, "Detected faces")
     return gr.update(value=shown, label=caption, visible=bool(show))
 
 
@@ -239,8 +231,7 @@ def _weights_outputs(view: wv.WeightsView) -> tuple[str, Any, str]:
 with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEMP_MAX_AGE_S)) as demo:
     gr.Markdown(page.INTRO)
     with gr.Tab("Restore"):
-        # The Restore button sits under the photo (no scrolling at 1366x768); on a phone the page's CSS puts the
-        # result column right after it (page.CSS), before the options, the weights panel and the examples.
+        # Restore under the photo (no scrolling at 1366x768); on a phone page.CSS puts the result right after it.
         with gr.Row(equal_height=False, elem_id="restore-row"):
             with gr.Column(scale=4, min_width=320, elem_id="controls"):
                 image_in = seam.raw_upload(gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], height=300,
@@ -304,15 +295,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
         video_mode_in = app_video.build(STATE, ui_errors, RESULTS_DIR, ui.mode_choices())
 
     with gr.Tab("Hardware check"):
-        gr.Markdown(ui.HARDWARE_INTRO)
-        check_btn = gr.Button("Measure every mode on this machine", variant="primary", elem_id="check-button")
-        profile_md = gr.Markdown(elem_id="profile-report")
-        profile_chart = gr.BarPlot(x="mode", y="MB", color="memory", title="Peak memory per mode (above idle)",
-                                   y_title="MB", sort=list(MODES), height=300)
-        with gr.Accordion("Tips, measured here", open=False, elem_id="tips"):
-            gr.Markdown(checks.TIPS_INTRO)
-            tips_btn = gr.Button("Measure the tips on this machine", elem_id="tips-button")
-            tips_md = gr.Markdown(elem_id="tips-report")
+        app_check.build(demo, hardware_check, saved_hardware_check, measure_tips, saved_tips)
 
     weight_inputs = [mode_in, model_in, detector_in, aligned_in, upscale_in, task_in]
     weight_outputs = [weights_md, download_weights_btn, all_weights_md]
@@ -322,7 +305,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     restoring = restore_btn.click(
         None, None, result_outputs, js=page.CLEAR_AND_SHOW_RESULT, api_visibility="private",
     ).then(
-        restore_fn, inputs=[image_in, mode_in, model_in, detector_in, alpha_in, threshold_in, max_faces_in, aligned_in, format_in, upscale_in,
+        restore, inputs=[image_in, mode_in, model_in, detector_in, alpha_in, threshold_in, max_faces_in, aligned_in, format_in, upscale_in,
                             task_in, damage_in, face_check_in],
         outputs=result_outputs, api_name="restore", concurrency_limit=1, concurrency_id="engine", show_progress_on=[slider_out],
     )
@@ -340,15 +323,10 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                    show_progress="hidden")
     for trigger in (task_in.change, image_in.change):  # the brush shows for inpainting, over the photo
         trigger(lambda t, i: gr.update(visible=task_ui.editor_visible(t), value=task_ui.editor_value(t, i)), [task_in, image_in], damage_in, api_visibility="private")
-    task_in.change(task_controls, [task_in, model_in], [model_in, mode_in, aligned_in], api_visibility="private")
-    # Its own lane: restores never wait for the check (see hardware_check).
-    check_btn.click(hardware_check, None, [profile_md, profile_chart], api_visibility="private",
-                    concurrency_limit=1, concurrency_id="hardware-check", show_progress_on=[profile_chart])
-    demo.load(saved_hardware_check, None, [profile_md, profile_chart, check_btn], api_visibility="private", show_progress="hidden")
-    tips_btn.click(measure_tips, None, tips_md, api_visibility="private", concurrency_limit=1,
-                   concurrency_id="hardware-check", show_progress_on=[tips_md])
-    demo.load(saved_tips, None, tips_md, api_visibility="private", show_progress="hidden")
-    demo.load(lambda t: (mode_radio(t), mode_radio(None)), task_in, [mode_in, video_mode_in], api_visibility="private", show_progress="hidden")
+    task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, mode_labels.current_files())),
+                   [task_in, model_in], [model_in, mode_in, aligned_in], api_visibility="private")  # seg2face turns "aligned" on, said so
+    demo.load(lambda t: (mode_radio(t), mode_radio(None), gr.update(choices=task_ui.task_choices(mode_labels.current_files()))), task_in,
+              [mode_in, video_mode_in, task_in], api_visibility="private", show_progress="hidden")  # labels as this machine runs them
     for trigger in (demo.load, prepare_timer.tick):
         trigger(preparation_status, None, [prepare_md, prepare_timer], api_visibility="private", show_progress="hidden")
     shown = download_weights_btn.click(lambda: gr.update(visible=True), None, stop_download_btn, api_visibility="private")  # Stop: while one runs

@@ -273,13 +273,12 @@ def test_group_photo_shows_every_detected_face_and_the_measured_panel(browser, p
     page.wait_for_timeout(1000)  # let the overlay image paint
     shots.take(page, "group_photo_detected_faces")
     if os.environ.get("GPEN_SCREENSHOT"):
-        top = page.locator("#show-faces").bounding_box()
-        bottom = page.locator("#metrics table").first.bounding_box()  # the peaks; the stage times follow
-        right = page.locator("#download").bounding_box()
-        assert top and bottom and right
-        x0 = min(top["x"], bottom["x"]) - 8
-        clip = {"x": x0, "y": top["y"] - 8, "width": right["x"] + right["width"] - x0 + 8,
-                "height": bottom["y"] + bottom["height"] - top["y"] + 16}
+        # the measured panel's peaks (the stage times follow), the download beside it, the faces drawn under them
+        boxes = [page.locator(s).first.bounding_box() for s in ("#metrics table", "#download", "#show-faces", "#detected-faces")]
+        assert all(boxes)
+        x0, y0 = min(b["x"] for b in boxes) - 8, min(b["y"] for b in boxes) - 8  # type: ignore[index]
+        clip = {"x": x0, "y": y0, "width": max(b["x"] + b["width"] for b in boxes) - x0 + 8,  # type: ignore[index]
+                "height": max(b["y"] + b["height"] for b in boxes) - y0 + 8}  # type: ignore[index]
         target = Path(os.environ["GPEN_SCREENSHOT"])
         target.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(target), clip=clip, full_page=True)

@@ -58,3 +58,14 @@ def test_seg2face_turns_aligned_on_and_says_so() -> None:
     assert aligned["value"] is True and "turned on" in aligned["label"]
     *_, aligned = task_ui.task_controls("enhance", None, DEFAULT, "cpu")
     assert "value" not in aligned and "turned on" not in aligned["label"]  # the user's choice stays
+
+
+def test_a_task_whose_generator_is_missing_says_which_download_enables_it() -> None:
+    from gpen_core.presentation import readiness
+
+    from .test_readiness import files_with
+
+    files = files_with(("GPEN-BFR-512", "GPEN-Colorization-1024", "retinaface-mobilenet0.25"))
+    labels = dict((v, label) for label, v in task_ui.task_choices(files))
+    assert "unavailable" not in labels["colorize"] and "unavailable" not in labels["enhance"]
+    assert labels["inpaint"].endswith("— unavailable: download " + readiness.files_text(["GPEN-Inpainting-1024"], files))

@@ -18,15 +18,26 @@ BRUSH_COLOUR = "#ffffff"  # GPEN's inpainting network was trained on white strok
 DAMAGE_LAYER = "damage"
 
 
-def task_choices() -> list[tuple[str, str]]:
-    """(label, value) pairs for the Task radio, restoration first."""
+def task_choices(files: Any = None) -> list[tuple[str, str]]:
+    """(label, value) pairs for the Task radio, restoration first. ``files``: the models folder's state
+    (``readiness.files_from_status``; None: not checked): a task whose generator is not there says so,
+    with the download that enables it (the weights panel names the same file)."""
+    from gpen_core.presentation import readiness
+
     hints = {
         "enhance": "GPEN-BFR-256 or -512, as the mode picks",
         "colorize": "GPEN-Colorization-1024: grey photo, coloured faces",
         "inpaint": "GPEN-Inpainting-1024: paint the damage white below",
         "seg2face": "GPEN-Seg2face-512: aligned colour label map → face",
     }
-    return [(f"{t.label} — {hints[t.name]}", t.name) for t in TASKS.values()]
+    out = []
+    for t in TASKS.values():
+        label = f"{t.label} — {hints[t.name]}"
+        f = files.get(t.model) if files is not None and t.model else None
+        if f is not None and f.state != "verified":
+            label += f" — unavailable: download {readiness.files_text([t.model], files)}"
+        out.append((label, t.name))
+    return out
 
 
 def generator_override(task: str | None, model: str | None) -> str | None:
