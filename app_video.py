@@ -20,7 +20,7 @@ import gradio as gr
 from gpen_core.errors import InputError
 from gpen_core.modes import AUTO
 from gpen_core.options import RestoreOptions
-from gpen_core.presentation import video_tab
+from gpen_core.presentation import page, video_tab
 
 STOP = threading.Event()  # set by Stop; the one engine lane (concurrency 1) clears it when a clip starts
 
@@ -73,14 +73,14 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         """After a failed or stopped clip: the panel names what happened (the same words as the pop-up)."""
         return None, state.take_error(getattr(request, "session_hash", None)) or "Restore failed: see the message that popped up."
 
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=4, min_width=320):
+    with gr.Row(equal_height=False, elem_id="video-row"):  # on a phone the result follows the buttons (page.CSS)
+        with gr.Column(scale=4, min_width=320, elem_id="video-controls"):
             video_in = gr.Video(label="Video", sources=["upload"], height=300, elem_id="video-in")
-            with gr.Row():
+            with gr.Row(elem_id="video-buttons"):
                 restore_btn = gr.Button("Restore video", variant="primary", size="lg", elem_id="video-restore", scale=3)
                 stop_btn = gr.Button("Stop", size="lg", elem_id="video-stop", scale=1)
             mode_in = gr.Radio(mode_choices, value=AUTO, label="Memory mode", elem_id="video-mode-radio")
-        with gr.Column(scale=6, min_width=420):
+        with gr.Column(scale=6, min_width=420, elem_id="video-results"):
             video_out = gr.Video(label="Restored video (plays here; download from its menu)", interactive=False,
                                  height=300, elem_id="video-out")
             at_in = gr.Slider(0, 1, value=0, step=0.01, label="Frame at (seconds)", interactive=False, elem_id="video-frame-at")
@@ -94,6 +94,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
     video_in.upload(note, video_in, [panel_md, video_out], api_visibility="private", show_progress="hidden")
     running = restore_btn.click(restore, [video_in, mode_in], outputs, api_name="restore_video", concurrency_limit=1,
                                 concurrency_id="engine", show_progress_on=[video_out])
+    running.success(None, js=page.SHOW_VIDEO_RESULT, api_visibility="private")  # the result in view, wherever the page was
     # Stop asks the running clip to end (it removes its partial output and fails with "stopped"); cancelling
     # the event instead would free the engine lane while the clip's threads still run.
     stop_btn.click(lambda: STOP.set(), None, None, api_visibility="private", show_progress="hidden")

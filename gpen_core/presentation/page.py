@@ -14,9 +14,15 @@ SLIDER_MAX_HEIGHT = 420
 
 # Brings the result into view unless it already is: run in the page after a restore (and at the
 # press, so the progress shows where the result will appear). Plain JS, no server trip.
-_SCROLL = ("const e = document.getElementById('slider'); if (e) { const r = e.getBoundingClientRect(); "
-           "if (r.top < 0 || r.bottom > window.innerHeight) e.scrollIntoView({block: 'start'}); }")
+def scroll_js(elem_id: str) -> str:
+    """JS statements that scroll the element ``elem_id`` to the top of the window unless it is all in view."""
+    return (f"const e = document.getElementById('{elem_id}'); if (e) {{ const r = e.getBoundingClientRect(); "
+            "if (r.top < 0 || r.bottom > window.innerHeight) e.scrollIntoView({block: 'start'}); }")
+
+
+_SCROLL = scroll_js("slider")
 SHOW_RESULT = "() => { " + _SCROLL + " }"
+SHOW_VIDEO_RESULT = "() => { " + scroll_js("video-out") + " }"
 CLEAR_AND_SHOW_RESULT = ("() => { " + _SCROLL + " return [null, null, "
                          "'*Restoring… the measured figures of this request will appear here.*', [], null]; }")
 
@@ -42,6 +48,11 @@ CSS = """
   #controls > #photo { order: 1; }
   #controls > #restore-button { order: 1; }
   #results { order: 2; }
+  #video-row { flex-direction: column; flex-wrap: nowrap; }
+  #video-controls { display: contents; }
+  #video-controls > * { order: 3; }
+  #video-controls > #video-in, #video-controls > #video-buttons { order: 1; }
+  #video-results { order: 2; }
 }
 """
 # On a phone the result follows the Restore button: the controls column dissolves into the row
