@@ -34,8 +34,7 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("restore", help="restore the faces in photos and videos")
     r.add_argument("inputs", nargs="+", metavar="INPUT", help="image or video files, or folders of them")
-    r.add_argument("-o", "--output", required=True,
-                   help="output file (one input; its extension picks png/jpeg, or .mp4 for a video) or folder")
+    r.add_argument("-o", "--output", required=True, help="output file (one input; png/jpeg by extension, .mp4 for a video) or folder")
     r.add_argument("--mode", default="auto", choices=MODE_CHOICES, help="memory mode (default: auto)")
     r.add_argument("--model", help="generator: registry name (GPEN-BFR-1024) or path to any GPEN checkpoint")
     r.add_argument("--detector", choices=("resnet50", "mobilenet"), help="override the mode's face detector")
@@ -63,8 +62,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="generator runtime on the CPU: torch, openvino (converted on first use, cached in the models "
                    "folder), or auto: the one measured faster on this CPU (default)")
     r.add_argument("--overwrite", action="store_true", help="replace outputs that already exist (default: skip them)")
-    r.add_argument("--json", action="store_true",
-                   help="print one JSON object per image on stdout (a video: one per frame, then its summary)")
+    r.add_argument("--json", action="store_true", help="one JSON object per image on stdout (a video: one per frame, then a summary)")
     _add_video_arguments(r)
     r.add_argument("--ray", action="store_true",
                    help="restore with Ray Data (one folder, file or URI such as s3://…; writes OUT/manifest.jsonl); "
@@ -364,9 +362,9 @@ def _print_human(rec: dict[str, Any]) -> None:
 
 
 def _add_video_arguments(r: argparse.ArgumentParser) -> None:
-    r.add_argument("--crf", type=int, default=18, help="video: x264 quality, 0 lossless … 51 smallest (default 18)")
-    r.add_argument("--start", type=float, help="video: restore from this second on (default: its start)")
-    r.add_argument("--end", type=float, help="video: restore up to this second (default: its end)")
+    from gpen_core.video.command import add_video_arguments
+
+    add_video_arguments(r)
 
 
 def _is_video(path: Path) -> bool:
@@ -382,27 +380,14 @@ def _split_videos(inputs: list[Path]) -> tuple[list[Path], list[Path]]:
     return videos, [p for p in inputs if p not in videos]
 
 
-def _video_outputs(videos: list[Path], output: str, photos_too: bool) -> list[tuple[Path, Path]]:
-    out = Path(output)
-    if out.suffix.lower() in (".mp4", ".m4v") and not out.is_dir():
-        if len(videos) > 1 or photos_too:
-            raise InputError(f"{len(videos)} videos and photos need an output folder, not the file {out}")
-        return [(videos[0], out)]
-    if out.suffix.lower() in IMAGE_SUFFIXES and not out.is_dir():
-        raise InputError(f"a restored video is an MP4: name the output {out.with_suffix('.mp4')}, or give a folder")
-    from gpen_core.images.outputs import output_stems
-
-    out.mkdir(parents=True, exist_ok=True)
-    return [(p, out / f"{stem}.mp4") for p, stem in zip(videos, output_stems([p.name for p in videos]))]
-
-
 def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bool) -> int:
     """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged."""
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
+    from gpen_core.video.command import VideoBar, plan_video_outputs, print_video
     from gpen_core.video.stream import VideoOptions, restore_video
 
-    plan = _video_outputs(videos, args.output, photos_too)
+    plan = plan_video_outputs(videos, args.output, photos_too)
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end).validated()
     _load_engine()
     detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
@@ -418,7 +403,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
             continue
         on_frame = (lambda rec: print(json.dumps(rec.to_json()), flush=True)) if args.json else None
         try:
-            result = restore_video(src, dst, restorer, opts, vopts, progress=_VideoBar(src.name), on_frame=on_frame)
+            result = restore_video(src, dst, restorer, opts, vopts, progress=VideoBar(src.name), on_frame=on_frame)
         except GPENError as exc:
             sys.stderr.write("\n")
             record.update(status="error", error=str(exc), exit_code=exc.exit_code)
@@ -429,37 +414,9 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
         code = 5 if result.damage is not None else 0
         record.update(status="damaged" if code else "ok", output=str(dst), video=result.to_json())
         _emit(args, record)
-        _print_video(src, result)
+        print_video(src, result)
         worst = worst or code
     return worst
-
-
-class _VideoBar:
-    """Frames done, frames a second and time left on one stderr line (at most 5 updates a second)."""
-
-    def __init__(self, name: str) -> None:
-        self.name, self.t0, self.last = name, time.perf_counter(), 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.perf_counter()
-        if now - self.last < 0.2 and done != total:
-            return
-        self.last = now
-        fps = done / max(now - self.t0, 1e-9)
-        left = f", {(total - done) / fps:5.1f}s left" if total >= done and fps > 0 else ""
-        of = f"/{total}" if total >= done else ""
-        sys.stderr.write(f"\r{self.name[:40]}: frame {done}{of}, {fps:5.2f} fps{left}   ")
-        sys.stderr.flush()
-
-
-def _print_video(src: Path, r: Any) -> None:
-    from gpen_core.platform.meter import format_bytes
-
-    vram = f", peak VRAM {format_bytes(r.peaks.vram_reserved_bytes)}" if r.peaks.vram_reserved_bytes is not None else ""
-    print(f"\n{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s, {r.fps:.2f} fps), mode {r.mode}, audio {r.audio}, "
-          f"{r.seconds_per_frame:.3f} s a frame, peak RAM {format_bytes(r.peaks.rss_bytes)}{vram}", file=sys.stderr)
-    for note in r.notes:
-        print(f"  note: {note}", file=sys.stderr)
 
 
 # ---------------------------------------------------------- download, info

@@ -13,11 +13,14 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gpen_core.engine import pipeline
+from gpen_core.engine.frames import FrameSession, open_session
 from gpen_core.errors import InputError, ResourceError
 from gpen_core.platform.meter import PeakMeter
 from gpen_core.engine.model_cache import ModelCache
@@ -86,6 +89,27 @@ class Restorer:
         with self._lock:
             self.models.free(self.device)
 
+    @contextmanager
+    def frames(self, options: RestoreOptions, frame_size: tuple[int, int]) -> Iterator[FrameSession]:
+        """A session for the frames of a video: ``with restorer.frames(opts, (w, h)) as session:``.
+
+        Takes the lock once for the whole session (other calls wait), resolves the mode once
+        (``auto`` planned for ``frame_size`` = (width, height) frames), and keeps the networks
+        resident until the block ends. Per frame: ``session.detect(rgb) -> list[Detection]`` and
+        ``session.restore(rgb, detections) -> FrameOutput`` (RGB uint8 H×W×3 in and out; nothing
+        is encoded). ``session.mode``, ``session.runtimes`` and ``session.notes`` say what runs.
+        No meter: the caller measures the whole clip (:class:`gpen_core.platform.meter.PeakMeter`).
+
+        Raises InputError for options a video cannot take (aligned, upscale, another task, a
+        mode that does not paste), WeightsError for missing weights (all named at once).
+        """
+        opts = options.validated()
+        with self._lock:
+            pipeline.import_engine()
+            malloc_trim()
+            with open_session(self.models, self.device, opts, frame_size) as session:
+                yield session
+
     def __call__(
         self,
         image: ImageSource,
@@ -120,6 +144,7 @@ class Restorer:
             attempts: list[Attempt] = []
             while True:
                 out = None
+                self.models.runtimes.clear()  # this attempt's networks, as it loads or reuses them
                 # One meter per attempt: a stepped-down result reports the attempt that made it,
                 # not the heavier one that failed; the first attempt's meter also covers decoding.
                 # The request's own device: VRAM on that GPU only; a CPU request never touches CUDA.
@@ -136,7 +161,7 @@ class Restorer:
                     return replace(out, peaks=meter.peaks, attempts=tuple(attempts), notes=notes)
                 # Out of memory: free everything this call allocated, then step down one mode.
                 self.models.free(device)
-                self._step_down(req, [a.mode for a in attempts], opts.task)
+                req = self.step_down(req, [a.mode for a in attempts], opts.task)
 
     def _attempt(
         self, req: pipeline.Request, opts: RestoreOptions, report: Progress, t0: float, given: list[Any] | None, device: str
@@ -153,7 +178,9 @@ class Restorer:
         return None
 
     @staticmethod
-    def _step_down(req: pipeline.Request, tried: list[str], task: str = "enhance") -> None:
+    def step_down(req: pipeline.Request, tried: list[str], task: str = "enhance") -> pipeline.Request:
+        """``req`` in the next lighter mode for ``task`` (a new value), or ResourceError when
+        ``tried`` ended at the lightest."""
         lighter = lighter_than(req.mode, task)
         if lighter is None:
             from gpen_core.platform.oom import out_of_memory_advice
@@ -161,9 +188,7 @@ class Restorer:
             raise ResourceError(
                 f"out of memory in {' and then '.join(tried)} mode, and there is no lighter mode. {out_of_memory_advice()}"
             )
-        req.reason = f"ran out of memory in {req.mode.name}; freed it and retried in {lighter.name}"
-        req.notes.append(req.reason)
-        req.mode = lighter
+        return req.stepped_down(lighter)
 
 
 def _check_cuda_index(device: str) -> None:

@@ -103,6 +103,31 @@ class RejectedFace:
 
 
 @dataclass(frozen=True)
+class NetworkRuntime:
+    """What ran one network of a request, and why (``RestoreResult.runtimes``)."""
+
+    network: Literal["generator", "detector", "parser", "upscaler"]
+    name: str  # the weights it ran: registry name or file name ("GPEN-BFR-512", "resnet50")
+    runtime: Literal["torch", "openvino"]
+    reason: str  # why that runtime: "asked for", "measured faster here: …", a first-use fallback
+
+
+@dataclass(frozen=True)
+class FrameOutput:
+    """One video frame restored by :meth:`gpen_core.restorer.FrameSession.restore` (not encoded).
+
+    ``image``: RGB uint8 H×W×3, the frame with its faces pasted back (a new array; the input
+    unchanged when no detection was given). ``faces``: one per restored face, in the order
+    pasted. ``timings``: this frame's align / restore / paste seconds (``total_s`` their sum
+    with the bookkeeping); the clip's peaks are the caller's meter's."""
+
+    image: np.ndarray
+    faces: tuple[Face, ...]
+    notes: tuple[str, ...]
+    timings: Timings
+
+
+@dataclass(frozen=True)
 class RestoreResult:
     """Everything one call produced and what it cost.
 
@@ -142,3 +167,9 @@ class RestoreResult:
     rejected: tuple[RejectedFace, ...] = ()
     # Which of GPEN's tasks made it (gpen_core.modes.TASKS): "enhance", "colorize", "inpaint", "seg2face".
     task: str = "enhance"
+    # Every network the request ran, in the order loaded, with its runtime and why (``backend`` /
+    # ``backend_reason`` repeat the generator's for older callers).
+    runtimes: tuple[NetworkRuntime, ...] = ()
+    # Resident networks released before this request because its mode does not use them
+    # (a lighter mode after a heavier one in the app), by name; empty when none.
+    released: tuple[str, ...] = ()

@@ -220,3 +220,29 @@ def test_an_output_that_is_not_mp4_is_refused_before_any_work(tmp_path: Path) ->
     src = make_clip(tmp_path / "in.mp4", gradient_frames(3))
     with pytest.raises(InputError, match=r"out\.mp4"):
         restore_video(src, tmp_path / "out.avi", engine=Invert())
+
+
+def test_frames_over_the_photo_pixel_limit_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpen_core.images.limits import InputLimits
+    from gpen_core.video import probe
+
+    monkeypatch.setattr(probe, "DEFAULT_LIMITS", InputLimits(max_pixels=3000))  # 64×48 = 3072 pixels: just over
+    src = make_clip(tmp_path / "in.mp4", gradient_frames(3))
+    with pytest.raises(InputError, match=r"64×48 .*limit is .*megapixels a frame.*Scale the video down"):
+        restore_video(src, tmp_path / "out.mp4", engine=Invert())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"]
+
+
+def test_running_out_of_memory_midway_is_a_resource_error_and_nothing_is_left(tmp_path: Path) -> None:
+    from gpen_core.errors import ResourceError
+
+    class Starved(Invert):
+        def restore(self, rgb: np.ndarray, detections: list) -> FrameOut:
+            if len(self.seen) > 5:
+                raise MemoryError("cannot allocate")
+            return super().restore(rgb, detections)
+
+    src = make_clip(tmp_path / "in.mp4", gradient_frames(10))
+    with pytest.raises(ResourceError, match=r"out of memory at frame \d+ .*lighter mode"):
+        restore_video(src, tmp_path / "out.mp4", engine=Starved())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"]

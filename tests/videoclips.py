@@ -26,19 +26,21 @@ def make_clip(
     rotation: int = 0,
     colour: tuple[int, int, int, int] | None = None,
     crf: int = 18,
+    container: str | None = None,
 ) -> Path:
     """Write ``frames`` (RGB uint8) as H.264 into ``path`` (its suffix picks the container).
 
     ``pts``: each frame's timestamp in ``time_base`` (default 0, 1, 2…: constant rate).
     ``audio``: None, "aac" or "pcm_s16le" (a 440 Hz tone of ``audio_seconds``).
     ``rotation``: the display matrix's rotation (degrees counter-clockwise). ``colour``:
-    (primaries, transfer, matrix, range) tags as FFmpeg numbers.
+    (primaries, transfer, matrix, range) tags as FFmpeg numbers. ``container``: FFmpeg's format name
+    when the suffix does not say it ("mp4" for a video named clip.bin).
     """
     import av
 
     frames = list(frames)
     h, w = frames[0].shape[:2]
-    out = av.open(str(path), "w")
+    out = av.open(str(path), "w", format=container)
     rate = Fraction(1, 1) / time_base if pts is None else None
     vs = out.add_stream("libx264", rate=rate or 25, options={"crf": str(crf), "preset": "ultrafast"})
     vs.width, vs.height, vs.pix_fmt = w, h, "yuv420p"

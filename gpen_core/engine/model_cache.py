@@ -14,7 +14,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gpen_core.engine.lifetime import Lifetime, Stage
 from gpen_core.engine.prepare import busy_note, token
+from gpen_core.result import NetworkRuntime
 from gpen_core.errors import GPENError
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.platform.oom import release
@@ -38,21 +40,32 @@ class ModelCache:
 
     def __init__(
         self, models_dir: str | os.PathLike[str] | None = None, *, allow_download: bool = False, synthetic_weights: bool = False,
-        one_shot: bool = False,
+        one_shot: bool = False, lifetime: Lifetime | None = None,
     ) -> None:
         self.models_dir = Path(models_dir) if models_dir is not None else None
         self.allow_download = allow_download
         self.synthetic_weights = synthetic_weights
-        # A process that serves one request (the CLI with one photo): the pipeline loads each
-        # network when its stage starts and drops it when the stage ends, so the peak is the
-        # largest stage's rather than the sum of every resident network. A server keeps them.
-        self.one_shot = one_shot
+        # What stays loaded between stages and requests (engine.lifetime); ``one_shot=True`` is
+        # Lifetime.ONE_SHOT, kept for older callers.
+        self.lifetime = lifetime or (Lifetime.ONE_SHOT if one_shot else Lifetime.RESIDENT)
+        # What ran each network of the current request, in the order loaded (RestoreResult.runtimes).
+        self.runtimes: dict[str, NetworkRuntime] = {}
         self._generator: _Loaded | None = None
         # The generator runtime of the last request ("torch" / "openvino") and why it was picked.
         self.backend, self.backend_reason = "torch", ""
         self._detector: _Loaded | None = None
         self._parser: _Loaded | None = None
         self._upscaler: _Loaded | None = None
+
+    @property
+    def one_shot(self) -> bool:
+        """Whether this cache serves one request (:attr:`Lifetime.ONE_SHOT`)."""
+        return self.lifetime is Lifetime.ONE_SHOT
+
+    def stage_ended(self, stage: Stage, device: str) -> None:
+        """A request's ``stage`` is over: drop what the lifetime policy lets go then."""
+        for kind in self.lifetime.drops_after(stage):
+            self.drop(kind, device)
 
     def loaded(self) -> dict[str, str | None]:
         """Names of the resident models (for the UI and tests)."""
@@ -168,6 +181,7 @@ class ModelCache:
                 raise
         forward, size = self._generator.obj
         self.backend, self.backend_reason = backend, why
+        self.runtimes["generator"] = NetworkRuntime("generator", name, backend, why)
         notes = [n for n in (note, precision_note) if n]
         if backend == "openvino":
             if fresh and forward.convert_s is not None:
@@ -249,6 +263,7 @@ class ModelCache:
                              "(cached in the models folder)")
         if backend == "openvino" and notes is not None:
             notes.append(f"face detector: {network} on OpenVINO float32 ({why.replace(' per face', ' per detection')})")
+        self.runtimes["detector"] = NetworkRuntime("detector", network, self._detector.key[2], why)
         return self._detector.obj
 
     def parser(self, mode: MemoryMode, device: str, notes: list[str], opts: RestoreOptions | None = None):
@@ -282,7 +297,7 @@ class ModelCache:
 
         dtype = choose_parse_dtype(device, mode.cpu_dtype)
         requested = opts.backend if opts is not None else "torch"
-        backend, _ = ov_backend.choose_mode_backend(mode, requested, mode.parse_input, dtype,
+        backend, why = ov_backend.choose_mode_backend(mode, requested, mode.parse_input, dtype,
                                                     network="parsenet", models_dir=self._ov_models_dir(), device=device)
         if backend == "openvino" and path is not None:
             from gpen_core.runtimes.openvino import parser as ov_parse
@@ -292,7 +307,7 @@ class ModelCache:
             fallback = _torch_instead(requested, cached, need, device, token("parser", str(mode.parse_input)),
                                       f"the {mode.parse_input} px parser")
             if fallback:
-                backend = "torch"
+                backend, why = "torch", fallback
                 notes.append(fallback)
         key = (str(path), device, mode.parse_input, mode.cpu_dtype, backend)
         if self._parser is None or self._parser.key != key:
@@ -307,7 +322,19 @@ class ModelCache:
             if masker.convert_s is not None:
                 notes.append(f"converted the parser to OpenVINO on first use in {masker.convert_s:.1f} s (cached in the models folder)")
         notes.append(f"paste mask: GPEN's face-parsing mask ({self._parser.obj.description})")
+        self.runtimes["parser"] = NetworkRuntime("parser", self._parser.name, self._parser.key[-1], why)
         return self._parser.obj
+
+    def parsing_fn(self, mode: MemoryMode, device: str, notes: list[str], opts: RestoreOptions | None = None) -> Any:
+        """The paste mask function for ``mode`` as the lifetime policy loads it: now (resident), or
+        at the first face it masks (one-shot: :class:`~gpen_core.engine.one_shot.LazyParser`). None:
+        GPEN's feathered rectangle."""
+        from gpen_core.engine.one_shot import LazyParser
+
+        if self.lifetime.lazy_parser:
+            later: list[str] = []  # said at the first mask: the restore stage reads LazyParser.notes
+            return LazyParser(lambda: self.parser(mode, device, later, opts), later)
+        return self.parser(mode, device, notes, opts)
 
     def upscaler(self, opts: RestoreOptions, device: str):
         """(RRDBNet, name) for ``opts.upscale`` > 1; with ``upscale`` 1 it drops a resident one and returns None.
@@ -350,6 +377,7 @@ class ModelCache:
                 label = name if not looks_like_path else Path(name).name
             self._upscaler = _Loaded(key, net, label)
         net = self._upscaler.obj
+        self.runtimes["upscaler"] = NetworkRuntime("upscaler", self._upscaler.name, "torch", "the upscaler runs on torch only")
         if net.scale != opts.upscale:
             raise InputError(
                 f"the upscaler {self._upscaler.name} enlarges ×{net.scale}, but ×{opts.upscale} was asked. "

@@ -17,8 +17,10 @@ class LazyParser:
     weights, or the mode skips it) it returns GPEN's feathered rectangle, as a None
     ``parsing_fn`` would."""
 
-    def __init__(self, load: Callable[[], Any]) -> None:
+    def __init__(self, load: Callable[[], Any], notes: list[str] | None = None) -> None:
         self._load, self._fn, self._called = load, None, False
+        # What loading it said (which paste mask ran): ``load`` appends here, the restore stage reads it.
+        self.notes: list[str] = notes if notes is not None else []
 
     def __call__(self, restored: np.ndarray) -> np.ndarray:
         if not self._called:

@@ -1,29 +1,24 @@
-"""The engine as a clip sees it: plan the mode once, then ``detect(rgb)`` and ``restore(rgb, detections)`` per frame.
+"""The engine as a clip sees it: a frame session (``Restorer.frames``) planned once for the clip, then
+``detect(rgb)`` and ``restore(rgb, detections)`` per frame with the networks resident.
 
-The one place that knows how the video path reaches the engine. Today it goes through the public
-facade: detection with :func:`gpen_core.faces.find.find_faces` on the restorer's cached detector,
-restoring with ``Restorer.__call__(frame, options, detections=...)`` (the networks stay resident in
-its model cache between calls). When the engine offers a per-frame session, only this module changes.
+The one place that knows how the video path reaches the engine. The session holds the restorer's
+lock for the whole clip, so :meth:`FrameEngine.close` must run (``restore_video`` does, whatever happens).
 """
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from gpen_core.errors import InputError
-from gpen_core.modes import AUTO, MemoryMode, get_mode
 from gpen_core.options import RestoreOptions
-
-# Notes of a frame that say nothing about the clip (each frame's own meter inside the clip's).
-_FRAME_ONLY = ("peak includes concurrent work",)
 
 
 @dataclass(frozen=True)
 class FrameOut:
-    """One restored frame: RGB uint8 H×W×3 (the input's size unless the mode shrinks it) and the restore's notes."""
+    """One restored frame: RGB uint8 H×W×3 and the restore's notes for it."""
 
     image: np.ndarray
     notes: tuple[str, ...]
@@ -32,55 +27,61 @@ class FrameOut:
 class FrameEngine:
     """Per-frame access to a :class:`~gpen_core.restorer.Restorer` for one clip of ``size`` (width, height, upright).
 
-    ``auto`` is planned once for the whole clip from its frame size; every mode that pastes applies.
+    ``auto`` is planned once for the whole clip from its frame size; every mode that pastes applies, and
+    a mode with a longest side (``low``: 2048 px) shrinks frames above it first (:meth:`fit`), as it does photos.
+    Refusals (aligned, upscaling, another task, faces-only) are the session's InputErrors.
     """
 
     def __init__(self, restorer: Any, options: RestoreOptions, size: tuple[int, int]) -> None:
-        opts = options.validated()
-        if opts.aligned:
-            raise InputError("a video is not an aligned face crop: restore it without the aligned option")
-        if opts.task not in ("enhance", "colorize"):
-            raise InputError(f"the {opts.task} task is for photos; a video can be enhanced or colorized")
-        self.restorer = restorer
+        # Frames are turned upright by their display matrix before detection: upright faces only.
+        opts = replace(options.validated(), orientations=False)
         self.device: str = restorer.device
-        self.mode, self.reason = self._plan(opts, size)
-        if not self.mode.paste:
-            raise InputError(
-                f"{self.mode.name} returns the restored face crops, not the picture: a video needs a mode that pastes "
-                "the faces back (auto, low, balanced or quality)"
-            )
-        # The clip searches upright faces only: frames are already turned upright by their display matrix.
-        self.options = replace(opts, mode=self.mode.name, orientations=False)
-        self.notes: list[str] = [self.reason] if self.reason and opts.mode == AUTO else []
+        self._stack = ExitStack()
+        self.session = self._stack.enter_context(restorer.frames(opts, self.fitted(size, restorer, opts)))
+        self.mode = self.session.mode
+        asked = opts.mode
+        self.reason = self.session.notes[0] if self.session.notes and self.mode.name != asked else ""
+        self.notes: list[str] = list(self.session.notes)
+        if self._shrinks(size):
+            w, h = self.fitted(size, restorer, opts)
+            self.notes.append(f"{self.mode.name} mode shrinks frames over {self.mode.max_side} px: "
+                              f"{size[0]}×{size[1]} restored and written at {w}×{h}")
 
-    def _plan(self, opts: RestoreOptions, size: tuple[int, int]) -> tuple[MemoryMode, str]:
-        if opts.mode != AUTO:
-            return get_mode(opts.mode), ""
-        from gpen_core.engine import budget
+    @staticmethod
+    def fitted(size: tuple[int, int], restorer: Any, opts: RestoreOptions) -> tuple[int, int]:
+        """The frame size the session plans for: the mode's longest side applied (an explicit mode's; auto plans the clip as it is)."""
+        from gpen_core.modes import AUTO, get_mode
 
-        models = self.restorer.models
-        choice = budget.choose(
-            device=self.device, image_size=size, models_dir=models.models_dir,
-            available=lambda m: models.weights_present(m, opts, False), upscale=opts.upscale, tile=opts.tile, task=opts.task,
-        )
-        return choice.mode, f"auto chose {choice.mode.name} for the whole clip ({size[0]}×{size[1]} frames): {choice.reason}"
+        if opts.mode == AUTO:
+            return size
+        side = get_mode(opts.mode).max_side
+        if not side or max(size) <= side:
+            return size
+        k = side / max(size)
+        return max(1, round(size[0] * k)), max(1, round(size[1] * k))
+
+    def _shrinks(self, size: tuple[int, int]) -> bool:
+        return bool(self.mode.max_side) and max(size) > self.mode.max_side
+
+    def fit(self, rgb: np.ndarray) -> np.ndarray:
+        """The frame at the mode's longest side (unchanged when it fits)."""
+        if not self._shrinks((rgb.shape[1], rgb.shape[0])):
+            return rgb
+        from gpen_core.images.encode import shrink_to_max_side
+
+        return shrink_to_max_side(rgb, self.mode.max_side)[0]
 
     def detect(self, rgb: np.ndarray) -> list[Any]:
         """The faces of one upright RGB frame (``Detection`` list, frame pixels), highest score first, at most max_faces."""
-        from gpen_core.faces.find import find_faces
-
-        mode, opts = self.mode, self.options
-        detector = self.restorer.models.detector(opts.detector or mode.detector, self.device, opts, self.notes, mode=mode)
-        found = find_faces(
-            detector, rgb, threshold=opts.threshold, max_side=mode.detect_side, shrink_above=mode.detect_shrink_above,
-            interpolation=mode.detect_resize, face_check=opts.face_check, orientations=False,
-        )
-        return list(found.faces)[: opts.max_faces]
+        return self.session.detect(rgb)
 
     def restore(self, rgb: np.ndarray, detections: list[Any]) -> FrameOut:
         """Restore ``detections`` (steadied) in ``rgb`` and paste them back; a frame without faces is returned as it is."""
-        if not detections and not (self.mode.max_side and max(rgb.shape[:2]) > self.mode.max_side):
+        if not detections:
             return FrameOut(rgb, ())
-        result = self.restorer(rgb, self.options, detections=detections)
-        notes = tuple(n for n in result.notes if not n.startswith(_FRAME_ONLY))
-        return FrameOut(result.image, notes)
+        out = self.session.restore(rgb, detections)
+        return FrameOut(out.image, out.notes)
+
+    def close(self) -> None:
+        """End the session: the restorer's lock is released and its lifetime policy restored."""
+        self._stack.close()

@@ -25,8 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from gpen_core.faces.find import overlap
-
 # Frames either side of the one being smoothed (window 2·3+1 = 7). Measured on a panning crop of the
 # Solvay photo with mobilenet0.25 (tests/test_video_steady.py): movement 0.9 px raw → under 0.35 px.
 HALF_WINDOW = 3
@@ -52,6 +50,15 @@ class SteadyFace:
     track: int
     detection: Any  # gpen_core.faces.detect.Detection
     filled: bool
+
+
+def iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    """Intersection over union of two (x0, y0, x1, y1) boxes (here, not faces.find's: that module pulls in OpenCV)."""
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = max(0.0, (a[2] - a[0]) * (a[3] - a[1])) + max(0.0, (b[2] - b[0]) * (b[3] - b[1])) - inter
+    return inter / union if union > 0 else 0.0
 
 
 def _centre_near(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
@@ -94,9 +101,9 @@ class Steadier:
         pairs = []
         for di, d in enumerate(detections):
             for ti, t in enumerate(live):
-                iou = overlap(d.box, t.last_box)[0]
-                if iou >= MATCH_IOU or _centre_near(d.box, t.last_box):
-                    pairs.append((-iou, pos - t.last_pos, di, ti))
+                o = iou(d.box, t.last_box)
+                if o >= MATCH_IOU or _centre_near(d.box, t.last_box):
+                    pairs.append((-o, pos - t.last_pos, di, ti))
         pairs.sort()
         used_d: set[int] = set()
         used_t: set[int] = set()

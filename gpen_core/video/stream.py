@@ -104,23 +104,51 @@ def restore_video(
         t0 = time.perf_counter()
         with PeakMeter(device) as meter:
             run = _Run(container, info, tmp, vopts, stop or threading.Event(), progress, on_frame)
-            run.engine = engine or _engine_for(restorer, options or RestoreOptions(), run)
-            run.go()
+            try:
+                run.engine = engine or _engine_for(restorer, options or RestoreOptions(), run)
+                run.go()
+            except Exception as exc:
+                _translate(exc, run)
+                raise
         assert meter.peaks is not None
         os.replace(tmp, dst_p)
         return run.result(str(dst_p), meter.peaks, time.perf_counter() - t0)
     finally:
         if run is not None:
             run.shut()
+            if engine is None and run.engine is not None:
+                run.engine.close()  # the frame session holds the restorer's lock
         container.close()
         tmp.unlink(missing_ok=True)
+
+
+def _translate(exc: Exception, run: "_Run") -> None:
+    """Raise the clip's failure as a GPENError with its fix (none reaches the user as a traceback); else return."""
+    import av
+
+    from gpen_core.errors import ResourceError
+    from gpen_core.platform.oom import is_oom, out_of_memory_advice
+
+    if isinstance(exc, GPENError):
+        return
+    mode = getattr(getattr(run.engine, "mode", None), "name", "this")
+    if is_oom(exc):
+        raise ResourceError(
+            f"out of memory at frame {run.written} in {mode} mode (a clip does not step down mid-way: its look would "
+            f"change). Restore it in a lighter mode (--mode low). {out_of_memory_advice()}"
+        ) from None
+    if isinstance(exc, (av.FFmpegError, OSError)):
+        raise InputError(
+            f"writing the video failed at frame {run.written} ({str(exc).strip() or type(exc).__name__}): check that the "
+            "output folder is writable and its disk has space, and try again"
+        ) from None
 
 
 def _engine_for(restorer: Any, options: RestoreOptions, run: "_Run") -> Any:
     """The engine for the clip's upright frame size (the first frame's, which the decoder has by now)."""
     from gpen_core.video.engine_seam import FrameEngine
 
-    run.start_decoder()
+    run.start()
     first = run.peek_first()
     return FrameEngine(restorer, options, (first.shape[1], first.shape[0]))
 
@@ -157,9 +185,11 @@ class _Run:
         self.writer = VideoWriter(out, add_audio(out, list(container.streams.audio)), vopts.crf, info.time_base, info.rate)
 
     # ------------------------------------------------------------ threads
-    def start_decoder(self) -> None:
-        if not any(t.name == "gpen-video-decode" for t in self.threads):
+    def start(self) -> None:
+        """Start the decoder and the encoder (once)."""
+        if not self.threads:
             self._thread("gpen-video-decode", self._decode)
+            self._thread("gpen-video-encode", self._encode)
 
     def _thread(self, name: str, target: Callable[[], None]) -> None:
         def body() -> None:
@@ -212,7 +242,7 @@ class _Run:
             if item[0] == "frame":
                 self.first_item = item
                 return item[3]
-            self._route_audio(item)
+            self._send(item)
         raise self._no_frames(item)
 
     def _no_frames(self, item: Any) -> InputError:
@@ -323,8 +353,7 @@ class _Run:
 
     # ------------------------------------------------------------ the main thread
     def go(self) -> None:
-        self.start_decoder()
-        self._thread("gpen-video-encode", self._encode)
+        self.start()
         item = self.first_item if self.first_item is not None else self._get(self.decoded)
         self.first_item = None
         decoded = 0
@@ -357,6 +386,9 @@ class _Run:
 
     def _take(self, item: Any) -> None:
         self._check()
+        fit = getattr(self.engine, "fit", None)
+        if fit is not None:
+            item = (*item[:3], fit(item[3]), *item[4:])
         _, _, t, rgb, rotation, _ = item
         self.rotation = rotation
         self.steady.push(t, self.engine.detect(rgb))
@@ -385,8 +417,9 @@ class _Run:
         self.written += 1
         if self.on_frame is not None:
             self.on_frame(record)
-        if self.progress is not None:
-            self.progress(self.written, self.info.frames)
+        if self.progress is not None:  # a part of the clip: its frame count is not known ahead
+            trimmed = self.vopts.start_s is not None or self.vopts.end_s is not None
+            self.progress(self.written, 0 if trimmed else self.info.frames)
 
     def _note_damage(self, decoded: int) -> None:
         detail = getattr(self, "damage_detail", None)

@@ -1,0 +1,147 @@
+"""A session of frames (a video): the photo path's detect and restore-and-paste stages, per frame.
+
+:meth:`gpen_core.restorer.Restorer.frames` opens one. The mode is resolved once (``auto``:
+planned by the caller-given frame size), the networks load once and stay resident for the
+session whatever the restorer's lifetime policy, and nothing is encoded: the caller (the video
+room) owns the container, the audio and the meter that measures the whole clip.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import numpy as np
+
+from gpen_core.engine import budget, stages
+from gpen_core.engine.lifetime import Lifetime
+from gpen_core.engine.model_cache import ModelCache
+from gpen_core.errors import InputError
+from gpen_core.modes import AUTO, MemoryMode, get_mode, get_task
+from gpen_core.options import RestoreOptions
+from gpen_core.result import FrameOutput, NetworkRuntime, Timings
+from gpen_core.rgb import check_rgb
+
+
+def _silent(fraction: float, message: str) -> None:
+    """Frames report no progress of their own: the caller counts frames."""
+
+
+class FrameSession:
+    """Restores the faces of one frame after another with the networks kept loaded.
+
+    Made by :meth:`gpen_core.restorer.Restorer.frames` (which holds the restorer's lock for the
+    session's life); use it only inside that ``with`` block, from one thread.
+
+    ``mode``: the memory mode every frame runs in. ``notes``: what the session changed from the
+    request (a lighter mode than asked, the generator's dtype), said once. ``runtimes``: what runs
+    each network and why.
+    """
+
+    def __init__(self, models: ModelCache, device: str, opts: RestoreOptions, mode: MemoryMode, notes: list[str],
+                 numerics: ExitStack) -> None:
+        self._models, self._device, self._opts = models, device, opts
+        self.mode = mode
+        self._task = get_task(opts.task)
+        loaded = stages.load_networks(models, mode, opts, device, _silent, numerics, boxes_given=False)
+        generator = loaded.generator
+        if generator is None:  # a resident policy never defers it; kept honest should that change
+            generator, gen_notes = stages.load_generator(models, mode, opts, device, _silent, numerics)
+            notes.extend(gen_notes)
+        self._generator = generator
+        self._parsing_fn = loaded.parsing_fn
+        name = opts.detector or mode.detector
+        self._detector = models.detector(name, device, opts, notes, mode=mode)
+        self.detector = name
+        self.notes: tuple[str, ...] = tuple(dict.fromkeys([*notes, *loaded.notes]))
+
+    @property
+    def runtimes(self) -> tuple[NetworkRuntime, ...]:
+        """What runs each network of the session (generator, parser, detector) and why."""
+        return tuple(self._models.runtimes.values())
+
+    @property
+    def checkpoint(self) -> str:
+        """The generator's registry name or path."""
+        return self._generator.name
+
+    def detect(self, rgb: np.ndarray) -> list[Any]:
+        """The faces of one frame (RGB uint8 H×W×3) as the photo path finds them
+        (:func:`gpen_core.faces.find.find_faces` with the mode's detector settings), at most
+        ``max_faces``, highest score first: a list of :class:`gpen_core.faces.detect.Detection`
+        in the frame's pixels."""
+        rgb = check_rgb(rgb, "the frame")
+        found, _ = stages.find_faces(self._detector, rgb, self.mode, self._opts)
+        return list(found.faces)[: self._opts.max_faces]
+
+    def restore(self, rgb: np.ndarray, detections: list[Any]) -> FrameOutput:
+        """Restore the faces at ``detections`` (in ``rgb``'s pixels, landmarks used as given,
+        e.g. smoothed across frames) and paste them back into a copy of ``rgb`` (RGB uint8
+        H×W×3). Not encoded. Out-of-memory errors propagate: the caller decides (a video
+        cannot step down mid-clip without changing its look)."""
+        rgb = check_rgb(rgb, "the frame")
+        t = time.perf_counter()
+        canvas = stages.Canvas(rgb, None, list(detections), (), None, 0.0, ())
+        generator = stages.Generator(self._generator.forward, self._generator.size, self._generator.dtype,
+                                     self._generator.name)
+        restored = stages.restore_and_paste(self._models, self._device, canvas, generator, self._parsing_fn, self.mode,
+                                            self._opts, self._task, _silent)
+        out = restored.photo
+        timings = Timings(total_s=time.perf_counter() - t, align_s=out.timings.get("align_s", 0.0),
+                          restore_s=out.timings.get("restore_s", 0.0), paste_s=out.timings.get("paste_s", 0.0))
+        notes = [*restored.notes, *out.notes]
+        notes.extend(dict.fromkeys(restored.overflows))
+        return FrameOutput(out.image, tuple(out.faces), tuple(dict.fromkeys(notes)), timings)
+
+
+def frame_mode(models: ModelCache, opts: RestoreOptions, device: str, frame_size: tuple[int, int]) -> tuple[MemoryMode, list[str]]:
+    """The mode a session of ``frame_size`` (width, height) frames runs in, and a note when it is
+    not the one asked (auto's choice, or a lighter mode when the asked one does not fit)."""
+    if opts.mode == AUTO:
+        choice = budget.choose(device=device, image_size=frame_size, models_dir=models.models_dir,
+                               available=lambda m: models.weights_present(m, opts, False), task=opts.task)
+        return choice.mode, [f"auto chose {choice.mode.name} for {frame_size[0]}×{frame_size[1]} frames: {choice.reason}"]
+    mode = get_mode(opts.mode)
+    step = budget.check_fits(mode, device=device, image_size=frame_size, models_dir=models.models_dir, task=opts.task)
+    if step is not None:
+        return step.mode, [step.reason]
+    return mode, []
+
+
+def check_frame_options(opts: RestoreOptions, frame_size: tuple[int, int]) -> None:
+    """InputError for what a frame session does not do: it restores faces in whole frames and
+    pastes them back, at the frames' own size."""
+    if opts.aligned or opts.upscale > 1 or opts.task != "enhance":
+        raise InputError("video frames are restored as whole photos with the enhance task: turn off 'aligned', "
+                         "use upscale 1 and the enhance task")
+    w, h = frame_size
+    if w < 1 or h < 1:
+        raise InputError(f"the frame size must be positive, got {w}×{h}")
+
+
+@contextmanager
+def open_session(models: ModelCache, device: str, opts: RestoreOptions, frame_size: tuple[int, int]) -> Iterator[FrameSession]:
+    """A :class:`FrameSession` with every network resident until the block ends; the cache's
+    lifetime policy is restored afterwards (a one-shot cache then lets them go)."""
+    import torch
+
+    check_frame_options(opts, frame_size)
+    mode, notes = frame_mode(models, opts, device, frame_size)
+    if not mode.paste:
+        raise InputError(f"{mode.name} mode returns face crops only; a video needs a mode that pastes faces back")
+    policy, models.lifetime = models.lifetime, Lifetime.RESIDENT
+    old_threads = torch.get_num_threads()
+    if mode.threads and device == "cpu" and old_threads > mode.threads:
+        torch.set_num_threads(mode.threads)
+    models.runtimes.clear()
+    try:
+        with ExitStack() as numerics:
+            yield FrameSession(models, device, opts, mode, notes, numerics)
+    finally:
+        models.lifetime = policy
+        if policy is Lifetime.ONE_SHOT:
+            models.free(device)
+        if torch.get_num_threads() != old_threads:
+            torch.set_num_threads(old_threads)

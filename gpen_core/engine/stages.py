@@ -1,0 +1,427 @@
+"""The stages of one request, in order, each taking and returning typed values.
+
+:func:`gpen_core.engine.pipeline.run_attempt` is their sequence for a photo; a video's
+:class:`gpen_core.engine.frames.FrameSession` runs :func:`detect_faces` and
+:func:`restore_and_paste` per frame. No stage decides what stays loaded: each tells the model
+cache when it has ended (:meth:`~gpen_core.engine.model_cache.ModelCache.stage_ended`) and the
+cache's lifetime policy (:mod:`gpen_core.engine.lifetime`) lets go what it lets go.
+Nothing heavy at import.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from gpen_core.engine import tasks as task_steps
+from gpen_core.engine.model_cache import ModelCache
+from gpen_core.modes import MemoryMode, Task
+from gpen_core.options import Progress, RestoreOptions
+from gpen_core.result import RejectedFace
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The photo as the stages see it: after the mode's pre-shrink and the task's own input step."""
+
+    rgb: np.ndarray  # RGB uint8 H×W×3
+    alpha: np.ndarray | None  # the photo's transparency, H×W uint8, at ``rgb``'s size
+    damage: Any  # inpainting's faces.tasks.Damage, else None
+    grey: np.ndarray | None  # colourisation's grey input, else None
+    input_size: tuple[int, int]  # width, height before the pre-shrink (given boxes are in these pixels)
+    notes: tuple[str, ...]
+
+
+@dataclass
+class Generator:
+    """A loaded generator, ready to restore aligned crops. The restore stage :meth:`take`\ s its
+    ``forward``, so that once the model cache lets it go nothing else holds it."""
+
+    forward: Any  # crop tensor -> restored tensor (torch or OpenVINO)
+    size: int  # its face size in pixels
+    dtype: Any  # torch dtype that runs
+    name: str  # registry name or path
+
+    @property
+    def dtype_name(self) -> str:
+        return str(self.dtype).replace("torch.", "")
+
+    def take(self) -> Any:
+        """The forward function, handed over (this value no longer holds it)."""
+        forward, self.forward = self.forward, None
+        return forward
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What the request loads before detection: the generator (None when the lifetime policy
+    defers it until detection is over) and the paste mask function (None: GPEN's rectangle)."""
+
+    generator: Generator | None
+    parsing_fn: Any
+    seconds: float
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Found:
+    """Detection's outcome. ``detections``: None for an aligned input (nothing to find)."""
+
+    detections: list[Any] | None  # faces.detect.Detection, in ``scale`` × the prepared photo's pixels
+    rejected: tuple[RejectedFace, ...]
+    detector: str  # what found them: a network name, "given boxes", or "none"
+    scale: int  # the detections' scale over the prepared photo (detection on the upscaled size)
+    seconds: float
+    load_s: float
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Upscaled:
+    """The background upscaled in tiles (GPEN's --use_sr)."""
+
+    image: np.ndarray  # RGB uint8
+    scale: int
+    grid: Any  # upscale.tiles.TileGrid
+    seconds: float
+    dtype: str
+    name: str  # the upscaler's registry name or file name
+    dtype_reason: str = ""  # why that dtype (tiles.choose_bf16)
+
+
+@dataclass(frozen=True)
+class Canvas:
+    """What the faces are aligned on (``rgb``) and pasted onto (``upscaled.image`` when upscaled)."""
+
+    rgb: np.ndarray
+    alpha: np.ndarray | None
+    detections: list[Any] | None  # at ``rgb``'s pixels
+    rejected: tuple[RejectedFace, ...]  # at ``rgb``'s pixels
+    upscaled: Upscaled | None
+    load_s: float
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Restored:
+    """The faces restored and pasted back (faces.photo.PhotoOutput), with what the stage saw."""
+
+    photo: Any  # faces.photo.PhotoOutput
+    overflows: tuple[str, ...]  # a generator output that overflowed, once per face
+    parsed: bool | None  # whether the parsing mask ran (None: no face needed a mask)
+    notes: tuple[str, ...] = ()  # what a parser loaded during the stage said
+
+
+@dataclass(frozen=True)
+class Encoded:
+    data: bytes
+    format: str  # "png" / "jpeg"
+    seconds: float
+    notes: tuple[str, ...]
+
+
+def prepare_input(decoded: Any, mode: MemoryMode, task: Task, mask: np.ndarray | None, opts: RestoreOptions) -> Prepared:
+    """The mode's pre-shrink (photo and alpha), then the task's input step (grey, damage)."""
+    from gpen_core.images.decode import shrink_to_max_side
+
+    rgb, alpha = decoded.rgb, decoded.alpha
+    notes: list[str] = []
+    in_h, in_w = rgb.shape[:2]
+    if mode.max_side and not opts.aligned and max(in_h, in_w) > mode.max_side:
+        rgb, _ = shrink_to_max_side(rgb, mode.max_side)
+        if alpha is not None:
+            alpha, _ = shrink_to_max_side(alpha[..., None].repeat(3, 2), mode.max_side)
+            alpha = alpha[..., 0]
+        notes.append(f"{mode.name} mode shrank the photo from {in_w}×{in_h} to {rgb.shape[1]}×{rgb.shape[0]} before restoring")
+    rgb, damage, grey = task_steps.task_input(task, rgb, mask, opts.aligned, notes)
+    return Prepared(rgb, alpha, damage, grey, (in_w, in_h), tuple(notes))
+
+
+def load_generator(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str, report: Progress,
+                   numerics: ExitStack) -> tuple[Generator, tuple[str, ...]]:
+    """The mode's generator, and its notes. A float32 request is exact float32 on CUDA too:
+    TF32 goes off in ``numerics`` (closed when the attempt ends)."""
+    import torch
+
+    from gpen_core.networks.plan import cuda_numerics
+
+    report(0.02, "loading model")
+    forward, size, dtype, name, dtype_note = models.generator(mode, opts, device, progress=lambda f, m: report(0.02, m))
+    notes = [dtype_note] if dtype_note else []
+    numerics.enter_context(cuda_numerics(device, exact_float32=dtype == torch.float32, fixed_input=False))
+    if dtype == torch.float32 and device.startswith("cuda"):
+        notes.append("float32 here is exact IEEE float32: TF32 was off for this request")
+    return Generator(forward, size, dtype, name), tuple(notes)
+
+
+def load_networks(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str, report: Progress,
+                  numerics: ExitStack, boxes_given: bool) -> Loaded:
+    """Load what the request needs before detection. Every missing file is named at once; the
+    lifetime policy may defer the generator past detection and the parser to the first mask."""
+    t = time.perf_counter()
+    models.require(mode, opts, boxes_given)
+    notes: list[str] = []
+    generator = None
+    if opts.aligned or not models.lifetime.generator_after_detection(models.generator_runtime(mode, opts, device)):
+        generator, gen_notes = load_generator(models, mode, opts, device, report, numerics)
+        notes.extend(gen_notes)
+    parsing_fn = models.parsing_fn(mode, device, notes, opts) if mode.paste and not opts.aligned else None
+    return Loaded(generator, parsing_fn, time.perf_counter() - t, tuple(notes))
+
+
+def detect(models: ModelCache, device: str, photo: Prepared, mode: MemoryMode, opts: RestoreOptions,
+           given: list[Any] | None, report: Progress) -> Found:
+    """Find the faces (or take the caller's boxes, following the pre-shrink), at most ``max_faces``.
+    With given boxes and synthetic weights (the hardware check) the mode's detector still runs
+    for its true cost. The detect stage then ends (one-shot: the detector goes)."""
+    from gpen_core.platform.oom import malloc_trim
+
+    if opts.aligned:
+        found = Found(None, (), "none", 1, 0.0, 0.0, ())
+    elif given is not None:
+        found = _given_boxes(models, device, photo, mode, opts, given)
+    else:
+        notes: list[str] = []
+        name = opts.detector or mode.detector
+        t = time.perf_counter()
+        detector = models.detector(name, device, opts, notes, mode=mode)
+        load_s = time.perf_counter() - t
+        report(0.1, "detecting faces")
+        t = time.perf_counter()
+        faces, scale = find_faces(detector, photo.rgb, mode, opts)
+        del detector
+        detections = list(faces.faces)
+        notes.extend(faces.notes)
+        if len(detections) > opts.max_faces:
+            notes.append(f"found {len(detections)} faces; restored the {opts.max_faces} with the highest detection scores "
+                         f"(max faces = {opts.max_faces})")
+            detections = detections[: opts.max_faces]
+        rejected = tuple(RejectedFace(d.box, d.score, why) for d, why in faces.rejected)
+        found = Found(detections, rejected, name, scale, time.perf_counter() - t, load_s, tuple(notes))
+    models.stage_ended("detect", device)
+    # glibc keeps what the detector freed (~170 MiB on a 4000×3000 photo with ResNet-50) unless asked.
+    malloc_trim()
+    return found
+
+
+def _given_boxes(models: ModelCache, device: str, photo: Prepared, mode: MemoryMode, opts: RestoreOptions,
+                 given: list[Any]) -> Found:
+    """The caller's boxes, largest first, moved to the prepared photo's pixels."""
+    name, load_s, detect_s = "given boxes", 0.0, 0.0
+    notes: list[str] = []
+    if models.synthetic_weights:
+        # The hardware check: run the mode's detector network for its true cost, then use the
+        # given boxes (a synthetic detector finds no faces).
+        net = opts.detector or mode.detector
+        t = time.perf_counter()
+        detector = models.detector(net, device, opts, notes, mode=mode)
+        load_s = time.perf_counter() - t
+        t = time.perf_counter()
+        detector.detect(photo.rgb, threshold=opts.threshold, max_side=mode.detect_side)
+        detect_s = time.perf_counter() - t
+        name = f"{net} ({'synthetic weights, ' if detector.weights_path is None else ''}boxes given)"
+    detections = sorted(given, key=lambda d: -(d.box[2] - d.box[0]) * (d.box[3] - d.box[1]))
+    in_w, in_h = photo.input_size
+    if photo.rgb.shape[:2] != (in_h, in_w):  # boxes are in input pixels; follow the pre-shrink
+        detections = [scale_detection(d, photo.rgb.shape[1] / in_w) for d in detections]
+    if len(detections) > opts.max_faces:
+        notes.append(f"{len(detections)} boxes given; restored the {opts.max_faces} largest (max faces = {opts.max_faces})")
+        detections = detections[: opts.max_faces]
+    return Found(detections, (), name, 1, detect_s, load_s, tuple(notes))
+
+
+def find_faces(detector: Any, rgb: np.ndarray, mode: MemoryMode, opts: RestoreOptions) -> tuple[Any, int]:
+    """(:class:`gpen_core.faces.find.FoundFaces`, the scale its boxes are at). With upscaling in a mode that
+    follows the official rule, detection runs on the photo resized (bilinear) to the upscaled size, where the
+    official code finds tiny faces; else on the photo itself, the boxes scaled later."""
+    import cv2
+
+    from gpen_core.faces.find import find_faces as find
+
+    scale = opts.upscale if (opts.upscale > 1 and mode.paste and mode.detect_upscaled) else 1
+    image = rgb if scale == 1 else cv2.resize(rgb, (rgb.shape[1] * scale, rgb.shape[0] * scale), interpolation=cv2.INTER_LINEAR)
+    found = find(
+        detector, image, threshold=opts.threshold, max_side=mode.detect_side, shrink_above=mode.detect_shrink_above,
+        interpolation=mode.detect_resize, face_check=opts.face_check, orientations=opts.orientations,
+    )
+    return found, scale
+
+
+def upscale(models: ModelCache, device: str, photo: Prepared, found: Found, mode: MemoryMode, opts: RestoreOptions,
+            report: Progress) -> Canvas:
+    """GPEN's --use_sr flow when asked: upscale the photo in tiles; resize the original (and its alpha) to that
+    size with bilinear, as official, for alignment; move the detections to it. Faces are then restored and
+    pasted at the upscaled size. Without upscaling the canvas is the prepared photo (a resident upscaler goes)."""
+    base = Canvas(photo.rgb, photo.alpha, found.detections, found.rejected, None, 0.0, ())
+    if opts.upscale > 1 and not mode.paste:
+        note = f"{mode.name} mode returns the restored faces only: the background was not upscaled (×{opts.upscale} asked)"
+        return replace(base, notes=(note,))
+    if opts.upscale <= 1:
+        models.upscaler(opts, device)  # no upscaling asked: drop a resident upscaler (loads nothing)
+        return base
+    canvas = _upscale_background(models, device, photo, found, mode, opts, report)
+    models.stage_ended("upscale", device)  # the background is upscaled: the faces need no upscaler
+    return canvas
+
+
+def _upscale_background(models: ModelCache, device: str, photo: Prepared, found: Found, mode: MemoryMode,
+                        opts: RestoreOptions, report: Progress) -> Canvas:
+    import cv2
+
+    from gpen_core.upscale.tiles import MODE_TILE_BUDGET, choose_bf16, run_tiles, tile_for_budget
+
+    t = time.perf_counter()
+    loaded = models.upscaler(opts, device)
+    assert loaded is not None
+    net, name = loaded
+    load_s = time.perf_counter() - t
+    cfg = net.config
+    budget_bytes = MODE_TILE_BUDGET.get(mode.name, min(MODE_TILE_BUDGET.values()))
+    tile = opts.tile or tile_for_budget(budget_bytes, cfg.scale, num_feat=cfg.num_feat, num_grow_ch=cfg.num_grow_ch)
+
+    def tile_progress(k: int, n: int) -> None:
+        report(0.12 + 0.33 * k / n, f"upscaling the background: tile {k} of {n}")
+
+    bf16, why = choose_bf16(device, mode)
+    up = run_tiles(photo.rgb, net, tile, progress=tile_progress, bf16=bf16)
+    del net, loaded
+    s = up.scale
+    h, w = photo.rgb.shape[:2]
+    big = cv2.resize(photo.rgb, (w * s, h * s), interpolation=cv2.INTER_LINEAR)
+    alpha = cv2.resize(photo.alpha, (w * s, h * s), interpolation=cv2.INTER_LINEAR) if photo.alpha is not None else None
+    detections = found.detections
+    if detections and s != found.scale:
+        detections = [scale_detection(d, s / found.scale) for d in detections]
+    rejected = tuple(replace(r, box=tuple(v * s / found.scale for v in r.box)) for r in found.rejected)
+    upscaled = Upscaled(up.image, s, up.grid, up.seconds, up.dtype, name, why)
+    note = (f"background upscaled ×{s} by {name}: {w}×{h} → {w * s}×{h * s}, {up.grid.count} "
+            f"tile{'s' if up.grid.count > 1 else ''} of {up.grid.tile} px with {up.grid.pad} px context, in {why}; "
+            "faces restored and pasted at that size")
+    return Canvas(big, alpha, detections, rejected, upscaled, load_s, (note,))
+
+
+class FaceRestorer:
+    """The generator as :func:`gpen_core.faces.photo.restore_photo`'s ``restore_fn``: one aligned
+    crop in, the restored crop out. After the ``expected``-th face the restore stage ends (one-shot:
+    the generator goes); a face restored beyond the count loads it again instead of failing."""
+
+    def __init__(self, models: ModelCache, device: str, generator: Generator, mode: MemoryMode, opts: RestoreOptions,
+                 task: Task, grey: np.ndarray | None, expected: int) -> None:
+        self.models, self.device, self.mode, self.opts, self.task, self.grey = models, device, mode, opts, task, grey
+        self.forward, self.dtype = generator.take(), generator.dtype
+        self.exact = generator.dtype_name == "float32"
+        self.left = expected
+        self.overflows: list[str] = []
+
+    def __call__(self, crop: np.ndarray) -> np.ndarray:
+        import torch
+
+        from gpen_core.faces.tasks import keep_luminance
+        from gpen_core.networks.fast import forward_checked
+        from gpen_core.networks.plan import cuda_numerics
+        from gpen_core.networks.tensors import to_image, to_tensor
+        from gpen_core.platform.oom import malloc_trim
+
+        if self.forward is None:  # more faces than counted (a caller restoring one twice): load it again
+            self.forward = self.models.generator(self.mode, self.opts, self.device)[0]
+        # The generator's input size never changes: cuDNN autotuning pays off (CUDA only).
+        with torch.inference_mode(), cuda_numerics(self.device, exact_float32=self.exact, fixed_input=True):
+            y, problem = forward_checked(self.forward, to_tensor(crop, device=self.device, dtype=self.dtype, norm=self.task.is_norm))
+        if problem:
+            self.overflows.append(problem)
+        out = to_image(y, norm=self.task.is_norm)
+        if self.grey is not None and not self.opts.aligned:  # each coloured face keeps its own detail
+            out = keep_luminance(crop, out)
+        del y
+        self.left -= 1
+        if self.left == 0:  # the last face: masks and paste-back need no generator
+            self.models.stage_ended("restore", self.device)
+            if self.models.loaded()["generator"] is None:
+                self.forward = None
+        malloc_trim()  # the generator's freed activations back to the OS before the parser allocates (quality: -160 MiB peak)
+        return out
+
+
+def restore_and_paste(models: ModelCache, device: str, canvas: Canvas, generator: Generator, parsing_fn: Any,
+                      mode: MemoryMode, opts: RestoreOptions, task: Task, report: Progress, *,
+                      grey: np.ndarray | None = None, damage: Any = None, face_start: float = 0.15) -> Restored:
+    """Align each detection, restore it with ``generator`` and paste it back through ``parsing_fn``'s
+    mask (faces.photo.restore_photo: one face at a time, so only one crop's buffers live at once).
+    The paste stage then ends (one-shot: the generator, if a face was skipped, and the parser go)."""
+    from gpen_core.faces import photo as faces_photo
+
+    detections = canvas.detections
+    restorer = FaceRestorer(models, device, generator, mode, opts, task, grey, len(detections) if detections is not None else 1)
+
+    def face_progress(k: int, n: int) -> None:
+        report(face_start + (0.9 - face_start) * (k / max(n, 1)), f"restoring face {min(k + 1, n)} of {n}")
+
+    out = faces_photo.restore_photo(
+        canvas.rgb, detections=detections, restore_fn=restorer, size=generator.size, alpha=opts.alpha, paste=mode.paste,
+        parsing_fn=parsing_fn, aligned=opts.aligned, progress=face_progress,
+        background=canvas.upscaled.image if canvas.upscaled is not None else None,
+        aligned_at_input_size=task.aligned_output_at_input_size, damage=damage,
+    )
+    models.stage_ended("paste", device)
+    parsed = parsing_fn.parsed if hasattr(parsing_fn, "parsed") else parsing_fn is not None
+    return Restored(out, tuple(restorer.overflows), parsed, tuple(getattr(parsing_fn, "notes", ())))
+
+
+def finish_notes(restored: Restored, found: Found, generator: Generator, mode: MemoryMode, opts: RestoreOptions,
+                 given: bool) -> list[str]:
+    """What the restore stage says: the photo's own notes, where the run departs from the official
+    code, and each generator overflow with how many faces it hit."""
+    from gpen_core.modes import official_departures
+
+    notes = [*restored.notes, *restored.photo.notes]
+    detected = not given and not opts.aligned
+    departures = official_departures(mode, detector=found.detector if detected else None, detection=detected,
+                                     dtype=generator.dtype_name, upscale=opts.upscale, parsing=restored.parsed)
+    if departures:
+        notes.append(departures)
+    notes.extend(f"{problem} ({n} face{'s' if n > 1 else ''})" for problem, n in Counter(restored.overflows).items())
+    return notes
+
+
+def encode(decoded: Any, photo: Any, alpha: np.ndarray | None, mode: MemoryMode, opts: RestoreOptions) -> Encoded:
+    """The result in the output format: the photo (alpha, ICC, EXIF and DPI kept where the format
+    holds them), or the sheet of restored faces when the mode does not paste."""
+    from gpen_core.faces.paste import face_sheet
+    from gpen_core.images.decode import encode_image
+
+    t = time.perf_counter()
+    notes: list[str] = []
+    fmt = opts.output_format or mode.output_format
+    if mode.paste or opts.aligned:
+        out_alpha = alpha if (alpha is not None and photo.image.shape[:2] == alpha.shape) else None
+        if out_alpha is not None and fmt == "jpeg":
+            notes.append("JPEG has no transparency: the alpha channel is not in the downloadable result")
+            out_alpha = None
+        meta = _metadata(decoded, photo.image, photo=True)  # EXIF (upright) and DPI, print size kept
+        data = encode_image(photo.image, fmt, alpha=out_alpha, icc_profile=getattr(decoded, "icc_profile", None),
+                            exif=meta.exif, dpi=meta.dpi)
+    else:
+        sheet = face_sheet(photo.faces) if photo.faces else photo.image
+        data = encode_image(sheet, fmt, exif=_metadata(decoded, sheet, photo=not photo.faces).exif)
+    return Encoded(data, fmt, time.perf_counter() - t, tuple(notes))
+
+
+def _metadata(decoded: Any, image: np.ndarray, *, photo: bool) -> Any:
+    """The upload's EXIF and DPI for a result ``image`` (gpen_core.images.metadata.for_output)."""
+    from gpen_core.images.metadata import Metadata, for_output
+
+    meta = Metadata(getattr(decoded, "exif", None), getattr(decoded, "dpi", None))
+    return for_output(meta, decoded.upright_size, (image.shape[1], image.shape[0]), photo=photo)
+
+
+def scale_detection(d: Any, s: float) -> Any:
+    """A detection with its box, landmarks (and unclipped box) scaled by ``s``."""
+    d = replace(d, box=tuple(v * s for v in d.box), landmarks=(d.landmarks * s).astype(d.landmarks.dtype))
+    if getattr(d, "unclipped", None) is not None:  # the small-face smoothing reads it
+        d = replace(d, unclipped=tuple(v * s for v in d.unclipped))
+    return d

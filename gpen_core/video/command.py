@@ -1,0 +1,64 @@
+"""The video parts of ``python -m gpen_core restore`` that need no exit code: its options, where each
+clip is written, the progress line and the summary (the CLI runs the clips and decides exit codes)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gpen_core.errors import InputError
+from gpen_core.video.output import VIDEO_SUFFIXES
+
+
+def add_video_arguments(r: argparse.ArgumentParser) -> None:
+    r.add_argument("--crf", type=int, default=18, help="video: x264 quality, 0 lossless … 51 smallest (default 18)")
+    r.add_argument("--start", type=float, help="video: restore from this second on (default: its start)")
+    r.add_argument("--end", type=float, help="video: restore up to this second (default: its end)")
+
+
+def plan_video_outputs(videos: list[Path], output: str, photos_too: bool) -> list[tuple[Path, Path]]:
+    """(input, output) per video: the file ``output`` for one video alone, else ``output/<name>.mp4``."""
+    out = Path(output)
+    if out.suffix.lower() in VIDEO_SUFFIXES and not out.is_dir():
+        if len(videos) > 1 or photos_too:
+            raise InputError(f"{len(videos)} video(s) and photos need an output folder, not the file {out}")
+        return [(videos[0], out)]
+    if out.suffix and not out.is_dir():
+        raise InputError(f"a restored video is an MP4: name the output {out.with_suffix('.mp4')}, or give a folder")
+    from gpen_core.images.outputs import output_stems
+
+    out.mkdir(parents=True, exist_ok=True)
+    return [(p, out / f"{stem}.mp4") for p, stem in zip(videos, output_stems([p.name for p in videos]))]
+
+
+class VideoBar:
+    """Frames done, frames a second and time left on one stderr line (at most 5 updates a second)."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.t0, self.last = name, time.perf_counter(), 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - self.last < 0.2 and done != total:
+            return
+        self.last = now
+        fps = done / max(now - self.t0, 1e-9)
+        known = total >= done > 0
+        left = f", {(total - done) / fps:5.1f}s left" if known and fps > 0 else ""
+        of = f"/{total}" if known else ""
+        sys.stderr.write(f"\r{self.name[:40]}: frame {done}{of}, {fps:5.2f} fps{left}   ")
+        sys.stderr.flush()
+
+
+def print_video(src: Path, r: Any) -> None:
+    """The human summary of a restored clip (:class:`~gpen_core.video.result.VideoResult`) on stderr."""
+    from gpen_core.platform.meter import format_bytes
+
+    vram = f", peak VRAM {format_bytes(r.peaks.vram_reserved_bytes)}" if r.peaks.vram_reserved_bytes is not None else ""
+    print(f"\n{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s, {r.fps:.2f} fps), mode {r.mode}, audio {r.audio}, "
+          f"{r.seconds_per_frame:.3f} s a frame, peak RAM {format_bytes(r.peaks.rss_bytes)}{vram}", file=sys.stderr)
+    for note in r.notes:
+        print(f"  note: {note}", file=sys.stderr)
