@@ -30,15 +30,18 @@ os.environ.setdefault(
 
 import gradio as gr  # noqa: E402
 
+import app_check  # noqa: E402
+import app_video  # noqa: E402
+
 from gpen_core.compat import gradio as seam  # noqa: E402
 from gpen_core.errors import GPENError, InputError  # noqa: E402
 from gpen_core.images import outputs, uploads  # noqa: E402
 from gpen_core.images.decode import DEFAULT_LIMITS  # noqa: E402
-from gpen_core.modes import AUTO, MODES  # noqa: E402
+from gpen_core.modes import AUTO  # noqa: E402
 from gpen_core.options import RestoreOptions  # noqa: E402
 from gpen_core.platform import zerogpu  # noqa: E402
 from gpen_core.presentation import checks, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
-from gpen_core.presentation import preparation as prep_ui, tasks as task_ui  # noqa: E402
+from gpen_core.presentation import mode_labels, overlay, preparation as prep_ui, tasks as task_ui  # noqa: E402
 from gpen_core.presentation.app_state import AppState, parse_server_args, start_lines  # noqa: E402
 from gpen_core.presentation.messages import AlreadyShown, ShownError, shown_error  # noqa: E402
 from gpen_core.restorer import get_restorer  # noqa: E402
@@ -107,15 +110,18 @@ def _gpu_seconds(image: str, options: RestoreOptions, progress: Any, mask: Any =
 
 
 run_engine = spaces.GPU(duration=_gpu_seconds)(_run_engine) if spaces is not None else _run_engine
-restore_fn = restore  # what the Restore button calls
 
 
-def faces_view(slider: Any, record: dict[str, Any] | None, show: bool) -> Any:
-    """"Show detected faces": the slider's "before" with kept boxes solid, rejected ones dashed; the slider stays clean."""
-    from gpen_core.presentation.overlay import faces_overlay
+def mode_radio(task: str | None) -> Any:
+    """The Memory mode labels as this machine runs them (plan dtype, format, missing files)."""
+    return gr.update(choices=mode_labels.current_choices(get_restorer().device, task))
 
-    image, caption = faces_overlay(slider[0] if slider else None, record) if show else (None, "Detected faces")
-    return gr.update(value=image, label=caption, visible=bool(show))
+
+def faces_view(slider: Any, record: dict[str, Any] | None, show: bool, image: str | None = None) -> Any:
+    """"Show detected faces": the photo with kept boxes solid, rejected ones dashed; the slider stays clean."""
+    photo = restore_tab.crop_mode_photo  # faces-only's slider holds crops: its boxes are drawn on the photo
+    shown, caption = overlay.faces_overlay(slider[0] if slider else None, record, photo=photo(image, record)) if show else (None, "Detected faces")
+    return gr.update(value=shown, label=caption, visible=bool(show))
 
 
 def upscale_view(image: str | None, upscale: int | str, mode: str | None) -> str:
@@ -225,10 +231,12 @@ def _weights_outputs(view: wv.WeightsView) -> tuple[str, Any, str]:
 with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEMP_MAX_AGE_S)) as demo:
     gr.Markdown(page.INTRO)
     with gr.Tab("Restore"):
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=4, min_width=320):
-                image_in = seam.raw_upload(gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], height=320),
-                                           functools.partial(uploads.save_data_url, folder=PASTED_DIR))  # a paste: its bytes, as sent
+        # Restore under the photo (no scrolling at 1366x768); on a phone page.CSS puts the result right after it.
+        with gr.Row(equal_height=False, elem_id="restore-row"):
+            with gr.Column(scale=4, min_width=320, elem_id="controls"):
+                image_in = seam.raw_upload(gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], height=300,
+                                                    elem_id="photo"), functools.partial(uploads.save_data_url, folder=PASTED_DIR))  # a paste: as sent
+                restore_btn = gr.Button("Restore", variant="primary", size="lg", elem_id="restore-button")
                 task_in = gr.Radio(task_ui.task_choices(), value="enhance", label="Task", elem_id="task-radio")
                 damage_in = seam.raw_editor(gr.ImageEditor(label="Paint the damage (white brush)", type="filepath", image_mode="RGBA", sources=(), transforms=(),
                     format="png", visible=False, height=420, elem_id="damage-editor", layers=gr.LayerOptions(False, [task_ui.DAMAGE_LAYER]),
@@ -255,8 +263,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                                 info="skip detections that are not faces (docs/face-check.md); off keeps all")
                     format_in = gr.Radio([("the mode's format", DEFAULT), ("PNG: lossless, keeps transparency", "png"),
                                           ("JPEG", "jpeg")], value=DEFAULT, label="Output format")
-                restore_btn = gr.Button("Restore", variant="primary", size="lg")
-                with gr.Group(elem_id="weights-box"):
+                with gr.Column(elem_id="weights-box", variant="panel"):  # a gr.Group repeats its elem_id on an inner div
                     weights_md = gr.Markdown(elem_id="weights")
                     prepare_md, prepare_timer = gr.Markdown(elem_id="openvino-status"), gr.Timer(prep_ui.REFRESH_S, active=False)
                     download_weights_btn = gr.Button("Download weights", visible=False, variant="primary", size="md",
@@ -266,14 +273,9 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                     all_weights_md = gr.Markdown(elem_id="all-weights")
                 gr.Examples([[str(p)] for p in sorted(EXAMPLES_DIR.glob("*.jpg"))], inputs=[image_in], cache_examples=False,
                             label="Examples: degraded public-domain portraits (examples/README.md)")
-            with gr.Column(scale=6, min_width=420):
+            with gr.Column(scale=6, min_width=420, elem_id="results"):
                 slider_out = gr.ImageSlider(label="Before / after (drag the handle)", type="numpy", format="png",
-                                            interactive=False, max_height=640, elem_id="slider")
-                show_faces_in = gr.Checkbox(False, label="Show detected faces", elem_id="show-faces",
-                                            info="the photo as the detector saw it: restored faces solid green, "
-                                            "candidates rejected as not a face dashed red")
-                faces_out = gr.Image(label="Detected faces", type="numpy", format="png", interactive=False, visible=False,
-                                     height=480, elem_id="detected-faces")
+                                            interactive=False, max_height=page.SLIDER_MAX_HEIGHT, elem_id="slider")
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3, min_width=280):
                         metrics_md = gr.Markdown(page.PLACEHOLDER, label="Measured panel (Markdown)", elem_id="metrics")
@@ -281,38 +283,39 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                         file_out = gr.File(label="Full-resolution result", interactive=False, elem_id="download")
                         with gr.Accordion("Raw measurements (JSON)", open=False):
                             record_out = gr.JSON(label="Record (JSON)", show_label=False)
+                show_faces_in = gr.Checkbox(False, label="Show detected faces", elem_id="show-faces",
+                                            info="the photo as the detector saw it: restored faces solid green, "
+                                            "candidates rejected as not a face dashed red")
+                faces_out = gr.Image(label="Detected faces", type="numpy", format="png", interactive=False, visible=False,
+                                     height=480, elem_id="detected-faces")
                 gallery_out = gr.Gallery(label="Faces: original crop | restored crop", format="png", columns=2,
                                          fit_columns=False, height=None, object_fit="contain", preview=False,
                                          elem_id="faces")
 
+    with gr.Tab("Video"):
+        video_mode_in = app_video.build(STATE, ui_errors, RESULTS_DIR, ui.mode_choices())
+
     with gr.Tab("Hardware check"):
-        gr.Markdown(ui.HARDWARE_INTRO)
-        check_btn = gr.Button("Measure every mode on this machine", variant="primary", elem_id="check-button")
-        profile_md = gr.Markdown(elem_id="profile-report")
-        profile_chart = gr.BarPlot(x="mode", y="MB", color="memory", title="Peak memory per mode (above idle)",
-                                   y_title="MB", sort=list(MODES), height=300)
-        with gr.Accordion("Tips, measured here", open=False, elem_id="tips"):
-            gr.Markdown(checks.TIPS_INTRO)
-            tips_btn = gr.Button("Measure the tips on this machine", elem_id="tips-button")
-            tips_md = gr.Markdown(elem_id="tips-report")
+        app_check.build(demo, hardware_check, saved_hardware_check, measure_tips, saved_tips)
 
     weight_inputs = [mode_in, model_in, detector_in, aligned_in, upscale_in, task_in]
     weight_outputs = [weights_md, download_weights_btn, all_weights_md]
     result_outputs = [slider_out, file_out, metrics_md, gallery_out, record_out]
     # A press first clears the last result in the page (no server trip), so a failure
     # never leaves it on screen; a failure then names the problem in the panel.
-    restore_btn.click(
-        None, None, result_outputs, js="() => [null, null, '*Restoring… the measured figures of this request will appear here.*', [], null]",
-        api_visibility="private",
+    restoring = restore_btn.click(
+        None, None, result_outputs, js=page.CLEAR_AND_SHOW_RESULT, api_visibility="private",
     ).then(
-        restore_fn, inputs=[image_in, mode_in, model_in, detector_in, alpha_in, threshold_in, max_faces_in, aligned_in, format_in, upscale_in,
+        restore, inputs=[image_in, mode_in, model_in, detector_in, alpha_in, threshold_in, max_faces_in, aligned_in, format_in, upscale_in,
                             task_in, damage_in, face_check_in],
         outputs=result_outputs, api_name="restore", concurrency_limit=1, concurrency_id="engine", show_progress_on=[slider_out],
-    ).failure(show_failure, None, [slider_out, metrics_md], api_visibility="private", show_progress="hidden"
+    )
+    restoring.success(None, js=page.SHOW_RESULT, api_visibility="private")  # the result in view, wherever the page was scrolled
+    restoring.failure(show_failure, None, [slider_out, metrics_md], api_visibility="private", show_progress="hidden"
               ).then(weights_view, weight_inputs, weight_outputs, api_visibility="private", show_progress="hidden")
     # The boxes follow the result (a new record, or none after a new upload) and the checkbox.
     for trigger in (show_faces_in.change, record_out.change):
-        trigger(faces_view, [slider_out, record_out, show_faces_in], faces_out, api_visibility="private",
+        trigger(faces_view, [slider_out, record_out, show_faces_in, image_in], faces_out, api_visibility="private",
                 concurrency_limit=1, concurrency_id="faces-view", show_progress="hidden")
     # On upload: our decoder's before-view (or why the file cannot be used), in its own lane.
     image_in.upload(preview, image_in, result_outputs, api_visibility="private", concurrency_limit=1,
@@ -321,22 +324,18 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                    show_progress="hidden")
     for trigger in (task_in.change, image_in.change):  # the brush shows for inpainting, over the photo
         trigger(lambda t, i: gr.update(visible=task_ui.editor_visible(t), value=task_ui.editor_value(t, i)), [task_in, image_in], damage_in, api_visibility="private")
-    task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT)), [task_in, model_in], [model_in, mode_in], api_visibility="private")
-    # Its own lane: restores never wait for the check (see hardware_check).
-    check_btn.click(hardware_check, None, [profile_md, profile_chart], api_visibility="private",
-                    concurrency_limit=1, concurrency_id="hardware-check", show_progress_on=[profile_chart])
-    demo.load(saved_hardware_check, None, [profile_md, profile_chart, check_btn], api_visibility="private", show_progress="hidden")
-    tips_btn.click(measure_tips, None, tips_md, api_visibility="private", concurrency_limit=1,
-                   concurrency_id="hardware-check", show_progress_on=[tips_md])
-    demo.load(saved_tips, None, tips_md, api_visibility="private", show_progress="hidden")
+    task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, mode_labels.current_files())),
+                   [task_in, model_in], [model_in, mode_in, aligned_in], api_visibility="private")  # seg2face turns "aligned" on, said so
+    demo.load(lambda t: (mode_radio(t), mode_radio(None), gr.update(choices=task_ui.task_choices(mode_labels.current_files()))), task_in,
+              [mode_in, video_mode_in, task_in], api_visibility="private", show_progress="hidden")  # labels as this machine runs them
     for trigger in (demo.load, prepare_timer.tick):
         trigger(preparation_status, None, [prepare_md, prepare_timer], api_visibility="private", show_progress="hidden")
     shown = download_weights_btn.click(lambda: gr.update(visible=True), None, stop_download_btn, api_visibility="private")  # Stop: while one runs
     downloading = shown.then(download_weights, weight_inputs, weight_outputs, api_visibility="private", concurrency_limit=1)
     stop_download_btn.click(lambda: STATE.download_stop.set() or gr.update(visible=False), None, stop_download_btn, cancels=[downloading],
                             api_visibility="private")
-    downloading.then(lambda *a: (upscale_view(*a), gr.update(visible=False)), [image_in, upscale_in, mode_in], [upscale_md, stop_download_btn],
-                     api_visibility="private", show_progress="hidden")  # a downloaded upscaler clears the Upscale line's warning
+    downloading.then(lambda *a: (upscale_view(*a[:3]), gr.update(visible=False), mode_radio(a[3])), [image_in, upscale_in, mode_in, task_in],
+                     [upscale_md, stop_download_btn, mode_in], api_visibility="private", show_progress="hidden")  # a download clears the warnings
     # One queue lane for the panel, so answers arrive in the order asked: the page-load
     # check (slow the first time: it finds the device for auto) never overwrites a newer one.
     panel = dict(api_visibility="private", concurrency_limit=1, concurrency_id="weights-panel", show_progress="hidden")

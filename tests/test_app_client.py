@@ -66,9 +66,22 @@ def test_missing_weights_reach_the_client_as_the_fix(client) -> None:
     assert "GPEN-BFR-256" in str(e.value) and "python -m gpen_core download" in str(e.value)
 
 
+def test_restore_video_through_gradio_client(client, low_mode_home: Path, tmp_path: Path) -> None:
+    """The docs/video.md example: a clip in, the restored MP4, the frame pair, the panel and the JSON record out."""
+    from gradio_client import handle_file
+
+    from .test_app_video import _clip
+
+    clip = _clip(tmp_path / "clip.mp4", frames=4, fps=2, side=96)
+    video, pair, md, _, record = client.predict(handle_file(str(clip)), "low", api_name="/restore_video")
+    assert Path(video).suffix == ".mp4" and Path(video).stat().st_size > 0  # a path in gradio_client's temp folder
+    assert len(pair) == 2 and "Measured for this clip" in md
+    assert record["frames"] == 4 and record["mode"] == "low" and record["audio"] == "none"
+
+
 def test_only_restore_is_public(client) -> None:
     api = client.view_api(print_info=False, return_format="dict")
-    assert list(api["named_endpoints"]) == ["/restore"]
+    assert sorted(api["named_endpoints"]) == ["/restore", "/restore_video"]
 
 
 def test_direct_run_skipping_the_queue_is_refused(server_url: str) -> None:

@@ -108,3 +108,57 @@ def test_the_panel_gives_the_result_size_in_the_file_widgets_units() -> None:
     assert ui.file_size_text(900) == "900.0 B"
     r = _fake_result(encoded=np.zeros(2_500_000, np.uint8).tobytes())
     assert "2.4 MB" in ui.metrics_markdown(r)
+
+
+# ------------------------------------------------------------ mode labels
+
+
+@pytest.mark.parametrize("native_bf16", [True, False])
+def test_balanced_label_states_the_dtype_this_cpu_runs_and_the_format(monkeypatch: pytest.MonkeyPatch, native_bf16: bool) -> None:
+    from gpen_core.networks import plan
+    from gpen_core.presentation import mode_labels
+
+    feats = {k: False for k in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16", "arm_bf16", "torch_avx512")}
+    monkeypatch.setattr(plan, "cpu_features", lambda: feats | {"native_bf16": native_bf16})
+    labels = dict((v, label) for label, v in mode_labels.mode_choices("cpu"))
+    balanced = labels["balanced"]
+    if native_bf16:
+        assert "in bfloat16" in balanced and "half the memory" in balanced
+    else:  # the engine's plan runs float32 here: no promise of half the memory
+        assert "in float32 (this CPU has no native bfloat16)" in balanced and "half" not in balanced
+    assert "writes JPEG" in balanced  # even from a PNG: said before the user finds out
+    assert "writes PNG" in labels["quality"] and "writes JPEG" in labels["low"]
+    assert "in float32" in labels["quality"] and "in float32" in labels["low"]
+
+
+def test_a_mode_with_a_missing_file_is_unavailable_and_names_the_download() -> None:
+    from gpen_core.presentation import mode_labels
+
+    files = files_with(("GPEN-BFR-256", "retinaface-mobilenet0.25"))
+    labels = dict((v, label) for label, v in mode_labels.mode_choices("cpu", files=files))
+    assert "unavailable" not in labels["low"]
+    assert labels["balanced"].endswith("— unavailable: download " + readiness.files_text(["GPEN-BFR-512"], files))
+    assert "ResNet-50 detector (" in labels["quality"].split("unavailable: download ")[1]
+
+
+def test_the_upload_note_agrees_with_the_restored_size(tmp_path) -> None:
+    """A 1297×1920 JPEG is previewed at 1024 px; the note must not say the photo was shrunk (the result is 1297×1920)."""
+    from gpen_core.presentation import restore_tab
+
+    path = tmp_path / "tall.jpg"
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (1920, 1297, 3), dtype=np.uint8)).save(path, quality=90)
+    md = restore_tab.preview(str(path)).markdown
+    assert "shrunk at decode" not in md, md
+    assert "Restore reads all 1297×1920 pixels" in md, md
+    assert "low" not in md  # no mode shrinks a photo under 2048 px
+
+
+def test_the_missing_weights_toast_is_plain_words_with_the_apps_fix() -> None:
+    from gpen_core.presentation.messages import shown_error
+    from gpen_core.weights.missing import missing_error
+
+    shown = shown_error(missing_error(["GPEN-BFR-512", "retinaface-mobilenet0.25"], "/models", "downloads are off for this call"))
+    assert "`" not in shown.text, shown.text
+    assert "“python -m gpen_core download GPEN-BFR-512 retinaface-mobilenet0.25”" in shown.text
+    assert "for this call" not in shown.text and "Download weights" in shown.text
+    assert "`python -m gpen_core download" in shown.panel  # the panel renders it as code

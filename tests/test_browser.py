@@ -273,17 +273,28 @@ def test_group_photo_shows_every_detected_face_and_the_measured_panel(browser, p
     page.wait_for_timeout(1000)  # let the overlay image paint
     shots.take(page, "group_photo_detected_faces")
     if os.environ.get("GPEN_SCREENSHOT"):
-        top = page.locator("#show-faces").bounding_box()
-        bottom = page.locator("#metrics table").first.bounding_box()  # the peaks; the stage times follow
-        right = page.locator("#download").bounding_box()
-        assert top and bottom and right
-        x0 = min(top["x"], bottom["x"]) - 8
-        clip = {"x": x0, "y": top["y"] - 8, "width": right["x"] + right["width"] - x0 + 8,
-                "height": bottom["y"] + bottom["height"] - top["y"] + 16}
+        # The measured panel's peaks with the download beside them, over the faces drawn on the photo: the two
+        # regions in the page's order, each shot in page coordinates (the stage times and notes between them left out).
+        import io
+
+        parts = [Image.open(io.BytesIO(page.screenshot(clip=_page_clip(page, sel), full_page=True)))
+                 for sel in (("#metrics table", "#download"), ("#show-faces", "#detected-faces"))]
+        sheet = Image.new("RGB", (max(p.width for p in parts), sum(p.height for p in parts)), "white")
+        sheet.paste(parts[0], (0, 0))
+        sheet.paste(parts[1], (0, parts[0].height))
         target = Path(os.environ["GPEN_SCREENSHOT"])
         target.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(target), clip=clip, full_page=True)
+        sheet.save(target)
     page.close()
+
+
+def _page_clip(page, selectors: tuple[str, ...], pad: int = 8) -> dict[str, float]:
+    """The rectangle around the first element of each selector, in page (not viewport) pixels."""
+    boxes = [page.locator(s).first.evaluate("e => { const r = e.getBoundingClientRect(); "
+                                            "return [r.left + scrollX, r.top + scrollY, r.right + scrollX, r.bottom + scrollY]; }")
+             for s in selectors]
+    x0, y0 = min(b[0] for b in boxes) - pad, min(b[1] for b in boxes) - pad
+    return {"x": x0, "y": y0, "width": max(b[2] for b in boxes) + pad - x0, "height": max(b[3] for b in boxes) + pad - y0}
 
 
 def test_hardware_check_says_how_long_and_shows_progress(browser, page_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

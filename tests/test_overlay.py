@@ -90,7 +90,8 @@ def test_the_record_and_the_picture_from_a_result() -> None:
     assert img is not None and img.shape == (100, 200, 3)
     assert _is(img[10, 5:55], KEPT_COLOR).all()  # kept box (10, 20)-(110, 140) halved
     assert _is(img[20, 100:160], REJECTED_COLOR).any() and not _is(img[20, 100:160], REJECTED_COLOR).all()
-    assert caption == "Detected faces: 1 kept (solid green), 1 rejected (dashed red: its landmarks do not form a face)"
+    assert caption.startswith("Detected faces: 1 kept (solid green), 1 rejected (dashed red: its landmarks do not form a face). ")
+    assert "Repair damaged faces" in caption  # a rejected damaged face has a way on: the inpaint task
     big, _ = faces_overlay(np.zeros((1000, 2000, 3), np.uint8), record, max_side=500)
     assert big is not None and big.shape == (250, 500, 3)  # shrunk for display, boxes follow
 
@@ -125,3 +126,14 @@ def test_a_restore_records_the_rejected_candidates_in_before_pixels(low_mode_hom
     img, caption = faces_overlay(res.before, record)
     assert img is not None and "1 kept" in caption and "1 rejected" in caption
     assert _is(img, REJECTED_COLOR).any() and _is(img, KEPT_COLOR).any()
+
+
+def test_faces_only_draws_its_boxes_on_the_uploaded_photo() -> None:
+    """faces-only's slider shows crops; "Show detected faces" draws on the photo the app passes (not an empty box)."""
+    result, rec = _result()
+    record = {**rec, "mode": "faces-only", "boxes": boxes_record(result)}
+    crops = _gray(64, 128)  # the slider's crop sheet: not the photo's shape
+    img, caption = faces_overlay(crops, record, photo=_gray(100, 200))
+    assert img is not None and img.shape == (100, 200, 3)
+    assert _is(img[10, 5:55], KEPT_COLOR).all()  # the kept box (10, 20)-(110, 140), halved
+    assert caption.startswith("Detected faces: 1 kept")

@@ -3,6 +3,8 @@ name the task's generator (pure functions of gpen_core.presentation.tasks; no Gr
 
 from __future__ import annotations
 
+import re
+
 from gpen_core.presentation import tasks as task_ui
 
 DEFAULT = "default"
@@ -29,23 +31,41 @@ def test_a_task_lists_its_own_generator_only() -> None:
 
 
 def test_mode_hints_name_the_task_generator_and_low_says_it_has_no_plan() -> None:
-    labels = dict((v, label) for label, v in task_ui.mode_choices("colorize"))
+    labels = dict((v, label) for label, v in task_ui.mode_choices("colorize", "cpu"))
     assert "GPEN-BFR-512" not in " ".join(labels.values()) and "GPEN-BFR-256" not in " ".join(labels.values())
-    assert labels["balanced"].startswith("balanced — GPEN-Colorization-1024 in float16")
+    assert re.match(r"balanced — GPEN-Colorization-1024 in (bfloat16|float32)", labels["balanced"])
     assert labels["quality"].startswith("quality — GPEN-Colorization-1024 in float32")
     assert labels["faces-only"].startswith("faces-only — GPEN-Colorization-1024 on each face")
     assert "not for this task" in labels["low"] and "faces-only, balanced, quality or auto" in labels["low"]
-    enhance = dict((v, label) for label, v in task_ui.mode_choices("enhance"))
+    enhance = dict((v, label) for label, v in task_ui.mode_choices("enhance", "cpu"))
     assert "GPEN-BFR-512" in enhance["balanced"] and "GPEN-BFR-256" in enhance["low"]
 
 
 def test_changing_the_task_keeps_a_fitting_generator_and_resets_one_that_does_not() -> None:
-    gen, modes = task_ui.task_controls("colorize", "GPEN-BFR-512", DEFAULT)
+    gen, modes = task_ui.task_controls("colorize", "GPEN-BFR-512", DEFAULT, "cpu")[:2]
     assert gen["value"] == DEFAULT and _values(gen["choices"]) == [DEFAULT, "GPEN-Colorization-1024"]
     assert "GPEN-Colorization-1024" in dict((v, label) for label, v in modes["choices"])["balanced"]
-    gen, _ = task_ui.task_controls("colorize", "GPEN-Colorization-1024", DEFAULT)
+    gen, *_ = task_ui.task_controls("colorize", "GPEN-Colorization-1024", DEFAULT, "cpu")
     assert gen["value"] == "GPEN-Colorization-1024"
-    gen, _ = task_ui.task_controls("enhance", "GPEN-Colorization-1024", DEFAULT)
+    gen, *_ = task_ui.task_controls("enhance", "GPEN-Colorization-1024", DEFAULT, "cpu")
     assert gen["value"] == DEFAULT
-    gen, _ = task_ui.task_controls("enhance", "GPEN-BFR-256", DEFAULT)
+    gen, *_ = task_ui.task_controls("enhance", "GPEN-BFR-256", DEFAULT, "cpu")
     assert gen["value"] == "GPEN-BFR-256"
+
+
+def test_seg2face_turns_aligned_on_and_says_so() -> None:
+    *_, aligned = task_ui.task_controls("seg2face", None, DEFAULT, "cpu")
+    assert aligned["value"] is True and "turned on" in aligned["label"]
+    *_, aligned = task_ui.task_controls("enhance", None, DEFAULT, "cpu")
+    assert "value" not in aligned and "turned on" not in aligned["label"]  # the user's choice stays
+
+
+def test_a_task_whose_generator_is_missing_says_which_download_enables_it() -> None:
+    from gpen_core.presentation import readiness
+
+    from .test_readiness import files_with
+
+    files = files_with(("GPEN-BFR-512", "GPEN-Colorization-1024", "retinaface-mobilenet0.25"))
+    labels = dict((v, label) for label, v in task_ui.task_choices(files))
+    assert "unavailable" not in labels["colorize"] and "unavailable" not in labels["enhance"]
+    assert labels["inpaint"].endswith("— unavailable: download " + readiness.files_text(["GPEN-Inpainting-1024"], files))

@@ -29,6 +29,14 @@ class Policy:
     # Visitors of a shared server may start weight downloads (hundreds of MB of disk and bandwidth).
     downloads_on_shared: bool = False
 
+    # The longest clip (seconds) the Video tab restores on a shared server (None or 0: no cap); a
+    # local run never caps. The upload says so before anyone waits.
+    max_video_seconds: float | None = 60.0
+
+    @property
+    def video_cap_s(self) -> float | None:
+        return self.max_video_seconds or None if self.shared else None
+
     @property
     def hardware_check_allowed(self) -> bool:
         return not self.shared or self.hardware_check_on_shared
@@ -134,6 +142,9 @@ def parse_server_args(argv: Sequence[str] | None = None) -> ServerArgs:
     p.add_argument("--allow-downloads", action="store_true", default=_env_flag("GPEN_ALLOW_DOWNLOADS"),
                    help="let visitors of a shared server start weight downloads (env GPEN_ALLOW_DOWNLOADS=1); "
                         "always allowed on 127.0.0.1")
+    p.add_argument("--max-video-seconds", type=float, default=float(os.environ.get("GPEN_MAX_VIDEO_SECONDS", "60")),
+                   help="on a shared server, restore at most this many seconds of a video (default 60; 0: no cap; "
+                        "env GPEN_MAX_VIDEO_SECONDS); a local run never caps")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local: restore in this process (default); ray: call `python -m gpen_core serve`'s deployment")
     p.add_argument("--address", default="auto", help="with --backend ray: the Ray address `serve` printed (default auto)")
@@ -146,7 +157,8 @@ def parse_server_args(argv: Sequence[str] | None = None) -> ServerArgs:
         auth = (user, password)
     shared = args.share or args.host not in LOOPBACK_HOSTS or bool(os.environ.get("SPACE_ID"))
     policy = Policy(shared=shared, any_model_path=args.allow_any_model_path,
-                    hardware_check_on_shared=args.allow_hardware_check, downloads_on_shared=args.allow_downloads)
+                    hardware_check_on_shared=args.allow_hardware_check, downloads_on_shared=args.allow_downloads,
+                    max_video_seconds=args.max_video_seconds or None)
     return ServerArgs(args.host, args.port, args.share, auth, args.backend, args.address, policy)
 
 

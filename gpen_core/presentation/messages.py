@@ -10,6 +10,7 @@ trace, shown as one line.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 from gpen_core.errors import GPENError, InputError, ResourceError, WeightsCorruptError, WeightsError
@@ -57,7 +58,7 @@ def shown_error(exc: BaseException, doing: str = "Restore") -> ShownError:
     if isinstance(exc, AlreadyShown):
         return exc.shown
     if isinstance(exc, GPENError):
-        title, message = title_for(exc), str(exc)
+        title, message = title_for(exc), app_words(str(exc))
     else:
         log.error("%s failed", doing, exc_info=exc)
         title = INTERNAL
@@ -66,6 +67,21 @@ def shown_error(exc: BaseException, doing: str = "Restore") -> ShownError:
     return ShownError(title, plain_text(title, message), error_markdown(title, message))
 
 
+# The library's words for a caller that turned downloads off, as the app's user reads them: the
+# app never downloads inside a restore, and its weights panel has the button that does.
+APP_WORDS = (("downloads are off for this call",
+              "this app downloads only when asked: press “Download weights” in the weights panel (under the options)"),)
+_CODE = re.compile(r"`([^`\n]+)`")
+
+
 def plain_text(title: str, message: str) -> str:
-    """The title as the first words, then the message unchanged (line breaks kept)."""
-    return f"{title}. {message}"
+    """The title as the first words, then the message (line breaks kept) in plain words: inline code
+    in quotes instead of Markdown backticks."""
+    return f"{title}. {_CODE.sub(lambda m: f'“{m.group(1)}”', message)}"
+
+
+def app_words(message: str) -> str:
+    """``message`` with the library's words for the caller's settings replaced by the app's (:data:`APP_WORDS`)."""
+    for library, app in APP_WORDS:
+        message = message.replace(library, app)
+    return message

@@ -112,12 +112,20 @@ def boxes_record(result: object) -> dict[str, object]:
     }
 
 
-def faces_overlay(before: np.ndarray | None, record: dict | None, max_side: int = 1024) -> tuple[np.ndarray | None, str]:
+# A torn or scratched face can fail the face check (its landmarks stop forming a face): the way on.
+DAMAGED_HINT = ("A damaged face among them? Choose the Task \"Repair damaged faces\" and paint the damage, "
+                "or turn off \"Check detections\" (Advanced) to restore it as it is")
+
+
+def faces_overlay(before: np.ndarray | None, record: dict | None, max_side: int = 1024,
+                  photo: np.ndarray | None = None) -> tuple[np.ndarray | None, str]:
     """(the "before" photo with its boxes drawn, a caption), or (None, why not).
 
     ``before``: the slider's "before" image (RGB or RGBA uint8), the processed photo
     possibly resized; ``record``: the app's JSON record (its ``boxes``, see
     :func:`boxes_record`). The picture is shrunk to ``max_side`` first so lines stay visible.
+    ``photo``: the uploaded photo (RGB uint8, any size of the same shape), drawn on instead of
+    ``before`` for a mode that returns face crops (its slider shows the crops, not the photo).
     """
     boxes = (record or {}).get("boxes")
     if before is None or not boxes:
@@ -127,9 +135,12 @@ def faces_overlay(before: np.ndarray | None, record: dict | None, max_side: int 
     if record.get("detector", "none") == "none":  # type: ignore[union-attr]
         return None, "Detected faces: none drawn (an aligned face crop: no detection ran)."
     mode = MODES.get(str(record.get("mode")))  # type: ignore[union-attr]
+    crops = mode is not None and not mode.paste
+    if crops and photo is not None:
+        before = photo
     w, h = boxes["image_size"]
     bh, bw = before.shape[:2]
-    if (mode is not None and not mode.paste) or w <= 0 or h <= 0 or abs(bw / bh - w / h) > 0.02 * (w / h):
+    if (crops and photo is None) or w <= 0 or h <= 0 or abs(bw / bh - w / h) > 0.02 * (w / h):
         return None, f"Detected faces: not drawn ({record.get('mode')} shows face crops, not the photo)."  # type: ignore[union-attr]
     rgb = np.ascontiguousarray(before[..., :3])
     if max(bh, bw) > max_side:
@@ -143,7 +154,7 @@ def faces_overlay(before: np.ndarray | None, record: dict | None, max_side: int 
     caption = f"Detected faces: {len(kept)} kept (solid green)"
     if rejected:
         reasons = sorted({r["reason"] for r in boxes["rejected"]})
-        caption += f", {len(rejected)} rejected (dashed red: {'; '.join(reasons)})"
+        caption += f", {len(rejected)} rejected (dashed red: {'; '.join(reasons)}). {DAMAGED_HINT}"
     else:
         caption += ", none rejected"
     return drawn, caption

@@ -8,6 +8,24 @@ INTRO = ("# GPEN face restoration\n"
          "Every result comes with what it cost: peak RAM, VRAM and time, measured for that request.")
 PLACEHOLDER = "*The measured figures of each restore appear here.*"
 
+# The before/after's height: with the page at its top, the slider and the measured panel's first
+# rows fit a 1366x768 screen together.
+SLIDER_MAX_HEIGHT = 420
+
+# Brings the result into view unless it already is: run in the page after a restore (and at the
+# press, so the progress shows where the result will appear). Plain JS, no server trip.
+def scroll_js(elem_id: str) -> str:
+    """JS statements that scroll the element ``elem_id`` to the top of the window unless it is all in view."""
+    return (f"const e = document.getElementById('{elem_id}'); if (e) {{ const r = e.getBoundingClientRect(); "
+            "if (r.top < 0 || r.bottom > window.innerHeight) e.scrollIntoView({block: 'start'}); }")
+
+
+_SCROLL = scroll_js("slider")
+SHOW_RESULT = "() => { " + _SCROLL + " }"
+SHOW_VIDEO_RESULT = "() => { " + scroll_js("video-out") + " }"
+CLEAR_AND_SHOW_RESULT = ("() => { " + _SCROLL + " return [null, null, "
+                         "'*Restoring… the measured figures of this request will appear here.*', [], null]; }")
+
 # Gradio's Markdown lets a word break anywhere, which shrinks a table column to one letter
 # ("s e c o n d s" at 1366 px): in tables a word breaks only when it alone is wider than the
 # column. Errors reach the page as plain text (API clients read the same text as is); ``pre-line``
@@ -17,10 +35,26 @@ CSS = """
 #mode-radio label { width: 100%; }
 #metrics table { font-size: 0.92em; }
 #metrics td:first-child { white-space: nowrap; }
-#weights-box { padding: 12px 14px; }
+#weights-box { padding: 12px 14px; gap: 4px; }
 #weights-box .prose, #weights-box .md { overflow-wrap: anywhere; }
 #weights-box button { margin-top: 6px; }
 #profile-report { min-height: 3em; }
 .toast-message-text { white-space: pre-line; }
 .prose table, .md table { overflow-wrap: break-word; word-break: normal; }
+@media (max-width: 760px) {
+  #restore-row { flex-direction: column; flex-wrap: nowrap; }
+  #controls { display: contents; }
+  #controls > * { order: 3; }
+  #controls > #photo { order: 1; }
+  #controls > #restore-button { order: 1; }
+  #results { order: 2; }
+  #video-row { flex-direction: column; flex-wrap: nowrap; }
+  #video-controls { display: contents; }
+  #video-controls > * { order: 3; }
+  #video-controls > #video-in, #video-controls > #video-buttons { order: 1; }
+  #video-results { order: 2; }
+}
 """
+# On a phone the result follows the Restore button: the controls column dissolves into the row
+# (display: contents) and the photo and the button come first, the result column next, the
+# options, weights panel and examples after it.

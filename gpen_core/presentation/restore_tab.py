@@ -6,7 +6,7 @@ imports a web framework.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from gpen_core.presentation.messages import shown_error
 from gpen_core.result import RestoreResult
 
 PREVIEW_SIDE = 1024  # the before-view shown on upload, from our own decoder
+SHRUNK_AT_DECODE = "shrunk at decode"  # how gpen_core.images.decode's notes about a reduce_to shrink begin
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,24 @@ def preview(path: str) -> Preview:
     rgb = decoded.rgb
     if max(rgb.shape[:2]) > PREVIEW_SIDE:
         rgb = shrink_to_max_side(rgb, PREVIEW_SIDE)[0]
-    return Preview(rgb, ui.preview_markdown(decoded))
+    return Preview(rgb, ui.preview_markdown(replace(decoded, notes=preview_notes(decoded, rgb.shape[1], rgb.shape[0]))))
+
+
+def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
+    """The decoder's notes about the file, with the preview's own shrink said as what it is: the
+    restore decodes the whole photo (a mode that shrinks photos says so here, and in the result)."""
+    from gpen_core.modes import MODES, preshrink_size
+
+    w, h = decoded.original_size
+    if decoded.orientation in (5, 6, 7, 8):  # EXIF turned it by 90°: the restore sees it upright
+        w, h = h, w
+    notes = tuple(n for n in decoded.notes if not n.startswith(SHRUNK_AT_DECODE))
+    if (shown_w, shown_h) == (w, h):
+        return notes
+    shrinking = [f"{m.name} to {'×'.join(map(str, preshrink_size(w, h, m.max_side)))}"
+                 for m in MODES.values() if preshrink_size(w, h, m.max_side) != (w, h)]
+    line = f"shown here at {shown_w}×{shown_h} to load quickly; Restore reads all {w}×{h} pixels"
+    return notes + ((line + (f" (shrunk by {', '.join(shrinking)}: the result says so)" if shrinking else "")),)
 
 
 def upscale_text(image: str | None, upscale: int, mode: str | None, device: str, models: Any = None) -> str:
@@ -83,3 +101,14 @@ def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_
     path = save_result(results_dir, ui.download_name(source, result), result.encoded, max_age_s=max_age_s)
     return RestoreView(ui.comparison_pair(result.before, result), str(path), ui.metrics_markdown(result),
                        ui.face_pairs(result), ui.as_record(result))
+
+
+def crop_mode_photo(image: str | None, record: dict[str, Any] | None) -> np.ndarray | None:
+    """The uploaded photo as the preview decodes it, for a result whose mode returns face crops (its slider shows
+    the crops, so the detected faces are drawn on this); None for any other result or no usable photo."""
+    from gpen_core.modes import MODES
+
+    mode = MODES.get(str((record or {}).get("mode")))
+    if not image or mode is None or mode.paste:
+        return None
+    return preview(image).before

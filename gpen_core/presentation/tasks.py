@@ -18,15 +18,26 @@ BRUSH_COLOUR = "#ffffff"  # GPEN's inpainting network was trained on white strok
 DAMAGE_LAYER = "damage"
 
 
-def task_choices() -> list[tuple[str, str]]:
-    """(label, value) pairs for the Task radio, restoration first."""
+def task_choices(files: Any = None) -> list[tuple[str, str]]:
+    """(label, value) pairs for the Task radio, restoration first. ``files``: the models folder's state
+    (``readiness.files_from_status``; None: not checked): a task whose generator is not there says so,
+    with the download that enables it (the weights panel names the same file)."""
+    from gpen_core.presentation import readiness
+
     hints = {
         "enhance": "GPEN-BFR-256 or -512, as the mode picks",
         "colorize": "GPEN-Colorization-1024: grey photo, coloured faces",
         "inpaint": "GPEN-Inpainting-1024: paint the damage white below",
         "seg2face": "GPEN-Seg2face-512: aligned colour label map → face",
     }
-    return [(f"{t.label} — {hints[t.name]}", t.name) for t in TASKS.values()]
+    out = []
+    for t in TASKS.values():
+        label = f"{t.label} — {hints[t.name]}"
+        f = files.get(t.model) if files is not None and t.model else None
+        if f is not None and f.state != "verified":
+            label += f" — unavailable: download {readiness.files_text([t.model], files)}"
+        out.append((label, t.name))
+    return out
 
 
 def generator_override(task: str | None, model: str | None) -> str | None:
@@ -52,35 +63,36 @@ def generator_choices(task: str | None, default: str) -> list[tuple[str, str]]:
     return [(f"the task's generator ({spec.model})", default), (spec.model, spec.model)]
 
 
-def mode_choices(task: str | None) -> list[tuple[str, str]]:
-    """(label, value) pairs for the Memory mode radio under ``task``: the modes' hints name the task's
-    generator instead of the restoration one, and a mode with no plan for the task says so (the engine
-    refuses it, naming the modes that run it)."""
-    from gpen_core.modes import AUTO, MODES
-    from gpen_core.presentation.panels import mode_choices as restoration
+def mode_choices(task: str | None, device: str, files: Any = None) -> list[tuple[str, str]]:
+    """(label, value) pairs for the Memory mode radio under ``task`` on ``device``
+    (:func:`gpen_core.presentation.mode_labels.mode_choices`: the dtype each mode's plan runs
+    here, its output format, and a missing file's download)."""
+    from gpen_core.presentation.mode_labels import mode_choices as labelled
 
-    spec = _task(task)
-    if spec.model is None:
-        return restoration()
-    out = []
-    for label, value in restoration():
-        m = MODES.get(value)
-        if value == AUTO or m is None:
-            out.append((label, value))
-        elif value not in spec.modes:
-            out.append((f"{value} — not for this task: {spec.model} is larger than {value} promises to fit; "
-                        f"choose {', '.join(spec.modes)} or auto", value))
-        else:
-            out.append((f"{value} — {m.hint.replace(m.model, spec.model)}", value))
-    return out
+    return labelled(device, task, files)
 
 
-def task_controls(task: str | None, model: str | None, default: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """What the Generator dropdown and the Memory mode radio become when the Task changes, as update
-    values (``choices``, ``value``): the generator choice is kept when it fits the task, else the default."""
+def task_controls(task: str | None, model: str | None, default: str, device: str, files: Any = None,
+                  ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """What the Generator dropdown, the Memory mode radio and the "aligned" checkbox become when the
+    Task changes, as update values: the generator choice is kept when it fits the task, else the
+    default; a task that runs on aligned crops only (seg2face) turns "aligned" on, and its label says so."""
     choices = generator_choices(task, default)
     value = model if model in {v for _, v in choices} else default
-    return {"choices": choices, "value": value}, {"choices": mode_choices(task)}
+    return {"choices": choices, "value": value}, {"choices": mode_choices(task, device, files)}, aligned_control(task)
+
+
+ALIGNED_LABEL = "Already an aligned face crop (skip detection)"
+
+
+def aligned_control(task: str | None) -> dict[str, Any]:
+    """The "aligned" checkbox under ``task``: on, with why, for a task that takes aligned crops only;
+    back to the user's to choose otherwise."""
+    spec = _task(task)
+    if spec.aligned_only:
+        return {"value": True, "label": f"{ALIGNED_LABEL}: turned on for {spec.label.lower()}, "
+                                         "which runs on aligned crops only"}
+    return {"label": ALIGNED_LABEL}
 
 
 def editor_visible(task: str | None) -> bool:

@@ -1,0 +1,32 @@
+"""The browser app's Hardware check tab: layout and wiring only (``app.py`` builds it inside its Blocks
+and keeps the handlers, which the tests call directly)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gradio as gr
+
+from gpen_core.modes import MODES
+from gpen_core.presentation import checks, panels as ui
+
+
+def build(demo: gr.Blocks, hardware_check: Callable, saved_hardware_check: Callable, measure_tips: Callable,
+          saved_tips: Callable) -> None:
+    """The tab's components and events, in the current Blocks."""
+    gr.Markdown(ui.HARDWARE_INTRO)
+    check_btn = gr.Button("Measure every mode on this machine", variant="primary", elem_id="check-button")
+    profile_md = gr.Markdown(elem_id="profile-report")
+    profile_chart = gr.BarPlot(x="mode", y="MB", color="memory", title="Peak memory per mode (above idle)",
+                               y_title="MB", sort=list(MODES), height=300)
+    with gr.Accordion("Tips, measured here", open=False, elem_id="tips"):
+        gr.Markdown(checks.TIPS_INTRO)
+        tips_btn = gr.Button("Measure the tips on this machine", elem_id="tips-button")
+        tips_md = gr.Markdown(elem_id="tips-report")
+    # Its own lane: restores never wait for the check (see app.hardware_check).
+    check_btn.click(hardware_check, None, [profile_md, profile_chart], api_visibility="private",
+                    concurrency_limit=1, concurrency_id="hardware-check", show_progress_on=[profile_chart])
+    demo.load(saved_hardware_check, None, [profile_md, profile_chart, check_btn], api_visibility="private", show_progress="hidden")
+    tips_btn.click(measure_tips, None, tips_md, api_visibility="private", concurrency_limit=1,
+                   concurrency_id="hardware-check", show_progress_on=[tips_md])
+    demo.load(saved_tips, None, tips_md, api_visibility="private", show_progress="hidden")

@@ -1,0 +1,104 @@
+"""The browser app's Video tab: layout and wiring only (``app.py`` builds it inside its Blocks).
+
+Upload a clip, pick a memory mode, Restore video (Stop ends it and keeps nothing); a progress bar
+counts frames and the time left; the result plays in the page, one chosen frame shows as a
+before/after, and the measured panel gives the clip's peaks and what was kept. The work is
+``gpen_core.video.stream.restore_video``'s; the words are ``gpen_core.presentation.video_tab``'s.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from gpen_core.errors import InputError
+from gpen_core.modes import AUTO
+from gpen_core.options import RestoreOptions
+from gpen_core.presentation import page, video_tab
+
+STOP = threading.Event()  # set by Stop; the one engine lane (concurrency 1) clears it when a clip starts
+
+
+def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], results_dir: Path,
+          mode_choices: list[tuple[str, str]]) -> gr.Radio:
+    """The tab's components and events, in the current Blocks; returns its mode radio (relabelled on load)."""
+
+    def note(video: str | None) -> tuple[str, Any]:
+        """On upload: what the clip is and, on a capped server, how much of it will be restored."""
+        if not video:
+            return video_tab.PLACEHOLDER, None
+        return video_tab.clip_note(video, state.policy.video_cap_s).markdown, None
+
+    def restore(video: str | None, mode: str, progress: gr.Progress = gr.Progress(),
+                request: gr.Request | None = None) -> tuple[Any, Any, str, Any, dict[str, Any]]:
+        """Restore the clip: (the result to play, the middle frame's before/after, the panel, the frame slider, JSON)."""
+        from gpen_core.video.stream import VideoOptions, restore_video
+
+        STOP.clear()
+        with errors(request):
+            if not video:
+                raise InputError("Upload a video first.")
+            if state.backend is not None:
+                raise InputError("Videos are restored in the app's own process; this server sends photos to Ray "
+                                 "(--backend ray). Restore the clip on that machine with: python -m gpen_core restore CLIP.mp4")
+            clip = video_tab.clip_note(video, state.policy.video_cap_s)
+            if not clip.usable:
+                raise InputError(clip.markdown.split("\n\n", 1)[-1])
+            out = video_tab.results_path(results_dir, video, mode or AUTO)
+            t0 = time.perf_counter()
+
+            def tick(done: int, expected: int) -> None:
+                progress(video_tab.progress_fraction(done, expected), desc=video_tab.progress_text(done, expected, time.perf_counter() - t0))
+
+            result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode or AUTO),  # type: ignore[arg-type]
+                                   VideoOptions(end_s=clip.end_s), progress=tick, stop=STOP)
+            at = video_tab.middle_time(result)
+            pair = video_tab.frame_pair(video, str(out), at)
+        return (str(out), pair, video_tab.video_markdown(result, clip.end_s),
+                gr.update(maximum=max(result.duration_s, 0.01), value=at, interactive=True), result.to_json())
+
+    def frame(video: str | None, restored: str | None, at: float) -> Any:
+        """The before/after at the chosen time (the slider's "Frame at")."""
+        if not video or not restored:
+            return None
+        return video_tab.frame_pair(video, restored, float(at or 0))
+
+    def failed(request: gr.Request) -> tuple[Any, str]:
+        """After a failed or stopped clip: the panel names what happened (the same words as the pop-up)."""
+        return None, state.take_error(getattr(request, "session_hash", None)) or "Restore failed: see the message that popped up."
+
+    with gr.Row(equal_height=False, elem_id="video-row"):  # on a phone the result follows the buttons (page.CSS)
+        with gr.Column(scale=4, min_width=320, elem_id="video-controls"):
+            video_in = gr.Video(label="Video", sources=["upload"], height=300, elem_id="video-in")
+            with gr.Row(elem_id="video-buttons"):
+                restore_btn = gr.Button("Restore video", variant="primary", size="lg", elem_id="video-restore", scale=3)
+                stop_btn = gr.Button("Stop", size="lg", elem_id="video-stop", scale=1)
+            mode_in = gr.Radio(mode_choices, value=AUTO, label="Memory mode", elem_id="video-mode-radio")
+        with gr.Column(scale=6, min_width=420, elem_id="video-results"):
+            video_out = gr.Video(label="Restored video (plays here; download from its menu)", interactive=False,
+                                 height=300, elem_id="video-out")
+            at_in = gr.Slider(0, 1, value=0, step=0.01, label="Frame at (seconds)", interactive=False, elem_id="video-frame-at")
+            pair_out = gr.ImageSlider(label="Before / after of that frame", type="numpy", format="png", interactive=False,
+                                      max_height=360, elem_id="video-slider")
+            panel_md = gr.Markdown(video_tab.PLACEHOLDER, elem_id="video-metrics")
+            with gr.Accordion("Raw measurements (JSON)", open=False):
+                record_out = gr.JSON(show_label=False)
+
+    outputs = [video_out, pair_out, panel_md, at_in, record_out]
+    video_in.upload(note, video_in, [panel_md, video_out], api_visibility="private", show_progress="hidden")
+    running = restore_btn.click(restore, [video_in, mode_in], outputs, api_name="restore_video", concurrency_limit=1,
+                                concurrency_id="engine", show_progress_on=[video_out])
+    running.success(None, js=page.SHOW_VIDEO_RESULT, api_visibility="private")  # the result in view, wherever the page was
+    # Stop asks the running clip to end (it removes its partial output and fails with "stopped"); cancelling
+    # the event instead would free the engine lane while the clip's threads still run.
+    stop_btn.click(lambda: STOP.set(), None, None, api_visibility="private", show_progress="hidden")
+    running.failure(failed, None, [pair_out, panel_md], api_visibility="private", show_progress="hidden")
+    at_in.release(frame, [video_in, video_out, at_in], pair_out, api_visibility="private", concurrency_limit=1,
+                  concurrency_id="video-frame", show_progress="hidden")
+    return mode_in

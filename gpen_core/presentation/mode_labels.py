@@ -1,0 +1,96 @@
+"""The Memory mode radio's labels, built from what each mode really runs here.
+
+A label states the dtype the engine will use on this device (``networks.plan.choose_plan``,
+which reads the CPU's measured features: ``balanced`` asks for bfloat16 and gets float32 on a
+CPU without native bf16), the format the result is written in (``balanced`` writes JPEG even
+from a PNG), and, when a file the mode loads is missing, that it is unavailable and the one
+download that enables it (the same files the weights panel names: ``readiness.mode_files``).
+Pure functions; no web framework.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode
+from gpen_core.presentation import readiness
+
+AUTO_HINT = "picks the best mode that fits the memory free now, per photo"
+FORMAT_TEXT = {"jpeg": "writes JPEG", "png": "writes PNG (lossless)"}
+# What each mode is for, where that is true whatever the device; balanced's "half the memory"
+# is added only when its plan is 16-bit (:func:`mode_label`).
+PURPOSE = {"low": "fits almost anywhere", "faces-only": "quickest for big group photos", "quality": "the official pipeline"}
+
+
+def planned_dtype(mode: MemoryMode, device: str) -> tuple[str, str]:
+    """(the dtype the mode asks for on ``device``, the dtype the engine's plan gives it there)."""
+    from gpen_core.networks.plan import choose_plan
+
+    requested = mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype
+    return requested, choose_plan(device, requested)[0].dtype
+
+
+def mode_label(mode: MemoryMode, device: str, model: str | None = None,
+               files: Mapping[str, readiness.FileState] | None = None) -> str:
+    """"balanced — GPEN-BFR-512 in bfloat16 (native on this CPU): half the memory, …, writes JPEG".
+
+    ``model``: the task's generator when it is not the mode's; ``files``: the weights folder's
+    state (None: not checked).
+    """
+    requested, dtype = planned_dtype(mode, device)
+    where = "GPU" if device.startswith("cuda") else "CPU"
+    net = f"{model or mode.model} {'on each face' if not mode.paste else ''}".strip() + f" in {dtype}"
+    if dtype != requested:
+        net += f" (this {where} has no native {requested})"
+    elif dtype == "bfloat16" and where == "CPU":
+        net += " (native on this CPU)"
+    parts = [net]
+    if mode.name == "balanced" and dtype in ("float16", "bfloat16"):
+        parts[0] += ": half the memory of float32, same look"
+    parts.append("small detector" if mode.detector == "mobilenet0.25" else "ResNet-50 detector")
+    if mode.max_side:
+        parts.append(f"photo shrunk to {mode.max_side} px")
+    if not mode.paste:
+        parts.append("no paste-back: returns the restored crops")
+    elif mode.parsing:
+        parts.append("GPEN's parsing mask (if present)")
+    parts.append(FORMAT_TEXT[mode.output_format])
+    text = f"{mode.name} — {', '.join(parts)}"
+    if mode.name in PURPOSE:
+        text += f": {PURPOSE[mode.name]}"
+    return text + unavailable_text(mode, model, files)
+
+
+def unavailable_text(mode: MemoryMode, model: str | None, files: Mapping[str, readiness.FileState] | None) -> str:
+    """" — unavailable: download GPEN-BFR-512 (~284 MB)" when a file the mode loads is not usable; else ""."""
+    if files is None:
+        return ""
+    need = [n for n in readiness.mode_files(mode, model) if n in files and files[n].state != "verified"]
+    return f" — unavailable: download {readiness.files_text(need, files)}" if need else ""
+
+
+def mode_choices(device: str, task: str | None = None,
+                 files: Mapping[str, readiness.FileState] | None = None) -> list[tuple[str, str]]:
+    """(label, value) pairs for the radio under ``task``: ``auto`` first, then every mode. A mode with
+    no plan for the task says so (the engine refuses it, naming the modes that run it)."""
+    spec = TASKS.get(task or "enhance") or TASKS["enhance"]
+    out = [(f"{AUTO} — {AUTO_HINT}", AUTO)]
+    for m in MODES.values():
+        if m.name not in spec.modes:
+            out.append((f"{m.name} — not for this task: {spec.model} is larger than {m.name} promises to fit; "
+                        f"choose {', '.join(spec.modes)} or auto", m.name))
+        else:
+            out.append((mode_label(m, device, spec.model, files), m.name))
+    return out
+
+
+def current_files() -> dict[str, readiness.FileState]:
+    """The models folder's files as they are now."""
+    from gpen_core.weights import lookup
+
+    return readiness.files_from_status(lookup.status())
+
+
+def current_choices(device: str, task: str | None = None) -> list[tuple[str, str]]:
+    """:func:`mode_choices` with the models folder's files as they are now."""
+    return mode_choices(device, task, current_files())

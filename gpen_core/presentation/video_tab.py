@@ -1,0 +1,170 @@
+"""The Video tab as plain values: the upload note (with a shared server's length cap, said before
+anyone waits), the progress line, the clip's measured panel and one frame's before/after.
+
+Reads :class:`gpen_core.video.result.VideoResult`; pixels out are RGB uint8 H×W×3, upright.
+No web framework here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+from typing import Any
+
+import numpy as np
+
+from gpen_core.errors import GPENError
+from gpen_core.platform.meter import format_bytes
+from gpen_core.presentation.messages import shown_error
+
+# A shared server (a public link, a Space) restores at most this much of a clip unless its operator
+# says otherwise (--max-video-seconds): a clip occupies the one engine lane for its whole length.
+DEFAULT_SHARED_CAP_S = 60.0
+PLACEHOLDER = "*Upload a video: its length, size and audio appear here, then the measured figures of the restore.*"
+_AUDIO = {"copied": "copied as it was (packets untouched)",
+          "re-encoded": "re-encoded to AAC (MP4 cannot hold the original codec)", "none": "none in the input"}
+
+
+@dataclass(frozen=True)
+class ClipNote:
+    """An uploaded clip as the tab describes it before Restore."""
+
+    markdown: str
+    end_s: float | None  # restore up to this time (the server's cap); None: the whole clip
+    duration_s: float | None  # the clip's length as declared (None: not declared)
+    usable: bool
+
+
+def clip_note(path: str, cap_s: float | None) -> ClipNote:
+    """What the clip is (size, length, frames, audio) and, on a capped server, how much of it will be
+    restored; a file that is no usable video names the problem instead."""
+    from gpen_core.video.probe import clip_info, open_clip
+
+    try:
+        container = open_clip(path)
+        try:
+            info = clip_info(container, path)
+            audio = len(container.streams.audio)
+        finally:
+            container.close()
+    except GPENError as exc:
+        return ClipNote(shown_error(exc).panel, None, None, False)
+    except Exception as exc:  # a bug: logged with its trace, one line shown
+        return ClipNote(shown_error(exc, doing="Reading the video").panel, None, None, False)
+    w, h = info.size
+    length = f"{info.duration_s:.1f} s" if info.duration_s else "length not declared"
+    frames = f"{info.frames} frames" if info.frames else "frame count not declared"
+    lines = ["### Ready to restore", "",
+             f"{w}×{h} {info.codec}, {length}, {frames}, {'%d audio stream(s)' % audio if audio else 'no audio'}. "
+             "Press **Restore video**."]
+    end = None
+    if cap_s and (info.duration_s is None or info.duration_s > cap_s):
+        end = float(cap_s)
+        lines += ["", f"**This shared server restores the first {cap_s:g} s only** (its limit, --max-video-seconds; "
+                      f"the clip is {length}). Trim the clip first, or run the app on your own machine for the whole clip."]
+    return ClipNote("\n".join(lines), end, info.duration_s, True)
+
+
+def progress_text(done: int, expected: int, elapsed_s: float) -> str:
+    """"frame 12 of 48, about 36 s left" (the rate so far); without a declared count, the frames done."""
+    if done <= 0:
+        return "reading the first frames and loading the networks"
+    if expected <= 0:
+        return f"frame {done} ({elapsed_s / done:.1f} s a frame)"
+    left = max(0.0, (expected - done) * elapsed_s / done)
+    return f"frame {done} of {expected}, about {_duration(left)} left"
+
+
+def progress_fraction(done: int, expected: int) -> float | None:
+    """The bar's fraction, or None (an indeterminate bar) when the clip declares no frame count."""
+    return min(1.0, done / expected) if expected > 0 else None
+
+
+def _duration(s: float) -> str:
+    return f"{math.ceil(s)} s" if s < 120 else f"{s / 60:.0f} min"
+
+
+def output_name(source: str | None, mode: str) -> str:
+    """The download's name: the upload's stem with the mode, as an MP4."""
+    stem = PurePath(source).stem if source else "video"
+    return f"{stem[:80] or 'video'}_gpen_{mode}.mp4"
+
+
+def video_markdown(result: Any, end_s: float | None = None) -> str:
+    """The clip's measured panel (Markdown) from its VideoResult: memory, speed, faces, what was kept."""
+    p = result.peaks
+    vram = "no GPU" if p.vram_reserved_bytes is None else format_bytes(p.vram_reserved_bytes)
+    rotation = f"turned upright from {result.rotation}°, written with no rotation tag" if result.rotation else "none in the input"
+    w, h = result.size
+    lines = [
+        "### Measured for this clip", "",
+        "| Measure | Value |", "|---|---|",
+        f"| Peak RAM | **{format_bytes(p.rss_bytes)}** (baseline {format_bytes(p.baseline_rss_bytes)} before the clip, "
+        f"+{format_bytes(p.rss_delta_bytes)}) |",
+        f"| Peak VRAM | {vram} |",
+        f"| Frames | {result.frames} ({result.duration_s:.2f} s at {result.fps:.2f} fps on average), {w}×{h} |",
+        f"| Faces | up to {result.faces_per_frame_max} in a frame |",
+        f"| Seconds per frame | {result.seconds_per_frame:.2f} ({result.total_s:.1f} s in all) |",
+        f"| Mode | {result.mode}{f' ({result.mode_reason})' if result.mode_reason else ''} |",
+        f"| Audio | {_AUDIO.get(result.audio, result.audio)} |",
+        f"| Rotation | {rotation} |",
+        "| Timestamps | each frame's own, kept (no forced frame rate) |",
+        f"| Video | H.264, CRF {result.crf} |",
+    ]
+    if p.shared:
+        lines.append(f"| Note on the peaks | {p.shared} |")
+    notes = list(result.notes)
+    if end_s is not None:
+        notes.insert(0, f"only the first {end_s:g} s were restored: this server's limit (--max-video-seconds)")
+    if result.damage is not None:
+        notes.append(f"the file is damaged from frame {result.damage.frame} ({result.damage.time_s:.2f} s): "
+                     f"the frames before it were restored ({result.damage.detail})")
+    lines += ["", "**Notes** (everything changed from your request)", ""]
+    lines += [f"- {n}" for n in notes] if notes else ["- none: ran exactly as requested"]
+    return "\n".join(lines)
+
+
+def frame_at(path: str, time_s: float) -> np.ndarray | None:
+    """The frame of ``path`` shown at ``time_s`` (the last one starting at or before it), RGB upright; None
+    when the file has no frame there."""
+    import av
+
+    from gpen_core.video.frames import upright_rgb
+
+    with av.open(path, "r", metadata_errors="ignore") as container:
+        vs = container.streams.video[0]
+        tb = vs.time_base
+        if time_s > 0 and tb:
+            container.seek(int(time_s / tb), stream=vs, backward=True)
+        chosen = None
+        reformatter = av.video.reformatter.VideoReformatter()
+        for frame in container.decode(vs):
+            t = float(frame.pts * tb) if frame.pts is not None and tb else 0.0
+            if chosen is not None and t > time_s + 1e-6:
+                break
+            chosen = upright_rgb(frame, reformatter)[0]
+        return chosen
+
+
+def frame_pair(source: str, output: str, time_s: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """(before, after) of the frame at ``time_s`` for the slider, the same size (the output pads odd sides
+    by one pixel for H.264: cropped back here); None when either file has no frame there."""
+    before, after = frame_at(source, time_s), frame_at(output, time_s)
+    if before is None or after is None:
+        return None
+    h, w = min(before.shape[0], after.shape[0]), min(before.shape[1], after.shape[1])
+    return np.ascontiguousarray(before[:h, :w]), np.ascontiguousarray(after[:h, :w])
+
+
+def middle_time(result: Any) -> float:
+    """Where the before/after opens: the clip's middle frame's time (the same clip, written upright)."""
+    return max(0.0, result.duration_s / 2)
+
+
+def results_path(results_dir: Path, source: str | None, mode: str) -> Path:
+    """A fresh path for one clip's output under ``results_dir`` (a folder per request: names never clash)."""
+    import tempfile
+
+    results_dir.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=results_dir, prefix="video-")) / output_name(source, mode)

@@ -1,0 +1,83 @@
+"""The Video tab's words (gpen_core.presentation.video_tab) and the shared server's length cap (app_state)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpen_core.presentation import video_tab
+from gpen_core.presentation.app_state import Policy, parse_server_args
+from gpen_core.result import Peaks
+
+
+def _clip(path: Path, frames: int = 6, fps: int = 3, side: int = 64) -> Path:
+    import av
+
+    with av.open(str(path), "w") as out:
+        s = out.add_stream("libx264", rate=Fraction(fps, 1))
+        s.width, s.height, s.pix_fmt = side, side, "yuv420p"
+        for i in range(frames):
+            rgb = np.full((side, side, 3), 20 * i, np.uint8)
+            out.mux(s.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")))
+        out.mux(s.encode())
+    return path
+
+
+def test_the_cap_is_said_at_upload_on_a_shared_server_only(tmp_path: Path) -> None:
+    clip = _clip(tmp_path / "c.mp4")  # 6 frames at 3 fps: 2 s
+    local = video_tab.clip_note(str(clip), Policy(shared=False, max_video_seconds=1).video_cap_s)
+    assert local.usable and local.end_s is None and "restores the first" not in local.markdown
+    assert "64×64 h264, 2.0 s, 6 frames, no audio" in local.markdown
+    shared = video_tab.clip_note(str(clip), Policy(shared=True, max_video_seconds=1).video_cap_s)
+    assert shared.end_s == 1.0 and "restores the first 1 s only" in shared.markdown
+    long_enough = video_tab.clip_note(str(clip), Policy(shared=True, max_video_seconds=5).video_cap_s)
+    assert long_enough.end_s is None  # a clip under the cap is restored whole
+
+
+def test_a_file_that_is_no_video_is_refused_at_upload(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.mp4"
+    bad.write_bytes(b"hello, this is text")
+    note = video_tab.clip_note(str(bad), None)
+    assert not note.usable and "not a video" in note.markdown
+
+
+def test_the_cap_flag_and_its_default() -> None:
+    assert parse_server_args([]).policy.video_cap_s is None  # local: no cap
+    assert parse_server_args(["--share"]).policy.video_cap_s == 60.0
+    assert parse_server_args(["--share", "--max-video-seconds", "0"]).policy.video_cap_s is None
+    assert parse_server_args(["--host", "0.0.0.0", "--max-video-seconds", "30"]).policy.video_cap_s == 30.0
+
+
+def test_progress_counts_frames_and_the_time_left() -> None:
+    assert video_tab.progress_text(12, 48, 24.0) == "frame 12 of 48, about 72 s left"
+    assert video_tab.progress_text(12, 0, 24.0) == "frame 12 (2.0 s a frame)"
+    assert video_tab.progress_fraction(12, 48) == 0.25 and video_tab.progress_fraction(3, 0) is None
+
+
+def test_the_clip_panel_says_what_was_kept() -> None:
+    from gpen_core.video.result import VideoResult
+
+    r = VideoResult(output="o.mp4", frames=48, fps=24.0, duration_s=2.0, size=(640, 360), mode="low", mode_reason="",
+                    audio="re-encoded", crf=18, seconds_per_frame=0.5, total_s=24.0, faces_per_frame_max=2,
+                    peaks=Peaks(900_000_000, 400_000_000, "vmhwm"), rotation=90, lookahead_frames=3, notes=())
+    md = video_tab.video_markdown(r, end_s=60)
+    assert "| Peak RAM | **900 MB** (baseline 400 MB before the clip, +500 MB) |" in md
+    assert "| Frames | 48 (2.00 s at 24.00 fps on average), 640×360 |" in md
+    assert "| Audio | re-encoded to AAC" in md and "turned upright from 90°" in md and "| Mode | low |" in md
+    assert "- only the first 60 s were restored" in md
+
+
+def test_frame_pair_reads_the_same_time_from_both_files(tmp_path: Path) -> None:
+    clip = _clip(tmp_path / "c.mp4")
+    pair = video_tab.frame_pair(str(clip), str(clip), 1.0)  # frame 3 (grey 60)
+    assert pair is not None and pair[0].shape == (64, 64, 3)
+    assert abs(float(pair[0].mean()) - 60) < 4 and np.array_equal(pair[0], pair[1])
+
+
+@pytest.mark.parametrize("source", [None, "/x/My clip.mov"])
+def test_the_output_is_an_mp4_named_after_the_upload(source: str | None) -> None:
+    name = video_tab.output_name(source, "low")
+    assert name.endswith("_gpen_low.mp4") and (source is None or name.startswith("My clip"))

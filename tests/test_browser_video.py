@@ -1,0 +1,76 @@
+"""The Video tab in Chromium: a short clip made from a real photo, restored in ``low`` in the page.
+
+The shared server's length cap is said at upload (before anyone waits) and applied; the result plays in
+the page's <video>, a frame's before/after shows in the slider, and the measured panel gives the clip's
+figures. GPEN_SHOTS=dir keeps the screenshot to look at.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import app
+from gpen_core.presentation.app_state import Policy
+
+from .conftest import shared_path
+from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
+from .test_browser import PLENTY, Shots, _open, browser, page_url  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+
+def make_clip(path: Path, photo: Path, frames: int = 8, fps: int = 4, side: int = 192) -> Path:
+    """An H.264 MP4 of ``frames`` frames of ``photo`` at ``side`` px, drifting a pixel a frame (a face that moves)."""
+    import av
+
+    rgb = np.asarray(Image.open(photo).convert("RGB").resize((side + frames, side + frames)))
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=Fraction(fps, 1))
+        stream.width, stream.height, stream.pix_fmt = side, side, "yuv420p"
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb[i:i + side, i:i + side]), format="rgb24")
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    return path
+
+
+def test_a_clip_is_restored_in_the_page_with_the_cap_said_at_upload(browser, page_url: str, low_mode_home: Path,  # noqa: F811
+                                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", PLENTY)
+    monkeypatch.setattr(app.STATE, "policy", Policy(shared=True, max_video_seconds=1.0))  # a Space's cap, made small
+    clip = make_clip(tmp_path / "face_clip.mp4", shared_path("faces", "ffhq_00000_512.png"))  # 8 frames, 2 s
+    shots = Shots(tmp_path)
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    _open(page, page_url)
+    page.get_by_role("tab", name="Video").click()
+    page.locator("#video-mode-radio label", has_text="low —").click()
+    page.locator("#video-in input[type=file]").set_input_files(str(clip))
+    panel = page.locator("#video-metrics")
+    panel.get_by_text("Ready to restore").wait_for(timeout=60_000)
+    # said before anyone waits: the clip's length and the server's cap
+    assert re.search(r"192×192 h264, 2\.0 s, 8 frames, no audio", panel.inner_text()), panel.inner_text()
+    assert "restores the first 1 s only" in panel.inner_text()
+    page.locator("#video-restore").click()
+    panel.get_by_text("Measured for this clip").wait_for(timeout=300_000)
+    text = panel.inner_text()
+    assert re.search(r"Peak RAM\s+[\d.]+ (MB|GB)", text), text
+    assert re.search(r"Frames\s+4 \(", text), text  # the cap: 1 s of a 4 fps clip
+    assert "only the first 1 s were restored" in text
+    assert re.search(r"Audio\s+none in the input", text) and re.search(r"Mode\s+low", text), text
+    # the result plays in the page: the browser decoded its first frame
+    video = page.locator("#video-out video").first
+    video.wait_for(state="attached", timeout=30_000)
+    page.wait_for_function("() => { const v = document.querySelector('#video-out video'); return v && v.readyState >= 2 && v.videoWidth > 0; }",
+                           timeout=30_000)
+    assert video.evaluate("v => [v.videoWidth, v.videoHeight]") == [192, 192]
+    page.locator("#video-slider img").first.wait_for(state="visible", timeout=30_000)
+    assert page.locator("#video-slider img").count() >= 2  # the chosen frame, before and after
+    page.wait_for_timeout(1000)
+    shots.take(page, "video_tab_restored", full=True)
+    page.close()
