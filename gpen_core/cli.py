@@ -1,4 +1,6 @@
-"""``python -m gpen_core``: the command line. The only place with argparse and exit codes.
+"""``python -m gpen_core``: the command line, its dispatch and exit codes. ``restore`` and ``export`` are
+parsed here; the other subcommands' flags and runs are in their rooms' command modules
+(:mod:`gpen_core.presentation.cli_download`, :mod:`gpen_core.hwcheck.command`, :mod:`gpen_core.scaleout.cli`).
 
 Exit codes: 0 success (a photo with no face is a success with a note), 2 bad
 usage or bad input, 3 missing or corrupt weights, 4 out of memory, 5 a damaged video
@@ -11,26 +13,41 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
+from gpen_core.presentation.cli_run import print_error
 from gpen_core.result_json import result_record  # re-exported: scripts read records through the CLI module
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif"}
 FORMAT_BY_SUFFIX = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg"}
 SUFFIX_BY_FORMAT = {"png": ".png", "jpeg": ".jpg"}
-DEFAULT_DOWNLOADS = ("GPEN-BFR-512", "GPEN-BFR-256", "retinaface-mobilenet0.25", "retinaface-resnet50", "ParseNet-latest")
 
 
 def _parser() -> argparse.ArgumentParser:
-    from gpen_core.modes import MODE_CHOICES, TASK_CHOICES
+    from gpen_core.hwcheck.command import add_info, add_profile, add_selfcheck
+    from gpen_core.presentation.cli_download import add_download
+    from gpen_core.scaleout.cli import add_serve
 
     p = argparse.ArgumentParser(prog="python -m gpen_core", description="GPEN blind face restoration that measures what it costs.")
     p.add_argument("-v", "--verbose", action="store_true", help="print error details (every place looked, each attempt)")
     sub = p.add_subparsers(dest="command", required=True)
+    _add_restore(sub)
+    add_download(sub)
+    add_serve(sub)
+    add_info(sub)
+    add_selfcheck(sub)
+    _add_export(sub)
+    add_profile(sub)
+    return _verbose_after(p, sub)
+
+
+def _add_restore(sub: Any) -> None:
+    from gpen_core.modes import MODE_CHOICES, TASK_CHOICES
+    from gpen_core.scaleout.video_cli import add_segment_arguments
+    from gpen_core.video.command import add_video_arguments
 
     r = sub.add_parser("restore", help="restore the faces in photos and videos")
     r.add_argument("inputs", nargs="+", metavar="INPUT", help="image or video files, or folders of them")
@@ -46,6 +63,16 @@ def _parser() -> argparse.ArgumentParser:
                         "seg2face (aligned colour label maps); docs/tasks.md")
     r.add_argument("--mask", help="with --task inpaint and one input: the damage, white on black at the photo's size "
                                   "(default: white strokes in the photo itself)")
+    _add_restore_faces(r)
+    _add_restore_upscale(r)
+    r.add_argument("--overwrite", action="store_true", help="replace outputs that already exist (default: skip them)")
+    r.add_argument("--json", action="store_true", help="one JSON object per image on stdout (a video: one per frame, then a summary)")
+    add_video_arguments(r)
+    add_segment_arguments(r)
+    _add_restore_ray(r)
+
+
+def _add_restore_faces(r: argparse.ArgumentParser) -> None:
     r.add_argument("--alpha", type=float, default=1.0, help="blend: 1 restored only … 0 original (default 1)")
     r.add_argument("--threshold", type=float, default=0.9, help="face detection confidence (default 0.9)")
     r.add_argument("--max-faces", type=int, default=50, help="restore at most this many faces, highest detection score first")
@@ -53,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="keep every detection above the threshold; the notes name those the face check would drop")
     r.add_argument("--orientations", action="store_true",
                    help="also search the photo turned 90/180/270° when upright faces were found (always done when none are)")
+
+
+def _add_restore_upscale(r: argparse.ArgumentParser) -> None:
     r.add_argument("--upscale", type=int, default=1, choices=(1, 2, 4),
                    help="upscale the whole photo ×2 or ×4 with RealESRNet, faces restored at that size (default 1: off)")
     r.add_argument("--upscaler", help="upscaler: registry name (realesrnet_x2, realesrnet_x4) or checkpoint path "
@@ -61,12 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", default="auto", choices=("auto", "torch", "openvino"),
                    help="generator runtime on the CPU: torch, openvino (converted on first use, cached in the models "
                    "folder), or auto: the one measured faster on this CPU (default)")
-    r.add_argument("--overwrite", action="store_true", help="replace outputs that already exist (default: skip them)")
-    r.add_argument("--json", action="store_true", help="one JSON object per image on stdout (a video: one per frame, then a summary)")
-    _add_video_arguments(r)
-    from gpen_core.scaleout.video_cli import add_segment_arguments
 
-    add_segment_arguments(r)
+
+def _add_restore_ray(r: argparse.ArgumentParser) -> None:
     r.add_argument("--ray", action="store_true",
                    help="restore with Ray Data (one folder, file or URI such as s3://…; writes OUT/manifest.jsonl); "
                    "needs requirements-ray.txt")
@@ -75,42 +102,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--workers", type=int, help="with --ray: actors in the pool (default: one per GPU share, else one per 2 CPUs)")
     r.add_argument("--gpus-per-worker", type=float, default=0.0, help="with --ray: GPUs per actor (0.5: two per GPU; default 0)")
 
-    d = sub.add_parser("download", help="download weights into the models folder")
-    d.add_argument("names", nargs="*", metavar="NAME", help=f"registry names (default: {' '.join(DEFAULT_DOWNLOADS)})")
-    d.add_argument("--models-dir")
-    d.add_argument("--no-convert", action="store_true",
-                   help="do not convert for OpenVINO afterwards (by default, what `auto` runs on OpenVINO on this CPU is "
-                        "converted now, so no restore waits for it)")
 
-    s = sub.add_parser("serve", help="serve restores with Ray Serve (for app.py --backend ray); needs requirements-ray.txt")
-    s.add_argument("--replicas", default="1", help="replicas: a number, or auto (autoscale from 1 to --max-replicas)")
-    s.add_argument("--max-replicas", type=int, default=4, help="with --replicas auto: the most replicas (default 4)")
-    s.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per replica (0.5: two replicas share a GPU; default 0)")
-    s.add_argument("--num-cpus", type=float, default=1.0, help="CPUs per replica; torch uses as many threads (default 1)")
-    s.add_argument("--address", help="deploy on this Ray cluster (auto, HOST:PORT); default: a local Ray on 127.0.0.1 only")
-    s.add_argument("--port", type=int, default=8000, help="Serve's HTTP port on 127.0.0.1 (POST an image to /restore; default 8000)")
-    s.add_argument("--mode", default="auto", choices=MODE_CHOICES, help="mode warmed up in each replica (requests may ask for any)")
-    s.add_argument("--models-dir")
-    s.add_argument("--device", help="cpu or cuda (default: cuda when --num-gpus > 0)")
-
-    i = sub.add_parser("info", help="versions, device, and which weights are present")
-    i.add_argument("--models-dir")
-    i.add_argument("--json", action="store_true")
-
-    c = sub.add_parser("selfcheck", help="build and run every network of every mode on a device: does this set-up work?")
-    c.add_argument("--device", help="cpu, cuda, cuda:N or meta (default: cuda when available, else cpu)")
-    c.add_argument("--json", action="store_true", help='one JSON object: {"device", "ok", "checks": [{network, path, dtype, ok, problem}]}')
-
+def _add_export(sub: Any) -> None:
     e = sub.add_parser("export", help="write a GPEN generator as ONNX (or OpenVINO IR) for other tools, checked after writing")
     e.add_argument("model", metavar="MODEL", help="registry generator name (GPEN-BFR-512) or path to a GPEN checkpoint")
     e.add_argument("-o", "--output", required=True, help="the file to write: FILE.onnx, or FILE.xml with --format openvino")
     e.add_argument("--format", choices=("onnx", "openvino"), default="onnx", help="onnx (default; opset 17) or openvino (IR)")
     e.add_argument("--models-dir")
-
-    from gpen_core.hwcheck.command import add_profile
-
-    add_profile(sub)
-    return _verbose_after(p, sub)
 
 
 def _verbose_after(p: argparse.ArgumentParser, sub: Any) -> argparse.ArgumentParser:
@@ -129,9 +127,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "restore":
             return _restore(args)
         if args.command == "download":
-            return _download(args)
+            from gpen_core.presentation.cli_download import download
+
+            return download(args)
         if args.command == "info":
-            return _info(args)
+            from gpen_core.hwcheck.command import info
+
+            return info(args)
         if args.command == "serve":
             from gpen_core.scaleout.cli import serve
 
@@ -143,12 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    progress=lambda m: print(m, file=sys.stderr, flush=True)).summary())
             return 0
         if args.command == "selfcheck":
-            return _selfcheck(args)
+            from gpen_core.hwcheck.command import selfcheck
+
+            return selfcheck(args)
         from gpen_core.hwcheck.command import profile
 
         return profile(args)
     except GPENError as exc:
-        _print_error(exc, args.verbose)
+        print_error(exc, args.verbose)
         return exc.exit_code
     except (ImportError, MemoryError) as exc:  # a lazy import under a memory cap, or a broken install
         return _startup_failure(exc, args.verbose)
@@ -170,7 +174,7 @@ def _startup_failure(exc: BaseException, verbose: bool) -> int:
         )
     if not isinstance(err, GPENError):
         raise exc
-    _print_error(err, verbose)
+    print_error(err, verbose)
     return err.exit_code
 
 
@@ -188,30 +192,6 @@ def _load_engine() -> None:
         import_engine()
     except (ImportError, MemoryError, OSError) as exc:
         raise import_failure(exc) from None
-
-
-def _selfcheck(args: argparse.Namespace) -> int:
-    """Exit 0 when every network is placed and runs on the device; 1 naming the first offending tensor."""
-    from gpen_core.hwcheck.selfcheck import run_selfcheck
-
-    device = args.device
-    if device is None:
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    progress = None if args.json else (lambda what: print(f"checking {what}", file=sys.stderr, flush=True))
-    report = run_selfcheck(device, progress=progress)
-    print(json.dumps(report.to_json(), indent=1) if args.json else report.table())
-    bad = report.first_problem
-    if bad is not None:
-        print(f"selfcheck failed: {bad.network} ({bad.dtype}): {bad.problem}", file=sys.stderr)
-    return 0 if report.ok else 1
-
-
-def _print_error(exc: GPENError, verbose: bool, prefix: str = "") -> None:
-    print(f"error: {prefix}{exc}", file=sys.stderr)
-    if verbose and exc.details:
-        print(exc.details, file=sys.stderr)
 
 
 # ----------------------------------------------------------------- restore
@@ -415,12 +395,6 @@ def _result_line(rec: dict[str, Any]) -> str:
 # ------------------------------------------------------------------ video
 
 
-def _add_video_arguments(r: argparse.ArgumentParser) -> None:
-    from gpen_core.video.command import add_video_arguments
-
-    add_video_arguments(r)
-
-
 def _is_video(path: Path) -> bool:
     """A video by its bytes (the container's signature), whatever its extension."""
     from gpen_core.video.probe import sniff_file
@@ -467,7 +441,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
             sys.stderr.write("\n")
             record.update(status="error", error=str(exc), exit_code=exc.exit_code)
             _emit(args, record)
-            _print_error(exc, args.verbose, prefix=f"{src}: ")
+            print_error(exc, args.verbose, prefix=f"{src}: ")
             worst = worst or exc.exit_code
             continue
         code = 5 if result.damage is not None else 0
@@ -476,120 +450,3 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
         print_video(src, result)
         worst = worst or code
     return worst
-
-
-# ---------------------------------------------------------- download, info
-
-
-def _download(args: argparse.Namespace) -> int:
-    from gpen_core.weights import lookup as weights
-
-    names = args.names or list(DEFAULT_DOWNLOADS)
-    unknown = [n for n in names if n not in weights.REGISTRY]
-    if unknown:
-        raise InputError(f"unknown weights {', '.join(unknown)}; known: {', '.join(weights.REGISTRY)}")
-    worst = 0
-    for name in names:
-        progress = _DownloadProgress(name)
-        try:
-            path = weights.download(name, models_dir=args.models_dir, progress=progress)
-        except GPENError as exc:
-            progress.end()
-            _print_error(exc, args.verbose)
-            worst = worst or exc.exit_code
-            continue
-        progress.end()
-        print(f"{name}: {path}")
-    if not args.no_convert:
-        worst = _convert_ahead(args.models_dir) or worst
-    return worst
-
-
-class _DownloadProgress:
-    """A download's progress on stderr: redrawn in a terminal (5 a second); in a log, one line per
-    tenth of the file (per 10 MB when its size is unknown), never a run-on line of carriage returns."""
-
-    def __init__(self, name: str) -> None:
-        from gpen_core.presentation.cli_run import is_terminal
-
-        self.name, self.tty, self.last, self.step, self.open = name, is_terminal(sys.stderr), 0.0, -1, False
-
-    def __call__(self, done: int, total: int | None) -> None:
-        pct = f"{100 * done / total:5.1f}%" if total else f"{done / 1e6:.1f} MB"
-        if self.tty:
-            now = time.perf_counter()
-            if now - self.last < 0.2 and (total is None or done < total):
-                return
-            self.last, self.open = now, True
-            sys.stderr.write(f"\r{self.name}: {pct}")
-        else:
-            step = int(10 * done / total) if total else done // 10_000_000
-            if step == self.step:
-                return
-            self.step = step
-            sys.stderr.write(f"{self.name}: {pct.strip()}\n")
-        sys.stderr.flush()
-
-    def end(self) -> None:
-        if self.open:
-            sys.stderr.write("\n")
-            self.open = False
-
-
-def _convert_ahead(models_dir: str | None) -> int:
-    """After the files are verified: the OpenVINO conversions ``auto`` will run, with progress.
-    Returns 0, or an exit code when a network could not be converted (each is named, and why)."""
-    from gpen_core.engine.prepare import convert_ahead
-    from gpen_core.errors import GPENError, ResourceError
-    from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason
-
-    planned: list[str] = []
-
-    from gpen_core.presentation.cli_run import is_terminal
-
-    tty, said = is_terminal(sys.stderr), [""]
-
-    def progress(f: float, m: str) -> None:
-        if f >= 1.0:  # the last word is the report's, below: "ready" would be wrong after a failure
-            return
-        if tty:
-            sys.stderr.write(f"\r{m:<78}")
-        elif m != said[0]:  # a log: each new message once, on its own line
-            sys.stderr.write(m + "\n")
-        said[0] = m
-        sys.stderr.flush()
-
-    report = convert_ahead(models_dir=models_dir, progress=progress,
-                           on_plan=lambda todo: planned.extend(label for _, label in todo))
-    if tty and said[0]:
-        sys.stderr.write("\n")
-    unwritable = unwritable_reason(cache_root(models_dir)) if planned else None
-    for line in report.lines():
-        if not (unwritable and line.startswith("left on torch")):  # said once below instead
-            print(f"openvino: {line}")
-    if unwritable:
-        sys.stderr.write(f"error: could not convert {', '.join(planned)} for OpenVINO: {unwritable}; "
-                         "until then they run on torch\n")
-        return ResourceError.exit_code
-    if report.failed:
-        sys.stderr.write(f"error: could not convert {len(report.failed)} network(s) for OpenVINO (above); they run on torch\n")
-        return GPENError.exit_code
-    if planned:
-        print("openvino: ready")
-    return 0
-
-
-def _info(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
-    from gpen_core.hwcheck.info import collect_info, format_info
-
-    info = collect_info(models_dir=args.models_dir)
-    if args.json:
-        print(json.dumps(asdict(info), default=str, indent=2))
-    else:
-        print(format_info(info))
-    return 0
-
-
-# ---------------------------------------------------------------- profile

@@ -1,4 +1,4 @@
-"""``python -m gpen_core profile``: the hardware check's subcommand (argparse wiring and its run)."""
+"""``python -m gpen_core profile``, ``selfcheck`` and ``info``: this room's subcommands (argparse wiring and runs)."""
 
 from __future__ import annotations
 
@@ -97,4 +97,50 @@ def profile(args: argparse.Namespace) -> int:
         print(f"\nwrote {out}", file=sys.stderr)
     if not args.saved and not args.no_save:
         print(f"saved {store.profile_path(args.models_dir)} (read by `auto`)", file=sys.stderr)
+    return 0
+
+
+def add_selfcheck(subparsers: Any) -> None:
+    """Register ``python -m gpen_core selfcheck`` (:mod:`gpen_core.hwcheck.selfcheck`)."""
+    c = subparsers.add_parser("selfcheck", help="build and run every network of every mode on a device: does this set-up work?")
+    c.add_argument("--device", help="cpu, cuda, cuda:N or meta (default: cuda when available, else cpu)")
+    c.add_argument("--json", action="store_true", help='one JSON object: {"device", "ok", "checks": [{network, path, dtype, ok, problem}]}')
+
+
+def selfcheck(args: argparse.Namespace) -> int:
+    """Exit 0 when every network is placed and runs on the device; 1 naming the first offending tensor."""
+    from gpen_core.hwcheck.selfcheck import run_selfcheck
+
+    device = args.device
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    progress = None if args.json else (lambda what: print(f"checking {what}", file=sys.stderr, flush=True))
+    report = run_selfcheck(device, progress=progress)
+    print(json.dumps(report.to_json(), indent=1) if args.json else report.table())
+    bad = report.first_problem
+    if bad is not None:
+        print(f"selfcheck failed: {bad.network} ({bad.dtype}): {bad.problem}", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+def add_info(subparsers: Any) -> None:
+    """Register ``python -m gpen_core info`` (:mod:`gpen_core.hwcheck.info`)."""
+    i = subparsers.add_parser("info", help="versions, device, and which weights are present")
+    i.add_argument("--models-dir")
+    i.add_argument("--json", action="store_true")
+
+
+def info(args: argparse.Namespace) -> int:
+    """Versions, device and the weights present: a table, or ``--json``."""
+    from dataclasses import asdict
+
+    from gpen_core.hwcheck.info import collect_info, format_info
+
+    found = collect_info(models_dir=args.models_dir)
+    if args.json:
+        print(json.dumps(asdict(found), default=str, indent=2))
+    else:
+        print(format_info(found))
     return 0

@@ -57,7 +57,7 @@ def plan(
     refused: list[TaskRow] = []
     torch = sys.modules.get("torch")
     warmed: set[str] = set()  # architectures whose OpenVINO conversion a first unmeasured run makes (random
-    # weights of one architecture share one conversion: engine.model_cache._load_openvino)
+    # weights of one architecture share one conversion: engine.network_loads.load_openvino_generator)
     for name, task in TASKS.items():
         if task.model is None:  # restoration: the modes' own rows
             continue

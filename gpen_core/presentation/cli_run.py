@@ -13,12 +13,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from gpen_core.errors import GPENError
+
 
 def is_terminal(stream: TextIO) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):  # a closed or replaced stream
         return False
+
+
+def print_error(exc: GPENError, verbose: bool, prefix: str = "") -> None:
+    """``error: …`` on stderr; with ``-v`` the details too (every place looked, each attempt)."""
+    print(f"error: {prefix}{exc}", file=sys.stderr)
+    if verbose and exc.details:
+        print(exc.details, file=sys.stderr)
 
 
 class Progress:

@@ -1,6 +1,6 @@
 """The Ray front ends of ``python -m gpen_core``: ``restore … --ray`` and ``serve``.
 
-``cli.py`` owns the flags and dispatches here; these turn the parsed arguments into
+``cli.py`` owns the ``restore`` flags (``serve``'s are :func:`add_serve`'s) and dispatches here; these turn the parsed arguments into
 a :mod:`ray_batch` / :mod:`ray_serve` call and the outcome into an exit code.
 """
 
@@ -51,6 +51,22 @@ def restore_ray(args: argparse.Namespace, bar_type: Any) -> int:
               f"{summary.seconds:.0f} s with {summary.workers} Ray worker(s) at {summary.cpus_per_worker:g} CPU each; "
               f"records appended to {summary.manifest} (run {summary.run_id})", file=sys.stderr)
     return summary.exit_code
+
+
+def add_serve(sub: Any) -> None:
+    """Register ``python -m gpen_core serve`` (Ray is imported only when it runs)."""
+    from gpen_core.modes import MODE_CHOICES
+
+    s = sub.add_parser("serve", help="serve restores with Ray Serve (for app.py --backend ray); needs requirements-ray.txt")
+    s.add_argument("--replicas", default="1", help="replicas: a number, or auto (autoscale from 1 to --max-replicas)")
+    s.add_argument("--max-replicas", type=int, default=4, help="with --replicas auto: the most replicas (default 4)")
+    s.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per replica (0.5: two replicas share a GPU; default 0)")
+    s.add_argument("--num-cpus", type=float, default=1.0, help="CPUs per replica; torch uses as many threads (default 1)")
+    s.add_argument("--address", help="deploy on this Ray cluster (auto, HOST:PORT); default: a local Ray on 127.0.0.1 only")
+    s.add_argument("--port", type=int, default=8000, help="Serve's HTTP port on 127.0.0.1 (POST an image to /restore; default 8000)")
+    s.add_argument("--mode", default="auto", choices=MODE_CHOICES, help="mode warmed up in each replica (requests may ask for any)")
+    s.add_argument("--models-dir")
+    s.add_argument("--device", help="cpu or cuda (default: cuda when --num-gpus > 0)")
 
 
 def serve(args: argparse.Namespace) -> int:

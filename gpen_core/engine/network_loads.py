@@ -1,0 +1,310 @@
+"""What loading each network means: the per-network load descriptions :class:`NetworkLoad` that
+:meth:`gpen_core.engine.model_cache.ModelCache.load` takes (the facts its runtime is decided on and
+how to build it in the decided runtime), and the generator loaders the engine and the hardware
+check share (:func:`load_torch_generator`, :func:`load_openvino_generator`).
+
+The builders read what they need off a :class:`LoadSource` (the model cache: where weights are,
+whether to download or use synthetic weights, the lifetime, the busy check), so this module does
+not import the cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from gpen_core.engine.lifetime import Lifetime
+from gpen_core.engine.runtime_choice import Network, RuntimeDecision, RuntimeFacts
+from gpen_core.modes import MemoryMode, generator_name
+from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
+
+# Face-parsing weights in the order they are looked for: GPEN's own, then facexlib's copy
+# (the same ParseNet class and key table; see gpen_core.networks.parsenet).
+PARSER_WEIGHTS = ("ParseNet-latest", "parsenet")
+
+# busy(kind, name, what): the sentence when another thread converts that network right now, else
+# None. The engine's background preparation provides it (engine.prepare.busy_note); the cache
+# takes it as an argument so that it and the preparation, which loads through the cache, do not
+# import each other.
+BusyCheck = Callable[[str, str, str], "str | None"]
+
+
+@dataclass(frozen=True)
+class NetworkLoad:
+    """One network a request wants: its kind, name, what identifies it (the runtime excluded),
+    the facts its runtime is decided on, and how to build it in the decided runtime."""
+
+    network: Network
+    name: str
+    key: tuple[Any, ...]
+    facts: RuntimeFacts
+    build: Callable[[RuntimeDecision], Any]
+
+
+class LoadSource(Protocol):
+    """What the load builders read off the model cache."""
+
+    models_dir: Path | None
+    allow_download: bool
+    synthetic_weights: bool
+    lifetime: Lifetime
+    busy: BusyCheck | None
+
+
+def resolve(src: LoadSource, name: str) -> Path:
+    """The verified weights file ``name`` in ``src``'s models folder (downloaded when ``src`` allows it)."""
+    from gpen_core.weights import lookup as weights
+
+    return weights.resolve(name, models_dir=src.models_dir, allow_download=src.allow_download)
+
+
+def ov_models_dir(src: LoadSource) -> Path:
+    """The models folder the OpenVINO cache lives in."""
+    from gpen_core.weights.lookup import models_dir
+
+    return src.models_dir if src.models_dir is not None else models_dir()
+
+
+def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: str, measured: tuple[Any, str],
+                  dtypes: tuple[str, str], converted: bool, convert_ram: int, device: str, *, estimated: bool = False,
+                  converting: str = "") -> RuntimeFacts:
+    """The facts one runtime decision rests on. ``want``: (network, name, the network in a
+    sentence); ``dtypes``: (on torch, on OpenVINO). Free RAM and another thread converting are
+    read only when they can matter (OpenVINO chosen for a network not converted yet)."""
+    from gpen_core.engine.budget import free_memory
+
+    network, name, what = want
+    first_use = measured[0] == "openvino" and not converted
+    return RuntimeFacts(
+        network=network, what=what, requested=requested, measured=measured, torch_dtype=dtypes[0],
+        openvino_dtype=dtypes[1], converted=converted, convert_ram=convert_ram,
+        free_ram=free_memory(device).ram_bytes if first_use else 0, convert_ram_estimated=estimated,
+        converting=converting, busy=src.busy(network, name, what) if first_use and src.busy else None,
+        unwritable=cache_unwritable(src) if first_use else None,
+        conversion_pays=src.lifetime.conversion_pays,
+    )
+
+
+def cache_unwritable(src: LoadSource) -> str | None:
+    """Why the OpenVINO cache cannot take a conversion, or None (probed by a write)."""
+    from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason
+
+    return unwritable_reason(cache_root(ov_models_dir(src)))
+
+
+def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any):
+    """(NetworkLoad, torch plan, [plan note], OpenVINO precision note) for ``mode``'s generator."""
+    from gpen_core.networks.plan import choose_plan
+    from gpen_core.runtimes.openvino import generator as ov
+
+    name = generator_name(mode, opts.task, opts.model)
+    synthetic = src.synthetic_weights and opts.model is None
+    path = Path(f"synthetic:{name}") if synthetic else resolve(src, name)
+    plan, plan_note = choose_plan(device, mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype)
+    size = registry_size(name)
+    measured = ov.choose_mode_backend(mode, opts.backend, size, plan.dtype, models_dir=ov_models_dir(src), device=device)
+    precision, precision_note = ov.choose_precision(plan.dtype) if measured[0] == "openvino" else ("f32", None)
+    # The hardware check's random generator runs as chosen: it measures the runtime itself.
+    converted, need, exact = True, 0, True
+    if measured[0] == "openvino" and not synthetic:
+        need, exact = ov.conversion_ram(size, path)
+        converted = ov.graph_is_current(ov.cache_key(path, precision), ov_models_dir(src))
+    facts = runtime_facts(src, ("generator", name, f"the generator {name}"), opts.backend, measured,
+                          (plan.dtype, "bfloat16" if precision == "bf16" else "float32"), converted, need, device,
+                          estimated=not exact, converting=path.name)
+
+    def build(decision: RuntimeDecision) -> Any:
+        if decision.runtime == "openvino":
+            prec = "bf16" if decision.dtype == "bfloat16" else "f32"
+            return load_openvino_generator(path, prec, ov_models_dir(src), progress)
+        return load_torch_generator(path, plan)
+
+    return NetworkLoad("generator", name, (str(path), plan), facts, build), plan, [plan_note] if plan_note else [], precision_note
+
+
+def detector_load(src: LoadSource, network: str, device: str, opts: RestoreOptions | None,
+                  mode: MemoryMode | None) -> NetworkLoad:
+    """The load of the ``network`` face detector (torch or OpenVINO)."""
+    from gpen_core.engine.backends import openvino_detector
+    from gpen_core.faces.detect import FaceDetector
+    from gpen_core.runtimes.openvino import generator as ov
+
+    requested = opts.backend if opts is not None else "torch"
+    kw = dict(network=f"retinaface-{network}", models_dir=ov_models_dir(src), device=device)
+    measured = (ov.choose_mode_backend(mode, requested, 1000, "float32", **kw) if mode is not None
+                else ov.choose_backend(requested, 1000, "float32", **kw))
+    path = detector_path(src, network)
+    converted, need = True, 0
+    if measured[0] == "openvino" and path is not None:  # None: the check's random detector runs as chosen
+        from gpen_core.runtimes.openvino import detector as ov_detect
+
+        converted = ov.is_cached(ov_detect.detector_key(path, network), ov_models_dir(src))
+        need = ov_detect.CONVERT_RAM_MEASURED[network]
+    facts = runtime_facts(src, ("detector", network, f"the {network} detector"), requested, measured, ("float32", "float32"),
+                          converted, need, device)
+
+    def build(decision: RuntimeDecision) -> Any:
+        if decision.runtime == "openvino":
+            return openvino_detector(path, network, models_dir=ov_models_dir(src))  # type: ignore[arg-type]
+        return FaceDetector(path, network, device=device)  # type: ignore[arg-type]
+
+    return NetworkLoad("detector", network, (network, device), facts, build)
+
+
+def detector_path(src: LoadSource, network: str) -> Path | None:
+    """The detector's weights; with synthetic weights, None (random weights) unless they are here."""
+    if src.synthetic_weights:
+        from gpen_core.weights import lookup as weights
+
+        if weights.locate(DETECTOR_WEIGHTS[network], models_dir=src.models_dir) is None:
+            return None
+    return resolve(src, DETECTOR_WEIGHTS[network])
+
+
+def parser_path(src: LoadSource) -> Path | None:
+    """GPEN's own parsing file first, then facexlib's copy of the same network (verified); None when neither is here."""
+    from gpen_core.weights import lookup as weights
+
+    for name in PARSER_WEIGHTS:
+        if weights.locate(name, models_dir=src.models_dir) is not None:
+            return resolve(src, name)  # verified (size, sha256 or its sidecar) before loading
+    return None
+
+
+def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOptions | None, path: Path | None) -> NetworkLoad:
+    """The load of ``mode``'s face parser from ``path`` (None: random weights)."""
+    from gpen_core.engine.backends import openvino_masker
+    from gpen_core.faces.parse import ParsingMasker, choose_parse_dtype
+    from gpen_core.runtimes.openvino import generator as ov
+
+    dtype = choose_parse_dtype(device, mode.cpu_dtype)
+    requested = opts.backend if opts is not None else "torch"
+    measured = ov.choose_mode_backend(mode, requested, mode.parse_input, dtype, network="parsenet",
+                                      models_dir=ov_models_dir(src), device=device)
+    converted, need = True, 0
+    if measured[0] == "openvino" and path is not None:  # None: the check's random parser runs as chosen
+        from gpen_core.runtimes.openvino import parser as ov_parse
+
+        converted = ov.is_cached(ov_parse.parse_key(path, mode.parse_input, "f32"), ov_models_dir(src))
+        need = ov_parse.CONVERT_RAM_MEASURED.get(mode.parse_input, max(ov_parse.CONVERT_RAM_MEASURED.values()))
+    what = f"the {mode.parse_input} px parser"
+    facts = runtime_facts(src, ("parser", str(mode.parse_input), what), requested, measured, (dtype, dtype),
+                          converted, need, device)
+
+    def build(decision: RuntimeDecision) -> Any:
+        if decision.runtime == "openvino":
+            return openvino_masker(path, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype, models_dir=ov_models_dir(src))
+        return ParsingMasker(path, device=device, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype)
+
+    name = path.name if path is not None else "parsenet (synthetic)"
+    return NetworkLoad("parser", name, (str(path), device, mode.parse_input, mode.cpu_dtype), facts, build)
+
+
+def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> NetworkLoad:
+    """The load of ``opts``' upscaler (torch only)."""
+    from gpen_core.errors import WeightsError
+
+    name = opts.upscaler or f"realesrnet_x{opts.upscale}"
+    synthetic = src.synthetic_weights and opts.upscaler is None
+    looks_like_path = os.sep in name or "/" in name or name.endswith((".pth", ".pt"))
+    if synthetic:
+        source, label = f"synthetic:{name}", f"{name} (synthetic weights)"
+    else:
+        if looks_like_path and not Path(name).expanduser().exists():
+            raise WeightsError(
+                f"upscaler file {name} does not exist. Fix: pass the path of GPEN's realesrnet_x2.pth / "
+                "realesrnet_x4.pth, or drop --upscaler and run `python -m gpen_core download "
+                f"realesrnet_x{opts.upscale}` (it is then found in the models folder)."
+            )
+        source, label = str(resolve(src, name)), (Path(name).name if looks_like_path else name)
+    # RealESRNet has no OpenVINO conversion here: it runs on torch whatever the request asked.
+    facts = runtime_facts(src, ("upscaler", label, f"the upscaler {label}"), opts.backend,
+                          ("torch", "torch only (no OpenVINO conversion for RealESRNet)"), ("float32", "float32"),
+                          True, 0, device)
+
+    def build(decision: RuntimeDecision) -> Any:
+        if synthetic:
+            from gpen_core.networks.upscaler import UpscalerConfig, random_upscaler
+
+            return random_upscaler(UpscalerConfig(scale=opts.upscale)).to(device)
+        from gpen_core.networks.upscaler import load_upscaler
+
+        return load_upscaler(source, device)
+
+    return NetworkLoad("upscaler", label, (source, device), facts, build)
+
+
+def registry_size(name: str) -> int:
+    """Face size of a generator: from the registry for a name, read off the checkpoint for a path
+    (so ``--model path/to/GPEN-BFR-512.pth`` gets the same measured runtime choice as the name);
+    0 when neither tells (``auto`` then has no measurement to go by)."""
+    from gpen_core.weights.lookup import REGISTRY
+
+    spec = REGISTRY.get(name)
+    if spec is not None:
+        return spec.arch.size if spec.arch is not None else 0
+    p = Path(name).expanduser()
+    if not p.is_file():
+        return 0
+    st = p.stat()
+    return _checkpoint_size(str(p.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _checkpoint_size(path: str, nbytes: int, mtime_ns: int) -> int:
+    """The face size a checkpoint file's key table says (memory-mapped: no weights are read); 0 if unreadable."""
+    from gpen_core.errors import WeightsError
+    from gpen_core.networks.checkpoint import infer_config, read_checkpoint, unwrap_state_dict
+
+    try:
+        return infer_config(unwrap_state_dict(read_checkpoint(path, mmap=True))).size
+    except (WeightsError, KeyError, ValueError):  # not a GPEN checkpoint: the load itself will say so
+        return 0
+
+
+def load_openvino_generator(path: Path, precision: str, models_dir: Path, progress: Any):
+    """The OpenVINO generator: from the cache, or converted now. A synthetic generator (the
+    hardware check) is written once as a random checkpoint of its architecture, then converted."""
+    from gpen_core.runtimes.openvino import generator as ov_backend
+
+    if str(path).startswith("synthetic:"):
+        import os
+
+        import torch
+
+        from gpen_core.networks.synthetic import random_state_dict
+        from gpen_core.weights.lookup import REGISTRY
+
+        import hashlib
+
+        name = str(path).split(":", 1)[1]
+        arch = REGISTRY[name].arch
+        # Named by architecture, not generator: random weights of one architecture cost the same, so
+        # generators sharing it (GPEN-Colorization-1024 and GPEN-Inpainting-1024; GPEN-BFR-512 and
+        # GPEN-Seg2face-512) share one file and one conversion (minutes at 1024 px) in the check.
+        path = ov_backend.cache_root(models_dir) / "synthetic" / f"random-{arch.size}px-{hashlib.sha256(repr(arch).encode()).hexdigest()[:10]}.pth"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            torch.save(random_state_dict(REGISTRY[name].arch), tmp)
+            os.replace(tmp, path)
+    forward = ov_backend.load(path, precision, models_dir=models_dir, progress=progress)  # type: ignore[arg-type]
+    return forward, forward.size
+
+
+def load_torch_generator(path: Path, plan):
+    from gpen_core.networks.checkpoint import load_generator
+    from gpen_core.networks.fast import prepare
+
+    if str(path).startswith("synthetic:"):
+        from gpen_core.networks.synthetic import random_generator
+        from gpen_core.weights.lookup import REGISTRY
+
+        model = random_generator(REGISTRY[str(path).split(":", 1)[1]].arch)
+    else:
+        model = load_generator(path)
+    return prepare(model, plan), model.config.size
