@@ -110,7 +110,6 @@ class ModelCache:
 
     def weights_present(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> bool:
         """Whether ``mode`` can run without a download (for ``auto``)."""
-
         if self.synthetic_weights:
             return True
         if opts.model is None and not self._usable(generator_name(mode, opts.task)):
