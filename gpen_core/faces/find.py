@@ -127,64 +127,115 @@ def find_faces(
     h, w = rgb.shape[:2]
     longest = max(h, w)
     copy_side = longest if longest <= max(max_side, shrink_above or 0) else max_side
-    large_pass = copy_side > LARGE_PASS_SIDE * 1.25
+    passes = _Passes(detector, rgb, threshold, max_side, shrink_above, interpolation, copy_side > LARGE_PASS_SIDE * 1.25)
 
-    def second_look(img: np.ndarray) -> list[Detection]:
-        return detector.detect(img, threshold=threshold, max_side=max(img.shape[:2]))
-
-    def upright_look(img: np.ndarray) -> list[Detection]:
-        return detector.detect(img, threshold=screen.UPRIGHT_LOOK_THRESHOLD, max_side=max(img.shape[:2]))
-
-    merged = 0
-    large_ids: set[int] = set()
-
-    def one_turn(turn: int) -> tuple[list[Detection], list[tuple[Detection, str]], list[Detection]]:
-        """(kept, rejected with reason, upside down) of one turn."""
-        nonlocal merged
-        dets = detector.detect(
-            rgb, threshold=threshold, max_side=max_side, shrink_above=shrink_above, interpolation=interpolation, turn=turn
-        )
-        large: list[Detection] = []
-        if large_pass:
-            k = LARGE_PASS_SIDE / longest
-            large = [
-                d
-                for d in detector.detect(rgb, threshold=threshold, max_side=LARGE_PASS_SIDE, turn=turn)
-                if min(d.width, d.height) * k >= LARGE_FACE_PX
-            ]
-        kept, dropped = merge_duplicates(large + dets)  # a large face first: its pieces merge into it
-        # The same face found by both passes is one reading; a box inside a face is a duplicate.
-        merged += sum(1 for d in dropped if not any(overlap(d.box, g.box)[0] >= SAME_FACE_IOU for g in large if g is not d))
-        large_ids.update(id(d) for d in large)
-        filtered = screen.filter_detections(kept, rgb=rgb, detect=second_look, threshold=threshold, turns=[turn] * len(kept))
-        good = list(filtered.kept)
-        rejected = [(d, v.reasons[0]) for d, v in filtered.rejected]
-        looks = screen.upright_looks(rgb, [d.landmarks for d in good], upright_look)
-        upside = [d for d, (up, turned) in zip(good, looks) if turned > up]
-        good = [d for d, (up, turned) in zip(good, looks) if not turned > up]
-        return good, rejected, upside
-
-    searched = [0]
-    kept, rejected, upside = one_turn(0)
+    first = passes.run(0)
+    kept, rejected, upside = first.kept, first.rejected, first.upside
+    # The large-face pass's detections are held, not only their ids: an id is only unique while its object lives.
+    merged, large, searched = first.merged, list(first.large), [0]
     # A face read lying on its side (landmarks over 45° from upright) means a turned photo, whose
     # other faces the upright pass may have missed or rejected: the detector finds some faces
     # lying sideways, not all (two faces side by side turned 90°: one found upright, both turned).
     sideways = any(_reading(d)[0] for d in kept)
     turns_wanted = [1, 2, 3] if (orientations or not kept or sideways) else ([2] if upside else [])
     for turn in turns_wanted:
-        more, more_rejected, more_upside = one_turn(turn)
+        more = passes.run(turn)
         searched.append(turn)
-        # A face found on several turns is one face read again, not a duplicate box: keep its best reading.
-        for d in more:
-            same = [i for i, k in enumerate(kept) if _same_face(d.box, k.box)]
-            if not same:
-                kept.append(d)
-            elif _reading(d) < _reading(kept[same[0]]):
-                kept[same[0]] = d
-        rejected += [(d, r) for d, r in more_rejected if not any(_same_face(d.box, k.box) for k in kept)]
-        upside += more_upside
-    notes: list[str] = []
+        merged += more.merged
+        large += more.large
+        _add_turn(kept, rejected, upside, more)
 
+    kept, rejected, unchecked, notes = _settle(kept, rejected, upside, face_check)
+    notes += _summary_notes(kept, merged, {id(d) for d in large}, searched)
+    kept.sort(key=lambda d: d.score, reverse=True)
+    notes += _aligned_hint(kept, h, w)
+    return FoundFaces(tuple(kept), tuple(rejected), tuple(unchecked), merged, tuple(searched), tuple(notes))
+
+
+@dataclass
+class _TurnFinds:
+    """One turn's pass: ``kept`` (passed the face check, upright for their landmarks), ``rejected``
+    (detection, reason), ``upside`` (passed the check but read upside down), ``merged`` (detections
+    dropped as pieces of another face), ``large`` (the large-face pass's detections)."""
+
+    kept: list[Detection]
+    rejected: list[tuple[Detection, str]]
+    upside: list[Detection]
+    merged: int
+    large: list[Detection]
+
+
+@dataclass(frozen=True, eq=False)
+class _Passes:
+    """The detector's passes over one photo with :func:`find_faces`'s settings, one turn at a time."""
+
+    detector: FaceDetector
+    rgb: np.ndarray
+    threshold: float
+    max_side: int
+    shrink_above: int | None
+    interpolation: Resize
+    large_pass: bool  # the detection copy is big enough for the large-face pass to add anything
+
+    def second_look(self, img: np.ndarray) -> list[Detection]:
+        """The face check's second look: ``img`` at its own size, the same threshold."""
+        return self.detector.detect(img, threshold=self.threshold, max_side=max(img.shape[:2]))
+
+    def upright_look(self, img: np.ndarray) -> list[Detection]:
+        """The face check's upright look: ``img`` at its own size, the check's own threshold."""
+        return self.detector.detect(img, threshold=screen.UPRIGHT_LOOK_THRESHOLD, max_side=max(img.shape[:2]))
+
+    def run(self, turn: int) -> _TurnFinds:
+        """Detect on the photo turned ``turn`` quarter turns (plus the large-face pass), one box per
+        face, then the face check and the upright look. Detections are in photo pixels."""
+        rgb, threshold = self.rgb, self.threshold
+        dets = self.detector.detect(
+            rgb, threshold=threshold, max_side=self.max_side, shrink_above=self.shrink_above,
+            interpolation=self.interpolation, turn=turn,
+        )
+        large: list[Detection] = []
+        if self.large_pass:
+            k = LARGE_PASS_SIDE / max(rgb.shape[:2])
+            large = [
+                d
+                for d in self.detector.detect(rgb, threshold=threshold, max_side=LARGE_PASS_SIDE, turn=turn)
+                if min(d.width, d.height) * k >= LARGE_FACE_PX
+            ]
+        kept, dropped = merge_duplicates(large + dets)  # a large face first: its pieces merge into it
+        # The same face found by both passes is one reading; a box inside a face is a duplicate.
+        merged = sum(1 for d in dropped if not any(overlap(d.box, g.box)[0] >= SAME_FACE_IOU for g in large if g is not d))
+        filtered = screen.filter_detections(kept, rgb=rgb, detect=self.second_look, threshold=threshold, turns=[turn] * len(kept))
+        good = list(filtered.kept)
+        rejected = [(d, v.reasons[0]) for d, v in filtered.rejected]
+        looks = screen.upright_looks(rgb, [d.landmarks for d in good], self.upright_look)
+        upside = [d for d, (up, turned) in zip(good, looks) if turned > up]
+        good = [d for d, (up, turned) in zip(good, looks) if not turned > up]
+        return _TurnFinds(good, rejected, upside, merged, large)
+
+
+def _add_turn(
+    kept: list[Detection], rejected: list[tuple[Detection, str]], upside: list[Detection], more: _TurnFinds
+) -> None:
+    """Add a turned pass's finds to ``kept``, ``rejected`` and ``upside``, in place."""
+    # A face found on several turns is one face read again, not a duplicate box: keep its best reading.
+    for d in more.kept:
+        same = [i for i, k in enumerate(kept) if _same_face(d.box, k.box)]
+        if not same:
+            kept.append(d)
+        elif _reading(d) < _reading(kept[same[0]]):
+            kept[same[0]] = d
+    rejected += [(d, r) for d, r in more.rejected if not any(_same_face(d.box, k.box) for k in kept)]
+    upside += more.upside
+
+
+def _settle(
+    kept: list[Detection], rejected: list[tuple[Detection, str]], upside: list[Detection], face_check: bool
+) -> tuple[list[Detection], list[tuple[Detection, str]], list[tuple[Detection, str]], list[str]]:
+    """Decide the upside-down readings and the face check's rejections: (kept, rejected, unchecked, notes).
+
+    ``kept`` is extended in place (and returned) with the unchecked detections when ``face_check`` is off.
+    """
+    notes: list[str] = []
     # An upside-down reading is replaced by the upright one of the same face when a turn found it.
     # (Counted for the upright pass only: with every turn searched, each upright face is also
     # read upside down on the 180° copy, which is not news.)
@@ -216,6 +267,12 @@ def find_faces(
             + "; ".join(dict.fromkeys(r for _, r in rejected))
             + " (turn the check off to keep them)"
         )
+    return kept, rejected, unchecked, notes
+
+
+def _summary_notes(kept: Sequence[Detection], merged: int, large_ids: set[int], searched: Sequence[int]) -> list[str]:
+    """Notes on how the faces kept were found: merged boxes, the large-face pass, the turned copies."""
+    notes: list[str] = []
     if merged:
         notes.append(f"{_plural(merged, 'detection was', 'detections were')} the same face as another and merged (one box per face)")
     large_used = sum(1 for d in kept if id(d) in large_ids)
@@ -232,16 +289,20 @@ def find_faces(
             )
     if len(searched) > 1 and not kept:
         notes.append("no face upright, nor on the photo turned " + ", ".join(_degrees(t) for t in searched[1:]))
-    kept.sort(key=lambda d: d.score, reverse=True)
+    return notes
+
+
+def _aligned_hint(kept: Sequence[Detection], h: int, w: int) -> list[str]:
+    """A note when the one face found covers most of a square photo (it may be an aligned crop)."""
     if len(kept) == 1 and 0.9 <= h / w <= 1.1:
         x0, y0, x1, y1 = kept[0].box
         share = (x1 - x0) * (y1 - y0) / (h * w)
         if share >= ALIGNED_HINT_SHARE:
-            notes.append(
+            return [
                 f"the face covers {share:.0%} of this square photo: if it is an aligned face crop (FFHQ-style), "
                 "the aligned option restores it whole"
-            )
-    return FoundFaces(tuple(kept), tuple(rejected), tuple(unchecked), merged, tuple(searched), tuple(notes))
+            ]
+    return []
 
 
 def _once(pairs: list[tuple[Detection, str]]) -> list[tuple[Detection, str]]:

@@ -148,58 +148,79 @@ def restore_photo(
         )
         return PhotoOutput(base.copy(), (), timings, (note,))
 
-    h, w = rgb.shape[:2]
     faces: list[Face] = []
     pieces: list[Piece] = []
     total = len(detections)
     skipped = 0
     for i, det in enumerate(detections):
-        t0 = time.perf_counter()
-        fwd, inv = align_transform(det.landmarks, size)
-        crop = cv2.warpAffine(rgb, fwd, (size, size), flags=WARP_FLAGS)
-        hurt = None
-        if damage is not None:
-            hurt = tasks.crop_damage(damage.mask, fwd, size)
-            if not tasks.touches(hurt, damage.from_photo):
-                skipped += 1
-                if progress is not None:
-                    progress(i + 1, total)
-                continue
-            crop[hurt > 0.5] = 255  # the strokes white, as the network was trained to see them
-        t1 = time.perf_counter()
-        restored = _restore_crop(restore_fn, crop, size)
-        raw = restored  # the parsing mask is computed on the unsmoothed face, as official
-        # The official decision reads the detector's box, not one clipped to the photo: a big face
-        # cut by the photo's edge is not a small face.
-        x0, y0, x1, y1 = getattr(det, "full_box", det.box)
-        if min(x1 - x0, y1 - y0) < _SMALL_FACE_PX:
-            restored = cv2.filter2D(restored, -1, _SMOOTH_KERNEL)
-        restored = cv2.addWeighted(restored, alpha, crop, 1.0 - alpha, 0.0)
-        t2 = time.perf_counter()
-        if paste:
-            mask = face_mask(raw, parsing_fn, size)
-            if hurt is not None:
-                mask = mask * tasks.damage_paste_mask(hurt)
-            piece = warp_piece(restored, mask, inv, w, h)
+        done = _restore_face(rgb, det, restore_fn, size, alpha, paste, parsing_fn, damage)
+        if done is None:
+            skipped += 1
+        else:
+            face, piece, spent = done
             if piece is not None:
                 pieces.append(piece)
-        t3 = time.perf_counter()
-        faces.append(Face(box=det.box, score=det.score, landmarks=det.landmarks, crop=crop, restored=restored))
-        timings["align_s"] += t1 - t0
-        timings["restore_s"] += t2 - t1
-        timings["paste_s"] += t3 - t2
+            faces.append(face)
+            for key, seconds in zip(("align_s", "restore_s", "paste_s"), spent):
+                timings[key] += seconds
         if progress is not None:
             progress(i + 1, total)
 
     t0 = time.perf_counter()
     image = compose(base, pieces) if paste else base.copy()
     timings["paste_s"] += time.perf_counter() - t0
-    notes: list[str] = []
-    if damage is not None:
-        notes.append(
-            f"inpainted {len(faces)} of {total} face{'s' if total > 1 else ''}: the ones the damage touches"
-            + (f"; {skipped} left as they were" if skipped else "")
-        )
-        if tasks.outside_faces(damage.mask, [d.box for d in detections]):
-            notes.append("damage outside the faces is left as it is: GPEN's inpainting network fills faces only")
+    notes = [] if damage is None else _damage_notes(damage, detections, len(faces), skipped)
     return PhotoOutput(image, tuple(faces), timings, tuple(notes))
+
+
+def _restore_face(
+    rgb: np.ndarray, det: Detection, restore_fn: RestoreFn, size: int, alpha: float, paste: bool,
+    parsing_fn: ParsingFn | None, damage: tasks.Damage | None,
+) -> tuple[Face, Piece | None, tuple[float, float, float]] | None:
+    """Align, restore and (when ``paste``) warp back one detected face of ``rgb``.
+
+    Returns (the face, its piece to compose or None, seconds spent aligning, restoring, pasting),
+    or None when ``damage`` is given and does not touch this face (nothing is run for it).
+    Arguments as :func:`restore_photo`'s.
+    """
+    h, w = rgb.shape[:2]
+    t0 = time.perf_counter()
+    fwd, inv = align_transform(det.landmarks, size)
+    crop = cv2.warpAffine(rgb, fwd, (size, size), flags=WARP_FLAGS)
+    hurt = None
+    if damage is not None:
+        hurt = tasks.crop_damage(damage.mask, fwd, size)
+        if not tasks.touches(hurt, damage.from_photo):
+            return None
+        crop[hurt > 0.5] = 255  # the strokes white, as the network was trained to see them
+    t1 = time.perf_counter()
+    restored = _restore_crop(restore_fn, crop, size)
+    raw = restored  # the parsing mask is computed on the unsmoothed face, as official
+    # The official decision reads the detector's box, not one clipped to the photo: a big face
+    # cut by the photo's edge is not a small face.
+    x0, y0, x1, y1 = getattr(det, "full_box", det.box)
+    if min(x1 - x0, y1 - y0) < _SMALL_FACE_PX:
+        restored = cv2.filter2D(restored, -1, _SMOOTH_KERNEL)
+    restored = cv2.addWeighted(restored, alpha, crop, 1.0 - alpha, 0.0)
+    t2 = time.perf_counter()
+    piece = None
+    if paste:
+        mask = face_mask(raw, parsing_fn, size)
+        if hurt is not None:
+            mask = mask * tasks.damage_paste_mask(hurt)
+        piece = warp_piece(restored, mask, inv, w, h)
+    t3 = time.perf_counter()
+    face = Face(box=det.box, score=det.score, landmarks=det.landmarks, crop=crop, restored=restored)
+    return face, piece, (t1 - t0, t2 - t1, t3 - t2)
+
+
+def _damage_notes(damage: tasks.Damage, detections: list[Detection], inpainted: int, skipped: int) -> list[str]:
+    """Inpainting's notes: how many faces the damage touched, and damage left outside every face."""
+    total = len(detections)
+    notes = [
+        f"inpainted {inpainted} of {total} face{'s' if total > 1 else ''}: the ones the damage touches"
+        + (f"; {skipped} left as they were" if skipped else "")
+    ]
+    if tasks.outside_faces(damage.mask, [d.box for d in detections]):
+        notes.append("damage outside the faces is left as it is: GPEN's inpainting network fills faces only")
+    return notes

@@ -21,7 +21,8 @@ Precision = Literal["f32", "bf16"]
 
 # CPU flags that change what OpenVINO's CPU plugin compiles (its ISA dispatch).
 _KEY_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "amx_fp16")
-_INSTALL_HINT = "pip install openvino (or `bash scripts/setup.sh`, which installs requirements.txt)"
+# How to install OpenVINO, for the messages that say it is missing (this module, parser).
+INSTALL_HINT = "pip install openvino (or `bash scripts/setup.sh`, which installs requirements.txt)"
 _core_lock = threading.Lock()
 _core: Any = None
 # One conversion at a time in this process. openvino.convert_model traces the torch module
@@ -46,7 +47,7 @@ def openvino_version() -> str | None:
 def unavailable_reason() -> str | None:
     """None when the backend can run here; else a sentence saying why not and how to fix it."""
     if openvino_version() is None:
-        return f"OpenVINO is not installed; {_INSTALL_HINT}"
+        return f"OpenVINO is not installed; {INSTALL_HINT}"
     try:
         get_core()
     except Exception as exc:  # a broken install or a CPU the plugin refuses
@@ -136,7 +137,8 @@ def cache_root(models_dir: str | os.PathLike[str] | None = None) -> Path:
     return default_models_dir() / "openvino"
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """The hex SHA-256 of ``path``'s content: the weights part of a :class:`CacheKey`."""
     from gpen_core.weights.lookup import file_sha256
 
     return file_sha256(path)
@@ -145,8 +147,8 @@ def _sha256(path: Path) -> str:
 def cache_key(checkpoint: Path, precision: Precision, sha256: str | None = None) -> CacheKey:
     version = openvino_version()
     if version is None:
-        raise ResourceError(f"OpenVINO is not installed; {_INSTALL_HINT}")
-    return CacheKey(sha256 or _sha256(checkpoint), version.split("-")[0], precision, cpu_key(), checkpoint.stem[:40])
+        raise ResourceError(f"OpenVINO is not installed; {INSTALL_HINT}")
+    return CacheKey(sha256 or sha256_file(checkpoint), version.split("-")[0], precision, cpu_key(), checkpoint.stem[:40])
 
 
 def is_cached(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> bool:

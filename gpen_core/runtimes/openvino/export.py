@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpen_core.networks.arch import GPEN
+    from gpen_core.networks.arch import GPEN, ModulatedConv2d
 
 # The exported graph's revision, stored in meta.json: an IR converted by an older revision is
 # converted again on load (same function, slower or hungrier graph), never reused.
@@ -64,105 +64,59 @@ def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
       from the input rows (``ecd0`` is a 1×1 conv), so the encoder's full-size feature dies
       after the next encoder layer; the 3-channel skip is upsampled once and sliced.
     - Each ToRGB sum takes the upsampled skip first, so the plugin runs each ToRGB right after
-      its level instead of after the whole decoder above it (see ``to_rgb_forward``).
+      its level instead of after the whole decoder above it (see ``export_patches.to_rgb_forward``).
     """
-    import math
     import types
 
     import torch
-    from torch.nn import functional as F
 
-    from gpen_core.networks.arch import ModulatedConv2d, StyledConv, ToRGB, Fir
+    from gpen_core.networks.arch import Fir, ModulatedConv2d, StyledConv, ToRGB
+    from gpen_core.runtimes.openvino import export_patches as patches
 
-    sqrt2 = math.sqrt(2.0)
-
-    def conv_parts(parts: tuple[torch.Tensor, ...], w: torch.Tensor, padding: int) -> torch.Tensor:
-        # conv(cat(parts), w) as one conv per part, summed (w's input channels split alike)
-        out, at = None, 0
-        for p in parts:
-            c = int(p.shape[1])
-            y = F.conv2d(p, w[:, at : at + c], padding=padding)
-            out, at = (y if out is None else out + y), at + c
-        return out
-
-    def modconv_forward(self: ModulatedConv2d, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor) -> torch.Tensor:
-        parts = x if isinstance(x, tuple) else (x,)
-        if self.upsample and len(parts) > 1:
-            parts = (torch.cat(parts, 1),)
-        s = self.modulation(style)[0]  # (in,)
-        d = torch.rsqrt(self.export_wsq @ (s * s) + 1e-8) if self.demodulate else None  # (out,)
-        w = self.export_weight  # scale folded in; (in, out, k, k) for the transposed conv
-        if self.export_input_modulated:
-            sizes = [int(p.shape[1]) for p in parts]
-            xs = tuple(p * si.view(1, -1, 1, 1) for p, si in zip(parts, torch.split(s, sizes)))
-            if self.upsample:
-                y = self.blur(F.conv_transpose2d(xs[0], w, stride=2))  # the blur is per channel: d commutes
-            else:
-                y = conv_parts(xs, w, self.padding)
-            return y * d.view(1, -1, 1, 1)
-        f = s.view(1, -1) if d is None else d.view(-1, 1) * s.view(1, -1)  # (out, in)
-        if self.upsample:
-            return self.blur(F.conv_transpose2d(parts[0], w * f.t()[:, :, None, None], stride=2))
-        return conv_parts(parts, w * f[:, :, None, None], self.padding)
-
-    def styled_forward(
-        self: StyledConv, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor, noise: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return styled_halves(self, self.conv(x, style), noise)
-
-    def styled_halves(self: StyledConv, y: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        # FusedLeakyReLU(cat(y, w · noise)) as its two halves
-        c, b = int(y.shape[1]), self.activate.bias.view(1, -1, 1, 1)
-        feats = F.leaky_relu(y + b[:, :c], 0.2) * sqrt2
-        return feats, F.leaky_relu(self.noise.weight * noise + b[:, c:], 0.2) * sqrt2
-
-    def to_rgb_forward(self: ToRGB, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor,
-                       skip: torch.Tensor | None = None) -> torch.Tensor:
-        # The skip is the sum's first operand (the same sum: float addition commutes). The CPU
-        # plugin orders its nodes depth first from the output, a node's inputs in order; with the
-        # level's conv first, every ToRGB ran only after the whole decoder above it, and each
-        # level's (features, noise) pair stayed live until then: ~50 MiB of the 512 px float32 peak.
-        out = self.conv(x, style) + self.bias
-        return out if skip is None else self.upsample(skip) + out
-
-    def fir(self: Fir, x: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
-        c = int(x.shape[1])  # a constant in the trace
-        k = torch.flip(self.kernel, [0, 1])[None, None].repeat(c, 1, 1, 1)
-        p0, p1 = pad
-        if up > 1:
-            if tuple(pad) != (2, 1) or self.kernel.shape[-1] != 4:
-                raise ValueError(f"export supports GPEN's 4-tap upsampling FIR with pad (2, 1), got {tuple(pad)}")
-            # zero insertion + pad (2, 1) + FIR == transposed conv with the kernel, padding 1
-            return F.conv_transpose2d(x, torch.flip(k, [2, 3]), stride=2, padding=1, groups=c)
-        if p0 or p1:
-            x = F.pad(x, [p0, p1, p0, p1])
-        return F.conv2d(x, k, stride=down, groups=c)
-
-    g = model.generator
-    res = {id(g.conv1.conv): 4}  # each decoder conv's input size
-    for i, conv in enumerate(g.convs):
-        res[id(conv.conv)] = 2 ** (i // 2 + 2 + i % 2)
+    res = _decoder_input_sizes(model)
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, ModulatedConv2d):
-                w = m.weight[0].float() * m.scale  # (out, in, k, k)
-                m.export_wsq = w.pow(2).sum([2, 3])  # plain attributes: constants in the trace
-                m.export_weight = w.transpose(0, 1).contiguous() if m.upsample else w
-                r = res.get(id(m))
-                # input elements · INPUT_MOD_RATIO ≤ weight elements, i.e. RATIO · in · r² ≤ out · in · k²
-                small_input = r is not None and INPUT_MOD_RATIO * r * r <= w.shape[0] * w.shape[2] * w.shape[3]
-                m.export_input_modulated = bool(m.demodulate and small_input)
-                m.weight = None  # the export holds it scaled: not twice in memory while converting
-                m.forward = types.MethodType(modconv_forward, m)  # type: ignore[method-assign]
+                _prepare_modconv(m, res.get(id(m)))
+                m.forward = types.MethodType(patches.modconv_forward, m)  # type: ignore[method-assign]
             elif isinstance(m, StyledConv):
-                m.forward = types.MethodType(styled_forward, m)  # type: ignore[method-assign]
+                m.forward = types.MethodType(patches.styled_forward, m)  # type: ignore[method-assign]
             elif isinstance(m, Fir):
-                m._fir = types.MethodType(fir, m)  # type: ignore[method-assign]
+                m._fir = types.MethodType(patches.fir, m)  # type: ignore[method-assign]
             elif isinstance(m, ToRGB):
-                m.forward = types.MethodType(to_rgb_forward, m)  # type: ignore[method-assign]
+                m.forward = types.MethodType(patches.to_rgb_forward, m)  # type: ignore[method-assign]
     if strips > 1:
-        model.forward = types.MethodType(_striped_forward(strips, styled_halves), model)  # type: ignore[method-assign]
+        model.forward = types.MethodType(_striped_forward(strips, patches.styled_halves), model)  # type: ignore[method-assign]
     return model
+
+
+def _decoder_input_sizes(model: GPEN) -> dict[int, int]:
+    """``id(conv)`` → the side (px) of its input, for each decoder modulated conv of ``model``'s generator.
+
+    Keyed by id because the convs are found again by walking ``model.modules()``; only the
+    decoder's convs are keyed (the ToRGB convs are absent, so they keep the weight modulated).
+    """
+    g = model.generator
+    res = {id(g.conv1.conv): 4}
+    for i, conv in enumerate(g.convs):
+        res[id(conv.conv)] = 2 ** (i // 2 + 2 + i % 2)
+    return res
+
+
+def _prepare_modconv(m: ModulatedConv2d, input_side: int | None) -> None:
+    """Set the plain attributes :func:`export_patches.modconv_forward` reads, and drop ``m.weight``.
+
+    ``input_side``: the conv's input side in px, None when unknown (it then modulates its weight).
+    Call under ``torch.no_grad()``: the attributes become constants in the trace.
+    """
+    w = m.weight[0].float() * m.scale  # (out, in, k, k)
+    m.export_wsq = w.pow(2).sum([2, 3])  # plain attributes: constants in the trace
+    m.export_weight = w.transpose(0, 1).contiguous() if m.upsample else w
+    r = input_side
+    # input elements · INPUT_MOD_RATIO ≤ weight elements, i.e. RATIO · in · r² ≤ out · in · k²
+    small_input = r is not None and INPUT_MOD_RATIO * r * r <= w.shape[0] * w.shape[2] * w.shape[3]
+    m.export_input_modulated = bool(m.demodulate and small_input)
+    m.weight = None  # the export holds it scaled: not twice in memory while converting
 
 
 def _strip_bounds(size: int, strips: int) -> list[int]:
@@ -208,7 +162,7 @@ def _striped_forward(strips: int, styled_halves: Callable[..., Any]) -> Callable
             pair = styled_halves(c1, y, self.ecd0(x[:, :, lo:hi]))
             y = c2.conv(pair, latent)[:, :, a - lo : b - lo]
             pair = styled_halves(c2, y, self.ecd0(x[:, :, a:b]))
-            rows.append(skip[:, :, a:b] + (rgb.conv(pair, latent) + rgb.bias))  # skip first: see to_rgb_forward
+            rows.append(skip[:, :, a:b] + (rgb.conv(pair, latent) + rgb.bias))  # skip first: see export_patches.to_rgb_forward
         return torch.cat(rows, 2)
 
     return forward

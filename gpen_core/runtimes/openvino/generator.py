@@ -43,10 +43,10 @@ from gpen_core.errors import GPENError, ResourceError
 from gpen_core.platform.measurements import SpeedRecord
 from gpen_core.runtimes.openvino.export import GRAPH_REVISION, exportable  # noqa: F401  (exportable re-exported)
 from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached,   # noqa: F401  (re-exported: callers use ov_backend.*)
-    _INSTALL_HINT,
+    INSTALL_HINT,
     CacheKey,
     Precision,
-    _sha256,
+    sha256_file,
     cache_key,
     cache_root,
     capabilities,

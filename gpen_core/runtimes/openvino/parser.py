@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpen_core.errors import GPENError, ResourceError
 from gpen_core.platform.oom import malloc_trim
-from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, compile_entry, require_writable, _INSTALL_HINT, CacheKey, Precision, _sha256, cache_root, capabilities, choose_precision, cpu_key,
+from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, compile_entry, require_writable, INSTALL_HINT, CacheKey, Precision, sha256_file, cache_root, capabilities, choose_precision, cpu_key,
                          drop_mapped_pages,
                          get_core, openvino_version, save_ir, unavailable_reason)
 
@@ -47,9 +47,9 @@ def parse_key(weights: Path, input_size: int, precision: Precision, sha256: str 
     """The cache key of ``weights`` converted for an S×S input (the IR's shape is static)."""
     version = openvino_version()
     if version is None:
-        raise ResourceError(f"OpenVINO is not installed; {_INSTALL_HINT}")
+        raise ResourceError(f"OpenVINO is not installed; {INSTALL_HINT}")
     name = f"parsenet-{weights.stem[:32]}-{int(input_size)}px"
-    return CacheKey(sha256 or _sha256(weights), version.split("-")[0], precision, cpu_key(), name)
+    return CacheKey(sha256 or sha256_file(weights), version.split("-")[0], precision, cpu_key(), name)
 
 
 def synthetic_weights(models_dir: str | os.PathLike[str] | None = None) -> Path:
