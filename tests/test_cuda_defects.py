@@ -298,7 +298,7 @@ class Req:
     session_hash = "visitor-1"
 raised = None
 try:
-    app.restore_fn(sys.argv[1], "auto", None, None, 1.0, 0.9, 4, False, request=Req())
+    app.restore(sys.argv[1], "auto", None, None, 1.0, 0.9, 4, False, request=Req())
 except Exception as exc:
     raised = type(exc).__name__ + ": " + str(exc)
 print("RESULT " + json.dumps({"raised": raised, "panel": app.show_failure(Req())[1]}))
