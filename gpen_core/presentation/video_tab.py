@@ -39,7 +39,9 @@ class ClipNote:
 def clip_note(path: str, cap_s: float | None) -> ClipNote:
     """What the clip is (size, length, frames, audio) and, on a capped server, how much of it will be
     restored; a file that is no usable video names the problem instead."""
+    from gpen_core.video.long_hint import resume_command
     from gpen_core.video.probe import clip_info, open_clip
+    from gpen_core.video.resumable import SEGMENTS_FROM_S
 
     try:
         container = open_clip(path)
@@ -59,10 +61,15 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
              f"{w}×{h} {info.codec}, {length}, {frames}, {'%d audio stream(s)' % audio if audio else 'no audio'}. "
              "Press **Restore video**."]
     end = None
+    whole = f"`{resume_command(Path(path).name)}`"  # segments a rerun resumes after a stop or a crash
     if cap_s and (info.duration_s is None or info.duration_s > cap_s):
         end = float(cap_s)
         lines += ["", f"**This shared server restores the first {cap_s:g} s only** (its limit, --max-video-seconds; "
-                      f"the clip is {length}). Trim the clip first, or run the app on your own machine for the whole clip."]
+                      f"the clip is {length}). Trim the clip first, or restore the whole clip on your own machine "
+                      f"with the command line, in segments that the same command resumes after a stop: {whole}"]
+    elif info.duration_s and info.duration_s >= SEGMENTS_FROM_S:
+        lines += ["", f"This clip is long ({length}): the page restores it in one go, and Stop or a crash keeps nothing. "
+                      f"For a run that resumes where it stopped, use the command line: {whole}"]
     return ClipNote("\n".join(lines), end, info.duration_s, True)
 
 
