@@ -84,3 +84,11 @@ def test_frame_pair_reads_the_same_time_from_both_files(tmp_path: Path) -> None:
 def test_the_output_is_an_mp4_named_after_the_upload(source: str | None) -> None:
     name = video_tab.output_name(source, "low")
     assert name.endswith("_gpen_low.mp4") and (source is None or name.startswith("My clip"))
+
+
+def test_the_video_tab_offers_only_modes_that_paste_the_faces_back() -> None:
+    from gpen_core.modes import MODES
+
+    choices = [(f"{m} label", m) for m in ("auto", *MODES)]
+    kept = [value for _, value in video_tab.video_mode_choices(choices)]
+    assert "faces-only" not in kept and {"auto", "low", "balanced", "quality"} <= set(kept)

@@ -175,3 +175,11 @@ def results_path(results_dir: Path, source: str | None, mode: str) -> Path:
 
     results_dir.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(dir=results_dir, prefix="video-")) / output_name(source, mode)
+
+
+def video_mode_choices(choices: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The Memory mode choices a video can run in: every mode that pastes the faces back (a clip of
+    restored crops, faces-only, is no video), ``auto`` included."""
+    from gpen_core.modes import MODES
+
+    return [(label, value) for label, value in choices if value not in MODES or MODES[value].paste]
