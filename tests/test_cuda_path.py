@@ -294,8 +294,8 @@ spaces.GPU = GPU
 sys.modules["spaces"] = spaces
 import app
 args = ("photo.png", "auto", None, None, 1.0, 0.9, 4, False)
-app.restore_fn(*args)
-app.restore_fn(*args)
+app.restore(*args)
+app.restore(*args)
 try:
     app.hardware_check()
     refused = None
@@ -303,7 +303,7 @@ except Exception as exc:
     refused = str(exc)
 import inspect
 print("RESULT " + json.dumps({"durations": calls, "refused": refused,
-      "params": list(inspect.signature(app.restore_fn).parameters)}))
+      "params": list(inspect.signature(app.restore).parameters)}))
 """
 
 
