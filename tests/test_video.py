@@ -254,3 +254,19 @@ def test_writing_over_the_input_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is the input itself"):
         restore_video(src, src, engine=Invert())
     assert src.read_bytes() == before and not _leftovers(tmp_path)
+
+
+def test_the_video_progress_in_a_log_is_a_line_per_tenth_without_carriage_returns(monkeypatch, capsys) -> None:
+    import io
+
+    from gpen_core.video.command import VideoBar
+
+    log = io.StringIO()  # not a terminal
+    monkeypatch.setattr("sys.stderr", log)
+    bar = VideoBar("clip.mp4")
+    for i in range(1, 101):
+        bar(i, 100)
+    lines = log.getvalue().splitlines()
+    assert "\r" not in log.getvalue()
+    # the first frame, then one line per tenth of the clip
+    assert [ln.split(",")[0] for ln in lines] == [f"clip.mp4: frame {n}/100" for n in (1, *range(10, 101, 10))]

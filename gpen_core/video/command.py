@@ -35,21 +35,31 @@ def plan_video_outputs(videos: list[Path], output: str, photos_too: bool) -> lis
 
 
 class VideoBar:
-    """Frames done, frames a second and time left on one stderr line (at most 5 updates a second)."""
+    """Frames done, frames a second and time left on stderr: one line redrawn in a terminal (at most 5
+    updates a second); in a log (not a terminal), a line of its own per tenth of the clip (per 100 frames
+    when the count is unknown), never a run-on line of carriage returns."""
 
     def __init__(self, name: str) -> None:
-        self.name, self.t0, self.last = name, time.perf_counter(), 0.0
+        self.name, self.t0, self.last, self.step = name, time.perf_counter(), 0.0, -1
+        self.tty = sys.stderr.isatty()
 
     def __call__(self, done: int, total: int) -> None:
         now = time.perf_counter()
-        if now - self.last < 0.2 and done != total:
-            return
+        known = total >= done > 0
+        if self.tty:
+            if now - self.last < 0.2 and done != total:
+                return
+        else:
+            step = 10 * done // total if known else done // 100
+            if step == self.step:
+                return
+            self.step = step
         self.last = now
         fps = done / max(now - self.t0, 1e-9)
-        known = total >= done > 0
         left = f", {(total - done) / fps:5.1f}s left" if known and fps > 0 else ""
         of = f"/{total}" if known else ""
-        sys.stderr.write(f"\r{self.name[:40]}: frame {done}{of}, {fps:5.2f} fps{left}   ")
+        line = f"{self.name[:40]}: frame {done}{of}, {fps:5.2f} fps{left}"
+        sys.stderr.write(f"\r{line}   " if self.tty else f"{line}\n")
         sys.stderr.flush()
 
 
