@@ -82,7 +82,7 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
                                  alpha=float(alpha), threshold=float(threshold), max_faces=int(max_faces), aligned=bool(aligned),
                                  output_format=_override(output_format), upscale=int(upscale or 1), task=task or "enhance",
                                  face_check=bool(face_check))
-        mask = task_ui.damage_from_editor(damage, image) if options.task == "inpaint" else None
+        mask = task_ui.editor_damage(damage, options.task)  # every editor file checked, whatever the task
         result = run_engine(image, options, progress, mask)
         if isinstance(result, ShownError):
             raise AlreadyShown(result)

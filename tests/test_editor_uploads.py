@@ -60,15 +60,17 @@ def _editor(background: Path | None = None, layers: tuple[Path, ...] = ()) -> di
             "layers": [handle_file(str(p)) for p in layers], "composite": None}
 
 
-def test_layers_the_task_does_not_use_are_not_decoded(client, clear_bomb: Path) -> None:
-    """enhance with four bomb layers in the editor: the request goes on to the engine (no weights here:
-    "Weights missing") and the server's memory hardly moves (Gradio's decode: +2.7 GB)."""
+def test_layers_the_task_does_not_use_are_checked_by_their_header_only(client, clear_bomb: Path) -> None:
+    """enhance with four bomb layers in the editor: refused in our words from the PNG header (each declares
+    13000×13000), and the server's memory hardly moves (Gradio's decode: +2.7 GB)."""
     assert clear_bomb.stat().st_size < 1_000_000
     editor = _editor(layers=(clear_bomb,) * 4)
     with pytest.raises(Exception):  # warm: the first request imports the engine
         client.predict(_photo(), *ARGS, "enhance", None, api_name="/restore")
     grew, outcome = _peak_rss_growth(lambda: client.predict(_photo(), *ARGS, "enhance", editor, api_name="/restore"))
-    assert isinstance(outcome, Exception) and str(outcome).startswith("Weights missing"), outcome
+    text = str(outcome)
+    assert text.startswith("Cannot use this input. Damage layer 1: The image is 13000×13000"), text
+    assert "limit is 50 megapixels" in text, text
     assert grew <= 200 * 2**20, f"the server's peak grew {grew / 2**20:.0f} MiB"
 
 
@@ -80,17 +82,53 @@ def test_an_inpaint_layer_over_the_limits_is_refused_by_our_decoder(client, clea
     assert grew <= 200 * 2**20, f"the server's peak grew {grew / 2**20:.0f} MiB"
 
 
-def test_a_text_file_in_the_editor_gets_our_message(client, tmp_path: Path) -> None:
-    notes = tmp_path / "notes.png"
+@pytest.mark.parametrize("task", ["enhance", "inpaint"])
+def test_a_text_file_in_the_editor_gets_our_message_whatever_the_task(client, tmp_path: Path, task: str) -> None:
+    """A text file handed over as the editor's background, a layer or the composite, named as an image or
+    not: our decoder's words naming the part, never Gradio's "upstream app has raised an exception" nor a
+    request that goes on as if nothing had been sent."""
+    for name in ("notes.png", "notes.txt"):
+        notes = tmp_path / name
+        notes.write_bytes(TEXT)
+        for part, editor in (("The editor's background", _editor(background=notes)),
+                             ("The damage layer", _editor(background=EXAMPLE, layers=(notes,))),
+                             ("The editor's composite", {**_editor(background=EXAMPLE), "composite": _file(notes)})):
+            with pytest.raises(Exception) as e:
+                client.predict(_photo(), *ARGS, task, editor, api_name="/restore")
+            text = str(e.value)
+            assert "upstream Gradio app" not in text, text
+            assert text.startswith(f"Cannot use this input. {part}: The file is not an image: it contains text."), text
+            assert text.rstrip().endswith("Choose an image file and try again."), text
+
+
+def test_images_in_the_editor_let_a_request_go_on(client) -> None:
+    """The photo as the background (the page's own value) and no layers: enhance goes on to the engine
+    (no weights here: "Weights missing"), and so does inpaint with nothing painted."""
+    for task in ("enhance", "inpaint"):
+        with pytest.raises(Exception) as e:
+            client.predict(_photo(), "balanced", *ARGS[1:], task, _editor(background=EXAMPLE), api_name="/restore")
+        assert str(e.value).startswith("Weights missing"), str(e.value)
+
+
+def test_the_editor_files_are_checked_by_header_in_plain_values(tmp_path: Path, clear_bomb: Path) -> None:
+    from gpen_core.errors import InputError
+    from gpen_core.images.damage_layers import check_editor_files
+
+    from gpen_core.images.decode import probe_image
+
+    with Image.open(EXAMPLE) as im:
+        size = im.size
+    assert probe_image(str(EXAMPLE)) == ("JPEG", size)  # the header only
+    notes = tmp_path / "bg.png"
     notes.write_bytes(TEXT)
-    with pytest.raises(Exception) as e:  # as the background, unused by enhance: the request goes on
-        client.predict(_photo(), *ARGS, "enhance", _editor(background=notes), api_name="/restore")
-    assert str(e.value).startswith("Weights missing"), str(e.value)
-    with pytest.raises(Exception) as e:  # as inpaint's layer: our decoder's words, naming the layer
-        client.predict(_photo(), *ARGS, "inpaint", _editor(background=notes, layers=(notes,)), api_name="/restore")
-    text = str(e.value)
-    assert "upstream Gradio app" not in text and text.startswith("Cannot use this input. The damage layer: "), text
-    assert "not an image" in text, text
+    check_editor_files(None)
+    check_editor_files({"background": str(EXAMPLE), "layers": [], "composite": None})
+    with pytest.raises(InputError, match=r"^The editor's background: The file is not an image: it contains text\."):
+        check_editor_files({"background": str(notes), "layers": [], "composite": None})
+    with pytest.raises(InputError, match=r"^Damage layer 2: The image is 13000×13000"):
+        check_editor_files({"background": str(EXAMPLE), "layers": [str(EXAMPLE), str(clear_bomb)], "composite": None})
+    with pytest.raises(InputError, match=r"^The editor sent 5 layers; the damage may be painted on at most 4\."):
+        check_editor_files({"background": None, "layers": [str(EXAMPLE)] * 5, "composite": None})
 
 
 def test_a_layer_of_another_size_is_refused_with_both_sizes(client, tmp_path: Path) -> None:
@@ -108,9 +146,13 @@ def test_a_layer_of_another_size_is_refused_with_both_sizes(client, tmp_path: Pa
 
 
 def _photo() -> object:
+    return _file(EXAMPLE)
+
+
+def _file(path: Path) -> object:
     from gradio_client import handle_file
 
-    return handle_file(str(EXAMPLE))
+    return handle_file(str(path))
 
 
 def test_the_pages_blobs_become_files_and_leave_the_editor(tmp_path: Path) -> None:

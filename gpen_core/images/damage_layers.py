@@ -1,17 +1,19 @@
 """Inpainting's damage as painted in an image editor: its layers' files, read by our decoder, as one mask.
 
 The app's editor hands over file paths, never decoded pixels (gpen_core.compat.gradio's
-``raw_editor``): a layer is read here, with the upload limits, only when the task uses it.
+``raw_editor``): every file it hands over is checked by its header (:func:`check_editor_files`),
+whatever the task, and a layer is decoded here, with the upload limits, only when the task uses it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from gpen_core.errors import InputError
-from gpen_core.images.decode import DEFAULT_LIMITS, InputLimits, decode_image
+from gpen_core.images.decode import DEFAULT_LIMITS, InputLimits, decode_image, probe_image
 
 # The page's editor has one layer for the damage; an API caller may send a few, each read
 # in turn (one decoded layer in memory at a time), but not an unbounded list of them.
@@ -46,3 +48,27 @@ def damage_from_layers(layers: Sequence[str | None], limits: InputLimits = DEFAU
     if painted is None or not painted.any():
         return None
     return painted.astype(np.uint8) * 255
+
+
+def check_editor_files(value: Mapping[str, Any] | None, limits: InputLimits = DEFAULT_LIMITS) -> None:
+    """Every file the editor handed over (``{"background", "layers", "composite"}``, paths) is an image
+    within the upload limits, or :class:`InputError` names the part and says what is wrong with it.
+
+    Headers only (:func:`gpen_core.images.decode.probe_image`): nothing is decoded, so a task that
+    never reads the editor pays kilobytes for it, yet a text file or a bomb sent as its background
+    gets our message rather than silence (or, were Gradio to open it, its bare exception)."""
+    if not value:
+        return
+    layers = [p for p in value.get("layers") or [] if p]
+    if len(layers) > MAX_LAYERS:
+        raise InputError(f"The editor sent {len(layers)} layers; the damage may be painted on at most {MAX_LAYERS}.")
+    parts = [("The editor's background", value.get("background"))]
+    parts += [("The damage layer" if len(layers) == 1 else f"Damage layer {i}", p) for i, p in enumerate(layers, 1)]
+    parts.append(("The editor's composite", value.get("composite")))
+    for name, path in parts:
+        if not path:
+            continue
+        try:
+            probe_image(str(path), limits)
+        except InputError as exc:
+            raise InputError(f"{name}: {exc}") from None

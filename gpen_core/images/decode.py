@@ -28,6 +28,8 @@ import io
 import math
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,6 +72,7 @@ __all__ = [
     "InputLimits",
     "decode_image",
     "encode_image",
+    "probe_image",
     "shrink_to_max_side",
 ]
 
@@ -152,11 +155,47 @@ def decode_image(
             "uploads would be accepted silently. Do not import the module that sets it (some modelscope "
             "CV pipelines do), or set it back to False."
         )
+    with _opened(source, limits) as (fp, head, im):
+        if im is None:  # Pillow has no mode for float RGB(A) TIFFs (scientific and HDR exports)
+            return _decode_other_tiff(fp, head, limits)
+        with im:
+            fmt = OUR_NAME.get(str(im.format), str(im.format))
+            original_size = (int(im.size[0]), int(im.size[1]))
+            check_geometry(original_size, limits)
+            return _decode_checked(im, fp, fmt, original_size, reduce_to)
+
+
+def probe_image(source: bytes | str | os.PathLike[str], limits: InputLimits = DEFAULT_LIMITS) -> tuple[str, tuple[int, int]]:
+    """(format, (width, height)) of an image file that passes every check :func:`decode_image` makes
+    before it decodes a pixel (file size, allowed format, pixel count, aspect ratio, smallest side),
+    reading its header only: kilobytes and milliseconds, whatever the file declares.
+
+    For an image a request hands over but may never use (an editor's background): one that is not
+    an image, or breaks the limits, gets the decoder's own message. A file that passes may still be
+    refused when decoded (truncated or corrupt pixel data). Raises :class:`InputError` as
+    :func:`decode_image` does."""
+    with _opened(source, limits) as (fp, head, im):
+        if im is None:
+            _, w, h, _ = _other_tiff_header(fp, head, limits)
+            return "TIFF", (w, h)
+        with im:
+            size = (int(im.size[0]), int(im.size[1]))
+            check_geometry(size, limits)
+            return OUR_NAME.get(str(im.format), str(im.format)), size
+
+
+@contextmanager
+def _opened(source: bytes | str | os.PathLike[str], limits: InputLimits,
+            ) -> Iterator[tuple[io.BufferedIOBase, bytes, "Image.Image | None"]]:
+    """(the open file, its first bytes, Pillow's image with only its header parsed); the image is None
+    for a TIFF Pillow cannot identify (the caller reads its directory). Every failure to get this far
+    is an :class:`InputError` in our words."""
     with open_source(source, limits) as fp:
         head = fp.read(SNIFF_BYTES)
         if not head:
             raise InputError("The file is empty (0 bytes). Upload it again; the transfer may have failed.")
         fp.seek(0)
+        im: Image.Image | None = None
         try:
             im = Image.open(fp, formats=limits.formats)
         except Image.DecompressionBombError as e:
@@ -167,10 +206,8 @@ def decode_image(
             pixels = size[0] * size[1] if size else int(m.group(1)) if m else limits.max_pixels + 1
             raise too_many_pixels(pixels, limits, size) from None
         except UnidentifiedImageError:
-            if sniff(head) == "TIFF" and "TIFF" in limits.formats:
-                # Pillow has no mode for float RGB(A) TIFFs (scientific and HDR exports).
-                return _decode_other_tiff(fp, head, limits)
-            raise unidentified(head, limits) from None
+            if sniff(head) != "TIFF" or "TIFF" not in limits.formats:
+                raise unidentified(head, limits) from None
         except MemoryError:
             raise OutOfMemory("Not enough memory to read the image header. Try again later.") from None
         except Exception as e:  # noqa: BLE001 - any parser failure on user bytes is the file's fault
@@ -179,11 +216,7 @@ def decode_image(
             if reopened is None:
                 raise pillow_failure(kind, e) from None
             im = reopened
-        with im:
-            fmt = OUR_NAME.get(str(im.format), str(im.format))
-            original_size = (int(im.size[0]), int(im.size[1]))
-            check_geometry(original_size, limits)
-            return _decode_checked(im, fp, fmt, original_size, reduce_to)
+        yield fp, head, im
 
 
 # Largest embedded colour profile read (a PNG's iCCP chunk, inflated). Pillow stops at 1 MB
@@ -271,8 +304,9 @@ def _first(value: object, default: int) -> int:
         return default
 
 
-def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) -> DecodedImage:
-    """A TIFF Pillow cannot identify: float RGB(A) is decoded (OpenCV's libtiff); else refused by name."""
+def _other_tiff_header(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) -> tuple[dict[int, object], int, int, str]:
+    """(tags, width, height, pixel format in words) of a TIFF Pillow cannot identify, refused by name
+    unless it is float RGB(A) within the limits."""
     tags = _tiff_directory(fp)
     if tags is None or not tags.get(256) or not tags.get(257):
         raise unidentified(head, limits)
@@ -286,6 +320,12 @@ def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) 
             f"This TIFF's pixel format ({what}) is not supported. Save it as an 8- or 16-bit RGB TIFF or PNG "
             "and try again."
         )
+    return tags, w, h, what
+
+
+def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) -> DecodedImage:
+    """A TIFF Pillow cannot identify: float RGB(A) is decoded (OpenCV's libtiff); else refused by name."""
+    tags, w, h, what = _other_tiff_header(fp, head, limits)
     import cv2  # libtiff via OpenCV: reads float RGB(A), which Pillow does not
 
     notes: list[str] = []

@@ -107,6 +107,17 @@ def editor_value(task: str | None, image: str | None) -> dict[str, Any] | None:
     return {"background": image, "layers": [], "composite": None}
 
 
+def editor_damage(value: Any, task: str) -> np.ndarray | None:
+    """What the editor's ``value`` (file paths, as :func:`damage_from_editor` takes it) gives a request
+    for ``task``: the painted damage mask for ``inpaint``, else None. Whatever the task, every file
+    it hands over must be an image within the upload limits (checked by its header, nothing decoded):
+    a file that is not gets the decoder's message naming the part (gpen_core.images.damage_layers)."""
+    from gpen_core.images.damage_layers import check_editor_files
+
+    check_editor_files(value if isinstance(value, dict) else None)
+    return damage_from_editor(value, "") if task == "inpaint" else None
+
+
 def damage_from_editor(value: Any, image: str) -> np.ndarray | None:
     """The strokes painted in the editor as a uint8 H×W mask (255 = damaged), or None when nothing is
     painted (the engine then looks for white strokes in the photo itself).
