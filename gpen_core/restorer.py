@@ -159,7 +159,8 @@ class Restorer:
                         if opts.mode == AUTO:
                             released = self.models.release_unused(req.mode, opts, device)
                         req = req.with_released(released)
-                    out = pipeline.attempt_or_none(self.models, device, req, opts, report, t0, detections)
+                    # The meter's baseline is where the mode's memory plan starts (decoding included).
+                    out = pipeline.attempt_or_none(self.models, device, req, opts, report, t0, detections, meter.baseline_rss)
                 assert meter.peaks is not None
                 attempts.append(Attempt(req.mode.name, meter.peaks, "ok" if out is not None else "out of memory"))
                 if out is not None:

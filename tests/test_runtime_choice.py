@@ -1,5 +1,6 @@
-"""One runtime decision for every network (engine.runtime_choice.decide_runtime), and its rule
-that a conversion happens inside a request only when the work ahead repays it."""
+"""One runtime decision for every network (engine.runtime_choice.decide_runtime), and its rules
+that a conversion happens inside a request only when the work ahead repays it, and never takes the
+request above its mode's memory plan."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpen_core.engine.runtime_choice import RuntimeFacts, decide_runtime
+from gpen_core.engine.runtime_choice import PlanRoom, RuntimeFacts, decide_runtime
 from gpen_core.runtimes.openvino import generator as ov_backend
 
 MB = 2**20
@@ -45,6 +46,35 @@ def test_auto_runs_torch_when_the_conversion_does_not_fit_does_not_pay_or_is_und
     assert (asked.runtime, asked.reason, asked.note) == ("openvino", "asked for", None)
 
 
+def test_a_conversion_inside_a_request_stays_within_the_modes_memory_plan() -> None:
+    """The conversion adds 757 MiB; the plan gives the request 1100 MiB, of which 343 MiB are used: exactly enough."""
+    room = PlanRoom("balanced", planned=1100 * MB, used=343 * MB)
+    fits = decide_runtime(replace(FIRST_USE, plan=room))
+    assert (fits.runtime, fits.dtype, fits.note) == ("openvino", "float32", None)
+    over = decide_runtime(replace(FIRST_USE, plan=replace(room, used=344 * MB)))  # one MiB more in use: over the plan
+    assert (over.runtime, over.dtype) == ("torch", "bfloat16") and over.note == over.reason
+    assert ("converting it inside this request would add ~794 MB to a request that balanced's memory plan holds to "
+            "~1.15 GB (793 MB of it left), so it ran on torch") in over.note, over.note
+    assert "`python -m gpen_core download` converts it once ahead, outside any request" in over.note
+    busy = decide_runtime(replace(FIRST_USE, plan=replace(room, used=344 * MB), busy="being converted in the background"))
+    assert busy.note == "being converted in the background"  # the conversion under way is the news, not the plan
+    spent = decide_runtime(replace(FIRST_USE, plan=replace(room, used=1200 * MB)))  # the request is over its plan already
+    assert spent.runtime == "torch" and "(0 MB of it left)" in (spent.note or "")
+    estimated = decide_runtime(replace(FIRST_USE, plan=replace(room, used=344 * MB), convert_ram_estimated=True))
+    assert "would add ~794 MB (estimated from the file size) to a request" in (estimated.note or "")
+    # Converted already, asked for explicitly, or outside a request (no plan): the plan does not decide.
+    assert decide_runtime(replace(FIRST_USE, converted=True, plan=replace(room, used=1200 * MB))).runtime == "openvino"
+    asked = replace(FIRST_USE, requested="openvino", measured=("openvino", "asked for"), plan=replace(room, used=1200 * MB))
+    assert decide_runtime(asked).runtime == "openvino"
+    assert decide_runtime(replace(FIRST_USE, plan=None)).runtime == "openvino"
+
+
+def test_no_room_in_ram_is_said_before_the_plan() -> None:
+    """Both short: the free-RAM sentence is the one given (the machine's limit is the harder fact)."""
+    both = decide_runtime(replace(FIRST_USE, free_ram=100 * MB, plan=PlanRoom("low", 400 * MB, 0)))
+    assert both.runtime == "torch" and "is free" in (both.note or "") and "memory plan" not in (both.note or "")
+
+
 needs_openvino = pytest.mark.skipif(ov_backend.openvino_version() is None, reason="needs OpenVINO (in requirements.txt)")
 
 
@@ -72,3 +102,31 @@ def test_a_one_photo_request_runs_torch_instead_of_converting_and_says_how_to_co
     assert len(generator) == 1 and generator[0].runtime == "torch" and generator[0].reason == res.backend_reason
     assert not any((home / "openvino").glob("GPEN-BFR-256-*"))  # nothing was converted
     assert res.image.shape == crop.shape
+
+
+@needs_openvino
+def test_a_resident_request_converts_only_within_its_modes_memory_plan(home: Path, one_thread: None, monkeypatch) -> None:
+    """A resident restorer (the app, a folder of photos) in ``low`` (allowed OpenVINO here), whose built-in plan
+    gives a request 440 MB: GPEN-BFR-256's conversion (757 MiB measured) would break it, so the request runs torch
+    and says so, converting nothing; a generator whose conversion fits the plan is converted in the request."""
+    from gpen_core.modes import MODES
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+
+    from .factories import TINY, low_on_openvino, write_checkpoint
+
+    monkeypatch.setitem(MODES, "low", low_on_openvino())
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(64 * 10**9))  # free RAM alone would allow both conversions
+    r = Restorer(models_dir=home, device="cpu")
+    rng = np.random.default_rng(0)
+    crop = rng.integers(0, 255, (256, 256, 3), dtype=np.uint8)
+    res = r(crop, RestoreOptions(mode="low", model=str(home / "GPEN-BFR-256.pth"), aligned=True))
+    assert res.backend == "torch" and "low's memory plan holds to ~440 MB" in res.backend_reason, res.backend_reason
+    assert any("`python -m gpen_core download` converts it once ahead" in n for n in res.notes), res.notes
+    assert not any((home / "openvino").glob("GPEN-BFR-256-*"))  # nothing was converted
+
+    tiny = write_checkpoint(home / "tiny64.pth", TINY)  # a few MB: its conversion (estimated) fits the plan
+    ov_backend.record_speed(64, "float32", torch_s=0.2, openvino_s=0.1, models_dir=home, source="test")
+    small = r(crop[:64, :64].copy(), RestoreOptions(mode="low", model=str(tiny), aligned=True))
+    assert small.backend == "openvino", small.backend_reason
+    assert any("converted the generator to OpenVINO on first use" in n for n in small.notes), small.notes

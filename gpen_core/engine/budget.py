@@ -20,9 +20,11 @@ from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MODES, TASKS, MemoryMode, preshrink_size
 from gpen_core.platform.zerogpu import on_zerogpu
 from gpen_core.engine.fit import SAFETY_MARGIN, Ranking, fits, rank
+from gpen_core.engine.runtime_choice import RequestPlan
 from gpen_core.engine.vram import estimate as vram_estimate
 
-__all__ = ["SAFETY_MARGIN", "Choice", "Free", "Needs", "check_fits", "choose", "estimate_peak", "free_memory", "needs", "ranking"]
+__all__ = ["SAFETY_MARGIN", "Choice", "Free", "Needs", "check_fits", "choose", "estimate_peak", "free_memory", "needs", "ranking",
+           "request_plan"]
 
 
 # Built-in peak estimates above the idle process, in bytes, used until the hardware check
@@ -172,6 +174,19 @@ def estimate_peak(
     """
     base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile, task)
     return base + extra, src
+
+
+def request_plan(
+    mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, start_rss: int, *,
+    upscale: int = 1, tile: int | None = None, task: str = "enhance",
+) -> RequestPlan | None:
+    """The memory plan a request in ``mode`` keeps to: :func:`estimate_peak` (the figure the mode was
+    chosen or checked by) above ``start_rss``, the process as the request began. None on a GPU, whose
+    plan is VRAM: the plan guards the RAM that an OpenVINO conversion (CPU only) would take."""
+    if device.startswith("cuda"):
+        return None
+    planned, _ = estimate_peak(mode, device, image_size, models_dir, upscale=upscale, tile=tile, task=task)
+    return RequestPlan(mode.name, planned, start_rss)
 
 
 def _base_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None = None) -> tuple[int, str]:

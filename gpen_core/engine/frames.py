@@ -127,6 +127,8 @@ def open_session(models: ModelCache, device: str, opts: RestoreOptions, frame_si
     lifetime policy is restored afterwards (a one-shot cache then lets them go)."""
     import torch
 
+    from gpen_core.platform.meter import current_rss
+
     check_frame_options(opts, frame_size)
     mode, notes = frame_mode(models, opts, device, frame_size)
     if not mode.paste:
@@ -136,8 +138,11 @@ def open_session(models: ModelCache, device: str, opts: RestoreOptions, frame_si
     if mode.threads and device == "cpu" and old_threads > mode.threads:
         torch.set_num_threads(mode.threads)
     models.runtimes.clear()
+    # The session keeps to the mode's plan for one frame from here: a network converted for
+    # OpenVINO as it loads must fit it, as inside a photo's request.
+    plan = budget.request_plan(mode, device, frame_size, models.models_dir, current_rss(), task=opts.task)
     try:
-        with ExitStack() as numerics:
+        with ExitStack() as numerics, models.planned(plan):
             yield FrameSession(models, device, opts, mode, notes, numerics)
     finally:
         models.lifetime = policy

@@ -13,7 +13,8 @@ with ``allow_download``); ``synthetic_weights`` builds registry generators with 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from gpen_core.engine.lifetime import Lifetime, Stage
 from gpen_core.engine.network_loads import (
     PARSER_WEIGHTS, BusyCheck, NetworkLoad, load_openvino_generator, load_torch_generator, registry_size,
 )
-from gpen_core.engine.runtime_choice import RuntimeDecision, decide_runtime, instead_of_cache
+from gpen_core.engine.runtime_choice import RequestPlan, RuntimeDecision, decide_runtime, instead_of_cache
 from gpen_core.errors import GPENError
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
@@ -55,6 +56,9 @@ class ModelCache:
         # Lifetime.ONE_SHOT, kept for older callers.
         self.lifetime = lifetime or (Lifetime.ONE_SHOT if one_shot else Lifetime.RESIDENT)
         self.busy = busy
+        # The running request's memory plan (set by :meth:`planned`): a conversion inside the request
+        # must stay within it. None between requests: converting ahead has no plan to keep to.
+        self.plan: RequestPlan | None = None
         # What ran each network of the current request, in the order loaded (RestoreResult.runtimes).
         self.runtimes: dict[str, NetworkRuntime] = {}
         # The generator runtime of the last request ("torch" / "openvino") and why it was picked.
@@ -71,6 +75,15 @@ class ModelCache:
     def one_shot(self) -> bool:
         """Whether this cache serves one request (:attr:`Lifetime.ONE_SHOT`)."""
         return self.lifetime is Lifetime.ONE_SHOT
+
+    @contextmanager
+    def planned(self, plan: RequestPlan | None) -> Iterator[None]:
+        """Networks loaded inside the block belong to a request with ``plan`` (see :attr:`plan`)."""
+        outer, self.plan = self.plan, plan
+        try:
+            yield
+        finally:
+            self.plan = outer
 
     def stage_ended(self, stage: Stage, device: str) -> None:
         """A request's ``stage`` is over: drop what the lifetime policy lets go then."""

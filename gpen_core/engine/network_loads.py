@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpen_core.engine.lifetime import Lifetime
-from gpen_core.engine.runtime_choice import Network, RuntimeDecision, RuntimeFacts
+from gpen_core.engine.runtime_choice import Network, PlanRoom, RequestPlan, RuntimeDecision, RuntimeFacts
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
 
@@ -53,6 +53,7 @@ class LoadSource(Protocol):
     synthetic_weights: bool
     lifetime: Lifetime
     busy: BusyCheck | None
+    plan: RequestPlan | None
 
 
 def resolve(src: LoadSource, name: str) -> Path:
@@ -73,8 +74,9 @@ def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: st
                   dtypes: tuple[str, str], converted: bool, convert_ram: int, device: str, *, estimated: bool = False,
                   converting: str = "") -> RuntimeFacts:
     """The facts one runtime decision rests on. ``want``: (network, name, the network in a
-    sentence); ``dtypes``: (on torch, on OpenVINO). Free RAM and another thread converting are
-    read only when they can matter (OpenVINO chosen for a network not converted yet)."""
+    sentence); ``dtypes``: (on torch, on OpenVINO). Free RAM, another thread converting and the
+    request's standing against its memory plan are read only when they can matter (OpenVINO
+    chosen for a network not converted yet)."""
     from gpen_core.engine.budget import free_memory
 
     network, name, what = want
@@ -86,7 +88,17 @@ def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: st
         converting=converting, busy=src.busy(network, name, what) if first_use and src.busy else None,
         unwritable=cache_unwritable(src) if first_use else None,
         conversion_pays=src.lifetime.conversion_pays,
+        plan=plan_room(src.plan) if first_use else None,
     )
+
+
+def plan_room(plan: RequestPlan | None) -> PlanRoom | None:
+    """Where the running request stands against ``plan`` now (None: no request running)."""
+    if plan is None:
+        return None
+    from gpen_core.platform.meter import current_rss
+
+    return PlanRoom(plan.mode, plan.planned, max(0, current_rss() - plan.start_rss))
 
 
 def cache_unwritable(src: LoadSource) -> str | None:

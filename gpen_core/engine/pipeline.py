@@ -166,12 +166,16 @@ def run_attempt(
     report: Progress,
     t0: float,
     given: list[Any] | None,
+    start_rss: int | None = None,
 ) -> RestoreResult:
     """Run ``req`` once in ``req.mode``: its stages in order (:mod:`gpen_core.engine.stages`).
-    Out-of-memory errors propagate (the facade steps down)."""
+    Out-of-memory errors propagate (the facade steps down). ``start_rss``: the process's resident
+    set as the request began (the meter's baseline; default: now), from which the mode's memory
+    plan is kept (a network converted for OpenVINO inside the request must fit it)."""
     mode, task = req.mode, get_task(opts.task)
     photo = stages.prepare_input(req.decoded, mode, task, req.mask, opts)
-    with _attempt_numerics(mode, device) as numerics:
+    plan = _plan(models, device, req, opts, start_rss)
+    with _attempt_numerics(mode, device) as numerics, models.planned(plan):
         loaded = stages.load_networks(models, mode, opts, device, report, numerics, given is not None)
         found = stages.detect(models, device, photo, mode, opts, given, report)
         generator, gen_notes, gen_load_s = loaded.generator, (), 0.0
@@ -203,6 +207,16 @@ def run_attempt(
     )
     report(1.0, "done")
     return _result(models, device, req, opts, out, canvas, up_info, found, generator, encoded, timings, notes)
+
+
+def _plan(models: ModelCache, device: str, req: Request, opts: RestoreOptions, start_rss: int | None):
+    """The attempt's memory plan (:func:`gpen_core.engine.budget.request_plan`) for the decoded photo."""
+    from gpen_core.platform.meter import current_rss
+
+    rgb = req.decoded.rgb
+    return budget.request_plan(req.mode, device, (rgb.shape[1], rgb.shape[0]), models.models_dir,
+                               current_rss() if start_rss is None else start_rss, upscale=opts.upscale, tile=opts.tile,
+                               task=opts.task)
 
 
 @contextmanager
@@ -265,13 +279,13 @@ def _upscale_info(up: stages.Upscaled | None):
 
 def attempt_or_none(
     models: ModelCache, device: str, req: Request, opts: RestoreOptions, report: Progress, t0: float,
-    given: list[Any] | None,
+    given: list[Any] | None, start_rss: int | None = None,
 ) -> RestoreResult | None:
     """:func:`run_attempt`'s result, or None when it ran out of memory (the facade then steps down)."""
     from gpen_core.platform.oom import is_oom
 
     try:
-        return run_attempt(models, device, req, opts, report, t0, given)
+        return run_attempt(models, device, req, opts, report, t0, given, start_rss)
     except Exception as exc:
         # is_oom: MemoryError, torch/oneDNN/OpenCV allocation failures and our OutOfMemory
         # (a checkpoint that did not fit while loading); every other GPENError propagates.

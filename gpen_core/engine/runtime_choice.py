@@ -2,7 +2,8 @@
 
 The model cache gathers the facts (:class:`RuntimeFacts`: the measured choice, whether the
 network is converted for OpenVINO already, the RAM a conversion needs and the RAM free, another
-thread converting it, whether the lifetime policy lets a conversion pay for itself) and
+thread converting it, whether the lifetime policy lets a conversion pay for itself, where the
+running request stands against its mode's memory plan) and
 :func:`decide_runtime` turns them into a :class:`RuntimeDecision`; nothing here reads a file or
 the clock, so every rule is testable with plain values.
 """
@@ -17,6 +18,32 @@ Runtime = Literal["torch", "openvino"]
 
 # The command that converts ahead, named in the note of a request that did not convert.
 CONVERT_AHEAD = "python -m gpen_core download"
+
+
+@dataclass(frozen=True)
+class RequestPlan:
+    """The running request's memory plan, as the engine sets it on the model cache for the request.
+
+    ``planned``: bytes of RAM the mode's plan gives the request above the process it started in
+    (:func:`gpen_core.engine.budget.estimate_peak` for its mode, photo and options: the figure the
+    mode was chosen or checked by); ``start_rss``: the process's resident set when it started."""
+
+    mode: str
+    planned: int
+    start_rss: int
+
+
+@dataclass(frozen=True)
+class PlanRoom:
+    """Where the running request stands against its mode's memory plan when a network is decided."""
+
+    mode: str  # the memory mode whose plan it is
+    planned: int  # bytes the plan gives the request above its start (RequestPlan.planned)
+    used: int  # bytes the process holds above the request's start now
+
+    @property
+    def left(self) -> int:
+        return self.planned - self.used
 
 
 @dataclass(frozen=True)
@@ -45,6 +72,9 @@ class RuntimeFacts:
     # Whether the work ahead repays a conversion inside this request (the lifetime policy:
     # resident networks serve many requests or frames; one-shot serves one).
     conversion_pays: bool = True
+    # The running request against its mode's memory plan; None outside a request (converting ahead,
+    # the background preparation, the hardware check): no plan to keep to there.
+    plan: PlanRoom | None = None
 
 
 @dataclass(frozen=True)
@@ -64,8 +94,9 @@ def decide_runtime(f: RuntimeFacts) -> RuntimeDecision:
     The measured choice stands unless it is OpenVINO for a network not converted yet; then,
     under ``auto`` only (an explicit ``openvino`` converts as asked), the request runs torch
     this time when the conversion does not fit the free RAM, or when it cannot pay for itself
-    (a one-shot request: the note says how to convert ahead), or when another thread is
-    converting it right now (this request would repeat the work)."""
+    (a one-shot request: the note says how to convert ahead), or when another thread is converting
+    it right now (this request would repeat the work), or when the conversion would take the
+    request above its mode's memory plan (a mode is a memory claim, kept whatever a first use costs)."""
     runtime, why = f.measured
     if runtime == "torch":
         return RuntimeDecision("torch", f.torch_dtype, why)
@@ -74,7 +105,7 @@ def decide_runtime(f: RuntimeFacts) -> RuntimeDecision:
         return RuntimeDecision("torch", f.torch_dtype, instead, instead)
     if f.converted or f.requested != "auto":
         return RuntimeDecision("openvino", f.openvino_dtype, why)
-    instead = _no_room(f) or _does_not_pay(f) or f.busy
+    instead = _no_room(f) or _does_not_pay(f) or f.busy or _over_plan(f)
     if instead:
         return RuntimeDecision("torch", f.torch_dtype, instead, instead)
     return RuntimeDecision("openvino", f.openvino_dtype, why)
@@ -94,8 +125,23 @@ def _does_not_pay(f: RuntimeFacts) -> str | None:
         return None
     return (f"OpenVINO was measured faster here for {f.what}, but it is not converted yet, and converting it inside "
             "this single request would cost more time and memory than the request gains, so it ran on torch; "
-            f"`{CONVERT_AHEAD}` converts it once ahead (the app, a folder of photos or a video also convert it), "
+            f"`{CONVERT_AHEAD}` converts it once ahead (the app also converts it in the background), "
             "and later runs use OpenVINO")
+
+
+def _over_plan(f: RuntimeFacts) -> str | None:
+    """The sentence when converting inside this request would take it above its mode's memory plan."""
+    if f.plan is None or f.convert_ram <= f.plan.left:
+        return None
+    from gpen_core.platform.meter import format_bytes
+
+    p = f.plan
+    figure = f"~{format_bytes(f.convert_ram)}" + (" (estimated from the file size)" if f.convert_ram_estimated else "")
+    left = f"{format_bytes(max(0, p.left))} of it left"
+    return (f"OpenVINO was measured faster here for {f.what}, but it is not converted yet, and converting it inside "
+            f"this request would add {figure} to a request that {p.mode}'s memory plan holds to "
+            f"~{format_bytes(p.planned)} ({left}), so it ran on torch; `{CONVERT_AHEAD}` converts it once ahead, "
+            "outside any request (the app also converts it in the background), and later requests use OpenVINO")
 
 
 def instead_of_cache(f: RuntimeFacts, problem: Exception) -> RuntimeDecision:

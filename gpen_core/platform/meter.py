@@ -331,6 +331,11 @@ class PeakMeter:
         self._vram_floor = (0, 0)  # (allocated, reserved) likewise
         self.peaks: Peaks | None = None
 
+    @property
+    def baseline_rss(self) -> int:
+        """The process's resident set as the measured call began (bytes; 0 before ``__enter__``)."""
+        return self._baseline
+
     def _note_overlap(self, why: str) -> None:
         if why not in self._overlapped:
             self._overlapped.append(why)
