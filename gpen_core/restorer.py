@@ -141,9 +141,10 @@ class Restorer:
             # 1-100 MB apart). It also keeps an idle server small.
             malloc_trim()
             device = self.device
-            # Networks a lighter mode does not use go before the meter's baseline: `low` after
-            # `balanced` then costs what `low` costs (auto's mode is known only after decoding).
-            released = () if opts.mode == AUTO else self.models.release_unused(get_mode(opts.mode), opts, device)
+            # The mode's heap policy is set and the networks it does not use go before the meter's
+            # baseline: `low` after `balanced` then costs what `low` costs (auto's mode is known
+            # only after decoding).
+            released = () if opts.mode == AUTO else pipeline.ready_for(self.models, get_mode(opts.mode), opts, device)
             t0 = time.perf_counter()
             req: pipeline.Request | None = None
             attempts: list[Attempt] = []
@@ -157,7 +158,7 @@ class Restorer:
                     if req is None:
                         req = pipeline.start(image, opts, self.models, device, detections is not None, t0, mask)
                         if opts.mode == AUTO:
-                            released = self.models.release_unused(req.mode, opts, device)
+                            released = pipeline.ready_for(self.models, req.mode, opts, device)
                         req = req.with_released(released)
                     out = pipeline.attempt_or_none(self.models, device, req, opts, report, t0, detections)
                 assert meter.peaks is not None

@@ -22,6 +22,7 @@ from gpen_core.errors import InputError
 from gpen_core.engine.model_cache import ModelCache
 from gpen_core.modes import AUTO, MemoryMode, get_mode, get_task
 from gpen_core.options import ImageSource, Progress, RestoreOptions
+from gpen_core.platform.heap import map_blocks_from
 from gpen_core.result import Peaks, RestoreResult, Timings
 from gpen_core.rgb import check_rgb
 
@@ -65,6 +66,14 @@ def import_engine() -> None:
 
     detect.import_backends()
     reserve_blas_buffers()  # before the request's allocations: OpenBLAS exits the process when it cannot map them later
+
+
+def ready_for(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str) -> tuple[str, ...]:
+    """Make the process ready for a request in ``mode`` before its work starts: the mode's heap
+    policy (:attr:`~gpen_core.modes.MemoryMode.heap_blocks`), then the resident networks it does
+    not use released (:meth:`ModelCache.release_unused`; their names)."""
+    map_blocks_from(mode.heap_blocks)
+    return models.release_unused(mode, opts, device)
 
 
 def decode(image: ImageSource, reduce_to: int | None = None):
