@@ -1,6 +1,6 @@
 """What the process hands back when a lighter mode takes over, seen from the libraries themselves:
-glibc's own count of mapped blocks. Each check runs in a child process, so this session's heap is
-left as it is."""
+oneDNN's own log of its primitive cache, and glibc's own count of mapped blocks. Each check runs
+in a child process, so this session's heap and oneDNN cache are left as they are."""
 
 from __future__ import annotations
 
@@ -20,6 +20,32 @@ def _child(code: str) -> subprocess.CompletedProcess[str]:
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     return out
+
+
+@linux_only
+def test_clearing_onednns_cache_makes_the_next_convolution_build_its_kernel_again() -> None:
+    # oneDNN's verbose log says, for every primitive it creates, whether its cache had it.
+    out = _child(
+        """
+        import torch
+        torch.set_num_threads(1)
+        from gpen_core.compat import onednn
+        x, w = torch.randn(1, 64, 64, 64), torch.randn(64, 64, 3, 3)
+        with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON_CREATION):
+            for _ in range(2):
+                torch.nn.functional.conv2d(x, w, padding=1)
+            print("cleared", onednn.clear_primitive_cache(), flush=True)
+            for _ in range(2):
+                torch.nn.functional.conv2d(x, w, padding=1)
+        print("capacity", onednn.primitive_cache_capacity(), flush=True)
+        """
+    )
+    convs = [line.split(",")[3] for line in out.stdout.splitlines()
+             if line.startswith("onednn_verbose") and ",convolution," in line and ",create:" in line]
+    assert "cleared True" in out.stdout, out.stdout[-2000:]
+    # Built, reused; emptied: built again, then reused (the cache still caches: its capacity is back).
+    assert convs == ["create:cache_miss", "create:cache_hit", "create:cache_miss", "create:cache_hit"], convs
+    assert "capacity 1024" in out.stdout  # oneDNN's default capacity, as it was before the clear
 
 
 @linux_only

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpen_core.compat.onednn import clear_primitive_cache
 from gpen_core.engine import network_loads as loads
 from gpen_core.engine.lifetime import Lifetime, Stage
 from gpen_core.engine.network_loads import (
@@ -106,6 +107,9 @@ class ModelCache:
             self._released[kind] = _Loaded(held.key, None, held.name, held.build)
             del held
             self.drop(kind, device)
+        if names and clear_primitive_cache():
+            # oneDNN's cache held the dropped networks' kernels; emptied, its memory is heap to trim.
+            release(device)
         return tuple(names)
 
     def weights_present(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> bool:
