@@ -159,7 +159,7 @@ class Restorer:
                         req = pipeline.start(image, opts, self.models, device, detections is not None, t0, mask)
                         if opts.mode == AUTO:
                             released = pipeline.ready_for(self.models, req.mode, opts, device)
-                        req = req.with_released(released)
+                        req = req.with_released(released, self.models.released_openvino)
                     out = pipeline.attempt_or_none(self.models, device, req, opts, report, t0, detections)
                 assert meter.peaks is not None
                 attempts.append(Attempt(req.mode.name, meter.peaks, "ok" if out is not None else "out of memory"))

@@ -27,6 +27,22 @@ from gpen_core.result import Peaks, RestoreResult, Timings
 from gpen_core.rgb import check_rgb
 
 
+# What a lighter mode still pays for a heavier one before it, which releasing its networks cannot
+# return: measured with tests/test_lighter_mode_release.py's requests (a 384 px photo, generated
+# checkpoints of the released architectures, torch 2.13 CPU, the AMX Xeon), `low` after `balanced`
+# peaked 21-32 MiB above a process that ran only `low` (462-463 against 431-442 MiB): library code
+# already paged in (a fresh `low` pages most of it in after its peak) and one-time state. With
+# `balanced` on OpenVINO (auto's choice there), 104-115 MiB (532-533 against 418-429): OpenVINO's
+# libraries and its own oneDNN kernel cache stay, and its plugin offers no way to empty that cache.
+LEFT_BEHIND = {
+    False: "what that request left still counts in this peak: library code it paged in and one-time state "
+           "(measured: low after balanced peaks up to about 35 MB above a process that ran only low)",
+    True: "what that request left still counts in this peak: OpenVINO's libraries and kernel cache, which stay "
+          "once loaded, library code it paged in and one-time state (measured: low after balanced on OpenVINO "
+          "peaks about 120 MB above a process that ran only low)",
+}
+
+
 @dataclass(frozen=True)
 class Request:
     """A decoded request and the mode it runs in. Stepping down after running out of memory makes
@@ -41,12 +57,13 @@ class Request:
     # Resident networks released before the request because its mode does not use them.
     released: tuple[str, ...] = ()
 
-    def with_released(self, names: tuple[str, ...]) -> "Request":
-        """This request, saying which resident networks were released before it."""
+    def with_released(self, names: tuple[str, ...], openvino: bool = False) -> "Request":
+        """This request, saying which resident networks were released before it, and what the
+        request that loaded them still leaves in the process (``openvino``: some ran on OpenVINO)."""
         if not names:
             return self
         note = (f"released {', '.join(names)} (kept from an earlier request) before this one: "
-                f"{self.mode.name} does not use {'them' if len(names) > 1 else 'it'}")
+                f"{self.mode.name} does not use {'them' if len(names) > 1 else 'it'}; {LEFT_BEHIND[openvino]}")
         return replace(self, released=names, notes=(*self.notes, note))
 
     def stepped_down(self, lighter: MemoryMode) -> "Request":
