@@ -65,6 +65,12 @@ class MemoryMode:
     # AVX2-only EPYC), and ~60 MiB more on Zen 4 for a tie in speed: a trade the memory-first
     # mode does not take. ``--backend openvino`` still runs it there.
     auto_openvino: bool = True
+    # Buffers of this size and up get a mapping of their own, handed back to the OS when freed
+    # (glibc's mmap threshold, set by each request: gpen_core.platform.heap). 1 MiB keeps a heavy
+    # mode's buffers out of the C heap, whose holes would make a lighter mode after it peak up to
+    # ~150 MiB higher; costs page faults (~0.5 s of CPU per `balanced` request on torch on the AMX
+    # Xeon, none measured on OpenVINO, which keeps its own buffers).
+    heap_blocks: int = 1 << 20
 
 
 MODES: dict[str, MemoryMode] = {
@@ -85,6 +91,9 @@ MODES: dict[str, MemoryMode] = {
             detect_side=800,
             rank=1,
             auto_openvino=False,
+            # glibc's own ceiling (32 MiB): its small buffers reuse the heap, as without us; mapped
+            # on their own they cost it 40 % more CPU per request (docs/performance.md).
+            heap_blocks=32 << 20,
         ),
         MemoryMode(
             name="faces-only",

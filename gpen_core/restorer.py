@@ -44,6 +44,9 @@ class Restorer:
     ``one_shot``: this process makes one request (the CLI with one photo): each network
     is loaded when its stage starts and dropped when it ends, so the peak is the largest
     stage's, not the sum of all the models; a later call loads them again.
+    ``serves_many_modes``: requests of different modes follow one another (the app's shared
+    instance, :func:`get_restorer`): each mode sets its heap policy, so a lighter mode after a
+    heavier one costs about its own (:func:`gpen_core.engine.pipeline.ready_for`).
     """
 
     def __init__(
@@ -54,8 +57,10 @@ class Restorer:
         allow_download: bool = False,
         synthetic_weights: bool = False,
         one_shot: bool = False,
+        serves_many_modes: bool = False,
     ) -> None:
         self._device_pref = device
+        self._mode_heaps = serves_many_modes
         self._lock = threading.Lock()
         self.models = ModelCache(models_dir, allow_download=allow_download, synthetic_weights=synthetic_weights,
                                  lifetime=Lifetime.ONE_SHOT if one_shot else Lifetime.RESIDENT, busy=conversion_busy)
@@ -141,9 +146,10 @@ class Restorer:
             # 1-100 MB apart). It also keeps an idle server small.
             malloc_trim()
             device = self.device
-            # Networks a lighter mode does not use go before the meter's baseline: `low` after
-            # `balanced` then costs what `low` costs (auto's mode is known only after decoding).
-            released = () if opts.mode == AUTO else self.models.release_unused(get_mode(opts.mode), opts, device)
+            # The mode's heap policy is set and the networks it does not use go before the meter's
+            # baseline: `low` after `balanced` then costs what `low` costs (auto's mode is known
+            # only after decoding).
+            released = () if opts.mode == AUTO else pipeline.ready_for(self.models, get_mode(opts.mode), opts, device, self._mode_heaps)
             t0 = time.perf_counter()
             req: pipeline.Request | None = None
             attempts: list[Attempt] = []
@@ -157,8 +163,8 @@ class Restorer:
                     if req is None:
                         req = pipeline.start(image, opts, self.models, device, detections is not None, t0, mask)
                         if opts.mode == AUTO:
-                            released = self.models.release_unused(req.mode, opts, device)
-                        req = req.with_released(released)
+                            released = pipeline.ready_for(self.models, req.mode, opts, device, self._mode_heaps)
+                        req = req.with_released(released, "openvino" if self.models.released_openvino else "torch" if self._mode_heaps else "heap")
                     # The meter's baseline is where the mode's memory plan starts (decoding included).
                     out = pipeline.attempt_or_none(self.models, device, req, opts, report, t0, detections, meter.baseline_rss)
                 assert meter.peaks is not None
@@ -216,7 +222,7 @@ def get_restorer(models_dir: str | os.PathLike[str] | None = None, device: str |
     global _INSTANCE
     with _INSTANCE_LOCK:
         if _INSTANCE is None:
-            _INSTANCE = Restorer(models_dir=models_dir, device=device)
+            _INSTANCE = Restorer(models_dir=models_dir, device=device, serves_many_modes=True)
             return _INSTANCE
         made = {"models_dir": _INSTANCE.models_dir, "device": _INSTANCE._device_pref}
         asked = {"models_dir": models_dir, "device": device}

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpen_core.compat.onednn import clear_primitive_cache
 from gpen_core.engine import network_loads as loads
 from gpen_core.engine.lifetime import Lifetime, Stage
 from gpen_core.engine.network_loads import (
@@ -70,6 +71,8 @@ class ModelCache:
         # What release_unused let go, by kind, until that kind loads again: a load that fails rolls
         # back to it, as it would had it still been resident.
         self._released: dict[str, _Loaded] = {}
+        # Whether the last release_unused let go of a network that ran on OpenVINO (whose libraries stay).
+        self.released_openvino = False
 
     @property
     def one_shot(self) -> bool:
@@ -101,25 +104,45 @@ class ModelCache:
 
     def release_unused(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> tuple[str, ...]:
         """Drop the resident networks ``mode`` does not use for ``opts`` (another generator, detector
-        or parser size; no parser, no upscaler), before the request, so that a lighter mode after a
-        heavier one costs what the lighter one costs. Returns the names released."""
+        or parser size, or the same network in another runtime or dtype; no parser, no upscaler),
+        before the request, so that a lighter mode after a heavier one costs what the lighter one
+        costs. Returns the names released."""
         unused = []
-        if self._generator is not None and self._generator.name != generator_name(mode, opts.task, opts.model):
+        if self._generator is not None and (self._generator.name != generator_name(mode, opts.task, opts.model)
+                                            or self._moves(self._generator, lambda: self.generator_decision(mode, opts, device))):
             unused.append("generator")
-        if self._detector is not None and self._detector.key[0] != (opts.detector or mode.detector):
+        network = opts.detector or mode.detector
+        if self._detector is not None and (self._detector.key[0] != network or self._moves(
+                self._detector, lambda: decide_runtime(loads.detector_load(self, network, device, opts, mode).facts))):
             unused.append("detector")
         if self._parser is not None and (not mode.parsing or self._parser.key[2] != mode.parse_input):
             unused.append("parser")
         if self._upscaler is not None and opts.upscale <= 1:
             unused.append("upscaler")
         names = []
+        self.released_openvino = False
         for kind in unused:
             held = getattr(self, f"_{kind}")
             names.append(held.name)
+            self.released_openvino |= held.key[-2] == "openvino"
             self._released[kind] = _Loaded(held.key, None, held.name, held.build)
             del held
             self.drop(kind, device)
+        if names and clear_primitive_cache():
+            # oneDNN's cache held the dropped networks' kernels; emptied, its memory is heap to trim.
+            release(device)
         return tuple(names)
+
+    @staticmethod
+    def _moves(held: _Loaded, decide: Callable[[], RuntimeDecision]) -> bool:
+        """Whether this request would run ``held``'s network in another runtime or dtype (then
+        :meth:`load` swaps it anyway, inside the request). A decision that cannot be taken (its
+        weights missing) moves nothing: the load says what is wrong."""
+        try:
+            decision = decide()
+        except GPENError:
+            return False
+        return held.key[-2:] != (decision.runtime, decision.dtype)
 
     def weights_present(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> bool:
         """Whether ``mode`` can run without a download (for ``auto``)."""

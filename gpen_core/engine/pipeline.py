@@ -22,8 +22,30 @@ from gpen_core.errors import InputError
 from gpen_core.engine.model_cache import ModelCache
 from gpen_core.modes import AUTO, MemoryMode, get_mode, get_task
 from gpen_core.options import ImageSource, Progress, RestoreOptions
+from gpen_core.platform.heap import map_blocks_from
 from gpen_core.result import Peaks, RestoreResult, Timings
 from gpen_core.rgb import check_rgb
+
+
+# What a lighter mode still pays for a heavier one before it, which releasing its networks cannot
+# return: measured with tests/test_lighter_mode_release.py's requests (a 384 px photo, generated
+# checkpoints of the released architectures, torch 2.13 CPU, the AMX Xeon), `low` after `balanced`
+# peaked 21-32 MiB above a process that ran only `low` (462-463 against 431-442 MiB): library code
+# already paged in (a fresh `low` pages most of it in after its peak) and one-time state. With
+# `balanced` on OpenVINO (auto's choice there), 104-115 MiB (532-533 against 418-429): OpenVINO's
+# libraries and its own oneDNN kernel cache stay, and its plugin offers no way to empty that cache.
+LEFT_BEHIND = {
+    "torch": "what that request left still counts in this peak: library code it paged in and one-time state "
+             "(measured: low after balanced peaks up to about 35 MB above a process that ran only low)",
+    "openvino": "what that request left still counts in this peak: OpenVINO's libraries and kernel cache, which "
+                "stay once loaded, library code it paged in and one-time state (measured: low after balanced on "
+                "OpenVINO peaks about 120 MB above a process that ran only low)",
+    # A Restorer of one's own keeps glibc's usual heap (see ready_for): the heavier request's buffers
+    # spread the heap, and its holes count too (measured: 536-573 against 421-443 MiB).
+    "heap": "what that request left still counts in this peak: the C heap its buffers spread, library code it "
+            "paged in and one-time state (measured: low after balanced peaks up to about 150 MB above a process "
+            "that ran only low; the app's shared Restorer keeps heavy buffers off the heap and avoids most of it)",
+}
 
 
 @dataclass(frozen=True)
@@ -40,12 +62,13 @@ class Request:
     # Resident networks released before the request because its mode does not use them.
     released: tuple[str, ...] = ()
 
-    def with_released(self, names: tuple[str, ...]) -> "Request":
-        """This request, saying which resident networks were released before it."""
+    def with_released(self, names: tuple[str, ...], left: str = "torch") -> "Request":
+        """This request, saying which resident networks were released before it, and what the
+        request that loaded them still leaves in the process (``left``: a key of :data:`LEFT_BEHIND`)."""
         if not names:
             return self
         note = (f"released {', '.join(names)} (kept from an earlier request) before this one: "
-                f"{self.mode.name} does not use {'them' if len(names) > 1 else 'it'}")
+                f"{self.mode.name} does not use {'them' if len(names) > 1 else 'it'}; {LEFT_BEHIND[left]}")
         return replace(self, released=names, notes=(*self.notes, note))
 
     def stepped_down(self, lighter: MemoryMode) -> "Request":
@@ -65,6 +88,22 @@ def import_engine() -> None:
 
     detect.import_backends()
     reserve_blas_buffers()  # before the request's allocations: OpenBLAS exits the process when it cannot map them later
+
+
+def ready_for(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str,
+              mode_heaps: bool) -> tuple[str, ...]:
+    """Make the process ready for a request in ``mode`` before its work starts: the mode's heap
+    policy (:attr:`~gpen_core.modes.MemoryMode.heap_blocks`) where the process serves requests of
+    many modes (``mode_heaps``), then the resident networks it does not use released
+    (:meth:`ModelCache.release_unused`; their names).
+
+    Only a process that switches modes gains from the heap policy (a lighter mode after a heavier
+    one), and it costs a heavier mode on torch page faults (~0.5 s of CPU per ``balanced``
+    request, :mod:`gpen_core.platform.heap`); a CLI run, a folder or a video keeps one mode and
+    glibc's own heap."""
+    if mode_heaps:
+        map_blocks_from(mode.heap_blocks)
+    return models.release_unused(mode, opts, device)
 
 
 def decode(image: ImageSource, reduce_to: int | None = None):

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpen_core.platform.heap import MAPPED_FROM, map_blocks_from
 from gpen_core.rgb import check_rgb
 
 if TYPE_CHECKING:
@@ -198,11 +199,6 @@ def choose_bf16(device: str, mode: MemoryMode | None = None, features: dict[str,
     return True, "bfloat16: this CPU has native bfloat16 (AVX-512 BF16 / AMX), several times faster than float32"
 
 
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
-_MMAP_THRESHOLD = 1 << 20
-_allocator_set = False
-
-
 def steady_allocator() -> bool:
     """Make glibc hand every block of 1 MiB or more straight back to the OS when freed.
 
@@ -211,29 +207,10 @@ def steady_allocator() -> bool:
     stay resident: the same 84 px ×4 tile then peaks anywhere between 44 and
     75 MiB from one call to the next (measured, 8 calls). With a fixed 1 MiB
     threshold every call peaks at ~44 MiB, so a tile's cost is predictable and
-    does not creep up over hundreds of tiles. Process-wide and idempotent (glibc
-    only; elsewhere a no-op that returns False). Set when upscaling first runs.
-
-    Not scoped to the upscale call, and cannot be: glibc turns its dynamic threshold
-    off for good once ``M_MMAP_THRESHOLD`` is set (mallopt(3)); setting the 128 KiB
-    default again would keep it fixed at a value that maps many more, smaller blocks.
-    What it means for the rest of the process: blocks of 1 MiB or more are mapped on
-    allocation and handed back to the OS when freed.
+    does not creep up over hundreds of tiles. Set each time upscaling runs: the next
+    request sets its own mode's (:mod:`gpen_core.platform.heap`). False off glibc.
     """
-    global _allocator_set
-    if _allocator_set:
-        return True
-    import ctypes
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        _allocator_set = bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD))
-    except (OSError, AttributeError):
-        return False
-    return _allocator_set
+    return map_blocks_from(MAPPED_FROM)
 
 
 def _index(n_padded: int, n: int, start: int, stop: int) -> slice | np.ndarray:
