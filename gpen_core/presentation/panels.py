@@ -446,25 +446,27 @@ def last_check_seconds(profile: Any) -> float | None:
     return None
 
 
-def profile_markdown(profile: Any, verdict: str, free: Any = None) -> str:
+def profile_markdown(profile: Any, verdict: str, free: Any = None, files: Any = None) -> str:
     """The hardware check as Markdown: the verdict (what will run, from gpen_core.presentation.readiness:
-    files and memory together), the memory-only reading, the table, machine facts and notes."""
+    files and memory together), the memory-only reading, the table, machine facts and notes. ``files``
+    (``report.files_here``): what each rated mode and task lacks here, named with its download."""
     from gpen_core.hwcheck import report as prof
 
     lines = [
         f"**Recommendation:** {no_strike(verdict)}.",
         "",
-        f"Memory alone: {prof.recommendation(profile, free)}.",
+        f"Memory alone: {prof.recommendation(profile, free, files)}.",
         "",
-        prof.format_table(profile, free),
+        prof.format_table(profile, free, files=files),
         "",
-        *([f"GPEN's other tasks (peak · s/face · dtype · fits now?):\n\n{prof.tasks_table(profile, free)}", ""]
+        *([f"GPEN's other tasks (peak · s/face · dtype · fits now?):\n\n{prof.tasks_table(profile, free, files=files)}", ""]
           if getattr(profile, "tasks", ()) else []),
         f"Measured {profile.created} on {prof.machine_line(profile)}.",
         "Peaks are above the idle process, the worst of the three workloads; *fits?* compares them with "
         "the memory free now, less a 20 % safety margin. *weights* says what the measurement ran with "
-        "(random weights stand in for files not downloaded: same memory and time); the weights panel on "
-        "the Restore tab says which files you have.",
+        "(random weights stand in for files not downloaded: same memory and time); *files here?* names "
+        "the files a mode lacks in the models folder now and the command that fetches them (the weights "
+        "panel on the Restore tab names the same files).",
         "",
     ]
     lines += [f"- {markdown_text(n)}" for n in profile.notes]
