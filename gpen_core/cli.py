@@ -447,6 +447,6 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
         code = 5 if result.damage is not None else 0
         record.update(status="damaged" if code else "ok", output=str(dst), video=result.to_json())
         _emit(args, record)
-        print_video(src, result)
+        print_video(src, result, json_records=args.json)
         worst = worst or code
     return worst

@@ -312,7 +312,7 @@ def test_hardware_check_says_how_long_and_shows_progress(browser, page_url: str,
     _open(page, page_url)
     page.get_by_role("tab", name="Hardware check").click()
     report = page.locator("#profile-report")
-    report.get_by_text("It takes up to 6 minutes").wait_for(timeout=60_000)  # no earlier check here: the estimate
+    report.get_by_text("It takes 8 to 15 minutes").wait_for(timeout=60_000)  # no earlier check here: the estimate
     page.locator("#check-button").click()
     page.get_by_text(re.compile(r"\d+ s so far")).first.wait_for(timeout=60_000)
     shots.take(page, "hardware_check_running", full=False)

@@ -85,3 +85,52 @@ def test_without_a_guess_from_unlike_steps_an_unmeasured_family_is_left_out_and_
     clock.now += 1
     eta.finish()
     assert (eta.left(), eta.untimed()) == (1, 0)  # the jpeg encode: an encode, like the png one
+
+
+def test_a_reference_time_is_scaled_by_what_the_finished_steps_took_against_theirs() -> None:
+    clock = Clock()
+    eta = Eta(["a", "b", "c"], reference={"a": 10, "b": 30, "c": 60}, clock=clock)
+    eta.start()
+    assert eta.left() is None and eta.scale() is None  # nothing measured here yet: no guess
+    clock.now += 20  # twice the reference: this machine (or its load) is half as fast
+    eta.finish()
+    assert eta.scale() == 2 and eta.left() == 2 * (30 + 60)
+    clock.now += 30  # b as fast as its reference: the speed is now (20 + 30) / (10 + 30)
+    eta.finish()
+    assert eta.left() == 60 * 50 / 40
+
+
+def test_the_checks_steps_finish_as_the_progress_passes_them_and_say_the_time_left() -> None:
+    from gpen_core.hwcheck.steps import Steps
+
+    clock, seen = Clock(), []
+    steps = Steps(["a", "b", "c"], 1, lambda f, d: seen.append((f, d)), reference={"a": 10, "b": 15, "c": 20}, clock=clock)
+    steps.say(0.0, "a: starting")
+    clock.now += 5
+    steps.say(0.5, "a: halfway")
+    assert seen == [(0.0, "a: starting"), (0.5 / 3, "a: halfway")]  # no step measured yet: no time left
+    clock.now += 5
+    steps.say(1.0, "b: starting")  # a took its reference: b and c as theirs
+    assert seen[-1] == (1 / 3, "about 35 s left · b: starting")
+    clock.now += 30
+    part = steps.part(2, 1)
+    part(0.0, "c: starting")  # b took twice its reference: the speed is (10 + 30) / (10 + 15) of it
+    assert steps.eta.scale() == 40 / 25 and seen[-1] == (2 / 3, "about 30 s left · c: starting")
+    part(1.0, "c: done")
+    assert seen[-1] == (1.0, "c: done") and len(steps.eta.finished) == 3
+
+
+def test_the_checks_backend_steps_are_cached_when_an_earlier_check_recorded_their_speed_here() -> None:
+    from gpen_core.hwcheck.steps import REFERENCE, backend_kinds, task_kinds
+
+    spec = {"pairs": [{"size": 256, "dtype": "float32"}, {"size": 512, "dtype": "bfloat16"}],
+            "parse": [{"size": 512, "dtype": "float32"}], "detect": ["mobilenet0.25", "resnet50"]}
+    recorded = ("256-float32", "parsenet-512-float32", "retinaface-resnet50-1000-float32")  # the speed file's keys
+    assert backend_kinds(spec, recorded) == ["generator:256:float32:cached", "generator:512:bfloat16", "parser:512:float32:cached",
+                                             "detector:mobilenet0.25", "detector:resnet50:cached"]
+    assert backend_kinds(None, recorded) == []
+    assert all(k in REFERENCE for k in backend_kinds(spec, recorded) + backend_kinds(spec))
+    # a cached step takes its reference less the conversion the earlier check made
+    assert REFERENCE["parser:512:float32:cached"] < REFERENCE["parser:512:float32"]
+    tasks = [{"gpen_task": "colorize", "mode": "quality"}, {"gpen_task": "seg2face", "mode": "faces-only", "warm": True}]
+    assert task_kinds(tasks) == ["colorize:quality", "seg2face:faces-only:warm"]

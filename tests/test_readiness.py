@@ -39,8 +39,17 @@ def needs_cpu() -> dict[str, int]:
     return {n: budget.estimate_peak(m, "cpu", PHOTO)[0] for n, m in MODES.items()}
 
 
-def test_detector_files_match_the_engine() -> None:
-    assert readiness.DETECTOR_FILES == DETECTOR_WEIGHTS
+def test_each_mode_names_its_generator_and_detector_files() -> None:
+    # The modes table of the README: low runs the 256 generator, the others the 512 one; only
+    # quality runs the ResNet-50 detector. An aligned face skips detection.
+    assert {n: readiness.mode_files(m) for n, m in MODES.items()} == {
+        "low": ("GPEN-BFR-256", "retinaface-mobilenet0.25"),
+        "faces-only": ("GPEN-BFR-512", "retinaface-mobilenet0.25"),
+        "balanced": ("GPEN-BFR-512", "retinaface-mobilenet0.25"),
+        "quality": ("GPEN-BFR-512", "retinaface-resnet50"),
+    }
+    assert readiness.mode_files(MODES["quality"], aligned=True) == ("GPEN-BFR-512",)
+    assert readiness.mode_files(MODES["low"], detector="resnet50") == ("GPEN-BFR-256", DETECTOR_WEIGHTS["resnet50"])
 
 
 def test_a_mode_fits_up_to_four_fifths_of_the_free_memory_and_nothing_fits_in_none() -> None:

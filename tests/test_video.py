@@ -270,3 +270,21 @@ def test_the_video_progress_in_a_log_is_a_line_per_tenth_without_carriage_return
     assert "\r" not in log.getvalue()
     # the first frame, then one line per tenth of the clip
     assert [ln.split(",")[0] for ln in lines] == [f"clip.mp4: frame {n}/100" for n in (1, *range(10, 101, 10))]
+
+
+@pytest.mark.parametrize("json_records", [False, True])
+def test_a_clip_restored_in_segments_says_so_where_a_whole_clip_does(json_records: bool, capsys) -> None:
+    """The summary on stdout as a photo's result line (on stderr when stdout holds --json records), notes on stderr."""
+    from types import SimpleNamespace
+
+    from gpen_core.scaleout.video_cli import print_segmented
+
+    r = SimpleNamespace(output=Path("out.mp4"), frames=250, duration_s=10.0, segments=3, segments_kept=1,
+                        audio="copied", total_s=42.0, join_s=0.5, notes=("the second segment was redone",))
+    print_segmented(Path("in.mp4"), r, json_records=json_records)
+    out, err = capsys.readouterr()
+    line = ("in.mp4 -> out.mp4: 250 frames (10.00 s) in 3 segments, 1 kept from an earlier run, audio copied, "
+            "42.0 s (join 0.5 s)")
+    assert (err if json_records else out).splitlines()[0] == line
+    assert out == ("" if json_records else f"{line}\n")
+    assert err.endswith("  note: the second segment was redone\n") and "note" not in out

@@ -141,6 +141,24 @@ def test_cli_prints_a_json_line_per_frame_then_the_summary(
     assert len(lines) == 5
 
 
+def test_cli_writes_a_clips_summary_on_stdout_as_a_photos_result(
+    tmp_path: Path, low_mode_home: Path, one_thread: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Without --json the summary line goes where a photo's result line goes (stdout: a script can read
+    it), the progress on stderr; with --json stdout holds only the records (the test above)."""
+    from gpen_core.cli import main
+
+    monkeypatch.setattr(FrameEngine, "restore", lambda self, rgb, dets: FrameOut(rgb, ()))  # detection only: quick
+    src = make_clip(tmp_path / "clip.mp4", [np.full((96, 128, 3), 70, np.uint8)] * 4, container="mp4")
+    out = tmp_path / "out.mp4"
+    code = main(["restore", str(src), "-o", str(out), "--mode", "low"])
+    got = capsys.readouterr()
+    assert code == 0
+    [line] = got.out.splitlines()
+    assert line.startswith(f"{src} -> {out}: 4 frames (") and ", mode low, " in line
+    assert f"-> {out}" not in got.err and "clip.mp4: frame 4/4" in got.err
+
+
 def test_a_clip_through_the_real_restore_changes_the_face_only(tmp_path: Path, low_mode_home: Path, one_thread: None) -> None:
     import cv2
 

@@ -21,8 +21,7 @@ from gpen_core.video.segments import work_folder  # noqa: E402
 
 from .conftest import ROOT, shared_path  # noqa: E402
 from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: E402,F401
-from .segclips import frame_index, keyed_frames, write_clip  # noqa: E402
-from .videoclips import read_clip  # noqa: E402
+from .videoclips import frame_index, keyed_clip, keyed_frames, read_clip  # noqa: E402
 
 FPS, FRAMES = 8, 24  # three 1 s segments of 8 frames
 
@@ -33,7 +32,7 @@ def face_clip(tmp: Path) -> Path:
     face = cv2.cvtColor(cv2.imread(str(shared_path("faces", "ffhq_00001_512.png"))), cv2.COLOR_BGR2RGB)
     canvas = np.full((208, 192, 3), 70, np.uint8)  # the face well below the index rows, which the paste must not reach
     canvas[64:192, 32:160] = cv2.resize(face, (128, 128), interpolation=cv2.INTER_AREA)
-    return write_clip(tmp / "in.mp4", keyed_frames(FRAMES, canvas), fps=FPS, gop=FPS)
+    return keyed_clip(tmp / "in.mp4", keyed_frames(FRAMES, canvas), fps=FPS, gop=FPS)
 
 
 def _command(src: Path, dst: Path) -> list[str]:

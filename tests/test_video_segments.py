@@ -23,8 +23,7 @@ from gpen_core.video.resumable import LocalRunner, restore_in_segments, settings
 from gpen_core.video.segments import plan_segments, work_folder  # noqa: E402
 from gpen_core.video.stream import restore_video  # noqa: E402
 
-from .segclips import frame_index, keyed_frames, keyframe_times, write_clip  # noqa: E402
-from .videoclips import read_clip  # noqa: E402
+from .videoclips import frame_index, keyed_clip, keyed_frames, keyframe_times, read_clip  # noqa: E402
 
 PAN = 0.5  # px a frame the made-up face moves
 NOISE = 1.0  # px of made-up detector jitter
@@ -62,7 +61,7 @@ class Shaky:
 
 def _clip(tmp: Path, n: int = 70, audio: bool = True) -> Path:
     base = np.full((64, 96, 3), 110, np.uint8)
-    return write_clip(tmp / "in.mp4", keyed_frames(n, base), audio=audio)
+    return keyed_clip(tmp / "in.mp4", keyed_frames(n, base), audio=audio)
 
 
 def _segmented(src: Path, dst: Path, engine: object, **kw: object):
@@ -85,7 +84,7 @@ def _movement(used: dict[int, np.ndarray], pairs: list[int]) -> float:
     (15, [0, 30, 60, 90]),
 ])
 def test_segments_start_at_the_keyframes_nearest_each_length(tmp_path: Path, gop: int, starts: list[int]) -> None:
-    src = write_clip(tmp_path / "in.mp4", keyed_frames(100, np.full((48, 64, 3), 90, np.uint8)), gop=gop, audio=False)
+    src = keyed_clip(tmp_path / "in.mp4", keyed_frames(100, np.full((48, 64, 3), 90, np.uint8)), gop=gop, audio=False)
     assert keyframe_times(src) == [Fraction(k, 25) for k in range(0, 100, gop)]  # the clip is what the test says
     plan = plan_segments(src, 1.0, "x")
     assert [s.first_frame for s in plan.segments] == starts

@@ -18,9 +18,8 @@ from gpen_core.options import RestoreOptions  # noqa: E402
 from gpen_core.video.resumable import LocalRunner, restore_in_segments, settings_text  # noqa: E402
 
 from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: E402,F401
-from .segclips import frame_index  # noqa: E402
 from .test_video_resume import FPS, FRAMES, face_clip  # noqa: E402
-from .videoclips import read_clip  # noqa: E402
+from .videoclips import frame_index, read_clip  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -1,4 +1,6 @@
-"""Small clips the video tests write themselves with PyAV (no files checked in, nothing downloaded)."""
+"""Small clips the video tests write themselves with PyAV (no files checked in, nothing downloaded): one
+clip maker (:func:`make_clip`), and for the segment tests frames that carry their own index (so a frame
+can be told from its neighbours after H.264) in a clip with a keyframe every ``gop`` frames."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ def make_clip(
     colour: tuple[int, int, int, int] | None = None,
     crf: int = 18,
     container: str | None = None,
+    gop: int | None = None,
+    preset: str = "ultrafast",
 ) -> Path:
     """Write ``frames`` (RGB uint8) as H.264 into ``path`` (its suffix picks the container).
 
@@ -34,7 +38,8 @@ def make_clip(
     ``audio``: None, "aac" or "pcm_s16le" (a 440 Hz tone of ``audio_seconds``).
     ``rotation``: the display matrix's rotation (degrees counter-clockwise). ``colour``:
     (primaries, transfer, matrix, range) tags as FFmpeg numbers. ``container``: FFmpeg's format name
-    when the suffix does not say it ("mp4" for a video named clip.bin).
+    when the suffix does not say it ("mp4" for a video named clip.bin). ``gop``: a keyframe every ``gop``
+    frames and no others (no scene-cut keyframes); None: x264's own choice.
     """
     import av
 
@@ -42,7 +47,10 @@ def make_clip(
     h, w = frames[0].shape[:2]
     out = av.open(str(path), "w", format=container)
     rate = Fraction(1, 1) / time_base if pts is None else None
-    vs = out.add_stream("libx264", rate=rate or 25, options={"crf": str(crf), "preset": "ultrafast"})
+    options = {"crf": str(crf), "preset": preset}
+    if gop is not None:
+        options |= {"g": str(gop), "keyint_min": str(gop), "sc_threshold": "0"}
+    vs = out.add_stream("libx264", rate=rate or 25, options=options)
     vs.width, vs.height, vs.pix_fmt = w, h, "yuv420p"
     vs.time_base = time_base
     vs.codec_context.time_base = time_base
@@ -52,7 +60,7 @@ def make_clip(
         cc = vs.codec_context
         cc.color_primaries, cc.color_trc, cc.colorspace, cc.color_range = colour
     a = None
-    if audio is not None:
+    if audio is not None:  # every stream before the first packet: MP4 writes its header once
         a = out.add_stream(audio, rate=16000)
         a.layout = "mono"
     for i, rgb in enumerate(frames):
@@ -82,6 +90,53 @@ def make_clip(
             out.mux(p)
     out.close()
     return path
+
+
+STRIP = 8  # rows at the top that carry the frame index
+
+
+def index_strip(i: int, w: int) -> np.ndarray:
+    """The top rows for frame ``i`` (0…99): its tens then its units as greys 16 + 22·digit, 4 rows each,
+    steps H.264 keeps apart after two encodes."""
+    strip = np.empty((STRIP, w, 3), np.uint8)
+    strip[:4] = 16 + 22 * ((i // 10) % 10)
+    strip[4:] = 16 + 22 * (i % 10)
+    return strip
+
+
+def frame_index(rgb: np.ndarray) -> int:
+    """Which frame this is, read back from its top rows."""
+    tens = float(rgb[1:3, 4:-4].mean())
+    units = float(rgb[5:7, 4:-4].mean())
+    return 10 * int(round((tens - 16) / 22)) + int(round((units - 16) / 22))
+
+
+def keyed_frames(n: int, base: np.ndarray) -> list[np.ndarray]:
+    """``n`` frames of ``base`` (RGB) with their index in the top rows and a bar that moves 2 px a frame."""
+    out = []
+    for i in range(n):
+        f = base.copy()
+        f[:STRIP] = index_strip(i, f.shape[1])
+        x = (2 * i) % (f.shape[1] - 4)
+        f[-6:, x : x + 4] = 250
+        out.append(f)
+    return out
+
+
+def keyed_clip(path: Path, frames: list[np.ndarray], *, fps: int = 25, gop: int = 25, audio: bool = True) -> Path:
+    """:func:`make_clip` as the segment tests want it: a keyframe every ``gop`` frames, AAC as long as the
+    video, and crf 14 (veryfast), at which the index rows stay readable after the restore's second encode."""
+    return make_clip(path, frames, time_base=Fraction(1, fps), audio="aac" if audio else None,
+                     audio_seconds=len(frames) / fps, crf=14, gop=gop, preset="veryfast")
+
+
+def keyframe_times(path: Path) -> list[Fraction]:
+    """The keyframes' times (seconds) in ``path``'s first video stream, as the container stores them."""
+    import av
+
+    with av.open(str(path)) as c:
+        vs = c.streams.video[0]
+        return sorted(p.pts * vs.time_base for p in c.demux(vs) if p.size and p.is_keyframe)
 
 
 def read_clip(path: Path) -> dict:

@@ -198,12 +198,13 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
     if why:
         return {"skipped": why, "rows": []}
     folder = Path(spec["models_dir"]) if spec.get("models_dir") else default_models_dir()
-    pairs, parse = spec["pairs"], spec.get("parse", [])
+    pairs, parse, detect = spec["pairs"], spec.get("parse", []), spec.get("detect", [])
+    steps = len(pairs) + len(parse) + len(detect)  # one unit each: the check's time left counts them (.steps)
     rows, parse_rows = [], []  # parse_rows: recorded by ov_parse itself, kept apart from finish()'s generator rows
     for i, pair in enumerate(pairs + parse):
 
         def say(f: float, d: str, i: int = i) -> None:
-            report(min(1.0, (i + f) / len(pairs + parse)), d)
+            report(min(1.0, (i + f) / steps), d)
 
         if i >= len(pairs):  # a parser pair: measured and recorded by gpen_core.runtimes.openvino.parser
             from gpen_core.runtimes.openvino.parser import check_row
@@ -222,9 +223,10 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
     from gpen_core.faces.detect import build_retinaface
     from gpen_core.runtimes.openvino.detector import check_row as detect_row
 
+    first = len(pairs) + len(parse)
     detect_rows = [detect_row(n, lambda p, n=n: build_retinaface(p, n), folder, spec.get("threads"), int(spec["runs"]),
-                              lambda f, d: report(1.0, d))
-                   for n in spec.get("detect", [])]
+                              lambda f, d, j=j: report(min(1.0, (first + j + f) / steps), d))
+                   for j, n in enumerate(detect)]
     return {"skipped": None, "rows": rows, "parse": parse_rows, "detect": detect_rows}
 
 

@@ -3,8 +3,10 @@
 A run (the tips, the hardware check) is a known list of steps, each of a kind ("restore",
 "encode", a mode's name...). :class:`Eta` is told each step as it finishes and how long it
 took; the time left is, for each step still to run, the mean of the finished steps of its
-kind, else a prior for that kind measured earlier on this machine (the saved hardware
-profile), else the mean of the finished steps of its family (the kind up to its first ":":
+kind, else a prior for that kind measured earlier on this machine, else its ``reference``
+time scaled by this machine's measured speed (what the finished steps took over what their
+reference says: one short first step calibrates a long plan whose steps differ tenfold),
+else the mean of the finished steps of its family (the kind up to its first ":":
 "restore:faces-only" is a "restore"), else (with ``guess_from_all``) the mean of every finished
 step. A step with none of these is left out of the time and counted in :meth:`Eta.untimed`:
 the tips' encode steps take a second where a restore takes twenty, so a mean of unlike
@@ -26,6 +28,8 @@ class Eta:
 
     plan: Sequence[str]
     prior: Mapping[str, float] = field(default_factory=dict)  # seconds per step of a kind, measured before
+    # Seconds per step of a kind on a reference machine: only their ratios count (see scale()).
+    reference: Mapping[str, float] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
     # An unmeasured kind of no measured family takes the mean of all finished steps (the hardware
     # check's modes are alike enough); False: it is left out and counted as untimed (the tips).
@@ -56,12 +60,22 @@ class Eta:
             return statistics.mean(same)
         if kind in self.prior:
             return float(self.prior[kind])
+        scale = self.scale()
+        if scale is not None and kind in self.reference:
+            return self.reference[kind] * scale
         family = [s for k, s in self.finished if k.split(":", 1)[0] == kind.split(":", 1)[0]]
         if family:
             return statistics.mean(family)
         if self.finished and self.guess_from_all:
             return statistics.mean(s for _, s in self.finished)
         return None
+
+    def scale(self) -> float | None:
+        """This machine's speed against the reference: seconds the finished steps with a reference
+        took over the seconds their reference gives (2.0: twice as slow); None before any finished."""
+        done = [(took, self.reference[k]) for k, took in self.finished if k in self.reference]
+        ref = sum(r for _, r in done)
+        return sum(t for t, _ in done) / ref if done and ref > 0 else None
 
     def untimed(self) -> int:
         """Steps still to run that nothing measured yet tells the time of."""

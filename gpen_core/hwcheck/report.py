@@ -8,6 +8,8 @@ safety margin. Pure apart from reading the free memory when none is given.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpen_core.platform.meter import format_bytes
@@ -52,6 +54,44 @@ def _secs(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
+@dataclass(frozen=True)
+class FilesHere:
+    """The registry files each choice the report rates loads that the models folder lacks now
+    (missing or corrupt): per measured mode, and per (task, mode) of the task rows. Empty tuples
+    where everything is here."""
+
+    modes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    tasks: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+
+
+def files_here(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> FilesHere:
+    """What each mode and task row of ``profile`` lacks in the models folder now: the files the
+    weights panel and the engine's failure name (:func:`gpen_core.weights.missing.mode_files`),
+    checked against ``weights.status()`` (a corrupt file counts as missing). The measurement may
+    have run with random weights in their place: it tells what fits, not what runs."""
+    from gpen_core.modes import TASKS
+    from gpen_core.weights import lookup
+    from gpen_core.weights.missing import mode_files, unusable
+
+    bad = unusable(lookup.status(models_dir))
+
+    def lacking(names: Sequence[str]) -> tuple[str, ...]:
+        return tuple(n for n in names if n in bad)
+
+    modes = {name: lacking(mode_files(MODES[name])) for name in profile.modes}
+    tasks = {(t.task, t.mode): lacking(mode_files(MODES[t.mode], TASKS[t.task].model, aligned=TASKS[t.task].aligned_only))
+             for t in profile.tasks if t.refused is None}
+    return FilesHere(modes, tasks)
+
+
+def enable_text(names: Sequence[str]) -> str:
+    """'' when ``names`` is empty; else the files (registry name, file name, size, as the failure
+    message words them) and the one command that fetches them all."""
+    from gpen_core.weights.missing import download_command, files_text
+
+    return f"missing {files_text(names)}: `{download_command(names)}`" if names else ""
+
+
 def machine_line(profile: Profile) -> str:
     """One line of machine facts: CPU (flags), cores, RAM, GPU, torch."""
     m = profile.machine
@@ -66,18 +106,22 @@ def machine_line(profile: Profile) -> str:
     )
 
 
-def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = True) -> str:
-    """The markdown table people pass around: mode × peak RAM × peak VRAM × s/face × fits?
+def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = True, files: FilesHere | None = None) -> str:
+    """The markdown table people pass around: mode × peak RAM × peak VRAM × s/face × fits? × files here?
 
     Peaks are above the idle process, worst of the standard workloads (a 12 MP photo
     included). ``fits`` compares each mode's peak on the binding memory with what is
     free (``free`` or now) less auto's safety margin; ``fits=False`` leaves that
-    column out (for the README, where the reader's machine decides).
+    column out (for the README, where the reader's machine decides). ``files``
+    (:func:`files_here`): add a column naming each mode's missing files and the download
+    that enables it (None: leave it out, as for the README).
     """
     free = _free_now(profile, free) if fits else None
     head = ["mode", "model", "dtype", "peak RAM", "peak VRAM (alloc / reserved)", "s / face", "total s", "weights"]
     if fits:
         head.append("fits?")
+    if files is not None:
+        head.append("files here?")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in MODES:
         m = profile.modes.get(name)
@@ -93,12 +137,16 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
         if free is not None:
             ok, short, have = _fits(m, profile, free)
             row.append("yes" if ok else (f"no ({format_bytes(short)} short)" if have is not None else "no"))
+        if files is not None:
+            lacking = files.modes.get(name, ())
+            row.append(f"no: {enable_text(lacking)}" if lacking else "yes")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
-def _task_cell(t: TaskRow, profile: Profile, free: "Free | None") -> str:
-    """One (task, mode) of :func:`tasks_table`: peak · seconds per face · dtype (· fits), or why not."""
+def _task_cell(t: TaskRow, profile: Profile, free: "Free | None", files: FilesHere | None) -> str:
+    """One (task, mode) of :func:`tasks_table`: peak · seconds per face · dtype (· fits) (· what is
+    missing here), or why not."""
     from gpen_core.modes import TASKS
 
     if t.refused is not None:  # what the engine answered (task_rows.refusal); the modes it names are TASKS'
@@ -114,13 +162,15 @@ def _task_cell(t: TaskRow, profile: Profile, free: "Free | None") -> str:
     have = _have(profile, free) if free is not None else None
     if have is not None:
         cell += " · fits" if fits(t.peak_bytes, have) else " · does not fit now"
-    return cell
+    lacking = files.tasks.get((t.task, t.mode), ()) if files is not None else ()
+    return cell + (f" · {enable_text(lacking)}" if lacking else "")
 
 
-def tasks_table(profile: Profile, free: "Free | None" = None, *, fits: bool = True) -> str:
+def tasks_table(profile: Profile, free: "Free | None" = None, *, fits: bool = True, files: FilesHere | None = None) -> str:
     """GPEN's other tasks per mode, one row per task (its generator and workload), one column per mode;
     "" when the check measured none. ``fits``: also say whether each fits what is free (``free`` or
-    now, less auto's safety margin); False for the README, where the reader's machine decides."""
+    now, less auto's safety margin); False for the README, where the reader's machine decides.
+    ``files`` (:func:`files_here`): also name what each lacks here and the download that enables it."""
     if not profile.tasks:
         return ""
     free = _free_now(profile, free) if fits else None
@@ -129,7 +179,7 @@ def tasks_table(profile: Profile, free: "Free | None" = None, *, fits: bool = Tr
     for task in dict.fromkeys(t.task for t in profile.tasks):
         rows = {t.mode: t for t in profile.tasks if t.task == task}
         first = next(iter(rows.values()))
-        cells = [_task_cell(rows[m], profile, free) if m in rows else "not measured" for m in modes]
+        cells = [_task_cell(rows[m], profile, free, files) if m in rows else "not measured" for m in modes]
         lines.append(f"| `{task}` ({first.model}; {first.workload}) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -168,11 +218,13 @@ def chart_rows(profile: Profile) -> list[dict[str, Any]]:
     return rows
 
 
-def recommendation(profile: Profile, free: "Free | None" = None) -> str:
+def recommendation(profile: Profile, free: "Free | None" = None, files: FilesHere | None = None) -> str:
     """Which mode to use on this machine and what the next better one lacks, in one or two sentences.
 
     Same rule as ``auto``: the highest-ranked mode that pastes faces back and whose
-    measured peak fits the free memory (``free`` or now) less the safety margin.
+    measured peak fits the free memory (``free`` or now) less the safety margin. ``files``
+    (:func:`files_here`): when that mode's files are not all here, name them, the download
+    that enables it, and what ``auto`` runs until then.
     """
     free = _free_now(profile, free)
     where = profile.binding
@@ -186,7 +238,7 @@ def recommendation(profile: Profile, free: "Free | None" = None) -> str:
         short = low.short_bytes if low.runnable else low.need_bytes
         return (
             f"even `{low.mode}` needs {format_bytes(short)} more {where} than you have free ({format_bytes(have)}): "
-            f"close other programs, use smaller photos, or use a machine with more memory{synth}"
+            f"close other programs, use smaller photos, or use a machine with more memory{_files_clause(low.mode, ranked, files)}{synth}"
         )
     best = profile.modes[ranked.best.mode]
     s = f"use `{best.mode}` (peak {format_bytes(best.peak_bytes)} {where}, {format_bytes(have)} free"
@@ -198,7 +250,20 @@ def recommendation(profile: Profile, free: "Free | None" = None) -> str:
         s += f"; `{nxt.mode}` needs {format_bytes(short)} more {where} than you have free"
     else:
         s += "; every mode fits"
-    return s + synth
+    return s + _files_clause(best.mode, ranked, files) + synth
+
+
+def _files_clause(mode: str, ranked: Ranking, files: FilesHere | None) -> str:
+    """'; `quality` is missing …: `python -m gpen_core download …` enables it; until then `auto` runs `balanced`',
+    or '' when ``mode``'s files are all here (or were not checked)."""
+    lacking = files.modes.get(mode, ()) if files is not None else ()
+    if files is None or not lacking:
+        return ""
+    text = f"; `{mode}` is {enable_text(lacking)} enables it"
+    fallback = next((m.mode for m in ranked.modes if m.runnable and m.fits and not files.modes.get(m.mode)), None)
+    if fallback is not None:
+        text += f"; until then `auto` runs `{fallback}`"
+    return text
 
 
 _WEIGHTS = {"real": "real", "synthetic": "random, released architecture", "override": "model-config override"}
@@ -327,8 +392,11 @@ def backends_section(profile: Profile, models_dir: str | os.PathLike[str] | None
 
 
 def format_report(profile: Profile, free: "Free | None" = None, models_dir: str | os.PathLike[str] | None = None) -> str:
-    """Machine facts, the table, notes, the backend comparison and the recommendation: what the CLI prints."""
-    lines = [f"Hardware check ({profile.created}): {machine_line(profile)}", "", format_table(profile, free), ""]
+    """Machine facts, the table, notes, the backend comparison and the recommendation: what the CLI prints.
+    Each mode and task it rates says which of its files the models folder (``models_dir``) lacks now."""
+    files = files_here(profile, models_dir)
+    lines = [f"Hardware check ({profile.created}): {machine_line(profile)}", "",
+             format_table(profile, free, files=files), ""]
     lines += [f"note: {n}" for n in profile.notes]
     where: dict[str, list[str]] = {}  # each distinct note once, with the modes it concerns
     for m in profile.modes.values():
@@ -338,9 +406,9 @@ def format_report(profile: Profile, free: "Free | None" = None, models_dir: str 
     lines += [f"note ({', '.join(ms)}): {n}" for n, ms in where.items()]
     if profile.tasks:
         lines += ["", "GPEN's other tasks (peak above idle · seconds per face · dtype · fits now?):", "",
-                  tasks_table(profile, free)]
+                  tasks_table(profile, free, files=files)]
     section = backends_section(profile, models_dir)
     if section:
         lines += ["", section]
-    lines += ["", "Recommendation: " + recommendation(profile, free)]
+    lines += ["", "Recommendation: " + recommendation(profile, free, files)]
     return "\n".join(lines)

@@ -24,6 +24,7 @@ from gpen_core.modes import MODES, MemoryMode, get_mode
 from gpen_core.hwcheck.workloads import STANDARD, Workload, generator_source, idle_usage
 from gpen_core.hwcheck.backends import plan as plan_backends
 from gpen_core.hwcheck.isolated import ModeFailed, in_child
+from gpen_core.hwcheck.steps import Steps, backend_kinds, task_kinds
 from gpen_core.engine.profile_records import (
     DETECTOR_SYNTHETIC_NOTE,
     BackendCheck,
@@ -187,50 +188,6 @@ def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str
     return finish(check, spec, result, models_dir)
 
 
-def prior_seconds(device: str, models_dir: str | os.PathLike[str] | None) -> dict[str, float]:
-    """Seconds each mode's measurement took in this machine's last saved check (any fingerprint: a
-    time estimate, not a memory figure), keyed by mode; {} when there is none."""
-    from gpen_core.engine.profile_store import load_profile
-
-    try:
-        prof = load_profile(device, models_dir, any_machine=True)
-    except (OSError, ValueError):
-        return {}
-    return {} if prof is None else {n: m.total_s + m.load_s for n, m in prof.modes.items() if not m.failed}
-
-
-class Steps:
-    """The check's progress: the fraction done over its steps (backend pairs, modes, task rows) and the
-    time left (:class:`gpen_core.hwcheck.eta.Eta`: each mode from the last check's time for it, or
-    from the modes measured so far)."""
-
-    def __init__(self, first: int, modes: Sequence[str], tasks: int, report: Progress, prior: dict[str, float]) -> None:
-        from gpen_core.hwcheck.eta import Eta
-
-        self.first, self.total = first, max(1, first + len(modes) + tasks)
-        self.report = report
-        self.eta = Eta(list(modes), prior)  # the backends and the task rows are not timed ahead: modes dominate
-
-    def start(self) -> None:
-        """The next mode's measurement begins."""
-        self.eta.start()
-
-    def done(self) -> None:
-        """The running mode's measurement has ended."""
-        self.eta.finish()
-
-    def say(self, fraction: float, text: str) -> None:
-        from gpen_core.hwcheck.eta import left_text
-
-        running = self.eta.started and len(self.eta.finished) < len(self.eta.plan)
-        left = left_text(self.eta.left()) if running else ""
-        self.report(min(1.0, fraction / self.total), text + (f" — {left}" if left else ""))
-
-    def part(self, start: float, weight: float) -> Progress:
-        """A Progress for a part of the check: its own 0..1 mapped onto ``weight`` steps from ``start``."""
-        return lambda f, d: self.say(start + f * weight, d)
-
-
 def _measure_modes(specs: Sequence[dict[str, Any]], isolate: bool, free_binding: int | None, steps: Steps) -> dict[str, ModeProfile]:
     """Each mode's spec measured (in a worker process when ``isolate``); a mode that runs out of memory is
     recorded as needing more than was free, and the check goes on."""
@@ -239,7 +196,6 @@ def _measure_modes(specs: Sequence[dict[str, Any]], isolate: bool, free_binding:
     results: dict[str, ModeProfile] = {}
     for i, spec in enumerate(specs):
         step = steps.part(steps.first + i, 1)
-        steps.start()
         step(0.0, f"{spec['mode']}: starting")
         try:
             if isolate:
@@ -252,7 +208,6 @@ def _measure_modes(specs: Sequence[dict[str, Any]], isolate: bool, free_binding:
             if isolate or not (is_oom(exc) or type(exc).__name__ == "ResourceError"):
                 raise
             results[spec["mode"]] = failed_mode(spec, f"out of memory: {exc}", free_binding)
-        steps.done()
     return results
 
 
@@ -305,11 +260,13 @@ def _measure_everything(
         mdir = None if models_dir is None else str(models_dir)
         bspec, bcheck = plan_backends(wanted, specs, configs, dev, backend_opts[0], mdir, backend_opts[1])
         # Backends first: the modes are then measured with the backend `auto` now picks, and a
-        # conversion they would need is already cached. They weigh one step per generator.
-        first = len(bspec["pairs"]) if bspec else 0
-        steps = Steps(first, [s["mode"] for s in specs], len(tspecs), report, prior_seconds(dev, models_dir))
+        # conversion they would need is already cached. Each network they time is a step.
+        from gpen_core.runtimes.openvino.generator import speed_records
+
+        first = backend_kinds(bspec, tuple(speed_records(mdir)))
+        steps = Steps([*first, *(s["mode"] for s in specs), *task_kinds(tspecs)], len(first), report)
         if bspec is not None:
-            bcheck = _compare_backends(bspec, bcheck, mdir, isolate, steps.part(0, first))
+            bcheck = _compare_backends(bspec, bcheck, mdir, isolate, steps.part(0, len(first)))
         results = _measure_modes(specs, isolate, free_binding, steps)
         task_rows += measure_tasks(tspecs, isolate, free_binding, steps.part(steps.first + len(specs), len(tspecs)))
     return specs, results, bcheck, task_rows

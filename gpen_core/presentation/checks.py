@@ -70,7 +70,7 @@ def run_check(device: str, allowed: bool, progress: Progress, restores_done: Cal
     t0, done0 = time.monotonic(), restores_done()
     prof = runner.run_profile(device=device, command=COMMAND,
                               progress=lambda f, d: progress(f, ui.check_progress_text(d, time.monotonic() - t0, last)))
-    md = ui.profile_markdown(prof, verdict(device))
+    md = ui.profile_markdown(prof, verdict(device), files=report.files_here(prof))
     md += ("\n\n" + report.backends_section(prof)) if prof.backends else ""  # torch vs OpenVINO, what auto runs
     if device.startswith("cuda"):  # "does my GPU set-up work?": every network built and run on it
         from gpen_core.hwcheck.selfcheck import run_selfcheck
@@ -103,7 +103,8 @@ def saved_check(device: str, allowed: bool) -> SavedCheck:
     from gpen_core.hwcheck import report
 
     backends = ("\n\n" + report.backends_section(prof)) if prof.backends else ""
-    return SavedCheck(f"{when}\n\n" + ui.profile_markdown(prof, verdict(device)) + backends, ui.profile_chart(prof),
+    md = ui.profile_markdown(prof, verdict(device), files=report.files_here(prof))
+    return SavedCheck(f"{when}\n\n" + md + backends, ui.profile_chart(prof),
                       label, enabled)
 
 

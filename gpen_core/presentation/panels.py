@@ -407,11 +407,12 @@ def error_markdown(title: str, message: str) -> str:
 
 # ----------------------------------------------------------- hardware check
 
-# The check's wall time when no earlier run on this machine says better: each mode in a
-# fresh process, three workloads each. 149 s was measured on a busy 2-core CPU.
-CHECK_ESTIMATE = ("up to 6 minutes on a 2-core CPU (on a busy one: 149 s for the modes, about 80 s for GPEN's other "
-                  "tasks, and, where OpenVINO runs their 1024 px network faster, once about 2 minutes to convert it: measured on an "
-                  "AMD Zen 4), well under a minute on a GPU")
+# The check's wall time when no earlier run on this machine says better, as measured on the project's
+# Intel Xeon with AMX, 2 cores shared with other work (docs/performance.md, "How long the hardware
+# check takes"): 490 to 890 s with a fresh models folder, 400 s once the conversions were cached.
+CHECK_ESTIMATE = ("8 to 15 minutes on a busy 2-core CPU the first time (about half of it converting the networks to "
+                  "OpenVINO and timing them against PyTorch), about 7 minutes once those conversions are cached, well "
+                  "under a minute on a GPU; from its first step on it shows the time left here")
 
 HARDWARE_INTRO = (
     "#### How much memory do I need?\n"
@@ -432,9 +433,10 @@ def check_duration_text(last_seconds: float | None) -> str:
 
 
 def check_progress_text(desc: str, elapsed_s: float, last_seconds: float | None) -> str:
-    """The progress line while the check runs: the step, the time so far and what to expect."""
-    expect = f"the last check took {last_seconds:.0f} s" if last_seconds is not None else "expect up to 6 min on 2 CPU cores"
-    return f"{desc} · {elapsed_s:.0f} s so far ({expect})"
+    """The progress line while the check runs: the step (with the time left, measured from its first
+    step on, :mod:`gpen_core.hwcheck.steps`), the time so far and the last check's time when known."""
+    last = f" (the last check took {last_seconds:.0f} s)" if last_seconds is not None else ""
+    return f"{desc} · {elapsed_s:.0f} s so far{last}"
 
 
 def last_check_seconds(profile: Any) -> float | None:
@@ -446,25 +448,27 @@ def last_check_seconds(profile: Any) -> float | None:
     return None
 
 
-def profile_markdown(profile: Any, verdict: str, free: Any = None) -> str:
+def profile_markdown(profile: Any, verdict: str, free: Any = None, files: Any = None) -> str:
     """The hardware check as Markdown: the verdict (what will run, from gpen_core.presentation.readiness:
-    files and memory together), the memory-only reading, the table, machine facts and notes."""
+    files and memory together), the memory-only reading, the table, machine facts and notes. ``files``
+    (``report.files_here``): what each rated mode and task lacks here, named with its download."""
     from gpen_core.hwcheck import report as prof
 
     lines = [
         f"**Recommendation:** {no_strike(verdict)}.",
         "",
-        f"Memory alone: {prof.recommendation(profile, free)}.",
+        f"Memory alone: {prof.recommendation(profile, free, files)}.",
         "",
-        prof.format_table(profile, free),
+        prof.format_table(profile, free, files=files),
         "",
-        *([f"GPEN's other tasks (peak · s/face · dtype · fits now?):\n\n{prof.tasks_table(profile, free)}", ""]
+        *([f"GPEN's other tasks (peak · s/face · dtype · fits now?):\n\n{prof.tasks_table(profile, free, files=files)}", ""]
           if getattr(profile, "tasks", ()) else []),
         f"Measured {profile.created} on {prof.machine_line(profile)}.",
         "Peaks are above the idle process, the worst of the three workloads; *fits?* compares them with "
         "the memory free now, less a 20 % safety margin. *weights* says what the measurement ran with "
-        "(random weights stand in for files not downloaded: same memory and time); the weights panel on "
-        "the Restore tab says which files you have.",
+        "(random weights stand in for files not downloaded: same memory and time); *files here?* names "
+        "the files a mode lacks in the models folder now and the command that fetches them (the weights "
+        "panel on the Restore tab names the same files).",
         "",
     ]
     lines += [f"- {markdown_text(n)}" for n in profile.notes]

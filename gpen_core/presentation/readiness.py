@@ -25,13 +25,9 @@ from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MODES, MemoryMode
 from gpen_core.weights import missing as _missing
 from gpen_core.weights.missing import APPROX_BYTES  # noqa: F401  (re-exported: the panel's size table)
+# The files each mode loads: the weights room's one list, which the hardware check's report reads too.
+from gpen_core.weights.missing import mode_files
 
-
-# Which registry file a detector name loads (options.DETECTOR_WEIGHTS; asserted equal in tests).
-DETECTOR_FILES: dict[str, str] = {
-    "mobilenet0.25": "retinaface-mobilenet0.25",
-    "resnet50": "retinaface-resnet50",
-}
 
 # What people call each file in a sentence.
 LABELS: dict[str, str] = {
@@ -154,18 +150,6 @@ def files_from_status(statuses: Iterable[StatusLike]) -> dict[str, FileState]:
 
 def _registry_size(name: str) -> tuple[int | None, bool]:
     return _missing.download_size(name)
-
-
-def mode_files(mode: MemoryMode, model: str | None = None, detector: str | None = None, *, aligned: bool = False) -> tuple[str, ...]:
-    """Registry names (or a checkpoint name) a request in ``mode`` loads.
-
-    ``model``/``detector`` are the Advanced overrides; an aligned face skips detection.
-    ParseNet is optional (GPEN's rectangle mask is used without it) and not listed.
-    """
-    names = [model or mode.model]
-    if not aligned:
-        names.append(DETECTOR_FILES[detector or mode.detector])
-    return tuple(names)
 
 
 # ------------------------------------------------------------------ the rule

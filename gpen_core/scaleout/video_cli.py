@@ -47,7 +47,7 @@ def restore_if_segmented(args: argparse.Namespace, src: Path, dst: Path, restore
         return False
     result = restore_segmented(args, src, dst, restorer, options, VideoBar(src.name))
     emit({"input": str(src), "status": "ok", "output": str(dst), "video": result.to_json()})
-    print_segmented(src, result)
+    print_segmented(src, result, json_records=bool(getattr(args, "json", False)))
     return True
 
 
@@ -129,10 +129,11 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
             manifest.close()
 
 
-def print_segmented(src: Path, r: Any) -> None:
-    """The human summary on stderr."""
+def print_segmented(src: Path, r: Any, json_records: bool = False) -> None:
+    """The human summary of a clip restored in segments, where a whole clip's goes
+    (:func:`gpen_core.video.command.print_summary`: stdout, stderr beside ``--json`` records)."""
+    from gpen_core.video.command import print_summary
+
     kept = f", {r.segments_kept} kept from an earlier run" if r.segments_kept else ""
-    print(f"\n{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s) in {r.segments} segments{kept}, audio {r.audio}, "
-          f"{r.total_s:.1f} s (join {r.join_s:.1f} s)", file=sys.stderr)
-    for note in r.notes:
-        print(f"  note: {note}", file=sys.stderr)
+    print_summary(f"{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s) in {r.segments} segments{kept}, "
+                  f"audio {r.audio}, {r.total_s:.1f} s (join {r.join_s:.1f} s)", r.notes, json_records)

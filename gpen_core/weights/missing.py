@@ -8,11 +8,13 @@ them. Torch-free and network-free.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from gpen_core.errors import WeightsError
-from gpen_core.weights.registry import REGISTRY, WeightSpec
+from gpen_core.modes import MemoryMode
+from gpen_core.options import DETECTOR_WEIGHTS
+from gpen_core.weights.registry import REGISTRY, WeightSpec, WeightStatus
 
 # Download sizes where the registry has none published: the float32 state dict of the
 # documented architecture (parameters + buffers, counted on the meta device), so an
@@ -24,6 +26,26 @@ APPROX_BYTES: dict[str, int] = {
     "GPEN-BFR-2048": 285_180_804,
     "ParseNet-latest": 85_279_864,  # facexlib's file of the same network is 85_331_193
 }
+
+
+def mode_files(mode: MemoryMode, model: str | None = None, detector: str | None = None, *, aligned: bool = False) -> tuple[str, ...]:
+    """Registry names (or a checkpoint name) a request in ``mode`` loads, generator first.
+
+    The one list the weights panel, the mode labels and the hardware check's report read, so
+    they name the same files. ``model``/``detector``: the Advanced overrides or a task's
+    generator; an aligned face skips detection. ParseNet is optional (GPEN's rectangle mask
+    is used without it) and not listed.
+    """
+    names = [model or mode.model]
+    if not aligned:
+        names.append(DETECTOR_WEIGHTS[detector or mode.detector])
+    return tuple(names)
+
+
+def unusable(statuses: Iterable[WeightStatus]) -> frozenset[str]:
+    """The registry names of ``weights.status()`` rows that a load would fail on: missing, or
+    present and failing verification (a corrupt file counts as missing)."""
+    return frozenset(s.name for s in statuses if not s.present or s.verified is False)
 
 
 def download_size(name: str) -> tuple[int | None, bool]:
