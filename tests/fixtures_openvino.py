@@ -10,7 +10,9 @@ note, its time, the memory guard before it) converts for itself.
 
 ``name``: a reference under ../shared/reference (``gpen_tiny64``, ``gpen_bfr256_random``), whose
 checkpoint a test writes as ``<name>.pth`` with float32 values (the same bytes, so the same cache
-key), or ``synthetic-mobilenet0.25`` (the hardware check's random-weight detector).
+key); ``synthetic-mobilenet0.25`` (the hardware check's random-weight detector); or
+``tiny-override-256`` (the checkpoint the hardware check writes for a ``{"GPEN-BFR-256": TINY}``
+model-config override: the same file name and bytes in whichever temporary folder it writes it).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .conftest import shared_path
 
 REFERENCES = ("gpen_tiny64", "gpen_bfr256_random")
 SYNTHETIC_DETECTOR = "synthetic-mobilenet0.25"
+TINY_OVERRIDE = "tiny-override-256"
 
 
 def reference_checkpoint(name: str, folder: Path) -> Path:
@@ -52,12 +55,18 @@ class ConvertedIRs:
         home.mkdir(parents=True)
         if name in REFERENCES:
             ov_generator.convert(reference_checkpoint(name, home), models_dir=home)
+        elif name == TINY_OVERRIDE:
+            from gpen_core.hwcheck import runner
+
+            from .factories import TINY
+
+            ov_generator.convert(runner._write_overrides({"GPEN-BFR-256": TINY}, home)["GPEN-BFR-256"], models_dir=home)
         elif name == SYNTHETIC_DETECTOR:
             from gpen_core.engine.backends import openvino_detector
 
             openvino_detector(None, "mobilenet0.25", models_dir=home)
         else:
-            raise ValueError(f"no conversion named {name!r}; known: {', '.join((*REFERENCES, SYNTHETIC_DETECTOR))}")
+            raise ValueError(f"no conversion named {name!r}; known: {', '.join((*REFERENCES, SYNTHETIC_DETECTOR, TINY_OVERRIDE))}")
         return home
 
     def seed(self, name: str, models_dir: Path | None = None) -> Path:

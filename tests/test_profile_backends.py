@@ -20,6 +20,7 @@ from gpen_core.engine import profile_store as store
 from gpen_core.hwcheck.workloads import Workload
 
 from .factories import TINY
+from .fixtures_openvino import ConvertedIRs
 from .fixtures_profile import IsolatedRun
 
 CONFIGS = {"GPEN-BFR-256": TINY, "GPEN-BFR-512": TINY}
@@ -112,8 +113,10 @@ def test_the_comparison_is_saved_with_the_profile(compared: tuple[records.Profil
 
 
 @needs_openvino
-def test_cli_no_backends_records_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], one_thread: None) -> None:
+def test_cli_no_backends_records_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        one_thread: None, converted_ir: ConvertedIRs) -> None:
     real = runner.run_profile
+    converted_ir.seed("tiny-override-256", tmp_path)  # what is recorded is tested here, not the conversion (the fixture above)
 
     def tiny(*a: Any, backends: bool | None = None, **k: Any) -> records.Profile:
         # the CLI passes None (compare) or False (--no-backends); tiny overrides need True to compare
