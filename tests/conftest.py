@@ -14,6 +14,9 @@ SHARED = Path(os.environ.get("GPEN_SHARED", ROOT.parent / "shared"))
 # workers started before any test's own settings included: what runs must not depend on the
 # CPU the suite runs on (tests of the defaults turn them back on).
 os.environ["GPEN_OPENVINO_DEFAULTS"] = "0"
+# Session fixtures more than one module uses live in these modules, loaded once here: imported into
+# each test module instead, a session fixture runs once per module.
+pytest_plugins = ["tests.fixtures_profile", "tests.fixtures_openvino"]
 
 
 def shared_path(*parts: str) -> Path:

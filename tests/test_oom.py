@@ -54,17 +54,43 @@ CHILD = textwrap.dedent(
 )
 
 
-def _run(budget_bytes: float, mode: str, lift: bool = False) -> dict:
+# name → (address-space budget above the warmed-up process, mode asked, whether the cap is lifted after)
+CAPPED = {"steps_down": (450e6, "quality", False), "lightest": (20e6, "low", True)}
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Each CAPPED child's RESULT, the two run side by side (RLIMIT_AS is each process's own)."""
+    folder = tmp_path_factory.mktemp("oom")
     env = dict(os.environ, GPEN_FREE_RAM_BYTES=str(64e9), PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-c", CHILD, str(budget_bytes), mode, "lift" if lift else "keep"], capture_output=True, text=True, env=env, timeout=300)
-    line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
-    assert line, f"child failed (rc {p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
-    return json.loads(line[len("RESULT ") :])
+    running = {}
+    for name, (budget, mode, lift) in CAPPED.items():  # output to files: a full pipe would stall one child
+        with open(folder / f"{name}.out", "w") as out, open(folder / f"{name}.err", "w") as err:
+            running[name] = subprocess.Popen([sys.executable, "-c", CHILD, str(budget), mode, "lift" if lift else "keep"],
+                                             stdout=out, stderr=err, text=True, env=env)
+    results = {}
+    for name, p in running.items():
+        try:
+            p.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        stdout, stderr = (folder / f"{name}.out").read_text(), (folder / f"{name}.err").read_text()
+        line = next((l for l in stdout.splitlines() if l.startswith("RESULT ")), None)
+        results[name] = json.loads(line[len("RESULT ") :]) if line else {
+            "failed": f"child failed (rc {p.returncode}):\n{stdout[-2000:]}\n{stderr[-3000:]}"}
+    return results
+
+
+def _run(capped: dict[str, dict], name: str) -> dict:
+    out = capped[name]
+    assert "failed" not in out, out.get("failed")
+    return out
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS memory budgets need Linux")
-def test_oom_steps_down_to_a_mode_that_fits_and_the_next_request_runs() -> None:
-    out = _run(450e6, "quality")
+def test_oom_steps_down_to_a_mode_that_fits_and_the_next_request_runs(capped: dict[str, dict]) -> None:
+    out = _run(capped, "steps_down")
     first = out["first"]
     assert "error" not in first, first
     assert first["mode"] == "low"
@@ -73,8 +99,8 @@ def test_oom_steps_down_to_a_mode_that_fits_and_the_next_request_runs() -> None:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS memory budgets need Linux")
-def test_oom_in_the_lightest_mode_is_a_clear_error_and_the_server_survives() -> None:
-    out = _run(20e6, "low", lift=True)
+def test_oom_in_the_lightest_mode_is_a_clear_error_and_the_server_survives(capped: dict[str, dict]) -> None:
+    out = _run(capped, "lightest")
     err = out["first"]["error"]
     # Under a cap the cap ran out, whatever the photo: the advice says so and names the limit,
     # and says nothing about a server (the library does not know it runs in one).

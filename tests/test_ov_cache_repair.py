@@ -21,6 +21,7 @@ import torch
 from gpen_core.runtimes.openvino import base
 
 from .conftest import shared_path
+from .fixtures_openvino import ConvertedIRs
 
 pytestmark = pytest.mark.skipif(base.openvino_version() is None, reason="needs OpenVINO (requirements.txt)")
 
@@ -110,11 +111,12 @@ def test_a_truncated_bin_is_set_aside_not_loaded_forever(tmp_path: Path, recorde
     assert sorted(p.name for p in final.parent.iterdir()) == []
 
 
-def test_restorer_runs_torch_once_on_a_damaged_entry_then_converts_again(tmp_path: Path) -> None:
+def test_restorer_runs_torch_once_on_a_damaged_entry_then_converts_again(tmp_path: Path, converted_ir: ConvertedIRs) -> None:
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
 
     ckpt, models = _tiny_checkpoint(tmp_path), tmp_path / "models"
+    converted_ir.seed("gpen_tiny64", models)  # a sound entry first, as a first use leaves it
     face = (np.random.default_rng(0).random((64, 64, 3)) * 255).astype(np.uint8)
     opts = RestoreOptions(backend="openvino", mode="low", aligned=True, model=str(ckpt))
     assert Restorer(models_dir=models)(face, opts).backend == "openvino"

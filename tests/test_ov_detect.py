@@ -11,6 +11,7 @@ import pytest
 from gpen_core.runtimes.openvino import base as ov_runtime
 
 from .conftest import shared_path
+from .fixtures_openvino import ConvertedIRs
 
 pytestmark = pytest.mark.skipif(ov_runtime.openvino_version() is None, reason="needs OpenVINO (pip install openvino)")
 
@@ -129,11 +130,12 @@ def test_the_cache_is_reused_without_torch_network(tmp_path: Path) -> None:
         np.testing.assert_array_equal(a, b)
 
 
-def test_auto_follows_the_recorded_measurement(tmp_path: Path) -> None:
+def test_auto_follows_the_recorded_measurement(tmp_path: Path, converted_ir: ConvertedIRs) -> None:
     from gpen_core.runtimes.openvino import generator as ov_backend
     from gpen_core.engine.model_cache import ModelCache
     from gpen_core.options import RestoreOptions
 
+    converted_ir.seed("synthetic-mobilenet0.25", tmp_path)  # the conversion is the test above's subject, not this one's
     cache = ModelCache(tmp_path, synthetic_weights=True)
     auto = RestoreOptions(backend="auto")
     notes: list[str] = []
@@ -157,7 +159,7 @@ def test_openvino_detector_refuses_a_gpu_device() -> None:
         FaceDetector(None, "mobilenet0.25", "cuda:0", runner=object())
 
 
-def test_low_loads_no_openvino_runtime_under_auto(tmp_path: Path) -> None:
+def test_low_loads_no_openvino_runtime_under_auto(tmp_path: Path, converted_ir: ConvertedIRs) -> None:
     """``low`` keeps a faster-on-OpenVINO detector and generator on torch under ``auto``
     (OpenVINO's runtime costs more memory than this mode trades for speed) and says why; the
     other modes follow each network's own measurement; asked for by name, OpenVINO runs in low too."""
@@ -166,6 +168,7 @@ def test_low_loads_no_openvino_runtime_under_auto(tmp_path: Path) -> None:
     from gpen_core.modes import MODES
     from gpen_core.options import RestoreOptions
 
+    converted_ir.seed("synthetic-mobilenet0.25", tmp_path)
     cache = ModelCache(tmp_path, synthetic_weights=True)
     auto = RestoreOptions(backend="auto")
     ov_backend.record_speed(1000, "float32", 0.30, 0.10, models_dir=tmp_path, source="test", network="retinaface-mobilenet0.25")

@@ -20,6 +20,8 @@ from gpen_core.engine import profile_store as store
 from gpen_core.hwcheck.workloads import Workload
 
 from .factories import TINY
+from .fixtures_openvino import ConvertedIRs
+from .fixtures_profile import IsolatedRun
 
 CONFIGS = {"GPEN-BFR-256": TINY, "GPEN-BFR-512": TINY}
 FACE = (Workload("face", "aligned face", 64, 64, 1, aligned=True),)
@@ -111,8 +113,10 @@ def test_the_comparison_is_saved_with_the_profile(compared: tuple[records.Profil
 
 
 @needs_openvino
-def test_cli_no_backends_records_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], one_thread: None) -> None:
+def test_cli_no_backends_records_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        one_thread: None, converted_ir: ConvertedIRs) -> None:
     real = runner.run_profile
+    converted_ir.seed("tiny-override-256", tmp_path)  # what is recorded is tested here, not the conversion (the fixture above)
 
     def tiny(*a: Any, backends: bool | None = None, **k: Any) -> records.Profile:
         # the CLI passes None (compare) or False (--no-backends); tiny overrides need True to compare
@@ -226,12 +230,11 @@ def _empty_profile() -> dict[str, Any]:
 
 
 @needs_openvino
-def test_in_a_worker_process_the_comparison_reports_back(tmp_path: Path, one_thread: None) -> None:
-    seen: list[str] = []
-    prof = runner.run_profile(modes=["low"], models_dir=tmp_path, workloads=FACE, model_configs={"GPEN-BFR-256": TINY},
-                              save=False, backends=True, progress=lambda f, d: seen.append(d))
+def test_in_a_worker_process_the_comparison_reports_back(isolated_low_profile: IsolatedRun) -> None:
+    # The session's isolated check of low (tests/fixtures_profile.py), which test_profile.py reads too.
+    prof, seen, home = isolated_low_profile.profile, isolated_low_profile.progress, isolated_low_profile.home
     assert prof.isolated and prof.backends is not None and prof.backends.skipped is None
     (row,) = prof.backends.rows
     assert row.recorded and row.torch_s and row.openvino_s and row.convert_s
     assert any("OpenVINO: converted in" in d for d in seen)  # the worker's progress reached the parent
-    assert ov_backend.choose_backend("auto", 64, "float32", models_dir=tmp_path)[0] == row.faster
+    assert ov_backend.choose_backend("auto", 64, "float32", models_dir=home)[0] == row.faster
