@@ -70,3 +70,34 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="session")
+def face_clip_and_reference(tmp_path_factory: pytest.TempPathFactory, gen256: Path) -> tuple[Path, Path]:
+    """(the segment tests' clip, its uninterrupted restore): ``tests.test_video_resume.face_clip`` (three 1 s
+    segments, a face, AAC audio) restored by the plain command, ``restore --mode low --segments
+    --segment-seconds 1``, in this process on one torch thread, once per session. The run killed and
+    resumed (test_video_resume) and the Ray workers' run (test_ray) are both compared with it."""
+    pytest.importorskip("av")
+    import torch
+
+    from gpen_core.cli import main
+
+    from .test_video_resume import face_clip
+
+    detector = shared_path("weights", "detection_mobilenet0.25_Final.pth")
+    tmp = tmp_path_factory.mktemp("face_clip")
+    home = tmp / "models"  # the low mode's files: the session's random GPEN-BFR-256, the real detector
+    home.mkdir()
+    (home / "GPEN-BFR-256.pth").symlink_to(gen256)
+    (home / detector.name).symlink_to(detector)
+    src, ref = face_clip(tmp), tmp / "ref.mp4"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        code = main(["restore", str(src), "-o", str(ref), "--mode", "low", "--segments", "--segment-seconds", "1",
+                     "--models-dir", str(home), "--json"])
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 0 and ref.is_file()
+    return src, ref
