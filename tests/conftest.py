@@ -16,6 +16,64 @@ SHARED = Path(os.environ.get("GPEN_SHARED", ROOT.parent / "shared"))
 os.environ["GPEN_OPENVINO_DEFAULTS"] = "0"
 
 
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-sync"]
+
+
+class _Chromium:
+    """One Chromium for a run of consecutive browser tests (each test opens its own page, a context of its own).
+
+    Closed as soon as the next test needs no browser: Playwright's sync API leaves its event loop marked
+    as running in this thread between calls, so a later ``asyncio.run`` would refuse to start while it lives.
+    """
+
+    def __init__(self) -> None:
+        self._manager: object | None = None
+        self._browser: object | None = None
+
+    def get(self) -> object:
+        if self._browser is None:
+            from playwright.sync_api import sync_playwright
+
+            manager = sync_playwright()
+            playwright = manager.__enter__()
+            try:
+                self._browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            except BaseException:
+                manager.__exit__(None, None, None)
+                raise
+            self._manager = manager
+        return self._browser
+
+    def close(self) -> None:
+        browser, manager, self._browser, self._manager = self._browser, self._manager, None, None
+        try:
+            if browser is not None:
+                browser.close()  # type: ignore[attr-defined]
+        finally:
+            if manager is not None:
+                manager.__exit__(None, None, None)  # type: ignore[attr-defined]
+
+
+_CHROMIUM = _Chromium()
+
+
+@pytest.fixture()
+def browser() -> object:
+    """Debian's Chromium driven by Playwright (never ``playwright install``), shared by consecutive browser tests."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"needs Debian's Chromium at {CHROMIUM} (apt-get install chromium; scripts/setup.sh --dev)")
+    pytest.importorskip("playwright.sync_api", reason="needs the playwright package (requirements-dev.txt)")
+    return _CHROMIUM.get()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if nextitem is None or "browser" not in getattr(nextitem, "fixturenames", ()):
+        _CHROMIUM.close()
+
+
 def shared_path(*parts: str) -> Path:
     """Path under ../shared, or skip the test naming what is missing."""
     p = SHARED.joinpath(*parts)
