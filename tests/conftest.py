@@ -19,6 +19,64 @@ os.environ["GPEN_OPENVINO_DEFAULTS"] = "0"
 pytest_plugins = ["tests.fixtures_profile", "tests.fixtures_openvino"]
 
 
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-sync"]
+
+
+class _Chromium:
+    """One Chromium for a run of consecutive browser tests (each test opens its own page, a context of its own).
+
+    Closed as soon as the next test needs no browser: Playwright's sync API leaves its event loop marked
+    as running in this thread between calls, so a later ``asyncio.run`` would refuse to start while it lives.
+    """
+
+    def __init__(self) -> None:
+        self._manager: object | None = None
+        self._browser: object | None = None
+
+    def get(self) -> object:
+        if self._browser is None:
+            from playwright.sync_api import sync_playwright
+
+            manager = sync_playwright()
+            playwright = manager.__enter__()
+            try:
+                self._browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            except BaseException:
+                manager.__exit__(None, None, None)
+                raise
+            self._manager = manager
+        return self._browser
+
+    def close(self) -> None:
+        browser, manager, self._browser, self._manager = self._browser, self._manager, None, None
+        try:
+            if browser is not None:
+                browser.close()  # type: ignore[attr-defined]
+        finally:
+            if manager is not None:
+                manager.__exit__(None, None, None)  # type: ignore[attr-defined]
+
+
+_CHROMIUM = _Chromium()
+
+
+@pytest.fixture()
+def browser() -> object:
+    """Debian's Chromium driven by Playwright (never ``playwright install``), shared by consecutive browser tests."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"needs Debian's Chromium at {CHROMIUM} (apt-get install chromium; scripts/setup.sh --dev)")
+    pytest.importorskip("playwright.sync_api", reason="needs the playwright package (requirements-dev.txt)")
+    return _CHROMIUM.get()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if nextitem is None or "browser" not in getattr(nextitem, "fixturenames", ()):
+        _CHROMIUM.close()
+
+
 def shared_path(*parts: str) -> Path:
     """Path under ../shared, or skip the test naming what is missing."""
     p = SHARED.joinpath(*parts)
@@ -73,3 +131,34 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="session")
+def face_clip_and_reference(tmp_path_factory: pytest.TempPathFactory, gen256: Path) -> tuple[Path, Path]:
+    """(the segment tests' clip, its uninterrupted restore): ``tests.test_video_resume.face_clip`` (three 1 s
+    segments, a face, AAC audio) restored by the plain command, ``restore --mode low --segments
+    --segment-seconds 1``, in this process on one torch thread, once per session. The run killed and
+    resumed (test_video_resume) and the Ray workers' run (test_ray) are both compared with it."""
+    pytest.importorskip("av")
+    import torch
+
+    from gpen_core.cli import main
+
+    from .test_video_resume import face_clip
+
+    detector = shared_path("weights", "detection_mobilenet0.25_Final.pth")
+    tmp = tmp_path_factory.mktemp("face_clip")
+    home = tmp / "models"  # the low mode's files: the session's random GPEN-BFR-256, the real detector
+    home.mkdir()
+    (home / "GPEN-BFR-256.pth").symlink_to(gen256)
+    (home / detector.name).symlink_to(detector)
+    src, ref = face_clip(tmp), tmp / "ref.mp4"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        code = main(["restore", str(src), "-o", str(ref), "--mode", "low", "--segments", "--segment-seconds", "1",
+                     "--models-dir", str(home), "--json"])
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 0 and ref.is_file()
+    return src, ref

@@ -65,19 +65,26 @@ def small_solvay(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture()
-def served(task_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    """The app served in this process, once for the module (it reads the models folder per request)."""
     import app
 
     from .test_app_client import free_port
 
-    monkeypatch.setenv("GPEN_HOME", str(task_home))
-    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(32 * 10**9))
     _, url, _ = app.demo.launch(server_port=free_port(), prevent_thread_lock=True, quiet=True, **app.launch_options())
     try:
         yield url
     finally:
         app.demo.close()
+
+
+@pytest.fixture()
+def served(server_url: str, task_home: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The module's server, its requests in this test reading the task networks' folder with plenty of memory free."""
+    monkeypatch.setenv("GPEN_HOME", str(task_home))
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(32 * 10**9))
+    return server_url
 
 
 def test_gradio_client_colorizes_and_inpaints_with_a_mask_layer(served: str, small_solvay: Path, tmp_path: Path) -> None:
@@ -102,16 +109,12 @@ def test_gradio_client_colorizes_and_inpaints_with_a_mask_layer(served: str, sma
 
 
 @pytest.mark.browser
-def test_chromium_inpaints_strokes_drawn_with_the_mouse_and_colorizes(served: str, small_solvay: Path, tmp_path: Path) -> None:
-    chromium = Path("/usr/bin/chromium")
-    if not chromium.exists():
-        pytest.skip(f"needs Debian's Chromium at {chromium}")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package (requirements-dev.txt)")
+def test_chromium_inpaints_strokes_drawn_with_the_mouse_and_colorizes(browser, served: str, small_solvay: Path,
+                                                                      tmp_path: Path) -> None:
     shots = Path(os.environ["GPEN_SHOTS"]) if os.environ.get("GPEN_SHOTS") else tmp_path
     shots.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(chromium), args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    try:
         page.goto(served)
         page.get_by_text("Memory mode", exact=True).wait_for()
         page.locator("input[type=file]").first.set_input_files(str(small_solvay))
@@ -120,7 +123,14 @@ def test_chromium_inpaints_strokes_drawn_with_the_mouse_and_colorizes(served: st
         page.locator("#task-radio label", has_text="Repair damaged").click()
         page.locator("#damage-editor").wait_for()
         page.locator("#weights").get_by_text("GPEN-Inpainting-1024").first.wait_for(timeout=60_000)
-        page.wait_for_timeout(3000)  # the photo loads into the editor's canvas
+        # The photo is in the editor's canvas once the editor has zoomed to fit it (from its empty canvas's 45 %
+        # to about 95 % here): the 440x280 photo then spans most of the canvas's width or height.
+        page.wait_for_function("""() => {
+          const c = document.querySelector('#damage-editor canvas'), z = document.querySelector('#damage-editor .zoom-number');
+          if (!c || !z) return false;
+          const zoom = parseFloat(z.innerText) / 100, r = c.getBoundingClientRect();
+          return zoom * 440 >= 0.8 * r.width || zoom * 280 >= 0.8 * r.height;
+        }""", timeout=60_000)
         page.locator("#damage-editor button[aria-label='Brush']").click()
         box = page.locator("#damage-editor canvas").first.bounding_box()
         zoom = float(page.locator("#damage-editor .zoom-number").inner_text().strip().rstrip("%")) / 100
@@ -146,4 +156,5 @@ def test_chromium_inpaints_strokes_drawn_with_the_mouse_and_colorizes(served: st
         metrics.get_by_text("left the rest of the photo grey").wait_for(timeout=300_000)
         assert "Peak RAM" in metrics.inner_text()
         page.screenshot(path=str(shots / "colorize_result.png"), full_page=True)
-        browser.close()
+    finally:
+        page.close()

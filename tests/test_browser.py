@@ -1,6 +1,7 @@
 """A real browser (Debian's Chromium, driven by Playwright) on the app: the weights story, errors, uploads.
 
-Never runs ``playwright install``: it uses /usr/bin/chromium and skips without it.
+Never runs ``playwright install``: it uses /usr/bin/chromium and skips without it (conftest's ``browser``,
+one Chromium for consecutive browser tests).
 Set GPEN_SCREENSHOT=path to also save the README's first picture there (the detected
 faces and the measured panel of a group photo), and
 GPEN_SHOTS=dir to keep every screenshot this test takes (one per checked view).
@@ -31,29 +32,15 @@ from .test_app_client import free_port
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync"]
 EXAMPLE = ROOT / "examples" / "astronaut_low_resolution.jpg"
 PAIR = ROOT / "examples" / "pair_faded_print.jpg"
 PLENTY = str(32 * 10**9)
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not CHROMIUM.exists():
-        pytest.skip(f"needs Debian's Chromium at {CHROMIUM} (apt-get install chromium; scripts/setup.sh --dev)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package (requirements-dev.txt)")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@pytest.fixture()
 def page_url() -> Iterator[str]:
+    """The app served in this process, one server per test module: each test opens its own page (its own session),
+    and what a test changes for the server (``GPEN_HOME``, free memory, patched engine calls) it changes per request."""
     _, url, _ = app.demo.launch(server_port=free_port(), prevent_thread_lock=True, quiet=True, **app.launch_options())
     try:
         yield url
@@ -73,6 +60,29 @@ class Shots:
         page.screenshot(path=str(path), full_page=full)
         assert path.stat().st_size > 5_000
         return path
+
+
+# Every image in view loaded (lazy ones out of view never load), and the scroll position and the page's
+# height unchanged for 15 checks 20 ms apart (3 s at most): the result has been scrolled to and painted.
+# Resolves to the milliseconds it waited.
+_SETTLED = """async () => {
+  const t0 = performance.now(), tick = () => new Promise(r => setTimeout(r, 20));
+  const loaded = im => { const r = im.getBoundingClientRect();
+                         return im.complete || r.bottom <= 0 || r.top >= window.innerHeight; };
+  let last = '', same = 0;
+  for (let i = 0; i < 150 && same < 15; i++) {
+    await tick();
+    const now = window.scrollY + ',' + document.documentElement.scrollHeight;
+    same = [...document.images].every(loaded) && now === last ? same + 1 : 0;
+    last = now;
+  }
+  return performance.now() - t0;
+}"""
+
+
+def settle(page) -> float:
+    """Wait until the page is still (images loaded, no scrolling, no growing) instead of a fixed pause; the ms waited."""
+    return page.evaluate(_SETTLED)
 
 
 def _open(page, url: str) -> None:
@@ -222,7 +232,7 @@ def test_upload_restore_and_errors(browser, page_url: str, low_mode_home: Path, 
     assert re.search(r"Peak RAM\s+[\d.]+ (MB|GB)", text), text
     assert re.search(r"Mode\s+low", text), text
     page.locator("a[href*='_gpen_low.jpg']").first.wait_for(state="attached", timeout=30_000)
-    page.wait_for_timeout(1000)  # let the slider and gallery images paint
+    settle(page)  # the slider and gallery images painted
     assert page.locator("img").count() >= 4  # before, after, and at least one face pair
     # the gallery shows every row: no inner scroll box cutting it off
     gallery = page.locator("#faces")
@@ -270,7 +280,7 @@ def test_group_photo_shows_every_detected_face_and_the_measured_panel(browser, p
     overlay.locator("img").first.wait_for(state="visible", timeout=60_000)
     # the official GPEN run finds 29 faces in this photo; every one passes the screen
     assert "Detected faces: 29 kept" in overlay.inner_text(), overlay.inner_text()
-    page.wait_for_timeout(1000)  # let the overlay image paint
+    settle(page)  # the overlay image painted
     shots.take(page, "group_photo_detected_faces")
     if os.environ.get("GPEN_SCREENSHOT"):
         # The measured panel's peaks with the download beside them, over the faces drawn on the photo: the two

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
-from .test_browser import EXAMPLE, PLENTY, Shots, _open, _panel, browser, page_url  # noqa: F401
+from .test_browser import EXAMPLE, PLENTY, Shots, _open, _panel, page_url, settle  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -31,7 +31,7 @@ def _restore(page) -> None:
     page.locator("#restore-button").click()
     page.locator("#metrics").get_by_text("Peak RAM").wait_for(timeout=240_000)
     page.locator("a[href*='_gpen_low.jpg']").first.wait_for(state="attached", timeout=30_000)
-    page.wait_for_timeout(1500)  # the scroll after the result, and the images painting
+    settle(page)  # the scroll after the result, and the images painting
 
 
 def _prepare(browser, url: str, width: int, height: int):  # noqa: F811

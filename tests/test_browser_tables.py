@@ -10,7 +10,7 @@ import pytest
 
 from gpen_core.hwcheck import advice
 
-from .test_browser import Shots, browser, page_url  # noqa: F401
+from .test_browser import Shots, page_url  # noqa: F401
 
 pytestmark = pytest.mark.browser
 

@@ -27,7 +27,7 @@ from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MODES
 
 from .conftest import shared_path
-from .test_browser import EXAMPLE, PLENTY, Shots, _open, _panel, _restore_and_read, browser, page_url  # noqa: F401
+from .test_browser import EXAMPLE, PLENTY, Shots, _open, _panel, _restore_and_read, page_url, settle  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -103,7 +103,7 @@ def test_upscale_2x_shows_the_cost_first_and_gives_twice_the_size(browser, page_
     body = page.request.get(href if href.startswith("http") else page_url.rstrip("/") + "/" + href.lstrip("/")).body()
     with Image.open(io.BytesIO(body)) as result:
         assert result.size == (2 * w, 2 * h)
-    page.wait_for_timeout(1000)  # let the slider and gallery paint
+    settle(page)  # the slider and gallery painted
     # the slider shows the result at full size, and the before-view enlarged to match
     sizes = page.locator("#slider img").evaluate_all("els => els.map(e => [e.naturalWidth, e.naturalHeight])")
     assert sizes and all(s == [2 * w, 2 * h] for s in sizes), sizes

@@ -20,7 +20,7 @@ from gpen_core.presentation.app_state import Policy
 
 from .conftest import shared_path
 from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
-from .test_browser import PLENTY, Shots, _open, browser, page_url  # noqa: F401
+from .test_browser import PLENTY, Shots, _open, page_url, settle  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -71,6 +71,6 @@ def test_a_clip_is_restored_in_the_page_with_the_cap_said_at_upload(browser, pag
     assert video.evaluate("v => [v.videoWidth, v.videoHeight]") == [192, 192]
     page.locator("#video-slider img").first.wait_for(state="visible", timeout=30_000)
     assert page.locator("#video-slider img").count() >= 2  # the chosen frame, before and after
-    page.wait_for_timeout(1000)
+    settle(page)  # the frame pair painted
     shots.take(page, "video_tab_restored", full=True)
     page.close()

@@ -269,8 +269,13 @@ def test_zerogpu_duration_grows_with_faces_from_measured_seconds_with_a_floor_an
     assert clock.duration(2, aligned=False) == int(zerogpu.FLOOR_S + load + 2 * 0.3 * zerogpu.MARGIN)
 
 
+# One stand-in ZeroGPU Space for the module: the app imported once with SPACES_ZERO_GPU set and a
+# ``spaces`` module whose GPU decorator does what the real one does around the handler. First it stands
+# in for the engine call (a typed result, as a GPU restore returns it) and records the duration asked;
+# then it runs the handler as ZeroGPU does (in another process: what the call remembers stays there, its
+# return value comes back pickled) on a file that is not an image. One RESULT line per part.
 _FAKE_SPACES_APP = r"""
-import json, os, sys, types
+import json, os, pickle, sys, types
 import numpy as np
 from gpen_core.modes import MODES
 from gpen_core.result import Face, Peaks, RestoreResult, Timings
@@ -282,12 +287,21 @@ RESULT = RestoreResult(image=np.zeros((16, 16, 3), np.uint8), faces=(face, face)
                        device="cuda:0", dtype="float16", output_format="png", encoded=b"png", input_size=(16, 16),
                        processed_size=(16, 16), before=np.zeros((16, 16, 3), np.uint8))
 calls = []
+stand_in = [True]
 spaces = types.ModuleType("spaces")
 def GPU(fn=None, duration=60):
     def deco(f):
-        def wrapped(*a, **k):  # stands in for the engine call: a typed result, as a GPU restore returns it
-            calls.append(duration(*a, **k) if callable(duration) else duration)
-            return RESULT
+        def wrapped(*a, **k):
+            if stand_in[0]:  # stands in for the engine call
+                calls.append(duration(*a, **k) if callable(duration) else duration)
+                return RESULT
+            state = sys.modules["app"].STATE
+            before = dict(state._errors)
+            try:
+                out = f(*a, **k)
+            finally:
+                state._errors.clear(); state._errors.update(before)
+            return pickle.loads(pickle.dumps(out))
         return wrapped
     return deco
 spaces.GPU = GPU
@@ -304,27 +318,55 @@ except Exception as exc:
 import inspect
 print("RESULT " + json.dumps({"durations": calls, "refused": refused,
       "params": list(inspect.signature(app.restore).parameters)}))
+stand_in[0] = False
+class Req:
+    session_hash = "visitor-1"
+raised = None
+try:
+    app.restore(sys.argv[1], "auto", None, None, 1.0, 0.9, 4, False, request=Req())
+except Exception as exc:
+    raised = type(exc).__name__ + ": " + str(exc)
+print("RESULT " + json.dumps({"raised": raised, "panel": app.show_failure(Req())[1]}))
 """
 
 
-def test_the_app_asks_zerogpu_for_measured_seconds_and_refuses_the_hardware_check_plainly(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def zerogpu_app(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
+    """(the stand-in engine call's part, the failing call's part) of one stand-in ZeroGPU Space process."""
     import json
     import os
     import subprocess
     import sys
 
-    env = dict(os.environ, SPACES_ZERO_GPU="true", PYTHONPATH=str(ROOT), GPEN_HOME=str(tmp_path))
-    p = subprocess.run([sys.executable, "-c", _FAKE_SPACES_APP], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
-    line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
-    assert line, p.stderr[-3000:]
-    out = json.loads(line[len("RESULT "):])
+    home = tmp_path_factory.mktemp("zerogpu")
+    bad = home / "photo.png"
+    bad.write_bytes(b"this is not an image")
+    env = dict(os.environ, SPACES_ZERO_GPU="true", PYTHONPATH=str(ROOT), GPEN_HOME=str(home))
+    p = subprocess.run([sys.executable, "-c", _FAKE_SPACES_APP, str(bad)], cwd=ROOT, capture_output=True, text=True,
+                       env=env, timeout=300)
+    lines = [json.loads(x[len("RESULT "):]) for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+    assert len(lines) == 2, p.stderr[-3000:]
+    return lines[0], lines[1]
+
+
+def test_the_app_asks_zerogpu_for_measured_seconds_and_refuses_the_hardware_check_plainly(zerogpu_app: tuple[dict, dict]) -> None:
     from gpen_core.platform import zerogpu
 
+    out = zerogpu_app[0]
     # First call: the labelled estimates per face and for loading; second: 0.15 s per face measured by the first.
     base = zerogpu.FLOOR_S + zerogpu.ESTIMATED_LOAD_S
     assert out["durations"] == [int(base + 4 * zerogpu.ESTIMATED_S_PER_FACE * zerogpu.MARGIN), int(base + 4 * 0.15 * zerogpu.MARGIN)]
     assert out["refused"] and "not available on a ZeroGPU Space" in out["refused"]
     assert "progress" in out["params"] and "request" in out["params"]  # Gradio still injects them
+
+
+def test_an_error_inside_the_zerogpu_call_reaches_the_failure_panel(zerogpu_app: tuple[dict, dict]) -> None:
+    """The engine fails inside the GPU call (a file that is not an image): the pop-up and the
+    page's failure panel both carry its message, not the generic fallback."""
+    out = zerogpu_app[1]
+    assert out["raised"] and out["raised"].startswith("Error")
+    assert "The file is not an image" in out["raised"]
+    assert "The file is not an image" in out["panel"]  # not the generic "See the message that popped up"
 
 
 def test_every_reason_that_shows_a_built_in_figure_says_it_is_an_estimate(tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
-"""Ray: batch restores with Ray Data, online restores with Ray Serve behind the app (marker ``ray``).
+"""Ray: batch restores with Ray Data, a clip's segments on two Ray workers, online restores with Ray Serve
+behind the app (marker ``ray``).
 
-One local Ray for the module: 2 CPUs, no dashboard, bound to 127.0.0.1, files under
-the test's temp folder (the CI box has 2 cores, so this is also the deadlock check:
-actors at whole CPUs left nothing for reading and hung there with no error).
+One local Ray for every test here (started once: about 6 s on 2 cores): 2 CPUs, no dashboard,
+bound to 127.0.0.1, files under the test's temp folder (the CI box has 2 cores, so this is also
+the deadlock check: actors at whole CPUs left nothing for reading and hung there with no error).
+That a killed driver's Ray leaves nothing behind needs a driver of its own: tests/test_ray_reaper.py.
 Models: the ``low`` mode's folder of fixtures_models (random GPEN-BFR-256 weights,
 the real RetinaFace MobileNet from ../shared): detection and pasting are real.
 """
@@ -15,6 +17,7 @@ import random
 import shutil
 import threading
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 
 import psutil
@@ -25,6 +28,7 @@ from gpen_core.errors import InputError
 
 from .conftest import ROOT
 from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
+from .videoclips import frame_index, read_clip
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray", reason="needs Ray: bash scripts/setup.sh --ray (pip install -r requirements-ray.txt)")
@@ -172,6 +176,42 @@ def test_batch_records_every_file_and_a_corrupt_one_does_not_stop_or_vanish(
     assert [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()] == manifest + lines
     assert len({r["run"] for r in lines}) == 1 and lines[0]["run"] != manifest[0]["run"]
     assert {n: (out / n).stat().st_mtime_ns for n in EXAMPLES} == mtimes
+
+
+@pytest.mark.slow
+def test_two_ray_workers_restore_the_segments_as_one_process_does(
+    ray_local, tmp_path: Path, low_mode_home: Path, face_clip_and_reference: tuple[Path, Path], one_thread: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A clip's segments restored by two Ray workers: the same output as one process, one manifest line per
+    segment. The one-process run is the plain command's, made once for the session (conftest)."""
+    import numpy as np
+
+    from gpen_core.cli import main
+
+    from .test_video_resume import FPS, FRAMES  # after the fixture: it skips without PyAV
+
+    src, one = face_clip_and_reference
+    out = tmp_path / "out"
+    out.mkdir()
+    code = main(["restore", str(src), "-o", str(out / "ray.mp4"), "--ray", "--workers", "2", "--mode", "low",
+                 "--segment-seconds", "1", "--models-dir", str(low_mode_home), "--json"])
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert code == 0
+    summary = lines[-1]["video"]
+    assert summary["segments"] == 3 and summary["frames"] == FRAMES and summary["audio"] == "copied"
+    manifest = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
+    assert sorted(m["segment"] for m in manifest) == [0, 1, 2] and len({m["run"] for m in manifest}) == 1
+    assert all(m["status"] == "ok" and m["seconds"] > 0 and m["peaks"]["rss_bytes"] > 0 for m in manifest)
+    workers = {m["worker"] for m in manifest}
+    assert len(workers) == 2, workers  # two worker processes shared the three segments
+
+    got, ref, want = read_clip(out / "ray.mp4"), read_clip(one), read_clip(src)
+    assert got["times"] == want["times"] == [Fraction(i, FPS) for i in range(FRAMES)]
+    assert [frame_index(f) for f in got["frames"]] == list(range(FRAMES))
+    assert [a for a, _, _ in got["audio"]] == [a for a, _, _ in want["audio"]]
+    diffs = [float(np.abs(a.astype(int) - b.astype(int)).mean()) for a, b in zip(got["frames"], ref["frames"])]
+    assert max(diffs) <= 2, diffs
 
 
 def test_serve_request_start_to_shutdown_and_the_app_through_gradio_client(

@@ -33,23 +33,39 @@ with ray_session(num_cpus=1, temp_dir={tmp!r}):
 """
 
 
+AGENTS = {"ray::DashboardAgent", "ray::RuntimeEnvAgent"}  # what stayed 60 s without the reaper
+
+
+def _name(pid: int) -> str:
+    """The process's title (Ray's agents set theirs to ``ray::…``); "" when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def test_a_killed_drivers_ray_leaves_nothing_running(tmp_path: Path) -> None:
     root = str(Path(__file__).resolve().parents[1])
     tmp = str(Path("/tmp") / f"gpen-reaper-test-{os.getpid()}")  # Ray's socket paths must stay short
     driver = subprocess.Popen([sys.executable, "-c", _DRIVER.format(root=root, tmp=tmp)], stdout=subprocess.PIPE, text=True)
     session = driver.stdout.readline().strip()  # type: ignore[union-attr]
     assert session, "the driver did not start Ray"
-    time.sleep(3)  # the agents start after ray.init returns
-    before = session_processes(session, skip=(driver.pid,))
+    before: list[int] = []
+    for _ in range(150):  # the agents may start after ray.init returns: wait until both are up (30 s at most)
+        before = session_processes(session, skip=(driver.pid,))
+        if AGENTS <= {_name(pid) for pid in before}:
+            break
+        time.sleep(0.2)
+    assert AGENTS <= {_name(pid) for pid in before}, [_name(pid) for pid in before]
     assert len(before) >= 4  # GCS, raylet, the two agents (and more)
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
     left = before
-    for _ in range(60):  # liveness with a margin: the agents alone used to stay 60 s
+    for _ in range(150):  # liveness with a margin: the agents alone used to stay 60 s
         left = session_processes(session, skip=(driver.pid,))
         if not left:
             break
-        time.sleep(0.5)
+        time.sleep(0.2)
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     shutil.rmtree(tmp, ignore_errors=True)

@@ -321,8 +321,17 @@ def test_cli_upscale_two_gives_exactly_twice_the_size(models_with_detector, gen2
     assert any("upscaled ×2" in n and "18 tiles of 64 px" in n for n in rec["notes"])
 
 
-def test_cli_upscale_errors_exit_with_the_fix(models_with_detector, gen256, small_photo, small_upscaler, tmp_path, capsys):
-    base = ["restore", str(small_photo), "--model", str(gen256), "--mode", "low", "--models-dir", str(models_with_detector), "--json"]
+def test_cli_upscale_errors_exit_with_the_fix(models_with_detector, small_upscaler, tmp_path, capsys):
+    from PIL import Image
+
+    from .factories import TINY, write_checkpoint
+
+    # What is checked is the exit code and the message, not the restore: a small flat photo (no face to find)
+    # and a tiny generator keep each of the four runs to its error path (the real photo path is tested above).
+    photo = tmp_path / "flat.png"
+    Image.new("RGB", (97, 61), (90, 80, 70)).save(photo)
+    gen = write_checkpoint(tmp_path / "tiny-GPEN.pth", TINY, seed=1)
+    base = ["restore", str(photo), "--model", str(gen), "--mode", "low", "--models-dir", str(models_with_detector), "--json"]
     # A missing upscaler file: exit 3 and the fix.
     rc, [rec] = _cli([*base, "-o", str(tmp_path / "a.png"), "--upscale", "2", "--upscaler", str(tmp_path / "none.pth")], capsys)
     assert rc == 3 and "does not exist" in rec["error"] and "download realesrnet_x2" in rec["error"]
@@ -330,8 +339,8 @@ def test_cli_upscale_errors_exit_with_the_fix(models_with_detector, gen256, smal
     rc, [rec] = _cli([*base, "-o", str(tmp_path / "b.png"), "--upscale", "4"], capsys)
     assert rc == 3 and "realesrnet_x4.pth" in rec["error"] and "Fix:" in rec["error"]
     # A face generator passed as the upscaler: a clear message.
-    rc, [rec] = _cli([*base, "-o", str(tmp_path / "c.png"), "--upscale", "2", "--upscaler", str(gen256)], capsys)
-    assert rc == 3 and "not an RRDBNet upscaler" in rec["error"]
+    rc, [rec] = _cli([*base, "-o", str(tmp_path / "c.png"), "--upscale", "2", "--upscaler", str(gen)], capsys)
+    assert rc == 3 and "not an RRDBNet upscaler" in rec["error"] and "GPEN face generator" in rec["error"]
     # A ×2 upscaler asked for ×4.
     rc, [rec] = _cli([*base, "-o", str(tmp_path / "d.png"), "--upscale", "4", "--upscaler", small_upscaler], capsys)
     assert rc == 2 and "enlarges ×2, but ×4 was asked" in rec["error"]

@@ -1,7 +1,7 @@
 """Long clips in segments: cut at keyframes, steadied across seams, joined without re-encoding, resumed.
 
 Stand-in engines here (no network); the CLI killed with ``kill -9`` and resumed runs the real ``low``
-restore in test_video_resume.py, and Ray in test_video_segments_ray.py.
+restore in test_video_resume.py, and Ray workers in test_ray.py.
 """
 
 from __future__ import annotations

@@ -188,8 +188,9 @@ def test_the_whole_download_has_a_deadline(monkeypatch: pytest.MonkeyPatch, no_p
 
 
 def test_a_server_above_the_minimum_rate_completes(monkeypatch: pytest.MonkeyPatch, no_proxy: None, tmp_path: Path) -> None:
-    """The floor does not stop an honest slow server: 64 KiB every 0.1 s against a 4 KiB/s floor."""
-    monkeypatch.setattr(fetch, "MIN_RATE_WINDOW_S", 0.5)
+    """The floor does not stop an honest server that pauses between chunks: 256 KiB every 0.1 s against a
+    4 KiB/s floor checked every 0.25 s (the rule scaled down: about five windows in the ~1.3 s download)."""
+    monkeypatch.setattr(fetch, "MIN_RATE_WINDOW_S", 0.25)
     monkeypatch.setattr(fetch, "MIN_BYTES_PER_S", 4096)
     good = write_checkpoint(tmp_path / "tiny.pth", TINY, seed=3)
     data = good.read_bytes()
@@ -199,8 +200,8 @@ def test_a_server_above_the_minimum_rate_completes(monkeypatch: pytest.MonkeyPat
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            for i in range(0, len(data), 64 * 1024):
-                self.wfile.write(data[i : i + 64 * 1024])
+            for i in range(0, len(data), 256 * 1024):
+                self.wfile.write(data[i : i + 256 * 1024])
                 self.wfile.flush()
                 time.sleep(0.1)
 
