@@ -155,10 +155,14 @@ def face_clip_and_reference(tmp_path_factory: pytest.TempPathFactory, gen256: Pa
     src, ref = face_clip(tmp), tmp / "ref.mp4"
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    try:
-        code = main(["restore", str(src), "-o", str(ref), "--mode", "low", "--segments", "--segment-seconds", "1",
-                     "--models-dir", str(home), "--json"])
-    finally:
-        torch.set_num_threads(threads)
+    with pytest.MonkeyPatch.context() as mp:  # set up before any test's own models folder: the same isolation
+        mp.setenv("GPEN_HOME", str(home))
+        mp.setenv("GPEN_OFFLINE", "1")
+        mp.setenv("MODELSCOPE_CACHE", str(home / "modelscope"))
+        try:
+            code = main(["restore", str(src), "-o", str(ref), "--mode", "low", "--segments", "--segment-seconds", "1",
+                         "--models-dir", str(home), "--json"])
+        finally:
+            torch.set_num_threads(threads)
     assert code == 0 and ref.is_file()
     return src, ref

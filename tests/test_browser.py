@@ -88,6 +88,9 @@ def settle(page) -> float:
 def _open(page, url: str) -> None:
     page.goto(url)
     page.get_by_text("Memory mode", exact=True).wait_for()
+    # The page's load events have answered (the weights panel is filled): a click from now on is not raced by them.
+    page.wait_for_function("() => { const e = document.querySelector('#weights'); return !!e && e.innerText.trim().length > 0; }",
+                           timeout=120_000)
 
 
 def _panel(page, expect: str) -> str:
