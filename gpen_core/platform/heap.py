@@ -13,7 +13,8 @@ photo, the released architectures): ``low`` after ``balanced`` peaked at 536-567
 421-443 MiB for a fresh process running ``low``. Setting the threshold when the lighter mode starts
 is too late: malloc looks in its free lists (the holes) before it considers a mapping.
 
-So each request sets the threshold for its mode (:attr:`gpen_core.modes.MemoryMode.heap_blocks`,
+So in a process that serves many modes (the app's shared Restorer) each request sets the threshold
+for its mode (:attr:`gpen_core.modes.MemoryMode.heap_blocks`,
 through :func:`map_blocks_from`): the heavier modes map every block of 1 MiB or more
 (:data:`MAPPED_FROM`), the heap keeps only small objects and never spans their buffers, and
 ``low`` after ``balanced`` peaked at 462-463 MiB against 431-442 MiB fresh. ``balanced``'s own
