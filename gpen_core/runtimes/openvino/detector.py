@@ -21,7 +21,6 @@ import os
 import statistics
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpen_core.errors import ResourceError
 from gpen_core.platform.oom import malloc_trim
-from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, compile_entry, require_writable, CacheKey, cache_key, cache_root, drop_mapped_pages, get_core, is_cached, save_ir,
+from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, compile_entry, convert_traced, require_writable, CacheKey, cache_key, cache_root, drop_mapped_pages, get_core, is_cached, save_ir,
                          unavailable_reason)
 
 if TYPE_CHECKING:
@@ -84,10 +83,8 @@ def convert(net: Any, variant: str, key: CacheKey, models_dir: str | os.PathLike
     t0 = time.perf_counter()
     require_writable(cache_root(models_dir))  # before the trace, not after
     final = key.ir_dir(cache_root(models_dir))
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # TracerWarnings
-        example, dynamic = torch.zeros(1, 3, _EXAMPLE_SIDE, _EXAMPLE_SIDE), ov.PartialShape([1, 3, -1, -1])
-        ov_model = ov.convert_model(net, example_input=example, input=[dynamic])
+    example, dynamic = torch.zeros(1, 3, _EXAMPLE_SIDE, _EXAMPLE_SIDE), ov.PartialShape([1, 3, -1, -1])
+    ov_model = convert_traced(net, example, dynamic)
     meta = {"network": key.name, "weights_sha256": key.weights_sha256, "variant": variant,
             "cfg": {k: net.cfg[k] for k in _CFG_KEYS}, "openvino": key.openvino, "torch": torch.__version__}
     seconds = save_ir(ov_model, final, meta, t0)

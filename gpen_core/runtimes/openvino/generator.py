@@ -116,30 +116,18 @@ def convert(
 def to_openvino(model: torch.nn.Module, size: int) -> Any:
     """``model`` (an :func:`exportable` GPEN) as an ``openvino.Model`` with a static 1×3×S×S input.
 
-    Traced here, then handed to ``convert_model`` as TorchScript: ``convert_model`` given the
-    module traces it with torch's trace check, which runs the model twice more and compares
-    every intermediate (measured at 512 px: ~4x the conversion's CPU time, for a check of a
-    graph the tests already compare with torch). Between the trace and the conversion the
-    freed activations go back to the OS (``malloc_trim``): the strips' tensors (under glibc's
-    raised mmap threshold) are served from the heap, which the tracer's small allocations
-    would otherwise pin under the conversion's own peak (docs/performance.md, "OpenVINO: the
-    full-size level in strips").
+    Traced once, without torch's trace check, then converted (:func:`~gpen_core.runtimes.openvino.base.convert_traced`,
+    which every network's conversion uses; measured at 512 px: the check costs ~4x the conversion's
+    CPU time). Between the trace and the conversion the freed activations go back to the OS
+    (``malloc_trim``): the strips' tensors (under glibc's raised mmap threshold) are served from the
+    heap, which the tracer's small allocations would otherwise pin under the conversion's own peak
+    (docs/performance.md, "OpenVINO: the full-size level in strips").
     """
-    import gc
-    import warnings
-
-    import openvino as ov
     import torch
 
-    from gpen_core.platform.oom import malloc_trim
+    from gpen_core.runtimes.openvino.base import convert_traced
 
-    example = torch.zeros(1, 3, size, size)
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # TracerWarnings about Python ints: intended (static shapes)
-        traced = torch.jit.trace(model, example, check_trace=False)
-        gc.collect()
-        malloc_trim()
-        return ov.convert_model(traced, example_input=example, input=[(1, 3, size, size)])
+    return convert_traced(model, torch.zeros(1, 3, size, size), (1, 3, size, size))
 
 
 # RAM a first-use conversion adds to the process (peak RSS above the process before it), per

@@ -129,7 +129,9 @@ def export_generator(
             else:
                 import openvino as ov
 
-                ov_model = ov.convert_model(net, example_input=x, input=[(1, 3, size, size)])
+                from gpen_core.runtimes.openvino.generator import to_openvino
+
+                ov_model = to_openvino(net, size)  # the engine's conversion: traced once, without torch's trace check
                 ov_model.inputs[0].set_names({"input"})
                 ov_model.outputs[0].set_names({"output"})
                 ov.save_model(ov_model, str(tmp), compress_to_fp16=False)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpen_core.errors import GPENError, ResourceError
 from gpen_core.platform.oom import malloc_trim
-from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, compile_entry, require_writable, INSTALL_HINT, CacheKey, Precision, sha256_file, cache_root, capabilities, choose_precision, cpu_key,
+from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, compile_entry, convert_traced, require_writable, INSTALL_HINT, CacheKey, Precision, sha256_file, cache_root, capabilities, choose_precision, cpu_key,
                          drop_mapped_pages,
                          get_core, openvino_version, save_ir, unavailable_reason)
 
@@ -81,9 +81,6 @@ def convert(
     """Convert ParseNet weights (``parsenet.build(..., config)``; default the released network)
     to IR for an S×S input in the cache; returns (model.xml, seconds). Needs torch. Written to a
     temporary folder and renamed into place, so a crash never leaves half a model."""
-    import warnings
-
-    import openvino as ov
     import torch
     from torch.nn import functional as F
 
@@ -111,9 +108,7 @@ def convert(
                 y = F.interpolate(y, size=(PARSE_SIZE, PARSE_SIZE), mode="bilinear", align_corners=False)
             return y
 
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # TracerWarnings about Python ints: intended (static shapes)
-        ov_model = ov.convert_model(Exportable().eval(), example_input=torch.zeros(1, s, s, 3), input=[(1, s, s, 3)])
+    ov_model = convert_traced(Exportable().eval(), torch.zeros(1, s, s, 3), (1, s, s, 3))
     del net
     say(0.8, "OpenVINO: saving the converted parser")
     meta = {"weights": str(path), "weights_sha256": key.weights_sha256, "input_size": s, "openvino": key.openvino,
