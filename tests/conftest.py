@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 
+# Imported first: the test command's workers each take their share of the CPUs before torch or OpenVINO loads.
+pytest.register_assert_rewrite("tests.workers")  # imported before pytest_plugins would: rewritten as they are
+import tests.workers  # noqa: E402,F401
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GPEN_SHARED", ROOT.parent / "shared"))
 # auto's per-CPU-kind runtime defaults off for the whole session, child processes and Ray
@@ -16,7 +20,7 @@ SHARED = Path(os.environ.get("GPEN_SHARED", ROOT.parent / "shared"))
 os.environ["GPEN_OPENVINO_DEFAULTS"] = "0"
 # Session fixtures more than one module uses live in these modules, loaded once here: imported into
 # each test module instead, a session fixture runs once per module.
-pytest_plugins = ["tests.fixtures_profile", "tests.fixtures_openvino"]
+pytest_plugins = ["tests.workers", "tests.fixtures_profile", "tests.fixtures_openvino"]
 
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -354,7 +354,7 @@ def test_a_thread_filling_huge_pages_moved_memory(monkeypatch: pytest.MonkeyPatc
     assert not meter_mod._moved_memory(0.047, 202, 0.05)
 
 
-def test_the_openmp_team_a_call_starts_for_itself_is_not_concurrent_work() -> None:
+def test_the_openmp_team_a_call_starts_for_itself_is_not_concurrent_work(whole_machine: None) -> None:
     """A Gradio worker thread's first torch call starts its OpenMP team during the call: native
     threads Python never names, faulting the call's own tensor in. That is the call's work."""
     import torch

@@ -283,7 +283,7 @@ def test_oom_even_in_low_exits_4_with_a_clear_message(tmp_path: Path, monkeypatc
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
-def test_the_engine_import_figures_in_the_message_are_measured() -> None:
+def test_the_engine_import_figures_in_the_message_are_measured(whole_machine: None) -> None:
     """oom.ENGINE_IMPORT (quoted when an import fails under a cap) still match what importing costs."""
     from gpen_core.platform import oom
 

@@ -264,6 +264,9 @@ def test_serve_request_start_to_shutdown_and_the_app_through_gradio_client(
         import app
         from gradio_client import Client, handle_file
 
+        # The undo puts back the backend the module had before (the in-process engine), so a later
+        # test of the app never sends its requests to this test's shut-down deployment.
+        monkeypatch.setattr(app.STATE, "backend", app.STATE.backend)
         app.use_ray_backend(None)  # this process is already connected to the Ray serving the deployment
         try:
             _, url, _ = app.demo.launch(server_port=random.randint(7950, 7999), prevent_thread_lock=True, quiet=True,
@@ -273,7 +276,7 @@ def test_serve_request_start_to_shutdown_and_the_app_through_gradio_client(
             _, download, md, gallery, record = client.predict(handle_file(str(example)), *args, api_name="/restore")
         finally:
             app.demo.close()
-            monkeypatch.setattr(app.STATE, "backend", None)
+            app.STATE.backend = None
         assert record["mode"] == "low" and record["faces"] == len(gallery) >= 1
         assert record["peaks"]["rss_bytes"] > record["peaks"]["baseline_rss_bytes"] > 0
         note = next(n for n in record["notes"] if "replica" in n)

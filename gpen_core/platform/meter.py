@@ -75,16 +75,27 @@ def peak_rss() -> int:
     return _status_kb(_HWM) or current_rss()
 
 
-def _reset_hwm() -> bool:
-    """Reset the kernel's high-water mark; True when it demonstrably worked."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        return False
-    hwm, rss = _status_kb(_HWM), _status_kb(_RSS)
-    # After a reset the mark equals the current RSS (give it a page or two of slack).
-    return hwm is not None and rss is not None and hwm <= rss + 64 * 1024
+def _reset_hwm(tries: int = 3) -> bool:
+    """Reset the kernel's high-water mark; True when it demonstrably worked.
+
+    After a reset the mark equals the RSS of that moment; both are read from one read of
+    /proc/self/status. Another thread that frees memory between the reset and the read leaves the
+    mark above the RSS, which looks like a failed reset: on a busy machine that window is wide, so
+    the reset is tried again before the meter falls back to sampling."""
+    for _ in range(tries):
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            with open("/proc/self/status", "rb") as f:
+                status = f.read()
+        except OSError:
+            return False
+        hwm, rss = _HWM.search(status), _RSS.search(status)
+        if hwm is None or rss is None:
+            return False
+        if int(hwm.group(1)) <= int(rss.group(1)) + 64:  # kB: a page or two of slack
+            return True
+    return False
 
 
 class _Sampler(threading.Thread):
