@@ -44,7 +44,9 @@ def _run(models: Path, modes: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_low_after_balanced_releases_what_low_does_not_use_before_it_starts(models_with_detector: Path) -> None:
+# On all cores, as a user's app runs: with its worker's one core (tests/workers.py) the process after
+# balanced peaked 62-74 MB above the fresh one in 2 of 5 runs, against 21-35 MB on the whole machine.
+def test_low_after_balanced_releases_what_low_does_not_use_before_it_starts(models_with_detector: Path, whole_machine: None) -> None:
     fresh = _run(models_with_detector, "low")
     after = _run(models_with_detector, "balanced,low")
     assert fresh["faces"] == after["faces"] >= 1
