@@ -44,7 +44,8 @@ FIRST = ("openvino-and-profile", "ray-and-segments", "test_browser.py", "test_re
          "test_mode_ordering.py", "test_tasks.py", "test_app_tasks.py", "test_fast_strips.py", "test_oom.py")
 
 
-def _pin() -> None:
+def _take_own_share() -> None:
+    """This worker's temporary folder and CPUs (nothing outside pytest-xdist's workers)."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if not worker.startswith("gw"):
         return
@@ -64,11 +65,14 @@ def _pin() -> None:
     os.sched_setaffinity(0, cpus[index * share:(index + 1) * share])
 
 
-_pin()
+_take_own_share()
 
 
-def group_of(item: pytest.Item) -> str:
-    return GROUPS.get(item.path.name, item.path.name)
+def group_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its module's group, or its module (the file's name: every
+    test module is in tests/)."""
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return GROUPS.get(module, module)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -81,15 +85,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
     class GroupedFiles(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return GROUPS.get(path.rsplit("/", 1)[-1], path)
+            return group_of(nodeid)
 
     return GroupedFiles(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(group_of(item), len(rank)))  # stable: modules stay whole, in order
+    items.sort(key=lambda item: rank.get(group_of(item.nodeid), len(rank)))  # stable: modules stay whole, in order
 
 
 @pytest.fixture()
