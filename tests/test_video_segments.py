@@ -151,7 +151,7 @@ def test_a_resumed_run_keeps_finished_segments_and_redoes_the_rest(tmp_path: Pat
     with pytest.raises(KeyboardInterrupt):
         _segmented(src, dst, DiesInSegment2(), segment_seconds=1.0)
     folder = work_folder(dst)
-    assert sorted(p.name for p in folder.iterdir()) == ["plan.json", "seg-00000.mp4", "seg-00001.mp4"]  # partial removed
+    assert sorted(p.name for p in folder.iterdir()) == [".lock", "plan.json", "seg-00000.mp4", "seg-00001.mp4"]  # partial removed
     assert not dst.exists()
     (folder / "seg-00001.mp4").write_bytes((folder / "seg-00001.mp4").read_bytes()[:-300])  # torn by a power loss
     (folder / ".seg-00002.mp4.99.partial").write_bytes(b"half")  # left by kill -9

@@ -4,9 +4,11 @@ The clip is cut at keyframes into segments (:mod:`gpen_core.video.segments`), ea
 own file in a work folder beside the output (``.out.mp4.segments/``) by a *runner*: this process
 (:class:`LocalRunner`) or Ray workers (:mod:`gpen_core.scaleout.video_ray`). When all are there they are
 joined without re-encoding, the audio copied once (:mod:`gpen_core.video.join`), and the work folder
-is removed. A run that was killed, however, resumes with the same call: segments with their final
-name that decode to the plan's frames are kept, anything else is redone, so at most the segments in
-progress are lost. ``fresh=True`` starts over.
+is removed. A run that was killed, however, resumes with the same call: segments whose file still has
+the size and sha256 the plan recorded when it finished, and decodes to the plan's frames, are kept,
+anything else is redone, so at most the segments in progress are lost. ``fresh=True`` starts over. The
+plan is checked as untrusted input and against the input itself (:mod:`gpen_core.video.plan_file`);
+one run at a time holds the work folder, never through a link (:mod:`gpen_core.video.work_dir`).
 
 The work folder holds the plan, the finished segments and at most one partial file per runner
 worker, never frames: its size is the restored video's own, about the output's size.
@@ -14,19 +16,20 @@ worker, never frames: its size is the restored video's own, about the output's s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from gpen_core.errors import InputError
 from gpen_core.options import RestoreOptions
-from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, Segment, SegmentPlan
+from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, FinishedFile, Segment, SegmentPlan
+from gpen_core.video.work_dir import WorkFolder
 
 MANIFEST = "manifest.jsonl"
 # Clips at least this long go in segments unless told otherwise (the CLI's default): a crash past
@@ -136,47 +139,94 @@ def upright_size(src: str) -> tuple[int, int]:
     raise InputError(f"{src} has no frame that decodes: it is empty or damaged from its start")
 
 
-def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: bool) -> tuple[SegmentPlan, Path, list[str]]:
-    """(the plan, the work folder, notes): the folder's plan when it fits this run, else a new one.
+@dataclass
+class Prepared:
+    """What a run starts from: the plan (checked against the input), its locked work folder, notes so far."""
 
-    InputError when the folder holds another run's plan and ``fresh`` is not set: hours of work are
-    never thrown away without being asked.
+    plan: SegmentPlan
+    work: WorkFolder
+    notes: list[str]
+
+
+def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: bool) -> Prepared:
+    """The folder's plan when it fits this run, else a new one; the work folder locked (released on an error).
+
+    InputError when the folder holds another run's plan (or one that fails its checks) and ``fresh`` is not
+    set: hours of work are never thrown away without being asked; WorkFolderBusy while another run holds it.
     """
-    from gpen_core.video.segments import plan_segments, read_plan, same_source, work_folder, write_plan
+    from gpen_core.video.plan_file import plan_segment_count, read_plan, same_cuts, same_source, write_plan
+    from gpen_core.video.segments import plan_segments
+    from gpen_core.video.work_dir import open_work_folder
 
-    folder = work_folder(dst)
+    work = open_work_folder(dst)
     notes: list[str] = []
-    if folder.exists() and fresh:
-        shutil.rmtree(folder)
-        notes.append("--fresh: the segments of an earlier run were removed")
-    plan = read_plan(folder) if folder.exists() else None
-    if plan is not None:
-        why = same_source(plan, src, settings, segment_seconds)
-        if why:
-            raise InputError(f"{folder} holds an earlier run's segments, but {why}. Restore with the same input and options "
-                             "to resume it, or add --fresh to start over (its segments are deleted)")
-        return plan, folder, notes
-    folder.mkdir(exist_ok=True)
-    plan = plan_segments(src, segment_seconds, settings)
-    write_plan(folder, plan)
-    return plan, folder, notes
+    try:
+        if fresh and work.clear(plan_segment_count(work.path)):
+            notes.append("--fresh: the segments of an earlier run were removed")
+        plan = read_plan(work.path)
+        if plan is not None:
+            why = same_source(plan, src, settings, segment_seconds) or same_cuts(
+                plan, plan_segments(src, segment_seconds, settings))
+            if why:
+                raise InputError(f"{work.path} holds an earlier run's segments, but {why}. Restore with the same input "
+                                 "and options to resume it, or add --fresh to start over (its segments are deleted)")
+            return Prepared(plan, work, notes)
+        plan = plan_segments(src, segment_seconds, settings)
+        left = work.clashes(len(plan.segments))
+        if left:
+            raise InputError(f"{work.path} holds files this program did not write under the names it writes "
+                             f"({', '.join(left[:5])}); it does not write over them: move them elsewhere, or choose "
+                             "another output name")
+        write_plan(work.path, plan)
+        return Prepared(plan, work, notes)
+    except BaseException:
+        work.release()
+        raise
 
 
-def finished(plan: SegmentPlan, folder: Path) -> list[Segment]:
-    """The segments an earlier run completed, checked (they decode to the plan's frames); partial files removed."""
+def finished(plan: SegmentPlan, folder: Path) -> tuple[list[Segment], list[str]]:
+    """(the segments an earlier run completed and that are still its bytes, notes); anything else of the run's removed.
+
+    A segment is kept when its file has the size and sha256 the plan recorded as it finished and decodes to the
+    plan's frames; a file the plan has no record of (the run was killed between the two) is redone quietly, one
+    whose bytes changed since is redone with a note.
+    """
     from gpen_core.video.join import check_segment
+    from gpen_core.video.work_dir import is_ours
 
-    for p in folder.glob("*.partial"):  # a segment or plan being written when the run was killed
-        p.unlink(missing_ok=True)
-    done = []
+    for p in folder.iterdir():  # a segment or plan being written when the run was killed
+        if p.name.endswith(".partial") and is_ours(p.name, len(plan.segments)):
+            p.unlink(missing_ok=True)
+    recorded = {f.index: f for f in plan.finished}
+    done, notes = [], []
     for seg in plan.segments:
         path = folder / seg.file
-        if path.exists():
-            if check_segment(path, plan, seg.index):
-                done.append(seg)
-            else:
-                path.unlink()  # damaged (power loss before the data reached the disk): redone
-    return done
+        if not os.path.lexists(path):
+            continue
+        rec = recorded.get(seg.index)
+        if rec is not None and file_record(path, seg.index) != rec:
+            notes.append(f"segment {seg.index}'s file ({seg.file}) changed since it was written (its size or "
+                         "sha256 differs: damaged or replaced): it was restored again")
+        elif rec is not None and check_segment(path, plan, seg.index):
+            done.append(seg)
+            continue
+        path.unlink()  # not recorded, changed, or damaged (power loss before the data reached the disk): redone
+    return done, notes
+
+
+def file_record(path: Path, index: int) -> FinishedFile:
+    """A segment file's size and sha256 as the plan records them (a link is read as nothing: never kept)."""
+    h = hashlib.sha256()
+    size = 0
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return FinishedFile(index, -1, "")
+    with os.fdopen(fd, "rb") as f:
+        while chunk := f.read(1 << 20):
+            size += len(chunk)
+            h.update(chunk)
+    return FinishedFile(index, size, h.hexdigest())
 
 
 def restore_in_segments(
@@ -197,15 +247,30 @@ def restore_in_segments(
     ones included (the CLI writes them to manifest.jsonl). InputError for an unusable input or a work
     folder from another run; the runner's own errors pass through, the finished segments kept.
     """
-    from gpen_core.video.join import join_segments
     from gpen_core.video.output import check_output
 
     t0 = time.perf_counter()
     src_s, dst_p = os.path.abspath(os.fspath(src)), Path(dst)
     check_output(dst_p)
-    plan, folder, notes = prepare(src_s, dst_p, settings, segment_seconds, fresh)
-    kept = finished(plan, folder)
+    prep = prepare(src_s, dst_p, settings, segment_seconds, fresh)
+    try:
+        return _run(src_s, dst_p, prep, runner, progress, on_record, t0)
+    finally:
+        prep.work.release()  # an error or a stop: the lock goes, the segments stay for the same command to resume
+
+
+def _run(src: str, dst: Path, prep: Prepared, runner: Runner, progress: Progress | None,
+         on_record: Callable[[SegmentRecord], None] | None, t0: float) -> SegmentedResult:
+    from gpen_core.video.join import join_segments
+    from gpen_core.video.plan_file import write_plan
+
+    plan, folder, notes = prep.plan, prep.work.path, prep.notes
+    kept, why = finished(plan, folder)
+    notes.extend(why)
     kept_ids = {s.index for s in kept}
+    if len(plan.finished) != len(kept):  # forget the records of files that were redone
+        plan = replace(plan, finished=tuple(f for f in plan.finished if f.index in kept_ids))
+        write_plan(folder, plan)
     records = [SegmentRecord(s.index, s.frames, 0.0, kept=True) for s in kept]
     count = [sum(s.frames for s in kept)]
     frames_kept = count[0]
@@ -222,13 +287,18 @@ def restore_in_segments(
 
     pending = [s for s in plan.segments if s.index not in kept_ids]
     for rec in runner(plan, pending, folder, on_frame) if pending else ():
+        # Recorded as it finishes, so a resume keeps this file only while it still holds these bytes.
+        plan = replace(plan, finished=(*plan.finished, file_record(folder / plan.segments[rec.index].file, rec.index)))
+        write_plan(folder, plan)
         records.append(rec)
         if on_record is not None:
             on_record(rec)
     t_join = time.perf_counter()
-    audio = join_segments(src_s, plan, folder, dst_p)
+    audio = join_segments(src, plan, folder, dst)
     join_s = time.perf_counter() - t_join
-    shutil.rmtree(folder, ignore_errors=True)
+    left = prep.work.remove(len(plan.segments))
+    if left:
+        notes.append(f"{folder} was kept: it holds files this run did not write ({', '.join(left[:5])})")
     if audio == "re-encoded":
         notes.append("the input's audio is in a codec an MP4 cannot hold as it is: re-encoded to AAC")
     if kept:
@@ -236,7 +306,8 @@ def restore_in_segments(
                      "earlier run")
     for r in records:
         notes.extend(n for n in r.notes if n not in notes)
-    return SegmentedResult(str(dst_p), plan.frames, plan.duration_s, len(plan.segments), len(kept), frames_kept, audio,
+    written = sum(r.frames for r in records)  # what the joined file holds, as its segments were checked or counted
+    return SegmentedResult(str(dst), written, plan.duration_s, len(plan.segments), len(kept), frames_kept, audio,
                            time.perf_counter() - t0, join_s, tuple(sorted(records, key=lambda r: r.index)), tuple(notes))
 
 

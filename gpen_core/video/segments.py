@@ -7,12 +7,14 @@ segment, so frame count and timestamps survive the join. It also decodes a few f
 (``context_pts`` … ``tail_pts``, the landmark smoothing's look-ahead) that steady the faces at its
 edges but are not written, so no seam shows.
 
-The plan is a small JSON file in the work folder (``.<output>.segments/plan.json``), written
-atomically (temporary name, then rename); a segment file is complete once it has its final name.
+The plan is a small JSON file in the work folder (``.<output>.segments/plan.json``), read, written and
+checked by :mod:`gpen_core.video.plan_file`; a segment file is complete once it has its final name and the
+plan records its size and hash.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -23,7 +25,8 @@ from typing import Any
 from gpen_core.errors import InputError
 
 PLAN = "plan.json"
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: the input's fingerprint and each finished segment's hash
+FINGERPRINT_BYTES = 1 << 20
 # Frames decoded and steadied either side of a segment but not written: the Steadier's look-ahead
 # (max of its half window and its longest filled gap), so each frame sees the same neighbours as in one pass.
 OVERLAP_FRAMES = 3
@@ -49,18 +52,36 @@ class Segment:
 
 
 @dataclass(frozen=True)
+class FinishedFile:
+    """A segment file as this run wrote it: a resume keeps the file only while it is still these bytes."""
+
+    index: int
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
 class SegmentPlan:
-    """Where a clip is cut, and what it was made from (a resumed run checks these)."""
+    """Where a clip is cut, what it was made from (a resumed run checks these), and which segments are done.
+
+    The file is untrusted when read back (a user may edit it): :func:`gpen_core.video.plan_file.load_plan`
+    validates every field before anything is built from it.
+    """
 
     input: str
     input_bytes: int
     input_mtime_ns: int
+    # sha256 of the input's first and last MiB: content replaced at the same size and modification time
+    # (a copy with preserved times) shows here; the packet count (``frames``) is compared on resume too.
+    input_head_sha256: str
+    input_tail_sha256: str
     settings: str  # what the output depends on besides the input (options, crf): JSON text
     segment_seconds: float
     time_base: str  # "1/12800"
     frames: int
     duration_s: float
     segments: tuple[Segment, ...] = field(default_factory=tuple)
+    finished: tuple[FinishedFile, ...] = ()  # each finished segment's size and hash, recorded as it finishes
     version: int = PLAN_VERSION
 
     @property
@@ -68,17 +89,7 @@ class SegmentPlan:
         return Fraction(self.time_base)
 
     def to_json(self) -> str:
-        d = asdict(self)
-        d["segments"] = [asdict(s) for s in self.segments]
-        return json.dumps(d, indent=1)
-
-    @classmethod
-    def from_json(cls, text: str) -> "SegmentPlan":
-        d = json.loads(text)
-        if d.get("version") != PLAN_VERSION:
-            raise ValueError(f"plan version {d.get('version')}, expected {PLAN_VERSION}")
-        d["segments"] = tuple(Segment(**s) for s in d["segments"])
-        return cls(**d)
+        return json.dumps(asdict(self), indent=1)
 
 
 def work_folder(dst: Path) -> Path:
@@ -161,39 +172,18 @@ def plan_segments(src: str | os.PathLike[str], segment_seconds: float, settings:
             frames=b - a, first_frame=a, start_s=float((pts[a] - pts[0]) * tb),
         ))
     duration = float((pts[-1] - pts[0] + step) * tb)
-    return SegmentPlan(input=src_s, input_bytes=st.st_size, input_mtime_ns=st.st_mtime_ns, settings=settings,
+    head, tail = input_fingerprint(src_s)
+    return SegmentPlan(input=src_s, input_bytes=st.st_size, input_mtime_ns=st.st_mtime_ns, input_head_sha256=head,
+                       input_tail_sha256=tail, settings=settings,
                        segment_seconds=segment_seconds, time_base=str(tb), frames=n, duration_s=duration,
                        segments=tuple(segs))
 
 
-def write_plan(folder: Path, plan: SegmentPlan) -> None:
-    """Atomically: a killed write leaves the old plan or none, never half of one."""
-    tmp = folder / f".{PLAN}.{os.getpid()}.partial"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(plan.to_json())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, folder / PLAN)
-
-
-def read_plan(folder: Path) -> SegmentPlan | None:
-    """The plan in ``folder``, or None when there is none or it cannot be read (then the run starts over)."""
-    try:
-        return SegmentPlan.from_json((folder / PLAN).read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
-
-
-def same_source(plan: SegmentPlan, src: str | os.PathLike[str], settings: str, segment_seconds: float) -> str:
-    """Why ``plan`` was made for something else ("" when it fits this run)."""
-    src_s = os.path.abspath(os.fspath(src))
-    st = os.stat(src_s)
-    if plan.input != src_s:
-        return f"it is for {plan.input}"
-    if (plan.input_bytes, plan.input_mtime_ns) != (st.st_size, st.st_mtime_ns):
-        return "the input file has changed since"
-    if plan.settings != settings:
-        return "it was made with other options (mode, model, crf…)"
-    if plan.segment_seconds != segment_seconds:
-        return f"it cuts {plan.segment_seconds:g} s segments, not {segment_seconds:g} s"
-    return ""
+def input_fingerprint(src: str) -> tuple[str, str]:
+    """sha256 of the file's first and of its last MiB (hex): cheap at any length, and where a container keeps its
+    header and its index, so other content of the same size almost surely differs here."""
+    with open(src, "rb") as f:
+        head = hashlib.sha256(f.read(FINGERPRINT_BYTES)).hexdigest()
+        f.seek(max(0, os.fstat(f.fileno()).st_size - FINGERPRINT_BYTES))
+        tail = hashlib.sha256(f.read(FINGERPRINT_BYTES)).hexdigest()
+    return head, tail

@@ -1,0 +1,159 @@
+"""The segments' work folder, held by one run at a time: :func:`open_work_folder`.
+
+``.<output>.segments/`` beside the output is this program's, so it is never reached through a link: a
+symlink (or anything not a plain folder) under that name is refused with what to do, never followed, since
+the run deletes files in it. One run holds it at a time: an exclusive ``flock`` on its ``.lock`` file,
+which the kernel releases when the process ends however it ends (no stale lock after ``kill -9``); a second
+run on the same output, ``--fresh`` included, is refused naming the process that holds it.
+
+Only what a run writes is ever deleted: ``plan.json`` and its ``.partial``, the lock, and the segment
+files (``seg-NNNNN.mp4`` and their ``.partial``) whose number is one of the plan's segments; anything else
+in the folder is left where it is (and the folder with it), and a new plan is not started where segment
+files it did not write already hold the names it would write.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpen_core.errors import InputError
+from gpen_core.video.segments import PLAN, work_folder
+
+LOCK = ".lock"
+_SEGMENT = re.compile(r"seg-(\d{5})\.mp4")
+_SEGMENT_PARTIAL = re.compile(r"\.seg-(\d{5})\.mp4\.\d+\.partial")
+_PLAN_PARTIAL = re.compile(re.escape(f".{PLAN}.") + r"\d+\.partial")
+
+
+class WorkFolderBusy(InputError):
+    """Another process is restoring into the same output (it holds the work folder's lock)."""
+
+
+@dataclass
+class WorkFolder:
+    """The work folder, locked by this process until :meth:`release` (or the process's end)."""
+
+    path: Path
+    fd: int
+
+    def ours(self, segments: int) -> list[Path]:
+        """The files in the folder this program writes for a plan of ``segments`` segments (the lock aside)."""
+        return [self.path / n for n in sorted(os.listdir(self.path)) if n != LOCK and is_ours(n, segments)]
+
+    def foreign(self, segments: int) -> list[str]:
+        """Names in the folder that are not the run's own (for ``segments`` segments)."""
+        return [n for n in sorted(os.listdir(self.path)) if n != LOCK and not is_ours(n, segments)]
+
+    def clashes(self, segments: int) -> list[str]:
+        """Segment files already there for a new plan of ``segments`` segments: not the new run's, so not its to
+        write over (a folder's other files are harmless: the run never writes under their names)."""
+        return [n for n in sorted(os.listdir(self.path)) if (m := _SEGMENT.fullmatch(n)) and int(m.group(1)) < segments]
+
+    def clear(self, segments: int) -> int:
+        """Delete the run's own files (a plan of ``segments`` segments); how many there were. The lock stays."""
+        files = self.ours(segments)
+        for p in files:
+            p.unlink(missing_ok=True)
+        return len(files)
+
+    def remove(self, segments: int) -> list[str]:
+        """Delete the run's own files and the folder, releasing the lock; the names left when other files keep it."""
+        self.clear(segments)
+        # Deleted while still held: a run waiting on this file finds it gone and locks the new one (_lock).
+        (self.path / LOCK).unlink(missing_ok=True)
+        left = self.foreign(segments)
+        if not left:
+            try:
+                self.path.rmdir()
+            except OSError:  # a file appeared meanwhile: it is not ours to delete
+                left = self.foreign(segments)
+        self.release()
+        return left
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # closing the only descriptor releases the flock
+            self.fd = -1
+
+
+def is_ours(name: str, segments: int) -> bool:
+    """Whether ``name`` is a file a run with ``segments`` segments writes in its work folder: by pattern and number."""
+    if name == PLAN or _PLAN_PARTIAL.fullmatch(name):
+        return True
+    m = _SEGMENT.fullmatch(name) or _SEGMENT_PARTIAL.fullmatch(name)
+    return m is not None and int(m.group(1)) < segments
+
+
+def open_work_folder(dst: Path) -> WorkFolder:
+    """``dst``'s work folder, made when missing and locked. InputError for a link or a non-folder under its
+    name; WorkFolderBusy when another process holds it."""
+    folder = work_folder(dst)
+    try:
+        os.mkdir(folder)
+    except FileExistsError:
+        pass
+    st = os.lstat(folder)
+    if stat.S_ISLNK(st.st_mode):
+        raise InputError(f"{folder} (this output's work folder for segments) is a symbolic link to "
+                         f"{os.readlink(folder)}; the run deletes files in its work folder, so it never follows a link "
+                         f"there. Remove the link itself (rm '{folder}', which leaves what it points to), or choose "
+                         "another output name")
+    if not stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{folder} (this output's work folder for segments) is a file, not a folder: move it away, "
+                         "or choose another output name")
+    return WorkFolder(folder, _lock(folder))
+
+
+def _lock(folder: Path) -> int:
+    """An exclusive flock on ``folder/.lock``, with this process's id and command written in it."""
+    path = folder / LOCK
+    for _ in range(5):  # the holder may delete the lock file as it finishes: lock the file that is there
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise InputError(f"{path} is a symbolic link; remove it (it is not the run's) and run again") from None
+            raise
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise WorkFolderBusy(
+                f"another run is restoring into this output: {holder} holds its work folder {folder}. Wait for it to "
+                "finish, or stop it and run again (the same command resumes its segments; --fresh starts over)"
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.lstat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n{_command(os.getpid())}\n".encode(), 0)
+            return fd
+        os.close(fd)
+    raise WorkFolderBusy(f"{folder} keeps being removed by another run on this output: wait for it to finish")
+
+
+def _holder(fd: int) -> str:
+    """'process PID (COMMAND)' from the lock file, the command from /proc when it can be read."""
+    lines = os.pread(fd, 4096, 0).decode(errors="replace").splitlines()
+    pid = lines[0].strip() if lines else ""
+    if not pid.isdigit():
+        return "another process"
+    command = _command(int(pid)) or (lines[1].strip() if len(lines) > 1 else "")
+    return f"process {pid}" + (f" ({command[:200]})" if command else "")
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return " ".join(a.decode(errors="replace") for a in f.read().split(b"\0") if a)
+    except OSError:
+        return ""
