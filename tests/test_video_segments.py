@@ -23,7 +23,7 @@ from gpen_core.video.resumable import LocalRunner, restore_in_segments, settings
 from gpen_core.video.segments import plan_segments, work_folder  # noqa: E402
 from gpen_core.video.stream import restore_video  # noqa: E402
 
-from .videoclips import frame_index, keyed_clip, keyed_frames, keyframe_times, read_clip  # noqa: E402
+from .videoclips import frame_index, keyed_clip, keyed_frames, keyframe_times, make_clip, read_clip  # noqa: E402
 
 PAN = 0.5  # px a frame the made-up face moves
 NOISE = 1.0  # px of made-up detector jitter
@@ -109,6 +109,20 @@ def test_clip_in_segments_keeps_every_frame_time_and_audio_packet(tmp_path: Path
     assert all(np.abs(o.astype(int) - (255 - i.astype(int))).mean() < 2 for o, i in zip(got["frames"], want["frames"]))
     assert not work_folder(tmp_path / "out.mp4").exists()  # removed after the join
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.mp4"]
+
+
+@pytest.mark.parametrize(("time_base", "pts"), [
+    (Fraction(1, 30000), [i * 1001 for i in range(40)]),  # 29.97 fps: a segment starts at 10010/30000 s, not whole ms
+    (Fraction(1, 90000), [i * 3000 + (i % 3) * 7 for i in range(40)]),  # variable rate, MPEG-TS's clock
+])
+def test_segment_frame_times_are_the_one_pass_times_exactly(tmp_path: Path, time_base: Fraction, pts: list[int]) -> None:
+    src = make_clip(tmp_path / "in.mp4", keyed_frames(40, np.full((48, 64, 3), 110, np.uint8)), time_base=time_base,
+                    pts=pts, gop=10)
+    restore_video(src, tmp_path / "one.mp4", engine=Shaky())
+    _segmented(src, tmp_path / "seg.mp4", Shaky(), segment_seconds=0.5)
+    want = [p * time_base for p in pts]
+    assert read_clip(tmp_path / "one.mp4")["times"] == want
+    assert read_clip(tmp_path / "seg.mp4")["times"] == want  # not a tick off at any segment's start
 
 
 def test_no_seam_shows_in_the_landmarks(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,9 @@ def restore_segment(
     out = None
     try:
         vs = container.streams.video[0]
-        out = av.open(str(tmp), "w", format="mp4")
+        # The MP4 stores the segment's start as an edit in the movie's timescale (1/1000 s by default), which would
+        # round it (10010/30000 s → 333 ms, 0.67 ms early); in the input's own time base it is exact.
+        out = av.open(str(tmp), "w", format="mp4", options={"movie_timescale": str(Fraction(vs.time_base).denominator)})
         writer = VideoWriter(out, [], crf, vs.time_base, vs.average_rate or vs.guessed_rate)
         run = _SegmentLoop(seg, engine, writer, on_frame, stop or threading.Event())
         try:
