@@ -10,6 +10,7 @@ import struct
 import subprocess
 import sys
 import threading
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ from gpen_core.video.resumable import LocalRunner, restore_in_segments  # noqa: 
 from gpen_core.video.segments import work_folder  # noqa: E402
 
 from .conftest import ROOT  # noqa: E402
-from .videoclips import frame_index, keyed_clip, keyed_frames, read_clip  # noqa: E402
+from .videoclips import frame_index, keyed_clip, keyed_frames, make_clip, read_clip  # noqa: E402
 
 N = 40  # 25 fps, a keyframe a second: segments of 25 and 15 frames
 
@@ -109,6 +110,19 @@ def test_only_the_runs_own_files_are_deleted(tmp_path: Path) -> None:
     assert (folder / "seg-00000.mp4").read_bytes() == b"someone else's"
 
 
+@pytest.mark.parametrize("name", ["seg-00001.mp4", "plan.json"])
+def test_a_folder_under_one_of_the_runs_names_is_refused_not_deleted(tmp_path: Path, name: str) -> None:
+    src, dst = _clip(tmp_path / "in.mp4"), tmp_path / "out.mp4"
+    folder = _interrupted(src, dst)
+    (folder / name).unlink(missing_ok=True)  # the run stopped in segment 1: its file never was
+    (folder / name).mkdir()
+    (folder / name / "keep.txt").write_text("the user's")
+    for fresh in (False, True):
+        with pytest.raises(InputError, match=f"{name}.*(folder|Is a directory|move them)"):
+            _run(src, dst, Invert(), fresh=fresh)
+        assert (folder / name / "keep.txt").read_text() == "the user's"
+
+
 def test_a_second_run_on_the_same_output_is_refused_naming_the_first(tmp_path: Path) -> None:
     src, dst = _clip(tmp_path / "in.mp4"), tmp_path / "out.mp4"
     first = Invert(hold_at=30)
@@ -155,6 +169,7 @@ def test_the_cli_says_which_process_holds_the_folder_and_a_killed_holder_leaves_
     (lambda d: d["segments"][1].update(frames=-15), "negative"),
     (lambda d: d["finished"][0].update(sha256=7), "sha256"),
     (lambda d: d["segments"].pop(), "run to the clip's end"),  # the last segment removed
+    (lambda d: d.update(version=1), "version is 1"),  # an older program's plan
 ])
 def test_an_edited_plan_is_refused_with_the_fix_and_nothing_is_deleted(tmp_path: Path, edit, why: str) -> None:
     src, dst = _clip(tmp_path / "in.mp4"), tmp_path / "out.mp4"
@@ -169,6 +184,29 @@ def test_an_edited_plan_is_refused_with_the_fix_and_nothing_is_deleted(tmp_path:
     assert _tree(folder) == before and not dst.exists()
     engine = Invert()
     assert _run(src, dst, engine, fresh=True).frames == N and sorted(engine.writes) == list(range(N))
+
+
+def test_a_plan_that_is_not_json_is_refused_with_the_fix(tmp_path: Path) -> None:
+    src, dst = _clip(tmp_path / "in.mp4"), tmp_path / "out.mp4"
+    folder = _interrupted(src, dst)
+    (folder / "plan.json").write_text('{"version": 2, "segments": [')
+    with pytest.raises(InputError, match="not JSON.*--fresh"):
+        _run(src, dst, Invert())
+    assert (folder / "seg-00000.mp4").exists()
+
+
+def test_a_29_97_fps_clip_resumes_every_finished_segment(tmp_path: Path) -> None:
+    """Its segments' first frames sit at the plan's times to the tick, so the resume's check keeps them all."""
+    src = make_clip(tmp_path / "in.mp4", keyed_frames(N, np.full((48, 64, 3), 110, np.uint8)), gop=10,
+                    time_base=Fraction(1, 30000), pts=[i * 1001 for i in range(N)])
+    dst = tmp_path / "out.mp4"
+    with pytest.raises(KeyboardInterrupt):
+        restore_in_segments(src, dst, LocalRunner(None, RestoreOptions(), 18, engine=Invert(die_at=35)), "test",
+                            segment_seconds=0.5)
+    engine = Invert()
+    result = restore_in_segments(src, dst, LocalRunner(None, RestoreOptions(), 18, engine=engine), "test",
+                                 segment_seconds=0.5)
+    assert result.segments_kept == 2 and sorted(engine.writes) == list(range(20, N))  # frames 0-9 and 10-19 kept
 
 
 def test_a_plan_that_covers_less_than_the_input_is_refused_and_the_summary_counts_what_was_written(tmp_path: Path) -> None:

@@ -56,8 +56,11 @@ def read_plan(folder: Path) -> SegmentPlan | None:
         return None
     except OSError as exc:  # a link planted under the plan's name (ELOOP) or unreadable
         raise _refuse(path, f"it cannot be opened ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as f:
-        data = f.read(MAX_PLAN_BYTES + 1)
+    try:
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MAX_PLAN_BYTES + 1)
+    except OSError as exc:  # a folder under the plan's name (EISDIR)
+        raise _refuse(path, f"it cannot be read ({exc.strerror})") from None
     if len(data) > MAX_PLAN_BYTES:
         raise _refuse(path, f"it is over {MAX_PLAN_BYTES >> 20} MiB")
     return load_plan(data, path)

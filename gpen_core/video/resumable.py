@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -203,6 +204,9 @@ def finished(plan: SegmentPlan, folder: Path) -> tuple[list[Segment], list[str]]
         path = folder / seg.file
         if not os.path.lexists(path):
             continue
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            raise InputError(f"{path} is a folder, not a segment this program wrote: move it out of {folder} and run "
+                             "again")
         rec = recorded.get(seg.index)
         if rec is not None and file_record(path, seg.index) != rec:
             notes.append(f"segment {seg.index}'s file ({seg.file}) changed since it was written (its size or "

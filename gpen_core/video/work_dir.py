@@ -44,11 +44,13 @@ class WorkFolder:
 
     def ours(self, segments: int) -> list[Path]:
         """The files in the folder this program writes for a plan of ``segments`` segments (the lock aside)."""
-        return [self.path / n for n in sorted(os.listdir(self.path)) if n != LOCK and is_ours(n, segments)]
+        return [self.path / n for n in sorted(os.listdir(self.path))
+                if n != LOCK and is_ours(n, segments) and not _real_dir(self.path / n)]
 
     def foreign(self, segments: int) -> list[str]:
         """Names in the folder that are not the run's own (for ``segments`` segments)."""
-        return [n for n in sorted(os.listdir(self.path)) if n != LOCK and not is_ours(n, segments)]
+        return [n for n in sorted(os.listdir(self.path))
+                if n != LOCK and (not is_ours(n, segments) or _real_dir(self.path / n))]
 
     def clashes(self, segments: int) -> list[str]:
         """Segment files already there for a new plan of ``segments`` segments: not the new run's, so not its to
@@ -80,6 +82,14 @@ class WorkFolder:
         if self.fd >= 0:
             os.close(self.fd)  # closing the only descriptor releases the flock
             self.fd = -1
+
+
+def _real_dir(path: Path) -> bool:
+    """A folder under one of the run's names is not the run's; a link there is (unlinked, never followed)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def is_ours(name: str, segments: int) -> bool:
