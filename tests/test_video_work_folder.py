@@ -237,6 +237,18 @@ def test_a_swapped_segment_file_is_redone_with_a_note(tmp_path: Path) -> None:
     assert max(abs(float(f[20:, :].mean()) - (255 - 110)) for f in frames) < 4  # every frame the input's own
 
 
+def test_a_finished_segment_the_plan_had_no_time_to_record_is_kept(tmp_path: Path) -> None:
+    """kill -9 between a segment's rename and the plan's update: the file is whole, so it is kept (and recorded)."""
+    src, dst = _clip(tmp_path / "in.mp4"), tmp_path / "out.mp4"
+    folder = _interrupted(src, dst)
+    plan = json.loads((folder / "plan.json").read_text())
+    plan["finished"] = []
+    (folder / "plan.json").write_text(json.dumps(plan))
+    engine = Invert()
+    result = _run(src, dst, engine)
+    assert result.segments_kept == 1 and sorted(engine.writes) == list(range(25, N)) and result.frames == N
+
+
 def test_a_replaced_input_of_the_same_size_and_time_is_not_resumed(tmp_path: Path) -> None:
     src, dst = _clip(tmp_path / "in.mp4", 110), tmp_path / "out.mp4"
     replacement = _clip(tmp_path / "new.mp4", 30)  # the same frames and times, other pictures

@@ -185,12 +185,14 @@ def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: b
         raise
 
 
-def finished(plan: SegmentPlan, folder: Path) -> tuple[list[Segment], list[str]]:
-    """(the segments an earlier run completed and that are still its bytes, notes); anything else of the run's removed.
+def finished(plan: SegmentPlan, folder: Path) -> tuple[list[Segment], tuple[FinishedFile, ...], list[str]]:
+    """(the segments an earlier run completed that are still its bytes, their records, notes); the rest of the
+    run's files removed, to be redone.
 
     A segment is kept when its file has the size and sha256 the plan recorded as it finished and decodes to the
-    plan's frames; a file the plan has no record of (the run was killed between the two) is redone quietly, one
-    whose bytes changed since is redone with a note.
+    plan's frames at the plan's times. A file whose bytes changed since is redone, with a note. A file the plan
+    has no record of (the run was killed between its rename and the plan's update: milliseconds) is kept when it
+    decodes to the plan's frames and times, and recorded now, so ``kill -9`` loses no finished segment.
     """
     from gpen_core.video.join import check_segment
     from gpen_core.video.work_dir import is_ours
@@ -199,7 +201,7 @@ def finished(plan: SegmentPlan, folder: Path) -> tuple[list[Segment], list[str]]
         if p.name.endswith(".partial") and is_ours(p.name, len(plan.segments)):
             p.unlink(missing_ok=True)
     recorded = {f.index: f for f in plan.finished}
-    done, notes = [], []
+    done, records, notes = [], [], []
     for seg in plan.segments:
         path = folder / seg.file
         if not os.path.lexists(path):
@@ -207,15 +209,16 @@ def finished(plan: SegmentPlan, folder: Path) -> tuple[list[Segment], list[str]]
         if stat.S_ISDIR(os.lstat(path).st_mode):
             raise InputError(f"{path} is a folder, not a segment this program wrote: move it out of {folder} and run "
                              "again")
-        rec = recorded.get(seg.index)
-        if rec is not None and file_record(path, seg.index) != rec:
+        now, rec = file_record(path, seg.index), recorded.get(seg.index)
+        if rec is not None and now != rec:
             notes.append(f"segment {seg.index}'s file ({seg.file}) changed since it was written (its size or "
                          "sha256 differs: damaged or replaced): it was restored again")
-        elif rec is not None and check_segment(path, plan, seg.index):
+        elif now.bytes > 0 and check_segment(path, plan, seg.index):
             done.append(seg)
+            records.append(now)
             continue
-        path.unlink()  # not recorded, changed, or damaged (power loss before the data reached the disk): redone
-    return done, notes
+        path.unlink()  # changed, damaged (power loss before the data reached the disk) or a link: redone
+    return done, tuple(records), notes
 
 
 def file_record(path: Path, index: int) -> FinishedFile:
@@ -269,11 +272,11 @@ def _run(src: str, dst: Path, prep: Prepared, runner: Runner, progress: Progress
     from gpen_core.video.plan_file import write_plan
 
     plan, folder, notes = prep.plan, prep.work.path, prep.notes
-    kept, why = finished(plan, folder)
+    kept, kept_records, why = finished(plan, folder)
     notes.extend(why)
     kept_ids = {s.index for s in kept}
-    if len(plan.finished) != len(kept):  # forget the records of files that were redone
-        plan = replace(plan, finished=tuple(f for f in plan.finished if f.index in kept_ids))
+    if plan.finished != kept_records:  # the redone files' records forgotten, unrecorded kept ones recorded
+        plan = replace(plan, finished=kept_records)
         write_plan(folder, plan)
     records = [SegmentRecord(s.index, s.frames, 0.0, kept=True) for s in kept]
     count = [sum(s.frames for s in kept)]
