@@ -202,7 +202,7 @@ def restore_in_segments(
 
     t0 = time.perf_counter()
     src_s, dst_p = os.path.abspath(os.fspath(src)), Path(dst)
-    check_output(dst_p)
+    check_output(dst_p, src_s)  # also refuses the input itself: the join would replace it
     plan, folder, notes = prepare(src_s, dst_p, settings, segment_seconds, fresh)
     kept = finished(plan, folder)
     kept_ids = {s.index for s in kept}
