@@ -5,7 +5,8 @@ parsed here; the other subcommands' flags and runs are in their rooms' command m
 Exit codes: 0 success (a photo with no face is a success with a note), 2 bad
 usage or bad input, 3 missing or corrupt weights, 4 out of memory, 5 a damaged video
 (the output holds the frames restored before the damage), 130 stopped (Ctrl-C; a partial
-video is removed); ``selfcheck``: 1 when a network fails the check.
+video is removed), 143 stopped by SIGTERM (a plain ``kill``: the same clean-up as Ctrl-C); ``selfcheck``: 1
+when a network fails the check.
 """
 
 from __future__ import annotations
@@ -119,6 +120,14 @@ def _verbose_after(p: argparse.ArgumentParser, sub: Any) -> argparse.ArgumentPar
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from gpen_core.platform.stop_signals import SIGTERM_EXIT, sigterm_as_interrupt
+
+    with sigterm_as_interrupt() as stop:  # a plain kill cleans up as Ctrl-C does
+        code = _main(argv)
+    return SIGTERM_EXIT if stop.terminated and code == 130 else code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = _parser().parse_args(argv)
     except (ImportError, MemoryError) as exc:  # under a memory cap even the parser's imports can fail
@@ -249,7 +258,12 @@ def not_a_file(path: Path) -> str | None:
 
 def _plan_outputs(inputs: list[Path], output: str, mode_format: str | None) -> list[tuple[Path, Path, str | None]]:
     """(input, output path, format override) per input; format None = the mode's."""
+    from gpen_core.video.output import VIDEO_SUFFIXES
+
     out = Path(output)
+    if out.suffix.lower() in VIDEO_SUFFIXES and not out.is_dir():  # else a folder named x.mp4 would be made
+        raise InputError(f"{out.name} names a video, but {'these inputs are photos' if len(inputs) > 1 else f'{inputs[0].name} is a photo'} "
+                         f"(a GIF is restored as a still): name the output {out.with_suffix('.png').name}, or a folder")
     if out.suffix.lower() in IMAGE_SUFFIXES and not out.is_dir():
         if len(inputs) > 1:
             raise InputError(f"{len(inputs)} inputs need an output folder, not the file {out}")
@@ -261,6 +275,15 @@ def _plan_outputs(inputs: list[Path], output: str, mode_format: str | None) -> l
 
     # Unique per input (same.jpg and same.png → same_jpg, same_png); suffix added once the format is known.
     return [(p, out / stem, None) for p, stem in zip(inputs, output_stems([p.name for p in inputs]))]
+
+
+def _check_photo_outputs(plan: list[tuple[Path, Path, str | None]]) -> None:
+    """InputError for an output that is a device, FIFO or folder, or the input itself (by any link): videos' rule."""
+    from gpen_core.images.outputs import check_output_file
+
+    for src, dst, _ in plan:
+        for candidate in [dst] if dst.suffix else [dst.with_suffix(s) for s in SUFFIX_BY_FORMAT.values()]:
+            check_output_file(candidate, [src], folder=False)
 
 
 def _bar(total: int) -> Any:
@@ -288,6 +311,7 @@ def _restore(args: argparse.Namespace) -> int:
     from gpen_core.images.outputs import check_writable
 
     check_writable([dst for _, dst, _ in plan])  # bad output paths fail now (exit 2), not after the restore
+    _check_photo_outputs(plan)
     mask = _read_mask(args.mask) if args.mask is not None else None
     _load_engine()  # under a memory cap: exit 4 saying what the engine needs, never a traceback
 
@@ -412,12 +436,14 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
     """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged."""
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
-    from gpen_core.scaleout.video_cli import restore_if_segmented
+    from gpen_core.scaleout.video_cli import join_first, restore_if_segmented
     from gpen_core.video.command import VideoBar, plan_video_outputs, print_video
     from gpen_core.video.stream import VideoOptions, restore_video
 
     plan = plan_video_outputs(videos, args.output, photos_too)
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end).validated()
+    if args.ray and args.address:
+        join_first(args.address)  # a wrong address fails in seconds, before the engine loads
     _load_engine()
     detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
     opts = RestoreOptions(mode=args.mode, model=args.model, detector=detector, alpha=args.alpha,  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ import json
 import random
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -286,3 +287,84 @@ def test_serve_request_start_to_shutdown_and_the_app_through_gradio_client(
     finally:
         serve.shutdown()
     assert not [a for a in ray.util.list_named_actors(all_namespaces=True) if "SERVE" in str(a).upper()]
+
+
+def test_a_segment_whose_worker_dies_twice_is_named_and_the_same_command_resumes(
+    ray_local, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed on both tries of segment 1 (as the kernel's out-of-memory killer would): exit 4 naming the
+    segment, the finished segment 0 kept, and how to go on; never Ray's WorkerCrashedError traceback."""
+    import argparse
+
+    import numpy as np
+
+    from gpen_core.options import RestoreOptions
+    from gpen_core.scaleout import video_ray
+    from gpen_core.scaleout.video_cli import restore_segmented
+    from gpen_core.video.engine_seam import FrameOut
+    from gpen_core.video.resumable import LocalRunner, restore_in_segments, settings_text
+    from gpen_core.video.segments import work_folder
+
+    from .videoclips import keyed_clip, keyed_frames
+
+    src = keyed_clip(tmp_path / "in.mp4", keyed_frames(50, np.full((48, 64, 3), 100, np.uint8)), audio=False)
+    dst = tmp_path / "out.mp4"
+    options = RestoreOptions(mode="low")
+
+    class StopsInSegment1:
+        device = "cpu"
+
+        def detect(self, rgb):
+            if frame_index(rgb) == 30:
+                raise KeyboardInterrupt  # a first run stopped after segment 0
+            return []
+
+        def restore(self, rgb, detections):
+            return FrameOut(rgb, ())
+
+        def close(self) -> None:
+            pass
+
+    with pytest.raises(KeyboardInterrupt):
+        restore_in_segments(src, dst, LocalRunner(None, options, 18, engine=StopsInSegment1()), settings_text(options, 18),
+                            segment_seconds=1.0)
+
+    def killed(*args, **kwargs):  # pickled by value: the worker runs this, not the module's segment_task
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(video_ray, "segment_task", killed)
+    args = argparse.Namespace(segment_seconds=1.0, ray=True, address=None, workers=1, gpus_per_worker=0.0, models_dir=None,
+                              device="cpu", crf=18, segments=True, fresh=False, json=False, start=None, end=None)
+    t0 = time.monotonic()
+    with pytest.raises(video_ray.WorkerDied) as caught:
+        restore_segmented(args, src, dst, None, options, lambda done, total: None)
+    msg = str(caught.value)
+    print(f"worker killed twice: refused after {time.monotonic() - t0:.1f} s: {msg}")
+    assert caught.value.exit_code == 4
+    assert msg.startswith("segment 1 (from 1.0 s): its Ray worker died on each of its 2 tries (WorkerCrashedError")
+    assert f"The 1 finished segment is kept in {work_folder(dst)}; run the same command again to resume" in msg
+    assert (work_folder(dst) / "seg-00000.mp4").exists() and not dst.exists()
+
+
+def test_an_unreachable_ray_address_fails_fast_naming_it_and_leaves_nothing(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from .videoclips import keyed_clip, keyed_frames
+
+    src = keyed_clip(tmp_path / "in.mp4", keyed_frames(10, np.full((48, 64, 3), 100, np.uint8)), audio=False)
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "gpen_core", "restore", str(src), "-o", str(tmp_path / "out.mp4"), "--ray",
+                        "--address", "127.0.0.1:1"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                       capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - t0
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "cannot reach the Ray cluster at '127.0.0.1:1'" in p.stderr and "Traceback" not in p.stderr
+    assert took < 30, took
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["in.mp4"]  # no work folder, no manifest

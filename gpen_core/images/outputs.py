@@ -9,6 +9,7 @@ restore; :func:`write_atomic` never leaves a partial file under the final name.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
@@ -43,6 +44,40 @@ def check_writable(outputs: Iterable[Path]) -> None:
                 f"cannot write {dst}: creating a file in {nearest} failed ({exc.strerror or exc}). "
                 "Choose an output in a folder you can write to."
             ) from None
+
+
+def check_output_file(dst: Path, inputs: Iterable[Path] = (), *, folder: bool = True) -> None:
+    """Raise :class:`InputError` when ``dst`` may not be written: it exists and is not a regular file (a
+    device such as /dev/full, a FIFO, a socket, a folder), or it is one of ``inputs`` (the same file by
+    another name, a symbolic or hard link included: replacing it loses the input, which is read while
+    the output is written). Then, with ``folder``, :func:`check_writable` for its folder. Photos and videos
+    share this rule.
+    """
+    dst = Path(dst)
+    try:
+        mode = dst.stat().st_mode
+    except OSError:
+        mode = None  # not there yet (or a broken link, which the rename replaces)
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else (
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
+        raise InputError(f"the output {dst} is {kind}, not a file: name a new file, or a folder to write into")
+    for src in inputs:
+        if same_file(Path(src), dst):
+            raise InputError(f"the output {dst} is the input itself ({src}): choose another output name "
+                             "(the input is read while the output is written, and would be lost)")
+    if folder:
+        check_writable([dst])
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one file: the same device and inode once links are followed (a symbolic or a
+    hard link); when either is not there yet, the same path once resolved."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return Path(a).resolve() == Path(b).resolve()
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def write_atomic(dst: Path, data: bytes) -> None:

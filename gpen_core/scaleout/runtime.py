@@ -107,6 +107,7 @@ def connect(address: str) -> None:
     ``RAY_AUTH_MODE=token``: set it when a token is there and nobody chose a mode.
     """
     ray = import_ray()
+    _reachable(address)
     if "RAY_AUTH_MODE" not in os.environ and _token_available():
         from gpen_core.compat.ray import enable_token_auth
 
@@ -118,6 +119,29 @@ def connect(address: str) -> None:
         raise InputError(
             f"cannot join the Ray cluster at {address!r} ({str(exc).strip()[:300]}). Use the address that "
             "`python -m gpen_core serve` or `ray start --head` printed, or leave out --address to run on this machine only"
+        ) from None
+
+
+# How long a cluster's port may take to accept a connection. Ray's own ray.init retries an address nobody
+# listens on for minutes (its GCS reconnect loop, with a warning a second); a refused or silent port is
+# told within this.
+CONNECT_TIMEOUT_S = 10.0
+
+
+def _reachable(address: str) -> None:
+    """InputError naming ``address`` when nothing accepts a connection at its HOST:PORT ("auto": Ray finds it)."""
+    import socket
+
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]") or LOOPBACK, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        why = exc.strerror or str(exc) or "no answer"
+        raise InputError(
+            f"cannot reach the Ray cluster at {address!r} ({why}). Start it (`ray start --head`) or use the address it "
+            "printed, or leave out --address to run on this machine only"
         ) from None
 
 

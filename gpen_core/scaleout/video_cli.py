@@ -90,11 +90,15 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
     ``--json``: one line per segment as it finishes, then the caller prints the summary.
     Ctrl-C: VideoStopped naming the work folder and how to resume.
     """
+    from gpen_core.scaleout.video_ray import WorkerDied
+    from gpen_core.video.output import WriteFailed
     from gpen_core.video.resumable import LocalRunner, manifest_line, restore_in_segments, settings_text
     from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, work_folder
 
     seconds = args.segment_seconds if args.segment_seconds is not None else DEFAULT_SEGMENT_SECONDS
     runner: Any
+    if args.ray and args.address:
+        join_first(args.address)  # before the work folder and the manifest: a wrong address leaves nothing behind
     if args.ray:
         from gpen_core.scaleout.batch import new_run_id
         from gpen_core.scaleout.video_ray import RayRunner
@@ -121,12 +125,34 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
     try:
         return restore_in_segments(src, dst, runner, settings_text(options, args.crf), segment_seconds=seconds,
                                    fresh=args.fresh, progress=progress, on_record=on_record)
-    except KeyboardInterrupt:
-        raise VideoStopped(f"stopped: the finished segments are kept in {work_folder(dst)}; run the same command again to "
-                           "resume (add --fresh to start over)") from None
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the CLI raises it for both)
+        raise VideoStopped(f"stopped: {kept_segments(work_folder(dst))} (add --fresh to start over)") from None
+    except (WriteFailed, WorkerDied) as exc:  # the disk or a worker failed, not the input: the same command resumes
+        kept = kept_segments(work_folder(dst))
+        exc.args = (f"{exc}. {kept[0].upper()}{kept[1:]}",)
+        raise
     finally:
         if manifest is not None:
             manifest.close()
+
+
+def kept_segments(folder: Path) -> str:
+    """What a stopped or failed segmented run keeps, counted (never a claim of segments that are not there)."""
+    if not folder.is_dir():
+        return "nothing was written yet; run the same command again to start"
+    done = len(list(folder.glob("seg-*.mp4")))
+    if done:
+        return (f"the {done} finished segment{'s are' if done != 1 else ' is'} kept in {folder}; run the same command "
+                "again to resume")
+    return f"no segment had finished; run the same command again to start ({folder} holds its plan)"
+
+
+def join_first(address: str) -> None:
+    """Join the Ray cluster at ``address`` now (once per process), so a wrong address fails in seconds with its name."""
+    from gpen_core.scaleout.runtime import connect, import_ray
+
+    if not import_ray().is_initialized():
+        connect(address)
 
 
 def print_segmented(src: Path, r: Any, json_records: bool = False) -> None:

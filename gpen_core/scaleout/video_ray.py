@@ -32,6 +32,8 @@ from gpen_core.video.segments import Segment, SegmentPlan
 # Segments in flight beyond the workers' count: each finished one's bytes wait in Ray's object store
 # until the driver writes them, so a small margin keeps workers busy without piling results up.
 EXTRA_IN_FLIGHT = 1
+# A worker that dies (killed, out of memory) has its segment tried once more before the run stops.
+MAX_RETRIES = 1
 
 
 class SegmentFailed(GPENError):
@@ -40,6 +42,17 @@ class SegmentFailed(GPENError):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class WorkerDied(GPENError):
+    """A segment's worker process died on each of its tries (killed, most often by the kernel or Ray for memory),
+    or Ray lost the node or the result: nothing wrong with the input, so the same command resumes."""
+
+    exit_code = 4
+
+
+# The per-task temp folders: ``gpen-seg-<pid>-…``, so the next task on the machine can tell a killed worker's.
+SEGMENT_TEMP_PREFIX = "gpen-seg-"
 
 
 def segment_task(src: str, seg: Segment, size: tuple[int, int], options: RestoreOptions, crf: int,
@@ -55,10 +68,14 @@ def segment_task(src: str, seg: Segment, size: tuple[int, int], options: Restore
     from gpen_core.video.engine_seam import FrameEngine
     from gpen_core.video.segment_run import restore_segment
 
+    from gpen_core.platform.leftovers import sweep_folders
+
     torch.set_num_threads(threads)  # Ray set OMP_NUM_THREADS from the fractional share; say it plainly
+    sweep_folders(Path(tempfile.gettempdir()), SEGMENT_TEMP_PREFIX)  # what killed workers left here
     try:
         restorer = get_restorer(models_dir=models_dir, device=device)
-        with PeakMeter(restorer.device) as meter, tempfile.TemporaryDirectory(prefix="gpen-seg-") as tmp:
+        prefix = f"{SEGMENT_TEMP_PREFIX}{os.getpid()}-"
+        with PeakMeter(restorer.device) as meter, tempfile.TemporaryDirectory(prefix=prefix) as tmp:
             engine = FrameEngine(restorer, options, size)
             try:
                 done = restore_segment(src, seg, Path(tmp) / seg.file, engine, crf)
@@ -107,7 +124,10 @@ class RayRunner:
         from gpen_core.scaleout.runtime import import_ray, ray_session, worker_memory_bytes
         from gpen_core.video.resumable import upright_size
 
+        from gpen_core.platform.leftovers import sweep_folders
+
         ray = import_ray()
+        sweep_folders(Path(tempfile.gettempdir()), SEGMENT_TEMP_PREFIX)  # killed local workers' leftovers
         size = upright_size(plan.input)
         with ray_session(self.address, num_cpus=self.num_cpus) as session:
             device = self.device or ("cuda" if self.gpus_per_worker > 0 else "cpu")
@@ -116,7 +136,7 @@ class RayRunner:
                                            self.gpus_per_worker, None, memory, session.memory)
             self.used_workers, self.cpus_per_worker = workers, cpus
             task = ray.remote(segment_task).options(num_cpus=cpus, num_gpus=self.gpus_per_worker or None, memory=memory,
-                                                    max_retries=1)
+                                                    max_retries=MAX_RETRIES)
             args = (size, self.options, self.crf, self.models_dir, device, worker_threads(cpus))
             yield from _drain(ray, task, plan, pending, folder, args, workers + EXTRA_IN_FLIGHT, on_frame)
 
@@ -133,7 +153,7 @@ def _drain(ray: Any, task: Any, plan: SegmentPlan, pending: list[Segment], folde
                 running[task.remote(plan.input, seg, *args)] = seg
             ready, _ = ray.wait(list(running), num_returns=1)
             seg = running.pop(ready[0])
-            rec, data = ray.get(ready[0])
+            rec, data = _result(ray, ready[0], seg)
             if "error" in rec:
                 raise SegmentFailed(f"segment {seg.index} (from {seg.start_s:.1f} s): {rec['error']}", int(rec["exit_code"]))
             _write(folder / seg.file, data)
@@ -146,11 +166,35 @@ def _drain(ray: Any, task: Any, plan: SegmentPlan, pending: list[Segment], folde
             ray.cancel(ref, force=True)
 
 
+def _result(ray: Any, ref: Any, seg: Segment) -> tuple[dict[str, Any], bytes]:
+    """The task's (record, bytes); WorkerDied when its process died on every try or Ray lost it (a task's own
+    bug, RayTaskError, is not caught: its traceback is what a report needs)."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError:
+        raise
+    except ray.exceptions.RayError as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise WorkerDied(
+            f"segment {seg.index} (from {seg.start_s:.1f} s): its Ray worker died on each of its {1 + MAX_RETRIES} tries "
+            f"({type(exc).__name__}: {first}); most often that is memory: restore with fewer --workers or a lighter "
+            "--mode, or close other programs"
+        ) from None
+
+
 def _write(dst: Path, data: bytes) -> None:
+    from gpen_core.video.output import disk_error, write_failed
+
     tmp = dst.with_name(f".{dst.name}.{os.getpid()}.partial")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, dst)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, dst)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if disk_error(exc):
+            raise write_failed(exc, dst.parent, f"segment {dst.name}") from None
+        raise
 

@@ -21,18 +21,30 @@ def add_video_arguments(r: argparse.ArgumentParser) -> None:
 
 
 def plan_video_outputs(videos: list[Path], output: str, photos_too: bool) -> list[tuple[Path, Path]]:
-    """(input, output) per video: the file ``output`` for one video alone, else ``output/<name>.mp4``."""
+    """(input, output) per video: the file ``output`` for one video alone, else ``output/<name>.mp4``.
+
+    Checked here, before any model loads or any frame: the output is no device, FIFO or input (by any
+    link) and its folder is writable (InputError, exit 2); only then is a missing output folder made.
+    """
+    from gpen_core.images.outputs import check_output_file, check_writable, output_stems
+    from gpen_core.video.output import check_output
+
     out = Path(output)
     if out.suffix.lower() in VIDEO_SUFFIXES and not out.is_dir():
         if len(videos) > 1 or photos_too:
             raise InputError(f"{len(videos)} video(s) and photos need an output folder, not the file {out}")
+        check_output(out, videos[0])
         return [(videos[0], out)]
+    if out.exists() and not out.is_dir():
+        check_output_file(out)  # a device such as /dev/full, a FIFO: named as such
     if out.suffix and not out.is_dir():
         raise InputError(f"a restored video is an MP4: name the output {out.with_suffix('.mp4')}, or give a folder")
-    from gpen_core.images.outputs import output_stems
-
+    plan = [(p, out / f"{stem}.mp4") for p, stem in zip(videos, output_stems([p.name for p in videos]))]
+    check_writable([dst for _, dst in plan])
     out.mkdir(parents=True, exist_ok=True)
-    return [(p, out / f"{stem}.mp4") for p, stem in zip(videos, output_stems([p.name for p in videos]))]
+    for src, dst in plan:
+        check_output(dst, src)
+    return plan
 
 
 class VideoBar:

@@ -88,39 +88,52 @@ def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path) -> str:
     """
     import av
 
-    from gpen_core.video.output import add_audio, temp_name
+    from gpen_core.platform.leftovers import sweep_partials
+    from gpen_core.video.output import add_audio, disk_error, temp_name, write_failed
     from gpen_core.video.probe import open_clip
 
     depth = max(reorder_depth(segment_pts(folder / s.file)) for s in plan.segments)
+    sweep_partials(dst)  # a join killed earlier left its partial under another pid
     tmp = temp_name(dst)
     container = open_clip(src)
     try:
-        with av.open(str(folder / plan.segments[0].file)) as first:
-            out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
-            try:
-                v = out.add_stream_from_template(first.streams.video[0])
-                v.time_base = plan.tb
-                routes = add_audio(out, list(container.streams.audio))
-                for _, kind, item in heapq.merge(_video_packets(folder, plan, depth), _audio_items(container, routes),
-                                                 key=lambda x: (x[0], x[1])):
-                    if kind == 0:
-                        item.stream = v
-                        out.mux(item)
-                    else:
-                        _audio_out(out, routes, item)
-                for r in routes:
-                    if not r.copy:
-                        for p in r.out.encode():
-                            out.mux(p)
-            finally:
-                out.close()
-        os.replace(tmp, dst)
+        try:
+            routes = _write_joined(av, container, plan, folder, tmp, depth, add_audio)
+            os.replace(tmp, dst)
+        except OSError as exc:
+            if disk_error(exc):
+                raise write_failed(exc, dst.parent, "the joined video") from None
+            raise
     finally:
         container.close()
         tmp.unlink(missing_ok=True)
     if not routes:
         return "none"
     return "copied" if all(r.copy for r in routes) else "re-encoded"
+
+
+def _write_joined(av: Any, container: Any, plan: SegmentPlan, folder: Path, tmp: Path, depth: int, add_audio: Any) -> list[Any]:
+    """The segments' video and the input's audio, interleaved by time, into ``tmp``; the audio routes."""
+    with av.open(str(folder / plan.segments[0].file)) as first:
+        out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
+        try:
+            v = out.add_stream_from_template(first.streams.video[0])
+            v.time_base = plan.tb
+            routes = add_audio(out, list(container.streams.audio))
+            for _, kind, item in heapq.merge(_video_packets(folder, plan, depth), _audio_items(container, routes),
+                                             key=lambda x: (x[0], x[1])):
+                if kind == 0:
+                    item.stream = v
+                    out.mux(item)
+                else:
+                    _audio_out(out, routes, item)
+            for r in routes:
+                if not r.copy:
+                    for p in r.out.encode():
+                        out.mux(p)
+        finally:
+            out.close()
+    return routes
 
 
 def _audio_items(container: Any, routes: list[Any]) -> Iterator[tuple[float, int, Any]]:

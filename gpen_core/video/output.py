@@ -3,6 +3,7 @@ renamed onto the output name only when complete (a refusal or a stop leaves noth
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,11 +28,36 @@ def temp_name(dst: Path) -> Path:
     return dst.with_name(f".{dst.name}.{os.getpid()}.partial")
 
 
-def check_output(dst: Path) -> None:
+def check_output(dst: Path, src: str | os.PathLike[str] | None = None) -> None:
+    """InputError, before any frame, for an output that cannot or may not be written: not .mp4, its folder
+    missing or not writable, a device/FIFO/folder, or ``src`` itself (by any link): one rule with photos."""
+    from gpen_core.images.outputs import check_output_file
+
     if dst.suffix.lower() not in VIDEO_SUFFIXES:
         raise InputError(f"a restored video is an H.264 MP4: name the output {dst.with_suffix('.mp4').name}, not {dst.name}")
     if not dst.parent.is_dir():
         raise InputError(f"the output folder {dst.parent} does not exist: create it, or choose another output path")
+    check_output_file(dst, [Path(src)] if src is not None else [])
+
+
+# What a full disk, a quota, a read-only remount or a failing disk raise while a file is written.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM})
+
+
+class WriteFailed(InputError):
+    """Writing the output (or a segment, or the join) failed on the disk's side: full, read-only, gone."""
+
+
+def disk_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the disk refusing a write (PyAV's av.error.OSError is an OSError with its errno)."""
+    return isinstance(exc, OSError) and getattr(exc, "errno", None) in DISK_ERRNOS
+
+
+def write_failed(exc: BaseException, folder: Path, what: str) -> WriteFailed:
+    """The one message for a failed write, on every path (one pass, segments, the join, Ray's driver)."""
+    detail = getattr(exc, "strerror", None) or str(exc).strip() or type(exc).__name__
+    return WriteFailed(f"writing {what} failed ({detail}): check that the output folder {folder} is writable and its "
+                       "disk has space, and try again")
 
 
 @dataclass
@@ -92,13 +118,21 @@ class VideoWriter:
             self.audio(*item)
         self.waiting = []
 
+    def _failed(self, exc: BaseException) -> WriteFailed:
+        return write_failed(exc, Path(self.out.name).parent, f"the video at frame {self.frames}")
+
     def frame(self, rgb: Any, pts: int, colour: Colour) -> None:
         if self.stream is None:
             self._open_video(rgb, colour)
         f = to_yuv(rgb, self.colour, self.reformatter)
         f.pts, f.time_base = pts, self.time_base
-        for p in self.stream.encode(f):
-            self.out.mux(p)
+        try:
+            for p in self.stream.encode(f):
+                self.out.mux(p)
+        except OSError as exc:
+            if disk_error(exc):
+                raise self._failed(exc) from None
+            raise
         self.frames += 1
 
     def audio(self, kind: str, route: int, item: Any) -> None:
@@ -107,16 +141,30 @@ class VideoWriter:
             self.waiting.append((kind, route, item))
             return
         r = self.routes[route]
-        if kind == "packet":
-            item.stream = r.out
-            self.out.mux(item)
-        else:
-            item.pts = None  # the AAC encoder times its own frames from the sample count
-            for p in r.out.encode(item):
-                self.out.mux(p)
+        try:
+            if kind == "packet":
+                item.stream = r.out
+                self.out.mux(item)
+            else:
+                item.pts = None  # the AAC encoder times its own frames from the sample count
+                for p in r.out.encode(item):
+                    self.out.mux(p)
+        except OSError as exc:
+            if disk_error(exc):
+                raise self._failed(exc) from None
+            raise
 
     def close(self) -> None:
-        """Flush the encoders and write the MP4's index (call only when every frame is in)."""
+        """Flush the encoders and write the MP4's index (call only when every frame is in); WriteFailed when the
+        disk refuses (the MP4's index is written here, so a nearly full disk often fails only now)."""
+        try:
+            self._close()
+        except OSError as exc:
+            if disk_error(exc):
+                raise self._failed(exc) from None
+            raise
+
+    def _close(self) -> None:
         if self.stream is not None:
             for p in self.stream.encode():
                 self.out.mux(p)

@@ -258,7 +258,7 @@ def restore_in_segments(
 
     t0 = time.perf_counter()
     src_s, dst_p = os.path.abspath(os.fspath(src)), Path(dst)
-    check_output(dst_p)
+    check_output(dst_p, src_s)  # also refuses the input itself: the join would replace it
     prep = prepare(src_s, dst_p, settings, segment_seconds, fresh)
     try:
         return _run(src_s, dst_p, prep, runner, progress, on_record, t0)

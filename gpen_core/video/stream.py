@@ -82,15 +82,15 @@ def restore_video(
     display rotation (frames written upright), colour properties. Raises InputError for a file that
     is no usable video (nothing written), VideoStopped, and the restore's own errors.
     """
+    from gpen_core.platform.leftovers import sweep_partials
     from gpen_core.platform.meter import PeakMeter
     from gpen_core.video.output import check_output, temp_name
     from gpen_core.video.probe import clip_info, open_clip
 
     vopts = (video or VideoOptions()).validated()
     src_s, dst_p = os.fspath(src), Path(dst)
-    check_output(dst_p)
-    if dst_p.exists() and dst_p.resolve() == Path(src_s).resolve():
-        raise InputError(f"the output {dst_p} is the input itself: choose another output name (the input is read while writing)")
+    check_output(dst_p, src_s)  # before any frame: the folder writable, not a device, not the input by any link
+    sweep_partials(dst_p)  # what a killed earlier run on this output left
     container = open_clip(src_s)
     tmp = temp_name(dst_p)
     run = None

@@ -1,0 +1,67 @@
+"""What a killed run of this program left on disk, told apart by the process id in its name, and swept.
+
+A run names its temporary files and folders with its own pid (``.out.mp4.4242.partial`` beside an
+output, ``gpen-seg-4242-…`` in the temp folder). ``kill -9``, a power cut or Ray's killing of a worker
+skips every clean-up, and a rerun has another pid, so without a sweep such leftovers stay forever.
+Only names of our own pattern, owned by this user, whose process no longer runs, are removed: a
+second run on the same output, still writing, keeps its file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+from pathlib import Path
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (this one included); a pid owned by another user counts as alive."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _ours_and_dead(path: Path, pid_text: str) -> bool:
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    owner = getattr(os, "getuid", lambda: st.st_uid)()
+    return pid_text.isdigit() and st.st_uid == owner and not pid_alive(int(pid_text))
+
+
+def sweep_partials(dst: Path) -> list[Path]:
+    """Remove ``.NAME.PID.partial`` files beside ``dst`` whose process is gone; return them.
+
+    Only this exact pattern for this output's name: other outputs' partials and other files are left alone.
+    """
+    pattern = re.compile(rf"^\.{re.escape(dst.name)}\.(\d+)\.partial$")
+    removed = []
+    with contextlib.suppress(OSError):
+        for p in dst.parent.iterdir():
+            m = pattern.match(p.name)
+            if m and not p.is_dir() and _ours_and_dead(p, m.group(1)):
+                with contextlib.suppress(OSError):
+                    p.unlink()
+                    removed.append(p)
+    return removed
+
+
+def sweep_folders(root: Path, prefix: str) -> list[Path]:
+    """Remove folders ``<prefix><PID>-…`` in ``root`` whose process is gone (this user's, never a link); return them."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for d in root.glob(f"{prefix}*"):
+            pid_text = d.name[len(prefix):].split("-", 1)[0]
+            if d.is_dir() and not d.is_symlink() and _ours_and_dead(d, pid_text):
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(d)
+    return removed

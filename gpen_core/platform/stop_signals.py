@@ -1,0 +1,43 @@
+"""SIGTERM handled as Ctrl-C: a plain ``kill`` (a service manager's stop, a batch system's time limit) runs the
+same clean-up as Ctrl-C (partial outputs removed, Ray stopped, the segments kept for a resume) instead of
+ending the process where it stands."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+SIGTERM_EXIT = 128 + 15  # what a shell reports for a process ended by SIGTERM: scripts keep telling the two apart
+
+
+@dataclass
+class StopSignal:
+    """Whether SIGTERM arrived while the block ran."""
+
+    terminated: bool = False
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[StopSignal]:
+    """Within the block SIGTERM raises KeyboardInterrupt in the main thread, once (a repeat while cleaning up is
+    ignored, so the clean-up finishes; SIGKILL still ends it). The previous handler is restored after. Off the main
+    thread (where Python cannot set handlers) the block runs unchanged."""
+    state = StopSignal()
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+
+    def on_term(signum: int, frame: object) -> None:
+        if state.terminated:
+            return
+        state.terminated = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGTERM, previous)

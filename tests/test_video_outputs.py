@@ -1,0 +1,294 @@
+"""Where a restore writes, checked before any frame, on every path (one pass, segments, photos): the input itself
+by any link, devices and FIFOs, folders nobody can write, a photo named .mp4; a full disk said the same way on
+every path; what killed runs leave (partials beside the output) swept; SIGTERM cleans up as Ctrl-C does.
+
+Stand-in engines (no network): what is checked is the paths and the files, not the restore.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+av = pytest.importorskip("av")
+
+from gpen_core.cli import main  # noqa: E402
+from gpen_core.errors import InputError  # noqa: E402
+from gpen_core.options import RestoreOptions  # noqa: E402
+from gpen_core.video.engine_seam import FrameOut  # noqa: E402
+from gpen_core.video.output import WriteFailed  # noqa: E402
+from gpen_core.video.resumable import LocalRunner, restore_in_segments  # noqa: E402
+from gpen_core.video.segments import work_folder  # noqa: E402
+from gpen_core.video.stream import restore_video  # noqa: E402
+
+from .conftest import ROOT  # noqa: E402
+from .videoclips import gradient_frames, keyed_clip, keyed_frames, make_clip  # noqa: E402
+
+
+class Inverts:
+    """A stand-in engine: no faces, every frame inverted; counts the frames it was handed."""
+
+    device = "cpu"
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.frames, self.delay_s = 0, delay_s
+
+    def detect(self, rgb: np.ndarray) -> list:
+        time.sleep(self.delay_s)
+        return []
+
+    def restore(self, rgb: np.ndarray, detections: list) -> FrameOut:
+        self.frames += 1
+        return FrameOut(255 - rgb, ())
+
+    def close(self) -> None:
+        pass
+
+
+def _clip(path: Path, n: int = 50) -> Path:
+    return keyed_clip(path, keyed_frames(n, np.full((48, 64, 3), 100, np.uint8)))
+
+
+def _segmented(src: Path, dst: Path, engine: object) -> object:
+    return restore_in_segments(src, dst, LocalRunner(None, RestoreOptions(), 18, engine=engine), "test", segment_seconds=1.0)
+
+
+def _photo(path: Path) -> Path:
+    from PIL import Image
+
+    Image.fromarray(np.full((40, 40, 3), 128, np.uint8)).save(path)
+    return path
+
+
+@pytest.fixture
+def no_restore(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refusals come before any work: a restore, a model load or a frame fails the test."""
+    from gpen_core import cli
+    from gpen_core.restorer import Restorer
+
+    def no_work(*a: object, **k: object) -> None:
+        pytest.fail("work started although the output was refused")
+
+    monkeypatch.setattr(Restorer, "__call__", no_work)
+    monkeypatch.setattr(cli, "_load_engine", no_work)
+
+
+@pytest.mark.parametrize("link", ["same name", "symbolic link", "hard link"])
+def test_the_input_itself_is_refused_on_every_path(tmp_path: Path, link: str, no_restore: None,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    src = make_clip(tmp_path / "same.mp4", gradient_frames(6))
+    before = src.read_bytes()
+    dst = {"same name": lambda: src, "symbolic link": lambda: (tmp_path / "l.mp4").symlink_to(src) or tmp_path / "l.mp4",
+           "hard link": lambda: os.link(src, tmp_path / "h.mp4") or tmp_path / "h.mp4"}[link]()
+    for extra in ([], ["--segments"], ["--no-segments"]):
+        assert main(["restore", str(src), "-o", str(dst), "--overwrite", *extra]) == 2
+        assert "is the input itself" in capsys.readouterr().err
+    with pytest.raises(InputError, match="the input itself"):
+        restore_video(src, dst, engine=Inverts())
+    with pytest.raises(InputError, match="the input itself"):
+        _segmented(src, dst, Inverts())
+    assert src.read_bytes() == before and not work_folder(dst).exists()
+
+
+def test_a_photo_written_over_itself_is_refused(tmp_path: Path, no_restore: None, capsys: pytest.CaptureFixture[str]) -> None:
+    photo = _photo(tmp_path / "p.png")
+    os.link(photo, tmp_path / "h.png")
+    before = photo.read_bytes()
+    for out in (photo, tmp_path / "h.png", tmp_path):  # the file, a hard link, its own folder
+        assert main(["restore", str(photo), "-o", str(out), "--overwrite"]) == 2
+        assert "is the input itself" in capsys.readouterr().err
+    assert photo.read_bytes() == before
+
+
+@pytest.mark.parametrize("where", ["/proc/self", "/sys/kernel"])  # kernel file systems: even root cannot create files
+def test_an_output_folder_nobody_can_write_is_refused_before_any_frame(where: str, tmp_path: Path, no_restore: None,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    src = _clip(tmp_path / "in.mp4", 10)
+    out = Path(where) / "o.mp4"
+    for extra in ([], ["--segments"]):
+        assert main(["restore", str(src), "-o", str(out), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and f"cannot write {out}" in err and "Traceback" not in err
+    for run in (restore_video, _segmented):
+        engine = Inverts()
+        with pytest.raises(InputError, match="cannot write"):
+            run(src, out, engine=engine) if run is restore_video else run(src, out, engine)
+        assert engine.frames == 0
+
+
+def test_a_device_or_fifo_as_output_is_refused(tmp_path: Path, no_restore: None, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _clip(tmp_path / "in.mp4", 10)
+    fifo = tmp_path / "pipe.mp4"
+    os.mkfifo(fifo)
+    for out, kind in (("/dev/full", "a device"), (str(fifo), "a FIFO")):
+        assert main(["restore", str(src), "-o", out, "--overwrite"]) == 2
+        err = capsys.readouterr().err
+        assert f"the output {out} is {kind}" in err and "Traceback" not in err
+    assert fifo.is_fifo()  # left as it was
+    photo = _photo(tmp_path / "p.png")
+    os.mkfifo(tmp_path / "pipe.png")
+    assert main(["restore", str(photo), "-o", str(tmp_path / "pipe.png"), "--overwrite"]) == 2
+    assert "is a FIFO" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["p.png", "anim.gif"])
+def test_a_photo_with_a_video_output_name_is_refused_and_nothing_made(tmp_path: Path, name: str, no_restore: None,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from PIL import Image
+
+    photo = tmp_path / name
+    frames = [Image.fromarray(np.full((40, 40, 3), v, np.uint8)) for v in (50, 150)]
+    frames[0].save(photo, save_all=True, append_images=frames[1:]) if name.endswith(".gif") else frames[0].save(photo)
+    assert main(["restore", str(photo), "-o", str(tmp_path / "x.mp4")]) == 2
+    err = capsys.readouterr().err
+    assert "x.mp4 names a video" in err and "x.png" in err
+    assert not (tmp_path / "x.mp4").exists()
+
+
+class _FullDisk:
+    """``av.open`` whose output files named like ``pattern`` fail with ENOSPC after ``after`` packets, as a disk that
+    fills up does (PyAV raises av.error.OSError, errno 28, from mux)."""
+
+    def __init__(self, real: object, pattern: str, after: int) -> None:
+        self.real, self.pattern, self.after = real, pattern, after
+
+    def __call__(self, file: object, mode: str = "r", *a: object, **k: object) -> object:
+        c = self.real(file, mode, *a, **k)  # type: ignore[operator]
+        return _Filling(c, self.after) if "w" in mode and self.pattern in Path(str(file)).name else c
+
+
+class _Filling:
+    def __init__(self, container: object, after: int) -> None:
+        self._c, self._left = container, after
+
+    def mux(self, packet: object) -> None:
+        self._left -= 1
+        if self._left < 0:
+            av.error.err_check(-errno.ENOSPC, self._c.name)
+        self._c.mux(packet)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._c, name)
+
+
+@pytest.mark.parametrize("fills", ["in a segment", "in the join", "in one pass"])
+def test_a_full_disk_is_said_the_same_way_on_every_path(fills: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _clip(tmp_path / "in.mp4")
+    dst = tmp_path / "out.mp4"
+    pattern = {"in a segment": ".seg-00001", "in the join": ".out.mp4", "in one pass": ".out.mp4"}[fills]
+    monkeypatch.setattr(av, "open", _FullDisk(av.open, pattern, after=5))
+    with pytest.raises(WriteFailed) as caught:
+        restore_video(src, dst, engine=Inverts()) if fills == "in one pass" else _segmented(src, dst, Inverts())
+    msg = str(caught.value)
+    assert "No space left on device" in msg and "disk has space" in msg and caught.value.exit_code == 2
+    assert not dst.exists() and not list(tmp_path.glob(".out.mp4.*.partial"))
+    if fills != "in one pass":
+        kept = sorted(p.name for p in work_folder(dst).glob("seg-*.mp4"))
+        assert kept == (["seg-00000.mp4"] if fills == "in a segment" else ["seg-00000.mp4", "seg-00001.mp4"])
+
+
+def test_the_cli_says_what_a_full_disk_left_and_how_to_go_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpen_core.scaleout import video_cli
+    from gpen_core.video import resumable
+
+    src, dst = _clip(tmp_path / "in.mp4"), tmp_path / "out.mp4"
+    monkeypatch.setattr(av, "open", _FullDisk(av.open, ".seg-00001", after=5))
+    monkeypatch.setattr(resumable, "LocalRunner", partial(LocalRunner, engine=Inverts()))
+    args = argparse.Namespace(segment_seconds=1.0, ray=False, address=None, segments=True, crf=18, json=False, fresh=False,
+                              start=None, end=None)
+    with pytest.raises(WriteFailed) as caught:
+        video_cli.restore_segmented(args, src, dst, None, RestoreOptions(), lambda d, t: None)
+    assert "No space left on device" in str(caught.value)
+    assert f"The 1 finished segment is kept in {work_folder(dst)}; run the same command again to resume" in str(caught.value)
+
+
+def test_partials_of_killed_runs_are_swept_and_a_running_ones_kept(tmp_path: Path) -> None:
+    src, dst = _clip(tmp_path / "in.mp4", 10), tmp_path / "out.mp4"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    alive = subprocess.Popen(["sleep", "30"])
+    try:
+        dead_partial = tmp_path / f".out.mp4.{gone.pid}.partial"  # left by kill -9 (of a one pass or a join)
+        live_partial = tmp_path / f".out.mp4.{alive.pid}.partial"  # another run writing this output now
+        others = [tmp_path / f".other.mp4.{gone.pid}.partial", tmp_path / ".out.mp4.notapid.partial"]
+        for p in (dead_partial, live_partial, *others):
+            p.write_bytes(b"half")
+        restore_video(src, dst, engine=Inverts())
+        assert not dead_partial.exists() and live_partial.exists() and all(p.exists() for p in others)
+        dead_partial.write_bytes(b"half")
+        _segmented(src, dst, Inverts())  # the join sweeps too
+        assert not dead_partial.exists() and live_partial.exists()
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_leftover_temp_folders_of_dead_workers_are_swept(tmp_path: Path) -> None:
+    from gpen_core.platform.leftovers import sweep_folders
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead, live, other = tmp_path / f"gpen-seg-{gone.pid}-abc", tmp_path / f"gpen-seg-{os.getpid()}-x", tmp_path / "gpen-seg-x"
+    for d in (dead, live, other):
+        (d / "sub").mkdir(parents=True)
+    assert sweep_folders(tmp_path, "gpen-seg-") == [dead]
+    assert live.is_dir() and other.is_dir()
+
+
+_STAND_IN_CLI = """
+import sys, time
+from functools import partial
+from gpen_core import cli, restorer
+from gpen_core.video import resumable, stream
+from gpen_core.video.engine_seam import FrameOut
+
+class Slow:
+    device = "cpu"
+    def detect(self, rgb):
+        time.sleep(0.05)
+        return []
+    def restore(self, rgb, d):
+        return FrameOut(rgb, ())
+    def close(self):
+        pass
+
+real = stream.restore_video
+stream.restore_video = lambda *a, **k: real(*a, engine=Slow(), **k)
+resumable.LocalRunner = partial(resumable.LocalRunner, engine=Slow())
+cli._load_engine = lambda: None
+restorer.Restorer = lambda **k: None
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("how", ["one pass", "segments"])
+def test_sigterm_cleans_up_as_ctrl_c_does(how: str, tmp_path: Path) -> None:
+    src, dst = _clip(tmp_path / "in.mp4", 75), tmp_path / "out.mp4"
+    extra = ["--no-segments"] if how == "one pass" else ["--segments", "--segment-seconds", "1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", _STAND_IN_CLI, "restore", str(src), "-o", str(dst), *extra],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    started = (lambda: list(tmp_path.glob(".out.mp4.*.partial"))) if how == "one pass" else (
+        lambda: (work_folder(dst) / "seg-00000.mp4").exists())
+    deadline = time.monotonic() + 60
+    while not started() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, proc.stderr.read()[-2000:]
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-2000:]
+    assert "Traceback" not in err and not dst.exists()
+    assert not [p for p in tmp_path.rglob("*.partial")]  # the partial removed, as Ctrl-C does
+    if how == "segments":
+        assert "finished segment" in err and "run the same command again" in err
+        assert (work_folder(dst) / "seg-00000.mp4").exists()
