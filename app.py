@@ -294,6 +294,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
 
     with gr.Tab("Video"):
         video_mode_in = app_video.build(STATE, ui_errors, RESULTS_DIR, video_tab.video_mode_choices(ui.mode_choices()))
+    demo.unload(app_video.on_leave(STATE))  # Gradio runs it when the page's heartbeat ends (the tab closed or reloaded)
 
     with gr.Tab("Hardware check"):
         app_check.build(demo, hardware_check, saved_hardware_check, measure_tips, saved_tips)

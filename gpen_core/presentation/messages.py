@@ -49,6 +49,23 @@ class AlreadyShown(Exception):
         self.shown = shown
 
 
+# A refusal's pop-up closes by itself after the time to read it (the result panel keeps the same words):
+# one that never closes stayed over the next result. Seconds = base + one per this many words, capped.
+TOAST_BASE_S, TOAST_WORDS_PER_S, TOAST_MAX_S = 8.0, 4.0, 45.0
+
+
+def toast_seconds(text: str) -> float:
+    """How long a pop-up with ``text`` stays (longer messages longer, never for ever)."""
+    return min(TOAST_MAX_S, TOAST_BASE_S + len(text.split()) / TOAST_WORDS_PER_S)
+
+
+def stopped_text(done: int, total: int) -> str:
+    """A clip stopped on its visitor's request, said as an outcome rather than an error: what was restored,
+    and that nothing of it was kept (a stopped clip's partial output is removed)."""
+    frames = f"{done} of {total} frames" if total > 0 else f"{done} frame{'s' if done != 1 else ''}"
+    return f"Stopped: {frames} restored; nothing kept (a stopped clip is removed). Press Restore video to start again."
+
+
 def title_for(exc: BaseException) -> str:
     return next((t for cls, t in TITLES if isinstance(exc, cls)), INTERNAL)
 
