@@ -43,7 +43,7 @@ from gpen_core.platform import zerogpu  # noqa: E402
 from gpen_core.presentation import checks, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
 from gpen_core.presentation import mode_labels, overlay, preparation as prep_ui, tasks as task_ui, video_tab  # noqa: E402
 from gpen_core.presentation.app_state import AppState, parse_server_args, start_lines  # noqa: E402
-from gpen_core.presentation.messages import AlreadyShown, ShownError, shown_error  # noqa: E402
+from gpen_core.presentation.messages import AlreadyShown, ShownError, shown_error, toast_seconds  # noqa: E402
 from gpen_core.restorer import get_restorer  # noqa: E402
 from gpen_core.weights import user_paths  # noqa: E402
 
@@ -192,14 +192,14 @@ saved_tips = checks.saved_tips  # page load: the tips table measured on this mac
 @contextmanager
 def ui_errors(request: gr.Request | None = None) -> Iterator[None]:
     """Errors become a gr.Error in plain text that starts with the problem (Gradio 6.31's pop-up is headed "Error"
-    whatever ``title`` says; API clients read the text as is); never a stack trace. The panel keeps the same
-    words for this session (:func:`show_failure`)."""
+    whatever ``title`` says; API clients read the text as is); never a stack trace. The pop-up closes by itself once
+    read (one that never closed stayed over the next result); the panel keeps the same words (:func:`show_failure`)."""
     try:
         yield
     except Exception as exc:
         shown = shown_error(exc)
         STATE.remember_error(_session(request), shown.panel)
-        raise gr.Error(shown.text, title=shown.title, duration=None, print_exception=False) from None
+        raise gr.Error(shown.text, title=shown.title, duration=toast_seconds(shown.text), print_exception=False) from None
 
 
 def _session(request: gr.Request | None) -> str | None:

@@ -20,7 +20,7 @@ from typing import Any
 import gradio as gr
 
 from gpen_core.compat import gradio as seam
-from gpen_core.errors import InputError
+from gpen_core.errors import GPENError, InputError
 from gpen_core.modes import AUTO
 from gpen_core.options import RestoreOptions
 from gpen_core.presentation import messages, page, video_tab
@@ -80,7 +80,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                              "(--backend ray). Restore the clip on that machine with: python -m gpen_core restore CLIP.mp4")
         clip = video_tab.clip_note(video, state.policy.video_cap_s)
         if not clip.usable:
-            raise InputError(clip.markdown.split("\n\n", 1)[-1])
+            raise messages.AlreadyShown(clip.shown)  # worded once: plain in the pop-up, Markdown in the panel
         out = video_tab.results_path(results_dir, video, mode)
         t0 = time.perf_counter()
 
@@ -93,8 +93,10 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         try:
             result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode),  # type: ignore[arg-type]
                                    VideoOptions(end_s=clip.end_s), progress=tick, stop=stop)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(out.parent, ignore_errors=True)  # the folder results_path made for this clip, and only it
+            if isinstance(exc, GPENError) and not isinstance(exc, VideoStopped):
+                raise messages.AlreadyShown(messages.shown_error(exc, names={video: Path(video).name})) from None
             raise
         at = video_tab.middle_time(result)
         pair = video_tab.frame_pair(video, str(out), at)

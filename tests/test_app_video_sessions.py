@@ -167,3 +167,28 @@ def test_a_clip_whose_visitor_left_stops_and_leaves_nothing(server_url: str, eng
     took = time.monotonic() - t0
     assert record["frames"] == FRAMES and engines[1].restored == FRAMES
     assert took < FRAMES * SECONDS_A_FRAME + 15, took
+
+
+def _completed(server_url: str, session: str) -> dict:
+    with httpx.stream("GET", f"{server_url}/gradio_api/queue/data", params={"session_hash": session}, timeout=60) as s:
+        for line in s.iter_lines():
+            if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
+                return json.loads(line[5:])
+    raise AssertionError("the event never completed")
+
+
+def test_a_file_that_is_no_video_is_refused_by_its_own_name_in_plain_words(server_url: str, tmp_path: Path) -> None:
+    """The pop-up (what API clients read) names the upload as its visitor knows it, never the server's temp
+    path, in plain text (no Markdown escapes, no panel footer), and closes by itself."""
+    bad = tmp_path / "notes.mp4"
+    bad.write_bytes(b"hello, this is text")
+    session = secrets.token_hex(6)
+    body = {"data": [_upload(server_url, bad), "low"], "fn_index": _fn_index("restore_video"), "session_hash": session,
+            "event_data": None, "trigger_id": None}
+    assert httpx.post(f"{server_url}/gradio_api/queue/join", json=body, timeout=30).status_code == 200
+    done = _completed(server_url, session)
+    assert done["success"] is False
+    text, duration = done["output"]["error"], done["output"].get("duration")
+    assert text.startswith("Cannot use this input. notes.mp4 is not a video ("), text
+    assert str(app.TEMP_ROOT) not in text and "\\(" not in text and "Nothing was restored" not in text, text
+    assert isinstance(duration, (int, float)) and 5 <= duration <= 60, duration  # a refusal's pop-up closes

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpen_core.errors import GPENError, InputError, ResourceError, WeightsCorruptError, WeightsError
@@ -70,12 +71,13 @@ def title_for(exc: BaseException) -> str:
     return next((t for cls, t in TITLES if isinstance(exc, cls)), INTERNAL)
 
 
-def shown_error(exc: BaseException, doing: str = "Restore") -> ShownError:
-    """How ``exc`` is shown; an exception that is not a GPENError is logged with its trace."""
+def shown_error(exc: BaseException, doing: str = "Restore", names: Mapping[str, str] | None = None) -> ShownError:
+    """How ``exc`` is shown; an exception that is not a GPENError is logged with its trace. ``names``: server
+    paths in the message and what the visitor knows them as (an upload's own file name)."""
     if isinstance(exc, AlreadyShown):
         return exc.shown
     if isinstance(exc, GPENError):
-        title, message = title_for(exc), app_words(str(exc))
+        title, message = title_for(exc), public_names(app_words(str(exc)), names)
     else:
         log.error("%s failed", doing, exc_info=exc)
         title = INTERNAL
@@ -95,6 +97,15 @@ def plain_text(title: str, message: str) -> str:
     """The title as the first words, then the message (line breaks kept) in plain words: inline code
     in quotes instead of Markdown backticks."""
     return f"{title}. {_CODE.sub(lambda m: f'“{m.group(1)}”', message)}"
+
+
+def public_names(message: str, names: Mapping[str, str] | None) -> str:
+    """``message`` with each server path of ``names`` replaced by its public name (longest first: a path
+    never leaves a fragment of a longer one)."""
+    for path in sorted(names or {}, key=len, reverse=True):
+        if path:
+            message = message.replace(path, names[path])  # type: ignore[index]
+    return message
 
 
 def app_words(message: str) -> str:
