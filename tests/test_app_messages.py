@@ -21,3 +21,12 @@ def test_a_server_path_is_shown_by_its_upload_name() -> None:
     path = "/tmp/gpen-gradio-0/5f1e/notes.mp4"
     shown = messages.shown_error(InputError(f"{path} is not a video"), names={path: "notes.mp4", "/tmp": "x"})
     assert shown.text == "Cannot use this input. notes.mp4 is not a video" and "/tmp" not in shown.panel
+
+
+def test_the_command_line_names_the_file_once(capsys) -> None:
+    from gpen_core.presentation.cli_run import print_error
+
+    print_error(InputError("clips/a.mp4: its frames are 16000×16000"), False, prefix="clips/a.mp4: ")
+    print_error(InputError("the disk is full"), False, prefix="clips/b.mp4: ")
+    assert capsys.readouterr().err.splitlines() == ["error: clips/a.mp4: its frames are 16000×16000",
+                                                    "error: clips/b.mp4: the disk is full"]
