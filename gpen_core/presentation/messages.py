@@ -89,7 +89,8 @@ def shown_error(exc: BaseException, doing: str = "Restore", names: Mapping[str, 
 # The library's words for a caller that turned downloads off, as the app's user reads them: the
 # app never downloads inside a restore, and its weights panel has the button that does.
 APP_WORDS = (("downloads are off for this call",
-              "this app downloads only when asked: press “Download weights” in the weights panel (under the options)"),)
+              "this app downloads only when asked: press the Download button in the weights panel "
+              "(Restore tab, under the options; its label names the files)"),)
 _CODE = re.compile(r"`([^`\n]+)`")
 
 
