@@ -359,7 +359,7 @@ def launch_options() -> dict[str, Any]:
     return dict(max_file_size=UPLOAD_MAX_BYTES,  # above our limit: the decoder's own message names it, in the panel
                 app_kwargs=seam.app_kwargs(demo, uploads.max_event_body_bytes()),  # unknown /run/ routes 404; private events answer the page only
                 footer_links=["api", "gradio"], run_history=False, enable_monitoring=False, mcp_server=False,
-                ssr_mode=False, show_error=False, css=page.CSS)
+                ssr_mode=False, show_error=False, css=page.CSS, js=page.PAGE_JS)
 
 
 def use_ray_backend(address: str | None) -> None:

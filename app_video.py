@@ -66,7 +66,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                         raise
                 text = messages.stopped_text(*count)  # the visitor's own Stop: an outcome, in a pop-up that closes
                 gr.Info(text, duration=messages.toast_seconds(text), title="Stopped")
-                return None, None, f"### Stopped\n\n{text}", gr.update(value=0, interactive=False), {}
+                return None, None, text, gr.update(value=0, interactive=False), {}
         finally:
             state.stops.finish(session, stop)
 

@@ -124,7 +124,7 @@ def test_a_stop_ends_only_its_own_sessions_clip(server_url: str, engines: list[S
     _wait(lambda: len(engines) == 2 and engines[1].restored >= 3)
     _press_stop(server_url, a.session_hash, listen=False)  # A's client reads A's stream
     video, _, md, _, record = job.result(timeout=60)
-    assert video is None and record in ({}, None) and md.startswith("### Stopped"), md
+    assert video is None and record in ({}, None) and md.startswith("Stopped: "), md
     assert engines[1].restored < FRAMES / 2
     assert "frames restored; nothing kept" in md and f"of {FRAMES} frames" in md
     assert len(_folders() - before) == 1  # the finished clip's folder; the stopped one's is gone
