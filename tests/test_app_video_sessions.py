@@ -192,3 +192,23 @@ def test_a_file_that_is_no_video_is_refused_by_its_own_name_in_plain_words(serve
     assert text.startswith("Cannot use this input. notes.mp4 is not a video ("), text
     assert str(app.TEMP_ROOT) not in text and "\\(" not in text and "Nothing was restored" not in text, text
     assert isinstance(duration, (int, float)) and 5 <= duration <= 60, duration  # a refusal's pop-up closes
+
+
+def test_the_documented_restore_video_example_runs_as_written(server_url: str, engines: list[Slow], clip: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/app-server.md's /restore_video block (the README points to it), with only the address and the clip changed."""
+    import re
+
+    from .conftest import ROOT
+
+    doc = (ROOT / "docs" / "app-server.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- api-video-example:start -->\s*```python\n(.*?)```\s*<!-- api-video-example:end -->", doc, re.S)
+    assert block, "docs/app-server.md has no api-video-example block"
+    code = block.group(1)
+    assert 'Client("http://127.0.0.1:7860/")' in code and 'handle_file("clip.mp4")' in code and "faces-only\"" not in code
+    code = code.replace('"http://127.0.0.1:7860/"', repr(server_url)).replace('"clip.mp4"', repr(str(clip)))
+    scope: dict[str, object] = {}
+    exec(compile(code, "docs/app-server.md", "exec"), scope)  # noqa: S102 - our own docs
+    record = scope["record"]
+    assert isinstance(record, dict) and record["frames"] == FRAMES and Path(str(scope["video"])).suffix == ".mp4"
+    assert str(FRAMES) in capsys.readouterr().out
