@@ -258,6 +258,7 @@ def test_upload_restore_and_errors(browser, page_url: str, low_mode_home: Path, 
     page.locator("#mode-radio label", has_text="auto —").click()
     page.get_by_role("button", name="Restore", exact=True).click()
     metrics.get_by_text("⚠ Weights missing").wait_for(timeout=60_000)
+    assert page.locator("[data-testid=toast-body]", has_text="low needs").count() == 0  # the press closed the refusal
     assert "Peak RAM" not in metrics.inner_text() and "previous result was cleared" in metrics.inner_text()
     assert page.locator("a[href*='_gpen_low.jpg']").count() == 0  # the old download is gone
     toast = page.get_by_text("Weights missing.").first

@@ -23,7 +23,9 @@ def scroll_js(elem_id: str) -> str:
 _SCROLL = scroll_js("slider")
 SHOW_RESULT = "() => { " + _SCROLL + " }"
 SHOW_VIDEO_RESULT = "() => { " + scroll_js("video-out") + " }"
-CLEAR_AND_SHOW_RESULT = ("() => { " + _SCROLL + " return [null, null, "
+# The press that starts a new restore also closes the pop-ups of earlier ones (a refusal stayed over the next result).
+CLOSE_TOASTS = "document.querySelectorAll('[data-testid=toast-close]').forEach(b => b.click());"
+CLEAR_AND_SHOW_RESULT = ("() => { " + CLOSE_TOASTS + " " + _SCROLL + " return [null, null, "
                          "'*Restoring… the measured figures of this request will appear here.*', [], null]; }")
 
 # Gradio's Markdown lets a word break anywhere, which shrinks a table column to one letter
