@@ -43,7 +43,7 @@ from gpen_core.platform import zerogpu  # noqa: E402
 from gpen_core.presentation import checks, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
 from gpen_core.presentation import mode_labels, overlay, preparation as prep_ui, tasks as task_ui, video_tab  # noqa: E402
 from gpen_core.presentation.app_state import AppState, parse_server_args, start_lines  # noqa: E402
-from gpen_core.presentation.messages import AlreadyShown, ShownError, shown_error  # noqa: E402
+from gpen_core.presentation.messages import AlreadyShown, ShownError, shown_error, toast_seconds  # noqa: E402
 from gpen_core.restorer import get_restorer  # noqa: E402
 from gpen_core.weights import user_paths  # noqa: E402
 
@@ -138,9 +138,15 @@ def preview(image: str | None) -> tuple[Any, Any, str, Any, Any]:
     return (None if p.before is None else (p.before, p.before)), None, p.markdown, None, None
 
 
+def mode_ready(*choices: Any) -> None:
+    """Before Restore clears the result: a chosen mode missing its files is refused here, the result kept."""
+    with ui_errors():
+        wv.check_mode_ready(get_restorer().device, _weights_request(*choices), STATE.policy)
+
+
 def show_failure(request: gr.Request | None = None) -> tuple[Any, str]:
     """After a failed restore (the UI's failure event): clear the slider and name the problem in the panel."""
-    return None, STATE.take_error(_session(request)) or ui.error_markdown("Restore failed", "See the message that popped up.")
+    return None, STATE.take_error(getattr(request, "session_hash", None)) or ui.error_markdown("Restore failed", "See the message that popped up.")
 
 
 def weights_view(mode: str, model: str | None, detector: str | None, aligned: bool, upscale: int | str = 1, task: str = "enhance") -> tuple[str, Any, str]:
@@ -191,19 +197,15 @@ saved_tips = checks.saved_tips  # page load: the tips table measured on this mac
 
 @contextmanager
 def ui_errors(request: gr.Request | None = None) -> Iterator[None]:
-    """Errors become a gr.Error in plain text that starts with the problem (Gradio 6.31's pop-up is headed "Error"
-    whatever ``title`` says; API clients read the text as is); never a stack trace. The panel keeps the same
-    words for this session (:func:`show_failure`)."""
+    """Errors become a gr.Error in plain text that starts with the problem (Gradio 6.31's pop-up is headed "Error" whatever
+    ``title`` says; API clients read it as is), never a stack trace, in a pop-up that closes once read (one that never
+    closed stayed over the next result). The panel keeps the same words for this session (:func:`show_failure`)."""
     try:
         yield
     except Exception as exc:
         shown = shown_error(exc)
-        STATE.remember_error(_session(request), shown.panel)
-        raise gr.Error(shown.text, title=shown.title, duration=None, print_exception=False) from None
-
-
-def _session(request: gr.Request | None) -> str | None:
-    return getattr(request, "session_hash", None) if request is not None else None
+        STATE.remember_error(getattr(request, "session_hash", None), shown.panel)
+        raise gr.Error(shown.text, title=shown.title, duration=toast_seconds(shown.text), print_exception=False) from None
 
 
 def _override(value: str | None) -> str | None:
@@ -222,8 +224,7 @@ def _weights_request(mode: str | None, model: str | None, detector: str | None, 
 
 
 def _weights_outputs(view: wv.WeightsView) -> tuple[str, Any, str]:
-    label = view.download_label
-    return view.panel, gr.update(visible=label is not None, value=label or "Download weights"), view.overview
+    return view.panel, gr.update(visible=view.download_label is not None, value=view.download_label or "Download weights"), view.overview
 
 
 # -------------------------------------------------------------------- layout
@@ -294,6 +295,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
 
     with gr.Tab("Video"):
         video_mode_in = app_video.build(STATE, ui_errors, RESULTS_DIR, video_tab.video_mode_choices(ui.mode_choices()))
+    demo.unload(app_video.on_leave(STATE))  # Gradio runs it when the page's heartbeat ends (the tab closed or reloaded)
 
     with gr.Tab("Hardware check"):
         app_check.build(demo, hardware_check, saved_hardware_check, measure_tips, saved_tips)
@@ -301,11 +303,11 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     weight_inputs = [mode_in, model_in, detector_in, aligned_in, upscale_in, task_in]
     weight_outputs = [weights_md, download_weights_btn, all_weights_md]
     result_outputs = [slider_out, file_out, metrics_md, gallery_out, record_out]
-    # A press first clears the last result in the page (no server trip), so a failure
-    # never leaves it on screen; a failure then names the problem in the panel.
-    restoring = restore_btn.click(
-        None, None, result_outputs, js=page.CLEAR_AND_SHOW_RESULT, api_visibility="private",
-    ).then(
+    # A press checks the chosen mode's files (missing: refused, the result kept), then clears the last result in
+    # the page, so a failure never leaves it on screen; a failure then names the problem in the panel.
+    ready = restore_btn.click(mode_ready, weight_inputs, None, api_visibility="private", show_progress="hidden")
+    ready.failure(weights_view, weight_inputs, weight_outputs, api_visibility="private", show_progress="hidden")  # the button it names
+    restoring = ready.success(None, None, result_outputs, js=page.CLEAR_AND_SHOW_RESULT, api_visibility="private").then(
         restore, inputs=[image_in, mode_in, model_in, detector_in, alpha_in, threshold_in, max_faces_in, aligned_in, format_in, upscale_in,
                             task_in, damage_in, face_check_in],
         outputs=result_outputs, api_name="restore", concurrency_limit=1, concurrency_id="engine", show_progress_on=[slider_out],
@@ -320,8 +322,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     # On upload: our decoder's before-view (or why the file cannot be used), in its own lane.
     image_in.upload(preview, image_in, result_outputs, api_visibility="private", concurrency_limit=1,
                     concurrency_id="preview", show_progress_on=[slider_out])
-    image_in.clear(lambda: (None, None, page.PLACEHOLDER, None, None), None, result_outputs, api_visibility="private",
-                   show_progress="hidden")
+    image_in.clear(lambda: (None, None, page.PLACEHOLDER, None, None), None, result_outputs, api_visibility="private", show_progress="hidden")
     for trigger in (task_in.change, image_in.change):  # the brush shows for inpainting, over the photo
         trigger(lambda t, i: gr.update(visible=task_ui.editor_visible(t), value=task_ui.editor_value(t, i)), [task_in, image_in], damage_in, api_visibility="private")
     task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, mode_labels.current_files())),
@@ -358,7 +359,7 @@ def launch_options() -> dict[str, Any]:
     return dict(max_file_size=UPLOAD_MAX_BYTES,  # above our limit: the decoder's own message names it, in the panel
                 app_kwargs=seam.app_kwargs(demo, uploads.max_event_body_bytes()),  # unknown /run/ routes 404; private events answer the page only
                 footer_links=["api", "gradio"], run_history=False, enable_monitoring=False, mcp_server=False,
-                ssr_mode=False, show_error=False, css=page.CSS)
+                ssr_mode=False, show_error=False, css=page.CSS, js=page.PAGE_JS)
 
 
 def use_ray_backend(address: str | None) -> None:

@@ -8,6 +8,8 @@ before/after, and the measured panel gives the clip's peaks and what was kept. T
 
 from __future__ import annotations
 
+import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -17,12 +19,24 @@ from typing import Any
 
 import gradio as gr
 
-from gpen_core.errors import InputError
+from gpen_core.compat import gradio as seam
+from gpen_core.errors import GPENError, InputError
 from gpen_core.modes import AUTO
 from gpen_core.options import RestoreOptions
-from gpen_core.presentation import page, video_tab
+from gpen_core.presentation import messages, page, video_tab
+from gpen_core.video.errors import VideoStopped
 
-STOP = threading.Event()  # set by Stop; the one engine lane (concurrency 1) clears it when a clip starts
+log = logging.getLogger("gpen.app")
+
+
+def on_leave(state: Any) -> Callable[[gr.Request], None]:
+    """The page's unload handler: a visitor who closed or reloaded the page stops their running clip (nobody
+    will see it, others wait behind it), which removes what it wrote."""
+
+    def visitor_left(request: gr.Request) -> None:
+        state.stops.stop(getattr(request, "session_hash", None))
+
+    return visitor_left
 
 
 def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], results_dir: Path,
@@ -38,30 +52,60 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
     def restore(video: str | None, mode: str, progress: gr.Progress = gr.Progress(),
                 request: gr.Request | None = None) -> tuple[Any, Any, str, Any, dict[str, Any]]:
         """Restore the clip: (the result to play, the middle frame's before/after, the panel, the frame slider, JSON)."""
+        session = getattr(request, "session_hash", None)
+        stop, waited, count = state.stops.start(session), seam.still_waited_for(), [0, 0]
+        try:
+            with errors(request):
+                if not video:
+                    raise InputError("Upload a video first.")
+                try:
+                    return run(video, mode or AUTO, progress, stop, waited, count)
+                except VideoStopped:
+                    if not waited():
+                        log.info("the visitor left during a clip: stopped after %d frames, its output removed", count[0])
+                        raise
+                text = messages.stopped_text(*count)  # the visitor's own Stop: an outcome, in a pop-up that closes
+                gr.Info(text, duration=messages.toast_seconds(text), title="Stopped")
+                return None, None, text, gr.update(value=0, interactive=False), {}
+        finally:
+            state.stops.finish(session, stop)
+
+    def run(video: str, mode: str, progress: Any, stop: threading.Event, waited: Callable[[], bool],
+            count: list[int]) -> tuple[Any, Any, str, Any, dict[str, Any]]:
+        """One clip into a folder of its own, removed whole when the clip fails or stops (nothing kept for nobody)."""
         from gpen_core.video.stream import VideoOptions, restore_video
 
-        STOP.clear()
-        with errors(request):
-            if not video:
-                raise InputError("Upload a video first.")
-            if state.backend is not None:
-                raise InputError("Videos are restored in the app's own process; this server sends photos to Ray "
-                                 "(--backend ray). Restore the clip on that machine with: python -m gpen_core restore CLIP.mp4")
-            clip = video_tab.clip_note(video, state.policy.video_cap_s)
-            if not clip.usable:
-                raise InputError(clip.markdown.split("\n\n", 1)[-1])
-            out = video_tab.results_path(results_dir, video, mode or AUTO)
-            t0 = time.perf_counter()
+        if state.backend is not None:
+            raise InputError("Videos are restored in the app's own process; this server sends photos to Ray "
+                             "(--backend ray). Restore the clip on that machine with: python -m gpen_core restore CLIP.mp4")
+        clip = video_tab.clip_note(video, state.policy.video_cap_s)
+        if not clip.usable:
+            raise messages.AlreadyShown(clip.shown)  # worded once: plain in the pop-up, Markdown in the panel
+        out = video_tab.results_path(results_dir, video, mode)
+        t0 = time.perf_counter()
 
-            def tick(done: int, expected: int) -> None:
-                progress(video_tab.progress_fraction(done, expected), desc=video_tab.progress_text(done, expected, time.perf_counter() - t0))
+        def tick(done: int, expected: int) -> None:
+            count[:] = done, expected
+            if not waited():  # the visitor closed the page: nobody will see this clip, and others wait behind it
+                stop.set()
+            progress(video_tab.progress_fraction(done, expected), desc=video_tab.progress_text(done, expected, time.perf_counter() - t0))
 
-            result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode or AUTO),  # type: ignore[arg-type]
-                                   VideoOptions(end_s=clip.end_s), progress=tick, stop=STOP)
-            at = video_tab.middle_time(result)
-            pair = video_tab.frame_pair(video, str(out), at)
+        try:
+            result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode),  # type: ignore[arg-type]
+                                   VideoOptions(end_s=clip.end_s), progress=tick, stop=stop)
+        except BaseException as exc:
+            shutil.rmtree(out.parent, ignore_errors=True)  # the folder results_path made for this clip, and only it
+            if isinstance(exc, GPENError) and not isinstance(exc, VideoStopped):
+                raise messages.AlreadyShown(messages.shown_error(exc, names={video: Path(video).name})) from None
+            raise
+        at = video_tab.middle_time(result)
+        pair = video_tab.frame_pair(video, str(out), at)
         return (str(out), pair, video_tab.video_markdown(result, clip.end_s),
                 gr.update(maximum=max(result.duration_s, 0.01), value=at, interactive=True), result.to_json())
+
+    def stop_own_clip(request: gr.Request) -> None:
+        """Stop: this session's clip only (another visitor's Stop never reaches it)."""
+        state.stops.stop(getattr(request, "session_hash", None))
 
     def frame(video: str | None, restored: str | None, at: float) -> Any:
         """The before/after at the chosen time (the slider's "Frame at")."""
@@ -95,9 +139,9 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
     running = restore_btn.click(restore, [video_in, mode_in], outputs, api_name="restore_video", concurrency_limit=1,
                                 concurrency_id="engine", show_progress_on=[video_out])
     running.success(None, js=page.SHOW_VIDEO_RESULT, api_visibility="private")  # the result in view, wherever the page was
-    # Stop asks the running clip to end (it removes its partial output and fails with "stopped"); cancelling
-    # the event instead would free the engine lane while the clip's threads still run.
-    stop_btn.click(lambda: STOP.set(), None, None, api_visibility="private", show_progress="hidden")
+    # Stop asks this session's running clip to end (it removes its partial output); cancelling the event
+    # instead would free the engine lane while the clip's threads still run.
+    stop_btn.click(stop_own_clip, None, None, api_visibility="private", show_progress="hidden")
     running.failure(failed, None, [pair_out, panel_md], api_visibility="private", show_progress="hidden")
     at_in.release(frame, [video_in, video_out, at_in], pair_out, api_visibility="private", concurrency_limit=1,
                   concurrency_id="video-frame", show_progress="hidden")

@@ -160,5 +160,5 @@ def test_the_missing_weights_toast_is_plain_words_with_the_apps_fix() -> None:
     shown = shown_error(missing_error(["GPEN-BFR-512", "retinaface-mobilenet0.25"], "/models", "downloads are off for this call"))
     assert "`" not in shown.text, shown.text
     assert "“python -m gpen_core download GPEN-BFR-512 retinaface-mobilenet0.25”" in shown.text
-    assert "for this call" not in shown.text and "Download weights" in shown.text
+    assert "for this call" not in shown.text and "press the Download button in the weights panel" in shown.text
     assert "`python -m gpen_core download" in shown.panel  # the panel renders it as code

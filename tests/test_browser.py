@@ -243,11 +243,22 @@ def test_upload_restore_and_errors(browser, page_url: str, low_mode_home: Path, 
                             "getComputedStyle(c).overflowY === 'visible')")
     shots.take(page, "restored_low")
 
-    # an error: the previous result is cleared and the panel names the problem
+    # the chosen mode's files gone: refused before the result is touched, naming the button as the page shows it
     monkeypatch.setenv("GPEN_HOME", str(tmp_path / "no_weights"))
     (tmp_path / "no_weights").mkdir()
     page.get_by_role("button", name="Restore", exact=True).click()
+    toast = page.get_by_text(re.compile(r"low needs .* not in the models folder yet")).first
+    toast.wait_for(timeout=60_000)
+    button = page.locator("#download-weights")
+    button.wait_for(state="visible", timeout=30_000)
+    assert f"press “{button.inner_text().strip()}” in the weights panel" in toast.inner_text(), (toast.inner_text(), button.inner_text())
+    assert "Peak RAM" in metrics.inner_text() and page.locator("a[href*='_gpen_low.jpg']").count() >= 1  # the result kept
+    shots.take(page, "unavailable_mode_keeps_the_result")
+    # an error in the restore itself: the previous result is cleared and the panel names the problem
+    page.locator("#mode-radio label", has_text="auto —").click()
+    page.get_by_role("button", name="Restore", exact=True).click()
     metrics.get_by_text("⚠ Weights missing").wait_for(timeout=60_000)
+    assert page.locator("[data-testid=toast-body]", has_text="low needs").count() == 0  # the press closed the refusal
     assert "Peak RAM" not in metrics.inner_text() and "previous result was cleared" in metrics.inner_text()
     assert page.locator("a[href*='_gpen_low.jpg']").count() == 0  # the old download is gone
     toast = page.get_by_text("Weights missing.").first

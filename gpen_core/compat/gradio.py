@@ -1,6 +1,6 @@
 """Gradio's internals the app leans on, in one place: raw image uploads, unknown routes, where a call came from.
 
-Written for Gradio 6 (:data:`GRADIO_VERSIONS`, checked with 6.31). Only ``app.py``
+Written for Gradio 6 (:data:`GRADIO_VERSIONS`, checked with 6.31). Only the app (``app.py``, ``app_video.py``)
 imports this module: the rest of the library never imports Gradio (``.importlinter``,
 contract ``no-ui-in-library``, also forbids every room to import this module).
 ``tests/test_compat.py`` fails loudly when the installed Gradio no longer has what a
@@ -15,6 +15,9 @@ seam here reaches into.
 * :func:`app_kwargs`: ``POST /gradio_api/run/<name>`` for a name no event has
   answers 404 (Gradio raises ``FnIndexInferError`` there, which FastAPI turns into 500),
   and :class:`PageOnlyEvents` keeps the page's private events to the page.
+* :func:`still_waited_for`: whether anyone still waits for the running event's answer (the
+  client closed its tab or its stream: Gradio's queue marks the event not alive, and lets a
+  plain function run on to its end for nobody).
 """
 
 from __future__ import annotations
@@ -56,7 +59,43 @@ def seam_problems() -> list[str]:
         from gradio.route_utils import FnIndexInferError  # noqa: F401
     except ImportError:
         problems.append("gradio.route_utils.FnIndexInferError is gone")
+    from gradio.context import LocalContext
+    from gradio.queueing import Event, Queue
+
+    if not {"blocks", "event_id"} <= set(vars(LocalContext)) or "clean_events" not in vars(Queue):
+        problems.append("gradio.context.LocalContext has no blocks/event_id or its Queue no clean_events")
+    if not {"alive", "_id"} <= set(inspect.signature(Event.__init__).parameters) | _event_attributes(Event):
+        problems.append("gradio.queueing.Event has no alive/_id")
     return problems
+
+
+def _event_attributes(event_class: type) -> set[str]:
+    """The attributes ``Event.__init__`` assigns (read from its source: they are set on instances)."""
+    return set(re.findall(r"self\.(\w+)\s*[:=]", inspect.getsource(event_class.__init__)))
+
+
+def still_waited_for() -> Callable[[], bool]:
+    """Called in an event handler's thread: a check that says False once nobody waits for this event's answer.
+
+    Gradio runs a plain (not generator) function to its end even after its client went away: the
+    queue only marks the event ``alive = False`` (``Queue.clean_events``, when the client's stream
+    closes or the event is cancelled). Outside a queued event the check always says True.
+    """
+    from gradio.context import LocalContext
+
+    blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
+    queue = getattr(blocks, "_queue", None)
+    if queue is None or not event_id:
+        return lambda: True
+
+    def waited() -> bool:
+        for jobs in list(queue.active_jobs):
+            for event in list(jobs or ()):
+                if getattr(event, "_id", None) == event_id:
+                    return bool(getattr(event, "alive", True))
+        return True  # not running (yet or any more): nothing to stop
+
+    return waited
 
 
 def check_installed() -> None:

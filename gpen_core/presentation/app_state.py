@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpen_core.presentation.session_stops import SessionStops
+
 # Sessions whose last error is kept for the result panel; old sessions fall out.
 MAX_SESSIONS = 256
 
@@ -58,6 +60,8 @@ class AppState:
     restores_done: int = 0
     # Set by the Download panel's Stop button; the one download lane (concurrency 1) clears it when it starts.
     download_stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Each session's running clip's Stop (the Video tab's button, or its visitor leaving): never another's.
+    stops: SessionStops = field(default_factory=SessionStops, repr=False)
     _errors: OrderedDict[str, str] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -24,7 +24,11 @@ def is_terminal(stream: TextIO) -> bool:
 
 
 def print_error(exc: GPENError, verbose: bool, prefix: str = "") -> None:
-    """``error: …`` on stderr; with ``-v`` the details too (every place looked, each attempt)."""
+    """``error: …`` on stderr; with ``-v`` the details too (every place looked, each attempt). ``prefix``
+    ("FILE: ") is left out when the message already starts with that file (never "FILE: FILE: …")."""
+    subject = prefix.rstrip().rstrip(":")
+    if subject and str(exc).startswith(subject):
+        prefix = ""
     print(f"error: {prefix}{exc}", file=sys.stderr)
     if verbose and exc.details:
         print(exc.details, file=sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpen_core.errors import GPENError, InputError, ResourceError, WeightsCorruptError, WeightsError
@@ -49,16 +50,34 @@ class AlreadyShown(Exception):
         self.shown = shown
 
 
+# A refusal's pop-up closes by itself after the time to read it (the result panel keeps the same words):
+# one that never closes stayed over the next result. Seconds = base + one per this many words, capped.
+TOAST_BASE_S, TOAST_WORDS_PER_S, TOAST_MAX_S = 8.0, 4.0, 45.0
+
+
+def toast_seconds(text: str) -> float:
+    """How long a pop-up with ``text`` stays (longer messages longer, never for ever)."""
+    return min(TOAST_MAX_S, TOAST_BASE_S + len(text.split()) / TOAST_WORDS_PER_S)
+
+
+def stopped_text(done: int, total: int) -> str:
+    """A clip stopped on its visitor's request, said as an outcome rather than an error: what was restored,
+    and that nothing of it was kept (a stopped clip's partial output is removed)."""
+    frames = f"{done} of {total} frames" if total > 0 else f"{done} frame{'s' if done != 1 else ''}"
+    return f"Stopped: {frames} restored; nothing kept (a stopped clip is removed). Press Restore video to start again."
+
+
 def title_for(exc: BaseException) -> str:
     return next((t for cls, t in TITLES if isinstance(exc, cls)), INTERNAL)
 
 
-def shown_error(exc: BaseException, doing: str = "Restore") -> ShownError:
-    """How ``exc`` is shown; an exception that is not a GPENError is logged with its trace."""
+def shown_error(exc: BaseException, doing: str = "Restore", names: Mapping[str, str] | None = None) -> ShownError:
+    """How ``exc`` is shown; an exception that is not a GPENError is logged with its trace. ``names``: server
+    paths in the message and what the visitor knows them as (an upload's own file name)."""
     if isinstance(exc, AlreadyShown):
         return exc.shown
     if isinstance(exc, GPENError):
-        title, message = title_for(exc), app_words(str(exc))
+        title, message = title_for(exc), public_names(app_words(str(exc)), names)
     else:
         log.error("%s failed", doing, exc_info=exc)
         title = INTERNAL
@@ -70,7 +89,8 @@ def shown_error(exc: BaseException, doing: str = "Restore") -> ShownError:
 # The library's words for a caller that turned downloads off, as the app's user reads them: the
 # app never downloads inside a restore, and its weights panel has the button that does.
 APP_WORDS = (("downloads are off for this call",
-              "this app downloads only when asked: press “Download weights” in the weights panel (under the options)"),)
+              "this app downloads only when asked: press the Download button in the weights panel "
+              "(Restore tab, under the options; its label names the files)"),)
 _CODE = re.compile(r"`([^`\n]+)`")
 
 
@@ -78,6 +98,15 @@ def plain_text(title: str, message: str) -> str:
     """The title as the first words, then the message (line breaks kept) in plain words: inline code
     in quotes instead of Markdown backticks."""
     return f"{title}. {_CODE.sub(lambda m: f'“{m.group(1)}”', message)}"
+
+
+def public_names(message: str, names: Mapping[str, str] | None) -> str:
+    """``message`` with each server path of ``names`` replaced by its public name (longest first: a path
+    never leaves a fragment of a longer one)."""
+    for path in sorted(names or {}, key=len, reverse=True):
+        if path:
+            message = message.replace(path, names[path])  # type: ignore[index]
+    return message
 
 
 def app_words(message: str) -> str:

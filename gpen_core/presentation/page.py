@@ -23,7 +23,9 @@ def scroll_js(elem_id: str) -> str:
 _SCROLL = scroll_js("slider")
 SHOW_RESULT = "() => { " + _SCROLL + " }"
 SHOW_VIDEO_RESULT = "() => { " + scroll_js("video-out") + " }"
-CLEAR_AND_SHOW_RESULT = ("() => { " + _SCROLL + " return [null, null, "
+# The press that starts a new restore also closes the pop-ups of earlier ones (a refusal stayed over the next result).
+CLOSE_TOASTS = "document.querySelectorAll('[data-testid=toast-close]').forEach(b => b.click());"
+CLEAR_AND_SHOW_RESULT = ("() => { " + CLOSE_TOASTS + " " + _SCROLL + " return [null, null, "
                          "'*Restoring… the measured figures of this request will appear here.*', [], null]; }")
 
 # Gradio's Markdown lets a word break anywhere, which shrinks a table column to one letter
@@ -58,3 +60,46 @@ CSS = """
 # On a phone the result follows the Restore button: the controls column dissolves into the row
 # (display: contents) and the photo and the button come first, the result column next, the
 # options, weights panel and examples after it.
+
+# A video dropped or chosen on the photo tab: Gradio's own answer is "Invalid file type ... Only image/*
+# allowed", which does not say where videos go. Run at page load (launch's ``js``): the page's capture
+# listeners see the file before Gradio's upload does, stop it, and say where it belongs, with a button
+# to that tab. Plain JS, no server trip.
+VIDEO_ON_PHOTO_TAB = "This is a video: use the Video tab (at the top of the page) to restore it."
+PAGE_JS = """() => {
+  const video = f => !!f && (/^video\\//.test(f.type || '') || /\\.(mp4|m4v|mov|mkv|webm|avi|mpe?g|ts|flv|ogv|wmv|3gp)$/i.test(f.name || ''));
+  const show = () => {
+    let box = document.getElementById('video-on-photo');
+    if (!box) {
+      box = document.createElement('div');
+      box.id = 'video-on-photo';
+      box.setAttribute('role', 'alert');
+      box.style.cssText = 'position:fixed;top:16px;right:16px;z-index:1000;max-width:420px;padding:12px 16px;font-family:var(--font);' +
+        'background:var(--background-fill-primary,#fff);border:1px solid var(--border-color-primary,#ccc);' +
+        'border-left:4px solid var(--color-accent,#f97316);border-radius:8px;box-shadow:0 4px 12px rgba(0,0,0,.15)';
+      const text = document.createElement('p');
+      text.textContent = %s;
+      text.style.margin = '0 0 8px 0';
+      const go = document.createElement('button');
+      go.textContent = 'Open the Video tab';
+      go.className = 'lg secondary';
+      go.style.cssText = 'padding:4px 10px;border:1px solid var(--border-color-primary,#ccc);border-radius:6px;cursor:pointer';
+      go.onclick = () => { const tab = [...document.querySelectorAll('[role=tab]')].find(t => t.innerText.trim() === 'Video');
+                           if (tab) tab.click(); box.remove(); };
+      box.append(text, go);
+      document.body.append(box);
+    }
+    clearTimeout(box.timer);
+    box.timer = setTimeout(() => box.remove(), 12000);
+  };
+  const guard = (event, files) => {
+    const photo = event.target && event.target.closest && event.target.closest('#photo');
+    if (!photo || ![...(files || [])].some(video)) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    if (event.type === 'change') event.target.value = '';
+    show();
+  };
+  document.addEventListener('drop', e => guard(e, e.dataTransfer && e.dataTransfer.files), true);
+  document.addEventListener('change', e => guard(e, e.target.files), true);
+}""" % repr(VIDEO_ON_PHOTO_TAB)

@@ -34,6 +34,7 @@ class ClipNote:
     end_s: float | None  # restore up to this time (the server's cap); None: the whole clip
     duration_s: float | None  # the clip's length as declared (None: not declared)
     usable: bool
+    shown: Any = None  # an unusable clip's messages.ShownError (plain text for the pop-up, Markdown for the panel)
 
 
 def clip_note(path: str, cap_s: float | None) -> ClipNote:
@@ -50,10 +51,9 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
             audio = len(container.streams.audio)
         finally:
             container.close()
-    except GPENError as exc:
-        return ClipNote(shown_error(exc).panel, None, None, False)
-    except Exception as exc:  # a bug: logged with its trace, one line shown
-        return ClipNote(shown_error(exc, doing="Reading the video").panel, None, None, False)
+    except Exception as exc:  # a GPENError names the problem; a bug is logged with its trace, one line shown
+        shown = shown_error(exc, doing="Reading the video", names={path: Path(path).name})  # never the server's path
+        return ClipNote(shown.panel, None, None, False, shown)
     w, h = info.size
     length = f"{info.duration_s:.1f} s" if info.duration_s else "length not declared"
     frames = f"{info.frames} frames" if info.frames else "frame count not declared"

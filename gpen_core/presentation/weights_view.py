@@ -57,6 +57,25 @@ def wanted(r: readiness.Readiness, files: dict, req: WeightsRequest) -> tuple[st
     return readiness.download_for(r, req.mode) + readiness.upscaler_download(files, req.upscale)
 
 
+def check_mode_ready(device: str, req: WeightsRequest, policy: Policy = Policy()) -> None:
+    """Before Restore clears the page's result: a chosen mode (not auto) whose files are missing is refused with
+    :class:`WeightsError`, naming the Download button as the page shows it (or, where visitors may not download,
+    the operator's command), so the unavailable choice costs nothing."""
+    from gpen_core.errors import WeightsError
+
+    if req.mode is None:
+        return
+    r, files, _ = _assess(device, req, policy.any_model_path)
+    names = readiness.download_for(r, req.mode)
+    if not names:
+        return
+    fix = (f"press “{ui.download_button_label(r, files, req.mode, readiness.upscaler_download(files, req.upscale))}” "
+           "in the weights panel (under the options)" if policy.downloads_allowed
+           else f"ask the operator to run “python -m gpen_core download {' '.join(names)}”")
+    raise WeightsError(f"{req.mode} needs {readiness.files_text(names, files)}, not in the models folder yet: {fix}, "
+                       "or choose another mode (auto picks one that runs). Your last result is kept.")
+
+
 def weights_view(device: str, req: WeightsRequest, policy: Policy = Policy(), message: str = "") -> WeightsView:
     """The weights panel for ``req`` on this machine now, under the server's ``policy``."""
     from gpen_core.weights import lookup as weights

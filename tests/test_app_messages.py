@@ -1,0 +1,32 @@
+"""What the app's pop-ups say and for how long (gpen_core.presentation.messages): a Stop is an outcome, a
+refusal closes by itself, and a server path is shown as the name its visitor knows."""
+
+from __future__ import annotations
+
+from gpen_core.errors import InputError
+from gpen_core.presentation import messages
+
+
+def test_a_refusal_closes_after_the_time_to_read_it() -> None:
+    short, long = messages.toast_seconds("Upload a video first."), messages.toast_seconds("word " * 400)
+    assert 8 <= short < 12 and short < long <= 45
+
+
+def test_a_stop_says_what_was_restored_and_that_nothing_is_kept() -> None:
+    assert messages.stopped_text(12, 48).startswith("Stopped: 12 of 48 frames restored; nothing kept")
+    assert messages.stopped_text(1, 0).startswith("Stopped: 1 frame restored;")  # no declared count (a trimmed clip)
+
+
+def test_a_server_path_is_shown_by_its_upload_name() -> None:
+    path = "/tmp/gpen-gradio-0/5f1e/notes.mp4"
+    shown = messages.shown_error(InputError(f"{path} is not a video"), names={path: "notes.mp4", "/tmp": "x"})
+    assert shown.text == "Cannot use this input. notes.mp4 is not a video" and "/tmp" not in shown.panel
+
+
+def test_the_command_line_names_the_file_once(capsys) -> None:
+    from gpen_core.presentation.cli_run import print_error
+
+    print_error(InputError("clips/a.mp4: its frames are 16000×16000"), False, prefix="clips/a.mp4: ")
+    print_error(InputError("the disk is full"), False, prefix="clips/b.mp4: ")
+    assert capsys.readouterr().err.splitlines() == ["error: clips/a.mp4: its frames are 16000×16000",
+                                                    "error: clips/b.mp4: the disk is full"]

@@ -1,0 +1,76 @@
+"""What one visitor meets in Chromium: a video dropped on the photo tab is pointed to the Video tab, a Stop is
+an outcome in a pop-up that closes by itself (not an "Error"), and closing the page stops the clip and
+removes what it wrote. The clip's frames go through test_app_video_sessions' stand-in engine (a known time a
+frame, no network). GPEN_SHOTS=dir keeps the screenshots to look at.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+import app
+from gpen_core.presentation import messages, page as page_texts
+
+from .test_app_video_sessions import FRAMES, Slow, _folders, _wait, clip, engines  # noqa: F401
+from .test_browser import Shots, _open, page_url  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+
+def test_a_video_on_the_photo_tab_is_pointed_to_the_video_tab(browser, page_url: str, clip: Path,  # noqa: F811
+                                                              tmp_path: Path) -> None:
+    shots = Shots(tmp_path)
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    _open(page, page_url)
+    page.locator("#photo input[type=file]").first.set_input_files(str(clip))
+    note = page.locator("#video-on-photo")
+    note.wait_for(timeout=10_000)
+    assert page_texts.VIDEO_ON_PHOTO_TAB in note.inner_text()
+    assert page.get_by_text("Invalid file type").count() == 0  # Gradio's answer, which names no way out
+    shots.take(page, "video_on_photo_tab", full=False)
+    note.get_by_role("button", name="Open the Video tab").click()
+    page.locator("#video-in").wait_for(state="visible", timeout=10_000)
+    page.close()
+
+
+def _start_clip(page, clip: Path, engines: list[Slow], upload: bool = True) -> Slow:  # noqa: F811
+    if upload:
+        page.get_by_role("tab", name="Video").click()
+        page.locator("#video-in input[type=file]").set_input_files(str(clip))
+        page.locator("#video-metrics").get_by_text("Ready to restore").wait_for(timeout=60_000)
+    started = len(engines)
+    page.locator("#video-restore").click()
+    _wait(lambda: len(engines) > started and engines[-1].restored >= 3)
+    return engines[-1]
+
+
+def test_stop_is_an_outcome_that_closes_and_leaving_stops_the_clip(browser, page_url: str, clip: Path,  # noqa: F811
+                                                                  engines: list[Slow], tmp_path: Path,  # noqa: F811
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(messages, "TOAST_BASE_S", 2.0)  # the pop-up's reading time, shortened for the test
+    monkeypatch.setattr(messages, "TOAST_WORDS_PER_S", 1000.0)
+    shots = Shots(tmp_path)
+    before = _folders()
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    _open(page, page_url)
+    engine = _start_clip(page, clip, engines)
+    page.locator("#video-stop").click()
+    toast = page.locator("[data-testid=toast-body]", has_text="Stopped: ").first
+    toast.wait_for(timeout=30_000)
+    page.locator("#video-metrics").get_by_text("nothing kept").wait_for(timeout=30_000)
+    assert engine.restored < FRAMES / 2
+    assert "Error" not in toast.inner_text() and "error" not in (toast.get_attribute("class") or "")  # not a red error pop-up
+    shots.take(page, "video_stopped", full=False)
+    toast.wait_for(state="detached", timeout=15_000)  # it closes by itself
+    assert _folders() == before
+    # the visitor closes the page mid-clip: the clip stops within a few frames, and what it wrote is gone
+    engine = _start_clip(page, clip, engines, upload=False)  # the same clip, still in the page
+    page.close()
+    left_at = engine.restored
+    _wait(lambda: app.STATE.stops.running() == 0, timeout=20)
+    time.sleep(0.3)
+    assert engine.restored - left_at <= 10, (left_at, engine.restored)
+    assert _folders() == before
