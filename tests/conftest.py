@@ -18,6 +18,10 @@ SHARED = Path(os.environ.get("GPEN_SHARED", ROOT.parent / "shared"))
 # workers started before any test's own settings included: what runs must not depend on the
 # CPU the suite runs on (tests of the defaults turn them back on).
 os.environ["GPEN_OPENVINO_DEFAULTS"] = "0"
+# Every Python child a test starts (subprocess, multiprocessing's spawn, Ray's workers) inherits
+# this: a child that dies of a signal (SIGSEGV under a memory cap) leaves its Python stack on stderr,
+# which the tests that read a child's stderr keep in their failure message.
+os.environ["PYTHONFAULTHANDLER"] = "1"
 # Session fixtures more than one module uses live in these modules, loaded once here: imported into
 # each test module instead, a session fixture runs once per module.
 pytest_plugins = ["tests.workers", "tests.fixtures_profile", "tests.fixtures_openvino"]

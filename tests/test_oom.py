@@ -62,7 +62,10 @@ CAPPED = {"steps_down": (450e6, "quality", False), "lightest": (20e6, "low", Tru
 def capped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Each CAPPED child's RESULT, the two run side by side (RLIMIT_AS is each process's own)."""
     folder = tmp_path_factory.mktemp("oom")
-    env = dict(os.environ, GPEN_FREE_RAM_BYTES=str(64e9), PYTHONPATH=str(ROOT))
+    # A models folder of its own: a module fixture is set up before the per-test isolation
+    # (conftest._isolated_models_home), and the user's folder may hold OpenVINO conversions or
+    # speed records that change which runtime the capped request runs on.
+    env = dict(os.environ, GPEN_FREE_RAM_BYTES=str(64e9), PYTHONPATH=str(ROOT), GPEN_HOME=str(folder / "models"))
     running = {}
     for name, (budget, mode, lift) in CAPPED.items():  # output to files: a full pipe would stall one child
         with open(folder / f"{name}.out", "w") as out, open(folder / f"{name}.err", "w") as err:
