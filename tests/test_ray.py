@@ -349,8 +349,11 @@ def test_a_segment_whose_worker_dies_twice_is_named_and_the_same_command_resumes
     assert (work_folder(dst) / "seg-00000.mp4").exists() and not dst.exists()
 
 
-def test_an_unreachable_ray_address_fails_fast_naming_it_and_leaves_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("listener", ["nothing", "a web server"])
+def test_an_unreachable_ray_address_fails_fast_naming_it_and_leaves_nothing(tmp_path: Path, listener: str) -> None:
+    """Ray's own ray.init retries either for minutes (measured: over 5 min for port 1, over 2 min for a web server)."""
     import os
+    import socket
     import subprocess
     import sys
 
@@ -359,12 +362,26 @@ def test_an_unreachable_ray_address_fails_fast_naming_it_and_leaves_nothing(tmp_
     from .videoclips import keyed_clip, keyed_frames
 
     src = keyed_clip(tmp_path / "in.mp4", keyed_frames(10, np.full((48, 64, 3), 100, np.uint8)), audio=False)
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def answer_as_a_web_server() -> None:
+        with server, server.accept()[0] as conn:
+            conn.recv(100)
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    if listener == "nothing":
+        address = "127.0.0.1:1"
+        server.close()
+    else:
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        threading.Thread(target=answer_as_a_web_server, daemon=True).start()
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "gpen_core", "restore", str(src), "-o", str(tmp_path / "out.mp4"), "--ray",
-                        "--address", "127.0.0.1:1"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                        "--address", address], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                        capture_output=True, text=True, timeout=60)
     took = time.monotonic() - t0
     assert p.returncode == 2, p.stderr[-2000:]
-    assert "cannot reach the Ray cluster at '127.0.0.1:1'" in p.stderr and "Traceback" not in p.stderr
+    assert f"at '{address}'" in p.stderr and "Traceback" not in p.stderr
+    assert ("cannot reach the Ray cluster" if listener == "nothing" else "is not a Ray cluster") in p.stderr
     assert took < 30, took
     assert sorted(x.name for x in tmp_path.iterdir()) == ["in.mp4"]  # no work folder, no manifest

@@ -128,21 +128,37 @@ def connect(address: str) -> None:
 CONNECT_TIMEOUT_S = 10.0
 
 
+# The HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS and its client server are
+# gRPC) answers with a SETTINGS frame of its own at once; anything else (a web server, a silent port) does not.
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
 def _reachable(address: str) -> None:
-    """InputError naming ``address`` when nothing accepts a connection at its HOST:PORT ("auto": Ray finds it)."""
+    """InputError naming ``address`` when nothing at its HOST:PORT answers as a Ray cluster does ("auto": Ray finds it).
+
+    Checked within CONNECT_TIMEOUT_S: a refused port, a host that does not answer, and a port where something
+    other than gRPC listens (Ray itself would retry each for minutes). A TLS cluster (RAY_USE_TLS) is only dialled.
+    """
     import socket
 
     host, sep, port = address.split("://", 1)[-1].rpartition(":")
     if not sep or not port.isdigit():
         return
+    fix = "Start it (`ray start --head`) or use the address it printed, or leave out --address to run on this machine only"
     try:
-        socket.create_connection((host.strip("[]") or LOOPBACK, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+        with socket.create_connection((host.strip("[]") or LOOPBACK, int(port)), timeout=CONNECT_TIMEOUT_S) as s:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return
+            s.sendall(_H2_PREFACE)
+            head = b""
+            while len(head) < 9 and (chunk := s.recv(9 - len(head))):
+                head += chunk
     except OSError as exc:
         why = exc.strerror or str(exc) or "no answer"
-        raise InputError(
-            f"cannot reach the Ray cluster at {address!r} ({why}). Start it (`ray start --head`) or use the address it "
-            "printed, or leave out --address to run on this machine only"
-        ) from None
+        raise InputError(f"cannot reach the Ray cluster at {address!r} ({why}). {fix}") from None
+    if len(head) < 9 or head[3] != 0x04:
+        raise InputError(f"what listens at {address!r} is not a Ray cluster (it does not answer as Ray's gRPC server "
+                         f"does). {fix}")
 
 
 def _start_reaper(ray: ModuleType):
