@@ -82,6 +82,45 @@ def open_clip(path: str | os.PathLike[str]) -> Any:
     return container
 
 
+def open_video(path: str | os.PathLike[str]) -> tuple[Any, ClipInfo]:
+    """The one way a clip is opened: (the input container, its :class:`ClipInfo`), refused by its headers
+    (:func:`open_clip`, :func:`clip_info`) before any frame is decoded. The caller closes the container."""
+    container = open_clip(path)
+    try:
+        return container, clip_info(container, os.fspath(path))
+    except BaseException:
+        container.close()
+        raise
+
+
+def stream_notes(container: Any, audio: bool = True) -> list[str]:
+    """What the output cannot keep of the input's streams, said before a frame is restored: extra video streams
+    (only the first is restored), HDR or more than 8 bits a sample (written 8-bit), the sound when ``audio`` is off."""
+    import av
+
+    notes = []
+    videos = container.streams.video
+    if len(videos) > 1:
+        notes.append(f"the file has {len(videos)} video streams: only the first (stream {videos[0].index}) was restored; "
+                     f"the other{'s were' if len(videos) > 2 else ' was'} dropped (an MP4 here holds one picture)")
+    cc = videos[0].codec_context
+    try:
+        bits = max(c.bits for c in av.VideoFormat(cc.pix_fmt).components) if cc.pix_fmt else 8
+    except (ValueError, TypeError):
+        bits = 8
+    hdr = _HDR_TRANSFER.get(int(cc.color_trc or 2), "")
+    if hdr:
+        notes.append(f"the input is {bits}-bit HDR ({_PRIMARIES.get(int(cc.color_primaries or 2), 'unspecified primaries')}, "
+                     f"{hdr}): written as 8-bit H.264 with the same HDR tags, not tone-mapped to SDR; smooth gradients "
+                     "may band")
+    elif bits > 8:
+        notes.append(f"the input has {bits} bits a sample: written as 8-bit H.264 (yuv420p); smooth gradients may band")
+    if not audio and container.streams.audio:
+        notes.append(f"the sound was dropped, as asked (--no-audio): the output has no audio "
+                     f"(the input has {len(container.streams.audio)} audio stream(s))")
+    return notes
+
+
 def clip_info(container: Any, path: str) -> ClipInfo:
     """The first video stream's :class:`ClipInfo`; InputError for a clip with no frames or frames over the photo limit."""
     vs = container.streams.video[0]
@@ -102,6 +141,11 @@ def clip_info(container: Any, path: str) -> ClipInfo:
         duration = container.duration / 1_000_000  # the file's: the video's only when nothing else is in it
     rate = vs.average_rate or vs.guessed_rate
     return ClipInfo((w, h), int(vs.frames or 0), duration, rate, vs.time_base, cc.name)
+
+
+# FFmpeg's AVColorTransferCharacteristic and AVColorPrimaries numbers, as the notes name them.
+_HDR_TRANSFER = {16: "PQ (SMPTE 2084)", 18: "HLG"}
+_PRIMARIES = {1: "BT.709", 9: "BT.2020", 12: "Display P3"}
 
 
 def _tagged_duration(tag: str) -> float | None:

@@ -120,17 +120,16 @@ def _frame_engine(restorer: Any, options: RestoreOptions, src: str) -> Any:
 
 def upright_size(src: str) -> tuple[int, int]:
     """The clip's frame size as displayed (width, height): its first frame, turned upright."""
-    import av
+    from gpen_core.video.frames import quarter_turns
+    from gpen_core.video.limits import FrameGuard
+    from gpen_core.video.probe import open_video
 
-    from gpen_core.video.frames import upright_rgb
-    from gpen_core.video.probe import open_clip
-
-    c = open_clip(src)
+    c, info = open_video(src)
     try:
-        rf = av.video.reformatter.VideoReformatter()
         for frame in c.decode(c.streams.video[0]):
-            rgb = upright_rgb(frame, rf)[0]
-            return rgb.shape[1], rgb.shape[0]
+            FrameGuard(src, info.size).check(frame, None, None)  # its size, never its pixels
+            w, h = frame.width, frame.height
+            return (h, w) if quarter_turns(frame.rotation or 0) % 2 else (w, h)
     finally:
         c.close()
     raise InputError(f"{src} has no frame that decodes: it is empty or damaged from its start")
