@@ -57,17 +57,18 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                 progress(video_tab.progress_fraction(done, expected), desc=video_tab.progress_text(done, expected, time.perf_counter() - t0))
 
             result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode or AUTO),  # type: ignore[arg-type]
-                                   VideoOptions(end_s=clip.end_s), progress=tick, stop=STOP)
+                                   VideoOptions(cap=clip.cap), progress=tick, stop=STOP)
             at = video_tab.middle_time(result)
             pair = video_tab.frame_pair(video, str(out), at)
-        return (str(out), pair, video_tab.video_markdown(result, clip.end_s),
+        return (str(out), pair, video_tab.video_markdown(result),
                 gr.update(maximum=max(result.duration_s, 0.01), value=at, interactive=True), result.to_json())
 
-    def frame(video: str | None, restored: str | None, at: float) -> Any:
-        """The before/after at the chosen time (the slider's "Frame at")."""
+    def frame(video: str | None, restored: str | None, at: float, request: gr.Request | None = None) -> Any:
+        """The before/after at the chosen time (the slider's "Frame at"); a clip over the limits is refused with them."""
         if not video or not restored:
             return None
-        return video_tab.frame_pair(video, restored, float(at or 0))
+        with errors(request):
+            return video_tab.frame_pair(video, restored, float(at or 0))
 
     def failed(request: gr.Request) -> tuple[Any, str]:
         """After a failed or stopped clip: the panel names what happened (the same words as the pop-up)."""

@@ -120,7 +120,8 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
               "(clips of 10 minutes or more are; --no-segments for one pass)", file=sys.stderr)
     try:
         return restore_in_segments(src, dst, runner, settings_text(options, args.crf), segment_seconds=seconds,
-                                   fresh=args.fresh, progress=progress, on_record=on_record)
+                                   fresh=args.fresh, progress=progress, on_record=on_record,
+                                   audio=not getattr(args, "no_audio", False))
     except KeyboardInterrupt:
         raise VideoStopped(f"stopped: the finished segments are kept in {work_folder(dst)}; run the same command again to "
                            "resume (add --fresh to start over)") from None

@@ -18,6 +18,8 @@ def add_video_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--crf", type=int, default=18, help="video: x264 quality, 0 lossless … 51 smallest (default 18)")
     r.add_argument("--start", type=float, help="video: restore from this second on (default: its start)")
     r.add_argument("--end", type=float, help="video: restore up to this second (default: its end)")
+    r.add_argument("--no-audio", action="store_true",
+                   help="video: write the picture only, without the sound (e.g. audio an MP4 cannot take); the notes say so")
 
 
 def plan_video_outputs(videos: list[Path], output: str, photos_too: bool) -> list[tuple[Path, Path]]:

@@ -81,7 +81,7 @@ def _video_packets(folder: Path, plan: SegmentPlan, depth: int) -> Iterator[tupl
                 yield float(dts * tb), 0, p
 
 
-def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path) -> str:
+def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: bool = True) -> str:
     """Write ``dst`` from the plan's segment files in ``folder`` and ``src``'s audio; returns how audio went.
 
     "copied" / "re-encoded" / "none", as :class:`~gpen_core.video.result.VideoResult.audio`.
@@ -100,7 +100,7 @@ def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path) -> str:
             try:
                 v = out.add_stream_from_template(first.streams.video[0])
                 v.time_base = plan.tb
-                routes = add_audio(out, list(container.streams.audio))
+                routes = add_audio(out, list(container.streams.audio) if audio else [])  # --no-audio: none
                 for _, kind, item in heapq.merge(_video_packets(folder, plan, depth), _audio_items(container, routes),
                                                  key=lambda x: (x[0], x[1])):
                     if kind == 0:

@@ -93,6 +93,20 @@ def open_video(path: str | os.PathLike[str]) -> tuple[Any, ClipInfo]:
         raise
 
 
+def preflight(path: str, audio: bool = True) -> list[str]:
+    """Before a segmented run restores anything: the clip refused by its headers (:func:`open_video`) and by an
+    audio stream the output cannot take (unless ``audio`` is off); else its :func:`stream_notes`."""
+    from gpen_core.video.limits import check_audio
+
+    container, _ = open_video(path)
+    try:
+        if audio:
+            check_audio(container, path)
+        return stream_notes(container, audio)
+    finally:
+        container.close()
+
+
 def stream_notes(container: Any, audio: bool = True) -> list[str]:
     """What the output cannot keep of the input's streams, said before a frame is restored: extra video streams
     (only the first is restored), HDR or more than 8 bits a sample (written 8-bit), the sound when ``audio`` is off."""

@@ -188,6 +188,7 @@ def restore_in_segments(
     fresh: bool = False,
     progress: Progress | None = None,
     on_record: Callable[[SegmentRecord], None] | None = None,
+    audio: bool = True,
 ) -> SegmentedResult:
     """Restore ``src`` into ``dst`` (H.264 MP4) segment by segment, resuming an interrupted run (module doc).
 
@@ -198,11 +199,14 @@ def restore_in_segments(
     """
     from gpen_core.video.join import join_segments
     from gpen_core.video.output import check_output
+    from gpen_core.video.probe import preflight
 
     t0 = time.perf_counter()
     src_s, dst_p = os.path.abspath(os.fspath(src)), Path(dst)
     check_output(dst_p)
+    ahead = preflight(src_s, audio)  # what one pass refuses and says, before any segment is restored
     plan, folder, notes = prepare(src_s, dst_p, settings, segment_seconds, fresh)
+    notes[:0] = ahead
     kept = finished(plan, folder)
     kept_ids = {s.index for s in kept}
     records = [SegmentRecord(s.index, s.frames, 0.0, kept=True) for s in kept]
@@ -225,17 +229,17 @@ def restore_in_segments(
         if on_record is not None:
             on_record(rec)
     t_join = time.perf_counter()
-    audio = join_segments(src_s, plan, folder, dst_p)
+    audio_how = join_segments(src_s, plan, folder, dst_p, audio=audio)
     join_s = time.perf_counter() - t_join
     shutil.rmtree(folder, ignore_errors=True)
-    if audio == "re-encoded":
+    if audio_how == "re-encoded":
         notes.append("the input's audio is in a codec an MP4 cannot hold as it is: re-encoded to AAC")
     if kept:
         notes.append(f"resumed: {len(kept)} of {len(plan.segments)} segments ({frames_kept} frames) were kept from an "
                      "earlier run")
     for r in records:
         notes.extend(n for n in r.notes if n not in notes)
-    return SegmentedResult(str(dst_p), plan.frames, plan.duration_s, len(plan.segments), len(kept), frames_kept, audio,
+    return SegmentedResult(str(dst_p), plan.frames, plan.duration_s, len(plan.segments), len(kept), frames_kept, audio_how,
                            time.perf_counter() - t0, join_s, tuple(sorted(records, key=lambda r: r.index)), tuple(notes))
 
 
