@@ -152,3 +152,17 @@ def test_no_audio_is_a_restore_flag() -> None:
 
     assert _parser().parse_args(["restore", "clip.mp4", "-o", "o.mp4", "--no-audio"]).no_audio is True
     assert _parser().parse_args(["restore", "clip.mp4", "-o", "o.mp4"]).no_audio is False
+
+
+def test_a_header_over_the_limit_is_refused_without_decoding_a_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Opening a clip decodes its first frames (FFmpeg's stream-info probe): 364 MiB for one 12000² H.264 frame.
+    from gpen_core.images.limits import InputLimits
+
+    monkeypatch.setattr("gpen_core.video.probe.DEFAULT_LIMITS", InputLimits(max_pixels=3000))
+    src = make_clip(tmp_path / "big.mp4", gradient_frames(3))  # 64×48 = 3072 pixels
+    opened: list[dict] = []
+    real_open = av.open
+    monkeypatch.setattr(av, "open", lambda *a, **k: opened.append(k.get("options") or {}) or real_open(*a, **k))
+    note = video_tab.clip_note(str(src), None)
+    assert not note.usable and "64×48" in note.markdown
+    assert opened == [{"skip_frame": "all"}]  # refused by the headers alone: no open that decodes

@@ -70,6 +70,7 @@ def open_clip(path: str | os.PathLike[str]) -> Any:
             "Restore photos as photos, or choose a video file."
         )
     try:
+        _refuse_by_header(p)
         container = av.open(p, "r", metadata_errors="ignore")
     except (av.FFmpegError, OSError, UnicodeDecodeError) as exc:
         raise InputError(
@@ -142,12 +143,7 @@ def clip_info(container: Any, path: str) -> ClipInfo:
     w, h = cc.width, cc.height
     if not w or not h:
         raise InputError(f"{path}: its video stream declares no picture size (damaged or zero frames). Re-export it and try again.")
-    pixels = w * h
-    if pixels > DEFAULT_LIMITS.max_pixels:
-        raise InputError(
-            f"{path}: its frames are {w}×{h} ({pixels / 1e6:.1f} megapixels); the limit is "
-            f"{DEFAULT_LIMITS.max_pixels / 1e6:.0f} megapixels a frame, as for photos. Scale the video down and try again."
-        )
+    _check_pixels(path, w, h)
     duration = float(vs.duration * vs.time_base) if vs.duration and vs.time_base else None
     if duration is None:
         duration = _tagged_duration(vs.metadata.get("DURATION", "") if vs.metadata else "")
@@ -160,6 +156,29 @@ def clip_info(container: Any, path: str) -> ClipInfo:
 # FFmpeg's AVColorTransferCharacteristic and AVColorPrimaries numbers, as the notes name them.
 _HDR_TRANSFER = {16: "PQ (SMPTE 2084)", 18: "HLG"}
 _PRIMARIES = {1: "BT.709", 9: "BT.2020", 12: "Display P3"}
+
+
+def _check_pixels(path: str, w: int, h: int) -> None:
+    pixels = w * h
+    if pixels > DEFAULT_LIMITS.max_pixels:
+        raise InputError(
+            f"{path}: its frames are {w}×{h} ({pixels / 1e6:.1f} megapixels); the limit is "
+            f"{DEFAULT_LIMITS.max_pixels / 1e6:.0f} megapixels a frame, as for photos. Scale the video down and try again."
+        )
+
+
+def _refuse_by_header(path: str) -> None:
+    """InputError for a declared size over the limit, read without decoding a frame. Opening a file decodes its
+    first frames to learn its streams (FFmpeg's stream-info probe): a 12000² H.264 frame cost 364 MiB there.
+    With frames skipped, the stream's own headers give the size where the container exposes them; a size only
+    decoding tells (0 here) is left to the normal open, and the decoded frames are checked anyway."""
+    import av
+
+    with av.open(path, "r", metadata_errors="ignore", options={"skip_frame": "all"}) as c:
+        if c.streams.video:
+            cc = c.streams.video[0].codec_context
+            if cc.width and cc.height:
+                _check_pixels(path, cc.width, cc.height)
 
 
 def _tagged_duration(tag: str) -> float | None:
