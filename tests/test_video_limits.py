@@ -166,3 +166,24 @@ def test_a_header_over_the_limit_is_refused_without_decoding_a_frame(tmp_path: P
     note = video_tab.clip_note(str(src), None)
     assert not note.usable and "64×48" in note.markdown
     assert opened == [{"skip_frame": "all"}]  # refused by the headers alone: no open that decodes
+
+
+def test_a_segmented_runs_summary_and_json_carry_the_same_fields_as_a_one_pass_runs(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from gpen_core.options import RestoreOptions
+    from gpen_core.video.resumable import LocalRunner, restore_in_segments
+
+    class Low(Invert):
+        mode, reason = SimpleNamespace(name="low"), "the frames fit low mode's budget"
+
+    src = make_clip(tmp_path / "in.mp4", gradient_frames(12), rotation=90, audio="aac", audio_seconds=0.5, gop=4)
+    one = restore_video(src, tmp_path / "one.mp4", engine=Low()).to_json()
+    seg = restore_in_segments(src, tmp_path / "seg.mp4", LocalRunner(None, RestoreOptions(), 18, engine=Low()), "t",
+                              segment_seconds=0.2).to_json()
+    assert set(one) <= set(seg) and seg["segments"] >= 2
+    same = ("frames", "fps", "duration", "size", "mode", "mode_reason", "audio", "crf", "rotation", "lookahead_frames",
+            "damage")
+    assert {k: seg[k] for k in same} == {k: one[k] for k in same}
+    assert (one["size"], one["rotation"], one["mode"]) == ([48, 64], 90, "low")  # filled, not defaults
+    assert seg["peaks"]["rss_bytes"] > 0 and seg["peaks"]["method"] in ("vmhwm", "sampling")

@@ -133,8 +133,7 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
 def print_segmented(src: Path, r: Any, json_records: bool = False) -> None:
     """The human summary of a clip restored in segments, where a whole clip's goes
     (:func:`gpen_core.video.command.print_summary`: stdout, stderr beside ``--json`` records)."""
-    from gpen_core.video.command import print_summary
+    from gpen_core.video.command import print_video
 
     kept = f", {r.segments_kept} kept from an earlier run" if r.segments_kept else ""
-    print_summary(f"{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s) in {r.segments} segments{kept}, "
-                  f"audio {r.audio}, {r.total_s:.1f} s (join {r.join_s:.1f} s)", r.notes, json_records)
+    print_video(src, r, json_records, f"; {r.segments} segments{kept}, {r.total_s:.1f} s (join {r.join_s:.1f} s)")

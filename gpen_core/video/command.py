@@ -78,11 +78,12 @@ def print_summary(line: str, notes: Sequence[str], json_records: bool) -> None:
         print(f"  note: {note}", file=sys.stderr)
 
 
-def print_video(src: Path, r: Any, json_records: bool = False) -> None:
-    """The human summary of a restored clip (:class:`~gpen_core.video.result.VideoResult`): :func:`print_summary`."""
+def print_video(src: Path, r: Any, json_records: bool = False, extra: str = "") -> None:
+    """The human summary of a restored clip (:class:`~gpen_core.video.result.VideoResult`, one pass or segmented,
+    the same words; ``extra`` after them): :func:`print_summary`."""
     from gpen_core.platform.meter import format_bytes
 
     vram = f", peak VRAM {format_bytes(r.peaks.vram_reserved_bytes)}" if r.peaks.vram_reserved_bytes is not None else ""
     print_summary(f"{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s, {r.fps:.2f} fps), mode {r.mode}, "
-                  f"audio {r.audio}, {r.seconds_per_frame:.3f} s a frame, peak RAM {format_bytes(r.peaks.rss_bytes)}{vram}",
-                  r.notes, json_records)
+                  f"audio {r.audio}, {r.seconds_per_frame:.3f} s a frame, peak RAM {format_bytes(r.peaks.rss_bytes)}{vram}"
+                  f"{extra}", r.notes, json_records)

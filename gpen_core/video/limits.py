@@ -17,6 +17,8 @@ from typing import Any
 from gpen_core.errors import InputError
 from gpen_core.images.limits import DEFAULT_LIMITS, InputLimits
 
+# Audio codecs an MP4 takes as they are (copied packet for packet); others are re-encoded to AAC.
+MP4_AUDIO = frozenset({"aac", "mp3", "mp2", "ac3", "eac3", "opus", "flac", "alac"})
 # A capped clip's frames per capped second: 60 fps clips pass whole, while a clip that crams 10 000
 # frames into a second (each one a full restore on the one engine lane) stops at its first 60.
 CAP_FPS = 60
@@ -98,8 +100,6 @@ def _seconds(pts: int, time_base: Any) -> str:
 def audio_problem(stream: Any) -> str:
     """Why the audio ``stream`` cannot reach an MP4 ("" when it can): an MP4 copies the codecs it takes and
     re-encodes the others to AAC, which takes at most :data:`AAC_MAX_CHANNELS` channels and :data:`AAC_RATES`."""
-    from gpen_core.video.probe import MP4_AUDIO
-
     cc = stream.codec_context
     if cc.name in MP4_AUDIO:
         return ""

@@ -10,11 +10,12 @@ from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.images.limits import DEFAULT_LIMITS
+from gpen_core.video.limits import MP4_AUDIO, check_audio
+
+__all__ = ["MP4_AUDIO", "ClipInfo", "clip_info", "open_clip", "open_video", "preflight", "stream_notes"]
 
 # ISO media brands that are still images (HEIC, AVIF), not clips.
 _IMAGE_BRANDS = (b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1", b"avif", b"avis")
-# Audio codecs an MP4 takes as they are (copied packet for packet); others are re-encoded to AAC.
-MP4_AUDIO = frozenset({"aac", "mp3", "mp2", "ac3", "eac3", "opus", "flac", "alac"})
 
 
 def looks_like_video(head: bytes) -> bool:
@@ -97,8 +98,6 @@ def open_video(path: str | os.PathLike[str]) -> tuple[Any, ClipInfo]:
 def preflight(path: str, audio: bool = True) -> list[str]:
     """Before a segmented run restores anything: the clip refused by its headers (:func:`open_video`) and by an
     audio stream the output cannot take (unless ``audio`` is off); else its :func:`stream_notes`."""
-    from gpen_core.video.limits import check_audio
-
     container, _ = open_video(path)
     try:
         if audio:

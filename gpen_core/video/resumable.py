@@ -20,12 +20,13 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from gpen_core.errors import InputError
 from gpen_core.options import RestoreOptions
+from gpen_core.video.segmented import SegmentedResult, SegmentedRun, segmented_result
 from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, Segment, SegmentPlan
 
 MANIFEST = "manifest.jsonl"
@@ -49,6 +50,8 @@ class SegmentRecord:
     worker: str = ""
     notes: tuple[str, ...] = ()
     kept: bool = False  # finished by an earlier run, checked and kept
+    mode: str = ""  # the mode it ran in ("" when kept)
+    mode_reason: str = ""
 
 
 class Runner(Protocol):
@@ -56,29 +59,6 @@ class Runner(Protocol):
 
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]: ...
-
-
-@dataclass(frozen=True)
-class SegmentedResult:
-    """A clip restored in segments: what was written, how much an earlier run had done, what each segment cost."""
-
-    output: str
-    frames: int
-    duration_s: float
-    segments: int
-    segments_kept: int  # finished by an earlier, interrupted run
-    frames_kept: int
-    audio: str  # "copied", "re-encoded" or "none"
-    total_s: float
-    join_s: float
-    records: tuple[SegmentRecord, ...] = field(default_factory=tuple)
-    notes: tuple[str, ...] = ()
-
-    def to_json(self) -> dict:
-        return {"output": self.output, "frames": self.frames, "duration": round(self.duration_s, 6),
-                "segments": self.segments, "segments_kept": self.segments_kept, "frames_kept": self.frames_kept,
-                "audio": self.audio, "total_s": round(self.total_s, 3), "join_s": round(self.join_s, 3),
-                "notes": list(self.notes)}
 
 
 def settings_text(options: RestoreOptions, crf: int) -> str:
@@ -92,6 +72,8 @@ class LocalRunner:
     def __init__(self, restorer: Any, options: RestoreOptions, crf: int, stop: threading.Event | None = None,
                  engine: Any = None) -> None:
         self.restorer, self.options, self.crf, self.stop, self.engine = restorer, options, crf, stop, engine
+        # Where the run's peaks are measured (VRAM too on CUDA), as one pass measures them.
+        self.device = getattr(engine, "device", None) or (restorer.device if restorer is not None else "cpu")
 
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
@@ -106,7 +88,8 @@ class LocalRunner:
                                            stop=self.stop)
                 p = meter.peaks
                 yield SegmentRecord(seg.index, done.frames, done.seconds, done.faces_max, p.rss_bytes if p else None,
-                                    p.vram_reserved_bytes if p else None, f"pid {os.getpid()}", done.notes)
+                                    p.vram_reserved_bytes if p else None, f"pid {os.getpid()}", done.notes,
+                                    mode=done.mode, mode_reason=done.mode_reason)
         finally:
             if self.engine is None:
                 engine.close()  # the frame session holds the restorer's lock
@@ -120,6 +103,12 @@ def _frame_engine(restorer: Any, options: RestoreOptions, src: str) -> Any:
 
 def upright_size(src: str) -> tuple[int, int]:
     """The clip's frame size as displayed (width, height): its first frame, turned upright."""
+    return upright_geometry(src)[0]
+
+
+def upright_geometry(src: str) -> tuple[tuple[int, int], int]:
+    """(the upright size, the display rotation in degrees) of the clip's first frame: read from the decoded
+    frame's fields (checked: :class:`~gpen_core.video.limits.FrameGuard`), its pixels never converted."""
     from gpen_core.video.frames import quarter_turns
     from gpen_core.video.limits import FrameGuard
     from gpen_core.video.probe import open_video
@@ -127,9 +116,10 @@ def upright_size(src: str) -> tuple[int, int]:
     c, info = open_video(src)
     try:
         for frame in c.decode(c.streams.video[0]):
-            FrameGuard(src, info.size).check(frame, None, None)  # its size, never its pixels
+            FrameGuard(src, info.size).check(frame, None, None)
             w, h = frame.width, frame.height
-            return (h, w) if quarter_turns(frame.rotation or 0) % 2 else (w, h)
+            rotation = int(round(frame.rotation or 0)) % 360
+            return ((h, w) if quarter_turns(rotation) % 2 else (w, h)), rotation
     finally:
         c.close()
     raise InputError(f"{src} has no frame that decodes: it is empty or damaged from its start")
@@ -194,9 +184,11 @@ def restore_in_segments(
 
     ``runner``: :class:`LocalRunner` or the Ray one. ``settings``: :func:`settings_text` of what the
     runner restores with (a resumed run must match it). ``on_record``: each segment's record, kept
-    ones included (the CLI writes them to manifest.jsonl). InputError for an unusable input or a work
-    folder from another run; the runner's own errors pass through, the finished segments kept.
+    ones included (the CLI writes them to manifest.jsonl). ``audio`` False: the output has no sound (noted).
+    Returns a :class:`SegmentedResult`, every field of a one-pass result filled. InputError for an unusable
+    input or a work folder from another run; the runner's own errors pass through, the finished segments kept.
     """
+    from gpen_core.platform.meter import PeakMeter
     from gpen_core.video.join import join_segments
     from gpen_core.video.output import check_output
     from gpen_core.video.probe import preflight
@@ -204,14 +196,38 @@ def restore_in_segments(
     t0 = time.perf_counter()
     src_s, dst_p = os.path.abspath(os.fspath(src)), Path(dst)
     check_output(dst_p)
-    ahead = preflight(src_s, audio)  # what one pass refuses and says, before any segment is restored
-    plan, folder, notes = prepare(src_s, dst_p, settings, segment_seconds, fresh)
-    notes[:0] = ahead
+    with PeakMeter(getattr(runner, "device", None)) as meter:
+        ahead = preflight(src_s, audio)  # what one pass refuses and says, before any segment is restored
+        plan, folder, notes = prepare(src_s, dst_p, settings, segment_seconds, fresh)
+        notes[:0] = ahead
+        records = _run_pending(plan, folder, runner, progress, on_record)
+        t_join = time.perf_counter()
+        audio_how = join_segments(src_s, plan, folder, dst_p, audio=audio)
+        join_s = time.perf_counter() - t_join
+    shutil.rmtree(folder, ignore_errors=True)
+    if audio_how == "re-encoded":
+        notes.append("the input's audio is in a codec an MP4 cannot hold as it is: re-encoded to AAC")
+    kept = [r for r in records if r.kept]
+    frames_kept = sum(r.frames for r in kept)
+    if kept:
+        notes.append(f"resumed: {len(kept)} of {len(plan.segments)} segments ({frames_kept} frames) were kept from an "
+                     "earlier run")
+    for r in records:
+        notes.extend(n for n in r.notes if n not in notes)
+    assert meter.peaks is not None
+    run = SegmentedRun(str(dst_p), plan.frames, plan.duration_s, len(plan.segments), frames_kept, audio_how,
+                       int(getattr(runner, "crf", 0)), time.perf_counter() - t0, join_s, upright_geometry(src_s)[1],
+                       meter.peaks)
+    return segmented_result(run, records, notes)
+
+
+def _run_pending(plan: SegmentPlan, folder: Path, runner: Runner, progress: Progress | None,
+                 on_record: Callable[[SegmentRecord], None] | None) -> list[SegmentRecord]:
+    """The kept segments' records, then the runner's for the rest, as they finish (progress counted in frames)."""
     kept = finished(plan, folder)
     kept_ids = {s.index for s in kept}
     records = [SegmentRecord(s.index, s.frames, 0.0, kept=True) for s in kept]
     count = [sum(s.frames for s in kept)]
-    frames_kept = count[0]
     if progress is not None:
         progress(count[0], plan.frames)
     if on_record is not None:
@@ -228,19 +244,7 @@ def restore_in_segments(
         records.append(rec)
         if on_record is not None:
             on_record(rec)
-    t_join = time.perf_counter()
-    audio_how = join_segments(src_s, plan, folder, dst_p, audio=audio)
-    join_s = time.perf_counter() - t_join
-    shutil.rmtree(folder, ignore_errors=True)
-    if audio_how == "re-encoded":
-        notes.append("the input's audio is in a codec an MP4 cannot hold as it is: re-encoded to AAC")
-    if kept:
-        notes.append(f"resumed: {len(kept)} of {len(plan.segments)} segments ({frames_kept} frames) were kept from an "
-                     "earlier run")
-    for r in records:
-        notes.extend(n for n in r.notes if n not in notes)
-    return SegmentedResult(str(dst_p), plan.frames, plan.duration_s, len(plan.segments), len(kept), frames_kept, audio_how,
-                           time.perf_counter() - t0, join_s, tuple(sorted(records, key=lambda r: r.index)), tuple(notes))
+    return records
 
 
 def manifest_line(run_id: str, src: str, rec: SegmentRecord) -> str:

@@ -32,6 +32,8 @@ class SegmentDone:
     seconds: float
     faces_max: int
     notes: tuple[str, ...]
+    mode: str = ""  # the engine's mode name, as a one-pass result's
+    mode_reason: str = ""
 
 
 def restore_segment(
@@ -80,7 +82,9 @@ def restore_segment(
                 f"{seg.frames}: the input is damaged there or changed since the plan. Restore again with --fresh"
             )
         os.replace(tmp, dst)
-        return SegmentDone(seg.index, str(dst), run.written, time.perf_counter() - t0, run.faces_max, tuple(run.notes))
+        mode = getattr(getattr(engine, "mode", None), "name", "custom")
+        return SegmentDone(seg.index, str(dst), run.written, time.perf_counter() - t0, run.faces_max, tuple(run.notes),
+                           mode, getattr(engine, "reason", ""))
     finally:
         if out is not None:
             try:
