@@ -18,6 +18,7 @@ from gpen_core.video.engine_seam import FrameOut  # noqa: E402
 from gpen_core.video.limits import ClipCap  # noqa: E402
 from gpen_core.video.stream import VideoOptions, restore_video  # noqa: E402
 
+from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: E402,F401
 from .hostileclips import hdr10_clip, jpeg, mjpeg_clip, patch_mp4_durations, pcm_clip, two_video_streams  # noqa: E402
 from .videoclips import gradient_frames, make_clip, read_clip  # noqa: E402
 
@@ -187,3 +188,31 @@ def test_a_segmented_runs_summary_and_json_carry_the_same_fields_as_a_one_pass_r
     assert {k: seg[k] for k in same} == {k: one[k] for k in same}
     assert (one["size"], one["rotation"], one["mode"]) == ([48, 64], 90, "low")  # filled, not defaults
     assert seg["peaks"]["rss_bytes"] > 0 and seg["peaks"]["method"] in ("vmhwm", "sampling")
+
+
+def test_cli_exits_2_naming_a_frame_over_the_limit_and_writes_nothing(
+        tmp_path: Path, low_mode_home: Path, one_thread: None, capsys: pytest.CaptureFixture) -> None:
+    from gpen_core.cli import main
+
+    src = mjpeg_clip(tmp_path / "bomb.mkv", (64, 64), [jpeg(64, 64), jpeg(BIG, BIG)])
+    code = main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--mode", "low"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"decodes at {BIG}×{BIG}" in err and "Traceback" not in err
+    assert _nothing_written(tmp_path)
+
+
+def test_cli_no_audio_restores_a_clip_whose_audio_an_mp4_cannot_take_on_both_paths(
+        tmp_path: Path, low_mode_home: Path, one_thread: None, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    from gpen_core.cli import main
+    from gpen_core.video.engine_seam import FrameEngine
+
+    monkeypatch.setattr(FrameEngine, "restore", lambda self, rgb, dets: FrameOut(rgb, ()))  # detection only: quick
+    src = pcm_clip(tmp_path / "pcm.mkv", gradient_frames(6), 16, 48000)
+    refused = main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--mode", "low"])
+    assert refused == 2 and "16 channels" in capsys.readouterr().err
+    for name, extra in (("one.mp4", []), ("seg.mp4", ["--segments"])):
+        code = main(["restore", str(src), "-o", str(tmp_path / name), "--mode", "low", "--no-audio", *extra])
+        err = capsys.readouterr().err
+        assert code == 0 and "note: the sound was dropped, as asked (--no-audio)" in err, err
+        assert read_clip(tmp_path / name)["streams"] == [("video", "h264")]
