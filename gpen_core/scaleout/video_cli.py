@@ -73,13 +73,11 @@ def wants_segments(args: argparse.Namespace, src: Path) -> bool:
 
 
 def _duration(src: Path) -> float | None:
-    from gpen_core.video.probe import clip_info, open_clip
+    from gpen_core.video.probe import open_video
 
-    c = open_clip(src)
-    try:
-        return clip_info(c, str(src)).duration_s
-    finally:
-        c.close()
+    c, info = open_video(src)
+    c.close()
+    return info.duration_s
 
 
 def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: Any, options: RestoreOptions,
