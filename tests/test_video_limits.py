@@ -148,6 +148,17 @@ def test_audio_an_mp4_cannot_take_is_refused_before_any_frame_and_no_audio_drops
     assert any("the sound was dropped, as asked (--no-audio)" in n for n in result.notes)
 
 
+def test_a_header_that_differs_from_the_decoded_frames_is_said() -> None:
+    from types import SimpleNamespace
+
+    from gpen_core.video.limits import FrameGuard
+
+    guard = FrameGuard("clip.mp4", (64, 64))
+    for i in range(3):
+        guard.check(SimpleNamespace(width=80, height=60), i, Fraction(1, 25))
+    assert guard.notes == ["the file's header says 64×64 but its frames decode at 80×60: restored and written at 80×60"]
+
+
 def test_no_audio_is_a_restore_flag() -> None:
     from gpen_core.cli import _parser
 

@@ -99,17 +99,28 @@ def _seconds(pts: int, time_base: Any) -> str:
 
 def audio_problem(stream: Any) -> str:
     """Why the audio ``stream`` cannot reach an MP4 ("" when it can): an MP4 copies the codecs it takes and
-    re-encodes the others to AAC, which takes at most :data:`AAC_MAX_CHANNELS` channels and :data:`AAC_RATES`."""
+    re-encodes the others to AAC, whose encoder is opened here with the stream's channels and rate, as the
+    writer will (it takes at most :data:`AAC_MAX_CHANNELS` channels, at :data:`AAC_RATES`)."""
+    import av
+
     cc = stream.codec_context
     if cc.name in MP4_AUDIO:
         return ""
     channels, rate = cc.channels or 2, cc.sample_rate or 48000
+    aac = av.CodecContext.create("aac", "w")
+    aac.sample_rate, aac.format = rate, "fltp"
+    aac.layout = {1: "mono", 2: "stereo"}.get(channels, f"{channels}c")  # as output.add_audio lays it out
+    try:
+        aac.open()
+        return ""
+    except (av.FFmpegError, ValueError) as exc:
+        detail = str(exc).strip() or type(exc).__name__
     if channels > AAC_MAX_CHANNELS:
         why = f"{channels} channels (AAC, the MP4's audio, takes at most {AAC_MAX_CHANNELS})"
     elif rate not in AAC_RATES:
         why = f"{rate / 1000:g} kHz (AAC, the MP4's audio, takes at most 96 kHz, at its standard rates)"
     else:
-        return ""
+        why = f"{channels} channels at {rate / 1000:g} kHz, which the AAC encoder refuses ({detail})"
     return f"its audio stream {stream.index} ({cc.name}) has {why}, so it cannot go into the MP4: {NO_AUDIO_FIX}"
 
 
