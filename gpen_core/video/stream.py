@@ -64,7 +64,10 @@ def restore_video(
     :class:`~gpen_core.video.engine_seam.FrameEngine` over ``restorer``).
     Kept from the input: frame count and timestamps, audio (copied; AAC where MP4 cannot take it),
     display rotation (frames written upright), colour properties. Raises InputError for a file that
-    is no usable video (nothing written), VideoStopped, and the restore's own errors.
+    is no usable video or audio an MP4 cannot take (before any frame; ``video.audio=False`` drops the sound),
+    or at the first decoded frame over the photo limits, of another size, or timed before the last
+    (:class:`~gpen_core.video.limits.FrameGuard`); nothing is written then. ``video.cap`` stops at a server's
+    limit by decoded frames and time, and the notes say where. VideoStopped, and the restore's own errors.
     """
     from gpen_core.platform.meter import PeakMeter
     from gpen_core.video.output import check_output, temp_name
