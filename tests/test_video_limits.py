@@ -186,8 +186,11 @@ def test_a_segmented_runs_summary_and_json_carry_the_same_fields_as_a_one_pass_r
     from gpen_core.options import RestoreOptions
     from gpen_core.video.resumable import LocalRunner, restore_in_segments
 
+    from gpen_core.result import NetworkRuntime
+
     class Low(Invert):
         mode, reason = SimpleNamespace(name="low"), "the frames fit low mode's budget"
+        runtimes = (NetworkRuntime("generator", "GPEN-BFR-256", "openvino", "measured faster here"),)
 
     src = make_clip(tmp_path / "in.mp4", gradient_frames(12), rotation=90, audio="aac", audio_seconds=0.5, gop=4)
     one = restore_video(src, tmp_path / "one.mp4", engine=Low()).to_json()
@@ -195,9 +198,11 @@ def test_a_segmented_runs_summary_and_json_carry_the_same_fields_as_a_one_pass_r
                               segment_seconds=0.2).to_json()
     assert set(one) <= set(seg) and seg["segments"] >= 2
     same = ("frames", "fps", "duration", "size", "mode", "mode_reason", "audio", "crf", "rotation", "lookahead_frames",
-            "damage")
+            "damage", "runtimes")
     assert {k: seg[k] for k in same} == {k: one[k] for k in same}
     assert (one["size"], one["rotation"], one["mode"]) == ([48, 64], 90, "low")  # filled, not defaults
+    assert one["runtimes"] == [{"network": "generator", "name": "GPEN-BFR-256", "runtime": "openvino",
+                                "reason": "measured faster here"}]
     assert seg["peaks"]["rss_bytes"] > 0 and seg["peaks"]["method"] in ("vmhwm", "sampling")
 
 

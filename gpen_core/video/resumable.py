@@ -52,6 +52,7 @@ class SegmentRecord:
     kept: bool = False  # finished by an earlier run, checked and kept
     mode: str = ""  # the mode it ran in ("" when kept)
     mode_reason: str = ""
+    runtimes: tuple[Any, ...] = ()  # NetworkRuntime: what ran each network
 
 
 class Runner(Protocol):
@@ -89,7 +90,7 @@ class LocalRunner:
                 p = meter.peaks
                 yield SegmentRecord(seg.index, done.frames, done.seconds, done.faces_max, p.rss_bytes if p else None,
                                     p.vram_reserved_bytes if p else None, f"pid {os.getpid()}", done.notes,
-                                    mode=done.mode, mode_reason=done.mode_reason)
+                                    mode=done.mode, mode_reason=done.mode_reason, runtimes=done.runtimes)
         finally:
             if self.engine is None:
                 engine.close()  # the frame session holds the restorer's lock

@@ -34,6 +34,7 @@ class SegmentDone:
     notes: tuple[str, ...]
     mode: str = ""  # the engine's mode name, as a one-pass result's
     mode_reason: str = ""
+    runtimes: tuple[Any, ...] = ()  # NetworkRuntime: what ran each network
 
 
 def restore_segment(
@@ -84,7 +85,7 @@ def restore_segment(
         os.replace(tmp, dst)
         mode = getattr(getattr(engine, "mode", None), "name", "custom")
         return SegmentDone(seg.index, str(dst), run.written, time.perf_counter() - t0, run.faces_max, tuple(run.notes),
-                           mode, getattr(engine, "reason", ""))
+                           mode, getattr(engine, "reason", ""), tuple(getattr(engine, "runtimes", ())))
     finally:
         if out is not None:
             try:

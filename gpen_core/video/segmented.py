@@ -71,4 +71,5 @@ def segmented_result(run: SegmentedRun, records: list[Any], notes: list[str]) ->
         faces_per_frame_max=max((r.faces_max for r in records), default=0), peaks=peaks, rotation=run.rotation,
         lookahead_frames=Steadier().lookahead, notes=tuple(notes), damage=None, segments=run.segments,
         segments_kept=len(records) - len(ran), frames_kept=run.frames_kept, join_s=run.join_s, records=ordered,
+        runtimes=next((tuple(r.runtimes) for r in ran if r.runtimes), ()),
     )
