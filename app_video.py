@@ -92,7 +92,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
 
         try:
             result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode),  # type: ignore[arg-type]
-                                   VideoOptions(end_s=clip.end_s), progress=tick, stop=stop)
+                                   VideoOptions(cap=clip.cap), progress=tick, stop=stop)
         except BaseException as exc:
             shutil.rmtree(out.parent, ignore_errors=True)  # the folder results_path made for this clip, and only it
             if isinstance(exc, GPENError) and not isinstance(exc, VideoStopped):
@@ -100,18 +100,19 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
             raise
         at = video_tab.middle_time(result)
         pair = video_tab.frame_pair(video, str(out), at)
-        return (str(out), pair, video_tab.video_markdown(result, clip.end_s),
+        return (str(out), pair, video_tab.video_markdown(result),
                 gr.update(maximum=max(result.duration_s, 0.01), value=at, interactive=True), result.to_json())
 
     def stop_own_clip(request: gr.Request) -> None:
         """Stop: this session's clip only (another visitor's Stop never reaches it)."""
         state.stops.stop(getattr(request, "session_hash", None))
 
-    def frame(video: str | None, restored: str | None, at: float) -> Any:
-        """The before/after at the chosen time (the slider's "Frame at")."""
+    def frame(video: str | None, restored: str | None, at: float, request: gr.Request | None = None) -> Any:
+        """The before/after at the chosen time (the slider's "Frame at"); a clip over the limits is refused with them."""
         if not video or not restored:
             return None
-        return video_tab.frame_pair(video, restored, float(at or 0))
+        with errors(request):
+            return video_tab.frame_pair(video, restored, float(at or 0))
 
     def failed(request: gr.Request) -> tuple[Any, str]:
         """After a failed or stopped clip: the panel names what happened (the same words as the pop-up)."""

@@ -441,7 +441,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
     from gpen_core.video.stream import VideoOptions, restore_video
 
     plan = plan_video_outputs(videos, args.output, photos_too)
-    vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end).validated()
+    vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio).validated()
     if args.ray and args.address:
         join_first(args.address)  # a wrong address fails in seconds, before the engine loads
     _load_engine()

@@ -277,14 +277,16 @@ def test_a_clip_restored_in_segments_says_so_where_a_whole_clip_does(json_record
     """The summary on stdout as a photo's result line (on stderr when stdout holds --json records), notes on stderr."""
     from types import SimpleNamespace
 
+    from gpen_core.result import Peaks
     from gpen_core.scaleout.video_cli import print_segmented
 
-    r = SimpleNamespace(output=Path("out.mp4"), frames=250, duration_s=10.0, segments=3, segments_kept=1,
+    r = SimpleNamespace(output=Path("out.mp4"), frames=250, duration_s=10.0, fps=25.0, mode="low", seconds_per_frame=0.168,
+                        peaks=Peaks(900_000_000, 400_000_000, "vmhwm"), segments=3, segments_kept=1,
                         audio="copied", total_s=42.0, join_s=0.5, notes=("the second segment was redone",))
     print_segmented(Path("in.mp4"), r, json_records=json_records)
     out, err = capsys.readouterr()
-    line = ("in.mp4 -> out.mp4: 250 frames (10.00 s) in 3 segments, 1 kept from an earlier run, audio copied, "
-            "42.0 s (join 0.5 s)")
+    line = ("in.mp4 -> out.mp4: 250 frames (10.00 s, 25.00 fps), mode low, audio copied, 0.168 s a frame, peak RAM 900 MB; "
+            "3 segments, 1 kept from an earlier run, 42.0 s (join 0.5 s)")
     assert (err if json_records else out).splitlines()[0] == line
     assert out == ("" if json_records else f"{line}\n")
     assert err.endswith("  note: the second segment was redone\n") and "note" not in out

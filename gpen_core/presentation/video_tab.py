@@ -17,6 +17,7 @@ import numpy as np
 from gpen_core.errors import GPENError
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation.messages import shown_error
+from gpen_core.video.limits import ClipCap
 
 # A shared server (a public link, a Space) restores at most this much of a clip unless its operator
 # says otherwise (--max-video-seconds): a clip occupies the one engine lane for its whole length.
@@ -31,23 +32,24 @@ class ClipNote:
     """An uploaded clip as the tab describes it before Restore."""
 
     markdown: str
-    end_s: float | None  # restore up to this time (the server's cap); None: the whole clip
+    end_s: float | None  # the declared clip is longer than the server's cap: restored up to this time; else None
     duration_s: float | None  # the clip's length as declared (None: not declared)
     usable: bool
     shown: Any = None  # an unusable clip's messages.ShownError (plain text for the pop-up, Markdown for the panel)
+    # The server's cap as the run applies it (decoded frames and time: a header can lie); None: no cap.
+    cap: ClipCap | None = None
 
 
 def clip_note(path: str, cap_s: float | None) -> ClipNote:
     """What the clip is (size, length, frames, audio) and, on a capped server, how much of it will be
     restored; a file that is no usable video names the problem instead."""
     from gpen_core.video.long_hint import resume_command
-    from gpen_core.video.probe import clip_info, open_clip
+    from gpen_core.video.probe import open_video
     from gpen_core.video.resumable import SEGMENTS_FROM_S
 
     try:
-        container = open_clip(path)
+        container, info = open_video(path)
         try:
-            info = clip_info(container, path)
             audio = len(container.streams.audio)
         finally:
             container.close()
@@ -62,15 +64,21 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
              "Press **Restore video**."]
     end = None
     whole = f"`{resume_command(Path(path).name)}`"  # segments a rerun resumes after a stop or a crash
-    if cap_s and (info.duration_s is None or info.duration_s > cap_s):
-        end = float(cap_s)
-        lines += ["", f"**This shared server restores the first {cap_s:g} s only** (its limit, --max-video-seconds; "
-                      f"the clip is {length}). Trim the clip first, or restore the whole clip on your own machine "
-                      f"with the command line, in segments that the same command resumes after a stop: {whole}"]
+    cap = ClipCap.of_seconds(cap_s, "this server's limit (--max-video-seconds)") if cap_s else None
+    over = cap is not None and info.frames > cap.frames
+    if cap is not None and (info.duration_s is None or info.duration_s > cap.seconds or over):
+        end = float(cap.seconds)
+        lines += ["", f"**This shared server restores the first {cap.seconds:g} s only, at most {cap.frames} frames** "
+                      f"(its limit, --max-video-seconds; the clip is {length}, {frames}). Trim the clip first, or restore "
+                      f"the whole clip on your own machine with the command line, in segments that the same command "
+                      f"resumes after a stop: {whole}"]
+    elif cap is not None:  # its header says it fits; what decodes decides (a header can be edited)
+        lines += ["", f"This shared server restores at most {cap.text()} (its limit, --max-video-seconds): a clip longer "
+                      "than its header says is cut there, and the result says so."]
     elif info.duration_s and info.duration_s >= SEGMENTS_FROM_S:
         lines += ["", f"This clip is long ({length}): the page restores it in one go, and Stop or a crash keeps nothing. "
                       f"For a run that resumes where it stopped, use the command line: {whole}"]
-    return ClipNote("\n".join(lines), end, info.duration_s, True)
+    return ClipNote("\n".join(lines), end, info.duration_s, True, cap=cap)
 
 
 def progress_text(done: int, expected: int, elapsed_s: float) -> str:
@@ -134,24 +142,29 @@ def video_markdown(result: Any, end_s: float | None = None) -> str:
 
 def frame_at(path: str, time_s: float) -> np.ndarray | None:
     """The frame of ``path`` shown at ``time_s`` (the last one starting at or before it), RGB upright; None
-    when the file has no frame there."""
+    when the file has no frame there. InputError, before any pixel is converted, for a clip whose header or
+    decoded frames are over the photo limits (a preview costs no more than a restore may)."""
     import av
 
     from gpen_core.video.frames import upright_rgb
+    from gpen_core.video.limits import FrameGuard
+    from gpen_core.video.probe import open_video
 
-    with av.open(path, "r", metadata_errors="ignore") as container:
+    container, info = open_video(path)
+    with container:
         vs = container.streams.video[0]
         tb = vs.time_base
         if time_s > 0 and tb:
             container.seek(int(time_s / tb), stream=vs, backward=True)
         chosen = None
-        reformatter = av.video.reformatter.VideoReformatter()
+        guard = FrameGuard(path, info.size)
         for frame in container.decode(vs):
             t = float(frame.pts * tb) if frame.pts is not None and tb else 0.0
             if chosen is not None and t > time_s + 1e-6:
                 break
-            chosen = upright_rgb(frame, reformatter)[0]
-        return chosen
+            guard.check(frame, None, tb)
+            chosen = frame  # converted once, when chosen
+        return None if chosen is None else upright_rgb(chosen, av.video.reformatter.VideoReformatter())[0]
 
 
 def frame_pair(source: str, output: str, time_s: float) -> tuple[np.ndarray, np.ndarray] | None:

@@ -73,13 +73,11 @@ def wants_segments(args: argparse.Namespace, src: Path) -> bool:
 
 
 def _duration(src: Path) -> float | None:
-    from gpen_core.video.probe import clip_info, open_clip
+    from gpen_core.video.probe import open_video
 
-    c = open_clip(src)
-    try:
-        return clip_info(c, str(src)).duration_s
-    finally:
-        c.close()
+    c, info = open_video(src)
+    c.close()
+    return info.duration_s
 
 
 def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: Any, options: RestoreOptions,
@@ -124,7 +122,8 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
               "(clips of 10 minutes or more are; --no-segments for one pass)", file=sys.stderr)
     try:
         return restore_in_segments(src, dst, runner, settings_text(options, args.crf), segment_seconds=seconds,
-                                   fresh=args.fresh, progress=progress, on_record=on_record)
+                                   fresh=args.fresh, progress=progress, on_record=on_record,
+                                   audio=not getattr(args, "no_audio", False))
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the CLI raises it for both)
         raise VideoStopped(f"stopped: {kept_segments(work_folder(dst))} (add --fresh to start over)") from None
     except (WriteFailed, WorkerDied) as exc:  # the disk or a worker failed, not the input: the same command resumes
@@ -158,8 +157,7 @@ def join_first(address: str) -> None:
 def print_segmented(src: Path, r: Any, json_records: bool = False) -> None:
     """The human summary of a clip restored in segments, where a whole clip's goes
     (:func:`gpen_core.video.command.print_summary`: stdout, stderr beside ``--json`` records)."""
-    from gpen_core.video.command import print_summary
+    from gpen_core.video.command import print_video
 
     kept = f", {r.segments_kept} kept from an earlier run" if r.segments_kept else ""
-    print_summary(f"{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s) in {r.segments} segments{kept}, "
-                  f"audio {r.audio}, {r.total_s:.1f} s (join {r.join_s:.1f} s)", r.notes, json_records)
+    print_video(src, r, json_records, f"; {r.segments} segments{kept}, {r.total_s:.1f} s (join {r.join_s:.1f} s)")

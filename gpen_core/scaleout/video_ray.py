@@ -20,12 +20,13 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError
 from gpen_core.options import RestoreOptions
+from gpen_core.result import NetworkRuntime
 from gpen_core.video.resumable import SegmentRecord
 from gpen_core.video.segments import Segment, SegmentPlan
 
@@ -87,7 +88,8 @@ def segment_task(src: str, seg: Segment, size: tuple[int, int], options: Restore
     p = meter.peaks
     return {"index": seg.index, "frames": done.frames, "seconds": done.seconds, "faces_max": done.faces_max,
             "rss": p.rss_bytes if p else None, "vram": p.vram_reserved_bytes if p else None,
-            "worker": worker_name(), "notes": list(done.notes)}, data
+            "worker": worker_name(), "notes": list(done.notes), "mode": done.mode, "mode_reason": done.mode_reason,
+            "runtimes": [asdict(r) for r in done.runtimes]}, data
 
 
 def worker_name() -> str:
@@ -160,7 +162,8 @@ def _drain(ray: Any, task: Any, plan: SegmentPlan, pending: list[Segment], folde
             for _ in range(rec["frames"]):
                 on_frame()
             yield SegmentRecord(seg.index, rec["frames"], rec["seconds"], rec["faces_max"], rec["rss"], rec["vram"],
-                                rec["worker"], tuple(rec["notes"]))
+                                rec["worker"], tuple(rec["notes"]), mode=rec["mode"], mode_reason=rec["mode_reason"],
+                                runtimes=tuple(NetworkRuntime(**r) for r in rec["runtimes"]))
     finally:
         for ref in running:  # an error or Ctrl-C: the rest is not wanted now (a resume redoes it)
             ray.cancel(ref, force=True)

@@ -18,6 +18,8 @@ def add_video_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--crf", type=int, default=18, help="video: x264 quality, 0 lossless … 51 smallest (default 18)")
     r.add_argument("--start", type=float, help="video: restore from this second on (default: its start)")
     r.add_argument("--end", type=float, help="video: restore up to this second (default: its end)")
+    r.add_argument("--no-audio", action="store_true",
+                   help="video: write the picture only, without the sound (e.g. audio an MP4 cannot take); the notes say so")
 
 
 def plan_video_outputs(videos: list[Path], output: str, photos_too: bool) -> list[tuple[Path, Path]]:
@@ -88,11 +90,12 @@ def print_summary(line: str, notes: Sequence[str], json_records: bool) -> None:
         print(f"  note: {note}", file=sys.stderr)
 
 
-def print_video(src: Path, r: Any, json_records: bool = False) -> None:
-    """The human summary of a restored clip (:class:`~gpen_core.video.result.VideoResult`): :func:`print_summary`."""
+def print_video(src: Path, r: Any, json_records: bool = False, extra: str = "") -> None:
+    """The human summary of a restored clip (:class:`~gpen_core.video.result.VideoResult`, one pass or segmented,
+    the same words; ``extra`` after them): :func:`print_summary`."""
     from gpen_core.platform.meter import format_bytes
 
     vram = f", peak VRAM {format_bytes(r.peaks.vram_reserved_bytes)}" if r.peaks.vram_reserved_bytes is not None else ""
     print_summary(f"{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s, {r.fps:.2f} fps), mode {r.mode}, "
-                  f"audio {r.audio}, {r.seconds_per_frame:.3f} s a frame, peak RAM {format_bytes(r.peaks.rss_bytes)}{vram}",
-                  r.notes, json_records)
+                  f"audio {r.audio}, {r.seconds_per_frame:.3f} s a frame, peak RAM {format_bytes(r.peaks.rss_bytes)}{vram}"
+                  f"{extra}", r.notes, json_records)

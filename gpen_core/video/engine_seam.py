@@ -60,6 +60,11 @@ class FrameEngine:
         k = side / max(size)
         return max(1, round(size[0] * k)), max(1, round(size[1] * k))
 
+    @property
+    def runtimes(self) -> tuple[Any, ...]:
+        """What runs each network of the clip's session (``NetworkRuntime``: torch or openvino, and why)."""
+        return tuple(self.session.runtimes)
+
     def _shrinks(self, size: tuple[int, int]) -> bool:
         return bool(self.mode.max_side) and max(size) > self.mode.max_side
 

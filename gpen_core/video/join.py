@@ -81,7 +81,7 @@ def _video_packets(folder: Path, plan: SegmentPlan, depth: int) -> Iterator[tupl
                 yield float(dts * tb), 0, p
 
 
-def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path) -> str:
+def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: bool = True) -> str:
     """Write ``dst`` from the plan's segment files in ``folder`` and ``src``'s audio; returns how audio went.
 
     "copied" / "re-encoded" / "none", as :class:`~gpen_core.video.result.VideoResult.audio`.
@@ -98,7 +98,7 @@ def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path) -> str:
     container = open_clip(src)
     try:
         try:
-            routes = _write_joined(av, container, plan, folder, tmp, depth, add_audio)
+            routes = _write_joined(av, container, plan, folder, tmp, depth, add_audio, audio)
             os.replace(tmp, dst)
         except OSError as exc:
             if disk_error(exc):
@@ -112,14 +112,15 @@ def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path) -> str:
     return "copied" if all(r.copy for r in routes) else "re-encoded"
 
 
-def _write_joined(av: Any, container: Any, plan: SegmentPlan, folder: Path, tmp: Path, depth: int, add_audio: Any) -> list[Any]:
+def _write_joined(av: Any, container: Any, plan: SegmentPlan, folder: Path, tmp: Path, depth: int, add_audio: Any,
+                  audio: bool) -> list[Any]:
     """The segments' video and the input's audio, interleaved by time, into ``tmp``; the audio routes."""
     with av.open(str(folder / plan.segments[0].file)) as first:
         out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
         try:
             v = out.add_stream_from_template(first.streams.video[0])
             v.time_base = plan.tb
-            routes = add_audio(out, list(container.streams.audio))
+            routes = add_audio(out, list(container.streams.audio) if audio else [])  # --no-audio: none
             for _, kind, item in heapq.merge(_video_packets(folder, plan, depth), _audio_items(container, routes),
                                              key=lambda x: (x[0], x[1])):
                 if kind == 0:

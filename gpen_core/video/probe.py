@@ -10,11 +10,12 @@ from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.images.limits import DEFAULT_LIMITS
+from gpen_core.video.limits import MP4_AUDIO, check_audio
+
+__all__ = ["MP4_AUDIO", "ClipInfo", "clip_info", "open_clip", "open_video", "preflight", "stream_notes"]
 
 # ISO media brands that are still images (HEIC, AVIF), not clips.
 _IMAGE_BRANDS = (b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1", b"avif", b"avis")
-# Audio codecs an MP4 takes as they are (copied packet for packet); others are re-encoded to AAC.
-MP4_AUDIO = frozenset({"aac", "mp3", "mp2", "ac3", "eac3", "opus", "flac", "alac"})
 
 
 def looks_like_video(head: bytes) -> bool:
@@ -70,6 +71,7 @@ def open_clip(path: str | os.PathLike[str]) -> Any:
             "Restore photos as photos, or choose a video file."
         )
     try:
+        _refuse_by_header(p)
         container = av.open(p, "r", metadata_errors="ignore")
     except (av.FFmpegError, OSError, UnicodeDecodeError) as exc:
         raise InputError(
@@ -82,6 +84,57 @@ def open_clip(path: str | os.PathLike[str]) -> Any:
     return container
 
 
+def open_video(path: str | os.PathLike[str]) -> tuple[Any, ClipInfo]:
+    """The one way a clip is opened: (the input container, its :class:`ClipInfo`), refused by its headers
+    (:func:`open_clip`, :func:`clip_info`) before any frame is decoded. The caller closes the container."""
+    container = open_clip(path)
+    try:
+        return container, clip_info(container, os.fspath(path))
+    except BaseException:
+        container.close()
+        raise
+
+
+def preflight(path: str, audio: bool = True) -> list[str]:
+    """Before a segmented run restores anything: the clip refused by its headers (:func:`open_video`) and by an
+    audio stream the output cannot take (unless ``audio`` is off); else its :func:`stream_notes`."""
+    container, _ = open_video(path)
+    try:
+        if audio:
+            check_audio(container, path)
+        return stream_notes(container, audio)
+    finally:
+        container.close()
+
+
+def stream_notes(container: Any, audio: bool = True) -> list[str]:
+    """What the output cannot keep of the input's streams, said before a frame is restored: extra video streams
+    (only the first is restored), HDR or more than 8 bits a sample (written 8-bit), the sound when ``audio`` is off."""
+    import av
+
+    notes = []
+    videos = container.streams.video
+    if len(videos) > 1:
+        notes.append(f"the file has {len(videos)} video streams: only the first (stream {videos[0].index}) was restored; "
+                     f"the other{'s were' if len(videos) > 2 else ' was'} dropped (an MP4 here holds one picture)")
+    cc = videos[0].codec_context
+    try:
+        bits = max(c.bits for c in av.VideoFormat(cc.pix_fmt).components) if cc.pix_fmt else 8
+    except (ValueError, TypeError):
+        bits = 8
+    hdr = _HDR_TRANSFER.get(int(cc.color_trc or 2), "")
+    if hdr:
+        notes.append(f"the input is {bits}-bit HDR ({_PRIMARIES.get(int(cc.color_primaries or 2), 'unspecified primaries')}, "
+                     f"{hdr}): written as 8-bit H.264 with the same HDR tags, not tone-mapped to SDR; smooth gradients "
+                     "may band")
+    elif bits > 8:
+        notes.append(f"the input has {bits} bits a sample: written as 8-bit H.264 (yuv420p); smooth gradients may band")
+    if not audio and container.streams.audio:
+        notes.append(f"the sound was dropped, as asked (--no-audio): the output has no audio "
+                     f"(the input has {len(container.streams.audio)} audio stream(s))")
+    return notes
+
+
 def clip_info(container: Any, path: str) -> ClipInfo:
     """The first video stream's :class:`ClipInfo`; InputError for a clip with no frames or frames over the photo limit."""
     vs = container.streams.video[0]
@@ -89,12 +142,7 @@ def clip_info(container: Any, path: str) -> ClipInfo:
     w, h = cc.width, cc.height
     if not w or not h:
         raise InputError(f"{path}: its video stream declares no picture size (damaged or zero frames). Re-export it and try again.")
-    pixels = w * h
-    if pixels > DEFAULT_LIMITS.max_pixels:
-        raise InputError(
-            f"{path}: its frames are {w}×{h} ({pixels / 1e6:.1f} megapixels); the limit is "
-            f"{DEFAULT_LIMITS.max_pixels / 1e6:.0f} megapixels a frame, as for photos. Scale the video down and try again."
-        )
+    _check_pixels(path, w, h)
     duration = float(vs.duration * vs.time_base) if vs.duration and vs.time_base else None
     if duration is None:
         duration = _tagged_duration(vs.metadata.get("DURATION", "") if vs.metadata else "")
@@ -102,6 +150,34 @@ def clip_info(container: Any, path: str) -> ClipInfo:
         duration = container.duration / 1_000_000  # the file's: the video's only when nothing else is in it
     rate = vs.average_rate or vs.guessed_rate
     return ClipInfo((w, h), int(vs.frames or 0), duration, rate, vs.time_base, cc.name)
+
+
+# FFmpeg's AVColorTransferCharacteristic and AVColorPrimaries numbers, as the notes name them.
+_HDR_TRANSFER = {16: "PQ (SMPTE 2084)", 18: "HLG"}
+_PRIMARIES = {1: "BT.709", 9: "BT.2020", 12: "Display P3"}
+
+
+def _check_pixels(path: str, w: int, h: int) -> None:
+    pixels = w * h
+    if pixels > DEFAULT_LIMITS.max_pixels:
+        raise InputError(
+            f"{path}: its frames are {w}×{h} ({pixels / 1e6:.1f} megapixels); the limit is "
+            f"{DEFAULT_LIMITS.max_pixels / 1e6:.0f} megapixels a frame, as for photos. Scale the video down and try again."
+        )
+
+
+def _refuse_by_header(path: str) -> None:
+    """InputError for a declared size over the limit, read without decoding a frame. Opening a file decodes its
+    first frames to learn its streams (FFmpeg's stream-info probe): a 12000² H.264 frame cost 364 MiB there.
+    With frames skipped, the stream's own headers give the size where the container exposes them; a size only
+    decoding tells (0 here) is left to the normal open, and the decoded frames are checked anyway."""
+    import av
+
+    with av.open(path, "r", metadata_errors="ignore", options={"skip_frame": "all"}) as c:
+        if c.streams.video:
+            cc = c.streams.video[0].codec_context
+            if cc.width and cc.height:
+                _check_pixels(path, cc.width, cc.height)
 
 
 def _tagged_duration(tag: str) -> float | None:

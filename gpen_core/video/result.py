@@ -7,7 +7,7 @@ from typing import Literal
 
 import numpy as np
 
-from gpen_core.result import Peaks
+from gpen_core.result import NetworkRuntime, Peaks
 
 AudioHandling = Literal["copied", "re-encoded", "none"]
 
@@ -83,6 +83,7 @@ class VideoResult:
     lookahead_frames: int
     notes: tuple[str, ...]
     damage: Damage | None = None
+    runtimes: tuple[NetworkRuntime, ...] = ()  # what ran each network (torch / openvino) and why, as a photo's result
 
     def to_json(self) -> dict:
         p = self.peaks
@@ -104,5 +105,7 @@ class VideoResult:
                       "vram_bytes": p.vram_reserved_bytes, "shared": p.shared},
             "damage": None if self.damage is None else {"frame": self.damage.frame, "time": round(self.damage.time_s, 6),
                                                         "detail": self.damage.detail},
+            "runtimes": [{"network": r.network, "name": r.name, "runtime": r.runtime, "reason": r.reason}
+                         for r in self.runtimes],
             "notes": list(self.notes),
         }

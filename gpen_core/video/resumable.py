@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from gpen_core.errors import InputError
 from gpen_core.options import RestoreOptions
+from gpen_core.video.segmented import SegmentedResult, SegmentedRun, segmented_result
 from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, FinishedFile, Segment, SegmentPlan
 from gpen_core.video.work_dir import WorkFolder
 
@@ -53,6 +54,9 @@ class SegmentRecord:
     worker: str = ""
     notes: tuple[str, ...] = ()
     kept: bool = False  # finished by an earlier run, checked and kept
+    mode: str = ""  # the mode it ran in ("" when kept)
+    mode_reason: str = ""
+    runtimes: tuple[Any, ...] = ()  # NetworkRuntime: what ran each network
 
 
 class Runner(Protocol):
@@ -60,29 +64,6 @@ class Runner(Protocol):
 
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]: ...
-
-
-@dataclass(frozen=True)
-class SegmentedResult:
-    """A clip restored in segments: what was written, how much an earlier run had done, what each segment cost."""
-
-    output: str
-    frames: int
-    duration_s: float
-    segments: int
-    segments_kept: int  # finished by an earlier, interrupted run
-    frames_kept: int
-    audio: str  # "copied", "re-encoded" or "none"
-    total_s: float
-    join_s: float
-    records: tuple[SegmentRecord, ...] = field(default_factory=tuple)
-    notes: tuple[str, ...] = ()
-
-    def to_json(self) -> dict:
-        return {"output": self.output, "frames": self.frames, "duration": round(self.duration_s, 6),
-                "segments": self.segments, "segments_kept": self.segments_kept, "frames_kept": self.frames_kept,
-                "audio": self.audio, "total_s": round(self.total_s, 3), "join_s": round(self.join_s, 3),
-                "notes": list(self.notes)}
 
 
 def settings_text(options: RestoreOptions, crf: int) -> str:
@@ -96,6 +77,8 @@ class LocalRunner:
     def __init__(self, restorer: Any, options: RestoreOptions, crf: int, stop: threading.Event | None = None,
                  engine: Any = None) -> None:
         self.restorer, self.options, self.crf, self.stop, self.engine = restorer, options, crf, stop, engine
+        # Where the run's peaks are measured (VRAM too on CUDA), as one pass measures them.
+        self.device = getattr(engine, "device", None) or (restorer.device if restorer is not None else "cpu")
 
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
@@ -110,7 +93,8 @@ class LocalRunner:
                                            stop=self.stop)
                 p = meter.peaks
                 yield SegmentRecord(seg.index, done.frames, done.seconds, done.faces_max, p.rss_bytes if p else None,
-                                    p.vram_reserved_bytes if p else None, f"pid {os.getpid()}", done.notes)
+                                    p.vram_reserved_bytes if p else None, f"pid {os.getpid()}", done.notes,
+                                    mode=done.mode, mode_reason=done.mode_reason, runtimes=done.runtimes)
         finally:
             if self.engine is None:
                 engine.close()  # the frame session holds the restorer's lock
@@ -124,24 +108,30 @@ def _frame_engine(restorer: Any, options: RestoreOptions, src: str) -> Any:
 
 def upright_size(src: str) -> tuple[int, int]:
     """The clip's frame size as displayed (width, height): its first frame, turned upright."""
-    import av
+    return upright_geometry(src)[0]
 
-    from gpen_core.video.frames import upright_rgb
-    from gpen_core.video.probe import open_clip
 
-    c = open_clip(src)
+def upright_geometry(src: str) -> tuple[tuple[int, int], int]:
+    """(the upright size, the display rotation in degrees) of the clip's first frame: read from the decoded
+    frame's fields (checked: :class:`~gpen_core.video.limits.FrameGuard`), its pixels never converted."""
+    from gpen_core.video.frames import quarter_turns
+    from gpen_core.video.limits import FrameGuard
+    from gpen_core.video.probe import open_video
+
+    c, info = open_video(src)
     try:
-        rf = av.video.reformatter.VideoReformatter()
         for frame in c.decode(c.streams.video[0]):
-            rgb = upright_rgb(frame, rf)[0]
-            return rgb.shape[1], rgb.shape[0]
+            FrameGuard(src, info.size).check(frame, None, None)
+            w, h = frame.width, frame.height
+            rotation = int(round(frame.rotation or 0)) % 360
+            return ((h, w) if quarter_turns(rotation) % 2 else (w, h)), rotation
     finally:
         c.close()
     raise InputError(f"{src} has no frame that decodes: it is empty or damaged from its start")
 
 
 @dataclass
-class Prepared:
+class StartedRun:
     """What a run starts from: the plan (checked against the input), its locked work folder, notes so far."""
 
     plan: SegmentPlan
@@ -149,7 +139,7 @@ class Prepared:
     notes: list[str]
 
 
-def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: bool) -> Prepared:
+def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: bool) -> StartedRun:
     """The folder's plan when it fits this run, else a new one; the work folder locked (released on an error).
 
     InputError when the folder holds another run's plan (or one that fails its checks) and ``fresh`` is not
@@ -171,7 +161,7 @@ def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: b
             if why:
                 raise InputError(f"{work.path} holds an earlier run's segments, but {why}. Restore with the same input "
                                  "and options to resume it, or add --fresh to start over (its segments are deleted)")
-            return Prepared(plan, work, notes)
+            return StartedRun(plan, work, notes)
         plan = plan_segments(src, segment_seconds, settings)
         left = work.clashes(len(plan.segments))
         if left:
@@ -179,7 +169,7 @@ def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: b
                              f"({', '.join(left[:5])}); it does not write over them: move them elsewhere, or choose "
                              "another output name")
         write_plan(work.path, plan)
-        return Prepared(plan, work, notes)
+        return StartedRun(plan, work, notes)
     except BaseException:
         work.release()
         raise
@@ -246,41 +236,71 @@ def restore_in_segments(
     fresh: bool = False,
     progress: Progress | None = None,
     on_record: Callable[[SegmentRecord], None] | None = None,
+    audio: bool = True,
 ) -> SegmentedResult:
     """Restore ``src`` into ``dst`` (H.264 MP4) segment by segment, resuming an interrupted run (module doc).
 
     ``runner``: :class:`LocalRunner` or the Ray one. ``settings``: :func:`settings_text` of what the
     runner restores with (a resumed run must match it). ``on_record``: each segment's record, kept
-    ones included (the CLI writes them to manifest.jsonl). InputError for an unusable input or a work
-    folder from another run; the runner's own errors pass through, the finished segments kept.
+    ones included (the CLI writes them to manifest.jsonl). ``audio`` False: the output has no sound (noted).
+    Returns a :class:`SegmentedResult`, every field of a one-pass result filled. InputError for an unusable
+    input or a work folder from another run; the runner's own errors pass through, the finished segments kept.
     """
+    from gpen_core.platform.meter import PeakMeter
+    from gpen_core.video.join import join_segments
     from gpen_core.video.output import check_output
+    from gpen_core.video.probe import preflight
 
     t0 = time.perf_counter()
     src_s, dst_p = os.path.abspath(os.fspath(src)), Path(dst)
     check_output(dst_p, src_s)  # also refuses the input itself: the join would replace it
-    prep = prepare(src_s, dst_p, settings, segment_seconds, fresh)
-    try:
-        return _run(src_s, dst_p, prep, runner, progress, on_record, t0)
-    finally:
-        prep.work.release()  # an error or a stop: the lock goes, the segments stay for the same command to resume
+    with PeakMeter(getattr(runner, "device", None)) as meter:
+        ahead = preflight(src_s, audio)  # what one pass refuses and says, before any segment is restored
+        prep = prepare(src_s, dst_p, settings, segment_seconds, fresh)
+        try:
+            prep.notes[:0] = ahead
+            records = _run_pending(prep, runner, progress, on_record)
+            t_join = time.perf_counter()
+            audio_how = join_segments(src_s, prep.plan, prep.work.path, dst_p, audio=audio)
+            join_s = time.perf_counter() - t_join
+            left = prep.work.remove(len(prep.plan.segments))
+        finally:
+            prep.work.release()  # an error or a stop: the lock goes, the segments stay for the same command to resume
+    plan, notes = prep.plan, prep.notes
+    if left:
+        notes.append(f"{prep.work.path} was kept: it holds files this run did not write ({', '.join(left[:5])})")
+    if audio_how == "re-encoded":
+        notes.append("the input's audio is in a codec an MP4 cannot hold as it is: re-encoded to AAC")
+    kept = [r for r in records if r.kept]
+    frames_kept = sum(r.frames for r in kept)
+    if kept:
+        notes.append(f"resumed: {len(kept)} of {len(plan.segments)} segments ({frames_kept} frames) were kept from an "
+                     "earlier run")
+    for r in records:
+        notes.extend(n for n in r.notes if n not in notes)
+    assert meter.peaks is not None
+    written = sum(r.frames for r in records)  # what the joined file holds, as its segments were checked or counted
+    run = SegmentedRun(str(dst_p), written, plan.duration_s, len(plan.segments), frames_kept, audio_how,
+                       int(getattr(runner, "crf", 0)), time.perf_counter() - t0, join_s, upright_geometry(src_s)[1],
+                       meter.peaks)
+    return segmented_result(run, records, notes)
 
 
-def _run(src: str, dst: Path, prep: Prepared, runner: Runner, progress: Progress | None,
-         on_record: Callable[[SegmentRecord], None] | None, t0: float) -> SegmentedResult:
-    from gpen_core.video.join import join_segments
+def _run_pending(prep: StartedRun, runner: Runner, progress: Progress | None,
+                 on_record: Callable[[SegmentRecord], None] | None) -> list[SegmentRecord]:
+    """The kept segments' records, then the runner's for the rest, as they finish (progress counted in frames);
+    each finished file recorded in the plan (size, sha256) as it finishes."""
     from gpen_core.video.plan_file import write_plan
 
-    plan, folder, notes = prep.plan, prep.work.path, prep.notes
+    plan, folder = prep.plan, prep.work.path
     kept, kept_records, why = finished(plan, folder)
-    notes.extend(why)
+    prep.notes.extend(why)
     kept_ids = {s.index for s in kept}
     if plan.finished != kept_records:  # the redone files' records forgotten, unrecorded kept ones recorded
         plan = replace(plan, finished=kept_records)
         write_plan(folder, plan)
     records = [SegmentRecord(s.index, s.frames, 0.0, kept=True) for s in kept]
     count = [sum(s.frames for s in kept)]
-    frames_kept = count[0]
     if progress is not None:
         progress(count[0], plan.frames)
     if on_record is not None:
@@ -300,22 +320,7 @@ def _run(src: str, dst: Path, prep: Prepared, runner: Runner, progress: Progress
         records.append(rec)
         if on_record is not None:
             on_record(rec)
-    t_join = time.perf_counter()
-    audio = join_segments(src, plan, folder, dst)
-    join_s = time.perf_counter() - t_join
-    left = prep.work.remove(len(plan.segments))
-    if left:
-        notes.append(f"{folder} was kept: it holds files this run did not write ({', '.join(left[:5])})")
-    if audio == "re-encoded":
-        notes.append("the input's audio is in a codec an MP4 cannot hold as it is: re-encoded to AAC")
-    if kept:
-        notes.append(f"resumed: {len(kept)} of {len(plan.segments)} segments ({frames_kept} frames) were kept from an "
-                     "earlier run")
-    for r in records:
-        notes.extend(n for n in r.notes if n not in notes)
-    written = sum(r.frames for r in records)  # what the joined file holds, as its segments were checked or counted
-    return SegmentedResult(str(dst), written, plan.duration_s, len(plan.segments), len(kept), frames_kept, audio,
-                           time.perf_counter() - t0, join_s, tuple(sorted(records, key=lambda r: r.index)), tuple(notes))
+    return records
 
 
 def manifest_line(run_id: str, src: str, rec: SegmentRecord) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -34,6 +33,9 @@ class SegmentDone:
     seconds: float
     faces_max: int
     notes: tuple[str, ...]
+    mode: str = ""  # the engine's mode name, as a one-pass result's
+    mode_reason: str = ""
+    runtimes: tuple[Any, ...] = ()  # NetworkRuntime: what ran each network
 
 
 def restore_segment(
@@ -55,11 +57,11 @@ def restore_segment(
     import av
 
     from gpen_core.video.output import VideoWriter
-    from gpen_core.video.probe import open_clip
+    from gpen_core.video.probe import open_video
 
     t0 = time.perf_counter()
     tmp = dst.with_name(f".{dst.name}.{os.getpid()}.partial")
-    container = open_clip(src)
+    container, info = open_video(src)  # the same header limits as one pass
     out = None
     try:
         vs = container.streams.video[0]
@@ -69,7 +71,7 @@ def restore_segment(
         writer = VideoWriter(out, [], crf, vs.time_base, vs.average_rate or vs.guessed_rate)
         run = _SegmentLoop(seg, engine, writer, on_frame, stop or threading.Event())
         try:
-            run.go(container, vs)
+            run.go(src, container, vs, info.size)
         except (av.FFmpegError, EOFError) as exc:
             raise InputError(
                 f"segment {seg.index} (from {seg.start_s:.3f} s) stopped decoding after {run.written} of its {seg.frames} "
@@ -84,7 +86,9 @@ def restore_segment(
                 f"{seg.frames}: the input is damaged there or changed since the plan. Restore again with --fresh"
             )
         os.replace(tmp, dst)
-        return SegmentDone(seg.index, str(dst), run.written, time.perf_counter() - t0, run.faces_max, tuple(run.notes))
+        mode = getattr(getattr(engine, "mode", None), "name", "custom")
+        return SegmentDone(seg.index, str(dst), run.written, time.perf_counter() - t0, run.faces_max, tuple(run.notes),
+                           mode, getattr(engine, "reason", ""), tuple(getattr(engine, "runtimes", ())))
     finally:
         if out is not None:
             try:
@@ -96,62 +100,61 @@ def restore_segment(
 
 
 class _SegmentLoop:
-    """Decode → detect → steady → restore → encode for one segment, in one thread."""
+    """Decode (each frame checked: :class:`~gpen_core.video.limits.FrameGuard`) → the one
+    :class:`~gpen_core.video.frame_loop.FrameLoop` → encode, for one segment, in one thread."""
 
     def __init__(self, seg: Segment, engine: Any, writer: Any, on_frame: Callable[[], None] | None,
                  stop: threading.Event) -> None:
-        from gpen_core.video.steady import Steadier
+        from gpen_core.video.frame_loop import FrameLoop
 
         self.seg, self.engine, self.writer, self.on_frame, self.stop = seg, engine, writer, on_frame, stop
-        self.steady = Steadier()
-        self.window: deque = deque()
+        self.loop = FrameLoop(engine, wanted=self._own)  # overlap frames steady their neighbours; their segment writes them
         self.written = self.faces_max = 0
-        self.notes: dict[str, None] = {}
+        self.guard: Any = None
 
-    def go(self, container: Any, vs: Any) -> None:
+    @property
+    def notes(self) -> list[str]:
+        """The engine's notes for the clip (a mode's shrink…), the decoded frames', the restore's: as one pass says them."""
+        guard = self.guard.notes if self.guard is not None else []
+        return list(dict.fromkeys([*getattr(self.engine, "notes", ()), *guard, *self.loop.notes]))
+
+    def _own(self, payload: tuple[int, Any]) -> bool:
+        pts, seg = payload[0], self.seg
+        return pts >= seg.start_pts and (seg.end_pts is None or pts < seg.end_pts)
+
+    def go(self, src: str, container: Any, vs: Any, header: tuple[int, int]) -> None:
         import av
 
         from gpen_core.video.frames import upright_rgb
+        from gpen_core.video.limits import FrameGuard
 
         seg = self.seg
+        guard = self.guard = FrameGuard(src, header)
         # backward: the keyframe at or before the first context frame, so it decodes from a clean start.
         container.seek(seg.context_pts, stream=vs, backward=True)
         rf = av.video.reformatter.VideoReformatter()
-        fit = getattr(self.engine, "fit", None)
-        done = False
         for packet in container.demux(vs):
             for frame in packet.decode():
                 if frame.pts is None or frame.pts < seg.context_pts:
                     continue
                 if seg.tail_pts is not None and frame.pts >= seg.tail_pts:
-                    done = True
-                    break
+                    return self._drain()
                 if self.stop.is_set():
                     raise VideoStopped(f"stopped in segment {seg.index}: its partial file was removed")
+                guard.check(frame, frame.pts, vs.time_base)  # before its pixels are converted
                 rgb, _, colour = upright_rgb(frame, rf)
-                if fit is not None:
-                    rgb = fit(rgb)
-                self.steady.push(float(frame.pts * vs.time_base), self.engine.detect(rgb))
-                self.window.append((frame.pts, rgb, colour))
-                while self.steady.ready():
-                    self._finish_one()
-            if done:
-                break
-        while self.steady.pending():
-            self._finish_one()
+                for done in self.loop.push(float(frame.pts * vs.time_base), rgb, (frame.pts, colour)):
+                    self._write(done)
+        self._drain()
 
-    def _finish_one(self) -> None:
-        faces = self.steady.pop()
-        pts, rgb, colour = self.window.popleft()
-        seg = self.seg
-        if pts < seg.start_pts or (seg.end_pts is not None and pts >= seg.end_pts):
-            return  # an overlap frame: it steadied its neighbours; its own segment writes it
-        out = self.engine.restore(rgb, [f.detection for f in faces])
-        for note in out.notes:
-            if len(self.notes) < 50:
-                self.notes.setdefault(note)
-        self.writer.frame(out.image, pts, colour)
+    def _drain(self) -> None:
+        for done in self.loop.drain():
+            self._write(done)
+
+    def _write(self, done: Any) -> None:
+        pts, colour = done.payload
+        self.writer.frame(done.image, pts, colour)
         self.written += 1
-        self.faces_max = max(self.faces_max, len(faces))
+        self.faces_max = max(self.faces_max, len(done.faces))
         if self.on_frame is not None:
             self.on_frame()

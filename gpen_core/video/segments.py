@@ -147,11 +147,11 @@ def cut_points(pts: list[int], keys: list[int], tb: Fraction, segment_seconds: f
 
 def plan_segments(src: str | os.PathLike[str], segment_seconds: float, settings: str) -> SegmentPlan:
     """Read the clip's packets and cut it (see the module doc). InputError for a clip that cannot be cut."""
-    from gpen_core.video.probe import open_clip
+    from gpen_core.video.probe import open_video
 
     src_s = os.path.abspath(os.fspath(src))
     st = os.stat(src_s)
-    container = open_clip(src_s)
+    container = open_video(src_s)[0]  # refused by its headers as one pass is
     try:
         tb = container.streams.video[0].time_base
         pts, keys = scan_frames(container)

@@ -14,22 +14,26 @@ temporary name beside it until the clip is complete.
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
 from gpen_core.options import RestoreOptions
 from gpen_core.video.errors import VideoStopped
+from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
+from gpen_core.video.limits import FrameGuard, check_audio
+from gpen_core.video.options import VideoOptions
 from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
 from gpen_core.video.steady import Steadier
+
+__all__ = ["VideoOptions", "restore_video"]  # VideoOptions: its home is video/options.py
 
 DECODE_QUEUE = 3
 ENCODE_QUEUE = 3
@@ -37,26 +41,6 @@ _END = object()
 
 Progress = Callable[[int, int], None]  # (frames done, frames expected or 0 when unknown)
 OnFrame = Callable[[FrameRecord], None]
-
-
-@dataclass(frozen=True)
-class VideoOptions:
-    """How the clip is written and which part of it."""
-
-    # x264's constant rate factor: 0 lossless … 51 worst; 18 looks like the input to most eyes.
-    crf: int = 18
-    # Restore only from ``start_s`` to ``end_s`` (seconds from the clip's start); None: its start / end.
-    start_s: float | None = None
-    end_s: float | None = None
-
-    def validated(self) -> "VideoOptions":
-        if not 0 <= self.crf <= 51:
-            raise InputError(f"crf must be 0 (lossless) … 51 (smallest), got {self.crf}; 18 is the default")
-        if self.start_s is not None and self.start_s < 0:
-            raise InputError(f"start must be at least 0 seconds, got {self.start_s}")
-        if self.start_s is not None and self.end_s is not None and self.end_s <= self.start_s:
-            raise InputError(f"end ({self.end_s} s) must be after start ({self.start_s} s)")
-        return self
 
 
 def restore_video(
@@ -80,22 +64,26 @@ def restore_video(
     :class:`~gpen_core.video.engine_seam.FrameEngine` over ``restorer``).
     Kept from the input: frame count and timestamps, audio (copied; AAC where MP4 cannot take it),
     display rotation (frames written upright), colour properties. Raises InputError for a file that
-    is no usable video (nothing written), VideoStopped, and the restore's own errors.
+    is no usable video or audio an MP4 cannot take (before any frame; ``video.audio=False`` drops the sound),
+    or at the first decoded frame over the photo limits, of another size, or timed before the last
+    (:class:`~gpen_core.video.limits.FrameGuard`); nothing is written then. ``video.cap`` stops at a server's
+    limit by decoded frames and time, and the notes say where. VideoStopped, and the restore's own errors.
     """
     from gpen_core.platform.leftovers import sweep_partials
     from gpen_core.platform.meter import PeakMeter
     from gpen_core.video.output import check_output, temp_name
-    from gpen_core.video.probe import clip_info, open_clip
+    from gpen_core.video.probe import open_video, stream_notes
 
     vopts = (video or VideoOptions()).validated()
     src_s, dst_p = os.fspath(src), Path(dst)
     check_output(dst_p, src_s)  # before any frame: the folder writable, not a device, not the input by any link
     sweep_partials(dst_p)  # what a killed earlier run on this output left
-    container = open_clip(src_s)
+    container, info = open_video(src_s)
     tmp = temp_name(dst_p)
     run = None
     try:
-        info = clip_info(container, src_s)
+        if vopts.audio:
+            check_audio(container, src_s)  # before any frame: found at the end, hours of work would be lost
         if engine is None:
             from gpen_core.engine.pipeline import import_engine
             from gpen_core.restorer import get_restorer
@@ -106,6 +94,8 @@ def restore_video(
         t0 = time.perf_counter()
         with PeakMeter(device) as meter:
             run = _Run(container, info, tmp, vopts, stop or threading.Event(), progress, on_frame)
+            run.guard = FrameGuard(src_s, info.size)
+            run.notes.update(dict.fromkeys(stream_notes(container, vopts.audio)))
             try:
                 run.engine = engine or _engine_for(restorer, options or RestoreOptions(), run)
                 run.go()
@@ -168,8 +158,9 @@ class _Run:
         self.threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
         self.engine: Any = None
-        self.steady = Steadier()
-        self.window: deque = deque()
+        self.loop: FrameLoop | None = None  # made with the engine (go)
+        self.guard: FrameGuard | None = None
+        self.cut = ""  # why the decoder stopped before the clip's end, when a cap stopped it
         self.first_item: Any = None
         self.damage: Damage | None = None
         self.notes: dict[str, None] = {}
@@ -184,7 +175,8 @@ class _Run:
         from gpen_core.video.output import VideoWriter, add_audio
 
         out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
-        self.writer = VideoWriter(out, add_audio(out, list(container.streams.audio)), vopts.crf, info.time_base, info.rate)
+        audio = list(container.streams.audio) if vopts.audio else []
+        self.writer = VideoWriter(out, add_audio(out, audio), vopts.crf, info.time_base, info.rate)
 
     # ------------------------------------------------------------ threads
     def start(self) -> None:
@@ -282,6 +274,12 @@ class _Run:
         tb = vs.time_base
         t_first = float(vs.start_time * tb) if vs.start_time is not None else 0.0
         start, end = self.vopts.start_s, self.vopts.end_s
+        cap, taken = self.vopts.cap, 0
+        cap_end = (start or 0.0) + cap.seconds if cap is not None else None
+        if cap_end is not None and (end is None or cap_end < end):
+            end = cap_end
+        else:
+            cap_end = None  # the user's own end comes first: nothing to say
         # Trimmed: timestamps move back by the start, audio's and video's alike, so they stay in sync.
         self.shift_s = start or 0.0
         if start:
@@ -302,10 +300,16 @@ class _Run:
                     t = float(pts * tb) - t_first
                     if start and t < start - 1e-6:
                         continue
-                    if end is not None and t >= end - 1e-9:
+                    stop = end is not None and t >= end - 1e-9
+                    if stop or (cap is not None and taken >= cap.frames):
+                        if cap is not None and (not stop or cap_end is not None):
+                            self.cut = f"{cap.reason} allows {cap.text()}"
                         self._put(self.decoded, _END)
                         return
+                    assert self.guard is not None
+                    self.guard.check(frame, pts, tb)  # before its pixels are converted
                     rgb, rotation, colour = upright_rgb(frame, rf)
+                    taken += 1
                     out_pts = pts - int(round(self.shift_s / tb))
                     if not self._put(self.decoded, ("frame", out_pts, t - self.shift_s, rgb, rotation, colour)):
                         return
@@ -355,6 +359,7 @@ class _Run:
 
     # ------------------------------------------------------------ the main thread
     def go(self) -> None:
+        self.loop = FrameLoop(self.engine, check=self._check)
         self.start()
         item = self.first_item if self.first_item is not None else self._get(self.decoded)
         self.first_item = None
@@ -371,8 +376,8 @@ class _Run:
             item = self._get(self.decoded)
         if decoded == 0:
             raise self._no_frames(item)
-        while self.steady.pending():
-            self._finish_one()
+        for done in self.loop.drain():
+            self._write(done)
         self._send(_END)
         encoder = next(t for t in self.threads if t.name == "gpen-video-encode")
         while encoder.is_alive():
@@ -388,44 +393,43 @@ class _Run:
 
     def _take(self, item: Any) -> None:
         self._check()
-        fit = getattr(self.engine, "fit", None)
-        if fit is not None:
-            item = (*item[:3], fit(item[3]), *item[4:])
-        _, _, t, rgb, rotation, _ = item
+        _, pts, t, rgb, rotation, colour = item
         self.rotation = rotation
-        self.steady.push(t, self.engine.detect(rgb))
-        self.window.append(item)
-        while self.steady.ready():
-            self._finish_one()
+        assert self.loop is not None
+        for done in self.loop.push(t, rgb, (pts, t, colour)):
+            self._write(done)
 
-    def _finish_one(self) -> None:
-        self._check()
-        faces = self.steady.pop()
-        _, pts, t, rgb, _, colour = self.window.popleft()
-        out = self.engine.restore(rgb, [f.detection for f in faces])
-        for note in out.notes:
-            if len(self.notes) < 50:  # bounded: a long clip's notes never grow without end
-                self.notes.setdefault(note)
-        self._send(("frame", out.image, pts, colour))
+    def _write(self, done: Restored) -> None:
+        pts, t, colour = done.payload
+        self._send(("frame", done.image, pts, colour))
         if self.first_time is None:
             self.first_time = t
         elif t > self.last_time:
             self.last_duration = t - self.last_time
         self.last_time = t
-        self.size = (out.image.shape[1], out.image.shape[0])
+        self.size = (done.image.shape[1], done.image.shape[0])
+        faces = done.faces
         self.max_faces = max(self.max_faces, len(faces))
         record = FrameRecord(self.written, t, tuple(
             FaceTrack(f.track, tuple(float(v) for v in f.detection.box), f.detection.landmarks, f.filled) for f in faces))
         self.written += 1
         if self.on_frame is not None:
             self.on_frame(record)
-        if self.progress is not None:  # a part of the clip: its frame count is not known ahead
-            trimmed = self.vopts.start_s is not None or self.vopts.end_s is not None
-            self.progress(self.written, 0 if trimmed else self.info.frames)
+        if self.progress is not None:
+            self.progress(self.written, self.expected())
+
+    def expected(self) -> int:
+        """The frames this run will write, as far as known ahead (0: unknown): the declared count, or the cap's."""
+        n = 0 if self.vopts.trimmed else self.info.frames
+        cap = self.vopts.cap
+        if cap is not None:
+            by_time = math.ceil(cap.seconds * float(self.info.rate)) if self.info.rate else cap.frames
+            n = min(x for x in (n or cap.frames, cap.frames, by_time) if x > 0)
+        return n
 
     def _note_damage(self, decoded: int) -> None:
         detail = getattr(self, "damage_detail", None)
-        trimmed = self.vopts.start_s is not None or self.vopts.end_s is not None
+        trimmed = self.vopts.trimmed or bool(self.cut)  # a cap's cut is no damage
         end = self.last_time + self.last_duration
         if detail is None and not trimmed and self.info.frames and decoded < self.info.frames:
             detail = f"the file declares {self.info.frames} frames but ends after {decoded} (truncated?)"
@@ -439,11 +443,16 @@ class _Run:
                 f"{decoded} frames before it"
             )
 
+    def loop_notes(self) -> dict[str, None]:
+        return dict(self.loop.notes) if self.loop is not None else {}
+
     def result(self, output: str, peaks: Any, total_s: float) -> VideoResult:
         duration = (self.last_time + self.last_duration - (self.first_time or 0.0)) if self.written else 0.0
         routes = self.writer.routes
         audio = "none" if not routes else ("copied" if all(r.copy for r in routes) else "re-encoded")
-        notes = dict(self.notes)
+        notes = {**self.notes, **dict.fromkeys(self.guard.notes if self.guard else ()), **self.loop_notes()}
+        if self.cut:
+            notes.setdefault(f"only the first {self.written} frames ({duration:.2f} s) were restored: {self.cut}")
         for r in routes:
             if not r.copy:
                 notes.setdefault(f"audio stream {r.source.index} ({r.source.codec_context.name}) cannot go into an MP4 as "
@@ -459,6 +468,6 @@ class _Run:
             output=output, frames=self.written, fps=self.written / duration if duration > 0 else 0.0, duration_s=duration,
             size=self.size, mode=getattr(getattr(eng, "mode", None), "name", "custom"), mode_reason=getattr(eng, "reason", ""),
             audio=audio, crf=self.vopts.crf, seconds_per_frame=total_s / max(1, self.written), total_s=total_s,
-            faces_per_frame_max=self.max_faces, peaks=peaks, rotation=self.rotation, lookahead_frames=self.steady.lookahead,
-            notes=tuple([*getattr(eng, "notes", []), *notes]), damage=self.damage,
+            faces_per_frame_max=self.max_faces, peaks=peaks, rotation=self.rotation, lookahead_frames=Steadier().lookahead,
+            notes=tuple([*getattr(eng, "notes", []), *notes]), damage=self.damage, runtimes=tuple(getattr(eng, "runtimes", ())),
         )

@@ -1,0 +1,75 @@
+"""The one per-frame loop of every video path (one pass, a segment, a Ray worker's segment):
+fit → detect → steady → restore, frames handed back in order once their look-ahead is in.
+
+The caller decodes (:class:`~gpen_core.video.limits.FrameGuard` checked) and encodes; this holds
+the look-ahead (:attr:`Steadier.lookahead` frames) and the restore's notes, bounded.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpen_core.video.steady import Steadier, SteadyFace
+
+# Notes kept for one clip: a long clip's per-frame notes never grow without end.
+MAX_NOTES = 50
+
+
+@dataclass(frozen=True)
+class Restored:
+    """One frame out of the loop: the restored RGB uint8 H×W×3, its steadied faces, the caller's ``payload``."""
+
+    image: np.ndarray
+    faces: list[SteadyFace]
+    payload: Any
+
+
+class FrameLoop:
+    """``engine``: ``detect(rgb)`` / ``restore(rgb, detections)`` and optionally ``fit(rgb)`` (a mode's
+    longest side), as :class:`~gpen_core.video.engine_seam.FrameEngine`. ``wanted(payload)``: False for a
+    frame that only steadies its neighbours (a segment's overlap): it is dropped unrestored. ``check()``:
+    called before each restore (raises to stop)."""
+
+    def __init__(self, engine: Any, wanted: Callable[[Any], bool] | None = None,
+                 check: Callable[[], None] | None = None) -> None:
+        self.engine, self.wanted, self.check = engine, wanted, check
+        self.steady = Steadier()
+        self.window: deque[tuple[np.ndarray, Any]] = deque()
+        self.notes: dict[str, None] = {}
+
+    def push(self, time_s: float, rgb: np.ndarray, payload: Any) -> Iterator[Restored]:
+        """Take one decoded upright RGB frame; yield the frames whose look-ahead it completes."""
+        fit = getattr(self.engine, "fit", None)
+        if fit is not None:
+            rgb = fit(rgb)
+        self.steady.push(time_s, self.engine.detect(rgb))
+        self.window.append((rgb, payload))
+        while self.steady.ready():
+            done = self._one()
+            if done is not None:
+                yield done
+
+    def drain(self) -> Iterator[Restored]:
+        """The clip's last frames (their look-ahead is the clip's end)."""
+        while self.steady.pending():
+            done = self._one()
+            if done is not None:
+                yield done
+
+    def _one(self) -> Restored | None:
+        faces = self.steady.pop()
+        rgb, payload = self.window.popleft()
+        if self.wanted is not None and not self.wanted(payload):
+            return None
+        if self.check is not None:
+            self.check()
+        out = self.engine.restore(rgb, [f.detection for f in faces])
+        for note in out.notes:
+            if len(self.notes) < MAX_NOTES:
+                self.notes.setdefault(note)
+        return Restored(out.image, faces, payload)
