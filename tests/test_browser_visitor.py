@@ -74,3 +74,24 @@ def test_stop_is_an_outcome_that_closes_and_leaving_stops_the_clip(browser, page
     time.sleep(0.3)
     assert engine.restored - left_at <= 10, (left_at, engine.restored)
     assert _folders() == before
+
+
+def test_a_file_that_is_no_video_is_named_as_uploaded_once_in_plain_words(browser, page_url: str,  # noqa: F811
+                                                                           tmp_path: Path) -> None:
+    shots = Shots(tmp_path)
+    bad = tmp_path / "notes.mp4"
+    bad.write_bytes(b"hello, this is text")
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    _open(page, page_url)
+    page.get_by_role("tab", name="Video").click()
+    page.locator("#video-in input[type=file]").set_input_files(str(bad))
+    panel = page.locator("#video-metrics")
+    panel.get_by_text("notes.mp4 is not a video").wait_for(timeout=60_000)
+    page.locator("#video-restore").click()
+    toast = page.locator("[data-testid=toast-body]", has_text="notes.mp4 is not a video").first
+    toast.wait_for(timeout=30_000)
+    shots.take(page, "video_tab_not_a_video", full=False)
+    for text in (panel.inner_text(), toast.inner_text()):
+        assert str(app.TEMP_ROOT) not in text and "\\(" not in text and "*Nothing" not in text, text
+    assert panel.inner_text().count("notes.mp4 is not a video") == 1 and panel.inner_text().count("Nothing was restored") <= 1
+    page.close()
