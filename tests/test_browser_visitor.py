@@ -95,3 +95,23 @@ def test_a_file_that_is_no_video_is_named_as_uploaded_once_in_plain_words(browse
         assert str(app.TEMP_ROOT) not in text and "\\(" not in text and "*Nothing" not in text, text
     assert panel.inner_text().count("notes.mp4 is not a video") == 1 and panel.inner_text().count("Nothing was restored") <= 1
     page.close()
+
+
+def test_an_unavailable_mode_keeps_the_previous_clip(browser, page_url: str, clip: Path, engines: list[Slow],  # noqa: F811
+                                                     tmp_path: Path) -> None:
+    """The test's models folder is empty: auto runs (the stand-in engine), low is labelled unavailable."""
+    shots = Shots(tmp_path)
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    _open(page, page_url)
+    _start_clip(page, clip, engines)
+    panel = page.locator("#video-metrics")
+    panel.get_by_text("Measured for this clip").wait_for(timeout=60_000)
+    page.locator("#video-mode-radio label", has_text="low —").click()
+    page.locator("#video-restore").click()
+    toast = page.locator("[data-testid=toast-body]", has_text="low needs").first
+    toast.wait_for(timeout=30_000)
+    assert "on the Restore tab choose low and press “Download GPEN-BFR-256" in toast.inner_text(), toast.inner_text()
+    shots.take(page, "video_unavailable_mode", full=False)
+    assert "Measured for this clip" in panel.inner_text() and len(engines) == 1  # nothing ran, the result stays
+    assert page.locator("#video-out video").count() == 1
+    page.close()
