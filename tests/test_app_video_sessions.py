@@ -75,8 +75,19 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_clip(tmp_path_factory.mktemp("clip") / "visitor clip.mp4", gradient_frames(FRAMES))
 
 
-def _folders() -> set[Path]:
-    return set(app.RESULTS_DIR.glob("video-*")) if app.RESULTS_DIR.exists() else set()
+@pytest.fixture()
+def results(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The folder this test's clips are written under (the app's own results folder is shared by every app on
+    the machine run by the same user: other runs' folders would come and go in it)."""
+    from gpen_core.presentation import video_tab
+
+    folder, real = tmp_path / "results", video_tab.results_path
+    monkeypatch.setattr(video_tab, "results_path", lambda _app_dir, source, mode: real(folder, source, mode))
+    return folder
+
+
+def _folders(results: Path) -> set[Path]:
+    return set(results.glob("video-*")) if results.exists() else set()
 
 
 def _wait(condition, timeout: float = 30.0) -> None:
@@ -107,10 +118,10 @@ def _press_stop(server_url: str, session: str, listen: bool = True) -> dict:
     raise AssertionError("the Stop event never completed")
 
 
-def test_a_stop_ends_only_its_own_sessions_clip(server_url: str, engines: list[Slow], clip: Path) -> None:
+def test_a_stop_ends_only_its_own_sessions_clip(server_url: str, engines: list[Slow], clip: Path, results: Path) -> None:
     from gradio_client import Client, handle_file
 
-    before = _folders()
+    before = _folders(results)
     a = Client(server_url, verbose=False)
     job = a.submit(handle_file(str(clip)), "low", api_name="/restore_video")
     _wait(lambda: engines and engines[0].restored >= 3)
@@ -127,7 +138,7 @@ def test_a_stop_ends_only_its_own_sessions_clip(server_url: str, engines: list[S
     assert video is None and record in ({}, None) and md.startswith("Stopped: "), md
     assert engines[1].restored < FRAMES / 2
     assert "frames restored; nothing kept" in md and f"of {FRAMES} frames" in md
-    assert len(_folders() - before) == 1  # the finished clip's folder; the stopped one's is gone
+    assert len(_folders(results) - before) == 1  # the finished clip's folder; the stopped one's is gone
     assert app.STATE.stops.running() == 0
 
 
@@ -138,10 +149,11 @@ def _upload(server_url: str, path: Path) -> dict:
     return {"path": r.json()[0], "orig_name": path.name, "meta": {"_type": "gradio.FileData"}}
 
 
-def test_a_clip_whose_visitor_left_stops_and_leaves_nothing(server_url: str, engines: list[Slow], clip: Path) -> None:
+def test_a_clip_whose_visitor_left_stops_and_leaves_nothing(server_url: str, engines: list[Slow], clip: Path,
+                                                            results: Path) -> None:
     from gradio_client import Client, handle_file
 
-    before = _folders()
+    before = _folders(results)
     session = secrets.token_hex(6)
     body = {"data": [_upload(server_url, clip), "low"], "fn_index": _fn_index("restore_video"), "session_hash": session,
             "event_data": None, "trigger_id": None}
@@ -158,9 +170,9 @@ def test_a_clip_whose_visitor_left_stops_and_leaves_nothing(server_url: str, eng
         return engines[0].restored == n
 
     _wait(still, timeout=10)
-    assert engines[0].restored - left_at <= 10, (left_at, engines[0].restored)  # a few frames, not the 120
+    assert engines[0].restored - left_at <= 25, (left_at, engines[0].restored)  # a few frames (50 ms each), not the 120
     _wait(lambda: app.STATE.stops.running() == 0, timeout=10)
-    assert _folders() == before  # what the clip wrote is gone
+    assert _folders(results) == before  # what the clip wrote is gone
     # the next visitor's request runs at once (the lane is free), and to its end
     t0 = time.monotonic()
     video, _, md, _, record = Client(server_url, verbose=False).predict(handle_file(str(clip)), "low", api_name="/restore_video")

@@ -14,7 +14,7 @@ import pytest
 import app
 from gpen_core.presentation import messages, page as page_texts
 
-from .test_app_video_sessions import FRAMES, Slow, _folders, _wait, clip, engines  # noqa: F401
+from .test_app_video_sessions import FRAMES, Slow, _folders, _wait, clip, engines, results  # noqa: F401
 from .test_browser import Shots, _open, page_url  # noqa: F401
 
 pytestmark = pytest.mark.browser
@@ -49,11 +49,11 @@ def _start_clip(page, clip: Path, engines: list[Slow], upload: bool = True) -> S
 
 def test_stop_is_an_outcome_that_closes_and_leaving_stops_the_clip(browser, page_url: str, clip: Path,  # noqa: F811
                                                                   engines: list[Slow], tmp_path: Path,  # noqa: F811
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                  results: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     monkeypatch.setattr(messages, "TOAST_BASE_S", 2.0)  # the pop-up's reading time, shortened for the test
     monkeypatch.setattr(messages, "TOAST_WORDS_PER_S", 1000.0)
     shots = Shots(tmp_path)
-    before = _folders()
+    before = _folders(results)
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     _open(page, page_url)
     engine = _start_clip(page, clip, engines)
@@ -65,15 +65,15 @@ def test_stop_is_an_outcome_that_closes_and_leaving_stops_the_clip(browser, page
     assert "Error" not in toast.inner_text() and "error" not in (toast.get_attribute("class") or "")  # not a red error pop-up
     shots.take(page, "video_stopped", full=False)
     toast.wait_for(state="detached", timeout=15_000)  # it closes by itself
-    assert _folders() == before
+    assert _folders(results) == before
     # the visitor closes the page mid-clip: the clip stops within a few frames, and what it wrote is gone
     engine = _start_clip(page, clip, engines, upload=False)  # the same clip, still in the page
     page.close()
     left_at = engine.restored
     _wait(lambda: app.STATE.stops.running() == 0, timeout=20)
     time.sleep(0.3)
-    assert engine.restored - left_at <= 10, (left_at, engine.restored)
-    assert _folders() == before
+    assert engine.restored - left_at <= 25, (left_at, engine.restored)  # a few frames (50 ms each), not the 120
+    assert _folders(results) == before
 
 
 def test_a_file_that_is_no_video_is_named_as_uploaded_once_in_plain_words(browser, page_url: str,  # noqa: F811
