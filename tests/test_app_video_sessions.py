@@ -32,6 +32,7 @@ class Slow:
     """The engine stand-in: no faces, each frame inverted after a fixed wait; counts the frames it restored."""
 
     device = "cpu"
+    delay = SECONDS_A_FRAME  # 0 where the test needs only the outcome
 
     def __init__(self) -> None:
         self.restored = 0
@@ -40,7 +41,7 @@ class Slow:
         return []
 
     def restore(self, rgb: np.ndarray, detections: list) -> FrameOut:
-        time.sleep(SECONDS_A_FRAME)
+        time.sleep(self.delay)
         self.restored += 1
         return FrameOut(255 - rgb, ())
 
@@ -150,7 +151,7 @@ def _upload(server_url: str, path: Path) -> dict:
 
 
 def test_a_clip_whose_visitor_left_stops_and_leaves_nothing(server_url: str, engines: list[Slow], clip: Path,
-                                                            results: Path) -> None:
+                                                            results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gradio_client import Client, handle_file
 
     before = _folders(results)
@@ -173,12 +174,14 @@ def test_a_clip_whose_visitor_left_stops_and_leaves_nothing(server_url: str, eng
     assert engines[0].restored - left_at <= 25, (left_at, engines[0].restored)  # a few frames (50 ms each), not the 120
     _wait(lambda: app.STATE.stops.running() == 0, timeout=10)
     assert _folders(results) == before  # what the clip wrote is gone
-    # the next visitor's request runs at once (the lane is free), and to its end
+    # the next visitor's request runs at once (the lane is free: the left clip's 115 other frames, 5.8 s, are not
+    # waited for), and to its end
+    monkeypatch.setattr(Slow, "delay", 0.0)
     t0 = time.monotonic()
     video, _, md, _, record = Client(server_url, verbose=False).predict(handle_file(str(clip)), "low", api_name="/restore_video")
     took = time.monotonic() - t0
     assert record["frames"] == FRAMES and engines[1].restored == FRAMES
-    assert took < FRAMES * SECONDS_A_FRAME + 15, took
+    assert took < FRAMES * SECONDS_A_FRAME * 0.75, took
 
 
 def _completed(server_url: str, session: str) -> dict:
@@ -207,12 +210,13 @@ def test_a_file_that_is_no_video_is_refused_by_its_own_name_in_plain_words(serve
 
 
 def test_the_documented_restore_video_example_runs_as_written(server_url: str, engines: list[Slow], clip: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+                                                              capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/app-server.md's /restore_video block (the README points to it), with only the address and the clip changed."""
     import re
 
     from .conftest import ROOT
 
+    monkeypatch.setattr(Slow, "delay", 0.0)  # only the outcome matters here
     doc = (ROOT / "docs" / "app-server.md").read_text(encoding="utf-8")
     block = re.search(r"<!-- api-video-example:start -->\s*```python\n(.*?)```\s*<!-- api-video-example:end -->", doc, re.S)
     assert block, "docs/app-server.md has no api-video-example block"

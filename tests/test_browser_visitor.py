@@ -98,8 +98,9 @@ def test_a_file_that_is_no_video_is_named_as_uploaded_once_in_plain_words(browse
 
 
 def test_an_unavailable_mode_keeps_the_previous_clip(browser, page_url: str, clip: Path, engines: list[Slow],  # noqa: F811
-                                                     tmp_path: Path) -> None:
+                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The test's models folder is empty: auto runs (the stand-in engine), low is labelled unavailable."""
+    monkeypatch.setattr(Slow, "delay", 0.0)  # the first clip only has to be there
     shots = Shots(tmp_path)
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     _open(page, page_url)
