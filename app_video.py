@@ -124,7 +124,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         return video_tab.frame_pair(video, restored, float(at or 0))
 
     def failed(request: gr.Request) -> tuple[Any, str]:
-        """After a failed or stopped clip: the panel names what happened (the same words as the pop-up)."""
+        """After a failed clip: the panel names what happened (the same words as the pop-up; a Stop is no failure)."""
         return None, state.take_error(getattr(request, "session_hash", None)) or "Restore failed: see the message that popped up."
 
     with gr.Row(equal_height=False, elem_id="video-row"):  # on a phone the result follows the buttons (page.CSS)
