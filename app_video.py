@@ -103,6 +103,16 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         return (str(out), pair, video_tab.video_markdown(result),
                 gr.update(maximum=max(result.duration_s, 0.01), value=at, interactive=True), result.to_json())
 
+    def mode_ready(mode: str | None) -> None:
+        """Before the clip: a chosen mode missing its files is refused here, the previous result kept (no panel
+        change: the pop-up says it all)."""
+        from gpen_core.presentation import weights_view as wv
+        from gpen_core.restorer import get_restorer
+
+        with errors(None):
+            wv.check_mode_ready(get_restorer().device, wv.WeightsRequest(None if mode in (None, "", AUTO) else mode, None, None),
+                                state.policy, other_tab=True)
+
     def stop_own_clip(request: gr.Request) -> None:
         """Stop: this session's clip only (another visitor's Stop never reaches it)."""
         state.stops.stop(getattr(request, "session_hash", None))
@@ -115,7 +125,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
             return video_tab.frame_pair(video, restored, float(at or 0))
 
     def failed(request: gr.Request) -> tuple[Any, str]:
-        """After a failed or stopped clip: the panel names what happened (the same words as the pop-up)."""
+        """After a failed clip: the panel names what happened (the same words as the pop-up; a Stop is no failure)."""
         return None, state.take_error(getattr(request, "session_hash", None)) or "Restore failed: see the message that popped up."
 
     with gr.Row(equal_height=False, elem_id="video-row"):  # on a phone the result follows the buttons (page.CSS)
@@ -137,8 +147,9 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
 
     outputs = [video_out, pair_out, panel_md, at_in, record_out]
     video_in.upload(note, video_in, [panel_md, video_out], api_visibility="private", show_progress="hidden")
-    running = restore_btn.click(restore, [video_in, mode_in], outputs, api_name="restore_video", concurrency_limit=1,
-                                concurrency_id="engine", show_progress_on=[video_out])
+    ready = restore_btn.click(mode_ready, mode_in, None, api_visibility="private", show_progress="hidden")
+    running = ready.success(restore, [video_in, mode_in], outputs, api_name="restore_video", concurrency_limit=1,
+                            concurrency_id="engine", show_progress_on=[video_out])
     running.success(None, js=page.SHOW_VIDEO_RESULT, api_visibility="private")  # the result in view, wherever the page was
     # Stop asks this session's running clip to end (it removes its partial output); cancelling the event
     # instead would free the engine lane while the clip's threads still run.

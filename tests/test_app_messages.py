@@ -30,3 +30,20 @@ def test_the_command_line_names_the_file_once(capsys) -> None:
     print_error(InputError("the disk is full"), False, prefix="clips/b.mp4: ")
     assert capsys.readouterr().err.splitlines() == ["error: clips/a.mp4: its frames are 16000×16000",
                                                     "error: clips/b.mp4: the disk is full"]
+
+
+def test_leaving_the_page_stops_only_that_sessions_clip() -> None:
+    from types import SimpleNamespace
+
+    import app_video
+    from gpen_core.presentation.app_state import AppState
+
+    state = AppState()
+    a, b = state.stops.start("A"), state.stops.start("B")
+    app_video.on_leave(state)(SimpleNamespace(session_hash="A"))  # what Gradio's unload hands it
+    assert a.is_set() and not b.is_set()
+    state.stops.finish("A", a)
+    assert not state.stops.stop("A") and state.stops.running() == 1  # a session with no clip: nothing to stop
+    later = state.stops.start("B")  # B's next clip: its own event, not the earlier one
+    state.stops.finish("B", b)  # the earlier clip ending late forgets nothing of the newer one
+    assert state.stops.stop("B") and later.is_set() and not b.is_set()

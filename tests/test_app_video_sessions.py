@@ -32,6 +32,7 @@ class Slow:
     """The engine stand-in: no faces, each frame inverted after a fixed wait; counts the frames it restored."""
 
     device = "cpu"
+    delay = SECONDS_A_FRAME  # 0 where the test needs only the outcome
 
     def __init__(self) -> None:
         self.restored = 0
@@ -40,7 +41,7 @@ class Slow:
         return []
 
     def restore(self, rgb: np.ndarray, detections: list) -> FrameOut:
-        time.sleep(SECONDS_A_FRAME)
+        time.sleep(self.delay)
         self.restored += 1
         return FrameOut(255 - rgb, ())
 
@@ -75,8 +76,19 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_clip(tmp_path_factory.mktemp("clip") / "visitor clip.mp4", gradient_frames(FRAMES))
 
 
-def _folders() -> set[Path]:
-    return set(app.RESULTS_DIR.glob("video-*")) if app.RESULTS_DIR.exists() else set()
+@pytest.fixture()
+def results(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The folder this test's clips are written under (the app's own results folder is shared by every app on
+    the machine run by the same user: other runs' folders would come and go in it)."""
+    from gpen_core.presentation import video_tab
+
+    folder, real = tmp_path / "results", video_tab.results_path
+    monkeypatch.setattr(video_tab, "results_path", lambda _app_dir, source, mode: real(folder, source, mode))
+    return folder
+
+
+def _folders(results: Path) -> set[Path]:
+    return set(results.glob("video-*")) if results.exists() else set()
 
 
 def _wait(condition, timeout: float = 30.0) -> None:
@@ -107,10 +119,10 @@ def _press_stop(server_url: str, session: str, listen: bool = True) -> dict:
     raise AssertionError("the Stop event never completed")
 
 
-def test_a_stop_ends_only_its_own_sessions_clip(server_url: str, engines: list[Slow], clip: Path) -> None:
+def test_a_stop_ends_only_its_own_sessions_clip(server_url: str, engines: list[Slow], clip: Path, results: Path) -> None:
     from gradio_client import Client, handle_file
 
-    before = _folders()
+    before = _folders(results)
     a = Client(server_url, verbose=False)
     job = a.submit(handle_file(str(clip)), "low", api_name="/restore_video")
     _wait(lambda: engines and engines[0].restored >= 3)
@@ -127,7 +139,7 @@ def test_a_stop_ends_only_its_own_sessions_clip(server_url: str, engines: list[S
     assert video is None and record in ({}, None) and md.startswith("Stopped: "), md
     assert engines[1].restored < FRAMES / 2
     assert "frames restored; nothing kept" in md and f"of {FRAMES} frames" in md
-    assert len(_folders() - before) == 1  # the finished clip's folder; the stopped one's is gone
+    assert len(_folders(results) - before) == 1  # the finished clip's folder; the stopped one's is gone
     assert app.STATE.stops.running() == 0
 
 
@@ -138,10 +150,11 @@ def _upload(server_url: str, path: Path) -> dict:
     return {"path": r.json()[0], "orig_name": path.name, "meta": {"_type": "gradio.FileData"}}
 
 
-def test_a_clip_whose_visitor_left_stops_and_leaves_nothing(server_url: str, engines: list[Slow], clip: Path) -> None:
+def test_a_clip_whose_visitor_left_stops_and_leaves_nothing(server_url: str, engines: list[Slow], clip: Path,
+                                                            results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gradio_client import Client, handle_file
 
-    before = _folders()
+    before = _folders(results)
     session = secrets.token_hex(6)
     body = {"data": [_upload(server_url, clip), "low"], "fn_index": _fn_index("restore_video"), "session_hash": session,
             "event_data": None, "trigger_id": None}
@@ -158,15 +171,17 @@ def test_a_clip_whose_visitor_left_stops_and_leaves_nothing(server_url: str, eng
         return engines[0].restored == n
 
     _wait(still, timeout=10)
-    assert engines[0].restored - left_at <= 10, (left_at, engines[0].restored)  # a few frames, not the 120
+    assert engines[0].restored - left_at <= 25, (left_at, engines[0].restored)  # a few frames (50 ms each), not the 120
     _wait(lambda: app.STATE.stops.running() == 0, timeout=10)
-    assert _folders() == before  # what the clip wrote is gone
-    # the next visitor's request runs at once (the lane is free), and to its end
+    assert _folders(results) == before  # what the clip wrote is gone
+    # the next visitor's request runs at once (the lane is free: the left clip's 115 other frames, 5.8 s, are not
+    # waited for), and to its end
+    monkeypatch.setattr(Slow, "delay", 0.0)
     t0 = time.monotonic()
     video, _, md, _, record = Client(server_url, verbose=False).predict(handle_file(str(clip)), "low", api_name="/restore_video")
     took = time.monotonic() - t0
     assert record["frames"] == FRAMES and engines[1].restored == FRAMES
-    assert took < FRAMES * SECONDS_A_FRAME + 15, took
+    assert took < FRAMES * SECONDS_A_FRAME * 0.75, took
 
 
 def _completed(server_url: str, session: str) -> dict:
@@ -195,12 +210,13 @@ def test_a_file_that_is_no_video_is_refused_by_its_own_name_in_plain_words(serve
 
 
 def test_the_documented_restore_video_example_runs_as_written(server_url: str, engines: list[Slow], clip: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+                                                              capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/app-server.md's /restore_video block (the README points to it), with only the address and the clip changed."""
     import re
 
     from .conftest import ROOT
 
+    monkeypatch.setattr(Slow, "delay", 0.0)  # only the outcome matters here
     doc = (ROOT / "docs" / "app-server.md").read_text(encoding="utf-8")
     block = re.search(r"<!-- api-video-example:start -->\s*```python\n(.*?)```\s*<!-- api-video-example:end -->", doc, re.S)
     assert block, "docs/app-server.md has no api-video-example block"

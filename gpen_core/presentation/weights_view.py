@@ -57,10 +57,11 @@ def wanted(r: readiness.Readiness, files: dict, req: WeightsRequest) -> tuple[st
     return readiness.download_for(r, req.mode) + readiness.upscaler_download(files, req.upscale)
 
 
-def check_mode_ready(device: str, req: WeightsRequest, policy: Policy = Policy()) -> None:
+def check_mode_ready(device: str, req: WeightsRequest, policy: Policy = Policy(), other_tab: bool = False) -> None:
     """Before Restore clears the page's result: a chosen mode (not auto) whose files are missing is refused with
     :class:`WeightsError`, naming the Download button as the page shows it (or, where visitors may not download,
-    the operator's command), so the unavailable choice costs nothing."""
+    the operator's command), so the unavailable choice costs nothing. ``other_tab``: asked from a tab without the
+    panel (the Video tab), which then says where it is."""
     from gpen_core.errors import WeightsError
 
     if req.mode is None:
@@ -69,8 +70,9 @@ def check_mode_ready(device: str, req: WeightsRequest, policy: Policy = Policy()
     names = readiness.download_for(r, req.mode)
     if not names:
         return
-    fix = (f"press “{ui.download_button_label(r, files, req.mode, readiness.upscaler_download(files, req.upscale))}” "
-           "in the weights panel (under the options)" if policy.downloads_allowed
+    label = ui.download_button_label(r, files, req.mode, readiness.upscaler_download(files, req.upscale))
+    where = f"on the Restore tab choose {req.mode} and press" if other_tab else "press"  # the panel lives there
+    fix = (f"{where} “{label}” in the weights panel (under the options)" if policy.downloads_allowed
            else f"ask the operator to run “python -m gpen_core download {' '.join(names)}”")
     raise WeightsError(f"{req.mode} needs {readiness.files_text(names, files)}, not in the models folder yet: {fix}, "
                        "or choose another mode (auto picks one that runs). Your last result is kept.")
