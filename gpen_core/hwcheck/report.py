@@ -29,8 +29,9 @@ def _free_now(profile: Profile, free: "Free | None") -> "Free":
     return free_memory(profile.device if profile.device.startswith("cuda") else "cpu")
 
 
-def _have(profile: Profile, free: "Free") -> int | None:
-    return free.vram_bytes if profile.device.startswith("cuda") else free.ram_bytes
+def _have(profile: Profile, free: "Free") -> int:
+    """What is free of the memory that binds (:meth:`gpen_core.engine.budget.Free.binding`: RAM where free VRAM is unknown)."""
+    return free.binding(profile.device).free_bytes
 
 
 def ranking(profile: Profile, free: "Free") -> Ranking:
@@ -39,13 +40,14 @@ def ranking(profile: Profile, free: "Free") -> Ranking:
     needs = {name: m.peak_bytes for name, m in profile.modes.items()}
     over = {name: ("out of memory when measured" if m.failed else f"stepped down to {m.stepped_down_to} when measured")
             for name, m in profile.modes.items() if m.failed or m.stepped_down_to}
-    return rank(needs, _have(profile, free), binding=profile.binding, passed_over=over)
+    bound = free.binding(profile.device)
+    return rank(needs, bound.free_bytes, binding=bound.name, passed_over=over)
 
 
-def _fits(m: ModeProfile, profile: Profile, free: "Free") -> tuple[bool, int, int | None]:
+def _fits(m: ModeProfile, profile: Profile, free: "Free") -> tuple[bool, int, int]:
     """(fits, bytes short, bytes free) for ``m`` against ``free`` with auto's safety margin."""
     have = _have(profile, free)
-    if have is None or m.stepped_down_to or m.failed:
+    if m.stepped_down_to or m.failed:
         return False, m.peak_bytes, have
     return fits(m.peak_bytes, have), max(0, m.peak_bytes - usable_bytes(have)), have
 
@@ -136,7 +138,7 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
             row[3 if profile.binding == "RAM" else 4] = f"more than {format_bytes(m.peak_bytes)} (out of memory)"
         if free is not None:
             ok, short, have = _fits(m, profile, free)
-            row.append("yes" if ok else (f"no ({format_bytes(short)} short)" if have is not None else "no"))
+            row.append("yes" if ok else f"no ({format_bytes(short)} short)")
         if files is not None:
             lacking = files.modes.get(name, ())
             row.append(f"no: {enable_text(lacking)}" if lacking else "yes")
@@ -227,7 +229,7 @@ def recommendation(profile: Profile, free: "Free | None" = None, files: FilesHer
     that enables it, and what ``auto`` runs until then.
     """
     free = _free_now(profile, free)
-    where = profile.binding
+    where = free.binding(profile.device).name
     have = _have(profile, free)
     ranked = ranking(profile, free)
     if not ranked.modes:
