@@ -101,7 +101,6 @@ def test_saved_json_has_every_field_and_round_trips(measured: tuple[records.Prof
     saved = json.loads((home / "measurements.json").read_text())
     assert saved["version"] == measurements.VERSION
     d = saved["profiles"]["cpu"]
-    assert d["format"] == records.FORMAT
     assert set(d) == _field_names(records.Profile)
     for m in d["modes"].values():
         assert set(m) == _field_names(records.ModeProfile)

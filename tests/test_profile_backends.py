@@ -225,7 +225,7 @@ def test_which_weights_are_timed_and_what_is_recorded(tmp_path: Path) -> None:
 
 
 def _empty_profile() -> dict[str, Any]:
-    return dict(format=records.FORMAT, created="now", device="cpu", synthetic=True, fingerprint={}, machine={},
+    return dict(created="now", device="cpu", synthetic=True, fingerprint={}, machine={},
                 free_at_start={}, isolated=False, workloads=(), modes={})
 
 

@@ -52,7 +52,7 @@ from gpen_core.hwcheck.advice_table import (
     Verdict,
     format_table,
     load_report,
-    report_path,
+    report_from_dict,
     save_report,
     verdict,
 )
@@ -62,7 +62,7 @@ from gpen_core.platform import worker
 __all__ = [
     "MIN_SECONDS", "RESOLUTION_BYTES", "RESOLUTION_SECONDS", "SCRATCH_PREFIX", "THRESHOLD", "TIME_THRESHOLD", "TIPS",
     "AdviceReport", "ClaimKind", "Progress", "Side", "Tip", "TipPlan", "TipResult", "Verdict", "cuda_available",
-    "format_table", "load_report", "machine_line", "measure_tips", "plan_tips", "progress_text", "report_path",
+    "format_table", "load_report", "machine_line", "measure_tips", "plan_tips", "progress_text", "report_from_dict",
     "run_side", "save_report", "scratch_folder", "swap_total_bytes", "sweep_scratch", "verdict",
 ]
 
