@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from gpen_core.runtimes.openvino.choice import BackendChoice
+
 from gpen_core.runtimes.openvino import generator as ov_backend
 from gpen_core.cli import main as cli_main  # imported here, not under capsys: its progress line binds sys.stderr at import
 from gpen_core.modes import MODES
@@ -84,18 +86,18 @@ def test_auto_follows_the_check(compared: tuple[records.Profile, Path, list[tupl
     prof, home, _ = compared
     assert prof.backends is not None
     for r in prof.backends.rows:
-        backend, why = ov_backend.choose_backend("auto", r.size, r.dtype, models_dir=home)
-        assert backend == r.faster and why.startswith("measured faster here")
+        choice = ov_backend.choose_backend("auto", r.size, r.dtype, models_dir=home)
+        assert choice.runtime == r.faster and choice.why.startswith("measured faster here")
     # a size the check did not measure stays on torch
-    assert ov_backend.choose_backend("auto", 128, "float32", models_dir=home)[0] == "torch"
+    assert ov_backend.choose_backend("auto", 128, "float32", models_dir=home).runtime == "torch"
     # the report shows the comparison and what auto now uses per mode
     text = report.format_report(prof, models_dir=home)
     # (`low`, and `balanced` too where the CPU has no native bfloat16: both run float32 there)
     assert "**CPU backends**" in text and "| 64 px | float32 | `low`" in text
     chosen = report.auto_backends(prof, home)
     assert set(chosen) == {"low", "balanced"}
-    for mode, (backend, why) in chosen.items():
-        assert f"`{mode}` → {'OpenVINO' if backend == 'openvino' else 'torch'} ({why})" in text
+    for mode, c in chosen.items():
+        assert f"`{mode}` → {'OpenVINO' if c.runtime == 'openvino' else 'torch'} ({c.why})" in text
 
 
 @needs_openvino
@@ -152,7 +154,7 @@ def test_without_openvino_the_report_says_so_and_the_check_goes_on(monkeypatch: 
     monkeypatch.setattr(ov_backend, "openvino_version", lambda: None)
     prof = runner.run_profile(modes=["low"], models_dir=tmp_path, workloads=FACE, model_configs=CONFIGS, isolate=False, backends=True)
     assert prof.backends is not None and prof.backends.skipped == why
-    assert report.auto_backends(prof, tmp_path) == {"low": ("torch", "OpenVINO is not installed")}
+    assert report.auto_backends(prof, tmp_path) == {"low": BackendChoice("torch", "OpenVINO is not installed")}
 
 
 @needs_openvino
@@ -237,4 +239,4 @@ def test_in_a_worker_process_the_comparison_reports_back(isolated_low_profile: I
     (row,) = prof.backends.rows
     assert row.recorded and row.torch_s and row.openvino_s and row.convert_s
     assert any("OpenVINO: converted in" in d for d in seen)  # the worker's progress reached the parent
-    assert ov_backend.choose_backend("auto", 64, "float32", models_dir=home)[0] == row.faster
+    assert ov_backend.choose_backend("auto", 64, "float32", models_dir=home).runtime == row.faster

@@ -19,6 +19,7 @@ from gpen_core.engine.profile_records import SYNTHETIC_NOTE, BackendSpeed, ModeP
 
 if TYPE_CHECKING:
     from gpen_core.engine.budget import Free
+    from gpen_core.runtimes.openvino.choice import BackendChoice
 
 
 def _free_now(profile: Profile, free: "Free | None") -> "Free":
@@ -307,14 +308,15 @@ def _network_row(r: NetworkSpeed) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def auto_backends(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> dict[str, tuple[str, str]]:
-    """mode → (backend, why) that ``--backend auto`` picks now for this profile's modes, from the
+def auto_backends(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> dict[str, "BackendChoice"]:
+    """mode → the generator's runtime that ``--backend auto`` picks now for this profile's modes, from the
     speed file in the models folder (what a request reads; later records count too)."""
     from gpen_core.runtimes.openvino import generator as ov_backend
+    from gpen_core.runtimes.openvino.choice import BackendChoice
 
     b = profile.backends
     if not profile.device.startswith("cpu"):
-        return {m: ("torch", "GPU: torch") for m in profile.modes}
+        return {m: BackendChoice("torch", "GPU: torch") for m in profile.modes}
     if b is None:
         return {}
     from gpen_core.modes import MODES as ALL
@@ -345,7 +347,8 @@ def auto_networks(
         uses.setdefault((f"retinaface-{m.detector}", DETECT_SIDE, "float32"), []).append(name)
     out = {}
     for k, ms in sorted(uses.items()):
-        be, why = ov_backend.choose_backend("auto", k[1], k[2], network=k[0], models_dir=models_dir, device="cpu")
+        choice = ov_backend.choose_backend("auto", k[1], k[2], network=k[0], models_dir=models_dir, device="cpu")
+        be, why = choice.runtime, choice.why
         if be == "openvino":  # a mode that loads no OpenVINO runtime under auto keeps torch (its generator line says why)
             ms = [m for m in ms if ALL[m].auto_openvino]
             if not ms:
@@ -384,7 +387,7 @@ def backends_section(profile: Profile, models_dir: str | os.PathLike[str] | None
     chosen = auto_backends(profile, models_dir)
     if chosen:
         lines += ["", "Backend `auto` (the default) now runs: " + "; ".join(
-            f"`{m}` → {on.get(be, be)} ({why})" for m, (be, why) in chosen.items())]
+            f"`{m}` → {on[c.runtime]} ({c.why})" for m, c in chosen.items())]
     nets = auto_networks(profile, models_dir)
     if nets:
         lines += ["", "For the parser and detector `auto` now runs: " + "; ".join(
