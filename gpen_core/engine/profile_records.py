@@ -12,15 +12,13 @@ the workloads' fixed face boxes (GPEN's template landmarks) stand in for detecti
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MemoryMode, get_mode
-
-Progress = Callable[[float, str], None]
 
 SYNTHETIC_NOTE = "synthetic weights: memory and speed only; no restoration"
 DETECTOR_SYNTHETIC_NOTE = (

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpen_core.modes import MemoryMode
-from gpen_core.engine.profile_records import BackendCheck, BackendSpeed, NetworkSpeed, Progress
+from gpen_core.engine.profile_records import BackendCheck, BackendSpeed, NetworkSpeed
+from gpen_core.progress import Progress
 
 if TYPE_CHECKING:
     from gpen_core.networks.arch import GPENConfig

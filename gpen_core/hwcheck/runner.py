@@ -33,11 +33,11 @@ from gpen_core.engine.profile_records import (
     SYNTHETIC_NOTE,
     ModeProfile,
     Profile,
-    Progress,
     WorkloadRun,
     failed_mode,
     summarise,
 )
+from gpen_core.progress import Progress
 from gpen_core.engine.profile_store import device_key, fingerprint, save_profile
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from gpen_core.platform import zerogpu
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
 
-Progress = Callable[[float, str], None]
+from gpen_core.progress import Progress
 
 CHECK_OFF = ("The Hardware check is off on this shared server: it keeps the CPU busy for minutes. "
              "Run it on your own machine (`python -m gpen_core profile`), or start this server with "
