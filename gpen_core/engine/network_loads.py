@@ -236,7 +236,7 @@ def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> Network
         source, label = str(resolve(src, name)), (Path(name).name if looks_like_path else name)
     # RealESRNet has no OpenVINO conversion here: it runs on torch whatever the request asked.
     facts = runtime_facts(src, ("upscaler", label, f"the upscaler {label}"), opts.backend,
-                          ("torch", "torch only (no OpenVINO conversion for RealESRNet)"), ("float32", "float32"),
+                          BackendChoice("torch", "torch only (no OpenVINO conversion for RealESRNet)"), ("float32", "float32"),
                           True, 0, device)
 
     def build(decision: RuntimeDecision) -> Any:
