@@ -240,3 +240,36 @@ def test_in_a_worker_process_the_comparison_reports_back(isolated_low_profile: I
     assert row.recorded and row.torch_s and row.openvino_s and row.convert_s
     assert any("OpenVINO: converted in" in d for d in seen)  # the worker's progress reached the parent
     assert ov_backend.choose_backend("auto", 64, "float32", models_dir=home).runtime == row.faster
+
+
+def test_the_comparison_loads_each_generator_through_the_model_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Both sides of a pair are what a request of that mode loads: ModelCache.generator, asked for each backend."""
+    import torch
+
+    from gpen_core.engine.model_cache import ModelCache
+
+    asked: list[tuple[str, str | None, str, bool]] = []
+
+    class Forward:
+        convert_s = None
+
+        def __call__(self, x: torch.Tensor) -> torch.Tensor:
+            return x
+
+    def generator(self: ModelCache, mode, opts, device, progress=None):  # noqa: ANN001
+        asked.append((mode.name, opts.model, opts.backend, self.synthetic_weights))
+        self.backend = opts.backend
+        return Forward(), 64, torch.float32, mode.model, None
+
+    monkeypatch.setattr(ModelCache, "generator", generator)
+    monkeypatch.setattr(ov_backend, "choose_precision", lambda dtype: ("f32", None))
+    pair = {"size": 64, "dtype": "float32", "modes": ["low"], "model": "GPEN-BFR-256", "path": "synthetic:GPEN-BFR-256"}
+    row = backends._measure_pair(pair, 1, tmp_path, 1, lambda f, d: None)
+    assert asked == [("low", None, "torch", True), ("low", None, "openvino", True)]
+    assert len(row["torch_times"]) == len(row["openvino_times"]) == 1
+    override = {**pair, "path": str(tmp_path / "override.pth")}
+    backends._measure_pair(override, 1, tmp_path, 1, lambda f, d: None)
+    assert asked[2:] == [("low", str(tmp_path / "override.pth"), "torch", False), ("low", str(tmp_path / "override.pth"), "openvino", False)]
+    # a pair whose size the engine does not load is an error of that row, not a timing of another network
+    with pytest.raises(RuntimeError, match="128 px"):
+        backends._measure_pair({**pair, "size": 128}, 1, tmp_path, 1, lambda f, d: None)
