@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/advice.py                 # every tip, 12 MP photo, 3 runs a side (~10 min on 2 cores)
     .venv/bin/python benchmarks/advice.py --tips 3 6 8    # some tips
     .venv/bin/python benchmarks/advice.py --readme        # and write docs/advice.md's "advice-table" block
-    .venv/bin/python benchmarks/advice.py --save          # and keep it for the app (models folder advice.json)
+    .venv/bin/python benchmarks/advice.py --save          # and keep it for the app (the models folder's measurements.json)
 
 Each side of each tip runs in a fresh process (see gpen_core/hwcheck/advice.py for what is
 measured and how the verdict is made).
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workload", default="photo", choices=("photo", "group", "tiny"), help="input (default: the 12 MP photo)")
     ap.add_argument("--repeats", type=int, default=3, help="fresh processes per side (default 3)")
     ap.add_argument("--readme", action="store_true", help="write the table into docs/advice.md between the advice-table markers")
-    ap.add_argument("--save", action="store_true", help="save for the app (models folder advice.json)")
+    ap.add_argument("--save", action="store_true", help="save for the app (the models folder's measurements.json)")
     ap.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     args = ap.parse_args(argv)
 
@@ -45,9 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report.to_dict(), indent=1))
     if args.save:
-        path = advice.report_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        advice.save_report(report, path)
+        path = advice.save_report(report)
         print(f"saved for the app: {path}", file=sys.stderr)
     if args.readme:
         from readme_block import replace_block

@@ -299,8 +299,8 @@ def fresh_install_plan(modes: list[str] | None = None) -> dict[str, dict]:
                 if modes is not None and name not in modes:
                     continue
                 dtype = choose_plan("cpu", mode.cpu_dtype)[0].dtype
-                backend, why = choose_mode_backend(mode, "auto", REGISTRY[mode.model].arch.size, dtype, models_dir=empty)
-                plan[name] = {"backend": backend, "dtype": dtype, "why": why}
+                choice = choose_mode_backend(mode, "auto", REGISTRY[mode.model].arch.size, dtype, models_dir=empty)
+                plan[name] = {"backend": choice.runtime, "dtype": dtype, "why": choice.why}
             return plan
     finally:
         if saved is not None:

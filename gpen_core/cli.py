@@ -287,10 +287,10 @@ def _check_photo_outputs(plan: list[tuple[Path, Path, str | None]]) -> None:
 
 
 def _bar(total: int) -> Any:
-    """The progress line (gpen_core.presentation.cli_run.Progress); also the Ray path's."""
-    from gpen_core.presentation.cli_run import Progress
+    """The progress line (gpen_core.presentation.cli_run.ProgressLine); also the Ray path's."""
+    from gpen_core.presentation.cli_run import ProgressLine
 
-    return Progress(total)
+    return ProgressLine(total)
 
 
 def _restore(args: argparse.Namespace) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,7 +10,6 @@ import numpy as np
 from gpen_core.errors import InputError
 from gpen_core.modes import AUTO, Detector, get_mode, get_task
 
-Progress = Callable[[float, str], None]
 ImageSource = np.ndarray | bytes | str | os.PathLike[str]
 
 DETECTOR_WEIGHTS: dict[str, str] = {

@@ -27,7 +27,8 @@ from gpen_core.engine.lifetime import Lifetime
 from gpen_core.engine.model_cache import ModelCache
 from gpen_core.modes import AUTO, get_mode
 from gpen_core.platform.oom import malloc_trim
-from gpen_core.options import ImageSource, Progress, RestoreOptions
+from gpen_core.options import ImageSource, RestoreOptions
+from gpen_core.progress import Progress
 from gpen_core.result import Attempt, RestoreResult
 
 

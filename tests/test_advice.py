@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -104,17 +105,20 @@ def test_forward_child_runs_the_plain_generator() -> None:
     assert out is not None and out.finite is True and out.seconds > 0 and out.vram_reserved is None
 
 
-def test_report_round_trips_through_json(tmp_path) -> None:
+def test_report_round_trips_through_the_measurements_store(tmp_path) -> None:
     tip = advice.TIPS[6]
     rep = advice.AdviceReport("m", "t", "w", 1, (TipResult(tip, "helps", "x", _side("a", 10, 1.0), _side("b", 5, 1.0)),
                                                 TipResult(advice.TIPS[9], "not measurable here", "why")))
-    p = tmp_path / "advice.json"
-    advice.save_report(rep, p)
-    back = advice.load_report(p)
+    assert advice.load_report(tmp_path) is None
+    where = advice.save_report(rep, tmp_path)
+    assert where == tmp_path / "measurements.json" and not (tmp_path / "advice.json").exists()
+    back = advice.load_report(tmp_path)
     assert back == rep
-    p.write_text("{not json")
-    assert advice.load_report(p) is None
     assert isinstance(back.results[0].tip, Tip)
+    saved = json.loads(where.read_text())
+    saved["advice"] = {"machine": "m"}  # a damaged report is no report, never a crash
+    where.write_text(json.dumps(saved))
+    assert advice.load_report(tmp_path) is None
 
 
 def _ours(root: Path) -> list[Path]:

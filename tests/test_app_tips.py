@@ -17,7 +17,7 @@ def test_tips_panel_says_how_to_measure_until_a_report_is_saved(monkeypatch: pyt
     assert "Not measured on this machine yet" in app.saved_tips()
     report = advice.AdviceReport("this machine", "2026-12-03T10:00:00", "w", 1,
                                  (advice.TipResult(advice.TIPS[10], "not measurable here", "this machine has no swap"),))
-    advice.save_report(report, advice.report_path())
+    advice.save_report(report)
     shown = app.saved_tips()
     assert "2026-12-03T10:00:00" in shown and "| 11 |" in shown and "not measurable here" in shown
 
@@ -29,7 +29,7 @@ def test_measuring_the_tips_saves_the_table_the_page_shows(monkeypatch: pytest.M
     monkeypatch.setattr(advice, "measure_tips", lambda progress=None: real(workload="tiny", repeats=1, tips=[7, 11], progress=progress))
     md = app.measure_tips(progress=lambda f, desc="": None)
     assert "| 7 |" in md and "PNG" in md
-    assert advice.load_report(advice.report_path()) is not None
+    assert advice.load_report() is not None
     assert "| 7 |" in app.saved_tips()
 
 

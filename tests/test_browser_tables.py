@@ -53,7 +53,7 @@ def _report() -> advice.AdviceReport:
 
 def test_the_tips_table_breaks_no_word_at_1366_px(browser, page_url, monkeypatch, tmp_path) -> None:  # noqa: F811
     monkeypatch.setenv("GPEN_HOME", str(tmp_path))
-    advice.save_report(_report(), advice.report_path())
+    advice.save_report(_report())
     page = browser.new_page(viewport={"width": 1366, "height": 768})
     try:
         page.goto(page_url)

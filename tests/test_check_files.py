@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gpen_core.engine import budget
-from gpen_core.engine.profile_records import FORMAT, ModeProfile, Profile, TaskRow
+from gpen_core.engine.profile_records import ModeProfile, Profile, TaskRow
 from gpen_core.errors import WeightsError
 from gpen_core.hwcheck import report
 from gpen_core.modes import MODES
@@ -27,7 +27,7 @@ def _row(name: str, peak: int) -> ModeProfile:
 def _profile() -> Profile:
     """A check of all four modes, each needing a few hundred MB (memory is not what these tests are about)."""
     peaks = {"low": 300_000_000, "faces-only": 400_000_000, "balanced": 500_000_000, "quality": 600_000_000}
-    return Profile(FORMAT, "2026-01-01T00:00:00", "cpu", True, {}, {}, {}, True, (), {n: _row(n, p) for n, p in peaks.items()})
+    return Profile("2026-01-01T00:00:00", "cpu", True, {}, {}, {}, True, (), {n: _row(n, p) for n, p in peaks.items()})
 
 
 @pytest.fixture()

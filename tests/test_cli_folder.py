@@ -87,14 +87,14 @@ def test_a_folder_of_only_unreadable_entries_says_what_was_found(tmp_path: Path,
 
 
 def test_progress_redraws_in_a_terminal_and_steps_aside_for_other_lines() -> None:
-    from gpen_core.presentation.cli_run import Progress
+    from gpen_core.presentation.cli_run import ProgressLine
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:
             return True
 
     tty, out = Tty(), io.StringIO()
-    bar = Progress(3, tty)
+    bar = ProgressLine(3, tty)
     bar.step("a.png")
     bar.say("a line", out)
     bar.step("b.png")

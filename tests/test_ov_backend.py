@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from gpen_core.runtimes.openvino.choice import BackendChoice
 import torch
 
 from gpen_core.errors import GPENError, InputError, ResourceError
@@ -135,17 +137,19 @@ def test_bf16_is_refused_where_the_cpu_has_none(tmp_path: Path) -> None:
 
 
 def test_auto_follows_the_measurement_for_this_cpu(tmp_path: Path) -> None:
-    backend, why = ov_backend.choose_backend("auto", 512, "float32")
+    choice = ov_backend.choose_backend("auto", 512, "float32")
+    backend, why = choice.runtime, choice.why
     assert backend == "torch" and "no OpenVINO measurement" in why
     ov_backend.record_speed(512, "float32", torch_s=1.7, openvino_s=1.2, source="test")
-    backend, why = ov_backend.choose_backend("auto", 512, "float32")
+    choice = ov_backend.choose_backend("auto", 512, "float32")
+    backend, why = choice.runtime, choice.why
     assert backend == "openvino" and "1.20 s" in why
     ov_backend.record_speed(512, "float32", torch_s=1.0, openvino_s=1.2, source="test")
-    assert ov_backend.choose_backend("auto", 512, "float32")[0] == "torch"
-    assert ov_backend.choose_backend("auto", 256, "float32")[0] == "torch"  # other size: not measured
-    assert ov_backend.choose_backend("torch", 512, "float32") == ("torch", "asked for")
-    assert ov_backend.choose_backend("openvino", 256, "float32")[0] == "openvino"
-    assert ov_backend.choose_backend("auto", 512, "float32", device="cuda")[0] == "torch"
+    assert ov_backend.choose_backend("auto", 512, "float32").runtime == "torch"
+    assert ov_backend.choose_backend("auto", 256, "float32").runtime == "torch"  # other size: not measured
+    assert ov_backend.choose_backend("torch", 512, "float32") == BackendChoice("torch", "asked for")
+    assert ov_backend.choose_backend("openvino", 256, "float32").runtime == "openvino"
+    assert ov_backend.choose_backend("auto", 512, "float32", device="cuda").runtime == "torch"
     with pytest.raises(ResourceError, match="runs on the CPU only, and this request runs on cuda; use --backend torch"):
         ov_backend.choose_backend("openvino", 512, "float16", device="cuda")
     with pytest.raises(ValueError, match="unknown backend"):

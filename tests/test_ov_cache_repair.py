@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from gpen_core.runtimes.openvino.choice import BackendChoice
 import torch
 
 from gpen_core.runtimes.openvino import base
@@ -159,7 +161,7 @@ def test_restorer_on_an_unwritable_cache_runs_torch_and_says_so(tmp_path: Path, 
     from gpen_core.runtimes.openvino import generator as ov_generator
 
     if backend == "auto":  # auto picks OpenVINO for this generator, as a measurement on this CPU would
-        monkeypatch.setattr(ov_generator, "choose_mode_backend", lambda *a, **k: ("openvino", "measured faster here"))
+        monkeypatch.setattr(ov_generator, "choose_mode_backend", lambda *a, **k: BackendChoice("openvino", "measured faster here"))
     ckpt, models = _tiny_checkpoint(tmp_path), _read_only_models(tmp_path)
     face = (np.random.default_rng(0).random((64, 64, 3)) * 255).astype(np.uint8)
     r = Restorer(models_dir=models)
@@ -185,7 +187,7 @@ def test_download_reports_an_unconvertible_cache_and_exits_non_zero(tmp_path: Pa
     from gpen_core import cli
     from gpen_core.runtimes.openvino import generator as ov_generator
 
-    monkeypatch.setattr(ov_generator, "choose_mode_backend", lambda *a, **k: ("openvino", "measured faster here"))
+    monkeypatch.setattr(ov_generator, "choose_mode_backend", lambda *a, **k: BackendChoice("openvino", "measured faster here"))
     models = _read_only_models(tmp_path)
     (models / "detection_mobilenet0.25_Final.pth").symlink_to(shared_path("weights", "detection_mobilenet0.25_Final.pth"))
     rc = cli.main(["download", "--models-dir", str(models), "retinaface-mobilenet0.25"])

@@ -29,35 +29,40 @@ def test_zen4_runs_the_512_generator_on_openvino_and_says_it_was_measured_elsewh
     monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
     choice = defaults.default_choice("512-bfloat16", ZEN4)
     assert choice is not None
-    backend, why = choice
-    assert backend == "openvino"
-    assert "0.82 s vs torch 1.23 s" in why and "not yet measured on this machine" in why and "Zen 4" in why
+    assert choice.runtime == "openvino"
+    assert "0.82 s vs torch 1.23 s" in choice.reason and "Zen 4" in choice.reason
+    # measured elsewhere: said apart from the reason, so a caller can build on the reason alone
+    assert "not yet measured on this machine" in choice.caveat and "not yet measured" not in choice.reason
+    assert choice.why == f"{choice.reason}; {choice.caveat}"
 
 
 def test_zen4_runs_the_512_float32_generator_on_openvino_before_any_measurement_here(monkeypatch: pytest.MonkeyPatch) -> None:
     # what a fresh install's quality mode runs (auto, exact float32) on a Zen 4
     monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
-    backend, why = defaults.default_choice("512-float32", ZEN4)  # type: ignore[misc]
+    choice = defaults.default_choice("512-float32", ZEN4)  # type: ignore[misc]
+    backend, why = choice.runtime, choice.why
     assert backend == "openvino" and "Zen 4" in why and "not yet measured on this machine" in why
 
 
 def test_zen4_keeps_torch_for_the_256_float32_generator(monkeypatch: pytest.MonkeyPatch) -> None:
     # within 5 % either way in three quiet runs, torch ahead in the latest: low stays on torch
     monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
-    backend, why = defaults.default_choice("256-float32", ZEN4)  # type: ignore[misc]
+    choice = defaults.default_choice("256-float32", ZEN4)  # type: ignore[misc]
+    backend, why = choice.runtime, choice.why
     assert backend == "torch" and "0.127 s vs OpenVINO 0.133 s per call" in why  # not "0.13 s vs 0.13 s"
 
 
 def test_avx2_follows_its_measurements_and_low_keeps_torch(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
-    assert defaults.default_choice("512-float32", AVX2)[0] == "openvino"  # type: ignore[index]
+    assert defaults.default_choice("512-float32", AVX2).runtime == "openvino"  # type: ignore[index]
     # the Zen 2 measured OpenVINO faster at 256 px; low, the one mode at 256 px, keeps to torch under auto
-    assert defaults.default_choice("256-float32", AVX2)[0] == "openvino"  # type: ignore[index]
+    assert defaults.default_choice("256-float32", AVX2).runtime == "openvino"  # type: ignore[index]
     pytest.importorskip("openvino")
     from gpen_core.modes import MODES
 
     monkeypatch.setattr(defaults, "cpu_flags", lambda: set(AVX2))
-    backend, why = generator.choose_mode_backend(MODES["low"], "auto", 256, "float32", models_dir=tmp_path)
+    choice = generator.choose_mode_backend(MODES["low"], "auto", 256, "float32", models_dir=tmp_path)
+    backend, why = choice.runtime, choice.why
     assert backend == "torch" and "keeps to PyTorch under auto" in why and "AVX2" in why
 
 
@@ -76,11 +81,13 @@ def test_auto_uses_the_default_without_a_record_and_the_record_once_there(monkey
     pytest.importorskip("openvino")
     monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
     monkeypatch.setattr(defaults, "cpu_flags", lambda: set(ZEN4))
-    backend, why = generator.choose_backend("auto", 512, "bfloat16", models_dir=tmp_path)
+    choice = generator.choose_backend("auto", 512, "bfloat16", models_dir=tmp_path)
+    backend, why = choice.runtime, choice.why
     assert backend == "openvino" and "not yet measured on this machine" in why
     # a measurement made here wins over the kind's, even when it disagrees
     generator.record_speed(512, "bfloat16", 0.30, 0.50, models_dir=tmp_path, source="test")
-    backend, why = generator.choose_backend("auto", 512, "bfloat16", models_dir=tmp_path)
+    choice = generator.choose_backend("auto", 512, "bfloat16", models_dir=tmp_path)
+    backend, why = choice.runtime, choice.why
     assert backend == "torch" and "measured faster here" in why
 
 
@@ -90,7 +97,8 @@ def test_zen4_runs_the_1024_task_generators_on_openvino_from_the_first_request(m
     for key in ("1024-float32", "1024-bfloat16"):
         m = defaults.DEFAULTS["avx512_bf16"][key]
         assert "benchmarks/ov_1024.py" in m.source and "CPU seconds" in m.source
-        backend, why = defaults.default_choice(key, ZEN4)  # type: ignore[misc]
+        choice = defaults.default_choice(key, ZEN4)  # type: ignore[misc]
+        backend, why = choice.runtime, choice.why
         assert backend == "openvino" and "not yet measured on this machine" in why
     assert defaults.default_choice("1024-bfloat16", AMX) is None  # not measured on that kind: torch until it is
 
@@ -101,3 +109,17 @@ def test_converting_a_1024_generator_has_a_measured_ram_figure(tmp_path) -> None
     assert measured
     # the larger network needs more than the smaller ones (a measurement typed in wrong shows here)
     assert need > generator.conversion_ram(512, tmp_path / "never-read.pth")[0] > generator.conversion_ram(256, tmp_path / "x")[0]
+
+
+def test_a_mode_that_keeps_to_torch_words_its_note_from_the_choices_parts(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from gpen_core.modes import MODES
+    from gpen_core.runtimes.openvino.choice import BackendChoice
+
+    # a reason with its own "; " and a caveat of any wording: nothing is split back out of a sentence
+    elsewhere = BackendChoice("openvino", "measured faster on a Xeon; 0.5 s vs torch 0.9 s", "measured elsewhere only")
+    monkeypatch.setattr(generator, "choose_backend", lambda *a, **k: elsewhere)
+    low = generator.choose_mode_backend(MODES["low"], "auto", 256, "float32", models_dir=tmp_path)
+    assert low.runtime == "torch" and low.caveat == ""
+    assert "although OpenVINO was measured faster on a Xeon; 0.5 s vs torch 0.9 s; OpenVINO's runtime adds" in low.reason
+    assert "measured elsewhere only" not in low.why
+    assert generator.choose_mode_backend(MODES["quality"], "auto", 512, "float32", models_dir=tmp_path) == elsewhere

@@ -149,7 +149,7 @@ def test_auto_follows_the_recorded_measurement(tmp_path: Path, converted_ir: Con
     ov_backend.record_speed(1000, "float32", 0.10, 0.30, models_dir=tmp_path, source="test", network=net)
     assert cache.detector("mobilenet0.25", "cpu", auto, []).backend == "torch"
     # The generator's record is not the detector's.
-    assert ov_backend.choose_backend("auto", 1000, "float32", models_dir=tmp_path, network="retinaface-resnet50")[0] == "torch"
+    assert ov_backend.choose_backend("auto", 1000, "float32", models_dir=tmp_path, network="retinaface-resnet50").runtime == "torch"
 
 
 def test_openvino_detector_refuses_a_gpu_device() -> None:
@@ -182,4 +182,4 @@ def test_low_loads_no_openvino_runtime_under_auto(tmp_path: Path, converted_ir: 
     assert cache.detector("mobilenet0.25", "cpu", asked, [], mode=MODES["low"]).backend == "openvino"
     assert cache.generator_runtime(MODES["low"], RestoreOptions(mode="low", backend="openvino"), "cpu") == "openvino"
     # the same 256 px float32 measurement in a mode without the rule: OpenVINO
-    assert ov_backend.choose_mode_backend(MODES["balanced"], "auto", 256, "float32", models_dir=tmp_path)[0] == "openvino"
+    assert ov_backend.choose_mode_backend(MODES["balanced"], "auto", 256, "float32", models_dir=tmp_path).runtime == "openvino"

@@ -188,7 +188,7 @@ def test_auto_follows_the_recorded_measurement(home: Path) -> None:
         ov_backend.record_speed(256, dt, torch_s, ov_s, models_dir=home, network="parsenet", source="test")
         masker = ModelCache(home, synthetic_weights=True).parser(MODES["balanced"], "cpu", [], auto)
         assert masker.backend == want
-    assert ov_backend.choose_backend("auto", 512, "float32", network="parsenet", models_dir=home)[0] == "torch"  # not measured
+    assert ov_backend.choose_backend("auto", 512, "float32", network="parsenet", models_dir=home).runtime == "torch"  # not measured
     # The hardware check's measurement writes what auto reads.
     row = ov_parse.measure_speed(256, dt, models_dir=home, runs=1, threads=1, source="test check")
     assert row["convert_s"] is None and len(row["torch_times"]) == len(row["openvino_times"]) == 1
@@ -196,4 +196,4 @@ def test_auto_follows_the_recorded_measurement(home: Path) -> None:
     rec = ov_backend.speed_records(home)[f"parsenet-256-{dt}"]  # read back from the store the row names
     assert (rec.torch_s, rec.openvino_s, rec.source) == (row["torch_s"], row["openvino_s"], "test check")
     faster = "openvino" if row["openvino_s"] < row["torch_s"] else "torch"
-    assert ov_backend.choose_backend("auto", 256, dt, network="parsenet", models_dir=home)[0] == faster
+    assert ov_backend.choose_backend("auto", 256, dt, network="parsenet", models_dir=home).runtime == faster

@@ -44,7 +44,8 @@ def test_records_of_other_networks_are_kept(tmp_path: Path) -> None:
 def test_auto_without_a_readable_record_says_there_is_no_measurement(tmp_path: Path, damage: bytes | None) -> None:
     if damage is not None:
         _speed_file(tmp_path).write_bytes(damage)
-    backend, why = ov_backend.choose_backend("auto", 512, "float32", models_dir=tmp_path)
+    choice = ov_backend.choose_backend("auto", 512, "float32", models_dir=tmp_path)
+    backend, why = choice.runtime, choice.why
     assert backend == "torch" and "no OpenVINO measurement for 512 px float32" in why
 
 
@@ -53,5 +54,6 @@ def test_auto_follows_a_record_written_over_a_damaged_file(tmp_path: Path) -> No
     f = _speed_file(tmp_path)
     f.write_text("{ torn")
     ov_backend.record_speed(512, "float32", torch_s=1.7, openvino_s=1.2, models_dir=tmp_path, source="test")
-    backend, why = ov_backend.choose_backend("auto", 512, "float32", models_dir=tmp_path)
+    choice = ov_backend.choose_backend("auto", 512, "float32", models_dir=tmp_path)
+    backend, why = choice.runtime, choice.why
     assert backend == "openvino" and "1.20 s vs torch 1.70 s" in why

@@ -105,14 +105,14 @@ def test_convert_ahead_converts_once_and_then_finds_it_cached(home: Path) -> Non
 
 
 def test_the_outcome_of_a_load_is_typed_not_read_off_its_notes() -> None:
-    assert prepare.Prepared.of("openvino", 12.5, []) == prepare.Prepared("converted")
+    assert prepare.ConversionOutcome.of("openvino", 12.5, []) == prepare.ConversionOutcome("converted")
     # a note that merely contains the word (a file name) does not make a conversion
-    assert prepare.Prepared.of("openvino", None, ["paste mask: converted-parsenet.pth, 512 px input"]) == prepare.Prepared("cached")
+    assert prepare.ConversionOutcome.of("openvino", None, ["paste mask: converted-parsenet.pth, 512 px input"]) == prepare.ConversionOutcome("cached")
     busy = "the generator X is being converted to OpenVINO in the background"
-    assert prepare.Prepared.of("torch", None, ["plan note", busy]) == prepare.Prepared("skipped", f"plan note; {busy}")
-    assert prepare.Prepared.of("torch", None, []) == prepare.Prepared("skipped", "torch was measured faster")
+    assert prepare.ConversionOutcome.of("torch", None, ["plan note", busy]) == prepare.ConversionOutcome("skipped", f"plan note; {busy}")
+    assert prepare.ConversionOutcome.of("torch", None, []) == prepare.ConversionOutcome("skipped", "torch was measured faster")
     with pytest.raises(AttributeError):
-        prepare.Prepared("cached").outcome = "converted"  # type: ignore[misc]  # frozen
+        prepare.ConversionOutcome("cached").outcome = "converted"  # type: ignore[misc]  # frozen
 
 
 def test_convert_ahead_files_each_network_under_its_outcome(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,9 +123,9 @@ def test_convert_ahead_files_each_network_under_its_outcome(home: Path, monkeypa
         raise WeightsError("the file is damaged")
 
     plan = [
-        ("generator:A", "A (float32)", lambda cache, opts: prepare.Prepared("converted")),
-        ("parser:256", "the 256 px parser", lambda cache, opts: prepare.Prepared("cached")),
-        ("detector:x", "the x detector", lambda cache, opts: prepare.Prepared("skipped", "too little RAM")),
+        ("generator:A", "A (float32)", lambda cache, opts: prepare.ConversionOutcome("converted")),
+        ("parser:256", "the 256 px parser", lambda cache, opts: prepare.ConversionOutcome("cached")),
+        ("detector:x", "the x detector", lambda cache, opts: prepare.ConversionOutcome("skipped", "too little RAM")),
         ("generator:B", "B (float32)", fails),
     ]
     monkeypatch.setattr(base, "openvino_version", lambda: "2099.1")

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from gpen_core.runtimes.openvino.choice import BackendChoice
+
 from gpen_core.runtimes.openvino import generator as ov_backend
 from gpen_core.cli import main as cli_main  # imported here, not under capsys: its progress line binds sys.stderr at import
 from gpen_core.modes import MODES
@@ -84,18 +86,18 @@ def test_auto_follows_the_check(compared: tuple[records.Profile, Path, list[tupl
     prof, home, _ = compared
     assert prof.backends is not None
     for r in prof.backends.rows:
-        backend, why = ov_backend.choose_backend("auto", r.size, r.dtype, models_dir=home)
-        assert backend == r.faster and why.startswith("measured faster here")
+        choice = ov_backend.choose_backend("auto", r.size, r.dtype, models_dir=home)
+        assert choice.runtime == r.faster and choice.why.startswith("measured faster here")
     # a size the check did not measure stays on torch
-    assert ov_backend.choose_backend("auto", 128, "float32", models_dir=home)[0] == "torch"
+    assert ov_backend.choose_backend("auto", 128, "float32", models_dir=home).runtime == "torch"
     # the report shows the comparison and what auto now uses per mode
     text = report.format_report(prof, models_dir=home)
     # (`low`, and `balanced` too where the CPU has no native bfloat16: both run float32 there)
     assert "**CPU backends**" in text and "| 64 px | float32 | `low`" in text
     chosen = report.auto_backends(prof, home)
     assert set(chosen) == {"low", "balanced"}
-    for mode, (backend, why) in chosen.items():
-        assert f"`{mode}` → {'OpenVINO' if backend == 'openvino' else 'torch'} ({why})" in text
+    for mode, c in chosen.items():
+        assert f"`{mode}` → {'OpenVINO' if c.runtime == 'openvino' else 'torch'} ({c.why})" in text
 
 
 @needs_openvino
@@ -152,7 +154,7 @@ def test_without_openvino_the_report_says_so_and_the_check_goes_on(monkeypatch: 
     monkeypatch.setattr(ov_backend, "openvino_version", lambda: None)
     prof = runner.run_profile(modes=["low"], models_dir=tmp_path, workloads=FACE, model_configs=CONFIGS, isolate=False, backends=True)
     assert prof.backends is not None and prof.backends.skipped == why
-    assert report.auto_backends(prof, tmp_path) == {"low": ("torch", "OpenVINO is not installed")}
+    assert report.auto_backends(prof, tmp_path) == {"low": BackendChoice("torch", "OpenVINO is not installed")}
 
 
 @needs_openvino
@@ -225,7 +227,7 @@ def test_which_weights_are_timed_and_what_is_recorded(tmp_path: Path) -> None:
 
 
 def _empty_profile() -> dict[str, Any]:
-    return dict(format=records.FORMAT, created="now", device="cpu", synthetic=True, fingerprint={}, machine={},
+    return dict(created="now", device="cpu", synthetic=True, fingerprint={}, machine={},
                 free_at_start={}, isolated=False, workloads=(), modes={})
 
 
@@ -237,4 +239,37 @@ def test_in_a_worker_process_the_comparison_reports_back(isolated_low_profile: I
     (row,) = prof.backends.rows
     assert row.recorded and row.torch_s and row.openvino_s and row.convert_s
     assert any("OpenVINO: converted in" in d for d in seen)  # the worker's progress reached the parent
-    assert ov_backend.choose_backend("auto", 64, "float32", models_dir=home)[0] == row.faster
+    assert ov_backend.choose_backend("auto", 64, "float32", models_dir=home).runtime == row.faster
+
+
+def test_the_comparison_loads_each_generator_through_the_model_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Both sides of a pair are what a request of that mode loads: ModelCache.generator, asked for each backend."""
+    import torch
+
+    from gpen_core.engine.model_cache import ModelCache
+
+    asked: list[tuple[str, str | None, str, bool]] = []
+
+    class Forward:
+        convert_s = None
+
+        def __call__(self, x: torch.Tensor) -> torch.Tensor:
+            return x
+
+    def generator(self: ModelCache, mode, opts, device, progress=None):  # noqa: ANN001
+        asked.append((mode.name, opts.model, opts.backend, self.synthetic_weights))
+        self.backend = opts.backend
+        return Forward(), 64, torch.float32, mode.model, None
+
+    monkeypatch.setattr(ModelCache, "generator", generator)
+    monkeypatch.setattr(ov_backend, "choose_precision", lambda dtype: ("f32", None))
+    pair = {"size": 64, "dtype": "float32", "modes": ["low"], "model": "GPEN-BFR-256", "path": "synthetic:GPEN-BFR-256"}
+    row = backends._measure_pair(pair, 1, tmp_path, 1, lambda f, d: None)
+    assert asked == [("low", None, "torch", True), ("low", None, "openvino", True)]
+    assert len(row["torch_times"]) == len(row["openvino_times"]) == 1
+    override = {**pair, "path": str(tmp_path / "override.pth")}
+    backends._measure_pair(override, 1, tmp_path, 1, lambda f, d: None)
+    assert asked[2:] == [("low", str(tmp_path / "override.pth"), "torch", False), ("low", str(tmp_path / "override.pth"), "openvino", False)]
+    # a pair whose size the engine does not load is an error of that row, not a timing of another network
+    with pytest.raises(RuntimeError, match="128 px"):
+        backends._measure_pair({**pair, "size": 128}, 1, tmp_path, 1, lambda f, d: None)

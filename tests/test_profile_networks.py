@@ -50,7 +50,7 @@ def measured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> records.Backend
 
 def _profile(check: records.BackendCheck, modes: tuple[str, ...] = ("low", "quality")) -> records.Profile:
     return records.Profile(
-        format=records.FORMAT, created="now", device="cpu", synthetic=True, fingerprint={}, machine={}, free_at_start={},
+        created="now", device="cpu", synthetic=True, fingerprint={}, machine={}, free_at_start={},
         isolated=False, workloads=(), backends=check,
         modes={m: records.failed_mode({"mode": m, "kind": "synthetic", "notes": []}, "test", 0) for m in modes})
 

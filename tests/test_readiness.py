@@ -62,7 +62,7 @@ def test_a_mode_fits_up_to_four_fifths_of_the_free_memory_and_nothing_fits_in_no
 
 @pytest.mark.parametrize("step", [-1, 1])
 def test_the_panel_auto_and_the_report_agree_at_each_boundary(step: int) -> None:
-    from gpen_core.engine.profile_records import FORMAT, ModeProfile, Profile
+    from gpen_core.engine.profile_records import ModeProfile, Profile
     from gpen_core.hwcheck import report
 
     def row(name: str, peak: int) -> ModeProfile:
@@ -71,7 +71,7 @@ def test_the_panel_auto_and_the_report_agree_at_each_boundary(step: int) -> None
 
     needs = needs_cpu()
     files = files_with(COMBOS["everything"])
-    prof = Profile(FORMAT, "", "cpu", True, {}, {}, {}, True, (), {n: row(n, needs[n]) for n in MODES})
+    prof = Profile("", "cpu", True, {}, {}, {}, True, (), {n: row(n, needs[n]) for n in MODES})
     for name in ("low", "balanced", "quality"):
         free = int(needs[name] / 0.8) + step  # a byte or so either side of the mode's boundary
         panel = assess(files, needs, free).runs_now
@@ -183,3 +183,27 @@ def test_auto_in_the_engine_passes_over_a_corrupt_file_as_the_panel_does(models_
     assert not cache.weights_present(MODES["quality"], RestoreOptions(), False)
     r, _ = readiness.current("cpu", home)
     assert r.modes["balanced"].ready and not r.modes["quality"].ready
+
+
+def test_a_gpu_checks_report_weighs_ram_where_free_vram_is_unknown_as_auto_and_the_panel_do() -> None:
+    from gpen_core.engine.profile_records import ModeProfile, Profile
+    from gpen_core.hwcheck import report
+
+    def row(name: str, peak: int) -> ModeProfile:
+        return ModeProfile(name, MODES[name].model, "synthetic", "float16", "given boxes", peak, peak, peak, peak,
+                           0, None, 1.0, 1.0, 1.0, 0, 0, None, None, ())
+
+    peaks = {"low": 300_000_000, "faces-only": 400_000_000, "balanced": 500_000_000, "quality": 600_000_000}
+    prof = Profile("", "cuda:0", True, {}, {}, {}, True, (), {n: row(n, p) for n, p in peaks.items()})
+    # ZeroGPU outside a GPU call: free VRAM cannot be read, RAM binds (budget.free_memory's None)
+    ram_only = budget.Free(ram_bytes=int(peaks["balanced"] / 0.8) + 1, vram_bytes=None)
+    assert ram_only.binding("cuda:0") == budget.Binding("RAM", ram_only.ram_bytes)
+    ranked = report.ranking(prof, ram_only)
+    assert ranked.binding == "RAM" and ranked.free_bytes == ram_only.ram_bytes and ranked.chosen.mode == "balanced"
+    rec = report.recommendation(prof, ram_only)
+    assert rec.startswith("use `balanced`") and "more RAM than you have free" in rec and "VRAM" not in rec
+    table = report.format_table(prof, ram_only)
+    assert "| `balanced` |" in table and "no (" in table  # quality is short of RAM, said in bytes
+    known = budget.Free(ram_bytes=10**12, vram_bytes=int(peaks["low"] / 0.8) + 1)
+    assert known.binding("cuda:0") == budget.Binding("VRAM", known.vram_bytes) and known.binding("cpu").name == "RAM"
+    assert report.ranking(prof, known).chosen.mode == "low" and "VRAM" in report.recommendation(prof, known)

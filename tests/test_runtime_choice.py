@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpen_core.runtimes.openvino.choice import BackendChoice
 from gpen_core.engine.runtime_choice import PlanRoom, RuntimeFacts, decide_runtime
 from gpen_core.runtimes.openvino import generator as ov_backend
 
@@ -17,13 +18,13 @@ MB = 2**20
 # OpenVINO measured faster for a generator not converted yet, with room to convert it, in a resident cache.
 FIRST_USE = RuntimeFacts(
     network="generator", what="the generator GPEN-BFR-256", requested="auto",
-    measured=("openvino", "measured faster here: 0.10 s vs torch 0.20 s per face"), torch_dtype="bfloat16",
+    measured=BackendChoice("openvino", "measured faster here: 0.10 s vs torch 0.20 s per face"), torch_dtype="bfloat16",
     openvino_dtype="float32", converted=False, convert_ram=757 * MB, free_ram=8000 * MB, converting="GPEN-BFR-256.pth",
 )
 
 
 def test_the_measured_choice_stands_while_nothing_needs_converting() -> None:
-    torch_ = decide_runtime(replace(FIRST_USE, measured=("torch", "asked for")))
+    torch_ = decide_runtime(replace(FIRST_USE, measured=BackendChoice("torch", "asked for")))
     assert (torch_.runtime, torch_.dtype, torch_.reason, torch_.note) == ("torch", "bfloat16", "asked for", None)
     done = decide_runtime(replace(FIRST_USE, converted=True, free_ram=0, conversion_pays=False))
     assert (done.runtime, done.dtype, done.note) == ("openvino", "float32", None)  # converted: no first-use concern
@@ -41,7 +42,7 @@ def test_auto_runs_torch_when_the_conversion_does_not_fit_does_not_pay_or_is_und
     busy = decide_runtime(replace(FIRST_USE, busy="being converted in the background"))
     assert busy.runtime == "torch" and busy.note == "being converted in the background"
     # An explicit openvino converts as asked, whatever the memory, the lifetime or another thread.
-    asked = decide_runtime(replace(FIRST_USE, requested="openvino", measured=("openvino", "asked for"), free_ram=0,
+    asked = decide_runtime(replace(FIRST_USE, requested="openvino", measured=BackendChoice("openvino", "asked for"), free_ram=0,
                                    conversion_pays=False, busy="busy"))
     assert (asked.runtime, asked.reason, asked.note) == ("openvino", "asked for", None)
 
@@ -64,7 +65,7 @@ def test_a_conversion_inside_a_request_stays_within_the_modes_memory_plan() -> N
     assert "would add ~794 MB (estimated from the file size) to a request" in (estimated.note or "")
     # Converted already, asked for explicitly, or outside a request (no plan): the plan does not decide.
     assert decide_runtime(replace(FIRST_USE, converted=True, plan=replace(room, used=1200 * MB))).runtime == "openvino"
-    asked = replace(FIRST_USE, requested="openvino", measured=("openvino", "asked for"), plan=replace(room, used=1200 * MB))
+    asked = replace(FIRST_USE, requested="openvino", measured=BackendChoice("openvino", "asked for"), plan=replace(room, used=1200 * MB))
     assert decide_runtime(asked).runtime == "openvino"
     assert decide_runtime(replace(FIRST_USE, plan=None)).runtime == "openvino"
 

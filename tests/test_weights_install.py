@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpen_core.errors import WeightsError
+from gpen_core.progress import CountProgress
 from gpen_core.weights import fetch
 from gpen_core.weights import lookup as weights
 
@@ -130,7 +131,7 @@ class _Drip:
 _HANG_LIMIT_S = 60.0
 
 
-def _download_ending_within(name: str, progress: weights.Progress, limit_s: float) -> BaseException | None:
+def _download_ending_within(name: str, progress: CountProgress, limit_s: float) -> BaseException | None:
     """Run ``weights.download(name)`` in a daemon thread; return what it raised (None if it returned).
 
     Fails the test if the download is still running after ``limit_s``: a missing stall rule then

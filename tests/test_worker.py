@@ -20,8 +20,8 @@ def test_the_value_comes_back_typed_with_each_progress_event_on_the_way() -> Non
     assert isinstance(out, worker.Done) and isinstance(out.value, jobs.Seen)
     assert out.value.pid != os.getpid() and out.value.omp == "2"
     assert out.value.niceness >= os.nice(0) + 5
-    assert events == [worker.Progress(0.0, "step 1 of 3"), worker.Progress(1 / 3, "step 2 of 3"),
-                      worker.Progress(2 / 3, "step 3 of 3")]
+    assert events == [worker.ProgressEvent(0.0, "step 1 of 3"), worker.ProgressEvent(1 / 3, "step 2 of 3"),
+                      worker.ProgressEvent(2 / 3, "step 3 of 3")]
 
 
 def test_an_exception_a_kill_and_a_timeout_each_say_how_the_child_ended() -> None:

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import psutil
 
@@ -23,7 +24,7 @@ from gpen_core.engine.fit import SAFETY_MARGIN, Ranking, fits, rank
 from gpen_core.engine.runtime_choice import RequestPlan
 from gpen_core.engine.vram import estimate as vram_estimate
 
-__all__ = ["SAFETY_MARGIN", "Choice", "Free", "Needs", "check_fits", "choose", "estimate_peak", "free_memory", "needs", "ranking",
+__all__ = ["SAFETY_MARGIN", "Binding", "Choice", "Free", "Needs", "check_fits", "choose", "estimate_peak", "free_memory", "needs", "ranking",
            "request_plan"]
 
 
@@ -75,6 +76,23 @@ class Free:
 
     ram_bytes: int
     vram_bytes: int | None
+
+    def binding(self, device: str) -> Binding:
+        """The memory a request on ``device`` is checked against: VRAM on a GPU whose free VRAM
+        is known, else RAM (no CUDA, or ZeroGPU outside a GPU call, where VRAM cannot be read).
+
+        The one rule for the budget, the readiness panel and the hardware check's report."""
+        if device.startswith("cuda") and self.vram_bytes is not None:
+            return Binding("VRAM", self.vram_bytes)
+        return Binding("RAM", self.ram_bytes)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Which memory binds a request ("RAM" or "VRAM") and how many bytes of it are free."""
+
+    name: Literal["RAM", "VRAM"]
+    free_bytes: int
 
 
 def free_memory(device: str) -> Free:
@@ -216,15 +234,6 @@ def _base_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], model
     return int(_CPU_MODEL_BYTES[mode.name] + max(0, pixels - _COVERED_PIXELS) * _BYTES_PER_PIXEL), ESTIMATE_SOURCE
 
 
-def _binding(device: str, free: Free) -> str:
-    """The memory a request is checked against: VRAM on a GPU whose free VRAM is known, else RAM."""
-    return "VRAM" if device.startswith("cuda") and free.vram_bytes is not None else "RAM"
-
-
-def _have(device: str, free: Free) -> int:
-    return free.vram_bytes if (device.startswith("cuda") and free.vram_bytes is not None) else free.ram_bytes
-
-
 @dataclass(frozen=True)
 class Needs:
     """What each candidate mode needs for one request: with upscaling, of which upscaling, and the figures' source."""
@@ -265,7 +274,8 @@ def ranking(
     missing = {n: "weights not downloaded" for n in need.total if available is not None and not available(MODES[n])}
     if len(missing) == len(need.total):
         missing = {}  # nothing has its weights: rank them all, the load will say what is missing
-    return rank(need.total, _have(device, free), binding=_binding(device, free), passed_over=missing), need
+    bound = free.binding(device)
+    return rank(need.total, bound.free_bytes, binding=bound.name, passed_over=missing), need
 
 
 def choose(
@@ -291,7 +301,7 @@ def choose(
     """
     free = free or free_memory(device)
     ranked, need = ranking(device, image_size, models_dir, free, available, upscale=upscale, tile=tile, task=task)
-    where, have = ranked.binding, _have(device, free)
+    where, have = ranked.binding, free.binding(device).free_bytes
     skipped = [m.mode for m in ranked.modes if not m.runnable]
     why_skip = f"; passed over {', '.join(skipped)} (weights not downloaded)" if skipped else ""
 
@@ -328,13 +338,14 @@ def check_fits(
     """None when ``mode`` fits (with what ``upscale`` adds); else the lighter mode to run instead, with the reason."""
     free = free or free_memory(device)
     base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile, task)
-    need, have = base + extra, _have(device, free)
+    bound = free.binding(device)
+    need, have = base + extra, bound.free_bytes
     if fits(need, have):
         return None
     lighter = choose(device, image_size, models_dir, free, upscale=upscale, tile=tile, task=task)
     if lighter.mode.rank >= mode.rank:
         return None
-    where = _binding(device, free)
+    where = bound.name
     return Choice(
         lighter.mode,
         f"{mode.name} needs ~{format_bytes(need)} {where} ({src}) but only {format_bytes(have)} is free: ran {lighter.mode.name} instead",

@@ -21,6 +21,7 @@ from gpen_core.engine.lifetime import Lifetime
 from gpen_core.engine.runtime_choice import Network, PlanRoom, RequestPlan, RuntimeDecision, RuntimeFacts
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
+from gpen_core.runtimes.openvino.choice import BackendChoice
 
 # Face-parsing weights in the order they are looked for: GPEN's own, then facexlib's copy
 # (the same ParseNet class and key table; see gpen_core.networks.parsenet).
@@ -70,7 +71,7 @@ def ov_models_dir(src: LoadSource) -> Path:
     return src.models_dir if src.models_dir is not None else models_dir()
 
 
-def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: str, measured: tuple[Any, str],
+def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: str, measured: BackendChoice,
                   dtypes: tuple[str, str], converted: bool, convert_ram: int, device: str, *, estimated: bool = False,
                   converting: str = "") -> RuntimeFacts:
     """The facts one runtime decision rests on. ``want``: (network, name, the network in a
@@ -80,7 +81,7 @@ def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: st
     from gpen_core.engine.budget import free_memory
 
     network, name, what = want
-    first_use = measured[0] == "openvino" and not converted
+    first_use = measured.runtime == "openvino" and not converted
     return RuntimeFacts(
         network=network, what=what, requested=requested, measured=measured, torch_dtype=dtypes[0],
         openvino_dtype=dtypes[1], converted=converted, convert_ram=convert_ram,
@@ -119,10 +120,10 @@ def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, devi
     plan, plan_note = choose_plan(device, mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype)
     size = registry_size(name)
     measured = ov.choose_mode_backend(mode, opts.backend, size, plan.dtype, models_dir=ov_models_dir(src), device=device)
-    precision, precision_note = ov.choose_precision(plan.dtype) if measured[0] == "openvino" else ("f32", None)
+    precision, precision_note = ov.choose_precision(plan.dtype) if measured.runtime == "openvino" else ("f32", None)
     # The hardware check's random generator runs as chosen: it measures the runtime itself.
     converted, need, exact = True, 0, True
-    if measured[0] == "openvino" and not synthetic:
+    if measured.runtime == "openvino" and not synthetic:
         need, exact = ov.conversion_ram(size, path)
         converted = ov.graph_is_current(ov.cache_key(path, precision), ov_models_dir(src))
     facts = runtime_facts(src, ("generator", name, f"the generator {name}"), opts.backend, measured,
@@ -151,7 +152,7 @@ def detector_load(src: LoadSource, network: str, device: str, opts: RestoreOptio
                 else ov.choose_backend(requested, 1000, "float32", **kw))
     path = detector_path(src, network)
     converted, need = True, 0
-    if measured[0] == "openvino" and path is not None:  # None: the check's random detector runs as chosen
+    if measured.runtime == "openvino" and path is not None:  # None: the check's random detector runs as chosen
         from gpen_core.runtimes.openvino import detector as ov_detect
 
         converted = ov.is_cached(ov_detect.detector_key(path, network), ov_models_dir(src))
@@ -198,7 +199,7 @@ def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOpt
     measured = ov.choose_mode_backend(mode, requested, mode.parse_input, dtype, network="parsenet",
                                       models_dir=ov_models_dir(src), device=device)
     converted, need = True, 0
-    if measured[0] == "openvino" and path is not None:  # None: the check's random parser runs as chosen
+    if measured.runtime == "openvino" and path is not None:  # None: the check's random parser runs as chosen
         from gpen_core.runtimes.openvino import parser as ov_parse
 
         converted = ov.is_cached(ov_parse.parse_key(path, mode.parse_input, "f32"), ov_models_dir(src))
@@ -235,7 +236,7 @@ def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> Network
         source, label = str(resolve(src, name)), (Path(name).name if looks_like_path else name)
     # RealESRNet has no OpenVINO conversion here: it runs on torch whatever the request asked.
     facts = runtime_facts(src, ("upscaler", label, f"the upscaler {label}"), opts.backend,
-                          ("torch", "torch only (no OpenVINO conversion for RealESRNet)"), ("float32", "float32"),
+                          BackendChoice("torch", "torch only (no OpenVINO conversion for RealESRNet)"), ("float32", "float32"),
                           True, 0, device)
 
     def build(decision: RuntimeDecision) -> Any:

@@ -21,7 +21,8 @@ from gpen_core.engine import tasks as task_steps
 from gpen_core.errors import InputError
 from gpen_core.engine.model_cache import ModelCache
 from gpen_core.modes import AUTO, MemoryMode, get_mode, get_task
-from gpen_core.options import ImageSource, Progress, RestoreOptions
+from gpen_core.options import ImageSource, RestoreOptions
+from gpen_core.progress import Progress
 from gpen_core.platform.heap import map_blocks_from
 from gpen_core.result import Peaks, RestoreResult, Timings
 from gpen_core.rgb import check_rgb

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpen_core.modes import MODES, MemoryMode
-
-Progress = Callable[[float, str], None]
+from gpen_core.progress import Progress
 
 _LOCK = threading.Lock()
 _CONVERTING: dict[str, threading.Thread] = {}  # token → the thread converting it
@@ -54,7 +53,7 @@ def busy_note(tok: str, what: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class Prepared:
+class ConversionOutcome:
     """What preparing one network for OpenVINO came to."""
 
     outcome: Literal["converted", "cached", "skipped", "failed"]
@@ -63,7 +62,7 @@ class Prepared:
     detail: str = ""
 
     @classmethod
-    def of(cls, backend: str, convert_s: float | None, notes: Sequence[str]) -> Prepared:
+    def of(cls, backend: str, convert_s: float | None, notes: Sequence[str]) -> ConversionOutcome:
         """From a load through the model cache: the runtime it ended on, the seconds of a
         conversion it did (None: the IR came from the cache) and the notes it left."""
         if backend != "openvino":
@@ -80,7 +79,7 @@ class PrepareReport:
     skipped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
 
-    def add(self, label: str, prepared: Prepared) -> None:
+    def add(self, label: str, prepared: ConversionOutcome) -> None:
         """File ``label`` under what preparing it came to."""
         if prepared.outcome == "converted":
             self.converted.append(label)
@@ -135,7 +134,7 @@ def convert_ahead(
         try:
             prepared = run(cache, RestoreOptions(backend="auto"))
         except (GPENError, OSError, RuntimeError, ValueError) as exc:
-            prepared = Prepared("failed", str(exc))
+            prepared = ConversionOutcome("failed", str(exc))
         finally:
             with _LOCK:
                 _CONVERTING.pop(tok, None)
@@ -155,7 +154,7 @@ def _face_size(name: str) -> int:
 
 
 def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
-    """[(token, label, run(cache, opts) -> Prepared)] for the distinct networks of ``modes`` that
+    """[(token, label, run(cache, opts) -> ConversionOutcome)] for the distinct networks of ``modes`` that
     ``auto`` runs on OpenVINO here and whose weights are present (nothing else is loaded)."""
     from gpen_core.engine.model_cache import PARSER_WEIGHTS
     from gpen_core.faces.parse import choose_parse_dtype
@@ -165,7 +164,7 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
     from gpen_core.weights import lookup as weights
 
     def on_openvino(mode: MemoryMode, size: int, dtype: str, network: str = "gpen") -> bool:
-        return choose_mode_backend(mode, "auto", size, dtype, models_dir=models_dir, network=network)[0] == "openvino"
+        return choose_mode_backend(mode, "auto", size, dtype, models_dir=models_dir, network=network).runtime == "openvino"
 
     def present(*names: str) -> bool:
         return any(weights.locate(n, models_dir=models_dir) is not None for n in names)
@@ -178,9 +177,9 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
         if gkey not in seen and present(mode.model) and on_openvino(mode, _face_size(mode.model), dtype):
             seen.add(gkey)
 
-            def gen(cache, opts, mode=mode) -> Prepared:
+            def gen(cache, opts, mode=mode) -> ConversionOutcome:
                 forward, _, _, _, note = cache.generator(mode, opts, "cpu")
-                return Prepared.of(cache.backend, getattr(forward, "convert_s", None), [note] if note else [])
+                return ConversionOutcome.of(cache.backend, getattr(forward, "convert_s", None), [note] if note else [])
 
             out.append((token("generator", mode.model), f"{mode.model} ({dtype})", gen))
         pdtype = choose_parse_dtype("cpu", mode.cpu_dtype)
@@ -189,10 +188,10 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
                 and on_openvino(mode, mode.parse_input, pdtype, "parsenet")):
             seen.add(pkey)
 
-            def parse(cache, opts, mode=mode) -> Prepared:
+            def parse(cache, opts, mode=mode) -> ConversionOutcome:
                 notes: list[str] = []
                 masker = cache.parser(mode, "cpu", notes, opts)
-                return Prepared.of(getattr(masker, "backend", "torch"), getattr(masker, "convert_s", None), notes)
+                return ConversionOutcome.of(getattr(masker, "backend", "torch"), getattr(masker, "convert_s", None), notes)
 
             out.append((token("parser", str(mode.parse_input)), f"the {mode.parse_input} px parser ({pdtype})", parse))
         dkey = ("det", mode.detector)
@@ -200,10 +199,10 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
                 and on_openvino(mode, 1000, "float32", f"retinaface-{mode.detector}")):
             seen.add(dkey)
 
-            def det(cache, opts, mode=mode) -> Prepared:
+            def det(cache, opts, mode=mode) -> ConversionOutcome:
                 notes: list[str] = []
                 detector = cache.detector(mode.detector, "cpu", opts, notes)
-                return Prepared.of(detector.backend, detector.convert_s, notes)
+                return ConversionOutcome.of(detector.backend, detector.convert_s, notes)
 
             out.append((token("detector", mode.detector), f"the {mode.detector} detector", det))
     return out
@@ -307,7 +306,7 @@ class BackgroundPreparation:
         self._pending = list(tokens)
 
     def _on_event(self, event: object) -> None:
-        from gpen_core.platform.worker import Progress
+        from gpen_core.platform.worker import ProgressEvent
 
         if isinstance(event, Planned):
             self._hold(list(event.items))
@@ -315,7 +314,7 @@ class BackgroundPreparation:
             order = [t for t, _ in self._pending]
             if event.token in order:
                 self._hold(self._pending[order.index(event.token):])
-        elif isinstance(event, Progress):
+        elif isinstance(event, ProgressEvent):
             self.status = f"{event.message} — restores meanwhile run on torch and say so"
 
     def _attempt(self) -> PrepareReport | None:

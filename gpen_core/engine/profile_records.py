@@ -12,7 +12,7 @@ the workloads' fixed face boxes (GPEN's template landmarks) stand in for detecti
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,6 @@ from typing import Any
 from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MemoryMode, get_mode
 
-Progress = Callable[[float, str], None]
-
-FORMAT = 1  # bump when the JSON layout changes; older files are then ignored
 SYNTHETIC_NOTE = "synthetic weights: memory and speed only; no restoration"
 DETECTOR_SYNTHETIC_NOTE = (
     "no detector weights: the detector ran with random weights for its memory and time, "
@@ -94,6 +91,30 @@ class ModeProfile:
         return cls(**{**m, "runs": runs, "notes": tuple(m.get("notes", ()))})
 
 
+def median_s(times: Sequence[float]) -> float | None:
+    """The median of timed calls as a row keeps it (4 decimals); None without calls."""
+    import statistics
+
+    return round(statistics.median(times), 4) if times else None
+
+
+def _with_medians(d: dict[str, Any]) -> dict[str, Any]:
+    """A stored row whose medians were left out (derivable from its runs: the store keeps each figure once)."""
+    return {**d, "torch_s": d.get("torch_s", median_s(d.get("torch_times") or ())),
+            "openvino_s": d.get("openvino_s", median_s(d.get("openvino_times") or ())),
+            "torch_times": tuple(d.get("torch_times", ())), "openvino_times": tuple(d.get("openvino_times", ()))}
+
+
+def without_medians(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` (a BackendSpeed's or NetworkSpeed's dict) less the medians its runs give exactly:
+    the store keeps the runs here and the medians ``auto`` reads under ``speeds``, each once."""
+    out = dict(row)
+    for side in ("torch", "openvino"):
+        if out.get(f"{side}_s") is not None and median_s(out.get(f"{side}_times") or ()) == out[f"{side}_s"]:
+            del out[f"{side}_s"]
+    return out
+
+
 def _faster(torch_s: float | None, openvino_s: float | None) -> str | None:
     if torch_s is None or openvino_s is None:
         return None
@@ -130,8 +151,7 @@ class BackendSpeed:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "BackendSpeed":
-        return cls(**{**d, "modes": tuple(d["modes"]), "torch_times": tuple(d.get("torch_times", ())),
-                      "openvino_times": tuple(d.get("openvino_times", ()))})
+        return cls(**{**_with_medians(d), "modes": tuple(d["modes"])})
 
 
 @dataclass(frozen=True)
@@ -165,7 +185,7 @@ class NetworkSpeed:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "NetworkSpeed":
-        return cls(**{**d, "torch_times": tuple(d.get("torch_times", ())), "openvino_times": tuple(d.get("openvino_times", ()))})
+        return cls(**_with_medians(d))
 
 
 @dataclass(frozen=True)
@@ -230,7 +250,6 @@ class TaskRow:
 class Profile:
     """The whole hardware check: machine facts, the fingerprint it is valid for, one row per mode."""
 
-    format: int
     created: str  # local time, ISO 8601
     device: str  # "cpu" or "cuda:0"
     synthetic: bool  # any mode ran random weights
@@ -256,9 +275,9 @@ class Profile:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Profile":
-        """Inverse of :meth:`to_dict`; ValueError when a field is missing or the format differs."""
-        if d.get("format") != FORMAT:
-            raise ValueError(f"profile format {d.get('format')!r}, expected {FORMAT}")
+        """Inverse of :meth:`to_dict`; ValueError when a field is missing or unknown.
+
+        The layout's version is the measurements store's (:mod:`gpen_core.platform.measurements`), checked there."""
         try:
             modes = {k: ModeProfile.from_dict(m) for k, m in d["modes"].items()}
             return cls(

@@ -16,7 +16,6 @@ Pure: reads files and machine facts, never runs the engine.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass, replace
@@ -27,7 +26,7 @@ from typing import Any
 from gpen_core.platform import measurements
 from gpen_core.platform.cpuinfo import cpu_model
 from gpen_core.modes import MODES
-from gpen_core.engine.profile_records import Profile
+from gpen_core.engine.profile_records import Profile, without_medians
 
 
 def device_key(device: str) -> str:
@@ -127,6 +126,10 @@ def save_profile(profile: Profile, models_dir: str | os.PathLike[str] | None = N
     """
     key = device_key(profile.device)
     mine = profile.to_dict()
+    if isinstance(mine.get("backends"), dict):
+        b = mine["backends"]
+        mine["backends"] = {**b, "rows": [without_medians(r) for r in b.get("rows") or ()],
+                            "networks": [without_medians(r) for r in b.get("networks") or ()]}
 
     def put(store: measurements.Store) -> measurements.Store:
         old = store.profiles.get(key)
@@ -179,17 +182,19 @@ def load_profile(device: str, models_dir: str | os.PathLike[str] | None = None, 
 
 def load_json(path: str | os.PathLike[str], device: str | None = None) -> Profile:
     """A profile from a file: a single profile (``profile --json``), a saved measurements store or an
-    older ``profile.json`` (then the entry for ``device``, or the only/first one). ValueError when it holds none."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    if isinstance(data, dict) and isinstance(data.get("profiles"), dict):
-        profiles = data["profiles"]
-        if not profiles:
-            raise ValueError(f"{path} holds no profile")
-        key = device_key(device) if device else next(iter(profiles))
-        if key not in profiles:
-            raise ValueError(f"{path} has no profile for {key}; it has {', '.join(profiles)}")
-        data = profiles[key]
-    return Profile.from_dict(data)
+    older ``profile.json`` (then the entry for ``device``, or the only/first one). ValueError when it holds none.
+
+    The layout is read by the store's one reader (:func:`gpen_core.platform.measurements.parse_document`),
+    which checks the version first."""
+    where = Path(path)
+    store = measurements.parse_document(where.read_text(encoding="utf-8"), where)
+    profiles = store.profiles
+    if not profiles:
+        raise ValueError(store.note or f"{path} holds no profile")
+    key = device_key(device) if device else next(iter(profiles))
+    if key not in profiles:
+        raise ValueError(f"{path} has no profile for {key}; it has {', '.join(profiles)}")
+    return Profile.from_dict(profiles[key])
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gpen_core.runtimes.openvino.choice import BackendChoice, Runtime
+
 Network = Literal["generator", "detector", "parser", "upscaler"]
-Runtime = Literal["torch", "openvino"]
 
 # The command that converts ahead, named in the note of a request that did not convert.
 CONVERT_AHEAD = "python -m gpen_core download"
@@ -54,8 +55,8 @@ class RuntimeFacts:
     what: str  # the network in a sentence: "the generator GPEN-BFR-512", "the resnet50 detector"
     requested: str  # the request's backend: "auto", "torch" or "openvino"
     # The measured choice for this network, size and dtype on this CPU, before any first-use
-    # concern: (runtime, why), from gpen_core.runtimes.openvino.generator.choose_mode_backend.
-    measured: tuple[Runtime, str]
+    # concern, from gpen_core.runtimes.openvino.generator.choose_mode_backend.
+    measured: BackendChoice
     torch_dtype: str  # the dtype it runs in on torch ("float32", "bfloat16", "float16")
     openvino_dtype: str  # the dtype it runs in on OpenVINO
     # Converted for OpenVINO already (the cached graph is current). A network that cannot be
@@ -97,8 +98,8 @@ def decide_runtime(f: RuntimeFacts) -> RuntimeDecision:
     (a one-shot request: the note says how to convert ahead), or when another thread is converting
     it right now (this request would repeat the work), or when the conversion would take the
     request above its mode's memory plan (a mode is a memory claim, kept whatever a first use costs)."""
-    runtime, why = f.measured
-    if runtime == "torch":
+    why = f.measured.why
+    if f.measured.runtime == "torch":
         return RuntimeDecision("torch", f.torch_dtype, why)
     if not f.converted and f.unwritable:
         instead = f"{f.unwritable}; so {f.what} ran on torch"

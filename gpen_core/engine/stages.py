@@ -21,7 +21,8 @@ import numpy as np
 from gpen_core.engine import tasks as task_steps
 from gpen_core.engine.model_cache import ModelCache
 from gpen_core.modes import MemoryMode, Task
-from gpen_core.options import Progress, RestoreOptions
+from gpen_core.options import RestoreOptions
+from gpen_core.progress import Progress
 from gpen_core.result import RejectedFace
 
 

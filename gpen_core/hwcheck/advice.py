@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpen_core.hwcheck.advice_child import SideRun, measure, workload_of
+from gpen_core.progress import Progress
 from gpen_core.hwcheck.advice_table import (
     MIN_SECONDS,
     RESOLUTION_BYTES,
@@ -52,7 +53,7 @@ from gpen_core.hwcheck.advice_table import (
     Verdict,
     format_table,
     load_report,
-    report_path,
+    report_from_dict,
     save_report,
     verdict,
 )
@@ -61,12 +62,10 @@ from gpen_core.platform import worker
 # The tips, the verdict and the report live in advice_table; importable from here as before.
 __all__ = [
     "MIN_SECONDS", "RESOLUTION_BYTES", "RESOLUTION_SECONDS", "SCRATCH_PREFIX", "THRESHOLD", "TIME_THRESHOLD", "TIPS",
-    "AdviceReport", "ClaimKind", "Progress", "Side", "Tip", "TipPlan", "TipResult", "Verdict", "cuda_available",
-    "format_table", "load_report", "machine_line", "measure_tips", "plan_tips", "progress_text", "report_path",
+    "AdviceReport", "ClaimKind", "Side", "Tip", "TipPlan", "TipResult", "Verdict", "cuda_available",
+    "format_table", "load_report", "machine_line", "measure_tips", "plan_tips", "progress_text", "report_from_dict",
     "run_side", "save_report", "scratch_folder", "swap_total_bytes", "sweep_scratch", "verdict",
 ]
-
-Progress = Callable[[float, str], None]
 
 # ----------------------------------------------------------------------------- the parent side
 

@@ -7,7 +7,6 @@ at import.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -202,27 +201,39 @@ def format_table(report: AdviceReport) -> str:
     return "\n".join(lines)
 
 
-def save_report(report: AdviceReport, path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report.to_dict(), indent=1))
-    tmp.replace(path)
+def save_report(report: AdviceReport, models_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Keep ``report`` for the app in the models folder's measurements store (one file, locked,
+    with the profiles and speeds: :mod:`gpen_core.platform.measurements`); the store's path."""
+    from dataclasses import replace
+
+    from gpen_core.platform import measurements
+
+    d = report.to_dict()
+    return measurements.update(lambda store: replace(store, advice=d), models_dir)
 
 
-def load_report(path: Path) -> AdviceReport | None:
-    """A saved report, or None when absent or unreadable (then the app offers to measure)."""
+def report_from_dict(d: Any) -> AdviceReport:
+    """Inverse of :meth:`AdviceReport.to_dict`; ValueError when ``d`` is not a report."""
     try:
-        d = json.loads(path.read_text())
         results = []
         for r in d["results"]:
             sides = [None if r.get(k) is None else Side(**r[k]) for k in ("before", "after")]
             results.append(TipResult(Tip(**r["tip"]), r["verdict"], r["why"], sides[0], sides[1]))
         return AdviceReport(d["machine"], d["created"], d["workload"], d["repeats"], tuple(results),
                             d.get("command", ""), tuple(d.get("notes", ())))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not an advice report: {exc}") from None
+
+
+def load_report(models_dir: str | os.PathLike[str] | None = None) -> AdviceReport | None:
+    """The saved report (the store's, or an older ``advice.json`` until the next write), or None
+    when none was measured or it is unreadable (then the app offers to measure)."""
+    from gpen_core.platform import measurements
+
+    d = measurements.read(models_dir).advice
+    if d is None:
         return None
-
-
-def report_path(models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Where the app keeps this machine's advice report: the models folder's ``advice.json``."""
-    root = Path(models_dir) if models_dir else Path(os.environ.get("GPEN_HOME") or "~/.cache/gpen").expanduser()
-    return root / "advice.json"
+    try:
+        return report_from_dict(d)
+    except ValueError:
+        return None

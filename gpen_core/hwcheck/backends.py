@@ -2,8 +2,9 @@
 
 For each (face size, dtype) the measured CPU modes use (``low``: 256 float32;
 ``faces-only`` / ``balanced``: 512 bfloat16 where the CPU has it natively, else
-float32; ``quality``: 512 float32), the generator the engine would load, through the
-engine's own loaders (:mod:`gpen_core.engine.model_cache`), runs with both backends:
+float32; ``quality``: 512 float32), the generator the engine would load, loaded as a request
+loads it (``ModelCache.generator``, the one load: :mod:`gpen_core.engine.model_cache`), runs with
+both backends:
 
 - OpenVINO is converted on first use through :mod:`gpen_core.runtimes.openvino.generator`'s cache (keyed
   by the checkpoint's sha256, so the engine reuses it); the conversion is reported in
@@ -31,7 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpen_core.modes import MemoryMode
-from gpen_core.engine.profile_records import BackendCheck, BackendSpeed, NetworkSpeed, Progress
+from gpen_core.engine.profile_records import BackendCheck, BackendSpeed, NetworkSpeed
+from gpen_core.progress import Progress
 
 if TYPE_CHECKING:
     from gpen_core.networks.arch import GPENConfig
@@ -132,14 +134,32 @@ def _face(size: int) -> Any:
     return (rgb.clamp(0, 1) * 2 - 1)[None].contiguous()
 
 
+def _engine_generator(pair: dict[str, Any], backend: str, models_dir: Path, progress: Progress | None) -> tuple[Any, Any]:
+    """(forward, the torch dtype it takes) of ``pair``'s generator on ``backend``, loaded as a request loads
+    it: through the model cache's one load (:meth:`gpen_core.engine.model_cache.ModelCache.generator`: the
+    same path, plan, precision and OpenVINO cache). Each backend gets a cache of its own, as both stay
+    loaded while they are timed."""
+    from gpen_core.engine.model_cache import ModelCache
+    from gpen_core.modes import MODES
+    from gpen_core.options import RestoreOptions
+
+    synthetic = str(pair["path"]).startswith("synthetic:")  # the released architecture with random weights
+    mode = MODES[pair["modes"][0]]
+    opts = RestoreOptions(mode=mode.name, model=None if synthetic else str(pair["path"]), backend=backend)
+    cache = ModelCache(models_dir, synthetic_weights=synthetic)
+    forward, size, dtype, _, _ = cache.generator(mode, opts, "cpu", progress)
+    if size != pair["size"] or cache.backend != backend:
+        raise RuntimeError(f"the engine loaded a {size} px generator on {cache.backend} for the {pair['size']} px {backend} pair")
+    return forward, dtype
+
+
 def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_threads: int | None, say: Progress) -> dict[str, Any]:
     import torch
 
     from gpen_core.runtimes.openvino import generator as ov_backend
-    from gpen_core.engine.model_cache import load_openvino_generator, load_torch_generator  # the engine's own loaders: what a request runs
     from gpen_core.networks.plan import choose_plan
 
-    size, dtype, path = pair["size"], pair["dtype"], Path(pair["path"])
+    size, dtype = pair["size"], pair["dtype"]
     label = f"backends: {size} px {dtype}"
     plan_, _ = choose_plan("cpu", dtype)
     precision, precision_note = ov_backend.choose_precision(plan_.dtype)
@@ -150,14 +170,13 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
     torch.set_num_threads(threads)
     try:
         say(0.0, f"{label}: loading the torch generator")
-        torch_fwd, _ = load_torch_generator(path, plan_)
+        torch_fwd, torch_dtype = _engine_generator(pair, "torch", models_dir, None)
         say(0.05, f"{label}: OpenVINO {precision}")
         t = time.perf_counter()
-        ov_fwd, _ = load_openvino_generator(path, precision, models_dir, lambda f, m: say(0.05 + 0.6 * min(1.0, f), f"{label}: {m}"))
+        ov_fwd, ov_dtype = _engine_generator(pair, "openvino", models_dir, lambda f, m: say(0.05 + 0.6 * min(1.0, f), f"{label}: {m}"))
         ov_load_s = time.perf_counter() - t - (ov_fwd.convert_s or 0.0)
         x = _face(size)
-        x_torch = x.to(plan_.dtype_torch)  # what the engine hands each backend
-        x_ov = x.to(torch.bfloat16 if precision == "bf16" else torch.float32)
+        x_torch, x_ov = x.to(torch_dtype), x.to(ov_dtype)  # what the engine hands each backend
         say(0.7, f"{label}: warm-up calls")
         torch_fwd(x_torch)
         ov_fwd(x_ov)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from gpen_core.engine.profile_records import Progress
+from gpen_core.progress import Progress
 from gpen_core.platform import worker
 
 T = TypeVar("T")

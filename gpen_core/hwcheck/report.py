@@ -19,6 +19,7 @@ from gpen_core.engine.profile_records import SYNTHETIC_NOTE, BackendSpeed, ModeP
 
 if TYPE_CHECKING:
     from gpen_core.engine.budget import Free
+    from gpen_core.runtimes.openvino.choice import BackendChoice
 
 
 def _free_now(profile: Profile, free: "Free | None") -> "Free":
@@ -29,8 +30,9 @@ def _free_now(profile: Profile, free: "Free | None") -> "Free":
     return free_memory(profile.device if profile.device.startswith("cuda") else "cpu")
 
 
-def _have(profile: Profile, free: "Free") -> int | None:
-    return free.vram_bytes if profile.device.startswith("cuda") else free.ram_bytes
+def _have(profile: Profile, free: "Free") -> int:
+    """What is free of the memory that binds (:meth:`gpen_core.engine.budget.Free.binding`: RAM where free VRAM is unknown)."""
+    return free.binding(profile.device).free_bytes
 
 
 def ranking(profile: Profile, free: "Free") -> Ranking:
@@ -39,13 +41,14 @@ def ranking(profile: Profile, free: "Free") -> Ranking:
     needs = {name: m.peak_bytes for name, m in profile.modes.items()}
     over = {name: ("out of memory when measured" if m.failed else f"stepped down to {m.stepped_down_to} when measured")
             for name, m in profile.modes.items() if m.failed or m.stepped_down_to}
-    return rank(needs, _have(profile, free), binding=profile.binding, passed_over=over)
+    bound = free.binding(profile.device)
+    return rank(needs, bound.free_bytes, binding=bound.name, passed_over=over)
 
 
-def _fits(m: ModeProfile, profile: Profile, free: "Free") -> tuple[bool, int, int | None]:
+def _fits(m: ModeProfile, profile: Profile, free: "Free") -> tuple[bool, int, int]:
     """(fits, bytes short, bytes free) for ``m`` against ``free`` with auto's safety margin."""
     have = _have(profile, free)
-    if have is None or m.stepped_down_to or m.failed:
+    if m.stepped_down_to or m.failed:
         return False, m.peak_bytes, have
     return fits(m.peak_bytes, have), max(0, m.peak_bytes - usable_bytes(have)), have
 
@@ -136,7 +139,7 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
             row[3 if profile.binding == "RAM" else 4] = f"more than {format_bytes(m.peak_bytes)} (out of memory)"
         if free is not None:
             ok, short, have = _fits(m, profile, free)
-            row.append("yes" if ok else (f"no ({format_bytes(short)} short)" if have is not None else "no"))
+            row.append("yes" if ok else f"no ({format_bytes(short)} short)")
         if files is not None:
             lacking = files.modes.get(name, ())
             row.append(f"no: {enable_text(lacking)}" if lacking else "yes")
@@ -227,7 +230,7 @@ def recommendation(profile: Profile, free: "Free | None" = None, files: FilesHer
     that enables it, and what ``auto`` runs until then.
     """
     free = _free_now(profile, free)
-    where = profile.binding
+    where = free.binding(profile.device).name
     have = _have(profile, free)
     ranked = ranking(profile, free)
     if not ranked.modes:
@@ -305,14 +308,15 @@ def _network_row(r: NetworkSpeed) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def auto_backends(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> dict[str, tuple[str, str]]:
-    """mode → (backend, why) that ``--backend auto`` picks now for this profile's modes, from the
+def auto_backends(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> dict[str, "BackendChoice"]:
+    """mode → the generator's runtime that ``--backend auto`` picks now for this profile's modes, from the
     speed file in the models folder (what a request reads; later records count too)."""
     from gpen_core.runtimes.openvino import generator as ov_backend
+    from gpen_core.runtimes.openvino.choice import BackendChoice
 
     b = profile.backends
     if not profile.device.startswith("cpu"):
-        return {m: ("torch", "GPU: torch") for m in profile.modes}
+        return {m: BackendChoice("torch", "GPU: torch") for m in profile.modes}
     if b is None:
         return {}
     from gpen_core.modes import MODES as ALL
@@ -343,7 +347,8 @@ def auto_networks(
         uses.setdefault((f"retinaface-{m.detector}", DETECT_SIDE, "float32"), []).append(name)
     out = {}
     for k, ms in sorted(uses.items()):
-        be, why = ov_backend.choose_backend("auto", k[1], k[2], network=k[0], models_dir=models_dir, device="cpu")
+        choice = ov_backend.choose_backend("auto", k[1], k[2], network=k[0], models_dir=models_dir, device="cpu")
+        be, why = choice.runtime, choice.why
         if be == "openvino":  # a mode that loads no OpenVINO runtime under auto keeps torch (its generator line says why)
             ms = [m for m in ms if ALL[m].auto_openvino]
             if not ms:
@@ -382,7 +387,7 @@ def backends_section(profile: Profile, models_dir: str | os.PathLike[str] | None
     chosen = auto_backends(profile, models_dir)
     if chosen:
         lines += ["", "Backend `auto` (the default) now runs: " + "; ".join(
-            f"`{m}` → {on.get(be, be)} ({why})" for m, (be, why) in chosen.items())]
+            f"`{m}` → {on[c.runtime]} ({c.why})" for m, c in chosen.items())]
     nets = auto_networks(profile, models_dir)
     if nets:
         lines += ["", "For the parser and detector `auto` now runs: " + "; ".join(

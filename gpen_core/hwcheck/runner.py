@@ -28,17 +28,16 @@ from gpen_core.hwcheck.steps import Steps, backend_kinds, task_kinds
 from gpen_core.engine.profile_records import (
     DETECTOR_SYNTHETIC_NOTE,
     BackendCheck,
-    FORMAT,
     TaskRow,
     GIVEN_BOXES_NOTE,
     SYNTHETIC_NOTE,
     ModeProfile,
     Profile,
-    Progress,
     WorkloadRun,
     failed_mode,
     summarise,
 )
+from gpen_core.progress import Progress
 from gpen_core.engine.profile_store import device_key, fingerprint, save_profile
 
 if TYPE_CHECKING:
@@ -343,7 +342,7 @@ def run_profile(
         free_binding, report)
     any_synthetic = any(s["kind"] == "synthetic" for s in specs)
     notes = _notes(results, configs, workloads, isolate, time.perf_counter() - t_start)
-    prof = Profile(format=FORMAT, created=time.strftime("%Y-%m-%dT%H:%M:%S"), device=device_key(dev), synthetic=any_synthetic,
+    prof = Profile(created=time.strftime("%Y-%m-%dT%H:%M:%S"), device=device_key(dev), synthetic=any_synthetic,
                    fingerprint=fingerprint(dev, models_dir, any_synthetic), machine=machine,
                    free_at_start={"ram_bytes": free0.ram_bytes, "vram_bytes": free0.vram_bytes}, isolated=isolate,
                    workloads=tuple(asdict(w) for w in workloads), modes=results, notes=tuple(notes), command=command,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpen_core.engine.profile_records import Progress
+from gpen_core.progress import Progress
 
 # Seconds each step takes in a typical first check on the project's Intel Xeon with AMX (2 cores
 # shared with other work, load average 4 to 18; a fresh models folder, so every OpenVINO conversion

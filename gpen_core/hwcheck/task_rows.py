@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from gpen_core.engine.profile_records import Progress, TaskRow, jsonable
+from gpen_core.engine.profile_records import TaskRow, jsonable
+from gpen_core.progress import Progress
 from gpen_core.hwcheck.workloads import TASK_WORKLOADS, Workload, generator_source
 from gpen_core.modes import TASKS, MemoryMode
 
@@ -96,7 +97,7 @@ def _runs_openvino(model: str, mode: MemoryMode, models_dir: str | os.PathLike[s
     spec = REGISTRY[model]
     dtype = choose_plan(device, mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype)[0].dtype
     size = spec.arch.size if spec.arch is not None else 0
-    return choose_backend("auto", size, dtype, models_dir=models_dir, device=device)[0] == "openvino"
+    return choose_backend("auto", size, dtype, models_dir=models_dir, device=device).runtime == "openvino"
 
 
 def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:

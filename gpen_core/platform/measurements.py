@@ -1,19 +1,26 @@
 """This machine's measurements, in one typed, versioned file: ``measurements.json`` in the models folder.
 
-Two things are measured here and read on every request: the hardware check's profile (peaks
-and times per mode, per device: :mod:`gpen_core.engine.profile_store` reads it for ``auto``)
-and the speed of torch against OpenVINO per network (per CPU model:
-:mod:`gpen_core.runtimes.openvino.generator` reads it to choose a runtime). Both live in
-one file with one reader (:func:`read`) and one writer (:func:`update`)::
+Three things are measured here: the hardware check's profile (peaks and times per mode, per
+device: :mod:`gpen_core.engine.profile_store` reads it for ``auto``), the speed of torch against
+OpenVINO per network (per CPU model: :mod:`gpen_core.runtimes.openvino.generator` reads it to
+choose a runtime) and the memory advice's measured table (:mod:`gpen_core.hwcheck.advice_table`,
+shown by the app). All live in one file with one version, one reader (:func:`read`) and one
+writer (:func:`update`, locked across processes)::
 
-    {"version": 1,
+    {"version": 2,
      "profiles": {"cpu": {...a Profile...}, "cuda:0": {...}},
-     "speeds": {"<CPU id>": {"512-float32": {"torch_s": 1.7, "openvino_s": 1.2, ...}}}}
+     "speeds": {"<CPU id>": {"512-float32": {"torch_s": 1.7, "openvino_s": 1.2, ...}}},
+     "advice": {...an AdviceReport...} or null}
 
-A file of another version, or one that cannot be read, is ignored, never a crash: the
-:class:`Store` read from it is empty and its ``note`` says why and to measure again. Files
-of the format before this one (``profile.json`` and ``openvino/speed-*.json``) are read
-while no ``measurements.json`` exists, and the first write carries them over.
+Each figure is stored once: a profile's backend rows keep their timed runs, and the medians
+``auto`` reads live under ``speeds`` alone (:mod:`gpen_core.engine.profile_store` joins them).
+
+A file of an unknown version, or one that cannot be read, is ignored, never a crash: the
+:class:`Store` read from it is empty and its ``note`` says why and to measure again. Older
+files are read as they were until the first write carries them over (and are left on disk):
+version 1 of this file (whose profiles carried their own ``format``), ``profile.json`` and
+``openvino/speed-*.json`` (read while no ``measurements.json`` exists) and ``advice.json``
+(read while the store holds no advice).
 """
 
 from __future__ import annotations
@@ -27,11 +34,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-VERSION = 1
+VERSION = 2
 FILE = "measurements.json"
-# The format before this one: the profile and one speed file per CPU model.
+# Version 1 of this file: the same sections without the advice, each profile with its own "format": 1.
+_V1 = 1
+# The formats before this file: the profile, one speed file per CPU model, the advice table.
 LEGACY_PROFILE = "profile.json"
 LEGACY_SPEEDS = "openvino/speed-*.json"
+LEGACY_ADVICE = "advice.json"
 
 
 @dataclass(frozen=True)
@@ -59,15 +69,17 @@ class SpeedRecord:
 
 @dataclass(frozen=True)
 class Store:
-    """What the file holds: profiles by device key, speed records by CPU id then record key."""
+    """What the file holds: profiles by device key, speed records by CPU id then record key, the advice table."""
 
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # the engine's Profile.to_dict(), validated there
     speeds: dict[str, dict[str, SpeedRecord]] = field(default_factory=dict)
+    advice: dict[str, Any] | None = None  # the hwcheck's AdviceReport.to_dict(), validated there; None: not measured
     note: str = ""  # why what was on disk was not (all) read; "" when it was, or there was nothing
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": VERSION, "profiles": self.profiles,
-                "speeds": {cpu: {k: asdict(r) for k, r in recs.items()} for cpu, recs in self.speeds.items()}}
+                "speeds": {cpu: {k: asdict(r) for k, r in recs.items()} for cpu, recs in self.speeds.items()},
+                "advice": self.advice}
 
 
 def path(folder: str | os.PathLike[str] | None = None) -> Path:
@@ -86,33 +98,80 @@ def _speeds(raw: Any) -> dict[str, dict[str, SpeedRecord]]:
     return out
 
 
-def _parse(text: str, where: Path) -> Store:
+def _profiles(raw: Any, version: int) -> dict[str, dict[str, Any]]:
+    """The profiles as this version stores them: version 1's carried their own ``"format": 1``
+    (a profile of another format was ignored then, and is now); the file's version is the only one."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, prof in raw.items() if isinstance(raw, dict) else ():
+        if not isinstance(prof, dict):
+            continue
+        if version == _V1:
+            if prof.get("format") != 1:
+                continue
+            prof = {k: v for k, v in prof.items() if k != "format"}
+        out[str(key)] = prof
+    return out
+
+
+def parse(text: str, where: str | os.PathLike[str]) -> Store:
+    """The store a file's text holds (this version, or version 1 read as it was); empty with a note
+    when the text is damaged or of another version. Every reader of the layout goes through here."""
     try:
         data = json.loads(text)
     except ValueError:
         data = None
     if not isinstance(data, dict):
         return Store(note=f"{where} could not be read (damaged); it is ignored: run the hardware check to measure again")
-    if data.get("version") != VERSION:
-        return Store(note=f"{where} was written in another format (version {data.get('version')!r}, this is {VERSION}); "
+    version = data.get("version")
+    if version not in (VERSION, _V1):
+        return Store(note=f"{where} was written in another format (version {version!r}, this is {VERSION}); "
                           "it is ignored: run the hardware check to measure again")
-    profiles = data.get("profiles")
-    return Store({str(k): v for k, v in profiles.items() if isinstance(v, dict)} if isinstance(profiles, dict) else {},
-                 _speeds(data.get("speeds")))
+    advice = data.get("advice")
+    return Store(_profiles(data.get("profiles"), version), _speeds(data.get("speeds")),
+                 advice if isinstance(advice, dict) else None)
+
+
+def parse_document(text: str, where: str | os.PathLike[str]) -> Store:
+    """What a file given by hand holds (``profile --from``): a store (:func:`parse`), an older
+    ``profile.json``, or a single profile (``profile --json``, with version 1's ``format`` or without),
+    the last under its own ``device``. Empty with a note when it holds none of these."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and "version" in data:
+        return parse(text, where)
+    if isinstance(data, dict) and "profiles" in data:  # profile.json, before this file
+        return Store(_profiles(data["profiles"], _V1))
+    if isinstance(data, dict) and isinstance(data.get("device"), str):
+        one = _profiles({data["device"]: data}, _V1 if "format" in data else VERSION)
+        if one:
+            return Store(one)
+        return Store(note=f"{where} holds a profile of another format ({data.get('format')!r}); run the hardware check again")
+    return Store(note=f"{where} holds no hardware profile")
 
 
 def _legacy(root: Path) -> Store:
-    """The format before this one, read as it was: a missing or damaged file is no measurement."""
+    """The files before this one, read as they were: a missing or damaged file is no measurement."""
     profiles: dict[str, dict[str, Any]] = {}
     with contextlib.suppress(OSError, ValueError):
         data = json.loads((root / LEGACY_PROFILE).read_text(encoding="utf-8"))
-        if isinstance(data, dict) and isinstance(data.get("profiles"), dict):
-            profiles = {str(k): v for k, v in data["profiles"].items() if isinstance(v, dict)}
+        if isinstance(data, dict):
+            profiles = _profiles(data.get("profiles"), _V1)  # its profiles had version 1's layout
     speeds: dict[str, Any] = {}
     for f in sorted(root.glob(LEGACY_SPEEDS)):
         with contextlib.suppress(OSError, ValueError):
             speeds[f.stem[len("speed-"):]] = json.loads(f.read_text())
-    return Store(profiles, _speeds(speeds))
+    return Store(profiles, _speeds(speeds), _legacy_advice(root))
+
+
+def _legacy_advice(root: Path) -> dict[str, Any] | None:
+    """``advice.json``, the advice table's own file before it joined this store; None when absent or damaged."""
+    try:
+        data = json.loads((root / LEGACY_ADVICE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 @lru_cache(maxsize=16)
@@ -121,7 +180,7 @@ def _cached(where: str, mtime_ns: int, size: int) -> Store:
         text = Path(where).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return Store(note=f"{where} could not be read; it is ignored: run the hardware check to measure again")
-    return _parse(text, Path(where))
+    return parse(text, where)
 
 
 def read(folder: str | os.PathLike[str] | None = None) -> Store:
@@ -131,7 +190,12 @@ def read(folder: str | os.PathLike[str] | None = None) -> Store:
         st = f.stat()
     except OSError:
         return _legacy(f.parent)
-    return _cached(str(f), st.st_mtime_ns, st.st_size)
+    store = _cached(str(f), st.st_mtime_ns, st.st_size)
+    if store.advice is None:
+        advice = _legacy_advice(f.parent)  # measured before the advice joined this file: read until a write carries it over
+        if advice is not None:
+            return replace(store, advice=advice)
+    return store
 
 
 @contextlib.contextmanager

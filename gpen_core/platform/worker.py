@@ -9,7 +9,7 @@ does not stick to the caller's threads. :func:`run` starts ``fn(*args)`` in a sp
 (``multiprocessing``'s "spawn" context: no copy of the caller's threads or locks; the child
 imports this same ``gpen_core`` through the caller's ``sys.path``, whatever folder it was
 started from), passes what the child :func:`send` s to ``on_event`` as it comes (a
-:class:`Progress` for a progress bar, or any picklable value the caller defines), and returns
+:class:`ProgressEvent` for a progress bar, or any picklable value the caller defines), and returns
 a :class:`Done` with the function's return value, or a :class:`Failed` that says how it
 ended: an exception (its type and message), a kill by a signal (the out-of-memory killer, a
 stop), or a timeout. Nothing is parsed from text.
@@ -35,7 +35,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Progress:
+class ProgressEvent:
     """A progress event: ``fraction`` of the work done (0..1) and what is being done."""
 
     fraction: float
@@ -73,8 +73,8 @@ def send(event: object) -> None:
 
 
 def report(fraction: float, message: str) -> None:
-    """:func:`send` a :class:`Progress` (a ``Progress`` callable for code that reports progress)."""
-    send(Progress(fraction, message))
+    """:func:`send` a :class:`ProgressEvent` (a ``Progress`` callable for code that reports progress)."""
+    send(ProgressEvent(fraction, message))
 
 
 def in_child() -> bool:
@@ -238,16 +238,16 @@ def run(
 
     ``env``: variables to set (a None value unsets) in the child before ``fn``'s module is imported;
     ``niceness``: added to the child's; ``timeout``: seconds before it is killed; ``on_event``
-    receives what the child :func:`send` s (a :class:`Progress` from :func:`report`), on this thread.
+    receives what the child :func:`send` s (a :class:`ProgressEvent` from :func:`report`), on this thread.
     """
     return Child(fn, args, niceness=niceness, env=env).wait(on_event, timeout)
 
 
 def forward_progress(progress: Callable[[float, str], None] | None) -> Callable[[object], None]:
-    """An ``on_event`` that passes :class:`Progress` events to a ``progress(fraction, message)`` callable."""
+    """An ``on_event`` that passes :class:`ProgressEvent` events to a ``progress(fraction, message)`` callable."""
 
     def on_event(event: object) -> None:
-        if progress is not None and isinstance(event, Progress):
+        if progress is not None and isinstance(event, ProgressEvent):
             progress(event.fraction, event.message)
 
     return on_event

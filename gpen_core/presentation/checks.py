@@ -18,7 +18,7 @@ from gpen_core.platform import zerogpu
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
 
-Progress = Callable[[float, str], None]
+from gpen_core.progress import Progress
 
 CHECK_OFF = ("The Hardware check is off on this shared server: it keeps the CPU busy for minutes. "
              "Run it on your own machine (`python -m gpen_core profile`), or start this server with "
@@ -120,9 +120,7 @@ def run_tips(allowed: bool, progress: Progress) -> str:
     # Plain text (advice.progress_text); the page's own timer shows the elapsed time live.
     report = advice.measure_tips(progress=progress)
     report = replace(report, command=COMMAND)
-    path = advice.report_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    advice.save_report(report, path)
+    advice.save_report(report)
     return advice.format_table(report)
 
 
@@ -130,7 +128,7 @@ def saved_tips() -> str:
     """The tips table measured on this machine before, or how to measure it."""
     from gpen_core.hwcheck import advice
 
-    report = advice.load_report(advice.report_path())
+    report = advice.load_report()
     if report is None:
         return TIPS_NOT_MEASURED
     return f"Measured {report.created}.\n\n" + advice.format_table(report)

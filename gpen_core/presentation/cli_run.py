@@ -34,7 +34,7 @@ def print_error(exc: GPENError, verbose: bool, prefix: str = "") -> None:
         print(exc.details, file=sys.stderr)
 
 
-class Progress:
+class ProgressLine:
     """The run's progress on ``stream`` (stderr): ``step(label)`` after each photo; nothing for one photo.
 
     ``say(text, out)`` prints a line on ``out`` without leaving a half-drawn bar behind it.

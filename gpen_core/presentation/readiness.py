@@ -374,8 +374,7 @@ def current(
     folder = Path(models_dir) if models_dir is not None else None  # type: ignore[arg-type]
     files = files_from_status(weights.status(folder))
     free = budget.free_memory(device)
-    cuda = device.startswith("cuda") and free.vram_bytes is not None
-    have = free.vram_bytes if cuda else free.ram_bytes
+    bound = free.binding(device)
     needs = {name: budget.estimate_peak(m, device, image_size, folder)[0] for name, m in MODES.items()}
-    r = assess(files, needs, int(have or 0), binding="VRAM" if cuda else "RAM", model=model, detector=detector, aligned=aligned)
+    r = assess(files, needs, bound.free_bytes, binding=bound.name, model=model, detector=detector, aligned=aligned)
     return r, files

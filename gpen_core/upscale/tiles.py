@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -28,13 +27,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpen_core.platform.heap import MAPPED_FROM, map_blocks_from
+from gpen_core.progress import CountProgress
 from gpen_core.rgb import check_rgb
 
 if TYPE_CHECKING:
     from gpen_core.modes import MemoryMode
     from gpen_core.networks.upscaler import RRDBNet
 
-TileProgress = Callable[[int, int], None]  # (tiles done, tiles total)
 
 DEFAULT_PAD = 10  # the official tile_pad; seams measured in tests/test_upscaler.py and docs/upscaling.md
 
@@ -228,7 +227,7 @@ def run_tiles(
     net: RRDBNet,
     tile: int,
     pad: int = DEFAULT_PAD,
-    progress: TileProgress | None = None,
+    progress: CountProgress | None = None,
     *,
     bf16: bool = False,
 ) -> Upscaled:
@@ -284,7 +283,7 @@ def run_tiles(
 
 
 def upscale(
-    rgb: np.ndarray, net: RRDBNet, tile: int, pad: int = DEFAULT_PAD, progress: TileProgress | None = None
+    rgb: np.ndarray, net: RRDBNet, tile: int, pad: int = DEFAULT_PAD, progress: CountProgress | None = None
 ) -> np.ndarray:
     """RGB uint8 H×W×3 → RGB uint8 (s·H)×(s·W)×3 with ``net`` (s = ``net.scale``), in tiles.
 

@@ -38,7 +38,7 @@ MANIFEST = "manifest.jsonl"
 # this point would cost more than a few minutes of work, and the segments' join costs seconds.
 SEGMENTS_FROM_S = 600.0
 
-Progress = Callable[[int, int], None]  # (frames done, the clip's frames)
+from gpen_core.progress import CountProgress as Progress  # noqa: E402  (frames done, the clip's frames)
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ DECODE_QUEUE = 3
 ENCODE_QUEUE = 3
 _END = object()
 
-Progress = Callable[[int, int], None]  # (frames done, frames expected or 0 when unknown)
+from gpen_core.progress import CountProgress as Progress  # noqa: E402  (frames done, frames expected or 0 when unknown)
 OnFrame = Callable[[FrameRecord], None]
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from gpen_core.weights.checksums import write_atomic, file_sha256, sidecar_path
 from gpen_core.errors import WeightsError
-from gpen_core.weights.registry import Progress, WeightSpec, modelscope_cache_root
+from gpen_core.progress import CountProgress
+from gpen_core.weights.registry import WeightSpec, modelscope_cache_root
 
 # A TCP connect to the source host before any download: an offline machine or a
 # blocked host fails here in seconds instead of in ModelScope's retry loop (20+ s).
@@ -235,7 +236,7 @@ def _disk_left(folder: Path, need: int) -> None:
                         f"(and {DISK_RESERVE >> 20} MiB kept free)")
 
 
-def _fetch_url(url: str, spec: WeightSpec, folder: Path, progress: Progress | None,
+def _fetch_url(url: str, spec: WeightSpec, folder: Path, progress: CountProgress | None,
                cancel: threading.Event | None = None) -> Path:
     tmp = folder / f".{spec.filename}.{uuid.uuid4().hex[:12]}.part"
     cap = download_cap(spec)
@@ -282,7 +283,7 @@ def modelscope_file_url(model_id: str, relpath: str, revision: str = "master") -
     return f"{_modelscope_endpoint().rstrip('/')}/api/v1/models/{model_id}/repo?Revision={q(revision)}&FilePath={q(relpath)}"
 
 
-def _fetch_modelscope(spec: WeightSpec, folder: Path, progress: Progress | None,
+def _fetch_modelscope(spec: WeightSpec, folder: Path, progress: CountProgress | None,
                       cancel: threading.Event | None = None) -> Path:
     """One file from ModelScope, through the same code as a direct download.
 
@@ -300,7 +301,7 @@ def _modelscope_endpoint() -> str:
     return os.environ.get("MODELSCOPE_ENDPOINT") or _MODELSCOPE_DEFAULT_ENDPOINT
 
 
-def download_into(spec: WeightSpec, folder: Path, progress: Progress | None, looked: list[str],
+def download_into(spec: WeightSpec, folder: Path, progress: CountProgress | None, looked: list[str],
            cancel: threading.Event | None = None) -> Path:
     """Try every source in order; the first verified one wins. Fails fast when none is reachable.
 

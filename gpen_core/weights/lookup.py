@@ -29,12 +29,12 @@ from pathlib import Path
 
 from gpen_core.weights.checksums import file_sha256, sidecar_path, verify
 from gpen_core.errors import WeightsError
+from gpen_core.progress import CountProgress
 from gpen_core.weights.fetch import DownloadCancelled, download_into, missing_error, modelscope_file_url
 from gpen_core.weights.registry import (
     REGISTRY,
     Arch,
     Kind,
-    Progress,
     WeightSpec,
     WeightStatus,
     models_folder,
@@ -49,7 +49,6 @@ __all__ = [
     "REGISTRY",
     "Arch",
     "Kind",
-    "Progress",
     "WeightSpec",
     "DownloadCancelled",
     "WeightStatus",
@@ -208,7 +207,7 @@ def resolve(
     *,
     models_dir: str | os.PathLike[str] | None = None,
     allow_download: bool | None = None,
-    progress: Progress | None = None,
+    progress: CountProgress | None = None,
 ) -> Path:
     """A verified checkpoint file for a registry name or an explicit path.
 
@@ -243,7 +242,7 @@ def download(
     name: str,
     *,
     models_dir: str | os.PathLike[str] | None = None,
-    progress: Progress | None = None,
+    progress: CountProgress | None = None,
     cancel: threading.Event | None = None,
 ) -> Path:
     """Fetch ``name`` into the models folder (ignores GPEN_OFFLINE: this is the explicit request).

@@ -9,19 +9,18 @@ Torch-free and network-free: :mod:`gpen_core.weights.lookup` resolves and verifi
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from gpen_core.errors import WeightsError
 from gpen_core.platform import paths
+from gpen_core.progress import CountProgress
 
 if TYPE_CHECKING:
     from gpen_core.networks.arch import GPENConfig
 
 Kind = Literal["generator", "detector", "parser", "upscaler"]
-Progress = Callable[[int, int | None], None]  # (bytes done, bytes total or None)
 
 
 class Arch(NamedTuple):

@@ -3,8 +3,9 @@
 A fresh install has no speed record of its own (the hardware check writes one), yet the
 faster runtime should run from the first request. Each entry below is a measurement of
 torch against OpenVINO, made on a named CPU of that kind with the command given, in
-seconds per call; :func:`default_choice` turns it into ("torch" | "openvino", why), and the
-why says it was measured on another machine of this kind, not here. A record made on this
+seconds per call; :func:`default_choice` turns it into a
+:class:`~gpen_core.runtimes.openvino.choice.BackendChoice` whose caveat says it was measured on
+another machine of this kind, not here. A record made on this
 machine (:func:`gpen_core.runtimes.openvino.generator.record_speed`) always wins.
 
 The kinds follow what decides the speed of both runtimes: AMX tiles, AVX-512 with native
@@ -18,6 +19,7 @@ import os
 from dataclasses import dataclass
 
 from gpen_core.runtimes.openvino.base import cpu_flags
+from gpen_core.runtimes.openvino.choice import BackendChoice
 
 
 @dataclass(frozen=True)
@@ -106,8 +108,9 @@ def cpu_kind(flags: set[str] | None = None) -> str | None:
     return None
 
 
-def default_choice(key: str, flags: set[str] | None = None) -> tuple[str, str] | None:
-    """("torch" | "openvino", why) for speed-record ``key`` on this CPU kind, or None without an entry.
+def default_choice(key: str, flags: set[str] | None = None) -> BackendChoice | None:
+    """The choice for speed-record ``key`` on this CPU kind, or None without an entry; its caveat
+    says it was not measured on this machine.
 
     ``GPEN_OPENVINO_DEFAULTS=0`` turns these off (``auto`` then stays on torch until this machine
     has measured both): for a machine whose speed is unlike its kind's, and for the test suite,
@@ -122,7 +125,6 @@ def default_choice(key: str, flags: set[str] | None = None) -> tuple[str, str] |
     slow, fast = (m.torch_s, m.openvino_s) if faster == "openvino" else (m.openvino_s, m.torch_s)
     other = "torch" if faster == "openvino" else "OpenVINO"
     digits = 2 if f"{fast:.2f}" != f"{slow:.2f}" else 3  # two figures that round alike would read as a tie
-    why = (f"measured faster on {KIND_NAMES[kind or '']}: {fast:.{digits}f} s vs {other} {slow:.{digits}f} s per call on an "
-           f"{m.source.split(',')[0]}; "
-           "not yet measured on this machine (the hardware check measures it here)")
-    return faster, why
+    reason = (f"measured faster on {KIND_NAMES[kind or '']}: {fast:.{digits}f} s vs {other} {slow:.{digits}f} s per call on an "
+              f"{m.source.split(',')[0]}")
+    return BackendChoice(faster, reason, "not yet measured on this machine (the hardware check measures it here)")

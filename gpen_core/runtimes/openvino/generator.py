@@ -35,12 +35,13 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from gpen_core.errors import GPENError, ResourceError
 from gpen_core.platform.measurements import SpeedRecord
+from gpen_core.progress import Progress
+from gpen_core.runtimes.openvino.choice import BackendChoice
 from gpen_core.runtimes.openvino.export import GRAPH_REVISION, exportable  # noqa: F401  (exportable re-exported)
 from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached,   # noqa: F401  (re-exported: callers use ov_backend.*)
     INSTALL_HINT,
@@ -71,7 +72,6 @@ if TYPE_CHECKING:
 
 Backend = Literal["auto", "torch", "openvino"]
 BACKENDS: tuple[str, ...] = ("auto", "torch", "openvino")
-ConvertProgress = Callable[[float, str], None]
 
 # --------------------------------------------------------------------------- export
 
@@ -80,7 +80,7 @@ def convert(
     checkpoint: str | os.PathLike[str],
     *,
     models_dir: str | os.PathLike[str] | None = None,
-    progress: ConvertProgress | None = None,
+    progress: Progress | None = None,
     sha256: str | None = None,
 ) -> tuple[Path, float]:
     """Convert a GPEN checkpoint to OpenVINO IR in the cache; returns (model.xml, seconds).
@@ -261,7 +261,7 @@ def load(
     precision: Precision = "f32",
     *,
     models_dir: str | os.PathLike[str] | None = None,
-    progress: ConvertProgress | None = None,
+    progress: Progress | None = None,
     sha256: str | None = None,
     threads: int | None = None,
 ) -> OVForward:
@@ -381,32 +381,32 @@ def choose_backend(
     models_dir: str | os.PathLike[str] | None = None,
     device: str = "cpu",
     network: str = "gpen",
-) -> tuple[str, str]:
-    """("torch" | "openvino", why) for a request.
+) -> BackendChoice:
+    """torch or OpenVINO for a request, and why.
 
     ``torch`` and ``openvino`` are taken as asked (``openvino`` raises
     :class:`ResourceError` where it cannot run: on a GPU device, or not installed).
     ``auto`` follows a measurement on this CPU model (see :func:`record_speed`;
     ``benchmarks/bench_forward.py --record`` and the hardware check write it) for this
     size and dtype; without one, the measurement recorded in the repository for CPUs of
-    this kind (:mod:`gpen_core.runtimes.openvino.defaults`), and the reason says which;
+    this kind (:mod:`gpen_core.runtimes.openvino.defaults`), and the caveat says so;
     with neither, torch.
     """
     if requested not in BACKENDS:
         raise ValueError(f"unknown backend {requested!r}; expected one of {', '.join(BACKENDS)}")
     if requested == "torch":
-        return "torch", "asked for"
+        return BackendChoice("torch", "asked for")
     if requested == "openvino":
         if not device.startswith("cpu"):
             raise ResourceError(f"the OpenVINO backend runs on the CPU only, and this request runs on {device}; use --backend torch")
         why = unavailable_reason()
         if why:
             raise ResourceError(why)
-        return "openvino", "asked for"
+        return BackendChoice("openvino", "asked for")
     if not device.startswith("cpu"):
-        return "torch", "GPU: torch"
+        return BackendChoice("torch", "GPU: torch")
     if openvino_version() is None:
-        return "torch", "OpenVINO is not installed"
+        return BackendChoice("torch", "OpenVINO is not installed")
     rec = speed_records(models_dir).get(speed_key(network, size, dtype))
     if rec is None or rec.openvino != openvino_version():
         from gpen_core.runtimes.openvino.defaults import default_choice
@@ -415,11 +415,11 @@ def choose_backend(
         if assumed is not None:
             return assumed
         what = f"{size} px {dtype}" if network == "gpen" else f"{network} at {size} px {dtype}"
-        return "torch", f"no OpenVINO measurement for {what} on this CPU or CPUs of its kind yet"
+        return BackendChoice("torch", f"no OpenVINO measurement for {what} on this CPU or CPUs of its kind yet")
     t, o = rec.torch_s, rec.openvino_s
     if o < t:
-        return "openvino", f"measured faster here: {o:.2f} s vs torch {t:.2f} s per face"
-    return "torch", f"measured faster here: {t:.2f} s vs OpenVINO {o:.2f} s per face"
+        return BackendChoice("openvino", f"measured faster here: {o:.2f} s vs torch {t:.2f} s per face")
+    return BackendChoice("torch", f"measured faster here: {t:.2f} s vs OpenVINO {o:.2f} s per face")
 
 
 def choose_mode_backend(
@@ -431,13 +431,13 @@ def choose_mode_backend(
     models_dir: str | os.PathLike[str] | None = None,
     device: str = "cpu",
     network: str = "gpen",
-) -> tuple[str, str]:
+) -> BackendChoice:
     """:func:`choose_backend` for one of ``mode``'s networks: under ``auto``, a mode without
     :attr:`~gpen_core.modes.MemoryMode.auto_openvino` keeps every network on torch (an explicit
     ``openvino`` still runs there)."""
-    backend, why = choose_backend(requested, size, dtype, models_dir=models_dir, device=device, network=network)
-    if backend == "openvino" and requested == "auto" and not mode.auto_openvino:
-        return "torch", (f"the {mode.name} mode keeps to PyTorch under auto, although OpenVINO was {why.split('; not yet measured')[0]}; "
-                         "OpenVINO's runtime adds 60-80 MiB resident (measured) and this mode puts memory first; "
-                         "--backend openvino runs it there")
-    return backend, why
+    choice = choose_backend(requested, size, dtype, models_dir=models_dir, device=device, network=network)
+    if choice.runtime == "openvino" and requested == "auto" and not mode.auto_openvino:
+        return BackendChoice("torch", (f"the {mode.name} mode keeps to PyTorch under auto, although OpenVINO was {choice.reason}; "
+                                       "OpenVINO's runtime adds 60-80 MiB resident (measured) and this mode puts memory first; "
+                                       "--backend openvino runs it there"))
+    return choice

@@ -30,12 +30,12 @@ from gpen_core.platform.oom import malloc_trim
 from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, compile_entry, convert_traced, require_writable, INSTALL_HINT, CacheKey, Precision, sha256_file, cache_root, capabilities, choose_precision, cpu_key,
                          drop_mapped_pages,
                          get_core, openvino_version, save_ir, unavailable_reason)
+from gpen_core.progress import Progress
 
 if TYPE_CHECKING:
     import numpy as np
 
 PARSE_SIZE = 512  # labels are always 512×512, as gpen_core.networks.parsenet.PARSE_SIZE (the official FaceParse.size)
-Progress = Callable[[float, str], None]
 
 
 # RAM a first-use conversion adds to the process (peak RSS above the process before it), per
