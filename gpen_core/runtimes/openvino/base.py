@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpen_core.errors import ResourceError
+from gpen_core.platform.leftovers import pid_alive
 
 Precision = Literal["f32", "bf16"]
 
@@ -275,19 +276,6 @@ def clean_stale_conversions(root: Path) -> list[Path]:
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
     return removed
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (this one included); a pid owned by another user counts as alive."""
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, owned by someone else
-        return True
-    return True
 
 
 class CacheProblem(ResourceError):

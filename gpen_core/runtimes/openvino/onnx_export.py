@@ -202,7 +202,7 @@ def clean_stale_partials(folder: Path) -> list[Path]:
     can be. A live export's files are never touched; returns what went."""
     import time
 
-    from gpen_core.runtimes.openvino.base import pid_alive
+    from gpen_core.platform.leftovers import pid_alive
 
     removed = []
     for p in folder.glob(f".*{_PARTIAL}.*"):
