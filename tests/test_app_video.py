@@ -92,3 +92,15 @@ def test_the_video_tab_offers_only_modes_that_paste_the_faces_back() -> None:
     choices = [(f"{m} label", m) for m in ("auto", *MODES)]
     kept = [value for _, value in video_tab.video_mode_choices(choices)]
     assert "faces-only" not in kept and {"auto", "low", "balanced", "quality"} <= set(kept)
+
+
+@pytest.mark.parametrize("labels", ["loaded", "before load"])
+def test_video_mode_labels_speak_of_clips_not_photos(labels: str) -> None:
+    from gpen_core.presentation import mode_labels
+
+    choices = mode_labels.mode_choices("cpu", video=True) if labels == "loaded" else mode_labels.video_hints()
+    text = " ".join(label for label, _ in video_tab.video_mode_choices(choices))
+    for photo_word in ("photo", "JPEG", "PNG", "lossless"):
+        assert photo_word not in text, text
+    assert text.count("H.264") == 3 and "frames over 2048 px shrunk" in text and "once for the whole clip" in text
+    assert "per photo" in mode_labels.mode_choices("cpu")[0][0]  # the photo tab keeps its own words
