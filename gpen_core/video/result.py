@@ -41,7 +41,8 @@ class FrameRecord:
 
     index: int
     time_s: float
-    faces: tuple[FaceTrack, ...]
+    faces: tuple[FaceTrack, ...]  # every face tracked in it (VideoOptions.tracks may have restored fewer)
+    rejected: tuple[tuple[float, float, float, float], ...] = ()  # boxes the face check refused: left as they were
 
     def to_json(self) -> dict:
         return {

@@ -48,6 +48,9 @@ class VideoOptions:
     # Restore only from ``start_s`` to ``end_s`` (seconds from the clip's start); None: its start / end.
     start_s: float | None = None
     end_s: float | None = None
+    # Restore only these faces (track ids, as FrameRecord.faces numbers them: 0 for the first face seen);
+    # the others are left as they were. None: every face.
+    tracks: frozenset[int] | None = None
 
     def validated(self) -> "VideoOptions":
         if not 0 <= self.crf <= 51:
@@ -56,6 +59,8 @@ class VideoOptions:
             raise InputError(f"start must be at least 0 seconds, got {self.start_s}")
         if self.start_s is not None and self.end_s is not None and self.end_s <= self.start_s:
             raise InputError(f"end ({self.end_s} s) must be after start ({self.start_s} s)")
+        if self.tracks is not None and not self.tracks:
+            raise InputError("no face chosen to restore: choose at least one face (track), or all of them")
         return self
 
 
@@ -402,7 +407,8 @@ class _Run:
         self._check()
         faces = self.steady.pop()
         _, pts, t, rgb, _, colour = self.window.popleft()
-        out = self.engine.restore(rgb, [f.detection for f in faces])
+        chosen = self.vopts.tracks
+        out = self.engine.restore(rgb, [f.detection for f in faces if chosen is None or f.track in chosen])
         for note in out.notes:
             if len(self.notes) < 50:  # bounded: a long clip's notes never grow without end
                 self.notes.setdefault(note)
@@ -415,7 +421,8 @@ class _Run:
         self.size = (out.image.shape[1], out.image.shape[0])
         self.max_faces = max(self.max_faces, len(faces))
         record = FrameRecord(self.written, t, tuple(
-            FaceTrack(f.track, tuple(float(v) for v in f.detection.box), f.detection.landmarks, f.filled) for f in faces))
+            FaceTrack(f.track, tuple(float(v) for v in f.detection.box), f.detection.landmarks, f.filled) for f in faces),
+            getattr(self.engine, "rejected_for", lambda i: ())(self.written))
         self.written += 1
         if self.on_frame is not None:
             self.on_frame(record)
