@@ -51,3 +51,23 @@ def test_the_cli_line_after_a_resume_says_this_runs_speed(monkeypatch: pytest.Mo
     first, second = log.getvalue().splitlines()
     assert first == "clip.mp4: frame 160/200"  # no speed yet, rather than 160 frames in no time
     assert second == "clip.mp4: frame 180/200,  1.00 fps,  20.0s left"
+
+
+def test_a_trimmed_clips_progress_has_a_total(tmp_path) -> None:
+    from gpen_core.video.engine_seam import FrameOut
+    from gpen_core.video.stream import VideoOptions, restore_video
+
+    from .videoclips import gradient_frames, make_clip
+
+    class Unchanged:
+        def detect(self, rgb):
+            return []
+
+        def restore(self, rgb, detections):
+            return FrameOut(rgb, ())
+
+    src = make_clip(tmp_path / "in.mp4", gradient_frames(20))  # 25 fps: 0.8 s
+    seen: list[tuple[int, int]] = []
+    r = restore_video(src, tmp_path / "out.mp4", video=VideoOptions(start_s=0.2, end_s=0.6), engine=Unchanged(),
+                      progress=lambda done, total: seen.append((done, total)))
+    assert r.frames == 10 and seen[-1] == (10, 10) and {t for _, t in seen} == {10}

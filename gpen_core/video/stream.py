@@ -129,6 +129,17 @@ def restore_video(
         tmp.unlink(missing_ok=True)
 
 
+def expected_frames(info: Any, vopts: VideoOptions) -> int:
+    """The frames the run will write, for progress: the declared count, or for a part of the clip its span
+    at the average rate (an estimate: a variable rate may differ by a few); 0 when unknown."""
+    if vopts.start_s is None and vopts.end_s is None:
+        return info.frames
+    if not info.rate or not info.duration_s:
+        return 0
+    end = info.duration_s if vopts.end_s is None else min(vopts.end_s, info.duration_s)
+    return max(0, round((end - (vopts.start_s or 0.0)) * float(info.rate)))
+
+
 def _translate(exc: Exception, run: "_Run") -> None:
     """Raise the clip's failure as a GPENError with its fix (none reaches the user as a traceback); else return."""
     import av
@@ -426,9 +437,8 @@ class _Run:
         self.written += 1
         if self.on_frame is not None:
             self.on_frame(record)
-        if self.progress is not None:  # a part of the clip: its frame count is not known ahead
-            trimmed = self.vopts.start_s is not None or self.vopts.end_s is not None
-            self.progress(self.written, 0 if trimmed else self.info.frames)
+        if self.progress is not None:
+            self.progress(self.written, expected_frames(self.info, self.vopts))
 
     def _note_damage(self, decoded: int) -> None:
         detail = getattr(self, "damage_detail", None)
