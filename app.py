@@ -279,7 +279,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3, min_width=280):
                         metrics_md = gr.Markdown(page.PLACEHOLDER, label="Measured panel (Markdown)", elem_id="metrics")
-                    with gr.Column(scale=2, min_width=200):
+                    with gr.Column(scale=2, min_width=200, elem_id="download-col"):  # on a phone: above the panel (page.CSS)
                         file_out = gr.File(label="Full-resolution result", interactive=False, elem_id="download")
                         with gr.Accordion("Raw measurements (JSON)", open=False):
                             record_out = gr.JSON(label="Record (JSON)", show_label=False)

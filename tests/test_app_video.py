@@ -55,8 +55,12 @@ def test_the_cap_flag_and_its_default() -> None:
 
 
 def test_progress_counts_frames_and_the_time_left() -> None:
-    assert video_tab.progress_text(12, 48, 24.0) == "frame 12 of 48, about 72 s left"
-    assert video_tab.progress_text(12, 0, 24.0) == "frame 12 (2.0 s a frame)"
+    from gpen_core.video.rate import Rate
+
+    assert video_tab.progress_text(12, 48, Rate(2.0, 72.0)) == "frame 12 of 48, about 72 s left"
+    assert video_tab.progress_text(12, 0, Rate(2.0, None)) == "frame 12 (2.0 s a frame)"
+    assert video_tab.progress_text(1, 48, Rate(None, None)) == "frame 1 of 48, timing the next frames"  # no guess yet
+    assert "loading the networks" in video_tab.progress_text(0, 0, None)
     assert video_tab.progress_fraction(12, 48) == 0.25 and video_tab.progress_fraction(3, 0) is None
 
 

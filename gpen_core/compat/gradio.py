@@ -56,7 +56,28 @@ def seam_problems() -> list[str]:
         from gradio.route_utils import FnIndexInferError  # noqa: F401
     except ImportError:
         problems.append("gradio.route_utils.FnIndexInferError is gone")
+    from gradio.queueing import Queue
+
+    if "process_time_per_fn" not in inspect.getsource(Queue.__init__):
+        problems.append("gradio.queueing.Queue keeps no process_time_per_fn (the ETA a run starts with)")
     return problems
+
+
+def forget_run_time(event: Any) -> Callable[[], None]:
+    """A handler for ``event.then(...)`` that drops the event's measured run times, so its next run starts with
+    no ETA. Gradio shows each run "elapsed/average of past runs" from its start: a clip's length decides its
+    time, so a 10-minute clip's average on a 10-second clip's bar is wrong until the run's own estimate
+    arrives (the queue records a run's time before the next event can start)."""
+    from gradio.context import Context
+
+    blocks = Context.root_block
+
+    def forget() -> None:
+        times = getattr(getattr(blocks, "_queue", None), "process_time_per_fn", None)
+        if times is not None:
+            times.pop(event.fn, None)
+
+    return forget
 
 
 def check_installed() -> None:

@@ -73,19 +73,53 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
     return ClipNote("\n".join(lines), end, info.duration_s, True)
 
 
-def progress_text(done: int, expected: int, elapsed_s: float) -> str:
-    """"frame 12 of 48, about 36 s left" (the rate so far); without a declared count, the frames done."""
+def progress_text(done: int, expected: int, rate: Any) -> str:
+    """"frame 12 of 48, about 36 s left" from this run's speed (:class:`gpen_core.video.rate.Rate`: the clock
+    starts at the first frame out, so the networks' loading is not in it); without a declared count, the
+    frames done."""
     if done <= 0:
-        return "reading the first frames and loading the networks"
-    if expected <= 0:
-        return f"frame {done} ({elapsed_s / done:.1f} s a frame)"
-    left = max(0.0, (expected - done) * elapsed_s / done)
-    return f"frame {done} of {expected}, about {_duration(left)} left"
+        return "loading the networks and reading the first frames (the time left shows from the second frame)"
+    of = f" of {expected}" if expected > 0 else ""
+    if rate.seconds_per_frame is None:
+        return f"frame {done}{of}, timing the next frames"
+    if rate.left_s is None:
+        return f"frame {done}{of} ({rate.seconds_per_frame:.1f} s a frame)"
+    return f"frame {done}{of}, about {_duration(rate.left_s)} left"
 
 
 def progress_fraction(done: int, expected: int) -> float | None:
     """The bar's fraction, or None (an indeterminate bar) when the clip declares no frame count."""
     return min(1.0, done / expected) if expected > 0 else None
+
+
+@dataclass(frozen=True)
+class Span:
+    """The part of the clip a run restores: what the visitor asked, with a shared server's cap applied."""
+
+    start_s: float | None
+    end_s: float | None
+    capped: bool  # the server's limit shortened it (said in the notes)
+
+
+def span(clip: ClipNote, start_s: float | None, end_s: float | None, cap_s: float | None) -> Span:
+    """Start/end as asked (empty: the clip's start/end), then at most ``cap_s`` seconds of it. InputError for a
+    start at or after the clip's end (the length known) or an end before the start."""
+    from gpen_core.errors import InputError
+
+    start = float(start_s) if start_s else None  # 0 and empty both mean the clip's start
+    end = float(end_s) if end_s is not None and end_s != "" else None
+    if start is not None and start < 0 or end is not None and end <= 0:
+        raise InputError("Start and end are seconds from the clip's start: 0 or more (leave them empty for the whole clip).")
+    if clip.duration_s and start is not None and start >= clip.duration_s:
+        raise InputError(f"Start ({start:g} s) is at or after the clip's end ({clip.duration_s:.2f} s): choose an earlier start.")
+    if end is not None and start is not None and end <= start:
+        raise InputError(f"End ({end:g} s) must be after start ({start:g} s).")
+    if not cap_s:
+        return Span(start, end, False)
+    last = end if end is not None else clip.duration_s
+    if last is None or last - (start or 0.0) > cap_s:
+        return Span(start, (start or 0.0) + cap_s, True)
+    return Span(start, end, False)
 
 
 def _duration(s: float) -> str:
