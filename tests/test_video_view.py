@@ -100,3 +100,9 @@ def test_the_video_tab_forgets_each_runs_time() -> None:
     after = [d for d in deps if restore["id"] in (d.get("trigger_after"),) and not d.get("trigger_only_on_success")
              and not d.get("trigger_only_on_failure")]
     assert after, "no handler runs after every clip"
+
+
+def test_an_end_of_0_is_the_clips_end_as_the_field_shows_it_empty() -> None:
+    assert video_tab.span(_clip(10.0), 0, 0, None) == video_tab.Span(None, None, False)
+    with pytest.raises(InputError, match="0 or more"):
+        video_tab.span(_clip(10.0), -1, None, None)

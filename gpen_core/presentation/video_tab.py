@@ -106,9 +106,9 @@ def span(clip: ClipNote, start_s: float | None, end_s: float | None, cap_s: floa
     start at or after the clip's end (the length known) or an end before the start."""
     from gpen_core.errors import InputError
 
-    start = float(start_s) if start_s else None  # 0 and empty both mean the clip's start
-    end = float(end_s) if end_s is not None and end_s != "" else None
-    if start is not None and start < 0 or end is not None and end <= 0:
+    start = float(start_s) if start_s else None  # 0 and empty both mean the clip's start ...
+    end = float(end_s) if end_s else None  # ... and its end (the field shows 0 when empty)
+    if start is not None and start < 0 or end is not None and end < 0:
         raise InputError("Start and end are seconds from the clip's start: 0 or more (leave them empty for the whole clip).")
     if clip.duration_s and start is not None and start >= clip.duration_s:
         raise InputError(f"Start ({start:g} s) is at or after the clip's end ({clip.duration_s:.2f} s): choose an earlier start.")

@@ -50,7 +50,7 @@ def slider_spec(times: Sequence[float]) -> dict[str, Any]:
     """The frame slider over a restored clip: frame numbers 1…N (every frame reachable), opening on the middle one."""
     n = max(1, len(times))
     return {"minimum": 1, "maximum": max(2, n), "step": 1, "value": (n + 1) // 2, "interactive": n > 1,
-            "label": f"Frame (1–{n}; its time shows under the picture)"}
+            "label": f"Frame (1–{n}; its time shows on the before/after)"}
 
 
 def frame_time(times: Sequence[float], number: float | None) -> float:
@@ -84,7 +84,7 @@ def rejected_summary(frames: Sequence[FrameFaces]) -> tuple[int, int]:
 def draw_faces(rgb: np.ndarray, faces: FrameFaces | None, chosen: Sequence[int] | None) -> tuple[np.ndarray, str]:
     """(a copy of the frame with its faces drawn, a caption): restored faces solid green with their number,
     faces left out of the choice grey, detections the face check refused dashed red."""
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw, ImageFont
 
     out = np.ascontiguousarray(rgb[..., :3]).copy()
     if faces is None:
@@ -98,8 +98,10 @@ def draw_faces(rgb: np.ndarray, faces: FrameFaces | None, chosen: Sequence[int] 
         draw_box(out, box, color, width=t)
     image = Image.fromarray(out)
     pen = ImageDraw.Draw(image)
+    font = ImageFont.load_default(size=max(12, 6 * t))  # readable at the frame's size, as the lines are
     for k, box in faces.tracks:
-        pen.text((box[0] + t + 1, box[1] + t + 1), str(k + 1), fill=KEPT_COLOR if (k, box) in kept else LEFT_ALONE_COLOR)
+        pen.text((box[0] + 2 * t, box[1] + 2 * t), str(k + 1), fill=KEPT_COLOR if (k, box) in kept else LEFT_ALONE_COLOR,
+                 font=font)
     caption = f"{len(kept)} restored (solid green, numbered as in the face choice)"
     if left:
         caption += f", {len(left)} left as they were by your choice (grey)"
