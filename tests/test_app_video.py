@@ -108,3 +108,15 @@ def test_video_mode_labels_speak_of_clips_not_photos(labels: str) -> None:
         assert photo_word not in text, text
     assert text.count("H.264") == 3 and "frames over 2048 px shrunk" in text and "once for the whole clip" in text
     assert "per photo" in mode_labels.mode_choices("cpu")[0][0]  # the photo tab keeps its own words
+
+
+def test_the_panel_says_other_work_shared_the_peak_in_plain_words() -> None:
+    from gpen_core.video.result import VideoResult
+
+    shared = "thread 'Thread-1 (run)' of this process worked alongside it (81 ms CPU, 1659 MB of page faults)"
+    r = VideoResult(output="o.mp4", frames=4, fps=4.0, duration_s=1.0, size=(64, 64), mode="low", mode_reason="",
+                    audio="none", crf=18, seconds_per_frame=0.5, total_s=2.0, faces_per_frame_max=1,
+                    peaks=Peaks(900_000_000, 400_000_000, "vmhwm", shared=shared), rotation=0, lookahead_frames=3, notes=())
+    md = video_tab.video_markdown(r)
+    assert "Thread-1" not in md and "page faults" not in md and "other work in this app ran during the clip" in md
+    assert r.to_json()["peaks"]["shared"] == shared  # the meter's own words stay in the record

@@ -153,8 +153,9 @@ def video_markdown(result: Any, end_s: float | None = None) -> str:
         "| Timestamps | each frame's own, kept (no forced frame rate) |",
         f"| Video | H.264, CRF {result.crf} |",
     ]
-    if p.shared:
-        lines.append(f"| Note on the peaks | {p.shared} |")
+    if p.shared:  # the meter's own words (threads, page faults) stay in the JSON's peaks.shared
+        lines.append("| Note on the peaks | other work in this app ran during the clip, so the peak may include some "
+                     "of its memory |")
     notes = list(result.notes)
     if end_s is not None:
         notes.insert(0, f"only the first {end_s:g} s were restored: this server's limit (--max-video-seconds)")
