@@ -41,8 +41,9 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
     def restore(video: str | None, mode: str, start: float | None, end: float | None, face_check: bool,
                 tracks: list[int] | None, known: list[tuple[str, int]] | None, progress: gr.Progress = gr.Progress(),
                 request: gr.Request | None = None) -> tuple[Any, ...]:
-        """Restore the clip: (the result, the original over the same span, the middle frame's before/after, the
-        panel, the frame slider, JSON, the frames' times and faces, the face choice)."""
+        """Restore the clip: (the result, the middle frame's before/after, the panel, the frame slider, JSON) as
+        the public endpoint has them, then for the page only (states): the original over the same span, the
+        frames' times and faces, the faces offered and those kept."""
         from gpen_core.video.rate import FrameRate
         from gpen_core.video.stream import VideoOptions, restore_video
 
@@ -76,9 +77,9 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
             capped = (part.end_s - (part.start_s or 0.0)) if part.capped and part.end_s is not None else None
             choices = video_view.track_choices(records)
             kept = [k for _, k in choices] if chosen is None else [k for _, k in choices if k in chosen]
-        return (str(out), before, gr.update(value=pair, label=video_view.pair_label(times, spec["value"])),
-                video_tab.video_markdown(result, capped), gr.update(**spec), result.to_json(), times, records,
-                gr.update(choices=choices, value=kept), choices)
+        return (str(out), pair,
+                video_tab.video_markdown(result, capped), gr.update(**spec), result.to_json(),
+                before, times, records, choices, kept)
 
     def frame(before: str | None, restored: str | None, number: float, times: list[float] | None,
               faces: list[Any] | None, show: bool, tracks: list[int] | None) -> tuple[Any, Any]:
@@ -106,8 +107,8 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
             mode_in = gr.Radio(mode_choices, value=AUTO, label="Memory mode", elem_id="video-mode-radio")
             with gr.Accordion("Part of the clip, face check, which faces", open=False, elem_id="video-options"):
                 with gr.Row():
-                    start_in = gr.Number(None, minimum=0, label="Start (s)", info="0 or empty: the clip's start", elem_id="video-start")
-                    end_in = gr.Number(None, minimum=0, label="End (s)", info="0 or empty: the clip's end", elem_id="video-end")
+                    start_in = gr.Number(0, minimum=0, label="Start (s)", info="0: the clip's start", elem_id="video-start")
+                    end_in = gr.Number(0, minimum=0, label="End (s)", info="0: the clip's end", elem_id="video-end")
                 face_check_in = gr.Checkbox(True, label="Face check", elem_id="video-face-check",
                                             info="skip detections whose landmarks do not form a face (the panel counts "
                                             "them; the frame viewer draws them dashed red); off restores every detection")
@@ -134,14 +135,20 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
             panel_md = gr.Markdown(video_tab.PLACEHOLDER, elem_id="video-metrics")
             with gr.Accordion("Raw measurements (JSON)", open=False):
                 record_out = gr.JSON(show_label=False)
-    times_state, faces_state, known_state = gr.State([]), gr.State([]), gr.State([])
+    before_state, times_state, faces_state, known_state, kept_state = (gr.State(None), gr.State([]), gr.State([]),
+                                                                        gr.State([]), gr.State([]))
 
-    outputs = [video_out, before_out, pair_out, panel_md, at_in, record_out, times_state, faces_state, tracks_in, known_state]
+    # /restore_video's outputs stay the five a client unpacks (docs/video.md); states are not in the API
+    outputs = [video_out, pair_out, panel_md, at_in, record_out, before_state, times_state, faces_state, known_state, kept_state]
     video_in.upload(note, video_in, [panel_md, video_out, before_out, pair_out, tracks_in, at_in], api_visibility="private",
                     show_progress="hidden")
     running = restore_btn.click(restore, [video_in, mode_in, start_in, end_in, face_check_in, tracks_in, known_state], outputs,
                                 api_name="restore_video", concurrency_limit=1, concurrency_id="engine", show_progress_on=[video_out])
     running.success(None, js=page.SHOW_VIDEO_RESULT, api_visibility="private")  # the result in view, wherever the page was
+    running.success(lambda before, offered, kept, times: (before, gr.update(choices=offered, value=kept), gr.update(
+                    label=video_view.pair_label(times, video_view.slider_spec(times)["value"]))),
+                    [before_state, known_state, kept_state, times_state], [before_out, tracks_in, pair_out],
+                    api_visibility="private", show_progress="hidden")
     running.then(seam.forget_run_time(running), api_visibility="private", show_progress="hidden")  # no last clip's time on the next bar
     # Stop asks the running clip to end (it removes its partial output and fails with "stopped"); cancelling
     # the event instead would free the engine lane while the clip's threads still run.
