@@ -413,11 +413,11 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
     from gpen_core.scaleout.video_cli import restore_if_segmented
-    from gpen_core.video.command import VideoBar, plan_video_outputs, print_video
+    from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video
     from gpen_core.video.stream import VideoOptions, restore_video
 
     plan = plan_video_outputs(videos, args.output, photos_too)
-    vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end).validated()
+    vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, tracks=face_numbers(getattr(args, "tracks", None))).validated()
     _load_engine()
     detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
     opts = RestoreOptions(mode=args.mode, model=args.model, detector=detector, alpha=args.alpha,  # type: ignore[arg-type]

@@ -89,3 +89,32 @@ def test_only_the_chosen_tracks_are_restored_and_every_track_is_recorded(tmp_pat
 def test_an_empty_choice_of_faces_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no face chosen"):
         VideoOptions(tracks=frozenset()).validated()
+
+
+def test_the_cli_restores_only_the_faces_numbered_and_says_each_frames_numbers(tmp_path: Path, monkeypatch, capsys) -> None:
+    import json
+
+    from gpen_core import cli
+    from gpen_core.video import command
+
+    assert command.face_numbers("2, 3") == frozenset({1, 2}) and command.face_numbers(None) is None
+    for bad in ("0", "a,b", ""):
+        with pytest.raises(InputError, match="--tracks takes face numbers from 1"):
+            command.face_numbers(bad)
+    seen: dict = {}
+
+    def fake_restore(src, dst, restorer, options, video, **kw):  # the CLI's request, as restore_video gets it
+        seen["tracks"] = video.tracks
+        raise InputError("stop here")
+
+    monkeypatch.setattr("gpen_core.video.stream.restore_video", fake_restore)
+    monkeypatch.setattr(cli, "_load_engine", lambda: None)
+    src = make_clip(tmp_path / "in.mp4", gradient_frames(3))
+    code = cli.main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--tracks", "2", "--mode", "low"])
+    assert seen["tracks"] == frozenset({1}) and code == 2
+    code = cli.main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--tracks", "2", "--segments"])
+    assert code == 2 and "--tracks restore in one pass" in capsys.readouterr().err
+    (tmp_path / "json").mkdir()
+    record = _run(tmp_path / "json", None)[1][1].to_json()
+    assert [f["face"] for f in record["faces"]] == [1, 2] and record["rejected"] == [list(ODD)]
+    json.dumps(record)

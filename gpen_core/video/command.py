@@ -18,6 +18,21 @@ def add_video_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--crf", type=int, default=18, help="video: x264 quality, 0 lossless … 51 smallest (default 18)")
     r.add_argument("--start", type=float, help="video: restore from this second on (default: its start)")
     r.add_argument("--end", type=float, help="video: restore up to this second (default: its end)")
+    r.add_argument("--tracks", help="video: restore only these faces, by number (--json's per-frame \"face\": 1 is the "
+                   "first face seen), e.g. 1,3; the others are left as they were (one pass: not with --segments)")
+
+
+def face_numbers(text: str | None) -> frozenset[int] | None:
+    """``--tracks 1,3`` as the engine's track ids (0-based); None: every face. InputError for anything else."""
+    if text is None:
+        return None
+    try:
+        numbers = {int(part) for part in text.split(",") if part.strip()}
+    except ValueError:
+        numbers = set()
+    if not numbers or min(numbers) < 1:
+        raise InputError(f"--tracks takes face numbers from 1, separated by commas (e.g. 1,3), got {text!r}")
+    return frozenset(n - 1 for n in numbers)
 
 
 def plan_video_outputs(videos: list[Path], output: str, photos_too: bool) -> list[tuple[Path, Path]]:

@@ -49,9 +49,11 @@ class FrameRecord:
             "frame": self.index,
             "time": round(self.time_s, 6),
             "faces": [
-                {"box": [round(float(v), 2) for v in f.box], "landmarks": [[round(float(x), 3), round(float(y), 3)] for x, y in f.landmarks]}
+                {"face": f.track + 1, "box": [round(float(v), 2) for v in f.box],
+                 "landmarks": [[round(float(x), 3), round(float(y), 3)] for x, y in f.landmarks]}
                 for f in self.faces
             ],
+            "rejected": [[round(float(v), 2) for v in b] for b in self.rejected],
         }
 
 
