@@ -21,7 +21,7 @@ from gpen_core.errors import InputError
 from gpen_core.modes import AUTO
 from gpen_core.options import RestoreOptions
 from gpen_core.compat import gradio as seam
-from gpen_core.presentation import page, video_tab, video_view
+from gpen_core.presentation import page, video_estimate, video_tab, video_view
 
 STOP = threading.Event()  # set by Stop; the one engine lane (concurrency 1) clears it when a clip starts
 
@@ -36,7 +36,11 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         cleared = (None, None, None, gr.update(choices=[], value=[]), gr.update(value=1, maximum=2, interactive=False))
         if not video:
             return (video_tab.PLACEHOLDER, *cleared)
-        return (video_tab.clip_note(video, state.policy.video_cap_s).markdown, *cleared)
+        clip = video_tab.clip_note(video, state.policy.video_cap_s)
+        if not clip.usable:
+            return (clip.markdown, *cleared)
+        rows = video_estimate.estimates([v for _, v in mode_in.choices if v != AUTO], getattr(state.engine(), "device", "cpu"))
+        return ("\n\n".join(filter(None, [clip.markdown, video_estimate.estimate_markdown(clip.frames, rows)])), *cleared)
 
     def restore(video: str | None, mode: str, start: float | None, end: float | None, face_check: bool,
                 tracks: list[int] | None, known: list[tuple[str, int]] | None, progress: gr.Progress = gr.Progress(),

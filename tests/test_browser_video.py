@@ -56,8 +56,10 @@ def test_a_clip_is_restored_in_the_page_with_the_cap_said_at_upload(browser, pag
     # said before anyone waits: the clip's length and the server's cap
     assert re.search(r"192×192 h264, 2\.0 s, 8 frames, no audio", panel.inner_text()), panel.inner_text()
     assert "restores the first 1 s only" in panel.inner_text()
+    assert re.search(r"Estimate for 4 frames with one face in each", panel.inner_text())  # each mode's cost, before it runs
+    assert re.search(r"low\s+0\.\d\d\s+about \d+ s", panel.inner_text()), panel.inner_text()
     page.locator("#video-restore").click()
-    panel.get_by_text("Measured for this clip").wait_for(timeout=300_000)
+    panel.get_by_text("Measured for this clip").wait_for(timeout=60_000)
     text = panel.inner_text()
     assert re.search(r"Peak RAM\s+[\d.]+ (MB|GB)", text), text
     assert re.search(r"Frames\s+4 \(", text), text  # the cap: 1 s of a 4 fps clip

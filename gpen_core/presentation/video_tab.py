@@ -34,6 +34,7 @@ class ClipNote:
     end_s: float | None  # restore up to this time (the server's cap); None: the whole clip
     duration_s: float | None  # the clip's length as declared (None: not declared)
     usable: bool
+    frames: int = 0  # the frames a restore will write (declared, or its length at the average rate; capped); 0: unknown
 
 
 def clip_note(path: str, cap_s: float | None) -> ClipNote:
@@ -70,7 +71,10 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
     elif info.duration_s and info.duration_s >= SEGMENTS_FROM_S:
         lines += ["", f"This clip is long ({length}): the page restores it in one go, and Stop or a crash keeps nothing. "
                       f"For a run that resumes where it stopped, use the command line: {whole}"]
-    return ClipNote("\n".join(lines), end, info.duration_s, True)
+    frames = info.frames or (round(info.duration_s * float(info.rate)) if info.duration_s and info.rate else 0)
+    if end is not None and info.rate:
+        frames = min(frames, round(end * float(info.rate)))
+    return ClipNote("\n".join(lines), end, info.duration_s, True, frames)
 
 
 def progress_text(done: int, expected: int, rate: Any) -> str:
@@ -122,8 +126,12 @@ def span(clip: ClipNote, start_s: float | None, end_s: float | None, cap_s: floa
     return Span(start, end, False)
 
 
-def _duration(s: float) -> str:
+def duration_text(s: float) -> str:
+    """"36 s" under two minutes, else "12 min"."""
     return f"{math.ceil(s)} s" if s < 120 else f"{s / 60:.0f} min"
+
+
+_duration = duration_text
 
 
 def output_name(source: str | None, mode: str) -> str:
