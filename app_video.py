@@ -85,6 +85,27 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                 video_tab.video_markdown(result, capped), gr.update(**spec), result.to_json(),
                 before, times, records, choices, kept)
 
+    def find(video: str | None, mode: str, start: float | None, end: float | None, face_check: bool,
+             request: gr.Request | None = None) -> tuple[Any, Any, str]:
+        """The faces of the part's first seconds, numbered as a restore will number them, offered before it runs."""
+        with errors(request):
+            if not video:
+                raise InputError("Upload a video first.")
+            if state.backend is not None:
+                raise InputError("Videos are restored in the app's own process; this server sends photos to Ray.")
+            clip = video_tab.clip_note(video, state.policy.video_cap_s)
+            if not clip.usable:
+                raise InputError(clip.markdown.split("\n\n", 1)[-1])
+            part = video_tab.span(clip, start, end, state.policy.video_cap_s)
+            scratch = video_tab.results_path(results_dir, video, "faces")
+            try:
+                records = video_view.find_faces(video, scratch, state.engine(), RestoreOptions(mode=mode or AUTO, face_check=bool(face_check)),
+                                                part.start_s, part.end_s)
+            finally:
+                scratch.parent.rmdir()  # the folder results_path made for this call, empty again
+        choices = video_view.track_choices(records)
+        return gr.update(choices=choices, value=[k for _, k in choices]), choices, video_view.found_text(records)
+
     def frame(before: str | None, restored: str | None, number: float, times: list[float] | None,
               faces: list[Any] | None, show: bool, tracks: list[int] | None) -> tuple[Any, Any]:
         """The before/after of the chosen frame (the slider's number) and, when asked, its faces drawn."""
@@ -117,9 +138,13 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                                             info="skip detections whose landmarks do not form a face (the panel counts "
                                             "them; the frame viewer draws them dashed red); off restores every detection")
                 tracks_in = gr.CheckboxGroup([], value=[], type="value", label="Faces to restore", elem_id="video-tracks",
-                                             info="after a restore: the faces followed in it, numbered as on the frame "
-                                             "viewer; untick one and restore again to leave it as it was (same clip, "
-                                             "part and face check: same numbers)")
+                                             info="Find faces (or a restore) lists the faces followed, numbered as on the "
+                                             "frame viewer; untick one to leave it as it was (same clip, start and face "
+                                             "check: same numbers)")
+                with gr.Row():
+                    find_btn = gr.Button(f"Find faces (first {video_view.PREVIEW_S:g} s of the part)", size="sm",
+                                         elem_id="video-find-faces")
+                    found_md = gr.Markdown(elem_id="video-found")
             with gr.Row(elem_id="video-buttons"):
                 restore_btn = gr.Button("Restore video", variant="primary", size="lg", elem_id="video-restore", scale=3)
                 stop_btn = gr.Button("Stop", size="lg", elem_id="video-stop", scale=1)
@@ -153,6 +178,8 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                     label=video_view.pair_label(times, video_view.slider_spec(times)["value"]))),
                     [before_state, known_state, kept_state, times_state], [before_out, tracks_in, pair_out],
                     api_visibility="private", show_progress="hidden")
+    find_btn.click(find, [video_in, mode_in, start_in, end_in, face_check_in], [tracks_in, known_state, found_md],
+                   api_visibility="private", concurrency_limit=1, concurrency_id="engine", show_progress_on=[found_md])
     running.then(seam.forget_run_time(running), api_visibility="private", show_progress="hidden")  # no last clip's time on the next bar
     # Stop asks the running clip to end (it removes its partial output and fails with "stopped"); cancelling
     # the event instead would free the engine lane while the clip's threads still run.

@@ -58,6 +58,11 @@ def test_a_clip_is_restored_in_the_page_with_the_cap_said_at_upload(browser, pag
     assert "restores the first 1 s only" in panel.inner_text()
     assert re.search(r"Estimate for 4 frames with one face in each", panel.inner_text())  # each mode's cost, before it runs
     assert re.search(r"low\s+0\.\d\d\s+about \d+ s", panel.inner_text()), panel.inner_text()
+    # the faces a restore will number, offered before it runs
+    page.locator("#video-options").get_by_text("Part of the clip").click()
+    page.locator("#video-find-faces").click()
+    page.locator("#video-tracks label", has_text="face 1: frames 1–4 (4 frames)").wait_for(timeout=60_000)
+    assert "1 face followed in 4 frames" in page.locator("#video-found").inner_text()
     page.locator("#video-restore").click()
     panel.get_by_text("Measured for this clip").wait_for(timeout=60_000)
     text = panel.inner_text()
@@ -83,7 +88,6 @@ def test_a_clip_is_restored_in_the_page_with_the_cap_said_at_upload(browser, pag
     page.locator("#video-show-faces input").check()
     page.locator("#video-faces img").first.wait_for(state="visible", timeout=30_000)
     assert "1 restored" in page.locator("#video-faces").inner_text()
-    page.locator("#video-options").get_by_text("Part of the clip").click()
     page.locator("#video-tracks label", has_text="face 1: frames 1–4 (4 frames)").wait_for(timeout=10_000)
     assert page.locator("#video-tracks label").count() == 1
     shots.take(page, "video_tab_restored", full=True)

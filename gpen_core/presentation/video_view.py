@@ -76,6 +76,17 @@ def track_choices(frames: Sequence[FrameFaces]) -> list[tuple[str, int]]:
             for k, v in sorted(seen.items())]
 
 
+def found_text(frames: Sequence[FrameFaces]) -> str:
+    """What Find faces saw: "2 faces in 150 frames; the face check rejected 3 detections in 2 frames"."""
+    n = len({k for f in frames for k, _ in f.tracks})
+    text = f"{n} face{'s' if n != 1 else ''} followed in {len(frames)} frames" if n else f"No face found in {len(frames)} frames"
+    bad, where = rejected_summary(frames)
+    if bad:
+        text += (f"; the face check rejected {bad} detection{'s' if bad != 1 else ''} in {where} frame{'s' if where != 1 else ''} "
+                 "(turn Face check off to restore them)")
+    return text + "."
+
+
 def rejected_summary(frames: Sequence[FrameFaces]) -> tuple[int, int]:
     """(detections the face check refused, frames they were in)."""
     return sum(len(f.rejected) for f in frames), sum(1 for f in frames if f.rejected)
@@ -135,3 +146,55 @@ def original_span(source: str, dst: Path, start_s: float | None, end_s: float | 
 
     restore_video(source, dst, video=VideoOptions(crf=crf, start_s=start_s, end_s=end_s), engine=_Unchanged())
     return str(dst)
+
+
+PREVIEW_S = 5.0  # how much of the part "Find faces" reads: enough for the faces on screen at its start
+
+
+class _DetectOnly:
+    """The clip's real detection and face check (a frame session), no restore: the faces a run will number."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine, self.device = engine, engine.device
+
+    def detect(self, rgb: np.ndarray) -> list[Any]:
+        return self.engine.detect(rgb)
+
+    def rejected_for(self, index: int) -> tuple[tuple[float, float, float, float], ...]:
+        return self.engine.rejected_for(index)
+
+    def restore(self, rgb: np.ndarray, detections: list[Any]) -> Any:
+        from gpen_core.video.engine_seam import FrameOut
+
+        return FrameOut(rgb, ())
+
+
+def find_faces(source: str, scratch: Path, restorer: Any, options: Any, start_s: float | None,
+               end_s: float | None) -> list[FrameFaces]:
+    """The faces of the part's first :data:`PREVIEW_S` seconds as a restore from ``start_s`` numbers them (the
+    same detector, face check and steadying), without restoring; ``scratch`` (a file this call creates) is removed."""
+    from gpen_core.video.engine_seam import FrameEngine
+    from gpen_core.video.probe import clip_info, open_clip
+    from gpen_core.video.stream import VideoOptions, restore_video
+
+    import av
+
+    from gpen_core.video.frames import upright_rgb
+
+    container = open_clip(source)
+    try:
+        clip_info(container, source)  # a clip with no video stream is refused here, with its fix
+        first = next(container.decode(video=0))
+        h, w = upright_rgb(first, av.video.reformatter.VideoReformatter())[0].shape[:2]  # as the frames are detected
+    finally:
+        container.close()
+    end = (start_s or 0.0) + PREVIEW_S
+    records: list[FrameFaces] = []
+    engine = FrameEngine(restorer, options, (w, h))
+    try:
+        restore_video(source, scratch, video=VideoOptions(start_s=start_s, end_s=end if end_s is None else min(end, end_s)),
+                      engine=_DetectOnly(engine), on_frame=lambda r: records.append(frame_faces(r)))
+    finally:
+        engine.close()
+        scratch.unlink(missing_ok=True)
+    return records
