@@ -136,3 +136,14 @@ def test_each_modes_cost_is_estimated_before_the_clip_starts(tmp_path: Path) -> 
     assert "| balanced | 0.50 | about 5 min | measured on this machine (2026-12-01) |" in md
     assert "| quality | 1.57 | about 16 min | built-in: the project's CPU" in md
     assert video_estimate.estimate_markdown(0, rows) == ""  # frames unknown: no made-up figure
+
+
+def test_autos_reason_is_said_once_in_the_panel() -> None:
+    from gpen_core.video.result import VideoResult
+
+    why = "auto chose low for 640×360 frames: fits (needs ~0.4 GB of 2.0 GB free (built-in estimate))"
+    r = VideoResult(output="o.mp4", frames=4, fps=4.0, duration_s=1.0, size=(640, 360), mode="low", mode_reason=why,
+                    audio="none", crf=18, seconds_per_frame=0.5, total_s=2.0, faces_per_frame_max=1,
+                    peaks=Peaks(900_000_000, 400_000_000, "vmhwm"), rotation=0, lookahead_frames=3, notes=(why, "x"))
+    md = video_tab.video_markdown(r)
+    assert md.count(why) == 1 and "| Mode | low (why: the first note) |" in md

@@ -155,7 +155,7 @@ def video_markdown(result: Any, end_s: float | None = None) -> str:
         f"| Frames | {result.frames} ({result.duration_s:.2f} s at {result.fps:.2f} fps on average), {w}×{h} |",
         f"| Faces | up to {result.faces_per_frame_max} in a frame |",
         f"| Seconds per frame | {result.seconds_per_frame:.2f} ({result.total_s:.1f} s in all) |",
-        f"| Mode | {result.mode}{f' ({result.mode_reason})' if result.mode_reason else ''} |",
+        f"| Mode | {_mode_cell(result)} |",
         f"| Audio | {_AUDIO.get(result.audio, result.audio)} |",
         f"| Rotation | {rotation} |",
         "| Timestamps | each frame's own, kept (no forced frame rate) |",
@@ -173,6 +173,15 @@ def video_markdown(result: Any, end_s: float | None = None) -> str:
     lines += ["", "**Notes** (everything changed from your request)", ""]
     lines += [f"- {n}" for n in notes] if notes else ["- none: ran exactly as requested"]
     return "\n".join(lines)
+
+
+def _mode_cell(result: Any) -> str:
+    """The mode, and why when it is not the one asked; a reason the notes already give is pointed to, not repeated."""
+    if not result.mode_reason:
+        return result.mode
+    if result.mode_reason in result.notes:
+        return f"{result.mode} (why: the first note)" if result.notes[0] == result.mode_reason else f"{result.mode} (why: see the notes)"
+    return f"{result.mode} ({result.mode_reason})"
 
 
 def frame_at(path: str, time_s: float) -> np.ndarray | None:
