@@ -8,6 +8,7 @@ before/after, and the measured panel gives the clip's peaks and what was kept. T
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +34,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
     def note(video: str | None) -> tuple[Any, ...]:
         """On upload: what the clip is and, on a capped server, how much of it will be restored; the last clip's
         results and face choice go."""
-        cleared = (None, None, None, gr.update(choices=[], value=[]), gr.update(value=1, maximum=2, interactive=False))
+        cleared = (None, None, None, gr.update(choices=[], value=[]), gr.update(value=1, maximum=2, interactive=False), [], "")
         if not video:
             return (video_tab.PLACEHOLDER, *cleared)
         clip = video_tab.clip_note(video, state.policy.video_cap_s)
@@ -102,7 +103,8 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                 records = video_view.find_faces(video, scratch, state.engine(), RestoreOptions(mode=mode or AUTO, face_check=bool(face_check)),
                                                 part.start_s, part.end_s)
             finally:
-                scratch.parent.rmdir()  # the folder results_path made for this call, empty again
+                with contextlib.suppress(OSError):  # the folder results_path made for this call, empty again
+                    scratch.parent.rmdir()
         choices = video_view.track_choices(records)
         return gr.update(choices=choices, value=[k for _, k in choices]), choices, video_view.found_text(records)
 
@@ -169,7 +171,8 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
 
     # /restore_video's outputs stay the five a client unpacks (docs/video.md); states are not in the API
     outputs = [video_out, pair_out, panel_md, at_in, record_out, before_state, times_state, faces_state, known_state, kept_state]
-    video_in.upload(note, video_in, [panel_md, video_out, before_out, pair_out, tracks_in, at_in], api_visibility="private",
+    video_in.upload(note, video_in, [panel_md, video_out, before_out, pair_out, tracks_in, at_in, known_state, found_md],
+                    api_visibility="private",
                     show_progress="hidden")
     running = restore_btn.click(restore, [video_in, mode_in, start_in, end_in, face_check_in, tracks_in, known_state], outputs,
                                 api_name="restore_video", concurrency_limit=1, concurrency_id="engine", show_progress_on=[video_out])

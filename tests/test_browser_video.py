@@ -98,6 +98,14 @@ def test_a_clip_is_restored_in_the_page_with_the_cap_said_at_upload(browser, pag
     page.wait_for_function("() => document.querySelector('#video-metrics').innerText.includes('Measured for this clip') "
                            "&& document.querySelector('#video-slider').innerText.includes('of 4')", timeout=300_000)
     assert re.search(r"Frames\s+4 \(", panel.inner_text())  # 1 s from 1 s on: frames 5–8 of the clip
+    # a new upload starts afresh: no face choice of the last clip left to refuse the next restore
+    page.locator("#video-tracks label").first.locator("input").uncheck()
+    page.locator("#video-in button[aria-label='Clear']").first.click()
+    page.locator("#video-in input[type=file]").set_input_files(str(clip))
+    panel.get_by_text("Ready to restore").wait_for(timeout=60_000)
+    assert page.locator("#video-tracks label").count() == 0 and page.locator("#video-found").inner_text().strip() == ""
+    page.locator("#video-restore").click()
+    panel.get_by_text("Measured for this clip").wait_for(timeout=60_000)
     page.close()
 
 
