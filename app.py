@@ -280,7 +280,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3, min_width=280):
                         metrics_md = gr.Markdown(page.PLACEHOLDER, label="Measured panel (Markdown)", elem_id="metrics")
-                    with gr.Column(scale=2, min_width=200):
+                    with gr.Column(scale=2, min_width=200, elem_id="download-col"):  # on a phone: above the panel (page.CSS)
                         file_out = gr.File(label="Full-resolution result", interactive=False, elem_id="download")
                         with gr.Accordion("Raw measurements (JSON)", open=False):
                             record_out = gr.JSON(label="Record (JSON)", show_label=False)
@@ -294,7 +294,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                          elem_id="faces")
 
     with gr.Tab("Video"):
-        video_mode_in = app_video.build(STATE, ui_errors, RESULTS_DIR, video_tab.video_mode_choices(ui.mode_choices()))
+        video_mode_in = app_video.build(STATE, ui_errors, RESULTS_DIR, video_tab.video_mode_choices(mode_labels.video_hints()))
     demo.unload(app_video.on_leave(STATE))  # Gradio runs it when the page's heartbeat ends (the tab closed or reloaded)
 
     with gr.Tab("Hardware check"):
@@ -327,7 +327,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
         trigger(lambda t, i: gr.update(visible=task_ui.editor_visible(t), value=task_ui.editor_value(t, i)), [task_in, image_in], damage_in, api_visibility="private")
     task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, mode_labels.current_files())),
                    [task_in, model_in], [model_in, mode_in, aligned_in], api_visibility="private")  # seg2face turns "aligned" on, said so
-    demo.load(lambda t: (mode_radio(t), gr.update(choices=video_tab.video_mode_choices(mode_labels.current_choices(get_restorer().device, None))), gr.update(choices=task_ui.task_choices(mode_labels.current_files()))), task_in,
+    demo.load(lambda t: (mode_radio(t), gr.update(choices=video_tab.video_mode_choices(mode_labels.current_choices(get_restorer().device, None, video=True))), gr.update(choices=task_ui.task_choices(mode_labels.current_files()))), task_in,
               [mode_in, video_mode_in, task_in], api_visibility="private", show_progress="hidden")  # labels as this machine runs them
     for trigger in (demo.load, prepare_timer.tick):
         trigger(preparation_status, None, [prepare_md, prepare_timer], api_visibility="private", show_progress="hidden")

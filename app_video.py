@@ -8,6 +8,7 @@ before/after, and the measured panel gives the clip's peaks and what was kept. T
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import threading
@@ -23,7 +24,7 @@ from gpen_core.compat import gradio as seam
 from gpen_core.errors import GPENError, InputError
 from gpen_core.modes import AUTO
 from gpen_core.options import RestoreOptions
-from gpen_core.presentation import messages, page, video_tab
+from gpen_core.presentation import messages, page, video_estimate, video_tab, video_view
 from gpen_core.video.errors import VideoStopped
 
 log = logging.getLogger("gpen.app")
@@ -43,15 +44,24 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
           mode_choices: list[tuple[str, str]]) -> gr.Radio:
     """The tab's components and events, in the current Blocks; returns its mode radio (relabelled on load)."""
 
-    def note(video: str | None) -> tuple[str, Any]:
-        """On upload: what the clip is and, on a capped server, how much of it will be restored."""
+    def note(video: str | None) -> tuple[Any, ...]:
+        """On upload: what the clip is and, on a capped server, how much of it will be restored; the last clip's
+        results and face choice go."""
+        cleared = (None, None, None, gr.update(choices=[], value=[]), gr.update(value=1, maximum=2, interactive=False), [], "")
         if not video:
-            return video_tab.PLACEHOLDER, None
-        return video_tab.clip_note(video, state.policy.video_cap_s).markdown, None
+            return (video_tab.PLACEHOLDER, *cleared)
+        clip = video_tab.clip_note(video, state.policy.video_cap_s)
+        if not clip.usable:
+            return (clip.markdown, *cleared)
+        rows = video_estimate.estimates([v for _, v in mode_in.choices if v != AUTO], getattr(state.engine(), "device", "cpu"))
+        return ("\n\n".join(filter(None, [clip.markdown, video_estimate.estimate_markdown(clip.frames, rows)])), *cleared)
 
-    def restore(video: str | None, mode: str, progress: gr.Progress = gr.Progress(),
-                request: gr.Request | None = None) -> tuple[Any, Any, str, Any, dict[str, Any]]:
-        """Restore the clip: (the result to play, the middle frame's before/after, the panel, the frame slider, JSON)."""
+    def restore(video: str | None, mode: str, start: float | None, end: float | None, face_check: bool,
+                tracks: list[int] | None, known: list[tuple[str, int]] | None, progress: gr.Progress = gr.Progress(),
+                request: gr.Request | None = None) -> tuple[Any, ...]:
+        """Restore the clip: (the result, the middle frame's before/after, the panel, the frame slider, JSON) as
+        the public endpoint has them, then for the page only (states): the original over the same span, the
+        frames' times and faces, the faces offered and those kept. Stop ends this session's clip only."""
         session = getattr(request, "session_hash", None)
         stop, waited, count = state.stops.start(session), seam.still_waited_for(), [0, 0]
         try:
@@ -59,49 +69,62 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                 if not video:
                     raise InputError("Upload a video first.")
                 try:
-                    return run(video, mode or AUTO, progress, stop, waited, count)
+                    return run(video, mode or AUTO, (start, end, face_check, tracks, known), progress, stop, waited, count)
                 except VideoStopped:
                     if not waited():
                         log.info("the visitor left during a clip: stopped after %d frames, its output removed", count[0])
                         raise
                 text = messages.stopped_text(*count)  # the visitor's own Stop: an outcome, in a pop-up that closes
                 gr.Info(text, duration=messages.toast_seconds(text), title="Stopped")
-                return None, None, text, gr.update(value=0, interactive=False), {}
+                return None, None, text, gr.update(value=1, interactive=False), {}, None, [], [], known or [], []
         finally:
             state.stops.finish(session, stop)
 
-    def run(video: str, mode: str, progress: Any, stop: threading.Event, waited: Callable[[], bool],
-            count: list[int]) -> tuple[Any, Any, str, Any, dict[str, Any]]:
+    def run(video: str, mode: str, asked: tuple[Any, ...], progress: Any, stop: threading.Event,
+            waited: Callable[[], bool], count: list[int]) -> tuple[Any, ...]:
         """One clip into a folder of its own, removed whole when the clip fails or stops (nothing kept for nobody)."""
+        from gpen_core.video.rate import FrameRate
         from gpen_core.video.stream import VideoOptions, restore_video
 
+        start, end, face_check, tracks, known = asked
         if state.backend is not None:
             raise InputError("Videos are restored in the app's own process; this server sends photos to Ray "
                              "(--backend ray). Restore the clip on that machine with: python -m gpen_core restore CLIP.mp4")
         clip = video_tab.clip_note(video, state.policy.video_cap_s)
         if not clip.usable:
             raise messages.AlreadyShown(clip.shown)  # worded once: plain in the pop-up, Markdown in the panel
+        part = video_tab.span(clip, start, end, state.policy.video_cap_s)
+        chosen = _chosen(tracks, known)
         out = video_tab.results_path(results_dir, video, mode)
-        t0 = time.perf_counter()
+        rate = FrameRate()
+        progress(0.0, desc=video_tab.progress_text(0, 0, None))  # this clip's words from the start
 
         def tick(done: int, expected: int) -> None:
             count[:] = done, expected
             if not waited():  # the visitor closed the page: nobody will see this clip, and others wait behind it
                 stop.set()
-            progress(video_tab.progress_fraction(done, expected), desc=video_tab.progress_text(done, expected, time.perf_counter() - t0))
+            progress(video_tab.progress_fraction(done, expected), desc=video_tab.progress_text(done, expected, rate(done, expected)))
 
+        records: list[Any] = []
+        # The server's cap cuts by what decodes (clip.cap; a header can lie), and the notes say where.
+        vopts = VideoOptions(start_s=part.start_s, end_s=(float(end) if end else None) if part.capped else part.end_s,
+                             tracks=chosen, cap=clip.cap)
         try:
-            result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode),  # type: ignore[arg-type]
-                                   VideoOptions(cap=clip.cap), progress=tick, stop=stop)
+            result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode, face_check=bool(face_check)),  # type: ignore[arg-type]
+                                   vopts, progress=tick, stop=stop, on_frame=lambda r: records.append(video_view.frame_faces(r)))
+            before = video_view.original_span(video, out.with_name("original_" + out.name), part.start_s, part.end_s, vopts.crf)
         except BaseException as exc:
             shutil.rmtree(out.parent, ignore_errors=True)  # the folder results_path made for this clip, and only it
             if isinstance(exc, GPENError) and not isinstance(exc, VideoStopped):
                 raise messages.AlreadyShown(messages.shown_error(exc, names={video: Path(video).name})) from None
             raise
-        at = video_tab.middle_time(result)
-        pair = video_tab.frame_pair(video, str(out), at)
-        return (str(out), pair, video_tab.video_markdown(result),
-                gr.update(maximum=max(result.duration_s, 0.01), value=at, interactive=True), result.to_json())
+        times = video_view.frame_times(str(out))
+        spec = video_view.slider_spec(times)
+        pair = video_tab.frame_pair(before, str(out), video_view.frame_time(times, spec["value"]))
+        choices = video_view.track_choices(records)
+        kept = [k for _, k in choices] if chosen is None else [k for _, k in choices if k in chosen]
+        return (str(out), pair, video_tab.video_markdown(result), gr.update(**spec), result.to_json(),
+                before, times, records, choices, kept)
 
     def mode_ready(mode: str | None) -> None:
         """Before the clip: a chosen mode missing its files is refused here, the previous result kept (no panel
@@ -117,44 +140,124 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         """Stop: this session's clip only (another visitor's Stop never reaches it)."""
         state.stops.stop(getattr(request, "session_hash", None))
 
-    def frame(video: str | None, restored: str | None, at: float, request: gr.Request | None = None) -> Any:
-        """The before/after at the chosen time (the slider's "Frame at"); a clip over the limits is refused with them."""
-        if not video or not restored:
-            return None
+    def find(video: str | None, mode: str, start: float | None, end: float | None, face_check: bool,
+             request: gr.Request | None = None) -> tuple[Any, Any, str]:
+        """The faces of the part's first seconds, numbered as a restore will number them, offered before it runs."""
         with errors(request):
-            return video_tab.frame_pair(video, restored, float(at or 0))
+            if not video:
+                raise InputError("Upload a video first.")
+            if state.backend is not None:
+                raise InputError("Videos are restored in the app's own process; this server sends photos to Ray.")
+            clip = video_tab.clip_note(video, state.policy.video_cap_s)
+            if not clip.usable:
+                raise messages.AlreadyShown(clip.shown)
+            part = video_tab.span(clip, start, end, state.policy.video_cap_s)
+            scratch = video_tab.results_path(results_dir, video, "faces")
+            try:
+                records = video_view.find_faces(video, scratch, state.engine(), RestoreOptions(mode=mode or AUTO, face_check=bool(face_check)),
+                                                part.start_s, part.end_s)
+            finally:
+                with contextlib.suppress(OSError):  # the folder results_path made for this call, empty again
+                    scratch.parent.rmdir()
+        choices = video_view.track_choices(records)
+        return gr.update(choices=choices, value=[k for _, k in choices]), choices, video_view.found_text(records)
+
+    def frame(before: str | None, restored: str | None, number: float, times: list[float] | None,
+              faces: list[Any] | None, show: bool, tracks: list[int] | None, request: gr.Request | None = None) -> tuple[Any, Any]:
+        """The before/after of the chosen frame (the slider's number) and, when asked, its faces drawn; a clip over
+        the limits is refused with them."""
+        if not before or not restored or not times:
+            return None, gr.update(visible=bool(show), value=None)
+        at = video_view.frame_time(times, number)
+        with errors(request):
+            pair = video_tab.frame_pair(before, restored, at)
+        drawn: Any = gr.update(visible=False)
+        if show and pair is not None:
+            i = min(len(times), max(1, int(round(number or 1))))
+            shown = faces[i - 1] if faces and i <= len(faces) else None
+            image, caption = video_view.draw_faces(pair[0], shown, tracks)
+            drawn = gr.update(visible=True, value=image, label=f"Faces on frame {i}: {caption}")
+        return gr.update(value=pair, label=video_view.pair_label(times, number)), drawn
 
     def failed(request: gr.Request) -> tuple[Any, str]:
-        """After a failed clip: the panel names what happened (the same words as the pop-up; a Stop is no failure)."""
+        """After a failed or stopped clip: the panel names what happened (the same words as the pop-up)."""
         return None, state.take_error(getattr(request, "session_hash", None)) or "Restore failed: see the message that popped up."
 
     with gr.Row(equal_height=False, elem_id="video-row"):  # on a phone the result follows the buttons (page.CSS)
         with gr.Column(scale=4, min_width=320, elem_id="video-controls"):
             video_in = gr.Video(label="Video", sources=["upload"], height=300, elem_id="video-in")
+            # The mode before the button: on a phone nothing the restore depends on sits below the result.
+            mode_in = gr.Radio(mode_choices, value=AUTO, label="Memory mode", elem_id="video-mode-radio")
+            with gr.Accordion("Part of the clip, face check, which faces", open=False, elem_id="video-options"):
+                with gr.Row():
+                    start_in = gr.Number(0, minimum=0, label="Start (s)", info="0: the clip's start", elem_id="video-start")
+                    end_in = gr.Number(0, minimum=0, label="End (s)", info="0: the clip's end", elem_id="video-end")
+                face_check_in = gr.Checkbox(True, label="Face check", elem_id="video-face-check",
+                                            info="skip detections whose landmarks do not form a face (the panel counts "
+                                            "them; the frame viewer draws them dashed red); off restores every detection")
+                tracks_in = gr.CheckboxGroup([], value=[], type="value", label="Faces to restore", elem_id="video-tracks",
+                                             info="Find faces (or a restore) lists the faces followed, numbered as on the "
+                                             "frame viewer; untick one to leave it as it was (same clip, start and face "
+                                             "check: same numbers)")
+                with gr.Row():
+                    find_btn = gr.Button(f"Find faces (first {video_view.PREVIEW_S:g} s of the part)", size="sm",
+                                         elem_id="video-find-faces")
+                    found_md = gr.Markdown(elem_id="video-found")
             with gr.Row(elem_id="video-buttons"):
                 restore_btn = gr.Button("Restore video", variant="primary", size="lg", elem_id="video-restore", scale=3)
                 stop_btn = gr.Button("Stop", size="lg", elem_id="video-stop", scale=1)
-            mode_in = gr.Radio(mode_choices, value=AUTO, label="Memory mode", elem_id="video-mode-radio")
         with gr.Column(scale=6, min_width=420, elem_id="video-results"):
-            video_out = gr.Video(label="Restored video (plays here; download from its menu)", interactive=False,
-                                 height=300, elem_id="video-out")
-            at_in = gr.Slider(0, 1, value=0, step=0.01, label="Frame at (seconds)", interactive=False, elem_id="video-frame-at")
+            with gr.Row(equal_height=True, elem_id="video-pair"):
+                before_out = gr.Video(label="Original (the same part)", interactive=False, height=300, elem_id="video-before")
+                video_out = gr.Video(label="Restored video (plays here; download from its menu)", interactive=False,
+                                     height=300, elem_id="video-out")
+            at_in = gr.Slider(1, 2, value=1, step=1, label="Frame", interactive=False, elem_id="video-frame-at")
             pair_out = gr.ImageSlider(label="Before / after of that frame", type="numpy", format="png", interactive=False,
                                       max_height=360, elem_id="video-slider")
+            show_faces_in = gr.Checkbox(False, label="Show detected faces", elem_id="video-show-faces",
+                                        info="the frame as the detector saw it: restored faces solid green and numbered, "
+                                        "faces you left out grey, detections the face check rejected dashed red")
+            faces_out = gr.Image(label="Detected faces", type="numpy", format="png", interactive=False, visible=False,
+                                 height=360, elem_id="video-faces")
             panel_md = gr.Markdown(video_tab.PLACEHOLDER, elem_id="video-metrics")
             with gr.Accordion("Raw measurements (JSON)", open=False):
                 record_out = gr.JSON(show_label=False)
+    before_state, times_state, faces_state, known_state, kept_state = (gr.State(None), gr.State([]), gr.State([]),
+                                                                        gr.State([]), gr.State([]))
 
-    outputs = [video_out, pair_out, panel_md, at_in, record_out]
-    video_in.upload(note, video_in, [panel_md, video_out], api_visibility="private", show_progress="hidden")
+    # /restore_video's outputs stay the five a client unpacks (docs/video.md); states are not in the API
+    outputs = [video_out, pair_out, panel_md, at_in, record_out, before_state, times_state, faces_state, known_state, kept_state]
+    video_in.upload(note, video_in, [panel_md, video_out, before_out, pair_out, tracks_in, at_in, known_state, found_md],
+                    api_visibility="private",
+                    show_progress="hidden")
     ready = restore_btn.click(mode_ready, mode_in, None, api_visibility="private", show_progress="hidden")
-    running = ready.success(restore, [video_in, mode_in], outputs, api_name="restore_video", concurrency_limit=1,
-                            concurrency_id="engine", show_progress_on=[video_out])
+    running = ready.success(restore, [video_in, mode_in, start_in, end_in, face_check_in, tracks_in, known_state], outputs,
+                            api_name="restore_video", concurrency_limit=1, concurrency_id="engine", show_progress_on=[video_out])
     running.success(None, js=page.SHOW_VIDEO_RESULT, api_visibility="private")  # the result in view, wherever the page was
+    running.success(lambda before, offered, kept, times: (before, gr.update(choices=offered, value=kept), gr.update(
+                    label=video_view.pair_label(times, video_view.slider_spec(times)["value"]))),
+                    [before_state, known_state, kept_state, times_state], [before_out, tracks_in, pair_out],
+                    api_visibility="private", show_progress="hidden")
+    find_btn.click(find, [video_in, mode_in, start_in, end_in, face_check_in], [tracks_in, known_state, found_md],
+                   api_visibility="private", concurrency_limit=1, concurrency_id="engine", show_progress_on=[found_md])
+    running.then(seam.forget_run_time(running), api_visibility="private", show_progress="hidden")  # no last clip's time on the next bar
     # Stop asks this session's running clip to end (it removes its partial output); cancelling the event
     # instead would free the engine lane while the clip's threads still run.
     stop_btn.click(stop_own_clip, None, None, api_visibility="private", show_progress="hidden")
     running.failure(failed, None, [pair_out, panel_md], api_visibility="private", show_progress="hidden")
-    at_in.release(frame, [video_in, video_out, at_in], pair_out, api_visibility="private", concurrency_limit=1,
-                  concurrency_id="video-frame", show_progress="hidden")
+    viewer = [before_out, video_out, at_in, times_state, faces_state, show_faces_in, tracks_in]
+    for trigger in (at_in.release, show_faces_in.change):
+        trigger(frame, viewer, [pair_out, faces_out], api_visibility="private", concurrency_limit=1,
+                concurrency_id="video-frame", show_progress="hidden")
     return mode_in
+
+
+def _chosen(tracks: list[int] | None, known: list[tuple[str, int]] | None) -> frozenset[int] | None:
+    """The faces to restore: None (every face) unless the last restore's faces were offered and some unticked."""
+    offered = {int(k) for _, k in (known or [])}
+    picked = {int(k) for k in (tracks or [])}
+    if not offered or offered <= picked:
+        return None
+    if not picked:
+        raise InputError("No face is ticked under \"Faces to restore\": tick at least one, or tick them all for every face.")
+    return frozenset(picked)

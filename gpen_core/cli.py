@@ -437,11 +437,12 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
     from gpen_core.scaleout.video_cli import join_first, restore_if_segmented
-    from gpen_core.video.command import VideoBar, plan_video_outputs, print_video
+    from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video
     from gpen_core.video.stream import VideoOptions, restore_video
 
     plan = plan_video_outputs(videos, args.output, photos_too)
-    vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio).validated()
+    vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
+                         tracks=face_numbers(getattr(args, "tracks", None))).validated()
     if args.ray and args.address:
         join_first(args.address)  # a wrong address fails in seconds, before the engine loads
     _load_engine()

@@ -79,6 +79,17 @@ def test_restore_video_through_gradio_client(client, low_mode_home: Path, tmp_pa
     assert record["frames"] == 4 and record["mode"] == "low" and record["audio"] == "none"
 
 
+def test_restore_video_takes_a_part_and_the_face_check_as_documented(client, low_mode_home: Path, tmp_path: Path) -> None:
+    """docs/video.md's positional form: start and end in seconds, then the face check."""
+    from gradio_client import handle_file
+
+    from .test_app_video import _clip
+
+    clip = _clip(tmp_path / "clip.mp4", frames=8, fps=2, side=96)  # 4 s
+    video, pair, md, _, record = client.predict(handle_file(str(clip)), "low", 1.0, 2.5, False, api_name="/restore_video")
+    assert record["frames"] == 3 and Path(video).stat().st_size > 0  # 1.0, 1.5 and 2.0 s
+
+
 def test_only_restore_is_public(client) -> None:
     api = client.view_api(print_info=False, return_format="dict")
     assert sorted(api["named_endpoints"]) == ["/restore", "/restore_video"]

@@ -55,8 +55,12 @@ def test_the_cap_flag_and_its_default() -> None:
 
 
 def test_progress_counts_frames_and_the_time_left() -> None:
-    assert video_tab.progress_text(12, 48, 24.0) == "frame 12 of 48, about 72 s left"
-    assert video_tab.progress_text(12, 0, 24.0) == "frame 12 (2.0 s a frame)"
+    from gpen_core.video.rate import Rate
+
+    assert video_tab.progress_text(12, 48, Rate(2.0, 72.0)) == "frame 12 of 48, about 72 s left"
+    assert video_tab.progress_text(12, 0, Rate(2.0, None)) == "frame 12 (2.0 s a frame)"
+    assert video_tab.progress_text(1, 48, Rate(None, None)) == "frame 1 of 48, timing the next frames"  # no guess yet
+    assert "loading the networks" in video_tab.progress_text(0, 0, None)
     assert video_tab.progress_fraction(12, 48) == 0.25 and video_tab.progress_fraction(3, 0) is None
 
 
@@ -92,3 +96,54 @@ def test_the_video_tab_offers_only_modes_that_paste_the_faces_back() -> None:
     choices = [(f"{m} label", m) for m in ("auto", *MODES)]
     kept = [value for _, value in video_tab.video_mode_choices(choices)]
     assert "faces-only" not in kept and {"auto", "low", "balanced", "quality"} <= set(kept)
+
+
+@pytest.mark.parametrize("labels", ["loaded", "before load"])
+def test_video_mode_labels_speak_of_clips_not_photos(labels: str) -> None:
+    from gpen_core.presentation import mode_labels
+
+    choices = mode_labels.mode_choices("cpu", video=True) if labels == "loaded" else mode_labels.video_hints()
+    text = " ".join(label for label, _ in video_tab.video_mode_choices(choices))
+    for photo_word in ("photo", "JPEG", "PNG", "lossless"):
+        assert photo_word not in text, text
+    assert text.count("H.264") == 3 and "frames over 2048 px shrunk" in text and "once for the whole clip" in text
+    assert "per photo" in mode_labels.mode_choices("cpu")[0][0]  # the photo tab keeps its own words
+
+
+def test_the_panel_says_other_work_shared_the_peak_in_plain_words() -> None:
+    from gpen_core.video.result import VideoResult
+
+    shared = "thread 'Thread-1 (run)' of this process worked alongside it (81 ms CPU, 1659 MB of page faults)"
+    r = VideoResult(output="o.mp4", frames=4, fps=4.0, duration_s=1.0, size=(64, 64), mode="low", mode_reason="",
+                    audio="none", crf=18, seconds_per_frame=0.5, total_s=2.0, faces_per_frame_max=1,
+                    peaks=Peaks(900_000_000, 400_000_000, "vmhwm", shared=shared), rotation=0, lookahead_frames=3, notes=())
+    md = video_tab.video_markdown(r)
+    assert "Thread-1" not in md and "page faults" not in md and "other work in this app ran during the clip" in md
+    assert r.to_json()["peaks"]["shared"] == shared  # the meter's own words stay in the record
+
+
+def test_each_modes_cost_is_estimated_before_the_clip_starts(tmp_path: Path) -> None:
+    from gpen_core.presentation import video_estimate
+
+    clip = _clip(tmp_path / "c.mp4", frames=6, fps=3)
+    assert video_tab.clip_note(str(clip), None).frames == 6
+    assert video_tab.clip_note(str(clip), 1.0).frames == 3  # a shared server's cap: 1 s at 3 fps
+    measured = {"balanced": (0.5, "measured on this machine (2026-12-01)")}
+    rows = video_estimate.estimates(["low", "balanced", "quality"], "cpu", lambda m, d: measured.get(m))
+    assert [(r.mode, r.seconds_per_face) for r in rows] == [("low", 0.13), ("balanced", 0.5), ("quality", 1.57)]
+    md = video_estimate.estimate_markdown(600, rows)
+    assert md.startswith("**Estimate** for 600 frames with one face in each")
+    assert "| balanced | 0.50 | about 5 min | measured on this machine (2026-12-01) |" in md
+    assert "| quality | 1.57 | about 16 min | built-in: the project's CPU" in md
+    assert video_estimate.estimate_markdown(0, rows) == ""  # frames unknown: no made-up figure
+
+
+def test_autos_reason_is_said_once_in_the_panel() -> None:
+    from gpen_core.video.result import VideoResult
+
+    why = "auto chose low for 640×360 frames: fits (needs ~0.4 GB of 2.0 GB free (built-in estimate))"
+    r = VideoResult(output="o.mp4", frames=4, fps=4.0, duration_s=1.0, size=(640, 360), mode="low", mode_reason=why,
+                    audio="none", crf=18, seconds_per_frame=0.5, total_s=2.0, faces_per_frame_max=1,
+                    peaks=Peaks(900_000_000, 400_000_000, "vmhwm"), rotation=0, lookahead_frames=3, notes=(why, "x"))
+    md = video_tab.video_markdown(r)
+    assert md.count(why) == 1 and "| Mode | low (why: the first note) |" in md

@@ -56,8 +56,15 @@ def test_a_clip_is_restored_in_the_page_with_the_cap_said_at_upload(browser, pag
     # said before anyone waits: the clip's length and the server's cap
     assert re.search(r"192×192 h264, 2\.0 s, 8 frames, no audio", panel.inner_text()), panel.inner_text()
     assert "restores the first 1 s only" in panel.inner_text()
+    assert re.search(r"Estimate for 4 frames with one face in each", panel.inner_text())  # each mode's cost, before it runs
+    assert re.search(r"low\s+0\.\d\d\s+about \d+ s", panel.inner_text()), panel.inner_text()
+    # the faces a restore will number, offered before it runs
+    page.locator("#video-options").get_by_text("Part of the clip").click()
+    page.locator("#video-find-faces").click()
+    page.locator("#video-tracks label", has_text="face 1: frames 1–4 (4 frames)").wait_for(timeout=60_000)
+    assert "1 face followed in 4 frames" in page.locator("#video-found").inner_text()
     page.locator("#video-restore").click()
-    panel.get_by_text("Measured for this clip").wait_for(timeout=300_000)
+    panel.get_by_text("Measured for this clip").wait_for(timeout=60_000)
     text = panel.inner_text()
     assert re.search(r"Peak RAM\s+[\d.]+ (MB|GB)", text), text
     assert re.search(r"Frames\s+4 \(", text), text  # the cap: 1 s of a 4 fps clip
@@ -72,5 +79,46 @@ def test_a_clip_is_restored_in_the_page_with_the_cap_said_at_upload(browser, pag
     page.locator("#video-slider img").first.wait_for(state="visible", timeout=30_000)
     assert page.locator("#video-slider img").count() >= 2  # the chosen frame, before and after
     settle(page)  # the frame pair painted
+    # frames by number: every one reachable, its time said; the original over the same part plays beside it
+    assert re.search(r"Frame \(1–4;", page.locator("#video-frame-at").inner_text())
+    assert re.search(r"frame 2 of 4 \(0\.25 s\)", page.locator("#video-slider").inner_text()), page.locator("#video-slider").inner_text()
+    page.wait_for_function("() => { const v = document.querySelector('#video-before video'); return v && v.readyState >= 2; }",
+                           timeout=30_000)
+    # the faces found on the frame, drawn over it, and the faces the clip followed offered for a rerun
+    page.locator("#video-show-faces input").check()
+    page.locator("#video-faces img").first.wait_for(state="visible", timeout=30_000)
+    assert "1 restored" in page.locator("#video-faces").inner_text()
+    page.locator("#video-tracks label", has_text="face 1: frames 1–4 (4 frames)").wait_for(timeout=10_000)
+    assert page.locator("#video-tracks label").count() == 1
     shots.take(page, "video_tab_restored", full=True)
+    # a part of the clip, the face check off: said back in the panel
+    page.locator("#video-start input").fill("1")
+    page.locator("#video-face-check input").uncheck()
+    page.locator("#video-restore").click()
+    page.wait_for_function("() => document.querySelector('#video-metrics').innerText.includes('Measured for this clip') "
+                           "&& document.querySelector('#video-slider').innerText.includes('of 4')", timeout=300_000)
+    assert re.search(r"Frames\s+4 \(", panel.inner_text())  # 1 s from 1 s on: frames 5–8 of the clip
+    # a new upload starts afresh: no face choice of the last clip left to refuse the next restore
+    page.locator("#video-tracks label").first.locator("input").uncheck()
+    page.locator("#video-in button[aria-label='Clear']").first.click()
+    page.locator("#video-in input[type=file]").set_input_files(str(clip))
+    panel.get_by_text("Ready to restore").wait_for(timeout=60_000)
+    assert page.locator("#video-tracks label").count() == 0 and page.locator("#video-found").inner_text().strip() == ""
+    page.locator("#video-restore").click()
+    panel.get_by_text("Measured for this clip").wait_for(timeout=60_000)
+    page.close()
+
+
+def test_on_a_phone_the_mode_comes_before_the_button_and_the_download_after_the_result(browser, page_url: str,  # noqa: F811
+                                                                                        low_mode_home: Path, tmp_path: Path) -> None:  # noqa: F811
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    _open(page, page_url)
+    top = lambda sel: page.locator(sel).first.bounding_box()["y"]  # noqa: E731
+    # the photo tab: the download sits right under the before/after, not below the whole panel
+    assert top("#download") < top("#metrics"), (top("#download"), top("#metrics"))
+    page.get_by_role("tab", name="Video").click()
+    page.locator("#video-restore").wait_for()
+    assert top("#video-mode-radio") < top("#video-restore") < top("#video-out")
+    assert top("#video-options") < top("#video-restore")
+    Shots(tmp_path).take(page, "video_tab_phone", full=True)
     page.close()

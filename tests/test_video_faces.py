@@ -222,3 +222,21 @@ def test_cli_folder_of_a_photo_and_a_damaged_video_exits_5_with_both_written(
     assert (tmp_path / "out" / "b.mp4").exists()
     assert any(r.get("input", "").endswith("a.png") and r["status"] == "ok" for r in records)
     assert sorted(p.suffix for p in (tmp_path / "out").iterdir()) == [".jpg", ".mp4"]  # low writes JPEG photos
+
+
+def test_find_faces_numbers_the_faces_of_the_parts_start_without_restoring(tmp_path: Path, models_with_detector: Path,
+                                                                        one_thread: None) -> None:
+    import cv2
+
+    from gpen_core.presentation import video_view
+    from gpen_core.restorer import Restorer
+
+    face = _rgb(shared_path("faces", "ffhq_00002_512.png"))
+    canvas = np.full((192, 320, 3), 120, np.uint8)
+    canvas[32:160, 16:144] = cv2.resize(face, (128, 128), interpolation=cv2.INTER_AREA)
+    src = make_clip(tmp_path / "in.mp4", [canvas] * 4)
+    restorer = Restorer(synthetic_weights=True)
+    found = video_view.find_faces(str(src), tmp_path / "scratch.mp4", restorer, RestoreOptions(mode="low"), None, None)
+    assert len(found) == 4 and video_view.track_choices(found) == [("face 1: frames 1–4 (4 frames)", 0)]
+    assert video_view.found_text(found) == "1 face followed in 4 frames."
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"] and not restorer.busy  # nothing left, lock let go

@@ -66,6 +66,8 @@ def seam_problems() -> list[str]:
         problems.append("gradio.context.LocalContext has no blocks/event_id or its Queue no clean_events")
     if not {"alive", "_id"} <= set(inspect.signature(Event.__init__).parameters) | _event_attributes(Event):
         problems.append("gradio.queueing.Event has no alive/_id")
+    if "process_time_per_fn" not in inspect.getsource(Queue.__init__):
+        problems.append("gradio.queueing.Queue keeps no process_time_per_fn (the ETA a run starts with)")
     return problems
 
 
@@ -96,6 +98,23 @@ def still_waited_for() -> Callable[[], bool]:
         return True  # not running (yet or any more): nothing to stop
 
     return waited
+
+
+def forget_run_time(event: Any) -> Callable[[], None]:
+    """A handler for ``event.then(...)`` that drops the event's measured run times, so its next run starts with
+    no ETA. Gradio shows each run "elapsed/average of past runs" from its start: a clip's length decides its
+    time, so a 10-minute clip's average on a 10-second clip's bar is wrong until the run's own estimate
+    arrives (the queue records a run's time before the next event can start)."""
+    from gradio.context import Context
+
+    blocks = Context.root_block
+
+    def forget() -> None:
+        times = getattr(getattr(blocks, "_queue", None), "process_time_per_fn", None)
+        if times is not None:
+            times.pop(event.fn, None)
+
+    return forget
 
 
 def check_installed() -> None:

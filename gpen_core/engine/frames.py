@@ -21,7 +21,7 @@ from gpen_core.engine.model_cache import ModelCache
 from gpen_core.errors import InputError
 from gpen_core.modes import AUTO, MemoryMode, get_mode, get_task
 from gpen_core.options import RestoreOptions
-from gpen_core.result import FrameOutput, NetworkRuntime, Timings
+from gpen_core.result import FrameOutput, NetworkRuntime, RejectedFace, Timings
 from gpen_core.rgb import check_rgb
 
 
@@ -56,6 +56,8 @@ class FrameSession:
         self._detector = models.detector(name, device, opts, notes, mode=mode)
         self.detector = name
         self.notes: tuple[str, ...] = tuple(dict.fromkeys([*notes, *loaded.notes]))
+        # The last frame's detections the face check refused (frame pixels): a clip says how many it left as they were.
+        self.rejected: tuple[RejectedFace, ...] = ()
 
     @property
     def runtimes(self) -> tuple[NetworkRuntime, ...]:
@@ -74,6 +76,8 @@ class FrameSession:
         in the frame's pixels."""
         rgb = check_rgb(rgb, "the frame")
         found, _ = stages.find_faces(self._detector, rgb, self.mode, self._opts)
+        self.rejected = tuple(RejectedFace(tuple(float(v) for v in d.box), float(d.score), why)  # type: ignore[arg-type]
+                              for d, why in found.rejected)
         return list(found.faces)[: self._opts.max_faces]
 
     def restore(self, rgb: np.ndarray, detections: list[Any]) -> FrameOutput:

@@ -16,6 +16,9 @@ from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode
 from gpen_core.presentation import readiness
 
 AUTO_HINT = "picks the best mode that fits the memory free now, per photo"
+# A clip is planned once, from its frame size, and always written as H.264: no photo format applies.
+VIDEO_AUTO_HINT = "picks the best mode that fits the memory free now, once for the whole clip"
+VIDEO_OUTPUT = "writes H.264 MP4 (sound and timestamps kept)"
 FORMAT_TEXT = {"jpeg": "writes JPEG", "png": "writes PNG (lossless)"}
 # What each mode is for, where that is true whatever the device; balanced's "half the memory"
 # is added only when its plan is 16-bit (:func:`mode_label`).
@@ -31,11 +34,11 @@ def planned_dtype(mode: MemoryMode, device: str) -> tuple[str, str]:
 
 
 def mode_label(mode: MemoryMode, device: str, model: str | None = None,
-               files: Mapping[str, readiness.FileState] | None = None) -> str:
+               files: Mapping[str, readiness.FileState] | None = None, *, video: bool = False) -> str:
     """"balanced — GPEN-BFR-512 in bfloat16 (native on this CPU): half the memory, …, writes JPEG".
 
     ``model``: the task's generator when it is not the mode's; ``files``: the weights folder's
-    state (None: not checked).
+    state (None: not checked); ``video``: as the mode treats a clip's frames (H.264 out).
     """
     requested, dtype = planned_dtype(mode, device)
     where = "GPU" if device.startswith("cuda") else "CPU"
@@ -49,12 +52,12 @@ def mode_label(mode: MemoryMode, device: str, model: str | None = None,
         parts[0] += ": half the memory of float32, same look"
     parts.append("small detector" if mode.detector == "mobilenet0.25" else "ResNet-50 detector")
     if mode.max_side:
-        parts.append(f"photo shrunk to {mode.max_side} px")
+        parts.append(f"frames over {mode.max_side} px shrunk to it" if video else f"photo shrunk to {mode.max_side} px")
     if not mode.paste:
         parts.append("no paste-back: returns the restored crops")
     elif mode.parsing:
         parts.append("GPEN's parsing mask (if present)")
-    parts.append(FORMAT_TEXT[mode.output_format])
+    parts.append(VIDEO_OUTPUT if video else FORMAT_TEXT[mode.output_format])
     text = f"{mode.name} — {', '.join(parts)}"
     if mode.name in PURPOSE:
         text += f": {PURPOSE[mode.name]}"
@@ -70,17 +73,30 @@ def unavailable_text(mode: MemoryMode, model: str | None, files: Mapping[str, re
 
 
 def mode_choices(device: str, task: str | None = None,
-                 files: Mapping[str, readiness.FileState] | None = None) -> list[tuple[str, str]]:
+                 files: Mapping[str, readiness.FileState] | None = None, *, video: bool = False) -> list[tuple[str, str]]:
     """(label, value) pairs for the radio under ``task``: ``auto`` first, then every mode. A mode with
-    no plan for the task says so (the engine refuses it, naming the modes that run it)."""
+    no plan for the task says so (the engine refuses it, naming the modes that run it). ``video``:
+    the Video tab's words (a clip's frames, H.264 out)."""
     spec = TASKS.get(task or "enhance") or TASKS["enhance"]
-    out = [(f"{AUTO} — {AUTO_HINT}", AUTO)]
+    out = [(f"{AUTO} — {VIDEO_AUTO_HINT if video else AUTO_HINT}", AUTO)]
     for m in MODES.values():
         if m.name not in spec.modes:
             out.append((f"{m.name} — not for this task: {spec.model} is larger than {m.name} promises to fit; "
                         f"choose {', '.join(spec.modes)} or auto", m.name))
         else:
-            out.append((mode_label(m, device, spec.model, files), m.name))
+            out.append((mode_label(m, device, spec.model, files, video=video), m.name))
+    return out
+
+
+def video_hints() -> list[tuple[str, str]]:
+    """The Video tab's radio before the page loads (no device read yet): each mode's networks and
+    what it does to a clip; :func:`mode_choices` with ``video=True`` replaces them on load."""
+    out = [(f"{AUTO} — {VIDEO_AUTO_HINT}", AUTO)]
+    for m in MODES.values():
+        parts = [m.model, "small detector" if m.detector == "mobilenet0.25" else "ResNet-50 detector"]
+        if m.max_side:
+            parts.append(f"frames over {m.max_side} px shrunk to it")
+        out.append((f"{m.name} — {', '.join([*parts, VIDEO_OUTPUT])}", m.name))
     return out
 
 
@@ -91,6 +107,6 @@ def current_files() -> dict[str, readiness.FileState]:
     return readiness.files_from_status(lookup.status())
 
 
-def current_choices(device: str, task: str | None = None) -> list[tuple[str, str]]:
+def current_choices(device: str, task: str | None = None, *, video: bool = False) -> list[tuple[str, str]]:
     """:func:`mode_choices` with the models folder's files as they are now."""
-    return mode_choices(device, task, current_files())
+    return mode_choices(device, task, current_files(), video=video)

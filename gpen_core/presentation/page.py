@@ -53,7 +53,9 @@ CSS = """
   #video-row { flex-direction: column; flex-wrap: nowrap; }
   #video-controls { display: contents; }
   #video-controls > * { order: 3; }
-  #video-controls > #video-in, #video-controls > #video-buttons { order: 1; }
+  #video-controls > #video-in, #video-controls > :has(> #video-mode-radio), #video-controls > #video-options,
+  #video-controls > #video-buttons { order: 1; }  /* the radio sits in Gradio's .form wrapper */
+  #download-col { order: -1; }
   #video-results { order: 2; }
 }
 """

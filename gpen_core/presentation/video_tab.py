@@ -38,6 +38,7 @@ class ClipNote:
     shown: Any = None  # an unusable clip's messages.ShownError (plain text for the pop-up, Markdown for the panel)
     # The server's cap as the run applies it (decoded frames and time: a header can lie); None: no cap.
     cap: ClipCap | None = None
+    frames: int = 0  # the frames a restore will write (declared, or its length at the average rate; capped); 0: unknown
 
 
 def clip_note(path: str, cap_s: float | None) -> ClipNote:
@@ -78,17 +79,26 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
     elif info.duration_s and info.duration_s >= SEGMENTS_FROM_S:
         lines += ["", f"This clip is long ({length}): the page restores it in one go, and Stop or a crash keeps nothing. "
                       f"For a run that resumes where it stopped, use the command line: {whole}"]
-    return ClipNote("\n".join(lines), end, info.duration_s, True, cap=cap)
+    frames = info.frames or (round(info.duration_s * float(info.rate)) if info.duration_s and info.rate else 0)
+    if end is not None and info.rate:
+        frames = min(frames, round(end * float(info.rate)))
+    if cap is not None:
+        frames = min(frames, cap.frames) if frames else cap.frames
+    return ClipNote("\n".join(lines), end, info.duration_s, True, cap=cap, frames=frames)
 
 
-def progress_text(done: int, expected: int, elapsed_s: float) -> str:
-    """"frame 12 of 48, about 36 s left" (the rate so far); without a declared count, the frames done."""
+def progress_text(done: int, expected: int, rate: Any) -> str:
+    """"frame 12 of 48, about 36 s left" from this run's speed (:class:`gpen_core.video.rate.Rate`: the clock
+    starts at the first frame out, so the networks' loading is not in it); without a declared count, the
+    frames done."""
     if done <= 0:
-        return "reading the first frames and loading the networks"
-    if expected <= 0:
-        return f"frame {done} ({elapsed_s / done:.1f} s a frame)"
-    left = max(0.0, (expected - done) * elapsed_s / done)
-    return f"frame {done} of {expected}, about {_duration(left)} left"
+        return "loading the networks and reading the first frames (the time left shows from the second frame)"
+    of = f" of {expected}" if expected > 0 else ""
+    if rate.seconds_per_frame is None:
+        return f"frame {done}{of}, timing the next frames"
+    if rate.left_s is None:
+        return f"frame {done}{of} ({rate.seconds_per_frame:.1f} s a frame)"
+    return f"frame {done}{of}, about {_duration(rate.left_s)} left"
 
 
 def progress_fraction(done: int, expected: int) -> float | None:
@@ -96,8 +106,42 @@ def progress_fraction(done: int, expected: int) -> float | None:
     return min(1.0, done / expected) if expected > 0 else None
 
 
-def _duration(s: float) -> str:
+@dataclass(frozen=True)
+class Span:
+    """The part of the clip a run restores: what the visitor asked, with a shared server's cap applied."""
+
+    start_s: float | None
+    end_s: float | None
+    capped: bool  # the server's limit shortened it (said in the notes)
+
+
+def span(clip: ClipNote, start_s: float | None, end_s: float | None, cap_s: float | None) -> Span:
+    """Start/end as asked (empty: the clip's start/end), then at most ``cap_s`` seconds of it. InputError for a
+    start at or after the clip's end (the length known) or an end before the start."""
+    from gpen_core.errors import InputError
+
+    start = float(start_s) if start_s else None  # 0 and empty both mean the clip's start ...
+    end = float(end_s) if end_s else None  # ... and its end (the field shows 0 when empty)
+    if start is not None and start < 0 or end is not None and end < 0:
+        raise InputError("Start and end are seconds from the clip's start: 0 or more (leave them empty for the whole clip).")
+    if clip.duration_s and start is not None and start >= clip.duration_s:
+        raise InputError(f"Start ({start:g} s) is at or after the clip's end ({clip.duration_s:.2f} s): choose an earlier start.")
+    if end is not None and start is not None and end <= start:
+        raise InputError(f"End ({end:g} s) must be after start ({start:g} s).")
+    if not cap_s:
+        return Span(start, end, False)
+    last = end if end is not None else clip.duration_s
+    if last is None or last - (start or 0.0) > cap_s:
+        return Span(start, (start or 0.0) + cap_s, True)
+    return Span(start, end, False)
+
+
+def duration_text(s: float) -> str:
+    """"36 s" under two minutes, else "12 min"."""
     return f"{math.ceil(s)} s" if s < 120 else f"{s / 60:.0f} min"
+
+
+_duration = duration_text
 
 
 def output_name(source: str | None, mode: str) -> str:
@@ -121,14 +165,15 @@ def video_markdown(result: Any, end_s: float | None = None) -> str:
         f"| Frames | {result.frames} ({result.duration_s:.2f} s at {result.fps:.2f} fps on average), {w}×{h} |",
         f"| Faces | up to {result.faces_per_frame_max} in a frame |",
         f"| Seconds per frame | {result.seconds_per_frame:.2f} ({result.total_s:.1f} s in all) |",
-        f"| Mode | {result.mode}{f' ({result.mode_reason})' if result.mode_reason else ''} |",
+        f"| Mode | {_mode_cell(result)} |",
         f"| Audio | {_AUDIO.get(result.audio, result.audio)} |",
         f"| Rotation | {rotation} |",
         "| Timestamps | each frame's own, kept (no forced frame rate) |",
         f"| Video | H.264, CRF {result.crf} |",
     ]
-    if p.shared:
-        lines.append(f"| Note on the peaks | {p.shared} |")
+    if p.shared:  # the meter's own words (threads, page faults) stay in the JSON's peaks.shared
+        lines.append("| Note on the peaks | other work in this app ran during the clip, so the peak may include some "
+                     "of its memory |")
     notes = list(result.notes)
     if end_s is not None:
         notes.insert(0, f"only the first {end_s:g} s were restored: this server's limit (--max-video-seconds)")
@@ -138,6 +183,15 @@ def video_markdown(result: Any, end_s: float | None = None) -> str:
     lines += ["", "**Notes** (everything changed from your request)", ""]
     lines += [f"- {n}" for n in notes] if notes else ["- none: ran exactly as requested"]
     return "\n".join(lines)
+
+
+def _mode_cell(result: Any) -> str:
+    """The mode, and why when it is not the one asked; a reason the notes already give is pointed to, not repeated."""
+    if not result.mode_reason:
+        return result.mode
+    if result.mode_reason in result.notes:
+        return f"{result.mode} (why: the first note)" if result.notes[0] == result.mode_reason else f"{result.mode} (why: see the notes)"
+    return f"{result.mode} ({result.mode_reason})"
 
 
 def frame_at(path: str, time_s: float) -> np.ndarray | None:

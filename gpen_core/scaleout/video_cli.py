@@ -58,14 +58,16 @@ def wants_segments(args: argparse.Namespace, src: Path) -> bool:
 
     asked = getattr(args, "segments", None)
     trimmed = args.start is not None or args.end is not None
+    # face numbers count across one pass; each segment would number its faces afresh
+    trimmed = trimmed or getattr(args, "tracks", None) is not None
     if asked is False:
         if args.ray:
             raise InputError("--ray restores a video in segments on Ray workers; leave out --no-segments, or --ray")
         return False
     if asked or args.ray:
         if trimmed:
-            raise InputError("--segments and --ray restore a whole clip; --start/--end restore a part in one pass "
-                             "(leave out --segments and --ray, or the trim)")
+            raise InputError("--segments and --ray restore a whole clip; --start/--end and --tracks restore in one pass "
+                             "(leave out --segments and --ray, or the trim and --tracks)")
         return True
     if trimmed:
         return False

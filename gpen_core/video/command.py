@@ -20,6 +20,21 @@ def add_video_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--end", type=float, help="video: restore up to this second (default: its end)")
     r.add_argument("--no-audio", action="store_true",
                    help="video: write the picture only, without the sound (e.g. audio an MP4 cannot take); the notes say so")
+    r.add_argument("--tracks", help="video: restore only these faces, by number (--json's per-frame \"face\": 1 is the "
+                   "first face seen), e.g. 1,3; the others are left as they were (one pass: not with --segments)")
+
+
+def face_numbers(text: str | None) -> frozenset[int] | None:
+    """``--tracks 1,3`` as the engine's track ids (0-based); None: every face. InputError for anything else."""
+    if text is None:
+        return None
+    try:
+        numbers = {int(part) for part in text.split(",") if part.strip()}
+    except ValueError:
+        numbers = set()
+    if not numbers or min(numbers) < 1:
+        raise InputError(f"--tracks takes face numbers from 1, separated by commas (e.g. 1,3), got {text!r}")
+    return frozenset(n - 1 for n in numbers)
 
 
 def plan_video_outputs(videos: list[Path], output: str, photos_too: bool) -> list[tuple[Path, Path]]:
@@ -55,11 +70,16 @@ class VideoBar:
     when the count is unknown), never a run-on line of carriage returns."""
 
     def __init__(self, name: str) -> None:
-        self.name, self.t0, self.last, self.step = name, time.perf_counter(), 0.0, -1
+        from gpen_core.video.rate import FrameRate
+
+        self.name, self.last, self.step = name, 0.0, -1
         self.tty = sys.stderr.isatty()
+        # this run's speed from its first report on: not the networks' loading, nor frames a resume kept
+        self.rate = FrameRate()
 
     def __call__(self, done: int, total: int) -> None:
         now = time.perf_counter()
+        rate = self.rate(done, total)
         known = total >= done > 0
         if self.tty:
             if now - self.last < 0.2 and done != total:
@@ -70,10 +90,10 @@ class VideoBar:
                 return
             self.step = step
         self.last = now
-        fps = done / max(now - self.t0, 1e-9)
-        left = f", {(total - done) / fps:5.1f}s left" if known and fps > 0 else ""
+        fps = f", {1 / rate.seconds_per_frame:5.2f} fps" if rate.seconds_per_frame else ""
+        left = f", {rate.left_s:5.1f}s left" if known and rate.left_s is not None else ""
         of = f"/{total}" if known else ""
-        line = f"{self.name[:40]}: frame {done}{of}, {fps:5.2f} fps{left}"
+        line = f"{self.name[:40]}: frame {done}{of}{fps}{left}"
         sys.stderr.write(f"\r{line}   " if self.tty else f"{line}\n")
         sys.stderr.flush()
 

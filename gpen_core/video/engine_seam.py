@@ -41,11 +41,31 @@ class FrameEngine:
         self.mode = self.session.mode
         asked = opts.mode
         self.reason = self.session.notes[0] if self.session.notes and self.mode.name != asked else ""
-        self.notes: list[str] = list(self.session.notes)
+        self._notes: list[str] = list(self.session.notes)
+        # The face check's refusals: counted for the clip's note, and kept per frame (bounded: a frame's
+        # entry leaves when it is written) for its FrameRecord.
+        self.rejected_faces = self.rejected_frames = 0
+        self._reasons: dict[str, None] = {}
+        self._rejected: dict[int, tuple[tuple[float, float, float, float], ...]] = {}
+        self._detected = 0
         if self._shrinks(size):
             w, h = self.fitted(size, restorer, opts)
-            self.notes.append(f"{self.mode.name} mode shrinks frames over {self.mode.max_side} px: "
+            self._notes.append(f"{self.mode.name} mode shrinks frames over {self.mode.max_side} px: "
                               f"{size[0]}×{size[1]} restored and written at {w}×{h}")
+
+    @property
+    def notes(self) -> list[str]:
+        """What the clip changed from the request: the session's notes, then the face check's refusals."""
+        if not self.rejected_faces:
+            return list(self._notes)
+        n, f = self.rejected_faces, self.rejected_frames
+        return [*self._notes, f"the face check rejected {n} detection{'s' if n != 1 else ''} in {f} frame{'s' if f != 1 else ''} "
+                f"({'; '.join(self._reasons)}): those faces were left as they were. If they are real faces, turn the face "
+                "check off (app: Face check; CLI: --no-face-check)"]
+
+    def rejected_for(self, index: int) -> tuple[tuple[float, float, float, float], ...]:
+        """The boxes the face check refused in frame ``index`` (the detect calls' order, which is the written order); once."""
+        return self._rejected.pop(index, ())
 
     @staticmethod
     def fitted(size: tuple[int, int], restorer: Any, opts: RestoreOptions) -> tuple[int, int]:
@@ -78,7 +98,15 @@ class FrameEngine:
 
     def detect(self, rgb: np.ndarray) -> list[Any]:
         """The faces of one upright RGB frame (``Detection`` list, frame pixels), highest score first, at most max_faces."""
-        return self.session.detect(rgb)
+        found = self.session.detect(rgb)
+        rejected = getattr(self.session, "rejected", ())
+        if rejected:
+            self.rejected_faces += len(rejected)
+            self.rejected_frames += 1
+            self._reasons.update(dict.fromkeys(r.reason for r in rejected))
+            self._rejected[self._detected] = tuple(r.box for r in rejected)
+        self._detected += 1
+        return found
 
     def restore(self, rgb: np.ndarray, detections: list[Any]) -> FrameOut:
         """Restore ``detections`` (steadied) in ``rgb`` and paste them back; a frame without faces is returned as it is."""

@@ -33,11 +33,11 @@ class FrameLoop:
     """``engine``: ``detect(rgb)`` / ``restore(rgb, detections)`` and optionally ``fit(rgb)`` (a mode's
     longest side), as :class:`~gpen_core.video.engine_seam.FrameEngine`. ``wanted(payload)``: False for a
     frame that only steadies its neighbours (a segment's overlap): it is dropped unrestored. ``check()``:
-    called before each restore (raises to stop)."""
+    called before each restore (raises to stop). ``tracks``: restore only these faces (track ids); None: all."""
 
     def __init__(self, engine: Any, wanted: Callable[[Any], bool] | None = None,
-                 check: Callable[[], None] | None = None) -> None:
-        self.engine, self.wanted, self.check = engine, wanted, check
+                 check: Callable[[], None] | None = None, tracks: frozenset[int] | None = None) -> None:
+        self.engine, self.wanted, self.check, self.tracks = engine, wanted, check, tracks
         self.steady = Steadier()
         self.window: deque[tuple[np.ndarray, Any]] = deque()
         self.notes: dict[str, None] = {}
@@ -68,7 +68,7 @@ class FrameLoop:
             return None
         if self.check is not None:
             self.check()
-        out = self.engine.restore(rgb, [f.detection for f in faces])
+        out = self.engine.restore(rgb, [f.detection for f in faces if self.tracks is None or f.track in self.tracks])
         for note in out.notes:
             if len(self.notes) < MAX_NOTES:
                 self.notes.setdefault(note)

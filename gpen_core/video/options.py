@@ -21,6 +21,9 @@ class VideoOptions:
     cap: ClipCap | None = None
     # False: the output has no sound (asked for, e.g. audio an MP4 cannot take); the notes say so.
     audio: bool = True
+    # Restore only these faces (track ids, as FrameRecord.faces numbers them: 0 for the first face seen);
+    # the others are left as they were. None: every face.
+    tracks: frozenset[int] | None = None
 
     def validated(self) -> "VideoOptions":
         if not 0 <= self.crf <= 51:
@@ -29,6 +32,8 @@ class VideoOptions:
             raise InputError(f"start must be at least 0 seconds, got {self.start_s}")
         if self.start_s is not None and self.end_s is not None and self.end_s <= self.start_s:
             raise InputError(f"end ({self.end_s} s) must be after start ({self.start_s} s)")
+        if self.tracks is not None and not self.tracks:
+            raise InputError("no face chosen to restore: choose at least one face (track), or all of them")
         return self
 
     @property

@@ -41,16 +41,19 @@ class FrameRecord:
 
     index: int
     time_s: float
-    faces: tuple[FaceTrack, ...]
+    faces: tuple[FaceTrack, ...]  # every face tracked in it (VideoOptions.tracks may have restored fewer)
+    rejected: tuple[tuple[float, float, float, float], ...] = ()  # boxes the face check refused: left as they were
 
     def to_json(self) -> dict:
         return {
             "frame": self.index,
             "time": round(self.time_s, 6),
             "faces": [
-                {"box": [round(float(v), 2) for v in f.box], "landmarks": [[round(float(x), 3), round(float(y), 3)] for x, y in f.landmarks]}
+                {"face": f.track + 1, "box": [round(float(v), 2) for v in f.box],
+                 "landmarks": [[round(float(x), 3), round(float(y), 3)] for x, y in f.landmarks]}
                 for f in self.faces
             ],
+            "rejected": [[round(float(v), 2) for v in b] for b in self.rejected],
         }
 
 

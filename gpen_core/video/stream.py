@@ -25,6 +25,7 @@ from typing import Any
 
 from gpen_core.errors import GPENError, InputError
 from gpen_core.options import RestoreOptions
+from gpen_core.progress import CountProgress as Progress  # frames done, frames expected or 0 when unknown
 from gpen_core.video.errors import VideoStopped
 from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
@@ -39,7 +40,6 @@ DECODE_QUEUE = 3
 ENCODE_QUEUE = 3
 _END = object()
 
-from gpen_core.progress import CountProgress as Progress  # noqa: E402  (frames done, frames expected or 0 when unknown)
 OnFrame = Callable[[FrameRecord], None]
 
 
@@ -112,6 +112,17 @@ def restore_video(
                 run.engine.close()  # the frame session holds the restorer's lock
         container.close()
         tmp.unlink(missing_ok=True)
+
+
+def expected_frames(info: Any, vopts: VideoOptions) -> int:
+    """The frames the run will write, for progress: the declared count, or for a part of the clip its span
+    at the average rate (an estimate: a variable rate may differ by a few); 0 when unknown."""
+    if vopts.start_s is None and vopts.end_s is None:
+        return info.frames
+    if not info.rate or not info.duration_s:
+        return 0
+    end = info.duration_s if vopts.end_s is None else min(vopts.end_s, info.duration_s)
+    return max(0, round((end - (vopts.start_s or 0.0)) * float(info.rate)))
 
 
 def _translate(exc: Exception, run: "_Run") -> None:
@@ -359,7 +370,7 @@ class _Run:
 
     # ------------------------------------------------------------ the main thread
     def go(self) -> None:
-        self.loop = FrameLoop(self.engine, check=self._check)
+        self.loop = FrameLoop(self.engine, check=self._check, tracks=self.vopts.tracks)
         self.start()
         item = self.first_item if self.first_item is not None else self._get(self.decoded)
         self.first_item = None
@@ -411,7 +422,8 @@ class _Run:
         faces = done.faces
         self.max_faces = max(self.max_faces, len(faces))
         record = FrameRecord(self.written, t, tuple(
-            FaceTrack(f.track, tuple(float(v) for v in f.detection.box), f.detection.landmarks, f.filled) for f in faces))
+            FaceTrack(f.track, tuple(float(v) for v in f.detection.box), f.detection.landmarks, f.filled) for f in faces),
+            getattr(self.engine, "rejected_for", lambda i: ())(self.written))
         self.written += 1
         if self.on_frame is not None:
             self.on_frame(record)
@@ -420,7 +432,7 @@ class _Run:
 
     def expected(self) -> int:
         """The frames this run will write, as far as known ahead (0: unknown): the declared count, or the cap's."""
-        n = 0 if self.vopts.trimmed else self.info.frames
+        n = expected_frames(self.info, self.vopts)  # a part: its span at the average rate
         cap = self.vopts.cap
         if cap is not None:
             by_time = math.ceil(cap.seconds * float(self.info.rate)) if self.info.rate else cap.frames

@@ -1,0 +1,200 @@
+"""The Video tab's frame viewer as plain values: the restored clip's frames by number (their own times),
+the faces found and refused on a frame drawn over it, the faces (tracks) a rerun can keep, and the
+original over the same span as a clip that plays beside the result.
+
+Reads :class:`gpen_core.video.result.FrameRecord`; pixels out are RGB uint8 H×W×3, upright.
+No web framework here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpen_core.presentation.overlay import KEPT_COLOR, REJECTED_COLOR, draw_box, line_width
+
+LEFT_ALONE_COLOR = (150, 150, 150)  # grey: a face followed but not chosen for restoring
+
+
+@dataclass(frozen=True)
+class FrameFaces:
+    """One written frame as the viewer draws it: each face's track and box, the refused boxes (display pixels)."""
+
+    time_s: float
+    tracks: tuple[tuple[int, tuple[float, float, float, float]], ...]
+    rejected: tuple[tuple[float, float, float, float], ...]
+
+
+def frame_faces(record: Any) -> FrameFaces:
+    """A :class:`FrameRecord` reduced to what the viewer draws (no landmarks: a long clip's list stays small)."""
+    return FrameFaces(float(record.time_s), tuple((int(f.track), tuple(float(v) for v in f.box)) for f in record.faces),
+                      tuple(tuple(float(v) for v in b) for b in record.rejected))  # type: ignore[misc]
+
+
+def frame_times(path: str) -> tuple[float, ...]:
+    """Each video frame's time in ``path`` (seconds, as the file stamps them, in display order), read from the
+    packets without decoding."""
+    import av
+
+    with av.open(path, "r", metadata_errors="ignore") as container:
+        vs = container.streams.video[0]
+        tb = vs.time_base
+        return tuple(sorted(float(p.pts * tb) for p in container.demux(vs) if p.pts is not None and p.size))
+
+
+def slider_spec(times: Sequence[float]) -> dict[str, Any]:
+    """The frame slider over a restored clip: frame numbers 1…N (every frame reachable), opening on the middle one."""
+    n = max(1, len(times))
+    return {"minimum": 1, "maximum": max(2, n), "step": 1, "value": (n + 1) // 2, "interactive": n > 1,
+            "label": f"Frame (1–{n}; its time shows on the before/after)"}
+
+
+def frame_time(times: Sequence[float], number: float | None) -> float:
+    """The time of frame ``number`` (1-based, clamped to the clip) in the restored file."""
+    if not times:
+        return 0.0
+    i = min(len(times), max(1, int(round(number or 1))))
+    return times[i - 1]
+
+
+def pair_label(times: Sequence[float], number: float | None) -> str:
+    i = min(len(times), max(1, int(round(number or 1)))) if times else 1
+    return f"Before / after of frame {i} of {len(times)} ({frame_time(times, number):.2f} s)"
+
+
+def track_choices(frames: Sequence[FrameFaces]) -> list[tuple[str, int]]:
+    """(label, track id) per face followed in the clip: "face 1: frames 3–120 (111 frames)", in order of appearance."""
+    seen: dict[int, list[int]] = {}
+    for i, f in enumerate(frames, 1):
+        for track, _ in f.tracks:
+            seen.setdefault(track, []).append(i)
+    return [(f"face {k + 1}: frames {v[0]}–{v[-1]} ({len(v)} frame{'s' if len(v) != 1 else ''})", k)
+            for k, v in sorted(seen.items())]
+
+
+def found_text(frames: Sequence[FrameFaces]) -> str:
+    """What Find faces saw: "2 faces in 150 frames; the face check rejected 3 detections in 2 frames"."""
+    n = len({k for f in frames for k, _ in f.tracks})
+    text = f"{n} face{'s' if n != 1 else ''} followed in {len(frames)} frames" if n else f"No face found in {len(frames)} frames"
+    bad, where = rejected_summary(frames)
+    if bad:
+        text += (f"; the face check rejected {bad} detection{'s' if bad != 1 else ''} in {where} frame{'s' if where != 1 else ''} "
+                 "(turn Face check off to restore them)")
+    return text + "."
+
+
+def rejected_summary(frames: Sequence[FrameFaces]) -> tuple[int, int]:
+    """(detections the face check refused, frames they were in)."""
+    return sum(len(f.rejected) for f in frames), sum(1 for f in frames if f.rejected)
+
+
+def draw_faces(rgb: np.ndarray, faces: FrameFaces | None, chosen: Sequence[int] | None) -> tuple[np.ndarray, str]:
+    """(a copy of the frame with its faces drawn, a caption): restored faces solid green with their number,
+    faces left out of the choice grey, detections the face check refused dashed red."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    out = np.ascontiguousarray(rgb[..., :3]).copy()
+    if faces is None:
+        return out, "No faces recorded for this frame."
+    t = line_width(out.shape)
+    for box in faces.rejected:
+        draw_box(out, box, REJECTED_COLOR, width=t, dash=3 * t)
+    kept = [(k, b) for k, b in faces.tracks if chosen is None or k in chosen]
+    left = [(k, b) for k, b in faces.tracks if chosen is not None and k not in chosen]
+    for (_, box), color in [*((x, LEFT_ALONE_COLOR) for x in left), *((x, KEPT_COLOR) for x in kept)]:
+        draw_box(out, box, color, width=t)
+    image = Image.fromarray(out)
+    pen = ImageDraw.Draw(image)
+    font = ImageFont.load_default(size=max(12, 6 * t))  # readable at the frame's size, as the lines are
+    for k, box in faces.tracks:
+        pen.text((box[0] + 2 * t, box[1] + 2 * t), str(k + 1), fill=KEPT_COLOR if (k, box) in kept else LEFT_ALONE_COLOR,
+                 font=font)
+    caption = f"{len(kept)} restored (solid green, numbered as in the face choice)"
+    if left:
+        caption += f", {len(left)} left as they were by your choice (grey)"
+    if faces.rejected:
+        caption += (f", {len(faces.rejected)} rejected by the face check (dashed red: left as they were; turn "
+                    "Face check off to restore them)")
+    else:
+        caption += ", none rejected by the face check"
+    return np.asarray(image), caption + "."
+
+
+class _Unchanged:
+    """A frame engine that finds no face: the clip is written as it came (the original over a span)."""
+
+    def detect(self, rgb: np.ndarray) -> list[Any]:
+        return []
+
+    def restore(self, rgb: np.ndarray, detections: list[Any]) -> Any:
+        from gpen_core.video.engine_seam import FrameOut
+
+        return FrameOut(rgb, ())
+
+
+def original_span(source: str, dst: Path, start_s: float | None, end_s: float | None, crf: int) -> str:
+    """The original clip over the restored span, as a file that plays beside the result: the upload itself
+    when the whole clip was restored, else the same frames (same times, sound and upright turn) written
+    with the same x264 settings into ``dst``, a file this run creates."""
+    if start_s is None and end_s is None:
+        return source
+    from gpen_core.video.stream import VideoOptions, restore_video
+
+    restore_video(source, dst, video=VideoOptions(crf=crf, start_s=start_s, end_s=end_s), engine=_Unchanged())
+    return str(dst)
+
+
+PREVIEW_S = 5.0  # how much of the part "Find faces" reads: enough for the faces on screen at its start
+
+
+class _DetectOnly:
+    """The clip's real detection and face check (a frame session), no restore: the faces a run will number."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine, self.device = engine, engine.device
+
+    def detect(self, rgb: np.ndarray) -> list[Any]:
+        return self.engine.detect(rgb)
+
+    def rejected_for(self, index: int) -> tuple[tuple[float, float, float, float], ...]:
+        return self.engine.rejected_for(index)
+
+    def restore(self, rgb: np.ndarray, detections: list[Any]) -> Any:
+        from gpen_core.video.engine_seam import FrameOut
+
+        return FrameOut(rgb, ())
+
+
+def find_faces(source: str, scratch: Path, restorer: Any, options: Any, start_s: float | None,
+               end_s: float | None) -> list[FrameFaces]:
+    """The faces of the part's first :data:`PREVIEW_S` seconds as a restore from ``start_s`` numbers them (the
+    same detector, face check and steadying), without restoring; ``scratch`` (a file this call creates) is removed."""
+    from gpen_core.video.engine_seam import FrameEngine
+    from gpen_core.video.probe import clip_info, open_clip
+    from gpen_core.video.stream import VideoOptions, restore_video
+
+    import av
+
+    from gpen_core.video.frames import upright_rgb
+
+    container = open_clip(source)
+    try:
+        clip_info(container, source)  # a clip with no video stream is refused here, with its fix
+        first = next(container.decode(video=0))
+        h, w = upright_rgb(first, av.video.reformatter.VideoReformatter())[0].shape[:2]  # as the frames are detected
+    finally:
+        container.close()
+    end = (start_s or 0.0) + PREVIEW_S
+    records: list[FrameFaces] = []
+    engine = FrameEngine(restorer, options, (w, h))
+    try:
+        restore_video(source, scratch, video=VideoOptions(start_s=start_s, end_s=end if end_s is None else min(end, end_s)),
+                      engine=_DetectOnly(engine), on_frame=lambda r: records.append(frame_faces(r)))
+    finally:
+        engine.close()
+        scratch.unlink(missing_ok=True)
+    return records

@@ -1,0 +1,120 @@
+"""Which faces a clip restores: the face check's refusals said per clip (count, frames, boxes per frame for the
+viewer) and a choice of tracks, through the real FrameEngine and frame loop over a scripted frame session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+av = pytest.importorskip("av")
+
+from gpen_core.errors import InputError  # noqa: E402
+from gpen_core.faces.detect import Detection  # noqa: E402
+from gpen_core.modes import get_mode  # noqa: E402
+from gpen_core.options import RestoreOptions  # noqa: E402
+from gpen_core.result import FrameOutput, RejectedFace, Timings  # noqa: E402
+from gpen_core.video.engine_seam import FrameEngine  # noqa: E402
+from gpen_core.video.stream import VideoOptions, restore_video  # noqa: E402
+
+from .videoclips import gradient_frames, make_clip  # noqa: E402
+
+LEFT, RIGHT, ODD = (4.0, 4.0, 24.0, 24.0), (36.0, 4.0, 60.0, 28.0), (10.0, 30.0, 30.0, 46.0)
+
+
+def _det(box: tuple[float, ...]) -> Detection:
+    x0, y0, x1, y1 = box
+    lm = np.array([[x0 + 5, y0 + 6], [x1 - 5, y0 + 6], [(x0 + x1) / 2, y0 + 11], [x0 + 6, y1 - 5], [x1 - 6, y1 - 5]], np.float32)
+    return Detection(box, 0.99, lm)  # type: ignore[arg-type]
+
+
+class Session:
+    """Two faces in every frame; the face check refuses one more in frames 1 and 3. Records what it restores."""
+
+    def __init__(self) -> None:
+        self.mode, self.notes, self.rejected, self.frame = get_mode("low"), (), (), 0
+        self.restored: list[list[tuple[float, ...]]] = []
+
+    def detect(self, rgb: np.ndarray) -> list[Detection]:
+        self.rejected = (RejectedFace(ODD, 0.95, "its landmarks do not form a face"),) if self.frame in (1, 3) else ()
+        self.frame += 1
+        return [_det(LEFT), _det(RIGHT)]
+
+    def restore(self, rgb: np.ndarray, detections: list) -> FrameOutput:
+        self.restored.append([tuple(d.box) for d in detections])
+        return FrameOutput(rgb, (), (), Timings(0, 0, 0, 0))
+
+
+class Restorer:
+    device = "cpu"
+
+    def __init__(self) -> None:
+        self.session = Session()
+
+    @contextmanager
+    def frames(self, options: RestoreOptions, size: tuple[int, int]) -> Iterator[Session]:
+        yield self.session
+
+
+def _run(tmp_path: Path, tracks: frozenset[int] | None = None) -> tuple[object, list, Session]:
+    src = make_clip(tmp_path / "in.mp4", gradient_frames(5))
+    restorer = Restorer()
+    records: list = []
+    engine = FrameEngine(restorer, RestoreOptions(mode="low"), (64, 48))
+    result = restore_video(src, tmp_path / "out.mp4", video=VideoOptions(tracks=tracks), engine=engine,
+                           on_frame=records.append)
+    return result, records, restorer.session
+
+
+def test_the_face_checks_refusals_are_said_per_clip_and_drawn_per_frame(tmp_path: Path) -> None:
+    result, records, session = _run(tmp_path)
+    notes = [n for n in result.notes if "face check" in n]  # type: ignore[attr-defined]
+    assert len(notes) == 1 and "rejected 2 detections in 2 frames (its landmarks do not form a face)" in notes[0]
+    assert "--no-face-check" in notes[0]
+    assert [r.rejected for r in records] == [(), (ODD,), (), (ODD,), ()]  # each frame's own refusals
+    assert all(len(r.faces) == 2 for r in records) and len(session.restored) == 5
+
+
+def test_only_the_chosen_tracks_are_restored_and_every_track_is_recorded(tmp_path: Path) -> None:
+    _, records, session = _run(tmp_path, frozenset({1}))
+    ids = sorted({f.track for r in records for f in r.faces})
+    assert ids == [0, 1]  # both faces followed (the viewer names them) ...
+    right = next(f.track for f in records[0].faces if f.box[0] > 30)
+    assert right == 1 and all(len(boxes) == 1 and boxes[0][0] > 30 for boxes in session.restored)  # ... one restored
+
+
+def test_an_empty_choice_of_faces_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no face chosen"):
+        VideoOptions(tracks=frozenset()).validated()
+
+
+def test_the_cli_restores_only_the_faces_numbered_and_says_each_frames_numbers(tmp_path: Path, monkeypatch, capsys) -> None:
+    import json
+
+    from gpen_core import cli
+    from gpen_core.video import command
+
+    assert command.face_numbers("2, 3") == frozenset({1, 2}) and command.face_numbers(None) is None
+    for bad in ("0", "a,b", ""):
+        with pytest.raises(InputError, match="--tracks takes face numbers from 1"):
+            command.face_numbers(bad)
+    seen: dict = {}
+
+    def fake_restore(src, dst, restorer, options, video, **kw):  # the CLI's request, as restore_video gets it
+        seen["tracks"] = video.tracks
+        raise InputError("stop here")
+
+    monkeypatch.setattr("gpen_core.video.stream.restore_video", fake_restore)
+    monkeypatch.setattr(cli, "_load_engine", lambda: None)
+    src = make_clip(tmp_path / "in.mp4", gradient_frames(3))
+    code = cli.main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--tracks", "2", "--mode", "low"])
+    assert seen["tracks"] == frozenset({1}) and code == 2
+    code = cli.main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--tracks", "2", "--segments"])
+    assert code == 2 and "--tracks restore in one pass" in capsys.readouterr().err
+    (tmp_path / "json").mkdir()
+    record = _run(tmp_path / "json", None)[1][1].to_json()
+    assert [f["face"] for f in record["faces"]] == [1, 2] and record["rejected"] == [list(ODD)]
+    json.dumps(record)
