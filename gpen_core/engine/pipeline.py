@@ -242,7 +242,7 @@ def run_attempt(
         align_s=out.timings.get("align_s", 0.0), restore_s=out.timings.get("restore_s", 0.0),
         paste_s=out.timings.get("paste_s", 0.0), encode_s=encoded.seconds,
         load_s=loaded.seconds + found.load_s + gen_load_s + canvas.load_s,
-        upscale_s=up_info.seconds if up_info is not None else 0.0,
+        upscale_s=up_info.seconds if up_info is not None else 0.0, identity_s=out.timings.get("identity_s", 0.0),
     )
     report(1.0, "done")
     return _result(models, device, req, opts, out, canvas, up_info, found, generator, encoded, timings, notes)
