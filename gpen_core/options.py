@@ -64,7 +64,7 @@ class RestoreOptions:
     # generators with the official pre/post-processing (docs/tasks.md).
     task: str = "enhance"
     # Identity check (gpen_core.faces.identity, dlib's face descriptor, requirements-identity.txt):
-    # "auto" measures every restored face in every mode but low (≈0.1 s of CPU and ~60 MB once per
+    # "auto" measures every restored face in every mode but low (≈0.15-0.17 s of CPU a face, ~45 MB once per
     # process, docs/identity.md) when dlib is installed; "on" also in low, and says so when dlib is
     # missing; "off" never.
     identity: str = "auto"

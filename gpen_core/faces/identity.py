@@ -72,8 +72,8 @@ def face_note(index: int, check: IdentityCheck, alpha: float) -> str | None:
 
 
 def policy_for(mode_name: str, opts: RestoreOptions, *, video: bool = False) -> IdentityPolicy | None:
-    """The identity check a request runs, or None. "auto": every mode but low (where its ~60 MB and
-    ≈0.1 s a face are a large share, docs/identity.md), photos only, and only where dlib is
+    """The identity check a request runs, or None. "auto": every mode but low (where its ~45 MB and
+    ≈0.15 s of CPU a face are a large share, docs/identity.md), photos only, and only where dlib is
     installed (the panel says how to install it); "on": always, and a missing install is an error
     naming the pip command; "off" or seg2face (its input is a label map, not a face): never."""
     from gpen_core.faces.identity_model import available, model
