@@ -243,3 +243,39 @@ def test_the_installed_models_match_and_the_68_point_model_is_never_opened(monke
     assert distance(face, face) == 0.0
     assert sorted(loaded) == sorted(identity_model.LOADED)
     assert "shape_predictor_68_face_landmarks.dat" not in loaded
+
+
+# ----------------------------------------------------------------------------- where it is shown
+
+
+def test_face_boxes_are_coloured_by_identity_distance_when_measured() -> None:
+    from gpen_core.presentation.overlay import IDENTITY_COLORS, KEPT_COLOR, faces_overlay
+
+    amber, magenta = IDENTITY_COLORS[1][1], IDENTITY_COLORS[2][1]
+    record = {"mode": "balanced", "detector": "mobilenet0.25",
+              "boxes": {"image_size": [200, 100], "kept": [[10, 10, 60, 60], [80, 10, 130, 60], [140, 10, 190, 60]],
+                        "rejected": []},
+              "identity": {"faces": [{"distance": 0.1}, {"distance": 0.5}, {"distance": 0.8}]}}
+    img, caption = faces_overlay(np.full((100, 200, 3), 100, np.uint8), record)
+    assert img is not None
+    assert [tuple(img[10, x]) for x in (30, 100, 160)] == [KEPT_COLOR, amber, magenta]
+    assert "coloured by identity distance" in caption and "over 0.6" in caption
+    record["identity"] = {"faces": [None, None, None]}  # not measured: every kept box green, as before
+    img, caption = faces_overlay(np.full((100, 200, 3), 100, np.uint8), record)
+    assert [tuple(img[10, x]) for x in (30, 100, 160)] == [KEPT_COLOR] * 3 and "solid green" in caption
+
+
+def test_cli_result_line_and_folder_summary_name_the_identity_figures() -> None:
+    from gpen_core.presentation.cli_run import RunSummary, identity_text
+
+    faces = [{"distance": 0.31, "over_threshold": False, "action": "restored"},
+             {"distance": 0.72, "over_threshold": True, "action": "kept original"}, None]
+    rec = {"status": "ok", "faces": 3, "peaks": {}, "identity": {"faces": faces}}
+    assert identity_text(rec) == (", identity distance up to 0.72 over 2 faces, 1 over 0.6 (dlib's own LFW threshold), "
+                                  "1 kept original")
+    assert identity_text({"identity": {"faces": [None]}}) == ""
+    summary = RunSummary()
+    summary.add(rec)
+    summary.add({**rec, "identity": {"faces": [{"distance": 0.9, "over_threshold": True, "action": "blended"}]}})
+    line = next(x for x in summary.lines() if x.startswith("  identity:"))
+    assert "up to 0.90 over 3 faces, 2 over 0.6" in line and "1 kept original, 1 blended" in line
