@@ -279,3 +279,12 @@ def test_cli_result_line_and_folder_summary_name_the_identity_figures() -> None:
     summary.add({**rec, "identity": {"faces": [{"distance": 0.9, "over_threshold": True, "action": "blended"}]}})
     line = next(x for x in summary.lines() if x.startswith("  identity:"))
     assert "up to 0.90 over 3 faces, 2 over 0.6" in line and "1 kept original, 1 blended" in line
+
+
+@needs_dlib
+def test_a_request_without_the_check_lets_the_models_go() -> None:
+    """``low`` after ``balanced`` in one app: the descriptor (~28 MB) does not stay for a mode that does not use it."""
+    policy = policy_for("balanced", RestoreOptions(identity="on"))
+    assert policy is not None and identity_model._model is not None
+    assert policy_for("low", RestoreOptions()) is None
+    assert identity_model._model is None

@@ -101,8 +101,12 @@ def ready_for(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device
     one), and it costs a heavier mode on torch page faults (~0.5 s of CPU per ``balanced``
     request, :mod:`gpen_core.platform.heap`); a CLI run, a folder or a video keeps one mode and
     glibc's own heap."""
+    from gpen_core.faces import identity, identity_model
+
     if mode_heaps:
         map_blocks_from(mode.heap_blocks)
+    if not identity.runs(mode.name, opts):
+        identity_model.release()  # the identity check's models (~45 MB), outside the model cache
     return models.release_unused(mode, opts, device)
 
 

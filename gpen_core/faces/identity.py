@@ -71,17 +71,26 @@ def face_note(index: int, check: IdentityCheck, alpha: float) -> str | None:
     return (f"face {index}: identity distance {check.distance:.2f} is over your limit {check.limit:g}: {what}")
 
 
-def policy_for(mode_name: str, opts: RestoreOptions, *, video: bool = False) -> IdentityPolicy | None:
-    """The identity check a request runs, or None. "auto": every mode but low (where its ~45 MB and
-    ≈0.15 s of CPU a face are a large share, docs/identity.md), photos only, and only where dlib is
-    installed (the panel says how to install it); "on": always, and a missing install is an error
-    naming the pip command; "off" or seg2face (its input is a label map, not a face): never."""
-    from gpen_core.faces.identity_model import available, model
+def runs(mode_name: str, opts: RestoreOptions, *, video: bool = False) -> bool:
+    """Whether a request checks identity. "auto": every mode but low (where its ~45 MB and ≈0.15 s of
+    CPU a face are a large share, docs/identity.md), photos only, and only where dlib is installed (the
+    panel says how to install it); "on": always; "off" or seg2face (its input is a label map, not a
+    face): never."""
+    from gpen_core.faces.identity_model import available
 
     if opts.identity == "off" or opts.task == "seg2face":
+        return False
+    return opts.identity == "on" or not (mode_name == "low" or video or not available())
+
+
+def policy_for(mode_name: str, opts: RestoreOptions, *, video: bool = False) -> IdentityPolicy | None:
+    """The identity check a request runs (:func:`runs`), or None, when the loaded models are let go (a
+    lighter mode after a heavier one keeps to its own size). "on" loads them here, so a missing or
+    damaged install fails before any face is restored, naming the pip command."""
+    from gpen_core.faces.identity_model import model, release
+
+    if not runs(mode_name, opts, video=video):
+        release()
         return None
-    if opts.identity == "auto" and (mode_name == "low" or video or not available()):
-        return None
-    if opts.identity == "on":
-        model()  # a missing or damaged install fails here, before any face is restored
+    model()
     return IdentityPolicy(opts.identity_limit, opts.identity_alpha)

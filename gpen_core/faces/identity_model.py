@@ -91,6 +91,22 @@ def model() -> Any:
         return _model
 
 
+def release() -> bool:
+    """Let the models go (a request that does not check identity, e.g. ``low`` after ``balanced``:
+    a lighter mode keeps to a fresh process's size). True when they were loaded."""
+    global _model
+    with _lock:
+        held, _model = _model is not None, None
+    if held:
+        import gc
+
+        from gpen_core.platform.oom import malloc_trim
+
+        gc.collect()
+        malloc_trim()
+    return held
+
+
 def chips(crop: np.ndarray, others: list[np.ndarray], rect: tuple[int, int, int, int]) -> list[np.ndarray]:
     """dlib's 150×150 chips (``get_face_chip``, padding 0.25) of ``crop`` and of each of ``others``
     (same size), all cut by the one transform dlib's 5 landmarks find on ``crop`` inside ``rect``
