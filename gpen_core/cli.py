@@ -434,6 +434,8 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
                           threshold=args.threshold, max_faces=args.max_faces, face_check=args.face_check,
                           upscale=args.upscale, upscaler=args.upscaler, tile=args.tile, backend=args.backend, task=args.task)
     restorer = Restorer(models_dir=args.models_dir, device=args.device)
+    if args.identity == "on" or args.identity_limit is not None:  # asked for, so not dropped without a word
+        print("note: the identity check is for photos; a clip's frames are not checked (docs/identity.md)", file=sys.stderr)
     worst = 0
     for src, dst in plan:
         record: dict[str, Any] = {"input": str(src)}
