@@ -302,3 +302,13 @@ def test_a_clip_says_its_frames_are_not_checked_when_the_check_was_asked_for(
                "--models-dir", str(models_with_detector), "--identity", "on"])
     err = capsys.readouterr().err
     assert rc == 0 and "the identity check is for photos; a clip's frames are not checked" in err
+
+
+def test_zerogpu_face_seconds_include_the_identity_check() -> None:
+    """A ZeroGPU Space's duration per face counts the check it runs on each face (it runs inside the GPU call)."""
+    from gpen_core.platform.zerogpu import FaceClock
+
+    clock = FaceClock()
+    clock.record({"device": "cuda:0", "faces": 2,
+                  "timings": {"align_s": 0.1, "restore_s": 1.0, "paste_s": 0.1, "identity_s": 0.4}})
+    assert clock.seconds_per_face() == (pytest.approx(0.8), True)
