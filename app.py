@@ -40,7 +40,7 @@ from gpen_core.images.decode import DEFAULT_LIMITS  # noqa: E402
 from gpen_core.modes import AUTO  # noqa: E402
 from gpen_core.options import RestoreOptions  # noqa: E402
 from gpen_core.platform import zerogpu  # noqa: E402
-from gpen_core.presentation import checks, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
+from gpen_core.presentation import checks, face_views as fv, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
 from gpen_core.presentation import mode_labels, overlay, preparation as prep_ui, tasks as task_ui, video_tab  # noqa: E402
 from gpen_core.presentation.app_state import AppState, parse_server_args, start_lines  # noqa: E402
 from gpen_core.presentation.messages import AlreadyShown, ShownError, shown_error, toast_seconds  # noqa: E402
@@ -71,6 +71,7 @@ STATE = AppState()  # the policy (set by main), each session's last error, resto
 def restore(image: str | None, mode: str, model: str | None, detector: str | None, alpha: float, threshold: float,
             max_faces: float, aligned: bool, output_format: str | None = DEFAULT, upscale: int | str = 1,
             task: str = "enhance", damage: Any = None, face_check: bool = True,
+            identity: str = "auto", identity_limit: float | None = 0.0, identity_alpha: float = 0.0,
             progress: gr.Progress = gr.Progress(), request: gr.Request | None = None,
             ) -> tuple[Any, str, str, list[tuple[Any, str]], dict[str, Any]]:
     """Restore the faces in one photo: (before/after pair, path of the full-resolution download,
@@ -81,7 +82,7 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
         options = RestoreOptions(mode=mode or AUTO, model=checked_model(model), detector=_override(detector),  # type: ignore[arg-type]
                                  alpha=float(alpha), threshold=float(threshold), max_faces=int(max_faces), aligned=bool(aligned),
                                  output_format=_override(output_format), upscale=int(upscale or 1), task=task or "enhance",
-                                 face_check=bool(face_check))
+                                 face_check=bool(face_check), **fv.identity_options(identity, identity_limit, identity_alpha))
         mask = task_ui.editor_damage(damage, options.task)  # every editor file checked, whatever the task
         result = run_engine(image, options, progress, mask)
         if isinstance(result, ShownError):
@@ -262,6 +263,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                     aligned_in = gr.Checkbox(False, label="Already an aligned face crop (skip detection)")
                     face_check_in = gr.Checkbox(True, label="Check detections", elem_id="face-check",
                                                 info="skip detections that are not faces (docs/face-check.md); off keeps all")
+                    identity_in, identity_limit_in, identity_alpha_in = gr.Radio(**fv.IDENTITY_RADIO), gr.Number(**fv.IDENTITY_LIMIT), gr.Slider(**fv.IDENTITY_ALPHA)
                     format_in = gr.Radio([("the mode's format", DEFAULT), ("PNG: lossless, keeps transparency", "png"),
                                           ("JPEG", "jpeg")], value=DEFAULT, label="Output format")
                 with gr.Column(elem_id="weights-box", variant="panel"):  # a gr.Group repeats its elem_id on an inner div
@@ -285,8 +287,8 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                         with gr.Accordion("Raw measurements (JSON)", open=False):
                             record_out = gr.JSON(label="Record (JSON)", show_label=False)
                 show_faces_in = gr.Checkbox(False, label="Show detected faces", elem_id="show-faces",
-                                            info="the photo as the detector saw it: restored faces solid green, "
-                                            "candidates rejected as not a face dashed red")
+                                            info="the photo as the detector saw it: restored faces solid (coloured by identity "
+                                            "distance when measured), candidates rejected as not a face dashed red")
                 faces_out = gr.Image(label="Detected faces", type="numpy", format="png", interactive=False, visible=False,
                                      height=480, elem_id="detected-faces")
                 gallery_out = gr.Gallery(label="Faces: original crop | restored crop", format="png", columns=2,
@@ -309,7 +311,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     ready.failure(weights_view, weight_inputs, weight_outputs, api_visibility="private", show_progress="hidden")  # the button it names
     restoring = ready.success(None, None, result_outputs, js=page.CLEAR_AND_SHOW_RESULT, api_visibility="private").then(
         restore, inputs=[image_in, mode_in, model_in, detector_in, alpha_in, threshold_in, max_faces_in, aligned_in, format_in, upscale_in,
-                            task_in, damage_in, face_check_in],
+                            task_in, damage_in, face_check_in, identity_in, identity_limit_in, identity_alpha_in],
         outputs=result_outputs, api_name="restore", concurrency_limit=1, concurrency_id="engine", show_progress_on=[slider_out],
     )
     restoring.success(None, js=page.SHOW_RESULT, api_visibility="private")  # the result in view, wherever the page was scrolled

@@ -81,6 +81,14 @@ def _add_restore_faces(r: argparse.ArgumentParser) -> None:
                    help="keep every detection above the threshold; the notes name those the face check would drop")
     r.add_argument("--orientations", action="store_true",
                    help="also search the photo turned 90/180/270° when upright faces were found (always done when none are)")
+    r.add_argument("--identity", default="auto", choices=("auto", "on", "off"),
+                   help="measure how far each restored face moved from the input face (dlib's descriptor, "
+                   "requirements-identity.txt): auto = every mode but low when installed (default), on, off")
+    r.add_argument("--identity-limit", type=float, metavar="DISTANCE",
+                   help="over this identity distance keep the original face (0.6: the model's own LFW threshold); "
+                   "with --identity-alpha A, blend toward it instead")
+    r.add_argument("--identity-alpha", type=float, default=0.0, metavar="A",
+                   help="for a face over --identity-limit: A × restored + (1 − A) × original (default 0: the original)")
 
 
 def _add_restore_upscale(r: argparse.ArgumentParser) -> None:
@@ -343,7 +351,8 @@ def _options(args: argparse.Namespace, fmt: str | None) -> Any:
     return RestoreOptions(mode=args.mode, model=args.model, detector=detector, alpha=args.alpha,  # type: ignore[arg-type]
                           threshold=args.threshold, max_faces=args.max_faces, aligned=args.aligned, face_check=args.face_check,
                           orientations=args.orientations, output_format=fmt, upscale=args.upscale, upscaler=args.upscaler,
-                          tile=args.tile, backend=args.backend, task=args.task)
+                          tile=args.tile, backend=args.backend, task=args.task, identity=args.identity,
+                          identity_limit=args.identity_limit, identity_alpha=args.identity_alpha)
 
 
 def _existing(args: argparse.Namespace, dst: Path) -> Path | None:
@@ -409,11 +418,12 @@ def _emit(args: argparse.Namespace, record: dict[str, Any]) -> None:
 
 def _result_line(rec: dict[str, Any]) -> str:
     from gpen_core.platform.meter import format_bytes
+    from gpen_core.presentation.cli_run import identity_text
 
     pk = rec["peaks"]
     vram = f", peak VRAM {format_bytes(pk['vram_bytes'])}" if pk["vram_bytes"] is not None else ""
     return (f"{rec['input']} -> {rec['output']}: {rec['faces']} face(s), mode {rec['mode']}, "
-            f"{rec['timings']['total_s']:.2f}s, peak RAM {format_bytes(pk['rss_bytes'])}{vram}")
+            f"{rec['timings']['total_s']:.2f}s, peak RAM {format_bytes(pk['rss_bytes'])}{vram}{identity_text(rec)}")
 
 
 # ------------------------------------------------------------------ video
@@ -451,6 +461,8 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
                           threshold=args.threshold, max_faces=args.max_faces, face_check=args.face_check,
                           upscale=args.upscale, upscaler=args.upscaler, tile=args.tile, backend=args.backend, task=args.task)
     restorer = Restorer(models_dir=args.models_dir, device=args.device)
+    if args.identity == "on" or args.identity_limit is not None:  # asked for, so not dropped without a word
+        print("note: the identity check is for photos; a clip's frames are not checked (docs/identity.md)", file=sys.stderr)
     worst = 0
     for src, dst in plan:
         record: dict[str, Any] = {"input": str(src)}

@@ -12,6 +12,8 @@ from gpen_core.modes import AUTO, Detector, get_mode, get_task
 
 ImageSource = np.ndarray | bytes | str | os.PathLike[str]
 
+IDENTITY_CHOICES = ("auto", "on", "off")
+
 DETECTOR_WEIGHTS: dict[str, str] = {
     "mobilenet0.25": "retinaface-mobilenet0.25",
     "resnet50": "retinaface-resnet50",
@@ -59,6 +61,17 @@ class RestoreOptions:
     # "colorize", "inpaint" (white = damaged) and "seg2face" (aligned label maps) run their own
     # generators with the official pre/post-processing (docs/tasks.md).
     task: str = "enhance"
+    # Identity check (gpen_core.faces.identity, dlib's face descriptor, requirements-identity.txt):
+    # "auto" measures every restored face in every mode but low (≈0.15-0.17 s of CPU a face, ~45 MB once per
+    # process, docs/identity.md) when dlib is installed; "on" also in low, and says so when dlib is
+    # missing; "off" never.
+    identity: str = "auto"
+    # Over this identity distance, paste the original face instead (or a blend, identity_alpha);
+    # None measures only. 0.6 is the model's own "different people" threshold on LFW.
+    identity_limit: float | None = None
+    # For a face over identity_limit: 0 keeps the original face pixel for pixel; 0 < a < 1 pastes
+    # a × restored + (1 − a) × original, as alpha does for every face.
+    identity_alpha: float = 0.0
 
     def validated(self) -> "RestoreOptions":
         if self.mode != AUTO:
@@ -90,6 +103,16 @@ class RestoreOptions:
                 f"{self.mode} promises to fit. Choose balanced (the lightest that pastes faces back), quality, "
                 "faces-only (the face crops only) or auto (docs/tasks.md)"
             )
+        if self.identity not in IDENTITY_CHOICES:
+            raise InputError(f"identity check must be {', '.join(IDENTITY_CHOICES)}, got {self.identity!r}")
+        if self.identity_limit is not None and not 0.0 < self.identity_limit < 2.0:
+            raise InputError(f"identity limit is a descriptor distance between 0 and 2 (0.6: the model's own "
+                             f"threshold), got {self.identity_limit}")
+        if self.identity_limit is not None and self.identity == "off":
+            raise InputError("an identity limit needs the identity check: turn it on (or auto), or drop the limit")
+        if not 0.0 <= self.identity_alpha < 1.0:
+            raise InputError(f"identity blend (identity_alpha) must be at least 0 (the original face) and below 1, "
+                             f"got {self.identity_alpha}")
         if self.output_format is not None and self.output_format not in ("png", "jpeg"):
             raise InputError(f"output format must be png or jpeg, got {self.output_format!r}")
         return self

@@ -55,6 +55,7 @@ class Timings:
     encode_s: float = 0.0
     load_s: float = 0.0  # model (re)loading inside this call, 0 when cached
     upscale_s: float = 0.0  # background upscaling (RealESRNet, all tiles); 0 when not asked
+    identity_s: float = 0.0  # the identity check of every face (gpen_core.faces.identity); 0 when off
 
     def stages(self) -> dict[str, float]:
         return {
@@ -65,6 +66,7 @@ class Timings:
             "upscale": self.upscale_s,
             "restore": self.restore_s,
             "paste": self.paste_s,
+            "identity": self.identity_s,
             "encode": self.encode_s,
         }
 
@@ -82,6 +84,29 @@ class UpscaleInfo:
     dtype: str  # compute dtype of the upscaler ("float32", "bfloat16")
 
 
+# dlib's own threshold for "same person" on LFW (99.38 % there). A property of the model on
+# photos of people, not a promise about restorations (docs/identity.md).
+IDENTITY_THRESHOLD = 0.6
+
+IdentityAction = Literal["restored", "kept original", "blended"]
+
+
+@dataclass(frozen=True)
+class IdentityCheck:
+    """How far one restored face moved from the input face: dlib's descriptor distance between
+    the same aligned crop before and after the generator (gpen_core.faces.identity)."""
+
+    distance: float  # Euclidean distance of the two 128-D descriptors; 0 = unchanged
+    action: IdentityAction  # what was pasted: the restored face, the original, or a blend toward it
+    limit: float | None  # the user's limit over which ``action`` applied; None: measured only
+    seconds: float  # this face's check: two chips and two descriptors
+
+    @property
+    def over_threshold(self) -> bool:
+        """Over the model's own LFW threshold (0.6): dlib would call them different people."""
+        return self.distance > IDENTITY_THRESHOLD
+
+
 @dataclass(frozen=True)
 class Face:
     """One face. Boxes and landmarks are in input-image pixels (x, y)."""
@@ -90,7 +115,10 @@ class Face:
     score: float
     landmarks: np.ndarray  # 5×2 float32: left eye, right eye, nose, left/right mouth corner
     crop: np.ndarray  # aligned input crop, RGB uint8 S×S×3
-    restored: np.ndarray  # restored crop (after alpha blend), RGB uint8 S×S×3
+    # What the result holds for this face, RGB uint8 S×S×3: the restored crop after the alpha blend,
+    # or the input crop (or a blend toward it) where the identity check's limit applied.
+    restored: np.ndarray
+    identity: IdentityCheck | None = None  # None: the identity check did not run
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,25 @@ def result_record(result: Any) -> dict[str, Any]:
         ],
         # Background upscaling: factor, upscaler, tiles and the stage's seconds; None when not asked.
         "upscale": _upscale_record(getattr(result, "upscale", None)),
+        # Per face, in the order of ``faces``: dlib's descriptor distance between the aligned input
+        # face and its restoration, and what was pasted; None where the check did not run.
+        "identity": identity_record(result.faces),
     }
+
+
+# dlib's threshold (gpen_core.result.IDENTITY_THRESHOLD; this room sits beside result, not above it),
+# said beside every figure, so a reader of the JSON alone does not take it for a guarantee.
+IDENTITY_THRESHOLD_MEANING = "dlib's own same-person threshold on LFW photos, not a promise about restorations"
+
+
+def identity_record(faces: Any) -> dict[str, Any]:
+    """The identity check of each face as JSON (CLI --json, the app's record, folder manifests)."""
+    rows: list[dict[str, Any] | None] = []
+    for face in faces:
+        c = getattr(face, "identity", None)
+        rows.append(None if c is None else {"distance": round(c.distance, 4), "over_threshold": c.over_threshold,
+                                            "action": c.action, "limit": c.limit, "seconds": round(c.seconds, 4)})
+    return {"threshold": 0.6, "threshold_meaning": IDENTITY_THRESHOLD_MEANING, "faces": rows}
 
 
 def _upscale_record(up: Any) -> dict[str, Any] | None:

@@ -46,7 +46,7 @@ fi
 req=requirements.txt
 [ $ray = 1 ] && req="$req + requirements-ray.txt"
 [ $dev = 1 ] && req="$req + requirements-dev.txt"
-base=.venv/.setup-$torch_build-$(cat requirements.txt requirements-cpu.txt requirements-dev.txt requirements-ray.txt scripts/setup.sh | sha256sum | cut -c1-16)
+base=.venv/.setup-$torch_build-$(cat requirements.txt requirements-cpu.txt requirements-dev.txt requirements-ray.txt requirements-identity.txt scripts/setup.sh | sha256sum | cut -c1-16)
 if [ -f "$base-1" ] || { [ $level != 1 ] && [ -f "$base-r" ]; } || { [ $level = 0 ] && [ -f "$base-0" ]; }; then
   :  # already installed for these requirements
 else
@@ -60,12 +60,13 @@ else
     .venv/bin/python -m pip uninstall -y -q --disable-pip-version-check torchvision >/dev/null 2>&1 || true
     .venv/bin/python -m pip install -q --disable-pip-version-check --retries 0 --timeout 20 \
       --extra-index-url https://download.pytorch.org/whl/cpu -r requirements-cpu.txt
-    grep -v -E '^(facexlib|torch|torchvision)==' requirements.txt > .venv/requirements-nofacexlib.txt
+    grep -v -E '^(facexlib|torch|torchvision)==|^-r ' requirements.txt > .venv/requirements-nofacexlib.txt
   else
-    grep -v '^facexlib' requirements.txt > .venv/requirements-nofacexlib.txt
+    grep -v -E '^facexlib|^-r ' requirements.txt > .venv/requirements-nofacexlib.txt
   fi
-  extra=""
-  [ $dev = 1 ] && extra=$(grep -v '^-r' requirements-dev.txt | grep -v '^#' | tr '\n' ' ')
+  # requirements.txt's own -r (the identity check): a copy under .venv/ would look for it there
+  extra="-r requirements-identity.txt"
+  [ $dev = 1 ] && extra="$extra $(grep -v '^-r' requirements-dev.txt | grep -v '^#' | tr '\n' ' ')"
   [ $ray = 1 ] && extra="$extra -r requirements-ray.txt"
   # one OpenCV only (requirements.txt): remove the headless build older setups installed, before
   # the full one goes in (uninstalling either afterwards would delete the cv2 files they share)

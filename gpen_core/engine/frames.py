@@ -91,10 +91,11 @@ class FrameSession:
         generator = stages.Generator(self._generator.forward, self._generator.size, self._generator.dtype,
                                      self._generator.name)
         restored = stages.restore_and_paste(self._models, self._device, canvas, generator, self._parsing_fn, self.mode,
-                                            self._opts, self._task, _silent)
+                                            self._opts, self._task, _silent, video=True)
         out = restored.photo
         timings = Timings(total_s=time.perf_counter() - t, align_s=out.timings.get("align_s", 0.0),
-                          restore_s=out.timings.get("restore_s", 0.0), paste_s=out.timings.get("paste_s", 0.0))
+                          restore_s=out.timings.get("restore_s", 0.0), paste_s=out.timings.get("paste_s", 0.0),
+                          identity_s=out.timings.get("identity_s", 0.0))
         notes = [*restored.notes, *out.notes]
         notes.extend(dict.fromkeys(restored.overflows))
         return FrameOutput(out.image, tuple(out.faces), tuple(dict.fromkeys(notes)), timings)

@@ -102,8 +102,12 @@ def ready_for(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device
     one), and it costs a heavier mode on torch page faults (~0.5 s of CPU per ``balanced``
     request, :mod:`gpen_core.platform.heap`); a CLI run, a folder or a video keeps one mode and
     glibc's own heap."""
+    from gpen_core.faces import identity, identity_model
+
     if mode_heaps:
         map_blocks_from(mode.heap_blocks)
+    if not identity.runs(mode.name, opts):
+        identity_model.release()  # the identity check's models (~45 MB), outside the model cache
     return models.release_unused(mode, opts, device)
 
 
@@ -243,7 +247,7 @@ def run_attempt(
         align_s=out.timings.get("align_s", 0.0), restore_s=out.timings.get("restore_s", 0.0),
         paste_s=out.timings.get("paste_s", 0.0), encode_s=encoded.seconds,
         load_s=loaded.seconds + found.load_s + gen_load_s + canvas.load_s,
-        upscale_s=up_info.seconds if up_info is not None else 0.0,
+        upscale_s=up_info.seconds if up_info is not None else 0.0, identity_s=out.timings.get("identity_s", 0.0),
     )
     report(1.0, "done")
     return _result(models, device, req, opts, out, canvas, up_info, found, generator, encoded, timings, notes)

@@ -350,12 +350,16 @@ class FaceRestorer:
 
 def restore_and_paste(models: ModelCache, device: str, canvas: Canvas, generator: Generator, parsing_fn: Any,
                       mode: MemoryMode, opts: RestoreOptions, task: Task, report: Progress, *,
-                      grey: np.ndarray | None = None, damage: Any = None, face_start: float = 0.15) -> Restored:
+                      grey: np.ndarray | None = None, damage: Any = None, face_start: float = 0.15,
+                      video: bool = False) -> Restored:
     """Align each detection, restore it with ``generator`` and paste it back through ``parsing_fn``'s
-    mask (faces.photo.restore_photo: one face at a time, so only one crop's buffers live at once).
+    mask (faces.photo.restore_photo: one face at a time, so only one crop's buffers live at once),
+    each face's identity checked as ``opts.identity`` asks (``video``: a clip's frame, checked only when asked).
     The paste stage then ends (one-shot: the generator, if a face was skipped, and the parser go)."""
     from gpen_core.faces import photo as faces_photo
+    from gpen_core.faces.identity import policy_for
 
+    identity = policy_for(mode.name, opts, video=video)
     detections = canvas.detections
     restorer = FaceRestorer(models, device, generator, mode, opts, task, grey, len(detections) if detections is not None else 1)
 
@@ -366,7 +370,7 @@ def restore_and_paste(models: ModelCache, device: str, canvas: Canvas, generator
         canvas.rgb, detections=detections, restore_fn=restorer, size=generator.size, alpha=opts.alpha, paste=mode.paste,
         parsing_fn=parsing_fn, aligned=opts.aligned, progress=face_progress,
         background=canvas.upscaled.image if canvas.upscaled is not None else None,
-        aligned_at_input_size=task.aligned_output_at_input_size, damage=damage,
+        aligned_at_input_size=task.aligned_output_at_input_size, damage=damage, identity=identity,
     )
     models.stage_ended("paste", device)
     parsed = parsing_fn.parsed if hasattr(parsing_fn, "parsed") else parsing_fn is not None

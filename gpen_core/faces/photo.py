@@ -17,6 +17,7 @@ import numpy as np
 
 from gpen_core.faces import tasks
 from gpen_core.faces.align import align_transform, reference_points
+from gpen_core.faces.identity import IdentityPolicy, face_note
 from gpen_core.faces.detect import Detection
 from gpen_core.rgb import check_rgb
 from gpen_core.errors import InputError
@@ -39,7 +40,7 @@ class PhotoOutput:
     ``image``: RGB uint8 H×W×3, always a new array; equal to the input when no face
     was found or ``paste=False``. ``faces``: one :class:`gpen_core.result.Face` per
     restored face, in the order pasted. ``timings``: seconds, keys ``align_s``,
-    ``restore_s``, ``paste_s``. ``notes``: plain sentences for the user.
+    ``restore_s``, ``paste_s``, ``identity_s``. ``notes``: plain sentences for the user.
     """
 
     image: np.ndarray
@@ -62,7 +63,7 @@ def _restore_crop(restore_fn: RestoreFn, crop: np.ndarray, size: int) -> np.ndar
 
 def _restore_aligned(
     rgb: np.ndarray, restore_fn: RestoreFn, size: int, alpha: float, paste: bool, progress: ProgressFn | None,
-    at_input_size: bool = True,
+    at_input_size: bool = True, identity: IdentityPolicy | None = None,
 ) -> PhotoOutput:
     h, w = rgb.shape[:2]
     notes: list[str] = []
@@ -76,19 +77,24 @@ def _restore_aligned(
     t1 = time.perf_counter()
     restored = _restore_crop(restore_fn, crop, size)
     restored = cv2.addWeighted(restored, alpha, crop, 1.0 - alpha, 0.0)
+    check, chosen = identity.check(crop, restored) if identity is not None else (None, restored)
+    if check is not None:
+        notes.extend(n for n in (face_note(1, check, identity.alpha),) if n)  # type: ignore[union-attr]
     t2 = time.perf_counter()
-    if paste:
+    if paste and chosen is not None:
         same = (h, w) == (size, size) or not at_input_size
-        image = restored.copy() if same else cv2.resize(restored, (w, h), interpolation=cv2.INTER_LINEAR)
-    else:
+        image = chosen.copy() if same else cv2.resize(chosen, (w, h), interpolation=cv2.INTER_LINEAR)
+    else:  # faces-only, or the original kept: the input, pixel for pixel
         image = rgb.copy()
     t3 = time.perf_counter()
     # An aligned crop has no detection: the face is the whole image, its landmarks the template.
     lm = (reference_points(size) * (w / size, h / size)).astype(np.float32)
-    face = Face(box=(0.0, 0.0, float(w), float(h)), score=1.0, landmarks=lm, crop=crop, restored=restored)
+    face = Face(box=(0.0, 0.0, float(w), float(h)), score=1.0, landmarks=lm, crop=crop,
+                restored=crop if chosen is None else chosen, identity=check)
     if progress is not None:
         progress(1, 1)
-    timings = {"align_s": t1 - t0, "restore_s": t2 - t1, "paste_s": t3 - t2}
+    identity_s = check.seconds if check is not None else 0.0
+    timings = {"align_s": t1 - t0, "restore_s": t2 - t1 - identity_s, "paste_s": t3 - t2, "identity_s": identity_s}
     return PhotoOutput(image, (face,), timings, tuple(notes))
 
 
@@ -106,6 +112,7 @@ def restore_photo(
     background: np.ndarray | None = None,
     aligned_at_input_size: bool = True,
     damage: tasks.Damage | None = None,
+    identity: IdentityPolicy | None = None,
 ) -> PhotoOutput:
     """Restore every detected face of an RGB uint8 H×W×3 photo and paste it back.
 
@@ -123,7 +130,9 @@ def restore_photo(
     upscaled photo); ``image`` is then based on it. ``aligned_at_input_size=False``: an
     aligned result stays at ``size`` (the official inpainting and seg2face). ``damage``
     (inpainting, :class:`gpen_core.faces.tasks.Damage`): only faces it touches are run, their crops see it white, and
-    each is pasted through its damage, feathered (:mod:`gpen_core.faces.tasks`).
+    each is pasted through its damage, feathered (:mod:`gpen_core.faces.tasks`). ``identity``: measure each
+    face's identity distance (:mod:`gpen_core.faces.identity`) and, over its limit, paste the original
+    face (nothing: its pixels stay as they were) or a blend toward it, said in ``notes``.
 
     No detections is not an error: the input comes back unchanged with a note.
     """
@@ -133,14 +142,14 @@ def restore_photo(
     if not 0.0 <= alpha <= 1.0:
         raise InputError(f"alpha must be between 0 (original face) and 1 (restored face), got {alpha}")
     if aligned:
-        return _restore_aligned(rgb, restore_fn, size, alpha, paste, progress, aligned_at_input_size)
+        return _restore_aligned(rgb, restore_fn, size, alpha, paste, progress, aligned_at_input_size, identity)
     if background is not None and (background.shape != rgb.shape or background.dtype != np.uint8):
         raise ValueError(f"background must be RGB uint8 of the photo's shape {rgb.shape}, got {background.dtype} {background.shape}")
     base = rgb if background is None else background
     if detections is None:
         raise ValueError("detections is None: pass FaceDetector.detect(...) results, or aligned=True for a face crop")
 
-    timings = {"align_s": 0.0, "restore_s": 0.0, "paste_s": 0.0}
+    timings = {"align_s": 0.0, "restore_s": 0.0, "paste_s": 0.0, "identity_s": 0.0}
     if not detections:
         note = (
             "no face found: the photo is returned unchanged. Try a lower detection threshold, "
@@ -148,12 +157,28 @@ def restore_photo(
         )
         return PhotoOutput(base.copy(), (), timings, (note,))
 
+    faces, pieces, skipped, acted = _restore_faces(rgb, detections, restore_fn, size, alpha, paste, parsing_fn, damage,
+                                                   identity, progress, timings)
+    t0 = time.perf_counter()
+    image = compose(base, pieces) if paste else base.copy()
+    timings["paste_s"] += time.perf_counter() - t0
+    notes = [] if damage is None else _damage_notes(damage, detections, len(faces), skipped)
+    return PhotoOutput(image, tuple(faces), timings, tuple(notes + acted))
+
+
+def _restore_faces(
+    rgb: np.ndarray, detections: list[Detection], restore_fn: RestoreFn, size: int, alpha: float, paste: bool,
+    parsing_fn: ParsingFn | None, damage: tasks.Damage | None, identity: IdentityPolicy | None,
+    progress: ProgressFn | None, timings: dict[str, float],
+) -> tuple[list[Face], list[Piece], int, list[str]]:
+    """Every detection through :func:`_restore_face`: (faces, pieces to compose, how many the damage
+    skipped, the identity notes), each stage's seconds added to ``timings``."""
     faces: list[Face] = []
     pieces: list[Piece] = []
-    total = len(detections)
     skipped = 0
+    acted: list[str] = []
     for i, det in enumerate(detections):
-        done = _restore_face(rgb, det, restore_fn, size, alpha, paste, parsing_fn, damage)
+        done = _restore_face(rgb, det, restore_fn, size, alpha, paste, parsing_fn, damage, identity)
         if done is None:
             skipped += 1
         else:
@@ -161,25 +186,22 @@ def restore_photo(
             if piece is not None:
                 pieces.append(piece)
             faces.append(face)
-            for key, seconds in zip(("align_s", "restore_s", "paste_s"), spent):
+            note = face_note(len(faces), face.identity, identity.alpha) if face.identity and identity else None
+            acted.extend([note] if note else [])
+            for key, seconds in zip(("align_s", "restore_s", "paste_s", "identity_s"), spent):
                 timings[key] += seconds
         if progress is not None:
-            progress(i + 1, total)
-
-    t0 = time.perf_counter()
-    image = compose(base, pieces) if paste else base.copy()
-    timings["paste_s"] += time.perf_counter() - t0
-    notes = [] if damage is None else _damage_notes(damage, detections, len(faces), skipped)
-    return PhotoOutput(image, tuple(faces), timings, tuple(notes))
+            progress(i + 1, len(detections))
+    return faces, pieces, skipped, acted
 
 
 def _restore_face(
     rgb: np.ndarray, det: Detection, restore_fn: RestoreFn, size: int, alpha: float, paste: bool,
-    parsing_fn: ParsingFn | None, damage: tasks.Damage | None,
-) -> tuple[Face, Piece | None, tuple[float, float, float]] | None:
-    """Align, restore and (when ``paste``) warp back one detected face of ``rgb``.
+    parsing_fn: ParsingFn | None, damage: tasks.Damage | None, identity: IdentityPolicy | None = None,
+) -> tuple[Face, Piece | None, tuple[float, float, float, float]] | None:
+    """Align, restore, check (when ``identity``) and (when ``paste``) warp back one detected face of ``rgb``.
 
-    Returns (the face, its piece to compose or None, seconds spent aligning, restoring, pasting),
+    Returns (the face, its piece to compose or None, seconds spent aligning, restoring, pasting, checking),
     or None when ``damage`` is given and does not touch this face (nothing is run for it).
     Arguments as :func:`restore_photo`'s.
     """
@@ -202,16 +224,19 @@ def _restore_face(
     if min(x1 - x0, y1 - y0) < _SMALL_FACE_PX:
         restored = cv2.filter2D(restored, -1, _SMOOTH_KERNEL)
     restored = cv2.addWeighted(restored, alpha, crop, 1.0 - alpha, 0.0)
+    check, chosen = identity.check(crop, restored) if identity is not None else (None, restored)
+    identity_s = check.seconds if check is not None else 0.0
     t2 = time.perf_counter()
     piece = None
-    if paste:
+    if paste and chosen is not None:  # None: the original face kept, its pixels untouched
         mask = face_mask(raw, parsing_fn, size)
         if hurt is not None:
             mask = mask * tasks.damage_paste_mask(hurt)
-        piece = warp_piece(restored, mask, inv, w, h)
+        piece = warp_piece(chosen, mask, inv, w, h)
     t3 = time.perf_counter()
-    face = Face(box=det.box, score=det.score, landmarks=det.landmarks, crop=crop, restored=restored)
-    return face, piece, (t1 - t0, t2 - t1, t3 - t2)
+    face = Face(box=det.box, score=det.score, landmarks=det.landmarks, crop=crop,
+                restored=crop if chosen is None else chosen, identity=check)
+    return face, piece, (t1 - t0, t2 - t1 - identity_s, t3 - t2, identity_s)
 
 
 def _damage_notes(damage: tasks.Damage, detections: list[Detection], inpainted: int, skipped: int) -> list[str]:

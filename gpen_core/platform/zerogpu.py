@@ -66,7 +66,7 @@ class FaceClock:
             if float(t.get("load_s") or 0.0) > 0:
                 self._loads.append(float(t["load_s"]))
             if faces >= 1:
-                self._samples.append(sum(float(t.get(k) or 0.0) for k in ("restore_s", "align_s", "paste_s")) / faces)
+                self._samples.append(sum(float(t.get(k) or 0.0) for k in ("restore_s", "align_s", "paste_s", "identity_s")) / faces)
             mp = w * h * int(up.get("factor") or 1) ** 2 / 1e6
             if float(t.get("upscale_s") or 0.0) > 0 and mp > 0:
                 self._upscales.append(float(t["upscale_s"]) / mp)

@@ -100,11 +100,13 @@ class RunSummary:
     failed: list[tuple[str, str]] = field(default_factory=list)  # (input, why)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (input, why)
     peak_rss: int = 0
+    identities: list[dict[str, Any]] = field(default_factory=list)  # every measured face's identity record
 
     def add(self, record: dict[str, Any]) -> None:
         status = record.get("status")
         if status == "ok":
             self.done += 1
+            self.identities += [f for f in (record.get("identity") or {}).get("faces", ()) if f]
             self.without_face += record.get("faces") == 0
             self.peak_rss = max(self.peak_rss, int((record.get("peaks") or {}).get("rss_bytes") or 0))
         elif status == "skipped":
@@ -123,6 +125,23 @@ class RunSummary:
         peak = f"; peak RAM {format_bytes(self.peak_rss)}" if self.peak_rss else ""
         out = [f"summary: {total} photos: {self.done} restored{faceless}, {len(self.failed)} failed, "
                f"{len(self.skipped)} skipped; {time.perf_counter() - self.started:.1f} s in all{peak}"]
+        if self.identities:
+            out.append(f"  identity:{identity_text({'identity': {'faces': self.identities}})[1:]}")
         out += [f"  failed: {path}: {why}" for path, why in self.failed]
         out += [f"  skipped: {path}: {why}" for path, why in self.skipped]
         return out
+
+
+def identity_text(record: dict[str, Any]) -> str:
+    """", identity distance up to 0.42 over 3 faces, 1 over 0.6 (dlib's LFW threshold), 1 kept original"
+    from a result record's ``identity`` (gpen_core.result_json.identity_record); "" when nothing was measured."""
+    faces = [f for f in (record.get("identity") or {}).get("faces", ()) if f]
+    if not faces:
+        return ""
+    over = sum(bool(f["over_threshold"]) for f in faces)
+    acted = [f["action"] for f in faces if f["action"] != "restored"]
+    text = (f", identity distance up to {max(f['distance'] for f in faces):.2f} over {len(faces)} face"
+            f"{'s' if len(faces) > 1 else ''}, {over} over 0.6 (dlib's own LFW threshold)")
+    for action in dict.fromkeys(acted):
+        text += f", {acted.count(action)} {action}"
+    return text

@@ -17,6 +17,20 @@ Color = tuple[int, int, int]
 
 KEPT_COLOR: Color = (40, 220, 90)  # green: restored and pasted
 REJECTED_COLOR: Color = (235, 45, 45)  # red: refused by the plausibility screen
+# Kept faces coloured by their identity distance (gpen_core.faces.identity) when it was measured:
+# well within dlib's 0.6, close to it, over it. Magenta, not red: red dashes are the rejected boxes.
+IDENTITY_COLORS: tuple[tuple[float, Color, str], ...] = (
+    (0.4, KEPT_COLOR, "green: under 0.4"),
+    (0.6, (245, 190, 30), "amber: 0.4 to 0.6"),
+    (float("inf"), (220, 40, 220), "magenta: over 0.6, dlib's own different-person threshold on LFW"),
+)
+
+
+def identity_color(distance: float | None) -> Color:
+    """The box colour for a face's identity distance (None: not measured, the kept green)."""
+    if distance is None:
+        return KEPT_COLOR
+    return next(color for upto, color, _ in IDENTITY_COLORS if distance <= upto)
 
 
 def line_width(shape: Sequence[int]) -> int:
@@ -64,11 +78,13 @@ def draw_detections(
     *,
     scale: tuple[float, float] = (1.0, 1.0),
     width: int | None = None,
+    kept_colors: Sequence[Color] | None = None,
 ) -> np.ndarray:
     """A copy of ``rgb`` (RGB uint8 H×W×3) with kept boxes solid green and rejected ones dashed red.
 
     ``scale``: (sx, sy) from the boxes' pixels to ``rgb``'s (the boxes of a photo drawn on a
-    smaller copy of it). ``width``: line width in px (default: :func:`line_width`).
+    smaller copy of it). ``width``: line width in px (default: :func:`line_width`). ``kept_colors``: one
+    colour per kept box instead of green (their identity distances, :func:`identity_color`).
     Rejected boxes are drawn first, so a kept face on top of a rejected one stays visible.
     """
     out = check_rgb(rgb, "the photo to draw on").copy()
@@ -80,8 +96,8 @@ def draw_detections(
 
     for b in rejected:
         draw_box(out, scaled(b), REJECTED_COLOR, width=t, dash=3 * t)
-    for b in kept:
-        draw_box(out, scaled(b), KEPT_COLOR, width=t)
+    for i, b in enumerate(kept):
+        draw_box(out, scaled(b), kept_colors[i] if kept_colors is not None else KEPT_COLOR, width=t)
     return out
 
 
@@ -150,8 +166,14 @@ def faces_overlay(before: np.ndarray | None, record: dict | None, max_side: int 
         rgb = np.asarray(Image.fromarray(rgb).resize((max(1, round(bw * s)), max(1, round(bh * s))), Image.Resampling.BILINEAR))
     kept = boxes["kept"]
     rejected = [r["box"] for r in boxes["rejected"]]
-    drawn = draw_detections(rgb, kept, rejected, scale=(rgb.shape[1] / w, rgb.shape[0] / h))
+    distances = [f["distance"] if f else None for f in ((record.get("identity") or {}).get("faces") or [])]  # type: ignore[union-attr]
+    measured = len(distances) == len(kept) and any(d is not None for d in distances)
+    colors = [identity_color(d) for d in distances] if measured else None
+    drawn = draw_detections(rgb, kept, rejected, scale=(rgb.shape[1] / w, rgb.shape[0] / h), kept_colors=colors)
     caption = f"Detected faces: {len(kept)} kept (solid green)"
+    if measured:
+        caption = (f"Detected faces: {len(kept)} kept, solid, coloured by identity distance "
+                   f"({'; '.join(label for _, _, label in IDENTITY_COLORS)})")
     if rejected:
         reasons = sorted({r["reason"] for r in boxes["rejected"]})
         caption += f", {len(rejected)} rejected (dashed red: {'; '.join(reasons)}). {DAMAGED_HINT}"

@@ -17,8 +17,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpen_core.platform.meter import format_bytes
+from gpen_core.presentation.face_views import face_caption, face_pairs, identity_lines, side_by_side  # noqa: F401
 from gpen_core.modes import AUTO, MODES
-from gpen_core.result import Face, RestoreResult
+from gpen_core.result import RestoreResult
 
 AUTO_HINT = "picks the best mode that fits the memory free now, per photo"
 
@@ -34,6 +35,7 @@ _STAGE_LABEL = {
     "upscale": "upscale background",
     "restore": "restore faces",
     "paste": "paste back",
+    "identity": "identity check",
     "encode": "encode result",
 }
 
@@ -80,28 +82,6 @@ def comparison_pair(before: np.ndarray, result: RestoreResult) -> tuple[np.ndarr
 
         before = np.asarray(Image.fromarray(before).resize((after.shape[1], after.shape[0]), Image.Resampling.LANCZOS))
     return before, after
-
-
-def face_pairs(result: RestoreResult, gap: int = 6) -> list[tuple[np.ndarray, str]]:
-    """One gallery item per face: the aligned input crop beside the restored crop, with a caption."""
-    items = []
-    for i, face in enumerate(result.faces, 1):
-        items.append((side_by_side(face.crop, face.restored, gap), face_caption(i, face)))
-    return items
-
-
-def side_by_side(left: np.ndarray, right: np.ndarray, gap: int = 6) -> np.ndarray:
-    """``left`` and ``right`` (same height) in one RGB image, separated by a white gap."""
-    h = max(left.shape[0], right.shape[0])
-    out = np.full((h, left.shape[1] + gap + right.shape[1], 3), 255, np.uint8)
-    out[: left.shape[0], : left.shape[1]] = left
-    out[: right.shape[0], left.shape[1] + gap :] = right
-    return out
-
-
-def face_caption(index: int, face: Face) -> str:
-    x0, y0, x1, y1 = face.box
-    return f"face {index} · score {face.score:.2f} · {x1 - x0:.0f}×{y1 - y0:.0f} px"
 
 
 def download_name(source: str | None, result: RestoreResult) -> str:
@@ -230,6 +210,7 @@ def metrics_markdown(result: RestoreResult) -> str:
         "|---|---:|",
     ]
     lines += [f"| {'**total**' if name == 'total' else name} | {s:.2f} |" for name, s in stage_rows(result)]
+    lines += identity_lines(result)
     lines += ["", "**Notes** (everything changed from your request)", ""]
     lines += [f"- {n}" for n in result.notes] if result.notes else ["- none: ran exactly as requested"]
     return "\n".join(lines)

@@ -1,0 +1,96 @@
+"""Is it still the same person? dlib's descriptor distance between a face before and after restoration.
+
+Both descriptors come from the same GPEN aligned crop (the generator's input and its output), cut to
+dlib's 150×150 chip by one transform: the one dlib's own 5-point alignment finds on the *input* crop,
+inside a fixed box of GPEN's template (no detector runs). The restored crop is cut the same way, so
+only the face itself can move the number. This reproduces dlib's own pipeline on the FFHQ faces to
+0.02-0.08 in distance (docs/identity.md). RGB uint8 in; nothing heavy at import (the models load at
+the first face, :mod:`identity_model`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from gpen_core.options import RestoreOptions
+from gpen_core.result import IdentityCheck
+
+# Where dlib's HOG detector puts the face in a 512 px GPEN crop (left, top, right, bottom): the mean
+# over 15 crops (the three FFHQ faces and 12 Solvay faces in ../shared; std 14-23 px, which the
+# landmark model absorbs). Scaled to the crop's size; the detector itself never runs here.
+FACE_BOX_512 = (122.5, 169.2, 376.6, 423.2)
+
+
+def face_box(size: int) -> tuple[int, int, int, int]:
+    """:data:`FACE_BOX_512` for a ``size`` px crop."""
+    x0, y0, x1, y1 = (round(v * size / 512) for v in FACE_BOX_512)
+    return x0, y0, x1, y1
+
+
+def distance(before: np.ndarray, after: np.ndarray) -> float:
+    """Euclidean distance of dlib's 128-D descriptors of two aligned crops (RGB uint8 S×S×3), both
+    cut by the chip transform found on ``before``."""
+    from gpen_core.faces.identity_model import chips, descriptors
+
+    d = descriptors(chips(before, [after], face_box(before.shape[0])))
+    return float(np.linalg.norm(d[0] - d[1]))
+
+
+@dataclass(frozen=True)
+class IdentityPolicy:
+    """What to do with a face whose restoration moved it further than ``limit`` from the input:
+    paste ``alpha`` × restored + (1 − alpha) × original (0: the original face, untouched).
+    ``limit`` None: measure only."""
+
+    limit: float | None = None
+    alpha: float = 0.0
+
+    def check(self, crop: np.ndarray, restored: np.ndarray) -> tuple[IdentityCheck, np.ndarray | None]:
+        """The check of one face, and the crop to paste: ``restored``, a blend toward ``crop``, or
+        None where the original is kept (nothing is pasted, so its pixels stay as they were)."""
+        t = time.perf_counter()
+        dist = distance(crop, restored)
+        seconds = time.perf_counter() - t
+        if self.limit is None or dist <= self.limit:
+            return IdentityCheck(dist, "restored", self.limit, seconds), restored
+        if self.alpha <= 0.0:
+            return IdentityCheck(dist, "kept original", self.limit, seconds), None
+        blended = cv2.addWeighted(restored, self.alpha, crop, 1.0 - self.alpha, 0.0)
+        return IdentityCheck(dist, "blended", self.limit, seconds), blended
+
+
+def face_note(index: int, check: IdentityCheck, alpha: float) -> str | None:
+    """The note for a face the policy acted on (None when it pasted the restoration)."""
+    if check.action == "restored":
+        return None
+    what = "kept the original face" if check.action == "kept original" else f"blended it toward the original (alpha {alpha:g})"
+    return (f"face {index}: identity distance {check.distance:.2f} is over your limit {check.limit:g}: {what}")
+
+
+def runs(mode_name: str, opts: RestoreOptions, *, video: bool = False) -> bool:
+    """Whether a request checks identity. "auto": every mode but low (where its ~45 MB and ≈0.15 s of
+    CPU a face are a large share, docs/identity.md), photos only, and only where dlib is installed (the
+    panel says how to install it); "on": always; "off" or seg2face (its input is a label map, not a
+    face): never."""
+    from gpen_core.faces.identity_model import available
+
+    if opts.identity == "off" or opts.task == "seg2face":
+        return False
+    return opts.identity == "on" or not (mode_name == "low" or video or not available())
+
+
+def policy_for(mode_name: str, opts: RestoreOptions, *, video: bool = False) -> IdentityPolicy | None:
+    """The identity check a request runs (:func:`runs`), or None, when the loaded models are let go (a
+    lighter mode after a heavier one keeps to its own size). "on" loads them here, so a missing or
+    damaged install fails before any face is restored, naming the pip command."""
+    from gpen_core.faces.identity_model import model, release
+
+    if not runs(mode_name, opts, video=video):
+        release()
+        return None
+    model()
+    return IdentityPolicy(opts.identity_limit, opts.identity_alpha)

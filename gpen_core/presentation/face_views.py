@@ -1,0 +1,104 @@
+"""The per-face views of a RestoreResult: the gallery's crop pairs and captions, and the identity table.
+
+Pure functions, no Gradio; images RGB uint8 H×W×3 in and out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpen_core.result import IDENTITY_THRESHOLD, Face, RestoreResult
+
+_FACES_PER_TABLE = 10  # a wider Markdown table scrolls sideways off the panel
+THRESHOLD_MEANING = (f"{IDENTITY_THRESHOLD} is dlib's own threshold for \"same person\" on LFW photos, "
+                     "not a promise about restorations")
+
+
+def face_pairs(result: RestoreResult, gap: int = 6) -> list[tuple[np.ndarray, str]]:
+    """One gallery item per face: the aligned input crop beside the restored crop, with a caption."""
+    items = []
+    for i, face in enumerate(result.faces, 1):
+        items.append((side_by_side(face.crop, face.restored, gap), face_caption(i, face)))
+    return items
+
+
+def side_by_side(left: np.ndarray, right: np.ndarray, gap: int = 6) -> np.ndarray:
+    """``left`` and ``right`` (same height) in one RGB image, separated by a white gap."""
+    h = max(left.shape[0], right.shape[0])
+    out = np.full((h, left.shape[1] + gap + right.shape[1], 3), 255, np.uint8)
+    out[: left.shape[0], : left.shape[1]] = left
+    out[: right.shape[0], left.shape[1] + gap :] = right
+    return out
+
+
+def face_caption(index: int, face: Face) -> str:
+    x0, y0, x1, y1 = face.box
+    caption = f"face {index} · score {face.score:.2f} · {x1 - x0:.0f}×{y1 - y0:.0f} px"
+    if face.identity is not None:
+        caption += f" · identity distance {face.identity.distance:.2f}" + (" (over 0.6)" if face.identity.over_threshold else "")
+        caption += "" if face.identity.action == "restored" else f" · {face.identity.action}"
+    return caption
+
+
+def _cell(face: Face) -> tuple[str, str]:
+    check = face.identity
+    if check is None:
+        return "n/a", "restored"
+    mark = f"**{check.distance:.2f}** (over {IDENTITY_THRESHOLD})" if check.over_threshold else f"{check.distance:.2f}"
+    return mark, check.action
+
+
+def identity_lines(result: RestoreResult) -> list[str]:
+    """The panel's identity section (Markdown lines): a column per face with its descriptor
+    distance and what was pasted, the threshold said for what it is, or why nothing was measured."""
+    if not result.faces:
+        return []
+    if all(f.identity is None for f in result.faces):
+        return ["", f"**Identity**: not measured ({_why_not(result)})."]
+    checked = [f.identity for f in result.faces if f.identity is not None]
+    lines = ["", "**Identity**: dlib's face-descriptor distance between each aligned input face and its "
+             f"restoration (0 = unchanged; {THRESHOLD_MEANING}). Check cost: {sum(c.seconds for c in checked):.2f} s "
+             f"for {len(checked)} face{'s' if len(checked) > 1 else ''}."]
+    limit = next((c.limit for c in checked if c.limit is not None), None)
+    if limit is not None:
+        lines[-1] += f" Your limit: {limit:g}."
+    for start in range(0, len(result.faces), _FACES_PER_TABLE):
+        chunk = list(enumerate(result.faces, 1))[start:start + _FACES_PER_TABLE]
+        cells = [_cell(f) for _, f in chunk]
+        lines += ["", "| Face | " + " | ".join(str(i) for i, _ in chunk) + " |",
+                  "|---|" + "---:|" * len(chunk),
+                  "| identity distance | " + " | ".join(c[0] for c in cells) + " |",
+                  "| pasted | " + " | ".join(c[1] for c in cells) + " |"]
+    return lines
+
+
+def _why_not(result: RestoreResult) -> str:
+    from gpen_core.faces.identity_model import PIP_COMMAND, available
+
+    if not available():
+        return f"the identity check needs dlib: `{PIP_COMMAND.split('  ')[0]}`"
+    if result.task == "seg2face":
+        return "a label map is not a face"
+    if result.mode.name == "low":
+        return "off in low unless asked: turn Identity check on"
+    return "the identity check is off"
+
+
+# ----------------------------------------------------------------------------- the app's controls
+
+# The Advanced section's identity controls, as keyword arguments of gr.Radio / gr.Number / gr.Slider.
+IDENTITY_RADIO = dict(
+    choices=[("auto: every mode but low", "auto"), ("on", "on"), ("off", "off")], value="auto", label="Identity check",
+    elem_id="identity-check", info="how far each restored face moved from yours (dlib's face descriptor; docs/identity.md)")
+IDENTITY_LIMIT = dict(
+    value=0, minimum=0, maximum=1.99, step=0.05, label="Identity limit", elem_id="identity-limit",
+    info="over this distance keep your original face (0: measure only; 0.6 is the model's own LFW threshold, not a promise)")
+IDENTITY_ALPHA = dict(
+    minimum=0.0, maximum=0.95, value=0.0, step=0.05, label="Over the limit: blend toward the original",
+    elem_id="identity-alpha", info="0 = your original face, pixel for pixel")
+
+
+def identity_options(identity: str | None, limit: float | None, alpha: float | None) -> dict[str, object]:
+    """The controls' values as RestoreOptions fields (a limit of 0 or empty: measure only)."""
+    return {"identity": identity or "auto", "identity_limit": float(limit) if limit else None,
+            "identity_alpha": float(alpha or 0.0)}
