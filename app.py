@@ -158,11 +158,16 @@ def weights_view(mode: str, model: str | None, detector: str | None, aligned: bo
 def download_weights(mode: str, model: str | None, detector: str | None, aligned: bool, upscale: int | str = 1, task: str = "enhance",
                      progress: gr.Progress = gr.Progress(), request: gr.Request | None = None) -> tuple[str, Any, str]:
     """Download what the panel offers (a failure shows its manual fix); on a shared server only with --allow-downloads."""
-    STATE.download_stop.clear()
-    with ui_errors(request):
+    with ui_errors(request), STATE.downloads.own(getattr(request, "session_hash", None)) as stop:
         view = wv.download(get_restorer().device, _weights_request(mode, model, detector, aligned, upscale, task),
-                           lambda f, d: progress(f, desc=d), STATE.policy, STATE.download_stop)
+                           lambda f, d: progress(f, desc=d), STATE.policy, stop)
     return _weights_outputs(view)
+
+
+def stop_download(request: gr.Request) -> Any:
+    """Stop download: this visitor's own download only (another visitor's Stop never reaches it)."""
+    STATE.downloads.stop(getattr(request, "session_hash", None))
+    return gr.update(visible=False)
 
 
 def hardware_check(progress: gr.Progress = gr.Progress(), request: gr.Request | None = None) -> tuple[str, Any]:
@@ -335,8 +340,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
         trigger(preparation_status, None, [prepare_md, prepare_timer], api_visibility="private", show_progress="hidden")
     shown = download_weights_btn.click(lambda: gr.update(visible=True), None, stop_download_btn, api_visibility="private")  # Stop: while one runs
     downloading = shown.then(download_weights, weight_inputs, weight_outputs, api_visibility="private", concurrency_limit=1)
-    stop_download_btn.click(lambda: STATE.download_stop.set() or gr.update(visible=False), None, stop_download_btn, cancels=[downloading],
-                            api_visibility="private")
+    stop_download_btn.click(stop_download, None, stop_download_btn, cancels=[downloading], api_visibility="private")
     downloading.then(lambda *a: (upscale_view(*a[:3]), gr.update(visible=False), mode_radio(a[3])), [image_in, upscale_in, mode_in, task_in],
                      [upscale_md, stop_download_btn, mode_in], api_visibility="private", show_progress="hidden")  # a download clears the warnings
     # One queue lane for the panel, so answers arrive in the order asked: the page-load
@@ -364,21 +368,14 @@ def launch_options() -> dict[str, Any]:
                 ssr_mode=False, show_error=False, css=page.CSS, js=page.PAGE_JS)
 
 
-def use_ray_backend(address: str | None) -> None:
-    """Send restores to the RestoreDeployment of ``python -m gpen_core serve`` (connects now: fails fast)."""
-    from gpen_core.scaleout.serve import RayRestorer
-
-    backend = RayRestorer(address)
-    backend.handle()
-    STATE.backend = backend
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_server_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.backend == "ray":
+        from gpen_core.scaleout.serve import RayRestorer
+
         try:
-            use_ray_backend(args.address)
+            STATE.use_backend(RayRestorer(args.address))
         except GPENError as exc:
             raise SystemExit(f"error: {exc}") from None
     STATE.policy = args.policy

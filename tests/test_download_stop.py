@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -29,11 +30,9 @@ def test_the_stop_button_cancels_the_download_event_and_shows_only_while_one_run
     assert [o._id for o in on_start.outputs] == [stop._id] and on_start.fn()["visible"] is True
     after = [f for f in app.demo.fns.values() if f.trigger_after == download]
     assert after and stop._id in [o._id for o in after[0].outputs]
-    app.STATE.download_stop.clear()
-    try:
-        assert on_stop.fn()["visible"] is False and app.STATE.download_stop.is_set()  # stops the fetch and hides itself
-    finally:
-        app.STATE.download_stop.clear()
+    with app.STATE.downloads.own("visitor") as token:  # a download of this session running
+        assert on_stop.fn(SimpleNamespace(session_hash="visitor"))["visible"] is False  # hides itself ...
+        assert token.is_set()  # ... and stops the fetch
 
 
 def test_stop_ends_a_running_download_and_the_panel_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,11 +48,16 @@ def test_stop_ends_a_running_download_and_the_panel_says_so(monkeypatch: pytest.
             if f > 0:
                 started.set()
 
+        mine = SimpleNamespace(session_hash="downloading-visitor")
         t = threading.Thread(target=lambda: got.update(out=app.download_weights("low", "default", "default", True,
-                                                                                   progress=progress)), daemon=True)
+                                                                                   progress=progress, request=mine)), daemon=True)
         t.start()
         assert started.wait(60), "the download never started"
-        app.STATE.download_stop.set()  # what the Stop button's click does
+        # Another visitor's Stop (their own page, no download of theirs running) leaves this download alone.
+        app.stop_download(SimpleNamespace(session_hash="another-visitor"))
+        t.join(1.0)
+        assert t.is_alive(), "another visitor's Stop ended this visitor's download"
+        app.stop_download(mine)  # what this visitor's Stop button does
         t.join(60)
         assert not t.is_alive(), "the download did not stop"
     panel, button, _ = got["out"]  # type: ignore[misc]

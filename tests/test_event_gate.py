@@ -37,7 +37,7 @@ def server_url() -> Iterator[str]:
 
 
 def _stop_download_name() -> str:
-    """The Stop download button's handler (a lambda: Gradio names it lambda_N)."""
+    """The Stop download button's handler's event name."""
     stop = app.stop_download_btn._id
     return next(d.api_name for d in app.demo.fns.values() if d.fn is not None and any(t[0] == stop for t in d.targets))
 
@@ -50,7 +50,7 @@ def ran(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         if d.api_name in PRIVATE or d.api_name == _stop_download_name():
             name = d.api_name
             monkeypatch.setattr(d, "fn", lambda *a, _n=name, **k: calls.append(_n))
-    monkeypatch.setattr(app.STATE.download_stop, "set", lambda: calls.append("download_stop.set"))
+    monkeypatch.setattr(app.STATE.downloads, "stop", lambda *a: calls.append("downloads.stop"))
     return calls
 
 
@@ -111,7 +111,7 @@ def test_the_public_restore_still_runs_through_call(server_url: str) -> None:
     with example.open("rb") as f:
         up = httpx.post(f"{server_url}/gradio_api/upload", files={"files": (example.name, f, "image/jpeg")}, timeout=30)
     photo = {"path": up.json()[0], "meta": {"_type": "gradio.FileData"}, "orig_name": example.name}
-    r = httpx.post(f"{server_url}/gradio_api/call/restore", json={"data": [photo, "low", "default", "default", 1.0, 0.9, 50, False, "default", 1, "enhance", None, True]}, timeout=30)
+    r = httpx.post(f"{server_url}/gradio_api/call/restore", json={"data": [photo, "low", "default", "default", 1.0, 0.9, 50, False, "default", 1, "enhance", None, True, "auto", 0.0, 0.0]}, timeout=30)
     assert r.status_code == 200, r.text[:300]
     event_id = r.json()["event_id"]
     with httpx.stream("GET", f"{server_url}/gradio_api/call/restore/{event_id}", timeout=120) as s:

@@ -268,7 +268,9 @@ def test_serve_request_start_to_shutdown_and_the_app_through_gradio_client(
         # The undo puts back the backend the module had before (the in-process engine), so a later
         # test of the app never sends its requests to this test's shut-down deployment.
         monkeypatch.setattr(app.STATE, "backend", app.STATE.backend)
-        app.use_ray_backend(None)  # this process is already connected to the Ray serving the deployment
+        from gpen_core.scaleout.serve import RayRestorer
+
+        app.STATE.use_backend(RayRestorer(None))  # this process is already connected to the Ray serving the deployment
         try:
             _, url, _ = app.demo.launch(server_port=random.randint(7950, 7999), prevent_thread_lock=True, quiet=True,
                                         **app.launch_options())

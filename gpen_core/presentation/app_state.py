@@ -58,8 +58,8 @@ class AppState:
     # The OpenVINO conversions started after launch (gpen_core.presentation.preparation); None before main() or where none run.
     preparation: Any = None
     restores_done: int = 0
-    # Set by the Download panel's Stop button; the one download lane (concurrency 1) clears it when it starts.
-    download_stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Each session's running download's Stop (the weights panel's button): never another visitor's download.
+    downloads: SessionStops = field(default_factory=SessionStops, repr=False)
     # Each session's running clip's Stop (the Video tab's button, or its visitor leaving): never another's.
     stops: SessionStops = field(default_factory=SessionStops, repr=False)
     _errors: OrderedDict[str, str] = field(default_factory=OrderedDict, repr=False)
@@ -85,6 +85,12 @@ class AppState:
     def count_restore(self) -> None:
         with self._lock:
             self.restores_done += 1
+
+    def use_backend(self, backend: Any) -> None:
+        """Send restores to ``backend`` (app.py --backend ray: a gpen_core.scaleout.serve.RayRestorer), connected
+        now so a wrong address fails at start-up, not at the first restore."""
+        backend.handle()
+        self.backend = backend
 
     def engine(self) -> Any:
         """What Restore calls: the Ray deployment when one is set, else the process-wide Restorer."""

@@ -1,4 +1,4 @@
-"""Each browser session's Stop for its own clip: one ``threading.Event`` per running clip, found by the
+"""Each browser session's Stop for its own work (a clip, a download): one ``threading.Event`` per running clip, found by the
 session's hash, so one visitor's Stop (or closed tab) ends only that visitor's work.
 
 A process-wide flag let any visitor's Stop fail another visitor's clip; here a Stop from a session with
@@ -8,6 +8,8 @@ no clip running does nothing. Thread-safe: Gradio runs handlers on worker thread
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
@@ -44,6 +46,15 @@ class SessionStops:
         with self._lock:
             if self._running.get(session) is token:
                 del self._running[session]
+
+    @contextmanager
+    def own(self, session: str | None) -> Iterator[threading.Event]:
+        """``session``'s stop event for the work inside the block, forgotten when it ends however it ends."""
+        token = self.start(session)
+        try:
+            yield token
+        finally:
+            self.finish(session, token)
 
     def running(self) -> int:
         with self._lock:
