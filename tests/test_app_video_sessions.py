@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import json
 import secrets
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,14 +79,18 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture()
-def results(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+def results(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The folder this test's clips are written under (the app's own results folder is shared by every app on
-    the machine run by the same user: other runs' folders would come and go in it)."""
+    the machine run by the same user: other runs' folders would come and go in it). In the system's temp
+    folder, the one Gradio serves files from (pytest's tmp_path is elsewhere when a worker has a TMPDIR)."""
     from gpen_core.presentation import video_tab
 
-    folder, real = tmp_path / "results", video_tab.results_path
+    folder, real = Path(tempfile.mkdtemp(prefix="gpen-test-results-")), video_tab.results_path
     monkeypatch.setattr(video_tab, "results_path", lambda _app_dir, source, mode: real(folder, source, mode))
-    return folder
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _folders(results: Path) -> set[Path]:
