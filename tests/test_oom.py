@@ -147,6 +147,10 @@ def _torch_oom() -> Exception:
         (lambda: RuntimeError("std::bad_alloc"), True),
         (lambda: _cv2_error("OpenCV(5.1.0) alloc.cpp:73: error: (-4:Insufficient memory) Failed to allocate 576000000 bytes in function 'OutOfMemoryError'"), True),
         (lambda: OSError(errno.ENOMEM, "Cannot allocate memory"), True),
+        # OpenVINO's CPU plugin under a 100 MB address-space cap (the capped child with backend="openvino")
+        (lambda: RuntimeError('Exception from src/inference/src/cpp/core.cpp:268:\nCannot load library "/x/openvino/libs/'
+                              'libopenvino_intel_cpu_plugin.so": /x/openvino/libs/libopenvino_intel_cpu_plugin.so: failed to map '
+                              'segment from shared object'), True),
         (lambda: OutOfMemory("not enough memory to load the GPEN generator"), True),
         (lambda: RuntimeError("could not create a primitive descriptor for a convolution forward propagation primitive"), False),
         (lambda: RuntimeError("Given groups=1, weight of size [64, 3, 3, 3], expected input to have 3 channels"), False),

@@ -49,6 +49,10 @@ _OOM_TEXT = (
     "cublas_status_not_initialized",
     "unable to find an engine",
     "memory allocation still failed",  # OpenBLAS, in a child's stderr (see the module docstring)
+    # A shared library that could not be mapped: OpenVINO loads its CPU plugin on the first network,
+    # and under `ulimit -v` that dlopen fails ("Cannot load library …plugin.so: failed to map segment
+    # from shared object", measured under RLIMIT_AS); a traceback would hide that memory ran out.
+    "failed to map segment",
 )
 # oneDNN's allocation failure; "could not create a primitive descriptor" is a different
 # error (an unsupported layer configuration) and is not memory.
