@@ -80,7 +80,7 @@ class Request:
 def import_engine() -> None:
     """Import the heavy modules (torch, OpenCV, facexlib) so the meter's baseline includes them."""
     from gpen_core.faces import detect  # noqa: F401
-    from gpen_core.networks import fast
+    from gpen_core.networks import prepared
     from gpen_core.images import decode as imageio
     from gpen_core.faces import paste
     from gpen_core.faces import photo
