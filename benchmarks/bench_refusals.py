@@ -1,5 +1,7 @@
 """How fast bad input and missing weights are refused: the timing claims the unit tests leave out.
 
+Its table: printed only, a target per row (no docs table: README's benchmarks line names it).
+
     .venv/bin/python benchmarks/bench_refusals.py            # a table: target and measured (median of --runs)
     .venv/bin/python benchmarks/bench_refusals.py --runs 5 --json out.json
 
