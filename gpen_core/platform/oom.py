@@ -60,6 +60,10 @@ _ONEDNN = re.compile(r"could not create a primitive(?! descriptor)")
 # Xbyak's "can't alloc" (a JIT code buffer in OpenVINO's CPU plugin); the plugin's "Can't allocate
 # registers for a snippet" is a compiler limit, not memory.
 _XBYAK = re.compile(r"can't alloc(?!ate registers)")
+# OpenVINO's CPU plugin starts its threads when it is created: under `ulimit -v` a thread's stack
+# cannot be mapped and pthread_create says EAGAIN ("Failed to create plugin … Resource temporarily
+# unavailable", measured under RLIMIT_AS). EAGAIN alone is not memory (a non-blocking socket says it too).
+_OV_THREADS = re.compile(r"failed to create plugin.*resource temporarily unavailable", re.S)
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -84,7 +88,7 @@ def is_oom(exc: BaseException) -> bool:
     if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
         return True
     msg = str(exc).lower()
-    return any(t in msg for t in _OOM_TEXT) or bool(_ONEDNN.search(msg)) or bool(_XBYAK.search(msg))
+    return any(t in msg for t in _OOM_TEXT) or any(bool(p.search(msg)) for p in (_ONEDNN, _XBYAK, _OV_THREADS))
 
 
 # What importing the engine (PyTorch, OpenCV, facexlib: pipeline.import_engine) adds to a
