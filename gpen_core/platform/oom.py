@@ -136,6 +136,22 @@ def _limits_text() -> str:
     return f"; this process is limited to {' and '.join(parts)}" if parts else ""
 
 
+def address_space_left() -> int | None:
+    """Bytes of address space this process may still map under its ``RLIMIT_AS`` soft limit
+    (``ulimit -v``, ``prlimit --as``), or None when it has no such cap (or off Linux)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status", encoding="ascii") as f:
+            size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    except (ImportError, OSError, StopIteration, ValueError):
+        return None
+    return soft - size
+
+
 # Package → how to name it, and how its module or library shows up in an import error.
 _PACKAGES = (
     ("PyTorch", re.compile(r"torch")),
