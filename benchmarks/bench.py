@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench.py --soak --readme  # + 200 requests (soak.py); rewrite docs/performance.md's perf-table block
     .venv/bin/python benchmarks/bench.py --record       # also store torch-vs-OpenVINO speeds for `--backend auto`
     .venv/bin/python benchmarks/bench.py --quick        # smoke run: 256 only, 2 runs, low mode, no cold start
+    .venv/bin/python benchmarks/bench.py --refusals     # only: how fast bad input and missing weights are refused
 
 About 10 minutes on a quiet 2-core machine (+4 with ``--soak``), the first OpenVINO
 conversions included; run it on a quiet machine: every figure is a wall-clock median.
@@ -52,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -411,6 +413,108 @@ def format_report(rows: list[Target], forward: list[dict], request: list[dict], 
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------- refusals (--refusals)
+# How fast bad input and missing weights are refused: the timing claims the unit tests leave out.
+# The unit tests check *why* each refusal is quick (decided on the header, frames counted up to a
+# cap, no network touched, one request with the read timeout); how quick it is depends on the
+# machine and its load, so it is measured here, on a quiet machine, with a target per row.
+# Wall-clock medians; each row runs in this process after one warm-up (imports are not counted).
+
+def _refusal_median_s(fn: Callable[[], object], runs: int) -> float:
+    fn()  # warm-up: imports and first-use caches are not what the row is about
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def _refused(fn: Callable[[], object], *errors: type[BaseException]) -> Callable[[], None]:
+    def call() -> None:
+        try:
+            fn()
+        except errors:
+            return
+        raise AssertionError(f"{fn} was not refused")
+
+    return call
+
+
+def _silent_server() -> tuple[socket.socket, str]:
+    """A loopback port that accepts connections (kernel backlog) and never answers."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    return srv, f"http://127.0.0.1:{srv.getsockname()[1]}"
+
+
+def refusal_rows(runs: int) -> list[dict[str, object]]:
+    import dataclasses
+
+    import numpy as np
+
+    from gpen_core.errors import InputError, WeightsError
+    from gpen_core.images.decode import decode_image
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+    from gpen_core.weights import fetch
+    from gpen_core.weights import lookup as weights
+    from tests.hostile import CASES_BY_NAME
+
+    rows: list[dict[str, object]] = []
+
+    def row(what: str, target_s: float, seconds: float) -> None:
+        rows.append({"what": what, "target_s": target_s, "measured_s": round(seconds, 5), "ok": seconds <= target_s})
+
+    with tempfile.TemporaryDirectory(prefix="gpen-bench-refusals-") as tmp:
+        folder = Path(tmp)
+        files = {n: CASES_BY_NAME[n].make(folder) for n in ("png_bomb_50000x50000", "gif_1M_frames", "tiff_20000_pages", "jpeg_8000x6000")}
+        row("PNG header declaring 50000×50000: refused", 0.05, _refusal_median_s(_refused(lambda: decode_image(files["png_bomb_50000x50000"]), InputError), runs))
+        row("GIF of 1M frames: first frame decoded", 2.0, _refusal_median_s(lambda: decode_image(files["gif_1M_frames"]), runs))
+        row("TIFF of 20000 pages: first page decoded", 2.0, _refusal_median_s(lambda: decode_image(files["tiff_20000_pages"]), runs))
+        row("8000×6000 JPEG: full decode", 15.0, _refusal_median_s(lambda: decode_image(files["jpeg_8000x6000"]), runs))
+        row("8000×6000 JPEG: decode reduced to 1024 px", 5.0, _refusal_median_s(lambda: decode_image(files["jpeg_8000x6000"], reduce_to=1024), runs))
+
+        home = folder / "models"
+        home.mkdir()
+        os.environ["GPEN_HOME"] = str(home)
+        os.environ["GPEN_OFFLINE"] = "1"
+        row("GPEN_OFFLINE=1, weights missing: WeightsError", 1.0, _refusal_median_s(_refused(lambda: weights.resolve("GPEN-BFR-512"), WeightsError), runs))
+        restorer = Restorer(device="cpu")
+        photo = np.zeros((64, 64, 3), np.uint8)
+        row("restore with the generator missing: WeightsError", 10.0,
+            _refusal_median_s(_refused(lambda: restorer(photo, RestoreOptions(mode="low")), WeightsError), runs))
+
+        # Downloads: a refused host, and a host that accepts and never answers (read timeout 0.5 s).
+        del os.environ["GPEN_OFFLINE"]
+        os.environ["MODELSCOPE_ENDPOINT"] = "http://127.0.0.1:9"
+        spec = weights.REGISTRY["GPEN-BFR-512"]
+        weights.REGISTRY["GPEN-BFR-512"] = dataclasses.replace(spec, urls=("http://127.0.0.1:9/GPEN-BFR-512.pth",))
+        srv, url = _silent_server()
+        det = weights.REGISTRY["retinaface-mobilenet0.25"]
+        weights.REGISTRY["retinaface-mobilenet0.25"] = dataclasses.replace(det, urls=(f"{url}/detection_mobilenet0.25_Final.pth",))
+        old_timeout = fetch.READ_TIMEOUT_S
+        fetch.READ_TIMEOUT_S = 0.5
+        try:
+            row("every source refused: WeightsError", 5.0,
+                _refusal_median_s(_refused(lambda: weights.resolve("GPEN-BFR-512", allow_download=True), WeightsError), runs))
+            row("a server that never answers (0.5 s read timeout)", 5.0,
+                _refusal_median_s(_refused(lambda: weights.download("retinaface-mobilenet0.25"), WeightsError), runs))
+        finally:
+            fetch.READ_TIMEOUT_S = old_timeout
+            weights.REGISTRY["GPEN-BFR-512"], weights.REGISTRY["retinaface-mobilenet0.25"] = spec, det
+            srv.close()
+    return rows
+
+
+def refusal_table(rows: list[dict[str, object]]) -> str:
+    lines = ["| refusal | target | measured (median) | |", "|---|---:|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r['what']} | ≤ {r['target_s']} s | {r['measured_s']:.4f} s | {'ok' if r['ok'] else 'MISSED'} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5, help="timed runs per path / mode after a warm-up (median reported)")
@@ -419,7 +523,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--readme", action="store_true", help="write the targets table into docs/performance.md")
     ap.add_argument("--json", type=Path, help="also write everything measured here")
     ap.add_argument("--record", action="store_true", help="store this CPU's torch-vs-OpenVINO speeds in the models folder (used by --backend auto)")
+    ap.add_argument("--refusals", action="store_true", help="only how fast bad input and missing weights are refused: "
+                    "a table, a target per row (exit 1 when one misses); --runs defaults to 3 here")
     args = ap.parse_args(argv)
+    if args.refusals:
+        rows = refusal_rows(args.runs if "--runs" in (sys.argv[1:] if argv is None else argv) else 3)
+        print(refusal_table(rows))
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1))
+        return 0 if all(r["ok"] for r in rows) else 1
     command = "python benchmarks/bench.py" + "".join(" " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
 
     with tempfile.TemporaryDirectory(prefix="gpen-bench-all-") as tmp:

@@ -1,5 +1,8 @@
 """Per-face latency of the GPEN forward paths on the CPU, against plain eager.
 
+Its tables: the per-face rows of docs/performance.md's perf-table (through bench.py) and the
+per-CPU forward tables under "One request per process" there.
+
     .venv/bin/python benchmarks/bench_forward.py                 # 256 and 512, 5 runs, 2 threads
     .venv/bin/python benchmarks/bench_forward.py --compile       # + torch.compile variants
     .venv/bin/python benchmarks/bench_forward.py --quick         # smoke run: 256 only, 2 runs
@@ -20,7 +23,7 @@ outputs over GPEN's [-1, 1] range), the memory, and the first call's seconds
 Paths:
   plain         our arch with the official generic FIR (``set_fir_impl(m, "native")``), eager float32: the reference
   depthwise     our arch with its default depthwise FIR, eager float32
-  fast          ``gpen_core.networks.fast.prepare`` float32 (the exact path)
+  fast          ``gpen_core.networks.prepared.prepare`` float32 (the exact path)
   fast-bf16     the same with bfloat16 convolutions (skipped where the CPU has no native bf16 unless --bf16 force)
   fast-compile  float32 + torch.compile (--compile); first call includes the compile
   fast-bf16-compile
@@ -77,7 +80,7 @@ def _forward(path: str, size: int):
     import torch
 
     from gpen_core.networks.arch import set_fir_impl
-    from gpen_core.networks.fast import prepare
+    from gpen_core.networks.prepared import prepare
     from gpen_core.networks.plan import ForwardPlan
     from gpen_core.networks.synthetic import random_generator
     from gpen_core.weights.lookup import REGISTRY

@@ -1,5 +1,7 @@
 """What Ray costs and gives on this machine: the figures in docs/ray.md.
 
+Its table: docs/ray.md's measured figures (batch and Serve against the plain CLI).
+
     .venv/bin/python benchmarks/bench_ray.py --models-dir DIR [--photos 12] [--mode low] [--workers 1]
 
 DIR must hold what ``--mode`` loads (low: GPEN-BFR-256.pth and

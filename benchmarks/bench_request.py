@@ -1,5 +1,8 @@
 """Whole-request time and peak RSS per memory mode: a 4000×3000 JPEG with one face.
 
+Its tables: the whole-request rows of docs/performance.md's perf-table (through bench.py) and
+"Where a 12 MP request's memory goes" there (``--stages``).
+
     .venv/bin/python benchmarks/bench_request.py                  # every mode, 5 runs each after a warm-up
     .venv/bin/python benchmarks/bench_request.py --modes low quality --runs 3
     .venv/bin/python benchmarks/bench_request.py --json out.json
@@ -25,18 +28,100 @@ facexlib are imported and the models are loaded by then: the warm-up request).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gpen_core.platform import meter  # noqa: E402
+
 SHARED_MOBILENET = ROOT.parent / "shared" / "weights" / "detection_mobilenet0.25_Final.pth"
+
+
+# ------------------------------------------------------------ peak RSS per stage (--stages)
+# Wraps the engine's stage functions (decode, detect, restore, parse mask, warp, compose, encode)
+# and, at every boundary, reads the kernel's resident high-water mark (VmHWM) for the stage that
+# just ended and resets it (/proc/self/clear_refs), so each figure is that stage's exact peak, not
+# a sample. Time between the wrapped calls is "other". Linux only; the engine's own meter is reset
+# by this too, so its figure for a profiled request is not used.
+
+STAGES = ("decode", "load", "detect", "restore", "mask", "warp", "compose", "encode", "other")
+
+
+class StageRSS:
+    """Running maxima of the process peak per stage, in bytes, over every request profiled."""
+
+    def __init__(self) -> None:
+        self.peaks: dict[str, int] = {}
+        self._label = "other"
+
+    def _close(self) -> None:
+        hwm = meter.peak_rss()
+        self.peaks[self._label] = max(self.peaks.get(self._label, 0), hwm)
+        meter._reset_hwm()
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        outer = self._label
+        self._close()
+        self._label = name
+        try:
+            yield
+        finally:
+            self._close()
+            self._label = outer
+
+    def wrap(self, owner: Any, attr: str, name: str) -> None:
+        fn: Callable[..., Any] = getattr(owner, attr)
+        if getattr(fn, "_stage_rss", False):
+            return
+
+        @functools.wraps(fn)
+        def wrapped(*a: Any, **k: Any) -> Any:
+            with self.stage(name):
+                return fn(*a, **k)
+
+        wrapped._stage_rss = True  # type: ignore[attr-defined]
+        setattr(owner, attr, wrapped)
+
+    def install(self) -> None:
+        """Wrap the engine's stage functions (module attributes looked up at call time)."""
+        from gpen_core.engine import pipeline
+        from gpen_core.engine.model_cache import ModelCache
+        from gpen_core.faces import photo
+        from gpen_core.images import decode
+
+        self.wrap(pipeline, "decode", "decode")
+        self.wrap(decode, "encode_image", "encode")
+        self.wrap(photo, "_restore_crop", "restore")
+        self.wrap(photo, "face_mask", "mask")
+        self.wrap(photo, "warp_piece", "warp")
+        self.wrap(photo, "compose", "compose")
+        for attr in ("generator", "parser"):
+            self.wrap(ModelCache, attr, "load")
+        original = ModelCache.detector
+
+        def detector(cache: Any, *a: Any, **k: Any) -> Any:
+            with self.stage("load"):
+                det = original(cache, *a, **k)
+            if not getattr(det.detect, "_stage_rss", False):
+                self.wrap(det, "detect", "detect")
+            return det
+
+        ModelCache.detector = detector  # type: ignore[method-assign]
+
+    def table(self) -> dict[str, int]:
+        return {s: self.peaks[s] for s in STAGES if s in self.peaks}
 
 
 def stand_ins(models: Path) -> None:
@@ -86,8 +171,6 @@ def worker(mode: str, runs: int, models: Path, jpeg: Path, out: Path, backend: s
     del first  # a caller that kept the previous result would add its image to the next peak
     profiler = None
     if stages:  # after the cold request: the timed requests' stages only, models resident
-        from stage_rss import StageRSS
-
         profiler = StageRSS()
         profiler.install()
     models_rss = current_rss()
@@ -148,7 +231,6 @@ def one_shot_worker(mode: str, models: Path, jpeg: Path, out: Path, backend: str
     from gpen_core.engine.pipeline import import_engine
     from gpen_core.modes import MODES
     from gpen_core.weights.lookup import REGISTRY
-    from stage_rss import StageRSS
 
     photo = next(w for w in STANDARD if w.name == "photo")
     boxes = [template_detection(b) for b in face_boxes(photo)]
@@ -267,8 +349,6 @@ def format_table(results: list[dict]) -> str:
 
 def format_stages(results: list[dict]) -> str:
     """Markdown: the process's RSS after start, imports and models, then its peak in each stage (MiB, max over runs)."""
-    from stage_rss import STAGES
-
     used = [s for s in STAGES if any(s in (r.get("stage_rss") or {}) for r in results)]
     lines = [
         "| mode | start | imports | models resident | " + " | ".join(f"{s} peak" for s in used) + " |",

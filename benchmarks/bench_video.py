@@ -1,5 +1,7 @@
 """Video at constant memory: seconds per frame and whole-process peak for clips 1×, 4× and 16× as long.
 
+Its table: docs/video.md, "Memory and time, measured".
+
     .venv/bin/python benchmarks/bench_video.py                        # low; base clip of 1 frame: 1, 4, 16 frames
     .venv/bin/python benchmarks/bench_video.py --modes low balanced --base 3 --lengths 1 4 16
     .venv/bin/python benchmarks/bench_video.py --base 8 --face-every 8 --size 640 360   # 8, 32, 128 frames

@@ -1,5 +1,7 @@
 """A 60 s clip three ways: one process in one pass, one process in segments, segments on a local Ray.
 
+Its table: docs/video-segments.md, "Measured" (and the summary in docs/video.md).
+
     .venv/bin/python benchmarks/bench_video_segments.py                       # 60 s at 8 fps, 10 s segments, 2 workers
     .venv/bin/python benchmarks/bench_video_segments.py --seconds 60 --fps 8 --workers 2 --segment-seconds 10
 

@@ -1,5 +1,7 @@
 """Recall and false faces of :func:`gpen_core.faces.find.find_faces` per photo set, and the cost of a turned pass.
 
+Its tables: docs/face-check.md, "Recall and false faces per photo set" and "What a turn costs".
+
     .venv/bin/python benchmarks/face_check.py [--sets calibration,held-out,rotated] [--cost]
 
 Sets (provenance in docs/face-check.md):

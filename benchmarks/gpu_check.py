@@ -1,5 +1,7 @@
 """Everything the GPU path needs measured, in one run of a few minutes on a fresh GPU machine.
 
+Its table: the GPU row of docs/performance.md's perf-table (``--readme``) and docs/gpu.md's figures.
+
     bash scripts/gpu_check.sh          # on a lent GPU machine as it is (docs/gpu.md)
     bash scripts/setup.sh && .venv/bin/python benchmarks/gpu_check.py --json gpu_check.json --readme
 
@@ -87,7 +89,7 @@ def step_forward(device: str, model: str, dtype: str, *, runs: int = 30, cudnn_b
     """ms per face (warm) and peak VRAM of one generator, loaded and run on ``device``."""
     import torch
 
-    from gpen_core.networks.fast import prepare
+    from gpen_core.networks.prepared import prepare
     from gpen_core.platform.meter import PeakMeter
     from gpen_core.networks.plan import choose_plan, cuda_numerics
     from gpen_core.networks.synthetic import random_generator

@@ -1,5 +1,7 @@
 """Rewrite one generated block of the docs: the text between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``.
 
+Not a measurement: the writer every table script here uses for its block.
+
 Each block lives in one file; ``BLOCKS`` says which, so a generator names the block and
 never a path. The README keeps what a user needs first (the modes table); the measured
 detail lives under ``docs/``.

@@ -1,5 +1,7 @@
 """Soak test: many sequential restores through one engine; does resident memory keep growing?
 
+Its figures: the soak row of docs/performance.md's perf-table (``bench.py --soak``).
+
     .venv/bin/python benchmarks/soak.py                      # 200 requests, low mode
     .venv/bin/python benchmarks/soak.py --n 60 --json soak.json
 

@@ -54,7 +54,7 @@ def _mappings(path: Path) -> tuple[int, int] | None:
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_prepared_forward_keeps_no_part_of_the_checkpoint_file_mapped(tmp_path: Path, dtype: str) -> None:
     from gpen_core.networks.checkpoint import load_generator
-    from gpen_core.networks.fast import prepare
+    from gpen_core.networks.prepared import prepare
     from gpen_core.networks.plan import ForwardPlan
 
     if _mappings(tmp_path) is None:

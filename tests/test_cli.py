@@ -82,7 +82,7 @@ def test_folder_input_writes_one_file_per_image_and_skips_existing(
 def test_missing_weights_exit_3_fast_with_the_fix(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Fast: no download is tried and no model loads (benchmarks/bench_refusals.py times it)."""
+    """Fast: no download is tried and no model loads (benchmarks/bench.py --refusals times it)."""
     import socket
 
     tried: list[object] = []

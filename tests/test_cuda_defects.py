@@ -154,7 +154,8 @@ def test_the_float32_copy_is_made_once_and_kept(monkeypatch: pytest.MonkeyPatch)
     import copy
 
     from gpen_core.networks.checkpoint import build_from_state_dict
-    from gpen_core.networks.fast import FastGPEN, forward_checked, prepare
+    from gpen_core.networks.fast import FastGPEN
+    from gpen_core.networks.prepared import forward_checked, prepare
     from gpen_core.networks.plan import ForwardPlan
     from gpen_core.networks.synthetic import random_state_dict
 
@@ -178,7 +179,7 @@ def test_the_budget_counts_the_float32_copy_as_measured(monkeypatch: pytest.Monk
     """GPEN-BFR-256 (low's generator, float16 on a GPU): the copy the overflow path really builds
     fits the figure the budget adds for it, and a CUDA estimate includes it."""
     from gpen_core.engine import budget, vram
-    from gpen_core.networks.fast import prepare
+    from gpen_core.networks.prepared import prepare
     from gpen_core.networks.plan import ForwardPlan
     from gpen_core.networks.synthetic import random_generator
     from tests.factories import RELEASED

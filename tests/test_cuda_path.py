@@ -14,7 +14,8 @@ import torch
 
 from gpen_core.engine import budget
 from gpen_core.networks.checkpoint import build_from_state_dict
-from gpen_core.networks.fast import FastGPEN, forward_checked, prepare
+from gpen_core.networks.fast import FastGPEN
+from gpen_core.networks.prepared import forward_checked, prepare
 from gpen_core.modes import MODES
 from gpen_core.networks.plan import ForwardPlan, cuda_numerics
 from gpen_core.networks.synthetic import random_state_dict

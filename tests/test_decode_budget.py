@@ -60,7 +60,7 @@ print("RESULT " + json.dumps({"above": m.peaks.rss_bytes - m.peaks.baseline_rss_
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the meter's exact peak (VmHWM) needs Linux")
 def test_a_7000px_16bit_greyscale_png_decodes_in_lows_means(tmp_path: Path) -> None:
     """A 7000×7000 16-bit grey PNG. Decoding it cost 12 bytes per pixel (591 MB measured
-    with benchmarks/decode_peak.py); for low it must stay near Pillow's own 2-byte buffer plus the
+    with benchmarks/decode_peak.py at commit bc5933a); for low it must stay near Pillow's own 2-byte buffer plus the
     8-bit copy, well under 4 bytes per pixel (196 MB), in a fresh process measured by the engine's meter."""
     path = tmp_path / "grey16.png"
     Image.fromarray(_grey16(7000, 7000)).save(path)
@@ -111,7 +111,7 @@ def test_a_16_bit_rgb_png_shrunk_at_decode_still_says_it_was_scaled_to_8_bit(tmp
 def test_a_7000px_rgb_png_decodes_for_low_without_a_full_size_copy(tmp_path: Path) -> None:
     """A 7000×7000 8-bit RGB PNG for low: Pillow's own 4-byte buffer (196 MB) plus the small
     result, no 3-byte full-size array beside it (349 MB measured with that copy, 247 MB without,
-    benchmarks/decode_peak.py --kinds rgb8). The bound, 6 bytes per pixel, sits between the two."""
+    benchmarks/decode_peak.py --kinds rgb8, at commit bc5933a). The bound, 6 bytes per pixel, sits between the two."""
     xy = np.arange(7000).astype(np.uint8)  # (x + y) mod 256, added in uint8
     a = xy[None, :] + xy[:, None]
     path = tmp_path / "rgb8.png"

@@ -14,12 +14,12 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from gpen_core.networks import fast
+from gpen_core.networks import fast, fast_layers, prepared
 from gpen_core.networks import plan as plan_module
 from gpen_core.networks.arch import GPEN, GPENConfig, set_fir_impl
 from gpen_core.networks.checkpoint import load_generator
 from gpen_core.errors import ResourceError
-from gpen_core.networks.fast import PreparedForward, prepare, warm_up
+from gpen_core.networks.prepared import PreparedForward, prepare, warm_up
 from gpen_core.networks.plan import ForwardPlan, choose_plan, cpu_features
 from gpen_core.networks.synthetic import random_generator
 from gpen_core.networks.tensors import to_image, to_tensor
@@ -94,7 +94,7 @@ def test_float32_fast_path_matches_plain_eager_on_random_models(monkeypatch, cfg
     x = torch.rand(2, 3, cfg.size, cfg.size, generator=torch.Generator().manual_seed(seed)) * 2 - 1
     ref = _plain(model, x)
     fwd = prepare(model, ForwardPlan())
-    assert any(fwd.net.split_levels) == (split and fast._onednn_fusion(torch.device("cpu"), torch.float32))
+    assert any(fwd.net.split_levels) == (split and fast_layers.onednn_fusion(torch.device("cpu"), torch.float32))
     out = fwd(x)
     assert out.shape == ref.shape
     assert (out - ref).abs().max().item() <= EXACT
@@ -102,7 +102,7 @@ def test_float32_fast_path_matches_plain_eager_on_random_models(monkeypatch, cfg
     assert torch.equal(prepare(model, ForwardPlan())(x[1:]), out[1:])
 
 
-_ONEDNN = fast._onednn_fusion(torch.device("cpu"), torch.float32)
+_ONEDNN = fast_layers.onednn_fusion(torch.device("cpu"), torch.float32)
 
 
 @pytest.mark.skipif(not _ONEDNN, reason="needs PyTorch's oneDNN (mkldnn) fused conv ops on this CPU")
@@ -117,7 +117,7 @@ def test_bfloat16_rearrangements_compute_the_plain_model(monkeypatch, cfg: GPENC
     model = random_generator(cfg, seed=2)
     x = torch.rand(2, 3, cfg.size, cfg.size, generator=torch.Generator().manual_seed(2)) * 2 - 1
     fwd = prepare(model, ForwardPlan())
-    convs = [m for m in fwd.net.modules() if isinstance(m, fast._ModConv)]
+    convs = [m for m in fwd.net.modules() if isinstance(m, fast_layers.ModConv)]
     assert any(c.polyphase and c.packed for c in convs) and any(c.polyphase and not c.packed for c in convs)
     assert any(c.packed and not c.upsample for c in convs) and fwd.net.split_last
     assert any(fwd.net.split_levels) == split
@@ -135,7 +135,7 @@ def test_polyphase_interleave_is_the_transposed_conv() -> None:
     """The 2×2 phase conv + interleave + blur == conv_transpose2d + blur, for odd and even sizes."""
     torch.manual_seed(0)
     model = random_generator(TINY)
-    conv = fast._ModConv(model.generator.convs[0].conv, 1.0, "depthwise", torch.float32, torch.device("cpu"), torch.channels_last)
+    conv = fast_layers.ModConv(model.generator.convs[0].conv, 1.0, "depthwise", torch.float32, torch.device("cpu"), torch.channels_last)
     w = conv.weight.clone()  # (in, out, 3, 3): the transposed conv's layout
     bias = torch.randn(w.shape[1])
     conv.use_polyphase()
@@ -301,7 +301,7 @@ def test_compiled_forward_matches_eager_and_caches_under_gpen_home(monkeypatch) 
     x = torch.rand(1, 3, 64, 64) * 2 - 1
     assert warm_up(fwd) > 0 and fwd.compiled
     assert (fwd(x) - _plain(model, x)).abs().max().item() <= EXACT
-    assert any(fast.compile_cache_dir().rglob("*")), "inductor wrote nothing under $GPEN_HOME"
+    assert any(prepared.compile_cache_dir().rglob("*")), "inductor wrote nothing under $GPEN_HOME"
 
 
 @pytest.mark.gpu

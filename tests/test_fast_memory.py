@@ -6,7 +6,7 @@ import weakref
 
 import torch
 
-from gpen_core.networks.fast import prepare
+from gpen_core.networks.prepared import prepare
 from gpen_core.networks.plan import ForwardPlan
 from gpen_core.networks.synthetic import random_generator
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from gpen_core.networks import fast, fast_strips
+from gpen_core.networks import fast, fast_layers, fast_strips, prepared
 from gpen_core.networks.arch import GPENConfig
-from gpen_core.networks.fast import prepare
+from gpen_core.networks.prepared import prepare
 from gpen_core.networks.plan import ForwardPlan
 from gpen_core.networks.synthetic import random_generator
 
@@ -25,7 +25,7 @@ EXACT = 1e-5  # float32: the strips run the same ops on the same values; only on
 # a rounding: one bf16 step (2^-8 relative) in a feature, carried to the output. (Measured 0 on
 # the AVX-512 BF16 EPYC; other oneDNN kernels, e.g. AMX, may block differently.)
 BF16_TOL = 3e-2
-_ONEDNN = fast._onednn_fusion(torch.device("cpu"), torch.float32)
+_ONEDNN = fast_layers.onednn_fusion(torch.device("cpu"), torch.float32)
 
 # name: (dtype, channels_last, fir, oneDNN fusion, rearranged float32 (polyphase etc.), split at every level)
 VARIANTS = {
@@ -41,10 +41,10 @@ VARIANTS = {
 }
 
 
-def _prepared(monkeypatch: pytest.MonkeyPatch, size: int, variant: str, seed: int = 0) -> fast.PreparedForward:
+def _prepared(monkeypatch: pytest.MonkeyPatch, size: int, variant: str, seed: int = 0) -> prepared.PreparedForward:
     dtype, channels_last, fir, onednn, rearranged, split = VARIANTS[variant]
     if not onednn:
-        monkeypatch.setattr(fast, "_onednn_fusion", lambda device, dt: False)
+        monkeypatch.setattr(fast, "onednn_fusion", lambda device, dt: False)
     if rearranged:
         if not _ONEDNN:
             pytest.skip("needs PyTorch's oneDNN (mkldnn) fused conv ops on this CPU")
@@ -58,7 +58,7 @@ def _face(size: int, seed: int = 0) -> torch.Tensor:
     return torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(seed)) * 2 - 1
 
 
-def _untiled(fwd: fast.PreparedForward, x: torch.Tensor) -> torch.Tensor:
+def _untiled(fwd: prepared.PreparedForward, x: torch.Tensor) -> torch.Tensor:
     rows = fwd.net.strip_rows
     fwd.net.strip_rows = 0
     try:
@@ -211,7 +211,7 @@ def test_a_strip_height_must_be_even() -> None:
 def test_the_polyphase_interleave_takes_a_strip_of_rows() -> None:
     """from_phases on a non-square phase image (a strip): the same as the transposed conv + blur."""
     model = random_generator(SMALL[256])
-    conv = fast._ModConv(model.generator.convs[0].conv, 1.0, "depthwise", torch.float32, torch.device("cpu"), torch.channels_last)
+    conv = fast_layers.ModConv(model.generator.convs[0].conv, 1.0, "depthwise", torch.float32, torch.device("cpu"), torch.channels_last)
     w = conv.weight.clone()
     conv.use_polyphase()
     x = torch.randn(1, w.shape[0], 5, 12, generator=torch.Generator().manual_seed(0)).contiguous(memory_format=torch.channels_last)

@@ -93,7 +93,7 @@ def test_table_covers_the_brief() -> None:
 def test_bomb_is_refused_from_its_header_before_any_pixel_decoder(
     hostile: dict[str, tuple[Path, Expectation]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """How fast a refusal is: benchmarks/bench_refusals.py. Here: that it is decided on the header."""
+    """How fast a refusal is: benchmarks/bench.py --refusals. Here: that it is decided on the header."""
     path, _ = hostile["png_bomb_50000x50000"]
     assert path.stat().st_size < 1000  # the file really is tiny: only the header declares 2.5 GP
     decoders: list[str] = []
@@ -113,7 +113,7 @@ def test_frame_count_bombs_stop_counting_at_the_cap(
     name: str, hostile: dict[str, tuple[Path, Expectation]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Pillow's n_frames walks every frame (~7 s for the GIF, minutes for the TIFF; timed in
-    benchmarks/bench_refusals.py); the decoder counts at most 1000 and never seeks past them."""
+    benchmarks/bench.py --refusals); the decoder counts at most 1000 and never seeks past them."""
     from PIL import GifImagePlugin, TiffImagePlugin
 
     seeks: list[int] = []

@@ -147,6 +147,15 @@ def _torch_oom() -> Exception:
         (lambda: RuntimeError("std::bad_alloc"), True),
         (lambda: _cv2_error("OpenCV(5.1.0) alloc.cpp:73: error: (-4:Insufficient memory) Failed to allocate 576000000 bytes in function 'OutOfMemoryError'"), True),
         (lambda: OSError(errno.ENOMEM, "Cannot allocate memory"), True),
+        # OpenVINO's CPU plugin under a 100 MB address-space cap (the capped child with backend="openvino")
+        (lambda: RuntimeError('Exception from src/inference/src/cpp/core.cpp:268:\nCannot load library "/x/openvino/libs/'
+                              'libopenvino_intel_cpu_plugin.so": /x/openvino/libs/libopenvino_intel_cpu_plugin.so: failed to map '
+                              'segment from shared object'), True),
+        # ... and its plugin's threads that cannot start under a 105 MB cap (pthread_create: EAGAIN)
+        (lambda: RuntimeError('Exception from src/inference/src/dev/core_impl.cpp:847:\nFailed to create plugin "/x/libopenvino_intel_cpu_plugin.so" '
+                              'for device CPU\nPlease, check your environment\nException from src/plugins/intel_cpu/src/plugin.cpp:921:\n'
+                              'Resource temporarily unavailable\n'), True),
+        (lambda: BlockingIOError(11, 'Resource temporarily unavailable'), False),
         (lambda: OutOfMemory("not enough memory to load the GPEN generator"), True),
         (lambda: RuntimeError("could not create a primitive descriptor for a convolution forward propagation primitive"), False),
         (lambda: RuntimeError("Given groups=1, weight of size [64, 3, 3, 3], expected input to have 3 channels"), False),

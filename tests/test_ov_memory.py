@@ -171,20 +171,20 @@ def test_request_hands_freed_memory_back_after_detection_and_after_each_face(
 ) -> None:
     """glibc keeps what the detector and the generator freed unless asked (quality: -186 MiB peak measured);
     the pipeline asks right after detection and right after each face's forward, before the parser runs."""
-    from gpen_core.networks import fast
+    from gpen_core.networks import prepared
     from gpen_core.platform import oom
     from gpen_core.restorer import Restorer, RestoreOptions
     from gpen_core.hwcheck.workloads import template_detection
 
     events: list[str] = []
-    real_forward = fast.forward_checked
+    real_forward = prepared.forward_checked
     monkeypatch.setattr(oom, "malloc_trim", lambda: events.append("trim"))
 
     def forward(*a: Any, **k: Any) -> Any:
         events.append("forward")
         return real_forward(*a, **k)
 
-    monkeypatch.setattr(fast, "forward_checked", forward)
+    monkeypatch.setattr(prepared, "forward_checked", forward)
     rgb = np.random.default_rng(3).integers(0, 255, (600, 900, 3), dtype=np.uint8)
     boxes = [template_detection((40, 60, 340, 360)), template_detection((450, 100, 750, 400))]
     res = Restorer()(rgb, RestoreOptions(mode="low", model=str(gen256)), detections=boxes)

@@ -82,7 +82,7 @@ def _record_connections(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
 
 def test_missing_weights_fail_fast_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fast: before any model loads, and without a download try (benchmarks/bench_refusals.py times it)."""
+    """Fast: before any model loads, and without a download try (benchmarks/bench.py --refusals times it)."""
     tried = _record_connections(monkeypatch)
     r = Restorer()
     with pytest.raises(WeightsError) as e:

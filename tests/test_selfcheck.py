@@ -16,7 +16,7 @@ from torch.nn import functional as F
 
 from gpen_core.hwcheck import selfcheck as sc
 from gpen_core.networks.checkpoint import build_from_state_dict
-from gpen_core.networks.fast import prepare
+from gpen_core.networks.prepared import prepare
 from gpen_core.networks.plan import ForwardPlan
 from gpen_core.networks.synthetic import random_state_dict
 from tests.factories import TINY

@@ -2,7 +2,7 @@
 
 The middleware is driven with plain ASGI messages (no Ray); the callback is checked with
 Ray's own validator, and the local Ray session with a stand-in for the ``ray`` module.
-End to end, with a real proxy and replica: ``benchmarks/serve_body_cap.py`` (docs/serving.md).
+End to end, with a real proxy and replica: ``benchmarks/serve_body_cap.py at commit 67ff8cb`` (docs/serving.md).
 """
 
 from __future__ import annotations

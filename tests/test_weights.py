@@ -527,7 +527,7 @@ def _refuse() -> None:
 
 
 def test_offline_env_fails_at_once_with_the_fix(monkeypatch):
-    """At once: without touching the network (how long that takes: benchmarks/bench_refusals.py)."""
+    """At once: without touching the network (how long that takes: benchmarks/bench.py --refusals)."""
     spec = weights.REGISTRY["GPEN-BFR-512"]
     tried = _no_network(monkeypatch)
     with pytest.raises(WeightsError) as e:

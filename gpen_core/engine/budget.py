@@ -46,7 +46,7 @@ _CPU_MODEL_BYTES = {"low": 440e6, "faces-only": 1.11e9, "balanced": 1.15e9, "qua
 # above the idle process of a first (cold) request, loading the checkpoint included, the worse of
 # one aligned 1024 face and a 3000×2000 photo with 4 faces, random weights of the released
 # architecture (memory does not depend on the values), measured on the project's CPU machine
-# (AVX-512 BF16) by `python benchmarks/task_peaks.py` (docs/tasks.md): faces-only 0.93 GB,
+# (AVX-512 BF16) by `python benchmarks/ov_1024.py --peaks` (docs/tasks.md): faces-only 0.93 GB,
 # balanced 0.94 GB, quality 1.34 GB, without a parser. Rounded up and with the face-parsing
 # mask's cost added (balanced parses at 256 px, quality at 512 px float32: README, "How faces
 # are pasted"), so an estimate is never below the peak it stands for. On a GPU they stand in for

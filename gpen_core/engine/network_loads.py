@@ -311,7 +311,7 @@ def load_openvino_generator(path: Path, precision: str, models_dir: Path, progre
 
 def load_torch_generator(path: Path, plan):
     from gpen_core.networks.checkpoint import load_generator
-    from gpen_core.networks.fast import prepare
+    from gpen_core.networks.prepared import prepare
 
     if str(path).startswith("synthetic:"):
         from gpen_core.networks.synthetic import random_generator

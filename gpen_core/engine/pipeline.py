@@ -81,7 +81,7 @@ class Request:
 def import_engine() -> None:
     """Import the heavy modules (torch, OpenCV, facexlib) so the meter's baseline includes them."""
     from gpen_core.faces import detect  # noqa: F401
-    from gpen_core.networks import fast
+    from gpen_core.networks import prepared
     from gpen_core.images import decode as imageio
     from gpen_core.faces import paste
     from gpen_core.faces import photo
@@ -328,6 +328,8 @@ def attempt_or_none(
     """:func:`run_attempt`'s result, or None when it ran out of memory (the facade then steps down)."""
     from gpen_core.platform.oom import is_oom
 
+    if not fits_the_address_space_cap(models, device, req, opts):
+        return None  # stepped down as out of memory, before any network ran at the cap's edge
     try:
         return run_attempt(models, device, req, opts, report, t0, given, start_rss)
     except Exception as exc:
@@ -337,6 +339,30 @@ def attempt_or_none(
             raise
         del exc  # drop the traceback's frames: they hold the big tensors
     return None
+
+
+def fits_the_address_space_cap(models: ModelCache, device: str, req: Request, opts: RestoreOptions) -> bool:
+    """False when the process runs under an address-space cap (``ulimit -v``) that leaves less than
+    ``req``'s mode is estimated to need (:func:`gpen_core.engine.budget.estimate_peak`), for a mode
+    that has a lighter one to step down to; True otherwise (no cap, on a GPU, or the lightest mode,
+    which is always tried).
+
+    Why before the attempt: at the cap's very edge an allocation that fails inside oneDNN (PyTorch's
+    CPU convolutions) can kill the process. Its JIT kernel for a transposed convolution is not
+    checked after its code buffer could not be mapped, and the call jumps to address 0 (SIGSEGV in
+    ``brgemm_convolution_bwd_strided_t::perform_outwork``, caught once in 140 capped runs of
+    tests/test_oom.py's child). A mode that cannot fit is not started there.
+    """
+    from gpen_core.modes import lighter_than
+    from gpen_core.platform.oom import address_space_left
+
+    left = address_space_left()
+    if left is None or not device.startswith("cpu") or lighter_than(req.mode, opts.task) is None:
+        return True
+    rgb = req.decoded.rgb
+    need, _ = budget.estimate_peak(req.mode, device, (rgb.shape[1], rgb.shape[0]), models.models_dir,
+                                   upscale=opts.upscale, tile=opts.tile, task=opts.task)
+    return need <= left
 
 
 def step_down(req: Request, tried: list[str], task: str = "enhance") -> Request:

@@ -323,7 +323,7 @@ class FaceRestorer:
         import torch
 
         from gpen_core.faces.tasks import keep_luminance
-        from gpen_core.networks.fast import forward_checked
+        from gpen_core.networks.prepared import forward_checked
         from gpen_core.networks.plan import cuda_numerics
         from gpen_core.networks.tensors import to_image, to_tensor
         from gpen_core.platform.oom import malloc_trim

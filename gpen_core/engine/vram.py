@@ -8,7 +8,7 @@ request holds on the GPU:
   ``meta`` device from the architectures themselves (nothing allocated, nothing loaded),
   the generator's scaled by what its prepared form adds (:data:`PREPARED_RATIO`);
 - for a half-precision generator, the float32 copy kept for a face whose float16 output
-  overflows (:meth:`gpen_core.networks.fast.PreparedForward.float32_twin`);
+  overflows (:meth:`gpen_core.networks.prepared.PreparedForward.float32_twin`);
 - activations: :data:`GENERATOR_LIVE` times the generator's largest feature map
   (features + noise half at the finest level), the detector's and parser's working sets per
   input pixel (:data:`DETECTOR_BYTES_PER_PIXEL`, :data:`PARSER_BYTES_PER_PIXEL`), and
@@ -36,7 +36,7 @@ DETECTOR_BYTES_PER_PIXEL = {"resnet50": 4 * 64 * 4, "mobilenet0.25": 4 * 4 * 4}
 # ParseNet at its input size: 64 channels at full resolution, about four maps live, float32.
 PARSER_BYTES_PER_PIXEL = 64 * 4 * 4
 WORKSPACE_BYTES = 256 * 2**20
-# The prepared generator (gpen_core.networks.fast) holds more than the checkpoint's parameters
+# The prepared generator (gpen_core.networks.prepared) holds more than the checkpoint's parameters
 # (modulation folded into per-layer constants, rearranged upsampling weights): its bytes over
 # the parameters' bytes in the same dtype, measured with `prepare()` on the CPU for
 # GPEN-BFR-256 / -512: float32 1.054 / 1.071, half precision 1.524 / 1.356; rounded up.

@@ -258,7 +258,7 @@ _CPU_MODELS: dict[tuple[str, bool], Any] = {}
 
 
 def _cpu_generator(model: str, random_values: bool) -> Any:
-    """The CPU model a request loads before :func:`gpen_core.networks.fast.prepare` (cached for this run).
+    """The CPU model a request loads before :func:`gpen_core.networks.prepared.prepare` (cached for this run).
 
     On meta the values never matter, so zeros stand in for the random weights (much
     quicker to make); the architecture and every tensor's shape are the real ones.
@@ -286,7 +286,7 @@ def _cpu_generator(model: str, random_values: bool) -> Any:
 
 
 def _build_generator(model: str, dtype: str, device: torch.device) -> Any:
-    from gpen_core.networks.fast import prepare
+    from gpen_core.networks.prepared import prepare
     from gpen_core.networks.plan import ForwardPlan, choose_plan
 
     if device.type == "meta":

@@ -389,7 +389,7 @@ def _decode_checked(
         if reduce_to is not None and fmt != "JPEG" and im.mode == "RGB" and max(im.size) > reduce_to:
             # The caller would shrink it right after: shrink it as it leaves Pillow's buffer, so the
             # full-size copy never exists (a 7000×7000 PNG for low: 349 → 247 MB at the peak,
-            # benchmarks/decode_peak.py --kinds rgb8).
+            # benchmarks/decode_peak.py --kinds rgb8, at commit bc5933a).
             # JPEG has its own DCT scaling above; images with alpha keep the full-size path.
             if deep:
                 notes.append(f"16-bit {fmt} scaled to 8 bit")

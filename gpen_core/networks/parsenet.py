@@ -223,7 +223,7 @@ class FaceParser:
         self.channels_last = channels_last
         self.source = source
         # The full-size layers in strips of rows (networks/parsenet_strips.py): the same labels,
-        # less memory, no slower on the CPU (benchmarks/bench_parse_strips.py, AVX2 EPYC, 512 px:
+        # less memory, no slower on the CPU (benchmarks/bench_parse_strips.py at commit 369cff7, AVX2 EPYC, 512 px:
         # 443-449 → 317-336 MiB above the loaded parser, 6.40 → 6.25 CPU s). Unmeasured on CUDA,
         # where it stays off unless asked for.
         self.strips = self.device.type == "cpu" if strips is None else bool(strips)

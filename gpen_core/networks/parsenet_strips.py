@@ -20,7 +20,7 @@ strip's shape (oneDNN picks kernels per shape).
 
 The whole-image module (:meth:`~gpen_core.networks.parsenet.ParseNet.parse`) stays what the
 OpenVINO conversion traces; the torch runner calls :func:`parse_in_strips` on the CPU by
-default (``benchmarks/bench_parse_strips.py``: 140-160 MiB less at 512 px, no slower).
+default (``benchmarks/bench_parse_strips.py at commit 369cff7``: 140-160 MiB less at 512 px, no slower).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class ForwardPlan:
     # round trip per conv (1.5-2.2x per conv measured on CPU; tensor cores want NHWC).
     channels_last: bool = True
     # torch.compile the forward. Off by default: it compiles for tens of seconds on
-    # the first call of each process; :func:`warm_up` can do that in the background.
+    # the first call of each process; :func:`~gpen_core.networks.prepared.warm_up` can do that in the background.
     compile: bool = False
 
     @property

@@ -49,6 +49,10 @@ _OOM_TEXT = (
     "cublas_status_not_initialized",
     "unable to find an engine",
     "memory allocation still failed",  # OpenBLAS, in a child's stderr (see the module docstring)
+    # A shared library that could not be mapped: OpenVINO loads its CPU plugin on the first network,
+    # and under `ulimit -v` that dlopen fails ("Cannot load library …plugin.so: failed to map segment
+    # from shared object", measured under RLIMIT_AS); a traceback would hide that memory ran out.
+    "failed to map segment",
 )
 # oneDNN's allocation failure; "could not create a primitive descriptor" is a different
 # error (an unsupported layer configuration) and is not memory.
@@ -56,6 +60,10 @@ _ONEDNN = re.compile(r"could not create a primitive(?! descriptor)")
 # Xbyak's "can't alloc" (a JIT code buffer in OpenVINO's CPU plugin); the plugin's "Can't allocate
 # registers for a snippet" is a compiler limit, not memory.
 _XBYAK = re.compile(r"can't alloc(?!ate registers)")
+# OpenVINO's CPU plugin starts its threads when it is created: under `ulimit -v` a thread's stack
+# cannot be mapped and pthread_create says EAGAIN ("Failed to create plugin … Resource temporarily
+# unavailable", measured under RLIMIT_AS). EAGAIN alone is not memory (a non-blocking socket says it too).
+_OV_THREADS = re.compile(r"failed to create plugin.*resource temporarily unavailable", re.S)
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -80,7 +88,7 @@ def is_oom(exc: BaseException) -> bool:
     if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
         return True
     msg = str(exc).lower()
-    return any(t in msg for t in _OOM_TEXT) or bool(_ONEDNN.search(msg)) or bool(_XBYAK.search(msg))
+    return any(t in msg for t in _OOM_TEXT) or any(bool(p.search(msg)) for p in (_ONEDNN, _XBYAK, _OV_THREADS))
 
 
 # What importing the engine (PyTorch, OpenCV, facexlib: pipeline.import_engine) adds to a
@@ -126,6 +134,22 @@ def _limits_text() -> str:
             size = f"{soft / 1e9:.1f} GB" if soft >= 1e9 else f"{soft / 1e6:.0f} MB"
             parts.append(f"{size} of {what} ({flag})")
     return f"; this process is limited to {' and '.join(parts)}" if parts else ""
+
+
+def address_space_left() -> int | None:
+    """Bytes of address space this process may still map under its ``RLIMIT_AS`` soft limit
+    (``ulimit -v``, ``prlimit --as``), or None when it has no such cap (or off Linux)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status", encoding="ascii") as f:
+            size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    except (ImportError, OSError, StopIteration, ValueError):
+        return None
+    return soft - size
 
 
 # Package → how to name it, and how its module or library shows up in an import error.

@@ -1,6 +1,6 @@
 """The upload cap inside Ray Serve's HTTP proxy, before the proxy queues a byte of the body.
 
-Measured with Ray 2.60 (``benchmarks/serve_body_cap.py``, docs/serving.md): the proxy
+Measured with Ray 2.60 (``benchmarks/serve_body_cap.py at commit 67ff8cb``, docs/serving.md): the proxy
 reads a request body into an unbounded queue as fast as the client sends it, and the
 replica pulls it from there in batches, so a chunked 200 MB POST held +379 MB in the
 proxy and +325 MB in the replica before the replica's own 25 MB check could answer.

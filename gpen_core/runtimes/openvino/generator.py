@@ -16,7 +16,7 @@ What it does:
   precision and these CPU features), so a new OpenVINO release, another precision
   or another CPU never reuses a stale blob.
 - :func:`load` returns an :class:`OVForward`: the same call contract as
-  :class:`gpen_core.networks.fast.PreparedForward` (N×3×S×S float in [-1, 1] → float32), for
+  :class:`gpen_core.networks.prepared.PreparedForward` (N×3×S×S float in [-1, 1] → float32), for
   numpy arrays or torch tensors. Loading from the cache imports neither torch nor
   the checkpoint; only a first-use conversion needs torch, and it reports its
   progress and its time.
@@ -182,7 +182,7 @@ def graph_is_current(key: CacheKey, models_dir: str | os.PathLike[str] | None = 
 
 
 class OVForward:
-    """A compiled GPEN: ``forward(x) -> y`` like :class:`gpen_core.networks.fast.PreparedForward`.
+    """A compiled GPEN: ``forward(x) -> y`` like :class:`gpen_core.networks.prepared.PreparedForward`.
 
     ``x``: N×3×S×S float in [-1, 1] RGB, a numpy array or a CPU torch tensor; ``y``:
     float32 of the same kind. A batch runs one face at a time (the IR has batch 1;

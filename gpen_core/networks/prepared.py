@@ -1,0 +1,216 @@
+"""The prepared forward: :func:`prepare` turns a loaded :class:`~gpen_core.networks.arch.GPEN`
+into a :class:`PreparedForward` (a :class:`~gpen_core.networks.fast.FastGPEN` behind a callable,
+eager or compiled), :func:`warm_up` runs it once ahead of the first request, :func:`forward_checked`
+redoes a half-precision face that overflowed in float32, and torch.compile's kernels are cached in
+the models folder (:func:`compile_cache_dir`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from gpen_core.networks.arch import GPEN
+from gpen_core.networks.fast import FastGPEN
+from gpen_core.networks.plan import ForwardPlan
+
+
+class PreparedForward:
+    """The callable :func:`prepare` returns: ``forward(x) -> y`` under inference mode.
+
+    ``x``: N×3×S×S float in [-1, 1] RGB (any float dtype, any device); ``y``: float32
+    N×3×S×S on ``plan.device``. A batch runs one face at a time.
+
+    With ``plan.compile`` it holds an eager and a compiled version of the one-face
+    network: calls run eagerly until :func:`warm_up` (or, when nobody warmed up, the
+    first call) has compiled, so a request never waits behind a background compile.
+    """
+
+    def __init__(self, net: FastGPEN, plan: ForwardPlan) -> None:
+        self.net, self.plan = net, plan
+        self._compiled: Callable[[torch.Tensor], torch.Tensor] | None = _compile(net, plan) if plan.compile else None
+        self._ready = False
+        self._lock = threading.Lock()
+        self._twin: PreparedForward | None = None
+
+    @property
+    def size(self) -> int:
+        return self.net.size
+
+    @property
+    def compiled(self) -> bool:
+        """True once the compiled version has run (always False without ``plan.compile``)."""
+        return self._ready
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.net.size
+        if x.ndim != 4 or x.shape[1] != 3 or x.shape[2] != s or x.shape[3] != s:
+            raise ValueError(f"expected an N×3×{s}×{s} tensor for this {s} px GPEN, got {tuple(x.shape)}")
+        with torch.inference_mode():
+            if x.shape[0] == 1:
+                return self._one(x)
+            return torch.cat([self._one(x[i : i + 1]) for i in range(x.shape[0])])
+
+    def _one(self, x: torch.Tensor) -> torch.Tensor:
+        if self._compiled is not None:
+            # Always a fresh inference tensor in the plan's layout: the compiled graph is
+            # guarded on such properties and would recompile for a caller's plain tensor.
+            x = x.to(device=self.plan.device, dtype=self.plan.dtype_torch, copy=True).contiguous(
+                memory_format=self.net.memory_format
+            )
+            if self._ready:
+                return self._compiled(x)
+            # Compile on this call unless a warm-up is compiling right now (then stay eager).
+            if self._lock.acquire(blocking=False):
+                try:
+                    out = self._compiled(x)
+                    self._ready = True
+                    return out
+                finally:
+                    self._lock.release()
+        return self.net.one(x)
+
+    def float32_twin(self) -> "PreparedForward":
+        """This network with every weight cast up to float32 (exact casts of the stored values), eager.
+
+        For redoing a face whose half-precision output overflowed (:func:`forward_checked`).
+        Built on the first overflow and kept with this forward (so at most one per resident
+        generator, i.e. one per process): a photo whose faces overflow one after another
+        would otherwise copy the whole generator once per face. Its size is
+        :attr:`twin_bytes`; the memory budget counts it for half-precision modes on a GPU.
+        """
+        if self._twin is not None:
+            return self._twin
+        import copy
+        from dataclasses import replace
+
+        with self._lock:
+            if self._twin is None:
+                # Packed (oneDNN-layout) weights cannot be deep-copied: the copy gets their dense values.
+                memo = {id(t): t.to_dense() for t in self.net.buffers() if t.layout == torch._mkldnn}
+                net = copy.deepcopy(self.net, memo).float()
+                plan = replace(self.plan, dtype="float32", compile=False)
+                net.plan = plan
+                self._twin = PreparedForward(net, plan)
+        return self._twin
+
+    @property
+    def twin_bytes(self) -> int:
+        """Bytes the float32 twin holds (parameters and buffers); 0 while none was built."""
+        if self._twin is None:
+            return 0
+        net = self._twin.net
+        return sum(t.numel() * t.element_size() for t in (*net.parameters(), *net.buffers()))
+
+    def compile_now(self) -> float:
+        """Compile (blocking) if the plan asks for it and it has not happened; seconds spent."""
+        if self._compiled is None or self._ready:
+            return 0.0
+        with self._lock, torch.inference_mode():
+            if self._ready:  # another thread finished while we waited
+                return 0.0
+            t = time.perf_counter()
+            s = self.net.size
+            x = torch.zeros(1, 3, s, s, device=self.plan.device, dtype=self.plan.dtype_torch)
+            self._compiled(x.contiguous(memory_format=self.net.memory_format))
+            self._ready = True
+            return time.perf_counter() - t
+
+
+def forward_checked(forward: PreparedForward, x: torch.Tensor) -> tuple[torch.Tensor, str | None]:
+    """``forward(x)`` checked for inf/NaN: (output, None) or (output, what happened, for a note).
+
+    float16 tops out at 65504: an activation past it turns the face into inf/NaN, which
+    ``to_image`` would turn into garbage pixels. Such a face is redone in float32 (the
+    same weights cast up exactly; the input cast up from the plan's dtype) and the
+    second element says so. A float32 output with inf/NaN cannot be redone; it is
+    returned with a sentence saying so, never silently.
+    """
+    y = forward(x)
+    if bool(torch.isfinite(y).all()):
+        return y, None
+    if isinstance(forward, PreparedForward) and forward.plan.dtype != "float32":
+        y = forward.float32_twin()(x.float())
+        if bool(torch.isfinite(y).all()):
+            return y, f"{forward.plan.dtype} overflowed on the face (inf/NaN in its output): redone in float32"
+    return y, "the restored face has inf or NaN values even in float32: the checkpoint may be corrupt; re-download it"
+
+
+def compile_cache_dir() -> Path:
+    """Where inductor keeps compiled kernels between processes: ``<models folder>/torch_compile``."""
+    from gpen_core.platform.paths import models_dir
+
+    return models_dir() / "torch_compile"
+
+
+def _use_our_compile_cache() -> Path:
+    """Point inductor's on-disk caches (FX graph, AOT autograd, kernels) at our models folder.
+
+    torch fixes ``TORCHINDUCTOR_CACHE_DIR`` to its /tmp default as soon as anything
+    imports torch._dynamo (even building a model on the meta device does), but reads
+    it again for every cache access, so setting it here still takes effect. A value
+    the user set (anything but torch's default) wins. Process-wide, and only done
+    when a plan asks for compile.
+    """
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if current and os.path.abspath(current) != os.path.abspath(default_cache_dir()):
+        return Path(current)
+    target = compile_cache_dir()
+    target.mkdir(parents=True, exist_ok=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(target)
+    return target
+
+
+def _compile(net: FastGPEN, plan: ForwardPlan) -> Callable[[torch.Tensor], torch.Tensor]:
+    _use_our_compile_cache()
+    import torch._inductor.config as inductor_config
+
+    inductor_config.fx_graph_cache = True  # compiled kernels are reused across processes (torch's default)
+    # The one-face graph: a batch loops over it, so batch sizes never recompile.
+    return torch.compile(net.one, dynamic=False)
+
+
+def prepare(model: GPEN, plan: ForwardPlan) -> PreparedForward:
+    """The optimized forward of ``model`` under ``plan``: ``forward(x) -> y``.
+
+    ``x``: N×3×S×S float in [-1, 1] RGB (any float dtype, any device); ``y``: float32
+    N×3×S×S on ``plan.device``. ``model`` is left as it is; for a float32 plan the
+    result shares its decoder weights (drop the model to free only the copies made
+    for other dtypes).
+    """
+    if not isinstance(model, GPEN):
+        raise TypeError(f"prepare() needs a gpen_core.networks.arch.GPEN, got {type(model).__name__}")
+    with torch.no_grad():
+        net = FastGPEN(model, plan).eval().requires_grad_(False)
+    return PreparedForward(net, plan)
+
+
+def warm_up(forward: Callable[[torch.Tensor], torch.Tensor], size: int | None = None) -> float:
+    """Run ``forward`` once on a blank 1×3×size×size face (compiling it if its plan says so); seconds.
+
+    Blocking. An app calls it in a thread so the first real request finds everything
+    ready, e.g. ``threading.Thread(target=warm_up, args=(forward,), daemon=True).start()``;
+    meanwhile a :class:`PreparedForward` keeps serving calls eagerly. ``size`` defaults
+    to the prepared model's.
+    """
+    t = time.perf_counter()
+    if isinstance(forward, PreparedForward):
+        if size not in (None, forward.size):
+            raise ValueError(f"this forward is for {forward.size} px faces, not {size}")
+        if forward._compiled is not None:
+            return forward.compile_now()
+        size, device, dtype = forward.size, forward.plan.device, forward.plan.dtype_torch
+    else:
+        if size is None:
+            raise ValueError("warm_up needs the face size for a forward that is not a PreparedForward")
+        device, dtype = "cpu", torch.float32
+    with torch.inference_mode():
+        forward(torch.zeros(1, 3, size, size, device=device, dtype=dtype))
+    return time.perf_counter() - t
