@@ -52,6 +52,9 @@ def test_stop_is_an_outcome_that_closes_and_leaving_stops_the_clip(browser, page
                                                                   results: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     monkeypatch.setattr(messages, "TOAST_BASE_S", 2.0)  # the pop-up's reading time, shortened for the test
     monkeypatch.setattr(messages, "TOAST_WORDS_PER_S", 1000.0)
+    # 30 s of engine time a clip: a Stop that takes seconds to arrive on a loaded machine (a browser, a
+    # server and another test worker on 2 cores) still lands well before the clip's end
+    monkeypatch.setattr(Slow, "delay", 0.25)
     shots = Shots(tmp_path)
     before = _folders(results)
     page = browser.new_page(viewport={"width": 1366, "height": 900})
@@ -72,7 +75,7 @@ def test_stop_is_an_outcome_that_closes_and_leaving_stops_the_clip(browser, page
     left_at = engine.restored
     _wait(lambda: app.STATE.stops.running() == 0, timeout=20)
     time.sleep(0.3)
-    assert engine.restored - left_at <= 25, (left_at, engine.restored)  # a few frames (50 ms each), not the 120
+    assert engine.restored - left_at <= 25, (left_at, engine.restored)  # a few frames (250 ms each), not the 120
     assert _folders(results) == before
 
 
