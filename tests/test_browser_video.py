@@ -92,11 +92,15 @@ def test_a_clip_is_restored_in_the_page_with_the_cap_said_at_upload(browser, pag
     assert page.locator("#video-tracks label").count() == 1
     shots.take(page, "video_tab_restored", full=True)
     # a part of the clip, the face check off: said back in the panel
+    shown = page.locator("#video-before video").first.get_attribute("src")  # each restore writes into a folder of its own
+    assert shown, page.locator("#video-before").inner_html()
     page.locator("#video-start input").fill("1")
     page.locator("#video-face-check input").uncheck()
     page.locator("#video-restore").click()
-    page.wait_for_function("() => document.querySelector('#video-metrics').innerText.includes('Measured for this clip') "
-                           "&& document.querySelector('#video-slider').innerText.includes('of 4')", timeout=300_000)
+    # The last result stays on the page while the clip runs, so "Measured" says nothing yet: wait for this restore's
+    # last update, its original over the new part, sent with the faces it offers (a box ticked before it lands is reset).
+    page.wait_for_function("old => { const v = document.querySelector('#video-before video'); "
+                           "return !!v && !!v.getAttribute('src') && v.getAttribute('src') !== old; }", arg=shown, timeout=300_000)
     assert re.search(r"Frames\s+4 \(", panel.inner_text())  # 1 s from 1 s on: frames 5–8 of the clip
     # a new upload starts afresh: no face choice of the last clip left to refuse the next restore
     page.locator("#video-tracks label").first.locator("input").uncheck()

@@ -246,6 +246,30 @@ def test_cli_profile_subcommand_prints_table_and_writes_json(
     assert main(["profile", "--saved", "--models-dir", str(tmp_path / "empty")]) == 1
 
 
+def test_identity_models_an_earlier_request_left_are_not_in_a_modes_zero(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, one_thread: None
+) -> None:
+    """An in-process check after a mode that checked identity: the models that request left are the
+    process's, and ``low``'s request lets them go before its meter. Counted in the zero, they made
+    ``low`` read 0 MB (the CLI test above, after the module's profile); here 128 MB stand in for them."""
+    from gpen_core.faces import identity_model
+
+    def low() -> records.ModeProfile:
+        return runner.run_profile(modes=["low"], models_dir=tmp_path, workloads=SMALL[:1], model_configs=CONFIGS,
+                                  isolate=False).modes["low"]
+
+    # The first check also imports what it needs and leaves its one-time state (~30 MB here): the
+    # zeros differ by that, and by all the held models where they count.
+    without = low()
+    held = 128 << 20
+    monkeypatch.setattr(identity_model, "_model", (np.ones(held, np.uint8),))  # touched: resident
+    m = low()
+    assert identity_model._model is None
+    assert m.idle_rss_bytes < without.idle_rss_bytes + held // 2  # the zero is the process without them
+    # what the request costs, not its size minus the models it let go (clamped to 0)
+    assert m.failed is None and m.runs[0].peak_ram_bytes > 0
+
+
 def test_workloads_are_deterministic_and_faces_sit_where_said() -> None:
     from gpen_core.faces.align import align_transform
 

@@ -228,15 +228,23 @@ def generator_source(model: str, override_paths: Mapping[str, str], synthetic: b
 
 
 def idle_usage(device: str) -> tuple[int, int | None, int | None]:
-    """(RSS, allocated VRAM, reserved VRAM) of the process now, after handing freed heap back.
+    """(RSS, allocated VRAM, reserved VRAM) of the process now, after letting the identity check's
+    models go and handing freed heap back: the zero a measured request starts from in a fresh process.
 
     Every request starts with the same trim (:mod:`gpen_core.restorer`): without it here, heap
     freed before the check but kept by the allocator counts in the zero and not in the request,
-    and a run's peak can read below the zero (clamped to 0: nothing measured).
+    and a run's peak can read below the zero (clamped to 0: nothing measured). The identity check's
+    models (~45 MB) are the process's, outside any Restorer's model cache, so an earlier request's
+    stay loaded. Counted in the zero, they made a mode that does not check identity look free: its
+    request lets them go before its meter (:func:`gpen_core.engine.pipeline.ready_for`), and ``low``
+    after ``quality`` in one process read 0 MB; a mode that checks identity never paid their load.
+    Let go here, a mode that uses them loads them in its own first request, as in a worker process.
     """
+    from gpen_core.faces.identity_model import release
     from gpen_core.platform.meter import current_rss
     from gpen_core.platform.oom import malloc_trim
 
+    release()
     malloc_trim()
     if device.startswith("cuda"):
         import torch
