@@ -47,7 +47,8 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
     def note(video: str | None) -> tuple[Any, ...]:
         """On upload: what the clip is and, on a capped server, how much of it will be restored; the last clip's
         results and face choice go."""
-        cleared = (None, None, None, gr.update(choices=[], value=[]), gr.update(value=1, maximum=2, interactive=False), [], "")
+        cleared = (None, None, None, gr.update(choices=[], value=[]), gr.update(value=1, maximum=2, interactive=False), [], "",
+                   gr.update(choices=[], value=None))
         if not video:
             return (video_tab.PLACEHOLDER, *cleared)
         clip = video_tab.clip_note(video, state.policy.video_cap_s)
@@ -172,12 +173,14 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         with errors(request):
             pair = video_tab.frame_pair(before, restored, at)
         drawn: Any = gr.update(visible=False)
+        i = min(len(times), max(1, int(round(number or 1))))
+        shown = faces[i - 1] if faces and i <= len(faces) else None
         if show and pair is not None:
-            i = min(len(times), max(1, int(round(number or 1))))
-            shown = faces[i - 1] if faces and i <= len(faces) else None
             image, caption = video_view.draw_faces(pair[0], shown, tracks)
             drawn = gr.update(visible=True, value=image, label=f"Faces on frame {i}: {caption}")
-        return gr.update(value=pair, label=video_view.pair_label(times, number)), drawn
+        identity = video_view.identity_caption(shown)  # this frame's distances, as the photo tab shows them per face
+        label = video_view.pair_label(times, number) + (f" · {identity}" if identity else "")
+        return gr.update(value=pair, label=label), drawn
 
     def failed(request: gr.Request) -> tuple[Any, str]:
         """After a failed or stopped clip: the panel names what happened (the same words as the pop-up)."""
@@ -211,7 +214,11 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                 before_out = gr.Video(label="Original (the same part)", interactive=False, height=300, elem_id="video-before")
                 video_out = gr.Video(label="Restored video (plays here; download from its menu)", interactive=False,
                                      height=300, elem_id="video-out")
-            at_in = gr.Slider(1, 2, value=1, step=1, label="Frame", interactive=False, elem_id="video-frame-at")
+            with gr.Row(equal_height=True):
+                at_in = gr.Slider(1, 2, value=1, step=1, label="Frame", interactive=False, elem_id="video-frame-at", scale=3)
+                flag_in = gr.Dropdown([], value=None, label="Identity: frames to look at", elem_id="video-identity-frames",
+                                      scale=2, info="frames where a restored face's identity jumped more than the input's "
+                                      "own, or went over the limit (docs/identity.md)")
             pair_out = gr.ImageSlider(label="Before / after of that frame", type="numpy", format="png", interactive=False,
                                       max_height=360, elem_id="video-slider")
             show_faces_in = gr.Checkbox(False, label="Show detected faces", elem_id="video-show-faces",
@@ -227,16 +234,17 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
 
     # /restore_video's outputs stay the five a client unpacks (docs/video.md); states are not in the API
     outputs = [video_out, pair_out, panel_md, at_in, record_out, before_state, times_state, faces_state, known_state, kept_state]
-    video_in.upload(note, video_in, [panel_md, video_out, before_out, pair_out, tracks_in, at_in, known_state, found_md],
+    video_in.upload(note, video_in, [panel_md, video_out, before_out, pair_out, tracks_in, at_in, known_state, found_md, flag_in],
                     api_visibility="private",
                     show_progress="hidden")
     ready = restore_btn.click(mode_ready, mode_in, None, api_visibility="private", show_progress="hidden")
     running = ready.success(restore, [video_in, mode_in, start_in, end_in, face_check_in, tracks_in, known_state], outputs,
                             api_name="restore_video", concurrency_limit=1, concurrency_id="engine", show_progress_on=[video_out])
     running.success(None, js=page.SHOW_VIDEO_RESULT, api_visibility="private")  # the result in view, wherever the page was
-    running.success(lambda before, offered, kept, times: (before, gr.update(choices=offered, value=kept), gr.update(
-                    label=video_view.pair_label(times, video_view.slider_spec(times)["value"]))),
-                    [before_state, known_state, kept_state, times_state], [before_out, tracks_in, pair_out],
+    running.success(lambda before, offered, kept, times, faces: (before, gr.update(choices=offered, value=kept), gr.update(
+                    label=video_view.pair_label(times, video_view.slider_spec(times)["value"])),
+                    gr.update(choices=video_view.flagged_choices(faces or []), value=None)),
+                    [before_state, known_state, kept_state, times_state, faces_state], [before_out, tracks_in, pair_out, flag_in],
                     api_visibility="private", show_progress="hidden")
     find_btn.click(find, [video_in, mode_in, start_in, end_in, face_check_in], [tracks_in, known_state, found_md],
                    api_visibility="private", concurrency_limit=1, concurrency_id="engine", show_progress_on=[found_md])
@@ -249,6 +257,10 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
     for trigger in (at_in.release, show_faces_in.change):
         trigger(frame, viewer, [pair_out, faces_out], api_visibility="private", concurrency_limit=1,
                 concurrency_id="video-frame", show_progress="hidden")
+    # A flagged frame chosen: the slider moves to it and its before/after (with its distances) shows.
+    flag_in.input(lambda n: gr.update(value=n) if n else gr.update(), flag_in, at_in, api_visibility="private",
+                  show_progress="hidden").then(frame, viewer, [pair_out, faces_out], api_visibility="private",
+                                               concurrency_limit=1, concurrency_id="video-frame", show_progress="hidden")
     return mode_in
 
 

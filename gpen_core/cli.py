@@ -83,7 +83,9 @@ def _add_restore_faces(r: argparse.ArgumentParser) -> None:
                    help="also search the photo turned 90/180/270° when upright faces were found (always done when none are)")
     r.add_argument("--identity", default="auto", choices=("auto", "on", "off"),
                    help="measure how far each restored face moved from the input face (dlib's descriptor, "
-                   "requirements-identity.txt): auto = every mode but low when installed (default), on, off")
+                   "requirements-identity.txt): auto = every mode but low when installed (default), on, off; on a "
+                   "video, per frame, and the frames where a face's identity jumped more than the input's own "
+                   "(--identity-every N: every Nth frame)")
     r.add_argument("--identity-limit", type=float, metavar="DISTANCE",
                    help="over this identity distance keep the original face (0.6: the model's own LFW threshold); "
                    "with --identity-alpha A, blend toward it instead")
@@ -459,10 +461,10 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
     detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
     opts = RestoreOptions(mode=args.mode, model=args.model, detector=detector, alpha=args.alpha,  # type: ignore[arg-type]
                           threshold=args.threshold, max_faces=args.max_faces, face_check=args.face_check,
-                          upscale=args.upscale, upscaler=args.upscaler, tile=args.tile, backend=args.backend, task=args.task)
+                          upscale=args.upscale, upscaler=args.upscaler, tile=args.tile, backend=args.backend, task=args.task,
+                          identity=args.identity, identity_limit=args.identity_limit, identity_alpha=args.identity_alpha,
+                          identity_every=args.identity_every)
     restorer = Restorer(models_dir=args.models_dir, device=args.device)
-    if args.identity == "on" or args.identity_limit is not None:  # asked for, so not dropped without a word
-        print("note: the identity check is for photos; a clip's frames are not checked (docs/identity.md)", file=sys.stderr)
     worst = 0
     for src, dst in plan:
         record: dict[str, Any] = {"input": str(src)}

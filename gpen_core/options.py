@@ -72,6 +72,9 @@ class RestoreOptions:
     # For a face over identity_limit: 0 keeps the original face pixel for pixel; 0 < a < 1 pastes
     # a × restored + (1 − a) × original, as alpha does for every face.
     identity_alpha: float = 0.0
+    # A clip checks identity on frames 1, 1 + N, 1 + 2N… only (its result names them): the check costs
+    # ≈0.15 s of CPU a face, a large share of a frame on a GPU (docs/identity.md). Photos ignore it.
+    identity_every: int = 1
 
     def validated(self) -> "RestoreOptions":
         if self.mode != AUTO:
@@ -110,6 +113,8 @@ class RestoreOptions:
                              f"threshold), got {self.identity_limit}")
         if self.identity_limit is not None and self.identity == "off":
             raise InputError("an identity limit needs the identity check: turn it on (or auto), or drop the limit")
+        if self.identity_every < 1:
+            raise InputError(f"identity_every is a number of frames, 1 (every frame) or more, got {self.identity_every}")
         if not 0.0 <= self.identity_alpha < 1.0:
             raise InputError(f"identity blend (identity_alpha) must be at least 0 (the original face) and below 1, "
                              f"got {self.identity_alpha}")

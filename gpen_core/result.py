@@ -100,6 +100,9 @@ class IdentityCheck:
     action: IdentityAction  # what was pasted: the restored face, the original, or a blend toward it
     limit: float | None  # the user's limit over which ``action`` applied; None: measured only
     seconds: float  # this face's check: two chips and two descriptors
+    # The two 128-D descriptors (input crop, restored crop), float64: a clip compares them with the same
+    # face's in the next checked frame (gpen_core.video.identity). Not shown, not in the JSON.
+    descriptors: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
     def over_threshold(self) -> bool:

@@ -169,7 +169,6 @@ def test_auto_runs_in_every_mode_but_low_and_never_for_seg2face(monkeypatch: pyt
     monkeypatch.setattr(identity_model, "available", lambda: True)
     assert policy_for("balanced", RestoreOptions()) is not None
     assert policy_for("low", RestoreOptions()) is None
-    assert policy_for("quality", RestoreOptions(), video=True) is None
     assert policy_for("quality", RestoreOptions(task="seg2face", identity="on")) is None
     assert policy_for("quality", RestoreOptions(identity="off")) is None
     monkeypatch.setattr(identity_model, "available", lambda: False)

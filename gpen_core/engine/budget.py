@@ -57,6 +57,11 @@ _TASK_1024_BYTES = {"faces-only": 1.0e9, "balanced": 1.25e9, "quality": 1.8e9}
 _TASK_COVERED_PIXELS = 3000 * 2000  # the largest photo behind the task figures
 _COVERED_PIXELS = 4000 * 3000  # the largest workload behind the figures above
 _BYTES_PER_PIXEL = 40  # decode, working copy, result and encode buffers, uint8 and float
+# The identity check's models and working buffers (dlib's descriptor and 5-point landmarks: two chips,
+# two descriptors a face), resident once loaded: 43 MB peak over the process before their load on the
+# AMD EPYC, `benchmarks/identity.py --cost` (docs/performance.md, 2026-12-06), rounded up. The built-in
+# figures above were measured before the check existed, so it is added to them where it runs.
+IDENTITY_BYTES = 45_000_000
 ESTIMATE_SOURCE = "built-in estimate, not measured on this machine (run the hardware check to measure)"
 VRAM_ESTIMATE_SOURCE = (
     "built-in VRAM estimate from the networks' sizes (weights, a float32 copy for float16 overflows, "
@@ -141,9 +146,35 @@ def upscale_extra_bytes(mode: MemoryMode, image_size: tuple[int, int], upscale: 
 
 def _need(
     mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, upscale: int, tile: int | None,
+    task: str = "enhance", identity: str = "auto",
+) -> tuple[int, int, str]:
+    """(peak without upscaling, what upscaling adds, where the figures come from), the identity check's
+    memory counted where it will run (:func:`identity_bytes`)."""
+    base, extra, src = _need_without_check(mode, device, image_size, models_dir, upscale, tile, task)
+    check = identity_bytes(mode, device, task, identity, measured=src.startswith("measured on this machine"))
+    if check:
+        base += check
+        src += f"; +{format_bytes(check)} for the identity check (measured: benchmarks/identity.py --cost)"
+    return base, extra, src
+
+
+def identity_bytes(mode: MemoryMode, device: str, task: str, identity: str, *, measured: bool = False) -> int:
+    """RAM the identity check adds to a request in ``mode`` (0 where it does not run, and on a GPU whose VRAM
+    binds: the check runs on the CPU). A hardware check's measured peak already holds it in the modes it
+    checks by default (its requests use the default switch), so only a switch turned on beyond them adds there."""
+    from gpen_core.faces.identity import runs_for
+
+    if (device.startswith("cuda") and not on_zerogpu()) or not runs_for(mode.name, identity, task):
+        return 0
+    if measured and runs_for(mode.name, "auto", task):
+        return 0
+    return IDENTITY_BYTES
+
+
+def _need_without_check(
+    mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, upscale: int, tile: int | None,
     task: str = "enhance",
 ) -> tuple[int, int, str]:
-    """(peak without upscaling, what upscaling adds, where the figures come from)."""
     if task != "enhance":
         from gpen_core.engine.profile_store import measured_task
 
@@ -184,26 +215,28 @@ def estimate_peak(
     upscale: int = 1,
     tile: int | None = None,
     task: str = "enhance",
+    identity: str = "auto",
 ) -> tuple[int, str]:
     """(bytes the call needs above the idle process on its binding memory, where the figure comes from).
 
     ``upscale`` > 1 adds the upscaler's extra memory (:func:`upscale_extra_bytes`; ``tile``
     as in :class:`~gpen_core.options.RestoreOptions`), and the source says how much of it that is.
+    ``identity``: the request's identity switch (``RestoreOptions.identity``): its check's memory counts where it runs.
     """
-    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile, task)
+    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile, task, identity)
     return base + extra, src
 
 
 def request_plan(
     mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, start_rss: int, *,
-    upscale: int = 1, tile: int | None = None, task: str = "enhance",
+    upscale: int = 1, tile: int | None = None, task: str = "enhance", identity: str = "auto",
 ) -> RequestPlan | None:
     """The memory plan a request in ``mode`` keeps to: :func:`estimate_peak` (the figure the mode was
     chosen or checked by) above ``start_rss``, the process as the request began. None on a GPU, whose
     plan is VRAM: the plan guards the RAM that an OpenVINO conversion (CPU only) would take."""
     if device.startswith("cuda"):
         return None
-    planned, _ = estimate_peak(mode, device, image_size, models_dir, upscale=upscale, tile=tile, task=task)
+    planned, _ = estimate_peak(mode, device, image_size, models_dir, upscale=upscale, tile=tile, task=task, identity=identity)
     return RequestPlan(mode.name, planned, start_rss)
 
 
@@ -245,12 +278,12 @@ class Needs:
 
 def needs(
     device: str, image_size: tuple[int, int], models_dir: Path | None = None, *, upscale: int = 1, tile: int | None = None,
-    task: str = "enhance",
+    task: str = "enhance", identity: str = "auto",
 ) -> Needs:
     """Each of ``task``'s modes' need for this request on its binding memory (bytes above the idle process)."""
     total, up, src = {}, {}, {}
     for name in TASKS[task].modes:
-        base, extra, source = _need(MODES[name], device, image_size, models_dir, upscale, tile, task)
+        base, extra, source = _need(MODES[name], device, image_size, models_dir, upscale, tile, task, identity)
         total[name], up[name], src[name] = base + extra, extra, source
     return Needs(total, up, src)
 
@@ -265,12 +298,13 @@ def ranking(
     upscale: int = 1,
     tile: int | None = None,
     task: str = "enhance",
+    identity: str = "auto",
 ) -> tuple[Ranking, Needs]:
     """``task``'s pasting modes ranked by what fits this request (:func:`gpen_core.engine.fit.rank`), and their needs.
 
     A mode whose weights are not ``available`` is passed over while any mode has its weights."""
     free = free or free_memory(device)
-    need = needs(device, image_size, models_dir, upscale=upscale, tile=tile, task=task)
+    need = needs(device, image_size, models_dir, upscale=upscale, tile=tile, task=task, identity=identity)
     missing = {n: "weights not downloaded" for n in need.total if available is not None and not available(MODES[n])}
     if len(missing) == len(need.total):
         missing = {}  # nothing has its weights: rank them all, the load will say what is missing
@@ -288,6 +322,7 @@ def choose(
     upscale: int = 1,
     tile: int | None = None,
     task: str = "enhance",
+    identity: str = "auto",
 ) -> Choice:
     """Highest-ranked pasting mode that fits; the lightest with an honest reason if none does.
 
@@ -297,10 +332,12 @@ def choose(
     ``upscale`` > 1 (and ``tile``): each mode's peak includes what upscaling adds in that
     mode (:func:`upscale_extra_bytes`); the reason names modes that fit only without it.
     ``task``: only modes with a plan for it (:data:`gpen_core.modes.TASKS`) are considered, with
-    its network's peaks; the lightest of them stands in for ``low``.
+    its network's peaks; the lightest of them stands in for ``low``. ``identity``: the request's identity switch
+    (each mode's need holds the check's memory where it runs in that mode, :func:`identity_bytes`).
     """
     free = free or free_memory(device)
-    ranked, need = ranking(device, image_size, models_dir, free, available, upscale=upscale, tile=tile, task=task)
+    ranked, need = ranking(device, image_size, models_dir, free, available, upscale=upscale, tile=tile, task=task,
+                           identity=identity)
     where, have = ranked.binding, free.binding(device).free_bytes
     skipped = [m.mode for m in ranked.modes if not m.runnable]
     why_skip = f"; passed over {', '.join(skipped)} (weights not downloaded)" if skipped else ""
@@ -334,15 +371,17 @@ def check_fits(
     upscale: int = 1,
     tile: int | None = None,
     task: str = "enhance",
+    identity: str = "auto",
 ) -> Choice | None:
-    """None when ``mode`` fits (with what ``upscale`` adds); else the lighter mode to run instead, with the reason."""
+    """None when ``mode`` fits (with what ``upscale`` adds, and the identity check where it runs); else the lighter
+    mode to run instead, with the reason."""
     free = free or free_memory(device)
-    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile, task)
+    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile, task, identity)
     bound = free.binding(device)
     need, have = base + extra, bound.free_bytes
     if fits(need, have):
         return None
-    lighter = choose(device, image_size, models_dir, free, upscale=upscale, tile=tile, task=task)
+    lighter = choose(device, image_size, models_dir, free, upscale=upscale, tile=tile, task=task, identity=identity)
     if lighter.mode.rank >= mode.rank:
         return None
     where = bound.name

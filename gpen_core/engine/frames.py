@@ -80,18 +80,19 @@ class FrameSession:
                               for d, why in found.rejected)
         return list(found.faces)[: self._opts.max_faces]
 
-    def restore(self, rgb: np.ndarray, detections: list[Any]) -> FrameOutput:
+    def restore(self, rgb: np.ndarray, detections: list[Any], check_identity: bool = True) -> FrameOutput:
         """Restore the faces at ``detections`` (in ``rgb``'s pixels, landmarks used as given,
         e.g. smoothed across frames) and paste them back into a copy of ``rgb`` (RGB uint8
-        H×W×3). Not encoded. Out-of-memory errors propagate: the caller decides (a video
-        cannot step down mid-clip without changing its look)."""
+        H×W×3), each face's identity checked as the options ask unless ``check_identity`` is False
+        (a clip's frame between its checked ones). Not encoded. Out-of-memory errors propagate: the
+        caller decides (a video cannot step down mid-clip without changing its look)."""
         rgb = check_rgb(rgb, "the frame")
         t = time.perf_counter()
         canvas = stages.Canvas(rgb, None, list(detections), (), None, 0.0, ())
         generator = stages.Generator(self._generator.forward, self._generator.size, self._generator.dtype,
                                      self._generator.name)
         restored = stages.restore_and_paste(self._models, self._device, canvas, generator, self._parsing_fn, self.mode,
-                                            self._opts, self._task, _silent, video=True)
+                                            self._opts, self._task, _silent, check_identity=check_identity)
         out = restored.photo
         timings = Timings(total_s=time.perf_counter() - t, align_s=out.timings.get("align_s", 0.0),
                           restore_s=out.timings.get("restore_s", 0.0), paste_s=out.timings.get("paste_s", 0.0),
@@ -106,10 +107,12 @@ def frame_mode(models: ModelCache, opts: RestoreOptions, device: str, frame_size
     not the one asked (auto's choice, or a lighter mode when the asked one does not fit)."""
     if opts.mode == AUTO:
         choice = budget.choose(device=device, image_size=frame_size, models_dir=models.models_dir,
-                               available=lambda m: models.weights_present(m, opts, False), task=opts.task)
+                               available=lambda m: models.weights_present(m, opts, False), task=opts.task,
+                               identity=opts.identity)
         return choice.mode, [f"auto chose {choice.mode.name} for {frame_size[0]}×{frame_size[1]} frames: {choice.reason}"]
     mode = get_mode(opts.mode)
-    step = budget.check_fits(mode, device=device, image_size=frame_size, models_dir=models.models_dir, task=opts.task)
+    step = budget.check_fits(mode, device=device, image_size=frame_size, models_dir=models.models_dir, task=opts.task,
+                             identity=opts.identity)
     if step is not None:
         return step.mode, [step.reason]
     return mode, []
@@ -145,7 +148,8 @@ def open_session(models: ModelCache, device: str, opts: RestoreOptions, frame_si
     models.runtimes.clear()
     # The session keeps to the mode's plan for one frame from here: a network converted for
     # OpenVINO as it loads must fit it, as inside a photo's request.
-    plan = budget.request_plan(mode, device, frame_size, models.models_dir, current_rss(), task=opts.task)
+    plan = budget.request_plan(mode, device, frame_size, models.models_dir, current_rss(), task=opts.task,
+                               identity=opts.identity)
     try:
         with ExitStack() as numerics, models.planned(plan):
             yield FrameSession(models, device, opts, mode, notes, numerics)

@@ -147,12 +147,13 @@ def start(
             upscale=opts.upscale,  # each mode's peak includes what upscaling adds in it
             tile=opts.tile,
             task=opts.task,
+            identity=opts.identity,  # the identity check's memory in each mode where it runs
         )
         mode, reason = choice.mode, choice.reason
     else:
         mode, reason = get_mode(opts.mode), ""
         step = budget.check_fits(mode, device=device, image_size=size, models_dir=models.models_dir, upscale=opts.upscale,
-                                 tile=opts.tile, task=opts.task)
+                                 tile=opts.tile, task=opts.task, identity=opts.identity)
         if step is not None:
             mode, reason = step.mode, step.reason
             notes.append(reason)
@@ -260,7 +261,7 @@ def _plan(models: ModelCache, device: str, req: Request, opts: RestoreOptions, s
     rgb = req.decoded.rgb
     return budget.request_plan(req.mode, device, (rgb.shape[1], rgb.shape[0]), models.models_dir,
                                current_rss() if start_rss is None else start_rss, upscale=opts.upscale, tile=opts.tile,
-                               task=opts.task)
+                               task=opts.task, identity=opts.identity)
 
 
 @contextmanager
@@ -361,7 +362,7 @@ def fits_the_address_space_cap(models: ModelCache, device: str, req: Request, op
         return True
     rgb = req.decoded.rgb
     need, _ = budget.estimate_peak(req.mode, device, (rgb.shape[1], rgb.shape[0]), models.models_dir,
-                                   upscale=opts.upscale, tile=opts.tile, task=opts.task)
+                                   upscale=opts.upscale, tile=opts.tile, task=opts.task, identity=opts.identity)
     return need <= left
 
 

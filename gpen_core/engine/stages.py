@@ -351,15 +351,16 @@ class FaceRestorer:
 def restore_and_paste(models: ModelCache, device: str, canvas: Canvas, generator: Generator, parsing_fn: Any,
                       mode: MemoryMode, opts: RestoreOptions, task: Task, report: Progress, *,
                       grey: np.ndarray | None = None, damage: Any = None, face_start: float = 0.15,
-                      video: bool = False) -> Restored:
+                      check_identity: bool = True) -> Restored:
     """Align each detection, restore it with ``generator`` and paste it back through ``parsing_fn``'s
     mask (faces.photo.restore_photo: one face at a time, so only one crop's buffers live at once),
-    each face's identity checked as ``opts.identity`` asks (``video``: a clip's frame, checked only when asked).
+    each face's identity checked as ``opts.identity`` asks (``check_identity`` False: not on this clip's frame,
+    which keeps the check's models loaded for the next).
     The paste stage then ends (one-shot: the generator, if a face was skipped, and the parser go)."""
     from gpen_core.faces import photo as faces_photo
     from gpen_core.faces.identity import policy_for
 
-    identity = policy_for(mode.name, opts, video=video)
+    identity = policy_for(mode.name, opts) if check_identity else None
     detections = canvas.detections
     restorer = FaceRestorer(models, device, generator, mode, opts, task, grey, len(detections) if detections is not None else 1)
 

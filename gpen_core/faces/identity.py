@@ -31,13 +31,19 @@ def face_box(size: int) -> tuple[int, int, int, int]:
     return x0, y0, x1, y1
 
 
-def distance(before: np.ndarray, after: np.ndarray) -> float:
-    """Euclidean distance of dlib's 128-D descriptors of two aligned crops (RGB uint8 S×S×3), both
-    cut by the chip transform found on ``before``."""
+def descriptor_pair(before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """dlib's 128-D descriptors (float64) of two aligned crops (RGB uint8 S×S×3), both cut by the chip
+    transform found on ``before``."""
     from gpen_core.faces.identity_model import chips, descriptors
 
     d = descriptors(chips(before, [after], face_box(before.shape[0])))
-    return float(np.linalg.norm(d[0] - d[1]))
+    return d[0], d[1]
+
+
+def distance(before: np.ndarray, after: np.ndarray) -> float:
+    """Euclidean distance of :func:`descriptor_pair`."""
+    d0, d1 = descriptor_pair(before, after)
+    return float(np.linalg.norm(d0 - d1))
 
 
 @dataclass(frozen=True)
@@ -53,14 +59,15 @@ class IdentityPolicy:
         """The check of one face, and the crop to paste: ``restored``, a blend toward ``crop``, or
         None where the original is kept (nothing is pasted, so its pixels stay as they were)."""
         t = time.perf_counter()
-        dist = distance(crop, restored)
+        pair = descriptor_pair(crop, restored)
+        dist = float(np.linalg.norm(pair[0] - pair[1]))
         seconds = time.perf_counter() - t
         if self.limit is None or dist <= self.limit:
-            return IdentityCheck(dist, "restored", self.limit, seconds), restored
+            return IdentityCheck(dist, "restored", self.limit, seconds, pair), restored
         if self.alpha <= 0.0:
-            return IdentityCheck(dist, "kept original", self.limit, seconds), None
+            return IdentityCheck(dist, "kept original", self.limit, seconds, pair), None
         blended = cv2.addWeighted(restored, self.alpha, crop, 1.0 - self.alpha, 0.0)
-        return IdentityCheck(dist, "blended", self.limit, seconds), blended
+        return IdentityCheck(dist, "blended", self.limit, seconds, pair), blended
 
 
 def face_note(index: int, check: IdentityCheck, alpha: float) -> str | None:
@@ -71,25 +78,30 @@ def face_note(index: int, check: IdentityCheck, alpha: float) -> str | None:
     return (f"face {index}: identity distance {check.distance:.2f} is over your limit {check.limit:g}: {what}")
 
 
-def runs(mode_name: str, opts: RestoreOptions, *, video: bool = False) -> bool:
-    """Whether a request checks identity. "auto": every mode but low (where its ~45 MB and ≈0.15 s of
-    CPU a face are a large share, docs/identity.md), photos only, and only where dlib is installed (the
-    panel says how to install it); "on": always; "off" or seg2face (its input is a label map, not a
-    face): never."""
+def runs(mode_name: str, opts: RestoreOptions) -> bool:
+    """Whether a request (a photo, or a clip's frames) checks identity. "auto": every mode but low (where
+    its ~45 MB and ≈0.15 s of CPU a face are a large share, docs/identity.md), and only where dlib is
+    installed (the panel says how to install it); "on": always; "off" or seg2face (its input is a label
+    map, not a face): never."""
+    return runs_for(mode_name, opts.identity, opts.task)
+
+
+def runs_for(mode_name: str, identity: str, task: str = "enhance") -> bool:
+    """:func:`runs` from the switch (``RestoreOptions.identity``) and the task alone (the memory budget's question)."""
     from gpen_core.faces.identity_model import available
 
-    if opts.identity == "off" or opts.task == "seg2face":
+    if identity == "off" or task == "seg2face":
         return False
-    return opts.identity == "on" or not (mode_name == "low" or video or not available())
+    return identity == "on" or not (mode_name == "low" or not available())
 
 
-def policy_for(mode_name: str, opts: RestoreOptions, *, video: bool = False) -> IdentityPolicy | None:
+def policy_for(mode_name: str, opts: RestoreOptions) -> IdentityPolicy | None:
     """The identity check a request runs (:func:`runs`), or None, when the loaded models are let go (a
     lighter mode after a heavier one keeps to its own size). "on" loads them here, so a missing or
     damaged install fails before any face is restored, naming the pip command."""
     from gpen_core.faces.identity_model import model, release
 
-    if not runs(mode_name, opts, video=video):
+    if not runs(mode_name, opts):
         release()
         return None
     model()

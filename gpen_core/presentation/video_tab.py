@@ -171,6 +171,8 @@ def video_markdown(result: Any, end_s: float | None = None) -> str:
         "| Timestamps | each frame's own, kept (no forced frame rate) |",
         f"| Video | H.264, CRF {result.crf} |",
     ]
+    ident = getattr(result, "identity", None)
+    lines.append(f"| Identity | {_identity_cell(ident)} |")
     if p.shared:  # the meter's own words (threads, page faults) stay in the JSON's peaks.shared
         lines.append("| Note on the peaks | other work in this app ran during the clip, so the peak may include some "
                      "of its memory |")
@@ -183,6 +185,19 @@ def video_markdown(result: Any, end_s: float | None = None) -> str:
     lines += ["", "**Notes** (everything changed from your request)", ""]
     lines += [f"- {n}" for n in notes] if notes else ["- none: ran exactly as requested"]
     return "\n".join(lines)
+
+
+def _identity_cell(ident: Any) -> str:
+    """The panel's identity row: what was checked and flagged (the frame list beside the slider names the frames)."""
+    from gpen_core.video.identity import summary_lines
+
+    if ident is None:
+        return "not checked (Identity check off, low mode, or dlib not installed: docs/identity.md)"
+    head, *tracks = summary_lines(ident)
+    cell = head.removeprefix("identity: ")
+    if tracks:
+        cell += "; " + "; ".join(t.strip() for t in tracks)
+    return cell + " (frames numbered as on the slider)"
 
 
 def _mode_cell(result: Any) -> str:

@@ -20,19 +20,54 @@ from gpen_core.presentation.overlay import KEPT_COLOR, REJECTED_COLOR, draw_box,
 LEFT_ALONE_COLOR = (150, 150, 150)  # grey: a face followed but not chosen for restoring
 
 
+# Frames offered in the identity list beside the slider: a long clip's list stays readable (the panel counts them all).
+MAX_FLAGGED_CHOICES = 200
+
+
 @dataclass(frozen=True)
 class FrameFaces:
-    """One written frame as the viewer draws it: each face's track and box, the refused boxes (display pixels)."""
+    """One written frame as the viewer draws it: each face's track and box, the refused boxes (display pixels),
+    and each checked face's identity (track, :class:`~gpen_core.video.identity.FaceCheck`)."""
 
     time_s: float
     tracks: tuple[tuple[int, tuple[float, float, float, float]], ...]
     rejected: tuple[tuple[float, float, float, float], ...]
+    checks: tuple[tuple[int, Any], ...] = ()
 
 
 def frame_faces(record: Any) -> FrameFaces:
     """A :class:`FrameRecord` reduced to what the viewer draws (no landmarks: a long clip's list stays small)."""
     return FrameFaces(float(record.time_s), tuple((int(f.track), tuple(float(v) for v in f.box)) for f in record.faces),
-                      tuple(tuple(float(v) for v in b) for b in record.rejected))  # type: ignore[misc]
+                      tuple(tuple(float(v) for v in b) for b in record.rejected),  # type: ignore[misc]
+                      tuple((int(f.track), f.identity) for f in record.faces if getattr(f, "identity", None) is not None))
+
+
+def identity_caption(faces: FrameFaces | None) -> str:
+    """This frame's identity figures for the before/after's caption: "face 1: distance 0.12, jump 0.31 (input
+    0.05) — jumped"; "" where no face was checked on it."""
+    if faces is None or not faces.checks:
+        return ""
+    parts = []
+    for track, c in faces.checks:
+        text = f"face {track + 1}: identity distance {c.distance:.2f}" + (" (over the limit)" if c.over_limit else "")
+        if c.jump is not None:
+            text += f", jump {c.jump:.2f} (input's own {c.input_jump:.2f})" + (": jumped more than the input" if c.jumped else "")
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def flagged_choices(frames: Sequence[FrameFaces]) -> list[tuple[str, int]]:
+    """(label, frame number from 1) of each frame the identity check flagged, in order, at most
+    :data:`MAX_FLAGGED_CHOICES`: "frame 12: face 1 jumped 0.45 (input 0.04)", "frame 30: face 2 over the limit (0.71)"."""
+    out: list[tuple[str, int]] = []
+    for i, f in enumerate(frames, 1):
+        why = [f"face {k + 1} jumped {c.jump:.2f} (input {c.input_jump:.2f})" if c.jumped else f"face {k + 1} over the limit ({c.distance:.2f})"
+               for k, c in f.checks if c.jumped or c.over_limit]
+        if why:
+            out.append((f"frame {i}: {', '.join(why)}", i))
+            if len(out) >= MAX_FLAGGED_CHOICES:
+                break
+    return out
 
 
 def frame_times(path: str) -> tuple[float, ...]:

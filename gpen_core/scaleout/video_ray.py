@@ -89,7 +89,7 @@ def segment_task(src: str, seg: Segment, size: tuple[int, int], options: Restore
     return {"index": seg.index, "frames": done.frames, "seconds": done.seconds, "faces_max": done.faces_max,
             "rss": p.rss_bytes if p else None, "vram": p.vram_reserved_bytes if p else None,
             "worker": worker_name(), "notes": list(done.notes), "mode": done.mode, "mode_reason": done.mode_reason,
-            "runtimes": [asdict(r) for r in done.runtimes]}, data
+            "runtimes": [asdict(r) for r in done.runtimes], "identity": done.identity}, data
 
 
 def worker_name() -> str:
@@ -163,7 +163,7 @@ def _drain(ray: Any, task: Any, plan: SegmentPlan, pending: list[Segment], folde
                 on_frame()
             yield SegmentRecord(seg.index, rec["frames"], rec["seconds"], rec["faces_max"], rec["rss"], rec["vram"],
                                 rec["worker"], tuple(rec["notes"]), mode=rec["mode"], mode_reason=rec["mode_reason"],
-                                runtimes=tuple(NetworkRuntime(**r) for r in rec["runtimes"]))
+                                runtimes=tuple(NetworkRuntime(**r) for r in rec["runtimes"]), identity=rec.get("identity"))
     finally:
         for ref in running:  # an error or Ctrl-C: the rest is not wanted now (a resume redoes it)
             ray.cancel(ref, force=True)

@@ -20,6 +20,9 @@ def add_video_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--end", type=float, help="video: restore up to this second (default: its end)")
     r.add_argument("--no-audio", action="store_true",
                    help="video: write the picture only, without the sound (e.g. audio an MP4 cannot take); the notes say so")
+    r.add_argument("--identity-every", type=int, default=1, metavar="N",
+                   help="video: check identity (--identity) on frames 1, 1+N, 1+2N… only, to bound its cost (≈0.15 s of "
+                   "CPU a face and frame); default 1: every frame")
     r.add_argument("--tracks", help="video: restore only these faces, by number (--json's per-frame \"face\": 1 is the "
                    "first face seen), e.g. 1,3; the others are left as they were (one pass: not with --segments)")
 
@@ -114,8 +117,10 @@ def print_video(src: Path, r: Any, json_records: bool = False, extra: str = "") 
     """The human summary of a restored clip (:class:`~gpen_core.video.result.VideoResult`, one pass or segmented,
     the same words; ``extra`` after them): :func:`print_summary`."""
     from gpen_core.platform.meter import format_bytes
+    from gpen_core.video.identity import summary_lines
 
     vram = f", peak VRAM {format_bytes(r.peaks.vram_reserved_bytes)}" if r.peaks.vram_reserved_bytes is not None else ""
     print_summary(f"{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s, {r.fps:.2f} fps), mode {r.mode}, "
                   f"audio {r.audio}, {r.seconds_per_frame:.3f} s a frame, peak RAM {format_bytes(r.peaks.rss_bytes)}{vram}"
-                  f"{extra}", r.notes, json_records)
+                  f"{extra}" + "".join(f"\n  {line}" for line in summary_lines(getattr(r, "identity", None))), r.notes,
+                  json_records)

@@ -18,10 +18,12 @@ from gpen_core.options import RestoreOptions
 
 @dataclass(frozen=True)
 class FrameOut:
-    """One restored frame: RGB uint8 H×W×3 and the restore's notes for it."""
+    """One restored frame: RGB uint8 H×W×3 and the restore's notes for it; ``identity``: the identity check of
+    each face given (``IdentityCheck`` or None, in the detections' order), () where it did not run."""
 
     image: np.ndarray
     notes: tuple[str, ...]
+    identity: tuple[Any, ...] = ()
 
 
 class FrameEngine:
@@ -44,6 +46,7 @@ class FrameEngine:
         self._notes: list[str] = list(self.session.notes)
         # The face check's refusals: counted for the clip's note, and kept per frame (bounded: a frame's
         # entry leaves when it is written) for its FrameRecord.
+        self._opts = opts
         self.rejected_faces = self.rejected_frames = 0
         self._reasons: dict[str, None] = {}
         self._rejected: dict[int, tuple[tuple[float, float, float, float], ...]] = {}
@@ -108,12 +111,23 @@ class FrameEngine:
         self._detected += 1
         return found
 
-    def restore(self, rgb: np.ndarray, detections: list[Any]) -> FrameOut:
-        """Restore ``detections`` (steadied) in ``rgb`` and paste them back; a frame without faces is returned as it is."""
+    def identity_tracker(self, segment: int | None = None) -> Any:
+        """The clip's :class:`~gpen_core.video.identity.IdentityTracker` when its mode and options check identity
+        (as a photo's: ``auto`` is every mode but low, where dlib is installed), else None."""
+        from gpen_core.faces.identity import runs
+        from gpen_core.video.identity import IdentityTracker
+
+        if not runs(self.mode.name, self._opts):
+            return None
+        return IdentityTracker(self._opts.identity_every, self._opts.identity_limit, segment)
+
+    def restore(self, rgb: np.ndarray, detections: list[Any], check_identity: bool = True) -> FrameOut:
+        """Restore ``detections`` (steadied) in ``rgb`` and paste them back, each face's identity checked unless
+        ``check_identity`` is False; a frame without faces is returned as it is."""
         if not detections:
             return FrameOut(rgb, ())
-        out = self.session.restore(rgb, detections)
-        return FrameOut(out.image, out.notes)
+        out = self.session.restore(rgb, detections, check_identity)
+        return FrameOut(out.image, out.notes, tuple(f.identity for f in out.faces))
 
     def close(self) -> None:
         """End the session: the restorer's lock is released and its lifetime policy restored."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from gpen_core.video.identity import FaceCheck, IdentityTracker
 from gpen_core.video.steady import Steadier, SteadyFace
 
 # Notes kept for one clip: a long clip's per-frame notes never grow without end.
@@ -22,25 +23,33 @@ MAX_NOTES = 50
 
 @dataclass(frozen=True)
 class Restored:
-    """One frame out of the loop: the restored RGB uint8 H×W×3, its steadied faces, the caller's ``payload``."""
+    """One frame out of the loop: the restored RGB uint8 H×W×3, its steadied faces, the caller's ``payload``;
+    ``checks``: each face's :class:`~gpen_core.video.identity.FaceCheck` (None: not checked), as ``faces``."""
 
     image: np.ndarray
     faces: list[SteadyFace]
     payload: Any
+    checks: tuple[FaceCheck | None, ...] = ()
 
 
 class FrameLoop:
     """``engine``: ``detect(rgb)`` / ``restore(rgb, detections)`` and optionally ``fit(rgb)`` (a mode's
     longest side), as :class:`~gpen_core.video.engine_seam.FrameEngine`. ``wanted(payload)``: False for a
     frame that only steadies its neighbours (a segment's overlap): it is dropped unrestored. ``check()``:
-    called before each restore (raises to stop). ``tracks``: restore only these faces (track ids); None: all."""
+    called before each restore (raises to stop). ``tracks``: restore only these faces (track ids); None: all.
+    ``first``: the clip's number of the first frame restored here (a segment's first frame), so the
+    identity check (the engine's ``identity_tracker``, when it has one) checks and names frames as the clip numbers them."""
 
     def __init__(self, engine: Any, wanted: Callable[[Any], bool] | None = None,
-                 check: Callable[[], None] | None = None, tracks: frozenset[int] | None = None) -> None:
+                 check: Callable[[], None] | None = None, tracks: frozenset[int] | None = None,
+                 first: int = 0, segment: int | None = None) -> None:
         self.engine, self.wanted, self.check, self.tracks = engine, wanted, check, tracks
         self.steady = Steadier()
         self.window: deque[tuple[np.ndarray, Any]] = deque()
         self.notes: dict[str, None] = {}
+        make = getattr(engine, "identity_tracker", None)
+        self.identity: IdentityTracker | None = make(segment) if make is not None else None
+        self.index = first  # the clip's number of the next frame restored
 
     def push(self, time_s: float, rgb: np.ndarray, payload: Any) -> Iterator[Restored]:
         """Take one decoded upright RGB frame; yield the frames whose look-ahead it completes."""
@@ -68,8 +77,18 @@ class FrameLoop:
             return None
         if self.check is not None:
             self.check()
-        out = self.engine.restore(rgb, [f.detection for f in faces if self.tracks is None or f.track in self.tracks])
+        chosen = [f for f in faces if self.tracks is None or f.track in self.tracks]
+        index, self.index = self.index, self.index + 1
+        if self.identity is None or self.identity.wants(index):
+            out = self.engine.restore(rgb, [f.detection for f in chosen])
+        else:  # between checked frames: the check's cost is bounded by identity_every
+            out = self.engine.restore(rgb, [f.detection for f in chosen], check_identity=False)
         for note in out.notes:
             if len(self.notes) < MAX_NOTES:
                 self.notes.setdefault(note)
-        return Restored(out.image, faces, payload)
+        checks: tuple[FaceCheck | None, ...] = ()
+        identity = getattr(out, "identity", ())
+        if self.identity is not None and identity:
+            by_track = dict(zip((f.track for f in chosen), self.identity.add(index, [f.track for f in chosen], identity)))
+            checks = tuple(by_track.get(f.track) for f in faces)
+        return Restored(out.image, faces, payload, checks)

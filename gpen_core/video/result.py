@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 
 from gpen_core.result import NetworkRuntime, Peaks
+from gpen_core.video.identity import FaceCheck, VideoIdentity
 
 AudioHandling = Literal["copied", "re-encoded", "none"]
 
@@ -26,13 +27,15 @@ class FaceTrack:
     """One face in one frame, in display (upright input) pixels: the smoothed landmarks the restore aligned on.
 
     ``track``: the face's id across frames. ``filled``: no detection in this frame; the face was
-    found before and after it and its landmarks were interpolated between them.
+    found before and after it and its landmarks were interpolated between them. ``identity``: its
+    identity check in this frame (None: not checked here, or not restored).
     """
 
     track: int
     box: tuple[float, float, float, float]
     landmarks: np.ndarray  # (5, 2) float32 x, y
     filled: bool = False
+    identity: FaceCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,8 @@ class FrameRecord:
             "time": round(self.time_s, 6),
             "faces": [
                 {"face": f.track + 1, "box": [round(float(v), 2) for v in f.box],
-                 "landmarks": [[round(float(x), 3), round(float(y), 3)] for x, y in f.landmarks]}
+                 "landmarks": [[round(float(x), 3), round(float(y), 3)] for x, y in f.landmarks],
+                 "identity": None if f.identity is None else f.identity.to_json()}
                 for f in self.faces
             ],
             "rejected": [[round(float(v), 2) for v in b] for b in self.rejected],
@@ -87,6 +91,7 @@ class VideoResult:
     notes: tuple[str, ...]
     damage: Damage | None = None
     runtimes: tuple[NetworkRuntime, ...] = ()  # what ran each network (torch / openvino) and why, as a photo's result
+    identity: VideoIdentity | None = None  # the identity check along each face's track; None: it did not run
 
     def to_json(self) -> dict:
         p = self.peaks
@@ -110,5 +115,6 @@ class VideoResult:
                                                         "detail": self.damage.detail},
             "runtimes": [{"network": r.network, "name": r.name, "runtime": r.runtime, "reason": r.reason}
                          for r in self.runtimes],
+            "identity": None if self.identity is None else self.identity.to_json(),
             "notes": list(self.notes),
         }

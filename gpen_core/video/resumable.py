@@ -57,6 +57,7 @@ class SegmentRecord:
     mode: str = ""  # the mode it ran in ("" when kept)
     mode_reason: str = ""
     runtimes: tuple[Any, ...] = ()  # NetworkRuntime: what ran each network
+    identity: Any = None  # VideoIdentity of its frames; None: not checked (or kept from an earlier run)
 
 
 class Runner(Protocol):
@@ -94,7 +95,8 @@ class LocalRunner:
                 p = meter.peaks
                 yield SegmentRecord(seg.index, done.frames, done.seconds, done.faces_max, p.rss_bytes if p else None,
                                     p.vram_reserved_bytes if p else None, f"pid {os.getpid()}", done.notes,
-                                    mode=done.mode, mode_reason=done.mode_reason, runtimes=done.runtimes)
+                                    mode=done.mode, mode_reason=done.mode_reason, runtimes=done.runtimes,
+                                    identity=done.identity)
         finally:
             if self.engine is None:
                 engine.close()  # the frame session holds the restorer's lock

@@ -36,6 +36,7 @@ class SegmentDone:
     mode: str = ""  # the engine's mode name, as a one-pass result's
     mode_reason: str = ""
     runtimes: tuple[Any, ...] = ()  # NetworkRuntime: what ran each network
+    identity: Any = None  # VideoIdentity of the segment's own frames; None: the check did not run
 
 
 def restore_segment(
@@ -87,8 +88,9 @@ def restore_segment(
             )
         os.replace(tmp, dst)
         mode = getattr(getattr(engine, "mode", None), "name", "custom")
+        identity = run.loop.identity.result() if run.loop.identity is not None else None
         return SegmentDone(seg.index, str(dst), run.written, time.perf_counter() - t0, run.faces_max, tuple(run.notes),
-                           mode, getattr(engine, "reason", ""), tuple(getattr(engine, "runtimes", ())))
+                           mode, getattr(engine, "reason", ""), tuple(getattr(engine, "runtimes", ())), identity)
     finally:
         if out is not None:
             try:
@@ -108,7 +110,9 @@ class _SegmentLoop:
         from gpen_core.video.frame_loop import FrameLoop
 
         self.seg, self.engine, self.writer, self.on_frame, self.stop = seg, engine, writer, on_frame, stop
-        self.loop = FrameLoop(engine, wanted=self._own)  # overlap frames steady their neighbours; their segment writes them
+        # Overlap frames steady their neighbours; their segment writes them. Frames are numbered as the clip
+        # numbers them, so the identity check picks and names the same frames as one pass.
+        self.loop = FrameLoop(engine, wanted=self._own, first=seg.first_frame, segment=seg.index)
         self.written = self.faces_max = 0
         self.guard: Any = None
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpen_core.result import Peaks
+from gpen_core.video.identity import merged
 from gpen_core.video.result import VideoResult
 
 
@@ -72,4 +73,5 @@ def segmented_result(run: SegmentedRun, records: list[Any], notes: list[str]) ->
         lookahead_frames=Steadier().lookahead, notes=tuple(notes), damage=None, segments=run.segments,
         segments_kept=len(records) - len(ran), frames_kept=run.frames_kept, join_s=run.join_s, records=ordered,
         runtimes=next((tuple(r.runtimes) for r in ran if r.runtimes), ()),
+        identity=merged([getattr(r, "identity", None) for r in ordered]),
     )

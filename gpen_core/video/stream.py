@@ -421,8 +421,10 @@ class _Run:
         self.size = (done.image.shape[1], done.image.shape[0])
         faces = done.faces
         self.max_faces = max(self.max_faces, len(faces))
+        checks = done.checks or (None,) * len(faces)
         record = FrameRecord(self.written, t, tuple(
-            FaceTrack(f.track, tuple(float(v) for v in f.detection.box), f.detection.landmarks, f.filled) for f in faces),
+            FaceTrack(f.track, tuple(float(v) for v in f.detection.box), f.detection.landmarks, f.filled, c)
+            for f, c in zip(faces, checks)),
             getattr(self.engine, "rejected_for", lambda i: ())(self.written))
         self.written += 1
         if self.on_frame is not None:
@@ -482,4 +484,5 @@ class _Run:
             audio=audio, crf=self.vopts.crf, seconds_per_frame=total_s / max(1, self.written), total_s=total_s,
             faces_per_frame_max=self.max_faces, peaks=peaks, rotation=self.rotation, lookahead_frames=Steadier().lookahead,
             notes=tuple([*getattr(eng, "notes", []), *notes]), damage=self.damage, runtimes=tuple(getattr(eng, "runtimes", ())),
+            identity=self.loop.identity.result() if self.loop is not None and self.loop.identity is not None else None,
         )

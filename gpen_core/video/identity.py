@@ -1,0 +1,222 @@
+"""Is it still the same person along the clip? The identity check per track: :class:`IdentityTracker`.
+
+Each checked frame's face carries the photo check's two descriptors (dlib's, of the same aligned crop
+before and after the generator, :mod:`gpen_core.faces.identity`). Per track this compares them with
+the same face's in the previous checked frame:
+
+- **distance**: the restored face to its own input face in that frame (the photo's number);
+- **jump**: the restored face to the restored face of the previous checked frame, beside the
+  **input jump**, the same for the input crops. A restoration that keeps who someone is follows
+  the input: where the input itself jumps (a cut to another person at the same place, a turn of
+  the head) the restored face may jump as far. A frame is flagged when the restored jump is over
+  the input's own by more than :data:`JUMP_MARGIN`.
+
+No extra descriptor is computed for the jump: the two of each face are reused, so the cost is the
+photo check's per face and frame. Bounded memory: per track the last descriptors, counts, and at
+most :data:`MAX_LISTED` frame numbers per list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from gpen_core.result import IDENTITY_THRESHOLD
+
+# How far the restored face may jump beyond the input's own jump before its frame is flagged. Measured
+# with `benchmarks/identity.py --video` (docs/identity.md, "Along a clip"; Intel Xeon): a stand-in that
+# keeps the person but draws each frame differently (blur σ 0-2, JPEG q 30-95, sharpening, at random per
+# frame) on the three FFHQ faces panned through H.264 clips jumped at most 0.151 beyond the input's jump
+# (median 0.054, 66 frame pairs); another FFHQ person swapped in: 0.655-0.959 beyond it. 0.25 sits above
+# the first and far below the second (a real GPEN's own frame-to-frame variation was not measured here).
+JUMP_MARGIN = 0.25
+# Frame numbers kept per track and list: a long clip's summary stays small (the counts are exact).
+MAX_LISTED = 100
+
+
+@dataclass(frozen=True)
+class FaceCheck:
+    """One face's identity in one checked frame (descriptor distances, dlib's 128-D space)."""
+
+    distance: float  # restored face to this frame's own input face (the photo check's number)
+    jump: float | None  # restored face to the track's restored face in the previous checked frame; None: none there
+    input_jump: float | None  # the same for the input crops
+    jumped: bool  # jump > input_jump + JUMP_MARGIN
+    over_limit: bool  # distance over the clip's limit (the user's --identity-limit, else 0.6)
+
+    def to_json(self) -> dict[str, Any]:
+        r = (lambda v: None if v is None else round(v, 4))
+        return {"distance": r(self.distance), "jump": r(self.jump), "input_jump": r(self.input_jump),
+                "jumped": self.jumped, "over_limit": self.over_limit}
+
+
+@dataclass(frozen=True)
+class TrackIdentity:
+    """One face (track) over the clip. Frame numbers are :attr:`FrameRecord.index` (0 = the first written)."""
+
+    track: int  # as FrameRecord.faces numbers it (0: the first face seen; "face 1" to a user)
+    segment: int | None  # the segment it was followed in (a segmented run numbers faces per segment); None: one pass
+    checked: int  # frames of this face checked
+    max_distance: float
+    max_jump: float  # the largest restored jump beyond the input's (restored − input; may be negative)
+    over_limit: tuple[int, ...]  # the first MAX_LISTED frames over the limit
+    over_limit_count: int
+    jumps: tuple[int, ...]  # the first MAX_LISTED frames whose restored jump was over the input's by the margin
+    jumps_count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"face": self.track + 1, "segment": self.segment, "checked": self.checked,
+                "max_distance": round(self.max_distance, 4), "max_jump_over_input": round(self.max_jump, 4),
+                "over_limit": {"count": self.over_limit_count, "frames": list(self.over_limit)},
+                "jumps": {"count": self.jumps_count, "frames": list(self.jumps)}}
+
+
+@dataclass(frozen=True)
+class VideoIdentity:
+    """The identity check of a whole clip: which frames were checked, and per track what it found."""
+
+    every: int  # frames 0, every, 2·every… were checked (as numbered in the clip)
+    limit: float  # the distance frames are counted over
+    limit_is_users: bool  # the user's --identity-limit (False: dlib's 0.6 LFW threshold)
+    margin: float  # JUMP_MARGIN
+    checked_frames: int  # frames with at least one face checked
+    seconds: float  # the checks' time in all
+    tracks: tuple[TrackIdentity, ...] = ()
+
+    @property
+    def jumps_count(self) -> int:
+        return sum(t.jumps_count for t in self.tracks)
+
+    @property
+    def over_limit_count(self) -> int:
+        return sum(t.over_limit_count for t in self.tracks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"every": self.every, "limit": self.limit,
+                "limit_source": "your limit" if self.limit_is_users else "dlib's LFW threshold (0.6)",
+                "jump_margin": self.margin, "checked_frames": self.checked_frames, "seconds": round(self.seconds, 3),
+                "jumps": self.jumps_count, "over_limit": self.over_limit_count,
+                "tracks": [t.to_json() for t in self.tracks]}
+
+
+def frames_text(frames: Sequence[int], count: int) -> str:
+    """"3, 17, 40" (numbered from 1, as the app's frame slider), "… and 12 more" past the listed ones."""
+    text = ", ".join(str(i + 1) for i in frames)
+    return text + (f" … and {count - len(frames)} more" if count > len(frames) else "")
+
+
+def ordinal(n: int) -> str:
+    """2 → "2nd", 3 → "3rd", 11 → "11th"."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def summary_lines(identity: VideoIdentity | None) -> list[str]:
+    """The clip's identity summary in words, one line per face with findings (CLI, panel); [] when not checked."""
+    if identity is None:
+        return []
+    which = "every frame" if identity.every == 1 else f"every {ordinal(identity.every)} frame (1, {1 + identity.every}, …)"
+    limit = f"your limit {identity.limit:g}" if identity.limit_is_users else f"{identity.limit:g} (dlib's LFW threshold)"
+    lines = [f"identity: {which} checked ({identity.checked_frames} frames, {identity.seconds:.1f} s); "
+             f"{identity.jumps_count} frame(s) where a restored face jumped more than the input's own jump + "
+             f"{identity.margin:g}, {identity.over_limit_count} over {limit}"]
+    for t in identity.tracks:
+        if not (t.jumps_count or t.over_limit_count):
+            continue
+        name = f"face {t.track + 1}" + (f" of segment {t.segment}" if t.segment is not None else "")
+        parts = []
+        if t.jumps_count:
+            parts.append(f"jumped at frame(s) {frames_text(t.jumps, t.jumps_count)}")
+        if t.over_limit_count:
+            parts.append(f"over the limit at frame(s) {frames_text(t.over_limit, t.over_limit_count)}")
+        lines.append(f"  {name}: {'; '.join(parts)} (largest distance {t.max_distance:.2f})")
+    return lines
+
+
+@dataclass
+class _Track:
+    last: int  # frame of the last check
+    before: np.ndarray
+    after: np.ndarray
+    checked: int = 0
+    max_distance: float = 0.0
+    max_jump: float = -np.inf
+    over: list[int] = field(default_factory=list)
+    over_count: int = 0
+    jumps: list[int] = field(default_factory=list)
+    jumps_count: int = 0
+
+
+class IdentityTracker:
+    """Per-track identity over a clip's frames, fed in written order (:meth:`add`), summed up by :meth:`result`.
+
+    ``every``: check frames 0, every, 2·every… (:meth:`wants`). ``limit``: the user's limit, or None for 0.6.
+    ``segment``: the segment these frames belong to (a segmented run), None for one pass.
+    """
+
+    def __init__(self, every: int = 1, limit: float | None = None, segment: int | None = None) -> None:
+        self.every, self.segment = every, segment
+        self.limit, self.limit_is_users = (limit, True) if limit is not None else (IDENTITY_THRESHOLD, False)
+        self._tracks: dict[int, _Track] = {}
+        self.checked_frames = 0
+        self.seconds = 0.0
+
+    def wants(self, index: int) -> bool:
+        """Whether frame ``index`` (its number in the clip, 0 = the first written) is checked."""
+        return index % self.every == 0
+
+    def add(self, index: int, tracks: Sequence[int], checks: Sequence[Any]) -> tuple[FaceCheck | None, ...]:
+        """Frame ``index``'s faces: their ``tracks`` and the photo check of each (``IdentityCheck`` with its
+        descriptors, or None where it did not run); one :class:`FaceCheck` (or None) per face."""
+        out: list[FaceCheck | None] = []
+        for track, check in zip(tracks, checks):
+            out.append(None if check is None or check.descriptors is None else self._one(index, track, check))
+        if any(c is not None for c in out):
+            self.checked_frames += 1
+        return tuple(out)
+
+    def _one(self, index: int, track: int, check: Any) -> FaceCheck:
+        before, after = check.descriptors
+        self.seconds += check.seconds
+        prev = self._tracks.get(track)
+        jump = input_jump = None
+        if prev is not None and prev.last == index - self.every:  # the previous checked frame held this face too
+            jump = float(np.linalg.norm(after - prev.after))
+            input_jump = float(np.linalg.norm(before - prev.before))
+        if prev is None:
+            prev = self._tracks[track] = _Track(index, before, after)
+        prev.last, prev.before, prev.after = index, before, after
+        jumped = jump is not None and input_jump is not None and jump > input_jump + JUMP_MARGIN
+        over = check.distance > self.limit
+        prev.checked += 1
+        prev.max_distance = max(prev.max_distance, check.distance)
+        if jump is not None and input_jump is not None:
+            prev.max_jump = max(prev.max_jump, jump - input_jump)
+        if over:
+            prev.over_count += 1
+            if len(prev.over) < MAX_LISTED:
+                prev.over.append(index)
+        if jumped:
+            prev.jumps_count += 1
+            if len(prev.jumps) < MAX_LISTED:
+                prev.jumps.append(index)
+        return FaceCheck(float(check.distance), jump, input_jump, jumped, over)
+
+    def result(self) -> VideoIdentity:
+        tracks = tuple(TrackIdentity(k, self.segment, t.checked, t.max_distance, t.max_jump if np.isfinite(t.max_jump) else 0.0,
+                                     tuple(t.over), t.over_count, tuple(t.jumps), t.jumps_count)
+                       for k, t in sorted(self._tracks.items()))
+        return VideoIdentity(self.every, self.limit, self.limit_is_users, JUMP_MARGIN, self.checked_frames, self.seconds, tracks)
+
+
+def merged(parts: Sequence[VideoIdentity | None]) -> VideoIdentity | None:
+    """The segments' identity summaries as one (tracks kept per segment: each segment numbers its own faces).
+    None when no segment was checked (kept segments of an earlier run carry none)."""
+    got = [p for p in parts if p is not None]
+    if not got:
+        return None
+    return replace(got[0], checked_frames=sum(p.checked_frames for p in got), seconds=sum(p.seconds for p in got),
+                   tracks=tuple(t for p in got for t in p.tracks))
