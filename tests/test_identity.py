@@ -289,20 +289,6 @@ def test_a_request_without_the_check_lets_the_models_go() -> None:
     assert identity_model._model is None
 
 
-def test_a_clip_says_its_frames_are_not_checked_when_the_check_was_asked_for(
-    models_with_detector: Path, gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from gpen_core.cli import main
-
-    from .videoclips import gradient_frames, make_clip
-
-    clip = make_clip(tmp_path / "in.mp4", gradient_frames(3))
-    rc = main(["restore", str(clip), "-o", str(tmp_path / "out.mp4"), "--mode", "low", "--model", str(gen256),
-               "--models-dir", str(models_with_detector), "--identity", "on"])
-    err = capsys.readouterr().err
-    assert rc == 0 and "the identity check is for photos; a clip's frames are not checked" in err
-
-
 def test_zerogpu_face_seconds_include_the_identity_check() -> None:
     """A ZeroGPU Space's duration per face counts the check it runs on each face (it runs inside the GPU call)."""
     from gpen_core.platform.zerogpu import FaceClock

@@ -94,12 +94,12 @@ def _run(tmp_path: Path, frames: list[np.ndarray], engine: StandIn):
 
 @needs_dlib
 def test_input_switching_person_is_not_flagged_where_the_restored_face_follows_it(tmp_path: Path, detector: FaceDetector) -> None:
-    """Person 0 for 4 frames, then person 2 in the same place: one track whose input jumps at the switch. The
+    """Person 0 for 3 frames, then person 2 in the same place: one track whose input jumps at the switch. The
     restored face (the stand-in: its input) jumps as far, so no frame is flagged."""
-    result, records = _run(tmp_path, [person(0)] * 4 + [person(2)] * 4, StandIn(detector))
+    result, records = _run(tmp_path, [person(0)] * 3 + [person(2)] * 3, StandIn(detector))
     ident = result.identity
-    assert ident is not None and ident.every == 1 and ident.checked_frames == 8 and len(ident.tracks) == 1
-    at_switch = records[4].faces[0].identity
+    assert ident is not None and ident.every == 1 and ident.checked_frames == 6 and len(ident.tracks) == 1
+    at_switch = records[3].faces[0].identity
     assert at_switch.input_jump > 0.4 and at_switch.jump > 0.4, at_switch  # both jumped: a different person
     assert ident.jumps_count == 0 and not at_switch.jumped
     assert all(r.faces[0].identity.distance < 0.1 for r in records)  # the restored face is its input's
@@ -108,20 +108,20 @@ def test_input_switching_person_is_not_flagged_where_the_restored_face_follows_i
 
 
 @needs_dlib
-@pytest.mark.parametrize("every, swap_at, jumps", [(1, (4,), (4, 5)), (3, (3,), (3, 6))], ids=["every frame", "every 3rd"])
+@pytest.mark.parametrize("every, swap_at, jumps", [(1, (3,), (3, 4)), (2, (2,), (2, 4))], ids=["every frame", "every 2nd"])
 def test_a_restored_identity_jump_is_flagged_at_its_frames(tmp_path: Path, detector: FaceDetector, other_face: np.ndarray,
                                                            every: int, swap_at: tuple[int, ...], jumps: tuple[int, ...]) -> None:
     """Person 0 throughout; the "generator" gives person 1 on one frame: that frame jumps away and the next
     checked one back, while the input stays: both flagged, and the swapped frame is over 0.6."""
     engine = StandIn(detector, other_face, swap_at, every)
-    result, records = _run(tmp_path, [person(0)] * 8, engine)
+    result, records = _run(tmp_path, [person(0)] * 6, engine)
     ident = result.identity
     track = ident.tracks[0]
     assert track.jumps == jumps and track.jumps_count == 2, track
     assert track.over_limit == swap_at and track.max_distance > 0.6
-    assert engine.checked == [i % every == 0 for i in range(8)]  # the check skipped between checked frames
+    assert engine.checked == [i % every == 0 for i in range(6)]  # the check skipped between checked frames
     checked = [r.index for r in records if r.faces[0].identity is not None]
-    assert checked == list(range(0, 8, every)) and ident.checked_frames == len(checked)
+    assert checked == list(range(0, 6, every)) and ident.checked_frames == len(checked)
     flagged = records[swap_at[0]].faces[0].identity
     assert flagged.jump > flagged.input_jump + JUMP_MARGIN
     text = "\n".join(summary_lines(ident))
@@ -133,7 +133,7 @@ def test_a_restored_identity_jump_is_flagged_at_its_frames(tmp_path: Path, detec
 @needs_dlib
 def test_segments_number_the_frames_as_the_clip_and_merge_into_one_summary(tmp_path: Path, detector: FaceDetector,
                                                                             other_face: np.ndarray) -> None:
-    """Two 4-frame segments (a keyframe a second at 4 fps); the swap on the clip's frame 5 is named as frame 5."""
+    """Two 3-frame segments (a keyframe a second at 3 fps); the swap on the clip's frame 4 is named as frame 4."""
     from gpen_core.video.resumable import LocalRunner, restore_in_segments
 
     class Swaps(StandIn):
@@ -142,20 +142,20 @@ def test_segments_number_the_frames_as_the_clip_and_merge_into_one_summary(tmp_p
             return super().restore(rgb, detections, check_identity)
 
     frames = []
-    for i in range(8):
+    for i in range(6):
         f = person(0).copy()
         f[:4, :4] = i * 20  # the frame's number in its corner, through H.264
         frames.append(f)
-    clip = make_clip(tmp_path / "in.mp4", frames, time_base=Fraction(1, 4), gop=4)
-    engine = Swaps(detector, other_face, (5,))
+    clip = make_clip(tmp_path / "in.mp4", frames, time_base=Fraction(1, 3), gop=3)
+    engine = Swaps(detector, other_face, (4,))
     result = restore_in_segments(clip, tmp_path / "out.mp4", LocalRunner(None, RestoreOptions(), 18, engine=engine), "test",
                                  segment_seconds=1.0)
     assert result.segments == 2
     ident = result.identity
-    assert ident is not None and ident.checked_frames == 8 and {t.segment for t in ident.tracks} == {0, 1}
+    assert ident is not None and ident.checked_frames == 6 and {t.segment for t in ident.tracks} == {0, 1}
     flagged = [(t.segment, t.jumps) for t in ident.tracks if t.jumps_count]
-    assert flagged == [(1, (5, 6))] and ident.over_limit_count == 1
-    assert "face 1 of segment 1: jumped at frame(s) 6, 7" in "\n".join(summary_lines(ident))
+    assert flagged == [(1, (4, 5))] and ident.over_limit_count == 1
+    assert "face 1 of segment 1: jumped at frame(s) 5, 6" in "\n".join(summary_lines(ident))
 
 
 @needs_dlib

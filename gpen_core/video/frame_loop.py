@@ -38,7 +38,8 @@ class FrameLoop:
     frame that only steadies its neighbours (a segment's overlap): it is dropped unrestored. ``check()``:
     called before each restore (raises to stop). ``tracks``: restore only these faces (track ids); None: all.
     ``first``: the clip's number of the first frame restored here (a segment's first frame), so the
-    identity check (the engine's ``identity_tracker``, when it has one) checks and names frames as the clip numbers them."""
+    identity check (the engine's ``identity_tracker``, when it has one) checks and names frames as the clip numbers them;
+    ``segment``: the segment's index, which its identity summary names (None: one pass)."""
 
     def __init__(self, engine: Any, wanted: Callable[[Any], bool] | None = None,
                  check: Callable[[], None] | None = None, tracks: frozenset[int] | None = None,
