@@ -163,12 +163,13 @@ def test_cli_checks_a_clip_through_the_real_restore_and_names_a_random_generator
     models_with_detector: Path, gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``low`` with ``--identity on`` (low is off by default, as for photos), a random-weight GPEN-BFR-256: every
-    checked frame is over 0.6, named in the JSON and the summary; --identity-every 2 checks frames 1 and 3."""
+    checked frame is over the limit 0.6, named in the JSON and the summary, its face kept as it was (said once);
+    --identity-every 2 checks frames 1 and 3."""
     from gpen_core.cli import main
 
     clip = make_clip(tmp_path / "in.mp4", [person(0)] * 4)
     rc = main(["restore", str(clip), "-o", str(tmp_path / "out.mp4"), "--mode", "low", "--model", str(gen256),
-               "--models-dir", str(models_with_detector), "--identity", "on", "--identity-every", "2", "--json"])
+               "--models-dir", str(models_with_detector), "--identity", "on", "--identity-every", "2", "--identity-limit", "0.6", "--json"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
@@ -178,6 +179,9 @@ def test_cli_checks_a_clip_through_the_real_restore_and_names_a_random_generator
     assert [x["frame"] for x in frames if x["faces"] and x["faces"][0]["identity"]] == [0, 2]
     assert all(x["faces"][0]["identity"]["distance"] > 0.6 for x in frames if x["faces"][0]["identity"])
     assert "identity: every 2nd frame (1, 3, …) checked (2 frames" in err and "over the limit at frame(s) 1, 3" in err
+    # The limit's action is said once for the clip, not as a photo's note per face and frame.
+    assert "over your identity limit 0.6, 2 face(s) in the clip's frames were kept as they were" in err
+    assert "identity distance" not in err
 
 
 def test_the_budget_counts_the_identity_check_where_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -47,6 +47,7 @@ class FrameEngine:
         # The face check's refusals: counted for the clip's note, and kept per frame (bounded: a frame's
         # entry leaves when it is written) for its FrameRecord.
         self._opts = opts
+        self.identity_acted = 0  # faces the identity limit kept (or blended) as they were, over the clip
         self.rejected_faces = self.rejected_frames = 0
         self._reasons: dict[str, None] = {}
         self._rejected: dict[int, tuple[tuple[float, float, float, float], ...]] = {}
@@ -58,11 +59,18 @@ class FrameEngine:
 
     @property
     def notes(self) -> list[str]:
-        """What the clip changed from the request: the session's notes, then the face check's refusals."""
+        """What the clip changed from the request: the session's notes, the identity limit's actions, then the face
+        check's refusals."""
+        notes = list(self._notes)
+        if self.identity_acted:  # said once for the clip; the identity summary names the frames
+            alpha = self._opts.identity_alpha
+            what = "kept as they were" if alpha <= 0 else f"blended toward the original (alpha {alpha:g})"
+            notes.append(f"over your identity limit {self._opts.identity_limit:g}, {self.identity_acted} face(s) in the "
+                         f"clip's frames were {what}")
         if not self.rejected_faces:
-            return list(self._notes)
+            return notes
         n, f = self.rejected_faces, self.rejected_frames
-        return [*self._notes, f"the face check rejected {n} detection{'s' if n != 1 else ''} in {f} frame{'s' if f != 1 else ''} "
+        return [*notes, f"the face check rejected {n} detection{'s' if n != 1 else ''} in {f} frame{'s' if f != 1 else ''} "
                 f"({'; '.join(self._reasons)}): those faces were left as they were. If they are real faces, turn the face "
                 "check off (app: Face check; CLI: --no-face-check)"]
 
@@ -126,8 +134,14 @@ class FrameEngine:
         ``check_identity`` is False; a frame without faces is returned as it is."""
         if not detections:
             return FrameOut(rgb, ())
+        from gpen_core.faces.identity import face_note
+
         out = self.session.restore(rgb, detections, check_identity)
-        return FrameOut(out.image, out.notes, tuple(f.identity for f in out.faces))
+        checks = tuple(f.identity for f in out.faces)
+        # A photo's per-face note on the limit's action would repeat every frame: counted for one clip note instead.
+        acted = {face_note(i, c, self._opts.identity_alpha) for i, c in enumerate(checks, 1) if c is not None}
+        self.identity_acted += sum(1 for c in checks if c is not None and c.action != "restored")
+        return FrameOut(out.image, tuple(n for n in out.notes if n not in acted), checks)
 
     def close(self) -> None:
         """End the session: the restorer's lock is released and its lifetime policy restored."""
