@@ -192,7 +192,7 @@ def _identity_cell(ident: Any) -> str:
     from gpen_core.video.identity import summary_lines
 
     if ident is None:
-        return "not checked (Identity check off, low mode, or dlib not installed: docs/identity.md)"
+        return "not checked (as for photos: not in low mode, nor where dlib is not installed; docs/identity.md)"
     head, *tracks = summary_lines(ident)
     cell = head.removeprefix("identity: ")
     if tracks:
