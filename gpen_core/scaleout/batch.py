@@ -32,6 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
+from gpen_core.platform import durable
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif")
 SUFFIX_BY_FORMAT = {"png": ".png", "jpeg": ".jpg"}
@@ -396,7 +397,5 @@ def _stream(config: BatchConfig, todo: list[_Input], filesystem: Any, workers: i
 
 def _write_output(out_dir: Path, stem: str, fmt: str, encoded: bytes) -> Path:
     dst = out_dir / f"{stem}{SUFFIX_BY_FORMAT[fmt]}"
-    tmp = dst.with_name(f".{dst.name}.partial")
-    tmp.write_bytes(encoded)
-    tmp.replace(dst)
+    durable.write_bytes(dst, encoded, sync=False)  # a photo: re-made in seconds, not worth a flush each
     return dst

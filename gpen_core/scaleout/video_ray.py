@@ -26,6 +26,7 @@ from typing import Any
 
 from gpen_core.errors import GPENError
 from gpen_core.options import RestoreOptions
+from gpen_core.platform import durable
 from gpen_core.result import NetworkRuntime
 from gpen_core.video.resumable import SegmentRecord
 from gpen_core.video.segments import Segment, SegmentPlan
@@ -188,15 +189,9 @@ def _result(ray: Any, ref: Any, seg: Segment) -> tuple[dict[str, Any], bytes]:
 def _write(dst: Path, data: bytes) -> None:
     from gpen_core.video.output import disk_error, write_failed
 
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.partial")
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, dst)
+        durable.write_bytes(dst, data, sync=True)  # flushed: a resume trusts a finished segment
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         if disk_error(exc):
             raise write_failed(exc, dst.parent, f"segment {dst.name}") from None
         raise

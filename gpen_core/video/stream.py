@@ -25,6 +25,7 @@ from typing import Any
 
 from gpen_core.errors import GPENError, InputError
 from gpen_core.options import RestoreOptions
+from gpen_core.platform import durable
 from gpen_core.progress import CountProgress as Progress  # frames done, frames expected or 0 when unknown
 from gpen_core.video.errors import VideoStopped
 from gpen_core.video.frame_loop import FrameLoop, Restored
@@ -103,7 +104,7 @@ def restore_video(
                 _translate(exc, run)
                 raise
         assert meter.peaks is not None
-        os.replace(tmp, dst_p)
+        durable.install(tmp, dst_p, sync=True)  # flushed: minutes to hours of restoring
         return run.result(str(dst_p), meter.peaks, time.perf_counter() - t0)
     finally:
         if run is not None:
