@@ -87,7 +87,7 @@ def test_a_long_run_converts_in_a_child_and_its_restore_loads_the_result(home: P
     assert out.outcome == "converted", out.note
     assert said[0].startswith("converting GPEN-BFR-256 for OpenVINO before the first face")
     assert said[-1] == f"converting GPEN-BFR-256 for OpenVINO: {out.seconds:.0f} s, once"
-    assert "restored on OpenVINO" in out.note and cf.pending_generator(LOW_OV, home) is None
+    assert "loads it on OpenVINO" in out.note and cf.pending_generator(LOW_OV, home) is None
     # this process converted nothing: converting ahead finds the child's files, and so does a request
     seen: list[str] = []
     again = prepare.convert_ahead([LOW_OV], models_dir=home, progress=lambda f, m: seen.append(m))

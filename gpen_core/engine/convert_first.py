@@ -116,7 +116,7 @@ def torch_seconds(p: Pending, models_dir: str | os.PathLike[str] | None) -> Figu
     if rec is not None:
         return Figure(rec.torch_s, f"measured on this machine ({rec.measured_at[:10]})")
     kind = default_measured(key)
-    return None if kind is None else Figure(kind.torch_s, f"measured on a CPU of this kind ({kind.source.split(',')[0]})")
+    return None if kind is None else Figure(kind.torch_s, f"measured on an {kind.source.split(',')[0]}, a CPU of this kind")
 
 
 def decide(p: Pending, faces: int, per_face: Figure | None, convert: Figure, free_ram: int) -> ConvertFirst | None:
@@ -164,7 +164,7 @@ def convert_first(mode: MemoryMode, faces: int, *, models_dir: str | os.PathLike
     say(f"converting {p.model} for OpenVINO: {seconds:.0f} s, once")
     return ConvertFirst("converted", f"{p.model} was converted for OpenVINO before the first face, in a separate "
                         f"process ({seconds:.0f} s, once), because the run's expected work on torch (~{faces} faces × "
-                        f"{per_face.value:.2f} s) outlasts it; the faces were restored on OpenVINO", seconds)
+                        f"{per_face.value:.2f} s) outlasts it, so that this run loads it on OpenVINO from the cache", seconds)
 
 
 def _in_child(mode: MemoryMode, models_dir: str | os.PathLike[str] | None) -> str:
