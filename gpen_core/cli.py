@@ -331,7 +331,7 @@ def _restore(args: argparse.Namespace) -> int:
     # (a lower peak); several photos keep them loaded from one to the next.
     restorer = Restorer(models_dir=args.models_dir, device=args.device, one_shot=len(plan) == 1)
     bar, notes, summary = _bar(len(plan)), NewNotes(), RunSummary()
-    args.run_notes = convert_before_photos(args, restorer.device, [src for src, _, _ in plan], bar.say).notes
+    args.run_notes = convert_before_photos(args, [src for src, _, _ in plan], bar.say).notes
     for path, why in not_files:
         summary.skip(path, why)
         bar.say(f"skipped: {path}: {why}")
@@ -464,7 +464,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
                           threshold=args.threshold, max_faces=args.max_faces, face_check=args.face_check,
                           upscale=args.upscale, upscaler=args.upscaler, tile=args.tile, backend=args.backend, task=args.task)
     restorer = Restorer(models_dir=args.models_dir, device=args.device)
-    first = convert_before_clips(args, restorer.device, [src for src, _ in plan], lambda line: print(line, file=sys.stderr))
+    first = convert_before_clips(args, [src for src, _ in plan], lambda line: print(line, file=sys.stderr))
     if args.identity == "on" or args.identity_limit is not None:  # asked for, so not dropped without a word
         print("note: the identity check is for photos; a clip's frames are not checked (docs/identity.md)", file=sys.stderr)
     worst = 0

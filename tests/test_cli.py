@@ -67,7 +67,7 @@ def test_folder_input_writes_one_file_per_image_and_skips_existing(
     argv = ["restore", str(src), "-o", str(dst), "--mode", "low", "--model", str(gen256), "--aligned", "--json"]
     asked: list[int] = []  # what the run did before its first photo (a conversion) leads each record's notes
 
-    def converted_first(args: object, device: str, photos: list[Path], say: object) -> ConvertFirst:
+    def converted_first(args: object, photos: list[Path], say: object) -> ConvertFirst:
         asked.append(len(photos))
         return ConvertFirst("converted", "GPEN-BFR-256 was converted for OpenVINO before the first face", 3.0)
 

@@ -99,16 +99,15 @@ def test_a_long_run_converts_in_a_child_and_its_restore_loads_the_result(home: P
 
 
 def _args(**kw: object) -> argparse.Namespace:
-    base = dict(backend="auto", model=None, task="enhance", mode="low", models_dir=None, start=None, end=None)
+    base = dict(backend="auto", model=None, task="enhance", mode="low", models_dir=None, start=None, end=None, device="cpu")
     return argparse.Namespace(**{**base, **kw})
 
 
 def test_only_auto_on_the_cpu_with_the_modes_own_generator_converts_first(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cf, "convert_first", lambda *a, **k: pytest.fail("not for this run"))
-    for args, device in ((_args(backend="torch"), "cpu"), (_args(), "cuda"), (_args(model="x.pth"), "cpu"),
-                         (_args(task="colorize"), "cpu")):
-        assert cli_convert.convert_before_run(args, device, 100, (64, 64), print).outcome == "nothing to convert"
-    assert cli_convert.convert_before_photos(_args(), "cpu", [Path("one.png")], print).outcome == "nothing to convert"
+    for args in (_args(backend="torch"), _args(device="cuda"), _args(model="x.pth"), _args(task="colorize")):
+        assert cli_convert.convert_before_run(args, 100, (64, 64), print).outcome == "nothing to convert"
+    assert cli_convert.convert_before_photos(_args(), [Path("one.png")], print).outcome == "nothing to convert"
 
 
 def test_a_clips_expected_frames_are_its_restored_part(tmp_path: Path) -> None:
@@ -124,3 +123,22 @@ def test_a_clips_expected_frames_are_its_restored_part(tmp_path: Path) -> None:
     assert cli_convert.clip_frames(path) == (12, (64, 48))
     assert cli_convert.clip_frames(path, 1.0, 2.5)[0] == 6
     assert cli_convert.clip_frames(tmp_path / "missing.mp4") == (0, (0, 0))
+
+
+def test_a_clips_result_carries_what_was_done_before_its_first_frame_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpen_core.result import Peaks
+    from gpen_core.video.result import VideoResult
+
+    r = VideoResult(output="o.mp4", frames=4, fps=4.0, duration_s=1.0, size=(64, 64), mode="balanced", mode_reason="",
+                    audio="none", crf=18, seconds_per_frame=0.5, total_s=2.0, faces_per_frame_max=1,
+                    peaks=Peaks(900_000_000, 400_000_000, "vmhwm"), rotation=0, lookahead_frames=3, notes=("later",))
+    done = cf.ConvertFirst("converted", "GPEN-BFR-512 was converted for OpenVINO before the first face", 13.0)
+    assert cli_convert.with_run_notes(r, done).notes == (done.note, "later")
+    assert cli_convert.with_run_notes(r, cf.ConvertFirst("nothing to convert")) is r
+    # the clips' expected faces: one a frame over every clip of the run, planned for the first clip's frame size
+    counted: list[tuple[int, tuple[int, int]]] = []
+    monkeypatch.setattr(cli_convert, "clip_frames", lambda path, start, end: (10, (640, 360)))
+    monkeypatch.setattr(cli_convert, "convert_before_run",
+                        lambda args, faces, size, say: counted.append((faces, size)) or done)
+    assert cli_convert.convert_before_clips(_args(), [Path("a.mp4"), Path("b.mp4")], print) is done
+    assert counted == [(20, (640, 360))]

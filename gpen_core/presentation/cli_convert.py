@@ -57,30 +57,41 @@ def photo_size(path: Path) -> tuple[int, int]:
         return 0, 0
 
 
-def convert_before_run(args: Any, device: str, faces: int, size: tuple[int, int],
-                       say: Callable[[str], None]) -> ConvertFirst:
+def run_device(requested: str | None) -> str:
+    """The device a run uses: the one asked, else CUDA where PyTorch sees one (the Restorer's default)."""
+    if requested:
+        return requested
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def convert_before_run(args: Any, faces: int, size: tuple[int, int], say: Callable[[str], None]) -> ConvertFirst:
     """The conversion a run of ``faces`` expected faces does first, for the CLI's ``args`` (mode, backend, model,
-    task, models folder): only under ``--backend auto`` on the CPU with the mode's own generator."""
+    task, device, models folder): only under ``--backend auto`` on the CPU with the mode's own generator."""
     from gpen_core.engine.convert_first import convert_first
 
-    if faces < 1 or args.backend != "auto" or not device.startswith("cpu") or args.model or args.task != "enhance":
+    if faces < 1 or args.backend != "auto" or args.model or args.task != "enhance":
+        return ConvertFirst("nothing to convert")
+    device = run_device(args.device)
+    if not device.startswith("cpu"):  # OpenVINO runs on the CPU only
         return ConvertFirst("nothing to convert")
     mode = run_mode(args.mode, device, size, args.models_dir)
     return convert_first(mode, faces, models_dir=args.models_dir, say=say)
 
 
-def convert_before_clips(args: Any, device: str, videos: Sequence[Path], say: Callable[[str], None]) -> ConvertFirst:
+def convert_before_clips(args: Any, videos: Sequence[Path], say: Callable[[str], None]) -> ConvertFirst:
     """:func:`convert_before_run` for the clips of a run: one face a frame over the parts restored."""
     counted = [clip_frames(v, args.start, args.end) for v in videos]
-    return convert_before_run(args, device, sum(n for n, _ in counted), counted[0][1] if counted else (0, 0), say)
+    return convert_before_run(args, sum(n for n, _ in counted), counted[0][1] if counted else (0, 0), say)
 
 
-def convert_before_photos(args: Any, device: str, photos: Sequence[Path], say: Callable[[str], None]) -> ConvertFirst:
+def convert_before_photos(args: Any, photos: Sequence[Path], say: Callable[[str], None]) -> ConvertFirst:
     """:func:`convert_before_run` for a folder's photos: one face a photo; nothing for a single photo (it cannot
     repay a conversion: the process ends after it)."""
     if len(photos) < 2:
         return ConvertFirst("nothing to convert")
-    return convert_before_run(args, device, len(photos), photo_size(photos[0]), say)
+    return convert_before_run(args, len(photos), photo_size(photos[0]), say)
 
 
 def with_run_notes(result: Any, first: ConvertFirst) -> Any:
