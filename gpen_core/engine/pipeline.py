@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from gpen_core.engine import budget, stages
+from gpen_core.engine.threads import TorchThreads
 from gpen_core.engine import tasks as task_steps
 from gpen_core.errors import InputError
 from gpen_core.engine.model_cache import ModelCache
@@ -221,7 +222,8 @@ def run_attempt(
     mode, task = req.mode, get_task(opts.task)
     photo = stages.prepare_input(req.decoded, mode, task, req.mask, opts)
     plan = _plan(models, device, req, opts, start_rss)
-    with _attempt_numerics(mode, device) as numerics, models.planned(plan):
+    thread_notes: list[str] = []
+    with _attempt_numerics(mode, device, thread_notes) as numerics, models.planned(plan):
         loaded = stages.load_networks(models, mode, opts, device, report, numerics, given is not None)
         found = stages.detect(models, device, photo, mode, opts, given, report)
         generator, gen_notes, gen_load_s = loaded.generator, (), 0.0
@@ -243,7 +245,7 @@ def run_attempt(
     report(0.92, "encoding result")
     encoded = stages.encode(req.decoded, out, canvas.alpha, mode, opts)
     notes = [*req.notes, *photo.notes, *loaded.notes, *found.notes, *gen_notes, *canvas.notes, *colour_notes,
-             *done_notes, *encoded.notes]
+             *done_notes, *encoded.notes, *thread_notes]
     timings = Timings(
         total_s=time.perf_counter() - t0, decode_s=req.decode_s, detect_s=found.seconds,
         align_s=out.timings.get("align_s", 0.0), restore_s=out.timings.get("restore_s", 0.0),
@@ -266,20 +268,13 @@ def _plan(models: ModelCache, device: str, req: Request, opts: RestoreOptions, s
 
 
 @contextmanager
-def _attempt_numerics(mode: MemoryMode, device: str):
-    """The attempt's thread count (a mode may cap it on the CPU) and CUDA numerics (entered on the
-    yielded stack when the generator loads), both as they were afterwards."""
-    import torch
-
-    old_threads = torch.get_num_threads()
-    if mode.threads and device == "cpu" and old_threads > mode.threads:
-        torch.set_num_threads(mode.threads)
-    try:
-        with ExitStack() as numerics:
-            yield numerics
-    finally:
-        if torch.get_num_threads() != old_threads:
-            torch.set_num_threads(old_threads)
+def _attempt_numerics(mode: MemoryMode, device: str, notes: list[str]):
+    """The attempt's thread count (:class:`~gpen_core.engine.threads.TorchThreads`: the mode's cap and
+    the cores other programs leave free; what it says goes to ``notes``) and CUDA numerics (entered
+    on the yielded stack when the generator loads), both as they were afterwards."""
+    with TorchThreads(mode, device) as threads, ExitStack() as numerics:
+        yield numerics
+    notes.extend(threads.notes)
 
 
 def _result(models: ModelCache, device: str, req: Request, opts: RestoreOptions, out: Any, canvas: stages.Canvas,
