@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
+from gpen_core.images.limits import IMAGE_SUFFIXES
+from gpen_core.images.outputs import SUFFIX_BY_FORMAT
 from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
 from gpen_core.presentation.cli_run import print_error
 from gpen_core.result_json import result_record  # re-exported: scripts read records through the CLI module
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif"}
 FORMAT_BY_SUFFIX = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg"}
-SUFFIX_BY_FORMAT = {"png": ".png", "jpeg": ".jpg"}
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -19,6 +19,9 @@ from gpen_core.errors import InputError
 from gpen_core.platform import durable
 
 
+# The file name ending of each result format.
+SUFFIX_BY_FORMAT = {"png": ".png", "jpeg": ".jpg"}
+
 def check_writable(outputs: Iterable[Path]) -> None:
     """Raise :class:`InputError` for the first output that cannot be written.
 

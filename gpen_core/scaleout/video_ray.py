@@ -28,6 +28,7 @@ from gpen_core.errors import GPENError
 from gpen_core.options import RestoreOptions
 from gpen_core.platform import durable
 from gpen_core.result import NetworkRuntime
+from gpen_core.scaleout.runtime import use_threads, worker_name
 from gpen_core.video.resumable import SegmentRecord
 from gpen_core.video.segments import Segment, SegmentPlan
 
@@ -63,8 +64,6 @@ def segment_task(src: str, seg: Segment, size: tuple[int, int], options: Restore
 
     Errors the user can act on come back as ``{"error", "error_type", "exit_code"}`` with no bytes.
     """
-    import torch
-
     from gpen_core.platform.meter import PeakMeter
     from gpen_core.restorer import get_restorer
     from gpen_core.video.engine_seam import FrameEngine
@@ -72,7 +71,7 @@ def segment_task(src: str, seg: Segment, size: tuple[int, int], options: Restore
 
     from gpen_core.platform.leftovers import sweep_folders
 
-    torch.set_num_threads(threads)  # Ray set OMP_NUM_THREADS from the fractional share; say it plainly
+    use_threads(threads)
     sweep_folders(Path(tempfile.gettempdir()), SEGMENT_TEMP_PREFIX)  # what killed workers left here
     try:
         restorer = get_restorer(models_dir=models_dir, device=device)
@@ -92,18 +91,6 @@ def segment_task(src: str, seg: Segment, size: tuple[int, int], options: Restore
             "worker": worker_name(), "notes": list(done.notes), "mode": done.mode, "mode_reason": done.mode_reason,
             "runtimes": [asdict(r) for r in done.runtimes]}, data
 
-
-def worker_name() -> str:
-    """Node and process of this worker, as the photo batch's records name them."""
-    try:
-        import ray
-
-        node = ray.get_runtime_context().get_node_id()[:8]
-    except Exception:  # not inside Ray (a direct call)
-        import socket
-
-        node = socket.gethostname()
-    return f"{node}/pid {os.getpid()}"
 
 
 @dataclass
