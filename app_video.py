@@ -24,7 +24,7 @@ from gpen_core.compat import gradio as seam
 from gpen_core.errors import GPENError, InputError
 from gpen_core.modes import AUTO
 from gpen_core.options import RestoreOptions
-from gpen_core.presentation import messages, page, video_estimate, video_tab, video_view
+from gpen_core.presentation import messages, mode_labels, page, video_estimate, video_tab, video_view
 from gpen_core.video.errors import VideoStopped
 
 log = logging.getLogger("gpen.app")
@@ -190,7 +190,8 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         with gr.Column(scale=4, min_width=320, elem_id="video-controls"):
             video_in = gr.Video(label="Video", sources=["upload"], height=300, elem_id="video-in")
             # The mode before the button: on a phone nothing the restore depends on sits below the result.
-            mode_in = gr.Radio(mode_choices, value=AUTO, label="Memory mode", elem_id="video-mode-radio")
+            mode_in = gr.Radio(mode_choices, value=AUTO, label="Memory mode", info=mode_labels.VIDEO_OUTPUT,
+                               elem_id="video-mode-radio")
             with gr.Accordion("Part of the clip, face check, which faces", open=False, elem_id="video-options"):
                 with gr.Row():
                     start_in = gr.Number(0, minimum=0, label="Start (s)", info="0: the clip's start", elem_id="video-start")

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
+from gpen_core.images.limits import IMAGE_SUFFIXES
+from gpen_core.images.outputs import SUFFIX_BY_FORMAT
+from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
 from gpen_core.presentation.cli_run import print_error
 from gpen_core.result_json import result_record  # re-exported: scripts read records through the CLI module
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif"}
 FORMAT_BY_SUFFIX = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg"}
-SUFFIX_BY_FORMAT = {"png": ".png", "jpeg": ".jpg"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -332,6 +333,7 @@ def _restore(args: argparse.Namespace) -> int:
     # (a lower peak); several photos keep them loaded from one to the next.
     restorer = Restorer(models_dir=args.models_dir, device=args.device, one_shot=len(plan) == 1)
     bar, notes, summary = _bar(len(plan)), NewNotes(), RunSummary()
+    args.run_notes = convert_before_photos(args, [src for src, _, _ in plan], bar.say).notes
     for path, why in not_files:
         summary.skip(path, why)
         bar.say(f"skipped: {path}: {why}")
@@ -392,6 +394,7 @@ def _restore_one(args: argparse.Namespace, restorer: Any, src: Path, dst: Path, 
                 bar.say(exc.details)
         return record
     record.update(status="ok", output=str(dst), **result_record(result))
+    record["notes"] = [*getattr(args, "run_notes", []), *record["notes"]]  # what the run did before its first photo
     _emit(args, record)
     if not args.json:
         bar.say(_result_line(record), sys.stdout)
@@ -465,6 +468,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
                           identity=args.identity, identity_limit=args.identity_limit, identity_alpha=args.identity_alpha,
                           identity_every=args.identity_every)
     restorer = Restorer(models_dir=args.models_dir, device=args.device)
+    first = convert_before_clips(args, [src for src, _ in plan], lambda line: print(line, file=sys.stderr))
     worst = 0
     for src, dst in plan:
         record: dict[str, Any] = {"input": str(src)}
@@ -485,7 +489,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
             print_error(exc, args.verbose, prefix=f"{src}: ")
             worst = worst or exc.exit_code
             continue
-        code = 5 if result.damage is not None else 0
+        result, code = with_run_notes(result, first), 5 if result.damage is not None else 0
         record.update(status="damaged" if code else "ok", output=str(dst), video=result.to_json())
         _emit(args, record)
         print_video(src, result, json_records=args.json)

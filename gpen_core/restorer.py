@@ -22,7 +22,7 @@ from typing import Any
 from gpen_core.engine import pipeline
 from gpen_core.engine.frames import FrameSession, open_session
 from gpen_core.errors import InputError
-from gpen_core.platform.meter import PeakMeter
+from gpen_core.platform.meter import SHARED_NOTE, PeakMeter
 from gpen_core.engine.lifetime import Lifetime
 from gpen_core.engine.model_cache import ModelCache
 from gpen_core.modes import AUTO, get_mode
@@ -173,7 +173,7 @@ class Restorer:
                 if out is not None:
                     notes = out.notes
                     if meter.peaks.shared:  # the figures include concurrent work: say so with them
-                        notes = (*notes, f"peak includes concurrent work: {meter.peaks.shared}")
+                        notes = (*notes, SHARED_NOTE)
                     return replace(out, peaks=meter.peaks, attempts=tuple(attempts), notes=notes)
                 # Out of memory: free everything this call allocated, then step down one mode.
                 self.models.free(device)

@@ -24,7 +24,7 @@ os.environ["GPEN_OPENVINO_DEFAULTS"] = "0"
 os.environ["PYTHONFAULTHANDLER"] = "1"
 # Session fixtures more than one module uses live in these modules, loaded once here: imported into
 # each test module instead, a session fixture runs once per module.
-pytest_plugins = ["tests.workers", "tests.fixtures_profile", "tests.fixtures_openvino"]
+pytest_plugins = ["tests.workers", "tests.fixtures_profile", "tests.fixtures_openvino", "tests.fixtures_app"]
 
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -17,21 +15,6 @@ from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
 
 EXAMPLE = ROOT / "examples" / "astronaut_low_resolution.jpg"
 ARGS = ("low", "default", "default", 1.0, 0.9, 50, False)  # mode, model, detector, alpha, threshold, max faces, aligned
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
-    _, url, _ = app.demo.launch(server_port=free_port(), prevent_thread_lock=True, quiet=True, **app.launch_options())
-    try:
-        yield url
-    finally:
-        app.demo.close()
 
 
 @pytest.fixture(scope="module")

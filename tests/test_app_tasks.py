@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import cv2
@@ -63,20 +62,6 @@ def small_solvay(tmp_path: Path) -> Path:
     path = tmp_path / "solvay_small.png"
     cv2.imwrite(str(path), img)
     return path
-
-
-@pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
-    """The app served in this process, once for the module (it reads the models folder per request)."""
-    import app
-
-    from .test_app_client import free_port
-
-    _, url, _ = app.demo.launch(server_port=free_port(), prevent_thread_lock=True, quiet=True, **app.launch_options())
-    try:
-        yield url
-    finally:
-        app.demo.close()
 
 
 @pytest.fixture()

@@ -23,7 +23,6 @@ import pytest
 import app
 from gpen_core.video.engine_seam import FrameOut
 
-from .test_app_client import free_port
 from .videoclips import gradient_frames, make_clip
 
 FRAMES = 120
@@ -46,15 +45,6 @@ class Slow:
         time.sleep(self.delay)
         self.restored += 1
         return FrameOut(255 - rgb, ())
-
-
-@pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
-    _, url, _ = app.demo.launch(server_port=free_port(), prevent_thread_lock=True, quiet=True, **app.launch_options())
-    try:
-        yield url.rstrip("/")
-    finally:
-        app.demo.close()
 
 
 @pytest.fixture()

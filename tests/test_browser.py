@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,7 @@ from gpen_core.weights import lookup as weights
 from .conftest import ROOT, shared_path
 from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
 from .hostile import png16_bytes
-from .test_app_client import free_port
+
 
 pytestmark = pytest.mark.browser
 
@@ -38,15 +37,10 @@ PLENTY = str(32 * 10**9)
 
 
 @pytest.fixture(scope="module")
-def page_url() -> Iterator[str]:
-    """The app served in this process, one server per test module: each test opens its own page (its own session),
+def page_url(server_url: str) -> str:
+    """The app served for this module (tests/fixtures_app.py): each test opens its own page (its own session),
     and what a test changes for the server (``GPEN_HOME``, free memory, patched engine calls) it changes per request."""
-    _, url, _ = app.demo.launch(server_port=free_port(), prevent_thread_lock=True, quiet=True, **app.launch_options())
-    try:
-        yield url
-    finally:
-        app.demo.close()
-
+    return server_url
 
 class Shots:
     """Screenshots of the views checked, kept under GPEN_SHOTS when set (to look at them)."""

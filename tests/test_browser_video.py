@@ -50,6 +50,8 @@ def test_a_clip_is_restored_in_the_page_with_the_cap_said_at_upload(browser, pag
     _open(page, page_url)
     page.get_by_role("tab", name="Video").click()
     page.locator("#video-mode-radio label", has_text="low —").click()
+    # what every mode does to a clip is said once, beside the modes, not in each mode's label
+    assert page.locator("#video-mode-radio").inner_text().count("H.264") == 1, page.locator("#video-mode-radio").inner_text()
     page.locator("#video-in input[type=file]").set_input_files(str(clip))
     panel = page.locator("#video-metrics")
     panel.get_by_text("Ready to restore").wait_for(timeout=60_000)

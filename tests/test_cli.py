@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from gpen_core import cli
 from gpen_core.cli import main
+from gpen_core.engine.convert_first import ConvertFirst
 from gpen_core.errors import ResourceError
 from gpen_core.restorer import Restorer
 
@@ -53,7 +55,7 @@ def test_solvay_every_detected_face_restored_with_peaks_and_timings(
 
 
 def test_folder_input_writes_one_file_per_image_and_skips_existing(
-    models_with_detector: Path, gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    models_with_detector: Path, gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     src = tmp_path / "in"
     src.mkdir()
@@ -63,9 +65,16 @@ def test_folder_input_writes_one_file_per_image_and_skips_existing(
     (src / "notes.txt").write_text("not an image")  # ignored: not an image suffix
     dst = tmp_path / "out"
     argv = ["restore", str(src), "-o", str(dst), "--mode", "low", "--model", str(gen256), "--aligned", "--json"]
+    asked: list[int] = []  # what the run did before its first photo (a conversion) leads each record's notes
 
+    def converted_first(args: object, photos: list[Path], say: object) -> ConvertFirst:
+        asked.append(len(photos))
+        return ConvertFirst("converted", "GPEN-BFR-256 was converted for OpenVINO before the first face", 3.0)
+
+    monkeypatch.setattr(cli, "convert_before_photos", converted_first)
     assert main(argv) == 0
     recs = _records(capsys.readouterr().out)
+    assert asked == [2] and all(r["notes"][0].startswith("GPEN-BFR-256 was converted") for r in recs)
     assert [Path(r["input"]).name for r in recs] == ["a.png", "b.jpg"]
     # a folder output takes the mode's format: low writes JPEG
     assert [Path(r["output"]).name for r in recs] == ["a.jpg", "b.jpg"] and all(r["faces"] == 1 for r in recs)

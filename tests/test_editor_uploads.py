@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import gradio as gr
@@ -19,22 +18,17 @@ from PIL import Image
 
 import app
 
-from .test_app_client import EXAMPLE, _peak_rss_growth, free_port
+from .test_app_client import EXAMPLE, _peak_rss_growth
 
 ARGS = ("low", "default", "default", 1.0, 0.9, 50, False, "default", 1)  # mode … upscale
 TEXT = b"These are my holiday notes, not a picture.\n"
 
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[object]:
+def client(server_url: str) -> object:
     from gradio_client import Client
 
-    _, url, _ = app.demo.launch(server_port=free_port(), prevent_thread_lock=True, quiet=True, **app.launch_options())
-    try:
-        yield Client(url, verbose=False)
-    finally:
-        app.demo.close()
-
+    return Client(server_url, verbose=False)
 
 @pytest.fixture(scope="module")
 def clear_bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:

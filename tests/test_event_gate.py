@@ -22,18 +22,8 @@ import app
 from gpen_core.compat.gradio import PageOnlyEvents
 from gpen_core.images import uploads
 
-from .test_app_client import free_port
 
 PRIVATE = ("weights_view", "preparation_status", "download_weights")
-
-
-@pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
-    _, url, _ = app.demo.launch(server_port=free_port(), prevent_thread_lock=True, quiet=True, **app.launch_options())
-    try:
-        yield url.rstrip("/")
-    finally:
-        app.demo.close()
 
 
 def _stop_download_name() -> str:

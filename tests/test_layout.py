@@ -218,3 +218,39 @@ def test_few_private_names_imported_across_modules() -> None:
     assert len(crossing) <= MAX_PRIVATE_IMPORTS, (
         f"{len(crossing)} private names imported across gpen_core modules (cap {MAX_PRIVATE_IMPORTS}): {crossing}; "
         "make them public or move them")
+
+
+# Renames into place go through one helper, which names the temporary so a killed run's is swept, and
+# flushes where a loss costs a long rerun; a hand-rolled os.replace skips one or the other. No exception.
+DURABLE_HELPER = PKG / "platform" / "durable.py"
+
+
+def _renames(tree: ast.Module) -> list[int]:
+    """Lines calling os.replace/os.rename/os.renames/shutil.move, or Path.replace/rename (one argument, unlike
+    str.replace), or importing one of those by name from os or shutil."""
+    lines = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module in ("os", "shutil"):
+            lines += [n.lineno for a in n.names if a.name in ("replace", "rename", "renames", "move")]
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+            continue
+        owner = n.func.value.id if isinstance(n.func.value, ast.Name) else None
+        if (owner, n.func.attr) in {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move")}:
+            lines.append(n.lineno)
+        elif owner not in ("os", "shutil") and n.func.attr in ("replace", "rename") and len(n.args) == 1 and not n.keywords:
+            lines.append(n.lineno)
+    return lines
+
+
+def test_the_rename_finder_tells_a_path_rename_from_a_string_replace() -> None:
+    src = ("import os\nos.replace(a, b)\ntmp.replace(dst)\np.rename(q)\ns.replace('a', 'b')\n"
+           "dataclasses.replace(x, y=1)\nfrom os import rename\nshutil.move(a, b)\n")
+    assert sorted(_renames(ast.parse(src))) == [2, 3, 4, 7, 8]
+
+
+def test_every_rename_into_place_goes_through_the_durable_helper() -> None:
+    files = [p for p in PKG.rglob("*.py") if p != DURABLE_HELPER] + [ROOT / "app.py", ROOT / "app_video.py"]
+    found = [f"{p.relative_to(ROOT)}:{line}" for p in files if p.exists()
+             for line in _renames(ast.parse(p.read_text(encoding="utf-8")))]
+    assert not found, f"renames outside gpen_core/platform/durable.py: {found}; use durable.replacing/install/move_aside"
+    assert _renames(ast.parse(DURABLE_HELPER.read_text(encoding="utf-8"))), "the helper itself renames"

@@ -61,13 +61,13 @@ def test_low_after_balanced_releases_what_low_does_not_use_before_it_starts(mode
     # code paged in: 59 MB measured), not plus balanced's generator and parser (before: +330 MB,
     # and the panel read "+4 MB").
     assert after["baseline"] - fresh["baseline"] < 100 * MB, (after["baseline"] / MB, fresh["baseline"] / MB)
-    # The peak during low: within 60 MB of the fresh low's. Measured 462-463 against 431-442 MB (Xeon);
-    # on a Zen 4, 465-469 against 420-437 alone (the fresh process varies more than the one after
-    # balanced) and 497 against 444 once in the full suite; the identity check balanced runs leaves
-    # dlib's library paged in (7 MB, its models released). Before the release, 536-573 against
-    # 421-443 MB (+100-150): balanced's buffers had spread the C heap, whose holes low's buffers then
-    # filled page by page, and oneDNN's cache still held balanced's kernels.
-    assert after["peak"] - fresh["peak"] < 60 * MB, (after["peak"] / MB, fresh["peak"] / MB)
+    # The peak during low: within 80 MB of the fresh low's, where a network balanced kept would add
+    # 330 MB or more. What stays is library code, oneDNN's kernels for balanced's shapes and one-time
+    # state, and how much varies by CPU: 462-470 against 428-442 MB on the AMX Xeon, 465-469 against
+    # 420-437 on a Zen 4 alone and 497-500 against 434-444 there in the full suite (the note below
+    # says "up to about 70 MB"). Without the heavier modes' heap policy the same requests peaked at
+    # 496 against 433 on the Xeon (that policy has its own test in test_memory_handback.py).
+    assert after["peak"] - fresh["peak"] < 80 * MB, (after["peak"] / MB, fresh["peak"] / MB)
     # What is left (library code already paged in, one-time state) is said with its measured size.
-    assert any("released GPEN-BFR-512" in n and "up to about 35 MB above a process that ran only low" in n
+    assert any("released GPEN-BFR-512" in n and "up to about 70 MB above a process that ran only low" in n
                for n in after["notes"]), after["notes"]

@@ -117,7 +117,7 @@ def test_writers_in_two_processes_lose_none_of_each_others_figures(tmp_path: Pat
     assert set(st.speeds[ov_backend.cpu_id()]) == {f"{100 + i}-float32" for i in range(12)}
     assert set(st.profiles) == {f"dev{i}" for i in range(12)}
     assert st.advice is not None and st.advice["machine"] == "run 11"
-    assert not list(tmp_path.glob("*.tmp")) and not (tmp_path / "advice.json").exists()
+    assert not list(tmp_path.glob(".*.partial")) and not (tmp_path / "advice.json").exists()
 
 
 def test_a_saved_profile_keeps_each_speed_once_and_reads_back_whole(tmp_path: Path) -> None:

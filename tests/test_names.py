@@ -22,3 +22,24 @@ def test_progress_is_defined_once_for_each_thing_it_counts() -> None:
 
 def test_prepared_means_one_thing() -> None:
     assert _definitions("Prepared") == ["gpen_core/engine/stages.py"]  # a decoded photo; a conversion's outcome is ConversionOutcome
+
+
+def test_network_means_a_networks_part_in_a_request() -> None:
+    # The detector's architecture names (mobilenet0.25, resnet50) are a DetectorName, not a Network.
+    assert _definitions("Network") == ["gpen_core/engine/lifetime.py"]
+    assert _definitions("DetectorName") == ["gpen_core/faces/detect.py"]
+
+
+def test_scale_out_and_the_cli_share_one_list_of_photo_suffixes_and_one_worker_name() -> None:
+    assert _definitions("IMAGE_SUFFIXES") == ["gpen_core/images/limits.py"]
+    assert _definitions("SUFFIX_BY_FORMAT") == ["gpen_core/images/outputs.py"]
+    assert _definitions("MANIFEST") == ["gpen_core/scaleout/batch.py"]
+    workers = re.compile(r"^def (worker_name|_worker_id)\b", re.M)
+    assert sorted(str(p.relative_to(ROOT)) for p in PKG.rglob("*.py") if workers.search(p.read_text(encoding="utf-8"))) == \
+        ["gpen_core/scaleout/runtime.py"]
+
+
+def test_a_clips_threads_hand_each_other_typed_items_not_tuples_read_by_position() -> None:
+    text = (PKG / "video" / "stream.py").read_text(encoding="utf-8")
+    assert not re.search(r"\bitem\[\d\]", text), "video/stream.py reads a queue item by position"
+    assert _definitions("DecodedFrame") == ["gpen_core/video/queue_items.py"]

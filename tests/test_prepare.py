@@ -86,24 +86,6 @@ def test_a_request_during_a_background_conversion_runs_torch_and_says_why(home: 
         t.join()
 
 
-@needs_openvino
-@pytest.mark.slow  # one GPEN-BFR-256 conversion: ~10-20 s on 2 busy cores
-def test_convert_ahead_converts_once_and_then_finds_it_cached(home: Path) -> None:
-    ov_backend.record_speed(256, "float32", torch_s=0.2, openvino_s=0.1, models_dir=home, source="test")
-    # low itself loads no OpenVINO runtime under auto: nothing is prepared for it
-    plain = prepare.convert_ahead([MODES["low"]], models_dir=home)
-    assert plain.converted == [] and plain.cached == [] and not list((home / "openvino").glob("GPEN-BFR-256-*"))
-    seen: list[str] = []
-    report = prepare.convert_ahead([LOW_OV], models_dir=home, progress=lambda f, m: seen.append(m))
-    assert report.converted == ["GPEN-BFR-256 (float32)"], report.lines()
-    assert any("preparing GPEN-BFR-256" in m for m in seen)
-    again = prepare.convert_ahead([LOW_OV], models_dir=home)
-    assert again.converted == [] and again.cached == ["GPEN-BFR-256 (float32)"]
-    cache = ModelCache(home)
-    _, _, _, _, note = cache.generator(LOW_OV, RestoreOptions(mode="low"), "cpu")
-    assert cache.backend == "openvino" and not (note and "converted" in note)  # no conversion inside the request
-
-
 def test_the_outcome_of_a_load_is_typed_not_read_off_its_notes() -> None:
     assert prepare.ConversionOutcome.of("openvino", 12.5, []) == prepare.ConversionOutcome("converted")
     # a note that merely contains the word (a file name) does not make a conversion

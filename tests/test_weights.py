@@ -67,7 +67,7 @@ def patch_spec(monkeypatch: pytest.MonkeyPatch, name: str, **changes) -> weights
 
 def leftovers(folder: Path) -> list[str]:
     """Temporary download files (never trusted) still in the models folder."""
-    return sorted(p.name for p in folder.iterdir() if p.name.endswith((".part", ".msdl", ".tmp")))
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith((".part", ".msdl", ".tmp", ".partial")))
 
 
 # ------------------------------------------------------------------ registry

@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gpen_core.faces.detect import FaceDetector, Network, build_retinaface
+from gpen_core.faces.detect import DetectorName, FaceDetector, build_retinaface
 from gpen_core.faces.parse import ParsingMasker, choose_parse_dtype
 
 
 def openvino_detector(
-    weights_path: Path | None, network: Network, *, models_dir: str | os.PathLike[str] | None = None
+    weights_path: Path | None, network: DetectorName, *, models_dir: str | os.PathLike[str] | None = None
 ) -> FaceDetector:
     """RetinaFace ``network`` on OpenVINO (CPU; converted once, cached under ``models_dir``).
 

@@ -18,6 +18,7 @@ import numpy as np
 from gpen_core.engine import budget, stages
 from gpen_core.engine.lifetime import Lifetime
 from gpen_core.engine.model_cache import ModelCache
+from gpen_core.engine.threads import TorchThreads
 from gpen_core.errors import InputError
 from gpen_core.modes import AUTO, MemoryMode, get_mode, get_task
 from gpen_core.options import RestoreOptions
@@ -41,8 +42,9 @@ class FrameSession:
     """
 
     def __init__(self, models: ModelCache, device: str, opts: RestoreOptions, mode: MemoryMode, notes: list[str],
-                 numerics: ExitStack) -> None:
+                 numerics: ExitStack, threads: TorchThreads | None = None) -> None:
         self._models, self._device, self._opts = models, device, opts
+        self._threads = threads  # follows the machine's load as the clip goes on
         self.mode = mode
         self._task = get_task(opts.task)
         loaded = stages.load_networks(models, mode, opts, device, _silent, numerics, boxes_given=False)
@@ -87,6 +89,8 @@ class FrameSession:
         (a clip's frame between its checked ones). Not encoded. Out-of-memory errors propagate: the
         caller decides (a video cannot step down mid-clip without changing its look)."""
         rgb = check_rgb(rgb, "the frame")
+        if self._threads is not None:
+            self._threads.refresh()
         t = time.perf_counter()
         canvas = stages.Canvas(rgb, None, list(detections), (), None, 0.0, ())
         generator = stages.Generator(self._generator.forward, self._generator.size, self._generator.dtype,
@@ -99,6 +103,8 @@ class FrameSession:
                           identity_s=out.timings.get("identity_s", 0.0))
         notes = [*restored.notes, *out.notes]
         notes.extend(dict.fromkeys(restored.overflows))
+        if self._threads is not None:
+            notes.extend(self._threads.notes)
         return FrameOutput(out.image, tuple(out.faces), tuple(dict.fromkeys(notes)), timings)
 
 
@@ -133,8 +139,6 @@ def check_frame_options(opts: RestoreOptions, frame_size: tuple[int, int]) -> No
 def open_session(models: ModelCache, device: str, opts: RestoreOptions, frame_size: tuple[int, int]) -> Iterator[FrameSession]:
     """A :class:`FrameSession` with every network resident until the block ends; the cache's
     lifetime policy is restored afterwards (a one-shot cache then lets them go)."""
-    import torch
-
     from gpen_core.platform.meter import current_rss
 
     check_frame_options(opts, frame_size)
@@ -142,20 +146,16 @@ def open_session(models: ModelCache, device: str, opts: RestoreOptions, frame_si
     if not mode.paste:
         raise InputError(f"{mode.name} mode returns face crops only; a video needs a mode that pastes faces back")
     policy, models.lifetime = models.lifetime, Lifetime.RESIDENT
-    old_threads = torch.get_num_threads()
-    if mode.threads and device == "cpu" and old_threads > mode.threads:
-        torch.set_num_threads(mode.threads)
-    models.runtimes.clear()
-    # The session keeps to the mode's plan for one frame from here: a network converted for
-    # OpenVINO as it loads must fit it, as inside a photo's request.
-    plan = budget.request_plan(mode, device, frame_size, models.models_dir, current_rss(), task=opts.task,
-                               identity=opts.identity)
     try:
-        with ExitStack() as numerics, models.planned(plan):
-            yield FrameSession(models, device, opts, mode, notes, numerics)
+        with TorchThreads(mode, device) as threads:
+            models.runtimes.clear()
+            # The session keeps to the mode's plan for one frame from here: a network converted for
+            # OpenVINO as it loads must fit it, as inside a photo's request.
+            plan = budget.request_plan(mode, device, frame_size, models.models_dir, current_rss(), task=opts.task,
+                                       identity=opts.identity)
+            with ExitStack() as numerics, models.planned(plan):
+                yield FrameSession(models, device, opts, mode, notes, numerics, threads)
     finally:
         models.lifetime = policy
         if policy is Lifetime.ONE_SHOT:
             models.free(device)
-        if torch.get_num_threads() != old_threads:
-            torch.set_num_threads(old_threads)

@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Literal
 
 Stage = Literal["detect", "upscale", "restore", "paste"]
+# The networks a request loads, by their part in it (the runtime choice and the lifetime policy name them so).
 Network = Literal["generator", "detector", "parser", "upscaler"]
 
 # One-shot: what each stage's end lets go. The generator goes after the last face (restore) and,

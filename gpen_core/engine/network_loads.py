@@ -21,6 +21,7 @@ from gpen_core.engine.lifetime import Lifetime
 from gpen_core.engine.runtime_choice import Network, PlanRoom, RequestPlan, RuntimeDecision, RuntimeFacts
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
+from gpen_core.platform import durable
 from gpen_core.runtimes.openvino.choice import BackendChoice
 
 # Face-parsing weights in the order they are looked for: GPEN's own, then facexlib's copy
@@ -285,8 +286,6 @@ def load_openvino_generator(path: Path, precision: str, models_dir: Path, progre
     from gpen_core.runtimes.openvino import generator as ov_backend
 
     if str(path).startswith("synthetic:"):
-        import os
-
         import torch
 
         from gpen_core.networks.synthetic import random_state_dict
@@ -302,9 +301,9 @@ def load_openvino_generator(path: Path, precision: str, models_dir: Path, progre
         path = ov_backend.cache_root(models_dir) / "synthetic" / f"random-{arch.size}px-{hashlib.sha256(repr(arch).encode()).hexdigest()[:10]}.pth"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            torch.save(random_state_dict(REGISTRY[name].arch), tmp)
-            os.replace(tmp, path)
+            # Flushed: a torn file under the final name would be reused as it is (the existence check above).
+            with durable.replacing(path, sync=True, sweep=True) as tmp:
+                torch.save(random_state_dict(REGISTRY[name].arch), tmp)
     forward = ov_backend.load(path, precision, models_dir=models_dir, progress=progress)  # type: ignore[arg-type]
     return forward, forward.size
 

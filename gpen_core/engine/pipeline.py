@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from gpen_core.engine import budget, stages
+from gpen_core.engine.threads import TorchThreads
 from gpen_core.engine import tasks as task_steps
 from gpen_core.errors import InputError
 from gpen_core.engine.model_cache import ModelCache
@@ -30,14 +31,16 @@ from gpen_core.rgb import check_rgb
 
 # What a lighter mode still pays for a heavier one before it, which releasing its networks cannot
 # return: measured with tests/test_lighter_mode_release.py's requests (a 384 px photo, generated
-# checkpoints of the released architectures, torch 2.13 CPU, the AMX Xeon), `low` after `balanced`
-# peaked 21-32 MiB above a process that ran only `low` (462-463 against 431-442 MiB): library code
-# already paged in (a fresh `low` pages most of it in after its peak) and one-time state. With
-# `balanced` on OpenVINO (auto's choice there), 104-115 MiB (532-533 against 418-429): OpenVINO's
-# libraries and its own oneDNN kernel cache stay, and its plugin offers no way to empty that cache.
+# checkpoints of the released architectures, torch 2.13 CPU), `low` after `balanced` peaked 21-39 MiB
+# above a process that ran only `low` on the AMX Xeon (462-470 against 428-442 MiB), 28-49 MiB on a
+# Zen 4 alone and up to 66 MiB there in the full suite (500 against 434): library code already paged
+# in (a fresh `low` pages most of it in after its peak), oneDNN's kernels for the heavier shapes and
+# one-time state. With `balanced` on OpenVINO (auto's choice there), 104-115 MiB (532-533 against
+# 418-429): OpenVINO's libraries and its own oneDNN kernel cache stay, and its plugin offers no way to
+# empty that cache.
 LEFT_BEHIND = {
     "torch": "what that request left still counts in this peak: library code it paged in and one-time state "
-             "(measured: low after balanced peaks up to about 35 MB above a process that ran only low)",
+             "(measured: low after balanced peaks up to about 70 MB above a process that ran only low)",
     "openvino": "what that request left still counts in this peak: OpenVINO's libraries and kernel cache, which "
                 "stay once loaded, library code it paged in and one-time state (measured: low after balanced on "
                 "OpenVINO peaks about 120 MB above a process that ran only low)",
@@ -220,7 +223,8 @@ def run_attempt(
     mode, task = req.mode, get_task(opts.task)
     photo = stages.prepare_input(req.decoded, mode, task, req.mask, opts)
     plan = _plan(models, device, req, opts, start_rss)
-    with _attempt_numerics(mode, device) as numerics, models.planned(plan):
+    thread_notes: list[str] = []
+    with _attempt_numerics(mode, device, thread_notes) as numerics, models.planned(plan):
         loaded = stages.load_networks(models, mode, opts, device, report, numerics, given is not None)
         found = stages.detect(models, device, photo, mode, opts, given, report)
         generator, gen_notes, gen_load_s = loaded.generator, (), 0.0
@@ -242,7 +246,7 @@ def run_attempt(
     report(0.92, "encoding result")
     encoded = stages.encode(req.decoded, out, canvas.alpha, mode, opts)
     notes = [*req.notes, *photo.notes, *loaded.notes, *found.notes, *gen_notes, *canvas.notes, *colour_notes,
-             *done_notes, *encoded.notes]
+             *done_notes, *encoded.notes, *thread_notes]
     timings = Timings(
         total_s=time.perf_counter() - t0, decode_s=req.decode_s, detect_s=found.seconds,
         align_s=out.timings.get("align_s", 0.0), restore_s=out.timings.get("restore_s", 0.0),
@@ -265,20 +269,13 @@ def _plan(models: ModelCache, device: str, req: Request, opts: RestoreOptions, s
 
 
 @contextmanager
-def _attempt_numerics(mode: MemoryMode, device: str):
-    """The attempt's thread count (a mode may cap it on the CPU) and CUDA numerics (entered on the
-    yielded stack when the generator loads), both as they were afterwards."""
-    import torch
-
-    old_threads = torch.get_num_threads()
-    if mode.threads and device == "cpu" and old_threads > mode.threads:
-        torch.set_num_threads(mode.threads)
-    try:
-        with ExitStack() as numerics:
-            yield numerics
-    finally:
-        if torch.get_num_threads() != old_threads:
-            torch.set_num_threads(old_threads)
+def _attempt_numerics(mode: MemoryMode, device: str, notes: list[str]):
+    """The attempt's thread count (:class:`~gpen_core.engine.threads.TorchThreads`: the mode's cap and
+    the cores other programs leave free; what it says goes to ``notes``) and CUDA numerics (entered
+    on the yielded stack when the generator loads), both as they were afterwards."""
+    with TorchThreads(mode, device) as threads, ExitStack() as numerics:
+        yield numerics
+    notes.extend(threads.notes)
 
 
 def _result(models: ModelCache, device: str, req: Request, opts: RestoreOptions, out: Any, canvas: stages.Canvas,

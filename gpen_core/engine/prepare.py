@@ -233,12 +233,14 @@ class Started:
     label: str
 
 
-def prepare_in_child(models_dir: str | os.PathLike[str] | None) -> PrepareReport:
-    """:func:`convert_ahead` in the preparation's child process, telling the parent through
-    :func:`gpen_core.platform.worker.send` as it goes (the child's module-level entry point)."""
+def prepare_in_child(models_dir: str | os.PathLike[str] | None,
+                     modes: Sequence[MemoryMode] | None = None) -> PrepareReport:
+    """:func:`convert_ahead` (for ``modes``, default every mode) in the preparation's child process, telling
+    the parent through :func:`gpen_core.platform.worker.send` as it goes (the child's module-level entry point;
+    the app's preparation, and a long run's conversion before its first face: :mod:`gpen_core.engine.convert_first`)."""
     from gpen_core.platform import worker
 
-    return convert_ahead(models_dir=models_dir or None, progress=worker.report,
+    return convert_ahead(modes, models_dir=models_dir or None, progress=worker.report,
                          on_plan=lambda todo: worker.send(Planned(tuple((str(t), str(lab)) for t, lab in todo))),
                          on_start=lambda tok, label: worker.send(Started(tok, label)))
 

@@ -11,11 +11,10 @@ the clock, so every rule is testable with plain values.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
+from gpen_core.engine.lifetime import Network
 from gpen_core.runtimes.openvino.choice import BackendChoice, Runtime
 
-Network = Literal["generator", "detector", "parser", "upscaler"]
 
 # The command that converts ahead, named in the note of a request that did not convert.
 CONVERT_AHEAD = "python -m gpen_core download"

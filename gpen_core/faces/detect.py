@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from gpen_core.faces.screen import Filtered
 
-Network = Literal["mobilenet0.25", "resnet50"]
+DetectorName = Literal["mobilenet0.25", "resnet50"]
 Resize = Literal["area", "linear"]
 _RESIZE = {"area": cv2.INTER_AREA, "linear": cv2.INTER_LINEAR}
 # Our names → facexlib's RetinaFace(network_name=...).
@@ -134,7 +134,7 @@ def load_weights_into(model: Any, sd: dict[str, Any], path: Path, what: str) -> 
         ) from exc
 
 
-def build_retinaface(weights_path: Path | None, network: Network, device: str | torch.device = "cpu") -> tuple[Any, str]:
+def build_retinaface(weights_path: Path | None, network: DetectorName, device: str | torch.device = "cpu") -> tuple[Any, str]:
     """(facexlib's RetinaFace in eval mode with channels-last weights, variant) for ``weights_path``.
 
     ``weights_path=None``: random weights with a zeroed class head (see :class:`FaceDetector`).
@@ -197,7 +197,7 @@ class FaceDetector:
     def __init__(
         self,
         weights_path: Path | None,
-        network: Network,
+        network: DetectorName,
         device: str | torch.device = "cpu",
         *,
         runner: Any = None,
@@ -214,7 +214,7 @@ class FaceDetector:
 
         if network not in _FACEXLIB_NETWORK:
             raise ValueError(f"network must be one of {sorted(_FACEXLIB_NETWORK)}, got {network!r}")
-        self.network: Network = network
+        self.network: DetectorName = network
         self.device = torch.device(device)
         self.weights_path = Path(weights_path) if weights_path is not None else None
         self.backend: Literal["torch", "openvino"] = "torch" if runner is None else "openvino"

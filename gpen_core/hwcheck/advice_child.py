@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from gpen_core.platform import durable
+
 
 @dataclass(frozen=True)
 class SideRun:
@@ -86,9 +88,9 @@ def synthetic_checkpoint(model: str, folder: str) -> str:
 
     cfg = {"GPEN-BFR-256": GPENConfig(size=256, channel_multiplier=1, narrow=0.5),
            "GPEN-BFR-512": GPENConfig(size=512, channel_multiplier=2, narrow=1.0)}[model]
-    tmp = f"{path}.{os.getpid()}.tmp"
-    torch.save(random_state_dict(cfg), tmp)
-    os.replace(tmp, path)
+    # Flushed: a torn file under the final name would be reused as it is (the existence check above).
+    with durable.replacing(path, sync=True, sweep=True) as tmp:
+        torch.save(random_state_dict(cfg), tmp)
     return path
 
 

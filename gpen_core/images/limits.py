@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 from gpen_core.errors import InputError
 
+# What a folder of photos is made of: the files whose names end so are restored as photos.
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif")
+
 # Our format names are Pillow's plugin names. Pillow's JPEG plugin returns an "MPO" image
 # for the multi-picture JPEGs many phones and cameras write (main image + previews/depth);
 # users see a .jpg, so it is a JPEG to us.

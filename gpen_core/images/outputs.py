@@ -16,7 +16,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 from gpen_core.errors import InputError
+from gpen_core.platform import durable
 
+
+# The file name ending of each result format.
+SUFFIX_BY_FORMAT = {"png": ".png", "jpeg": ".jpg"}
 
 def check_writable(outputs: Iterable[Path]) -> None:
     """Raise :class:`InputError` for the first output that cannot be written.
@@ -84,15 +88,13 @@ def write_atomic(dst: Path, data: bytes) -> None:
     """Write ``data`` to ``dst`` through a temporary file renamed into place.
 
     Raises :class:`InputError` naming the path when it cannot be written (the disk is
-    full, the folder went away); the temporary file is removed.
+    full, the folder went away); the temporary file is removed. Not flushed to disk: a
+    photo is re-made in seconds, and a folder run writes thousands.
     """
-    tmp = dst.with_name(f".{dst.name}.partial")
     try:
         dst.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(data)
-        tmp.replace(dst)
+        durable.write_bytes(dst, data, sync=False)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise InputError(f"cannot write {dst}: {exc.strerror or exc}. Choose another output path.") from None
 
 

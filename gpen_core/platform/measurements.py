@@ -34,6 +34,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from gpen_core.platform import durable
+
 VERSION = 2
 FILE = "measurements.json"
 # Version 1 of this file: the same sections without the advice, each profile with its own "format": 1.
@@ -220,7 +222,5 @@ def update(change: Callable[[Store], Store], folder: str | os.PathLike[str] | No
     f = path(folder)
     with _locked(f):
         new = replace(change(read(folder)), note="")
-        tmp = f.with_name(f".{f.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(new.to_dict(), indent=1), encoding="utf-8")
-        os.replace(tmp, f)
+        durable.write_json(f, new.to_dict(), sync=True, sweep=True)  # minutes of hardware check: flushed before it counts as kept
     return f

@@ -54,6 +54,10 @@ BUSY_CPU_S = 0.05
 BUSY_CPU_FRACTION = 0.02
 BUSY_FAULT_BYTES = 32 << 20
 BUSY_MIN_FAULT_BYTES = 1 << 20
+# What a result's notes say when its peak was shared: in plain words. The meter's own account (which
+# threads, their CPU time and page faults) stays in ``Peaks.shared``, the JSON's ``peaks.shared``.
+SHARED_NOTE = ("other work in this app ran at the same time, so the peak may include some of its memory "
+               "(the JSON's peaks.shared says which)")
 
 
 def _status_kb(pattern: re.Pattern[bytes]) -> int | None:

@@ -81,9 +81,23 @@ def shown_error(exc: BaseException, doing: str = "Restore", names: Mapping[str, 
     else:
         log.error("%s failed", doing, exc_info=exc)
         title = INTERNAL
-        message = (f"{doing} failed unexpectedly ({type(exc).__name__}: {str(exc)[:300]}). "
+        message = (f"{doing} failed unexpectedly ({type(exc).__name__}: {shortened(str(exc), 300)}). "
                    "The server is still running; the server log has the details.")
     return ShownError(title, plain_text(title, message), error_markdown(title, message))
+
+
+def shortened(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters (then "…") without leaving a bracket open: a cut inside
+    brackets goes back to before the first one it would leave open."""
+    if len(text) <= limit:
+        return text
+    cut, opened = text[:limit], []
+    for i, ch in enumerate(cut):
+        if ch in "([{":
+            opened.append(i)
+        elif ch in ")]}" and opened:
+            opened.pop()
+    return (cut[:opened[0]] if opened else cut).rstrip(" ,;:") + "…"
 
 
 # The library's words for a caller that turned downloads off, as the app's user reads them: the

@@ -18,7 +18,8 @@ from gpen_core.presentation import readiness
 AUTO_HINT = "picks the best mode that fits the memory free now, per photo"
 # A clip is planned once, from its frame size, and always written as H.264: no photo format applies.
 VIDEO_AUTO_HINT = "picks the best mode that fits the memory free now, once for the whole clip"
-VIDEO_OUTPUT = "writes H.264 MP4 (sound and timestamps kept)"
+# What every mode does to a clip: said once, as the radio's info, not at the end of every label.
+VIDEO_OUTPUT = "Every mode writes an H.264 MP4 and keeps the sound and each frame's timestamp."
 FORMAT_TEXT = {"jpeg": "writes JPEG", "png": "writes PNG (lossless)"}
 # What each mode is for, where that is true whatever the device; balanced's "half the memory"
 # is added only when its plan is 16-bit (:func:`mode_label`).
@@ -57,7 +58,8 @@ def mode_label(mode: MemoryMode, device: str, model: str | None = None,
         parts.append("no paste-back: returns the restored crops")
     elif mode.parsing:
         parts.append("GPEN's parsing mask (if present)")
-    parts.append(VIDEO_OUTPUT if video else FORMAT_TEXT[mode.output_format])
+    if not video:  # a clip's output is the same in every mode: the radio says it once (VIDEO_OUTPUT)
+        parts.append(FORMAT_TEXT[mode.output_format])
     text = f"{mode.name} — {', '.join(parts)}"
     if mode.name in PURPOSE:
         text += f": {PURPOSE[mode.name]}"
@@ -96,7 +98,7 @@ def video_hints() -> list[tuple[str, str]]:
         parts = [m.model, "small detector" if m.detector == "mobilenet0.25" else "ResNet-50 detector"]
         if m.max_side:
             parts.append(f"frames over {m.max_side} px shrunk to it")
-        out.append((f"{m.name} — {', '.join([*parts, VIDEO_OUTPUT])}", m.name))
+        out.append((f"{m.name} — {', '.join(parts)}", m.name))
     return out
 
 

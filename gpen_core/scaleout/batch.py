@@ -32,9 +32,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
+from gpen_core.images.limits import IMAGE_SUFFIXES
+from gpen_core.images.outputs import SUFFIX_BY_FORMAT
+from gpen_core.platform import durable
+from gpen_core.scaleout.runtime import use_threads, worker_name
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif")
-SUFFIX_BY_FORMAT = {"png": ".png", "jpeg": ".jpg"}
 MANIFEST = "manifest.jsonl"
 READ_CPUS = 0.25  # each read task: file reading is I/O, and it must always find a CPU slot
 RESERVED_CPUS = 0.5  # never given to actors, so reads can run (the 2-core deadlock)
@@ -169,14 +171,12 @@ class RestoreWorker:
     """
 
     def __init__(self, options: Any, models_dir: str | None, device: str | None, threads: int) -> None:
-        import torch
-
         from gpen_core.restorer import get_restorer
 
-        torch.set_num_threads(threads)  # Ray set OMP_NUM_THREADS from the fractional share; say it plainly
+        use_threads(threads)
         self.options = options
         self.restorer = get_restorer(models_dir=models_dir, device=device)
-        self.worker = _worker_id()
+        self.worker = worker_name()
         self.warm_error: GPENError | None = None
         t = time.perf_counter()
         try:
@@ -237,17 +237,6 @@ def warm_up(restorer: Any, options: Any) -> None:
         blank[:4] = 255  # a white stroke: inpainting refuses a photo with nothing marked
     restorer(blank, replace(opts, output_format=None))
 
-
-def _worker_id() -> str:
-    import socket
-
-    try:
-        import ray
-
-        node = ray.get_runtime_context().get_node_id()[:8]
-    except Exception:  # not inside Ray (tests calling the worker directly)
-        node = socket.gethostname()
-    return f"{node}/pid {os.getpid()}"
 
 
 # ----------------------------------------------------------------- driver
@@ -396,7 +385,5 @@ def _stream(config: BatchConfig, todo: list[_Input], filesystem: Any, workers: i
 
 def _write_output(out_dir: Path, stem: str, fmt: str, encoded: bytes) -> Path:
     dst = out_dir / f"{stem}{SUFFIX_BY_FORMAT[fmt]}"
-    tmp = dst.with_name(f".{dst.name}.partial")
-    tmp.write_bytes(encoded)
-    tmp.replace(dst)
+    durable.write_bytes(dst, encoded, sync=False)  # a photo: re-made in seconds, not worth a flush each
     return dst

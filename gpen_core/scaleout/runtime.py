@@ -55,6 +55,27 @@ def worker_memory_bytes(mode: str, device: str = "cpu") -> int:
     return WORKER_IDLE_BYTES + max(int(estimate_peak(m, device, LARGE_PHOTO)[0]) for m in modes)
 
 
+
+def worker_name() -> str:
+    """Node and process of this worker, as every Ray record names it (the host's name outside Ray)."""
+    try:
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()[:8]
+    except Exception:  # not inside Ray (a direct call, as the tests make)
+        import socket
+
+        node = socket.gethostname()
+    return f"{node}/pid {os.getpid()}"
+
+
+def use_threads(threads: int) -> None:
+    """A worker's torch threads: its CPU share, at least one (Ray set OMP_NUM_THREADS from the
+    fractional share; said here plainly)."""
+    import torch
+
+    torch.set_num_threads(max(1, threads))
+
 def import_ray() -> ModuleType:
     """The ``ray`` module, or an InputError that says how to install it."""
     if "ray" not in sys.modules:

@@ -30,6 +30,7 @@ from typing import Any
 
 from gpen_core.errors import GPENError, InputError, ResourceError, WeightsError
 from gpen_core.scaleout.proxy_limits import ROUTE_PREFIX
+from gpen_core.scaleout.runtime import use_threads
 
 APP_NAME = "gpen"
 DEPLOYMENT_NAME = "RestoreDeployment"
@@ -91,15 +92,13 @@ class RestoreDeployment:
     """One replica: a warmed Restorer. ``restore(bytes, options) -> Served`` by handle; POST /restore over HTTP."""
 
     def __init__(self, models_dir: str | None = None, device: str | None = None, warm_mode: str = "auto", threads: int = 1) -> None:
-        import torch
-
         from gpen_core.compat.ray import keep_replica_grpc_on_loopback
         from gpen_core.options import RestoreOptions
         from gpen_core.restorer import get_restorer
         from gpen_core.scaleout.batch import warm_up
 
         keep_replica_grpc_on_loopback()
-        torch.set_num_threads(max(1, threads))
+        use_threads(threads)
         self.restorer = get_restorer(models_dir=models_dir, device=device)
         self.replica, self.node = _replica_ids()
         self.warm_error = ""

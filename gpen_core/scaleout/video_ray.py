@@ -26,7 +26,9 @@ from typing import Any
 
 from gpen_core.errors import GPENError
 from gpen_core.options import RestoreOptions
+from gpen_core.platform import durable
 from gpen_core.result import NetworkRuntime
+from gpen_core.scaleout.runtime import use_threads, worker_name
 from gpen_core.video.resumable import SegmentRecord
 from gpen_core.video.segments import Segment, SegmentPlan
 
@@ -62,8 +64,6 @@ def segment_task(src: str, seg: Segment, size: tuple[int, int], options: Restore
 
     Errors the user can act on come back as ``{"error", "error_type", "exit_code"}`` with no bytes.
     """
-    import torch
-
     from gpen_core.platform.meter import PeakMeter
     from gpen_core.restorer import get_restorer
     from gpen_core.video.engine_seam import FrameEngine
@@ -71,7 +71,7 @@ def segment_task(src: str, seg: Segment, size: tuple[int, int], options: Restore
 
     from gpen_core.platform.leftovers import sweep_folders
 
-    torch.set_num_threads(threads)  # Ray set OMP_NUM_THREADS from the fractional share; say it plainly
+    use_threads(threads)
     sweep_folders(Path(tempfile.gettempdir()), SEGMENT_TEMP_PREFIX)  # what killed workers left here
     try:
         restorer = get_restorer(models_dir=models_dir, device=device)
@@ -91,18 +91,6 @@ def segment_task(src: str, seg: Segment, size: tuple[int, int], options: Restore
             "worker": worker_name(), "notes": list(done.notes), "mode": done.mode, "mode_reason": done.mode_reason,
             "runtimes": [asdict(r) for r in done.runtimes], "identity": done.identity}, data
 
-
-def worker_name() -> str:
-    """Node and process of this worker, as the photo batch's records name them."""
-    try:
-        import ray
-
-        node = ray.get_runtime_context().get_node_id()[:8]
-    except Exception:  # not inside Ray (a direct call)
-        import socket
-
-        node = socket.gethostname()
-    return f"{node}/pid {os.getpid()}"
 
 
 @dataclass
@@ -188,15 +176,9 @@ def _result(ray: Any, ref: Any, seg: Segment) -> tuple[dict[str, Any], bytes]:
 def _write(dst: Path, data: bytes) -> None:
     from gpen_core.video.output import disk_error, write_failed
 
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.partial")
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, dst)
+        durable.write_bytes(dst, data, sync=True)  # flushed: a resume trusts a finished segment
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         if disk_error(exc):
             raise write_failed(exc, dst.parent, f"segment {dst.name}") from None
         raise

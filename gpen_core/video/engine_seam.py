@@ -81,15 +81,11 @@ class FrameEngine:
     @staticmethod
     def fitted(size: tuple[int, int], restorer: Any, opts: RestoreOptions) -> tuple[int, int]:
         """The frame size the session plans for: the mode's longest side applied (an explicit mode's; auto plans the clip as it is)."""
-        from gpen_core.modes import AUTO, get_mode
+        from gpen_core.modes import AUTO, get_mode, preshrink_size
 
         if opts.mode == AUTO:
             return size
-        side = get_mode(opts.mode).max_side
-        if not side or max(size) <= side:
-            return size
-        k = side / max(size)
-        return max(1, round(size[0] * k)), max(1, round(size[1] * k))
+        return preshrink_size(*size, get_mode(opts.mode).max_side)
 
     @property
     def runtimes(self) -> tuple[Any, ...]:

@@ -13,12 +13,12 @@ name and renamed onto the output when complete.
 from __future__ import annotations
 
 import heapq
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import InputError
+from gpen_core.platform import durable
 from gpen_core.video.segments import SegmentPlan
 
 
@@ -99,7 +99,7 @@ def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: b
     try:
         try:
             routes = _write_joined(av, container, plan, folder, tmp, depth, add_audio, audio)
-            os.replace(tmp, dst)
+            durable.install(tmp, dst, sync=True)  # flushed: the whole clip's restoring
         except OSError as exc:
             if disk_error(exc):
                 raise write_failed(exc, dst.parent, "the joined video") from None

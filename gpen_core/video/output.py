@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import InputError
+from gpen_core.platform import durable
 from gpen_core.video.frames import Colour, to_yuv
 from gpen_core.video.probe import MP4_AUDIO
 
@@ -25,7 +26,7 @@ X264_LOOKAHEAD = 10
 
 def temp_name(dst: Path) -> Path:
     """Where the clip is written until complete: a hidden name beside ``dst`` (same disk, so the rename is atomic)."""
-    return dst.with_name(f".{dst.name}.{os.getpid()}.partial")
+    return durable.partial_path(dst)
 
 
 def check_output(dst: Path, src: str | os.PathLike[str] | None = None) -> None:

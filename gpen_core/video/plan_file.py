@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import InputError
+from gpen_core.platform import durable
 from gpen_core.video.segments import PLAN, PLAN_VERSION, FinishedFile, Segment, SegmentPlan, input_fingerprint
 
 # A plan is a few KB an hour (one line a segment); anything far larger was not written by this program.
@@ -38,13 +39,8 @@ class PlanError(InputError):
 
 
 def write_plan(folder: Path, plan: SegmentPlan) -> None:
-    """Atomically: a killed write leaves the old plan or none, never half of one."""
-    tmp = folder / f".{PLAN}.{os.getpid()}.partial"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(plan.to_json())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, folder / PLAN)
+    """Atomically and flushed: a killed write or a power cut leaves the old plan or none, never half of one."""
+    durable.write_text(folder / PLAN, plan.to_json(), sync=True)
 
 
 def read_plan(folder: Path) -> SegmentPlan | None:

@@ -33,7 +33,6 @@ from gpen_core.video.segmented import SegmentedResult, SegmentedRun, segmented_r
 from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, FinishedFile, Segment, SegmentPlan
 from gpen_core.video.work_dir import WorkFolder
 
-MANIFEST = "manifest.jsonl"
 # Clips at least this long go in segments unless told otherwise (the CLI's default): a crash past
 # this point would cost more than a few minutes of work, and the segments' join costs seconds.
 SEGMENTS_FROM_S = 600.0

@@ -9,7 +9,6 @@ One thread; memory: the Steadier's look-ahead of frames plus x264's own.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import InputError
+from gpen_core.platform import durable
 from gpen_core.video.errors import VideoStopped
 from gpen_core.video.segments import Segment
 
@@ -61,7 +61,7 @@ def restore_segment(
     from gpen_core.video.probe import open_video
 
     t0 = time.perf_counter()
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.partial")
+    tmp = durable.partial_path(dst)
     container, info = open_video(src)  # the same header limits as one pass
     out = None
     try:
@@ -86,7 +86,7 @@ def restore_segment(
                 f"segment {seg.index} (from {seg.start_s:.3f} s) decoded {run.written} frames where the plan counted "
                 f"{seg.frames}: the input is damaged there or changed since the plan. Restore again with --fresh"
             )
-        os.replace(tmp, dst)
+        durable.install(tmp, dst, sync=True)  # flushed: a resume trusts a finished segment
         mode = getattr(getattr(engine, "mode", None), "name", "custom")
         identity = run.loop.identity.result() if run.loop.identity is not None else None
         return SegmentDone(seg.index, str(dst), run.written, time.perf_counter() - t0, run.faces_max, tuple(run.notes),

@@ -25,12 +25,14 @@ from typing import Any
 
 from gpen_core.errors import GPENError, InputError
 from gpen_core.options import RestoreOptions
+from gpen_core.platform import durable
 from gpen_core.progress import CountProgress as Progress  # frames done, frames expected or 0 when unknown
 from gpen_core.video.errors import VideoStopped
 from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
 from gpen_core.video.limits import FrameGuard, check_audio
 from gpen_core.video.options import VideoOptions
+from gpen_core.video.queue_items import AudioItem, DecodedFrame, DecodeStopped, FrameToWrite
 from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
 from gpen_core.video.steady import Steadier
 
@@ -103,7 +105,7 @@ def restore_video(
                 _translate(exc, run)
                 raise
         assert meter.peaks is not None
-        os.replace(tmp, dst_p)
+        durable.install(tmp, dst_p, sync=True)  # flushed: minutes to hours of restoring
         return run.result(str(dst_p), meter.peaks, time.perf_counter() - t0)
     finally:
         if run is not None:
@@ -241,17 +243,17 @@ class _Run:
         """The first decoded frame's RGB (kept for the main loop), or InputError when the clip has none."""
         while True:
             item = self._get(self.decoded)
-            if item is _END or item[0] == "damage":
+            if item is _END or isinstance(item, DecodeStopped):
                 self.first_item = item
                 break
-            if item[0] == "frame":
+            if isinstance(item, DecodedFrame):
                 self.first_item = item
-                return item[3]
+                return item.rgb
             self._send(item)
         raise self._no_frames(item)
 
     def _no_frames(self, item: Any) -> InputError:
-        where = "" if item is _END else f" (the decoder said: {item[1]})"
+        where = f" (the decoder said: {item.detail})" if isinstance(item, DecodeStopped) else ""
         span = ""
         if self.vopts.start_s is not None or self.vopts.end_s is not None:
             span = f" between {self.vopts.start_s or 0:g} s and {self.vopts.end_s if self.vopts.end_s is not None else 'the end'}"
@@ -322,10 +324,10 @@ class _Run:
                     rgb, rotation, colour = upright_rgb(frame, rf)
                     taken += 1
                     out_pts = pts - int(round(self.shift_s / tb))
-                    if not self._put(self.decoded, ("frame", out_pts, t - self.shift_s, rgb, rotation, colour)):
+                    if not self._put(self.decoded, DecodedFrame(out_pts, t - self.shift_s, rgb, rotation, colour)):
                         return
         except (av.FFmpegError, EOFError) as exc:
-            self._put(self.decoded, ("damage", str(exc).strip() or type(exc).__name__))
+            self._put(self.decoded, DecodeStopped(str(exc).strip() or type(exc).__name__))
         self._put(self.decoded, _END)
 
     def _audio_packet(self, packet: Any, t_first: float, start: float | None, end: float | None) -> bool:
@@ -337,17 +339,17 @@ class _Run:
         if packet.dts is None or packet.size == 0:  # the demuxer's flush packet at the end
             if route.copy:
                 return True
-            return all(self._put(self.decoded, ("audio", "frame", index, f)) for f in packet.decode())
+            return all(self._put(self.decoded, AudioItem("frame", index, f)) for f in packet.decode())
         t = float(packet.pts * packet.time_base) - t_first if packet.pts is not None else 0.0
         if (start and t < start) or (end is not None and t >= end):
             return True
         if not route.copy:
-            return all(self._put(self.decoded, ("audio", "frame", index, f)) for f in packet.decode())
+            return all(self._put(self.decoded, AudioItem("frame", index, f)) for f in packet.decode())
         if start:
             shift = int(round(start / packet.time_base))
             packet.pts -= shift
             packet.dts -= shift
-        return self._put(self.decoded, ("audio", "packet", index, packet))
+        return self._put(self.decoded, AudioItem("packet", index, packet))
 
     # ------------------------------------------------------------ encoding (its own thread)
     def _encode(self) -> None:
@@ -363,10 +365,10 @@ class _Run:
                 w.close()
                 w.closed = True
                 return
-            if item[0] == "frame":
-                w.frame(item[1], item[2], item[3])
+            if isinstance(item, FrameToWrite):
+                w.frame(item.image, item.pts, item.colour)
             else:
-                w.audio(item[1], item[2], item[3])
+                w.audio(item.kind, item.index, item.data)
 
     # ------------------------------------------------------------ the main thread
     def go(self) -> None:
@@ -376,10 +378,10 @@ class _Run:
         self.first_item = None
         decoded = 0
         while item is not _END:
-            if item[0] == "damage":
-                self.damage_detail = item[1]
+            if isinstance(item, DecodeStopped):
+                self.damage_detail = item.detail
                 break
-            if item[0] == "audio":
+            if isinstance(item, AudioItem):
                 self._send(item)
             else:
                 self._take(item)
@@ -402,17 +404,16 @@ class _Run:
             self._check()
             raise RuntimeError("the video encoder stopped without saying why")
 
-    def _take(self, item: Any) -> None:
+    def _take(self, item: DecodedFrame) -> None:
         self._check()
-        _, pts, t, rgb, rotation, colour = item
-        self.rotation = rotation
+        self.rotation = item.rotation
         assert self.loop is not None
-        for done in self.loop.push(t, rgb, (pts, t, colour)):
+        for done in self.loop.push(item.time, item.rgb, (item.pts, item.time, item.colour)):
             self._write(done)
 
     def _write(self, done: Restored) -> None:
         pts, t, colour = done.payload
-        self._send(("frame", done.image, pts, colour))
+        self._send(FrameToWrite(done.image, pts, colour))
         if self.first_time is None:
             self.first_time = t
         elif t > self.last_time:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-import uuid
 from pathlib import Path
 
 from gpen_core.errors import WeightsCorruptError
+from gpen_core.platform import durable
 from gpen_core.weights.registry import WeightSpec, models_folder
 
 _CHUNK = 1 << 20
@@ -66,16 +66,9 @@ def _read_sidecar(p: Path) -> str | None:
 
 
 def write_atomic(p: Path, text: str) -> None:
+    """A sidecar hash, flushed to disk: it is what later loads trust the weights by."""
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    finally:
-        tmp.unlink(missing_ok=True)
+    durable.write_text(p, text, sync=True, sweep=True)
 
 
 def _delete_fix(spec: WeightSpec, path: Path, extra: str = "") -> str:

@@ -1,7 +1,7 @@
 """Downloading checkpoint files: probe the host, stream to a temp file, verify, rename into place.
 
-Downloads stream to a temporary file inside the models folder, are fsynced and
-verified (size, sha256) and only then renamed into place with ``os.replace``,
+Downloads stream to a temporary file inside the models folder, are verified (size,
+sha256) and only then flushed and renamed into place (:func:`gpen_core.platform.durable.install`),
 so the final name never holds a partial file. Sources are tried in the registry's
 order (release URLs, ModelScope); an unreachable host fails in seconds.
 Importing this module imports neither torch nor modelscope.
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from gpen_core.weights.checksums import write_atomic, file_sha256, sidecar_path
 from gpen_core.errors import WeightsError
+from gpen_core.platform import durable
 from gpen_core.progress import CountProgress
 from gpen_core.weights.registry import WeightSpec, modelscope_cache_root
 
@@ -126,19 +127,6 @@ def _clean_stale_parts(folder: Path, filename: str) -> None:
             pass
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _install(tmp: Path, spec: WeightSpec, folder: Path, total: int | None) -> Path:
     """Check a fully written temp file and move it into place atomically."""
     size = tmp.stat().st_size
@@ -153,8 +141,9 @@ def _install(tmp: Path, spec: WeightSpec, folder: Path, total: int | None) -> Pa
         # Nothing pins these bytes: open them before they get the final name and a sidecar hash.
         _check_contents(tmp, spec)
     final = folder / spec.filename
-    os.replace(tmp, final)
-    _fsync_dir(folder)
+    # Named .NAME.RANDOM.part, swept by age (_clean_stale_parts), not by pid: a models folder may be shared
+    # by several machines, where another's pid says nothing here.
+    durable.install(tmp, final, sync=True)
     if spec.sha256 is None:
         # The download is the trust event: record what we fetched.
         write_atomic(sidecar_path(final, folder), f"{digest}  {final.name}\n")
@@ -270,8 +259,6 @@ def _fetch_url(url: str, spec: WeightSpec, folder: Path, progress: CountProgress
                     pace.check(done, time.monotonic())
                     if progress:
                         progress(done, total)
-                f.flush()
-                os.fsync(f.fileno())
         return _install(tmp, spec, folder, total)
     finally:
         tmp.unlink(missing_ok=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpen_core.errors import ResourceError
+from gpen_core.platform import durable
 from gpen_core.platform.leftovers import pid_alive
 
 Precision = Literal["f32", "bf16"]
@@ -345,7 +346,7 @@ def set_aside(ir_dir: Path, why: str) -> CacheDamaged:
 
     try:
         aside = Path(tempfile.mkdtemp(prefix=f"{_CONVERT_PREFIX}{os.getpid()}-damaged-", dir=ir_dir.parent))
-        os.replace(ir_dir, aside / "entry")
+        durable.move_aside(ir_dir, aside / "entry")
         shutil.rmtree(aside, ignore_errors=True)
         done = "it was removed and is converted again on a later use"
     except OSError as exc:
@@ -418,11 +419,12 @@ def _replace_entry(tmp: Path, final: Path, meta: dict[str, Any]) -> None:
     if final.exists() or final.is_symlink():
         aside = Path(tempfile.mkdtemp(prefix=f"{_CONVERT_PREFIX}{os.getpid()}-old-", dir=final.parent))
         try:
-            os.replace(final, aside / "entry")
+            durable.move_aside(final, aside / "entry")
         except FileNotFoundError:  # another process set it aside first
             pass
     try:
-        os.replace(tmp, final)
+        # Not flushed: the entry records its files' sizes, and a torn one is set aside and converted again.
+        durable.install(tmp, final, sync=False)
     except OSError:  # another process finished the same conversion first: keep its copy
         if not _same_conversion(final, meta):
             raise

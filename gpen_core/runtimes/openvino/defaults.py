@@ -115,12 +115,10 @@ def default_choice(key: str, flags: set[str] | None = None) -> BackendChoice | N
     ``GPEN_OPENVINO_DEFAULTS=0`` turns these off (``auto`` then stays on torch until this machine
     has measured both): for a machine whose speed is unlike its kind's, and for the test suite,
     whose expectations must not depend on the CPU it runs on."""
-    if os.environ.get("GPEN_OPENVINO_DEFAULTS", "1") == "0":
-        return None
-    kind = cpu_kind(flags)
-    m = DEFAULTS.get(kind or "", {}).get(key)
+    m = default_measured(key, flags)
     if m is None:
         return None
+    kind = cpu_kind(flags)
     faster = "openvino" if m.openvino_s < m.torch_s else "torch"
     slow, fast = (m.torch_s, m.openvino_s) if faster == "openvino" else (m.openvino_s, m.torch_s)
     other = "torch" if faster == "openvino" else "OpenVINO"
@@ -128,3 +126,11 @@ def default_choice(key: str, flags: set[str] | None = None) -> BackendChoice | N
     reason = (f"measured faster on {KIND_NAMES[kind or '']}: {fast:.{digits}f} s vs {other} {slow:.{digits}f} s per call on an "
               f"{m.source.split(',')[0]}")
     return BackendChoice(faster, reason, "not yet measured on this machine (the hardware check measures it here)")
+
+
+def default_measured(key: str, flags: set[str] | None = None) -> Measured | None:
+    """The measurement for speed-record ``key`` on a CPU of this one's kind, or None (no entry, or
+    ``GPEN_OPENVINO_DEFAULTS=0``: see :func:`default_choice`)."""
+    if os.environ.get("GPEN_OPENVINO_DEFAULTS", "1") == "0":
+        return None
+    return DEFAULTS.get(cpu_kind(flags) or "", {}).get(key)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpen_core.errors import ResourceError
+from gpen_core.platform import durable
 from gpen_core.platform.oom import malloc_trim
 from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, compile_entry, convert_traced, require_writable, CacheKey, cache_key, cache_root, drop_mapped_pages, get_core, is_cached, save_ir,
                          unavailable_reason)
@@ -68,9 +69,8 @@ def synthetic_weights(network: str, build: BuildNet, models_dir: str | os.PathLi
     if not path.exists():
         net, _ = build(None)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        torch.save({k: v.contiguous() for k, v in net.state_dict().items()}, tmp)
-        os.replace(tmp, path)
+        with durable.replacing(path, sync=True, sweep=True) as tmp:  # flushed: a file here is reused as it is
+            torch.save({k: v.contiguous() for k, v in net.state_dict().items()}, tmp)
     return path
 
 

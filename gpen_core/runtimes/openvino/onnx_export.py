@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from gpen_core.errors import GPENError, InputError
+from gpen_core.platform import durable
 
 ExportFormat = Literal["onnx", "openvino"]
 FORMATS: tuple[str, ...] = ("onnx", "openvino")
@@ -143,9 +144,10 @@ def export_generator(
                 f"the exported {fmt} file does not reproduce the model (max |difference| {diff:.2e} > {TOLERANCE:g}); "
                 "nothing was written. Report this with the checkpoint's name."
             )
-        os.replace(tmp, out)
+        # Not flushed: one command makes it again. Its temporary keeps the suffix OpenVINO names the .bin after.
+        durable.install(tmp, out, sync=False)
         if fmt == "openvino":
-            os.replace(tmp.with_suffix(".bin"), out.with_suffix(".bin"))
+            durable.install(tmp.with_suffix(".bin"), out.with_suffix(".bin"), sync=False)
     finally:
         for leftover in (tmp, tmp.with_suffix(".bin")):
             leftover.unlink(missing_ok=True)

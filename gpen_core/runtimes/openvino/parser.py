@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpen_core.errors import GPENError, ResourceError
+from gpen_core.platform import durable
 from gpen_core.platform.oom import malloc_trim
 from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, compile_entry, convert_traced, require_writable, INSTALL_HINT, CacheKey, Precision, sha256_file, cache_root, capabilities, choose_precision, cpu_key,
                          drop_mapped_pages,
@@ -63,9 +64,8 @@ def synthetic_weights(models_dir: str | os.PathLike[str] | None = None) -> Path:
 
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(0)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        torch.save(ParseNet(**RELEASED_CONFIG).state_dict(), tmp)
-        os.replace(tmp, path)
+        with durable.replacing(path, sync=True, sweep=True) as tmp:  # flushed: a file here is reused as it is
+            torch.save(ParseNet(**RELEASED_CONFIG).state_dict(), tmp)
     return path
 
 

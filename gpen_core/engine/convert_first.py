@@ -1,0 +1,181 @@
+"""Convert before a long run: a folder or a clip whose expected work on torch outlasts converting its
+generator for OpenVINO converts it first, in a child process, then restores on OpenVINO.
+
+Why: a conversion inside a request does not fit the request's memory plan (a mode is a memory claim),
+so a folder or a clip on hand-placed weights (no ``download`` run) stayed on torch for the whole run;
+one-shot ``quality`` measured 4.47 s a face on torch against 1.65 s on OpenVINO, hours over a long clip.
+The child is the app's own preparation (:func:`gpen_core.engine.prepare.prepare_in_child`), limited to
+the run's mode; its memory is handed back when it exits, so the restore's own peak keeps to the plan.
+
+"Outlasts" is decided from figures, each labelled where it comes from: the expected work is the faces
+expected (one a photo or a frame: the faces are not known before detection) times the generator's
+seconds a face on torch (this machine's speed record, else the one measured on a CPU of its kind); the
+conversion's seconds are this machine's hardware check's, else the measured figure of
+docs/performance.md, labelled an estimate. Skipped, and said why, when the free RAM cannot hold the
+conversion's child.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from gpen_core.modes import MemoryMode
+
+# A spawned child's resident set after importing torch, before the conversion's own peak
+# (CONVERT_RAM_MEASURED is the peak above the process before it): 532 MB, docs/paste-mask.md.
+CHILD_IMPORT_RAM = 532 * 10**6
+# Seconds a first-use conversion of the generator takes where this machine has not measured one, per
+# face size: docs/performance.md, "4 strips, to_openvino" (GPEN-BFR-512 9.3 s, GPEN-BFR-256 3.4 s);
+# 1024 px: benchmarks/ov_1024.py, 112 s on 2 shared Zen 4 cores (generator.CONVERT_RAM_MEASURED's note).
+CONVERT_S_BUILT_IN = {256: 3.4, 512: 9.3, 1024: 112.0}
+BUILT_IN_SOURCE = "an estimate: measured on the project's machines, docs/performance.md"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure a decision rests on, and where it comes from (shown beside it)."""
+
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The run's generator: ``auto`` runs it on OpenVINO here, and it is not converted yet."""
+
+    model: str
+    size: int
+    dtype: str
+    ram: int  # bytes the conversion's child needs: its measured peak above the imports, plus the imports
+    ram_measured: bool  # False: the conversion's peak is estimated from the file size
+
+
+@dataclass(frozen=True)
+class ConvertFirst:
+    """What converting before the run came to. ``note``: the sentence for stderr and the results' notes
+    ("" when nothing was to convert); ``seconds``: the conversion's measured time when it ran."""
+
+    outcome: Literal["nothing to convert", "short run", "no memory", "converted", "failed"]
+    note: str = ""
+    seconds: float | None = None
+
+    @property
+    def notes(self) -> list[str]:
+        return [self.note] if self.note else []
+
+
+def pending_generator(mode: MemoryMode, models_dir: str | os.PathLike[str] | None) -> Pending | None:
+    """``mode``'s generator when ``auto`` runs it on OpenVINO on this CPU, its weights are here and it is not
+    converted yet; else None (nothing to convert first)."""
+    from gpen_core.networks.plan import choose_plan
+    from gpen_core.runtimes.openvino import generator as ov
+    from gpen_core.weights import lookup as weights
+    from gpen_core.weights.registry import REGISTRY
+
+    spec = REGISTRY.get(mode.model)
+    path = weights.locate(mode.model, models_dir=models_dir)
+    if spec is None or spec.arch is None or path is None or ov.openvino_version() is None:
+        return None
+    size, dtype = spec.arch.size, choose_plan("cpu", mode.cpu_dtype)[0].dtype
+    if ov.choose_mode_backend(mode, "auto", size, dtype, models_dir=models_dir).runtime != "openvino":
+        return None
+    precision = ov.choose_precision(dtype)[0]
+    if ov.graph_is_current(ov.cache_key(Path(path), precision), models_dir):
+        return None
+    need, measured = ov.conversion_ram(size, Path(path))
+    return Pending(mode.model, size, dtype, need + CHILD_IMPORT_RAM, measured)
+
+
+def conversion_seconds(p: Pending, models_dir: str | os.PathLike[str] | None) -> Figure:
+    """Seconds converting ``p`` takes: this machine's hardware check's measurement, else the built-in estimate."""
+    from gpen_core.engine.profile_store import load_profile
+
+    try:
+        prof = load_profile("cpu", models_dir)
+    except (OSError, ValueError):  # an unreadable store: the estimate says so instead
+        prof = None
+    rows = prof.backends.rows if prof is not None and prof.backends is not None else ()
+    for row in rows:
+        if row.model == p.model and row.convert_s:
+            return Figure(row.convert_s, f"measured on this machine ({prof.created[:10]})")  # type: ignore[union-attr]
+    return Figure(CONVERT_S_BUILT_IN.get(p.size, CONVERT_S_BUILT_IN[512] * (p.size / 512) ** 2), BUILT_IN_SOURCE)
+
+
+def torch_seconds(p: Pending, models_dir: str | os.PathLike[str] | None) -> Figure | None:
+    """The generator's seconds a face on torch: this CPU's speed record, else a CPU of its kind's; None without either."""
+    from gpen_core.runtimes.openvino import generator as ov
+    from gpen_core.runtimes.openvino.defaults import default_measured
+
+    key = ov.speed_key("gpen", p.size, p.dtype)
+    rec = ov.speed_records(models_dir).get(key)
+    if rec is not None:
+        return Figure(rec.torch_s, f"measured on this machine ({rec.measured_at[:10]})")
+    kind = default_measured(key)
+    return None if kind is None else Figure(kind.torch_s, f"measured on an {kind.source.split(',')[0]}, a CPU of this kind")
+
+
+def decide(p: Pending, faces: int, per_face: Figure | None, convert: Figure, free_ram: int) -> ConvertFirst | None:
+    """Whether to convert ``p`` before a run of ``faces`` expected faces: None to convert now, else why not."""
+    from gpen_core.platform.meter import format_bytes
+
+    if per_face is None:
+        return ConvertFirst("short run", f"{p.model} was not converted for OpenVINO before this run: this CPU has no "
+                            "measured torch time for it to weigh the run against (`python -m gpen_core profile` measures it)")
+    if faces * per_face.value <= convert.value:
+        return ConvertFirst("short run", f"{p.model} was not converted for OpenVINO before this run: its expected work "
+                            f"(~{faces} faces × {per_face.value:.2f} s on torch, {per_face.source}) is not longer than "
+                            f"the conversion (~{convert.value:.0f} s, {convert.source})")
+    if free_ram < p.ram:
+        peak = "measured" if p.ram_measured else "estimated from the file size"
+        return ConvertFirst("no memory", f"{p.model} was not converted for OpenVINO before this run: converting it in a "
+                            f"separate process needs ~{format_bytes(p.ram)} of RAM (the conversion's {peak} peak and "
+                            f"torch's imports) and {format_bytes(free_ram)} is free, so the run stays on torch; "
+                            "`python -m gpen_core download` converts it once ahead")
+    return None
+
+
+def convert_first(mode: MemoryMode, faces: int, *, models_dir: str | os.PathLike[str] | None = None,
+                  say: Callable[[str], None] = lambda line: None) -> ConvertFirst:
+    """Before a run of ``faces`` expected faces in ``mode`` under ``auto``: convert its generator for OpenVINO in
+    a child process when the expected work on torch outlasts the conversion and the child fits the free RAM.
+    ``say(line)`` is told as it starts and when it is done ("converting GPEN-BFR-512 for OpenVINO: 13 s, once")."""
+    from gpen_core.engine.budget import free_memory
+
+    p = pending_generator(mode, models_dir)
+    if p is None:
+        return ConvertFirst("nothing to convert")
+    per_face, convert = torch_seconds(p, models_dir), conversion_seconds(p, models_dir)
+    why_not = decide(p, faces, per_face, convert, free_memory("cpu").ram_bytes)
+    if why_not is not None or per_face is None:  # decide() goes ahead only with a per-face figure
+        return why_not or ConvertFirst("short run")
+    say(f"converting {p.model} for OpenVINO before the first face (~{convert.value:.0f} s, {convert.source}): the run's "
+        f"~{faces} faces × {per_face.value:.2f} s on torch ({per_face.source}) outlast it")
+    t0 = time.perf_counter()
+    failed = _in_child(mode, models_dir)
+    seconds = time.perf_counter() - t0
+    if failed:
+        return ConvertFirst("failed", f"converting {p.model} for OpenVINO before this run failed ({failed}), "
+                            "so the run stays on torch", seconds)
+    say(f"converting {p.model} for OpenVINO: {seconds:.0f} s, once")
+    return ConvertFirst("converted", f"{p.model} was converted for OpenVINO before the first face, in a separate "
+                        f"process ({seconds:.0f} s, once), because the run's expected work on torch (~{faces} faces × "
+                        f"{per_face.value:.2f} s) outlasts it, so that this run loads it on OpenVINO from the cache", seconds)
+
+
+def _in_child(mode: MemoryMode, models_dir: str | os.PathLike[str] | None) -> str:
+    """Convert ``mode``'s networks in the preparation's child process; "" when the generator is ready, else why not."""
+    from gpen_core.engine.prepare import prepare_in_child
+    from gpen_core.platform import worker
+
+    out = worker.run(prepare_in_child, os.fspath(models_dir) if models_dir else None, (mode,))
+    if not isinstance(out, worker.Done):
+        return f"the conversion's process {out.message}"
+    report = out.value
+    if any(label.startswith(mode.model) for label in report.converted + report.cached):
+        return ""
+    return "; ".join(report.failed + report.skipped) or "nothing was converted"

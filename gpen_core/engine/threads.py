@@ -1,0 +1,76 @@
+"""How many threads PyTorch runs a request or a clip with on the CPU: one rule for photos and frames.
+
+At most the mode's cap (:attr:`gpen_core.modes.MemoryMode.threads`), and at most the cores other
+programs leave free just before the work starts (:mod:`gpen_core.platform.cpu_share`: a team of
+threads waits for its slowest member at every layer, so a thread sharing a core with another
+program slows the whole team, 4x measured). A clip asks again every few seconds, as the load moves.
+The count torch had before comes back afterwards.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+
+from gpen_core.modes import MemoryMode
+from gpen_core.platform import cpu_share
+
+# How often a clip asks again: sampling costs ~5 ms; a load change is followed within this.
+RECHECK_S = 2.0
+
+
+class TorchThreads:
+    """Sets torch's intra-op threads for a block (``with``) and says, once, when other programs
+    made it run fewer (:attr:`notes`). ``refresh()`` asks again, at most every :data:`RECHECK_S`."""
+
+    def __init__(self, mode: MemoryMode, device: str) -> None:
+        self._cpu = device == "cpu"
+        self._mode = mode
+        self._before = 0
+        self._want = 0
+        self._checked = 0.0
+        self._fewest: tuple[int, int] | None = None  # (threads, others) at the busiest check
+        self.notes: list[str] = []
+
+    def __enter__(self) -> TorchThreads:
+        import torch
+
+        self._before = torch.get_num_threads()
+        self._want = self._before
+        if self._cpu and self._mode.threads:
+            self._want = min(self._want, self._mode.threads)
+        self._apply(force=True)
+        return self
+
+    def refresh(self) -> None:
+        """Follow the machine's load: ask again when :data:`RECHECK_S` has passed since the last time."""
+        if self._cpu and time.monotonic() - self._checked >= RECHECK_S:
+            self._apply(force=False)
+
+    def _apply(self, force: bool) -> None:
+        import torch
+
+        threads = self._want
+        if self._cpu and self._want > 1:
+            self._checked = time.monotonic()
+            share = cpu_share.sample()
+            if share is not None and share.free < threads:
+                threads = share.free
+                if self._fewest is None or threads < self._fewest[0]:
+                    self._fewest = (threads, share.others)
+                    self._say()
+        if force or torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+
+    def _say(self) -> None:
+        threads, others = self._fewest  # type: ignore[misc]
+        self.notes[:] = [
+            f"PyTorch ran on {threads} of {self._want} threads: other programs were keeping {others} thread"
+            f"{'s' if others != 1 else ''} busy on this machine (a team of threads waits for its slowest at every "
+            f"layer, so sharing a core slows the whole team)"]
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        import torch
+
+        if torch.get_num_threads() != self._before:
+            torch.set_num_threads(self._before)

@@ -1,0 +1,149 @@
+"""Atomic, and where it matters durable, replacement of a file: the one place gpen_core renames into place.
+
+Every write goes to a temporary name in the destination's own folder (same disk, so the rename is
+atomic) and is renamed onto the destination only when whole; a reader sees the old file or the new
+one, never half of one, and a failure leaves the destination as it was and no temporary behind.
+The temporary name is ``.NAME.PID.partial`` (:func:`partial_path`): what
+:func:`gpen_core.platform.leftovers.sweep_partials` recognises as a killed run's and removes (the next
+write with ``sweep=True`` does, for a file rewritten in a folder of few files).
+
+``sync=True`` also fsyncs the file before the rename and the folder after it, so a power cut leaves
+the old file or the new one, never an empty file under the final name. It costs a disk flush, so it is
+asked for where a loss costs a long rerun or a torn file would be trusted later:
+measurements (minutes of hardware check), plan.json and the video segments (a resume trusts them), the
+restored video (hours of work), downloaded weights and their checksum sidecars, the synthetic
+checkpoints (a file under the final name is reused as it is). It is skipped for a restored photo
+(the user re-makes it in seconds, and a batch writes thousands), for an export (one command re-makes it,
+after a check against the model) and for the OpenVINO cache (each entry records its files' sizes and a
+torn one is found, set aside and converted again).
+
+A destination that is a symbolic link is replaced, not followed: the rename swaps the folder's entry,
+so the link's target is never written (a link planted in a work folder cannot redirect a write outside
+it). The temporary is opened without following a link either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from gpen_core.platform.leftovers import sweep_partials
+
+PathLike = str | os.PathLike[str]
+
+# One writer per destination within this process: two threads writing one file would share its
+# temporary name (the pid's); the second waits, and each write stays whole.
+_writers_lock = threading.Lock()
+_writers: dict[Path, tuple[threading.Lock, int]] = {}  # temporary → (its lock, writers holding or awaiting it)
+
+
+def partial_path(dst: PathLike) -> Path:
+    """Where ``dst`` is written until whole: ``.NAME.PID.partial`` beside it (swept once this process is gone)."""
+    dst = Path(dst)
+    return dst.with_name(f".{dst.name}.{os.getpid()}.partial")
+
+
+def fsync_folder(folder: PathLike) -> None:
+    """Flush ``folder``'s entries (a rename in it) to disk; a no-op where folders cannot be opened (Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse a folder's fsync: the rename itself still happened
+        pass
+    finally:
+        os.close(fd)
+
+
+def _fsync_path(path: Path) -> None:
+    # Windows flushes only a handle opened for writing; POSIX flushes the file whichever way it is opened.
+    fd = os.open(path, (os.O_RDWR if os.name == "nt" else os.O_RDONLY) | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def install(tmp: PathLike, dst: PathLike, *, sync: bool) -> None:
+    """Rename the whole ``tmp`` (a file, or a folder) onto ``dst`` in the same folder; with ``sync``, fsync
+    ``tmp`` first and the folder after. For writers that make the file themselves (PyAV, torch.save,
+    OpenVINO, a download) under :func:`partial_path` or a name of their own; OSError as os.replace raises it."""
+    tmp, dst = Path(tmp), Path(dst)
+    if sync:
+        _fsync_path(tmp)
+    os.replace(tmp, dst)
+    if sync:
+        fsync_folder(dst.parent)
+
+
+def move_aside(path: PathLike, to: PathLike) -> None:
+    """Rename ``path`` (a file or a folder) to ``to`` on the same disk, to take it out of the way before it is
+    deleted: a reader holding its files keeps them, no new reader finds it. Nothing is flushed: it is going."""
+    os.replace(path, to)
+
+
+@contextlib.contextmanager
+def _one_writer(tmp: Path) -> Iterator[None]:
+    tmp = Path(os.path.abspath(tmp))  # one key for one file, however the caller spelled it
+    with _writers_lock:
+        lock, n = _writers.get(tmp, (threading.Lock(), 0))
+        _writers[tmp] = (lock, n + 1)
+    try:
+        with lock:
+            yield
+    finally:
+        with _writers_lock:  # forget it with its last writer: a server writes many names over its life
+            lock, n = _writers[tmp]
+            if n == 1:
+                del _writers[tmp]
+            else:
+                _writers[tmp] = (lock, n - 1)
+
+
+@contextlib.contextmanager
+def replacing(dst: PathLike, *, sync: bool, sweep: bool = False) -> Iterator[Path]:
+    """Yield the temporary path to write ``dst``'s new content to; when the block ends without an exception,
+    :func:`install` it onto ``dst``. On any exception the temporary is removed and the exception re-raised;
+    ``dst`` is never touched then. The block may write the temporary itself or hand it to a writer.
+    ``sweep``: first remove what killed writers of ``dst`` left (it lists the folder: for folders of few
+    files, not an output folder of thousands of photos)."""
+    dst = Path(dst)
+    tmp = partial_path(dst)
+    if sweep:
+        sweep_partials(dst)
+    with _one_writer(tmp):
+        if tmp.is_symlink():  # this pid's name, planted or left by a dead process: never written through
+            tmp.unlink()
+        try:
+            yield tmp
+            install(tmp, dst, sync=sync)
+        finally:
+            # Gone already when it became dst. One that cannot be removed is left to the leftovers sweep rather
+            # than hiding the error that brought us here.
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+def write_bytes(dst: PathLike, data: bytes, *, sync: bool, sweep: bool = False) -> None:
+    """Replace ``dst`` with ``data`` atomically (see :func:`replacing`)."""
+    with replacing(dst, sync=sync, sweep=sweep) as tmp:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        with os.fdopen(os.open(tmp, flags, 0o666), "wb") as f:
+            f.write(data)
+
+
+def write_text(dst: PathLike, text: str, *, sync: bool, sweep: bool = False) -> None:
+    """Replace ``dst`` with ``text`` in UTF-8 atomically (see :func:`replacing`)."""
+    write_bytes(dst, text.encode("utf-8"), sync=sync, sweep=sweep)
+
+
+def write_json(dst: PathLike, obj: Any, *, sync: bool, sweep: bool = False) -> None:
+    """Replace ``dst`` with ``obj`` as JSON (UTF-8, indented one space) atomically (see :func:`replacing`)."""
+    write_text(dst, json.dumps(obj, indent=1), sync=sync, sweep=sweep)

@@ -1,0 +1,102 @@
+"""Before ``python -m gpen_core restore`` runs a folder or a clip: how many faces it expects, in which mode,
+and the conversion for OpenVINO that a long run does first (:mod:`gpen_core.engine.convert_first`).
+
+The run's mode is the one asked, or for ``auto`` the one auto picks for the first input's size; the faces
+expected are one a photo or a frame (faces are not known before detection), so the figure is a floor.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gpen_core.engine.convert_first import ConvertFirst
+from gpen_core.errors import GPENError
+from gpen_core.modes import AUTO, MODES, MemoryMode
+
+
+def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = None) -> tuple[int, tuple[int, int]]:
+    """(frames the clip's part from ``start_s`` to ``end_s`` holds, by its header; its frame size). (0, (0, 0))
+    for a file that cannot be opened: the restore itself then says why."""
+    from gpen_core.video.probe import open_video
+
+    try:
+        container, info = open_video(path)
+    except GPENError:
+        return 0, (0, 0)
+    container.close()
+    fps = float(info.rate) if info.rate else 0.0
+    duration = info.duration_s or (info.frames / fps if fps else 0.0)
+    if not fps or not duration:
+        return info.frames, info.size
+    span = max(0.0, min(end_s if end_s is not None else duration, duration) - (start_s or 0.0))
+    return round(span * fps), info.size
+
+
+def run_mode(mode: str, device: str, size: tuple[int, int], models_dir: str | os.PathLike[str] | None) -> MemoryMode:
+    """The mode a run asked for, or the one ``auto`` picks for an input of ``size`` (width, height) now."""
+    if mode != AUTO:
+        return MODES[mode]
+    from gpen_core.engine.budget import choose
+    from gpen_core.weights import lookup as weights
+
+    present = lambda m: weights.locate(m.model, models_dir=models_dir) is not None  # noqa: E731
+    return choose(device, size if min(size) > 0 else (1024, 1024), Path(models_dir) if models_dir else None,
+                  available=present).mode
+
+
+def photo_size(path: Path) -> tuple[int, int]:
+    """A photo's (width, height) by its header; (0, 0) when it cannot be read (its restore says why)."""
+    from gpen_core.images.decode import probe_image
+
+    try:
+        return probe_image(path)[1]
+    except (GPENError, OSError):
+        return 0, 0
+
+
+def run_device(requested: str | None) -> str:
+    """The device a run uses: the one asked, else CUDA where PyTorch sees one (the Restorer's default)."""
+    if requested:
+        return requested
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def convert_before_run(args: Any, faces: int, size: tuple[int, int], say: Callable[[str], None]) -> ConvertFirst:
+    """The conversion a run of ``faces`` expected faces does first, for the CLI's ``args`` (mode, backend, model,
+    task, device, models folder): only under ``--backend auto`` on the CPU with the mode's own generator."""
+    from gpen_core.engine.convert_first import convert_first
+
+    if faces < 1 or args.backend != "auto" or args.model or args.task != "enhance":
+        return ConvertFirst("nothing to convert")
+    device = run_device(args.device)
+    if not device.startswith("cpu"):  # OpenVINO runs on the CPU only
+        return ConvertFirst("nothing to convert")
+    mode = run_mode(args.mode, device, size, args.models_dir)
+    return convert_first(mode, faces, models_dir=args.models_dir, say=say)
+
+
+def convert_before_clips(args: Any, videos: Sequence[Path], say: Callable[[str], None]) -> ConvertFirst:
+    """:func:`convert_before_run` for the clips of a run: one face a frame over the parts restored."""
+    counted = [clip_frames(v, args.start, args.end) for v in videos]
+    return convert_before_run(args, sum(n for n, _ in counted), counted[0][1] if counted else (0, 0), say)
+
+
+def convert_before_photos(args: Any, photos: Sequence[Path], say: Callable[[str], None]) -> ConvertFirst:
+    """:func:`convert_before_run` for a folder's photos: one face a photo; nothing for a single photo (it cannot
+    repay a conversion: the process ends after it)."""
+    if len(photos) < 2:
+        return ConvertFirst("nothing to convert")
+    return convert_before_run(args, len(photos), photo_size(photos[0]), say)
+
+
+def with_run_notes(result: Any, first: ConvertFirst) -> Any:
+    """A clip's result (:class:`~gpen_core.video.result.VideoResult`) with what the run did before its first frame
+    first among its notes."""
+    from dataclasses import replace
+
+    return replace(result, notes=(*first.notes, *result.notes)) if first.notes else result

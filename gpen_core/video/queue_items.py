@@ -1,0 +1,49 @@
+"""What a clip's threads hand each other in one pass (:mod:`gpen_core.video.stream`): the decode
+thread hands the main thread decoded frames, audio and where the decoder stopped; the main thread
+hands the encode thread restored frames and the audio as it came. Typed, so no reader counts
+positions in a tuple."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass(frozen=True)
+class DecodedFrame:
+    """A frame as decoded: its output pts and time (trim shift applied), upright RGB, rotation and colour tags."""
+
+    pts: int
+    time: float
+    rgb: np.ndarray
+    rotation: int
+    colour: Any
+
+
+@dataclass(frozen=True)
+class DecodeStopped:
+    """The decoder stopped: what it said. What decoded before it is written."""
+
+    detail: str
+
+
+@dataclass(frozen=True)
+class AudioItem:
+    """One audio packet copied as it is (``kind`` "packet") or one decoded audio frame to re-encode ("frame"),
+    for the writer's route ``index``."""
+
+    kind: str
+    index: int
+    data: Any
+
+
+@dataclass(frozen=True)
+class FrameToWrite:
+    """A restored frame for the encoder, with its source pts and colour tags."""
+
+    image: np.ndarray
+    pts: int
+    colour: Any

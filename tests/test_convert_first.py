@@ -1,0 +1,144 @@
+"""A long run converts first: a folder or a clip whose expected work on torch outlasts converting its generator
+converts it in a child process before the first face, says so, and restores on OpenVINO."""
+
+from __future__ import annotations
+
+import argparse
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpen_core.engine import convert_first as cf
+from gpen_core.engine import prepare
+from gpen_core.engine.model_cache import ModelCache
+from gpen_core.modes import MODES
+from gpen_core.options import RestoreOptions
+from gpen_core.presentation import cli_convert
+from gpen_core.runtimes.openvino import generator as ov_backend
+
+from .factories import low_on_openvino
+
+LOW_OV = low_on_openvino()
+GB = 10**9
+needs_openvino = pytest.mark.skipif(ov_backend.openvino_version() is None, reason="needs OpenVINO (in requirements.txt)")
+PENDING = cf.Pending("GPEN-BFR-512", 512, "float32", ram=2 * GB, ram_measured=True)
+TORCH = cf.Figure(4.47, "measured on this machine (2026-12-05)")
+CONVERT = cf.Figure(13.0, "measured on this machine (2026-12-05)")
+
+
+@pytest.fixture()
+def home(tmp_path: Path, gen256: Path) -> Path:
+    (tmp_path / "GPEN-BFR-256.pth").symlink_to(gen256)
+    return tmp_path
+
+
+def test_a_run_whose_work_outlasts_the_conversion_converts_when_the_child_fits() -> None:
+    assert cf.decide(PENDING, 3, TORCH, CONVERT, free_ram=8 * GB) is None  # 3 × 4.47 s = 13.4 s > 13 s
+
+
+def test_a_short_run_is_not_converted_first_and_says_both_figures() -> None:
+    why = cf.decide(PENDING, 2, TORCH, CONVERT, free_ram=8 * GB)  # 8.9 s of work against a 13 s conversion
+    assert why is not None and why.outcome == "short run"
+    assert "2 faces × 4.47 s on torch" in why.note and "~13 s" in why.note
+
+
+def test_a_child_that_does_not_fit_the_free_ram_is_not_started_and_says_why() -> None:
+    why = cf.decide(PENDING, 1000, TORCH, CONVERT, free_ram=1 * GB)
+    assert why is not None and why.outcome == "no memory"
+    assert "2.00 GB" in why.note and "1.00 GB is free" in why.note and "stays on torch" in why.note
+
+
+def test_nothing_is_pending_where_auto_keeps_the_generator_on_torch(home: Path) -> None:
+    assert cf.pending_generator(LOW_OV, home) is None  # no speed record, the per-kind defaults off (conftest)
+
+
+@needs_openvino
+def test_the_pending_generator_and_its_figures_are_labelled(home: Path) -> None:
+    ov_backend.record_speed(256, "float32", torch_s=0.2, openvino_s=0.1, models_dir=home, source="test")
+    p = cf.pending_generator(LOW_OV, home)
+    assert p is not None and (p.model, p.size, p.dtype) == ("GPEN-BFR-256", 256, "float32")
+    assert p.ram == 757 * 2**20 + 532 * 10**6 and p.ram_measured  # the measured peak plus torch's imports
+    per_face = cf.torch_seconds(p, home)
+    assert per_face is not None and per_face.value == 0.2 and "measured on this machine" in per_face.source
+    convert = cf.conversion_seconds(p, home)  # no hardware check here: the documented figure, called an estimate
+    assert convert.value == 3.4 and convert.source.startswith("an estimate")
+
+
+@needs_openvino
+def test_a_run_short_of_memory_starts_no_child(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ov_backend.record_speed(256, "float32", torch_s=0.2, openvino_s=0.1, models_dir=home, source="test")
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(500 * 10**6))
+    monkeypatch.setattr(cf, "_in_child", lambda *a: pytest.fail("no child where it cannot fit"))
+    out = cf.convert_first(LOW_OV, 1000, models_dir=home)
+    assert out.outcome == "no memory" and out.notes == [out.note]
+
+
+@needs_openvino
+@pytest.mark.slow  # one GPEN-BFR-256 conversion in a child process: ~10-20 s on 2 busy cores
+def test_a_long_run_converts_in_a_child_and_its_restore_loads_the_result(home: Path) -> None:
+    ov_backend.record_speed(256, "float32", torch_s=0.2, openvino_s=0.1, models_dir=home, source="test")
+    # low itself loads no OpenVINO runtime under auto: nothing is prepared for it
+    plain = prepare.convert_ahead([MODES["low"]], models_dir=home)
+    assert plain.converted == [] and plain.cached == [] and not list((home / "openvino").glob("GPEN-BFR-256-*"))
+    said: list[str] = []
+    out = cf.convert_first(LOW_OV, 100, models_dir=home, say=said.append)  # 100 × 0.2 s outlasts ~3.4 s
+    assert out.outcome == "converted", out.note
+    assert said[0].startswith("converting GPEN-BFR-256 for OpenVINO before the first face")
+    assert said[-1] == f"converting GPEN-BFR-256 for OpenVINO: {out.seconds:.0f} s, once"
+    assert "loads it on OpenVINO" in out.note and cf.pending_generator(LOW_OV, home) is None
+    # this process converted nothing: converting ahead finds the child's files, and so does a request
+    seen: list[str] = []
+    again = prepare.convert_ahead([LOW_OV], models_dir=home, progress=lambda f, m: seen.append(m))
+    assert again.converted == [] and again.cached == ["GPEN-BFR-256 (float32)"], again.lines()
+    assert any("preparing GPEN-BFR-256" in m for m in seen)
+    cache = ModelCache(home)
+    forward, _, _, _, note = cache.generator(LOW_OV, RestoreOptions(mode="low"), "cpu")
+    assert cache.backend == "openvino" and forward.convert_s is None and not (note and "converted" in note)
+
+
+def _args(**kw: object) -> argparse.Namespace:
+    base = dict(backend="auto", model=None, task="enhance", mode="low", models_dir=None, start=None, end=None, device="cpu")
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_only_auto_on_the_cpu_with_the_modes_own_generator_converts_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cf, "convert_first", lambda *a, **k: pytest.fail("not for this run"))
+    for args in (_args(backend="torch"), _args(device="cuda"), _args(model="x.pth"), _args(task="colorize")):
+        assert cli_convert.convert_before_run(args, 100, (64, 64), print).outcome == "nothing to convert"
+    assert cli_convert.convert_before_photos(_args(), [Path("one.png")], print).outcome == "nothing to convert"
+
+
+def test_a_clips_expected_frames_are_its_restored_part(tmp_path: Path) -> None:
+    import av
+
+    path = tmp_path / "c.mp4"
+    with av.open(str(path), "w") as out:  # 12 frames at 4 fps: 3 s
+        s = out.add_stream("libx264", rate=Fraction(4, 1))
+        s.width, s.height, s.pix_fmt = 64, 48, "yuv420p"
+        for i in range(12):
+            out.mux(s.encode(av.VideoFrame.from_ndarray(np.full((48, 64, 3), 20 * i, np.uint8), format="rgb24")))
+        out.mux(s.encode())
+    assert cli_convert.clip_frames(path) == (12, (64, 48))
+    assert cli_convert.clip_frames(path, 1.0, 2.5)[0] == 6
+    assert cli_convert.clip_frames(tmp_path / "missing.mp4") == (0, (0, 0))
+
+
+def test_a_clips_result_carries_what_was_done_before_its_first_frame_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpen_core.result import Peaks
+    from gpen_core.video.result import VideoResult
+
+    r = VideoResult(output="o.mp4", frames=4, fps=4.0, duration_s=1.0, size=(64, 64), mode="balanced", mode_reason="",
+                    audio="none", crf=18, seconds_per_frame=0.5, total_s=2.0, faces_per_frame_max=1,
+                    peaks=Peaks(900_000_000, 400_000_000, "vmhwm"), rotation=0, lookahead_frames=3, notes=("later",))
+    done = cf.ConvertFirst("converted", "GPEN-BFR-512 was converted for OpenVINO before the first face", 13.0)
+    assert cli_convert.with_run_notes(r, done).notes == (done.note, "later")
+    assert cli_convert.with_run_notes(r, cf.ConvertFirst("nothing to convert")) is r
+    # the clips' expected faces: one a frame over every clip of the run, planned for the first clip's frame size
+    counted: list[tuple[int, tuple[int, int]]] = []
+    monkeypatch.setattr(cli_convert, "clip_frames", lambda path, start, end: (10, (640, 360)))
+    monkeypatch.setattr(cli_convert, "convert_before_run",
+                        lambda args, faces, size, say: counted.append((faces, size)) or done)
+    assert cli_convert.convert_before_clips(_args(), [Path("a.mp4"), Path("b.mp4")], print) is done
+    assert counted == [(20, (640, 360))]
