@@ -1,14 +1,17 @@
 """Per-face latency of the GPEN forward paths on the CPU, against plain eager.
 
 Its tables: the per-face rows of docs/performance.md's perf-table (through bench.py) and the
-per-CPU forward tables under "One request per process" there.
+per-CPU forward tables under "One request per process" there; ``--sizes 1024`` docs/tasks.md's
+"OpenVINO at 1024 px" (the CPU s column).
 
     .venv/bin/python benchmarks/bench_forward.py                 # 256 and 512, 5 runs, 2 threads
     .venv/bin/python benchmarks/bench_forward.py --compile       # + torch.compile variants
     .venv/bin/python benchmarks/bench_forward.py --quick         # smoke run: 256 only, 2 runs
+    .venv/bin/python benchmarks/bench_forward.py --sizes 1024 --paths fast fast-bf16 ov ov-bf16 --runs 3 --no-memory
 
 Weights are random (``gpen_core.networks.synthetic``): time and memory do not depend on
-their values. The input is a real face from ../shared when present (else a smooth
+their values. 1024 px is GPEN's task architecture (GPEN-Colorization-1024 and
+GPEN-Inpainting-1024 share it). The input is a real face from ../shared when present (else a smooth
 synthetic one).
 
 Per size, one fresh process builds every path and times them interleaved
@@ -17,8 +20,11 @@ machine load hits every path alike; the ratio to plain eager comes from the same
 rounds. Each path then runs alone in a fresh process for its peak RSS during one
 forward (and what the forward added to it). The table gives median and min seconds
 per face, the ratio, max |Δ| and PSNR against plain eager (PSNR on the raw float
-outputs over GPEN's [-1, 1] range), the memory, and the first call's seconds
-(compile included for compiled paths).
+outputs over GPEN's [-1, 1] range), the memory, the first call's seconds
+(compile included for compiled paths), and the process's CPU seconds per call (all its
+threads, median: on a shared machine the figure that compares). With OpenVINO paths the
+conversion runs first in a process of its own, which reports its seconds and peak RSS
+(``VmHWM``: what a first ``auto`` request on OpenVINO adds).
 
 Paths:
   plain         our arch with the official generic FIR (``set_fir_impl(m, "native")``), eager float32: the reference
@@ -50,7 +56,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MODELS = {256: "GPEN-BFR-256", 512: "GPEN-BFR-512"}
+MODELS = {256: "GPEN-BFR-256", 512: "GPEN-BFR-512", 1024: "GPEN-Colorization-1024"}
 PATHS = ("plain", "depthwise", "fast", "fast-bf16", "fast-compile", "fast-bf16-compile", "ov", "ov-bf16")
 OV_CACHE_ENV = "GPEN_BENCH_OV_CACHE"  # the run's conversion cache, shared by its worker processes
 
@@ -130,13 +136,23 @@ def time_worker(size: int, paths: list[str], runs: int, threads: int, out: Path)
         fwds[path] = (fwd, x)
         outputs[path] = y.float().cpu()
     times: dict[str, list[float]] = {p: [] for p in paths}
+    cpu: dict[str, list[float]] = {p: [] for p in paths}
     for _ in range(runs):
         for path, (fwd, x) in fwds.items():
-            t = time.perf_counter()
+            c, t = time.process_time(), time.perf_counter()
             fwd(x)
             times[path].append(time.perf_counter() - t)
+            cpu[path].append(time.process_time() - c)
     torch.save(outputs, out.with_suffix(".pt"))
-    out.write_text(json.dumps({"times": times, "first_s": first}))
+    out.write_text(json.dumps({"times": times, "cpu": cpu, "first_s": first}))
+
+
+def convert_worker(size: int, out: Path) -> None:
+    """The OpenVINO conversion (and float32 compile) of the random-weight checkpoint, alone in a
+    fresh process: its seconds and the process's peak RSS (``VmHWM``)."""
+    fwd, _ = _forward("ov", size)
+    hwm = next(int(line.split()[1]) * 1024 for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmHWM:"))
+    out.write_text(json.dumps({"convert_s": fwd.convert_s, "load_s": fwd.load_s, "peak_rss": hwm}))
 
 
 def memory_worker(size: int, path: str, threads: int, out: Path) -> None:
@@ -237,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record", action="store_true", help="store fast-vs-ov seconds for this CPU in the models folder (read by --backend auto)")
     ap.add_argument("--time-worker", nargs="+", metavar="SIZE PATH", help=argparse.SUPPRESS)
     ap.add_argument("--memory-worker", nargs=2, metavar=("SIZE", "PATH"), help=argparse.SUPPRESS)
+    ap.add_argument("--convert-worker", type=int, metavar="SIZE", help=argparse.SUPPRESS)
     ap.add_argument("--no-memory", action="store_true", help="skip the per-path peak-RSS processes")
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -246,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.memory_worker:
         memory_worker(int(args.memory_worker[0]), args.memory_worker[1], args.threads, args.out)
+        return 0
+    if args.convert_worker:
+        convert_worker(args.convert_worker, args.out)
         return 0
 
     from gpen_core.networks.plan import cpu_features
@@ -282,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     header = (
         f"{'size':>4}  {'path':<18} {'median s':>9} {'min s':>8} {'x plain':>8} {'max|Δ|':>9} {'PSNR dB':>8} "
-        f"{'peak RSS':>9} {'fwd +RSS':>9} {'1st call s':>10}"
+        f"{'peak RSS':>9} {'fwd +RSS':>9} {'1st call s':>10} {'CPU s':>7}"
     )
     print(header)
     print("-" * len(header))
@@ -292,6 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpen-bench-") as tmp:
         for size in args.sizes:
             load0 = os.getloadavg()[0]
+            if any(p.startswith("ov") for p in paths):
+                c = _run(["--convert-worker", str(size)], env, Path(tmp) / f"convert_{size}.json")
+                print(f"{size:>4}  OpenVINO conversion in a fresh process: " + (f"{c['convert_s']:.1f} s, compile {c['load_s']:.1f} s, "
+                      f"peak RSS {c['peak_rss'] / 2**20:.0f} MiB" if "peak_rss" in c else f"failed: {c['error']}"), flush=True)
             out = Path(tmp) / f"time_{size}.json"
             r = _run(["--time-worker", str(size), *paths, "--runs", str(args.runs), "--threads", str(args.threads)], env, out)
             if "error" in r:
@@ -307,11 +331,12 @@ def main(argv: list[str] | None = None) -> int:
                 rss = f"{mem['peak_rss'] / 1e6:>7.0f}MB {mem['fwd_rss'] / 1e6:>7.0f}MB" if "peak_rss" in mem else f"{'n/a':>9} {'n/a':>9}"
                 print(
                     f"{size:>4}  {path:<18} {med:>9.3f} {best:>8.3f} {base / med:>7.2f}x {dev:>9.2e} {psnr:>8.1f} "
-                    f"{rss} {r['first_s'][path]:>10.2f}",
+                    f"{rss} {r['first_s'][path]:>10.2f} {statistics.median(r['cpu'][path]):>7.2f}",
                     flush=True,
                 )
                 results.append(
                     {"size": size, "path": path, "median_s": med, "min_s": best, "times": ts, "ratio": base / med,
+                     "cpu_median_s": statistics.median(r["cpu"][path]),
                      "max_abs_dev": dev, "psnr_db": psnr, "first_s": r["first_s"][path], **mem}
                 )
             print(f"{'':>4}  (load average {load0:.2f} before, {os.getloadavg()[0]:.2f} after)")
