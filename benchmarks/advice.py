@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         path = advice.save_report(report)
         print(f"saved for the app: {path}", file=sys.stderr)
     if args.readme:
-        from readme_block import replace_block
+        from bench import replace_block  # the docs' block writer (benchmarks/ is this script's folder, on sys.path)
 
         written = replace_block("advice-table", table)
         print(f"{written} updated", file=sys.stderr)

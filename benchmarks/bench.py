@@ -1,10 +1,15 @@
-"""The performance table of docs/performance.md: every speed and memory target, measured on this machine.
+"""The generated tables of the docs: docs/performance.md's perf-table (every speed and memory target,
+measured on this machine), the README's modes-table and tasks-table (``--modes-table``), the soak
+(``--soak``), and the writer every table script here uses for its block (``replace_block``).
 
     .venv/bin/python benchmarks/bench.py                # forward paths, whole requests, cold start
-    .venv/bin/python benchmarks/bench.py --soak --readme  # + 200 requests (soak.py); rewrite docs/performance.md's perf-table block
+    .venv/bin/python benchmarks/bench.py --soak --readme  # + 200 requests (the soak); rewrite docs/performance.md's perf-table block
     .venv/bin/python benchmarks/bench.py --record       # also store torch-vs-OpenVINO speeds for `--backend auto`
     .venv/bin/python benchmarks/bench.py --quick        # smoke run: 256 only, 2 runs, low mode, no cold start
     .venv/bin/python benchmarks/bench.py --refusals     # only: how fast bad input and missing weights are refused
+    .venv/bin/python benchmarks/bench.py --soak-only [--soak-n 60] [--json soak.json]   # only the soak
+    .venv/bin/python benchmarks/bench.py --modes-table --synthetic [--readme]  # only: the README's modes and tasks tables
+    .venv/bin/python benchmarks/bench.py --modes-table --from profile.json     # the same from a saved / shared profile
 
 About 10 minutes on a quiet 2-core machine (+4 with ``--soak``), the first OpenVINO
 conversions included; run it on a quiet machine: every figure is a wall-clock median.
@@ -32,20 +37,31 @@ It runs the measurements that have their own scripts, each in fresh processes:
   highest of their lifetime peaks, beside the peak of a process that keeps its networks;
 - the cold start: ``python app.py`` launched with a GPEN-BFR-512 file in the models
   folder, then one restore through ``gradio_client``, timed from the launch;
-- with ``--soak``: ``soak.py`` (200 requests, RSS growth after the first 10).
+- with ``--soak``: the soak (200 requests, RSS growth after the first 10; see ``soak_run``), in a
+  fresh process (``--soak-only``).
 
 Generator weights are random (the exact architectures: time and memory do not depend
 on the values). It prints each part's own table, then one table of targets and what
 was measured (the CPU model and its features in the caption: the targets differ per
 CPU class, AMX / AVX-512 BF16 / neither), judged on the fresh install with the checked
 figure beside, and a per-mode table of both, which is what ``--readme`` writes into docs/performance.md.
+
+``--modes-table`` runs :func:`gpen_core.hwcheck.runner.run_profile` (or loads a JSON written by
+``python -m gpen_core profile --json PATH`` or the models folder's ``profile.json``) and prints
+markdown: one row per mode with what it trades, its peaks above the idle process over the standard
+workloads, seconds per face, and under the table the machine and the command line that made it; then
+a second table, GPEN's other tasks (colorize, inpaint, seg2face) per mode (the README's ``tasks-table``
+block). Measuring here does not overwrite the models folder's ``profile.json`` unless ``--save`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
+import platform
+import re
 import shlex
 import socket
 import statistics
@@ -54,8 +70,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -63,10 +81,55 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_forward  # noqa: E402
 import bench_request  # noqa: E402
-import soak as soak_script  # noqa: E402
-from readme_block import replace_block  # noqa: E402
+from gpen_core.modes import MODES  # noqa: E402
+from gpen_core.platform.meter import current_rss, format_bytes  # noqa: E402
 
 COLD_START_EXAMPLE = ROOT / "examples" / "astronaut_blur_noise.jpg"
+
+
+# ------------------------------------------------------------ the docs' generated blocks
+# The text between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``. Each block lives in one file;
+# ``BLOCKS`` says which, so a generator names the block and never a path. The README keeps what a
+# user needs first (the modes table); the measured detail lives under ``docs/``.
+
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+
+BLOCKS: dict[str, Path] = {
+    "modes-table": README,  # bench.py --modes-table
+    "tasks-table": README,  # bench.py --modes-table (GPEN's other tasks, under the modes table)
+    "perf-table": DOCS / "performance.md",  # bench.py (and its GPU row: benchmarks/gpu_check.py)
+    "advice-table": DOCS / "advice.md",  # benchmarks/advice.py
+    "upscale-table": DOCS / "upscaling.md",  # benchmarks/bench_upscale.py
+}
+
+
+def block_path(name: str) -> Path:
+    """The file that holds block ``name``."""
+    return BLOCKS[name]
+
+
+def require_blocks(names: list[str]) -> None:
+    """SystemExit naming every block of ``names`` whose markers its file lacks (check before writing any)."""
+    missing = [f"<!-- {n}:start --> … <!-- {n}:end --> in {block_path(n)}" for n in names
+               if not all(f"<!-- {n}:{e} -->" in block_path(n).read_text(encoding="utf-8") for e in ("start", "end"))]
+    if missing:
+        raise SystemExit("add these markers first: " + "; ".join(missing))
+
+
+def replace_block(name: str, body: str, path: Path | None = None) -> Path:
+    """Put ``body`` between the ``name`` markers of ``path`` (default: the block's file); return that file.
+
+    SystemExit when the markers are missing.
+    """
+    path = path or block_path(name)
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    text = path.read_text(encoding="utf-8")
+    if start not in text or end not in text:
+        raise SystemExit(f"{path} has no {start} … {end} block to replace")
+    path.write_text(re.sub(re.escape(start) + r".*?" + re.escape(end), lambda _: f"{start}\n{body}\n{end}", text, flags=re.S),
+                    encoding="utf-8")
+    return path
 
 
 @dataclass(frozen=True)
@@ -133,15 +196,184 @@ def cold_start(mode: str = "balanced", timeout_s: float = 300.0) -> dict[str, fl
 
 
 # ----------------------------------------------------------------------- soak
+# Many sequential restores through one engine: does resident memory keep growing? Its figures: the
+# soak row of the perf-table (``--soak``); alone: ``--soak-only``.
+#
+# A server keeps one :class:`~gpen_core.restorer.Restorer` for its whole life, so a
+# small leak per request becomes an out-of-memory after a day. The soak makes the
+# same kind of setup the tests use, by itself, in a temporary models folder:
+#
+# - the mode's generator with random weights of its exact architecture, saved under
+#   the registry's file name (so it is resolved and loaded like the real file);
+# - the real RetinaFace detector from ``../shared/weights`` when it is there (the
+#   example photo's face is then really detected). Without it the engine runs with
+#   ``synthetic_weights=True`` (the detector network still runs, with random weights)
+#   and a fixed face box is given with ``detections=``.
+#
+# The folder is written by a child process, so the soak process holds only what the
+# engine holds (making 75 MB of random weights leaves ~250 MB of allocator pools behind).
+#
+# It then restores the same photo (a file path: decode, detect, restore, paste,
+# encode every time) ``--soak-n`` times, one after another in one worker thread, as the app's
+# queue runs them (``--soak-main-thread``: in the main thread, as the CLI does; glibc and
+# OpenMP keep per-thread state, so the two can differ), records the process's RSS after each request and
+# the meter's peak during it, and prints a small table and the growth after the
+# warm-up: the highest RSS of the last 10 requests minus the highest of the first 10
+# (the first requests fill caches and allocator pools; the target is ≤ 50 MB). Highest
+# of a window, not one request's value: glibc keeps or returns a request's ~50 MB of
+# buffers from one request to the next, so RSS after a single request flips between two
+# levels; a leak raises both. The least-squares trend after request 10 is printed too.
+# Exit status 1 when the growth is over ``--soak-target-mb``.
+
+SHARED_WEIGHTS = Path(os.environ.get("GPEN_SHARED", ROOT.parent / "shared")) / "weights"
+SOAK_INPUT = ROOT / "examples" / "astronaut_low_resolution.jpg"
+WARM_UP = 10  # growth is measured from the end of this request on
+
+
+def soak_models_dir(folder: Path, mode_name: str) -> tuple[bool, str]:
+    """Fill ``folder`` for ``mode_name``: random generator, real detector if ../shared has it.
+
+    Returns (real detector present, one line describing the setup).
+    """
+    import torch
+
+    from gpen_core.options import DETECTOR_WEIGHTS
+    from gpen_core.networks.synthetic import random_state_dict
+    from gpen_core.weights.lookup import REGISTRY
+
+    mode = MODES[mode_name]
+    gen = REGISTRY[mode.model]
+    torch.save(random_state_dict(gen.arch, seed=0), folder / gen.filename)
+    det = REGISTRY[DETECTOR_WEIGHTS[mode.detector]]
+    source = SHARED_WEIGHTS / det.filename
+    if source.is_file():
+        (folder / det.filename).symlink_to(source)
+        return True, f"random-weights {mode.model} + real {mode.detector} detector ({source})"
+    return False, f"random-weights {mode.model} + synthetic {mode.detector} detector with a given face box ({source} not found)"
+
+
+def central_face(path: Path) -> list[Any]:
+    """One template detection on the middle half of the photo (cost is what matters, not the face)."""
+    from gpen_core.images.decode import decode_image
+    from gpen_core.hwcheck.workloads import template_detection
+
+    w, h = decode_image(path).size
+    side = min(w, h) // 2
+    x0, y0 = (w - side) // 2, (h - side) // 2
+    return [template_detection((x0, y0, x0 + side, y0 + side))]
+
+
+def soak_run(n: int, mode_name: str, image: Path, *, main_thread: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Run ``n`` sequential restores of ``image`` in a fresh engine; the per-request figures and a summary.
+
+    Requests run one at a time in a single worker thread (``main_thread``: in this thread).
+    """
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+
+    with tempfile.TemporaryDirectory(prefix="gpen-soak-") as tmp:
+        folder = Path(tmp)
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            real_detector, setup = pool.apply(soak_models_dir, (folder, mode_name))
+        restorer = Restorer(models_dir=folder, device="cpu", synthetic_weights=not real_detector)
+        given = None if real_detector else central_face(image)
+        options = RestoreOptions(mode=mode_name)
+        rss_start = current_rss()
+        rows: list[dict[str, Any]] = []
+        worker = ThreadPoolExecutor(1, thread_name_prefix="soak-worker")
+        t_all = time.perf_counter()
+        for i in range(1, n + 1):
+            if main_thread:
+                res = restorer(str(image), options, detections=given)
+            else:
+                res = worker.submit(restorer, str(image), options, detections=given).result()
+            rows.append({
+                "request": i,
+                "rss_after_bytes": current_rss(),
+                "peak_rss_bytes": res.peaks.rss_bytes,
+                "baseline_rss_bytes": res.peaks.baseline_rss_bytes,
+                "total_s": round(res.timings.total_s, 4),
+                "faces": len(res.faces),
+            })  # fmt: skip
+            if progress:
+                print(f"\r{i}/{n} RSS {format_bytes(rows[-1]['rss_after_bytes'])}", end="", file=sys.stderr, flush=True)
+        if progress:
+            print(file=sys.stderr)
+        wall = time.perf_counter() - t_all
+        worker.shutdown()
+    return {"setup": setup, "mode": mode_name, "input": str(image), "n": n, "rss_start_bytes": rss_start,
+            "thread": "main" if main_thread else "one worker thread",
+            "wall_s": round(wall, 2), "requests": rows, "summary": soak_summary(rows)}  # fmt: skip
+
+
+def soak_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Growth after the warm-up (highest RSS of the last 10 minus highest of the first 10, and the
+    worst single point after the warm-up), plus the per-request trend."""
+    rss = [r["rss_after_bytes"] for r in rows]
+    ref = max(rss[:WARM_UP])
+    after = rss[WARM_UP:] or rss[-1:]
+    # Least-squares slope over the requests after the warm-up: a leak shows as a steady climb.
+    xs = list(range(len(after)))
+    mx, my = sum(xs) / len(xs), sum(after) / len(after)
+    var = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, after)) / var if var else 0.0
+    totals = sorted(r["total_s"] for r in rows)
+    return {
+        "rss_after_first_bytes": rss[0],
+        "rss_max_first_10_bytes": ref,
+        "rss_max_last_10_bytes": max(rss[-WARM_UP:]),
+        "rss_end_bytes": rss[-1],
+        "growth_after_warm_up_bytes": max(rss[-WARM_UP:]) - ref,
+        "worst_growth_after_warm_up_bytes": max(after) - ref,
+        "slope_bytes_per_request": round(slope),
+        "peak_rss_max_bytes": max(r["peak_rss_bytes"] for r in rows),
+        "median_total_s": totals[len(totals) // 2],
+        "faces": sorted({r["faces"] for r in rows}),
+    }
+
+
+def soak_table(rows: list[dict[str, Any]], lines: int = 10) -> str:
+    """Markdown rows at request 1, 10 and evenly spaced to the end."""
+    n = len(rows)
+    picks = sorted({1, min(WARM_UP, n), n, *(round(1 + k * (n - 1) / (lines - 1)) for k in range(lines))})
+    out = ["| request | RSS after | peak during | seconds |", "|---:|---:|---:|---:|"]
+    for i in picks:
+        r = rows[i - 1]
+        out.append(f"| {i} | {format_bytes(r['rss_after_bytes'])} | {format_bytes(r['peak_rss_bytes'])} | {r['total_s']:.2f} |")
+    return "\n".join(out)
+
+
+def soak_main(args: argparse.Namespace, command: str) -> int:
+    """``--soak-only``: the soak in this process, its table and verdict; exit status 1 when the growth is over the target."""
+    out = soak_run(args.soak_n, args.soak_mode, args.soak_input, main_thread=args.soak_main_thread)
+    s = out["summary"]
+    growth = s["growth_after_warm_up_bytes"]
+    ok = growth <= args.soak_target_mb * 1e6
+    out |= {"command": command, "target_bytes": int(args.soak_target_mb * 1e6), "passed": ok,
+            "machine": {"cpus": os.cpu_count(), "load_avg": os.getloadavg(), "python": platform.python_version(), "platform": platform.platform()}}  # fmt: skip
+    print(f"Soak: {args.soak_n} requests, mode {args.soak_mode}, {out['setup']}; input {args.soak_input.name}; "
+          f"{out['thread']}; {out['wall_s']:.0f} s wall, "
+          f"median {s['median_total_s']:.2f} s a request, faces {s['faces']}")
+    print(soak_table(out["requests"]))
+    print(f"\nRSS before the first request {format_bytes(out['rss_start_bytes'])}, after it {format_bytes(s['rss_after_first_bytes'])}; "
+          f"highest of requests 1-{WARM_UP} {format_bytes(s['rss_max_first_10_bytes'])}, of the last {WARM_UP} "
+          f"{format_bytes(s['rss_max_last_10_bytes'])}; at the end {format_bytes(s['rss_end_bytes'])}")
+    print(f"Growth after request {WARM_UP}: {growth / 1e6:+.1f} MB (worst single point {s['worst_growth_after_warm_up_bytes'] / 1e6:+.1f} MB, "
+          f"trend {s['slope_bytes_per_request'] / 1e3:+.1f} kB a request); target ≤ {args.soak_target_mb:.0f} MB: {'PASS' if ok else 'FAIL'}")
+    print(f"Generated by `{command}`.")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0 if ok else 1
 
 
 def soak(n: int) -> dict[str, float]:
+    """The soak of ``n`` requests in a fresh process (``--soak-only``): its summary."""
     with tempfile.TemporaryDirectory(prefix="gpen-soak-") as tmp:
         out = Path(tmp) / "soak.json"
-        proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--n", str(n), "--json", str(out)], text=True, capture_output=True)
+        proc = subprocess.run([sys.executable, __file__, "--soak-only", "--soak-n", str(n), "--json", str(out)], text=True, capture_output=True)
         print(proc.stdout)
         if not out.exists():
-            raise RuntimeError(f"soak.py failed: {proc.stderr[-500:]}")
+            raise RuntimeError(f"the soak failed: {proc.stderr[-500:]}")
         data = json.loads(out.read_text())
         return data["summary"] | {"requests": len(data["requests"])}
 
@@ -515,25 +747,137 @@ def refusal_table(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+# ------------------------------------------------------------ --modes-table: the README's tables
+
+
+def modes_table(p: Any, command: str) -> str:
+    """The README's modes table for the profile ``p``, with the command that produced it and the machine underneath."""
+    from gpen_core.engine import profile_records as records
+    from gpen_core.hwcheck import report
+
+    lines = [
+        "| mode | what it trades | peak RAM | peak VRAM (reserved) | seconds per face | dtype here |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, mode in MODES.items():
+        m = p.modes.get(name)
+        if m is None:
+            continue
+        vram = "n/a" if m.peak_vram_reserved_bytes is None else format_bytes(m.peak_vram_reserved_bytes)
+        spf = "n/a" if m.seconds_per_face is None else f"{m.seconds_per_face:.2f}"
+        lines.append(f"| `{name}` | {mode.hint} | {format_bytes(m.peak_ram_bytes)} | {vram} | {spf} | {m.dtype} |")
+    workloads = "; ".join(w["label"] for w in p.workloads)
+    lines += [
+        "",
+        f"Peaks are above the idle process, the worst of: {workloads}. "
+        f"Measured on {report.machine_line(p)}, {p.created}"
+        + (f"; {records.SYNTHETIC_NOTE}" if p.synthetic else "")
+        + ".",
+        f"Generated by `{command}`" + (f" (profile made by `{p.command}`)" if p.command and p.command not in command else "") + ".",
+    ]
+    return "\n".join(lines)
+
+
+def tasks_readme_table(p: Any) -> str:
+    """The README's second table: GPEN's other tasks in each mode, from the same profile ("" when it has none)."""
+    from gpen_core.engine import profile_records as records
+    from gpen_core.hwcheck import report
+
+    table = report.tasks_table(p, fits=False)
+    if not table:
+        return ""
+    return "\n".join([
+        table,
+        "",
+        "Each cell: peak above the idle process · seconds per face · dtype, a first request (loading included) of "
+        "the task's workload" + (" in a fresh process" if p.isolated else "") + ", measured by the same check as the table above"
+        + (f" ({records.SYNTHETIC_NOTE})" if any(t.weights == "synthetic" for t in p.tasks) else "")
+        + ". `refused`: the engine has no plan for that task in that mode and says which modes to use "
+        "([docs/tasks.md](docs/tasks.md)). `auto` reads these peaks for the tasks.",
+    ])
+
+
+def modes_table_main(args: argparse.Namespace, command: str) -> int:
+    """``--modes-table``: measure (or load) a hardware profile; print, and with ``--readme`` write, the README's tables."""
+    from gpen_core.engine import profile_store
+    from gpen_core.hwcheck import runner
+
+    if args.source:
+        p = profile_store.load_json(args.source, device=args.device)
+    else:
+        p = runner.run_profile(
+            modes=args.modes,
+            models_dir=args.models_dir,
+            progress=lambda f, d: print(f"\r[{100 * f:5.1f}%] {d[:90]:<90}", end="\n" if f >= 1 else "", file=sys.stderr, flush=True),
+            synthetic=True if args.synthetic else None,
+            device=args.device,
+            save=args.save,
+            command=command,
+            tasks=False if args.no_tasks else None,
+        )
+    table = modes_table(p, command)
+    tasks = tasks_readme_table(p)
+    print(table + (f"\n\n{tasks}" if tasks else ""))
+    if args.readme:
+        require_blocks(["modes-table", "tasks-table"] if tasks else ["modes-table"])  # both or neither
+        replace_block("modes-table", table)
+        if tasks:
+            replace_block("tasks-table", tasks)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5, help="timed runs per path / mode after a warm-up (median reported)")
-    ap.add_argument("--soak", action="store_true", help="also run 200 sequential requests (benchmarks/soak.py)")
+    ap.add_argument("--soak", action="store_true", help="also run --soak-n sequential requests (the soak) in a fresh process")
     ap.add_argument("--quick", action="store_true", help="smoke run: 256 only, 2 runs, low mode, no cold start")
-    ap.add_argument("--readme", action="store_true", help="write the targets table into docs/performance.md")
+    ap.add_argument("--readme", action="store_true", help="write the table into its block: docs/performance.md's perf-table "
+                    "(with --modes-table: the README's modes-table and tasks-table)")
     ap.add_argument("--json", type=Path, help="also write everything measured here")
     ap.add_argument("--record", action="store_true", help="store this CPU's torch-vs-OpenVINO speeds in the models folder (used by --backend auto)")
     ap.add_argument("--refusals", action="store_true", help="only how fast bad input and missing weights are refused: "
                     "a table, a target per row (exit 1 when one misses); --runs defaults to 3 here")
+    soak_args = ap.add_argument_group("the soak", "many sequential restores through one engine: does RSS keep growing?")
+    soak_args.add_argument("--soak-only", action="store_true", help="only the soak, in this process (exit 1 when the growth is over the target)")
+    soak_args.add_argument("--soak-n", type=int, default=200, help="number of sequential requests (default 200)")
+    soak_args.add_argument("--soak-mode", default="low", choices=tuple(MODES), help="memory mode (default low)")
+    soak_args.add_argument("--soak-input", type=Path, default=SOAK_INPUT, help="photo restored every time (default: the smallest example)")
+    soak_args.add_argument("--soak-main-thread", action="store_true", help="run the requests in the main thread (default: one worker thread, as the app)")
+    soak_args.add_argument("--soak-target-mb", type=float, default=50.0, help="allowed RSS growth after request 10, MB (default 50)")
+    prof = ap.add_argument_group("--modes-table", "the README's memory-modes table (and GPEN's other tasks) from a hardware profile")
+    prof.add_argument("--modes-table", action="store_true", help="only these tables (--readme: write them into README.md)")
+    prof.add_argument("--from", dest="source", metavar="PATH", help="load this profile JSON instead of measuring")
+    prof.add_argument("--modes", nargs="+", choices=tuple(MODES), help="modes to measure (default: all)")
+    prof.add_argument("--synthetic", action="store_true", help="random weights even when real ones are present")
+    prof.add_argument("--models-dir", help="models folder (default: $GPEN_HOME or ~/.cache/gpen)")
+    prof.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    prof.add_argument("--save", action="store_true", help="also save the measured profile for `auto`")
+    prof.add_argument("--no-tasks", action="store_true", help="skip GPEN's other tasks (colorize, inpaint, seg2face)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _parser()
     args = ap.parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    command = "python benchmarks/bench.py" + "".join(" " + shlex.quote(a) for a in given)
     if args.refusals:
-        rows = refusal_rows(args.runs if "--runs" in (sys.argv[1:] if argv is None else argv) else 3)
+        rows = refusal_rows(args.runs if "--runs" in given else 3)
         print(refusal_table(rows))
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1))
         return 0 if all(r["ok"] for r in rows) else 1
-    command = "python benchmarks/bench.py" + "".join(" " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    if args.soak_only:
+        if args.soak_n < WARM_UP + 1:
+            ap.error(f"--soak-n must be more than the {WARM_UP} warm-up requests")
+        return soak_main(args, command)
+    if args.modes_table:
+        return modes_table_main(args, command)
+    return perf_main(args, command)
 
+
+def perf_main(args: argparse.Namespace, command: str) -> int:
+    """The perf-table: forward paths, whole requests (fresh install and after the check), cold start, the soak."""
     with tempfile.TemporaryDirectory(prefix="gpen-bench-all-") as tmp:
         fj = Path(tmp) / "forward.json"
         runs = str(2 if args.quick else args.runs)
@@ -571,7 +915,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n## Cold start\n", flush=True)
         cold = cold_start()
         print(json.dumps(cold))
-    soaked = soak(200) if args.soak else None
+    soaked = soak(args.soak_n) if args.soak else None
 
     rows = targets(forward["results"], request, cold, soaked, cpu_class(), fresh, fresh_request, one_shot)
     table = format_report(rows, forward["results"], request, command, forward["machine"].split("; load average")[0],

@@ -1,14 +1,19 @@
 """Per-face latency of the GPEN forward paths on the CPU, against plain eager.
 
 Its tables: the per-face rows of docs/performance.md's perf-table (through bench.py) and the
-per-CPU forward tables under "One request per process" there.
+per-CPU forward tables under "One request per process" there; ``--sizes 1024`` docs/tasks.md's
+"OpenVINO at 1024 px" (the CPU s column); ``--layers`` docs/performance.md's "Where balanced's
+time goes on the Intel Xeon with AMX".
 
     .venv/bin/python benchmarks/bench_forward.py                 # 256 and 512, 5 runs, 2 threads
     .venv/bin/python benchmarks/bench_forward.py --compile       # + torch.compile variants
     .venv/bin/python benchmarks/bench_forward.py --quick         # smoke run: 256 only, 2 runs
+    .venv/bin/python benchmarks/bench_forward.py --sizes 1024 --paths fast fast-bf16 ov ov-bf16 --runs 3 --no-memory
+    .venv/bin/python benchmarks/bench_forward.py --layers --sizes 512 --runs 5   # where OpenVINO's time goes, per layer
 
 Weights are random (``gpen_core.networks.synthetic``): time and memory do not depend on
-their values. The input is a real face from ../shared when present (else a smooth
+their values. 1024 px is GPEN's task architecture (GPEN-Colorization-1024 and
+GPEN-Inpainting-1024 share it). The input is a real face from ../shared when present (else a smooth
 synthetic one).
 
 Per size, one fresh process builds every path and times them interleaved
@@ -17,8 +22,11 @@ machine load hits every path alike; the ratio to plain eager comes from the same
 rounds. Each path then runs alone in a fresh process for its peak RSS during one
 forward (and what the forward added to it). The table gives median and min seconds
 per face, the ratio, max |Δ| and PSNR against plain eager (PSNR on the raw float
-outputs over GPEN's [-1, 1] range), the memory, and the first call's seconds
-(compile included for compiled paths).
+outputs over GPEN's [-1, 1] range), the memory, the first call's seconds
+(compile included for compiled paths), and the process's CPU seconds per call (all its
+threads, median: on a shared machine the figure that compares). With OpenVINO paths the
+conversion runs first in a process of its own, which reports its seconds and peak RSS
+(``VmHWM``: what a first ``auto`` request on OpenVINO adds).
 
 Paths:
   plain         our arch with the official generic FIR (``set_fir_impl(m, "native")``), eager float32: the reference
@@ -49,8 +57,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # matmul_peak, for --layers
 
-MODELS = {256: "GPEN-BFR-256", 512: "GPEN-BFR-512"}
+MODELS = {256: "GPEN-BFR-256", 512: "GPEN-BFR-512", 1024: "GPEN-Colorization-1024"}
 PATHS = ("plain", "depthwise", "fast", "fast-bf16", "fast-compile", "fast-bf16-compile", "ov", "ov-bf16")
 OV_CACHE_ENV = "GPEN_BENCH_OV_CACHE"  # the run's conversion cache, shared by its worker processes
 
@@ -130,13 +139,23 @@ def time_worker(size: int, paths: list[str], runs: int, threads: int, out: Path)
         fwds[path] = (fwd, x)
         outputs[path] = y.float().cpu()
     times: dict[str, list[float]] = {p: [] for p in paths}
+    cpu: dict[str, list[float]] = {p: [] for p in paths}
     for _ in range(runs):
         for path, (fwd, x) in fwds.items():
-            t = time.perf_counter()
+            c, t = time.process_time(), time.perf_counter()
             fwd(x)
             times[path].append(time.perf_counter() - t)
+            cpu[path].append(time.process_time() - c)
     torch.save(outputs, out.with_suffix(".pt"))
-    out.write_text(json.dumps({"times": times, "first_s": first}))
+    out.write_text(json.dumps({"times": times, "cpu": cpu, "first_s": first}))
+
+
+def convert_worker(size: int, out: Path) -> None:
+    """The OpenVINO conversion (and float32 compile) of the random-weight checkpoint, alone in a
+    fresh process: its seconds and the process's peak RSS (``VmHWM``)."""
+    fwd, _ = _forward("ov", size)
+    hwm = next(int(line.split()[1]) * 1024 for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmHWM:"))
+    out.write_text(json.dumps({"convert_s": fwd.convert_s, "load_s": fwd.load_s, "peak_rss": hwm}))
 
 
 def memory_worker(size: int, path: str, threads: int, out: Path) -> None:
@@ -223,6 +242,177 @@ def _machine(threads: int) -> str:
     )
 
 
+# --------------------------------------------------------------------- --layers: where the OpenVINO time goes
+
+# Each node of the compiled graph goes into a group by its runtime kind, the modules it came from
+# and its shapes (layer_group); these are the kinds that only move or combine values.
+ELTWISE_KINDS = ("Subgraph", "Eltwise")
+COPY_KINDS = ("Concatenation", "Split", "StridedSlice", "Transpose", "Slice", "VariadicSplit", "Crop", "Gather")
+# The groups that do dense matrix work (the rest is bound by memory traffic, not arithmetic).
+DENSE_GROUPS = ("modulated 3×3 conv", "upsampling transposed", "encoder 3×3", "style MLP")
+
+
+def layer_group(kind: str, name: str, ins: list[tuple[int, ...]], out: tuple[int, ...]) -> str:
+    """The group a node of the compiled generator belongs to: ``kind`` is its runtime type
+    (``layerType``), ``name`` its original layers' names, ``ins`` / ``out`` its static shapes."""
+    if kind in ("Reorder", "Convert"):
+        return "reorders / precision converts"
+    if kind in COPY_KINDS:
+        return "concats / slices (noise halves, strips)"
+    if kind in ("FullyConnected", "MatMul", "RMS"):
+        return "style MLP, modulation FCs, demodulation mat-vecs"
+    if "to_rgb" in name:
+        return "ToRGB 1×1 convs + skip upsampling"
+    if kind == "Deconvolution":
+        return f"upsampling transposed 3×3 conv → {2 * ins[0][-1]} px"
+    if kind == "Convolution" and len(ins[1]) == 5:
+        return "FIR blur (depthwise 4×4)"
+    if kind == "Convolution" and "generator." not in name:
+        # the input's 1×1 conv reads 3 channels: memory traffic, not arithmetic (the strips recompute it)
+        return "encoder's input 1×1 conv (3 channels in)" if ins[1][1] <= 4 else "encoder 3×3 stride-2 convs"
+    if kind == "Convolution":
+        return f"modulated 3×3 conv at {out[-1]} px"
+    if kind in ELTWISE_KINDS:
+        # an output with a batch over 1 is a weight: the big levels' modulated weights, made per call
+        return "weight modulation (per call)" if out and out[0] != 1 else "noise / bias / activation eltwise"
+    return "other (input, reshapes)"
+
+
+def layer_flops(kind: str, ins: list[tuple[int, ...]], out: tuple[int, ...]) -> float:
+    """Multiply-add FLOPs (2 per MAC) of one node from its shapes; 0 for the kinds that do no matmul work.
+
+    Conv weights are [Cout, Cin, kh, kw] or grouped [G, Cout/G, Cin/G, kh, kw]; transposed
+    ones [Cin, Cout, kh, kw] (grouped [G, Cin/G, Cout/G, kh, kw]), counted per input pixel."""
+    import math
+
+    if kind in ("Convolution", "Deconvolution"):
+        w = ins[1]
+        per = math.prod(w[2:]) if len(w) == 5 else math.prod(w[1:])
+        return 2.0 * math.prod(out if kind == "Convolution" else ins[0]) * per
+    if kind == "FullyConnected":
+        return 2.0 * math.prod(ins[0]) * ins[1][0]
+    if kind == "MatMul":
+        return 2.0 * math.prod(out) * ins[0][-1]
+    return 0.0
+
+
+def _runtime_nodes(compiled) -> dict[str, dict]:
+    """{node name: kind, original layers' names, input and output shapes} of the compiled graph."""
+    nodes = {}
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        shape = lambda p: tuple(int(d.get_length()) for d in p.get_partial_shape())  # noqa: E731
+        nodes[op.get_friendly_name()] = {
+            "kind": info["layerType"].astype(str),
+            "name": info["originalLayersNames"].astype(str),
+            "ins": [shape(op.input(i)) for i in range(op.get_input_size())],
+            "out": shape(op.output(0)) if op.get_output_size() else (),
+        }
+    return nodes
+
+
+def profile_variants(xml: Path, configs: list[dict], x, runs: int) -> list[dict]:
+    """Compile ``xml`` once per config with OpenVINO's per-node counters; one warm-up each, then
+    ``runs`` faces interleaved across the configs (a load drift hits them alike): per config each
+    face's wall seconds and each node's real time and kernel, with the runtime graph's shapes."""
+    from gpen_core.runtimes.openvino.base import get_core
+
+    compiled = [get_core().compile_model(str(xml), "CPU", {**c, "PERF_COUNT": True}) for c in configs]
+    requests = [c.create_infer_request() for c in compiled]
+    profs: list[dict] = [{"walls": [], "times": {}, "kernels": {}, "nodes": _runtime_nodes(c)} for c in compiled]
+    for request in requests:
+        request.infer([x])
+    for _ in range(runs):
+        for request, prof in zip(requests, profs):
+            t = time.perf_counter()
+            request.infer([x])
+            prof["walls"].append(time.perf_counter() - t)
+            for p in request.get_profiling_info():
+                prof["times"].setdefault(p.node_name, []).append(p.real_time.total_seconds())
+                prof["kernels"][p.node_name] = p.exec_type
+    return profs
+
+
+def group_layers(prof: dict) -> list[dict]:
+    """The per-group rows of one profiled variant: nodes, kernels (by time), median seconds, FLOPs."""
+    groups: dict[str, dict] = {}
+    runs = len(prof["walls"])
+    for name, ts in prof["times"].items():
+        node = prof["nodes"].get(name)
+        if node is None or not any(ts):
+            continue
+        g = groups.setdefault(layer_group(node["kind"], node["name"], node["ins"], node["out"]),
+                              {"nodes": 0, "per_run": [0.0] * runs, "flops": 0.0, "kernels": {}})
+        g["nodes"] += 1
+        g["flops"] += layer_flops(node["kind"], node["ins"], node["out"])
+        for i, t in enumerate(ts[:runs]):
+            g["per_run"][i] += t
+        k = prof["kernels"][name]
+        g["kernels"][k] = g["kernels"].get(k, 0.0) + statistics.median(ts)
+    rows = [{"group": k, "nodes": g["nodes"], "seconds": statistics.median(g["per_run"]), "flops": g["flops"],
+             "kernels": sorted(g["kernels"], key=g["kernels"].get, reverse=True)} for k, g in groups.items()]
+    return sorted(rows, key=lambda r: -r["seconds"])
+
+
+def layers_table(label: str, prof: dict, floor: float) -> str:
+    """Markdown: one row per layer group, its time and share of the face, its GFLOP and GFLOP/s against ``floor``."""
+    rows = group_layers(prof)
+    total = sum(r["seconds"] for r in rows)
+    lines = [f"| {label}: layer group | nodes | kernels (most time first) | ms | share | GFLOP | GFLOP/s | of floor |",
+             "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        rate = r["flops"] / r["seconds"] / 1e9 if r["flops"] and r["seconds"] else None
+        lines.append(f"| {r['group']} | {r['nodes']} | {', '.join(r['kernels'][:3])} | {1e3 * r['seconds']:.1f} | "
+                     f"{r['seconds'] / total:.1%} | " + (f"{r['flops'] / 1e9:.1f} | {rate:.0f} | {rate / floor:.2f} |" if rate else "– | – | – |"))
+    flops = sum(r["flops"] for r in rows)
+    wall = statistics.median(prof["walls"])
+    lines.append(f"| **the face** (wall, median of {len(prof['walls'])}) | | | {1e3 * wall:.1f} | sum of layers {total / wall:.0%} of wall | "
+                 f"{flops / 1e9:.1f} | {flops / wall / 1e9:.0f} | {flops / wall / 1e9 / floor:.2f} |")
+    # The bound this graph has: its dense convs and matmuls at the floor, the rest (memory-bound:
+    # the depthwise blur, the 3-channel ToRGB, eltwise, copies) as measured, scaled to the wall.
+    dense = [r for r in rows if r["group"].startswith(DENSE_GROUPS)]
+    bound = sum(r["flops"] for r in dense) / floor / 1e9 + (total - sum(r["seconds"] for r in dense)) * wall / total
+    lines.append(f"| *the dense convs and matmuls at the floor, the rest as measured* | | | {1e3 * bound:.1f} | | {flops / 1e9:.1f} | "
+                 f"{flops / bound / 1e9:.0f} | {flops / bound / 1e9 / floor:.2f} |")
+    return "\n".join(lines)
+
+
+def layers_main(size: int, runs: int, threads: int, extra: dict[str, str]) -> int:
+    """The conv floor (matmul_peak's probe) and the OpenVINO generator's per-layer profile, in one process."""
+    import torch
+
+    import matmul_peak
+    from gpen_core.networks.plan import cpu_features
+    from gpen_core.runtimes.openvino import generator as ov_backend
+
+    torch.set_num_threads(threads)
+    bf16 = cpu_features()["native_bf16"] and "BF16" in ov_backend.capabilities()
+    precisions = ("bf16", "f32") if bf16 else ("f32",)
+    dtypes = {"bf16": torch.bfloat16, "f32": torch.float32}
+    print(_machine(threads))
+    with tempfile.TemporaryDirectory(prefix="gpen-bench-layers-") as tmp:
+        os.environ[OV_CACHE_ENV] = tmp
+        fwd, _ = _forward("ov", size)  # converts the random-weight checkpoint once
+        xml = fwd.key.ir_dir(ov_backend.cache_root(tmp)) / "model.xml"
+        del fwd
+        x = _input(size).numpy()
+        floors = {p: [matmul_peak.conv_peak(dtypes[p], 7)] for p in precisions}
+        variants = [(p, {}) for p in precisions] + ([(precisions[0], extra)] if extra else [])
+        base = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads}
+        profs = profile_variants(xml, [{**base, "INFERENCE_PRECISION_HINT": p, **cfg} for p, cfg in variants], x, runs)
+        for p in precisions:
+            floors[p].append(matmul_peak.conv_peak(dtypes[p], 7))
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    for p in precisions:
+        (b0, m0), (b1, m1) = floors[p]
+        print(f"{p} conv floor (benchmarks/matmul_peak.py's 3×3 512→512 at 64 px, {threads} threads): best {max(b0, b1):.1f} "
+              f"GFLOP/s (before the profile {b0:.1f}, after {b1:.1f}; medians {m0:.1f}, {m1:.1f})")
+    for (p, cfg), prof in zip(variants, profs):
+        label = f"ov {p}" + "".join(f" {k}={v}" for k, v in cfg.items())
+        print("\n" + layers_table(label, prof, max(b for b, _ in floors[p])))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[256, 512], choices=sorted(MODELS))
@@ -237,15 +427,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record", action="store_true", help="store fast-vs-ov seconds for this CPU in the models folder (read by --backend auto)")
     ap.add_argument("--time-worker", nargs="+", metavar="SIZE PATH", help=argparse.SUPPRESS)
     ap.add_argument("--memory-worker", nargs=2, metavar=("SIZE", "PATH"), help=argparse.SUPPRESS)
+    ap.add_argument("--convert-worker", type=int, metavar="SIZE", help=argparse.SUPPRESS)
     ap.add_argument("--no-memory", action="store_true", help="skip the per-path peak-RSS processes")
+    ap.add_argument("--layers", action="store_true", help="only: the conv floor (matmul_peak.py's probe) and the OpenVINO "
+                    "generator's time per layer group, bf16 and f32, in one process (docs/performance.md)")
+    ap.add_argument("--ov-config", nargs="+", default=[], metavar="KEY=VALUE",
+                    help="with --layers: also profile the first precision compiled with these OpenVINO properties")
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.layers:
+        return layers_main(args.sizes[-1], args.runs, args.threads, dict(kv.split("=", 1) for kv in args.ov_config))
 
     if args.time_worker:
         time_worker(int(args.time_worker[0]), args.time_worker[1:], args.runs, args.threads, args.out)
         return 0
     if args.memory_worker:
         memory_worker(int(args.memory_worker[0]), args.memory_worker[1], args.threads, args.out)
+        return 0
+    if args.convert_worker:
+        convert_worker(args.convert_worker, args.out)
         return 0
 
     from gpen_core.networks.plan import cpu_features
@@ -282,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     header = (
         f"{'size':>4}  {'path':<18} {'median s':>9} {'min s':>8} {'x plain':>8} {'max|Δ|':>9} {'PSNR dB':>8} "
-        f"{'peak RSS':>9} {'fwd +RSS':>9} {'1st call s':>10}"
+        f"{'peak RSS':>9} {'fwd +RSS':>9} {'1st call s':>10} {'CPU s':>7}"
     )
     print(header)
     print("-" * len(header))
@@ -292,6 +492,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpen-bench-") as tmp:
         for size in args.sizes:
             load0 = os.getloadavg()[0]
+            if any(p.startswith("ov") for p in paths):
+                c = _run(["--convert-worker", str(size)], env, Path(tmp) / f"convert_{size}.json")
+                print(f"{size:>4}  OpenVINO conversion in a fresh process: " + (f"{c['convert_s']:.1f} s, compile {c['load_s']:.1f} s, "
+                      f"peak RSS {c['peak_rss'] / 2**20:.0f} MiB" if "peak_rss" in c else f"failed: {c['error']}"), flush=True)
             out = Path(tmp) / f"time_{size}.json"
             r = _run(["--time-worker", str(size), *paths, "--runs", str(args.runs), "--threads", str(args.threads)], env, out)
             if "error" in r:
@@ -307,11 +511,12 @@ def main(argv: list[str] | None = None) -> int:
                 rss = f"{mem['peak_rss'] / 1e6:>7.0f}MB {mem['fwd_rss'] / 1e6:>7.0f}MB" if "peak_rss" in mem else f"{'n/a':>9} {'n/a':>9}"
                 print(
                     f"{size:>4}  {path:<18} {med:>9.3f} {best:>8.3f} {base / med:>7.2f}x {dev:>9.2e} {psnr:>8.1f} "
-                    f"{rss} {r['first_s'][path]:>10.2f}",
+                    f"{rss} {r['first_s'][path]:>10.2f} {statistics.median(r['cpu'][path]):>7.2f}",
                     flush=True,
                 )
                 results.append(
                     {"size": size, "path": path, "median_s": med, "min_s": best, "times": ts, "ratio": base / med,
+                     "cpu_median_s": statistics.median(r["cpu"][path]),
                      "max_abs_dev": dev, "psnr_db": psnr, "first_s": r["first_s"][path], **mem}
                 )
             print(f"{'':>4}  (load average {load0:.2f} before, {os.getloadavg()[0]:.2f} after)")

@@ -271,7 +271,7 @@ def _cpu_model() -> str:
 def _write_docs(block: str) -> None:
     """Put ``block`` between the upscale-table markers of docs/upscaling.md."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from readme_block import replace_block
+    from bench import replace_block
 
     print(f"wrote the table into {replace_block('upscale-table', block)}")
 

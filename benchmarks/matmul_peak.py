@@ -1,5 +1,9 @@
 """This CPU's measured arithmetic peak: the most GFLOP/s a direct convolution reaches here.
 
+Its figures: the floors docs/performance.md quotes under "Targets, per face and per request";
+``bench_forward.py --layers`` runs its conv probe in the same process as its per-layer table
+("Where balanced's time goes on the Intel Xeon with AMX").
+
     .venv/bin/python benchmarks/matmul_peak.py [--threads 2] [--n 4096] [--runs 7]
 
 Times, after a warm-up, ``torch.mm`` on two n×n matrices (2·n³ FLOPs a call; torch's BLAS)

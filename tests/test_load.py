@@ -17,6 +17,7 @@ full. Max size is 8 and size is 8."; gradio_client raises
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -159,16 +160,14 @@ def test_a_full_queue_says_busy_try_again_and_then_serves(server_url: str, low_m
 
 
 def _soak_module():
-    import importlib.util
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench  # the soak lives in benchmarks/bench.py
 
-    spec = importlib.util.spec_from_file_location("soak", ROOT / "benchmarks" / "soak.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return bench
 
 
 def test_soak_growth_ignores_the_allocator_flip_and_catches_a_leak() -> None:
-    """benchmarks/soak.py's verdict: RSS flipping between two levels is not growth; a steady climb is."""
+    """The soak's verdict (benchmarks/bench.py --soak-only): RSS flipping between two levels is not growth; a steady climb is."""
     soak = _soak_module()
 
     def rows(rss: list[float]) -> list[dict[str, Any]]:
@@ -178,10 +177,10 @@ def test_soak_growth_ignores_the_allocator_flip_and_catches_a_leak() -> None:
     # glibc keeps or returns ~50 MB of one request's buffers: after-request RSS alternates.
     flip = [1.20e9 + 50e6 * (i % 3 == 0) for i in range(100)]
     assert flip[9] - flip[10] == 50e6  # so a single request's value is ±50 MB depending on where it lands
-    s = soak.summarize(rows(flip))
+    s = soak.soak_summary(rows(flip))
     assert s["growth_after_warm_up_bytes"] == 0 and abs(s["slope_bytes_per_request"]) < 1e6
 
     leak = [1.20e9 + 1e6 * i for i in range(100)]  # 1 MB a request
-    s = soak.summarize(rows(leak))
+    s = soak.soak_summary(rows(leak))
     assert s["growth_after_warm_up_bytes"] == 90e6 and s["slope_bytes_per_request"] == 1e6
-    assert "| 100 |" in soak.table(rows(leak)) and "| 10 |" in soak.table(rows(leak))
+    assert "| 100 |" in soak.soak_table(rows(leak)) and "| 10 |" in soak.soak_table(rows(leak))

@@ -90,7 +90,7 @@ def test_auto_uses_the_measured_task_peak_and_says_so(measured: tuple[records.Pr
 
 def test_the_report_and_the_readme_show_the_tasks_table(measured: tuple[records.Profile, Path]) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import profile_table
+    import bench
 
     prof, _ = measured
     table = report.tasks_table(prof, fits=False)
@@ -105,13 +105,13 @@ def test_the_report_and_the_readme_show_the_tasks_table(measured: tuple[records.
     assert " · fits" in fits and "does not fit" not in fits
     assert "does not fit now" in report.tasks_table(prof, budget.Free(ram_bytes=1000, vram_bytes=None))
     assert "GPEN's other tasks" in report.format_report(prof, budget.Free(ram_bytes=64 * 10**9, vram_bytes=None))
-    readme = profile_table.tasks_readme_table(prof)
+    readme = bench.tasks_readme_table(prof)
     assert readme.startswith(table) and "`auto` reads these peaks" in readme
 
 
 def test_the_readme_writer_names_missing_markers_before_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import readme_block
+    import bench as readme_block  # the docs' block writer lives in bench.py
 
     readme = tmp_path / "README.md"
     readme.write_text("<!-- modes-table:start -->\nold\n<!-- modes-table:end -->\n", encoding="utf-8")

@@ -31,8 +31,8 @@ __all__ = ["SAFETY_MARGIN", "Binding", "Choice", "Free", "Needs", "check_fits", 
 # Built-in peak estimates above the idle process, in bytes, used until the hardware check
 # has measured this machine (the saved profile replaces them). Each is the mode's peak
 # measured on the project's CPU machine (README modes table: `python
-# benchmarks/profile_table.py --synthetic --readme`, 2026-12-03; the worst of one aligned
-# face, a 12 MP photo with one face and a 3000×2000 group photo; the larger of the AVX-512
+# benchmarks/profile_table.py --synthetic --readme`, now `bench.py --modes-table`, 2026-12-03;
+# the worst of one aligned face, a 12 MP photo with one face and a 3000×2000 group photo; the larger of the AVX-512
 # BF16, the AVX2-only and the AMX machines (balanced runs float32 on AVX2; quality ran on
 # OpenVINO on the AMX Xeon, whose working buffers make it the largest), rounded up, so an
 # estimate is never below the peak it stands for. Photos beyond the 12 MP workload add
@@ -46,7 +46,7 @@ _CPU_MODEL_BYTES = {"low": 440e6, "faces-only": 1.11e9, "balanced": 1.15e9, "qua
 # above the idle process of a first (cold) request, loading the checkpoint included, the worse of
 # one aligned 1024 face and a 3000×2000 photo with 4 faces, random weights of the released
 # architecture (memory does not depend on the values), measured on the project's CPU machine
-# (AVX-512 BF16) by `python benchmarks/ov_1024.py --peaks` (docs/tasks.md): faces-only 0.93 GB,
+# (AVX-512 BF16) by `python benchmarks/ov_1024.py --peaks`, now `bench_request.py --task-peaks` (docs/tasks.md): faces-only 0.93 GB,
 # balanced 0.94 GB, quality 1.34 GB, without a parser. Rounded up and with the face-parsing
 # mask's cost added (balanced parses at 256 px, quality at 512 px float32: README, "How faces
 # are pasted"), so an estimate is never below the peak it stands for. On a GPU they stand in for

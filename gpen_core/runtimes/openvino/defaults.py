@@ -41,14 +41,14 @@ _ZEN2 = "AMD EPYC Zen 2 (AVX2 only, family 23 model 49), 2 cores"
 _QUIET_ZEN2 = "benchmarks/bench.py (bench_forward.py --sizes 256 512 --runs 5), quiet, 2026-12-04"
 _NETS_ZEN2 = "python -m gpen_core profile (measure_speed, 5 runs), quiet, 2026-12-04"
 # The parser again, torch's parser whole (the first check timed an opt-in strip path), in a busier hour.
-_PARSE_ZEN2 = "benchmarks/profile_table.py --synthetic (measure_speed, 5 runs), 2026-12-04"
+_PARSE_ZEN2 = "benchmarks/profile_table.py --synthetic (now bench.py --modes-table; measure_speed, 5 runs), 2026-12-04"
 # The generator rows of one quiet run of the whole benchmark (5 interleaved runs per path). At
 # 256 px float32 the two were within 5 % in each of three quiet runs, in either order; torch won
 # the latest, and OpenVINO's runtime costs `low` about 60 MiB more, so torch keeps that one.
 _QUIET = "benchmarks/bench.py (bench_forward.py --sizes 256 512 --runs 5), quiet, 2026-12-04"
 # GPEN's 1024 px task generators (colorize, inpaint: one architecture): CPU seconds per call
 # (all the process's threads), medians of 3 interleaved runs on a machine shared with other work.
-_TASKS_1024 = "benchmarks/ov_1024.py --runs 3 (CPU seconds)"
+_TASKS_1024 = "benchmarks/ov_1024.py --runs 3 (CPU seconds; now bench_forward.py --sizes 1024)"
 
 # Keys are the speed-record keys of generator.py: "<size>-<dtype>" for the GPEN generator,
 # "<network>-<size>-<dtype>" for the others.

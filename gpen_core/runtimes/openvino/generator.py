@@ -134,7 +134,7 @@ def to_openvino(model: torch.nn.Module, size: int) -> Any:
 # face size: measured 2026-12-03 on the AMX Xeon with random weights of the released checkpoints
 # (peak RSS around `load()` of an uncached checkpoint, in a fresh process); 1024 px (GPEN's
 # colorization / inpainting architecture) measured 2026-12-04 the same way on the AMD EPYC Zen 4
-# (`python benchmarks/ov_1024.py`: peak RSS 2349 MiB, 112 s on 2 shared cores). Other sizes:
+# (`python benchmarks/ov_1024.py`, now `bench_forward.py --sizes 1024`: peak RSS 2349 MiB, 112 s on 2 shared cores). Other sizes:
 # estimated from the file size at the 256 px ratio (the higher one measured: 10.5x the file).
 CONVERT_RAM_MEASURED: dict[int, int] = {256: 757 * 2**20, 512: 1656 * 2**20, 1024: 2349 * 2**20}
 _CONVERT_RAM_PER_FILE_BYTE = 10.5
