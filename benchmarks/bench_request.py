@@ -223,7 +223,7 @@ def worker(mode: str, runs: int, models: Path, jpeg: Path, out: Path, backend: s
 
 def one_shot_worker(mode: str, models: Path, jpeg: Path, out: Path, backend: str | None = None, keep: bool = False) -> None:
     """One request in a fresh process, as ``python -m gpen_core restore`` with one photo runs it
-    (``Restorer(one_shot=True)``: each network loaded for its stage and dropped after it): the
+    (``Restorer(lifetime=Lifetime.ONE_SHOT)``: each network loaded for its stage and dropped after it): the
     process's peak over its whole life, per stage from the first one (loads included). ``keep``:
     the same request with every network kept loaded (a server's behaviour), to compare."""
     import time
@@ -251,7 +251,10 @@ def one_shot_worker(mode: str, models: Path, jpeg: Path, out: Path, backend: str
     ckpt = models / REGISTRY[MODES[mode].model].filename
     opts = RestoreOptions(mode=mode, model=str(ckpt), **({"backend": backend} if backend else {}))
     cpu = time.process_time()
-    res = Restorer(models_dir=models, synthetic_weights=True, one_shot=not keep)(jpeg, opts, detections=boxes)
+    from gpen_core.engine.lifetime import Lifetime
+
+    lifetime = Lifetime.RESIDENT if keep else Lifetime.ONE_SHOT
+    res = Restorer(models_dir=models, synthetic_weights=True, lifetime=lifetime)(jpeg, opts, detections=boxes)
     cpu = time.process_time() - cpu
     table = profiler.table()
     out.write_text(json.dumps({

@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from gpen_core.faces.align import align_transform  # noqa: E402
 from gpen_core.faces.detect import FaceDetector  # noqa: E402
 from gpen_core.faces.identity import IdentityPolicy, distance  # noqa: E402
-from gpen_core.faces.photo import restore_photo  # noqa: E402
+from gpen_core.faces.photo import FaceJob, restore_photo  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
 
@@ -100,7 +100,7 @@ def figures(detector: FaceDetector) -> None:
     crops = [crop(detector, p) for p in ffhq]
     solvay = rgb("Solvay_conference_1927.png")
     dets = sorted(detector.detect(solvay), key=lambda d: -(d.box[2] - d.box[0]))
-    out = restore_photo(solvay, detections=dets, restore_fn=lambda c: c.copy(), size=256, identity=IdentityPolicy())
+    out = restore_photo(solvay, detections=dets, restore_fn=lambda c: c.copy(), size=256, job=FaceJob(identity=IdentityPolicy()))
     unchanged = [f.identity.distance for f in out.faces]
     print(f"\nunchanged face (identity stand-in, {len(unchanged)} Solvay faces, GPEN's small-face smoothing "
           f"included): max {max(unchanged):.3f}")

@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -326,19 +327,22 @@ def _restore(args: argparse.Namespace) -> int:
     mask = _read_mask(args.mask) if args.mask is not None else None
     _load_engine()  # under a memory cap: exit 4 saying what the engine needs, never a traceback
 
+    from gpen_core.engine.lifetime import Lifetime
     from gpen_core.presentation.cli_run import NewNotes, RunSummary
     from gpen_core.restorer import Restorer
 
     # One photo: the process ends after it, so each network is dropped once its stage is done
     # (a lower peak); several photos keep them loaded from one to the next.
-    restorer = Restorer(models_dir=args.models_dir, device=args.device, one_shot=len(plan) == 1)
+    lifetime = Lifetime.ONE_SHOT if len(plan) == 1 else Lifetime.RESIDENT
+    restorer = Restorer(models_dir=args.models_dir, device=args.device, lifetime=lifetime)
     bar, notes, summary = _bar(len(plan)), NewNotes(), RunSummary()
     args.run_notes = convert_before_photos(args, [src for src, _, _ in plan], bar.say).notes
+    run = _PhotoRun(args, restorer, mask, bar, notes)
     for path, why in not_files:
         summary.skip(path, why)
         bar.say(f"skipped: {path}: {why}")
     for src, dst, fmt in plan:
-        record = _restore_one(args, restorer, src, dst, fmt, mask, bar, notes)
+        record = _restore_one(run, src, dst, fmt)
         summary.add(record)
         worst = worst or int(record.get("exit_code", 0))
         bar.step(src.name)
@@ -368,11 +372,22 @@ def _existing(args: argparse.Namespace, dst: Path) -> Path | None:
     return dst if dst.exists() else None
 
 
-def _restore_one(args: argparse.Namespace, restorer: Any, src: Path, dst: Path, fmt: str | None, mask: Any,
-                 bar: Any, notes: Any) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _PhotoRun:
+    """What every photo of one ``restore`` run shares."""
+
+    args: argparse.Namespace
+    restorer: Any  # gpen_core.restorer.Restorer, one for the run
+    mask: Any  # inpainting's damage mask (RGB uint8), or None
+    bar: Any  # the progress bar that prints the lines
+    notes: Any  # presentation.cli_run.NewNotes: each note said once per run
+
+
+def _restore_one(run: _PhotoRun, src: Path, dst: Path, fmt: str | None) -> dict[str, Any]:
     """Restore one photo and say so: its record (``status`` ok, error with ``exit_code``, or skipped)."""
     from gpen_core.images.outputs import write_atomic
 
+    args, restorer, mask, bar, notes = run.args, run.restorer, run.mask, run.bar, run.notes
     record: dict[str, Any] = {"input": str(src)}
     existing = _existing(args, dst)
     if existing is not None:

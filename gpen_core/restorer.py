@@ -42,8 +42,9 @@ class Restorer:
     ``synthetic_weights``: registry generators are built with random weights of
     their exact architecture instead of loaded (the hardware check: same memory
     and time, no restoration); explicit checkpoint paths still load.
-    ``one_shot``: this process makes one request (the CLI with one photo): each network
-    is loaded when its stage starts and dropped when it ends, so the peak is the largest
+    ``lifetime``: what stays loaded between stages and requests (:mod:`gpen_core.engine.lifetime`).
+    ``Lifetime.ONE_SHOT`` is a process that makes one request (the CLI with one photo): each
+    network is loaded when its stage starts and dropped when it ends, so the peak is the largest
     stage's, not the sum of all the models; a later call loads them again.
     ``serves_many_modes``: requests of different modes follow one another (the app's shared
     instance, :func:`get_restorer`): each mode sets its heap policy, so a lighter mode after a
@@ -57,14 +58,14 @@ class Restorer:
         *,
         allow_download: bool = False,
         synthetic_weights: bool = False,
-        one_shot: bool = False,
+        lifetime: Lifetime = Lifetime.RESIDENT,
         serves_many_modes: bool = False,
     ) -> None:
         self._device_pref = device
         self._mode_heaps = serves_many_modes
         self._lock = threading.Lock()
         self.models = ModelCache(models_dir, allow_download=allow_download, synthetic_weights=synthetic_weights,
-                                 lifetime=Lifetime.ONE_SHOT if one_shot else Lifetime.RESIDENT, busy=conversion_busy)
+                                 lifetime=lifetime, busy=conversion_busy)
 
     @property
     def models_dir(self) -> Path | None:
@@ -167,7 +168,8 @@ class Restorer:
                             released = pipeline.ready_for(self.models, req.mode, opts, device, self._mode_heaps)
                         req = req.with_released(released, "openvino" if self.models.released_openvino else "torch" if self._mode_heaps else "heap")
                     # The meter's baseline is where the mode's memory plan starts (decoding included).
-                    out = pipeline.attempt_or_none(self.models, device, req, opts, report, t0, detections, meter.baseline_rss)
+                    req = replace(req, given=detections, start_rss=meter.baseline_rss)
+                    out = pipeline.attempt_or_none(self.models, device, req, opts, report)
                 assert meter.peaks is not None
                 attempts.append(Attempt(req.mode.name, meter.peaks, "ok" if out is not None else "out of memory"))
                 if out is not None:

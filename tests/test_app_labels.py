@@ -82,7 +82,7 @@ def test_the_upscale_line_and_autos_reason_give_one_figure(monkeypatch: pytest.M
 
     opts = RestoreOptions(upscale=2)
     reason = budget.choose("cpu", size, r.models.models_dir, available=lambda m: r.models.weights_present(m, opts, False),
-                           upscale=2).reason
+                           work=budget.Work(upscale=2)).reason
     said = re.search(r"extra memory about ([\d.]+ [MG]B)", line)
     meant = re.search(r"~([\d.]+ [MG]B) of it estimated for upscaling", reason)
     assert said and meant, (line, reason)

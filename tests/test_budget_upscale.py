@@ -22,7 +22,7 @@ PHOTO = (3000, 2000)  # 6 MP: ×4 makes a 12000×8000 result, under the 100 MP c
 
 
 def _need(mode: str, tmp_path: Path, upscale: int = 1, tile: int | None = None) -> int:
-    return budget.estimate_peak(MODES[mode], "cpu", PHOTO, tmp_path, upscale=upscale, tile=tile)[0]
+    return budget.estimate_peak(MODES[mode], "cpu", PHOTO, tmp_path, work=budget.Work(upscale=upscale, tile=tile))[0]
 
 
 def _free_fitting_balanced_but_not_quality(tmp_path: Path) -> budget.Free:
@@ -44,7 +44,7 @@ def test_the_extra_is_the_apps_figure_for_each_mode(tmp_path: Path) -> None:
     assert budget.upscale_extra_bytes(MODES["faces-only"], PHOTO, 4) == 0
     # the user's tile is counted: a 1024 px tile costs more than the mode's own
     assert _need("balanced", tmp_path, 2, tile=1024) > _need("balanced", tmp_path, 2)
-    _, src = budget.estimate_peak(MODES["balanced"], "cpu", PHOTO, tmp_path, upscale=4)
+    _, src = budget.estimate_peak(MODES["balanced"], "cpu", PHOTO, tmp_path, work=budget.Work(upscale=4))
     assert "built-in estimate" in src and "estimated for upscaling ×4" in src
 
 
@@ -54,7 +54,7 @@ def test_auto_steps_down_when_upscaling_does_not_fit(tmp_path: Path) -> None:
     assert plain.mode.name == "balanced"  # what auto picked before it counted the upscaler
     assert "upscaling" not in plain.reason
 
-    up = budget.choose("cpu", PHOTO, tmp_path, free, upscale=4)
+    up = budget.choose("cpu", PHOTO, tmp_path, free, work=budget.Work(upscale=4))
     assert up.mode.name == "low", up.reason
     extra = tiles.preview(*PHOTO, 4, "low").extra_bytes
     assert f"~{format_bytes(extra)} of it estimated for upscaling ×4" in up.reason, up.reason
@@ -66,7 +66,7 @@ def test_auto_steps_down_when_upscaling_does_not_fit(tmp_path: Path) -> None:
     assert "quality" not in up.reason  # quality does not fit even without upscaling: not named
 
     # with plenty of memory, upscaling changes nothing but the figure
-    roomy = budget.choose("cpu", PHOTO, tmp_path, budget.Free(64 * 10**9, None), upscale=4)
+    roomy = budget.choose("cpu", PHOTO, tmp_path, budget.Free(64 * 10**9, None), work=budget.Work(upscale=4))
     assert roomy.mode.name == "quality" and "passed over" not in roomy.reason
 
 
@@ -74,7 +74,7 @@ def test_nothing_fits_with_upscaling_says_to_choose_a_smaller_upscale(tmp_path: 
     low_plain, low_up = _need("low", tmp_path), _need("low", tmp_path, 4)
     free = budget.Free(int((low_plain + low_up) / 2 / budget.SAFETY_MARGIN), None)
     assert budget.choose("cpu", PHOTO, tmp_path, free).reason.startswith("auto chose low: needs")
-    c = budget.choose("cpu", PHOTO, tmp_path, free, upscale=4)
+    c = budget.choose("cpu", PHOTO, tmp_path, free, work=budget.Work(upscale=4))
     assert c.mode.name == "low" and "the lightest mode: even it may need" in c.reason
     assert "would fit without upscaling ×4: choose a smaller upscale" in c.reason, c.reason
 
@@ -82,7 +82,7 @@ def test_nothing_fits_with_upscaling_says_to_choose_a_smaller_upscale(tmp_path: 
 def test_an_explicit_mode_that_fits_only_without_upscaling_steps_down(tmp_path: Path) -> None:
     free = _free_fitting_balanced_but_not_quality(tmp_path)
     assert budget.check_fits(MODES["balanced"], "cpu", PHOTO, tmp_path, free) is None
-    step = budget.check_fits(MODES["balanced"], "cpu", PHOTO, tmp_path, free, upscale=4)
+    step = budget.check_fits(MODES["balanced"], "cpu", PHOTO, tmp_path, free, work=budget.Work(upscale=4))
     assert step is not None and step.mode.name == "low", step
     assert step.reason.startswith(f"balanced needs ~{format_bytes(_need('balanced', tmp_path, 4))} RAM")
     assert "estimated for upscaling ×4" in step.reason and "ran low instead" in step.reason

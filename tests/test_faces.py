@@ -20,7 +20,7 @@ from gpen_core.errors import InputError, WeightsError
 from gpen_core.faces.detect import Detection, FaceDetector, _trained_with_relu
 from gpen_core.faces.parse import ParsingMasker
 from gpen_core.faces.paste import paste_box
-from gpen_core.faces.photo import PhotoOutput, restore_photo
+from gpen_core.faces.photo import FaceJob, PhotoOutput, restore_photo
 from gpen_core.faces.masks import parsing_labels_to_mask, rectangle_mask
 
 from .conftest import shared_path
@@ -236,7 +236,7 @@ def test_small_faces_get_the_official_smoothing(solvay_inverted: PhotoOutput, ff
 def test_alpha_zero_leaves_the_photo_nearly_unchanged(
     tmp_path: Path, solvay: np.ndarray, solvay_dets: list[Detection]
 ) -> None:
-    out = restore_photo(solvay, detections=solvay_dets, restore_fn=invert, size=256, alpha=0.0)
+    out = restore_photo(solvay, detections=solvay_dets, restore_fn=invert, size=256, job=FaceJob(alpha=0.0))
     for face in out.faces:
         np.testing.assert_array_equal(face.restored, face.crop)
     # What remains is the crop's bilinear warp there and back.
@@ -248,8 +248,8 @@ def test_alpha_zero_leaves_the_photo_nearly_unchanged(
 
 def test_alpha_between_moves_part_way(solvay: np.ndarray, solvay_dets: list[Detection]) -> None:
     det = solvay_dets[:1]
-    full = restore_photo(solvay, detections=det, restore_fn=invert, size=256, alpha=1.0).image.astype(int)
-    half = restore_photo(solvay, detections=det, restore_fn=invert, size=256, alpha=0.5).image.astype(int)
+    full = restore_photo(solvay, detections=det, restore_fn=invert, size=256, job=FaceJob(alpha=1.0)).image.astype(int)
+    half = restore_photo(solvay, detections=det, restore_fn=invert, size=256, job=FaceJob(alpha=0.5)).image.astype(int)
     changed = np.abs(full - solvay) > 20
     assert changed.any()
     assert np.abs(half - (full + solvay) / 2)[changed].mean() < 6
@@ -265,7 +265,7 @@ def test_no_face_returns_input_and_a_note() -> None:
 
 def test_paste_false_returns_input_and_restored_crops(solvay: np.ndarray, solvay_dets: list[Detection]) -> None:
     before = solvay.copy()
-    out = restore_photo(solvay, detections=solvay_dets[:3], restore_fn=invert, size=256, paste=False)
+    out = restore_photo(solvay, detections=solvay_dets[:3], restore_fn=invert, size=256, job=FaceJob(paste=False))
     assert np.array_equal(out.image, solvay) and out.image is not solvay
     assert np.array_equal(solvay, before)  # input untouched
     assert len(out.faces) == 3
@@ -276,14 +276,12 @@ def test_paste_false_returns_input_and_restored_crops(solvay: np.ndarray, solvay
 
 def test_aligned_input_is_restored_at_its_own_size(tmp_path: Path, ffhq: np.ndarray) -> None:
     calls: list[tuple[int, int]] = []
-    same = restore_photo(
-        ffhq, detections=None, restore_fn=invert, size=512, aligned=True, progress=lambda a, b: calls.append((a, b))
-    )
+    same = restore_photo(ffhq, detections=None, restore_fn=invert, size=512, progress=lambda a, b: calls.append((a, b)), job=FaceJob(aligned=True))
     np.testing.assert_array_equal(same.image, invert(ffhq))
     assert same.notes == () and calls == [(1, 1)]
     assert len(same.faces) == 1 and same.faces[0].box == (0.0, 0.0, 512.0, 512.0)
 
-    resized = restore_photo(ffhq, detections=None, restore_fn=invert, size=256, aligned=True)
+    resized = restore_photo(ffhq, detections=None, restore_fn=invert, size=256, job=FaceJob(aligned=True))
     assert resized.image.shape == ffhq.shape
     assert resized.faces[0].crop.shape == (256, 256, 3)
     assert any("resized" in n for n in resized.notes)
@@ -292,7 +290,7 @@ def test_aligned_input_is_restored_at_its_own_size(tmp_path: Path, ffhq: np.ndar
         path = save_pair(tmp_path, "aligned_resized", invert(ffhq), resized.image)
         pytest.fail(f"aligned 512→256→512 result is off by {err:.1f} on average; see {path}")
 
-    unpasted = restore_photo(ffhq, detections=None, restore_fn=invert, size=256, aligned=True, paste=False)
+    unpasted = restore_photo(ffhq, detections=None, restore_fn=invert, size=256, job=FaceJob(aligned=True, paste=False))
     assert np.array_equal(unpasted.image, ffhq)
 
 
@@ -308,7 +306,7 @@ def test_contract_errors(solvay: np.ndarray, solvay_dets: list[Detection]) -> No
     with pytest.raises(ValueError, match="restore_fn must return"):
         restore_photo(solvay, detections=solvay_dets[:1], restore_fn=lambda c: c[:10], size=256)
     with pytest.raises(InputError, match="alpha"):
-        restore_photo(solvay, detections=solvay_dets, restore_fn=invert, size=256, alpha=1.5)
+        restore_photo(solvay, detections=solvay_dets, restore_fn=invert, size=256, job=FaceJob(alpha=1.5))
     with pytest.raises(ValueError, match="detections is None"):
         restore_photo(solvay, detections=None, restore_fn=invert, size=256)
     with pytest.raises(InputError):
@@ -323,7 +321,7 @@ def test_parsing_fn_replaces_the_rectangle(solvay: np.ndarray, solvay_dets: list
         seen.append(crop.shape)
         return np.zeros(crop.shape[:2], np.float32)
 
-    out = restore_photo(solvay, detections=det, restore_fn=invert, size=256, parsing_fn=nothing)
+    out = restore_photo(solvay, detections=det, restore_fn=invert, size=256, job=FaceJob(parsing_fn=nothing))
     assert seen == [(256, 256, 3)]
     assert np.array_equal(out.image, solvay)  # a zero mask pastes nothing
 

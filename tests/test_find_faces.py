@@ -13,7 +13,7 @@ import pytest
 from gpen_core.faces import find
 from gpen_core.faces.align import align_transform
 from gpen_core.faces.detect import Detection, FaceDetector, unturn
-from gpen_core.faces.find import find_faces
+from gpen_core.faces.find import DetectSizing, find_faces
 from gpen_core.modes import MODES, official_departures
 
 from .conftest import shared_path
@@ -93,7 +93,7 @@ def test_solvay_keeps_at_least_27_faces_in_every_mode(
     for name, m in MODES.items():  # quality's ResNet-50 weights are absent: its rules, with mobilenet0.25
         rules = (m.detect_side, m.detect_shrink_above, m.detect_resize)
         if rules not in by_rules:
-            by_rules[rules] = find_faces(detector, solvay, max_side=rules[0], shrink_above=rules[1], interpolation=rules[2])
+            by_rules[rules] = find_faces(detector, solvay, sizing=DetectSizing(*rules))
         found = by_rules[rules]
         assert len(found.faces) >= 27, (name, found.notes)
         assert not found.rejected and found.merged == 0, (name, found.notes)
@@ -213,7 +213,7 @@ def test_departures_from_official_follow_the_mode_table() -> None:
 
 
 def test_smoothing_decides_on_the_unclipped_box() -> None:
-    from gpen_core.faces.photo import restore_photo
+    from gpen_core.faces.photo import FaceJob, restore_photo
 
     rgb = _ffhq(0)
     lm = np.array([[200, 240], [310, 240], [255, 300], [210, 360], [300, 360]], np.float32)
@@ -221,8 +221,8 @@ def test_smoothing_decides_on_the_unclipped_box() -> None:
     # A 300 px face cut by the photo's edge: clipped, its box is 60 px wide; the detector's is 300.
     edge = Detection((0.0, 100.0, 60.0, 400.0), 0.99, lm, unclipped=(-240.0, 100.0, 60.0, 400.0))
     clipped_only = Detection((0.0, 100.0, 60.0, 400.0), 0.99, lm)
-    sharp = restore_photo(rgb, detections=[edge], restore_fn=lambda c: c.copy(), size=256, paste=False)
-    smoothed = restore_photo(rgb, detections=[clipped_only], restore_fn=lambda c: c.copy(), size=256, paste=False)
+    sharp = restore_photo(rgb, detections=[edge], restore_fn=lambda c: c.copy(), size=256, job=FaceJob(paste=False))
+    smoothed = restore_photo(rgb, detections=[clipped_only], restore_fn=lambda c: c.copy(), size=256, job=FaceJob(paste=False))
     assert np.array_equal(sharp.faces[0].restored, sharp.faces[0].crop)  # not smoothed, as official
     assert not np.array_equal(smoothed.faces[0].restored, smoothed.faces[0].crop)
 

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gpen_core.engine.lifetime import Lifetime
+
 from .conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "astronaut_low_resolution.jpg"
@@ -50,7 +52,7 @@ def test_a_frame_session_restores_frames_as_the_photo_path_does_with_the_network
     frame = _frame()
     opts = RestoreOptions(mode="balanced", model=str(gen256), backend="torch")
     # One-shot restorer: the session still keeps its networks for every frame, then lets them go.
-    r = Restorer(models_dir=models_with_detector, device="cpu", synthetic_weights=True, one_shot=True)
+    r = Restorer(models_dir=models_with_detector, device="cpu", synthetic_weights=True, lifetime=Lifetime.ONE_SHOT)
     photo = r(frame, opts)
     assert photo.faces, photo.notes
     monkeypatch.setattr(ModelCache, "generator", counted)

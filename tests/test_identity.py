@@ -16,7 +16,7 @@ from gpen_core.faces import identity_model
 from gpen_core.faces.align import align_transform
 from gpen_core.faces.detect import Detection, FaceDetector
 from gpen_core.faces.identity import IdentityPolicy, distance, policy_for
-from gpen_core.faces.photo import restore_photo
+from gpen_core.faces.photo import FaceJob, restore_photo
 from gpen_core.options import RestoreOptions
 
 from .conftest import shared_path
@@ -62,7 +62,7 @@ def gpen_crop(detector: FaceDetector, rgb: np.ndarray, size: int = 512) -> np.nd
 @needs_dlib
 def test_unchanged_face_measures_near_zero_and_is_not_flagged(solvay: np.ndarray, solvay_faces: list[Detection]) -> None:
     """The identity stand-in: the generator returns its input (small faces still get GPEN's smoothing)."""
-    out = restore_photo(solvay, detections=solvay_faces, restore_fn=lambda c: c.copy(), size=256, identity=IdentityPolicy())
+    out = restore_photo(solvay, detections=solvay_faces, restore_fn=lambda c: c.copy(), size=256, job=FaceJob(identity=IdentityPolicy()))
     checks = [f.identity for f in out.faces]
     assert len(checks) == 4 and all(c is not None for c in checks)
     assert all(c.distance <= 0.05 and not c.over_threshold and c.action == "restored" for c in checks), checks
@@ -111,13 +111,13 @@ def test_random_weight_generator_faces_are_all_flagged(models_with_detector: Pat
 
 @needs_dlib
 def test_keep_original_pastes_the_original_face_back_pixel_for_pixel(solvay: np.ndarray, solvay_faces: list[Detection]) -> None:
-    kept = restore_photo(solvay, detections=solvay_faces, restore_fn=invert, size=256, identity=IdentityPolicy(limit=0.3))
+    kept = restore_photo(solvay, detections=solvay_faces, restore_fn=invert, size=256, job=FaceJob(identity=IdentityPolicy(limit=0.3)))
     assert np.array_equal(kept.image, solvay)
     assert all(f.identity.action == "kept original" and np.array_equal(f.restored, f.crop) for f in kept.faces)
     assert [n.split(":")[0] for n in kept.notes] == ["face 1", "face 2", "face 3", "face 4"]
     assert all("over your limit 0.3: kept the original face" in n for n in kept.notes)
     # Under a limit the faces are not touched by it: the inverted faces are pasted.
-    pasted = restore_photo(solvay, detections=solvay_faces, restore_fn=invert, size=256, identity=IdentityPolicy(limit=1.99))
+    pasted = restore_photo(solvay, detections=solvay_faces, restore_fn=invert, size=256, job=FaceJob(identity=IdentityPolicy(limit=1.99)))
     assert not np.array_equal(pasted.image, solvay) and not pasted.notes
     assert all(f.identity.action == "restored" for f in pasted.faces)
 
@@ -125,14 +125,13 @@ def test_keep_original_pastes_the_original_face_back_pixel_for_pixel(solvay: np.
 @needs_dlib
 def test_keep_original_on_an_aligned_crop_returns_the_input() -> None:
     face = load_rgb("faces", "ffhq_00001_512.png")
-    out = restore_photo(face, detections=None, restore_fn=invert, size=512, aligned=True, identity=IdentityPolicy(limit=0.6))
+    out = restore_photo(face, detections=None, restore_fn=invert, size=512, job=FaceJob(aligned=True, identity=IdentityPolicy(limit=0.6)))
     assert np.array_equal(out.image, face) and out.faces[0].identity.action == "kept original"
 
 
 @needs_dlib
 def test_blend_over_the_limit_moves_the_face_toward_the_original(solvay: np.ndarray, solvay_faces: list[Detection]) -> None:
-    out = restore_photo(solvay, detections=solvay_faces[:1], restore_fn=invert, size=256,
-                        identity=IdentityPolicy(limit=0.3, alpha=0.25))
+    out = restore_photo(solvay, detections=solvay_faces[:1], restore_fn=invert, size=256, job=FaceJob(identity=IdentityPolicy(limit=0.3, alpha=0.25)))
     face = out.faces[0]
     restored = cv2.filter2D(invert(face.crop), -1, np.array([[1, 2, 1], [2, 4, 2], [1, 2, 1]], np.float32) / 16)
     big = solvay_faces[0].box[2] - solvay_faces[0].box[0] >= 100

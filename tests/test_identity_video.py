@@ -195,7 +195,7 @@ def test_the_budget_counts_the_identity_check_where_it_runs(monkeypatch: pytest.
     size = (640, 480)
 
     def need(mode: str, identity: str) -> int:
-        return budget.estimate_peak(MODES[mode], "cpu", size, Path("/nonexistent"), identity=identity)[0]
+        return budget.estimate_peak(MODES[mode], "cpu", size, Path("/nonexistent"), work=budget.Work(identity=identity))[0]
 
     assert need("balanced", "auto") - need("balanced", "off") == budget.IDENTITY_BYTES
     assert need("low", "auto") == need("low", "off") and need("low", "on") - need("low", "off") == budget.IDENTITY_BYTES
@@ -203,8 +203,8 @@ def test_the_budget_counts_the_identity_check_where_it_runs(monkeypatch: pytest.
     assert budget.identity_bytes(MODES["quality"], "cuda:0", "enhance", "on") == 0
     # Free memory between balanced's need without the check and with it: it fits only with the check off.
     free = budget.Free(int((need("balanced", "off") + budget.IDENTITY_BYTES / 2) / budget.SAFETY_MARGIN) + 1, None)
-    off = budget.check_fits(MODES["balanced"], "cpu", size, Path("/nonexistent"), free, identity="off")
-    on = budget.check_fits(MODES["balanced"], "cpu", size, Path("/nonexistent"), free, identity="on")
+    off = budget.check_fits(MODES["balanced"], "cpu", size, Path("/nonexistent"), free, work=budget.Work(identity="off"))
+    on = budget.check_fits(MODES["balanced"], "cpu", size, Path("/nonexistent"), free, work=budget.Work(identity="on"))
     assert off is None and on is not None and on.mode.name != "balanced" and "identity check" in on.reason
 
 

@@ -10,7 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gpen_core.engine.lifetime import Lifetime
+
 from .conftest import ROOT
+
+ONE_SHOT, RESIDENT = Lifetime.ONE_SHOT, Lifetime.RESIDENT
 
 EXAMPLE = ROOT / "examples" / "astronaut_low_resolution.jpg"
 
@@ -36,7 +40,7 @@ def _request(models: Path, gen256: Path, one_shot: bool):
     from gpen_core.restorer import Restorer
 
     # balanced: detector, generator and a parsing mask (synthetic ParseNet weights), all on torch
-    r = Restorer(models_dir=models, device="cpu", synthetic_weights=True, one_shot=one_shot)
+    r = Restorer(models_dir=models, device="cpu", synthetic_weights=True, lifetime=ONE_SHOT if one_shot else RESIDENT)
     res = r(EXAMPLE, RestoreOptions(mode="balanced", model=str(gen256), backend="torch"))
     return r, res
 
@@ -71,7 +75,7 @@ def test_one_shot_holds_one_network_at_a_time_and_gives_the_same_photo(
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
 
-    r = Restorer(models_dir=models_with_detector, device="cpu", synthetic_weights=True, one_shot=True)
+    r = Restorer(models_dir=models_with_detector, device="cpu", synthetic_weights=True, lifetime=ONE_SHOT)
     res = r(EXAMPLE, RestoreOptions(mode="balanced", model=str(gen256), backend="torch"))
     assert res.faces, res.notes
     order = [kind for kind, _ in seen]
@@ -102,7 +106,7 @@ def test_the_cli_asks_for_one_shot_only_for_a_single_photo(monkeypatch: pytest.M
 
     class Spy(restorer_mod.Restorer):
         def __init__(self, *a: Any, **k: Any) -> None:
-            asked.append(k.get("one_shot", False))
+            asked.append(k.get("lifetime") is ONE_SHOT)
             super().__init__(*a, **k)
 
     monkeypatch.setattr(restorer_mod, "Restorer", Spy)
@@ -121,7 +125,7 @@ def test_the_cli_asks_for_one_shot_only_for_a_single_photo(monkeypatch: pytest.M
 
 
 def test_a_lazy_parser_without_weights_masks_with_the_feathered_rectangle() -> None:
-    from gpen_core.engine.one_shot import LazyParser
+    from gpen_core.engine.lazy_parser import LazyParser
     from gpen_core.faces.masks import rectangle_mask
 
     loads: list[int] = []
@@ -153,7 +157,7 @@ def test_a_face_restored_once_more_than_counted_reloads_the_generator(
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
 
-    r = Restorer(models_dir=models_with_detector, device="cpu", synthetic_weights=True, one_shot=True)
+    r = Restorer(models_dir=models_with_detector, device="cpu", synthetic_weights=True, lifetime=ONE_SHOT)
     res = r(EXAMPLE, RestoreOptions(mode="low", model=str(gen256), backend="torch"))
     assert res.faces, res.notes
     assert r.loaded()["generator"] is None  # and still dropped at the end
@@ -172,7 +176,7 @@ def test_an_openvino_generator_loads_after_the_detector_is_gone(
     # the decision only: the generator that loads is still torch's (no conversion in this test)
     monkeypatch.setattr(ModelCache, "generator_runtime", lambda self, mode, opts, device: "openvino")
     seen = _spy_loads(monkeypatch)
-    r = Restorer(models_dir=models_with_detector, device="cpu", synthetic_weights=True, one_shot=True)
+    r = Restorer(models_dir=models_with_detector, device="cpu", synthetic_weights=True, lifetime=ONE_SHOT)
     res = r(EXAMPLE, RestoreOptions(mode="balanced", model=str(gen256), backend="torch"))
     assert res.faces, res.notes
     assert [kind for kind, _ in seen] == ["detector", "generator", "parser"]

@@ -20,6 +20,7 @@ from torch.nn import functional as F
 
 from gpen_core.runtimes.openvino import generator as ov_backend
 from gpen_core.runtimes.openvino import parser as ov_parse
+from gpen_core.runtimes.openvino.choice import SpeedRun
 from gpen_core.modes import MODES
 from gpen_core.options import RestoreOptions
 from gpen_core.faces.parse import choose_parse_dtype
@@ -190,7 +191,7 @@ def test_auto_follows_the_recorded_measurement(home: Path) -> None:
         assert masker.backend == want
     assert ov_backend.choose_backend("auto", 512, "float32", network="parsenet", models_dir=home).runtime == "torch"  # not measured
     # The hardware check's measurement writes what auto reads.
-    row = ov_parse.measure_speed(256, dt, models_dir=home, runs=1, threads=1, source="test check")
+    row = ov_parse.measure_speed(256, dt, models_dir=home, how=SpeedRun(runs=1, threads=1, source="test check"))
     assert row["convert_s"] is None and len(row["torch_times"]) == len(row["openvino_times"]) == 1
     assert Path(row["speed_file"]).is_file()
     rec = ov_backend.speed_records(home)[f"parsenet-256-{dt}"]  # read back from the store the row names

@@ -70,22 +70,22 @@ def test_the_rows_round_trip_through_the_saved_profile(measured: tuple[records.P
 def test_auto_uses_the_measured_task_peak_and_says_so(measured: tuple[records.Profile, Path], tmp_path: Path) -> None:
     prof, home = measured
     row = next(t for t in prof.tasks if t.task == "colorize" and t.mode == "balanced")
-    need, src = budget.estimate_peak(MODES["balanced"], "cpu", (320, 240), home, task="colorize")
+    need, src = budget.estimate_peak(MODES["balanced"], "cpu", (320, 240), home, work=budget.Work(task="colorize"))
     assert need == row.peak_bytes and src.startswith("measured on this machine for the colorize task")
     # photos beyond the workload add the built-in growth, and the source says that part is estimated
-    big, src = budget.estimate_peak(MODES["balanced"], "cpu", (640, 480), home, task="colorize")
+    big, src = budget.estimate_peak(MODES["balanced"], "cpu", (640, 480), home, work=budget.Work(task="colorize"))
     assert big == row.peak_bytes + (640 * 480 - 320 * 240) * 40 and "estimated for the photo's size" in src
     seg = next(t for t in prof.tasks if t.task == "seg2face" and t.mode == "balanced")
-    assert budget.estimate_peak(MODES["balanced"], "cpu", (64, 64), home, task="seg2face")[0] == seg.peak_bytes
+    assert budget.estimate_peak(MODES["balanced"], "cpu", (64, 64), home, work=budget.Work(task="seg2face"))[0] == seg.peak_bytes
     free = budget.Free(ram_bytes=64 * 10**9, vram_bytes=None)
-    choice = budget.choose("cpu", (320, 240), home, free, task="inpaint")
+    choice = budget.choose("cpu", (320, 240), home, free, work=budget.Work(task="inpaint"))
     assert choice.mode.name == "quality"  # not measured: its built-in estimate, labelled so
     assert "built-in estimate" in choice.reason
     # a mode the check measured is chosen on its measured figure
-    only_balanced = budget.choose("cpu", (320, 240), home, free, available=lambda m: m.name == "balanced", task="inpaint")
+    only_balanced = budget.choose("cpu", (320, 240), home, free, available=lambda m: m.name == "balanced", work=budget.Work(task="inpaint"))
     assert only_balanced.mode.name == "balanced" and "measured on this machine for the inpaint task" in only_balanced.reason
     # without a profile: the built-in estimate, as before the check
-    assert "built-in estimate" in budget.estimate_peak(MODES["balanced"], "cpu", (320, 240), tmp_path, task="colorize")[1]
+    assert "built-in estimate" in budget.estimate_peak(MODES["balanced"], "cpu", (320, 240), tmp_path, work=budget.Work(task="colorize"))[1]
 
 
 def test_the_report_and_the_readme_show_the_tasks_table(measured: tuple[records.Profile, Path]) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpen_core.engine.lifetime import Lifetime
 from gpen_core.runtimes.openvino.choice import BackendChoice
 from gpen_core.engine.runtime_choice import PlanRoom, RuntimeFacts, decide_runtime
 from gpen_core.runtimes.openvino import generator as ov_backend
@@ -96,7 +97,7 @@ def test_a_one_photo_request_runs_torch_instead_of_converting_and_says_how_to_co
 
     crop = np.random.default_rng(0).integers(0, 255, (256, 256, 3), dtype=np.uint8)
     opts = RestoreOptions(mode="balanced", model=str(home / "GPEN-BFR-256.pth"), aligned=True)
-    res = Restorer(models_dir=home, device="cpu", one_shot=True)(crop, opts)
+    res = Restorer(models_dir=home, device="cpu", lifetime=Lifetime.ONE_SHOT)(crop, opts)
     assert res.backend == "torch" and "python -m gpen_core download" in res.backend_reason
     assert any("python -m gpen_core download" in n for n in res.notes), res.notes
     generator = [r for r in res.runtimes if r.network == "generator"]

@@ -150,9 +150,9 @@ def test_the_out_of_memory_ladder_and_auto_skip_modes_without_a_plan() -> None:
 
     assert lighter_than(MODES["balanced"], "colorize") is None  # faces-only does not paste; low has no plan
     assert lighter_than(MODES["balanced"]).name == "low"
-    big = budget.choose("cpu", (1000, 800), free=budget.Free(64 * 2**30, None), task="colorize")
+    big = budget.choose("cpu", (1000, 800), free=budget.Free(64 * 2**30, None), work=budget.Work(task="colorize"))
     assert big.mode.name == "quality" and "1024 px colorize" in big.reason
-    small = budget.choose("cpu", (1000, 800), free=budget.Free(300 * 2**20, None), task="colorize")
+    small = budget.choose("cpu", (1000, 800), free=budget.Free(300 * 2**20, None), work=budget.Work(task="colorize"))
     assert small.mode.name == "balanced" and "even it may need" in small.reason
 
 

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import psutil
 
@@ -23,6 +23,9 @@ from gpen_core.platform.zerogpu import on_zerogpu
 from gpen_core.engine.fit import SAFETY_MARGIN, Ranking, fits, rank
 from gpen_core.engine.runtime_choice import RequestPlan
 from gpen_core.engine.vram import estimate as vram_estimate
+
+if TYPE_CHECKING:
+    from gpen_core.options import RestoreOptions
 
 __all__ = ["SAFETY_MARGIN", "Binding", "Choice", "Free", "Needs", "check_fits", "choose", "estimate_peak", "free_memory", "needs", "ranking",
            "request_plan"]
@@ -73,6 +76,21 @@ VRAM_ESTIMATE_SOURCE = (
 class Choice:
     mode: MemoryMode
     reason: str
+
+
+@dataclass(frozen=True)
+class Work:
+    """What a request asks beyond restoring the faces of its photo, each adding to its peak."""
+
+    upscale: int = 1  # the background ×upscale (upscale_extra_bytes)
+    tile: int | None = None  # the upscaler's tile (RestoreOptions.tile; None: from the mode's budget)
+    task: str = "enhance"  # GPEN's task: only modes with a plan for it, with its network's peaks
+    identity: str = "auto"  # the identity switch: its check's memory where it runs (identity_bytes)
+
+    @classmethod
+    def of(cls, opts: "RestoreOptions") -> "Work":
+        """What ``opts`` asks."""
+        return cls(opts.upscale, opts.tile, opts.task, opts.identity)
 
 
 @dataclass(frozen=True)
@@ -144,14 +162,11 @@ def upscale_extra_bytes(mode: MemoryMode, image_size: tuple[int, int], upscale: 
     return preview(w, h, upscale, mode.name, tile).extra_bytes
 
 
-def _need(
-    mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, upscale: int, tile: int | None,
-    task: str = "enhance", identity: str = "auto",
-) -> tuple[int, int, str]:
+def _need(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, work: Work) -> tuple[int, int, str]:
     """(peak without upscaling, what upscaling adds, where the figures come from), the identity check's
     memory counted where it will run (:func:`identity_bytes`)."""
-    base, extra, src = _need_without_check(mode, device, image_size, models_dir, upscale, tile, task)
-    check = identity_bytes(mode, device, task, identity, measured=src.startswith("measured on this machine"))
+    base, extra, src = _need_without_check(mode, device, image_size, models_dir, work.upscale, work.tile, work.task)
+    check = identity_bytes(mode, device, work.task, work.identity, measured=src.startswith("measured on this machine"))
     if check:
         base += check
         src += f"; +{format_bytes(check)} for the identity check (measured: benchmarks/identity.py --cost)"
@@ -212,31 +227,28 @@ def estimate_peak(
     image_size: tuple[int, int],
     models_dir: Path | None = None,
     *,
-    upscale: int = 1,
-    tile: int | None = None,
-    task: str = "enhance",
-    identity: str = "auto",
+    work: Work = Work(),
 ) -> tuple[int, str]:
     """(bytes the call needs above the idle process on its binding memory, where the figure comes from).
 
-    ``upscale`` > 1 adds the upscaler's extra memory (:func:`upscale_extra_bytes`; ``tile``
+    ``work.upscale`` > 1 adds the upscaler's extra memory (:func:`upscale_extra_bytes`; ``work.tile``
     as in :class:`~gpen_core.options.RestoreOptions`), and the source says how much of it that is.
-    ``identity``: the request's identity switch (``RestoreOptions.identity``): its check's memory counts where it runs.
+    ``work.identity``: the request's identity switch (``RestoreOptions.identity``): its check's memory counts where it runs.
     """
-    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile, task, identity)
+    base, extra, src = _need(mode, device, image_size, models_dir, work)
     return base + extra, src
 
 
 def request_plan(
     mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, start_rss: int, *,
-    upscale: int = 1, tile: int | None = None, task: str = "enhance", identity: str = "auto",
+    work: Work = Work(),
 ) -> RequestPlan | None:
     """The memory plan a request in ``mode`` keeps to: :func:`estimate_peak` (the figure the mode was
     chosen or checked by) above ``start_rss``, the process as the request began. None on a GPU, whose
     plan is VRAM: the plan guards the RAM that an OpenVINO conversion (CPU only) would take."""
     if device.startswith("cuda"):
         return None
-    planned, _ = estimate_peak(mode, device, image_size, models_dir, upscale=upscale, tile=tile, task=task, identity=identity)
+    planned, _ = estimate_peak(mode, device, image_size, models_dir, work=work)
     return RequestPlan(mode.name, planned, start_rss)
 
 
@@ -276,14 +288,11 @@ class Needs:
     source: dict[str, str]
 
 
-def needs(
-    device: str, image_size: tuple[int, int], models_dir: Path | None = None, *, upscale: int = 1, tile: int | None = None,
-    task: str = "enhance", identity: str = "auto",
-) -> Needs:
-    """Each of ``task``'s modes' need for this request on its binding memory (bytes above the idle process)."""
+def needs(device: str, image_size: tuple[int, int], models_dir: Path | None = None, *, work: Work = Work()) -> Needs:
+    """Each of ``work.task``'s modes' need for this request on its binding memory (bytes above the idle process)."""
     total, up, src = {}, {}, {}
-    for name in TASKS[task].modes:
-        base, extra, source = _need(MODES[name], device, image_size, models_dir, upscale, tile, task, identity)
+    for name in TASKS[work.task].modes:
+        base, extra, source = _need(MODES[name], device, image_size, models_dir, work)
         total[name], up[name], src[name] = base + extra, extra, source
     return Needs(total, up, src)
 
@@ -295,16 +304,13 @@ def ranking(
     free: Free | None = None,
     available: Callable[[MemoryMode], bool] | None = None,
     *,
-    upscale: int = 1,
-    tile: int | None = None,
-    task: str = "enhance",
-    identity: str = "auto",
+    work: Work = Work(),
 ) -> tuple[Ranking, Needs]:
     """``task``'s pasting modes ranked by what fits this request (:func:`gpen_core.engine.fit.rank`), and their needs.
 
     A mode whose weights are not ``available`` is passed over while any mode has its weights."""
     free = free or free_memory(device)
-    need = needs(device, image_size, models_dir, upscale=upscale, tile=tile, task=task, identity=identity)
+    need = needs(device, image_size, models_dir, work=work)
     missing = {n: "weights not downloaded" for n in need.total if available is not None and not available(MODES[n])}
     if len(missing) == len(need.total):
         missing = {}  # nothing has its weights: rank them all, the load will say what is missing
@@ -319,25 +325,22 @@ def choose(
     free: Free | None = None,
     available: Callable[[MemoryMode], bool] | None = None,
     *,
-    upscale: int = 1,
-    tile: int | None = None,
-    task: str = "enhance",
-    identity: str = "auto",
+    work: Work = Work(),
 ) -> Choice:
     """Highest-ranked pasting mode that fits; the lightest with an honest reason if none does.
 
     ``available(mode)`` says whether the mode's weights are present: modes without
     them are passed over while any mode with weights fits (someone who downloaded
     only GPEN-BFR-256 gets ``low``, not a missing-weights error for ``quality``).
-    ``upscale`` > 1 (and ``tile``): each mode's peak includes what upscaling adds in that
+    ``work.upscale`` > 1 (and ``work.tile``): each mode's peak includes what upscaling adds in that
     mode (:func:`upscale_extra_bytes`); the reason names modes that fit only without it.
-    ``task``: only modes with a plan for it (:data:`gpen_core.modes.TASKS`) are considered, with
-    its network's peaks; the lightest of them stands in for ``low``. ``identity``: the request's identity switch
+    ``work.task``: only modes with a plan for it (:data:`gpen_core.modes.TASKS`) are considered, with
+    its network's peaks; the lightest of them stands in for ``low``. ``work.identity``: the request's identity switch
     (each mode's need holds the check's memory where it runs in that mode, :func:`identity_bytes`).
     """
     free = free or free_memory(device)
-    ranked, need = ranking(device, image_size, models_dir, free, available, upscale=upscale, tile=tile, task=task,
-                           identity=identity)
+    upscale = work.upscale
+    ranked, need = ranking(device, image_size, models_dir, free, available, work=work)
     where, have = ranked.binding, free.binding(device).free_bytes
     skipped = [m.mode for m in ranked.modes if not m.runnable]
     why_skip = f"; passed over {', '.join(skipped)} (weights not downloaded)" if skipped else ""
@@ -368,20 +371,17 @@ def check_fits(
     models_dir: Path | None = None,
     free: Free | None = None,
     *,
-    upscale: int = 1,
-    tile: int | None = None,
-    task: str = "enhance",
-    identity: str = "auto",
+    work: Work = Work(),
 ) -> Choice | None:
-    """None when ``mode`` fits (with what ``upscale`` adds, and the identity check where it runs); else the lighter
-    mode to run instead, with the reason."""
+    """None when ``mode`` fits (with what ``work.upscale`` adds, and the identity check where it runs); else the
+    lighter mode to run instead, with the reason."""
     free = free or free_memory(device)
-    base, extra, src = _need(mode, device, image_size, models_dir, upscale, tile, task, identity)
+    base, extra, src = _need(mode, device, image_size, models_dir, work)
     bound = free.binding(device)
     need, have = base + extra, bound.free_bytes
     if fits(need, have):
         return None
-    lighter = choose(device, image_size, models_dir, free, upscale=upscale, tile=tile, task=task, identity=identity)
+    lighter = choose(device, image_size, models_dir, free, work=work)
     if lighter.mode.rank >= mode.rank:
         return None
     where = bound.name

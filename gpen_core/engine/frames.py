@@ -19,15 +19,12 @@ from gpen_core.engine import budget, stages
 from gpen_core.engine.lifetime import Lifetime
 from gpen_core.engine.model_cache import ModelCache
 from gpen_core.engine.threads import TorchThreads
+from gpen_core.engine.request_context import RequestContext
 from gpen_core.errors import InputError
-from gpen_core.modes import AUTO, MemoryMode, get_mode, get_task
+from gpen_core.modes import AUTO, MemoryMode, get_mode
 from gpen_core.options import RestoreOptions
 from gpen_core.result import FrameOutput, NetworkRuntime, RejectedFace, Timings
 from gpen_core.rgb import check_rgb
-
-
-def _silent(fraction: float, message: str) -> None:
-    """Frames report no progress of their own: the caller counts frames."""
 
 
 class FrameSession:
@@ -46,11 +43,12 @@ class FrameSession:
         self._models, self._device, self._opts = models, device, opts
         self._threads = threads  # follows the machine's load as the clip goes on
         self.mode = mode
-        self._task = get_task(opts.task)
-        loaded = stages.load_networks(models, mode, opts, device, _silent, numerics, boxes_given=False)
+        # Frames report no progress of their own: the caller counts frames.
+        self._ctx = RequestContext(models, device, mode, opts)
+        loaded = stages.load_networks(self._ctx, numerics, boxes_given=False)
         generator = loaded.generator
         if generator is None:  # a resident policy never defers it; kept honest should that change
-            generator, gen_notes = stages.load_generator(models, mode, opts, device, _silent, numerics)
+            generator, gen_notes = stages.load_generator(self._ctx, numerics)
             notes.extend(gen_notes)
         self._generator = generator
         self._parsing_fn = loaded.parsing_fn
@@ -95,8 +93,7 @@ class FrameSession:
         canvas = stages.Canvas(rgb, None, list(detections), (), None, 0.0, ())
         generator = stages.Generator(self._generator.forward, self._generator.size, self._generator.dtype,
                                      self._generator.name)
-        restored = stages.restore_and_paste(self._models, self._device, canvas, generator, self._parsing_fn, self.mode,
-                                            self._opts, self._task, _silent, check_identity=check_identity)
+        restored = stages.restore_and_paste(self._ctx, canvas, generator, self._parsing_fn, check_identity=check_identity)
         out = restored.photo
         timings = Timings(total_s=time.perf_counter() - t, align_s=out.timings.get("align_s", 0.0),
                           restore_s=out.timings.get("restore_s", 0.0), paste_s=out.timings.get("paste_s", 0.0),
@@ -113,12 +110,12 @@ def frame_mode(models: ModelCache, opts: RestoreOptions, device: str, frame_size
     not the one asked (auto's choice, or a lighter mode when the asked one does not fit)."""
     if opts.mode == AUTO:
         choice = budget.choose(device=device, image_size=frame_size, models_dir=models.models_dir,
-                               available=lambda m: models.weights_present(m, opts, False), task=opts.task,
-                               identity=opts.identity)
+                               available=lambda m: models.weights_present(m, opts, False),
+                               work=budget.Work(task=opts.task, identity=opts.identity))
         return choice.mode, [f"auto chose {choice.mode.name} for {frame_size[0]}×{frame_size[1]} frames: {choice.reason}"]
     mode = get_mode(opts.mode)
-    step = budget.check_fits(mode, device=device, image_size=frame_size, models_dir=models.models_dir, task=opts.task,
-                             identity=opts.identity)
+    step = budget.check_fits(mode, device=device, image_size=frame_size, models_dir=models.models_dir,
+                             work=budget.Work(task=opts.task, identity=opts.identity))
     if step is not None:
         return step.mode, [step.reason]
     return mode, []
@@ -151,8 +148,8 @@ def open_session(models: ModelCache, device: str, opts: RestoreOptions, frame_si
             models.runtimes.clear()
             # The session keeps to the mode's plan for one frame from here: a network converted for
             # OpenVINO as it loads must fit it, as inside a photo's request.
-            plan = budget.request_plan(mode, device, frame_size, models.models_dir, current_rss(), task=opts.task,
-                                       identity=opts.identity)
+            plan = budget.request_plan(mode, device, frame_size, models.models_dir, current_rss(),
+                                       work=budget.Work(task=opts.task, identity=opts.identity))
             with ExitStack() as numerics, models.planned(plan):
                 yield FrameSession(models, device, opts, mode, notes, numerics, threads)
     finally:

@@ -48,14 +48,13 @@ class ModelCache:
 
     def __init__(
         self, models_dir: str | os.PathLike[str] | None = None, *, allow_download: bool = False, synthetic_weights: bool = False,
-        one_shot: bool = False, lifetime: Lifetime | None = None, busy: BusyCheck | None = None,
+        lifetime: Lifetime = Lifetime.RESIDENT, busy: BusyCheck | None = None,
     ) -> None:
         self.models_dir = Path(models_dir) if models_dir is not None else None
         self.allow_download = allow_download
         self.synthetic_weights = synthetic_weights
-        # What stays loaded between stages and requests (engine.lifetime); ``one_shot=True`` is
-        # Lifetime.ONE_SHOT, kept for older callers.
-        self.lifetime = lifetime or (Lifetime.ONE_SHOT if one_shot else Lifetime.RESIDENT)
+        # What stays loaded between stages and requests (engine.lifetime).
+        self.lifetime = lifetime
         self.busy = busy
         # The running request's memory plan (set by :meth:`planned`): a conversion inside the request
         # must stay within it. None between requests: converting ahead has no plan to keep to.
@@ -73,11 +72,6 @@ class ModelCache:
         self._released: dict[str, _Loaded] = {}
         # Whether the last release_unused let go of a network that ran on OpenVINO (whose libraries stay).
         self.released_openvino = False
-
-    @property
-    def one_shot(self) -> bool:
-        """Whether this cache serves one request (:attr:`Lifetime.ONE_SHOT`)."""
-        return self.lifetime is Lifetime.ONE_SHOT
 
     @contextmanager
     def planned(self, plan: RequestPlan | None) -> Iterator[None]:
@@ -326,9 +320,9 @@ class ModelCache:
 
     def parsing_fn(self, mode: MemoryMode, device: str, notes: list[str], opts: RestoreOptions | None = None) -> Any:
         """The paste mask function for ``mode`` as the lifetime policy loads it: now (resident), or
-        at the first face it masks (one-shot: :class:`~gpen_core.engine.one_shot.LazyParser`). None:
+        at the first face it masks (one-shot: :class:`~gpen_core.engine.lazy_parser.LazyParser`). None:
         GPEN's feathered rectangle."""
-        from gpen_core.engine.one_shot import LazyParser
+        from gpen_core.engine.lazy_parser import LazyParser
 
         if self.lifetime.lazy_parser:
             later: list[str] = []  # said at the first mask: the restore stage reads LazyParser.notes

@@ -72,9 +72,18 @@ def ov_models_dir(src: LoadSource) -> Path:
     return src.models_dir if src.models_dir is not None else models_dir()
 
 
+@dataclass(frozen=True)
+class Conversion:
+    """Where a network stands with OpenVINO: already converted, or what converting it would take."""
+
+    converted: bool = True  # its OpenVINO graph is cached (or it runs as chosen: nothing to convert)
+    ram: int = 0  # bytes a conversion needs, measured or estimated
+    estimated: bool = False  # ``ram`` is an estimate, not a measurement
+    converting: str = ""  # the file a conversion reads, for the busy check's sentence
+
+
 def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: str, measured: BackendChoice,
-                  dtypes: tuple[str, str], converted: bool, convert_ram: int, device: str, *, estimated: bool = False,
-                  converting: str = "") -> RuntimeFacts:
+                  dtypes: tuple[str, str], conversion: Conversion, device: str) -> RuntimeFacts:
     """The facts one runtime decision rests on. ``want``: (network, name, the network in a
     sentence); ``dtypes``: (on torch, on OpenVINO). Free RAM, another thread converting and the
     request's standing against its memory plan are read only when they can matter (OpenVINO
@@ -82,12 +91,13 @@ def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: st
     from gpen_core.engine.budget import free_memory
 
     network, name, what = want
+    converted = conversion.converted
     first_use = measured.runtime == "openvino" and not converted
     return RuntimeFacts(
         network=network, what=what, requested=requested, measured=measured, torch_dtype=dtypes[0],
-        openvino_dtype=dtypes[1], converted=converted, convert_ram=convert_ram,
-        free_ram=free_memory(device).ram_bytes if first_use else 0, convert_ram_estimated=estimated,
-        converting=converting, busy=src.busy(network, name, what) if first_use and src.busy else None,
+        openvino_dtype=dtypes[1], converted=converted, convert_ram=conversion.ram,
+        free_ram=free_memory(device).ram_bytes if first_use else 0, convert_ram_estimated=conversion.estimated,
+        converting=conversion.converting, busy=src.busy(network, name, what) if first_use and src.busy else None,
         unwritable=cache_unwritable(src) if first_use else None,
         conversion_pays=src.lifetime.conversion_pays,
         plan=plan_room(src.plan) if first_use else None,
@@ -128,8 +138,8 @@ def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, devi
         need, exact = ov.conversion_ram(size, path)
         converted = ov.graph_is_current(ov.cache_key(path, precision), ov_models_dir(src))
     facts = runtime_facts(src, ("generator", name, f"the generator {name}"), opts.backend, measured,
-                          (plan.dtype, "bfloat16" if precision == "bf16" else "float32"), converted, need, device,
-                          estimated=not exact, converting=path.name)
+                          (plan.dtype, "bfloat16" if precision == "bf16" else "float32"),
+                          Conversion(converted, need, estimated=not exact, converting=path.name), device)
 
     def build(decision: RuntimeDecision) -> Any:
         if decision.runtime == "openvino":
@@ -159,7 +169,7 @@ def detector_load(src: LoadSource, network: str, device: str, opts: RestoreOptio
         converted = ov.is_cached(ov_detect.detector_key(path, network), ov_models_dir(src))
         need = ov_detect.CONVERT_RAM_MEASURED[network]
     facts = runtime_facts(src, ("detector", network, f"the {network} detector"), requested, measured, ("float32", "float32"),
-                          converted, need, device)
+                          Conversion(converted, need), device)
 
     def build(decision: RuntimeDecision) -> Any:
         if decision.runtime == "openvino":
@@ -207,7 +217,7 @@ def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOpt
         need = ov_parse.CONVERT_RAM_MEASURED.get(mode.parse_input, max(ov_parse.CONVERT_RAM_MEASURED.values()))
     what = f"the {mode.parse_input} px parser"
     facts = runtime_facts(src, ("parser", str(mode.parse_input), what), requested, measured, (dtype, dtype),
-                          converted, need, device)
+                          Conversion(converted, need), device)
 
     def build(decision: RuntimeDecision) -> Any:
         if decision.runtime == "openvino":
@@ -238,7 +248,7 @@ def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> Network
     # RealESRNet has no OpenVINO conversion here: it runs on torch whatever the request asked.
     facts = runtime_facts(src, ("upscaler", label, f"the upscaler {label}"), opts.backend,
                           BackendChoice("torch", "torch only (no OpenVINO conversion for RealESRNet)"), ("float32", "float32"),
-                          True, 0, device)
+                          Conversion(), device)
 
     def build(decision: RuntimeDecision) -> Any:
         if synthetic:

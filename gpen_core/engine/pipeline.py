@@ -21,6 +21,7 @@ from gpen_core.engine.threads import TorchThreads
 from gpen_core.engine import tasks as task_steps
 from gpen_core.errors import InputError
 from gpen_core.engine.model_cache import ModelCache
+from gpen_core.engine.request_context import RequestContext
 from gpen_core.modes import AUTO, MemoryMode, get_mode, get_task
 from gpen_core.options import ImageSource, RestoreOptions
 from gpen_core.progress import Progress
@@ -65,6 +66,11 @@ class Request:
     mask: np.ndarray | None = None  # inpainting's damage mask, RGB uint8 of the photo's size (white = damaged)
     # Resident networks released before the request because its mode does not use them.
     released: tuple[str, ...] = ()
+    # The caller's face boxes (detect.Detection, input pixels) in place of the detector, else None.
+    given: list[Any] | None = None
+    t0: float = 0.0  # time.perf_counter() as the call began (the result's total_s counts from it)
+    # The process's resident set as the request began (the meter's baseline; None: when the attempt starts).
+    start_rss: int | None = None
 
     def with_released(self, names: tuple[str, ...], left: str = "torch") -> "Request":
         """This request, saying which resident networks were released before it, and what the
@@ -147,16 +153,12 @@ def start(
             image_size=size,
             models_dir=models.models_dir,
             available=lambda m: models.weights_present(m, opts, boxes_given),
-            upscale=opts.upscale,  # each mode's peak includes what upscaling adds in it
-            tile=opts.tile,
-            task=opts.task,
-            identity=opts.identity,  # the identity check's memory in each mode where it runs
+            work=budget.Work.of(opts),  # upscaling's and the identity check's memory in each mode where they run
         )
         mode, reason = choice.mode, choice.reason
     else:
         mode, reason = get_mode(opts.mode), ""
-        step = budget.check_fits(mode, device=device, image_size=size, models_dir=models.models_dir, upscale=opts.upscale,
-                                 tile=opts.tile, task=opts.task, identity=opts.identity)
+        step = budget.check_fits(mode, device=device, image_size=size, models_dir=models.models_dir, work=budget.Work.of(opts))
         if step is not None:
             mode, reason = step.mode, step.reason
             notes.append(reason)
@@ -181,7 +183,7 @@ def start(
                 f"the damage mask is {mask_rgb.shape[1]}×{mask_rgb.shape[0]} but the photo is {rgb.shape[1]}×{rgb.shape[0]}: "
                 "draw or save the mask at the photo's size"
             )
-    return Request(decoded, decode_s, mode, reason, tuple(notes), mask_rgb)
+    return Request(decoded, decode_s, mode, reason, tuple(notes), mask_rgb, t0=t0)
 
 
 def _decode_or_step_down(
@@ -206,35 +208,37 @@ def _decode_or_step_down(
     return decoded, (lightest, f"ran out of memory decoding the photo for {asked}; decoded it for {lightest.name} instead")
 
 
-def run_attempt(
-    models: ModelCache,
-    device: str,
-    req: Request,
-    opts: RestoreOptions,
-    report: Progress,
-    t0: float,
-    given: list[Any] | None,
-    start_rss: int | None = None,
-) -> RestoreResult:
+@dataclass(frozen=True)
+class _Made:
+    """What an attempt's stages made, as the result reads it."""
+
+    found: stages.Found
+    canvas: stages.Canvas
+    up_info: Any  # result.UpscaleInfo, or None
+    generator: stages.Generator
+    encoded: stages.Encoded
+
+
+def run_attempt(models: ModelCache, device: str, req: Request, opts: RestoreOptions, report: Progress) -> RestoreResult:
     """Run ``req`` once in ``req.mode``: its stages in order (:mod:`gpen_core.engine.stages`).
-    Out-of-memory errors propagate (the facade steps down). ``start_rss``: the process's resident
+    Out-of-memory errors propagate (the facade steps down). ``req.start_rss``: the process's resident
     set as the request began (the meter's baseline; default: now), from which the mode's memory
     plan is kept (a network converted for OpenVINO inside the request must fit it)."""
-    mode, task = req.mode, get_task(opts.task)
+    mode, task, given = req.mode, get_task(opts.task), req.given
+    ctx = RequestContext(models, device, mode, opts, report)
     photo = stages.prepare_input(req.decoded, mode, task, req.mask, opts)
-    plan = _plan(models, device, req, opts, start_rss)
+    plan = _plan(models, device, req, opts)
     thread_notes: list[str] = []
     with _attempt_numerics(mode, device, thread_notes) as numerics, models.planned(plan):
-        loaded = stages.load_networks(models, mode, opts, device, report, numerics, given is not None)
-        found = stages.detect(models, device, photo, mode, opts, given, report)
+        loaded = stages.load_networks(ctx, numerics, given is not None)
+        found = stages.detect(ctx, photo, given)
         generator, gen_notes, gen_load_s = loaded.generator, (), 0.0
         if generator is None:  # the lifetime policy deferred it until detection was over
             t = time.perf_counter()
-            generator, gen_notes = stages.load_generator(models, mode, opts, device, report, numerics)
+            generator, gen_notes = stages.load_generator(ctx, numerics)
             gen_load_s = time.perf_counter() - t
-        canvas = stages.upscale(models, device, photo, found, mode, opts, report)
-        restored = stages.restore_and_paste(models, device, canvas, generator, loaded.parsing_fn, mode, opts, task, report,
-                                            grey=photo.grey, damage=photo.damage, face_start=0.45 if canvas.upscaled else 0.15)
+        canvas = stages.upscale(ctx, photo, found)
+        restored = stages.restore_and_paste(ctx, canvas, generator, loaded.parsing_fn)
         out = restored.photo
         # The composed photo holds the result now: let the upscaled background buffer go before encoding.
         up_info, canvas = _upscale_info(canvas.upscaled), replace(canvas, upscaled=None)
@@ -248,24 +252,23 @@ def run_attempt(
     notes = [*req.notes, *photo.notes, *loaded.notes, *found.notes, *gen_notes, *canvas.notes, *colour_notes,
              *done_notes, *encoded.notes, *thread_notes]
     timings = Timings(
-        total_s=time.perf_counter() - t0, decode_s=req.decode_s, detect_s=found.seconds,
+        total_s=time.perf_counter() - req.t0, decode_s=req.decode_s, detect_s=found.seconds,
         align_s=out.timings.get("align_s", 0.0), restore_s=out.timings.get("restore_s", 0.0),
         paste_s=out.timings.get("paste_s", 0.0), encode_s=encoded.seconds,
         load_s=loaded.seconds + found.load_s + gen_load_s + canvas.load_s,
         upscale_s=up_info.seconds if up_info is not None else 0.0, identity_s=out.timings.get("identity_s", 0.0),
     )
     report(1.0, "done")
-    return _result(models, device, req, opts, out, canvas, up_info, found, generator, encoded, timings, notes)
+    return _result(ctx, req, out, _Made(found, canvas, up_info, generator, encoded), timings, notes)
 
 
-def _plan(models: ModelCache, device: str, req: Request, opts: RestoreOptions, start_rss: int | None):
+def _plan(models: ModelCache, device: str, req: Request, opts: RestoreOptions):
     """The attempt's memory plan (:func:`gpen_core.engine.budget.request_plan`) for the decoded photo."""
     from gpen_core.platform.meter import current_rss
 
     rgb = req.decoded.rgb
     return budget.request_plan(req.mode, device, (rgb.shape[1], rgb.shape[0]), models.models_dir,
-                               current_rss() if start_rss is None else start_rss, upscale=opts.upscale, tile=opts.tile,
-                               task=opts.task, identity=opts.identity)
+                               current_rss() if req.start_rss is None else req.start_rss, work=budget.Work.of(opts))
 
 
 @contextmanager
@@ -278,9 +281,9 @@ def _attempt_numerics(mode: MemoryMode, device: str, notes: list[str]):
     notes.extend(threads.notes)
 
 
-def _result(models: ModelCache, device: str, req: Request, opts: RestoreOptions, out: Any, canvas: stages.Canvas,
-            up_info: Any, found: stages.Found, generator: stages.Generator, encoded: stages.Encoded, timings: Timings,
-            notes: list[str]) -> RestoreResult:
+def _result(ctx: RequestContext, req: Request, out: Any, made: _Made, timings: Timings, notes: list[str]) -> RestoreResult:
+    models, device, opts = ctx.models, ctx.device, ctx.opts
+    canvas, up_info, found, generator, encoded = made.canvas, made.up_info, made.found, made.generator, made.encoded
     factor = up_info.factor if up_info else 1
     rgb = canvas.rgb
     return RestoreResult(
@@ -319,17 +322,14 @@ def _upscale_info(up: stages.Upscaled | None):
     return UpscaleInfo(up.scale, up.name, up.grid.tile, up.grid.pad, up.grid.count, up.seconds, up.dtype)
 
 
-def attempt_or_none(
-    models: ModelCache, device: str, req: Request, opts: RestoreOptions, report: Progress, t0: float,
-    given: list[Any] | None, start_rss: int | None = None,
-) -> RestoreResult | None:
+def attempt_or_none(models: ModelCache, device: str, req: Request, opts: RestoreOptions, report: Progress) -> RestoreResult | None:
     """:func:`run_attempt`'s result, or None when it ran out of memory (the facade then steps down)."""
     from gpen_core.platform.oom import is_oom
 
     if not fits_the_address_space_cap(models, device, req, opts):
         return None  # stepped down as out of memory, before any network ran at the cap's edge
     try:
-        return run_attempt(models, device, req, opts, report, t0, given, start_rss)
+        return run_attempt(models, device, req, opts, report)
     except Exception as exc:
         # is_oom: MemoryError, torch/oneDNN/OpenCV allocation failures and our OutOfMemory
         # (a checkpoint that did not fit while loading); every other GPENError propagates.
@@ -358,8 +358,7 @@ def fits_the_address_space_cap(models: ModelCache, device: str, req: Request, op
     if left is None or not device.startswith("cpu") or lighter_than(req.mode, opts.task) is None:
         return True
     rgb = req.decoded.rgb
-    need, _ = budget.estimate_peak(req.mode, device, (rgb.shape[1], rgb.shape[0]), models.models_dir,
-                                   upscale=opts.upscale, tile=opts.tile, task=opts.task, identity=opts.identity)
+    need, _ = budget.estimate_peak(req.mode, device, (rgb.shape[1], rgb.shape[0]), models.models_dir, work=budget.Work.of(opts))
     return need <= left
 
 

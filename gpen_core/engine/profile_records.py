@@ -358,10 +358,12 @@ def summarise(
     device: str,
     kind: str,
     dtype: str,
-    idle_rss: int,
-    idle_vram: int | None,
+    idle: tuple[int, int | None],
     notes: list[str],
 ) -> ModeProfile:
+    """One mode's profile from its workload runs. ``idle``: the measuring process's (RSS, allocated VRAM)
+    before its first request, the zero the runs' peaks are above."""
+    idle_rss, idle_vram = idle
     ram = max(r.peak_ram_bytes for r in runs)
     vram = max((r.peak_vram_bytes for r in runs if r.peak_vram_bytes is not None), default=None)
     vres = max((r.peak_vram_reserved_bytes for r in runs if r.peak_vram_reserved_bytes is not None), default=None)

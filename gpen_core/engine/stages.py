@@ -19,10 +19,9 @@ from typing import Any
 import numpy as np
 
 from gpen_core.engine import tasks as task_steps
-from gpen_core.engine.model_cache import ModelCache
+from gpen_core.engine.request_context import RequestContext
 from gpen_core.modes import MemoryMode, Task
 from gpen_core.options import RestoreOptions
-from gpen_core.progress import Progress
 from gpen_core.result import RejectedFace
 
 
@@ -106,6 +105,8 @@ class Canvas:
     upscaled: Upscaled | None
     load_s: float
     notes: tuple[str, ...]
+    grey: np.ndarray | None = None  # colourisation's grey input (Prepared.grey), else None
+    damage: Any = None  # inpainting's faces.tasks.Damage (Prepared.damage), else None
 
 
 @dataclass(frozen=True)
@@ -143,14 +144,14 @@ def prepare_input(decoded: Any, mode: MemoryMode, task: Task, mask: np.ndarray |
     return Prepared(rgb, alpha, damage, grey, (in_w, in_h), tuple(notes))
 
 
-def load_generator(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str, report: Progress,
-                   numerics: ExitStack) -> tuple[Generator, tuple[str, ...]]:
+def load_generator(ctx: RequestContext, numerics: ExitStack) -> tuple[Generator, tuple[str, ...]]:
     """The mode's generator, and its notes. A float32 request is exact float32 on CUDA too:
     TF32 goes off in ``numerics`` (closed when the attempt ends)."""
     import torch
 
     from gpen_core.networks.plan import cuda_numerics
 
+    models, mode, opts, device, report = ctx.models, ctx.mode, ctx.opts, ctx.device, ctx.report
     report(0.02, "loading model")
     forward, size, dtype, name, dtype_note = models.generator(mode, opts, device, progress=lambda f, m: report(0.02, m))
     notes = [dtype_note] if dtype_note else []
@@ -160,39 +161,39 @@ def load_generator(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, d
     return Generator(forward, size, dtype, name), tuple(notes)
 
 
-def load_networks(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str, report: Progress,
-                  numerics: ExitStack, boxes_given: bool) -> Loaded:
+def load_networks(ctx: RequestContext, numerics: ExitStack, boxes_given: bool) -> Loaded:
     """Load what the request needs before detection. Every missing file is named at once; the
     lifetime policy may defer the generator past detection and the parser to the first mask."""
+    models, mode, opts, device = ctx.models, ctx.mode, ctx.opts, ctx.device
     t = time.perf_counter()
     models.require(mode, opts, boxes_given)
     notes: list[str] = []
     generator = None
     if opts.aligned or not models.lifetime.generator_after_detection(models.generator_runtime(mode, opts, device)):
-        generator, gen_notes = load_generator(models, mode, opts, device, report, numerics)
+        generator, gen_notes = load_generator(ctx, numerics)
         notes.extend(gen_notes)
     parsing_fn = models.parsing_fn(mode, device, notes, opts) if mode.paste and not opts.aligned else None
     return Loaded(generator, parsing_fn, time.perf_counter() - t, tuple(notes))
 
 
-def detect(models: ModelCache, device: str, photo: Prepared, mode: MemoryMode, opts: RestoreOptions,
-           given: list[Any] | None, report: Progress) -> Found:
+def detect(ctx: RequestContext, photo: Prepared, given: list[Any] | None) -> Found:
     """Find the faces (or take the caller's boxes, following the pre-shrink), at most ``max_faces``.
     With given boxes and synthetic weights (the hardware check) the mode's detector still runs
     for its true cost. The detect stage then ends (one-shot: the detector goes)."""
     from gpen_core.platform.oom import malloc_trim
 
+    models, device, mode, opts = ctx.models, ctx.device, ctx.mode, ctx.opts
     if opts.aligned:
         found = Found(None, (), "none", 1, 0.0, 0.0, ())
     elif given is not None:
-        found = _given_boxes(models, device, photo, mode, opts, given)
+        found = _given_boxes(ctx, photo, given)
     else:
         notes: list[str] = []
         name = opts.detector or mode.detector
         t = time.perf_counter()
         detector = models.detector(name, device, opts, notes, mode=mode)
         load_s = time.perf_counter() - t
-        report(0.1, "detecting faces")
+        ctx.report(0.1, "detecting faces")
         t = time.perf_counter()
         faces, scale = find_faces(detector, photo.rgb, mode, opts)
         del detector
@@ -210,9 +211,9 @@ def detect(models: ModelCache, device: str, photo: Prepared, mode: MemoryMode, o
     return found
 
 
-def _given_boxes(models: ModelCache, device: str, photo: Prepared, mode: MemoryMode, opts: RestoreOptions,
-                 given: list[Any]) -> Found:
+def _given_boxes(ctx: RequestContext, photo: Prepared, given: list[Any]) -> Found:
     """The caller's boxes, largest first, moved to the prepared photo's pixels."""
+    models, device, mode, opts = ctx.models, ctx.device, ctx.mode, ctx.opts
     name, load_s, detect_s = "given boxes", 0.0, 0.0
     notes: list[str] = []
     if models.synthetic_weights:
@@ -242,40 +243,41 @@ def find_faces(detector: Any, rgb: np.ndarray, mode: MemoryMode, opts: RestoreOp
     official code finds tiny faces; else on the photo itself, the boxes scaled later."""
     import cv2
 
-    from gpen_core.faces.find import find_faces as find
+    from gpen_core.faces.find import DetectSizing, find_faces as find
 
     scale = opts.upscale if (opts.upscale > 1 and mode.paste and mode.detect_upscaled) else 1
     image = rgb if scale == 1 else cv2.resize(rgb, (rgb.shape[1] * scale, rgb.shape[0] * scale), interpolation=cv2.INTER_LINEAR)
     found = find(
-        detector, image, threshold=opts.threshold, max_side=mode.detect_side, shrink_above=mode.detect_shrink_above,
-        interpolation=mode.detect_resize, face_check=opts.face_check, orientations=opts.orientations,
+        detector, image, threshold=opts.threshold,
+        sizing=DetectSizing(mode.detect_side, mode.detect_shrink_above, mode.detect_resize),
+        face_check=opts.face_check, orientations=opts.orientations,
     )
     return found, scale
 
 
-def upscale(models: ModelCache, device: str, photo: Prepared, found: Found, mode: MemoryMode, opts: RestoreOptions,
-            report: Progress) -> Canvas:
+def upscale(ctx: RequestContext, photo: Prepared, found: Found) -> Canvas:
     """GPEN's --use_sr flow when asked: upscale the photo in tiles; resize the original (and its alpha) to that
     size with bilinear, as official, for alignment; move the detections to it. Faces are then restored and
     pasted at the upscaled size. Without upscaling the canvas is the prepared photo (a resident upscaler goes)."""
-    base = Canvas(photo.rgb, photo.alpha, found.detections, found.rejected, None, 0.0, ())
+    models, device, mode, opts = ctx.models, ctx.device, ctx.mode, ctx.opts
+    base = Canvas(photo.rgb, photo.alpha, found.detections, found.rejected, None, 0.0, (), photo.grey, photo.damage)
     if opts.upscale > 1 and not mode.paste:
         note = f"{mode.name} mode returns the restored faces only: the background was not upscaled (×{opts.upscale} asked)"
         return replace(base, notes=(note,))
     if opts.upscale <= 1:
         models.upscaler(opts, device)  # no upscaling asked: drop a resident upscaler (loads nothing)
         return base
-    canvas = _upscale_background(models, device, photo, found, mode, opts, report)
+    canvas = _upscale_background(ctx, photo, found)
     models.stage_ended("upscale", device)  # the background is upscaled: the faces need no upscaler
     return canvas
 
 
-def _upscale_background(models: ModelCache, device: str, photo: Prepared, found: Found, mode: MemoryMode,
-                        opts: RestoreOptions, report: Progress) -> Canvas:
+def _upscale_background(ctx: RequestContext, photo: Prepared, found: Found) -> Canvas:
     import cv2
 
     from gpen_core.upscale.tiles import MODE_TILE_BUDGET, choose_bf16, run_tiles, tile_for_budget
 
+    models, device, mode, opts, report = ctx.models, ctx.device, ctx.mode, ctx.opts, ctx.report
     t = time.perf_counter()
     loaded = models.upscaler(opts, device)
     assert loaded is not None
@@ -303,7 +305,7 @@ def _upscale_background(models: ModelCache, device: str, photo: Prepared, found:
     note = (f"background upscaled ×{s} by {name}: {w}×{h} → {w * s}×{h * s}, {up.grid.count} "
             f"tile{'s' if up.grid.count > 1 else ''} of {up.grid.tile} px with {up.grid.pad} px context, in {why}; "
             "faces restored and pasted at that size")
-    return Canvas(big, alpha, detections, rejected, upscaled, load_s, (note,))
+    return Canvas(big, alpha, detections, rejected, upscaled, load_s, (note,), photo.grey, photo.damage)
 
 
 class FaceRestorer:
@@ -311,9 +313,9 @@ class FaceRestorer:
     crop in, the restored crop out. After the ``expected``-th face the restore stage ends (one-shot:
     the generator goes); a face restored beyond the count loads it again instead of failing."""
 
-    def __init__(self, models: ModelCache, device: str, generator: Generator, mode: MemoryMode, opts: RestoreOptions,
-                 task: Task, grey: np.ndarray | None, expected: int) -> None:
-        self.models, self.device, self.mode, self.opts, self.task, self.grey = models, device, mode, opts, task, grey
+    def __init__(self, ctx: RequestContext, generator: Generator, grey: np.ndarray | None, expected: int) -> None:
+        self.models, self.device, self.mode, self.opts, self.task = ctx.models, ctx.device, ctx.mode, ctx.opts, ctx.task
+        self.grey = grey
         self.forward, self.dtype = generator.take(), generator.dtype
         self.exact = generator.dtype_name == "float32"
         self.left = expected
@@ -348,9 +350,7 @@ class FaceRestorer:
         return out
 
 
-def restore_and_paste(models: ModelCache, device: str, canvas: Canvas, generator: Generator, parsing_fn: Any,
-                      mode: MemoryMode, opts: RestoreOptions, task: Task, report: Progress, *,
-                      grey: np.ndarray | None = None, damage: Any = None, face_start: float = 0.15,
+def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator, parsing_fn: Any,
                       check_identity: bool = True) -> Restored:
     """Align each detection, restore it with ``generator`` and paste it back through ``parsing_fn``'s
     mask (faces.photo.restore_photo: one face at a time, so only one crop's buffers live at once),
@@ -360,19 +360,22 @@ def restore_and_paste(models: ModelCache, device: str, canvas: Canvas, generator
     from gpen_core.faces import photo as faces_photo
     from gpen_core.faces.identity import policy_for
 
+    models, device, mode, opts, report = ctx.models, ctx.device, ctx.mode, ctx.opts, ctx.report
     identity = policy_for(mode.name, opts) if check_identity else None
     detections = canvas.detections
-    restorer = FaceRestorer(models, device, generator, mode, opts, task, grey, len(detections) if detections is not None else 1)
+    restorer = FaceRestorer(ctx, generator, canvas.grey, len(detections) if detections is not None else 1)
+    face_start = 0.45 if canvas.upscaled else 0.15  # after the upscaling's share of the progress
 
     def face_progress(k: int, n: int) -> None:
         report(face_start + (0.9 - face_start) * (k / max(n, 1)), f"restoring face {min(k + 1, n)} of {n}")
 
-    out = faces_photo.restore_photo(
-        canvas.rgb, detections=detections, restore_fn=restorer, size=generator.size, alpha=opts.alpha, paste=mode.paste,
-        parsing_fn=parsing_fn, aligned=opts.aligned, progress=face_progress,
+    job = faces_photo.FaceJob(
+        alpha=opts.alpha, paste=mode.paste, parsing_fn=parsing_fn, aligned=opts.aligned,
         background=canvas.upscaled.image if canvas.upscaled is not None else None,
-        aligned_at_input_size=task.aligned_output_at_input_size, damage=damage, identity=identity,
+        aligned_at_input_size=ctx.task.aligned_output_at_input_size, damage=canvas.damage, identity=identity,
     )
+    out = faces_photo.restore_photo(canvas.rgb, detections=detections, restore_fn=restorer, size=generator.size, job=job,
+                                    progress=face_progress)
     models.stage_ended("paste", device)
     parsed = parsing_fn.parsed if hasattr(parsing_fn, "parsed") else parsing_fn is not None
     return Restored(out, tuple(restorer.overflows), parsed, tuple(getattr(parsing_fn, "notes", ())))

@@ -107,23 +107,32 @@ def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
+@dataclass(frozen=True)
+class DetectSizing:
+    """How the photo is resized for the detector's pass: a mode's ``detect_side``, ``detect_shrink_above``
+    and ``detect_resize`` (:class:`gpen_core.modes.MemoryMode`; :meth:`FaceDetector.detect`'s arguments)."""
+
+    max_side: int = 1000  # the detector sees the photo at most this long
+    shrink_above: int | None = None  # photos up to this long are seen as they are (None: max_side)
+    interpolation: "Resize" = "area"
+
+
 def find_faces(
     detector: FaceDetector,
     rgb: np.ndarray,
     *,
     threshold: float = 0.9,
-    max_side: int = 1000,
-    shrink_above: int | None = None,
-    interpolation: Resize = "area",
+    sizing: DetectSizing = DetectSizing(),
     face_check: bool = True,
     orientations: bool = False,
 ) -> FoundFaces:
-    """Find every face of ``rgb`` once (see the module docstring).
+    """Find every face of ``rgb`` once (see the module docstring). ``sizing``: how the detector's copy is made.
 
     ``face_check=False`` keeps what the check would reject (``unchecked`` says which and why);
     an upside-down detection is still replaced by its upright reading when the turned photo has
     one. ``orientations=True`` searches the turned copies even when the upright pass found faces.
     """
+    max_side, shrink_above, interpolation = sizing.max_side, sizing.shrink_above, sizing.interpolation
     h, w = rgb.shape[:2]
     longest = max(h, w)
     copy_side = longest if longest <= max(max_side, shrink_above or 0) else max_side

@@ -53,6 +53,24 @@ RestoreFn = Callable[[np.ndarray], np.ndarray]
 ProgressFn = Callable[[int, int], None]
 
 
+@dataclass(frozen=True, eq=False)
+class FaceJob:
+    """How every face of one photo is restored and pasted back (:func:`restore_photo`); the
+    defaults are GPEN's photo enhancement."""
+
+    alpha: float = 1.0  # 1 = the restored face, 0 = the original crop (cv2.addWeighted)
+    paste: bool = True  # False: restore the crops only, the image is a copy of the input
+    # Restored crop → float mask H×W in [0, 1] replacing GPEN's feathered rectangle (ParsingMasker).
+    parsing_fn: ParsingFn | None = None
+    aligned: bool = False  # the input already is an aligned face crop: no detections needed
+    # Paste onto this RGB uint8 image of the photo's size (GPEN's --use_sr: the upscaled photo).
+    background: np.ndarray | None = None
+    # An aligned result back at the input's size; False keeps it at the generator's (inpainting, seg2face).
+    aligned_at_input_size: bool = True
+    damage: tasks.Damage | None = None  # inpainting: only the faces it touches run, seen white
+    identity: IdentityPolicy | None = None  # measure each face's identity distance and act over its limit
+
+
 def _restore_crop(restore_fn: RestoreFn, crop: np.ndarray, size: int) -> np.ndarray:
     out = restore_fn(crop)
     if not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.shape != (size, size, 3):
@@ -61,10 +79,8 @@ def _restore_crop(restore_fn: RestoreFn, crop: np.ndarray, size: int) -> np.ndar
     return out
 
 
-def _restore_aligned(
-    rgb: np.ndarray, restore_fn: RestoreFn, size: int, alpha: float, paste: bool, progress: ProgressFn | None,
-    at_input_size: bool = True, identity: IdentityPolicy | None = None,
-) -> PhotoOutput:
+def _restore_aligned(rgb: np.ndarray, restore_fn: RestoreFn, size: int, job: FaceJob, progress: ProgressFn | None) -> PhotoOutput:
+    alpha, paste, at_input_size, identity = job.alpha, job.paste, job.aligned_at_input_size, job.identity
     h, w = rgb.shape[:2]
     notes: list[str] = []
     t0 = time.perf_counter()
@@ -104,45 +120,37 @@ def restore_photo(
     detections: list[Detection] | None,
     restore_fn: RestoreFn,
     size: int,
-    alpha: float = 1.0,
-    paste: bool = True,
-    parsing_fn: ParsingFn | None = None,
-    aligned: bool = False,
+    job: FaceJob = FaceJob(),
     progress: ProgressFn | None = None,
-    background: np.ndarray | None = None,
-    aligned_at_input_size: bool = True,
-    damage: tasks.Damage | None = None,
-    identity: IdentityPolicy | None = None,
 ) -> PhotoOutput:
     """Restore every detected face of an RGB uint8 H×W×3 photo and paste it back.
 
     ``detections``: from :meth:`FaceDetector.detect` (ignored when ``aligned``; None
     is only allowed then). ``restore_fn``: aligned RGB uint8 ``size``×``size``×3 crop →
     restored crop of the same shape; must not modify its input. ``size``: the
-    generator's resolution. ``alpha``: 1 = restored face, 0 = original crop
-    (``cv2.addWeighted``). ``paste=False``: restore the crops only; ``image`` is a
-    copy of the input. ``parsing_fn``: restored crop → float mask H×W in [0, 1] that
-    replaces GPEN's feathered rectangle (see :class:`ParsingMasker`). ``aligned``: the
-    input already is an aligned face: resize to ``size`` if needed, restore, return
-    at the input's size. ``progress(done, total)`` is called after each face.
-    ``background``: paste onto this RGB uint8 image of ``rgb``'s size instead of
+    generator's resolution. ``job`` (:class:`FaceJob`): how each face is blended, masked and pasted.
+    ``job.paste=False``: restore the crops only; ``image`` is a copy of the input.
+    ``job.aligned``: the input already is an aligned face: resize to ``size`` if needed, restore, return
+    at the input's size (at ``size`` with ``job.aligned_at_input_size=False``, the official inpainting and
+    seg2face). ``progress(done, total)`` is called after each face.
+    ``job.background``: paste onto this RGB uint8 image of ``rgb``'s size instead of
     ``rgb`` (GPEN's --use_sr flow: align on the resized original, paste onto the
-    upscaled photo); ``image`` is then based on it. ``aligned_at_input_size=False``: an
-    aligned result stays at ``size`` (the official inpainting and seg2face). ``damage``
+    upscaled photo); ``image`` is then based on it. ``job.damage``
     (inpainting, :class:`gpen_core.faces.tasks.Damage`): only faces it touches are run, their crops see it white, and
-    each is pasted through its damage, feathered (:mod:`gpen_core.faces.tasks`). ``identity``: measure each
+    each is pasted through its damage, feathered (:mod:`gpen_core.faces.tasks`). ``job.identity``: measure each
     face's identity distance (:mod:`gpen_core.faces.identity`) and, over its limit, paste the original
     face (nothing: its pixels stay as they were) or a blend toward it, said in ``notes``.
 
     No detections is not an error: the input comes back unchanged with a note.
     """
     rgb = check_rgb(rgb)
+    alpha, paste, background, damage = job.alpha, job.paste, job.background, job.damage
     if size <= 0:
         raise ValueError(f"size must be the generator's positive resolution, got {size}")
     if not 0.0 <= alpha <= 1.0:
         raise InputError(f"alpha must be between 0 (original face) and 1 (restored face), got {alpha}")
-    if aligned:
-        return _restore_aligned(rgb, restore_fn, size, alpha, paste, progress, aligned_at_input_size, identity)
+    if job.aligned:
+        return _restore_aligned(rgb, restore_fn, size, job, progress)
     if background is not None and (background.shape != rgb.shape or background.dtype != np.uint8):
         raise ValueError(f"background must be RGB uint8 of the photo's shape {rgb.shape}, got {background.dtype} {background.shape}")
     base = rgb if background is None else background
@@ -157,8 +165,7 @@ def restore_photo(
         )
         return PhotoOutput(base.copy(), (), timings, (note,))
 
-    faces, pieces, skipped, acted = _restore_faces(rgb, detections, restore_fn, size, alpha, paste, parsing_fn, damage,
-                                                   identity, progress, timings)
+    faces, pieces, skipped, acted = _restore_faces(rgb, detections, restore_fn, size, job, progress, timings)
     t0 = time.perf_counter()
     image = compose(base, pieces) if paste else base.copy()
     timings["paste_s"] += time.perf_counter() - t0
@@ -167,8 +174,7 @@ def restore_photo(
 
 
 def _restore_faces(
-    rgb: np.ndarray, detections: list[Detection], restore_fn: RestoreFn, size: int, alpha: float, paste: bool,
-    parsing_fn: ParsingFn | None, damage: tasks.Damage | None, identity: IdentityPolicy | None,
+    rgb: np.ndarray, detections: list[Detection], restore_fn: RestoreFn, size: int, job: FaceJob,
     progress: ProgressFn | None, timings: dict[str, float],
 ) -> tuple[list[Face], list[Piece], int, list[str]]:
     """Every detection through :func:`_restore_face`: (faces, pieces to compose, how many the damage
@@ -177,8 +183,9 @@ def _restore_faces(
     pieces: list[Piece] = []
     skipped = 0
     acted: list[str] = []
+    identity = job.identity
     for i, det in enumerate(detections):
-        done = _restore_face(rgb, det, restore_fn, size, alpha, paste, parsing_fn, damage, identity)
+        done = _restore_face(rgb, det, restore_fn, size, job)
         if done is None:
             skipped += 1
         else:
@@ -196,8 +203,7 @@ def _restore_faces(
 
 
 def _restore_face(
-    rgb: np.ndarray, det: Detection, restore_fn: RestoreFn, size: int, alpha: float, paste: bool,
-    parsing_fn: ParsingFn | None, damage: tasks.Damage | None, identity: IdentityPolicy | None = None,
+    rgb: np.ndarray, det: Detection, restore_fn: RestoreFn, size: int, job: FaceJob,
 ) -> tuple[Face, Piece | None, tuple[float, float, float, float]] | None:
     """Align, restore, check (when ``identity``) and (when ``paste``) warp back one detected face of ``rgb``.
 
@@ -205,6 +211,7 @@ def _restore_face(
     or None when ``damage`` is given and does not touch this face (nothing is run for it).
     Arguments as :func:`restore_photo`'s.
     """
+    alpha, paste, parsing_fn, damage, identity = job.alpha, job.paste, job.parsing_fn, job.damage, job.identity
     h, w = rgb.shape[:2]
     t0 = time.perf_counter()
     fwd, inv = align_transform(det.landmarks, size)

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,16 +83,25 @@ def _write_overrides(configs: dict[str, "GPENConfig"], folder: Path) -> dict[str
 
 
 
-def _plan_mode(
-    mode: MemoryMode,
-    override_paths: dict[str, str],
-    configs: dict[str, "GPENConfig"],
-    synthetic: bool | None,
-    models_dir: str | os.PathLike[str] | None,
-    portraits: Sequence[Path],
-    device: str,
-    workloads: Sequence[Workload],
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CheckSpec:
+    """What one hardware check measures and how: :func:`run_profile`'s arguments, gathered once
+    (each field as documented there)."""
+
+    wanted: list[MemoryMode]  # lightest first
+    configs: dict[str, "GPENConfig"]  # model-config overrides, registry name → config
+    synthetic: bool | None
+    models_dir: str | os.PathLike[str] | None
+    device: str  # resolved: "cpu", "cuda", "cuda:1"
+    workloads: Sequence[Workload] = STANDARD
+    isolate: bool = True
+    backends: bool | None = None
+    backend_runs: int = 3
+    tasks: bool | None = None
+    task_workloads: dict[str, Workload] | None = field(default=None)
+
+
+def _plan_mode(mode: MemoryMode, check: CheckSpec, override_paths: dict[str, str], portraits: Sequence[Path]) -> dict[str, Any]:
     """The JSON-able spec :func:`measure_mode` runs for one mode (weights, face source, inputs).
 
     Raises WeightsError when ``synthetic=False`` and the mode's generator is missing.
@@ -100,6 +109,7 @@ def _plan_mode(
     from gpen_core.weights import lookup as weights
     from gpen_core.options import DETECTOR_WEIGHTS
 
+    configs, synthetic, models_dir, device, workloads = check.configs, check.synthetic, check.models_dir, check.device, check.workloads
     notes: list[str] = []
     model_opt, kind = generator_source(mode.model, override_paths, synthetic, models_dir)
     if mode.model in override_paths:
@@ -171,7 +181,7 @@ def measure_mode(spec: dict[str, Any], report: Progress) -> ModeProfile:
             dtype = res.dtype
     finally:
         restorer.unload()
-    return summarise(mode, runs, dev, spec["kind"], dtype, idle_rss, idle_alloc, list(spec["notes"]))
+    return summarise(mode, runs, dev, spec["kind"], dtype, (idle_rss, idle_alloc), list(spec["notes"]))
 
 
 def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str | None, isolate: bool, report: Progress) -> BackendCheck:
@@ -240,24 +250,23 @@ def _wanted(modes: Iterable[str] | None) -> list[MemoryMode]:
 
 
 def _measure_everything(
-    wanted: list[MemoryMode], configs: dict[str, "GPENConfig"], synthetic: bool | None, models_dir: str | os.PathLike[str] | None,
-    dev: str, workloads: Sequence[Workload], task_opts: tuple[bool | None, dict[str, Workload] | None],
-    backend_opts: tuple[bool | None, int], isolate: bool, free_binding: int | None, report: Progress,
+    check: CheckSpec, free_binding: int | None, report: Progress,
 ) -> tuple[list[dict[str, Any]], dict[str, ModeProfile], BackendCheck | None, list[TaskRow]]:
     """Plan and measure: the backend comparison first, then each mode, then the task rows (see :func:`run_profile`)."""
     from gpen_core.hwcheck.workloads import example_faces
     from gpen_core.hwcheck.task_rows import measure_all as measure_tasks, plan as task_plan
 
-    tasks, task_workloads = task_opts
+    wanted, configs, synthetic, models_dir, dev = check.wanted, check.configs, check.synthetic, check.models_dir, check.device
+    workloads, tasks, task_workloads, isolate = check.workloads, check.tasks, check.task_workloads, check.isolate
     # One portrait, always the same file: a photo with several faces would multiply the count.
     portraits = example_faces()[:1]
     with tempfile.TemporaryDirectory(prefix="gpen-profile-") as tmp:
         override_paths = _write_overrides(configs, Path(tmp)) if configs else {}
-        specs = [_plan_mode(m, override_paths, configs, synthetic, models_dir, portraits, dev, workloads) for m in wanted]
+        specs = [_plan_mode(m, check, override_paths, portraits) for m in wanted]
         do_tasks = tasks if tasks is not None else (not configs and tuple(workloads) == STANDARD)
         tspecs, task_rows = task_plan(wanted, synthetic, models_dir, override_paths, dev, task_workloads) if do_tasks else ([], [])
         mdir = None if models_dir is None else str(models_dir)
-        bspec, bcheck = plan_backends(wanted, specs, configs, dev, backend_opts[0], mdir, backend_opts[1])
+        bspec, bcheck = plan_backends(wanted, specs, configs, dev, check.backends, mdir, check.backend_runs)
         # Backends first: the modes are then measured with the backend `auto` now picks, and a
         # conversion they would need is already cached. Each network they time is a step.
         from gpen_core.runtimes.openvino.generator import speed_records
@@ -337,9 +346,8 @@ def run_profile(
     dev = Restorer(device=device).device
     free0 = free_memory(dev)
     free_binding = free0.vram_bytes if dev.startswith("cuda") else free0.ram_bytes
-    specs, results, bcheck, task_rows = _measure_everything(
-        wanted, configs, synthetic, models_dir, dev, workloads, (tasks, task_workloads), (backends, backend_runs), isolate,
-        free_binding, report)
+    check = CheckSpec(wanted, configs, synthetic, models_dir, dev, workloads, isolate, backends, backend_runs, tasks, task_workloads)
+    specs, results, bcheck, task_rows = _measure_everything(check, free_binding, report)
     any_synthetic = any(s["kind"] == "synthetic" for s in specs)
     notes = _notes(results, configs, workloads, isolate, time.perf_counter() - t_start)
     prof = Profile(created=time.strftime("%Y-%m-%dT%H:%M:%S"), device=device_key(dev), synthetic=any_synthetic,

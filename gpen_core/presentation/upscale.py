@@ -54,7 +54,7 @@ def upscale_line(image: str | None, factor: int, mode: str | None, device: str, 
         opts = RestoreOptions(upscale=factor)
         available = (lambda m: models.weights_present(m, opts, False)) if models is not None else None
         models_dir = getattr(models, "models_dir", None)
-        name = budget.choose(device, size, models_dir, available=available, upscale=factor).mode.name
+        name = budget.choose(device, size, models_dir, available=available, work=budget.Work(upscale=factor)).mode.name
     p = preview(w, h, factor, name)
     if p.problem:
         return f"**Upscale ×{factor}:** {p.problem}"

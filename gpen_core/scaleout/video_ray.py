@@ -58,8 +58,19 @@ class WorkerDied(GPENError):
 SEGMENT_TEMP_PREFIX = "gpen-seg-"
 
 
-def segment_task(src: str, seg: Segment, size: tuple[int, int], options: RestoreOptions, crf: int,
-                 models_dir: str | None, device: str | None, threads: int) -> tuple[dict[str, Any], bytes]:
+@dataclass(frozen=True)
+class SegmentJob:
+    """What every segment task of one clip shares (pickled to each Ray worker with its segment)."""
+
+    size: tuple[int, int]  # the clip's upright frame size, width × height
+    options: RestoreOptions
+    crf: int  # the segment files' x264 quality
+    models_dir: str | None
+    device: str | None
+    threads: int  # torch threads on the worker: its share of the CPUs
+
+
+def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[dict[str, Any], bytes]:
     """Run on a Ray worker: restore ``seg`` and return (its record, the segment file's bytes).
 
     Errors the user can act on come back as ``{"error", "error_type", "exit_code"}`` with no bytes.
@@ -71,7 +82,8 @@ def segment_task(src: str, seg: Segment, size: tuple[int, int], options: Restore
 
     from gpen_core.platform.leftovers import sweep_folders
 
-    use_threads(threads)
+    size, options, crf, models_dir, device = job.size, job.options, job.crf, job.models_dir, job.device
+    use_threads(job.threads)
     sweep_folders(Path(tempfile.gettempdir()), SEGMENT_TEMP_PREFIX)  # what killed workers left here
     try:
         restorer = get_restorer(models_dir=models_dir, device=device)
@@ -127,20 +139,22 @@ class RayRunner:
             self.used_workers, self.cpus_per_worker = workers, cpus
             task = ray.remote(segment_task).options(num_cpus=cpus, num_gpus=self.gpus_per_worker or None, memory=memory,
                                                     max_retries=MAX_RETRIES)
-            args = (size, self.options, self.crf, self.models_dir, device, worker_threads(cpus))
-            yield from _drain(ray, task, plan, pending, folder, args, workers + EXTRA_IN_FLIGHT, on_frame)
+            job = SegmentJob(size, self.options, self.crf, self.models_dir, device, worker_threads(cpus))
+            yield from _drain(ray, lambda seg: task.remote(plan.input, seg, job), pending, folder,
+                              workers + EXTRA_IN_FLIGHT, on_frame)
 
 
-def _drain(ray: Any, task: Any, plan: SegmentPlan, pending: list[Segment], folder: Path, args: tuple, limit: int,
+def _drain(ray: Any, submit: Callable[[Segment], Any], pending: list[Segment], folder: Path, limit: int,
            on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
-    """Keep ``limit`` tasks in flight; write each finished segment into ``folder`` and yield its record."""
+    """Keep ``limit`` tasks in flight (``submit``: a segment's Ray task started, its object ref); write each
+    finished segment into ``folder`` and yield its record."""
     todo = list(pending)
     running: dict[Any, Segment] = {}
     try:
         while todo or running:
             while todo and len(running) < limit:
                 seg = todo.pop(0)
-                running[task.remote(plan.input, seg, *args)] = seg
+                running[submit(seg)] = seg
             ready, _ = ray.wait(list(running), num_returns=1)
             seg = running.pop(ready[0])
             rec, data = _result(ray, ready[0], seg)

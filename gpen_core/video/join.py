@@ -98,7 +98,7 @@ def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: b
     container = open_clip(src)
     try:
         try:
-            routes = _write_joined(av, container, plan, folder, tmp, depth, add_audio, audio)
+            routes = _write_joined(av, container, plan, folder, tmp, depth, add_audio if audio else None)
             durable.install(tmp, dst, sync=True)  # flushed: the whole clip's restoring
         except OSError as exc:
             if disk_error(exc):
@@ -112,15 +112,15 @@ def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: b
     return "copied" if all(r.copy for r in routes) else "re-encoded"
 
 
-def _write_joined(av: Any, container: Any, plan: SegmentPlan, folder: Path, tmp: Path, depth: int, add_audio: Any,
-                  audio: bool) -> list[Any]:
-    """The segments' video and the input's audio, interleaved by time, into ``tmp``; the audio routes."""
+def _write_joined(av: Any, container: Any, plan: SegmentPlan, folder: Path, tmp: Path, depth: int, add_audio: Any) -> list[Any]:
+    """The segments' video and the input's audio, interleaved by time, into ``tmp``; the audio routes
+    (``add_audio`` None: --no-audio, none)."""
     with av.open(str(folder / plan.segments[0].file)) as first:
         out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
         try:
             v = out.add_stream_from_template(first.streams.video[0])
             v.time_base = plan.tb
-            routes = add_audio(out, list(container.streams.audio) if audio else [])  # --no-audio: none
+            routes = add_audio(out, list(container.streams.audio)) if add_audio is not None else []
             for _, kind, item in heapq.merge(_video_packets(folder, plan, depth), _audio_items(container, routes),
                                              key=lambda x: (x[0], x[1])):
                 if kind == 0:

@@ -27,3 +27,13 @@ class BackendChoice:
     def why(self) -> str:
         """The reason and its caveat in one sentence, for a result's notes and the report."""
         return f"{self.reason}; {self.caveat}" if self.caveat else self.reason
+
+
+@dataclass(frozen=True)
+class SpeedRun:
+    """How a torch-against-OpenVINO timing of one network runs and where its medians go."""
+
+    runs: int = 3  # timed calls of each runtime, interleaved, after one warm-up each
+    threads: int | None = None  # torch and OpenVINO threads while timing (None: as they are)
+    record: bool = True  # write the medians for ``--backend auto`` (generator.record_speed)
+    source: str = ""  # what the record says measured them ("" : a default naming the network)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from gpen_core.errors import ResourceError
 from gpen_core.platform import durable
 from gpen_core.platform.oom import malloc_trim
+from gpen_core.runtimes.openvino.choice import SpeedRun
 from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, compile_entry, convert_traced, require_writable, CacheKey, cache_key, cache_root, drop_mapped_pages, get_core, is_cached, save_ir,
                          unavailable_reason)
 
@@ -198,15 +199,16 @@ def pattern_bgr(side: int = DETECT_SIDE) -> np.ndarray:
 
 def measure_speed(
     network: str, weights: Path | None, build: BuildNet, *, models_dir: str | os.PathLike[str] | None = None,
-    runs: int = 3, threads: int | None = None, record: bool = True, source: str = "",
+    how: SpeedRun = SpeedRun(),
 ) -> dict[str, Any]:
     """Seconds per detection at :data:`DETECT_SIDE` px, torch (channels-last, facexlib's ``detect_faces``) against
-    :meth:`OVRetinaFace.detect_faces`: a warm-up each, then ``runs`` interleaved calls; medians. ``record``: write
+    :meth:`OVRetinaFace.detect_faces`: a warm-up each, then ``how.runs`` interleaved calls; medians. ``how.record``: write
     them for ``auto`` (:func:`gpen_core.runtimes.openvino.generator.record_speed`, network ``retinaface-<network>``)."""
     import torch
 
     from gpen_core.runtimes.openvino.generator import record_speed
 
+    runs, threads, record, source = how.runs, how.threads, how.record, how.source
     old = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
@@ -255,8 +257,8 @@ def check_row(
     row: dict[str, Any] = {"network": f"retinaface-{network}", "weights": kind, "runs": runs}
     say(0.0, f"backends: {network} detector at {DETECT_SIDE} px, torch and OpenVINO")
     try:
-        row.update(measure_speed(network, weights, build, models_dir=models_dir, runs=runs, threads=threads,
-                                 source=f"hardware check: RetinaFace {network}, {kind} weights"))
+        row.update(measure_speed(network, weights, build, models_dir=models_dir,
+                                 how=SpeedRun(runs, threads, source=f"hardware check: RetinaFace {network}, {kind} weights")))
     except Exception as exc:  # one row failing must not cost the others
         row["error"] = f"{type(exc).__name__}: {exc}"
     return row

@@ -32,6 +32,7 @@ from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, c
                          drop_mapped_pages,
                          get_core, openvino_version, save_ir, unavailable_reason)
 from gpen_core.progress import Progress
+from gpen_core.runtimes.openvino.choice import SpeedRun
 
 if TYPE_CHECKING:
     import numpy as np
@@ -174,7 +175,6 @@ def load(
     models_dir: str | os.PathLike[str] | None = None,
     config: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
-    sha256: str | None = None,
     threads: int | None = None,
 ) -> OVParser:
     """The compiled parser for ``weights`` at an S×S input: from the cache, or converted now.
@@ -190,7 +190,7 @@ def load(
     if precision == "bf16" and "BF16" not in capabilities():
         raise GPENError("OpenVINO bf16 needs a CPU with AVX-512 BF16 or AMX; this one has neither. Use precision 'f32'.")
     path = Path(weights)
-    key = parse_key(path, input_size, precision, sha256)
+    key = parse_key(path, input_size, precision)
     root, convert_s = cache_root(models_dir), None
     def converted() -> bool:
         return all((key.ir_dir(root) / f).is_file() for f in ("model.xml", "model.bin", "meta.json"))
@@ -214,18 +214,15 @@ def measure_speed(
     *,
     weights: str | os.PathLike[str] | None = None,
     models_dir: str | os.PathLike[str] | None = None,
-    runs: int = 5,
-    threads: int | None = None,
-    record: bool = True,
-    source: str = "",
+    how: SpeedRun = SpeedRun(runs=5),
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Time torch's and OpenVINO's parser for one (S, dtype) on a face-like image: one warm-up
-    each, then ``runs`` calls each, interleaved (wall seconds, medians), as the generator's check does.
+    each, then ``how.runs`` calls each, interleaved (wall seconds, medians), as the generator's check does.
 
     ``weights``: the ParseNet file (None: :func:`synthetic_weights`). ``dtype``: the torch
     parse dtype ("float32" / "bfloat16"); OpenVINO runs the matching precision. With
-    ``record`` the medians go to :func:`gpen_core.runtimes.openvino.generator.record_speed` (``network="parsenet"``),
+    ``how.record`` the medians go to :func:`gpen_core.runtimes.openvino.generator.record_speed` (``network="parsenet"``),
     which ``--backend auto`` reads. Returns the row (medians, all times, precision, convert_s).
     """
     import numpy as np
@@ -234,6 +231,7 @@ def measure_speed(
     from gpen_core.runtimes.openvino import generator as ov_backend
     from gpen_core.networks.parsenet import FaceParser
 
+    runs, threads, record, source = how.runs, how.threads, how.record, how.source
     say = progress or (lambda f, m: None)
     path = Path(weights) if weights is not None else synthetic_weights(models_dir)
     precision, note = choose_precision(dtype)
@@ -281,7 +279,7 @@ def check_row(pair: Mapping[str, Any], models_dir: str | os.PathLike[str], threa
     """One measured and recorded parser pair for the hardware check (an error is a row, not a raise)."""
     how = "real weights" if pair["weights"] else "random weights of the released network (time does not depend on the values)"
     try:
-        return measure_speed(pair["size"], pair["dtype"], weights=pair["weights"], models_dir=models_dir, runs=runs,
-                             threads=threads, source=f"hardware check: ParseNet, {how}", progress=say)
+        return measure_speed(pair["size"], pair["dtype"], weights=pair["weights"], models_dir=models_dir,
+                             how=SpeedRun(runs, threads, source=f"hardware check: ParseNet, {how}"), progress=say)
     except Exception as exc:  # one pair failing must not cost the others
         return {"size": pair["size"], "dtype": pair["dtype"], "error": f"{type(exc).__name__}: {exc}"}

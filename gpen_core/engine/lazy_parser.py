@@ -1,7 +1,7 @@
-"""One-shot requests (a process that serves one request, the CLI with one photo): pieces that
-let the pipeline hold one network at a time. The peak is then the largest stage's instead of
-the sum of every resident network; a server keeps its networks loaded instead
-(:attr:`gpen_core.engine.model_cache.ModelCache.one_shot`)."""
+"""The parser loaded at the first face it masks: what lets a :attr:`Lifetime.ONE_SHOT
+<gpen_core.engine.lifetime.Lifetime.ONE_SHOT>` request (a process that serves one request, the CLI
+with one photo) hold one network at a time. The peak is then the largest stage's instead of the
+sum of every resident network; a server keeps its networks loaded instead (``RESIDENT``)."""
 
 from __future__ import annotations
 
