@@ -5,9 +5,12 @@ runtime of every network (torch or OpenVINO, and its dtype) is one pure decision
 (:func:`gpen_core.engine.runtime_choice.decide_runtime`) from facts gathered for each network
 (:mod:`gpen_core.engine.network_loads`, which also says how to build it), and the load frees
 the previous model of its kind first and rolls back to it when the new one fails.
-What stays loaded between stages and requests is the cache's lifetime policy
-(:mod:`gpen_core.engine.lifetime`). Weights are looked up in ``models_dir`` (downloaded only
-with ``allow_download``); ``synthetic_weights`` builds registry generators with random weights.
+The cache is split by what it holds: the resident networks and their rollback
+(:mod:`gpen_core.engine.resident`), whether a request's weights are here
+(:mod:`gpen_core.engine.weights_check`), and what stays loaded between stages and requests, its
+lifetime policy (:mod:`gpen_core.engine.lifetime`); this class decides and asks for each network.
+Weights are looked up in ``models_dir`` (downloaded only with ``allow_download``);
+``synthetic_weights`` builds registry generators with random weights.
 """
 
 from __future__ import annotations
@@ -15,32 +18,23 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpen_core.compat.onednn import clear_primitive_cache
 from gpen_core.engine import network_loads as loads
+from gpen_core.engine import weights_check
 from gpen_core.engine.lifetime import Lifetime, Stage
 from gpen_core.engine.network_loads import (
     PARSER_WEIGHTS, BusyCheck, NetworkLoad, load_openvino_generator, load_torch_generator, registry_size,
 )
 from gpen_core.engine.runtime_choice import RequestPlan, RuntimeDecision, decide_runtime, instead_of_cache
 from gpen_core.errors import GPENError
+from gpen_core.engine.resident import Held, Resident
 from gpen_core.modes import MemoryMode, generator_name
-from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
+from gpen_core.options import RestoreOptions
 from gpen_core.platform.oom import release
 from gpen_core.result import NetworkRuntime
-
-
-@dataclass
-class _Loaded:
-    """One resident model, the key it was loaded for, and how to load it again (a rollback)."""
-
-    key: tuple[Any, ...]
-    obj: Any
-    name: str
-    build: Callable[[], Any]
 
 
 class ModelCache:
@@ -63,13 +57,7 @@ class ModelCache:
         self.runtimes: dict[str, NetworkRuntime] = {}
         # The generator runtime of the last request ("torch" / "openvino") and why it was picked.
         self.backend, self.backend_reason = "torch", ""
-        self._generator: _Loaded | None = None
-        self._detector: _Loaded | None = None
-        self._parser: _Loaded | None = None
-        self._upscaler: _Loaded | None = None
-        # What release_unused let go, by kind, until that kind loads again: a load that fails rolls
-        # back to it, as it would had it still been resident.
-        self._released: dict[str, _Loaded] = {}
+        self.resident = Resident()
         # Whether the last release_unused let go of a network that ran on OpenVINO (whose libraries stay).
         self.released_openvino = False
 
@@ -89,12 +77,7 @@ class ModelCache:
 
     def loaded(self) -> dict[str, str | None]:
         """Names of the resident models (for the UI and tests)."""
-        return {
-            "generator": self._generator.name if self._generator else None,
-            "detector": self._detector.name if self._detector else None,
-            "parser": self._parser.name if self._parser else None,
-            "upscaler": self._upscaler.name if self._upscaler else None,
-        }
+        return self.resident.names()
 
     def release_unused(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> tuple[str, ...]:
         """Drop the resident networks ``mode`` does not use for ``opts`` (another generator, detector
@@ -102,33 +85,33 @@ class ModelCache:
         before the request, so that a lighter mode after a heavier one costs what the lighter one
         costs. Returns the names released."""
         unused = []
-        if self._generator is not None and (self._generator.name != generator_name(mode, opts.task, opts.model)
-                                            or self._moves(self._generator, lambda: self.generator_decision(mode, opts, device))):
+        generator, detector = self.resident.get("generator"), self.resident.get("detector")
+        parser, upscaler = self.resident.get("parser"), self.resident.get("upscaler")
+        if generator is not None and (generator.name != generator_name(mode, opts.task, opts.model)
+                                      or self._moves(generator, lambda: self.generator_decision(mode, opts, device))):
             unused.append("generator")
         network = opts.detector or mode.detector
-        if self._detector is not None and (self._detector.key[0] != network or self._moves(
-                self._detector, lambda: decide_runtime(loads.detector_load(self, network, device, opts, mode).facts))):
+        if detector is not None and (detector.key[0] != network or self._moves(
+                detector, lambda: decide_runtime(loads.detector_load(self, network, device, opts, mode).facts))):
             unused.append("detector")
-        if self._parser is not None and (not mode.parsing or self._parser.key[2] != mode.parse_input):
+        if parser is not None and (not mode.parsing or parser.key[2] != mode.parse_input):
             unused.append("parser")
-        if self._upscaler is not None and opts.upscale <= 1:
+        if upscaler is not None and opts.upscale <= 1:
             unused.append("upscaler")
+        del generator, detector, parser, upscaler
         names = []
         self.released_openvino = False
         for kind in unused:
-            held = getattr(self, f"_{kind}")
-            names.append(held.name)
-            self.released_openvino |= held.key[-2] == "openvino"
-            self._released[kind] = _Loaded(held.key, None, held.name, held.build)
-            del held
-            self.drop(kind, device)
+            record = self.resident.set_aside(kind, device)
+            names.append(record.name)
+            self.released_openvino |= record.key[-2] == "openvino"
         if names and clear_primitive_cache():
             # oneDNN's cache held the dropped networks' kernels; emptied, its memory is heap to trim.
             release(device)
         return tuple(names)
 
     @staticmethod
-    def _moves(held: _Loaded, decide: Callable[[], RuntimeDecision]) -> bool:
+    def _moves(held: Held, decide: Callable[[], RuntimeDecision]) -> bool:
         """Whether this request would run ``held``'s network in another runtime or dtype (then
         :meth:`load` swaps it anyway, inside the request). A decision that cannot be taken (its
         weights missing) moves nothing: the load says what is wrong."""
@@ -139,52 +122,12 @@ class ModelCache:
         return held.key[-2:] != (decision.runtime, decision.dtype)
 
     def weights_present(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> bool:
-        """Whether ``mode`` can run without a download (for ``auto``)."""
-        if self.synthetic_weights:
-            return True
-        if opts.model is None and not self._usable(generator_name(mode, opts.task)):
-            return False
-        if opts.aligned or boxes_given:
-            return True
-        return self._usable(DETECTOR_WEIGHTS[opts.detector or mode.detector])
+        """Whether ``mode`` can run without a download (for ``auto``; :func:`.weights_check.weights_present`)."""
+        return weights_check.weights_present(self, mode, opts, boxes_given)
 
     def require(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> None:
-        """Raise one WeightsError naming every registry file this request loads that is not
-        here (generator, detector, upscaler), so a newcomer fixes them all in one go instead of
-        meeting them one restore at a time. Nothing to check when downloads are allowed (each is
-        fetched) or with synthetic weights; a single missing file is left to ``weights.resolve``."""
-        from gpen_core.weights import lookup as weights
-        from gpen_core.weights.missing import missing_error
-
-        if self.allow_download or self.synthetic_weights:
-            return
-        names = [generator_name(mode, opts.task, opts.model)]
-        if not (opts.aligned or boxes_given):
-            names.append(DETECTOR_WEIGHTS[opts.detector or mode.detector])
-        if opts.upscale > 1 and mode.paste:
-            names.append(opts.upscaler or f"realesrnet_x{opts.upscale}")
-        absent = [n for n in names if n in weights.REGISTRY and weights.locate(n, models_dir=self.models_dir) is None]
-        if len(absent) > 1:
-            folder = self.models_dir if self.models_dir is not None else weights.models_dir()
-            raise missing_error(absent, folder, "downloads are off for this call")
-
-    def _usable(self, name: str) -> bool:
-        """Present and verified (size and sha256): a corrupt file counts as missing, as in
-        gpen_core.presentation.readiness (the weights panel), so auto passes over it instead of failing on it."""
-        from gpen_core.weights import lookup as weights
-        from gpen_core.errors import WeightsError
-
-        path = weights.locate(name, models_dir=self.models_dir)
-        if path is None:
-            return False
-        spec = weights.REGISTRY.get(name)
-        if spec is None:
-            return True
-        try:
-            weights.verify(path, spec, self.models_dir)  # hashed once per process while unchanged
-        except WeightsError:
-            return False
-        return True
+        """One WeightsError naming every missing registry file this request loads (:func:`.weights_check.require`)."""
+        weights_check.require(self, mode, opts, boxes_given)
 
     def load(self, want: NetworkLoad, device: str, notes: list[str] | None = None) -> tuple[Any, RuntimeDecision, bool]:
         """(the network, its runtime decision, whether it was loaded now) for ``want``: any network,
@@ -193,13 +136,13 @@ class ModelCache:
         load (the failure propagates). The decision's note, if any, goes to ``notes``."""
         decision = decide_runtime(want.facts)
         key = (*want.key, decision.runtime, decision.dtype)
-        slot = f"_{want.network}"
-        current = getattr(self, slot)
+        current = self.resident.get(want.network)
         fresh = current is None or current.key != key
         del current
         if fresh:
             decision = self._swap_in(want, decision, device)
-        loaded = getattr(self, slot)
+        loaded = self.resident.get(want.network)
+        assert loaded is not None  # a failed load raised
         self.runtimes[want.network] = NetworkRuntime(want.network, loaded.name, decision.runtime, decision.reason)
         if notes is not None and decision.note:
             notes.append(decision.note)
@@ -211,45 +154,16 @@ class ModelCache:
         from gpen_core.runtimes.openvino.base import CacheProblem
 
         try:
-            self._swap(want.network, _Loaded((*want.key, decision.runtime, decision.dtype), None, want.name,
-                                              lambda: want.build(decision)), device)
+            self.resident.swap(want.network, Held((*want.key, decision.runtime, decision.dtype), None, want.name,
+                                                  lambda: want.build(decision)), device)
             return decision
         except CacheProblem as problem:
             if decision.runtime != "openvino":
                 raise
             torch_decision = instead_of_cache(want.facts, problem)
-        self._swap(want.network, _Loaded((*want.key, torch_decision.runtime, torch_decision.dtype), None, want.name,
-                                         lambda: want.build(torch_decision)), device)
+        self.resident.swap(want.network, Held((*want.key, torch_decision.runtime, torch_decision.dtype), None, want.name,
+                                              lambda: want.build(torch_decision)), device)
         return torch_decision
-
-    def _swap(self, kind: str, new: _Loaded, device: str) -> None:
-        """Free the resident ``kind`` and load ``new`` in its place; on failure load the previous one
-        again (out of memory, the file gone or damaged meanwhile: then nothing stays loaded, the next
-        request loads what it needs) and re-raise the first failure, with the second beside it."""
-        slot = f"_{kind}"
-        previous = getattr(self, slot)
-        setattr(self, slot, None)
-        back = self._released.pop(kind, None) if previous is None else _Loaded(previous.key, None, previous.name, previous.build)
-        del previous
-        release(device)
-        try:
-            new.obj = new.build()
-            setattr(self, slot, new)
-            # A load's transient copies (the checkpoint read, a random initialisation, the
-            # channels-last copy) stay in glibc's heap once freed: handed back here, they do not
-            # sit under the next stage's peak (the ResNet-50 detector: 259 MiB resident after its
-            # load, 101 MiB after this; quality's one-photo detect stage then peaks lower).
-            release(device)
-        except Exception as exc:  # clean up and re-raise: the caller decides what the failure means
-            release(device)
-            if back is not None:
-                try:
-                    back.obj = back.build()
-                    setattr(self, slot, back)
-                except (GPENError, MemoryError, RuntimeError, OSError) as again:
-                    shown = Path(back.name).stem if "/" in back.name or os.sep in back.name else back.name
-                    exc.add_note(f"the previous {kind} {shown} could not be reloaded either: {again}")
-            raise
 
     def generator(self, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any = None):
         """(forward, size, torch dtype, name, note) for this request (:meth:`load`).
@@ -342,7 +256,9 @@ class ModelCache:
             self.drop("upscaler", device)
             return None
         net, _, _ = self.load(loads.upscaler_load(self, opts, device), device)
-        name = self._upscaler.name if self._upscaler is not None else ""
+        held = self.resident.get("upscaler")
+        name = held.name if held is not None else ""
+        del held
         if net.scale != opts.upscale:
             raise InputError(
                 f"the upscaler {name} enlarges ×{net.scale}, but ×{opts.upscale} was asked. "
@@ -352,17 +268,11 @@ class ModelCache:
 
     def drop(self, kind: str, device: str) -> None:
         """Drop one resident model (``generator``, ``detector``, ``parser`` or ``upscaler``) and hand its memory back."""
-        if kind not in ("generator", "detector", "parser", "upscaler"):
-            raise ValueError(f"no resident model of kind {kind!r}")
-        if getattr(self, f"_{kind}") is not None:
-            setattr(self, f"_{kind}", None)
-            release(device)
+        self.resident.drop(kind, device)
 
     def free(self, device: str) -> None:
         """Drop every resident model and hand the memory back (nothing to roll back to afterwards)."""
-        self._generator = self._detector = self._parser = self._upscaler = None
-        self._released.clear()
-        release(device)
+        self.resident.free(device)
 
 
 # Re-exported: older callers import these from here (their home is engine.network_loads).

@@ -28,15 +28,13 @@ import contextlib
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gpen_core.hwcheck.advice_child import SideRun, measure, workload_of
+from gpen_core.hwcheck.advice_child import SideRun, cuda_usable, measure, workload_of
 from gpen_core.progress import Progress
 from gpen_core.hwcheck.advice_table import (
     MIN_SECONDS,
@@ -198,10 +196,10 @@ def _make_cache(root: Path, n_files: int) -> None:
 
 
 def cuda_available() -> bool:
-    """Whether a CUDA device is usable, asked in a child so this process never creates a CUDA context."""
-    proc = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-                          capture_output=True, text=True, timeout=120)
-    return proc.stdout.strip().endswith("True")
+    """Whether a CUDA device is usable, asked in a child so this process never creates a CUDA context
+    (a child that fails or runs past 120 s: not usable)."""
+    out = worker.run(cuda_usable, timeout=120, quiet=True)
+    return isinstance(out, worker.Done) and out.value is True
 
 
 def swap_total_bytes() -> int | None:

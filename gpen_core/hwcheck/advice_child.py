@@ -207,3 +207,10 @@ def measure_cache(spec: dict[str, Any]) -> SideRun:
         assert m.peaks is not None
         peaks.append(m.peaks.rss_delta_bytes)
     return SideRun(_vmhwm(), tuple(peaks), statistics.median(times))
+
+
+def cuda_usable() -> bool:
+    """In a child (:func:`gpen_core.hwcheck.advice.cuda_available`): whether torch can use a CUDA device here."""
+    import torch
+
+    return bool(torch.cuda.is_available())

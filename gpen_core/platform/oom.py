@@ -227,31 +227,27 @@ def probe_engine_import(timeout_s: float = 300.0) -> Exception | None:
     it can crash inside ``ctypes`` (SIGSEGV), which no ``except`` can catch. A child that
     dies tells us so without taking this process with it. None: the import works.
     """
-    import os
     import signal
-    import subprocess
-    from pathlib import Path
 
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    code = "from gpen_core.engine.pipeline import import_engine; import_engine()"
-    try:
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired) as exc:  # cannot even start a child: memory, most likely
+    from gpen_core.platform import worker
+
+    try:  # the platform may not import the engine: the child runs it by reference
+        out = worker.run("gpen_core.engine.pipeline:import_engine", timeout=timeout_s, quiet=True)
+    except (OSError, MemoryError) as exc:  # cannot even start a child: memory, most likely
         return import_failure(MemoryError(f"cannot start a child process to load the engine: {exc}"))
-    if p.returncode == 0:
+    if isinstance(out, worker.Done):
         return None
-    if p.returncode < 0:
+    if out.how in ("timed out", "did not start"):
+        return import_failure(MemoryError(f"cannot start a child process to load the engine: it {out.message}"))
+    if out.how == "killed" and out.exitcode is not None:
         try:
-            sig = signal.Signals(-p.returncode).name
+            sig = signal.Signals(-out.exitcode).name
         except ValueError:
-            sig = f"signal {-p.returncode}"
+            sig = f"signal {-out.exitcode}"
         # A crash while loading under a cap is the cap: say what the engine needs.
         return import_failure(MemoryError(f"the child process died with {sig}"), module="the engine")
-    last = next((l for l in reversed(p.stderr.strip().splitlines()) if l.strip()), f"exit status {p.returncode}")
-    kind, _, text = last.partition(": ")
-    exc: BaseException = MemoryError(text) if kind.endswith("MemoryError") else ImportError(text or last)
+    text = out.message or f"exit status {out.exitcode}"
+    exc: BaseException = MemoryError(text) if out.error_type.endswith("MemoryError") else ImportError(text)
     return import_failure(exc)
 
 

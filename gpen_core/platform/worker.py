@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import sys
 import threading
 import time
@@ -62,8 +61,24 @@ class Failed:
     pid: int | None = None
 
 
-# What the child sends back on the queue: ("event", value) while it runs, then ("done", value) or ("raised", ...).
+# What the child sends back on its pipe: ("event", value) while it runs, then ("done", value) or ("raised", ...).
 _CHILD_QUEUE: Any = None
+
+
+class _Sender:
+    """The child's end of the pipe. A pipe, not a multiprocessing queue: a queue sends from a thread
+    it starts at the first put, and under a tight memory cap (``prlimit --as``) that thread cannot
+    start, so the child's own outcome could not be told. A send here is a write on this thread."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn, self._lock = conn, threading.Lock()
+
+    def put(self, item: tuple[Any, ...]) -> None:
+        with self._lock:  # events may come from several threads of the child
+            self._conn.send(item)
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 def send(event: object) -> None:
@@ -92,9 +107,15 @@ def _exit_with_parent() -> None:
         os._exit(0)
 
 
-def _child_main(target: str, args: tuple[Any, ...], q: Any, niceness: int, env: dict[str, str | None]) -> None:
+def _child_main(target: str, args: tuple[Any, ...], conn: Any, niceness: int, env: dict[str, str | None],
+                quiet: bool = False) -> None:
     """The child: environment and niceness first (before the work imports torch), then ``target(*args)``."""
     global _CHILD_QUEUE
+    if quiet:  # what a probe's libraries print (warnings, a crash's last words) is not the user's to read
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        os.close(devnull)
     for k, v in env.items():
         if v is None:
             os.environ.pop(k, None)
@@ -102,8 +123,11 @@ def _child_main(target: str, args: tuple[Any, ...], q: Any, niceness: int, env: 
             os.environ[k] = v
     if niceness > 0 and hasattr(os, "nice"):
         os.nice(niceness)
-    threading.Thread(target=_exit_with_parent, name="gpen-worker-parent-watch", daemon=True).start()
-    _CHILD_QUEUE = q
+    try:
+        threading.Thread(target=_exit_with_parent, name="gpen-worker-parent-watch", daemon=True).start()
+    except RuntimeError:  # no thread under a tight memory cap: the parent's timeout and stop still end it
+        pass
+    q = _CHILD_QUEUE = _Sender(conn)
     module, _, name = target.partition(":")
     try:
         import importlib
@@ -120,7 +144,6 @@ def _child_main(target: str, args: tuple[Any, ...], q: Any, niceness: int, env: 
     else:
         q.put(("done", value))
     q.close()
-    q.join_thread()
 
 
 _START_LOCK = threading.Lock()
@@ -150,17 +173,21 @@ def _reference(fn: Callable[..., Any]) -> str:
 class Child:
     """A started child: its pid (to stop it) and the wait for its outcome. See :func:`run`."""
 
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], *, niceness: int = 0,
-                 env: dict[str, str | None] | None = None) -> None:
+    def __init__(self, fn: Callable[..., Any] | str, args: tuple[Any, ...], *, niceness: int = 0,
+                 env: dict[str, str | None] | None = None, quiet: bool = False) -> None:
         import multiprocessing
 
         ctx = multiprocessing.get_context("spawn")
-        self._queue = ctx.Queue()
-        self._proc = ctx.Process(target=_child_main, args=(_reference(fn), args, self._queue, niceness, dict(env or {})),
+        self._conn, child_end = ctx.Pipe(duplex=False)
+        ref = fn if isinstance(fn, str) else _reference(fn)
+        self._proc = ctx.Process(target=_child_main, args=(ref, args, child_end, niceness, dict(env or {}), quiet),
                                  name="gpen-worker", daemon=True)
         self._stopped = threading.Event()
-        with _without_main_script():
-            self._proc.start()
+        try:
+            with _without_main_script():
+                self._proc.start()
+        finally:
+            child_end.close()  # the child holds its own copy: its exit then ends the pipe here
 
     @property
     def pid(self) -> int | None:
@@ -178,9 +205,8 @@ class Child:
         ending: Done[Any] | Failed | None = None
         try:
             while ending is None:
-                try:
-                    item = self._queue.get(timeout=0.1)
-                except queue.Empty:
+                item = self._receive(0.1)
+                if item is None:
                     if not self._proc.is_alive():
                         ending = self._drain(on_event)
                     elif deadline is not None and time.monotonic() > deadline:
@@ -194,11 +220,18 @@ class Child:
                 if self._proc.is_alive():
                     self._proc.kill()
             self._proc.join()
-            self._queue.close()  # nothing more comes: let its pipe and locks go now, not at exit
-            self._queue.join_thread()
+            self._conn.close()  # nothing more comes: let the pipe go now, not at exit
         if self._stopped.is_set() and not isinstance(ending, Done):
             return Failed("stopped", "was stopped", exitcode=self._proc.exitcode, pid=self.pid)
         return ending
+
+    def _receive(self, wait_s: float) -> tuple[Any, ...] | None:
+        """The child's next item, or None when none came within ``wait_s`` or the pipe has ended."""
+        try:
+            return self._conn.recv() if self._conn.poll(wait_s) else None
+        except (EOFError, OSError):  # the child exited: its end is closed
+            time.sleep(wait_s)  # poll() returns at once on a closed pipe: do not spin while the process ends
+            return None
 
     def _handle(self, item: tuple[Any, ...], on_event: Callable[[object], None] | None) -> Done[Any] | Failed | None:
         if item[0] == "event":
@@ -213,11 +246,10 @@ class Child:
     def _drain(self, on_event: Callable[[object], None] | None) -> Done[Any] | Failed:
         """The child has exited: what it sent before it did, or how it ended without a value."""
         self._proc.join()
-        with contextlib.suppress(queue.Empty):
-            while True:
-                ending = self._handle(self._queue.get(timeout=0.5), on_event)
-                if ending is not None:
-                    return ending
+        while (item := self._receive(0.5)) is not None:
+            ending = self._handle(item, on_event)
+            if ending is not None:
+                return ending
         code = self._proc.exitcode
         if code is not None and code < 0:
             return Failed("killed", f"was killed by signal {-code} (if nobody stopped it: most likely the kernel's "
@@ -226,21 +258,26 @@ class Child:
 
 
 def run(
-    fn: Callable[..., T],
+    fn: Callable[..., T] | str,
     *args: Any,
     on_event: Callable[[object], None] | None = None,
     niceness: int = 0,
     env: dict[str, str | None] | None = None,
     timeout: float | None = None,
+    quiet: bool = False,
 ) -> Done[T] | Failed:
     """``fn(*args)`` in a fresh spawned process; its outcome. ``fn`` is a module-level function of an
-    importable module; ``args`` and its return value are picklable (dataclasses, dicts, numbers).
+    importable module, or its reference ``"package.module:name"`` (a room that may not import that
+    module runs it so: the platform probing the engine's import); ``args`` and its return value are
+    picklable (dataclasses, dicts, numbers). The child inherits this process's limits (``ulimit``,
+    ``prlimit``) and ``sys.path``.
 
     ``env``: variables to set (a None value unsets) in the child before ``fn``'s module is imported;
     ``niceness``: added to the child's; ``timeout``: seconds before it is killed; ``on_event``
-    receives what the child :func:`send` s (a :class:`ProgressEvent` from :func:`report`), on this thread.
+    receives what the child :func:`send` s (a :class:`ProgressEvent` from :func:`report`), on this thread;
+    ``quiet``: the child's stdout and stderr go nowhere (a probe's output is not the user's).
     """
-    return Child(fn, args, niceness=niceness, env=env).wait(on_event, timeout)
+    return Child(fn, args, niceness=niceness, env=env, quiet=quiet).wait(on_event, timeout)
 
 
 def forward_progress(progress: Callable[[float, str], None] | None) -> Callable[[object], None]:
