@@ -15,7 +15,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -337,12 +336,11 @@ def _restore(args: argparse.Namespace) -> int:
     restorer = Restorer(models_dir=args.models_dir, device=args.device, lifetime=lifetime)
     bar, notes, summary = _bar(len(plan)), NewNotes(), RunSummary()
     args.run_notes = convert_before_photos(args, [src for src, _, _ in plan], bar.say).notes
-    run = _PhotoRun(args, restorer, mask, bar, notes)
     for path, why in not_files:
         summary.skip(path, why)
         bar.say(f"skipped: {path}: {why}")
     for src, dst, fmt in plan:
-        record = _restore_one(run, src, dst, fmt)
+        record = _restore_one(args, restorer, (src, dst, fmt), mask, bar, notes)
         summary.add(record)
         worst = worst or int(record.get("exit_code", 0))
         bar.step(src.name)
@@ -372,22 +370,13 @@ def _existing(args: argparse.Namespace, dst: Path) -> Path | None:
     return dst if dst.exists() else None
 
 
-@dataclass(frozen=True)
-class _PhotoRun:
-    """What every photo of one ``restore`` run shares."""
-
-    args: argparse.Namespace
-    restorer: Any  # gpen_core.restorer.Restorer, one for the run
-    mask: Any  # inpainting's damage mask (RGB uint8), or None
-    bar: Any  # the progress bar that prints the lines
-    notes: Any  # presentation.cli_run.NewNotes: each note said once per run
-
-
-def _restore_one(run: _PhotoRun, src: Path, dst: Path, fmt: str | None) -> dict[str, Any]:
-    """Restore one photo and say so: its record (``status`` ok, error with ``exit_code``, or skipped)."""
+def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Path, str | None], mask: Any, bar: Any,
+                 notes: Any) -> dict[str, Any]:
+    """Restore one ``photo`` (input, output, format: an entry of the run's plan) and say so: its record
+    (``status`` ok, error with ``exit_code``, or skipped)."""
     from gpen_core.images.outputs import write_atomic
 
-    args, restorer, mask, bar, notes = run.args, run.restorer, run.mask, run.bar, run.notes
+    src, dst, fmt = photo
     record: dict[str, Any] = {"input": str(src)}
     existing = _existing(args, dst)
     if existing is not None:

@@ -298,3 +298,21 @@ def test_few_functions_take_long_parameter_lists() -> None:
         f"{len(unlisted)} functions take {MANY_PARAMETERS} or more parameters: {sorted(unlisted)}; group what travels "
         "together into a small frozen dataclass named for what it holds (not **kwargs)"
     )
+
+
+# Every child process of gpen_core starts through platform.worker (typed outcome back, the caller's
+# limits and sys.path, dies with its parent); the one exception outlives its parent by design.
+CHILD_PROCESS_MODULES = {
+    "gpen_core/platform/worker.py",  # the helper itself
+    # Ray's reaper must outlive the process it watches (a new session, no site), which a worker never does.
+    "gpen_core/scaleout/reaper.py",
+}
+
+
+def test_every_child_process_starts_through_the_worker() -> None:
+    starts = sorted(f"{path.relative_to(ROOT)}:{n.lineno}"
+                    for path, tree in _trees().values() if str(path.relative_to(ROOT)) not in CHILD_PROCESS_MODULES
+                    for n in ast.walk(tree)
+                    if (isinstance(n, ast.Import) and any(a.name.split(".")[0] in ("subprocess", "multiprocessing") for a in n.names))
+                    or (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] in ("subprocess", "multiprocessing")))
+    assert not starts, f"child processes started outside gpen_core.platform.worker: {starts}; use worker.run"

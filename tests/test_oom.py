@@ -346,3 +346,35 @@ def test_oom_while_decoding_decodes_again_for_low_with_a_note(mode: str, tmp_pat
     assert res.mode.name == "low" and asked[-1] == 2048
     assert any(f"ran out of memory decoding the photo for {mode}; decoded it for low" in n for n in res.notes)
     assert any("JPEG 1/2 scale" in n for n in res.notes) and res.processed_size == (2048, 1638)
+
+
+def test_the_engine_import_probe_says_how_its_child_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe runs the engine's import through the one child-process helper (platform.worker), with
+    its 300 s limit and the child's own output silenced, and turns each typed ending into the message
+    the CLI shows: a crash or a mapping failure is the memory cap, a missing module a broken install."""
+    from gpen_core.errors import GPENError
+    from gpen_core.platform import oom, worker
+
+    asked: list[tuple[object, dict]] = []
+    endings: list[object] = []
+
+    def run(fn: object, *args: object, **kw: object) -> object:
+        asked.append((fn, kw))
+        return endings.pop(0)
+
+    monkeypatch.setattr(worker, "run", run)
+    endings[:] = [
+        worker.Done(None, 1),
+        worker.Failed("killed", "was killed by signal 11", oom=True, exitcode=-11),
+        worker.Failed("raised", "libgomp.so.1: failed to map segment from shared object", error_type="OSError"),
+        worker.Failed("raised", "No module named 'cv2'", error_type="ModuleNotFoundError"),
+        worker.Failed("timed out", "ran past its 300 s limit and was stopped"),
+    ]
+    assert oom.probe_engine_import() is None
+    crashed, unmapped, missing, slow = (oom.probe_engine_import() for _ in range(4))
+    assert asked[0] == ("gpen_core.engine.pipeline:import_engine", {"timeout": 300.0, "quiet": True})
+    assert isinstance(crashed, OutOfMemory) and "not enough memory to start: importing the engine failed" in str(crashed)
+    assert "died with SIGSEGV" in str(crashed)
+    assert isinstance(unmapped, OutOfMemory) and "failed to map segment" in str(unmapped)
+    assert type(missing) is GPENError and "cannot import" in str(missing) and "scripts/setup.sh" in str(missing)
+    assert isinstance(slow, OutOfMemory) and "cannot start a child process to load the engine" in str(slow)
