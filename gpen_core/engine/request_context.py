@@ -1,13 +1,13 @@
 """What every stage of one attempt reads, as one value: the model cache, the device, the mode, the
 options and who hears the progress.
 
-A stage takes it instead of five loose arguments that always travel together; stepping down makes
-a new context for the lighter mode (:meth:`RequestContext.in_mode`), nothing changes one in place.
+A stage takes it instead of five loose arguments that always travel together; each attempt makes
+its own (stepping down to a lighter mode is a new attempt), nothing changes one in place.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpen_core.modes import MemoryMode, Task, get_task
@@ -36,7 +36,3 @@ class RequestContext:
     def task(self) -> Task:
         """The GPEN task ``opts`` asks for."""
         return get_task(self.opts.task)
-
-    def in_mode(self, mode: MemoryMode) -> "RequestContext":
-        """This context for an attempt in ``mode``."""
-        return replace(self, mode=mode)
