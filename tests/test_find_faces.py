@@ -83,12 +83,10 @@ def test_points_on_a_turned_image_map_back_exactly(turn: int) -> None:
 def test_solvay_keeps_at_least_27_faces_in_every_mode(
     detector: FaceDetector, solvay: np.ndarray, solvay_found: find.FoundFaces
 ) -> None:
-    import inspect
-
     # Modes with the same detection rules find the same faces: each set of rules runs once (faces-only
     # and balanced keep find_faces' defaults, which solvay_found already ran with).
-    params = inspect.signature(find_faces).parameters
-    defaults = tuple(params[p].default for p in ("max_side", "shrink_above", "interpolation"))
+    sizing = DetectSizing()
+    defaults = (sizing.max_side, sizing.shrink_above, sizing.interpolation)
     by_rules: dict[tuple, find.FoundFaces] = {defaults: solvay_found}
     for name, m in MODES.items():  # quality's ResNet-50 weights are absent: its rules, with mobilenet0.25
         rules = (m.detect_side, m.detect_shrink_above, m.detect_resize)

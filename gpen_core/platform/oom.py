@@ -220,37 +220,6 @@ def memory_limited() -> bool:
     return bool(_limits_text())
 
 
-def probe_engine_import(timeout_s: float = 300.0) -> Exception | None:
-    """Import the engine in a child process (same limits) first; the error to show when it fails.
-
-    Under a memory cap PyTorch's import does not always fail cleanly: with ``prlimit --data``
-    it can crash inside ``ctypes`` (SIGSEGV), which no ``except`` can catch. A child that
-    dies tells us so without taking this process with it. None: the import works.
-    """
-    import signal
-
-    from gpen_core.platform import worker
-
-    try:  # the platform may not import the engine: the child runs it by reference
-        out = worker.run("gpen_core.engine.pipeline:import_engine", timeout=timeout_s, quiet=True)
-    except (OSError, MemoryError) as exc:  # cannot even start a child: memory, most likely
-        return import_failure(MemoryError(f"cannot start a child process to load the engine: {exc}"))
-    if isinstance(out, worker.Done):
-        return None
-    if out.how in ("timed out", "did not start"):
-        return import_failure(MemoryError(f"cannot start a child process to load the engine: it {out.message}"))
-    if out.how == "killed" and out.exitcode is not None:
-        try:
-            sig = signal.Signals(-out.exitcode).name
-        except ValueError:
-            sig = f"signal {-out.exitcode}"
-        # A crash while loading under a cap is the cap: say what the engine needs.
-        return import_failure(MemoryError(f"the child process died with {sig}"), module="the engine")
-    text = out.message or f"exit status {out.exitcode}"
-    exc: BaseException = MemoryError(text) if out.error_type.endswith("MemoryError") else ImportError(text)
-    return import_failure(exc)
-
-
 def release(device: str) -> None:
     """Collect garbage, empty the CUDA cache on a CUDA device, and give freed heap back to the OS."""
     gc.collect()
