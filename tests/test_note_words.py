@@ -58,7 +58,7 @@ def _auto_notes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for free in (200_000_000, 1_200_000_000, 16_000_000_000):
         monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(free))
         for size in ((640, 360), (3840, 2160)):
-            out += [budget.choose("cpu", size, upscale=up).reason for up in (1, 4)]
+            out += [budget.choose("cpu", size, work=budget.Work(upscale=up)).reason for up in (1, 4)]
             out += [s.reason for s in (budget.check_fits(m, "cpu", size) for m in MODES.values()) if s is not None]
     return out
 
