@@ -193,7 +193,7 @@ class StandIn:
         from gpen_core.video.engine_seam import FrameOut
 
         out = restore_photo(image, detections=detections, restore_fn=lambda c: self.fn(self.rng, c), size=512,
-                            identity=IdentityPolicy())
+                            job=FaceJob(identity=IdentityPolicy()))
         return FrameOut(out.image, (), tuple(f.identity for f in out.faces))
 
 
