@@ -20,7 +20,7 @@ from gpen_core.faces import identity_model  # noqa: E402
 from gpen_core.faces.align import align_transform  # noqa: E402
 from gpen_core.faces.detect import FaceDetector  # noqa: E402
 from gpen_core.faces.identity import IdentityPolicy  # noqa: E402
-from gpen_core.faces.photo import restore_photo  # noqa: E402
+from gpen_core.faces.photo import FaceJob, restore_photo  # noqa: E402
 from gpen_core.options import RestoreOptions  # noqa: E402
 from gpen_core.video.engine_seam import FrameOut  # noqa: E402
 from gpen_core.video.identity import JUMP_MARGIN, IdentityTracker, summary_lines  # noqa: E402
@@ -81,7 +81,7 @@ class StandIn:
             return self.other.copy() if swap else crop.copy()
 
         out = restore_photo(rgb, detections=detections, restore_fn=generator, size=CROP,
-                            identity=IdentityPolicy() if check_identity else None)
+                            job=FaceJob(identity=IdentityPolicy() if check_identity else None))
         return FrameOut(out.image, (), tuple(f.identity for f in out.faces))
 
 
