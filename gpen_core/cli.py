@@ -333,8 +333,7 @@ def _restore(args: argparse.Namespace) -> int:
 
     # One photo: the process ends after it, so each network is dropped once its stage is done
     # (a lower peak); several photos keep them loaded from one to the next.
-    lifetime = Lifetime.ONE_SHOT if len(plan) == 1 else Lifetime.RESIDENT
-    restorer = Restorer(models_dir=args.models_dir, device=args.device, lifetime=lifetime)
+    restorer = Restorer(models_dir=args.models_dir, device=args.device, lifetime=Lifetime.ONE_SHOT if len(plan) == 1 else Lifetime.RESIDENT)
     bar, notes, summary = _bar(len(plan)), NewNotes(), RunSummary()
     args.run_notes = convert_before_photos(args, [src for src, _, _ in plan], bar.say).notes
     for path, why in not_files:
@@ -373,8 +372,7 @@ def _existing(args: argparse.Namespace, dst: Path) -> Path | None:
 
 def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Path, str | None], mask: Any, bar: Any,
                  notes: Any) -> dict[str, Any]:
-    """Restore one ``photo`` (input, output, format: an entry of the run's plan) and say so: its record
-    (``status`` ok, error with ``exit_code``, or skipped)."""
+    """Restore one ``photo`` (input, output, format: a plan entry) and say so: its record (ok, error with ``exit_code``, or skipped)."""
     from gpen_core.images.outputs import write_atomic
 
     src, dst, fmt = photo
