@@ -33,7 +33,7 @@ from gpen_core.restorer import Restorer, get_restorer
 from .conftest import ROOT
 from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
 from .panel_figures import shown_peak_ram
-from .test_app_client import ARGS, server_url  # noqa: F401  (the in-process server, one per module)
+from .test_app_client import ARGS
 
 EXAMPLE = ROOT / "examples" / "astronaut_low_resolution.jpg"  # the smallest example (384×384, one face)
 CLIENTS = 5
