@@ -114,3 +114,28 @@ def whole_machine() -> Iterator[None]:
     finally:
         torch.set_num_threads(threads)
         os.sched_setaffinity(0, mask)
+
+
+# Each worker's busy time and its longest units of work, summed from the reports the controller gets:
+# the suite's wall time is the busier worker's, so this says where balancing (GROUPS, FIRST) can help.
+_BUSY: dict[str, dict[str, float]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    node = getattr(report, "node", None)  # set by pytest-xdist on the controller; None inside a worker
+    worker = getattr(getattr(node, "gateway", None), "id", None)
+    if worker is not None:
+        units = _BUSY.setdefault(worker, {})
+        unit = group_of(report.nodeid)
+        units[unit] = units.get(unit, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: object) -> None:
+    if not _BUSY:
+        return
+    write = terminalreporter.write_line  # type: ignore[attr-defined]
+    write("")
+    for worker, units in sorted(_BUSY.items()):
+        top = sorted(units.items(), key=lambda kv: -kv[1])[:8]
+        write(f"{worker}: {sum(units.values()):.0f} s of tests in {len(units)} modules; longest: "
+              + ", ".join(f"{name} {s:.0f} s" for name, s in top))
