@@ -178,9 +178,8 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         if show and pair is not None:
             image, caption = video_view.draw_faces(pair[0], shown, tracks)
             drawn = gr.update(visible=True, value=image, label=f"Faces on frame {i}: {caption}")
-        identity = video_view.identity_caption(shown)  # this frame's distances, as the photo tab shows them per face
-        label = video_view.pair_label(times, number) + (f" · {identity}" if identity else "")
-        return gr.update(value=pair, label=label), drawn
+        # the frame's identity distances in the caption, as the photo tab shows them per face
+        return gr.update(value=pair, label=video_view.pair_label(times, number, faces)), drawn
 
     def failed(request: gr.Request) -> tuple[Any, str]:
         """After a failed or stopped clip: the panel names what happened (the same words as the pop-up)."""
@@ -243,7 +242,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                             api_name="restore_video", concurrency_limit=1, concurrency_id="engine", show_progress_on=[video_out])
     running.success(None, js=page.SHOW_VIDEO_RESULT, api_visibility="private")  # the result in view, wherever the page was
     running.success(lambda before, offered, kept, times, faces: (before, gr.update(choices=offered, value=kept), gr.update(
-                    label=video_view.pair_label(times, video_view.slider_spec(times)["value"])),
+                    label=video_view.pair_label(times, video_view.slider_spec(times)["value"], faces)),
                     gr.update(choices=video_view.flagged_choices(faces or []), value=None)),
                     [before_state, known_state, kept_state, times_state, faces_state], [before_out, tracks_in, pair_out, flag_in],
                     api_visibility="private", show_progress="hidden")

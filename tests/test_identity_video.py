@@ -255,6 +255,10 @@ def test_the_video_tab_lists_flagged_frames_and_captions_a_frames_distances() ->
     caption = video_view.identity_caption(frames[1])
     assert caption == "face 1: identity distance 0.35, jump 0.62 (input's own 0.05): jumped more than the input"
     assert video_view.identity_caption(frames[2]) == "" and "distance 0.12" in video_view.identity_caption(frames[0])
+    # the before/after's caption carries them for whichever frame is shown, the one a restore first shows included
+    times = [r.time_s for r in records]
+    assert video_view.pair_label(times, 2, frames) == f"Before / after of frame 2 of 3 (0.04 s) · {caption}"
+    assert video_view.pair_label(times, 3, frames) == "Before / after of frame 3 of 3 (0.08 s)"
     t = IdentityTracker()
     t.add(0, [0], [_Check([0, 0], [0, 0])])
     t.add(1, [0], [_Check([0, 0], [0.7, 0])])

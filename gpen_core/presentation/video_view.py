@@ -96,9 +96,13 @@ def frame_time(times: Sequence[float], number: float | None) -> float:
     return times[i - 1]
 
 
-def pair_label(times: Sequence[float], number: float | None) -> str:
+def pair_label(times: Sequence[float], number: float | None, faces: Sequence[FrameFaces] | None = None) -> str:
+    """The before/after's caption: which frame, at what time, and that frame's identity figures where
+    ``faces`` (the clip's per-frame records) has them."""
     i = min(len(times), max(1, int(round(number or 1)))) if times else 1
-    return f"Before / after of frame {i} of {len(times)} ({frame_time(times, number):.2f} s)"
+    label = f"Before / after of frame {i} of {len(times)} ({frame_time(times, number):.2f} s)"
+    identity = identity_caption(faces[i - 1]) if faces and i <= len(faces) else ""
+    return label + (f" · {identity}" if identity else "")
 
 
 def track_choices(frames: Sequence[FrameFaces]) -> list[tuple[str, int]]:
