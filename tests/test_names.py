@@ -43,3 +43,13 @@ def test_a_clips_threads_hand_each_other_typed_items_not_tuples_read_by_position
     text = (PKG / "video" / "stream.py").read_text(encoding="utf-8")
     assert not re.search(r"\bitem\[\d\]", text), "video/stream.py reads a queue item by position"
     assert _definitions("DecodedFrame") == ["gpen_core/video/queue_items.py"]
+
+
+def test_photos_and_frames_choose_their_mode_through_one_function() -> None:
+    # auto's choice and the asked mode's fit, for a photo (engine/pipeline) and a clip's frames (engine/frames)
+    callers = sorted(str(p.relative_to(ROOT)) for p in (PKG / "engine").glob("*.py")
+                     if re.search(r"\bbudget\.(choose|check_fits)\(", p.read_text(encoding="utf-8")))
+    assert callers == [], callers  # both go through budget.mode_to_start (the app's previews may still ask choose)
+    users = sorted(str(p.relative_to(ROOT)) for p in (PKG / "engine").glob("*.py")
+                   if "mode_to_start(" in p.read_text(encoding="utf-8"))
+    assert users == ["gpen_core/engine/budget.py", "gpen_core/engine/frames.py", "gpen_core/engine/pipeline.py"]

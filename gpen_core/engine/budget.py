@@ -389,3 +389,30 @@ def check_fits(
         lighter.mode,
         f"{mode.name} needs ~{format_bytes(need)} {where} ({src}) but only {format_bytes(have)} is free: ran {lighter.mode.name} instead",
     )
+
+
+@dataclass(frozen=True)
+class StartMode:
+    """The mode a request or a clip starts in, and why: ``chosen`` when ``auto`` chose it (``reason`` is its
+    reason), else the mode asked, or a lighter one when the asked one does not fit (``reason`` says so; ""
+    when the mode asked runs)."""
+
+    mode: MemoryMode
+    reason: str
+    chosen: bool
+
+
+def mode_to_start(opts: "RestoreOptions", device: str, size: tuple[int, int], models_dir: Path | None,
+                  available: Callable[[MemoryMode], bool]) -> StartMode:
+    """The one mode choice for a photo and for a clip's frames (``size``: the photo's or a frame's width and
+    height): auto's choice among the modes whose weights are ``available``, or the asked mode when it fits, with
+    the request's upscaling and identity check counted in each mode's need (:class:`Work`)."""
+    from gpen_core.modes import AUTO, get_mode
+
+    work = Work.of(opts)
+    if opts.mode == AUTO:
+        choice = choose(device=device, image_size=size, models_dir=models_dir, available=available, work=work)
+        return StartMode(choice.mode, choice.reason, True)
+    mode = get_mode(opts.mode)
+    step = check_fits(mode, device=device, image_size=size, models_dir=models_dir, work=work)
+    return StartMode(step.mode, step.reason, False) if step is not None else StartMode(mode, "", False)

@@ -21,7 +21,7 @@ from gpen_core.engine.model_cache import ModelCache
 from gpen_core.engine.threads import TorchThreads
 from gpen_core.engine.request_context import RequestContext
 from gpen_core.errors import InputError
-from gpen_core.modes import AUTO, MemoryMode, get_mode
+from gpen_core.modes import MemoryMode
 from gpen_core.options import RestoreOptions
 from gpen_core.result import FrameOutput, NetworkRuntime, RejectedFace, Timings
 from gpen_core.rgb import check_rgb
@@ -108,17 +108,10 @@ class FrameSession:
 def frame_mode(models: ModelCache, opts: RestoreOptions, device: str, frame_size: tuple[int, int]) -> tuple[MemoryMode, list[str]]:
     """The mode a session of ``frame_size`` (width, height) frames runs in, and a note when it is
     not the one asked (auto's choice, or a lighter mode when the asked one does not fit)."""
-    if opts.mode == AUTO:
-        choice = budget.choose(device=device, image_size=frame_size, models_dir=models.models_dir,
-                               available=lambda m: models.weights_present(m, opts, False),
-                               work=budget.Work(task=opts.task, identity=opts.identity))
-        return choice.mode, [f"auto chose {choice.mode.name} for {frame_size[0]}×{frame_size[1]} frames: {choice.reason}"]
-    mode = get_mode(opts.mode)
-    step = budget.check_fits(mode, device=device, image_size=frame_size, models_dir=models.models_dir,
-                             work=budget.Work(task=opts.task, identity=opts.identity))
-    if step is not None:
-        return step.mode, [step.reason]
-    return mode, []
+    start = budget.mode_to_start(opts, device, frame_size, models.models_dir, lambda m: models.weights_present(m, opts, False))
+    if start.chosen:
+        return start.mode, [f"auto chose {start.mode.name} for {frame_size[0]}×{frame_size[1]} frames: {start.reason}"]
+    return start.mode, [start.reason] if start.reason else []
 
 
 def check_frame_options(opts: RestoreOptions, frame_size: tuple[int, int]) -> None:

@@ -147,20 +147,11 @@ def start(
     if forced is not None:  # decoding ran out of memory: the photo was decoded for the lightest mode
         mode, reason = forced
         notes.append(reason)
-    elif opts.mode == AUTO:
-        choice = budget.choose(
-            device=device,
-            image_size=size,
-            models_dir=models.models_dir,
-            available=lambda m: models.weights_present(m, opts, boxes_given),
-            work=budget.Work.of(opts),  # upscaling's and the identity check's memory in each mode where they run
-        )
-        mode, reason = choice.mode, choice.reason
     else:
-        mode, reason = get_mode(opts.mode), ""
-        step = budget.check_fits(mode, device=device, image_size=size, models_dir=models.models_dir, work=budget.Work.of(opts))
-        if step is not None:
-            mode, reason = step.mode, step.reason
+        start = budget.mode_to_start(opts, device, size, models.models_dir,
+                                     lambda m: models.weights_present(m, opts, boxes_given))
+        mode, reason = start.mode, start.reason
+        if reason and not start.chosen:  # a lighter mode than asked: a note; auto's reason is the request's own
             notes.append(reason)
     if opts.upscale > 1 and mode.paste:  # refuse an oversized result before any work (after the mode's pre-shrink)
         from gpen_core.upscale.tiles import check_output_size
