@@ -58,8 +58,8 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         return ("\n\n".join(filter(None, [clip.markdown, video_estimate.estimate_markdown(clip.frames, rows)])), *cleared)
 
     def restore(video: str | None, mode: str, start: float | None, end: float | None, face_check: bool,
-                tracks: list[int] | None, known: list[tuple[str, int]] | None, progress: gr.Progress = gr.Progress(),
-                request: gr.Request | None = None) -> tuple[Any, ...]:
+                tracks: list[int] | None, known: list[tuple[str, int]] | None, identity: bool = True,
+                progress: gr.Progress = gr.Progress(), request: gr.Request | None = None) -> tuple[Any, ...]:
         """Restore the clip: (the result, the middle frame's before/after, the panel, the frame slider, JSON) as
         the public endpoint has them, then for the page only (states): the original over the same span, the
         frames' times and faces, the faces offered and those kept. Stop ends this session's clip only."""
@@ -70,7 +70,8 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                 if not video:
                     raise InputError("Upload a video first.")
                 try:
-                    return run(video, mode or AUTO, (start, end, face_check, tracks, known), progress, stop, waited, count)
+                    return run(video, mode or AUTO, (start, end, face_check, tracks, known, identity), progress, stop, waited,
+                               count)
                 except VideoStopped:
                     if not waited():
                         log.info("the visitor left during a clip: stopped after %d frames, its output removed", count[0])
@@ -87,7 +88,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         from gpen_core.video.rate import FrameRate
         from gpen_core.video.stream import VideoOptions, restore_video
 
-        start, end, face_check, tracks, known = asked
+        start, end, face_check, tracks, known, identity = asked
         if state.backend is not None:
             raise InputError("Videos are restored in the app's own process; this server sends photos to Ray "
                              "(--backend ray). Restore the clip on that machine with: python -m gpen_core restore CLIP.mp4")
@@ -111,7 +112,8 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         vopts = VideoOptions(start_s=part.start_s, end_s=(float(end) if end else None) if part.capped else part.end_s,
                              tracks=chosen, cap=clip.cap)
         try:
-            result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode, face_check=bool(face_check)),  # type: ignore[arg-type]
+            result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode, face_check=bool(face_check),  # type: ignore[arg-type]
+                                                                                      identity="auto" if identity else "off"),
                                    vopts, progress=tick, stop=stop, on_frame=lambda r: records.append(video_view.frame_faces(r)))
             before = video_view.original_span(video, out.with_name("original_" + out.name), part.start_s, part.end_s, vopts.crf)
         except BaseException as exc:
@@ -198,6 +200,9 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                 face_check_in = gr.Checkbox(True, label="Face check", elem_id="video-face-check",
                                             info="skip detections whose landmarks do not form a face (the panel counts "
                                             "them; the frame viewer draws them dashed red); off restores every detection")
+                identity_in = gr.Checkbox(True, label="Identity check", elem_id="video-identity",
+                                          info="each face's identity distance per frame and where it jumped (every "
+                                          "mode but low; its CPU per frame: docs/identity.md); off: not checked")
                 tracks_in = gr.CheckboxGroup([], value=[], type="value", label="Faces to restore", elem_id="video-tracks",
                                              info="Find faces (or a restore) lists the faces followed, numbered as on the "
                                              "frame viewer; untick one to leave it as it was (same clip, start and face "
@@ -238,7 +243,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                     api_visibility="private",
                     show_progress="hidden")
     ready = restore_btn.click(mode_ready, mode_in, None, api_visibility="private", show_progress="hidden")
-    running = ready.success(restore, [video_in, mode_in, start_in, end_in, face_check_in, tracks_in, known_state], outputs,
+    running = ready.success(restore, [video_in, mode_in, start_in, end_in, face_check_in, tracks_in, known_state, identity_in], outputs,
                             api_name="restore_video", concurrency_limit=1, concurrency_id="engine", show_progress_on=[video_out])
     running.success(None, js=page.SHOW_VIDEO_RESULT, api_visibility="private")  # the result in view, wherever the page was
     running.success(lambda before, offered, kept, times, faces: (before, gr.update(choices=offered, value=kept), gr.update(

@@ -225,3 +225,27 @@ def test_the_documented_restore_video_example_runs_as_written(server_url: str, e
     record = scope["record"]
     assert isinstance(record, dict) and record["frames"] == FRAMES and Path(str(scope["video"])).suffix == ".mp4"
     assert str(FRAMES) in capsys.readouterr().out
+
+
+def test_the_identity_switch_reaches_the_clips_options(server_url: str, engines: list[Slow], clip: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Video tab's Identity check switch, as /restore_video's last input: off is the request's "off", on (its
+    default) the photo tab's "auto" (every mode but low, where dlib is installed)."""
+    from gradio_client import Client, handle_file
+
+    from gpen_core.video import stream
+
+    monkeypatch.setattr(Slow, "delay", 0.0)
+    asked: list[str] = []
+    wrapped = stream.restore_video
+
+    def spy(*args, **kwargs):
+        asked.append(args[3].identity)  # (src, dst, restorer, options, ...)
+        return wrapped(*args, **kwargs)
+
+    monkeypatch.setattr(stream, "restore_video", spy)
+    client = Client(server_url, verbose=False)
+    client.predict(handle_file(str(clip)), "auto", api_name="/restore_video")
+    client.predict(handle_file(str(clip)), "auto", 0, 0, True, [], False, api_name="/restore_video")
+    assert asked == ["auto", "off"]
+    assert len(engines) == 2

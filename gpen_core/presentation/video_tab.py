@@ -192,7 +192,8 @@ def _identity_cell(ident: Any) -> str:
     from gpen_core.video.identity import summary_lines
 
     if ident is None:
-        return "not checked (as for photos: not in low mode, nor where dlib is not installed; docs/identity.md)"
+        return ("not checked (the Identity check switch is off, or as for photos: not in low mode, nor where dlib is "
+                "not installed; docs/identity.md)")
     head, *tracks = summary_lines(ident)
     cell = head.removeprefix("identity: ")
     if tracks:
