@@ -153,7 +153,7 @@ def test_a_clip_whose_visitor_left_stops_and_leaves_nothing(server_url: str, eng
     before = _folders(results)
     session = secrets.token_hex(6)
     # the clip, the mode, then start, end, face check, faces to restore and the page's state, as the page sends them
-    body = {"data": [_upload(server_url, clip), "low", 0, 0, True, [], None], "fn_index": _fn_index("restore_video"), "session_hash": session,
+    body = {"data": [_upload(server_url, clip), "low", 0, 0, True, [], None, True], "fn_index": _fn_index("restore_video"), "session_hash": session,
             "event_data": None, "trigger_id": None}
     assert httpx.post(f"{server_url}/gradio_api/queue/join", json=body, timeout=30).status_code == 200
     with httpx.stream("GET", f"{server_url}/gradio_api/queue/data", params={"session_hash": session}, timeout=60) as s:
@@ -195,7 +195,7 @@ def test_a_file_that_is_no_video_is_refused_by_its_own_name_in_plain_words(serve
     bad = tmp_path / "notes.mp4"
     bad.write_bytes(b"hello, this is text")
     session = secrets.token_hex(6)
-    body = {"data": [_upload(server_url, bad), "low", 0, 0, True, [], None], "fn_index": _fn_index("restore_video"), "session_hash": session,
+    body = {"data": [_upload(server_url, bad), "low", 0, 0, True, [], None, True], "fn_index": _fn_index("restore_video"), "session_hash": session,
             "event_data": None, "trigger_id": None}
     assert httpx.post(f"{server_url}/gradio_api/queue/join", json=body, timeout=30).status_code == 200
     done = _completed(server_url, session)
