@@ -4,7 +4,8 @@ At the very edge of ``ulimit -v`` an allocation that fails inside oneDNN (PyTorc
 can kill the process: its JIT kernel for a transposed convolution is used unchecked after its code
 buffer could not be mapped (SIGSEGV, caught once in 140 capped runs of test_oom's child). So under a
 cap the engine compares what is left with the mode's estimate before the attempt, and steps down
-without running it; the lightest mode is always tried.
+without running it; the lightest mode is always tried, its layers each checking their room first
+(tests/test_headroom.py).
 """
 
 from __future__ import annotations

@@ -94,10 +94,12 @@ def import_engine() -> None:
     from gpen_core.images import decode as imageio
     from gpen_core.faces import paste
     from gpen_core.faces import photo
+    from gpen_core.platform.headroom import guard_layers
     from gpen_core.platform.oom import reserve_blas_buffers
 
     detect.import_backends()
     reserve_blas_buffers()  # before the request's allocations: OpenBLAS exits the process when it cannot map them later
+    guard_layers()  # under an address-space cap no PyTorch layer starts at its edge, where oneDNN can crash
 
 
 def ready_for(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str,
@@ -340,7 +342,8 @@ def fits_the_address_space_cap(models: ModelCache, device: str, req: Request, op
     CPU convolutions) can kill the process. Its JIT kernel for a transposed convolution is not
     checked after its code buffer could not be mapped, and the call jumps to address 0 (SIGSEGV in
     ``brgemm_convolution_bwd_strided_t::perform_outwork``, caught once in 140 capped runs of
-    tests/test_oom.py's child). A mode that cannot fit is not started there.
+    tests/test_oom.py's child). A mode that cannot fit is not started there; within any mode, no
+    PyTorch layer starts without room (:mod:`gpen_core.platform.headroom`), which covers the lightest.
     """
     from gpen_core.modes import lighter_than
     from gpen_core.platform.oom import address_space_left

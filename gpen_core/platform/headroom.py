@@ -1,0 +1,85 @@
+"""Address-space headroom before each PyTorch layer, under an address-space cap (``ulimit -v``,
+``prlimit --as``): a layer that would run at the cap's very edge raises
+:class:`~gpen_core.errors.OutOfMemory` (the request steps down, or exits 4) instead of running.
+
+Why: oneDNN (PyTorch's CPU convolutions) maps a code buffer for each JIT kernel it builds on a
+layer's first call, and at some points does not check that the mapping worked: with 0-160 KiB of
+address space left it jumps to address 0 (SIGSEGV in ``brgemm_convolution_bwd_strided_t::
+perform_outwork``), while a little more or less room gives a clean "could not create a primitive"
+or "can't allocate memory". Measured on an AMX Xeon, PyTorch 2.x, one thread, sweeping the room
+left in 16 KiB steps (``tests/test_headroom.py`` keeps that sweep): transposed and depthwise
+convolutions, dense and channels-last, each crashed at some room. No library call is safe at the
+edge, so no layer is started there: each module first maps, and at once unmaps, a block of the
+room its call may take (its output and oneDNN's scratch and code; see :func:`room_for`). Where
+that block cannot be mapped, the layer's own allocations could not all be made either. The crash
+needs the cap to fall on oneDNN's code mapping, which comes before a layer's big buffers: with
+the block mapped, that mapping has megabytes of room.
+
+Installed only in a capped process (a global module hook costs torch.compile its graphs): without
+a cap nothing changes. Each check costs ~30 µs, about 1 % of a ``low`` face's forward.
+"""
+
+from __future__ import annotations
+
+import mmap
+import resource
+import threading
+
+# The room a layer's call may map, from its largest input: a 2x upsampling writes 4x its input, and
+# oneDNN's scratch for a strided transposed conv is about twice that again. Measured with
+# tests/headroom_sweep.py (AMX Xeon, one thread): GPEN's FIR upsampling at 64 channels and 128 px
+# (a 4 MiB input) runs from 36 MiB of room, its modulated transposed conv from 56 MiB; the constant
+# covers oneDNN's code buffers and an expanding layer (3 → 64 channels at 512 px: 64 MiB from 3 MiB).
+PER_INPUT_BYTE = 12
+EXTRA = 16 * 2**20
+
+_installed = threading.Lock()
+_handle: object | None = None
+
+
+def capped() -> bool:
+    """Whether this process has an address-space cap (its soft ``RLIMIT_AS`` is finite)."""
+    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+
+
+def room_for(inputs: tuple) -> int:
+    """Bytes of address space a layer called with ``inputs`` may need: :data:`PER_INPUT_BYTE` times its
+    largest tensor input, plus :data:`EXTRA`."""
+    largest = max((t.numel() * t.element_size() for t in inputs if hasattr(t, "element_size")), default=0)
+    return PER_INPUT_BYTE * largest + EXTRA
+
+
+def can_map(nbytes: int) -> bool:
+    """Whether ``nbytes`` of address space can be mapped now (mapped with no access, then unmapped)."""
+    try:
+        mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE, prot=0).close()
+    except OSError:
+        return False
+    return True
+
+
+def _check(module: object, inputs: tuple) -> None:
+    if not capped():
+        return
+    need = room_for(inputs)
+    if not can_map(need):
+        from gpen_core.errors import OutOfMemory
+
+        raise OutOfMemory(
+            f"the address-space cap (ulimit -v) leaves less than the {need / 2**20:.0f} MiB that "
+            f"{type(module).__name__} may need: stopped before it rather than at the cap's edge"
+        )
+
+
+def guard_layers() -> bool:
+    """Check every PyTorch module's headroom before it runs, from now on, when this process is capped
+    (idempotent). True when the check is installed."""
+    global _handle
+    if not capped():
+        return _handle is not None
+    with _installed:
+        if _handle is None:
+            from torch.nn.modules.module import register_module_forward_pre_hook
+
+            _handle = register_module_forward_pre_hook(_check)
+    return True
