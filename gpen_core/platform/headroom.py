@@ -3,17 +3,16 @@
 :class:`~gpen_core.errors.OutOfMemory` (the request steps down, or exits 4) instead of running.
 
 Why: oneDNN (PyTorch's CPU convolutions) maps a code buffer for each JIT kernel it builds on a
-layer's first call, and at some points does not check that the mapping worked: with 0-160 KiB of
+layer's first call, and at some points does not check that the mapping worked: with under 256 KiB of
 address space left it jumps to address 0 (SIGSEGV in ``brgemm_convolution_bwd_strided_t::
 perform_outwork``), while a little more or less room gives a clean "could not create a primitive"
 or "can't allocate memory". Measured on an AMX Xeon, PyTorch 2.x, one thread, sweeping the room
 left in 16 KiB steps (``tests/test_headroom.py`` keeps that sweep): transposed and depthwise
 convolutions, dense and channels-last, each crashed at some room. No library call is safe at the
 edge, so no layer is started there: each module first maps, and at once unmaps, a block of the
-room its call may take (its output and oneDNN's scratch and code; see :func:`room_for`). Where
-that block cannot be mapped, the layer's own allocations could not all be made either. The crash
-needs the cap to fall on oneDNN's code mapping, which comes before a layer's big buffers: with
-the block mapped, that mapping has megabytes of room.
+room its call takes before oneDNN maps its code (its output, a reordered input and the code; see
+:func:`room_for`). With that block mappable, the code mapping has megabytes of room, and whatever
+fails later in the layer fails with an exception.
 
 Installed only in a capped process (a global module hook costs torch.compile its graphs): without
 a cap nothing changes. Each check costs ~30 µs, about 1 % of a ``low`` face's forward.
@@ -25,13 +24,15 @@ import mmap
 import resource
 import threading
 
-# The room a layer's call may map, from its largest input: a 2x upsampling writes 4x its input, and
-# oneDNN's scratch for a strided transposed conv is about twice that again. Measured with
-# tests/headroom_sweep.py (AMX Xeon, one thread): GPEN's FIR upsampling at 64 channels and 128 px
-# (a 4 MiB input) runs from 36 MiB of room, its modulated transposed conv from 56 MiB; the constant
-# covers oneDNN's code buffers and an expanding layer (3 → 64 channels at 512 px: 64 MiB from 3 MiB).
-PER_INPUT_BYTE = 12
-EXTRA = 16 * 2**20
+# The room a layer needs at its start so that oneDNN's code mapping cannot land at the cap's edge,
+# from its largest input. Measured with tests/headroom_sweep.py (AMX Xeon, one thread): a layer
+# crashes only where the room left when oneDNN maps its code is under 256 KiB, and what a layer
+# allocates before that mapping is at most its output (4x its input for a 2x upsampling) and a
+# reordered copy of its input; the constant covers the code buffers and an expanding layer's output
+# (3 → 64 channels at 512 px: 64 MiB from 3 MiB). Then a layer also finishes: the most a sweep
+# measured is a strided transposed conv's 56 MiB for a 4 MiB input (its scratch), under 84 MiB.
+PER_INPUT_BYTE = 5
+EXTRA = 64 * 2**20
 
 _installed = threading.Lock()
 _handle: object | None = None
@@ -43,8 +44,8 @@ def capped() -> bool:
 
 
 def room_for(inputs: tuple) -> int:
-    """Bytes of address space a layer called with ``inputs`` may need: :data:`PER_INPUT_BYTE` times its
-    largest tensor input, plus :data:`EXTRA`."""
+    """Bytes of address space a layer called with ``inputs`` needs at its start: :data:`PER_INPUT_BYTE`
+    times its largest tensor input, plus :data:`EXTRA`."""
     largest = max((t.numel() * t.element_size() for t in inputs if hasattr(t, "element_size")), default=0)
     return PER_INPUT_BYTE * largest + EXTRA
 
