@@ -165,3 +165,25 @@ def test_two_runs_at_once_convert_once(monkeypatch: pytest.MonkeyPatch) -> None:
     for t in runs:
         t.join(10)
     assert sorted(outcomes) == ["converted", "nothing to convert"] and converted == ["GPEN-BFR-256"] and overlapped == [False]
+
+
+def test_a_run_waits_for_the_background_preparation_converting_its_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's background preparation is converting the generator: the clip waits for it, then finds it done
+    (no second child); the visitor's Stop still ends the wait."""
+    import threading
+    import time
+
+    done = threading.Event()
+    monkeypatch.setattr(prepare, "converting", lambda tok: tok == "generator:GPEN-BFR-256" and not done.is_set())
+    monkeypatch.setattr(cf, "torch_seconds", lambda p, models_dir: TORCH)
+    monkeypatch.setattr(cf, "conversion_seconds", lambda p, models_dir: CONVERT)
+    monkeypatch.setattr(cf, "_in_child", lambda *a, **k: pytest.fail("the background preparation converts it"))
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(8 * GB))
+    pending = cf.Pending("GPEN-BFR-256", 256, "float32", ram=GB, ram_measured=True)
+    monkeypatch.setattr(cf, "pending_generator", lambda mode, models_dir: None if done.is_set() else pending)
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    assert cf.convert_first(LOW_OV, 100, stop=stop).outcome == "stopped"  # waited, then stopped by its visitor
+    threading.Timer(0.3, done.set).start()
+    t0 = time.monotonic()
+    assert cf.convert_first(LOW_OV, 100).outcome == "nothing to convert" and time.monotonic() - t0 >= 0.25
