@@ -24,7 +24,8 @@ from gpen_core.compat import gradio as seam
 from gpen_core.errors import GPENError, InputError
 from gpen_core.modes import AUTO
 from gpen_core.options import RestoreOptions
-from gpen_core.presentation import messages, mode_labels, page, video_estimate, video_tab, video_view
+from gpen_core.presentation import messages, mode_labels, page, video_convert, video_estimate, video_tab, video_view
+from gpen_core.presentation.cli_convert import with_run_notes
 from gpen_core.video.errors import VideoStopped
 
 log = logging.getLogger("gpen.app")
@@ -97,6 +98,12 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
             raise messages.AlreadyShown(clip.shown)  # worded once: plain in the pop-up, Markdown in the panel
         part = video_tab.span(clip, start, end, state.policy.video_cap_s)
         chosen = _chosen(tracks, known)
+        # Before the first frame, as the CLI does: a clip whose work on torch outlasts converting its generator
+        # converts it in a child (this visitor's Stop kills it), so the clip runs on OpenVINO.
+        first = video_convert.convert_before_clip(video, (part.start_s, part.end_s), clip.cap.frames if clip.cap else None,
+                                                  mode, state.engine(), stop, lambda text: progress(0.0, desc=text))
+        if first.outcome == "stopped":
+            raise VideoStopped(first.note)
         out = video_tab.results_path(results_dir, video, mode)
         rate = FrameRate()
         progress(0.0, desc=video_tab.progress_text(0, 0, None))  # this clip's words from the start
@@ -115,6 +122,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
             result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode, face_check=bool(face_check),  # type: ignore[arg-type]
                                                                                       identity="auto" if identity else "off"),
                                    vopts, progress=tick, stop=stop, on_frame=lambda r: records.append(video_view.frame_faces(r)))
+            result = with_run_notes(result, first)
             before = video_view.original_span(video, out.with_name("original_" + out.name), part.start_s, part.end_s, vopts.crf)
         except BaseException as exc:
             shutil.rmtree(out.parent, ignore_errors=True)  # the folder results_path made for this clip, and only it

@@ -12,9 +12,7 @@ import pytest
 
 from gpen_core.engine import convert_first as cf
 from gpen_core.engine import prepare
-from gpen_core.engine.model_cache import ModelCache
 from gpen_core.modes import MODES
-from gpen_core.options import RestoreOptions
 from gpen_core.presentation import cli_convert
 from gpen_core.runtimes.openvino import generator as ov_backend
 
@@ -76,26 +74,22 @@ def test_a_run_short_of_memory_starts_no_child(home: Path, monkeypatch: pytest.M
 
 
 @needs_openvino
-@pytest.mark.slow  # one GPEN-BFR-256 conversion in a child process: ~10-20 s on 2 busy cores
-def test_a_long_run_converts_in_a_child_and_its_restore_loads_the_result(home: Path) -> None:
+def test_a_long_run_converts_in_a_child_and_says_so(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lines and the note of a conversion that went ahead; the child itself (a real conversion, then the
+    restore loading its files on OpenVINO) runs in tests/test_app_video_convert.py, through the Video tab."""
     ov_backend.record_speed(256, "float32", torch_s=0.2, openvino_s=0.1, models_dir=home, source="test")
     # low itself loads no OpenVINO runtime under auto: nothing is prepared for it
     plain = prepare.convert_ahead([MODES["low"]], models_dir=home)
     assert plain.converted == [] and plain.cached == [] and not list((home / "openvino").glob("GPEN-BFR-256-*"))
+    children: list[str] = []
+    monkeypatch.setattr(cf, "_in_child", lambda mode, models_dir, stop=None: children.append(mode.model) or "")
     said: list[str] = []
     out = cf.convert_first(LOW_OV, 100, models_dir=home, say=said.append)  # 100 × 0.2 s outlasts ~3.4 s
     assert out.outcome == "converted", out.note
+    assert children == ["GPEN-BFR-256"]
     assert said[0].startswith("converting GPEN-BFR-256 for OpenVINO before the first face")
     assert said[-1] == f"converting GPEN-BFR-256 for OpenVINO: {out.seconds:.0f} s, once"
-    assert "loads it on OpenVINO" in out.note and cf.pending_generator(LOW_OV, home) is None
-    # this process converted nothing: converting ahead finds the child's files, and so does a request
-    seen: list[str] = []
-    again = prepare.convert_ahead([LOW_OV], models_dir=home, progress=lambda f, m: seen.append(m))
-    assert again.converted == [] and again.cached == ["GPEN-BFR-256 (float32)"], again.lines()
-    assert any("preparing GPEN-BFR-256" in m for m in seen)
-    cache = ModelCache(home)
-    forward, _, _, _, note = cache.generator(LOW_OV, RestoreOptions(mode="low"), "cpu")
-    assert cache.backend == "openvino" and forward.convert_s is None and not (note and "converted" in note)
+    assert "loads it on OpenVINO" in out.note
 
 
 def _args(**kw: object) -> argparse.Namespace:
@@ -142,3 +136,54 @@ def test_a_clips_result_carries_what_was_done_before_its_first_frame_first(monke
                         lambda args, faces, size, say: counted.append((faces, size)) or done)
     assert cli_convert.convert_before_clips(_args(), [Path("a.mp4"), Path("b.mp4")], print) is done
     assert counted == [(20, (640, 360))]
+
+
+def test_two_runs_at_once_convert_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two visitors' clips asking at the same moment: one child converts, the other waits for it and finds it done."""
+    import threading
+    import time
+
+    converted, inside, overlapped = [], [0], []
+
+    def child(mode, models_dir, stop=None) -> str:
+        inside[0] += 1
+        overlapped.append(inside[0] > 1)
+        time.sleep(0.3)
+        converted.append(mode.model)
+        inside[0] -= 1
+        return ""
+
+    monkeypatch.setattr(cf, "pending_generator", lambda mode, models_dir: None if converted else PENDING)
+    monkeypatch.setattr(cf, "torch_seconds", lambda p, models_dir: TORCH)
+    monkeypatch.setattr(cf, "conversion_seconds", lambda p, models_dir: CONVERT)
+    monkeypatch.setattr(cf, "_in_child", child)
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(8 * GB))
+    outcomes: list[str] = []
+    runs = [threading.Thread(target=lambda: outcomes.append(cf.convert_first(LOW_OV, 100).outcome)) for _ in range(2)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join(10)
+    assert sorted(outcomes) == ["converted", "nothing to convert"] and converted == ["GPEN-BFR-256"] and overlapped == [False]
+
+
+def test_a_run_waits_for_the_background_preparation_converting_its_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's background preparation is converting the generator: the clip waits for it, then finds it done
+    (no second child); the visitor's Stop still ends the wait."""
+    import threading
+    import time
+
+    done = threading.Event()
+    monkeypatch.setattr(prepare, "converting", lambda tok: tok == "generator:GPEN-BFR-256" and not done.is_set())
+    monkeypatch.setattr(cf, "torch_seconds", lambda p, models_dir: TORCH)
+    monkeypatch.setattr(cf, "conversion_seconds", lambda p, models_dir: CONVERT)
+    monkeypatch.setattr(cf, "_in_child", lambda *a, **k: pytest.fail("the background preparation converts it"))
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(8 * GB))
+    pending = cf.Pending("GPEN-BFR-256", 256, "float32", ram=GB, ram_measured=True)
+    monkeypatch.setattr(cf, "pending_generator", lambda mode, models_dir: None if done.is_set() else pending)
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    assert cf.convert_first(LOW_OV, 100, stop=stop).outcome == "stopped"  # waited, then stopped by its visitor
+    threading.Timer(0.3, done.set).start()
+    t0 = time.monotonic()
+    assert cf.convert_first(LOW_OV, 100).outcome == "nothing to convert" and time.monotonic() - t0 >= 0.25

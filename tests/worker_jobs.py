@@ -89,3 +89,14 @@ def preparation_killed_once(folder: str):
         first.write_text(str(os.getpid()))
         time.sleep(120)
     return PrepareReport(converted=[GEN_LABEL])
+
+
+def conversion_that_hangs(models_dir: str | None, modes: object) -> None:
+    """The conversion child's stand-in (prepare_in_child's arguments): leaves a conversion folder half written, as
+    ``save_ir`` names it (its own pid), then hangs until it is killed."""
+    from gpen_core.runtimes.openvino.base import cache_root
+
+    folder = cache_root(models_dir) / "GPEN-BFR-256-0123456789abcdef" / f".convert-{os.getpid()}-half"
+    folder.mkdir(parents=True)
+    (folder / "model.bin").write_bytes(b"\0" * 1024)
+    time.sleep(120)

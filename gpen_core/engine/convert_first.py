@@ -17,7 +17,9 @@ conversion's child.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,7 +62,7 @@ class ConvertFirst:
     """What converting before the run came to. ``note``: the sentence for stderr and the results' notes
     ("" when nothing was to convert); ``seconds``: the conversion's measured time when it ran."""
 
-    outcome: Literal["nothing to convert", "short run", "no memory", "converted", "failed"]
+    outcome: Literal["nothing to convert", "short run", "no memory", "converted", "failed", "stopped"]
     note: str = ""
     seconds: float | None = None
 
@@ -140,11 +142,19 @@ def decide(p: Pending, faces: int, per_face: Figure | None, convert: Figure, fre
 
 
 def convert_first(mode: MemoryMode, faces: int, *, models_dir: str | os.PathLike[str] | None = None,
-                  say: Callable[[str], None] = lambda line: None) -> ConvertFirst:
+                  say: Callable[[str], None] = lambda line: None,
+                  starting: Callable[[str, Figure], None] = lambda model, seconds: None,
+                  stop: threading.Event | None = None) -> ConvertFirst:
     """Before a run of ``faces`` expected faces in ``mode`` under ``auto``: convert its generator for OpenVINO in
     a child process when the expected work on torch outlasts the conversion and the child fits the free RAM.
-    ``say(line)`` is told as it starts and when it is done ("converting GPEN-BFR-512 for OpenVINO: 13 s, once")."""
+    ``say(line)`` is told as it starts and when it is done ("converting GPEN-BFR-512 for OpenVINO: 13 s, once");
+    ``starting(model, seconds)`` as the child starts, with the conversion's expected seconds (a page's progress).
+    ``stop`` set (a user's Stop) kills the child: outcome "stopped", its unfinished files removed.
+    One conversion at a time in this process (the runtimes' CONVERSION_LOCK), none while the app's background
+    preparation converts the same generator: a second caller (another visitor's clip) waits, then finds the
+    first one's files."""
     from gpen_core.engine.budget import free_memory
+    from gpen_core.runtimes.openvino.base import CONVERSION_LOCK
 
     p = pending_generator(mode, models_dir)
     if p is None:
@@ -155,9 +165,19 @@ def convert_first(mode: MemoryMode, faces: int, *, models_dir: str | os.PathLike
         return why_not or ConvertFirst("short run")
     say(f"converting {p.model} for OpenVINO before the first face (~{convert.value:.0f} s, {convert.source}): the run's "
         f"~{faces} faces × {per_face.value:.2f} s on torch ({per_face.source}) outlast it")
-    t0 = time.perf_counter()
-    failed = _in_child(mode, models_dir)
-    seconds = time.perf_counter() - t0
+    starting(p.model, convert)
+    if not _my_turn(p.model, stop):
+        return ConvertFirst("stopped", f"stopped before converting {p.model} for OpenVINO")
+    try:
+        if pending_generator(mode, models_dir) is None:  # the one before converted it meanwhile
+            return ConvertFirst("nothing to convert")
+        t0 = time.perf_counter()
+        failed = _in_child(mode, models_dir, stop)
+        seconds = time.perf_counter() - t0
+    finally:
+        CONVERSION_LOCK.release()
+    if stop is not None and stop.is_set():
+        return ConvertFirst("stopped", f"converting {p.model} for OpenVINO was stopped after {seconds:.0f} s", seconds)
     if failed:
         return ConvertFirst("failed", f"converting {p.model} for OpenVINO before this run failed ({failed}), "
                             "so the run stays on torch", seconds)
@@ -167,12 +187,73 @@ def convert_first(mode: MemoryMode, faces: int, *, models_dir: str | os.PathLike
                         f"{per_face.value:.2f} s) outlasts it, so that this run loads it on OpenVINO from the cache", seconds)
 
 
-def _in_child(mode: MemoryMode, models_dir: str | os.PathLike[str] | None) -> str:
-    """Convert ``mode``'s networks in the preparation's child process; "" when the generator is ready, else why not."""
+def run_mode(mode: str, device: str, size: tuple[int, int], models_dir: str | os.PathLike[str] | None) -> MemoryMode:
+    """The mode a run asked for, or the one ``auto`` picks for an input of ``size`` (width, height) now."""
+    from gpen_core.engine.budget import choose
+    from gpen_core.modes import AUTO, MODES
+    from gpen_core.weights import lookup as weights
+
+    if mode != AUTO:
+        return MODES[mode]
+    present = lambda m: weights.locate(m.model, models_dir=models_dir) is not None  # noqa: E731
+    return choose(device, size if min(size) > 0 else (1024, 1024), Path(models_dir) if models_dir else None,
+                  available=present).mode
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run about to start, as its caller asked it: ``mode`` a name, or "auto" (the mode auto picks for inputs
+    of ``size``, width and height); ``faces`` expected (one a photo or a frame: a floor)."""
+
+    mode: str
+    faces: int
+    size: tuple[int, int]
+    device: str
+    backend: str = "auto"
+
+
+def convert_before(run: Run, *, models_dir: str | os.PathLike[str] | None = None,
+                   say: Callable[[str], None] = lambda line: None,
+                   starting: Callable[[str, Figure], None] = lambda model, seconds: None,
+                   stop: threading.Event | None = None) -> ConvertFirst:
+    """:func:`convert_first` for ``run``: only under the ``auto`` backend on the CPU (OpenVINO runs there only),
+    for a run of at least one face. The CLI's folders and clips and the app's Video tab both ask here."""
+    if run.faces < 1 or run.backend != "auto" or not run.device.startswith("cpu"):
+        return ConvertFirst("nothing to convert")
+    return convert_first(run_mode(run.mode, run.device, run.size, models_dir), run.faces, models_dir=models_dir,
+                         say=say, starting=starting, stop=stop)
+
+
+def _my_turn(model: str, stop: threading.Event | None) -> bool:
+    """Wait for this process's conversion lock (the runtimes' CONVERSION_LOCK), and for the app's background
+    preparation while it converts ``model``; True once the lock is held, False when ``stop`` was set meanwhile."""
+    from gpen_core.engine.prepare import converting, token
+    from gpen_core.runtimes.openvino.base import CONVERSION_LOCK
+
+    while stop is None or not stop.is_set():
+        if converting(token("generator", model)):
+            time.sleep(0.1)
+        elif CONVERSION_LOCK.acquire(timeout=0.1):
+            return True
+    return False
+
+
+def _in_child(mode: MemoryMode, models_dir: str | os.PathLike[str] | None, stop: threading.Event | None = None) -> str:
+    """Convert ``mode``'s networks in the preparation's child process; "" when the generator is ready, else why not.
+    A child killed by ``stop`` leaves its unfinished conversion folder: swept here (its pid is gone)."""
     from gpen_core.engine.prepare import prepare_in_child
     from gpen_core.platform import worker
+    from gpen_core.runtimes.openvino.base import cache_root, clean_stale_conversions
 
-    out = worker.run(prepare_in_child, os.fspath(models_dir) if models_dir else None, (mode,))
+    root = cache_root(models_dir)
+    before = set(root.iterdir()) if root.is_dir() else None
+    out = worker.run(prepare_in_child, os.fspath(models_dir) if models_dir else None, (mode,), stop=stop)
+    if isinstance(out, worker.Failed) and out.how == "stopped":
+        clean_stale_conversions(root)
+        made = sorted(set(root.iterdir()) - (before or set())) if root.is_dir() else []
+        for folder in [*made, *([root] if before is None else [])]:
+            with contextlib.suppress(OSError):  # only what the child made, and only when empty (a file stays too)
+                folder.rmdir()
     if not isinstance(out, worker.Done):
         return f"the conversion's process {out.message}"
     report = out.value

@@ -52,6 +52,15 @@ def busy_note(tok: str, what: str) -> str | None:
     return None
 
 
+def converting(tok: str) -> bool:
+    """Whether another thread (the app's background preparation) is converting ``tok`` now, or holds
+    everything until its child has planned."""
+    me = threading.current_thread()
+    with _LOCK:
+        owners = [th for t, th in _CONVERTING.items() if t in (tok, ANY)]
+    return any(th is not me and th.is_alive() for th in owners)
+
+
 @dataclass(frozen=True)
 class ConversionOutcome:
     """What preparing one network for OpenVINO came to."""

@@ -199,14 +199,18 @@ class Child:
         if self._proc.is_alive():
             self._proc.kill()
 
-    def wait(self, on_event: Callable[[object], None] | None = None, timeout: float | None = None) -> Done[Any] | Failed:
-        """Follow the child to its end, passing each event to ``on_event``; its outcome."""
+    def wait(self, on_event: Callable[[object], None] | None = None, timeout: float | None = None,
+             stop: threading.Event | None = None) -> Done[Any] | Failed:
+        """Follow the child to its end, passing each event to ``on_event``; its outcome. ``stop`` set (by any
+        thread) kills the child within a tenth of a second: ``Failed("stopped")``."""
         deadline = None if timeout is None else time.monotonic() + timeout
         ending: Done[Any] | Failed | None = None
         try:
             while ending is None:
                 item = self._receive(0.1)
                 if item is None:
+                    if stop is not None and stop.is_set() and not self._stopped.is_set():
+                        self.stop()
                     if not self._proc.is_alive():
                         ending = self._drain(on_event)
                     elif deadline is not None and time.monotonic() > deadline:
@@ -265,6 +269,7 @@ def run(
     env: dict[str, str | None] | None = None,
     timeout: float | None = None,
     quiet: bool = False,
+    stop: threading.Event | None = None,
 ) -> Done[T] | Failed:
     """``fn(*args)`` in a fresh spawned process; its outcome. ``fn`` is a module-level function of an
     importable module, or its reference ``"package.module:name"`` (a room that may not import that
@@ -275,9 +280,10 @@ def run(
     ``env``: variables to set (a None value unsets) in the child before ``fn``'s module is imported;
     ``niceness``: added to the child's; ``timeout``: seconds before it is killed; ``on_event``
     receives what the child :func:`send` s (a :class:`ProgressEvent` from :func:`report`), on this thread;
-    ``quiet``: the child's stdout and stderr go nowhere (a probe's output is not the user's).
+    ``quiet``: the child's stdout and stderr go nowhere (a probe's output is not the user's); ``stop``: an event
+    whose setting kills the child (a user's Stop).
     """
-    return Child(fn, args, niceness=niceness, env=env, quiet=quiet).wait(on_event, timeout)
+    return Child(fn, args, niceness=niceness, env=env, quiet=quiet).wait(on_event, timeout, stop)
 
 
 def forward_progress(progress: Callable[[float, str], None] | None) -> Callable[[object], None]:

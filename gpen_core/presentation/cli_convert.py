@@ -7,14 +7,12 @@ expected are one a photo or a frame (faces are not known before detection), so t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from gpen_core.engine.convert_first import ConvertFirst
 from gpen_core.errors import GPENError
-from gpen_core.modes import AUTO, MODES, MemoryMode
 
 
 def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = None) -> tuple[int, tuple[int, int]]:
@@ -33,18 +31,6 @@ def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = 
         return info.frames, info.size
     span = max(0.0, min(end_s if end_s is not None else duration, duration) - (start_s or 0.0))
     return round(span * fps), info.size
-
-
-def run_mode(mode: str, device: str, size: tuple[int, int], models_dir: str | os.PathLike[str] | None) -> MemoryMode:
-    """The mode a run asked for, or the one ``auto`` picks for an input of ``size`` (width, height) now."""
-    if mode != AUTO:
-        return MODES[mode]
-    from gpen_core.engine.budget import choose
-    from gpen_core.weights import lookup as weights
-
-    present = lambda m: weights.locate(m.model, models_dir=models_dir) is not None  # noqa: E731
-    return choose(device, size if min(size) > 0 else (1024, 1024), Path(models_dir) if models_dir else None,
-                  available=present).mode
 
 
 def photo_size(path: Path) -> tuple[int, int]:
@@ -69,15 +55,12 @@ def run_device(requested: str | None) -> str:
 def convert_before_run(args: Any, faces: int, size: tuple[int, int], say: Callable[[str], None]) -> ConvertFirst:
     """The conversion a run of ``faces`` expected faces does first, for the CLI's ``args`` (mode, backend, model,
     task, device, models folder): only under ``--backend auto`` on the CPU with the mode's own generator."""
-    from gpen_core.engine.convert_first import convert_first
+    from gpen_core.engine.convert_first import Run, convert_before
 
-    if faces < 1 or args.backend != "auto" or args.model or args.task != "enhance":
+    if args.model or args.task != "enhance":
         return ConvertFirst("nothing to convert")
-    device = run_device(args.device)
-    if not device.startswith("cpu"):  # OpenVINO runs on the CPU only
-        return ConvertFirst("nothing to convert")
-    mode = run_mode(args.mode, device, size, args.models_dir)
-    return convert_first(mode, faces, models_dir=args.models_dir, say=say)
+    return convert_before(Run(args.mode, faces, size, run_device(args.device), args.backend), models_dir=args.models_dir,
+                          say=say)
 
 
 def convert_before_clips(args: Any, videos: Sequence[Path], say: Callable[[str], None]) -> ConvertFirst:
