@@ -53,3 +53,37 @@ def test_photos_and_frames_choose_their_mode_through_one_function() -> None:
     users = sorted(str(p.relative_to(ROOT)) for p in (PKG / "engine").glob("*.py")
                    if "mode_to_start(" in p.read_text(encoding="utf-8"))
     assert users == ["gpen_core/engine/budget.py", "gpen_core/engine/frames.py", "gpen_core/engine/pipeline.py"]
+
+
+def test_the_hardware_check_loads_the_networks_it_times_as_a_request_does() -> None:
+    # One rule decides how a network is loaded: the engine's ModelCache (path, verification, plan, runtime, OpenVINO
+    # cache). The check times what a request loads, so no module of it builds a detector, parser or generator itself;
+    # the self-check's subject is building each network on a device, and the tips' child times the official
+    # computation (a random GPEN as yangxy/GPEN builds it), not a request's load.
+    import ast
+
+    builders = {"FaceDetector", "build_retinaface", "ParsingMasker", "FaceParser", "ParseNet", "load_generator",
+                "load_torch_generator", "load_openvino_generator", "openvino_detector", "openvino_masker",
+                "random_generator", "load_upscaler", "random_upscaler"}
+    runtime_modules = {"ov_detect", "ov_parse", "ov_backend", "detector", "parser", "generator"}  # their load(): a build
+
+    def built(path) -> list[str]:
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+                if node.attr == "load" and isinstance(node.value, ast.Name) and node.value.id in runtime_modules:
+                    names.add(f"{node.value.id}.load")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gpen_core.runtimes"):
+                names.update(f"{node.module}.{a.name}" for a in node.names if a.name == "load")
+            elif isinstance(node, ast.alias):
+                names.add(node.name.rsplit(".", 1)[-1])
+        return sorted(n for n in names if n in builders or n.endswith(".load"))
+
+    found = {str(p.relative_to(ROOT)): b for p in sorted((PKG / "hwcheck").glob("*.py")) if (b := built(p))}
+    assert found.pop("gpen_core/hwcheck/advice_child.py", None) == ["random_generator"]
+    assert "gpen_core/hwcheck/selfcheck.py" in found  # it does build them (the check above can see a build)
+    del found["gpen_core/hwcheck/selfcheck.py"]
+    assert found == {}, found

@@ -42,7 +42,7 @@ class ModelCache:
 
     def __init__(
         self, models_dir: str | os.PathLike[str] | None = None, *, allow_download: bool = False, synthetic_weights: bool = False,
-        lifetime: Lifetime = Lifetime.RESIDENT, busy: BusyCheck | None = None,
+        lifetime: Lifetime = Lifetime.RESIDENT, busy: BusyCheck | None = None, openvino_threads: int | None = None,
     ) -> None:
         self.models_dir = Path(models_dir) if models_dir is not None else None
         self.allow_download = allow_download
@@ -50,6 +50,9 @@ class ModelCache:
         # What stays loaded between stages and requests (engine.lifetime).
         self.lifetime = lifetime
         self.busy = busy
+        # OpenVINO inference threads of the detector and parser; None (requests): OpenVINO's own count. The
+        # hardware check times them on the thread count it gives torch beside them.
+        self.openvino_threads = openvino_threads
         # The running request's memory plan (set by :meth:`planned`): a conversion inside the request
         # must stay within it. None between requests: converting ahead has no plan to keep to.
         self.plan: RequestPlan | None = None
@@ -209,11 +212,12 @@ class ModelCache:
             notes.append(f"face detector: {network} on OpenVINO float32 ({decision.reason.replace(' per face', ' per detection')})")
         return detector
 
-    def parser(self, mode: MemoryMode, device: str, notes: list[str], opts: RestoreOptions | None = None):
+    def parser(self, mode: MemoryMode, device: str, notes: list[str], opts: RestoreOptions | None = None, progress: Any = None):
         """GPEN's face-parsing mask when the mode affords it and its weights are present, else None
         (GPEN's feathered rectangle). Either way a note says which paste mask was used.
         ``opts.backend`` picks torch or OpenVINO for it (``auto``: the measured faster one for
-        this input size and dtype, :func:`gpen_core.runtimes.openvino.generator.choose_backend`); no opts: torch."""
+        this input size and dtype, :func:`gpen_core.runtimes.openvino.generator.choose_backend`); no opts: torch.
+        ``progress(fraction, message)`` hears about a first-use OpenVINO conversion."""
         if not mode.parsing:
             self.drop("parser", device)
             notes.append(f"paste mask: GPEN's feathered rectangle ({mode.name} skips the face-parsing mask to save time)")
@@ -226,7 +230,7 @@ class ModelCache:
                 "`python -m gpen_core download ParseNet-latest`)"
             )
             return None
-        masker, _, fresh = self.load(loads.parser_load(self, mode, device, opts, path), device, notes)
+        masker, _, fresh = self.load(loads.parser_load(self, mode, device, opts, path, progress), device, notes)
         if fresh and masker.convert_s is not None:
             notes.append(f"converted the parser to OpenVINO on first use in {masker.convert_s:.1f} s (cached in the models folder)")
         notes.append(f"paste mask: GPEN's face-parsing mask ({masker.description})")

@@ -56,6 +56,7 @@ class LoadSource(Protocol):
     lifetime: Lifetime
     busy: BusyCheck | None
     plan: RequestPlan | None
+    openvino_threads: int | None
 
 
 def resolve(src: LoadSource, name: str) -> Path:
@@ -173,7 +174,8 @@ def detector_load(src: LoadSource, network: str, device: str, opts: RestoreOptio
 
     def build(decision: RuntimeDecision) -> Any:
         if decision.runtime == "openvino":
-            return openvino_detector(path, network, models_dir=ov_models_dir(src))  # type: ignore[arg-type]
+            return openvino_detector(path, network, models_dir=ov_models_dir(src),  # type: ignore[arg-type]
+                                     threads=src.openvino_threads)
         return FaceDetector(path, network, device=device)  # type: ignore[arg-type]
 
     return NetworkLoad("detector", network, (network, device), facts, build)
@@ -199,8 +201,9 @@ def parser_path(src: LoadSource) -> Path | None:
     return None
 
 
-def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOptions | None, path: Path | None) -> NetworkLoad:
-    """The load of ``mode``'s face parser from ``path`` (None: random weights)."""
+def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOptions | None, path: Path | None,
+                progress: Any = None) -> NetworkLoad:
+    """The load of ``mode``'s face parser from ``path`` (None: random weights); ``progress`` hears about a conversion."""
     from gpen_core.engine.backends import openvino_masker
     from gpen_core.faces.parse import ParsingMasker, choose_parse_dtype
     from gpen_core.runtimes.openvino import generator as ov
@@ -221,7 +224,8 @@ def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOpt
 
     def build(decision: RuntimeDecision) -> Any:
         if decision.runtime == "openvino":
-            return openvino_masker(path, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype, models_dir=ov_models_dir(src))
+            return openvino_masker(path, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype, models_dir=ov_models_dir(src),
+                                   threads=src.openvino_threads, progress=progress)
         return ParsingMasker(path, device=device, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype)
 
     name = path.name if path is not None else "parsenet (synthetic)"

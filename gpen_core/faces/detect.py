@@ -221,10 +221,11 @@ class FaceDetector:
         self._ov: Any = runner
         self._net: Any = None
         self.convert_s: float | None = None  # seconds of a first-use conversion (else None)
+        self.load_s: float | None = None  # OpenVINO: reading and compiling it (or importing its cached blob)
         if runner is not None:
             if self.device.type != "cpu":
                 raise ValueError(f"the OpenVINO detector runs on the CPU only, not {self.device}; build it on torch")
-            self.variant, self.convert_s = runner.variant, runner.convert_s
+            self.variant, self.convert_s, self.load_s = runner.variant, runner.convert_s, runner.load_s
         else:
             self._net, self.variant = build_retinaface(self.weights_path, network, self.device)
         self._lock = threading.Lock()
@@ -251,8 +252,6 @@ class FaceDetector:
         (``np.rot90``), for sideways and upside-down scans; the landmarks mapped back follow
         the face, so the alignment puts it upright.
         """
-        import torch
-
         rgb = check_rgb(rgb)
         if not 0.0 <= threshold < 1.0:
             raise ValueError(f"threshold must be in [0, 1), got {threshold}")
@@ -272,13 +271,7 @@ class FaceDetector:
             small = cv2.rotate(small, CV2_TURN[turn])
         # facexlib's detect_faces takes OpenCV's BGR (it subtracts BGR means 104/117/123),
         # any dtype (it casts to float32), and with use_origin_size=True does not resize.
-        bgr = cv2.cvtColor(small, cv2.COLOR_RGB2BGR)
-        with self._lock, torch.inference_mode():
-            if self._ov is not None:  # the same post-processing on OpenVINO's outputs
-                rows = self._ov.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4)
-            else:
-                rows = self._net.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4, use_origin_size=True)
-        rows = np.asarray(rows, dtype=np.float64).reshape(-1, 15)  # x0 y0 x1 y1 score, then 5×(x, y)
+        rows = self.detect_rows(cv2.cvtColor(small, cv2.COLOR_RGB2BGR), threshold)
 
         found: list[Detection] = []
         for row in rows:
@@ -296,6 +289,18 @@ class FaceDetector:
             found.append(Detection((float(x0), float(y0), float(x1), float(y1)), float(row[4]), lm, unclipped, turn))
         found.sort(key=lambda d: d.score, reverse=True)  # stable: ties keep the detector's order
         return found
+
+    def detect_rows(self, bgr: np.ndarray, threshold: float = 0.9) -> np.ndarray:
+        """The network's own detections in a BGR uint8 image at its size: N×15 float64 rows (x0 y0 x1 y1 score,
+        then 5×(x, y)) after NMS. :meth:`detect`'s network call, and what the hardware check times per backend."""
+        import torch
+
+        with self._lock, torch.inference_mode():
+            if self._ov is not None:  # the same post-processing on OpenVINO's outputs
+                rows = self._ov.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4)
+            else:
+                rows = self._net.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4, use_origin_size=True)
+        return np.asarray(rows, dtype=np.float64).reshape(-1, 15)
 
     def screen(self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9) -> Filtered:
         """Split ``detections`` (in ``rgb``'s pixels) into faces and false faces (:mod:`gpen_core.faces.screen`).

@@ -102,9 +102,14 @@ class ParsingMasker:
         dt = str(self._parser.dtype).removeprefix("torch.")
         return f"{name}, {self.input_size} px input, {dt}"
 
+    def labels(self, face_rgb: np.ndarray) -> np.ndarray:
+        """The parser's class per pixel of an RGB uint8 face (:meth:`__call__`'s network call; the hardware
+        check times it per backend)."""
+        return self._parser.labels(face_rgb)
+
     def __call__(self, restored_rgb_crop: np.ndarray) -> np.ndarray:
         crop = check_rgb(restored_rgb_crop, "restored crop")
         size = crop.shape[0]
         if crop.shape[1] != size:
             raise ValueError(f"a restored crop is square, got {crop.shape[1]}×{crop.shape[0]}")
-        return parsing_labels_to_mask(self._parser.labels(crop), size)
+        return parsing_labels_to_mask(self.labels(crop), size)

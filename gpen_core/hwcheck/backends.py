@@ -12,6 +12,11 @@ both backends:
 - one untimed warm-up call each, then ``runs`` calls each, interleaved (torch, OpenVINO,
   OpenVINO, torch, ...) so a change in machine load hits both alike; the medians are compared.
 
+The parser and the detectors the modes use are compared the same way (:func:`measure`'s ``parse`` and ``detect``
+rows, timed and recorded by :mod:`gpen_core.runtimes.openvino.parser` / :mod:`~gpen_core.runtimes.openvino.detector`),
+each side loaded as a request loads it too (``ModelCache.parser`` / ``ModelCache.detector``): this module
+builds no network itself.
+
 The parent (:func:`finish`) then records them with :func:`gpen_core.runtimes.openvino.generator.record_speed`,
 which is what ``--backend auto`` reads. Weights follow the check's rule: the real
 checkpoint when present, else random weights of the released architecture (time does
@@ -28,6 +33,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -153,6 +159,43 @@ def _engine_generator(pair: dict[str, Any], backend: str, models_dir: Path, prog
     return forward, dtype
 
 
+def _engine_detector(network: str, runtime: str, models_dir: Path, threads: int | None) -> Any:
+    """The ``network`` detector on ``runtime``, loaded as a request loads it (:meth:`ModelCache.detector
+    <gpen_core.engine.model_cache.ModelCache.detector>`): the real weights when in ``models_dir`` (verified),
+    else random ones. A cache each, as both stay loaded while they are timed; OpenVINO on ``threads``."""
+    from gpen_core.engine.model_cache import ModelCache
+    from gpen_core.options import RestoreOptions
+
+    cache = ModelCache(models_dir, synthetic_weights=True, openvino_threads=threads)
+    detector = cache.detector(network, "cpu", RestoreOptions(backend=runtime))
+    if detector.backend != runtime:
+        raise RuntimeError(f"the engine loaded the {network} detector on {detector.backend}, not {runtime}")
+    return detector
+
+
+def _engine_parser(pair: dict[str, Any], runtime: str, models_dir: Path, threads: int | None, say: Progress) -> Any:
+    """``pair``'s parser (input size, dtype) on ``runtime``, loaded as a request of a mode that parses at that
+    size and dtype loads it (:meth:`ModelCache.parser <gpen_core.engine.model_cache.ModelCache.parser>`); OpenVINO on
+    ``threads``, else this process's torch threads; a first-use conversion's progress to ``say``."""
+    import torch
+
+    from gpen_core.engine.model_cache import ModelCache
+    from gpen_core.faces.parse import choose_parse_dtype
+    from gpen_core.modes import MODES
+    from gpen_core.options import RestoreOptions
+
+    mode = next((m for m in MODES.values() if m.parsing and m.parse_input == pair["size"]
+                 and choose_parse_dtype("cpu", m.cpu_dtype) == pair["dtype"]), None)
+    if mode is None:
+        raise RuntimeError(f"no mode parses at {pair['size']} px {pair['dtype']} on this CPU")
+    cache = ModelCache(models_dir, synthetic_weights=True, openvino_threads=threads or torch.get_num_threads())
+    masker = cache.parser(mode, "cpu", [], RestoreOptions(mode=mode.name, backend=runtime),
+                          lambda f, m: say(0.05 + 0.6 * f, m))
+    if masker is None or masker.backend != runtime:
+        raise RuntimeError(f"the engine loaded the {pair['size']} px parser on {getattr(masker, 'backend', None)}, not {runtime}")
+    return masker
+
+
 def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_threads: int | None, say: Progress) -> dict[str, Any]:
     import torch
 
@@ -218,6 +261,7 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
         return {"skipped": why, "rows": []}
     folder = Path(spec["models_dir"]) if spec.get("models_dir") else default_models_dir()
     pairs, parse, detect = spec["pairs"], spec.get("parse", []), spec.get("detect", [])
+    threads = spec.get("threads")
     steps = len(pairs) + len(parse) + len(detect)  # one unit each: the check's time left counts them (.steps)
     rows, parse_rows = [], []  # parse_rows: recorded by ov_parse itself, kept apart from finish()'s generator rows
     for i, pair in enumerate(pairs + parse):
@@ -228,23 +272,23 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
         if i >= len(pairs):  # a parser pair: measured and recorded by gpen_core.runtimes.openvino.parser
             from gpen_core.runtimes.openvino.parser import check_row
 
-            parse_rows.append(check_row(pair, folder, spec.get("threads"), int(spec["runs"]), say))
+            load_as = partial(_engine_parser, pair, models_dir=folder, threads=threads, say=say)
+            parse_rows.append(check_row(pair, folder, threads, int(spec["runs"]), say, load_as))
             continue
 
         row: dict[str, Any] = {"size": pair["size"], "dtype": pair["dtype"], "modes": pair["modes"], "model": pair["model"],
                                "weights": pair["weights"], "runs": spec["runs"],
                                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
         try:
-            row.update(_measure_pair(pair, int(spec["runs"]), folder, spec.get("threads"), say))
+            row.update(_measure_pair(pair, int(spec["runs"]), folder, threads, say))
         except Exception as exc:  # one pair failing must not cost the others (or the memory check)
             row["error"] = f"{type(exc).__name__}: {exc}"
         rows.append(row)
-    from gpen_core.faces.detect import build_retinaface
     from gpen_core.runtimes.openvino.detector import check_row as detect_row
 
     first = len(pairs) + len(parse)
-    detect_rows = [detect_row(n, lambda p, n=n: build_retinaface(p, n), folder, spec.get("threads"), int(spec["runs"]),
-                              lambda f, d, j=j: report(min(1.0, (first + j + f) / steps), d))
+    detect_rows = [detect_row(n, partial(_engine_detector, n, models_dir=folder, threads=threads), folder, threads,
+                              int(spec["runs"]), lambda f, d, j=j: report(min(1.0, (first + j + f) / steps), d))
                    for j, n in enumerate(detect)]
     return {"skipped": None, "rows": rows, "parse": parse_rows, "detect": detect_rows}
 

@@ -9,7 +9,8 @@
 - IR and compiled blob are cached like the generator's (:mod:`gpen_core.runtimes.openvino.base`) under
   ``<models>/openvino/retinaface-<network>-<stem>-<sha256[:16]>/``; loading from the cache
   builds no torch network. Float32 only: boxes must not move.
-- :func:`measure_speed` times both backends at 1000 px and records them for ``auto``.
+- :func:`measure_speed` times both backends at 1000 px (each loaded by the caller, as a request loads it) and
+  records them for ``auto``.
 
 Nothing beyond the standard library is imported at module import.
 """
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 
 # weights path (None: random weights) → (facexlib RetinaFace, eval, variant); see detect.build_retinaface.
 BuildNet = Callable[[Path | None], tuple[Any, str]]
+# "torch" / "openvino" → the detector on that runtime, loaded as a request loads it (the engine's ModelCache; it has
+# ``detect_rows(bgr, threshold)``, ``convert_s`` and ``load_s``): what the hardware check times.
+LoadAs = Callable[[str], Any]
 
 DETECT_SIDE = 1000  # the longest side ``auto``'s measurement is taken at (the modes' detect_side)
 _EXAMPLE_SIDE = 128  # tracing example: the IR's H and W are dynamic, a small trace converts 4x faster
@@ -198,12 +202,14 @@ def pattern_bgr(side: int = DETECT_SIDE) -> np.ndarray:
 
 
 def measure_speed(
-    network: str, weights: Path | None, build: BuildNet, *, models_dir: str | os.PathLike[str] | None = None,
+    network: str, weights: Path | None, load_as: LoadAs, *, models_dir: str | os.PathLike[str] | None = None,
     how: SpeedRun = SpeedRun(),
 ) -> dict[str, Any]:
-    """Seconds per detection at :data:`DETECT_SIDE` px, torch (channels-last, facexlib's ``detect_faces``) against
-    :meth:`OVRetinaFace.detect_faces`: a warm-up each, then ``how.runs`` interleaved calls; medians. ``how.record``: write
-    them for ``auto`` (:func:`gpen_core.runtimes.openvino.generator.record_speed`, network ``retinaface-<network>``)."""
+    """Seconds per detection at :data:`DETECT_SIDE` px, the torch detector's against the OpenVINO one's (each
+    ``load_as(runtime)``, as a request loads it; their ``detect_rows``, facexlib's ``detect_faces``): a warm-up each,
+    then ``how.runs`` interleaved calls; medians. ``weights``: the file they load (None: random weights), for the
+    record's source. ``how.record``: write them for ``auto`` (:func:`gpen_core.runtimes.openvino.generator.record_speed`,
+    network ``retinaface-<network>``)."""
     import torch
 
     from gpen_core.runtimes.openvino.generator import record_speed
@@ -213,22 +219,17 @@ def measure_speed(
     if threads:
         torch.set_num_threads(threads)
     try:
-        net, _ = build(weights)
-        ov_det = load(weights, network, build, models_dir=models_dir, threads=threads)
+        torch_det = load_as("torch")
+        ov_det = load_as("openvino")
         bgr = pattern_bgr()
-
-        def run_torch() -> None:
-            with torch.inference_mode():
-                net.detect_faces(bgr, conf_threshold=0.9, nms_threshold=0.4, use_origin_size=True)
-
         times: dict[str, list[float]] = {"torch": [], "openvino": []}
-        calls = (("torch", run_torch), ("openvino", lambda: ov_det.detect_faces(bgr, conf_threshold=0.9, nms_threshold=0.4)))
-        for _, fn in calls:  # warm-up
-            fn()
+        calls = (("torch", torch_det), ("openvino", ov_det))
+        for _, det in calls:  # warm-up
+            det.detect_rows(bgr, 0.9)
         for r in range(max(1, runs)):
-            for name, fn in calls if r % 2 == 0 else calls[::-1]:
+            for name, det in calls if r % 2 == 0 else calls[::-1]:
                 t = time.perf_counter()
-                fn()
+                det.detect_rows(bgr, 0.9)
                 times[name].append(time.perf_counter() - t)
     finally:
         torch.set_num_threads(old)
@@ -245,10 +246,11 @@ def measure_speed(
 
 
 def check_row(
-    network: str, build: BuildNet, models_dir: Path, threads: int | None, runs: int, say: Callable[[float, str], None]
+    network: str, load_as: LoadAs, models_dir: Path, threads: int | None, runs: int, say: Callable[[float, str], None]
 ) -> dict[str, Any]:
-    """The hardware check's detector row (:mod:`gpen_core.hwcheck.backends`), measured and recorded for ``auto``:
-    real weights when in ``models_dir``, else random ones (same time). A failure is the row's ``error``."""
+    """The hardware check's detector row (:mod:`gpen_core.hwcheck.backends`, whose ``load_as`` loads the detector as a
+    request does), measured and recorded for ``auto``: real weights when in ``models_dir``, else random ones (same
+    time). A failure is the row's ``error``."""
     from gpen_core.options import DETECTOR_WEIGHTS
     from gpen_core.weights.lookup import locate
 
@@ -257,7 +259,7 @@ def check_row(
     row: dict[str, Any] = {"network": f"retinaface-{network}", "weights": kind, "runs": runs}
     say(0.0, f"backends: {network} detector at {DETECT_SIDE} px, torch and OpenVINO")
     try:
-        row.update(measure_speed(network, weights, build, models_dir=models_dir,
+        row.update(measure_speed(network, weights, load_as, models_dir=models_dir,
                                  how=SpeedRun(runs, threads, source=f"hardware check: RetinaFace {network}, {kind} weights")))
     except Exception as exc:  # one row failing must not cost the others
         row["error"] = f"{type(exc).__name__}: {exc}"

@@ -216,6 +216,7 @@ def measure_speed(
     models_dir: str | os.PathLike[str] | None = None,
     how: SpeedRun = SpeedRun(runs=5),
     progress: Progress | None = None,
+    load_as: Callable[[str], Any] | None = None,
 ) -> dict[str, Any]:
     """Time torch's and OpenVINO's parser for one (S, dtype) on a face-like image: one warm-up
     each, then ``how.runs`` calls each, interleaved (wall seconds, medians), as the generator's check does.
@@ -223,7 +224,9 @@ def measure_speed(
     ``weights``: the ParseNet file (None: :func:`synthetic_weights`). ``dtype``: the torch
     parse dtype ("float32" / "bfloat16"); OpenVINO runs the matching precision. With
     ``how.record`` the medians go to :func:`gpen_core.runtimes.openvino.generator.record_speed` (``network="parsenet"``),
-    which ``--backend auto`` reads. Returns the row (medians, all times, precision, convert_s).
+    which ``--backend auto`` reads. ``load_as``: "torch" / "openvino" → that runtime's parser as a request loads it
+    (the hardware check: the engine's ModelCache; anything with ``labels(face)`` and ``convert_s``); None: both built
+    here from ``weights``. Returns the row (medians, all times, precision, convert_s).
     """
     import numpy as np
     import torch
@@ -240,9 +243,12 @@ def measure_speed(
         torch.set_num_threads(int(threads))
     try:
         say(0.0, f"parser: {input_size} px {dtype}, torch and OpenVINO {precision}")
-        tp = FaceParser.from_file(path, input_size=input_size, dtype=getattr(torch, dtype))
-        op = load(path, input_size, precision, models_dir=models_dir, threads=threads or old,
-                  progress=lambda f, m: say(0.05 + 0.6 * f, m))
+        if load_as is not None:
+            tp, op = load_as("torch"), load_as("openvino")
+        else:
+            tp = FaceParser.from_file(path, input_size=input_size, dtype=getattr(torch, dtype))
+            op = load(path, input_size, precision, models_dir=models_dir, threads=threads or old,
+                      progress=lambda f, m: say(0.05 + 0.6 * f, m))
         yy, xx = np.mgrid[0:512, 0:512] / 511.0
         face = (np.stack([xx, yy, 0.5 + 0.3 * np.sin(12 * xx * yy)], -1).clip(0, 1) * 255).astype(np.uint8)
         tp.labels(face), op.labels(face)  # warm-up
@@ -275,11 +281,14 @@ def check_pairs(uses: Iterable[tuple[int, str]], models_dir: str | os.PathLike[s
     return [{"size": int(s), "dtype": d, "weights": None if found is None else str(found)} for s, d in sorted(set(uses))]
 
 
-def check_row(pair: Mapping[str, Any], models_dir: str | os.PathLike[str], threads: int | None, runs: int, say: Progress) -> dict[str, Any]:
-    """One measured and recorded parser pair for the hardware check (an error is a row, not a raise)."""
+def check_row(pair: Mapping[str, Any], models_dir: str | os.PathLike[str], threads: int | None, runs: int, say: Progress,
+              load_as: Callable[[str], Any]) -> dict[str, Any]:
+    """One measured and recorded parser pair for the hardware check (an error is a row, not a raise); ``load_as``
+    as :func:`measure_speed` takes it (the check's: the parser loaded as a request loads it)."""
     how = "real weights" if pair["weights"] else "random weights of the released network (time does not depend on the values)"
     try:
         return measure_speed(pair["size"], pair["dtype"], weights=pair["weights"], models_dir=models_dir,
-                             how=SpeedRun(runs, threads, source=f"hardware check: ParseNet, {how}"), progress=say)
+                             how=SpeedRun(runs, threads, source=f"hardware check: ParseNet, {how}"), progress=say,
+                             load_as=load_as)
     except Exception as exc:  # one pair failing must not cost the others
         return {"size": pair["size"], "dtype": pair["dtype"], "error": f"{type(exc).__name__}: {exc}"}
