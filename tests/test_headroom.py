@@ -47,3 +47,29 @@ def test_with_the_guard_every_layer_at_the_edge_ends_in_an_exception_and_with_ro
     # covers what the layer really maps (its output and oneDNN's scratch and code).
     with_room = _sweep("--guard", "--past-need", "0", "2048", "1024")
     assert all(e == {"ok": 2, "oom": 0, "signal": 0} for e in with_room.values()), with_room
+
+
+def test_only_a_layers_first_call_of_a_kind_is_checked(monkeypatch: pytest.MonkeyPatch):
+    """A call like one that finished builds no new kernel: it runs without the check, so a capped
+    process's later requests run as close to the cap as they would without it; a new shape is checked."""
+    import torch
+
+    from gpen_core.errors import OutOfMemory
+    from gpen_core.platform import headroom
+
+    monkeypatch.setattr(headroom, "capped", lambda: True)
+    monkeypatch.setattr(headroom, "_finished", set())
+    room = {"ok": True}
+    monkeypatch.setattr(headroom, "can_map", lambda n: room["ok"])
+    conv = torch.nn.Conv2d(4, 4, 3)
+    x = torch.ones(1, 4, 8, 8)
+    headroom._check(conv, (x,))
+    headroom._finish(conv, (x,), conv(x))
+    room["ok"] = False  # no room left now
+    headroom._check(conv, (x,))  # the same call again: not checked
+    with pytest.raises(OutOfMemory, match="Conv2d"):
+        headroom._check(conv, (torch.ones(1, 4, 16, 16),))  # a new shape: new kernels, checked
+    with pytest.raises(OutOfMemory):
+        headroom._check(torch.nn.Conv2d(4, 8, 3), (x,))  # other weights: checked
+    with pytest.raises(OutOfMemory):
+        headroom._check(conv, (x.contiguous(memory_format=torch.channels_last),))  # another layout
