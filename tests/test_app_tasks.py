@@ -2,11 +2,13 @@
 
 Generators here are the small seeded networks of ../shared/reference/tasks (random weights):
 their "colours" and "repairs" are noise; what is checked is the flow around them (which faces,
-where pixels change, the measured panel). GPEN_SHOTS=dir keeps the screenshots.
+where pixels change, the measured panel). GPEN_SHOTS=dir keeps the screenshots (taken then, or when
+the Chromium test fails: a full-page screenshot costs seconds on a busy machine).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -96,9 +98,15 @@ def test_gradio_client_colorizes_and_inpaints_with_a_mask_layer(served: str, sma
 @pytest.mark.browser
 def test_chromium_inpaints_strokes_drawn_with_the_mouse_and_colorizes(browser, served: str, small_solvay: Path,
                                                                       tmp_path: Path) -> None:
-    shots = Path(os.environ["GPEN_SHOTS"]) if os.environ.get("GPEN_SHOTS") else tmp_path
+    asked = bool(os.environ.get("GPEN_SHOTS"))
+    shots = Path(os.environ["GPEN_SHOTS"]) if asked else tmp_path
     shots.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 1100})
+
+    def shot(name: str) -> None:
+        if asked:
+            page.screenshot(path=str(shots / name), full_page=True)
+
     try:
         page.goto(served)
         page.get_by_text("Memory mode", exact=True).wait_for()
@@ -120,26 +128,33 @@ def test_chromium_inpaints_strokes_drawn_with_the_mouse_and_colorizes(browser, s
         box = page.locator("#damage-editor canvas").first.bounding_box()
         zoom = float(page.locator("#damage-editor .zoom-number").inner_text().strip().rstrip("%")) / 100
         left, top = box["x"] + (box["width"] - 440 * zoom) / 2, box["y"] + (box["height"] - 280 * zoom) / 2
+        # One move per point: the brush draws the segment between two pointer events itself, and each event
+        # costs Chromium's software canvas ~0.7 s on a busy machine (8 steps a move took 20 s).
         for stroke in ([(142, 128), (165, 150), (182, 176)], [(250, 150), (290, 140)]):  # across two faces
             page.mouse.move(left + stroke[0][0] * zoom, top + stroke[0][1] * zoom)
             page.mouse.down()
             for x, y in stroke[1:]:
-                page.mouse.move(left + x * zoom, top + y * zoom, steps=8)
+                page.mouse.move(left + x * zoom, top + y * zoom)
             page.mouse.up()
         page.wait_for_timeout(1000)
-        page.screenshot(path=str(shots / "inpaint_strokes.png"), full_page=True)
+        shot("inpaint_strokes.png")
         page.get_by_role("button", name="Restore", exact=True).click()
         metrics = page.locator("#metrics")
         metrics.get_by_text("Peak RAM").wait_for(timeout=300_000)
         text = metrics.inner_text()
         assert "inpainted 2 of" in text and "the mask given" in text, text
-        page.screenshot(path=str(shots / "inpaint_result.png"), full_page=True)
+        shot("inpaint_result.png")
 
         page.locator("#task-radio label", has_text="Colorize faces").click()
         page.locator("#damage-editor").wait_for(state="hidden", timeout=30_000)  # the brush is for inpainting only
         page.get_by_role("button", name="Restore", exact=True).click()
         metrics.get_by_text("left the rest of the photo grey").wait_for(timeout=300_000)
         assert "Peak RAM" in metrics.inner_text()
-        page.screenshot(path=str(shots / "colorize_result.png"), full_page=True)
+        shot("colorize_result.png")
+    except BaseException:
+        with contextlib.suppress(Exception):  # what the page showed when it failed, for a human to look at
+            page.screenshot(path=str(shots / "failed.png"), full_page=True)
+            print(f"the page at the failure: {shots / 'failed.png'}")
+        raise
     finally:
         page.close()
