@@ -76,8 +76,25 @@ def test_unmeasurable_tips_say_why_without_running_anything(monkeypatch: pytest.
     assert "no CUDA GPU" in r.machine
 
 
-def test_encode_and_cache_tips_measure_both_sides_in_child_processes() -> None:
+def _ours(root: Path) -> list[Path]:
+    return sorted(root.glob("gpen-advice-*"))
+
+
+def test_encode_and_cache_tips_measure_both_sides_in_child_processes_sharing_one_scratch_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One run checks both: its five children (a Python with numpy and OpenCV each) are the cost.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    seen: list[str] = []
+    real = advice.run_side
+
+    def spy(spec, env=None, timeout=600):
+        seen.append(spec.get("scratch") or str(Path(spec.get("models_dir") or spec.get("root")).parent))
+        return real(spec, env, timeout)
+
+    monkeypatch.setattr(advice, "run_side", spy)
     r = advice.measure_tips(workload="tiny", repeats=1, tips=[7, 9], cache_files=500)
+    assert len(seen) == 5 and len(set(seen)) == 1 and Path(seen[0]).parent == tmp_path  # one folder for every child of the run
+    assert _ours(tmp_path) == []  # ...removed when the run ends
     enc, cache = r.results
     assert enc.before is not None and enc.after is not None
     assert (enc.before.label, enc.after.label) == ("PNG", "JPEG q95")
@@ -119,25 +136,6 @@ def test_report_round_trips_through_the_measurements_store(tmp_path) -> None:
     saved["advice"] = {"machine": "m"}  # a damaged report is no report, never a crash
     where.write_text(json.dumps(saved))
     assert advice.load_report(tmp_path) is None
-
-
-def _ours(root: Path) -> list[Path]:
-    return sorted(root.glob("gpen-advice-*"))
-
-
-def test_a_measurement_leaves_no_scratch_folder_and_its_children_share_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    seen: list[str] = []
-    real = advice.run_side
-
-    def spy(spec, env=None, timeout=600):
-        seen.append(spec.get("scratch") or str(Path(spec.get("models_dir") or spec.get("root")).parent))
-        return real(spec, env, timeout)
-
-    monkeypatch.setattr(advice, "run_side", spy)
-    advice.measure_tips(workload="tiny", repeats=1, tips=[7, 9], cache_files=50)
-    assert len(set(seen)) == 1 and Path(seen[0]).parent == tmp_path  # one folder for every child of the run
-    assert _ours(tmp_path) == []
 
 
 def test_a_measurement_killed_midway_leaves_a_folder_the_next_one_sweeps(tmp_path: Path) -> None:
