@@ -34,8 +34,12 @@ def _records(out: str) -> list[dict]:
 def test_solvay_every_detected_face_restored_with_peaks_and_timings(
     models_with_detector: Path, gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The plainest use: a generated checkpoint, a models folder with only the mobilenet weights."""
-    solvay = shared_path("faces", "Solvay_conference_1927.png")
+    """The plainest use: a generated checkpoint, a models folder with only the mobilenet weights. The Solvay photo's
+    left 596 px: its 12 faces are all there is to restore (the whole photo's 29 cost 2.4x the time, and this is
+    about the record, not the count)."""
+    solvay = tmp_path / "solvay_left.png"
+    with Image.open(shared_path("faces", "Solvay_conference_1927.png")) as im:
+        im.crop((0, 0, 596, im.height)).save(solvay)
     out = tmp_path / "out.png"
     rc = main(["restore", str(solvay), "-o", str(out), "--model", str(gen256), "--models-dir", str(models_with_detector), "--json"])
     assert rc == 0
@@ -51,7 +55,7 @@ def test_solvay_every_detected_face_restored_with_peaks_and_timings(
     assert all(timings[k] >= 0 for k in STAGES) and timings["restore_s"] > 0
     assert timings["total_s"] >= sum(timings[k] for k in STAGES) - 1e-3
     with Image.open(out) as im:  # .png asked for, .png written (whatever the mode's own format)
-        assert im.format == "PNG" and im.size == (1328, 568)
+        assert im.format == "PNG" and im.size == (596, 568)
 
 
 def test_folder_input_writes_one_file_per_image_and_skips_existing(

@@ -174,8 +174,12 @@ def test_progress_advances_per_tile_and_any_size_comes_out_exact():
 
 
 def test_seams_of_the_full_depth_network_are_small():
-    """23 blocks: tiles with the official 10 px pad against the untiled result."""
-    net = random_upscaler(UpscalerConfig(scale=2, num_block=23), seed=7)
+    """23 blocks: tiles with the official 10 px pad against the untiled result. The official initialisation: the
+    other random one's output is 99.9 % clipped at 0 or 255 here, which hides seams (measured: tiles without any
+    pad changed 0.4 % of pixels); this one's is 31 % in range, and tiles without the pad read 19 dB (20 % changed)."""
+    from gpen_core.networks.upscaler import official_init_upscaler
+
+    net = official_init_upscaler(UpscalerConfig(scale=2, num_block=23), seed=7)
     y, x = np.mgrid[0:96, 0:96]
     rgb = np.stack([(x * 2) % 256, (y * 3) % 256, (x + y) % 256], -1).astype(np.uint8)
     whole = upscale(rgb, net, 0).astype(np.int16)
