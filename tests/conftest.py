@@ -27,20 +27,6 @@ os.environ["PYTHONFAULTHANDLER"] = "1"
 pytest_plugins = ["tests.workers", "tests.fixtures_profile", "tests.fixtures_openvino", "tests.fixtures_app"]
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """What collection imported (torch, Gradio, the app, every test module: about 400 000 objects) lives
-    as long as the run: frozen, the cyclic collector no longer walks it. The engine runs a full
-    ``gc.collect()`` on each model load and drop (``platform.oom.release``), and a test loads models
-    often; each such collection walked all of it (measured on one core, as a test worker has: test_app.py's
-    39 full collections took 5.8 s, 0.9 s once frozen, and the module 37 s -> 24 s). What tests create
-    is still collected."""
-    import gc
-
-    gc.collect()  # the imports' own garbage is freed, not frozen
-    gc.freeze()
-
-
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--no-first-run", "--disable-sync"]
@@ -99,18 +85,20 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _CHROMIUM.close()
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Torch imported and every test module collected, what is alive now lives for the whole run:
-    moved out of the cyclic collector's sight (``gc.freeze``). The engine collects garbage at every
-    model load and drop (``platform.oom.release``), and each full collection walked these ~200,000
-    objects again: ~0.1 s of CPU a call (0.6 s on a busy machine), a quarter of a profile module's
-    time. Objects made later, the tests' networks and images among them, are collected as before."""
+    """What collection imported (torch, Gradio, the app, every test module: about 400 000 objects) lives
+    as long as the run: frozen, the cyclic collector no longer walks it. The engine runs a full
+    ``gc.collect()`` on each model load and drop (``platform.oom.release``), and a test loads models
+    often; each such collection walked all of it (measured on one core, as a test worker has: test_app.py's
+    39 full collections took 5.8 s, 0.9 s once frozen, and the module 37 s -> 24 s; test_profile and
+    test_one_shot's 108 took 10.2 s, 0.8 s frozen). What tests create is still collected."""
     import gc
     import importlib.util
 
     if importlib.util.find_spec("torch") is not None:
         import torch  # noqa: F401  (nearly every module loads it; its objects are the bulk)
-    gc.collect()  # garbage now is collected first, never frozen
+    gc.collect()  # the imports' own garbage is freed, not frozen
     gc.freeze()
 
 
