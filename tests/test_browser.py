@@ -332,7 +332,12 @@ def test_hardware_check_says_how_long_and_shows_progress(browser, page_url: str,
     report = page.locator("#profile-report")
     report.get_by_text("It takes 8 to 15 minutes").wait_for(timeout=60_000)  # no earlier check here: the estimate
     page.locator("#check-button").click()
-    page.get_by_text(re.compile(r"\d+ s so far")).first.wait_for(timeout=60_000)
+    try:
+        page.get_by_text(re.compile(r"\d+ s so far")).first.wait_for(timeout=60_000)
+    except Exception as exc:  # what the page showed instead: the next failure says why, not only "timeout"
+        shots.take(page, "hardware_check_no_progress")
+        raise AssertionError(f"no progress line within 60 s; the tab read: {report.inner_text()[:1500]!r}; "
+                             f"the page: {page.locator('body').inner_text()[-1500:]!r}") from exc
     shots.take(page, "hardware_check_running", full=False)
     try:
         report.get_by_text("Memory alone").wait_for(timeout=300_000)
