@@ -1,23 +1,17 @@
 """Gradio's internals the app leans on, in one place: raw image uploads, unknown routes, where a call came from.
 
-Written for Gradio 6 (:data:`GRADIO_VERSIONS`, checked with 6.31). Only the app (``app.py``, ``app_video.py``)
-imports this module: the rest of the library never imports Gradio (``.importlinter``,
-contract ``no-ui-in-library``, also forbids every room to import this module).
-``tests/test_compat.py`` fails loudly when the installed Gradio no longer has what a
-seam here reaches into.
+Written for Gradio 6 (:data:`GRADIO_VERSIONS`, checked with 6.31). Only the app imports this module
+(``.importlinter``, contract ``no-ui-in-library``); ``tests/test_compat.py`` fails loudly when the
+installed Gradio no longer has what a seam here reaches into.
 
-* :func:`raw_upload`: an image input that hands the handler the uploaded file's path
-  untouched. Gradio's own ``Image.preprocess`` opens every upload with Pillow and
-  converts it (to RGB by default) before our hardened decoder sees it: a greyscale bomb
-  is decoded in full, 16-bit is clipped, transparency dropped, and an unreadable file
-  gets Gradio's generic error. The override is set on the instance: a ``gr.Image``
-  subclass would make Gradio write an ``app.pyi`` stub at import.
-* :func:`app_kwargs`: ``POST /gradio_api/run/<name>`` for a name no event has
-  answers 404 (Gradio raises ``FnIndexInferError`` there, which FastAPI turns into 500),
-  and :class:`PageOnlyEvents` keeps the page's private events to the page.
-* :func:`still_waited_for`: whether anyone still waits for the running event's answer (the
-  client closed its tab or its stream: Gradio's queue marks the event not alive, and lets a
-  plain function run on to its end for nobody).
+* :func:`raw_upload` / :func:`raw_editor`: the handler gets the uploaded files' paths untouched. Gradio's
+  own ``preprocess`` opens every upload with Pillow before our hardened decoder sees it (a greyscale bomb
+  decoded in full, 16-bit clipped, transparency dropped). Set on the instance: a ``gr.Image`` subclass
+  would make Gradio write an ``app.pyi`` stub at import.
+* :func:`app_kwargs`: ``/run/<name>`` for an unknown name answers 404 (Gradio: 500), and
+  :class:`PageOnlyEvents` keeps the page's private events to the page.
+* :func:`still_waited_for`: whether anyone still waits for the running event's answer (Gradio lets a
+  plain function run on to its end after its client left).
 """
 
 from __future__ import annotations
@@ -77,12 +71,8 @@ def _event_attributes(event_class: type) -> set[str]:
 
 
 def still_waited_for() -> Callable[[], bool]:
-    """Called in an event handler's thread: a check that says False once nobody waits for this event's answer.
-
-    Gradio runs a plain (not generator) function to its end even after its client went away: the
-    queue only marks the event ``alive = False`` (``Queue.clean_events``, when the client's stream
-    closes or the event is cancelled). Outside a queued event the check always says True.
-    """
+    """Called in an event handler's thread: a check that says False once nobody waits for this event's answer
+    (the queue marks the event ``alive = False`` in ``Queue.clean_events``). Outside a queued event: always True."""
     from gradio.context import LocalContext
 
     blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
@@ -102,9 +92,7 @@ def still_waited_for() -> Callable[[], bool]:
 
 def forget_run_time(event: Any) -> Callable[[], None]:
     """A handler for ``event.then(...)`` that drops the event's measured run times, so its next run starts with
-    no ETA. Gradio shows each run "elapsed/average of past runs" from its start: a clip's length decides its
-    time, so a 10-minute clip's average on a 10-second clip's bar is wrong until the run's own estimate
-    arrives (the queue records a run's time before the next event can start)."""
+    no ETA: Gradio's "average of past runs" is wrong for clips, whose length decides their time."""
     from gradio.context import Context
 
     blocks = Context.root_block
@@ -127,29 +115,15 @@ def check_installed() -> None:
 
 
 def raw_upload(component: gr.Image, save_data_url: Callable[[str], Any]) -> gr.Image:
-    """Make ``component`` hand its upload to the handler as the file's path, unopened.
-
-    A pasted image arrives as a ``data:`` URL; ``save_data_url`` writes its bytes to a
-    file of ours and returns its path (an :class:`InputError` becomes the page's error).
-    """
+    """Make ``component`` hand its upload to the handler as the file's path, unopened. A pasted image arrives
+    as a ``data:`` URL: ``save_data_url`` writes it to a file of ours and returns its path."""
     check_installed()
     component.preprocess = functools.partial(_raw_preprocess, save_data_url)  # type: ignore[method-assign]
     return component
 
 
 def _raw_preprocess(save_data_url: Callable[[str], Any], payload: Any) -> str | None:
-    if payload is None:
-        return None
-    url = getattr(payload, "url", None)
-    if url and url.startswith("data:"):  # pasted from the clipboard
-        try:
-            return str(save_data_url(url))
-        except InputError as exc:
-            raise gr.Error(f"{INPUT_TITLE}. {exc}", title=INPUT_TITLE, print_exception=False) from None
-    if payload.path is None:
-        raise gr.Error(f"{INPUT_TITLE}. The upload arrived without a file; upload it again.", title=INPUT_TITLE,
-                       print_exception=False)
-    return str(payload.path)
+    return _file_path(save_data_url, payload, "The upload arrived without a file; upload it again.")
 
 
 def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any],
@@ -157,13 +131,10 @@ def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any
     """Make an image editor hand its value to the handler as file paths, none of them opened:
     ``{"background": path | None, "layers": [path, ...], "composite": path | None}``.
 
-    Gradio's own ``ImageEditor.preprocess`` opens the background, every layer and the composite
-    with Pillow (whatever the handler's task), outside our decoder and its limits: four
-    transparent 13000×13000 PNG layers of 656 KB cost gigabytes before the handler runs. The
-    handler reads only what its task uses, with our decoder. The page's editor sends its images
-    as blobs kept in the component (``accept_blobs``): ``save_bytes(data, name)`` writes each to
-    a file of ours and the blobs are dropped; an API client sends uploaded files (or ``data:``
-    URLs, written by ``save_data_url``).
+    Gradio's own preprocess opens every layer with Pillow: four transparent 13000×13000 PNG layers of 656 KB
+    cost gigabytes before the handler runs. The page sends its images as blobs (``accept_blobs``):
+    ``save_bytes(data, name)`` writes each to a file of ours; an API client sends uploaded files (or
+    ``data:`` URLs, written by ``save_data_url``).
     """
     check_installed()
     component.blob_storage = BoundedBlobs()  # type: ignore[assignment]
@@ -172,12 +143,9 @@ def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any
 
 
 class BoundedBlobs(dict):  # type: ignore[type-arg]
-    """The editor's blob store (id → the images ``accept_blobs`` received), kept small.
-
-    Gradio keeps every id's blobs until an event reads them: anyone can post blobs under fresh ids
-    and never run an event, and memory grows with each. Here the oldest ids go once there are more
-    than ``max_ids`` or their bytes pass ``max_bytes`` (the newest id always stays).
-    """
+    """The editor's blob store (id → the images ``accept_blobs`` received), kept small: Gradio keeps every id's
+    blobs until an event reads them, so posting blobs under fresh ids grew memory without end. The oldest ids go
+    past ``max_ids`` or ``max_bytes`` (the newest always stays)."""
 
     def __init__(self, max_ids: int = 16, max_bytes: int = 300_000_000) -> None:
         super().__init__()
@@ -208,39 +176,42 @@ def _raw_editor_preprocess(component: Any, save_bytes: Callable[[bytes, str], An
     if blob_id is not None:  # the page: the images arrived earlier through accept_blobs
         blobs = component.blob_storage.pop(blob_id, None)
         if blobs is None:  # never sent, or dropped for newer edits (BoundedBlobs): never a silent "nothing painted"
-            raise gr.Error(f"{INPUT_TITLE}. The painted damage is no longer on the server (too many edits arrived "
-                           "since); paint a stroke again and press Restore.", title=INPUT_TITLE, print_exception=False)
+            raise _input_error("The painted damage is no longer on the server (too many edits arrived since); "
+                               "paint a stroke again and press Restore.")
         return {"background": _blob_path(save_bytes, blobs.background, "background.png"),
                 "layers": [p for i, b in enumerate(blobs.layers) if (p := _blob_path(save_bytes, b, f"layer_{i}.png"))],
                 "composite": _blob_path(save_bytes, blobs.composite, "composite.png")}
-    return {"background": _file_path(save_data_url, payload.background),
-            "layers": [p for f in payload.layers or [] if (p := _file_path(save_data_url, f))],
-            "composite": _file_path(save_data_url, payload.composite)}
+    missing = "An editor image arrived without a file; send it again."
+    return {"background": _file_path(save_data_url, payload.background, missing),
+            "layers": [p for f in payload.layers or [] if (p := _file_path(save_data_url, f, missing))],
+            "composite": _file_path(save_data_url, payload.composite, missing)}
 
 
 def _blob_path(save_bytes: Callable[[bytes, str], Any], data: bytes | None, name: str) -> str | None:
     return None if data is None else str(save_bytes(bytes(data), name))
 
 
-def _file_path(save_data_url: Callable[[str], Any], file: Any) -> str | None:
+def _file_path(save_data_url: Callable[[str], Any], file: Any, missing: str) -> str | None:
+    """An uploaded file's path; a ``data:`` URL (pasted from the clipboard) saved to a file first."""
     if file is None:
         return None
     url = getattr(file, "url", None)
-    if getattr(file, "path", None) is None and url and url.startswith("data:"):
+    if url and url.startswith("data:"):
         try:
             return str(save_data_url(url))
         except InputError as exc:
-            raise gr.Error(f"{INPUT_TITLE}. {exc}", title=INPUT_TITLE, print_exception=False) from None
+            raise _input_error(str(exc)) from None
     if getattr(file, "path", None) is None:
-        raise gr.Error(f"{INPUT_TITLE}. An editor image arrived without a file; send it again.", title=INPUT_TITLE,
-                       print_exception=False)
+        raise _input_error(missing)
     return str(file.path)
 
 
+def _input_error(text: str) -> gr.Error:
+    return gr.Error(f"{INPUT_TITLE}. {text}", title=INPUT_TITLE, print_exception=False)
+
+
 def app_kwargs(blocks: gr.Blocks, max_body_bytes: int = 34_000_000) -> dict[str, Any]:
-    """``launch(app_kwargs=...)``: unknown ``/run/<name>`` routes answer 404, and the page's
-    private events refuse calls that do not come from the page (:class:`PageOnlyEvents`, which
-    also refuses event bodies over ``max_body_bytes``)."""
+    """``launch(app_kwargs=...)``: unknown ``/run/<name>`` routes answer 404, and :class:`PageOnlyEvents`."""
     from fastapi.responses import JSONResponse
     from gradio.route_utils import FnIndexInferError
     from starlette.middleware import Middleware
@@ -269,34 +240,24 @@ class BodyTooLarge(Exception):
 class PageOnlyEvents:
     """ASGI middleware: the page's private events (``api_visibility="private"``) run only for the page.
 
-    Gradio hides private events from its API page and its clients, but its routes still run
-    any event by number (``queue/join``'s ``fn_index``) or by name (``/call/<name>``,
-    ``/call/v2/<name>``, ``/run/<name>``) for anyone who posts it. ``queue/join`` is what the
-    page uses: a private event there needs the page's ``Origin`` (:func:`came_from_page`),
-    else 403. The page never uses the named routes: a private event there is 404, as if it
-    did not exist (and so is an unknown ``/call/v2/<name>``, which Gradio answers with a 500).
-
-    The body of those POSTs is read here (capped at ``max_body_bytes``: a larger
-    ``Content-Length`` is refused at once with 413, a chunked body once it passes the cap)
-    and handed on unchanged.
+    Gradio hides private events from its API page, but its routes still run any event by number
+    (``queue/join``'s ``fn_index``) or by name (``/call/<name>``, ``/call/v2/<name>``, ``/run/<name>``).
+    ``queue/join``, the page's route, needs the page's ``Origin`` for a private event (:func:`came_from_page`),
+    else 403; on the named routes, which the page never uses, a private event is 404 (and so is an unknown
+    ``/call/v2/<name>``, which Gradio answers with a 500). Those POSTs' bodies are read here, capped at
+    ``max_body_bytes`` (413 past it), and handed on unchanged.
     """
 
     def __init__(self, app: Any, blocks: gr.Blocks, max_body_bytes: int = 34_000_000) -> None:
         self.app, self.blocks, self.max_body_bytes = app, blocks, max_body_bytes
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        path, method = scope.get("path", ""), scope.get("method")
-        if scope.get("type") != "http" or method not in ("GET", "POST"):
-            await self.app(scope, receive, send)
+        http, path, method = scope.get("type") == "http", scope.get("path", ""), scope.get("method")
+        results = _RESULTS.search(path) if http and method == "GET" else None
+        if results and self._named(results["name"]) is _PRIVATE:
+            await _json(send, 404, NOT_FOUND)
             return
-        if method == "GET":
-            m = _RESULTS.search(path)
-            if m and self._named(m["name"]) is _PRIVATE:
-                await _json(send, 404, NOT_FOUND)
-                return
-            await self.app(scope, receive, send)
-            return
-        m = _STARTS.search(path)
+        m = _STARTS.search(path) if http and method == "POST" else None
         if m is None:
             await self.app(scope, receive, send)
             return
@@ -375,9 +336,8 @@ class PageOnlyEvents:
         return _visibility(fn) if fn is not None else None
 
     def _page_hosts(self) -> set[str]:
-        """Hosts the page is served at beyond the request's own: the share link (its tunnel may
-        rewrite ``Host``), and ``GPEN_PAGE_HOSTS`` (comma-separated ``host[:port]``, for a reverse
-        proxy that forwards neither ``Host`` nor ``X-Forwarded-Host``)."""
+        """Hosts the page is served at beyond the request's own: the share link (its tunnel may rewrite ``Host``),
+        and ``GPEN_PAGE_HOSTS`` (comma-separated ``host[:port]``, for a proxy that forwards no host)."""
         import os
 
         hosts = {h.strip().lower() for h in os.environ.get("GPEN_PAGE_HOSTS", "").split(",") if h.strip()}
@@ -410,14 +370,11 @@ async def _json(send: Any, status: int, detail: str) -> None:
 
 
 def came_from_page(headers: Mapping[str, str] | None, page_hosts: set[str] | None = None) -> bool:
-    """Whether a request carries the page's own origin: an ``Origin`` (or, failing that,
-    ``Referer``) whose host is the host the request was sent to (``Host``, ``X-Forwarded-Host``)
-    or one of ``page_hosts``.
+    """Whether a request carries the page's own origin: an ``Origin`` (else ``Referer``) whose host is the one
+    the request was sent to (``Host``, ``X-Forwarded-Host``) or one of ``page_hosts``.
 
-    A browser adds ``Origin`` to every POST the page makes (the event queue's
-    ``queue/join``); API clients (gradio_client, curl) send none. A barrier against API
-    use of the page's private events, not authentication: a scripted client can forge
-    headers, so what must never happen on a shared server is also gated by the
+    A browser adds ``Origin`` to every POST the page makes; API clients send none. A barrier, not
+    authentication (headers can be forged): what must never happen on a shared server is also gated by the
     operator's flags.
     """
     if not headers:

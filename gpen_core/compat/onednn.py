@@ -1,20 +1,12 @@
 """oneDNN's primitive cache inside PyTorch's CPU library, emptied when a lighter mode takes over.
 
-oneDNN (PyTorch's CPU convolutions) keeps the primitives it built, each with its JIT-compiled
-kernel, in a process-wide cache of up to 1024 entries that nothing in PyTorch empties: after
-``balanced`` (the 512 px generator and the parser in bfloat16) they held 10-15 MiB of this
-process's heap, which counted in every later request's peak (``low`` after ``balanced``: 473-478 MiB
-with them, 462-463 MiB without; a fresh ``low`` 431-442 MiB, with the heap policy of
-:mod:`gpen_core.platform.heap`).
-
-oneDNN's own API empties it (``dnnl_set_primitive_cache_capacity(0)``, then the capacity back),
-but PyTorch does not export it: ``libtorch_cpu.so`` keeps it as a local symbol, listed in the
-file's symbol table (``.symtab``) only. :func:`clear_primitive_cache` finds it there, places it
-by an exported symbol of the same file, and calls it only once oneDNN's getter, found the same
-way, has answered as oneDNN does (success and a capacity in range). Written for torch 2.13-2.14
-(:data:`TORCH_VERSIONS`, oneDNN 3.x); a build without the symbol table (stripped) or without
-these functions is left alone, and the caller says so. ``tests/test_onednn_cache.py`` checks the
-seam on the installed torch.
+oneDNN keeps the primitives it built (each with its JIT kernel) in a process-wide cache that nothing in
+PyTorch empties: after ``balanced`` they held 10-15 MiB, counted in every later request's peak
+(docs/performance.md, "A lighter mode after a heavier one"). oneDNN's own
+``dnnl_set_primitive_cache_capacity`` empties it, but ``libtorch_cpu.so`` keeps it as a local symbol, in
+its ``.symtab`` only: :func:`clear_primitive_cache` finds it there, places it by an exported symbol of the
+same file, and calls it only once oneDNN's getter, found the same way, has answered as oneDNN does. Written
+for torch 2.13-2.14 (:data:`TORCH_VERSIONS`); a stripped build is left alone, and the caller says so.
 """
 
 from __future__ import annotations

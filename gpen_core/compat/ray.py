@@ -1,8 +1,7 @@
 """Ray's internals we lean on: a loopback-only local Ray, its token auth, and replicas' gRPC on loopback.
 
-Written for Ray 2.60 (:data:`RAY_VERSIONS`); each function names the private module it
-reaches into, and ``tests/test_compat.py`` fails when the installed Ray no longer has it
-in the shape used here. Imported only by :mod:`gpen_core.scaleout`, and only after Ray is.
+Written for Ray 2.60 (:data:`RAY_VERSIONS`); ``tests/test_compat.py`` fails when the installed Ray no longer
+has what a function here reaches into. Imported only by :mod:`gpen_core.scaleout`, after Ray.
 """
 
 from __future__ import annotations
@@ -16,12 +15,8 @@ SEAM = "gpen_core.compat.ray (loopback-only Ray)"
 
 
 def force_loopback_constant() -> None:
-    """Make an already imported Ray treat this node as a loopback-only one.
-
-    Ray reads ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` once, into
-    ``ray._private.ray_constants.ENABLE_RAY_CLUSTER``, when that module is imported;
-    if that happened before we set the variable, the constant is set here too.
-    """
+    """Make an already imported Ray treat this node as a loopback-only one: Ray reads
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` once, at import, into ``ray_constants.ENABLE_RAY_CLUSTER``."""
     check_version("ray", RAY_VERSIONS, SEAM)
     from ray._private import ray_constants
 
@@ -33,9 +28,7 @@ def force_loopback_constant() -> None:
 
 def enable_token_auth() -> bool:
     """What Ray itself does for address "auto" when a token exists: set token mode and reload its config.
-
-    Returns False when this Ray has no such helper (the caller sets ``RAY_AUTH_MODE`` itself).
-    """
+    False when this Ray has no such helper (the caller sets ``RAY_AUTH_MODE`` itself)."""
     check_version("ray", RAY_VERSIONS, SEAM)
     try:
         from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
@@ -48,12 +41,9 @@ def enable_token_auth() -> bool:
 def keep_replica_grpc_on_loopback() -> None:
     """On a node that advertises 127.0.0.1, bind each replica's inter-deployment gRPC server there too.
 
-    Ray Serve 2.60 binds it to ``[::]:0``, every interface, whatever the node's address
-    (measured: ``*:PORT`` in ``ss -ltnp`` on a loopback-only local Ray), through
-    ``ray.serve._private.replica.add_port_to_grpc_server(server, address)``. A node whose
-    address is loopback has no peer elsewhere, so loopback loses nothing. Call it in the
-    replica's constructor, before Serve starts that server; nodes with a real address are
-    left as Ray made them. Idempotent.
+    Ray Serve 2.60 binds it to ``[::]:0`` (every interface: ``*:PORT`` in ``ss -ltnp``) through
+    ``replica.add_port_to_grpc_server``. Call it in the replica's constructor, before Serve starts that
+    server; nodes with a real address are left as Ray made them. Idempotent.
     """
     try:
         import ray

@@ -1,32 +1,17 @@
 """The three torchvision pieces facexlib's RetinaFace needs, without importing torchvision.
 
-facexlib imports ``torchvision.models._utils.IntermediateLayerGetter`` and
-``torchvision.ops.nms`` at import time and ``torchvision.models.resnet50`` when it
-builds the ResNet-50 detector. Importing torchvision for that pulls in
-``torchvision.ops``, which imports ``torch._dynamo`` and triton: 133-140 MB of RSS in
-every process that restores a photo, for three small pieces.
-
-:func:`for_facexlib` is a context manager within which ``import torchvision...`` in
-*this thread* returns light stand-ins for those modules (a real torchvision that is
-already imported is used as it is). The stand-ins never enter ``sys.modules``: an
-import there would be seen by every thread, so another thread importing torchvision
-meanwhile would get the stub. The seam is instead ``builtins.__import__``, wrapped for
-the block's duration; the wrapper answers only the owning thread's ``torchvision``
-imports and hands every other import, in any thread, to the import it wrapped.
-facexlib keeps the objects it imported, so its networks and weights are used exactly
-as facexlib means them; only where the three helpers come from changes. Import and
-build RetinaFace inside the block::
+facexlib imports ``IntermediateLayerGetter``, ``resnet50`` and ``ops.nms`` from torchvision, whose import
+pulls in ``torch._dynamo`` and triton: 133-140 MB of RSS in every process that restores a photo.
+Within :func:`for_facexlib`, *this thread's* ``import torchvision...`` gets light stand-ins instead,
+through a wrapped ``builtins.__import__`` (never ``sys.modules``, which every thread would see); a
+torchvision already imported is used as it is. Import and build RetinaFace inside the block::
 
     with tv_shim.for_facexlib():
         from facexlib.detection.retinaface import RetinaFace
         net = RetinaFace(network_name="resnet50", half=False, phase="test", device="cpu")
 
-The stand-ins compute the same thing as torchvision 0.29 (same module tree and
-state_dict keys for ResNet-50, same greedy NMS in float32 with a stable descending
-sort); ``tests/test_tv_shim.py`` checks them against torchvision, and detections on
-real photos against facexlib with the real torchvision. Written for facexlib 0.3.x
-(:data:`FACEXLIB_VERSIONS`), whose imports of torchvision are the ones listed above;
-``tests/test_compat.py`` fails when the installed facexlib imports anything else.
+The stand-ins compute what torchvision 0.29 does (same module tree and state_dict keys, same greedy NMS);
+``tests/test_tv_shim.py`` checks them against it, ``tests/test_compat.py`` that facexlib imports nothing else.
 """
 
 from __future__ import annotations
@@ -52,9 +37,6 @@ FACEXLIB_NEEDS = {"torchvision.models._utils": ("IntermediateLayerGetter",), "to
                   "torchvision.ops": ("nms",)}
 
 
-# --------------------------------------------------------------------------- models._utils
-
-
 class IntermediateLayerGetter(nn.ModuleDict):
     """torchvision's: the model's children up to the last one named in ``return_layers``;
     ``forward`` returns an OrderedDict {new_name: activation} of the named ones."""
@@ -64,7 +46,6 @@ class IntermediateLayerGetter(nn.ModuleDict):
     def __init__(self, model: nn.Module, return_layers: dict[str, str]) -> None:
         if not set(return_layers).issubset([name for name, _ in model.named_children()]):
             raise ValueError("return_layers are not present in model")
-        orig_return_layers = return_layers
         remaining = {str(k): str(v) for k, v in return_layers.items()}
         layers: OrderedDict[str, nn.Module] = OrderedDict()
         for name, module in model.named_children():
@@ -73,7 +54,7 @@ class IntermediateLayerGetter(nn.ModuleDict):
             if not remaining:
                 break
         super().__init__(layers)
-        self.return_layers = orig_return_layers
+        self.return_layers = return_layers
 
     def forward(self, x: torch.Tensor) -> OrderedDict[str, torch.Tensor]:
         out: OrderedDict[str, torch.Tensor] = OrderedDict()
@@ -82,9 +63,6 @@ class IntermediateLayerGetter(nn.ModuleDict):
             if name in self.return_layers:
                 out[self.return_layers[name]] = x
         return out
-
-
-# --------------------------------------------------------------------------- models.resnet50
 
 
 class Bottleneck(nn.Module):
@@ -131,8 +109,7 @@ class ResNet(nn.Module):
         self.layer4 = self._make_layer(512, layers[3], stride=2)
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(512 * Bottleneck.expansion, num_classes)
-        # Initialisation does not matter for facexlib (it loads every weight), but keep
-        # torchvision's so a stand-in model is the same model before loading too.
+        # torchvision's initialisation (facexlib loads every weight), so the stand-in is the same model unloaded too
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
@@ -159,11 +136,7 @@ class ResNet(nn.Module):
 
 
 def resnet50(*, pretrained: bool = False, weights: object = None, progress: bool = True, **kwargs: object) -> ResNet:
-    """An untrained ResNet-50 (facexlib loads the detector's own weights into it).
-
-    Refuses ``pretrained=True`` / ``weights=...``: those would download ImageNet
-    weights, which the stand-in does not do (nor does facexlib ask for them).
-    """
+    """An untrained ResNet-50 (facexlib loads the detector's weights); refuses ImageNet weights (a download)."""
     if pretrained or weights is not None:
         raise ValueError("the torchvision stand-in builds untrained networks only; import torchvision for pretrained weights")
     if kwargs:
@@ -171,16 +144,11 @@ def resnet50(*, pretrained: bool = False, weights: object = None, progress: bool
     return ResNet([3, 4, 6, 3])
 
 
-# --------------------------------------------------------------------------- ops.nms
-
-
 def nms(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torch.Tensor:
     """torchvision.ops.nms on the CPU: indices of the kept boxes, highest score first (int64).
 
-    Greedy: the best remaining box is kept and every later box whose IoU with it is
-    above ``iou_threshold`` is dropped. Same arithmetic as torchvision's CPU kernel
-    (areas ``(x2-x1)*(y2-y1)``, IoU ``inter / (area_i + area_j - inter)`` in the boxes'
-    dtype, stable descending sort), so the same boxes survive.
+    Greedy, with torchvision's CPU kernel's arithmetic (IoU ``inter / (area_i + area_j - inter)`` in the
+    boxes' dtype, stable descending sort), so the same boxes survive.
     """
     if boxes.numel() == 0:
         return torch.empty((0,), dtype=torch.int64, device=boxes.device)
@@ -206,9 +174,6 @@ def nms(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torc
         iou = inter / (areas[i] + areas[i + 1 :] - inter)
         suppressed[i + 1 :] |= iou > iou_threshold
     return order[torch.tensor(keep, dtype=torch.int64)]
-
-
-# --------------------------------------------------------------------------- installing
 
 
 def _modules() -> dict[str, types.ModuleType]:
@@ -254,12 +219,8 @@ def _scoped_import(stubs: dict[str, types.ModuleType], owner: int, wrapped: obje
 def for_facexlib() -> Iterator[bool]:
     """Within the block, this thread's ``import torchvision...`` finds the stand-ins; yields whether they were used.
 
-    A real torchvision that is already imported is left alone (yields False): then
-    facexlib gets the real thing, as it would without us. Other threads importing
-    torchvision meanwhile get the real package (or its ImportError), never a stand-in,
-    and nothing is left in ``sys.modules`` afterwards. One block at a time (one lock,
-    re-entrant): while it is open every import in the process passes through one extra
-    function call. Warns when the installed facexlib is not a release this was written for.
+    A torchvision already imported is left alone (yields False). Other threads get the real package (or its
+    ImportError), and nothing is left in ``sys.modules``. One block at a time (a re-entrant lock).
     """
     with _LOCK:
         if "torchvision" in sys.modules:

@@ -35,11 +35,8 @@ def installed(dist: str) -> str | None:
 def check_version(dist: str, versions: tuple[tuple[int, ...], tuple[int, ...]], seam: str) -> str | None:
     """The installed version of ``dist`` (None when it is not installed).
 
-    Warns (:class:`UnsupportedVersionWarning`, once per process) when it is outside
-    ``versions`` = (lowest, first unsupported): the seam reaches into that library's
-    internals, which change without notice between releases. A warning, not an error:
-    the seam's own checks (the attribute or signature it needs) fail loudly if the
-    internals really moved.
+    Warns (:class:`UnsupportedVersionWarning`, once per process) when it is outside ``versions`` = (lowest,
+    first unsupported). A warning, not an error: the seam's own checks fail loudly if the internals moved.
     """
     version = installed(dist)
     if version is None:
