@@ -22,10 +22,11 @@ from gpen_core.errors import GPENError, InputError
 from gpen_core.images.limits import IMAGE_SUFFIXES
 from gpen_core.images.outputs import SUFFIX_BY_FORMAT
 from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
-from gpen_core.presentation.cli_run import print_error
+from gpen_core.presentation.cli_run import ProgressLine, RunSummary, print_error
 from gpen_core.result_json import result_record  # re-exported: scripts read records through the CLI module
 
 FORMAT_BY_SUFFIX = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg"}
+DETECTORS = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}  # --detector's words → the detector names
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     add_selfcheck(sub)
     _add_export(sub)
     add_profile(sub)
-    return _verbose_after(p, sub)
+    for command in sub.choices.values():  # ``restore … -v`` as well as ``-v restore …`` (the README shows both)
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    return p
 
 
 def _add_restore(sub: Any) -> None:
@@ -123,13 +126,6 @@ def _add_export(sub: Any) -> None:
     e.add_argument("--models-dir")
 
 
-def _verbose_after(p: argparse.ArgumentParser, sub: Any) -> argparse.ArgumentParser:
-    """``restore … -v`` as well as ``-v restore …`` (the README shows both); unset after the command keeps the first."""
-    for command in sub.choices.values():
-        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    return p
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     from gpen_core.platform.stop_signals import SIGTERM_EXIT, sigterm_as_interrupt
 
@@ -144,33 +140,13 @@ def _main(argv: Sequence[str] | None) -> int:
     except (ImportError, MemoryError) as exc:  # under a memory cap even the parser's imports can fail
         return _startup_failure(exc, verbose=False)
     try:
-        if args.command == "restore":
-            return _restore(args)
-        if args.command == "download":
-            from gpen_core.presentation.cli_download import download
+        from gpen_core.hwcheck.command import info, profile, selfcheck  # the parser imported these modules
+        from gpen_core.presentation.cli_download import download
+        from gpen_core.scaleout.cli import serve
 
-            return download(args)
-        if args.command == "info":
-            from gpen_core.hwcheck.command import info
-
-            return info(args)
-        if args.command == "serve":
-            from gpen_core.scaleout.cli import serve
-
-            return serve(args)
-        if args.command == "export":  # gpen_core/runtimes/openvino/onnx_export.py; docs/export.md
-            from gpen_core.runtimes.openvino.onnx_export import export_generator
-
-            print(export_generator(args.model, args.output, fmt=args.format, models_dir=args.models_dir,
-                                   progress=lambda m: print(m, file=sys.stderr, flush=True)).summary())
-            return 0
-        if args.command == "selfcheck":
-            from gpen_core.hwcheck.command import selfcheck
-
-            return selfcheck(args)
-        from gpen_core.hwcheck.command import profile
-
-        return profile(args)
+        commands = {"restore": _restore, "download": download, "info": info, "serve": serve, "export": _export,
+                    "selfcheck": selfcheck, "profile": profile}
+        return commands[args.command](args)
     except GPENError as exc:
         print_error(exc, args.verbose)
         return exc.exit_code
@@ -181,6 +157,15 @@ def _main(argv: Sequence[str] | None) -> int:
         return 130
 
 
+def _export(args: argparse.Namespace) -> int:
+    """``export``: gpen_core/runtimes/openvino/onnx_export.py; docs/export.md."""
+    from gpen_core.runtimes.openvino.onnx_export import export_generator
+
+    print(export_generator(args.model, args.output, fmt=args.format, models_dir=args.models_dir,
+                           progress=lambda m: print(m, file=sys.stderr, flush=True)).summary())
+    return 0
+
+
 def _startup_failure(exc: BaseException, verbose: bool) -> int:
     """Exit 4 with what the engine needs when an import ran out of memory; else how to repair the install."""
     from gpen_core.errors import OutOfMemory
@@ -188,10 +173,8 @@ def _startup_failure(exc: BaseException, verbose: bool) -> int:
 
     err = import_failure(exc) if isinstance(exc, ImportError) else None
     if err is None:
-        err = OutOfMemory(
-            "out of memory outside a restore (MemoryError). Close other programs or raise this process's "
-            "memory limit, and try again."
-        )
+        err = OutOfMemory("out of memory outside a restore (MemoryError). Close other programs or raise this "
+                          "process's memory limit, and try again.")
     if not isinstance(err, GPENError):
         raise exc
     print_error(err, verbose)
@@ -268,7 +251,7 @@ def not_a_file(path: Path) -> str | None:
     return f"{kind}, not a file"
 
 
-def _plan_outputs(inputs: list[Path], output: str, mode_format: str | None) -> list[tuple[Path, Path, str | None]]:
+def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str | None]]:
     """(input, output path, format override) per input; format None = the mode's."""
     from gpen_core.video.output import VIDEO_SUFFIXES
 
@@ -298,28 +281,22 @@ def _check_photo_outputs(plan: list[tuple[Path, Path, str | None]]) -> None:
             check_output_file(candidate, [src], folder=False)
 
 
-def _bar(total: int) -> Any:
-    """The progress line (gpen_core.presentation.cli_run.ProgressLine); also the Ray path's."""
-    from gpen_core.presentation.cli_run import ProgressLine
-
-    return ProgressLine(total)
-
-
 def _restore(args: argparse.Namespace) -> int:
     from gpen_core.scaleout.video_cli import local_videos
 
     if args.ray and not local_videos(args.inputs):
         from gpen_core.scaleout.cli import restore_ray
 
-        return restore_ray(args, _bar)
+        return restore_ray(args, ProgressLine)
     inputs, not_files = _collect_inputs(args.inputs)
-    videos, inputs = _split_videos(inputs)
+    videos = [p for p in inputs if _is_video(p)]  # told apart by content
+    inputs = [p for p in inputs if p not in videos]
     worst = _restore_videos(args, videos, photos_too=bool(inputs)) if videos else 0
     if not inputs:
         return worst
     if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
         raise InputError("--mask is the damage of one photo: use it with --task inpaint and a single input")
-    plan = _plan_outputs(inputs, args.output, None)
+    plan = _plan_outputs(inputs, args.output)
     from gpen_core.images.outputs import check_writable
 
     check_writable([dst for _, dst, _ in plan])  # bad output paths fail now (exit 2), not after the restore
@@ -328,19 +305,19 @@ def _restore(args: argparse.Namespace) -> int:
     _load_engine()  # under a memory cap: exit 4 saying what the engine needs, never a traceback
 
     from gpen_core.engine.lifetime import Lifetime
-    from gpen_core.presentation.cli_run import NewNotes, RunSummary
     from gpen_core.restorer import Restorer
 
     # One photo: the process ends after it, so each network is dropped once its stage is done
     # (a lower peak); several photos keep them loaded from one to the next.
     restorer = Restorer(models_dir=args.models_dir, device=args.device, lifetime=Lifetime.ONE_SHOT if len(plan) == 1 else Lifetime.RESIDENT)
-    bar, notes, summary = _bar(len(plan)), NewNotes(), RunSummary()
+    bar, summary = ProgressLine(len(plan)), RunSummary()
+    said: set[str] = set()  # the notes printed so far: each once per run
     args.run_notes = convert_before_photos(args, [src for src, _, _ in plan], bar.say).notes
     for path, why in not_files:
         summary.skip(path, why)
         bar.say(f"skipped: {path}: {why}")
     for src, dst, fmt in plan:
-        record = _restore_one(args, restorer, (src, dst, fmt), mask, bar, notes)
+        record = _restore_one(args, restorer, (src, dst, fmt), mask, bar, said)
         summary.add(record)
         worst = worst or int(record.get("exit_code", 0))
         bar.step(src.name)
@@ -350,15 +327,15 @@ def _restore(args: argparse.Namespace) -> int:
     return worst
 
 
-def _options(args: argparse.Namespace, fmt: str | None) -> Any:
+def _options(args: argparse.Namespace, **only: Any) -> Any:
+    """The RestoreOptions of ``args``; ``only``: the fields a photo (or a clip) alone takes."""
     from gpen_core.options import RestoreOptions
 
-    detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
-    return RestoreOptions(mode=args.mode, model=args.model, detector=detector, alpha=args.alpha,  # type: ignore[arg-type]
-                          threshold=args.threshold, max_faces=args.max_faces, aligned=args.aligned, face_check=args.face_check,
-                          orientations=args.orientations, output_format=fmt, upscale=args.upscale, upscaler=args.upscaler,
-                          tile=args.tile, backend=args.backend, task=args.task, identity=args.identity,
-                          identity_limit=args.identity_limit, identity_alpha=args.identity_alpha)
+    return RestoreOptions(mode=args.mode, model=args.model, alpha=args.alpha,  # type: ignore[arg-type]
+                          detector=DETECTORS.get(args.detector), threshold=args.threshold, max_faces=args.max_faces,
+                          face_check=args.face_check, upscale=args.upscale, upscaler=args.upscaler, tile=args.tile,
+                          backend=args.backend, task=args.task, identity=args.identity,
+                          identity_limit=args.identity_limit, identity_alpha=args.identity_alpha, **only)
 
 
 def _existing(args: argparse.Namespace, dst: Path) -> Path | None:
@@ -371,20 +348,18 @@ def _existing(args: argparse.Namespace, dst: Path) -> Path | None:
 
 
 def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Path, str | None], mask: Any, bar: Any,
-                 notes: Any) -> dict[str, Any]:
+                 said: set[str]) -> dict[str, Any]:
     """Restore one ``photo`` (input, output, format: a plan entry) and say so: its record (ok, error with ``exit_code``, or skipped)."""
     from gpen_core.images.outputs import write_atomic
 
     src, dst, fmt = photo
-    record: dict[str, Any] = {"input": str(src)}
     existing = _existing(args, dst)
     if existing is not None:
-        record.update(status="skipped", output=str(existing), note="output exists; use --overwrite")
-        _emit(args, record)
-        bar.say(f"skipped: {existing} exists (use --overwrite)")
-        return record
+        return _skipped(args, src, existing, bar.say)
+    record: dict[str, Any] = {"input": str(src)}
     try:
-        result = restorer(src, _options(args, fmt), mask=mask)
+        result = restorer(src, _options(args, aligned=args.aligned, orientations=args.orientations, output_format=fmt),
+                          mask=mask)
         if dst.suffix == "":
             dst = dst.with_suffix(SUFFIX_BY_FORMAT[result.output_format])
         write_atomic(dst, result.encoded)  # InputError when the disk filled up, the folder went away...
@@ -401,8 +376,10 @@ def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Pat
     _emit(args, record)
     if not args.json:
         bar.say(_result_line(record), sys.stdout)
-        for note in notes.fresh(record["notes"]):
-            bar.say(f"  note: {note}")
+        for note in record["notes"]:
+            if note not in said:
+                said.add(note)
+                bar.say(f"  note: {note}")
     return record
 
 
@@ -417,6 +394,14 @@ def _read_mask(path: str) -> Any:
         return decode_image(path).rgb
     except InputError as exc:
         raise InputError(f"the mask {path}: {exc}") from None
+
+
+def _skipped(args: argparse.Namespace, src: Path, existing: Path, say: Any) -> dict[str, Any]:
+    """The record of an input whose output is already there (no --overwrite), said on stderr."""
+    record = {"input": str(src), "status": "skipped", "output": str(existing), "note": "output exists; use --overwrite"}
+    _emit(args, record)
+    say(f"skipped: {existing} exists (use --overwrite)")
+    return record
 
 
 def _emit(args: argparse.Namespace, record: dict[str, Any]) -> None:
@@ -444,15 +429,8 @@ def _is_video(path: Path) -> bool:
     return sniff_file(path)
 
 
-def _split_videos(inputs: list[Path]) -> tuple[list[Path], list[Path]]:
-    """(videos, photos) of the inputs, told apart by content."""
-    videos = [p for p in inputs if _is_video(p)]
-    return videos, [p for p in inputs if p not in videos]
-
-
 def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bool) -> int:
     """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged."""
-    from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
     from gpen_core.scaleout.video_cli import join_first, restore_if_segmented
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video
@@ -464,22 +442,15 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bo
     if args.ray and args.address:
         join_first(args.address)  # a wrong address fails in seconds, before the engine loads
     _load_engine()
-    detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
-    opts = RestoreOptions(mode=args.mode, model=args.model, detector=detector, alpha=args.alpha,  # type: ignore[arg-type]
-                          threshold=args.threshold, max_faces=args.max_faces, face_check=args.face_check,
-                          upscale=args.upscale, upscaler=args.upscaler, tile=args.tile, backend=args.backend, task=args.task,
-                          identity=args.identity, identity_limit=args.identity_limit, identity_alpha=args.identity_alpha,
-                          identity_every=args.identity_every)
+    opts = _options(args, identity_every=args.identity_every)
     restorer = Restorer(models_dir=args.models_dir, device=args.device)
     first = convert_before_clips(args, [src for src, _ in plan], lambda line: print(line, file=sys.stderr))
     worst = 0
     for src, dst in plan:
-        record: dict[str, Any] = {"input": str(src)}
         if dst.exists() and not args.overwrite:
-            record.update(status="skipped", output=str(dst), note="output exists; use --overwrite")
-            _emit(args, record)
-            print(f"skipped: {dst} exists (use --overwrite)", file=sys.stderr)
+            _skipped(args, src, dst, lambda line: print(line, file=sys.stderr))
             continue
+        record: dict[str, Any] = {"input": str(src)}
         on_frame = (lambda rec: print(json.dumps(rec.to_json()), flush=True)) if args.json else None
         try:
             if restore_if_segmented(args, src, dst, restorer, opts, lambda rec: _emit(args, rec)):  # long or asked

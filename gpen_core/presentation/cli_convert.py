@@ -1,8 +1,5 @@
-"""Before ``python -m gpen_core restore`` runs a folder or a clip: how many faces it expects, in which mode,
-and the conversion for OpenVINO that a long run does first (:mod:`gpen_core.engine.convert_first`).
-
-The run's mode is the one asked, or for ``auto`` the one auto picks for the first input's size; the faces
-expected are one a photo or a frame (faces are not known before detection), so the figure is a floor.
+"""Before ``python -m gpen_core restore`` runs a folder or a clip: the conversion for OpenVINO that a long run
+does first (:mod:`gpen_core.engine.convert_first`), for the faces it expects: one a photo or a frame (a floor).
 """
 
 from __future__ import annotations
@@ -16,8 +13,8 @@ from gpen_core.errors import GPENError
 
 
 def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = None) -> tuple[int, tuple[int, int]]:
-    """(frames the clip's part from ``start_s`` to ``end_s`` holds, by its header; its frame size). (0, (0, 0))
-    for a file that cannot be opened: the restore itself then says why."""
+    """(frames the clip's part from ``start_s`` to ``end_s`` holds, by its header; its frame size); (0, (0, 0))
+    when it cannot be opened (the restore says why)."""
     from gpen_core.video.probe import open_video
 
     try:
@@ -43,24 +40,19 @@ def photo_size(path: Path) -> tuple[int, int]:
         return 0, 0
 
 
-def run_device(requested: str | None) -> str:
-    """The device a run uses: the one asked, else CUDA where PyTorch sees one (the Restorer's default)."""
-    if requested:
-        return requested
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def convert_before_run(args: Any, faces: int, size: tuple[int, int], say: Callable[[str], None]) -> ConvertFirst:
-    """The conversion a run of ``faces`` expected faces does first, for the CLI's ``args`` (mode, backend, model,
-    task, device, models folder): only under ``--backend auto`` on the CPU with the mode's own generator."""
+    """The conversion a run of ``faces`` expected faces does first, for the CLI's ``args``: only under
+    ``--backend auto`` on the CPU with the mode's own generator."""
     from gpen_core.engine.convert_first import Run, convert_before
 
     if args.model or args.task != "enhance":
         return ConvertFirst("nothing to convert")
-    return convert_before(Run(args.mode, faces, size, run_device(args.device), args.backend), models_dir=args.models_dir,
-                          say=say)
+    device = args.device
+    if not device:  # the Restorer's default: CUDA where PyTorch sees one
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return convert_before(Run(args.mode, faces, size, device, args.backend), models_dir=args.models_dir, say=say)
 
 
 def convert_before_clips(args: Any, videos: Sequence[Path], say: Callable[[str], None]) -> ConvertFirst:
@@ -70,16 +62,14 @@ def convert_before_clips(args: Any, videos: Sequence[Path], say: Callable[[str],
 
 
 def convert_before_photos(args: Any, photos: Sequence[Path], say: Callable[[str], None]) -> ConvertFirst:
-    """:func:`convert_before_run` for a folder's photos: one face a photo; nothing for a single photo (it cannot
-    repay a conversion: the process ends after it)."""
+    """:func:`convert_before_run` for a folder's photos; nothing for a single photo (it cannot repay a conversion)."""
     if len(photos) < 2:
         return ConvertFirst("nothing to convert")
     return convert_before_run(args, len(photos), photo_size(photos[0]), say)
 
 
 def with_run_notes(result: Any, first: ConvertFirst) -> Any:
-    """A clip's result (:class:`~gpen_core.video.result.VideoResult`) with what the run did before its first frame
-    first among its notes."""
+    """A clip's result (a VideoResult) with what the run did before its first frame first among its notes."""
     from dataclasses import replace
 
     return replace(result, notes=(*first.notes, *result.notes)) if first.notes else result

@@ -1,8 +1,6 @@
-"""``python -m gpen_core download``: fetch weights into the models folder, then convert ahead for OpenVINO.
-
-Its flags, its run and what it prints: each file's progress on stderr (redrawn in a terminal,
-one line per tenth in a log), its path on stdout, then the OpenVINO conversions ``auto`` will
-run on this CPU (:func:`gpen_core.engine.prepare.convert_ahead`) with their report.
+"""``python -m gpen_core download``: fetch weights into the models folder, then convert ahead for OpenVINO
+what ``auto`` will run on it (:func:`gpen_core.engine.prepare.convert_ahead`). Progress on stderr, paths and
+the conversions' report on stdout.
 """
 
 from __future__ import annotations
@@ -83,8 +81,8 @@ class DownloadProgress:
 
 
 def convert_ahead(models_dir: str | None) -> int:
-    """After the files are verified: the OpenVINO conversions ``auto`` will run, with progress.
-    Returns 0, or an exit code when a network could not be converted (each is named, and why)."""
+    """After the files are verified: the OpenVINO conversions ``auto`` will run, with progress; 0, or an exit code
+    when a network could not be converted (each is named, and why)."""
     from gpen_core.engine.prepare import convert_ahead as convert
     from gpen_core.errors import ResourceError
     from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason

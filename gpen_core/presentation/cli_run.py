@@ -1,15 +1,13 @@
 """What ``python -m gpen_core restore`` prints over several photos: progress, each note once, the summary.
 
-Results and the summary go to stdout, progress and notes to stderr. In a terminal the progress
-line redraws itself (and steps aside for any other line); in a log (not a TTY) it prints one
-clean line per photo, with no carriage returns.
+Results and the summary go to stdout, progress and notes to stderr. In a terminal the progress line redraws
+itself; in a log (not a TTY) it prints one clean line per photo, with no carriage returns.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -24,8 +22,8 @@ def is_terminal(stream: TextIO) -> bool:
 
 
 def print_error(exc: GPENError, verbose: bool, prefix: str = "") -> None:
-    """``error: …`` on stderr; with ``-v`` the details too (every place looked, each attempt). ``prefix``
-    ("FILE: ") is left out when the message already starts with that file (never "FILE: FILE: …")."""
+    """``error: …`` on stderr; with ``-v`` the details too. ``prefix`` ("FILE: ") is left out when the message
+    already starts with that file."""
     subject = prefix.rstrip().rstrip(":")
     if subject and str(exc).startswith(subject):
         prefix = ""
@@ -35,10 +33,7 @@ def print_error(exc: GPENError, verbose: bool, prefix: str = "") -> None:
 
 
 class ProgressLine:
-    """The run's progress on ``stream`` (stderr): ``step(label)`` after each photo; nothing for one photo.
-
-    ``say(text, out)`` prints a line on ``out`` without leaving a half-drawn bar behind it.
-    """
+    """The run's progress on ``stream`` (stderr): ``step(label)`` after each photo; nothing for one photo."""
 
     WIDTH = 24
 
@@ -76,18 +71,6 @@ class ProgressLine:
         if self._drawn:
             self.stream.write(self._drawn)
             self.stream.flush()
-
-
-class NewNotes:
-    """Each note once per run: a note already printed for an earlier photo is not repeated."""
-
-    def __init__(self) -> None:
-        self._seen: set[str] = set()
-
-    def fresh(self, notes: Iterable[str]) -> list[str]:
-        out = [n for n in notes if n not in self._seen]
-        self._seen.update(out)
-        return out
 
 
 @dataclass

@@ -18,7 +18,7 @@ from gpen_core.errors import InputError
 def restore_ray(args: argparse.Namespace, bar_type: Any) -> int:
     """``restore … --ray``: Ray Data over one folder, file or URI; exit 0 when all restored, else the first failure's code.
 
-    ``bar_type(total)`` makes the progress bar (the CLI's ``_bar``) drawn without ``--json``.
+    ``bar_type(total)`` makes the progress bar (the CLI's ``ProgressLine``) drawn without ``--json``.
     """
     from gpen_core.options import RestoreOptions
     from gpen_core.scaleout.batch import BatchConfig, run_batch
