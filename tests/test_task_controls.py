@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from gpen_core.presentation import mode_labels
 from gpen_core.presentation import tasks as task_ui
 
 DEFAULT = "default"
@@ -31,13 +32,13 @@ def test_a_task_lists_its_own_generator_only() -> None:
 
 
 def test_mode_hints_name_the_task_generator_and_low_says_it_has_no_plan() -> None:
-    labels = dict((v, label) for label, v in task_ui.mode_choices("colorize", "cpu"))
+    labels = dict((v, label) for label, v in mode_labels.mode_choices("cpu", "colorize"))
     assert "GPEN-BFR-512" not in " ".join(labels.values()) and "GPEN-BFR-256" not in " ".join(labels.values())
     assert re.match(r"balanced — GPEN-Colorization-1024 in (bfloat16|float32)", labels["balanced"])
     assert labels["quality"].startswith("quality — GPEN-Colorization-1024 in float32")
     assert labels["faces-only"].startswith("faces-only — GPEN-Colorization-1024 on each face")
     assert "not for this task" in labels["low"] and "faces-only, balanced, quality or auto" in labels["low"]
-    enhance = dict((v, label) for label, v in task_ui.mode_choices("enhance", "cpu"))
+    enhance = dict((v, label) for label, v in mode_labels.mode_choices("cpu", "enhance"))
     assert "GPEN-BFR-512" in enhance["balanced"] and "GPEN-BFR-256" in enhance["low"]
 
 

@@ -1,9 +1,7 @@
 """The Hardware check tab, one call per button: measure every mode, the saved measurement, the tips.
 
-Each function returns what the tab shows (Markdown, the chart's rows, the button's
-state); the app turns them into widgets. Measuring is
-:func:`gpen_core.hwcheck.runner.run_profile` and :func:`gpen_core.hwcheck.advice.measure_tips`;
-this module words their results.
+Each function returns what the tab shows (Markdown, the chart's rows, the button's state), wording what
+:func:`gpen_core.hwcheck.runner.run_profile` and :func:`gpen_core.hwcheck.advice.measure_tips` measured.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from gpen_core.errors import InputError
 from gpen_core.platform import zerogpu
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
-
 from gpen_core.progress import Progress
 
 CHECK_OFF = ("The Hardware check is off on this shared server: it keeps the CPU busy for minutes. "
@@ -54,14 +51,11 @@ def verdict(device: str) -> str:
 
 
 def run_check(device: str, allowed: bool, progress: Progress, restores_done: Callable[[], int]) -> tuple[str, Any]:
-    """Measure every memory mode (saved for ``auto``); (report Markdown, chart rows).
-
-    Raises InputError when :func:`refusal` says no. ``restores_done`` counts this
-    process's finished restores: the report says when some ran beside the check (its
-    memory figures hold, each mode ran in its own process; its times may read high).
-    """
+    """Measure every memory mode (saved for ``auto``); (report Markdown, chart rows). InputError when
+    :func:`refusal` says no. ``restores_done`` counts this process's finished restores, to say when some ran
+    beside the check."""
     from gpen_core.engine import profile_store as store
-    from gpen_core.hwcheck import report, runner
+    from gpen_core.hwcheck import runner
 
     why = refusal(allowed)
     if why:
@@ -70,8 +64,7 @@ def run_check(device: str, allowed: bool, progress: Progress, restores_done: Cal
     t0, done0 = time.monotonic(), restores_done()
     prof = runner.run_profile(device=device, command=COMMAND,
                               progress=lambda f, d: progress(f, ui.check_progress_text(d, time.monotonic() - t0, last)))
-    md = ui.profile_markdown(prof, verdict(device), files=report.files_here(prof))
-    md += ("\n\n" + report.backends_section(prof)) if prof.backends else ""  # torch vs OpenVINO, what auto runs
+    md = _report(prof, device)
     if device.startswith("cuda"):  # "does my GPU set-up work?": every network built and run on it
         from gpen_core.hwcheck.selfcheck import run_selfcheck
 
@@ -100,12 +93,15 @@ def saved_check(device: str, allowed: bool) -> SavedCheck:
         md = (f"{when}\n\n**Recommendation** (built-in estimates until the check has run here): {ui.no_strike(verdict(device))}."
               "\n\n*No measurement for this machine yet (or the machine, versions or weights changed since).*")
         return SavedCheck(md, None, label, enabled)
+    return SavedCheck(f"{when}\n\n" + _report(prof, device), ui.profile_chart(prof), label, enabled)
+
+
+def _report(prof: Any, device: str) -> str:
+    """A measurement as Markdown, with its torch-vs-OpenVINO section when it has one (what auto runs)."""
     from gpen_core.hwcheck import report
 
-    backends = ("\n\n" + report.backends_section(prof)) if prof.backends else ""
     md = ui.profile_markdown(prof, verdict(device), files=report.files_here(prof))
-    return SavedCheck(f"{when}\n\n" + md + backends, ui.profile_chart(prof),
-                      label, enabled)
+    return md + ("\n\n" + report.backends_section(prof) if prof.backends else "")
 
 
 def run_tips(allowed: bool, progress: Progress) -> str:
@@ -117,9 +113,7 @@ def run_tips(allowed: bool, progress: Progress) -> str:
     why = refusal(allowed)
     if why:
         raise InputError(why)
-    # Plain text (advice.progress_text); the page's own timer shows the elapsed time live.
-    report = advice.measure_tips(progress=progress)
-    report = replace(report, command=COMMAND)
+    report = replace(advice.measure_tips(progress=progress), command=COMMAND)
     advice.save_report(report)
     return advice.format_table(report)
 

@@ -1,5 +1,4 @@
 """The per-face views of a RestoreResult: the gallery's crop pairs and captions, and the identity table.
-
 Pure functions, no Gradio; images RGB uint8 H×W×3 in and out.
 """
 
@@ -16,10 +15,7 @@ THRESHOLD_MEANING = (f"{IDENTITY_THRESHOLD} is dlib's own threshold for \"same p
 
 def face_pairs(result: RestoreResult, gap: int = 6) -> list[tuple[np.ndarray, str]]:
     """One gallery item per face: the aligned input crop beside the restored crop, with a caption."""
-    items = []
-    for i, face in enumerate(result.faces, 1):
-        items.append((side_by_side(face.crop, face.restored, gap), face_caption(i, face)))
-    return items
+    return [(side_by_side(f.crop, f.restored, gap), face_caption(i, f)) for i, f in enumerate(result.faces, 1)]
 
 
 def side_by_side(left: np.ndarray, right: np.ndarray, gap: int = 6) -> np.ndarray:
@@ -49,8 +45,8 @@ def _cell(face: Face) -> tuple[str, str]:
 
 
 def identity_lines(result: RestoreResult) -> list[str]:
-    """The panel's identity section (Markdown lines): a column per face with its descriptor
-    distance and what was pasted, the threshold said for what it is, or why nothing was measured."""
+    """The panel's identity section (Markdown lines): a column per face with its descriptor distance and what
+    was pasted, or why nothing was measured."""
     if not result.faces:
         return []
     if all(f.identity is None for f in result.faces):
@@ -83,8 +79,6 @@ def _why_not(result: RestoreResult) -> str:
         return "off in low unless asked: turn Identity check on"
     return "the identity check is off"
 
-
-# ----------------------------------------------------------------------------- the app's controls
 
 # The Advanced section's identity controls, as keyword arguments of gr.Radio / gr.Number / gr.Slider.
 IDENTITY_RADIO = dict(

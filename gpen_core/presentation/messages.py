@@ -1,9 +1,7 @@
 """An exception as the user sees it: a title chosen by its type, the message as plain text, and the panel's Markdown.
 
-The plain text is what API clients (gradio_client, curl) receive: it starts with the
-problem ("Weights missing. ..."), carries no HTML, and keeps the message's line breaks;
-the page formats it (the app's CSS keeps the breaks). The panel gets the same words
-as Markdown. Errors that are not :class:`GPENError` are our bugs: logged with their
+The plain text is what API clients receive: it starts with the problem ("Weights missing. ..."), carries no
+HTML and keeps the line breaks. Errors that are not :class:`GPENError` are our bugs: logged with their
 trace, shown as one line.
 """
 
@@ -38,12 +36,8 @@ class ShownError:
 
 
 class AlreadyShown(Exception):
-    """An error worded where it happened, raised again elsewhere unchanged.
-
-    Used across ZeroGPU's GPU call, which may run in another process: the call returns
-    the :class:`ShownError` (a plain value crosses the boundary whole; an exception may
-    come back as ZeroGPU's own generic error) and the caller raises it as this.
-    """
+    """An error worded where it happened, raised again elsewhere unchanged: ZeroGPU's GPU call (maybe another
+    process) returns the :class:`ShownError`, a plain value that crosses whole, and the caller raises it as this."""
 
     def __init__(self, shown: ShownError) -> None:
         super().__init__(shown.text)
@@ -61,8 +55,7 @@ def toast_seconds(text: str) -> float:
 
 
 def stopped_text(done: int, total: int) -> str:
-    """A clip stopped on its visitor's request, said as an outcome rather than an error: what was restored,
-    and that nothing of it was kept (a stopped clip's partial output is removed)."""
+    """A clip stopped on its visitor's request, said as an outcome: what was restored, and that nothing was kept."""
     frames = f"{done} of {total} frames" if total > 0 else f"{done} frame{'s' if done != 1 else ''}"
     return f"Stopped: {frames} restored; nothing kept (a stopped clip is removed). Press Restore video to start again."
 
@@ -87,8 +80,7 @@ def shown_error(exc: BaseException, doing: str = "Restore", names: Mapping[str, 
 
 
 def shortened(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters (then "…") without leaving a bracket open: a cut inside
-    brackets goes back to before the first one it would leave open."""
+    """``text`` cut to at most ``limit`` characters (then "…"), before the first bracket the cut would leave open."""
     if len(text) <= limit:
         return text
     cut, opened = text[:limit], []
@@ -109,14 +101,12 @@ _CODE = re.compile(r"`([^`\n]+)`")
 
 
 def plain_text(title: str, message: str) -> str:
-    """The title as the first words, then the message (line breaks kept) in plain words: inline code
-    in quotes instead of Markdown backticks."""
+    """The title as the first words, then the message (line breaks kept), inline code in quotes, not backticks."""
     return f"{title}. {_CODE.sub(lambda m: f'“{m.group(1)}”', message)}"
 
 
 def public_names(message: str, names: Mapping[str, str] | None) -> str:
-    """``message`` with each server path of ``names`` replaced by its public name (longest first: a path
-    never leaves a fragment of a longer one)."""
+    """``message`` with each server path of ``names`` replaced by its public name (longest first)."""
     for path in sorted(names or {}, key=len, reverse=True):
         if path:
             message = message.replace(path, names[path])  # type: ignore[index]

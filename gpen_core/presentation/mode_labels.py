@@ -1,11 +1,6 @@
-"""The Memory mode radio's labels, built from what each mode really runs here.
-
-A label states the dtype the engine will use on this device (``networks.plan.choose_plan``,
-which reads the CPU's measured features: ``balanced`` asks for bfloat16 and gets float32 on a
-CPU without native bf16), the format the result is written in (``balanced`` writes JPEG even
-from a PNG), and, when a file the mode loads is missing, that it is unavailable and the one
-download that enables it (the same files the weights panel names: ``readiness.mode_files``).
-Pure functions; no web framework.
+"""The Memory mode radio's labels, built from what each mode really runs here: the dtype the engine's plan
+gives it on this device (``balanced`` asks for bfloat16 and gets float32 on a CPU without native bf16), the
+format it writes, and, when a file it loads is missing, the download that enables it. No web framework.
 """
 
 from __future__ import annotations
@@ -51,7 +46,7 @@ def mode_label(mode: MemoryMode, device: str, model: str | None = None,
     parts = [net]
     if mode.name == "balanced" and dtype in ("float16", "bfloat16"):
         parts[0] += ": half the memory of float32, same look"
-    parts.append("small detector" if mode.detector == "mobilenet0.25" else "ResNet-50 detector")
+    parts.append(_detector(mode))
     if mode.max_side:
         parts.append(f"frames over {mode.max_side} px shrunk to it" if video else f"photo shrunk to {mode.max_side} px")
     if not mode.paste:
@@ -64,6 +59,10 @@ def mode_label(mode: MemoryMode, device: str, model: str | None = None,
     if mode.name in PURPOSE:
         text += f": {PURPOSE[mode.name]}"
     return text + unavailable_text(mode, model, files)
+
+
+def _detector(mode: MemoryMode) -> str:
+    return "small detector" if mode.detector == "mobilenet0.25" else "ResNet-50 detector"
 
 
 def unavailable_text(mode: MemoryMode, model: str | None, files: Mapping[str, readiness.FileState] | None) -> str:
@@ -95,7 +94,7 @@ def video_hints() -> list[tuple[str, str]]:
     what it does to a clip; :func:`mode_choices` with ``video=True`` replaces them on load."""
     out = [(f"{AUTO} — {VIDEO_AUTO_HINT}", AUTO)]
     for m in MODES.values():
-        parts = [m.model, "small detector" if m.detector == "mobilenet0.25" else "ResNet-50 detector"]
+        parts = [m.model, _detector(m)]
         if m.max_side:
             parts.append(f"frames over {m.max_side} px shrunk to it")
         out.append((f"{m.name} — {', '.join(parts)}", m.name))

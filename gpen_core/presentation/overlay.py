@@ -1,7 +1,5 @@
-"""Face boxes drawn on a photo: kept faces solid, rejected candidates dashed.
-
-Pure NumPy (no OpenCV, no torch): the app shows what the detector and the plausibility
-screen (:mod:`gpen_core.faces.screen`) decided, on the "before" photo.
+"""Face boxes drawn on a photo, pure NumPy: kept faces solid, candidates the plausibility screen
+(:mod:`gpen_core.faces.screen`) rejected dashed, on the "before" photo.
 """
 
 from __future__ import annotations
@@ -39,12 +37,8 @@ def line_width(shape: Sequence[int]) -> int:
 
 
 def draw_box(rgb: np.ndarray, box: Box, color: Color, *, width: int, dash: int = 0) -> None:
-    """Draw one rectangle into ``rgb`` (RGB uint8 H×W×3, modified in place).
-
-    The line lies inside the box, ``width`` px thick, clipped to the image.
-    ``dash`` > 0: dashes and gaps of about ``dash`` px alternating along each edge, an odd
-    number of them so every edge starts and ends with a dash (the corners stay marked).
-    """
+    """Draw one rectangle into ``rgb`` (RGB uint8 H×W×3, in place): ``width`` px inside the box, clipped to the
+    image; ``dash`` > 0: dashes and gaps of about ``dash`` px, each edge starting and ending with a dash."""
     h, w = rgb.shape[:2]
     x0, y0, x1, y1 = (int(round(v)) for v in box)
     x0, x1 = max(0, min(x0, x1)), min(w, max(x0, x1))
@@ -62,8 +56,7 @@ def draw_box(rgb: np.ndarray, box: Box, color: Color, *, width: int, dash: int =
 
 
 def _pattern(n: int, dash: int) -> np.ndarray:
-    """Which of ``n`` px along an edge are drawn: all (dash 0), or an odd number of near-equal
-    dashes and gaps, about ``dash`` px each, dash first and last."""
+    """Which of ``n`` px along an edge are drawn: all (dash 0), or an odd number of near-equal dashes and gaps."""
     if dash <= 0:
         return np.ones(n, dtype=bool)
     k = max(1, round(n / dash))
@@ -80,12 +73,11 @@ def draw_detections(
     width: int | None = None,
     kept_colors: Sequence[Color] | None = None,
 ) -> np.ndarray:
-    """A copy of ``rgb`` (RGB uint8 H×W×3) with kept boxes solid green and rejected ones dashed red.
+    """A copy of ``rgb`` (RGB uint8 H×W×3) with kept boxes solid green and rejected ones dashed red (drawn first,
+    so a kept face on top of a rejected one stays visible).
 
-    ``scale``: (sx, sy) from the boxes' pixels to ``rgb``'s (the boxes of a photo drawn on a
-    smaller copy of it). ``width``: line width in px (default: :func:`line_width`). ``kept_colors``: one
-    colour per kept box instead of green (their identity distances, :func:`identity_color`).
-    Rejected boxes are drawn first, so a kept face on top of a rejected one stays visible.
+    ``scale``: (sx, sy) from the boxes' pixels to ``rgb``'s; ``width``: line width in px (default:
+    :func:`line_width`); ``kept_colors``: one colour per kept box instead of green (:func:`identity_color`).
     """
     out = check_rgb(rgb, "the photo to draw on").copy()
     t = width if width is not None else line_width(rgb.shape)
@@ -101,16 +93,10 @@ def draw_detections(
     return out
 
 
-# ------------------------------------------------------------------ from a result
-
-
 def boxes_record(result: object) -> dict[str, object]:
-    """The boxes of a RestoreResult as JSON: what the app draws (and an API caller can).
-
-    ``image_size`` [w, h] is the size of the photo the boxes are in (``result.before``: the
-    processed photo, upscaled when the background was). ``kept``: the restored faces' boxes;
-    ``rejected``: the candidates the plausibility screen refused, with score and reason.
-    """
+    """The boxes of a RestoreResult as JSON, what the app draws: ``image_size`` [w, h] of the photo they are in
+    (the processed photo, upscaled when the background was), ``kept`` (the restored faces) and ``rejected``
+    (the candidates the plausibility screen refused, with score and reason)."""
     before = getattr(result, "before", None)
     if before is not None:
         size = [int(before.shape[1]), int(before.shape[0])]
@@ -137,11 +123,9 @@ def faces_overlay(before: np.ndarray | None, record: dict | None, max_side: int 
                   photo: np.ndarray | None = None) -> tuple[np.ndarray | None, str]:
     """(the "before" photo with its boxes drawn, a caption), or (None, why not).
 
-    ``before``: the slider's "before" image (RGB or RGBA uint8), the processed photo
-    possibly resized; ``record``: the app's JSON record (its ``boxes``, see
-    :func:`boxes_record`). The picture is shrunk to ``max_side`` first so lines stay visible.
-    ``photo``: the uploaded photo (RGB uint8, any size of the same shape), drawn on instead of
-    ``before`` for a mode that returns face crops (its slider shows the crops, not the photo).
+    ``before``: the slider's "before" image (RGB or RGBA uint8); ``record``: the app's JSON record (its
+    ``boxes``). The picture is shrunk to ``max_side`` first so lines stay visible. ``photo``: the uploaded
+    photo, drawn on instead for a mode that returns face crops (its slider shows the crops).
     """
     boxes = (record or {}).get("boxes")
     if before is None or not boxes:

@@ -12,10 +12,10 @@ PLACEHOLDER = "*The measured figures of each restore appear here.*"
 # rows fit a 1366x768 screen together.
 SLIDER_MAX_HEIGHT = 420
 
-# Brings the result into view unless it already is: run in the page after a restore (and at the
-# press, so the progress shows where the result will appear). Plain JS, no server trip.
+
 def scroll_js(elem_id: str) -> str:
-    """JS statements that scroll the element ``elem_id`` to the top of the window unless it is all in view."""
+    """JS statements that scroll the element ``elem_id`` to the top of the window unless it is all in view: run
+    after a restore, and at the press (the progress shows where the result will appear)."""
     return (f"const e = document.getElementById('{elem_id}'); if (e) {{ const r = e.getBoundingClientRect(); "
             "if (r.top < 0 || r.bottom > window.innerHeight) e.scrollIntoView({block: 'start'}); }")
 
@@ -28,10 +28,10 @@ CLOSE_TOASTS = "document.querySelectorAll('[data-testid=toast-close]').forEach(b
 CLEAR_AND_SHOW_RESULT = ("() => { " + CLOSE_TOASTS + " " + _SCROLL + " return [null, null, "
                          "'*Restoring… the measured figures of this request will appear here.*', [], null]; }")
 
-# Gradio's Markdown lets a word break anywhere, which shrinks a table column to one letter
-# ("s e c o n d s" at 1366 px): in tables a word breaks only when it alone is wider than the
-# column. Errors reach the page as plain text (API clients read the same text as is); ``pre-line``
-# keeps their line breaks in the pop-up.
+# Gradio's Markdown lets a word break anywhere, which shrinks a table column to one letter ("s e c o n d s" at
+# 1366 px): in tables a word breaks only when it alone is wider than the column. ``pre-line`` keeps the line
+# breaks of errors (plain text) in the pop-up. On a phone the result follows the Restore button: the controls
+# column dissolves into the row (display: contents), the photo and the button first, the result next.
 CSS = """
 #mode-radio .wrap { flex-direction: column; align-items: stretch; }
 #mode-radio label { width: 100%; }
@@ -59,14 +59,10 @@ CSS = """
   #video-results { order: 2; }
 }
 """
-# On a phone the result follows the Restore button: the controls column dissolves into the row
-# (display: contents) and the photo and the button come first, the result column next, the
-# options, weights panel and examples after it.
 
-# A video dropped or chosen on the photo tab: Gradio's own answer is "Invalid file type ... Only image/*
-# allowed", which does not say where videos go. Run at page load (launch's ``js``): the page's capture
-# listeners see the file before Gradio's upload does, stop it, and say where it belongs, with a button
-# to that tab. Plain JS, no server trip.
+# A video dropped or chosen on the photo tab: Gradio's own "Invalid file type" does not say where videos go.
+# Run at page load (launch's ``js``), capture listeners stop the file before Gradio's upload and say where it
+# belongs, with a button to that tab.
 VIDEO_ON_PHOTO_TAB = "This is a video: use the Video tab (at the top of the page) to restore it."
 PAGE_JS = """() => {
   const video = f => !!f && (/^video\\//.test(f.type || '') || /\\.(mp4|m4v|mov|mkv|webm|avi|mpe?g|ts|flv|ogv|wmv|3gp)$/i.test(f.name || ''));

@@ -1,8 +1,6 @@
 """What the browser app shows, computed from a RestoreResult: pure functions, no Gradio.
 
-Everything here reads the result the engine returned and never re-measures or
-recomputes a figure: the panel is the RestoreResult, formatted. Images are RGB
-uint8 H×W×3 in and out.
+The panel is the RestoreResult formatted: nothing here re-measures a figure. Images are RGB uint8 H×W×3.
 """
 
 from __future__ import annotations
@@ -12,46 +10,25 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import PurePath
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from gpen_core.platform.meter import format_bytes
-from gpen_core.presentation.face_views import face_caption, face_pairs, identity_lines, side_by_side  # noqa: F401
 from gpen_core.modes import AUTO, MODES
+from gpen_core.platform.meter import format_bytes
+from gpen_core.presentation import readiness
+from gpen_core.presentation.face_views import face_pairs, identity_lines  # noqa: F401  (face_pairs: re-exported)
+from gpen_core.presentation.mode_labels import AUTO_HINT
+from gpen_core.presentation.readiness import StatusLike
 from gpen_core.result import RestoreResult
-
-AUTO_HINT = "picks the best mode that fits the memory free now, per photo"
 
 _RAM_METHOD = {
     "vmhwm": "kernel high-water mark (VmHWM), reset for this call: exact",
     "sampling": "psutil RSS sampled every 2 ms: can miss spikes shorter than that",
 }
-_STAGE_LABEL = {
-    "load": "load model",
-    "decode": "decode photo",
-    "detect": "detect faces",
-    "align": "align crops",
-    "upscale": "upscale background",
-    "restore": "restore faces",
-    "paste": "paste back",
-    "identity": "identity check",
-    "encode": "encode result",
-}
-
-
-class WeightInfo(Protocol):
-    """The fields of ``gpen_core.weights.lookup.WeightStatus`` this module reads."""
-
-    name: str
-    filename: str
-    kind: str
-    present: bool
-    verified: bool | None
-    size_bytes: int | None
-
-
-# ------------------------------------------------------------------ choices
+_STAGE_LABEL = {"load": "load model", "decode": "decode photo", "detect": "detect faces", "align": "align crops",
+                "upscale": "upscale background", "restore": "restore faces", "paste": "paste back",
+                "identity": "identity check", "encode": "encode result"}
 
 
 def mode_choices() -> list[tuple[str, str]]:
@@ -59,17 +36,9 @@ def mode_choices() -> list[tuple[str, str]]:
     return [(f"{AUTO} — {AUTO_HINT}", AUTO)] + [(f"{m.name} — {m.hint}", m.name) for m in MODES.values()]
 
 
-# ------------------------------------------------------------- result views
-
-
 def comparison_pair(before: np.ndarray, result: RestoreResult) -> tuple[np.ndarray, np.ndarray]:
-    """(before, after) of equal size for the before/after slider.
-
-    ``before`` is the decoded input photo. Modes that paste compare the photo with
-    the restored photo; when the input was shrunk first, ``before`` is shrunk the
-    same way so the two line up. ``faces-only`` compares the aligned input crops
-    with the restored crops, laid out like the downloadable face sheet.
-    """
+    """(before, after) of equal size for the slider, from the decoded input ``before``: the photos (``before``
+    resized to the result's size), or for ``faces-only`` the input and restored crops laid out as its face sheet."""
     if not result.mode.paste and result.faces and result.detector != "none":
         crops = [replace(f, restored=f.crop) for f in result.faces]
         from gpen_core.faces.paste import face_sheet
@@ -91,9 +60,6 @@ def download_name(source: str | None, result: RestoreResult) -> str:
     suffix = "_faces" if not result.mode.paste and result.faces and result.detector != "none" else ""
     ext = "jpg" if result.output_format == "jpeg" else result.output_format
     return f"{stem[:80]}_gpen_{result.mode.name}{suffix}.{ext}"
-
-
-# ---------------------------------------------------------------- the panel
 
 
 def file_size_text(n: int) -> str:
@@ -149,21 +115,20 @@ def vram_text(result: RestoreResult) -> str:
     return text
 
 
-def runtime_text(result: RestoreResult) -> str:
-    """What ran the generator and why: "OpenVINO (measured faster here: …)" or "PyTorch (asked for)"."""
-    name = "OpenVINO" if getattr(result, "backend", "torch") == "openvino" else "PyTorch"
-    why = getattr(result, "backend_reason", "")
+def ran_on(runtime: str, why: str) -> str:
+    """A runtime and why it ran: "OpenVINO (measured faster here: …)" or "PyTorch (asked for)"."""
+    name = "OpenVINO" if runtime == "openvino" else "PyTorch"
     return f"{name} ({why})" if why else name
 
 
+def runtime_text(result: RestoreResult) -> str:
+    """What ran the generator and why."""
+    return ran_on(getattr(result, "backend", "torch"), getattr(result, "backend_reason", ""))
+
+
 def networks_text(result: RestoreResult) -> str:
-    """Every network the request ran, its runtime and why, "; "-separated:
-    "generator GPEN-BFR-512: OpenVINO (measured faster here: …); detector resnet50: PyTorch (asked for)"."""
-    parts = []
-    for r in getattr(result, "runtimes", ()):
-        name = "OpenVINO" if r.runtime == "openvino" else "PyTorch"
-        parts.append(f"{r.network} {r.name}: {name}" + (f" ({r.reason})" if r.reason else ""))
-    return "; ".join(parts)
+    """Every network the request ran, its runtime and why: "generator GPEN-BFR-512: OpenVINO (…); detector …"."""
+    return "; ".join(f"{r.network} {r.name}: {ran_on(r.runtime, r.reason)}" for r in getattr(result, "runtimes", ()))
 
 
 def stage_rows(result: RestoreResult) -> list[tuple[str, float]]:
@@ -190,12 +155,8 @@ def metrics_markdown(result: RestoreResult) -> str:
     elif out is not None and out != final:
         fmt = f"{out[0]}×{out[1]} {fmt}"
     lines = [
-        "### Measured for this request",
-        "",
-        "| Measure | Value |",
-        "|---|---|",
-        f"| Peak RAM | **{format_bytes(p.rss_bytes)}** (baseline {format_bytes(p.baseline_rss_bytes)} before the call, "
-        f"+{format_bytes(p.rss_delta_bytes)}) |",
+        "### Measured for this request", "", "| Measure | Value |", "|---|---|",
+        peak_ram_row(p, "the call"),
         f"| RAM method | {_RAM_METHOD.get(p.method, p.method)} |",
         f"| Peak VRAM | {vram_text(result)} |",
         f"| Faces | {len(result.faces)} |",
@@ -205,18 +166,22 @@ def metrics_markdown(result: RestoreResult) -> str:
         *([f"| Runtime per network | {networks_text(result)} |"] if getattr(result, "runtimes", ()) else []),
         f"| Checkpoint · detector | {result.checkpoint} · {result.detector} |",
         f"| Photo | {size} → {fmt}, {file_size_text(len(result.encoded)) if result.encoded else 'n/a'} |",
-        "",
-        "| Stage | Seconds |",
-        "|---|---:|",
+        "", "| Stage | Seconds |", "|---|---:|",
     ]
     lines += [f"| {'**total**' if name == 'total' else name} | {s:.2f} |" for name, s in stage_rows(result)]
-    lines += identity_lines(result)
-    lines += ["", "**Notes** (everything changed from your request)", ""]
-    lines += [f"- {n}" for n in result.notes] if result.notes else ["- none: ran exactly as requested"]
-    return "\n".join(lines)
+    return "\n".join(lines + identity_lines(result) + notes_lines(result.notes))
 
 
-# -------------------------------------------------------------- weights
+def peak_ram_row(p: Any, before: str) -> str:
+    """The panels' Peak RAM row from a result's peaks, with the baseline ``before`` ("the call", "the clip")."""
+    return (f"| Peak RAM | **{format_bytes(p.rss_bytes)}** (baseline {format_bytes(p.baseline_rss_bytes)} "
+            f"before {before}, +{format_bytes(p.rss_delta_bytes)}) |")
+
+
+def notes_lines(notes: Sequence[str]) -> list[str]:
+    """The panels' closing notes (Markdown lines)."""
+    return ["", "**Notes** (everything changed from your request)", "",
+            *([f"- {n}" for n in notes] if notes else ["- none: ran exactly as requested"])]
 
 
 _STATE_TEXT = {"verified": "present, verified", "corrupt": "**corrupt**", "missing": "missing"}
@@ -235,9 +200,7 @@ def state_text(name: str, state: str) -> str:
     return _STATE_TEXT[state]
 
 
-def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, WeightInfo]) -> str:
-    from gpen_core.presentation import readiness
-
+def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, StatusLike]) -> str:
     f = files.get(name)
     s = statuses.get(name)
     if f is None or s is None:
@@ -248,26 +211,11 @@ def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, Weigh
     return f"- {state_text(name, f.state)}: {readiness.label(name)} (`{s.filename}`{size})"
 
 
-def weights_markdown(
-    r: Any,
-    files: Mapping[str, Any],
-    statuses: Sequence[WeightInfo],
-    folder: str,
-    *,
-    mode: str | None,
-    message: str = "",
-    upscaler: Sequence[str] = (),
-) -> str:
-    """The weights panel, from one :class:`gpen_core.presentation.readiness.Readiness`.
-
-    ``mode`` None is ``auto``: the panel says what runs now and what a download adds
-    ("auto will use balanced; download ResNet-50 detector (109 MB) to enable quality").
-    An explicit mode lists its own files. ``message`` (a download's outcome, or the
-    manual fix when downloading is impossible) goes under the list. ``upscaler``: the Upscale
-    choice's file when it is missing or corrupt (``readiness.upscaler_download``), listed apart.
-    """
-    from gpen_core.presentation import readiness
-
+def weights_markdown(r: readiness.Readiness, files: Mapping[str, Any], statuses: Sequence[StatusLike], folder: str,
+                     *, mode: str | None, message: str = "", upscaler: Sequence[str] = ()) -> str:
+    """The weights panel. ``mode`` None is ``auto``: what runs now and what a download adds; an explicit mode
+    lists its own files. ``message`` (a download's outcome, or the manual fix) goes under the list;
+    ``upscaler``: the Upscale choice's file when it is missing or corrupt, listed apart."""
     by_name = {s.name: s for s in statuses}
     if mode is None:
         lines = ["#### Weights", f"**{no_strike(_capital(readiness.summary(r, files)))}.**", ""]
@@ -305,18 +253,14 @@ def _capital(s: str) -> str:
 def download_button_label(r: Any, files: Mapping[str, Any], mode: str | None, upscaler: Sequence[str] = ()) -> str:
     """'Download ResNet-50 detector (109 MB) for quality' (what the button fetches, and why);
     ``upscaler`` (the Upscale choice's missing file) is fetched too: '... for quality and upscaling'."""
-    from gpen_core.presentation import readiness
-
     names = readiness.download_for(r, mode)
     purposes = ([mode or r.recommended] if names else []) + (["upscaling"] if upscaler else [])
     return f"Download {readiness.files_text((*names, *upscaler), files)} for {' and '.join(purposes)}"
 
 
-def all_weights_markdown(statuses: Sequence[WeightInfo], folder: str) -> str:
+def all_weights_markdown(statuses: Sequence[StatusLike], folder: str) -> str:
     """Every checkpoint the registry knows, present (verified or corrupt) or missing, as a list
     (a table is squeezed to one word per line in the narrow column)."""
-    from gpen_core.presentation import readiness
-
     files = readiness.files_from_status(statuses)  # type: ignore[arg-type]
     lines = [f"Models folder: `{folder}`", ""]
     for s in statuses:
@@ -330,9 +274,8 @@ def all_weights_markdown(statuses: Sequence[WeightInfo], folder: str) -> str:
 
 
 def download_failed_text(error: str, remaining: Sequence[str], folder: str) -> str:
-    """The panel after a failed download: the error, then when more than the failed file was
-    still to fetch, every one of them with its size, source and the one command (offline help
-    that names only the first file would leave the others to be found one restore at a time)."""
+    """The panel after a failed download: the error, then every file still to fetch (when more than the failed
+    one) with its size, source and the one command, so none is left to be found one restore at a time."""
     from gpen_core.weights.missing import files_text, manual_fix
 
     text = "**Download failed.** " + markdown_text(error)
@@ -348,11 +291,11 @@ def download_progress_text(name: str, done: int, total: int | None) -> str:
 
 
 def as_record(result: RestoreResult) -> dict[str, Any]:
-    """The JSON summary the API returns beside the images (the CLI's --json fields, and ``boxes``)."""
+    """The JSON summary the API returns beside the images: the CLI's --json fields, and the ``boxes`` (kept faces,
+    rejected candidates) the app draws on the "before" photo."""
     from gpen_core.presentation.overlay import boxes_record
     from gpen_core.result_json import result_record
 
-    # Plus the boxes (kept faces, rejected candidates) the app draws on the "before" photo.
     return {**result_record(result), "boxes": boxes_record(result)}
 
 
@@ -362,12 +305,9 @@ _TOKEN = re.compile(r"(https?://[^\s<>()\"']+[^\s<>()\"'.,;:])|`([^`\n]+)`")
 
 
 def markdown_text(message: str) -> str:
-    """A plain multi-line message (an error with paths, file names, URLs, commands) as Markdown.
-
-    Markdown characters are escaped so ``detection_mobilenet0.25_Final.pth`` is not
-    turned into italics; URLs become links with their characters intact; `commands`
-    stay code spans; every line break is kept.
-    """
+    """A plain multi-line message (an error with paths, file names, URLs, commands) as Markdown: Markdown characters
+    escaped (``detection_mobilenet0.25_Final.pth`` is no italics), URLs as links, `commands` kept as code spans,
+    every line break kept."""
 
     def line(text: str) -> str:
         out, pos = [], 0
@@ -385,8 +325,6 @@ def error_markdown(title: str, message: str) -> str:
     """What the result panel shows after a failed request: the problem named, then the message."""
     return f"### ⚠ {title}\n\n{markdown_text(message)}\n\n*Nothing was restored: the previous result was cleared.*"
 
-
-# ----------------------------------------------------------- hardware check
 
 # The check's wall time when no earlier run on this machine says better, as measured on the project's
 # Intel Xeon with AMX, 2 cores shared with other work (docs/performance.md, "How long the hardware
@@ -414,8 +352,8 @@ def check_duration_text(last_seconds: float | None) -> str:
 
 
 def check_progress_text(desc: str, elapsed_s: float, last_seconds: float | None) -> str:
-    """The progress line while the check runs: the step (with the time left, measured from its first
-    step on, :mod:`gpen_core.hwcheck.steps`), the time so far and the last check's time when known."""
+    """The progress line while the check runs: the step (with the time left), the time so far and the last
+    check's time when known."""
     last = f" (the last check took {last_seconds:.0f} s)" if last_seconds is not None else ""
     return f"{desc} · {elapsed_s:.0f} s so far{last}"
 
@@ -430,9 +368,8 @@ def last_check_seconds(profile: Any) -> float | None:
 
 
 def profile_markdown(profile: Any, verdict: str, free: Any = None, files: Any = None) -> str:
-    """The hardware check as Markdown: the verdict (what will run, from gpen_core.presentation.readiness:
-    files and memory together), the memory-only reading, the table, machine facts and notes. ``files``
-    (``report.files_here``): what each rated mode and task lacks here, named with its download."""
+    """The hardware check as Markdown: the verdict (what will run: files and memory together), the memory-only
+    reading, the table, machine facts and notes. ``files`` (``report.files_here``): what each mode lacks here."""
     from gpen_core.hwcheck import report as prof
 
     lines = [

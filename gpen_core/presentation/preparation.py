@@ -1,10 +1,5 @@
-"""The app's OpenVINO conversions after start: whether to run them, and the line the page shows meanwhile.
-
-A first-use conversion takes tens of seconds; the app does them in a background thread
-right after it starts (:class:`gpen_core.engine.prepare.BackgroundPreparation`), so a
-visitor's first restore does not wait for one. Until a network is converted, a restore
-that needs it runs it on torch and its notes say why (the model cache does that); this
-module only decides when to start and what the page says.
+"""The app's OpenVINO conversions after start (:class:`gpen_core.engine.prepare.BackgroundPreparation`, so a
+visitor's first restore waits for none): whether to run them, and the line the page shows meanwhile.
 """
 
 from __future__ import annotations
@@ -39,7 +34,7 @@ def running(prep: BackgroundPreparation | None) -> bool:
 
 def status_markdown(prep: BackgroundPreparation | None) -> str:
     """The page's line: what is being converted (restores meanwhile run on torch and say so), what is ready,
-    or what could not be converted. Empty when there is nothing to tell (no conversion here)."""
+    or what could not be converted; empty without a conversion here."""
     if prep is None:
         return ""
     if not prep.done.is_set():

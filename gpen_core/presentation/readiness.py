@@ -1,17 +1,11 @@
 """What will run: one answer from (files present and verified, memory free, measured peaks).
 
-The weights panel, the Download button, ``auto``'s choice, the Hardware check's
-recommendation and the result's reason all read :func:`assess`, so they cannot
-disagree. It is a pure function: the caller passes what is on disk
-(:func:`files_from_status` turns ``weights.status()`` into it), what each mode
-needs (``budget.estimate_peak``) and what is free; nothing here touches the disk,
-the network or torch.
-
-The rule is ``auto``'s (:func:`gpen_core.engine.budget.choose`): the highest-ranked mode
-that pastes faces back, whose files are all usable, and whose peak fits the free
-memory less the safety margin; when no mode with its files fits, the lightest one
-with its files (it may not fit; the engine then steps down or says so). A corrupt
-file counts as missing: it would fail to load.
+The weights panel, the Download button, ``auto``'s choice, the Hardware check's recommendation and the
+result's reason all read :func:`assess`, so they cannot disagree. A pure function of what is on disk
+(:func:`files_from_status`), what each mode needs (``budget.estimate_peak``) and what is free. The rule is
+``auto``'s (:func:`gpen_core.engine.budget.choose`): the highest-ranked pasting mode whose files are all
+usable (a corrupt file counts as missing) and whose peak fits the free memory less the safety margin; when
+none fits, the lightest one with its files (the engine then steps down or says so).
 """
 
 from __future__ import annotations
@@ -21,20 +15,14 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from gpen_core.engine.fit import SAFETY_MARGIN, fits, rank  # noqa: F401  (SAFETY_MARGIN: read by callers of assess)
-from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MODES, MemoryMode
-from gpen_core.weights import missing as _missing
-from gpen_core.weights.missing import APPROX_BYTES  # noqa: F401  (re-exported: the panel's size table)
-# The files each mode loads: the weights room's one list, which the hardware check's report reads too.
-from gpen_core.weights.missing import mode_files
+from gpen_core.platform.meter import format_bytes
+# The files each mode loads (the weights room's one list) and how sizes are said; re-exported.
+from gpen_core.weights.missing import APPROX_BYTES, download_size, mode_files, size_text  # noqa: F401
 
 
-# What people call each file in a sentence.
+# What people call each file in a sentence (the others by their registry name).
 LABELS: dict[str, str] = {
-    "GPEN-BFR-256": "GPEN-BFR-256",
-    "GPEN-BFR-512": "GPEN-BFR-512",
-    "GPEN-BFR-1024": "GPEN-BFR-1024",
-    "GPEN-BFR-2048": "GPEN-BFR-2048",
     "retinaface-resnet50": "ResNet-50 detector",
     "retinaface-mobilenet0.25": "MobileNet detector",
     "parsenet": "ParseNet",
@@ -51,9 +39,11 @@ FileStateName = Literal["missing", "verified", "corrupt"]
 
 
 class StatusLike(Protocol):
-    """The fields of ``gpen_core.weights.lookup.WeightStatus`` read here."""
+    """The fields of ``gpen_core.weights.lookup.WeightStatus`` the presentation reads."""
 
     name: str
+    filename: str
+    kind: str
     present: bool
     verified: bool | None
     size_bytes: int | None
@@ -122,55 +112,29 @@ class Readiness:
     # that enables balanced is offered beside the 109 MB one that enables quality.
     offers: tuple[Offer, ...] = ()
 
-    @property
-    def complete(self) -> bool:
-        """Nothing to download for the recommended mode."""
-        return not self.download
-
-
-# --------------------------------------------------------------------- inputs
-
 
 def files_from_status(statuses: Iterable[StatusLike]) -> dict[str, FileState]:
     """``weights.status()`` rows as FileStates (present and verified, present and corrupt, or missing)."""
     out: dict[str, FileState] = {}
     for s in statuses:
-        if not s.present:
-            state: FileStateName = "missing"
+        state: FileStateName = "missing" if not s.present else "corrupt" if s.verified is False else "verified"
+        if state == "corrupt":
+            size, estimated = download_size(s.name)
+        elif not s.present and s.size_bytes is not None:  # the registry's published size
+            size, estimated = s.size_bytes, False
         else:
-            state = "corrupt" if s.verified is False else "verified"
-        published = s.size_bytes if not s.present else None
-        size = published if published is not None else APPROX_BYTES.get(s.name)
-        estimated = published is None and s.name in APPROX_BYTES
-        if s.present and state == "corrupt":
-            size, estimated = _registry_size(s.name)
+            size, estimated = APPROX_BYTES.get(s.name), s.name in APPROX_BYTES
         out[s.name] = FileState(s.name, state, size, estimated)
     return out
 
 
-def _registry_size(name: str) -> tuple[int | None, bool]:
-    return _missing.download_size(name)
-
-
-# ------------------------------------------------------------------ the rule
-
-
-def assess(
-    files: Mapping[str, FileState],
-    needs: Mapping[str, int],
-    free_bytes: int,
-    *,
-    binding: str = "RAM",
-    model: str | None = None,
-    detector: str | None = None,
-    aligned: bool = False,
-) -> Readiness:
+def assess(files: Mapping[str, FileState], needs: Mapping[str, int], free_bytes: int, *, binding: str = "RAM",
+           model: str | None = None, detector: str | None = None, aligned: bool = False) -> Readiness:
     """What runs now and what to download, from the files, each mode's need and the memory free.
 
-    ``files``: registry name -> FileState (every registry entry; a name not in it, such
-    as a checkpoint path typed into Advanced, counts as usable: the restore checks it).
-    ``needs``: mode name -> peak bytes on the binding memory for the photo size meant
-    (``budget.estimate_peak``). ``free_bytes``: free binding memory now.
+    ``files``: registry name -> FileState (a name not in it, such as a checkpoint path typed into Advanced,
+    counts as usable: the restore checks it). ``needs``: mode name -> peak bytes on the binding memory for the
+    photo size meant (``budget.estimate_peak``). ``free_bytes``: free binding memory now.
     """
     modes: dict[str, ModeReadiness] = {}
     for m in MODES.values():
@@ -191,19 +155,11 @@ def assess(
         recommended = runs_now
     download = recommended.missing
     total, estimated = _total(download, files)
-    return Readiness(
-        modes=modes,
-        runs_now=runs_now.mode if runs_now else None,
-        runs_now_fits=runs_now_fits,
-        recommended=recommended.mode,
-        download=download,
-        download_bytes=total,
-        download_estimated=estimated,
-        corrupt=tuple(n for n, f in files.items() if f.state == "corrupt"),
-        binding=binding,
-        free_bytes=int(free_bytes),
-        offers=_offers(modes, files, ranked, recommended, runs_now if runs_now_fits else None),
-    )
+    return Readiness(modes=modes, runs_now=runs_now.mode if runs_now else None, runs_now_fits=runs_now_fits,
+                     recommended=recommended.mode, download=download, download_bytes=total,
+                     download_estimated=estimated, corrupt=tuple(n for n, f in files.items() if f.state == "corrupt"),
+                     binding=binding, free_bytes=int(free_bytes),
+                     offers=_offers(modes, files, ranked, recommended, runs_now if runs_now_fits else None))
 
 
 def _total(names: Sequence[str], files: Mapping[str, FileState]) -> tuple[int | None, bool]:
@@ -212,13 +168,8 @@ def _total(names: Sequence[str], files: Mapping[str, FileState]) -> tuple[int | 
     return total, any(n in files and files[n].download_bytes_estimated for n in names)
 
 
-def _offers(
-    modes: Mapping[str, ModeReadiness],
-    files: Mapping[str, FileState],
-    ranked: Sequence[MemoryMode],
-    recommended: ModeReadiness,
-    running: ModeReadiness | None,
-) -> tuple[Offer, ...]:
+def _offers(modes: Mapping[str, ModeReadiness], files: Mapping[str, FileState], ranked: Sequence[MemoryMode],
+            recommended: ModeReadiness, running: ModeReadiness | None) -> tuple[Offer, ...]:
     """The cheapest download for each step up the ladder, up to ``recommended``.
 
     Candidates are the pasting modes that fit (ranked no higher than ``recommended``), not
@@ -269,15 +220,8 @@ def upscaler_download(files: Mapping[str, FileState], upscale: int | str | None)
     return (name,) if f is not None and not f.usable else ()
 
 
-# ------------------------------------------------------------------- wording
-
-
 def label(name: str) -> str:
     return LABELS.get(name, name)
-
-
-def size_text(n: int | None, estimated: bool) -> str:
-    return _missing.size_text(n, estimated)
 
 
 def files_text(names: Sequence[str], files: Mapping[str, FileState]) -> str:
@@ -318,13 +262,9 @@ def offer_text(o: Offer, files: Mapping[str, FileState]) -> str:
 
 
 def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str, *, button: bool = True) -> str:
-    """The Upscale line's warning before Restore: the upscaler file the factor needs is missing
-    (or corrupt), so Restore would stop; names the file, where it goes and how to get it.
-
-    '' at 1× and when the file is present and verified. ``files`` as from
-    :func:`files_from_status` (the models folder and the ModelScope cache, as the engine
-    looks); ``folder`` the models folder; ``button``: the Weights panel's Download button
-    offers the file (the app), so the fix names it first.
+    """The Upscale line's warning before Restore: the upscaler file the factor needs is missing (or corrupt), so
+    Restore would stop; names the file, where it goes and how to get it ('' when it is usable, and at 1×).
+    ``folder``: the models folder; ``button``: the app's weights panel offers the file, so the fix names it first.
     """
     from pathlib import PurePath
 
@@ -349,23 +289,14 @@ def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], fol
             "Or choose 1× (keep size).")
 
 
-# ------------------------------------------------------------ the impure edge
-
 PANEL_PHOTO = (1280, 800)  # the photo size the panel speaks for: about 1 MP
 
 
-def current(
-    device: str,
-    models_dir: object = None,
-    image_size: tuple[int, int] = PANEL_PHOTO,
-    *,
-    model: str | None = None,
-    detector: str | None = None,
-    aligned: bool = False,
-) -> tuple[Readiness, dict[str, FileState]]:
-    """:func:`assess` on this machine now: ``weights.status()`` (hashes each file once per
-    process), ``budget.free_memory`` and ``budget.estimate_peak`` (the saved hardware
-    profile when valid, else the built-in estimate)."""
+def current(device: str, models_dir: object = None, image_size: tuple[int, int] = PANEL_PHOTO, *,
+            model: str | None = None, detector: str | None = None, aligned: bool = False,
+            ) -> tuple[Readiness, dict[str, FileState]]:
+    """:func:`assess` on this machine now: ``weights.status()`` (hashes each file once per process),
+    ``budget.free_memory`` and ``budget.estimate_peak`` (the saved hardware profile when valid, else built in)."""
     from pathlib import Path
 
     from gpen_core.engine import budget

@@ -1,9 +1,7 @@
 """The Restore tab's Task choice and the inpainting brush, as plain values (no web framework here).
 
-The app shows a Task radio (:func:`task_choices`); for ``inpaint`` an image editor over the
-photo where the user paints the damage white on its own layer (:func:`editor_value` fills
-it, :func:`damage_from_editor` reads the strokes back as a mask at the photo's size, white =
-damaged, as ``Restorer.__call__(..., mask=...)`` takes it).
+For ``inpaint`` the app shows an image editor over the photo where the user paints the damage white on its
+own layer, read back as the mask ``Restorer.__call__(..., mask=...)`` takes (:func:`damage_from_editor`).
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from gpen_core.modes import TASKS
+from gpen_core.modes import TASKS, Task
 
 BRUSH_COLOUR = "#ffffff"  # GPEN's inpainting network was trained on white strokes (demo.py's brush_stroke_mask)
 DAMAGE_LAYER = "damage"
@@ -42,11 +40,10 @@ def task_choices(files: Any = None) -> list[tuple[str, str]]:
 
 def generator_override(task: str | None, model: str | None) -> str | None:
     """The generator the weights panel should check: the user's override, else the task's own (None: the mode's)."""
-    spec = TASKS.get(task or "enhance")
-    return model or (spec.model if spec is not None else None)
+    return model or _task(task).model
 
 
-def _task(task: str | None):
+def _task(task: str | None) -> Task:
     return TASKS.get(task or "enhance") or TASKS["enhance"]
 
 
@@ -63,23 +60,16 @@ def generator_choices(task: str | None, default: str) -> list[tuple[str, str]]:
     return [(f"the task's generator ({spec.model})", default), (spec.model, spec.model)]
 
 
-def mode_choices(task: str | None, device: str, files: Any = None) -> list[tuple[str, str]]:
-    """(label, value) pairs for the Memory mode radio under ``task`` on ``device``
-    (:func:`gpen_core.presentation.mode_labels.mode_choices`: the dtype each mode's plan runs
-    here, its output format, and a missing file's download)."""
-    from gpen_core.presentation.mode_labels import mode_choices as labelled
-
-    return labelled(device, task, files)
-
-
 def task_controls(task: str | None, model: str | None, default: str, device: str, files: Any = None,
                   ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """What the Generator dropdown, the Memory mode radio and the "aligned" checkbox become when the
     Task changes, as update values: the generator choice is kept when it fits the task, else the
     default; a task that runs on aligned crops only (seg2face) turns "aligned" on, and its label says so."""
+    from gpen_core.presentation.mode_labels import mode_choices
+
     choices = generator_choices(task, default)
     value = model if model in {v for _, v in choices} else default
-    return {"choices": choices, "value": value}, {"choices": mode_choices(task, device, files)}, aligned_control(task)
+    return {"choices": choices, "value": value}, {"choices": mode_choices(device, task, files)}, aligned_control(task)
 
 
 ALIGNED_LABEL = "Already an aligned face crop (skip detection)"
@@ -108,10 +98,9 @@ def editor_value(task: str | None, image: str | None) -> dict[str, Any] | None:
 
 
 def editor_damage(value: Any, task: str) -> np.ndarray | None:
-    """What the editor's ``value`` (file paths, as :func:`damage_from_editor` takes it) gives a request
-    for ``task``: the painted damage mask for ``inpaint``, else None. Whatever the task, every file
-    it hands over must be an image within the upload limits (checked by its header, nothing decoded):
-    a file that is not gets the decoder's message naming the part (gpen_core.images.damage_layers)."""
+    """What the editor's ``value`` gives a request for ``task``: the painted damage mask for ``inpaint``, else
+    None. Whatever the task, every file it hands over must be an image within the upload limits (its header
+    checked, nothing decoded), else the decoder's message naming the part."""
     from gpen_core.images.damage_layers import check_editor_files
 
     check_editor_files(value if isinstance(value, dict) else None)
@@ -119,13 +108,12 @@ def editor_damage(value: Any, task: str) -> np.ndarray | None:
 
 
 def damage_from_editor(value: Any, image: str) -> np.ndarray | None:
-    """The strokes painted in the editor as a uint8 H×W mask (255 = damaged), or None when nothing is
-    painted (the engine then looks for white strokes in the photo itself).
+    """The strokes painted in the editor as a uint8 H×W mask (255 = damaged), or None when nothing is painted
+    (the engine then looks for white strokes in the photo itself).
 
-    ``value``: the editor's value as file paths (``{"background", "layers", "composite"}``, the app's
-    editor never decodes them); only the layers are read, by our decoder with the upload limits
-    (gpen_core.images.damage_layers). A layer that is not the photo's size is refused by the engine,
-    naming both sizes, as the CLI's ``--mask`` is: never stretched.
+    ``value``: the editor's value as file paths (``{"background", "layers", "composite"}``); only the layers
+    are read, by our decoder with the upload limits. A layer not at the photo's size is refused by the engine,
+    as the CLI's ``--mask`` is: never stretched.
     """
     from gpen_core.images.damage_layers import damage_from_layers
 

@@ -1,9 +1,6 @@
 """The Video tab's frame viewer as plain values: the restored clip's frames by number (their own times),
 the faces found and refused on a frame drawn over it, the faces (tracks) a rerun can keep, and the
-original over the same span as a clip that plays beside the result.
-
-Reads :class:`gpen_core.video.result.FrameRecord`; pixels out are RGB uint8 H×W×3, upright.
-No web framework here.
+original over the same span as a clip that plays beside the result. Pixels out are RGB uint8 H×W×3, upright.
 """
 
 from __future__ import annotations
@@ -18,8 +15,6 @@ import numpy as np
 from gpen_core.presentation.overlay import KEPT_COLOR, REJECTED_COLOR, draw_box, line_width
 
 LEFT_ALONE_COLOR = (150, 150, 150)  # grey: a face followed but not chosen for restoring
-
-
 # Frames offered in the identity list beside the slider: a long clip's list stays readable (the panel counts them all).
 MAX_FLAGGED_CHOICES = 200
 
@@ -88,18 +83,20 @@ def slider_spec(times: Sequence[float]) -> dict[str, Any]:
             "label": f"Frame (1–{n}; its time shows on the before/after)"}
 
 
+def _frame_number(times: Sequence[float], number: float | None) -> int:
+    """The slider's ``number`` as a frame number from 1, clamped to the clip."""
+    return min(len(times), max(1, int(round(number or 1)))) if times else 1
+
+
 def frame_time(times: Sequence[float], number: float | None) -> float:
     """The time of frame ``number`` (1-based, clamped to the clip) in the restored file."""
-    if not times:
-        return 0.0
-    i = min(len(times), max(1, int(round(number or 1))))
-    return times[i - 1]
+    return times[_frame_number(times, number) - 1] if times else 0.0
 
 
 def pair_label(times: Sequence[float], number: float | None, faces: Sequence[FrameFaces] | None = None) -> str:
     """The before/after's caption: which frame, at what time, and that frame's identity figures where
     ``faces`` (the clip's per-frame records) has them."""
-    i = min(len(times), max(1, int(round(number or 1)))) if times else 1
+    i = _frame_number(times, number)
     label = f"Before / after of frame {i} of {len(times)} ({frame_time(times, number):.2f} s)"
     identity = identity_caption(faces[i - 1]) if faces and i <= len(faces) else ""
     return label + (f" · {identity}" if identity else "")
@@ -190,7 +187,7 @@ def original_span(source: str, dst: Path, start_s: float | None, end_s: float | 
 PREVIEW_S = 5.0  # how much of the part "Find faces" reads: enough for the faces on screen at its start
 
 
-class _DetectOnly:
+class _DetectOnly(_Unchanged):
     """The clip's real detection and face check (a frame session), no restore: the faces a run will number."""
 
     def __init__(self, engine: Any) -> None:
@@ -202,23 +199,17 @@ class _DetectOnly:
     def rejected_for(self, index: int) -> tuple[tuple[float, float, float, float], ...]:
         return self.engine.rejected_for(index)
 
-    def restore(self, rgb: np.ndarray, detections: list[Any]) -> Any:
-        from gpen_core.video.engine_seam import FrameOut
-
-        return FrameOut(rgb, ())
-
 
 def find_faces(source: str, scratch: Path, restorer: Any, options: Any, start_s: float | None,
                end_s: float | None) -> list[FrameFaces]:
     """The faces of the part's first :data:`PREVIEW_S` seconds as a restore from ``start_s`` numbers them (the
     same detector, face check and steadying), without restoring; ``scratch`` (a file this call creates) is removed."""
-    from gpen_core.video.engine_seam import FrameEngine
-    from gpen_core.video.probe import clip_info, open_clip
-    from gpen_core.video.stream import VideoOptions, restore_video
-
     import av
 
+    from gpen_core.video.engine_seam import FrameEngine
     from gpen_core.video.frames import upright_rgb
+    from gpen_core.video.probe import clip_info, open_clip
+    from gpen_core.video.stream import VideoOptions, restore_video
 
     container = open_clip(source)
     try:

@@ -1,14 +1,12 @@
 """The Restore tab's weights box, one call each: what the panel says, and the Download button's work.
 
-The app turns a :class:`WeightsView` into widgets. On a shared server downloads start
-only when the operator allowed them (``--allow-downloads``); otherwise the panel names
-the command the operator can run, and no button is offered.
+On a shared server downloads start only when the operator allowed them (``--allow-downloads``); otherwise
+the panel names the command the operator can run, and no button is offered.
 """
 
 from __future__ import annotations
 
 import threading
-
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -59,9 +57,8 @@ def wanted(r: readiness.Readiness, files: dict, req: WeightsRequest) -> tuple[st
 
 def check_mode_ready(device: str, req: WeightsRequest, policy: Policy = Policy(), other_tab: bool = False) -> None:
     """Before Restore clears the page's result: a chosen mode (not auto) whose files are missing is refused with
-    :class:`WeightsError`, naming the Download button as the page shows it (or, where visitors may not download,
-    the operator's command), so the unavailable choice costs nothing. ``other_tab``: asked from a tab without the
-    panel (the Video tab), which then says where it is."""
+    :class:`WeightsError`, naming the Download button as the page shows it (or the operator's command).
+    ``other_tab``: asked from a tab without the panel (the Video tab), which then says where it is."""
     from gpen_core.errors import WeightsError
 
     if req.mode is None:
@@ -97,10 +94,8 @@ def weights_view(device: str, req: WeightsRequest, policy: Policy = Policy(), me
 def download(device: str, req: WeightsRequest, progress: Callable[[float, str], None], policy: Policy = Policy(),
              cancel: threading.Event | None = None) -> WeightsView:
     """Download what the panel offers (stopping at the first failure), then the panel again with the outcome.
-
-    Raises InputError when ``policy`` does not allow downloads (a shared server without the operator's flag).
-    ``cancel``: set by the Stop button; the file being fetched stops at its next chunk, nothing installed.
-    """
+    InputError when ``policy`` does not allow downloads; ``cancel`` (the Stop button) stops the file being
+    fetched at its next chunk, nothing installed."""
     from gpen_core.weights import lookup as weights
 
     r, files, _ = _assess(device, req, policy.any_model_path)
