@@ -24,7 +24,7 @@ from gpen_core.compat import gradio as seam
 from gpen_core.errors import GPENError, InputError
 from gpen_core.modes import AUTO
 from gpen_core.options import RestoreOptions
-from gpen_core.presentation import messages, mode_labels, page, video_convert, video_estimate, video_tab, video_view
+from gpen_core.presentation import messages, mode_labels, page, video_tab, video_view
 from gpen_core.presentation.cli_convert import with_run_notes
 from gpen_core.video.errors import VideoStopped
 
@@ -55,8 +55,8 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         clip = video_tab.clip_note(video, state.policy.video_cap_s)
         if not clip.usable:
             return (clip.markdown, *cleared)
-        rows = video_estimate.estimates([v for _, v in mode_in.choices if v != AUTO], getattr(state.engine(), "device", "cpu"))
-        return ("\n\n".join(filter(None, [clip.markdown, video_estimate.estimate_markdown(clip.frames, rows)])), *cleared)
+        rows = video_tab.estimates([v for _, v in mode_in.choices if v != AUTO], getattr(state.engine(), "device", "cpu"))
+        return ("\n\n".join(filter(None, [clip.markdown, video_tab.estimate_markdown(clip.frames, rows)])), *cleared)
 
     def restore(video: str | None, mode: str, start: float | None, end: float | None, face_check: bool,
                 tracks: list[int] | None, known: list[tuple[str, int]] | None, identity: bool = True,
@@ -100,7 +100,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         chosen = _chosen(tracks, known)
         # Before the first frame, as the CLI does: a clip whose work on torch outlasts converting its generator
         # converts it in a child (this visitor's Stop kills it), so the clip runs on OpenVINO.
-        first = video_convert.convert_before_clip(video, (part.start_s, part.end_s), clip.cap.frames if clip.cap else None,
+        first = video_tab.convert_before_clip(video, (part.start_s, part.end_s), clip.cap.frames if clip.cap else None,
                                                   mode, state.engine(), stop, lambda text: progress(0.0, desc=text))
         if first.outcome == "stopped":
             raise VideoStopped(first.note)

@@ -125,19 +125,17 @@ def test_the_panel_says_other_work_shared_the_peak_in_plain_words() -> None:
 
 
 def test_each_modes_cost_is_estimated_before_the_clip_starts(tmp_path: Path) -> None:
-    from gpen_core.presentation import video_estimate
-
     clip = _clip(tmp_path / "c.mp4", frames=6, fps=3)
     assert video_tab.clip_note(str(clip), None).frames == 6
     assert video_tab.clip_note(str(clip), 1.0).frames == 3  # a shared server's cap: 1 s at 3 fps
     measured = {"balanced": (0.5, "measured on this machine (2026-12-01)")}
-    rows = video_estimate.estimates(["low", "balanced", "quality"], "cpu", lambda m, d: measured.get(m))
+    rows = video_tab.estimates(["low", "balanced", "quality"], "cpu", lambda m, d: measured.get(m))
     assert [(r.mode, r.seconds_per_face) for r in rows] == [("low", 0.13), ("balanced", 0.5), ("quality", 1.57)]
-    md = video_estimate.estimate_markdown(600, rows)
+    md = video_tab.estimate_markdown(600, rows)
     assert md.startswith("**Estimate** for 600 frames with one face in each")
     assert "| balanced | 0.50 | about 5 min | measured on this machine (2026-12-01) |" in md
     assert "| quality | 1.57 | about 16 min | built-in: the project's CPU" in md
-    assert video_estimate.estimate_markdown(0, rows) == ""  # frames unknown: no made-up figure
+    assert video_tab.estimate_markdown(0, rows) == ""  # frames unknown: no made-up figure
 
 
 def test_autos_reason_is_said_once_in_the_panel() -> None:

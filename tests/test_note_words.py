@@ -13,7 +13,7 @@ from gpen_core.engine.pipeline import LEFT_BEHIND
 from gpen_core.engine.runtime_choice import PlanRoom, RuntimeFacts, decide_runtime
 from gpen_core.modes import MODES
 from gpen_core.platform.meter import SHARED_NOTE
-from gpen_core.presentation import mode_labels, video_convert, video_estimate, video_tab
+from gpen_core.presentation import mode_labels, video_tab
 from gpen_core.result import Peaks
 from gpen_core.runtimes.openvino.choice import BackendChoice
 
@@ -85,9 +85,9 @@ def test_every_note_closes_its_brackets_and_names_no_thread(monkeypatch: pytest.
     notes = [*_runtime_notes(), *_auto_notes(monkeypatch), *LEFT_BEHIND.values(), SHARED_NOTE, *_convert_first_notes()]
     notes = [n for n in notes if n]
     assert len(notes) > 20  # the builders really ran
-    rows = video_estimate.estimates(["low", "balanced", "quality"], "cpu", lambda m, d: None)
-    texts = [*notes, _clip_panel(notes), video_estimate.estimate_markdown(600, rows),
-             *(video_convert.converting_text("GPEN-BFR-512", cf.Figure(13.0, s)) for s in (cf.BUILT_IN_SOURCE, "measured here")),
+    rows = video_tab.estimates(["low", "balanced", "quality"], "cpu", lambda m, d: None)
+    texts = [*notes, _clip_panel(notes), video_tab.estimate_markdown(600, rows),
+             *(video_tab.converting_text("GPEN-BFR-512", cf.Figure(13.0, s)) for s in (cf.BUILT_IN_SOURCE, "measured here")),
              *(label for label, _ in mode_labels.mode_choices("cpu", video=True)), mode_labels.VIDEO_OUTPUT]
     for text in texts:
         assert unbalanced(text) is None, (unbalanced(text), text)

@@ -1,18 +1,15 @@
-"""The web app's whole mutable state, in one object: the server's policy, per-session errors, counters, the backend.
-
-The app keeps one :class:`AppState` (``app.STATE``); nothing else in it changes after
-import. Thread-safe: Gradio runs handlers on worker threads.
+"""The web app's whole mutable state, in one object: the server's policy, per-session errors and Stops, counters,
+the backend. The app keeps one :class:`AppState` (``app.STATE``). Thread-safe: Gradio runs handlers on threads.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
-
-from gpen_core.presentation.session_stops import SessionStops
 
 # Sessions whose last error is kept for the result panel; old sessions fall out.
 MAX_SESSIONS = 256
@@ -31,8 +28,8 @@ class Policy:
     # Visitors of a shared server may start weight downloads (hundreds of MB of disk and bandwidth).
     downloads_on_shared: bool = False
 
-    # The longest clip (seconds) the Video tab restores on a shared server (None or 0: no cap); a
-    # local run never caps. The upload says so before anyone waits.
+    # The longest clip (seconds) the Video tab restores on a shared server (None or 0: no cap), as a clip holds
+    # the one engine lane for its whole length; a local run never caps. The upload says so before anyone waits.
     max_video_seconds: float | None = 60.0
 
     @property
@@ -46,6 +43,55 @@ class Policy:
     @property
     def downloads_allowed(self) -> bool:
         return not self.shared or self.downloads_on_shared
+
+
+@dataclass
+class SessionStops:
+    """Each browser session's Stop for its own work (a clip, a download), by session hash: one visitor's Stop (or
+    closed tab) ends only that visitor's work, and a Stop from a session with nothing running does nothing."""
+
+    _running: dict[str, threading.Event] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def start(self, session: str | None) -> threading.Event:
+        """A fresh event for ``session``'s clip that starts now (a Stop pressed before it started does not count)."""
+        token = threading.Event()
+        if session:
+            with self._lock:
+                self._running[session] = token
+        return token
+
+    def stop(self, session: str | None) -> bool:
+        """Stop ``session``'s running clip; False when it has none (nothing else is touched)."""
+        if not session:
+            return False
+        with self._lock:
+            token = self._running.get(session)
+        if token is None:
+            return False
+        token.set()
+        return True
+
+    def finish(self, session: str | None, token: threading.Event) -> None:
+        """Forget ``session``'s clip once it ended (only this one: a newer clip of the session keeps its own)."""
+        if not session:
+            return
+        with self._lock:
+            if self._running.get(session) is token:
+                del self._running[session]
+
+    @contextmanager
+    def own(self, session: str | None) -> Iterator[threading.Event]:
+        """``session``'s stop event for the work inside the block, forgotten when it ends however it ends."""
+        token = self.start(session)
+        try:
+            yield token
+        finally:
+            self.finish(session, token)
+
+    def running(self) -> int:
+        with self._lock:
+            return len(self._running)
 
 
 @dataclass
@@ -87,8 +133,7 @@ class AppState:
             self.restores_done += 1
 
     def use_backend(self, backend: Any) -> None:
-        """Send restores to ``backend`` (app.py --backend ray: a gpen_core.scaleout.serve.RayRestorer), connected
-        now so a wrong address fails at start-up, not at the first restore."""
+        """Send restores to ``backend`` (a RayRestorer), connected now so a wrong address fails at start-up."""
         backend.handle()
         self.backend = backend
 
@@ -128,11 +173,8 @@ def _env_flag(name: str) -> bool:
 
 
 def parse_server_args(argv: Sequence[str] | None = None) -> ServerArgs:
-    """Parse the app's flags (and their environment variables); SystemExit with the usage on a bad one.
-
-    The server is *shared* (its policy restricts visitors) when it has a public link, listens
-    beyond loopback, or runs on a Hugging Face Space (``SPACE_ID``).
-    """
+    """Parse the app's flags (and their environment variables); SystemExit with the usage on a bad one. The server
+    is *shared* (its policy restricts visitors) with a public link, beyond loopback, or on a Space (``SPACE_ID``)."""
     import argparse
     import os
 

@@ -6,6 +6,7 @@ imports a web framework.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from gpen_core.errors import GPENError
+from gpen_core.modes import AUTO, MODES
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
 from gpen_core.presentation.messages import shown_error
@@ -49,7 +51,7 @@ def preview(path: str) -> Preview:
 def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
     """The decoder's notes about the file, with the preview's own shrink said as what it is: the
     restore decodes the whole photo (a mode that shrinks photos says so here, and in the result)."""
-    from gpen_core.modes import MODES, preshrink_size
+    from gpen_core.modes import preshrink_size
 
     w, h = decoded.original_size
     if decoded.orientation in (5, 6, 7, 8):  # EXIF turned it by 90°: the restore sees it upright
@@ -64,14 +66,63 @@ def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
 
 
 def upscale_text(image: str | None, upscale: int, mode: str | None, device: str, models: Any = None) -> str:
-    """Before Restore: the Upscale line (:func:`gpen_core.presentation.upscale.upscale_line`) and a missing upscaler file."""
-    from gpen_core.presentation.upscale import upscale_line
+    """Before Restore: the Upscale line (result size, extra memory) and a missing upscaler file."""
     from gpen_core.weights import lookup as weights
 
     if upscale <= 1:
         return ""
     note = readiness.upscaler_note(upscale, readiness.files_from_status(weights.status()), str(weights.models_dir()))
-    return "\n\n".join(t for t in (upscale_line(image, upscale, mode, device, models), note) if t)
+    return "\n\n".join(t for t in (_upscale_line(image, upscale, mode, device, models), note) if t)
+
+
+def _photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """(width, height) of the photo as it will be restored (EXIF quarter turns applied), from the
+    header only; None when it cannot be read (the preview and Restore say why)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            w, h = im.size
+            if im.getexif().get(0x0112, 1) in (5, 6, 7, 8):  # rotated a quarter turn: the result is upright
+                w, h = h, w
+    except Exception:  # unreadable: reported by the preview and by Restore, not here
+        return None
+    return w, h
+
+
+def _upscale_line(image: str | None, factor: int, mode: str | None, device: str, models: Any = None) -> str:
+    """'**Upscale ×2:** result W×H; extra memory about N (estimate, …)', or why it is refused.
+
+    ``auto`` is resolved as a restore would (:func:`gpen_core.engine.budget.choose`: free memory now; ``models``,
+    the app's ModelCache, passes over modes whose files are missing), so the extra memory here and in auto's
+    reason is one figure (:func:`gpen_core.engine.budget.upscale_extra_bytes`).
+    """
+    from gpen_core.engine import budget
+    from gpen_core.options import RestoreOptions
+    from gpen_core.platform.meter import format_bytes
+    from gpen_core.upscale.tiles import preview
+
+    if not image:
+        return f"×{factor}: upload a photo to see the result size."
+    size = _photo_size(image)
+    if size is None:
+        return ""
+    w, h = size
+    name = mode or AUTO
+    if name == AUTO:
+        opts = RestoreOptions(upscale=factor)
+        available = (lambda m: models.weights_present(m, opts, False)) if models is not None else None
+        models_dir = getattr(models, "models_dir", None)
+        name = budget.choose(device, size, models_dir, available=available, work=budget.Work(upscale=factor)).mode.name
+    p = preview(w, h, factor, name)
+    if p.problem:
+        return f"**Upscale ×{factor}:** {p.problem}"
+    extra = budget.upscale_extra_bytes(MODES[name], size, factor)
+    if not MODES[name].paste:
+        return f"**Upscale ×{factor}:** {name} returns the restored faces only: the background is not upscaled."
+    picked = f"; {name}, the mode auto picks now" if (mode or AUTO) == AUTO else ""
+    return (f"**Upscale ×{factor}:** result {p.out_size[0]}×{p.out_size[1]}; extra memory about "
+            f"{format_bytes(extra)} (estimate, not yet measured; {p.tiles} tiles of {p.tile} px{picked}).")
 
 
 @dataclass(frozen=True)
@@ -106,8 +157,6 @@ def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_
 def crop_mode_photo(image: str | None, record: dict[str, Any] | None) -> np.ndarray | None:
     """The uploaded photo as the preview decodes it, for a result whose mode returns face crops (its slider shows
     the crops, so the detected faces are drawn on this); None for any other result or no usable photo."""
-    from gpen_core.modes import MODES
-
     mode = MODES.get(str((record or {}).get("mode")))
     if not image or mode is None or mode.paste:
         return None

@@ -1,27 +1,29 @@
 """The Video tab as plain values: the upload note (with a shared server's length cap, said before
-anyone waits), the progress line, the clip's measured panel and one frame's before/after.
-
-Reads :class:`gpen_core.video.result.VideoResult`; pixels out are RGB uint8 H×W×3, upright.
-No web framework here.
+anyone waits), each mode's estimated cost, the conversion for OpenVINO before the first frame, the
+progress line, the clip's measured panel and one frame's before/after.
+Pixels out are RGB uint8 H×W×3, upright. No web framework here.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
 
+from gpen_core.engine import convert_first
 from gpen_core.errors import GPENError
 from gpen_core.platform.meter import format_bytes
+from gpen_core.presentation.cli_convert import clip_frames
 from gpen_core.presentation.messages import shown_error
+from gpen_core.presentation.panels import notes_lines, peak_ram_row
 from gpen_core.video.limits import ClipCap
 
-# A shared server (a public link, a Space) restores at most this much of a clip unless its operator
-# says otherwise (--max-video-seconds): a clip occupies the one engine lane for its whole length.
-DEFAULT_SHARED_CAP_S = 60.0
 PLACEHOLDER = "*Upload a video: its length, size and audio appear here, then the measured figures of the restore.*"
 _AUDIO = {"copied": "copied as it was (packets untouched)",
           "re-encoded": "re-encoded to AAC (MP4 cannot hold the original codec)", "none": "none in the input"}
@@ -50,10 +52,8 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
 
     try:
         container, info = open_video(path)
-        try:
+        with container:
             audio = len(container.streams.audio)
-        finally:
-            container.close()
     except Exception as exc:  # a GPENError names the problem; a bug is logged with its trace, one line shown
         shown = shown_error(exc, doing="Reading the video", names={path: Path(path).name})  # never the server's path
         return ClipNote(shown.panel, None, None, False, shown)
@@ -88,9 +88,8 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
 
 
 def progress_text(done: int, expected: int, rate: Any) -> str:
-    """"frame 12 of 48, about 36 s left" from this run's speed (:class:`gpen_core.video.rate.Rate`: the clock
-    starts at the first frame out, so the networks' loading is not in it); without a declared count, the
-    frames done."""
+    """"frame 12 of 48, about 36 s left" from this run's speed (:class:`gpen_core.video.rate.Rate`, from the first
+    frame out: the networks' loading is not in it); without a declared count, the frames done."""
     if done <= 0:
         return "loading the networks and reading the first frames (the time left shows from the second frame)"
     of = f" of {expected}" if expected > 0 else ""
@@ -98,7 +97,7 @@ def progress_text(done: int, expected: int, rate: Any) -> str:
         return f"frame {done}{of}, timing the next frames"
     if rate.left_s is None:
         return f"frame {done}{of} ({rate.seconds_per_frame:.1f} s a frame)"
-    return f"frame {done}{of}, about {_duration(rate.left_s)} left"
+    return f"frame {done}{of}, about {duration_text(rate.left_s)} left"
 
 
 def progress_fraction(done: int, expected: int) -> float | None:
@@ -141,9 +140,6 @@ def duration_text(s: float) -> str:
     return f"{math.ceil(s)} s" if s < 120 else f"{s / 60:.0f} min"
 
 
-_duration = duration_text
-
-
 def output_name(source: str | None, mode: str) -> str:
     """The download's name: the upload's stem with the mode, as an MP4."""
     stem = PurePath(source).stem if source else "video"
@@ -159,8 +155,7 @@ def video_markdown(result: Any, end_s: float | None = None) -> str:
     lines = [
         "### Measured for this clip", "",
         "| Measure | Value |", "|---|---|",
-        f"| Peak RAM | **{format_bytes(p.rss_bytes)}** (baseline {format_bytes(p.baseline_rss_bytes)} before the clip, "
-        f"+{format_bytes(p.rss_delta_bytes)}) |",
+        peak_ram_row(p, "the clip"),
         f"| Peak VRAM | {vram} |",
         f"| Frames | {result.frames} ({result.duration_s:.2f} s at {result.fps:.2f} fps on average), {w}×{h} |",
         f"| Faces | up to {result.faces_per_frame_max} in a frame |",
@@ -182,9 +177,7 @@ def video_markdown(result: Any, end_s: float | None = None) -> str:
     if result.damage is not None:
         notes.append(f"the file is damaged from frame {result.damage.frame} ({result.damage.time_s:.2f} s): "
                      f"the frames before it were restored ({result.damage.detail})")
-    lines += ["", "**Notes** (everything changed from your request)", ""]
-    lines += [f"- {n}" for n in notes] if notes else ["- none: ran exactly as requested"]
-    return "\n".join(lines)
+    return "\n".join(lines + notes_lines(notes))
 
 
 def _identity_cell(ident: Any) -> str:
@@ -211,9 +204,8 @@ def _mode_cell(result: Any) -> str:
 
 
 def frame_at(path: str, time_s: float) -> np.ndarray | None:
-    """The frame of ``path`` shown at ``time_s`` (the last one starting at or before it), RGB upright; None
-    when the file has no frame there. InputError, before any pixel is converted, for a clip whose header or
-    decoded frames are over the photo limits (a preview costs no more than a restore may)."""
+    """The frame of ``path`` shown at ``time_s`` (the last one starting at or before it), RGB upright; None when
+    there is none. InputError, before any pixel is converted, for a clip over the photo limits."""
     import av
 
     from gpen_core.video.frames import upright_rgb
@@ -247,11 +239,6 @@ def frame_pair(source: str, output: str, time_s: float) -> tuple[np.ndarray, np.
     return np.ascontiguousarray(before[:h, :w]), np.ascontiguousarray(after[:h, :w])
 
 
-def middle_time(result: Any) -> float:
-    """Where the before/after opens: the clip's middle frame's time (the same clip, written upright)."""
-    return max(0.0, result.duration_s / 2)
-
-
 def results_path(results_dir: Path, source: str | None, mode: str) -> Path:
     """A fresh path for one clip's output under ``results_dir`` (a folder per request: names never clash)."""
     import tempfile
@@ -266,3 +253,82 @@ def video_mode_choices(choices: list[tuple[str, str]]) -> list[tuple[str, str]]:
     from gpen_core.modes import MODES
 
     return [(label, value) for label, value in choices if value not in MODES or MODES[value].paste]
+
+
+# ------------------------------------------------------------------ before a clip starts
+
+# Seconds a face, generator only, on the project's CPU (AMD EPYC Zen 4 with native bfloat16, 2 threads,
+# OpenVINO where auto runs it): docs/performance.md's per-face tables. Detection, pasting and encoding
+# add to each frame; a CPU without native bfloat16 runs `balanced` in float32, at about `quality`'s time.
+BUILT_IN_S_PER_FACE = {"low": 0.13, "balanced": 0.77, "quality": 1.57}
+PER_FACE_SOURCE = "built-in: the project's CPU (Zen 4, 2 threads)"
+
+
+@dataclass(frozen=True)
+class ModeEstimate:
+    mode: str
+    seconds_per_face: float
+    source: str  # "measured on this machine (date)" or the built-in figure's origin
+
+
+def measured_per_face(mode: str, device: str) -> tuple[float, str] | None:
+    """(seconds a face, where from) from this machine's saved hardware check, or None (none valid here)."""
+    try:
+        from gpen_core.engine.profile_store import load_profile
+
+        prof = load_profile(device)
+    except Exception:  # noqa: BLE001 - an unreadable or older profile: the built-in figure says so instead
+        return None
+    row = prof.modes.get(mode) if prof is not None else None
+    spf = getattr(row, "seconds_per_face", None)
+    if row is None or not spf or getattr(row, "stepped_down_to", None) or getattr(row, "failed", None):
+        return None
+    return float(spf), f"measured on this machine ({prof.created[:10]})"
+
+
+def estimates(modes: Sequence[str], device: str,
+              measure: Callable[[str, str], tuple[float, str] | None] = measured_per_face) -> list[ModeEstimate]:
+    """Each mode's seconds a face: measured where the hardware check has, else built in."""
+    out = []
+    for m in modes:
+        got = measure(m, device)
+        if got is None and m in BUILT_IN_S_PER_FACE:
+            got = (BUILT_IN_S_PER_FACE[m], PER_FACE_SOURCE)
+        if got is not None:
+            out.append(ModeEstimate(m, got[0], got[1]))
+    return out
+
+
+def estimate_markdown(frames: int, rows: Sequence[ModeEstimate]) -> str:
+    """The table shown at upload: per mode, seconds a face and the clip's time with one face in every frame."""
+    if frames <= 0 or not rows:
+        return ""
+    lines = [f"**Estimate** for {frames} frames with one face in each (each further face adds as much again; "
+             "detection and encoding add a little per frame):", "",
+             "| Mode | Seconds a face | This clip | From |", "|---|---|---|---|"]
+    lines += [f"| {r.mode} | {r.seconds_per_face:.2f} | about {duration_text(frames * r.seconds_per_face)} "
+              f"| {r.source} |" for r in rows]
+    return "\n".join(lines)
+
+
+def converting_text(model: str, seconds: convert_first.Figure) -> str:
+    """The progress bar's line while the child converts: "converting GPEN-BFR-512 for OpenVINO, once: about 13 s
+    (estimate)"; a figure this machine's hardware check measured says so."""
+    measured = seconds.source != convert_first.BUILT_IN_SOURCE
+    label = "estimate from this machine's hardware check" if measured else "estimate"
+    return f"converting {model} for OpenVINO, once: about {duration_text(seconds.value)} ({label})"
+
+
+def convert_before_clip(video: str, part: tuple[float | None, float | None], cap_frames: int | None, mode: str,
+                        engine: object, stop: threading.Event, show: Callable[[str], None],
+                        ) -> convert_first.ConvertFirst:
+    """Convert the generator ``mode`` runs (a name or "auto") when the part's frames (``part``: start and end
+    seconds; at most ``cap_frames``) on torch outlast the conversion. ``engine``: the app's Restorer;
+    ``show(text)``: the page's progress; ``stop``: the visitor's own Stop, which kills the conversion."""
+    frames, size = clip_frames(Path(video), *part)
+    if cap_frames:
+        frames = min(frames, cap_frames)
+    models_dir: str | os.PathLike[str] | None = getattr(engine, "models_dir", None)
+    run = convert_first.Run(mode, frames, size, str(getattr(engine, "device", "cpu")))
+    return convert_first.convert_before(run, models_dir=models_dir, stop=stop,
+                                        starting=lambda model, s: show(converting_text(model, s)))
