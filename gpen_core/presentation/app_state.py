@@ -158,10 +158,6 @@ class ServerArgs:
     address: str  # with backend "ray": the Ray address
     policy: Policy
 
-    @property
-    def shared(self) -> bool:
-        return self.policy.shared
-
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 

@@ -237,10 +237,8 @@ def files_text(names: Sequence[str], files: Mapping[str, FileState]) -> str:
 
 
 def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
-    """One sentence: what auto runs now and what a download would add.
-
-    "auto will use balanced; download ResNet-50 detector (109 MB) to enable quality"
-    """
+    """One sentence: what auto runs now and what a download would add: "auto will use balanced; download
+    ResNet-50 detector (109 MB) to enable quality"."""
     if r.runs_now is None:
         head = "nothing can run yet"
     elif r.runs_now_fits:
@@ -252,13 +250,9 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
             return f"{head}, the best mode that fits this machine; all its files are here"
         return head
     offers = r.offers or (Offer(r.download, r.download_bytes, r.download_estimated, (r.recommended,)),)
-    return f"{head}; download " + ", or ".join(offer_text(o, files) for o in offers)
-
-
-def offer_text(o: Offer, files: Mapping[str, FileState]) -> str:
-    """'MobileNet detector (1.8 MB) to enable balanced and faces-only'."""
-    enables = " and ".join(o.enables)
-    return f"{files_text(o.files, files)} to enable {enables}"
+    # each: 'MobileNet detector (1.8 MB) to enable balanced and faces-only'
+    return f"{head}; download " + ", or ".join(f"{files_text(o.files, files)} to enable {' and '.join(o.enables)}"
+                                               for o in offers)
 
 
 def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str, *, button: bool = True) -> str:
