@@ -44,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     add_selfcheck(sub)
     _add_export(sub)
     add_profile(sub)
-    for command in sub.choices.values():  # ``restore … -v`` as well as ``-v restore …`` (the README shows both)
+    # ``restore … -v`` as well as ``-v restore …`` (the README shows both); SUPPRESS: without a -v after the
+    # command, the one before it stands.
+    for command in sub.choices.values():
         command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return p
 
