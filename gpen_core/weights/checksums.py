@@ -1,7 +1,5 @@
-"""Checksums of checkpoint files: sha256 (cached per process), trust-on-first-use sidecars, verify().
-
-Where the registry pins no sha256, the first verification records the file's hash in a
-``<file>.sha256`` sidecar and every later check compares against it.
+"""Checksums of checkpoint files: sha256 (cached per process), and :func:`verify`. Where the registry pins
+no sha256, the first verification records the hash in a ``<file>.sha256`` sidecar (trust on first use).
 """
 
 from __future__ import annotations
