@@ -40,11 +40,8 @@ def file_sha256(path: Path) -> str:
 
 
 def sidecar_path(path: Path, models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Where the trust-on-first-use hash of ``path`` is recorded.
-
-    ``<file>.sha256`` beside files in our models folder; for files elsewhere (the
-    ModelScope cache) under ``<models folder>/.hashes/`` so we never write outside it.
-    """
+    """Where the trust-on-first-use hash of ``path`` is recorded: ``<file>.sha256`` beside a file in our models
+    folder, else (the ModelScope cache) under ``<models folder>/.hashes/``: we never write outside it."""
     folder = models_folder(models_dir)
     try:
         if path.resolve().parent == folder.resolve():

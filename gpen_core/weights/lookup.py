@@ -139,11 +139,8 @@ def _parse(name_or_path: str | os.PathLike[str]) -> tuple[WeightSpec | None, Pat
 
 
 def locate(name_or_path: str | os.PathLike[str], models_dir: str | os.PathLike[str] | None = None) -> Path | None:
-    """Where the file is now, without network and without verifying it (``resolve`` verifies).
-
-    Same order as :func:`resolve`: explicit path, models folder, ModelScope cache.
-    Leftover temporary files of an interrupted download are never returned.
-    """
+    """Where the file is now (explicit path, models folder, ModelScope cache), without network and without
+    verifying it (``resolve`` verifies); an interrupted download's temporary is never returned."""
     spec, explicit = _parse(name_or_path)
     if explicit is not None:
         return _explicit(explicit).path
@@ -186,13 +183,9 @@ def resolve(name_or_path: str | os.PathLike[str], *, models_dir: str | os.PathLi
 
 def download(name: str, *, models_dir: str | os.PathLike[str] | None = None, progress: CountProgress | None = None,
              cancel: threading.Event | None = None) -> Path:
-    """Fetch ``name`` into the models folder (ignores GPEN_OFFLINE: this is the explicit request).
-
-    Returns at once if a verified copy is already present (models folder or
-    ModelScope cache). A corrupt copy in the models folder is replaced. Setting
-    ``cancel`` (from another thread: a Stop button) ends the download at its next
-    chunk with :class:`~gpen_core.weights.fetch.DownloadCancelled`, nothing installed.
-    """
+    """Fetch ``name`` into the models folder (ignoring GPEN_OFFLINE: this is the explicit request); at once when
+    a verified copy is present, replacing a corrupt one in the models folder. ``cancel`` set (from another
+    thread: a Stop button) ends it at its next chunk with :class:`~gpen_core.weights.fetch.DownloadCancelled`."""
     spec = get_spec(name)
     folder = models_folder(models_dir)
     found, looked = _search(spec, folder)

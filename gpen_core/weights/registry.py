@@ -94,25 +94,8 @@ def _gpen(name: str, kind: Kind, *, notes: str, arch: Arch | None = None, models
                       notes=notes, modelscope=modelscope, arch_params=arch, modelscope_first=modelscope_first)
 
 
-# Evidence for the entries below (checked with the project's search tool):
-# - yangxy/GPEN README lists GPEN-BFR-256.pth and GPEN-BFR-512.pth under the OSS
-#   URLs; its 2022-03-09 news says GPEN-BFR-2048 was taken down, and its
-#   2023-02-15 news points 1024/2048 to ModelScope "cv_gpen_image-portrait-
-#   enhancement-hires", noting "pytorch_model.pt, pytorch_model-2048.pt are
-#   respectively the 1024 and 2048 versions". Third-party scripts report the OSS
-#   GPEN-BFR-1024.pth link as not working, so those two try ModelScope first.
-# - modelscope's ImagePortraitEnhancementPipeline loads f"{model}/pytorch_model.pt"
-#   (ModelFile.TORCH_MODEL_FILE) strictly into FullGenerator(512, cm 2) for the
-#   base model and FullGenerator(1024) for "hires".
-# - No published size or sha256 was found for any of GPEN's own files (:func:`_gpen`): sidecar.
-# - detection_Resnet50_Final.pth and parsing_parsenet.pth: several independent
-#   public manifests agree on size and sha256 (109497761 / 6d1de9c2…,
-#   85331193 / 3d558d8d…); one maps GPEN's RetinaFace-R50.pth to the same hash.
-# - detection_mobilenet0.25_Final.pth: ../shared/README.md (and the file there).
-# - ParseNet-latest.pth: yangxy/GPEN README, beside GPEN-BFR-512.pth; loaded by
-#   face_parse/face_parsing.py as ParseNet(512, 512, 32, 64, 19, bn, LeakyReLU, [32, 256]).
-#   facexlib's parsing_parsenet.pth is built with the same class and arguments (same keys);
-#   whether the numbers are the same is not published, so each keeps its own entry.
+# Where each source, pin and architecture comes from: docs/files-and-limits.md, "Where the registry's entries
+# come from".
 REGISTRY: dict[str, WeightSpec] = {
     s.name: s
     for s in (
@@ -128,10 +111,6 @@ REGISTRY: dict[str, WeightSpec] = {
         _gpen("GPEN-BFR-2048", "generator", arch=Arch(2048), modelscope_first=True,
               modelscope=("iic/cv_gpen_image-portrait-enhancement-hires", "pytorch_model-2048.pt"),
               notes="2048 px faces (selfies); published on ModelScope (the OSS file was taken down)."),
-        # GPEN's other released tasks (yangxy/GPEN README, its weights table and `demo.py --task ...`
-        # lines; misc/predict.py builds Colorization and Inpainting with channel_multiplier 2 at 1024,
-        # demo.py Seg2face at --in_size 512 with the default channel_multiplier 2, narrow 1). Same
-        # FullGenerator as restoration; the checkpoint still decides.
         _gpen("GPEN-Colorization-1024", "generator", arch=Arch(1024),
               notes="colorizes grey faces (task colorize; 1024 px; the input's luminance is kept)."),
         _gpen("GPEN-Inpainting-1024", "generator", arch=Arch(1024),
@@ -175,11 +154,6 @@ REGISTRY: dict[str, WeightSpec] = {
         ),
         _gpen("ParseNet-latest", "parser",
               notes="GPEN's face-parsing network (official paste mask); optional (GPEN's rectangle mask otherwise)."),
-        # Background upscalers (gpen_core.networks.upscaler): yangxy/GPEN README links realesrnet_x1/x2/x4.pth
-        # under the same OSS folder; sr_model/real_esrnet.py loads their 'params_ema' into
-        # RRDBNet(num_feat 32, num_block 23, num_grow_ch 32). ModelScope's portrait-enhancement
-        # pipeline strictly loads f"{model}/super_resolution/realesrnet_x2.pth" ['params_ema'] into
-        # the same RRDBNet at scale 2 (modelscope image_portrait_enhancement_pipeline.py).
         _gpen("realesrnet_x2", "upscaler",
               modelscope=("iic/cv_gpen_image-portrait-enhancement", "super_resolution/realesrnet_x2.pth"),
               notes="Background upscaler ×2 (RealESRNet, RRDBNet 23 blocks); GPEN's --use_sr default and "
