@@ -447,20 +447,17 @@ def compile_cached(xml: str | os.PathLike[str], config: dict[str, Any]) -> Any:
     Two processes compiling one model at once (Ray workers on a fresh models folder) race on the blob
     cache ("filesystem error: cannot set permissions" when the other replaced the file); the compile
     itself is sound, so it is retried once, then once without the cache, never failed for it."""
-    core = get_core()
-    try:
-        return core.compile_model(str(xml), "CPU", config)
-    except RuntimeError as exc:
-        if "filesystem error" not in str(exc):
-            raise
     import time
 
-    time.sleep(0.2)
-    try:
-        return core.compile_model(str(xml), "CPU", config)
-    except RuntimeError as exc:
-        if "filesystem error" not in str(exc):
-            raise
+    core = get_core()
+    for pause in (0.2, None):
+        try:
+            return core.compile_model(str(xml), "CPU", config)
+        except RuntimeError as exc:
+            if "filesystem error" not in str(exc):
+                raise
+        if pause:
+            time.sleep(pause)
     return core.compile_model(str(xml), "CPU", {k: v for k, v in config.items() if k != "CACHE_DIR"})
 
 
