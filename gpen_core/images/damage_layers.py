@@ -1,8 +1,7 @@
 """Inpainting's damage as painted in an image editor: its layers' files, read by our decoder, as one mask.
 
-The app's editor hands over file paths, never decoded pixels (gpen_core.compat.gradio's
-``raw_editor``): every file it hands over is checked by its header (:func:`check_editor_files`),
-whatever the task, and a layer is decoded here, with the upload limits, only when the task uses it.
+The editor hands over file paths, never decoded pixels: every file is checked by its header
+(:func:`check_editor_files`) whatever the task, and a layer decoded, with the upload limits, only when used.
 """
 
 from __future__ import annotations

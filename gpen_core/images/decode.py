@@ -1,25 +1,14 @@
-"""Hardened image decoding and encoding: the only place that reads user files.
+"""Hardened image decoding: the only place that reads user files.
 
-Contract at the boundary: :func:`decode_image` returns RGB uint8 H×W×3 (C-contiguous,
-upright, alpha composited on white) plus the alpha channel separately; :func:`encode_image`
-takes the same arrays back. Every refusal is an :class:`~gpen_core.errors.InputError`
-whose message names the limit and how to fix the file; every normalisation is a plain
-sentence in ``DecodedImage.notes``.
-
-Order of checks, cheapest first, so a hostile file costs milliseconds and kilobytes:
-file size (``stat`` / ``len``, before reading) → format from Pillow's header parse,
-restricted to the allow-list → declared pixel count, aspect ratio and smallest side
-(still before any pixel is decoded) → decode → normalise.
-
-Pillow's global ``ImageFile.LOAD_TRUNCATED_IMAGES`` is never touched: truncated files
-are refused, not silently padded with grey (and decoding refuses to run if some other
-module turned it on). Nothing heavy at import: OpenCV is imported only to shrink.
-
-The rooms: :mod:`~gpen_core.images.limits` (the limits, the header checks and every
-refusal's message), :mod:`~gpen_core.images.pixels` (Pillow image → uint8 arrays: bit
-depth, alpha, colour profile, orientation) and :mod:`~gpen_core.images.encode`
-(:func:`encode_image`, :func:`shrink_to_max_side`). This module decodes, and exports
-the public API of all three.
+:func:`decode_image` returns RGB uint8 H×W×3 (C-contiguous, upright, alpha composited on white) and the
+alpha apart; :func:`encode_image` takes them back. Every refusal is an :class:`~gpen_core.errors.InputError`
+naming the limit and how to fix the file; every normalisation is a sentence in ``DecodedImage.notes``.
+Checks run cheapest first, so a hostile file costs milliseconds and kilobytes: file size (before
+reading) → format from Pillow's header parse, within the allow-list → declared pixels, aspect ratio and
+smallest side → decode → normalise. Pillow's ``LOAD_TRUNCATED_IMAGES`` is never touched: truncated
+files are refused. The limits and messages live in :mod:`~gpen_core.images.limits`, Pillow image →
+arrays in :mod:`~gpen_core.images.pixels`, the output side in :mod:`~gpen_core.images.encode`; this
+module exports the public API of all three.
 """
 
 from __future__ import annotations
@@ -36,35 +25,14 @@ import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
 
 from gpen_core.errors import InputError, OutOfMemory
-from gpen_core.modes import preshrink_size
 from gpen_core.images.encode import encode_image, shrink_to_max_side
+from gpen_core.images.limits import (DEFAULT_LIMITS, OUR_NAME, SNIFF_BYTES, InputLimits, check_geometry, open_source,
+                                     pillow_failure, png_declared_size, sniff, too_many_pixels, unidentified)
 from gpen_core.images.metadata import Metadata
 from gpen_core.images.metadata import read as read_metadata
-from gpen_core.images.limits import (
-    OUR_NAME,
-    SNIFF_BYTES,
-    DEFAULT_LIMITS,
-    InputLimits,
-    check_geometry,
-    open_source,
-    pillow_failure,
-    png_declared_size,
-    sniff,
-    too_many_pixels,
-    unidentified,
-)
-from gpen_core.images.pixels import (
-    ORIENT,
-    composite_on_white,
-    first_frame_note,
-    float_to_8bit,
-    is_16bit,
-    read_orientation,
-    rgb_icc,
-    settle_icc,
-    shrunk_rgb,
-    to_arrays,
-)
+from gpen_core.images.pixels import (ORIENT, composite_on_white, first_frame_note, float_to_8bit, is_16bit,
+                                     read_orientation, rgb_icc, settle_icc, shrunk_rgb, to_arrays)
+from gpen_core.modes import preshrink_size
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -81,19 +49,13 @@ __all__ = [
 class DecodedImage:
     """A decoded, upright, 8-bit image ready for the engine.
 
-    ``rgb``: RGB uint8 H×W×3, C-contiguous; transparent areas already composited on white.
-    ``alpha``: uint8 H×W (255 = opaque) when the file had real transparency, else None
-    (a fully opaque alpha channel is dropped). Kept so the result can be written back
-    with its transparency (:func:`encode_image` with ``alpha=``).
-    ``format``: our name of the container ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF").
-    ``original_size``: (width, height) as stored in the file, before EXIF rotation and
-    before any shrink at decode.
-    ``notes``: one plain sentence per normalisation applied, in the order applied.
-    ``icc_profile``: the file's embedded RGB colour profile (None when absent or not RGB);
-    pixels are left in that colour space, so pass it to :func:`encode_image` to keep the
-    colours the same in colour-managed viewers. Only a valid profile of at most 256 KB is
-    kept: a larger one is converted to sRGB (the pixels with it) and an invalid one dropped,
-    with a note, so every result opens in Pillow and OpenCV.
+    ``rgb``: RGB uint8 H×W×3, C-contiguous, transparent areas composited on white. ``alpha``: uint8 H×W
+    (255 = opaque) when the file had real transparency, else None; pass it back to :func:`encode_image`.
+    ``format``: "JPEG", "PNG", "WEBP", "BMP", "TIFF" or "GIF". ``original_size``: (width, height) as
+    stored, before EXIF rotation and any shrink. ``notes``: one sentence per normalisation, in order.
+    ``icc_profile``: the embedded RGB colour profile the pixels are in (None: absent or not RGB), for
+    :func:`encode_image`; only a valid one of at most 256 KB is kept (a larger one is converted to sRGB,
+    an invalid one dropped, with a note), so every result opens in Pillow and OpenCV.
     """
 
     rgb: np.ndarray
@@ -121,28 +83,19 @@ class DecodedImage:
         return (h, w) if self.orientation in (5, 6, 7, 8) else (w, h)
 
 
-def decode_image(
-    source: bytes | str | os.PathLike[str],
-    limits: InputLimits = DEFAULT_LIMITS,
-    *,
-    reduce_to: int | None = None,
-) -> DecodedImage:
-    """Read an uploaded image safely: RGB uint8 H×W×3, upright, with its alpha kept apart.
+def decode_image(source: bytes | str | os.PathLike[str], limits: InputLimits = DEFAULT_LIMITS, *,
+                 reduce_to: int | None = None) -> DecodedImage:
+    """Read an uploaded image (its bytes or a path) safely: RGB uint8 H×W×3, upright, with its alpha kept apart.
 
-    ``source`` is the file's bytes or a path. ``reduce_to``: when the caller will shrink
-    the image to this longest side anyway, a large JPEG is decoded at 1/2, 1/4 or 1/8
-    scale (libjpeg's DCT scaling via Pillow's ``draft``: less time and memory) such that
-    its longest side stays ≥ ``_DRAFT_KEEP`` × ``reduce_to`` (so a 4000 px photo for a
-    2048 px target decodes at 2000 px, not at 12 MP); a greyscale image (8 or 16 bit,
-    no alpha) is shrunk to ``reduce_to`` before it is expanded to RGB; an RGB image in
-    another format (no alpha) is shrunk to it while it is read out of Pillow's buffer,
-    with no full-size copy; others decode at full size and the caller shrinks them
-    (:func:`shrink_to_max_side`). The notes say when this happened.
+    ``reduce_to``: when the caller will shrink the image to this longest side anyway, a large JPEG is
+    decoded at 1/2, 1/4 or 1/8 scale (libjpeg's DCT scaling) keeping at least ``_DRAFT_KEEP`` × ``reduce_to``
+    (a 4000 px photo for 2048 px decodes at 2000 px); greyscale without alpha is shrunk before it is
+    expanded to RGB; RGB without alpha in another format is shrunk as it leaves Pillow's buffer; others
+    decode at full size for the caller to shrink (:func:`shrink_to_max_side`). The notes say so.
 
-    Raises :class:`InputError` for anything wrong with the file (too big, not an allowed
-    format, too many pixels, bad aspect ratio, too small, truncated, corrupt), with a
-    message saying how to fix it; :class:`~gpen_core.errors.OutOfMemory` (a ``ResourceError``) if the machine runs out of
-    memory decoding an image within the limits. No other exception escapes for bad files.
+    Raises :class:`InputError` for anything wrong with the file, saying how to fix it, and
+    :class:`~gpen_core.errors.OutOfMemory` when memory runs out decoding an image within the limits.
+    No other exception escapes for bad files.
     """
     if reduce_to is not None and reduce_to < 1:
         raise ValueError(f"reduce_to must be a positive longest side in pixels, got {reduce_to}")
@@ -166,14 +119,10 @@ def decode_image(
 
 
 def probe_image(source: bytes | str | os.PathLike[str], limits: InputLimits = DEFAULT_LIMITS) -> tuple[str, tuple[int, int]]:
-    """(format, (width, height)) of an image file that passes every check :func:`decode_image` makes
-    before it decodes a pixel (file size, allowed format, pixel count, aspect ratio, smallest side),
-    reading its header only: kilobytes and milliseconds, whatever the file declares.
-
-    For an image a request hands over but may never use (an editor's background): one that is not
-    an image, or breaks the limits, gets the decoder's own message. A file that passes may still be
-    refused when decoded (truncated or corrupt pixel data). Raises :class:`InputError` as
-    :func:`decode_image` does."""
+    """(format, (width, height)) of an image file that passes every check :func:`decode_image` makes before it
+    decodes a pixel, reading its header only (for an image a request hands over but may never use: an
+    editor's background). Raises :class:`InputError` as :func:`decode_image` does; a file that passes may
+    still be refused when decoded (truncated or corrupt pixel data)."""
     with _opened(source, limits) as (fp, head, im):
         if im is None:
             _, w, h, _ = _other_tiff_header(fp, head, limits)
@@ -226,13 +175,9 @@ MAX_ICC_READ_BYTES = 16_000_000
 
 
 def _open_png_with_big_icc(fp: io.BufferedIOBase, limits: InputLimits) -> "Image.Image | None":
-    """Open a PNG whose iCCP chunk inflates past Pillow's 1 MB text limit; None when it is not that.
-
-    The chunk is inflated here up to ``MAX_ICC_READ_BYTES`` and the image opened from a
-    copy without it (the file is within the upload limit), the profile put back into
-    ``info``, so the normal path converts it to sRGB. Pillow's global limit stays as it is
-    for every other caller.
-    """
+    """Open a PNG whose iCCP chunk inflates past Pillow's 1 MB text limit; None when it is not that. The chunk is
+    inflated here (up to ``MAX_ICC_READ_BYTES``), the image opened from a copy without it and the profile put
+    back into ``info``, so the normal path converts it to sRGB; Pillow's global limit stays as it is."""
     import struct
     import zlib
 
@@ -323,6 +268,11 @@ def _other_tiff_header(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) 
     return tags, w, h, what
 
 
+def _no_memory_to_decode(w: int, h: int) -> OutOfMemory:
+    return OutOfMemory(f"Not enough memory to decode the {w}×{h} image. Resize it, or try again when the server is "
+                       "less busy.")
+
+
 def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) -> DecodedImage:
     """A TIFF Pillow cannot identify: float RGB(A) is decoded (OpenCV's libtiff); else refused by name."""
     tags, w, h, what = _other_tiff_header(fp, head, limits)
@@ -351,9 +301,7 @@ def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) 
         from gpen_core.platform.oom import is_oom
 
         if isinstance(e, MemoryError) or is_oom(e):
-            raise OutOfMemory(
-                f"Not enough memory to decode the {w}×{h} image. Resize it, or try again when the server is less busy."
-            ) from None
+            raise _no_memory_to_decode(w, h) from None
         raise InputError(f"The TIFF file ({what}) cannot be decoded ({str(e).strip()[:200]}); re-export it and try again.") from None
     orientation = _first(tags.get(274), 1)
     return _finish(base, alpha, _FileFacts("TIFF", (w, h), orientation if orientation in ORIENT else 1, None), notes)
@@ -410,9 +358,7 @@ def _decode_checked(
                          "before expanding it to RGB)")
         icc = settle_icc(icc, base, notes)
     except MemoryError:
-        raise OutOfMemory(
-            f"Not enough memory to decode the {w}×{h} image. Resize it, or try again when the server is less busy."
-        ) from None
+        raise _no_memory_to_decode(w, h) from None
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 - Pillow raises OSError, SyntaxError, ValueError, struct.error...
@@ -451,14 +397,6 @@ def _finish(base: np.ndarray, alpha: np.ndarray | None, facts: _FileFacts, notes
             alpha = np.ascontiguousarray(alpha)
             composite_on_white(rgb, alpha)
             notes.append("transparent areas composited on white for restoration; alpha kept in the PNG output")
-    return DecodedImage(
-        rgb=rgb,
-        alpha=alpha,
-        format=fmt,
-        original_size=original_size,
-        notes=tuple(notes),
-        icc_profile=icc,
-        orientation=orientation if orientation in ORIENT else 1,
-        exif=meta.exif,
-        dpi=meta.dpi,
-    )
+    return DecodedImage(rgb=rgb, alpha=alpha, format=fmt, original_size=original_size, notes=tuple(notes),
+                        icc_profile=icc, orientation=orientation if orientation in ORIENT else 1, exif=meta.exif,
+                        dpi=meta.dpi)

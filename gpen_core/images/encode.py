@@ -16,26 +16,16 @@ from gpen_core.errors import OutOfMemory
 from gpen_core.rgb import check_rgb
 
 
-def encode_image(
-    rgb: np.ndarray,
-    fmt: Literal["png", "jpeg"],
-    *,
-    alpha: np.ndarray | None = None,
-    quality: int = 95,
-    icc_profile: bytes | None = None,
-    exif: bytes | None = None,
-    dpi: tuple[float, float] | None = None,
-) -> bytes:
+def encode_image(rgb: np.ndarray, fmt: Literal["png", "jpeg"], *, alpha: np.ndarray | None = None, quality: int = 95,
+                 icc_profile: bytes | None = None, exif: bytes | None = None,
+                 dpi: tuple[float, float] | None = None) -> bytes:
     """RGB uint8 H×W×3 (+ optional uint8 H×W alpha) → the bytes of a PNG or JPEG file.
 
-    PNG keeps ``alpha`` (RGBA output). JPEG has no alpha channel: ``alpha`` is ignored
-    and the RGB is written as given (after :func:`decode_image` it is already composited
-    on white), so callers that pass alpha with ``"jpeg"`` should tell the user the
-    transparency was not kept. ``quality`` applies to JPEG only (1..100; Pillow advises
-    ≤ 95; chroma is not subsampled, so skin and lips keep their colour edges). ``icc_profile`` (from
-    ``DecodedImage.icc_profile``) is embedded as-is. ``exif`` ("Exif\\0\\0" + TIFF bytes, as
-    :func:`gpen_core.images.metadata.for_output` gives it: orientation already 1) and ``dpi``
-    (x, y) are written into either format (PNG: eXIf and pHYs chunks); None writes none.
+    PNG keeps ``alpha`` (RGBA); JPEG ignores it and writes the RGB as given (already composited on white
+    after :func:`decode_image`), so a caller passing alpha with ``"jpeg"`` should say transparency was
+    lost. ``quality``: JPEG only (1..100; chroma not subsampled, so skin and lips keep their colour edges).
+    ``icc_profile`` is embedded as-is; ``exif`` (as :func:`gpen_core.images.metadata.for_output` gives it)
+    and ``dpi`` (x, y) go into either format; None writes none.
     """
     rgb = check_rgb(rgb, "the image to encode")
     if fmt not in ("png", "jpeg"):
@@ -57,10 +47,8 @@ def encode_image(
         ) from None
 
 
-def _encode(
-    rgb: np.ndarray, fmt: str, alpha: np.ndarray | None, quality: int, icc_profile: bytes | None,
-    exif: bytes | None = None, dpi: tuple[float, float] | None = None,
-) -> bytes:
+def _encode(rgb: np.ndarray, fmt: str, alpha: np.ndarray | None, quality: int, icc_profile: bytes | None,
+            exif: bytes | None = None, dpi: tuple[float, float] | None = None) -> bytes:
     if fmt == "png":
         # Not Pillow's PNG writer: its per-row five-filter search runs single-threaded in C and
         # was most of the ~0.9 s a 12 MP result took. png_fast (zlib level 1, Z_RLE, as Pillow

@@ -1,9 +1,6 @@
-"""What an upload may be, and the checks made before any pixel is decoded.
-
-:class:`InputLimits` (file size, pixels, aspect ratio, smallest side, formats), opening
-the source with its size checked first, sniffing what a refused file really is, and
-every refusal's message (each an :class:`~gpen_core.errors.InputError` that names the
-limit and how to fix the file). Reads headers only; :mod:`gpen_core.images.decode` decodes.
+"""What an upload may be (:class:`InputLimits`), and the checks made before any pixel is decoded: the source
+opened with its size checked first, what a refused file really is, and every refusal's message (an
+:class:`~gpen_core.errors.InputError` naming the limit and the fix).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The photo's metadata carried from the upload to the result: EXIF (date taken, camera) and DPI.
 
-Read at decode (:func:`read`), written at encode (:func:`for_output`, then
-:func:`gpen_core.images.encode.encode_image`'s ``exif`` / ``dpi``). The pixels are already
-upright when they are written, so the EXIF orientation is reset to 1 (a viewer would turn
-them a second time otherwise), and the EXIF pixel dimensions are set to the result's. DPI is
-scaled with the result so the printed size stays the photo's (a 300 dpi scan upscaled ×2 is
-written at 600 dpi: the same 6×4 inches). Malformed EXIF is dropped, never fatal.
+Read at decode (:func:`read`), written at encode (:func:`for_output`). The pixels are upright when
+written, so the EXIF orientation is reset to 1 and its pixel dimensions set to the result's; DPI
+scales with the result so the printed size stays the photo's. Malformed EXIF is dropped, never fatal.
 """
 
 from __future__ import annotations

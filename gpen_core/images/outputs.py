@@ -1,9 +1,5 @@
-"""Where results are written: checked before any work, written whole or not at all.
-
-The command line calls :func:`check_writable` on every planned output before it loads
-a model, so a bad path (its folder is a file, a kernel file system such as /proc, a
-folder without write access) fails in milliseconds with exit 2 instead of after the
-restore; :func:`write_atomic` never leaves a partial file under the final name.
+"""Where results are written: checked before any work (:func:`check_writable`, so a bad path fails in
+milliseconds with exit 2, not after the restore), written whole or not at all (:func:`write_atomic`).
 """
 
 from __future__ import annotations
@@ -23,12 +19,9 @@ from gpen_core.platform import durable
 SUFFIX_BY_FORMAT = {"png": ".png", "jpeg": ".jpg"}
 
 def check_writable(outputs: Iterable[Path]) -> None:
-    """Raise :class:`InputError` for the first output that cannot be written.
-
-    For each output's folder, the nearest existing ancestor must be a folder in which a
-    file can really be created (an anonymous temporary file, gone at once): permissions
-    say little for root or on read-only and kernel file systems (/proc, /sys).
-    """
+    """Raise :class:`InputError` for the first output that cannot be written: the nearest existing ancestor
+    of its folder must be a folder where a file can really be created (an anonymous temporary file, gone at
+    once), as permissions say little for root or on read-only and kernel file systems (/proc, /sys)."""
     checked: set[Path] = set()
     for dst in outputs:
         folder = Path(dst).parent
@@ -51,12 +44,9 @@ def check_writable(outputs: Iterable[Path]) -> None:
 
 
 def check_output_file(dst: Path, inputs: Iterable[Path] = (), *, folder: bool = True) -> None:
-    """Raise :class:`InputError` when ``dst`` may not be written: it exists and is not a regular file (a
-    device such as /dev/full, a FIFO, a socket, a folder), or it is one of ``inputs`` (the same file by
-    another name, a symbolic or hard link included: replacing it loses the input, which is read while
-    the output is written). Then, with ``folder``, :func:`check_writable` for its folder. Photos and videos
-    share this rule.
-    """
+    """Raise :class:`InputError` when ``dst`` may not be written (photos and videos alike): it exists and is not
+    a regular file (a device, a FIFO, a folder), or it is one of ``inputs`` by any name or link (the input
+    is read while the output is written). Then, with ``folder``, :func:`check_writable` for its folder."""
     dst = Path(dst)
     try:
         mode = dst.stat().st_mode
@@ -85,12 +75,9 @@ def same_file(a: Path, b: Path) -> bool:
 
 
 def write_atomic(dst: Path, data: bytes) -> None:
-    """Write ``data`` to ``dst`` through a temporary file renamed into place.
-
-    Raises :class:`InputError` naming the path when it cannot be written (the disk is
-    full, the folder went away); the temporary file is removed. Not flushed to disk: a
-    photo is re-made in seconds, and a folder run writes thousands.
-    """
+    """Write ``data`` to ``dst`` through a temporary file renamed into place; :class:`InputError` naming the path
+    when it cannot be (the temporary is removed). Not flushed: a photo is re-made in seconds, a folder run
+    writes thousands."""
     try:
         dst.parent.mkdir(parents=True, exist_ok=True)
         durable.write_bytes(dst, data, sync=False)
@@ -101,13 +88,10 @@ def write_atomic(dst: Path, data: bytes) -> None:
 def output_stems(names: Sequence[str]) -> list[str]:
     """The output file name (without its extension) for each input file name, unique per input.
 
-    A photo keeps its stem (``photo.jpg`` → ``photo``, written as ``photo.jpg`` or ``photo.png``).
-    Inputs whose stems would meet in one output folder (``same.jpg`` and ``same.png``;
-    compared case-blind, as macOS and Windows folders do) keep their extension in the
-    name instead: ``same_jpg`` and ``same_png``. Inputs that still meet (``a/x.jpg`` and
-    ``b/x.jpg`` in one run) are numbered in input order: ``x_jpg``, ``x_jpg-2``. The
-    rule depends only on the names of this run's inputs, so a rerun over the same
-    folder finds the outputs of the first.
+    A photo keeps its stem (``photo.jpg`` → ``photo``). Stems that would meet in one folder (``same.jpg``
+    and ``same.png``, compared case-blind as macOS and Windows do) keep their extension: ``same_jpg``,
+    ``same_png``; those that still meet are numbered in input order (``x_jpg``, ``x_jpg-2``). Only this
+    run's names decide, so a rerun over the same folder finds the first run's outputs.
     """
     paths = [PurePosixPath(str(n).replace("\\", "/")) for n in names]
     counts: dict[str, int] = {}
@@ -132,28 +116,25 @@ def output_stems(names: Sequence[str]) -> list[str]:
 
 
 def save_result(folder: Path, name: str, data: bytes, *, max_age_s: float | None = None) -> Path:
-    """Write ``data`` as ``name`` in a fresh subfolder of ``folder`` (``r-XXXX/name``); return its path.
-
-    Never a shared fixed path: two requests for the same photo get two files. With
-    ``max_age_s``, results older than that are swept from ``folder`` first (a server's
-    downloads would otherwise pile up between restarts).
-    """
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write ``data`` as ``name`` in a fresh subfolder of ``folder`` (``r-XXXX/name``, never a shared fixed path);
+    its path. With ``max_age_s``, older results are swept from ``folder`` first (they pile up on a server)."""
     if max_age_s is not None:
         sweep(folder, max_age_s)
-    path = Path(tempfile.mkdtemp(prefix="r-", dir=folder)) / name
+    return fresh_file(folder, "r-", name, data)
+
+
+def fresh_file(folder: Path, prefix: str, name: str, data: bytes) -> Path:
+    """Write ``data`` as ``name`` in a new subfolder ``<prefix>XXXX`` of ``folder`` (made if missing): concurrent
+    requests never share a path. Its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=folder)) / name
     path.write_bytes(data)
     return path
 
 
 def sweep(folder: Path, max_age_s: float) -> int:
-    """Delete every file under ``folder`` last modified more than ``max_age_s`` ago, then the
-    folders left empty; returns how many files went. Symlinks are removed, never followed.
-
-    The app runs it at start-up over its whole temp folder: uploads, results and pasted
-    images left by an instance that was killed (Gradio's own clean-up only knows the
-    files of the instance that made them).
-    """
+    """Delete every file under ``folder`` last modified more than ``max_age_s`` ago, then the folders left empty;
+    returns how many files went. Symlinks are removed, never followed."""
     cutoff = time.time() - max_age_s
     removed = 0
     if not folder.is_dir():
@@ -188,14 +169,9 @@ OWN_TEMP_SUBFOLDERS = ("results", "pasted")
 
 
 def sweep_temp(root: Path, max_age_s: float) -> int:
-    """Delete our files under ``root`` last modified more than ``max_age_s`` ago, then the
-    folders left empty; returns how many files went. Symlinks are removed, never followed.
-
-    Ours: everything when ``root`` is the app's own folder (its name starts with
-    ``TEMP_ROOT_PREFIX``: uploads, results and pasted images left by a killed instance);
-    in any other folder (a ``GRADIO_TEMP_DIR`` pointed at a shared place) only our own
-    subfolders, never anybody else's files.
-    """
+    """:func:`sweep` of our files under ``root``, at the app's start (Gradio's own clean-up only knows the files of
+    the instance that made them): everything when ``root`` is the app's own folder (``TEMP_ROOT_PREFIX``), only
+    our own subfolders in any other (a shared ``GRADIO_TEMP_DIR``), never anybody else's files."""
     root = Path(root)
     if not root.is_dir():
         return 0

@@ -1,9 +1,8 @@
 """From a loaded Pillow image to uint8 arrays: orientation, frames, bit depth, alpha, colour profile.
 
-16-bit, 32-bit integer and floating-point samples are scaled to 8 bit, palette / grey /
-CMYK expanded to RGB, alpha composited on white, and an embedded ICC profile kept or
-(too large to copy) converted to sRGB, each with a plain sentence in ``notes``. Numpy and
-Pillow work only: the file's header was checked by :mod:`gpen_core.images.limits`.
+16-bit, 32-bit integer and float samples are scaled to 8 bit, palette / grey / CMYK expanded to RGB,
+alpha composited on white, an embedded ICC profile kept or converted to sRGB, each with a sentence in
+``notes``. Numpy and Pillow only: the header was checked by :mod:`gpen_core.images.limits`.
 """
 
 from __future__ import annotations
@@ -130,36 +129,24 @@ def _scale_16_to_8(a: np.ndarray) -> np.ndarray:
 _STRIP_PIXELS = 4_000_000  # above this, copy out of Pillow in strips
 
 
-def _grey16_to_8bit(im: Image.Image) -> np.ndarray:
-    """A loaded 16-bit greyscale Pillow image → uint8 H×W, converted strip by strip.
+def strip_rows(width: int) -> int:
+    """Rows per strip of a ``width``-pixel image: about :data:`_STRIP_PIXELS` / 8 pixels, at least one row."""
+    return max(1, _STRIP_PIXELS // 8 // max(1, width))
 
-    Converting the whole frame at once held a uint16 copy and two uint32 temporaries
-    beside Pillow's buffer (about 10 bytes per pixel: 563 MB for a 7000×7000 PNG); in
-    strips only the 8-bit result and one strip's temporaries exist beside it.
-    """
+
+def _asarray(im: Image.Image, convert: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """A loaded Pillow image as an owned, writable numpy array (each strip passed through ``convert`` when
+    given), copied in strips: ``np.asarray(im)`` joins ``im.tobytes()`` chunks, two transient 144 MB copies
+    for a 48 MP photo beside Pillow's 192 MB buffer."""
     w, h = im.size
-    out = np.empty((h, w), np.uint8)
-    rows = max(1, _STRIP_PIXELS // 8 // w)
-    for y in range(0, h, rows):
-        out[y : y + rows] = _scale_16_to_8(np.asarray(im.crop((0, y, w, min(h, y + rows)))).astype(np.uint16))
-    return out
-
-
-def _asarray(im: Image.Image) -> np.ndarray:
-    """A loaded Pillow image as an owned, writable numpy array.
-
-    ``np.asarray(im)`` goes through ``im.tobytes()``, which joins encoded chunks: for a
-    48 MP photo that is two transient 144 MB copies on top of Pillow's own 192 MB buffer.
-    Copying horizontal strips into a preallocated array keeps the transient to one strip.
-    """
-    w, h = im.size
-    if w * h <= _STRIP_PIXELS:
+    if w * h <= _STRIP_PIXELS and convert is None:
         return np.array(im)
-    first = np.asarray(im.crop((0, 0, w, 1)))
+    strip = convert or (lambda a: a)
+    first = strip(np.asarray(im.crop((0, 0, w, 1))))
     out = np.empty((h, *first.shape[1:]), first.dtype)
-    rows = max(1, _STRIP_PIXELS // 8 // w)
+    rows = strip_rows(w)
     for y in range(0, h, rows):
-        out[y : y + rows] = np.asarray(im.crop((0, y, w, min(h, y + rows))))
+        out[y : y + rows] = strip(np.asarray(im.crop((0, y, w, min(h, y + rows)))))
     return out
 
 
@@ -185,14 +172,11 @@ def _area_tab(src: int, dst: int) -> list[tuple[int, int, float]]:
 def shrunk_rgb(im: Image.Image, size: tuple[int, int]) -> np.ndarray:
     """A loaded RGB Pillow image → uint8 ``size[1]``×``size[0]``×3, shrunk while it is read out.
 
-    The same picture as copying it out whole and shrinking it with ``cv2.INTER_AREA``
-    (:func:`~gpen_core.images.encode.shrink_to_max_side`), without the full-size copy: that
-    copy (3 bytes per pixel) sat beside Pillow's own 4-byte buffer, 343 MB for a 7000×7000
-    PNG. Each strip of input rows that makes whole output rows is read out of Pillow, summed
-    down with OpenCV's area weights (:func:`_area_tab`), shrunk across by OpenCV in float32
-    and rounded once, as OpenCV rounds. The sums run in another order than OpenCV's, so a
-    value can differ from the full-frame shrink by 1 where a float sum lands next to a
-    rounding tie (measured: at most 1 value in 97 000, none for exact 2×, 3×, 4× shrinks).
+    The picture ``cv2.INTER_AREA`` makes of the whole copy (:func:`~gpen_core.images.encode.shrink_to_max_side`),
+    without that copy beside Pillow's buffer (343 MB for a 7000×7000 PNG): each strip of input rows that
+    makes whole output rows is summed down with OpenCV's area weights (:func:`_area_tab`), shrunk across
+    by OpenCV in float32 and rounded once. The sums' order differs from OpenCV's, so a value may differ
+    by 1 next to a rounding tie (measured: at most 1 in 97 000, none for exact 2×, 3×, 4× shrinks).
     """
     import cv2  # heavy; only needed when shrinking
 
@@ -205,7 +189,7 @@ def shrunk_rgb(im: Image.Image, size: tuple[int, int]) -> np.ndarray:
     # differed on noise); every other shrink rounds halves to even.
     halves_up = w == 2 * out_w and h == 2 * out_h
     out = np.empty((out_h, out_w, 3), np.uint8)
-    rows = max(1, _STRIP_PIXELS // 8 // w)  # input rows per strip, as when copying out whole
+    rows = strip_rows(w)  # input rows per strip, as when copying out whole
     j = 0
     while j < out_h:
         lo, k = weights[j][0][0], j + 1
@@ -255,7 +239,8 @@ def to_arrays(im: Image.Image, fmt: str, deep: bool, notes: list[str]) -> tuple[
         return to_arrays(im.convert("RGBA" if transparent else "RGB"), fmt, False, notes)
     if mode.startswith("I;16"):
         notes.append("grayscale image expanded to RGB")
-        return _grey16_to_8bit(im), None
+        # In strips: the whole frame at once held ~10 bytes per pixel beside Pillow's buffer (563 MB at 7000×7000).
+        return _asarray(im, lambda a: _scale_16_to_8(a.astype(np.uint16))), None
     if mode == "I":
         return _int32_to_8bit(im, fmt, notes), None
     if mode == "F":
@@ -315,7 +300,7 @@ def composite_on_white(rgb: np.ndarray, alpha: np.ndarray) -> None:
 
     uint16 holds 255·255 + 255·255; strips bound the uint16 temporaries to a few MB.
     """
-    rows = max(1, _STRIP_PIXELS // 8 // max(1, rgb.shape[1]))
+    rows = strip_rows(rgb.shape[1])
     for y in range(0, rgb.shape[0], rows):
         a = alpha[y : y + rows, :, None].astype(np.uint16)
         c = rgb[y : y + rows].astype(np.uint16)
@@ -338,12 +323,9 @@ _MAX_ICC_BYTES = 256_000
 
 
 def settle_icc(icc: bytes | None, base: np.ndarray, notes: list[str]) -> bytes | None:
-    """The profile to write into the result: ``icc`` when it is valid and small, else None.
-
-    A valid profile too large to copy: ``base`` (uint8 H×W×3) is converted from it to sRGB
-    in place, so the colours stay right without it. An invalid one is dropped. The notes
-    say which; ImageCms (Pillow's LittleCMS) is used when Pillow has it.
-    """
+    """The profile to write into the result: ``icc`` when it is valid and small, else None. A valid one too
+    large to copy: ``base`` (uint8 H×W×3) is converted from it to sRGB in place (ImageCms, when Pillow has
+    it); an invalid one is dropped. The notes say which."""
     if icc is None:
         return None
     try:
@@ -367,7 +349,7 @@ def settle_icc(icc: bytes | None, base: np.ndarray, notes: list[str]) -> bytes |
         return None
     try:
         transform = ImageCms.buildTransform(profile, ImageCms.createProfile("sRGB"), "RGB", "RGB")
-        rows = max(1, _STRIP_PIXELS // 8 // max(1, base.shape[1]))
+        rows = strip_rows(base.shape[1])
         for y in range(0, base.shape[0], rows):
             strip = Image.fromarray(np.ascontiguousarray(base[y : y + rows]), "RGB")
             base[y : y + rows] = np.asarray(ImageCms.applyTransform(strip, transform))

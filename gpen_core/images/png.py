@@ -1,12 +1,10 @@
 """A fast lossless PNG writer: numpy row filters + zlib on row bands in parallel threads.
 
-Why not Pillow: its PNG encoder tries all five filters on every row in C, single-threaded,
-which is most of its time on a 12 MP result. Here each band of rows is filtered with three
-cheap numpy filters (Sub, Up, Average; the row keeps the one closest to zero, libpng's
-heuristic) and deflated on its own thread (numpy and zlib release the GIL). The bands'
-raw deflate streams end with a sync flush (the last one finishes), so one after another
-they are a single valid zlib stream, as pigz writes them; the Adler-32 of the whole is
-combined from the bands'. Each band becomes one IDAT chunk.
+Pillow's encoder tries all five filters on every row, single-threaded, most of its time on a 12 MP
+result. Here each band of rows gets three cheap numpy filters (Sub, Up, Average; each row keeps the
+one closest to zero, libpng's heuristic) and is deflated on its own thread (numpy and zlib release the
+GIL). The bands' raw deflate streams end with a sync flush, so in sequence they are one zlib stream, as
+pigz writes them; the Adler-32 is combined from the bands'. Each band becomes one IDAT chunk.
 """
 
 from __future__ import annotations
@@ -75,16 +73,9 @@ def _workers() -> int:
     return max(1, min(cpus, 8))
 
 
-def encode_png(
-    rgb: np.ndarray,
-    alpha: np.ndarray | None = None,
-    icc_profile: bytes | None = None,
-    *,
-    exif: bytes | None = None,
-    dpi: tuple[float, float] | None = None,
-    band_bytes: int = _BAND_BYTES,
-    workers: int | None = None,
-) -> bytes:
+def encode_png(rgb: np.ndarray, alpha: np.ndarray | None = None, icc_profile: bytes | None = None, *,
+               exif: bytes | None = None, dpi: tuple[float, float] | None = None, band_bytes: int = _BAND_BYTES,
+               workers: int | None = None) -> bytes:
     """RGB uint8 H×W×3 (+ uint8 H×W alpha → RGBA) → the bytes of an 8-bit PNG file.
 
     ``icc_profile`` is embedded as an iCCP chunk named "ICC Profile", as Pillow writes it;

@@ -1,19 +1,16 @@
-"""Uploads that arrive as bytes rather than files: a pasted image's ``data:`` URL, written as sent.
-
-The decoder then reads the file like any other upload, with its limits and messages;
-nothing here opens the image. No web framework is imported: the app's Gradio seam
-(:mod:`gpen_core.compat.gradio`) hands the URL over.
+"""Uploads that arrive as bytes rather than files (a pasted image's ``data:`` URL), written as sent for the
+decoder to read like any other upload. No web framework is imported.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import tempfile
 from pathlib import Path
 
 from gpen_core.errors import InputError
 from gpen_core.images.limits import DEFAULT_LIMITS, InputLimits, too_big
+from gpen_core.images.outputs import fresh_file
 
 _UNREADABLE = "The pasted image could not be read; save it as a file and upload that."
 
@@ -41,17 +38,11 @@ def save_data_url(url: str, folder: Path, limits: InputLimits = DEFAULT_LIMITS) 
         raw = base64.b64decode(data, validate=False)
     except (binascii.Error, ValueError):
         raise InputError(_UNREADABLE) from None
-    folder.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix="p-", dir=folder)) / "pasted"
-    path.write_bytes(raw)
-    return path
+    return fresh_file(folder, "p-", "pasted", raw)
 
 
 def save_bytes(raw: bytes, name: str, folder: Path) -> Path:
     """Write bytes that arrived in a request (an image editor's layer) as sent to a fresh file
     ``name`` under ``folder``; return its path. Nothing is decoded: the decoder reads the file,
     with its limits, only when the request uses it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix="b-", dir=folder)) / Path(name).name
-    path.write_bytes(raw)
-    return path
+    return fresh_file(folder, "b-", Path(name).name, raw)

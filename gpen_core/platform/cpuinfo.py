@@ -1,8 +1,5 @@
-"""The CPU's model name, read once from /proc/cpuinfo (standard library only: no torch).
-
-Named in every benchmark table and in the keys of what is measured per machine
-(the hardware check's profile, OpenVINO's speed record).
-"""
+"""The CPU's model name, read once from /proc/cpuinfo (no torch): in benchmark tables and in the keys of
+what is measured per machine."""
 
 from __future__ import annotations
 

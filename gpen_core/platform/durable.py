@@ -1,25 +1,14 @@
 """Atomic, and where it matters durable, replacement of a file: the one place gpen_core renames into place.
 
-Every write goes to a temporary name in the destination's own folder (same disk, so the rename is
-atomic) and is renamed onto the destination only when whole; a reader sees the old file or the new
-one, never half of one, and a failure leaves the destination as it was and no temporary behind.
-The temporary name is ``.NAME.PID.partial`` (:func:`partial_path`): what
-:func:`gpen_core.platform.leftovers.sweep_partials` recognises as a killed run's and removes (the next
-write with ``sweep=True`` does, for a file rewritten in a folder of few files).
-
-``sync=True`` also fsyncs the file before the rename and the folder after it, so a power cut leaves
-the old file or the new one, never an empty file under the final name. It costs a disk flush, so it is
-asked for where a loss costs a long rerun or a torn file would be trusted later:
-measurements (minutes of hardware check), plan.json and the video segments (a resume trusts them), the
-restored video (hours of work), downloaded weights and their checksum sidecars, the synthetic
-checkpoints (a file under the final name is reused as it is). It is skipped for a restored photo
-(the user re-makes it in seconds, and a batch writes thousands), for an export (one command re-makes it,
-after a check against the model) and for the OpenVINO cache (each entry records its files' sizes and a
-torn one is found, set aside and converted again).
-
-A destination that is a symbolic link is replaced, not followed: the rename swaps the folder's entry,
-so the link's target is never written (a link planted in a work folder cannot redirect a write outside
-it). The temporary is opened without following a link either.
+Every write goes to ``.NAME.PID.partial`` (:func:`partial_path`) in the destination's folder and is
+renamed onto it only when whole: a reader sees the old file or the new one, and a failure leaves the
+destination as it was (a killed run's temporary is swept by :func:`gpen_core.platform.leftovers.sweep_partials`).
+``sync=True`` also fsyncs the file before the rename and the folder after, so a power cut never leaves
+an empty file under the final name; it is asked for where a loss costs a long rerun or a torn file
+would be trusted later (measurements, plan.json and video segments, the restored video, weights and
+their checksums, synthetic checkpoints), not for a restored photo, an export or the OpenVINO cache.
+A destination that is a symbolic link is replaced, never followed, and the temporary is opened
+without following a link either.
 """
 
 from __future__ import annotations

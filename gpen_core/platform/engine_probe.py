@@ -1,9 +1,6 @@
 """Whether the engine can be imported here, tried in a child process first (the CLI under a memory cap).
-
-Its own module: it runs the child through :mod:`gpen_core.platform.worker`, which itself reads
-:mod:`gpen_core.platform.oom` to tell how a child ended, and words the failure with
-:func:`gpen_core.platform.oom.import_failure`.
-"""
+Its own module: it runs the child through :mod:`gpen_core.platform.worker`, which reads
+:mod:`~gpen_core.platform.oom`."""
 
 from __future__ import annotations
 
@@ -12,12 +9,8 @@ from gpen_core.platform.oom import import_failure
 
 
 def probe_engine_import(timeout_s: float = 300.0) -> Exception | None:
-    """Import the engine in a child process (same limits) first; the error to show when it fails.
-
-    Under a memory cap PyTorch's import does not always fail cleanly: with ``prlimit --data``
-    it can crash inside ``ctypes`` (SIGSEGV), which no ``except`` can catch. A child that
-    dies tells us so without taking this process with it. None: the import works.
-    """
+    """Import the engine in a child process (same limits) first; the error to show when it fails, None when it works.
+    Under ``prlimit --data`` PyTorch's import can crash inside ``ctypes`` (SIGSEGV), which no ``except`` catches."""
     import signal
 
     try:  # the platform may not import the engine: the child runs it by reference

@@ -1,11 +1,9 @@
 """What a killed run of this program left on disk, told apart by the process id in its name, and swept.
 
-A run names its temporary files and folders with its own pid (``.out.mp4.4242.partial`` beside an
-output, as :func:`gpen_core.platform.durable.partial_path` names every file written into place;
-``gpen-seg-4242-…`` in the temp folder). ``kill -9``, a power cut or Ray's killing of a worker
-skips every clean-up, and a rerun has another pid, so without a sweep such leftovers stay forever.
-Only names of our own pattern, owned by this user, whose process no longer runs, are removed: a
-second run on the same output, still writing, keeps its file.
+A run names its temporaries with its pid (``.out.mp4.4242.partial``, as
+:func:`gpen_core.platform.durable.partial_path` names them; ``gpen-seg-4242-…``). ``kill -9`` or a power
+cut skips every clean-up and a rerun has another pid, so without a sweep they stay forever. Only names
+of our own pattern, owned by this user, whose process no longer runs, are removed.
 """
 
 from __future__ import annotations

@@ -1,26 +1,17 @@
 """This machine's measurements, in one typed, versioned file: ``measurements.json`` in the models folder.
 
-Three things are measured here: the hardware check's profile (peaks and times per mode, per
-device: :mod:`gpen_core.engine.profile_store` reads it for ``auto``), the speed of torch against
-OpenVINO per network (per CPU model: :mod:`gpen_core.runtimes.openvino.generator` reads it to
-choose a runtime) and the memory advice's measured table (:mod:`gpen_core.hwcheck.advice_table`,
-shown by the app). All live in one file with one version, one reader (:func:`read`) and one
-writer (:func:`update`, locked across processes)::
+The hardware check's profile per device (read by :mod:`gpen_core.engine.profile_store`), torch's speed
+against OpenVINO per network and CPU model (read by :mod:`gpen_core.runtimes.openvino.generator`) and
+the memory advice's table (:mod:`gpen_core.hwcheck.advice_table`), each figure stored once, with one
+reader (:func:`read`) and one writer (:func:`update`, locked across processes)::
 
-    {"version": 2,
-     "profiles": {"cpu": {...a Profile...}, "cuda:0": {...}},
-     "speeds": {"<CPU id>": {"512-float32": {"torch_s": 1.7, "openvino_s": 1.2, ...}}},
-     "advice": {...an AdviceReport...} or null}
+    {"version": 2, "profiles": {"cpu": {...}, "cuda:0": {...}},
+     "speeds": {"<CPU id>": {"512-float32": {"torch_s": 1.7, "openvino_s": 1.2, ...}}}, "advice": {...} or null}
 
-Each figure is stored once: a profile's backend rows keep their timed runs, and the medians
-``auto`` reads live under ``speeds`` alone (:mod:`gpen_core.engine.profile_store` joins them).
-
-A file of an unknown version, or one that cannot be read, is ignored, never a crash: the
-:class:`Store` read from it is empty and its ``note`` says why and to measure again. Older
-files are read as they were until the first write carries them over (and are left on disk):
-version 1 of this file (whose profiles carried their own ``format``), ``profile.json`` and
-``openvino/speed-*.json`` (read while no ``measurements.json`` exists) and ``advice.json``
-(read while the store holds no advice).
+A file that cannot be read, or of an unknown version, is ignored, never a crash: the :class:`Store`
+read is empty and its ``note`` says why. Older files are read as they were until the first write
+carries them over (and are left on disk): version 1 (profiles with their own ``format``),
+``profile.json`` and ``openvino/speed-*.json`` (while no ``measurements.json`` exists), ``advice.json``.
 """
 
 from __future__ import annotations
@@ -134,9 +125,8 @@ def parse(text: str, where: str | os.PathLike[str]) -> Store:
 
 
 def parse_document(text: str, where: str | os.PathLike[str]) -> Store:
-    """What a file given by hand holds (``profile --from``): a store (:func:`parse`), an older
-    ``profile.json``, or a single profile (``profile --json``, with version 1's ``format`` or without),
-    the last under its own ``device``. Empty with a note when it holds none of these."""
+    """What a file given by hand holds (``profile --from``): a store (:func:`parse`), an older ``profile.json``,
+    or one profile (``profile --json``, under its own ``device``); empty with a note when none of these."""
     try:
         data = json.loads(text)
     except ValueError:

@@ -1,35 +1,22 @@
 """Measure one call's peak RAM and VRAM, say how it was measured, and say when it was shared.
 
-RAM: on Linux the kernel keeps the process's resident high-water mark (VmHWM);
-writing ``5`` to ``/proc/self/clear_refs`` resets it to the current RSS, so the
-mark read after the call is exactly this call's peak ("vmhwm"). Where that is
-refused (other kernels, sandboxes, macOS, Windows) a thread samples RSS with
-psutil every 2 ms ("sampling"), which can miss spikes shorter than that.
+RAM: on Linux, writing ``5`` to ``/proc/self/clear_refs`` resets the kernel's resident high-water
+mark (VmHWM) to the current RSS, so the mark read after the call is its peak ("vmhwm"); where that
+is refused a thread samples RSS with psutil every 2 ms ("sampling"), which can miss shorter spikes.
+VRAM: only for a CUDA ``device``, on that device, with torch's peak-memory stats; a CPU meter never
+touches ``torch.cuda`` (a CUDA context's hundreds of MB would show up in the figures).
 
-VRAM: only for a CUDA ``device``, and only on that device (``cuda:1`` is measured
-on GPU 1, not on the current one): ``torch.cuda.reset_peak_memory_stats(i)`` before
-and ``max_memory_allocated(i)`` / ``max_memory_reserved(i)`` after. A meter for a
-CPU call never touches ``torch.cuda`` at all (no CUDA context, whose hundreds of
-MB would otherwise show up in the figures).
+Both marks are process-wide, so overlapping work can land in a call's peak; the meter never hides
+that, and never loses a peak to it:
 
-Both high-water marks are process-wide, so work that overlaps a measured call can
-land in its peak. The meter never hides that, and never loses a peak to it:
-
-- Before a meter resets a mark, it hands the mark's current value to every live
-  meter, so a meter that started earlier still reports its own peak (otherwise a
-  second meter's reset would make the first call read 0 MB). A meter nested in the same
-  thread (a benchmark around a Restorer call) measures exactly, and so does its outer one.
-- Meters that overlap from different threads (a second Restorer, a Ray replica
-  serving two requests) report ``shared``: their peaks include concurrent work.
-- Other Python threads of this process that were busy during the call (a download,
-  a background compile, another request's decoding) also make the call ``shared``,
-  saying what they did: page faults of at least 32 MB worth, or CPU time (at least 50 ms,
-  or 2% of the call) together with at least 1 MB of page faults (a large array faults in
-  2 MB huge pages, so its fault count reads small), from ``/proc/self/task``. A thread
-  that only computes (a web server's event loop answering polls) moves no memory and
-  does not count.
-  Native worker threads (OpenMP, oneDNN, OpenVINO's) work for the call itself and are not
-  counted, those the call starts included; where other work overlapped, they are named too.
+- Before a meter resets a mark it hands the mark's value to every live meter, so an earlier meter
+  still reports its own peak; a meter nested in the same thread measures exactly, as does its outer one.
+- Meters that overlap from different threads report ``shared``.
+- So do other Python threads of this process that were busy during the call, saying what they did:
+  page faults of at least 32 MB, or CPU time (50 ms, or 2% of the call) with at least 1 MB of faults
+  (a large array faults in 2 MB huge pages, so its count reads small), from ``/proc/self/task``. A
+  thread that only computes moves no memory and does not count. Native worker threads (OpenMP,
+  oneDNN, OpenVINO's) work for the call and are named only beside other overlapping work.
 """
 
 from __future__ import annotations
@@ -80,12 +67,9 @@ def peak_rss() -> int:
 
 
 def _reset_hwm(tries: int = 3) -> bool:
-    """Reset the kernel's high-water mark; True when it demonstrably worked.
-
-    After a reset the mark equals the RSS of that moment; both are read from one read of
-    /proc/self/status. Another thread that frees memory between the reset and the read leaves the
-    mark above the RSS, which looks like a failed reset: on a busy machine that window is wide, so
-    the reset is tried again before the meter falls back to sampling."""
+    """Reset the kernel's high-water mark; True when it demonstrably worked (the mark equals the RSS, both from
+    one read of /proc/self/status). Another thread freeing memory in between looks like a failed reset, a wide
+    window on a busy machine, so it is tried again before the meter falls back to sampling."""
     for _ in range(tries):
         try:
             with open("/proc/self/clear_refs", "w") as f:
@@ -124,8 +108,6 @@ class _Sampler(threading.Thread):
         self.join()
         return max(self.peak, current_rss())
 
-
-# --------------------------------------------------------------------------- other threads
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -291,8 +273,6 @@ def _busy_sentence(who: str, cpu_s: float, faults: int) -> str:
     return f"{who} of this process worked alongside it ({cpu_s * 1000:.0f} ms CPU, {faults * _PAGE / 1e6:.0f} MB of page faults)"
 
 
-# --------------------------------------------------------------------------- overlapping meters
-
 _REGISTRY_LOCK = threading.Lock()
 _ACTIVE: list["PeakMeter"] = []
 
@@ -304,10 +284,8 @@ def active_meters() -> int:
 
 
 def _cuda_index(device: Any) -> int | None:
-    """The CUDA device index ``device`` names ("cuda" is the current device), or None for any other device.
-
-    Touches ``torch.cuda`` only when ``device`` is a CUDA device.
-    """
+    """The CUDA device index ``device`` names ("cuda": the current one), or None; touches ``torch.cuda`` only
+    for a CUDA device."""
     if device is None:
         return None
     name = str(device)
@@ -324,11 +302,9 @@ def _cuda_index(device: Any) -> int | None:
 class PeakMeter:
     """``with PeakMeter(device) as m: ...`` then ``m.peaks`` (a :class:`Peaks`).
 
-    ``device``: where the measured call runs ("cpu", "cuda", "cuda:1", a
-    ``torch.device``, or None for RAM only). VRAM is measured on that CUDA device
-    only; for anything else ``torch.cuda`` is never touched. ``cuda=False`` turns
-    VRAM measuring off even for a CUDA device. ``force_sampling`` uses the psutil
-    sampler even where VmHWM works (for tests and for comparing the two methods).
+    ``device``: where the call runs ("cpu", "cuda:1", a ``torch.device``, None for RAM only);
+    ``cuda=False`` turns VRAM measuring off even for a CUDA device; ``force_sampling`` samples even
+    where VmHWM works (for tests and for comparing the two methods).
     """
 
     def __init__(self, device: Any = None, *, cuda: bool = True, force_sampling: bool = False) -> None:

@@ -1,27 +1,14 @@
-"""Out of memory: recognise it (:func:`is_oom`), explain a failed import
-(:func:`import_failure`), and hand memory back (:func:`release`, :func:`malloc_trim`).
+"""Out of memory: recognise it (:func:`is_oom`), explain a failed import (:func:`import_failure`),
+and hand memory back (:func:`release`, :func:`malloc_trim`).
 
-Every library says "out of memory" differently, and at every stage:
-
-- Python, NumPy and Pillow raise :class:`MemoryError` (NumPy's ``_ArrayMemoryError`` is one);
-- PyTorch raises ``torch.OutOfMemoryError`` (CUDA) and, on the CPU, ``RuntimeError``
-  ("DefaultCPUAllocator: can't allocate memory", "std::bad_alloc"); ``torch.load(mmap=True)``
-  says "unable to mmap … Cannot allocate memory";
-- oneDNN (PyTorch's CPU convolutions) fails with "could not create a primitive" when its
-  scratch buffer cannot be allocated (seen under ``prlimit --as``);
-- OpenCV raises ``cv2.error`` "(-4:Insufficient memory) Failed to allocate N bytes";
-- OpenVINO's CPU plugin raises ``RuntimeError`` "[CPU] Convolution node … can't alloc" when its
-  JIT kernel's code buffer cannot be mapped (Xbyak's ERR_CANT_ALLOC, seen under ``prlimit --as``),
-  or "Cannot allocate memory for type: …";
-- OpenBLAS (NumPy's matrix products) prints "OpenBLAS error: Memory allocation still failed
-  after 10 retries, giving up." and calls ``exit(1)``: nothing to catch in the process, so
-  :func:`reserve_blas_buffers` has it allocate its buffers at engine import, and a parent that
-  reads a child's last words (the hardware check's workers) recognises the text;
-- cuBLAS and cuDNN fail inside a plain ``RuntimeError`` ("CUBLAS_STATUS_ALLOC_FAILED",
-  "CUDNN_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_NOT_INITIALIZED" when creating a handle,
-  "unable to find an engine to execute this computation");
-- our own code raises :class:`~gpen_core.errors.OutOfMemory` where it can say which step.
-
+Every library says "out of memory" differently: :class:`MemoryError` (Python, NumPy, Pillow);
+``torch.OutOfMemoryError`` (CUDA) and, on the CPU, ``RuntimeError`` ("can't allocate memory",
+"std::bad_alloc", ``torch.load(mmap=True)``'s "Cannot allocate memory"); oneDNN's "could not create
+a primitive"; OpenCV's "Insufficient memory"; OpenVINO's CPU plugin's "can't alloc" (a JIT code
+buffer) or "Cannot allocate memory for type"; cuBLAS and cuDNN inside a plain ``RuntimeError``;
+our own :class:`~gpen_core.errors.OutOfMemory`. OpenBLAS prints "Memory allocation still failed"
+and calls ``exit(1)``, so :func:`reserve_blas_buffers` has it allocate its buffers at engine import,
+and a parent that reads a child's last words recognises the text. Messages seen under ``prlimit --as``.
 Nothing heavy at import: torch is only looked at when it is already loaded.
 """
 
@@ -163,12 +150,10 @@ _PACKAGES = (
 
 
 def import_failure(exc: BaseException, module: str | None = None) -> Exception:
-    """The error to show for a failed import (``ImportError`` or ``MemoryError``).
-
-    :class:`~gpen_core.errors.OutOfMemory` with what the engine needs when memory ran out
-    (a MemoryError, a shared library that could not be mapped under ``ulimit -v``), else a
-    :class:`~gpen_core.errors.GPENError` that says how to repair the installation.
-    """
+    """The error to show for a failed import (``ImportError`` or ``MemoryError``):
+    :class:`~gpen_core.errors.OutOfMemory` with what the engine needs when memory ran out (a library that could
+    not be mapped under ``ulimit -v`` included), else a :class:`~gpen_core.errors.GPENError` saying how to repair
+    the installation."""
     from gpen_core.errors import GPENError, OutOfMemory
 
     text = str(exc).strip()
@@ -194,13 +179,9 @@ def import_failure(exc: BaseException, module: str | None = None) -> Exception:
 
 
 def out_of_memory_advice() -> str:
-    """What to do when even the lightest mode ran out of memory, for this process as it runs.
-
-    Under an address-space or data cap (``ulimit -v``, ``prlimit``) the cap is what ran out,
-    whatever the photo's size: a 512 px photo fails there like a 12 MP one, so the advice is
-    to raise the cap, with what the engine alone takes. Without a cap: free memory or use a
-    smaller photo. Says nothing about a server or a command line: callers add their context.
-    """
+    """What to do when even the lightest mode ran out of memory, for this process as it runs (callers add
+    their context). Under a cap (``ulimit -v``, ``prlimit``) the cap ran out whatever the photo's size, so:
+    raise it, with what the engine alone takes; without one: free memory or use a smaller photo."""
     limits = _limits_text()
     if limits:
         fig = engine_import_figures()
@@ -231,14 +212,9 @@ def release(device: str) -> None:
 
 
 def reserve_blas_buffers() -> None:
-    """Have NumPy's OpenBLAS allocate its work buffers now, while the address space is free.
-
-    OpenBLAS maps them at its first matrix product (one per thread that joins it) and, when the
-    mapping fails, prints "Memory allocation still failed after 10 retries" and calls
-    ``exit(1)``: under an address-space cap (``prlimit --as``) a product late in a request killed
-    the process with no error to catch. Allocated here, they are kept for the process's life
-    (measured: a product after filling the address space exits 1 without this, runs with it).
-    """
+    """Have NumPy's OpenBLAS allocate its work buffers now, while the address space is free: it maps them at
+    its first matrix product and calls ``exit(1)`` when that fails, which under ``prlimit --as`` killed a
+    request with nothing to catch. Kept for the process's life (tests/test_oom_openvino_blas.py)."""
     import numpy as np
 
     a = np.ones((256, 256), np.float32)  # large enough that every OpenBLAS thread takes part

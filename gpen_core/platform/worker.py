@@ -2,20 +2,13 @@
 
     outcome = worker.run(measure_side, spec, on_event=..., niceness=10, env={"OMP_NUM_THREADS": "2"})
 
-The hardware check, the tips' measurements and the app's background preparation each need a
-process of their own: a fresh allocator (one measurement cannot flatter another), memory that
-is handed back when it exits, an out-of-memory kill that the caller survives, a niceness that
-does not stick to the caller's threads. :func:`run` starts ``fn(*args)`` in a spawned process
-(``multiprocessing``'s "spawn" context: no copy of the caller's threads or locks; the child
-imports this same ``gpen_core`` through the caller's ``sys.path``, whatever folder it was
-started from), passes what the child :func:`send` s to ``on_event`` as it comes (a
-:class:`ProgressEvent` for a progress bar, or any picklable value the caller defines), and returns
-a :class:`Done` with the function's return value, or a :class:`Failed` that says how it
-ended: an exception (its type and message), a kill by a signal (the out-of-memory killer, a
-stop), or a timeout. Nothing is parsed from text.
-
-The child exits when its parent does (it waits on the parent's end of the spawn pipe), so a
-measurement or conversion never outlives the app that asked for it.
+For the hardware check, the tips' measurements and the app's background preparation: a fresh
+allocator (one measurement cannot flatter another), memory handed back at exit, an out-of-memory kill
+the caller survives, a niceness that does not stick to the caller. :func:`run` starts ``fn(*args)``
+in a "spawn" child (no copy of the caller's threads or locks; it imports this ``gpen_core`` through
+the caller's ``sys.path``), passes what the child :func:`send` s to ``on_event``, and returns a
+:class:`Done` with the value or a :class:`Failed` saying how it ended (raised, killed, timed out...).
+Nothing is parsed from text. The child exits when its parent does.
 """
 
 from __future__ import annotations
@@ -261,27 +254,16 @@ class Child:
         return Failed("exited", f"exited with code {code} before it finished", exitcode=code, pid=self.pid)
 
 
-def run(
-    fn: Callable[..., T] | str,
-    *args: Any,
-    on_event: Callable[[object], None] | None = None,
-    niceness: int = 0,
-    env: dict[str, str | None] | None = None,
-    timeout: float | None = None,
-    quiet: bool = False,
-    stop: threading.Event | None = None,
-) -> Done[T] | Failed:
-    """``fn(*args)`` in a fresh spawned process; its outcome. ``fn`` is a module-level function of an
-    importable module, or its reference ``"package.module:name"`` (a room that may not import that
-    module runs it so: the platform probing the engine's import); ``args`` and its return value are
-    picklable (dataclasses, dicts, numbers). The child inherits this process's limits (``ulimit``,
-    ``prlimit``) and ``sys.path``.
+def run(fn: Callable[..., T] | str, *args: Any, on_event: Callable[[object], None] | None = None, niceness: int = 0,
+        env: dict[str, str | None] | None = None, timeout: float | None = None, quiet: bool = False,
+        stop: threading.Event | None = None) -> Done[T] | Failed:
+    """``fn(*args)`` in a fresh spawned process; its outcome. ``fn``: a module-level function of an importable
+    module, or its reference ``"package.module:name"`` (for a room that may not import that module);
+    ``args`` and the value are picklable. The child inherits this process's limits and ``sys.path``.
 
-    ``env``: variables to set (a None value unsets) in the child before ``fn``'s module is imported;
-    ``niceness``: added to the child's; ``timeout``: seconds before it is killed; ``on_event``
-    receives what the child :func:`send` s (a :class:`ProgressEvent` from :func:`report`), on this thread;
-    ``quiet``: the child's stdout and stderr go nowhere (a probe's output is not the user's); ``stop``: an event
-    whose setting kills the child (a user's Stop).
+    ``env``: variables set (None unsets) before ``fn``'s module is imported; ``niceness``: added to the
+    child's; ``timeout``: seconds before it is killed; ``on_event``: gets what the child :func:`send` s, on
+    this thread; ``quiet``: the child's stdout and stderr go nowhere; ``stop``: an event that kills the child.
     """
     return Child(fn, args, niceness=niceness, env=env, quiet=quiet).wait(on_event, timeout, stop)
 

@@ -1,23 +1,16 @@
 """Hugging Face ZeroGPU: how many seconds of GPU to ask ``spaces.GPU`` for, from measured work.
 
-On a ZeroGPU Space the GPU exists only inside a function decorated with
-``spaces.GPU(duration=...)``; ``duration`` may be a callable that gets the call's own
-arguments and returns seconds. Asking for less gets a visitor through the queue
-sooner; asking for too little aborts the request. The figure here is
+On a ZeroGPU Space the GPU exists only inside a ``spaces.GPU(duration=...)`` function, and ``duration``
+may be a callable of the call's own arguments. Asking for less gets a visitor through the queue
+sooner; too little aborts the request. The figure here is
 
     floor + load + (faces × seconds per face + upscaled megapixels × seconds per megapixel) × margin   (capped)
 
-with ``faces`` the most the request can restore (1 for an aligned crop, else its
-max-faces setting: faces are only counted after detection, inside the GPU call), and
-``seconds per face`` the slowest recent one measured by this Space's own requests
-(restore + align + paste over the faces restored), or, before any was measured, an
-estimate (:data:`ESTIMATED_S_PER_FACE`, labelled so). ``load`` is the slowest recent
-model load (a call can land on a fresh GPU slot, whose models load again: the generator,
-the detector, the parser and, for upscaling, RealESRNet), or :data:`ESTIMATED_LOAD_S`
-before one was measured. Upscaling ×k costs ``seconds per megapixel`` of the photo
-upscaled (its input size × k², from the file's header), measured by earlier upscales or
-:data:`ESTIMATED_S_PER_UPSCALED_MP`. ``floor`` covers decoding, detecting and encoding.
-
+``faces``: the most the request can restore (1 for an aligned crop, else its max-faces setting).
+Each rate is the slowest of this Space's recent GPU requests (per face: restore + align + paste; the
+slowest model load, as a call can land on a fresh slot; seconds per upscaled megapixel), or before
+any was measured a labelled estimate (:data:`ESTIMATED_S_PER_FACE`, :data:`ESTIMATED_LOAD_S`,
+:data:`ESTIMATED_S_PER_UPSCALED_MP`). ``floor`` covers decoding, detecting and encoding.
 Nothing here imports torch or touches CUDA.
 """
 
@@ -71,26 +64,20 @@ class FaceClock:
             if float(t.get("upscale_s") or 0.0) > 0 and mp > 0:
                 self._upscales.append(float(t["upscale_s"]) / mp)
 
-    def seconds_per_face(self) -> tuple[float, bool]:
-        """(seconds, measured?): the slowest recent measurement, or the labelled estimate."""
+    def _slowest(self, samples: deque[float], estimate: float) -> tuple[float, bool]:
+        """(seconds, measured?): the slowest recent sample, or the labelled estimate."""
         with self._lock:
-            if self._samples:
-                return max(self._samples), True
-        return ESTIMATED_S_PER_FACE, False
+            return (max(samples), True) if samples else (estimate, False)
+
+    def seconds_per_face(self) -> tuple[float, bool]:
+        return self._slowest(self._samples, ESTIMATED_S_PER_FACE)
 
     def load_seconds(self) -> tuple[float, bool]:
-        """(seconds, measured?): the slowest recent model load, or the labelled estimate."""
-        with self._lock:
-            if self._loads:
-                return max(self._loads), True
-        return ESTIMATED_LOAD_S, False
+        return self._slowest(self._loads, ESTIMATED_LOAD_S)
 
     def seconds_per_upscaled_mp(self) -> tuple[float, bool]:
-        """(seconds per megapixel of upscaled output, measured?), or the labelled estimate."""
-        with self._lock:
-            if self._upscales:
-                return max(self._upscales), True
-        return ESTIMATED_S_PER_UPSCALED_MP, False
+        """Per megapixel of upscaled output."""
+        return self._slowest(self._upscales, ESTIMATED_S_PER_UPSCALED_MP)
 
     def duration(self, max_faces: float | int | None, aligned: bool, *, upscale: int = 1,
                  image_size: tuple[int, int] | None = None) -> int:

@@ -1,7 +1,5 @@
-"""Checksums of checkpoint files: sha256 (cached per process), trust-on-first-use sidecars, verify().
-
-Where the registry pins no sha256, the first verification records the file's hash in a
-``<file>.sha256`` sidecar and every later check compares against it.
+"""Checksums of checkpoint files: sha256 (cached per process), and :func:`verify`. Where the registry pins
+no sha256, the first verification records the hash in a ``<file>.sha256`` sidecar (trust on first use).
 """
 
 from __future__ import annotations
@@ -42,11 +40,8 @@ def file_sha256(path: Path) -> str:
 
 
 def sidecar_path(path: Path, models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Where the trust-on-first-use hash of ``path`` is recorded.
-
-    ``<file>.sha256`` beside files in our models folder; for files elsewhere (the
-    ModelScope cache) under ``<models folder>/.hashes/`` so we never write outside it.
-    """
+    """Where the trust-on-first-use hash of ``path`` is recorded: ``<file>.sha256`` beside a file in our models
+    folder, else (the ModelScope cache) under ``<models folder>/.hashes/``: we never write outside it."""
     folder = models_folder(models_dir)
     try:
         if path.resolve().parent == folder.resolve():

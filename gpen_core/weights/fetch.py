@@ -1,10 +1,7 @@
-"""Downloading checkpoint files: probe the host, stream to a temp file, verify, rename into place.
-
-Downloads stream to a temporary file inside the models folder, are verified (size,
-sha256) and only then flushed and renamed into place (:func:`gpen_core.platform.durable.install`),
-so the final name never holds a partial file. Sources are tried in the registry's
-order (release URLs, ModelScope); an unreachable host fails in seconds.
-Importing this module imports neither torch nor modelscope.
+"""Downloading checkpoint files: probe the host, stream to a temp file in the models folder, verify
+(size, sha256), then flush and rename into place, so the final name never holds a partial file.
+Sources are tried in the registry's order; an unreachable host fails in seconds. Imports neither
+torch nor modelscope.
 """
 
 from __future__ import annotations
@@ -29,27 +26,18 @@ CONNECT_PROBE_S = 3.0
 # Per-read socket timeout of an HTTP download: a stalled server fails the download
 # (cleanly, nothing left under the final name) instead of hanging the app.
 READ_TIMEOUT_S = 20.0
-# A server that drips (a byte every few seconds) never trips the read timeout. Two more
-# rules stop it: fewer than MIN_BYTES_PER_S averaged over any MIN_RATE_WINDOW_S stretch
-# (32 KiB/s: dial-up speed; the largest file, GPEN-BFR-2048, would still take hours
-# at that rate), and a whole-download deadline (at one hour every file here needs
-# under 1 MB/s). Either stops the download within one read timeout, its partial file
-# removed at once.
+# A server that drips never trips the read timeout; two more rules stop it within one read
+# timeout, its partial file removed: under MIN_BYTES_PER_S (dial-up speed) over any
+# MIN_RATE_WINDOW_S, and a whole-download deadline (an hour asks under 1 MB/s of any file here).
 MIN_BYTES_PER_S = 32 * 1024
 MIN_RATE_WINDOW_S = 60.0
 DOWNLOAD_DEADLINE_S = 3600.0
 _CHUNK = 1 << 20
-# The most bytes a download may bring when the registry does not pin the file's size: twice the
-# largest released file of its kind. A server that streams without a Content-Length (or
-# announces more) is stopped there instead of filling the disk (a stream of zeros grew a
-# 10 GB partial file in 25 s). The generators' float32 weights are 72-272 MiB for every
-# released architecture (GPEN-BFR-512.pth is 284 MB), ParseNet's 85 MB, RRDBNet's ~67 MB.
-MAX_BYTES_BY_KIND: dict[str, int] = {
-    "generator": 640 << 20,
-    "detector": 256 << 20,
-    "parser": 192 << 20,
-    "upscaler": 192 << 20,
-}
+# The most bytes a download may bring when the registry pins no size: twice the largest released
+# file of its kind (generators 72-272 MiB, ParseNet 85 MB, RRDBNet ~67 MB), so a server streaming
+# without a Content-Length stops there instead of filling the disk (zeros grew 10 GB in 25 s).
+MAX_BYTES_BY_KIND: dict[str, int] = {"generator": 640 << 20, "detector": 256 << 20, "parser": 192 << 20,
+                                     "upscaler": 192 << 20}
 # Disk space a download leaves free: checked before it starts (with the announced size) and
 # again as the bytes arrive, so a stream of unknown length stops before the disk is full.
 DISK_RESERVE = 64 << 20
@@ -270,20 +258,6 @@ def modelscope_file_url(model_id: str, relpath: str, revision: str = "master") -
     return f"{_modelscope_endpoint().rstrip('/')}/api/v1/models/{model_id}/repo?Revision={q(revision)}&FilePath={q(relpath)}"
 
 
-def _fetch_modelscope(spec: WeightSpec, folder: Path, progress: CountProgress | None,
-                      cancel: threading.Event | None = None) -> Path:
-    """One file from ModelScope, through the same code as a direct download.
-
-    Not through modelscope's SDK: its client waits 60 s per read with 5 retries
-    (a stalled mirror held a download for over 300 s) and resumes from its own
-    ``.incomplete`` files. Here the file streams to our temp file with our read
-    timeout, is verified, and the temp file is removed on any failure.
-    """
-    assert spec.modelscope is not None
-    model_id, relpath = spec.modelscope
-    return _fetch_url(modelscope_file_url(model_id, relpath), spec, folder, progress, cancel)
-
-
 def _modelscope_endpoint() -> str:
     return os.environ.get("MODELSCOPE_ENDPOINT") or _MODELSCOPE_DEFAULT_ENDPOINT
 
@@ -291,10 +265,7 @@ def _modelscope_endpoint() -> str:
 def download_into(spec: WeightSpec, folder: Path, progress: CountProgress | None, looked: list[str],
            cancel: threading.Event | None = None) -> Path:
     """Try every source in order; the first verified one wins. Fails fast when none is reachable.
-
-    ``cancel``: set it (from another thread) to stop at the next received chunk:
-    :class:`DownloadCancelled`, no other source tried, the partial file removed.
-    """
+    ``cancel`` set (from another thread) stops at the next chunk: :class:`DownloadCancelled`, nothing left."""
     import urllib.error
 
     _clean_stale_parts(folder, spec.filename)
@@ -318,9 +289,10 @@ def download_into(spec: WeightSpec, folder: Path, progress: CountProgress | None
             attempts.append(f"{label}: {unreachable[host]}")
             continue
         try:
-            if kind == "modelscope":
-                return _fetch_modelscope(spec, folder, progress, cancel)
-            return _fetch_url(where, spec, folder, progress, cancel)
+            # ModelScope's file URL, not its SDK: that client waits 60 s per read with 5 retries (a stalled
+            # mirror held a download for over 300 s); here every source gets the same timeouts and checks.
+            url = modelscope_file_url(*spec.modelscope) if kind == "modelscope" and spec.modelscope else where
+            return _fetch_url(url, spec, folder, progress, cancel)
         except DownloadCancelled:
             raise
         except _Rejected as exc:
@@ -329,8 +301,6 @@ def download_into(spec: WeightSpec, folder: Path, progress: CountProgress | None
             attempts.append(f"{label}: HTTP {exc.code} {exc.reason}")
         except urllib.error.URLError as exc:
             attempts.append(f"{label}: {exc.reason}")
-        except ImportError as exc:
-            attempts.append(f"{label}: modelscope is not installed ({exc})")
         except Exception as exc:  # network stacks raise many types; report, try the next source
             attempts.append(f"{label}: {exc.__class__.__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
     raise missing_error(spec, folder, looked, "no source could be downloaded", attempts)

@@ -1,23 +1,14 @@
 """Where each checkpoint is, and whether it is the right file: the public face of the weights.
 
-:func:`resolve` turns a registry name (or a path) into a verified file:
+:func:`resolve` turns a registry name (or a path) into a verified file, looking in order at:
+an explicit file (or a folder holding exactly one known file, a ModelScope snapshot folder
+too); our models folder (``$GPEN_HOME``, default ``~/.cache/gpen``); the ModelScope cache
+(``$MODELSCOPE_CACHE``, default ``~/.cache/modelscope``, in every layout modelscope has used);
+then a download, when allowed (``allow_download=None``: unless ``GPEN_OFFLINE=1``).
 
-1. an explicit existing file, or a folder holding exactly one known file (a
-   ModelScope snapshot folder works too);
-2. our models folder (``$GPEN_HOME``, default ``~/.cache/gpen``);
-3. the ModelScope cache (``$MODELSCOPE_CACHE``, default ``~/.cache/modelscope``),
-   in every layout modelscope has used (1.38+ ``models/owner--name/snapshots/rev``
-   and the older ones);
-4. a download, only when allowed (``allow_download=None``: allowed unless
-   ``GPEN_OFFLINE=1``).
-
-The rooms behind it: :mod:`~gpen_core.weights.registry` (the literal table of files, their
-sources, pins and architectures; the models folder), :mod:`~gpen_core.weights.checksums`
-(sha256, trust-on-first-use sidecars, :func:`verify`) and :mod:`~gpen_core.weights.fetch`
-(atomic, verified downloads). Their public names are importable from here too.
-
-Verification happens before anything calls ``torch.load``. Importing this module
-imports neither torch nor modelscope.
+The table of files is :mod:`~gpen_core.weights.registry`, checksums :mod:`~gpen_core.weights.checksums`,
+downloads :mod:`~gpen_core.weights.fetch`; their public names are importable from here too.
+Verification happens before anything calls ``torch.load``; importing this imports neither torch nor modelscope.
 """
 
 from __future__ import annotations
@@ -27,51 +18,21 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpen_core.weights.checksums import file_sha256, sidecar_path, verify
 from gpen_core.errors import WeightsError
 from gpen_core.progress import CountProgress
+from gpen_core.weights.checksums import file_sha256, sidecar_path, verify
 from gpen_core.weights.fetch import DownloadCancelled, download_into, missing_error, modelscope_file_url
-from gpen_core.weights.registry import (
-    REGISTRY,
-    Arch,
-    Kind,
-    WeightSpec,
-    WeightStatus,
-    models_folder,
-    find_spec,
-    expected_location,
-    get_spec,
-    modelscope_cache_root,
-    models_dir,
-)
+from gpen_core.weights.registry import (REGISTRY, Arch, Kind, WeightSpec, WeightStatus, expected_location, find_spec,
+                                        get_spec, models_dir, models_folder, modelscope_cache_root)
 
 __all__ = [
-    "REGISTRY",
-    "Arch",
-    "Kind",
-    "WeightSpec",
-    "DownloadCancelled",
-    "WeightStatus",
-    "WeightsError",
-    "download",
-    "expected_location",
-    "file_sha256",
-    "get_spec",
-    "locate",
-    "modelscope_cache_root",
-    "modelscope_file_url",
-    "models_dir",
-    "resolve",
-    "sidecar_path",
-    "status",
-    "verify",
+    "REGISTRY", "Arch", "Kind", "WeightSpec", "DownloadCancelled", "WeightStatus", "WeightsError", "download",
+    "expected_location", "file_sha256", "get_spec", "locate", "modelscope_cache_root", "modelscope_file_url",
+    "models_dir", "resolve", "sidecar_path", "status", "verify",
 ]
 
 # ModelScope renamed the "damo" organisation to "iic"; caches made before hold damo/...
 _MODELSCOPE_OWNER_ALIASES = {"iic": ("iic", "damo"), "damo": ("damo", "iic")}
-
-
-# --------------------------------------------------------------------- lookup
 
 
 @dataclass(frozen=True)
@@ -82,14 +43,10 @@ class _Found:
 
 
 def _modelscope_candidates(model_id: str, relpath: str, root: Path) -> list[tuple[str, list[Path]]]:
-    """Every place modelscope (1.40 and older) may have put ``relpath`` of ``model_id``.
-
-    Returns (description, concrete candidate paths) pairs, newest layout first:
-    1.38+ ``models/owner--name/snapshots/<rev>/`` (master, main, then any other
-    revision); ≤1.37 ``models/owner/name___`` (``$MODELSCOPE_CACHE`` set) and
-    ``hub/models/owner/name___`` (default cache); older SDKs ``owner/name`` and
-    ``hub/owner/name``. Both owners are tried: "damo" was renamed "iic".
-    """
+    """(description, candidate paths) pairs for every place modelscope (1.40 and older) may have put
+    ``relpath`` of ``model_id``, newest layout first: 1.38+ ``models/owner--name/snapshots/<rev>/``
+    (master, main, then any other); ≤1.37 ``models/owner/name___`` and ``hub/models/owner/name___``;
+    older SDKs ``owner/name`` and ``hub/owner/name``. Both owners are tried: "damo" was renamed "iic"."""
     owner, name = model_id.split("/", 1)
     safe = name.replace(".", "___")
     out: list[tuple[str, list[Path]]] = []
@@ -182,11 +139,8 @@ def _parse(name_or_path: str | os.PathLike[str]) -> tuple[WeightSpec | None, Pat
 
 
 def locate(name_or_path: str | os.PathLike[str], models_dir: str | os.PathLike[str] | None = None) -> Path | None:
-    """Where the file is now, without network and without verifying it (``resolve`` verifies).
-
-    Same order as :func:`resolve`: explicit path, models folder, ModelScope cache.
-    Leftover temporary files of an interrupted download are never returned.
-    """
+    """Where the file is now (explicit path, models folder, ModelScope cache), without network and without
+    verifying it (``resolve`` verifies); an interrupted download's temporary is never returned."""
     spec, explicit = _parse(name_or_path)
     if explicit is not None:
         return _explicit(explicit).path
@@ -195,27 +149,16 @@ def locate(name_or_path: str | os.PathLike[str], models_dir: str | os.PathLike[s
     return found.path if found else None
 
 
-# ------------------------------------------------------------------- resolve
-
-
 def _offline_env() -> bool:
     return os.environ.get("GPEN_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def resolve(
-    name_or_path: str | os.PathLike[str],
-    *,
-    models_dir: str | os.PathLike[str] | None = None,
-    allow_download: bool | None = None,
-    progress: CountProgress | None = None,
-) -> Path:
-    """A verified checkpoint file for a registry name or an explicit path.
+def resolve(name_or_path: str | os.PathLike[str], *, models_dir: str | os.PathLike[str] | None = None,
+            allow_download: bool | None = None, progress: CountProgress | None = None) -> Path:
+    """A verified checkpoint file for a registry name or an explicit path, looked for in the module doc's order.
 
-    Order: explicit existing file (or folder with exactly one known file) → models
-    folder → ModelScope cache → download (when ``allow_download``; ``None`` means
-    allowed unless ``GPEN_OFFLINE=1``). Raises :class:`WeightsError` within seconds
-    when it is missing and cannot be fetched, naming the file, every place looked
-    and the fix; and when a found file fails its size or hash check.
+    Raises :class:`WeightsError` within seconds when it is missing and cannot be fetched (naming
+    the file, every place looked and the fix), and when a found file fails its size or hash check.
     """
     spec, explicit = _parse(name_or_path)
     folder = models_folder(models_dir)
@@ -238,20 +181,11 @@ def resolve(
     return download_into(spec, folder, progress, looked)
 
 
-def download(
-    name: str,
-    *,
-    models_dir: str | os.PathLike[str] | None = None,
-    progress: CountProgress | None = None,
-    cancel: threading.Event | None = None,
-) -> Path:
-    """Fetch ``name`` into the models folder (ignores GPEN_OFFLINE: this is the explicit request).
-
-    Returns at once if a verified copy is already present (models folder or
-    ModelScope cache). A corrupt copy in the models folder is replaced. Setting
-    ``cancel`` (from another thread: a Stop button) ends the download at its next
-    chunk with :class:`~gpen_core.weights.fetch.DownloadCancelled`, nothing installed.
-    """
+def download(name: str, *, models_dir: str | os.PathLike[str] | None = None, progress: CountProgress | None = None,
+             cancel: threading.Event | None = None) -> Path:
+    """Fetch ``name`` into the models folder (ignoring GPEN_OFFLINE: this is the explicit request); at once when
+    a verified copy is present, replacing a corrupt one in the models folder. ``cancel`` set (from another
+    thread: a Stop button) ends it at its next chunk with :class:`~gpen_core.weights.fetch.DownloadCancelled`."""
     spec = get_spec(name)
     folder = models_folder(models_dir)
     found, looked = _search(spec, folder)
@@ -266,9 +200,6 @@ def download(
     return download_into(spec, folder, progress, looked, cancel)
 
 
-# -------------------------------------------------------------------- status
-
-
 def status(models_dir: str | os.PathLike[str] | None = None) -> list[WeightStatus]:
     """One row per registry entry: present where, verified or why not. No network.
 
@@ -280,27 +211,14 @@ def status(models_dir: str | os.PathLike[str] | None = None) -> list[WeightStatu
         found, _ = _search(spec, folder)
         expected = folder / spec.filename
         if found is None:
-            rows.append(
-                WeightStatus(spec.name, spec.filename, spec.kind, False, None, None, spec.size_bytes, "", expected)
-            )
+            rows.append(WeightStatus(spec.name, spec.filename, spec.kind, False, None, None, spec.size_bytes, "",
+                                     expected))
             continue
         problem = None
         try:
             verify(found.path, spec, folder)
         except WeightsError as exc:
             problem = str(exc)
-        rows.append(
-            WeightStatus(
-                spec.name,
-                spec.filename,
-                spec.kind,
-                True,
-                found.path,
-                problem is None,
-                found.path.stat().st_size,
-                found.location,
-                expected,
-                problem,
-            )
-        )
+        rows.append(WeightStatus(spec.name, spec.filename, spec.kind, True, found.path, problem is None,
+                                 found.path.stat().st_size, found.location, expected, problem))
     return rows

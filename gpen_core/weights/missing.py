@@ -1,9 +1,5 @@
-"""Every file a request lacks, in one message: names, sizes, and one download command.
-
-A restore that lacks two files should not fail on the first, be fixed, and then fail on the
-second. :func:`missing_error` names them all with their download sizes (published, or the
-documented architecture's float32 state dict, marked "~") and one command that fetches
-them. Torch-free and network-free.
+"""Every file a request lacks, in one message: names, download sizes (published, or the documented
+architecture's float32 state dict, marked "~") and one command that fetches them all.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The checkpoint registry: one literal table of every file the engine can use.
 
-Registry name → file name, sources, pinned size and sha256 where there is published
-evidence, and, for generators, the architecture; plus where our models folder is.
-Torch-free and network-free: :mod:`gpen_core.weights.lookup` resolves and verifies the files,
-:mod:`gpen_core.weights.fetch` downloads them.
+Registry name → file name, sources, pinned size and sha256 where there is published evidence, and,
+for generators, the architecture. Torch-free and network-free.
 """
 
 from __future__ import annotations
@@ -14,8 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from gpen_core.errors import WeightsError
-from gpen_core.platform import paths
-from gpen_core.progress import CountProgress
+from gpen_core.platform.paths import folder as models_folder, models_dir  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from gpen_core.networks.arch import GPENConfig
@@ -43,18 +40,18 @@ class WeightSpec:
     # Release URLs, tried in order. A URL that serves different bytes is rejected
     # by the size/sha256 check, so a pinned hash makes extra mirrors safe.
     urls: tuple[str, ...]
-    # (model_id, path inside the snapshot) on ModelScope, or None.
-    modelscope: tuple[str, str] | None
-    # Exact file size where published evidence exists; None: unknown.
-    size_bytes: int | None
-    # sha256 where published evidence exists; None: verify size only, and record
-    # the hash in a sidecar on first verification (trust on first use).
-    sha256: str | None
-    # Generator architecture (the checkpoint still decides at load time; this is
-    # what the release is documented to be, used for synthetic models and sizing).
-    arch_params: Arch | None
     licence: str
     notes: str = ""
+    # (model_id, path inside the snapshot) on ModelScope, or None.
+    modelscope: tuple[str, str] | None = None
+    # Exact file size where published evidence exists; None: unknown.
+    size_bytes: int | None = None
+    # sha256 where published evidence exists; None: verify size only, and record
+    # the hash in a sidecar on first verification (trust on first use).
+    sha256: str | None = None
+    # Generator architecture (the checkpoint still decides at load time; this is
+    # what the release is documented to be, used for synthetic models and sizing).
+    arch_params: Arch | None = None
     # Try ModelScope before the URLs (the release URLs of 1024/2048 are reported dead).
     modelscope_first: bool = False
 
@@ -89,119 +86,37 @@ _OSS = "https://public-vigen-video.oss-cn-shanghai.aliyuncs.com/robin/models"
 _FACEXLIB = "https://github.com/xinntao/facexlib/releases/download"
 _GPEN_LICENCE = "© Alibaba 2021, for academic and non-commercial use only (yangxy/GPEN README)"
 
-# Evidence for the entries below (checked with the project's search tool):
-# - yangxy/GPEN README lists GPEN-BFR-256.pth and GPEN-BFR-512.pth under the OSS
-#   URLs; its 2022-03-09 news says GPEN-BFR-2048 was taken down, and its
-#   2023-02-15 news points 1024/2048 to ModelScope "cv_gpen_image-portrait-
-#   enhancement-hires", noting "pytorch_model.pt, pytorch_model-2048.pt are
-#   respectively the 1024 and 2048 versions". Third-party scripts report the OSS
-#   GPEN-BFR-1024.pth link as not working, so those two try ModelScope first.
-# - modelscope's ImagePortraitEnhancementPipeline loads f"{model}/pytorch_model.pt"
-#   (ModelFile.TORCH_MODEL_FILE) strictly into FullGenerator(512, cm 2) for the
-#   base model and FullGenerator(1024) for "hires".
-# - No published size or sha256 was found for any GPEN file: left None (sidecar).
-# - detection_Resnet50_Final.pth and parsing_parsenet.pth: several independent
-#   public manifests agree on size and sha256 (109497761 / 6d1de9c2…,
-#   85331193 / 3d558d8d…); one maps GPEN's RetinaFace-R50.pth to the same hash.
-# - detection_mobilenet0.25_Final.pth: ../shared/README.md (and the file there).
-# - ParseNet-latest.pth: yangxy/GPEN README, beside GPEN-BFR-512.pth; loaded by
-#   face_parse/face_parsing.py as ParseNet(512, 512, 32, 64, 19, bn, LeakyReLU, [32, 256]).
-#   facexlib's parsing_parsenet.pth is built with the same class and arguments (same keys);
-#   whether the numbers are the same is not published, so each keeps its own entry.
+
+def _gpen(name: str, kind: Kind, *, notes: str, arch: Arch | None = None, modelscope: tuple[str, str] | None = None,
+          modelscope_first: bool = False) -> WeightSpec:
+    """One of GPEN's own files: ``<name>.pth`` in its OSS folder, under its licence; no published size or sha256."""
+    return WeightSpec(name=name, filename=f"{name}.pth", kind=kind, urls=(f"{_OSS}/{name}.pth",), licence=_GPEN_LICENCE,
+                      notes=notes, modelscope=modelscope, arch_params=arch, modelscope_first=modelscope_first)
+
+
+# Where each source, pin and architecture comes from: docs/files-and-limits.md, "Where the registry's entries
+# come from".
 REGISTRY: dict[str, WeightSpec] = {
     s.name: s
     for s in (
-        WeightSpec(
-            name="GPEN-BFR-256",
-            filename="GPEN-BFR-256.pth",
-            kind="generator",
-            urls=(f"{_OSS}/GPEN-BFR-256.pth",),
-            modelscope=None,
-            size_bytes=None,
-            sha256=None,
-            arch_params=Arch(256, channel_multiplier=1, narrow=0.5),
-            licence=_GPEN_LICENCE,
-            notes="256 px faces; the small, fast one (channel_multiplier 1, narrow 0.5).",
-        ),
-        WeightSpec(
-            name="GPEN-BFR-512",
-            filename="GPEN-BFR-512.pth",
-            kind="generator",
-            urls=(f"{_OSS}/GPEN-BFR-512.pth",),
-            modelscope=("iic/cv_gpen_image-portrait-enhancement", "pytorch_model.pt"),
-            size_bytes=None,
-            sha256=None,
-            arch_params=Arch(512),
-            licence=_GPEN_LICENCE,
-            notes="512 px faces. ModelScope's pytorch_model.pt has the same keys and shapes "
-            "(it may be a different training run from the GitHub release).",
-        ),
-        WeightSpec(
-            name="GPEN-BFR-1024",
-            filename="GPEN-BFR-1024.pth",
-            kind="generator",
-            urls=(f"{_OSS}/GPEN-BFR-1024.pth",),
-            modelscope=("iic/cv_gpen_image-portrait-enhancement-hires", "pytorch_model.pt"),
-            size_bytes=None,
-            sha256=None,
-            arch_params=Arch(1024),
-            licence=_GPEN_LICENCE,
-            notes="1024 px faces; published on ModelScope (the OSS link is reported dead).",
-            modelscope_first=True,
-        ),
-        WeightSpec(
-            name="GPEN-BFR-2048",
-            filename="GPEN-BFR-2048.pth",
-            kind="generator",
-            urls=(f"{_OSS}/GPEN-BFR-2048.pth",),
-            modelscope=("iic/cv_gpen_image-portrait-enhancement-hires", "pytorch_model-2048.pt"),
-            size_bytes=None,
-            sha256=None,
-            arch_params=Arch(2048),
-            licence=_GPEN_LICENCE,
-            notes="2048 px faces (selfies); published on ModelScope (the OSS file was taken down).",
-            modelscope_first=True,
-        ),
-        # GPEN's other released tasks (yangxy/GPEN README, its weights table and `demo.py --task ...`
-        # lines; misc/predict.py builds Colorization and Inpainting with channel_multiplier 2 at 1024,
-        # demo.py Seg2face at --in_size 512 with the default channel_multiplier 2, narrow 1). Same
-        # FullGenerator as restoration; the checkpoint still decides. No published size or sha256: sidecar.
-        WeightSpec(
-            name="GPEN-Colorization-1024",
-            filename="GPEN-Colorization-1024.pth",
-            kind="generator",
-            urls=(f"{_OSS}/GPEN-Colorization-1024.pth",),
-            modelscope=None,
-            size_bytes=None,
-            sha256=None,
-            arch_params=Arch(1024),
-            licence=_GPEN_LICENCE,
-            notes="colorizes grey faces (task colorize; 1024 px; the input's luminance is kept).",
-        ),
-        WeightSpec(
-            name="GPEN-Inpainting-1024",
-            filename="GPEN-Inpainting-1024.pth",
-            kind="generator",
-            urls=(f"{_OSS}/GPEN-Inpainting-1024.pth",),
-            modelscope=None,
-            size_bytes=None,
-            sha256=None,
-            arch_params=Arch(1024),
-            licence=_GPEN_LICENCE,
-            notes="fills white brush strokes on faces (task inpaint; 1024 px).",
-        ),
-        WeightSpec(
-            name="GPEN-Seg2face-512",
-            filename="GPEN-Seg2face-512.pth",
-            kind="generator",
-            urls=(f"{_OSS}/GPEN-Seg2face-512.pth",),
-            modelscope=None,
-            size_bytes=None,
-            sha256=None,
-            arch_params=Arch(512),
-            licence=_GPEN_LICENCE,
-            notes="a face from a colour label map (task seg2face; aligned 512 px maps; input in [0, 1]).",
-        ),
+        _gpen("GPEN-BFR-256", "generator", arch=Arch(256, channel_multiplier=1, narrow=0.5),
+              notes="256 px faces; the small, fast one (channel_multiplier 1, narrow 0.5)."),
+        _gpen("GPEN-BFR-512", "generator", arch=Arch(512),
+              modelscope=("iic/cv_gpen_image-portrait-enhancement", "pytorch_model.pt"),
+              notes="512 px faces. ModelScope's pytorch_model.pt has the same keys and shapes "
+                    "(it may be a different training run from the GitHub release)."),
+        _gpen("GPEN-BFR-1024", "generator", arch=Arch(1024), modelscope_first=True,
+              modelscope=("iic/cv_gpen_image-portrait-enhancement-hires", "pytorch_model.pt"),
+              notes="1024 px faces; published on ModelScope (the OSS link is reported dead)."),
+        _gpen("GPEN-BFR-2048", "generator", arch=Arch(2048), modelscope_first=True,
+              modelscope=("iic/cv_gpen_image-portrait-enhancement-hires", "pytorch_model-2048.pt"),
+              notes="2048 px faces (selfies); published on ModelScope (the OSS file was taken down)."),
+        _gpen("GPEN-Colorization-1024", "generator", arch=Arch(1024),
+              notes="colorizes grey faces (task colorize; 1024 px; the input's luminance is kept)."),
+        _gpen("GPEN-Inpainting-1024", "generator", arch=Arch(1024),
+              notes="fills white brush strokes on faces (task inpaint; 1024 px)."),
+        _gpen("GPEN-Seg2face-512", "generator", arch=Arch(512),
+              notes="a face from a colour label map (task seg2face; aligned 512 px maps; input in [0, 1])."),
         WeightSpec(
             name="retinaface-resnet50",
             filename="detection_Resnet50_Final.pth",
@@ -211,10 +126,8 @@ REGISTRY: dict[str, WeightSpec] = {
                 # GPEN's copy; accepted only if it hashes to the pinned sha256.
                 f"{_OSS}/RetinaFace-R50.pth",
             ),
-            modelscope=None,
             size_bytes=109497761,
             sha256="6d1de9c2944f2ccddca5f5e010ea5ae64a39845a86311af6fdf30841b0a5a16d",
-            arch_params=None,
             licence="MIT (biubug6/Pytorch_Retinaface), distributed by facexlib",
             notes="RetinaFace ResNet-50 face detector, ~105 MB; more accurate, ~10x the cost of mobilenet0.25.",
         ),
@@ -223,10 +136,8 @@ REGISTRY: dict[str, WeightSpec] = {
             filename="detection_mobilenet0.25_Final.pth",
             kind="detector",
             urls=(f"{_FACEXLIB}/v0.1.0/detection_mobilenet0.25_Final.pth",),
-            modelscope=None,
             size_bytes=1789735,
             sha256="ed6fa7d45a5179f03cb5ce82c73b0c6711372968e53782e88395acee88d319e1",
-            arch_params=None,
             licence="MIT (biubug6/Pytorch_Retinaface), distributed by facexlib",
             notes="RetinaFace MobileNet-0.25 face detector, 1.7 MB; fast on CPU.",
         ),
@@ -235,72 +146,22 @@ REGISTRY: dict[str, WeightSpec] = {
             filename="parsing_parsenet.pth",
             kind="parser",
             urls=(f"{_FACEXLIB}/v0.2.2/parsing_parsenet.pth",),
-            modelscope=None,
             size_bytes=85331193,
             sha256="3d558d8d0e42c20224f13cf5a29c79eba2d59913419f945545d8cf7b72920de2",
-            arch_params=None,
             licence="distributed by facexlib (ParseNet from PSFR-GAN); check the upstream licence",
             notes="facexlib's copy of the face-parsing network: the same ParseNet class and key table as "
             "GPEN's ParseNet-latest.pth (used when that one is absent).",
         ),
-        WeightSpec(
-            name="ParseNet-latest",
-            filename="ParseNet-latest.pth",
-            kind="parser",
-            urls=(f"{_OSS}/ParseNet-latest.pth",),
-            modelscope=None,
-            # No published size or sha256 (yangxy/GPEN README links the file only): sidecar.
-            size_bytes=None,
-            sha256=None,
-            arch_params=None,
-            licence=_GPEN_LICENCE,
-            notes="GPEN's face-parsing network (official paste mask); optional (GPEN's rectangle mask otherwise).",
-        ),
-        # Background upscalers (gpen_core.networks.upscaler): yangxy/GPEN README links realesrnet_x1/x2/x4.pth
-        # under the same OSS folder; sr_model/real_esrnet.py loads their 'params_ema' into
-        # RRDBNet(num_feat 32, num_block 23, num_grow_ch 32). ModelScope's portrait-enhancement
-        # pipeline strictly loads f"{model}/super_resolution/realesrnet_x2.pth" ['params_ema'] into
-        # the same RRDBNet at scale 2 (modelscope image_portrait_enhancement_pipeline.py). No
-        # published size or sha256: sidecar (trust on first use).
-        WeightSpec(
-            name="realesrnet_x2",
-            filename="realesrnet_x2.pth",
-            kind="upscaler",
-            urls=(f"{_OSS}/realesrnet_x2.pth",),
-            modelscope=("iic/cv_gpen_image-portrait-enhancement", "super_resolution/realesrnet_x2.pth"),
-            size_bytes=None,
-            sha256=None,
-            arch_params=None,
-            licence=_GPEN_LICENCE,
-            notes="Background upscaler ×2 (RealESRNet, RRDBNet 23 blocks); GPEN's --use_sr default and "
-            "ModelScope's portrait-enhancement background.",
-        ),
-        WeightSpec(
-            name="realesrnet_x4",
-            filename="realesrnet_x4.pth",
-            kind="upscaler",
-            urls=(f"{_OSS}/realesrnet_x4.pth",),
-            modelscope=None,
-            size_bytes=None,
-            sha256=None,
-            arch_params=None,
-            licence=_GPEN_LICENCE,
-            notes="Background upscaler ×4 (RealESRNet, RRDBNet 23 blocks); GPEN's --sr_scale 4.",
-        ),
+        _gpen("ParseNet-latest", "parser",
+              notes="GPEN's face-parsing network (official paste mask); optional (GPEN's rectangle mask otherwise)."),
+        _gpen("realesrnet_x2", "upscaler",
+              modelscope=("iic/cv_gpen_image-portrait-enhancement", "super_resolution/realesrnet_x2.pth"),
+              notes="Background upscaler ×2 (RealESRNet, RRDBNet 23 blocks); GPEN's --use_sr default and "
+                    "ModelScope's portrait-enhancement background."),
+        _gpen("realesrnet_x4", "upscaler",
+              notes="Background upscaler ×4 (RealESRNet, RRDBNet 23 blocks); GPEN's --sr_scale 4."),
     )
 }
-
-
-# --------------------------------------------------------------------- folders
-
-
-def models_dir() -> Path:
-    """Our models folder: ``$GPEN_HOME`` or ``~/.cache/gpen``; created if missing."""
-    return paths.folder(None)
-
-
-def models_folder(arg: str | os.PathLike[str] | None) -> Path:
-    return paths.folder(arg)
 
 
 def expected_location(name: str, models_dir: str | os.PathLike[str] | None = None) -> Path:

@@ -1,9 +1,6 @@
 """Which checkpoint a user of a server may name: a registry name, or a file inside the models folder.
-
-The app's Generator field passes through :func:`checked_model` before anything loads.
-Any other path (elsewhere on the server, a folder, a device) gets one message that
-reveals nothing about the path, unless the operator allowed any path
-(``--allow-any-model-path``: a local user's choice).
+The app's Generator field passes through :func:`checked_model`; any other path gets one message that
+reveals nothing about it, unless the operator allowed any path (``--allow-any-model-path``).
 """
 
 from __future__ import annotations

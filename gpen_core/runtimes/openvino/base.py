@@ -1,9 +1,6 @@
-"""OpenVINO basics shared by every network we run on it: availability, the one Core, CPU
-features, precision, and the cache folder keyed by weights, release, precision and CPU.
-
-Used by :mod:`gpen_core.runtimes.openvino.generator` (the generator), :mod:`gpen_core.runtimes.openvino.parser` (ParseNet) and
-:mod:`gpen_core.runtimes.openvino.detector` (RetinaFace). Nothing beyond the standard library is imported at
-module import; ``openvino`` is imported by :func:`get_core`.
+"""OpenVINO basics shared by every network we run on it (the generator, ParseNet, RetinaFace): availability,
+the one Core, CPU features, precision, and the cache folder keyed by weights, release, precision and CPU.
+``openvino`` is imported by :func:`get_core`, not at module import.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-from gpen_core.errors import ResourceError
+from gpen_core.errors import GPENError, ResourceError
 from gpen_core.platform import durable
 from gpen_core.platform.leftovers import pid_alive
 
@@ -37,13 +34,10 @@ CONVERSION_LOCK = threading.RLock()
 
 def convert_traced(module: Any, example: Any, shape: Any) -> Any:
     """``module`` (torch, eval, no_grad) as an ``openvino.Model`` for inputs of ``shape`` (a tuple, or
-    a PartialShape for dynamic sides): traced once here, then converted as TorchScript.
-
-    ``convert_model`` given the module itself traces it with torch's trace check, which runs the
-    model twice more and compares every intermediate: 3-4x the conversion's CPU time (measured:
-    GPEN-BFR-256 13 s against 4.3 s, the released ParseNet at 256 px 12 s against 3.1 s), for a
-    graph the tests compare with torch anyway. The activations the trace freed go back to the OS
-    before the conversion's own peak (``malloc_trim``)."""
+    a PartialShape for dynamic sides): traced once here without torch's trace check, which would run
+    the model twice more (3-4x the conversion's CPU time, measured: docs/performance.md, "OpenVINO:
+    the full-size level in strips"; the tests compare the graph with torch anyway), then converted.
+    The activations the trace freed go back to the OS before the conversion's own peak."""
     import gc
     import warnings
 
@@ -58,9 +52,6 @@ def convert_traced(module: Any, example: Any, shape: Any) -> Any:
         gc.collect()
         malloc_trim()
         return ov.convert_model(traced, example_input=example, input=[shape])
-
-
-# --------------------------------------------------------------------------- availability
 
 
 def openvino_version() -> str | None:
@@ -118,6 +109,15 @@ def capabilities() -> tuple[str, ...]:
     return tuple(get_core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
 
 
+def check_precision(precision: str) -> None:
+    """ValueError for a precision other than ``f32``/``bf16``; GPENError for ``bf16`` on a CPU without it."""
+    if precision not in ("f32", "bf16"):
+        raise ValueError(f"precision must be 'f32' or 'bf16', got {precision!r}")
+    if precision == "bf16" and "BF16" not in capabilities():
+        raise GPENError("OpenVINO bf16 needs a CPU with AVX-512 BF16 or AMX; this one has neither. Use precision 'f32' "
+                        "(choose_precision picks it for you).")
+
+
 def choose_precision(requested_dtype: str) -> tuple[Precision, str | None]:
     """The OpenVINO precision for a torch-style dtype name, and a note when it differs.
 
@@ -133,9 +133,6 @@ def choose_precision(requested_dtype: str) -> tuple[Precision, str | None]:
     if requested_dtype == "auto":
         return "f32", None
     return "f32", f"this CPU has no native bfloat16 for OpenVINO (no AVX-512 BF16 / AMX); OpenVINO ran float32 instead of {requested_dtype}"
-
-
-# --------------------------------------------------------------------------- the cache
 
 
 @dataclass(frozen=True)
@@ -188,14 +185,10 @@ def drop_mapped_pages(folder: Path) -> int:
     """Take this process's resident pages of the read-only files mapped from ``folder`` out of
     its RSS (``madvise(MADV_DONTNEED)``); returns the bytes advised (0 off Linux).
 
-    OpenVINO maps the IR's weights (or the cached compiled blob) and reads all of them while
-    compiling; the CPU plugin copies the convolution and matmul weights into its own layouts
-    then, so their originals in the mapping are never read again, yet stay resident: ~230 MiB
-    of the 512 px generator (measured: 290 MiB mapped, 63 MiB read again by the first face).
-    Pages still in use come back from the page cache at the first inference (same outputs,
-    bit for bit, and the same speed, measured). Only mappings without write permission are
-    touched, so no data can be lost. Any network compiled from a cache folder can call it
-    after ``compile_model`` (ParseNet's and RetinaFace's loaders: ~80-180 MiB more, measured).
+    The CPU plugin copies the weights it maps into its own layouts while compiling, yet the
+    originals stay resident (~230 MiB of the 512 px generator); pages still in use come back from
+    the page cache (same outputs, same speed: docs/performance.md, "Where a 12 MP request's memory
+    goes"). Only mappings without write permission are touched, so no data can be lost.
     """
     import sys
 
@@ -223,12 +216,9 @@ def drop_mapped_pages(folder: Path) -> int:
 
 
 def first_use_fallback(requested: str, backend: str, cached: bool, need: int, free_ram: int, what: str, estimated: bool = False) -> str | None:
-    """Why ``auto`` should run ``what`` on torch this time instead of converting it for OpenVINO now, or None.
-
-    Only for ``auto`` (an explicit ``openvino`` is taken as asked), only while ``what`` is not
-    converted yet (``cached``), and only when the conversion needs more RAM (``need``) than is
-    free: a later request with more memory free converts it once.
-    """
+    """Why ``auto`` should run ``what`` on torch this time instead of converting it for OpenVINO now, or None:
+    only for ``auto`` (an explicit ``openvino`` is taken as asked), while ``what`` is not converted yet
+    (``cached``) and the conversion needs more RAM (``need``) than is free (a later request converts it)."""
     if requested != "auto" or backend != "openvino" or cached or free_ram >= need:
         return None
     from gpen_core.platform.meter import format_bytes
@@ -246,13 +236,11 @@ _STALE_CONVERT_S = 6 * 3600
 
 
 def clean_stale_conversions(root: Path) -> list[Path]:
-    """Remove ``.convert-*`` folders under ``root/<model>/`` left by a conversion that was killed;
-    returns what went.
+    """Remove the ``.convert-*`` folders under ``root/<model>/`` of killed conversions; returns what went.
 
-    Stale: its owner process (the pid in its name) is gone, or it is older than
-    ``_STALE_CONVERT_S``, or it has no pid in its name and is over an hour old. A live
-    conversion's folder is never touched. A ``<model>`` that is a symbolic link is not entered:
-    the sweep deletes, and a link may lead out of the models folder.
+    Stale: its owner (the pid in its name) is gone, or it is older than ``_STALE_CONVERT_S``, or it has
+    no pid and is over an hour old; a live conversion's is never touched. A ``<model>`` that is a link is
+    not entered: a link may lead out of the models folder.
     """
     import shutil
     import time
@@ -292,10 +280,9 @@ class CacheDamaged(CacheProblem):
 
 
 def unwritable_reason(root: Path) -> str | None:
-    """None when a conversion can be saved under ``root`` (the cache folder; created if missing),
-    else a sentence saying why not and how to fix it. Probes by creating a temporary folder there,
-    the first thing :func:`save_ir` does, so a read-only folder is found before minutes of conversion
-    (a permission check would lie to root, who is refused only by a read-only mount)."""
+    """None when a conversion can be saved under ``root`` (the cache folder; created if missing), else why
+    not and how to fix it. Probes by making a temporary folder there, as :func:`save_ir` will, before
+    minutes of conversion (a permission check would lie to root on a read-only mount)."""
     import shutil
     import tempfile
 
@@ -355,15 +342,12 @@ def set_aside(ir_dir: Path, why: str) -> CacheDamaged:
 
 
 def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) -> float:
-    """Write a converted model into its cache folder ``final`` atomically; returns the seconds
-    since ``started`` (the conversion's time, also stored in meta.json as ``convert_s``).
+    """Write a converted model into its cache folder ``final`` atomically; returns the seconds since
+    ``started`` (also stored in meta.json as ``convert_s``). Raises :class:`CacheUnwritable`.
 
-    The IR (float32 weights) and meta.json, with each file's size and sha256, go to a temporary
-    sibling folder first, which is then renamed into place. When another process has finished
-    the same conversion meanwhile (its meta.json says the same, its files check out) its copy is
-    kept and ours discarded: a reader may be loading it. Any other entry there (older, partial,
-    damaged) is renamed aside before ours takes its place, then deleted.
-    Raises :class:`CacheUnwritable` when the cache folder cannot be written.
+    The IR (float32 weights) and meta.json, with each file's size and sha256, go to a temporary sibling
+    folder renamed into place. Another process's finished copy of the same conversion is kept (a reader
+    may be loading it); any other entry there (older, partial, damaged) is set aside, then deleted.
     """
     import hashlib
     import json
@@ -434,13 +418,11 @@ def _replace_entry(tmp: Path, final: Path, meta: dict[str, Any]) -> None:
 
 
 def compile_entry(ir_dir: Path, compiled_dir: Path, config: dict[str, Any]) -> Any:
-    """Compile the cached IR in ``ir_dir`` for the CPU (``config`` without ``CACHE_DIR``), keeping
-    OpenVINO's compiled blob in ``compiled_dir`` when that folder can be written (without it the
-    compile is only slower, never wrong).
+    """Compile the cached IR in ``ir_dir`` for the CPU (``config`` without ``CACHE_DIR``), keeping OpenVINO's
+    compiled blob in ``compiled_dir`` where it can be written (else the compile is only slower).
 
-    An entry whose files do not match what was written, or that OpenVINO cannot read ("Incorrect
-    weights in bin file!" from a truncated model.bin), is set aside and :class:`CacheDamaged`
-    raised; running out of memory while compiling is not damage and is raised as it is.
+    An entry whose files do not match what was written, or that OpenVINO cannot read (a truncated
+    model.bin), is set aside and :class:`CacheDamaged` raised; running out of memory is raised as it is.
     """
     from gpen_core.platform.oom import is_oom
 
@@ -462,23 +444,30 @@ def compile_entry(ir_dir: Path, compiled_dir: Path, config: dict[str, Any]) -> A
 def compile_cached(xml: str | os.PathLike[str], config: dict[str, Any]) -> Any:
     """``compile_model`` on the CPU with ``config`` (its ``CACHE_DIR`` included).
 
-    Two processes compiling the same model at once (Ray workers warming up on a fresh models
-    folder) race on the compiled-blob cache: OpenVINO writes the blob, then sets its
-    permissions, and the other process may have replaced the file in between ("filesystem
-    error: cannot set permissions"). The compile itself is sound: it is retried once, then
-    once without the cache (correct, only slower to start), never failed for it."""
-    core = get_core()
-    try:
-        return core.compile_model(str(xml), "CPU", config)
-    except RuntimeError as exc:
-        if "filesystem error" not in str(exc):
-            raise
+    Two processes compiling one model at once (Ray workers on a fresh models folder) race on the blob
+    cache ("filesystem error: cannot set permissions" when the other replaced the file); the compile
+    itself is sound, so it is retried once, then once without the cache, never failed for it."""
     import time
 
-    time.sleep(0.2)
-    try:
-        return core.compile_model(str(xml), "CPU", config)
-    except RuntimeError as exc:
-        if "filesystem error" not in str(exc):
-            raise
+    core = get_core()
+    for pause in (0.2, None):
+        try:
+            return core.compile_model(str(xml), "CPU", config)
+        except RuntimeError as exc:
+            if "filesystem error" not in str(exc):
+                raise
+        if pause:
+            time.sleep(pause)
     return core.compile_model(str(xml), "CPU", {k: v for k, v in config.items() if k != "CACHE_DIR"})
+
+
+def compile_ir(key: CacheKey, root: Path, precision: Precision, threads: int | None) -> tuple[Any, float]:
+    """:func:`compile_entry` of ``key``'s cached IR under ``root`` for latency at ``precision`` (``threads``:
+    OpenVINO's inference threads, None its own choice); (the compiled model, seconds it took)."""
+    import time
+
+    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision,
+                              **({"INFERENCE_NUM_THREADS": int(threads)} if threads else {})}
+    t = time.perf_counter()
+    compiled = compile_entry(key.ir_dir(root), key.compiled_dir(root), config)
+    return compiled, time.perf_counter() - t

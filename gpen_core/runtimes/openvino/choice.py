@@ -1,13 +1,17 @@
-"""``auto``'s measured runtime choice for one network as a typed value: the runtime and its reason in parts.
+"""``auto``'s measured runtime choice for one network as a typed value, and how torch is timed against OpenVINO.
 
-The parts stay apart so a caller that builds on a choice (a mode that keeps to torch, the model
-cache's first-use rules) words it from the parts; no sentence is parsed back.
+The choice's reason stays in parts so a caller that builds on it (a mode that keeps to torch, the
+model cache's first-use rules) words it from the parts; no sentence is parsed back.
 """
 
 from __future__ import annotations
 
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Runtime = Literal["torch", "openvino"]
 
@@ -37,3 +41,38 @@ class SpeedRun:
     threads: int | None = None  # torch and OpenVINO threads while timing (None: as they are)
     record: bool = True  # write the medians for ``--backend auto`` (generator.record_speed)
     source: str = ""  # what the record says measured them ("" : a default naming the network)
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[int]:
+    """torch runs ``threads`` threads inside the block (None: as it does), restored after; yields the count before."""
+    import torch
+
+    old = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(int(threads))
+    try:
+        yield old
+    finally:
+        torch.set_num_threads(old)
+
+
+def time_interleaved(calls: dict[str, Callable[[], Any]], runs: int,
+                     before_run: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """One warm-up of each call, then ``runs`` rounds of each in turn, the order flipped every round (neither
+    always runs second); ``{"<name>_s": median wall seconds, "<name>_times": every time}``, rounded to 0.1 ms."""
+    for call in calls.values():
+        call()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    order = list(calls.items())
+    for r in range(max(1, runs)):
+        if before_run is not None:
+            before_run(r)
+        for name, call in order if r % 2 == 0 else order[::-1]:
+            t = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - t)
+    out: dict[str, Any] = {}
+    for name, ts in times.items():
+        out[f"{name}_s"], out[f"{name}_times"] = round(statistics.median(ts), 4), [round(v, 4) for v in ts]
+    return out

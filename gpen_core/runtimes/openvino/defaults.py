@@ -1,16 +1,12 @@
 """``auto``'s choice before this machine has measured anything: torch or OpenVINO per CPU kind.
 
-A fresh install has no speed record of its own (the hardware check writes one), yet the
-faster runtime should run from the first request. Each entry below is a measurement of
-torch against OpenVINO, made on a named CPU of that kind with the command given, in
-seconds per call; :func:`default_choice` turns it into a
-:class:`~gpen_core.runtimes.openvino.choice.BackendChoice` whose caveat says it was measured on
-another machine of this kind, not here. A record made on this
-machine (:func:`gpen_core.runtimes.openvino.generator.record_speed`) always wins.
-
-The kinds follow what decides the speed of both runtimes: AMX tiles, AVX-512 with native
-bf16 (Zen 4), and AVX2 without native bf16. A kind or a network with no entry here stays on
-torch until measured.
+A fresh install has no speed record of its own, yet the faster runtime should run from the first
+request. Each entry is a measurement of torch against OpenVINO on a named CPU of that kind (seconds
+per call, with the command); :func:`default_choice` turns it into a
+:class:`~gpen_core.runtimes.openvino.choice.BackendChoice` whose caveat says it was measured on another
+machine. This machine's own record (:func:`~gpen_core.runtimes.openvino.generator.record_speed`) always
+wins. The kinds are what decides both runtimes' speed: AMX tiles, AVX-512 with native bf16 (Zen 4),
+AVX2 without it; a kind or network with no entry stays on torch until measured.
 """
 
 from __future__ import annotations

@@ -1,25 +1,17 @@
 """OpenVINO backend for the RetinaFace detector (facexlib's network) on the CPU.
 
-- :func:`load` → :class:`OVRetinaFace`: the network's forward (mean-subtracted BGR 1×3×H×W
-  float32 → box offsets, class scores, landmark offsets) converted with ``openvino.convert_model``
-  from the torch module, H and W dynamic: one compile serves the 1000 px detection and the
-  second look's mosaics (a per-shape compile costs ~0.5 s for ResNet-50, more than its forward).
-- :meth:`OVRetinaFace.detect_faces` is facexlib's ``detect_faces(use_origin_size=True)`` with
-  facexlib's own PriorBox, decode and NMS, so detections match torch's (tests: 0.5 px, 1e-4).
-- IR and compiled blob are cached like the generator's (:mod:`gpen_core.runtimes.openvino.base`) under
-  ``<models>/openvino/retinaface-<network>-<stem>-<sha256[:16]>/``; loading from the cache
-  builds no torch network. Float32 only: boxes must not move.
-- :func:`measure_speed` times both backends at 1000 px (each loaded by the caller, as a request loads it) and
-  records them for ``auto``.
-
-Nothing beyond the standard library is imported at module import.
+:func:`load` gives an :class:`OVRetinaFace`: the network's forward converted from the torch module with
+H and W dynamic (one compile serves the 1000 px detection and the second look's mosaics; a compile per
+shape costs more than ResNet-50's forward), cached like the generator's under
+``<models>/openvino/retinaface-<network>-<stem>-…``, float32 only (boxes must not move). Its
+:meth:`~OVRetinaFace.detect_faces` is facexlib's, with facexlib's PriorBox, decode and NMS (tests: 0.5 px,
+1e-4 of torch). :func:`measure_speed` times both runtimes for ``auto``. Standard library only at import.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -30,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 from gpen_core.errors import ResourceError
 from gpen_core.platform import durable
 from gpen_core.platform.oom import malloc_trim
-from gpen_core.runtimes.openvino.choice import SpeedRun
-from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, compile_entry, convert_traced, require_writable, CacheKey, cache_key, cache_root, drop_mapped_pages, get_core, is_cached, save_ir,
-                         unavailable_reason)
+from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, CacheKey, cache_key, cache_root, compile_ir,
+                                              convert_traced, drop_mapped_pages, is_cached, require_writable, save_ir,
+                                              unavailable_reason)
+from gpen_core.runtimes.openvino.choice import SpeedRun, time_interleaved, torch_threads
 
 if TYPE_CHECKING:
     import numpy as np
@@ -161,17 +154,11 @@ class OVRetinaFace:
         return np.concatenate((bounding_boxes[keep, :], landmarks[keep]), axis=1)
 
 
-def load(
-    weights: Path | None, network: str, build: BuildNet, *, models_dir: str | os.PathLike[str] | None = None,
-    threads: int | None = None,
-) -> OVRetinaFace:
-    """The compiled detector for ``weights`` (None: the synthetic detector's random weights).
-
-    From the cache, or converted now from ``build(weights)``'s torch network (which is
-    then dropped). Raises :class:`ResourceError` when OpenVINO cannot run here.
-    """
-    why = unavailable_reason()
-    if why:
+def load(weights: Path | None, network: str, build: BuildNet, *, models_dir: str | os.PathLike[str] | None = None,
+         threads: int | None = None) -> OVRetinaFace:
+    """The compiled detector for ``weights`` (None: the synthetic detector's random weights): from the cache, or
+    converted now from ``build(weights)``'s torch network. Raises :class:`ResourceError` when OpenVINO cannot run."""
+    if why := unavailable_reason():
         raise ResourceError(why)
     path = Path(weights) if weights is not None else synthetic_weights(network, build, models_dir)
     key, root, convert_s = detector_key(path, network), cache_root(models_dir), None
@@ -181,14 +168,9 @@ def load(
                 net, variant = build(path)
                 _, convert_s = convert(net, variant, key, models_dir)
                 del net
-    ir, compiled_dir = key.ir_dir(root), key.compiled_dir(root)
-    meta = json.loads((ir / "meta.json").read_text())
-    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
-    if threads:
-        config["INFERENCE_NUM_THREADS"] = int(threads)
-    t = time.perf_counter()
-    compiled = compile_entry(ir, compiled_dir, config)
-    return OVRetinaFace(compiled, meta, key, root, load_s=time.perf_counter() - t, convert_s=convert_s)
+    meta = json.loads((key.ir_dir(root) / "meta.json").read_text())
+    compiled, load_s = compile_ir(key, root, "f32", threads)
+    return OVRetinaFace(compiled, meta, key, root, load_s=load_s, convert_s=convert_s)
 
 
 def pattern_bgr(side: int = DETECT_SIDE) -> np.ndarray:
@@ -201,43 +183,23 @@ def pattern_bgr(side: int = DETECT_SIDE) -> np.ndarray:
     return np.ascontiguousarray((img * 255).clip(0, 255).astype(np.uint8))
 
 
-def measure_speed(
-    network: str, weights: Path | None, load_as: LoadAs, *, models_dir: str | os.PathLike[str] | None = None,
-    how: SpeedRun = SpeedRun(),
-) -> dict[str, Any]:
-    """Seconds per detection at :data:`DETECT_SIDE` px, the torch detector's against the OpenVINO one's (each
-    ``load_as(runtime)``, as a request loads it; their ``detect_rows``, facexlib's ``detect_faces``): a warm-up each,
-    then ``how.runs`` interleaved calls; medians. ``weights``: the file they load (None: random weights), for the
-    record's source. ``how.record``: write them for ``auto`` (:func:`gpen_core.runtimes.openvino.generator.record_speed`,
-    network ``retinaface-<network>``)."""
-    import torch
-
+def measure_speed(network: str, weights: Path | None, load_as: LoadAs, *,
+                  models_dir: str | os.PathLike[str] | None = None, how: SpeedRun = SpeedRun()) -> dict[str, Any]:
+    """Seconds per detection at :data:`DETECT_SIDE` px, torch's detector against OpenVINO's (each ``load_as(runtime)``,
+    as a request loads it; timed by :func:`~gpen_core.runtimes.openvino.choice.time_interleaved`). ``weights``: the
+    file they load (None: random weights), for the record's source. ``how.record``: written for ``auto``
+    (:func:`~gpen_core.runtimes.openvino.generator.record_speed`, network ``retinaface-<network>``)."""
     from gpen_core.runtimes.openvino.generator import record_speed
 
     runs, threads, record, source = how.runs, how.threads, how.record, how.source
-    old = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        torch_det = load_as("torch")
-        ov_det = load_as("openvino")
+    with torch_threads(threads):
+        torch_det, ov_det = load_as("torch"), load_as("openvino")
         bgr = pattern_bgr()
-        times: dict[str, list[float]] = {"torch": [], "openvino": []}
-        calls = (("torch", torch_det), ("openvino", ov_det))
-        for _, det in calls:  # warm-up
-            det.detect_rows(bgr, 0.9)
-        for r in range(max(1, runs)):
-            for name, det in calls if r % 2 == 0 else calls[::-1]:
-                t = time.perf_counter()
-                det.detect_rows(bgr, 0.9)
-                times[name].append(time.perf_counter() - t)
-    finally:
-        torch.set_num_threads(old)
+        timed = time_interleaved({"torch": lambda: torch_det.detect_rows(bgr, 0.9),
+                                  "openvino": lambda: ov_det.detect_rows(bgr, 0.9)}, runs)
     convert_s = None if ov_det.convert_s is None else round(ov_det.convert_s, 2)
     out: dict[str, Any] = {"network": f"retinaface-{network}", "size": DETECT_SIDE, "threads": threads,
-                           "convert_s": convert_s, "load_s": round(ov_det.load_s, 2)}
-    for name, ts in times.items():
-        out[f"{name}_s"], out[f"{name}_times"] = round(statistics.median(ts), 4), [round(v, 4) for v in ts]
+                           "convert_s": convert_s, "load_s": round(ov_det.load_s, 2), **timed}
     if record:
         source = source or f"ov_detect.measure_speed ({'random' if weights is None else 'real'} weights)"
         out["speed_file"] = str(record_speed(DETECT_SIDE, "float32", out["torch_s"], out["openvino_s"], models_dir=models_dir,

@@ -1,8 +1,5 @@
-"""The GPEN generator as a graph OpenVINO's CPU plugin runs well: :func:`exportable`.
-
-Used by :func:`gpen_core.runtimes.openvino.generator.convert` before ``openvino.convert_model`` traces the
-model. Export-only changes, the same function; measured choices are documented where
-they are made. Nothing is imported at module import beyond the standard library.
+"""The GPEN generator as a graph OpenVINO's CPU plugin runs well (:func:`exportable`), for
+:func:`gpen_core.runtimes.openvino.generator.convert`. Standard library only at module import.
 """
 
 from __future__ import annotations
@@ -34,37 +31,24 @@ INPUT_MOD_RATIO = 4
 def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
     """Make ``model``'s forward traceable with static shapes and fast in OpenVINO, in place; returns it.
 
-    The same function (tests: ≤ 1e-5 apart in float32), exported as a graph the CPU plugin
-    runs well (one thread, CPU time, interleaved, a contended 2-core AMX Xeon; against the
-    graph of revision 1: GPEN-BFR-512 1.7x in bf16 and 1.24x in f32, GPEN-BFR-256 2.0x and
-    1.34x; bf16 also lands closer to f32):
+    The same function (tests: ≤ 1e-5 apart in float32); against the first exported graph,
+    GPEN-BFR-512 runs 1.7x faster in bf16 and 1.24x in f32, GPEN-BFR-256 2.0x and 1.34x
+    (one thread, CPU time, a contended 2-core AMX Xeon), and bf16 lands closer to f32:
 
-    - FIR filters build their depthwise kernel from the channel count as a Python int (a
-      traced shape would make the weight's shape dynamic); the upsampling FIR is a
-      transposed depthwise convolution.
-    - Modulated convolutions of one image are plain (transposed) convolutions, never the
-      grouped-batch form (its weight shape is dynamic). Batch size 1 only.
-    - Where the weight is big and the input small (:data:`INPUT_MOD_RATIO`), the input takes
-      the modulation and the output the demodulation: ``conv(x · s, W) · d``. The weight is
-      then a constant, which the plugin packs once at compile time; a modulated weight is
-      multiplied, converted and reordered on every call.
-    - Demodulation is a mat-vec, ``rsqrt(Wsq @ s² + 1e-8)`` with the constant
-      ``Wsq[o, i] = Σ_kl (scale · W[o, i, k, l])²``, instead of squaring and summing the
-      modulated weight on every call.
-    - A styled conv hands on its (features, activated noise) halves unconcatenated: a stride-1
-      conv takes them as two convolutions summed (the plugin fuses the sum into the second),
-      which saves the concatenation copy; the upsampling transposed conv takes the
-      concatenation (its sum would not fuse).
-    - The full-size level runs as ``strips`` horizontal strips of rows (1: whole), each from the
-      half-size rows it needs plus :data:`HALF_SIZE_HALO` on each side (none beyond the image),
-      cropped to its own rows: every op is translation-equivariant, so the strips equal the
-      whole level. The CPU plugin plans its buffers by tensor lifetimes, so only one strip's
-      intermediates are live at a time (measured on GPEN-BFR-512 float32, with the ToRGB order
-      below: the inference peak above the compiled model 539 → 261 MiB, no slower). The full-size noise is recomputed per strip
-      from the input rows (``ecd0`` is a 1×1 conv), so the encoder's full-size feature dies
-      after the next encoder layer; the 3-channel skip is upsampled once and sliced.
-    - Each ToRGB sum takes the upsampled skip first, so the plugin runs each ToRGB right after
-      its level instead of after the whole decoder above it (see ``export_patches.to_rgb_forward``).
+    - FIR kernels are built from a Python-int channel count (a traced shape would make the
+      weight dynamic); the upsampling FIR is a transposed depthwise convolution.
+    - Modulated convolutions of one image are plain (transposed) convolutions (batch 1 only).
+    - Where the weight is big and the input small (:data:`INPUT_MOD_RATIO`), ``conv(x · s, W) · d``:
+      the weight stays a constant the plugin packs once, instead of being remade every call.
+    - Demodulation is the mat-vec ``rsqrt(Wsq @ s² + 1e-8)`` with the constant
+      ``Wsq[o, i] = Σ_kl (scale · W[o, i, k, l])²``.
+    - A styled conv hands on its (features, activated noise) halves unconcatenated: a stride-1 conv
+      takes them as two summed convolutions (the plugin fuses the sum), saving the copy.
+    - The full-size level runs as ``strips`` strips of rows (1: whole), each from the half-size rows it
+      needs plus :data:`HALF_SIZE_HALO`; every op is translation-equivariant, so they equal the whole
+      level, and only one strip's buffers live at a time (the noise is recomputed per strip, the skip
+      upsampled once and sliced). Each ToRGB sum takes the upsampled skip first, so each ToRGB runs
+      right after its level. Measured: docs/performance.md, "OpenVINO: the full-size level in strips".
     """
     import types
 
@@ -91,11 +75,8 @@ def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
 
 
 def _decoder_input_sizes(model: GPEN) -> dict[int, int]:
-    """``id(conv)`` → the side (px) of its input, for each decoder modulated conv of ``model``'s generator.
-
-    Keyed by id because the convs are found again by walking ``model.modules()``; only the
-    decoder's convs are keyed (the ToRGB convs are absent, so they keep the weight modulated).
-    """
+    """``id(conv)`` → the side (px) of its input, for each decoder modulated conv of ``model``'s generator
+    (found again by walking ``model.modules()``); the ToRGB convs are absent, so they keep the weight modulated."""
     g = model.generator
     res = {id(g.conv1.conv): 4}
     for i, conv in enumerate(g.convs):
@@ -104,11 +85,8 @@ def _decoder_input_sizes(model: GPEN) -> dict[int, int]:
 
 
 def _prepare_modconv(m: ModulatedConv2d, input_side: int | None) -> None:
-    """Set the plain attributes :func:`export_patches.modconv_forward` reads, and drop ``m.weight``.
-
-    ``input_side``: the conv's input side in px, None when unknown (it then modulates its weight).
-    Call under ``torch.no_grad()``: the attributes become constants in the trace.
-    """
+    """Set the plain attributes :func:`export_patches.modconv_forward` reads, and drop ``m.weight``; under
+    ``torch.no_grad()`` (they become constants in the trace). ``input_side``: px, None: modulate the weight."""
     w = m.weight[0].float() * m.scale  # (out, in, k, k)
     m.export_wsq = w.pow(2).sum([2, 3])  # plain attributes: constants in the trace
     m.export_weight = w.transpose(0, 1).contiguous() if m.upsample else w
@@ -128,11 +106,8 @@ def _strip_bounds(size: int, strips: int) -> list[int]:
 
 
 def _striped_forward(strips: int, styled_halves: Callable[..., Any]) -> Callable[..., Any]:
-    """GPEN's forward with the full-size decoder level computed strip by strip (see :func:`exportable`).
-
-    The other levels run as :class:`~gpen_core.networks.arch.Generator` runs them, on the
-    patched modules; batch size 1, Python-int slices only (static shapes).
-    """
+    """GPEN's forward with the full-size decoder level computed strip by strip (see :func:`exportable`); the
+    other levels as :class:`~gpen_core.networks.arch.Generator` runs them. Batch 1, Python-int slices only."""
     import torch
 
     def forward(self: GPEN, x: torch.Tensor) -> torch.Tensor:

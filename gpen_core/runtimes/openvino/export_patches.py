@@ -1,10 +1,6 @@
-"""The forwards :func:`gpen_core.runtimes.openvino.export.exportable` binds onto GPEN's modules.
-
-Each is the same function as the module's own forward, written as a graph OpenVINO's CPU plugin
-runs well (the choices and their measurements are in :func:`exportable`'s docstring). They read
-the plain attributes ``exportable`` sets (``export_weight``, ``export_wsq``,
-``export_input_modulated``). Imported only by ``exportable``, so torch is imported here at the
-top without ``export`` importing it at module import.
+"""The forwards :func:`gpen_core.runtimes.openvino.export.exportable` binds onto GPEN's modules: each the
+same function as the module's own, as a graph OpenVINO's CPU plugin runs well, reading the attributes
+``exportable`` sets. Imported only by ``exportable``, so torch is imported here at the top.
 """
 
 from __future__ import annotations

@@ -1,31 +1,15 @@
-"""OpenVINO backend for the GPEN generator on the CPU: convert once, cache, run.
+"""OpenVINO backend for the GPEN generator on the CPU: convert once, cache, run; and ``auto``'s measured choice.
 
-What it does:
-
-- :func:`convert` turns a GPEN checkpoint into OpenVINO IR with
-  ``openvino.convert_model`` from our own :class:`~gpen_core.networks.arch.GPEN` module, after
-  export-only changes (:func:`exportable`): static shapes, plain batch-1 convolutions,
-  constant (pre-packed) weights for the low-resolution modulated convs, demodulation as
-  a mat-vec, no noise concatenation before stride-1 convs, the full-size level in strips of
-  rows (one strip's buffers live at a time). Same function; tests hold the
-  float32 result to 1e-4 of the official references. An IR from an older export
-  (:data:`GRAPH_REVISION` in its meta.json) is converted again.
-- The IR and OpenVINO's compiled blob live in the models folder,
-  ``<models>/openvino/<checkpoint stem>-<sha256[:16]>/ov<version>/`` (IR, float32
-  weights) and ``.../compiled-<precision>-<cpu key>/`` (the compiled model for this
-  precision and these CPU features), so a new OpenVINO release, another precision
-  or another CPU never reuses a stale blob.
-- :func:`load` returns an :class:`OVForward`: the same call contract as
-  :class:`gpen_core.networks.prepared.PreparedForward` (N×3×S×S float in [-1, 1] → float32), for
-  numpy arrays or torch tensors. Loading from the cache imports neither torch nor
-  the checkpoint; only a first-use conversion needs torch, and it reports its
-  progress and its time.
-
-Precision: ``"f32"`` everywhere; ``"bf16"`` only where OpenVINO's CPU plugin lists
-BF16 among its optimisation capabilities (AVX-512 BF16 / AMX). Elsewhere the CPU
-plugin would silently run float32, so :func:`choose_precision` says so instead.
-
-Nothing is imported at module import beyond the standard library.
+:func:`convert` turns a checkpoint into IR from our own :class:`~gpen_core.networks.arch.GPEN`
+after export-only changes (:func:`exportable`: the same function, tests hold float32 to 1e-4 of
+the official references); an IR of an older :data:`GRAPH_REVISION` is converted again. The IR
+and the compiled blob live under ``<models>/openvino/`` keyed by checkpoint, OpenVINO release,
+precision and CPU features (:class:`~gpen_core.runtimes.openvino.base.CacheKey`), so no stale
+blob is reused. :func:`load` returns an :class:`OVForward` with
+:class:`~gpen_core.networks.prepared.PreparedForward`'s call contract; loading from the cache
+needs neither torch nor the checkpoint. ``"bf16"`` only where the CPU plugin has BF16
+(:func:`choose_precision` says so instead of letting the plugin run float32 silently).
+Nothing beyond the standard library is imported at module import.
 """
 
 from __future__ import annotations
@@ -36,32 +20,19 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from gpen_core.errors import GPENError, ResourceError
-from gpen_core.platform.measurements import SpeedRecord
+from gpen_core.errors import ResourceError
+from gpen_core.platform import measurements
+from gpen_core.platform.cpuinfo import cpu_model
 from gpen_core.progress import Progress
 from gpen_core.runtimes.openvino.choice import BackendChoice
-from gpen_core.runtimes.openvino.export import GRAPH_REVISION, exportable  # noqa: F401  (exportable re-exported)
-from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached,   # noqa: F401  (re-exported: callers use ov_backend.*)
-    INSTALL_HINT,
-    CacheKey,
-    Precision,
-    sha256_file,
-    cache_key,
-    cache_root,
-    capabilities,
-    choose_precision,
-    compile_entry,
-    require_writable,
-    cpu_flags,
-    cpu_key,
-    drop_mapped_pages,
-    first_use_fallback,
-    get_core,
-    save_ir,
-    is_cached,
-    openvino_version,
+from gpen_core.runtimes.openvino.export import GRAPH_REVISION, exportable
+# Re-exported: callers use ov_backend.* for the base's names too.
+from gpen_core.runtimes.openvino.base import (  # noqa: F401
+    CONVERSION_LOCK, INSTALL_HINT, CacheKey, Precision, cache_key, cache_root, capabilities, check_precision,
+    choose_precision, compile_cached, compile_ir, convert_traced, cpu_flags, cpu_key, drop_mapped_pages,
+    first_use_fallback, get_core, is_cached, openvino_version, require_writable, save_ir, sha256_file,
     unavailable_reason,
 )
 
@@ -70,25 +41,13 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-Backend = Literal["auto", "torch", "openvino"]
 BACKENDS: tuple[str, ...] = ("auto", "torch", "openvino")
 
-# --------------------------------------------------------------------------- export
 
-
-def convert(
-    checkpoint: str | os.PathLike[str],
-    *,
-    models_dir: str | os.PathLike[str] | None = None,
-    progress: Progress | None = None,
-    sha256: str | None = None,
-) -> tuple[Path, float]:
-    """Convert a GPEN checkpoint to OpenVINO IR in the cache; returns (model.xml, seconds).
-
-    Needs torch (it traces our module). The IR is written to a temporary folder and
-    renamed into place, so a crash never leaves half a model in the cache.
-    ``progress(fraction, message)`` is called at each stage.
-    """
+def convert(checkpoint: str | os.PathLike[str], *, models_dir: str | os.PathLike[str] | None = None,
+            progress: Progress | None = None, sha256: str | None = None) -> tuple[Path, float]:
+    """Convert a GPEN checkpoint to OpenVINO IR in the cache (needs torch; written whole or not at all,
+    :func:`save_ir`); returns (model.xml, seconds). ``progress(fraction, message)`` at each stage."""
     import torch
 
     from gpen_core.networks.checkpoint import load_generator
@@ -114,18 +73,10 @@ def convert(
 
 
 def to_openvino(model: torch.nn.Module, size: int) -> Any:
-    """``model`` (an :func:`exportable` GPEN) as an ``openvino.Model`` with a static 1×3×S×S input.
-
-    Traced once, without torch's trace check, then converted (:func:`~gpen_core.runtimes.openvino.base.convert_traced`,
-    which every network's conversion uses; measured at 512 px: the check costs ~4x the conversion's
-    CPU time). Between the trace and the conversion the freed activations go back to the OS
-    (``malloc_trim``): the strips' tensors (under glibc's raised mmap threshold) are served from the
-    heap, which the tracer's small allocations would otherwise pin under the conversion's own peak
-    (docs/performance.md, "OpenVINO: the full-size level in strips").
-    """
+    """``model`` (an :func:`exportable` GPEN) as an ``openvino.Model`` with a static 1×3×S×S input, through
+    :func:`~gpen_core.runtimes.openvino.base.convert_traced` (measured: docs/performance.md, "OpenVINO: the
+    full-size level in strips")."""
     import torch
-
-    from gpen_core.runtimes.openvino.base import convert_traced
 
     return convert_traced(model, torch.zeros(1, 3, size, size), (1, 3, size, size))
 
@@ -147,16 +98,10 @@ def conversion_ram(size: int, checkpoint: Path) -> tuple[int, bool]:
     return int(checkpoint.stat().st_size * _CONVERT_RAM_PER_FILE_BYTE), False
 
 
-def conversion_fallback(
-    requested: str, backend: str, checkpoint: Path, size: int, precision: Precision, free_ram: int,
-    models_dir: str | os.PathLike[str] | None = None,
-) -> str | None:
-    """Why ``auto`` should run torch this time instead of OpenVINO, or None.
-
-    Only for ``auto`` (an explicit ``openvino`` is taken as asked): when this checkpoint is not
-    converted yet and the conversion needs more RAM than is free, the request runs on torch
-    and the sentence says so; a later request with more memory free converts it.
-    """
+def conversion_fallback(requested: str, backend: str, checkpoint: Path, size: int, precision: Precision, free_ram: int,
+                        models_dir: str | os.PathLike[str] | None = None) -> str | None:
+    """Why ``auto`` should run torch this time instead of converting ``checkpoint`` now, or None
+    (:func:`~gpen_core.runtimes.openvino.base.first_use_fallback`; a synthetic checkpoint never)."""
     if requested != "auto" or backend != "openvino" or str(checkpoint).startswith("synthetic:"):
         return None
     need, measured = conversion_ram(size, checkpoint)
@@ -165,10 +110,8 @@ def conversion_fallback(
 
 
 def graph_is_current(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> bool:
-    """Whether the cached IR for ``key`` exists and was exported by this :data:`GRAPH_REVISION`.
-
-    An older one computes the same function more slowly; :func:`load` converts it again.
-    """
+    """Whether the cached IR for ``key`` exists and was exported by this :data:`GRAPH_REVISION` (an older one
+    computes the same function more slowly; :func:`load` converts it again)."""
     if not is_cached(key, models_dir):
         return False
     try:
@@ -178,35 +121,18 @@ def graph_is_current(key: CacheKey, models_dir: str | os.PathLike[str] | None = 
     return meta.get("graph") == GRAPH_REVISION
 
 
-# --------------------------------------------------------------------------- running
-
-
 class OVForward:
     """A compiled GPEN: ``forward(x) -> y`` like :class:`gpen_core.networks.prepared.PreparedForward`.
 
-    ``x``: N×3×S×S float in [-1, 1] RGB, a numpy array or a CPU torch tensor; ``y``:
-    float32 of the same kind. A batch runs one face at a time (the IR has batch 1;
-    batching measured no faster). Calls are serialised (one infer request).
-
-    Memory: after each face the compiled model's intermediate buffers are handed back
-    (``release_memory`` and ``malloc_trim``). The CPU plugin otherwise keeps them for the
-    next call: ~440 MiB for the 512 px generator in float32, resident for the rest of the
-    process and under every later stage's peak (the parser's, the PNG encoder's). The next
-    face allocates them again: ~0.2 s of CPU per face (page faults; measured at 1 thread on
-    a contended 2-core Xeon, a 2.5-2.7 s forward), what torch pays for its activations too.
+    ``x``: N×3×S×S float in [-1, 1] RGB, a numpy array or a CPU torch tensor; ``y``: float32 of the
+    same kind. One face at a time (the IR has batch 1; batching measured no faster); calls are
+    serialised. After each face the plugin's intermediate buffers are handed back: kept, they sat
+    under every later stage's peak (~440 MiB at 512 px float32); allocating them again costs ~0.2 s
+    of CPU per face, as torch pays for its activations (measured on a contended 2-core Xeon).
     """
 
-    def __init__(
-        self,
-        compiled: Any,
-        size: int,
-        precision: Precision,
-        key: CacheKey,
-        *,
-        load_s: float,
-        convert_s: float | None,
-        dropped_bytes: int = 0,
-    ) -> None:
+    def __init__(self, compiled: Any, size: int, precision: Precision, key: CacheKey, *, load_s: float,
+                 convert_s: float | None, dropped_bytes: int = 0) -> None:
         self._compiled = compiled
         self._request = compiled.create_infer_request()
         self._lock = threading.Lock()
@@ -219,11 +145,6 @@ class OVForward:
     @property
     def dtype_name(self) -> str:
         return "bfloat16" if self.precision == "bf16" else "float32"
-
-    def describe(self) -> str:
-        """One line for notes and logs."""
-        how = f"converted on first use in {self.convert_s:.1f} s" if self.convert_s is not None else "from the cache"
-        return f"OpenVINO {self.key.openvino} {self.precision} ({how}, loaded in {self.load_s:.1f} s)"
 
     def __call__(self, x: Any) -> Any:
         import numpy as np
@@ -256,31 +177,17 @@ class OVForward:
         return out
 
 
-def load(
-    checkpoint: str | os.PathLike[str],
-    precision: Precision = "f32",
-    *,
-    models_dir: str | os.PathLike[str] | None = None,
-    progress: Progress | None = None,
-    sha256: str | None = None,
-    threads: int | None = None,
-) -> OVForward:
+def load(checkpoint: str | os.PathLike[str], precision: Precision = "f32", *,
+         models_dir: str | os.PathLike[str] | None = None, progress: Progress | None = None, sha256: str | None = None,
+         threads: int | None = None) -> OVForward:
     """The compiled generator for ``checkpoint``: from the cache, or converted now (progress reported).
 
-    ``threads``: OpenVINO inference threads (default: OpenVINO's choice, the physical
-    cores). Raises :class:`ResourceError` when OpenVINO cannot run here and
-    :class:`GPENError` when ``precision`` is not supported by this CPU.
+    ``threads``: OpenVINO inference threads (None: OpenVINO's choice, the physical cores). Raises
+    :class:`ResourceError` when OpenVINO cannot run here, and as :func:`check_precision` does.
     """
-    why = unavailable_reason()
-    if why:
+    if why := unavailable_reason():
         raise ResourceError(why)
-    if precision not in ("f32", "bf16"):
-        raise ValueError(f"precision must be 'f32' or 'bf16', got {precision!r}")
-    if precision == "bf16" and "BF16" not in capabilities():
-        raise GPENError(
-            "OpenVINO bf16 needs a CPU with AVX-512 BF16 or AMX; this one has neither. Use precision 'f32' "
-            "(choose_precision picks it for you)."
-        )
+    check_precision(precision)
     path = Path(checkpoint)
     key = cache_key(path, precision, sha256)
     root = cache_root(models_dir)
@@ -291,80 +198,48 @@ def load(
                 _, convert_s = convert(path, models_dir=models_dir, progress=progress, sha256=key.weights_sha256)
     ir = key.ir_dir(root)
     meta = json.loads((ir / "meta.json").read_text())
-    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision}
-    if threads:
-        config["INFERENCE_NUM_THREADS"] = int(threads)
     if progress and convert_s is not None:
         progress(1.0, "OpenVINO: compiling for this CPU")
-    t = time.perf_counter()
-    compiled = compile_entry(ir, key.compiled_dir(root), config)
-    load_s = time.perf_counter() - t
+    compiled, load_s = compile_ir(key, root, precision, threads)
     dropped = drop_mapped_pages(ir)
     return OVForward(compiled, int(meta["size"]), precision, key, load_s=load_s, convert_s=convert_s, dropped_bytes=dropped)
 
 
-# --------------------------------------------------------------------------- auto: the measured choice
-
-
 def cpu_id() -> str:
     """The key this CPU's speed records are kept under: its kind and a hash of its model name."""
-    return f"{cpu_key()}-{hashlib.sha256(_cpu_model().encode()).hexdigest()[:8]}"
+    return f"{cpu_key()}-{hashlib.sha256(cpu_model().encode()).hexdigest()[:8]}"
 
 
 def speed_file(models_dir: str | os.PathLike[str] | None = None) -> Path:
     """The file the speed records live in: the models folder's measurements store (:mod:`gpen_core.platform.measurements`)."""
-    from gpen_core.platform import measurements
-
     return measurements.path(models_dir)
 
 
-def speed_records(models_dir: str | os.PathLike[str] | None = None) -> dict[str, SpeedRecord]:
+def speed_records(models_dir: str | os.PathLike[str] | None = None) -> dict[str, measurements.SpeedRecord]:
     """This CPU's speed records (:func:`record_speed`), keyed by :func:`speed_key`.
 
     Empty when the store is missing, unreadable or of another version: a damaged record then
     means no measurement (``auto`` falls back to the defaults), and the next :func:`record_speed`
     writes the store whole again."""
-    from gpen_core.platform import measurements
-
     return dict(measurements.read(models_dir).speeds.get(cpu_id(), {}))
-
-
-def _cpu_model() -> str:
-    from gpen_core.platform.cpuinfo import cpu_model
-
-    return cpu_model()
 
 
 def speed_key(network: str, size: int, dtype: str) -> str:
     return f"{size}-{dtype}" if network == "gpen" else f"{network}-{size}-{dtype}"
 
 
-def record_speed(
-    size: int,
-    dtype: str,
-    torch_s: float,
-    openvino_s: float,
-    *,
-    models_dir: str | os.PathLike[str] | None = None,
-    source: str = "",
-    network: str = "gpen",
-) -> Path:
-    """Remember, for this CPU, the measured seconds per face of both backends (read by ``auto``); the store's path.
+def record_speed(size: int, dtype: str, torch_s: float, openvino_s: float, *,
+                 models_dir: str | os.PathLike[str] | None = None, source: str = "", network: str = "gpen") -> Path:
+    """Remember, for this CPU, the measured seconds per call of both backends (read by ``auto``); the store's path.
 
-    ``network``: "gpen" (the generator; ``size`` is its face size) or another network the
-    pipeline can run on either backend (e.g. "parsenet", "retinaface-resnet50"; ``size`` is
-    its input size), each recorded under its own key.
-
-    Written by the hardware check (:mod:`gpen_core.hwcheck.backends`, ``python -m gpen_core
-    profile``) and by ``benchmarks/bench_forward.py --record``; ``source`` says which, and
-    with what weights.
+    ``network``: "gpen" (``size``: its face size) or another network either backend runs ("parsenet",
+    "retinaface-resnet50"; ``size``: its input size), each under its own key. ``source``: what measured
+    it (the hardware check, ``benchmarks/bench_forward.py --record``) and with what weights.
     """
     from dataclasses import replace
 
-    from gpen_core.platform import measurements
-
-    rec = SpeedRecord(round(float(torch_s), 4), round(float(openvino_s), 4), openvino_version(), _cpu_model(),
-                      time.strftime("%Y-%m-%dT%H:%M:%S"), source)
+    rec = measurements.SpeedRecord(round(float(torch_s), 4), round(float(openvino_s), 4), openvino_version(),
+                                   cpu_model(), time.strftime("%Y-%m-%dT%H:%M:%S"), source)
     me, key = cpu_id(), speed_key(network, size, dtype)
 
     def add(store: measurements.Store) -> measurements.Store:
@@ -373,24 +248,14 @@ def record_speed(
     return measurements.update(add, models_dir)
 
 
-def choose_backend(
-    requested: str,
-    size: int,
-    dtype: str,
-    *,
-    models_dir: str | os.PathLike[str] | None = None,
-    device: str = "cpu",
-    network: str = "gpen",
-) -> BackendChoice:
+def choose_backend(requested: str, size: int, dtype: str, *, models_dir: str | os.PathLike[str] | None = None,
+                   device: str = "cpu", network: str = "gpen") -> BackendChoice:
     """torch or OpenVINO for a request, and why.
 
-    ``torch`` and ``openvino`` are taken as asked (``openvino`` raises
-    :class:`ResourceError` where it cannot run: on a GPU device, or not installed).
-    ``auto`` follows a measurement on this CPU model (see :func:`record_speed`;
-    ``benchmarks/bench_forward.py --record`` and the hardware check write it) for this
-    size and dtype; without one, the measurement recorded in the repository for CPUs of
-    this kind (:mod:`gpen_core.runtimes.openvino.defaults`), and the caveat says so;
-    with neither, torch.
+    ``torch`` and ``openvino`` are taken as asked (``openvino`` raises :class:`ResourceError` where it
+    cannot run: a GPU device, or not installed). ``auto`` follows this CPU model's measurement for this
+    size and dtype (:func:`record_speed`); without one, the repository's for CPUs of its kind
+    (:mod:`~gpen_core.runtimes.openvino.defaults`, with a caveat saying so); with neither, torch.
     """
     if requested not in BACKENDS:
         raise ValueError(f"unknown backend {requested!r}; expected one of {', '.join(BACKENDS)}")
@@ -399,8 +264,7 @@ def choose_backend(
     if requested == "openvino":
         if not device.startswith("cpu"):
             raise ResourceError(f"the OpenVINO backend runs on the CPU only, and this request runs on {device}; use --backend torch")
-        why = unavailable_reason()
-        if why:
+        if why := unavailable_reason():
             raise ResourceError(why)
         return BackendChoice("openvino", "asked for")
     if not device.startswith("cpu"):
@@ -422,16 +286,9 @@ def choose_backend(
     return BackendChoice("torch", f"measured faster here: {t:.2f} s vs OpenVINO {o:.2f} s per face")
 
 
-def choose_mode_backend(
-    mode: MemoryMode,
-    requested: str,
-    size: int,
-    dtype: str,
-    *,
-    models_dir: str | os.PathLike[str] | None = None,
-    device: str = "cpu",
-    network: str = "gpen",
-) -> BackendChoice:
+def choose_mode_backend(mode: MemoryMode, requested: str, size: int, dtype: str, *,
+                        models_dir: str | os.PathLike[str] | None = None, device: str = "cpu",
+                        network: str = "gpen") -> BackendChoice:
     """:func:`choose_backend` for one of ``mode``'s networks: under ``auto``, a mode without
     :attr:`~gpen_core.modes.MemoryMode.auto_openvino` keeps every network on torch (an explicit
     ``openvino`` still runs there)."""

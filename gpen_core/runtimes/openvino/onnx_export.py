@@ -3,18 +3,10 @@
     python -m gpen_core export GPEN-BFR-512 -o GPEN-BFR-512.onnx
     python -m gpen_core export path/to/checkpoint.pth -o out/model.xml --format openvino
 
-The file's contract (docs/export.md): one input ``input``, float32 1×3×S×S, RGB in [-1, 1]
-(``pixel / 127.5 - 1``), S the generator's face size (256, 512, 1024, 2048), the face aligned
-to GPEN's five-point template; one output ``output``, float32 1×3×S×S in about [-1, 1]
-(clip, then ``(y + 1) * 127.5``). Fixed shapes: the graph is the static, batch-1 form of
-:func:`gpen_core.runtimes.openvino.export.exportable` (the same function as the checkpoint's
-network, tested against the official code's outputs).
-
-Every export is checked after it is written: OpenVINO (which reads ONNX as well as its IR)
-runs the written file on a fixed random face in float32, and the largest difference from our
-torch forward is reported (:class:`ExportReport`); a file that differs by more than
-:data:`TOLERANCE` is deleted and the export fails. ONNX needs the ``onnx`` package
-(``pip install onnx``, pinned in requirements-dev.txt); the IR needs only OpenVINO.
+The file's contract is in docs/export.md: input ``input`` and output ``output``, float32 1×3×S×S RGB
+in [-1, 1], fixed shapes (the static, batch-1 graph of :func:`~gpen_core.runtimes.openvino.export.exportable`).
+Every export is run by OpenVINO on a fixed random face after it is written; a file further than
+:data:`TOLERANCE` from our torch forward is deleted and the export fails (:class:`ExportReport`).
 """
 
 from __future__ import annotations
@@ -72,21 +64,14 @@ def _checkpoint(model: str, models_dir: str | os.PathLike[str] | None) -> Path:
     return lookup.resolve(model, models_dir=models_dir, allow_download=False)
 
 
-def export_generator(
-    model: str,
-    output: str | os.PathLike[str],
-    *,
-    fmt: ExportFormat = "onnx",
-    models_dir: str | os.PathLike[str] | None = None,
-    opset: int = OPSET,
-    progress: Callable[[str], None] | None = None,
-) -> ExportReport:
+def export_generator(model: str, output: str | os.PathLike[str], *, fmt: ExportFormat = "onnx",
+                     models_dir: str | os.PathLike[str] | None = None, opset: int = OPSET,
+                     progress: Callable[[str], None] | None = None) -> ExportReport:
     """Write ``model`` (a registry generator name or a checkpoint path) to ``output`` and check it.
 
-    ``fmt`` "onnx": one ONNX file (opset ``opset``); "openvino": ``output`` is the IR's .xml
-    (its .bin is written beside it). Raises :class:`InputError` for a bad format or name,
-    :class:`~gpen_core.errors.WeightsError` for a missing or broken checkpoint, and
-    :class:`GPENError` when a needed package is missing or the written file does not
+    ``fmt`` "onnx": one ONNX file (opset ``opset``); "openvino": ``output`` is the IR's .xml (its .bin beside
+    it). Raises :class:`InputError` for a bad format or name, :class:`~gpen_core.errors.WeightsError` for a
+    missing or broken checkpoint, :class:`GPENError` for a missing package or a file that does not
     reproduce the torch output.
     """
     import warnings

@@ -1,38 +1,33 @@
 """GPEN's ParseNet (the paste-mask parser) on OpenVINO: convert once per input size, cache, run.
 
-The same network and the same recipe as :class:`gpen_core.networks.parsenet.FaceParser`: the face
-resized to the input size S (cv2 INTER_LINEAR), the official ``img2tensor`` values, the
-logits brought to 512×512 (bilinear, inside the converted graph when S ≠ 512), argmax.
-Converted from our own torch module (``openvino.convert_model``, static 1×S×S×3 input: the
-transpose to NCHW is in the graph), cached like the generator (:mod:`gpen_core.runtimes.openvino.generator`) in
-``<models>/openvino/parsenet-<stem>-<S>px-<sha256[:16]>/ov<version>/`` plus a compiled blob per
-precision and CPU key; loading from the cache needs neither torch nor the checkpoint. ``f32`` for
-the float32 parse (``quality``); ``bf16`` where the mode parses in bfloat16
-(:func:`gpen_core.faces.parse.choose_parse_dtype`) and the CPU plugin has BF16.
-
-:func:`measure_speed` times torch against OpenVINO for one (input size, dtype) and records
-it for ``--backend auto`` (``network="parsenet"``; the hardware check calls it).
+The same network and recipe as :class:`gpen_core.networks.parsenet.FaceParser` (the face resized to
+the input size S with cv2 INTER_LINEAR, the official ``img2tensor`` values, the logits brought to
+512×512 inside the graph when S ≠ 512, argmax), converted from our torch module with a static
+1×S×S×3 input and cached like the generator under ``<models>/openvino/parsenet-<stem>-<S>px-…``.
+``f32`` for the float32 parse, ``bf16`` where the mode parses in bfloat16 and the CPU has it.
+:func:`measure_speed` times torch against OpenVINO for ``--backend auto`` (``network="parsenet"``).
 Nothing beyond the standard library is imported at module import.
 """
 
 from __future__ import annotations
 
 import os
-import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpen_core.errors import GPENError, ResourceError
+from gpen_core.errors import ResourceError
 from gpen_core.platform import durable
 from gpen_core.platform.oom import malloc_trim
-from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, compile_cached, compile_entry, convert_traced, require_writable, INSTALL_HINT, CacheKey, Precision, sha256_file, cache_root, capabilities, choose_precision, cpu_key,
-                         drop_mapped_pages,
-                         get_core, openvino_version, save_ir, unavailable_reason)
 from gpen_core.progress import Progress
-from gpen_core.runtimes.openvino.choice import SpeedRun
+from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, CacheKey, Precision, cache_key, cache_root,
+                                              check_precision, choose_precision, compile_ir, convert_traced,
+                                              drop_mapped_pages, is_cached, require_writable, save_ir,
+                                              unavailable_reason)
+from gpen_core.runtimes.openvino.choice import SpeedRun, time_interleaved, torch_threads
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,11 +42,7 @@ CONVERT_RAM_MEASURED: dict[int, int] = {512: 762 * 2**20, 256: 704 * 2**20}
 
 def parse_key(weights: Path, input_size: int, precision: Precision, sha256: str | None = None) -> CacheKey:
     """The cache key of ``weights`` converted for an S×S input (the IR's shape is static)."""
-    version = openvino_version()
-    if version is None:
-        raise ResourceError(f"OpenVINO is not installed; {INSTALL_HINT}")
-    name = f"parsenet-{weights.stem[:32]}-{int(input_size)}px"
-    return CacheKey(sha256 or sha256_file(weights), version.split("-")[0], precision, cpu_key(), name)
+    return replace(cache_key(weights, precision, sha256), name=f"parsenet-{weights.stem[:32]}-{int(input_size)}px")
 
 
 def synthetic_weights(models_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -70,15 +61,9 @@ def synthetic_weights(models_dir: str | os.PathLike[str] | None = None) -> Path:
     return path
 
 
-def convert(
-    weights: str | os.PathLike[str],
-    input_size: int,
-    *,
-    models_dir: str | os.PathLike[str] | None = None,
-    config: Mapping[str, Any] | None = None,
-    progress: Progress | None = None,
-    sha256: str | None = None,
-) -> tuple[Path, float]:
+def convert(weights: str | os.PathLike[str], input_size: int, *, models_dir: str | os.PathLike[str] | None = None,
+            config: Mapping[str, Any] | None = None, progress: Progress | None = None,
+            sha256: str | None = None) -> tuple[Path, float]:
     """Convert ParseNet weights (``parsenet.build(..., config)``; default the released network)
     to IR for an S×S input in the cache; returns (model.xml, seconds). Needs torch. Written to a
     temporary folder and renamed into place, so a crash never leaves half a model."""
@@ -167,66 +152,42 @@ class OVParser:
         return self._run(face_rgb, lambda y: y[0].argmax(axis=0))
 
 
-def load(
-    weights: str | os.PathLike[str],
-    input_size: int,
-    precision: Precision = "f32",
-    *,
-    models_dir: str | os.PathLike[str] | None = None,
-    config: Mapping[str, Any] | None = None,
-    progress: Progress | None = None,
-    threads: int | None = None,
-) -> OVParser:
+def load(weights: str | os.PathLike[str], input_size: int, precision: Precision = "f32", *,
+         models_dir: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None,
+         progress: Progress | None = None, threads: int | None = None) -> OVParser:
     """The compiled parser for ``weights`` at an S×S input: from the cache, or converted now.
 
-    ``threads``: OpenVINO inference threads (default: OpenVINO's choice). Raises
-    :class:`ResourceError` when OpenVINO cannot run here, :class:`GPENError` for bf16 on a CPU
-    without it (:func:`gpen_core.runtimes.openvino.base.choose_precision` picks a precision that runs).
+    ``threads``: OpenVINO inference threads (None: OpenVINO's choice). Raises :class:`ResourceError`
+    when OpenVINO cannot run here, and as :func:`~gpen_core.runtimes.openvino.base.check_precision` does.
     """
     if why := unavailable_reason():
         raise ResourceError(why)
-    if precision not in ("f32", "bf16"):
-        raise ValueError(f"precision must be 'f32' or 'bf16', got {precision!r}")
-    if precision == "bf16" and "BF16" not in capabilities():
-        raise GPENError("OpenVINO bf16 needs a CPU with AVX-512 BF16 or AMX; this one has neither. Use precision 'f32'.")
+    check_precision(precision)
     path = Path(weights)
     key = parse_key(path, input_size, precision)
     root, convert_s = cache_root(models_dir), None
-    def converted() -> bool:
-        return all((key.ir_dir(root) / f).is_file() for f in ("model.xml", "model.bin", "meta.json"))
-
-    if not converted():
+    if not is_cached(key, models_dir):
         with CONVERSION_LOCK:
-            if not converted():  # another thread may have converted it meanwhile
+            if not is_cached(key, models_dir):  # another thread may have converted it meanwhile
                 _, convert_s = convert(path, input_size, models_dir=models_dir, config=config, progress=progress,
                                        sha256=key.weights_sha256)
-    cfg: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision,
-                           **({"INFERENCE_NUM_THREADS": int(threads)} if threads else {})}
-    t = time.perf_counter()
-    compiled = compile_entry(key.ir_dir(root), key.compiled_dir(root), cfg)
+    compiled, load_s = compile_ir(key, root, precision, threads)
     drop_mapped_pages(key.ir_dir(root))  # the plugin runs on its own copy of the weights
-    return OVParser(compiled, input_size, precision, key, load_s=time.perf_counter() - t, convert_s=convert_s)
+    return OVParser(compiled, input_size, precision, key, load_s=load_s, convert_s=convert_s)
 
 
-def measure_speed(
-    input_size: int,
-    dtype: str,
-    *,
-    weights: str | os.PathLike[str] | None = None,
-    models_dir: str | os.PathLike[str] | None = None,
-    how: SpeedRun = SpeedRun(runs=5),
-    progress: Progress | None = None,
-    load_as: Callable[[str], Any] | None = None,
-) -> dict[str, Any]:
-    """Time torch's and OpenVINO's parser for one (S, dtype) on a face-like image: one warm-up
-    each, then ``how.runs`` calls each, interleaved (wall seconds, medians), as the generator's check does.
+def measure_speed(input_size: int, dtype: str, *, weights: str | os.PathLike[str] | None = None,
+                  models_dir: str | os.PathLike[str] | None = None, how: SpeedRun = SpeedRun(runs=5),
+                  progress: Progress | None = None, load_as: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """Time torch's and OpenVINO's parser for one (S, dtype) on a face-like image
+    (:func:`~gpen_core.runtimes.openvino.choice.time_interleaved`, ``how.runs`` rounds); the row (medians,
+    all times, precision, convert_s).
 
-    ``weights``: the ParseNet file (None: :func:`synthetic_weights`). ``dtype``: the torch
-    parse dtype ("float32" / "bfloat16"); OpenVINO runs the matching precision. With
-    ``how.record`` the medians go to :func:`gpen_core.runtimes.openvino.generator.record_speed` (``network="parsenet"``),
-    which ``--backend auto`` reads. ``load_as``: "torch" / "openvino" → that runtime's parser as a request loads it
-    (the hardware check: the engine's ModelCache; anything with ``labels(face)`` and ``convert_s``); None: both built
-    here from ``weights``. Returns the row (medians, all times, precision, convert_s).
+    ``weights``: the ParseNet file (None: :func:`synthetic_weights`). ``dtype``: the torch parse dtype;
+    OpenVINO runs the matching precision. ``how.record``: the medians go to
+    :func:`~gpen_core.runtimes.openvino.generator.record_speed` (``network="parsenet"``). ``load_as``:
+    "torch" / "openvino" → that runtime's parser as a request loads it (the hardware check's ModelCache);
+    None: both built here from ``weights``.
     """
     import numpy as np
     import torch
@@ -238,10 +199,7 @@ def measure_speed(
     say = progress or (lambda f, m: None)
     path = Path(weights) if weights is not None else synthetic_weights(models_dir)
     precision, note = choose_precision(dtype)
-    old = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(int(threads))
-    try:
+    with torch_threads(threads) as old:
         say(0.0, f"parser: {input_size} px {dtype}, torch and OpenVINO {precision}")
         if load_as is not None:
             tp, op = load_as("torch"), load_as("openvino")
@@ -251,21 +209,11 @@ def measure_speed(
                       progress=lambda f, m: say(0.05 + 0.6 * f, m))
         yy, xx = np.mgrid[0:512, 0:512] / 511.0
         face = (np.stack([xx, yy, 0.5 + 0.3 * np.sin(12 * xx * yy)], -1).clip(0, 1) * 255).astype(np.uint8)
-        tp.labels(face), op.labels(face)  # warm-up
-        times: dict[str, list[float]] = {"torch": [], "openvino": []}
-        pair = (("torch", tp), ("openvino", op))
-        for r in range(max(1, runs)):
-            say(0.7 + 0.3 * r / runs, f"parser: timed call {r + 1} of {runs} (torch and OpenVINO, interleaved)")
-            for name, p in pair if r % 2 == 0 else pair[::-1]:
-                t = time.perf_counter()
-                p.labels(face)
-                times[name].append(time.perf_counter() - t)
-    finally:
-        torch.set_num_threads(old)
+        calls = {"torch": lambda: tp.labels(face), "openvino": lambda: op.labels(face)}
+        timed = time_interleaved(calls, runs, lambda r: say(
+            0.7 + 0.3 * r / runs, f"parser: timed call {r + 1} of {runs} (torch and OpenVINO, interleaved)"))
     row: dict[str, Any] = {"size": int(input_size), "dtype": dtype, "precision": precision, "note": note, "weights": str(path),
-                           "convert_s": None if op.convert_s is None else round(op.convert_s, 2)}
-    for name, ts in times.items():
-        row.update({f"{name}_s": round(statistics.median(ts), 4), f"{name}_times": [round(v, 4) for v in ts]})
+                           "convert_s": None if op.convert_s is None else round(op.convert_s, 2), **timed}
     if record:
         row["speed_file"] = str(ov_backend.record_speed(input_size, dtype, row["torch_s"], row["openvino_s"], models_dir=models_dir,
                                                         source=source or f"parser check: {path.name}", network="parsenet"))
