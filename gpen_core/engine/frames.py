@@ -81,9 +81,7 @@ class FrameSession:
                                      self._generator.name)
         restored = stages.restore_and_paste(self._ctx, canvas, generator, self._parsing_fn, check_identity=check_identity)
         out = restored.photo
-        timings = Timings(total_s=time.perf_counter() - t, align_s=out.timings.get("align_s", 0.0),
-                          restore_s=out.timings.get("restore_s", 0.0), paste_s=out.timings.get("paste_s", 0.0),
-                          identity_s=out.timings.get("identity_s", 0.0))
+        timings = Timings(total_s=time.perf_counter() - t, **stages.face_seconds(out))
         notes = [*restored.notes, *out.notes]
         notes.extend(dict.fromkeys(restored.overflows))
         if self._threads is not None:

@@ -212,11 +212,9 @@ def run_attempt(models: ModelCache, device: str, req: Request, opts: RestoreOpti
     notes = [*req.notes, *photo.notes, *loaded.notes, *found.notes, *gen_notes, *canvas.notes, *colour_notes,
              *done_notes, *encoded.notes, *thread_notes]
     timings = Timings(
-        total_s=time.perf_counter() - req.t0, decode_s=req.decode_s, detect_s=found.seconds,
-        align_s=out.timings.get("align_s", 0.0), restore_s=out.timings.get("restore_s", 0.0),
-        paste_s=out.timings.get("paste_s", 0.0), encode_s=encoded.seconds,
+        total_s=time.perf_counter() - req.t0, decode_s=req.decode_s, detect_s=found.seconds, encode_s=encoded.seconds,
         load_s=loaded.seconds + found.load_s + gen_load_s + canvas.load_s,
-        upscale_s=up_info.seconds if up_info is not None else 0.0, identity_s=out.timings.get("identity_s", 0.0),
+        upscale_s=up_info.seconds if up_info is not None else 0.0, **stages.face_seconds(out),
     )
     report(1.0, "done")
     return _result(ctx, req, out, _Made(found, canvas, up_info, generator, encoded), timings, notes)

@@ -396,6 +396,11 @@ def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator,
     return Restored(out, tuple(restorer.overflows), parsed, tuple(getattr(parsing_fn, "notes", ())))
 
 
+def face_seconds(photo: Any) -> dict[str, float]:
+    """The face loop's seconds per stage (faces.photo.PhotoOutput.timings) as :class:`~gpen_core.result.Timings` fields."""
+    return {k: photo.timings.get(k, 0.0) for k in ("align_s", "restore_s", "paste_s", "identity_s")}
+
+
 def finish_notes(restored: Restored, found: Found, generator: Generator, mode: MemoryMode, opts: RestoreOptions,
                  given: bool) -> list[str]:
     """What the restore stage says: the photo's notes, the departures from the official code, and each
