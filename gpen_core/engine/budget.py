@@ -197,7 +197,7 @@ def request_plan(mode: MemoryMode, device: str, image_size: tuple[int, int], mod
 def _base_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None) -> tuple[int, str]:
     """The request's peak without upscaling: (bytes, where the figure comes from)."""
     from gpen_core.engine.profile_store import measured as measured_profile
-    from gpen_core.modes import preshrink_size  # looked up per call, as every sizing of the shrunk photo
+    from gpen_core.modes import preshrink_size  # per call: every sizing of the shrunk photo asks the one rule
 
     w, h = preshrink_size(*image_size, mode.max_side)
     measured = measured_profile(mode.name, device, models_dir=models_dir)

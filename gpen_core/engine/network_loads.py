@@ -301,8 +301,8 @@ def load_openvino_generator(path: Path, precision: str, models_dir: Path, progre
         from gpen_core.weights.lookup import REGISTRY
 
         arch = REGISTRY[str(path).split(":", 1)[1]].arch
-        # Named by architecture: generators sharing one (GPEN-BFR-512 and GPEN-Seg2face-512) share one
-        # file and one conversion (minutes at 1024 px) in the check.
+        # Named by architecture: generators sharing one (GPEN-Colorization-1024 and GPEN-Inpainting-1024;
+        # GPEN-BFR-512 and GPEN-Seg2face-512) share one file and one conversion (minutes at 1024 px) in the check.
         digest = hashlib.sha256(repr(arch).encode()).hexdigest()[:10]
         path = ov_backend.cache_root(models_dir) / "synthetic" / f"random-{arch.size}px-{digest}.pth"
         if not path.exists():
