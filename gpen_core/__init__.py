@@ -15,25 +15,13 @@ from typing import Any
 
 __version__ = "0.2.0"
 
-_LAZY = {
-    "Restorer": "restorer",
-    "get_restorer": "restorer",
-    "RestoreOptions": "options",
-    "RestoreResult": "result",
-    "Attempt": "result",
-    "Face": "result",
-    "Peaks": "result",
-    "RejectedFace": "result",
-    "Timings": "result",
-    "UpscaleInfo": "result",
-    "MemoryMode": "modes",
-    "MODES": "modes",
-    "GPENError": "errors",
-    "InputError": "errors",
-    "WeightsError": "errors",
-    "ResourceError": "errors",
-    "OutOfMemory": "errors",
-}
+_LAZY = {name: module for module, names in {
+    "restorer": ("Restorer", "get_restorer"),
+    "options": ("RestoreOptions",),
+    "result": ("RestoreResult", "Attempt", "Face", "Peaks", "RejectedFace", "Timings", "UpscaleInfo"),
+    "modes": ("MemoryMode", "MODES"),
+    "errors": ("GPENError", "InputError", "WeightsError", "ResourceError", "OutOfMemory"),
+}.items() for name in names}
 
 __all__ = sorted([*_LAZY, "__version__"])
 

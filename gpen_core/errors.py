@@ -8,11 +8,8 @@ from __future__ import annotations
 
 
 class GPENError(Exception):
-    """Base class: anything the user can act on.
-
-    ``str(error)`` is one or two lines for people; ``details`` holds the long form
-    (every path looked at, each download attempt) for logs and ``--verbose``.
-    """
+    """Base class: anything the user can act on. ``str(error)`` is one or two lines for people;
+    ``details`` holds the long form (every path looked at, each download attempt) for logs and ``--verbose``."""
 
     exit_code = 1
 
@@ -28,11 +25,8 @@ class InputError(GPENError):
 
 
 class PixelFormatError(InputError, ValueError):
-    """An array handed in is not RGB uint8 H×W×3, the one pixel contract (:func:`gpen_core.rgb.check_rgb`).
-
-    Also a ``ValueError``, as NumPy reports a wrong array, so a library caller's
-    ``except ValueError`` still catches it.
-    """
+    """An array handed in is not RGB uint8 H×W×3 (:func:`gpen_core.rgb.check_rgb`); also a ``ValueError``,
+    as NumPy reports a wrong array, so a library caller's ``except ValueError`` still catches it."""
 
 
 class WeightsError(GPENError):
@@ -52,11 +46,6 @@ class ResourceError(GPENError):
 
 
 class OutOfMemory(ResourceError):
-    """An allocation failed while doing one step (loading, decoding, running, encoding).
-
-    Raised where the failure is caught next to its cause (``torch.load``, Pillow,
-    OpenCV), so the message can say which step and how big it was. The Restorer's
-    ladder treats it like any other out-of-memory: it frees what the attempt
-    allocated and retries in the next lighter mode; only when even ``low`` cannot
-    run does the user see a :class:`ResourceError` (exit code 4).
-    """
+    """An allocation failed while doing one step (loading, decoding, running, encoding), raised next to its
+    cause so the message says which step and how big. The Restorer's ladder then steps down a mode; only
+    when even ``low`` cannot run does the user see a :class:`ResourceError` (exit code 4)."""

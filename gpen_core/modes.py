@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gpen_core.errors import InputError
+
 Detector = Literal["mobilenet0.25", "resnet50"]
 DTypePref = Literal["float32", "bfloat16", "float16"]
 OutputFormat = Literal["jpeg", "png"]
@@ -37,39 +39,32 @@ class MemoryMode:
     output_format: OutputFormat
     # Paste restored faces back into the photo (False: return only the restored crops).
     paste: bool
-    # Paste through GPEN's face-parsing mask (ParseNet-latest.pth or facexlib's
-    # parsing_parsenet.pth, when present), as the official code always does; else GPEN's
-    # feathered rectangle. Off only where the mode cannot afford it (docs/paste-mask.md:
-    # measured cost per face).
+    # Paste through GPEN's face-parsing mask (when its weights are present), as the official code does; else
+    # GPEN's feathered rectangle. Off only where the mode cannot afford it (cost: docs/paste-mask.md).
     parsing: bool
     # Detection runs on a copy shrunk to this longest side (the official code uses 1000 px
     # for photos over 1500 px); boxes and landmarks are mapped back.
     detect_side: int
     # Higher is better quality; ``auto`` picks the highest rank that fits.
     rank: int
-    # ParseNet input side: 512 is the official; 256 parses a shrunk face (a quarter of
-    # the compute, logits brought back to 512 before the class map).
+    # ParseNet input side: 512 is the official; 256 parses a shrunk face (a quarter of the compute).
     parse_input: int = 512
-    # Detect on the full-size photo up to this longest side, shrinking to ``detect_side``
-    # only above it (the official rule: 1000 px above 1500 px). None: shrink above
-    # ``detect_side``. Measured: same recall on the Solvay photo either way (docs/detection.md).
+    # Detect on the full-size photo up to this longest side, ``detect_side`` only above it (the official
+    # rule: 1000 px above 1500 px). None: shrink above ``detect_side`` (same recall: docs/detection.md).
     detect_shrink_above: int | None = None
     # How the detection copy is shrunk: "area" (sharper small faces) or "linear" (the official cv2.resize).
     detect_resize: Literal["area", "linear"] = "area"
-    # With upscaling: detect on the photo resized to the upscaled size (official: tiny faces
-    # are found there), else detect at 1× and scale the boxes and landmarks.
+    # With upscaling: detect on the photo resized to the upscaled size (official: tiny faces are found
+    # there), else detect at 1× and scale the boxes and landmarks.
     detect_upscaled: bool = False
-    # Under ``auto``, may this mode run its networks on OpenVINO where that was measured faster?
-    # OpenVINO's runtime and its compiled networks stay resident: `low` on a 4000×3000 photo
-    # measured 448-455 MiB on torch against 530-531 MiB with OpenVINO (0.45 against 0.36 s, an
-    # AVX2-only EPYC), and ~60 MiB more on Zen 4 for a tie in speed: a trade the memory-first
-    # mode does not take. ``--backend openvino`` still runs it there.
+    # Under ``auto``, may this mode run its networks on OpenVINO where that was measured faster? Its
+    # runtime stays resident: `low` 448-455 → 530-531 MiB (docs/performance.md), a trade the memory-first mode
+    # does not take. ``--backend openvino`` still runs it there.
     auto_openvino: bool = True
-    # Buffers of this size and up get a mapping of their own, handed back to the OS when freed
-    # (glibc's mmap threshold, set by each request: gpen_core.platform.heap). 1 MiB keeps a heavy
-    # mode's buffers out of the C heap, whose holes would make a lighter mode after it peak up to
-    # ~150 MiB higher; costs page faults (~0.5 s of CPU per `balanced` request on torch on the AMX
-    # Xeon, none measured on OpenVINO, which keeps its own buffers).
+    # Buffers of this size and up get a mapping of their own, handed back to the OS when freed (glibc's
+    # mmap threshold: gpen_core.platform.heap). 1 MiB keeps a heavy mode's buffers out of the C heap, whose
+    # holes would make a lighter mode after it peak higher, at some page faults (docs/performance.md,
+    # "A lighter mode after a heavier one").
     heap_blocks: int = 1 << 20
 
 
@@ -91,8 +86,7 @@ MODES: dict[str, MemoryMode] = {
             detect_side=800,
             rank=1,
             auto_openvino=False,
-            # glibc's own ceiling (32 MiB): its small buffers reuse the heap, as without us; mapped
-            # on their own they cost it 40 % more CPU per request (docs/performance.md).
+            # glibc's own ceiling (32 MiB): mapped on their own, its buffers cost 40 % more CPU (docs/performance.md).
             heap_blocks=32 << 20,
         ),
         MemoryMode(
@@ -186,8 +180,6 @@ TASK_CHOICES: tuple[str, ...] = tuple(TASKS)
 
 def get_task(name: str) -> Task:
     """The task called ``name``; InputError names the valid choices."""
-    from gpen_core.errors import InputError
-
     try:
         return TASKS[name]
     except KeyError:
@@ -195,13 +187,9 @@ def get_task(name: str) -> Task:
 
 
 def preshrink_size(width: int, height: int, max_side: int | None) -> tuple[int, int]:
-    """The (width, height) a mode's pre-shrink gives a ``width``×``height`` photo: the longest
-    side brought down to ``max_side`` (rounded, at least 1 px), never enlarged; unchanged
-    when ``max_side`` is None.
-
-    The one rule behind the shrink itself and every estimate made before it (the budget,
-    the upscale preview, the output-size check), so they all describe the same picture.
-    """
+    """The (width, height) a mode's pre-shrink gives a ``width``×``height`` photo: the longest side brought
+    down to ``max_side`` (rounded, at least 1 px), never enlarged; unchanged when ``max_side`` is None.
+    The one rule behind the shrink and every estimate made before it, so they describe the same picture."""
     if not max_side or max(width, height) <= max_side:
         return width, height
     k = max_side / max(width, height)
@@ -219,8 +207,6 @@ MODE_CHOICES: tuple[str, ...] = (AUTO, *MODES)
 
 def get_mode(name: str) -> MemoryMode:
     """The mode called ``name`` (not ``auto``); InputError names the valid choices."""
-    from gpen_core.errors import InputError
-
     try:
         return MODES[name]
     except KeyError:
@@ -241,46 +227,38 @@ OFFICIAL_DETECTOR: Detector = "resnet50"
 OFFICIAL_DETECT_SIDE, OFFICIAL_SHRINK_ABOVE = 1000, 1500
 
 
-def official_departures(
-    mode: MemoryMode,
-    *,
-    detector: str | None = None,
-    detection: bool = True,
-    dtype: str | None = None,
-    upscale: int = 1,
-    parsing: bool | None = None,
-    pasted: bool = True,
-) -> str:
+def official_departures(mode: MemoryMode, *, detector: str | None = None, detection: bool = True,
+                        dtype: str | None = None, upscale: int = 1, parsing: bool | None = None,
+                        pasted: bool = True) -> str:
     """One line: how a request in ``mode`` departs from the official GPEN pipeline ("" when it does not).
 
-    Built from the mode table so it stays true; ``detector``, ``dtype`` (the generator's, as run),
-    ``parsing`` (whether the parsing mask ran) and ``upscale`` are what the request really used;
-    ``detection=False``: nothing was detected (an aligned input, boxes given); ``pasted=False``:
-    nothing was pasted back (an aligned input), so no paste mask is named.
+    Built from the mode table so it stays true; ``detector``, ``dtype`` (the generator's), ``parsing``
+    (whether the parsing mask ran) and ``upscale`` are what the request really used; ``detection=False``:
+    nothing was detected (aligned input, boxes given); ``pasted=False``: nothing was pasted back.
     """
     parts: list[str] = []
     det = detector or mode.detector
-    if not detection:
-        pass
-    elif det != OFFICIAL_DETECTOR:
-        parts.append(f"{det} detector (official ResNet-50)")
-    official_copy = f"full size up to {OFFICIAL_SHRINK_ABOVE} px, {OFFICIAL_DETECT_SIDE} px above"
     above = mode.detect_shrink_above
-    if detection and (mode.detect_side != OFFICIAL_DETECT_SIDE or above != OFFICIAL_SHRINK_ABOVE):
-        ours = f"full size up to {above} px, {mode.detect_side} px above" if above else f"a {mode.detect_side} px copy"
-        parts.append(f"detection on {ours} (official: {official_copy})")
-    if detection and mode.detect_resize != "linear":
-        parts.append("detection copy shrunk with INTER_AREA (official INTER_LINEAR)")
-    if detection and upscale > 1 and mode.paste and not mode.detect_upscaled:
-        parts.append("detection at 1× with boxes scaled to the upscaled photo (official: on the upscaled photo)")
+    if detection:
+        if det != OFFICIAL_DETECTOR:
+            parts.append(f"{det} detector (official ResNet-50)")
+        if mode.detect_side != OFFICIAL_DETECT_SIDE or above != OFFICIAL_SHRINK_ABOVE:
+            side = mode.detect_side
+            ours = f"full size up to {above} px, {side} px above" if above else f"a {side} px copy"
+            official = f"full size up to {OFFICIAL_SHRINK_ABOVE} px, {OFFICIAL_DETECT_SIDE} px above"
+            parts.append(f"detection on {ours} (official: {official})")
+        if mode.detect_resize != "linear":
+            parts.append("detection copy shrunk with INTER_AREA (official INTER_LINEAR)")
+        if upscale > 1 and mode.paste and not mode.detect_upscaled:
+            parts.append("detection at 1× with boxes scaled to the upscaled photo (official: on the upscaled photo)")
     if mode.max_side:
         parts.append(f"photos over {mode.max_side} px shrunk first (official: never)")
     if dtype and dtype != "float32":
         parts.append(f"generator in {dtype} (official float32)")
-    if not mode.paste and pasted:
-        parts.append("faces not pasted back (official pastes them)")
-    elif not pasted:
+    if not pasted:
         pass
+    elif not mode.paste:
+        parts.append("faces not pasted back (official pastes them)")
     elif parsing is False or not mode.parsing:
         parts.append("feathered-rectangle paste mask (official: ParseNet mask)")
     elif mode.parse_input != 512:

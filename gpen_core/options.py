@@ -38,42 +38,36 @@ class RestoreOptions:
     max_faces: int = 50
     # The input is already an aligned face crop: restore it directly, no detection.
     aligned: bool = False
-    # Check each detection before restoring it (gpen_core.faces.screen: landmarks that fit a
-    # face, found again at a standard size, the right way up). False keeps every detection
-    # above the threshold; the result's notes name the ones the check would have dropped.
+    # Check each detection before restoring it (gpen_core.faces.screen). False keeps every detection above
+    # the threshold; the notes name the ones the check would have dropped.
     face_check: bool = True
-    # Also search the photo turned 90°, 180° and 270° when the upright pass found faces (a scan
-    # mixing orientations). The turns are always searched when the upright pass finds none.
+    # Also search the photo turned 90°, 180° and 270° when the upright pass found faces (a scan mixing
+    # orientations); the turns are always searched when the upright pass finds none.
     orientations: bool = False
     # Output format override ("png" / "jpeg"); None uses the mode's.
     output_format: str | None = None
-    # Background upscaling, as GPEN's --use_sr --sr_scale and ModelScope's ×2: 1 (off), 2 or 4.
-    # The whole photo is enlarged by RealESRNet and the faces are restored and pasted at that size.
+    # Background upscaling, as GPEN's --use_sr --sr_scale: 1 (off), 2 or 4; faces are restored at that size.
     upscale: int = 1
     # Upscaler: a registry name (realesrnet_x2 / realesrnet_x4) or a checkpoint path; None: realesrnet_x{upscale}.
     upscaler: str | None = None
     # Upscaler tile side in input pixels; None: the largest that fits the mode's budget (gpen_core.upscale.tiles).
     tile: int | None = None
-    # Generator runtime on the CPU: "torch", "openvino" (converted once, cached in the models
-    # folder), or "auto": the one measured faster on this CPU (gpen_core.runtimes.openvino.generator.choose_backend).
+    # Generator runtime on the CPU: "torch", "openvino" (converted once, cached in the models folder), or
+    # "auto": the one measured faster on this CPU.
     backend: str = "auto"
-    # Which of GPEN's released tasks (gpen_core.modes.TASKS): "enhance" restores faces;
-    # "colorize", "inpaint" (white = damaged) and "seg2face" (aligned label maps) run their own
-    # generators with the official pre/post-processing (docs/tasks.md).
+    # Which of GPEN's released tasks (gpen_core.modes.TASKS): "enhance" restores faces; "colorize",
+    # "inpaint" (white = damaged) and "seg2face" (aligned label maps) run their own generators (docs/tasks.md).
     task: str = "enhance"
-    # Identity check (gpen_core.faces.identity, dlib's face descriptor, requirements-identity.txt):
-    # "auto" measures every restored face in every mode but low (≈0.15-0.17 s of CPU a face, ~45 MB once per
-    # process, docs/identity.md) when dlib is installed; "on" also in low, and says so when dlib is
+    # Identity check (dlib's face descriptor, docs/identity.md): "auto" measures every restored face in every
+    # mode but low when dlib is installed (≈0.15 s of CPU a face); "on" also in low, and says when dlib is
     # missing; "off" never.
     identity: str = "auto"
-    # Over this identity distance, paste the original face instead (or a blend, identity_alpha);
-    # None measures only. 0.6 is the model's own "different people" threshold on LFW.
+    # Over this identity distance, paste the original face instead (or a blend, identity_alpha); None
+    # measures only. 0.6 is the model's own "different people" threshold on LFW.
     identity_limit: float | None = None
-    # For a face over identity_limit: 0 keeps the original face pixel for pixel; 0 < a < 1 pastes
-    # a × restored + (1 − a) × original, as alpha does for every face.
+    # For a face over identity_limit: 0 keeps the original face; 0 < a < 1 pastes a × restored + (1 − a) × original.
     identity_alpha: float = 0.0
-    # A clip checks identity on frames 1, 1 + N, 1 + 2N… only (its result names them): the check costs
-    # ≈0.15 s of CPU a face, a large share of a frame on a GPU (docs/identity.md). Photos ignore it.
+    # A clip checks identity on frames 1, 1 + N, 1 + 2N… only (the check is a large share of a GPU frame).
     identity_every: int = 1
 
     def validated(self) -> "RestoreOptions":

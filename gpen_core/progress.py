@@ -1,8 +1,5 @@
-"""What a long piece of work reports as it goes: the two progress callbacks, named for what they count.
-
-Every room that reports progress takes one of these (imported from here, never redefined), so a
-caller can hand the same function to a photo request, a conversion, a hardware check or a download.
-"""
+"""What a long piece of work reports as it goes: the two progress callbacks, named for what they count
+(defined once, so one function serves a request, a conversion, a hardware check or a download)."""
 
 from __future__ import annotations
 

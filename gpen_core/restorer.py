@@ -1,11 +1,8 @@
 """The facade: ``Restorer.__call__(image, options) -> RestoreResult``.
 
-One process-wide instance (:func:`get_restorer`) holds at most one generator, one
-detector and one parsing model (:mod:`gpen_core.engine.model_cache`), and runs one call at
-a time under its lock. Each attempt of a call (:mod:`gpen_core.engine.pipeline`) runs under
-its own peak meter; when an attempt runs out of memory the facade frees the models
-and steps down to the next lighter mode, and the result lists every attempt's peak.
-Nothing loads at import.
+One call at a time under the instance's lock; each attempt (:mod:`gpen_core.engine.pipeline`) runs
+under its own peak meter, and an attempt that runs out of memory frees the models and steps down to
+the next lighter mode (the result lists every attempt's peak). Nothing loads at import.
 """
 
 from __future__ import annotations
@@ -35,32 +32,19 @@ from gpen_core.result import Attempt, RestoreResult
 class Restorer:
     """Restores every face in a photo and reports what it cost.
 
-    ``models_dir``: where weights are looked up (default ``$GPEN_HOME`` or
-    ``~/.cache/gpen``). ``device``: "cpu", "cuda" or None (CUDA when available).
-    ``allow_download``: fetch missing weights on demand (default: never during a
-    request; use ``python -m gpen_core download`` or the app's Download button).
-    ``synthetic_weights``: registry generators are built with random weights of
-    their exact architecture instead of loaded (the hardware check: same memory
-    and time, no restoration); explicit checkpoint paths still load.
+    ``models_dir``: where weights are looked up (default ``$GPEN_HOME`` or ``~/.cache/gpen``).
+    ``device``: "cpu", "cuda" or None (CUDA when available). ``allow_download``: fetch missing weights
+    on demand (default: never during a request; ``python -m gpen_core download`` fetches them).
+    ``synthetic_weights``: registry generators get random weights of their exact architecture (the
+    hardware check: same memory and time, no restoration); explicit checkpoint paths still load.
     ``lifetime``: what stays loaded between stages and requests (:mod:`gpen_core.engine.lifetime`).
-    ``Lifetime.ONE_SHOT`` is a process that makes one request (the CLI with one photo): each
-    network is loaded when its stage starts and dropped when it ends, so the peak is the largest
-    stage's, not the sum of all the models; a later call loads them again.
-    ``serves_many_modes``: requests of different modes follow one another (the app's shared
-    instance, :func:`get_restorer`): each mode sets its heap policy, so a lighter mode after a
-    heavier one costs about its own (:func:`gpen_core.engine.pipeline.ready_for`).
+    ``serves_many_modes``: requests of different modes follow one another (the app's shared instance):
+    each mode sets its heap policy, so a lighter mode after a heavier one costs about its own.
     """
 
-    def __init__(
-        self,
-        models_dir: str | os.PathLike[str] | None = None,
-        device: str | None = None,
-        *,
-        allow_download: bool = False,
-        synthetic_weights: bool = False,
-        lifetime: Lifetime = Lifetime.RESIDENT,
-        serves_many_modes: bool = False,
-    ) -> None:
+    def __init__(self, models_dir: str | os.PathLike[str] | None = None, device: str | None = None, *,
+                 allow_download: bool = False, synthetic_weights: bool = False, lifetime: Lifetime = Lifetime.RESIDENT,
+                 serves_many_modes: bool = False) -> None:
         self._device_pref = device
         self._mode_heaps = serves_many_modes
         self._lock = threading.Lock()
@@ -91,7 +75,7 @@ class Restorer:
         return self._lock.locked()
 
     def loaded(self) -> dict[str, str | None]:
-        """Names of the resident models (for the UI and tests)."""
+        """Names of the resident models, by kind."""
         return self.models.loaded()
 
     def unload(self) -> None:
@@ -102,15 +86,11 @@ class Restorer:
     def frames(self, options: RestoreOptions, frame_size: tuple[int, int]) -> Iterator[FrameSession]:
         """A session for the frames of a video: ``with restorer.frames(opts, (w, h)) as session:``.
 
-        Takes the lock once for the whole session (other calls wait), resolves the mode once
-        (``auto`` planned for ``frame_size`` = (width, height) frames), and keeps the networks
-        resident until the block ends. Per frame: ``session.detect(rgb) -> list[Detection]`` and
-        ``session.restore(rgb, detections) -> FrameOutput`` (RGB uint8 H×W×3 in and out; nothing
-        is encoded). ``session.mode``, ``session.runtimes`` and ``session.notes`` say what runs.
-        No meter: the caller measures the whole clip (:class:`gpen_core.platform.meter.PeakMeter`).
-
-        Raises InputError for options a video cannot take (aligned, upscale, another task, a
-        mode that does not paste), WeightsError for missing weights (all named at once).
+        Holds the lock for the whole session, resolves the mode once for ``frame_size`` (width, height)
+        frames and keeps the networks resident until the block ends. Per frame: ``session.detect(rgb)``
+        and ``session.restore(rgb, detections) -> FrameOutput`` (RGB uint8 H×W×3; nothing encoded). No
+        meter: the caller measures the whole clip. Raises InputError for options a video cannot take
+        (aligned, upscale, another task, a mode that does not paste), WeightsError for missing weights.
         """
         opts = options.validated()
         with self._lock:
@@ -119,38 +99,25 @@ class Restorer:
             with open_session(self.models, self.device, opts, frame_size) as session:
                 yield session
 
-    def __call__(
-        self,
-        image: ImageSource,
-        options: RestoreOptions | None = None,
-        progress: Progress | None = None,
-        *,
-        detections: "list[Any] | None" = None,
-        mask: ImageSource | None = None,
-    ) -> RestoreResult:
+    def __call__(self, image: ImageSource, options: RestoreOptions | None = None, progress: Progress | None = None, *,
+                 detections: "list[Any] | None" = None, mask: ImageSource | None = None) -> RestoreResult:
         """Restore ``image`` (RGB uint8 H×W×3 array, encoded bytes, or a file path).
 
-        ``detections`` (``detect.Detection`` list, input-image pixels) replaces the
-        detector: for callers with their own boxes and for the hardware check. ``mask``
-        (task ``inpaint``): where the photo is damaged, white on black at the photo's size (an
-        array, bytes or a path); without it white strokes in the photo are the damage.
-
-        Raises InputError (bad image or option), WeightsError (missing/corrupt
-        weights, with the fix), ResourceError (out of memory even in the lightest mode).
+        ``detections`` (``detect.Detection`` list, input-image pixels) replaces the detector. ``mask``
+        (task ``inpaint``): the damage, white on black at the photo's size (array, bytes or path); without
+        it white strokes in the photo are the damage. Raises InputError (bad image or option), WeightsError
+        (missing/corrupt weights, with the fix), ResourceError (out of memory even in the lightest mode).
         """
         opts = (options or RestoreOptions()).validated()
         report = progress or (lambda f, d: None)
         with self._lock:
             pipeline.import_engine()  # one-time import cost is the process's, not this request's
-            # Hand back what earlier calls freed but the allocator kept: the baseline is then
-            # the process as it really stands, and this call's peak counts its whole working
-            # set, not only what did not fit in leftovers (which made the same request read
-            # 1-100 MB apart). It also keeps an idle server small.
+            # Hand back what earlier calls freed but the allocator kept, so this call's peak counts its
+            # whole working set, not only what did not fit in leftovers (the same request read 1-100 MB apart).
             malloc_trim()
             device = self.device
-            # The mode's heap policy is set and the networks it does not use go before the meter's
-            # baseline: `low` after `balanced` then costs what `low` costs (auto's mode is known
-            # only after decoding).
+            # Before the meter's baseline, so `low` after `balanced` costs what `low` costs (auto's mode is
+            # known only after decoding).
             released = () if opts.mode == AUTO else pipeline.ready_for(self.models, get_mode(opts.mode), opts, device, self._mode_heaps)
             t0 = time.perf_counter()
             req: pipeline.Request | None = None
@@ -158,9 +125,8 @@ class Restorer:
             while True:
                 out = None
                 self.models.runtimes.clear()  # this attempt's networks, as it loads or reuses them
-                # One meter per attempt: a stepped-down result reports the attempt that made it,
-                # not the heavier one that failed; the first attempt's meter also covers decoding.
-                # The request's own device: VRAM on that GPU only; a CPU request never touches CUDA.
+                # One meter per attempt, on the request's own device: a stepped-down result reports the
+                # attempt that made it; the first attempt's meter also covers decoding.
                 with PeakMeter(device) as meter:
                     if req is None:
                         req = pipeline.start(image, opts, self.models, device, detections is not None, t0, mask)
@@ -183,16 +149,15 @@ class Restorer:
 
 
 def conversion_busy(kind: str, name: str, what: str) -> str | None:
-    """The note for a request that finds ``kind`` ``name`` being converted to OpenVINO by the
-    background preparation right now (:func:`gpen_core.engine.prepare.busy_note`), else None."""
+    """The note for a request that finds ``kind`` ``name`` being converted to OpenVINO in the background, else None."""
     from gpen_core.engine.prepare import busy_note, token
 
     return busy_note(token(kind, name), what)
 
 
 def _check_cuda_index(device: str) -> None:
-    """InputError for a CUDA device this machine does not have ("cuda:5" with one GPU), before
-    any work: torch would fail only later, deep in a model load, with a bare RuntimeError."""
+    """InputError for a CUDA device this machine does not have ("cuda:5" with one GPU), before any work:
+    torch would fail only later, deep in a model load, with a bare RuntimeError."""
     import torch
 
     if not device.startswith("cuda"):
@@ -215,13 +180,9 @@ _INSTANCE_LOCK = threading.Lock()
 
 
 def get_restorer(models_dir: str | os.PathLike[str] | None = None, device: str | None = None) -> Restorer:
-    """The process-wide Restorer, created by the first call with its arguments.
-
-    Later calls return that instance: without arguments, or with the same ones. An argument
-    that differs from what the instance was made with raises ValueError, since it could not
-    apply (one instance serves the whole process, its models loaded once); make a
-    :class:`Restorer` of your own for another models folder or device.
-    """
+    """The process-wide Restorer, created by the first call with its arguments; later calls return it.
+    An argument that differs from what it was made with raises ValueError (it could not apply): make a
+    :class:`Restorer` of your own for another models folder or device."""
     global _INSTANCE
     with _INSTANCE_LOCK:
         if _INSTANCE is None:

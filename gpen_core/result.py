@@ -23,9 +23,7 @@ class Peaks:
     vram_reserved_bytes: int | None = None  # torch.cuda.max_memory_reserved during the call
     baseline_vram_bytes: int | None = None  # torch.cuda.memory_allocated before the call
     vram_device: str | None = None  # the CUDA device the VRAM figures are for ("cuda:1"); None: not measured
-    # None when the call had the process to itself; else why its peaks include concurrent
-    # work ("peak includes concurrent work": another measured call, a busy thread).
-    shared: str | None = None
+    shared: str | None = None  # None: the call had the process to itself; else why its peaks include other work
 
     @property
     def rss_delta_bytes(self) -> int:
@@ -34,8 +32,7 @@ class Peaks:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One try of a request in one mode, with its own peaks. The out-of-memory ladder
-    (a heavier mode failed, a lighter one ran) makes one per mode it tried."""
+    """One try of a request in one mode, with its own peaks (the out-of-memory ladder makes one per mode)."""
 
     mode: str  # the mode this attempt ran in
     peaks: Peaks  # measured around this attempt alone
@@ -84,8 +81,7 @@ class UpscaleInfo:
     dtype: str  # compute dtype of the upscaler ("float32", "bfloat16")
 
 
-# dlib's own threshold for "same person" on LFW (99.38 % there). A property of the model on
-# photos of people, not a promise about restorations (docs/identity.md).
+# dlib's own "same person" threshold on LFW (99.38 % there): not a promise about restorations (docs/identity.md).
 IDENTITY_THRESHOLD = 0.6
 
 IdentityAction = Literal["restored", "kept original", "blended"]
@@ -100,8 +96,7 @@ class IdentityCheck:
     action: IdentityAction  # what was pasted: the restored face, the original, or a blend toward it
     limit: float | None  # the user's limit over which ``action`` applied; None: measured only
     seconds: float  # this face's check: two chips and two descriptors
-    # The two 128-D descriptors (input crop, restored crop), float64: a clip compares them with the same
-    # face's in the next checked frame (gpen_core.video.identity). Not shown, not in the JSON.
+    # The two 128-D descriptors (input crop, restored crop), float64, for a clip to compare across frames.
     descriptors: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -145,12 +140,10 @@ class NetworkRuntime:
 
 @dataclass(frozen=True)
 class FrameOutput:
-    """One video frame restored by :meth:`gpen_core.restorer.FrameSession.restore` (not encoded).
+    """One video frame restored by :meth:`gpen_core.engine.frames.FrameSession.restore` (not encoded).
 
-    ``image``: RGB uint8 H×W×3, the frame with its faces pasted back (a new array; the input
-    unchanged when no detection was given). ``faces``: one per restored face, in the order
-    pasted. ``timings``: this frame's align / restore / paste seconds (``total_s`` their sum
-    with the bookkeeping); the clip's peaks are the caller's meter's."""
+    ``image``: RGB uint8 H×W×3, the frame with its faces pasted back (a new array). ``faces``: in the
+    order pasted. ``timings``: this frame's stages; the clip's peaks are the caller's meter's."""
 
     image: np.ndarray
     faces: tuple[Face, ...]
@@ -185,9 +178,8 @@ class RestoreResult:
     # Every attempt in order, the last one the one that produced this result (whose peaks
     # are ``peaks``); more than one when the engine ran out of memory and stepped down.
     attempts: tuple[Attempt, ...] = ()
-    # The decoded input as it was restored: RGB uint8, after any pre-shrink (``image``'s size
-    # when the mode pastes). Callers show it as "before" instead of decoding the file again
-    # outside the meter (which made the server's peak exceed the reported one). None: not kept.
+    # The decoded input as restored (RGB uint8, after any pre-shrink): callers show it as "before" instead of
+    # decoding the file again outside the meter. None: not kept.
     before: np.ndarray | None = field(default=None, repr=False)
     # Background upscaling (options.upscale > 1); None when the photo kept its size.
     upscale: UpscaleInfo | None = None
@@ -198,9 +190,7 @@ class RestoreResult:
     rejected: tuple[RejectedFace, ...] = ()
     # Which of GPEN's tasks made it (gpen_core.modes.TASKS): "enhance", "colorize", "inpaint", "seg2face".
     task: str = "enhance"
-    # Every network the request ran, in the order loaded, with its runtime and why (``backend`` /
-    # ``backend_reason`` repeat the generator's for older callers).
+    # Every network the request ran, in the order loaded, with its runtime and why.
     runtimes: tuple[NetworkRuntime, ...] = ()
-    # Resident networks released before this request because its mode does not use them
-    # (a lighter mode after a heavier one in the app), by name; empty when none.
+    # Resident networks released before this request because its mode does not use them, by name.
     released: tuple[str, ...] = ()

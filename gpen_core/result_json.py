@@ -1,19 +1,17 @@
-"""The JSON record of one restore: the CLI's ``--json`` lines, the app's raw measurements, Ray's manifest.
-
-Its own module so every front end (cli, ui_format, ray_batch, ray_serve) can build
-it without importing another front end.
-"""
+"""The JSON record of one restore: the CLI's ``--json`` lines, the app's raw measurements, Ray's manifest
+(its own module, so no front end imports another to build it)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 
 def result_record(result: Any) -> dict[str, Any]:
     """The JSON-able summary of a RestoreResult (CLI --json, benchmarks, the API)."""
-    p = result.peaks
+    p, up = result.peaks, result.upscale
     return {
-        "task": getattr(result, "task", "enhance"),
+        "task": result.task,
         "faces": len(result.faces),
         "mode": result.mode.name,
         "requested_mode": result.requested_mode,
@@ -22,15 +20,15 @@ def result_record(result: Any) -> dict[str, Any]:
         "detector": result.detector,
         "device": result.device,
         "dtype": result.dtype,
-        "backend": getattr(result, "backend", "torch"),
-        "backend_reason": getattr(result, "backend_reason", ""),
+        "backend": result.backend,
+        "backend_reason": result.backend_reason,
         # Every network the request ran: its runtime ("torch" / "openvino") and why.
         "runtimes": [
             {"network": r.network, "name": r.name, "runtime": r.runtime, "reason": r.reason}
-            for r in getattr(result, "runtimes", ())
+            for r in result.runtimes
         ],
         # Resident networks released before the request because its mode does not use them.
-        "released": list(getattr(result, "released", ())),
+        "released": list(result.released),
         "format": result.output_format,
         "input_size": list(result.input_size),
         "processed_size": list(result.processed_size),
@@ -48,10 +46,10 @@ def result_record(result: Any) -> dict[str, Any]:
         # Each try of the request with its own peak (more than one when it ran out of memory and stepped down).
         "attempts": [
             {"mode": a.mode, "outcome": a.outcome, "rss_bytes": a.peaks.rss_bytes, "vram_reserved_bytes": a.peaks.vram_reserved_bytes}
-            for a in getattr(result, "attempts", ())
+            for a in result.attempts
         ],
         # Background upscaling: factor, upscaler, tiles and the stage's seconds; None when not asked.
-        "upscale": _upscale_record(getattr(result, "upscale", None)),
+        "upscale": None if up is None else {**asdict(up), "seconds": round(up.seconds, 4)},
         # Per face, in the order of ``faces``: dlib's descriptor distance between the aligned input
         # face and its restoration, and what was pasted; None where the check did not run.
         "identity": identity_record(result.faces),
@@ -71,17 +69,3 @@ def identity_record(faces: Any) -> dict[str, Any]:
         rows.append(None if c is None else {"distance": round(c.distance, 4), "over_threshold": c.over_threshold,
                                             "action": c.action, "limit": c.limit, "seconds": round(c.seconds, 4)})
     return {"threshold": 0.6, "threshold_meaning": IDENTITY_THRESHOLD_MEANING, "faces": rows}
-
-
-def _upscale_record(up: Any) -> dict[str, Any] | None:
-    if up is None:
-        return None
-    return {
-        "factor": up.factor,
-        "upscaler": up.upscaler,
-        "tile": up.tile,
-        "pad": up.pad,
-        "tiles": up.tiles,
-        "seconds": round(up.seconds, 4),
-        "dtype": up.dtype,
-    }

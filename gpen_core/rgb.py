@@ -1,8 +1,5 @@
-"""The one pixel contract at every boundary: RGB uint8 H×W×3, checked by one function.
-
-Contracts level (NumPy and :mod:`gpen_core.errors` only), so every room, from the networks
-up, checks what it is handed the same way and says the same thing when it is wrong.
-"""
+"""The one pixel contract at every boundary: RGB uint8 H×W×3, checked by one function that every room,
+from the networks up, uses (NumPy and :mod:`gpen_core.errors` only)."""
 
 from __future__ import annotations
 

@@ -62,7 +62,7 @@ class ConvertedIRs:
 
             ov_generator.convert(runner._write_overrides({"GPEN-BFR-256": TINY}, home)["GPEN-BFR-256"], models_dir=home)
         elif name == SYNTHETIC_DETECTOR:
-            from gpen_core.engine.backends import openvino_detector
+            from gpen_core.engine.network_loads import openvino_detector
 
             openvino_detector(None, "mobilenet0.25", models_dir=home)
         else:

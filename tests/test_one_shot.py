@@ -125,7 +125,7 @@ def test_the_cli_asks_for_one_shot_only_for_a_single_photo(monkeypatch: pytest.M
 
 
 def test_a_lazy_parser_without_weights_masks_with_the_feathered_rectangle() -> None:
-    from gpen_core.engine.lazy_parser import LazyParser
+    from gpen_core.engine.model_cache import LazyParser
     from gpen_core.faces.masks import rectangle_mask
 
     loads: list[int] = []

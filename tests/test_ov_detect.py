@@ -25,7 +25,7 @@ def _rgb(name: str) -> np.ndarray:
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory):
     """(torch detector, OpenVINO detector) with the real mobilenet0.25 weights."""
-    from gpen_core.engine.backends import openvino_detector
+    from gpen_core.engine.network_loads import openvino_detector
     from gpen_core.faces.detect import FaceDetector
 
     weights = shared_path(*MOBILENET)
@@ -67,7 +67,7 @@ def test_openvino_finds_nothing_where_torch_finds_nothing(pair) -> None:
 
 def test_a_detector_from_the_cache_keeps_the_weights_variant(pair) -> None:
     """These weights are the 1MB variant (ReLU, its own anchors): the cached IR and meta keep both."""
-    from gpen_core.engine.backends import openvino_detector
+    from gpen_core.engine.network_loads import openvino_detector
 
     torch_det, ov_det = pair
     assert torch_det.variant == ov_det.variant == "1mb"

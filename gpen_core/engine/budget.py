@@ -1,10 +1,8 @@
 """The memory budget: what is free now, what each mode needs, and the best mode that fits.
 
-This is the policy behind ``auto`` (:func:`choose`) and the check before an explicit
-mode runs (:func:`check_fits`). Peaks come from the hardware profile saved in the
-models folder when there is one for this machine and these versions (read through
-:mod:`gpen_core.engine.profile_store`, which is pure: it never runs the engine), and from a
-conservative built-in estimate otherwise; the reason string says which.
+The policy behind ``auto`` (:func:`choose`) and the check before an explicit mode runs
+(:func:`check_fits`). Peaks come from the hardware profile saved for this machine
+(:mod:`gpen_core.engine.profile_store`), else from a built-in estimate; the reason says which.
 """
 
 from __future__ import annotations
@@ -18,52 +16,28 @@ from typing import TYPE_CHECKING, Literal
 import psutil
 
 from gpen_core.platform.meter import format_bytes
-from gpen_core.modes import MODES, TASKS, MemoryMode, preshrink_size
+from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode, get_mode, preshrink_size
 from gpen_core.platform.zerogpu import on_zerogpu
-from gpen_core.engine.fit import SAFETY_MARGIN, Ranking, fits, rank
+from gpen_core.engine.fit import SAFETY_MARGIN, Ranking, fits, rank  # noqa: F401  (SAFETY_MARGIN: read as budget's)
 from gpen_core.engine.runtime_choice import RequestPlan
-from gpen_core.engine.vram import estimate as vram_estimate
+from gpen_core.engine.vram import PREPARED_RATIO, generator_elements, estimate as vram_estimate
 
 if TYPE_CHECKING:
     from gpen_core.options import RestoreOptions
 
-__all__ = ["SAFETY_MARGIN", "Binding", "Choice", "Free", "Needs", "check_fits", "choose", "estimate_peak", "free_memory", "needs", "ranking",
-           "request_plan"]
-
-
-# Built-in peak estimates above the idle process, in bytes, used until the hardware check
-# has measured this machine (the saved profile replaces them). Each is the mode's peak
-# measured on the project's CPU machine (README modes table: `python
-# benchmarks/profile_table.py --synthetic --readme`, now `bench.py --modes-table`, 2026-12-03;
-# the worst of one aligned face, a 12 MP photo with one face and a 3000×2000 group photo; the larger of the AVX-512
-# BF16, the AVX2-only and the AMX machines (balanced runs float32 on AVX2; quality ran on
-# OpenVINO on the AMX Xeon, whose working buffers make it the largest), rounded up, so an
-# estimate is never below the peak it stands for. Photos beyond the 12 MP workload add
-# _BYTES_PER_PIXEL per extra pixel. Elsewhere they are estimates, and always labelled so.
+# Built-in peaks above the idle process until the hardware check measures this machine: each mode's
+# worst measured peak over the standard workloads on the project's CPU machines, rounded up (README,
+# "Memory modes"); photos beyond the 12 MP workload add _BYTES_PER_PIXEL a pixel. On a GPU whose free
+# VRAM is readable, gpen_core.engine.vram's estimate stands in instead.
 _CPU_MODEL_BYTES = {"low": 440e6, "faces-only": 1.11e9, "balanced": 1.15e9, "quality": 1.45e9}
-# On a GPU whose free VRAM is readable, the binding memory is VRAM and the built-in figure is
-# gpen_core.engine.vram's estimate from the networks' sizes (never measured on a GPU yet:
-# benchmarks/gpu_check.py and the hardware check measure it where one is lent). Where VRAM is
-# not readable (ZeroGPU outside a GPU call) RAM binds, and the RAM figures above apply.
-# GPEN's 1024 px task networks (GPEN-Colorization-1024, GPEN-Inpainting-1024), per mode: the peak
-# above the idle process of a first (cold) request, loading the checkpoint included, the worse of
-# one aligned 1024 face and a 3000×2000 photo with 4 faces, random weights of the released
-# architecture (memory does not depend on the values), measured on the project's CPU machine
-# (AVX-512 BF16) by `python benchmarks/ov_1024.py --peaks`, now `bench_request.py --task-peaks` (docs/tasks.md): faces-only 0.93 GB,
-# balanced 0.94 GB, quality 1.34 GB, without a parser. Rounded up and with the face-parsing
-# mask's cost added (balanced parses at 256 px, quality at 512 px float32: README, "How faces
-# are pasted"), so an estimate is never below the peak it stands for. On a GPU they stand in for
-# VRAM as the restoration figures do. Seg2face (512 px, GPEN-BFR-512's architecture, aligned
-# maps only) uses the restoration figures. Once the hardware check has measured a task in a mode
-# (its task rows, gpen_core.hwcheck.task_rows), that measurement replaces these figures.
+# GPEN's 1024 px task networks (colorize, inpaint), per mode: cold peaks rounded up, plus the parsing
+# mask where the mode parses (docs/tasks.md). Seg2face uses the restoration figures.
 _TASK_1024_BYTES = {"faces-only": 1.0e9, "balanced": 1.25e9, "quality": 1.8e9}
 _TASK_COVERED_PIXELS = 3000 * 2000  # the largest photo behind the task figures
-_COVERED_PIXELS = 4000 * 3000  # the largest workload behind the figures above
+_COVERED_PIXELS = 4000 * 3000  # the largest workload behind the mode figures
 _BYTES_PER_PIXEL = 40  # decode, working copy, result and encode buffers, uint8 and float
-# The identity check's models and working buffers (dlib's descriptor and 5-point landmarks: two chips,
-# two descriptors a face), resident once loaded: 43 MB peak over the process before their load on the
-# AMD EPYC, `benchmarks/identity.py --cost` (docs/performance.md, 2026-12-06), rounded up. The built-in
-# figures above were measured before the check existed, so it is added to them where it runs.
+# The identity check's models and buffers, 43 MB measured (docs/identity.md), rounded up; the mode
+# figures above predate the check, so it is added where it runs.
 IDENTITY_BYTES = 45_000_000
 ESTIMATE_SOURCE = "built-in estimate, not measured on this machine (run the hardware check to measure)"
 VRAM_ESTIMATE_SOURCE = (
@@ -89,25 +63,7 @@ class Work:
 
     @classmethod
     def of(cls, opts: "RestoreOptions") -> "Work":
-        """What ``opts`` asks."""
         return cls(opts.upscale, opts.tile, opts.task, opts.identity)
-
-
-@dataclass(frozen=True)
-class Free:
-    """Memory free now; VRAM None without CUDA."""
-
-    ram_bytes: int
-    vram_bytes: int | None
-
-    def binding(self, device: str) -> Binding:
-        """The memory a request on ``device`` is checked against: VRAM on a GPU whose free VRAM
-        is known, else RAM (no CUDA, or ZeroGPU outside a GPU call, where VRAM cannot be read).
-
-        The one rule for the budget, the readiness panel and the hardware check's report."""
-        if device.startswith("cuda") and self.vram_bytes is not None:
-            return Binding("VRAM", self.vram_bytes)
-        return Binding("RAM", self.ram_bytes)
 
 
 @dataclass(frozen=True)
@@ -118,17 +74,27 @@ class Binding:
     free_bytes: int
 
 
+@dataclass(frozen=True)
+class Free:
+    """Memory free now; VRAM None without CUDA."""
+
+    ram_bytes: int
+    vram_bytes: int | None
+
+    def binding(self, device: str) -> Binding:
+        """VRAM on a GPU whose free VRAM is known, else RAM (no CUDA, or ZeroGPU outside a GPU call).
+        The one rule for the budget, the readiness panel and the hardware check's report."""
+        if device.startswith("cuda") and self.vram_bytes is not None:
+            return Binding("VRAM", self.vram_bytes)
+        return Binding("RAM", self.ram_bytes)
+
+
 def free_memory(device: str) -> Free:
     """RAM and (on a CUDA device) VRAM free now, on the request's own device ("cuda:1" reads GPU 1).
 
-    VRAM is what a request can really get: the driver's free memory plus everything this
-    process's caching allocator holds on that device. ``mem_get_info`` counts that as used,
-    but between requests it is only cached blocks (handed out again without asking the
-    driver) and the model cache's models, which each mode's figure already includes (a
-    request reuses them, or a switch frees them before loading). Read with the Restorer's
-    lock held (one request at a time), as the engine does.
-
-    VRAM is None without CUDA, and on ZeroGPU (not readable outside a GPU function).
+    VRAM is the driver's free memory plus what this process's caching allocator holds there: between
+    requests that is cached blocks and the cache's models, which each mode's figure already includes.
+    None without CUDA and on ZeroGPU (not readable outside a GPU function).
     """
     ram = int(psutil.virtual_memory().available)
     vram = None
@@ -145,15 +111,9 @@ def free_memory(device: str) -> Free:
 
 
 def upscale_extra_bytes(mode: MemoryMode, image_size: tuple[int, int], upscale: int = 1, tile: int | None = None) -> int:
-    """RAM that upscaling the background ×``upscale`` adds to a request in ``mode`` (bytes; 0 at ×1
-    and in a mode that returns faces only, which does not upscale).
-
-    The figure the app shows beside the Upscale radio (:func:`gpen_core.upscale.tiles.preview`: the
-    flow's full-size buffers plus one tile's working set, the tile from the mode's budget,
-    on the photo after the mode's pre-shrink): an estimate from the tile cost model. On a GPU
-    the tile's working set is in VRAM and the buffers in RAM; the whole figure is added to
-    the binding memory, which errs on the side of stepping down, as the CUDA peaks do.
-    """
+    """RAM that upscaling ×``upscale`` adds to a request in ``mode`` (0 at ×1 and in a mode that does not
+    paste): the estimate shown beside the app's Upscale radio (:func:`gpen_core.upscale.tiles.preview`).
+    On a GPU the whole figure is added to the binding memory, which errs on the side of stepping down."""
     if upscale <= 1 or not mode.paste:
         return 0
     from gpen_core.upscale.tiles import preview
@@ -163,9 +123,8 @@ def upscale_extra_bytes(mode: MemoryMode, image_size: tuple[int, int], upscale: 
 
 
 def _need(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, work: Work) -> tuple[int, int, str]:
-    """(peak without upscaling, what upscaling adds, where the figures come from), the identity check's
-    memory counted where it will run (:func:`identity_bytes`)."""
-    base, extra, src = _need_without_check(mode, device, image_size, models_dir, work.upscale, work.tile, work.task)
+    """(peak without upscaling, what upscaling adds, where the figures come from), the identity check counted."""
+    base, extra, src = _need_without_check(mode, device, image_size, models_dir, work)
     check = identity_bytes(mode, device, work.task, work.identity, measured=src.startswith("measured on this machine"))
     if check:
         base += check
@@ -174,9 +133,8 @@ def _need(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir
 
 
 def identity_bytes(mode: MemoryMode, device: str, task: str, identity: str, *, measured: bool = False) -> int:
-    """RAM the identity check adds to a request in ``mode`` (0 where it does not run, and on a GPU whose VRAM
-    binds: the check runs on the CPU). A hardware check's measured peak already holds it in the modes it
-    checks by default (its requests use the default switch), so only a switch turned on beyond them adds there."""
+    """RAM the identity check adds to a request in ``mode``: 0 where it does not run, on a GPU whose VRAM
+    binds (the check runs on the CPU), and where a measured peak already holds it (the default switch)."""
     from gpen_core.faces.identity import runs_for
 
     if (device.startswith("cuda") and not on_zerogpu()) or not runs_for(mode.name, identity, task):
@@ -187,27 +145,26 @@ def identity_bytes(mode: MemoryMode, device: str, task: str, identity: str, *, m
 
 
 def _need_without_check(
-    mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, upscale: int, tile: int | None,
-    task: str = "enhance",
+    mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, work: Work,
 ) -> tuple[int, int, str]:
-    if task != "enhance":
-        from gpen_core.engine.profile_store import measured_task
+    from gpen_core.engine.profile_store import measured_task
 
+    if work.task != "enhance":
         w, h = preshrink_size(*image_size, mode.max_side)
-        row = measured_task(task, mode.name, device, models_dir)  # the hardware check's row for this task and mode
+        row = measured_task(work.task, mode.name, device, models_dir)  # the hardware check's row
         if row is not None:
             # Photos beyond the row's workload add the built-in growth (one face's row cannot measure one).
             extra = max(0, w * h - row.covered_pixels) * _BYTES_PER_PIXEL
             src = row.source + (f"; ~{format_bytes(extra)} of it estimated for the photo's size" if extra else "")
-            return int(row.peak_bytes + extra + _f32_copy(mode, device, TASKS[task].model)), 0, src
-        if task in ("colorize", "inpaint"):
+            return int(row.peak_bytes + extra + _f32_copy(mode, device, TASKS[work.task].model)), 0, src
+        if work.task in ("colorize", "inpaint"):
             need = _TASK_1024_BYTES[mode.name] + max(0, w * h - _TASK_COVERED_PIXELS) * _BYTES_PER_PIXEL
-            return int(need), 0, (f"built-in estimate for GPEN's 1024 px {task} network, measured on the project's CPU "
-                                  "machine, not on this one (run the hardware check to measure)")
+            return int(need), 0, (f"built-in estimate for GPEN's 1024 px {work.task} network, measured on the "
+                                  "project's CPU machine, not on this one (run the hardware check to measure)")
     base, src = _base_peak(mode, device, image_size, models_dir)
-    extra = upscale_extra_bytes(mode, image_size, upscale, tile)
+    extra = upscale_extra_bytes(mode, image_size, work.upscale, work.tile)
     if extra:
-        src += f"; ~{format_bytes(extra)} of it estimated for upscaling ×{upscale}"
+        src += f"; ~{format_bytes(extra)} of it estimated for upscaling ×{work.upscale}"
     return base, extra, src
 
 
@@ -216,67 +173,46 @@ def _f32_copy(mode: MemoryMode, device: str, model: str | None) -> int:
     the check runs synthetic weights, which never overflow, so its measured peak never held it."""
     if model is None or not device.startswith("cuda") or mode.cuda_dtype == "float32":
         return 0
-    from gpen_core.engine.vram import PREPARED_RATIO, generator_elements
-
     return int(generator_elements(model) * 4 * PREPARED_RATIO["float32"])
 
 
-def estimate_peak(
-    mode: MemoryMode,
-    device: str,
-    image_size: tuple[int, int],
-    models_dir: Path | None = None,
-    *,
-    work: Work = Work(),
-) -> tuple[int, str]:
-    """(bytes the call needs above the idle process on its binding memory, where the figure comes from).
-
-    ``work.upscale`` > 1 adds the upscaler's extra memory (:func:`upscale_extra_bytes`; ``work.tile``
-    as in :class:`~gpen_core.options.RestoreOptions`), and the source says how much of it that is.
-    ``work.identity``: the request's identity switch (``RestoreOptions.identity``): its check's memory counts where it runs.
-    """
+def estimate_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None = None, *,
+                  work: Work = Work()) -> tuple[int, str]:
+    """(bytes the call needs above the idle process on its binding memory, where the figure comes from),
+    with what ``work`` adds (upscaling, the identity check where it runs)."""
     base, extra, src = _need(mode, device, image_size, models_dir, work)
     return base + extra, src
 
 
-def request_plan(
-    mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, start_rss: int, *,
-    work: Work = Work(),
-) -> RequestPlan | None:
-    """The memory plan a request in ``mode`` keeps to: :func:`estimate_peak` (the figure the mode was
-    chosen or checked by) above ``start_rss``, the process as the request began. None on a GPU, whose
-    plan is VRAM: the plan guards the RAM that an OpenVINO conversion (CPU only) would take."""
+def request_plan(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, start_rss: int, *,
+                 work: Work = Work()) -> RequestPlan | None:
+    """The memory plan a request in ``mode`` keeps to: :func:`estimate_peak` above ``start_rss``. None on a
+    GPU, whose plan is VRAM: the plan guards the RAM that an OpenVINO conversion (CPU only) would take."""
     if device.startswith("cuda"):
         return None
     planned, _ = estimate_peak(mode, device, image_size, models_dir, work=work)
     return RequestPlan(mode.name, planned, start_rss)
 
 
-def _base_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None = None) -> tuple[int, str]:
+def _base_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None) -> tuple[int, str]:
     """The request's peak without upscaling: (bytes, where the figure comes from)."""
     from gpen_core.engine.profile_store import measured as measured_profile
-
-    from gpen_core.modes import preshrink_size
+    from gpen_core.modes import preshrink_size  # per call: every sizing of the shrunk photo asks the one rule
 
     w, h = preshrink_size(*image_size, mode.max_side)
-    pixels = w * h
     measured = measured_profile(mode.name, device, models_dir=models_dir)
     if measured is not None:
-        # The measured peak already covers photos up to the largest workload (a 12 MP
-        # photo): only pixels beyond that add, at the measured growth when there is one.
-        per_pixel = measured.bytes_per_pixel or _BYTES_PER_PIXEL
-        extra = max(0, pixels - measured.covered_pixels) * per_pixel
+        # The measured peak covers photos up to its largest workload: only pixels beyond that add.
+        extra = max(0, w * h - measured.covered_pixels) * (measured.bytes_per_pixel or _BYTES_PER_PIXEL)
         src = "measured on this machine"
-        copy = vram_estimate(mode).float32_fallback if device.startswith("cuda") else 0
+        copy = _f32_copy(mode, device, mode.model)
         if copy:
-            # The check runs synthetic weights, which never overflow float16: its peak never
-            # held the float32 copy a real overflow makes (kept for the rest of the process).
             extra += copy
             src += f", plus ~{format_bytes(copy)} estimated for the float32 copy a float16 overflow loads"
         return int(measured.peak_bytes + extra), src
     if device.startswith("cuda") and not on_zerogpu():
         return vram_estimate(mode).total, VRAM_ESTIMATE_SOURCE
-    return int(_CPU_MODEL_BYTES[mode.name] + max(0, pixels - _COVERED_PIXELS) * _BYTES_PER_PIXEL), ESTIMATE_SOURCE
+    return int(_CPU_MODEL_BYTES[mode.name] + max(0, w * h - _COVERED_PIXELS) * _BYTES_PER_PIXEL), ESTIMATE_SOURCE
 
 
 @dataclass(frozen=True)
@@ -297,18 +233,10 @@ def needs(device: str, image_size: tuple[int, int], models_dir: Path | None = No
     return Needs(total, up, src)
 
 
-def ranking(
-    device: str,
-    image_size: tuple[int, int],
-    models_dir: Path | None = None,
-    free: Free | None = None,
-    available: Callable[[MemoryMode], bool] | None = None,
-    *,
-    work: Work = Work(),
-) -> tuple[Ranking, Needs]:
-    """``task``'s pasting modes ranked by what fits this request (:func:`gpen_core.engine.fit.rank`), and their needs.
-
-    A mode whose weights are not ``available`` is passed over while any mode has its weights."""
+def ranking(device: str, image_size: tuple[int, int], models_dir: Path | None = None, free: Free | None = None,
+            available: Callable[[MemoryMode], bool] | None = None, *, work: Work = Work()) -> tuple[Ranking, Needs]:
+    """``work.task``'s pasting modes ranked by what fits this request (:func:`gpen_core.engine.fit.rank`), and
+    their needs. A mode whose weights are not ``available`` is passed over while any mode has its weights."""
     free = free or free_memory(device)
     need = needs(device, image_size, models_dir, work=work)
     missing = {n: "weights not downloaded" for n in need.total if available is not None and not available(MODES[n])}
@@ -318,26 +246,12 @@ def ranking(
     return rank(need.total, bound.free_bytes, binding=bound.name, passed_over=missing), need
 
 
-def choose(
-    device: str,
-    image_size: tuple[int, int],
-    models_dir: Path | None = None,
-    free: Free | None = None,
-    available: Callable[[MemoryMode], bool] | None = None,
-    *,
-    work: Work = Work(),
-) -> Choice:
-    """Highest-ranked pasting mode that fits; the lightest with an honest reason if none does.
-
-    ``available(mode)`` says whether the mode's weights are present: modes without
-    them are passed over while any mode with weights fits (someone who downloaded
-    only GPEN-BFR-256 gets ``low``, not a missing-weights error for ``quality``).
-    ``work.upscale`` > 1 (and ``work.tile``): each mode's peak includes what upscaling adds in that
-    mode (:func:`upscale_extra_bytes`); the reason names modes that fit only without it.
-    ``work.task``: only modes with a plan for it (:data:`gpen_core.modes.TASKS`) are considered, with
-    its network's peaks; the lightest of them stands in for ``low``. ``work.identity``: the request's identity switch
-    (each mode's need holds the check's memory where it runs in that mode, :func:`identity_bytes`).
-    """
+def choose(device: str, image_size: tuple[int, int], models_dir: Path | None = None, free: Free | None = None,
+           available: Callable[[MemoryMode], bool] | None = None, *, work: Work = Work()) -> Choice:
+    """Highest-ranked pasting mode of ``work.task`` that fits ``work``'s need; the lightest with an honest
+    reason if none does. Modes whose weights are not ``available`` are passed over while any with weights
+    fits (someone who downloaded only GPEN-BFR-256 gets ``low``, not a missing-weights error for
+    ``quality``); with upscaling the reason names modes that fit only without it."""
     free = free or free_memory(device)
     upscale = work.upscale
     ranked, need = ranking(device, image_size, models_dir, free, available, work=work)
@@ -364,38 +278,25 @@ def choose(
     return Choice(MODES[low], f"auto chose {low}, the lightest mode: even it may need {sized(low)}, {format_bytes(have)} free{fix}")
 
 
-def check_fits(
-    mode: MemoryMode,
-    device: str,
-    image_size: tuple[int, int],
-    models_dir: Path | None = None,
-    free: Free | None = None,
-    *,
-    work: Work = Work(),
-) -> Choice | None:
-    """None when ``mode`` fits (with what ``work.upscale`` adds, and the identity check where it runs); else the
-    lighter mode to run instead, with the reason."""
+def check_fits(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None = None,
+               free: Free | None = None, *, work: Work = Work()) -> Choice | None:
+    """None when ``mode`` fits with what ``work`` adds; else the lighter mode to run instead, with the reason."""
     free = free or free_memory(device)
-    base, extra, src = _need(mode, device, image_size, models_dir, work)
+    need, src = estimate_peak(mode, device, image_size, models_dir, work=work)
     bound = free.binding(device)
-    need, have = base + extra, bound.free_bytes
-    if fits(need, have):
+    if fits(need, bound.free_bytes):
         return None
     lighter = choose(device, image_size, models_dir, free, work=work)
     if lighter.mode.rank >= mode.rank:
         return None
-    where = bound.name
-    return Choice(
-        lighter.mode,
-        f"{mode.name} needs ~{format_bytes(need)} {where} ({src}) but only {format_bytes(have)} is free: ran {lighter.mode.name} instead",
-    )
+    return Choice(lighter.mode, f"{mode.name} needs ~{format_bytes(need)} {bound.name} ({src}) but only "
+                                f"{format_bytes(bound.free_bytes)} is free: ran {lighter.mode.name} instead")
 
 
 @dataclass(frozen=True)
 class StartMode:
-    """The mode a request or a clip starts in, and why: ``chosen`` when ``auto`` chose it (``reason`` is its
-    reason), else the mode asked, or a lighter one when the asked one does not fit (``reason`` says so; ""
-    when the mode asked runs)."""
+    """The mode a request or a clip starts in: ``chosen`` when ``auto`` chose it (``reason`` its reason), else
+    the mode asked, or a lighter one when it does not fit (``reason`` says so; "" when the mode asked runs)."""
 
     mode: MemoryMode
     reason: str
@@ -404,11 +305,8 @@ class StartMode:
 
 def mode_to_start(opts: "RestoreOptions", device: str, size: tuple[int, int], models_dir: Path | None,
                   available: Callable[[MemoryMode], bool]) -> StartMode:
-    """The one mode choice for a photo and for a clip's frames (``size``: the photo's or a frame's width and
-    height): auto's choice among the modes whose weights are ``available``, or the asked mode when it fits, with
-    the request's upscaling and identity check counted in each mode's need (:class:`Work`)."""
-    from gpen_core.modes import AUTO, get_mode
-
+    """The one mode choice for a photo and for a clip's frames (``size``: its width and height): auto's choice
+    among the modes whose weights are ``available``, or the asked mode when it fits, ``opts``' work counted."""
     work = Work.of(opts)
     if opts.mode == AUTO:
         choice = choose(device=device, image_size=size, models_dir=models_dir, available=available, work=work)

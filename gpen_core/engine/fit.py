@@ -1,12 +1,8 @@
 """Which memory mode fits: the one rule behind ``auto``, the weights panel and the hardware check's report.
 
-:func:`rank` takes what each pasting mode needs on the binding memory (bytes above the idle
-process, measured or estimated: the caller's business), the memory free now, and which modes
-cannot run for another reason (weights not downloaded, out of memory when measured), and
-returns a :class:`Ranking`: every mode best first, each with whether it fits, by how much it
-misses, and why it is passed over. Callers word the answer; none re-derives the rule.
-
-Pure and light (no psutil, no torch): the presentation imports it to draw the page.
+:func:`rank` turns each pasting mode's need, the memory free now and the modes passed over for another
+reason into a :class:`Ranking`; callers word the answer, none re-derives the rule. Pure and light (no
+psutil, no torch): the presentation imports it to draw the page.
 """
 
 from __future__ import annotations
@@ -84,21 +80,11 @@ class Ranking:
         return tuple(reversed(self.modes[: names.index(mode)])) if mode in names else ()
 
 
-def rank(
-    needs: Mapping[str, int],
-    free_bytes: int | None,
-    *,
-    binding: str = "RAM",
-    passed_over: Mapping[str, str] | None = None,
-    candidates: Iterable[str] | None = None,
-) -> Ranking:
-    """Rank the pasting modes of ``needs`` (or of ``candidates``, each in ``needs``) by what fits.
-
-    ``needs``: mode name -> bytes on the binding memory. ``free_bytes``: free binding memory now
-    (None: unknown, then nothing fits). ``passed_over``: mode name -> why it cannot run
-    regardless of memory. Modes that only crop faces (no paste) are not ranked: ``auto`` never
-    picks them.
-    """
+def rank(needs: Mapping[str, int], free_bytes: int | None, *, binding: str = "RAM",
+         passed_over: Mapping[str, str] | None = None, candidates: Iterable[str] | None = None) -> Ranking:
+    """Rank the pasting modes of ``needs`` (mode → bytes on the binding memory; or of ``candidates``) by what
+    fits ``free_bytes`` (None: unknown, nothing fits). ``passed_over``: mode → why it cannot run regardless
+    of memory. Modes that only crop faces are not ranked: ``auto`` never picks them."""
     names = list(candidates) if candidates is not None else list(needs)
     usable = usable_bytes(free_bytes)
     skip = passed_over or {}

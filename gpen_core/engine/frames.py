@@ -1,9 +1,8 @@
 """A session of frames (a video): the photo path's detect and restore-and-paste stages, per frame.
 
-:meth:`gpen_core.restorer.Restorer.frames` opens one. The mode is resolved once (``auto``:
-planned by the caller-given frame size), the networks load once and stay resident for the
-session whatever the restorer's lifetime policy, and nothing is encoded: the caller (the video
-room) owns the container, the audio and the meter that measures the whole clip.
+:meth:`gpen_core.restorer.Restorer.frames` opens one: the mode is resolved once, the networks stay
+resident for the session whatever the cache's lifetime policy, and nothing is encoded (the video room
+owns the container, the audio and the meter of the whole clip).
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from gpen_core.engine import budget, stages
 from gpen_core.engine.lifetime import Lifetime
 from gpen_core.engine.model_cache import ModelCache
 from gpen_core.engine.threads import TorchThreads
-from gpen_core.engine.request_context import RequestContext
 from gpen_core.errors import InputError
 from gpen_core.modes import MemoryMode
 from gpen_core.options import RestoreOptions
@@ -28,23 +26,16 @@ from gpen_core.rgb import check_rgb
 
 
 class FrameSession:
-    """Restores the faces of one frame after another with the networks kept loaded.
-
-    Made by :meth:`gpen_core.restorer.Restorer.frames` (which holds the restorer's lock for the
-    session's life); use it only inside that ``with`` block, from one thread.
-
-    ``mode``: the memory mode every frame runs in. ``notes``: what the session changed from the
-    request (a lighter mode than asked, the generator's dtype), said once. ``runtimes``: what runs
-    each network and why.
-    """
+    """Restores the faces of one frame after another with the networks kept loaded; use it only inside
+    :meth:`~gpen_core.restorer.Restorer.frames`' ``with`` block, from one thread. ``mode``: every frame's;
+    ``notes``: what the session changed from the request, said once."""
 
     def __init__(self, models: ModelCache, device: str, opts: RestoreOptions, mode: MemoryMode, notes: list[str],
                  numerics: ExitStack, threads: TorchThreads | None = None) -> None:
         self._models, self._device, self._opts = models, device, opts
         self._threads = threads  # follows the machine's load as the clip goes on
         self.mode = mode
-        # Frames report no progress of their own: the caller counts frames.
-        self._ctx = RequestContext(models, device, mode, opts)
+        self._ctx = stages.RequestContext(models, device, mode, opts)  # silent: the caller counts frames
         loaded = stages.load_networks(self._ctx, numerics, boxes_given=False)
         generator = loaded.generator
         if generator is None:  # a resident policy never defers it; kept honest should that change
@@ -66,14 +57,11 @@ class FrameSession:
 
     @property
     def checkpoint(self) -> str:
-        """The generator's registry name or path."""
         return self._generator.name
 
     def detect(self, rgb: np.ndarray) -> list[Any]:
-        """The faces of one frame (RGB uint8 H×W×3) as the photo path finds them
-        (:func:`gpen_core.faces.find.find_faces` with the mode's detector settings), at most
-        ``max_faces``, highest score first: a list of :class:`gpen_core.faces.detect.Detection`
-        in the frame's pixels."""
+        """The faces of one frame (RGB uint8 H×W×3) as the photo path finds them, at most ``max_faces``,
+        highest score first: :class:`gpen_core.faces.detect.Detection`\ s in the frame's pixels."""
         rgb = check_rgb(rgb, "the frame")
         found, _ = stages.find_faces(self._detector, rgb, self.mode, self._opts)
         self.rejected = tuple(RejectedFace(tuple(float(v) for v in d.box), float(d.score), why)  # type: ignore[arg-type]
@@ -81,11 +69,9 @@ class FrameSession:
         return list(found.faces)[: self._opts.max_faces]
 
     def restore(self, rgb: np.ndarray, detections: list[Any], check_identity: bool = True) -> FrameOutput:
-        """Restore the faces at ``detections`` (in ``rgb``'s pixels, landmarks used as given,
-        e.g. smoothed across frames) and paste them back into a copy of ``rgb`` (RGB uint8
-        H×W×3), each face's identity checked as the options ask unless ``check_identity`` is False
-        (a clip's frame between its checked ones). Not encoded. Out-of-memory errors propagate: the
-        caller decides (a video cannot step down mid-clip without changing its look)."""
+        """Restore the faces at ``detections`` (``rgb``'s pixels, landmarks as given, e.g. smoothed) and paste
+        them into a copy of ``rgb`` (RGB uint8 H×W×3), identity checked as asked unless ``check_identity`` is
+        False. Out-of-memory errors propagate: a video cannot step down mid-clip without changing its look."""
         rgb = check_rgb(rgb, "the frame")
         if self._threads is not None:
             self._threads.refresh()
@@ -95,9 +81,7 @@ class FrameSession:
                                      self._generator.name)
         restored = stages.restore_and_paste(self._ctx, canvas, generator, self._parsing_fn, check_identity=check_identity)
         out = restored.photo
-        timings = Timings(total_s=time.perf_counter() - t, align_s=out.timings.get("align_s", 0.0),
-                          restore_s=out.timings.get("restore_s", 0.0), paste_s=out.timings.get("paste_s", 0.0),
-                          identity_s=out.timings.get("identity_s", 0.0))
+        timings = Timings(total_s=time.perf_counter() - t, **stages.face_seconds(out))
         notes = [*restored.notes, *out.notes]
         notes.extend(dict.fromkeys(restored.overflows))
         if self._threads is not None:
@@ -106,8 +90,7 @@ class FrameSession:
 
 
 def frame_mode(models: ModelCache, opts: RestoreOptions, device: str, frame_size: tuple[int, int]) -> tuple[MemoryMode, list[str]]:
-    """The mode a session of ``frame_size`` (width, height) frames runs in, and a note when it is
-    not the one asked (auto's choice, or a lighter mode when the asked one does not fit)."""
+    """The mode for ``frame_size`` (width, height) frames, and a note when it is not the one asked."""
     start = budget.mode_to_start(opts, device, frame_size, models.models_dir, lambda m: models.weights_present(m, opts, False))
     if start.chosen:
         return start.mode, [f"auto chose {start.mode.name} for {frame_size[0]}×{frame_size[1]} frames: {start.reason}"]
@@ -115,8 +98,7 @@ def frame_mode(models: ModelCache, opts: RestoreOptions, device: str, frame_size
 
 
 def check_frame_options(opts: RestoreOptions, frame_size: tuple[int, int]) -> None:
-    """InputError for what a frame session does not do: it restores faces in whole frames and
-    pastes them back, at the frames' own size."""
+    """InputError for what a frame session does not do: it pastes faces back into whole frames at their size."""
     if opts.aligned or opts.upscale > 1 or opts.task != "enhance":
         raise InputError("video frames are restored as whole photos with the enhance task: turn off 'aligned', "
                          "use upscale 1 and the enhance task")
@@ -127,8 +109,8 @@ def check_frame_options(opts: RestoreOptions, frame_size: tuple[int, int]) -> No
 
 @contextmanager
 def open_session(models: ModelCache, device: str, opts: RestoreOptions, frame_size: tuple[int, int]) -> Iterator[FrameSession]:
-    """A :class:`FrameSession` with every network resident until the block ends; the cache's
-    lifetime policy is restored afterwards (a one-shot cache then lets them go)."""
+    """A :class:`FrameSession` with every network resident until the block ends; the cache's lifetime
+    policy is restored afterwards (a one-shot cache then lets them go)."""
     from gpen_core.platform.meter import current_rss
 
     check_frame_options(opts, frame_size)
@@ -139,8 +121,7 @@ def open_session(models: ModelCache, device: str, opts: RestoreOptions, frame_si
     try:
         with TorchThreads(mode, device) as threads:
             models.runtimes.clear()
-            # The session keeps to the mode's plan for one frame from here: a network converted for
-            # OpenVINO as it loads must fit it, as inside a photo's request.
+            # A network converted for OpenVINO as it loads must fit the mode's plan, as inside a photo's request.
             plan = budget.request_plan(mode, device, frame_size, models.models_dir, current_rss(),
                                        work=budget.Work(task=opts.task, identity=opts.identity))
             with ExitStack() as numerics, models.planned(plan):

@@ -1,11 +1,9 @@
 """What stays in memory between a request's stages: the lifetime policy handed to the model cache.
 
-The stages never decide it: each tells the cache when it has ended
-(:meth:`gpen_core.engine.model_cache.ModelCache.stage_ended`) and the policy says which
-networks go then. ``RESIDENT`` keeps every network for the next request (the app, a server,
-a folder of photos, the frames of a video); ``ONE_SHOT`` is a process that serves one
-request (the CLI with one photo): each network is loaded when its stage starts and dropped
-when it ends, so the peak is the largest stage's, not the sum of the networks.
+Each stage tells the cache when it has ended and the policy says which networks go then. ``RESIDENT``
+keeps every network for the next request (the app, a folder, a video's frames); ``ONE_SHOT`` is a
+process that serves one request (the CLI with one photo): each network is loaded when its stage starts
+and dropped when it ends, so the peak is the largest stage's, not the sum of the networks.
 """
 
 from __future__ import annotations
@@ -38,12 +36,10 @@ class Lifetime(Enum):
         return _ONE_SHOT_DROPS[stage] if self is Lifetime.ONE_SHOT else ()
 
     def generator_after_detection(self, runtime: str) -> bool:
-        """Whether the generator loads once detection is over rather than first.
-
-        One-shot only, and only on OpenVINO (its own allocations): then it and the detector are
-        never resident together (``quality`` on a 12 MP photo: the detect stage 1021 MiB with
-        both, an AVX2 EPYC). A torch generator still loads first, onto the smallest heap: loading
-        it after detection measured 20-130 MiB more at its load."""
+        """Whether the generator loads once detection is over rather than first: one-shot on OpenVINO only, so
+        it and the detector are never resident together (``quality`` on a 12 MP photo: the detect stage 1021
+        MiB with both, an AVX2 EPYC). A torch generator loads first, onto the smallest heap: after detection
+        it measured 20-130 MiB more at its load."""
         return self is Lifetime.ONE_SHOT and runtime == "openvino"
 
     @property
@@ -53,10 +49,8 @@ class Lifetime(Enum):
 
     @property
     def conversion_pays(self) -> bool:
-        """Whether converting a network to OpenVINO inside a request can pay for itself.
-
-        A first-use conversion costs tens of seconds and about twice the request's memory (the
-        CLI's first ``quality`` restore of a 12 MP photo: ~1991 MiB and 35.7 s instead of ~940 MiB
-        and ~8 s on torch); only work that keeps the network (the app, a folder, a video) earns
-        that back. One request runs torch and says how to convert ahead instead."""
+        """Whether converting a network to OpenVINO inside a request can pay for itself: a first use costs tens
+        of seconds and about twice the request's memory (the CLI's first ``quality`` restore of a 12 MP
+        photo: ~1991 MiB and 35.7 s against ~940 MiB and ~8 s on torch); only work that keeps the network
+        earns that back."""
         return self is Lifetime.RESIDENT

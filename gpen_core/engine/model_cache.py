@@ -1,16 +1,11 @@
 """The resident models of one Restorer: at most one generator, one detector, one parser and one upscaler.
 
-:class:`ModelCache` loads what a request needs through one method, :meth:`ModelCache.load`: the
-runtime of every network (torch or OpenVINO, and its dtype) is one pure decision
-(:func:`gpen_core.engine.runtime_choice.decide_runtime`) from facts gathered for each network
-(:mod:`gpen_core.engine.network_loads`, which also says how to build it), and the load frees
-the previous model of its kind first and rolls back to it when the new one fails.
-The cache is split by what it holds: the resident networks and their rollback
-(:mod:`gpen_core.engine.resident`), whether a request's weights are here
-(:mod:`gpen_core.engine.weights_check`), and what stays loaded between stages and requests, its
-lifetime policy (:mod:`gpen_core.engine.lifetime`); this class decides and asks for each network.
-Weights are looked up in ``models_dir`` (downloaded only with ``allow_download``);
-``synthetic_weights`` builds registry generators with random weights.
+:meth:`ModelCache.load` loads any network: its runtime (torch or OpenVINO, and its dtype) is one pure
+decision (:func:`gpen_core.engine.runtime_choice.decide_runtime`) from facts gathered per network
+(:mod:`gpen_core.engine.network_loads`, which also builds it); the previous model of its kind is freed
+first and loaded back should the new one fail (:class:`Resident`). What stays loaded between stages
+and requests is the lifetime policy's (:mod:`gpen_core.engine.lifetime`). Not thread-safe: the
+Restorer's lock serialises it.
 """
 
 from __future__ import annotations
@@ -18,43 +13,151 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gpen_core.compat.onednn import clear_primitive_cache
 from gpen_core.engine import network_loads as loads
-from gpen_core.engine import weights_check
-from gpen_core.engine.lifetime import Lifetime, Stage
-from gpen_core.engine.network_loads import (
-    PARSER_WEIGHTS, BusyCheck, NetworkLoad, load_openvino_generator, load_torch_generator, registry_size,
-)
+from gpen_core.engine.lifetime import Lifetime, Network, Stage
+from gpen_core.engine.network_loads import BusyCheck, NetworkLoad
 from gpen_core.engine.runtime_choice import RequestPlan, RuntimeDecision, decide_runtime, instead_of_cache
-from gpen_core.errors import GPENError
-from gpen_core.engine.resident import Held, Resident
+from gpen_core.errors import GPENError, InputError, WeightsError
 from gpen_core.modes import MemoryMode, generator_name
-from gpen_core.options import RestoreOptions
+from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
 from gpen_core.platform.oom import release
 from gpen_core.result import NetworkRuntime
+
+
+class LazyParser:
+    """A paste mask function that loads the parser at the first face it masks (one-shot requests: after
+    the generator has gone, so the peak is the largest stage's, not the sum of the networks). With no
+    parser (``load`` returns None) it returns GPEN's feathered rectangle, as a None ``parsing_fn`` would."""
+
+    def __init__(self, load: Callable[[], Any], notes: list[str] | None = None) -> None:
+        self._load, self._fn, self._called = load, None, False
+        # What loading it said (which paste mask ran): ``load`` appends here, the restore stage reads it.
+        self.notes: list[str] = notes if notes is not None else []
+
+    def __call__(self, restored: np.ndarray) -> np.ndarray:
+        if not self._called:
+            self._fn, self._called = self._load(), True
+        if self._fn is None:
+            from gpen_core.faces.masks import rectangle_mask
+
+            return rectangle_mask(restored.shape[0])
+        return self._fn(restored)
+
+    @property
+    def parsed(self) -> bool | None:
+        """Whether the parsing mask ran; None when no face needed a mask."""
+        return (self._fn is not None) if self._called else None
+
+
+KINDS: tuple[Network, ...] = ("generator", "detector", "parser", "upscaler")
+
+
+@dataclass
+class Held:
+    """One resident network, the key it was loaded for, and how to load it again (a rollback)."""
+
+    key: tuple[Any, ...]  # what identifies it, its runtime and dtype last
+    obj: Any  # the network; None in a record of one let go
+    name: str
+    build: Callable[[], Any]
+
+
+class Resident:
+    """At most one network of each kind, each with how to load it again, so a failed load rolls back to the
+    previous one (also to one :meth:`set_aside` let go)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, Held | None] = dict.fromkeys(KINDS)
+        # What set_aside let go, by kind, until that kind loads again: a load that fails rolls
+        # back to it, as it would had it still been resident.
+        self._set_aside: dict[str, Held] = {}
+
+    def get(self, kind: str) -> Held | None:
+        """The resident network of ``kind``, or None."""
+        return self._held[_checked(kind)]
+
+    def names(self) -> dict[str, str | None]:
+        """Kind → the resident network's name (None: nothing of that kind)."""
+        return {kind: held.name if held else None for kind, held in self._held.items()}
+
+    def swap(self, kind: str, new: Held, device: str) -> None:
+        """Free the resident ``kind`` and load ``new`` in its place; on failure load the previous one again
+        (should that fail too, nothing stays loaded) and re-raise the first failure, the second beside it."""
+        previous = self._held[_checked(kind)]
+        self._held[kind] = None
+        back = self._set_aside.pop(kind, None) if previous is None else Held(previous.key, None, previous.name, previous.build)
+        del previous
+        release(device)
+        try:
+            new.obj = new.build()
+            self._held[kind] = new
+            # A load's transient copies (the checkpoint read, the channels-last copy) stay in glibc's heap
+            # once freed; handed back, they do not sit under the next stage's peak (the ResNet-50
+            # detector: 259 MiB resident after its load, 101 MiB after this).
+            release(device)
+        except Exception as exc:  # clean up and re-raise: the caller decides what the failure means
+            release(device)
+            if back is not None:
+                try:
+                    back.obj = back.build()
+                    self._held[kind] = back
+                except (GPENError, MemoryError, RuntimeError, OSError) as again:
+                    shown = Path(back.name).stem if "/" in back.name or os.sep in back.name else back.name
+                    exc.add_note(f"the previous {kind} {shown} could not be reloaded either: {again}")
+            raise
+
+    def set_aside(self, kind: str, device: str) -> Held:
+        """Let the resident ``kind`` go, keeping how to load it again (returned, its ``obj`` None)."""
+        held = self._held[_checked(kind)]
+        if held is None:
+            raise ValueError(f"no resident {kind} to set aside")
+        record = Held(held.key, None, held.name, held.build)
+        self._set_aside[kind] = record
+        del held
+        self.drop(kind, device)
+        return record
+
+    def drop(self, kind: str, device: str) -> None:
+        """Drop the resident ``kind`` and hand its memory back."""
+        if self._held[_checked(kind)] is not None:
+            self._held[kind] = None
+            release(device)
+
+    def free(self, device: str) -> None:
+        """Drop every resident network and hand the memory back (nothing to roll back to afterwards)."""
+        self._held = dict.fromkeys(KINDS)
+        self._set_aside.clear()
+        release(device)
+
+
+def _checked(kind: str) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"no resident model of kind {kind!r}")
+    return kind
 
 
 class ModelCache:
     """Generator, detector, parser and upscaler cache; not thread-safe (the Restorer's lock serialises it)."""
 
-    def __init__(
-        self, models_dir: str | os.PathLike[str] | None = None, *, allow_download: bool = False, synthetic_weights: bool = False,
-        lifetime: Lifetime = Lifetime.RESIDENT, busy: BusyCheck | None = None, openvino_threads: int | None = None,
-    ) -> None:
+    def __init__(self, models_dir: str | os.PathLike[str] | None = None, *, allow_download: bool = False,
+                 synthetic_weights: bool = False, lifetime: Lifetime = Lifetime.RESIDENT, busy: BusyCheck | None = None,
+                 openvino_threads: int | None = None) -> None:
         self.models_dir = Path(models_dir) if models_dir is not None else None
         self.allow_download = allow_download
         self.synthetic_weights = synthetic_weights
         # What stays loaded between stages and requests (engine.lifetime).
         self.lifetime = lifetime
         self.busy = busy
-        # OpenVINO inference threads of the detector and parser; None (requests): OpenVINO's own count. The
-        # hardware check times them on the thread count it gives torch beside them.
+        # OpenVINO threads of the detector and parser; None (requests): OpenVINO's own count.
         self.openvino_threads = openvino_threads
-        # The running request's memory plan (set by :meth:`planned`): a conversion inside the request
-        # must stay within it. None between requests: converting ahead has no plan to keep to.
+        # The running request's memory plan (set by :meth:`planned`): a conversion inside it must fit.
         self.plan: RequestPlan | None = None
         # What ran each network of the current request, in the order loaded (RestoreResult.runtimes).
         self.runtimes: dict[str, NetworkRuntime] = {}
@@ -79,14 +182,13 @@ class ModelCache:
             self.drop(kind, device)
 
     def loaded(self) -> dict[str, str | None]:
-        """Names of the resident models (for the UI and tests)."""
+        """Names of the resident models, by kind."""
         return self.resident.names()
 
     def release_unused(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> tuple[str, ...]:
-        """Drop the resident networks ``mode`` does not use for ``opts`` (another generator, detector
-        or parser size, or the same network in another runtime or dtype; no parser, no upscaler),
-        before the request, so that a lighter mode after a heavier one costs what the lighter one
-        costs. Returns the names released."""
+        """Drop the resident networks ``mode`` does not use for ``opts`` (another generator, detector or parser
+        size, the same network in another runtime or dtype) before the request, so a lighter mode after a
+        heavier one costs what it costs. Returns the names released."""
         unused = []
         generator, detector = self.resident.get("generator"), self.resident.get("detector")
         parser, upscaler = self.resident.get("parser"), self.resident.get("upscaler")
@@ -115,9 +217,8 @@ class ModelCache:
 
     @staticmethod
     def _moves(held: Held, decide: Callable[[], RuntimeDecision]) -> bool:
-        """Whether this request would run ``held``'s network in another runtime or dtype (then
-        :meth:`load` swaps it anyway, inside the request). A decision that cannot be taken (its
-        weights missing) moves nothing: the load says what is wrong."""
+        """Whether this request would run ``held``'s network in another runtime or dtype. A decision that
+        cannot be taken (its weights missing) moves nothing: the load says what is wrong."""
         try:
             decision = decide()
         except GPENError:
@@ -125,18 +226,52 @@ class ModelCache:
         return held.key[-2:] != (decision.runtime, decision.dtype)
 
     def weights_present(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> bool:
-        """Whether ``mode`` can run without a download (for ``auto``; :func:`.weights_check.weights_present`)."""
-        return weights_check.weights_present(self, mode, opts, boxes_given)
+        """Whether ``mode`` can run without a download (``auto`` passes over a mode that cannot)."""
+        if self.synthetic_weights:
+            return True
+        if opts.model is None and not self._usable(generator_name(mode, opts.task)):
+            return False
+        return opts.aligned or boxes_given or self._usable(DETECTOR_WEIGHTS[opts.detector or mode.detector])
 
     def require(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> None:
-        """One WeightsError naming every missing registry file this request loads (:func:`.weights_check.require`)."""
-        weights_check.require(self, mode, opts, boxes_given)
+        """Raise one WeightsError naming every registry file this request loads that is not here, so a newcomer
+        fixes them all at once. Nothing to check when downloads are allowed or with synthetic weights; a
+        single missing file is left to ``weights.resolve``."""
+        from gpen_core.weights import lookup as weights
+        from gpen_core.weights.missing import missing_error
+
+        if self.allow_download or self.synthetic_weights:
+            return
+        names = [generator_name(mode, opts.task, opts.model)]
+        if not (opts.aligned or boxes_given):
+            names.append(DETECTOR_WEIGHTS[opts.detector or mode.detector])
+        if opts.upscale > 1 and mode.paste:
+            names.append(opts.upscaler or f"realesrnet_x{opts.upscale}")
+        absent = [n for n in names if n in weights.REGISTRY and weights.locate(n, models_dir=self.models_dir) is None]
+        if len(absent) > 1:
+            folder = self.models_dir if self.models_dir is not None else weights.models_dir()
+            raise missing_error(absent, folder, "downloads are off for this call")
+
+    def _usable(self, name: str) -> bool:
+        """Present and verified (size and sha256, hashed once per process while unchanged): a corrupt file
+        counts as missing, as in the weights panel, so auto passes over it instead of failing on it."""
+        from gpen_core.weights import lookup as weights
+
+        path = weights.locate(name, models_dir=self.models_dir)
+        spec = weights.REGISTRY.get(name)
+        if path is None or spec is None:
+            return path is not None
+        try:
+            weights.verify(path, spec, self.models_dir)
+        except WeightsError:
+            return False
+        return True
 
     def load(self, want: NetworkLoad, device: str, notes: list[str] | None = None) -> tuple[Any, RuntimeDecision, bool]:
-        """(the network, its runtime decision, whether it was loaded now) for ``want``: any network,
-        in the runtime :func:`decide_runtime` picks. A resident one loaded for the same key is reused;
-        else the previous model of its kind is freed first, and restored should the new one fail to
-        load (the failure propagates). The decision's note, if any, goes to ``notes``."""
+        """(the network, its runtime decision, whether it was loaded now) for ``want``, in the runtime
+        :func:`decide_runtime` picks. A resident one loaded for the same key is reused; else the previous
+        model of its kind is freed first, and restored should the new one fail (the failure propagates).
+        The decision's note, if any, goes to ``notes``."""
         decision = decide_runtime(want.facts)
         key = (*want.key, decision.runtime, decision.dtype)
         current = self.resident.get(want.network)
@@ -156,25 +291,22 @@ class ModelCache:
         (unwritable, or an entry found damaged and set aside), load it on torch and return that decision."""
         from gpen_core.runtimes.openvino.base import CacheProblem
 
+        def swap(d: RuntimeDecision) -> RuntimeDecision:
+            self.resident.swap(want.network, Held((*want.key, d.runtime, d.dtype), None, want.name, lambda: want.build(d)),
+                               device)
+            return d
+
         try:
-            self.resident.swap(want.network, Held((*want.key, decision.runtime, decision.dtype), None, want.name,
-                                                  lambda: want.build(decision)), device)
-            return decision
+            return swap(decision)
         except CacheProblem as problem:
             if decision.runtime != "openvino":
                 raise
-            torch_decision = instead_of_cache(want.facts, problem)
-        self.resident.swap(want.network, Held((*want.key, torch_decision.runtime, torch_decision.dtype), None, want.name,
-                                              lambda: want.build(torch_decision)), device)
-        return torch_decision
+            instead = instead_of_cache(want.facts, problem)
+        return swap(instead)
 
     def generator(self, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any = None):
-        """(forward, size, torch dtype, name, note) for this request (:meth:`load`).
-
-        ``opts.backend`` picks the runtime (see :mod:`gpen_core.runtimes.openvino.generator`); what ran and why
-        is left in :attr:`backend` / :attr:`backend_reason`. ``progress(fraction, message)``
-        hears about a first-use OpenVINO conversion.
-        """
+        """(forward, size, torch dtype, name, note) for this request (:meth:`load`); what ran and why is left in
+        :attr:`backend` / :attr:`backend_reason`. ``progress`` hears about a first-use OpenVINO conversion."""
         import torch
 
         want, plan, notes, precision_note = loads.generator_load(self, mode, opts, device, progress)
@@ -182,8 +314,7 @@ class ModelCache:
         self.backend, self.backend_reason = decision.runtime, decision.reason
         if decision.runtime == "openvino":
             notes.extend([precision_note] if precision_note else [])
-            if fresh and forward.convert_s is not None:
-                notes.append(f"converted the generator to OpenVINO on first use in {forward.convert_s:.1f} s (cached in the models folder)")
+            _converted(notes, "the generator", forward.convert_s if fresh else None)
             dtype = torch.bfloat16 if decision.dtype == "bfloat16" else torch.float32
             return forward, size, dtype, want.name, ("; ".join(notes) or None)
         return forward, size, plan.dtype_torch, want.name, ("; ".join(notes) or None)
@@ -193,31 +324,22 @@ class ModelCache:
         return decide_runtime(loads.generator_load(self, mode, opts, device, None)[0].facts)
 
     def generator_runtime(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> str:
-        """"torch" or "openvino": :meth:`generator_decision`'s runtime."""
         return self.generator_decision(mode, opts, device).runtime
 
     def detector(self, network: str, device: str, opts: RestoreOptions | None = None, notes: list[str] | None = None,
                  mode: MemoryMode | None = None):
-        """The cached :class:`~gpen_core.faces.detect.FaceDetector` for ``network`` on ``device`` (:meth:`load`).
-
-        ``opts.backend`` picks torch or OpenVINO for it (``auto``: the measured faster one at
-        1000 px, :func:`gpen_core.runtimes.openvino.generator.choose_mode_backend`: a ``mode``
-        without :attr:`~gpen_core.modes.MemoryMode.auto_openvino` keeps it on torch); no opts:
-        torch. ``notes`` hears which backend ran when it is OpenVINO."""
+        """The cached :class:`~gpen_core.faces.detect.FaceDetector` for ``network`` on ``device`` (:meth:`load`),
+        in the runtime ``opts.backend`` asks (no opts: torch); ``notes`` hears when it is OpenVINO."""
         detector, decision, fresh = self.load(loads.detector_load(self, network, device, opts, mode), device, notes)
-        if notes is not None and fresh and detector.convert_s is not None:
-            notes.append(f"converted the {network} detector to OpenVINO on first use in {detector.convert_s:.1f} s "
-                         "(cached in the models folder)")
+        if notes is not None:
+            _converted(notes, f"the {network} detector", detector.convert_s if fresh else None)
         if decision.runtime == "openvino" and notes is not None:
             notes.append(f"face detector: {network} on OpenVINO float32 ({decision.reason.replace(' per face', ' per detection')})")
         return detector
 
     def parser(self, mode: MemoryMode, device: str, notes: list[str], opts: RestoreOptions | None = None, progress: Any = None):
-        """GPEN's face-parsing mask when the mode affords it and its weights are present, else None
-        (GPEN's feathered rectangle). Either way a note says which paste mask was used.
-        ``opts.backend`` picks torch or OpenVINO for it (``auto``: the measured faster one for
-        this input size and dtype, :func:`gpen_core.runtimes.openvino.generator.choose_backend`); no opts: torch.
-        ``progress(fraction, message)`` hears about a first-use OpenVINO conversion."""
+        """GPEN's face-parsing mask when the mode affords it and its weights are present, else None (GPEN's
+        feathered rectangle); a note says which. ``opts.backend`` picks its runtime (no opts: torch)."""
         if not mode.parsing:
             self.drop("parser", device)
             notes.append(f"paste mask: GPEN's feathered rectangle ({mode.name} skips the face-parsing mask to save time)")
@@ -231,31 +353,21 @@ class ModelCache:
             )
             return None
         masker, _, fresh = self.load(loads.parser_load(self, mode, device, opts, path, progress), device, notes)
-        if fresh and masker.convert_s is not None:
-            notes.append(f"converted the parser to OpenVINO on first use in {masker.convert_s:.1f} s (cached in the models folder)")
+        _converted(notes, "the parser", masker.convert_s if fresh else None)
         notes.append(f"paste mask: GPEN's face-parsing mask ({masker.description})")
         return masker
 
     def parsing_fn(self, mode: MemoryMode, device: str, notes: list[str], opts: RestoreOptions | None = None) -> Any:
-        """The paste mask function for ``mode`` as the lifetime policy loads it: now (resident), or
-        at the first face it masks (one-shot: :class:`~gpen_core.engine.lazy_parser.LazyParser`). None:
-        GPEN's feathered rectangle."""
-        from gpen_core.engine.lazy_parser import LazyParser
-
+        """The paste mask function for ``mode``, loaded now (resident) or at the first face it masks (one-shot:
+        :class:`LazyParser`). None: GPEN's feathered rectangle."""
         if self.lifetime.lazy_parser:
             later: list[str] = []  # said at the first mask: the restore stage reads LazyParser.notes
             return LazyParser(lambda: self.parser(mode, device, later, opts), later)
         return self.parser(mode, device, notes, opts)
 
     def upscaler(self, opts: RestoreOptions, device: str):
-        """(RRDBNet, name) for ``opts.upscale`` > 1 (:meth:`load`; torch only); with ``upscale`` 1 it
-        drops a resident one and returns None.
-
-        ``opts.upscaler``: a registry name or a checkpoint path (default
-        ``realesrnet_x{upscale}``). InputError when its scale is not the one asked.
-        """
-        from gpen_core.errors import InputError
-
+        """(RRDBNet, name) for ``opts.upscale`` > 1 (torch only); with ``upscale`` 1 it drops a resident one
+        and returns None. InputError when the upscaler's scale is not the one asked."""
         if opts.upscale <= 1:
             self.drop("upscaler", device)
             return None
@@ -271,7 +383,7 @@ class ModelCache:
         return net, name
 
     def drop(self, kind: str, device: str) -> None:
-        """Drop one resident model (``generator``, ``detector``, ``parser`` or ``upscaler``) and hand its memory back."""
+        """Drop one resident model (generator, detector, parser or upscaler) and hand its memory back."""
         self.resident.drop(kind, device)
 
     def free(self, device: str) -> None:
@@ -279,8 +391,7 @@ class ModelCache:
         self.resident.free(device)
 
 
-# Re-exported: older callers import these from here (their home is engine.network_loads).
-__all__ = [
-    "PARSER_WEIGHTS", "BusyCheck", "ModelCache", "NetworkLoad", "load_openvino_generator", "load_torch_generator",
-    "registry_size",
-]
+def _converted(notes: list[str], what: str, convert_s: float | None) -> None:
+    """Say that ``what`` was converted to OpenVINO by this load (``convert_s`` None: it was not)."""
+    if convert_s is not None:
+        notes.append(f"converted {what} to OpenVINO on first use in {convert_s:.1f} s (cached in the models folder)")

@@ -1,11 +1,8 @@
-"""What loading each network means: the per-network load descriptions :class:`NetworkLoad` that
-:meth:`gpen_core.engine.model_cache.ModelCache.load` takes (the facts its runtime is decided on and
-how to build it in the decided runtime), and the generator loaders the engine and the hardware
-check share (:func:`load_torch_generator`, :func:`load_openvino_generator`).
-
-The builders read what they need off a :class:`LoadSource` (the model cache: where weights are,
-whether to download or use synthetic weights, the lifetime, the busy check), so this module does
-not import the cache.
+"""What loading each network means: the :class:`NetworkLoad` that
+:meth:`gpen_core.engine.model_cache.ModelCache.load` takes (the facts its runtime is decided on, and how
+to build it in that runtime). The builders read a :class:`LoadSource` (the model cache), so this module
+does not import the cache. The faces room never imports a runtime (``.importlinter``): the OpenVINO
+detector and masker are built here and handed to it ready to run.
 """
 
 from __future__ import annotations
@@ -15,23 +12,26 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpen_core.engine.lifetime import Lifetime
 from gpen_core.engine.runtime_choice import Network, PlanRoom, RequestPlan, RuntimeDecision, RuntimeFacts
+from gpen_core.errors import WeightsError
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
 from gpen_core.platform import durable
 from gpen_core.runtimes.openvino.choice import BackendChoice
 
+if TYPE_CHECKING:
+    from gpen_core.faces.detect import DetectorName, FaceDetector
+    from gpen_core.faces.parse import ParsingMasker
+
 # Face-parsing weights in the order they are looked for: GPEN's own, then facexlib's copy
 # (the same ParseNet class and key table; see gpen_core.networks.parsenet).
 PARSER_WEIGHTS = ("ParseNet-latest", "parsenet")
 
-# busy(kind, name, what): the sentence when another thread converts that network right now, else
-# None. The engine's background preparation provides it (engine.prepare.busy_note); the cache
-# takes it as an argument so that it and the preparation, which loads through the cache, do not
-# import each other.
+# busy(kind, name, what): the sentence when another thread converts that network right now, else None
+# (engine.prepare.busy_note; an argument, so the cache and the preparation do not import each other).
 BusyCheck = Callable[[str, str, str], "str | None"]
 
 
@@ -85,10 +85,9 @@ class Conversion:
 
 def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: str, measured: BackendChoice,
                   dtypes: tuple[str, str], conversion: Conversion, device: str) -> RuntimeFacts:
-    """The facts one runtime decision rests on. ``want``: (network, name, the network in a
-    sentence); ``dtypes``: (on torch, on OpenVINO). Free RAM, another thread converting and the
-    request's standing against its memory plan are read only when they can matter (OpenVINO
-    chosen for a network not converted yet)."""
+    """The facts one runtime decision rests on. ``want``: (network, name, the network in a sentence);
+    ``dtypes``: (on torch, on OpenVINO). Free RAM, a busy converter and the request's memory plan are read
+    only when they can matter (OpenVINO chosen for a network not converted yet)."""
     from gpen_core.engine.budget import free_memory
 
     network, name, what = want
@@ -154,7 +153,6 @@ def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, devi
 def detector_load(src: LoadSource, network: str, device: str, opts: RestoreOptions | None,
                   mode: MemoryMode | None) -> NetworkLoad:
     """The load of the ``network`` face detector (torch or OpenVINO)."""
-    from gpen_core.engine.backends import openvino_detector
     from gpen_core.faces.detect import FaceDetector
     from gpen_core.runtimes.openvino import generator as ov
 
@@ -204,7 +202,6 @@ def parser_path(src: LoadSource) -> Path | None:
 def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOptions | None, path: Path | None,
                 progress: Any = None) -> NetworkLoad:
     """The load of ``mode``'s face parser from ``path`` (None: random weights); ``progress`` hears about a conversion."""
-    from gpen_core.engine.backends import openvino_masker
     from gpen_core.faces.parse import ParsingMasker, choose_parse_dtype
     from gpen_core.runtimes.openvino import generator as ov
 
@@ -234,8 +231,6 @@ def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOpt
 
 def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> NetworkLoad:
     """The load of ``opts``' upscaler (torch only)."""
-    from gpen_core.errors import WeightsError
-
     name = opts.upscaler or f"realesrnet_x{opts.upscale}"
     synthetic = src.synthetic_weights and opts.upscaler is None
     looks_like_path = os.sep in name or "/" in name or name.endswith((".pth", ".pt"))
@@ -267,9 +262,8 @@ def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> Network
 
 
 def registry_size(name: str) -> int:
-    """Face size of a generator: from the registry for a name, read off the checkpoint for a path
-    (so ``--model path/to/GPEN-BFR-512.pth`` gets the same measured runtime choice as the name);
-    0 when neither tells (``auto`` then has no measurement to go by)."""
+    """Face size of a generator: from the registry for a name, read off the checkpoint for a path (so
+    ``--model path/to/GPEN-BFR-512.pth`` gets the name's measured runtime choice); 0 when neither tells."""
     from gpen_core.weights.lookup import REGISTRY
 
     spec = REGISTRY.get(name)
@@ -285,7 +279,6 @@ def registry_size(name: str) -> int:
 @functools.lru_cache(maxsize=16)
 def _checkpoint_size(path: str, nbytes: int, mtime_ns: int) -> int:
     """The face size a checkpoint file's key table says (memory-mapped: no weights are read); 0 if unreadable."""
-    from gpen_core.errors import WeightsError
     from gpen_core.networks.checkpoint import infer_config, read_checkpoint, unwrap_state_dict
 
     try:
@@ -300,24 +293,23 @@ def load_openvino_generator(path: Path, precision: str, models_dir: Path, progre
     from gpen_core.runtimes.openvino import generator as ov_backend
 
     if str(path).startswith("synthetic:"):
+        import hashlib
+
         import torch
 
         from gpen_core.networks.synthetic import random_state_dict
         from gpen_core.weights.lookup import REGISTRY
 
-        import hashlib
-
-        name = str(path).split(":", 1)[1]
-        arch = REGISTRY[name].arch
-        # Named by architecture, not generator: random weights of one architecture cost the same, so
-        # generators sharing it (GPEN-Colorization-1024 and GPEN-Inpainting-1024; GPEN-BFR-512 and
-        # GPEN-Seg2face-512) share one file and one conversion (minutes at 1024 px) in the check.
-        path = ov_backend.cache_root(models_dir) / "synthetic" / f"random-{arch.size}px-{hashlib.sha256(repr(arch).encode()).hexdigest()[:10]}.pth"
+        arch = REGISTRY[str(path).split(":", 1)[1]].arch
+        # Named by architecture: generators sharing one (GPEN-Colorization-1024 and GPEN-Inpainting-1024;
+        # GPEN-BFR-512 and GPEN-Seg2face-512) share one file and one conversion (minutes at 1024 px) in the check.
+        digest = hashlib.sha256(repr(arch).encode()).hexdigest()[:10]
+        path = ov_backend.cache_root(models_dir) / "synthetic" / f"random-{arch.size}px-{digest}.pth"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             # Flushed: a torn file under the final name would be reused as it is (the existence check above).
             with durable.replacing(path, sync=True, sweep=True) as tmp:
-                torch.save(random_state_dict(REGISTRY[name].arch), tmp)
+                torch.save(random_state_dict(arch), tmp)
     forward = ov_backend.load(path, precision, models_dir=models_dir, progress=progress)  # type: ignore[arg-type]
     return forward, forward.size
 
@@ -334,3 +326,30 @@ def load_torch_generator(path: Path, plan):
     else:
         model = load_generator(path)
     return prepare(model, plan), model.config.size
+
+
+def openvino_detector(weights_path: Path | None, network: "DetectorName", *,
+                      models_dir: str | os.PathLike[str] | None = None, threads: int | None = None) -> "FaceDetector":
+    """RetinaFace ``network`` on OpenVINO (CPU; converted once, cached under ``models_dir``); ``weights_path``
+    None: random weights (the hardware check). ResourceError when OpenVINO cannot run here."""
+    from gpen_core.faces.detect import FaceDetector, build_retinaface
+    from gpen_core.runtimes.openvino import detector as ov_detect
+
+    runner = ov_detect.load(weights_path, network, lambda p: build_retinaface(p, network), models_dir=models_dir,
+                            threads=threads)
+    return FaceDetector(weights_path, network, "cpu", runner=runner)
+
+
+def openvino_masker(weights_path: Path | None, *, input_size: int = 512, cpu_dtype: str = "float32",
+                    models_dir: str | os.PathLike[str] | None = None, threads: int | None = None,
+                    progress: Any = None) -> "ParsingMasker":
+    """GPEN's ParseNet paste mask on OpenVINO at ``input_size`` (CPU; converted once, cached), in the precision
+    the mode's dtype gives on torch (:func:`choose_parse_dtype`)."""
+    from gpen_core.faces.parse import ParsingMasker, choose_parse_dtype
+    from gpen_core.runtimes.openvino import parser as ov_parse
+    from gpen_core.runtimes.openvino.base import choose_precision
+
+    path = Path(weights_path) if weights_path is not None else ov_parse.synthetic_weights(models_dir)
+    parser = ov_parse.load(path, input_size, choose_precision(choose_parse_dtype("cpu", cpu_dtype))[0],
+                           models_dir=models_dir, threads=threads, progress=progress)
+    return ParsingMasker(weights_path, "cpu", input_size=input_size, parser=parser)

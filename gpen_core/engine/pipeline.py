@@ -1,10 +1,8 @@
 """One attempt of a request: decode → choose the mode → ensure models → detect → restore faces → encode.
 
-:func:`start` decodes the input and picks the mode (``auto`` through :mod:`gpen_core.engine.budget`);
-:func:`run_attempt` runs the request once in that mode with the models of a
-:class:`~gpen_core.engine.model_cache.ModelCache` and returns a typed result. Stepping down
-after an out-of-memory error, the lock and the meter are the facade's
-(:mod:`gpen_core.restorer`). Nothing heavy at import.
+:func:`start` decodes the input and picks the mode (``auto``: :mod:`gpen_core.engine.budget`);
+:func:`run_attempt` runs it once in that mode and returns a typed result. Stepping down after an
+out-of-memory error, the lock and the meter are the facade's (:mod:`gpen_core.restorer`).
 """
 
 from __future__ import annotations
@@ -19,34 +17,25 @@ import numpy as np
 from gpen_core.engine import budget, stages
 from gpen_core.engine.threads import TorchThreads
 from gpen_core.engine import tasks as task_steps
-from gpen_core.errors import InputError
+from gpen_core.errors import InputError, ResourceError
 from gpen_core.engine.model_cache import ModelCache
-from gpen_core.engine.request_context import RequestContext
-from gpen_core.modes import AUTO, MemoryMode, get_mode, get_task
+from gpen_core.modes import AUTO, MODES, MemoryMode, get_mode, lighter_than, preshrink_size
 from gpen_core.options import ImageSource, RestoreOptions
 from gpen_core.progress import Progress
 from gpen_core.platform.heap import map_blocks_from
-from gpen_core.result import Peaks, RestoreResult, Timings
+from gpen_core.platform.oom import is_oom, release
+from gpen_core.result import Peaks, RestoreResult, Timings, UpscaleInfo
 from gpen_core.rgb import check_rgb
 
-
 # What a lighter mode still pays for a heavier one before it, which releasing its networks cannot
-# return: measured with tests/test_lighter_mode_release.py's requests (a 384 px photo, generated
-# checkpoints of the released architectures, torch 2.13 CPU), `low` after `balanced` peaked 21-39 MiB
-# above a process that ran only `low` on the AMX Xeon (462-470 against 428-442 MiB), 28-49 MiB on a
-# Zen 4 alone and up to 66 MiB there in the full suite (500 against 434): library code already paged
-# in (a fresh `low` pages most of it in after its peak), oneDNN's kernels for the heavier shapes and
-# one-time state. With `balanced` on OpenVINO (auto's choice there), 104-115 MiB (532-533 against
-# 418-429): OpenVINO's libraries and its own oneDNN kernel cache stay, and its plugin offers no way to
-# empty that cache.
+# return (measured: docs/performance.md, "A lighter mode after a heavier one, in one process").
 LEFT_BEHIND = {
     "torch": "what that request left still counts in this peak: library code it paged in and one-time state "
              "(measured: low after balanced peaks up to about 70 MB above a process that ran only low)",
     "openvino": "what that request left still counts in this peak: OpenVINO's libraries and kernel cache, which "
                 "stay once loaded, library code it paged in and one-time state (measured: low after balanced on "
                 "OpenVINO peaks about 120 MB above a process that ran only low)",
-    # A Restorer of one's own keeps glibc's usual heap (see ready_for): the heavier request's buffers
-    # spread the heap, and its holes count too (measured: 536-573 against 421-443 MiB).
+    # A Restorer of one's own keeps glibc's usual heap (see ready_for): the heavier request's holes count too.
     "heap": "what that request left still counts in this peak: the C heap its buffers spread, library code it "
             "paged in and one-time state (measured: low after balanced peaks up to about 150 MB above a process "
             "that ran only low; the app's shared Restorer keeps heavy buffers off the heap and avoids most of it)",
@@ -55,8 +44,7 @@ LEFT_BEHIND = {
 
 @dataclass(frozen=True)
 class Request:
-    """A decoded request and the mode it runs in. Stepping down after running out of memory makes
-    a new value (:meth:`stepped_down`); nothing changes one in place."""
+    """A decoded request and the mode it runs in; stepping down makes a new value (:func:`step_down`)."""
 
     decoded: Any  # imageio.DecodedImage
     decode_s: float
@@ -81,19 +69,12 @@ class Request:
                 f"{self.mode.name} does not use {'them' if len(names) > 1 else 'it'}; {LEFT_BEHIND[left]}")
         return replace(self, released=names, notes=(*self.notes, note))
 
-    def stepped_down(self, lighter: MemoryMode) -> "Request":
-        """This request in ``lighter`` mode, saying why (the heavier one ran out of memory)."""
-        reason = f"ran out of memory in {self.mode.name}; freed it and retried in {lighter.name}"
-        return replace(self, mode=lighter, reason=reason, notes=(*self.notes, reason))
-
 
 def import_engine() -> None:
     """Import the heavy modules (torch, OpenCV, facexlib) so the meter's baseline includes them."""
-    from gpen_core.faces import detect  # noqa: F401
-    from gpen_core.networks import prepared
-    from gpen_core.images import decode as imageio
-    from gpen_core.faces import paste
-    from gpen_core.faces import photo
+    from gpen_core.faces import detect, paste, photo  # noqa: F401
+    from gpen_core.images import decode  # noqa: F401
+    from gpen_core.networks import prepared  # noqa: F401
     from gpen_core.platform.headroom import guard_layers
     from gpen_core.platform.oom import reserve_blas_buffers
 
@@ -104,15 +85,10 @@ def import_engine() -> None:
 
 def ready_for(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str,
               mode_heaps: bool) -> tuple[str, ...]:
-    """Make the process ready for a request in ``mode`` before its work starts: the mode's heap
-    policy (:attr:`~gpen_core.modes.MemoryMode.heap_blocks`) where the process serves requests of
-    many modes (``mode_heaps``), then the resident networks it does not use released
-    (:meth:`ModelCache.release_unused`; their names).
-
-    Only a process that switches modes gains from the heap policy (a lighter mode after a heavier
-    one), and it costs a heavier mode on torch page faults (~0.5 s of CPU per ``balanced``
-    request, :mod:`gpen_core.platform.heap`); a CLI run, a folder or a video keeps one mode and
-    glibc's own heap."""
+    """Make the process ready for a request in ``mode``: the mode's heap policy
+    (:attr:`~gpen_core.modes.MemoryMode.heap_blocks`) where the process serves many modes (``mode_heaps``;
+    it costs a heavier mode page faults, so a CLI run, a folder or a video keeps glibc's own heap), then
+    the resident networks it does not use released (their names)."""
     from gpen_core.faces import identity, identity_model
 
     if mode_heaps:
@@ -133,10 +109,8 @@ def decode(image: ImageSource, reduce_to: int | None = None):
     return decode_image(image, reduce_to=reduce_to)
 
 
-def start(
-    image: ImageSource, opts: RestoreOptions, models: ModelCache, device: str, boxes_given: bool, t0: float,
-    mask: ImageSource | None = None,
-) -> Request:
+def start(image: ImageSource, opts: RestoreOptions, models: ModelCache, device: str, boxes_given: bool, t0: float,
+          mask: ImageSource | None = None) -> Request:
     """Decode ``image`` (and inpainting's ``mask``) and choose the mode to start in (auto's choice, or a
     lighter mode when the asked one does not fit)."""
     # An explicit mode that pre-shrinks lets big JPEGs decode at reduced size (never below its max side).
@@ -158,8 +132,6 @@ def start(
     if opts.upscale > 1 and mode.paste:  # refuse an oversized result before any work (after the mode's pre-shrink)
         from gpen_core.upscale.tiles import check_output_size
 
-        from gpen_core.modes import preshrink_size
-
         check_output_size(*preshrink_size(*size, mode.max_side), opts.upscale)
     mask_rgb = None
     if mask is not None:
@@ -179,14 +151,10 @@ def start(
     return Request(decoded, decode_s, mode, reason, tuple(notes), mask_rgb, t0=t0)
 
 
-def _decode_or_step_down(
-    image: ImageSource, reduce_to: int | None, opts: RestoreOptions, device: str
-) -> tuple[Any, tuple[MemoryMode, str] | None]:
+def _decode_or_step_down(image: ImageSource, reduce_to: int | None, opts: RestoreOptions,
+                         device: str) -> tuple[Any, tuple[MemoryMode, str] | None]:
     """Decode; when that runs out of memory, decode again for the lightest mode (a big JPEG
     then decodes at reduced size) and return that mode with the note saying so."""
-    from gpen_core.modes import MODES
-    from gpen_core.platform.oom import is_oom, release
-
     try:
         return decode(image, reduce_to), None
     except Exception as exc:
@@ -197,8 +165,8 @@ def _decode_or_step_down(
         del exc  # its traceback holds the partial decode
     release(device)
     decoded = decode(image, lightest.max_side)
-    asked = opts.mode if opts.mode != AUTO else "auto"
-    return decoded, (lightest, f"ran out of memory decoding the photo for {asked}; decoded it for {lightest.name} instead")
+    note = f"ran out of memory decoding the photo for {opts.mode}; decoded it for {lightest.name} instead"
+    return decoded, (lightest, note)
 
 
 @dataclass(frozen=True)
@@ -207,19 +175,18 @@ class _Made:
 
     found: stages.Found
     canvas: stages.Canvas
-    up_info: Any  # result.UpscaleInfo, or None
+    up_info: UpscaleInfo | None
     generator: stages.Generator
     encoded: stages.Encoded
 
 
 def run_attempt(models: ModelCache, device: str, req: Request, opts: RestoreOptions, report: Progress) -> RestoreResult:
     """Run ``req`` once in ``req.mode``: its stages in order (:mod:`gpen_core.engine.stages`).
-    Out-of-memory errors propagate (the facade steps down). ``req.start_rss``: the process's resident
-    set as the request began (the meter's baseline; default: now), from which the mode's memory
-    plan is kept (a network converted for OpenVINO inside the request must fit it)."""
-    mode, task, given = req.mode, get_task(opts.task), req.given
-    ctx = RequestContext(models, device, mode, opts, report)
-    photo = stages.prepare_input(req.decoded, mode, task, req.mask, opts)
+    Out-of-memory errors propagate (the facade steps down). The mode's memory plan is kept from
+    ``req.start_rss`` (default: now): a network converted for OpenVINO inside the request must fit it."""
+    mode, given = req.mode, req.given
+    ctx = stages.RequestContext(models, device, mode, opts, report)
+    photo = stages.prepare_input(req.decoded, mode, ctx.task, req.mask, opts)
     plan = _plan(models, device, req, opts)
     thread_notes: list[str] = []
     with _attempt_numerics(mode, device, thread_notes) as numerics, models.planned(plan):
@@ -245,11 +212,9 @@ def run_attempt(models: ModelCache, device: str, req: Request, opts: RestoreOpti
     notes = [*req.notes, *photo.notes, *loaded.notes, *found.notes, *gen_notes, *canvas.notes, *colour_notes,
              *done_notes, *encoded.notes, *thread_notes]
     timings = Timings(
-        total_s=time.perf_counter() - req.t0, decode_s=req.decode_s, detect_s=found.seconds,
-        align_s=out.timings.get("align_s", 0.0), restore_s=out.timings.get("restore_s", 0.0),
-        paste_s=out.timings.get("paste_s", 0.0), encode_s=encoded.seconds,
+        total_s=time.perf_counter() - req.t0, decode_s=req.decode_s, detect_s=found.seconds, encode_s=encoded.seconds,
         load_s=loaded.seconds + found.load_s + gen_load_s + canvas.load_s,
-        upscale_s=up_info.seconds if up_info is not None else 0.0, identity_s=out.timings.get("identity_s", 0.0),
+        upscale_s=up_info.seconds if up_info is not None else 0.0, **stages.face_seconds(out),
     )
     report(1.0, "done")
     return _result(ctx, req, out, _Made(found, canvas, up_info, generator, encoded), timings, notes)
@@ -266,59 +231,37 @@ def _plan(models: ModelCache, device: str, req: Request, opts: RestoreOptions):
 
 @contextmanager
 def _attempt_numerics(mode: MemoryMode, device: str, notes: list[str]):
-    """The attempt's thread count (:class:`~gpen_core.engine.threads.TorchThreads`: the mode's cap and
-    the cores other programs leave free; what it says goes to ``notes``) and CUDA numerics (entered
-    on the yielded stack when the generator loads), both as they were afterwards."""
+    """The attempt's thread count (:class:`~gpen_core.engine.threads.TorchThreads`; what it says goes to
+    ``notes``) and CUDA numerics (entered on the yielded stack when the generator loads), both undone after."""
     with TorchThreads(mode, device) as threads, ExitStack() as numerics:
         yield numerics
     notes.extend(threads.notes)
 
 
-def _result(ctx: RequestContext, req: Request, out: Any, made: _Made, timings: Timings, notes: list[str]) -> RestoreResult:
-    models, device, opts = ctx.models, ctx.device, ctx.opts
-    canvas, up_info, found, generator, encoded = made.canvas, made.up_info, made.found, made.generator, made.encoded
+def _result(ctx: stages.RequestContext, req: Request, out: Any, made: _Made, timings: Timings,
+            notes: list[str]) -> RestoreResult:
+    models, canvas, up_info = ctx.models, made.canvas, made.up_info
     factor = up_info.factor if up_info else 1
     rgb = canvas.rgb
     return RestoreResult(
-        image=out.image,
-        faces=tuple(out.faces),
-        timings=timings,
+        image=out.image, faces=tuple(out.faces), timings=timings,
         peaks=Peaks(0, 0, "vmhwm"),  # replaced by the meter's figures in __call__
-        mode=req.mode,
-        requested_mode=opts.mode,
-        mode_reason=req.reason,
-        checkpoint=generator.name,
-        detector=found.detector,
-        device=device,
-        dtype=generator.dtype_name,
-        backend=models.backend,
-        backend_reason=models.backend_reason,
-        output_format=encoded.format,
-        encoded=encoded.data,
-        notes=tuple(dict.fromkeys(notes)),
-        input_size=req.decoded.upright_size,
-        processed_size=(rgb.shape[1] // factor, rgb.shape[0] // factor),
-        before=rgb,
-        upscale=up_info,
-        rejected=canvas.rejected,
-        task=get_task(opts.task).name,
-        runtimes=tuple(models.runtimes.values()),
-        released=req.released,
+        mode=req.mode, requested_mode=ctx.opts.mode, mode_reason=req.reason, checkpoint=made.generator.name,
+        detector=made.found.detector, device=ctx.device, dtype=made.generator.dtype_name, backend=models.backend,
+        backend_reason=models.backend_reason, output_format=made.encoded.format, encoded=made.encoded.data,
+        notes=tuple(dict.fromkeys(notes)), input_size=req.decoded.upright_size,
+        processed_size=(rgb.shape[1] // factor, rgb.shape[0] // factor), before=rgb, upscale=up_info,
+        rejected=canvas.rejected, task=ctx.task.name, runtimes=tuple(models.runtimes.values()), released=req.released,
     )
 
 
-def _upscale_info(up: stages.Upscaled | None):
-    from gpen_core.result import UpscaleInfo
-
-    if up is None:
-        return None
-    return UpscaleInfo(up.scale, up.name, up.grid.tile, up.grid.pad, up.grid.count, up.seconds, up.dtype)
+def _upscale_info(up: stages.Upscaled | None) -> UpscaleInfo | None:
+    return None if up is None else UpscaleInfo(up.scale, up.name, up.grid.tile, up.grid.pad, up.grid.count, up.seconds,
+                                               up.dtype)
 
 
 def attempt_or_none(models: ModelCache, device: str, req: Request, opts: RestoreOptions, report: Progress) -> RestoreResult | None:
     """:func:`run_attempt`'s result, or None when it ran out of memory (the facade then steps down)."""
-    from gpen_core.platform.oom import is_oom
-
     if not fits_the_address_space_cap(models, device, req, opts):
         return None  # stepped down as out of memory, before any network ran at the cap's edge
     try:
@@ -333,19 +276,10 @@ def attempt_or_none(models: ModelCache, device: str, req: Request, opts: Restore
 
 
 def fits_the_address_space_cap(models: ModelCache, device: str, req: Request, opts: RestoreOptions) -> bool:
-    """False when the process runs under an address-space cap (``ulimit -v``) that leaves less than
-    ``req``'s mode is estimated to need (:func:`gpen_core.engine.budget.estimate_peak`), for a mode
-    that has a lighter one to step down to; True otherwise (no cap, on a GPU, or the lightest mode,
-    which is always tried).
-
-    Why before the attempt: at the cap's very edge an allocation that fails inside oneDNN (PyTorch's
-    CPU convolutions) can kill the process. Its JIT kernel for a transposed convolution is not
-    checked after its code buffer could not be mapped, and the call jumps to address 0 (SIGSEGV in
-    ``brgemm_convolution_bwd_strided_t::perform_outwork``, caught once in 140 capped runs of
-    tests/test_oom.py's child). A mode that cannot fit is not started there; within any mode, no
-    PyTorch layer starts without room (:mod:`gpen_core.platform.headroom`), which covers the lightest.
-    """
-    from gpen_core.modes import lighter_than
+    """False when an address-space cap (``ulimit -v``) leaves less than ``req``'s mode is estimated to need,
+    for a mode that has a lighter one to step down to; True otherwise (no cap, a GPU, the lightest mode).
+    At the cap's very edge oneDNN can kill the process instead of failing (docs/files-and-limits.md, "Out of
+    memory under a memory cap"), so a mode that cannot fit is not started there."""
     from gpen_core.platform.oom import address_space_left
 
     left = address_space_left()
@@ -357,11 +291,7 @@ def fits_the_address_space_cap(models: ModelCache, device: str, req: Request, op
 
 
 def step_down(req: Request, tried: list[str], task: str = "enhance") -> Request:
-    """``req`` in the next lighter mode for ``task`` (a new value), or ResourceError when
-    ``tried`` ended at the lightest."""
-    from gpen_core.errors import ResourceError
-    from gpen_core.modes import lighter_than
-
+    """``req`` in the next lighter mode for ``task``, saying why; ResourceError when ``tried`` ended at the lightest."""
     lighter = lighter_than(req.mode, task)
     if lighter is None:
         from gpen_core.platform.oom import out_of_memory_advice
@@ -369,4 +299,5 @@ def step_down(req: Request, tried: list[str], task: str = "enhance") -> Request:
         raise ResourceError(
             f"out of memory in {' and then '.join(tried)} mode, and there is no lighter mode. {out_of_memory_advice()}"
         )
-    return req.stepped_down(lighter)
+    reason = f"ran out of memory in {req.mode.name}; freed it and retried in {lighter.name}"
+    return replace(req, mode=lighter, reason=reason, notes=(*req.notes, reason))

@@ -1,13 +1,9 @@
 """Convert ahead: the OpenVINO conversions ``auto`` will want, done before a user waits for them.
 
-A first-use conversion takes tens of seconds and more RAM than running the network
-(:data:`gpen_core.runtimes.openvino.generator.CONVERT_RAM_MEASURED`). ``python -m gpen_core
-download`` converts right after verifying the files; the app converts in a niced child
-process after it starts (:class:`BackgroundPreparation`), watched by a background thread, and
-started again once if it dies.
-While a background conversion of a network runs, a request that
-needs that network runs it on torch and its notes say why (:func:`busy_note`), instead of
-converting it a second time inside the request.
+A first-use conversion takes tens of seconds and more RAM than running the network. ``python -m
+gpen_core download`` converts right after verifying the files; the app converts in a niced child
+process (:class:`BackgroundPreparation`). Meanwhile a request that needs a network being converted runs
+it on torch and its notes say why (:func:`busy_note`), instead of converting it a second time.
 """
 
 from __future__ import annotations
@@ -104,22 +100,13 @@ class PrepareReport:
                 + [f"left on torch: {s}" for s in self.skipped] + [f"could not convert {f}" for f in self.failed])
 
 
-def convert_ahead(
-    modes: Sequence[MemoryMode] | None = None,
-    *,
-    models_dir: str | os.PathLike[str] | None = None,
-    progress: Progress | None = None,
-    on_plan: Callable[[list[tuple[str, str]]], None] | None = None,
-    on_start: Callable[[str, str], None] | None = None,
-) -> PrepareReport:
-    """Convert, for ``modes`` (default: every mode), each network ``auto`` runs on OpenVINO on this
-    CPU and whose weights are present: generator, parser, detector. Nothing is downloaded.
-
-    Each conversion goes through the model cache, exactly as a request's first use would
-    (the free-RAM guard included: a conversion that does not fit is reported as skipped).
-    Safe to call from a background thread; :func:`busy_note` tells requests meanwhile.
-    ``on_plan([(token, label), ...])`` is told what will be prepared, in order, before anything is;
-    ``on_start(token, label)`` as each network's preparation begins."""
+def convert_ahead(modes: Sequence[MemoryMode] | None = None, *, models_dir: str | os.PathLike[str] | None = None,
+                  progress: Progress | None = None, on_plan: Callable[[list[tuple[str, str]]], None] | None = None,
+                  on_start: Callable[[str, str], None] | None = None) -> PrepareReport:
+    """Convert, for ``modes`` (default: every mode), each network ``auto`` runs on OpenVINO on this CPU and
+    whose weights are present. Nothing is downloaded. Each goes through the model cache as a request's first
+    use would (a conversion that does not fit the free RAM is reported as skipped). ``on_plan([(token,
+    label), ...])`` hears what will be prepared, in order; ``on_start(token, label)`` as each begins."""
     from gpen_core.engine.model_cache import ModelCache
     from gpen_core.errors import GPENError
     from gpen_core.options import RestoreOptions
@@ -154,18 +141,10 @@ def convert_ahead(
     return report
 
 
-def _face_size(name: str) -> int:
-    """A registry generator's face size (0 when the registry does not say: ``auto`` then has no measurement)."""
-    from gpen_core.weights.registry import REGISTRY
-
-    spec = REGISTRY.get(name)
-    return spec.arch.size if spec is not None and spec.arch is not None else 0
-
-
 def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
     """[(token, label, run(cache, opts) -> ConversionOutcome)] for the distinct networks of ``modes`` that
     ``auto`` runs on OpenVINO here and whose weights are present (nothing else is loaded)."""
-    from gpen_core.engine.model_cache import PARSER_WEIGHTS
+    from gpen_core.engine.network_loads import PARSER_WEIGHTS, registry_size
     from gpen_core.faces.parse import choose_parse_dtype
     from gpen_core.networks.plan import choose_plan
     from gpen_core.options import DETECTOR_WEIGHTS
@@ -183,7 +162,7 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
     for mode in modes:
         dtype = choose_plan("cpu", mode.cpu_dtype)[0].dtype
         gkey = ("gen", mode.model, dtype)
-        if gkey not in seen and present(mode.model) and on_openvino(mode, _face_size(mode.model), dtype):
+        if gkey not in seen and present(mode.model) and on_openvino(mode, registry_size(mode.model), dtype):
             seen.add(gkey)
 
             def gen(cache, opts, mode=mode) -> ConversionOutcome:
@@ -217,14 +196,9 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
     return out
 
 
-# The child side of the background preparation. Why a process and not a thread of the app:
-# a conversion keeps both cores busy for tens of
-# seconds, and a visitor's first restore (on torch meanwhile) competed with it for them. A
-# niced process yields the cores to the restore; a thread could be niced too, but the
-# runtime's worker threads it starts would stay niced for the app's whole life. The
-# conversion's memory is also the child's, not the app's, and is handed back when it exits.
-# The converted files land in the same on-disk cache the app's next load reads. The child
-# exits when the app does (the worker's rule), so a conversion never outlives the app that asked for it.
+# The child side of the background preparation. A process, not a thread: niced, it yields the cores to a
+# visitor's first restore (a niced thread would leave the runtime's worker threads niced for the app's
+# life), and its memory is handed back when it exits. It exits when the app does (the worker's rule).
 
 
 @dataclass(frozen=True)
@@ -244,9 +218,8 @@ class Started:
 
 def prepare_in_child(models_dir: str | os.PathLike[str] | None,
                      modes: Sequence[MemoryMode] | None = None) -> PrepareReport:
-    """:func:`convert_ahead` (for ``modes``, default every mode) in the preparation's child process, telling
-    the parent through :func:`gpen_core.platform.worker.send` as it goes (the child's module-level entry point;
-    the app's preparation, and a long run's conversion before its first face: :mod:`gpen_core.engine.convert_first`)."""
+    """:func:`convert_ahead` in the preparation's child process (its module-level entry point), telling the
+    parent through :func:`gpen_core.platform.worker.send` as it goes."""
     from gpen_core.platform import worker
 
     return convert_ahead(modes, models_dir=models_dir or None, progress=worker.report,
@@ -255,19 +228,16 @@ def prepare_in_child(models_dir: str | os.PathLike[str] | None,
 
 
 class BackgroundPreparation:
-    """:func:`convert_ahead` in a niced child process (:func:`prepare_in_child`,
-    through :mod:`gpen_core.platform.worker`), watched by a daemon thread that keeps a status line for a
-    page to show and tells requests, through :func:`busy_note`, which network is being converted meanwhile.
+    """:func:`convert_ahead` in a niced child process (:func:`prepare_in_child`), watched by a daemon thread
+    that keeps a status line for a page and tells requests (:func:`busy_note`) what is being converted.
 
-    A child that is killed (the out-of-memory killer, someone's ``kill``) or exits before it
-    reports is started again once, after :attr:`RETRY_AFTER_S`; meanwhile what it planned stays
-    held, so requests keep running on torch as the page says, instead of converting inside a
-    request. When the second run fails too, the report says so and requests convert on first use."""
+    A child that is killed or exits before it reports is started again once, after :attr:`RETRY_AFTER_S`,
+    still holding what it planned (requests stay on torch meanwhile). When the second run fails too, the
+    report says so and requests convert on first use."""
 
     # A conversion runs at this niceness: the first restores, on torch meanwhile, get the cores first.
     NICENESS = 10
-    # How long to wait before the one restart of a child that died (a kill by the OOM killer
-    # leaves the machine short of memory for a moment).
+    # Before the one restart of a child that died (the OOM killer leaves memory short for a moment).
     RETRY_AFTER_S = 5.0
     # The child's work: a module-level function of models_dir (tests put a scripted stand-in here).
     TARGET: Callable[..., PrepareReport] | None = None

@@ -1,13 +1,8 @@
-"""The hardware check's records: one workload run, one mode, the whole profile; JSON in and out.
+"""The hardware check's records: one workload run, one mode, the whole profile; JSON in and out, and a
+mode's runs summarised into its record (:func:`summarise`, :func:`failed_mode`).
 
-Also how a mode's runs are summarised into its record
-(:func:`summarise`, :func:`failed_mode`): pure functions of the measured figures.
-
-Weights: the real files when they are present; otherwise the exact architectures
-with random weights (``Restorer(synthetic_weights=True)``), which cost the same
-memory and time but restore nothing — every row then says so. Without a detector
-file the engine still runs the detector network (random weights) for its cost and
-the workloads' fixed face boxes (GPEN's template landmarks) stand in for detections.
+Without the weights, the exact architectures run with random weights: the same memory and time, no
+restoration, and every row says so (a random detector runs for its cost; fixed boxes stand in).
 """
 
 from __future__ import annotations
@@ -26,9 +21,6 @@ DETECTOR_SYNTHETIC_NOTE = (
     "and fixed face boxes (GPEN's template landmarks) stood in for its detections"
 )
 GIVEN_BOXES_NOTE = "no detector: fixed face boxes (GPEN's template landmarks), detection not measured"
-
-
-# ----------------------------------------------------------------------- types
 
 
 @dataclass(frozen=True)
@@ -106,8 +98,8 @@ def _with_medians(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def without_medians(row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` (a BackendSpeed's or NetworkSpeed's dict) less the medians its runs give exactly:
-    the store keeps the runs here and the medians ``auto`` reads under ``speeds``, each once."""
+    """``row`` (a BackendSpeed's or NetworkSpeed's dict) less the medians its runs give exactly: the store
+    keeps each figure once (the medians ``auto`` reads live under ``speeds``)."""
     out = dict(row)
     for side in ("torch", "openvino"):
         if out.get(f"{side}_s") is not None and median_s(out.get(f"{side}_times") or ()) == out[f"{side}_s"]:
@@ -156,12 +148,8 @@ class BackendSpeed:
 
 @dataclass(frozen=True)
 class NetworkSpeed:
-    """torch against OpenVINO for one of the other networks ``auto`` picks a backend for: seconds per call.
-
-    ParseNet: one face's mask at its input size; RetinaFace: one detection on a photo whose
-    longest side is ``size`` (:data:`gpen_core.runtimes.openvino.detector.DETECT_SIDE`). Recorded by the network's
-    own module (:mod:`gpen_core.runtimes.openvino.parser`, :mod:`gpen_core.runtimes.openvino.detector`) under ``network``.
-    """
+    """torch against OpenVINO for another network ``auto`` picks a backend for: seconds per call (ParseNet: one
+    face's mask at its input size; RetinaFace: one detection on a photo whose longest side is ``size``)."""
 
     network: str  # the speed file's network: "parsenet", "retinaface-resnet50", "retinaface-mobilenet0.25"
     size: int  # input size in px (the detector: the photo's longest side)
@@ -209,12 +197,8 @@ class BackendCheck:
 
 @dataclass(frozen=True)
 class TaskRow:
-    """One of GPEN's other tasks (colorize, inpaint, seg2face) in one mode: its workload's peaks and time.
-
-    Measured like a mode (a fresh process, a first request, loading included) on the task's
-    workload (:data:`gpen_core.hwcheck.workloads.TASK_WORKLOADS`). A mode without a plan for the
-    task is not run: ``refused`` holds what the engine answers such a request.
-    """
+    """One of GPEN's other tasks in one mode: its workload's peaks and time, measured like a mode (a fresh
+    process, a first request). A mode without a plan for the task is not run: ``refused`` holds the answer."""
 
     task: str  # gpen_core.modes.TASKS key
     mode: str
@@ -275,21 +259,13 @@ class Profile:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Profile":
-        """Inverse of :meth:`to_dict`; ValueError when a field is missing or unknown.
-
-        The layout's version is the measurements store's (:mod:`gpen_core.platform.measurements`), checked there."""
+        """Inverse of :meth:`to_dict`; ValueError when a field is missing or unknown (the version is checked
+        by the measurements store)."""
         try:
             modes = {k: ModeProfile.from_dict(m) for k, m in d["modes"].items()}
-            return cls(
-                **{
-                    **d,
-                    "workloads": tuple(d["workloads"]),
-                    "modes": modes,
-                    "notes": tuple(d.get("notes", ())),
-                    "backends": BackendCheck.from_dict(d["backends"]) if d.get("backends") else None,
-                    "tasks": tuple(TaskRow.from_dict(t) for t in d.get("tasks") or ()),
-                }
-            )
+            return cls(**{**d, "workloads": tuple(d["workloads"]), "modes": modes, "notes": tuple(d.get("notes", ())),
+                          "backends": BackendCheck.from_dict(d["backends"]) if d.get("backends") else None,
+                          "tasks": tuple(TaskRow.from_dict(t) for t in d.get("tasks") or ())})
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a hardware profile: {exc}") from exc
 
@@ -329,38 +305,17 @@ def failed_mode(spec: dict[str, Any], why: str, free_binding: int | None) -> Mod
     mode = get_mode(spec["mode"])
     lower = int(free_binding or 0)
     return ModeProfile(
-        mode=mode.name,
-        model=mode.model,
-        weights=spec["kind"],
-        dtype="",
-        detector="",
-        peak_ram_bytes=lower,
-        peak_vram_bytes=None,
-        peak_vram_reserved_bytes=None,
-        peak_bytes=lower,
-        covered_pixels=0,
-        bytes_per_pixel=None,
-        seconds_per_face=None,
-        total_s=0.0,
-        load_s=0.0,
-        idle_rss_bytes=0,
-        idle_vram_bytes=None,
-        stepped_down_to=None,
-        failed=why,
-        runs=(),
-        notes=(*spec["notes"], f"{mode.name} could not be measured ({why}): it needs more than the {format_bytes(lower)} that was free"),
+        mode=mode.name, model=mode.model, weights=spec["kind"], dtype="", detector="", peak_ram_bytes=lower,
+        peak_vram_bytes=None, peak_vram_reserved_bytes=None, peak_bytes=lower, covered_pixels=0, bytes_per_pixel=None,
+        seconds_per_face=None, total_s=0.0, load_s=0.0, idle_rss_bytes=0, idle_vram_bytes=None, stepped_down_to=None,
+        failed=why, runs=(),
+        notes=(*spec["notes"], f"{mode.name} could not be measured ({why}): it needs more than the "
+                               f"{format_bytes(lower)} that was free"),
     )
 
 
-def summarise(
-    mode: MemoryMode,
-    runs: list[WorkloadRun],
-    device: str,
-    kind: str,
-    dtype: str,
-    idle: tuple[int, int | None],
-    notes: list[str],
-) -> ModeProfile:
+def summarise(mode: MemoryMode, runs: list[WorkloadRun], device: str, kind: str, dtype: str,
+              idle: tuple[int, int | None], notes: list[str]) -> ModeProfile:
     """One mode's profile from its workload runs. ``idle``: the measuring process's (RSS, allocated VRAM)
     before its first request, the zero the runs' peaks are above."""
     idle_rss, idle_vram = idle
@@ -381,24 +336,11 @@ def summarise(
     elif "given boxes" in detectors:
         notes.append(GIVEN_BOXES_NOTE)
     return ModeProfile(
-        mode=mode.name,
-        model=mode.model,
-        weights=kind,
-        dtype=dtype,
-        detector=", ".join(sorted(detectors)) if detectors else "none",
-        peak_ram_bytes=ram,
-        peak_vram_bytes=vram,
-        peak_vram_reserved_bytes=vres,
-        peak_bytes=int(binding if binding is not None else ram),
-        covered_pixels=max(r.processed_pixels for r in runs),
-        bytes_per_pixel=slope(runs, device),
-        seconds_per_face=spf,
-        total_s=round(sum(r.total_s for r in runs), 3),
-        load_s=round(sum(r.load_s for r in runs), 3),
-        idle_rss_bytes=idle_rss,
-        idle_vram_bytes=idle_vram,
-        stepped_down_to=stepped,
-        failed=None,
-        runs=tuple(runs),
+        mode=mode.name, model=mode.model, weights=kind, dtype=dtype,
+        detector=", ".join(sorted(detectors)) if detectors else "none", peak_ram_bytes=ram, peak_vram_bytes=vram,
+        peak_vram_reserved_bytes=vres, peak_bytes=int(binding if binding is not None else ram),
+        covered_pixels=max(r.processed_pixels for r in runs), bytes_per_pixel=slope(runs, device), seconds_per_face=spf,
+        total_s=round(sum(r.total_s for r in runs), 3), load_s=round(sum(r.load_s for r in runs), 3),
+        idle_rss_bytes=idle_rss, idle_vram_bytes=idle_vram, stepped_down_to=stepped, failed=None, runs=tuple(runs),
         notes=tuple(dict.fromkeys(notes)),
     )

@@ -1,17 +1,9 @@
 """Where hardware profiles live and when they still hold.
 
-A :class:`~.records.Profile` is saved in the models folder's measurements store
-(:mod:`gpen_core.platform.measurements`: one typed, versioned file with the runtimes' speed
-records), one entry per device, with a :func:`fingerprint` of the machine, the versions and
-the weights present. :func:`measured_peak` / :func:`measured` (read by
-:mod:`gpen_core.engine.budget`) return a saved figure only while that fingerprint still
-matches; after a new GPU, a torch upgrade or a download the check must run again.
-
-A peak is one measurement, not a bound: repeated fresh-process runs of the same
-GPEN-BFR-512 call on this project's CPU machine ranged 1.15-1.55 GB (bimodal, even
-single-threaded); ``auto`` keeps 20 % of free memory spare for that.
-
-Pure: reads files and machine facts, never runs the engine.
+A :class:`~gpen_core.engine.profile_records.Profile` is saved in the models folder's measurements store
+(:mod:`gpen_core.platform.measurements`), one entry per device, with a :func:`fingerprint` of the machine,
+the versions and the weights present; :func:`measured` returns a saved figure only while it still
+matches (a new GPU, a torch upgrade or a download asks for a new check). Never runs the engine.
 """
 
 from __future__ import annotations
@@ -36,10 +28,6 @@ def device_key(device: str) -> str:
     return "cpu"
 
 
-def _cpu_model() -> str:
-    return cpu_model()
-
-
 @lru_cache(maxsize=8)
 def _machine_part(device: str) -> tuple[tuple[str, Any], ...]:
     """The parts of the fingerprint that cannot change while this process runs."""
@@ -62,13 +50,12 @@ def _machine_part(device: str) -> tuple[tuple[str, Any], ...]:
                 gpu = "unavailable"  # no CUDA (any more): a CUDA profile cannot match this machine
     from importlib import metadata
 
-    torch_version = None
     try:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:  # torch from a source build has no metadata; the module knows
         torch_version = getattr(sys.modules.get("torch"), "__version__", None)
     return (
-        ("cpu_model", _cpu_model()),
+        ("cpu_model", cpu_model()),
         ("cores", psutil.cpu_count(logical=True)),
         ("ram_total_mib", int(psutil.virtual_memory().total // 2**20)),
         ("device", device),
@@ -103,14 +90,10 @@ def fingerprint(device: str, models_dir: str | os.PathLike[str] | None = None, s
 
 
 def same_machine(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Fingerprints equal except for ``synthetic``: random weights cost what real ones cost,
-    so a synthetic profile serves ``auto`` as well as a real one (until real weights appear,
-    which changes ``weights``)."""
+    """Fingerprints equal except for ``synthetic``: random weights cost what real ones cost (real weights
+    appearing changes ``weights``)."""
     strip = lambda fp: {k: v for k, v in fp.items() if k != "synthetic"}  # noqa: E731
     return strip(a) == strip(b)
-
-
-# ------------------------------------------------------------------ save, load
 
 
 def profile_path(models_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -119,11 +102,8 @@ def profile_path(models_dir: str | os.PathLike[str] | None = None) -> Path:
 
 
 def save_profile(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Write ``profile`` into the models folder's measurements store under its device, atomically.
-
-    Modes measured earlier for the same fingerprint and workloads are kept when this
-    run measured only some modes (``--modes``); anything else for the device is replaced.
-    """
+    """Write ``profile`` into the models folder's measurements store under its device, atomically. Modes
+    and rows measured earlier for the same fingerprint and workloads stay when this run measured only some."""
     key = device_key(profile.device)
     mine = profile.to_dict()
     if isinstance(mine.get("backends"), dict):
@@ -137,9 +117,7 @@ def save_profile(profile: Profile, models_dir: str | os.PathLike[str] | None = N
             mine["modes"] = {**old.get("modes", {}), **mine["modes"]}
             mine["modes"] = {m: mine["modes"][m] for m in MODES if m in mine["modes"]}
             _merge_backends(old.get("backends"), mine.get("backends"))
-            tasks = {(t["task"], t["mode"]): t for t in old.get("tasks") or []}  # rows this run did not measure stay
-            tasks.update({(t["task"], t["mode"]): t for t in mine.get("tasks") or []})
-            mine["tasks"] = list(tasks.values())
+            mine["tasks"] = _merged(old.get("tasks"), mine.get("tasks"), "task", "mode")
         return replace(store, profiles={**store.profiles, key: mine})
 
     return measurements.update(put, models_dir)
@@ -149,14 +127,15 @@ def _merge_backends(old: Any, new: Any) -> None:
     """Keep the earlier backend rows this run did not measure (``--modes``, ``--no-backends``), in ``new``."""
     if not (isinstance(old, dict) and isinstance(new, dict) and (old.get("rows") or old.get("networks"))):
         return
-    rows = {(r["size"], r["dtype"]): r for r in old.get("rows") or []}
-    rows.update({(r["size"], r["dtype"]): r for r in new.get("rows") or []})
-    new["rows"] = list(rows.values())
-    nets = {(r["network"], r["size"], r["dtype"]): r for r in old.get("networks") or []}  # the parser's and detectors' rows
-    nets.update({(r["network"], r["size"], r["dtype"]): r for r in new.get("networks") or []})
-    new["networks"] = list(nets.values())
+    new["rows"] = _merged(old.get("rows"), new.get("rows"), "size", "dtype")
+    new["networks"] = _merged(old.get("networks"), new.get("networks"), "network", "size", "dtype")
     new["uses"] = {**(old.get("uses") or {}), **(new.get("uses") or {})}
     new["speed_file"] = new.get("speed_file") or old.get("speed_file")
+
+
+def _merged(old: Any, new: Any, *keys: str) -> list[dict[str, Any]]:
+    """The ``old`` rows (a list, or None) with those ``new`` measured again replaced, identified by ``keys``."""
+    return list({tuple(r[k] for k in keys): r for r in (*(old or ()), *(new or ()))}.values())
 
 
 def saved_profiles(models_dir: str | os.PathLike[str] | None = None) -> dict[str, dict[str, Any]]:
@@ -165,10 +144,8 @@ def saved_profiles(models_dir: str | os.PathLike[str] | None = None) -> dict[str
 
 
 def load_profile(device: str, models_dir: str | os.PathLike[str] | None = None, *, any_machine: bool = False) -> Profile | None:
-    """The saved profile for ``device`` when its fingerprint matches this machine now, else None.
-
-    ``any_machine=True`` returns it whatever the fingerprint (for showing an old result).
-    """
+    """The saved profile for ``device`` when its fingerprint matches this machine now (``any_machine``:
+    whatever the fingerprint, to show an old result), else None."""
     raw = saved_profiles(models_dir).get(device_key(device))
     if not isinstance(raw, dict):
         return None
@@ -181,11 +158,8 @@ def load_profile(device: str, models_dir: str | os.PathLike[str] | None = None, 
 
 
 def load_json(path: str | os.PathLike[str], device: str | None = None) -> Profile:
-    """A profile from a file: a single profile (``profile --json``), a saved measurements store or an
-    older ``profile.json`` (then the entry for ``device``, or the only/first one). ValueError when it holds none.
-
-    The layout is read by the store's one reader (:func:`gpen_core.platform.measurements.parse_document`),
-    which checks the version first."""
+    """A profile from a file: a single profile (``profile --json``), a saved measurements store or an older
+    ``profile.json`` (the entry for ``device``, or the first). ValueError when it holds none."""
     where = Path(path)
     store = measurements.parse_document(where.read_text(encoding="utf-8"), where)
     profiles = store.profiles
@@ -215,25 +189,20 @@ def measured(mode: str, device: str, models_dir: Path | None = None) -> Measured
     m = prof.modes[mode]
     if m.stepped_down_to is not None:  # the engine did not run this mode: nothing was measured for it
         return None
-    # A mode that failed for memory keeps what was free then as its peak, a lower bound:
-    # auto does not pick it until more than that is free.
+    # A mode that failed for memory keeps what was free then as its peak: a lower bound.
     src = f"measured on this machine ({prof.created}{', synthetic weights' if prof.synthetic else ''})"
     return Measured(m.peak_bytes, m.covered_pixels, m.bytes_per_pixel, src)
 
 
 def measured_peak(mode: str, device: str, models_dir: Path | None = None) -> tuple[int, str] | None:
-    """(peak bytes above the idle process for ``mode``'s standard workload on ``device``'s binding
-    memory — VRAM on CUDA, RAM on CPU —, where the figure comes from) from the saved profile when
-    it is valid for this machine (same fingerprint), else None."""
+    """(peak bytes above the idle process on ``device``'s binding memory, its source) of :func:`measured`."""
     m = measured(mode, device, models_dir)
     return None if m is None else (m.peak_bytes, m.source)
 
 
 def measured_task(task: str, mode: str, device: str, models_dir: Path | None = None) -> Measured | None:
-    """The saved measurement of GPEN's ``task`` (colorize, inpaint, seg2face) in ``mode`` on ``device``,
-    when the profile is valid for this machine and that row measured this mode; else None.
-
-    A row that ran out of memory keeps what was free then as its peak (a lower bound), as a mode does."""
+    """The saved measurement of GPEN's ``task`` in ``mode`` on ``device`` when valid for this machine and
+    that row measured this mode (a row out of memory keeps what was free then: a lower bound); else None."""
     prof = load_profile(device, models_dir)
     row = next((t for t in prof.tasks if t.task == task and t.mode == mode), None) if prof is not None else None
     if row is None or row.refused is not None or (row.failed is None and row.ran_mode != mode):

@@ -1,11 +1,7 @@
 """Which runtime runs a network: one pure decision for the generator, detector, parser and upscaler.
 
-The model cache gathers the facts (:class:`RuntimeFacts`: the measured choice, whether the
-network is converted for OpenVINO already, the RAM a conversion needs and the RAM free, another
-thread converting it, whether the lifetime policy lets a conversion pay for itself, where the
-running request stands against its mode's memory plan) and
-:func:`decide_runtime` turns them into a :class:`RuntimeDecision`; nothing here reads a file or
-the clock, so every rule is testable with plain values.
+The model cache gathers the facts (:class:`RuntimeFacts`) and :func:`decide_runtime` turns them into a
+:class:`RuntimeDecision`; nothing here reads a file or the clock, so every rule is testable with plain values.
 """
 
 from __future__ import annotations
@@ -22,11 +18,8 @@ CONVERT_AHEAD = "python -m gpen_core download"
 
 @dataclass(frozen=True)
 class RequestPlan:
-    """The running request's memory plan, as the engine sets it on the model cache for the request.
-
-    ``planned``: bytes of RAM the mode's plan gives the request above the process it started in
-    (:func:`gpen_core.engine.budget.estimate_peak` for its mode, photo and options: the figure the
-    mode was chosen or checked by); ``start_rss``: the process's resident set when it started."""
+    """The running request's memory plan: ``planned`` bytes of RAM above ``start_rss``, the process as it
+    started (:func:`gpen_core.engine.budget.estimate_peak`: the figure the mode was chosen or checked by)."""
 
     mode: str
     planned: int
@@ -53,28 +46,20 @@ class RuntimeFacts:
     network: Network
     what: str  # the network in a sentence: "the generator GPEN-BFR-512", "the resnet50 detector"
     requested: str  # the request's backend: "auto", "torch" or "openvino"
-    # The measured choice for this network, size and dtype on this CPU, before any first-use
-    # concern, from gpen_core.runtimes.openvino.generator.choose_mode_backend.
-    measured: BackendChoice
+    measured: BackendChoice  # the measured choice for it on this CPU, before any first-use concern
     torch_dtype: str  # the dtype it runs in on torch ("float32", "bfloat16", "float16")
     openvino_dtype: str  # the dtype it runs in on OpenVINO
-    # Converted for OpenVINO already (the cached graph is current). A network that cannot be
-    # traded for torch (the hardware check's random weights) counts as converted: it runs as chosen.
+    # Its OpenVINO graph is cached and current; the hardware check's random weights count as converted (run as chosen).
     converted: bool
     convert_ram: int  # bytes a first-use conversion adds to the process
     free_ram: int  # bytes of RAM free now
     convert_ram_estimated: bool = False  # ``convert_ram`` is an estimate from the file size, not measured
     converting: str = ""  # the file named in the free-RAM sentence (default ``what``)
     busy: str | None = None  # another thread is converting it right now: the sentence saying so
-    # The OpenVINO cache cannot be written (why, and how to fix it): a network not converted yet
-    # cannot be, whatever was asked, so it runs on torch until the folder is fixed.
+    # Why the OpenVINO cache cannot be written, and the fix: a network not converted yet runs on torch.
     unwritable: str | None = None
-    # Whether the work ahead repays a conversion inside this request (the lifetime policy:
-    # resident networks serve many requests or frames; one-shot serves one).
-    conversion_pays: bool = True
-    # The running request against its mode's memory plan; None outside a request (converting ahead,
-    # the background preparation, the hardware check): no plan to keep to there.
-    plan: PlanRoom | None = None
+    conversion_pays: bool = True  # the lifetime policy's: does the work ahead repay a conversion now?
+    plan: PlanRoom | None = None  # None outside a request (converting ahead, the hardware check): no plan
 
 
 @dataclass(frozen=True)
@@ -91,12 +76,10 @@ class RuntimeDecision:
 def decide_runtime(f: RuntimeFacts) -> RuntimeDecision:
     """torch or OpenVINO (and the dtype) for one network.
 
-    The measured choice stands unless it is OpenVINO for a network not converted yet; then,
-    under ``auto`` only (an explicit ``openvino`` converts as asked), the request runs torch
-    this time when the conversion does not fit the free RAM, or when it cannot pay for itself
-    (a one-shot request: the note says how to convert ahead), or when another thread is converting
-    it right now (this request would repeat the work), or when the conversion would take the
-    request above its mode's memory plan (a mode is a memory claim, kept whatever a first use costs)."""
+    The measured choice stands unless it is OpenVINO for a network not converted yet; then, under ``auto``
+    only (an explicit ``openvino`` converts as asked), the request runs torch this time when the conversion
+    does not fit the free RAM, cannot pay for itself (one-shot), would repeat another thread's conversion,
+    or would take the request above its mode's memory plan (a mode is a memory claim)."""
     why = f.measured.why
     if f.measured.runtime == "torch":
         return RuntimeDecision("torch", f.torch_dtype, why)
@@ -145,8 +128,7 @@ def _over_plan(f: RuntimeFacts) -> str | None:
 
 
 def instead_of_cache(f: RuntimeFacts, problem: Exception) -> RuntimeDecision:
-    """torch for this request when the OpenVINO cache could not serve the network after all (an entry
-    found damaged and set aside, a folder that refused the conversion): the note says so, and a
-    later request converts it again."""
+    """torch for this request when the OpenVINO cache could not serve the network after all (an entry found
+    damaged, a folder that refused the conversion); a later request converts it again."""
     note = f"{problem}; this request ran {f.what} on torch"
     return RuntimeDecision("torch", f.torch_dtype, note, note)

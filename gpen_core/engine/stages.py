@@ -1,11 +1,9 @@
 """The stages of one request, in order, each taking and returning typed values.
 
-:func:`gpen_core.engine.pipeline.run_attempt` is their sequence for a photo; a video's
-:class:`gpen_core.engine.frames.FrameSession` runs :func:`detect_faces` and
-:func:`restore_and_paste` per frame. No stage decides what stays loaded: each tells the model
-cache when it has ended (:meth:`~gpen_core.engine.model_cache.ModelCache.stage_ended`) and the
+:func:`gpen_core.engine.pipeline.run_attempt` runs them for a photo; a video's
+:class:`gpen_core.engine.frames.FrameSession` runs :func:`find_faces` and :func:`restore_and_paste` per
+frame. No stage decides what stays loaded: each tells the model cache when it has ended and the
 cache's lifetime policy (:mod:`gpen_core.engine.lifetime`) lets go what it lets go.
-Nothing heavy at import.
 """
 
 from __future__ import annotations
@@ -14,15 +12,37 @@ import time
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gpen_core.engine import tasks as task_steps
-from gpen_core.engine.request_context import RequestContext
-from gpen_core.modes import MemoryMode, Task
+from gpen_core.modes import MemoryMode, Task, get_task
 from gpen_core.options import RestoreOptions
+from gpen_core.progress import Progress
 from gpen_core.result import RejectedFace
+
+if TYPE_CHECKING:
+    from gpen_core.engine.model_cache import ModelCache
+
+
+def silent(fraction: float, message: str) -> None:
+    """No progress of its own: a video's frames (the caller counts frames)."""
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """What every stage of one attempt reads; a step-down to a lighter mode is a new context."""
+
+    models: "ModelCache"  # the restorer's networks and their lifetime policy
+    device: str  # "cpu", "cuda", "cuda:1"
+    mode: MemoryMode
+    opts: RestoreOptions  # validated
+    report: Progress = silent
+
+    @property
+    def task(self) -> Task:
+        return get_task(self.opts.task)
 
 
 @dataclass(frozen=True)
@@ -39,8 +59,8 @@ class Prepared:
 
 @dataclass
 class Generator:
-    """A loaded generator, ready to restore aligned crops. The restore stage :meth:`take`\ s its
-    ``forward``, so that once the model cache lets it go nothing else holds it."""
+    """A loaded generator. The restore stage :meth:`take`\ s its ``forward``, so that once the model cache
+    lets it go nothing else holds it."""
 
     forward: Any  # crop tensor -> restored tensor (torch or OpenVINO)
     size: int  # its face size in pixels
@@ -59,8 +79,8 @@ class Generator:
 
 @dataclass(frozen=True)
 class Loaded:
-    """What the request loads before detection: the generator (None when the lifetime policy
-    defers it until detection is over) and the paste mask function (None: GPEN's rectangle)."""
+    """What the request loads before detection: the generator (None: deferred past detection) and the paste
+    mask function (None: GPEN's rectangle)."""
 
     generator: Generator | None
     parsing_fn: Any
@@ -91,7 +111,6 @@ class Upscaled:
     seconds: float
     dtype: str
     name: str  # the upscaler's registry name or file name
-    dtype_reason: str = ""  # why that dtype (tiles.choose_bf16)
 
 
 @dataclass(frozen=True)
@@ -177,9 +196,8 @@ def load_networks(ctx: RequestContext, numerics: ExitStack, boxes_given: bool) -
 
 
 def detect(ctx: RequestContext, photo: Prepared, given: list[Any] | None) -> Found:
-    """Find the faces (or take the caller's boxes, following the pre-shrink), at most ``max_faces``.
-    With given boxes and synthetic weights (the hardware check) the mode's detector still runs
-    for its true cost. The detect stage then ends (one-shot: the detector goes)."""
+    """Find the faces (or take the caller's boxes, following the pre-shrink), at most ``max_faces``; with given
+    boxes and synthetic weights (the hardware check) the detector still runs for its cost. The stage then ends."""
     from gpen_core.platform.oom import malloc_trim
 
     models, device, mode, opts = ctx.models, ctx.device, ctx.mode, ctx.opts
@@ -256,9 +274,9 @@ def find_faces(detector: Any, rgb: np.ndarray, mode: MemoryMode, opts: RestoreOp
 
 
 def upscale(ctx: RequestContext, photo: Prepared, found: Found) -> Canvas:
-    """GPEN's --use_sr flow when asked: upscale the photo in tiles; resize the original (and its alpha) to that
-    size with bilinear, as official, for alignment; move the detections to it. Faces are then restored and
-    pasted at the upscaled size. Without upscaling the canvas is the prepared photo (a resident upscaler goes)."""
+    """GPEN's --use_sr flow when asked: upscale the photo in tiles, resize the original (and its alpha) to that
+    size bilinearly for alignment, as official, and move the detections to it. Without upscaling the canvas
+    is the prepared photo (a resident upscaler goes)."""
     models, device, mode, opts = ctx.models, ctx.device, ctx.mode, ctx.opts
     base = Canvas(photo.rgb, photo.alpha, found.detections, found.rejected, None, 0.0, (), photo.grey, photo.damage)
     if opts.upscale > 1 and not mode.paste:
@@ -301,7 +319,7 @@ def _upscale_background(ctx: RequestContext, photo: Prepared, found: Found) -> C
     if detections and s != found.scale:
         detections = [scale_detection(d, s / found.scale) for d in detections]
     rejected = tuple(replace(r, box=tuple(v * s / found.scale for v in r.box)) for r in found.rejected)
-    upscaled = Upscaled(up.image, s, up.grid, up.seconds, up.dtype, name, why)
+    upscaled = Upscaled(up.image, s, up.grid, up.seconds, up.dtype, name)
     note = (f"background upscaled ×{s} by {name}: {w}×{h} → {w * s}×{h * s}, {up.grid.count} "
             f"tile{'s' if up.grid.count > 1 else ''} of {up.grid.tile} px with {up.grid.pad} px context, in {why}; "
             "faces restored and pasted at that size")
@@ -309,9 +327,8 @@ def _upscale_background(ctx: RequestContext, photo: Prepared, found: Found) -> C
 
 
 class FaceRestorer:
-    """The generator as :func:`gpen_core.faces.photo.restore_photo`'s ``restore_fn``: one aligned
-    crop in, the restored crop out. After the ``expected``-th face the restore stage ends (one-shot:
-    the generator goes); a face restored beyond the count loads it again instead of failing."""
+    """The generator as :func:`gpen_core.faces.photo.restore_photo`'s ``restore_fn``: one aligned crop in, the
+    restored crop out. After the ``expected``-th face the restore stage ends; a face beyond it reloads it."""
 
     def __init__(self, ctx: RequestContext, generator: Generator, grey: np.ndarray | None, expected: int) -> None:
         self.models, self.device, self.mode, self.opts, self.task = ctx.models, ctx.device, ctx.mode, ctx.opts, ctx.task
@@ -352,11 +369,9 @@ class FaceRestorer:
 
 def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator, parsing_fn: Any,
                       check_identity: bool = True) -> Restored:
-    """Align each detection, restore it with ``generator`` and paste it back through ``parsing_fn``'s
-    mask (faces.photo.restore_photo: one face at a time, so only one crop's buffers live at once),
-    each face's identity checked as ``opts.identity`` asks (``check_identity`` False: not on this clip's frame,
-    which keeps the check's models loaded for the next).
-    The paste stage then ends (one-shot: the generator, if a face was skipped, and the parser go)."""
+    """Align each detection, restore it with ``generator`` and paste it back through ``parsing_fn``'s mask, one
+    face at a time, identity checked as ``opts.identity`` asks unless ``check_identity`` is False (a clip's
+    unchecked frame). The paste stage then ends."""
     from gpen_core.faces import photo as faces_photo
     from gpen_core.faces.identity import policy_for
 
@@ -381,10 +396,15 @@ def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator,
     return Restored(out, tuple(restorer.overflows), parsed, tuple(getattr(parsing_fn, "notes", ())))
 
 
+def face_seconds(photo: Any) -> dict[str, float]:
+    """The face loop's seconds per stage (faces.photo.PhotoOutput.timings) as :class:`~gpen_core.result.Timings` fields."""
+    return {k: photo.timings.get(k, 0.0) for k in ("align_s", "restore_s", "paste_s", "identity_s")}
+
+
 def finish_notes(restored: Restored, found: Found, generator: Generator, mode: MemoryMode, opts: RestoreOptions,
                  given: bool) -> list[str]:
-    """What the restore stage says: the photo's own notes, where the run departs from the official
-    code, and each generator overflow with how many faces it hit."""
+    """What the restore stage says: the photo's notes, the departures from the official code, and each
+    generator overflow with how many faces it hit."""
     from gpen_core.modes import official_departures
 
     notes = [*restored.notes, *restored.photo.notes]

@@ -1,10 +1,6 @@
-"""The engine's steps around GPEN's other tasks: what the faces are taken from, and colorization's last step.
-
-:func:`task_input` turns the decoded photo into what the face loop reads (grey for colorize;
-the damage for inpaint, from the user's mask or the white strokes in the photo) and
-:func:`colorized` puts the photo's own luminance back after the faces are pasted. The image
-operations themselves are in :mod:`gpen_core.faces.tasks`; this module decides and says what
-was done in the result's notes.
+"""The engine's steps around GPEN's other tasks: what the faces are taken from (:func:`task_input`) and
+colorization's last step (:func:`colorized`). The image operations are :mod:`gpen_core.faces.tasks`'; this
+module decides and says what was done in the result's notes.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""What a mode needs in VRAM on a GPU: an estimate from the networks' own sizes, until measured.
-
-No GPU has measured the modes yet (``benchmarks/gpu_check.py`` and the hardware check do
-when one is there, and their figures replace these). The estimate is built from what a
-request holds on the GPU:
-
-- each network's weights in the dtype it runs in: parameters and buffers counted on the
-  ``meta`` device from the architectures themselves (nothing allocated, nothing loaded),
-  the generator's scaled by what its prepared form adds (:data:`PREPARED_RATIO`);
-- for a half-precision generator, the float32 copy kept for a face whose float16 output
-  overflows (:meth:`gpen_core.networks.prepared.PreparedForward.float32_twin`);
-- activations: :data:`GENERATOR_LIVE` times the generator's largest feature map
-  (features + noise half at the finest level), the detector's and parser's working sets per
-  input pixel (:data:`DETECTOR_BYTES_PER_PIXEL`, :data:`PARSER_BYTES_PER_PIXEL`), and
-  :data:`WORKSPACE_BYTES` for cuDNN workspaces and allocator rounding.
-
-The photo's full-frame buffers (decode, paste, encode) stay in RAM on a GPU run, so the
-estimate does not grow with the photo. Every figure here is an estimate and is shown as one.
+"""What a mode needs in VRAM on a GPU: an estimate from the networks' own sizes, until measured
+(docs/gpu.md, "Built-in VRAM estimates"). Weights are counted on the ``meta`` device (nothing
+allocated); the photo's full-frame buffers stay in RAM. Every figure here is an estimate, shown as one.
 """
 
 from __future__ import annotations
@@ -48,7 +33,8 @@ DETECTOR_ELEMENTS = {"mobilenet0.25": 426_608 + 6_735, "resnet50": 27_293_600 + 
 
 @dataclass(frozen=True)
 class VramEstimate:
-    """Bytes per part of one request in one mode on a GPU (all estimates)."""
+    """Bytes per part of one request in one mode on a GPU (all estimates); ``float32_fallback``: the copy
+    kept for a face whose float16 output overflows (PreparedForward.float32_twin)."""
 
     weights: int
     float32_fallback: int

@@ -207,7 +207,7 @@ class FaceDetector:
         costs what the real one costs and reports no faces (callers pass boxes).
 
         ``runner``: the network already built on another runtime (the engine hands in an
-        OpenVINO one, :func:`gpen_core.engine.backends.openvino_detector`): an object with
+        OpenVINO one, :func:`gpen_core.engine.network_loads.openvino_detector`): an object with
         ``detect_faces(bgr, conf_threshold=, nms_threshold=)``, ``variant`` and ``convert_s``.
         The post-processing is facexlib's either way; this room never imports a runtime."""
         import torch

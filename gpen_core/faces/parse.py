@@ -55,7 +55,7 @@ class ParsingMasker:
     with random weights (the hardware check: same cost). The OpenVINO parser runs the same
     network converted to OpenVINO (:mod:`gpen_core.runtimes.openvino.parser`, cached under ``models_dir``; CPU
     only; bf16 where the dtype is bfloat16 and the plugin has it), handed in as ``parser`` by
-    :func:`gpen_core.engine.backends.openvino_masker`.
+    :func:`gpen_core.engine.network_loads.openvino_masker`.
     """
 
     def __init__(

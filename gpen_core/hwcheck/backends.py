@@ -121,7 +121,7 @@ def plan(
     spec = {"mode": "backends", "task": "backends", "pairs": list(pairs.values()), "runs": max(1, int(runs)),
             "models_dir": models_dir, "threads": specs[0].get("threads") if specs else None}
     if not configs:  # the parser too, for auto (gpen_core.runtimes.openvino.parser); overrides are experiments: generator only
-        from gpen_core.engine.model_cache import PARSER_WEIGHTS
+        from gpen_core.engine.network_loads import PARSER_WEIGHTS
         from gpen_core.runtimes.openvino.parser import check_pairs
         from gpen_core.faces.parse import choose_parse_dtype
 

@@ -222,7 +222,7 @@ def measure_speed(input_size: int, dtype: str, *, weights: str | os.PathLike[str
 
 def check_pairs(uses: Iterable[tuple[int, str]], models_dir: str | os.PathLike[str] | None, names: Sequence[str]) -> list[dict[str, Any]]:
     """The hardware check's parser pairs for the (input size, parse dtype) ``uses`` of its modes, with the
-    first of ``names`` (model_cache.PARSER_WEIGHTS) in the models folder (None: :func:`synthetic_weights`)."""
+    first of ``names`` (network_loads.PARSER_WEIGHTS) in the models folder (None: :func:`synthetic_weights`)."""
     from gpen_core.weights.lookup import locate
 
     found = next((p for p in (locate(n, models_dir=models_dir) for n in names) if p is not None), None)
