@@ -57,7 +57,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -73,13 +72,9 @@ SEG_W, SEG_H = 192, 208  # --segments' frames
 
 
 def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+    from gpen_core.platform.cpuinfo import cpu_model
+
+    return cpu_model()
 
 
 def cpu_flags() -> str:
