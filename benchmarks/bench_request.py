@@ -2,7 +2,8 @@
 
 Its tables: the whole-request rows of docs/performance.md's perf-table (through bench.py) and
 "Where a 12 MP request's memory goes" there (``--stages``); with ``--task-peaks``, docs/tasks.md's
-"The hardware check measures the tasks" table (GPEN's 1024 px task networks per mode).
+"The hardware check measures the tasks" table (GPEN's 1024 px task networks per mode); with
+``--collections``, "Garbage collection in the app" there (the app's requests with and without its start's freeze).
 
     .venv/bin/python benchmarks/bench_request.py                  # every mode, 5 runs each after a warm-up
     .venv/bin/python benchmarks/bench_request.py --modes low quality --runs 3
@@ -10,6 +11,7 @@ Its tables: the whole-request rows of docs/performance.md's perf-table (through 
     .venv/bin/python benchmarks/bench_request.py --modes low quality --one-shot   # as the CLI runs one photo
     .venv/bin/python benchmarks/bench_request.py --task-peaks                      # colorize and inpaint, every mode with a plan
     .venv/bin/python benchmarks/bench_request.py --task-peaks --tasks colorize --modes balanced
+    .venv/bin/python benchmarks/bench_request.py --collections                     # low and balanced, alternated, 3 pairs
 
 Each mode runs in its own process (a clean peak RSS), through the real engine
 (``Restorer.__call__`` on the JPEG file: decode, detect, align, restore, paste,
@@ -514,10 +516,80 @@ def task_peaks_main(argv: list[str]) -> int:
     return 0
 
 
+# ------------------------------------------------------------ the app's collections (--collections)
+# The app's own process as its server has it (app imported, then app_state.ready_engine at its start, or
+# only the engine imported, as before that freeze), restoring examples/astronaut_low_resolution.jpg in
+# low and balanced alternated; every full collection (generation 2) is counted and timed.
+
+
+def collections_child(frozen: bool, models: Path, pairs: int) -> None:
+    import gc
+
+    import app
+    from gpen_core.engine.pipeline import import_engine
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+
+    app.ready_engine(local=True) if frozen else import_engine()
+    stand_ins(models)
+    seen = {"n": 0, "s": 0.0, "t0": 0.0}
+
+    def timed(phase: str, info: dict) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                seen["t0"] = time.perf_counter()
+            else:
+                seen["n"] += 1
+                seen["s"] += time.perf_counter() - seen["t0"]
+
+    gc.callbacks.append(timed)
+    restorer, photo = Restorer(models_dir=models), str(ROOT / "examples" / "astronaut_low_resolution.jpg")
+    for mode in ("low", "balanced") * pairs:
+        seen.update(n=0, s=0.0)
+        t0 = time.perf_counter()
+        restorer(photo, RestoreOptions(mode=mode))
+        print(json.dumps({"frozen": frozen, "mode": mode, "wall": time.perf_counter() - t0, "collections": seen["n"],
+                          "collecting": seen["s"], "tracked": len(gc.get_objects())}), flush=True)
+
+
+def collections_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description="the app's requests with and without the freeze at its start")
+    p.add_argument("--pairs", type=int, default=3, help="low then balanced, this many times, in each process")
+    p.add_argument("--collections-child", nargs=2, metavar=("FROZEN", "MODELS"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.collections_child:
+        collections_child(args.collections_child[0] == "1", Path(args.collections_child[1]), args.pairs)
+        return 0
+    from bench_video import cpu_flags
+
+    from gpen_core.platform.cpuinfo import cpu_model
+
+    print(f"CPU: {cpu_model()} ({cpu_flags()}), {os.cpu_count()} cores; load average at start {os.getloadavg()[0]:.1f}\n")
+    print("| the app's start | mode | wall s | full collections | s collecting | objects they walk |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        _, models = _make_inputs(Path(tmp))
+        for frozen in (False, True):
+            out = subprocess.run([sys.executable, __file__, "--collections", "--pairs", str(args.pairs),
+                                  "--collections-child", "1" if frozen else "0", str(models)],
+                                 capture_output=True, text=True, cwd=ROOT)
+            if out.returncode:
+                sys.exit(out.stderr[-3000:])
+            for line in out.stdout.splitlines():
+                if line.startswith("{"):
+                    r = json.loads(line)
+                    print(f"| {'frozen' if r['frozen'] else 'as before'} | {r['mode']} | {r['wall']:.2f} | {r['collections']} | "
+                          f"{r['collecting']:.2f} | {r['tracked']:,} |", flush=True)
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     if "--task-peaks" in given:
         return task_peaks_main([a for a in given if a != "--task-peaks"])
+    if "--collections" in given:
+        return collections_main([a for a in given if a != "--collections"])
     from gpen_core.modes import MODES
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

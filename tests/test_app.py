@@ -34,9 +34,12 @@ EXAMPLE = ROOT / "examples" / "astronaut_low_resolution.jpg"
 
 @pytest.fixture(autouse=True)
 def _server_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """app.main() sets STATE.policy and sweeps TEMP_ROOT: keep both per test."""
+    """app.main() sets STATE.policy, sweeps TEMP_ROOT and freezes the process's objects: keep the first two per
+    test, and the freeze out of the test process (it would keep what earlier tests left; tests/test_collector.py
+    runs it in a process of its own)."""
     monkeypatch.setattr(app.STATE, "policy", Policy())
     monkeypatch.setattr(app, "TEMP_ROOT", tmp_path / "app-temp")
+    monkeypatch.setattr(app, "ready_engine", lambda local: 0)
 
 
 class RecordingProgress:
@@ -288,6 +291,16 @@ def test_cli_binds_localhost_and_share_always_has_auth(monkeypatch: pytest.Monke
 
     app.main(["--share", "--auth", "ann:secret", "--port", "8080", "--host", "0.0.0.0"])
     assert calls[-1]["auth"] == ("ann", "secret") and calls[-1]["server_port"] == 8080 and calls[-1]["server_name"] == "0.0.0.0"
+
+
+def test_main_readies_the_engine_before_the_page_and_only_for_local_restores(monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[object] = []
+    monkeypatch.setattr(app, "ready_engine", lambda local: events.append(("ready", local)) or 0)
+    monkeypatch.setattr(app.demo, "launch", lambda **kw: events.append("launch") or (None, "http://127.0.0.1:7860/", None))
+    monkeypatch.setattr(app.demo, "block_thread", lambda: None)
+    monkeypatch.setattr(app.prep_ui, "start_background", lambda *a, **kw: events.append("prepare"))
+    app.main([])
+    assert events == [("ready", True), "launch", "prepare"]  # frozen before the background preparation loads anything
 
 
 def test_importing_the_app_loads_no_model() -> None:

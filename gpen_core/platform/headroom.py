@@ -44,6 +44,9 @@ _installed = threading.Lock()
 _handles: tuple = ()
 # Calls that finished (see :func:`_signature`): their kernels are built, nothing new is mapped for them.
 _finished: set[tuple] = set()
+# The signature of each checked call still running, by (module, thread): the post-hook records it
+# without computing it again, and a seen call (the common case) costs the post-hook one dict miss.
+_running: dict[tuple[int, int], tuple] = {}
 
 
 def capped() -> bool:
@@ -76,7 +79,11 @@ def _signature(module: object, inputs: tuple) -> tuple:
 
 
 def _check(module: object, inputs: tuple) -> None:
-    if not capped() or _signature(module, inputs) in _finished:
+    if not capped():
+        return
+    signature, key = _signature(module, inputs), (id(module), threading.get_ident())
+    if signature in _finished:
+        _running.pop(key, None)  # a call that raised left its entry; this one must not record it
         return
     need = room_for(inputs)
     if not can_map(need):
@@ -86,10 +93,13 @@ def _check(module: object, inputs: tuple) -> None:
             f"the address-space cap (ulimit -v) leaves less than the {need / 2**20:.0f} MiB that "
             f"{type(module).__name__} may need: stopped before it rather than at the cap's edge"
         )
+    _running[key] = signature
 
 
 def _finish(module: object, inputs: tuple, output: object) -> None:
-    _finished.add(_signature(module, inputs))
+    signature = _running.pop((id(module), threading.get_ident()), None)
+    if signature is not None:
+        _finished.add(signature)
 
 
 def guard_layers() -> bool:
