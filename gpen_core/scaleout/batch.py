@@ -1,24 +1,10 @@
 """Restore a folder (or an object-store prefix) of photos with Ray Data: ``restore … --ray``.
 
-The driver lists the inputs, skips those already restored, and streams the rest
-through Ray Data: ``read_binary_files`` reads the bytes (never ``read_images``,
-which dies on the first corrupt file) and an actor pool restores them, one cached
-``Restorer`` per actor, warmed once. The driver writes every output and appends one
-``manifest.jsonl`` record per input, tagged with the run's id (status ok / error / skipped, the error text,
-the measured peaks and timings), so outputs land on the machine that ran the
-command even when the actors run elsewhere.
-
-Three traps this module is shaped by (measured with Ray 2.60 on 2 cores):
-
-- Actors at ``num_cpus=1`` on a 2-CPU Ray left nothing for the read tasks and hung
-  with no error: actors here take fractional CPUs and reads a quarter CPU, and
-  together they never claim the whole cluster.
-- An exception raised inside ``map_batches`` aborts the whole job, and
-  ``max_errored_blocks`` makes the bad file silently vanish: every row's error is
-  caught in the actor and returned as that file's record.
-- Ray sets ``OMP_NUM_THREADS`` from the actor's (fractional) CPUs: the actor sets
-  torch's threads itself from its share.
-"""
+Ray Data reads the bytes (``read_binary_files``: ``read_images`` dies on the first corrupt file) and an actor
+pool restores them, one warmed ``Restorer`` per actor; the driver writes every output and appends one
+``manifest.jsonl`` record per input. Actors take fractional CPUs and leave some for reading (whole CPUs hung
+a 2-core Ray without an error), catch every row's error (a raise aborts the job) and set torch's threads from
+their share (docs/ray.md)."""
 
 from __future__ import annotations
 
@@ -94,9 +80,6 @@ class BatchSummary:
         return next((int(r.get("exit_code") or 1) for r in self.records if r["status"] == "error"), 0)
 
 
-# ---------------------------------------------------------------- listing
-
-
 @dataclass(frozen=True)
 class _Input:
     shown: str  # as the user would write it: the local path or the URI
@@ -154,9 +137,6 @@ def existing_output(output: Path, stem: str) -> Path | None:
     return None
 
 
-# ----------------------------------------------------------------- actors
-
-
 def worker_threads(cpus_per_worker: float) -> int:
     """torch threads for an actor with this CPU share (at least one)."""
     return max(1, int(math.floor(cpus_per_worker + 1e-9)))
@@ -165,10 +145,8 @@ def worker_threads(cpus_per_worker: float) -> int:
 class RestoreWorker:
     """One Ray Data actor: a cached Restorer, warmed once, restoring one photo per row.
 
-    Rows are ``{"bytes", "path"}`` (``read_binary_files(include_paths=True)``); each
-    returns ``{"record": JSON text, "encoded": restored bytes or b""}``. Never raises
-    for a photo: its error becomes its record (a raise would abort the whole job).
-    """
+    Rows are ``{"bytes", "path"}``; each returns ``{"record": JSON text, "encoded": restored bytes or b""}``. Never
+    raises for a photo: its error becomes its record (a raise would abort the whole job)."""
 
     def __init__(self, options: Any, models_dir: str | None, device: str | None, threads: int) -> None:
         from gpen_core.restorer import get_restorer
@@ -238,18 +216,11 @@ def warm_up(restorer: Any, options: Any) -> None:
     restorer(blank, replace(opts, output_format=None))
 
 
-
-# ----------------------------------------------------------------- driver
-
-
 def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None, gpus_per_worker: float,
                    cpus_per_worker: float | None, memory_per_worker: float = 0.0,
                    cluster_memory: float = math.inf) -> tuple[int, float]:
-    """(actors, CPUs per actor) leaving RESERVED_CPUS free for reading; InputError when it cannot fit.
-
-    Ray waits for ever, without an error, for an actor it cannot place: whatever does
-    not fit (CPUs, GPUs, memory) is refused here with the number that would.
-    """
+    """(actors, CPUs per actor) leaving RESERVED_CPUS free for reading; InputError naming what would fit
+    when it cannot (Ray waits for ever, without an error, for an actor it cannot place)."""
     from gpen_core.platform.meter import format_bytes
 
     if gpus_per_worker < 0 or (workers is not None and workers < 1):
@@ -281,11 +252,8 @@ def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None
 def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None] | None = None) -> BatchSummary:
     """Restore every image under ``config.source`` into ``config.output``; one record per input.
 
-    ``on_record(record, done, total)`` is called as each record is written (the
-    CLI prints JSON lines or a progress bar). Raises InputError / WeightsError only
-    for the run as a whole (no inputs, Ray missing, workers that cannot fit); a bad
-    photo is a record with status "error", never an exception.
-    """
+    ``on_record(record, done, total)`` as each record is written. InputError / WeightsError only for the run as a
+    whole (no inputs, Ray missing, workers that cannot fit); a bad photo is a record with status "error"."""
     from gpen_core.scaleout.runtime import import_ray, ray_session, worker_memory_bytes
 
     import_ray()  # Ray missing: say how to install it before anything else (pyarrow comes with it)

@@ -1,19 +1,9 @@
-"""A long clip's segments restored by Ray workers: :class:`RayRunner` for :func:`gpen_core.video.resumable.restore_in_segments`.
+"""A long clip's segments restored by Ray workers: :class:`RayRunner`, one Ray task a segment.
 
-Each segment is one Ray task (:func:`segment_task`). A worker process keeps one Restorer
-(``get_restorer``, process-wide), so its networks load once however many segments it takes; each task
-opens a frame session on it, restores its segment into a temporary file and returns the file's bytes
-(a few MB for 10 s), which the driver writes into the work folder: outputs land on the machine that
-ran the command, as with photo batches. The workers read the input by its path, so on a cluster of
-several machines it must be at the same path on each (shared storage).
-
-A worker that dies (killed, out of memory) has its segment run once more (``max_retries=1``); a
-restore error (bad input, missing weights) is not retried and ends the run with its message, the
-finished segments kept for a resume. Resources as for photo batches: a loopback-only local Ray
-unless ``address`` is given (:mod:`gpen_core.scaleout.runtime`), workers sized by
-:func:`gpen_core.scaleout.batch.plan_resources` with memory reserved per worker, so a worker's memory is
-bounded like one process's.
-"""
+A worker keeps one Restorer, so its networks load once; each task restores its segment into a temporary file
+and returns the bytes, which the driver writes into the work folder. Workers read the input by its path (on a
+cluster: shared storage). A dead worker's segment runs once more; a restore error ends the run, the finished
+segments kept. docs/video-segments.md, "On Ray"."""
 
 from __future__ import annotations
 
@@ -32,8 +22,7 @@ from gpen_core.scaleout.runtime import use_threads, worker_name
 from gpen_core.video.resumable import SegmentRecord
 from gpen_core.video.segments import Segment, SegmentPlan
 
-# Segments in flight beyond the workers' count: each finished one's bytes wait in Ray's object store
-# until the driver writes them, so a small margin keeps workers busy without piling results up.
+# Segments in flight beyond the workers' count: a small margin, as finished bytes wait in Ray's object store.
 EXTRA_IN_FLIGHT = 1
 # A worker that dies (killed, out of memory) has its segment tried once more before the run stops.
 MAX_RETRIES = 1
@@ -71,10 +60,8 @@ class SegmentJob:
 
 
 def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[dict[str, Any], bytes]:
-    """Run on a Ray worker: restore ``seg`` and return (its record, the segment file's bytes).
-
-    Errors the user can act on come back as ``{"error", "error_type", "exit_code"}`` with no bytes.
-    """
+    """On a Ray worker: restore ``seg``, return (its record, the file's bytes); an error the user can act
+    on as ``{"error", "error_type", "exit_code"}`` with no bytes."""
     from gpen_core.platform.meter import PeakMeter
     from gpen_core.restorer import get_restorer
     from gpen_core.video.engine_seam import FrameEngine
@@ -102,7 +89,6 @@ def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[dict[str, Any
             "rss": p.rss_bytes if p else None, "vram": p.vram_reserved_bytes if p else None,
             "worker": worker_name(), "notes": list(done.notes), "mode": done.mode, "mode_reason": done.mode_reason,
             "runtimes": [asdict(r) for r in done.runtimes], "identity": done.identity}, data
-
 
 
 @dataclass
@@ -146,8 +132,7 @@ class RayRunner:
 
 def _drain(ray: Any, submit: Callable[[Segment], Any], pending: list[Segment], folder: Path, limit: int,
            on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
-    """Keep ``limit`` tasks in flight (``submit``: a segment's Ray task started, its object ref); write each
-    finished segment into ``folder`` and yield its record."""
+    """Keep ``limit`` tasks in flight; write each finished segment into ``folder`` and yield its record."""
     todo = list(pending)
     running: dict[Any, Segment] = {}
     try:
@@ -173,7 +158,7 @@ def _drain(ray: Any, submit: Callable[[Segment], Any], pending: list[Segment], f
 
 def _result(ray: Any, ref: Any, seg: Segment) -> tuple[dict[str, Any], bytes]:
     """The task's (record, bytes); WorkerDied when its process died on every try or Ray lost it (a task's own
-    bug, RayTaskError, is not caught: its traceback is what a report needs)."""
+    bug, RayTaskError, passes: its traceback is what a report needs)."""
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError:

@@ -1,5 +1,5 @@
-"""The video parts of ``python -m gpen_core restore`` that need no exit code: its options, where each
-clip is written, the progress line and the summary (the CLI runs the clips and decides exit codes)."""
+"""The video parts of ``python -m gpen_core restore`` that need no exit code: options, output names,
+the progress line and the summary."""
 
 from __future__ import annotations
 
@@ -42,10 +42,7 @@ def face_numbers(text: str | None) -> frozenset[int] | None:
 
 def plan_video_outputs(videos: list[Path], output: str, photos_too: bool) -> list[tuple[Path, Path]]:
     """(input, output) per video: the file ``output`` for one video alone, else ``output/<name>.mp4``.
-
-    Checked here, before any model loads or any frame: the output is no device, FIFO or input (by any
-    link) and its folder is writable (InputError, exit 2); only then is a missing output folder made.
-    """
+    Checked before any model loads (InputError, exit 2); only then is a missing output folder made."""
     from gpen_core.images.outputs import check_output_file, check_writable, output_stems
     from gpen_core.video.output import check_output
 
@@ -68,9 +65,8 @@ def plan_video_outputs(videos: list[Path], output: str, photos_too: bool) -> lis
 
 
 class VideoBar:
-    """Frames done, frames a second and time left on stderr: one line redrawn in a terminal (at most 5
-    updates a second); in a log (not a terminal), a line of its own per tenth of the clip (per 100 frames
-    when the count is unknown), never a run-on line of carriage returns."""
+    """Frames done, frames a second and time left on stderr: one line redrawn in a terminal (at most 5 a
+    second); in a log, a line per tenth of the clip (per 100 frames when the count is unknown)."""
 
     def __init__(self, name: str) -> None:
         from gpen_core.video.rate import FrameRate

@@ -1,14 +1,8 @@
 """Segments joined into one MP4 without re-encoding, the input's audio copied once: :func:`join_segments`.
 
-Each segment's H.264 packets are copied as they are (every segment starts with a keyframe: its own
-encoder), keeping their presentation timestamps, which are the input's. Decode timestamps are made
-anew for the whole file: each segment's encoder starts its decode clock a couple of frames before its
-first frame (B-frame reordering), which would run backwards at a seam; here decode time *i* is the
-*(i − D)*-th presentation time, D the deepest reordering of any segment, so it only ever rises and never
-passes a packet's presentation time. Audio packets come from the input (AAC where MP4 cannot take
-them, as the one-pass path does), interleaved with the video by time. Written under a temporary
-name and renamed onto the output when complete.
-"""
+H.264 packets are copied with their presentation timestamps (the input's); decode timestamps are made anew,
+decode time *i* being the *(i − D)*-th presentation time (D: the deepest B-frame reordering of any segment),
+so they never run backwards at a seam. docs/video-segments.md, "Cut, restore, join"."""
 
 from __future__ import annotations
 
@@ -82,10 +76,8 @@ def _video_packets(folder: Path, plan: SegmentPlan, depth: int) -> Iterator[tupl
 
 
 def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: bool = True) -> str:
-    """Write ``dst`` from the plan's segment files in ``folder`` and ``src``'s audio; returns how audio went.
-
-    "copied" / "re-encoded" / "none", as :class:`~gpen_core.video.result.VideoResult.audio`.
-    """
+    """Write ``dst`` from the plan's segment files in ``folder`` and ``src``'s audio; returns how audio went
+    ("copied" / "re-encoded" / "none", as ``VideoResult.audio``)."""
     import av
 
     from gpen_core.platform.leftovers import sweep_partials
@@ -113,8 +105,7 @@ def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: b
 
 
 def _write_joined(av: Any, container: Any, plan: SegmentPlan, folder: Path, tmp: Path, depth: int, add_audio: Any) -> list[Any]:
-    """The segments' video and the input's audio, interleaved by time, into ``tmp``; the audio routes
-    (``add_audio`` None: --no-audio, none)."""
+    """The segments' video and the input's audio, interleaved by time, into ``tmp``; the audio routes."""
     with av.open(str(folder / plan.segments[0].file)) as first:
         out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
         try:

@@ -1,5 +1,4 @@
-"""The output file: H.264 yuv420p MP4 under a temporary name beside the output, audio copied or re-encoded,
-renamed onto the output name only when complete (a refusal or a stop leaves nothing under it)."""
+"""The output file: H.264 yuv420p MP4 under a temporary name beside the output, renamed onto it only when complete."""
 
 from __future__ import annotations
 
@@ -17,10 +16,8 @@ from gpen_core.video.probe import MP4_AUDIO
 VIDEO_SUFFIXES = (".mp4", ".m4v")
 # x264's speed/size trade: its default.
 X264_PRESET = "medium"
-# Frames x264 looks ahead for rate control. Its default at this preset, 40, held ~90 MiB more at 1280×720
-# (the encoder alone, 64 frames: peak 244 MiB against 150 MiB with 10), filling only over a clip's first
-# ~60 frames, so short clips hid it. 10 keeps the encoder's buffers small; the cost is some compression at
-# the same crf (mb-tree sees less ahead), not measured on real footage here.
+# Frames x264 looks ahead for rate control: its default, 40, held ~90 MiB more at 1280×720; 10 costs some
+# compression at the same crf (measured: docs/video.md, "What is held at once").
 X264_LOOKAHEAD = 10
 
 
@@ -31,7 +28,7 @@ def temp_name(dst: Path) -> Path:
 
 def check_output(dst: Path, src: str | os.PathLike[str] | None = None) -> None:
     """InputError, before any frame, for an output that cannot or may not be written: not .mp4, its folder
-    missing or not writable, a device/FIFO/folder, or ``src`` itself (by any link): one rule with photos."""
+    missing or read-only, a device/FIFO/folder, or ``src`` itself by any link (one rule with photos)."""
     from gpen_core.images.outputs import check_output_file
 
     if dst.suffix.lower() not in VIDEO_SUFFIXES:
@@ -50,7 +47,7 @@ class WriteFailed(InputError):
 
 
 def disk_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is the disk refusing a write (PyAV's av.error.OSError is an OSError with its errno)."""
+    """Whether ``exc`` is the disk refusing a write (PyAV's av.error.OSError carries its errno)."""
     return isinstance(exc, OSError) and getattr(exc, "errno", None) in DISK_ERRNOS
 
 
@@ -86,12 +83,8 @@ def add_audio(out: Any, sources: list[Any]) -> list[AudioRoute]:
 
 
 class VideoWriter:
-    """The encoder side, used by one thread: frames (upright RGB) and audio in, an MP4 out.
-
-    The video stream is made at the first frame (its size is the restored frame's); audio that comes
-    before it waits (a few packets: the look-ahead's worth), since MP4 writes its header once every
-    stream exists.
-    """
+    """The encoder side, used by one thread: frames (upright RGB) and audio in, an MP4 out. The video stream
+    is made at the first frame; audio before it waits, since MP4 writes its header once every stream exists."""
 
     def __init__(self, out: Any, routes: list[AudioRoute], crf: int, time_base: Any, rate: Any) -> None:
         import av
@@ -156,8 +149,8 @@ class VideoWriter:
             raise
 
     def close(self) -> None:
-        """Flush the encoders and write the MP4's index (call only when every frame is in); WriteFailed when the
-        disk refuses (the MP4's index is written here, so a nearly full disk often fails only now)."""
+        """Flush the encoders and write the MP4's index (every frame in); WriteFailed when the disk refuses,
+        which on a nearly full disk often happens only here."""
         try:
             self._close()
         except OSError as exc:

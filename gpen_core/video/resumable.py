@@ -1,18 +1,9 @@
 """Hours of video, resumable: :func:`restore_in_segments`.
 
-The clip is cut at keyframes into segments (:mod:`gpen_core.video.segments`), each restored into its
-own file in a work folder beside the output (``.out.mp4.segments/``) by a *runner*: this process
-(:class:`LocalRunner`) or Ray workers (:mod:`gpen_core.scaleout.video_ray`). When all are there they are
-joined without re-encoding, the audio copied once (:mod:`gpen_core.video.join`), and the work folder
-is removed. A run that was killed, however, resumes with the same call: segments whose file still has
-the size and sha256 the plan recorded when it finished, and decodes to the plan's frames, are kept,
-anything else is redone, so at most the segments in progress are lost. ``fresh=True`` starts over. The
-plan is checked as untrusted input and against the input itself (:mod:`gpen_core.video.plan_file`);
-one run at a time holds the work folder, never through a link (:mod:`gpen_core.video.work_dir`).
-
-The work folder holds the plan, the finished segments and at most one partial file per runner
-worker, never frames: its size is the restored video's own, about the output's size.
-"""
+The clip is cut at keyframes into segments, each restored into its own file in a work folder beside the
+output by a *runner* (:class:`LocalRunner`, or Ray's :mod:`gpen_core.scaleout.video_ray`), then joined without
+re-encoding. A killed run resumes with the same call, keeping the segments whose files are still the bytes the
+plan recorded; ``fresh=True`` starts over. docs/video-segments.md."""
 
 from __future__ import annotations
 
@@ -33,8 +24,7 @@ from gpen_core.video.segmented import SegmentedResult, SegmentedRun, segmented_r
 from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, FinishedFile, Segment, SegmentPlan
 from gpen_core.video.work_dir import WorkFolder
 
-# Clips at least this long go in segments unless told otherwise (the CLI's default): a crash past
-# this point would cost more than a few minutes of work, and the segments' join costs seconds.
+# Clips at least this long go in segments unless told otherwise: past it a crash costs more than the join.
 SEGMENTS_FROM_S = 600.0
 
 from gpen_core.progress import CountProgress as Progress  # noqa: E402  (frames done, the clip's frames)
@@ -60,7 +50,7 @@ class SegmentRecord:
 
 
 class Runner(Protocol):
-    """Restores segments into ``folder`` (each as ``folder / seg.file``, renamed when complete), yielding each's record as it finishes."""
+    """Restores segments into ``folder`` (each as ``folder / seg.file``), yielding each's record as it finishes."""
 
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]: ...
@@ -113,8 +103,8 @@ def upright_size(src: str) -> tuple[int, int]:
 
 
 def upright_geometry(src: str) -> tuple[tuple[int, int], int]:
-    """(the upright size, the display rotation in degrees) of the clip's first frame: read from the decoded
-    frame's fields (checked: :class:`~gpen_core.video.limits.FrameGuard`), its pixels never converted."""
+    """(the upright size, the display rotation in degrees) of the clip's first frame, from the decoded
+    frame's fields (checked by FrameGuard), its pixels never converted."""
     from gpen_core.video.frames import quarter_turns
     from gpen_core.video.limits import FrameGuard
     from gpen_core.video.probe import open_video
@@ -143,9 +133,8 @@ class StartedRun:
 def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: bool) -> StartedRun:
     """The folder's plan when it fits this run, else a new one; the work folder locked (released on an error).
 
-    InputError when the folder holds another run's plan (or one that fails its checks) and ``fresh`` is not
-    set: hours of work are never thrown away without being asked; WorkFolderBusy while another run holds it.
-    """
+    InputError when the folder holds another run's plan (or a bad one) and ``fresh`` is not set: hours of work are
+    never thrown away unasked; WorkFolderBusy while another run holds it."""
     from gpen_core.video.plan_file import plan_segment_count, read_plan, same_cuts, same_source, write_plan
     from gpen_core.video.segments import plan_segments
     from gpen_core.video.work_dir import open_work_folder
@@ -177,14 +166,11 @@ def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: b
 
 
 def finished(plan: SegmentPlan, folder: Path) -> tuple[list[Segment], tuple[FinishedFile, ...], list[str]]:
-    """(the segments an earlier run completed that are still its bytes, their records, notes); the rest of the
-    run's files removed, to be redone.
+    """(the segments an earlier run completed that are still its bytes, their records, notes); the run's
+    other files removed, to be redone.
 
-    A segment is kept when its file has the size and sha256 the plan recorded as it finished and decodes to the
-    plan's frames at the plan's times. A file whose bytes changed since is redone, with a note. A file the plan
-    has no record of (the run was killed between its rename and the plan's update: milliseconds) is kept when it
-    decodes to the plan's frames and times, and recorded now, so ``kill -9`` loses no finished segment.
-    """
+    Kept: a file with the size and sha256 the plan recorded that decodes to the plan's frames and times; one the
+    plan has no record of (killed between its rename and the plan's update) when it decodes so, recorded now."""
     from gpen_core.video.join import check_segment
     from gpen_core.video.work_dir import is_ours
 
@@ -239,14 +225,11 @@ def restore_in_segments(
     on_record: Callable[[SegmentRecord], None] | None = None,
     audio: bool = True,
 ) -> SegmentedResult:
-    """Restore ``src`` into ``dst`` (H.264 MP4) segment by segment, resuming an interrupted run (module doc).
+    """Restore ``src`` into ``dst`` (H.264 MP4) segment by segment, resuming an interrupted run.
 
-    ``runner``: :class:`LocalRunner` or the Ray one. ``settings``: :func:`settings_text` of what the
-    runner restores with (a resumed run must match it). ``on_record``: each segment's record, kept
-    ones included (the CLI writes them to manifest.jsonl). ``audio`` False: the output has no sound (noted).
-    Returns a :class:`SegmentedResult`, every field of a one-pass result filled. InputError for an unusable
-    input or a work folder from another run; the runner's own errors pass through, the finished segments kept.
-    """
+    ``runner``: :class:`LocalRunner` or the Ray one. ``settings``: :func:`settings_text` of what the runner restores
+    with. ``on_record``: each segment's record, kept ones included. ``audio`` False: no sound (noted). InputError
+    for an unusable input or another run's work folder; the runner's errors pass through, finished segments kept."""
     from gpen_core.platform.meter import PeakMeter
     from gpen_core.video.join import join_segments
     from gpen_core.video.output import check_output
@@ -289,8 +272,8 @@ def restore_in_segments(
 
 def _run_pending(prep: StartedRun, runner: Runner, progress: Progress | None,
                  on_record: Callable[[SegmentRecord], None] | None) -> list[SegmentRecord]:
-    """The kept segments' records, then the runner's for the rest, as they finish (progress counted in frames);
-    each finished file recorded in the plan (size, sha256) as it finishes."""
+    """The kept segments' records, then the runner's as they finish (progress in frames), each finished
+    file recorded in the plan as it finishes."""
     from gpen_core.video.plan_file import write_plan
 
     plan, folder = prep.plan, prep.work.path
@@ -325,7 +308,7 @@ def _run_pending(prep: StartedRun, runner: Runner, progress: Progress | None,
 
 
 def manifest_line(run_id: str, src: str, rec: SegmentRecord) -> str:
-    """One manifest.jsonl line for a segment (beside the output, appended; batch.py's format for photos)."""
+    """One manifest.jsonl line for a segment (batch.py's format for photos)."""
     return json.dumps({"run": run_id, "input": src, "segment": rec.index, "status": "kept" if rec.kept else "ok",
                        "frames": rec.frames, "seconds": round(rec.seconds, 3), "faces_max": rec.faces_max,
                        "peaks": {"rss_bytes": rec.peak_rss_bytes, "vram_bytes": rec.peak_vram_bytes},

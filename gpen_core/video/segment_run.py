@@ -1,11 +1,7 @@
 """One segment of a long clip restored into its own file: :func:`restore_segment`.
 
-Decodes from the keyframe before the segment's context frames to its tail (the overlap either side
-steadies the faces at its edges, as one pass would), restores and writes only the segment's own
-frames, video only (the audio is copied once, at the join), under a temporary name renamed when
-complete. A new encoder per segment: each file starts with a keyframe, so the join needs no re-encode.
-One thread; memory: the Steadier's look-ahead of frames plus x264's own.
-"""
+Decodes from the keyframe before its context frames to its tail, writes only its own frames (video only, a
+new encoder, so the file starts with a keyframe), under a temporary name renamed when complete. One thread."""
 
 from __future__ import annotations
 
@@ -51,10 +47,8 @@ def restore_segment(
 ) -> SegmentDone:
     """Restore ``seg`` of ``src`` into ``dst`` (H.264 MP4, video only, the input's timestamps).
 
-    ``engine``: ``detect(rgb)`` / ``restore(rgb, detections)`` (and ``fit(rgb)`` when the mode shrinks
-    frames), as :class:`~gpen_core.video.engine_seam.FrameEngine`. Raises InputError when the segment
-    does not decode to the frames the plan counted (the file changed or is damaged there).
-    """
+    ``engine``: as :class:`~gpen_core.video.engine_seam.FrameEngine`. InputError when the segment does not decode
+    to the frames the plan counted."""
     import av
 
     from gpen_core.video.output import VideoWriter
@@ -102,8 +96,7 @@ def restore_segment(
 
 
 class _SegmentLoop:
-    """Decode (each frame checked: :class:`~gpen_core.video.limits.FrameGuard`) → the one
-    :class:`~gpen_core.video.frame_loop.FrameLoop` → encode, for one segment, in one thread."""
+    """Decode (FrameGuard) → the one FrameLoop → encode, for one segment, in one thread."""
 
     def __init__(self, seg: Segment, engine: Any, writer: Any, on_frame: Callable[[], None] | None,
                  stop: threading.Event) -> None:
@@ -118,7 +111,7 @@ class _SegmentLoop:
 
     @property
     def notes(self) -> list[str]:
-        """The engine's notes for the clip (a mode's shrink…), the decoded frames', the restore's: as one pass says them."""
+        """The engine's, the decoded frames' and the restore's notes, as one pass says them."""
         guard = self.guard.notes if self.guard is not None else []
         return list(dict.fromkeys([*getattr(self.engine, "notes", ()), *guard, *self.loop.notes]))
 

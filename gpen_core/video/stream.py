@@ -1,16 +1,9 @@
 """A clip restored at constant memory: :func:`restore_video`.
 
-Three threads and two bounded queues::
-
-    decode (PyAV demux + decode, upright RGB) ─[DECODE_QUEUE]→ main: detect → steady → restore → paste
-                                                                ─[ENCODE_QUEUE]→ encode (x264, mux)
-
-The main thread holds a look-ahead of :attr:`Steadier.lookahead` (3) decoded frames, whose detections
-the landmark smoothing and gap filling need before a frame is restored. Frames held at once are at
-most DECODE_QUEUE + lookahead + 1 + ENCODE_QUEUE = 3 + 3 + 1 + 3 = 10, each W×H×3 bytes (1080p:
-6.2 MB, 62 MB in all), whatever the clip's length. Nothing is written to disk but the output, under a
-temporary name beside it until the clip is complete.
-"""
+Three threads and two bounded queues: decode (PyAV, upright RGB) → main (detect → steady → restore → paste)
+→ encode (x264, mux). At most DECODE_QUEUE + look-ahead + 1 + ENCODE_QUEUE = 10 frames are held, whatever the
+clip's length (docs/video.md, "What is held at once"); nothing but the output is written, under a temporary
+name beside it until the clip is complete."""
 
 from __future__ import annotations
 
@@ -59,18 +52,14 @@ def restore_video(
 ) -> VideoResult:
     """Restore every face of the clip ``src`` and write ``dst`` (H.264 yuv420p MP4), frame by frame.
 
-    ``restorer``: a :class:`~gpen_core.restorer.Restorer` (default: the process-wide one).
-    ``on_frame(record)``: each written frame's faces (smoothed landmarks, display pixels).
-    ``stop``: set it to stop; the partial output is removed and :class:`VideoStopped` raised.
-    ``engine``: an object with ``detect(rgb)`` / ``restore(rgb, detections)`` (tests; default
+    ``restorer``: a :class:`~gpen_core.restorer.Restorer` (default: the process-wide one). ``on_frame(record)``:
+    each written frame's faces. ``stop``: set it to stop; the partial output is removed and :class:`VideoStopped`
+    raised. ``engine``: ``detect(rgb)`` / ``restore(rgb, detections)`` (tests; default
     :class:`~gpen_core.video.engine_seam.FrameEngine` over ``restorer``).
-    Kept from the input: frame count and timestamps, audio (copied; AAC where MP4 cannot take it),
-    display rotation (frames written upright), colour properties. Raises InputError for a file that
-    is no usable video or audio an MP4 cannot take (before any frame; ``video.audio=False`` drops the sound),
-    or at the first decoded frame over the photo limits, of another size, or timed before the last
-    (:class:`~gpen_core.video.limits.FrameGuard`); nothing is written then. ``video.cap`` stops at a server's
-    limit by decoded frames and time, and the notes say where. VideoStopped, and the restore's own errors.
-    """
+    Kept from the input: frame count and timestamps, audio (copied; AAC where MP4 cannot take it), display rotation
+    (frames written upright), colour properties. InputError, before anything is written, for a file that is no
+    usable video, audio an MP4 cannot take (``video.audio=False`` drops it), or a decoded frame refused by
+    :class:`~gpen_core.video.limits.FrameGuard`. ``video.cap`` stops at a server's limit; the notes say where."""
     from gpen_core.platform.leftovers import sweep_partials
     from gpen_core.platform.meter import PeakMeter
     from gpen_core.video.output import check_output, temp_name
@@ -117,8 +106,8 @@ def restore_video(
 
 
 def expected_frames(info: Any, vopts: VideoOptions) -> int:
-    """The frames the run will write, for progress: the declared count, or for a part of the clip its span
-    at the average rate (an estimate: a variable rate may differ by a few); 0 when unknown."""
+    """The frames the run will write, for progress: the declared count, or a part's span at the average
+    rate (an estimate); 0 when unknown."""
     if vopts.start_s is None and vopts.end_s is None:
         return info.frames
     if not info.rate or not info.duration_s:
@@ -128,7 +117,7 @@ def expected_frames(info: Any, vopts: VideoOptions) -> int:
 
 
 def _translate(exc: Exception, run: "_Run") -> None:
-    """Raise the clip's failure as a GPENError with its fix (none reaches the user as a traceback); else return."""
+    """Raise the clip's failure as a GPENError with its fix (never a traceback for the user); else return."""
     import av
 
     from gpen_core.errors import ResourceError
@@ -150,7 +139,7 @@ def _translate(exc: Exception, run: "_Run") -> None:
 
 
 def _engine_for(restorer: Any, options: RestoreOptions, run: "_Run") -> Any:
-    """The engine for the clip's upright frame size (the first frame's, which the decoder has by now)."""
+    """The engine for the clip's upright frame size (the first decoded frame's)."""
     from gpen_core.video.engine_seam import FrameEngine
 
     run.start()
@@ -193,7 +182,6 @@ class _Run:
 
     # ------------------------------------------------------------ threads
     def start(self) -> None:
-        """Start the decoder and the encoder (once)."""
         if not self.threads:
             self._thread("gpen-video-decode", self._decode)
             self._thread("gpen-video-encode", self._encode)
@@ -240,7 +228,7 @@ class _Run:
             )
 
     def peek_first(self) -> Any:
-        """The first decoded frame's RGB (kept for the main loop), or InputError when the clip has none."""
+        """The first decoded frame's RGB (kept for the main loop); InputError when the clip has none."""
         while True:
             item = self._get(self.decoded)
             if item is _END or isinstance(item, DecodeStopped):
@@ -434,7 +422,7 @@ class _Run:
             self.progress(self.written, self.expected())
 
     def expected(self) -> int:
-        """The frames this run will write, as far as known ahead (0: unknown): the declared count, or the cap's."""
+        """The frames this run will write, as far as known (0: unknown): the declared count, or the cap's."""
         n = expected_frames(self.info, self.vopts)  # a part: its span at the average rate
         cap = self.vopts.cap
         if cap is not None:

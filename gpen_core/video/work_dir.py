@@ -1,16 +1,7 @@
 """The segments' work folder, held by one run at a time: :func:`open_work_folder`.
 
-``.<output>.segments/`` beside the output is this program's, so it is never reached through a link: a
-symlink (or anything not a plain folder) under that name is refused with what to do, never followed, since
-the run deletes files in it. One run holds it at a time: an exclusive ``flock`` on its ``.lock`` file,
-which the kernel releases when the process ends however it ends (no stale lock after ``kill -9``); a second
-run on the same output, ``--fresh`` included, is refused naming the process that holds it.
-
-Only what a run writes is ever deleted: ``plan.json`` and its ``.partial``, the lock, and the segment
-files (``seg-NNNNN.mp4`` and their ``.partial``) whose number is one of the plan's segments; anything else
-in the folder is left where it is (and the folder with it), and a new plan is not started where segment
-files it did not write already hold the names it would write.
-"""
+Never reached through a link; locked by an exclusive ``flock`` on ``.lock`` (released by the kernel however
+the process ends); only the run's own files are deleted. docs/video-segments.md, "Resume, and what is on disk"."""
 
 from __future__ import annotations
 
@@ -53,8 +44,7 @@ class WorkFolder:
                 if n != LOCK and (not is_ours(n, segments) or _real_dir(self.path / n))]
 
     def clashes(self, segments: int) -> list[str]:
-        """Segment files already there for a new plan of ``segments`` segments: not the new run's, so not its to
-        write over (a folder's other files are harmless: the run never writes under their names)."""
+        """Segment files already there for a new plan of ``segments`` segments: not the new run's to write over."""
         return [n for n in sorted(os.listdir(self.path)) if (m := _SEGMENT.fullmatch(n)) and int(m.group(1)) < segments]
 
     def clear(self, segments: int) -> int:
@@ -93,7 +83,7 @@ def _real_dir(path: Path) -> bool:
 
 
 def is_ours(name: str, segments: int) -> bool:
-    """Whether ``name`` is a file a run with ``segments`` segments writes in its work folder: by pattern and number."""
+    """Whether ``name`` is a file a run of ``segments`` segments writes in its work folder."""
     if name == PLAN or _PLAN_PARTIAL.fullmatch(name):
         return True
     m = _SEGMENT.fullmatch(name) or _SEGMENT_PARTIAL.fullmatch(name)
@@ -101,8 +91,8 @@ def is_ours(name: str, segments: int) -> bool:
 
 
 def open_work_folder(dst: Path) -> WorkFolder:
-    """``dst``'s work folder, made when missing and locked. InputError for a link or a non-folder under its
-    name; WorkFolderBusy when another process holds it."""
+    """``dst``'s work folder, made when missing and locked. InputError for a link or a non-folder under
+    its name; WorkFolderBusy when another process holds it."""
     folder = work_folder(dst)
     try:
         os.mkdir(folder)
