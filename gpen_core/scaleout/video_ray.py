@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError
 from gpen_core.options import RestoreOptions
 from gpen_core.platform import durable
-from gpen_core.result import NetworkRuntime
 from gpen_core.scaleout.runtime import use_threads, worker_name
 from gpen_core.video.resumable import SegmentRecord
 from gpen_core.video.segments import Segment, SegmentPlan
@@ -59,36 +58,32 @@ class SegmentJob:
     threads: int  # torch threads on the worker: its share of the CPUs
 
 
-def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[dict[str, Any], bytes]:
+def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[SegmentRecord | dict[str, Any], bytes]:
     """On a Ray worker: restore ``seg``, return (its record, the file's bytes); an error the user can act
-    on as ``{"error", "error_type", "exit_code"}`` with no bytes."""
+    on as ``{"error", "exit_code"}`` with no bytes."""
+    from gpen_core.platform.leftovers import sweep_folders
     from gpen_core.platform.meter import PeakMeter
     from gpen_core.restorer import get_restorer
     from gpen_core.video.engine_seam import FrameEngine
     from gpen_core.video.segment_run import restore_segment
 
-    from gpen_core.platform.leftovers import sweep_folders
-
-    size, options, crf, models_dir, device = job.size, job.options, job.crf, job.models_dir, job.device
     use_threads(job.threads)
     sweep_folders(Path(tempfile.gettempdir()), SEGMENT_TEMP_PREFIX)  # what killed workers left here
     try:
-        restorer = get_restorer(models_dir=models_dir, device=device)
+        restorer = get_restorer(models_dir=job.models_dir, device=job.device)
         prefix = f"{SEGMENT_TEMP_PREFIX}{os.getpid()}-"
         with PeakMeter(restorer.device) as meter, tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-            engine = FrameEngine(restorer, options, size)
+            engine = FrameEngine(restorer, job.options, job.size)
             try:
-                done = restore_segment(src, seg, Path(tmp) / seg.file, engine, crf)
+                done = restore_segment(src, seg, Path(tmp) / seg.file, engine, job.crf)
             finally:
                 engine.close()
-            data = Path(done.path).read_bytes()
+            data = (Path(tmp) / seg.file).read_bytes()
     except GPENError as exc:
-        return {"error": str(exc), "error_type": type(exc).__name__, "exit_code": exc.exit_code}, b""
+        return {"error": str(exc), "exit_code": exc.exit_code}, b""
     p = meter.peaks
-    return {"index": seg.index, "frames": done.frames, "seconds": done.seconds, "faces_max": done.faces_max,
-            "rss": p.rss_bytes if p else None, "vram": p.vram_reserved_bytes if p else None,
-            "worker": worker_name(), "notes": list(done.notes), "mode": done.mode, "mode_reason": done.mode_reason,
-            "runtimes": [asdict(r) for r in done.runtimes], "identity": done.identity}, data
+    return replace(done, peak_rss_bytes=p.rss_bytes if p else None, peak_vram_bytes=p.vram_reserved_bytes if p else None,
+                   worker=worker_name()), data
 
 
 @dataclass
@@ -143,20 +138,18 @@ def _drain(ray: Any, submit: Callable[[Segment], Any], pending: list[Segment], f
             ready, _ = ray.wait(list(running), num_returns=1)
             seg = running.pop(ready[0])
             rec, data = _result(ray, ready[0], seg)
-            if "error" in rec:
+            if isinstance(rec, dict):
                 raise SegmentFailed(f"segment {seg.index} (from {seg.start_s:.1f} s): {rec['error']}", int(rec["exit_code"]))
             _write(folder / seg.file, data)
-            for _ in range(rec["frames"]):
+            for _ in range(rec.frames):
                 on_frame()
-            yield SegmentRecord(seg.index, rec["frames"], rec["seconds"], rec["faces_max"], rec["rss"], rec["vram"],
-                                rec["worker"], tuple(rec["notes"]), mode=rec["mode"], mode_reason=rec["mode_reason"],
-                                runtimes=tuple(NetworkRuntime(**r) for r in rec["runtimes"]), identity=rec.get("identity"))
+            yield rec
     finally:
         for ref in running:  # an error or Ctrl-C: the rest is not wanted now (a resume redoes it)
             ray.cancel(ref, force=True)
 
 
-def _result(ray: Any, ref: Any, seg: Segment) -> tuple[dict[str, Any], bytes]:
+def _result(ray: Any, ref: Any, seg: Segment) -> tuple[SegmentRecord | dict[str, Any], bytes]:
     """The task's (record, bytes); WorkerDied when its process died on every try or Ray lost it (a task's own
     bug, RayTaskError, passes: its traceback is what a report needs)."""
     try:

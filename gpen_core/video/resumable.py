@@ -14,39 +14,40 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from gpen_core.errors import InputError
 from gpen_core.options import RestoreOptions
-from gpen_core.video.segmented import SegmentedResult, SegmentedRun, segmented_result
+from gpen_core.progress import CountProgress as Progress  # frames done, the clip's frames
+from gpen_core.result import Peaks
+from gpen_core.video.result import VideoResult
+from gpen_core.video.segment_run import SegmentRecord
 from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, FinishedFile, Segment, SegmentPlan
 from gpen_core.video.work_dir import WorkFolder
 
 # Clips at least this long go in segments unless told otherwise: past it a crash costs more than the join.
 SEGMENTS_FROM_S = 600.0
 
-from gpen_core.progress import CountProgress as Progress  # noqa: E402  (frames done, the clip's frames)
-
 
 @dataclass(frozen=True)
-class SegmentRecord:
-    """One segment's outcome as the manifest records it."""
+class SegmentedResult(VideoResult):
+    """A one-pass result's every field, and: ``segments`` cut, ``segments_kept``/``frames_kept`` finished by an
+    earlier, interrupted run, ``join_s`` the join's seconds, ``records`` each segment's outcome (by index).
 
-    index: int
-    frames: int
-    seconds: float
-    faces_max: int = 0
-    peak_rss_bytes: int | None = None
-    peak_vram_bytes: int | None = None
-    worker: str = ""
-    notes: tuple[str, ...] = ()
-    kept: bool = False  # finished by an earlier run, checked and kept
-    mode: str = ""  # the mode it ran in ("" when kept)
-    mode_reason: str = ""
-    runtimes: tuple[Any, ...] = ()  # NetworkRuntime: what ran each network
-    identity: Any = None  # VideoIdentity of its frames; None: not checked (or kept from an earlier run)
+    ``peaks``: this process's, around the whole run; Ray workers' own are in ``records`` and, when higher, named
+    in ``peaks.shared``. ``damage``: always None (a segment that does not decode to the plan is refused)."""
+
+    segments: int = 0
+    segments_kept: int = 0
+    frames_kept: int = 0
+    join_s: float = 0.0
+    records: tuple[SegmentRecord, ...] = ()
+
+    def to_json(self) -> dict:
+        return {**super().to_json(), "segments": self.segments, "segments_kept": self.segments_kept,
+                "frames_kept": self.frames_kept, "join_s": round(self.join_s, 3)}
 
 
 class Runner(Protocol):
@@ -73,28 +74,21 @@ class LocalRunner:
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
         from gpen_core.platform.meter import PeakMeter
+        from gpen_core.video.engine_seam import FrameEngine
         from gpen_core.video.segment_run import restore_segment
 
-        engine = self.engine or _frame_engine(self.restorer, self.options, plan.input)
+        engine = self.engine or FrameEngine(self.restorer, self.options, upright_size(plan.input))
         try:
             for seg in pending:
                 with PeakMeter(getattr(engine, "device", "cpu")) as meter:
                     done = restore_segment(plan.input, seg, folder / seg.file, engine, self.crf, on_frame=on_frame,
                                            stop=self.stop)
                 p = meter.peaks
-                yield SegmentRecord(seg.index, done.frames, done.seconds, done.faces_max, p.rss_bytes if p else None,
-                                    p.vram_reserved_bytes if p else None, f"pid {os.getpid()}", done.notes,
-                                    mode=done.mode, mode_reason=done.mode_reason, runtimes=done.runtimes,
-                                    identity=done.identity)
+                yield replace(done, peak_rss_bytes=p.rss_bytes if p else None,
+                              peak_vram_bytes=p.vram_reserved_bytes if p else None, worker=f"pid {os.getpid()}")
         finally:
             if self.engine is None:
                 engine.close()  # the frame session holds the restorer's lock
-
-
-def _frame_engine(restorer: Any, options: RestoreOptions, src: str) -> Any:
-    from gpen_core.video.engine_seam import FrameEngine
-
-    return FrameEngine(restorer, options, upright_size(src))
 
 
 def upright_size(src: str) -> tuple[int, int]:
@@ -231,9 +225,11 @@ def restore_in_segments(
     with. ``on_record``: each segment's record, kept ones included. ``audio`` False: no sound (noted). InputError
     for an unusable input or another run's work folder; the runner's errors pass through, finished segments kept."""
     from gpen_core.platform.meter import PeakMeter
+    from gpen_core.video.identity import merged
     from gpen_core.video.join import join_segments
     from gpen_core.video.output import check_output
-    from gpen_core.video.probe import preflight
+    from gpen_core.video.probe import open_video, preflight
+    from gpen_core.video.steady import Steadier
 
     t0 = time.perf_counter()
     src_s, dst_p = os.path.abspath(os.fspath(src)), Path(dst)
@@ -255,19 +251,42 @@ def restore_in_segments(
         notes.append(f"{prep.work.path} was kept: it holds files this run did not write ({', '.join(left[:5])})")
     if audio_how == "re-encoded":
         notes.append("the input's audio is in a codec an MP4 cannot hold as it is: re-encoded to AAC")
-    kept = [r for r in records if r.kept]
-    frames_kept = sum(r.frames for r in kept)
-    if kept:
-        notes.append(f"resumed: {len(kept)} of {len(plan.segments)} segments ({frames_kept} frames) were kept from an "
-                     "earlier run")
+    ran = [r for r in records if not r.kept]
+    frames_kept = sum(r.frames for r in records if r.kept)
+    if len(ran) < len(records):
+        notes.append(f"resumed: {len(records) - len(ran)} of {len(plan.segments)} segments ({frames_kept} frames) were "
+                     "kept from an earlier run")
     for r in records:
         notes.extend(n for n in r.notes if n not in notes)
     assert meter.peaks is not None
-    written = sum(r.frames for r in records)  # what the joined file holds, as its segments were checked or counted
-    run = SegmentedRun(str(dst_p), written, plan.duration_s, len(plan.segments), frames_kept, audio_how,
-                       int(getattr(runner, "crf", 0)), time.perf_counter() - t0, join_s, upright_geometry(src_s)[1],
-                       meter.peaks)
-    return segmented_result(run, records, notes)
+    frames = sum(r.frames for r in records)  # what the joined file holds, as its segments were checked or counted
+    total_s = time.perf_counter() - t0
+    container, written = open_video(dst_p)  # its size from the written file's header
+    container.close()
+    ordered = tuple(sorted(records, key=lambda r: r.index))
+    mode = next((r.mode for r in ran if r.mode), "as the earlier run" if records else "")
+    return SegmentedResult(
+        output=str(dst_p), frames=frames, fps=frames / plan.duration_s if plan.duration_s > 0 else 0.0,
+        duration_s=plan.duration_s, size=written.size, mode=mode,
+        mode_reason=next((r.mode_reason for r in ran if r.mode_reason), ""), audio=audio_how,  # type: ignore[arg-type]
+        crf=int(getattr(runner, "crf", 0)), seconds_per_frame=total_s / max(1, frames), total_s=total_s,
+        faces_per_frame_max=max((r.faces_max for r in records), default=0), peaks=_with_workers(meter.peaks, ran),
+        rotation=upright_geometry(src_s)[1], lookahead_frames=Steadier().lookahead, notes=tuple(notes),
+        segments=len(plan.segments), segments_kept=len(records) - len(ran), frames_kept=frames_kept, join_s=join_s,
+        records=ordered, runtimes=next((tuple(r.runtimes) for r in ran if r.runtimes), ()),
+        identity=merged([r.identity for r in ordered]),
+    )
+
+
+def _with_workers(peaks: Peaks, ran: list[SegmentRecord]) -> Peaks:
+    """This process's peaks; where a segment worker (Ray: a process of its own) peaked higher, ``shared`` says so."""
+    from gpen_core.platform.meter import format_bytes
+
+    worker = max((r.peak_rss_bytes or 0 for r in ran), default=0)
+    if worker <= peaks.rss_bytes:
+        return peaks
+    why = f"this process only; the highest segment worker's peak was {format_bytes(worker)}"
+    return replace(peaks, shared="; ".join(x for x in (peaks.shared, why) if x))
 
 
 def _run_pending(prep: StartedRun, runner: Runner, progress: Progress | None,

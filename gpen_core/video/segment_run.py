@@ -20,19 +20,22 @@ from gpen_core.video.segments import Segment
 
 
 @dataclass(frozen=True)
-class SegmentDone:
-    """A segment written: its file, frames, seconds, most faces in a frame, the restore's notes."""
+class SegmentRecord:
+    """One segment's outcome, as the manifest records it (the runner adds its peaks and worker)."""
 
     index: int
-    path: str
     frames: int
     seconds: float
-    faces_max: int
-    notes: tuple[str, ...]
-    mode: str = ""  # the engine's mode name, as a one-pass result's
+    faces_max: int = 0
+    peak_rss_bytes: int | None = None
+    peak_vram_bytes: int | None = None
+    worker: str = ""
+    notes: tuple[str, ...] = ()
+    kept: bool = False  # finished by an earlier run, checked and kept
+    mode: str = ""  # the mode it ran in ("" when kept)
     mode_reason: str = ""
     runtimes: tuple[Any, ...] = ()  # NetworkRuntime: what ran each network
-    identity: Any = None  # VideoIdentity of the segment's own frames; None: the check did not run
+    identity: Any = None  # VideoIdentity of its frames; None: not checked (or kept from an earlier run)
 
 
 def restore_segment(
@@ -44,7 +47,7 @@ def restore_segment(
     *,
     on_frame: Callable[[], None] | None = None,
     stop: threading.Event | None = None,
-) -> SegmentDone:
+) -> SegmentRecord:
     """Restore ``seg`` of ``src`` into ``dst`` (H.264 MP4, video only, the input's timestamps).
 
     ``engine``: as :class:`~gpen_core.video.engine_seam.FrameEngine`. InputError when the segment does not decode
@@ -83,8 +86,9 @@ def restore_segment(
         durable.install(tmp, dst, sync=True)  # flushed: a resume trusts a finished segment
         mode = getattr(getattr(engine, "mode", None), "name", "custom")
         identity = run.loop.identity.result() if run.loop.identity is not None else None
-        return SegmentDone(seg.index, str(dst), run.written, time.perf_counter() - t0, run.faces_max, tuple(run.notes),
-                           mode, getattr(engine, "reason", ""), tuple(getattr(engine, "runtimes", ())), identity)
+        return SegmentRecord(seg.index, run.written, time.perf_counter() - t0, run.faces_max, notes=tuple(run.notes),
+                             mode=mode, mode_reason=getattr(engine, "reason", ""),
+                             runtimes=tuple(getattr(engine, "runtimes", ())), identity=identity)
     finally:
         if out is not None:
             try:
