@@ -166,12 +166,8 @@ def _result(ray: Any, ref: Any, seg: Segment) -> tuple[SegmentRecord | dict[str,
 
 
 def _write(dst: Path, data: bytes) -> None:
-    from gpen_core.video.output import disk_error, write_failed
+    from gpen_core.video.output import disk_errors
 
-    try:
+    with disk_errors(dst.parent, f"segment {dst.name}"):
         durable.write_bytes(dst, data, sync=True)  # flushed: a resume trusts a finished segment
-    except OSError as exc:
-        if disk_error(exc):
-            raise write_failed(exc, dst.parent, f"segment {dst.name}") from None
-        raise
 

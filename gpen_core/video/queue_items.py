@@ -30,10 +30,8 @@ class DecodeStopped:
 
 @dataclass(frozen=True)
 class AudioItem:
-    """One audio packet copied as it is (``kind`` "packet") or one decoded frame to re-encode ("frame"), for
-    the writer's route ``index``."""
+    """For the writer's route ``index``: a packet copied as it is, or a decoded frame to re-encode."""
 
-    kind: str
     index: int
     data: Any
 

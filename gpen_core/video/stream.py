@@ -25,6 +25,7 @@ from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
 from gpen_core.video.limits import FrameGuard, check_audio
 from gpen_core.video.options import VideoOptions
+from gpen_core.video.output import audio_handling
 from gpen_core.video.queue_items import AudioItem, DecodedFrame, DecodeStopped, FrameToWrite
 from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
 from gpen_core.video.steady import Steadier
@@ -62,7 +63,7 @@ def restore_video(
     :class:`~gpen_core.video.limits.FrameGuard`. ``video.cap`` stops at a server's limit; the notes say where."""
     from gpen_core.platform.leftovers import sweep_partials
     from gpen_core.platform.meter import PeakMeter
-    from gpen_core.video.output import check_output, temp_name
+    from gpen_core.video.output import check_output
     from gpen_core.video.probe import open_video, stream_notes
 
     vopts = (video or VideoOptions()).validated()
@@ -70,7 +71,7 @@ def restore_video(
     check_output(dst_p, src_s)  # before any frame: the folder writable, not a device, not the input by any link
     sweep_partials(dst_p)  # what a killed earlier run on this output left
     container, info = open_video(src_s)
-    tmp = temp_name(dst_p)
+    tmp = durable.partial_path(dst_p)
     run = None
     try:
         if vopts.audio:
@@ -327,17 +328,17 @@ class _Run:
         if packet.dts is None or packet.size == 0:  # the demuxer's flush packet at the end
             if route.copy:
                 return True
-            return all(self._put(self.decoded, AudioItem("frame", index, f)) for f in packet.decode())
+            return all(self._put(self.decoded, AudioItem(index, f)) for f in packet.decode())
         t = float(packet.pts * packet.time_base) - t_first if packet.pts is not None else 0.0
         if (start and t < start) or (end is not None and t >= end):
             return True
         if not route.copy:
-            return all(self._put(self.decoded, AudioItem("frame", index, f)) for f in packet.decode())
+            return all(self._put(self.decoded, AudioItem(index, f)) for f in packet.decode())
         if start:
             shift = int(round(start / packet.time_base))
             packet.pts -= shift
             packet.dts -= shift
-        return self._put(self.decoded, AudioItem("packet", index, packet))
+        return self._put(self.decoded, AudioItem(index, packet))
 
     # ------------------------------------------------------------ encoding (its own thread)
     def _encode(self) -> None:
@@ -356,7 +357,7 @@ class _Run:
             if isinstance(item, FrameToWrite):
                 w.frame(item.image, item.pts, item.colour)
             else:
-                w.audio(item.kind, item.index, item.data)
+                w.audio(item.index, item.data)
 
     # ------------------------------------------------------------ the main thread
     def go(self) -> None:
@@ -446,14 +447,11 @@ class _Run:
                 f"{decoded} frames before it"
             )
 
-    def loop_notes(self) -> dict[str, None]:
-        return dict(self.loop.notes) if self.loop is not None else {}
-
     def result(self, output: str, peaks: Any, total_s: float) -> VideoResult:
         duration = (self.last_time + self.last_duration - (self.first_time or 0.0)) if self.written else 0.0
         routes = self.writer.routes
-        audio = "none" if not routes else ("copied" if all(r.copy for r in routes) else "re-encoded")
-        notes = {**self.notes, **dict.fromkeys(self.guard.notes if self.guard else ()), **self.loop_notes()}
+        notes = {**self.notes, **dict.fromkeys(self.guard.notes if self.guard else ()),
+                 **(self.loop.notes if self.loop is not None else {})}
         if self.cut:
             notes.setdefault(f"only the first {self.written} frames ({duration:.2f} s) were restored: {self.cut}")
         for r in routes:
@@ -468,10 +466,12 @@ class _Run:
                              "(no rotation tag), so it shows the same way up")
         eng = self.engine
         return VideoResult(
-            output=output, frames=self.written, fps=self.written / duration if duration > 0 else 0.0, duration_s=duration,
-            size=self.size, mode=getattr(getattr(eng, "mode", None), "name", "custom"), mode_reason=getattr(eng, "reason", ""),
-            audio=audio, crf=self.vopts.crf, seconds_per_frame=total_s / max(1, self.written), total_s=total_s,
-            faces_per_frame_max=self.max_faces, peaks=peaks, rotation=self.rotation, lookahead_frames=Steadier().lookahead,
-            notes=tuple([*getattr(eng, "notes", []), *notes]), damage=self.damage, runtimes=tuple(getattr(eng, "runtimes", ())),
+            output=output, frames=self.written, fps=self.written / duration if duration > 0 else 0.0,
+            duration_s=duration, size=self.size, mode=getattr(getattr(eng, "mode", None), "name", "custom"),
+            mode_reason=getattr(eng, "reason", ""), audio=audio_handling(routes), crf=self.vopts.crf,
+            seconds_per_frame=total_s / max(1, self.written), total_s=total_s, faces_per_frame_max=self.max_faces,
+            peaks=peaks, rotation=self.rotation, lookahead_frames=Steadier().lookahead,
+            notes=tuple([*getattr(eng, "notes", []), *notes]), damage=self.damage,
+            runtimes=tuple(getattr(eng, "runtimes", ())),
             identity=self.loop.identity.result() if self.loop is not None and self.loop.identity is not None else None,
         )
