@@ -67,8 +67,6 @@ class BatchSummary:
     run_id: str = ""
     workers: int = 0
     cpus_per_worker: float = 0.0
-    address: str = ""
-    started_local_ray: bool = False
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.records if r["status"] == status)
@@ -309,8 +307,7 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
             for path in by_path.keys() - seen:  # any input Ray returned no row for still gets its record
                 write({"input": by_path[path].shown, "status": "error", "error": "Ray Data returned no result for this file",
                        "error_type": "LostRow", "exit_code": 1, "peaks": None, "timings": None})
-            return BatchSummary(records, manifest, time.perf_counter() - t0, run_id, workers, cpus, session.address,
-                                session.started_here)
+            return BatchSummary(records, manifest, time.perf_counter() - t0, run_id, workers, cpus)
 
 
 def new_run_id() -> str:

@@ -187,12 +187,8 @@ async def read_body_capped(request: Any, limit: int | None = None) -> bytes:
     chunk past it."""
     from gpen_core.images.limits import DEFAULT_LIMITS, too_big
 
-    limits = DEFAULT_LIMITS
-    cap = limits.max_file_bytes if limit is None else limit
-    if cap != limits.max_file_bytes:
-        from dataclasses import replace as _replace
-
-        limits = _replace(limits, max_file_bytes=cap)
+    limits = DEFAULT_LIMITS if limit is None else replace(DEFAULT_LIMITS, max_file_bytes=limit)
+    cap = limits.max_file_bytes
     declared = (request.headers.get("content-length") or "").strip()
     if declared.isdigit() and int(declared) > cap:
         raise too_big(int(declared), limits)
@@ -365,7 +361,8 @@ class RayRestorer:
         data = image if isinstance(image, bytes) else open(image, "rb").read()
         if isinstance(mask, (str, os.PathLike)):
             mask = open(mask, "rb").read()
-        died = _replica_died_errors()
+        from ray.exceptions import RayActorError, WorkerCrashedError  # a replica or its process died mid-call
+
         failures: list[str] = []
         for attempt in range(1 + REPLICA_RETRIES):
             if progress is not None:
@@ -375,7 +372,7 @@ class RayRestorer:
             try:
                 served: Served = self.handle().restore.remote(data, options, mask).result()
                 break
-            except died as exc:
+            except (RayActorError, WorkerCrashedError) as exc:
                 failures.append(f"{type(exc).__name__}: {exc}")
                 logging.getLogger(__name__).warning("a Ray Serve replica died during a restore (attempt %d of %d): %s",
                                                     attempt + 1, 1 + REPLICA_RETRIES, failures[-1])
@@ -393,10 +390,3 @@ REPLICA_RETRIES = 1
 REPLICA_DIED = ("The restore service stopped while restoring this photo, and again when it was tried once more "
                 "(its worker may have run out of memory or been restarted). Try again in a minute, or a smaller "
                 "photo or lighter memory mode; if it keeps happening, the server's log has the details.")
-
-
-def _replica_died_errors() -> tuple[type[BaseException], ...]:
-    """Ray's errors for a replica (actor) or its worker process that died while serving a call."""
-    from ray import exceptions
-
-    return (exceptions.RayActorError, exceptions.WorkerCrashedError)

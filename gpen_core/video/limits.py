@@ -55,10 +55,11 @@ class FrameGuard:
         """InputError when this decoded frame is too big, another size, or timed before the last."""
         size = (int(frame.width), int(frame.height))
         if size[0] * size[1] > self.limits.max_pixels:
+            claim = f" (its header claims {self.header[0]}×{self.header[1]})" if self.header != size else ""
             raise InputError(
                 f"{self.path}: frame {self.index} decodes at {size[0]}×{size[1]} ({size[0] * size[1] / 1e6:.1f} "
                 f"megapixels); the limit is {self.limits.max_pixels / 1e6:.0f} megapixels a frame, as for photos"
-                f"{self._header_claim(size)}. Scale the video down and try again."
+                f"{claim}. Scale the video down and try again."
             )
         if self.size is None:
             self.size = size
@@ -80,10 +81,6 @@ class FrameGuard:
         if pts is not None:
             self.last_pts = pts
         self.index += 1
-
-    def _header_claim(self, size: tuple[int, int]) -> str:
-        w, h = self.header
-        return f" (its header claims {w}×{h})" if (w, h) != size else ""
 
 
 def _seconds(pts: int, time_base: Any) -> str:

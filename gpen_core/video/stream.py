@@ -106,17 +106,6 @@ def restore_video(
         tmp.unlink(missing_ok=True)
 
 
-def expected_frames(info: Any, vopts: VideoOptions) -> int:
-    """The frames the run will write, for progress: the declared count, or a part's span at the average
-    rate (an estimate); 0 when unknown."""
-    if vopts.start_s is None and vopts.end_s is None:
-        return info.frames
-    if not info.rate or not info.duration_s:
-        return 0
-    end = info.duration_s if vopts.end_s is None else min(vopts.end_s, info.duration_s)
-    return max(0, round((end - (vopts.start_s or 0.0)) * float(info.rate)))
-
-
 def _translate(exc: Exception, run: "_Run") -> None:
     """Raise the clip's failure as a GPENError with its fix (never a traceback for the user); else return."""
     import av
@@ -423,8 +412,15 @@ class _Run:
             self.progress(self.written, self.expected())
 
     def expected(self) -> int:
-        """The frames this run will write, as far as known (0: unknown): the declared count, or the cap's."""
-        n = expected_frames(self.info, self.vopts)  # a part: its span at the average rate
+        """The frames this run will write, for progress (0: unknown): the declared count, a part's span at the
+        average rate (an estimate), or the cap's, whichever is least."""
+        info, start, end = self.info, self.vopts.start_s, self.vopts.end_s
+        n = info.frames
+        if self.vopts.trimmed:
+            n = 0
+            if info.rate and info.duration_s:
+                stop = info.duration_s if end is None else min(end, info.duration_s)
+                n = max(0, round((stop - (start or 0.0)) * float(info.rate)))
         cap = self.vopts.cap
         if cap is not None:
             by_time = math.ceil(cap.seconds * float(self.info.rate)) if self.info.rate else cap.frames

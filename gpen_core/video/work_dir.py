@@ -33,15 +33,11 @@ class WorkFolder:
     path: Path
     fd: int
 
-    def ours(self, segments: int) -> list[Path]:
-        """The files in the folder this program writes for a plan of ``segments`` segments (the lock aside)."""
-        return [self.path / n for n in sorted(os.listdir(self.path))
-                if n != LOCK and is_ours(n, segments) and not _real_dir(self.path / n)]
-
-    def foreign(self, segments: int) -> list[str]:
-        """Names in the folder that are not the run's own (for ``segments`` segments)."""
+    def names(self, segments: int, ours: bool) -> list[str]:
+        """The names in the folder (the lock aside) that are, or with ``ours`` False are not, the files this
+        program writes for a plan of ``segments`` segments."""
         return [n for n in sorted(os.listdir(self.path))
-                if n != LOCK and (not is_ours(n, segments) or _real_dir(self.path / n))]
+                if n != LOCK and (is_ours(n, segments) and not _real_dir(self.path / n)) == ours]
 
     def clashes(self, segments: int) -> list[str]:
         """Segment files already there for a new plan of ``segments`` segments: not the new run's to write over."""
@@ -49,9 +45,9 @@ class WorkFolder:
 
     def clear(self, segments: int) -> int:
         """Delete the run's own files (a plan of ``segments`` segments); how many there were. The lock stays."""
-        files = self.ours(segments)
-        for p in files:
-            p.unlink(missing_ok=True)
+        files = self.names(segments, ours=True)
+        for name in files:
+            (self.path / name).unlink(missing_ok=True)
         return len(files)
 
     def remove(self, segments: int) -> list[str]:
@@ -59,12 +55,12 @@ class WorkFolder:
         self.clear(segments)
         # Deleted while still held: a run waiting on this file finds it gone and locks the new one (_lock).
         (self.path / LOCK).unlink(missing_ok=True)
-        left = self.foreign(segments)
+        left = self.names(segments, ours=False)
         if not left:
             try:
                 self.path.rmdir()
             except OSError:  # a file appeared meanwhile: it is not ours to delete
-                left = self.foreign(segments)
+                left = self.names(segments, ours=False)
         self.release()
         return left
 
