@@ -99,7 +99,6 @@ class RayRunner:
     gpus_per_worker: float = 0.0
     num_cpus: int | None = None  # local Ray only: CPUs to offer (default every core)
     used_workers: int = 0  # set by a run: how many tasks ran at once
-    cpus_per_worker: float = 0.0
 
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
@@ -117,7 +116,7 @@ class RayRunner:
             memory = worker_memory_bytes(self.options.mode, device)
             workers, cpus = plan_resources(session.cpus, session.gpus, self.workers or min(len(pending), max(1, int(session.cpus // 2))),
                                            self.gpus_per_worker, None, memory, session.memory)
-            self.used_workers, self.cpus_per_worker = workers, cpus
+            self.used_workers = workers
             task = ray.remote(segment_task).options(num_cpus=cpus, num_gpus=self.gpus_per_worker or None, memory=memory,
                                                     max_retries=MAX_RETRIES)
             job = SegmentJob(size, self.options, self.crf, self.models_dir, device, worker_threads(cpus))

@@ -35,14 +35,12 @@ class FrameEngine:
         self.device: str = restorer.device
         self._stack = ExitStack()
         self.session = self._stack.enter_context(restorer.frames(opts, self.fitted(size, restorer, opts)))
-        self.mode = self.session.mode
-        asked = opts.mode
-        self.reason = self.session.notes[0] if self.session.notes and self.mode.name != asked else ""
+        self.mode, self._opts = self.session.mode, opts
+        self.reason = self.session.notes[0] if self.session.notes and self.mode.name != opts.mode else ""
         self._notes: list[str] = list(self.session.notes)
+        self.identity_acted = 0  # faces the identity limit kept (or blended) as they were, over the clip
         # The face check's refusals: counted for the clip's note, and kept per frame (bounded: a frame's
         # entry leaves when it is written) for its FrameRecord.
-        self._opts = opts
-        self.identity_acted = 0  # faces the identity limit kept (or blended) as they were, over the clip
         self.rejected_faces = self.rejected_frames = 0
         self._reasons: dict[str, None] = {}
         self._rejected: dict[int, tuple[tuple[float, float, float, float], ...]] = {}

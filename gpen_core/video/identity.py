@@ -162,20 +162,17 @@ class IdentityTracker:
     def _one(self, index: int, track: int, check: Any) -> FaceCheck:
         before, after = check.descriptors
         self.seconds += check.seconds
-        prev = self._tracks.get(track)
+        prev = self._tracks.setdefault(track, _Track(index, before, after))
         jump = input_jump = None
-        if prev is not None and prev.last == index - self.every:  # the previous checked frame held this face too
+        if prev.last == index - self.every:  # the previous checked frame held this face too
             jump = float(np.linalg.norm(after - prev.after))
             input_jump = float(np.linalg.norm(before - prev.before))
-        if prev is None:
-            prev = self._tracks[track] = _Track(index, before, after)
+            prev.max_jump = max(prev.max_jump, jump - input_jump)
         prev.last, prev.before, prev.after = index, before, after
         jumped = jump is not None and input_jump is not None and jump > input_jump + JUMP_MARGIN
         over = check.distance > self.limit
         prev.checked += 1
         prev.max_distance = max(prev.max_distance, check.distance)
-        if jump is not None and input_jump is not None:
-            prev.max_jump = max(prev.max_jump, jump - input_jump)
         if over:
             prev.over_count += 1
             if len(prev.over) < MAX_LISTED:

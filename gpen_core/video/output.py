@@ -12,7 +12,7 @@ from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.video.frames import Colour, to_yuv
-from gpen_core.video.probe import MP4_AUDIO
+from gpen_core.video.limits import MP4_AUDIO
 from gpen_core.video.result import AudioHandling
 
 VIDEO_SUFFIXES = (".mp4", ".m4v")

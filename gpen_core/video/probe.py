@@ -8,9 +8,7 @@ from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.images.limits import DEFAULT_LIMITS
-from gpen_core.video.limits import MP4_AUDIO, check_audio
-
-__all__ = ["MP4_AUDIO", "ClipInfo", "clip_info", "open_clip", "open_video", "preflight", "stream_notes"]
+from gpen_core.video.limits import check_audio
 
 # ISO media brands that are still images (HEIC, AVIF), not clips.
 _IMAGE_BRANDS = (b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1", b"avif", b"avis")

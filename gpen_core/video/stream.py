@@ -25,7 +25,7 @@ from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
 from gpen_core.video.limits import FrameGuard, check_audio
 from gpen_core.video.options import VideoOptions
-from gpen_core.video.output import audio_handling
+from gpen_core.video.output import audio_handling, check_output
 from gpen_core.video.queue_items import AudioItem, DecodedFrame, DecodeStopped, FrameToWrite
 from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
 from gpen_core.video.steady import Steadier
@@ -63,7 +63,6 @@ def restore_video(
     :class:`~gpen_core.video.limits.FrameGuard`. ``video.cap`` stops at a server's limit; the notes say where."""
     from gpen_core.platform.leftovers import sweep_partials
     from gpen_core.platform.meter import PeakMeter
-    from gpen_core.video.output import check_output
     from gpen_core.video.probe import open_video, stream_notes
 
     vopts = (video or VideoOptions()).validated()
