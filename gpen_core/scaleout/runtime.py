@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 from gpen_core.errors import InputError
+from gpen_core.scaleout import reaper
 
 LOOPBACK = "127.0.0.1"
 # Read once, when Ray is imported: "0" makes the loopback address this node's (else only on macOS/Windows).
@@ -155,8 +156,6 @@ def _reachable(address: str) -> None:
 
 def _start_reaper(ray: ModuleType):
     """The watcher of this Ray session's processes (None when the session folder is unknown)."""
-    from gpen_core.scaleout import reaper
-
     try:  # Ray 2.x keeps the session folder on its private node object
         session_dir = ray._private.worker._global_node.get_session_dir_path()
     except AttributeError:
@@ -196,7 +195,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, num_
             )
             started = True
     # A local Ray's agents outlive a SIGKILLed driver by a minute: the reaper stops them (scaleout.reaper).
-    reaper = _start_reaper(ray) if started else None
+    watcher = _start_reaper(ray) if started else None
     try:
         res = ray.cluster_resources()
         ctx = ray.get_runtime_context()
@@ -206,6 +205,4 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, num_
     finally:
         if started:
             ray.shutdown()
-            from gpen_core.scaleout import reaper as reaper_module
-
-            reaper_module.stop(reaper)
+            reaper.stop(watcher)

@@ -239,9 +239,8 @@ def build_app(cfg: ServeConfig) -> Any:
         name=DEPLOYMENT_NAME, max_ongoing_requests=MAX_ONGOING_REQUESTS, ray_actor_options=actor,
         health_check_period_s=30, graceful_shutdown_timeout_s=30, **scaling,
     )
-    threads = max(1, int(cfg.num_cpus))
     return dep.bind(models_dir=cfg.models_dir, device=cfg.device or (device if cfg.num_gpus > 0 else None),
-                    warm_mode=cfg.warm_mode, threads=threads)
+                    warm_mode=cfg.warm_mode, threads=max(1, int(cfg.num_cpus)))
 
 
 def app_builder(args: dict[str, str]) -> Any:
@@ -261,10 +260,8 @@ def app_builder(args: dict[str, str]) -> Any:
 
 def deploy(cfg: ServeConfig) -> Any:
     """Deploy on the Ray this process is connected to; returns the handle once every replica is up."""
-    from ray import serve
-
-    # HTTP stays on loopback even on a cluster: a public endpoint belongs behind the cluster's ingress and auth.
     import ray
+    from ray import serve
 
     from gpen_core.platform.meter import format_bytes
 
@@ -274,6 +271,7 @@ def deploy(cfg: ServeConfig) -> Any:
     if need > have:  # Serve would wait for ever for a replica Ray cannot place
         raise InputError(f"the replicas reserve {format_bytes(need)} of memory (idle size + the heaviest mode's peak), "
                          f"and the Ray cluster offers {format_bytes(int(have))}: use --mode low, fewer replicas, or a bigger node")
+    # HTTP stays on loopback even on a cluster: a public endpoint belongs behind the cluster's ingress and auth.
     serve.start(http_options={"host": "127.0.0.1", "port": cfg.port})
     return serve.run(app, name=APP_NAME, route_prefix=ROUTE_PREFIX)
 

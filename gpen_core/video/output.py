@@ -163,3 +163,4 @@ class VideoWriter:
             if self.stream is not None:
                 flush(self.out, [self.stream, *(r.out for r in self.routes if not r.copy)])
             self.out.close()
+        self.closed = True

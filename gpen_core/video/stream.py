@@ -141,7 +141,7 @@ class _Run:
 
     def __init__(self, container: Any, info: Any, tmp: Path, vopts: VideoOptions, stop: threading.Event,
                  progress: Progress | None, on_frame: OnFrame | None) -> None:
-        self.container, self.info, self.tmp, self.vopts, self.stop = container, info, tmp, vopts, stop
+        self.container, self.info, self.vopts, self.stop = container, info, vopts, stop
         self.progress, self.on_frame = progress, on_frame
         self.abort = threading.Event()  # every thread stops: an error, a stop, the end of the trim
         self.decoded: queue.Queue = queue.Queue(DECODE_QUEUE)
@@ -160,7 +160,7 @@ class _Run:
         self.last_time = 0.0
         self.last_duration = 0.0
         self.size = (0, 0)
-        self.shift_s = 0.0
+        self.damage_detail: str | None = None  # what the decoder said where it stopped early
         import av
 
         from gpen_core.video.output import VideoWriter, add_audio
@@ -220,19 +220,18 @@ class _Run:
         """The first decoded frame's RGB (kept for the main loop); InputError when the clip has none."""
         while True:
             item = self._get(self.decoded)
-            if item is _END or isinstance(item, DecodeStopped):
-                self.first_item = item
-                break
             if isinstance(item, DecodedFrame):
                 self.first_item = item
                 return item.rgb
+            if item is _END or isinstance(item, DecodeStopped):
+                self.first_item = item
+                raise self._no_frames(item)
             self._send(item)
-        raise self._no_frames(item)
 
     def _no_frames(self, item: Any) -> InputError:
         where = f" (the decoder said: {item.detail})" if isinstance(item, DecodeStopped) else ""
         span = ""
-        if self.vopts.start_s is not None or self.vopts.end_s is not None:
+        if self.vopts.trimmed:
             span = f" between {self.vopts.start_s or 0:g} s and {self.vopts.end_s if self.vopts.end_s is not None else 'the end'}"
         return InputError(
             f"the video has no frame that decodes{span}{where}: it is empty or damaged from its start. "
@@ -249,7 +248,7 @@ class _Run:
                     break
         for t in self.threads:
             t.join(timeout=10)
-        if self.writer is not None and not getattr(self.writer, "closed", False):
+        if not self.writer.closed:
             try:
                 self.writer.out.close()
             except Exception:  # noqa: BLE001 - closing a half-written file we then delete
@@ -271,7 +270,7 @@ class _Run:
         else:
             cap_end = None  # the user's own end comes first: nothing to say
         # Trimmed: timestamps move back by the start, audio's and video's alike, so they stay in sync.
-        self.shift_s = start or 0.0
+        shift = start or 0.0
         if start:
             c.seek(int((t_first + start) / tb), stream=vs, backward=True)
         rf = av.video.reformatter.VideoReformatter()
@@ -300,8 +299,8 @@ class _Run:
                     self.guard.check(frame, pts, tb)  # before its pixels are converted
                     rgb, rotation, colour = upright_rgb(frame, rf)
                     taken += 1
-                    out_pts = pts - int(round(self.shift_s / tb))
-                    if not self._put(self.decoded, DecodedFrame(out_pts, t - self.shift_s, rgb, rotation, colour)):
+                    out_pts = pts - int(round(shift / tb))
+                    if not self._put(self.decoded, DecodedFrame(out_pts, t - shift, rgb, rotation, colour)):
                         return
         except (av.FFmpegError, EOFError) as exc:
             self._put(self.decoded, DecodeStopped(str(exc).strip() or type(exc).__name__))
@@ -340,7 +339,6 @@ class _Run:
                 continue
             if item is _END:
                 w.close()
-                w.closed = True
                 return
             if isinstance(item, FrameToWrite):
                 w.frame(item.image, item.pts, item.colour)
@@ -427,7 +425,7 @@ class _Run:
         return n
 
     def _note_damage(self, decoded: int) -> None:
-        detail = getattr(self, "damage_detail", None)
+        detail = self.damage_detail
         trimmed = self.vopts.trimmed or bool(self.cut)  # a cap's cut is no damage
         end = self.last_time + self.last_duration
         if detail is None and not trimmed and self.info.frames and decoded < self.info.frames:
