@@ -302,7 +302,9 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
                 item = by_path[path]
                 rec = {"input": item.shown, **row_rec}
                 if rec["status"] == "ok":
-                    rec["output"] = str(_write_output(out_dir, item.stem, rec["format"], encoded))
+                    dst = out_dir / f"{item.stem}{SUFFIX_BY_FORMAT[rec['format']]}"
+                    durable.write_bytes(dst, encoded, sync=False)  # a photo: re-made in seconds, not worth a flush each
+                    rec["output"] = str(dst)
                 write(rec)
             for path in by_path.keys() - seen:  # any input Ray returned no row for still gets its record
                 write({"input": by_path[path].shown, "status": "error", "error": "Ray Data returned no result for this file",
@@ -345,9 +347,3 @@ def _stream(config: BatchConfig, todo: list[_Input], filesystem: Any, workers: i
     )
     for row in ds.iter_rows():
         yield json.loads(row["record"]), bytes(row["encoded"])
-
-
-def _write_output(out_dir: Path, stem: str, fmt: str, encoded: bytes) -> Path:
-    dst = out_dir / f"{stem}{SUFFIX_BY_FORMAT[fmt]}"
-    durable.write_bytes(dst, encoded, sync=False)  # a photo: re-made in seconds, not worth a flush each
-    return dst

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
 # Ray's fate-sharing stops the GCS and raylet within about a second of the driver's death (measured).
@@ -46,18 +47,14 @@ def reap(session_dir: str, driver: int | None = None) -> list[int]:
     """SIGTERM the session's processes (never ``driver`` or this one), SIGKILL those left after TERM_WAIT_S."""
     pids = session_processes(session_dir, skip=(os.getpid(),) + ((driver,) if driver else ()))
     for pid in pids:
-        try:
+        with suppress(OSError):  # gone already
             os.kill(pid, signal.SIGTERM)
-        except OSError:
-            pass
     deadline = time.monotonic() + TERM_WAIT_S
     while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
         time.sleep(0.1)
     for pid in pids:
-        try:
+        with suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     return pids
 
 

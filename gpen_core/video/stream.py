@@ -78,6 +78,7 @@ def restore_video(
         if engine is None:
             from gpen_core.engine.pipeline import import_engine
             from gpen_core.restorer import get_restorer
+            from gpen_core.video.engine_seam import FrameEngine
 
             import_engine()  # the one-time import is the process's, not the clip's peak
             restorer = restorer or get_restorer()
@@ -88,7 +89,8 @@ def restore_video(
             run.guard = FrameGuard(src_s, info.size)
             run.notes.update(dict.fromkeys(stream_notes(container, vopts.audio)))
             try:
-                run.engine = engine or _engine_for(restorer, options or RestoreOptions(), run)
+                # the engine for the clip's upright frame size: the first decoded frame's
+                run.engine = engine or FrameEngine(restorer, options or RestoreOptions(), run.first_size())
                 run.go()
             except Exception as exc:
                 _translate(exc, run)
@@ -125,15 +127,6 @@ def _translate(exc: Exception, run: "_Run") -> None:
             f"writing the video failed at frame {run.written} ({str(exc).strip() or type(exc).__name__}): check that the "
             "output folder is writable and its disk has space, and try again"
         ) from None
-
-
-def _engine_for(restorer: Any, options: RestoreOptions, run: "_Run") -> Any:
-    """The engine for the clip's upright frame size (the first decoded frame's)."""
-    from gpen_core.video.engine_seam import FrameEngine
-
-    run.start()
-    first = run.peek_first()
-    return FrameEngine(restorer, options, (first.shape[1], first.shape[0]))
 
 
 class _Run:
@@ -216,13 +209,15 @@ class _Run:
                 f"stopped after {self.written} frame{'s' if self.written != 1 else ''}: the partial output was removed"
             )
 
-    def peek_first(self) -> Any:
-        """The first decoded frame's RGB (kept for the main loop); InputError when the clip has none."""
+    def first_size(self) -> tuple[int, int]:
+        """The threads started, the first decoded frame's (width, height), the frame kept for the main loop;
+        InputError when the clip has none."""
+        self.start()
         while True:
             item = self._get(self.decoded)
             if isinstance(item, DecodedFrame):
                 self.first_item = item
-                return item.rgb
+                return item.rgb.shape[1], item.rgb.shape[0]
             if item is _END or isinstance(item, DecodeStopped):
                 self.first_item = item
                 raise self._no_frames(item)
