@@ -1,30 +1,15 @@
 """Restore a folder (or an object-store prefix) of photos with Ray Data: ``restore … --ray``.
 
-The driver lists the inputs, skips those already restored, and streams the rest
-through Ray Data: ``read_binary_files`` reads the bytes (never ``read_images``,
-which dies on the first corrupt file) and an actor pool restores them, one cached
-``Restorer`` per actor, warmed once. The driver writes every output and appends one
-``manifest.jsonl`` record per input, tagged with the run's id (status ok / error / skipped, the error text,
-the measured peaks and timings), so outputs land on the machine that ran the
-command even when the actors run elsewhere.
-
-Three traps this module is shaped by (measured with Ray 2.60 on 2 cores):
-
-- Actors at ``num_cpus=1`` on a 2-CPU Ray left nothing for the read tasks and hung
-  with no error: actors here take fractional CPUs and reads a quarter CPU, and
-  together they never claim the whole cluster.
-- An exception raised inside ``map_batches`` aborts the whole job, and
-  ``max_errored_blocks`` makes the bad file silently vanish: every row's error is
-  caught in the actor and returned as that file's record.
-- Ray sets ``OMP_NUM_THREADS`` from the actor's (fractional) CPUs: the actor sets
-  torch's threads itself from its share.
-"""
+Ray Data reads the bytes (``read_binary_files``: ``read_images`` dies on the first corrupt file) and an actor
+pool restores them, one warmed ``Restorer`` per actor; the driver writes every output and appends one
+``manifest.jsonl`` record per input. Actors take fractional CPUs and leave some for reading (whole CPUs hung
+a 2-core Ray without an error), catch every row's error (a raise aborts the job) and set torch's threads from
+their share (docs/ray.md)."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -82,8 +67,6 @@ class BatchSummary:
     run_id: str = ""
     workers: int = 0
     cpus_per_worker: float = 0.0
-    address: str = ""
-    started_local_ray: bool = False
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.records if r["status"] == status)
@@ -92,9 +75,6 @@ class BatchSummary:
     def exit_code(self) -> int:
         """0 when nothing failed, else the first failure's code (2 bad input, 3 weights, 4 memory, 1 other)."""
         return next((int(r.get("exit_code") or 1) for r in self.records if r["status"] == "error"), 0)
-
-
-# ---------------------------------------------------------------- listing
 
 
 @dataclass(frozen=True)
@@ -154,9 +134,6 @@ def existing_output(output: Path, stem: str) -> Path | None:
     return None
 
 
-# ----------------------------------------------------------------- actors
-
-
 def worker_threads(cpus_per_worker: float) -> int:
     """torch threads for an actor with this CPU share (at least one)."""
     return max(1, int(math.floor(cpus_per_worker + 1e-9)))
@@ -165,10 +142,8 @@ def worker_threads(cpus_per_worker: float) -> int:
 class RestoreWorker:
     """One Ray Data actor: a cached Restorer, warmed once, restoring one photo per row.
 
-    Rows are ``{"bytes", "path"}`` (``read_binary_files(include_paths=True)``); each
-    returns ``{"record": JSON text, "encoded": restored bytes or b""}``. Never raises
-    for a photo: its error becomes its record (a raise would abort the whole job).
-    """
+    Rows are ``{"bytes", "path"}``; each returns ``{"record": JSON text, "encoded": restored bytes or b""}``. Never
+    raises for a photo: its error becomes its record (a raise would abort the whole job)."""
 
     def __init__(self, options: Any, models_dir: str | None, device: str | None, threads: int) -> None:
         from gpen_core.restorer import get_restorer
@@ -238,18 +213,11 @@ def warm_up(restorer: Any, options: Any) -> None:
     restorer(blank, replace(opts, output_format=None))
 
 
-
-# ----------------------------------------------------------------- driver
-
-
 def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None, gpus_per_worker: float,
                    cpus_per_worker: float | None, memory_per_worker: float = 0.0,
                    cluster_memory: float = math.inf) -> tuple[int, float]:
-    """(actors, CPUs per actor) leaving RESERVED_CPUS free for reading; InputError when it cannot fit.
-
-    Ray waits for ever, without an error, for an actor it cannot place: whatever does
-    not fit (CPUs, GPUs, memory) is refused here with the number that would.
-    """
+    """(actors, CPUs per actor) leaving RESERVED_CPUS free for reading; InputError naming what would fit
+    when it cannot (Ray waits for ever, without an error, for an actor it cannot place)."""
     from gpen_core.platform.meter import format_bytes
 
     if gpus_per_worker < 0 or (workers is not None and workers < 1):
@@ -281,11 +249,8 @@ def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None
 def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None] | None = None) -> BatchSummary:
     """Restore every image under ``config.source`` into ``config.output``; one record per input.
 
-    ``on_record(record, done, total)`` is called as each record is written (the
-    CLI prints JSON lines or a progress bar). Raises InputError / WeightsError only
-    for the run as a whole (no inputs, Ray missing, workers that cannot fit); a bad
-    photo is a record with status "error", never an exception.
-    """
+    ``on_record(record, done, total)`` as each record is written. InputError / WeightsError only for the run as a
+    whole (no inputs, Ray missing, workers that cannot fit); a bad photo is a record with status "error"."""
     from gpen_core.scaleout.runtime import import_ray, ray_session, worker_memory_bytes
 
     import_ray()  # Ray missing: say how to install it before anything else (pyarrow comes with it)
@@ -337,13 +302,14 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
                 item = by_path[path]
                 rec = {"input": item.shown, **row_rec}
                 if rec["status"] == "ok":
-                    rec["output"] = str(_write_output(out_dir, item.stem, rec["format"], encoded))
+                    dst = out_dir / f"{item.stem}{SUFFIX_BY_FORMAT[rec['format']]}"
+                    durable.write_bytes(dst, encoded, sync=False)  # a photo: re-made in seconds, not worth a flush each
+                    rec["output"] = str(dst)
                 write(rec)
             for path in by_path.keys() - seen:  # any input Ray returned no row for still gets its record
                 write({"input": by_path[path].shown, "status": "error", "error": "Ray Data returned no result for this file",
                        "error_type": "LostRow", "exit_code": 1, "peaks": None, "timings": None})
-            return BatchSummary(records, manifest, time.perf_counter() - t0, run_id, workers, cpus, session.address,
-                                session.started_here)
+            return BatchSummary(records, manifest, time.perf_counter() - t0, run_id, workers, cpus)
 
 
 def new_run_id() -> str:
@@ -381,9 +347,3 @@ def _stream(config: BatchConfig, todo: list[_Input], filesystem: Any, workers: i
     )
     for row in ds.iter_rows():
         yield json.loads(row["record"]), bytes(row["encoded"])
-
-
-def _write_output(out_dir: Path, stem: str, fmt: str, encoded: bytes) -> Path:
-    dst = out_dir / f"{stem}{SUFFIX_BY_FORMAT[fmt]}"
-    durable.write_bytes(dst, encoded, sync=False)  # a photo: re-made in seconds, not worth a flush each
-    return dst

@@ -1,8 +1,4 @@
-"""The Ray front ends of ``python -m gpen_core``: ``restore … --ray`` and ``serve``.
-
-``cli.py`` owns the ``restore`` flags (``serve``'s are :func:`add_serve`'s) and dispatches here; these turn the parsed arguments into
-a :mod:`ray_batch` / :mod:`ray_serve` call and the outcome into an exit code.
-"""
+"""The Ray front ends of ``python -m gpen_core``: ``restore … --ray`` and ``serve``; arguments in, an exit code out."""
 
 from __future__ import annotations
 
@@ -16,10 +12,8 @@ from gpen_core.errors import InputError
 
 
 def restore_ray(args: argparse.Namespace, bar_type: Any) -> int:
-    """``restore … --ray``: Ray Data over one folder, file or URI; exit 0 when all restored, else the first failure's code.
-
-    ``bar_type(total)`` makes the progress bar (the CLI's ``ProgressLine``) drawn without ``--json``.
-    """
+    """``restore … --ray``: Ray Data over one folder, file or URI; exit 0 when all restored, else the first
+    failure's code. ``bar_type(total)``: the progress bar (the CLI's ``ProgressLine``) drawn without ``--json``."""
     from gpen_core.options import RestoreOptions
     from gpen_core.scaleout.batch import BatchConfig, run_batch
 

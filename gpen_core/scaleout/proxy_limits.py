@@ -1,17 +1,8 @@
 """The upload cap inside Ray Serve's HTTP proxy, before the proxy queues a byte of the body.
 
-Measured with Ray 2.60 (``benchmarks/serve_body_cap.py at commit 67ff8cb``, docs/serving.md): the proxy
-reads a request body into an unbounded queue as fast as the client sends it, and the
-replica pulls it from there in batches, so a chunked 200 MB POST held +379 MB in the
-proxy and +325 MB in the replica before the replica's own 25 MB check could answer.
-Serve has no request-size setting; its HTTP proxy callback
-(``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH``, read when the proxy starts) returns
-Starlette middlewares that run in the proxy, in front of that queue. :class:`BodyCap`
-is that middleware: on ``ROUTE_PREFIX`` it answers 413 to a declared Content-Length
-over the upload limit and 411 to a body of unknown length (chunked), before the request
-reaches Serve. A local Ray started by :func:`gpen_core.scaleout.runtime.ray_session`
-sets the variable; a cluster started elsewhere needs it set where ``ray start`` runs.
-"""
+Serve's proxy reads a body into an unbounded queue before the replica can check its size, and has no size
+setting; its HTTP proxy callback (``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH``) adds :class:`BodyCap` in front
+of that queue. Measured and explained: docs/serving.md."""
 
 from __future__ import annotations
 
@@ -20,8 +11,7 @@ from typing import Any
 
 from gpen_core.images.limits import DEFAULT_LIMITS, InputLimits, too_big
 
-# The Serve app's route (gpen_core.scaleout.serve): here, beside the cap that guards it, so the
-# proxy's callback module imports nothing of the app it sits in front of.
+# The Serve app's route: here, so the proxy's callback module imports nothing of the app.
 ROUTE_PREFIX = "/restore"
 PROXY_CALLBACK_ENV = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
 PROXY_CALLBACK = "gpen_core.scaleout.proxy_limits.proxy_middlewares"
@@ -36,11 +26,8 @@ def proxy_middlewares() -> list[Any]:
 
 
 class BodyCap:
-    """Pure ASGI middleware: refuse an oversize or unknown-length upload to ``route`` before it is read.
-
-    ``max_bytes`` defaults to the decoder's upload limit (``InputLimits.max_file_bytes``),
-    and the 413 says it in the decoder's words. Other routes and methods pass untouched.
-    """
+    """Pure ASGI middleware: on ``route``, 413 to a declared Content-Length over ``max_bytes`` (default: the
+    decoder's upload limit, in its words) and 411 to a body of unknown length; other routes pass untouched."""
 
     def __init__(self, app: Any, max_bytes: int | None = None, route: str = ROUTE_PREFIX) -> None:
         self.app, self.route = app, route

@@ -1,19 +1,8 @@
 """Stops a local Ray's leftover processes when the process that started it dies.
 
-Ray fate-shares its GCS and raylet with the driver that called ``ray.init()``, but its
-two agents (``ray::DashboardAgent``, ``ray::RuntimeEnvAgent``: about 210 MB and four
-loopback ports, measured with Ray 2.60) notice the raylet's death at once and then spend
-60 s trying to report it to the dead GCS (``publish_error_to_driver``'s fixed 60 s timeout)
-before they exit. Ray has no setting for that wait, so a driver killed with SIGKILL left
-them behind for a minute or two.
-
-This file runs as its own small process (standard library only, started with the file's
-path so it needs no package on ``sys.path``): it blocks reading a pipe whose write end
-only the driver holds. When the driver exits, however it exits, the read returns; after a
-short grace for Ray's own shutdown it kills every process whose stdout or stderr is a log
-file in that Ray session's folder (the processes that session started, and no others),
-then exits. In its own session, so a signal to the driver's process group spares it.
-"""
+Ray's two agents outlive a SIGKILLed driver by a minute (docs/results-and-messages.md). This file runs as its
+own small process (standard library only, started by path, in its own session): it blocks reading a pipe only
+the driver writes, and when that closes kills every process with a file open in that Ray session's folder."""
 
 from __future__ import annotations
 
@@ -22,18 +11,18 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
-# Ray's own fate-sharing stops the GCS and raylet within about a second of the driver's
-# death (measured); the reaper acts after that, on whatever is left.
+# Ray's fate-sharing stops the GCS and raylet within about a second of the driver's death (measured).
 GRACE_S = 2.0
 TERM_WAIT_S = 3.0
 _CLEAN = b"c"  # written by stop(): the driver shut Ray down itself
 
 
 def session_processes(session_dir: str, skip: tuple[int, ...] = ()) -> list[int]:
-    """PIDs (other than ``skip``) holding a file under ``session_dir`` open: every process of a
-    Ray session keeps a log there (the agents' stdout is a pipe, but their log files are open)."""
+    """PIDs (other than ``skip``) holding a file under ``session_dir`` open: every process of a Ray
+    session keeps a log there."""
     root = os.path.realpath(session_dir) + os.sep
     found = []
     for entry in os.listdir("/proc"):
@@ -55,30 +44,23 @@ def session_processes(session_dir: str, skip: tuple[int, ...] = ()) -> list[int]
 
 
 def reap(session_dir: str, driver: int | None = None) -> list[int]:
-    """SIGTERM the session's processes (never ``driver`` or this one), SIGKILL those still there
-    after TERM_WAIT_S; the PIDs signalled."""
+    """SIGTERM the session's processes (never ``driver`` or this one), SIGKILL those left after TERM_WAIT_S."""
     pids = session_processes(session_dir, skip=(os.getpid(),) + ((driver,) if driver else ()))
     for pid in pids:
-        try:
+        with suppress(OSError):  # gone already
             os.kill(pid, signal.SIGTERM)
-        except OSError:
-            pass
     deadline = time.monotonic() + TERM_WAIT_S
     while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
         time.sleep(0.1)
     for pid in pids:
-        try:
+        with suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     return pids
 
 
 def start(session_dir: str) -> subprocess.Popen[bytes] | None:
-    """The reaper for ``session_dir``, watching this process; None where /proc is absent (not Linux).
-
-    Keep the returned object: closing its ``stdin`` (or this process ending) starts the reaping.
-    """
+    """The reaper for ``session_dir``, watching this process; None without /proc. Keep it: closing its ``stdin``
+    (or this process ending) starts the reaping."""
     if not Path("/proc/self/fd").is_dir():
         return None
     return subprocess.Popen([sys.executable, "-S", os.path.abspath(__file__), session_dir, str(os.getpid())], stdin=subprocess.PIPE,

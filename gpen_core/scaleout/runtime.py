@@ -1,16 +1,6 @@
-"""Starting or joining Ray for ``ray_batch`` and ``ray_serve``: loopback-only unless told otherwise.
-
-Ray is optional (``requirements-ray.txt``; ``bash scripts/setup.sh --ray``); nothing
-here imports it before a function is called.
-
-Why the care: by default a local Ray binds every interface and replaces
-``--node-ip-address 127.0.0.1`` with the machine's address, and anyone who can
-reach a Ray port can run code on it. A local Ray started here advertises and
-binds 127.0.0.1 only (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` before Ray is
-imported, plus ``_node_ip_address``), has no dashboard, keeps its files under
-/tmp, and is stopped by whoever started it. Joining a real cluster is explicit
-(``--address``) and that cluster's own settings (token auth) apply.
-"""
+"""Starting or joining Ray for batches and Serve: a local Ray binds and advertises 127.0.0.1 only, has no
+dashboard and is stopped by whoever started it; a cluster is joined only when asked (``--address``). Ray is
+optional and imported only when a function is called. docs/ray.md."""
 
 from __future__ import annotations
 
@@ -25,35 +15,27 @@ from pathlib import Path
 from types import ModuleType
 
 from gpen_core.errors import InputError
+from gpen_core.scaleout import reaper
 
 LOOPBACK = "127.0.0.1"
-# Ray reads this once, when ray._private.ray_constants is imported; "0" makes it use
-# the loopback address as this node's address (it is otherwise only the default on macOS/Windows).
+# Read once, when Ray is imported: "0" makes the loopback address this node's (else only on macOS/Windows).
 _LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 INSTALL_HINT = "install it with `bash scripts/setup.sh --ray` (or `.venv/bin/python -m pip install -r requirements-ray.txt`)"
 
 
-# An idle Ray worker with the engine imported: torch, OpenCV and facexlib (732 MB measured,
-# docs/performance.md) plus the Ray worker runtime (about 200 MB more than a plain process,
-# measured with ray 2.60).
+# An idle Ray worker with the engine imported: 732 MB (docs/performance.md) + ~200 MB of Ray runtime (ray 2.60).
 WORKER_IDLE_BYTES = 1_000_000_000
 LARGE_PHOTO = (4000, 3000)  # the 12 MP photo of the hardware check's workloads
 
 
 def worker_memory_bytes(mode: str, device: str = "cpu") -> int:
-    """Ray ``memory`` to reserve for one actor or replica that runs ``mode`` ("auto": any mode).
-
-    Idle size + the mode's peak on a 12 MP photo (the saved hardware check when there
-    is one, else the built-in estimate). Reserved, Ray never places more workers on a
-    node than fit, so the engine's own check-then-step-down acts long before Ray's
-    out-of-memory monitor (which kills at 95 % of the node's RAM).
-    """
+    """Ray ``memory`` to reserve for one actor or replica running ``mode`` ("auto": any mode): idle size
+    + the mode's peak on a 12 MP photo, so Ray never packs more workers than fit."""
     from gpen_core.engine.budget import estimate_peak
     from gpen_core.modes import MODES
 
     modes = [MODES[mode]] if mode in MODES else list(MODES.values())
     return WORKER_IDLE_BYTES + max(int(estimate_peak(m, device, LARGE_PHOTO)[0]) for m in modes)
-
 
 
 def worker_name() -> str:
@@ -70,8 +52,7 @@ def worker_name() -> str:
 
 
 def use_threads(threads: int) -> None:
-    """A worker's torch threads: its CPU share, at least one (Ray set OMP_NUM_THREADS from the
-    fractional share; said here plainly)."""
+    """A worker's torch threads: its CPU share, at least one (Ray set OMP_NUM_THREADS from a fraction)."""
     import torch
 
     torch.set_num_threads(max(1, threads))
@@ -106,8 +87,7 @@ class RaySession:
 
 
 def _force_loopback(ray: ModuleType) -> None:
-    # Ray read the environment variable when it was imported; if that happened before
-    # import_ray() set it, set the constant it produced as well.
+    # Ray read the variable when imported; if that was before import_ray() set it, set its constant too.
     from gpen_core.compat.ray import force_loopback_constant
 
     force_loopback_constant()
@@ -121,12 +101,9 @@ def _token_available() -> bool:
 
 
 def connect(address: str) -> None:
-    """Join the Ray at ``address`` ("auto", "HOST:PORT", "ray://HOST:PORT"); InputError with the fix when it cannot.
-
-    Ray 2.60 gives every local ``ray.init()`` cluster token auth (token in
-    ~/.ray/auth_token) but, for an explicit address, only sends the token when
-    ``RAY_AUTH_MODE=token``: set it when a token is there and nobody chose a mode.
-    """
+    """Join the Ray at ``address`` ("auto", "HOST:PORT", "ray://HOST:PORT"); InputError with the fix when it
+    cannot. Ray 2.60 sends a local token to an explicit address only with ``RAY_AUTH_MODE=token``: set when a token
+    is there and nobody chose a mode."""
     ray = import_ray()
     _reachable(address)
     if "RAY_AUTH_MODE" not in os.environ and _token_available():
@@ -143,9 +120,7 @@ def connect(address: str) -> None:
         ) from None
 
 
-# How long a cluster's port may take to accept a connection. Ray's own ray.init retries an address nobody
-# listens on for minutes (its GCS reconnect loop, with a warning a second); a refused or silent port is
-# told within this.
+# How long a cluster's port may take to answer (ray.init itself retries a dead address for minutes).
 CONNECT_TIMEOUT_S = 10.0
 
 
@@ -155,11 +130,8 @@ _H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x
 
 
 def _reachable(address: str) -> None:
-    """InputError naming ``address`` when nothing at its HOST:PORT answers as a Ray cluster does ("auto": Ray finds it).
-
-    Checked within CONNECT_TIMEOUT_S: a refused port, a host that does not answer, and a port where something
-    other than gRPC listens (Ray itself would retry each for minutes). A TLS cluster (RAY_USE_TLS) is only dialled.
-    """
+    """InputError naming ``address`` when nothing at its HOST:PORT answers as a Ray cluster within
+    CONNECT_TIMEOUT_S (Ray would retry for minutes); a TLS cluster is only dialled."""
     import socket
 
     host, sep, port = address.split("://", 1)[-1].rpartition(":")
@@ -184,8 +156,6 @@ def _reachable(address: str) -> None:
 
 def _start_reaper(ray: ModuleType):
     """The watcher of this Ray session's processes (None when the session folder is unknown)."""
-    from gpen_core.scaleout import reaper
-
     try:  # Ray 2.x keeps the session folder on its private node object
         session_dir = ray._private.worker._global_node.get_session_dir_path()
     except AttributeError:
@@ -196,12 +166,8 @@ def _start_reaper(ray: ModuleType):
 @contextmanager
 def ray_session(address: str | None = None, *, num_cpus: int | None = None, num_gpus: int | None = None,
                 temp_dir: str | os.PathLike[str] | None = None) -> Iterator[RaySession]:
-    """Ray for the duration of the block.
-
-    ``address`` None: reuse the Ray this process already has, else start a local
-    loopback-only one (``num_cpus`` default: every core) and stop it at the end.
-    ``address`` "auto", "HOST:PORT" or "ray://HOST:PORT": join that cluster (left running).
-    """
+    """Ray for the duration of the block. ``address`` None: this process's Ray, else a local loopback-only
+    one, stopped at the end; "auto", "HOST:PORT" or "ray://HOST:PORT": join that cluster (left running)."""
     ray = import_ray()
     started = False
     if not ray.is_initialized():
@@ -228,9 +194,8 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, num_
                 configure_logging=True,
             )
             started = True
-    # A local Ray's agents outlive a driver killed with SIGKILL by a minute or more: a watcher
-    # process stops them when this process ends, however it ends (gpen_core.scaleout.reaper).
-    reaper = _start_reaper(ray) if started else None
+    # A local Ray's agents outlive a SIGKILLed driver by a minute: the reaper stops them (scaleout.reaper).
+    watcher = _start_reaper(ray) if started else None
     try:
         res = ray.cluster_resources()
         ctx = ray.get_runtime_context()
@@ -240,6 +205,4 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, num_
     finally:
         if started:
             ray.shutdown()
-            from gpen_core.scaleout import reaper as reaper_module
-
-            reaper_module.stop(reaper)
+            reaper.stop(watcher)

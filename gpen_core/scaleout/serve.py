@@ -1,22 +1,8 @@
 """Online restores with Ray Serve: ``python -m gpen_core serve`` and ``app.py --backend ray``.
 
-``RestoreDeployment`` holds one cached ``Restorer`` per replica, warmed up in its
-constructor, and runs one restore at a time (the meter measures each call alone);
-``max_ongoing_requests`` is small so requests wait in Serve's queue, where the
-autoscaler sees them, not inside a busy replica. Each response carries the
-measured peaks and timings of that request and the replica that measured them.
-
-The Gradio app stays one process and calls the deployment by handle
-(:class:`RayRestorer`). Ray's own ``GradioIngress`` is not used: with Gradio 6 its
-``GET /`` answers 500, and several Gradio replicas without sticky sessions cancel
-calls.
-
-Memory: each replica reserves (Ray's ``memory`` resource) its idle size plus the
-measured or estimated peak of the heaviest mode it may run, so Ray never packs
-more replicas onto a node than fit, and the engine's own check-then-step-down
-runs before Ray's out-of-memory monitor (which kills at 95 % of the node's RAM)
-would have anything to do.
-"""
+``RestoreDeployment``: one warmed ``Restorer`` per replica, one restore at a time, each response with the peaks
+it measured; the app calls it by handle (:class:`RayRestorer`). Each replica reserves its idle size plus the
+heaviest mode's peak. docs/ray.md, "A shared demo"."""
 
 from __future__ import annotations
 
@@ -85,9 +71,6 @@ class Served:
         return f"peak measured in Ray Serve replica {self.replica} (node {self.node}, pid {self.pid}); {RAY_BASELINE_NOTE}"
 
 
-# ------------------------------------------------------------- deployment
-
-
 class RestoreDeployment:
     """One replica: a warmed Restorer. ``restore(bytes, options) -> Served`` by handle; POST /restore over HTTP."""
 
@@ -124,9 +107,8 @@ class RestoreDeployment:
                 "warm_error": self.warm_error, "loaded": self.restorer.loaded(), "rss_bytes": current_rss()}
 
     async def __call__(self, request: Any) -> Any:
-        """HTTP: POST the image bytes to /restore[?mode=low&task=colorize&aligned=1]; the JSON record (the CLI's
-        --json fields) comes back. Inpainting's damage mask comes with the photo as multipart/form-data
-        (fields ``image``, ``mask``, and optionally ``mode``, ``task``, ``aligned``): :func:`http_inputs`."""
+        """HTTP: POST the image to /restore[?mode=low&task=colorize&aligned=1], or multipart with
+        ``image`` and ``mask`` (:func:`http_inputs`); the JSON record (the CLI's --json fields) comes back."""
         import asyncio
         import base64
 
@@ -155,13 +137,9 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
 async def http_inputs(request: Any, body: bytes) -> tuple[bytes, Any, bytes | None]:
-    """(image bytes, validated RestoreOptions, mask bytes or None) of one ``POST /restore``.
-
-    The body is the image itself, options in the query (``mode``, ``task``, ``aligned``); or a
-    multipart/form-data form with the image in ``image``, inpainting's damage in ``mask`` (white
-    = damaged, at the photo's size) and the options as fields or in the query (a field wins).
-    InputError (the HTTP route's 400) names what is wrong and the valid values.
-    """
+    """(image bytes, validated RestoreOptions, mask bytes or None) of one ``POST /restore``: the body is the
+    image and options are in the query, or a multipart form (``image``, ``mask``, options as fields; a field wins).
+    InputError (400) names what is wrong."""
     from gpen_core.options import RestoreOptions
 
     fields: dict[str, Any] = dict(request.query_params)
@@ -204,19 +182,13 @@ async def _form(request: Any, body: bytes) -> Any:
 
 
 async def read_body_capped(request: Any, limit: int | None = None) -> bytes:
-    """The request body, refused (InputError, the decoder's own words) as soon as it is known to
-    pass ``limit`` (default: the upload limit, ``InputLimits.max_file_bytes``): a declared
-    Content-Length over it before a byte is read, else while streaming, at the first chunk
-    past it. Reading the whole body first held a 60 MB upload in the replica before the
-    25 MB check."""
+    """The request body, refused (InputError, the decoder's words) as soon as it is known to pass
+    ``limit`` (default: the upload limit): a declared Content-Length before a byte is read, else at the first
+    chunk past it."""
     from gpen_core.images.limits import DEFAULT_LIMITS, too_big
 
-    limits = DEFAULT_LIMITS
-    cap = limits.max_file_bytes if limit is None else limit
-    if cap != limits.max_file_bytes:
-        from dataclasses import replace as _replace
-
-        limits = _replace(limits, max_file_bytes=cap)
+    limits = DEFAULT_LIMITS if limit is None else replace(DEFAULT_LIMITS, max_file_bytes=limit)
+    cap = limits.max_file_bytes
     declared = (request.headers.get("content-length") or "").strip()
     if declared.isdigit() and int(declared) > cap:
         raise too_big(int(declared), limits)
@@ -239,9 +211,6 @@ def _replica_ids() -> tuple[str, str]:
         return serve.get_replica_context().replica_id.unique_id, ray.get_runtime_context().get_node_id()[:8]
     except Exception:  # outside Serve (tests building the class directly)
         return "local", "local"
-
-
-# --------------------------------------------------------------- building
 
 
 def build_app(cfg: ServeConfig) -> Any:
@@ -270,16 +239,13 @@ def build_app(cfg: ServeConfig) -> Any:
         name=DEPLOYMENT_NAME, max_ongoing_requests=MAX_ONGOING_REQUESTS, ray_actor_options=actor,
         health_check_period_s=30, graceful_shutdown_timeout_s=30, **scaling,
     )
-    threads = max(1, int(cfg.num_cpus))
     return dep.bind(models_dir=cfg.models_dir, device=cfg.device or (device if cfg.num_gpus > 0 else None),
-                    warm_mode=cfg.warm_mode, threads=threads)
+                    warm_mode=cfg.warm_mode, threads=max(1, int(cfg.num_cpus)))
 
 
 def app_builder(args: dict[str, str]) -> Any:
-    """For ``serve deploy`` / ``serve run`` config files: ``import_path: gpen_core.scaleout.serve:app_builder``.
-
-    ``args`` (all optional): replicas, max_replicas, num_cpus, num_gpus, warm_mode, models_dir, device.
-    """
+    """For ``serve deploy`` / ``serve run`` config files (``gpen_core.scaleout.serve:app_builder``); ``args``
+    (all optional): replicas, max_replicas, num_cpus, num_gpus, warm_mode, models_dir, device."""
     replicas = args.get("replicas", "1")
     return build_app(ServeConfig(
         replicas=None if str(replicas) == "auto" else int(replicas),
@@ -294,11 +260,8 @@ def app_builder(args: dict[str, str]) -> Any:
 
 def deploy(cfg: ServeConfig) -> Any:
     """Deploy on the Ray this process is connected to; returns the handle once every replica is up."""
-    from ray import serve
-
-    # HTTP stays on loopback even on a cluster: the app calls by handle, and a public HTTP
-    # endpoint belongs behind the cluster's own ingress and auth (the serve config file's http_options).
     import ray
+    from ray import serve
 
     from gpen_core.platform.meter import format_bytes
 
@@ -308,6 +271,7 @@ def deploy(cfg: ServeConfig) -> Any:
     if need > have:  # Serve would wait for ever for a replica Ray cannot place
         raise InputError(f"the replicas reserve {format_bytes(need)} of memory (idle size + the heaviest mode's peak), "
                          f"and the Ray cluster offers {format_bytes(int(have))}: use --mode low, fewer replicas, or a bigger node")
+    # HTTP stays on loopback even on a cluster: a public endpoint belongs behind the cluster's ingress and auth.
     serve.start(http_options={"host": "127.0.0.1", "port": cfg.port})
     return serve.run(app, name=APP_NAME, route_prefix=ROUTE_PREFIX)
 
@@ -324,10 +288,8 @@ def replica_statuses(handle: Any, n: int) -> list[dict[str, Any]]:
 
 
 def run_serve(cfg: ServeConfig, on_ready: Callable[[str, list[dict[str, Any]]], None], stop: threading.Event | None = None) -> None:
-    """Deploy, report (``on_ready(ray address, replica statuses)``), then serve until Ctrl-C / SIGTERM / ``stop``.
-
-    On the way out the application is deleted; a local Ray started here is stopped.
-    """
+    """Deploy, report (``on_ready(ray address, replica statuses)``), then serve until Ctrl-C / SIGTERM / ``stop``;
+    then the app is deleted and a local Ray started here stopped."""
     import signal
 
     from ray import serve
@@ -359,15 +321,9 @@ def run_serve(cfg: ServeConfig, on_ready: Callable[[str, list[dict[str, Any]]], 
                 serve.delete(APP_NAME)
 
 
-# ----------------------------------------------------------------- client
-
-
 class RayRestorer:
-    """What ``app.py --backend ray`` calls instead of the local Restorer: same ``__call__``, run in a replica.
-
-    Connects to Ray (``address``: "auto", "HOST:PORT", "ray://…") and to the
-    deployment on first use. The result's notes say which replica measured it.
-    """
+    """What ``app.py --backend ray`` calls instead of the local Restorer: same ``__call__``, run in a replica;
+    connects on first use; the notes say which replica measured the result."""
 
     def __init__(self, address: str | None = "auto") -> None:
         self.address = address
@@ -397,19 +353,14 @@ class RayRestorer:
             return self._handle
 
     def __call__(self, image: Any, options: Any = None, progress: Any = None, *, mask: Any = None) -> Any:
-        """``image``: a file path or encoded bytes (sent as bytes: the replica may be on another machine).
-        ``mask`` (inpainting's damage: a uint8 array, a file path or encoded bytes) goes with it, a path
-        as its bytes.
-
-        A replica that dies during the call (killed for memory, its node lost) is retried once:
-        Serve routes the retry to a live or restarted replica, and a restore has no side effects.
-        A second death raises :class:`ResourceError` with a plain message; Ray's own text (actor
-        id, pid, namespace, IP) goes only into ``details``, for the server's log.
-        """
+        """``image`` and ``mask``: paths or encoded bytes (sent as bytes; ``mask`` may be an array).
+        A replica that dies mid-call is retried once (a restore has no side effects); a second death raises
+        ResourceError, Ray's own text only in ``details``."""
         data = image if isinstance(image, bytes) else open(image, "rb").read()
         if isinstance(mask, (str, os.PathLike)):
             mask = open(mask, "rb").read()
-        died = _replica_died_errors()
+        from ray.exceptions import RayActorError, WorkerCrashedError  # a replica or its process died mid-call
+
         failures: list[str] = []
         for attempt in range(1 + REPLICA_RETRIES):
             if progress is not None:
@@ -419,7 +370,7 @@ class RayRestorer:
             try:
                 served: Served = self.handle().restore.remote(data, options, mask).result()
                 break
-            except died as exc:
+            except (RayActorError, WorkerCrashedError) as exc:
                 failures.append(f"{type(exc).__name__}: {exc}")
                 logging.getLogger(__name__).warning("a Ray Serve replica died during a restore (attempt %d of %d): %s",
                                                     attempt + 1, 1 + REPLICA_RETRIES, failures[-1])
@@ -437,10 +388,3 @@ REPLICA_RETRIES = 1
 REPLICA_DIED = ("The restore service stopped while restoring this photo, and again when it was tried once more "
                 "(its worker may have run out of memory or been restarted). Try again in a minute, or a smaller "
                 "photo or lighter memory mode; if it keeps happening, the server's log has the details.")
-
-
-def _replica_died_errors() -> tuple[type[BaseException], ...]:
-    """Ray's errors for a replica (actor) or its worker process that died while serving a call."""
-    from ray import exceptions
-
-    return (exceptions.RayActorError, exceptions.WorkerCrashedError)

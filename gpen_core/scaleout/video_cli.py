@@ -1,10 +1,5 @@
-"""``restore clip.mp4 -o out.mp4 --segments [--segment-seconds N] [--fresh] [--ray [--address A]]``.
-
-``cli.py`` owns the flags and calls :func:`wants_segments` and :func:`restore_segmented` per video;
-these turn the parsed arguments into :func:`gpen_core.video.resumable.restore_in_segments` with this
-process (:class:`~gpen_core.video.resumable.LocalRunner`) or Ray workers
-(:class:`~gpen_core.scaleout.video_ray.RayRunner`) restoring the segments.
-"""
+"""``restore clip.mp4 -o out.mp4 --segments [--segment-seconds N] [--fresh] [--ray [--address A]]``: the parsed
+arguments into :func:`gpen_core.video.resumable.restore_in_segments`, with this process or Ray workers."""
 
 from __future__ import annotations
 
@@ -52,8 +47,8 @@ def restore_if_segmented(args: argparse.Namespace, src: Path, dst: Path, restore
 
 
 def wants_segments(args: argparse.Namespace, src: Path) -> bool:
-    """Segments when asked (``--segments``, or ``--ray`` on a video), refused with ``--no-segments``, else for clips of
-    :data:`~gpen_core.video.resumable.SEGMENTS_FROM_S` or more. InputError when segments meet a trim."""
+    """Segments when asked (``--segments``, or ``--ray`` on a video), never with ``--no-segments``, else
+    for clips of SEGMENTS_FROM_S or more. InputError when segments meet a trim or ``--tracks``."""
     from gpen_core.video.resumable import SEGMENTS_FROM_S
 
     asked = getattr(args, "segments", None)
@@ -84,12 +79,8 @@ def _duration(src: Path) -> float | None:
 
 def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: Any, options: RestoreOptions,
                       progress: Callable[[int, int], None]) -> Any:
-    """Restore one video in segments (resuming an interrupted run); the :class:`SegmentedResult`.
-
-    ``--ray``: segments on Ray workers and one manifest.jsonl line per segment beside the output.
-    ``--json``: one line per segment as it finishes, then the caller prints the summary.
-    Ctrl-C: VideoStopped naming the work folder and how to resume.
-    """
+    """Restore one video in segments (resuming an interrupted run); its SegmentedResult. ``--ray``: Ray
+    workers, a manifest.jsonl line per segment; ``--json``: a line per segment. Ctrl-C: VideoStopped saying how to resume."""
     from gpen_core.scaleout.video_ray import WorkerDied
     from gpen_core.video.output import WriteFailed
     from gpen_core.video.resumable import LocalRunner, manifest_line, restore_in_segments, settings_text
@@ -157,8 +148,7 @@ def join_first(address: str) -> None:
 
 
 def print_segmented(src: Path, r: Any, json_records: bool = False) -> None:
-    """The human summary of a clip restored in segments, where a whole clip's goes
-    (:func:`gpen_core.video.command.print_summary`: stdout, stderr beside ``--json`` records)."""
+    """The human summary of a clip restored in segments, where a whole clip's goes."""
     from gpen_core.video.command import print_video
 
     kept = f", {r.segments_kept} kept from an earlier run" if r.segments_kept else ""

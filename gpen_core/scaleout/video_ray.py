@@ -1,39 +1,27 @@
-"""A long clip's segments restored by Ray workers: :class:`RayRunner` for :func:`gpen_core.video.resumable.restore_in_segments`.
+"""A long clip's segments restored by Ray workers: :class:`RayRunner`, one Ray task a segment.
 
-Each segment is one Ray task (:func:`segment_task`). A worker process keeps one Restorer
-(``get_restorer``, process-wide), so its networks load once however many segments it takes; each task
-opens a frame session on it, restores its segment into a temporary file and returns the file's bytes
-(a few MB for 10 s), which the driver writes into the work folder: outputs land on the machine that
-ran the command, as with photo batches. The workers read the input by its path, so on a cluster of
-several machines it must be at the same path on each (shared storage).
-
-A worker that dies (killed, out of memory) has its segment run once more (``max_retries=1``); a
-restore error (bad input, missing weights) is not retried and ends the run with its message, the
-finished segments kept for a resume. Resources as for photo batches: a loopback-only local Ray
-unless ``address`` is given (:mod:`gpen_core.scaleout.runtime`), workers sized by
-:func:`gpen_core.scaleout.batch.plan_resources` with memory reserved per worker, so a worker's memory is
-bounded like one process's.
-"""
+A worker keeps one Restorer, so its networks load once; each task restores its segment into a temporary file
+and returns the bytes, which the driver writes into the work folder. Workers read the input by its path (on a
+cluster: shared storage). A dead worker's segment runs once more; a restore error ends the run, the finished
+segments kept. docs/video-segments.md, "On Ray"."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError
 from gpen_core.options import RestoreOptions
 from gpen_core.platform import durable
-from gpen_core.result import NetworkRuntime
 from gpen_core.scaleout.runtime import use_threads, worker_name
 from gpen_core.video.resumable import SegmentRecord
 from gpen_core.video.segments import Segment, SegmentPlan
 
-# Segments in flight beyond the workers' count: each finished one's bytes wait in Ray's object store
-# until the driver writes them, so a small margin keeps workers busy without piling results up.
+# Segments in flight beyond the workers' count: a small margin, as finished bytes wait in Ray's object store.
 EXTRA_IN_FLIGHT = 1
 # A worker that dies (killed, out of memory) has its segment tried once more before the run stops.
 MAX_RETRIES = 1
@@ -70,39 +58,32 @@ class SegmentJob:
     threads: int  # torch threads on the worker: its share of the CPUs
 
 
-def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[dict[str, Any], bytes]:
-    """Run on a Ray worker: restore ``seg`` and return (its record, the segment file's bytes).
-
-    Errors the user can act on come back as ``{"error", "error_type", "exit_code"}`` with no bytes.
-    """
+def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[SegmentRecord | dict[str, Any], bytes]:
+    """On a Ray worker: restore ``seg``, return (its record, the file's bytes); an error the user can act
+    on as ``{"error", "exit_code"}`` with no bytes."""
+    from gpen_core.platform.leftovers import sweep_folders
     from gpen_core.platform.meter import PeakMeter
     from gpen_core.restorer import get_restorer
     from gpen_core.video.engine_seam import FrameEngine
     from gpen_core.video.segment_run import restore_segment
 
-    from gpen_core.platform.leftovers import sweep_folders
-
-    size, options, crf, models_dir, device = job.size, job.options, job.crf, job.models_dir, job.device
     use_threads(job.threads)
     sweep_folders(Path(tempfile.gettempdir()), SEGMENT_TEMP_PREFIX)  # what killed workers left here
     try:
-        restorer = get_restorer(models_dir=models_dir, device=device)
+        restorer = get_restorer(models_dir=job.models_dir, device=job.device)
         prefix = f"{SEGMENT_TEMP_PREFIX}{os.getpid()}-"
         with PeakMeter(restorer.device) as meter, tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-            engine = FrameEngine(restorer, options, size)
+            engine = FrameEngine(restorer, job.options, job.size)
             try:
-                done = restore_segment(src, seg, Path(tmp) / seg.file, engine, crf)
+                done = restore_segment(src, seg, Path(tmp) / seg.file, engine, job.crf)
             finally:
                 engine.close()
-            data = Path(done.path).read_bytes()
+            data = (Path(tmp) / seg.file).read_bytes()
     except GPENError as exc:
-        return {"error": str(exc), "error_type": type(exc).__name__, "exit_code": exc.exit_code}, b""
+        return {"error": str(exc), "exit_code": exc.exit_code}, b""
     p = meter.peaks
-    return {"index": seg.index, "frames": done.frames, "seconds": done.seconds, "faces_max": done.faces_max,
-            "rss": p.rss_bytes if p else None, "vram": p.vram_reserved_bytes if p else None,
-            "worker": worker_name(), "notes": list(done.notes), "mode": done.mode, "mode_reason": done.mode_reason,
-            "runtimes": [asdict(r) for r in done.runtimes], "identity": done.identity}, data
-
+    return replace(done, peak_rss_bytes=p.rss_bytes if p else None, peak_vram_bytes=p.vram_reserved_bytes if p else None,
+                   worker=worker_name()), data
 
 
 @dataclass
@@ -118,7 +99,6 @@ class RayRunner:
     gpus_per_worker: float = 0.0
     num_cpus: int | None = None  # local Ray only: CPUs to offer (default every core)
     used_workers: int = 0  # set by a run: how many tasks ran at once
-    cpus_per_worker: float = 0.0
 
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
@@ -136,7 +116,7 @@ class RayRunner:
             memory = worker_memory_bytes(self.options.mode, device)
             workers, cpus = plan_resources(session.cpus, session.gpus, self.workers or min(len(pending), max(1, int(session.cpus // 2))),
                                            self.gpus_per_worker, None, memory, session.memory)
-            self.used_workers, self.cpus_per_worker = workers, cpus
+            self.used_workers = workers
             task = ray.remote(segment_task).options(num_cpus=cpus, num_gpus=self.gpus_per_worker or None, memory=memory,
                                                     max_retries=MAX_RETRIES)
             job = SegmentJob(size, self.options, self.crf, self.models_dir, device, worker_threads(cpus))
@@ -146,8 +126,7 @@ class RayRunner:
 
 def _drain(ray: Any, submit: Callable[[Segment], Any], pending: list[Segment], folder: Path, limit: int,
            on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
-    """Keep ``limit`` tasks in flight (``submit``: a segment's Ray task started, its object ref); write each
-    finished segment into ``folder`` and yield its record."""
+    """Keep ``limit`` tasks in flight; write each finished segment into ``folder`` and yield its record."""
     todo = list(pending)
     running: dict[Any, Segment] = {}
     try:
@@ -158,22 +137,20 @@ def _drain(ray: Any, submit: Callable[[Segment], Any], pending: list[Segment], f
             ready, _ = ray.wait(list(running), num_returns=1)
             seg = running.pop(ready[0])
             rec, data = _result(ray, ready[0], seg)
-            if "error" in rec:
+            if isinstance(rec, dict):
                 raise SegmentFailed(f"segment {seg.index} (from {seg.start_s:.1f} s): {rec['error']}", int(rec["exit_code"]))
             _write(folder / seg.file, data)
-            for _ in range(rec["frames"]):
+            for _ in range(rec.frames):
                 on_frame()
-            yield SegmentRecord(seg.index, rec["frames"], rec["seconds"], rec["faces_max"], rec["rss"], rec["vram"],
-                                rec["worker"], tuple(rec["notes"]), mode=rec["mode"], mode_reason=rec["mode_reason"],
-                                runtimes=tuple(NetworkRuntime(**r) for r in rec["runtimes"]), identity=rec.get("identity"))
+            yield rec
     finally:
         for ref in running:  # an error or Ctrl-C: the rest is not wanted now (a resume redoes it)
             ray.cancel(ref, force=True)
 
 
-def _result(ray: Any, ref: Any, seg: Segment) -> tuple[dict[str, Any], bytes]:
+def _result(ray: Any, ref: Any, seg: Segment) -> tuple[SegmentRecord | dict[str, Any], bytes]:
     """The task's (record, bytes); WorkerDied when its process died on every try or Ray lost it (a task's own
-    bug, RayTaskError, is not caught: its traceback is what a report needs)."""
+    bug, RayTaskError, passes: its traceback is what a report needs)."""
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError:
@@ -188,12 +165,8 @@ def _result(ray: Any, ref: Any, seg: Segment) -> tuple[dict[str, Any], bytes]:
 
 
 def _write(dst: Path, data: bytes) -> None:
-    from gpen_core.video.output import disk_error, write_failed
+    from gpen_core.video.output import disk_errors
 
-    try:
+    with disk_errors(dst.parent, f"segment {dst.name}"):
         durable.write_bytes(dst, data, sync=True)  # flushed: a resume trusts a finished segment
-    except OSError as exc:
-        if disk_error(exc):
-            raise write_failed(exc, dst.parent, f"segment {dst.name}") from None
-        raise
 

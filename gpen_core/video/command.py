@@ -1,12 +1,11 @@
-"""The video parts of ``python -m gpen_core restore`` that need no exit code: its options, where each
-clip is written, the progress line and the summary (the CLI runs the clips and decides exit codes)."""
+"""The video parts of ``python -m gpen_core restore`` that need no exit code: options, output names,
+the progress line and the summary."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +41,7 @@ def face_numbers(text: str | None) -> frozenset[int] | None:
 
 def plan_video_outputs(videos: list[Path], output: str, photos_too: bool) -> list[tuple[Path, Path]]:
     """(input, output) per video: the file ``output`` for one video alone, else ``output/<name>.mp4``.
-
-    Checked here, before any model loads or any frame: the output is no device, FIFO or input (by any
-    link) and its folder is writable (InputError, exit 2); only then is a missing output folder made.
-    """
+    Checked before any model loads (InputError, exit 2); only then is a missing output folder made."""
     from gpen_core.images.outputs import check_output_file, check_writable, output_stems
     from gpen_core.video.output import check_output
 
@@ -68,9 +64,8 @@ def plan_video_outputs(videos: list[Path], output: str, photos_too: bool) -> lis
 
 
 class VideoBar:
-    """Frames done, frames a second and time left on stderr: one line redrawn in a terminal (at most 5
-    updates a second); in a log (not a terminal), a line of its own per tenth of the clip (per 100 frames
-    when the count is unknown), never a run-on line of carriage returns."""
+    """Frames done, frames a second and time left on stderr: one line redrawn in a terminal (at most 5 a
+    second); in a log, a line per tenth of the clip (per 100 frames when the count is unknown)."""
 
     def __init__(self, name: str) -> None:
         from gpen_core.video.rate import FrameRate
@@ -101,26 +96,20 @@ class VideoBar:
         sys.stderr.flush()
 
 
-def print_summary(line: str, notes: Sequence[str], json_records: bool) -> None:
-    """A restored clip's summary where a photo's result line goes: stdout, or stderr when stdout holds
-    only ``--json`` records; its notes on stderr with the progress. In a terminal the progress line
-    (redrawn in place on stderr) is ended first, so the summary does not land on it."""
-    if sys.stderr.isatty():
-        sys.stderr.write("\n")
-        sys.stderr.flush()
-    print(line, file=sys.stderr if json_records else sys.stdout, flush=True)
-    for note in notes:
-        print(f"  note: {note}", file=sys.stderr)
-
-
 def print_video(src: Path, r: Any, json_records: bool = False, extra: str = "") -> None:
-    """The human summary of a restored clip (:class:`~gpen_core.video.result.VideoResult`, one pass or segmented,
-    the same words; ``extra`` after them): :func:`print_summary`."""
+    """The human summary of a restored clip (one pass or segmented, the same words; ``extra`` after them) where a
+    photo's result line goes: stdout, or stderr when stdout holds only ``--json`` records; its notes on stderr.
+    In a terminal the progress line (redrawn in place on stderr) is ended first."""
     from gpen_core.platform.meter import format_bytes
     from gpen_core.video.identity import summary_lines
 
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+        sys.stderr.flush()
     vram = f", peak VRAM {format_bytes(r.peaks.vram_reserved_bytes)}" if r.peaks.vram_reserved_bytes is not None else ""
-    print_summary(f"{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s, {r.fps:.2f} fps), mode {r.mode}, "
-                  f"audio {r.audio}, {r.seconds_per_frame:.3f} s a frame, peak RAM {format_bytes(r.peaks.rss_bytes)}{vram}"
-                  f"{extra}" + "".join(f"\n  {line}" for line in summary_lines(getattr(r, "identity", None))), r.notes,
-                  json_records)
+    print(f"{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s, {r.fps:.2f} fps), mode {r.mode}, audio {r.audio}, "
+          f"{r.seconds_per_frame:.3f} s a frame, peak RAM {format_bytes(r.peaks.rss_bytes)}{vram}{extra}"
+          + "".join(f"\n  {line}" for line in summary_lines(getattr(r, "identity", None))),
+          file=sys.stderr if json_records else sys.stdout, flush=True)
+    for note in r.notes:
+        print(f"  note: {note}", file=sys.stderr)

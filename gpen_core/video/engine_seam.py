@@ -1,9 +1,6 @@
-"""The engine as a clip sees it: a frame session (``Restorer.frames``) planned once for the clip, then
-``detect(rgb)`` and ``restore(rgb, detections)`` per frame with the networks resident.
-
-The one place that knows how the video path reaches the engine. The session holds the restorer's
-lock for the whole clip, so :meth:`FrameEngine.close` must run (``restore_video`` does, whatever happens).
-"""
+"""The engine as a clip sees it: one frame session (``Restorer.frames``) for the clip, then ``detect(rgb)``
+and ``restore(rgb, detections)`` per frame with the networks resident. The session holds the restorer's lock,
+so :meth:`FrameEngine.close` must run."""
 
 from __future__ import annotations
 
@@ -18,8 +15,8 @@ from gpen_core.options import RestoreOptions
 
 @dataclass(frozen=True)
 class FrameOut:
-    """One restored frame: RGB uint8 H×W×3 and the restore's notes for it; ``identity``: the identity check of
-    each face given (``IdentityCheck`` or None, in the detections' order), () where it did not run."""
+    """One restored frame: RGB uint8 H×W×3, the restore's notes, and each face's ``IdentityCheck`` (or None,
+    in the detections' order; () where it did not run)."""
 
     image: np.ndarray
     notes: tuple[str, ...]
@@ -29,10 +26,8 @@ class FrameOut:
 class FrameEngine:
     """Per-frame access to a :class:`~gpen_core.restorer.Restorer` for one clip of ``size`` (width, height, upright).
 
-    ``auto`` is planned once for the whole clip from its frame size; every mode that pastes applies, and
-    a mode with a longest side (``low``: 2048 px) shrinks frames above it first (:meth:`fit`), as it does photos.
-    Refusals (aligned, upscaling, another task, faces-only) are the session's InputErrors.
-    """
+    ``auto`` is planned once from the frame size; a mode with a longest side shrinks frames above it (:meth:`fit`).
+    Refusals (aligned, upscaling, another task, faces-only) are the session's InputErrors."""
 
     def __init__(self, restorer: Any, options: RestoreOptions, size: tuple[int, int]) -> None:
         # Frames are turned upright by their display matrix before detection: upright faces only.
@@ -40,14 +35,12 @@ class FrameEngine:
         self.device: str = restorer.device
         self._stack = ExitStack()
         self.session = self._stack.enter_context(restorer.frames(opts, self.fitted(size, restorer, opts)))
-        self.mode = self.session.mode
-        asked = opts.mode
-        self.reason = self.session.notes[0] if self.session.notes and self.mode.name != asked else ""
+        self.mode, self._opts = self.session.mode, opts
+        self.reason = self.session.notes[0] if self.session.notes and self.mode.name != opts.mode else ""
         self._notes: list[str] = list(self.session.notes)
+        self.identity_acted = 0  # faces the identity limit kept (or blended) as they were, over the clip
         # The face check's refusals: counted for the clip's note, and kept per frame (bounded: a frame's
         # entry leaves when it is written) for its FrameRecord.
-        self._opts = opts
-        self.identity_acted = 0  # faces the identity limit kept (or blended) as they were, over the clip
         self.rejected_faces = self.rejected_frames = 0
         self._reasons: dict[str, None] = {}
         self._rejected: dict[int, tuple[tuple[float, float, float, float], ...]] = {}
@@ -59,8 +52,7 @@ class FrameEngine:
 
     @property
     def notes(self) -> list[str]:
-        """What the clip changed from the request: the session's notes, the identity limit's actions, then the face
-        check's refusals."""
+        """The session's notes, the identity limit's actions, then the face check's refusals."""
         notes = list(self._notes)
         if self.identity_acted:  # said once for the clip; the identity summary names the frames
             alpha = self._opts.identity_alpha
@@ -75,12 +67,12 @@ class FrameEngine:
                 "check off (app: Face check; CLI: --no-face-check)"]
 
     def rejected_for(self, index: int) -> tuple[tuple[float, float, float, float], ...]:
-        """The boxes the face check refused in frame ``index`` (the detect calls' order, which is the written order); once."""
+        """The boxes the face check refused in frame ``index`` (detect order = written order); once."""
         return self._rejected.pop(index, ())
 
     @staticmethod
     def fitted(size: tuple[int, int], restorer: Any, opts: RestoreOptions) -> tuple[int, int]:
-        """The frame size the session plans for: the mode's longest side applied (an explicit mode's; auto plans the clip as it is)."""
+        """The frame size the session plans for: an explicit mode's longest side applied; auto's as it is."""
         from gpen_core.modes import AUTO, get_mode, preshrink_size
 
         if opts.mode == AUTO:
@@ -89,7 +81,6 @@ class FrameEngine:
 
     @property
     def runtimes(self) -> tuple[Any, ...]:
-        """What runs each network of the clip's session (``NetworkRuntime``: torch or openvino, and why)."""
         return tuple(self.session.runtimes)
 
     def _shrinks(self, size: tuple[int, int]) -> bool:
@@ -104,7 +95,7 @@ class FrameEngine:
         return shrink_to_max_side(rgb, self.mode.max_side)[0]
 
     def detect(self, rgb: np.ndarray) -> list[Any]:
-        """The faces of one upright RGB frame (``Detection`` list, frame pixels), highest score first, at most max_faces."""
+        """The faces of one upright RGB frame (``Detection`` list), highest score first, at most max_faces."""
         found = self.session.detect(rgb)
         rejected = getattr(self.session, "rejected", ())
         if rejected:
@@ -116,8 +107,8 @@ class FrameEngine:
         return found
 
     def identity_tracker(self, segment: int | None = None) -> Any:
-        """The clip's :class:`~gpen_core.video.identity.IdentityTracker` when its mode and options check identity
-        (as a photo's: ``auto`` is every mode but low, where dlib is installed), else None."""
+        """The clip's :class:`~gpen_core.video.identity.IdentityTracker` when its mode and options
+        check identity (as a photo's), else None."""
         from gpen_core.faces.identity import runs
         from gpen_core.video.identity import IdentityTracker
 
@@ -126,8 +117,8 @@ class FrameEngine:
         return IdentityTracker(self._opts.identity_every, self._opts.identity_limit, segment)
 
     def restore(self, rgb: np.ndarray, detections: list[Any], check_identity: bool = True) -> FrameOut:
-        """Restore ``detections`` (steadied) in ``rgb`` and paste them back, each face's identity checked unless
-        ``check_identity`` is False; a frame without faces is returned as it is."""
+        """Restore ``detections`` in ``rgb`` and paste them back, identity checked unless ``check_identity``
+        is False; a frame without faces comes back as it is."""
         if not detections:
             return FrameOut(rgb, ())
         from gpen_core.faces.identity import face_note
@@ -140,5 +131,5 @@ class FrameEngine:
         return FrameOut(out.image, tuple(n for n in out.notes if n not in acted), checks)
 
     def close(self) -> None:
-        """End the session: the restorer's lock is released and its lifetime policy restored."""
+        """End the session: the restorer's lock released, its lifetime policy restored."""
         self._stack.close()

@@ -1,9 +1,5 @@
 """The one per-frame loop of every video path (one pass, a segment, a Ray worker's segment):
-fit → detect → steady → restore, frames handed back in order once their look-ahead is in.
-
-The caller decodes (:class:`~gpen_core.video.limits.FrameGuard` checked) and encodes; this holds
-the look-ahead (:attr:`Steadier.lookahead` frames) and the restore's notes, bounded.
-"""
+fit → detect → steady → restore, frames handed back in order once their look-ahead is in."""
 
 from __future__ import annotations
 
@@ -23,8 +19,8 @@ MAX_NOTES = 50
 
 @dataclass(frozen=True)
 class Restored:
-    """One frame out of the loop: the restored RGB uint8 H×W×3, its steadied faces, the caller's ``payload``;
-    ``checks``: each face's :class:`~gpen_core.video.identity.FaceCheck` (None: not checked), as ``faces``."""
+    """One frame out of the loop: the restored RGB uint8 H×W×3, its steadied faces, the caller's ``payload``,
+    each face's :class:`~gpen_core.video.identity.FaceCheck` (None: not checked)."""
 
     image: np.ndarray
     faces: list[SteadyFace]
@@ -33,13 +29,10 @@ class Restored:
 
 
 class FrameLoop:
-    """``engine``: ``detect(rgb)`` / ``restore(rgb, detections)`` and optionally ``fit(rgb)`` (a mode's
-    longest side), as :class:`~gpen_core.video.engine_seam.FrameEngine`. ``wanted(payload)``: False for a
-    frame that only steadies its neighbours (a segment's overlap): it is dropped unrestored. ``check()``:
-    called before each restore (raises to stop). ``tracks``: restore only these faces (track ids); None: all.
-    ``first``: the clip's number of the first frame restored here (a segment's first frame), so the
-    identity check (the engine's ``identity_tracker``, when it has one) checks and names frames as the clip numbers them;
-    ``segment``: the segment's index, which its identity summary names (None: one pass)."""
+    """``engine``: as :class:`~gpen_core.video.engine_seam.FrameEngine` (``fit`` optional). ``wanted(payload)``:
+    False for a frame that only steadies its neighbours (dropped unrestored). ``check()``: called before each
+    restore (raises to stop). ``tracks``: only these faces; None: all. ``first``: the clip's number of the first
+    frame restored here, so identity checks pick and name frames as the clip numbers them; ``segment``: its index."""
 
     def __init__(self, engine: Any, wanted: Callable[[Any], bool] | None = None,
                  check: Callable[[], None] | None = None, tracks: frozenset[int] | None = None,

@@ -1,10 +1,7 @@
 """Pixels between PyAV and the engine: a decoded frame to upright RGB, and RGB to the encoder's yuv420p.
 
-Colour: a frame's matrix (BT.601, BT.709, BT.2020) and range (limited or full) decide its RGB, and
-the same values convert it back and are tagged on the output, so colours survive the round trip.
-Rotation: frames are turned upright by their display matrix before detection (faces are found
-upright) and written upright, with no rotation tag: the output shows the same way up as the input.
-"""
+The frame's colour matrix and range convert it both ways and are tagged on the output, so colours survive;
+frames are turned upright by their display matrix and written upright with no rotation tag."""
 
 from __future__ import annotations
 

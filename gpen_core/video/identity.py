@@ -1,20 +1,8 @@
 """Is it still the same person along the clip? The identity check per track: :class:`IdentityTracker`.
 
-Each checked frame's face carries the photo check's two descriptors (dlib's, of the same aligned crop
-before and after the generator, :mod:`gpen_core.faces.identity`). Per track this compares them with
-the same face's in the previous checked frame:
-
-- **distance**: the restored face to its own input face in that frame (the photo's number);
-- **jump**: the restored face to the restored face of the previous checked frame, beside the
-  **input jump**, the same for the input crops. A restoration that keeps who someone is follows
-  the input: where the input itself jumps (a cut to another person at the same place, a turn of
-  the head) the restored face may jump as far. A frame is flagged when the restored jump is over
-  the input's own by more than :data:`JUMP_MARGIN`.
-
-No extra descriptor is computed for the jump: the two of each face are reused, so the cost is the
-photo check's per face and frame. Bounded memory: per track the last descriptors, counts, and at
-most :data:`MAX_LISTED` frame numbers per list.
-"""
+Each checked face carries the photo check's two dlib descriptors (before and after the generator,
+:mod:`gpen_core.faces.identity`); per track they are compared with the previous checked frame's, reusing them:
+no extra descriptor is computed. docs/identity.md, "Along a clip", says what is flagged and why."""
 
 from __future__ import annotations
 
@@ -26,12 +14,8 @@ import numpy as np
 
 from gpen_core.result import IDENTITY_THRESHOLD
 
-# How far the restored face may jump beyond the input's own jump before its frame is flagged. Measured
-# with `benchmarks/identity.py --video` (docs/identity.md, "Along a clip"; Intel Xeon): a stand-in that
-# keeps the person but draws each frame differently (blur σ 0-2, JPEG q 30-95, sharpening, at random per
-# frame) on the three FFHQ faces panned through H.264 clips jumped at most 0.151 beyond the input's jump
-# (median 0.054, 66 frame pairs); another FFHQ person swapped in: 0.655-0.959 beyond it. 0.25 sits above
-# the first and far below the second (a real GPEN's own frame-to-frame variation was not measured here).
+# How far the restored face may jump beyond the input's own jump before its frame is flagged: above a
+# same-person stand-in's 0.151, far below another person's 0.655 (measured: docs/identity.md, "Along a clip").
 JUMP_MARGIN = 0.25
 # Frame numbers kept per track and list: a long clip's summary stays small (the counts are exact).
 MAX_LISTED = 100
@@ -153,9 +137,7 @@ class _Track:
 class IdentityTracker:
     """Per-track identity over a clip's frames, fed in written order (:meth:`add`), summed up by :meth:`result`.
 
-    ``every``: check frames 0, every, 2·every… (:meth:`wants`). ``limit``: the user's limit, or None for 0.6.
-    ``segment``: the segment these frames belong to (a segmented run), None for one pass.
-    """
+    ``every``: check frames 0, every, 2·every…; ``limit``: the user's, or None for 0.6; ``segment``: None for one pass."""
 
     def __init__(self, every: int = 1, limit: float | None = None, segment: int | None = None) -> None:
         self.every, self.segment = every, segment
@@ -165,12 +147,11 @@ class IdentityTracker:
         self.seconds = 0.0
 
     def wants(self, index: int) -> bool:
-        """Whether frame ``index`` (its number in the clip, 0 = the first written) is checked."""
         return index % self.every == 0
 
     def add(self, index: int, tracks: Sequence[int], checks: Sequence[Any]) -> tuple[FaceCheck | None, ...]:
-        """Frame ``index``'s faces: their ``tracks`` and the photo check of each (``IdentityCheck`` with its
-        descriptors, or None where it did not run); one :class:`FaceCheck` (or None) per face."""
+        """Frame ``index``'s faces: their ``tracks`` and each one's photo check (``IdentityCheck`` or None);
+        one :class:`FaceCheck` (or None) per face."""
         out: list[FaceCheck | None] = []
         for track, check in zip(tracks, checks):
             out.append(None if check is None or check.descriptors is None else self._one(index, track, check))
@@ -181,20 +162,17 @@ class IdentityTracker:
     def _one(self, index: int, track: int, check: Any) -> FaceCheck:
         before, after = check.descriptors
         self.seconds += check.seconds
-        prev = self._tracks.get(track)
+        prev = self._tracks.setdefault(track, _Track(index, before, after))
         jump = input_jump = None
-        if prev is not None and prev.last == index - self.every:  # the previous checked frame held this face too
+        if prev.last == index - self.every:  # the previous checked frame held this face too
             jump = float(np.linalg.norm(after - prev.after))
             input_jump = float(np.linalg.norm(before - prev.before))
-        if prev is None:
-            prev = self._tracks[track] = _Track(index, before, after)
+            prev.max_jump = max(prev.max_jump, jump - input_jump)
         prev.last, prev.before, prev.after = index, before, after
         jumped = jump is not None and input_jump is not None and jump > input_jump + JUMP_MARGIN
         over = check.distance > self.limit
         prev.checked += 1
         prev.max_distance = max(prev.max_distance, check.distance)
-        if jump is not None and input_jump is not None:
-            prev.max_jump = max(prev.max_jump, jump - input_jump)
         if over:
             prev.over_count += 1
             if len(prev.over) < MAX_LISTED:
@@ -213,8 +191,8 @@ class IdentityTracker:
 
 
 def merged(parts: Sequence[VideoIdentity | None]) -> VideoIdentity | None:
-    """The segments' identity summaries as one (tracks kept per segment: each segment numbers its own faces).
-    None when no segment was checked (kept segments of an earlier run carry none)."""
+    """The segments' identity summaries as one (tracks kept per segment: each numbers its own faces); None
+    when no segment was checked."""
     got = [p for p in parts if p is not None]
     if not got:
         return None

@@ -1,14 +1,8 @@
 """Segments joined into one MP4 without re-encoding, the input's audio copied once: :func:`join_segments`.
 
-Each segment's H.264 packets are copied as they are (every segment starts with a keyframe: its own
-encoder), keeping their presentation timestamps, which are the input's. Decode timestamps are made
-anew for the whole file: each segment's encoder starts its decode clock a couple of frames before its
-first frame (B-frame reordering), which would run backwards at a seam; here decode time *i* is the
-*(i − D)*-th presentation time, D the deepest reordering of any segment, so it only ever rises and never
-passes a packet's presentation time. Audio packets come from the input (AAC where MP4 cannot take
-them, as the one-pass path does), interleaved with the video by time. Written under a temporary
-name and renamed onto the output when complete.
-"""
+H.264 packets are copied with their presentation timestamps (the input's); decode timestamps are made anew,
+decode time *i* being the *(i − D)*-th presentation time (D: the deepest B-frame reordering of any segment),
+so they never run backwards at a seam. docs/video-segments.md, "Cut, restore, join"."""
 
 from __future__ import annotations
 
@@ -19,6 +13,7 @@ from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.platform import durable
+from gpen_core.video.result import AudioHandling
 from gpen_core.video.segments import SegmentPlan
 
 
@@ -81,40 +76,33 @@ def _video_packets(folder: Path, plan: SegmentPlan, depth: int) -> Iterator[tupl
                 yield float(dts * tb), 0, p
 
 
-def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: bool = True) -> str:
-    """Write ``dst`` from the plan's segment files in ``folder`` and ``src``'s audio; returns how audio went.
-
-    "copied" / "re-encoded" / "none", as :class:`~gpen_core.video.result.VideoResult.audio`.
-    """
+def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: bool = True) -> AudioHandling:
+    """Write ``dst`` from the plan's segment files in ``folder`` and ``src``'s audio; returns how audio went
+    ("copied" / "re-encoded" / "none", as ``VideoResult.audio``)."""
     import av
 
     from gpen_core.platform.leftovers import sweep_partials
-    from gpen_core.video.output import add_audio, disk_error, temp_name, write_failed
+    from gpen_core.video.output import add_audio, audio_handling, disk_errors
     from gpen_core.video.probe import open_clip
 
     depth = max(reorder_depth(segment_pts(folder / s.file)) for s in plan.segments)
     sweep_partials(dst)  # a join killed earlier left its partial under another pid
-    tmp = temp_name(dst)
+    tmp = durable.partial_path(dst)
     container = open_clip(src)
     try:
-        try:
+        with disk_errors(dst.parent, "the joined video"):
             routes = _write_joined(av, container, plan, folder, tmp, depth, add_audio if audio else None)
             durable.install(tmp, dst, sync=True)  # flushed: the whole clip's restoring
-        except OSError as exc:
-            if disk_error(exc):
-                raise write_failed(exc, dst.parent, "the joined video") from None
-            raise
     finally:
         container.close()
         tmp.unlink(missing_ok=True)
-    if not routes:
-        return "none"
-    return "copied" if all(r.copy for r in routes) else "re-encoded"
+    return audio_handling(routes)
 
 
 def _write_joined(av: Any, container: Any, plan: SegmentPlan, folder: Path, tmp: Path, depth: int, add_audio: Any) -> list[Any]:
-    """The segments' video and the input's audio, interleaved by time, into ``tmp``; the audio routes
-    (``add_audio`` None: --no-audio, none)."""
+    """The segments' video and the input's audio, interleaved by time, into ``tmp``; the audio routes."""
+    from gpen_core.video.output import flush
+
     with av.open(str(folder / plan.segments[0].file)) as first:
         out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
         try:
@@ -126,37 +114,23 @@ def _write_joined(av: Any, container: Any, plan: SegmentPlan, folder: Path, tmp:
                 if kind == 0:
                     item.stream = v
                     out.mux(item)
-                else:
-                    _audio_out(out, routes, item)
-            for r in routes:
-                if not r.copy:
-                    for p in r.out.encode():
-                        out.mux(p)
+                    continue
+                route, packet = item
+                for data in [packet] if route.copy else packet.decode():
+                    route.mux(out, data)
+            flush(out, [r.out for r in routes if not r.copy])
         finally:
             out.close()
     return routes
 
 
 def _audio_items(container: Any, routes: list[Any]) -> Iterator[tuple[float, int, Any]]:
-    """(time s, 1, (route index, packet)) for each audio packet of the input, in file order."""
+    """(time s, 1, (its route, packet)) for each audio packet of the input, in file order."""
     if not routes:
         return
-    by_index = {r.source.index: i for i, r in enumerate(routes)}
+    by_index = {r.source.index: r for r in routes}
     for packet in container.demux(*[r.source for r in routes]):
         if packet.dts is None or packet.size == 0:
             continue
         t = float(packet.dts * packet.time_base)
         yield t, 1, (by_index[packet.stream.index], packet)
-
-
-def _audio_out(out: Any, routes: list[Any], item: tuple[int, Any]) -> None:
-    index, packet = item
-    r = routes[index]
-    if r.copy:
-        packet.stream = r.out
-        out.mux(packet)
-        return
-    for frame in packet.decode():
-        frame.pts = None  # the AAC encoder times its own frames from the sample count
-        for p in r.out.encode(frame):
-            out.mux(p)

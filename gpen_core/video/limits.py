@@ -1,12 +1,7 @@
-"""What a clip may cost, judged by what decodes, not by what its header claims.
+"""What a clip may cost, judged by what decodes, not by what its header claims (a header is easy to edit).
 
-A header is a few bytes anyone can edit: a clip can declare 1 tick and last 2 s, declare 64×64 and
-hold 12000² frames, or pack 20 000 frames into 2 s. So a shared server's cap (:class:`ClipCap`) counts
-decoded frames and decoded time, and :class:`FrameGuard` checks every decoded frame before its pixels
-are converted (PyAV knows ``frame.width``/``height`` before ``to_ndarray``): its size against the
-photo limits, the same size as the clip's first frame, and a timestamp after the previous one.
-:func:`audio_problem` finds, before any frame is restored, the audio an MP4's AAC encoder cannot take.
-"""
+:class:`ClipCap` counts decoded frames and time; :class:`FrameGuard` checks each decoded frame's size and
+timestamp before its pixels are converted; :func:`audio_problem` finds audio an MP4 cannot take."""
 
 from __future__ import annotations
 
@@ -19,8 +14,7 @@ from gpen_core.images.limits import DEFAULT_LIMITS, InputLimits
 
 # Audio codecs an MP4 takes as they are (copied packet for packet); others are re-encoded to AAC.
 MP4_AUDIO = frozenset({"aac", "mp3", "mp2", "ac3", "eac3", "opus", "flac", "alac"})
-# A capped clip's frames per capped second: 60 fps clips pass whole, while a clip that crams 10 000
-# frames into a second (each one a full restore on the one engine lane) stops at its first 60.
+# A capped clip's frames per capped second: 60 fps clips pass whole; 10 000 frames crammed into a second stop at 60.
 CAP_FPS = 60
 # What FFmpeg's AAC encoder takes: up to 8 channels (7.1) and these sample rates (its MPEG-4 table).
 AAC_MAX_CHANNELS = 8
@@ -30,10 +24,8 @@ NO_AUDIO_FIX = "restore it with --no-audio (the picture only; the notes say so),
 
 @dataclass(frozen=True)
 class ClipCap:
-    """A server's limit on one clip: at most ``seconds`` of decoded time and ``frames`` decoded frames.
-
-    ``reason`` names the limit in the note that says where the clip was cut (e.g. the server's flag).
-    """
+    """A server's limit on one clip: at most ``seconds`` of decoded time and ``frames`` decoded frames;
+    ``reason`` names the limit in the note."""
 
     seconds: float
     frames: int
@@ -49,7 +41,8 @@ class ClipCap:
 
 
 class FrameGuard:
-    """Checks each decoded frame of one clip before its pixels are converted (see the module doc)."""
+    """Checks each decoded frame of one clip before its pixels are converted: under the photo limits, the
+    first frame's size, timed after the previous frame."""
 
     def __init__(self, path: str, header: tuple[int, int], limits: InputLimits = DEFAULT_LIMITS) -> None:
         self.path, self.header, self.limits = path, header, limits
@@ -59,13 +52,14 @@ class FrameGuard:
         self.notes: list[str] = []
 
     def check(self, frame: Any, pts: int | None, time_base: Any) -> None:
-        """InputError when the ``index``-th decoded frame is too big, another size, or timed before the last."""
+        """InputError when this decoded frame is too big, another size, or timed before the last."""
         size = (int(frame.width), int(frame.height))
         if size[0] * size[1] > self.limits.max_pixels:
+            claim = f" (its header claims {self.header[0]}×{self.header[1]})" if self.header != size else ""
             raise InputError(
                 f"{self.path}: frame {self.index} decodes at {size[0]}×{size[1]} ({size[0] * size[1] / 1e6:.1f} "
                 f"megapixels); the limit is {self.limits.max_pixels / 1e6:.0f} megapixels a frame, as for photos"
-                f"{self._header_claim(size)}. Scale the video down and try again."
+                f"{claim}. Scale the video down and try again."
             )
         if self.size is None:
             self.size = size
@@ -88,19 +82,14 @@ class FrameGuard:
             self.last_pts = pts
         self.index += 1
 
-    def _header_claim(self, size: tuple[int, int]) -> str:
-        w, h = self.header
-        return f" (its header claims {w}×{h})" if (w, h) != size else ""
-
 
 def _seconds(pts: int, time_base: Any) -> str:
     return f"{float(pts * time_base):.6g} s" if time_base else f"pts {pts}"
 
 
 def audio_problem(stream: Any) -> str:
-    """Why the audio ``stream`` cannot reach an MP4 ("" when it can): an MP4 copies the codecs it takes and
-    re-encodes the others to AAC, whose encoder is opened here with the stream's channels and rate, as the
-    writer will (it takes at most :data:`AAC_MAX_CHANNELS` channels, at :data:`AAC_RATES`)."""
+    """Why the audio ``stream`` cannot reach an MP4 ("" when it can): a codec MP4 does not take is
+    re-encoded to AAC, whose encoder is opened here as the writer will open it."""
     import av
 
     cc = stream.codec_context

@@ -1,8 +1,5 @@
 """What a shared server says about a clip longer than it restores: the command that restores it, resumable.
-
-Pure functions (no I/O): the app's Video tab calls :func:`too_long_message` when a clip passes its
-``--max-video-seconds`` cap, so nothing in the page blocks for hours and the user has the exact command.
-"""
+Pure functions."""
 
 from __future__ import annotations
 
@@ -13,10 +10,7 @@ from pathlib import PurePath
 def resume_command(input_name: str, output_name: str | None = None, *, mode: str = "auto", crf: int = 18,
                    ray: bool = False) -> str:
     """The CLI command that restores ``input_name`` in segments and resumes when run again after a stop.
-
-    ``output_name`` default: ``<stem>_restored.mp4`` beside it. Names are shell-quoted; options left at
-    their defaults are left out. ``ray``: spread the segments over a local Ray's workers.
-    """
+    ``output_name`` default: ``<stem>_restored.mp4`` beside it; names shell-quoted, defaults left out."""
     out = output_name or str(PurePath(input_name).with_name(PurePath(input_name).stem + "_restored.mp4"))
     parts = ["python", "-m", "gpen_core", "restore", input_name, "-o", out, "--segments"]
     if mode != "auto":

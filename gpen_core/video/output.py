@@ -1,37 +1,31 @@
-"""The output file: H.264 yuv420p MP4 under a temporary name beside the output, audio copied or re-encoded,
-renamed onto the output name only when complete (a refusal or a stop leaves nothing under it)."""
+"""The output file: H.264 yuv420p MP4 under a temporary name beside the output, renamed onto it only when complete."""
 
 from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import InputError
-from gpen_core.platform import durable
 from gpen_core.video.frames import Colour, to_yuv
-from gpen_core.video.probe import MP4_AUDIO
+from gpen_core.video.limits import MP4_AUDIO
+from gpen_core.video.result import AudioHandling
 
 VIDEO_SUFFIXES = (".mp4", ".m4v")
 # x264's speed/size trade: its default.
 X264_PRESET = "medium"
-# Frames x264 looks ahead for rate control. Its default at this preset, 40, held ~90 MiB more at 1280×720
-# (the encoder alone, 64 frames: peak 244 MiB against 150 MiB with 10), filling only over a clip's first
-# ~60 frames, so short clips hid it. 10 keeps the encoder's buffers small; the cost is some compression at
-# the same crf (mb-tree sees less ahead), not measured on real footage here.
+# Frames x264 looks ahead for rate control: its default, 40, held ~90 MiB more at 1280×720; 10 costs some
+# compression at the same crf (measured: docs/video.md, "What is held at once").
 X264_LOOKAHEAD = 10
-
-
-def temp_name(dst: Path) -> Path:
-    """Where the clip is written until complete: a hidden name beside ``dst`` (same disk, so the rename is atomic)."""
-    return durable.partial_path(dst)
 
 
 def check_output(dst: Path, src: str | os.PathLike[str] | None = None) -> None:
     """InputError, before any frame, for an output that cannot or may not be written: not .mp4, its folder
-    missing or not writable, a device/FIFO/folder, or ``src`` itself (by any link): one rule with photos."""
+    missing or read-only, a device/FIFO/folder, or ``src`` itself by any link (one rule with photos)."""
     from gpen_core.images.outputs import check_output_file
 
     if dst.suffix.lower() not in VIDEO_SUFFIXES:
@@ -49,16 +43,18 @@ class WriteFailed(InputError):
     """Writing the output (or a segment, or the join) failed on the disk's side: full, read-only, gone."""
 
 
-def disk_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is the disk refusing a write (PyAV's av.error.OSError is an OSError with its errno)."""
-    return isinstance(exc, OSError) and getattr(exc, "errno", None) in DISK_ERRNOS
-
-
-def write_failed(exc: BaseException, folder: Path, what: str) -> WriteFailed:
-    """The one message for a failed write, on every path (one pass, segments, the join, Ray's driver)."""
-    detail = getattr(exc, "strerror", None) or str(exc).strip() or type(exc).__name__
-    return WriteFailed(f"writing {what} failed ({detail}): check that the output folder {folder} is writable and its "
-                       "disk has space, and try again")
+@contextmanager
+def disk_errors(folder: Path, what: str) -> Iterator[None]:
+    """The disk refusing a write (PyAV's av.error.OSError carries its errno) as WriteFailed: the one message on
+    every path (one pass, segments, the join, Ray's driver); other errors pass."""
+    try:
+        yield
+    except OSError as exc:
+        if getattr(exc, "errno", None) not in DISK_ERRNOS:
+            raise
+        detail = exc.strerror or str(exc).strip() or type(exc).__name__
+        raise WriteFailed(f"writing {what} failed ({detail}): check that the output folder {folder} is writable and "
+                          "its disk has space, and try again") from None
 
 
 @dataclass
@@ -68,6 +64,16 @@ class AudioRoute:
     source: Any  # input av stream
     out: Any  # output av stream
     copy: bool
+
+    def mux(self, out: Any, item: Any) -> None:
+        """A packet (copied; already shifted) or, re-encoded, a decoded audio frame into ``out``."""
+        if self.copy:
+            item.stream = self.out
+            out.mux(item)
+            return
+        item.pts = None  # the AAC encoder times its own frames from the sample count
+        for p in self.out.encode(item):
+            out.mux(p)
 
 
 def add_audio(out: Any, sources: list[Any]) -> list[AudioRoute]:
@@ -85,13 +91,23 @@ def add_audio(out: Any, sources: list[Any]) -> list[AudioRoute]:
     return routes
 
 
-class VideoWriter:
-    """The encoder side, used by one thread: frames (upright RGB) and audio in, an MP4 out.
+def audio_handling(routes: list[AudioRoute]) -> AudioHandling:
+    """How the audio reached the output, as ``VideoResult.audio``: "copied", "re-encoded" or "none"."""
+    if not routes:
+        return "none"
+    return "copied" if all(r.copy for r in routes) else "re-encoded"
 
-    The video stream is made at the first frame (its size is the restored frame's); audio that comes
-    before it waits (a few packets: the look-ahead's worth), since MP4 writes its header once every
-    stream exists.
-    """
+
+def flush(out: Any, streams: list[Any]) -> None:
+    """The encoders' last packets into ``out`` (call once every frame is in)."""
+    for s in streams:
+        for p in s.encode():
+            out.mux(p)
+
+
+class VideoWriter:
+    """The encoder side, used by one thread: frames (upright RGB) and audio in, an MP4 out. The video stream
+    is made at the first frame; audio before it waits, since MP4 writes its header once every stream exists."""
 
     def __init__(self, out: Any, routes: list[AudioRoute], crf: int, time_base: Any, rate: Any) -> None:
         import av
@@ -99,7 +115,7 @@ class VideoWriter:
         self.out, self.routes, self.crf, self.time_base, self.rate = out, routes, crf, time_base, rate
         self.stream: Any = None
         self.colour = Colour()
-        self.waiting: list[tuple[str, int, Any]] = []
+        self.waiting: list[tuple[int, Any]] = []
         self.reformatter = av.video.reformatter.VideoReformatter()
         self.frames = 0
         self.closed = False
@@ -119,58 +135,32 @@ class VideoWriter:
             self.audio(*item)
         self.waiting = []
 
-    def _failed(self, exc: BaseException) -> WriteFailed:
-        return write_failed(exc, Path(self.out.name).parent, f"the video at frame {self.frames}")
+    def _disk(self) -> Any:
+        return disk_errors(Path(self.out.name).parent, f"the video at frame {self.frames}")
 
     def frame(self, rgb: Any, pts: int, colour: Colour) -> None:
         if self.stream is None:
             self._open_video(rgb, colour)
         f = to_yuv(rgb, self.colour, self.reformatter)
         f.pts, f.time_base = pts, self.time_base
-        try:
+        with self._disk():
             for p in self.stream.encode(f):
                 self.out.mux(p)
-        except OSError as exc:
-            if disk_error(exc):
-                raise self._failed(exc) from None
-            raise
         self.frames += 1
 
-    def audio(self, kind: str, route: int, item: Any) -> None:
-        """``kind`` "packet" (copied, already shifted) or "frame" (decoded, re-encoded) of ``routes[route]``."""
+    def audio(self, route: int, item: Any) -> None:
+        """A packet (a copied route's, already shifted) or a decoded frame (re-encoded) of ``routes[route]``."""
         if self.stream is None:
-            self.waiting.append((kind, route, item))
+            self.waiting.append((route, item))
             return
-        r = self.routes[route]
-        try:
-            if kind == "packet":
-                item.stream = r.out
-                self.out.mux(item)
-            else:
-                item.pts = None  # the AAC encoder times its own frames from the sample count
-                for p in r.out.encode(item):
-                    self.out.mux(p)
-        except OSError as exc:
-            if disk_error(exc):
-                raise self._failed(exc) from None
-            raise
+        with self._disk():
+            self.routes[route].mux(self.out, item)
 
     def close(self) -> None:
-        """Flush the encoders and write the MP4's index (call only when every frame is in); WriteFailed when the
-        disk refuses (the MP4's index is written here, so a nearly full disk often fails only now)."""
-        try:
-            self._close()
-        except OSError as exc:
-            if disk_error(exc):
-                raise self._failed(exc) from None
-            raise
-
-    def _close(self) -> None:
-        if self.stream is not None:
-            for p in self.stream.encode():
-                self.out.mux(p)
-            for r in self.routes:
-                if not r.copy:
-                    for p in r.out.encode():
-                        self.out.mux(p)
-        self.out.close()
+        """Flush the encoders and write the MP4's index (every frame in); WriteFailed when the disk refuses,
+        which on a nearly full disk often happens only here."""
+        with self._disk():
+            if self.stream is not None:
+                flush(self.out, [self.stream, *(r.out for r in self.routes if not r.copy)])
+            self.out.close()
+        self.closed = True

@@ -1,11 +1,7 @@
 """plan.json on disk: written atomically, read back as untrusted input (:func:`load_plan`), checked against the run.
 
-A user can edit the file, or another program can write one there, so nothing is built from it before every
-field has its type and range and the segments cover the clip whole: contiguous, from its first frame to its
-end, their frames adding up to the plan's. A plan that fails any of it is refused with the fix (``--fresh``),
-never half used: an index that is not a number would name a file outside the work folder, a time base of
-1/0 would divide by zero, a missing last segment would join a shorter clip than the summary says.
-"""
+Nothing is built from it before every field has its type and range and the segments cover the clip whole;
+a plan that fails is refused with the fix (``--fresh``), never half used."""
 
 from __future__ import annotations
 
@@ -75,8 +71,8 @@ def load_plan(data: bytes | str, path: Path | str = PLAN) -> SegmentPlan:
 
 
 def plan_segment_count(folder: Path) -> int:
-    """How many segments the plan in ``folder`` lists, read leniently (0 when it says nothing usable): a plan
-    that fails :func:`load_plan` still names the segment files its run wrote, which ``--fresh`` removes."""
+    """How many segments the plan in ``folder`` lists, read leniently (0 when unusable): a plan that
+    fails :func:`load_plan` still names the segment files ``--fresh`` removes."""
     try:
         with open(folder / PLAN, "rb") as f:
             d = json.loads(f.read(MAX_PLAN_BYTES))

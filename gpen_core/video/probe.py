@@ -1,6 +1,4 @@
-"""What a file is before any frame is decoded: a video by its bytes (:func:`looks_like_video`), then
-its video stream, size, rotation, colour and audio (:func:`open_clip`), refused with a fix when unusable.
-"""
+"""What a file is before any frame is decoded: a video by its bytes, then its streams, refused with a fix when unusable."""
 
 from __future__ import annotations
 
@@ -10,17 +8,15 @@ from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.images.limits import DEFAULT_LIMITS
-from gpen_core.video.limits import MP4_AUDIO, check_audio
-
-__all__ = ["MP4_AUDIO", "ClipInfo", "clip_info", "open_clip", "open_video", "preflight", "stream_notes"]
+from gpen_core.video.limits import check_audio
 
 # ISO media brands that are still images (HEIC, AVIF), not clips.
 _IMAGE_BRANDS = (b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1", b"avif", b"avis")
 
 
 def looks_like_video(head: bytes) -> bool:
-    """True when the first bytes are a video container's: ISO media (MP4, MOV, M4V, 3GP), Matroska/WebM,
-    AVI, MPEG-TS, MPEG-PS, FLV or Ogg. Reads no further; :func:`open_clip` then checks for a video stream."""
+    """True when the first bytes are a video container's (ISO media, Matroska/WebM, AVI, MPEG-TS/PS, FLV,
+    Ogg); :func:`open_clip` then checks for a video stream."""
     if head[4:8] == b"ftyp":
         return head[8:12] not in _IMAGE_BRANDS
     if head[4:8] in (b"moov", b"mdat", b"wide", b"free", b"skip"):  # QuickTime without ftyp
@@ -45,8 +41,8 @@ def sniff_file(path: str | os.PathLike[str]) -> bool:
 
 @dataclass(frozen=True)
 class ClipInfo:
-    """The video stream of an opened clip. ``size``: stored width, height (the display rotation is each decoded
-    frame's, ``frame.rotation``: FFmpeg hands the stream's display matrix to every frame). ``frames``: as declared (0: unknown)."""
+    """The video stream of an opened clip. ``size``: stored width, height (rotation is each decoded frame's);
+    ``frames``: as declared (0: unknown)."""
 
     size: tuple[int, int]
     frames: int
@@ -86,7 +82,7 @@ def open_clip(path: str | os.PathLike[str]) -> Any:
 
 def open_video(path: str | os.PathLike[str]) -> tuple[Any, ClipInfo]:
     """The one way a clip is opened: (the input container, its :class:`ClipInfo`), refused by its headers
-    (:func:`open_clip`, :func:`clip_info`) before any frame is decoded. The caller closes the container."""
+    before any frame is decoded. The caller closes the container."""
     container = open_clip(path)
     try:
         return container, clip_info(container, os.fspath(path))
@@ -96,8 +92,8 @@ def open_video(path: str | os.PathLike[str]) -> tuple[Any, ClipInfo]:
 
 
 def preflight(path: str, audio: bool = True) -> list[str]:
-    """Before a segmented run restores anything: the clip refused by its headers (:func:`open_video`) and by an
-    audio stream the output cannot take (unless ``audio`` is off); else its :func:`stream_notes`."""
+    """Before a segmented run: the clip refused as :func:`open_video` and audio an MP4 cannot take (unless
+    ``audio`` is off) refuse it; else its :func:`stream_notes`."""
     container, _ = open_video(path)
     try:
         if audio:
@@ -108,8 +104,8 @@ def preflight(path: str, audio: bool = True) -> list[str]:
 
 
 def stream_notes(container: Any, audio: bool = True) -> list[str]:
-    """What the output cannot keep of the input's streams, said before a frame is restored: extra video streams
-    (only the first is restored), HDR or more than 8 bits a sample (written 8-bit), the sound when ``audio`` is off."""
+    """What the output cannot keep of the input's streams: extra video streams, HDR or more than 8 bits a
+    sample (written 8-bit), the sound when ``audio`` is off."""
     import av
 
     notes = []
@@ -136,7 +132,7 @@ def stream_notes(container: Any, audio: bool = True) -> list[str]:
 
 
 def clip_info(container: Any, path: str) -> ClipInfo:
-    """The first video stream's :class:`ClipInfo`; InputError for a clip with no frames or frames over the photo limit."""
+    """The first video stream's :class:`ClipInfo`; InputError for no picture size or frames over the photo limit."""
     vs = container.streams.video[0]
     cc = vs.codec_context
     w, h = cc.width, cc.height
@@ -167,10 +163,8 @@ def _check_pixels(path: str, w: int, h: int) -> None:
 
 
 def _refuse_by_header(path: str) -> None:
-    """InputError for a declared size over the limit, read without decoding a frame. Opening a file decodes its
-    first frames to learn its streams (FFmpeg's stream-info probe): a 12000² H.264 frame cost 364 MiB there.
-    With frames skipped, the stream's own headers give the size where the container exposes them; a size only
-    decoding tells (0 here) is left to the normal open, and the decoded frames are checked anyway."""
+    """InputError for a declared size over the limit, read with frames skipped: FFmpeg's stream-info probe
+    decodes first frames (a 12000² H.264 frame cost 364 MiB there). A size only decoding tells is left to the open."""
     import av
 
     with av.open(path, "r", metadata_errors="ignore", options={"skip_frame": "all"}) as c:

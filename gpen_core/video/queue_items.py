@@ -1,6 +1,4 @@
-"""What a clip's threads hand each other in one pass (:mod:`gpen_core.video.stream`): the decode
-thread hands the main thread decoded frames, audio and where the decoder stopped; the main thread
-hands the encode thread restored frames and the audio as it came. Typed, so no reader counts
+"""What a clip's threads hand each other in one pass (:mod:`gpen_core.video.stream`), typed, so no reader counts
 positions in a tuple."""
 
 from __future__ import annotations
@@ -32,10 +30,8 @@ class DecodeStopped:
 
 @dataclass(frozen=True)
 class AudioItem:
-    """One audio packet copied as it is (``kind`` "packet") or one decoded audio frame to re-encode ("frame"),
-    for the writer's route ``index``."""
+    """For the writer's route ``index``: a packet copied as it is, or a decoded frame to re-encode."""
 
-    kind: str
     index: int
     data: Any
 

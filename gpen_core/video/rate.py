@@ -1,9 +1,5 @@
-"""The time left of a clip from this run's own frames: :class:`FrameRate`.
-
-The clock starts at the first report, not at the start: what came before it (loading the networks,
-the first frames' look-ahead, the frames a resumed run kept from before) is no measure of the speed
-from here on. Until a second report there is no estimate.
-"""
+"""The time left of a clip from this run's own frames: :class:`FrameRate`. The clock starts at the first
+report (loading, look-ahead and frames a resume kept are no measure of the speed); until a second, no estimate."""
 
 from __future__ import annotations
 

@@ -24,12 +24,8 @@ class Damage:
 
 @dataclass(frozen=True)
 class FaceTrack:
-    """One face in one frame, in display (upright input) pixels: the smoothed landmarks the restore aligned on.
-
-    ``track``: the face's id across frames. ``filled``: no detection in this frame; the face was
-    found before and after it and its landmarks were interpolated between them. ``identity``: its
-    identity check in this frame (None: not checked here, or not restored).
-    """
+    """One face in one frame, in display pixels: the smoothed landmarks the restore aligned on. ``track``: its id
+    across frames; ``filled``: interpolated between two sightings; ``identity``: its check here (None: not checked)."""
 
     track: int
     box: tuple[float, float, float, float]
@@ -65,13 +61,8 @@ class FrameRecord:
 class VideoResult:
     """A restored clip: what was written, what it cost, and every change from what was asked (``notes``).
 
-    ``frames``: frames written. ``duration_s``: last frame's end minus the first frame's start.
-    ``fps``: frames / duration (the clip's average rate; its own timestamps are kept).
-    ``audio``: how the audio streams reached the output. ``peaks``: the whole clip's peak RAM
-    (and VRAM on CUDA), measured once around decode, restore and encode together.
-    ``seconds_per_frame``: wall time of the whole clip / frames. ``damage``: None, or where a
-    damaged input stopped decoding (the output then holds the frames before it).
-    """
+    ``duration_s``: last frame's end minus the first's start; ``fps``: frames / duration. ``peaks``: the whole
+    clip's, measured once around decode, restore and encode. ``damage``: where a damaged input stopped decoding."""
 
     output: str
     frames: int

@@ -1,18 +1,9 @@
 """Hours of video, resumable: :func:`restore_in_segments`.
 
-The clip is cut at keyframes into segments (:mod:`gpen_core.video.segments`), each restored into its
-own file in a work folder beside the output (``.out.mp4.segments/``) by a *runner*: this process
-(:class:`LocalRunner`) or Ray workers (:mod:`gpen_core.scaleout.video_ray`). When all are there they are
-joined without re-encoding, the audio copied once (:mod:`gpen_core.video.join`), and the work folder
-is removed. A run that was killed, however, resumes with the same call: segments whose file still has
-the size and sha256 the plan recorded when it finished, and decodes to the plan's frames, are kept,
-anything else is redone, so at most the segments in progress are lost. ``fresh=True`` starts over. The
-plan is checked as untrusted input and against the input itself (:mod:`gpen_core.video.plan_file`);
-one run at a time holds the work folder, never through a link (:mod:`gpen_core.video.work_dir`).
-
-The work folder holds the plan, the finished segments and at most one partial file per runner
-worker, never frames: its size is the restored video's own, about the output's size.
-"""
+The clip is cut at keyframes into segments, each restored into its own file in a work folder beside the
+output by a *runner* (:class:`LocalRunner`, or Ray's :mod:`gpen_core.scaleout.video_ray`), then joined without
+re-encoding. A killed run resumes with the same call, keeping the segments whose files are still the bytes the
+plan recorded; ``fresh=True`` starts over. docs/video-segments.md."""
 
 from __future__ import annotations
 
@@ -23,44 +14,44 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from gpen_core.errors import InputError
 from gpen_core.options import RestoreOptions
-from gpen_core.video.segmented import SegmentedResult, SegmentedRun, segmented_result
+from gpen_core.progress import CountProgress as Progress  # frames done, the clip's frames
+from gpen_core.result import Peaks
+from gpen_core.video.result import VideoResult
+from gpen_core.video.segment_run import SegmentRecord
 from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, FinishedFile, Segment, SegmentPlan
 from gpen_core.video.work_dir import WorkFolder
 
-# Clips at least this long go in segments unless told otherwise (the CLI's default): a crash past
-# this point would cost more than a few minutes of work, and the segments' join costs seconds.
+# Clips at least this long go in segments unless told otherwise: past it a crash costs more than the join.
 SEGMENTS_FROM_S = 600.0
-
-from gpen_core.progress import CountProgress as Progress  # noqa: E402  (frames done, the clip's frames)
 
 
 @dataclass(frozen=True)
-class SegmentRecord:
-    """One segment's outcome as the manifest records it."""
+class SegmentedResult(VideoResult):
+    """A one-pass result's every field, and: ``segments`` cut, ``segments_kept``/``frames_kept`` finished by an
+    earlier, interrupted run, ``join_s`` the join's seconds, ``records`` each segment's outcome (by index).
 
-    index: int
-    frames: int
-    seconds: float
-    faces_max: int = 0
-    peak_rss_bytes: int | None = None
-    peak_vram_bytes: int | None = None
-    worker: str = ""
-    notes: tuple[str, ...] = ()
-    kept: bool = False  # finished by an earlier run, checked and kept
-    mode: str = ""  # the mode it ran in ("" when kept)
-    mode_reason: str = ""
-    runtimes: tuple[Any, ...] = ()  # NetworkRuntime: what ran each network
-    identity: Any = None  # VideoIdentity of its frames; None: not checked (or kept from an earlier run)
+    ``peaks``: this process's, around the whole run; Ray workers' own are in ``records`` and, when higher, named
+    in ``peaks.shared``. ``damage``: always None (a segment that does not decode to the plan is refused)."""
+
+    segments: int = 0
+    segments_kept: int = 0
+    frames_kept: int = 0
+    join_s: float = 0.0
+    records: tuple[SegmentRecord, ...] = ()
+
+    def to_json(self) -> dict:
+        return {**super().to_json(), "segments": self.segments, "segments_kept": self.segments_kept,
+                "frames_kept": self.frames_kept, "join_s": round(self.join_s, 3)}
 
 
 class Runner(Protocol):
-    """Restores segments into ``folder`` (each as ``folder / seg.file``, renamed when complete), yielding each's record as it finishes."""
+    """Restores segments into ``folder`` (each as ``folder / seg.file``), yielding each's record as it finishes."""
 
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]: ...
@@ -83,28 +74,21 @@ class LocalRunner:
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
         from gpen_core.platform.meter import PeakMeter
+        from gpen_core.video.engine_seam import FrameEngine
         from gpen_core.video.segment_run import restore_segment
 
-        engine = self.engine or _frame_engine(self.restorer, self.options, plan.input)
+        engine = self.engine or FrameEngine(self.restorer, self.options, upright_size(plan.input))
         try:
             for seg in pending:
                 with PeakMeter(getattr(engine, "device", "cpu")) as meter:
                     done = restore_segment(plan.input, seg, folder / seg.file, engine, self.crf, on_frame=on_frame,
                                            stop=self.stop)
                 p = meter.peaks
-                yield SegmentRecord(seg.index, done.frames, done.seconds, done.faces_max, p.rss_bytes if p else None,
-                                    p.vram_reserved_bytes if p else None, f"pid {os.getpid()}", done.notes,
-                                    mode=done.mode, mode_reason=done.mode_reason, runtimes=done.runtimes,
-                                    identity=done.identity)
+                yield replace(done, peak_rss_bytes=p.rss_bytes if p else None,
+                              peak_vram_bytes=p.vram_reserved_bytes if p else None, worker=f"pid {os.getpid()}")
         finally:
             if self.engine is None:
                 engine.close()  # the frame session holds the restorer's lock
-
-
-def _frame_engine(restorer: Any, options: RestoreOptions, src: str) -> Any:
-    from gpen_core.video.engine_seam import FrameEngine
-
-    return FrameEngine(restorer, options, upright_size(src))
 
 
 def upright_size(src: str) -> tuple[int, int]:
@@ -113,8 +97,8 @@ def upright_size(src: str) -> tuple[int, int]:
 
 
 def upright_geometry(src: str) -> tuple[tuple[int, int], int]:
-    """(the upright size, the display rotation in degrees) of the clip's first frame: read from the decoded
-    frame's fields (checked: :class:`~gpen_core.video.limits.FrameGuard`), its pixels never converted."""
+    """(the upright size, the display rotation in degrees) of the clip's first frame, from the decoded
+    frame's fields (checked by FrameGuard), its pixels never converted."""
     from gpen_core.video.frames import quarter_turns
     from gpen_core.video.limits import FrameGuard
     from gpen_core.video.probe import open_video
@@ -143,9 +127,8 @@ class StartedRun:
 def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: bool) -> StartedRun:
     """The folder's plan when it fits this run, else a new one; the work folder locked (released on an error).
 
-    InputError when the folder holds another run's plan (or one that fails its checks) and ``fresh`` is not
-    set: hours of work are never thrown away without being asked; WorkFolderBusy while another run holds it.
-    """
+    InputError when the folder holds another run's plan (or a bad one) and ``fresh`` is not set: hours of work are
+    never thrown away unasked; WorkFolderBusy while another run holds it."""
     from gpen_core.video.plan_file import plan_segment_count, read_plan, same_cuts, same_source, write_plan
     from gpen_core.video.segments import plan_segments
     from gpen_core.video.work_dir import open_work_folder
@@ -177,14 +160,11 @@ def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: b
 
 
 def finished(plan: SegmentPlan, folder: Path) -> tuple[list[Segment], tuple[FinishedFile, ...], list[str]]:
-    """(the segments an earlier run completed that are still its bytes, their records, notes); the rest of the
-    run's files removed, to be redone.
+    """(the segments an earlier run completed that are still its bytes, their records, notes); the run's
+    other files removed, to be redone.
 
-    A segment is kept when its file has the size and sha256 the plan recorded as it finished and decodes to the
-    plan's frames at the plan's times. A file whose bytes changed since is redone, with a note. A file the plan
-    has no record of (the run was killed between its rename and the plan's update: milliseconds) is kept when it
-    decodes to the plan's frames and times, and recorded now, so ``kill -9`` loses no finished segment.
-    """
+    Kept: a file with the size and sha256 the plan recorded that decodes to the plan's frames and times; one the
+    plan has no record of (killed between its rename and the plan's update) when it decodes so, recorded now."""
     from gpen_core.video.join import check_segment
     from gpen_core.video.work_dir import is_ours
 
@@ -239,18 +219,17 @@ def restore_in_segments(
     on_record: Callable[[SegmentRecord], None] | None = None,
     audio: bool = True,
 ) -> SegmentedResult:
-    """Restore ``src`` into ``dst`` (H.264 MP4) segment by segment, resuming an interrupted run (module doc).
+    """Restore ``src`` into ``dst`` (H.264 MP4) segment by segment, resuming an interrupted run.
 
-    ``runner``: :class:`LocalRunner` or the Ray one. ``settings``: :func:`settings_text` of what the
-    runner restores with (a resumed run must match it). ``on_record``: each segment's record, kept
-    ones included (the CLI writes them to manifest.jsonl). ``audio`` False: the output has no sound (noted).
-    Returns a :class:`SegmentedResult`, every field of a one-pass result filled. InputError for an unusable
-    input or a work folder from another run; the runner's own errors pass through, the finished segments kept.
-    """
+    ``runner``: :class:`LocalRunner` or the Ray one. ``settings``: :func:`settings_text` of what the runner restores
+    with. ``on_record``: each segment's record, kept ones included. ``audio`` False: no sound (noted). InputError
+    for an unusable input or another run's work folder; the runner's errors pass through, finished segments kept."""
     from gpen_core.platform.meter import PeakMeter
+    from gpen_core.video.identity import merged
     from gpen_core.video.join import join_segments
     from gpen_core.video.output import check_output
-    from gpen_core.video.probe import preflight
+    from gpen_core.video.probe import open_video, preflight
+    from gpen_core.video.steady import Steadier
 
     t0 = time.perf_counter()
     src_s, dst_p = os.path.abspath(os.fspath(src)), Path(dst)
@@ -272,25 +251,48 @@ def restore_in_segments(
         notes.append(f"{prep.work.path} was kept: it holds files this run did not write ({', '.join(left[:5])})")
     if audio_how == "re-encoded":
         notes.append("the input's audio is in a codec an MP4 cannot hold as it is: re-encoded to AAC")
-    kept = [r for r in records if r.kept]
-    frames_kept = sum(r.frames for r in kept)
-    if kept:
-        notes.append(f"resumed: {len(kept)} of {len(plan.segments)} segments ({frames_kept} frames) were kept from an "
-                     "earlier run")
+    ran = [r for r in records if not r.kept]
+    frames_kept = sum(r.frames for r in records if r.kept)
+    if len(ran) < len(records):
+        notes.append(f"resumed: {len(records) - len(ran)} of {len(plan.segments)} segments ({frames_kept} frames) were "
+                     "kept from an earlier run")
     for r in records:
         notes.extend(n for n in r.notes if n not in notes)
     assert meter.peaks is not None
-    written = sum(r.frames for r in records)  # what the joined file holds, as its segments were checked or counted
-    run = SegmentedRun(str(dst_p), written, plan.duration_s, len(plan.segments), frames_kept, audio_how,
-                       int(getattr(runner, "crf", 0)), time.perf_counter() - t0, join_s, upright_geometry(src_s)[1],
-                       meter.peaks)
-    return segmented_result(run, records, notes)
+    frames = sum(r.frames for r in records)  # what the joined file holds, as its segments were checked or counted
+    total_s = time.perf_counter() - t0
+    container, written = open_video(dst_p)  # its size from the written file's header
+    container.close()
+    ordered = tuple(sorted(records, key=lambda r: r.index))
+    mode = next((r.mode for r in ran if r.mode), "as the earlier run" if records else "")
+    return SegmentedResult(
+        output=str(dst_p), frames=frames, fps=frames / plan.duration_s if plan.duration_s > 0 else 0.0,
+        duration_s=plan.duration_s, size=written.size, mode=mode,
+        mode_reason=next((r.mode_reason for r in ran if r.mode_reason), ""), audio=audio_how,
+        crf=int(getattr(runner, "crf", 0)), seconds_per_frame=total_s / max(1, frames), total_s=total_s,
+        faces_per_frame_max=max((r.faces_max for r in records), default=0), peaks=_with_workers(meter.peaks, ran),
+        rotation=upright_geometry(src_s)[1], lookahead_frames=Steadier().lookahead, notes=tuple(notes),
+        segments=len(plan.segments), segments_kept=len(records) - len(ran), frames_kept=frames_kept, join_s=join_s,
+        records=ordered, runtimes=next((tuple(r.runtimes) for r in ran if r.runtimes), ()),
+        identity=merged([r.identity for r in ordered]),
+    )
+
+
+def _with_workers(peaks: Peaks, ran: list[SegmentRecord]) -> Peaks:
+    """This process's peaks; where a segment worker (Ray: a process of its own) peaked higher, ``shared`` says so."""
+    from gpen_core.platform.meter import format_bytes
+
+    worker = max((r.peak_rss_bytes or 0 for r in ran), default=0)
+    if worker <= peaks.rss_bytes:
+        return peaks
+    why = f"this process only; the highest segment worker's peak was {format_bytes(worker)}"
+    return replace(peaks, shared="; ".join(x for x in (peaks.shared, why) if x))
 
 
 def _run_pending(prep: StartedRun, runner: Runner, progress: Progress | None,
                  on_record: Callable[[SegmentRecord], None] | None) -> list[SegmentRecord]:
-    """The kept segments' records, then the runner's for the rest, as they finish (progress counted in frames);
-    each finished file recorded in the plan (size, sha256) as it finishes."""
+    """The kept segments' records, then the runner's as they finish (progress in frames), each finished
+    file recorded in the plan as it finishes."""
     from gpen_core.video.plan_file import write_plan
 
     plan, folder = prep.plan, prep.work.path
@@ -325,7 +327,7 @@ def _run_pending(prep: StartedRun, runner: Runner, progress: Progress | None,
 
 
 def manifest_line(run_id: str, src: str, rec: SegmentRecord) -> str:
-    """One manifest.jsonl line for a segment (beside the output, appended; batch.py's format for photos)."""
+    """One manifest.jsonl line for a segment (batch.py's format for photos)."""
     return json.dumps({"run": run_id, "input": src, "segment": rec.index, "status": "kept" if rec.kept else "ok",
                        "frames": rec.frames, "seconds": round(rec.seconds, 3), "faces_max": rec.faces_max,
                        "peaks": {"rss_bytes": rec.peak_rss_bytes, "vram_bytes": rec.peak_vram_bytes},

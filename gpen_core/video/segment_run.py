@@ -1,11 +1,7 @@
 """One segment of a long clip restored into its own file: :func:`restore_segment`.
 
-Decodes from the keyframe before the segment's context frames to its tail (the overlap either side
-steadies the faces at its edges, as one pass would), restores and writes only the segment's own
-frames, video only (the audio is copied once, at the join), under a temporary name renamed when
-complete. A new encoder per segment: each file starts with a keyframe, so the join needs no re-encode.
-One thread; memory: the Steadier's look-ahead of frames plus x264's own.
-"""
+Decodes from the keyframe before its context frames to its tail, writes only its own frames (video only, a
+new encoder, so the file starts with a keyframe), under a temporary name renamed when complete. One thread."""
 
 from __future__ import annotations
 
@@ -24,19 +20,22 @@ from gpen_core.video.segments import Segment
 
 
 @dataclass(frozen=True)
-class SegmentDone:
-    """A segment written: its file, frames, seconds, most faces in a frame, the restore's notes."""
+class SegmentRecord:
+    """One segment's outcome, as the manifest records it (the runner adds its peaks and worker)."""
 
     index: int
-    path: str
     frames: int
     seconds: float
-    faces_max: int
-    notes: tuple[str, ...]
-    mode: str = ""  # the engine's mode name, as a one-pass result's
+    faces_max: int = 0
+    peak_rss_bytes: int | None = None
+    peak_vram_bytes: int | None = None
+    worker: str = ""
+    notes: tuple[str, ...] = ()
+    kept: bool = False  # finished by an earlier run, checked and kept
+    mode: str = ""  # the mode it ran in ("" when kept)
     mode_reason: str = ""
     runtimes: tuple[Any, ...] = ()  # NetworkRuntime: what ran each network
-    identity: Any = None  # VideoIdentity of the segment's own frames; None: the check did not run
+    identity: Any = None  # VideoIdentity of its frames; None: not checked (or kept from an earlier run)
 
 
 def restore_segment(
@@ -48,13 +47,11 @@ def restore_segment(
     *,
     on_frame: Callable[[], None] | None = None,
     stop: threading.Event | None = None,
-) -> SegmentDone:
+) -> SegmentRecord:
     """Restore ``seg`` of ``src`` into ``dst`` (H.264 MP4, video only, the input's timestamps).
 
-    ``engine``: ``detect(rgb)`` / ``restore(rgb, detections)`` (and ``fit(rgb)`` when the mode shrinks
-    frames), as :class:`~gpen_core.video.engine_seam.FrameEngine`. Raises InputError when the segment
-    does not decode to the frames the plan counted (the file changed or is damaged there).
-    """
+    ``engine``: as :class:`~gpen_core.video.engine_seam.FrameEngine`. InputError when the segment does not decode
+    to the frames the plan counted."""
     import av
 
     from gpen_core.video.output import VideoWriter
@@ -89,8 +86,9 @@ def restore_segment(
         durable.install(tmp, dst, sync=True)  # flushed: a resume trusts a finished segment
         mode = getattr(getattr(engine, "mode", None), "name", "custom")
         identity = run.loop.identity.result() if run.loop.identity is not None else None
-        return SegmentDone(seg.index, str(dst), run.written, time.perf_counter() - t0, run.faces_max, tuple(run.notes),
-                           mode, getattr(engine, "reason", ""), tuple(getattr(engine, "runtimes", ())), identity)
+        return SegmentRecord(seg.index, run.written, time.perf_counter() - t0, run.faces_max, notes=tuple(run.notes),
+                             mode=mode, mode_reason=getattr(engine, "reason", ""),
+                             runtimes=tuple(getattr(engine, "runtimes", ())), identity=identity)
     finally:
         if out is not None:
             try:
@@ -102,8 +100,7 @@ def restore_segment(
 
 
 class _SegmentLoop:
-    """Decode (each frame checked: :class:`~gpen_core.video.limits.FrameGuard`) → the one
-    :class:`~gpen_core.video.frame_loop.FrameLoop` → encode, for one segment, in one thread."""
+    """Decode (FrameGuard) → the one FrameLoop → encode, for one segment, in one thread."""
 
     def __init__(self, seg: Segment, engine: Any, writer: Any, on_frame: Callable[[], None] | None,
                  stop: threading.Event) -> None:
@@ -118,7 +115,7 @@ class _SegmentLoop:
 
     @property
     def notes(self) -> list[str]:
-        """The engine's notes for the clip (a mode's shrink…), the decoded frames', the restore's: as one pass says them."""
+        """The engine's, the decoded frames' and the restore's notes, as one pass says them."""
         guard = self.guard.notes if self.guard is not None else []
         return list(dict.fromkeys([*getattr(self.engine, "notes", ()), *guard, *self.loop.notes]))
 

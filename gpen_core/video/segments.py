@@ -1,16 +1,9 @@
 """A long clip cut at its keyframes into segments, and the plan that lets a killed run resume.
 
-:func:`plan_segments` reads every video packet's timestamp and keyframe flag (demux only, no decoding)
-and cuts at the keyframes nearest each multiple of the segment length. Segment *i* writes the frames
-whose timestamps lie in ``[start_pts, end_pts)``: every frame of the input belongs to exactly one
-segment, so frame count and timestamps survive the join. It also decodes a few frames either side
-(``context_pts`` … ``tail_pts``, the landmark smoothing's look-ahead) that steady the faces at its
-edges but are not written, so no seam shows.
-
-The plan is a small JSON file in the work folder (``.<output>.segments/plan.json``), read, written and
-checked by :mod:`gpen_core.video.plan_file`; a segment file is complete once it has its final name and the
-plan records its size and hash.
-"""
+Segment *i* writes the frames with timestamps in ``[start_pts, end_pts)``, so every frame is in exactly one
+segment; it also decodes ``context_pts`` … ``tail_pts``, the look-ahead either side, so no seam shows.
+The plan (``plan.json`` in the work folder) is read and checked by :mod:`gpen_core.video.plan_file`.
+docs/video-segments.md, "Cut, restore, join"."""
 
 from __future__ import annotations
 
@@ -27,8 +20,7 @@ from gpen_core.errors import InputError
 PLAN = "plan.json"
 PLAN_VERSION = 2  # 2: the input's fingerprint and each finished segment's hash
 FINGERPRINT_BYTES = 1 << 20
-# Frames decoded and steadied either side of a segment but not written: the Steadier's look-ahead
-# (max of its half window and its longest filled gap), so each frame sees the same neighbours as in one pass.
+# Frames decoded and steadied either side of a segment but not written: the Steadier's look-ahead.
 OVERLAP_FRAMES = 3
 DEFAULT_SEGMENT_SECONDS = 10.0
 
@@ -63,16 +55,12 @@ class FinishedFile:
 @dataclass(frozen=True)
 class SegmentPlan:
     """Where a clip is cut, what it was made from (a resumed run checks these), and which segments are done.
-
-    The file is untrusted when read back (a user may edit it): :func:`gpen_core.video.plan_file.load_plan`
-    validates every field before anything is built from it.
-    """
+    Untrusted when read back: :func:`gpen_core.video.plan_file.load_plan` validates every field."""
 
     input: str
     input_bytes: int
     input_mtime_ns: int
-    # sha256 of the input's first and last MiB: content replaced at the same size and modification time
-    # (a copy with preserved times) shows here; the packet count (``frames``) is compared on resume too.
+    # sha256 of the input's first and last MiB: other content at the same size and time shows here.
     input_head_sha256: str
     input_tail_sha256: str
     settings: str  # what the output depends on besides the input (options, crf): JSON text
@@ -118,10 +106,8 @@ def scan_frames(container: Any) -> tuple[list[int], list[int]]:
 
 
 def cut_points(pts: list[int], keys: list[int], tb: Fraction, segment_seconds: float) -> list[int]:
-    """Indices into ``pts`` where segments start: 0, then the keyframe nearest each next multiple of the length.
-
-    A clip with no keyframe near a cut (one long GOP) stays in fewer, longer segments.
-    """
+    """Indices into ``pts`` where segments start: 0, then the keyframe nearest each next multiple of the
+    length (one long GOP: fewer, longer segments)."""
     if segment_seconds <= 0:
         raise InputError(f"--segment-seconds must be more than 0, got {segment_seconds:g}")
     index = {p: i for i, p in enumerate(pts)}
@@ -180,8 +166,8 @@ def plan_segments(src: str | os.PathLike[str], segment_seconds: float, settings:
 
 
 def input_fingerprint(src: str) -> tuple[str, str]:
-    """sha256 of the file's first and of its last MiB (hex): cheap at any length, and where a container keeps its
-    header and its index, so other content of the same size almost surely differs here."""
+    """sha256 of the file's first and last MiB (hex): cheap at any length, and where a container keeps
+    its header and index, so other content of the same size almost surely differs."""
     with open(src, "rb") as f:
         head = hashlib.sha256(f.read(FINGERPRINT_BYTES)).hexdigest()
         f.seek(max(0, os.fstat(f.fileno()).st_size - FINGERPRINT_BYTES))

@@ -1,21 +1,11 @@
 """Faces steady across frames: tracks, gaps filled between two sightings, landmarks smoothed.
 
-A detector reads each frame on its own, so the five landmarks the alignment uses jitter by about a
-pixel from frame to frame (mobilenet0.25 on a panning shot), and the restored face shimmers.
-:class:`Steadier` takes each frame's detections as it is decoded and hands frames back
-:attr:`Steadier.lookahead` frames later, each face with:
-
-- a **track** id: a detection continues the track whose last box it overlaps most (IoU ≥
-  :data:`MATCH_IOU`) or whose centre is near (under :data:`MATCH_CENTRE` of the box side);
-- a **fill** when the detector missed a face for at most :data:`MAX_GAP` frames between two
-  sightings; a face seen only before (it left) or only after (it entered) is never invented;
-- box and landmarks from a **local linear fit** over the track's sightings within
-  :data:`HALF_WINDOW` frames either side, in time (seconds, so variable frame timing fits too),
-  evaluated at the frame: on steady motion the fit is exact (no lag), and on a full window the
-  value is the window's mean, so frame-to-frame noise shrinks about as the window grows.
-
-Pure NumPy; works on :class:`gpen_core.faces.detect.Detection` objects in display pixels.
-"""
+The detector's landmarks jitter by about a pixel from frame to frame, so the restored face would shimmer.
+:class:`Steadier` hands each frame back :attr:`Steadier.lookahead` frames later with every face's track id
+(IoU ≥ :data:`MATCH_IOU` or a near centre), gaps of at most :data:`MAX_GAP` frames filled between two
+sightings (never invented before or after), and box and landmarks from a local linear fit in time over
+:data:`HALF_WINDOW` frames either side: exact on steady motion, the window's mean on noise (docs/video.md).
+Pure NumPy, on :class:`gpen_core.faces.detect.Detection` objects in display pixels."""
 
 from __future__ import annotations
 
@@ -25,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-# Frames either side of the one being smoothed (window 2·3+1 = 7). Measured on a panning crop of the
-# Solvay photo with mobilenet0.25 (tests/test_video_steady.py): movement 0.9 px raw → under 0.35 px.
+# Frames either side of the one being smoothed (window 7); measured: docs/video.md, "Faces steady from frame to frame".
 HALF_WINDOW = 3
 # Longest run of missed detections filled between two sightings of the same face.
 MAX_GAP = 3
@@ -53,7 +42,7 @@ class SteadyFace:
 
 
 def iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    """Intersection over union of two (x0, y0, x1, y1) boxes (here, not faces.find's: that module pulls in OpenCV)."""
+    """Intersection over union of two (x0, y0, x1, y1) boxes (faces.find's pulls in OpenCV)."""
     ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
     inter = ix * iy
@@ -94,7 +83,6 @@ class Steadier:
         self._pushed = 0
 
     def push(self, time_s: float, detections: list[Any]) -> None:
-        """The next frame's raw detections (display pixels)."""
         pos = self._pushed
         self._pushed += 1
         live = [t for t in self._tracks if pos - t.last_pos <= self.max_gap + 1]
@@ -128,7 +116,6 @@ class Steadier:
         self._frames.append((pos, time_s, ids))
 
     def ready(self) -> bool:
-        """A frame can be handed back: its look-ahead has been pushed."""
         return bool(self._frames) and self._frames[0][0] + self.lookahead < self._pushed
 
     def pending(self) -> int:

@@ -1,16 +1,9 @@
 """A clip restored at constant memory: :func:`restore_video`.
 
-Three threads and two bounded queues::
-
-    decode (PyAV demux + decode, upright RGB) ─[DECODE_QUEUE]→ main: detect → steady → restore → paste
-                                                                ─[ENCODE_QUEUE]→ encode (x264, mux)
-
-The main thread holds a look-ahead of :attr:`Steadier.lookahead` (3) decoded frames, whose detections
-the landmark smoothing and gap filling need before a frame is restored. Frames held at once are at
-most DECODE_QUEUE + lookahead + 1 + ENCODE_QUEUE = 3 + 3 + 1 + 3 = 10, each W×H×3 bytes (1080p:
-6.2 MB, 62 MB in all), whatever the clip's length. Nothing is written to disk but the output, under a
-temporary name beside it until the clip is complete.
-"""
+Three threads and two bounded queues: decode (PyAV, upright RGB) → main (detect → steady → restore → paste)
+→ encode (x264, mux). At most DECODE_QUEUE + look-ahead + 1 + ENCODE_QUEUE = 10 frames are held, whatever the
+clip's length (docs/video.md, "What is held at once"); nothing but the output is written, under a temporary
+name beside it until the clip is complete."""
 
 from __future__ import annotations
 
@@ -32,6 +25,7 @@ from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
 from gpen_core.video.limits import FrameGuard, check_audio
 from gpen_core.video.options import VideoOptions
+from gpen_core.video.output import audio_handling, check_output
 from gpen_core.video.queue_items import AudioItem, DecodedFrame, DecodeStopped, FrameToWrite
 from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
 from gpen_core.video.steady import Steadier
@@ -59,21 +53,16 @@ def restore_video(
 ) -> VideoResult:
     """Restore every face of the clip ``src`` and write ``dst`` (H.264 yuv420p MP4), frame by frame.
 
-    ``restorer``: a :class:`~gpen_core.restorer.Restorer` (default: the process-wide one).
-    ``on_frame(record)``: each written frame's faces (smoothed landmarks, display pixels).
-    ``stop``: set it to stop; the partial output is removed and :class:`VideoStopped` raised.
-    ``engine``: an object with ``detect(rgb)`` / ``restore(rgb, detections)`` (tests; default
+    ``restorer``: a :class:`~gpen_core.restorer.Restorer` (default: the process-wide one). ``on_frame(record)``:
+    each written frame's faces. ``stop``: set it to stop; the partial output is removed and :class:`VideoStopped`
+    raised. ``engine``: ``detect(rgb)`` / ``restore(rgb, detections)`` (tests; default
     :class:`~gpen_core.video.engine_seam.FrameEngine` over ``restorer``).
-    Kept from the input: frame count and timestamps, audio (copied; AAC where MP4 cannot take it),
-    display rotation (frames written upright), colour properties. Raises InputError for a file that
-    is no usable video or audio an MP4 cannot take (before any frame; ``video.audio=False`` drops the sound),
-    or at the first decoded frame over the photo limits, of another size, or timed before the last
-    (:class:`~gpen_core.video.limits.FrameGuard`); nothing is written then. ``video.cap`` stops at a server's
-    limit by decoded frames and time, and the notes say where. VideoStopped, and the restore's own errors.
-    """
+    Kept from the input: frame count and timestamps, audio (copied; AAC where MP4 cannot take it), display rotation
+    (frames written upright), colour properties. InputError, before anything is written, for a file that is no
+    usable video, audio an MP4 cannot take (``video.audio=False`` drops it), or a decoded frame refused by
+    :class:`~gpen_core.video.limits.FrameGuard`. ``video.cap`` stops at a server's limit; the notes say where."""
     from gpen_core.platform.leftovers import sweep_partials
     from gpen_core.platform.meter import PeakMeter
-    from gpen_core.video.output import check_output, temp_name
     from gpen_core.video.probe import open_video, stream_notes
 
     vopts = (video or VideoOptions()).validated()
@@ -81,7 +70,7 @@ def restore_video(
     check_output(dst_p, src_s)  # before any frame: the folder writable, not a device, not the input by any link
     sweep_partials(dst_p)  # what a killed earlier run on this output left
     container, info = open_video(src_s)
-    tmp = temp_name(dst_p)
+    tmp = durable.partial_path(dst_p)
     run = None
     try:
         if vopts.audio:
@@ -89,6 +78,7 @@ def restore_video(
         if engine is None:
             from gpen_core.engine.pipeline import import_engine
             from gpen_core.restorer import get_restorer
+            from gpen_core.video.engine_seam import FrameEngine
 
             import_engine()  # the one-time import is the process's, not the clip's peak
             restorer = restorer or get_restorer()
@@ -99,7 +89,8 @@ def restore_video(
             run.guard = FrameGuard(src_s, info.size)
             run.notes.update(dict.fromkeys(stream_notes(container, vopts.audio)))
             try:
-                run.engine = engine or _engine_for(restorer, options or RestoreOptions(), run)
+                # the engine for the clip's upright frame size: the first decoded frame's
+                run.engine = engine or FrameEngine(restorer, options or RestoreOptions(), run.first_size())
                 run.go()
             except Exception as exc:
                 _translate(exc, run)
@@ -116,19 +107,8 @@ def restore_video(
         tmp.unlink(missing_ok=True)
 
 
-def expected_frames(info: Any, vopts: VideoOptions) -> int:
-    """The frames the run will write, for progress: the declared count, or for a part of the clip its span
-    at the average rate (an estimate: a variable rate may differ by a few); 0 when unknown."""
-    if vopts.start_s is None and vopts.end_s is None:
-        return info.frames
-    if not info.rate or not info.duration_s:
-        return 0
-    end = info.duration_s if vopts.end_s is None else min(vopts.end_s, info.duration_s)
-    return max(0, round((end - (vopts.start_s or 0.0)) * float(info.rate)))
-
-
 def _translate(exc: Exception, run: "_Run") -> None:
-    """Raise the clip's failure as a GPENError with its fix (none reaches the user as a traceback); else return."""
+    """Raise the clip's failure as a GPENError with its fix (never a traceback for the user); else return."""
     import av
 
     from gpen_core.errors import ResourceError
@@ -149,21 +129,12 @@ def _translate(exc: Exception, run: "_Run") -> None:
         ) from None
 
 
-def _engine_for(restorer: Any, options: RestoreOptions, run: "_Run") -> Any:
-    """The engine for the clip's upright frame size (the first frame's, which the decoder has by now)."""
-    from gpen_core.video.engine_seam import FrameEngine
-
-    run.start()
-    first = run.peek_first()
-    return FrameEngine(restorer, options, (first.shape[1], first.shape[0]))
-
-
 class _Run:
     """One clip's threads and state. :meth:`go` runs it; :meth:`shut` stops whatever still runs."""
 
     def __init__(self, container: Any, info: Any, tmp: Path, vopts: VideoOptions, stop: threading.Event,
                  progress: Progress | None, on_frame: OnFrame | None) -> None:
-        self.container, self.info, self.tmp, self.vopts, self.stop = container, info, tmp, vopts, stop
+        self.container, self.info, self.vopts, self.stop = container, info, vopts, stop
         self.progress, self.on_frame = progress, on_frame
         self.abort = threading.Event()  # every thread stops: an error, a stop, the end of the trim
         self.decoded: queue.Queue = queue.Queue(DECODE_QUEUE)
@@ -182,7 +153,7 @@ class _Run:
         self.last_time = 0.0
         self.last_duration = 0.0
         self.size = (0, 0)
-        self.shift_s = 0.0
+        self.damage_detail: str | None = None  # what the decoder said where it stopped early
         import av
 
         from gpen_core.video.output import VideoWriter, add_audio
@@ -193,7 +164,6 @@ class _Run:
 
     # ------------------------------------------------------------ threads
     def start(self) -> None:
-        """Start the decoder and the encoder (once)."""
         if not self.threads:
             self._thread("gpen-video-decode", self._decode)
             self._thread("gpen-video-encode", self._encode)
@@ -239,23 +209,24 @@ class _Run:
                 f"stopped after {self.written} frame{'s' if self.written != 1 else ''}: the partial output was removed"
             )
 
-    def peek_first(self) -> Any:
-        """The first decoded frame's RGB (kept for the main loop), or InputError when the clip has none."""
+    def first_size(self) -> tuple[int, int]:
+        """The threads started, the first decoded frame's (width, height), the frame kept for the main loop;
+        InputError when the clip has none."""
+        self.start()
         while True:
             item = self._get(self.decoded)
-            if item is _END or isinstance(item, DecodeStopped):
-                self.first_item = item
-                break
             if isinstance(item, DecodedFrame):
                 self.first_item = item
-                return item.rgb
+                return item.rgb.shape[1], item.rgb.shape[0]
+            if item is _END or isinstance(item, DecodeStopped):
+                self.first_item = item
+                raise self._no_frames(item)
             self._send(item)
-        raise self._no_frames(item)
 
     def _no_frames(self, item: Any) -> InputError:
         where = f" (the decoder said: {item.detail})" if isinstance(item, DecodeStopped) else ""
         span = ""
-        if self.vopts.start_s is not None or self.vopts.end_s is not None:
+        if self.vopts.trimmed:
             span = f" between {self.vopts.start_s or 0:g} s and {self.vopts.end_s if self.vopts.end_s is not None else 'the end'}"
         return InputError(
             f"the video has no frame that decodes{span}{where}: it is empty or damaged from its start. "
@@ -272,7 +243,7 @@ class _Run:
                     break
         for t in self.threads:
             t.join(timeout=10)
-        if self.writer is not None and not getattr(self.writer, "closed", False):
+        if not self.writer.closed:
             try:
                 self.writer.out.close()
             except Exception:  # noqa: BLE001 - closing a half-written file we then delete
@@ -294,7 +265,7 @@ class _Run:
         else:
             cap_end = None  # the user's own end comes first: nothing to say
         # Trimmed: timestamps move back by the start, audio's and video's alike, so they stay in sync.
-        self.shift_s = start or 0.0
+        shift = start or 0.0
         if start:
             c.seek(int((t_first + start) / tb), stream=vs, backward=True)
         rf = av.video.reformatter.VideoReformatter()
@@ -323,8 +294,8 @@ class _Run:
                     self.guard.check(frame, pts, tb)  # before its pixels are converted
                     rgb, rotation, colour = upright_rgb(frame, rf)
                     taken += 1
-                    out_pts = pts - int(round(self.shift_s / tb))
-                    if not self._put(self.decoded, DecodedFrame(out_pts, t - self.shift_s, rgb, rotation, colour)):
+                    out_pts = pts - int(round(shift / tb))
+                    if not self._put(self.decoded, DecodedFrame(out_pts, t - shift, rgb, rotation, colour)):
                         return
         except (av.FFmpegError, EOFError) as exc:
             self._put(self.decoded, DecodeStopped(str(exc).strip() or type(exc).__name__))
@@ -339,17 +310,17 @@ class _Run:
         if packet.dts is None or packet.size == 0:  # the demuxer's flush packet at the end
             if route.copy:
                 return True
-            return all(self._put(self.decoded, AudioItem("frame", index, f)) for f in packet.decode())
+            return all(self._put(self.decoded, AudioItem(index, f)) for f in packet.decode())
         t = float(packet.pts * packet.time_base) - t_first if packet.pts is not None else 0.0
         if (start and t < start) or (end is not None and t >= end):
             return True
         if not route.copy:
-            return all(self._put(self.decoded, AudioItem("frame", index, f)) for f in packet.decode())
+            return all(self._put(self.decoded, AudioItem(index, f)) for f in packet.decode())
         if start:
             shift = int(round(start / packet.time_base))
             packet.pts -= shift
             packet.dts -= shift
-        return self._put(self.decoded, AudioItem("packet", index, packet))
+        return self._put(self.decoded, AudioItem(index, packet))
 
     # ------------------------------------------------------------ encoding (its own thread)
     def _encode(self) -> None:
@@ -363,12 +334,11 @@ class _Run:
                 continue
             if item is _END:
                 w.close()
-                w.closed = True
                 return
             if isinstance(item, FrameToWrite):
                 w.frame(item.image, item.pts, item.colour)
             else:
-                w.audio(item.kind, item.index, item.data)
+                w.audio(item.index, item.data)
 
     # ------------------------------------------------------------ the main thread
     def go(self) -> None:
@@ -434,8 +404,15 @@ class _Run:
             self.progress(self.written, self.expected())
 
     def expected(self) -> int:
-        """The frames this run will write, as far as known ahead (0: unknown): the declared count, or the cap's."""
-        n = expected_frames(self.info, self.vopts)  # a part: its span at the average rate
+        """The frames this run will write, for progress (0: unknown): the declared count, a part's span at the
+        average rate (an estimate), or the cap's, whichever is least."""
+        info, start, end = self.info, self.vopts.start_s, self.vopts.end_s
+        n = info.frames
+        if self.vopts.trimmed:
+            n = 0
+            if info.rate and info.duration_s:
+                stop = info.duration_s if end is None else min(end, info.duration_s)
+                n = max(0, round((stop - (start or 0.0)) * float(info.rate)))
         cap = self.vopts.cap
         if cap is not None:
             by_time = math.ceil(cap.seconds * float(self.info.rate)) if self.info.rate else cap.frames
@@ -443,7 +420,7 @@ class _Run:
         return n
 
     def _note_damage(self, decoded: int) -> None:
-        detail = getattr(self, "damage_detail", None)
+        detail = self.damage_detail
         trimmed = self.vopts.trimmed or bool(self.cut)  # a cap's cut is no damage
         end = self.last_time + self.last_duration
         if detail is None and not trimmed and self.info.frames and decoded < self.info.frames:
@@ -458,14 +435,11 @@ class _Run:
                 f"{decoded} frames before it"
             )
 
-    def loop_notes(self) -> dict[str, None]:
-        return dict(self.loop.notes) if self.loop is not None else {}
-
     def result(self, output: str, peaks: Any, total_s: float) -> VideoResult:
         duration = (self.last_time + self.last_duration - (self.first_time or 0.0)) if self.written else 0.0
         routes = self.writer.routes
-        audio = "none" if not routes else ("copied" if all(r.copy for r in routes) else "re-encoded")
-        notes = {**self.notes, **dict.fromkeys(self.guard.notes if self.guard else ()), **self.loop_notes()}
+        notes = {**self.notes, **dict.fromkeys(self.guard.notes if self.guard else ()),
+                 **(self.loop.notes if self.loop is not None else {})}
         if self.cut:
             notes.setdefault(f"only the first {self.written} frames ({duration:.2f} s) were restored: {self.cut}")
         for r in routes:
@@ -480,10 +454,12 @@ class _Run:
                              "(no rotation tag), so it shows the same way up")
         eng = self.engine
         return VideoResult(
-            output=output, frames=self.written, fps=self.written / duration if duration > 0 else 0.0, duration_s=duration,
-            size=self.size, mode=getattr(getattr(eng, "mode", None), "name", "custom"), mode_reason=getattr(eng, "reason", ""),
-            audio=audio, crf=self.vopts.crf, seconds_per_frame=total_s / max(1, self.written), total_s=total_s,
-            faces_per_frame_max=self.max_faces, peaks=peaks, rotation=self.rotation, lookahead_frames=Steadier().lookahead,
-            notes=tuple([*getattr(eng, "notes", []), *notes]), damage=self.damage, runtimes=tuple(getattr(eng, "runtimes", ())),
+            output=output, frames=self.written, fps=self.written / duration if duration > 0 else 0.0,
+            duration_s=duration, size=self.size, mode=getattr(getattr(eng, "mode", None), "name", "custom"),
+            mode_reason=getattr(eng, "reason", ""), audio=audio_handling(routes), crf=self.vopts.crf,
+            seconds_per_frame=total_s / max(1, self.written), total_s=total_s, faces_per_frame_max=self.max_faces,
+            peaks=peaks, rotation=self.rotation, lookahead_frames=Steadier().lookahead,
+            notes=tuple([*getattr(eng, "notes", []), *notes]), damage=self.damage,
+            runtimes=tuple(getattr(eng, "runtimes", ())),
             identity=self.loop.identity.result() if self.loop is not None and self.loop.identity is not None else None,
         )

@@ -1,16 +1,7 @@
 """The segments' work folder, held by one run at a time: :func:`open_work_folder`.
 
-``.<output>.segments/`` beside the output is this program's, so it is never reached through a link: a
-symlink (or anything not a plain folder) under that name is refused with what to do, never followed, since
-the run deletes files in it. One run holds it at a time: an exclusive ``flock`` on its ``.lock`` file,
-which the kernel releases when the process ends however it ends (no stale lock after ``kill -9``); a second
-run on the same output, ``--fresh`` included, is refused naming the process that holds it.
-
-Only what a run writes is ever deleted: ``plan.json`` and its ``.partial``, the lock, and the segment
-files (``seg-NNNNN.mp4`` and their ``.partial``) whose number is one of the plan's segments; anything else
-in the folder is left where it is (and the folder with it), and a new plan is not started where segment
-files it did not write already hold the names it would write.
-"""
+Never reached through a link; locked by an exclusive ``flock`` on ``.lock`` (released by the kernel however
+the process ends); only the run's own files are deleted. docs/video-segments.md, "Resume, and what is on disk"."""
 
 from __future__ import annotations
 
@@ -42,26 +33,21 @@ class WorkFolder:
     path: Path
     fd: int
 
-    def ours(self, segments: int) -> list[Path]:
-        """The files in the folder this program writes for a plan of ``segments`` segments (the lock aside)."""
-        return [self.path / n for n in sorted(os.listdir(self.path))
-                if n != LOCK and is_ours(n, segments) and not _real_dir(self.path / n)]
-
-    def foreign(self, segments: int) -> list[str]:
-        """Names in the folder that are not the run's own (for ``segments`` segments)."""
+    def names(self, segments: int, ours: bool) -> list[str]:
+        """The names in the folder (the lock aside) that are, or with ``ours`` False are not, the files this
+        program writes for a plan of ``segments`` segments."""
         return [n for n in sorted(os.listdir(self.path))
-                if n != LOCK and (not is_ours(n, segments) or _real_dir(self.path / n))]
+                if n != LOCK and (is_ours(n, segments) and not _real_dir(self.path / n)) == ours]
 
     def clashes(self, segments: int) -> list[str]:
-        """Segment files already there for a new plan of ``segments`` segments: not the new run's, so not its to
-        write over (a folder's other files are harmless: the run never writes under their names)."""
+        """Segment files already there for a new plan of ``segments`` segments: not the new run's to write over."""
         return [n for n in sorted(os.listdir(self.path)) if (m := _SEGMENT.fullmatch(n)) and int(m.group(1)) < segments]
 
     def clear(self, segments: int) -> int:
         """Delete the run's own files (a plan of ``segments`` segments); how many there were. The lock stays."""
-        files = self.ours(segments)
-        for p in files:
-            p.unlink(missing_ok=True)
+        files = self.names(segments, ours=True)
+        for name in files:
+            (self.path / name).unlink(missing_ok=True)
         return len(files)
 
     def remove(self, segments: int) -> list[str]:
@@ -69,12 +55,12 @@ class WorkFolder:
         self.clear(segments)
         # Deleted while still held: a run waiting on this file finds it gone and locks the new one (_lock).
         (self.path / LOCK).unlink(missing_ok=True)
-        left = self.foreign(segments)
+        left = self.names(segments, ours=False)
         if not left:
             try:
                 self.path.rmdir()
             except OSError:  # a file appeared meanwhile: it is not ours to delete
-                left = self.foreign(segments)
+                left = self.names(segments, ours=False)
         self.release()
         return left
 
@@ -93,7 +79,7 @@ def _real_dir(path: Path) -> bool:
 
 
 def is_ours(name: str, segments: int) -> bool:
-    """Whether ``name`` is a file a run with ``segments`` segments writes in its work folder: by pattern and number."""
+    """Whether ``name`` is a file a run of ``segments`` segments writes in its work folder."""
     if name == PLAN or _PLAN_PARTIAL.fullmatch(name):
         return True
     m = _SEGMENT.fullmatch(name) or _SEGMENT_PARTIAL.fullmatch(name)
@@ -101,8 +87,8 @@ def is_ours(name: str, segments: int) -> bool:
 
 
 def open_work_folder(dst: Path) -> WorkFolder:
-    """``dst``'s work folder, made when missing and locked. InputError for a link or a non-folder under its
-    name; WorkFolderBusy when another process holds it."""
+    """``dst``'s work folder, made when missing and locked. InputError for a link or a non-folder under
+    its name; WorkFolderBusy when another process holds it."""
     folder = work_folder(dst)
     try:
         os.mkdir(folder)
