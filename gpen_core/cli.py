@@ -289,7 +289,7 @@ def _restore(args: argparse.Namespace) -> int:
     if args.ray and not local_videos(args.inputs):
         from gpen_core.scaleout.cli import restore_ray
 
-        return restore_ray(args, ProgressLine)
+        return restore_ray(args, ProgressLine, _options(args, aligned=args.aligned, orientations=args.orientations))
     inputs, not_files = _collect_inputs(args.inputs)
     videos = [p for p in inputs if _is_video(p)]  # told apart by content
     inputs = [p for p in inputs if p not in videos]

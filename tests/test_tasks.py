@@ -265,15 +265,26 @@ def test_white_in_the_photo_counts_in_the_inner_face_only() -> None:
     assert touches(crop, from_photo=True)
 
 
-def test_ray_batch_runs_take_the_task_and_check_it() -> None:
-    import argparse
+def test_ray_batch_runs_take_the_task_and_check_it(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpen_core import cli
 
-    from gpen_core.errors import InputError
-    from gpen_core.scaleout.cli import restore_ray
+    args = ["restore", "photos/", "-o", "out/", "--ray", "--task", "seg2face", "--json"]
+    assert cli.main(args) == 2  # the task reached the batch's options, which refuse it before Ray starts
+    assert "aligned inputs only" in capsys.readouterr().err
+    assert cli.main([*args[:6], "inpaint", "--mask", "m.png", "--json"]) == 2
+    assert "white strokes in each photo" in capsys.readouterr().err
 
-    args = dict(inputs=["photos/"], detector=None, mode="auto", model=None, alpha=1.0, threshold=0.9, max_faces=5,
-                aligned=False, task="seg2face", mask=None, json=True)
-    with pytest.raises(InputError, match="aligned inputs only"):  # the task reached the batch's options
-        restore_ray(argparse.Namespace(**args), None)
-    with pytest.raises(InputError, match="white strokes in each photo"):
-        restore_ray(argparse.Namespace(**{**args, "task": "inpaint", "mask": "m.png"}), None)
+
+def test_ray_batch_runs_take_every_option_a_photo_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``restore --ray`` builds its options as a photo restored here does: no flag is dropped on the way to Ray."""
+    import types
+
+    from gpen_core import cli
+    from gpen_core.scaleout import batch
+
+    seen = []
+    monkeypatch.setattr(batch, "run_batch", lambda config, on_record: seen.append(config) or types.SimpleNamespace(exit_code=0))
+    assert cli.main(["restore", "photos/", "-o", "out/", "--ray", "--json", "--no-face-check", "--identity", "off",
+                     "--upscale", "2", "--alpha", "0.5", "--detector", "resnet50", "--orientations"]) == 0
+    o = seen[0].options
+    assert (o.face_check, o.identity, o.upscale, o.alpha, o.detector, o.orientations) == (False, "off", 2, 0.5, "resnet50", True)

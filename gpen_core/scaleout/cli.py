@@ -11,18 +11,15 @@ from typing import Any
 from gpen_core.errors import InputError
 
 
-def restore_ray(args: argparse.Namespace, bar_type: Any) -> int:
+def restore_ray(args: argparse.Namespace, bar_type: Any, options: Any) -> int:
     """``restore … --ray``: Ray Data over one folder, file or URI; exit 0 when all restored, else the first
-    failure's code. ``bar_type(total)``: the progress bar (the CLI's ``ProgressLine``) drawn without ``--json``."""
-    from gpen_core.options import RestoreOptions
+    failure's code. ``bar_type(total)``: the progress bar (the CLI's ``ProgressLine``) drawn without ``--json``.
+    ``options``: the RestoreOptions the CLI built from every flag, as for a photo restored here."""
     from gpen_core.scaleout.batch import BatchConfig, run_batch
 
     if len(args.inputs) != 1:
         raise InputError(f"--ray takes one folder, file or URI (s3://…), got {len(args.inputs)} inputs")
-    detector = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}.get(args.detector) if args.detector else None
-    options = RestoreOptions(mode=args.mode, model=args.model, detector=detector, alpha=args.alpha,  # type: ignore[arg-type]
-                             threshold=args.threshold, max_faces=args.max_faces, aligned=args.aligned,
-                             task=getattr(args, "task", "enhance")).validated()
+    options = options.validated()
     if getattr(args, "mask", None) is not None:
         raise InputError("--mask is the damage of one photo; a --ray batch takes the white strokes in each photo")
     bar = bar_type(0)
