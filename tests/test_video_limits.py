@@ -191,6 +191,7 @@ def test_a_segmented_runs_summary_and_json_carry_the_same_fields_as_a_one_pass_r
     class Low(Invert):
         mode, reason = SimpleNamespace(name="low"), "the frames fit low mode's budget"
         runtimes = (NetworkRuntime("generator", "GPEN-BFR-256", "openvino", "measured faster here"),)
+        planned_bytes = 123_000_000
 
     src = make_clip(tmp_path / "in.mp4", gradient_frames(12), rotation=90, audio="aac", audio_seconds=0.5, gop=4)
     one = restore_video(src, tmp_path / "one.mp4", engine=Low()).to_json()
@@ -198,9 +199,9 @@ def test_a_segmented_runs_summary_and_json_carry_the_same_fields_as_a_one_pass_r
                               segment_seconds=0.2).to_json()
     assert set(one) <= set(seg) and seg["segments"] >= 2
     same = ("frames", "fps", "duration", "size", "mode", "mode_reason", "audio", "crf", "rotation", "lookahead_frames",
-            "damage", "runtimes")
+            "damage", "runtimes", "planned_bytes")
     assert {k: seg[k] for k in same} == {k: one[k] for k in same}
-    assert (one["size"], one["rotation"], one["mode"]) == ([48, 64], 90, "low")  # filled, not defaults
+    assert (one["size"], one["rotation"], one["mode"], one["planned_bytes"]) == ([48, 64], 90, "low", 123_000_000)
     assert one["runtimes"] == [{"network": "generator", "name": "GPEN-BFR-256", "runtime": "openvino",
                                 "reason": "measured faster here"}]
     assert seg["peaks"]["rss_bytes"] > 0 and seg["peaks"]["method"] in ("vmhwm", "sampling")
@@ -229,6 +230,7 @@ def test_cli_no_audio_restores_a_clip_whose_audio_an_mp4_cannot_take_on_both_pat
     assert refused == 2 and "16 channels" in capsys.readouterr().err
     for name, extra in (("one.mp4", []), ("seg.mp4", ["--segments"])):
         code = main(["restore", str(src), "-o", str(tmp_path / name), "--mode", "low", "--no-audio", *extra])
-        err = capsys.readouterr().err
+        out, err = capsys.readouterr()
         assert code == 0 and "note: the sound was dropped, as asked (--no-audio)" in err, err
+        assert "over the clip's start; the mode's plan +" in out, out  # the real frame session's plan, both paths
         assert read_clip(tmp_path / name)["streams"] == [("video", "h264")]

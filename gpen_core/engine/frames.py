@@ -28,13 +28,15 @@ from gpen_core.rgb import check_rgb
 class FrameSession:
     """Restores the faces of one frame after another with the networks kept loaded; use it only inside
     :meth:`~gpen_core.restorer.Restorer.frames`' ``with`` block, from one thread. ``mode``: every frame's;
-    ``notes``: what the session changed from the request, said once."""
+    ``notes``: what the session changed from the request, said once. ``plan``: the mode's memory plan for one
+    frame (:func:`gpen_core.engine.budget.request_plan`; None on a GPU)."""
 
     def __init__(self, models: ModelCache, device: str, opts: RestoreOptions, mode: MemoryMode, notes: list[str],
                  numerics: ExitStack, threads: TorchThreads | None = None) -> None:
         self._models, self._device, self._opts = models, device, opts
         self._threads = threads  # follows the machine's load as the clip goes on
         self.mode = mode
+        self.plan = models.plan  # set by open_session's models.planned block around this constructor
         self._ctx = stages.RequestContext(models, device, mode, opts)  # silent: the caller counts frames
         loaded = stages.load_networks(self._ctx, numerics, boxes_given=False)
         generator = loaded.generator

@@ -107,8 +107,11 @@ def print_video(src: Path, r: Any, json_records: bool = False, extra: str = "") 
         sys.stderr.write("\n")
         sys.stderr.flush()
     vram = f", peak VRAM {format_bytes(r.peaks.vram_reserved_bytes)}" if r.peaks.vram_reserved_bytes is not None else ""
+    plan = getattr(r, "planned_bytes", None)
+    plan = (f" (+{format_bytes(r.peaks.rss_bytes - r.peaks.baseline_rss_bytes)} over the clip's start; the mode's plan "
+            f"+{format_bytes(plan)}, an estimate)") if plan is not None else ""
     print(f"{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s, {r.fps:.2f} fps), mode {r.mode}, audio {r.audio}, "
-          f"{r.seconds_per_frame:.3f} s a frame, peak RAM {format_bytes(r.peaks.rss_bytes)}{vram}{extra}"
+          f"{r.seconds_per_frame:.3f} s a frame, peak RAM {format_bytes(r.peaks.rss_bytes)}{plan}{vram}{extra}"
           + "".join(f"\n  {line}" for line in summary_lines(getattr(r, "identity", None))),
           file=sys.stderr if json_records else sys.stdout, flush=True)
     for note in r.notes:

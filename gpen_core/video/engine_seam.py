@@ -83,6 +83,12 @@ class FrameEngine:
     def runtimes(self) -> tuple[Any, ...]:
         return tuple(self.session.runtimes)
 
+    @property
+    def planned_bytes(self) -> int | None:
+        """The bytes the mode's plan gives one frame above the process as the session began (None on a GPU)."""
+        plan = self.session.plan
+        return plan.planned if plan is not None else None
+
     def _shrinks(self, size: tuple[int, int]) -> bool:
         return bool(self.mode.max_side) and max(size) > self.mode.max_side
 

@@ -83,6 +83,9 @@ class VideoResult:
     damage: Damage | None = None
     runtimes: tuple[NetworkRuntime, ...] = ()  # what ran each network (torch / openvino) and why, as a photo's result
     identity: VideoIdentity | None = None  # the identity check along each face's track; None: it did not run
+    # The mode's memory plan for one frame (an estimate, budget.request_plan): bytes above the process as the frame
+    # session began, to set beside the measured peaks. None on a GPU, or where no frame session ran.
+    planned_bytes: int | None = None
 
     def to_json(self) -> dict:
         p = self.peaks
@@ -102,6 +105,7 @@ class VideoResult:
             "lookahead_frames": self.lookahead_frames,
             "peaks": {"rss_bytes": p.rss_bytes, "baseline_rss_bytes": p.baseline_rss_bytes, "method": p.method,
                       "vram_bytes": p.vram_reserved_bytes, "shared": p.shared},
+            "planned_bytes": self.planned_bytes,
             "damage": None if self.damage is None else {"frame": self.damage.frame, "time": round(self.damage.time_s, 6),
                                                         "detail": self.damage.detail},
             "runtimes": [{"network": r.network, "name": r.name, "runtime": r.runtime, "reason": r.reason}

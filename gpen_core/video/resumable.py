@@ -275,6 +275,7 @@ def restore_in_segments(
         segments=len(plan.segments), segments_kept=len(records) - len(ran), frames_kept=frames_kept, join_s=join_s,
         records=ordered, runtimes=next((tuple(r.runtimes) for r in ran if r.runtimes), ()),
         identity=merged([r.identity for r in ordered]),
+        planned_bytes=max((r.planned_bytes for r in ran if r.planned_bytes is not None), default=None),
     )
 
 
@@ -331,5 +332,6 @@ def manifest_line(run_id: str, src: str, rec: SegmentRecord) -> str:
     return json.dumps({"run": run_id, "input": src, "segment": rec.index, "status": "kept" if rec.kept else "ok",
                        "frames": rec.frames, "seconds": round(rec.seconds, 3), "faces_max": rec.faces_max,
                        "peaks": {"rss_bytes": rec.peak_rss_bytes, "vram_bytes": rec.peak_vram_bytes},
+                       "planned_bytes": rec.planned_bytes,
                        "worker": rec.worker, "notes": list(rec.notes),
                        "identity": None if rec.identity is None else rec.identity.to_json()})

@@ -36,6 +36,7 @@ class SegmentRecord:
     mode_reason: str = ""
     runtimes: tuple[Any, ...] = ()  # NetworkRuntime: what ran each network
     identity: Any = None  # VideoIdentity of its frames; None: not checked (or kept from an earlier run)
+    planned_bytes: int | None = None  # the mode's plan for one frame (VideoResult.planned_bytes)
 
 
 def restore_segment(
@@ -88,7 +89,8 @@ def restore_segment(
         identity = run.loop.identity.result() if run.loop.identity is not None else None
         return SegmentRecord(seg.index, run.written, time.perf_counter() - t0, run.faces_max, notes=tuple(run.notes),
                              mode=mode, mode_reason=getattr(engine, "reason", ""),
-                             runtimes=tuple(getattr(engine, "runtimes", ())), identity=identity)
+                             runtimes=tuple(getattr(engine, "runtimes", ())), identity=identity,
+                             planned_bytes=getattr(engine, "planned_bytes", None))
     finally:
         if out is not None:
             try:

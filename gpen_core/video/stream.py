@@ -462,4 +462,5 @@ class _Run:
             notes=tuple([*getattr(eng, "notes", []), *notes]), damage=self.damage,
             runtimes=tuple(getattr(eng, "runtimes", ())),
             identity=self.loop.identity.result() if self.loop is not None and self.loop.identity is not None else None,
+            planned_bytes=getattr(eng, "planned_bytes", None),
         )
