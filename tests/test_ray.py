@@ -229,6 +229,7 @@ def test_serve_request_start_to_shutdown_and_the_app_through_gradio_client(
         handle = deploy(cfg)
         [status] = replica_statuses(handle, 1)
         assert status["warm_error"] == "" and status["loaded"]["generator"] == "GPEN-BFR-256" and status["warmup_s"] > 0
+        assert status["frozen_objects"] > 100_000  # the engine's imports kept out of each model load's collection
         # Serve 2.60 binds each replica's gRPC server to [::]; on a loopback node ours is moved to 127.0.0.1.
         listening, exposed = _ray_listening()
         assert any("Serve" in name for _, _, name in listening) and not exposed, exposed

@@ -9,8 +9,8 @@ nearly all made by imports and alive for the process's life. Measured on the AMX
 after :func:`freeze_imports` the same collections took 0.00-0.06 s, and ``low`` 1.09 s
 (docs/performance.md, "Garbage collection in the app").
 
-Only an edge calls it, the app's server at its start: a library that froze its host's objects would
-keep whatever cycles they later form. It runs before any model loads: a dropped network caught in a
+Only an edge calls it, a long-lived server at its start (the app's, a Ray Serve replica's): a library
+that froze its host's objects would keep whatever cycles they later form. It runs before any model loads: a dropped network caught in a
 reference cycle would otherwise never be collected.
 """
 

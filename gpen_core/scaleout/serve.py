@@ -82,8 +82,15 @@ class RestoreDeployment:
 
         keep_replica_grpc_on_loopback()
         use_threads(threads)
-        self.restorer = get_restorer(models_dir=models_dir, device=device)
         self.replica, self.node = _replica_ids()
+        self.frozen = 0
+        if self.replica != "local":  # a replica's own process (not a test's), before any model loads: as the app's server
+            from gpen_core.engine.pipeline import import_engine
+            from gpen_core.platform.collector import freeze_imports
+
+            import_engine()
+            self.frozen = freeze_imports()
+        self.restorer = get_restorer(models_dir=models_dir, device=device)
         self.warm_error = ""
         t = time.perf_counter()
         try:
@@ -104,6 +111,7 @@ class RestoreDeployment:
         from gpen_core.platform.meter import current_rss
 
         return {"replica": self.replica, "node": self.node, "pid": os.getpid(), "warmup_s": round(self.warmup_s, 2),
+                "frozen_objects": self.frozen,
                 "warm_error": self.warm_error, "loaded": self.restorer.loaded(), "rss_bytes": current_rss()}
 
     async def __call__(self, request: Any) -> Any:
