@@ -1,16 +1,15 @@
-"""The tips of the memory advice and what measuring them yields: the article's tips (:data:`TIPS`),
-the measured sides, the verdict on them, the report, its Markdown table and its file.
-
-Split from :mod:`gpen_core.hwcheck.advice` (which measures, and re-exports these names). Nothing heavy
-at import.
+"""The memory advice's tips (:data:`TIPS`), their measured sides, the verdict, the report, its Markdown table
+and its file; :mod:`gpen_core.hwcheck.advice` measures them (and re-exports these names).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
+
+from gpen_core.platform import measurements
 
 Verdict = Literal["helps", "no effect", "hurts", "not measurable here"]
 
@@ -115,7 +114,6 @@ class AdviceReport:
         return asdict(self)
 
 
-
 def _change(before: float, after: float) -> float:
     return (after - before) / before if before else 0.0
 
@@ -123,13 +121,11 @@ def _change(before: float, after: float) -> float:
 def verdict(
     before: Side, after: Side, metric: Literal["process", "request", "vram"] = "process", claims: ClaimKind = "memory",
 ) -> tuple[Verdict, str]:
-    """helps / no effect / hurts on what the tip claims (``claims``), from the memory metric
-    that the tip is about and the time.
+    """helps / no effect / hurts on what the tip claims, from the memory ``metric`` it is about and the time.
 
-    A change counts when it is larger than :data:`THRESHOLD` of the "before" value and
-    larger than the measured spread between runs. A memory claim is judged on memory alone;
-    "memory and time": memory decides, time breaks a tie; a time claim on time alone.
-    Values under the measurement's resolution get no percentage and decide nothing.
+    A change counts when larger than :data:`THRESHOLD` of the "before" value and than the spread between runs.
+    ``claims`` "memory": memory alone; "memory and time": memory decides, time breaks a tie; "time": time
+    alone. Values under the measurement's resolution get no percentage and decide nothing.
     """
     pick = {"process": lambda s: s.process_peak_bytes, "request": lambda s: s.request_peak_bytes,
             "vram": lambda s: s.vram_reserved_bytes or 0}[metric]
@@ -202,12 +198,8 @@ def format_table(report: AdviceReport) -> str:
 
 
 def save_report(report: AdviceReport, models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Keep ``report`` for the app in the models folder's measurements store (one file, locked,
-    with the profiles and speeds: :mod:`gpen_core.platform.measurements`); the store's path."""
-    from dataclasses import replace
-
-    from gpen_core.platform import measurements
-
+    """Keep ``report`` for the app in the models folder's measurements store
+    (:mod:`gpen_core.platform.measurements`); the store's path."""
     d = report.to_dict()
     return measurements.update(lambda store: replace(store, advice=d), models_dir)
 
@@ -228,8 +220,6 @@ def report_from_dict(d: Any) -> AdviceReport:
 def load_report(models_dir: str | os.PathLike[str] | None = None) -> AdviceReport | None:
     """The saved report (the store's, or an older ``advice.json`` until the next write), or None
     when none was measured or it is unreadable (then the app offers to measure)."""
-    from gpen_core.platform import measurements
-
     d = measurements.read(models_dir).advice
     if d is None:
         return None
