@@ -38,6 +38,7 @@ from gpen_core.hwcheck.advice_table import (  # the tips, the verdict and the re
     Side, Tip, TipResult, Verdict, format_table, load_report, report_from_dict, save_report, verdict,
 )
 from gpen_core.platform import worker
+from gpen_core.platform.leftovers import sweep_folders
 
 __all__ = [
     "MIN_SECONDS", "RESOLUTION_BYTES", "RESOLUTION_SECONDS", "SCRATCH_PREFIX", "THRESHOLD", "TIME_THRESHOLD", "TIPS",
@@ -65,30 +66,10 @@ def run_side(spec: dict[str, Any], env: dict[str, str] | None = None, timeout: f
 SCRATCH_PREFIX = "gpen-advice-"
 
 
-def _owner_alive(folder: Path) -> bool:
-    """Whether the process named in ``gpen-advice-<pid>-…`` runs; True for a name without a pid (not ours to judge)."""
-    pid = folder.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
-    if not pid.isdigit():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
-
-
 def sweep_scratch(root: str | os.PathLike[str] | None = None) -> list[Path]:
     """Remove the scratch folders of tips runs whose process is gone (stopped by a kill, the machine
     restarted): each held synthetic checkpoints and converted networks. Only this user's; the removed."""
-    removed = []
-    for d in Path(root or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
-        with contextlib.suppress(OSError):
-            if d.is_dir() and not d.is_symlink() and d.stat().st_uid == os.getuid() and not _owner_alive(d):
-                shutil.rmtree(d, ignore_errors=True)
-                removed.append(d)
-    return removed
+    return sweep_folders(Path(root or tempfile.gettempdir()), SCRATCH_PREFIX)
 
 
 @contextlib.contextmanager

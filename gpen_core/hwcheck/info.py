@@ -14,6 +14,8 @@ from pathlib import Path
 
 import psutil
 
+from gpen_core.platform.cpuinfo import cpu_model
+from gpen_core.runtimes.openvino.base import cpu_flags
 from gpen_core.weights.lookup import WeightStatus, status
 
 # CPU features that decide dtype and speed: bf16 is only worth it with native support.
@@ -60,21 +62,8 @@ def _version(*dists: str) -> str | None:
 
 def cpu_facts() -> tuple[str, tuple[str, ...]]:
     """(the CPU model, the :data:`CPU_FLAGS_OF_INTEREST` it has), from ``/proc/cpuinfo`` where there is one."""
-    model, flags = platform.processor() or platform.machine(), set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "model name" and value.strip():
-                    model = value.strip()
-                elif key in ("flags", "Features") and not flags:
-                    flags = set(value.split())
-                if flags and key == "":  # end of the first processor block
-                    break
-    except OSError:
-        pass
-    return model, tuple(f for f in CPU_FLAGS_OF_INTEREST if f in flags)
+    flags = cpu_flags()
+    return cpu_model(), tuple(f for f in CPU_FLAGS_OF_INTEREST if f in flags)
 
 
 def _torch_side() -> tuple[str, str | None, int | None, str | None, int | None]:
