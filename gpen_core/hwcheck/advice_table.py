@@ -39,12 +39,9 @@ class Tip:
     number: int
     tip: str
     claim: str
-    # What is measured here: the before and after, in words.
-    measured_as: str
-    # Why it is not measured, when it cannot be on any machine (the code never existed).
-    never_existed: str = ""
-    # What the claim promises, so the verdict judges that (see ClaimKind).
-    claims: ClaimKind = "memory"
+    measured_as: str  # what is measured here: the before and after, in words
+    never_existed: str = ""  # why it cannot be measured on any machine (the code never existed)
+    claims: ClaimKind = "memory"  # what the claim promises, so the verdict judges that
 
 
 TIPS: tuple[Tip, ...] = (
@@ -94,8 +91,7 @@ class Side:
 class TipResult:
     tip: Tip
     verdict: Verdict
-    # One line: the numbers behind the verdict, or why there are none.
-    why: str
+    why: str  # one line: the numbers behind the verdict, or why there are none
     before: Side | None = None
     after: Side | None = None
 

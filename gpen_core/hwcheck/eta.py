@@ -23,8 +23,7 @@ class Eta:
 
     plan: Sequence[str]
     prior: Mapping[str, float] = field(default_factory=dict)  # seconds per step of a kind, measured before
-    # Seconds per step of a kind on a reference machine: only their ratios count (see scale()).
-    reference: Mapping[str, float] = field(default_factory=dict)
+    reference: Mapping[str, float] = field(default_factory=dict)  # on a reference machine: only ratios count (scale())
     clock: Callable[[], float] = time.monotonic
     # An unmeasured kind of no measured family takes the mean of all finished steps (the hardware
     # check's modes are alike enough); False: it is left out and counted as untimed (the tips).
