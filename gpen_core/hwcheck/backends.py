@@ -160,6 +160,8 @@ def _engine_parser(pair: dict[str, Any], runtime: str, models_dir: Path, threads
 
 
 def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_threads: int | None, say: Progress) -> dict[str, Any]:
+    """``pair``'s generator on torch and on OpenVINO: a warm-up call each, then ``runs`` interleaved timed
+    calls each; the medians, every time, the precision and the conversion's seconds."""
     import torch
 
     from gpen_core.runtimes.openvino import generator as ov_backend
@@ -197,17 +199,10 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
                 times.append(time.perf_counter() - t)
     finally:
         torch.set_num_threads(old)
-    return {
-        "torch_s": round(statistics.median(t_times), 4),
-        "openvino_s": round(statistics.median(o_times), 4),
-        "torch_times": [round(v, 4) for v in t_times],
-        "openvino_times": [round(v, 4) for v in o_times],
-        "precision": precision,
-        "convert_s": None if ov_fwd.convert_s is None else round(ov_fwd.convert_s, 2),
-        "load_s": round(ov_load_s, 2),
-        "threads": threads,
-        "note": precision_note,
-    }
+    return {"torch_s": round(statistics.median(t_times), 4), "openvino_s": round(statistics.median(o_times), 4),
+            "torch_times": [round(v, 4) for v in t_times], "openvino_times": [round(v, 4) for v in o_times],
+            "precision": precision, "convert_s": None if ov_fwd.convert_s is None else round(ov_fwd.convert_s, 2),
+            "load_s": round(ov_load_s, 2), "threads": threads, "note": precision_note}
 
 
 def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
