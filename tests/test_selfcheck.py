@@ -39,7 +39,7 @@ def test_a_generator_prepared_for_meta_has_every_tensor_there(tiny_cpu_model, dt
     """The bug this guards: _Blur's raw/dw buffers stayed on the CPU (24 of 120 on meta)."""
     forward = prepare(tiny_cpu_model, ForwardPlan(device="meta", dtype=dtype))
     assert sc.misplaced(forward.net, META) == []
-    target = sc._Target("tiny", "fast", dtype, lambda dev: forward, sc._generator_forward, sc._generator_expect)
+    target = sc._Target("tiny", "fast", dtype, lambda dev: forward, sc._generator_forward, sc._float32_output)
     assert sc.check_one(target, META).ok
 
 
@@ -49,7 +49,7 @@ def test_a_planted_cpu_buffer_fails_the_check_and_is_named(tiny_cpu_model) -> No
         forward.net.to_rgbs[0].register_buffer("planted", torch.ones(3, 4), persistent=False)
         return forward
 
-    check = sc.check_one(_target(build, sc._generator_forward, sc._generator_expect), META)
+    check = sc.check_one(_target(build, sc._generator_forward, sc._float32_output), META)
     assert not check.ok
     assert check.problem is not None and "buffer to_rgbs.0.planted (3, 4) is on cpu, expected meta" in check.problem
 

@@ -1,23 +1,14 @@
-"""The usual memory advice for GPEN, measured on this machine.
+"""The usual memory advice for GPEN ("how much RAM/VRAM does GPEN need?"), measured on this machine.
 
-A popular article answers "how much RAM/VRAM does GPEN need?" with a list of tips
-and claimed effects. Each tip here is measured with this engine as a before/after
-pair on the hardware check's workloads, each side in its own fresh Python process
-(so one side's allocator state cannot flatter the other), interleaved, repeated:
-
-* peak RAM: the child process's resident high-water mark over its whole life
-  (imports, model load and the requests: what a person sees in a task manager);
-* per-request peak above the idle process (the engine's own meter);
-* seconds: the median of the warm requests;
-* peak VRAM reserved, when the tip runs on a CUDA device.
-
-A tip about code that never existed in yangxy/GPEN (``cv2.imshow``, ``--crop_face``,
-``--size``) is measured as the equivalent it stands for, and says so. A tip that
-cannot be measured here (no GPU, no swap, no Jupyter) says why instead of guessing.
+Each tip of a popular article is measured with this engine as a before/after pair on the hardware check's
+workloads, each side in its own fresh Python process (so one side's allocator state cannot flatter the
+other), interleaved, repeated: the child's peak RAM over its whole life (what a task manager shows), the
+per-request peak above the idle process, the median seconds of the warm requests, and peak VRAM reserved
+on CUDA. A tip about code that never existed in yangxy/GPEN (``cv2.imshow``, ``--crop_face``, ``--size``)
+is measured as the equivalent it stands for, and says so; one that cannot be measured here says why.
 
     from gpen_core.hwcheck.advice import measure_tips, format_table
-    report = measure_tips()            # a few minutes on 2 cores
-    print(format_table(report))
+    print(format_table(measure_tips()))    # a few minutes on 2 cores
 
 Nothing heavy at import; torch is only imported in the child processes.
 """
@@ -31,41 +22,30 @@ import statistics
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import psutil
+
 from gpen_core.hwcheck.advice_child import SideRun, cuda_usable, measure, workload_of
+from gpen_core.hwcheck.eta import Eta, left_text
+from gpen_core.hwcheck.info import cpu_facts
+from gpen_core.modes import MODES
 from gpen_core.progress import Progress
-from gpen_core.hwcheck.advice_table import (
-    MIN_SECONDS,
-    RESOLUTION_BYTES,
-    RESOLUTION_SECONDS,
-    THRESHOLD,
-    TIME_THRESHOLD,
-    TIPS,
-    AdviceReport,
-    ClaimKind,
-    Side,
-    Tip,
-    TipResult,
-    Verdict,
-    format_table,
-    load_report,
-    report_from_dict,
-    save_report,
-    verdict,
+from gpen_core.hwcheck.advice_table import (  # the tips, the verdict and the report: importable from here too
+    MIN_SECONDS, RESOLUTION_BYTES, RESOLUTION_SECONDS, THRESHOLD, TIME_THRESHOLD, TIPS, AdviceReport, ClaimKind,
+    Side, Tip, TipResult, Verdict, format_table, load_report, report_from_dict, save_report, verdict,
 )
 from gpen_core.platform import worker
+from gpen_core.platform.leftovers import sweep_folders
 
-# The tips, the verdict and the report live in advice_table; importable from here as before.
 __all__ = [
     "MIN_SECONDS", "RESOLUTION_BYTES", "RESOLUTION_SECONDS", "SCRATCH_PREFIX", "THRESHOLD", "TIME_THRESHOLD", "TIPS",
     "AdviceReport", "ClaimKind", "Side", "Tip", "TipPlan", "TipResult", "Verdict", "cuda_available",
     "format_table", "load_report", "machine_line", "measure_tips", "plan_tips", "progress_text", "report_from_dict",
     "run_side", "save_report", "scratch_folder", "swap_total_bytes", "sweep_scratch", "verdict",
 ]
-
-# ----------------------------------------------------------------------------- the parent side
 
 
 # The thread variables a tip's side sets; unset in every child unless the side sets them.
@@ -86,30 +66,10 @@ def run_side(spec: dict[str, Any], env: dict[str, str] | None = None, timeout: f
 SCRATCH_PREFIX = "gpen-advice-"
 
 
-def _owner_alive(folder: Path) -> bool:
-    """Whether the process named in ``gpen-advice-<pid>-…`` runs; True for a name without a pid (not ours to judge)."""
-    pid = folder.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
-    if not pid.isdigit():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
-
-
 def sweep_scratch(root: str | os.PathLike[str] | None = None) -> list[Path]:
     """Remove the scratch folders of tips runs whose process is gone (stopped by a kill, the machine
     restarted): each held synthetic checkpoints and converted networks. Only this user's; the removed."""
-    removed = []
-    for d in Path(root or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
-        with contextlib.suppress(OSError):
-            if d.is_dir() and not d.is_symlink() and d.stat().st_uid == os.getuid() and not _owner_alive(d):
-                shutil.rmtree(d, ignore_errors=True)
-                removed.append(d)
-    return removed
+    return sweep_folders(Path(root or tempfile.gettempdir()), SCRATCH_PREFIX)
 
 
 @contextlib.contextmanager
@@ -125,18 +85,15 @@ def scratch_folder(root: str | os.PathLike[str] | None = None) -> Iterator[Path]
 
 
 def _side(label: str, outs: Sequence[SideRun]) -> Side:
+    """One side's medians over its runs, and the spread of their process peaks."""
     pp = [o.process_peak for o in outs]
     med = statistics.median(pp)
     vr = [o.vram_reserved for o in outs if o.vram_reserved is not None]
-    return Side(
-        label=label,
-        process_peak_bytes=int(med),
-        request_peak_bytes=int(statistics.median([max(o.request_peaks) for o in outs])),
-        seconds=float(statistics.median([o.seconds for o in outs])),
-        vram_reserved_bytes=int(statistics.median(vr)) if vr else None,
-        runs=len(outs),
-        spread=(max(pp) - min(pp)) / med if med else 0.0,
-    )
+    return Side(label=label, process_peak_bytes=int(med),
+                request_peak_bytes=int(statistics.median([max(o.request_peaks) for o in outs])),
+                seconds=float(statistics.median([o.seconds for o in outs])),
+                vram_reserved_bytes=int(statistics.median(vr)) if vr else None, runs=len(outs),
+                spread=(max(pp) - min(pp)) / med if med else 0.0)
 
 
 def progress_text(k: int, n: int, tip: Tip) -> str:
@@ -202,14 +159,8 @@ def cuda_available() -> bool:
     return isinstance(out, worker.Done) and out.value is True
 
 
-def swap_total_bytes() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("SwapTotal:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+def swap_total_bytes() -> int:
+    return int(psutil.swap_memory().total)
 
 
 def measure_tips(
@@ -224,10 +175,6 @@ def measure_tips(
 
     Progress says the time left, from the child processes measured so far (:mod:`gpen_core.hwcheck.eta`).
     Every child shares one scratch folder, removed when this returns or raises."""
-    from datetime import datetime
-
-    from gpen_core.hwcheck.eta import Eta, left_text
-
     report = progress or (lambda f, d: None)
     wanted = [t for t in TIPS if tips is None or t.number in tips]
     has_cuda = cuda_available()
@@ -250,14 +197,11 @@ def measure_tips(
             results.append(plan if isinstance(plan, TipResult) else _measure_plan(plan, repeats, step))
     report(1.0, "done")
     return AdviceReport(
-        machine=machine_line(has_cuda),
-        created=datetime.now().isoformat(timespec="seconds"),
-        workload=workload_of(workload).label,
-        repeats=repeats,
-        results=tuple(results),
-        notes=("Synthetic weights of the exact architectures: memory and time as the real ones, no restoration.",
-               "Each network is loaded (and converted) once, unmeasured, before its measured runs, so both sides "
-               "load the same converted files."),
+        machine=machine_line(has_cuda), created=datetime.now().isoformat(timespec="seconds"),
+        workload=workload_of(workload).label, repeats=repeats, results=tuple(results), notes=(
+            "Synthetic weights of the exact architectures: memory and time as the real ones, no restoration.",
+            "Each network is loaded (and converted) once, unmeasured, before its measured runs, so both sides "
+            "load the same converted files."),
     )
 
 
@@ -283,8 +227,6 @@ def plan_tips(wanted: Sequence[Tip], base: dict[str, Any], has_cuda: bool, cache
 def _networks(spec: dict[str, Any]) -> set[tuple[str, ...]]:
     """What a restore spec loads that a first load writes to the scratch folder (a synthetic checkpoint,
     a conversion): its generator in its dtype and its parser. Nothing for the other kinds."""
-    from gpen_core.modes import MODES
-
     if spec.get("kind") != "restore":
         return set()
     mode = MODES[spec["mode"]]
@@ -367,22 +309,7 @@ def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipR
 
 def machine_line(has_cuda: bool | None = None) -> str:
     """The CPU model, its relevant features, cores, memory, and the GPU or its absence."""
-    import platform
-
-    import psutil
-
-    model = platform.processor() or platform.machine()
-    flags: set[str] = set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and model in ("", platform.machine()):
-                model = line.split(":", 1)[1].strip()
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                if model not in ("", platform.machine()):
-                    break
-    except OSError:
-        pass
+    model, flags = cpu_facts()
     feats = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
     gpu = "a CUDA GPU" if has_cuda else "no CUDA GPU"
     return (f"{model} [{', '.join(feats) or 'no AVX2'}], {os.cpu_count()} cores, "

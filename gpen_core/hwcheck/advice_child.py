@@ -1,12 +1,9 @@
 """The child side of :mod:`gpen_core.hwcheck.advice`: one measured side of one tip, in a fresh process.
 
-:func:`measure` runs in a :func:`gpen_core.platform.worker.run` child, e.g. on
-``{"kind": "restore", "mode": "balanced", "workload": "photo", "repeats": 2, "scratch": FOLDER}``,
-and returns a :class:`SideRun` (bytes and seconds). The input is built before anything is measured.
-
-``scratch`` is the folder the whole tips run shares (the parent makes it and removes it): the
-models folder of every restore, so the synthetic checkpoints are written once and OpenVINO
-converts each network once for all the tips, instead of once per measured process.
+:func:`measure` runs in a :func:`gpen_core.platform.worker.run` child on a spec such as
+``{"kind": "restore", "mode": "balanced", "workload": "photo", "repeats": 2, "scratch": FOLDER}`` and returns
+a :class:`SideRun`; the input is built before anything is measured. ``scratch``, shared by the whole tips run,
+is every restore's models folder: the synthetic checkpoints are written and converted once for all the tips.
 """
 
 from __future__ import annotations
@@ -14,10 +11,13 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpen_core.hwcheck import workloads as wl
 from gpen_core.platform import durable
+from gpen_core.platform.meter import PeakMeter, peak_rss
 
 
 @dataclass(frozen=True)
@@ -31,66 +31,52 @@ class SideRun:
     finite: bool | None = None  # the forward kind: the output had no NaN or Inf
 
 
-def workload_of(name: str):
-    from gpen_core.hwcheck import workloads as wl
-
+def workload_of(name: str) -> wl.Workload:
     if name == "tiny":  # tests: a small photo with one face, seconds not minutes
         return wl.Workload("tiny", "640×480 photo, one face", 640, 480, 1, face_px=200)
     return next(w for w in wl.STANDARD if w.name == name)
 
 
-def _vmhwm() -> int:
-    from gpen_core.platform.meter import peak_rss
-
-    return peak_rss()
-
-
 def measure(spec: dict[str, Any]) -> SideRun | None:
     """One side of a tip, as ``spec`` says; None for a warm-up (``"warm_up": True``: load, convert, measure nothing)."""
-    kind = spec["kind"]
-    if kind == "cache":
-        return measure_cache(spec)
-    if kind == "forward":
-        return measure_forward(spec)
-    if kind == "encode":
-        return _measure_encode(spec)
-    return _measure_restore(spec)
+    by_kind = {"cache": measure_cache, "forward": measure_forward, "encode": _measure_encode}
+    return by_kind.get(spec["kind"], _measure_restore)(spec)
+
+
+def _timed(operation: Callable[[], object], repeats: int) -> SideRun:
+    """``operation`` run ``repeats`` times on the CPU, each under its own meter."""
+    times, peaks = [], []
+    for _ in range(repeats):
+        with PeakMeter(cuda=False) as m:
+            t = time.perf_counter()
+            operation()
+            times.append(time.perf_counter() - t)
+        assert m.peaks is not None
+        peaks.append(m.peaks.rss_delta_bytes)
+    return SideRun(peak_rss(), tuple(peaks), statistics.median(times))
 
 
 def _measure_encode(spec: dict[str, Any]) -> SideRun:
-    from gpen_core.hwcheck import workloads as wl
     from gpen_core.images.decode import encode_image
-    from gpen_core.platform.meter import PeakMeter
 
     img = wl.build(workload_of(spec["workload"])).image
-    times, peaks = [], []
-    for _ in range(int(spec["repeats"])):
-        with PeakMeter(cuda=False) as m:
-            t = time.perf_counter()
-            data = encode_image(img, spec["format"], quality=95)
-            times.append(time.perf_counter() - t)
-        del data
-        assert m.peaks is not None
-        peaks.append(m.peaks.rss_delta_bytes)
-    return SideRun(_vmhwm(), tuple(peaks), statistics.median(times))
+    return _timed(lambda: encode_image(img, spec["format"], quality=95), int(spec["repeats"]))
 
 
 def synthetic_checkpoint(model: str, folder: str) -> str:
-    """A registry size ("GPEN-BFR-256") with random weights (seed 0) as a real file in ``folder``, written once:
+    """A registry generator ("GPEN-BFR-256") with random weights (seed 0) as a real file in ``folder``, written once:
     loading from disk is part of what tip 3 changes. Written atomically, so two children never read half a file."""
     path = os.path.join(folder, f"synthetic-{model}.pth")
     if os.path.exists(path):
         return path
     import torch
 
-    from gpen_core.networks.arch import GPENConfig
     from gpen_core.networks.synthetic import random_state_dict
+    from gpen_core.weights.lookup import REGISTRY
 
-    cfg = {"GPEN-BFR-256": GPENConfig(size=256, channel_multiplier=1, narrow=0.5),
-           "GPEN-BFR-512": GPENConfig(size=512, channel_multiplier=2, narrow=1.0)}[model]
     # Flushed: a torn file under the final name would be reused as it is (the existence check above).
     with durable.replacing(path, sync=True, sweep=True) as tmp:
-        torch.save(random_state_dict(cfg), tmp)
+        torch.save(random_state_dict(REGISTRY[model].arch), tmp)
     return path
 
 
@@ -98,7 +84,6 @@ def _input(spec: dict[str, Any]) -> tuple[Any, list[Any]]:
     """The tip's photo (pre-shrunk, as JPEG bytes when the spec says) and its faces' boxes."""
     import numpy as np
 
-    from gpen_core.hwcheck import workloads as wl
     from gpen_core.images.decode import encode_image
 
     built = wl.build(workload_of(spec["workload"]))
@@ -108,8 +93,7 @@ def _input(spec: dict[str, Any]) -> tuple[Any, list[Any]]:
         import cv2
         from dataclasses import replace
 
-        side = int(spec["preshrink"])
-        s = side / max(image.shape[:2])
+        s = int(spec["preshrink"]) / max(image.shape[:2])
         image = cv2.resize(image, (round(image.shape[1] * s), round(image.shape[0] * s)), interpolation=cv2.INTER_AREA)
         dets = [replace(d, box=tuple(v * s for v in d.box), landmarks=d.landmarks * s) for d in dets]
     if spec.get("as_jpeg"):
@@ -143,7 +127,7 @@ def _measure_restore(spec: dict[str, Any]) -> SideRun | None:
             vram.append(res.peaks.vram_reserved_bytes)
         del res
     v = [x for x in vram if x is not None]
-    return SideRun(_vmhwm(), tuple(peaks), statistics.median(times), max(v) if v else None)
+    return SideRun(peak_rss(), tuple(peaks), statistics.median(times), max(v) if v else None)
 
 
 def measure_forward(spec: dict[str, Any]) -> SideRun:
@@ -185,28 +169,16 @@ def measure_forward(spec: dict[str, Any]) -> SideRun:
             ok = bool(torch.isfinite(y.float()).all())
             del y
     vram = int(torch.cuda.max_memory_reserved(dev)) if cuda else None
-    return SideRun(_vmhwm(), (0,), statistics.median(times), vram, ok)
+    return SideRun(peak_rss(), (0,), statistics.median(times), vram, ok)
 
 
 def measure_cache(spec: dict[str, Any]) -> SideRun:
     """Finding the weights (ours) or walking the whole cache (what the article warns of)."""
-    from gpen_core.platform.meter import PeakMeter
+    from gpen_core.weights import lookup as weights
 
-    times, peaks = [], []
-    for _ in range(int(spec["repeats"])):
-        with PeakMeter(cuda=False) as m:
-            t = time.perf_counter()
-            if spec["op"] == "walk":
-                n = sum(len(files) for _, _, files in os.walk(spec["root"]))
-                assert n >= 0
-            else:
-                from gpen_core.weights import lookup as weights
-
-                weights.locate("GPEN-BFR-512", models_dir=spec["models_dir"])
-            times.append(time.perf_counter() - t)
-        assert m.peaks is not None
-        peaks.append(m.peaks.rss_delta_bytes)
-    return SideRun(_vmhwm(), tuple(peaks), statistics.median(times))
+    if spec["op"] == "walk":
+        return _timed(lambda: sum(len(files) for _, _, files in os.walk(spec["root"])), int(spec["repeats"]))
+    return _timed(lambda: weights.locate("GPEN-BFR-512", models_dir=spec["models_dir"]), int(spec["repeats"]))
 
 
 def cuda_usable() -> bool:

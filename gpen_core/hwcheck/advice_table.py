@@ -1,16 +1,15 @@
-"""The tips of the memory advice and what measuring them yields: the article's tips (:data:`TIPS`),
-the measured sides, the verdict on them, the report, its Markdown table and its file.
-
-Split from :mod:`gpen_core.hwcheck.advice` (which measures, and re-exports these names). Nothing heavy
-at import.
+"""The memory advice's tips (:data:`TIPS`), their measured sides, the verdict, the report, its Markdown table
+and its file; :mod:`gpen_core.hwcheck.advice` measures them (and re-exports these names).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
+
+from gpen_core.platform import measurements
 
 Verdict = Literal["helps", "no effect", "hurts", "not measurable here"]
 
@@ -40,12 +39,9 @@ class Tip:
     number: int
     tip: str
     claim: str
-    # What is measured here: the before and after, in words.
-    measured_as: str
-    # Why it is not measured, when it cannot be on any machine (the code never existed).
-    never_existed: str = ""
-    # What the claim promises, so the verdict judges that (see ClaimKind).
-    claims: ClaimKind = "memory"
+    measured_as: str  # what is measured here: the before and after, in words
+    never_existed: str = ""  # why it cannot be measured on any machine (the code never existed)
+    claims: ClaimKind = "memory"  # what the claim promises, so the verdict judges that
 
 
 TIPS: tuple[Tip, ...] = (
@@ -95,8 +91,7 @@ class Side:
 class TipResult:
     tip: Tip
     verdict: Verdict
-    # One line: the numbers behind the verdict, or why there are none.
-    why: str
+    why: str  # one line: the numbers behind the verdict, or why there are none
     before: Side | None = None
     after: Side | None = None
 
@@ -115,7 +110,6 @@ class AdviceReport:
         return asdict(self)
 
 
-
 def _change(before: float, after: float) -> float:
     return (after - before) / before if before else 0.0
 
@@ -123,13 +117,11 @@ def _change(before: float, after: float) -> float:
 def verdict(
     before: Side, after: Side, metric: Literal["process", "request", "vram"] = "process", claims: ClaimKind = "memory",
 ) -> tuple[Verdict, str]:
-    """helps / no effect / hurts on what the tip claims (``claims``), from the memory metric
-    that the tip is about and the time.
+    """helps / no effect / hurts on what the tip claims, from the memory ``metric`` it is about and the time.
 
-    A change counts when it is larger than :data:`THRESHOLD` of the "before" value and
-    larger than the measured spread between runs. A memory claim is judged on memory alone;
-    "memory and time": memory decides, time breaks a tie; a time claim on time alone.
-    Values under the measurement's resolution get no percentage and decide nothing.
+    A change counts when larger than :data:`THRESHOLD` of the "before" value and than the spread between runs.
+    ``claims`` "memory": memory alone; "memory and time": memory decides, time breaks a tie; "time": time
+    alone. Values under the measurement's resolution get no percentage and decide nothing.
     """
     pick = {"process": lambda s: s.process_peak_bytes, "request": lambda s: s.request_peak_bytes,
             "vram": lambda s: s.vram_reserved_bytes or 0}[metric]
@@ -202,12 +194,8 @@ def format_table(report: AdviceReport) -> str:
 
 
 def save_report(report: AdviceReport, models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Keep ``report`` for the app in the models folder's measurements store (one file, locked,
-    with the profiles and speeds: :mod:`gpen_core.platform.measurements`); the store's path."""
-    from dataclasses import replace
-
-    from gpen_core.platform import measurements
-
+    """Keep ``report`` for the app in the models folder's measurements store
+    (:mod:`gpen_core.platform.measurements`); the store's path."""
     d = report.to_dict()
     return measurements.update(lambda store: replace(store, advice=d), models_dir)
 
@@ -228,8 +216,6 @@ def report_from_dict(d: Any) -> AdviceReport:
 def load_report(models_dir: str | os.PathLike[str] | None = None) -> AdviceReport | None:
     """The saved report (the store's, or an older ``advice.json`` until the next write), or None
     when none was measured or it is unreadable (then the app offers to measure)."""
-    from gpen_core.platform import measurements
-
     d = measurements.read(models_dir).advice
     if d is None:
         return None

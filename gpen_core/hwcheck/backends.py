@@ -1,30 +1,15 @@
-"""The hardware check's CPU backend comparison: torch against OpenVINO, recorded for ``auto``.
+"""The hardware check's CPU backend comparison: torch against OpenVINO, recorded for ``--backend auto``.
 
-For each (face size, dtype) the measured CPU modes use (``low``: 256 float32;
-``faces-only`` / ``balanced``: 512 bfloat16 where the CPU has it natively, else
-float32; ``quality``: 512 float32), the generator the engine would load, loaded as a request
-loads it (``ModelCache.generator``, the one load: :mod:`gpen_core.engine.model_cache`), runs with
-both backends:
-
-- OpenVINO is converted on first use through :mod:`gpen_core.runtimes.openvino.generator`'s cache (keyed
-  by the checkpoint's sha256, so the engine reuses it); the conversion is reported in
-  the progress and timed on its own, never as a call;
-- one untimed warm-up call each, then ``runs`` calls each, interleaved (torch, OpenVINO,
-  OpenVINO, torch, ...) so a change in machine load hits both alike; the medians are compared.
-
-The parser and the detectors the modes use are compared the same way (:func:`measure`'s ``parse`` and ``detect``
-rows, timed and recorded by :mod:`gpen_core.runtimes.openvino.parser` / :mod:`~gpen_core.runtimes.openvino.detector`),
-each side loaded as a request loads it too (``ModelCache.parser`` / ``ModelCache.detector``): this module
-builds no network itself.
-
-The parent (:func:`finish`) then records them with :func:`gpen_core.runtimes.openvino.generator.record_speed`,
-which is what ``--backend auto`` reads. Weights follow the check's rule: the real
-checkpoint when present, else random weights of the released architecture (time does
-not depend on the values, and the record's ``source`` says so). A model-config override
-(tests, experiments) is compared only when asked, and recorded only under a face size
-no released generator has.
-
-Nothing heavy at import; :func:`measure` imports torch and OpenVINO.
+For each (face size, dtype) generator the measured CPU modes use (``low``: 256 float32; ``faces-only`` /
+``balanced``: 512 bfloat16 where the CPU has it natively, else float32; ``quality``: 512 float32), and for
+the parser and detectors they use, each backend's network is loaded as a request loads it (the model
+cache's one load: :mod:`gpen_core.engine.model_cache`; this module builds no network itself), OpenVINO
+converted on first use and cached (the conversion timed on its own, never as a call). One untimed warm-up
+call each, then ``runs`` calls each, interleaved (torch, OpenVINO, OpenVINO, torch, ...) so a change in
+load hits both alike; the medians are compared and recorded (:func:`finish`) for ``auto``. Weights: the
+real checkpoint when present, else random weights of the released architecture (time does not depend on
+the values; the record's ``source`` says so). A model-config override is compared only when asked, and
+recorded only under a face size no released generator has. Nothing heavy at import.
 """
 
 from __future__ import annotations
@@ -37,7 +22,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpen_core.modes import MemoryMode
+from gpen_core.modes import MODES, MemoryMode
+from gpen_core.options import RestoreOptions
+from gpen_core.weights.lookup import REGISTRY
 from gpen_core.engine.profile_records import BackendCheck, BackendSpeed, NetworkSpeed
 from gpen_core.progress import Progress
 
@@ -48,8 +35,6 @@ RUNS = 3  # timed calls per backend after the warm-up (the median is kept)
 
 
 def _size_of(mode: MemoryMode, configs: dict[str, "GPENConfig"]) -> int:
-    from gpen_core.weights.lookup import REGISTRY
-
     if mode.model in configs:
         return int(configs[mode.model].size)
     arch = REGISTRY[mode.model].arch
@@ -75,11 +60,8 @@ def plan(
     runs: int = RUNS,
 ) -> tuple[dict[str, Any] | None, BackendCheck]:
     """(the JSON-able spec :func:`measure` runs, or None when nothing is to run; the check so far).
-
-    ``specs`` are the runner's per-mode specs (their ``model_opt`` / ``kind`` say which
-    weights the engine loads). ``want``: False skips; None compares the released
-    generators only (skips when any mode runs a model-config override); True always.
-    """
+    ``specs``: the runner's per-mode specs (which weights the engine loads). ``want``: False skips; None
+    compares the released generators only (skips with a model-config override); True always."""
     from gpen_core.runtimes.openvino import generator as ov_backend
 
     if not device.startswith("cpu"):
@@ -92,8 +74,6 @@ def plan(
         return None, replace(check, skipped="model-config overrides are not the released generators (run_profile(backends=True) compares them)")
     if check.openvino is None:  # cheap: package metadata; the plugin itself is tried in the worker
         return None, replace(check, skipped=ov_backend.unavailable_reason() or "OpenVINO is not installed")
-    from gpen_core.weights.lookup import REGISTRY
-
     released = {int(r.arch.size) for r in REGISTRY.values() if r.arch is not None}
     pairs: dict[tuple[int, str], dict[str, Any]] = {}
     for m, spec in zip(modes, specs):
@@ -122,8 +102,8 @@ def plan(
             "models_dir": models_dir, "threads": specs[0].get("threads") if specs else None}
     if not configs:  # the parser too, for auto (gpen_core.runtimes.openvino.parser); overrides are experiments: generator only
         from gpen_core.engine.network_loads import PARSER_WEIGHTS
-        from gpen_core.runtimes.openvino.parser import check_pairs
         from gpen_core.faces.parse import choose_parse_dtype
+        from gpen_core.runtimes.openvino.parser import check_pairs
 
         uses = [(m.parse_input, choose_parse_dtype("cpu", m.cpu_dtype)) for m in modes if m.paste and m.parsing]
         spec["parse"] = check_pairs(uses, models_dir, PARSER_WEIGHTS)
@@ -131,23 +111,10 @@ def plan(
     return spec, check
 
 
-def _face(size: int) -> Any:
-    """1×3×S×S float32 in [-1, 1]: a smooth, textured pattern (the values do not change the time)."""
-    import torch
-
-    yy, xx = torch.meshgrid(torch.linspace(0, 1, size), torch.linspace(0, 1, size), indexing="ij")
-    rgb = torch.stack([xx, yy, 0.5 + 0.3 * torch.sin(12 * xx * yy)])
-    return (rgb.clamp(0, 1) * 2 - 1)[None].contiguous()
-
-
 def _engine_generator(pair: dict[str, Any], backend: str, models_dir: Path, progress: Progress | None) -> tuple[Any, Any]:
-    """(forward, the torch dtype it takes) of ``pair``'s generator on ``backend``, loaded as a request loads
-    it: through the model cache's one load (:meth:`gpen_core.engine.model_cache.ModelCache.generator`: the
-    same path, plan, precision and OpenVINO cache). Each backend gets a cache of its own, as both stay
-    loaded while they are timed."""
+    """(forward, the torch dtype it takes) of ``pair``'s generator on ``backend``, loaded as a request loads it
+    (:meth:`gpen_core.engine.model_cache.ModelCache.generator`); a cache of its own, as both backends stay loaded."""
     from gpen_core.engine.model_cache import ModelCache
-    from gpen_core.modes import MODES
-    from gpen_core.options import RestoreOptions
 
     synthetic = str(pair["path"]).startswith("synthetic:")  # the released architecture with random weights
     mode = MODES[pair["modes"][0]]
@@ -160,11 +127,9 @@ def _engine_generator(pair: dict[str, Any], backend: str, models_dir: Path, prog
 
 
 def _engine_detector(network: str, runtime: str, models_dir: Path, threads: int | None) -> Any:
-    """The ``network`` detector on ``runtime``, loaded as a request loads it (:meth:`ModelCache.detector
-    <gpen_core.engine.model_cache.ModelCache.detector>`): the real weights when in ``models_dir`` (verified),
-    else random ones. A cache each, as both stay loaded while they are timed; OpenVINO on ``threads``."""
+    """The ``network`` detector on ``runtime``, loaded as a request loads it (the real weights when in
+    ``models_dir``, else random ones); a cache of its own; OpenVINO on ``threads``."""
     from gpen_core.engine.model_cache import ModelCache
-    from gpen_core.options import RestoreOptions
 
     cache = ModelCache(models_dir, synthetic_weights=True, openvino_threads=threads)
     detector = cache.detector(network, "cpu", RestoreOptions(backend=runtime))
@@ -175,14 +140,12 @@ def _engine_detector(network: str, runtime: str, models_dir: Path, threads: int 
 
 def _engine_parser(pair: dict[str, Any], runtime: str, models_dir: Path, threads: int | None, say: Progress) -> Any:
     """``pair``'s parser (input size, dtype) on ``runtime``, loaded as a request of a mode that parses at that
-    size and dtype loads it (:meth:`ModelCache.parser <gpen_core.engine.model_cache.ModelCache.parser>`); OpenVINO on
-    ``threads``, else this process's torch threads; a first-use conversion's progress to ``say``."""
+    size and dtype loads it; OpenVINO on ``threads``, else this process's torch threads; a conversion's progress
+    to ``say``."""
     import torch
 
     from gpen_core.engine.model_cache import ModelCache
     from gpen_core.faces.parse import choose_parse_dtype
-    from gpen_core.modes import MODES
-    from gpen_core.options import RestoreOptions
 
     mode = next((m for m in MODES.values() if m.parsing and m.parse_input == pair["size"]
                  and choose_parse_dtype("cpu", m.cpu_dtype) == pair["dtype"]), None)
@@ -197,6 +160,8 @@ def _engine_parser(pair: dict[str, Any], runtime: str, models_dir: Path, threads
 
 
 def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_threads: int | None, say: Progress) -> dict[str, Any]:
+    """``pair``'s generator on torch and on OpenVINO: a warm-up call each, then ``runs`` interleaved timed
+    calls each; the medians, every time, the precision and the conversion's seconds."""
     import torch
 
     from gpen_core.runtimes.openvino import generator as ov_backend
@@ -218,7 +183,7 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
         t = time.perf_counter()
         ov_fwd, ov_dtype = _engine_generator(pair, "openvino", models_dir, lambda f, m: say(0.05 + 0.6 * min(1.0, f), f"{label}: {m}"))
         ov_load_s = time.perf_counter() - t - (ov_fwd.convert_s or 0.0)
-        x = _face(size)
+        x = torch.rand(1, 3, size, size) * 2 - 1  # the values do not change the time
         x_torch, x_ov = x.to(torch_dtype), x.to(ov_dtype)  # what the engine hands each backend
         say(0.7, f"{label}: warm-up calls")
         torch_fwd(x_torch)
@@ -234,25 +199,15 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
                 times.append(time.perf_counter() - t)
     finally:
         torch.set_num_threads(old)
-    return {
-        "torch_s": round(statistics.median(t_times), 4),
-        "openvino_s": round(statistics.median(o_times), 4),
-        "torch_times": [round(v, 4) for v in t_times],
-        "openvino_times": [round(v, 4) for v in o_times],
-        "precision": precision,
-        "convert_s": None if ov_fwd.convert_s is None else round(ov_fwd.convert_s, 2),
-        "load_s": round(ov_load_s, 2),
-        "threads": threads,
-        "note": precision_note,
-    }
+    return {"torch_s": round(statistics.median(t_times), 4), "openvino_s": round(statistics.median(o_times), 4),
+            "torch_times": [round(v, 4) for v in t_times], "openvino_times": [round(v, 4) for v in o_times],
+            "precision": precision, "convert_s": None if ov_fwd.convert_s is None else round(ov_fwd.convert_s, 2),
+            "load_s": round(ov_load_s, 2), "threads": threads, "note": precision_note}
 
 
 def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
-    """Run the comparison ``spec`` describes in this process: {"skipped": why or None, "rows": [...]}.
-
-    A pair that fails (a conversion the plugin refuses, memory) is a row with its
-    ``error``; the others still run.
-    """
+    """Run the comparison ``spec`` describes in this process: {"skipped": why or None, "rows": [...], "parse":
+    [...], "detect": [...]}. A pair that fails (a conversion refused, memory) is a row with its ``error``."""
     from gpen_core.runtimes.openvino import generator as ov_backend
     from gpen_core.weights.lookup import models_dir as default_models_dir
 
@@ -342,8 +297,3 @@ def network_rows(spec: dict[str, Any], result: dict[str, Any]) -> tuple[NetworkS
             precision=str(r.get("precision") or ("f32" if network != "parsenet" else "")),  # ov_detect compiles f32
             convert_s=r.get("convert_s"), recorded=bool(r.get("speed_file")), note=note, error=r.get("error")))
     return tuple(out)
-
-
-def failed(check: BackendCheck, why: str) -> BackendCheck:
-    """The comparison could not run at all (its worker died): said in the report, nothing recorded."""
-    return replace(check, skipped=f"the comparison failed: {why}")

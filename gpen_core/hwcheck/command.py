@@ -64,15 +64,14 @@ def profile_command_line(args: argparse.Namespace) -> str:
     parts = ["python -m gpen_core profile", "--modes " + " ".join(args.modes) if args.modes else "",
              "--synthetic" if args.synthetic else "", f"--device {args.device}" if args.device else "",
              "--in-process" if args.in_process else "", "--no-backends" if args.no_backends else "",
-             "--no-tasks" if getattr(args, "no_tasks", False) else "",
+             "--no-tasks" if args.no_tasks else "",
              f"--models-dir {args.models_dir}" if args.models_dir else ""]
     return " ".join(p for p in parts if p)
 
 
 def profile(args: argparse.Namespace) -> int:
     """Run the ``profile`` subcommand: 0 done, 1 ``--saved`` found nothing valid."""
-    from gpen_core.hwcheck import report
-    from gpen_core.hwcheck import runner
+    from gpen_core.hwcheck import report, runner
     from gpen_core.engine import profile_store as store
 
     if args.saved:
@@ -88,7 +87,7 @@ def profile(args: argparse.Namespace) -> int:
                                   synthetic=True if args.synthetic else None, device=args.device,
                                   isolate=not args.in_process, save=not args.no_save, command=profile_command_line(args),
                                   backends=False if args.no_backends else None,
-                                  tasks=False if getattr(args, "no_tasks", False) else None)
+                                  tasks=False if args.no_tasks else None)
     print(report.format_report(prof, models_dir=args.models_dir))
     if args.json:
         out = Path(args.json)
@@ -139,8 +138,5 @@ def info(args: argparse.Namespace) -> int:
     from gpen_core.hwcheck.info import collect_info, format_info
 
     found = collect_info(models_dir=args.models_dir)
-    if args.json:
-        print(json.dumps(asdict(found), default=str, indent=2))
-    else:
-        print(format_info(found))
+    print(json.dumps(asdict(found), default=str, indent=2) if args.json else format_info(found))
     return 0

@@ -1,17 +1,12 @@
 """How long a measurement has left: from this machine's own measured steps, never a fixed guess.
 
-A run (the tips, the hardware check) is a known list of steps, each of a kind ("restore",
-"encode", a mode's name...). :class:`Eta` is told each step as it finishes and how long it
-took; the time left is, for each step still to run, the mean of the finished steps of its
-kind, else a prior for that kind measured earlier on this machine, else its ``reference``
-time scaled by this machine's measured speed (what the finished steps took over what their
-reference says: one short first step calibrates a long plan whose steps differ tenfold),
-else the mean of the finished steps of its family (the kind up to its first ":":
-"restore:faces-only" is a "restore"), else (with ``guess_from_all``) the mean of every finished
-step. A step with none of these is left out of the time and counted in :meth:`Eta.untimed`:
-the tips' encode steps take a second where a restore takes twenty, so a mean of unlike
-steps would overstate the time left several times. Before anything has finished and with no
-prior it says nothing: an estimate made of nothing would be a guess.
+A run (the tips, the hardware check) is a known list of steps, each of a kind ("restore:balanced",
+"encode:png", a mode's name...). A step still to run is expected to take, in this order: the mean of the
+finished steps of its kind; a prior measured here; its ``reference`` time scaled by this machine's speed
+(one short first step calibrates a long plan whose steps differ tenfold); the mean of the finished steps of
+its family (the kind up to its first ":"); with ``guess_from_all``, the mean of every finished step. A step
+with none of these is left out and counted as untimed: a mean of unlike steps (a 1 s encode, a 20 s restore)
+would overstate the time left several times. With nothing finished and no prior it says nothing.
 """
 
 from __future__ import annotations
@@ -28,8 +23,7 @@ class Eta:
 
     plan: Sequence[str]
     prior: Mapping[str, float] = field(default_factory=dict)  # seconds per step of a kind, measured before
-    # Seconds per step of a kind on a reference machine: only their ratios count (see scale()).
-    reference: Mapping[str, float] = field(default_factory=dict)
+    reference: Mapping[str, float] = field(default_factory=dict)  # on a reference machine: only ratios count (scale())
     clock: Callable[[], float] = time.monotonic
     # An unmeasured kind of no measured family takes the mean of all finished steps (the hardware
     # check's modes are alike enough); False: it is left out and counted as untimed (the tips).

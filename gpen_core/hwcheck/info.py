@@ -1,9 +1,6 @@
-"""What this machine is and what is installed: ``python -m gpen_core info``.
-
-:func:`collect_info` gathers versions (from package metadata: Gradio is never
-imported), the compute device, the CPU and its relevant instruction sets, memory,
-the models folder and the state of every registry checkpoint. :func:`format_info`
-turns that into lines for a terminal or a bug report.
+"""What this machine is and what is installed (``python -m gpen_core info``): versions from package metadata
+(Gradio is never imported), the device, the CPU and its relevant instruction sets, memory, the models folder
+and the state of every registry checkpoint, as lines for a terminal or a bug report.
 """
 
 from __future__ import annotations
@@ -15,6 +12,10 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+import psutil
+
+from gpen_core.platform.cpuinfo import cpu_model
+from gpen_core.runtimes.openvino.base import cpu_flags
 from gpen_core.weights.lookup import WeightStatus, status
 
 # CPU features that decide dtype and speed: bf16 is only worth it with native support.
@@ -59,22 +60,10 @@ def _version(*dists: str) -> str | None:
     return None
 
 
-def _cpu() -> tuple[str, tuple[str, ...]]:
-    model, flags = platform.processor() or platform.machine(), set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "model name" and value.strip():
-                    model = value.strip()
-                elif key in ("flags", "Features") and not flags:
-                    flags = set(value.split())
-                if flags and key == "":  # end of the first processor block
-                    break
-    except OSError:
-        pass
-    return model, tuple(f for f in CPU_FLAGS_OF_INTEREST if f in flags)
+def cpu_facts() -> tuple[str, tuple[str, ...]]:
+    """(the CPU model, the :data:`CPU_FLAGS_OF_INTEREST` it has), from ``/proc/cpuinfo`` where there is one."""
+    flags = cpu_flags()
+    return cpu_model(), tuple(f for f in CPU_FLAGS_OF_INTEREST if f in flags)
 
 
 def _torch_side() -> tuple[str, str | None, int | None, str | None, int | None]:
@@ -100,40 +89,16 @@ def collect_info(models_dir: str | os.PathLike[str] | None = None) -> Info:
 
     folder = models_folder(models_dir)
     device, cuda_name, vram, cuda_rt, threads = _torch_side()
-    cpu_model, flags = _cpu()
-    try:
-        import psutil
-
-        vm = psutil.virtual_memory()
-        ram_total, ram_avail = int(vm.total), int(vm.available)
-        logical, physical = psutil.cpu_count(logical=True), psutil.cpu_count(logical=False)
-    except ImportError:
-        ram_total = ram_avail = physical = None
-        logical = os.cpu_count()
+    cpu_model, flags = cpu_facts()
+    vm = psutil.virtual_memory()
     return Info(
-        python=sys.version.split()[0],
-        platform=platform.platform(),
-        gpen_core=__version__,
-        torch=_version("torch"),
-        torchvision=_version("torchvision"),
-        gradio=_version("gradio"),
-        facexlib=_version("facexlib"),
+        python=sys.version.split()[0], platform=platform.platform(), gpen_core=__version__,
+        **{name: _version(name) for name in ("torch", "torchvision", "gradio", "facexlib", "numpy", "modelscope")},
         opencv=_version("opencv-python-headless", "opencv-python", "opencv-contrib-python-headless", "opencv-contrib-python"),
-        numpy=_version("numpy"),
-        modelscope=_version("modelscope"),
-        device=device,
-        cuda_name=cuda_name,
-        cuda_vram_bytes=vram,
-        cuda_runtime=cuda_rt,
-        torch_threads=threads,
-        cpu_model=cpu_model,
-        cpu_flags=flags,
-        cores_logical=logical,
-        cores_physical=physical,
-        ram_total_bytes=ram_total,
-        ram_available_bytes=ram_avail,
-        models_dir=folder,
-        weights=tuple(status(folder)),
+        device=device, cuda_name=cuda_name, cuda_vram_bytes=vram, cuda_runtime=cuda_rt, torch_threads=threads,
+        cpu_model=cpu_model, cpu_flags=flags, cores_logical=psutil.cpu_count(logical=True),
+        cores_physical=psutil.cpu_count(logical=False), ram_total_bytes=int(vm.total),
+        ram_available_bytes=int(vm.available), models_dir=folder, weights=tuple(status(folder)),
     )
 
 
@@ -152,12 +117,8 @@ def format_info(info: Info) -> str:
         f"gpen_core    {info.gpen_core}",
         f"python       {info.python} on {info.platform}",
         f"torch        {info.torch or missing}" + (f" (CUDA {info.cuda_runtime})" if info.cuda_runtime else ""),
-        f"torchvision  {info.torchvision or missing}",
-        f"gradio       {info.gradio or missing}",
-        f"facexlib     {info.facexlib or missing}",
-        f"opencv       {info.opencv or missing}",
-        f"numpy        {info.numpy or missing}",
-        f"modelscope   {info.modelscope or missing}",
+        *(f"{name:<13}{getattr(info, name) or missing}"
+          for name in ("torchvision", "gradio", "facexlib", "opencv", "numpy", "modelscope")),
         f"device       {info.device}" + (f", {_gib(info.cuda_vram_bytes)} VRAM" if info.cuda_vram_bytes else ""),
         f"cpu          {info.cpu_model}; {info.cores_physical or '?'} cores / {info.cores_logical or '?'} threads"
         + (f"; torch uses {info.torch_threads} threads" if info.torch_threads else ""),

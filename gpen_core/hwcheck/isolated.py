@@ -1,10 +1,9 @@
-"""A hardware-check measurement in a fresh process: :func:`gpen_core.platform.worker.run`, its outcome turned into
-the check's terms.
+"""A hardware-check measurement, in a fresh process (:func:`gpen_core.platform.worker.run`) or in this one.
 
-A measurement that runs out of memory (an out-of-memory error in the child, or the kernel's
-killer ending it) raises :class:`ModeFailed`: the check records it and goes on. An error of
-ours (a :class:`gpen_core.errors.GPENError`) is raised again as itself; anything else as a
-RuntimeError naming what was being measured.
+One that runs out of memory (an out-of-memory error, or the kernel's killer ending its process) raises
+:class:`ModeFailed`: the check records it and goes on. In a worker, an error of ours
+(:class:`gpen_core.errors.GPENError`) is raised again as itself, anything else as a RuntimeError naming what
+was being measured.
 """
 
 from __future__ import annotations
@@ -41,3 +40,19 @@ def in_child(measure: Callable[[dict[str, Any], Progress], T], spec: dict[str, A
             raise cls(out.message)
         raise RuntimeError(f"measuring {what} failed in its worker process: {out.error_type}: {out.message}")
     raise RuntimeError(f"measuring {what} failed: its worker process {out.message}")
+
+
+def run_measure(measure: Callable[[dict[str, Any], Progress], T], spec: dict[str, Any], report: Progress,
+                isolate: bool) -> T:
+    """``measure(spec, report)``: in a fresh process when ``isolate`` (:func:`in_child`), else in this one,
+    where running out of memory raises :class:`ModeFailed` too."""
+    if isolate:
+        return in_child(measure, spec, report)
+    from gpen_core.platform.oom import is_oom
+
+    try:
+        return measure(spec, report)
+    except Exception as exc:
+        if is_oom(exc) or type(exc).__name__ == "ResourceError":
+            raise ModeFailed(f"out of memory: {exc}") from exc
+        raise

@@ -1,8 +1,7 @@
-"""The hardware check, presented: machine line, markdown table, chart rows, recommendation.
+"""The hardware check, presented: machine line, Markdown tables, chart rows, recommendation.
 
-:func:`recommendation` follows ``auto``'s rule (:mod:`gpen_core.engine.budget`): the
-highest-ranked pasting mode whose measured peak fits the free memory less the
-safety margin. Pure apart from reading the free memory when none is given.
+:func:`recommendation` follows ``auto``'s rule (:mod:`gpen_core.engine.budget`). Pure apart from reading the
+free memory when none is given and the models folder's state.
 """
 
 from __future__ import annotations
@@ -13,9 +12,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpen_core.platform.meter import format_bytes
-from gpen_core.modes import MODES
+from gpen_core.modes import MODES, TASKS
 from gpen_core.engine.fit import Ranking, fits, rank, usable_bytes
 from gpen_core.engine.profile_records import SYNTHETIC_NOTE, BackendSpeed, ModeProfile, NetworkSpeed, Profile, TaskRow
+from gpen_core.weights import lookup
+from gpen_core.weights.missing import download_command, files_text, mode_files, unusable
+from gpen_core.weights.registry import REGISTRY
 
 if TYPE_CHECKING:
     from gpen_core.engine.budget import Free
@@ -25,14 +27,7 @@ if TYPE_CHECKING:
 def _free_now(profile: Profile, free: "Free | None") -> "Free":
     from gpen_core.engine.budget import free_memory
 
-    if free is not None:
-        return free
-    return free_memory(profile.device if profile.device.startswith("cuda") else "cpu")
-
-
-def _have(profile: Profile, free: "Free") -> int:
-    """What is free of the memory that binds (:meth:`gpen_core.engine.budget.Free.binding`: RAM where free VRAM is unknown)."""
-    return free.binding(profile.device).free_bytes
+    return free if free is not None else free_memory(profile.device if profile.device.startswith("cuda") else "cpu")
 
 
 def ranking(profile: Profile, free: "Free") -> Ranking:
@@ -45,12 +40,12 @@ def ranking(profile: Profile, free: "Free") -> Ranking:
     return rank(needs, bound.free_bytes, binding=bound.name, passed_over=over)
 
 
-def _fits(m: ModeProfile, profile: Profile, free: "Free") -> tuple[bool, int, int]:
-    """(fits, bytes short, bytes free) for ``m`` against ``free`` with auto's safety margin."""
-    have = _have(profile, free)
+def _fits(m: ModeProfile, profile: Profile, free: "Free") -> tuple[bool, int]:
+    """(fits, bytes short) for ``m`` against ``free`` of the memory that binds, with auto's safety margin."""
+    have = free.binding(profile.device).free_bytes
     if m.stepped_down_to or m.failed:
-        return False, m.peak_bytes, have
-    return fits(m.peak_bytes, have), max(0, m.peak_bytes - usable_bytes(have)), have
+        return False, m.peak_bytes
+    return fits(m.peak_bytes, have), max(0, m.peak_bytes - usable_bytes(have))
 
 
 def _secs(x: float | None) -> str:
@@ -59,23 +54,17 @@ def _secs(x: float | None) -> str:
 
 @dataclass(frozen=True)
 class FilesHere:
-    """The registry files each choice the report rates loads that the models folder lacks now
-    (missing or corrupt): per measured mode, and per (task, mode) of the task rows. Empty tuples
-    where everything is here."""
+    """The registry files the models folder lacks now (missing or corrupt), per measured mode and per
+    (task, mode) row; empty where everything is here."""
 
     modes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     tasks: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
 
 
 def files_here(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> FilesHere:
-    """What each mode and task row of ``profile`` lacks in the models folder now: the files the
-    weights panel and the engine's failure name (:func:`gpen_core.weights.missing.mode_files`),
-    checked against ``weights.status()`` (a corrupt file counts as missing). The measurement may
+    """What each mode and task row of ``profile`` lacks in the models folder now (the files
+    :func:`gpen_core.weights.missing.mode_files` names; a corrupt one counts as missing). The measurement may
     have run with random weights in their place: it tells what fits, not what runs."""
-    from gpen_core.modes import TASKS
-    from gpen_core.weights import lookup
-    from gpen_core.weights.missing import mode_files, unusable
-
     bad = unusable(lookup.status(models_dir))
 
     def lacking(names: Sequence[str]) -> tuple[str, ...]:
@@ -88,10 +77,8 @@ def files_here(profile: Profile, models_dir: str | os.PathLike[str] | None = Non
 
 
 def enable_text(names: Sequence[str]) -> str:
-    """'' when ``names`` is empty; else the files (registry name, file name, size, as the failure
-    message words them) and the one command that fetches them all."""
-    from gpen_core.weights.missing import download_command, files_text
-
+    """'' when ``names`` is empty; else the files (as the failure message words them) and the one command
+    that fetches them all."""
     return f"missing {files_text(names)}: `{download_command(names)}`" if names else ""
 
 
@@ -112,12 +99,10 @@ def machine_line(profile: Profile) -> str:
 def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = True, files: FilesHere | None = None) -> str:
     """The markdown table people pass around: mode × peak RAM × peak VRAM × s/face × fits? × files here?
 
-    Peaks are above the idle process, worst of the standard workloads (a 12 MP photo
-    included). ``fits`` compares each mode's peak on the binding memory with what is
-    free (``free`` or now) less auto's safety margin; ``fits=False`` leaves that
-    column out (for the README, where the reader's machine decides). ``files``
-    (:func:`files_here`): add a column naming each mode's missing files and the download
-    that enables it (None: leave it out, as for the README).
+    Peaks are above the idle process, worst of the standard workloads. ``fits``: a column comparing each
+    peak on the binding memory with what is free (``free`` or now) less auto's safety margin (False for the
+    README, where the reader's machine decides). ``files`` (:func:`files_here`): a column naming each mode's
+    missing files and the download that enables it.
     """
     free = _free_now(profile, free) if fits else None
     head = ["mode", "model", "dtype", "peak RAM", "peak VRAM (alloc / reserved)", "s / face", "total s", "weights"]
@@ -126,19 +111,17 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
     if files is not None:
         head.append("files here?")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name in MODES:
-        m = profile.modes.get(name)
-        if m is None:
-            continue
+    for name in (n for n in MODES if n in profile.modes):
+        m = profile.modes[name]
         vram = "n/a" if m.peak_vram_bytes is None else f"{format_bytes(m.peak_vram_bytes)} / {format_bytes(m.peak_vram_reserved_bytes)}"
-        w = weights_cell(m)
-        row = [f"`{m.mode}`", m.model, m.dtype, format_bytes(m.peak_ram_bytes), vram, _secs(m.seconds_per_face), f"{m.total_s:.1f}", w]
+        row = [f"`{m.mode}`", m.model, m.dtype, format_bytes(m.peak_ram_bytes), vram, _secs(m.seconds_per_face),
+               f"{m.total_s:.1f}", weights_cell(m)]
         if m.stepped_down_to:
             row[3] = row[4] = f"not measured (ran {m.stepped_down_to})"
         elif m.failed:
             row[3 if profile.binding == "RAM" else 4] = f"more than {format_bytes(m.peak_bytes)} (out of memory)"
         if free is not None:
-            ok, short, have = _fits(m, profile, free)
+            ok, short = _fits(m, profile, free)
             row.append("yes" if ok else f"no ({format_bytes(short)} short)")
         if files is not None:
             lacking = files.modes.get(name, ())
@@ -150,8 +133,6 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
 def _task_cell(t: TaskRow, profile: Profile, free: "Free | None", files: FilesHere | None) -> str:
     """One (task, mode) of :func:`tasks_table`: peak · seconds per face · dtype (· fits) (· what is
     missing here), or why not."""
-    from gpen_core.modes import TASKS
-
     if t.refused is not None:  # what the engine answered (task_rows.refusal); the modes it names are TASKS'
         return f"refused: use {', '.join(TASKS[t.task].modes)} or auto"
     if t.failed is not None:
@@ -162,18 +143,15 @@ def _task_cell(t: TaskRow, profile: Profile, free: "Free | None", files: FilesHe
     if t.peak_vram_reserved_bytes is not None:
         peak = f"{format_bytes(t.peak_vram_reserved_bytes)} VRAM, {peak} RAM"
     cell = f"{peak} · {_secs(t.seconds_per_face)} s/face · {t.dtype}" + (" · OpenVINO" if t.backend == "openvino" else "")
-    have = _have(profile, free) if free is not None else None
-    if have is not None:
-        cell += " · fits" if fits(t.peak_bytes, have) else " · does not fit now"
+    if free is not None:
+        cell += " · fits" if fits(t.peak_bytes, free.binding(profile.device).free_bytes) else " · does not fit now"
     lacking = files.tasks.get((t.task, t.mode), ()) if files is not None else ()
     return cell + (f" · {enable_text(lacking)}" if lacking else "")
 
 
 def tasks_table(profile: Profile, free: "Free | None" = None, *, fits: bool = True, files: FilesHere | None = None) -> str:
-    """GPEN's other tasks per mode, one row per task (its generator and workload), one column per mode;
-    "" when the check measured none. ``fits``: also say whether each fits what is free (``free`` or
-    now, less auto's safety margin); False for the README, where the reader's machine decides.
-    ``files`` (:func:`files_here`): also name what each lacks here and the download that enables it."""
+    """GPEN's other tasks, one row per task (its generator and workload), one column per mode; "" when the
+    check measured none. ``fits`` and ``files`` as in :func:`format_table`."""
     if not profile.tasks:
         return ""
     free = _free_now(profile, free) if fits else None
@@ -188,13 +166,8 @@ def tasks_table(profile: Profile, free: "Free | None" = None, *, fits: bool = Tr
 
 
 def weights_cell(m: ModeProfile) -> str:
-    """What the mode's networks ran with: the generator, and the detector when it ran random.
-
-    A generator file is "the file" (not "real"): without a published checksum a checkpoint
-    of that name with random weights loads the same way, so the check cannot tell.
-    """
-    from gpen_core.weights.registry import REGISTRY
-
+    """What the mode's networks ran with: the generator, and the detector when it ran random. A generator
+    file is "the file", not "real": without a published checksum random weights under that name load the same."""
     if m.weights == "synthetic":
         gen = SYNTHETIC_NOTE
     else:
@@ -212,26 +185,22 @@ def chart_rows(profile: Profile) -> list[dict[str, Any]]:
     """One dict per measured mode for a bar chart: ``mode``, ``peak RAM MB``, ``peak VRAM MB``
     (reserved; None without CUDA). Megabytes are decimal, as in the tables."""
     rows = []
-    for name in MODES:
-        m = profile.modes.get(name)
-        if m is None:
-            continue
+    for name in (n for n in MODES if n in profile.modes):
+        m = profile.modes[name]
         v = m.peak_vram_reserved_bytes if m.peak_vram_reserved_bytes is not None else m.peak_vram_bytes
-        rows.append({"mode": name, "peak RAM MB": round(m.peak_ram_bytes / 1e6, 1), "peak VRAM MB": None if v is None else round(v / 1e6, 1)})
+        rows.append({"mode": name, "peak RAM MB": round(m.peak_ram_bytes / 1e6, 1),
+                     "peak VRAM MB": None if v is None else round(v / 1e6, 1)})
     return rows
 
 
 def recommendation(profile: Profile, free: "Free | None" = None, files: FilesHere | None = None) -> str:
-    """Which mode to use on this machine and what the next better one lacks, in one or two sentences.
-
-    Same rule as ``auto``: the highest-ranked mode that pastes faces back and whose
-    measured peak fits the free memory (``free`` or now) less the safety margin. ``files``
-    (:func:`files_here`): when that mode's files are not all here, name them, the download
-    that enables it, and what ``auto`` runs until then.
-    """
+    """Which mode to use here and what the next better one lacks, in one or two sentences: as ``auto``, the
+    highest-ranked pasting mode whose measured peak fits the free memory (``free`` or now) less the safety
+    margin. ``files`` (:func:`files_here`): when its files are not all here, name them, the download that
+    enables it, and what ``auto`` runs until then."""
     free = _free_now(profile, free)
-    where = free.binding(profile.device).name
-    have = _have(profile, free)
+    bound = free.binding(profile.device)
+    where, have = bound.name, bound.free_bytes
     ranked = ranking(profile, free)
     if not ranked.modes:
         return "no pasting mode was measured: run the check with low, balanced or quality"
@@ -290,22 +259,17 @@ def _timing_cells(r: BackendSpeed | NetworkSpeed) -> list[str]:
     return [_fine(r.torch_s), ov, faster, conv]
 
 
-def _backend_row(r: BackendSpeed) -> str:
-    cells = [f"{r.size} px", r.dtype, ", ".join(f"`{m}`" for m in r.modes), *_timing_cells(r),
-             _WEIGHTS.get(r.weights, r.weights), "yes" if r.recorded else "no"]
-    return "| " + " | ".join(cells) + " |"
-
-
 def network_label(network: str) -> str:
     """"parsenet" → "ParseNet", "retinaface-resnet50" → "RetinaFace resnet50" (the speed file's names, for people)."""
     return "ParseNet" if network == "parsenet" else network.replace("retinaface-", "RetinaFace ")
 
 
-def _network_row(r: NetworkSpeed) -> str:
-    size = f"{r.size} px" if r.network == "parsenet" else f"{r.size} px (longest side)"
-    cells = [network_label(r.network), size, r.dtype, *_timing_cells(r), _WEIGHTS.get(r.weights, r.weights),
-             "yes" if r.recorded else "no"]
-    return "| " + " | ".join(cells) + " |"
+def _timing_table(first: list[str], unit: str, rows: list[tuple[list[str], BackendSpeed | NetworkSpeed]]) -> list[str]:
+    """A Markdown table: each row's ``first`` cells, then its timings (seconds per ``unit``), weights, recorded."""
+    head = [*first, f"torch s / {unit}", f"OpenVINO s / {unit}", "faster", "OpenVINO conversion", "weights", "recorded"]
+    lines = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return lines + ["| " + " | ".join([*cells, *_timing_cells(r), _WEIGHTS.get(r.weights, r.weights),
+                                       "yes" if r.recorded else "no"]) + " |" for cells, r in rows]
 
 
 def auto_backends(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> dict[str, "BackendChoice"]:
@@ -319,12 +283,8 @@ def auto_backends(profile: Profile, models_dir: str | os.PathLike[str] | None = 
         return {m: BackendChoice("torch", "GPU: torch") for m in profile.modes}
     if b is None:
         return {}
-    from gpen_core.modes import MODES as ALL
-
-    out = {}
-    for mode, (size, dtype) in b.uses.items():
-        out[mode] = ov_backend.choose_mode_backend(ALL[mode], "auto", size, dtype, models_dir=models_dir, device="cpu")
-    return out
+    return {mode: ov_backend.choose_mode_backend(MODES[mode], "auto", size, dtype, models_dir=models_dir, device="cpu")
+            for mode, (size, dtype) in b.uses.items()}
 
 
 def auto_networks(
@@ -333,7 +293,6 @@ def auto_networks(
     """(network, input size, dtype) → (backend, why, modes) that ``--backend auto`` picks now for the parser
     and detector of this profile's modes (as :mod:`gpen_core.engine.model_cache` asks; empty on a GPU check)."""
     from gpen_core.runtimes.openvino import generator as ov_backend
-    from gpen_core.modes import MODES as ALL
     from gpen_core.runtimes.openvino.detector import DETECT_SIDE
     from gpen_core.faces.parse import choose_parse_dtype
 
@@ -341,7 +300,7 @@ def auto_networks(
         return {}
     uses: dict[tuple[str, int, str], list[str]] = {}
     for name in profile.modes:
-        m = ALL[name]
+        m = MODES[name]
         if m.paste and m.parsing:
             uses.setdefault(("parsenet", m.parse_input, choose_parse_dtype("cpu", m.cpu_dtype)), []).append(name)
         uses.setdefault((f"retinaface-{m.detector}", DETECT_SIDE, "float32"), []).append(name)
@@ -350,7 +309,7 @@ def auto_networks(
         choice = ov_backend.choose_backend("auto", k[1], k[2], network=k[0], models_dir=models_dir, device="cpu")
         be, why = choice.runtime, choice.why
         if be == "openvino":  # a mode that loads no OpenVINO runtime under auto keeps torch (its generator line says why)
-            ms = [m for m in ms if ALL[m].auto_openvino]
+            ms = [m for m in ms if MODES[m].auto_openvino]
             if not ms:
                 continue
         out[k] = (be, why if k[0] == "parsenet" else why.replace(" per face", " per detection"), tuple(ms))
@@ -370,16 +329,15 @@ def backends_section(profile: Profile, models_dir: str | os.PathLike[str] | None
     if b.rows:
         if b.skipped:
             lines.append("Earlier measurements on this machine (" + ", ".join(sorted({r.measured_at for r in b.rows})) + "):")
-        head = ["face", "dtype", "modes", "torch s / face", "OpenVINO s / face", "faster", "OpenVINO conversion", "weights", "recorded"]
-        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        lines += [_backend_row(r) for r in b.rows]
+        lines += _timing_table(["face", "dtype", "modes"], "face",
+                               [([f"{r.size} px", r.dtype, ", ".join(f"`{m}`" for m in r.modes)], r) for r in b.rows])
         lines += [""] + [f"- {r.size} px {r.dtype}: {r.note}" for r in b.rows if r.note]
     if b.networks:
         lines += ["", "**Parser and detectors** (seconds per call: ParseNet one face's mask, RetinaFace one detection "
                   "on a photo of that longest side; timed the same way)"]
-        head = ["network", "input", "dtype", "torch s / call", "OpenVINO s / call", "faster", "OpenVINO conversion", "weights", "recorded"]
-        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        lines += [_network_row(r) for r in b.networks]
+        rows = [([network_label(r.network), f"{r.size} px" + ("" if r.network == "parsenet" else " (longest side)"),
+                  r.dtype], r) for r in b.networks]
+        lines += _timing_table(["network", "input", "dtype"], "call", rows)
         lines += [""] + [f"- {network_label(r.network)} {r.size} px {r.dtype}: {r.note}" for r in b.networks if r.note]
     if b.speed_file and (b.rows or b.networks):
         lines.append(f"Recorded in {b.speed_file} (read by `--backend auto`).")

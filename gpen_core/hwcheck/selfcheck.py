@@ -1,29 +1,21 @@
 """Does every network of every mode live, and run, on the device you ask for?
 
-``python -m gpen_core selfcheck --device cuda`` (:mod:`gpen_core.cli`) answers "does my GPU set-up work?"
-before a real photo does; CI runs it on ``meta`` (shapes, dtypes and device mixes,
-no arithmetic) to find placement bugs on machines without a GPU.
-
-For each network (the generator in every dtype the modes use, both RetinaFace
-detectors, the parsers, the upscaler) it
-
-1. builds it the way a request does (weights on the CPU first, then moved or
-   prepared for the device) with synthetic weights of the exact architecture;
-2. checks statically that every parameter, buffer and plain tensor attribute is
-   on the device (``F.conv2d`` does not complain about a CPU weight with a
-   ``meta`` input, so running the forward alone would miss it);
-3. runs one forward under a dispatch-level watch that names the first operation
-   mixing tensors of two devices, then checks the output's shape, dtype and device
-   (and on a real device that it is finite).
-
-On ``meta`` a forward stops at its first copy to the host (meta tensors have no
-data); everything up to there has run and been watched, which is all the
-device-dependent work.
+``python -m gpen_core selfcheck --device cuda`` answers "does my GPU set-up work?" before a real photo does;
+CI runs it on ``meta`` (shapes, dtypes and device mixes, no arithmetic) to find placement bugs without a GPU.
+Each network (the generator in every dtype the modes use, both RetinaFace detectors, the parsers, the
+upscaler) is built as a request builds it (on the CPU, then moved or prepared for the device) with synthetic
+weights of the exact architecture; every parameter, buffer and plain tensor attribute is checked to be on the
+device (``F.conv2d`` does not complain about a CPU weight with a ``meta`` input, so a forward alone would
+miss it); then one forward runs under a dispatch-level watch that names the first operation mixing two
+devices, and its output is checked. On ``meta`` a forward stops at its first copy to the host (meta tensors
+have no data), after all the device-dependent work.
 """
 
 from __future__ import annotations
 
+import functools
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,6 +28,15 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpen_core.errors import InputError
+from gpen_core.modes import MODES
+from gpen_core.networks import parsenet, upscaler
+from gpen_core.networks.arch import GPEN, make_kernel
+from gpen_core.networks.checkpoint import build_from_state_dict
+from gpen_core.networks.plan import ForwardPlan, choose_plan, cuda_native_bf16
+from gpen_core.networks.prepared import prepare
+from gpen_core.networks.synthetic import random_generator
+from gpen_core.upscale import tiles
+from gpen_core.weights.lookup import REGISTRY
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,6 @@ class SelfCheckReport:
         return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- device
-
-
 def resolve_device(device: str | torch.device) -> torch.device:
     """``torch.device`` with a CUDA index filled in; InputError with the fix when it cannot run here."""
     try:
@@ -111,16 +109,11 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 
 def _same(a: torch.device, b: torch.device) -> bool:
-    if a.type != b.type:
-        return False
-    if a.type != "cuda":
-        return True
-    ai = torch.cuda.current_device() if a.index is None else a.index
-    bi = torch.cuda.current_device() if b.index is None else b.index
-    return ai == bi
-
-
-# --------------------------------------------------------------------------- static check
+    """Whether ``a`` and ``b`` are one device (a CUDA device without an index is the current one)."""
+    if a.type != b.type or a.type != "cuda":
+        return a.type == b.type
+    current = torch.cuda.current_device()
+    return (current if a.index is None else a.index) == (current if b.index is None else b.index)
 
 
 def named_tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, str, torch.Tensor]]:
@@ -157,13 +150,7 @@ def misplaced(obj: Any, device: torch.device) -> list[str]:
     ]
 
 
-# --------------------------------------------------------------------------- forward watch
-
 _TRANSFERS = ("aten.to.", "aten._to_copy.", "aten.copy_.", "aten._copy_from.", "aten._copy_from_and_resize.")
-
-
-def _is_transfer(op: str) -> bool:
-    return op.startswith(_TRANSFERS)
 
 
 class DeviceMixWatch(TorchDispatchMode):
@@ -178,13 +165,11 @@ class DeviceMixWatch(TorchDispatchMode):
         self.names = names or {}
         self.problem: str | None = None
         self.last_op = ""
-        self.ops = 0  # aten ops seen (a meta forward that stops early shows in this count)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         self.last_op = str(func)
-        self.ops += 1
-        if self.problem is None and not _is_transfer(self.last_op):
+        if self.problem is None and not self.last_op.startswith(_TRANSFERS):
             tensors = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor) and a.dim() > 0]
             devices = {str(t.device) for t in tensors}
             if len(devices) > 1:
@@ -195,9 +180,7 @@ class DeviceMixWatch(TorchDispatchMode):
 
 
 def _odd_one_out(tensors: list[torch.Tensor]) -> torch.Tensor:
-    counts: dict[str, int] = {}
-    for t in tensors:
-        counts[str(t.device)] = counts.get(str(t.device), 0) + 1
+    counts = Counter(str(t.device) for t in tensors)
     # The input decides the device; a lone weight elsewhere is the culprit. Prefer a named CPU one.
     rare = min(counts, key=lambda d: (counts[d], d != "cpu"))
     return next(t for t in tensors if str(t.device) == rare)
@@ -205,12 +188,7 @@ def _odd_one_out(tensors: list[torch.Tensor]) -> torch.Tensor:
 
 def _host_copy_of_meta(exc: BaseException, watch: DeviceMixWatch, device: torch.device) -> bool:
     """True when a meta forward stopped where it is meant to: its first copy of data to the host."""
-    if device.type != "meta":
-        return False
-    return "copy out of meta tensor" in str(exc) and _is_transfer(watch.last_op)
-
-
-# --------------------------------------------------------------------------- the networks
+    return device.type == "meta" and "copy out of meta tensor" in str(exc) and watch.last_op.startswith(_TRANSFERS)
 
 
 @dataclass(frozen=True)
@@ -224,9 +202,6 @@ class _Target:
 
 
 def _generator_targets(device: torch.device) -> list[_Target]:
-    from gpen_core.modes import MODES
-    from gpen_core.networks.plan import cuda_native_bf16
-
     # Which (size model, dtype) pairs the modes run on this kind of device. meta stands for
     # both: every dtype is built, so one CI run covers the CPU and the CUDA paths.
     pairs: dict[tuple[str, str], None] = {}
@@ -239,61 +214,30 @@ def _generator_targets(device: torch.device) -> list[_Target]:
     for dt in ("float32", "bfloat16", "float16"):
         if device.type == "meta" or (device.type == "cuda" and (dt != "bfloat16" or cuda_native_bf16(device))):
             pairs[("GPEN-BFR-512", dt)] = None
-    targets = []
-    for model, dt in sorted(pairs, key=lambda p: (p[0], ("float32", "bfloat16", "float16").index(p[1]))):
-        targets.append(
-            _Target(
-                network=f"generator {model}",
-                path="gpen_core.networks.fast.FastGPEN",
-                dtype=dt,
-                build=lambda dev, model=model, dt=dt: _build_generator(model, dt, dev),
-                forward=_generator_forward,
-                expect=_generator_expect,
-            )
-        )
-    return targets
+    return [_Target(f"generator {model}", "gpen_core.networks.fast.FastGPEN", dt,
+                    lambda dev, model=model, dt=dt: _build_generator(model, dt, dev), _generator_forward,
+                    _float32_output)
+            for model, dt in sorted(pairs, key=lambda p: (p[0], ("float32", "bfloat16", "float16").index(p[1])))]
 
 
-_CPU_MODELS: dict[tuple[str, bool], Any] = {}
-
-
+@functools.cache
 def _cpu_generator(model: str, random_values: bool) -> Any:
-    """The CPU model a request loads before :func:`gpen_core.networks.prepared.prepare` (cached for this run).
-
-    On meta the values never matter, so zeros stand in for the random weights (much
-    quicker to make); the architecture and every tensor's shape are the real ones.
-    """
-    key = (model, random_values)
-    if key not in _CPU_MODELS:
-        from gpen_core.networks.arch import GPEN, make_kernel
-        from gpen_core.networks.checkpoint import build_from_state_dict
-        from gpen_core.networks.synthetic import random_generator
-        from gpen_core.weights.lookup import REGISTRY
-
-        cfg = REGISTRY[model].arch
-        if random_values:
-            _CPU_MODELS[key] = random_generator(cfg)
-        else:
-            with torch.device("meta"):
-                shapes = GPEN(cfg).state_dict()
-            base = make_kernel([1, 3, 3, 1])
-            sd = {
-                k: ((base * 4 if k.startswith("generator.") else base.clone()) if k.endswith(".kernel") else torch.zeros(v.shape))
-                for k, v in shapes.items()
-            }
-            _CPU_MODELS[key] = build_from_state_dict(sd)
-    return _CPU_MODELS[key]
+    """The CPU model a request loads before :func:`gpen_core.networks.prepared.prepare` (cached for one run).
+    On meta the values never matter: zeros stand in for random weights (much quicker to make), in the real shapes."""
+    cfg = REGISTRY[model].arch
+    if random_values:
+        return random_generator(cfg)
+    with torch.device("meta"):
+        shapes = GPEN(cfg).state_dict()
+    base = make_kernel([1, 3, 3, 1])
+    kernel = {k: base * 4 if k.startswith("generator.") else base.clone() for k in shapes if k.endswith(".kernel")}
+    return build_from_state_dict({k: kernel[k] if k in kernel else torch.zeros(v.shape) for k, v in shapes.items()})
 
 
 def _build_generator(model: str, dtype: str, device: torch.device) -> Any:
-    from gpen_core.networks.prepared import prepare
-    from gpen_core.networks.plan import ForwardPlan, choose_plan
-
-    if device.type == "meta":
-        plan = ForwardPlan(device="meta", dtype=dtype)  # type: ignore[arg-type]
-    else:
-        plan, _ = choose_plan(str(device), dtype)
-    return prepare(_cpu_generator(model, random_values=device.type != "meta"), plan)
+    meta = device.type == "meta"
+    plan = ForwardPlan(device="meta", dtype=dtype) if meta else choose_plan(str(device), dtype)[0]  # type: ignore
+    return prepare(_cpu_generator(model, random_values=not meta), plan)
 
 
 def _generator_forward(forward: Any, device: torch.device) -> Any:
@@ -302,117 +246,80 @@ def _generator_forward(forward: Any, device: torch.device) -> Any:
     return forward(x)
 
 
-def _generator_expect(y: Any, device: torch.device) -> str | None:
-    return _expect_tensor(y, device, None, torch.float32)
-
-
-def _expect_tensor(y: Any, device: torch.device, shape: tuple[int, ...] | None, dtype: torch.dtype | None) -> str | None:
+def _float32_output(y: Any, device: torch.device) -> str | None:
+    """What is wrong with a network's output (a float32 tensor on ``device``, finite off meta), or None."""
     if not isinstance(y, torch.Tensor):
         return f"the forward returned {type(y).__name__}, not a tensor"
     if not _same(y.device, device):
         return f"the output is on {y.device}, expected {device}"
-    if shape is not None and tuple(y.shape) != shape:
-        return f"the output has shape {tuple(y.shape)}, expected {shape}"
-    if dtype is not None and y.dtype != dtype:
-        return f"the output is {y.dtype}, expected {dtype}"
+    if y.dtype != torch.float32:
+        return f"the output is {y.dtype}, expected {torch.float32}"
     if device.type != "meta" and not bool(torch.isfinite(y).all()):
         return "the output has inf or NaN values"
     return None
 
 
 def _detector_targets() -> list[_Target]:
-    targets = []
-    for network, weights in (("mobilenet0.25", "retinaface-mobilenet0.25"), ("resnet50", "retinaface-resnet50")):
+    def build(dev: torch.device, network: str) -> Any:
+        from gpen_core.faces.detect import FaceDetector
 
-        def build(dev: torch.device, network: str = network) -> Any:
-            from gpen_core.faces.detect import FaceDetector
+        return FaceDetector(None, network, device=dev)  # type: ignore[arg-type]
 
-            return FaceDetector(None, network, device=dev)  # type: ignore[arg-type]
+    def forward(det: Any, dev: torch.device) -> Any:
+        rgb = np.random.default_rng(0).integers(0, 256, (240, 320, 3), dtype=np.uint8)
+        return det.detect(rgb, threshold=0.5, max_side=320)
 
-        def forward(det: Any, dev: torch.device) -> Any:
-            rgb = np.random.default_rng(0).integers(0, 256, (240, 320, 3), dtype=np.uint8)
-            return det.detect(rgb, threshold=0.5, max_side=320)
+    def expect(out: Any, dev: torch.device) -> str | None:
+        return None if isinstance(out, list) else f"detect returned {type(out).__name__}"
 
-        targets.append(_Target(f"detector {weights}", "gpen_core.faces.detect.FaceDetector", "float32", build, forward,
-                               lambda out, dev: None if isinstance(out, list) else f"detect returned {type(out).__name__}"))
-    return targets
+    return [_Target(f"detector retinaface-{network}", "gpen_core.faces.detect.FaceDetector", "float32",
+                    lambda dev, network=network: build(dev, network), forward, expect)
+            for network in ("mobilenet0.25", "resnet50")]
 
 
 def _parser_targets() -> list[_Target]:
-    targets = []
-    try:
-        from gpen_core.faces import parse  # noqa: F401
-    except ImportError:
-        pass
-    else:
+    def build_masker(dev: torch.device) -> Any:
+        from facexlib.parsing.parsenet import ParseNet
 
-        def build_masker(dev: torch.device) -> Any:
-            from facexlib.parsing.parsenet import ParseNet
+        from gpen_core.faces.parse import ParsingMasker
 
-            from gpen_core.faces.parse import ParsingMasker
+        # The real loading path: a weights file read on the CPU, then moved.
+        net = ParseNet(in_size=512, out_size=512, parsing_ch=19)
+        with tempfile.TemporaryDirectory(prefix="gpen-selfcheck-") as tmp:
+            path = Path(tmp) / "parsing_parsenet.pth"
+            torch.save(net.state_dict(), path)
+            del net
+            return ParsingMasker(path, device=dev)
 
-            # The real loading path: a weights file read on the CPU, then moved.
-            net = ParseNet(in_size=512, out_size=512, parsing_ch=19)
-            with tempfile.TemporaryDirectory(prefix="gpen-selfcheck-") as tmp:
-                path = Path(tmp) / "parsing_parsenet.pth"
-                torch.save(net.state_dict(), path)
-                del net
-                return ParsingMasker(path, device=dev)
+    def masker_expect(out: Any, dev: torch.device) -> str | None:
+        if not (isinstance(out, np.ndarray) and out.shape == (512, 512)):
+            return f"the mask is {getattr(out, 'shape', type(out).__name__)}, expected 512×512"
+        return None
 
-        def masker_forward(masker: Any, dev: torch.device) -> Any:
-            return masker(np.full((512, 512, 3), 128, np.uint8))
-
-        def masker_expect(out: Any, dev: torch.device) -> str | None:
-            if not (isinstance(out, np.ndarray) and out.shape == (512, 512)):
-                return f"the mask is {getattr(out, 'shape', type(out).__name__)}, expected 512×512"
-            return None
-
-        targets.append(_Target("parser parsenet (facexlib)", "gpen_core.faces.parse.ParsingMasker", "float32", build_masker,
-                               masker_forward, masker_expect))
-    try:
-        from gpen_core.networks import parsenet
-    except ImportError:
-        return targets
-    if hasattr(parsenet, "FaceParser") and hasattr(parsenet, "ParseNet"):
-
-        def build_gpen_parser(dev: torch.device) -> Any:
-            return parsenet.FaceParser(parsenet.ParseNet().eval(), device=dev)
-
-        def gpen_parser_forward(p: Any, dev: torch.device) -> Any:
-            return p.logits(np.full((512, 512, 3), 128, np.uint8))
-
-        targets.append(_Target("parser ParseNet (GPEN)", "gpen_core.networks.parsenet.FaceParser", "float32", build_gpen_parser,
-                               gpen_parser_forward, lambda out, dev: _expect_tensor(out, dev, None, torch.float32)))
-    return targets
+    grey = np.full((512, 512, 3), 128, np.uint8)
+    return [
+        _Target("parser parsenet (facexlib)", "gpen_core.faces.parse.ParsingMasker", "float32", build_masker,
+                lambda masker, dev: masker(grey), masker_expect),
+        _Target("parser ParseNet (GPEN)", "gpen_core.networks.parsenet.FaceParser", "float32",
+                lambda dev: parsenet.FaceParser(parsenet.ParseNet().eval(), device=dev),
+                lambda parser, dev: parser.logits(grey), _float32_output),
+    ]
 
 
 def _upscaler_targets() -> list[_Target]:
-    try:
-        from gpen_core.upscale import tiles
-        from gpen_core.networks import upscaler
-    except ImportError:  # the upscaler is optional; nothing to check without it
-        return []
-
-    def build(dev: torch.device) -> Any:
-        # As load_upscaler: built on the CPU, then moved.
-        return upscaler.random_upscaler(upscaler.UpscalerConfig()).to(dev)
-
-    def forward(net: Any, dev: torch.device) -> Any:
-        return tiles.run_tiles(np.full((32, 32, 3), 128, np.uint8), net, tile=0)
-
     def expect(out: Any, dev: torch.device) -> str | None:
         img = getattr(out, "image", None)
         return None if isinstance(img, np.ndarray) and img.shape == (64, 64, 3) else "the upscaled image has the wrong shape"
 
-    return [_Target("upscaler RealESRNet x2", "gpen_core.upscale.tiles.run_tiles", "float32", build, forward, expect)]
+    # Built as load_upscaler builds it: on the CPU, then moved.
+    return [_Target("upscaler RealESRNet x2", "gpen_core.upscale.tiles.run_tiles", "float32",
+                    lambda dev: upscaler.random_upscaler(upscaler.UpscalerConfig()).to(dev),
+                    lambda net, dev: tiles.run_tiles(np.full((32, 32, 3), 128, np.uint8), net, tile=0), expect)]
 
 
 def targets(device: torch.device) -> list[_Target]:
     """Every network every mode can build, for ``device``."""
     return [*_generator_targets(device), *_detector_targets(), *_parser_targets(), *_upscaler_targets()]
-
-
-# --------------------------------------------------------------------------- run
 
 
 def check_one(target: _Target, device: torch.device) -> Check:
@@ -462,5 +369,5 @@ def run_selfcheck(device: str | torch.device = "cpu", progress: Callable[[str], 
                 progress(f"{t.network} ({t.dtype})")
             checks.append(check_one(t, dev))
     finally:
-        _CPU_MODELS.clear()
+        _cpu_generator.cache_clear()
     return SelfCheckReport(str(dev), tuple(checks))

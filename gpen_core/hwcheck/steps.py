@@ -1,13 +1,9 @@
 """The hardware check's steps, and the time it has left from this machine's own first step.
 
-The check is a known list of steps: each generator, parser and detector the backend comparison
-times (:mod:`.backends`), then each mode, then each task row (:mod:`.task_rows`). Their times
-differ tenfold (a mode in 12 s, the 512 px parser's comparison in 120 s) and the backends come
-first, so neither a fixed guess nor the mean of the steps so far tells the time: each step's
-:data:`REFERENCE_S` is scaled by what the finished steps took against theirs
-(:meth:`gpen_core.hwcheck.eta.Eta.scale`). After the first step (the 256 px generator, ~15 s)
-the whole check's time follows this machine's speed and its load at the time; each later step
-refines it.
+The check is a known list of steps: each network the backend comparison times (:mod:`.backends`), then each
+mode, then each task row (:mod:`.task_rows`). Their times differ tenfold and the backends come first, so
+each step's :data:`REFERENCE_S` is scaled by what the finished steps took against theirs
+(:meth:`gpen_core.hwcheck.eta.Eta.scale`): after the first step (~15 s) the estimate follows this machine.
 """
 
 from __future__ import annotations
@@ -17,13 +13,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gpen_core.hwcheck.eta import Eta, left_text
 from gpen_core.progress import Progress
 
-# Seconds each step takes in a typical first check on the project's Intel Xeon with AMX (2 cores
-# shared with other work, load average 4 to 18; a fresh models folder, so every OpenVINO conversion
-# is made): each step's share of its run's total, the mean over five runs, times their mean total
-# (654 s) (docs/performance.md, "How long the hardware check takes"). Only the ratios count. The
-# task rows are per (task, mode); ":warm": the row first converts its generator in a run of its own.
+# Seconds each step takes in a typical first check on the Intel Xeon with AMX (2 shared cores, a fresh models
+# folder): the mean share over five runs times their mean total (docs/performance.md, "How long the hardware
+# check takes"). Only the ratios count. Task rows are per (task, mode); ":warm": it converts first, unmeasured.
 REFERENCE_S: dict[str, float] = {
     "generator:256:float32": 19.1,
     "generator:512:bfloat16": 38.4,
@@ -46,10 +41,8 @@ REFERENCE_S: dict[str, float] = {
     "seg2face:balanced": 5.9,
     "seg2face:quality": 8.9,
 }
-# Of each backend step above, the OpenVINO conversion (the report's "OpenVINO conversion" column, in
-# the same units): a step whose network this models folder already has a speed record for was
-# converted by an earlier check here and loads from the cache, so it takes its reference less this
-# (kind ":cached").
+# Of each backend step above, the OpenVINO conversion: a network this models folder has a speed record for
+# was converted by an earlier check and loads from the cache (kind ":cached": its reference less this).
 CONVERT_S: dict[str, float] = {
     "generator:256:float32": 7.0,
     "generator:512:bfloat16": 15.8,
@@ -85,8 +78,6 @@ class Steps:
 
     def __init__(self, kinds: Sequence[str], first: int, report: Progress,
                  reference: Mapping[str, float] = REFERENCE, clock: Callable[[], float] = time.monotonic) -> None:
-        from gpen_core.hwcheck.eta import Eta
-
         self.first = first  # the backend comparison's steps, before the modes'
         self.total = max(1, len(kinds))
         self.report = report
@@ -94,8 +85,6 @@ class Steps:
 
     def say(self, units: float, text: str) -> None:
         """``units``: steps done, the running one's fraction included (2.5: halfway through the third)."""
-        from gpen_core.hwcheck.eta import left_text
-
         eta = self.eta
         if not eta.started:
             eta.start()

@@ -1,35 +1,34 @@
 """The hardware check's rows for GPEN's other tasks (colorize, inpaint, seg2face), one per (task, mode).
 
-Each (task, mode) the engine has a plan for runs the task's workload
-(:data:`~gpen_core.hwcheck.workloads.TASK_WORKLOADS`) once through a fresh Restorer, in a
-worker process like the modes (:mod:`.runner`): a first request, loading included, the
-task's generator with its real weights when present and random weights of the released
-architecture otherwise (memory and time do not depend on the values). A mode without a plan
-(``low``) is not run: its row records what the engine answers such a request. ``auto``
-reads the rows (:func:`gpen_core.engine.profile_store.measured_task`).
+Each (task, mode) the engine has a plan for runs the task's workload once through a fresh Restorer, in a
+worker process like the modes: a first request, loading included, with the task generator's real weights
+when present, else random weights of the released architecture. A mode without a plan (``low``) is not run:
+its row records what the engine answers. ``auto`` reads the rows (:func:`gpen_core.engine.profile_store.measured_task`).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 from gpen_core.engine.profile_records import TaskRow, jsonable
-from gpen_core.progress import Progress
-from gpen_core.hwcheck.workloads import TASK_WORKLOADS, Workload, generator_source
+from gpen_core.errors import InputError
+from gpen_core.hwcheck.isolated import ModeFailed, run_measure
+from gpen_core.hwcheck.workloads import (
+    TASK_WORKLOADS, Workload, above_idle, build, damage_strokes, fresh_restorer, generator_source, restorer_spec,
+)
 from gpen_core.modes import TASKS, MemoryMode
+from gpen_core.options import RestoreOptions
+from gpen_core.progress import Progress
+from gpen_core.weights.lookup import REGISTRY
 
 WORKER_KIND = "task-row"  # the worker spec's "task" key (the runner's dispatch), not a GPEN task
 
 
 def refusal(task: str, mode: str, aligned: bool = False) -> str | None:
     """What the engine answers a ``task`` request in ``mode`` (its InputError), or None when it runs it."""
-    from gpen_core.errors import InputError
-    from gpen_core.options import RestoreOptions
-
     try:
         RestoreOptions(mode=mode, task=task, aligned=aligned or TASKS[task].aligned_only).validated()
     except InputError as exc:
@@ -46,17 +45,10 @@ def plan(
     workloads: dict[str, Workload] | None = None,
 ) -> tuple[list[dict[str, Any]], list[TaskRow]]:
     """(worker specs to measure, rows already known: the refusals), for every task × ``modes``.
-
-    ``override_paths`` (registry name → checkpoint; tests' tiny networks) replace a task's
-    generator; ``workloads`` (task → workload; tests' small ones) replace
-    :data:`TASK_WORKLOADS`. ``synthetic`` as in :func:`gpen_core.hwcheck.runner.run_profile`: False requires the
-    task generators' files (WeightsError names the missing one).
-    """
-    from gpen_core.weights import lookup as weights
-
+    ``override_paths`` (registry name → checkpoint) replace a task's generator, ``workloads`` (task → workload)
+    :data:`TASK_WORKLOADS`; ``synthetic`` as in :func:`gpen_core.hwcheck.runner.run_profile`."""
     specs: list[dict[str, Any]] = []
     refused: list[TaskRow] = []
-    torch = sys.modules.get("torch")
     warmed: set[str] = set()  # architectures whose OpenVINO conversion a first unmeasured run makes (random
     # weights of one architecture share one conversion: engine.network_loads.load_openvino_generator)
     for name, task in TASKS.items():
@@ -72,16 +64,14 @@ def plan(
             model_opt, kind = generator_source(task.model, override_paths, synthetic, models_dir)
             if task.model in override_paths:
                 notes.append(f"{task.model} replaced by a model-config override")
-            shared = repr(weights.REGISTRY[task.model].arch) if kind == "synthetic" else str(model_opt)
+            shared = repr(REGISTRY[task.model].arch) if kind == "synthetic" else str(model_opt)
             warm = task.model not in override_paths and shared not in warmed and _runs_openvino(task.model, mode, models_dir, device)
             if warm:
                 warmed.add(shared)
             specs.append({
-                "warm": warm,
-                "task": WORKER_KIND, "gpen_task": name, "mode": mode.name, "model": task.model, "model_opt": model_opt,
-                "kind": kind, "workload": asdict(w), "models_dir": None if models_dir is None else str(models_dir),
-                "device": device, "synthetic_restorer": synthetic is not False, "notes": notes,
-                "threads": torch.get_num_threads() if torch is not None else None,
+                "warm": warm, "task": WORKER_KIND, "gpen_task": name, "mode": mode.name, "model": task.model,
+                "model_opt": model_opt, "kind": kind, "workload": asdict(w), "notes": notes,
+                **restorer_spec(models_dir, device, synthetic),
             })
     return specs, refused
 
@@ -92,7 +82,6 @@ def _runs_openvino(model: str, mode: MemoryMode, models_dir: str | os.PathLike[s
     converts it in a run of its own, not measured, before the measured one."""
     from gpen_core.networks.plan import choose_plan
     from gpen_core.runtimes.openvino.generator import choose_backend
-    from gpen_core.weights.lookup import REGISTRY
 
     spec = REGISTRY[model]
     dtype = choose_plan(device, mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype)[0].dtype
@@ -101,40 +90,21 @@ def _runs_openvino(model: str, mode: MemoryMode, models_dir: str | os.PathLike[s
 
 
 def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
-    """Run one (task, mode) spec in this process: its :class:`TaskRow` as a JSON-able dict.
-
-    Zero is this process just before the request (torch imported, the input built), as for the
-    modes. Fixed face boxes stand in for detections (the detector's cost is the modes' rows'
-    business; with synthetic weights the engine still runs its network for the cost).
-    """
-    import torch
-
-    from gpen_core.hwcheck.workloads import idle_usage
-    from gpen_core.hwcheck.workloads import build, damage_strokes
-    from gpen_core.options import RestoreOptions
-    from gpen_core.restorer import Restorer
-
-    if spec.get("threads"):
-        torch.set_num_threads(int(spec["threads"]))
+    """Run one (task, mode) spec in this process: its :class:`TaskRow` as a JSON-able dict. Zero is this
+    process just before the request, as for the modes; fixed face boxes stand in for detections (the
+    detector's cost is the modes' rows' business)."""
     w = Workload(**spec["workload"])
     built = build(w)
     mask = damage_strokes(w) if spec["gpen_task"] == "inpaint" else None
-    restorer = Restorer(models_dir=spec["models_dir"], device=spec["device"], synthetic_weights=spec["synthetic_restorer"])
-    dev = restorer.device
-    if dev.startswith("cuda"):
-        torch.zeros(1, device=dev)  # the CUDA context is the process's
-    idle_rss, idle_alloc, idle_res = idle_usage(dev)
+    restorer, idle = fresh_restorer(spec)
     opts = RestoreOptions(mode=spec["mode"], task=spec["gpen_task"], model=spec["model_opt"], aligned=w.aligned)
     try:
         res = restorer(built.image, opts, lambda f, d: report(f, f"{spec['gpen_task']} in {spec['mode']}: {d}"),
                        detections=None if w.aligned else list(built.detections), mask=mask)
     finally:
         restorer.unload()
-    p = res.peaks
-    vram_a = None if p.vram_allocated_bytes is None or idle_alloc is None else max(0, p.vram_allocated_bytes - idle_alloc)
-    vram_r = None if p.vram_reserved_bytes is None or idle_res is None else max(0, p.vram_reserved_bytes - idle_res)
-    ram = max(0, p.rss_bytes - idle_rss)
-    binding = (vram_r if vram_r is not None else vram_a) if dev.startswith("cuda") else ram
+    ram, vram_a, vram_r = above_idle(res.peaks, idle)
+    binding = (vram_r if vram_r is not None else vram_a) if restorer.device.startswith("cuda") else ram
     n = len(res.faces)
     notes = list(spec["notes"])
     if res.mode.name != spec["mode"]:
@@ -159,13 +129,8 @@ def failed_row(spec: dict[str, Any], why: str, free_binding: int | None) -> Task
 
 
 def measure_all(specs: Sequence[dict[str, Any]], isolate: bool, free_binding: int | None, report: Progress) -> list[TaskRow]:
-    """Every spec measured, each in a worker process when ``isolate`` (as the modes), else in this one.
-
-    A (task, mode) that runs out of memory (or whose worker the OS kills) becomes a failed row
-    and the check goes on; any other failure propagates."""
-    from gpen_core.hwcheck.isolated import ModeFailed, in_child
-    from gpen_core.platform.oom import is_oom
-
+    """Every spec measured, in a worker process each when ``isolate``; one that runs out of memory becomes a
+    failed row and the check goes on; any other failure propagates."""
     rows = []
     for i, spec in enumerate(specs):
 
@@ -181,12 +146,8 @@ def measure_all(specs: Sequence[dict[str, Any]], isolate: bool, free_binding: in
                 warm = lambda f, d, step=step: step(0.5 * f, d)  # noqa: E731
                 measured = lambda f, d, step=step: step(0.5 + 0.5 * f, d)  # noqa: E731
                 warm(0.0, f"{spec['gpen_task']}: converting {spec['model']} to OpenVINO (first use, not measured)")
-                in_child(measure, spec, warm) if isolate else measure(spec, warm)
-            rows.append(TaskRow.from_dict(in_child(measure, spec, measured) if isolate else measure(spec, measured)))
+                run_measure(measure, spec, warm, isolate)
+            rows.append(TaskRow.from_dict(run_measure(measure, spec, measured, isolate)))
         except ModeFailed as exc:
             rows.append(failed_row(spec, str(exc), free_binding))
-        except Exception as exc:
-            if isolate or not (is_oom(exc) or type(exc).__name__ == "ResourceError"):
-                raise
-            rows.append(failed_row(spec, f"out of memory: {exc}", free_binding))
     return rows

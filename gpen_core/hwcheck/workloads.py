@@ -1,27 +1,21 @@
 """The hardware check's standard workloads: deterministic images with faces at known places.
 
-Three workloads cover what people actually run: one aligned 512×512 face (the
-network alone), a 12-megapixel phone photo (4000×3000) with one face (full-frame
-buffers), and a group photo with many small faces (per-face cost). Images are
-built cheaply and identically every time: a textured canvas (smooth colour field
-plus a tiled grain, so JPEG/PNG encoding costs what a real photo costs) and, for
-each face, either
-
-* a real portrait from the project's ``examples/`` folder pasted into the face's
-  box, for runs with a real detector (which must find it), or
-* a fixed synthetic :class:`~gpen_core.faces.detect.Detection` per face whose landmarks
-  are GPEN's own 5-point template mapped into the box, for runs without one.
-
-Memory and time do not depend on what the face looks like, so both kinds measure
-the same cost. Pure numpy + OpenCV; RGB uint8 H×W×3 throughout.
+An aligned 512×512 face (the network alone), a 12 MP phone photo with one face (full-frame buffers) and a
+group photo (per-face cost), on a textured canvas so that encoding costs what a real photo costs. Each face
+is a portrait from ``examples/`` pasted into its box (for a real detector to find) or a fixed synthetic
+detection: memory and time do not depend on what the face looks like. RGB uint8 H×W×3 throughout. Also
+what every measured request shares: its Restorer (:func:`fresh_restorer`) and its zero (:func:`idle_usage`).
 """
 
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,22 +27,15 @@ _EXAMPLE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 
 @dataclass(frozen=True)
 class Workload:
-    """One standard input.
+    """One standard input: ``faces`` square faces of ``face_px`` pixels on a ``width``×``height`` canvas, or
+    (``aligned``) an aligned face crop, restored directly: no detection, no paste-back."""
 
-    ``aligned``: the image is itself an aligned face crop (restored directly, no
-    detection, no paste-back). Otherwise ``faces`` square faces of ``face_px``
-    pixels are laid out on a ``width``×``height`` canvas.
-    """
-
-    # Short key used in the profile JSON and tables ("face", "photo", "group").
-    name: str
-    # What a person would call it, for tables.
-    label: str
+    name: str  # the key in the profile JSON and tables ("face", "photo", "group")
+    label: str  # what a person would call it
     width: int
     height: int
     faces: int
-    # Side of each face box, input pixels; ignored for aligned inputs.
-    face_px: int = 0
+    face_px: int = 0  # ignored for aligned inputs
     aligned: bool = False
 
     @property
@@ -56,11 +43,9 @@ class Workload:
         return self.width * self.height
 
 
-# The standard set. The group photo has 4 faces, not the dozen of a team photo: on a
-# 2-core CPU GPEN-BFR-512 costs ~3.5 s a face in float32 (6.8 s of CPU time), and the
-# whole check (four modes, three of them on the 512 model: 3 × 6 faces) must finish in
-# under two minutes. Faces are restored one at a time, so memory and time per face are
-# flat after the first: more faces add time, not information.
+# Four faces in the group photo, not a team photo's dozen: faces are restored one at a time, so the cost per
+# face is flat after the first (more faces add time, not information), and the whole check (three of four
+# modes on the 512 model, ~3.5 s a face in float32 on 2 cores) must finish in under two minutes.
 STANDARD: tuple[Workload, ...] = (
     Workload("face", "one aligned 512×512 face", 512, 512, 1, aligned=True),
     Workload("photo", "12 MP photo (4000×3000), one face", 4000, 3000, 1, face_px=900),
@@ -68,12 +53,9 @@ STANDARD: tuple[Workload, ...] = (
 )
 
 
-# GPEN's other tasks (gpen_core.modes.TASKS), one workload each, measured per mode that has a plan
-# for them. One face, not four: the 1024 px networks cost ~5 CPU s a face in bfloat16 and ~7 in
-# float32 here (docs/tasks.md), and the per-face cost is flat after the first. A photo rather
-# than an aligned crop: its peak holds the aligned 1024 crop, the network and the full-frame
-# buffers of paste-back (measured above the aligned 1024 face in every mode: docs/tasks.md).
-# Seg2face takes aligned label maps only: its workload is one, at the network's 512 px.
+# GPEN's other tasks (gpen_core.modes.TASKS), one face each (the 1024 px networks cost ~5-7 CPU s a face:
+# docs/tasks.md). A photo, not an aligned crop: its peak holds the crop, the network and paste-back's
+# full-frame buffers. Seg2face takes aligned label maps only, at the network's 512 px.
 TASK_WORKLOADS: dict[str, Workload] = {
     "colorize": Workload("task-photo", "photo (3000×2000), one face", 3000, 2000, 1, face_px=520),
     "inpaint": Workload("task-photo", "photo (3000×2000), one face", 3000, 2000, 1, face_px=520),
@@ -82,9 +64,8 @@ TASK_WORKLOADS: dict[str, Workload] = {
 
 
 def damage_strokes(w: Workload) -> np.ndarray:
-    """Inpainting's damage for workload ``w``: a uint8 H×W mask (255 = damaged) with one thick
-    stroke across the middle of every face (or of the image, when it is an aligned crop), as a
-    user paints it with the app's brush."""
+    """Inpainting's damage for ``w``: a uint8 H×W mask (255 = damaged), one thick stroke across the middle
+    of every face (of the image, for an aligned crop), as a user paints it with the app's brush."""
     mask = np.zeros((w.height, w.width), np.uint8)
     for x0, y0, x1, y1 in face_boxes(w) or [(0, 0, w.width, w.height)]:
         cy, t = (y0 + y1) // 2, max(2, (y1 - y0) // 32)
@@ -94,12 +75,9 @@ def damage_strokes(w: Workload) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class WorkloadImage:
-    """A built workload: the RGB uint8 H×W×3 image and where its faces are.
-
-    ``detections`` are the synthetic boxes (input pixels) to hand to the Restorer
-    when there is no detector; empty for aligned inputs. ``real_faces`` tells
-    whether a real portrait was composited into every box (so a detector can run).
-    """
+    """A built workload: the RGB uint8 H×W×3 image; ``detections``: the synthetic boxes (input pixels) to
+    give the Restorer when there is no detector, () for aligned inputs; ``real_faces``: a portrait was
+    pasted into every box."""
 
     workload: Workload
     image: np.ndarray
@@ -108,12 +86,8 @@ class WorkloadImage:
 
 
 def canvas(width: int, height: int, seed: int = 0) -> np.ndarray:
-    """A deterministic textured RGB uint8 height×width×3 image, in well under a second for 12 MP.
-
-    A smooth colour field (random 1/16-resolution noise, bilinearly upscaled) plus a
-    tiled 64×64 grain: flat images compress to nothing and would make the encode
-    stage look free.
-    """
+    """A deterministic textured RGB uint8 height×width×3 image, well under a second for 12 MP: a smooth
+    colour field plus a tiled 64×64 grain (a flat image compresses to nothing: the encode would look free)."""
     import cv2
 
     if width < 1 or height < 1:
@@ -148,17 +122,12 @@ def face_boxes(w: Workload) -> list[tuple[int, int, int, int]]:
 
 
 def template_detection(box: tuple[int, int, int, int]):
-    """A :class:`detect.Detection` for ``box`` whose landmarks are GPEN's template scaled into it.
-
-    Aligning with these landmarks maps the box exactly onto the S×S crop, so the
-    crop, the restore and the paste-back cost what a real face of that size costs.
-    """
+    """A :class:`detect.Detection` for ``box`` whose landmarks are GPEN's template scaled into it: aligning
+    maps the box exactly onto the S×S crop, so a face costs what a real face of that size costs."""
     from gpen_core.faces.detect import Detection
 
     x0, y0, x1, y1 = box
-    side = float(x1 - x0)
-    ref = reference_points(512)
-    lm = (np.array([x0, y0], np.float64) + ref * (side / 512.0)).astype(np.float32)
+    lm = (np.array([x0, y0], np.float64) + reference_points(512) * ((x1 - x0) / 512.0)).astype(np.float32)
     lm.setflags(write=False)
     return Detection(box=(float(x0), float(y0), float(x1), float(y1)), score=1.0, landmarks=lm)
 
@@ -170,44 +139,30 @@ def example_faces(folder: Path = EXAMPLES_DIR) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in _EXAMPLE_SUFFIXES and p.is_file())
 
 
-def _load_portrait(path: Path) -> np.ndarray:
+def _square_portrait(path: Path) -> np.ndarray:
+    """The centred square of the portrait at ``path``, RGB."""
     from PIL import Image
 
     with Image.open(path) as im:
-        return np.asarray(im.convert("RGB"))
-
-
-def _square_crop(rgb: np.ndarray) -> np.ndarray:
+        rgb = np.asarray(im.convert("RGB"))
     h, w = rgb.shape[:2]
     s = min(h, w)
-    y, x = (h - s) // 2, (w - s) // 2
-    return rgb[y : y + s, x : x + s]
+    return rgb[(h - s) // 2 : (h - s) // 2 + s, (w - s) // 2 : (w - s) // 2 + s]
 
 
 def build(w: Workload, *, portraits: Sequence[Path] = (), seed: int = 0) -> WorkloadImage:
-    """Build workload ``w``.
-
-    With ``portraits`` (real face photos), each face box receives one of them,
-    resized to the box (for a real detector to find); without, the box keeps the
-    canvas texture and gets a template :func:`template_detection`. The synthetic
-    detections are returned either way, so callers can fall back to them.
-    """
+    """Build ``w``. With ``portraits`` (real face photos) each face box (an aligned input: the whole image)
+    receives one of them, resized, for a real detector to find; the synthetic detections
+    (:func:`template_detection`) are returned either way."""
     import cv2
 
-    if w.aligned:
-        img = canvas(w.width, w.height, seed)
-        if portraits:
-            face = _square_crop(_load_portrait(portraits[0]))
-            img = np.ascontiguousarray(cv2.resize(face, (w.width, w.height), interpolation=cv2.INTER_AREA))
-        return WorkloadImage(w, img, (), bool(portraits))
     img = canvas(w.width, w.height, seed)
-    boxes = face_boxes(w)
-    if portraits:
-        loaded = [_square_crop(_load_portrait(p)) for p in portraits]
-        for i, (x0, y0, x1, y1) in enumerate(boxes):
-            face = loaded[i % len(loaded)]
-            img[y0:y1, x0:x1] = cv2.resize(face, (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA)
-    return WorkloadImage(w, img, tuple(template_detection(b) for b in boxes), bool(portraits))
+    faces = [_square_portrait(p) for p in portraits[:1 if w.aligned else None]]
+    boxes = face_boxes(w) or [(0, 0, w.width, w.height)]
+    for i, (x0, y0, x1, y1) in enumerate(boxes if faces else ()):
+        img[y0:y1, x0:x1] = cv2.resize(faces[i % len(faces)], (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA)
+    detections = () if w.aligned else tuple(template_detection(b) for b in boxes)
+    return WorkloadImage(w, img, detections, bool(portraits))
 
 
 def generator_source(model: str, override_paths: Mapping[str, str], synthetic: bool | None,
@@ -228,17 +183,12 @@ def generator_source(model: str, override_paths: Mapping[str, str], synthetic: b
 
 
 def idle_usage(device: str) -> tuple[int, int | None, int | None]:
-    """(RSS, allocated VRAM, reserved VRAM) of the process now, after letting the identity check's
-    models go and handing freed heap back: the zero a measured request starts from in a fresh process.
+    """(RSS, allocated VRAM, reserved VRAM) now: the zero a measured request starts from, as in a fresh process.
 
-    Every request starts with the same trim (:mod:`gpen_core.restorer`): without it here, heap
-    freed before the check but kept by the allocator counts in the zero and not in the request,
-    and a run's peak can read below the zero (clamped to 0: nothing measured). The identity check's
-    models (~45 MB) are the process's, outside any Restorer's model cache, so an earlier request's
-    stay loaded. Counted in the zero, they made a mode that does not check identity look free: its
-    request lets them go before its meter (:func:`gpen_core.engine.pipeline.ready_for`), and ``low``
-    after ``quality`` in one process read 0 MB; a mode that checks identity never paid their load.
-    Let go here, a mode that uses them loads them in its own first request, as in a worker process.
+    First the identity check's models (~45 MB, the process's, outside any model cache) are let go and freed
+    heap is handed back, as every request does: counted in the zero, those models made a mode without the
+    identity check look free (``low`` after ``quality`` in one process read 0 MB), and heap the allocator
+    kept counted in the zero, not in the request.
     """
     from gpen_core.faces.identity_model import release
     from gpen_core.platform.meter import current_rss
@@ -253,3 +203,37 @@ def idle_usage(device: str) -> tuple[int, int | None, int | None]:
         torch.cuda.synchronize(dev)
         return current_rss(), int(torch.cuda.memory_allocated(dev)), int(torch.cuda.memory_reserved(dev))
     return current_rss(), None, None
+
+
+def restorer_spec(models_dir: str | os.PathLike[str] | None, device: str, synthetic: bool | None) -> dict[str, Any]:
+    """The keys of a measurement spec that :func:`fresh_restorer` reads: the models folder, the device, random
+    weights unless ``synthetic`` is False, and this process's torch threads (the engine runs with them)."""
+    torch = sys.modules.get("torch")
+    return {"models_dir": None if models_dir is None else str(models_dir), "device": device,
+            "synthetic_restorer": synthetic is not False,
+            "threads": torch.get_num_threads() if torch is not None else None}
+
+
+def fresh_restorer(spec: dict[str, Any]) -> tuple[Any, tuple[int, int | None, int | None]]:
+    """The Restorer a measurement ``spec`` asks for (its threads, device, models folder, weights) and this
+    process's :func:`idle_usage` then, the zero of its requests' peaks."""
+    import torch
+
+    from gpen_core.restorer import Restorer
+
+    if spec.get("threads"):
+        torch.set_num_threads(int(spec["threads"]))
+    restorer = Restorer(models_dir=spec["models_dir"], device=spec["device"],
+                        synthetic_weights=spec["synthetic_restorer"])
+    if restorer.device.startswith("cuda"):
+        torch.zeros(1, device=restorer.device)  # the CUDA context is the process's, not the mode's
+    return restorer, idle_usage(restorer.device)
+
+
+def above_idle(peaks: Any, idle: tuple[int, int | None, int | None]) -> tuple[int, int | None, int | None]:
+    """(RAM, allocated VRAM, reserved VRAM) of a request's ``peaks`` above ``idle`` (:func:`idle_usage`), never
+    below 0; None where the device has no VRAM."""
+    rss, alloc, res = idle
+    vram_a = None if peaks.vram_allocated_bytes is None or alloc is None else max(0, peaks.vram_allocated_bytes - alloc)
+    vram_r = None if peaks.vram_reserved_bytes is None or res is None else max(0, peaks.vram_reserved_bytes - res)
+    return max(0, peaks.rss_bytes - rss), vram_a, vram_r
