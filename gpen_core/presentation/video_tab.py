@@ -156,6 +156,9 @@ def video_markdown(result: Any, end_s: float | None = None) -> str:
         "### Measured for this clip", "",
         "| Measure | Value |", "|---|---|",
         peak_ram_row(p, "the clip"),
+        *([f"| Memory plan | +{format_bytes(result.planned_bytes)} above the clip's start: what {result.mode} was chosen "
+           "or checked by for frames of this size (an estimate; the row above is measured) |"]
+          if getattr(result, "planned_bytes", None) is not None else []),
         f"| Peak VRAM | {vram} |",
         f"| Frames | {result.frames} ({result.duration_s:.2f} s at {result.fps:.2f} fps on average), {w}×{h} |",
         f"| Faces | up to {result.faces_per_frame_max} in a frame |",
