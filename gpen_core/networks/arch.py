@@ -272,7 +272,6 @@ class ModulatedConv2d(nn.Module):
     ) -> None:
         super().__init__()
         self.kernel_size = k
-        self.in_channel = in_ch
         self.out_channel = out_ch
         self.upsample = upsample
         if upsample:

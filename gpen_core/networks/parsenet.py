@@ -21,9 +21,7 @@ torch is imported here; import this module only when a parser is built.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -180,15 +178,6 @@ def official_input(rgb: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(_INPUT_LUT[rgb]).permute(2, 0, 1).unsqueeze(0)
 
 
-@dataclass(frozen=True)
-class ParseTiming:
-    """Seconds spent in the last :meth:`FaceParser.labels` call (measured, wall clock)."""
-
-    resize_s: float
-    forward_s: float
-    argmax_s: float
-
-
 class FaceParser:
     """Restored face (RGB uint8) → per-pixel class labels at 512×512, as GPEN's ``FaceParse.process``.
 
@@ -230,7 +219,6 @@ class FaceParser:
         self._memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self._net = net.to(self.device, dtype=dtype, memory_format=self._memory_format).eval()
         self._lock = threading.Lock()
-        self.last_timing: ParseTiming | None = None
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> FaceParser:
@@ -241,12 +229,10 @@ class FaceParser:
     def logits(self, face_rgb: np.ndarray, out_size: int | None = None) -> torch.Tensor:
         """1×C×S×S float32 logits for an RGB uint8 face (S = ``out_size``, default the input size)."""
         check_rgb(face_rgb, "the face to parse")
-        t0 = time.perf_counter()
         s = self.input_size
         x = face_rgb
         if x.shape[:2] != (s, s):
             x = cv2.resize(x, (s, s), interpolation=cv2.INTER_LINEAR)  # official: cv2.resize default
-        t1 = time.perf_counter()
         with self._lock, torch.inference_mode():
             inp = official_input(x)
             inp = inp.to(self.device, dtype=self.dtype, memory_format=self._memory_format)
@@ -258,15 +244,8 @@ class FaceParser:
                 out = self._net.parse(inp).float()
             if out_size is not None and out_size != s:
                 out = F.interpolate(out, size=(out_size, out_size), mode="bilinear", align_corners=False)
-        t2 = time.perf_counter()
-        self.last_timing = ParseTiming(t1 - t0, t2 - t1, 0.0)
         return out
 
     def labels(self, face_rgb: np.ndarray) -> np.ndarray:
         """int64 512×512 class labels (0..18, GPEN's CelebAMask-HQ order) for an RGB uint8 face."""
-        logits = self.logits(face_rgb, out_size=PARSE_SIZE)
-        t0 = time.perf_counter()
-        labels = logits.argmax(dim=1)[0].cpu().numpy()
-        if self.last_timing is not None:
-            self.last_timing = ParseTiming(self.last_timing.resize_s, self.last_timing.forward_s, time.perf_counter() - t0)
-        return labels
+        return self.logits(face_rgb, out_size=PARSE_SIZE).argmax(dim=1)[0].cpu().numpy()
