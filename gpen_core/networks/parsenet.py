@@ -1,21 +1,13 @@
 """GPEN's face-parsing network (ParseNet) and the runner that turns a restored face into labels.
 
-The network is the official yangxy/GPEN ``face_parse/parse_model.py`` ``ParseNet``
-(by chaofengc, from PSFR-GAN), with the same module names, so the released
-``ParseNet-latest.pth`` loads strictly. facexlib's ``parsing_parsenet.pth`` is the same
-class with the same constructor arguments (``ParseNet(in_size=512, out_size=512,
-parsing_ch=19)``; its defaults are GPEN's ``min_feat_size 32, base_ch 64, LeakyReLU, bn,
-ch_range [32, 256]``), the same 19 CelebAMask-HQ classes in the same order, hence the same
-key table: either file loads here. Whether the two files hold the same numbers is not
-published (no size or hash for ``ParseNet-latest.pth`` was found); the runner says which
-file it loaded.
+The network is the official yangxy/GPEN ``face_parse/parse_model.py`` ``ParseNet`` under the same module
+names, so GPEN's ``ParseNet-latest.pth`` and facexlib's ``parsing_parsenet.pth`` (the same class, arguments
+and 19 CelebAMask-HQ classes: docs/paste-mask.md) both load strictly.
 
-The runner follows the official ``FaceParse.process``: resize the face to 512×512
-(INTER_LINEAR), RGB in [-1, 1] computed as its ``img2tensor`` does (:func:`official_input`),
-forward, argmax over the 19 classes. Colours: the
-runner takes RGB uint8 (the official code takes BGR and flips it to RGB itself).
-
-torch is imported here; import this module only when a parser is built.
+The runner follows the official ``FaceParse.process``: resize the face to 512×512 (INTER_LINEAR), RGB in
+[-1, 1] as its ``img2tensor`` computes it (:func:`official_input`), forward, argmax over the 19 classes.
+It takes RGB uint8 (the official code takes BGR and flips it itself). torch is imported here; import this
+module only when a parser is built.
 """
 
 from __future__ import annotations
@@ -31,6 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from gpen_core.errors import WeightsError
 from gpen_core.networks.parsenet_layers import ConvLayer, NormType, ReluType, ResidualBlock
 from gpen_core.rgb import check_rgb
 
@@ -132,7 +125,6 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     Accepts GPEN's ``ParseNet-latest.pth`` and facexlib's ``parsing_parsenet.pth`` (a bare
     state_dict; a ``state_dict`` wrapper and ``module.`` prefixes are unwrapped too).
     """
-    from gpen_core.errors import WeightsError
     from gpen_core.networks.checkpoint import read_network_weights
 
     path = Path(path)
@@ -153,8 +145,6 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
 
 def build(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None, source: str = "") -> ParseNet:
     """A ParseNet (default: the released configuration) with ``state_dict`` loaded strictly, in eval mode."""
-    from gpen_core.errors import WeightsError
-
     net = ParseNet(**dict(config or RELEASED_CONFIG))
     try:
         net.load_state_dict(dict(state_dict), strict=True)
@@ -181,16 +171,13 @@ def official_input(rgb: np.ndarray) -> torch.Tensor:
 class FaceParser:
     """Restored face (RGB uint8) → per-pixel class labels at 512×512, as GPEN's ``FaceParse.process``.
 
-    ``input_size``: 512 is the official input; 256 runs the same weights on a face
-    shrunk to 256 (about a quarter of the cost) and upsamples the logits bilinearly to
-    512 before the argmax. ``dtype``: float32 (exact) or bfloat16 (CPUs with native
-    bf16, CUDA). ``channels_last``: NHWC convolutions (faster on CPU with oneDNN; they
-    sum in another order than the official NCHW ones: rounding apart, 4.5e-4 on the tiny
-    reference's logits of up to 124, same labels).
-    ``source``: the file the weights came from (shown in notes). ``strips``: the full-size
-    layers a strip of rows at a time (:mod:`gpen_core.networks.parsenet_strips`; default: on the
-    CPU), the same logits up to the convolutions' summation order, a lower peak.
-    One instance may be shared; calls are serialised by a lock.
+    ``input_size``: 512 is official; 256 runs the same weights on a face shrunk to 256 (about a quarter of
+    the cost) and upsamples the logits bilinearly to 512 before the argmax. ``dtype``: float32 (exact) or
+    bfloat16 (CPUs with native bf16, CUDA). ``channels_last``: NHWC convolutions (faster with oneDNN; another
+    summation order: 4.5e-4 on the tiny reference's logits of up to 124, same labels). ``source``: the
+    weights' file (shown in notes). ``strips``: the full-size layers a strip of rows at a time
+    (:mod:`gpen_core.networks.parsenet_strips`; default: on the CPU). One instance may be shared; calls
+    are serialised by a lock.
     """
 
     def __init__(
@@ -211,10 +198,8 @@ class FaceParser:
         self.dtype = dtype
         self.channels_last = channels_last
         self.source = source
-        # The full-size layers in strips of rows (networks/parsenet_strips.py): the same labels,
-        # less memory, no slower on the CPU (benchmarks/bench_parse_strips.py at commit 369cff7, AVX2 EPYC, 512 px:
-        # 443-449 → 317-336 MiB above the loaded parser, 6.40 → 6.25 CPU s). Unmeasured on CUDA,
-        # where it stays off unless asked for.
+        # Same labels, less memory, no slower on the CPU (docs/performance.md, "ParseNet's full-size layers
+        # in strips"). Unmeasured on CUDA, where it stays off unless asked for.
         self.strips = self.device.type == "cpu" if strips is None else bool(strips)
         self._memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self._net = net.to(self.device, dtype=dtype, memory_format=self._memory_format).eval()

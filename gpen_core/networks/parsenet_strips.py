@@ -1,26 +1,16 @@
 """ParseNet's full-size layers in horizontal strips of rows: the same logits, less memory.
 
-A whole 512 px ParseNet forward holds, at its two full-size ends, several 64-128 channel
-512×512 tensors at once (float32: 64-128 MiB each): the encoder's first feature, its padded
-copy and the first residual block's 128-channel convolution; at the other end the last
-decoder block's upsampled and padded input, twice (branch and shortcut), and its output. That
-end set the peak of a `quality` request's mask stage. In strips, only the lower levels' whole
-tensors and strip-sized pieces are alive at once.
+A whole 512 px forward holds several 64-128 channel full-size tensors at once at each end (float32:
+64-128 MiB each); in strips only the lower levels' whole tensors and strip-sized pieces are alive
+(docs/performance.md, "ParseNet's full-size layers in strips": 140-160 MiB less at 512 px, no slower).
 
-Every layer here is a reflection pad of 1, a 3×3 convolution (stride 1 or 2, after a nearest
-×2 upsampling for the "up" layers), then a per-channel norm and an elementwise activation; a
-residual block adds two such chains. Output row ``o`` of a layer reads the padded rows
-``s·o .. s·o+2`` (``s`` the stride), i.e. the rows ``s·o-1 .. s·o+1`` of its (upsampled)
-input, reflected at the image's edges; an upsampled row ``u`` is input row ``u // 2``. A strip
-runs the layer's own ops on the slice of rows it reads: [nearest ×2], reflection pad (the
-columns always, a row only where the slice touches the image's edge), convolution; so each
-output row is computed from the same numbers as in the whole forward, whatever the
-neighbouring strips hold. Only the convolution's own summation order may differ with the
-strip's shape (oneDNN picks kernels per shape).
-
-The whole-image module (:meth:`~gpen_core.networks.parsenet.ParseNet.parse`) stays what the
-OpenVINO conversion traces; the torch runner calls :func:`parse_in_strips` on the CPU by
-default (``benchmarks/bench_parse_strips.py at commit 369cff7``: 140-160 MiB less at 512 px, no slower).
+Every layer is a reflection pad of 1, a 3×3 convolution (stride 1 or 2, after a nearest ×2 upsampling
+for the "up" layers), a per-channel norm and an elementwise activation. Output row ``o`` reads the
+(upsampled) input rows ``s·o-1 .. s·o+1`` (``s`` the stride), reflected at the image's edges; upsampled
+row ``u`` is input row ``u // 2``. A strip runs the layer's own ops on the rows it reads, padding a row
+only where the slice touches the image's edge, so each output row is computed from the same numbers as
+in the whole forward; only the convolution's summation order may differ with the strip's shape.
+:meth:`~gpen_core.networks.parsenet.ParseNet.parse` stays the whole-image module (what OpenVINO traces).
 """
 
 from __future__ import annotations
