@@ -1,9 +1,5 @@
-"""Turn a checkpoint (path or state_dict) into a ready GPEN model.
-
-The checkpoint decides the architecture: size, channel_multiplier, narrow,
-style_dim and n_mlp are read from tensor shapes and key counts, so nobody ever
-passes ``--narrow 0.5`` again.
-"""
+"""Turn a checkpoint (path or state_dict) into a ready GPEN model; the checkpoint decides the architecture
+(size, channel_multiplier, narrow, style_dim and n_mlp are read from shapes and key counts)."""
 
 from __future__ import annotations
 
@@ -69,12 +65,8 @@ def read_network_weights(
 
 
 def unwrap_state_dict(obj: Any) -> dict[str, torch.Tensor]:
-    """Find the flat ``{key: tensor}`` generator state_dict inside ``obj``.
-
-    Accepts a plain state_dict, one nested under a common key (``g_ema``,
-    ``params_ema``, ``state_dict`` …) and ``module.``-prefixed keys from
-    ``DataParallel``.
-    """
+    """The flat ``{key: tensor}`` generator state_dict inside ``obj``: plain, nested under a common key
+    (``g_ema``, ``params_ema``, ``state_dict`` …) or with DataParallel's ``module.`` prefixes."""
     seen = 0
     while isinstance(obj, Mapping) and seen < 4:
         if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
@@ -250,11 +242,8 @@ def load_checkpoint_file(path: str | os.PathLike[str]) -> dict[str, torch.Tensor
 
 
 def load_generator(source: str | os.PathLike[str] | Mapping[str, Any], dtype: torch.dtype = torch.float32) -> GPEN:
-    """Load a GPEN generator from a checkpoint path or a (possibly wrapped) state_dict.
-
-    The architecture is inferred from the checkpoint; the model comes back on the
-    CPU in eval mode with gradients off. Raises :class:`WeightsError` for a file
-    that is missing, unreadable, or not a GPEN generator.
-    """
+    """A GPEN generator of the architecture ``source`` (a checkpoint path or a possibly wrapped state_dict)
+    describes, on the CPU in eval mode with gradients off. WeightsError for a missing, unreadable or
+    non-GPEN file."""
     sd = source if isinstance(source, Mapping) else load_checkpoint_file(source)
     return build_from_state_dict(sd, dtype=dtype)

@@ -132,7 +132,6 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     def not_a_dict(found: str) -> str:
         return f"{path} does not hold a ParseNet state_dict (found {found})"
 
-    # Out of memory is OutOfMemory (the ladder steps down), not "re-download"; corrupt only when the bytes are.
     sd = read_network_weights(
         path, "ParseNet weights", wrappers=("state_dict",), not_a_dict=not_a_dict,
         missing=f"ParseNet weights not found at {path}. Put ParseNet-latest.pth (GPEN) or "

@@ -200,7 +200,6 @@ def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cp
     from gpen_core.networks.checkpoint import read_network_weights
 
     p = Path(path)
-    # The shared reader: corrupt only when the bytes are wrong, OutOfMemory when loading did not fit.
     sd = read_network_weights(
         p, "upscaler weights", wrappers=_WRAPPERS, not_a_dict=_not_an_upscaler(str(p)),
         missing=f"upscaler file {p} does not exist. Fix: `python -m gpen_core download realesrnet_x2` "
