@@ -33,12 +33,14 @@ def _reflect(i: int, n: int) -> int:
     return i
 
 
-def _source_rows(layer: ConvLayer, o_lo: int, o_hi: int, h_in: int) -> list[int]:
-    """The input rows (in order, repeats included) that output rows ``[o_lo, o_hi)`` of ``layer`` read."""
+def _conv_need(layer: ConvLayer, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
+    """The input rows ``[lo, hi)`` that output rows ``[o_lo, o_hi)`` of ``layer`` read (reflections included)."""
     s = layer.conv2d.stride[0]
     h_eff = 2 * h_in if layer.up else h_in
     rows = [_reflect(u, h_eff) for u in range(s * o_lo - 1, s * (o_hi - 1) + 2)]
-    return [u // 2 for u in rows] if layer.up else rows
+    if layer.up:
+        rows = [u // 2 for u in rows]
+    return min(rows), max(rows) + 1
 
 
 class _Rows:
@@ -48,14 +50,11 @@ class _Rows:
         self.t, self.lo, self.height = t, lo, height
 
 
-def _out_height(layer: ConvLayer, h_in: int) -> int:
-    h = 2 * h_in if layer.up else h_in
-    return (h - 1) // layer.conv2d.stride[0] + 1
-
-
-def _conv_need(layer: ConvLayer, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
-    rows = _source_rows(layer, o_lo, o_hi, h_in)
-    return min(rows), max(rows) + 1
+def _out_height(stage: ConvLayer | ResidualBlock, h_in: int) -> int:
+    if isinstance(stage, ResidualBlock):
+        return _out_height(stage.conv2, _out_height(stage.conv1, h_in))
+    h = 2 * h_in if stage.up else h_in
+    return (h - 1) // stage.conv2d.stride[0] + 1
 
 
 def _conv_rows(layer: ConvLayer, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
@@ -108,10 +107,6 @@ def _run(stage, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
     return _block_rows(stage, x, o_lo, o_hi) if isinstance(stage, ResidualBlock) else _conv_rows(stage, x, o_lo, o_hi)
 
 
-def _height_out(stage, h_in: int) -> int:
-    return _out_height(stage.conv2, _out_height(stage.conv1, h_in)) if isinstance(stage, ResidualBlock) else _out_height(stage, h_in)
-
-
 def run_in_strips(stages: list, x: torch.Tensor, rows: int | None = None) -> torch.Tensor:
     """``stages`` (ParseNet conv layers and residual blocks, in order) applied to the whole ``x``,
     computed ``rows`` output rows at a time (default :data:`STRIP_ROWS`): each strip walks back
@@ -119,7 +114,7 @@ def run_in_strips(stages: list, x: torch.Tensor, rows: int | None = None) -> tor
     rows = rows or STRIP_ROWS
     heights = [x.shape[2]]
     for stage in stages:
-        heights.append(_height_out(stage, heights[-1]))
+        heights.append(_out_height(stage, heights[-1]))
     out: torch.Tensor | None = None
     for lo in range(0, heights[-1], rows):
         ranges = [(lo, min(lo + rows, heights[-1]))]
