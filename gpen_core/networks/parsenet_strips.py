@@ -33,12 +33,18 @@ def _reflect(i: int, n: int) -> int:
     return i
 
 
-def _conv_need(layer: ConvLayer, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
-    """The input rows ``[lo, hi)`` that output rows ``[o_lo, o_hi)`` of ``layer`` read (reflections included)."""
-    s = layer.conv2d.stride[0]
-    h_eff = 2 * h_in if layer.up else h_in
+def _need(stage: ConvLayer | ResidualBlock, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
+    """The input rows ``[lo, hi)`` that output rows ``[o_lo, o_hi)`` of ``stage`` read (reflections included)."""
+    if isinstance(stage, ResidualBlock):
+        a_lo, a_hi = _need(stage.conv2, o_lo, o_hi, _out_height(stage.conv1, h_in))
+        lo, hi = _need(stage.conv1, a_lo, a_hi, h_in)
+        short = stage.shortcut_func
+        s_lo, s_hi = (o_lo, o_hi) if isinstance(short, torch.nn.Identity) else _need(short, o_lo, o_hi, h_in)
+        return min(lo, s_lo), max(hi, s_hi)
+    s = stage.conv2d.stride[0]
+    h_eff = 2 * h_in if stage.up else h_in
     rows = [_reflect(u, h_eff) for u in range(s * o_lo - 1, s * (o_hi - 1) + 2)]
-    if layer.up:
+    if stage.up:
         rows = [u // 2 for u in rows]
     return min(rows), max(rows) + 1
 
@@ -77,34 +83,19 @@ def _conv_rows(layer: ConvLayer, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
     return _Rows(y, o_lo, _out_height(layer, x.height))
 
 
-def _block_need(block: ResidualBlock, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
-    h1 = _out_height(block.conv1, h_in)
-    a_lo, a_hi = _conv_need(block.conv2, o_lo, o_hi, h1)
-    lo, hi = _conv_need(block.conv1, a_lo, a_hi, h_in)
-    short = block.shortcut_func
-    s_lo, s_hi = (o_lo, o_hi) if isinstance(short, torch.nn.Identity) else _conv_need(short, o_lo, o_hi, h_in)
-    return min(lo, s_lo), max(hi, s_hi)
-
-
-def _block_rows(block: ResidualBlock, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
-    """Output rows ``[o_lo, o_hi)`` of a residual block: the branch first, the shortcut added in place (as the block does)."""
-    h1 = _out_height(block.conv1, x.height)
-    a_lo, a_hi = _conv_need(block.conv2, o_lo, o_hi, h1)
-    out = _conv_rows(block.conv2, _conv_rows(block.conv1, x, a_lo, a_hi), o_lo, o_hi)
-    short = block.shortcut_func
+def _run(stage: ConvLayer | ResidualBlock, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
+    """Output rows ``[o_lo, o_hi)`` of ``stage``; a residual block's branch first, then its shortcut
+    added in place (as the block does)."""
+    if not isinstance(stage, ResidualBlock):
+        return _conv_rows(stage, x, o_lo, o_hi)
+    a_lo, a_hi = _need(stage.conv2, o_lo, o_hi, _out_height(stage.conv1, x.height))
+    out = _conv_rows(stage.conv2, _conv_rows(stage.conv1, x, a_lo, a_hi), o_lo, o_hi)
+    short = stage.shortcut_func
     if isinstance(short, torch.nn.Identity):
         out.t.add_(x.t[:, :, o_lo - x.lo : o_hi - x.lo])
     else:
         out.t.add_(_conv_rows(short, x, o_lo, o_hi).t)
     return out
-
-
-def _need(stage, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
-    return _block_need(stage, o_lo, o_hi, h_in) if isinstance(stage, ResidualBlock) else _conv_need(stage, o_lo, o_hi, h_in)
-
-
-def _run(stage, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
-    return _block_rows(stage, x, o_lo, o_hi) if isinstance(stage, ResidualBlock) else _conv_rows(stage, x, o_lo, o_hi)
 
 
 def run_in_strips(stages: list, x: torch.Tensor, rows: int | None = None) -> torch.Tensor:
