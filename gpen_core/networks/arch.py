@@ -1,21 +1,11 @@
-"""The GPEN generator (Yang et al., CVPR 2021) in plain PyTorch.
+"""The GPEN generator (Yang et al., CVPR 2021) in plain PyTorch; N×3×S×S float in [-1, 1] RGB in and out.
 
-State-dict compatible with the official ``FullGenerator`` checkpoints
-(GPEN-BFR-256/512/1024/2048 and ModelScope's ``pytorch_model.pt``): every key,
-shape and blur-kernel buffer matches ``../shared/reference/keys_GPEN-BFR-*.tsv``.
-
-No compiled extensions and no ``device=`` argument: the official code's
-``upfirdn2d`` / ``fused_leaky_relu`` CUDA ops are replaced by ordinary ops.
-The FIR filter (blur, up- and down-sampling) has two interchangeable
-implementations selected per model with :func:`set_fir_impl`:
-
-- ``"depthwise"`` (default): one grouped convolution per call. Numerically the
-  same filter as the official one (the kernel is symmetric), several times
-  cheaper on CPU and without the im2col blow-up of the generic version.
-- ``"native"``: the official generic ``upfirdn2d_native`` CPU fallback, kept as
-  the plain-eager reference that benchmarks compare against.
-
-Tensors: input and output are N×3×S×S float in [-1, 1], RGB.
+State-dict compatible with the official ``FullGenerator`` checkpoints (GPEN-BFR-256/512/1024/2048 and
+ModelScope's ``pytorch_model.pt``): every key, shape and blur-kernel buffer matches
+``../shared/reference/keys_GPEN-BFR-*.tsv``. The official ``upfirdn2d`` / ``fused_leaky_relu`` CUDA ops are
+ordinary ops here. The FIR filter has two implementations, chosen per model by :func:`set_fir_impl`:
+``"depthwise"`` (default; one grouped convolution, the same filter since the kernel is symmetric, several
+times cheaper on CPU) and ``"native"`` (the official generic CPU fallback, the reference benchmarks use).
 """
 
 from __future__ import annotations
@@ -272,7 +262,6 @@ class ModulatedConv2d(nn.Module):
     ) -> None:
         super().__init__()
         self.kernel_size = k
-        self.in_channel = in_ch
         self.out_channel = out_ch
         self.upsample = upsample
         if upsample:

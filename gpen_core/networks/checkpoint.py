@@ -1,9 +1,5 @@
-"""Turn a checkpoint (path or state_dict) into a ready GPEN model.
-
-The checkpoint decides the architecture: size, channel_multiplier, narrow,
-style_dim and n_mlp are read from tensor shapes and key counts, so nobody ever
-passes ``--narrow 0.5`` again.
-"""
+"""Turn a checkpoint (path or state_dict) into a ready GPEN model; the checkpoint decides the architecture
+(size, channel_multiplier, narrow, style_dim and n_mlp are read from shapes and key counts)."""
 
 from __future__ import annotations
 
@@ -27,12 +23,8 @@ _V = TypeVar("_V")
 
 
 def strip_module_prefix(sd: Mapping[str, _V], where: str = "the checkpoint") -> dict[str, _V]:
-    """``sd`` with DataParallel's ``module.`` prefix dropped from every key that has it.
-
-    Per key, as facexlib's ``init_detection_model``, basicsr's ``load_network`` and GPEN's
-    RetinaFace ``remove_prefix`` do; the values are the same objects. A key that would then
-    appear twice (``module.x`` beside ``x``) makes the file ambiguous: WeightsError.
-    """
+    """``sd`` with DataParallel's ``module.`` prefix dropped from every key that has it (as facexlib,
+    basicsr and GPEN do); the values are the same objects. ``module.x`` beside ``x``: WeightsError."""
     out = {(k[len(_MODULE) :] if isinstance(k, str) and k.startswith(_MODULE) else k): v for k, v in sd.items()}
     if len(out) != len(sd):
         both = next(k for k in sd if isinstance(k, str) and k.startswith(_MODULE) and k[len(_MODULE) :] in sd)
@@ -48,11 +40,9 @@ def network_state_dict(
 ) -> dict[str, torch.Tensor]:
     """The flat ``{key: tensor}`` state_dict of a helper network (parser, upscaler) inside ``obj``.
 
-    The first of ``wrappers`` that holds a dict is unwrapped; anything but a dict then raises
-    WeightsError ``not_a_dict(type name)`` (the caller's words: which network, which file to
-    use). Entries that are not tensors are dropped, DataParallel's ``module.`` prefix is
-    stripped (:func:`strip_module_prefix`, ``where`` names the file) and floating tensors
-    come back as float32: these networks load and run in float32, cast later if at all.
+    The first of ``wrappers`` that holds a dict is unwrapped; anything but a dict then raises WeightsError
+    ``not_a_dict(type name)``. Non-tensors are dropped, ``module.`` prefixes stripped (``where`` names the
+    file) and floating tensors come back as float32 (these networks load in float32, cast later if at all).
     """
     if isinstance(obj, Mapping):
         obj = next((obj[k] for k in wrappers if isinstance(obj.get(k), Mapping)), obj)
@@ -65,12 +55,8 @@ def network_state_dict(
 def read_network_weights(
     path: str | os.PathLike[str], what: str, *, missing: str, wrappers: Sequence[str], not_a_dict: Callable[[str], str]
 ) -> dict[str, torch.Tensor]:
-    """:func:`network_state_dict` of the weight file at ``path``.
-
-    A missing file raises WeightsError ``missing`` (the caller's words: which network, how to
-    get it); reading goes through :func:`read_checkpoint` (``what`` names the file there), so
-    running out of memory is OutOfMemory and the file is called corrupt only when its bytes are.
-    """
+    """:func:`network_state_dict` of the weight file at ``path``, read by :func:`read_checkpoint` (``what``
+    names it there); a missing file raises WeightsError ``missing`` (the caller's words)."""
     p = Path(path)
     if not p.is_file():
         raise WeightsError(missing)
@@ -79,12 +65,8 @@ def read_network_weights(
 
 
 def unwrap_state_dict(obj: Any) -> dict[str, torch.Tensor]:
-    """Find the flat ``{key: tensor}`` generator state_dict inside ``obj``.
-
-    Accepts a plain state_dict, one nested under a common key (``g_ema``,
-    ``params_ema``, ``state_dict`` …) and ``module.``-prefixed keys from
-    ``DataParallel``.
-    """
+    """The flat ``{key: tensor}`` generator state_dict inside ``obj``: plain, nested under a common key
+    (``g_ema``, ``params_ema``, ``state_dict`` …) or with DataParallel's ``module.`` prefixes."""
     seen = 0
     while isinstance(obj, Mapping) and seen < 4:
         if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
@@ -167,14 +149,11 @@ def _mb(n: int) -> str:
 def read_checkpoint(path: str | os.PathLike[str], what: str = "checkpoint", *, mmap: bool = True) -> Any:
     """``torch.load(path, map_location="cpu", weights_only=True)``, its failures told apart.
 
-    A failure is called corrupt only when the bytes are wrong: an empty file, a ZIP
-    checkpoint whose directory or CRCs do not check out, or a file that is not a
-    PyTorch checkpoint at all. Running out of memory while loading is
-    :class:`~gpen_core.errors.OutOfMemory` (the file is fine: never tell the user to
-    delete it); an unreadable file (permissions) says so; a pickle that holds more than
-    tensors is refused as such. ``what`` names the file in messages ("GPEN generator",
-    "face detector"). ``mmap`` maps a ZIP checkpoint instead of reading it (legacy
-    files, which cannot be mapped, are read).
+    Corrupt (:class:`~gpen_core.errors.WeightsCorruptError`) only when the bytes are wrong: empty, a ZIP
+    whose directory or CRCs fail, or not a PyTorch checkpoint at all. Out of memory is
+    :class:`~gpen_core.errors.OutOfMemory` (the file is fine: never tell the user to delete it); an
+    unreadable file or a pickle holding more than tensors says so. ``what`` names the file in messages;
+    ``mmap`` maps a ZIP checkpoint instead of reading it.
     """
     p = Path(path)
     if not p.is_file():
@@ -190,8 +169,6 @@ def read_checkpoint(path: str | os.PathLike[str], what: str = "checkpoint", *, m
         ) from None
     if size == 0:
         raise WeightsError(f"{what} file {p} is empty (0 bytes): an interrupted download or copy. {_DOWNLOAD_FIX}")
-    import torch
-
     from gpen_core.platform.oom import is_oom
 
     try:
@@ -265,11 +242,8 @@ def load_checkpoint_file(path: str | os.PathLike[str]) -> dict[str, torch.Tensor
 
 
 def load_generator(source: str | os.PathLike[str] | Mapping[str, Any], dtype: torch.dtype = torch.float32) -> GPEN:
-    """Load a GPEN generator from a checkpoint path or a (possibly wrapped) state_dict.
-
-    The architecture is inferred from the checkpoint; the model comes back on the
-    CPU in eval mode with gradients off. Raises :class:`WeightsError` for a file
-    that is missing, unreadable, or not a GPEN generator.
-    """
+    """A GPEN generator of the architecture ``source`` (a checkpoint path or a possibly wrapped state_dict)
+    describes, on the CPU in eval mode with gradients off. WeightsError for a missing, unreadable or
+    non-GPEN file."""
     sd = source if isinstance(source, Mapping) else load_checkpoint_file(source)
     return build_from_state_dict(sd, dtype=dtype)

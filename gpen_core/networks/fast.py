@@ -1,36 +1,16 @@
-"""The fast GPEN forward: the networks a :class:`~gpen_core.networks.plan.ForwardPlan` runs.
+"""The fast GPEN forward: :class:`FastGPEN`, the function of :class:`~gpen_core.networks.arch.GPEN`, faster.
 
-The plan (device, dtype, layout, compile) is chosen in :mod:`gpen_core.networks.plan`.
-:func:`~gpen_core.networks.prepared.prepare` turns a loaded :class:`~gpen_core.networks.arch.GPEN` into a
-forward function that computes the same thing faster (its layers: :mod:`gpen_core.networks.fast_layers`):
+:func:`~gpen_core.networks.prepared.prepare` builds it under a :class:`~gpen_core.networks.plan.ForwardPlan`
+(its layers: :mod:`gpen_core.networks.fast_layers`). Constants are folded once (scales and gains into the
+weights, demodulation as a mat-vec), activations are channels-last, big elementwise steps run in place, a
+batch runs one face at a time (GPEN's modulated weights are per image), the full-size layers run in strips
+of rows (:mod:`gpen_core.networks.fast_strips`), and bfloat16 on oneDNN takes rearranged forms. Each choice
+and its measured gain: docs/performance.md, "The fast torch forward: what it folds and why".
 
-- every constant is computed once: equalised-lr scales folded into the weights, the
-  ``sqrt(2)`` gain of the leaky ReLUs folded into the convolution that feeds them,
-  FIR kernels flipped and expanded for a depthwise convolution, and the squared
-  weight sums that demodulation needs (demodulation becomes one small mat-vec);
-- activations are channels-last, which oneDNN/cuDNN convolve without a layout
-  round trip (measured 1.5x for the 3x3 convs, 2.2x for the stride-2 transposed
-  convs and 2.2x for the depthwise blurs on this project's CPU);
-- the big elementwise steps run in place: a fresh 128×512×512 float buffer costs
-  ~10x more in page faults than the leaky ReLU computed into it;
-- a batch is run one face at a time (GPEN's modulated weights are per image; a
-  grouped convolution over the batch gains nothing and needs a reshape copy);
-- the encoder's two full-size layers and the decoder's full-size level run in horizontal
-  strips of rows (:mod:`gpen_core.networks.fast_strips`): the same output, without the
-  full-size features (GPEN-BFR-512 float32: the tensors alive at the peak 263 → 138 MiB);
-- bfloat16 on oneDNN (AMX / AVX-512 BF16): the stride-2 transposed convs run as one
-  2×2 conv computing their four output phases, the low-resolution convs modulate their
-  input and keep a packed constant weight, and the noise half is one fused pass
-  (:attr:`FastGPEN.REARRANGED_DTYPES`; float32 keeps the direct forms, which win there).
-
-Numerics: the float32 plan reassociates a few products (scales folded into weights,
-demodulation as a mat-vec), so it matches the plain model to ~1e-6; tests hold it to
-1e-4. bfloat16 / float16 plans run the convolutions in that dtype and keep the
-mapping network, the modulation and the demodulation in float32.
-
-``torch.compile`` is optional and off by default: it fuses what eager cannot, but the
-first call of every new process compiles for tens of seconds even with a warm
-cache. :func:`~gpen_core.networks.prepared.warm_up` compiles in the background while calls keep using eager.
+Numerics: float32 matches the plain model to ~1e-6 (products reassociated); bfloat16 / float16 plans run
+the convolutions in that dtype and keep the mapping network, modulation and demodulation in float32.
+``torch.compile`` is off by default: every new process compiles for tens of seconds
+(:func:`~gpen_core.networks.prepared.warm_up` does it in the background).
 """
 
 from __future__ import annotations
@@ -45,30 +25,22 @@ from gpen_core.networks.plan import ForwardPlan
 
 
 class FastGPEN(nn.Module):
-    """The same function as :class:`GPEN` (see the module docstring for what differs in how).
+    """The same function as :class:`GPEN`, with its own copy of the weights laid out for its convolutions
+    (the model is not modified: drop it after preparing to hold the weights once).
 
-    Built from a loaded GPEN by :func:`~gpen_core.networks.prepared.prepare`; it does not modify the model. It keeps
-    its own copy of the weights, laid out for its convolutions: drop the model after
-    preparing to hold them once.
-    ``forward(x)``: x is N×3×S×S float in [-1, 1] (any dtype/device); returns float32
-    N×3×S×S on the plan's device.
+    ``forward(x)``: x is N×3×S×S float in [-1, 1] (any dtype/device); returns float32 N×3×S×S on the
+    plan's device. The thresholds below are measured: docs/performance.md, "The fast torch forward".
     """
 
-    # A level's first conv hands (features, noise) to the second unconcatenated when one half
-    # is at least this big (measured: 1.18x at 512 px / 64 channels, 1.09x at 256 px / 128
-    # channels, neutral to 0.95x for the smaller levels, single-thread CPU time).
+    # A level's first conv hands (features, noise) to the second unconcatenated when one half is this big.
     SPLIT_MIN_BYTES = 16 << 20
-    # A conv modulates its input instead of its weight when input elements × this ≤ weight
-    # elements (the 4..32 px levels of GPEN-BFR-512; measured break-even near 1/1).
+    # A conv modulates its input instead of its weight when input elements × this ≤ weight elements.
     INPUT_MOD_RATIO = 4
-    # Where oneDNN fuses, these dtypes take the polyphase upsampling convs, input modulation
-    # with packed weights and the fused noise half: measured 1.1-1.4x end to end in bfloat16
-    # on AMX; float32 loses (polyphase) or is neutral. Tests force float32 in to check the math.
+    # Where oneDNN fuses, these dtypes take the polyphase upsampling convs, input modulation with packed
+    # weights and the fused noise half (float32 loses or is neutral). Tests force float32 in to check the math.
     REARRANGED_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16,)
-    # The encoder's full-size layers and the decoder's full-size level run in strips of this
-    # many full-size rows (:mod:`fast_strips`): the same output without any full-size feature
-    # (docs/performance.md, "The generator's full-size level in strips": 64 measured lowest
-    # in memory and fastest, 5-10 % faster than untiled). 0: untiled. Even (stride 2).
+    # Full-size rows per strip (:mod:`fast_strips`; docs/performance.md, "The generator's full-size level
+    # in strips": 64 measured lowest in memory and fastest). 0: untiled. Even (stride 2).
     STRIP_ROWS = 64
 
     def __init__(self, model: GPEN, plan: ForwardPlan) -> None:
@@ -86,14 +58,9 @@ class FastGPEN(nn.Module):
         self.conv1 = StyledConv(g.conv1, fir, dt, dev, mf)
         self.to_rgb1 = ToRGB(g.to_rgb1, fir, dt, dev, mf)
         self.convs = nn.ModuleList(StyledConv(c, fir, dt, dev, mf) for c in g.convs)
-        # Each level's first conv hands its output to the second as a (features, noise) pair
-        # (saves building one concatenation per level: ~15% at 512 px on CPU).
         # oneDNN's fused ops have no fake-tensor kernels (torch.compile / export cannot trace
         # the in-place one), so a compiled plan leaves fusion to inductor.
         onednn = onednn_fusion(dev, dt) and fir == "depthwise" and not plan.compile
-        # Upsampling convs in polyphase form (where oneDNN runs bf16 natively, AMX / AVX-512
-        # BF16: measured 1.5-1.9x on those convs; float32 loses 1.5x: more taps), the
-        # low-resolution convs input-modulated with packed weights, the noise half fused.
         rearranged = onednn and dt in self.REARRANGED_DTYPES
         for m in self.modules():
             if isinstance(m, ModConv) and m.upsample and rearranged:
@@ -116,8 +83,7 @@ class FastGPEN(nn.Module):
         self.split_levels = []
         for i, sc in enumerate(self.convs[1::2]):
             res, c = 2 ** (i + 3), sc.conv.wsq.shape[1] // 2
-            # With the noise half fused (rearranged dtypes) splitting pays from a quarter of that
-            # (measured 1.02-1.05x at 4 MB in bfloat16; float32 at 4 MB: within noise).
+            # With the noise half fused (rearranged dtypes) splitting pays from a quarter of that.
             min_bytes = self.SPLIT_MIN_BYTES // 4 if rearranged else self.SPLIT_MIN_BYTES
             big = c * res * res * torch.empty((), dtype=dt).element_size() >= min_bytes
             self.split_levels.append(onednn and big and not sc.conv.packed)
@@ -130,12 +96,9 @@ class FastGPEN(nn.Module):
         if self.split_last:
             last = self.to_rgbs[-1].conv
             last.use_split_input(last.wsq.shape[1] // 2)
-        # Strips recompute the noise from the input rows, which needs encoder[0] to be a
-        # 1×1 conv (GPEN's ecd0), and run the last level on other shapes than its packed
-        # weights were reordered for. A compiled plan stays untiled: the unrolled strip loop
-        # would multiply the graph inductor compiles, and inductor plans its own buffers.
-        # CPU only: the strip height's cost was measured there; on a GPU the extra kernel
-        # launches are unmeasured (the output would be the same).
+        # Strips recompute the noise from the input rows (encoder[0] must be GPEN's 1×1 ecd0) and run
+        # the last level on other shapes than packed weights were reordered for. A compiled plan stays
+        # untiled (inductor would compile the unrolled loop); a GPU too (its cost there is unmeasured).
         e0, e1 = self.encoder[0], self.encoder[1]
         strippable = e0.blur is None and e0.weight.shape[-2:] == (1, 1) and e0.stride == 1 and e0.padding == 0
         strippable = strippable and not any(c.conv.packed for c in self.convs[-2:])
@@ -159,9 +122,7 @@ class FastGPEN(nn.Module):
         feats: list[torch.Tensor | None] = []
         layers = list(self.encoder)
         if strips:
-            # The full-size feature is only the last level's noise, which each strip recomputes
-            # from its input rows (a 1×1 conv): it is never built whole (GPEN-BFR-512 float32:
-            # 64 MiB, and as much again for its blurred copy in encoder[1]).
+            # The full-size feature is only the last level's noise, which each strip recomputes.
             x = encoder_head(self, inp, self.strip_rows)
             feats, layers = [None, x], layers[2:]
         for layer in layers:
@@ -172,9 +133,8 @@ class FastGPEN(nn.Module):
         latent = style * torch.rsqrt(torch.mean(style * style, dim=1, keepdim=True) + 1e-8)
         for lin in self.style:
             latent = lin(latent)
-        # Each encoder feature is the noise input of one decoder level only: popped as it is used,
-        # the lower levels' features are freed before the full-size level, where the peak is
-        # (GPEN-BFR-512: 58 MiB of its 122 MiB of features).
+        # Each encoder feature is one decoder level's noise: popped as used, so the lower levels'
+        # are freed before the full-size level, where the peak is.
         out = self.conv1(self.const, latent, feats.pop())
         skip = self.to_rgb1(out, latent, None)
         for i, to_rgb in enumerate(self.to_rgbs):

@@ -1,7 +1,6 @@
-"""The fast GPEN's layers: each of :class:`~gpen_core.networks.arch.GPEN`'s layers recomputed
-with its constants folded in, channels-last and in place (the module docstring of
-:mod:`gpen_core.networks.fast` says what and why). :class:`~gpen_core.networks.fast.FastGPEN`
-assembles them; nothing here loads weights or chooses a plan.
+"""The fast GPEN's layers: each of :class:`~gpen_core.networks.arch.GPEN`'s layers with its constants
+folded in, channels-last and in place; :class:`~gpen_core.networks.fast.FastGPEN` assembles them.
+The measured reasons: docs/performance.md, "The fast torch forward: what it folds and why".
 """
 
 from __future__ import annotations
@@ -42,8 +41,7 @@ def onednn_fusion(device: torch.device, dtype: torch.dtype) -> bool:
 
 
 def _modulated(base: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """base * factor; the product keeps base's (channels-last) layout, which is the one the
-    convolution wants, so it copies no weight (~2% of a 512 px forward otherwise)."""
+    """base * factor, in base's layout (the one the convolution wants, so it copies no weight)."""
     return base * factor
 
 
@@ -189,11 +187,8 @@ class ModConv(nn.Module):
         self.scale, self.gain = float(conv.scale), gain
         self.modulation = Linear(conv.modulation, dev)
         w = conv.weight[0]  # (out, in, k, k)
-        # Stored once in the layout the convolution wants (conv_transpose: (in, out, k, k)),
-        # so the per-image modulation is one layout-preserving multiply and the conv copies
-        # nothing. Always a copy: a tensor that still aliased the model's (a float32 1×1 ToRGB
-        # weight is already "channels-last") would keep a mmap-loaded checkpoint file mapped
-        # whole: 270 MB resident for GPEN-BFR-512, measured, for 16 small tensors.
+        # In the layout the convolution wants (conv_transpose: (in, out, k, k)). Always a copy: one
+        # aliasing the model's would keep a mmap-loaded checkpoint mapped whole.
         base = w.permute(1, 0, 2, 3) if self.upsample else w
         self.register_buffer("weight", _own(base.to(dev, dt).contiguous(memory_format=memory_format), w), persistent=False)
         self.split_at: int | None = None
@@ -232,8 +227,7 @@ class ModConv(nn.Module):
             w = _modulated(self.weight, f.repeat(4, 1)[:, :, None, None])
             return self.blur.from_phases(F.conv2d(x, w, padding=1), bias, leaky)
         if self.upsample:
-            # The factor made contiguous in the weight's (in, out) order: a transposed view
-            # broadcast over the channels-last weight takes a slow strided loop (measured 5x).
+            # The factor contiguous in the weight's (in, out) order: a transposed view takes a slow strided loop.
             w = _modulated(self.weight, f.t().contiguous()[:, :, None, None])
             out = F.conv_transpose2d(x, w, stride=2)
             return self.blur(out, bias, leaky=leaky)  # the next activation's bias rides on the blur conv
@@ -259,12 +253,10 @@ class ModConv(nn.Module):
         return _leaky_(y) if leaky else y
 
     def use_input_modulation(self, size: int) -> None:
-        """Modulate the input (size×size) instead of the weight, and keep the weight packed.
+        """Modulate the input (size×size) instead of the weight, and keep the weight packed (oneDNN, CPU).
 
-        For the low-resolution layers, whose input is smaller than their weight: the weight
-        stays constant, so it is packed once into oneDNN's blocked layout (a modulated one is
-        multiplied and reordered on every call: measured ~10x the 2×2 polyphase conv's own
-        time at 4×4 px in bfloat16, 3x for a 3×3 conv at 16 px). oneDNN only (CPU).
+        For the low-resolution layers, whose input is smaller than their weight: the constant weight
+        is packed once into oneDNN's blocked layout instead of multiplied and reordered every call.
         """
         if not self.demodulate or (self.upsample and not self.polyphase):
             raise ValueError("input modulation needs a demodulated stride-1 conv (polyphase for upsampling)")
@@ -280,10 +272,8 @@ class ModConv(nn.Module):
         Output pixel ``(2m + a, 2n + b)`` of ``conv_transpose2d(x, W, stride=2)`` is
         ``sum_{r,s} x[m-1+r, n-1+s] · W[a+2-2r, b+2-2s]`` (r, s ∈ {0, 1}, taps past 2 are 0):
         a 2×2 conv over x padded by 1 whose 4·out channels are the phases (h+1 of them per
-        axis; the last row and column of the interleaved image are zero). oneDNN runs it
-        1.5-2x faster than its bfloat16 transposed conv on AMX, but slower in float32 (16
-        taps instead of 9). The weight is stored arranged (16/9 the size), so modulating it
-        stays one multiply.
+        axis; the last row and column of the interleaved image are zero). The weight is stored
+        arranged (16/9 the size), so modulating it stays one multiply.
         """
         w = self.weight.permute(1, 0, 2, 3)  # (out, in, 3, 3): exact values, only rearranged
         o, i = w.shape[:2]
@@ -330,8 +320,7 @@ class StyledConv(nn.Module):
         self.register_buffer("bias_noise", b[c:].to(dev, dt).view(1, c, 1, 1), persistent=False)
         # A Python float: a constant for the compiler, no device sync per call.
         self.noise_weight = float(sc.noise.weight.item()) * _SQRT2
-        # The noise half as a depthwise 1×1 conv, for oneDNN to fuse the scale, bias and leaky
-        # ReLU into one pass over a fresh buffer (measured 2.5x the add + leaky_ in bfloat16).
+        # The noise half as a depthwise 1×1 conv: oneDNN fuses scale, bias and leaky ReLU in one pass.
         self.register_buffer("noise_dw", torch.full((c, 1, 1, 1), self.noise_weight, device=dev, dtype=dt), persistent=False)
         self.fused_noise = False  # set by FastGPEN (oneDNN only)
 
@@ -363,8 +352,7 @@ class StyledConv(nn.Module):
             return y, self.noise_half(noise)
         if not self.cat_in_place:  # torch.compile cannot trace out= into a slice; inductor fuses this
             return _leaky_(torch.cat((y, torch.add(self.bias_noise, noise, alpha=self.noise_weight)), 1))
-        # The concatenation built in place: the noise half is computed straight into it
-        # (measured ~20% cheaper than torch.cat of a separately allocated half at 512 px).
+        # The concatenation built in place: the noise half is computed straight into it.
         n, c, h, w = y.shape
         out = torch.empty((n, 2 * c, h, w), dtype=y.dtype, device=y.device, memory_format=self.memory_format)
         out[:, :c].copy_(y)

@@ -1,36 +1,23 @@
-"""The fast GPEN decoder's full-size level in horizontal strips of rows: the same output, less memory.
+"""The fast GPEN's full-size layers in horizontal strips of rows: the same output, less memory.
 
-At the full-size level the untiled forward holds, at once, the level's half-size input, the
-full-size encoder feature (its noise input), the upsampling conv's (features, noise) output
-and the 3×3 conv's: for GPEN-BFR-512 float32 four to five 64 MiB tensors, the peak of a whole
-request. In strips, only the half-size input and strip-sized pieces are alive.
+Untiled, the full-size level holds four to five full-size tensors at once (GPEN-BFR-512 float32: 64 MiB
+each), the peak of a request; in strips only the half-size input and strip-sized pieces are alive
+(docs/performance.md, "The generator's full-size level in strips"). Every op is translation-equivariant
+along the rows (the upsampling one with stride 2), so a strip computed from the input rows it depends on,
+then cropped, equals those rows of the full computation; the image's true top and bottom get no halo (the
+strip's zero padding there is the full computation's).
 
-Every op of the level is translation-equivariant along the rows (the upsampling one with
-stride 2), so a strip computed from the input rows it depends on, then cropped to the rows
-whose whole dependency lay inside the strip, equals those rows of the full computation. The
-true top and bottom of the image get no halo: the strip's zero padding there is the full
-computation's.
+The halos, each side of a strip's own rows:
 
-The halo (input rows at half size each side of a strip's own ones, :data:`HALO`):
+- :data:`HALO` (decoder, half-size input rows): the upsampling conv (transposed 3×3, stride 2, then the
+  4-tap blur with padding 1) makes output row ``q`` depend on input rows ``m`` with ``q - 3 ≤ 2m ≤ q + 2``;
+  the 3×3 conv (padding 1) reads upsampled rows ``r0-1 .. r1`` for output rows ``[r0, r1)``. For even
+  ``r0, r1`` that is input rows ``r0/2 - 2 .. r1/2 + 1``.
+- :data:`HEAD_HALO` (:func:`encoder_head`, full-size rows): ``encoder[1]`` is the 4-tap blur with padding 2
+  then a 3×3 conv with stride 2, so its output row ``j`` depends on full-size rows ``2j-2 .. 2j+3``.
 
-- The upsampling conv (transposed 3×3 conv, stride 2, then the 4-tap blur with padding 1;
-  any of its implementations computes that function): intermediate row ``p = 2m + k``
-  (k = 0..2) takes input row ``m``, output row ``q`` reads intermediate rows ``q-1 .. q+2``,
-  so output row ``q`` depends on input rows ``m`` with ``q - 3 ≤ 2m ≤ q + 2``.
-- The 3×3 conv (padding 1) reads the upsampled rows ``r0-1 .. r1`` for output rows
-  ``[r0, r1)``. For even ``r0, r1`` those need input rows ``r0/2 - 2 .. r1/2 + 1``: a halo
-  of 2 rows on both sides.
-
-The noise input of both convs is ``encoder[0](x)``, a 1×1 conv of the 3-channel input, so each
-strip recomputes its rows instead of keeping the full-size feature from the encoder on.
-The ToRGB skip is upsampled once at full size (3 channels) and added row by row.
-
-The encoder's first two layers run in strips too (:func:`encoder_head`): the full-size
-feature and its blurred copy (2 × 64 MiB for GPEN-BFR-512 float32) were the next peak.
-``encoder[1]`` is the 4-tap blur with padding 2 then a 3×3 conv with stride 2 and no padding:
-its output row ``j`` reads blurred rows ``2j .. 2j+2``, each of which reads full-size rows
-``t-2 .. t+1``, so row ``j`` depends on full-size rows ``2j-2 .. 2j+3`` (:data:`HEAD_HALO`
-rows each side of its own two).
+The noise input of both decoder convs is ``encoder[0](x)``, a 1×1 conv of the 3-channel input: each strip
+recomputes its rows. The ToRGB skip is upsampled once at full size (3 channels) and added row by row.
 """
 
 from __future__ import annotations

@@ -1,29 +1,19 @@
 """GPEN's face-parsing network (ParseNet) and the runner that turns a restored face into labels.
 
-The network is the official yangxy/GPEN ``face_parse/parse_model.py`` ``ParseNet``
-(by chaofengc, from PSFR-GAN), with the same module names, so the released
-``ParseNet-latest.pth`` loads strictly. facexlib's ``parsing_parsenet.pth`` is the same
-class with the same constructor arguments (``ParseNet(in_size=512, out_size=512,
-parsing_ch=19)``; its defaults are GPEN's ``min_feat_size 32, base_ch 64, LeakyReLU, bn,
-ch_range [32, 256]``), the same 19 CelebAMask-HQ classes in the same order, hence the same
-key table: either file loads here. Whether the two files hold the same numbers is not
-published (no size or hash for ``ParseNet-latest.pth`` was found); the runner says which
-file it loaded.
+The network is the official yangxy/GPEN ``face_parse/parse_model.py`` ``ParseNet`` under the same module
+names, so GPEN's ``ParseNet-latest.pth`` and facexlib's ``parsing_parsenet.pth`` (the same class, arguments
+and 19 CelebAMask-HQ classes: docs/paste-mask.md) both load strictly.
 
-The runner follows the official ``FaceParse.process``: resize the face to 512×512
-(INTER_LINEAR), RGB in [-1, 1] computed as its ``img2tensor`` does (:func:`official_input`),
-forward, argmax over the 19 classes. Colours: the
-runner takes RGB uint8 (the official code takes BGR and flips it to RGB itself).
-
-torch is imported here; import this module only when a parser is built.
+The runner follows the official ``FaceParse.process``: resize the face to 512×512 (INTER_LINEAR), RGB in
+[-1, 1] as its ``img2tensor`` computes it (:func:`official_input`), forward, argmax over the 19 classes.
+It takes RGB uint8 (the official code takes BGR and flips it itself). torch is imported here; import this
+module only when a parser is built.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from gpen_core.errors import WeightsError
 from gpen_core.networks.parsenet_layers import ConvLayer, NormType, ReluType, ResidualBlock
 from gpen_core.rgb import check_rgb
 
@@ -134,7 +125,6 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     Accepts GPEN's ``ParseNet-latest.pth`` and facexlib's ``parsing_parsenet.pth`` (a bare
     state_dict; a ``state_dict`` wrapper and ``module.`` prefixes are unwrapped too).
     """
-    from gpen_core.errors import WeightsError
     from gpen_core.networks.checkpoint import read_network_weights
 
     path = Path(path)
@@ -142,7 +132,6 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     def not_a_dict(found: str) -> str:
         return f"{path} does not hold a ParseNet state_dict (found {found})"
 
-    # Out of memory is OutOfMemory (the ladder steps down), not "re-download"; corrupt only when the bytes are.
     sd = read_network_weights(
         path, "ParseNet weights", wrappers=("state_dict",), not_a_dict=not_a_dict,
         missing=f"ParseNet weights not found at {path}. Put ParseNet-latest.pth (GPEN) or "
@@ -155,8 +144,6 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
 
 def build(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None, source: str = "") -> ParseNet:
     """A ParseNet (default: the released configuration) with ``state_dict`` loaded strictly, in eval mode."""
-    from gpen_core.errors import WeightsError
-
     net = ParseNet(**dict(config or RELEASED_CONFIG))
     try:
         net.load_state_dict(dict(state_dict), strict=True)
@@ -180,28 +167,16 @@ def official_input(rgb: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(_INPUT_LUT[rgb]).permute(2, 0, 1).unsqueeze(0)
 
 
-@dataclass(frozen=True)
-class ParseTiming:
-    """Seconds spent in the last :meth:`FaceParser.labels` call (measured, wall clock)."""
-
-    resize_s: float
-    forward_s: float
-    argmax_s: float
-
-
 class FaceParser:
     """Restored face (RGB uint8) → per-pixel class labels at 512×512, as GPEN's ``FaceParse.process``.
 
-    ``input_size``: 512 is the official input; 256 runs the same weights on a face
-    shrunk to 256 (about a quarter of the cost) and upsamples the logits bilinearly to
-    512 before the argmax. ``dtype``: float32 (exact) or bfloat16 (CPUs with native
-    bf16, CUDA). ``channels_last``: NHWC convolutions (faster on CPU with oneDNN; they
-    sum in another order than the official NCHW ones: rounding apart, 4.5e-4 on the tiny
-    reference's logits of up to 124, same labels).
-    ``source``: the file the weights came from (shown in notes). ``strips``: the full-size
-    layers a strip of rows at a time (:mod:`gpen_core.networks.parsenet_strips`; default: on the
-    CPU), the same logits up to the convolutions' summation order, a lower peak.
-    One instance may be shared; calls are serialised by a lock.
+    ``input_size``: 512 is official; 256 runs the same weights on a face shrunk to 256 (about a quarter of
+    the cost) and upsamples the logits bilinearly to 512 before the argmax. ``dtype``: float32 (exact) or
+    bfloat16 (CPUs with native bf16, CUDA). ``channels_last``: NHWC convolutions (faster with oneDNN; another
+    summation order: 4.5e-4 on the tiny reference's logits of up to 124, same labels). ``source``: the
+    weights' file (shown in notes). ``strips``: the full-size layers a strip of rows at a time
+    (:mod:`gpen_core.networks.parsenet_strips`; default: on the CPU). One instance may be shared; calls
+    are serialised by a lock.
     """
 
     def __init__(
@@ -222,15 +197,12 @@ class FaceParser:
         self.dtype = dtype
         self.channels_last = channels_last
         self.source = source
-        # The full-size layers in strips of rows (networks/parsenet_strips.py): the same labels,
-        # less memory, no slower on the CPU (benchmarks/bench_parse_strips.py at commit 369cff7, AVX2 EPYC, 512 px:
-        # 443-449 → 317-336 MiB above the loaded parser, 6.40 → 6.25 CPU s). Unmeasured on CUDA,
-        # where it stays off unless asked for.
+        # Same labels, less memory, no slower on the CPU (docs/performance.md, "ParseNet's full-size layers
+        # in strips"). Unmeasured on CUDA, where it stays off unless asked for.
         self.strips = self.device.type == "cpu" if strips is None else bool(strips)
         self._memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self._net = net.to(self.device, dtype=dtype, memory_format=self._memory_format).eval()
         self._lock = threading.Lock()
-        self.last_timing: ParseTiming | None = None
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> FaceParser:
@@ -241,12 +213,10 @@ class FaceParser:
     def logits(self, face_rgb: np.ndarray, out_size: int | None = None) -> torch.Tensor:
         """1×C×S×S float32 logits for an RGB uint8 face (S = ``out_size``, default the input size)."""
         check_rgb(face_rgb, "the face to parse")
-        t0 = time.perf_counter()
         s = self.input_size
         x = face_rgb
         if x.shape[:2] != (s, s):
             x = cv2.resize(x, (s, s), interpolation=cv2.INTER_LINEAR)  # official: cv2.resize default
-        t1 = time.perf_counter()
         with self._lock, torch.inference_mode():
             inp = official_input(x)
             inp = inp.to(self.device, dtype=self.dtype, memory_format=self._memory_format)
@@ -258,15 +228,8 @@ class FaceParser:
                 out = self._net.parse(inp).float()
             if out_size is not None and out_size != s:
                 out = F.interpolate(out, size=(out_size, out_size), mode="bilinear", align_corners=False)
-        t2 = time.perf_counter()
-        self.last_timing = ParseTiming(t1 - t0, t2 - t1, 0.0)
         return out
 
     def labels(self, face_rgb: np.ndarray) -> np.ndarray:
         """int64 512×512 class labels (0..18, GPEN's CelebAMask-HQ order) for an RGB uint8 face."""
-        logits = self.logits(face_rgb, out_size=PARSE_SIZE)
-        t0 = time.perf_counter()
-        labels = logits.argmax(dim=1)[0].cpu().numpy()
-        if self.last_timing is not None:
-            self.last_timing = ParseTiming(self.last_timing.resize_s, self.last_timing.forward_s, time.perf_counter() - t0)
-        return labels
+        return self.logits(face_rgb, out_size=PARSE_SIZE).argmax(dim=1)[0].cpu().numpy()

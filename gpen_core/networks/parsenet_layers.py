@@ -1,9 +1,5 @@
-"""ParseNet's building blocks, the official layers under their official key names.
-
-Their own module so that the whole-image network (:mod:`gpen_core.networks.parsenet`) and the
-forward in strips (:mod:`gpen_core.networks.parsenet_strips`) both build on them without
-importing each other. torch is imported here; import this module only when a parser is built.
-"""
+"""ParseNet's building blocks, the official layers under their official key names (shared by
+:mod:`gpen_core.networks.parsenet` and :mod:`gpen_core.networks.parsenet_strips`; imports torch)."""
 
 from __future__ import annotations
 
@@ -75,8 +71,7 @@ class ConvLayer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.up:
-            # No name for the upsampled input: it is freed once padded, before the convolution
-            # allocates its output.
+            # No name for the upsampled input: it is freed once padded, before the conv allocates its output.
             return self.relu(self.norm(self.conv2d(self.reflection_pad(F.interpolate(x, scale_factor=2, mode="nearest")))))
         return self.relu(self.norm(self.conv2d(self.reflection_pad(x))))
 
@@ -96,9 +91,8 @@ class ResidualBlock(nn.Module):
         self.conv2 = ConvLayer(c_out, c_out, 3, s2, norm_type=norm_type, relu_type="none")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # The main branch first and the shortcut added in place: the shortcut is not held while the
-        # branch allocates its big temporaries, and no third full-size tensor is made for the sum.
-        # Same values as official (shortcut + branch): float addition is commutative. With the
-        # upsampling above: one 512 px face parses at 388 MiB above idle instead of 452 (measured).
+        # The branch first, the shortcut added in place: no shortcut held through the branch's temporaries
+        # and no third tensor for the sum (docs/performance.md: 452 → 388 MiB per 512 px face). Same values
+        # as official (shortcut + branch): float addition is commutative.
         out = self.conv2(self.conv1(x))
         return out.add_(self.shortcut_func(x))

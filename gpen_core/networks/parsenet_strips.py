@@ -1,26 +1,16 @@
 """ParseNet's full-size layers in horizontal strips of rows: the same logits, less memory.
 
-A whole 512 px ParseNet forward holds, at its two full-size ends, several 64-128 channel
-512×512 tensors at once (float32: 64-128 MiB each): the encoder's first feature, its padded
-copy and the first residual block's 128-channel convolution; at the other end the last
-decoder block's upsampled and padded input, twice (branch and shortcut), and its output. That
-end set the peak of a `quality` request's mask stage. In strips, only the lower levels' whole
-tensors and strip-sized pieces are alive at once.
+A whole 512 px forward holds several 64-128 channel full-size tensors at once at each end (float32:
+64-128 MiB each); in strips only the lower levels' whole tensors and strip-sized pieces are alive
+(docs/performance.md, "ParseNet's full-size layers in strips": 140-160 MiB less at 512 px, no slower).
 
-Every layer here is a reflection pad of 1, a 3×3 convolution (stride 1 or 2, after a nearest
-×2 upsampling for the "up" layers), then a per-channel norm and an elementwise activation; a
-residual block adds two such chains. Output row ``o`` of a layer reads the padded rows
-``s·o .. s·o+2`` (``s`` the stride), i.e. the rows ``s·o-1 .. s·o+1`` of its (upsampled)
-input, reflected at the image's edges; an upsampled row ``u`` is input row ``u // 2``. A strip
-runs the layer's own ops on the slice of rows it reads: [nearest ×2], reflection pad (the
-columns always, a row only where the slice touches the image's edge), convolution; so each
-output row is computed from the same numbers as in the whole forward, whatever the
-neighbouring strips hold. Only the convolution's own summation order may differ with the
-strip's shape (oneDNN picks kernels per shape).
-
-The whole-image module (:meth:`~gpen_core.networks.parsenet.ParseNet.parse`) stays what the
-OpenVINO conversion traces; the torch runner calls :func:`parse_in_strips` on the CPU by
-default (``benchmarks/bench_parse_strips.py at commit 369cff7``: 140-160 MiB less at 512 px, no slower).
+Every layer is a reflection pad of 1, a 3×3 convolution (stride 1 or 2, after a nearest ×2 upsampling
+for the "up" layers), a per-channel norm and an elementwise activation. Output row ``o`` reads the
+(upsampled) input rows ``s·o-1 .. s·o+1`` (``s`` the stride), reflected at the image's edges; upsampled
+row ``u`` is input row ``u // 2``. A strip runs the layer's own ops on the rows it reads, padding a row
+only where the slice touches the image's edge, so each output row is computed from the same numbers as
+in the whole forward; only the convolution's summation order may differ with the strip's shape.
+:meth:`~gpen_core.networks.parsenet.ParseNet.parse` stays the whole-image module (what OpenVINO traces).
 """
 
 from __future__ import annotations
@@ -43,12 +33,20 @@ def _reflect(i: int, n: int) -> int:
     return i
 
 
-def _source_rows(layer: ConvLayer, o_lo: int, o_hi: int, h_in: int) -> list[int]:
-    """The input rows (in order, repeats included) that output rows ``[o_lo, o_hi)`` of ``layer`` read."""
-    s = layer.conv2d.stride[0]
-    h_eff = 2 * h_in if layer.up else h_in
+def _need(stage: ConvLayer | ResidualBlock, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
+    """The input rows ``[lo, hi)`` that output rows ``[o_lo, o_hi)`` of ``stage`` read (reflections included)."""
+    if isinstance(stage, ResidualBlock):
+        a_lo, a_hi = _need(stage.conv2, o_lo, o_hi, _out_height(stage.conv1, h_in))
+        lo, hi = _need(stage.conv1, a_lo, a_hi, h_in)
+        short = stage.shortcut_func
+        s_lo, s_hi = (o_lo, o_hi) if isinstance(short, torch.nn.Identity) else _need(short, o_lo, o_hi, h_in)
+        return min(lo, s_lo), max(hi, s_hi)
+    s = stage.conv2d.stride[0]
+    h_eff = 2 * h_in if stage.up else h_in
     rows = [_reflect(u, h_eff) for u in range(s * o_lo - 1, s * (o_hi - 1) + 2)]
-    return [u // 2 for u in rows] if layer.up else rows
+    if stage.up:
+        rows = [u // 2 for u in rows]
+    return min(rows), max(rows) + 1
 
 
 class _Rows:
@@ -58,14 +56,11 @@ class _Rows:
         self.t, self.lo, self.height = t, lo, height
 
 
-def _out_height(layer: ConvLayer, h_in: int) -> int:
-    h = 2 * h_in if layer.up else h_in
-    return (h - 1) // layer.conv2d.stride[0] + 1
-
-
-def _conv_need(layer: ConvLayer, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
-    rows = _source_rows(layer, o_lo, o_hi, h_in)
-    return min(rows), max(rows) + 1
+def _out_height(stage: ConvLayer | ResidualBlock, h_in: int) -> int:
+    if isinstance(stage, ResidualBlock):
+        return _out_height(stage.conv2, _out_height(stage.conv1, h_in))
+    h = 2 * h_in if stage.up else h_in
+    return (h - 1) // stage.conv2d.stride[0] + 1
 
 
 def _conv_rows(layer: ConvLayer, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
@@ -88,38 +83,19 @@ def _conv_rows(layer: ConvLayer, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
     return _Rows(y, o_lo, _out_height(layer, x.height))
 
 
-def _block_need(block: ResidualBlock, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
-    h1 = _out_height(block.conv1, h_in)
-    a_lo, a_hi = _conv_need(block.conv2, o_lo, o_hi, h1)
-    lo, hi = _conv_need(block.conv1, a_lo, a_hi, h_in)
-    short = block.shortcut_func
-    s_lo, s_hi = (o_lo, o_hi) if isinstance(short, torch.nn.Identity) else _conv_need(short, o_lo, o_hi, h_in)
-    return min(lo, s_lo), max(hi, s_hi)
-
-
-def _block_rows(block: ResidualBlock, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
-    """Output rows ``[o_lo, o_hi)`` of a residual block: the branch first, the shortcut added in place (as the block does)."""
-    h1 = _out_height(block.conv1, x.height)
-    a_lo, a_hi = _conv_need(block.conv2, o_lo, o_hi, h1)
-    out = _conv_rows(block.conv2, _conv_rows(block.conv1, x, a_lo, a_hi), o_lo, o_hi)
-    short = block.shortcut_func
+def _run(stage: ConvLayer | ResidualBlock, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
+    """Output rows ``[o_lo, o_hi)`` of ``stage``; a residual block's branch first, then its shortcut
+    added in place (as the block does)."""
+    if not isinstance(stage, ResidualBlock):
+        return _conv_rows(stage, x, o_lo, o_hi)
+    a_lo, a_hi = _need(stage.conv2, o_lo, o_hi, _out_height(stage.conv1, x.height))
+    out = _conv_rows(stage.conv2, _conv_rows(stage.conv1, x, a_lo, a_hi), o_lo, o_hi)
+    short = stage.shortcut_func
     if isinstance(short, torch.nn.Identity):
         out.t.add_(x.t[:, :, o_lo - x.lo : o_hi - x.lo])
     else:
         out.t.add_(_conv_rows(short, x, o_lo, o_hi).t)
     return out
-
-
-def _need(stage, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
-    return _block_need(stage, o_lo, o_hi, h_in) if isinstance(stage, ResidualBlock) else _conv_need(stage, o_lo, o_hi, h_in)
-
-
-def _run(stage, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
-    return _block_rows(stage, x, o_lo, o_hi) if isinstance(stage, ResidualBlock) else _conv_rows(stage, x, o_lo, o_hi)
-
-
-def _height_out(stage, h_in: int) -> int:
-    return _out_height(stage.conv2, _out_height(stage.conv1, h_in)) if isinstance(stage, ResidualBlock) else _out_height(stage, h_in)
 
 
 def run_in_strips(stages: list, x: torch.Tensor, rows: int | None = None) -> torch.Tensor:
@@ -129,7 +105,7 @@ def run_in_strips(stages: list, x: torch.Tensor, rows: int | None = None) -> tor
     rows = rows or STRIP_ROWS
     heights = [x.shape[2]]
     for stage in stages:
-        heights.append(_height_out(stage, heights[-1]))
+        heights.append(_out_height(stage, heights[-1]))
     out: torch.Tensor | None = None
     for lo in range(0, heights[-1], rows):
         ranges = [(lo, min(lo + rows, heights[-1]))]

@@ -1,9 +1,7 @@
 """The forward plan: which device, dtype, layout and compile setting a generator runs with.
 
-:func:`choose_plan` turns a request ("bfloat16 on the CPU") into a :class:`ForwardPlan`
-this machine can run well, and says when it had to change the request;
-:func:`cpu_features` is what it reads about the CPU. The networks that run a plan
-are in :mod:`gpen_core.networks.fast`.
+:func:`choose_plan` turns a request ("bfloat16 on the CPU") into a :class:`ForwardPlan` this machine can
+run well, and says when it had to change the request. :mod:`gpen_core.networks.fast` runs a plan.
 """
 
 from __future__ import annotations
@@ -52,10 +50,8 @@ class ForwardPlan:
 def cpu_features() -> dict[str, bool]:
     """What this CPU can do natively, from /proc/cpuinfo flags and torch's own probe.
 
-    Keys: ``avx2``, ``avx512f``, ``avx512_bf16``, ``amx_bf16``, ``amx_tile``,
-    ``avx512_fp16``, ``arm_bf16`` (ARMv8.6 BF16), ``torch_avx512`` (torch's kernels
-    dispatch to AVX-512), and ``native_bf16`` (any of the bf16 ones: bfloat16
-    matmuls run at least at float32 speed rather than emulated).
+    Keys: the ISA flags by name, ``arm_bf16`` (ARMv8.6 BF16), ``torch_avx512`` (torch's kernels dispatch
+    to AVX-512) and ``native_bf16`` (bfloat16 matmuls run at least at float32 speed, not emulated).
     """
     flags: set[str] = set()
     try:
@@ -94,11 +90,10 @@ def cpu_features() -> dict[str, bool]:
 
 
 def cuda_native_bf16(device: str | torch.device = "cuda") -> bool:
-    """Whether the GPU ``device`` runs bfloat16 natively (compute capability 8.0 and later).
+    """Whether the GPU ``device`` runs bfloat16 natively (compute capability 8.0 and later; ROCm: yes).
 
-    ``torch.cuda.is_bf16_supported()`` also says yes for older GPUs where bfloat16 merely
-    works, emulated and slow, and it asks the current device rather than the request's.
-    ROCm GPUs run it natively.
+    Not ``torch.cuda.is_bf16_supported()``: it also says yes where bfloat16 is emulated, and asks the
+    current device rather than the request's.
     """
     if torch.version.hip:
         return True
@@ -113,12 +108,9 @@ def choose_plan(
 ) -> tuple[ForwardPlan, str | None]:
     """The plan for ``requested_dtype`` on ``device``, and a note when the request was changed.
 
-    ``requested_dtype``: "float32", "bfloat16", "float16" or "auto" (CUDA: float16;
-    CPU: bfloat16 where native, else float32). A dtype this device cannot run well is
-    replaced (CPU float16 → bfloat16 or float32; CPU bfloat16 without native support
-    → float32; CUDA bfloat16 without support → float16) and the note says so.
-    ``allow_compile`` turns torch.compile on where it can work (needs a C++ compiler
-    on CPU, Triton on CUDA); the note says when it cannot.
+    ``requested_dtype``: "float32", "bfloat16", "float16" or "auto" (CUDA: float16; CPU: bfloat16 where
+    native, else float32). A dtype this device cannot run well is replaced, and the note says so.
+    ``allow_compile`` turns torch.compile on where it can work (a C++ compiler on CPU, Triton on CUDA).
     Raises :class:`ResourceError` when CUDA is asked for but not available.
     """
     dev = str(device)
@@ -156,7 +148,7 @@ def choose_plan(
             notes.append(f"torch.compile is off: {why_not}")
         else:
             compile_ = True
-    plan = ForwardPlan(device=dev, dtype=dtype, fir="depthwise", channels_last=True, compile=compile_)  # type: ignore[arg-type]
+    plan = ForwardPlan(device=dev, dtype=dtype, compile=compile_)  # type: ignore[arg-type]
     return plan, ("; ".join(notes) or None)
 
 
@@ -178,15 +170,10 @@ def _compile_unavailable(device: str) -> str | None:
 def cuda_numerics(device: str, *, exact_float32: bool, fixed_input: bool) -> Iterator[None]:
     """TF32 and cuDNN autotuning as a call on ``device`` needs them; restored afterwards. CPU: nothing.
 
-    ``exact_float32``: float32 means IEEE float32. By default cuDNN runs float32
-    convolutions in TF32 on Ampere and later (10-bit mantissa), so ``quality`` would
-    not be the exact float32 it promises; inside this context TF32 is off for
-    convolutions and matmuls. ``fixed_input``: the generator always sees 1×3×S×S, so
-    ``cudnn.benchmark`` tunes once per process and then runs the fastest kernels; the
-    detector sees a new size with nearly every photo, where autotuning would re-tune
-    each time, so it stays off there.
-
-    These are process-wide flags: callers hold the Restorer's lock (one call at a time).
+    ``exact_float32``: TF32 off for convolutions and matmuls (cuDNN's default TF32 on Ampere and later has a
+    10-bit mantissa: not the exact float32 ``quality`` promises). ``fixed_input``: ``cudnn.benchmark`` on,
+    for the generator's fixed 1×3×S×S (the detector sees a new size nearly every photo: it would re-tune).
+    Process-wide flags: callers hold the Restorer's lock (one call at a time).
     """
     if not str(device).startswith("cuda"):
         yield

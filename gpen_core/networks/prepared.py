@@ -1,8 +1,6 @@
-"""The prepared forward: :func:`prepare` turns a loaded :class:`~gpen_core.networks.arch.GPEN`
-into a :class:`PreparedForward` (a :class:`~gpen_core.networks.fast.FastGPEN` behind a callable,
-eager or compiled), :func:`warm_up` runs it once ahead of the first request, :func:`forward_checked`
-redoes a half-precision face that overflowed in float32, and torch.compile's kernels are cached in
-the models folder (:func:`compile_cache_dir`).
+"""The prepared forward: :func:`prepare` turns a loaded :class:`~gpen_core.networks.arch.GPEN` into a
+:class:`PreparedForward` (a :class:`~gpen_core.networks.fast.FastGPEN` behind a callable, eager or compiled);
+:func:`warm_up` runs it ahead of the first request; :func:`forward_checked` redoes an overflowed face in float32.
 """
 
 from __future__ import annotations
@@ -76,13 +74,10 @@ class PreparedForward:
         return self.net.one(x)
 
     def float32_twin(self) -> "PreparedForward":
-        """This network with every weight cast up to float32 (exact casts of the stored values), eager.
+        """This network with every weight cast up to float32 (exact casts), eager, for :func:`forward_checked`.
 
-        For redoing a face whose half-precision output overflowed (:func:`forward_checked`).
-        Built on the first overflow and kept with this forward (so at most one per resident
-        generator, i.e. one per process): a photo whose faces overflow one after another
-        would otherwise copy the whole generator once per face. Its size is
-        :attr:`twin_bytes`; the memory budget counts it for half-precision modes on a GPU.
+        Built on the first overflow and kept (at most one per resident generator): a photo whose faces
+        overflow one after another would otherwise copy the generator per face. Size: :attr:`twin_bytes`.
         """
         if self._twin is not None:
             return self._twin
@@ -125,11 +120,9 @@ class PreparedForward:
 def forward_checked(forward: PreparedForward, x: torch.Tensor) -> tuple[torch.Tensor, str | None]:
     """``forward(x)`` checked for inf/NaN: (output, None) or (output, what happened, for a note).
 
-    float16 tops out at 65504: an activation past it turns the face into inf/NaN, which
-    ``to_image`` would turn into garbage pixels. Such a face is redone in float32 (the
-    same weights cast up exactly; the input cast up from the plan's dtype) and the
-    second element says so. A float32 output with inf/NaN cannot be redone; it is
-    returned with a sentence saying so, never silently.
+    float16 tops out at 65504: an activation past it makes the face inf/NaN (garbage pixels). Such a face
+    is redone in float32 (weights and input cast up exactly) and the note says so; a float32 output with
+    inf/NaN is returned with a note saying so, never silently.
     """
     y = forward(x)
     if bool(torch.isfinite(y).all()):
@@ -149,13 +142,10 @@ def compile_cache_dir() -> Path:
 
 
 def _use_our_compile_cache() -> Path:
-    """Point inductor's on-disk caches (FX graph, AOT autograd, kernels) at our models folder.
+    """Point inductor's on-disk caches at our models folder (process-wide; only when a plan compiles).
 
-    torch fixes ``TORCHINDUCTOR_CACHE_DIR`` to its /tmp default as soon as anything
-    imports torch._dynamo (even building a model on the meta device does), but reads
-    it again for every cache access, so setting it here still takes effect. A value
-    the user set (anything but torch's default) wins. Process-wide, and only done
-    when a plan asks for compile.
+    torch fixes ``TORCHINDUCTOR_CACHE_DIR`` to its /tmp default on importing torch._dynamo but reads it
+    again for every cache access, so setting it here still takes effect. A value the user set wins.
     """
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
@@ -180,10 +170,8 @@ def _compile(net: FastGPEN, plan: ForwardPlan) -> Callable[[torch.Tensor], torch
 def prepare(model: GPEN, plan: ForwardPlan) -> PreparedForward:
     """The optimized forward of ``model`` under ``plan``: ``forward(x) -> y``.
 
-    ``x``: N×3×S×S float in [-1, 1] RGB (any float dtype, any device); ``y``: float32
-    N×3×S×S on ``plan.device``. ``model`` is left as it is; for a float32 plan the
-    result shares its decoder weights (drop the model to free only the copies made
-    for other dtypes).
+    ``x``, ``y``: as :class:`PreparedForward`. ``model`` is left as it is; for a float32 plan the result
+    shares its decoder weights.
     """
     if not isinstance(model, GPEN):
         raise TypeError(f"prepare() needs a gpen_core.networks.arch.GPEN, got {type(model).__name__}")
@@ -195,10 +183,8 @@ def prepare(model: GPEN, plan: ForwardPlan) -> PreparedForward:
 def warm_up(forward: Callable[[torch.Tensor], torch.Tensor], size: int | None = None) -> float:
     """Run ``forward`` once on a blank 1×3×size×size face (compiling it if its plan says so); seconds.
 
-    Blocking. An app calls it in a thread so the first real request finds everything
-    ready, e.g. ``threading.Thread(target=warm_up, args=(forward,), daemon=True).start()``;
-    meanwhile a :class:`PreparedForward` keeps serving calls eagerly. ``size`` defaults
-    to the prepared model's.
+    Blocking: an app calls it in a thread, while a :class:`PreparedForward` keeps serving calls eagerly.
+    ``size`` defaults to the prepared model's.
     """
     t = time.perf_counter()
     if isinstance(forward, PreparedForward):

@@ -1,17 +1,9 @@
 """GPEN's background upscaler: RealESRNet (RRDBNet), loaded from the released checkpoints.
 
-The network is the RRDBNet of yangxy/GPEN ``sr_model/rrdbnet_arch.py`` (ESRGAN's
-Residual-in-Residual Dense Blocks), the one behind ``demo.py --use_sr`` and
-ModelScope's portrait-enhancement ×2 background. Same module names, so the
-released ``params_ema`` state_dict loads strictly.
-
-The checkpoint decides the architecture: blocks, features, growth channels and
-the scale are read off the keys and shapes (``conv_first`` takes 3 channels at
-×4, 12 at ×2 (pixel-unshuffle by 2), 48 at ×1 (unshuffle by 4)).
-
-Pixel contract: :meth:`RRDBNet.forward` takes N×3×H×W RGB float in [0, 1] and
-returns N×3×sH×sW (not clamped). Tiling, uint8 and the memory budget live in
-:mod:`gpen_core.upscale.tiles`.
+The RRDBNet of yangxy/GPEN ``sr_model/rrdbnet_arch.py`` (ESRGAN's Residual-in-Residual Dense Blocks) under
+the same module names, so the released ``params_ema`` state_dict loads strictly; the checkpoint's keys
+and shapes decide the architecture. :meth:`RRDBNet.forward`: N×3×H×W RGB float in [0, 1] → N×3×sH×sW
+(not clamped). Tiling, uint8 and the memory budget live in :mod:`gpen_core.upscale.tiles`.
 """
 
 from __future__ import annotations
@@ -138,12 +130,8 @@ _WRAPPERS = ("params_ema", "params")
 
 def _not_an_upscaler(where: str) -> Callable[[str], str]:
     """The message for ``where`` holding a ``found`` instead of a dict of weights."""
-
-    def message(found: str) -> str:
-        return (f"{where} is not an upscaler checkpoint: expected a dict with 'params_ema', found {found}. "
-                "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
-
-    return message
+    return lambda found: (f"{where} is not an upscaler checkpoint: expected a dict with 'params_ema', found {found}. "
+                          "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
 
 
 def unwrap_params(obj: Any, where: str = "the checkpoint") -> dict[str, torch.Tensor]:
@@ -212,7 +200,6 @@ def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cp
     from gpen_core.networks.checkpoint import read_network_weights
 
     p = Path(path)
-    # The shared reader: corrupt only when the bytes are wrong, OutOfMemory when loading did not fit.
     sd = read_network_weights(
         p, "upscaler weights", wrappers=_WRAPPERS, not_a_dict=_not_an_upscaler(str(p)),
         missing=f"upscaler file {p} does not exist. Fix: `python -m gpen_core download realesrnet_x2` "
@@ -225,11 +212,8 @@ def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cp
 
 
 def random_upscaler(config: UpscalerConfig, seed: int = 0) -> RRDBNet:
-    """An RRDBNet with seeded random weights (for tests and benchmarks; no released file needed).
-
-    Conv weights are scaled so activations stay in a sane range through 23 blocks,
-    as the official ``default_init_weights(..., 0.1)`` does for the dense blocks.
-    """
+    """An RRDBNet with seeded random weights (tests, benchmarks), scaled as the official
+    ``default_init_weights(..., 0.1)`` does so activations stay sane through 23 blocks."""
     gen = torch.Generator().manual_seed(seed)
     net = RRDBNet(config)
     with torch.no_grad():
@@ -244,13 +228,8 @@ def random_upscaler(config: UpscalerConfig, seed: int = 0) -> RRDBNet:
 
 
 def official_init_upscaler(config: UpscalerConfig, seed: int = 0) -> RRDBNet:
-    """An RRDBNet with the official initialisation (basicsr ``default_init_weights(..., 0.1)``:
-    Kaiming-normal × 0.1 and zero bias on the dense blocks; PyTorch's defaults elsewhere), seeded.
-
-    For accuracy checks (bf16 against float32): :func:`random_upscaler`'s output is mostly
-    saturated at 0 or 255, so one rounding flips whole pixels; this one's output stays mostly in
-    range, as a trained upscaler's does. Speed does not depend on the values.
-    """
+    """An RRDBNet with the official initialisation (Kaiming-normal × 0.1, zero bias on the dense blocks),
+    seeded. For accuracy checks: unlike :func:`random_upscaler`'s, its output is mostly in range."""
     torch.manual_seed(seed)
     net = RRDBNet(config)
     with torch.no_grad():
