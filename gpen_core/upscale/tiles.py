@@ -224,9 +224,7 @@ def run_tiles(
     s = net.scale
     h, w = rgb.shape[:2]
     grid = plan_grid(h, w, s, tile, pad)
-    # The official code, for odd sizes at ×2, crops the output by the input padding
-    # (one pixel) instead of by s× it, and returns 91×123 for 45×61. We return exactly
-    # s×H × s×W (90×122): the official result's top-left region.
+    # Exactly s×H × s×W, odd sizes at ×2 too: the official result's top-left region (it is a pixel bigger there).
     out = np.empty((h * s, w * s, 3), np.uint8)
     param = next(net.parameters())
     device, wdtype = param.device, param.dtype  # a net cast to bfloat16 gets its input in bfloat16
