@@ -1,12 +1,8 @@
 """GPEN's own 5-point alignment: the template and the similarity transforms.
 
-This reproduces the official yangxy/GPEN ``align_faces.py`` as ``face_enhancement.py``
-uses it: ``get_reference_facial_points((S, S), inner_padding_factor=0.25,
-outer_padding=(0, 0), default_square=True)`` and the ``'smilarity'`` branch of
-``warp_and_crop_face`` (Umeyama least-squares similarity, forward with estimated
-scale, inverse with the reciprocal scale). GPEN's template is looser than
-facexlib's FFHQ template (more forehead and chin in the crop); the generators
-were trained on it, so it is the one to use.
+The official yangxy/GPEN ``align_faces.py`` as ``face_enhancement.py`` uses it (:func:`reference_points`,
+and the ``'smilarity'`` branch of ``warp_and_crop_face``: :func:`align_transform`). GPEN's template is looser
+than facexlib's FFHQ one (more forehead and chin); the generators were trained on it.
 
 Points are (x, y) pixels in the order left eye, right eye, nose tip, left mouth
 corner, right mouth corner ("left" as seen in the image). Pure numpy; no colour.

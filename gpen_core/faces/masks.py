@@ -1,18 +1,9 @@
 """Paste-back masks for an aligned face crop: single-channel float32 in [0, 1], crop-sized.
 
-Both recipes are the official yangxy/GPEN ``face_enhancement.py`` ones, on its 512×512 canvas:
-
-* :func:`parsing_labels_to_mask` — what the official ``FaceEnhancement.process`` pastes
-  through: GPEN's ParseNet labels of the restored face, mapped by GPEN's
-  ``MASK_COLORMAP`` (background, hat and cloth off; skin, features, ears, hair and neck
-  on), then :func:`mask_postprocess` (a 26 px border zeroed, two GaussianBlur(101, σ 4)),
-  resized to the crop.
-* :func:`rectangle_mask` — GPEN's feathered rectangle, a commented-out line in the
-  official file: ones from (26, 26) to (486, 486), GaussianBlur(101, σ 4) twice, resized
-  to the crop. Our fallback when no parser weights are present or the mode cannot
-  afford the parser.
-
-Masks carry no colour, so nothing here knows RGB from BGR.
+Both are the official yangxy/GPEN ``face_enhancement.py`` recipes on its 512×512 canvas:
+:func:`parsing_labels_to_mask` (ParseNet's labels through GPEN's ``MASK_COLORMAP``, what the official
+code pastes through) and :func:`rectangle_mask` (GPEN's feathered rectangle, a commented-out line
+there; our fallback where no parser runs). Masks carry no colour, so nothing here knows RGB from BGR.
 """
 
 from __future__ import annotations
