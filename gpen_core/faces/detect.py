@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -284,15 +284,15 @@ class FaceDetector:
                 rows = self._net.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4, use_origin_size=True)
         return np.asarray(rows, dtype=np.float64).reshape(-1, 15)
 
-    def screen(self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9) -> Filtered:
-        """Split ``detections`` (in ``rgb``'s pixels) into faces and false faces: the geometry and the
-        second look at ``threshold`` (:func:`gpen_core.faces.screen.filter_detections`)."""
+    def screen(
+        self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9,
+        turns: Sequence[int] | None = None,
+    ) -> Filtered:
+        """Split ``detections`` (in ``rgb``'s pixels) into faces and false faces: the geometry and the second
+        look at ``threshold``, each crop turned as ``turns`` says (:func:`gpen_core.faces.screen.filter_detections`)."""
         from gpen_core.faces.screen import filter_detections
 
-        rgb = check_rgb(rgb)
-        return filter_detections(
-            detections,
-            rgb=rgb,
-            detect=lambda crop: self.detect(crop, threshold=threshold, max_side=max(crop.shape[:2])),
-            threshold=threshold,
-        )
+        def look(crop: np.ndarray) -> list[Detection]:
+            return self.detect(crop, threshold=threshold, max_side=max(crop.shape[:2]))
+
+        return filter_detections(detections, rgb=check_rgb(rgb), detect=look, threshold=threshold, turns=turns)

@@ -166,10 +166,6 @@ class _Passes:
     sizing: DetectSizing
     large_pass: bool  # the detection copy is big enough for the large-face pass to add anything
 
-    def second_look(self, img: np.ndarray) -> list[Detection]:
-        """The face check's second look: ``img`` at its own size, the same threshold."""
-        return self.detector.detect(img, threshold=self.threshold, max_side=max(img.shape[:2]))
-
     def upright_look(self, img: np.ndarray) -> list[Detection]:
         """The face check's upright look: ``img`` at its own size, the check's own threshold."""
         return self.detector.detect(img, threshold=screen.UPRIGHT_LOOK_THRESHOLD, max_side=max(img.shape[:2]))
@@ -193,7 +189,7 @@ class _Passes:
         kept, dropped = merge_duplicates(large + dets)  # a large face first: its pieces merge into it
         # The same face found by both passes is one reading; a box inside a face is a duplicate.
         merged = sum(1 for d in dropped if not any(overlap(d.box, g.box)[0] >= SAME_FACE_IOU for g in large if g is not d))
-        filtered = screen.filter_detections(kept, rgb=rgb, detect=self.second_look, threshold=threshold, turns=[turn] * len(kept))
+        filtered = self.detector.screen(rgb, kept, threshold=threshold, turns=[turn] * len(kept))
         good = list(filtered.kept)
         rejected = [(d, v.reasons[0]) for d, v in filtered.rejected]
         looks = screen.upright_looks(rgb, [d.landmarks for d in good], self.upright_look)
