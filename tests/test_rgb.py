@@ -55,14 +55,14 @@ def test_every_boundary_raises_the_same_error() -> None:
     from gpen_core.images.encode import encode_image
     from gpen_core.networks.tensors import to_tensor
     from gpen_core.presentation.overlay import draw_detections
-    from gpen_core.upscale.tiles import upscale
+    from gpen_core.upscale.tiles import run_tiles
 
     bad = WRONG["float"]
     calls = {
         "the image to encode": lambda: encode_image(bad, "png"),
         "the face": lambda: to_tensor(bad),
         "the photo to draw on": lambda: draw_detections(bad, []),
-        "the photo to upscale": lambda: upscale(bad, None, 16),  # checked before the network is touched
+        "the photo to upscale": lambda: run_tiles(bad, None, 16),  # checked before the network is touched
         "the image array": lambda: decode(bad),
     }
     for what, call in calls.items():

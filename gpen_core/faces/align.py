@@ -1,12 +1,8 @@
 """GPEN's own 5-point alignment: the template and the similarity transforms.
 
-This reproduces the official yangxy/GPEN ``align_faces.py`` as ``face_enhancement.py``
-uses it: ``get_reference_facial_points((S, S), inner_padding_factor=0.25,
-outer_padding=(0, 0), default_square=True)`` and the ``'smilarity'`` branch of
-``warp_and_crop_face`` (Umeyama least-squares similarity, forward with estimated
-scale, inverse with the reciprocal scale). GPEN's template is looser than
-facexlib's FFHQ template (more forehead and chin in the crop); the generators
-were trained on it, so it is the one to use.
+The official yangxy/GPEN ``align_faces.py`` as ``face_enhancement.py`` uses it (:func:`reference_points`,
+and the ``'smilarity'`` branch of ``warp_and_crop_face``: :func:`align_transform`). GPEN's template is looser
+than facexlib's FFHQ one (more forehead and chin); the generators were trained on it.
 
 Points are (x, y) pixels in the order left eye, right eye, nose tip, left mouth
 corner, right mouth corner ("left" as seen in the image). Pure numpy; no colour.
@@ -100,29 +96,6 @@ def umeyama(src: np.ndarray, dst: np.ndarray, scale: float | None = None) -> tup
     return t, scale
 
 
-def _as_points(pts: np.ndarray, name: str) -> np.ndarray:
-    arr = np.asarray(pts)
-    if arr.ndim != 2 or arr.shape[1] != 2 or arr.shape[0] < 3:
-        raise ValueError(f"{name} must be an (N, 2) array of (x, y) points with N >= 3, got shape {arr.shape}")
-    # The official code rounds the points to float32 before fitting; do the same so the
-    # transforms match it, then fit in float64.
-    return arr.astype(np.float32).astype(np.float64)
-
-
-def similarity_transform(src_pts: np.ndarray, dst_pts: np.ndarray) -> np.ndarray:
-    """The 2×3 float64 similarity (rotation, uniform scale, translation) mapping ``src_pts`` onto ``dst_pts``.
-
-    Least squares over all points (Umeyama), as the official ``'smilarity'`` alignment.
-    Both are (N, 2) (x, y) arrays with the same N >= 3. Usable as ``cv2.warpAffine``'s M.
-    """
-    src = _as_points(src_pts, "src_pts")
-    dst = _as_points(dst_pts, "dst_pts")
-    if src.shape != dst.shape:
-        raise ValueError(f"src_pts and dst_pts must have the same shape, got {src.shape} and {dst.shape}")
-    t, _ = umeyama(src, dst, None)
-    return t[:2, :]
-
-
 def align_transform(landmarks_xy: np.ndarray, crop_size: int) -> tuple[np.ndarray, np.ndarray]:
     """Transforms between a source image and GPEN's aligned ``crop_size`` crop.
 
@@ -131,9 +104,11 @@ def align_transform(landmarks_xy: np.ndarray, crop_size: int) -> tuple[np.ndarra
     crop); ``inv`` maps crop → source exactly as the official ``tfm_inv`` (Umeyama from
     the template to the landmarks with the reciprocal of the forward scale).
     """
-    src = _as_points(landmarks_xy, "landmarks_xy")
+    src = np.asarray(landmarks_xy)
     if src.shape != (5, 2):
-        raise ValueError(f"landmarks_xy must be (5, 2), got {src.shape}")
+        raise ValueError(f"landmarks_xy must be a (5, 2) array of (x, y) points, got shape {src.shape}")
+    # The official code rounds the points to float32 before fitting; so do we, to match its transforms.
+    src = src.astype(np.float32).astype(np.float64)
     ref = reference_points(crop_size).astype(np.float32).astype(np.float64)
     fwd, scale = umeyama(src, ref, None)
     inv, _ = umeyama(ref, src, 1.0 / scale)

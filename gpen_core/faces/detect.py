@@ -1,8 +1,7 @@
 """Face detection: RetinaFace (facexlib's implementation) from a local, verified file.
 
-Takes RGB uint8 H×W×3; BGR exists only on the way into RetinaFace. Also the
-checkpoint helpers the parsing model shares (:func:`load_state_dict`,
-:func:`load_weights_into`). Pixels are checked by :func:`gpen_core.rgb.check_rgb`.
+Takes RGB uint8 H×W×3; BGR exists only on the way into RetinaFace. Also the checkpoint reader the
+parsing model shares (:func:`load_state_dict`). Pixels are checked by :func:`gpen_core.rgb.check_rgb`.
 facexlib and torch are imported when a detector is built, not at import.
 """
 
@@ -10,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -33,13 +32,10 @@ _RESIZE = {"area": cv2.INTER_AREA, "linear": cv2.INTER_LINEAR}
 # Our names → facexlib's RetinaFace(network_name=...).
 _FACEXLIB_NETWORK = {"mobilenet0.25": "mobile0.25", "resnet50": "resnet50"}
 
-# Two mobilenet0.25 RetinaFaces share facexlib's keys and shapes but not their behaviour:
-# biubug6/Pytorch_Retinaface (LeakyReLU 0.1 in backbone/FPN/SSH, anchors 16..512; what
-# facexlib's class implements) and biubug6/Face-Detector-1MB-with-landmark (plain ReLU
-# everywhere, anchors 10..256). Running 1MB weights with facexlib's settings gives boxes
-# and landmarks about twice the face's size, phantom faces on flat gray and misses large
-# faces, while shapes still load strictly. The file decides which one it is (see
-# _trained_with_relu); the anchors follow from the variant.
+# Two mobilenet0.25 RetinaFaces share facexlib's keys and shapes, not their behaviour: Pytorch_Retinaface
+# (LeakyReLU 0.1, anchors 16..512; facexlib's class) and Face-Detector-1MB (ReLU, anchors 10..256). 1MB
+# weights under facexlib's settings give boxes twice the face and phantom faces while loading strictly,
+# so the file decides the variant (_trained_with_relu) and the anchors follow.
 _MOBILENET_1MB_MIN_SIZES = [[10, 20], [32, 64], [128, 256]]
 
 @dataclass(frozen=True, eq=False)
@@ -124,16 +120,6 @@ def _trained_with_relu(sd: Mapping[str, Any]) -> bool:
     return False
 
 
-def load_weights_into(model: Any, sd: dict[str, Any], path: Path, what: str) -> None:
-    try:
-        model.load_state_dict(sd, strict=True)
-    except RuntimeError as exc:
-        first = str(exc).splitlines()[0:3]
-        raise WeightsError(
-            f"{path} is not {what} weights: {' '.join(first)}. Check that the file matches the chosen network."
-        ) from exc
-
-
 def build_retinaface(weights_path: Path | None, network: DetectorName, device: str | torch.device = "cpu") -> tuple[Any, str]:
     """(facexlib's RetinaFace in eval mode with channels-last weights, variant) for ``weights_path``.
 
@@ -171,7 +157,12 @@ def build_retinaface(weights_path: Path | None, network: DetectorName, device: s
         sd: dict[str, Any] = {}
     else:
         sd = load_state_dict(Path(weights_path), f"RetinaFace {network}")
-        load_weights_into(net, sd, Path(weights_path), f"RetinaFace {network}")
+        try:
+            net.load_state_dict(sd, strict=True)
+        except RuntimeError as exc:
+            first = " ".join(str(exc).splitlines()[:3])
+            raise WeightsError(f"{weights_path} is not RetinaFace {network} weights: {first}. "
+                               "Check that the file matches the chosen network.") from exc
     # "pytorch_retinaface": facexlib's settings as they are; "1mb": see _MOBILENET_1MB_MIN_SIZES.
     variant = "pytorch_retinaface"
     if network == "mobilenet0.25" and sd and _trained_with_relu(sd):
@@ -186,12 +177,10 @@ def build_retinaface(weights_path: Path | None, network: DetectorName, device: s
 
 
 class FaceDetector:
-    """RetinaFace (facexlib's implementation) built from a local, verified weights file.
+    """RetinaFace (facexlib's implementation) from a local, verified weights file; nothing is downloaded.
 
-    Nothing is downloaded: the network is constructed directly and the given file
-    is loaded with ``torch.load(weights_only=True)``. One instance may be shared;
-    :meth:`detect` is serialised by a lock because facexlib keeps per-call state on
-    the module.
+    One instance may be shared: the network call is serialised by a lock, as facexlib keeps per-call
+    state on the module.
     """
 
     def __init__(
@@ -202,14 +191,11 @@ class FaceDetector:
         *,
         runner: Any = None,
     ) -> None:
-        """``weights_path=None`` builds a synthetic detector for the hardware check: the
-        same network and compute with random weights and a zeroed class head, so it
-        costs what the real one costs and reports no faces (callers pass boxes).
-
-        ``runner``: the network already built on another runtime (the engine hands in an
-        OpenVINO one, :func:`gpen_core.engine.network_loads.openvino_detector`): an object with
-        ``detect_faces(bgr, conf_threshold=, nms_threshold=)``, ``variant`` and ``convert_s``.
-        The post-processing is facexlib's either way; this room never imports a runtime."""
+        """``weights_path=None``: random weights and a zeroed class head (the hardware check: the real
+        cost, no faces). ``runner``: the network built on another runtime by the engine
+        (:func:`gpen_core.engine.network_loads.openvino_detector`), with ``detect_faces(bgr,
+        conf_threshold=, nms_threshold=)``, ``variant``, ``convert_s`` and ``load_s``; facexlib's
+        post-processing either way, and this room never imports a runtime."""
         import torch
 
         if network not in _FACEXLIB_NETWORK:
@@ -242,15 +228,11 @@ class FaceDetector:
     ) -> list[Detection]:
         """Faces in an RGB uint8 H×W×3 image, highest score first (as the official code).
 
-        ``threshold``: minimum RetinaFace score (GPEN's official value is 0.9).
-        ``max_side``: detection runs on a copy shrunk so its longest side is at most this
-        (``interpolation``: "area", or "linear" as the official code); boxes and landmarks
-        are mapped back to input pixels. Boxes are clipped to the image (``unclipped``
-        keeps the detector's). ``shrink_above``: shrink only images whose longest side
-        exceeds this (the official rule is 1000 px above 1500 px); None: above ``max_side``.
-        ``turn``: detect on the copy turned this many quarter turns counter-clockwise
-        (``np.rot90``), for sideways and upside-down scans; the landmarks mapped back follow
-        the face, so the alignment puts it upright.
+        ``threshold``: minimum RetinaFace score (official: 0.9). ``max_side``: detect on a copy at most
+        this long (``interpolation`` "area", or "linear" as official), mapped back to input pixels and
+        clipped (``unclipped`` keeps the detector's box). ``shrink_above``: shrink only images longer
+        than this (official: 1000 px above 1500 px); None: ``max_side``. ``turn``: detect on the copy
+        turned this many quarter turns counter-clockwise (``np.rot90``); landmarks follow the face.
         """
         rgb = check_rgb(rgb)
         if not 0.0 <= threshold < 1.0:
@@ -302,19 +284,15 @@ class FaceDetector:
                 rows = self._net.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4, use_origin_size=True)
         return np.asarray(rows, dtype=np.float64).reshape(-1, 15)
 
-    def screen(self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9) -> Filtered:
-        """Split ``detections`` (in ``rgb``'s pixels) into faces and false faces (:mod:`gpen_core.faces.screen`).
-
-        Geometry of each box and its landmarks, then a second look: the detector must
-        find the face again with its box scaled to a standard size, at ``threshold``.
-        ``Filtered.note()`` is the sentence for the result's notes.
-        """
+    def screen(
+        self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9,
+        turns: Sequence[int] | None = None,
+    ) -> Filtered:
+        """Split ``detections`` (in ``rgb``'s pixels) into faces and false faces: the geometry and the second
+        look at ``threshold``, each crop turned as ``turns`` says (:func:`gpen_core.faces.screen.filter_detections`)."""
         from gpen_core.faces.screen import filter_detections
 
-        rgb = check_rgb(rgb)
-        return filter_detections(
-            detections,
-            rgb=rgb,
-            detect=lambda crop: self.detect(crop, threshold=threshold, max_side=max(crop.shape[:2])),
-            threshold=threshold,
-        )
+        def look(crop: np.ndarray) -> list[Detection]:
+            return self.detect(crop, threshold=threshold, max_side=max(crop.shape[:2]))
+
+        return filter_detections(detections, rgb=check_rgb(rgb), detect=look, threshold=threshold, turns=turns)

@@ -1,17 +1,10 @@
 """Every real face once: the detector's passes over one photo and what was decided about each detection.
 
-:func:`find_faces` runs, in this order:
-
-1. the upright pass (:meth:`FaceDetector.detect`), plus a **large-face pass** on a copy of
-   :data:`LARGE_PASS_SIDE` px when the detection copy is bigger: RetinaFace's anchors end at
-   256 px, so a face filling a big close-up comes back as smaller boxes inside it, or not at all;
-2. **one box per face**: a detection mostly inside a stronger one is merged into it
-   (:data:`CONTAINED_MAX`, intersection over the smaller box), besides the detector's IoU rule;
-3. the **face check** (:mod:`gpen_core.faces.screen`): geometry, the second look, and the upright
-   look (an upside-down face read as upright is found again on the photo turned 180°, or rejected);
-4. **turned copies** (90°, 180°, 270°) when the upright pass kept no face or read one lying on
-   its side, or always when asked: a sideways or upside-down scan. Landmarks mapped back follow the face, so the alignment
-   restores it upright and the paste puts it back turned.
+:func:`find_faces` runs the upright pass (plus a large-face pass on a :data:`LARGE_PASS_SIDE` px copy:
+RetinaFace's anchors end at 256 px), keeps one box per face, runs the face check
+(:mod:`gpen_core.faces.screen`), and searches the photo turned 90°, 180° and 270° when the upright pass
+kept no face or read one on its side (or always, when asked). Landmarks mapped back follow the face, so
+the alignment restores it upright and the paste puts it back turned (docs/face-check.md, "What runs").
 
 Every decision is in :class:`FoundFaces` and its ``notes``. RGB uint8 H×W×3 in, photo pixels out.
 """
@@ -25,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpen_core.faces import screen
+from gpen_core.faces.screen import overlap
 
 if TYPE_CHECKING:
     from gpen_core.faces.detect import Detection, FaceDetector, Resize
@@ -61,17 +55,6 @@ class FoundFaces:
     merged: int
     searched_turns: tuple[int, ...]
     notes: tuple[str, ...]
-
-
-def overlap(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
-    """(IoU, intersection over the smaller box) of two (x0, y0, x1, y1) boxes."""
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    sa, sb = max(0.0, (a[2] - a[0]) * (a[3] - a[1])), max(0.0, (b[2] - b[0]) * (b[3] - b[1]))
-    union = sa + sb - inter
-    small = min(sa, sb)
-    return (inter / union if union > 0 else 0.0), (inter / small if small > 0 else 0.0)
 
 
 def _same_face(a: Sequence[float], b: Sequence[float]) -> bool:
@@ -132,11 +115,10 @@ def find_faces(
     an upside-down detection is still replaced by its upright reading when the turned photo has
     one. ``orientations=True`` searches the turned copies even when the upright pass found faces.
     """
-    max_side, shrink_above, interpolation = sizing.max_side, sizing.shrink_above, sizing.interpolation
     h, w = rgb.shape[:2]
     longest = max(h, w)
-    copy_side = longest if longest <= max(max_side, shrink_above or 0) else max_side
-    passes = _Passes(detector, rgb, threshold, max_side, shrink_above, interpolation, copy_side > LARGE_PASS_SIDE * 1.25)
+    copy_side = longest if longest <= max(sizing.max_side, sizing.shrink_above or 0) else sizing.max_side
+    passes = _Passes(detector, rgb, threshold, sizing, copy_side > LARGE_PASS_SIDE * 1.25)
 
     first = passes.run(0)
     kept, rejected, upside = first.kept, first.rejected, first.upside
@@ -181,14 +163,8 @@ class _Passes:
     detector: FaceDetector
     rgb: np.ndarray
     threshold: float
-    max_side: int
-    shrink_above: int | None
-    interpolation: Resize
+    sizing: DetectSizing
     large_pass: bool  # the detection copy is big enough for the large-face pass to add anything
-
-    def second_look(self, img: np.ndarray) -> list[Detection]:
-        """The face check's second look: ``img`` at its own size, the same threshold."""
-        return self.detector.detect(img, threshold=self.threshold, max_side=max(img.shape[:2]))
 
     def upright_look(self, img: np.ndarray) -> list[Detection]:
         """The face check's upright look: ``img`` at its own size, the check's own threshold."""
@@ -197,10 +173,10 @@ class _Passes:
     def run(self, turn: int) -> _TurnFinds:
         """Detect on the photo turned ``turn`` quarter turns (plus the large-face pass), one box per
         face, then the face check and the upright look. Detections are in photo pixels."""
-        rgb, threshold = self.rgb, self.threshold
+        rgb, threshold, sizing = self.rgb, self.threshold, self.sizing
         dets = self.detector.detect(
-            rgb, threshold=threshold, max_side=self.max_side, shrink_above=self.shrink_above,
-            interpolation=self.interpolation, turn=turn,
+            rgb, threshold=threshold, max_side=sizing.max_side, shrink_above=sizing.shrink_above,
+            interpolation=sizing.interpolation, turn=turn,
         )
         large: list[Detection] = []
         if self.large_pass:
@@ -213,7 +189,7 @@ class _Passes:
         kept, dropped = merge_duplicates(large + dets)  # a large face first: its pieces merge into it
         # The same face found by both passes is one reading; a box inside a face is a duplicate.
         merged = sum(1 for d in dropped if not any(overlap(d.box, g.box)[0] >= SAME_FACE_IOU for g in large if g is not d))
-        filtered = screen.filter_detections(kept, rgb=rgb, detect=self.second_look, threshold=threshold, turns=[turn] * len(kept))
+        filtered = self.detector.screen(rgb, kept, threshold=threshold, turns=[turn] * len(kept))
         good = list(filtered.kept)
         rejected = [(d, v.reasons[0]) for d, v in filtered.rejected]
         looks = screen.upright_looks(rgb, [d.landmarks for d in good], self.upright_look)

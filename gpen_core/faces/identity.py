@@ -25,18 +25,14 @@ from gpen_core.result import IdentityCheck
 FACE_BOX_512 = (122.5, 169.2, 376.6, 423.2)
 
 
-def face_box(size: int) -> tuple[int, int, int, int]:
-    """:data:`FACE_BOX_512` for a ``size`` px crop."""
-    x0, y0, x1, y1 = (round(v * size / 512) for v in FACE_BOX_512)
-    return x0, y0, x1, y1
-
-
 def descriptor_pair(before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """dlib's 128-D descriptors (float64) of two aligned crops (RGB uint8 S×S×3), both cut by the chip
     transform found on ``before``."""
     from gpen_core.faces.identity_model import chips, descriptors
 
-    d = descriptors(chips(before, [after], face_box(before.shape[0])))
+    size = before.shape[0]
+    x0, y0, x1, y1 = (round(v * size / 512) for v in FACE_BOX_512)
+    d = descriptors(chips(before, [after], (x0, y0, x1, y1)))
     return d[0], d[1]
 
 
@@ -79,10 +75,9 @@ def face_note(index: int, check: IdentityCheck, alpha: float) -> str | None:
 
 
 def runs(mode_name: str, opts: RestoreOptions) -> bool:
-    """Whether a request (a photo, or a clip's frames) checks identity. "auto": every mode but low (where
-    its ~45 MB and ≈0.15 s of CPU a face are a large share, docs/identity.md), and only where dlib is
-    installed (the panel says how to install it); "on": always; "off" or seg2face (its input is a label
-    map, not a face): never."""
+    """Whether a request (a photo, or a clip's frames) checks identity. "auto": every mode but low (its cost
+    is a large share there, docs/identity.md) where dlib is installed; "on": always; "off" or seg2face
+    (its input is a label map, not a face): never."""
     return runs_for(mode_name, opts.identity, opts.task)
 
 

@@ -9,7 +9,6 @@ licence, which is never loaded (:data:`LOADED` is the whole list).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import threading
 from pathlib import Path
@@ -65,11 +64,9 @@ def check_file(path: Path, name: str = DESCRIPTOR_FILE) -> None:
     got = path.stat().st_size
     if got != size:
         raise WeightsError(f"the identity model {path} is {got} bytes, not {size}: reinstall it ({PIP_COMMAND})")
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    if digest.hexdigest() != sha256:
+    from gpen_core.weights.checksums import file_sha256
+
+    if file_sha256(path) != sha256:
         raise WeightsError(f"the identity model {path} does not match face-recognition-models 0.3.0 (sha256): "
                            f"reinstall it ({PIP_COMMAND})")
 

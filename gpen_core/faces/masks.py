@@ -1,18 +1,9 @@
 """Paste-back masks for an aligned face crop: single-channel float32 in [0, 1], crop-sized.
 
-Both recipes are the official yangxy/GPEN ``face_enhancement.py`` ones, on its 512×512 canvas:
-
-* :func:`parsing_labels_to_mask` — what the official ``FaceEnhancement.process`` pastes
-  through: GPEN's ParseNet labels of the restored face, mapped by GPEN's
-  ``MASK_COLORMAP`` (background, hat and cloth off; skin, features, ears, hair and neck
-  on), then :func:`mask_postprocess` (a 26 px border zeroed, two GaussianBlur(101, σ 4)),
-  resized to the crop.
-* :func:`rectangle_mask` — GPEN's feathered rectangle, a commented-out line in the
-  official file: ones from (26, 26) to (486, 486), GaussianBlur(101, σ 4) twice, resized
-  to the crop. Our fallback when no parser weights are present or the mode cannot
-  afford the parser.
-
-Masks carry no colour, so nothing here knows RGB from BGR.
+Both are the official yangxy/GPEN ``face_enhancement.py`` recipes on its 512×512 canvas:
+:func:`parsing_labels_to_mask` (ParseNet's labels through GPEN's ``MASK_COLORMAP``, what the official
+code pastes through) and :func:`rectangle_mask` (GPEN's feathered rectangle, a commented-out line
+there; our fallback where no parser runs). Masks carry no colour, so nothing here knows RGB from BGR.
 """
 
 from __future__ import annotations
@@ -54,9 +45,14 @@ def mask_postprocess(mask: np.ndarray, thres: int = _BORDER) -> np.ndarray:
     out[-thres:, :] = 0
     out[:, :thres] = 0
     out[:, -thres:] = 0
-    out = cv2.GaussianBlur(out, _BLUR_KSIZE, _BLUR_SIGMA)
-    out = cv2.GaussianBlur(out, _BLUR_KSIZE, _BLUR_SIGMA)
-    return out.astype(np.float32, copy=False)
+    return _blur_twice(out)
+
+
+def _blur_twice(mask: np.ndarray) -> np.ndarray:
+    """Both recipes' feather: GaussianBlur(101×101, σ 4) twice, float32."""
+    for _ in range(2):
+        mask = cv2.GaussianBlur(mask, _BLUR_KSIZE, _BLUR_SIGMA)
+    return mask.astype(np.float32, copy=False)
 
 
 def labels_to_mask_uint8(labels: np.ndarray) -> np.ndarray:
@@ -88,19 +84,14 @@ def parsing_labels_to_mask(labels: np.ndarray, size: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=8)
-def _rectangle_mask_cached(size: int) -> np.ndarray:
-    mask = np.zeros((_OFFICIAL_SIZE, _OFFICIAL_SIZE), np.float32)
-    cv2.rectangle(mask, (_BORDER, _BORDER), (_OFFICIAL_SIZE - _BORDER, _OFFICIAL_SIZE - _BORDER), (1, 1, 1), -1, cv2.LINE_AA)
-    mask = cv2.GaussianBlur(mask, _BLUR_KSIZE, _BLUR_SIGMA)
-    mask = cv2.GaussianBlur(mask, _BLUR_KSIZE, _BLUR_SIGMA)
-    if size != _OFFICIAL_SIZE:
-        mask = cv2.resize(mask, (size, size))  # INTER_LINEAR, as the official resize to in_size
-    mask.setflags(write=False)  # shared by every face of that size
-    return mask
-
-
 def rectangle_mask(size: int) -> np.ndarray:
     """GPEN's feathered rectangle for a ``size``×``size`` crop: float32 (size, size) in [0, 1], read-only."""
     if size <= 0:
         raise ValueError(f"mask size must be positive, got {size}")
-    return _rectangle_mask_cached(int(size))
+    mask = np.zeros((_OFFICIAL_SIZE, _OFFICIAL_SIZE), np.float32)
+    cv2.rectangle(mask, (_BORDER, _BORDER), (_OFFICIAL_SIZE - _BORDER, _OFFICIAL_SIZE - _BORDER), (1, 1, 1), -1, cv2.LINE_AA)
+    mask = _blur_twice(mask)
+    if size != _OFFICIAL_SIZE:
+        mask = cv2.resize(mask, (size, size))  # INTER_LINEAR, as the official resize to in_size
+    mask.setflags(write=False)  # shared by every face of that size
+    return mask

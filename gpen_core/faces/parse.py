@@ -24,14 +24,9 @@ ParseDType = Literal["float32", "bfloat16"]
 def choose_parse_dtype(device: str | torch.device, cpu_dtype: str = "float32") -> ParseDType:
     """The dtype ParseNet runs in: bfloat16 only on a CPU with native bf16 when the mode asks for it.
 
-    ``cpu_dtype`` is the mode's CPU dtype (:attr:`MemoryMode.cpu_dtype`; "auto" counts as
-    "bfloat16"). Measured on this network with one thread (docs/paste-mask.md): on an AMX
-    CPU bf16 is 3.6× (512 px) to 4.8× (256 px) faster than float32 and changes the paste
-    mask less than one grey level of input noise does; without native bf16 (AVX2) it is 5×
-    slower. So "bfloat16" becomes bfloat16 where
-    :func:`gpen_core.networks.plan.cpu_features` says ``native_bf16``, float32 elsewhere; "float32"
-    (``quality``: the official mask) stays float32. Any other device (CUDA) runs float32, the
-    official mask: no bf16 speed-up there has been measured.
+    ``cpu_dtype`` is the mode's CPU dtype (:attr:`MemoryMode.cpu_dtype`; "auto" counts as "bfloat16").
+    Native bf16 (``plan.cpu_features()``) is several times faster with a mask within input noise, emulated
+    bf16 5× slower (docs/paste-mask.md); other devices run float32, the official mask (no bf16 gain measured).
     """
     if str(device).split(":")[0] != "cpu" or cpu_dtype not in ("bfloat16", "auto"):
         return "float32"
@@ -44,18 +39,12 @@ class ParsingMasker:
     """GPEN's ParseNet (``ParseNet-latest.pth``, or facexlib's ``parsing_parsenet.pth``: same
     network) as the paste mask of a restored crop.
 
-    ``masker(restored_rgb_crop)`` → float32 H×W in [0, 1] (the crop's size), as the official
-    code: labels at 512×512, GPEN's class table (background, hat and cloth off; skin,
-    features, ears, hair and neck on), a 26 px border zeroed, GaussianBlur(101, σ 4) twice,
-    resized to the crop. ``input_size``: 512 official; 256 parses a shrunk face (about a
-    quarter of the compute). ``cpu_dtype``: the mode's CPU dtype; "bfloat16" runs the parser
-    in bf16 where the CPU has it natively (:func:`choose_parse_dtype`), float32 elsewhere.
-    ``dtype`` forces a dtype (tests, benchmarks). Pass it as ``parsing_fn`` to
-    :func:`gpen_core.faces.photo.restore_photo`. ``weights_path=None`` builds the released network
-    with random weights (the hardware check: same cost). The OpenVINO parser runs the same
-    network converted to OpenVINO (:mod:`gpen_core.runtimes.openvino.parser`, cached under ``models_dir``; CPU
-    only; bf16 where the dtype is bfloat16 and the plugin has it), handed in as ``parser`` by
-    :func:`gpen_core.engine.network_loads.openvino_masker`.
+    ``masker(restored_rgb_crop)`` → float32 H×W in [0, 1] (the crop's size), the official recipe
+    (:func:`gpen_core.faces.masks.parsing_labels_to_mask`); pass it as ``parsing_fn``. ``input_size``: 512
+    official; 256 parses a shrunk face (a quarter of the compute). ``cpu_dtype``: the mode's
+    (:func:`choose_parse_dtype`); ``dtype`` forces one (tests, benchmarks). ``weights_path=None``: random
+    weights (the hardware check: same cost). ``parser``: the network on OpenVINO, built by
+    :func:`gpen_core.engine.network_loads.openvino_masker` (this room never imports a runtime).
     """
 
     def __init__(

@@ -125,22 +125,10 @@ def restore_photo(
 ) -> PhotoOutput:
     """Restore every detected face of an RGB uint8 H×W×3 photo and paste it back.
 
-    ``detections``: from :meth:`FaceDetector.detect` (ignored when ``aligned``; None
-    is only allowed then). ``restore_fn``: aligned RGB uint8 ``size``×``size``×3 crop →
-    restored crop of the same shape; must not modify its input. ``size``: the
-    generator's resolution. ``job`` (:class:`FaceJob`): how each face is blended, masked and pasted.
-    ``job.paste=False``: restore the crops only; ``image`` is a copy of the input.
-    ``job.aligned``: the input already is an aligned face: resize to ``size`` if needed, restore, return
-    at the input's size (at ``size`` with ``job.aligned_at_input_size=False``, the official inpainting and
-    seg2face). ``progress(done, total)`` is called after each face.
-    ``job.background``: paste onto this RGB uint8 image of ``rgb``'s size instead of
-    ``rgb`` (GPEN's --use_sr flow: align on the resized original, paste onto the
-    upscaled photo); ``image`` is then based on it. ``job.damage``
-    (inpainting, :class:`gpen_core.faces.tasks.Damage`): only faces it touches are run, their crops see it white, and
-    each is pasted through its damage, feathered (:mod:`gpen_core.faces.tasks`). ``job.identity``: measure each
-    face's identity distance (:mod:`gpen_core.faces.identity`) and, over its limit, paste the original
-    face (nothing: its pixels stay as they were) or a blend toward it, said in ``notes``.
-
+    ``detections``: from :meth:`FaceDetector.detect` (None only with ``job.aligned``). ``restore_fn``:
+    aligned RGB uint8 ``size``×``size``×3 crop → restored crop of the same shape, input unmodified.
+    ``size``: the generator's resolution. ``job`` (:class:`FaceJob`, one comment per field): how each face
+    is blended, masked and pasted. ``progress(done, total)`` is called after each face.
     No detections is not an error: the input comes back unchanged with a note.
     """
     rgb = check_rgb(rgb)

@@ -1,25 +1,13 @@
-"""Is a detection a face? Checks on RetinaFace's box and 5 landmarks, before restoring.
+"""Is a detection a face? Checks on RetinaFace's box and 5 landmarks, before restoring (docs/face-check.md).
 
-RetinaFace (mobilenet0.25 above all) sometimes scores a dress, a cat, gravel or the moon
-above GPEN's 0.9 threshold. GPEN then "restores" it: a hallucinated face pasted onto the
-photo. Two tests, both measured on real photos with the real detector
-(docs/detection.md):
-
-1. **Geometry** (:func:`check`, free): the least-squares similarity (rotation, uniform
-   scale, shift: what the alignment uses) from the 5 landmarks to GPEN's template must
-   fit (RMS residual / template eye distance), every landmark must lie inside the box
-   (with a margin), the box must have a face's aspect and the eye distance a sane share
-   of its width, both in the face's own frame (a face on its side has a wide box). The
-   fitted rotation never rejects: a face at any angle whose landmarks fit is aligned
-   upright by the same similarity. Real faces, profile ones included, pass; this catches
-   landmark sets that are not a face at all.
-2. **A second look** (:func:`second_looks`, one detector forward for all candidates):
-   each box's neighbourhood is cut out and scaled so the box is :data:`LOOK_BOX_PX` px
-   (the crops go into one mosaic), and the detector must find the face there again, at
-   the same threshold. Texture
-   (gravel, coins, cells, the moon) and animal faces that fool the detector at one scale
-   do not survive a second scale; measured: every real face ≥ 0.993, every false
-   detection ≤ 0.46 (of those scoring ≥ 0.9 the first time).
+RetinaFace sometimes scores a dress, a cat, gravel or the moon above GPEN's 0.9 threshold, and GPEN
+would paste a hallucinated face there. **Geometry** (:func:`check`, free): the alignment's own
+similarity from the landmarks to GPEN's template must fit, the landmarks must lie in the box, and the
+box and eye distance must have a face's proportions in the face's own frame (rotation alone never
+rejects). **A second look** (:func:`second_looks`): the detector must find the face again with its box
+scaled to :data:`LOOK_BOX_PX`; texture and animal faces that fool it at one scale do not survive a
+second (measured: docs/detection.md). **The upright look** (:func:`upright_looks`): whether the face is
+the right way up for its landmarks.
 
 Pure NumPy and OpenCV; the detector comes in as a function. Points are (x, y) in image pixels.
 """
@@ -28,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -45,14 +33,6 @@ LOOK_CONTEXT = 3.0
 LOOK_MIN_IOU = 0.4
 
 _NOT_FOUND_AGAIN = "it was not found again at a standard face size"
-_PLURAL = {
-    "its landmarks do not form a face": "their landmarks do not form a face",
-    "its landmarks lie outside its box": "their landmarks lie outside their boxes",
-    "its box has no face's shape": "their boxes have no face's shape",
-    "its eyes do not fit its box": "their eyes do not fit their boxes",
-    "its landmarks are not 5 finite points": "their landmarks are not 5 finite points",
-    _NOT_FOUND_AGAIN: "they were not found again at a standard face size",
-}
 
 
 @dataclass(frozen=True)
@@ -82,19 +62,11 @@ _TEMPLATE_EYE_DIST = float(np.linalg.norm(_TEMPLATE[1] - _TEMPLATE[0]))
 
 @dataclass(frozen=True)
 class Plausibility:
-    """The measured geometry of one detection and the verdict.
-
-    ``fit``: RMS residual / eye distance (template units). ``tilt_deg``: fitted rotation.
-    ``aspect``: box h/w. ``eye_ratio``: eye distance / box width. ``outside``: the largest
-    distance of a landmark outside the box, as a fraction of the box size (0 when all
-    inside). ``reasons``: why it is not a face (empty when it is).
-    """
+    """The verdict on one detection: ``fit`` (RMS residual / eye distance, template units), ``tilt_deg``
+    (the fitted rotation) and ``reasons`` it is not a face (empty when it is)."""
 
     fit: float
     tilt_deg: float
-    aspect: float
-    eye_ratio: float
-    outside: float
     reasons: tuple[str, ...]
 
     @property
@@ -125,7 +97,7 @@ def check(box: Sequence[float], landmarks: np.ndarray, limits: Limits = LIMITS) 
     """Test one detection: ``box`` (x0, y0, x1, y1), ``landmarks`` (5, 2) (x, y): eyes, nose, mouth corners."""
     lm = np.asarray(landmarks, dtype=np.float64)
     if lm.shape != (5, 2) or not np.isfinite(lm).all():
-        return Plausibility(float("inf"), 0.0, 0.0, 0.0, 0.0, ("its landmarks are not 5 finite points",))
+        return Plausibility(float("inf"), 0.0, ("its landmarks are not 5 finite points",))
     x0, y0, x1, y1 = (float(v) for v in box)
     bw, bh = max(x1 - x0, 1e-6), max(y1 - y0, 1e-6)
     fit, tilt = _fit(lm)
@@ -148,7 +120,7 @@ def check(box: Sequence[float], landmarks: np.ndarray, limits: Limits = LIMITS) 
         reasons.append("its box has no face's shape")
     if not limits.min_eye_ratio <= eye_ratio <= limits.max_eye_ratio:
         reasons.append("its eyes do not fit its box")
-    return Plausibility(fit, tilt, aspect, eye_ratio, outside, tuple(reasons))
+    return Plausibility(fit, tilt, tuple(reasons))
 
 
 @dataclass(frozen=True)
@@ -158,29 +130,16 @@ class Filtered:
     kept: tuple
     rejected: tuple  # tuple[(detection, Plausibility), ...]
 
-    def note(self) -> str | None:
-        """One sentence for the result's notes, or None when nothing was rejected.
 
-        E.g. "1 detection rejected: its landmarks do not form a face".
-        """
-        if not self.rejected:
-            return None
-        n = len(self.rejected)
-        reasons: list[str] = []
-        for _, verdict in self.rejected:
-            if verdict.reasons and verdict.reasons[0] not in reasons:
-                reasons.append(verdict.reasons[0])
-        if n > 1:
-            reasons = [_PLURAL.get(r, r) for r in reasons]
-        return f"{n} detection{'s' if n > 1 else ''} rejected: {'; '.join(reasons)}"
-
-
-def _iou(a: Sequence[float], b: Sequence[float]) -> float:
+def overlap(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """(IoU, intersection over the smaller box) of two (x0, y0, x1, y1) boxes."""
     ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
     inter = ix * iy
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
+    sa, sb = max(0.0, (a[2] - a[0]) * (a[3] - a[1])), max(0.0, (b[2] - b[0]) * (b[3] - b[1]))
+    union = sa + sb - inter
+    small = min(sa, sb)
+    return (inter / union if union > 0 else 0.0), (inter / small if small > 0 else 0.0)
 
 
 DetectFn = Callable[[np.ndarray], Iterable]
@@ -204,7 +163,28 @@ def _look_crop(rgb: np.ndarray, box: Sequence[float]) -> tuple[np.ndarray, float
     return crop, (X1 - X0) / cw, (Y1 - Y0) / ch, X0, Y0
 
 
-_TILE_GAP = 32  # black pixels between second-look crops in one mosaic
+_TILE_GAP = 32  # black pixels between the crops of one mosaic
+
+
+def _mosaic(crops: Sequence[np.ndarray], tile: int, cols: int) -> np.ndarray:
+    """``crops`` (one dtype and channel count) each at the top left of its ``tile`` px cell, ``cols`` cells a
+    row; black elsewhere."""
+    mosaic = np.zeros((math.ceil(len(crops) / cols) * tile, cols * tile, *crops[0].shape[2:]), crops[0].dtype)
+    for k, crop in enumerate(crops):
+        r, c = divmod(k, cols)
+        mosaic[r * tile : r * tile + crop.shape[0], c * tile : c * tile + crop.shape[1]] = crop
+    return mosaic
+
+
+def _cell(box: Sequence[float], tile: int, cols: int, count: int) -> tuple[int, float, float] | None:
+    """(the index of the mosaic cell holding ``box``'s centre, that centre within the cell), or None
+    when it falls outside the ``count`` cells."""
+    cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    c, r = int(cx // tile), int(cy // tile)
+    k = r * cols + c
+    if not (0 <= c < cols and k < count):
+        return None
+    return k, cx - c * tile, cy - r * tile
 
 
 def second_looks(
@@ -233,33 +213,21 @@ def second_looks(
         return best
     tile = round(LOOK_CONTEXT * LOOK_BOX_PX) + 2 + _TILE_GAP
     cols = math.ceil(math.sqrt(len(placed)))
-    rows = math.ceil(len(placed) / cols)
-    mosaic = np.zeros((rows * tile, cols * tile, rgb.shape[2]), rgb.dtype)
-    for k, (_, (crop, *_rest)) in enumerate(placed):
-        r, c = divmod(k, cols)
-        ch, cw = crop.shape[:2]
-        mosaic[r * tile : r * tile + ch, c * tile : c * tile + cw] = crop
-    for found in detect(mosaic):
-        if found.score < threshold:
+    for found in detect(_mosaic([look[0] for _, look in placed], tile, cols)):
+        cell = _cell(found.box, tile, cols, len(placed)) if found.score >= threshold else None
+        if cell is None:
             continue
-        bx0, by0, bx1, by1 = found.box
-        c, r = int((bx0 + bx1) / 2 // tile), int((by0 + by1) / 2 // tile)
-        k = r * cols + c
-        if not (0 <= c < cols and k < len(placed)):
-            continue
+        k = cell[0]
         i, (_crop, fx, fy, X0, Y0, cw, ch) = placed[k]
+        r, c = divmod(k, cols)
         ox, oy = c * tile, r * tile
+        bx0, by0, bx1, by1 = found.box
         corners = unturn(np.array([[bx0 - ox, by0 - oy], [bx1 - ox, by1 - oy]], dtype=np.float64), turns[i], cw, ch)
         (mx0, my0), (mx1, my1) = corners.min(axis=0), corners.max(axis=0)
         mapped = (mx0 * fx + X0, my0 * fy + Y0, mx1 * fx + X0, my1 * fy + Y0)
-        if _iou(mapped, boxes[i]) >= LOOK_MIN_IOU:
+        if overlap(mapped, boxes[i])[0] >= LOOK_MIN_IOU:
             best[i] = max(best[i], float(found.score))
     return best
-
-
-def second_look(rgb: np.ndarray, box: Sequence[float], detect: DetectFn, threshold: float) -> float:
-    """:func:`second_looks` for one box."""
-    return second_looks(rgb, [box], detect, threshold)[0]
 
 
 def filter_detections(
@@ -284,8 +252,7 @@ def filter_detections(
         scores = second_looks(rgb, [detections[i].box for i in todo], detect, threshold, [turn_of[i] for i in todo])
         for i, score in zip(todo, scores):
             if score < threshold:
-                v = verdicts[i]
-                verdicts[i] = Plausibility(v.fit, v.tilt_deg, v.aspect, v.eye_ratio, v.outside, (_NOT_FOUND_AGAIN,))
+                verdicts[i] = replace(verdicts[i], reasons=(_NOT_FOUND_AGAIN,))
     kept, rejected = [], []
     for det, verdict in zip(detections, verdicts):
         if verdict.is_face:
@@ -295,14 +262,10 @@ def filter_detections(
     return Filtered(tuple(kept), tuple(rejected))
 
 
-# The upright look: is the face the right way up for its landmarks? Each candidate's
-# aligned crop (the alignment's own similarity, template at UPRIGHT_LOOK_PX with as much
-# context again around it) and the same crop turned 180° go into one mosaic; one detector
-# forward scores both. The 5-point template is nearly symmetric top to bottom, so landmarks
-# read "upright" off an upside-down face fit as well as true ones: only the pixels tell.
-# Measured (mobilenet0.25): on 33 upright faces (Solvay, FFHQ, astronaut, Grace Hopper,
-# LFW) the upright crop scored 0.44-0.999 and above the turned one every time; on 7
-# upside-down faces read as upright the turned crop scored higher every time.
+# The upright look: the 5-point template is nearly symmetric top to bottom, so landmarks read "upright"
+# off an upside-down face fit as well as true ones: only the pixels tell. Each candidate's aligned crop
+# (template at UPRIGHT_LOOK_PX, as much context again around it) and that crop turned 180° go into one
+# mosaic, one detector forward (measured on 33 upright and 7 upside-down faces: docs/face-check.md).
 UPRIGHT_LOOK_PX = 96
 # Scores down to this count in the comparison (it compares, it does not accept faces).
 UPRIGHT_LOOK_THRESHOLD = 0.3
@@ -330,23 +293,15 @@ def upright_looks(rgb: np.ndarray, landmarks: Sequence[np.ndarray], detect: Dete
         return []
     tile = 2 * UPRIGHT_LOOK_PX + _TILE_GAP
     cols = 2 * math.ceil(math.sqrt(n))  # pairs side by side: upright, turned
-    rows = math.ceil(2 * n / cols)
-    mosaic = np.zeros((rows * tile, cols * tile, rgb.shape[2]), rgb.dtype)
-    for i, lm in enumerate(landmarks):
+    views = []
+    for lm in landmarks:
         crop = _aligned_look(rgb, np.asarray(lm, dtype=np.float64))
-        for k, view in enumerate((crop, cv2.rotate(crop, cv2.ROTATE_180))):
-            r, c = divmod(2 * i + k, cols)
-            mosaic[r * tile : r * tile + view.shape[0], c * tile : c * tile + view.shape[1]] = view
+        views += [crop, cv2.rotate(crop, cv2.ROTATE_180)]
     centre, near = UPRIGHT_LOOK_PX, 0.35 * UPRIGHT_LOOK_PX
-    for found in detect(mosaic):
-        bx0, by0, bx1, by1 = found.box
-        cx, cy = (bx0 + bx1) / 2, (by0 + by1) / 2
-        c, r = int(cx // tile), int(cy // tile)
-        j = r * cols + c
-        if not (0 <= c < cols and j < 2 * n):
+    for found in detect(_mosaic(views, tile, cols)):
+        cell = _cell(found.box, tile, cols, 2 * n)
+        if cell is None or max(abs(cell[1] - centre), abs(cell[2] - centre)) > near:
             continue
-        if max(abs(cx - c * tile - centre), abs(cy - r * tile - centre)) > near:
-            continue
-        i, k = divmod(j, 2)
+        i, k = divmod(cell[0], 2)
         scores[i][k] = max(scores[i][k], float(found.score))
     return [(a, b) for a, b in scores]

@@ -1,22 +1,13 @@
 """Image-side steps of GPEN's other tasks: colorization's grey input and kept luminance, inpainting's damage.
 
-The official code (yangxy/GPEN ``face_colorization.py``, ``face_inpainting.py``,
-``segmentation2face.py``) runs every task through the same ``FaceGAN.process``: resize to
-the network (``cv2.resize``, INTER_LINEAR), normalise, forward, clip and truncate to uint8
-(:mod:`gpen_core.networks.tensors`). What differs per task is here:
+The official code runs every task through the same ``FaceGAN.process``; what differs per task is here
+(docs/tasks.md): colorization reads the face grey and keeps the input's luminance (Y from the grey input,
+U and V from the network, :func:`keep_luminance`); inpainting fills white brush strokes, found in the
+photo (:func:`damage_mask`) or given as a mask and painted white (:func:`paint_damage`), runs only the
+faces the damage touches (:func:`touches`) and pastes them through the damage, feathered
+(:func:`damage_paste_mask`), so undamaged pixels stay the photo's own.
 
-* colorization reads the face grey (``misc/predict.py``: ``IMREAD_GRAYSCALE`` then
-  ``GRAY2BGR``) and, in ``post_process``, resizes the network's face back to the input's size
-  and keeps the input's luminance: Y from the grey input, U and V from the network
-  (OpenCV's YUV, :func:`keep_luminance`);
-* inpainting fills white brush strokes (``demo.py``'s ``brush_stroke_mask`` paints
-  (255, 255, 255) onto the face): :func:`damage_mask` finds them, or takes a user's mask
-  (white = damaged) and paints it white (:func:`paint_damage`); on whole photos only faces
-  the damage touches are inpainted (:func:`touches`), pasted through the damage, feathered
-  (:func:`damage_paste_mask`), so the undamaged pixels stay the photo's own.
-
-Everything takes and returns RGB uint8 H×W×3 (masks: bool or float32 H×W). OpenCV's
-RGB↔YUV conversions give the same Y, U, V as the official BGR ones on the same pixels.
+RGB uint8 H×W×3 in and out (masks: bool or float32 H×W); OpenCV's RGB↔YUV gives the official Y, U, V.
 """
 
 from __future__ import annotations
@@ -32,10 +23,8 @@ WHITE_LEVEL = 250
 # A face is inpainted when a mask given marks at least this fraction of its aligned crop:
 # a few stray pixels do not trigger a 1024 px network.
 TOUCH_FRACTION = 0.001
-# White found in the photo itself also includes collars, white hair and bright backgrounds
-# inside the crop; it counts only in the inner face (eyes to chin, of the aligned crop) and
-# from 1 % of it. Measured on the Solvay photo: undamaged faces at most 0.26 % there, a face
-# with one thin stroke 7.3 %.
+# White found in the photo itself also includes collars, white hair and bright backgrounds: it counts
+# only in the inner face (eyes to chin of the aligned crop), from 1 % of it (measured: docs/tasks.md).
 INNER_BOX = (0.25, 0.30, 0.75, 0.80)  # x0, y0, x1, y1 as fractions of the aligned crop
 INNER_FRACTION = 0.01
 

@@ -1,17 +1,10 @@
-"""Upscale a whole photo with RealESRNet in tiles whose memory fits a budget.
+"""Upscale a whole photo with RealESRNet in tiles whose memory fits a budget (docs/upscaling.md).
 
-Why tiles: the network's activations grow with the pixels it sees at once (at ×4,
-~7-10 KB per input pixel, see :data:`COST`), so GPEN's untiled upscaler runs out
-of memory on 2k photos (yangxy/GPEN #115, #138). Here each tile is the input
-region plus ``pad`` pixels of context on every side; only its centre is written
-into a preallocated uint8 output, so the process peak is the output buffer plus
-one tile's working set, whatever the photo's size.
-
-The tile grid is the official ``RealESRNet.tile_process`` grid (tiles of
-``tile`` px from the top-left, ``pad`` px of context clipped at the borders), on
-the input reflect-padded to a multiple of the unshuffle factor (2 at ×2, 4 at
-×1) as the official ``process`` pads it, so tiled results match the official
-ones pixel for pixel.
+Why tiles: the network's activations grow with the pixels it sees at once, so GPEN's untiled
+upscaler runs out of memory on 2k photos. Each tile is the input region plus ``pad`` px of context;
+only its centre is written into a preallocated output, so the peak is the output plus one tile.
+The grid is the official ``RealESRNet.tile_process`` one on the input reflect-padded to a multiple of
+the unshuffle factor (2 at ×2, 4 at ×1), as the official ``process`` pads it: the same pixels.
 
 Pixel contract: RGB uint8 H×W×3 in, RGB uint8 sH×sW×3 out, exactly.
 """
@@ -42,21 +35,16 @@ DEFAULT_PAD = 10  # the official tile_pad; seams measured in tests/test_upscaler
 class TileCost:
     """Per-tile peak RAM model: ``fixed + per_px * (padded tile area / unshuffle²)`` bytes.
 
-    ``per_px`` is per pixel of the network's trunk (the input pixel at ×4, a 2×2
-    block at ×2) for num_feat 32 / num_grow_ch 32, float32; other widths scale it
-    by (num_feat + 2 * num_grow_ch) / 96. Measured with
-    ``python benchmarks/bench_upscale.py --calibrate`` (VmHWM of a worker process,
-    one tile of 64…256 px, ×2 and ×4): the fit was 13 MiB + 7000 B/px, with
-    single tiles from 7000 to 10250 B/px; the constants below bound every
-    measured tile from above (the model over- rather than under-predicts). Under bf16
-    autocast one tile measured 0.5-0.75× its float32 peak, so the model bounds it too.
+    ``per_px`` is per pixel of the network's trunk (the input pixel at ×4, a 2×2 block at ×2) for
+    num_feat 32 / num_grow_ch 32, float32; other widths scale it by (num_feat + 2 * num_grow_ch) / 96.
+    The constants bound every tile measured (``benchmarks/bench_upscale.py --calibrate``, float32 and
+    bf16) from above: docs/upscaling.md.
     """
 
     fixed: int
     per_px: int
 
 
-# Measured on this project's CPU machine (2 cores, torch 2.x, oneDNN); see TileCost.
 COST = TileCost(fixed=16 << 20, per_px=7800)
 
 # Per-tile working-set budget of each memory mode (bytes). The output buffer comes on
@@ -69,6 +57,8 @@ MODE_TILE_BUDGET: dict[str, int] = {
 }
 MIN_TILE = 32  # below this the 2 × 10 px of context costs more than the tile itself
 MAX_TILE = 1024
+# Pixel-unshuffle factor of RealESRNet's input per scale: ×4 none, ×2 2×2 blocks, ×1 4×4 blocks.
+_UNSHUFFLE = {4: 1, 2: 2, 1: 4}
 
 
 # Largest result we make (pixels): a 100 MP RGB result is 300 MB as raw pixels, and the flow
@@ -108,7 +98,7 @@ def upscale_extra_bytes(width: int, height: int, factor: int, tile: int, *, pad:
 
 def tile_cost_bytes(tile: int, scale: int, *, pad: int = DEFAULT_PAD, num_feat: int = 32, num_grow_ch: int = 32) -> int:
     """Predicted peak RAM of one tile of ``tile`` input px (plus ``pad`` each side), in bytes."""
-    u = {4: 1, 2: 2, 1: 4}[scale]
+    u = _UNSHUFFLE[scale]
     side = tile + 2 * pad
     width = (num_feat + 2 * num_grow_ch) / 96
     return int(COST.fixed + COST.per_px * width * side * side / (u * u))
@@ -122,7 +112,7 @@ def tile_for_budget(
     Never below :data:`MIN_TILE` (a budget too small for that still gets the
     smallest tile: the caller's memory check decides whether to run at all).
     """
-    u = {4: 1, 2: 2, 1: 4}[scale]
+    u = _UNSHUFFLE[scale]
     width = (num_feat + 2 * num_grow_ch) / 96
     room = max(0, budget_bytes - COST.fixed)
     side = math.sqrt(room * u * u / (COST.per_px * width))
@@ -152,7 +142,7 @@ def plan_grid(height: int, width: int, scale: int, tile: int, pad: int = DEFAULT
     At ×2 / ×1 the tile and pad are rounded up to a multiple of the unshuffle
     factor (2 / 4) so every tile the network sees has a size it accepts.
     """
-    u = {4: 1, 2: 2, 1: 4}[scale]
+    u = _UNSHUFFLE[scale]
     hp, wp = height + (-height) % u, width + (-width) % u
     pad = pad + (-pad) % u
     if tile <= 0 or tile >= max(hp, wp):
@@ -175,15 +165,9 @@ class Upscaled:
 def choose_bf16(device: str, mode: MemoryMode | None = None, features: dict[str, bool] | None = None) -> tuple[bool, str]:
     """Whether the upscaler runs under CPU bfloat16 autocast (``run_tiles(bf16=...)``), and why.
 
-    bfloat16 where all of these hold, else float32:
-    - the device is the CPU (the GPU path runs float32, unchanged);
-    - the CPU has native bf16 (``plan.cpu_features()["native_bf16"]``: AVX-512 BF16 / AMX). There
-      bf16 measured 3.2-3.7× less CPU time than float32 at ×2 and ×4 and 0.5-0.75× the per-tile peak,
-      50-55 dB from float32 on a 23-block net (docs/upscaling.md); emulated bf16 (AVX2 only)
-      measured 31× slower;
-    - the mode accepts reduced precision: every mode but ``quality``, the one that computes float32 on
-      both devices and so promises float32 output (the others run float16 on a GPU).
-    ``features``: ``cpu_features()``'s dict (default: read it now).
+    bfloat16 only on a CPU with native bf16 (several times faster there, 31× slower emulated:
+    docs/upscaling.md) and in a mode that accepts reduced precision (all but ``quality``, which
+    promises float32 on both devices). ``features``: ``cpu_features()``'s dict (default: read it now).
     """
     if not str(device).startswith("cpu"):
         return False, f"float32 on {device} (the CPU bfloat16 path applies to the CPU only)"
@@ -199,21 +183,17 @@ def choose_bf16(device: str, mode: MemoryMode | None = None, features: dict[str,
 
 
 def steady_allocator() -> bool:
-    """Make glibc hand every block of 1 MiB or more straight back to the OS when freed.
+    """Make glibc hand every block of 1 MiB or more straight back to the OS when freed. False off glibc.
 
-    Why: glibc raises its mmap threshold each time a large block is freed (up to
-    32 MiB), after which tile-sized activations live in the heap, fragment it and
-    stay resident: the same 84 px ×4 tile then peaks anywhere between 44 and
-    75 MiB from one call to the next (measured, 8 calls). With a fixed 1 MiB
-    threshold every call peaks at ~44 MiB, so a tile's cost is predictable and
-    does not creep up over hundreds of tiles. Set each time upscaling runs: the next
-    request sets its own mode's (:mod:`gpen_core.platform.heap`). False off glibc.
+    Why: glibc's sliding mmap threshold lets tile activations fragment the heap, so the same tile
+    peaks anywhere from 44 to 75 MiB (docs/upscaling.md); fixed, every call peaks the same. Set each
+    time upscaling runs: the next request sets its own mode's (:mod:`gpen_core.platform.heap`).
     """
     return map_blocks_from(MAPPED_FROM)
 
 
-def _index(n_padded: int, n: int, start: int, stop: int) -> slice | np.ndarray:
-    """Rows [start, stop) of the input reflect-padded to ``n_padded`` (torch's 'reflect')."""
+def _index(n: int, start: int, stop: int) -> slice | np.ndarray:
+    """Rows [start, stop) of an input of ``n`` rows, reflect-padded past its end (torch's 'reflect')."""
     if stop <= n:
         return slice(start, stop)
     idx = np.arange(start, stop)
@@ -233,10 +213,8 @@ def run_tiles(
 ) -> Upscaled:
     """Upscale RGB uint8 H×W×3 by ``net.scale`` in tiles; see the module docstring.
 
-    ``bf16``: run the network under CPU bfloat16 autocast (ignored off the CPU). The
-    pipeline asks :func:`choose_bf16`: on CPUs with native bf16 (AVX-512 BF16 / AMX) it
-    measured 3.2-3.7× faster than float32; on AVX2-only CPUs 31× slower
-    (docs/upscaling.md). A net whose weights are bfloat16 gets its input in bfloat16.
+    ``bf16``: run the network under CPU bfloat16 autocast (ignored off the CPU; :func:`choose_bf16`
+    decides). A net whose weights are bfloat16 gets its input in bfloat16.
     """
     import torch
 
@@ -246,9 +224,7 @@ def run_tiles(
     s = net.scale
     h, w = rgb.shape[:2]
     grid = plan_grid(h, w, s, tile, pad)
-    # The official code, for odd sizes at ×2, crops the output by the input padding
-    # (one pixel) instead of by s× it, and returns 91×123 for 45×61. We return exactly
-    # s×H × s×W (90×122): the official result's top-left region.
+    # Exactly s×H × s×W, odd sizes at ×2 too: the official result's top-left region (it is a pixel bigger there).
     out = np.empty((h * s, w * s, 3), np.uint8)
     param = next(net.parameters())
     device, wdtype = param.device, param.dtype  # a net cast to bfloat16 gets its input in bfloat16
@@ -261,8 +237,8 @@ def run_tiles(
                 y1, x1 = min(y0 + grid.tile, grid.padded_h), min(x0 + grid.tile, grid.padded_w)
                 py0, px0 = max(y0 - grid.pad, 0), max(x0 - grid.pad, 0)
                 py1, px1 = min(y1 + grid.pad, grid.padded_h), min(x1 + grid.pad, grid.padded_w)
-                rows = _index(grid.padded_h, h, py0, py1)
-                cols = _index(grid.padded_w, w, px0, px1)
+                rows = _index(h, py0, py1)
+                cols = _index(w, px0, px1)
                 piece = rgb[rows][:, cols] if isinstance(rows, np.ndarray) or isinstance(cols, np.ndarray) else rgb[rows, cols]
                 x = torch.from_numpy(np.ascontiguousarray(piece)).to(device).permute(2, 0, 1).unsqueeze(0).float().div_(255.0).to(wdtype)
                 y = net(x)
@@ -280,17 +256,6 @@ def run_tiles(
                     progress(done, grid.count)
     used = "bfloat16" if (bf16 and device.type == "cpu") or wdtype == torch.bfloat16 else str(wdtype).replace("torch.", "")
     return Upscaled(out, s, grid, time.perf_counter() - t0, used)
-
-
-def upscale(
-    rgb: np.ndarray, net: RRDBNet, tile: int, pad: int = DEFAULT_PAD, progress: CountProgress | None = None
-) -> np.ndarray:
-    """RGB uint8 H×W×3 → RGB uint8 (s·H)×(s·W)×3 with ``net`` (s = ``net.scale``), in tiles.
-
-    ``tile`` input px per tile side (0: the whole image at once); ``pad`` px of
-    context around each tile; ``progress(done, total)`` after every tile.
-    """
-    return run_tiles(rgb, net, tile, pad, progress).image
 
 
 @dataclass(frozen=True)
