@@ -99,6 +99,10 @@ def test_second_look_maps_each_box_to_a_standard_size_in_one_pass() -> None:
     assert plausible.second_looks(rgb, [box], lambda m: [], threshold=0.9)[0] == 0.0
     # A face found elsewhere in the crop does not vouch for this box; a low score does not either.
     assert plausible.second_looks(rgb, [box], lambda m: [_Det((0, 0, 20, 20), np.zeros((5, 2)), 0.99)], 0.9)[0] == 0.0
+    # Nor does one centred above the mosaic, one tile up from the face (its row would be -1: the last cell's crop).
+    tile = round(plausible.LOOK_CONTEXT * plausible.LOOK_BOX_PX) + 2 + plausible._TILE_GAP
+    above = _Det((150 * f, 140 * f - tile, 270 * f, 280 * f - tile), np.zeros((5, 2)), 0.99)
+    assert plausible.second_looks(rgb, [box], lambda m: [above], 0.9)[0] == 0.0
     assert plausible.second_looks(rgb, [box], lambda m: detector(m)[:1] and [_Det(detector(m)[0].box, np.zeros((5, 2)), 0.5)], 0.9)[0] == 0.0
 
     # Two boxes, one detector pass: the face found in the second tile vouches for the second box only.

@@ -182,7 +182,7 @@ def _cell(box: Sequence[float], tile: int, cols: int, count: int) -> tuple[int, 
     cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
     c, r = int(cx // tile), int(cy // tile)
     k = r * cols + c
-    if not (0 <= c < cols and k < count):
+    if not (0 <= c < cols and 0 <= k < count):  # a centre above the mosaic (r < 0) is outside it too
         return None
     return k, cx - c * tile, cy - r * tile
 
