@@ -198,6 +198,8 @@ def _load_engine() -> None:
         import_engine()
     except (ImportError, MemoryError, OSError) as exc:
         raise import_failure(exc) from None
+    except SystemError as exc:  # a C extension that failed to allocate under a cap sets no exception (engine_probe)
+        raise import_failure(MemoryError(str(exc)) if memory_limited() else ImportError(str(exc))) from None
 
 
 # ----------------------------------------------------------------- restore

@@ -369,12 +369,15 @@ def test_the_engine_import_probe_says_how_its_child_ended(monkeypatch: pytest.Mo
         worker.Failed("raised", "libgomp.so.1: failed to map segment from shared object", error_type="OSError"),
         worker.Failed("raised", "No module named 'cv2'", error_type="ModuleNotFoundError"),
         worker.Failed("timed out", "ran past its 300 s limit and was stopped"),
+        worker.Failed("raised", "error return without exception set", error_type="SystemError"),
     ]
     assert engine_probe.probe_engine_import() is None
-    crashed, unmapped, missing, slow = (engine_probe.probe_engine_import() for _ in range(4))
+    crashed, unmapped, missing, slow, no_exception = (engine_probe.probe_engine_import() for _ in range(5))
     assert asked[0] == ("gpen_core.engine.pipeline:import_engine", {"timeout": 300.0, "quiet": True})
     assert isinstance(crashed, OutOfMemory) and "not enough memory to start: importing the engine failed" in str(crashed)
     assert "died with SIGSEGV" in str(crashed)
     assert isinstance(unmapped, OutOfMemory) and "failed to map segment" in str(unmapped)
     assert type(missing) is GPENError and "cannot import" in str(missing) and "scripts/setup.sh" in str(missing)
     assert isinstance(slow, OutOfMemory) and "cannot start a child process to load the engine" in str(slow)
+    # A C extension that failed to allocate under the cap and set no exception: the cap, not the install.
+    assert isinstance(no_exception, OutOfMemory) and "error return without exception set" in str(no_exception)
