@@ -42,7 +42,8 @@ from gpen_core.options import RestoreOptions  # noqa: E402
 from gpen_core.platform import zerogpu  # noqa: E402
 from gpen_core.presentation import checks, face_views as fv, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
 from gpen_core.presentation import mode_labels, overlay, preparation as prep_ui, tasks as task_ui, video_tab  # noqa: E402
-from gpen_core.presentation.app_state import AppState, parse_server_args, ready_engine, start_lines  # noqa: E402
+from gpen_core.engine.pipeline import ready_server  # noqa: E402
+from gpen_core.presentation.app_state import AppState, parse_server_args, start_lines  # noqa: E402
 from gpen_core.presentation.messages import AlreadyShown, ShownError, shown_error, toast_seconds  # noqa: E402
 from gpen_core.restorer import get_restorer  # noqa: E402
 from gpen_core.weights import user_paths  # noqa: E402
@@ -379,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         except GPENError as exc:
             raise SystemExit(f"error: {exc}") from None
     STATE.policy = args.policy
-    ready_engine(local=STATE.backend is None)  # before the page, and before any model loads
+    ready_server(restores_here=STATE.backend is None)  # before the page, and before any model loads
     swept = outputs.sweep_temp(TEMP_ROOT, TEMP_MAX_AGE_S)
     if swept:
         log.info("deleted %d temporary file(s) older than %d s from %s (left by an earlier run)", swept, TEMP_MAX_AGE_S, TEMP_ROOT)

@@ -196,10 +196,8 @@ def _load_engine() -> None:
         from gpen_core.engine.pipeline import import_engine
 
         import_engine()
-    except (ImportError, MemoryError, OSError) as exc:
+    except (ImportError, MemoryError, OSError, SystemError) as exc:
         raise import_failure(exc) from None
-    except SystemError as exc:  # a C extension that failed to allocate under a cap sets no exception (engine_probe)
-        raise import_failure(MemoryError(str(exc)) if memory_limited() else ImportError(str(exc))) from None
 
 
 # ----------------------------------------------------------------- restore

@@ -39,7 +39,7 @@ def _server_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     runs it in a process of its own)."""
     monkeypatch.setattr(app.STATE, "policy", Policy())
     monkeypatch.setattr(app, "TEMP_ROOT", tmp_path / "app-temp")
-    monkeypatch.setattr(app, "ready_engine", lambda local: 0)
+    monkeypatch.setattr(app, "ready_server", lambda restores_here: 0)
 
 
 class RecordingProgress:
@@ -295,7 +295,7 @@ def test_cli_binds_localhost_and_share_always_has_auth(monkeypatch: pytest.Monke
 
 def test_main_readies_the_engine_before_the_page_and_only_for_local_restores(monkeypatch: pytest.MonkeyPatch) -> None:
     events: list[object] = []
-    monkeypatch.setattr(app, "ready_engine", lambda local: events.append(("ready", local)) or 0)
+    monkeypatch.setattr(app, "ready_server", lambda restores_here: events.append(("ready", restores_here)) or 0)
     monkeypatch.setattr(app.demo, "launch", lambda **kw: events.append("launch") or (None, "http://127.0.0.1:7860/", None))
     monkeypatch.setattr(app.demo, "block_thread", lambda: None)
     monkeypatch.setattr(app.prep_ui, "start_background", lambda *a, **kw: events.append("prepare"))

@@ -1,5 +1,5 @@
 """The app's start keeps what it imported out of the collections each model load and drop runs, and still
-collects what comes after (gpen_core.platform.collector, through the app's ``ready_engine``)."""
+collects what comes after (gpen_core.platform.collector, through ``engine.pipeline.ready_server``, the app's and a replica's)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # In a process of its own: a freeze in the test process would keep what earlier tests left.
 CHILD = """
 import gc, json, sys, weakref
-from gpen_core.presentation.app_state import ready_engine
+from gpen_core.engine.pipeline import ready_server
 
 class Node:
     pass
@@ -24,7 +24,7 @@ def cycle():
     return weakref.ref(a)
 
 before = cycle()  # garbage from before the freeze: it must be freed, not frozen
-frozen = ready_engine(local=sys.argv[1] == "local")
+frozen = ready_server(restores_here=sys.argv[1] == "local")
 tracked_after_freeze = len(gc.get_objects())
 after = cycle()  # garbage made afterwards, as a dropped network's cycles are
 gc.collect()

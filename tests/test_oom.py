@@ -353,7 +353,7 @@ def test_the_engine_import_probe_says_how_its_child_ended(monkeypatch: pytest.Mo
     its 300 s limit and the child's own output silenced, and turns each typed ending into the message
     the CLI shows: a crash or a mapping failure is the memory cap, a missing module a broken install."""
     from gpen_core.errors import GPENError
-    from gpen_core.platform import engine_probe, worker
+    from gpen_core.platform import engine_probe, oom, worker
 
     asked: list[tuple[object, dict]] = []
     endings: list[object] = []
@@ -363,6 +363,7 @@ def test_the_engine_import_probe_says_how_its_child_ended(monkeypatch: pytest.Mo
         return endings.pop(0)
 
     monkeypatch.setattr(worker, "run", run)
+    monkeypatch.setattr(oom, "memory_limited", lambda: True)  # the probe runs under a cap only
     endings[:] = [
         worker.Done(None, 1),
         worker.Failed("killed", "was killed by signal 11", oom=True, exitcode=-11),
@@ -381,3 +382,7 @@ def test_the_engine_import_probe_says_how_its_child_ended(monkeypatch: pytest.Mo
     assert isinstance(slow, OutOfMemory) and "cannot start a child process to load the engine" in str(slow)
     # A C extension that failed to allocate under the cap and set no exception: the cap, not the install.
     assert isinstance(no_exception, OutOfMemory) and "error return without exception set" in str(no_exception)
+    # Without a cap the same SystemError is a broken install.
+    monkeypatch.setattr(oom, "memory_limited", lambda: False)
+    broken = oom.import_failure(SystemError("error return without exception set"))
+    assert type(broken) is GPENError and "scripts/setup.sh" in str(broken)

@@ -32,11 +32,11 @@ class FrameSession:
     frame (:func:`gpen_core.engine.budget.request_plan`; None on a GPU)."""
 
     def __init__(self, models: ModelCache, device: str, opts: RestoreOptions, mode: MemoryMode, notes: list[str],
-                 numerics: ExitStack, threads: TorchThreads | None = None) -> None:
+                 numerics: ExitStack, threads: TorchThreads | None = None, plan: budget.RequestPlan | None = None) -> None:
         self._models, self._device, self._opts = models, device, opts
         self._threads = threads  # follows the machine's load as the clip goes on
         self.mode = mode
-        self.plan = models.plan  # set by open_session's models.planned block around this constructor
+        self.plan = plan
         self._ctx = stages.RequestContext(models, device, mode, opts)  # silent: the caller counts frames
         loaded = stages.load_networks(self._ctx, numerics, boxes_given=False)
         generator = loaded.generator
@@ -127,7 +127,7 @@ def open_session(models: ModelCache, device: str, opts: RestoreOptions, frame_si
             plan = budget.request_plan(mode, device, frame_size, models.models_dir, current_rss(),
                                        work=budget.Work(task=opts.task, identity=opts.identity))
             with ExitStack() as numerics, models.planned(plan):
-                yield FrameSession(models, device, opts, mode, notes, numerics, threads)
+                yield FrameSession(models, device, opts, mode, notes, numerics, threads, plan)
     finally:
         models.lifetime = policy
         if policy is Lifetime.ONE_SHOT:

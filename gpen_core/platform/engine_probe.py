@@ -29,9 +29,7 @@ def probe_engine_import(timeout_s: float = 300.0) -> Exception | None:
         # A crash while loading under a cap is the cap: say what the engine needs.
         return import_failure(MemoryError(f"the child process died with {sig}"), module="the engine")
     text = out.message or f"exit status {out.exitcode}"
-    # The probe runs under a memory cap only. There a C extension whose allocation fails can return from its
-    # import without setting an exception: CPython then raises SystemError ("error return without exception
-    # set"), seen under `prlimit --data` beside the SIGSEGV above. A broken install raises ImportError instead.
-    memory = out.oom or out.error_type.endswith(("MemoryError", "SystemError"))
-    exc: BaseException = MemoryError(text) if memory else ImportError(text)
-    return import_failure(exc)
+    # The child's exception, of its kind: import_failure decides what a SystemError under a cap means.
+    kind = MemoryError if out.oom or out.error_type.endswith("MemoryError") else (
+        SystemError if out.error_type.endswith("SystemError") else ImportError)
+    return import_failure(kind(text))

@@ -150,10 +150,12 @@ _PACKAGES = (
 
 
 def import_failure(exc: BaseException, module: str | None = None) -> Exception:
-    """The error to show for a failed import (``ImportError`` or ``MemoryError``):
+    """The error to show for a failed import (``ImportError``, ``MemoryError``, ``OSError`` or ``SystemError``):
     :class:`~gpen_core.errors.OutOfMemory` with what the engine needs when memory ran out (a library that could
     not be mapped under ``ulimit -v`` included), else a :class:`~gpen_core.errors.GPENError` saying how to repair
-    the installation."""
+    the installation. A ``SystemError`` under a memory cap is the cap: a C extension whose allocation failed can
+    return from its import without setting an exception, and CPython then raises SystemError ("error return
+    without exception set"), seen under ``prlimit --data``; a broken install raises ImportError instead."""
     from gpen_core.errors import GPENError, OutOfMemory
 
     text = str(exc).strip()
@@ -163,7 +165,8 @@ def import_failure(exc: BaseException, module: str | None = None) -> Exception:
     haystack = f"{name} {text}".lower()
     if module is None:
         module = next((label for label, pattern in _PACKAGES if pattern.search(haystack)), name.split(".")[0] or "a module")
-    if isinstance(exc, MemoryError) or is_oom(exc) or any(t in text.lower() for t in _MAP_FAILED):
+    capped_crash = isinstance(exc, SystemError) and memory_limited()
+    if isinstance(exc, MemoryError) or capped_crash or is_oom(exc) or any(t in text.lower() for t in _MAP_FAILED):
         fig = engine_import_figures()
         return OutOfMemory(
             f"not enough memory to start: importing {module} failed ({detail}). Loading the engine (PyTorch, "

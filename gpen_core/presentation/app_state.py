@@ -221,20 +221,3 @@ def start_lines(local_url: str, share_url: str | None, share: bool) -> list[str]
         lines.append("* Only this machine can open it; add --share for a password-protected public link, "
                      "or --host 0.0.0.0 for your network.")
     return lines
-
-
-def ready_engine(local: bool) -> int:
-    """At the server's start, before any model loads: import the engine (PyTorch and the rest) where this
-    process restores, then keep every object alive out of the collections each model load and drop runs
-    (:func:`gpen_core.platform.collector.freeze_imports`: 0.75-1.94 s of a 1.75-2.95 s ``low`` request, measured).
-    The import is left to the first request, as before, for restores sent to Ray (``local`` False), on
-    ZeroGPU, and under a memory cap, where the request's own import says what it needs rather than the
-    server failing to start. Returns how many objects were frozen."""
-    from gpen_core.platform import collector, zerogpu
-    from gpen_core.platform.oom import memory_limited
-
-    if local and not zerogpu.on_zerogpu() and not memory_limited():
-        from gpen_core.engine.pipeline import import_engine
-
-        import_engine()
-    return collector.freeze_imports()

@@ -85,11 +85,9 @@ class RestoreDeployment:
         self.replica, self.node = _replica_ids()
         self.frozen = 0
         if self.replica != "local":  # a replica's own process (not a test's), before any model loads: as the app's server
-            from gpen_core.engine.pipeline import import_engine
-            from gpen_core.platform.collector import freeze_imports
+            from gpen_core.engine.pipeline import ready_server
 
-            import_engine()
-            self.frozen = freeze_imports()
+            self.frozen = ready_server(restores_here=True)
         self.restorer = get_restorer(models_dir=models_dir, device=device)
         self.warm_error = ""
         t = time.perf_counter()
