@@ -31,13 +31,14 @@ class FrameSession:
     ``notes``: what the session changed from the request, said once. ``plan``: the mode's memory plan for one
     frame (:func:`gpen_core.engine.budget.request_plan`; None on a GPU)."""
 
-    def __init__(self, models: ModelCache, device: str, opts: RestoreOptions, mode: MemoryMode, notes: list[str],
-                 numerics: ExitStack, threads: TorchThreads | None = None, plan: budget.RequestPlan | None = None) -> None:
+    def __init__(self, ctx: stages.RequestContext, notes: list[str], numerics: ExitStack,
+                 threads: TorchThreads | None = None, plan: budget.RequestPlan | None = None) -> None:
+        models, device, opts, mode = ctx.models, ctx.device, ctx.opts, ctx.mode
         self._models, self._device, self._opts = models, device, opts
         self._threads = threads  # follows the machine's load as the clip goes on
         self.mode = mode
         self.plan = plan
-        self._ctx = stages.RequestContext(models, device, mode, opts)  # silent: the caller counts frames
+        self._ctx = ctx  # silent: the caller counts frames
         loaded = stages.load_networks(self._ctx, numerics, boxes_given=False)
         generator = loaded.generator
         if generator is None:  # a resident policy never defers it; kept honest should that change
@@ -127,7 +128,7 @@ def open_session(models: ModelCache, device: str, opts: RestoreOptions, frame_si
             plan = budget.request_plan(mode, device, frame_size, models.models_dir, current_rss(),
                                        work=budget.Work(task=opts.task, identity=opts.identity))
             with ExitStack() as numerics, models.planned(plan):
-                yield FrameSession(models, device, opts, mode, notes, numerics, threads, plan)
+                yield FrameSession(stages.RequestContext(models, device, mode, opts), notes, numerics, threads, plan)
     finally:
         models.lifetime = policy
         if policy is Lifetime.ONE_SHOT:
