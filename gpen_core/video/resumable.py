@@ -271,7 +271,7 @@ def restore_in_segments(
         mode_reason=next((r.mode_reason for r in ran if r.mode_reason), ""), audio=audio_how,
         crf=int(getattr(runner, "crf", 0)), seconds_per_frame=total_s / max(1, frames), total_s=total_s,
         faces_per_frame_max=max((r.faces_max for r in records), default=0), peaks=_with_workers(meter.peaks, ran),
-        rotation=upright_geometry(src_s)[1], lookahead_frames=Steadier().lookahead, notes=tuple(notes),
+        rotation=upright_geometry(src_s)[1], lookahead_frames=Steadier.lookahead, notes=tuple(notes),
         segments=len(plan.segments), segments_kept=len(records) - len(ran), frames_kept=frames_kept, join_s=join_s,
         records=ordered, runtimes=next((tuple(r.runtimes) for r in ran if r.runtimes), ()),
         identity=merged([r.identity for r in ordered]),

@@ -73,36 +73,30 @@ def local_linear(times: np.ndarray, values: np.ndarray, at: float) -> np.ndarray
 class Steadier:
     """Frames in (:meth:`push`, in display order), steadied frames out (:meth:`pop`) ``lookahead`` frames later."""
 
-    def __init__(self, half_window: int = HALF_WINDOW, max_gap: int = MAX_GAP) -> None:
-        self.half_window = half_window
-        self.max_gap = max_gap
-        self.lookahead = max(half_window, max_gap)
+    lookahead = max(HALF_WINDOW, MAX_GAP)
+
+    def __init__(self) -> None:
         self._tracks: list[_Track] = []
-        self._frames: deque[tuple[int, float, list[int]]] = deque()  # (position, time, track ids seen there)
+        self._frames: deque[tuple[int, float]] = deque()  # (position, time) of the frames not handed back yet
         self._next_id = 0
         self._pushed = 0
 
     def push(self, time_s: float, detections: list[Any]) -> None:
         pos = self._pushed
         self._pushed += 1
-        live = [t for t in self._tracks if pos - t.last_pos <= self.max_gap + 1]
+        live = [t for t in self._tracks if pos - t.last_pos <= MAX_GAP + 1]
         pairs = []
         for di, d in enumerate(detections):
             for ti, t in enumerate(live):
                 o = iou(d.box, t.last_box)
                 if o >= MATCH_IOU or _centre_near(d.box, t.last_box):
                     pairs.append((-o, pos - t.last_pos, di, ti))
-        pairs.sort()
-        used_d: set[int] = set()
-        used_t: set[int] = set()
-        ids: list[int] = []
-        owner: dict[int, _Track] = {}
-        for _, _, di, ti in pairs:
-            if di in used_d or ti in used_t:
-                continue
-            used_d.add(di)
-            used_t.add(ti)
-            owner[di] = live[ti]
+        owner: dict[int, _Track] = {}  # detection → the track it continues: best overlap, then the latest seen
+        taken: set[int] = set()
+        for _, _, di, ti in sorted(pairs):
+            if di not in owner and ti not in taken:
+                owner[di] = live[ti]
+                taken.add(ti)
         for di, d in enumerate(detections):
             track = owner.get(di)
             if track is None:
@@ -112,8 +106,7 @@ class Steadier:
             track.last_pos, track.last_box = pos, tuple(d.box)
             values = np.concatenate([np.asarray(d.box, np.float64), np.asarray(d.landmarks, np.float64).reshape(-1)])
             track.seen.append((pos, time_s, values, d))
-            ids.append(track.id)
-        self._frames.append((pos, time_s, ids))
+        self._frames.append((pos, time_s))
 
     def ready(self) -> bool:
         return bool(self._frames) and self._frames[0][0] + self.lookahead < self._pushed
@@ -123,32 +116,28 @@ class Steadier:
 
     def pop(self) -> list[SteadyFace]:
         """The oldest frame's faces (call when :meth:`ready`, or at the clip's end until nothing is pending)."""
-        pos, time_s, _ = self._frames.popleft()
-        faces: list[SteadyFace] = []
-        for track in self._tracks:
-            got = self._face_at(track, pos, time_s)
-            if got is not None:
-                faces.append(got)
+        pos, time_s = self._frames.popleft()
+        faces = [f for f in (self._face_at(t, pos, time_s) for t in self._tracks) if f is not None]
         # Forget sightings no later frame's window reaches, and tracks with nothing left.
-        oldest = pos + 1 - max(self.half_window, self.max_gap + 1)
+        oldest = pos + 1 - max(HALF_WINDOW, MAX_GAP + 1)
         for track in self._tracks:
             while track.seen and track.seen[0][0] < oldest:
                 track.seen.popleft()
-        self._tracks = [t for t in self._tracks if t.seen or self._pushed - t.last_pos <= self.max_gap + 1]
+        self._tracks = [t for t in self._tracks if t.seen or self._pushed - t.last_pos <= MAX_GAP + 1]
         return faces
 
     def _face_at(self, track: _Track, pos: int, time_s: float) -> SteadyFace | None:
         seen = track.seen
         here = [s for s in seen if s[0] == pos]
         filled = not here
-        if filled:  # only between two sightings, at most max_gap frames apart
+        if filled:  # only between two sightings, at most MAX_GAP frames apart
             before = [s for s in seen if s[0] < pos]
             after = [s for s in seen if s[0] > pos]
-            if not before or not after or after[0][0] - before[-1][0] - 1 > self.max_gap:
+            if not before or not after or after[0][0] - before[-1][0] - 1 > MAX_GAP:
                 return None
-        near = [s for s in seen if abs(s[0] - pos) <= self.half_window]
+        near = [s for s in seen if abs(s[0] - pos) <= HALF_WINDOW]
         if filled and len(near) < 2:  # the sightings bracketing the gap, even beyond the window
-            near = [max((s for s in seen if s[0] < pos), key=lambda s: s[0]), min((s for s in seen if s[0] > pos), key=lambda s: s[0])]
+            near = [before[-1], after[0]]
         times = np.array([s[1] for s in near])
         values = np.stack([s[2] for s in near])
         fit = local_linear(times, values, time_s)

@@ -458,7 +458,7 @@ class _Run:
             duration_s=duration, size=self.size, mode=getattr(getattr(eng, "mode", None), "name", "custom"),
             mode_reason=getattr(eng, "reason", ""), audio=audio_handling(routes), crf=self.vopts.crf,
             seconds_per_frame=total_s / max(1, self.written), total_s=total_s, faces_per_frame_max=self.max_faces,
-            peaks=peaks, rotation=self.rotation, lookahead_frames=Steadier().lookahead,
+            peaks=peaks, rotation=self.rotation, lookahead_frames=Steadier.lookahead,
             notes=tuple([*getattr(eng, "notes", []), *notes]), damage=self.damage,
             runtimes=tuple(getattr(eng, "runtimes", ())),
             identity=self.loop.identity.result() if self.loop is not None and self.loop.identity is not None else None,
