@@ -30,11 +30,15 @@ class FrameEngine:
     Refusals (aligned, upscaling, another task, faces-only) are the session's InputErrors."""
 
     def __init__(self, restorer: Any, options: RestoreOptions, size: tuple[int, int]) -> None:
+        from gpen_core.modes import AUTO, get_mode, preshrink_size
+
         # Frames are turned upright by their display matrix before detection: upright faces only.
         opts = replace(options.validated(), orientations=False)
+        # auto plans for the frame as it is; an explicit mode for the frame its longest side leaves
+        planned = size if opts.mode == AUTO else preshrink_size(*size, get_mode(opts.mode).max_side)
         self.device: str = restorer.device
         self._stack = ExitStack()
-        self.session = self._stack.enter_context(restorer.frames(opts, self.fitted(size, restorer, opts)))
+        self.session = self._stack.enter_context(restorer.frames(opts, planned))
         self.mode, self._opts = self.session.mode, opts
         self.reason = self.session.notes[0] if self.session.notes and self.mode.name != opts.mode else ""
         self._notes: list[str] = list(self.session.notes)
@@ -45,10 +49,10 @@ class FrameEngine:
         self._reasons: dict[str, None] = {}
         self._rejected: dict[int, tuple[tuple[float, float, float, float], ...]] = {}
         self._detected = 0
-        if self._shrinks(size):
-            w, h = self.fitted(size, restorer, opts)
+        written = preshrink_size(*size, self.mode.max_side)
+        if written != size:
             self._notes.append(f"{self.mode.name} mode shrinks frames over {self.mode.max_side} px: "
-                              f"{size[0]}×{size[1]} restored and written at {w}×{h}")
+                              f"{size[0]}×{size[1]} restored and written at {written[0]}×{written[1]}")
 
     @property
     def notes(self) -> list[str]:
@@ -70,18 +74,9 @@ class FrameEngine:
         """The boxes the face check refused in frame ``index`` (detect order = written order); once."""
         return self._rejected.pop(index, ())
 
-    @staticmethod
-    def fitted(size: tuple[int, int], restorer: Any, opts: RestoreOptions) -> tuple[int, int]:
-        """The frame size the session plans for: an explicit mode's longest side applied; auto's as it is."""
-        from gpen_core.modes import AUTO, get_mode, preshrink_size
-
-        if opts.mode == AUTO:
-            return size
-        return preshrink_size(*size, get_mode(opts.mode).max_side)
-
     @property
     def runtimes(self) -> tuple[Any, ...]:
-        return tuple(self.session.runtimes)
+        return self.session.runtimes
 
     @property
     def planned_bytes(self) -> int | None:
@@ -89,12 +84,9 @@ class FrameEngine:
         plan = self.session.plan
         return plan.planned if plan is not None else None
 
-    def _shrinks(self, size: tuple[int, int]) -> bool:
-        return bool(self.mode.max_side) and max(size) > self.mode.max_side
-
     def fit(self, rgb: np.ndarray) -> np.ndarray:
         """The frame at the mode's longest side (unchanged when it fits)."""
-        if not self._shrinks((rgb.shape[1], rgb.shape[0])):
+        if not self.mode.max_side:
             return rgb
         from gpen_core.images.encode import shrink_to_max_side
 
