@@ -18,6 +18,7 @@ from gpen_core.errors import GPENError
 from gpen_core.options import RestoreOptions
 from gpen_core.platform import durable
 from gpen_core.scaleout.runtime import use_threads, worker_name
+from gpen_core.video.output import disk_errors
 from gpen_core.video.resumable import SegmentRecord
 from gpen_core.video.segments import Segment, SegmentPlan
 
@@ -102,15 +103,14 @@ class RayRunner:
 
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
+        from gpen_core.platform.leftovers import sweep_folders
         from gpen_core.scaleout.batch import plan_resources, worker_threads
         from gpen_core.scaleout.runtime import import_ray, ray_session, worker_memory_bytes
-        from gpen_core.video.resumable import upright_size
-
-        from gpen_core.platform.leftovers import sweep_folders
+        from gpen_core.video.resumable import upright_geometry
 
         ray = import_ray()
         sweep_folders(Path(tempfile.gettempdir()), SEGMENT_TEMP_PREFIX)  # killed local workers' leftovers
-        size = upright_size(plan.input)
+        size = upright_geometry(plan.input)[0]
         with ray_session(self.address, num_cpus=self.num_cpus) as session:
             device = self.device or ("cuda" if self.gpus_per_worker > 0 else "cpu")
             memory = worker_memory_bytes(self.options.mode, device)
@@ -139,7 +139,8 @@ def _drain(ray: Any, submit: Callable[[Segment], Any], pending: list[Segment], f
             rec, data = _result(ray, ready[0], seg)
             if isinstance(rec, dict):
                 raise SegmentFailed(f"segment {seg.index} (from {seg.start_s:.1f} s): {rec['error']}", int(rec["exit_code"]))
-            _write(folder / seg.file, data)
+            with disk_errors(folder, f"segment {seg.file}"):
+                durable.write_bytes(folder / seg.file, data, sync=True)  # flushed: a resume trusts a finished segment
             for _ in range(rec.frames):
                 on_frame()
             yield rec
@@ -162,11 +163,4 @@ def _result(ray: Any, ref: Any, seg: Segment) -> tuple[SegmentRecord | dict[str,
             f"({type(exc).__name__}: {first}); most often that is memory: restore with fewer --workers or a lighter "
             "--mode, or close other programs"
         ) from None
-
-
-def _write(dst: Path, data: bytes) -> None:
-    from gpen_core.video.output import disk_errors
-
-    with disk_errors(dst.parent, f"segment {dst.name}"):
-        durable.write_bytes(dst, data, sync=True)  # flushed: a resume trusts a finished segment
 

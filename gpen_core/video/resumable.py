@@ -77,7 +77,7 @@ class LocalRunner:
         from gpen_core.video.engine_seam import FrameEngine
         from gpen_core.video.segment_run import restore_segment
 
-        engine = self.engine or FrameEngine(self.restorer, self.options, upright_size(plan.input))
+        engine = self.engine or FrameEngine(self.restorer, self.options, upright_geometry(plan.input)[0])
         try:
             for seg in pending:
                 with PeakMeter(getattr(engine, "device", "cpu")) as meter:
@@ -89,11 +89,6 @@ class LocalRunner:
         finally:
             if self.engine is None:
                 engine.close()  # the frame session holds the restorer's lock
-
-
-def upright_size(src: str) -> tuple[int, int]:
-    """The clip's frame size as displayed (width, height): its first frame, turned upright."""
-    return upright_geometry(src)[0]
 
 
 def upright_geometry(src: str) -> tuple[tuple[int, int], int]:
@@ -194,17 +189,12 @@ def finished(plan: SegmentPlan, folder: Path) -> tuple[list[Segment], tuple[Fini
 
 def file_record(path: Path, index: int) -> FinishedFile:
     """A segment file's size and sha256 as the plan records them (a link is read as nothing: never kept)."""
-    h = hashlib.sha256()
-    size = 0
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return FinishedFile(index, -1, "")
     with os.fdopen(fd, "rb") as f:
-        while chunk := f.read(1 << 20):
-            size += len(chunk)
-            h.update(chunk)
-    return FinishedFile(index, size, h.hexdigest())
+        return FinishedFile(index, os.fstat(fd).st_size, hashlib.file_digest(f, "sha256").hexdigest())
 
 
 def restore_in_segments(
