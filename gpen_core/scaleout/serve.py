@@ -29,9 +29,8 @@ _ERRORS: dict[str, type[GPENError]] = {"InputError": InputError, "WeightsError":
 class ServeConfig:
     """One ``serve`` command."""
 
-    # Fixed replica count, or None with autoscaling between min_replicas and max_replicas.
+    # Fixed replica count, or None with autoscaling from 1 to max_replicas.
     replicas: int | None = 1
-    min_replicas: int = 1
     max_replicas: int = 1
     # GPUs per replica (0.5: two replicas share one GPU); 0 = CPU.
     num_gpus: float = 0.0
@@ -45,8 +44,6 @@ class ServeConfig:
     warm_mode: str = "auto"
     models_dir: str | None = None
     device: str | None = None
-    # Ray's memory reservation per replica in bytes; None: ray_runtime.worker_memory_bytes("auto").
-    memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -187,17 +184,15 @@ async def _form(request: Any, body: bytes) -> Any:
         raise InputError(f"the multipart form could not be read: {exc}") from None
 
 
-async def read_body_capped(request: Any, limit: int | None = None) -> bytes:
-    """The request body, refused (InputError, the decoder's words) as soon as it is known to pass
-    ``limit`` (default: the upload limit): a declared Content-Length before a byte is read, else at the first
-    chunk past it."""
+async def read_body_capped(request: Any) -> bytes:
+    """The request body, refused (InputError, the decoder's words) as soon as it is known to pass the upload
+    limit: a declared Content-Length before a byte is read, else at the first chunk past it."""
     from gpen_core.images.limits import DEFAULT_LIMITS, too_big
 
-    limits = DEFAULT_LIMITS if limit is None else replace(DEFAULT_LIMITS, max_file_bytes=limit)
-    cap = limits.max_file_bytes
+    cap = DEFAULT_LIMITS.max_file_bytes
     declared = (request.headers.get("content-length") or "").strip()
     if declared.isdigit() and int(declared) > cap:
-        raise too_big(int(declared), limits)
+        raise too_big(int(declared), DEFAULT_LIMITS)
     chunks: list[bytes] = []
     n = 0
     async for chunk in request.stream():
@@ -227,17 +222,16 @@ def build_app(cfg: ServeConfig) -> Any:
 
     if cfg.replicas is not None and cfg.replicas < 1:
         raise InputError("--replicas must be at least 1 (or auto)")
-    if cfg.replicas is None and not 1 <= cfg.min_replicas <= cfg.max_replicas:
-        raise InputError(f"--max-replicas must be at least 1 and at least the minimum ({cfg.min_replicas})")
+    if cfg.replicas is None and cfg.max_replicas < 1:
+        raise InputError("--max-replicas must be at least 1")
     device = cfg.device or ("cuda" if cfg.num_gpus > 0 else "cpu")
     # Requests may ask for any mode, whatever was warmed up: reserve for the heaviest.
-    memory = cfg.memory_bytes if cfg.memory_bytes is not None else worker_memory_bytes("auto", device)
-    actor = {"num_cpus": cfg.num_cpus, "memory": memory}
+    actor = {"num_cpus": cfg.num_cpus, "memory": worker_memory_bytes("auto", device)}
     if cfg.num_gpus > 0:
         actor["num_gpus"] = cfg.num_gpus
     scaling: dict[str, Any]
     if cfg.replicas is None:
-        scaling = {"autoscaling_config": {"min_replicas": cfg.min_replicas, "max_replicas": cfg.max_replicas,
+        scaling = {"autoscaling_config": {"min_replicas": 1, "max_replicas": cfg.max_replicas,
                                           "target_ongoing_requests": 1, "upscale_delay_s": 5, "downscale_delay_s": 120}}
     else:
         scaling = {"num_replicas": cfg.replicas}
@@ -272,7 +266,7 @@ def deploy(cfg: ServeConfig) -> Any:
     from gpen_core.platform.meter import format_bytes
 
     app = build_app(cfg)
-    need = app._bound_deployment.ray_actor_options["memory"] * (cfg.replicas or cfg.min_replicas)
+    need = app._bound_deployment.ray_actor_options["memory"] * (cfg.replicas or 1)
     have = ray.cluster_resources().get("memory", 0)
     if need > have:  # Serve would wait for ever for a replica Ray cannot place
         raise InputError(f"the replicas reserve {format_bytes(need)} of memory (idle size + the heaviest mode's peak), "
@@ -315,7 +309,7 @@ def run_serve(cfg: ServeConfig, on_ready: Callable[[str, list[dict[str, Any]]], 
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
             handle = deploy(cfg)
-            on_ready(session.address, replica_statuses(handle, cfg.replicas or cfg.min_replicas))
+            on_ready(session.address, replica_statuses(handle, cfg.replicas or 1))
             while not stop.wait(0.5):
                 pass
         except KeyboardInterrupt:
