@@ -49,11 +49,7 @@ class BatchConfig:
     workers: int | None = None
     # GPUs each actor reserves (0.5 puts two actors on one GPU); 0 = CPU only.
     gpus_per_worker: float = 0.0
-    # CPUs each actor reserves; None: an equal share of the cluster minus RESERVED_CPUS for reading.
-    cpus_per_worker: float | None = None
     overwrite: bool = False
-    # Local Ray only: CPUs to offer (default: every core). Tests use 2.
-    num_cpus: int | None = None
 
 
 @dataclass(frozen=True)
@@ -286,10 +282,10 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
                 todo.append(item)
         if not todo:
             return BatchSummary(records, manifest, time.perf_counter() - t0, run_id=run_id)
-        with ray_session(config.address, num_cpus=config.num_cpus) as session:
+        with ray_session(config.address) as session:
             device = config.device or ("cuda" if config.gpus_per_worker > 0 else "cpu")
             memory = worker_memory_bytes(getattr(config.options, "mode", "auto"), device)
-            plan = dict(gpus_per_worker=config.gpus_per_worker, cpus_per_worker=config.cpus_per_worker,
+            plan = dict(gpus_per_worker=config.gpus_per_worker, cpus_per_worker=None,
                         memory_per_worker=memory, cluster_memory=session.memory)
             workers, cpus = plan_resources(session.cpus, session.gpus, config.workers, **plan)
             if workers > len(todo):  # idle actors would only cost start-up time and memory

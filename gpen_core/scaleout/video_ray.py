@@ -98,7 +98,6 @@ class RayRunner:
     address: str | None = None
     workers: int | None = None
     gpus_per_worker: float = 0.0
-    num_cpus: int | None = None  # local Ray only: CPUs to offer (default every core)
     used_workers: int = 0  # set by a run: how many tasks ran at once
 
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
@@ -111,7 +110,7 @@ class RayRunner:
         ray = import_ray()
         sweep_folders(Path(tempfile.gettempdir()), SEGMENT_TEMP_PREFIX)  # killed local workers' leftovers
         size = upright_geometry(plan.input)[0]
-        with ray_session(self.address, num_cpus=self.num_cpus) as session:
+        with ray_session(self.address) as session:
             device = self.device or ("cuda" if self.gpus_per_worker > 0 else "cpu")
             memory = worker_memory_bytes(self.options.mode, device)
             workers, cpus = plan_resources(session.cpus, session.gpus, self.workers or min(len(pending), max(1, int(session.cpus // 2))),
