@@ -19,7 +19,7 @@ from gpen_core.scaleout import reaper
 
 LOOPBACK = "127.0.0.1"
 # Read once, when Ray is imported: "0" makes the loopback address this node's (else only on macOS/Windows).
-_LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+_LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 INSTALL_HINT = "install it with `bash scripts/setup.sh --ray` (or `.venv/bin/python -m pip install -r requirements-ray.txt`)"
 
 
@@ -57,11 +57,11 @@ def use_threads(threads: int) -> None:
 
     torch.set_num_threads(max(1, threads))
 
+
 def import_ray() -> ModuleType:
     """The ``ray`` module, or an InputError that says how to install it."""
     if "ray" not in sys.modules:
-        for key, value in _LOOPBACK_ENV.items():
-            os.environ.setdefault(key, value)
+        os.environ.setdefault(_LOOPBACK_VAR, "0")
     try:
         import ray
     except ImportError as exc:
@@ -91,13 +91,7 @@ def _force_loopback(ray: ModuleType) -> None:
     from gpen_core.compat.ray import force_loopback_constant
 
     force_loopback_constant()
-    for key, value in _LOOPBACK_ENV.items():
-        os.environ[key] = value
-
-
-def _token_available() -> bool:
-    return bool(os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
-                or (Path.home() / ".ray" / "auth_token").is_file())
+    os.environ[_LOOPBACK_VAR] = "0"
 
 
 def connect(address: str) -> None:
@@ -106,7 +100,9 @@ def connect(address: str) -> None:
     is there and nobody chose a mode."""
     ray = import_ray()
     _reachable(address)
-    if "RAY_AUTH_MODE" not in os.environ and _token_available():
+    token = (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
+             or (Path.home() / ".ray" / "auth_token").is_file())
+    if "RAY_AUTH_MODE" not in os.environ and token:
         from gpen_core.compat.ray import enable_token_auth
 
         if not enable_token_auth():  # another Ray version: the variable alone (read when Ray's config loads)
