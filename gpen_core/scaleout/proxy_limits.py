@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpen_core.images.limits import DEFAULT_LIMITS, InputLimits, too_big
+from gpen_core.images.limits import DEFAULT_LIMITS, too_big
 
 # The Serve app's route: here, so the proxy's callback module imports nothing of the app.
 ROUTE_PREFIX = "/restore"
@@ -26,17 +26,16 @@ def proxy_middlewares() -> list[Any]:
 
 
 class BodyCap:
-    """Pure ASGI middleware: on ``route``, 413 to a declared Content-Length over ``max_bytes`` (default: the
-    decoder's upload limit, in its words) and 411 to a body of unknown length; other routes pass untouched."""
+    """Pure ASGI middleware: on :data:`ROUTE_PREFIX`, 413 to a declared Content-Length over the decoder's upload
+    limit (in its words) and 411 to a body of unknown length; other routes pass untouched."""
 
-    def __init__(self, app: Any, max_bytes: int | None = None, route: str = ROUTE_PREFIX) -> None:
-        self.app, self.route = app, route
-        self.limits = DEFAULT_LIMITS if max_bytes is None else InputLimits(max_file_bytes=max_bytes)
+    def __init__(self, app: Any) -> None:
+        self.app = app
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         path = scope.get("path", "")
         if (scope.get("type") != "http" or scope.get("method") not in _BODY_METHODS
-                or not (path == self.route or path.startswith(self.route + "/"))):
+                or not (path == ROUTE_PREFIX or path.startswith(ROUTE_PREFIX + "/"))):
             await self.app(scope, receive, send)
             return
         declared, chunked = None, False
@@ -46,16 +45,15 @@ class BodyCap:
             elif key.lower() == b"transfer-encoding":
                 chunked = True
         if chunked or declared is None:
-            await _answer(send, 411, (
-                f"Send the image with a Content-Length header (curl --data-binary @photo.jpg does): a body of unknown "
-                f"length is refused here because the server would hold all of it before the {self.limits.max_file_bytes // 1_000_000} MB "
-                "size check."))
+            await _answer(send, 411, "Send the image with a Content-Length header (curl --data-binary @photo.jpg does): a "
+                          "body of unknown length is refused here because the server would hold all of it before the "
+                          f"{DEFAULT_LIMITS.max_file_bytes // 1_000_000} MB size check.")
             return
         if not declared.isdigit():
             await _answer(send, 400, "The Content-Length header is not a number of bytes; send the image again.")
             return
-        if int(declared) > self.limits.max_file_bytes:
-            await _answer(send, 413, str(too_big(int(declared), self.limits)))
+        if int(declared) > DEFAULT_LIMITS.max_file_bytes:
+            await _answer(send, 413, str(too_big(int(declared), DEFAULT_LIMITS)))
             return
         await self.app(scope, receive, send)
 
