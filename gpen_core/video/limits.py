@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpen_core.errors import InputError
-from gpen_core.images.limits import DEFAULT_LIMITS, InputLimits
+from gpen_core.images.limits import DEFAULT_LIMITS
 
 # Audio codecs an MP4 takes as they are (copied packet for packet); others are re-encoded to AAC.
 MP4_AUDIO = frozenset({"aac", "mp3", "mp2", "ac3", "eac3", "opus", "flac", "alac"})
@@ -44,8 +44,8 @@ class FrameGuard:
     """Checks each decoded frame of one clip before its pixels are converted: under the photo limits, the
     first frame's size, timed after the previous frame."""
 
-    def __init__(self, path: str, header: tuple[int, int], limits: InputLimits = DEFAULT_LIMITS) -> None:
-        self.path, self.header, self.limits = path, header, limits
+    def __init__(self, path: str, header: tuple[int, int]) -> None:
+        self.path, self.header = path, header
         self.size: tuple[int, int] | None = None  # the first frame's, stored (before rotation)
         self.last_pts: int | None = None
         self.index = 0
@@ -54,11 +54,11 @@ class FrameGuard:
     def check(self, frame: Any, pts: int | None, time_base: Any) -> None:
         """InputError when this decoded frame is too big, another size, or timed before the last."""
         size = (int(frame.width), int(frame.height))
-        if size[0] * size[1] > self.limits.max_pixels:
+        if size[0] * size[1] > DEFAULT_LIMITS.max_pixels:
             claim = f" (its header claims {self.header[0]}×{self.header[1]})" if self.header != size else ""
             raise InputError(
                 f"{self.path}: frame {self.index} decodes at {size[0]}×{size[1]} ({size[0] * size[1] / 1e6:.1f} "
-                f"megapixels); the limit is {self.limits.max_pixels / 1e6:.0f} megapixels a frame, as for photos"
+                f"megapixels); the limit is {DEFAULT_LIMITS.max_pixels / 1e6:.0f} megapixels a frame, as for photos"
                 f"{claim}. Scale the video down and try again."
             )
         if self.size is None:

@@ -23,7 +23,7 @@ X264_PRESET = "medium"
 X264_LOOKAHEAD = 10
 
 
-def check_output(dst: Path, src: str | os.PathLike[str] | None = None) -> None:
+def check_output(dst: Path, src: str | os.PathLike[str]) -> None:
     """InputError, before any frame, for an output that cannot or may not be written: not .mp4, its folder
     missing or read-only, a device/FIFO/folder, or ``src`` itself by any link (one rule with photos)."""
     from gpen_core.images.outputs import check_output_file
@@ -32,7 +32,7 @@ def check_output(dst: Path, src: str | os.PathLike[str] | None = None) -> None:
         raise InputError(f"a restored video is an H.264 MP4: name the output {dst.with_suffix('.mp4').name}, not {dst.name}")
     if not dst.parent.is_dir():
         raise InputError(f"the output folder {dst.parent} does not exist: create it, or choose another output path")
-    check_output_file(dst, [Path(src)] if src is not None else [])
+    check_output_file(dst, [Path(src)])
 
 
 # What a full disk, a quota, a read-only remount or a failing disk raise while a file is written.
