@@ -209,7 +209,7 @@ def test_other_options_do_not_resume_anothers_segments_unless_fresh(tmp_path: Pa
 
 
 def test_the_long_clip_hint_names_the_resumable_command() -> None:
-    from gpen_core.video.long_hint import resume_command
+    from gpen_core.video.command import resume_command
 
     assert resume_command("my talk.mov") == \
         "python -m gpen_core restore 'my talk.mov' -o 'my talk_restored.mp4' --segments"

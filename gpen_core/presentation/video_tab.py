@@ -46,7 +46,7 @@ class ClipNote:
 def clip_note(path: str, cap_s: float | None) -> ClipNote:
     """What the clip is (size, length, frames, audio) and, on a capped server, how much of it will be
     restored; a file that is no usable video names the problem instead."""
-    from gpen_core.video.long_hint import resume_command
+    from gpen_core.video.command import resume_command
     from gpen_core.video.probe import open_video
     from gpen_core.video.resumable import SEGMENTS_FROM_S
 

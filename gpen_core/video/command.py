@@ -1,12 +1,13 @@
 """The video parts of ``python -m gpen_core restore`` that need no exit code: options, output names,
-the progress line and the summary."""
+the progress line, the summary, and the command that restores a long clip resumably."""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from gpen_core.errors import InputError
@@ -61,6 +62,13 @@ def plan_video_outputs(videos: list[Path], output: str, photos_too: bool) -> lis
     for src, dst in plan:
         check_output(dst, src)
     return plan
+
+
+def resume_command(input_name: str) -> str:
+    """The CLI command that restores ``input_name`` into ``<stem>_restored.mp4`` beside it, in segments a rerun
+    resumes after a stop (what the app names for a clip longer than a shared server restores); shell-quoted."""
+    out = str(PurePath(input_name).with_name(PurePath(input_name).stem + "_restored.mp4"))
+    return shlex.join(["python", "-m", "gpen_core", "restore", input_name, "-o", out, "--segments"])
 
 
 class VideoBar:
