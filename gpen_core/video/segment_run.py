@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -93,10 +94,8 @@ def restore_segment(
                              planned_bytes=getattr(engine, "planned_bytes", None))
     finally:
         if out is not None:
-            try:
+            with suppress(Exception):  # a half-written file we delete next
                 out.close()
-            except Exception:  # noqa: BLE001 - a half-written file we delete next
-                pass
         container.close()
         tmp.unlink(missing_ok=True)
 

@@ -13,6 +13,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -236,18 +237,14 @@ class _Run:
     def shut(self) -> None:
         self.abort.set()
         for q in (self.decoded, self.to_encode):  # unblock a thread waiting on a full queue
-            while True:
-                try:
+            with suppress(queue.Empty):
+                while True:
                     q.get_nowait()
-                except queue.Empty:
-                    break
         for t in self.threads:
             t.join(timeout=10)
         if not self.writer.closed:
-            try:
+            with suppress(Exception):  # closing a half-written file we then delete
                 self.writer.out.close()
-            except Exception:  # noqa: BLE001 - closing a half-written file we then delete
-                pass
 
     # ------------------------------------------------------------ decoding (its own thread)
     def _decode(self) -> None:
