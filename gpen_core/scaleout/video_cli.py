@@ -88,9 +88,7 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
 
     seconds = args.segment_seconds if args.segment_seconds is not None else DEFAULT_SEGMENT_SECONDS
     runner: Any
-    if args.ray and args.address:
-        join_first(args.address)  # before the work folder and the manifest: a wrong address leaves nothing behind
-    if args.ray:
+    if args.ray:  # the cluster at --address was joined before the engine loaded (join_first)
         from gpen_core.scaleout.batch import new_run_id
         from gpen_core.scaleout.video_ray import RayRunner
 
