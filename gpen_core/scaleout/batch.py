@@ -337,7 +337,7 @@ def _stream(config: BatchConfig, todo: list[_Input], filesystem: Any, workers: i
         compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=cpus,
         num_gpus=config.gpus_per_worker or None,
-        memory=memory,  # see ray_runtime.worker_memory_bytes: our step-down acts before Ray's OOM monitor
+        memory=memory,  # see runtime.worker_memory_bytes: our step-down acts before Ray's OOM monitor
         fn_constructor_kwargs={"options": config.options, "models_dir": config.models_dir, "device": device,
                                "threads": worker_threads(cpus)},
     )
