@@ -45,9 +45,10 @@ class BodyCap:
             elif key.lower() == b"transfer-encoding":
                 chunked = True
         if chunked or declared is None:
-            await _answer(send, 411, "Send the image with a Content-Length header (curl --data-binary @photo.jpg does): a "
-                          "body of unknown length is refused here because the server would hold all of it before the "
-                          f"{DEFAULT_LIMITS.max_file_bytes // 1_000_000} MB size check.")
+            limit_mb = DEFAULT_LIMITS.max_file_bytes // 1_000_000
+            await _answer(send, 411, "Send the image with a Content-Length header (curl --data-binary @photo.jpg "
+                          "does): a body of unknown length is refused here because the server would hold all of it "
+                          f"before the {limit_mb} MB size check.")
             return
         if not declared.isdigit():
             await _answer(send, 400, "The Content-Length header is not a number of bytes; send the image again.")

@@ -40,21 +40,26 @@ DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, e
 
 
 class WriteFailed(InputError):
-    """Writing the output (or a segment, or the join) failed on the disk's side: full, read-only, gone."""
+    """Writing the output (or a segment, or the join) failed: the disk full, read-only or gone, or the encoder
+    refused."""
+
+
+def write_failed(folder: Path, what: str, exc: BaseException) -> WriteFailed:
+    """The one message for a write refused, on every path (one pass, segments, the join, Ray's driver)."""
+    detail = getattr(exc, "strerror", None) or str(exc).strip() or type(exc).__name__
+    return WriteFailed(f"writing {what} failed ({detail}): check that the output folder {folder} is writable and its "
+                       "disk has space, and try again")
 
 
 @contextmanager
 def disk_errors(folder: Path, what: str) -> Iterator[None]:
-    """The disk refusing a write (PyAV's av.error.OSError carries its errno) as WriteFailed: the one message on
-    every path (one pass, segments, the join, Ray's driver); other errors pass."""
+    """The disk refusing a write (PyAV's av.error.OSError carries its errno) as :func:`write_failed`; others pass."""
     try:
         yield
     except OSError as exc:
         if getattr(exc, "errno", None) not in DISK_ERRNOS:
             raise
-        detail = exc.strerror or str(exc).strip() or type(exc).__name__
-        raise WriteFailed(f"writing {what} failed ({detail}): check that the output folder {folder} is writable and "
-                          "its disk has space, and try again") from None
+        raise write_failed(folder, what, exc) from None
 
 
 @dataclass

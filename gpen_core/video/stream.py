@@ -26,7 +26,7 @@ from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
 from gpen_core.video.limits import FrameGuard, check_audio
 from gpen_core.video.options import VideoOptions
-from gpen_core.video.output import audio_handling, check_output
+from gpen_core.video.output import audio_handling, check_output, write_failed
 from gpen_core.video.queue_items import AudioItem, DecodedFrame, DecodeStopped, FrameToWrite
 from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
 from gpen_core.video.steady import Steadier
@@ -123,11 +123,8 @@ def _translate(exc: Exception, run: "_Run") -> None:
             f"out of memory at frame {run.written} in {mode} mode (a clip does not step down mid-way: its look would "
             f"change). Restore it in a lighter mode (--mode low). {out_of_memory_advice()}"
         ) from None
-    if isinstance(exc, (av.FFmpegError, OSError)):
-        raise InputError(
-            f"writing the video failed at frame {run.written} ({str(exc).strip() or type(exc).__name__}): check that the "
-            "output folder is writable and its disk has space, and try again"
-        ) from None
+    if isinstance(exc, (av.FFmpegError, OSError)):  # the encoder's, past what disk_errors names
+        raise write_failed(Path(run.writer.out.name).parent, f"the video at frame {run.written}", exc) from None
 
 
 class _Run:
