@@ -86,3 +86,11 @@ class FrameLoop:
             by_track = dict(zip((f.track for f in chosen), self.identity.add(index, [f.track for f in chosen], identity)))
             checks = tuple(by_track.get(f.track) for f in faces)
         return Restored(out.image, faces, payload, checks)
+
+    def summary(self) -> dict[str, Any]:
+        """A clip's (or segment's) result fields the engine and this loop know: ``mode``, ``mode_reason``,
+        ``runtimes``, ``planned_bytes`` (a test's engine may lack any of them) and the ``identity`` summary."""
+        eng = self.engine
+        return {"mode": getattr(getattr(eng, "mode", None), "name", "custom"), "mode_reason": getattr(eng, "reason", ""),
+                "runtimes": tuple(getattr(eng, "runtimes", ())), "planned_bytes": getattr(eng, "planned_bytes", None),
+                "identity": self.identity.result() if self.identity is not None else None}

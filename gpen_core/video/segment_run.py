@@ -86,12 +86,8 @@ def restore_segment(
                 f"{seg.frames}: the input is damaged there or changed since the plan. Restore again with --fresh"
             )
         durable.install(tmp, dst, sync=True)  # flushed: a resume trusts a finished segment
-        mode = getattr(getattr(engine, "mode", None), "name", "custom")
-        identity = run.loop.identity.result() if run.loop.identity is not None else None
         return SegmentRecord(seg.index, run.written, time.perf_counter() - t0, run.faces_max, notes=tuple(run.notes),
-                             mode=mode, mode_reason=getattr(engine, "reason", ""),
-                             runtimes=tuple(getattr(engine, "runtimes", ())), identity=identity,
-                             planned_bytes=getattr(engine, "planned_bytes", None))
+                             **run.loop.summary())
     finally:
         if out is not None:
             with suppress(Exception):  # a half-written file we delete next

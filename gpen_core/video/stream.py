@@ -432,8 +432,8 @@ class _Run:
     def result(self, output: str, peaks: Any, total_s: float) -> VideoResult:
         duration = (self.last_time + self.last_duration - (self.first_time or 0.0)) if self.written else 0.0
         routes = self.writer.routes
-        notes = {**self.notes, **dict.fromkeys(self.guard.notes if self.guard else ()),
-                 **(self.loop.notes if self.loop is not None else {})}
+        assert self.loop is not None  # made in go, which ran
+        notes = {**self.notes, **dict.fromkeys(self.guard.notes if self.guard else ()), **self.loop.notes}
         if self.cut:
             notes.setdefault(f"only the first {self.written} frames ({duration:.2f} s) were restored: {self.cut}")
         for r in routes:
@@ -446,15 +446,10 @@ class _Run:
         if self.rotation:
             notes.setdefault(f"the input is displayed turned {self.rotation}°: frames were restored and written upright "
                              "(no rotation tag), so it shows the same way up")
-        eng = self.engine
         return VideoResult(
             output=output, frames=self.written, fps=self.written / duration if duration > 0 else 0.0,
-            duration_s=duration, size=self.size, mode=getattr(getattr(eng, "mode", None), "name", "custom"),
-            mode_reason=getattr(eng, "reason", ""), audio=audio_handling(routes), crf=self.vopts.crf,
+            duration_s=duration, size=self.size, audio=audio_handling(routes), crf=self.vopts.crf,
             seconds_per_frame=total_s / max(1, self.written), total_s=total_s, faces_per_frame_max=self.max_faces,
             peaks=peaks, rotation=self.rotation, lookahead_frames=Steadier.lookahead,
-            notes=tuple([*getattr(eng, "notes", []), *notes]), damage=self.damage,
-            runtimes=tuple(getattr(eng, "runtimes", ())),
-            identity=self.loop.identity.result() if self.loop is not None and self.loop.identity is not None else None,
-            planned_bytes=getattr(eng, "planned_bytes", None),
+            notes=tuple([*getattr(self.engine, "notes", []), *notes]), damage=self.damage, **self.loop.summary(),
         )
