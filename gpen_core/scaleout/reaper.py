@@ -85,11 +85,9 @@ def _main(argv: list[str]) -> int:
     session_dir, driver = argv[1], int(argv[2])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the driver
     clean = False
-    try:
+    with suppress(OSError):
         while chunk := sys.stdin.buffer.read(1):  # b"" once the driver's end is closed, however it died
             clean = clean or chunk == _CLEAN
-    except OSError:
-        pass
     if not clean:
         time.sleep(GRACE_S)
     reap(session_dir, driver)

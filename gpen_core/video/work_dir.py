@@ -10,6 +10,7 @@ import fcntl
 import os
 import re
 import stat
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,10 +91,8 @@ def open_work_folder(dst: Path) -> WorkFolder:
     """``dst``'s work folder, made when missing and locked. InputError for a link or a non-folder under
     its name; WorkFolderBusy when another process holds it."""
     folder = work_folder(dst)
-    try:
+    with suppress(FileExistsError):
         os.mkdir(folder)
-    except FileExistsError:
-        pass
     st = os.lstat(folder)
     if stat.S_ISLNK(st.st_mode):
         raise InputError(f"{folder} (this output's work folder for segments) is a symbolic link to "
