@@ -118,3 +118,14 @@ def test_the_cli_restores_only_the_faces_numbered_and_says_each_frames_numbers(t
     record = _run(tmp_path / "json", None)[1][1].to_json()
     assert [f["face"] for f in record["faces"]] == [1, 2] and record["rejected"] == [list(ODD)]
     json.dumps(record)
+
+
+def test_the_shrink_note_names_the_size_autos_choice_writes() -> None:
+    # auto plans for the frame as it is; when it chooses low (longest side 2048), frames are written shrunk
+    engine = FrameEngine(Restorer(), RestoreOptions(), (4000, 3000))
+    try:
+        notes = [n for n in engine.notes if "shrinks frames" in n]
+        assert notes == ["low mode shrinks frames over 2048 px: 4000×3000 restored and written at 2048×1536"]
+        assert engine.fit(np.zeros((3000, 4000, 3), np.uint8)).shape == (1536, 2048, 3)
+    finally:
+        engine.close()
