@@ -133,12 +133,14 @@ def test_cuda_requests_leave_the_cpu_threads_alone(monkeypatch: pytest.MonkeyPat
 
 
 def test_a_photo_request_on_a_busy_machine_says_so_in_its_notes(monkeypatch: pytest.MonkeyPatch, two_threads: None) -> None:
-    from gpen_core.engine import pipeline
+    import numpy as np
+    import torch
+
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
 
     monkeypatch.setattr(cpu_share, "sample", _machine(others=1))
-    notes: list[str] = []
-    with pipeline._attempt_numerics(get_mode("balanced"), "cpu", notes):
-        import torch
-
-        assert torch.get_num_threads() == 1
-    assert any("PyTorch ran on 1 of 2 threads" in n for n in notes), notes
+    crop, opts = np.zeros((256, 256, 3), np.uint8), RestoreOptions(mode="low", aligned=True)
+    res = Restorer(device="cpu", synthetic_weights=True)(crop, opts)  # a random GPEN-BFR-256: one aligned face
+    assert any("PyTorch ran on 1 of 2 threads" in n for n in res.notes), res.notes
+    assert torch.get_num_threads() == 2  # given back after the request

@@ -1,14 +1,12 @@
-"""One attempt of a request: decode → choose the mode → ensure models → detect → restore faces → encode.
-
-:func:`start` decodes the input and picks the mode (``auto``: :mod:`gpen_core.engine.budget`);
-:func:`run_attempt` runs it once in that mode and returns a typed result. Stepping down after an
-out-of-memory error, the lock and the meter are the facade's (:mod:`gpen_core.restorer`).
+"""One attempt of a request: :func:`start` decodes the input and picks the mode (``auto``:
+:mod:`gpen_core.engine.budget`); :func:`run_attempt` runs its stages once in that mode. Stepping down after
+running out of memory, the lock and the meter are the facade's (:mod:`gpen_core.restorer`).
 """
 
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,7 +22,7 @@ from gpen_core.options import ImageSource, RestoreOptions
 from gpen_core.progress import Progress
 from gpen_core.platform.heap import map_blocks_from
 from gpen_core.platform.oom import is_oom, release
-from gpen_core.result import Peaks, RestoreResult, Timings, UpscaleInfo
+from gpen_core.result import Peaks, RestoreResult, Timings
 from gpen_core.rgb import check_rgb
 
 # What a lighter mode still pays for a heavier one before it, which releasing its networks cannot
@@ -52,8 +50,7 @@ class Request:
     reason: str
     notes: tuple[str, ...] = ()
     mask: np.ndarray | None = None  # inpainting's damage mask, RGB uint8 of the photo's size (white = damaged)
-    # Resident networks released before the request because its mode does not use them.
-    released: tuple[str, ...] = ()
+    released: tuple[str, ...] = ()  # as RestoreResult.released
     # The caller's face boxes (detect.Detection, input pixels) in place of the detector, else None.
     given: list[Any] | None = None
     t0: float = 0.0  # time.perf_counter() as the call began (the result's total_s counts from it)
@@ -84,13 +81,10 @@ def import_engine() -> None:
 
 
 def ready_server(restores_here: bool) -> int:
-    """At a long-lived server's start (the app's, a Ray Serve replica's), before any model loads: import
-    the engine where this process restores, then keep every object alive now out of the collections
-    each model load and drop runs (:func:`gpen_core.platform.collector.freeze_imports`: 0.75-1.94 s of a
-    1.75-2.95 s ``low`` request, measured). The import is left to the first request where restores go
-    elsewhere (``restores_here`` False: the app sends them to Ray), on ZeroGPU, and under a memory cap,
-    where the request's own import says what it needs rather than the server failing to start.
-    Returns how many objects were frozen."""
+    """At a long-lived server's start (the app's, a Ray Serve replica's), before any model loads: import the
+    engine where this process restores (not on ZeroGPU, nor under a memory cap, where the request's own
+    import says what it needs), then freeze every object alive now out of the collections each model load
+    runs (measured: docs/performance.md, "Garbage collection in the app"). Returns how many were frozen."""
     from gpen_core.platform import collector, zerogpu
     from gpen_core.platform.oom import memory_limited
 
@@ -101,10 +95,9 @@ def ready_server(restores_here: bool) -> int:
 
 def ready_for(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str,
               mode_heaps: bool) -> tuple[str, ...]:
-    """Make the process ready for a request in ``mode``: the mode's heap policy
-    (:attr:`~gpen_core.modes.MemoryMode.heap_blocks`) where the process serves many modes (``mode_heaps``;
-    it costs a heavier mode page faults, so a CLI run, a folder or a video keeps glibc's own heap), then
-    the resident networks it does not use released (their names)."""
+    """Ready the process for a request in ``mode``: its heap policy (:attr:`~gpen_core.modes.MemoryMode.heap_blocks`)
+    where the process serves many modes (``mode_heaps``: it costs a heavier mode page faults), then the
+    resident networks it does not use released (returned, by name)."""
     from gpen_core.faces import identity, identity_model
 
     if mode_heaps:
@@ -185,27 +178,19 @@ def _decode_or_step_down(image: ImageSource, reduce_to: int | None, opts: Restor
     return decoded, (lightest, note)
 
 
-@dataclass(frozen=True)
-class _Made:
-    """What an attempt's stages made, as the result reads it."""
-
-    found: stages.Found
-    canvas: stages.Canvas
-    up_info: UpscaleInfo | None
-    generator: stages.Generator
-    encoded: stages.Encoded
-
-
 def run_attempt(models: ModelCache, device: str, req: Request, opts: RestoreOptions, report: Progress) -> RestoreResult:
     """Run ``req`` once in ``req.mode``: its stages in order (:mod:`gpen_core.engine.stages`).
     Out-of-memory errors propagate (the facade steps down). The mode's memory plan is kept from
     ``req.start_rss`` (default: now): a network converted for OpenVINO inside the request must fit it."""
-    mode, given = req.mode, req.given
+    from gpen_core.platform.meter import current_rss
+
+    mode, given, rgb = req.mode, req.given, req.decoded.rgb
     ctx = stages.RequestContext(models, device, mode, opts, report)
     photo = stages.prepare_input(req.decoded, mode, ctx.task, req.mask, opts)
-    plan = _plan(models, device, req, opts)
-    thread_notes: list[str] = []
-    with _attempt_numerics(mode, device, thread_notes) as numerics, models.planned(plan):
+    plan = budget.request_plan(mode, device, (rgb.shape[1], rgb.shape[0]), models.models_dir,
+                               current_rss() if req.start_rss is None else req.start_rss, work=budget.Work.of(opts))
+    # The thread count and the CUDA numerics (entered on the stack as the generator loads), undone after.
+    with TorchThreads(mode, device) as threads, ExitStack() as numerics, models.planned(plan):
         loaded = stages.load_networks(ctx, numerics, given is not None)
         found = stages.detect(ctx, photo, given)
         generator, gen_notes, gen_load_s = loaded.generator, (), 0.0
@@ -217,7 +202,7 @@ def run_attempt(models: ModelCache, device: str, req: Request, opts: RestoreOpti
         restored = stages.restore_and_paste(ctx, canvas, generator, loaded.parsing_fn)
         out = restored.photo
         # The composed photo holds the result now: let the upscaled background buffer go before encoding.
-        up_info, canvas = _upscale_info(canvas.upscaled), replace(canvas, upscaled=None)
+        up_info, canvas = canvas.upscale, replace(canvas, background=None)
         colour_notes: list[str] = []
         if photo.grey is not None:
             out = task_steps.colorized(out, photo.grey, mode.paste or opts.aligned, opts.aligned, colour_notes)
@@ -226,54 +211,24 @@ def run_attempt(models: ModelCache, device: str, req: Request, opts: RestoreOpti
     report(0.92, "encoding result")
     encoded = stages.encode(req.decoded, out, canvas.alpha, mode, opts)
     notes = [*req.notes, *photo.notes, *loaded.notes, *found.notes, *gen_notes, *canvas.notes, *colour_notes,
-             *done_notes, *encoded.notes, *thread_notes]
+             *done_notes, *encoded.notes, *threads.notes]
     timings = Timings(
         total_s=time.perf_counter() - req.t0, decode_s=req.decode_s, detect_s=found.seconds, encode_s=encoded.seconds,
         load_s=loaded.seconds + found.load_s + gen_load_s + canvas.load_s,
         upscale_s=up_info.seconds if up_info is not None else 0.0, **stages.face_seconds(out),
     )
     report(1.0, "done")
-    return _result(ctx, req, out, _Made(found, canvas, up_info, generator, encoded), timings, notes)
-
-
-def _plan(models: ModelCache, device: str, req: Request, opts: RestoreOptions):
-    """The attempt's memory plan (:func:`gpen_core.engine.budget.request_plan`) for the decoded photo."""
-    from gpen_core.platform.meter import current_rss
-
-    rgb = req.decoded.rgb
-    return budget.request_plan(req.mode, device, (rgb.shape[1], rgb.shape[0]), models.models_dir,
-                               current_rss() if req.start_rss is None else req.start_rss, work=budget.Work.of(opts))
-
-
-@contextmanager
-def _attempt_numerics(mode: MemoryMode, device: str, notes: list[str]):
-    """The attempt's thread count (:class:`~gpen_core.engine.threads.TorchThreads`; what it says goes to
-    ``notes``) and CUDA numerics (entered on the yielded stack when the generator loads), both undone after."""
-    with TorchThreads(mode, device) as threads, ExitStack() as numerics:
-        yield numerics
-    notes.extend(threads.notes)
-
-
-def _result(ctx: stages.RequestContext, req: Request, out: Any, made: _Made, timings: Timings,
-            notes: list[str]) -> RestoreResult:
-    models, canvas, up_info = ctx.models, made.canvas, made.up_info
-    factor = up_info.factor if up_info else 1
-    rgb = canvas.rgb
+    factor, before = up_info.factor if up_info else 1, canvas.rgb
     return RestoreResult(
         image=out.image, faces=tuple(out.faces), timings=timings,
         peaks=Peaks(0, 0, "vmhwm"),  # replaced by the meter's figures in __call__
-        mode=req.mode, requested_mode=ctx.opts.mode, mode_reason=req.reason, checkpoint=made.generator.name,
-        detector=made.found.detector, device=ctx.device, dtype=made.generator.dtype_name, backend=models.backend,
-        backend_reason=models.backend_reason, output_format=made.encoded.format, encoded=made.encoded.data,
+        mode=mode, requested_mode=opts.mode, mode_reason=req.reason, checkpoint=generator.name,
+        detector=found.detector, device=device, dtype=generator.dtype_name, backend=models.backend,
+        backend_reason=models.backend_reason, output_format=encoded.format, encoded=encoded.data,
         notes=tuple(dict.fromkeys(notes)), input_size=req.decoded.upright_size,
-        processed_size=(rgb.shape[1] // factor, rgb.shape[0] // factor), before=rgb, upscale=up_info,
+        processed_size=(before.shape[1] // factor, before.shape[0] // factor), before=before, upscale=up_info,
         rejected=canvas.rejected, task=ctx.task.name, runtimes=tuple(models.runtimes.values()), released=req.released,
     )
-
-
-def _upscale_info(up: stages.Upscaled | None) -> UpscaleInfo | None:
-    return None if up is None else UpscaleInfo(up.scale, up.name, up.grid.tile, up.grid.pad, up.grid.count, up.seconds,
-                                               up.dtype)
 
 
 def attempt_or_none(models: ModelCache, device: str, req: Request, opts: RestoreOptions, report: Progress) -> RestoreResult | None:

@@ -1,9 +1,7 @@
-"""The stages of one request, in order, each taking and returning typed values.
-
-:func:`gpen_core.engine.pipeline.run_attempt` runs them for a photo; a video's
-:class:`gpen_core.engine.frames.FrameSession` runs :func:`find_faces` and :func:`restore_and_paste` per
-frame. No stage decides what stays loaded: each tells the model cache when it has ended and the
-cache's lifetime policy (:mod:`gpen_core.engine.lifetime`) lets go what it lets go.
+"""The stages of one request, in order, each taking and returning typed values: a photo's in
+:func:`gpen_core.engine.pipeline.run_attempt`, a frame's in :class:`gpen_core.engine.frames.FrameSession`.
+No stage decides what stays loaded: each tells the model cache when it has ended, and the cache's
+lifetime policy (:mod:`gpen_core.engine.lifetime`) lets go what it lets go.
 """
 
 from __future__ import annotations
@@ -20,14 +18,10 @@ from gpen_core.engine import tasks as task_steps
 from gpen_core.modes import MemoryMode, Task, get_task
 from gpen_core.options import RestoreOptions
 from gpen_core.progress import Progress
-from gpen_core.result import RejectedFace
+from gpen_core.result import RejectedFace, UpscaleInfo
 
 if TYPE_CHECKING:
     from gpen_core.engine.model_cache import ModelCache
-
-
-def silent(fraction: float, message: str) -> None:
-    """No progress of its own: a video's frames (the caller counts frames)."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +32,7 @@ class RequestContext:
     device: str  # "cpu", "cuda", "cuda:1"
     mode: MemoryMode
     opts: RestoreOptions  # validated
-    report: Progress = silent
+    report: Progress = lambda fraction, message: None  # a video's frames: the caller counts them
 
     @property
     def task(self) -> Task:
@@ -59,8 +53,8 @@ class Prepared:
 
 @dataclass
 class Generator:
-    """A loaded generator. The restore stage :meth:`take`\ s its ``forward``, so that once the model cache
-    lets it go nothing else holds it."""
+    """A loaded generator. The restore stage :meth:`take`\ s its ``forward``: once the model cache lets it
+    go, nothing else holds it."""
 
     forward: Any  # crop tensor -> restored tensor (torch or OpenVINO)
     size: int  # its face size in pixels
@@ -72,7 +66,6 @@ class Generator:
         return str(self.dtype).replace("torch.", "")
 
     def take(self) -> Any:
-        """The forward function, handed over (this value no longer holds it)."""
         forward, self.forward = self.forward, None
         return forward
 
@@ -102,30 +95,19 @@ class Found:
 
 
 @dataclass(frozen=True)
-class Upscaled:
-    """The background upscaled in tiles (GPEN's --use_sr)."""
-
-    image: np.ndarray  # RGB uint8
-    scale: int
-    grid: Any  # upscale.tiles.TileGrid
-    seconds: float
-    dtype: str
-    name: str  # the upscaler's registry name or file name
-
-
-@dataclass(frozen=True)
 class Canvas:
-    """What the faces are aligned on (``rgb``) and pasted onto (``upscaled.image`` when upscaled)."""
+    """What the faces are aligned on (``rgb``) and pasted onto (``background`` when upscaled)."""
 
     rgb: np.ndarray
     alpha: np.ndarray | None
     detections: list[Any] | None  # at ``rgb``'s pixels
     rejected: tuple[RejectedFace, ...]  # at ``rgb``'s pixels
-    upscaled: Upscaled | None
+    background: np.ndarray | None  # the photo upscaled in tiles (GPEN's --use_sr), RGB uint8; None: not upscaled
     load_s: float
     notes: tuple[str, ...]
     grey: np.ndarray | None = None  # colourisation's grey input (Prepared.grey), else None
     damage: Any = None  # inpainting's faces.tasks.Damage (Prepared.damage), else None
+    upscale: UpscaleInfo | None = None  # how ``background`` was made
 
 
 @dataclass(frozen=True)
@@ -181,8 +163,8 @@ def load_generator(ctx: RequestContext, numerics: ExitStack) -> tuple[Generator,
 
 
 def load_networks(ctx: RequestContext, numerics: ExitStack, boxes_given: bool) -> Loaded:
-    """Load what the request needs before detection. Every missing file is named at once; the
-    lifetime policy may defer the generator past detection and the parser to the first mask."""
+    """Load what the request needs before detection, every missing file named at once; the lifetime
+    policy may defer the generator past detection and the parser to the first mask."""
     models, mode, opts, device = ctx.models, ctx.mode, ctx.opts, ctx.device
     t = time.perf_counter()
     models.require(mode, opts, boxes_given)
@@ -319,11 +301,11 @@ def _upscale_background(ctx: RequestContext, photo: Prepared, found: Found) -> C
     if detections and s != found.scale:
         detections = [scale_detection(d, s / found.scale) for d in detections]
     rejected = tuple(replace(r, box=tuple(v * s / found.scale for v in r.box)) for r in found.rejected)
-    upscaled = Upscaled(up.image, s, up.grid, up.seconds, up.dtype, name)
+    info = UpscaleInfo(s, name, up.grid.tile, up.grid.pad, up.grid.count, up.seconds, up.dtype)
     note = (f"background upscaled ×{s} by {name}: {w}×{h} → {w * s}×{h * s}, {up.grid.count} "
             f"tile{'s' if up.grid.count > 1 else ''} of {up.grid.tile} px with {up.grid.pad} px context, in {why}; "
             "faces restored and pasted at that size")
-    return Canvas(big, alpha, detections, rejected, upscaled, load_s, (note,), photo.grey, photo.damage)
+    return Canvas(big, alpha, detections, rejected, up.image, load_s, (note,), photo.grey, photo.damage, info)
 
 
 class FaceRestorer:
@@ -379,14 +361,14 @@ def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator,
     identity = policy_for(mode.name, opts) if check_identity else None
     detections = canvas.detections
     restorer = FaceRestorer(ctx, generator, canvas.grey, len(detections) if detections is not None else 1)
-    face_start = 0.45 if canvas.upscaled else 0.15  # after the upscaling's share of the progress
+    face_start = 0.45 if canvas.background is not None else 0.15  # after the upscaling's share of the progress
 
     def face_progress(k: int, n: int) -> None:
         report(face_start + (0.9 - face_start) * (k / max(n, 1)), f"restoring face {min(k + 1, n)} of {n}")
 
     job = faces_photo.FaceJob(
         alpha=opts.alpha, paste=mode.paste, parsing_fn=parsing_fn, aligned=opts.aligned,
-        background=canvas.upscaled.image if canvas.upscaled is not None else None,
+        background=canvas.background,
         aligned_at_input_size=ctx.task.aligned_output_at_input_size, damage=canvas.damage, identity=identity,
     )
     out = faces_photo.restore_photo(canvas.rgb, detections=detections, restore_fn=restorer, size=generator.size, job=job,
