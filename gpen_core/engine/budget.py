@@ -20,7 +20,7 @@ from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode, get_mode, preshrink_
 from gpen_core.platform.zerogpu import on_zerogpu
 from gpen_core.engine.fit import SAFETY_MARGIN, Ranking, fits, rank  # noqa: F401  (SAFETY_MARGIN: read as budget's)
 from gpen_core.engine.runtime_choice import RequestPlan
-from gpen_core.engine.vram import PREPARED_RATIO, generator_elements, estimate as vram_estimate
+from gpen_core.engine.vram import PREPARED_RATIO, network_elements, estimate as vram_estimate
 
 if TYPE_CHECKING:
     from gpen_core.options import RestoreOptions
@@ -173,7 +173,7 @@ def _f32_copy(mode: MemoryMode, device: str, model: str | None) -> int:
     the check runs synthetic weights, which never overflow, so its measured peak never held it."""
     if model is None or not device.startswith("cuda") or mode.cuda_dtype == "float32":
         return 0
-    return int(generator_elements(model) * 4 * PREPARED_RATIO["float32"])
+    return int(network_elements(model) * 4 * PREPARED_RATIO["float32"])
 
 
 def estimate_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None = None, *,

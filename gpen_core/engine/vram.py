@@ -21,10 +21,8 @@ DETECTOR_BYTES_PER_PIXEL = {"resnet50": 4 * 64 * 4, "mobilenet0.25": 4 * 4 * 4}
 # ParseNet at its input size: 64 channels at full resolution, about four maps live, float32.
 PARSER_BYTES_PER_PIXEL = 64 * 4 * 4
 WORKSPACE_BYTES = 256 * 2**20
-# The prepared generator (gpen_core.networks.prepared) holds more than the checkpoint's parameters
-# (modulation folded into per-layer constants, rearranged upsampling weights): its bytes over
-# the parameters' bytes in the same dtype, measured with `prepare()` on the CPU for
-# GPEN-BFR-256 / -512: float32 1.054 / 1.071, half precision 1.524 / 1.356; rounded up.
+# The prepared generator's bytes over its parameters' in the same dtype (folded modulation, rearranged
+# upsampling weights), measured and rounded up: docs/gpu.md, "Built-in VRAM estimates".
 PREPARED_RATIO = {"float32": 1.08, "half": 1.53}
 # RetinaFace parameter + buffer counts (facexlib's classes; tests/test_cuda_defects.py counts
 # them again from facexlib on the meta device): facexlib is not imported to estimate.
@@ -46,27 +44,17 @@ class VramEstimate:
 
 
 @lru_cache(maxsize=None)
-def generator_elements(model: str) -> int:
-    """Parameters + buffers of the registry generator ``model``, counted on the meta device."""
+def network_elements(model: str) -> int:
+    """Parameters + buffers of the registry generator ``model``, or of the released ParseNet ("parsenet": 512 px,
+    19 classes), counted on the meta device."""
     import torch
 
     from gpen_core.networks.arch import GPEN
+    from gpen_core.networks.parsenet import ParseNet
     from gpen_core.weights.lookup import REGISTRY
 
     with torch.device("meta"):
-        net = GPEN(REGISTRY[model].arch)
-    return sum(t.numel() for t in (*net.parameters(), *net.buffers()))
-
-
-@lru_cache(maxsize=None)
-def parser_elements() -> int:
-    """Parameters + buffers of the released ParseNet (512 px, 19 classes), on the meta device."""
-    import torch
-
-    from gpen_core.networks.parsenet import ParseNet
-
-    with torch.device("meta"):
-        net = ParseNet(in_size=512, out_size=512, parsing_ch=19)
+        net = ParseNet(in_size=512, out_size=512, parsing_ch=19) if model == "parsenet" else GPEN(REGISTRY[model].arch)
     return sum(t.numel() for t in (*net.parameters(), *net.buffers()))
 
 
@@ -84,13 +72,13 @@ def estimate(mode: MemoryMode) -> VramEstimate:
     """VRAM one request in ``mode`` needs on a GPU (generator in ``mode.cuda_dtype``; the
     detector and parser in float32), above what the process held before."""
     dtype = mode.cuda_dtype
-    gen = generator_elements(mode.model)
+    gen = network_elements(mode.model)
     ratio = PREPARED_RATIO["float32" if dtype == "float32" else "half"]
     weights = int(gen * _DTYPE_BYTES[dtype] * ratio) + DETECTOR_ELEMENTS[mode.detector] * 4
     acts = generator_activation_bytes(mode.model, dtype) + WORKSPACE_BYTES
     acts += DETECTOR_BYTES_PER_PIXEL[mode.detector] * mode.detect_side**2
     if mode.parsing:
-        weights += parser_elements() * 4
+        weights += network_elements("parsenet") * 4
         acts += PARSER_BYTES_PER_PIXEL * mode.parse_input**2
     fallback = int(gen * 4 * PREPARED_RATIO["float32"]) if dtype != "float32" else 0
     return VramEstimate(weights=weights, float32_fallback=fallback, activations=acts)
