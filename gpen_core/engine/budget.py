@@ -48,8 +48,12 @@ VRAM_ESTIMATE_SOURCE = (
 
 @dataclass(frozen=True)
 class Choice:
+    """The mode a request or a clip starts in, and why: ``chosen`` when ``auto`` chose it; else a lighter mode
+    than asked when that does not fit (``reason`` says so), or the one asked (``reason`` "")."""
+
     mode: MemoryMode
     reason: str
+    chosen: bool = True
 
 
 @dataclass(frozen=True)
@@ -90,12 +94,9 @@ class Free:
 
 
 def free_memory(device: str) -> Free:
-    """RAM and (on a CUDA device) VRAM free now, on the request's own device ("cuda:1" reads GPU 1).
-
-    VRAM is the driver's free memory plus what this process's caching allocator holds there: between
-    requests that is cached blocks and the cache's models, which each mode's figure already includes.
-    None without CUDA and on ZeroGPU (not readable outside a GPU function).
-    """
+    """RAM and (on a CUDA device) VRAM free now, on the request's own device ("cuda:1" reads GPU 1). VRAM is
+    the driver's free memory plus what this process's caching allocator holds there (cached blocks and the
+    cache's models, which each mode's figure includes); None without CUDA and on ZeroGPU (not readable there)."""
     ram = int(psutil.virtual_memory().available)
     vram = None
     if device.startswith("cuda") and not on_zerogpu():
@@ -215,60 +216,36 @@ def _base_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], model
     return int(_CPU_MODEL_BYTES[mode.name] + max(0, w * h - _COVERED_PIXELS) * _BYTES_PER_PIXEL), ESTIMATE_SOURCE
 
 
-@dataclass(frozen=True)
-class Needs:
-    """What each candidate mode needs for one request: with upscaling, of which upscaling, and the figures' source."""
-
-    total: dict[str, int]
-    upscaling: dict[str, int]
-    source: dict[str, str]
-
-
-def needs(device: str, image_size: tuple[int, int], models_dir: Path | None = None, *, work: Work = Work()) -> Needs:
-    """Each of ``work.task``'s modes' need for this request on its binding memory (bytes above the idle process)."""
-    total, up, src = {}, {}, {}
-    for name in TASKS[work.task].modes:
-        base, extra, source = _need(MODES[name], device, image_size, models_dir, work)
-        total[name], up[name], src[name] = base + extra, extra, source
-    return Needs(total, up, src)
-
-
-def ranking(device: str, image_size: tuple[int, int], models_dir: Path | None = None, free: Free | None = None,
-            available: Callable[[MemoryMode], bool] | None = None, *, work: Work = Work()) -> tuple[Ranking, Needs]:
-    """``work.task``'s pasting modes ranked by what fits this request (:func:`gpen_core.engine.fit.rank`), and
-    their needs. A mode whose weights are not ``available`` is passed over while any mode has its weights."""
-    free = free or free_memory(device)
-    need = needs(device, image_size, models_dir, work=work)
-    missing = {n: "weights not downloaded" for n in need.total if available is not None and not available(MODES[n])}
-    if len(missing) == len(need.total):
-        missing = {}  # nothing has its weights: rank them all, the load will say what is missing
-    bound = free.binding(device)
-    return rank(need.total, bound.free_bytes, binding=bound.name, passed_over=missing), need
-
-
 def choose(device: str, image_size: tuple[int, int], models_dir: Path | None = None, free: Free | None = None,
            available: Callable[[MemoryMode], bool] | None = None, *, work: Work = Work()) -> Choice:
-    """Highest-ranked pasting mode of ``work.task`` that fits ``work``'s need; the lightest with an honest
-    reason if none does. Modes whose weights are not ``available`` are passed over while any with weights
-    fits (someone who downloaded only GPEN-BFR-256 gets ``low``, not a missing-weights error for
-    ``quality``); with upscaling the reason names modes that fit only without it."""
+    """Highest-ranked pasting mode of ``work.task`` that fits ``work``'s need (:func:`gpen_core.engine.fit.rank`);
+    the lightest with an honest reason if none does. Modes whose weights are not ``available`` are passed over
+    while any with weights fits (someone who downloaded only GPEN-BFR-256 gets ``low``, not a missing-weights
+    error for ``quality``); with upscaling the reason names modes that fit only without it."""
     free = free or free_memory(device)
-    upscale = work.upscale
-    ranked, need = ranking(device, image_size, models_dir, free, available, work=work)
-    where, have = ranked.binding, free.binding(device).free_bytes
+    total, upscaling, source = {}, {}, {}  # by mode: the need with upscaling, upscaling's share, the figures' source
+    for name in TASKS[work.task].modes:
+        base, upscaling[name], source[name] = _need(MODES[name], device, image_size, models_dir, work)
+        total[name] = base + upscaling[name]
+    missing = {n: "weights not downloaded" for n in total if available is not None and not available(MODES[n])}
+    if len(missing) == len(total):
+        missing = {}  # nothing has its weights: rank them all, the load will say what is missing
+    bound = free.binding(device)
+    ranked = rank(total, bound.free_bytes, binding=bound.name, passed_over=missing)
+    where, have, upscale = bound.name, bound.free_bytes, work.upscale
     skipped = [m.mode for m in ranked.modes if not m.runnable]
     why_skip = f"; passed over {', '.join(skipped)} (weights not downloaded)" if skipped else ""
 
     def plain_fits(name: str) -> bool:  # fits once upscaling's share is taken off
-        return bool(need.upscaling[name]) and fits(need.total[name] - need.upscaling[name], have)
+        return bool(upscaling[name]) and fits(total[name] - upscaling[name], have)
 
     def sized(name: str) -> str:
-        return f"~{format_bytes(need.total[name])} {where} ({need.source[name]})"
+        return f"~{format_bytes(total[name])} {where} ({source[name]})"
 
     best = ranked.best
     if best is not None:
         too_big = [f"{m.mode} (needs ~{format_bytes(m.need_bytes)} with upscaling, "
-                   f"~{format_bytes(m.need_bytes - need.upscaling[m.mode])} without)"
+                   f"~{format_bytes(m.need_bytes - upscaling[m.mode])} without)"
                    for m in ranked.above(best.mode)[::-1] if m.runnable and plain_fits(m.mode)]
         they = "it fits" if len(too_big) == 1 else "they fit"
         why_up = f"; passed over {', '.join(too_big)}: {they} only without upscaling ×{upscale}" if too_big else ""
@@ -290,27 +267,15 @@ def check_fits(mode: MemoryMode, device: str, image_size: tuple[int, int], model
     if lighter.mode.rank >= mode.rank:
         return None
     return Choice(lighter.mode, f"{mode.name} needs ~{format_bytes(need)} {bound.name} ({src}) but only "
-                                f"{format_bytes(bound.free_bytes)} is free: ran {lighter.mode.name} instead")
-
-
-@dataclass(frozen=True)
-class StartMode:
-    """The mode a request or a clip starts in: ``chosen`` when ``auto`` chose it (``reason`` its reason), else
-    the mode asked, or a lighter one when it does not fit (``reason`` says so; "" when the mode asked runs)."""
-
-    mode: MemoryMode
-    reason: str
-    chosen: bool
+                                f"{format_bytes(bound.free_bytes)} is free: ran {lighter.mode.name} instead", False)
 
 
 def mode_to_start(opts: "RestoreOptions", device: str, size: tuple[int, int], models_dir: Path | None,
-                  available: Callable[[MemoryMode], bool]) -> StartMode:
+                  available: Callable[[MemoryMode], bool]) -> Choice:
     """The one mode choice for a photo and for a clip's frames (``size``: its width and height): auto's choice
     among the modes whose weights are ``available``, or the asked mode when it fits, ``opts``' work counted."""
     work = Work.of(opts)
     if opts.mode == AUTO:
-        choice = choose(device=device, image_size=size, models_dir=models_dir, available=available, work=work)
-        return StartMode(choice.mode, choice.reason, True)
+        return choose(device=device, image_size=size, models_dir=models_dir, available=available, work=work)
     mode = get_mode(opts.mode)
-    step = check_fits(mode, device=device, image_size=size, models_dir=models_dir, work=work)
-    return StartMode(step.mode, step.reason, False) if step is not None else StartMode(mode, "", False)
+    return check_fits(mode, device=device, image_size=size, models_dir=models_dir, work=work) or Choice(mode, "", False)
