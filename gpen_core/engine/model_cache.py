@@ -1,11 +1,8 @@
 """The resident models of one Restorer: at most one generator, one detector, one parser and one upscaler.
 
-:meth:`ModelCache.load` loads any network: its runtime (torch or OpenVINO, and its dtype) is one pure
-decision (:func:`gpen_core.engine.runtime_choice.decide_runtime`) from facts gathered per network
-(:mod:`gpen_core.engine.network_loads`, which also builds it); the previous model of its kind is freed
-first and loaded back should the new one fail (:class:`Resident`). What stays loaded between stages
-and requests is the lifetime policy's (:mod:`gpen_core.engine.lifetime`). Not thread-safe: the
-Restorer's lock serialises it.
+:meth:`ModelCache.load` loads any network in the runtime :func:`~gpen_core.engine.runtime_choice.decide_runtime`
+picks from its :mod:`~gpen_core.engine.network_loads` facts; the previous model of its kind is freed first and
+loaded back should the new one fail (:class:`Resident`). Not thread-safe: the Restorer's lock serialises it.
 """
 
 from __future__ import annotations
@@ -13,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -75,13 +72,11 @@ class Resident:
 
     def __init__(self) -> None:
         self._held: dict[str, Held | None] = dict.fromkeys(KINDS)
-        # What set_aside let go, by kind, until that kind loads again: a load that fails rolls
-        # back to it, as it would had it still been resident.
+        # What set_aside let go, by kind, until that kind loads again: a load that fails rolls back to it.
         self._set_aside: dict[str, Held] = {}
 
     def get(self, kind: str) -> Held | None:
-        """The resident network of ``kind``, or None."""
-        return self._held[_checked(kind)]
+        return self._held[kind]
 
     def names(self) -> dict[str, str | None]:
         """Kind → the resident network's name (None: nothing of that kind)."""
@@ -90,9 +85,9 @@ class Resident:
     def swap(self, kind: str, new: Held, device: str) -> None:
         """Free the resident ``kind`` and load ``new`` in its place; on failure load the previous one again
         (should that fail too, nothing stays loaded) and re-raise the first failure, the second beside it."""
-        previous = self._held[_checked(kind)]
+        previous = self._held[kind]
         self._held[kind] = None
-        back = self._set_aside.pop(kind, None) if previous is None else Held(previous.key, None, previous.name, previous.build)
+        back = self._set_aside.pop(kind, None) if previous is None else replace(previous, obj=None)
         del previous
         release(device)
         try:
@@ -115,18 +110,14 @@ class Resident:
 
     def set_aside(self, kind: str, device: str) -> Held:
         """Let the resident ``kind`` go, keeping how to load it again (returned, its ``obj`` None)."""
-        held = self._held[_checked(kind)]
-        if held is None:
-            raise ValueError(f"no resident {kind} to set aside")
-        record = Held(held.key, None, held.name, held.build)
+        record = replace(self._held[kind], obj=None)  # type: ignore[type-var]
         self._set_aside[kind] = record
-        del held
         self.drop(kind, device)
         return record
 
     def drop(self, kind: str, device: str) -> None:
         """Drop the resident ``kind`` and hand its memory back."""
-        if self._held[_checked(kind)] is not None:
+        if self._held[kind] is not None:
             self._held[kind] = None
             release(device)
 
@@ -135,12 +126,6 @@ class Resident:
         self._held = dict.fromkeys(KINDS)
         self._set_aside.clear()
         release(device)
-
-
-def _checked(kind: str) -> str:
-    if kind not in KINDS:
-        raise ValueError(f"no resident model of kind {kind!r}")
-    return kind
 
 
 class ModelCache:
@@ -268,10 +253,9 @@ class ModelCache:
         return True
 
     def load(self, want: NetworkLoad, device: str, notes: list[str] | None = None) -> tuple[Any, RuntimeDecision, bool]:
-        """(the network, its runtime decision, whether it was loaded now) for ``want``, in the runtime
-        :func:`decide_runtime` picks. A resident one loaded for the same key is reused; else the previous
-        model of its kind is freed first, and restored should the new one fail (the failure propagates).
-        The decision's note, if any, goes to ``notes``."""
+        """(the network, its runtime decision, whether it was loaded now) for ``want``: the resident one when
+        loaded for the same key, else loaded in place of it (see the module docstring). The decision's note,
+        if any, goes to ``notes``."""
         decision = decide_runtime(want.facts)
         key = (*want.key, decision.runtime, decision.dtype)
         current = self.resident.get(want.network)
@@ -371,16 +355,14 @@ class ModelCache:
         if opts.upscale <= 1:
             self.drop("upscaler", device)
             return None
-        net, _, _ = self.load(loads.upscaler_load(self, opts, device), device)
-        held = self.resident.get("upscaler")
-        name = held.name if held is not None else ""
-        del held
+        want = loads.upscaler_load(self, opts, device)
+        net = self.load(want, device)[0]
         if net.scale != opts.upscale:
             raise InputError(
-                f"the upscaler {name} enlarges ×{net.scale}, but ×{opts.upscale} was asked. "
+                f"the upscaler {want.name} enlarges ×{net.scale}, but ×{opts.upscale} was asked. "
                 f"Choose upscale {net.scale}, or the ×{opts.upscale} upscaler (realesrnet_x{opts.upscale})."
             )
-        return net, name
+        return net, want.name
 
     def drop(self, kind: str, device: str) -> None:
         """Drop one resident model (generator, detector, parser or upscaler) and hand its memory back."""
