@@ -1,8 +1,7 @@
 """The facade: ``Restorer.__call__(image, options) -> RestoreResult``.
 
-One call at a time under the instance's lock; each attempt (:mod:`gpen_core.engine.pipeline`) runs
-under its own peak meter, and an attempt that runs out of memory frees the models and steps down to
-the next lighter mode (the result lists every attempt's peak). Nothing loads at import.
+One call at a time under the instance's lock; each attempt (:mod:`gpen_core.engine.pipeline`) runs under
+its own peak meter, and one that runs out of memory frees the models and steps down a mode.
 """
 
 from __future__ import annotations
@@ -34,12 +33,11 @@ class Restorer:
 
     ``models_dir``: where weights are looked up (default ``$GPEN_HOME`` or ``~/.cache/gpen``).
     ``device``: "cpu", "cuda" or None (CUDA when available). ``allow_download``: fetch missing weights
-    on demand (default: never during a request; ``python -m gpen_core download`` fetches them).
-    ``synthetic_weights``: registry generators get random weights of their exact architecture (the
-    hardware check: same memory and time, no restoration); explicit checkpoint paths still load.
-    ``lifetime``: what stays loaded between stages and requests (:mod:`gpen_core.engine.lifetime`).
-    ``serves_many_modes``: requests of different modes follow one another (the app's shared instance):
-    each mode sets its heap policy, so a lighter mode after a heavier one costs about its own.
+    during a request (default: never; ``python -m gpen_core download`` fetches them).
+    ``synthetic_weights``: registry networks get random weights of their exact architecture (the hardware
+    check: same memory and time, no restoration); checkpoint paths still load. ``lifetime``:
+    :mod:`gpen_core.engine.lifetime`. ``serves_many_modes`` (the app's shared instance): each mode sets its
+    heap policy, so a lighter mode after a heavier one costs about its own.
     """
 
     def __init__(self, models_dir: str | os.PathLike[str] | None = None, device: str | None = None, *,
@@ -56,19 +54,14 @@ class Restorer:
         return self.models.models_dir
 
     @property
-    def synthetic_weights(self) -> bool:
-        return self.models.synthetic_weights
-
-    @property
     def device(self) -> str:
         import torch
 
-        if self._device_pref:
-            if self._device_pref.startswith("cuda") and not torch.cuda.is_available():
-                raise InputError("CUDA was requested but no CUDA device is available; use device 'cpu'")
-            _check_cuda_index(self._device_pref)
-            return self._device_pref
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        if not self._device_pref:
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        if self._device_pref.startswith("cuda"):
+            _check_cuda(self._device_pref)
+        return self._device_pref
 
     @property
     def busy(self) -> bool:
@@ -84,14 +77,11 @@ class Restorer:
 
     @contextmanager
     def frames(self, options: RestoreOptions, frame_size: tuple[int, int]) -> Iterator[FrameSession]:
-        """A session for the frames of a video: ``with restorer.frames(opts, (w, h)) as session:``.
-
-        Holds the lock for the whole session, resolves the mode once for ``frame_size`` (width, height)
-        frames and keeps the networks resident until the block ends. Per frame: ``session.detect(rgb)``
-        and ``session.restore(rgb, detections) -> FrameOutput`` (RGB uint8 H×W×3; nothing encoded). No
-        meter: the caller measures the whole clip. Raises InputError for options a video cannot take
-        (aligned, upscale, another task, a mode that does not paste), WeightsError for missing weights.
-        """
+        """A session for a video's frames: ``with restorer.frames(opts, (w, h)) as session:``, holding the lock
+        and the networks until the block ends, the mode resolved once for ``frame_size`` (width, height).
+        Per frame: ``session.detect(rgb)``, then ``session.restore(rgb, detections) -> FrameOutput``. No meter:
+        the caller measures the clip. InputError for options a video cannot take, WeightsError for missing
+        weights."""
         opts = options.validated()
         with self._lock:
             pipeline.import_engine()
@@ -155,13 +145,13 @@ def conversion_busy(kind: str, name: str, what: str) -> str | None:
     return busy_note(token(kind, name), what)
 
 
-def _check_cuda_index(device: str) -> None:
-    """InputError for a CUDA device this machine does not have ("cuda:5" with one GPU), before any work:
-    torch would fail only later, deep in a model load, with a bare RuntimeError."""
+def _check_cuda(device: str) -> None:
+    """InputError for a CUDA device this machine does not have (none, or "cuda:5" with one GPU), before any
+    work: torch would fail only later, deep in a model load, with a bare RuntimeError."""
     import torch
 
-    if not device.startswith("cuda"):
-        return
+    if not torch.cuda.is_available():
+        raise InputError("CUDA was requested but no CUDA device is available; use device 'cpu'")
     try:
         index = torch.device(device).index
     except RuntimeError:
