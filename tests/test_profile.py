@@ -139,8 +139,9 @@ def test_table_chart_and_recommendation(measured: tuple[records.Profile, Path]) 
 
 def test_auto_reads_the_profile_and_picks_a_lower_mode_with_less_free(measured: tuple[records.Profile, Path]) -> None:
     prof, home = measured
-    got = store.measured_peak("quality", "cpu", home)
-    assert got is not None and got[0] == prof.modes["quality"].peak_bytes and "measured on this machine" in got[1]
+    got = store.measured("quality", "cpu", home)
+    assert got is not None and got.peak_bytes == prof.modes["quality"].peak_bytes
+    assert "measured on this machine" in got.source
     big = budget.choose("cpu", BIGGEST, models_dir=home, free=budget.Free(64 * 10**9, None))
     assert big.mode.name == "quality" and "measured on this machine" in big.reason
     need_q, src = budget.estimate_peak(MODES["quality"], "cpu", BIGGEST, home)
@@ -170,7 +171,7 @@ def test_profile_from_another_machine_version_or_weights_is_not_reused(measured:
         data = json.loads(json.dumps(saved))
         data["profiles"]["cpu"]["fingerprint"].update(fp_change)
         (folder / "measurements.json").write_text(json.dumps(data))
-        return store.measured_peak("balanced", "cpu", folder) is not None
+        return store.measured("balanced", "cpu", folder) is not None
 
     assert reused({})  # the same file, unchanged, is reused from another folder with the same weights
     assert reused({"synthetic": False})  # random weights cost what real ones cost
@@ -186,17 +187,17 @@ def test_profile_from_another_machine_version_or_weights_is_not_reused(measured:
     need, src = budget.estimate_peak(MODES["balanced"], "cpu", BIGGEST, folder)
     assert src.startswith("built-in estimate")
     # a CPU profile says nothing about a GPU, and an old format is ignored
-    assert store.measured_peak("balanced", "cuda", home) is None
+    assert store.measured("balanced", "cuda", home) is None
     data = json.loads(json.dumps(saved))
     data["version"] = measurements.VERSION + 1
     (folder / "measurements.json").write_text(json.dumps(data))
-    assert store.measured_peak("balanced", "cpu", folder) is None
+    assert store.measured("balanced", "cpu", folder) is None
 
 
 def test_no_profile_means_none(tmp_path: Path) -> None:
-    assert store.measured_peak("low", "cpu", tmp_path) is None
+    assert store.measured("low", "cpu", tmp_path) is None
     (tmp_path / "measurements.json").write_text("{not json")
-    assert store.measured_peak("low", "cpu", tmp_path) is None
+    assert store.measured("low", "cpu", tmp_path) is None
 
 
 def test_recommended_mode_runs_within_its_measured_peak(measured: tuple[records.Profile, Path], tmp_path: Path) -> None:

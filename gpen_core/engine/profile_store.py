@@ -194,12 +194,6 @@ def measured(mode: str, device: str, models_dir: Path | None = None) -> Measured
     return Measured(m.peak_bytes, m.covered_pixels, m.bytes_per_pixel, src)
 
 
-def measured_peak(mode: str, device: str, models_dir: Path | None = None) -> tuple[int, str] | None:
-    """(peak bytes above the idle process on ``device``'s binding memory, its source) of :func:`measured`."""
-    m = measured(mode, device, models_dir)
-    return None if m is None else (m.peak_bytes, m.source)
-
-
 def measured_task(task: str, mode: str, device: str, models_dir: Path | None = None) -> Measured | None:
     """The saved measurement of GPEN's ``task`` in ``mode`` on ``device`` when valid for this machine and
     that row measured this mode (a row out of memory keeps what was free then: a lower bound); else None."""
