@@ -107,14 +107,22 @@ def without_medians(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _faster(torch_s: float | None, openvino_s: float | None) -> str | None:
-    if torch_s is None or openvino_s is None:
-        return None
-    return "openvino" if openvino_s < torch_s else "torch"
+class _Pair:
+    """A torch against OpenVINO row: its medians (``torch_s``, ``openvino_s``) say which is faster."""
+
+    torch_s: float | None
+    openvino_s: float | None
+
+    @property
+    def faster(self) -> str | None:
+        """"openvino" or "torch" by the medians; None when either is missing."""
+        if self.torch_s is None or self.openvino_s is None:
+            return None
+        return "openvino" if self.openvino_s < self.torch_s else "torch"
 
 
 @dataclass(frozen=True)
-class BackendSpeed:
+class BackendSpeed(_Pair):
     """torch against OpenVINO for one (face size, dtype) the CPU modes use: seconds per face."""
 
     size: int  # face size of the generator
@@ -136,18 +144,13 @@ class BackendSpeed:
     note: str | None = None  # a precision change, why not recorded, or the error
     error: str | None = None
 
-    @property
-    def faster(self) -> str | None:
-        """"openvino" or "torch" by the medians; None when either is missing."""
-        return _faster(self.torch_s, self.openvino_s)
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "BackendSpeed":
         return cls(**{**_with_medians(d), "modes": tuple(d["modes"])})
 
 
 @dataclass(frozen=True)
-class NetworkSpeed:
+class NetworkSpeed(_Pair):
     """torch against OpenVINO for another network ``auto`` picks a backend for: seconds per call (ParseNet: one
     face's mask at its input size; RetinaFace: one detection on a photo whose longest side is ``size``)."""
 
@@ -165,11 +168,6 @@ class NetworkSpeed:
     recorded: bool = False  # written to the speed file `auto` reads
     note: str | None = None  # a precision change, or why not measured
     error: str | None = None
-
-    @property
-    def faster(self) -> str | None:
-        """"openvino" or "torch" by the medians; None when either is missing."""
-        return _faster(self.torch_s, self.openvino_s)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "NetworkSpeed":
