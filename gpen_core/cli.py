@@ -80,6 +80,8 @@ def _add_restore(sub: Any) -> None:
 
 
 def _add_restore_faces(r: argparse.ArgumentParser) -> None:
+    from gpen_core.options import IDENTITY_CHOICES
+
     r.add_argument("--alpha", type=float, default=1.0, help="blend: 1 restored only … 0 original (default 1)")
     r.add_argument("--threshold", type=float, default=0.9, help="face detection confidence (default 0.9)")
     r.add_argument("--max-faces", type=int, default=50, help="restore at most this many faces, highest detection score first")
@@ -87,7 +89,7 @@ def _add_restore_faces(r: argparse.ArgumentParser) -> None:
                    help="keep every detection above the threshold; the notes name those the face check would drop")
     r.add_argument("--orientations", action="store_true",
                    help="also search the photo turned 90/180/270° when upright faces were found (always done when none are)")
-    r.add_argument("--identity", default="auto", choices=("auto", "on", "off"),
+    r.add_argument("--identity", default="auto", choices=IDENTITY_CHOICES,
                    help="measure how far each restored face moved from the input face (dlib's descriptor, "
                    "requirements-identity.txt): auto = every mode but low when installed (default), on, off; on a "
                    "video, per frame, and the frames where a face's identity jumped more than the input's own "
@@ -100,12 +102,14 @@ def _add_restore_faces(r: argparse.ArgumentParser) -> None:
 
 
 def _add_restore_upscale(r: argparse.ArgumentParser) -> None:
-    r.add_argument("--upscale", type=int, default=1, choices=(1, 2, 4),
+    from gpen_core.options import BACKENDS, UPSCALES
+
+    r.add_argument("--upscale", type=int, default=1, choices=UPSCALES,
                    help="upscale the whole photo ×2 or ×4 with RealESRNet, faces restored at that size (default 1: off)")
     r.add_argument("--upscaler", help="upscaler: registry name (realesrnet_x2, realesrnet_x4) or checkpoint path "
                    "(default: realesrnet_x<upscale>)")
     r.add_argument("--tile", type=int, help="upscaler tile side in input px (default: the largest that fits the mode's budget)")
-    r.add_argument("--backend", default="auto", choices=("auto", "torch", "openvino"),
+    r.add_argument("--backend", default="auto", choices=BACKENDS,
                    help="generator runtime on the CPU: torch, openvino (converted on first use, cached in the models "
                    "folder), or auto: the one measured faster on this CPU (default)")
 

@@ -13,6 +13,8 @@ from gpen_core.modes import AUTO, Detector, get_mode, get_task
 ImageSource = np.ndarray | bytes | str | os.PathLike[str]
 
 IDENTITY_CHOICES = ("auto", "on", "off")
+BACKENDS = ("auto", "torch", "openvino")
+UPSCALES = (1, 2, 4)
 
 DETECTOR_WEIGHTS: dict[str, str] = {
     "mobilenet0.25": "retinaface-mobilenet0.25",
@@ -79,11 +81,11 @@ class RestoreOptions:
             raise InputError(f"detection threshold must be between 0 and 1 (exclusive), got {self.threshold}")
         if self.max_faces < 1:
             raise InputError(f"max faces must be at least 1, got {self.max_faces}")
-        if self.backend not in ("auto", "torch", "openvino"):
+        if self.backend not in BACKENDS:
             raise InputError(f"unknown backend {self.backend!r}; choose auto, torch or openvino")
         if self.detector is not None and self.detector not in DETECTOR_WEIGHTS:
             raise InputError(f"unknown detector {self.detector!r}; choose {' or '.join(DETECTOR_WEIGHTS)}")
-        if self.upscale not in (1, 2, 4):
+        if self.upscale not in UPSCALES:
             raise InputError(f"upscale must be 1 (off), 2 or 4, got {self.upscale!r}")
         if self.tile is not None and not 16 <= self.tile <= 4096:
             raise InputError(f"upscaler tile must be between 16 and 4096 pixels, got {self.tile}")
