@@ -29,7 +29,7 @@ class TorchThreads:
         self._before = 0
         self._want = 0
         self._checked = 0.0
-        self._fewest: tuple[int, int] | None = None  # (threads, others) at the busiest check
+        self._fewest: int | None = None  # threads at the busiest check
         self.notes: list[str] = []
 
     def __enter__(self) -> TorchThreads:
@@ -56,18 +56,14 @@ class TorchThreads:
             share = cpu_share.sample()
             if share is not None and share.free < threads:
                 threads = share.free
-                if self._fewest is None or threads < self._fewest[0]:
-                    self._fewest = (threads, share.others)
-                    self._say()
+                if self._fewest is None or threads < self._fewest:  # said once, for the busiest check
+                    self._fewest, others = threads, share.others
+                    self.notes[:] = [
+                        f"PyTorch ran on {threads} of {self._want} threads: other programs were keeping {others} thread"
+                        f"{'s' if others != 1 else ''} busy on this machine (a team of threads waits for its slowest "
+                        "at every layer, so sharing a core slows the whole team)"]
         if force or torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
-
-    def _say(self) -> None:
-        threads, others = self._fewest  # type: ignore[misc]
-        self.notes[:] = [
-            f"PyTorch ran on {threads} of {self._want} threads: other programs were keeping {others} thread"
-            f"{'s' if others != 1 else ''} busy on this machine (a team of threads waits for its slowest at every "
-            f"layer, so sharing a core slows the whole team)"]
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         import torch
