@@ -55,17 +55,9 @@ class Timings:
     identity_s: float = 0.0  # the identity check of every face (gpen_core.faces.identity); 0 when off
 
     def stages(self) -> dict[str, float]:
-        return {
-            "load": self.load_s,
-            "decode": self.decode_s,
-            "detect": self.detect_s,
-            "align": self.align_s,
-            "upscale": self.upscale_s,
-            "restore": self.restore_s,
-            "paste": self.paste_s,
-            "identity": self.identity_s,
-            "encode": self.encode_s,
-        }
+        """Seconds by stage name, in the order a request runs them."""
+        order = ("load", "decode", "detect", "align", "upscale", "restore", "paste", "identity", "encode")
+        return {name: getattr(self, f"{name}_s") for name in order}
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,7 @@ def result_record(result: Any) -> dict[str, Any]:
         "dtype": result.dtype,
         "backend": result.backend,
         "backend_reason": result.backend_reason,
-        # Every network the request ran: its runtime ("torch" / "openvino") and why.
-        "runtimes": [
-            {"network": r.network, "name": r.name, "runtime": r.runtime, "reason": r.reason}
-            for r in result.runtimes
-        ],
-        # Resident networks released before the request because its mode does not use them.
+        "runtimes": [asdict(r) for r in result.runtimes],
         "released": list(result.released),
         "format": result.output_format,
         "input_size": list(result.input_size),
@@ -43,12 +38,10 @@ def result_record(result: Any) -> dict[str, Any]:
         },
         "timings": {"total_s": round(result.timings.total_s, 4), **{f"{k}_s": round(v, 4) for k, v in result.timings.stages().items()}},
         "notes": list(result.notes),
-        # Each try of the request with its own peak (more than one when it ran out of memory and stepped down).
         "attempts": [
             {"mode": a.mode, "outcome": a.outcome, "rss_bytes": a.peaks.rss_bytes, "vram_reserved_bytes": a.peaks.vram_reserved_bytes}
             for a in result.attempts
         ],
-        # Background upscaling: factor, upscaler, tiles and the stage's seconds; None when not asked.
         "upscale": None if up is None else {**asdict(up), "seconds": round(up.seconds, 4)},
         # Per face, in the order of ``faces``: dlib's descriptor distance between the aligned input
         # face and its restoration, and what was pasted; None where the check did not run.
