@@ -1,7 +1,5 @@
-"""The memory modes: named, measured presets for the folk advice around GPEN.
-
-One literal table (``MODES``). ``auto`` is not a row: it is resolved at request
-time to one of these rows by :mod:`gpen_core.engine.budget` from measured peaks.
+"""The memory modes: named, measured presets for the folk advice around GPEN, one literal table
+(``MODES``). ``auto`` is not a row: :mod:`gpen_core.engine.budget` resolves it per request.
 """
 
 from __future__ import annotations
@@ -57,14 +55,12 @@ class MemoryMode:
     # With upscaling: detect on the photo resized to the upscaled size (official: tiny faces are found
     # there), else detect at 1× and scale the boxes and landmarks.
     detect_upscaled: bool = False
-    # Under ``auto``, may this mode run its networks on OpenVINO where that was measured faster? Its
-    # runtime stays resident: `low` 448-455 → 530-531 MiB (docs/performance.md), a trade the memory-first mode
-    # does not take. ``--backend openvino`` still runs it there.
+    # Under ``auto``, may this mode run its networks on OpenVINO where measured faster? Its runtime stays
+    # resident (`low` 448-455 → 530-531 MiB: docs/performance.md); ``--backend openvino`` still runs it there.
     auto_openvino: bool = True
-    # Buffers of this size and up get a mapping of their own, handed back to the OS when freed (glibc's
-    # mmap threshold: gpen_core.platform.heap). 1 MiB keeps a heavy mode's buffers out of the C heap, whose
-    # holes would make a lighter mode after it peak higher, at some page faults (docs/performance.md,
-    # "A lighter mode after a heavier one").
+    # Buffers of this size and up get a mapping of their own, handed back to the OS when freed
+    # (gpen_core.platform.heap): out of the C heap, whose holes would make a lighter mode after a heavy one
+    # peak higher (docs/performance.md, "A lighter mode after a heavier one").
     heap_blocks: int = 1 << 20
 
 

@@ -1,18 +1,10 @@
 """Convert before a long run: a folder or a clip whose expected work on torch outlasts converting its
-generator for OpenVINO converts it first, in a child process, then restores on OpenVINO.
+generator for OpenVINO converts it first, in the app's preparation child
+(:func:`gpen_core.engine.prepare.prepare_in_child`), then restores on OpenVINO.
 
-Why: a conversion inside a request does not fit the request's memory plan (a mode is a memory claim),
-so a folder or a clip on hand-placed weights (no ``download`` run) stayed on torch for the whole run;
-one-shot ``quality`` measured 4.47 s a face on torch against 1.65 s on OpenVINO, hours over a long clip.
-The child is the app's own preparation (:func:`gpen_core.engine.prepare.prepare_in_child`), limited to
-the run's mode; its memory is handed back when it exits, so the restore's own peak keeps to the plan.
-
-"Outlasts" is decided from figures, each labelled where it comes from: the expected work is the faces
-expected (one a photo or a frame: the faces are not known before detection) times the generator's
-seconds a face on torch (this machine's speed record, else the one measured on a CPU of its kind); the
-conversion's seconds are this machine's hardware check's, else the measured figure of
-docs/performance.md, labelled an estimate. Skipped, and said why, when the free RAM cannot hold the
-conversion's child.
+A conversion inside a request does not fit its mode's memory plan, so such a run stayed on torch; the
+child's memory is handed back when it exits. Each figure weighed is labelled where it comes from
+(docs/performance.md, "A long run converts first").
 """
 
 from __future__ import annotations
@@ -147,12 +139,10 @@ def convert_first(mode: MemoryMode, faces: int, *, models_dir: str | os.PathLike
                   stop: threading.Event | None = None) -> ConvertFirst:
     """Before a run of ``faces`` expected faces in ``mode`` under ``auto``: convert its generator for OpenVINO in
     a child process when the expected work on torch outlasts the conversion and the child fits the free RAM.
-    ``say(line)`` is told as it starts and when it is done ("converting GPEN-BFR-512 for OpenVINO: 13 s, once");
-    ``starting(model, seconds)`` as the child starts, with the conversion's expected seconds (a page's progress).
-    ``stop`` set (a user's Stop) kills the child: outcome "stopped", its unfinished files removed.
-    One conversion at a time in this process (the runtimes' CONVERSION_LOCK), none while the app's background
-    preparation converts the same generator: a second caller (another visitor's clip) waits, then finds the
-    first one's files."""
+    ``say(line)`` hears as it starts and ends; ``starting(model, seconds)`` as the child starts, with the expected
+    seconds. ``stop`` set (a user's Stop) kills the child (outcome "stopped", its unfinished files removed).
+    One conversion at a time in this process (CONVERSION_LOCK), none while the app's background preparation
+    converts the same generator: a second caller waits, then finds the first one's files."""
     from gpen_core.engine.budget import free_memory
     from gpen_core.runtimes.openvino.base import CONVERSION_LOCK
 
@@ -187,19 +177,6 @@ def convert_first(mode: MemoryMode, faces: int, *, models_dir: str | os.PathLike
                         f"{per_face.value:.2f} s) outlasts it, so that this run loads it on OpenVINO from the cache", seconds)
 
 
-def run_mode(mode: str, device: str, size: tuple[int, int], models_dir: str | os.PathLike[str] | None) -> MemoryMode:
-    """The mode a run asked for, or the one ``auto`` picks for an input of ``size`` (width, height) now."""
-    from gpen_core.engine.budget import choose
-    from gpen_core.modes import AUTO, MODES
-    from gpen_core.weights import lookup as weights
-
-    if mode != AUTO:
-        return MODES[mode]
-    present = lambda m: weights.locate(m.model, models_dir=models_dir) is not None  # noqa: E731
-    return choose(device, size if min(size) > 0 else (1024, 1024), Path(models_dir) if models_dir else None,
-                  available=present).mode
-
-
 @dataclass(frozen=True)
 class Run:
     """A run about to start, as its caller asked it: ``mode`` a name, or "auto" (the mode auto picks for inputs
@@ -218,10 +195,19 @@ def convert_before(run: Run, *, models_dir: str | os.PathLike[str] | None = None
                    stop: threading.Event | None = None) -> ConvertFirst:
     """:func:`convert_first` for ``run``: only under the ``auto`` backend on the CPU (OpenVINO runs there only),
     for a run of at least one face. The CLI's folders and clips and the app's Video tab both ask here."""
+    from gpen_core.engine.budget import choose
+    from gpen_core.modes import AUTO, MODES
+    from gpen_core.weights import lookup as weights
+
     if run.faces < 1 or run.backend != "auto" or not run.device.startswith("cpu"):
         return ConvertFirst("nothing to convert")
-    return convert_first(run_mode(run.mode, run.device, run.size, models_dir), run.faces, models_dir=models_dir,
-                         say=say, starting=starting, stop=stop)
+    if run.mode != AUTO:
+        mode = MODES[run.mode]
+    else:  # the mode auto picks for inputs of this size now
+        present = lambda m: weights.locate(m.model, models_dir=models_dir) is not None  # noqa: E731
+        size = run.size if min(run.size) > 0 else (1024, 1024)
+        mode = choose(run.device, size, Path(models_dir) if models_dir else None, available=present).mode
+    return convert_first(mode, run.faces, models_dir=models_dir, say=say, starting=starting, stop=stop)
 
 
 def _my_turn(model: str, stop: threading.Event | None) -> bool:

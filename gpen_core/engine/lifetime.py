@@ -37,9 +37,8 @@ class Lifetime(Enum):
 
     def generator_after_detection(self, runtime: str) -> bool:
         """Whether the generator loads once detection is over rather than first: one-shot on OpenVINO only, so
-        it and the detector are never resident together (``quality`` on a 12 MP photo: the detect stage 1021
-        MiB with both, an AVX2 EPYC). A torch generator loads first, onto the smallest heap: after detection
-        it measured 20-130 MiB more at its load."""
+        it and the detector are never resident together; a torch one loads first, onto the smallest heap
+        (measured: docs/performance.md, "One request per process")."""
         return self is Lifetime.ONE_SHOT and runtime == "openvino"
 
     @property
@@ -50,7 +49,6 @@ class Lifetime(Enum):
     @property
     def conversion_pays(self) -> bool:
         """Whether converting a network to OpenVINO inside a request can pay for itself: a first use costs tens
-        of seconds and about twice the request's memory (the CLI's first ``quality`` restore of a 12 MP
-        photo: ~1991 MiB and 35.7 s against ~940 MiB and ~8 s on torch); only work that keeps the network
-        earns that back."""
+        of seconds and about twice the request's memory (docs/performance.md, "One request per process"), which
+        only work that keeps the network earns back."""
         return self is Lifetime.RESIDENT

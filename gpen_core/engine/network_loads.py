@@ -1,8 +1,7 @@
-"""What loading each network means: the :class:`NetworkLoad` that
-:meth:`gpen_core.engine.model_cache.ModelCache.load` takes (the facts its runtime is decided on, and how
-to build it in that runtime). The builders read a :class:`LoadSource` (the model cache), so this module
-does not import the cache. The faces room never imports a runtime (``.importlinter``): the OpenVINO
-detector and masker are built here and handed to it ready to run.
+"""What loading each network means: the :class:`NetworkLoad` that :meth:`ModelCache.load
+<gpen_core.engine.model_cache.ModelCache.load>` takes (the facts its runtime is decided on, how to build it
+there), read off a :class:`LoadSource` rather than the cache itself. The faces room never imports a runtime:
+the OpenVINO detector and masker are built here and handed to it ready to run.
 """
 
 from __future__ import annotations
@@ -37,8 +36,8 @@ BusyCheck = Callable[[str, str, str], "str | None"]
 
 @dataclass(frozen=True)
 class NetworkLoad:
-    """One network a request wants: its kind, name, what identifies it (the runtime excluded),
-    the facts its runtime is decided on, and how to build it in the decided runtime."""
+    """One network a request wants: what identifies it (``key``, the runtime excluded), the facts its
+    runtime is decided on, and how to build it in the decided runtime."""
 
     network: Network
     name: str
@@ -86,8 +85,8 @@ class Conversion:
 def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: str, measured: BackendChoice,
                   dtypes: tuple[str, str], conversion: Conversion, device: str) -> RuntimeFacts:
     """The facts one runtime decision rests on. ``want``: (network, name, the network in a sentence);
-    ``dtypes``: (on torch, on OpenVINO). Free RAM, a busy converter and the request's memory plan are read
-    only when they can matter (OpenVINO chosen for a network not converted yet)."""
+    ``dtypes``: (on torch, on OpenVINO). Free RAM, a busy converter and the memory plan are read only for
+    a network OpenVINO would run that is not converted yet."""
     from gpen_core.engine.budget import free_memory
 
     network, name, what = want
@@ -262,8 +261,8 @@ def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> Network
 
 
 def registry_size(name: str) -> int:
-    """Face size of a generator: from the registry for a name, read off the checkpoint for a path (so
-    ``--model path/to/GPEN-BFR-512.pth`` gets the name's measured runtime choice); 0 when neither tells."""
+    """Face size of a generator: the registry's for a name, the checkpoint's for a path (so a path gets the
+    name's measured runtime choice); 0 when neither tells."""
     from gpen_core.weights.lookup import REGISTRY
 
     spec = REGISTRY.get(name)

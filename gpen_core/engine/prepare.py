@@ -229,11 +229,9 @@ def prepare_in_child(models_dir: str | os.PathLike[str] | None,
 
 class BackgroundPreparation:
     """:func:`convert_ahead` in a niced child process (:func:`prepare_in_child`), watched by a daemon thread
-    that keeps a status line for a page and tells requests (:func:`busy_note`) what is being converted.
-
-    A child that is killed or exits before it reports is started again once, after :attr:`RETRY_AFTER_S`,
-    still holding what it planned (requests stay on torch meanwhile). When the second run fails too, the
-    report says so and requests convert on first use."""
+    that keeps a status line for a page and tells requests (:func:`busy_note`) what is being converted. A child
+    that dies before it reports is started again once, still holding what it planned; when that run fails too,
+    the report says so and requests convert on first use."""
 
     # A conversion runs at this niceness: the first restores, on torch meanwhile, get the cores first.
     NICENESS = 10
