@@ -132,6 +132,19 @@ def gen256(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def gen256_narrow(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 256 px GPEN with random weights, an eighth of GPEN-BFR-256's width (its forward ~6x cheaper):
+    for tests of what surrounds the network on a group photo (detect, align, paste, record), whose
+    claims hold for any 256 px generator. Claims about the released network keep ``gen256``."""
+    from gpen_core.networks.arch import GPENConfig
+
+    from .factories import write_checkpoint
+
+    cfg = GPENConfig(256, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.125)
+    return write_checkpoint(tmp_path_factory.mktemp("ckpt") / "random-narrow-256.pth", cfg, seed=1)
+
+
+@pytest.fixture(scope="session")
 def gen512(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A GPEN-BFR-512-shaped checkpoint with random weights (~280 MB, written once per session)."""
     from .factories import RELEASED, write_checkpoint
