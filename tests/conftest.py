@@ -132,6 +132,19 @@ def gen256(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def gen256_narrow(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 256 px GPEN with random weights, an eighth of GPEN-BFR-256's width (its forward ~6x cheaper):
+    for tests of what surrounds the network on a group photo (detect, align, paste, record), whose
+    claims hold for any 256 px generator. Claims about the released network keep ``gen256``."""
+    from gpen_core.networks.arch import GPENConfig
+
+    from .factories import write_checkpoint
+
+    cfg = GPENConfig(256, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.125)
+    return write_checkpoint(tmp_path_factory.mktemp("ckpt") / "random-narrow-256.pth", cfg, seed=1)
+
+
+@pytest.fixture(scope="session")
 def gen512(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A GPEN-BFR-512-shaped checkpoint with random weights (~280 MB, written once per session)."""
     from .factories import RELEASED, write_checkpoint
@@ -159,7 +172,19 @@ def one_thread() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def face_clip_and_reference(tmp_path_factory: pytest.TempPathFactory, gen256: Path) -> tuple[Path, Path]:
+def segments_home(tmp_path_factory: pytest.TempPathFactory, gen256_narrow: Path) -> Path:
+    """The segment tests' models folder: the ``low`` mode's two files under the registry's names, the generator
+    ``gen256_narrow`` (what they check is the seams, the resume and the workers' output against one
+    process's, for any generator; 24 frames a run, three runs), the real detector."""
+    detector = shared_path("weights", "detection_mobilenet0.25_Final.pth")
+    home = tmp_path_factory.mktemp("segments_home")
+    (home / "GPEN-BFR-256.pth").symlink_to(gen256_narrow)
+    (home / detector.name).symlink_to(detector)
+    return home
+
+
+@pytest.fixture(scope="session")
+def face_clip_and_reference(tmp_path_factory: pytest.TempPathFactory, segments_home: Path) -> tuple[Path, Path]:
     """(the segment tests' clip, its uninterrupted restore): ``tests.test_video_resume.face_clip`` (three 1 s
     segments, a face, AAC audio) restored by the plain command, ``restore --mode low --segments
     --segment-seconds 1``, in this process on one torch thread, once per session. The run killed and
@@ -171,12 +196,8 @@ def face_clip_and_reference(tmp_path_factory: pytest.TempPathFactory, gen256: Pa
 
     from .test_video_resume import face_clip
 
-    detector = shared_path("weights", "detection_mobilenet0.25_Final.pth")
     tmp = tmp_path_factory.mktemp("face_clip")
-    home = tmp / "models"  # the low mode's files: the session's random GPEN-BFR-256, the real detector
-    home.mkdir()
-    (home / "GPEN-BFR-256.pth").symlink_to(gen256)
-    (home / detector.name).symlink_to(detector)
+    home = segments_home
     src, ref = face_clip(tmp), tmp / "ref.mp4"
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

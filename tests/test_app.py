@@ -320,18 +320,20 @@ def test_hardware_check_tab_measures_saves_and_shows_it_on_the_next_page_load(mo
     from gpen_core.engine import profile_store as store
     from gpen_core.hwcheck.workloads import Workload
 
-    from .factories import TINY
+    from gpen_core.networks import parsenet
+
+    from .factories import TINY, TINY_PARSENET
 
     md, chart, _ = app.saved_hardware_check()
     assert "No measurement for this machine yet" in md and chart is None
     assert "built-in estimate" in budget.choose("cpu", (320, 240)).reason
 
-    # The real check, made small: tiny generators, in this process, an aligned face and a photo with one face
-    # (every mode runs; the profile's other workloads, a group photo's six more full-size ParseNet runs,
-    # are tests/test_profile.py's).
+    # The real check, made small: tiny generators and parser, in this process, an aligned face and a photo with
+    # one face (every mode runs; the profile's other workloads are tests/test_profile.py's).
     small = (Workload("face", "aligned face", 64, 64, 1, aligned=True), Workload("photo", "photo, one face", 320, 240, 1, face_px=96))
     configs = {"GPEN-BFR-256": TINY, "GPEN-BFR-512": TINY}
     monkeypatch.setattr(runner, "run_profile", functools.partial(runner.run_profile, workloads=small, model_configs=configs, isolate=False))
+    monkeypatch.setattr(parsenet, "RELEASED_CONFIG", TINY_PARSENET)
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(64 * 10**9))  # plenty free: memory alone allows the best mode
     progress = RecordingProgress()
     md, chart = app.hardware_check(progress=progress)  # type: ignore[arg-type]

@@ -32,7 +32,7 @@ def _records(out: str) -> list[dict]:
 
 
 def test_solvay_every_detected_face_restored_with_peaks_and_timings(
-    models_with_detector: Path, gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    models_with_detector: Path, gen256_narrow: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The plainest use: a generated checkpoint, a models folder with only the mobilenet weights. The Solvay photo's
     left 596 px: its 12 faces are all there is to restore (the whole photo's 29 cost 2.4x the time, and this is
@@ -41,13 +41,13 @@ def test_solvay_every_detected_face_restored_with_peaks_and_timings(
     with Image.open(shared_path("faces", "Solvay_conference_1927.png")) as im:
         im.crop((0, 0, 596, im.height)).save(solvay)
     out = tmp_path / "out.png"
-    rc = main(["restore", str(solvay), "-o", str(out), "--model", str(gen256), "--models-dir", str(models_with_detector), "--json"])
+    rc = main(["restore", str(solvay), "-o", str(out), "--model", str(gen256_narrow), "--models-dir", str(models_with_detector), "--json"])
     assert rc == 0
     [rec] = _records(capsys.readouterr().out)
     assert rec["status"] == "ok" and rec["input"] == str(solvay) and rec["output"] == str(out)
     assert rec["faces"] >= 10 and rec["detector"] == "mobilenet0.25"
     assert rec["mode"] in ("low", "faces-only", "balanced", "quality") and rec["requested_mode"] == "auto" and rec["mode_reason"]
-    assert rec["checkpoint"] == gen256.name or gen256.name in rec["checkpoint"]
+    assert rec["checkpoint"] == gen256_narrow.name or gen256_narrow.name in rec["checkpoint"]
     peaks = rec["peaks"]
     assert peaks["rss_bytes"] > peaks["baseline_rss_bytes"] > 0
     assert peaks["vram_bytes"] is None and peaks["method"] in ("vmhwm", "sampling")

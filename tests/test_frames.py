@@ -23,7 +23,7 @@ def _frame() -> np.ndarray:
 
 
 def test_a_frame_session_restores_frames_as_the_photo_path_does_with_the_networks_loaded_once(
-    monkeypatch: pytest.MonkeyPatch, models_with_detector: Path, gen256: Path, one_thread: None
+    monkeypatch: pytest.MonkeyPatch, models_with_detector: Path, gen256_narrow: Path, one_thread: None
 ) -> None:
     from gpen_core.engine.model_cache import ModelCache
     from gpen_core.options import RestoreOptions
@@ -50,7 +50,7 @@ def test_a_frame_session_restores_frames_as_the_photo_path_does_with_the_network
         return real(self, *a, **k)
 
     frame = _frame()
-    opts = RestoreOptions(mode="balanced", model=str(gen256), backend="torch")
+    opts = RestoreOptions(mode="balanced", model=str(gen256_narrow), backend="torch")
     # One-shot restorer: the session still keeps its networks for every frame, then lets them go.
     r = Restorer(models_dir=models_with_detector, device="cpu", synthetic_weights=True, lifetime=Lifetime.ONE_SHOT)
     photo = r(frame, opts)

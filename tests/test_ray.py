@@ -181,7 +181,7 @@ def test_batch_records_every_file_and_a_corrupt_one_does_not_stop_or_vanish(
 
 @pytest.mark.slow
 def test_two_ray_workers_restore_the_segments_as_one_process_does(
-    ray_local, tmp_path: Path, low_mode_home: Path, face_clip_and_reference: tuple[Path, Path], one_thread: None,
+    ray_local, tmp_path: Path, segments_home: Path, face_clip_and_reference: tuple[Path, Path], one_thread: None,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A clip's segments restored by two Ray workers: the same output as one process, one manifest line per
@@ -196,7 +196,7 @@ def test_two_ray_workers_restore_the_segments_as_one_process_does(
     out = tmp_path / "out"
     out.mkdir()
     code = main(["restore", str(src), "-o", str(out / "ray.mp4"), "--ray", "--workers", "2", "--mode", "low",
-                 "--segment-seconds", "1", "--models-dir", str(low_mode_home), "--json"])
+                 "--segment-seconds", "1", "--models-dir", str(segments_home), "--json"])
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert code == 0
     summary = lines[-1]["video"]

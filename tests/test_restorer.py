@@ -19,10 +19,10 @@ def _solvay_rgb() -> np.ndarray:
     return np.asarray(Image.open(shared_path("faces", "Solvay_conference_1927.png")).convert("RGB"))
 
 
-def test_group_photo_every_face_restored_and_measured(models_with_detector: Path, gen256: Path) -> None:
+def test_group_photo_every_face_restored_and_measured(models_with_detector: Path, gen256_narrow: Path) -> None:
     rgb = _solvay_rgb()
     r = Restorer()
-    res = r(rgb, RestoreOptions(mode="low", model=str(gen256)))
+    res = r(rgb, RestoreOptions(mode="low", model=str(gen256_narrow)))
     assert len(res.faces) >= 10
     assert res.mode.name == "low" and res.requested_mode == "low" and res.detector == "mobilenet0.25"
     assert res.image.shape == rgb.shape and res.image.dtype == np.uint8
@@ -59,8 +59,8 @@ def test_photo_without_face_comes_back_unchanged_with_a_note(models_with_detecto
     assert any("no face" in n for n in res.notes)
 
 
-def test_face_cap_is_reported(models_with_detector: Path, gen256: Path) -> None:
-    res = Restorer()(_solvay_rgb(), RestoreOptions(mode="low", model=str(gen256), max_faces=3))
+def test_face_cap_is_reported(models_with_detector: Path, gen256_narrow: Path) -> None:
+    res = Restorer()(_solvay_rgb(), RestoreOptions(mode="low", model=str(gen256_narrow), max_faces=3))
     assert len(res.faces) == 3
     assert any("the 3 with the highest detection scores" in n for n in res.notes)
     scores = [f.score for f in res.faces]

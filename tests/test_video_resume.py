@@ -1,5 +1,6 @@
 """The CLI restoring a clip in segments, killed with ``kill -9`` after its first segment, then resumed by the same
-command: the real ``low`` restore (a random GPEN-BFR-256, the real RetinaFace mobilenet0.25 from ../shared)."""
+command: the real ``low`` restore (conftest's ``segments_home``: a narrow random 256 px generator under GPEN-BFR-256's
+name, the real RetinaFace mobilenet0.25 from ../shared)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ pytest.importorskip("av")
 from gpen_core.video.segments import work_folder  # noqa: E402
 
 from .conftest import ROOT, shared_path  # noqa: E402
-from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: E402,F401
 from .videoclips import frame_index, keyed_clip, keyed_frames, read_clip  # noqa: E402
 
 FPS, FRAMES = 8, 24  # three 1 s segments of 8 frames
@@ -42,11 +42,11 @@ def _command(src: Path, dst: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_killed_with_sigkill_then_the_same_command_resumes(
-    tmp_path: Path, low_mode_home: Path, face_clip_and_reference: tuple[Path, Path]
+    tmp_path: Path, segments_home: Path, face_clip_and_reference: tuple[Path, Path]
 ) -> None:
     src, reference = face_clip_and_reference  # the uninterrupted run of the same command, made once (conftest)
     dst = tmp_path / "out.mp4"
-    env = {**os.environ, "GPEN_HOME": str(low_mode_home), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "GPEN_HOME": str(segments_home), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(_command(src, dst), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     first = work_folder(dst) / "seg-00000.mp4"
     deadline = time.monotonic() + 240
