@@ -2,15 +2,9 @@
 
 Each tip of a popular article is measured with this engine as a before/after pair on the hardware check's
 workloads, each side in its own fresh Python process (so one side's allocator state cannot flatter the
-other), interleaved, repeated: the child's peak RAM over its whole life (what a task manager shows), the
-per-request peak above the idle process, the median seconds of the warm requests, and peak VRAM reserved
-on CUDA. A tip about code that never existed in yangxy/GPEN (``cv2.imshow``, ``--crop_face``, ``--size``)
-is measured as the equivalent it stands for, and says so; one that cannot be measured here says why.
-
-    from gpen_core.hwcheck.advice import measure_tips, format_table
-    print(format_table(measure_tips()))    # a few minutes on 2 cores
-
-Nothing heavy at import; torch is only imported in the child processes.
+other), interleaved, repeated. A tip about code that never existed in yangxy/GPEN is measured as the
+equivalent it stands for, and says so; one that cannot be measured here says why. Torch is imported only
+in the child processes (:mod:`.advice_child`); the tips and the table are in :mod:`.advice_table`.
 """
 
 from __future__ import annotations
@@ -33,20 +27,11 @@ from gpen_core.hwcheck.eta import Eta, left_text
 from gpen_core.hwcheck.info import cpu_facts
 from gpen_core.modes import MODES
 from gpen_core.progress import Progress
-from gpen_core.hwcheck.advice_table import (  # the tips, the verdict and the report: importable from here too
-    MIN_SECONDS, RESOLUTION_BYTES, RESOLUTION_SECONDS, THRESHOLD, TIME_THRESHOLD, TIPS, AdviceReport, ClaimKind,
-    Side, Tip, TipResult, Verdict, format_table, load_report, report_from_dict, save_report, verdict,
+from gpen_core.hwcheck.advice_table import (  # noqa: F401  (the tips, the verdict, the report: importable from here)
+    TIPS, AdviceReport, Side, Tip, TipResult, format_table, load_report, report_from_dict, save_report, verdict,
 )
 from gpen_core.platform import worker
 from gpen_core.platform.leftovers import sweep_folders
-
-__all__ = [
-    "MIN_SECONDS", "RESOLUTION_BYTES", "RESOLUTION_SECONDS", "SCRATCH_PREFIX", "THRESHOLD", "TIME_THRESHOLD", "TIPS",
-    "AdviceReport", "ClaimKind", "Side", "Tip", "TipPlan", "TipResult", "Verdict", "cuda_available",
-    "format_table", "load_report", "machine_line", "measure_tips", "plan_tips", "progress_text", "report_from_dict",
-    "run_side", "save_report", "scratch_folder", "swap_total_bytes", "sweep_scratch", "verdict",
-]
-
 
 # The thread variables a tip's side sets; unset in every child unless the side sets them.
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -159,10 +144,6 @@ def cuda_available() -> bool:
     return isinstance(out, worker.Done) and out.value is True
 
 
-def swap_total_bytes() -> int:
-    return int(psutil.swap_memory().total)
-
-
 def measure_tips(
     *,
     workload: str = "photo",
@@ -171,10 +152,8 @@ def measure_tips(
     cache_files: int = 50_000,
     progress: Progress | None = None,
 ) -> AdviceReport:
-    """Measure every tip that can be measured here. ``workload``: "photo" (12 MP, one face) or "tiny".
-
-    Progress says the time left, from the child processes measured so far (:mod:`gpen_core.hwcheck.eta`).
-    Every child shares one scratch folder, removed when this returns or raises."""
+    """Measure every tip that can be measured here on ``workload`` ("photo": 12 MP, one face; or "tiny"), with
+    the time left (:mod:`.eta`); every child shares one scratch folder, removed however this ends."""
     report = progress or (lambda f, d: None)
     wanted = [t for t in TIPS if tips is None or t.number in tips]
     has_cuda = cuda_available()
@@ -239,8 +218,7 @@ def _unmeasurable(tip: Tip, has_cuda: bool) -> TipResult | None:
     if n == 10:
         return TipResult(tip, "not measurable here", "needs a running Jupyter kernel or IDE; neither is part of this app")
     if n == 11:
-        swap = swap_total_bytes()
-        if not swap:
+        if not psutil.swap_memory().total:
             return TipResult(tip, "not measurable here", "this machine has no swap, so swappiness changes nothing here")
         return TipResult(tip, "not measurable here", "changing vm.swappiness needs root and affects the whole machine; not done by a benchmark")
     if n in (4, 5) and not has_cuda:

@@ -12,7 +12,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpen_core.hwcheck import workloads as wl
@@ -91,7 +91,6 @@ def _input(spec: dict[str, Any]) -> tuple[Any, list[Any]]:
     dets = list(built.detections)
     if spec.get("preshrink"):
         import cv2
-        from dataclasses import replace
 
         s = int(spec["preshrink"]) / max(image.shape[:2])
         image = cv2.resize(image, (round(image.shape[1] * s), round(image.shape[0] * s)), interpolation=cv2.INTER_AREA)
@@ -131,11 +130,8 @@ def _measure_restore(spec: dict[str, Any]) -> SideRun | None:
 
 
 def measure_forward(spec: dict[str, Any]) -> SideRun:
-    """The official computation (our ``arch.GPEN`` equals yangxy/GPEN's FullGenerator) as the tips use it.
-
-    ``half``: ``model.half()`` (tip 5); ``compile``: ``torch.compile(mode="reduce-overhead")``
-    (tip 4). Reports peak VRAM reserved on CUDA and the median seconds per face.
-    """
+    """The generator's forward alone (``arch.GPEN`` equals yangxy/GPEN's FullGenerator): ``half`` for tip 5,
+    ``compile`` (reduce-overhead) for tip 4; peak VRAM reserved on CUDA, median seconds per face."""
     import torch
 
     from gpen_core.networks.arch import GPENConfig

@@ -117,12 +117,9 @@ def _change(before: float, after: float) -> float:
 def verdict(
     before: Side, after: Side, metric: Literal["process", "request", "vram"] = "process", claims: ClaimKind = "memory",
 ) -> tuple[Verdict, str]:
-    """helps / no effect / hurts on what the tip claims, from the memory ``metric`` it is about and the time.
-
-    A change counts when larger than :data:`THRESHOLD` of the "before" value and than the spread between runs.
-    ``claims`` "memory": memory alone; "memory and time": memory decides, time breaks a tie; "time": time
-    alone. Values under the measurement's resolution get no percentage and decide nothing.
-    """
+    """helps / no effect / hurts on what the tip ``claims`` (see :data:`ClaimKind`), from the memory ``metric`` and
+    the time: a change counts beyond :data:`THRESHOLD` of "before" and the runs' spread; one under the resolution
+    decides nothing."""
     pick = {"process": lambda s: s.process_peak_bytes, "request": lambda s: s.request_peak_bytes,
             "vram": lambda s: s.vram_reserved_bytes or 0}[metric]
     mb, ma = pick(before), pick(after)

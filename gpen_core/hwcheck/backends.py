@@ -1,15 +1,11 @@
 """The hardware check's CPU backend comparison: torch against OpenVINO, recorded for ``--backend auto``.
 
-For each (face size, dtype) generator the measured CPU modes use (``low``: 256 float32; ``faces-only`` /
-``balanced``: 512 bfloat16 where the CPU has it natively, else float32; ``quality``: 512 float32), and for
-the parser and detectors they use, each backend's network is loaded as a request loads it (the model
-cache's one load: :mod:`gpen_core.engine.model_cache`; this module builds no network itself), OpenVINO
-converted on first use and cached (the conversion timed on its own, never as a call). One untimed warm-up
-call each, then ``runs`` calls each, interleaved (torch, OpenVINO, OpenVINO, torch, ...) so a change in
-load hits both alike; the medians are compared and recorded (:func:`finish`) for ``auto``. Weights: the
-real checkpoint when present, else random weights of the released architecture (time does not depend on
-the values; the record's ``source`` says so). A model-config override is compared only when asked, and
-recorded only under a face size no released generator has. Nothing heavy at import.
+For each (face size, dtype) generator the measured CPU modes use, and their parser and detectors, each
+backend's network is loaded as a request loads it (:mod:`gpen_core.engine.model_cache`; OpenVINO converted on
+first use, the conversion timed on its own), warmed up once, then called ``runs`` times each, interleaved so a
+change in load hits both alike; the medians are recorded (:func:`finish`). Weights: the real checkpoint when
+present, else random weights of the released architecture (time does not depend on the values). A
+model-config override is compared only when asked, and never recorded for a released face size.
 """
 
 from __future__ import annotations
@@ -35,9 +31,7 @@ RUNS = 3  # timed calls per backend after the warm-up (the median is kept)
 
 
 def _size_of(mode: MemoryMode, configs: dict[str, "GPENConfig"]) -> int:
-    if mode.model in configs:
-        return int(configs[mode.model].size)
-    arch = REGISTRY[mode.model].arch
+    arch = configs.get(mode.model) or REGISTRY[mode.model].arch
     if arch is None:
         raise ValueError(f"the registry has no architecture for {mode.model}")
     return int(arch.size)
@@ -209,6 +203,8 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
     """Run the comparison ``spec`` describes in this process: {"skipped": why or None, "rows": [...], "parse":
     [...], "detect": [...]}. A pair that fails (a conversion refused, memory) is a row with its ``error``."""
     from gpen_core.runtimes.openvino import generator as ov_backend
+    from gpen_core.runtimes.openvino.detector import check_row as detect_row
+    from gpen_core.runtimes.openvino.parser import check_row as parse_row
     from gpen_core.weights.lookup import models_dir as default_models_dir
 
     why = ov_backend.unavailable_reason()
@@ -216,35 +212,30 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
         return {"skipped": why, "rows": []}
     folder = Path(spec["models_dir"]) if spec.get("models_dir") else default_models_dir()
     pairs, parse, detect = spec["pairs"], spec.get("parse", []), spec.get("detect", [])
-    threads = spec.get("threads")
+    threads, runs = spec.get("threads"), int(spec["runs"])
     steps = len(pairs) + len(parse) + len(detect)  # one unit each: the check's time left counts them (.steps)
-    rows, parse_rows = [], []  # parse_rows: recorded by ov_parse itself, kept apart from finish()'s generator rows
-    for i, pair in enumerate(pairs + parse):
 
-        def say(f: float, d: str, i: int = i) -> None:
-            report(min(1.0, (i + f) / steps), d)
+    def step(i: int) -> Progress:
+        return lambda f, d: report(min(1.0, (i + f) / steps), d)
 
-        if i >= len(pairs):  # a parser pair: measured and recorded by gpen_core.runtimes.openvino.parser
-            from gpen_core.runtimes.openvino.parser import check_row
-
-            load_as = partial(_engine_parser, pair, models_dir=folder, threads=threads, say=say)
-            parse_rows.append(check_row(pair, folder, threads, int(spec["runs"]), say, load_as))
-            continue
-
+    rows = []
+    for i, pair in enumerate(pairs):
         row: dict[str, Any] = {"size": pair["size"], "dtype": pair["dtype"], "modes": pair["modes"], "model": pair["model"],
                                "weights": pair["weights"], "runs": spec["runs"],
                                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
         try:
-            row.update(_measure_pair(pair, int(spec["runs"]), folder, threads, say))
+            row.update(_measure_pair(pair, runs, folder, threads, step(i)))
         except Exception as exc:  # one pair failing must not cost the others (or the memory check)
             row["error"] = f"{type(exc).__name__}: {exc}"
         rows.append(row)
-    from gpen_core.runtimes.openvino.detector import check_row as detect_row
-
-    first = len(pairs) + len(parse)
+    # The parser's and detectors' rows are recorded by their runtimes' check_row, apart from finish()'s rows.
+    first = len(pairs)
+    parse_rows = [parse_row(pair, folder, threads, runs, step(first + j),
+                            partial(_engine_parser, pair, models_dir=folder, threads=threads, say=step(first + j)))
+                  for j, pair in enumerate(parse)]
+    first += len(parse)
     detect_rows = [detect_row(n, partial(_engine_detector, n, models_dir=folder, threads=threads), folder, threads,
-                              int(spec["runs"]), lambda f, d, j=j: report(min(1.0, (first + j + f) / steps), d))
-                   for j, n in enumerate(detect)]
+                              runs, step(first + j)) for j, n in enumerate(detect)]
     return {"skipped": None, "rows": rows, "parse": parse_rows, "detect": detect_rows}
 
 

@@ -7,14 +7,14 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from gpen_core.modes import MODES
+
 
 def add_profile(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``python -m gpen_core profile`` (the hardware check, :mod:`gpen_core.hwcheck`)."""
-    from gpen_core.modes import MODES
-
     p = subparsers.add_parser(
         "profile",
         help="hardware check: measure each mode's peak memory and speed on this machine",
@@ -38,10 +38,9 @@ def add_profile(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def progress_line(stream: Any = None) -> Callable[[float, str], None]:
-    """A one-line progress display on ``stream`` (default: the ``sys.stderr`` of the call, not of the import)."""
-    stream = stream if stream is not None else sys.stderr
-    t0 = time.perf_counter()
+def progress_line() -> Callable[[float, str], None]:
+    """A one-line progress display on the ``sys.stderr`` of the call (not of the import)."""
+    stream, t0 = sys.stderr, time.perf_counter()
     state = {"last": "", "ended": False}
 
     def show(f: float, desc: str) -> None:
@@ -100,7 +99,6 @@ def profile(args: argparse.Namespace) -> int:
 
 
 def add_selfcheck(subparsers: Any) -> None:
-    """Register ``python -m gpen_core selfcheck`` (:mod:`gpen_core.hwcheck.selfcheck`)."""
     c = subparsers.add_parser("selfcheck", help="build and run every network of every mode on a device: does this set-up work?")
     c.add_argument("--device", help="cpu, cuda, cuda:N or meta (default: cuda when available, else cpu)")
     c.add_argument("--json", action="store_true", help='one JSON object: {"device", "ok", "checks": [{network, path, dtype, ok, problem}]}')
@@ -125,16 +123,12 @@ def selfcheck(args: argparse.Namespace) -> int:
 
 
 def add_info(subparsers: Any) -> None:
-    """Register ``python -m gpen_core info`` (:mod:`gpen_core.hwcheck.info`)."""
     i = subparsers.add_parser("info", help="versions, device, and which weights are present")
     i.add_argument("--models-dir")
     i.add_argument("--json", action="store_true")
 
 
 def info(args: argparse.Namespace) -> int:
-    """Versions, device and the weights present: a table, or ``--json``."""
-    from dataclasses import asdict
-
     from gpen_core.hwcheck.info import collect_info, format_info
 
     found = collect_info(models_dir=args.models_dir)

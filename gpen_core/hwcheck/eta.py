@@ -1,12 +1,10 @@
 """How long a measurement has left: from this machine's own measured steps, never a fixed guess.
 
-A run (the tips, the hardware check) is a known list of steps, each of a kind ("restore:balanced",
-"encode:png", a mode's name...). A step still to run is expected to take, in this order: the mean of the
-finished steps of its kind; a prior measured here; its ``reference`` time scaled by this machine's speed
-(one short first step calibrates a long plan whose steps differ tenfold); the mean of the finished steps of
-its family (the kind up to its first ":"); with ``guess_from_all``, the mean of every finished step. A step
-with none of these is left out and counted as untimed: a mean of unlike steps (a 1 s encode, a 20 s restore)
-would overstate the time left several times. With nothing finished and no prior it says nothing.
+A run (the tips, the hardware check) is a known list of steps, each of a kind ("restore:balanced", a mode's
+name...). A step still to run is expected to take, in this order: the mean of the finished steps of its kind;
+a prior measured here; its ``reference`` time scaled by this machine's speed; the mean of the finished steps of
+its family (the kind up to its first ":"); with ``guess_from_all``, the mean of every finished step. Else it is
+counted as untimed: a mean of unlike steps (a 1 s encode, a 20 s restore) would overstate the time left.
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ class Eta:
     _started: float | None = None
 
     def start(self) -> None:
-        """The next step begins now."""
         self._started = self.clock()
 
     def finish(self) -> float:

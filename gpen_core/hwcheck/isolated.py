@@ -1,9 +1,5 @@
 """A hardware-check measurement, in a fresh process (:func:`gpen_core.platform.worker.run`) or in this one.
-
-One that runs out of memory (an out-of-memory error, or the kernel's killer ending its process) raises
-:class:`ModeFailed`: the check records it and goes on. In a worker, an error of ours
-(:class:`gpen_core.errors.GPENError`) is raised again as itself, anything else as a RuntimeError naming what
-was being measured.
+One that runs out of memory (an error, or the kernel's killer) raises :class:`ModeFailed`: the check goes on.
 """
 
 from __future__ import annotations
@@ -22,7 +18,8 @@ class ModeFailed(Exception):
 
 
 def in_child(measure: Callable[[dict[str, Any], Progress], T], spec: dict[str, Any], report: Progress) -> T:
-    """``measure(spec, progress)`` in a fresh process, its progress passed to ``report``; its value."""
+    """``measure(spec, progress)`` in a fresh process, its progress passed to ``report``; its value. An error of
+    ours (:class:`gpen_core.errors.GPENError`) is raised again as itself, anything else as a RuntimeError."""
     out = worker.run(measure, spec, worker.report, on_event=worker.forward_progress(report))
     if isinstance(out, worker.Done):
         return out.value

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpen_core.platform.meter import format_bytes
@@ -57,14 +57,13 @@ class FilesHere:
     """The registry files the models folder lacks now (missing or corrupt), per measured mode and per
     (task, mode) row; empty where everything is here."""
 
-    modes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    tasks: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    modes: Mapping[str, tuple[str, ...]]
+    tasks: Mapping[tuple[str, str], tuple[str, ...]]
 
 
 def files_here(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> FilesHere:
-    """What each mode and task row of ``profile`` lacks in the models folder now (the files
-    :func:`gpen_core.weights.missing.mode_files` names; a corrupt one counts as missing). The measurement may
-    have run with random weights in their place: it tells what fits, not what runs."""
+    """What each mode and task row of ``profile`` lacks in the models folder now (a corrupt file counts as
+    missing): the measurement may have run on random weights in their place."""
     bad = unusable(lookup.status(models_dir))
 
     def lacking(names: Sequence[str]) -> tuple[str, ...]:
@@ -77,8 +76,7 @@ def files_here(profile: Profile, models_dir: str | os.PathLike[str] | None = Non
 
 
 def enable_text(names: Sequence[str]) -> str:
-    """'' when ``names`` is empty; else the files (as the failure message words them) and the one command
-    that fetches them all."""
+    """The missing files ``names`` and the one command that fetches them ('' for none)."""
     return f"missing {files_text(names)}: `{download_command(names)}`" if names else ""
 
 
@@ -97,13 +95,8 @@ def machine_line(profile: Profile) -> str:
 
 
 def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = True, files: FilesHere | None = None) -> str:
-    """The markdown table people pass around: mode × peak RAM × peak VRAM × s/face × fits? × files here?
-
-    Peaks are above the idle process, worst of the standard workloads. ``fits``: a column comparing each
-    peak on the binding memory with what is free (``free`` or now) less auto's safety margin (False for the
-    README, where the reader's machine decides). ``files`` (:func:`files_here`): a column naming each mode's
-    missing files and the download that enables it.
-    """
+    """Markdown: mode × peak RAM × peak VRAM × s/face (peaks above the idle process, worst workload). ``fits``: a
+    column against ``free`` (or now) less auto's margin; ``files`` (:func:`files_here`): each mode's missing files."""
     free = _free_now(profile, free) if fits else None
     head = ["mode", "model", "dtype", "peak RAM", "peak VRAM (alloc / reserved)", "s / face", "total s", "weights"]
     if fits:
@@ -131,8 +124,7 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
 
 
 def _task_cell(t: TaskRow, profile: Profile, free: "Free | None", files: FilesHere | None) -> str:
-    """One (task, mode) of :func:`tasks_table`: peak · seconds per face · dtype (· fits) (· what is
-    missing here), or why not."""
+    """One (task, mode) of :func:`tasks_table`: peak · s/face · dtype (· fits) (· what is missing), or why not."""
     if t.refused is not None:  # what the engine answered (task_rows.refusal); the modes it names are TASKS'
         return f"refused: use {', '.join(TASKS[t.task].modes)} or auto"
     if t.failed is not None:
@@ -150,8 +142,8 @@ def _task_cell(t: TaskRow, profile: Profile, free: "Free | None", files: FilesHe
 
 
 def tasks_table(profile: Profile, free: "Free | None" = None, *, fits: bool = True, files: FilesHere | None = None) -> str:
-    """GPEN's other tasks, one row per task (its generator and workload), one column per mode; "" when the
-    check measured none. ``fits`` and ``files`` as in :func:`format_table`."""
+    """GPEN's other tasks, a row per task, a column per mode ("" when none was measured); ``fits``, ``files``: as
+    in :func:`format_table`."""
     if not profile.tasks:
         return ""
     free = _free_now(profile, free) if fits else None
@@ -194,10 +186,8 @@ def chart_rows(profile: Profile) -> list[dict[str, Any]]:
 
 
 def recommendation(profile: Profile, free: "Free | None" = None, files: FilesHere | None = None) -> str:
-    """Which mode to use here and what the next better one lacks, in one or two sentences: as ``auto``, the
-    highest-ranked pasting mode whose measured peak fits the free memory (``free`` or now) less the safety
-    margin. ``files`` (:func:`files_here`): when its files are not all here, name them, the download that
-    enables it, and what ``auto`` runs until then."""
+    """Which mode to use here (``auto``'s rule on the measured peaks and ``free`` or now) and what the next better
+    one lacks; with ``files`` (:func:`files_here`), the download a mode still needs and what ``auto`` runs meanwhile."""
     free = _free_now(profile, free)
     bound = free.binding(profile.device)
     where, have = bound.name, bound.free_bytes
@@ -253,9 +243,7 @@ def _timing_cells(r: BackendSpeed | NetworkSpeed) -> list[str]:
     else:
         lo, hi = sorted((r.torch_s or 0.0, r.openvino_s or 0.0))
         faster = f"{'OpenVINO' if r.faster == 'openvino' else 'torch'} {hi / lo:.2f}×" if lo > 0 else r.faster
-    conv = "from the cache" if r.convert_s is None else f"{r.convert_s:.1f} s (first use; cached)"
-    if r.error:
-        conv = "n/a"
+    conv = "n/a" if r.error else "from the cache" if r.convert_s is None else f"{r.convert_s:.1f} s (first use; cached)"
     return [_fine(r.torch_s), ov, faster, conv]
 
 

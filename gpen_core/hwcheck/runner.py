@@ -21,11 +21,11 @@ from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
 from gpen_core.weights import lookup as weights
 from gpen_core.hwcheck import task_rows
 from gpen_core.hwcheck.workloads import (
-    STANDARD, Workload, above_idle, build, example_faces, fresh_restorer, generator_source, restorer_spec,
+    STANDARD, Workload, build, example_faces, fresh_restorer, generator_source, request_figures, restorer_spec,
 )
 from gpen_core.hwcheck.backends import finish as finish_backends, measure as measure_backends, plan as plan_backends
 from gpen_core.hwcheck.info import collect_info
-from gpen_core.hwcheck.isolated import ModeFailed, in_child, run_measure
+from gpen_core.hwcheck.isolated import ModeFailed, run_measure
 from gpen_core.hwcheck.steps import Steps, backend_kinds, task_kinds
 from gpen_core.engine.profile_records import (
     DETECTOR_SYNTHETIC_NOTE, GIVEN_BOXES_NOTE, SYNTHETIC_NOTE, BackendCheck, ModeProfile, Profile, TaskRow, WorkloadRun,
@@ -100,12 +100,8 @@ def _plan_mode(mode: MemoryMode, check: CheckSpec, override_paths: dict[str, str
 
 
 def measure_mode(spec: dict[str, Any], report: Progress) -> ModeProfile:
-    """Run one mode's workloads through a new Restorer in this process, and summarise.
-
-    Zero is this process just before the first request: torch imported, the inputs built (a caller's
-    photo is already in memory when it asks). The first workload loads the models, as a first request
-    does; the rest reuse them.
-    """
+    """Run one mode's workloads through a new Restorer in this process, and summarise. Zero is this process
+    just before the first request (torch imported, the inputs built); the first workload loads the models."""
     mode = get_mode(spec["mode"])
     wls = [Workload(**w) for w in spec["workloads"]]
     portraits = [Path(p) for p in spec["portraits"]] if spec["use_detector"] else []
@@ -134,16 +130,12 @@ def run_record(w: Workload, res: Any, real_detector: bool, idle: tuple[int, int 
     notes = list(res.notes)
     if real_detector and not w.aligned and len(res.faces) != w.faces:
         notes.append(f"the {res.detector} detector found {len(res.faces)} of the {w.faces} faces placed")
-    if getattr(res, "backend", "torch") == "openvino":
+    if res.backend == "openvino":
         notes.append(f"the generator ran on OpenVINO ({res.backend_reason})")
-    ram, vram_a, vram_r = above_idle(res.peaks, idle)
-    n = len(res.faces)
     return WorkloadRun(
-        workload=w.name, faces=n, processed_size=tuple(res.processed_size),  # type: ignore[arg-type]
-        peak_ram_bytes=ram, peak_vram_bytes=vram_a, peak_vram_reserved_bytes=vram_r, ram_method=res.peaks.method,
-        total_s=round(res.timings.total_s, 4), restore_s=round(res.timings.restore_s, 4),
-        load_s=round(res.timings.load_s, 4), seconds_per_face=round(res.timings.restore_s / n, 4) if n else None,
-        ran_mode=res.mode.name, detector=res.detector, notes=tuple(notes),
+        workload=w.name, faces=len(res.faces), processed_size=tuple(res.processed_size),  # type: ignore[arg-type]
+        ram_method=res.peaks.method, restore_s=round(res.timings.restore_s, 4), detector=res.detector,
+        notes=tuple(notes), **request_figures(res, idle),
     )
 
 
@@ -152,7 +144,7 @@ def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str
     A failure is reported in the check, not raised: the memory check goes on."""
     report(0.0, "backends: torch vs OpenVINO")
     try:
-        result = in_child(measure_backends, spec, report) if isolate else measure_backends(spec, report)
+        result = run_measure(measure_backends, spec, report, isolate)
     except Exception as exc:  # its worker died: said in the report, nothing recorded
         return replace(check, skipped=f"the comparison failed: {type(exc).__name__}: {exc}")
     return finish_backends(check, spec, result, models_dir)
@@ -240,29 +232,17 @@ def run_profile(
     tasks: bool | None = None,
     task_workloads: dict[str, Workload] | None = None,
 ) -> Profile:
-    """Measure every mode in ``modes`` (default: all, lightest first) on this machine.
+    """Measure every mode in ``modes`` (default: all, lightest first) on this machine; saved unless ``save`` is False.
 
-    ``synthetic``: True forces random weights for every generator; False requires the real ones
-    (WeightsError names the missing file); None uses each real generator present, random weights otherwise.
-    Detectors are real when their file is present (with a portrait from ``examples/`` pasted in for them to
-    find), else the workloads' fixed boxes are given. ``device``: "cpu", "cuda" or None (the engine's
-    default). ``progress(fraction, description)`` is called as it goes.
-
-    ``isolate`` (default) measures each mode in a fresh process: the figure is what a first request costs,
-    whatever earlier modes left in the allocator (in one process a later mode read up to 4 % lower), and a
-    mode that exhausts memory kills only its worker: it is recorded as needing more than was free.
-    ``isolate=False`` runs everything here (tests).
-
-    ``backends`` (:mod:`.backends`): on the CPU, first time each (face size, dtype) generator the modes use,
-    and their parser and detectors, with torch and with OpenVINO, ``backend_runs`` calls each, and record the
-    medians for ``--backend auto``. None: for the released generators only; True: for overrides too; False:
-    skip. ``tasks`` (:mod:`.task_rows`): then measure GPEN's other tasks in each mode that has a plan for
-    them. None: for the standard check only; True: with overrides too (``task_workloads``, task → Workload,
-    replaces the standard ones); False: skip. ``workloads`` and ``model_configs`` (registry name →
-    GPENConfig, random weights) are for tests and experiments. ``save`` writes the measurements store.
-
-    Raises InputError for an unknown mode, WeightsError as described, RuntimeError when a
-    worker fails for another reason.
+    ``synthetic``: True forces random weights for every generator, False requires the real ones (WeightsError
+    names the missing file), None uses each real generator present. Detectors are real when their file is
+    present (a portrait from ``examples/`` pasted in for them to find), else the workloads' fixed boxes are given.
+    ``isolate`` (default) measures each mode in a fresh process: what a first request costs (in one process a later
+    mode read up to 4 % lower), and a mode that exhausts memory kills only its worker (recorded as needing more
+    than was free). ``backends`` (:mod:`.backends`, CPU only) and ``tasks`` (:mod:`.task_rows`): None for the
+    released generators and standard workloads only, True always, False never. ``workloads``,
+    ``model_configs`` (registry name → GPENConfig, random weights) and ``task_workloads`` are for tests and
+    experiments. Raises InputError for an unknown mode, RuntimeError when a worker fails for another reason.
     """
     from gpen_core.engine.budget import free_memory
     from gpen_core.restorer import Restorer

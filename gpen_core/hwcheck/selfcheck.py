@@ -1,14 +1,10 @@
 """Does every network of every mode live, and run, on the device you ask for?
 
-``python -m gpen_core selfcheck --device cuda`` answers "does my GPU set-up work?" before a real photo does;
-CI runs it on ``meta`` (shapes, dtypes and device mixes, no arithmetic) to find placement bugs without a GPU.
-Each network (the generator in every dtype the modes use, both RetinaFace detectors, the parsers, the
-upscaler) is built as a request builds it (on the CPU, then moved or prepared for the device) with synthetic
-weights of the exact architecture; every parameter, buffer and plain tensor attribute is checked to be on the
-device (``F.conv2d`` does not complain about a CPU weight with a ``meta`` input, so a forward alone would
-miss it); then one forward runs under a dispatch-level watch that names the first operation mixing two
-devices, and its output is checked. On ``meta`` a forward stops at its first copy to the host (meta tensors
-have no data), after all the device-dependent work.
+``python -m gpen_core selfcheck --device cuda`` answers "does my GPU set-up work?"; CI runs it on ``meta`` to
+find placement bugs without a GPU. Each network is built as a request builds it, with synthetic weights;
+every parameter, buffer and plain tensor attribute is checked to be on the device (``F.conv2d`` accepts a CPU
+weight with a ``meta`` input, so a forward alone would miss it); then one forward runs under a watch that
+names the first operation mixing two devices. On ``meta`` a forward stops at its first copy to the host.
 """
 
 from __future__ import annotations
@@ -117,11 +113,8 @@ def _same(a: torch.device, b: torch.device) -> bool:
 
 
 def named_tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, str, torch.Tensor]]:
-    """(path, kind, tensor) for every parameter, buffer and plain tensor attribute of a module tree.
-
-    Plain attributes matter: ``.to(device)`` does not move them (facexlib's
-    ``RetinaFace.mean_tensor`` is one).
-    """
+    """(path, kind, tensor) for every parameter, buffer and plain tensor attribute of a module tree (plain
+    attributes matter: ``.to(device)`` does not move them, as facexlib's ``RetinaFace.mean_tensor``)."""
     if isinstance(obj, nn.Module):
         for name, p in obj.named_parameters(prefix.rstrip(".")):
             yield name, "parameter", p
@@ -154,11 +147,8 @@ _TRANSFERS = ("aten.to.", "aten._to_copy.", "aten.copy_.", "aten._copy_from.", "
 
 
 class DeviceMixWatch(TorchDispatchMode):
-    """Records the first aten op whose (non-scalar) tensor arguments sit on two devices.
-
-    Explicit transfers (``.to``, ``.cpu()``, ``copy_``) are not mixes. ``names`` maps
-    ``id(tensor)`` to its module path, so a mix can name the offending weight.
-    """
+    """Records the first aten op (not a transfer) whose non-scalar tensor arguments sit on two devices;
+    ``names`` (``id(tensor)`` → module path) lets it name the offending weight."""
 
     def __init__(self, names: dict[int, str] | None = None) -> None:
         super().__init__()
@@ -318,45 +308,34 @@ def _upscaler_targets() -> list[_Target]:
 
 
 def targets(device: torch.device) -> list[_Target]:
-    """Every network every mode can build, for ``device``."""
     return [*_generator_targets(device), *_detector_targets(), *_parser_targets(), *_upscaler_targets()]
 
 
 def check_one(target: _Target, device: torch.device) -> Check:
     """Build, static check, one watched forward, output check; the first problem wins."""
+    problem = _first_problem(target, device)
+    return Check(target.network, target.path, target.dtype, problem is None, problem)
 
-    def fail(problem: str) -> Check:
-        return Check(target.network, target.path, target.dtype, False, problem)
 
+def _first_problem(target: _Target, device: torch.device) -> str | None:
     try:
         obj = target.build(device)
     except Exception as exc:
-        return fail(f"building it failed: {type(exc).__name__}: {str(exc)[:300]}")
-    where = _net_of(obj)
+        return f"building it failed: {type(exc).__name__}: {str(exc)[:300]}"
+    net = getattr(obj, "net", None)
+    where = net if isinstance(net, nn.Module) else obj  # the module tree a request holds (a PreparedForward's net)
     bad = misplaced(where, device)
     if bad:
-        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-        return fail(bad[0] + more)
+        return bad[0] + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
     watch = DeviceMixWatch({id(t): f"{kind} {path}" for path, kind, t in named_tensors(where)})
-    out = None
     try:
         with torch.inference_mode(), watch:
             out = target.forward(obj, device)
     except Exception as exc:
-        if watch.problem:
-            return fail(watch.problem)
-        if not _host_copy_of_meta(exc, watch, device):
-            return fail(f"the forward failed: {type(exc).__name__}: {str(exc)[:300]}")
-        return Check(target.network, target.path, target.dtype, True)  # meta: stopped at the host copy, as it must
-    if watch.problem:
-        return fail(watch.problem)
-    problem = target.expect(out, device)
-    return fail(problem) if problem else Check(target.network, target.path, target.dtype, True)
-
-
-def _net_of(obj: Any) -> Any:
-    """The module tree a request holds (a PreparedForward's net, a detector's network...)."""
-    return getattr(obj, "net", None) if isinstance(getattr(obj, "net", None), nn.Module) else obj
+        if watch.problem or _host_copy_of_meta(exc, watch, device):  # meta: stopped at the host copy, as it must
+            return watch.problem
+        return f"the forward failed: {type(exc).__name__}: {str(exc)[:300]}"
+    return watch.problem or target.expect(out, device) or None
 
 
 def run_selfcheck(device: str | torch.device = "cpu", progress: Callable[[str], None] | None = None) -> SelfCheckReport:

@@ -1,9 +1,6 @@
-"""The hardware check's rows for GPEN's other tasks (colorize, inpaint, seg2face), one per (task, mode).
-
-Each (task, mode) the engine has a plan for runs the task's workload once through a fresh Restorer, in a
-worker process like the modes: a first request, loading included, with the task generator's real weights
-when present, else random weights of the released architecture. A mode without a plan (``low``) is not run:
-its row records what the engine answers. ``auto`` reads the rows (:func:`gpen_core.engine.profile_store.measured_task`).
+"""The hardware check's rows for GPEN's other tasks (colorize, inpaint, seg2face), one per (task, mode): the
+task's workload once through a fresh Restorer in a worker process, as a first request (real weights when
+present); a mode without a plan (``low``) records what the engine answers. ``auto`` reads the rows.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from gpen_core.engine.profile_records import TaskRow, jsonable
 from gpen_core.errors import InputError
 from gpen_core.hwcheck.isolated import ModeFailed, run_measure
 from gpen_core.hwcheck.workloads import (
-    TASK_WORKLOADS, Workload, above_idle, build, damage_strokes, fresh_restorer, generator_source, restorer_spec,
+    TASK_WORKLOADS, Workload, build, damage_strokes, fresh_restorer, generator_source, request_figures, restorer_spec,
 )
 from gpen_core.modes import TASKS, MemoryMode
 from gpen_core.options import RestoreOptions
@@ -77,9 +74,8 @@ def plan(
 
 
 def _runs_openvino(model: str, mode: MemoryMode, models_dir: str | os.PathLike[str] | None, device: str) -> bool:
-    """Whether ``auto`` puts ``model`` on OpenVINO in ``mode`` here: then its first use converts it (a
-    minute or more at 1024 px, GBs of RAM), which is not a request's cost once cached: the check
-    converts it in a run of its own, not measured, before the measured one."""
+    """Whether ``auto`` puts ``model`` on OpenVINO in ``mode`` here: its first use converts it (a minute or more
+    at 1024 px), not a request's cost once cached, so an unmeasured run converts it first."""
     from gpen_core.networks.plan import choose_plan
     from gpen_core.runtimes.openvino.generator import choose_backend
 
@@ -90,9 +86,8 @@ def _runs_openvino(model: str, mode: MemoryMode, models_dir: str | os.PathLike[s
 
 
 def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
-    """Run one (task, mode) spec in this process: its :class:`TaskRow` as a JSON-able dict. Zero is this
-    process just before the request, as for the modes; fixed face boxes stand in for detections (the
-    detector's cost is the modes' rows' business)."""
+    """Run one (task, mode) spec in this process: its :class:`TaskRow` as a JSON-able dict. Zero as for the
+    modes; fixed face boxes stand in for detections (the detector's cost is in the modes' rows)."""
     w = Workload(**spec["workload"])
     built = build(w)
     mask = damage_strokes(w) if spec["gpen_task"] == "inpaint" else None
@@ -103,20 +98,16 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
                        detections=None if w.aligned else list(built.detections), mask=mask)
     finally:
         restorer.unload()
-    ram, vram_a, vram_r = above_idle(res.peaks, idle)
+    figures = request_figures(res, idle)
+    ram, vram_a, vram_r = figures["peak_ram_bytes"], figures["peak_vram_bytes"], figures["peak_vram_reserved_bytes"]
     binding = (vram_r if vram_r is not None else vram_a) if restorer.device.startswith("cuda") else ram
-    n = len(res.faces)
     notes = list(spec["notes"])
     if res.mode.name != spec["mode"]:
         notes.append(f"the engine ran {res.mode.name} instead of {spec['mode']} (it did not fit): {spec['mode']} was not measured")
     row = TaskRow(
         task=spec["gpen_task"], mode=spec["mode"], model=spec["model"], workload=w.label, weights=spec["kind"],
-        dtype=res.dtype, backend=getattr(res, "backend", "torch"), peak_ram_bytes=ram, peak_vram_bytes=vram_a,
-        peak_vram_reserved_bytes=vram_r, peak_bytes=int(binding if binding is not None else ram),
-        covered_pixels=int(res.processed_size[0] * res.processed_size[1]),
-        seconds_per_face=round(res.timings.restore_s / n, 4) if n else None,
-        total_s=round(res.timings.total_s, 4), load_s=round(res.timings.load_s, 4), ran_mode=res.mode.name,
-        notes=tuple(dict.fromkeys(notes)),
+        dtype=res.dtype, backend=res.backend, peak_bytes=int(binding if binding is not None else ram),
+        covered_pixels=int(res.processed_size[0] * res.processed_size[1]), notes=tuple(dict.fromkeys(notes)), **figures,
     )
     return jsonable(asdict(row))
 

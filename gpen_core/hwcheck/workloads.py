@@ -1,9 +1,6 @@
-"""The hardware check's standard workloads: deterministic images with faces at known places.
-
-An aligned 512×512 face (the network alone), a 12 MP phone photo with one face (full-frame buffers) and a
-group photo (per-face cost), on a textured canvas so that encoding costs what a real photo costs. Each face
-is a portrait from ``examples/`` pasted into its box (for a real detector to find) or a fixed synthetic
-detection: memory and time do not depend on what the face looks like. RGB uint8 H×W×3 throughout. Also
+"""The hardware check's standard workloads: deterministic RGB uint8 H×W×3 images with faces at known places,
+on a textured canvas so that encoding costs what a real photo costs; each face a portrait from ``examples/``
+(for a real detector to find) or a fixed synthetic detection (memory and time do not depend on the face). Also
 what every measured request shares: its Restorer (:func:`fresh_restorer`) and its zero (:func:`idle_usage`).
 """
 
@@ -43,9 +40,8 @@ class Workload:
         return self.width * self.height
 
 
-# Four faces in the group photo, not a team photo's dozen: faces are restored one at a time, so the cost per
-# face is flat after the first (more faces add time, not information), and the whole check (three of four
-# modes on the 512 model, ~3.5 s a face in float32 on 2 cores) must finish in under two minutes.
+# Four faces in the group photo, not a dozen: faces are restored one at a time, so the cost per face is flat
+# after the first (more faces add time, not information).
 STANDARD: tuple[Workload, ...] = (
     Workload("face", "one aligned 512×512 face", 512, 512, 1, aligned=True),
     Workload("photo", "12 MP photo (4000×3000), one face", 4000, 3000, 1, face_px=900),
@@ -75,9 +71,8 @@ def damage_strokes(w: Workload) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class WorkloadImage:
-    """A built workload: the RGB uint8 H×W×3 image; ``detections``: the synthetic boxes (input pixels) to
-    give the Restorer when there is no detector, () for aligned inputs; ``real_faces``: a portrait was
-    pasted into every box."""
+    """A built workload: ``detections`` are the synthetic boxes to give a Restorer without a detector (() when
+    aligned); ``real_faces``: a portrait was pasted into every box."""
 
     workload: Workload
     image: np.ndarray
@@ -86,8 +81,8 @@ class WorkloadImage:
 
 
 def canvas(width: int, height: int, seed: int = 0) -> np.ndarray:
-    """A deterministic textured RGB uint8 height×width×3 image, well under a second for 12 MP: a smooth
-    colour field plus a tiled 64×64 grain (a flat image compresses to nothing: the encode would look free)."""
+    """A deterministic textured image: a smooth colour field plus a tiled 64×64 grain (a flat image compresses
+    to nothing: the encode would look free)."""
     import cv2
 
     if width < 1 or height < 1:
@@ -140,7 +135,6 @@ def example_faces(folder: Path = EXAMPLES_DIR) -> list[Path]:
 
 
 def _square_portrait(path: Path) -> np.ndarray:
-    """The centred square of the portrait at ``path``, RGB."""
     from PIL import Image
 
     with Image.open(path) as im:
@@ -151,9 +145,8 @@ def _square_portrait(path: Path) -> np.ndarray:
 
 
 def build(w: Workload, *, portraits: Sequence[Path] = (), seed: int = 0) -> WorkloadImage:
-    """Build ``w``. With ``portraits`` (real face photos) each face box (an aligned input: the whole image)
-    receives one of them, resized, for a real detector to find; the synthetic detections
-    (:func:`template_detection`) are returned either way."""
+    """Build ``w``; with ``portraits``, each face box (an aligned input: the whole image) receives one, resized,
+    for a real detector to find. The synthetic detections (:func:`template_detection`) come either way."""
     import cv2
 
     img = canvas(w.width, w.height, seed)
@@ -183,13 +176,9 @@ def generator_source(model: str, override_paths: Mapping[str, str], synthetic: b
 
 
 def idle_usage(device: str) -> tuple[int, int | None, int | None]:
-    """(RSS, allocated VRAM, reserved VRAM) now: the zero a measured request starts from, as in a fresh process.
-
-    First the identity check's models (~45 MB, the process's, outside any model cache) are let go and freed
-    heap is handed back, as every request does: counted in the zero, those models made a mode without the
-    identity check look free (``low`` after ``quality`` in one process read 0 MB), and heap the allocator
-    kept counted in the zero, not in the request.
-    """
+    """(RSS, allocated VRAM, reserved VRAM) now: the zero a measured request starts from. The identity check's
+    models (~45 MB) and freed heap are let go first, as every request does: counted in the zero, they made a mode
+    without the identity check look free (``low`` after ``quality`` in one process read 0 MB)."""
     from gpen_core.faces.identity_model import release
     from gpen_core.platform.meter import current_rss
     from gpen_core.platform.oom import malloc_trim
@@ -230,10 +219,17 @@ def fresh_restorer(spec: dict[str, Any]) -> tuple[Any, tuple[int, int | None, in
     return restorer, idle_usage(restorer.device)
 
 
-def above_idle(peaks: Any, idle: tuple[int, int | None, int | None]) -> tuple[int, int | None, int | None]:
-    """(RAM, allocated VRAM, reserved VRAM) of a request's ``peaks`` above ``idle`` (:func:`idle_usage`), never
-    below 0; None where the device has no VRAM."""
-    rss, alloc, res = idle
-    vram_a = None if peaks.vram_allocated_bytes is None or alloc is None else max(0, peaks.vram_allocated_bytes - alloc)
-    vram_r = None if peaks.vram_reserved_bytes is None or res is None else max(0, peaks.vram_reserved_bytes - res)
-    return max(0, peaks.rss_bytes - rss), vram_a, vram_r
+def request_figures(res: Any, idle: tuple[int, int | None, int | None]) -> dict[str, Any]:
+    """A measured request's peaks above ``idle`` (:func:`idle_usage`, never below 0; VRAM None without it) and
+    its times, as :class:`WorkloadRun` and :class:`TaskRow` name them."""
+    rss, alloc, reserved = idle
+    p, n = res.peaks, len(res.faces)
+    return {
+        "peak_ram_bytes": max(0, p.rss_bytes - rss),
+        "peak_vram_bytes": (None if p.vram_allocated_bytes is None or alloc is None
+                            else max(0, p.vram_allocated_bytes - alloc)),
+        "peak_vram_reserved_bytes": (None if p.vram_reserved_bytes is None or reserved is None
+                                     else max(0, p.vram_reserved_bytes - reserved)),
+        "total_s": round(res.timings.total_s, 4), "load_s": round(res.timings.load_s, 4),
+        "seconds_per_face": round(res.timings.restore_s / n, 4) if n else None, "ran_mode": res.mode.name,
+    }

@@ -4,6 +4,7 @@ the backend. The app keeps one :class:`AppState` (``app.STATE``). Thread-safe: G
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -63,21 +64,16 @@ class SessionStops:
 
     def stop(self, session: str | None) -> bool:
         """Stop ``session``'s running clip; False when it has none (nothing else is touched)."""
-        if not session:
-            return False
         with self._lock:
-            token = self._running.get(session)
-        if token is None:
-            return False
-        token.set()
-        return True
+            token = self._running.get(session) if session else None
+        if token is not None:
+            token.set()
+        return token is not None
 
     def finish(self, session: str | None, token: threading.Event) -> None:
         """Forget ``session``'s clip once it ended (only this one: a newer clip of the session keeps its own)."""
-        if not session:
-            return
         with self._lock:
-            if self._running.get(session) is token:
+            if session and self._running.get(session) is token:
                 del self._running[session]
 
     @contextmanager
@@ -123,10 +119,8 @@ class AppState:
 
     def take_error(self, session: str | None) -> str | None:
         """``session``'s last error, forgotten once read."""
-        if not session:
-            return None
         with self._lock:
-            return self._errors.pop(session, None)
+            return self._errors.pop(session, None) if session else None
 
     def count_restore(self) -> None:
         with self._lock:
@@ -163,8 +157,6 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def _env_flag(name: str) -> bool:
-    import os
-
     return os.environ.get(name, "").lower() in ("1", "true", "yes")
 
 
@@ -172,7 +164,6 @@ def parse_server_args(argv: Sequence[str] | None = None) -> ServerArgs:
     """Parse the app's flags (and their environment variables); SystemExit with the usage on a bad one. The server
     is *shared* (its policy restricts visitors) with a public link, beyond loopback, or on a Space (``SPACE_ID``)."""
     import argparse
-    import os
 
     p = argparse.ArgumentParser(description="GPEN face restoration in the browser.")
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),

@@ -1,14 +1,11 @@
-"""The Hardware check tab, one call per button: measure every mode, the saved measurement, the tips.
-
-Each function returns what the tab shows (Markdown, the chart's rows, the button's state), wording what
-:func:`gpen_core.hwcheck.runner.run_profile` and :func:`gpen_core.hwcheck.advice.measure_tips` measured.
-"""
+"""The Hardware check tab, one call per button: measure every mode, the saved measurement, the tips; each
+returns what the tab shows (Markdown, the chart's rows, the button's state)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpen_core.errors import InputError
@@ -106,8 +103,6 @@ def _report(prof: Any, device: str) -> str:
 
 def run_tips(allowed: bool, progress: Progress) -> str:
     """The article's memory tips measured on this machine, saved for the next visit; the table."""
-    from dataclasses import replace
-
     from gpen_core.hwcheck import advice
 
     why = refusal(allowed)

@@ -5,6 +5,7 @@ does first (:mod:`gpen_core.engine.convert_first`), for the faces it expects: on
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,4 @@ def convert_before_photos(args: Any, photos: Sequence[Path], say: Callable[[str]
 
 def with_run_notes(result: Any, first: ConvertFirst) -> Any:
     """A clip's result (a VideoResult) with what the run did before its first frame first among its notes."""
-    from dataclasses import replace
-
     return replace(result, notes=(*first.notes, *result.notes)) if first.notes else result

@@ -10,14 +10,13 @@ import sys
 import time
 from typing import Any
 
-from gpen_core.errors import GPENError, InputError
+from gpen_core.errors import GPENError, InputError, ResourceError
 from gpen_core.presentation.cli_run import is_terminal, print_error
 
 DEFAULT_DOWNLOADS = ("GPEN-BFR-512", "GPEN-BFR-256", "retinaface-mobilenet0.25", "retinaface-resnet50", "ParseNet-latest")
 
 
 def add_download(sub: Any) -> None:
-    """Register ``python -m gpen_core download``."""
     d = sub.add_parser("download", help="download weights into the models folder")
     d.add_argument("names", nargs="*", metavar="NAME", help=f"registry names (default: {' '.join(DEFAULT_DOWNLOADS)})")
     d.add_argument("--models-dir")
@@ -84,7 +83,6 @@ def convert_ahead(models_dir: str | None) -> int:
     """After the files are verified: the OpenVINO conversions ``auto`` will run, with progress; 0, or an exit code
     when a network could not be converted (each is named, and why)."""
     from gpen_core.engine.prepare import convert_ahead as convert
-    from gpen_core.errors import ResourceError
     from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason
 
     planned: list[str] = []

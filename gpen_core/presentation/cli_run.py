@@ -1,7 +1,5 @@
-"""What ``python -m gpen_core restore`` prints over several photos: progress, each note once, the summary.
-
-Results and the summary go to stdout, progress and notes to stderr. In a terminal the progress line redraws
-itself; in a log (not a TTY) it prints one clean line per photo, with no carriage returns.
+"""What ``python -m gpen_core restore`` prints over several photos: results and the summary on stdout, progress
+and each note once on stderr (redrawn in a terminal; in a log, one clean line per photo).
 """
 
 from __future__ import annotations

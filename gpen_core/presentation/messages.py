@@ -1,8 +1,6 @@
-"""An exception as the user sees it: a title chosen by its type, the message as plain text, and the panel's Markdown.
-
-The plain text is what API clients receive: it starts with the problem ("Weights missing. ..."), carries no
-HTML and keeps the line breaks. Errors that are not :class:`GPENError` are our bugs: logged with their
-trace, shown as one line.
+"""An exception as the user sees it: a title chosen by its type, the message as plain text (what API clients
+receive: the problem first, "Weights missing. ...", no HTML, line breaks kept) and the panel's Markdown.
+Errors that are not :class:`GPENError` are our bugs: logged with their trace, shown as one line.
 """
 
 from __future__ import annotations
@@ -60,23 +58,25 @@ def stopped_text(done: int, total: int) -> str:
     return f"Stopped: {frames} restored; nothing kept (a stopped clip is removed). Press Restore video to start again."
 
 
-def title_for(exc: BaseException) -> str:
-    return next((t for cls, t in TITLES if isinstance(exc, cls)), INTERNAL)
-
-
 def shown_error(exc: BaseException, doing: str = "Restore", names: Mapping[str, str] | None = None) -> ShownError:
     """How ``exc`` is shown; an exception that is not a GPENError is logged with its trace. ``names``: server
-    paths in the message and what the visitor knows them as (an upload's own file name)."""
+    paths in the message and what the visitor knows them as (an upload's own file name), longest first."""
     if isinstance(exc, AlreadyShown):
         return exc.shown
     if isinstance(exc, GPENError):
-        title, message = title_for(exc), public_names(app_words(str(exc)), names)
+        title = next(t for cls, t in TITLES if isinstance(exc, cls))
+        message = str(exc).replace(LIBRARY_WORDS, APP_WORDS)
+        names = names or {}
+        for path in sorted(filter(None, names), key=len, reverse=True):
+            message = message.replace(path, names[path])
     else:
         log.error("%s failed", doing, exc_info=exc)
         title = INTERNAL
         message = (f"{doing} failed unexpectedly ({type(exc).__name__}: {shortened(str(exc), 300)}). "
                    "The server is still running; the server log has the details.")
-    return ShownError(title, plain_text(title, message), error_markdown(title, message))
+    # The plain text starts with the title; inline code in quotes, not backticks.
+    plain = f"{title}. {_CODE.sub(lambda m: f'“{m.group(1)}”', message)}"
+    return ShownError(title, plain, error_markdown(title, message))
 
 
 def shortened(text: str, limit: int) -> str:
@@ -94,27 +94,7 @@ def shortened(text: str, limit: int) -> str:
 
 # The library's words for a caller that turned downloads off, as the app's user reads them: the
 # app never downloads inside a restore, and its weights panel has the button that does.
-APP_WORDS = (("downloads are off for this call",
-              "this app downloads only when asked: press the Download button in the weights panel "
-              "(Restore tab, under the options; its label names the files)"),)
+LIBRARY_WORDS = "downloads are off for this call"
+APP_WORDS = ("this app downloads only when asked: press the Download button in the weights panel "
+             "(Restore tab, under the options; its label names the files)")
 _CODE = re.compile(r"`([^`\n]+)`")
-
-
-def plain_text(title: str, message: str) -> str:
-    """The title as the first words, then the message (line breaks kept), inline code in quotes, not backticks."""
-    return f"{title}. {_CODE.sub(lambda m: f'“{m.group(1)}”', message)}"
-
-
-def public_names(message: str, names: Mapping[str, str] | None) -> str:
-    """``message`` with each server path of ``names`` replaced by its public name (longest first)."""
-    for path in sorted(names or {}, key=len, reverse=True):
-        if path:
-            message = message.replace(path, names[path])  # type: ignore[index]
-    return message
-
-
-def app_words(message: str) -> str:
-    """``message`` with the library's words for the caller's settings replaced by the app's (:data:`APP_WORDS`)."""
-    for library, app in APP_WORDS:
-        message = message.replace(library, app)
-    return message

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode
+from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode, Task
 from gpen_core.presentation import readiness
 
 AUTO_HINT = "picks the best mode that fits the memory free now, per photo"
@@ -21,22 +21,14 @@ FORMAT_TEXT = {"jpeg": "writes JPEG", "png": "writes PNG (lossless)"}
 PURPOSE = {"low": "fits almost anywhere", "faces-only": "quickest for big group photos", "quality": "the official pipeline"}
 
 
-def planned_dtype(mode: MemoryMode, device: str) -> tuple[str, str]:
-    """(the dtype the mode asks for on ``device``, the dtype the engine's plan gives it there)."""
+def mode_label(mode: MemoryMode, device: str, model: str | None = None,
+               files: Mapping[str, readiness.FileState] | None = None, *, video: bool = False) -> str:
+    """"balanced — GPEN-BFR-512 in bfloat16 (native on this CPU): half the memory, …, writes JPEG". ``model``: the
+    task's generator; ``files``: the models folder (None: not checked); ``video``: for a clip's frames."""
     from gpen_core.networks.plan import choose_plan
 
     requested = mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype
-    return requested, choose_plan(device, requested)[0].dtype
-
-
-def mode_label(mode: MemoryMode, device: str, model: str | None = None,
-               files: Mapping[str, readiness.FileState] | None = None, *, video: bool = False) -> str:
-    """"balanced — GPEN-BFR-512 in bfloat16 (native on this CPU): half the memory, …, writes JPEG".
-
-    ``model``: the task's generator when it is not the mode's; ``files``: the weights folder's
-    state (None: not checked); ``video``: as the mode treats a clip's frames (H.264 out).
-    """
-    requested, dtype = planned_dtype(mode, device)
+    dtype = choose_plan(device, requested)[0].dtype
     where = "GPU" if device.startswith("cuda") else "CPU"
     net = f"{model or mode.model} {'on each face' if not mode.paste else ''}".strip() + f" in {dtype}"
     if dtype != requested:
@@ -58,27 +50,26 @@ def mode_label(mode: MemoryMode, device: str, model: str | None = None,
     text = f"{mode.name} — {', '.join(parts)}"
     if mode.name in PURPOSE:
         text += f": {PURPOSE[mode.name]}"
-    return text + unavailable_text(mode, model, files)
+    # A file the mode loads that is not usable: " — unavailable: download GPEN-BFR-512 (~284 MB)".
+    known = files or {}
+    need = [n for n in readiness.mode_files(mode, model) if n in known and not known[n].usable]
+    return text + (f" — unavailable: download {readiness.files_text(need, known)}" if need else "")
+
+
+def task_spec(task: str | None) -> Task:
+    """The Task called ``task``; None or a name the page does not know: restoration."""
+    return TASKS.get(task or "enhance") or TASKS["enhance"]
 
 
 def _detector(mode: MemoryMode) -> str:
     return "small detector" if mode.detector == "mobilenet0.25" else "ResNet-50 detector"
 
 
-def unavailable_text(mode: MemoryMode, model: str | None, files: Mapping[str, readiness.FileState] | None) -> str:
-    """" — unavailable: download GPEN-BFR-512 (~284 MB)" when a file the mode loads is not usable; else ""."""
-    if files is None:
-        return ""
-    need = [n for n in readiness.mode_files(mode, model) if n in files and files[n].state != "verified"]
-    return f" — unavailable: download {readiness.files_text(need, files)}" if need else ""
-
-
 def mode_choices(device: str, task: str | None = None,
                  files: Mapping[str, readiness.FileState] | None = None, *, video: bool = False) -> list[tuple[str, str]]:
-    """(label, value) pairs for the radio under ``task``: ``auto`` first, then every mode. A mode with
-    no plan for the task says so (the engine refuses it, naming the modes that run it). ``video``:
-    the Video tab's words (a clip's frames, H.264 out)."""
-    spec = TASKS.get(task or "enhance") or TASKS["enhance"]
+    """(label, value) pairs for the radio under ``task``: ``auto`` first, then every mode (one with no plan for the
+    task says so); ``video``: the Video tab's words."""
+    spec = task_spec(task)
     out = [(f"{AUTO} — {VIDEO_AUTO_HINT if video else AUTO_HINT}", AUTO)]
     for m in MODES.values():
         if m.name not in spec.modes:
@@ -102,7 +93,6 @@ def video_hints() -> list[tuple[str, str]]:
 
 
 def current_files() -> dict[str, readiness.FileState]:
-    """The models folder's files as they are now."""
     from gpen_core.weights import lookup
 
     return readiness.files_from_status(lookup.status())

@@ -1,6 +1,4 @@
-"""Face boxes drawn on a photo, pure NumPy: kept faces solid, candidates the plausibility screen
-(:mod:`gpen_core.faces.screen`) rejected dashed, on the "before" photo.
-"""
+"""Face boxes drawn on a photo, pure NumPy: kept faces solid, candidates the face check refused dashed."""
 
 from __future__ import annotations
 
@@ -8,6 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gpen_core.modes import MODES
+from gpen_core.result import RestoreResult
 from gpen_core.rgb import check_rgb
 
 Box = Sequence[float]  # x0, y0, x1, y1 in the image's pixels
@@ -73,12 +73,8 @@ def draw_detections(
     width: int | None = None,
     kept_colors: Sequence[Color] | None = None,
 ) -> np.ndarray:
-    """A copy of ``rgb`` (RGB uint8 H×W×3) with kept boxes solid green and rejected ones dashed red (drawn first,
-    so a kept face on top of a rejected one stays visible).
-
-    ``scale``: (sx, sy) from the boxes' pixels to ``rgb``'s; ``width``: line width in px (default:
-    :func:`line_width`); ``kept_colors``: one colour per kept box instead of green (:func:`identity_color`).
-    """
+    """A copy of ``rgb`` (RGB uint8 H×W×3) with kept boxes solid (green, or ``kept_colors``) over the rejected ones
+    dashed red; ``scale``: (sx, sy) from the boxes' pixels to ``rgb``'s; ``width``: default :func:`line_width`."""
     out = check_rgb(rgb, "the photo to draw on").copy()
     t = width if width is not None else line_width(rgb.shape)
     sx, sy = scale
@@ -93,23 +89,21 @@ def draw_detections(
     return out
 
 
-def boxes_record(result: object) -> dict[str, object]:
+def boxes_record(result: RestoreResult) -> dict[str, object]:
     """The boxes of a RestoreResult as JSON, what the app draws: ``image_size`` [w, h] of the photo they are in
     (the processed photo, upscaled when the background was), ``kept`` (the restored faces) and ``rejected``
     (the candidates the plausibility screen refused, with score and reason)."""
-    before = getattr(result, "before", None)
-    if before is not None:
-        size = [int(before.shape[1]), int(before.shape[0])]
+    if result.before is not None:
+        size = [int(result.before.shape[1]), int(result.before.shape[0])]
     else:
-        up = getattr(result, "upscale", None)
-        f = up.factor if up is not None else 1
-        size = [int(result.processed_size[0]) * f, int(result.processed_size[1]) * f]  # type: ignore[attr-defined]
+        factor = result.upscale.factor if result.upscale is not None else 1
+        size = [int(result.processed_size[0]) * factor, int(result.processed_size[1]) * factor]
     return {
         "image_size": size,
-        "kept": [[round(float(v), 2) for v in f.box] for f in result.faces],  # type: ignore[attr-defined]
+        "kept": [[round(float(v), 2) for v in f.box] for f in result.faces],
         "rejected": [
             {"box": [round(float(v), 2) for v in r.box], "score": round(float(r.score), 4), "reason": r.reason}
-            for r in getattr(result, "rejected", ())
+            for r in result.rejected
         ],
     }
 
@@ -121,17 +115,11 @@ DAMAGED_HINT = ("A damaged face among them? Choose the Task \"Repair damaged fac
 
 def faces_overlay(before: np.ndarray | None, record: dict | None, max_side: int = 1024,
                   photo: np.ndarray | None = None) -> tuple[np.ndarray | None, str]:
-    """(the "before" photo with its boxes drawn, a caption), or (None, why not).
-
-    ``before``: the slider's "before" image (RGB or RGBA uint8); ``record``: the app's JSON record (its
-    ``boxes``). The picture is shrunk to ``max_side`` first so lines stay visible. ``photo``: the uploaded
-    photo, drawn on instead for a mode that returns face crops (its slider shows the crops).
-    """
+    """(the slider's "before" image, RGB or RGBA uint8, shrunk to ``max_side`` with the ``record``'s boxes drawn, a
+    caption), or (None, why not); ``photo``: drawn on instead for a mode that returns face crops."""
     boxes = (record or {}).get("boxes")
     if before is None or not boxes:
         return None, "Detected faces: restore a photo to see them."
-    from gpen_core.modes import MODES
-
     if record.get("detector", "none") == "none":  # type: ignore[union-attr]
         return None, "Detected faces: none drawn (an aligned face crop: no detection ran)."
     mode = MODES.get(str(record.get("mode")))  # type: ignore[union-attr]

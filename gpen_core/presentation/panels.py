@@ -1,6 +1,5 @@
-"""What the browser app shows, computed from a RestoreResult: pure functions, no Gradio.
-
-The panel is the RestoreResult formatted: nothing here re-measures a figure. Images are RGB uint8 H×W×3.
+"""What the browser app shows, computed from a RestoreResult: pure functions, no Gradio; nothing here
+re-measures a figure. Images are RGB uint8 H×W×3.
 """
 
 from __future__ import annotations
@@ -19,8 +18,8 @@ from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import readiness
 from gpen_core.presentation.face_views import face_pairs, identity_lines  # noqa: F401  (face_pairs: re-exported)
 from gpen_core.presentation.mode_labels import AUTO_HINT
-from gpen_core.presentation.readiness import StatusLike
 from gpen_core.result import RestoreResult
+from gpen_core.weights.registry import REGISTRY, WeightStatus
 
 _RAM_METHOD = {
     "vmhwm": "kernel high-water mark (VmHWM), reset for this call: exact",
@@ -63,9 +62,8 @@ def download_name(source: str | None, result: RestoreResult) -> str:
 
 
 def file_size_text(n: int) -> str:
-    """The result file's size as Gradio's file widget prints it beside the same file (its
-    FilePreview: divide by 1024 while above 1024, one decimal, "B"/"KB"/"MB"/"GB"), so the
-    panel and the widget show one figure: '812.3 KB', '1.2 MB'."""
+    """The size as Gradio's file widget prints it beside the file (1024-based, one decimal), so both show one
+    figure: '812.3 KB', '1.2 MB'."""
     units = ("B", "KB", "MB", "GB", "PB")
     x, i = float(n), 0
     while x > 1024 and i < len(units) - 1:
@@ -121,29 +119,13 @@ def ran_on(runtime: str, why: str) -> str:
     return f"{name} ({why})" if why else name
 
 
-def runtime_text(result: RestoreResult) -> str:
-    """What ran the generator and why."""
-    return ran_on(getattr(result, "backend", "torch"), getattr(result, "backend_reason", ""))
-
-
-def networks_text(result: RestoreResult) -> str:
-    """Every network the request ran, its runtime and why: "generator GPEN-BFR-512: OpenVINO (…); detector …"."""
-    return "; ".join(f"{r.network} {r.name}: {ran_on(r.runtime, r.reason)}" for r in getattr(result, "runtimes", ()))
-
-
-def stage_rows(result: RestoreResult) -> list[tuple[str, float]]:
-    """(stage, seconds) for every stage that took time, then the total."""
-    rows = [(_STAGE_LABEL.get(k, k), v) for k, v in result.timings.stages().items() if v > 0]
-    return rows + [("total", result.timings.total_s)]
-
-
 def metrics_markdown(result: RestoreResult) -> str:
     """The measured panel beside every result (Markdown): memory, time, faces, what ran, notes."""
     p = result.peaks
     w, h = result.input_size
     pw, ph = result.processed_size
     size = f"{w}×{h}" + (f", processed at {pw}×{ph}" if (pw, ph) != (w, h) and pw else "")
-    up = getattr(result, "upscale", None)
+    up = result.upscale
     if up is not None:
         size += f", upscaled ×{up.factor} to {pw * up.factor}×{ph * up.factor} ({up.tiles} tile{'s' if up.tiles > 1 else ''} of {up.tile} px, {up.dtype})"
     fmt = "JPEG" if result.output_format == "jpeg" else result.output_format.upper()
@@ -154,6 +136,7 @@ def metrics_markdown(result: RestoreResult) -> str:
         fmt = f"sheet of {n} restored face{'s' if n > 1 else ''}, {out[0]}×{out[1]} {fmt}"
     elif out is not None and out != final:
         fmt = f"{out[0]}×{out[1]} {fmt}"
+    networks = "; ".join(f"{r.network} {r.name}: {ran_on(r.runtime, r.reason)}" for r in result.runtimes)
     lines = [
         "### Measured for this request", "", "| Measure | Value |", "|---|---|",
         peak_ram_row(p, "the call"),
@@ -162,13 +145,14 @@ def metrics_markdown(result: RestoreResult) -> str:
         f"| Faces | {len(result.faces)} |",
         f"| Mode | {mode_line(result)} |",
         f"| Device · dtype | {result.device} · {result.dtype} |",
-        f"| Generator runtime | {runtime_text(result)} |",
-        *([f"| Runtime per network | {networks_text(result)} |"] if getattr(result, "runtimes", ()) else []),
+        f"| Generator runtime | {ran_on(result.backend, result.backend_reason)} |",
+        *([f"| Runtime per network | {networks} |"] if networks else []),
         f"| Checkpoint · detector | {result.checkpoint} · {result.detector} |",
         f"| Photo | {size} → {fmt}, {file_size_text(len(result.encoded)) if result.encoded else 'n/a'} |",
         "", "| Stage | Seconds |", "|---|---:|",
+        *(f"| {_STAGE_LABEL.get(k, k)} | {s:.2f} |" for k, s in result.timings.stages().items() if s > 0),
+        f"| **total** | {result.timings.total_s:.2f} |",
     ]
-    lines += [f"| {'**total**' if name == 'total' else name} | {s:.2f} |" for name, s in stage_rows(result)]
     return "\n".join(lines + identity_lines(result) + notes_lines(result.notes))
 
 
@@ -179,7 +163,6 @@ def peak_ram_row(p: Any, before: str) -> str:
 
 
 def notes_lines(notes: Sequence[str]) -> list[str]:
-    """The panels' closing notes (Markdown lines)."""
     return ["", "**Notes** (everything changed from your request)", "",
             *([f"- {n}" for n in notes] if notes else ["- none: ran exactly as requested"])]
 
@@ -192,15 +175,13 @@ _UNPINNED_TEXT = "present (no published checksum: not verified as the release)"
 
 def state_text(name: str, state: str) -> str:
     """'present, verified' only where a published sha256 was matched; see _UNPINNED_TEXT."""
-    from gpen_core.weights.registry import REGISTRY
-
     spec = REGISTRY.get(name)
     if state == "verified" and spec is not None and spec.sha256 is None:
         return _UNPINNED_TEXT
     return _STATE_TEXT[state]
 
 
-def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, StatusLike]) -> str:
+def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, WeightStatus]) -> str:
     f = files.get(name)
     s = statuses.get(name)
     if f is None or s is None:
@@ -211,14 +192,15 @@ def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, Statu
     return f"- {state_text(name, f.state)}: {readiness.label(name)} (`{s.filename}`{size})"
 
 
-def weights_markdown(r: readiness.Readiness, files: Mapping[str, Any], statuses: Sequence[StatusLike], folder: str,
+def weights_markdown(r: readiness.Readiness, files: Mapping[str, Any], statuses: Sequence[WeightStatus], folder: str,
                      *, mode: str | None, message: str = "", upscaler: Sequence[str] = ()) -> str:
     """The weights panel. ``mode`` None is ``auto``: what runs now and what a download adds; an explicit mode
     lists its own files. ``message`` (a download's outcome, or the manual fix) goes under the list;
     ``upscaler``: the Upscale choice's file when it is missing or corrupt, listed apart."""
     by_name = {s.name: s for s in statuses}
     if mode is None:
-        lines = ["#### Weights", f"**{no_strike(_capital(readiness.summary(r, files)))}.**", ""]
+        summary = readiness.summary(r, files)
+        lines = ["#### Weights", f"**{no_strike(summary[:1].upper() + summary[1:])}.**", ""]
         shown = r.modes[r.recommended].files
         if r.runs_now and r.runs_now != r.recommended:
             shown = tuple(dict.fromkeys(r.modes[r.runs_now].files + shown))
@@ -246,10 +228,6 @@ def weights_markdown(r: readiness.Readiness, files: Mapping[str, Any], statuses:
     return "\n".join(lines)
 
 
-def _capital(s: str) -> str:
-    return s[:1].upper() + s[1:]
-
-
 def download_button_label(r: Any, files: Mapping[str, Any], mode: str | None, upscaler: Sequence[str] = ()) -> str:
     """'Download ResNet-50 detector (109 MB) for quality' (what the button fetches, and why);
     ``upscaler`` (the Upscale choice's missing file) is fetched too: '... for quality and upscaling'."""
@@ -258,10 +236,10 @@ def download_button_label(r: Any, files: Mapping[str, Any], mode: str | None, up
     return f"Download {readiness.files_text((*names, *upscaler), files)} for {' and '.join(purposes)}"
 
 
-def all_weights_markdown(statuses: Sequence[StatusLike], folder: str) -> str:
+def all_weights_markdown(statuses: Sequence[WeightStatus], folder: str) -> str:
     """Every checkpoint the registry knows, present (verified or corrupt) or missing, as a list
     (a table is squeezed to one word per line in the narrow column)."""
-    files = readiness.files_from_status(statuses)  # type: ignore[arg-type]
+    files = readiness.files_from_status(statuses)
     lines = [f"Models folder: `{folder}`", ""]
     for s in statuses:
         f = files[s.name]
@@ -285,9 +263,7 @@ def download_failed_text(error: str, remaining: Sequence[str], folder: str) -> s
 
 
 def download_progress_text(name: str, done: int, total: int | None) -> str:
-    if total:
-        return f"downloading {name}: {format_bytes(done)} of {format_bytes(total)}"
-    return f"downloading {name}: {format_bytes(done)}"
+    return f"downloading {name}: {format_bytes(done)}" + (f" of {format_bytes(total)}" if total else "")
 
 
 def as_record(result: RestoreResult) -> dict[str, Any]:
@@ -326,9 +302,7 @@ def error_markdown(title: str, message: str) -> str:
     return f"### ⚠ {title}\n\n{markdown_text(message)}\n\n*Nothing was restored: the previous result was cleared.*"
 
 
-# The check's wall time when no earlier run on this machine says better, as measured on the project's
-# Intel Xeon with AMX, 2 cores shared with other work (docs/performance.md, "How long the hardware
-# check takes"): 490 to 890 s with a fresh models folder, 400 s once the conversions were cached.
+# The check's wall time until it has run here (measured: docs/performance.md, "How long the hardware check takes").
 CHECK_ESTIMATE = ("8 to 15 minutes on a busy 2-core CPU the first time (about half of it converting the networks to "
                   "OpenVINO and timing them against PyTorch), about 7 minutes once those conversions are cached, well "
                   "under a minute on a GPU; from its first step on it shows the time left here")

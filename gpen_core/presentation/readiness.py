@@ -1,24 +1,24 @@
 """What will run: one answer from (files present and verified, memory free, measured peaks).
 
 The weights panel, the Download button, ``auto``'s choice, the Hardware check's recommendation and the
-result's reason all read :func:`assess`, so they cannot disagree. A pure function of what is on disk
-(:func:`files_from_status`), what each mode needs (``budget.estimate_peak``) and what is free. The rule is
-``auto``'s (:func:`gpen_core.engine.budget.choose`): the highest-ranked pasting mode whose files are all
-usable (a corrupt file counts as missing) and whose peak fits the free memory less the safety margin; when
-none fits, the lightest one with its files (the engine then steps down or says so).
+result's reason all read :func:`assess`, so they cannot disagree. Its rule is ``auto``'s
+(:func:`gpen_core.engine.budget.choose`): the highest-ranked pasting mode whose files are all usable (a corrupt
+file counts as missing) and whose peak fits the free memory less the margin; else the lightest with its files.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from pathlib import Path, PurePath
+from typing import Literal
 
 from gpen_core.engine.fit import SAFETY_MARGIN, fits, rank  # noqa: F401  (SAFETY_MARGIN: read by callers of assess)
 from gpen_core.modes import MODES, MemoryMode
 from gpen_core.platform.meter import format_bytes
 # The files each mode loads (the weights room's one list) and how sizes are said; re-exported.
 from gpen_core.weights.missing import APPROX_BYTES, download_size, mode_files, size_text  # noqa: F401
+from gpen_core.weights.registry import WeightStatus
 
 
 # What people call each file in a sentence (the others by their registry name).
@@ -31,22 +31,10 @@ LABELS: dict[str, str] = {
     "realesrnet_x4": "×4 upscaler",
 }
 
-# The background upscaler each Upscale factor loads (model_cache.upscaler's default,
-# ``realesrnet_x{factor}``); 1× loads none.
+# The background upscaler each Upscale factor loads (model_cache.upscaler's default); 1× loads none.
 UPSCALERS: dict[int, str] = {2: "realesrnet_x2", 4: "realesrnet_x4"}
 
 FileStateName = Literal["missing", "verified", "corrupt"]
-
-
-class StatusLike(Protocol):
-    """The fields of ``gpen_core.weights.lookup.WeightStatus`` the presentation reads."""
-
-    name: str
-    filename: str
-    kind: str
-    present: bool
-    verified: bool | None
-    size_bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -94,8 +82,7 @@ class Readiness:
     """What will run now, what would run with more files, and the smallest download to get there."""
 
     modes: dict[str, ModeReadiness]
-    # What ``auto`` runs now (None: no pasting mode has its files); ``runs_now_fits`` False
-    # means it is the lightest mode with its files and may not fit.
+    # What ``auto`` runs now (None: no pasting mode has its files); not ``runs_now_fits``: the lightest, may not fit.
     runs_now: str | None
     runs_now_fits: bool
     # The best pasting mode that fits the memory, files aside: what to run on this machine.
@@ -107,13 +94,12 @@ class Readiness:
     corrupt: tuple[str, ...]  # present files that failed verification (offered for download again)
     binding: str  # "RAM" or "VRAM"
     free_bytes: int
-    # Every download worth offering, smallest first: each enables a better mode than any
-    # cheaper one (and than what runs now); the last is ``download``. A 1.8 MB detector
-    # that enables balanced is offered beside the 109 MB one that enables quality.
+    # Every download worth offering, smallest first: each enables a better mode than any cheaper one (and than
+    # what runs now); the last is ``download`` (a 1.8 MB detector for balanced beside 109 MB for quality).
     offers: tuple[Offer, ...] = ()
 
 
-def files_from_status(statuses: Iterable[StatusLike]) -> dict[str, FileState]:
+def files_from_status(statuses: Iterable[WeightStatus]) -> dict[str, FileState]:
     """``weights.status()`` rows as FileStates (present and verified, present and corrupt, or missing)."""
     out: dict[str, FileState] = {}
     for s in statuses:
@@ -130,12 +116,9 @@ def files_from_status(statuses: Iterable[StatusLike]) -> dict[str, FileState]:
 
 def assess(files: Mapping[str, FileState], needs: Mapping[str, int], free_bytes: int, *, binding: str = "RAM",
            model: str | None = None, detector: str | None = None, aligned: bool = False) -> Readiness:
-    """What runs now and what to download, from the files, each mode's need and the memory free.
-
-    ``files``: registry name -> FileState (a name not in it, such as a checkpoint path typed into Advanced,
-    counts as usable: the restore checks it). ``needs``: mode name -> peak bytes on the binding memory for the
-    photo size meant (``budget.estimate_peak``). ``free_bytes``: free binding memory now.
-    """
+    """What runs now and what to download. ``files``: registry name → FileState (a name not in it, such as a typed
+    checkpoint path, counts as usable: the restore checks it); ``needs``: mode → peak bytes on the binding memory
+    (``budget.estimate_peak``); ``free_bytes``: free binding memory now."""
     modes: dict[str, ModeReadiness] = {}
     for m in MODES.values():
         names = mode_files(m, model, detector, aligned=aligned)
@@ -170,12 +153,8 @@ def _total(names: Sequence[str], files: Mapping[str, FileState]) -> tuple[int | 
 
 def _offers(modes: Mapping[str, ModeReadiness], files: Mapping[str, FileState], ranked: Sequence[MemoryMode],
             recommended: ModeReadiness, running: ModeReadiness | None) -> tuple[Offer, ...]:
-    """The cheapest download for each step up the ladder, up to ``recommended``.
-
-    Candidates are the pasting modes that fit (ranked no higher than ``recommended``), not
-    ready, and better than what runs now; walking them by download size, an offer is kept
-    only when it enables a better mode than every cheaper one, so no offer is dominated.
-    """
+    """The cheapest download for each step up the ladder to ``recommended``: of the pasting modes that fit, are not
+    ready and beat what runs now, by download size, each kept only when it beats every cheaper one."""
     if recommended.ready:
         return ()
     floor = MODES[running.mode].rank if running is not None else 0
@@ -205,16 +184,12 @@ def _offers(modes: Mapping[str, ModeReadiness], files: Mapping[str, FileState], 
 
 
 def download_for(readiness: Readiness, mode: str | None) -> tuple[str, ...]:
-    """What the Download button fetches: for ``auto`` (None) the recommended set; for an
-    explicit mode that mode's missing files; corrupt files in either are fetched again."""
-    if mode is None:
-        return readiness.download
-    return readiness.modes[mode].missing
+    """What Download fetches: for ``auto`` (None) the recommended set, else that mode's missing (or corrupt) files."""
+    return readiness.download if mode is None else readiness.modes[mode].missing
 
 
 def upscaler_download(files: Mapping[str, FileState], upscale: int | str | None) -> tuple[str, ...]:
-    """The upscaler ×``upscale`` loads, when it is missing or corrupt: what Download adds for
-    the Upscale choice. Empty at 1×, when the file is usable, or for a factor with no upscaler."""
+    """The upscaler ×``upscale`` loads when it is missing or corrupt (what Download adds for it); else empty."""
     name = UPSCALERS.get(int(upscale or 1))
     f = files.get(name) if name else None
     return (name,) if f is not None and not f.usable else ()
@@ -256,12 +231,8 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
 
 
 def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str, *, button: bool = True) -> str:
-    """The Upscale line's warning before Restore: the upscaler file the factor needs is missing (or corrupt), so
-    Restore would stop; names the file, where it goes and how to get it ('' when it is usable, and at 1×).
-    ``folder``: the models folder; ``button``: the app's weights panel offers the file, so the fix names it first.
-    """
-    from pathlib import PurePath
-
+    """Before Restore: the upscaler file the factor needs is missing or corrupt, so Restore would stop; where it goes
+    in ``folder`` and how to get it (the weights panel's button first when ``button``). '' when usable, and at 1×."""
     from gpen_core.weights.registry import REGISTRY
 
     names = upscaler_download(files, upscale)
@@ -291,8 +262,6 @@ def current(device: str, models_dir: object = None, image_size: tuple[int, int] 
             ) -> tuple[Readiness, dict[str, FileState]]:
     """:func:`assess` on this machine now: ``weights.status()`` (hashes each file once per process),
     ``budget.free_memory`` and ``budget.estimate_peak`` (the saved hardware profile when valid, else built in)."""
-    from pathlib import Path
-
     from gpen_core.engine import budget
     from gpen_core.weights import lookup as weights
 

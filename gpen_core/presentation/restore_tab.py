@@ -1,8 +1,5 @@
-"""The Restore tab's photo side, one call each: an upload's preview, the Upscale line, a result's outputs.
-
-Pixels in and out are RGB uint8 H×W×3. The app turns these into widgets; nothing here
-imports a web framework.
-"""
+"""The Restore tab's photo side, one call each: an upload's preview, the Upscale line, a result's outputs
+(pixels RGB uint8 H×W×3; no web framework)."""
 
 from __future__ import annotations
 
@@ -14,7 +11,9 @@ from typing import Any
 import numpy as np
 
 from gpen_core.errors import GPENError
-from gpen_core.modes import AUTO, MODES
+from gpen_core.modes import AUTO, MODES, preshrink_size
+from gpen_core.options import RestoreOptions
+from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
 from gpen_core.presentation.messages import shown_error
@@ -51,8 +50,6 @@ def preview(path: str) -> Preview:
 def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
     """The decoder's notes about the file, with the preview's own shrink said as what it is: the
     restore decodes the whole photo (a mode that shrinks photos says so here, and in the result)."""
-    from gpen_core.modes import preshrink_size
-
     w, h = decoded.original_size
     if decoded.orientation in (5, 6, 7, 8):  # EXIF turned it by 90°: the restore sees it upright
         w, h = h, w
@@ -76,8 +73,7 @@ def upscale_text(image: str | None, upscale: int, mode: str | None, device: str,
 
 
 def _photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    """(width, height) of the photo as it will be restored (EXIF quarter turns applied), from the
-    header only; None when it cannot be read (the preview and Restore say why)."""
+    """(width, height) as it will be restored (EXIF quarter turns applied), from the header; None if unreadable."""
     from PIL import Image
 
     try:
@@ -91,15 +87,9 @@ def _photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
 
 
 def _upscale_line(image: str | None, factor: int, mode: str | None, device: str, models: Any = None) -> str:
-    """'**Upscale ×2:** result W×H; extra memory about N (estimate, …)', or why it is refused.
-
-    ``auto`` is resolved as a restore would (:func:`gpen_core.engine.budget.choose`: free memory now; ``models``,
-    the app's ModelCache, passes over modes whose files are missing), so the extra memory here and in auto's
-    reason is one figure (:func:`gpen_core.engine.budget.upscale_extra_bytes`).
-    """
+    """'**Upscale ×2:** result W×H; extra memory about N (estimate, …)', or why it is refused. ``auto`` is resolved
+    as a restore would (``models``, the app's ModelCache, passes over modes missing files): one figure with auto's."""
     from gpen_core.engine import budget
-    from gpen_core.options import RestoreOptions
-    from gpen_core.platform.meter import format_bytes
     from gpen_core.upscale.tiles import preview
 
     if not image:
@@ -140,11 +130,8 @@ class RestoreView:
 
 
 def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_s: float) -> RestoreView:
-    """The outputs of ``result``: its encoded bytes saved under ``results_dir`` (older results swept first).
-
-    "Before" is the engine's own decoded input (``result.before``): decoding the file
-    again here, outside the meter, would make the server's peak exceed the reported one.
-    """
+    """The outputs of ``result``, its bytes saved under ``results_dir`` (older results swept first). "Before" is the
+    engine's decoded input: decoding again here, outside the meter, would push the peak past the reported one."""
     from gpen_core.images.outputs import save_result
 
     if result.before is None:

@@ -1,13 +1,13 @@
-"""The Video tab as plain values: the upload note (with a shared server's length cap, said before
-anyone waits), each mode's estimated cost, the conversion for OpenVINO before the first frame, the
-progress line, the clip's measured panel and one frame's before/after.
-Pixels out are RGB uint8 H×W×3, upright. No web framework here.
+"""The Video tab as plain values: the upload note (a shared server's length cap said before anyone waits), each
+mode's estimated cost, the conversion before the first frame, the progress line, the measured panel and one
+frame's before/after (RGB uint8 H×W×3, upright). No web framework here.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from gpen_core.engine import convert_first
-from gpen_core.errors import GPENError
+from gpen_core.errors import InputError
+from gpen_core.modes import MODES
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation.cli_convert import clip_frames
 from gpen_core.presentation.messages import shown_error
@@ -117,8 +118,6 @@ class Span:
 def span(clip: ClipNote, start_s: float | None, end_s: float | None, cap_s: float | None) -> Span:
     """Start/end as asked (empty: the clip's start/end), then at most ``cap_s`` seconds of it. InputError for a
     start at or after the clip's end (the length known) or an end before the start."""
-    from gpen_core.errors import InputError
-
     start = float(start_s) if start_s else None  # 0 and empty both mean the clip's start ...
     end = float(end_s) if end_s else None  # ... and its end (the field shows 0 when empty)
     if start is not None and start < 0 or end is not None and end < 0:
@@ -127,10 +126,8 @@ def span(clip: ClipNote, start_s: float | None, end_s: float | None, cap_s: floa
         raise InputError(f"Start ({start:g} s) is at or after the clip's end ({clip.duration_s:.2f} s): choose an earlier start.")
     if end is not None and start is not None and end <= start:
         raise InputError(f"End ({end:g} s) must be after start ({start:g} s).")
-    if not cap_s:
-        return Span(start, end, False)
     last = end if end is not None else clip.duration_s
-    if last is None or last - (start or 0.0) > cap_s:
+    if cap_s and (last is None or last - (start or 0.0) > cap_s):
         return Span(start, (start or 0.0) + cap_s, True)
     return Span(start, end, False)
 
@@ -168,9 +165,8 @@ def video_markdown(result: Any, end_s: float | None = None) -> str:
         f"| Rotation | {rotation} |",
         "| Timestamps | each frame's own, kept (no forced frame rate) |",
         f"| Video | H.264, CRF {result.crf} |",
+        f"| Identity | {_identity_cell(result.identity)} |",
     ]
-    ident = getattr(result, "identity", None)
-    lines.append(f"| Identity | {_identity_cell(ident)} |")
     if p.shared:  # the meter's own words (threads, page faults) stay in the JSON's peaks.shared
         lines.append("| Note on the peaks | other work in this app ran during the clip, so the peak may include some "
                      "of its memory |")
@@ -244,8 +240,6 @@ def frame_pair(source: str, output: str, time_s: float) -> tuple[np.ndarray, np.
 
 def results_path(results_dir: Path, source: str | None, mode: str) -> Path:
     """A fresh path for one clip's output under ``results_dir`` (a folder per request: names never clash)."""
-    import tempfile
-
     results_dir.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(dir=results_dir, prefix="video-")) / output_name(source, mode)
 
@@ -253,8 +247,6 @@ def results_path(results_dir: Path, source: str | None, mode: str) -> Path:
 def video_mode_choices(choices: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The Memory mode choices a video can run in: every mode that pastes the faces back (a clip of
     restored crops, faces-only, is no video), ``auto`` included."""
-    from gpen_core.modes import MODES
-
     return [(label, value) for label, value in choices if value not in MODES or MODES[value].paste]
 
 
@@ -325,9 +317,8 @@ def converting_text(model: str, seconds: convert_first.Figure) -> str:
 def convert_before_clip(video: str, part: tuple[float | None, float | None], cap_frames: int | None, mode: str,
                         engine: object, stop: threading.Event, show: Callable[[str], None],
                         ) -> convert_first.ConvertFirst:
-    """Convert the generator ``mode`` runs (a name or "auto") when the part's frames (``part``: start and end
-    seconds; at most ``cap_frames``) on torch outlast the conversion. ``engine``: the app's Restorer;
-    ``show(text)``: the page's progress; ``stop``: the visitor's own Stop, which kills the conversion."""
+    """Convert the generator ``mode`` runs when the part's frames (``part``: start and end s; at most ``cap_frames``)
+    on torch outlast the conversion; ``show``: the page's progress; ``stop``: the visitor's Stop, which kills it."""
     frames, size = clip_frames(Path(video), *part)
     if cap_frames:
         frames = min(frames, cap_frames)

@@ -1,6 +1,5 @@
-"""The Video tab's frame viewer as plain values: the restored clip's frames by number (their own times),
-the faces found and refused on a frame drawn over it, the faces (tracks) a rerun can keep, and the
-original over the same span as a clip that plays beside the result. Pixels out are RGB uint8 H×W×3, upright.
+"""The Video tab's frame viewer as plain values: frames by number, the faces found and refused drawn over one,
+the faces a rerun can keep, and the original over the same span (pixels out RGB uint8 H×W×3, upright).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from gpen_core.presentation.overlay import KEPT_COLOR, REJECTED_COLOR, draw_box, line_width
+from gpen_core.presentation.overlay import KEPT_COLOR, draw_detections, line_width
 
 LEFT_ALONE_COLOR = (150, 150, 150)  # grey: a face followed but not chosen for restoring
 # Frames offered in the identity list beside the slider: a long clip's list stays readable (the panel counts them all).
@@ -133,16 +132,13 @@ def draw_faces(rgb: np.ndarray, faces: FrameFaces | None, chosen: Sequence[int] 
     faces left out of the choice grey, detections the face check refused dashed red."""
     from PIL import Image, ImageDraw, ImageFont
 
-    out = np.ascontiguousarray(rgb[..., :3]).copy()
     if faces is None:
-        return out, "No faces recorded for this frame."
-    t = line_width(out.shape)
-    for box in faces.rejected:
-        draw_box(out, box, REJECTED_COLOR, width=t, dash=3 * t)
+        return np.array(rgb[..., :3]), "No faces recorded for this frame."
     kept = [(k, b) for k, b in faces.tracks if chosen is None or k in chosen]
     left = [(k, b) for k, b in faces.tracks if chosen is not None and k not in chosen]
-    for (_, box), color in [*((x, LEFT_ALONE_COLOR) for x in left), *((x, KEPT_COLOR) for x in kept)]:
-        draw_box(out, box, color, width=t)
+    out = draw_detections(rgb[..., :3], [b for _, b in left + kept], faces.rejected,
+                          kept_colors=[LEFT_ALONE_COLOR] * len(left) + [KEPT_COLOR] * len(kept))
+    t = line_width(out.shape)
     image = Image.fromarray(out)
     pen = ImageDraw.Draw(image)
     font = ImageFont.load_default(size=max(12, 6 * t))  # readable at the frame's size, as the lines are

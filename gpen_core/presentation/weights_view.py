@@ -1,7 +1,5 @@
-"""The Restore tab's weights box, one call each: what the panel says, and the Download button's work.
-
-On a shared server downloads start only when the operator allowed them (``--allow-downloads``); otherwise
-the panel names the command the operator can run, and no button is offered.
+"""The Restore tab's weights box, one call each: what the panel says, and the Download button's work. On a
+shared server without ``--allow-downloads`` the panel names the operator's command instead of a button.
 """
 
 from __future__ import annotations
@@ -10,7 +8,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpen_core.errors import GPENError, InputError
+from gpen_core.errors import GPENError, InputError, WeightsError
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
 from gpen_core.presentation.app_state import Policy
@@ -59,8 +57,6 @@ def check_mode_ready(device: str, req: WeightsRequest, policy: Policy = Policy()
     """Before Restore clears the page's result: a chosen mode (not auto) whose files are missing is refused with
     :class:`WeightsError`, naming the Download button as the page shows it (or the operator's command).
     ``other_tab``: asked from a tab without the panel (the Video tab), which then says where it is."""
-    from gpen_core.errors import WeightsError
-
     if req.mode is None:
         return
     r, files, _ = _assess(device, req, policy.any_model_path)
