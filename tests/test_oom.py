@@ -371,9 +371,10 @@ def test_the_engine_import_probe_says_how_its_child_ended(monkeypatch: pytest.Mo
         worker.Failed("raised", "No module named 'cv2'", error_type="ModuleNotFoundError"),
         worker.Failed("timed out", "ran past its 300 s limit and was stopped"),
         worker.Failed("raised", "error return without exception set", error_type="SystemError"),
+        worker.Failed("exited", "exited with code 1 before it finished", exitcode=1),
     ]
     assert engine_probe.probe_engine_import() is None
-    crashed, unmapped, missing, slow, no_exception = (engine_probe.probe_engine_import() for _ in range(5))
+    crashed, unmapped, missing, slow, no_exception, early = (engine_probe.probe_engine_import() for _ in range(6))
     assert asked[0] == ("gpen_core.engine.pipeline:import_engine", {"timeout": 300.0, "quiet": True})
     assert isinstance(crashed, OutOfMemory) and "not enough memory to start: importing the engine failed" in str(crashed)
     assert "died with SIGSEGV" in str(crashed)
@@ -382,6 +383,9 @@ def test_the_engine_import_probe_says_how_its_child_ended(monkeypatch: pytest.Mo
     assert isinstance(slow, OutOfMemory) and "cannot start a child process to load the engine" in str(slow)
     # A C extension that failed to allocate under the cap and set no exception: the cap, not the install.
     assert isinstance(no_exception, OutOfMemory) and "error return without exception set" in str(no_exception)
+    # An exit before the import could report (OpenBLAS's exit(1) when it cannot map its buffers): the cap too.
+    assert isinstance(early, OutOfMemory) and "importing the engine failed" in str(early)
+    assert "exited with code 1 before it finished" in str(early)
     # Without a cap the same SystemError is a broken install.
     monkeypatch.setattr(oom, "memory_limited", lambda: False)
     broken = oom.import_failure(SystemError("error return without exception set"))
