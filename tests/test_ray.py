@@ -352,6 +352,64 @@ def test_a_segment_whose_worker_dies_twice_is_named_and_the_same_command_resumes
     assert (work_folder(dst) / "seg-00000.mp4").exists() and not dst.exists()
 
 
+def test_a_restore_error_on_a_worker_names_the_segment_and_its_fix_and_the_finished_segment_stays(
+    ray_local, tmp_path: Path, segments_home: Path
+) -> None:
+    """Segment 0 finished by an earlier run; the Ray run's worker lacks a weight for segment 1: exit 3 with the
+    worker's message (what is missing, how to fetch it) naming the segment, segment 0 kept for the fixed rerun, no
+    output; never Ray's RayTaskError traceback. A worker that served another models folder before (the earlier
+    tests' segments_home) is reused by Ray for this task: it must restore with this run's folder."""
+    import argparse
+
+    import numpy as np
+
+    from gpen_core.options import RestoreOptions
+    from gpen_core.scaleout.video_ray import SegmentFailed
+    from gpen_core.scaleout.video_cli import restore_segmented
+    from gpen_core.video.engine_seam import FrameOut
+    from gpen_core.video.resumable import LocalRunner, restore_in_segments, settings_text
+    from gpen_core.video.segments import work_folder
+
+    from .videoclips import keyed_clip, keyed_frames
+
+    src = keyed_clip(tmp_path / "in.mp4", keyed_frames(50, np.full((48, 64, 3), 100, np.uint8)), audio=False)
+    dst = tmp_path / "out.mp4"
+    options = RestoreOptions(mode="low")
+
+    class StopsInSegment1:
+        device = "cpu"
+
+        def detect(self, rgb):
+            if frame_index(rgb) == 30:
+                raise KeyboardInterrupt  # a first run stopped after segment 0
+            return []
+
+        def restore(self, rgb, detections):
+            return FrameOut(rgb, ())
+
+        def close(self) -> None:
+            pass
+
+    with pytest.raises(KeyboardInterrupt):
+        restore_in_segments(src, dst, LocalRunner(None, options, 18, engine=StopsInSegment1()), settings_text(options, 18),
+                            segment_seconds=1.0)
+    empty = tmp_path / "models"
+    empty.mkdir()
+    args = argparse.Namespace(segment_seconds=1.0, ray=True, address=None, workers=1, gpus_per_worker=0.0,
+                              models_dir=str(empty), device="cpu", crf=18, segments=True, fresh=False, json=False,
+                              start=None, end=None)
+    with pytest.raises(SegmentFailed) as caught:
+        restore_segmented(args, src, dst, None, options, lambda done, total: None)
+    msg = str(caught.value)
+    assert caught.value.exit_code == 3, msg
+    assert msg.startswith("segment 1 (from 1.0 s): This request needs 2 files that are not in the models folder"), msg
+    assert "python -m gpen_core download GPEN-BFR-256 retinaface-mobilenet0.25" in msg and f"save them in {empty}" in msg
+    assert ".." not in msg
+    assert msg.endswith(f"The 1 finished segment is kept in {work_folder(dst)}; once that is fixed, the same "
+                        "command resumes"), msg
+    assert (work_folder(dst) / "seg-00000.mp4").exists() and not dst.exists()
+
+
 @pytest.mark.parametrize("listener", ["nothing", "a web server"])
 def test_an_unreachable_ray_address_fails_fast_naming_it_and_leaves_nothing(tmp_path: Path, listener: str) -> None:
     """Ray's own ray.init retries either for minutes (measured: over 5 min for port 1, over 2 min for a web server)."""

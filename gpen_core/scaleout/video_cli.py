@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpen_core.errors import InputError
+from gpen_core.errors import GPENError, InputError
 from gpen_core.options import RestoreOptions
 from gpen_core.video.errors import VideoStopped
 
@@ -119,21 +119,26 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
         raise VideoStopped(f"stopped: {kept_segments(work_folder(dst))} (add --fresh to start over)") from None
     except (WriteFailed, WorkerDied) as exc:  # the disk or a worker failed, not the input: the same command resumes
         kept = kept_segments(work_folder(dst))
-        exc.args = (f"{exc}. {kept[0].upper()}{kept[1:]}",)
+        exc.args = (f"{str(exc).rstrip('.')}. {kept[0].upper()}{kept[1:]}",)
+        raise
+    except GPENError as exc:  # a weight, an option, the input: what finished waits for the fixed command
+        if any(work_folder(dst).glob("seg-*.mp4")):
+            kept = kept_segments(work_folder(dst), then="once that is fixed, the same command resumes")
+            exc.args = (f"{str(exc).rstrip('.')}. {kept[0].upper()}{kept[1:]}",)
         raise
     finally:
         if manifest is not None:
             manifest.close()
 
 
-def kept_segments(folder: Path) -> str:
-    """What a stopped or failed segmented run keeps, counted (never a claim of segments that are not there)."""
+def kept_segments(folder: Path, then: str = "run the same command again to resume") -> str:
+    """What a stopped or failed segmented run keeps, counted (never a claim of segments that are not there), and
+    ``then``, what to do when some are."""
     if not folder.is_dir():
         return "nothing was written yet; run the same command again to start"
     done = len(list(folder.glob("seg-*.mp4")))
     if done:
-        return (f"the {done} finished segment{'s are' if done != 1 else ' is'} kept in {folder}; run the same command "
-                "again to resume")
+        return f"the {done} finished segment{'s are' if done != 1 else ' is'} kept in {folder}; {then}"
     return f"no segment had finished; run the same command again to start ({folder} holds its plan)"
 
 

@@ -64,14 +64,13 @@ def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[SegmentRecord
     on as ``{"error", "exit_code"}`` with no bytes."""
     from gpen_core.platform.leftovers import sweep_folders
     from gpen_core.platform.meter import PeakMeter
-    from gpen_core.restorer import get_restorer
     from gpen_core.video.engine_seam import FrameEngine
     from gpen_core.video.segment_run import restore_segment
 
     use_threads(job.threads)
     sweep_folders(Path(tempfile.gettempdir()), SEGMENT_TEMP_PREFIX)  # what killed workers left here
     try:
-        restorer = get_restorer(models_dir=job.models_dir, device=job.device)
+        restorer = _worker_restorer(job.models_dir, job.device)
         prefix = f"{SEGMENT_TEMP_PREFIX}{os.getpid()}-"
         with PeakMeter(restorer.device) as meter, tempfile.TemporaryDirectory(prefix=prefix) as tmp:
             engine = FrameEngine(restorer, job.options, job.size)
@@ -85,6 +84,23 @@ def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[SegmentRecord
     p = meter.peaks
     return replace(done, peak_rss_bytes=p.rss_bytes if p else None, peak_vram_bytes=p.vram_reserved_bytes if p else None,
                    worker=worker_name()), data
+
+
+# The worker's one Restorer and what it was made with. Ray hands a finished task's process the next task of the
+# same driver, whichever run it belongs to, so a later run with another models folder or device must get its own.
+_RESTORER: dict[tuple[str | None, str | None], Any] = {}
+
+
+def _worker_restorer(models_dir: str | None, device: str | None) -> Any:
+    """The Restorer for (``models_dir``, ``device``), kept for this worker's next segments; one at a time, as each
+    holds its own networks."""
+    from gpen_core.restorer import Restorer
+
+    key = (models_dir, device)
+    if key not in _RESTORER:
+        _RESTORER.clear()
+        _RESTORER[key] = Restorer(models_dir=models_dir, device=device, serves_many_modes=True)
+    return _RESTORER[key]
 
 
 @dataclass
