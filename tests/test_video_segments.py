@@ -111,6 +111,31 @@ def test_clip_in_segments_keeps_every_frame_time_and_audio_packet(tmp_path: Path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.mp4"]
 
 
+def test_audio_mp4_cannot_hold_is_reencoded_once_at_the_join_whole_and_said(tmp_path: Path) -> None:
+    """PCM in a .mkv: the join re-encodes the input's audio to AAC once, across the seams, the tone whole and in
+    time; the segmented result says so as a one-pass run's does."""
+    n = 70
+    src = make_clip(tmp_path / "in.mkv", keyed_frames(n, np.full((64, 96, 3), 110, np.uint8)), audio="pcm_s16le",
+                    audio_seconds=n / 25, gop=25, crf=14, preset="veryfast")
+    result = _segmented(src, tmp_path / "out.mp4", Shaky(), segment_seconds=1.0)
+    assert result.segments == 3 and result.frames == n
+    note = "audio stream 1 (pcm_s16le) cannot go into an MP4 as it is: re-encoded to AAC"  # one pass's words
+    assert result.audio == "re-encoded" and note in result.notes, result.notes
+    assert ("audio", "aac") in read_clip(tmp_path / "out.mp4")["streams"]
+    with av.open(str(tmp_path / "out.mp4")) as c:
+        stream = c.streams.audio[0]
+        frames = list(c.decode(stream))
+        rate = stream.rate
+    first = float(frames[0].pts * frames[0].time_base)
+    samples = np.concatenate([f.to_ndarray().reshape(-1) for f in frames])
+    assert rate == 16000 and abs(first) <= 1024 / rate  # starts with the video (AAC's priming at most)
+    assert abs(len(samples) / rate - n / 25) <= 2048 / rate, len(samples) / rate  # none lost or doubled at a seam
+    tone = samples[2048:-2048]  # past the encoder's ramp-in and ramp-out
+    spectrum = np.abs(np.fft.rfft(tone))
+    assert abs(np.argmax(spectrum) * rate / len(tone) - 440) < 5  # the input's 440 Hz tone, whole
+    assert 0.15 < float(np.sqrt(np.mean(tone**2))) < 0.25  # its level: 8000/32768 peak is 0.17 RMS
+
+
 @pytest.mark.parametrize(("time_base", "pts"), [
     (Fraction(1, 30000), [i * 1001 for i in range(40)]),  # 29.97 fps: a segment starts at 10010/30000 s, not whole ms
     (Fraction(1, 90000), [i * 3000 + (i % 3) * 7 for i in range(40)]),  # variable rate, MPEG-TS's clock

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +77,20 @@ def _video_packets(folder: Path, plan: SegmentPlan, depth: int) -> Iterator[tupl
                 yield float(dts * tb), 0, p
 
 
-def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: bool = True) -> AudioHandling:
-    """Write ``dst`` from the plan's segment files in ``folder`` and ``src``'s audio; returns how audio went
-    ("copied" / "re-encoded" / "none", as ``VideoResult.audio``)."""
+@dataclass(frozen=True)
+class Joined:
+    """How the input's audio reached the joined clip."""
+
+    audio: AudioHandling  # as ``VideoResult.audio``
+    notes: tuple[str, ...]  # a note per re-encoded stream, as one pass writes it
+
+
+def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: bool = True) -> Joined:
+    """Write ``dst`` from the plan's segment files in ``folder`` and ``src``'s audio."""
     import av
 
     from gpen_core.platform.leftovers import sweep_partials
-    from gpen_core.video.output import add_audio, audio_handling, disk_errors
+    from gpen_core.video.output import add_audio, audio_handling, audio_notes, disk_errors
     from gpen_core.video.probe import open_clip
 
     depth = max(reorder_depth(segment_pts(folder / s.file)) for s in plan.segments)
@@ -93,10 +101,10 @@ def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: b
         with disk_errors(dst.parent, "the joined video"):
             routes = _write_joined(av, container, plan, folder, tmp, depth, add_audio if audio else None)
             durable.install(tmp, dst, sync=True)  # flushed: the whole clip's restoring
+        return Joined(audio_handling(routes), tuple(audio_notes(routes)))  # while the input's streams are open
     finally:
         container.close()
         tmp.unlink(missing_ok=True)
-    return audio_handling(routes)
 
 
 def _write_joined(av: Any, container: Any, plan: SegmentPlan, folder: Path, tmp: Path, depth: int, add_audio: Any) -> list[Any]:

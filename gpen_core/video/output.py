@@ -103,6 +103,12 @@ def audio_handling(routes: list[AudioRoute]) -> AudioHandling:
     return "copied" if all(r.copy for r in routes) else "re-encoded"
 
 
+def audio_notes(routes: list[AudioRoute]) -> list[str]:
+    """What a result's notes say of each audio stream that was re-encoded (one pass and the segments' join alike)."""
+    return [f"audio stream {r.source.index} ({r.source.codec_context.name}) cannot go into an MP4 as it is: "
+            "re-encoded to AAC" for r in routes if not r.copy]
+
+
 def flush(out: Any, streams: list[Any]) -> None:
     """The encoders' last packets into ``out`` (call once every frame is in)."""
     for s in streams:

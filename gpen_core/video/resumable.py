@@ -231,7 +231,7 @@ def restore_in_segments(
             prep.notes[:0] = ahead
             records = _run_pending(prep, runner, progress, on_record)
             t_join = time.perf_counter()
-            audio_how = join_segments(src_s, prep.plan, prep.work.path, dst_p, audio=audio)
+            joined = join_segments(src_s, prep.plan, prep.work.path, dst_p, audio=audio)
             join_s = time.perf_counter() - t_join
             left = prep.work.remove(len(prep.plan.segments))
         finally:
@@ -239,8 +239,7 @@ def restore_in_segments(
     plan, notes = prep.plan, prep.notes
     if left:
         notes.append(f"{prep.work.path} was kept: it holds files this run did not write ({', '.join(left[:5])})")
-    if audio_how == "re-encoded":
-        notes.append("the input's audio is in a codec an MP4 cannot hold as it is: re-encoded to AAC")
+    notes.extend(joined.notes)
     ran = [r for r in records if not r.kept]
     frames_kept = sum(r.frames for r in records if r.kept)
     if len(ran) < len(records):
@@ -258,7 +257,7 @@ def restore_in_segments(
     return SegmentedResult(
         output=str(dst_p), frames=frames, fps=frames / plan.duration_s if plan.duration_s > 0 else 0.0,
         duration_s=plan.duration_s, size=written.size, mode=mode,
-        mode_reason=next((r.mode_reason for r in ran if r.mode_reason), ""), audio=audio_how,
+        mode_reason=next((r.mode_reason for r in ran if r.mode_reason), ""), audio=joined.audio,
         crf=int(getattr(runner, "crf", 0)), seconds_per_frame=total_s / max(1, frames), total_s=total_s,
         faces_per_frame_max=max((r.faces_max for r in records), default=0), peaks=_with_workers(meter.peaks, ran),
         rotation=upright_geometry(src_s)[1], lookahead_frames=Steadier.lookahead, notes=tuple(notes),

@@ -26,7 +26,7 @@ from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
 from gpen_core.video.limits import FrameGuard, check_audio
 from gpen_core.video.options import VideoOptions
-from gpen_core.video.output import audio_handling, check_output, write_failed
+from gpen_core.video.output import audio_handling, audio_notes, check_output, write_failed
 from gpen_core.video.queue_items import AudioItem, DecodedFrame, DecodeStopped, FrameToWrite
 from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
 from gpen_core.video.steady import Steadier
@@ -436,10 +436,7 @@ class _Run:
         notes = {**self.notes, **dict.fromkeys(self.guard.notes if self.guard else ()), **self.loop.notes}
         if self.cut:
             notes.setdefault(f"only the first {self.written} frames ({duration:.2f} s) were restored: {self.cut}")
-        for r in routes:
-            if not r.copy:
-                notes.setdefault(f"audio stream {r.source.index} ({r.source.codec_context.name}) cannot go into an MP4 as "
-                                 "it is: re-encoded to AAC")
+        notes.update(dict.fromkeys(audio_notes(routes)))
         if self.size[0] % 2 or self.size[1] % 2:
             notes.setdefault(f"frames are {self.size[0]}×{self.size[1]}; H.264 yuv420p needs even sides, so each odd side "
                              "was padded with one copy of its last row/column")
