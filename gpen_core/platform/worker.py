@@ -1,14 +1,9 @@
-"""One way to run work in a child process: a fresh spawned Python, typed values in and out.
+"""One way to run work in a child process: a fresh spawned Python, typed values in and out (:func:`run`).
 
-    outcome = worker.run(measure_side, spec, on_event=..., niceness=10, env={"OMP_NUM_THREADS": "2"})
-
-For the hardware check, the tips' measurements and the app's background preparation: a fresh
-allocator (one measurement cannot flatter another), memory handed back at exit, an out-of-memory kill
-the caller survives, a niceness that does not stick to the caller. :func:`run` starts ``fn(*args)``
-in a "spawn" child (no copy of the caller's threads or locks; it imports this ``gpen_core`` through
-the caller's ``sys.path``), passes what the child :func:`send` s to ``on_event``, and returns a
-:class:`Done` with the value or a :class:`Failed` saying how it ended (raised, killed, timed out...).
-Nothing is parsed from text. The child exits when its parent does.
+For the hardware check, the tips' measurements and the app's background preparation: a fresh allocator
+(one measurement cannot flatter another), memory handed back at exit, an out-of-memory kill the caller
+survives, a niceness that does not stick to the caller. Nothing is parsed from text; the child exits
+when its parent does.
 """
 
 from __future__ import annotations
@@ -83,11 +78,6 @@ def send(event: object) -> None:
 def report(fraction: float, message: str) -> None:
     """:func:`send` a :class:`ProgressEvent` (a ``Progress`` callable for code that reports progress)."""
     send(ProgressEvent(fraction, message))
-
-
-def in_child() -> bool:
-    """Whether this process is a :func:`run` child."""
-    return _CHILD_QUEUE is not None
 
 
 def _exit_with_parent() -> None:
