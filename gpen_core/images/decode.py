@@ -7,8 +7,8 @@ Checks run cheapest first, so a hostile file costs milliseconds and kilobytes: f
 reading) → format from Pillow's header parse, within the allow-list → declared pixels, aspect ratio and
 smallest side → decode → normalise. Pillow's ``LOAD_TRUNCATED_IMAGES`` is never touched: truncated
 files are refused. The limits and messages live in :mod:`~gpen_core.images.limits`, Pillow image →
-arrays in :mod:`~gpen_core.images.pixels`, the output side in :mod:`~gpen_core.images.encode`; this
-module exports the public API of all three.
+arrays in :mod:`~gpen_core.images.pixels`, the output side in :mod:`~gpen_core.images.encode`; callers
+import all three's public names from here.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
 
 from gpen_core.errors import InputError, OutOfMemory
-from gpen_core.images.encode import encode_image, shrink_to_max_side
+from gpen_core.images.encode import encode_image, shrink_to_max_side  # noqa: F401  (encode_image: re-exported)
 from gpen_core.images.limits import (DEFAULT_LIMITS, OUR_NAME, SNIFF_BYTES, InputLimits, check_geometry, open_source,
                                      pillow_failure, png_declared_size, sniff, too_many_pixels, unidentified)
 from gpen_core.images.metadata import Metadata
@@ -33,17 +33,6 @@ from gpen_core.images.metadata import read as read_metadata
 from gpen_core.images.pixels import (ORIENT, composite_on_white, first_frame_note, float_to_8bit, is_16bit,
                                      read_orientation, rgb_icc, settle_icc, shrunk_rgb, to_arrays)
 from gpen_core.modes import preshrink_size
-
-__all__ = [
-    "DEFAULT_LIMITS",
-    "DecodedImage",
-    "InputLimits",
-    "decode_image",
-    "encode_image",
-    "probe_image",
-    "shrink_to_max_side",
-]
-
 
 @dataclass(frozen=True, eq=False)
 class DecodedImage:
@@ -335,9 +324,8 @@ def _decode_checked(
             notes.append(meta.note)
         icc = rgb_icc(im) if im.mode in ("RGB", "RGBA", "P", "PA", "RGBa") else None
         if reduce_to is not None and fmt != "JPEG" and im.mode == "RGB" and max(im.size) > reduce_to:
-            # The caller would shrink it right after: shrink it as it leaves Pillow's buffer, so the
-            # full-size copy never exists (a 7000×7000 PNG for low: 349 → 247 MB at the peak,
-            # benchmarks/decode_peak.py --kinds rgb8, at commit bc5933a).
+            # The caller would shrink it right after: shrink it as it leaves Pillow's buffer, so the full-size
+            # copy never exists (measured: docs/files-and-limits.md, "Greyscale and 16-bit photos").
             # JPEG has its own DCT scaling above; images with alpha keep the full-size path.
             if deep:
                 notes.append(f"16-bit {fmt} scaled to 8 bit")
