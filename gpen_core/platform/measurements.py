@@ -143,27 +143,20 @@ def parse_document(text: str, where: str | os.PathLike[str]) -> Store:
     return Store(note=f"{where} holds no hardware profile")
 
 
-def _legacy(root: Path) -> Store:
-    """The files before this one, read as they were: a missing or damaged file is no measurement."""
-    profiles: dict[str, dict[str, Any]] = {}
-    with contextlib.suppress(OSError, ValueError):
-        data = json.loads((root / LEGACY_PROFILE).read_text(encoding="utf-8"))
-        if isinstance(data, dict):
-            profiles = _profiles(data.get("profiles"), _V1)  # its profiles had version 1's layout
-    speeds: dict[str, Any] = {}
-    for f in sorted(root.glob(LEGACY_SPEEDS)):
-        with contextlib.suppress(OSError, ValueError):
-            speeds[f.stem[len("speed-"):]] = json.loads(f.read_text())
-    return Store(profiles, _speeds(speeds), _legacy_advice(root))
-
-
-def _legacy_advice(root: Path) -> dict[str, Any] | None:
-    """``advice.json``, the advice table's own file before it joined this store; None when absent or damaged."""
+def _json_object(f: Path) -> dict[str, Any] | None:
+    """The JSON object in ``f``; None when it is missing, damaged or not an object (no measurement)."""
     try:
-        data = json.loads((root / LEGACY_ADVICE).read_text(encoding="utf-8"))
+        data = json.loads(f.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _legacy(root: Path) -> Store:
+    """The files before this one, read as they were (the profiles had version 1's layout)."""
+    profile = _json_object(root / LEGACY_PROFILE) or {}
+    speeds = {f.stem[len("speed-"):]: _json_object(f) for f in sorted(root.glob(LEGACY_SPEEDS))}
+    return Store(_profiles(profile.get("profiles"), _V1), _speeds(speeds), _json_object(root / LEGACY_ADVICE))
 
 
 @lru_cache(maxsize=16)
@@ -184,7 +177,7 @@ def read(folder: str | os.PathLike[str] | None = None) -> Store:
         return _legacy(f.parent)
     store = _cached(str(f), st.st_mtime_ns, st.st_size)
     if store.advice is None:
-        advice = _legacy_advice(f.parent)  # measured before the advice joined this file: read until a write carries it over
+        advice = _json_object(f.parent / LEGACY_ADVICE)  # read until a write carries it over
         if advice is not None:
             return replace(store, advice=advice)
     return store
