@@ -1,15 +1,12 @@
 """Out of memory: recognise it (:func:`is_oom`), explain a failed import (:func:`import_failure`),
 and hand memory back (:func:`release`, :func:`malloc_trim`).
 
-Every library says "out of memory" differently: :class:`MemoryError` (Python, NumPy, Pillow);
-``torch.OutOfMemoryError`` (CUDA) and, on the CPU, ``RuntimeError`` ("can't allocate memory",
-"std::bad_alloc", ``torch.load(mmap=True)``'s "Cannot allocate memory"); oneDNN's "could not create
-a primitive"; OpenCV's "Insufficient memory"; OpenVINO's CPU plugin's "can't alloc" (a JIT code
-buffer) or "Cannot allocate memory for type"; cuBLAS and cuDNN inside a plain ``RuntimeError``;
-our own :class:`~gpen_core.errors.OutOfMemory`. OpenBLAS prints "Memory allocation still failed"
-and calls ``exit(1)``, so :func:`reserve_blas_buffers` has it allocate its buffers at engine import,
-and a parent that reads a child's last words recognises the text. Messages seen under ``prlimit --as``.
-Nothing heavy at import: torch is only looked at when it is already loaded.
+Every library says "out of memory" differently: :class:`MemoryError` (Python, NumPy, Pillow),
+``torch.OutOfMemoryError`` (CUDA), and a ``RuntimeError`` or ``OSError`` whose text :data:`_OOM_TEXT`
+and the patterns below it recognise (PyTorch on the CPU, oneDNN, OpenCV, OpenVINO, cuBLAS, cuDNN; seen
+under ``prlimit --as``). OpenBLAS prints "Memory allocation still failed" and calls ``exit(1)``, so
+:func:`reserve_blas_buffers` has it allocate its buffers at engine import. Nothing heavy at import:
+torch is only looked at when it is already loaded.
 """
 
 from __future__ import annotations
@@ -19,7 +16,9 @@ import gc
 import re
 import sys
 
-# Lower-case fragments of allocation-failure messages (see the module docstring).
+# Lower-case fragments of allocation-failure messages: PyTorch on the CPU ("can't allocate memory",
+# "std::bad_alloc", torch.load(mmap=True)'s "Cannot allocate memory"), OpenCV ("Insufficient memory"),
+# OpenVINO's CPU plugin ("Cannot allocate memory for type").
 _OOM_TEXT = (
     "out of memory",
     "can't allocate memory",
@@ -154,8 +153,7 @@ def import_failure(exc: BaseException, module: str | None = None) -> Exception:
     :class:`~gpen_core.errors.OutOfMemory` with what the engine needs when memory ran out (a library that could
     not be mapped under ``ulimit -v`` included), else a :class:`~gpen_core.errors.GPENError` saying how to repair
     the installation. A ``SystemError`` under a memory cap is the cap: a C extension whose allocation failed can
-    return from its import without setting an exception, and CPython then raises SystemError ("error return
-    without exception set"), seen under ``prlimit --data``; a broken install raises ImportError instead."""
+    return without setting an exception ("error return without exception set", seen under ``prlimit --data``)."""
     from gpen_core.errors import GPENError, OutOfMemory
 
     text = str(exc).strip()
