@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,10 @@ from gpen_core.platform.leftovers import sweep_partials
 PathLike = str | os.PathLike[str]
 
 # One writer per destination within this process: two threads writing one file would share its
-# temporary name (the pid's); the second waits, and each write stays whole.
+# temporary name (the pid's); the second waits, and each write stays whole. A lock is forgotten with
+# its last writer (weakly held): a server writes many names over its life.
 _writers_lock = threading.Lock()
-_writers: dict[Path, tuple[threading.Lock, int]] = {}  # temporary → (its lock, writers holding or awaiting it)
+_writers: weakref.WeakValueDictionary[Path, threading.Lock] = weakref.WeakValueDictionary()  # by temporary
 
 
 def partial_path(dst: PathLike) -> Path:
@@ -80,20 +82,10 @@ def move_aside(path: PathLike, to: PathLike) -> None:
 
 @contextlib.contextmanager
 def _one_writer(tmp: Path) -> Iterator[None]:
-    tmp = Path(os.path.abspath(tmp))  # one key for one file, however the caller spelled it
-    with _writers_lock:
-        lock, n = _writers.get(tmp, (threading.Lock(), 0))
-        _writers[tmp] = (lock, n + 1)
-    try:
-        with lock:
-            yield
-    finally:
-        with _writers_lock:  # forget it with its last writer: a server writes many names over its life
-            lock, n = _writers[tmp]
-            if n == 1:
-                del _writers[tmp]
-            else:
-                _writers[tmp] = (lock, n - 1)
+    with _writers_lock:  # one key for one file, however the caller spelled it
+        lock = _writers.setdefault(Path(os.path.abspath(tmp)), threading.Lock())
+    with lock:
+        yield
 
 
 @contextlib.contextmanager
