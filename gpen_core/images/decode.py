@@ -34,6 +34,7 @@ from gpen_core.images.pixels import (ORIENT, composite_on_white, first_frame_not
                                      read_orientation, rgb_icc, settle_icc, shrunk_rgb, to_arrays)
 from gpen_core.modes import preshrink_size
 
+
 @dataclass(frozen=True, eq=False)
 class DecodedImage:
     """A decoded, upright, 8-bit image ready for the engine.
@@ -89,9 +90,8 @@ def decode_image(source: bytes | str | os.PathLike[str], limits: InputLimits = D
     if reduce_to is not None and reduce_to < 1:
         raise ValueError(f"reduce_to must be a positive longest side in pixels, got {reduce_to}")
     if ImageFile.LOAD_TRUNCATED_IMAGES:
-        # A process-wide switch that makes Pillow pad truncated files with grey instead of
-        # failing. Some modelscope CV modules turn it on when imported; refusing loudly is
-        # the only way to notice, since we must not flip a global other code relies on.
+        # A process-wide switch that makes Pillow pad truncated files with grey; some modelscope modules turn it
+        # on when imported. Refusing loudly is the only way to notice: we must not flip a global others rely on.
         raise RuntimeError(
             "PIL.ImageFile.LOAD_TRUNCATED_IMAGES was turned on elsewhere in this process, so truncated "
             "uploads would be accepted silently. Do not import the module that sets it (some modelscope "
@@ -101,9 +101,7 @@ def decode_image(source: bytes | str | os.PathLike[str], limits: InputLimits = D
         if im is None:  # Pillow has no mode for float RGB(A) TIFFs (scientific and HDR exports)
             return _decode_other_tiff(fp, head, limits)
         with im:
-            fmt = OUR_NAME.get(str(im.format), str(im.format))
-            original_size = (int(im.size[0]), int(im.size[1]))
-            check_geometry(original_size, limits)
+            fmt, original_size = _format_and_size(im, limits)
             return _decode_checked(im, fp, fmt, original_size, reduce_to)
 
 
@@ -117,9 +115,14 @@ def probe_image(source: bytes | str | os.PathLike[str], limits: InputLimits = DE
             _, w, h, _ = _other_tiff_header(fp, head, limits)
             return "TIFF", (w, h)
         with im:
-            size = (int(im.size[0]), int(im.size[1]))
-            check_geometry(size, limits)
-            return OUR_NAME.get(str(im.format), str(im.format)), size
+            return _format_and_size(im, limits)
+
+
+def _format_and_size(im: Image.Image, limits: InputLimits) -> tuple[str, tuple[int, int]]:
+    """Our name for ``im``'s format, and its (width, height) as stored once they passed ``limits``."""
+    size = (int(im.size[0]), int(im.size[1]))
+    check_geometry(size, limits)
+    return OUR_NAME.get(str(im.format), str(im.format)), size
 
 
 @contextmanager
