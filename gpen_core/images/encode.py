@@ -57,12 +57,9 @@ def encode_image(rgb: np.ndarray, fmt: Literal["png", "jpeg"], *, alpha: np.ndar
 
 
 def shrink_to_max_side(img: np.ndarray, max_side: int) -> tuple[np.ndarray, bool]:
-    """Shrink so the longest side is ``max_side`` (area averaging); never enlarges.
-
-    ``img`` is uint8 H×W×3 (RGB) or H×W (an alpha channel: shrink it with the same
-    ``max_side`` to keep it aligned). Returns (image, True) when it was shrunk, else the
-    same array and False.
-    """
+    """(``img`` shrunk so its longest side is ``max_side`` by area averaging, True), or (``img``, False) when it
+    is no longer; never enlarges. ``img``: uint8 H×W×3 (RGB) or H×W (an alpha: the same ``max_side`` keeps it
+    aligned)."""
     if max_side < 1:
         raise ValueError(f"max_side must be positive, got {max_side}")
     if img.ndim not in (2, 3):

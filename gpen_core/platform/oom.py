@@ -53,11 +53,8 @@ _OV_THREADS = re.compile(r"failed to create plugin.*resource temporarily unavail
 
 
 def is_oom(exc: BaseException) -> bool:
-    """True when ``exc`` is an allocation failure (RAM or VRAM), from any library we use.
-
-    Our other errors (:class:`~gpen_core.errors.GPENError` that is not ``OutOfMemory``) are
-    never memory, whatever their text says.
-    """
+    """True when ``exc`` is an allocation failure (RAM or VRAM), from any library we use. Our other errors
+    (a :class:`~gpen_core.errors.GPENError` but ``OutOfMemory``) are never memory, whatever their text says."""
     from gpen_core.errors import GPENError, OutOfMemory
 
     if isinstance(exc, (MemoryError, OutOfMemory)):

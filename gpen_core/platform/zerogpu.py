@@ -81,11 +81,8 @@ class FaceClock:
 
     def duration(self, max_faces: float | int | None, aligned: bool, *, upscale: int = 1,
                  image_size: tuple[int, int] | None = None) -> int:
-        """Seconds to ask ``spaces.GPU`` for one request (see the module docstring).
-
-        ``upscale`` > 1 with the photo's ``image_size`` (width, height) adds the upscaling;
-        without a size (an unreadable header) the upscale counts a 12 MP photo.
-        """
+        """Seconds to ask ``spaces.GPU`` for one request (see the module docstring). ``upscale`` > 1 adds the
+        upscaling of the photo's ``image_size`` (width, height; without one, an unreadable header: 12 MP)."""
         faces = 1 if aligned else max(1, int(max_faces or 1))
         per_face, _ = self.seconds_per_face()
         work = faces * per_face
