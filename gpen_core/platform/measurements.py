@@ -1,9 +1,9 @@
 """This machine's measurements, in one typed, versioned file: ``measurements.json`` in the models folder.
 
-The hardware check's profile per device (read by :mod:`gpen_core.engine.profile_store`), torch's speed
-against OpenVINO per network and CPU model (read by :mod:`gpen_core.runtimes.openvino.generator`) and
-the memory advice's table (:mod:`gpen_core.hwcheck.advice_table`), each figure stored once, with one
-reader (:func:`read`) and one writer (:func:`update`, locked across processes)::
+The hardware check's profile per device (:mod:`gpen_core.engine.profile_store`), torch's speed against
+OpenVINO per network and CPU model (:mod:`gpen_core.runtimes.openvino.generator`) and the memory advice's
+table (:mod:`gpen_core.hwcheck.advice_table`), each stored once, with one reader (:func:`read`) and one
+writer (:func:`update`, locked across processes)::
 
     {"version": 2, "profiles": {"cpu": {...}, "cuda:0": {...}},
      "speeds": {"<CPU id>": {"512-float32": {"torch_s": 1.7, "openvino_s": 1.2, ...}}}, "advice": {...} or null}
