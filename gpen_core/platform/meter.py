@@ -118,6 +118,8 @@ _CALL_WORKERS: set[int] = set()
 def mark_call_worker() -> None:
     """Declare the current thread a worker of the call that started it (use as a pool initializer)."""
     _CALL_WORKERS.add(threading.get_native_id())
+
+
 # threading.setprofile is process-wide (every thread started afterwards runs the hook once),
 # so it is installed only while at least one meter measures, and taken out with the last one.
 _HOOK_LOCK = threading.Lock()
@@ -275,16 +277,13 @@ def active_meters() -> int:
 def _cuda_index(device: Any) -> int | None:
     """The CUDA device index ``device`` names ("cuda": the current one), or None; touches ``torch.cuda`` only
     for a CUDA device."""
-    if device is None:
-        return None
-    name = str(device)
-    if not name.startswith("cuda"):
+    if device is None or not str(device).startswith("cuda"):
         return None
     import torch
 
     if not torch.cuda.is_available():
         return None
-    index = torch.device(name).index
+    index = torch.device(str(device)).index
     return int(torch.cuda.current_device()) if index is None else int(index)
 
 
