@@ -97,10 +97,6 @@ def engine_import_figures() -> dict:
     return ENGINE_IMPORT["cpu" if version.endswith("+cpu") else "cuda"]
 
 
-# A dynamic library that cannot be mapped under a memory cap.
-_MAP_FAILED = ("failed to map segment", "cannot allocate memory", "cannot map")
-
-
 def _limits_text() -> str:
     """This process's address-space / data limits, when set ("" when unlimited)."""
     try:
@@ -161,7 +157,8 @@ def import_failure(exc: BaseException, module: str | None = None) -> Exception:
     if module is None:
         module = next((label for label, pattern in _PACKAGES if pattern.search(haystack)), name.split(".")[0] or "a module")
     capped_crash = isinstance(exc, SystemError) and memory_limited()
-    if isinstance(exc, MemoryError) or capped_crash or is_oom(exc) or any(t in text.lower() for t in _MAP_FAILED):
+    # is_oom knows "failed to map segment" too; "cannot map" is another library that could not be mapped under a cap
+    if isinstance(exc, MemoryError) or capped_crash or is_oom(exc) or "cannot map" in text.lower():
         fig = engine_import_figures()
         return OutOfMemory(
             f"not enough memory to start: importing {module} failed ({detail}). Loading the engine (PyTorch, "
