@@ -106,14 +106,20 @@ def _profiles(raw: Any, version: int) -> dict[str, dict[str, Any]]:
     return out
 
 
-def parse(text: str, where: str | os.PathLike[str]) -> Store:
-    """The store a file's text holds (this version, or version 1 read as it was); empty with a note
-    when the text is damaged or of another version. Every reader of the layout goes through here."""
+def _object(text: str) -> dict[str, Any] | None:
+    """The JSON object ``text`` holds; None when it is damaged or not an object."""
     try:
         data = json.loads(text)
     except ValueError:
-        data = None
-    if not isinstance(data, dict):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def parse(text: str, where: str | os.PathLike[str]) -> Store:
+    """The store a file's text holds (this version, or version 1 read as it was); empty with a note
+    when the text is damaged or of another version. Every reader of the layout goes through here."""
+    data = _object(text)
+    if data is None:
         return Store(note=f"{where} could not be read (damaged); it is ignored: run the hardware check to measure again")
     version = data.get("version")
     if version not in (VERSION, _V1):
@@ -127,15 +133,12 @@ def parse(text: str, where: str | os.PathLike[str]) -> Store:
 def parse_document(text: str, where: str | os.PathLike[str]) -> Store:
     """What a file given by hand holds (``profile --from``): a store (:func:`parse`), an older ``profile.json``,
     or one profile (``profile --json``, under its own ``device``); empty with a note when none of these."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and "version" in data:
+    data = _object(text) or {}
+    if "version" in data:
         return parse(text, where)
-    if isinstance(data, dict) and "profiles" in data:  # profile.json, before this file
+    if "profiles" in data:  # profile.json, before this file
         return Store(_profiles(data["profiles"], _V1))
-    if isinstance(data, dict) and isinstance(data.get("device"), str):
+    if isinstance(data.get("device"), str):
         one = _profiles({data["device"]: data}, _V1 if "format" in data else VERSION)
         if one:
             return Store(one)
@@ -146,10 +149,9 @@ def parse_document(text: str, where: str | os.PathLike[str]) -> Store:
 def _json_object(f: Path) -> dict[str, Any] | None:
     """The JSON object in ``f``; None when it is missing, damaged or not an object (no measurement)."""
     try:
-        data = json.loads(f.read_text(encoding="utf-8"))
+        return _object(f.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
 
 
 def _legacy(root: Path) -> Store:
