@@ -1,7 +1,5 @@
-"""The output side of the image boundary: RGB uint8 (+ alpha) → PNG / JPEG bytes, and shrinking.
-
-Nothing heavy at import: OpenCV is imported only to shrink.
-"""
+"""The output side of the image boundary: RGB uint8 (+ alpha) → PNG / JPEG bytes, and shrinking (OpenCV is
+imported only then)."""
 
 from __future__ import annotations
 

@@ -80,12 +80,10 @@ def encode_png(rgb: np.ndarray, alpha: np.ndarray | None = None, icc_profile: by
                workers: int | None = None) -> bytes:
     """RGB uint8 H×W×3 (+ uint8 H×W alpha → RGBA) → the bytes of an 8-bit PNG file.
 
-    ``icc_profile`` is embedded as an iCCP chunk named "ICC Profile", as Pillow writes it;
-    ``exif`` (TIFF bytes, with or without JPEG's "Exif\\0\\0" prefix) as an eXIf chunk and
-    ``dpi`` (x, y) as a pHYs chunk in pixels per metre, both before the image data.
-    zlib level 1 with strategy Z_RLE: after the filters a photo is mostly small residuals.
-    ``band_bytes`` (pixel bytes per band) and ``workers`` (threads; default: the CPUs this
-    process may use, at most 8) change speed only, never the decoded pixels.
+    ``icc_profile`` goes into an iCCP chunk named "ICC Profile", as Pillow writes it; ``exif`` (TIFF bytes,
+    with or without JPEG's "Exif\\0\\0" prefix) into eXIf and ``dpi`` (x, y) into pHYs, before the image data.
+    ``band_bytes`` (pixel bytes per band) and ``workers`` (threads; default: the CPUs this process may use,
+    at most 8) change speed only, never the decoded pixels.
     """
     h, w = rgb.shape[:2]
     if h == 0 or w == 0:
@@ -103,7 +101,7 @@ def encode_png(rgb: np.ndarray, alpha: np.ndarray | None = None, icc_profile: by
         if y0 == 0:  # the first row's "row above" is zeros
             rows = np.concatenate([np.zeros((1, stride), np.uint8), rows])
         data = _filter_band(rows, bpp)
-        comp = zlib.compressobj(1, zlib.DEFLATED, -15, 8, zlib.Z_RLE)
+        comp = zlib.compressobj(1, zlib.DEFLATED, -15, 8, zlib.Z_RLE)  # filtered photos are mostly small residuals
         last = y1 == h
         body = comp.compress(data) + comp.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
         if y0 == 0:  # zlib header 0x78 0x01: deflate, 32 KiB window, "fastest" level (% 31 == 0)
