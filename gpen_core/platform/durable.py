@@ -90,11 +90,9 @@ def _one_writer(tmp: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def replacing(dst: PathLike, *, sync: bool, sweep: bool = False) -> Iterator[Path]:
-    """Yield the temporary path to write ``dst``'s new content to; when the block ends without an exception,
-    :func:`install` it onto ``dst``. On any exception the temporary is removed and the exception re-raised;
-    ``dst`` is never touched then. The block may write the temporary itself or hand it to a writer.
-    ``sweep``: first remove what killed writers of ``dst`` left (it lists the folder: for folders of few
-    files, not an output folder of thousands of photos)."""
+    """Yield the temporary path for ``dst``'s new content (the block writes it or hands it to a writer) and
+    :func:`install` it when the block ends; on an exception it is removed and ``dst`` never touched. ``sweep``:
+    first remove what killed writers of ``dst`` left (it lists the folder: not for thousands of photos)."""
     dst = Path(dst)
     tmp = partial_path(dst)
     if sweep:
