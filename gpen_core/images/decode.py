@@ -77,15 +77,14 @@ def decode_image(source: bytes | str | os.PathLike[str], limits: InputLimits = D
                  reduce_to: int | None = None) -> DecodedImage:
     """Read an uploaded image (its bytes or a path) safely: RGB uint8 H×W×3, upright, with its alpha kept apart.
 
-    ``reduce_to``: when the caller will shrink the image to this longest side anyway, a large JPEG is
-    decoded at 1/2, 1/4 or 1/8 scale (libjpeg's DCT scaling) keeping at least ``_DRAFT_KEEP`` × ``reduce_to``
-    (a 4000 px photo for 2048 px decodes at 2000 px); greyscale without alpha is shrunk before it is
-    expanded to RGB; RGB without alpha in another format is shrunk as it leaves Pillow's buffer; others
-    decode at full size for the caller to shrink (:func:`shrink_to_max_side`). The notes say so.
+    ``reduce_to``: the longest side the caller will shrink to anyway. A large JPEG then decodes at 1/2, 1/4 or
+    1/8 scale keeping at least ``_DRAFT_KEEP`` × ``reduce_to``, greyscale without alpha is shrunk before it is
+    expanded to RGB, other RGB without alpha as it leaves Pillow's buffer; the rest decode at full size for the
+    caller to shrink (:func:`shrink_to_max_side`). The notes say so.
 
     Raises :class:`InputError` for anything wrong with the file, saying how to fix it, and
-    :class:`~gpen_core.errors.OutOfMemory` when memory runs out decoding an image within the limits.
-    No other exception escapes for bad files.
+    :class:`~gpen_core.errors.OutOfMemory` when memory runs out decoding an image within the limits;
+    nothing else for bad files.
     """
     if reduce_to is not None and reduce_to < 1:
         raise ValueError(f"reduce_to must be a positive longest side in pixels, got {reduce_to}")
@@ -206,10 +205,9 @@ def _open_png_with_big_icc(fp: io.BufferedIOBase, limits: InputLimits) -> "Image
     return im
 
 
-# A JPEG is DCT-scaled at decode when its reduced longest side keeps at least this share of
-# the target: the mode's 2048 px becomes 2000 px for a 4000 px photo (2% fewer pixels per
-# side, invisible after GPEN's paste-back) and the decode skips 3/4 of the 12 MP (measured
-# on the 4000×3000 benchmark photo: the decode's peak and time both drop to about a quarter).
+# A JPEG is DCT-scaled at decode when its reduced longest side keeps at least this share of the target:
+# the mode's 2048 px becomes 2000 px for a 4000 px photo (2% fewer pixels per side, invisible after
+# GPEN's paste-back), and the decode's peak and time drop to about a quarter (4000×3000 benchmark photo).
 _DRAFT_KEEP = 0.9
 
 _SAMPLE_FORMATS = {1: "unsigned integer", 2: "signed integer", 3: "floating-point", 4: "undefined"}
