@@ -31,7 +31,7 @@ from gpen_core.images.limits import (DEFAULT_LIMITS, OUR_NAME, SNIFF_BYTES, Inpu
 from gpen_core.images.metadata import Metadata
 from gpen_core.images.metadata import read as read_metadata
 from gpen_core.images.pixels import (ORIENT, composite_on_white, first_frame_note, float_to_8bit, is_16bit,
-                                     read_orientation, rgb_icc, settle_icc, shrunk_rgb, to_arrays)
+                                     read_orientation, rgb_icc, settle_icc, shrunk_rgb, tag_value, to_arrays)
 from gpen_core.modes import preshrink_size
 
 
@@ -230,24 +230,15 @@ def _tiff_directory(fp: io.BufferedIOBase) -> "dict[int, object] | None":
         return None
 
 
-def _first(value: object, default: int) -> int:
-    if isinstance(value, tuple):
-        value = value[0] if value else default
-    try:
-        return int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return default
-
-
 def _other_tiff_header(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) -> tuple[dict[int, object], int, int, str]:
     """(tags, width, height, pixel format in words) of a TIFF Pillow cannot identify, refused by name
     unless it is float RGB(A) within the limits."""
     tags = _tiff_directory(fp)
     if tags is None or not tags.get(256) or not tags.get(257):
         raise unidentified(head, limits)
-    w, h = _first(tags[256], 0), _first(tags[257], 0)
-    bits, spp = _first(tags.get(258), 1), _first(tags.get(277), 1)
-    sample = _SAMPLE_FORMATS.get(_first(tags.get(339), 1), "unknown")
+    w, h = tag_value(tags[256], 0), tag_value(tags[257], 0)
+    bits, spp = tag_value(tags.get(258), 1), tag_value(tags.get(277), 1)
+    sample = _SAMPLE_FORMATS.get(tag_value(tags.get(339), 1), "unknown")
     check_geometry((w, h), limits)
     what = f"{bits}-bit {sample} samples, {spp} per pixel"
     if sample != "floating-point" or bits not in (16, 32, 64) or spp not in (1, 3, 4):
@@ -293,7 +284,7 @@ def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) 
         if isinstance(e, MemoryError) or is_oom(e):
             raise _no_memory_to_decode(w, h) from None
         raise InputError(f"The TIFF file ({what}) cannot be decoded ({str(e).strip()[:200]}); re-export it and try again.") from None
-    orientation = _first(tags.get(274), 1)
+    orientation = tag_value(tags.get(274), 1)
     return _finish(base, alpha, _FileFacts("TIFF", (w, h), orientation if orientation in ORIENT else 1, None), notes)
 
 

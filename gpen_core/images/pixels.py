@@ -252,13 +252,19 @@ def to_arrays(im: Image.Image, fmt: str, deep: bool, notes: list[str]) -> tuple[
     return _asarray(im.convert("RGB")), None
 
 
+def tag_value(value: object, default: int) -> int:
+    """A TIFF tag's (first) value as an int; ``default`` when it is absent or not a number."""
+    if isinstance(value, tuple):
+        value = value[0] if value else default
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+
+
 def _int32_to_8bit(im: Image.Image, fmt: str, notes: list[str]) -> np.ndarray:
     a = _asarray(im)
-    bits = None
-    tags = getattr(im, "tag_v2", None)
-    if tags is not None:
-        bps = tags.get(258)
-        bits = int(bps[0] if isinstance(bps, tuple) else bps) if bps else None
+    bits = tag_value((getattr(im, "tag_v2", None) or {}).get(258), 0)  # BitsPerSample; 0: not said
     lo, hi = int(a.min()), int(a.max())
     if lo >= 0 and hi <= 255 and bits != 16:
         notes.append(f"32-bit integer {fmt} holding 8-bit values used as 8 bit; grayscale expanded to RGB")
