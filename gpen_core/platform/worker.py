@@ -239,9 +239,10 @@ class Child:
 def run(fn: Callable[..., T] | str, *args: Any, on_event: Callable[[object], None] | None = None, niceness: int = 0,
         env: dict[str, str | None] | None = None, timeout: float | None = None, quiet: bool = False,
         stop: threading.Event | None = None) -> Done[T] | Failed:
-    """``fn(*args)`` in a fresh spawned process; its outcome. ``fn``: a module-level function of an importable
-    module, or its reference ``"package.module:name"`` (for a room that may not import that module);
-    ``args`` and the value are picklable. The child inherits this process's limits and ``sys.path``.
+    """``fn(*args)`` in a fresh "spawn" process (no copy of this one's threads or locks): :class:`Done` with its
+    value, or :class:`Failed` saying how it ended. ``fn``: a module-level function of an importable module, or
+    its reference ``"package.module:name"`` (for a room that may not import that module); ``args`` and the
+    value are picklable. The child inherits this process's limits and ``sys.path``.
 
     ``env``: variables set (None unsets) before ``fn``'s module is imported; ``niceness``: added to the
     child's; ``timeout``: seconds before it is killed; ``on_event``: gets what the child :func:`send` s, on
