@@ -19,21 +19,22 @@ from gpen_core.images.decode import DEFAULT_LIMITS, InputLimits, decode_image, p
 MAX_LAYERS = 4
 
 
-def damage_from_layers(layers: Sequence[str | None], limits: InputLimits = DEFAULT_LIMITS) -> np.ndarray | None:
-    """The strokes of the editor's ``layers`` (image files) as a uint8 H×W mask (255 = damaged), or None
-    when nothing is painted. A stroke is any pixel a layer covers (alpha above 0; an opaque layer:
-    any channel over 127), whatever its colour.
-
-    Raises :class:`InputError` naming the layer when a file breaks the upload limits or is not an
-    image, when the layers differ in size, or when there are more than :data:`MAX_LAYERS`. The
-    mask keeps the layers' size: the engine refuses one that is not the photo's, with both sizes.
-    """
+def _named_layers(layers: Sequence[Any]) -> list[tuple[str, Any]]:
+    """(the name a message gives it, its file) for each layer sent; InputError past :data:`MAX_LAYERS`."""
     files = [p for p in layers if p]
     if len(files) > MAX_LAYERS:
         raise InputError(f"The editor sent {len(files)} layers; the damage may be painted on at most {MAX_LAYERS}.")
+    return [("The damage layer" if len(files) == 1 else f"Damage layer {i}", p) for i, p in enumerate(files, 1)]
+
+
+def damage_from_layers(layers: Sequence[str | None], limits: InputLimits = DEFAULT_LIMITS) -> np.ndarray | None:
+    """The strokes of the editor's ``layers`` (image files) as a uint8 H×W mask (255 = damaged, the layers'
+    size), or None when nothing is painted: any pixel a layer covers (alpha above 0; an opaque layer: any
+    channel over 127), whatever its colour. :class:`InputError` naming the layer when a file breaks the upload
+    limits or is not an image, when the layers differ in size, or when there are more than :data:`MAX_LAYERS`.
+    """
     painted: np.ndarray | None = None
-    for i, path in enumerate(files, 1):
-        name = "The damage layer" if len(files) == 1 else f"Damage layer {i}"
+    for name, path in _named_layers(layers):
         try:
             layer = decode_image(path, limits)
         except InputError as exc:
@@ -52,18 +53,12 @@ def damage_from_layers(layers: Sequence[str | None], limits: InputLimits = DEFAU
 def check_editor_files(value: Mapping[str, Any] | None, limits: InputLimits = DEFAULT_LIMITS) -> None:
     """Every file the editor handed over (``{"background", "layers", "composite"}``, paths) is an image
     within the upload limits, or :class:`InputError` names the part and says what is wrong with it.
-
-    Headers only (:func:`gpen_core.images.decode.probe_image`): nothing is decoded, so a task that
-    never reads the editor pays kilobytes for it, yet a text file or a bomb sent as its background
-    gets our message rather than silence (or, were Gradio to open it, its bare exception)."""
+    Headers only (:func:`~gpen_core.images.decode.probe_image`): a task that never reads the editor pays
+    kilobytes for it, yet a text file or a bomb sent as its background gets our message, not silence."""
     if not value:
         return
-    layers = [p for p in value.get("layers") or [] if p]
-    if len(layers) > MAX_LAYERS:
-        raise InputError(f"The editor sent {len(layers)} layers; the damage may be painted on at most {MAX_LAYERS}.")
-    parts = [("The editor's background", value.get("background"))]
-    parts += [("The damage layer" if len(layers) == 1 else f"Damage layer {i}", p) for i, p in enumerate(layers, 1)]
-    parts.append(("The editor's composite", value.get("composite")))
+    parts = [("The editor's background", value.get("background")), *_named_layers(value.get("layers") or []),
+             ("The editor's composite", value.get("composite"))]
     for name, path in parts:
         if not path:
             continue

@@ -7,8 +7,8 @@ Checks run cheapest first, so a hostile file costs milliseconds and kilobytes: f
 reading) → format from Pillow's header parse, within the allow-list → declared pixels, aspect ratio and
 smallest side → decode → normalise. Pillow's ``LOAD_TRUNCATED_IMAGES`` is never touched: truncated
 files are refused. The limits and messages live in :mod:`~gpen_core.images.limits`, Pillow image →
-arrays in :mod:`~gpen_core.images.pixels`, the output side in :mod:`~gpen_core.images.encode`; this
-module exports the public API of all three.
+arrays in :mod:`~gpen_core.images.pixels`, the output side in :mod:`~gpen_core.images.encode`; callers
+import all three's public names from here.
 """
 
 from __future__ import annotations
@@ -25,24 +25,14 @@ import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
 
 from gpen_core.errors import InputError, OutOfMemory
-from gpen_core.images.encode import encode_image, shrink_to_max_side
+from gpen_core.images.encode import encode_image, shrink_to_max_side  # noqa: F401  (encode_image: re-exported)
 from gpen_core.images.limits import (DEFAULT_LIMITS, OUR_NAME, SNIFF_BYTES, InputLimits, check_geometry, open_source,
                                      pillow_failure, png_declared_size, sniff, too_many_pixels, unidentified)
 from gpen_core.images.metadata import Metadata
 from gpen_core.images.metadata import read as read_metadata
 from gpen_core.images.pixels import (ORIENT, composite_on_white, first_frame_note, float_to_8bit, is_16bit,
-                                     read_orientation, rgb_icc, settle_icc, shrunk_rgb, to_arrays)
+                                     read_orientation, rgb_icc, settle_icc, shrunk_rgb, tag_value, to_arrays)
 from gpen_core.modes import preshrink_size
-
-__all__ = [
-    "DEFAULT_LIMITS",
-    "DecodedImage",
-    "InputLimits",
-    "decode_image",
-    "encode_image",
-    "probe_image",
-    "shrink_to_max_side",
-]
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,22 +77,20 @@ def decode_image(source: bytes | str | os.PathLike[str], limits: InputLimits = D
                  reduce_to: int | None = None) -> DecodedImage:
     """Read an uploaded image (its bytes or a path) safely: RGB uint8 H×W×3, upright, with its alpha kept apart.
 
-    ``reduce_to``: when the caller will shrink the image to this longest side anyway, a large JPEG is
-    decoded at 1/2, 1/4 or 1/8 scale (libjpeg's DCT scaling) keeping at least ``_DRAFT_KEEP`` × ``reduce_to``
-    (a 4000 px photo for 2048 px decodes at 2000 px); greyscale without alpha is shrunk before it is
-    expanded to RGB; RGB without alpha in another format is shrunk as it leaves Pillow's buffer; others
-    decode at full size for the caller to shrink (:func:`shrink_to_max_side`). The notes say so.
+    ``reduce_to``: the longest side the caller will shrink to anyway. A large JPEG then decodes at 1/2, 1/4 or
+    1/8 scale keeping at least ``_DRAFT_KEEP`` × ``reduce_to``, greyscale without alpha is shrunk before it is
+    expanded to RGB, other RGB without alpha as it leaves Pillow's buffer; the rest decode at full size for the
+    caller to shrink (:func:`shrink_to_max_side`). The notes say so.
 
     Raises :class:`InputError` for anything wrong with the file, saying how to fix it, and
-    :class:`~gpen_core.errors.OutOfMemory` when memory runs out decoding an image within the limits.
-    No other exception escapes for bad files.
+    :class:`~gpen_core.errors.OutOfMemory` when memory runs out decoding an image within the limits;
+    nothing else for bad files.
     """
     if reduce_to is not None and reduce_to < 1:
         raise ValueError(f"reduce_to must be a positive longest side in pixels, got {reduce_to}")
     if ImageFile.LOAD_TRUNCATED_IMAGES:
-        # A process-wide switch that makes Pillow pad truncated files with grey instead of
-        # failing. Some modelscope CV modules turn it on when imported; refusing loudly is
-        # the only way to notice, since we must not flip a global other code relies on.
+        # A process-wide switch that makes Pillow pad truncated files with grey; some modelscope modules turn it
+        # on when imported. Refusing loudly is the only way to notice: we must not flip a global others rely on.
         raise RuntimeError(
             "PIL.ImageFile.LOAD_TRUNCATED_IMAGES was turned on elsewhere in this process, so truncated "
             "uploads would be accepted silently. Do not import the module that sets it (some modelscope "
@@ -112,9 +100,7 @@ def decode_image(source: bytes | str | os.PathLike[str], limits: InputLimits = D
         if im is None:  # Pillow has no mode for float RGB(A) TIFFs (scientific and HDR exports)
             return _decode_other_tiff(fp, head, limits)
         with im:
-            fmt = OUR_NAME.get(str(im.format), str(im.format))
-            original_size = (int(im.size[0]), int(im.size[1]))
-            check_geometry(original_size, limits)
+            fmt, original_size = _format_and_size(im, limits)
             return _decode_checked(im, fp, fmt, original_size, reduce_to)
 
 
@@ -128,9 +114,14 @@ def probe_image(source: bytes | str | os.PathLike[str], limits: InputLimits = DE
             _, w, h, _ = _other_tiff_header(fp, head, limits)
             return "TIFF", (w, h)
         with im:
-            size = (int(im.size[0]), int(im.size[1]))
-            check_geometry(size, limits)
-            return OUR_NAME.get(str(im.format), str(im.format)), size
+            return _format_and_size(im, limits)
+
+
+def _format_and_size(im: Image.Image, limits: InputLimits) -> tuple[str, tuple[int, int]]:
+    """Our name for ``im``'s format, and its (width, height) as stored once they passed ``limits``."""
+    size = (int(im.size[0]), int(im.size[1]))
+    check_geometry(size, limits)
+    return OUR_NAME.get(str(im.format), str(im.format)), size
 
 
 @contextmanager
@@ -214,10 +205,9 @@ def _open_png_with_big_icc(fp: io.BufferedIOBase, limits: InputLimits) -> "Image
     return im
 
 
-# A JPEG is DCT-scaled at decode when its reduced longest side keeps at least this share of
-# the target: the mode's 2048 px becomes 2000 px for a 4000 px photo (2% fewer pixels per
-# side, invisible after GPEN's paste-back) and the decode skips 3/4 of the 12 MP (measured
-# on the 4000×3000 benchmark photo: the decode's peak and time both drop to about a quarter).
+# A JPEG is DCT-scaled at decode when its reduced longest side keeps at least this share of the target:
+# the mode's 2048 px becomes 2000 px for a 4000 px photo (2% fewer pixels per side, invisible after
+# GPEN's paste-back), and the decode's peak and time drop to about a quarter (4000×3000 benchmark photo).
 _DRAFT_KEEP = 0.9
 
 _SAMPLE_FORMATS = {1: "unsigned integer", 2: "signed integer", 3: "floating-point", 4: "undefined"}
@@ -240,24 +230,15 @@ def _tiff_directory(fp: io.BufferedIOBase) -> "dict[int, object] | None":
         return None
 
 
-def _first(value: object, default: int) -> int:
-    if isinstance(value, tuple):
-        value = value[0] if value else default
-    try:
-        return int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return default
-
-
 def _other_tiff_header(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) -> tuple[dict[int, object], int, int, str]:
     """(tags, width, height, pixel format in words) of a TIFF Pillow cannot identify, refused by name
     unless it is float RGB(A) within the limits."""
     tags = _tiff_directory(fp)
     if tags is None or not tags.get(256) or not tags.get(257):
         raise unidentified(head, limits)
-    w, h = _first(tags[256], 0), _first(tags[257], 0)
-    bits, spp = _first(tags.get(258), 1), _first(tags.get(277), 1)
-    sample = _SAMPLE_FORMATS.get(_first(tags.get(339), 1), "unknown")
+    w, h = tag_value(tags[256], 0), tag_value(tags[257], 0)
+    bits, spp = tag_value(tags.get(258), 1), tag_value(tags.get(277), 1)
+    sample = _SAMPLE_FORMATS.get(tag_value(tags.get(339), 1), "unknown")
     check_geometry((w, h), limits)
     what = f"{bits}-bit {sample} samples, {spp} per pixel"
     if sample != "floating-point" or bits not in (16, 32, 64) or spp not in (1, 3, 4):
@@ -303,7 +284,7 @@ def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) 
         if isinstance(e, MemoryError) or is_oom(e):
             raise _no_memory_to_decode(w, h) from None
         raise InputError(f"The TIFF file ({what}) cannot be decoded ({str(e).strip()[:200]}); re-export it and try again.") from None
-    orientation = _first(tags.get(274), 1)
+    orientation = tag_value(tags.get(274), 1)
     return _finish(base, alpha, _FileFacts("TIFF", (w, h), orientation if orientation in ORIENT else 1, None), notes)
 
 
@@ -335,9 +316,8 @@ def _decode_checked(
             notes.append(meta.note)
         icc = rgb_icc(im) if im.mode in ("RGB", "RGBA", "P", "PA", "RGBa") else None
         if reduce_to is not None and fmt != "JPEG" and im.mode == "RGB" and max(im.size) > reduce_to:
-            # The caller would shrink it right after: shrink it as it leaves Pillow's buffer, so the
-            # full-size copy never exists (a 7000×7000 PNG for low: 349 → 247 MB at the peak,
-            # benchmarks/decode_peak.py --kinds rgb8, at commit bc5933a).
+            # The caller would shrink it right after: shrink it as it leaves Pillow's buffer, so the full-size
+            # copy never exists (measured: docs/files-and-limits.md, "Greyscale and 16-bit photos").
             # JPEG has its own DCT scaling above; images with alpha keep the full-size path.
             if deep:
                 notes.append(f"16-bit {fmt} scaled to 8 bit")

@@ -1,7 +1,5 @@
-"""The output side of the image boundary: RGB uint8 (+ alpha) → PNG / JPEG bytes, and shrinking.
-
-Nothing heavy at import: OpenCV is imported only to shrink.
-"""
+"""The output side of the image boundary: RGB uint8 (+ alpha) → PNG / JPEG bytes, and shrinking (OpenCV is
+imported only then)."""
 
 from __future__ import annotations
 
@@ -38,7 +36,16 @@ def encode_image(rgb: np.ndarray, fmt: Literal["png", "jpeg"], *, alpha: np.ndar
     if not 1 <= quality <= 100:
         raise ValueError(f"quality must be in 1..100, got {quality}")
     try:
-        return _encode(rgb, fmt, alpha, quality, icc_profile, exif, dpi)
+        if fmt == "png":  # not Pillow's writer: see gpen_core.images.png for why
+            return png_fast.encode_png(rgb, alpha, icc_profile, exif=exif, dpi=dpi)
+        extra: dict[str, object] = {"icc_profile": icc_profile} if icc_profile else {}
+        if exif:
+            extra["exif"] = exif
+        if dpi:
+            extra["dpi"] = (max(1, round(dpi[0])), max(1, round(dpi[1])))  # JFIF stores whole dots per inch
+        buf = io.BytesIO()
+        Image.fromarray(np.ascontiguousarray(rgb), "RGB").save(buf, "JPEG", quality=quality, subsampling=0, **extra)
+        return buf.getvalue()
     except MemoryError:
         h, w = rgb.shape[:2]
         raise OutOfMemory(
@@ -47,32 +54,10 @@ def encode_image(rgb: np.ndarray, fmt: Literal["png", "jpeg"], *, alpha: np.ndar
         ) from None
 
 
-def _encode(rgb: np.ndarray, fmt: str, alpha: np.ndarray | None, quality: int, icc_profile: bytes | None,
-            exif: bytes | None = None, dpi: tuple[float, float] | None = None) -> bytes:
-    if fmt == "png":
-        # Not Pillow's PNG writer: its per-row five-filter search runs single-threaded in C and
-        # was most of the ~0.9 s a 12 MP result took. png_fast (zlib level 1, Z_RLE, as Pillow
-        # was asked for here before) needs ~0.4-0.6x its CPU time, spreads it over the cores,
-        # and its files were -7 % to +6 % of Pillow's on 12 MP photos (same pixels, same ICC).
-        return png_fast.encode_png(rgb, alpha, icc_profile, exif=exif, dpi=dpi)
-    extra: dict[str, object] = {"icc_profile": icc_profile} if icc_profile else {}
-    if exif:
-        extra["exif"] = exif
-    if dpi:
-        extra["dpi"] = (max(1, round(dpi[0])), max(1, round(dpi[1])))  # JFIF stores whole dots per inch
-    buf = io.BytesIO()
-    im = Image.fromarray(np.ascontiguousarray(rgb), "RGB")
-    im.save(buf, "JPEG", quality=quality, subsampling=0, **extra)
-    return buf.getvalue()
-
-
 def shrink_to_max_side(img: np.ndarray, max_side: int) -> tuple[np.ndarray, bool]:
-    """Shrink so the longest side is ``max_side`` (area averaging); never enlarges.
-
-    ``img`` is uint8 H×W×3 (RGB) or H×W (an alpha channel: shrink it with the same
-    ``max_side`` to keep it aligned). Returns (image, True) when it was shrunk, else the
-    same array and False.
-    """
+    """(``img`` shrunk so its longest side is ``max_side`` by area averaging, True), or (``img``, False) when it
+    is no longer; never enlarges. ``img``: uint8 H×W×3 (RGB) or H×W (an alpha: the same ``max_side`` keeps it
+    aligned)."""
     if max_side < 1:
         raise ValueError(f"max_side must be positive, got {max_side}")
     if img.ndim not in (2, 3):

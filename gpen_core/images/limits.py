@@ -200,6 +200,8 @@ def open_source(source: bytes | str | os.PathLike[str], limits: InputLimits) -> 
     path = os.fspath(source)
     try:
         st = os.stat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_size <= limits.max_file_bytes:
+            return open(path, "rb")  # noqa: SIM115 - closed by decode_image's with-block
     except FileNotFoundError:
         raise InputError(f"The file {path!r} does not exist. Check the path and try again.") from None
     except OSError as e:
@@ -207,12 +209,7 @@ def open_source(source: bytes | str | os.PathLike[str], limits: InputLimits) -> 
     if not stat.S_ISREG(st.st_mode):
         # A FIFO or device reports size 0 and then streams forever; a folder is a mistake.
         raise InputError(f"{path!r} is not a regular file. Choose an image file and try again.")
-    if st.st_size > limits.max_file_bytes:
-        raise too_big(st.st_size, limits)
-    try:
-        return open(path, "rb")  # noqa: SIM115 - closed by decode_image's with-block
-    except OSError as e:
-        raise InputError(f"The file {path!r} cannot be opened ({e.strerror}). Check the path and try again.") from None
+    raise too_big(st.st_size, limits)
 
 
 def too_big(n: int, limits: InputLimits) -> InputError:

@@ -58,11 +58,9 @@ def _dpi(value: object) -> tuple[float, float] | None:
 
 
 def for_output(meta: Metadata, upright_size: tuple[int, int], out_size: tuple[int, int], *, photo: bool = True) -> Metadata:
-    """``meta`` for a result of ``out_size`` (width, height) made from a photo of ``upright_size``.
-
-    EXIF pixel dimensions become the result's; DPI scales with the width so the print size is
-    kept. ``photo`` False (a sheet of face crops): EXIF only, a DPI would claim a print size.
-    """
+    """``meta`` for a result of ``out_size`` (width, height) made from a photo of ``upright_size``: EXIF's pixel
+    dimensions become the result's, DPI scales so the print size is kept. ``photo`` False (a sheet of face
+    crops): EXIF only, a DPI would claim a print size."""
     exif = meta.exif
     if exif is not None:
         exif = _with_size(exif, out_size)

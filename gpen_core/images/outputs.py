@@ -4,6 +4,7 @@ milliseconds with exit 2, not after the restore), written whole or not at all (:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
@@ -14,9 +15,9 @@ from pathlib import Path, PurePosixPath
 from gpen_core.errors import InputError
 from gpen_core.platform import durable
 
-
 # The file name ending of each result format.
 SUFFIX_BY_FORMAT = {"png": ".png", "jpeg": ".jpg"}
+
 
 def check_writable(outputs: Iterable[Path]) -> None:
     """Raise :class:`InputError` for the first output that cannot be written: the nearest existing ancestor
@@ -137,27 +138,21 @@ def sweep(folder: Path, max_age_s: float) -> int:
     returns how many files went. Symlinks are removed, never followed."""
     cutoff = time.time() - max_age_s
     removed = 0
-    if not folder.is_dir():
-        return 0
-    for root, dirs, names in os.walk(folder, topdown=False):
+    for root, dirs, names in os.walk(folder, topdown=False):  # nothing when it is not a folder
         for n in names:
             p = Path(root, n)
-            try:
+            with contextlib.suppress(OSError):  # gone meanwhile, or not ours to delete: leave it
                 if p.lstat().st_mtime < cutoff:
                     p.unlink()
                     removed += 1
-            except OSError:  # gone meanwhile, or not ours to delete: leave it
-                pass
         for d in dirs:
             p = Path(root, d)
-            try:
+            with contextlib.suppress(OSError):
                 if p.is_symlink():
                     if p.lstat().st_mtime < cutoff:
                         p.unlink()
                 elif not any(p.iterdir()):
                     p.rmdir()
-            except OSError:
-                pass
     return removed
 
 

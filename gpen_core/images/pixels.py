@@ -30,9 +30,8 @@ def read_orientation(im: Image.Image) -> tuple[int, str | None]:
     return (value, None) if 1 <= value <= 8 else (1, f"EXIF orientation {value} invalid; not applied")
 
 
-# EXIF orientation → array transform that makes the image upright, on H×W[×C] arrays.
-# Same table as ImageOps.exif_transpose (2 FLIP_LEFT_RIGHT, 3 ROTATE_180, 4 FLIP_TOP_BOTTOM,
-# 5 TRANSPOSE, 6 ROTATE_270, 7 TRANSVERSE, 8 ROTATE_90); tests check it against Pillow.
+# EXIF orientation → the array transform that makes an H×W[×C] image upright: ImageOps.exif_transpose's
+# table (tests check it against Pillow).
 ORIENT: dict[int, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
     2: ("mirrored", lambda a: a[:, ::-1]),
     3: ("rotated", lambda a: a[::-1, ::-1]),
@@ -56,9 +55,9 @@ def is_16bit(im: Image.Image) -> bool:
     return False
 
 
-# Frames are counted only for the note, so counting is capped: Pillow's own n_frames walks
-# every GIF block in Python (seconds for a 25 MB file of 1-pixel frames) and every TIFF
-# page with a quadratic loop-check (minutes for 100 000 tiny pages).
+# Frames are counted only for the note, so counting is capped: Pillow's own n_frames walks every GIF
+# block in Python (seconds for a 25 MB file of 1-pixel frames) and every TIFF page with a quadratic
+# loop-check (minutes for 100 000 tiny pages).
 _MAX_COUNTED_FRAMES = 1000
 
 
@@ -135,9 +134,8 @@ def strip_rows(width: int) -> int:
 
 
 def _asarray(im: Image.Image, convert: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
-    """A loaded Pillow image as an owned, writable numpy array (each strip passed through ``convert`` when
-    given), copied in strips: ``np.asarray(im)`` joins ``im.tobytes()`` chunks, two transient 144 MB copies
-    for a 48 MP photo beside Pillow's 192 MB buffer."""
+    """A loaded Pillow image as an owned, writable array (each strip through ``convert``), copied in strips:
+    ``np.asarray(im)`` joins ``im.tobytes()`` chunks, two transient 144 MB copies for a 48 MP photo."""
     w, h = im.size
     if w * h <= _STRIP_PIXELS and convert is None:
         return np.array(im)
@@ -173,10 +171,9 @@ def shrunk_rgb(im: Image.Image, size: tuple[int, int]) -> np.ndarray:
     """A loaded RGB Pillow image → uint8 ``size[1]``×``size[0]``×3, shrunk while it is read out.
 
     The picture ``cv2.INTER_AREA`` makes of the whole copy (:func:`~gpen_core.images.encode.shrink_to_max_side`),
-    without that copy beside Pillow's buffer (343 MB for a 7000×7000 PNG): each strip of input rows that
-    makes whole output rows is summed down with OpenCV's area weights (:func:`_area_tab`), shrunk across
-    by OpenCV in float32 and rounded once. The sums' order differs from OpenCV's, so a value may differ
-    by 1 next to a rounding tie (measured: at most 1 in 97 000, none for exact 2×, 3×, 4× shrinks).
+    without that copy: each strip of input rows that makes whole output rows is summed down with OpenCV's
+    area weights (:func:`_area_tab`), shrunk across by OpenCV in float32 and rounded once. A value may
+    differ from OpenCV's by 1 next to a rounding tie (at most 1 in 97 000, none for exact 2×, 3×, 4× shrinks).
     """
     import cv2  # heavy; only needed when shrinking
 
@@ -255,13 +252,19 @@ def to_arrays(im: Image.Image, fmt: str, deep: bool, notes: list[str]) -> tuple[
     return _asarray(im.convert("RGB")), None
 
 
+def tag_value(value: object, default: int) -> int:
+    """A TIFF tag's (first) value as an int; ``default`` when it is absent or not a number."""
+    if isinstance(value, tuple):
+        value = value[0] if value else default
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+
+
 def _int32_to_8bit(im: Image.Image, fmt: str, notes: list[str]) -> np.ndarray:
     a = _asarray(im)
-    bits = None
-    tags = getattr(im, "tag_v2", None)
-    if tags is not None:
-        bps = tags.get(258)
-        bits = int(bps[0] if isinstance(bps, tuple) else bps) if bps else None
+    bits = tag_value((getattr(im, "tag_v2", None) or {}).get(258), 0)  # BitsPerSample; 0: not said
     lo, hi = int(a.min()), int(a.max())
     if lo >= 0 and hi <= 255 and bits != 16:
         notes.append(f"32-bit integer {fmt} holding 8-bit values used as 8 bit; grayscale expanded to RGB")
@@ -296,10 +299,8 @@ def _rescale(a: np.ndarray, lo: float, hi: float) -> np.ndarray:
 
 
 def composite_on_white(rgb: np.ndarray, alpha: np.ndarray) -> None:
-    """In place: rgb = rgb·α + white·(1-α), rounded, in integers, a strip at a time.
-
-    uint16 holds 255·255 + 255·255; strips bound the uint16 temporaries to a few MB.
-    """
+    """In place: rgb = rgb·α + white·(1-α), rounded, in uint16 (it holds 255·255 + 255·255), a strip at a
+    time so the temporaries stay a few MB."""
     rows = strip_rows(rgb.shape[1])
     for y in range(0, rgb.shape[0], rows):
         a = alpha[y : y + rows, :, None].astype(np.uint16)
@@ -309,16 +310,14 @@ def composite_on_white(rgb: np.ndarray, alpha: np.ndarray) -> None:
 
 def rgb_icc(im: Image.Image) -> bytes | None:
     icc = im.info.get("icc_profile")
-    # Bytes 16..19 of an ICC header name its colour space; only an RGB profile describes
-    # our RGB output (a CMYK or grey profile embedded in an RGB file is invalid).
+    # Bytes 16..19 of an ICC header name its colour space: only an RGB one describes our RGB output.
     if isinstance(icc, bytes) and len(icc) >= 128 and icc[16:20] == b"RGB ":
         return icc
     return None
 
 
-# Largest colour profile copied into the result as it is. Real RGB profiles are 0.5-60 KB
-# (sRGB, Display P3, Adobe RGB); Pillow refuses to read a PNG whose profile inflates past
-# 1 MB (PngImagePlugin.MAX_TEXT_CHUNK), so a bigger one is converted away, not copied.
+# Largest colour profile copied into the result as it is: real RGB profiles are 0.5-60 KB, and Pillow
+# refuses a PNG whose profile inflates past 1 MB (MAX_TEXT_CHUNK), so a bigger one is converted away.
 _MAX_ICC_BYTES = 256_000
 
 

@@ -22,12 +22,9 @@ def max_event_body_bytes(limits: InputLimits = DEFAULT_LIMITS) -> int:
 
 
 def save_data_url(url: str, folder: Path, limits: InputLimits = DEFAULT_LIMITS) -> Path:
-    """Write a base64 ``data:`` URL's bytes, as sent, to a fresh file under ``folder``; return its path.
-
-    Raises :class:`InputError` when the URL is not base64 or its bytes would exceed
-    ``limits.max_file_bytes`` (checked from the text's length, before decoding it).
-    Each call gets its own folder (``p-XXXX/pasted``): concurrent pastes never share a path.
-    """
+    """Write a base64 ``data:`` URL's bytes, as sent, to a fresh file ``p-XXXX/pasted`` under ``folder`` (concurrent
+    pastes never share a path); its path. :class:`InputError` when the URL is not base64 or its bytes would
+    exceed ``limits.max_file_bytes`` (checked from the text's length, before decoding it)."""
     head, _, data = url.partition(",")
     if not head.startswith("data:") or ";base64" not in head:
         raise InputError(_UNREADABLE)

@@ -1,18 +1,14 @@
 """How many of this process's cores other programs leave it right now.
 
-PyTorch's CPU kernels run in an OpenMP team that waits for all its threads at every layer. When
-another program keeps one of the cores busy, the thread the kernel scheduler puts beside it runs
-in slices, and the whole team waits for it at each barrier: measured on the AMX Xeon (2 cores,
-GPEN-BFR-256 on the fast float32 path, `benchmarks/bench_forward.py --sizes 256 --paths fast`,
-load average 12-15 from other programs), **2.99 s a face on 2 threads against 0.70 s on 1**. On a
-quiet machine 2 threads are the faster (0.11 s against about 0.2 s). So a request running networks
-on PyTorch asks, just before it starts, how many cores are free, and runs that many threads.
-(OpenVINO keeps its own thread pool, which degrades gracefully: it is left alone.)
+PyTorch's OpenMP team waits for all its threads at every layer, so one thread sharing a core with
+another program slows the whole team (on a busy 2-core machine 2 threads took 4x as long as 1:
+docs/performance.md, "PyTorch's threads on a busy machine"). So a request running networks on PyTorch
+asks, just before it starts, how many cores are free and runs that many threads; OpenVINO keeps its own
+pool, which degrades gracefully.
 
-The measure: the kernel's count of runnable threads machine-wide (``/proc/loadavg``'s fourth field,
-an instantaneous figure, not the load *average*), less this process's own runnable threads, as
-the median of a few samples a millisecond apart so a passing blip does not decide. Linux only;
-elsewhere no answer (None), and the caller keeps its thread count.
+The measure: runnable threads machine-wide (``/proc/loadavg``'s fourth field, instantaneous, not the
+load *average*), less this process's own, the median of a few samples a millisecond apart so a passing
+blip does not decide. Linux only; elsewhere None, and the caller keeps its thread count.
 """
 
 from __future__ import annotations

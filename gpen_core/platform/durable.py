@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,10 @@ from gpen_core.platform.leftovers import sweep_partials
 PathLike = str | os.PathLike[str]
 
 # One writer per destination within this process: two threads writing one file would share its
-# temporary name (the pid's); the second waits, and each write stays whole.
+# temporary name (the pid's); the second waits, and each write stays whole. A lock is forgotten with
+# its last writer (weakly held): a server writes many names over its life.
 _writers_lock = threading.Lock()
-_writers: dict[Path, tuple[threading.Lock, int]] = {}  # temporary → (its lock, writers holding or awaiting it)
+_writers: weakref.WeakValueDictionary[Path, threading.Lock] = weakref.WeakValueDictionary()  # by temporary
 
 
 def partial_path(dst: PathLike) -> Path:
@@ -80,29 +82,17 @@ def move_aside(path: PathLike, to: PathLike) -> None:
 
 @contextlib.contextmanager
 def _one_writer(tmp: Path) -> Iterator[None]:
-    tmp = Path(os.path.abspath(tmp))  # one key for one file, however the caller spelled it
-    with _writers_lock:
-        lock, n = _writers.get(tmp, (threading.Lock(), 0))
-        _writers[tmp] = (lock, n + 1)
-    try:
-        with lock:
-            yield
-    finally:
-        with _writers_lock:  # forget it with its last writer: a server writes many names over its life
-            lock, n = _writers[tmp]
-            if n == 1:
-                del _writers[tmp]
-            else:
-                _writers[tmp] = (lock, n - 1)
+    with _writers_lock:  # one key for one file, however the caller spelled it
+        lock = _writers.setdefault(Path(os.path.abspath(tmp)), threading.Lock())
+    with lock:
+        yield
 
 
 @contextlib.contextmanager
 def replacing(dst: PathLike, *, sync: bool, sweep: bool = False) -> Iterator[Path]:
-    """Yield the temporary path to write ``dst``'s new content to; when the block ends without an exception,
-    :func:`install` it onto ``dst``. On any exception the temporary is removed and the exception re-raised;
-    ``dst`` is never touched then. The block may write the temporary itself or hand it to a writer.
-    ``sweep``: first remove what killed writers of ``dst`` left (it lists the folder: for folders of few
-    files, not an output folder of thousands of photos)."""
+    """Yield the temporary path for ``dst``'s new content (the block writes it or hands it to a writer) and
+    :func:`install` it when the block ends; on an exception it is removed and ``dst`` never touched. ``sweep``:
+    first remove what killed writers of ``dst`` left (it lists the folder: not for thousands of photos)."""
     dst = Path(dst)
     tmp = partial_path(dst)
     if sweep:

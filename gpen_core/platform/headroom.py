@@ -2,26 +2,14 @@
 ``prlimit --as``): a layer that would run at the cap's very edge raises
 :class:`~gpen_core.errors.OutOfMemory` (the request steps down, or exits 4) instead of running.
 
-Why: oneDNN (PyTorch's CPU convolutions) maps a code buffer for each JIT kernel it builds on a
-layer's first call, and at some points does not check that the mapping worked: with under 256 KiB of
-address space left it jumps to address 0 (SIGSEGV in ``brgemm_convolution_bwd_strided_t::
-perform_outwork``), while a little more or less room gives a clean "could not create a primitive"
-or "can't allocate memory". Measured on an AMX Xeon, PyTorch 2.x, one thread, sweeping the room
-left in 16 KiB steps (``tests/test_headroom.py`` keeps that sweep): transposed and depthwise
-convolutions, dense and channels-last, each crashed at some room. No library call is safe at the
-edge, so no layer is started there: each module first maps, and at once unmaps, a block of the
-room its call takes before oneDNN maps its code (its output, a reordered input and the code; see
-:func:`room_for`). With that block mappable, the code mapping has megabytes of room, and whatever
-fails later in the layer fails with an exception.
-
-Only a layer's first call of a kind needs the room: oneDNN keeps the kernels it built (its
-primitive cache, 1024 by default), so a call like one that already finished maps no code and is
-not checked. The cost, measured on ``low`` with a 512 px face in a process capped before its first
-request: it runs from about 290 MB of address space over the imported engine with the check,
-190-200 MB without it; its second request runs from 170 MB either way.
-
-Installed only in a capped process (a global module hook costs torch.compile its graphs): without
-a cap nothing changes. A check costs ~30 µs, a seen call ~5 µs (133 layers in a ``low`` face).
+Why: oneDNN maps a code buffer for each JIT kernel on a layer's first call and at some points does not
+check that the mapping worked: with under 256 KiB of address space left it jumps to address 0 (SIGSEGV),
+while a little more or less room gives a clean error. No library call is safe at the edge, so each
+module first maps, and at once unmaps, a block of the room its call takes (:func:`room_for`); whatever
+fails later in the layer then fails with an exception. Only a layer's first call of a kind is checked:
+oneDNN keeps the kernels it built. Installed only in a capped process (a global module hook costs
+torch.compile its graphs). The sweep, the room it costs and the check's time: docs/files-and-limits.md,
+"Out of memory under a memory cap"; ``tests/headroom_sweep.py`` reproduces the crash.
 """
 
 from __future__ import annotations
@@ -30,13 +18,9 @@ import mmap
 import resource
 import threading
 
-# The room a layer needs at its start so that oneDNN's code mapping cannot land at the cap's edge,
-# from its largest input. Measured with tests/headroom_sweep.py (AMX Xeon, one thread): a layer
-# crashes only where the room left when oneDNN maps its code is under 256 KiB, and what a layer
-# allocates before that mapping is at most its output (4x its input for a 2x upsampling) and a
-# reordered copy of its input; the constant covers the code buffers and an expanding layer's output
-# (3 → 64 channels at 512 px: 64 MiB from 3 MiB). Then a layer also finishes: the most a sweep
-# measured is a strided transposed conv's 56 MiB for a 4 MiB input (its scratch), under 84 MiB.
+# The room a layer needs at its start, from its largest input: before oneDNN maps its code a layer
+# allocates at most its output (4x its input for a 2x upsampling) and a reordered copy of its input;
+# the constant covers the code buffers and an expanding layer's output (3 → 64 channels at 512 px).
 PER_INPUT_BYTE = 5
 EXTRA = 64 * 2**20
 

@@ -1,19 +1,15 @@
 """Where a request's buffers come from: glibc's main heap, or mappings of their own.
 
-glibc serves a block of at least its *mmap threshold* from a mapping of its own, which ``free`` unmaps
-at once; the threshold rises with every mapped block freed, up to 32 MiB (:data:`HEAP_UP_TO`), so after
-a first request its buffers are carved from the main heap between small objects that live on. After a
-heavier mode that heap spans its buffers, and a lighter mode's buffers land in its holes, touching fresh
-pages that stay resident (``low`` after ``balanced`` peaked 536-567 MiB against 421-443 MiB fresh).
-Setting the threshold when the lighter mode starts is too late: malloc looks in its free lists first.
-
-So a process that serves many modes sets the threshold per request
-(:attr:`gpen_core.modes.MemoryMode.heap_blocks`, through :func:`map_blocks_from`): the heavier modes map
-every block of :data:`MAPPED_FROM` or more, so the heap never spans their buffers, at the price of page
-faults (~0.5 s more CPU per ``balanced`` request on torch); ``low`` keeps glibc's usual ceiling.
-Measured: docs/performance.md, "A lighter mode after a heavier one, in one process". Once set, glibc's
-threshold stays fixed (mallopt(3)); one the operator set (``MALLOC_MMAP_THRESHOLD_``, ``GLIBC_TUNABLES``)
-is left alone. Process-wide: two requests of different modes at once share the latest setting.
+glibc serves a block of at least its *mmap threshold* from a mapping of its own, and that threshold
+rises with every mapped block freed (up to :data:`HEAP_UP_TO`), so after a first request buffers are
+carved from the main heap between small objects that live on. After a heavier mode a lighter mode's
+buffers then land in that heap's holes, touching fresh pages that stay resident. Setting the threshold
+when the lighter mode starts is too late (malloc looks in its free lists first), so a process that
+serves many modes sets it per request (:attr:`gpen_core.modes.MemoryMode.heap_blocks`, through
+:func:`map_blocks_from`): the heavier modes map every block of :data:`MAPPED_FROM` or more, at the price
+of page faults; ``low`` keeps glibc's usual ceiling. Measured: docs/performance.md, "A lighter mode
+after a heavier one, in one process". A threshold the operator set (``MALLOC_MMAP_THRESHOLD_``,
+``GLIBC_TUNABLES``) is left alone. Process-wide: two requests at once share the latest setting.
 """
 
 from __future__ import annotations

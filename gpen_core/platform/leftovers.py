@@ -38,10 +38,8 @@ def _ours_and_dead(path: Path, pid_text: str) -> bool:
 
 
 def sweep_partials(dst: Path) -> list[Path]:
-    """Remove ``.NAME.PID.partial`` files beside ``dst`` whose process is gone; return them.
-
-    Only this exact pattern for this output's name: other outputs' partials and other files are left alone.
-    """
+    """Remove ``.NAME.PID.partial`` files beside ``dst`` whose process is gone; return them. Only this output's
+    name: other outputs' partials and other files are left alone."""
     pattern = re.compile(rf"^\.{re.escape(dst.name)}\.(\d+)\.partial$")
     removed = []
     with contextlib.suppress(OSError):

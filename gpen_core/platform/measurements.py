@@ -1,9 +1,9 @@
 """This machine's measurements, in one typed, versioned file: ``measurements.json`` in the models folder.
 
-The hardware check's profile per device (read by :mod:`gpen_core.engine.profile_store`), torch's speed
-against OpenVINO per network and CPU model (read by :mod:`gpen_core.runtimes.openvino.generator`) and
-the memory advice's table (:mod:`gpen_core.hwcheck.advice_table`), each figure stored once, with one
-reader (:func:`read`) and one writer (:func:`update`, locked across processes)::
+The hardware check's profile per device (:mod:`gpen_core.engine.profile_store`), torch's speed against
+OpenVINO per network and CPU model (:mod:`gpen_core.runtimes.openvino.generator`) and the memory advice's
+table (:mod:`gpen_core.hwcheck.advice_table`), each stored once, with one reader (:func:`read`) and one
+writer (:func:`update`, locked across processes)::
 
     {"version": 2, "profiles": {"cpu": {...}, "cuda:0": {...}},
      "speeds": {"<CPU id>": {"512-float32": {"torch_s": 1.7, "openvino_s": 1.2, ...}}}, "advice": {...} or null}
@@ -106,14 +106,20 @@ def _profiles(raw: Any, version: int) -> dict[str, dict[str, Any]]:
     return out
 
 
-def parse(text: str, where: str | os.PathLike[str]) -> Store:
-    """The store a file's text holds (this version, or version 1 read as it was); empty with a note
-    when the text is damaged or of another version. Every reader of the layout goes through here."""
+def _object(text: str) -> dict[str, Any] | None:
+    """The JSON object ``text`` holds; None when it is damaged or not an object."""
     try:
         data = json.loads(text)
     except ValueError:
-        data = None
-    if not isinstance(data, dict):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def parse(text: str, where: str | os.PathLike[str]) -> Store:
+    """The store a file's text holds (this version, or version 1 read as it was); empty with a note
+    when the text is damaged or of another version. Every reader of the layout goes through here."""
+    data = _object(text)
+    if data is None:
         return Store(note=f"{where} could not be read (damaged); it is ignored: run the hardware check to measure again")
     version = data.get("version")
     if version not in (VERSION, _V1):
@@ -127,15 +133,12 @@ def parse(text: str, where: str | os.PathLike[str]) -> Store:
 def parse_document(text: str, where: str | os.PathLike[str]) -> Store:
     """What a file given by hand holds (``profile --from``): a store (:func:`parse`), an older ``profile.json``,
     or one profile (``profile --json``, under its own ``device``); empty with a note when none of these."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and "version" in data:
+    data = _object(text) or {}
+    if "version" in data:
         return parse(text, where)
-    if isinstance(data, dict) and "profiles" in data:  # profile.json, before this file
+    if "profiles" in data:  # profile.json, before this file
         return Store(_profiles(data["profiles"], _V1))
-    if isinstance(data, dict) and isinstance(data.get("device"), str):
+    if isinstance(data.get("device"), str):
         one = _profiles({data["device"]: data}, _V1 if "format" in data else VERSION)
         if one:
             return Store(one)
@@ -143,27 +146,19 @@ def parse_document(text: str, where: str | os.PathLike[str]) -> Store:
     return Store(note=f"{where} holds no hardware profile")
 
 
-def _legacy(root: Path) -> Store:
-    """The files before this one, read as they were: a missing or damaged file is no measurement."""
-    profiles: dict[str, dict[str, Any]] = {}
-    with contextlib.suppress(OSError, ValueError):
-        data = json.loads((root / LEGACY_PROFILE).read_text(encoding="utf-8"))
-        if isinstance(data, dict):
-            profiles = _profiles(data.get("profiles"), _V1)  # its profiles had version 1's layout
-    speeds: dict[str, Any] = {}
-    for f in sorted(root.glob(LEGACY_SPEEDS)):
-        with contextlib.suppress(OSError, ValueError):
-            speeds[f.stem[len("speed-"):]] = json.loads(f.read_text())
-    return Store(profiles, _speeds(speeds), _legacy_advice(root))
-
-
-def _legacy_advice(root: Path) -> dict[str, Any] | None:
-    """``advice.json``, the advice table's own file before it joined this store; None when absent or damaged."""
+def _json_object(f: Path) -> dict[str, Any] | None:
+    """The JSON object in ``f``; None when it is missing, damaged or not an object (no measurement)."""
     try:
-        data = json.loads((root / LEGACY_ADVICE).read_text(encoding="utf-8"))
+        return _object(f.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+
+
+def _legacy(root: Path) -> Store:
+    """The files before this one, read as they were (the profiles had version 1's layout)."""
+    profile = _json_object(root / LEGACY_PROFILE) or {}
+    speeds = {f.stem[len("speed-"):]: _json_object(f) for f in sorted(root.glob(LEGACY_SPEEDS))}
+    return Store(_profiles(profile.get("profiles"), _V1), _speeds(speeds), _json_object(root / LEGACY_ADVICE))
 
 
 @lru_cache(maxsize=16)
@@ -184,7 +179,7 @@ def read(folder: str | os.PathLike[str] | None = None) -> Store:
         return _legacy(f.parent)
     store = _cached(str(f), st.st_mtime_ns, st.st_size)
     if store.advice is None:
-        advice = _legacy_advice(f.parent)  # measured before the advice joined this file: read until a write carries it over
+        advice = _json_object(f.parent / LEGACY_ADVICE)  # read until a write carries it over
         if advice is not None:
             return replace(store, advice=advice)
     return store

@@ -2,21 +2,17 @@
 
 RAM: on Linux, writing ``5`` to ``/proc/self/clear_refs`` resets the kernel's resident high-water
 mark (VmHWM) to the current RSS, so the mark read after the call is its peak ("vmhwm"); where that
-is refused a thread samples RSS with psutil every 2 ms ("sampling"), which can miss shorter spikes.
-VRAM: only for a CUDA ``device``, on that device, with torch's peak-memory stats; a CPU meter never
-touches ``torch.cuda`` (a CUDA context's hundreds of MB would show up in the figures).
+is refused a thread samples RSS every 2 ms ("sampling"), which can miss shorter spikes. VRAM: only
+for a CUDA ``device``, with torch's peak-memory stats; a CPU meter never touches ``torch.cuda`` (a
+CUDA context's hundreds of MB would show up in the figures).
 
-Both marks are process-wide, so overlapping work can land in a call's peak; the meter never hides
-that, and never loses a peak to it:
-
-- Before a meter resets a mark it hands the mark's value to every live meter, so an earlier meter
-  still reports its own peak; a meter nested in the same thread measures exactly, as does its outer one.
-- Meters that overlap from different threads report ``shared``.
-- So do other Python threads of this process that were busy during the call, saying what they did:
-  page faults of at least 32 MB, or CPU time (50 ms, or 2% of the call) with at least 1 MB of faults
-  (a large array faults in 2 MB huge pages, so its count reads small), from ``/proc/self/task``. A
-  thread that only computes moves no memory and does not count. Native worker threads (OpenMP,
-  oneDNN, OpenVINO's) work for the call and are named only beside other overlapping work.
+Both marks are process-wide; the meter never hides overlapping work, and never loses a peak to it.
+Before a meter resets a mark it hands the mark's value to every live meter (so nested meters measure
+exactly). A call's peaks are ``shared`` when a meter overlapped it from another thread, or another
+Python thread of this process moved memory meanwhile (from ``/proc/self/task``): page faults of at least
+32 MB, or CPU time (50 ms, or 2% of the call) with at least 1 MB of faults; a thread that only computes
+does not count. Native worker threads (OpenMP, oneDNN, OpenVINO's) work
+for the call and are named only beside other overlapping work.
 """
 
 from __future__ import annotations
@@ -88,10 +84,10 @@ def _reset_hwm(tries: int = 3) -> bool:
 
 class _Sampler(threading.Thread):
     NAME = "gpen-rss-sampler"
+    INTERVAL_S = 0.002
 
-    def __init__(self, interval_s: float = 0.002) -> None:
+    def __init__(self) -> None:
         super().__init__(name=self.NAME, daemon=True)
-        self.interval_s = interval_s
         self.peak = current_rss()
         self._stop_event = threading.Event()
         self._proc = psutil.Process()
@@ -101,7 +97,7 @@ class _Sampler(threading.Thread):
             rss = self._proc.memory_info().rss
             if rss > self.peak:
                 self.peak = rss
-            time.sleep(self.interval_s)
+            time.sleep(self.INTERVAL_S)
 
     def stop(self) -> int:
         self._stop_event.set()
@@ -122,6 +118,8 @@ _CALL_WORKERS: set[int] = set()
 def mark_call_worker() -> None:
     """Declare the current thread a worker of the call that started it (use as a pool initializer)."""
     _CALL_WORKERS.add(threading.get_native_id())
+
+
 # threading.setprofile is process-wide (every thread started afterwards runs the hook once),
 # so it is installed only while at least one meter measures, and taken out with the last one.
 _HOOK_LOCK = threading.Lock()
@@ -131,22 +129,6 @@ _HOOK_USERS = 0
 def _started_hook(frame: Any, event: str, arg: Any) -> None:
     _STARTED[threading.get_native_id()] = threading.current_thread().name
     sys.setprofile(None)  # once per thread: no profiling cost after its first event
-
-
-def _hook_acquire() -> None:
-    global _HOOK_USERS
-    with _HOOK_LOCK:
-        _HOOK_USERS += 1
-        if _HOOK_USERS == 1 and threading.getprofile() is None:  # another profiler in place: leave it alone
-            threading.setprofile(_started_hook)
-
-
-def _hook_release() -> None:
-    global _HOOK_USERS
-    with _HOOK_LOCK:
-        _HOOK_USERS = max(0, _HOOK_USERS - 1)
-        if _HOOK_USERS == 0 and threading.getprofile() is _started_hook:
-            threading.setprofile(None)
 
 
 def _tasks() -> dict[int, tuple[float, int]] | None:
@@ -180,7 +162,11 @@ class _ThreadWatch:
     """What Python threads other than the measured one(s) did between start and finish."""
 
     def __init__(self, exclude: set[int]) -> None:
-        _hook_acquire()
+        global _HOOK_USERS
+        with _HOOK_LOCK:
+            _HOOK_USERS += 1
+            if _HOOK_USERS == 1 and threading.getprofile() is None:  # another profiler in place: leave it alone
+                threading.setprofile(_started_hook)
         self._hooked = True
         self.exclude = exclude
         self.t0 = time.perf_counter()
@@ -191,9 +177,14 @@ class _ThreadWatch:
 
     def close(self) -> None:
         """The call is over: the thread-start hook goes when no other meter measures."""
-        if self._hooked:
-            self._hooked = False
-            _hook_release()
+        global _HOOK_USERS
+        if not self._hooked:
+            return
+        self._hooked = False
+        with _HOOK_LOCK:
+            _HOOK_USERS = max(0, _HOOK_USERS - 1)
+            if _HOOK_USERS == 0 and threading.getprofile() is _started_hook:
+                threading.setprofile(None)
 
     def busy(self) -> list[str]:
         """Plain sentences, one per busy thread (empty when the call had the process to itself)."""
@@ -286,16 +277,13 @@ def active_meters() -> int:
 def _cuda_index(device: Any) -> int | None:
     """The CUDA device index ``device`` names ("cuda": the current one), or None; touches ``torch.cuda`` only
     for a CUDA device."""
-    if device is None:
-        return None
-    name = str(device)
-    if not name.startswith("cuda"):
+    if device is None or not str(device).startswith("cuda"):
         return None
     import torch
 
     if not torch.cuda.is_available():
         return None
-    index = torch.device(name).index
+    index = torch.device(str(device)).index
     return int(torch.cuda.current_device()) if index is None else int(index)
 
 

@@ -1,15 +1,12 @@
 """Out of memory: recognise it (:func:`is_oom`), explain a failed import (:func:`import_failure`),
 and hand memory back (:func:`release`, :func:`malloc_trim`).
 
-Every library says "out of memory" differently: :class:`MemoryError` (Python, NumPy, Pillow);
-``torch.OutOfMemoryError`` (CUDA) and, on the CPU, ``RuntimeError`` ("can't allocate memory",
-"std::bad_alloc", ``torch.load(mmap=True)``'s "Cannot allocate memory"); oneDNN's "could not create
-a primitive"; OpenCV's "Insufficient memory"; OpenVINO's CPU plugin's "can't alloc" (a JIT code
-buffer) or "Cannot allocate memory for type"; cuBLAS and cuDNN inside a plain ``RuntimeError``;
-our own :class:`~gpen_core.errors.OutOfMemory`. OpenBLAS prints "Memory allocation still failed"
-and calls ``exit(1)``, so :func:`reserve_blas_buffers` has it allocate its buffers at engine import,
-and a parent that reads a child's last words recognises the text. Messages seen under ``prlimit --as``.
-Nothing heavy at import: torch is only looked at when it is already loaded.
+Every library says "out of memory" differently: :class:`MemoryError` (Python, NumPy, Pillow),
+``torch.OutOfMemoryError`` (CUDA), and a ``RuntimeError`` or ``OSError`` whose text :data:`_OOM_TEXT`
+and the patterns below it recognise (PyTorch on the CPU, oneDNN, OpenCV, OpenVINO, cuBLAS, cuDNN; seen
+under ``prlimit --as``). OpenBLAS prints "Memory allocation still failed" and calls ``exit(1)``, so
+:func:`reserve_blas_buffers` has it allocate its buffers at engine import. Nothing heavy at import:
+torch is only looked at when it is already loaded.
 """
 
 from __future__ import annotations
@@ -19,7 +16,9 @@ import gc
 import re
 import sys
 
-# Lower-case fragments of allocation-failure messages (see the module docstring).
+# Lower-case fragments of allocation-failure messages: PyTorch on the CPU ("can't allocate memory",
+# "std::bad_alloc", torch.load(mmap=True)'s "Cannot allocate memory"), OpenCV ("Insufficient memory"),
+# OpenVINO's CPU plugin ("Cannot allocate memory for type").
 _OOM_TEXT = (
     "out of memory",
     "can't allocate memory",
@@ -54,11 +53,8 @@ _OV_THREADS = re.compile(r"failed to create plugin.*resource temporarily unavail
 
 
 def is_oom(exc: BaseException) -> bool:
-    """True when ``exc`` is an allocation failure (RAM or VRAM), from any library we use.
-
-    Our other errors (:class:`~gpen_core.errors.GPENError` that is not ``OutOfMemory``) are
-    never memory, whatever their text says.
-    """
+    """True when ``exc`` is an allocation failure (RAM or VRAM), from any library we use. Our other errors
+    (a :class:`~gpen_core.errors.GPENError` but ``OutOfMemory``) are never memory, whatever their text says."""
     from gpen_core.errors import GPENError, OutOfMemory
 
     if isinstance(exc, (MemoryError, OutOfMemory)):
@@ -99,10 +95,6 @@ def engine_import_figures() -> dict:
     except metadata.PackageNotFoundError:
         version = ""
     return ENGINE_IMPORT["cpu" if version.endswith("+cpu") else "cuda"]
-
-
-# A dynamic library that cannot be mapped under a memory cap.
-_MAP_FAILED = ("failed to map segment", "cannot allocate memory", "cannot map")
 
 
 def _limits_text() -> str:
@@ -154,8 +146,7 @@ def import_failure(exc: BaseException, module: str | None = None) -> Exception:
     :class:`~gpen_core.errors.OutOfMemory` with what the engine needs when memory ran out (a library that could
     not be mapped under ``ulimit -v`` included), else a :class:`~gpen_core.errors.GPENError` saying how to repair
     the installation. A ``SystemError`` under a memory cap is the cap: a C extension whose allocation failed can
-    return from its import without setting an exception, and CPython then raises SystemError ("error return
-    without exception set"), seen under ``prlimit --data``; a broken install raises ImportError instead."""
+    return without setting an exception ("error return without exception set", seen under ``prlimit --data``)."""
     from gpen_core.errors import GPENError, OutOfMemory
 
     text = str(exc).strip()
@@ -166,7 +157,8 @@ def import_failure(exc: BaseException, module: str | None = None) -> Exception:
     if module is None:
         module = next((label for label, pattern in _PACKAGES if pattern.search(haystack)), name.split(".")[0] or "a module")
     capped_crash = isinstance(exc, SystemError) and memory_limited()
-    if isinstance(exc, MemoryError) or capped_crash or is_oom(exc) or any(t in text.lower() for t in _MAP_FAILED):
+    # is_oom knows "failed to map segment" too; "cannot map" is another library that could not be mapped under a cap
+    if isinstance(exc, MemoryError) or capped_crash or is_oom(exc) or "cannot map" in text.lower():
         fig = engine_import_figures()
         return OutOfMemory(
             f"not enough memory to start: importing {module} failed ({detail}). Loading the engine (PyTorch, "

@@ -1,14 +1,9 @@
-"""One way to run work in a child process: a fresh spawned Python, typed values in and out.
+"""One way to run work in a child process: a fresh spawned Python, typed values in and out (:func:`run`).
 
-    outcome = worker.run(measure_side, spec, on_event=..., niceness=10, env={"OMP_NUM_THREADS": "2"})
-
-For the hardware check, the tips' measurements and the app's background preparation: a fresh
-allocator (one measurement cannot flatter another), memory handed back at exit, an out-of-memory kill
-the caller survives, a niceness that does not stick to the caller. :func:`run` starts ``fn(*args)``
-in a "spawn" child (no copy of the caller's threads or locks; it imports this ``gpen_core`` through
-the caller's ``sys.path``), passes what the child :func:`send` s to ``on_event``, and returns a
-:class:`Done` with the value or a :class:`Failed` saying how it ended (raised, killed, timed out...).
-Nothing is parsed from text. The child exits when its parent does.
+For the hardware check, the tips' measurements and the app's background preparation: a fresh allocator
+(one measurement cannot flatter another), memory handed back at exit, an out-of-memory kill the caller
+survives, a niceness that does not stick to the caller. Nothing is parsed from text; the child exits
+when its parent does.
 """
 
 from __future__ import annotations
@@ -54,40 +49,27 @@ class Failed:
     pid: int | None = None
 
 
-# What the child sends back on its pipe: ("event", value) while it runs, then ("done", value) or ("raised", ...).
-_CHILD_QUEUE: Any = None
+# The child's end of its pipe: ("event", value) while it runs, then ("done", value) or ("raised", ...). A pipe,
+# not a multiprocessing queue: a queue sends from a thread it starts at the first put, and under a tight memory
+# cap (``prlimit --as``) that thread cannot start, so the child's own outcome could not be told.
+_CHILD_CONN: Any = None
+_SEND_LOCK = threading.Lock()  # events may come from several threads of the child
 
 
-class _Sender:
-    """The child's end of the pipe. A pipe, not a multiprocessing queue: a queue sends from a thread
-    it starts at the first put, and under a tight memory cap (``prlimit --as``) that thread cannot
-    start, so the child's own outcome could not be told. A send here is a write on this thread."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn, self._lock = conn, threading.Lock()
-
-    def put(self, item: tuple[Any, ...]) -> None:
-        with self._lock:  # events may come from several threads of the child
-            self._conn.send(item)
-
-    def close(self) -> None:
-        self._conn.close()
+def _put(item: tuple[Any, ...]) -> None:
+    with _SEND_LOCK:
+        _CHILD_CONN.send(item)
 
 
 def send(event: object) -> None:
     """From inside a :func:`run` child: hand ``event`` (picklable) to the parent's ``on_event``. A no-op elsewhere."""
-    if _CHILD_QUEUE is not None:
-        _CHILD_QUEUE.put(("event", event))
+    if _CHILD_CONN is not None:
+        _put(("event", event))
 
 
 def report(fraction: float, message: str) -> None:
     """:func:`send` a :class:`ProgressEvent` (a ``Progress`` callable for code that reports progress)."""
     send(ProgressEvent(fraction, message))
-
-
-def in_child() -> bool:
-    """Whether this process is a :func:`run` child."""
-    return _CHILD_QUEUE is not None
 
 
 def _exit_with_parent() -> None:
@@ -103,7 +85,7 @@ def _exit_with_parent() -> None:
 def _child_main(target: str, args: tuple[Any, ...], conn: Any, niceness: int, env: dict[str, str | None],
                 quiet: bool = False) -> None:
     """The child: environment and niceness first (before the work imports torch), then ``target(*args)``."""
-    global _CHILD_QUEUE
+    global _CHILD_CONN
     if quiet:  # what a probe's libraries print (warnings, a crash's last words) is not the user's to read
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
@@ -120,7 +102,7 @@ def _child_main(target: str, args: tuple[Any, ...], conn: Any, niceness: int, en
         threading.Thread(target=_exit_with_parent, name="gpen-worker-parent-watch", daemon=True).start()
     except RuntimeError:  # no thread under a tight memory cap: the parent's timeout and stop still end it
         pass
-    q = _CHILD_QUEUE = _Sender(conn)
+    _CHILD_CONN = conn
     module, _, name = target.partition(":")
     try:
         import importlib
@@ -133,10 +115,10 @@ def _child_main(target: str, args: tuple[Any, ...], conn: Any, niceness: int, en
         from gpen_core.platform.oom import is_oom
 
         oom = is_oom(exc) if isinstance(exc, Exception) else False
-        q.put(("raised", type(exc).__name__, str(exc), oom or type(exc).__name__ in ("MemoryError", "ResourceError")))
+        _put(("raised", type(exc).__name__, str(exc), oom or type(exc).__name__ in ("MemoryError", "ResourceError")))
     else:
-        q.put(("done", value))
-    q.close()
+        _put(("done", value))
+    conn.close()
 
 
 _START_LOCK = threading.Lock()
@@ -257,9 +239,10 @@ class Child:
 def run(fn: Callable[..., T] | str, *args: Any, on_event: Callable[[object], None] | None = None, niceness: int = 0,
         env: dict[str, str | None] | None = None, timeout: float | None = None, quiet: bool = False,
         stop: threading.Event | None = None) -> Done[T] | Failed:
-    """``fn(*args)`` in a fresh spawned process; its outcome. ``fn``: a module-level function of an importable
-    module, or its reference ``"package.module:name"`` (for a room that may not import that module);
-    ``args`` and the value are picklable. The child inherits this process's limits and ``sys.path``.
+    """``fn(*args)`` in a fresh "spawn" process (no copy of this one's threads or locks): :class:`Done` with its
+    value, or :class:`Failed` saying how it ended. ``fn``: a module-level function of an importable module, or
+    its reference ``"package.module:name"`` (for a room that may not import that module); ``args`` and the
+    value are picklable. The child inherits this process's limits and ``sys.path``.
 
     ``env``: variables set (None unsets) before ``fn``'s module is imported; ``niceness``: added to the
     child's; ``timeout``: seconds before it is killed; ``on_event``: gets what the child :func:`send` s, on

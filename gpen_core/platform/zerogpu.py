@@ -1,17 +1,15 @@
 """Hugging Face ZeroGPU: how many seconds of GPU to ask ``spaces.GPU`` for, from measured work.
 
 On a ZeroGPU Space the GPU exists only inside a ``spaces.GPU(duration=...)`` function, and ``duration``
-may be a callable of the call's own arguments. Asking for less gets a visitor through the queue
-sooner; too little aborts the request. The figure here is
+may be a callable of the call's own arguments: asking for less gets a visitor through the queue sooner,
+too little aborts the request. The figure, capped at :data:`CAP_S`, is
 
-    floor + load + (faces × seconds per face + upscaled megapixels × seconds per megapixel) × margin   (capped)
+    floor + load + (faces × seconds per face + upscaled megapixels × seconds per megapixel) × margin
 
-``faces``: the most the request can restore (1 for an aligned crop, else its max-faces setting).
-Each rate is the slowest of this Space's recent GPU requests (per face: restore + align + paste; the
-slowest model load, as a call can land on a fresh slot; seconds per upscaled megapixel), or before
-any was measured a labelled estimate (:data:`ESTIMATED_S_PER_FACE`, :data:`ESTIMATED_LOAD_S`,
-:data:`ESTIMATED_S_PER_UPSCALED_MP`). ``floor`` covers decoding, detecting and encoding.
-Nothing here imports torch or touches CUDA.
+``faces``: the most the request can restore (1 for an aligned crop, else its max-faces setting). Each
+rate is the slowest of this Space's recent GPU requests (a call can land on a fresh slot, so a load
+counts too), or before any was measured a labelled ``ESTIMATED_`` figure. ``floor`` covers decoding,
+detecting and encoding. Nothing here imports torch or touches CUDA.
 """
 
 from __future__ import annotations
@@ -81,11 +79,8 @@ class FaceClock:
 
     def duration(self, max_faces: float | int | None, aligned: bool, *, upscale: int = 1,
                  image_size: tuple[int, int] | None = None) -> int:
-        """Seconds to ask ``spaces.GPU`` for one request (see the module docstring).
-
-        ``upscale`` > 1 with the photo's ``image_size`` (width, height) adds the upscaling;
-        without a size (an unreadable header) the upscale counts a 12 MP photo.
-        """
+        """Seconds to ask ``spaces.GPU`` for one request (see the module docstring). ``upscale`` > 1 adds the
+        upscaling of the photo's ``image_size`` (width, height; without one, an unreadable header: 12 MP)."""
         faces = 1 if aligned else max(1, int(max_faces or 1))
         per_face, _ = self.seconds_per_face()
         work = faces * per_face
