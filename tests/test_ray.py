@@ -117,6 +117,37 @@ def test_workers_take_fractional_cpus_and_leave_some_for_reading() -> None:
         plan_resources(2, 0, 2, 0, None, memory_per_worker=2e9, cluster_memory=3e9)
 
 
+@pytest.mark.parametrize("gpus, per_gpu, memory_gb, workers, segments, expected", [
+    (0, 0.0, 5, None, 10, 2),  # 2 × 2 GB fit, not the 8 of a 16-CPU default: 2, as photos (it said "use --workers 2")
+    (2, 0.5, 1000, None, 10, 4),  # one per half GPU (it took one per 2 CPUs: 8)
+    (0, 0.0, 1000, 6, 3, 3),  # never more workers than segments, as photos
+])
+def test_a_ray_video_sizes_its_pool_as_the_photo_batch_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, gpus: int, per_gpu: float, memory_gb: int, workers: int | None,
+    segments: int, expected: int
+) -> None:
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from gpen_core import RestoreOptions
+    from gpen_core.scaleout import runtime, video_ray
+    from gpen_core.video import resumable
+
+    @contextmanager
+    def session(address: str | None = None) -> Iterator[runtime.RaySession]:
+        yield runtime.RaySession(address="127.0.0.1:1", started_here=True, cpus=16, gpus=gpus, memory=memory_gb * 1e9)
+
+    monkeypatch.setattr(runtime, "ray_session", session)
+    monkeypatch.setattr(runtime, "import_ray", lambda: SimpleNamespace(remote=lambda fn: SimpleNamespace(options=lambda **kw: fn)))
+    monkeypatch.setattr(runtime, "worker_memory_bytes", lambda mode, device="cpu": int(2e9))
+    monkeypatch.setattr(resumable, "upright_geometry", lambda path: ((64, 48), 0))
+    in_flight: list[int] = []
+    monkeypatch.setattr(video_ray, "_drain", lambda ray, submit, pending, folder, limit, on_frame: iter(in_flight.append(limit) or []))
+    runner = video_ray.RayRunner(RestoreOptions(mode="low"), 18, workers=workers, gpus_per_worker=per_gpu)
+    list(runner(SimpleNamespace(input=tmp_path / "clip.mp4"), list(range(segments)), tmp_path, lambda: None))
+    assert runner.used_workers == expected and in_flight == [expected + video_ray.EXTRA_IN_FLIGHT]
+
+
 def test_worker_memory_reserves_idle_size_plus_the_modes_peak() -> None:
     from gpen_core.engine.budget import estimate_peak
     from gpen_core.modes import MODES

@@ -233,6 +233,15 @@ def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None
     return workers, cpus_per_worker
 
 
+def plan_pool(session: Any, workers: int | None, gpus_per_worker: float, memory: int, jobs: int) -> tuple[int, float]:
+    """:func:`plan_resources` on the Ray ``session`` (a RaySession) for ``jobs`` pieces of work (photos, segments),
+    ``workers`` as the user gave it (None: the default, sized to what fits): never more actors than jobs, as idle
+    ones would only cost start-up time and memory."""
+    plan = dict(gpus_per_worker=gpus_per_worker, cpus_per_worker=None, memory_per_worker=memory, cluster_memory=session.memory)
+    n, cpus = plan_resources(session.cpus, session.gpus, workers, **plan)
+    return plan_resources(session.cpus, session.gpus, jobs, **plan) if n > jobs else (n, cpus)
+
+
 def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None] | None = None) -> BatchSummary:
     """Restore every image under ``config.source`` into ``config.output``; one record per input.
 
@@ -278,11 +287,7 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
         with ray_session(config.address) as session:
             device = config.device or ("cuda" if config.gpus_per_worker > 0 else "cpu")
             memory = worker_memory_bytes(getattr(config.options, "mode", "auto"), device)
-            plan = dict(gpus_per_worker=config.gpus_per_worker, cpus_per_worker=None,
-                        memory_per_worker=memory, cluster_memory=session.memory)
-            workers, cpus = plan_resources(session.cpus, session.gpus, config.workers, **plan)
-            if workers > len(todo):  # idle actors would only cost start-up time and memory
-                workers, cpus = plan_resources(session.cpus, session.gpus, len(todo), **plan)
+            workers, cpus = plan_pool(session, config.workers, config.gpus_per_worker, memory, len(todo))
             by_path = {i.read_path: i for i in todo}
             seen: set[str] = set()
             for row_rec, encoded in _stream(config, todo, filesystem, workers, cpus, memory):
