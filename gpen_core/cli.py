@@ -267,7 +267,9 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
                          f"(a GIF is restored as a still): name the output {out.with_suffix('.png').name}, or a folder")
     if out.suffix.lower() in IMAGE_SUFFIXES and not out.is_dir():
         if len(inputs) > 1:
-            raise InputError(f"{len(inputs)} inputs need an output folder, not the file {out}")
+            from gpen_core.images.outputs import one_file_for_several
+
+            raise one_file_for_several(0, len(inputs), out)
         fmt = FORMAT_BY_SUFFIX.get(out.suffix.lower())
         if fmt is None:
             raise InputError(f"cannot write {out.suffix} files; use .png, .jpg or .jpeg (or an output folder)")
@@ -288,7 +290,7 @@ def _restore(args: argparse.Namespace) -> int:
     inputs, not_files = _collect_inputs(args.inputs)
     videos = [p for p in inputs if _is_video(p)]  # told apart by content
     inputs = [p for p in inputs if p not in videos]
-    worst = _restore_videos(args, videos, photos_too=bool(inputs)) if videos else 0
+    worst = _restore_videos(args, videos, photos=len(inputs)) if videos else 0
     if not inputs:
         return worst
     if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
@@ -418,14 +420,14 @@ def _is_video(path: Path) -> bool:
     return sniff_file(path)
 
 
-def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bool) -> int:
+def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -> int:
     """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged."""
     from gpen_core.restorer import Restorer
     from gpen_core.scaleout.video_cli import join_first, restore_if_segmented
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video
     from gpen_core.video.stream import VideoOptions, restore_video
 
-    plan = plan_video_outputs(videos, args.output, photos_too)
+    plan = plan_video_outputs(videos, args.output, photos)
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()
     if args.ray and args.address:

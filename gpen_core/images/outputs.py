@@ -110,6 +110,13 @@ def write_atomic(dst: Path, data: bytes) -> None:
         raise InputError(f"cannot write {dst}: {exc.strerror or exc}. Choose another output path.") from None
 
 
+def one_file_for_several(videos: int, photos: int, out: Path) -> InputError:
+    """The refusal of the file ``out`` as the output of several inputs (each needs a file of its own)."""
+    counted = " and ".join(f"{n} {kind}{'s' if n > 1 else ''}" for n, kind in ((videos, "video"), (photos, "photo")) if n)
+    return InputError(f"{counted} need an output folder, not the file {out}: give a folder for -o (made if missing), "
+                      f"e.g. {out.with_suffix('')}")
+
+
 def output_stems(names: Sequence[str]) -> list[str]:
     """The output file name (without its extension) for each input file name, unique per input.
 
