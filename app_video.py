@@ -122,7 +122,8 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
             result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode, face_check=bool(face_check),  # type: ignore[arg-type]
                                                                                       identity="auto" if identity else "off"),
                                    vopts, progress=tick, stop=stop, on_frame=lambda r: records.append(video_view.frame_faces(r)))
-            result = with_run_notes(result, first)
+            result = video_tab.named_by_mode(with_run_notes(result, first), video)
+            out = Path(result.output)
             before = video_view.original_span(video, out.with_name("original_" + out.name), part.start_s, part.end_s, vopts.crf)
         except BaseException as exc:
             shutil.rmtree(out.parent, ignore_errors=True)  # the folder results_path made for this clip, and only it

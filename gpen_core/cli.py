@@ -20,7 +20,6 @@ from typing import Any
 
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images.limits import IMAGE_SUFFIXES
-from gpen_core.images.outputs import SUFFIX_BY_FORMAT
 from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
 from gpen_core.presentation.cli_run import ProgressLine, RunSummary, print_error
 from gpen_core.result_json import result_record  # re-exported: scripts read records through the CLI module
@@ -258,7 +257,8 @@ def not_a_file(path: Path) -> str | None:
 
 
 def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str | None]]:
-    """(input, output path, format override) per input; format None = the mode's."""
+    """(input, output, format override) per input; format None = the mode's, and the output a name in a folder
+    that gets the format's suffix once restored (images.outputs.result_paths)."""
     from gpen_core.video.output import VIDEO_SUFFIXES
 
     out = Path(output)
@@ -267,7 +267,9 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
                          f"(a GIF is restored as a still): name the output {out.with_suffix('.png').name}, or a folder")
     if out.suffix.lower() in IMAGE_SUFFIXES and not out.is_dir():
         if len(inputs) > 1:
-            raise InputError(f"{len(inputs)} inputs need an output folder, not the file {out}")
+            from gpen_core.images.outputs import one_file_for_several
+
+            raise one_file_for_several(0, len(inputs), out)
         fmt = FORMAT_BY_SUFFIX.get(out.suffix.lower())
         if fmt is None:
             raise InputError(f"cannot write {out.suffix} files; use .png, .jpg or .jpeg (or an output folder)")
@@ -276,15 +278,6 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
 
     # Unique per input (same.jpg and same.png → same_jpg, same_png); suffix added once the format is known.
     return [(p, out / stem, None) for p, stem in zip(inputs, output_stems([p.name for p in inputs]))]
-
-
-def _check_photo_outputs(plan: list[tuple[Path, Path, str | None]]) -> None:
-    """InputError for an output that is a device, FIFO or folder, or the input itself (by any link): videos' rule."""
-    from gpen_core.images.outputs import check_output_file
-
-    for src, dst, _ in plan:
-        for candidate in [dst] if dst.suffix else [dst.with_suffix(s) for s in SUFFIX_BY_FORMAT.values()]:
-            check_output_file(candidate, [src], folder=False)
 
 
 def _restore(args: argparse.Namespace) -> int:
@@ -297,16 +290,16 @@ def _restore(args: argparse.Namespace) -> int:
     inputs, not_files = _collect_inputs(args.inputs)
     videos = [p for p in inputs if _is_video(p)]  # told apart by content
     inputs = [p for p in inputs if p not in videos]
-    worst = _restore_videos(args, videos, photos_too=bool(inputs)) if videos else 0
+    worst = _restore_videos(args, videos, photos=len(inputs)) if videos else 0
     if not inputs:
         return worst
     if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
         raise InputError("--mask is the damage of one photo: use it with --task inpaint and a single input")
     plan = _plan_outputs(inputs, args.output)
-    from gpen_core.images.outputs import check_writable
+    from gpen_core.images.outputs import check_result_paths, check_writable
 
     check_writable([dst for _, dst, _ in plan])  # bad output paths fail now (exit 2), not after the restore
-    _check_photo_outputs(plan)
+    check_result_paths(plan)  # a folder in the way, or the input itself (the same rule as --ray and videos)
     mask = _read_mask(args.mask) if args.mask is not None else None
     _load_engine()  # under a memory cap: exit 4 saying what the engine needs, never a traceback
 
@@ -344,30 +337,20 @@ def _options(args: argparse.Namespace, **only: Any) -> Any:
                           identity_limit=args.identity_limit, identity_alpha=args.identity_alpha, **only)
 
 
-def _existing(args: argparse.Namespace, dst: Path) -> Path | None:
-    """The output already there that this photo would replace, unless --overwrite."""
-    if args.overwrite:
-        return None
-    if dst.suffix == "":
-        return next((dst.with_suffix(s) for s in SUFFIX_BY_FORMAT.values() if dst.with_suffix(s).exists()), None)
-    return dst if dst.exists() else None
-
-
 def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Path, str | None], mask: Any, bar: Any,
                  said: set[str]) -> dict[str, Any]:
     """Restore one ``photo`` (input, output, format: a plan entry) and say so: its record (ok, error with ``exit_code``, or skipped)."""
-    from gpen_core.images.outputs import write_atomic
+    from gpen_core.images.outputs import existing_result, result_path, write_atomic
 
     src, dst, fmt = photo
-    existing = _existing(args, dst)
+    existing = None if args.overwrite else existing_result(dst, fmt)
     if existing is not None:
         return _skipped(args, src, existing, bar.say)
     record: dict[str, Any] = {"input": str(src)}
     try:
         result = restorer(src, _options(args, aligned=args.aligned, orientations=args.orientations, output_format=fmt),
                           mask=mask)
-        if dst.suffix == "":
-            dst = dst.with_suffix(SUFFIX_BY_FORMAT[result.output_format])
+        dst = result_path(dst, fmt, result.output_format)
         write_atomic(dst, result.encoded)  # InputError when the disk filled up, the folder went away...
     except GPENError as exc:
         record.update(status="error", error=str(exc), exit_code=exc.exit_code)
@@ -404,7 +387,9 @@ def _read_mask(path: str) -> Any:
 
 def _skipped(args: argparse.Namespace, src: Path, existing: Path, say: Any) -> dict[str, Any]:
     """The record of an input whose output is already there (no --overwrite), said on stderr."""
-    record = {"input": str(src), "status": "skipped", "output": str(existing), "note": "output exists; use --overwrite"}
+    from gpen_core.result_json import skipped_record
+
+    record = skipped_record(str(src), existing)
     _emit(args, record)
     say(f"skipped: {existing} exists (use --overwrite)")
     return record
@@ -435,14 +420,14 @@ def _is_video(path: Path) -> bool:
     return sniff_file(path)
 
 
-def _restore_videos(args: argparse.Namespace, videos: list[Path], photos_too: bool) -> int:
+def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -> int:
     """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged."""
     from gpen_core.restorer import Restorer
     from gpen_core.scaleout.video_cli import join_first, restore_if_segmented
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video
     from gpen_core.video.stream import VideoOptions, restore_video
 
-    plan = plan_video_outputs(videos, args.output, photos_too)
+    plan = plan_video_outputs(videos, args.output, photos)
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()
     if args.ray and args.address:

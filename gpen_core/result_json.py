@@ -49,6 +49,12 @@ def result_record(result: Any) -> dict[str, Any]:
     }
 
 
+def skipped_record(shown: str, existing: Any) -> dict[str, Any]:
+    """The record of the input ``shown`` left alone because its output ``existing`` is already there (no --overwrite)."""
+    return {"input": shown, "status": "skipped", "output": str(existing), "note": "output exists; use --overwrite",
+            "peaks": None, "timings": None}
+
+
 # dlib's threshold (gpen_core.result.IDENTITY_THRESHOLD; this room sits beside result, not above it),
 # said beside every figure, so a reader of the JSON alone does not take it for a guarantee.
 IDENTITY_THRESHOLD_MEANING = "dlib's own same-person threshold on LFW photos, not a promise about restorations"

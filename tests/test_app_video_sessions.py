@@ -225,6 +225,8 @@ def test_the_documented_restore_video_example_runs_as_written(server_url: str, e
     record = scope["record"]
     assert isinstance(record, dict) and record["frames"] == FRAMES and Path(str(scope["video"])).suffix == ".mp4"
     assert str(FRAMES) in capsys.readouterr().out
+    # Named as a photo's download is: safe characters, and the mode that ran ("auto" was asked)
+    assert Path(str(scope["video"])).name == f"visitor_clip_gpen_{record['mode']}.mp4" and record["mode"] != "auto"
 
 
 def test_the_identity_switch_reaches_the_clips_options(server_url: str, engines: list[Slow], clip: Path,

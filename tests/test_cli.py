@@ -64,7 +64,7 @@ def test_folder_input_writes_one_file_per_image_and_skips_existing(
     src = tmp_path / "in"
     src.mkdir()
     face = np.asarray(Image.open(shared_path("faces", "ffhq_00000_512.png")).convert("RGB").resize((256, 256)))
-    for name in ("a.png", "b.jpg"):
+    for name in ("a.png", "b.v2.jpg"):  # a stem with a dot keeps it, and gets the format's suffix
         Image.fromarray(face).save(src / name)
     (src / "notes.txt").write_text("not an image")  # ignored: not an image suffix
     dst = tmp_path / "out"
@@ -79,9 +79,10 @@ def test_folder_input_writes_one_file_per_image_and_skips_existing(
     assert main(argv) == 0
     recs = _records(capsys.readouterr().out)
     assert asked == [2] and all(r["notes"][0].startswith("GPEN-BFR-256 was converted") for r in recs)
-    assert [Path(r["input"]).name for r in recs] == ["a.png", "b.jpg"]
+    assert [Path(r["input"]).name for r in recs] == ["a.png", "b.v2.jpg"]
     # a folder output takes the mode's format: low writes JPEG
-    assert [Path(r["output"]).name for r in recs] == ["a.jpg", "b.jpg"] and all(r["faces"] == 1 for r in recs)
+    assert [Path(r["output"]).name for r in recs] == ["a.jpg", "b.v2.jpg"] and all(r["faces"] == 1 for r in recs)
+    assert sorted(p.name for p in dst.iterdir()) == ["a.jpg", "b.v2.jpg"]
     first = (dst / "a.jpg").stat().st_mtime_ns
 
     assert main(argv) == 0

@@ -117,6 +117,37 @@ def test_workers_take_fractional_cpus_and_leave_some_for_reading() -> None:
         plan_resources(2, 0, 2, 0, None, memory_per_worker=2e9, cluster_memory=3e9)
 
 
+@pytest.mark.parametrize("gpus, per_gpu, memory_gb, workers, segments, expected", [
+    (0, 0.0, 5, None, 10, 2),  # 2 × 2 GB fit, not the 8 of a 16-CPU default: 2, as photos (it said "use --workers 2")
+    (2, 0.5, 1000, None, 10, 4),  # one per half GPU (it took one per 2 CPUs: 8)
+    (0, 0.0, 1000, 6, 3, 3),  # never more workers than segments, as photos
+])
+def test_a_ray_video_sizes_its_pool_as_the_photo_batch_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, gpus: int, per_gpu: float, memory_gb: int, workers: int | None,
+    segments: int, expected: int
+) -> None:
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from gpen_core import RestoreOptions
+    from gpen_core.scaleout import runtime, video_ray
+    from gpen_core.video import resumable
+
+    @contextmanager
+    def session(address: str | None = None) -> Iterator[runtime.RaySession]:
+        yield runtime.RaySession(address="127.0.0.1:1", started_here=True, cpus=16, gpus=gpus, memory=memory_gb * 1e9)
+
+    monkeypatch.setattr(runtime, "ray_session", session)
+    monkeypatch.setattr(runtime, "import_ray", lambda: SimpleNamespace(remote=lambda fn: SimpleNamespace(options=lambda **kw: fn)))
+    monkeypatch.setattr(runtime, "worker_memory_bytes", lambda mode, device="cpu": int(2e9))
+    monkeypatch.setattr(resumable, "upright_geometry", lambda path: ((64, 48), 0))
+    in_flight: list[int] = []
+    monkeypatch.setattr(video_ray, "_drain", lambda ray, submit, pending, folder, limit, on_frame: iter(in_flight.append(limit) or []))
+    runner = video_ray.RayRunner(RestoreOptions(mode="low"), 18, workers=workers, gpus_per_worker=per_gpu)
+    list(runner(SimpleNamespace(input=tmp_path / "clip.mp4"), list(range(segments)), tmp_path, lambda: None))
+    assert runner.used_workers == expected and in_flight == [expected + video_ray.EXTRA_IN_FLIGHT]
+
+
 def test_worker_memory_reserves_idle_size_plus_the_modes_peak() -> None:
     from gpen_core.engine.budget import estimate_peak
     from gpen_core.modes import MODES
@@ -127,10 +158,35 @@ def test_worker_memory_reserves_idle_size_plus_the_modes_peak() -> None:
     assert any_mode == max(worker_memory_bytes(m) for m in MODES) > low
 
 
-def test_batch_records_every_file_and_a_corrupt_one_does_not_stop_or_vanish(
-    ray_local, low_mode_session_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_a_batch_written_over_its_inputs_is_refused_before_ray_starts_and_the_originals_stay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The plain CLI's rule: -o the input folder (by any name or link) with or without --overwrite, or a folder in
+    the way of an output, is refused at once (exit 2), not recorded as skipped nor written over."""
+    from gpen_core.cli import main
+
+    src = _photo_folder(tmp_path)
+    before = {p.name: p.read_bytes() for p in src.iterdir()}
+    (tmp_path / "link").symlink_to(src)
+    for out, extra in ((src, []), (tmp_path / "link", ["--overwrite"])):
+        assert main(["restore", str(src), "-o", str(out), "--ray", "--mode", "low", *extra]) == 2
+        err = capsys.readouterr().err
+        assert "is the input itself" in err and "choose another output name" in err and "Traceback" not in err, err
+    assert {p.name: p.read_bytes() for p in src.iterdir()} == before  # no output, no manifest
+    (tmp_path / "out" / "pair_faded_print.png").mkdir(parents=True)
+    assert main(["restore", str(src), "-o", str(tmp_path / "out"), "--ray", "--mode", "low"]) == 2
+    assert "pair_faded_print.png is a folder, not a file" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["pair_faded_print.png"]
+
+
+def test_batch_records_every_file_and_a_corrupt_one_does_not_stop_or_vanish(
+    ray_local, low_mode_session_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
     from gpen_core import RestoreOptions
+    from gpen_core.platform import durable
     from gpen_core.scaleout.batch import BatchConfig, run_batch
 
     src = _photo_folder(tmp_path)
@@ -138,7 +194,16 @@ def test_batch_records_every_file_and_a_corrupt_one_does_not_stop_or_vanish(
     seen: list[tuple[str, int, int]] = []
     cfg = BatchConfig(source=str(src), output=out, options=RestoreOptions(mode="low"), models_dir=str(low_mode_session_home),
                       workers=2)  # two actors on 2 CPUs: the layout that deadlocked at num_cpus=1
+    write = durable.write_bytes
+
+    def disk_full_for_hopper(dst: Path, data: bytes, **kw: object) -> None:
+        if dst.name.startswith("hopper"):
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        write(dst, data, **kw)
+
+    monkeypatch.setattr(durable, "write_bytes", disk_full_for_hopper)  # the driver writes: that photo's error, not the run's
     summary = _run_with_deadline(run_batch, cfg, on_record=lambda r, done, total: seen.append((r["status"], done, total)))
+    monkeypatch.setattr(durable, "write_bytes", write)
 
     assert summary.workers == 2 and 0 < summary.cpus_per_worker < 1
     assert [(d, t) for _, d, t in seen] == [(1, 4), (2, 4), (3, 4), (4, 4)]
@@ -151,7 +216,11 @@ def test_batch_records_every_file_and_a_corrupt_one_does_not_stop_or_vanish(
     assert bad["status"] == "error" and bad["error_type"] == "InputError" and bad["exit_code"] == 2
     assert "not an image" in bad["error"] and "text" in bad["error"]
     assert not list(out.glob("corrupt.*"))
-    for name in EXAMPLES:
+    full = by_name["hopper_heavy_jpeg.jpg"]
+    assert full["status"] == "error" and full["exit_code"] == 2 and "No space left on device" in full["error"], full
+    assert full["error"].startswith(f"cannot write {out / 'hopper_heavy_jpeg.jpg'}") and "output" not in full
+    assert not list(out.glob("hopper*"))
+    for name in EXAMPLES[::2]:
         rec = by_name[name]
         assert rec["status"] == "ok" and rec["mode"] == "low" and rec["faces"] >= 1, rec
         assert rec["peaks"]["rss_bytes"] > rec["peaks"]["baseline_rss_bytes"] > 0
@@ -163,20 +232,22 @@ def test_batch_records_every_file_and_a_corrupt_one_does_not_stop_or_vanish(
     assert len({r["worker"] for r in manifest}) <= 2
     assert summary.exit_code == 2
 
-    # Again, through the command line: the three done are skipped (untouched), the bad one is
+    # Again, through the command line: the two done are skipped (untouched), the unwritten one restored, the bad one
     # tried again and still recorded; JSON lines on stdout, exit 2 (a bad input).
     from gpen_core.cli import main
 
-    mtimes = {n: (out / n).stat().st_mtime_ns for n in EXAMPLES}
+    mtimes = {n: (out / n).stat().st_mtime_ns for n in EXAMPLES[::2]}
     capsys.readouterr()
     argv = ["restore", str(src), "-o", str(out), "--ray", "--json", "--mode", "low", "--models-dir", str(low_mode_session_home)]
     assert _run_with_deadline(main, argv) == 2
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
-    assert {Path(r["input"]).name: r["status"] for r in lines} == {**{n: "skipped" for n in EXAMPLES}, "corrupt.jpg": "error"}
+    assert {Path(r["input"]).name: r["status"] for r in lines} == {
+        **{n: "skipped" for n in EXAMPLES[::2]}, "hopper_heavy_jpeg.jpg": "ok", "corrupt.jpg": "error"}
+    assert (out / "hopper_heavy_jpeg.jpg").is_file()
     # appended: the first run's records (peaks, timings) are still there, then this run's, under a new run id
     assert [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()] == manifest + lines
     assert len({r["run"] for r in lines}) == 1 and lines[0]["run"] != manifest[0]["run"]
-    assert {n: (out / n).stat().st_mtime_ns for n in EXAMPLES} == mtimes
+    assert {n: (out / n).stat().st_mtime_ns for n in EXAMPLES[::2]} == mtimes
 
 
 @pytest.mark.slow

@@ -110,6 +110,21 @@ def test_a_photo_written_over_itself_is_refused(tmp_path: Path, no_restore: None
     assert photo.read_bytes() == before
 
 
+def test_several_inputs_and_one_output_file_are_refused_naming_what_they_are(
+    tmp_path: Path, no_restore: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = _clip(tmp_path / "a.mp4", 6), _clip(tmp_path / "b.mp4", 6)
+    p, q = _photo(tmp_path / "p.png"), _photo(tmp_path / "q.png")
+    for inputs, name, counted in (((a, b), "o.mp4", "2 videos"), ((a, p, q), "o.mp4", "1 video and 2 photos"),
+                                  ((a, p), "o.png", "1 video and 1 photo"), ((p, q), "o.png", "2 photos")):
+        out = tmp_path / name
+        assert main(["restore", *map(str, inputs), "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"{counted} need an output folder, not the file {out}: give a folder for -o (made if missing), " \
+               f"e.g. {tmp_path / 'o'}" in err, err
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize("where", ["/proc/self", "/sys/kernel"])  # kernel file systems: even root cannot create files
 def test_an_output_folder_nobody_can_write_is_refused_before_any_frame(where: str, tmp_path: Path, no_restore: None,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:

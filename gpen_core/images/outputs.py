@@ -65,6 +65,31 @@ def check_output_file(dst: Path, inputs: Iterable[Path] = (), *, folder: bool = 
         check_writable([dst])
 
 
+def result_paths(base: Path, fmt: str | None) -> list[Path]:
+    """The files a photo planned as ``base`` may become: ``base`` when the output named its format (``-o x.png``:
+    ``fmt``), else ``base`` plus each format's suffix (a folder's output takes the mode's, known once restored).
+    Added, never swapped: a stem may hold dots (``scan.v2``)."""
+    return [base] if fmt else [result_path(base, None, made) for made in SUFFIX_BY_FORMAT]
+
+
+def result_path(base: Path, fmt: str | None, made: str) -> Path:
+    """The one of :func:`result_paths` a photo encoded as ``made`` ("png", "jpeg") is written to."""
+    return base if fmt else base.with_name(base.name + SUFFIX_BY_FORMAT[made])
+
+
+def check_result_paths(plan: Iterable[tuple[Path | None, Path, str | None]]) -> None:
+    """:func:`check_output_file` for every file of each (input, base, format) in ``plan``; input None: not on
+    this machine (an object-store URI), so it cannot be the output."""
+    for src, base, fmt in plan:
+        for dst in result_paths(base, fmt):
+            check_output_file(dst, [src] if src is not None else [], folder=False)
+
+
+def existing_result(base: Path, fmt: str | None) -> Path | None:
+    """The file already at one of :func:`result_paths`, which restoring would replace (skipped without --overwrite)."""
+    return next((p for p in result_paths(base, fmt) if p.exists()), None)
+
+
 def same_file(a: Path, b: Path) -> bool:
     """Whether ``a`` and ``b`` are one file: the same device and inode once links are followed (a symbolic or a
     hard link); when either is not there yet, the same path once resolved."""
@@ -84,6 +109,13 @@ def write_atomic(dst: Path, data: bytes) -> None:
         durable.write_bytes(dst, data, sync=False)
     except OSError as exc:
         raise InputError(f"cannot write {dst}: {exc.strerror or exc}. Choose another output path.") from None
+
+
+def one_file_for_several(videos: int, photos: int, out: Path) -> InputError:
+    """The refusal of the file ``out`` as the output of several inputs (each needs a file of its own)."""
+    counted = " and ".join(f"{n} {kind}{'s' if n > 1 else ''}" for n, kind in ((videos, "video"), (photos, "photo")) if n)
+    return InputError(f"{counted} need an output folder, not the file {out}: give a folder for -o (made if missing), "
+                      f"e.g. {out.with_suffix('')}")
 
 
 def output_stems(names: Sequence[str]) -> list[str]:

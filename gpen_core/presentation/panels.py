@@ -52,13 +52,19 @@ def comparison_pair(before: np.ndarray, result: RestoreResult) -> tuple[np.ndarr
     return before, after
 
 
+def file_name(source: str | None, fallback: str, mode: str, ext: str) -> str:
+    """A download's name, photo or clip: ``<input stem>_gpen_<mode>.<ext>``, ``mode`` the one that ran (auto's
+    choice, never "auto"); the stem in safe characters only, ``fallback`` when none is left."""
+    stem = PurePath(source).stem if source else fallback
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._") or fallback
+    return f"{stem[:80]}_gpen_{mode}.{ext}"
+
+
 def download_name(source: str | None, result: RestoreResult) -> str:
-    """File name for the downloadable: ``<input stem>_gpen_<mode>.<ext>`` (safe characters only)."""
-    stem = PurePath(source).stem if source else "photo"
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._") or "photo"
+    """The photo's download name (:func:`file_name`); a faces-only sheet's ends ``_faces``."""
     suffix = "_faces" if not result.mode.paste and result.faces and result.detector != "none" else ""
     ext = "jpg" if result.output_format == "jpeg" else result.output_format
-    return f"{stem[:80]}_gpen_{result.mode.name}{suffix}.{ext}"
+    return file_name(source, "photo", result.mode.name + suffix, ext)
 
 
 def file_size_text(n: int) -> str:

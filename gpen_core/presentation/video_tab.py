@@ -10,8 +10,8 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path, PurePath
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from gpen_core.modes import MODES
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation.cli_convert import clip_frames
 from gpen_core.presentation.messages import shown_error
-from gpen_core.presentation.panels import notes_lines, peak_ram_row
+from gpen_core.presentation.panels import file_name, notes_lines, peak_ram_row
 from gpen_core.video.limits import ClipCap
 
 PLACEHOLDER = "*Upload a video: its length, size and audio appear here, then the measured figures of the restore.*"
@@ -138,9 +138,19 @@ def duration_text(s: float) -> str:
 
 
 def output_name(source: str | None, mode: str) -> str:
-    """The download's name: the upload's stem with the mode, as an MP4."""
-    stem = PurePath(source).stem if source else "video"
-    return f"{stem[:80] or 'video'}_gpen_{mode}.mp4"
+    """The clip's download name: the photos' rule (panels.file_name), as an MP4."""
+    return file_name(source, "video", mode, "mp4")
+
+
+def named_by_mode(result: Any, source: str | None) -> Any:
+    """The VideoResult with its file renamed, in the folder made for it, after the mode that ran: auto chooses
+    once the clip is open, after :func:`results_path` named it."""
+    from gpen_core.platform import durable
+
+    out = Path(result.output)
+    named = out.with_name(output_name(source, result.mode))
+    durable.install(out, named, sync=False)  # a download, re-made on request: not worth a flush
+    return replace(result, output=str(named))
 
 
 def video_markdown(result: Any, end_s: float | None = None) -> str:

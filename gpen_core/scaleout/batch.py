@@ -17,9 +17,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
+from gpen_core.images import outputs
 from gpen_core.images.limits import IMAGE_SUFFIXES
-from gpen_core.images.outputs import SUFFIX_BY_FORMAT
-from gpen_core.platform import durable
+from gpen_core.result_json import skipped_record
 from gpen_core.scaleout.runtime import use_threads, worker_name
 
 MANIFEST = "manifest.jsonl"
@@ -78,6 +78,7 @@ class _Input:
     shown: str  # as the user would write it: the local path or the URI
     read_path: str  # what Ray Data reads with the filesystem below
     stem: str  # the output's name without extension: unique per input (images.outputs.output_stems)
+    local: Path | None  # the file on this machine (the output must not be it); None for an object store
 
 
 def list_inputs(source: str) -> tuple[list[_Input], Any]:
@@ -106,28 +107,18 @@ def list_inputs(source: str) -> tuple[list[_Input], Any]:
             raise InputError(f"folder {source} has no images ({', '.join(IMAGE_SUFFIXES)})")
     else:
         raise InputError(f"input {source} does not exist")
-    from gpen_core.images.outputs import output_stems
-
     files = sorted(files, key=lambda f: f.path)
     out = []
     # The plain CLI's naming rule: same.jpg and same.png become same_jpg.* and same_png.*.
-    for f, stem in zip(files, output_stems([PurePosixPath(f.path).name for f in files])):
+    for f, stem in zip(files, outputs.output_stems([PurePosixPath(f.path).name for f in files])):
         name = PurePosixPath(f.path).name
         if scheme:
             shown = scheme + f.path
         else:  # the path as the user wrote it, like the plain CLI's records
             shown = str(Path(source) / name) if info.type == pafs.FileType.Directory else source
-        out.append(_Input(shown=shown, read_path=f.path, stem=stem))
+        local = Path(f.path) if isinstance(filesystem, pafs.LocalFileSystem) else None
+        out.append(_Input(shown=shown, read_path=f.path, stem=stem, local=local))
     return out, filesystem
-
-
-def existing_output(output: Path, stem: str) -> Path | None:
-    """The restored file already in ``output`` for this input stem, if any (as the plain CLI checks)."""
-    for suffix in SUFFIX_BY_FORMAT.values():
-        candidate = output / f"{stem}{suffix}"
-        if candidate.exists():
-            return candidate
-    return None
 
 
 def worker_threads(cpus_per_worker: float) -> int:
@@ -242,6 +233,15 @@ def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None
     return workers, cpus_per_worker
 
 
+def plan_pool(session: Any, workers: int | None, gpus_per_worker: float, memory: int, jobs: int) -> tuple[int, float]:
+    """:func:`plan_resources` on the Ray ``session`` (a RaySession) for ``jobs`` pieces of work (photos, segments),
+    ``workers`` as the user gave it (None: the default, sized to what fits): never more actors than jobs, as idle
+    ones would only cost start-up time and memory."""
+    plan = dict(gpus_per_worker=gpus_per_worker, cpus_per_worker=None, memory_per_worker=memory, cluster_memory=session.memory)
+    n, cpus = plan_resources(session.cpus, session.gpus, workers, **plan)
+    return plan_resources(session.cpus, session.gpus, jobs, **plan) if n > jobs else (n, cpus)
+
+
 def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None] | None = None) -> BatchSummary:
     """Restore every image under ``config.source`` into ``config.output``; one record per input.
 
@@ -255,8 +255,11 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
     out_dir = Path(config.output)
     if out_dir.suffix.lower() in IMAGE_SUFFIXES or out_dir.is_file():
         raise InputError(f"--ray writes into a folder; {out_dir} is a file name. Give a folder for -o")
-    out_dir.mkdir(parents=True, exist_ok=True)
     manifest = out_dir / MANIFEST
+    # The plain CLI's checks, before Ray starts: never the input itself, nor a folder in the way (exit 2 at once).
+    outputs.check_output_file(manifest)
+    outputs.check_result_paths((item.local, out_dir / item.stem, None) for item in inputs)
+    out_dir.mkdir(parents=True, exist_ok=True)
     records: list[Record] = []
     total = len(inputs)
     run_id = new_run_id()
@@ -274,10 +277,9 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
 
         todo: list[_Input] = []
         for item in inputs:
-            done = None if config.overwrite else existing_output(out_dir, item.stem)
+            done = None if config.overwrite else outputs.existing_result(out_dir / item.stem, None)
             if done is not None:
-                write({"input": item.shown, "status": "skipped", "output": str(done), "note": "output exists; use --overwrite",
-                       "peaks": None, "timings": None})
+                write(skipped_record(item.shown, done))
             else:
                 todo.append(item)
         if not todo:
@@ -285,27 +287,31 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
         with ray_session(config.address) as session:
             device = config.device or ("cuda" if config.gpus_per_worker > 0 else "cpu")
             memory = worker_memory_bytes(getattr(config.options, "mode", "auto"), device)
-            plan = dict(gpus_per_worker=config.gpus_per_worker, cpus_per_worker=None,
-                        memory_per_worker=memory, cluster_memory=session.memory)
-            workers, cpus = plan_resources(session.cpus, session.gpus, config.workers, **plan)
-            if workers > len(todo):  # idle actors would only cost start-up time and memory
-                workers, cpus = plan_resources(session.cpus, session.gpus, len(todo), **plan)
+            workers, cpus = plan_pool(session, config.workers, config.gpus_per_worker, memory, len(todo))
             by_path = {i.read_path: i for i in todo}
             seen: set[str] = set()
             for row_rec, encoded in _stream(config, todo, filesystem, workers, cpus, memory):
                 path = row_rec.pop("path")
                 seen.add(path)
                 item = by_path[path]
-                rec = {"input": item.shown, **row_rec}
-                if rec["status"] == "ok":
-                    dst = out_dir / f"{item.stem}{SUFFIX_BY_FORMAT[rec['format']]}"
-                    durable.write_bytes(dst, encoded, sync=False)  # a photo: re-made in seconds, not worth a flush each
-                    rec["output"] = str(dst)
-                write(rec)
+                write(_written({"input": item.shown, **row_rec}, out_dir / item.stem, encoded))
             for path in by_path.keys() - seen:  # any input Ray returned no row for still gets its record
                 write({"input": by_path[path].shown, "status": "error", "error": "Ray Data returned no result for this file",
                        "error_type": "LostRow", "exit_code": 1, "peaks": None, "timings": None})
             return BatchSummary(records, manifest, time.perf_counter() - t0, run_id, workers, cpus)
+
+
+def _written(rec: Record, base: Path, encoded: bytes) -> Record:
+    """``rec`` once its restored bytes are written beside ``base``; a write that fails (a full disk, a folder
+    made in the way) makes it this photo's error, as in the plain CLI, never the end of the run."""
+    if rec["status"] == "ok":
+        dst = outputs.result_path(base, None, rec["format"])
+        try:
+            outputs.write_atomic(dst, encoded)
+        except InputError as exc:
+            return {**rec, "status": "error", "error": str(exc), "error_type": "InputError", "exit_code": exc.exit_code}
+        rec["output"] = str(dst)
+    return rec
 
 
 def new_run_id() -> str:

@@ -17,13 +17,23 @@ from gpen_core.video.errors import VideoStopped
 
 def add_segment_arguments(r: argparse.ArgumentParser) -> None:
     """The ``restore`` flags for segments (``--ray`` and ``--address`` are the photo batch's, shared)."""
+    from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS
+
     g = r.add_mutually_exclusive_group()
     g.add_argument("--segments", dest="segments", action="store_true", default=None,
                    help="video: restore in segments cut at keyframes; a killed run resumes with the same command "
-                        "(default for clips of 10 minutes or more; docs/video-segments.md)")
+                        f"(default for clips of {_segments_from()} or more; docs/video-segments.md)")
     g.add_argument("--no-segments", dest="segments", action="store_false", help="video: one pass, however long")
-    r.add_argument("--segment-seconds", type=float, help="with segments: their length in seconds (default 10)")
+    r.add_argument("--segment-seconds", type=float,
+                   help=f"with segments: their length in seconds (default {DEFAULT_SEGMENT_SECONDS:g})")
     r.add_argument("--fresh", action="store_true", help="with segments: drop an earlier run's segments and start over")
+
+
+def _segments_from() -> str:
+    """The clip length from which segments are the default (video.resumable.SEGMENTS_FROM_S), in words."""
+    from gpen_core.video.resumable import SEGMENTS_FROM_S
+
+    return f"{SEGMENTS_FROM_S / 60:g} minutes"
 
 
 def local_videos(items: Sequence[str]) -> bool:
@@ -110,7 +120,7 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
 
     if getattr(args, "segments", None) is None and not args.ray:
         print(f"{src.name}: {_duration(src) or 0:.0f} s long, so restored in segments that resume after a stop "
-              "(clips of 10 minutes or more are; --no-segments for one pass)", file=sys.stderr)
+              f"(clips of {_segments_from()} or more are; --no-segments for one pass)", file=sys.stderr)
     try:
         return restore_in_segments(src, dst, runner, settings_text(options, args.crf), segment_seconds=seconds,
                                    fresh=args.fresh, progress=progress, on_record=on_record,

@@ -119,7 +119,7 @@ class RayRunner:
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
         from gpen_core.platform.leftovers import sweep_folders
-        from gpen_core.scaleout.batch import plan_resources, worker_threads
+        from gpen_core.scaleout.batch import plan_pool, worker_threads
         from gpen_core.scaleout.runtime import import_ray, ray_session, worker_memory_bytes
         from gpen_core.video.resumable import upright_geometry
 
@@ -129,8 +129,7 @@ class RayRunner:
         with ray_session(self.address) as session:
             device = self.device or ("cuda" if self.gpus_per_worker > 0 else "cpu")
             memory = worker_memory_bytes(self.options.mode, device)
-            workers, cpus = plan_resources(session.cpus, session.gpus, self.workers or min(len(pending), max(1, int(session.cpus // 2))),
-                                           self.gpus_per_worker, None, memory, session.memory)
+            workers, cpus = plan_pool(session, self.workers, self.gpus_per_worker, memory, len(pending))
             self.used_workers = workers
             task = ray.remote(segment_task).options(num_cpus=cpus, num_gpus=self.gpus_per_worker or None, memory=memory,
                                                     max_retries=MAX_RETRIES)

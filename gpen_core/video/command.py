@@ -40,16 +40,17 @@ def face_numbers(text: str | None) -> frozenset[int] | None:
     return frozenset(n - 1 for n in numbers)
 
 
-def plan_video_outputs(videos: list[Path], output: str, photos_too: bool) -> list[tuple[Path, Path]]:
-    """(input, output) per video: the file ``output`` for one video alone, else ``output/<name>.mp4``.
-    Checked before any model loads (InputError, exit 2); only then is a missing output folder made."""
-    from gpen_core.images.outputs import check_output_file, check_writable, output_stems
+def plan_video_outputs(videos: list[Path], output: str, photos: int) -> list[tuple[Path, Path]]:
+    """(input, output) per video: the file ``output`` for one video alone (no ``photos`` in the run either), else
+    ``output/<name>.mp4``. Checked before any model loads (InputError, exit 2); only then is a missing output folder made."""
+    from gpen_core.images.limits import IMAGE_SUFFIXES
+    from gpen_core.images.outputs import check_output_file, check_writable, one_file_for_several, output_stems
     from gpen_core.video.output import check_output
 
     out = Path(output)
+    if len(videos) + photos > 1 and out.suffix.lower() in (*VIDEO_SUFFIXES, *IMAGE_SUFFIXES) and not out.is_dir():
+        raise one_file_for_several(len(videos), photos, out)
     if out.suffix.lower() in VIDEO_SUFFIXES and not out.is_dir():
-        if len(videos) > 1 or photos_too:
-            raise InputError(f"{len(videos)} video(s) and photos need an output folder, not the file {out}")
         check_output(out, videos[0])
         return [(videos[0], out)]
     if out.exists() and not out.is_dir():
