@@ -48,15 +48,9 @@ _MODELSCOPE_DEFAULT_ENDPOINT = "https://modelscope.cn"  # modelscope_hub.constan
 
 
 def _fix_text(spec: WeightSpec, folder: Path) -> str:
-    final = folder / spec.filename
-    manual = [spec.urls[0]] if spec.urls else []
-    if spec.modelscope:
-        mid, rel = spec.modelscope
-        page = f"https://www.modelscope.cn/models/{mid}/files (file {rel})"
-        manual.insert(0 if spec.modelscope_first else len(manual), page)
     return (
         f"Fix: run `python -m gpen_core download {spec.name}` on a machine with internet access, "
-        f"or download it yourself from {' or '.join(manual)} and save it as {final} "
+        f"or download it yourself from {' or '.join(spec.pages)} and save it as {folder / spec.filename} "
         f"(folder {folder}, file name {spec.filename})."
     )
 
@@ -263,35 +257,30 @@ def _modelscope_endpoint() -> str:
 
 
 def download_into(spec: WeightSpec, folder: Path, progress: CountProgress | None, looked: list[str],
-           cancel: threading.Event | None = None) -> Path:
+                  cancel: threading.Event | None = None) -> Path:
     """Try every source in order; the first verified one wins. Fails fast when none is reachable.
     ``cancel`` set (from another thread) stops at the next chunk: :class:`DownloadCancelled`, nothing left."""
     import urllib.error
 
     _clean_stale_parts(folder, spec.filename)
-    sources: list[tuple[str, str]] = [("url", u) for u in spec.urls]
-    if spec.modelscope is not None:
-        ms = ("modelscope", spec.modelscope[0])
-        sources = [ms, *sources] if spec.modelscope_first else [*sources, ms]
+    # (label, the URL probed, the URL fetched). ModelScope's file URL, not its SDK: that client waits 60 s per read
+    # with 5 retries (a stalled mirror held a download for over 300 s); here every source gets the same checks.
+    sources = spec.in_download_order(
+        lambda u: (u, u, u),
+        lambda mid, rel: (f"ModelScope {mid} ({rel})", _modelscope_endpoint(), modelscope_file_url(mid, rel)),
+    )
     attempts: list[str] = []
     unreachable: dict[str, str] = {}  # probe once per host
-    for kind, where in sources:
+    for label, probe_url, url in sources:
         if cancel is not None and cancel.is_set():
             raise DownloadCancelled(f"download of {spec.name} cancelled; nothing was installed")
-        probe_url = _modelscope_endpoint() if kind == "modelscope" else where
         host = urllib.parse.urlsplit(probe_url).netloc
-        label = f"ModelScope {where} ({spec.modelscope[1]})" if kind == "modelscope" and spec.modelscope else where
-        if host not in unreachable:
-            reason = _probe(probe_url)
-            if reason:
-                unreachable[host] = reason
+        if host not in unreachable and (reason := _probe(probe_url)):
+            unreachable[host] = reason
         if host in unreachable:
             attempts.append(f"{label}: {unreachable[host]}")
             continue
         try:
-            # ModelScope's file URL, not its SDK: that client waits 60 s per read with 5 retries (a stalled
-            # mirror held a download for over 300 s); here every source gets the same timeouts and checks.
-            url = modelscope_file_url(*spec.modelscope) if kind == "modelscope" and spec.modelscope else where
             return _fetch_url(url, spec, folder, progress, cancel)
         except DownloadCancelled:
             raise

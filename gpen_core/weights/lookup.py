@@ -22,12 +22,12 @@ from gpen_core.errors import WeightsError
 from gpen_core.progress import CountProgress
 from gpen_core.weights.checksums import file_sha256, sidecar_path, verify
 from gpen_core.weights.fetch import DownloadCancelled, download_into, missing_error, modelscope_file_url
-from gpen_core.weights.registry import (REGISTRY, Arch, Kind, WeightSpec, WeightStatus, expected_location, find_spec,
-                                        get_spec, models_dir, models_folder, modelscope_cache_root)
+from gpen_core.weights.registry import (REGISTRY, Arch, Kind, WeightSpec, WeightStatus, find_spec, get_spec, models_dir,
+                                        models_folder, modelscope_cache_root)
 
 __all__ = [
     "REGISTRY", "Arch", "Kind", "WeightSpec", "DownloadCancelled", "WeightStatus", "WeightsError", "download",
-    "expected_location", "file_sha256", "get_spec", "locate", "modelscope_cache_root", "modelscope_file_url",
+    "file_sha256", "get_spec", "locate", "modelscope_cache_root", "modelscope_file_url",
     "models_dir", "resolve", "sidecar_path", "status", "verify",
 ]
 
@@ -83,13 +83,6 @@ def _search(spec: WeightSpec, folder: Path) -> tuple[_Found | None, list[str]]:
     return None, looked
 
 
-def _known_in_folder(folder: Path) -> list[Path]:
-    """Registry files directly inside ``folder`` (for 'resolve this folder')."""
-    names = {s.filename for s in REGISTRY.values()}
-    names |= {s.modelscope[1] for s in REGISTRY.values() if s.modelscope}
-    return sorted(p for p in folder.iterdir() if p.name in names and p.is_file())
-
-
 def _explicit(target: Path) -> _Found:
     """An explicit file, or the one known checkpoint inside an explicit folder."""
     if target.is_file():
@@ -99,7 +92,7 @@ def _explicit(target: Path) -> _Found:
     if snaps.is_dir():
         folders += sorted(d for d in snaps.iterdir() if d.is_dir())
     for f in folders:
-        known = _known_in_folder(f)
+        known = sorted(p for p in f.iterdir() if _specs_for_file(p.name) and p.is_file())
         if len(known) == 1:
             return _Found(known[0], "explicit path", _unique_spec_for_file(known[0].name))
         if len(known) > 1:
@@ -114,9 +107,13 @@ def _explicit(target: Path) -> _Found:
     )
 
 
+def _specs_for_file(filename: str) -> list[WeightSpec]:
+    """The registry entries whose file (ours, or ModelScope's) has this name."""
+    return [s for s in REGISTRY.values() if filename in (s.filename, s.modelscope[1] if s.modelscope else None)]
+
+
 def _unique_spec_for_file(filename: str) -> WeightSpec | None:
-    """The registry entry a file name identifies, if exactly one does."""
-    hits = [s for s in REGISTRY.values() if filename in (s.filename, s.modelscope[1] if s.modelscope else None)]
+    hits = _specs_for_file(filename)
     return hits[0] if len(hits) == 1 else None
 
 
@@ -149,10 +146,6 @@ def locate(name_or_path: str | os.PathLike[str], models_dir: str | os.PathLike[s
     return found.path if found else None
 
 
-def _offline_env() -> bool:
-    return os.environ.get("GPEN_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def resolve(name_or_path: str | os.PathLike[str], *, models_dir: str | os.PathLike[str] | None = None,
             allow_download: bool | None = None, progress: CountProgress | None = None) -> Path:
     """A verified checkpoint file for a registry name or an explicit path, looked for in the module doc's order.
@@ -174,7 +167,8 @@ def resolve(name_or_path: str | os.PathLike[str], *, models_dir: str | os.PathLi
     if found is not None:
         verify(found.path, spec, folder)
         return found.path
-    allowed = (not _offline_env()) if allow_download is None else allow_download
+    offline = os.environ.get("GPEN_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    allowed = not offline if allow_download is None else allow_download
     if not allowed:
         why = "downloads are off (GPEN_OFFLINE=1)" if allow_download is None else "downloads are off for this call"
         raise missing_error(spec, folder, looked, why, [])

@@ -76,17 +76,10 @@ def download_command(names: Sequence[str]) -> str:
     return "python -m gpen_core download " + " ".join(names)
 
 
-def _source(spec: WeightSpec) -> str:
-    if spec.modelscope and (spec.modelscope_first or not spec.urls):
-        mid, rel = spec.modelscope
-        return f"https://www.modelscope.cn/models/{mid}/files (file {rel})"
-    return spec.urls[0] if spec.urls else "its publisher"
-
-
 def manual_fix(names: Sequence[str], folder: Path | str) -> str:
     """One 'Fix:' sentence for all ``names``: the one command, or each file's source and name."""
     specs = [REGISTRY[n] for n in names]
-    each = "; ".join(f"{s.filename} from {_source(s)}" for s in specs)
+    each = "; ".join(f"{s.filename} from {(s.pages or ['its publisher'])[0]}" for s in specs)
     return (f"Fix: run `{download_command(names)}` on a machine with internet access, "
             f"or download {'them' if len(specs) > 1 else 'it'} yourself and save {'them' if len(specs) > 1 else 'it'} "
             f"in {folder}: {each}.")
