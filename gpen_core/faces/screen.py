@@ -93,7 +93,7 @@ def _fit(landmarks: np.ndarray) -> tuple[float, float]:
     return rms / _TEMPLATE_EYE_DIST, tilt
 
 
-def check(box: Sequence[float], landmarks: np.ndarray, limits: Limits = LIMITS) -> Plausibility:
+def check(box: Sequence[float], landmarks: np.ndarray) -> Plausibility:
     """Test one detection: ``box`` (x0, y0, x1, y1), ``landmarks`` (5, 2) (x, y): eyes, nose, mouth corners."""
     lm = np.asarray(landmarks, dtype=np.float64)
     if lm.shape != (5, 2) or not np.isfinite(lm).all():
@@ -112,13 +112,13 @@ def check(box: Sequence[float], landmarks: np.ndarray, limits: Limits = LIMITS) 
     outside = float(max(ox.max(), oy.max()))
 
     reasons: list[str] = []
-    if not fit <= limits.max_fit:
+    if not fit <= LIMITS.max_fit:
         reasons.append("its landmarks do not form a face")
-    if outside > limits.box_margin:
+    if outside > LIMITS.box_margin:
         reasons.append("its landmarks lie outside its box")
-    if not limits.min_aspect <= aspect <= limits.max_aspect:
+    if not LIMITS.min_aspect <= aspect <= LIMITS.max_aspect:
         reasons.append("its box has no face's shape")
-    if not limits.min_eye_ratio <= eye_ratio <= limits.max_eye_ratio:
+    if not LIMITS.min_eye_ratio <= eye_ratio <= LIMITS.max_eye_ratio:
         reasons.append("its eyes do not fit its box")
     return Plausibility(fit, tilt, tuple(reasons))
 
@@ -236,7 +236,6 @@ def filter_detections(
     rgb: np.ndarray | None = None,
     detect: DetectFn | None = None,
     threshold: float = 0.9,
-    limits: Limits = LIMITS,
     turns: Sequence[int] | None = None,
 ) -> Filtered:
     """Split objects with ``.box``, ``.score`` and ``.landmarks`` (e.g. :class:`gpen_core.faces.detect.Detection`).
@@ -245,7 +244,7 @@ def filter_detections(
     ``detect`` are given, at ``threshold`` (the detection threshold used).
     """
     detections = list(detections)
-    verdicts = [check(det.box, det.landmarks, limits) for det in detections]
+    verdicts = [check(det.box, det.landmarks) for det in detections]
     if rgb is not None and detect is not None:
         todo = [i for i, v in enumerate(verdicts) if v.is_face]
         turn_of = list(turns) if turns is not None else [0] * len(detections)
@@ -253,13 +252,8 @@ def filter_detections(
         for i, score in zip(todo, scores):
             if score < threshold:
                 verdicts[i] = replace(verdicts[i], reasons=(_NOT_FOUND_AGAIN,))
-    kept, rejected = [], []
-    for det, verdict in zip(detections, verdicts):
-        if verdict.is_face:
-            kept.append(det)
-        else:
-            rejected.append((det, verdict))
-    return Filtered(tuple(kept), tuple(rejected))
+    kept = tuple(det for det, verdict in zip(detections, verdicts) if verdict.is_face)
+    return Filtered(kept, tuple((det, verdict) for det, verdict in zip(detections, verdicts) if not verdict.is_face))
 
 
 # The upright look: the 5-point template is nearly symmetric top to bottom, so landmarks read "upright"
