@@ -1,7 +1,6 @@
 """Face detection: RetinaFace (facexlib's implementation) from a local, verified file.
 
-Takes RGB uint8 H×W×3; BGR exists only on the way into RetinaFace. Also the checkpoint reader the
-parsing model shares (:func:`load_state_dict`). Pixels are checked by :func:`gpen_core.rgb.check_rgb`.
+Takes RGB uint8 H×W×3 (checked by :func:`gpen_core.rgb.check_rgb`); BGR exists only on the way into RetinaFace.
 facexlib and torch are imported when a detector is built, not at import.
 """
 
@@ -38,23 +37,19 @@ _FACEXLIB_NETWORK = {"mobilenet0.25": "mobile0.25", "resnet50": "resnet50"}
 # so the file decides the variant (_trained_with_relu) and the anchors follow.
 _MOBILENET_1MB_MIN_SIZES = [[10, 20], [32, 64], [128, 256]]
 
+
 @dataclass(frozen=True, eq=False)
 class Detection:
-    """One detected face, in input-image pixels.
+    """One detected face, in input-image pixels."""
 
-    ``box`` is (x0, y0, x1, y1), clipped to the image; ``landmarks`` is (5, 2)
-    float32 (x, y), read-only: left eye, right eye, nose tip, left and right mouth
-    corner ("left" as seen on the face: on a turned photo they follow the face).
-    ``unclipped``: the box as the detector gave it (None: same as ``box``); the official
-    small-face smoothing decides on it. ``turn``: quarter turns (counter-clockwise) of
-    the detection copy the face was found on (0: upright).
-    """
-
-    box: tuple[float, float, float, float]
+    box: tuple[float, float, float, float]  # (x0, y0, x1, y1), clipped to the image
     score: float
+    # (5, 2) float32 (x, y), read-only: left eye, right eye, nose tip, left and right mouth corner
+    # ("left" as seen on the face: on a turned photo they follow the face).
     landmarks: np.ndarray
+    # The box as the detector gave it (None: ``box``); the official small-face smoothing decides on it.
     unclipped: tuple[float, float, float, float] | None = None
-    turn: int = 0
+    turn: int = 0  # quarter turns (counter-clockwise) of the detection copy the face was found on
 
     @property
     def full_box(self) -> tuple[float, float, float, float]:
@@ -70,12 +65,9 @@ class Detection:
 
 
 def import_backends() -> None:
-    """Import torch and facexlib now (a one-time process cost, kept out of per-request peaks).
-
-    facexlib gets light stand-ins for the three torchvision pieces it uses
-    (:mod:`gpen_core.compat.torchvision`): importing torchvision would also import torch._dynamo
-    and triton, 133-140 MB for nothing.
-    """
+    """Import torch and facexlib now (a one-time process cost, kept out of per-request peaks). facexlib gets
+    stand-ins for the torchvision pieces it uses (:mod:`gpen_core.compat.torchvision`): torchvision would also
+    import torch._dynamo and triton, 133-140 MB for nothing."""
     import torch  # noqa: F401
 
     from gpen_core.compat import torchvision as tv_shim

@@ -42,20 +42,14 @@ ALIGNED_HINT_SHARE = 0.45
 
 @dataclass(frozen=True, eq=False)
 class FoundFaces:
-    """What :func:`find_faces` decided.
+    """What :func:`find_faces` decided."""
 
-    ``faces``: the detections to restore, highest score first, in photo pixels.
-    ``rejected``: (detection, reason) not restored. ``unchecked``: (detection, reason) kept only
-    because the face check was off. ``merged``: detections merged into a face that contains them.
-    ``searched_turns``: the quarter turns searched (0 is upright). ``notes``: sentences for the user.
-    """
-
-    faces: tuple[Detection, ...]
-    rejected: tuple[tuple[Detection, str], ...]
-    unchecked: tuple[tuple[Detection, str], ...]
-    merged: int
-    searched_turns: tuple[int, ...]
-    notes: tuple[str, ...]
+    faces: tuple[Detection, ...]  # to restore, highest score first, in photo pixels
+    rejected: tuple[tuple[Detection, str], ...]  # (detection, reason) not restored
+    unchecked: tuple[tuple[Detection, str], ...]  # (detection, reason) kept only because the face check was off
+    merged: int  # detections merged into a face that contains them
+    searched_turns: tuple[int, ...]  # the quarter turns searched (0 is upright)
+    notes: tuple[str, ...]  # sentences for the user
 
 
 def _same_face(a: Sequence[float], b: Sequence[float]) -> bool:
@@ -146,15 +140,13 @@ def find_faces(
 
 @dataclass
 class _TurnFinds:
-    """One turn's pass: ``kept`` (passed the face check, upright for their landmarks), ``rejected``
-    (detection, reason), ``upside`` (passed the check but read upside down), ``merged`` (detections
-    dropped as pieces of another face), ``large`` (the large-face pass's detections)."""
+    """One turn's pass."""
 
-    kept: list[Detection]
-    rejected: list[tuple[Detection, str]]
-    upside: list[Detection]
-    merged: int
-    large: list[Detection]
+    kept: list[Detection]  # passed the face check, upright for their landmarks
+    rejected: list[tuple[Detection, str]]  # (detection, reason)
+    upside: list[Detection]  # passed the check but read upside down
+    merged: int  # detections dropped as pieces of another face
+    large: list[Detection]  # the large-face pass's detections
 
 
 def _pass(detector: FaceDetector, rgb: np.ndarray, threshold: float, sizing: DetectSizing, large_pass: bool,
@@ -208,10 +200,8 @@ def _add_turn(
 def _settle(
     kept: list[Detection], rejected: list[tuple[Detection, str]], upside: list[Detection], face_check: bool
 ) -> tuple[list[Detection], list[tuple[Detection, str]], list[tuple[Detection, str]], list[str]]:
-    """Decide the upside-down readings and the face check's rejections: (kept, rejected, unchecked, notes).
-
-    ``kept`` is extended in place (and returned) with the unchecked detections when ``face_check`` is off.
-    """
+    """Decide the upside-down readings and the face check's rejections: (kept, rejected, unchecked, notes);
+    ``kept`` is extended in place with the unchecked detections when ``face_check`` is off."""
     notes: list[str] = []
     # An upside-down reading is replaced by the upright one of the same face when a turn found it.
     # (Counted for the upright pass only: with every turn searched, each upright face is also

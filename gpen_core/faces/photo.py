@@ -1,9 +1,5 @@
-"""One photo: for each face, align to GPEN's template → restore fn → paste back.
-
-:func:`restore_photo` is the per-face loop (detections come from
-:mod:`gpen_core.faces.detect`, the mask and the blend from :mod:`gpen_core.faces.paste`); an
-aligned face crop is restored directly. Every function takes and returns RGB uint8
-H×W×3. Small faces get the official 3×3 smoothing after restoration.
+"""One photo: for each detected face, align to GPEN's template → restore fn → paste back (the mask and the blend:
+:mod:`gpen_core.faces.paste`); an aligned face crop is restored directly. RGB uint8 H×W×3 in and out.
 """
 
 from __future__ import annotations
@@ -35,18 +31,12 @@ _SMOOTH_KERNEL = np.array(
 
 @dataclass(frozen=True, eq=False)
 class PhotoOutput:
-    """What :func:`restore_photo` made.
+    """What :func:`restore_photo` made."""
 
-    ``image``: RGB uint8 H×W×3, always a new array; equal to the input when no face
-    was found or ``paste=False``. ``faces``: one :class:`gpen_core.result.Face` per
-    restored face, in the order pasted. ``timings``: seconds, keys ``align_s``,
-    ``restore_s``, ``paste_s``, ``identity_s``. ``notes``: plain sentences for the user.
-    """
-
-    image: np.ndarray
-    faces: tuple[Face, ...]
-    timings: dict[str, float]
-    notes: tuple[str, ...] = ()
+    image: np.ndarray  # RGB uint8 H×W×3, a new array: the input's pixels when no face was found or paste=False
+    faces: tuple[Face, ...]  # one per restored face, in the order pasted
+    timings: dict[str, float]  # seconds per stage: align_s, restore_s, paste_s, identity_s
+    notes: tuple[str, ...] = ()  # plain sentences for the user
 
 
 RestoreFn = Callable[[np.ndarray], np.ndarray]
@@ -198,7 +188,7 @@ def _restore_face(
     crop = cv2.warpAffine(rgb, fwd, (size, size), flags=WARP_FLAGS)
     hurt = None
     if job.damage is not None:
-        hurt = tasks.crop_damage(job.damage.mask, fwd, size)
+        hurt = cv2.warpAffine(job.damage.mask.astype(np.float32), fwd, (size, size), flags=cv2.INTER_LINEAR)
         if not tasks.touches(hurt, job.damage.from_photo):
             return None
         crop[hurt > 0.5] = 255  # the strokes white, as the network was trained to see them
