@@ -1,14 +1,11 @@
-"""Where each checkpoint is, and whether it is the right file: the public face of the weights.
+"""Where each checkpoint is, and whether it is the right file: the public face of the weights (the registry's,
+checksums' and fetch's public names are importable from here too).
 
-:func:`resolve` turns a registry name (or a path) into a verified file, looking in order at:
-an explicit file (or a folder holding exactly one known file, a ModelScope snapshot folder
-too); our models folder (``$GPEN_HOME``, default ``~/.cache/gpen``); the ModelScope cache
-(``$MODELSCOPE_CACHE``, default ``~/.cache/modelscope``, in every layout modelscope has used);
-then a download, when allowed (``allow_download=None``: unless ``GPEN_OFFLINE=1``).
-
-The table of files is :mod:`~gpen_core.weights.registry`, checksums :mod:`~gpen_core.weights.checksums`,
-downloads :mod:`~gpen_core.weights.fetch`; their public names are importable from here too.
-Verification happens before anything calls ``torch.load``; importing this imports neither torch nor modelscope.
+:func:`resolve` turns a registry name (or a path) into a verified file, looking in order at: an explicit file (or a
+folder holding exactly one known file, a ModelScope snapshot folder too); our models folder (``$GPEN_HOME``, default
+``~/.cache/gpen``); the ModelScope cache (``$MODELSCOPE_CACHE``, default ``~/.cache/modelscope``, in every layout
+modelscope has used); then a download, when allowed (``allow_download=None``: unless ``GPEN_OFFLINE=1``).
+Files are verified before anything calls ``torch.load``; importing this imports neither torch nor modelscope.
 """
 
 from __future__ import annotations

@@ -25,13 +25,9 @@ APPROX_BYTES: dict[str, int] = {
 
 
 def mode_files(mode: MemoryMode, model: str | None = None, detector: str | None = None, *, aligned: bool = False) -> tuple[str, ...]:
-    """Registry names (or a checkpoint name) a request in ``mode`` loads, generator first.
-
-    The one list the weights panel, the mode labels and the hardware check's report read, so
-    they name the same files. ``model``/``detector``: the Advanced overrides or a task's
-    generator; an aligned face skips detection. ParseNet is optional (GPEN's rectangle mask
-    is used without it) and not listed.
-    """
+    """Registry names (or a checkpoint name) a request in ``mode`` loads, generator first: the one list the weights
+    panel, the mode labels and the hardware check read. ``model``/``detector``: the Advanced overrides or a task's
+    generator; an aligned face skips detection. ParseNet is optional (the rectangle mask otherwise): not listed."""
     names = [model or mode.model]
     if not aligned:
         names.append(DETECTOR_WEIGHTS[detector or mode.detector])

@@ -44,15 +44,11 @@ class WeightSpec:
     urls: tuple[str, ...]
     licence: str
     notes: str = ""
-    # (model_id, path inside the snapshot) on ModelScope, or None.
-    modelscope: tuple[str, str] | None = None
-    # Exact file size where published evidence exists; None: unknown.
-    size_bytes: int | None = None
-    # sha256 where published evidence exists; None: verify size only, and record
-    # the hash in a sidecar on first verification (trust on first use).
+    modelscope: tuple[str, str] | None = None  # (model_id, path inside the snapshot) on ModelScope
+    size_bytes: int | None = None  # exact file size where published evidence exists; None: unknown
+    # sha256 where published evidence exists; None: the hash is recorded in a sidecar on first verification.
     sha256: str | None = None
-    # Generator architecture (the checkpoint still decides at load time; this is
-    # what the release is documented to be, used for synthetic models and sizing).
+    # A generator's documented architecture, for synthetic models and sizing (the checkpoint decides at load time).
     arch_params: Arch | None = None
     # Try ModelScope before the URLs (the release URLs of 1024/2048 are reported dead).
     modelscope_first: bool = False
