@@ -97,12 +97,9 @@ def load_state_dict(path: Path, what: str) -> dict[str, Any]:
 
 
 def _trained_with_relu(sd: Mapping[str, Any]) -> bool:
-    """True when a RetinaFace backbone was trained with plain ReLU (the 1MB variant).
-
-    A ReLU outputs exact zeros, so a dead channel feeds the next BatchNorm a constant 0
-    and that BatchNorm's running mean and variance end at ~0 (denormals). Under
-    LeakyReLU(0.1) a dead channel is a constant *negative* value: variance ~0, mean not.
-    """
+    """True when a RetinaFace backbone was trained with plain ReLU (the 1MB variant): a dead ReLU channel feeds the
+    next BatchNorm exact zeros, so its running mean and variance end at ~0 (denormals); under LeakyReLU(0.1) a dead
+    channel is a constant *negative* value: variance ~0, mean not."""
     for key, var in sd.items():
         if not (key.startswith("body.") and key.endswith(".running_var")):
             continue
@@ -113,12 +110,9 @@ def _trained_with_relu(sd: Mapping[str, Any]) -> bool:
 
 
 def build_retinaface(weights_path: Path | None, network: DetectorName, device: str | torch.device = "cpu") -> tuple[Any, str]:
-    """(facexlib's RetinaFace in eval mode with channels-last weights, variant) for ``weights_path``.
-
-    ``weights_path=None``: random weights with a zeroed class head (see :class:`FaceDetector`).
-    The variant is "pytorch_retinaface" or "1mb" (see :data:`_MOBILENET_1MB_MIN_SIZES`); for
-    "1mb" the activations are ReLU and ``net.cfg`` carries its anchors.
-    """
+    """(facexlib's RetinaFace in eval mode with channels-last weights, variant) for ``weights_path`` (None: random
+    weights, a zeroed class head). The variant is "pytorch_retinaface" or "1mb" (:data:`_MOBILENET_1MB_MIN_SIZES`:
+    ReLU activations, its anchors in ``net.cfg``)."""
     import torch
 
     if network not in _FACEXLIB_NETWORK:
@@ -169,10 +163,8 @@ def build_retinaface(weights_path: Path | None, network: DetectorName, device: s
 
 
 class FaceDetector:
-    """RetinaFace (facexlib's implementation) from a local, verified weights file; nothing is downloaded.
-
-    One instance may be shared: the network call is serialised by a lock, as facexlib keeps per-call
-    state on the module.
+    """RetinaFace (facexlib's implementation) from a local, verified weights file; nothing is downloaded. One
+    instance may be shared: the network call is serialised by a lock, as facexlib keeps per-call state on the module.
     """
 
     def __init__(
@@ -218,13 +210,12 @@ class FaceDetector:
         interpolation: Resize = "area",
         turn: int = 0,
     ) -> list[Detection]:
-        """Faces in an RGB uint8 H×W×3 image, highest score first (as the official code).
+        """Faces in an RGB uint8 H×W×3 image, highest score first (as official), in its pixels.
 
-        ``threshold``: minimum RetinaFace score (official: 0.9). ``max_side``: detect on a copy at most
-        this long (``interpolation`` "area", or "linear" as official), mapped back to input pixels and
-        clipped (``unclipped`` keeps the detector's box). ``shrink_above``: shrink only images longer
-        than this (official: 1000 px above 1500 px); None: ``max_side``. ``turn``: detect on the copy
-        turned this many quarter turns counter-clockwise (``np.rot90``); landmarks follow the face.
+        ``threshold``: minimum score (official: 0.9). ``max_side``: detect on a copy at most this long
+        (``interpolation`` "area", or "linear" as official). ``shrink_above``: shrink only images longer than this
+        (official: 1000 px above 1500 px); None: ``max_side``. ``turn``: detect on the copy turned this many
+        quarter turns counter-clockwise (``np.rot90``); landmarks follow the face.
         """
         rgb = check_rgb(rgb)
         if not 0.0 <= threshold < 1.0:

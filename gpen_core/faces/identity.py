@@ -2,7 +2,7 @@
 
 Both aligned crops (the generator's input and output) are cut to dlib's 150×150 chip by the one transform
 dlib's 5-point alignment finds on the *input*, inside a fixed box of GPEN's template (no detector runs), so
-only the face itself can move the number (dlib's own pipeline to 0.02-0.08 on FFHQ: docs/identity.md).
+only the face itself can move the number (within 0.02-0.08 of dlib's own pipeline on FFHQ: docs/identity.md).
 RGB uint8 in; the models load at the first face (:mod:`identity_model`).
 """
 

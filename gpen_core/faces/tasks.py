@@ -34,12 +34,9 @@ class Damage:
 
 
 def to_grey(rgb: np.ndarray) -> tuple[np.ndarray, bool]:
-    """(the photo as grey RGB uint8 with three equal channels, whether it had colour).
-
-    As the official predictor reads its input (``IMREAD_GRAYSCALE`` then ``GRAY2BGR``): the
-    colorization network was trained on grey faces; a sepia or tinted scan is made grey first.
-    A photo whose channels are already equal comes back unchanged.
-    """
+    """(the photo as grey RGB uint8 with three equal channels, whether it had colour), as the official predictor
+    reads it (``IMREAD_GRAYSCALE`` then ``GRAY2BGR``): the network was trained on grey faces, so a sepia or tinted
+    scan is made grey first. A photo whose channels are already equal comes back unchanged."""
     r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
     if np.array_equal(r, g) and np.array_equal(g, b):
         return rgb.copy(), False
@@ -59,12 +56,9 @@ def keep_luminance(grey: np.ndarray, coloured: np.ndarray) -> np.ndarray:
 
 
 def damage_mask(rgb: np.ndarray, mask: np.ndarray | None) -> tuple[Damage, str]:
-    """(where the photo is damaged, where that came from, for the result's notes).
-
-    ``mask``: the user's mask (RGB or grey uint8 of the photo's size; white = damaged, any
-    channel over 127), or None: the white brush strokes already in the photo (all channels
-    at least :data:`WHITE_LEVEL`).
-    """
+    """(where the photo is damaged, where that came from, for the result's notes). ``mask``: the user's (RGB or grey
+    uint8 of the photo's size; white = damaged, any channel over 127), or None: the white brush strokes already in
+    the photo (all channels at least :data:`WHITE_LEVEL`)."""
     from gpen_core.errors import InputError
 
     h, w = rgb.shape[:2]

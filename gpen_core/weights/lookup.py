@@ -146,10 +146,8 @@ def locate(name_or_path: str | os.PathLike[str], models_dir: str | os.PathLike[s
 def resolve(name_or_path: str | os.PathLike[str], *, models_dir: str | os.PathLike[str] | None = None,
             allow_download: bool | None = None, progress: CountProgress | None = None) -> Path:
     """A verified checkpoint file for a registry name or an explicit path, looked for in the module doc's order.
-
-    Raises :class:`WeightsError` within seconds when it is missing and cannot be fetched (naming
-    the file, every place looked and the fix), and when a found file fails its size or hash check.
-    """
+    Raises :class:`WeightsError` within seconds when it is missing and cannot be fetched (naming the file, every
+    place looked and the fix), and when a found file fails its size or hash check."""
     spec, explicit = _parse(name_or_path)
     folder = models_folder(models_dir)
     if explicit is not None:
@@ -192,10 +190,8 @@ def download(name: str, *, models_dir: str | os.PathLike[str] | None = None, pro
 
 
 def status(models_dir: str | os.PathLike[str] | None = None) -> list[WeightStatus]:
-    """One row per registry entry: present where, verified or why not. No network.
-
-    Hashes each present file once per process (cached while unchanged on disk).
-    """
+    """One row per registry entry: present where, verified or why not. No network; each present file is hashed
+    once per process (cached while unchanged on disk)."""
     folder = models_folder(models_dir)
     rows: list[WeightStatus] = []
     for spec in REGISTRY.values():
