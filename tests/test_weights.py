@@ -140,7 +140,8 @@ def test_models_dir_honours_gpen_home_and_defaults_to_cache(tmp_path, monkeypatc
     monkeypatch.delenv("GPEN_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert weights.models_dir() == tmp_path / "home" / ".cache" / "gpen"
-    assert weights.expected_location("gpen-bfr-512") == tmp_path / "home" / ".cache" / "gpen" / "GPEN-BFR-512.pth"
+    expected = {row.name: row.expected_path for row in weights.status()}
+    assert expected["GPEN-BFR-512"] == tmp_path / "home" / ".cache" / "gpen" / "GPEN-BFR-512.pth"
 
 
 def test_unknown_name_lists_the_known_ones():

@@ -30,12 +30,9 @@ _INNER_PADDING = 0.25  # what GPEN's face_enhancement.py uses
 def reference_points(crop_size: int) -> np.ndarray:
     """GPEN's 5-point template for a ``crop_size``×``crop_size`` aligned crop: (5, 2) float64 (x, y).
 
-    Same arithmetic as the official ``get_reference_facial_points`` with
-    ``default_square=True, inner_padding_factor=0.25, outer_padding=(0, 0)``:
-    square the 96×112 template to 112×112, pad it by 25 % each side to 168×168,
-    then scale to ``crop_size``. (The official function has a special case that
-    returns the unpadded points for a 112×112 output; GPEN never uses that size and
-    we do not reproduce it.)
+    The official ``get_reference_facial_points(default_square=True, inner_padding_factor=0.25)``: the 96×112
+    template squared to 112×112, padded 25 % each side to 168×168, scaled to ``crop_size`` (without its
+    special case for a 112×112 output, a size GPEN never uses).
     """
     if crop_size <= 0:
         raise ValueError(f"crop_size must be a positive number of pixels, got {crop_size}")
@@ -54,14 +51,10 @@ def reference_points(crop_size: int) -> np.ndarray:
 
 
 def umeyama(src: np.ndarray, dst: np.ndarray, scale: float | None = None) -> tuple[np.ndarray, float]:
-    """Least-squares similarity ``dst ≈ s·R·src + t`` (Umeyama 1991, Eqs. 38–43), with R a proper rotation.
-
-    The one fit both the alignment and the face check (:mod:`gpen_core.faces.screen`) use.
-    ``src``, ``dst``: (N, 2) float64 (x, y).
-
-    ``scale=None`` estimates ``s``; otherwise ``s`` is fixed to ``scale`` (the official
-    inverse uses the reciprocal of the forward scale). Returns the 3×3 homogeneous
-    matrix and the scale used; the matrix is all NaN when the points are degenerate.
+    """Least-squares similarity ``dst ≈ s·R·src + t`` (Umeyama 1991, Eqs. 38–43), R a proper rotation; the one fit
+    of the alignment and the face check. ``src``, ``dst``: (N, 2) float64 (x, y). ``scale``: a fixed ``s`` (the
+    official inverse uses the forward's reciprocal), None estimates it. Returns the 3×3 homogeneous matrix (all
+    NaN for degenerate points) and the scale used.
     """
     num, dim = src.shape
     src_mean = src.mean(axis=0)
@@ -97,12 +90,9 @@ def umeyama(src: np.ndarray, dst: np.ndarray, scale: float | None = None) -> tup
 
 
 def align_transform(landmarks_xy: np.ndarray, crop_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Transforms between a source image and GPEN's aligned ``crop_size`` crop.
-
-    ``landmarks_xy``: (5, 2) (x, y) in source pixels. Returns ``(fwd, inv)``, both 2×3
-    float64: ``fwd`` maps source → crop (``cv2.warpAffine(src, fwd, (S, S))`` makes the
-    crop); ``inv`` maps crop → source exactly as the official ``tfm_inv`` (Umeyama from
-    the template to the landmarks with the reciprocal of the forward scale).
+    """``(fwd, inv)``, 2×3 float64, between a source image and GPEN's aligned ``crop_size`` crop, from
+    ``landmarks_xy`` (5, 2) (x, y) in source pixels: ``cv2.warpAffine(src, fwd, (S, S))`` makes the crop; ``inv``
+    is the official ``tfm_inv`` (the template → the landmarks at the reciprocal of the forward scale).
     """
     src = np.asarray(landmarks_xy)
     if src.shape != (5, 2):

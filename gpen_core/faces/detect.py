@@ -1,7 +1,6 @@
 """Face detection: RetinaFace (facexlib's implementation) from a local, verified file.
 
-Takes RGB uint8 H×W×3; BGR exists only on the way into RetinaFace. Also the checkpoint reader the
-parsing model shares (:func:`load_state_dict`). Pixels are checked by :func:`gpen_core.rgb.check_rgb`.
+Takes RGB uint8 H×W×3 (checked by :func:`gpen_core.rgb.check_rgb`); BGR exists only on the way into RetinaFace.
 facexlib and torch are imported when a detector is built, not at import.
 """
 
@@ -38,23 +37,19 @@ _FACEXLIB_NETWORK = {"mobilenet0.25": "mobile0.25", "resnet50": "resnet50"}
 # so the file decides the variant (_trained_with_relu) and the anchors follow.
 _MOBILENET_1MB_MIN_SIZES = [[10, 20], [32, 64], [128, 256]]
 
+
 @dataclass(frozen=True, eq=False)
 class Detection:
-    """One detected face, in input-image pixels.
+    """One detected face, in input-image pixels."""
 
-    ``box`` is (x0, y0, x1, y1), clipped to the image; ``landmarks`` is (5, 2)
-    float32 (x, y), read-only: left eye, right eye, nose tip, left and right mouth
-    corner ("left" as seen on the face: on a turned photo they follow the face).
-    ``unclipped``: the box as the detector gave it (None: same as ``box``); the official
-    small-face smoothing decides on it. ``turn``: quarter turns (counter-clockwise) of
-    the detection copy the face was found on (0: upright).
-    """
-
-    box: tuple[float, float, float, float]
+    box: tuple[float, float, float, float]  # (x0, y0, x1, y1), clipped to the image
     score: float
+    # (5, 2) float32 (x, y), read-only: left eye, right eye, nose tip, left and right mouth corner
+    # ("left" as seen on the face: on a turned photo they follow the face).
     landmarks: np.ndarray
+    # The box as the detector gave it (None: ``box``); the official small-face smoothing decides on it.
     unclipped: tuple[float, float, float, float] | None = None
-    turn: int = 0
+    turn: int = 0  # quarter turns (counter-clockwise) of the detection copy the face was found on
 
     @property
     def full_box(self) -> tuple[float, float, float, float]:
@@ -70,12 +65,9 @@ class Detection:
 
 
 def import_backends() -> None:
-    """Import torch and facexlib now (a one-time process cost, kept out of per-request peaks).
-
-    facexlib gets light stand-ins for the three torchvision pieces it uses
-    (:mod:`gpen_core.compat.torchvision`): importing torchvision would also import torch._dynamo
-    and triton, 133-140 MB for nothing.
-    """
+    """Import torch and facexlib now (a one-time process cost, kept out of per-request peaks). facexlib gets
+    stand-ins for the torchvision pieces it uses (:mod:`gpen_core.compat.torchvision`): torchvision would also
+    import torch._dynamo and triton, 133-140 MB for nothing."""
     import torch  # noqa: F401
 
     from gpen_core.compat import torchvision as tv_shim
@@ -105,12 +97,9 @@ def load_state_dict(path: Path, what: str) -> dict[str, Any]:
 
 
 def _trained_with_relu(sd: Mapping[str, Any]) -> bool:
-    """True when a RetinaFace backbone was trained with plain ReLU (the 1MB variant).
-
-    A ReLU outputs exact zeros, so a dead channel feeds the next BatchNorm a constant 0
-    and that BatchNorm's running mean and variance end at ~0 (denormals). Under
-    LeakyReLU(0.1) a dead channel is a constant *negative* value: variance ~0, mean not.
-    """
+    """True when a RetinaFace backbone was trained with plain ReLU (the 1MB variant): a dead ReLU channel feeds the
+    next BatchNorm exact zeros, so its running mean and variance end at ~0 (denormals); under LeakyReLU(0.1) a dead
+    channel is a constant *negative* value: variance ~0, mean not."""
     for key, var in sd.items():
         if not (key.startswith("body.") and key.endswith(".running_var")):
             continue
@@ -121,12 +110,9 @@ def _trained_with_relu(sd: Mapping[str, Any]) -> bool:
 
 
 def build_retinaface(weights_path: Path | None, network: DetectorName, device: str | torch.device = "cpu") -> tuple[Any, str]:
-    """(facexlib's RetinaFace in eval mode with channels-last weights, variant) for ``weights_path``.
-
-    ``weights_path=None``: random weights with a zeroed class head (see :class:`FaceDetector`).
-    The variant is "pytorch_retinaface" or "1mb" (see :data:`_MOBILENET_1MB_MIN_SIZES`); for
-    "1mb" the activations are ReLU and ``net.cfg`` carries its anchors.
-    """
+    """(facexlib's RetinaFace in eval mode with channels-last weights, variant) for ``weights_path`` (None: random
+    weights, a zeroed class head). The variant is "pytorch_retinaface" or "1mb" (:data:`_MOBILENET_1MB_MIN_SIZES`:
+    ReLU activations, its anchors in ``net.cfg``)."""
     import torch
 
     if network not in _FACEXLIB_NETWORK:
@@ -177,10 +163,8 @@ def build_retinaface(weights_path: Path | None, network: DetectorName, device: s
 
 
 class FaceDetector:
-    """RetinaFace (facexlib's implementation) from a local, verified weights file; nothing is downloaded.
-
-    One instance may be shared: the network call is serialised by a lock, as facexlib keeps per-call
-    state on the module.
+    """RetinaFace (facexlib's implementation) from a local, verified weights file; nothing is downloaded. One
+    instance may be shared: the network call is serialised by a lock, as facexlib keeps per-call state on the module.
     """
 
     def __init__(
@@ -226,13 +210,12 @@ class FaceDetector:
         interpolation: Resize = "area",
         turn: int = 0,
     ) -> list[Detection]:
-        """Faces in an RGB uint8 H×W×3 image, highest score first (as the official code).
+        """Faces in an RGB uint8 H×W×3 image, highest score first (as official), in its pixels.
 
-        ``threshold``: minimum RetinaFace score (official: 0.9). ``max_side``: detect on a copy at most
-        this long (``interpolation`` "area", or "linear" as official), mapped back to input pixels and
-        clipped (``unclipped`` keeps the detector's box). ``shrink_above``: shrink only images longer
-        than this (official: 1000 px above 1500 px); None: ``max_side``. ``turn``: detect on the copy
-        turned this many quarter turns counter-clockwise (``np.rot90``); landmarks follow the face.
+        ``threshold``: minimum score (official: 0.9). ``max_side``: detect on a copy at most this long
+        (``interpolation`` "area", or "linear" as official). ``shrink_above``: shrink only images longer than this
+        (official: 1000 px above 1500 px); None: ``max_side``. ``turn``: detect on the copy turned this many
+        quarter turns counter-clockwise (``np.rot90``); landmarks follow the face.
         """
         rgb = check_rgb(rgb)
         if not 0.0 <= threshold < 1.0:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,20 +42,14 @@ ALIGNED_HINT_SHARE = 0.45
 
 @dataclass(frozen=True, eq=False)
 class FoundFaces:
-    """What :func:`find_faces` decided.
+    """What :func:`find_faces` decided."""
 
-    ``faces``: the detections to restore, highest score first, in photo pixels.
-    ``rejected``: (detection, reason) not restored. ``unchecked``: (detection, reason) kept only
-    because the face check was off. ``merged``: detections merged into a face that contains them.
-    ``searched_turns``: the quarter turns searched (0 is upright). ``notes``: sentences for the user.
-    """
-
-    faces: tuple[Detection, ...]
-    rejected: tuple[tuple[Detection, str], ...]
-    unchecked: tuple[tuple[Detection, str], ...]
-    merged: int
-    searched_turns: tuple[int, ...]
-    notes: tuple[str, ...]
+    faces: tuple[Detection, ...]  # to restore, highest score first, in photo pixels
+    rejected: tuple[tuple[Detection, str], ...]  # (detection, reason) not restored
+    unchecked: tuple[tuple[Detection, str], ...]  # (detection, reason) kept only because the face check was off
+    merged: int  # detections merged into a face that contains them
+    searched_turns: tuple[int, ...]  # the quarter turns searched (0 is upright)
+    notes: tuple[str, ...]  # sentences for the user
 
 
 def _same_face(a: Sequence[float], b: Sequence[float]) -> bool:
@@ -118,9 +113,9 @@ def find_faces(
     h, w = rgb.shape[:2]
     longest = max(h, w)
     copy_side = longest if longest <= max(sizing.max_side, sizing.shrink_above or 0) else sizing.max_side
-    passes = _Passes(detector, rgb, threshold, sizing, copy_side > LARGE_PASS_SIDE * 1.25)
+    passes = partial(_pass, detector, rgb, threshold, sizing, copy_side > LARGE_PASS_SIDE * 1.25)
 
-    first = passes.run(0)
+    first = passes(0)
     kept, rejected, upside = first.kept, first.rejected, first.upside
     # The large-face pass's detections are held, not only their ids: an id is only unique while its object lives.
     merged, large, searched = first.merged, list(first.large), [0]
@@ -130,7 +125,7 @@ def find_faces(
     sideways = any(_reading(d)[0] for d in kept)
     turns_wanted = [1, 2, 3] if (orientations or not kept or sideways) else ([2] if upside else [])
     for turn in turns_wanted:
-        more = passes.run(turn)
+        more = passes(turn)
         searched.append(turn)
         merged += more.merged
         large += more.large
@@ -145,57 +140,46 @@ def find_faces(
 
 @dataclass
 class _TurnFinds:
-    """One turn's pass: ``kept`` (passed the face check, upright for their landmarks), ``rejected``
-    (detection, reason), ``upside`` (passed the check but read upside down), ``merged`` (detections
-    dropped as pieces of another face), ``large`` (the large-face pass's detections)."""
+    """One turn's pass."""
 
-    kept: list[Detection]
-    rejected: list[tuple[Detection, str]]
-    upside: list[Detection]
-    merged: int
-    large: list[Detection]
+    kept: list[Detection]  # passed the face check, upright for their landmarks
+    rejected: list[tuple[Detection, str]]  # (detection, reason)
+    upside: list[Detection]  # passed the check but read upside down
+    merged: int  # detections dropped as pieces of another face
+    large: list[Detection]  # the large-face pass's detections
 
 
-@dataclass(frozen=True, eq=False)
-class _Passes:
-    """The detector's passes over one photo with :func:`find_faces`'s settings, one turn at a time."""
+def _pass(detector: FaceDetector, rgb: np.ndarray, threshold: float, sizing: DetectSizing, large_pass: bool,
+          turn: int) -> _TurnFinds:
+    """Detect on the photo turned ``turn`` quarter turns (plus the large-face pass when ``large_pass``: the
+    detection copy is big enough for it to add anything), one box per face, then the face check and the
+    upright look. Detections are in photo pixels."""
+    dets = detector.detect(
+        rgb, threshold=threshold, max_side=sizing.max_side, shrink_above=sizing.shrink_above,
+        interpolation=sizing.interpolation, turn=turn,
+    )
+    large: list[Detection] = []
+    if large_pass:
+        k = LARGE_PASS_SIDE / max(rgb.shape[:2])
+        large = [
+            d
+            for d in detector.detect(rgb, threshold=threshold, max_side=LARGE_PASS_SIDE, turn=turn)
+            if min(d.width, d.height) * k >= LARGE_FACE_PX
+        ]
+    kept, dropped = merge_duplicates(large + dets)  # a large face first: its pieces merge into it
+    # The same face found by both passes is one reading; a box inside a face is a duplicate.
+    merged = sum(1 for d in dropped if not any(overlap(d.box, g.box)[0] >= SAME_FACE_IOU for g in large if g is not d))
+    filtered = detector.screen(rgb, kept, threshold=threshold, turns=[turn] * len(kept))
+    good = list(filtered.kept)
+    rejected = [(d, v.reasons[0]) for d, v in filtered.rejected]
 
-    detector: FaceDetector
-    rgb: np.ndarray
-    threshold: float
-    sizing: DetectSizing
-    large_pass: bool  # the detection copy is big enough for the large-face pass to add anything
+    def upright_look(img: np.ndarray) -> list[Detection]:  # ``img`` at its own size, the look's own threshold
+        return detector.detect(img, threshold=screen.UPRIGHT_LOOK_THRESHOLD, max_side=max(img.shape[:2]))
 
-    def upright_look(self, img: np.ndarray) -> list[Detection]:
-        """The face check's upright look: ``img`` at its own size, the check's own threshold."""
-        return self.detector.detect(img, threshold=screen.UPRIGHT_LOOK_THRESHOLD, max_side=max(img.shape[:2]))
-
-    def run(self, turn: int) -> _TurnFinds:
-        """Detect on the photo turned ``turn`` quarter turns (plus the large-face pass), one box per
-        face, then the face check and the upright look. Detections are in photo pixels."""
-        rgb, threshold, sizing = self.rgb, self.threshold, self.sizing
-        dets = self.detector.detect(
-            rgb, threshold=threshold, max_side=sizing.max_side, shrink_above=sizing.shrink_above,
-            interpolation=sizing.interpolation, turn=turn,
-        )
-        large: list[Detection] = []
-        if self.large_pass:
-            k = LARGE_PASS_SIDE / max(rgb.shape[:2])
-            large = [
-                d
-                for d in self.detector.detect(rgb, threshold=threshold, max_side=LARGE_PASS_SIDE, turn=turn)
-                if min(d.width, d.height) * k >= LARGE_FACE_PX
-            ]
-        kept, dropped = merge_duplicates(large + dets)  # a large face first: its pieces merge into it
-        # The same face found by both passes is one reading; a box inside a face is a duplicate.
-        merged = sum(1 for d in dropped if not any(overlap(d.box, g.box)[0] >= SAME_FACE_IOU for g in large if g is not d))
-        filtered = self.detector.screen(rgb, kept, threshold=threshold, turns=[turn] * len(kept))
-        good = list(filtered.kept)
-        rejected = [(d, v.reasons[0]) for d, v in filtered.rejected]
-        looks = screen.upright_looks(rgb, [d.landmarks for d in good], self.upright_look)
-        upside = [d for d, (up, turned) in zip(good, looks) if turned > up]
-        good = [d for d, (up, turned) in zip(good, looks) if not turned > up]
-        return _TurnFinds(good, rejected, upside, merged, large)
+    looks = screen.upright_looks(rgb, [d.landmarks for d in good], upright_look)
+    upside = [d for d, (up, turned) in zip(good, looks) if turned > up]
+    good = [d for d, (up, turned) in zip(good, looks) if not turned > up]
+    return _TurnFinds(good, rejected, upside, merged, large)
 
 
 def _add_turn(
@@ -216,10 +200,8 @@ def _add_turn(
 def _settle(
     kept: list[Detection], rejected: list[tuple[Detection, str]], upside: list[Detection], face_check: bool
 ) -> tuple[list[Detection], list[tuple[Detection, str]], list[tuple[Detection, str]], list[str]]:
-    """Decide the upside-down readings and the face check's rejections: (kept, rejected, unchecked, notes).
-
-    ``kept`` is extended in place (and returned) with the unchecked detections when ``face_check`` is off.
-    """
+    """Decide the upside-down readings and the face check's rejections: (kept, rejected, unchecked, notes);
+    ``kept`` is extended in place with the unchecked detections when ``face_check`` is off."""
     notes: list[str] = []
     # An upside-down reading is replaced by the upright one of the same face when a turn found it.
     # (Counted for the upright pass only: with every turn searched, each upright face is also
@@ -234,7 +216,8 @@ def _settle(
     # Rejected candidates overlapping a kept face are that face's other readings, not false faces.
     rejected = [(d, r) for d, r in rejected if not any(_same_face(d.box, k.box) for k in kept)]
     rejected += [(d, upside_reason) for d in unfixed]
-    rejected = _once(rejected)
+    once = {id(d) for d in merge_duplicates([d for d, _ in rejected])[0]}  # each false face's first reason
+    rejected = [(d, r) for d, r in rejected if id(d) in once]
 
     unchecked: list[tuple[Detection, str]] = []
     if not face_check:
@@ -288,12 +271,4 @@ def _aligned_hint(kept: Sequence[Detection], h: int, w: int) -> list[str]:
                 "the aligned option restores it whole"
             ]
     return []
-
-
-def _once(pairs: list[tuple[Detection, str]]) -> list[tuple[Detection, str]]:
-    out: list[tuple[Detection, str]] = []
-    for d, r in pairs:
-        if not any(_same_face(d.box, o.box) for o, _ in out):
-            out.append((d, r))
-    return out
 

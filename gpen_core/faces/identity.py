@@ -1,11 +1,9 @@
 """Is it still the same person? dlib's descriptor distance between a face before and after restoration.
 
-Both descriptors come from the same GPEN aligned crop (the generator's input and its output), cut to
-dlib's 150×150 chip by one transform: the one dlib's own 5-point alignment finds on the *input* crop,
-inside a fixed box of GPEN's template (no detector runs). The restored crop is cut the same way, so
-only the face itself can move the number. This reproduces dlib's own pipeline on the FFHQ faces to
-0.02-0.08 in distance (docs/identity.md). RGB uint8 in; nothing heavy at import (the models load at
-the first face, :mod:`identity_model`).
+Both aligned crops (the generator's input and output) are cut to dlib's 150×150 chip by the one transform
+dlib's 5-point alignment finds on the *input*, inside a fixed box of GPEN's template (no detector runs), so
+only the face itself can move the number (within 0.02-0.08 of dlib's own pipeline on FFHQ: docs/identity.md).
+RGB uint8 in; the models load at the first face (:mod:`identity_model`).
 """
 
 from __future__ import annotations
@@ -75,9 +73,8 @@ def face_note(index: int, check: IdentityCheck, alpha: float) -> str | None:
 
 
 def runs(mode_name: str, opts: RestoreOptions) -> bool:
-    """Whether a request (a photo, or a clip's frames) checks identity. "auto": every mode but low (its cost
-    is a large share there, docs/identity.md) where dlib is installed; "on": always; "off" or seg2face
-    (its input is a label map, not a face): never."""
+    """Whether a request (a photo, or a clip's frames) checks identity: "auto" in every mode but low (its cost is a
+    large share there, docs/identity.md) where dlib is installed; "on" always; "off" or seg2face (a label map) never."""
     return runs_for(mode_name, opts.identity, opts.task)
 
 

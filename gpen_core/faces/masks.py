@@ -33,11 +33,8 @@ OFF_CLASSES: tuple[str, ...] = tuple(n for n, v in zip(CLASS_NAMES, MASK_COLORMA
 
 
 def mask_postprocess(mask: np.ndarray, thres: int = _BORDER) -> np.ndarray:
-    """The official ``FaceEnhancement.mask_postprocess``: H×W in [0, 1] → float32 H×W.
-
-    Zeroes a ``thres`` px border (the blur would otherwise drag the face into the
-    crop's edge), then GaussianBlur(101×101, σ 4) twice. The input is not modified.
-    """
+    """The official ``FaceEnhancement.mask_postprocess``, H×W in [0, 1] → a new float32 H×W: a ``thres`` px border
+    zeroed (else the blur drags the face into the crop's edge), then :func:`_blur_twice`."""
     if mask.ndim != 2:
         raise ValueError(f"mask must be 2-D, got shape {mask.shape}")
     out = np.array(mask, dtype=np.float32, copy=True)
@@ -66,11 +63,9 @@ def labels_to_mask_uint8(labels: np.ndarray) -> np.ndarray:
 
 
 def parsing_labels_to_mask(labels: np.ndarray, size: int) -> np.ndarray:
-    """512×512 ParseNet labels of a restored face → GPEN's paste mask, float32 (size, size) in [0, 1].
-
-    Official order: colour map → /255 → :func:`mask_postprocess` → ``cv2.resize`` to the
-    crop (INTER_LINEAR). Labels of another size are first brought to 512×512 (nearest),
-    so the 26 px border and the blur keep their official meaning.
+    """512×512 ParseNet labels of a restored face → GPEN's paste mask, float32 (size, size) in [0, 1], in the
+    official order: colour map, /255, :func:`mask_postprocess`, ``cv2.resize`` (INTER_LINEAR). Other label sizes
+    are first brought to 512×512 (nearest), so the 26 px border and the blur keep their official meaning.
     """
     if size <= 0:
         raise ValueError(f"mask size must be positive, got {size}")

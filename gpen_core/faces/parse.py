@@ -22,12 +22,9 @@ ParseDType = Literal["float32", "bfloat16"]
 
 
 def choose_parse_dtype(device: str | torch.device, cpu_dtype: str = "float32") -> ParseDType:
-    """The dtype ParseNet runs in: bfloat16 only on a CPU with native bf16 when the mode asks for it.
-
-    ``cpu_dtype`` is the mode's CPU dtype (:attr:`MemoryMode.cpu_dtype`; "auto" counts as "bfloat16").
-    Native bf16 (``plan.cpu_features()``) is several times faster with a mask within input noise, emulated
-    bf16 5× slower (docs/paste-mask.md); other devices run float32, the official mask (no bf16 gain measured).
-    """
+    """The dtype ParseNet runs in: bfloat16 only on a CPU with native bf16 when the mode's ``cpu_dtype`` is
+    "bfloat16" or "auto": several times faster, the mask within input noise; emulated bf16 is 5× slower and no
+    other device gains (docs/paste-mask.md), so float32, the official mask, elsewhere."""
     if str(device).split(":")[0] != "cpu" or cpu_dtype not in ("bfloat16", "auto"):
         return "float32"
     from gpen_core.networks import plan  # torch; looked up at call time so tests can patch cpu_features
@@ -60,7 +57,7 @@ class ParsingMasker:
         self.weights_path = Path(weights_path) if weights_path is not None else None
         self.input_size = input_size
         self.backend = "torch" if parser is None else "openvino"
-        if parser is not None:  # built on another runtime by the engine (this room never imports one)
+        if parser is not None:
             self._parser = parser
             self.device = parser.device
             return

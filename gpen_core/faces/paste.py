@@ -1,12 +1,8 @@
 """Paste-back: warp a restored face into its own paste box and blend it into the photo.
 
-Follows the official yangxy/GPEN ``face_enhancement.py`` (feathered-rectangle or
-parsing mask, ``flags=3`` warps, "a later face only takes pixels where its mask
-exceeds the mask so far", ``img*(1-mask) + face*mask``), with one deliberate
-difference: the official code warps every face and its mask into full-frame buffers;
-here each face is warped into a buffer the size of its own paste box only, so memory
-grows with the faces, not with the photo. Pixels outside every paste box are never
-written. Also :func:`face_sheet`, the faces-only mode's grid of restored crops.
+The official yangxy/GPEN ``face_enhancement.py`` recipe, with one deliberate difference: each face and its
+mask are warped into a buffer the size of its own paste box, not of the whole photo, so memory grows with
+the faces, not the photo; pixels outside every paste box are never written. Also :func:`face_sheet`.
 """
 
 from __future__ import annotations
@@ -54,12 +50,8 @@ class Piece:
 
 
 def paste_box(inv: np.ndarray, crop_size: int, width: int, height: int) -> tuple[int, int, int, int] | None:
-    """The output-image box (x0, y0, x1, y1; x1/y1 exclusive) a crop warped by ``inv`` can touch.
-
-    The inverse-transformed crop corners, widened by the reach of the interpolation
-    kernel (2 crop pixels, generous for bilinear, in output pixels), clipped to the
-    image; None when it misses the image.
-    """
+    """The output-image box (x0, y0, x1, y1; x1/y1 exclusive) a crop warped by ``inv`` can touch: its corners
+    widened by the interpolation's reach (2 crop pixels, generous for bilinear), clipped; None off the image."""
     s = crop_size
     corners = np.array([[0, 0, 1], [s - 1, 0, 1], [0, s - 1, 1], [s - 1, s - 1, 1]], dtype=np.float64) @ inv.T
     scale = math.sqrt(abs(float(np.linalg.det(inv[:, :2]))))
@@ -93,12 +85,8 @@ def warp_piece(face: np.ndarray, mask: np.ndarray, inv: np.ndarray, width: int, 
 
 
 def compose(rgb: np.ndarray, pieces: list[Piece]) -> np.ndarray:
-    """``img*(1-mask) + face*mask`` inside each paste box; outside them the copy of ``rgb`` is untouched.
-
-    ``mask``/``face`` per pixel are the official ones: faces in paste order, a later
-    face takes a pixel only where its mask exceeds the mask so far. Overlapping boxes
-    are resolved by replaying every overlapping piece in order inside each box.
-    """
+    """``img*(1-mask) + face*mask`` inside each paste box, the rest a copy of ``rgb``. As official, a later face
+    takes a pixel only where its mask exceeds the mask so far: each box replays every piece overlapping it."""
     out = rgb.copy()
     for p in pieces:
         bh, bw = p.y1 - p.y0, p.x1 - p.x0
@@ -125,7 +113,6 @@ def compose(rgb: np.ndarray, pieces: list[Piece]) -> np.ndarray:
         blend += face_part
         out[p.y0 : p.y1, p.x0 : p.x1] = cv2.convertScaleAbs(blend)
     return out
-
 
 
 def face_sheet(faces: tuple[Face, ...] | list[Face], cols: int = 4) -> np.ndarray:

@@ -1,9 +1,5 @@
-"""One photo: for each face, align to GPEN's template → restore fn → paste back.
-
-:func:`restore_photo` is the per-face loop (detections come from
-:mod:`gpen_core.faces.detect`, the mask and the blend from :mod:`gpen_core.faces.paste`); an
-aligned face crop is restored directly. Every function takes and returns RGB uint8
-H×W×3. Small faces get the official 3×3 smoothing after restoration.
+"""One photo: for each detected face, align to GPEN's template → restore fn → paste back (the mask and the blend:
+:mod:`gpen_core.faces.paste`); an aligned face crop is restored directly. RGB uint8 H×W×3 in and out.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from gpen_core.faces.detect import Detection
 from gpen_core.rgb import check_rgb
 from gpen_core.errors import InputError
 from gpen_core.faces.paste import WARP_FLAGS, ParsingFn, Piece, compose, face_mask, warp_piece
-from gpen_core.result import Face
+from gpen_core.result import Face, IdentityCheck
 
 # Official GPEN: faces whose detection box is under 100 px get this 3×3 Gaussian
 # after restoration, so a sharp 512 px face does not look pasted onto a soft photo.
@@ -35,18 +31,12 @@ _SMOOTH_KERNEL = np.array(
 
 @dataclass(frozen=True, eq=False)
 class PhotoOutput:
-    """What :func:`restore_photo` made.
+    """What :func:`restore_photo` made."""
 
-    ``image``: RGB uint8 H×W×3, always a new array; equal to the input when no face
-    was found or ``paste=False``. ``faces``: one :class:`gpen_core.result.Face` per
-    restored face, in the order pasted. ``timings``: seconds, keys ``align_s``,
-    ``restore_s``, ``paste_s``, ``identity_s``. ``notes``: plain sentences for the user.
-    """
-
-    image: np.ndarray
-    faces: tuple[Face, ...]
-    timings: dict[str, float]
-    notes: tuple[str, ...] = ()
+    image: np.ndarray  # RGB uint8 H×W×3, a new array: the input's pixels when no face was found or paste=False
+    faces: tuple[Face, ...]  # one per restored face, in the order pasted
+    timings: dict[str, float]  # seconds per stage: align_s, restore_s, paste_s, identity_s
+    notes: tuple[str, ...] = ()  # plain sentences for the user
 
 
 RestoreFn = Callable[[np.ndarray], np.ndarray]
@@ -71,16 +61,32 @@ class FaceJob:
     identity: IdentityPolicy | None = None  # measure each face's identity distance and act over its limit
 
 
-def _restore_crop(restore_fn: RestoreFn, crop: np.ndarray, size: int) -> np.ndarray:
-    out = restore_fn(crop)
-    if not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.shape != (size, size, 3):
-        desc = f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__
+_STAGES = ("align_s", "restore_s", "paste_s", "identity_s")  # PhotoOutput.timings' keys, in stage order
+
+
+def _restore_checked(
+    restore_fn: RestoreFn, crop: np.ndarray, size: int, job: FaceJob, smooth: bool
+) -> tuple[np.ndarray, IdentityCheck | None, np.ndarray | None]:
+    """One aligned crop through ``restore_fn``, the small-face smoothing (``smooth``), the blend by ``job.alpha``
+    and the identity check: (the unsmoothed output, the check or None, the crop to paste or None: keep the original).
+    """
+    raw = restore_fn(crop)
+    if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8 or raw.shape != (size, size, 3):
+        desc = f"{raw.dtype} {raw.shape}" if isinstance(raw, np.ndarray) else type(raw).__name__
         raise ValueError(f"restore_fn must return an RGB uint8 {size}×{size}×3 crop, got {desc}")
-    return out
+    restored = cv2.filter2D(raw, -1, _SMOOTH_KERNEL) if smooth else raw
+    restored = cv2.addWeighted(restored, job.alpha, crop, 1.0 - job.alpha, 0.0)
+    check, chosen = job.identity.check(crop, restored) if job.identity is not None else (None, restored)
+    return raw, check, chosen
+
+
+def _identity_notes(faces: list[Face], identity: IdentityPolicy | None) -> list[str]:
+    """A note for each face the identity policy did not paste as restored."""
+    notes = [face_note(i, f.identity, identity.alpha) for i, f in enumerate(faces, 1) if identity and f.identity]
+    return [n for n in notes if n]
 
 
 def _restore_aligned(rgb: np.ndarray, restore_fn: RestoreFn, size: int, job: FaceJob, progress: ProgressFn | None) -> PhotoOutput:
-    alpha, paste, at_input_size, identity = job.alpha, job.paste, job.aligned_at_input_size, job.identity
     h, w = rgb.shape[:2]
     notes: list[str] = []
     t0 = time.perf_counter()
@@ -88,17 +94,13 @@ def _restore_aligned(rgb: np.ndarray, restore_fn: RestoreFn, size: int, job: Fac
     if (h, w) != (size, size):
         # INTER_LINEAR, as the official FaceGAN.process resizes its input.
         crop = cv2.resize(rgb, (size, size), interpolation=cv2.INTER_LINEAR)
-        back = " and back" if at_input_size else " (the result stays at that size, as official)"
+        back = " and back" if job.aligned_at_input_size else " (the result stays at that size, as official)"
         notes.append(f"aligned input {w}×{h} was resized to {size}×{size} for the generator{back}")
     t1 = time.perf_counter()
-    restored = _restore_crop(restore_fn, crop, size)
-    restored = cv2.addWeighted(restored, alpha, crop, 1.0 - alpha, 0.0)
-    check, chosen = identity.check(crop, restored) if identity is not None else (None, restored)
-    if check is not None:
-        notes.extend(n for n in (face_note(1, check, identity.alpha),) if n)  # type: ignore[union-attr]
+    _, check, chosen = _restore_checked(restore_fn, crop, size, job, smooth=False)
     t2 = time.perf_counter()
-    if paste and chosen is not None:
-        same = (h, w) == (size, size) or not at_input_size
+    if job.paste and chosen is not None:
+        same = (h, w) == (size, size) or not job.aligned_at_input_size
         image = chosen.copy() if same else cv2.resize(chosen, (w, h), interpolation=cv2.INTER_LINEAR)
     else:  # faces-only, or the original kept: the input, pixel for pixel
         image = rgb.copy()
@@ -110,8 +112,8 @@ def _restore_aligned(rgb: np.ndarray, restore_fn: RestoreFn, size: int, job: Fac
     if progress is not None:
         progress(1, 1)
     identity_s = check.seconds if check is not None else 0.0
-    timings = {"align_s": t1 - t0, "restore_s": t2 - t1 - identity_s, "paste_s": t3 - t2, "identity_s": identity_s}
-    return PhotoOutput(image, (face,), timings, tuple(notes))
+    timings = dict(zip(_STAGES, (t1 - t0, t2 - t1 - identity_s, t3 - t2, identity_s)))
+    return PhotoOutput(image, (face,), timings, tuple(notes + _identity_notes([face], job.identity)))
 
 
 def restore_photo(
@@ -145,7 +147,7 @@ def restore_photo(
     if detections is None:
         raise ValueError("detections is None: pass FaceDetector.detect(...) results, or aligned=True for a face crop")
 
-    timings = {"align_s": 0.0, "restore_s": 0.0, "paste_s": 0.0, "identity_s": 0.0}
+    timings = dict.fromkeys(_STAGES, 0.0)
     if not detections:
         note = (
             "no face found: the photo is returned unchanged. Try a lower detection threshold, "
@@ -153,78 +155,54 @@ def restore_photo(
         )
         return PhotoOutput(base.copy(), (), timings, (note,))
 
-    faces, pieces, skipped, acted = _restore_faces(rgb, detections, restore_fn, size, job, progress, timings)
-    t0 = time.perf_counter()
-    image = compose(base, pieces) if paste else base.copy()
-    timings["paste_s"] += time.perf_counter() - t0
-    notes = [] if damage is None else _damage_notes(damage, detections, len(faces), skipped)
-    return PhotoOutput(image, tuple(faces), timings, tuple(notes + acted))
-
-
-def _restore_faces(
-    rgb: np.ndarray, detections: list[Detection], restore_fn: RestoreFn, size: int, job: FaceJob,
-    progress: ProgressFn | None, timings: dict[str, float],
-) -> tuple[list[Face], list[Piece], int, list[str]]:
-    """Every detection through :func:`_restore_face`: (faces, pieces to compose, how many the damage
-    skipped, the identity notes), each stage's seconds added to ``timings``."""
     faces: list[Face] = []
     pieces: list[Piece] = []
-    skipped = 0
-    acted: list[str] = []
-    identity = job.identity
     for i, det in enumerate(detections):
         done = _restore_face(rgb, det, restore_fn, size, job)
-        if done is None:
-            skipped += 1
-        else:
+        if done is not None:  # None: the damage does not touch this face
             face, piece, spent = done
-            if piece is not None:
-                pieces.append(piece)
             faces.append(face)
-            note = face_note(len(faces), face.identity, identity.alpha) if face.identity and identity else None
-            acted.extend([note] if note else [])
-            for key, seconds in zip(("align_s", "restore_s", "paste_s", "identity_s"), spent):
+            pieces += [piece] if piece is not None else []
+            for key, seconds in zip(_STAGES, spent):
                 timings[key] += seconds
         if progress is not None:
             progress(i + 1, len(detections))
-    return faces, pieces, skipped, acted
+    t0 = time.perf_counter()
+    image = compose(base, pieces) if paste else base.copy()
+    timings["paste_s"] += time.perf_counter() - t0
+    notes = [] if damage is None else _damage_notes(damage, detections, len(faces), len(detections) - len(faces))
+    return PhotoOutput(image, tuple(faces), timings, tuple(notes + _identity_notes(faces, job.identity)))
 
 
 def _restore_face(
     rgb: np.ndarray, det: Detection, restore_fn: RestoreFn, size: int, job: FaceJob,
 ) -> tuple[Face, Piece | None, tuple[float, float, float, float]] | None:
-    """Align, restore, check (when ``identity``) and (when ``paste``) warp back one detected face of ``rgb``.
+    """Align, restore, check (when ``job.identity``) and (when ``job.paste``) warp back one detected face of ``rgb``.
 
     Returns (the face, its piece to compose or None, seconds spent aligning, restoring, pasting, checking),
-    or None when ``damage`` is given and does not touch this face (nothing is run for it).
-    Arguments as :func:`restore_photo`'s.
+    or None when ``job.damage`` is given and does not touch this face (nothing is run for it).
     """
-    alpha, paste, parsing_fn, damage, identity = job.alpha, job.paste, job.parsing_fn, job.damage, job.identity
     h, w = rgb.shape[:2]
     t0 = time.perf_counter()
     fwd, inv = align_transform(det.landmarks, size)
     crop = cv2.warpAffine(rgb, fwd, (size, size), flags=WARP_FLAGS)
     hurt = None
-    if damage is not None:
-        hurt = tasks.crop_damage(damage.mask, fwd, size)
-        if not tasks.touches(hurt, damage.from_photo):
+    if job.damage is not None:
+        hurt = cv2.warpAffine(job.damage.mask.astype(np.float32), fwd, (size, size), flags=cv2.INTER_LINEAR)
+        if not tasks.touches(hurt, job.damage.from_photo):
             return None
         crop[hurt > 0.5] = 255  # the strokes white, as the network was trained to see them
     t1 = time.perf_counter()
-    restored = _restore_crop(restore_fn, crop, size)
-    raw = restored  # the parsing mask is computed on the unsmoothed face, as official
     # The official decision reads the detector's box, not one clipped to the photo: a big face
     # cut by the photo's edge is not a small face.
     x0, y0, x1, y1 = getattr(det, "full_box", det.box)
-    if min(x1 - x0, y1 - y0) < _SMALL_FACE_PX:
-        restored = cv2.filter2D(restored, -1, _SMOOTH_KERNEL)
-    restored = cv2.addWeighted(restored, alpha, crop, 1.0 - alpha, 0.0)
-    check, chosen = identity.check(crop, restored) if identity is not None else (None, restored)
+    small = min(x1 - x0, y1 - y0) < _SMALL_FACE_PX
+    raw, check, chosen = _restore_checked(restore_fn, crop, size, job, smooth=small)
     identity_s = check.seconds if check is not None else 0.0
     t2 = time.perf_counter()
     piece = None
-    if paste and chosen is not None:  # None: the original face kept, its pixels untouched
-        mask = face_mask(raw, parsing_fn, size)
+    if job.paste and chosen is not None:  # None: the original face kept, its pixels untouched
+        mask = face_mask(raw, job.parsing_fn, size)  # on the unsmoothed face, as official
         if hurt is not None:
             mask = mask * tasks.damage_paste_mask(hurt)
         piece = warp_piece(chosen, mask, inv, w, h)

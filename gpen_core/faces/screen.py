@@ -75,10 +75,8 @@ class Plausibility:
 
 
 def _fit(landmarks: np.ndarray) -> tuple[float, float]:
-    """(RMS residual / template eye distance, rotation in degrees) of landmarks → template.
-
-    The alignment's own least-squares similarity (:func:`gpen_core.faces.align.umeyama`), so
-    "fits" means "the alignment will put these points where the generator expects them"."""
+    """(RMS residual / template eye distance, rotation in degrees) of landmarks → template, by the alignment's own
+    fit (:func:`~gpen_core.faces.align.umeyama`): "fits" means the alignment puts them where the generator expects."""
     src = landmarks.astype(np.float64)
     if src.var(axis=0).sum() <= 1e-12:
         return float("inf"), 0.0
@@ -93,7 +91,7 @@ def _fit(landmarks: np.ndarray) -> tuple[float, float]:
     return rms / _TEMPLATE_EYE_DIST, tilt
 
 
-def check(box: Sequence[float], landmarks: np.ndarray, limits: Limits = LIMITS) -> Plausibility:
+def check(box: Sequence[float], landmarks: np.ndarray) -> Plausibility:
     """Test one detection: ``box`` (x0, y0, x1, y1), ``landmarks`` (5, 2) (x, y): eyes, nose, mouth corners."""
     lm = np.asarray(landmarks, dtype=np.float64)
     if lm.shape != (5, 2) or not np.isfinite(lm).all():
@@ -112,13 +110,13 @@ def check(box: Sequence[float], landmarks: np.ndarray, limits: Limits = LIMITS) 
     outside = float(max(ox.max(), oy.max()))
 
     reasons: list[str] = []
-    if not fit <= limits.max_fit:
+    if not fit <= LIMITS.max_fit:
         reasons.append("its landmarks do not form a face")
-    if outside > limits.box_margin:
+    if outside > LIMITS.box_margin:
         reasons.append("its landmarks lie outside its box")
-    if not limits.min_aspect <= aspect <= limits.max_aspect:
+    if not LIMITS.min_aspect <= aspect <= LIMITS.max_aspect:
         reasons.append("its box has no face's shape")
-    if not limits.min_eye_ratio <= eye_ratio <= limits.max_eye_ratio:
+    if not LIMITS.min_eye_ratio <= eye_ratio <= LIMITS.max_eye_ratio:
         reasons.append("its eyes do not fit its box")
     return Plausibility(fit, tilt, tuple(reasons))
 
@@ -145,8 +143,12 @@ def overlap(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
 DetectFn = Callable[[np.ndarray], Iterable]
 
 
-def _look_crop(rgb: np.ndarray, box: Sequence[float]) -> tuple[np.ndarray, float, float, int, int] | None:
-    """The box's neighbourhood scaled so the box is LOOK_BOX_PX: (crop, fx, fy, X0, Y0) or None."""
+_Look = tuple[np.ndarray, float, float, int, int, int, int]
+
+
+def _look_crop(rgb: np.ndarray, box: Sequence[float], turn: int) -> _Look | None:
+    """The box's neighbourhood scaled so the box is LOOK_BOX_PX, then turned ``turn`` quarter turns: (crop, fx, fy,
+    X0, Y0, the unturned crop's width and height) or None."""
     h, w = rgb.shape[:2]
     x0, y0, x1, y1 = (float(v) for v in box)
     side = max(x1 - x0, y1 - y0, 1.0)
@@ -160,7 +162,7 @@ def _look_crop(rgb: np.ndarray, box: Sequence[float]) -> tuple[np.ndarray, float
     cw, ch = max(8, round((X1 - X0) * f)), max(8, round((Y1 - Y0) * f))
     interp = cv2.INTER_AREA if f < 1 else cv2.INTER_LINEAR
     crop = cv2.resize(np.ascontiguousarray(rgb[Y0:Y1, X0:X1]), (cw, ch), interpolation=interp)
-    return crop, (X1 - X0) / cw, (Y1 - Y0) / ch, X0, Y0
+    return cv2.rotate(crop, CV2_TURN[turn]) if turn else crop, (X1 - X0) / cw, (Y1 - Y0) / ch, X0, Y0, cw, ch
 
 
 _TILE_GAP = 32  # black pixels between the crops of one mosaic
@@ -190,23 +192,15 @@ def _cell(box: Sequence[float], tile: int, cols: int, count: int) -> tuple[int, 
 def second_looks(
     rgb: np.ndarray, boxes: Sequence[Sequence[float]], detect: DetectFn, threshold: float, turns: Sequence[int] | None = None
 ) -> list[float]:
-    """For each box, the best score ``detect`` gives the same face with the box scaled to :data:`LOOK_BOX_PX`.
+    """For each box of ``rgb`` (H×W×3 uint8, the detector's colour order), the best score ``detect`` gives the same
+    face with the box scaled to :data:`LOOK_BOX_PX`; 0.0 where nothing overlapping it scores ``threshold``.
 
-    ``rgb``: the image the boxes are in (H×W×3 uint8; the colour order is the detector's).
-    All neighbourhoods go into one mosaic (tiles apart by a black gap) and ``detect``
-    runs once. ``detect(image)`` returns objects with ``.box`` and ``.score`` in that
-    image's pixels and must not shrink it. 0.0 where nothing overlapping the box is
-    found at ``threshold`` or above. ``turns``: per box, the quarter turns (counter-clockwise) its
-    face was found on; its crop is turned the same way, so the face is looked at upright.
+    Every neighbourhood goes into one mosaic, so ``detect`` (an image it must not shrink → objects with
+    ``.box`` and ``.score`` in its pixels) runs once. ``turns``: per box, the quarter turns (counter-clockwise)
+    its face was found on; its crop is turned the same way, so the face is looked at upright.
     """
     turns = list(turns) if turns is not None else [0] * len(boxes)
-    looks: list[tuple | None] = []
-    for b, t in zip(boxes, turns):
-        look = _look_crop(rgb, b)
-        if look is not None:  # + the unturned crop's (width, height), to map found boxes back
-            crop = look[0]
-            look = (cv2.rotate(crop, CV2_TURN[t]) if t else crop, *look[1:], crop.shape[1], crop.shape[0])
-        looks.append(look)
+    looks = [_look_crop(rgb, b, t) for b, t in zip(boxes, turns)]
     best = [0.0] * len(looks)
     placed = [(i, look) for i, look in enumerate(looks) if look is not None]
     if not placed:
@@ -236,16 +230,12 @@ def filter_detections(
     rgb: np.ndarray | None = None,
     detect: DetectFn | None = None,
     threshold: float = 0.9,
-    limits: Limits = LIMITS,
     turns: Sequence[int] | None = None,
 ) -> Filtered:
-    """Split objects with ``.box``, ``.score`` and ``.landmarks`` (e.g. :class:`gpen_core.faces.detect.Detection`).
-
-    Geometry always; the second look too when ``rgb`` (the image the boxes are in) and
-    ``detect`` are given, at ``threshold`` (the detection threshold used).
-    """
+    """Split objects with ``.box``, ``.score`` and ``.landmarks`` (:class:`gpen_core.faces.detect.Detection`): the
+    geometry always, the second look (:func:`second_looks`) too when ``rgb`` and ``detect`` are given."""
     detections = list(detections)
-    verdicts = [check(det.box, det.landmarks, limits) for det in detections]
+    verdicts = [check(det.box, det.landmarks) for det in detections]
     if rgb is not None and detect is not None:
         todo = [i for i, v in enumerate(verdicts) if v.is_face]
         turn_of = list(turns) if turns is not None else [0] * len(detections)
@@ -253,13 +243,8 @@ def filter_detections(
         for i, score in zip(todo, scores):
             if score < threshold:
                 verdicts[i] = replace(verdicts[i], reasons=(_NOT_FOUND_AGAIN,))
-    kept, rejected = [], []
-    for det, verdict in zip(detections, verdicts):
-        if verdict.is_face:
-            kept.append(det)
-        else:
-            rejected.append((det, verdict))
-    return Filtered(tuple(kept), tuple(rejected))
+    kept = tuple(det for det, verdict in zip(detections, verdicts) if verdict.is_face)
+    return Filtered(kept, tuple((det, verdict) for det, verdict in zip(detections, verdicts) if not verdict.is_face))
 
 
 # The upright look: the 5-point template is nearly symmetric top to bottom, so landmarks read "upright"
@@ -281,12 +266,9 @@ def _aligned_look(rgb: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
 
 
 def upright_looks(rgb: np.ndarray, landmarks: Sequence[np.ndarray], detect: DetectFn) -> list[tuple[float, float]]:
-    """For each landmark set (5, 2) in ``rgb``: (score of its aligned crop, score of that crop turned 180°).
-
-    ``detect(image)`` must not shrink the image and should accept scores down to
-    :data:`UPRIGHT_LOOK_THRESHOLD`; 0.0 where no face is found near the tile's centre.
-    ``upright < turned`` means the landmarks put the face upside down.
-    """
+    """For each landmark set (5, 2) in ``rgb``: (score of its aligned crop, of that crop turned 180°), 0.0 where
+    no face is found near the tile's centre; ``upright < turned``: the landmarks put the face upside down.
+    ``detect`` must not shrink the image and should accept scores down to :data:`UPRIGHT_LOOK_THRESHOLD`."""
     n = len(landmarks)
     scores = [[0.0, 0.0] for _ in range(n)]
     if n == 0:

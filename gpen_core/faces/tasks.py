@@ -1,11 +1,7 @@
-"""Image-side steps of GPEN's other tasks: colorization's grey input and kept luminance, inpainting's damage.
-
-The official code runs every task through the same ``FaceGAN.process``; what differs per task is here
-(docs/tasks.md): colorization reads the face grey and keeps the input's luminance (Y from the grey input,
-U and V from the network, :func:`keep_luminance`); inpainting fills white brush strokes, found in the
-photo (:func:`damage_mask`) or given as a mask and painted white (:func:`paint_damage`), runs only the
-faces the damage touches (:func:`touches`) and pastes them through the damage, feathered
-(:func:`damage_paste_mask`), so undamaged pixels stay the photo's own.
+"""Image-side steps of GPEN's other tasks (docs/tasks.md), which the official code runs through the same
+``FaceGAN.process``: colorization reads the face grey and keeps the input's luminance; inpainting fills white
+brush strokes (found in the photo or given as a mask), runs only the faces the damage touches and pastes them
+through the damage, feathered, so undamaged pixels stay the photo's own.
 
 RGB uint8 H×W×3 in and out (masks: bool or float32 H×W); OpenCV's RGB↔YUV gives the official Y, U, V.
 """
@@ -38,12 +34,9 @@ class Damage:
 
 
 def to_grey(rgb: np.ndarray) -> tuple[np.ndarray, bool]:
-    """(the photo as grey RGB uint8 with three equal channels, whether it had colour).
-
-    As the official predictor reads its input (``IMREAD_GRAYSCALE`` then ``GRAY2BGR``): the
-    colorization network was trained on grey faces; a sepia or tinted scan is made grey first.
-    A photo whose channels are already equal comes back unchanged.
-    """
+    """(the photo as grey RGB uint8 with three equal channels, whether it had colour), as the official predictor
+    reads it (``IMREAD_GRAYSCALE`` then ``GRAY2BGR``): the network was trained on grey faces, so a sepia or tinted
+    scan is made grey first. A photo whose channels are already equal comes back unchanged."""
     r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
     if np.array_equal(r, g) and np.array_equal(g, b):
         return rgb.copy(), False
@@ -63,12 +56,9 @@ def keep_luminance(grey: np.ndarray, coloured: np.ndarray) -> np.ndarray:
 
 
 def damage_mask(rgb: np.ndarray, mask: np.ndarray | None) -> tuple[Damage, str]:
-    """(where the photo is damaged, where that came from, for the result's notes).
-
-    ``mask``: the user's mask (RGB or grey uint8 of the photo's size; white = damaged, any
-    channel over 127), or None: the white brush strokes already in the photo (all channels
-    at least :data:`WHITE_LEVEL`).
-    """
+    """(where the photo is damaged, where that came from, for the result's notes). ``mask``: the user's (RGB or grey
+    uint8 of the photo's size; white = damaged, any channel over 127), or None: the white brush strokes already in
+    the photo (all channels at least :data:`WHITE_LEVEL`)."""
     from gpen_core.errors import InputError
 
     h, w = rgb.shape[:2]
@@ -89,11 +79,6 @@ def paint_damage(rgb: np.ndarray, damage: np.ndarray) -> np.ndarray:
     out = rgb.copy()
     out[damage] = 255
     return out
-
-
-def crop_damage(damage: np.ndarray, fwd: np.ndarray, size: int) -> np.ndarray:
-    """The damage warped into a face's aligned ``size``×``size`` crop (``fwd``: photo → crop), float32 in [0, 1]."""
-    return cv2.warpAffine(damage.astype(np.float32), fwd, (size, size), flags=cv2.INTER_LINEAR)
 
 
 def touches(crop_mask: np.ndarray, from_photo: bool) -> bool:

@@ -74,11 +74,8 @@ def _delete_fix(spec: WeightSpec, path: Path, extra: str = "") -> str:
 
 
 def verify(path: Path, spec: WeightSpec, models_dir: str | os.PathLike[str] | None = None, *, record: bool = True) -> str:
-    """Check ``path`` against ``spec`` (size, then sha256 or its sidecar); return the sha256.
-
-    Raises WeightsCorruptError (a WeightsError) naming the file and the fix when the size or hash is wrong.
-    With no pinned sha256 and no sidecar yet, the hash is recorded (``record``).
-    """
+    """Check ``path`` against ``spec`` (size, then sha256 or its sidecar, which ``record`` writes when there is none
+    yet) and return the sha256; a wrong size or hash raises WeightsCorruptError naming the file and the fix."""
     size = path.stat().st_size
     if spec.size_bytes is not None and size != spec.size_bytes:
         raise WeightsCorruptError(

@@ -18,7 +18,7 @@ from gpen_core.weights.checksums import write_atomic, file_sha256, sidecar_path
 from gpen_core.errors import WeightsError
 from gpen_core.platform import durable
 from gpen_core.progress import CountProgress
-from gpen_core.weights.registry import WeightSpec, modelscope_cache_root
+from gpen_core.weights.registry import Arch, WeightSpec, modelscope_cache_root
 
 # A TCP connect to the source host before any download: an offline machine or a
 # blocked host fails here in seconds instead of in ModelScope's retry loop (20+ s).
@@ -47,29 +47,20 @@ _STALE_PART_S = 6 * 3600
 _MODELSCOPE_DEFAULT_ENDPOINT = "https://modelscope.cn"  # modelscope_hub.constants.DEFAULT_ENDPOINT
 
 
-def _fix_text(spec: WeightSpec, folder: Path) -> str:
-    final = folder / spec.filename
-    manual = [spec.urls[0]] if spec.urls else []
-    if spec.modelscope:
-        mid, rel = spec.modelscope
-        page = f"https://www.modelscope.cn/models/{mid}/files (file {rel})"
-        manual.insert(0 if spec.modelscope_first else len(manual), page)
-    return (
-        f"Fix: run `python -m gpen_core download {spec.name}` on a machine with internet access, "
-        f"or download it yourself from {' or '.join(manual)} and save it as {final} "
-        f"(folder {folder}, file name {spec.filename})."
-    )
-
-
 def missing_error(spec: WeightSpec, folder: Path, looked: list[str], why: str, attempts: list[str]) -> WeightsError:
     """Two lines for people (what, and the fix); every place looked and each attempt in ``details``."""
-    cache = modelscope_cache_root()
     tried = f" ({'; '.join(attempts)})" if attempts else ""
+    cache = modelscope_cache_root()
     head = f"{spec.name} ({spec.filename}) is not in {folder} or the ModelScope cache {cache}: {why}{tried}."
+    fix = (
+        f"Fix: run `python -m gpen_core download {spec.name}` on a machine with internet access, "
+        f"or download it yourself from {' or '.join(spec.pages)} and save it as {folder / spec.filename} "
+        f"(folder {folder}, file name {spec.filename})."
+    )
     details = ["Looked in:", *[f"  - {p}" for p in looked]]
     if attempts:
         details += ["Download attempts:", *[f"  - {a}" for a in attempts]]
-    return WeightsError(f"{head}\n{_fix_text(spec, folder)}", details="\n".join(details))
+    return WeightsError(f"{head}\n{fix}", details="\n".join(details))
 
 
 def _probe(url: str, timeout: float | None = None) -> str | None:
@@ -143,13 +134,9 @@ class _Rejected(Exception):
 
 
 def _check_contents(tmp: Path, spec: WeightSpec) -> None:
-    """Raise :class:`_Rejected` unless ``tmp`` is a PyTorch state_dict of the network ``spec`` names.
-
-    Opened with ``weights_only`` and memory-mapped (no tensor data is read into RAM); a
-    generator's architecture, read off its key table and shapes, must be the registry's.
-    Without this an unpinned source could deliver any bytes (a page of zeros, an HTML
-    error page) and they would be installed and trusted from then on.
-    """
+    """Raise :class:`_Rejected` unless ``tmp`` is a PyTorch state_dict of the network ``spec`` names (a generator's
+    architecture: the registry's), read ``weights_only`` and memory-mapped. Else an unpinned source could deliver
+    any bytes (zeros, an HTML error page) and they would be installed and trusted from then on."""
     from gpen_core.errors import OutOfMemory
     from gpen_core.networks.checkpoint import build_from_state_dict, infer_config, read_checkpoint, unwrap_state_dict
 
@@ -159,10 +146,9 @@ def _check_contents(tmp: Path, spec: WeightSpec) -> None:
         if spec.arch_params is None:
             return
         found = infer_config(sd)
-        have = (found.size, found.channel_multiplier, found.narrow, found.style_dim, found.n_mlp)
+        have = tuple(getattr(found, f) for f in Arch._fields)
         if have != tuple(spec.arch_params):
-            fields = ("size", "channel_multiplier", "narrow", "style_dim", "n_mlp")
-            diff = ", ".join(f"{f} {h:g} (expected {e:g})" for f, h, e in zip(fields, have, spec.arch_params) if h != e)
+            diff = ", ".join(f"{f} {h:g} (expected {e:g})" for f, h, e in zip(Arch._fields, have, spec.arch_params) if h != e)
             raise _Rejected(f"not the {spec.name} network: a GPEN generator with {diff}")
         build_from_state_dict(sd)  # every tensor's shape, on the mapped file
     except OutOfMemory:
@@ -253,45 +239,36 @@ def _fetch_url(url: str, spec: WeightSpec, folder: Path, progress: CountProgress
 
 
 def modelscope_file_url(model_id: str, relpath: str, revision: str = "master") -> str:
-    """ModelScope's direct file URL (the one its own SDK builds: ``/api/v1/models/{id}/repo``)."""
+    """ModelScope's direct file URL on ``$MODELSCOPE_ENDPOINT`` (the one its SDK builds: ``/api/v1/models/{id}/repo``)."""
     q = urllib.parse.quote_plus
-    return f"{_modelscope_endpoint().rstrip('/')}/api/v1/models/{model_id}/repo?Revision={q(revision)}&FilePath={q(relpath)}"
-
-
-def _modelscope_endpoint() -> str:
-    return os.environ.get("MODELSCOPE_ENDPOINT") or _MODELSCOPE_DEFAULT_ENDPOINT
+    endpoint = os.environ.get("MODELSCOPE_ENDPOINT") or _MODELSCOPE_DEFAULT_ENDPOINT
+    return f"{endpoint.rstrip('/')}/api/v1/models/{model_id}/repo?Revision={q(revision)}&FilePath={q(relpath)}"
 
 
 def download_into(spec: WeightSpec, folder: Path, progress: CountProgress | None, looked: list[str],
-           cancel: threading.Event | None = None) -> Path:
+                  cancel: threading.Event | None = None) -> Path:
     """Try every source in order; the first verified one wins. Fails fast when none is reachable.
     ``cancel`` set (from another thread) stops at the next chunk: :class:`DownloadCancelled`, nothing left."""
     import urllib.error
 
     _clean_stale_parts(folder, spec.filename)
-    sources: list[tuple[str, str]] = [("url", u) for u in spec.urls]
-    if spec.modelscope is not None:
-        ms = ("modelscope", spec.modelscope[0])
-        sources = [ms, *sources] if spec.modelscope_first else [*sources, ms]
+    # (label, URL). ModelScope's file URL, not its SDK: that client waits 60 s per read with 5 retries (a
+    # stalled mirror held a download for over 300 s); here every source gets the same timeouts and checks.
+    sources = spec.in_download_order(
+        lambda u: (u, u), lambda mid, rel: (f"ModelScope {mid} ({rel})", modelscope_file_url(mid, rel))
+    )
     attempts: list[str] = []
     unreachable: dict[str, str] = {}  # probe once per host
-    for kind, where in sources:
+    for label, url in sources:
         if cancel is not None and cancel.is_set():
             raise DownloadCancelled(f"download of {spec.name} cancelled; nothing was installed")
-        probe_url = _modelscope_endpoint() if kind == "modelscope" else where
-        host = urllib.parse.urlsplit(probe_url).netloc
-        label = f"ModelScope {where} ({spec.modelscope[1]})" if kind == "modelscope" and spec.modelscope else where
-        if host not in unreachable:
-            reason = _probe(probe_url)
-            if reason:
-                unreachable[host] = reason
+        host = urllib.parse.urlsplit(url).netloc
+        if host not in unreachable and (reason := _probe(url)):
+            unreachable[host] = reason
         if host in unreachable:
             attempts.append(f"{label}: {unreachable[host]}")
             continue
         try:
-            # ModelScope's file URL, not its SDK: that client waits 60 s per read with 5 retries (a stalled
-            # mirror held a download for over 300 s); here every source gets the same timeouts and checks.
-            url = modelscope_file_url(*spec.modelscope) if kind == "modelscope" and spec.modelscope else where
             return _fetch_url(url, spec, folder, progress, cancel)
         except DownloadCancelled:
             raise

@@ -1,14 +1,11 @@
-"""Where each checkpoint is, and whether it is the right file: the public face of the weights.
+"""Where each checkpoint is, and whether it is the right file: the public face of the weights (the registry's,
+checksums' and fetch's public names are importable from here too).
 
-:func:`resolve` turns a registry name (or a path) into a verified file, looking in order at:
-an explicit file (or a folder holding exactly one known file, a ModelScope snapshot folder
-too); our models folder (``$GPEN_HOME``, default ``~/.cache/gpen``); the ModelScope cache
-(``$MODELSCOPE_CACHE``, default ``~/.cache/modelscope``, in every layout modelscope has used);
-then a download, when allowed (``allow_download=None``: unless ``GPEN_OFFLINE=1``).
-
-The table of files is :mod:`~gpen_core.weights.registry`, checksums :mod:`~gpen_core.weights.checksums`,
-downloads :mod:`~gpen_core.weights.fetch`; their public names are importable from here too.
-Verification happens before anything calls ``torch.load``; importing this imports neither torch nor modelscope.
+:func:`resolve` turns a registry name (or a path) into a verified file, looking in order at: an explicit file (or a
+folder holding exactly one known file, a ModelScope snapshot folder too); our models folder (``$GPEN_HOME``, default
+``~/.cache/gpen``); the ModelScope cache (``$MODELSCOPE_CACHE``, default ``~/.cache/modelscope``, in every layout
+modelscope has used); then a download, when allowed (``allow_download=None``: unless ``GPEN_OFFLINE=1``).
+Files are verified before anything calls ``torch.load``; importing this imports neither torch nor modelscope.
 """
 
 from __future__ import annotations
@@ -22,12 +19,12 @@ from gpen_core.errors import WeightsError
 from gpen_core.progress import CountProgress
 from gpen_core.weights.checksums import file_sha256, sidecar_path, verify
 from gpen_core.weights.fetch import DownloadCancelled, download_into, missing_error, modelscope_file_url
-from gpen_core.weights.registry import (REGISTRY, Arch, Kind, WeightSpec, WeightStatus, expected_location, find_spec,
-                                        get_spec, models_dir, models_folder, modelscope_cache_root)
+from gpen_core.weights.registry import (REGISTRY, Arch, Kind, WeightSpec, WeightStatus, find_spec, get_spec, models_dir,
+                                        models_folder, modelscope_cache_root)
 
 __all__ = [
     "REGISTRY", "Arch", "Kind", "WeightSpec", "DownloadCancelled", "WeightStatus", "WeightsError", "download",
-    "expected_location", "file_sha256", "get_spec", "locate", "modelscope_cache_root", "modelscope_file_url",
+    "file_sha256", "get_spec", "locate", "modelscope_cache_root", "modelscope_file_url",
     "models_dir", "resolve", "sidecar_path", "status", "verify",
 ]
 
@@ -83,13 +80,6 @@ def _search(spec: WeightSpec, folder: Path) -> tuple[_Found | None, list[str]]:
     return None, looked
 
 
-def _known_in_folder(folder: Path) -> list[Path]:
-    """Registry files directly inside ``folder`` (for 'resolve this folder')."""
-    names = {s.filename for s in REGISTRY.values()}
-    names |= {s.modelscope[1] for s in REGISTRY.values() if s.modelscope}
-    return sorted(p for p in folder.iterdir() if p.name in names and p.is_file())
-
-
 def _explicit(target: Path) -> _Found:
     """An explicit file, or the one known checkpoint inside an explicit folder."""
     if target.is_file():
@@ -99,7 +89,7 @@ def _explicit(target: Path) -> _Found:
     if snaps.is_dir():
         folders += sorted(d for d in snaps.iterdir() if d.is_dir())
     for f in folders:
-        known = _known_in_folder(f)
+        known = sorted(p for p in f.iterdir() if _specs_for_file(p.name) and p.is_file())
         if len(known) == 1:
             return _Found(known[0], "explicit path", _unique_spec_for_file(known[0].name))
         if len(known) > 1:
@@ -114,9 +104,13 @@ def _explicit(target: Path) -> _Found:
     )
 
 
+def _specs_for_file(filename: str) -> list[WeightSpec]:
+    """The registry entries whose file (ours, or ModelScope's) has this name."""
+    return [s for s in REGISTRY.values() if filename in (s.filename, s.modelscope[1] if s.modelscope else None)]
+
+
 def _unique_spec_for_file(filename: str) -> WeightSpec | None:
-    """The registry entry a file name identifies, if exactly one does."""
-    hits = [s for s in REGISTRY.values() if filename in (s.filename, s.modelscope[1] if s.modelscope else None)]
+    hits = _specs_for_file(filename)
     return hits[0] if len(hits) == 1 else None
 
 
@@ -149,17 +143,11 @@ def locate(name_or_path: str | os.PathLike[str], models_dir: str | os.PathLike[s
     return found.path if found else None
 
 
-def _offline_env() -> bool:
-    return os.environ.get("GPEN_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def resolve(name_or_path: str | os.PathLike[str], *, models_dir: str | os.PathLike[str] | None = None,
             allow_download: bool | None = None, progress: CountProgress | None = None) -> Path:
     """A verified checkpoint file for a registry name or an explicit path, looked for in the module doc's order.
-
-    Raises :class:`WeightsError` within seconds when it is missing and cannot be fetched (naming
-    the file, every place looked and the fix), and when a found file fails its size or hash check.
-    """
+    Raises :class:`WeightsError` within seconds when it is missing and cannot be fetched (naming the file, every
+    place looked and the fix), and when a found file fails its size or hash check."""
     spec, explicit = _parse(name_or_path)
     folder = models_folder(models_dir)
     if explicit is not None:
@@ -174,7 +162,8 @@ def resolve(name_or_path: str | os.PathLike[str], *, models_dir: str | os.PathLi
     if found is not None:
         verify(found.path, spec, folder)
         return found.path
-    allowed = (not _offline_env()) if allow_download is None else allow_download
+    offline = os.environ.get("GPEN_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    allowed = not offline if allow_download is None else allow_download
     if not allowed:
         why = "downloads are off (GPEN_OFFLINE=1)" if allow_download is None else "downloads are off for this call"
         raise missing_error(spec, folder, looked, why, [])
@@ -201,10 +190,8 @@ def download(name: str, *, models_dir: str | os.PathLike[str] | None = None, pro
 
 
 def status(models_dir: str | os.PathLike[str] | None = None) -> list[WeightStatus]:
-    """One row per registry entry: present where, verified or why not. No network.
-
-    Hashes each present file once per process (cached while unchanged on disk).
-    """
+    """One row per registry entry: present where, verified or why not. No network; each present file is hashed
+    once per process (cached while unchanged on disk)."""
     folder = models_folder(models_dir)
     rows: list[WeightStatus] = []
     for spec in REGISTRY.values():

@@ -25,13 +25,9 @@ APPROX_BYTES: dict[str, int] = {
 
 
 def mode_files(mode: MemoryMode, model: str | None = None, detector: str | None = None, *, aligned: bool = False) -> tuple[str, ...]:
-    """Registry names (or a checkpoint name) a request in ``mode`` loads, generator first.
-
-    The one list the weights panel, the mode labels and the hardware check's report read, so
-    they name the same files. ``model``/``detector``: the Advanced overrides or a task's
-    generator; an aligned face skips detection. ParseNet is optional (GPEN's rectangle mask
-    is used without it) and not listed.
-    """
+    """Registry names (or a checkpoint name) a request in ``mode`` loads, generator first: the one list the weights
+    panel, the mode labels and the hardware check read. ``model``/``detector``: the Advanced overrides or a task's
+    generator; an aligned face skips detection. ParseNet is optional (the rectangle mask otherwise): not listed."""
     names = [model or mode.model]
     if not aligned:
         names.append(DETECTOR_WEIGHTS[detector or mode.detector])
@@ -76,17 +72,10 @@ def download_command(names: Sequence[str]) -> str:
     return "python -m gpen_core download " + " ".join(names)
 
 
-def _source(spec: WeightSpec) -> str:
-    if spec.modelscope and (spec.modelscope_first or not spec.urls):
-        mid, rel = spec.modelscope
-        return f"https://www.modelscope.cn/models/{mid}/files (file {rel})"
-    return spec.urls[0] if spec.urls else "its publisher"
-
-
 def manual_fix(names: Sequence[str], folder: Path | str) -> str:
     """One 'Fix:' sentence for all ``names``: the one command, or each file's source and name."""
     specs = [REGISTRY[n] for n in names]
-    each = "; ".join(f"{s.filename} from {_source(s)}" for s in specs)
+    each = "; ".join(f"{s.filename} from {(s.pages or ['its publisher'])[0]}" for s in specs)
     return (f"Fix: run `{download_command(names)}` on a machine with internet access, "
             f"or download {'them' if len(specs) > 1 else 'it'} yourself and save {'them' if len(specs) > 1 else 'it'} "
             f"in {folder}: {each}.")

@@ -7,9 +7,10 @@ for generators, the architecture. Torch-free and network-free.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
 
 from gpen_core.errors import WeightsError
 from gpen_core.platform.paths import folder as models_folder, models_dir  # noqa: F401  (re-exported)
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from gpen_core.networks.arch import GPENConfig
 
 Kind = Literal["generator", "detector", "parser", "upscaler"]
+_T = TypeVar("_T")
 
 
 class Arch(NamedTuple):
@@ -42,15 +44,11 @@ class WeightSpec:
     urls: tuple[str, ...]
     licence: str
     notes: str = ""
-    # (model_id, path inside the snapshot) on ModelScope, or None.
-    modelscope: tuple[str, str] | None = None
-    # Exact file size where published evidence exists; None: unknown.
-    size_bytes: int | None = None
-    # sha256 where published evidence exists; None: verify size only, and record
-    # the hash in a sidecar on first verification (trust on first use).
+    modelscope: tuple[str, str] | None = None  # (model_id, path inside the snapshot) on ModelScope
+    size_bytes: int | None = None  # exact file size where published evidence exists; None: unknown
+    # sha256 where published evidence exists; None: the hash is recorded in a sidecar on first verification.
     sha256: str | None = None
-    # Generator architecture (the checkpoint still decides at load time; this is
-    # what the release is documented to be, used for synthetic models and sizing).
+    # A generator's documented architecture, for synthetic models and sizing (the checkpoint decides at load time).
     arch_params: Arch | None = None
     # Try ModelScope before the URLs (the release URLs of 1024/2048 are reported dead).
     modelscope_first: bool = False
@@ -63,6 +61,19 @@ class WeightSpec:
         from gpen_core.networks.arch import GPENConfig
 
         return GPENConfig(**self.arch_params._asdict())
+
+    def in_download_order(self, url: Callable[[str], _T], modelscope: Callable[[str, str], _T]) -> list[_T]:
+        """``url(u)`` for each URL and ``modelscope(model_id, path)``, in the order downloads try them."""
+        out = [url(u) for u in self.urls]
+        if self.modelscope is not None:
+            ms = modelscope(*self.modelscope)
+            out = [ms, *out] if self.modelscope_first else [*out, ms]
+        return out
+
+    @property
+    def pages(self) -> list[str]:
+        """Where to download it by hand, in download order."""
+        return self.in_download_order(str, lambda mid, rel: f"https://www.modelscope.cn/models/{mid}/files (file {rel})")
 
 
 @dataclass(frozen=True)
@@ -162,11 +173,6 @@ REGISTRY: dict[str, WeightSpec] = {
               notes="Background upscaler ×4 (RealESRNet, RRDBNet 23 blocks); GPEN's --sr_scale 4."),
     )
 }
-
-
-def expected_location(name: str, models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Where ``download`` puts ``name`` and where to place it by hand."""
-    return models_folder(models_dir) / get_spec(name).filename
 
 
 def modelscope_cache_root() -> Path:

@@ -21,12 +21,9 @@ def generator_names() -> list[str]:
 
 
 def checked_model(name: str | None, *, any_path: bool = False, folder: Path | None = None) -> str | None:
-    """``name`` as the engine takes it: None (the mode's choice), a registry name, or a checkpoint path.
-
-    ``folder``: the models folder (default: the one :func:`gpen_core.weights.lookup.models_dir`
-    finds). A bare file name or a path inside it must be an existing ``.pth``/``.pt`` file
-    there; anything else raises :class:`InputError` without echoing the value.
-    """
+    """``name`` as the engine takes it: None (the mode's choice), a registry name, or a checkpoint path: a bare
+    file name or a path inside ``folder`` (default: the models folder) naming an existing ``.pth``/``.pt`` file
+    there; anything else raises :class:`InputError` without echoing the value."""
     if name is None or name in REGISTRY or any_path:
         return name
     if folder is None:
@@ -62,12 +59,9 @@ _ABS_PATH = re.compile(r"(?<![\w:/.~>])/(?:[^\s/;,()'\"<>]+/)*([^\s/;,()'\"<>]*)
 
 
 def public_message(message: str, *, models_dir: str | os.PathLike[str] | None = None) -> str:
-    """``message`` as anonymous users of a server may see it: no folder of the server by its path.
-
-    The models folder and the ModelScope cache are named by their role (``<models folder>``,
-    ``<ModelScope cache>``), the home folder is ``~``, and any other absolute path is cut
-    to its last part. Registry names, file names, URLs and the fix stay as they are.
-    """
+    """``message`` as anonymous users of a server may see it: the models folder and the ModelScope cache named by
+    their role (``<models folder>``, ``<ModelScope cache>``), the home folder ``~``, any other absolute path cut
+    to its last part; registry names, file names, URLs and the fix as they are."""
     from gpen_core.weights.registry import models_folder, modelscope_cache_root
 
     roles = []
