@@ -80,11 +80,11 @@ def _add_restore(sub: Any) -> None:
 
 
 def _add_restore_faces(r: argparse.ArgumentParser) -> None:
-    from gpen_core.options import IDENTITY_CHOICES
+    from gpen_core.options import IDENTITY_CHOICES, MAX_FACES_HELP, RestoreOptions
 
     r.add_argument("--alpha", type=float, default=1.0, help="blend: 1 restored only … 0 original (default 1)")
     r.add_argument("--threshold", type=float, default=0.9, help="face detection confidence (default 0.9)")
-    r.add_argument("--max-faces", type=int, default=50, help="restore at most this many faces, highest detection score first")
+    r.add_argument("--max-faces", type=int, default=RestoreOptions.max_faces, help=MAX_FACES_HELP)
     r.add_argument("--no-face-check", dest="face_check", action="store_false",
                    help="keep every detection above the threshold; the notes name those the face check would drop")
     r.add_argument("--orientations", action="store_true",

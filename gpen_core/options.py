@@ -15,6 +15,8 @@ ImageSource = np.ndarray | bytes | str | os.PathLike[str]
 IDENTITY_CHOICES = ("auto", "on", "off")
 BACKENDS = ("auto", "torch", "openvino")
 UPSCALES = (1, 2, 4)
+# What max faces keeps, for the CLI's help and the app's field (RestoreOptions.max_faces).
+MAX_FACES_HELP = "restore at most this many faces, highest detection score first"
 
 DETECTOR_WEIGHTS: dict[str, str] = {
     "mobilenet0.25": "retinaface-mobilenet0.25",

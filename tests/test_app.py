@@ -481,6 +481,18 @@ def test_api_outputs_are_named_and_max_faces_is_an_integer() -> None:
     assert max_faces["python_type"]["type"] == "int"
 
 
+def test_max_faces_is_explained_as_the_engine_keeps_them() -> None:
+    """The app's field says what the engine does (highest detection scores first, as the CLI's help), and takes
+    any count the engine takes (no upper bound the CLI lacks)."""
+    from gpen_core.cli import _parser
+
+    field = next(c for c in app.demo.blocks.values() if getattr(c, "label", None) == "Max faces")
+    restore = _parser()._subparsers._group_actions[0].choices["restore"]  # type: ignore[union-attr]
+    cli_help = next(a.help for a in restore._actions if "--max-faces" in a.option_strings)
+    assert "highest detection score" in field.info and field.info == cli_help
+    assert field.maximum is None and field.value == 50
+
+
 def test_faces_only_slider_is_a_grid_not_a_strip() -> None:
     r = _fake_result(mode=MODES["faces-only"], faces=_fake_result().faces * 4, output_format="png")
     before, after = ui.comparison_pair(np.zeros((300, 400, 3), np.uint8), r)
