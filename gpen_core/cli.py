@@ -416,13 +416,12 @@ def _emit(args: argparse.Namespace, record: dict[str, Any]) -> None:
 
 
 def _result_line(rec: dict[str, Any]) -> str:
-    from gpen_core.platform.meter import format_bytes
+    from gpen_core.platform.meter import format_bytes, peak_vram_text
     from gpen_core.presentation.cli_run import identity_text
 
     pk = rec["peaks"]
-    vram = f", peak VRAM {format_bytes(pk['vram_bytes'])}" if pk["vram_bytes"] is not None else ""
-    return (f"{rec['input']} -> {rec['output']}: {rec['faces']} face(s), mode {rec['mode']}, "
-            f"{rec['timings']['total_s']:.2f}s, peak RAM {format_bytes(pk['rss_bytes'])}{vram}{identity_text(rec)}")
+    return (f"{rec['input']} -> {rec['output']}: {rec['faces']} face(s), mode {rec['mode']}, {rec['timings']['total_s']:.2f}s, "
+            f"peak RAM {format_bytes(pk['rss_bytes'])}{peak_vram_text(pk['vram_reserved_bytes'])}{identity_text(rec)}")
 
 
 # ------------------------------------------------------------------ video

@@ -27,15 +27,7 @@ def result_record(result: Any) -> dict[str, Any]:
         "format": result.output_format,
         "input_size": list(result.input_size),
         "processed_size": list(result.processed_size),
-        "peaks": {
-            "rss_bytes": p.rss_bytes,
-            "baseline_rss_bytes": p.baseline_rss_bytes,
-            "vram_bytes": p.vram_allocated_bytes,
-            "vram_reserved_bytes": p.vram_reserved_bytes,
-            "vram_device": p.vram_device,
-            "method": p.method,
-            "shared": p.shared,  # None, or why the peak includes concurrent work
-        },
+        "peaks": peaks_record(p),
         "timings": {"total_s": round(result.timings.total_s, 4), **{f"{k}_s": round(v, 4) for k, v in result.timings.stages().items()}},
         "notes": list(result.notes),
         "attempts": [
@@ -52,6 +44,20 @@ def result_record(result: Any) -> dict[str, Any]:
 # dlib's threshold (gpen_core.result.IDENTITY_THRESHOLD; this room sits beside result, not above it),
 # said beside every figure, so a reader of the JSON alone does not take it for a guarantee.
 IDENTITY_THRESHOLD_MEANING = "dlib's own same-person threshold on LFW photos, not a promise about restorations"
+
+
+def peaks_record(p: Any) -> dict[str, Any]:
+    """A call's :class:`~gpen_core.result.Peaks` in a JSON record (a photo's, a batch's error row). ``vram_bytes``
+    is torch's max allocated (kept under its old key); "peak VRAM" as shown is ``vram_reserved_bytes``."""
+    return {
+        "rss_bytes": p.rss_bytes,
+        "baseline_rss_bytes": p.baseline_rss_bytes,
+        "vram_bytes": p.vram_allocated_bytes,
+        "vram_reserved_bytes": p.vram_reserved_bytes,
+        "vram_device": p.vram_device,
+        "method": p.method,
+        "shared": p.shared,  # None, or why the peak includes concurrent work
+    }
 
 
 def identity_record(faces: Any) -> dict[str, Any]:

@@ -128,7 +128,7 @@ def test_panel_says_which_runtime_ran_the_generator_and_why() -> None:
 def test_panel_shows_vram_when_measured() -> None:
     r = _fake_result(device="cuda:0", peaks=Peaks(2e9, 1e9, "sampling", 700_000_000, 900_000_000, 100_000_000))
     md = ui.metrics_markdown(r)
-    assert "700 MB** allocated, 900 MB reserved (baseline 100 MB)" in md
+    assert "| Peak VRAM | **900 MB** reserved, 700 MB allocated (baseline 100 MB allocated) |" in md
     assert "psutil" in md
 
 

@@ -107,9 +107,10 @@ def vram_text(result: RestoreResult) -> str:
     p = result.peaks
     if p.vram_allocated_bytes is None:
         return "no GPU" if not result.device.startswith("cuda") else "not measured"
-    text = f"**{format_bytes(p.vram_allocated_bytes)}** allocated, {format_bytes(p.vram_reserved_bytes)} reserved"
+    # Reserved leads, as on every "peak VRAM" (what the budget weighs); allocated is torch's live tensors in it.
+    text = f"**{format_bytes(p.vram_reserved_bytes)}** reserved, {format_bytes(p.vram_allocated_bytes)} allocated"
     if p.baseline_vram_bytes is not None:
-        text += f" (baseline {format_bytes(p.baseline_vram_bytes)})"
+        text += f" (baseline {format_bytes(p.baseline_vram_bytes)} allocated)"
     return text
 
 
