@@ -80,6 +80,7 @@ def _add_restore(sub: Any) -> None:
 
 
 def _add_restore_faces(r: argparse.ArgumentParser) -> None:
+    from gpen_core.modes import IDENTITY_THRESHOLD_TEXT
     from gpen_core.options import IDENTITY_CHOICES, MAX_FACES_HELP, RestoreOptions
 
     r.add_argument("--alpha", type=float, default=1.0, help="blend: 1 restored only … 0 original (default 1)")
@@ -95,7 +96,7 @@ def _add_restore_faces(r: argparse.ArgumentParser) -> None:
                    "video, per frame, and the frames where a face's identity jumped more than the input's own "
                    "(--identity-every N: every Nth frame)")
     r.add_argument("--identity-limit", type=float, metavar="DISTANCE",
-                   help="over this identity distance keep the original face (0.6: the model's own LFW threshold); "
+                   help=f"over this identity distance keep the original face ({IDENTITY_THRESHOLD_TEXT}); "
                    "with --identity-alpha A, blend toward it instead")
     r.add_argument("--identity-alpha", type=float, default=0.0, metavar="A",
                    help="for a face over --identity-limit: A × restored + (1 − A) × original (default 0: the original)")

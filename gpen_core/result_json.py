@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from gpen_core.modes import IDENTITY_THRESHOLD, IDENTITY_THRESHOLD_MEANING
+
 
 def result_record(result: Any) -> dict[str, Any]:
     """The JSON-able summary of a RestoreResult (CLI --json, benchmarks, the API)."""
@@ -41,9 +43,6 @@ def result_record(result: Any) -> dict[str, Any]:
     }
 
 
-# dlib's threshold (gpen_core.result.IDENTITY_THRESHOLD; this room sits beside result, not above it),
-# said beside every figure, so a reader of the JSON alone does not take it for a guarantee.
-IDENTITY_THRESHOLD_MEANING = "dlib's own same-person threshold on LFW photos, not a promise about restorations"
 
 
 def peaks_record(p: Any) -> dict[str, Any]:
@@ -67,4 +66,5 @@ def identity_record(faces: Any) -> dict[str, Any]:
         c = getattr(face, "identity", None)
         rows.append(None if c is None else {"distance": round(c.distance, 4), "over_threshold": c.over_threshold,
                                             "action": c.action, "limit": c.limit, "seconds": round(c.seconds, 4)})
-    return {"threshold": 0.6, "threshold_meaning": IDENTITY_THRESHOLD_MEANING, "faces": rows}
+    # Its meaning beside the figure, so a reader of the JSON alone does not take it for a guarantee.
+    return {"threshold": IDENTITY_THRESHOLD, "threshold_meaning": IDENTITY_THRESHOLD_MEANING, "faces": rows}
