@@ -38,7 +38,7 @@ from gpen_core.errors import GPENError, InputError  # noqa: E402
 from gpen_core.images import outputs, uploads  # noqa: E402
 from gpen_core.images.decode import DEFAULT_LIMITS  # noqa: E402
 from gpen_core.modes import AUTO  # noqa: E402
-from gpen_core.options import RestoreOptions  # noqa: E402
+from gpen_core.options import MAX_FACES_HELP, RestoreOptions  # noqa: E402
 from gpen_core.platform import zerogpu  # noqa: E402
 from gpen_core.presentation import checks, face_views as fv, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
 from gpen_core.presentation import mode_labels, overlay, preparation as prep_ui, tasks as task_ui, video_tab  # noqa: E402
@@ -264,8 +264,8 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                          info="1 = restored face only, 0 = the original face")
                     threshold_in = gr.Slider(0.05, 0.99, value=0.9, step=0.01, label="Detection threshold",
                                              info="lower finds more (and more false) faces")
-                    max_faces_in = gr.Number(value=50, minimum=1, maximum=200, step=1, precision=0, label="Max faces",
-                                             info="the largest faces first (1–200)")
+                    max_faces_in = gr.Number(value=RestoreOptions.max_faces, minimum=1, step=1, precision=0, label="Max faces",
+                                             info=MAX_FACES_HELP)
                     aligned_in = gr.Checkbox(False, label="Already an aligned face crop (skip detection)")
                     face_check_in = gr.Checkbox(True, label="Check detections", elem_id="face-check",
                                                 info="skip detections that are not faces (docs/face-check.md); off keeps all")

@@ -79,11 +79,12 @@ def _add_restore(sub: Any) -> None:
 
 
 def _add_restore_faces(r: argparse.ArgumentParser) -> None:
-    from gpen_core.options import IDENTITY_CHOICES
+    from gpen_core.modes import IDENTITY_THRESHOLD_TEXT
+    from gpen_core.options import IDENTITY_CHOICES, MAX_FACES_HELP, RestoreOptions
 
     r.add_argument("--alpha", type=float, default=1.0, help="blend: 1 restored only … 0 original (default 1)")
     r.add_argument("--threshold", type=float, default=0.9, help="face detection confidence (default 0.9)")
-    r.add_argument("--max-faces", type=int, default=50, help="restore at most this many faces, highest detection score first")
+    r.add_argument("--max-faces", type=int, default=RestoreOptions.max_faces, help=MAX_FACES_HELP)
     r.add_argument("--no-face-check", dest="face_check", action="store_false",
                    help="keep every detection above the threshold; the notes name those the face check would drop")
     r.add_argument("--orientations", action="store_true",
@@ -94,7 +95,7 @@ def _add_restore_faces(r: argparse.ArgumentParser) -> None:
                    "video, per frame, and the frames where a face's identity jumped more than the input's own "
                    "(--identity-every N: every Nth frame)")
     r.add_argument("--identity-limit", type=float, metavar="DISTANCE",
-                   help="over this identity distance keep the original face (0.6: the model's own LFW threshold); "
+                   help=f"over this identity distance keep the original face ({IDENTITY_THRESHOLD_TEXT}); "
                    "with --identity-alpha A, blend toward it instead")
     r.add_argument("--identity-alpha", type=float, default=0.0, metavar="A",
                    help="for a face over --identity-limit: A × restored + (1 − A) × original (default 0: the original)")
@@ -401,13 +402,12 @@ def _emit(args: argparse.Namespace, record: dict[str, Any]) -> None:
 
 
 def _result_line(rec: dict[str, Any]) -> str:
-    from gpen_core.platform.meter import format_bytes
+    from gpen_core.platform.meter import format_bytes, peak_vram_text
     from gpen_core.presentation.cli_run import identity_text
 
     pk = rec["peaks"]
-    vram = f", peak VRAM {format_bytes(pk['vram_bytes'])}" if pk["vram_bytes"] is not None else ""
-    return (f"{rec['input']} -> {rec['output']}: {rec['faces']} face(s), mode {rec['mode']}, "
-            f"{rec['timings']['total_s']:.2f}s, peak RAM {format_bytes(pk['rss_bytes'])}{vram}{identity_text(rec)}")
+    return (f"{rec['input']} -> {rec['output']}: {rec['faces']} face(s), mode {rec['mode']}, {rec['timings']['total_s']:.2f}s, "
+            f"peak RAM {format_bytes(pk['rss_bytes'])}{peak_vram_text(pk['vram_reserved_bytes'])}{identity_text(rec)}")
 
 
 # ------------------------------------------------------------------ video

@@ -198,6 +198,13 @@ def generator_name(mode: MemoryMode, task: str = "enhance", model: str | None = 
 
 
 AUTO = "auto"
+
+# The identity check's line (docs/identity.md): over this dlib face-descriptor distance dlib calls two faces different
+# people. Here, below every room, so each figure shown beside a distance is this one with this one meaning.
+IDENTITY_THRESHOLD = 0.6
+IDENTITY_THRESHOLD_MEANING = "dlib's own same-person threshold on LFW photos, not a promise about restorations"
+# "0.6 (dlib's own …)": the threshold as a sentence names it.
+IDENTITY_THRESHOLD_TEXT = f"{IDENTITY_THRESHOLD:g} ({IDENTITY_THRESHOLD_MEANING})"
 MODE_CHOICES: tuple[str, ...] = (AUTO, *MODES)
 
 

@@ -8,13 +8,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpen_core.errors import InputError
-from gpen_core.modes import AUTO, Detector, get_mode, get_task
+from gpen_core.modes import AUTO, IDENTITY_THRESHOLD_TEXT, Detector, get_mode, get_task
 
 ImageSource = np.ndarray | bytes | str | os.PathLike[str]
 
 IDENTITY_CHOICES = ("auto", "on", "off")
 BACKENDS = ("auto", "torch", "openvino")
 UPSCALES = (1, 2, 4)
+# What max faces keeps, for the CLI's help and the app's field (RestoreOptions.max_faces).
+MAX_FACES_HELP = "restore at most this many faces, highest detection score first"
 
 DETECTOR_WEIGHTS: dict[str, str] = {
     "mobilenet0.25": "retinaface-mobilenet0.25",
@@ -65,7 +67,7 @@ class RestoreOptions:
     # missing; "off" never.
     identity: str = "auto"
     # Over this identity distance, paste the original face instead (or a blend, identity_alpha); None
-    # measures only. 0.6 is the model's own "different people" threshold on LFW.
+    # measures only. modes.IDENTITY_THRESHOLD is dlib's own "different people" line on LFW.
     identity_limit: float | None = None
     # For a face over identity_limit: 0 keeps the original face; 0 < a < 1 pastes a × restored + (1 − a) × original.
     identity_alpha: float = 0.0
@@ -105,8 +107,8 @@ class RestoreOptions:
         if self.identity not in IDENTITY_CHOICES:
             raise InputError(f"identity check must be {', '.join(IDENTITY_CHOICES)}, got {self.identity!r}")
         if self.identity_limit is not None and not 0.0 < self.identity_limit < 2.0:
-            raise InputError(f"identity limit is a descriptor distance between 0 and 2 (0.6: the model's own "
-                             f"threshold), got {self.identity_limit}")
+            raise InputError(f"identity limit is a descriptor distance between 0 and 2 ({IDENTITY_THRESHOLD_TEXT}), "
+                             f"got {self.identity_limit}")
         if self.identity_limit is not None and self.identity == "off":
             raise InputError("an identity limit needs the identity check: turn it on (or auto), or drop the limit")
         if self.identity_every < 1:

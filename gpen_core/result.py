@@ -73,8 +73,8 @@ class UpscaleInfo:
     dtype: str  # compute dtype of the upscaler ("float32", "bfloat16")
 
 
-# dlib's own "same person" threshold on LFW (99.38 % there): not a promise about restorations (docs/identity.md).
-IDENTITY_THRESHOLD = 0.6
+# dlib's threshold (99.38 % right on LFW), one figure for every room (modes holds it, below them all).
+from gpen_core.modes import IDENTITY_THRESHOLD  # noqa: E402
 
 IdentityAction = Literal["restored", "kept original", "blended"]
 
@@ -93,7 +93,7 @@ class IdentityCheck:
 
     @property
     def over_threshold(self) -> bool:
-        """Over the model's own LFW threshold (0.6): dlib would call them different people."""
+        """Over IDENTITY_THRESHOLD: dlib would call them different people."""
         return self.distance > IDENTITY_THRESHOLD
 
 

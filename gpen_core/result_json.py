@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from gpen_core.modes import IDENTITY_THRESHOLD, IDENTITY_THRESHOLD_MEANING
+
 
 def result_record(result: Any) -> dict[str, Any]:
     """The JSON-able summary of a RestoreResult (CLI --json, benchmarks, the API)."""
@@ -27,15 +29,7 @@ def result_record(result: Any) -> dict[str, Any]:
         "format": result.output_format,
         "input_size": list(result.input_size),
         "processed_size": list(result.processed_size),
-        "peaks": {
-            "rss_bytes": p.rss_bytes,
-            "baseline_rss_bytes": p.baseline_rss_bytes,
-            "vram_bytes": p.vram_allocated_bytes,
-            "vram_reserved_bytes": p.vram_reserved_bytes,
-            "vram_device": p.vram_device,
-            "method": p.method,
-            "shared": p.shared,  # None, or why the peak includes concurrent work
-        },
+        "peaks": peaks_record(p),
         "timings": {"total_s": round(result.timings.total_s, 4), **{f"{k}_s": round(v, 4) for k, v in result.timings.stages().items()}},
         "notes": list(result.notes),
         "attempts": [
@@ -55,9 +49,18 @@ def skipped_record(shown: str, existing: Any) -> dict[str, Any]:
             "peaks": None, "timings": None}
 
 
-# dlib's threshold (gpen_core.result.IDENTITY_THRESHOLD; this room sits beside result, not above it),
-# said beside every figure, so a reader of the JSON alone does not take it for a guarantee.
-IDENTITY_THRESHOLD_MEANING = "dlib's own same-person threshold on LFW photos, not a promise about restorations"
+def peaks_record(p: Any) -> dict[str, Any]:
+    """A call's :class:`~gpen_core.result.Peaks` in a JSON record (a photo's, a batch's error row). ``vram_bytes``
+    is torch's max allocated (kept under its old key); "peak VRAM" as shown is ``vram_reserved_bytes``."""
+    return {
+        "rss_bytes": p.rss_bytes,
+        "baseline_rss_bytes": p.baseline_rss_bytes,
+        "vram_bytes": p.vram_allocated_bytes,
+        "vram_reserved_bytes": p.vram_reserved_bytes,
+        "vram_device": p.vram_device,
+        "method": p.method,
+        "shared": p.shared,  # None, or why the peak includes concurrent work
+    }
 
 
 def identity_record(faces: Any) -> dict[str, Any]:
@@ -67,4 +70,5 @@ def identity_record(faces: Any) -> dict[str, Any]:
         c = getattr(face, "identity", None)
         rows.append(None if c is None else {"distance": round(c.distance, 4), "over_threshold": c.over_threshold,
                                             "action": c.action, "limit": c.limit, "seconds": round(c.seconds, 4)})
-    return {"threshold": 0.6, "threshold_meaning": IDENTITY_THRESHOLD_MEANING, "faces": rows}
+    # Its meaning beside the figure, so a reader of the JSON alone does not take it for a guarantee.
+    return {"threshold": IDENTITY_THRESHOLD, "threshold_meaning": IDENTITY_THRESHOLD_MEANING, "faces": rows}

@@ -128,7 +128,7 @@ def test_panel_says_which_runtime_ran_the_generator_and_why() -> None:
 def test_panel_shows_vram_when_measured() -> None:
     r = _fake_result(device="cuda:0", peaks=Peaks(2e9, 1e9, "sampling", 700_000_000, 900_000_000, 100_000_000))
     md = ui.metrics_markdown(r)
-    assert "700 MB** allocated, 900 MB reserved (baseline 100 MB)" in md
+    assert "| Peak VRAM | **900 MB** reserved, 700 MB allocated (baseline 100 MB allocated) |" in md
     assert "psutil" in md
 
 
@@ -479,6 +479,18 @@ def test_api_outputs_are_named_and_max_faces_is_an_integer() -> None:
                                                      "Record (JSON)"]
     max_faces = next(p for p in info["parameters"] if p["label"] == "Max faces")
     assert max_faces["python_type"]["type"] == "int"
+
+
+def test_max_faces_is_explained_as_the_engine_keeps_them() -> None:
+    """The app's field says what the engine does (highest detection scores first, as the CLI's help), and takes
+    any count the engine takes (no upper bound the CLI lacks)."""
+    from gpen_core.cli import _parser
+
+    field = next(c for c in app.demo.blocks.values() if getattr(c, "label", None) == "Max faces")
+    restore = _parser()._subparsers._group_actions[0].choices["restore"]  # type: ignore[union-attr]
+    cli_help = next(a.help for a in restore._actions if "--max-faces" in a.option_strings)
+    assert "highest detection score" in field.info and field.info == cli_help
+    assert field.maximum is None and field.value == 50
 
 
 def test_faces_only_slider_is_a_grid_not_a_strip() -> None:

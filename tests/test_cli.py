@@ -306,3 +306,30 @@ def test_a_failed_torch_import_under_a_memory_cap_exits_4_and_says_what_it_needs
     assert p.stderr.startswith("error: not enough memory to start") and "Traceback" not in p.stderr
     assert "MB of RAM" in p.stderr and f"limited to {says}" in p.stderr
     assert not (tmp_path / "o.png").exists()
+
+
+def test_a_photos_peak_vram_is_the_reserved_figure_as_a_clips(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """"peak VRAM" on a result line is what the allocator reserved (what the budget and a clip's line weigh), not the
+    smaller allocated figure; the JSON keeps both under their own keys."""
+    from gpen_core.modes import MODES
+    from gpen_core.result import Peaks, RestoreResult, Timings
+
+    photo = tmp_path / "in.png"
+    Image.fromarray(np.full((64, 64, 3), 90, np.uint8)).save(photo)
+
+    def fake(self: Restorer, image: object, options: object = None, **kw: object) -> RestoreResult:
+        return RestoreResult(image=np.zeros((64, 64, 3), np.uint8), faces=(), timings=Timings(total_s=0.5),
+                             peaks=Peaks(2_000_000_000, 1_000_000_000, "sampling", 700_000_000, 900_000_000, 100_000_000, "cuda:0"),
+                             mode=MODES["low"], requested_mode="low", mode_reason="", checkpoint="GPEN-BFR-256",
+                             detector="mobilenet0.25", device="cuda:0", dtype="float16", output_format="png",
+                             encoded=photo.read_bytes(), notes=(), input_size=(64, 64), processed_size=(64, 64))
+
+    monkeypatch.setattr(Restorer, "__call__", fake)
+    assert main(["restore", str(photo), "-o", str(tmp_path / "out.png"), "--mode", "low"]) == 0
+    line = capsys.readouterr().out
+    assert "peak VRAM 900 MB reserved" in line and "700 MB" not in line
+    assert main(["restore", str(photo), "-o", str(tmp_path / "out2.png"), "--mode", "low", "--json"]) == 0
+    peaks = json.loads(capsys.readouterr().out)["peaks"]
+    assert (peaks["vram_bytes"], peaks["vram_reserved_bytes"]) == (700_000_000, 900_000_000)

@@ -269,7 +269,7 @@ def test_cli_result_line_and_folder_summary_name_the_identity_figures() -> None:
     faces = [{"distance": 0.31, "over_threshold": False, "action": "restored"},
              {"distance": 0.72, "over_threshold": True, "action": "kept original"}, None]
     rec = {"status": "ok", "faces": 3, "peaks": {}, "identity": {"faces": faces}}
-    assert identity_text(rec) == (", identity distance up to 0.72 over 2 faces, 1 over 0.6 (dlib's own LFW threshold), "
+    assert identity_text(rec) == (", identity distance up to 0.72 over 2 faces, 1 over 0.6 (dlib's own same-person threshold on LFW photos, not a promise about restorations), "
                                   "1 kept original")
     assert identity_text({"identity": {"faces": [None]}}) == ""
     summary = RunSummary()

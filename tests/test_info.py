@@ -46,3 +46,16 @@ def test_format_info_mentions_versions_and_every_weight():
     assert line_256.split()[1] == "ok"
     line_512 = next(line for line in text.splitlines() if "GPEN-BFR-512" in line)
     assert "missing" in line_512 and "python -m gpen_core download GPEN-BFR-512" in line_512
+
+
+def test_info_gives_sizes_as_the_weights_panel_and_the_report_do(capsys):
+    """A missing file's size is the one the weights panel and errors give (GPEN-BFR-512's checksum-less download:
+    "~284 MB", an estimate), and memory is in decimal GB, as the hardware check's report gives it."""
+    from gpen_core.cli import main
+
+    assert main(["info"]) == 0
+    text = capsys.readouterr().out
+    line_512 = next(line for line in text.splitlines() if line.strip().startswith("GPEN-BFR-512"))
+    assert "(~284 MB)" in line_512 and "unknown" not in line_512
+    ram = next(line for line in text.splitlines() if line.startswith("ram"))
+    assert "GiB" not in ram and ram.count(" GB") == 2, ram

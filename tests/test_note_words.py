@@ -78,7 +78,7 @@ def _clip_panel(notes: list[str]) -> str:
                     audio="re-encoded", crf=18, seconds_per_frame=0.5, total_s=2.0, faces_per_frame_max=1,
                     peaks=Peaks(900_000_000, 400_000_000, "vmhwm", shared=shared), rotation=90, lookahead_frames=3,
                     notes=tuple(notes), damage=Damage(3, 0.75, "the file declares 8 frames but ends after 3 (truncated?)"))
-    return video_tab.video_markdown(r, end_s=1.0)
+    return video_tab.video_markdown(r)
 
 
 def test_every_note_closes_its_brackets_and_names_no_thread(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -63,14 +63,14 @@ def test_ray_workers_carry_the_identity_figures_as_a_local_segmented_run(
     assert ident is not None, "the Ray run dropped the identity check"
     distances = [(t.pop("max_distance"), t.pop("max_jump_over_input")) for t in ident["tracks"]]
     assert ident.pop("seconds") > 0  # the checks' time in the workers
-    assert ident == {"every": 1, "limit": 0.6, "limit_source": "dlib's LFW threshold (0.6)", "jump_margin": 0.25,
+    assert ident == {"every": 1, "limit": 0.6, "limit_source": "0.6 (dlib's own same-person threshold on LFW photos, not a promise about restorations)", "jump_margin": 0.25,
                      "checked_frames": 4, "jumps": 0, "over_limit": 4, "tracks": [_track(0, [0, 1]), _track(1, [2, 3])]}
     # measured in the workers: each segment's largest distance over the limit, its largest jump beside the input's
     assert all(d > 0.6 and math.isfinite(j) and abs(j) < 0.25 for d, j in distances), distances
     # The summary names the same frames, numbered from 1 as the app's slider; each segment's manifest line its own.
     lines = [x.strip() for x in stderr.splitlines() if x.lstrip().startswith(("identity:", "face "))]
     assert re.fullmatch(r"identity: every frame checked \(4 frames, [0-9.]+ s\); 0 frame\(s\) where a restored face "
-                        r"jumped more than the input's own jump \+ 0\.25, 4 over 0\.6 \(dlib's LFW threshold\)", lines[0]), lines
+                        r"jumped more than the input's own jump \+ 0\.25, 4 over 0\.6 \(dlib's own same-person threshold on LFW photos, not a promise about restorations\)", lines[0]), lines
     assert [x.split(" (largest")[0] for x in lines[1:]] == ["face 1 of segment 0: over the limit at frame(s) 1, 2",
                                                            "face 1 of segment 1: over the limit at frame(s) 3, 4"]
     manifest = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gpen_core.engine import budget, fit
@@ -65,9 +67,10 @@ def test_the_panel_auto_and_the_report_agree_at_each_boundary(step: int) -> None
     from gpen_core.engine.profile_records import ModeProfile, Profile
     from gpen_core.hwcheck import report
 
-    def row(name: str, peak: int) -> ModeProfile:
-        return ModeProfile(name, MODES[name].model, "synthetic", "float32", "given boxes", peak, None, None, peak,
-                           0, None, 1.0, 1.0, 1.0, 0, None, None, None, ())
+    def row(name: str, peak: int) -> ModeProfile:  # measured on the panel's photo: its peak is the need
+        r = ModeProfile(name, MODES[name].model, "synthetic", "float32", "given boxes", peak, None, None, peak,
+                        0, None, 1.0, 1.0, 1.0, 0, None, None, None, ())
+        return replace(r, covered_pixels=PHOTO[0] * PHOTO[1])
 
     needs = needs_cpu()
     files = files_with(COMBOS["everything"])
@@ -190,11 +193,15 @@ def test_a_gpu_checks_report_weighs_ram_where_free_vram_is_unknown_as_auto_and_t
     from gpen_core.hwcheck import report
 
     def row(name: str, peak: int) -> ModeProfile:
-        return ModeProfile(name, MODES[name].model, "synthetic", "float16", "given boxes", peak, peak, peak, peak,
-                           0, None, 1.0, 1.0, 1.0, 0, 0, None, None, ())
+        r = ModeProfile(name, MODES[name].model, "synthetic", "float16", "given boxes", peak, peak, peak, peak,
+                        0, None, 1.0, 1.0, 1.0, 0, 0, None, None, ())
+        return replace(r, covered_pixels=PHOTO[0] * PHOTO[1])
 
-    peaks = {"low": 300_000_000, "faces-only": 400_000_000, "balanced": 500_000_000, "quality": 600_000_000}
-    prof = Profile("", "cuda:0", True, {}, {}, {}, True, (), {n: row(n, p) for n, p in peaks.items()})
+    raw = {"low": 300_000_000, "faces-only": 400_000_000, "balanced": 500_000_000, "quality": 1_600_000_000}
+    prof = Profile("", "cuda:0", True, {}, {}, {}, True, (), {n: row(n, p) for n, p in raw.items()})
+    # auto's need on a GPU: the measured peak and the float32 copy a float16 overflow loads
+    peaks = {n: budget.estimate_peak(MODES[n], "cuda:0", PHOTO, profile=prof)[0] for n in raw}
+    assert all(peaks[n] > raw[n] for n in ("low", "balanced"))
     # ZeroGPU outside a GPU call: free VRAM cannot be read, RAM binds (budget.free_memory's None)
     ram_only = budget.Free(ram_bytes=int(peaks["balanced"] / 0.8) + 1, vram_bytes=None)
     assert ram_only.binding("cuda:0") == budget.Binding("RAM", ram_only.ram_bytes)
@@ -207,3 +214,29 @@ def test_a_gpu_checks_report_weighs_ram_where_free_vram_is_unknown_as_auto_and_t
     known = budget.Free(ram_bytes=10**12, vram_bytes=int(peaks["low"] / 0.8) + 1)
     assert known.binding("cuda:0") == budget.Binding("VRAM", known.vram_bytes) and known.binding("cpu").name == "RAM"
     assert report.ranking(prof, known).chosen.mode == "low" and "VRAM" in report.recommendation(prof, known)
+
+
+def test_the_checks_memory_reading_weighs_the_need_the_verdict_weighs(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Hardware check tab shows the verdict (readiness, auto's need for a 1 MP photo) above "Memory alone"
+    (the report): both weigh one need, so a mode whose peak fits only for the check's small photos is not
+    recommended by one and refused by the other."""
+    from dataclasses import replace
+
+    from gpen_core.engine import profile_store
+    from gpen_core.engine.profile_records import ModeProfile, Profile
+    from gpen_core.hwcheck import report
+
+    def row(name: str, peak: int) -> ModeProfile:
+        r = ModeProfile(name, MODES[name].model, "synthetic", "float32", "given boxes", peak, peak, peak, peak,
+                        0, None, 1.0, 1.0, 1.0, 0, 0, None, None, ())
+        return replace(r, covered_pixels=320 * 240, bytes_per_pixel=200.0)  # a 1 MP photo adds ~190 MB
+
+    peaks = {"low": 300_000_000, "faces-only": 400_000_000, "balanced": 500_000_000, "quality": 600_000_000}
+    prof = Profile("2026-12-06T12:00", "cpu", True, profile_store.fingerprint("cpu", tmp_path, True), {}, {}, True, (),
+                   {n: row(n, p) for n, p in peaks.items()})
+    profile_store.save_profile(prof, tmp_path)
+    free = budget.Free(ram_bytes=int(peaks["balanced"] / 0.8) + 1, vram_bytes=None)  # balanced's bare peak fits
+    monkeypatch.setattr(budget, "free_memory", lambda device: free)
+    verdict, _ = readiness.current("cpu", tmp_path)
+    assert verdict.recommended == "low"  # with the photo's growth balanced does not fit
+    assert report.recommendation(prof, free).startswith("use `low`")

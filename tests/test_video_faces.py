@@ -240,3 +240,25 @@ def test_find_faces_numbers_the_faces_of_the_parts_start_without_restoring(tmp_p
     assert len(found) == 4 and video_view.track_choices(found) == [("face 1: frames 1–4 (4 frames)", 0)]
     assert video_view.found_text(found) == "1 face followed in 4 frames."
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4"] and not restorer.busy  # nothing left, lock let go
+
+
+def test_a_clip_over_max_faces_says_so_once(
+    tmp_path: Path, low_mode_home: Path, one_thread: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """A clip keeps at most max faces per frame as a photo does, and its notes say so once (not per frame)."""
+    import cv2
+
+    from gpen_core.cli import main
+
+    monkeypatch.setattr(FrameEngine, "restore", lambda self, rgb, dets: FrameOut(rgb, ()))  # detection only: quick
+    canvas = np.full((144, 320, 3), 70, np.uint8)
+    for x, name in ((16, "ffhq_00001_512.png"), (176, "ffhq_00000_512.png")):
+        canvas[8:136, x:x + 128] = cv2.resize(_rgb(shared_path("faces", name)), (128, 128), interpolation=cv2.INTER_AREA)
+    src = make_clip(tmp_path / "clip.mp4", [canvas] * 3, container="mp4")
+    code = main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--mode", "low", "--json", "--max-faces", "1"])
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert code == 0
+    assert [len(x["faces"]) for x in lines[:3]] == [1, 1, 1]
+    capped = [n for n in lines[3]["video"]["notes"] if "max faces = 1" in n]
+    assert capped == ["found more than 1 face in 3 frames (up to 2 in one); restored the 1 with the highest detection "
+                      "scores in each (max faces = 1)"]

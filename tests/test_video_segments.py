@@ -261,3 +261,26 @@ def test_the_cli_chooses_segments_for_long_clips_and_refuses_them_with_a_trim(mo
         video_cli.wants_segments(args(segments=True, end=3.0), Path("x.mp4"))
     with pytest.raises(InputError, match="--no-segments"):
         video_cli.wants_segments(args(segments=False, ray=True), Path("x.mp4"))
+
+
+def test_a_clip_with_no_frame_that_decodes_is_refused_in_segments_as_in_one_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Every packet blanked: a segmented run says what one pass says (what the decoder said, how to fix it),
+    exit 2, not a decoder traceback."""
+    from gpen_core.cli import main
+
+    good = make_clip(tmp_path / "good.mkv", [np.full((64, 64, 3), 90, np.uint8)] * 4)
+    src = tmp_path / "blank.mkv"
+    with av.open(str(good)) as i, av.open(str(src), "w") as o:
+        s = o.add_stream_from_template(i.streams.video[0])
+        for p in i.demux(i.streams.video[0]):
+            if p.size:
+                q = av.Packet(bytes(p.size))
+                q.pts, q.dts, q.time_base, q.is_keyframe, q.stream = p.pts, p.dts, p.time_base, p.is_keyframe, s
+                o.mux(q)
+    for flag in ("--no-segments", "--segments"):
+        code = main(["restore", str(src), "-o", str(tmp_path / f"out{flag}.mp4"), "--mode", "low", flag])
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert "has no frame that decodes (the decoder said: " in err and "Re-export or re-download it" in err, err

@@ -23,6 +23,7 @@ from gpen_core.engine.runtime_choice import RequestPlan
 from gpen_core.engine.vram import PREPARED_RATIO, network_elements, estimate as vram_estimate
 
 if TYPE_CHECKING:
+    from gpen_core.engine.profile_records import Profile
     from gpen_core.options import RestoreOptions
 
 # Built-in peaks above the idle process until the hardware check measures this machine: each mode's
@@ -123,9 +124,11 @@ def upscale_extra_bytes(mode: MemoryMode, image_size: tuple[int, int], upscale: 
     return preview(w, h, upscale, mode.name, tile).extra_bytes
 
 
-def _need(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, work: Work) -> tuple[int, int, str]:
-    """(peak without upscaling, what upscaling adds, where the figures come from), the identity check counted."""
-    base, extra, src = _need_without_check(mode, device, image_size, models_dir, work)
+def _need(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, work: Work,
+          profile: Profile | None = None) -> tuple[int, int, str]:
+    """(peak without upscaling, what upscaling adds, where the figures come from), the identity check counted;
+    ``profile``: a hardware check's result in place of the one saved for this machine."""
+    base, extra, src = _need_without_check(mode, device, image_size, models_dir, work, profile)
     check = identity_bytes(mode, device, work.task, work.identity, measured=src.startswith("measured on this machine"))
     if check:
         base += check
@@ -147,12 +150,13 @@ def identity_bytes(mode: MemoryMode, device: str, task: str, identity: str, *, m
 
 def _need_without_check(
     mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, work: Work,
+    profile: Profile | None = None,
 ) -> tuple[int, int, str]:
     from gpen_core.engine.profile_store import measured_task
 
     if work.task != "enhance":
         w, h = preshrink_size(*image_size, mode.max_side)
-        row = measured_task(work.task, mode.name, device, models_dir)  # the hardware check's row
+        row = measured_task(work.task, mode.name, device, models_dir, profile=profile)  # the hardware check's row
         if row is not None:
             # Photos beyond the row's workload add the built-in growth (one face's row cannot measure one).
             extra = max(0, w * h - row.covered_pixels) * _BYTES_PER_PIXEL
@@ -162,7 +166,7 @@ def _need_without_check(
             need = _TASK_1024_BYTES[mode.name] + max(0, w * h - _TASK_COVERED_PIXELS) * _BYTES_PER_PIXEL
             return int(need), 0, (f"built-in estimate for GPEN's 1024 px {work.task} network, measured on the "
                                   "project's CPU machine, not on this one (run the hardware check to measure)")
-    base, src = _base_peak(mode, device, image_size, models_dir)
+    base, src = _base_peak(mode, device, image_size, models_dir, profile)
     extra = upscale_extra_bytes(mode, image_size, work.upscale, work.tile)
     if extra:
         src += f"; ~{format_bytes(extra)} of it estimated for upscaling ×{work.upscale}"
@@ -178,10 +182,11 @@ def _f32_copy(mode: MemoryMode, device: str, model: str | None) -> int:
 
 
 def estimate_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None = None, *,
-                  work: Work = Work()) -> tuple[int, str]:
+                  work: Work = Work(), profile: Profile | None = None) -> tuple[int, str]:
     """(bytes the call needs above the idle process on its binding memory, where the figure comes from),
-    with what ``work`` adds (upscaling, the identity check where it runs)."""
-    base, extra, src = _need(mode, device, image_size, models_dir, work)
+    with what ``work`` adds (upscaling, the identity check where it runs); ``profile``: a hardware check's
+    result weighed in place of the one saved for this machine (the check's report weighs its own)."""
+    base, extra, src = _need(mode, device, image_size, models_dir, work, profile)
     return base + extra, src
 
 
@@ -195,13 +200,14 @@ def request_plan(mode: MemoryMode, device: str, image_size: tuple[int, int], mod
     return RequestPlan(mode.name, planned, start_rss)
 
 
-def _base_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None) -> tuple[int, str]:
+def _base_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None,
+               profile: Profile | None = None) -> tuple[int, str]:
     """The request's peak without upscaling: (bytes, where the figure comes from)."""
     from gpen_core.engine.profile_store import measured as measured_profile
     from gpen_core.modes import preshrink_size  # per call: every sizing of the shrunk photo asks the one rule
 
     w, h = preshrink_size(*image_size, mode.max_side)
-    measured = measured_profile(mode.name, device, models_dir=models_dir)
+    measured = measured_profile(mode.name, device, models_dir=models_dir, profile=profile)
     if measured is not None:
         # The measured peak covers photos up to its largest workload: only pixels beyond that add.
         extra = max(0, w * h - measured.covered_pixels) * (measured.bytes_per_pixel or _BYTES_PER_PIXEL)

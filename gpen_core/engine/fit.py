@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 from gpen_core.modes import MODES
 
+# The photo a verdict on "which mode fits" speaks for (readiness, the hardware check's report): about 1 MP.
+PANEL_PHOTO = (1280, 800)
+
 # Keep this much of the free memory unused: other programs and allocator slack.
 SAFETY_MARGIN = 0.8
 

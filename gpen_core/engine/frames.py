@@ -46,6 +46,7 @@ class FrameSession:
         self.notes: tuple[str, ...] = tuple(dict.fromkeys([*notes, *loaded.notes]))
         # The last frame's detections the face check refused (frame pixels): a clip says how many it left as they were.
         self.rejected: tuple[RejectedFace, ...] = ()
+        self.found = 0  # the last frame's faces before max faces: a clip says once what the cap left out
 
     @property
     def runtimes(self) -> tuple[NetworkRuntime, ...]:
@@ -59,6 +60,7 @@ class FrameSession:
         found, _ = stages.find_faces(self._detector, rgb, self.mode, self._opts)
         self.rejected = tuple(RejectedFace(tuple(float(v) for v in d.box), float(d.score), why)  # type: ignore[arg-type]
                               for d, why in found.rejected)
+        self.found = len(found.faces)
         return list(found.faces)[: self._opts.max_faces]
 
     def restore(self, rgb: np.ndarray, detections: list[Any], check_identity: bool = True) -> FrameOutput:

@@ -181,9 +181,9 @@ class Measured:
     source: str
 
 
-def measured(mode: str, device: str, models_dir: Path | None = None) -> Measured | None:
-    """The saved measurement of ``mode`` on ``device`` when valid for this machine, else None."""
-    prof = load_profile(device, models_dir)
+def measured(mode: str, device: str, models_dir: Path | None = None, *, profile: Profile | None = None) -> Measured | None:
+    """The saved measurement of ``mode`` on ``device`` when valid for this machine (or ``profile``'s), else None."""
+    prof = profile if profile is not None else load_profile(device, models_dir)
     if prof is None or mode not in prof.modes:
         return None
     m = prof.modes[mode]
@@ -194,10 +194,11 @@ def measured(mode: str, device: str, models_dir: Path | None = None) -> Measured
     return Measured(m.peak_bytes, m.covered_pixels, m.bytes_per_pixel, src)
 
 
-def measured_task(task: str, mode: str, device: str, models_dir: Path | None = None) -> Measured | None:
-    """The saved measurement of GPEN's ``task`` in ``mode`` on ``device`` when valid for this machine and
-    that row measured this mode (a row out of memory keeps what was free then: a lower bound); else None."""
-    prof = load_profile(device, models_dir)
+def measured_task(task: str, mode: str, device: str, models_dir: Path | None = None, *,
+                  profile: Profile | None = None) -> Measured | None:
+    """The saved measurement (or ``profile``'s) of GPEN's ``task`` in ``mode`` on ``device`` when valid for this machine
+    and that row measured this mode (a row out of memory keeps what was free then: a lower bound); else None."""
+    prof = profile if profile is not None else load_profile(device, models_dir)
     row = next((t for t in prof.tasks if t.task == task and t.mode == mode), None) if prof is not None else None
     if row is None or row.refused is not None or (row.failed is None and row.ran_mode != mode):
         return None

@@ -200,8 +200,7 @@ def detect(ctx: RequestContext, photo: Prepared, given: list[Any] | None) -> Fou
         detections = list(faces.faces)
         notes.extend(faces.notes)
         if len(detections) > opts.max_faces:
-            notes.append(f"found {len(detections)} faces; restored the {opts.max_faces} with the highest detection scores "
-                         f"(max faces = {opts.max_faces})")
+            notes.append(capped_note(opts.max_faces, len(detections)))
             detections = detections[: opts.max_faces]
         rejected = tuple(RejectedFace(d.box, d.score, why) for d, why in faces.rejected)
         found = Found(detections, rejected, name, scale, time.perf_counter() - t, load_s, tuple(notes))
@@ -209,6 +208,16 @@ def detect(ctx: RequestContext, photo: Prepared, given: list[Any] | None) -> Fou
     # glibc keeps what the detector freed (~170 MiB on a 4000×3000 photo with ResNet-50) unless asked.
     malloc_trim()
     return found
+
+
+def capped_note(max_faces: int, found: int, frames: int = 0) -> str:
+    """What max faces left out (detections come highest score first, so the first ``max_faces`` are kept): a photo's
+    ``found`` faces, or with ``frames`` > 0 a clip's, said once for the frames that had up to ``found``."""
+    kept = f"the {max_faces} with the highest detection scores"
+    if not frames:
+        return f"found {found} faces; restored {kept} (max faces = {max_faces})"
+    return (f"found more than {max_faces} face{'s' if max_faces != 1 else ''} in {frames} frame{'s' if frames != 1 else ''} "
+            f"(up to {found} in one); restored {kept} in each (max faces = {max_faces})")
 
 
 def _given_boxes(ctx: RequestContext, photo: Prepared, given: list[Any]) -> Found:

@@ -15,8 +15,10 @@ from pathlib import Path
 import psutil
 
 from gpen_core.platform.cpuinfo import cpu_model
+from gpen_core.platform.meter import format_bytes
 from gpen_core.runtimes.openvino.base import cpu_flags
 from gpen_core.weights.lookup import WeightStatus, status
+from gpen_core.weights.missing import download_size, size_text
 
 # CPU features that decide dtype and speed: bf16 is only worth it with native support.
 CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
@@ -102,14 +104,6 @@ def collect_info(models_dir: str | os.PathLike[str] | None = None) -> Info:
     )
 
 
-def _gib(n: int | None) -> str:
-    return "unknown" if n is None else f"{n / 2**30:.1f} GiB"
-
-
-def _mb(n: int | None) -> str:
-    return "size unknown" if n is None else f"{n / 1e6:.1f} MB"
-
-
 def format_info(info: Info) -> str:
     """Human-readable lines, one fact per line; weights last, one line each."""
     missing = "not installed"
@@ -119,19 +113,19 @@ def format_info(info: Info) -> str:
         f"torch        {info.torch or missing}" + (f" (CUDA {info.cuda_runtime})" if info.cuda_runtime else ""),
         *(f"{name:<13}{getattr(info, name) or missing}"
           for name in ("torchvision", "gradio", "facexlib", "opencv", "numpy", "modelscope")),
-        f"device       {info.device}" + (f", {_gib(info.cuda_vram_bytes)} VRAM" if info.cuda_vram_bytes else ""),
+        f"device       {info.device}" + (f", {format_bytes(info.cuda_vram_bytes)} VRAM" if info.cuda_vram_bytes else ""),
         f"cpu          {info.cpu_model}; {info.cores_physical or '?'} cores / {info.cores_logical or '?'} threads"
         + (f"; torch uses {info.torch_threads} threads" if info.torch_threads else ""),
         f"cpu flags    {' '.join(info.cpu_flags) or 'none of ' + ', '.join(CPU_FLAGS_OF_INTEREST)}",
-        f"ram          {_gib(info.ram_available_bytes)} available of {_gib(info.ram_total_bytes)}",
+        f"ram          {format_bytes(info.ram_available_bytes)} available of {format_bytes(info.ram_total_bytes)}",
         f"models dir   {info.models_dir}",
         "weights:",
     ]
     for w in info.weights:
         if not w.present:
-            state = f"missing      ({_mb(w.size_bytes)}) -> `python -m gpen_core download {w.name}` or place it at {w.expected_path}"
+            state = f"missing      ({size_text(*download_size(w.name))}) -> `python -m gpen_core download {w.name}` or place it at {w.expected_path}"
         elif w.verified:
-            state = f"ok           {_mb(w.size_bytes)}, {w.location}: {w.path}"
+            state = f"ok           {size_text(w.size_bytes, False)}, {w.location}: {w.path}"
         else:
             first = (w.problem or "failed verification").splitlines()[0]
             state = f"CORRUPT      {w.path}: {first}"

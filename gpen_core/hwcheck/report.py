@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MODES, TASKS
-from gpen_core.engine.fit import Ranking, fits, rank, usable_bytes
+from gpen_core.engine.fit import PANEL_PHOTO, Ranking, fits, rank, usable_bytes
 from gpen_core.engine.profile_records import SYNTHETIC_NOTE, BackendSpeed, ModeProfile, NetworkSpeed, Profile, TaskRow
 from gpen_core.weights import lookup
 from gpen_core.weights.missing import download_command, files_text, mode_files, unusable
@@ -30,22 +30,26 @@ def _free_now(profile: Profile, free: "Free | None") -> "Free":
     return free if free is not None else free_memory(profile.device if profile.device.startswith("cuda") else "cpu")
 
 
+def needs(profile: Profile) -> dict[str, int]:
+    """What ``auto`` (and the verdict above the report, :mod:`gpen_core.presentation.readiness`) needs for each
+    measured mode on a PANEL_PHOTO: :func:`gpen_core.engine.budget.estimate_peak` weighing this profile, so a GPU's
+    float32 copy and a photo beyond the check's workloads count, and a mode that stepped down takes the built-in figure."""
+    from gpen_core.engine.budget import estimate_peak
+
+    return {name: estimate_peak(MODES[name], profile.device, PANEL_PHOTO, profile=profile)[0] for name in profile.modes}
+
+
 def ranking(profile: Profile, free: "Free") -> Ranking:
-    """The measured pasting modes ranked by what fits ``free`` now (auto's rule, :func:`gpen_core.engine.fit.rank`);
-    a mode that ran out of memory or stepped down while measured is passed over."""
-    needs = {name: m.peak_bytes for name, m in profile.modes.items()}
-    over = {name: ("out of memory when measured" if m.failed else f"stepped down to {m.stepped_down_to} when measured")
-            for name, m in profile.modes.items() if m.failed or m.stepped_down_to}
+    """The measured pasting modes ranked by what fits ``free`` now (auto's rule, :func:`gpen_core.engine.fit.rank`)
+    on :func:`needs`."""
     bound = free.binding(profile.device)
-    return rank(needs, bound.free_bytes, binding=bound.name, passed_over=over)
+    return rank(needs(profile), bound.free_bytes, binding=bound.name)
 
 
-def _fits(m: ModeProfile, profile: Profile, free: "Free") -> tuple[bool, int]:
-    """(fits, bytes short) for ``m`` against ``free`` of the memory that binds, with auto's safety margin."""
+def _fits(need: int, profile: Profile, free: "Free") -> tuple[bool, int]:
+    """(fits, bytes short) for ``need`` against ``free`` of the memory that binds, with auto's safety margin."""
     have = free.binding(profile.device).free_bytes
-    if m.stepped_down_to or m.failed:
-        return False, m.peak_bytes
-    return fits(m.peak_bytes, have), max(0, m.peak_bytes - usable_bytes(have))
+    return fits(need, have), max(0, need - usable_bytes(have))
 
 
 def _secs(x: float | None) -> str:
@@ -104,6 +108,7 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
     if files is not None:
         head.append("files here?")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    need = needs(profile) if free is not None else {}
     for name in (n for n in MODES if n in profile.modes):
         m = profile.modes[name]
         vram = "n/a" if m.peak_vram_bytes is None else f"{format_bytes(m.peak_vram_bytes)} / {format_bytes(m.peak_vram_reserved_bytes)}"
@@ -114,7 +119,7 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
         elif m.failed:
             row[3 if profile.binding == "RAM" else 4] = f"more than {format_bytes(m.peak_bytes)} (out of memory)"
         if free is not None:
-            ok, short = _fits(m, profile, free)
+            ok, short = _fits(need[name], profile, free)
             row.append("yes" if ok else f"no ({format_bytes(short)} short)")
         if files is not None:
             lacking = files.modes.get(name, ())
@@ -203,7 +208,7 @@ def recommendation(profile: Profile, free: "Free | None" = None, files: FilesHer
             f"close other programs, use smaller photos, or use a machine with more memory{_files_clause(low.mode, ranked, files)}{synth}"
         )
     best = profile.modes[ranked.best.mode]
-    s = f"use `{best.mode}` (peak {format_bytes(best.peak_bytes)} {where}, {format_bytes(have)} free"
+    s = f"use `{best.mode}` (needs {format_bytes(ranked.best.need_bytes)} {where}, {format_bytes(have)} free"
     s += f", ~{best.seconds_per_face:.{1 if best.seconds_per_face >= 1 else 2}f} s per face)" if best.seconds_per_face is not None else ")"
     better = ranked.above(best.mode)
     if better:

@@ -396,6 +396,12 @@ class PeakMeter:
         )
 
 
+def peak_vram_text(reserved_bytes: int | None) -> str:
+    """", peak VRAM 900 MB reserved" for a result line ('' without a GPU): "peak VRAM" everywhere is what the
+    allocator reserved (the budget's and the hardware check's measure), never the smaller allocated figure."""
+    return "" if reserved_bytes is None else f", peak VRAM {format_bytes(reserved_bytes)} reserved"
+
+
 def format_bytes(n: int | None) -> str:
     """'1.23 GB' / '456 MB' (decimal units, as in the README tables); 'n/a' for None."""
     if n is None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from gpen_core.errors import GPENError
+from gpen_core.modes import IDENTITY_THRESHOLD_TEXT
 
 
 def is_terminal(stream: TextIO) -> bool:
@@ -114,7 +115,7 @@ class RunSummary:
 
 
 def identity_text(record: dict[str, Any]) -> str:
-    """", identity distance up to 0.42 over 3 faces, 1 over 0.6 (dlib's LFW threshold), 1 kept original"
+    """", identity distance up to 0.42 over 3 faces, 1 over 0.6 (dlib's own same-person …), 1 kept original"
     from a result record's ``identity`` (gpen_core.result_json.identity_record); "" when nothing was measured."""
     faces = [f for f in (record.get("identity") or {}).get("faces", ()) if f]
     if not faces:
@@ -122,7 +123,7 @@ def identity_text(record: dict[str, Any]) -> str:
     over = sum(bool(f["over_threshold"]) for f in faces)
     acted = [f["action"] for f in faces if f["action"] != "restored"]
     text = (f", identity distance up to {max(f['distance'] for f in faces):.2f} over {len(faces)} face"
-            f"{'s' if len(faces) > 1 else ''}, {over} over 0.6 (dlib's own LFW threshold)")
+            f"{'s' if len(faces) > 1 else ''}, {over} over {IDENTITY_THRESHOLD_TEXT}")
     for action in dict.fromkeys(acted):
         text += f", {acted.count(action)} {action}"
     return text

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpen_core.result import IDENTITY_THRESHOLD, Face, RestoreResult
+from gpen_core.modes import IDENTITY_THRESHOLD, IDENTITY_THRESHOLD_TEXT
+from gpen_core.result import Face, RestoreResult
 
 _FACES_PER_TABLE = 10  # a wider Markdown table scrolls sideways off the panel
-THRESHOLD_MEANING = (f"{IDENTITY_THRESHOLD} is dlib's own threshold for \"same person\" on LFW photos, "
-                     "not a promise about restorations")
 
 
 def face_pairs(result: RestoreResult, gap: int = 6) -> list[tuple[np.ndarray, str]]:
@@ -31,7 +30,7 @@ def face_caption(index: int, face: Face) -> str:
     x0, y0, x1, y1 = face.box
     caption = f"face {index} · score {face.score:.2f} · {x1 - x0:.0f}×{y1 - y0:.0f} px"
     if face.identity is not None:
-        caption += f" · identity distance {face.identity.distance:.2f}" + (" (over 0.6)" if face.identity.over_threshold else "")
+        caption += f" · identity distance {face.identity.distance:.2f}" + (f" (over {IDENTITY_THRESHOLD:g})" if face.identity.over_threshold else "")
         caption += "" if face.identity.action == "restored" else f" · {face.identity.action}"
     return caption
 
@@ -40,7 +39,7 @@ def _cell(face: Face) -> tuple[str, str]:
     check = face.identity
     if check is None:
         return "n/a", "restored"
-    mark = f"**{check.distance:.2f}** (over {IDENTITY_THRESHOLD})" if check.over_threshold else f"{check.distance:.2f}"
+    mark = f"**{check.distance:.2f}** (over {IDENTITY_THRESHOLD:g})" if check.over_threshold else f"{check.distance:.2f}"
     return mark, check.action
 
 
@@ -53,7 +52,7 @@ def identity_lines(result: RestoreResult) -> list[str]:
         return ["", f"**Identity**: not measured ({_why_not(result)})."]
     checked = [f.identity for f in result.faces if f.identity is not None]
     lines = ["", "**Identity**: dlib's face-descriptor distance between each aligned input face and its "
-             f"restoration (0 = unchanged; {THRESHOLD_MEANING}). Check cost: {sum(c.seconds for c in checked):.2f} s "
+             f"restoration (0 = unchanged; {IDENTITY_THRESHOLD_TEXT}). Check cost: {sum(c.seconds for c in checked):.2f} s "
              f"for {len(checked)} face{'s' if len(checked) > 1 else ''}."]
     limit = next((c.limit for c in checked if c.limit is not None), None)
     if limit is not None:
@@ -86,7 +85,7 @@ IDENTITY_RADIO = dict(
     elem_id="identity-check", info="how far each restored face moved from yours (dlib's face descriptor; docs/identity.md)")
 IDENTITY_LIMIT = dict(
     value=0, minimum=0, maximum=1.99, step=0.05, label="Identity limit", elem_id="identity-limit",
-    info="over this distance keep your original face (0: measure only; 0.6 is the model's own LFW threshold, not a promise)")
+    info=f"over this distance keep your original face (0: measure only; {IDENTITY_THRESHOLD_TEXT})")
 IDENTITY_ALPHA = dict(
     minimum=0.0, maximum=0.95, value=0.0, step=0.05, label="Over the limit: blend toward the original",
     elem_id="identity-alpha", info="0 = your original face, pixel for pixel")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gpen_core.modes import MODES
+from gpen_core.modes import IDENTITY_THRESHOLD, IDENTITY_THRESHOLD_TEXT, MODES
 from gpen_core.result import RestoreResult
 from gpen_core.rgb import check_rgb
 
@@ -16,11 +16,11 @@ Color = tuple[int, int, int]
 KEPT_COLOR: Color = (40, 220, 90)  # green: restored and pasted
 REJECTED_COLOR: Color = (235, 45, 45)  # red: refused by the plausibility screen
 # Kept faces coloured by their identity distance (gpen_core.faces.identity) when it was measured:
-# well within dlib's 0.6, close to it, over it. Magenta, not red: red dashes are the rejected boxes.
+# well within dlib's threshold, close to it, over it. Magenta, not red: red dashes are the rejected boxes.
 IDENTITY_COLORS: tuple[tuple[float, Color, str], ...] = (
     (0.4, KEPT_COLOR, "green: under 0.4"),
-    (0.6, (245, 190, 30), "amber: 0.4 to 0.6"),
-    (float("inf"), (220, 40, 220), "magenta: over 0.6, dlib's own different-person threshold on LFW"),
+    (IDENTITY_THRESHOLD, (245, 190, 30), f"amber: 0.4 to {IDENTITY_THRESHOLD:g}"),
+    (float("inf"), (220, 40, 220), f"magenta: over {IDENTITY_THRESHOLD_TEXT}"),
 )
 
 

@@ -113,9 +113,10 @@ def vram_text(result: RestoreResult) -> str:
     p = result.peaks
     if p.vram_allocated_bytes is None:
         return "no GPU" if not result.device.startswith("cuda") else "not measured"
-    text = f"**{format_bytes(p.vram_allocated_bytes)}** allocated, {format_bytes(p.vram_reserved_bytes)} reserved"
+    # Reserved leads, as on every "peak VRAM" (what the budget weighs); allocated is torch's live tensors in it.
+    text = f"**{format_bytes(p.vram_reserved_bytes)}** reserved, {format_bytes(p.vram_allocated_bytes)} allocated"
     if p.baseline_vram_bytes is not None:
-        text += f" (baseline {format_bytes(p.baseline_vram_bytes)})"
+        text += f" (baseline {format_bytes(p.baseline_vram_bytes)} allocated)"
     return text
 
 
@@ -362,7 +363,8 @@ def profile_markdown(profile: Any, verdict: str, free: Any = None, files: Any = 
         *([f"GPEN's other tasks (peak · s/face · dtype · fits now?):\n\n{prof.tasks_table(profile, free, files=files)}", ""]
           if getattr(profile, "tasks", ()) else []),
         f"Measured {profile.created} on {prof.machine_line(profile)}.",
-        "Peaks are above the idle process, the worst of the three workloads; *fits?* compares them with "
+        "Peaks are above the idle process, the worst of the three workloads; *fits?* compares what `auto` "
+        "needs for a 1 MP photo (the peak, plus on a GPU the float32 copy a float16 overflow loads) with "
         "the memory free now, less a 20 % safety margin. *weights* says what the measurement ran with "
         "(random weights stand in for files not downloaded: same memory and time); *files here?* names "
         "the files a mode lacks in the models folder now and the command that fetches them (the weights "

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Literal
 
-from gpen_core.engine.fit import SAFETY_MARGIN, fits, rank  # noqa: F401  (SAFETY_MARGIN: read by callers of assess)
+from gpen_core.engine.fit import PANEL_PHOTO, SAFETY_MARGIN, fits, rank  # noqa: F401  (SAFETY_MARGIN: read by callers of assess)
 from gpen_core.modes import MODES, MemoryMode
 from gpen_core.platform.meter import format_bytes
 # The files each mode loads (the weights room's one list) and how sizes are said; re-exported.
@@ -254,7 +254,6 @@ def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], fol
             "Or choose 1× (keep size).")
 
 
-PANEL_PHOTO = (1280, 800)  # the photo size the panel speaks for: about 1 MP
 
 
 def current(device: str, models_dir: object = None, image_size: tuple[int, int] = PANEL_PHOTO, *,

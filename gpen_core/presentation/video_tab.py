@@ -153,7 +153,7 @@ def named_by_mode(result: Any, source: str | None) -> Any:
     return replace(result, output=str(named))
 
 
-def video_markdown(result: Any, end_s: float | None = None) -> str:
+def video_markdown(result: Any) -> str:
     """The clip's measured panel (Markdown) from its VideoResult: memory, speed, faces, what was kept."""
     p = result.peaks
     vram = "no GPU" if p.vram_reserved_bytes is None else format_bytes(p.vram_reserved_bytes)
@@ -180,13 +180,8 @@ def video_markdown(result: Any, end_s: float | None = None) -> str:
     if p.shared:  # the meter's own words (threads, page faults) stay in the JSON's peaks.shared
         lines.append("| Note on the peaks | other work in this app ran during the clip, so the peak may include some "
                      "of its memory |")
-    notes = list(result.notes)
-    if end_s is not None:
-        notes.insert(0, f"only the first {end_s:g} s were restored: this server's limit (--max-video-seconds)")
-    if result.damage is not None:
-        notes.append(f"the file is damaged from frame {result.damage.frame} ({result.damage.time_s:.2f} s): "
-                     f"the frames before it were restored ({result.damage.detail})")
-    return "\n".join(lines + notes_lines(notes))
+    # A cap's cut and damage are the stream's notes (the one wording); result.damage stays for the JSON and exit 5.
+    return "\n".join(lines + notes_lines(list(result.notes)))
 
 
 def _identity_cell(ident: Any) -> str:

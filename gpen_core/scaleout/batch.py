@@ -158,7 +158,7 @@ class RestoreWorker:
         return {"record": np.array(records, dtype=object), "encoded": np.array(encoded, dtype=object)}
 
     def restore_one(self, data: bytes, path: str) -> tuple[Record, bytes]:
-        from gpen_core.result_json import result_record
+        from gpen_core.result_json import peaks_record, result_record
         from gpen_core.platform.meter import PeakMeter
 
         rec: Record = {"path": path, "worker": self.worker, "worker_warmup_s": self.warmup_s}
@@ -178,10 +178,7 @@ class RestoreWorker:
             rec.update(status="ok", **result_record(result))
             return rec, result.encoded
         peaks = meter.peaks if meter is not None else None
-        rec["peaks"] = None if peaks is None else {
-            "rss_bytes": peaks.rss_bytes, "baseline_rss_bytes": peaks.baseline_rss_bytes, "vram_bytes": peaks.vram_allocated_bytes,
-            "vram_reserved_bytes": peaks.vram_reserved_bytes, "method": peaks.method,
-        }
+        rec["peaks"] = None if peaks is None else peaks_record(peaks)
         rec["timings"] = {"total_s": round(time.perf_counter() - t, 4)}
         return rec, b""
 

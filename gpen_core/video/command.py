@@ -109,13 +109,13 @@ def print_video(src: Path, r: Any, json_records: bool = False, extra: str = "") 
     """The human summary of a restored clip (one pass or segmented, the same words; ``extra`` after them) where a
     photo's result line goes: stdout, or stderr when stdout holds only ``--json`` records; its notes on stderr.
     In a terminal the progress line (redrawn in place on stderr) is ended first."""
-    from gpen_core.platform.meter import format_bytes
+    from gpen_core.platform.meter import format_bytes, peak_vram_text
     from gpen_core.video.identity import summary_lines
 
     if sys.stderr.isatty():
         sys.stderr.write("\n")
         sys.stderr.flush()
-    vram = f", peak VRAM {format_bytes(r.peaks.vram_reserved_bytes)}" if r.peaks.vram_reserved_bytes is not None else ""
+    vram = peak_vram_text(r.peaks.vram_reserved_bytes)
     plan = getattr(r, "planned_bytes", None)
     plan = (f" (+{format_bytes(r.peaks.rss_bytes - r.peaks.baseline_rss_bytes)} over the clip's start; the mode's plan "
             f"+{format_bytes(plan)}, an estimate)") if plan is not None else ""

@@ -49,6 +49,7 @@ class FrameEngine:
         self._reasons: dict[str, None] = {}
         self._rejected: dict[int, tuple[tuple[float, float, float, float], ...]] = {}
         self._detected = 0
+        self.capped_frames = self.most_found = 0  # frames over max faces, and the most faces one of them had
         written = preshrink_size(*size, self.mode.max_side)
         if written != size:
             self._notes.append(f"{self.mode.name} mode shrinks frames over {self.mode.max_side} px: "
@@ -56,8 +57,12 @@ class FrameEngine:
 
     @property
     def notes(self) -> list[str]:
-        """The session's notes, the identity limit's actions, then the face check's refusals."""
+        """The session's notes, what max faces left out, the identity limit's actions, then the face check's refusals."""
+        from gpen_core.engine.stages import capped_note
+
         notes = list(self._notes)
+        if self.capped_frames:
+            notes.append(capped_note(self._opts.max_faces, self.most_found, self.capped_frames))
         if self.identity_acted:  # said once for the clip; the identity summary names the frames
             alpha = self._opts.identity_alpha
             what = "kept as they were" if alpha <= 0 else f"blended toward the original (alpha {alpha:g})"
@@ -102,6 +107,9 @@ class FrameEngine:
             self._reasons.update(dict.fromkeys(r.reason for r in rejected))
             self._rejected[self._detected] = tuple(r.box for r in rejected)
         self._detected += 1
+        if getattr(self.session, "found", 0) > len(found):
+            self.capped_frames += 1
+            self.most_found = max(self.most_found, self.session.found)
         return found
 
     def identity_tracker(self, segment: int | None = None) -> Any:

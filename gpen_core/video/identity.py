@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gpen_core.result import IDENTITY_THRESHOLD
+from gpen_core.modes import IDENTITY_THRESHOLD, IDENTITY_THRESHOLD_TEXT
 
 # How far the restored face may jump beyond the input's own jump before its frame is flagged: above a
 # same-person stand-in's 0.151, far below another person's 0.655 (measured: docs/identity.md, "Along a clip").
@@ -29,7 +29,7 @@ class FaceCheck:
     jump: float | None  # restored face to the track's restored face in the previous checked frame; None: none there
     input_jump: float | None  # the same for the input crops
     jumped: bool  # jump > input_jump + JUMP_MARGIN
-    over_limit: bool  # distance over the clip's limit (the user's --identity-limit, else 0.6)
+    over_limit: bool  # distance over the clip's limit (the user's --identity-limit, else IDENTITY_THRESHOLD)
 
     def to_json(self) -> dict[str, Any]:
         r = (lambda v: None if v is None else round(v, 4))
@@ -64,7 +64,7 @@ class VideoIdentity:
 
     every: int  # frames 0, every, 2·every… were checked (as numbered in the clip)
     limit: float  # the distance frames are counted over
-    limit_is_users: bool  # the user's --identity-limit (False: dlib's 0.6 LFW threshold)
+    limit_is_users: bool  # the user's --identity-limit (False: IDENTITY_THRESHOLD)
     margin: float  # JUMP_MARGIN
     checked_frames: int  # frames with at least one face checked
     seconds: float  # the checks' time in all
@@ -80,7 +80,7 @@ class VideoIdentity:
 
     def to_json(self) -> dict[str, Any]:
         return {"every": self.every, "limit": self.limit,
-                "limit_source": "your limit" if self.limit_is_users else "dlib's LFW threshold (0.6)",
+                "limit_source": "your limit" if self.limit_is_users else IDENTITY_THRESHOLD_TEXT,
                 "jump_margin": self.margin, "checked_frames": self.checked_frames, "seconds": round(self.seconds, 3),
                 "jumps": self.jumps_count, "over_limit": self.over_limit_count,
                 "tracks": [t.to_json() for t in self.tracks]}
@@ -103,7 +103,7 @@ def summary_lines(identity: VideoIdentity | None) -> list[str]:
     if identity is None:
         return []
     which = "every frame" if identity.every == 1 else f"every {ordinal(identity.every)} frame (1, {1 + identity.every}, …)"
-    limit = f"your limit {identity.limit:g}" if identity.limit_is_users else f"{identity.limit:g} (dlib's LFW threshold)"
+    limit = f"your limit {identity.limit:g}" if identity.limit_is_users else IDENTITY_THRESHOLD_TEXT
     lines = [f"identity: {which} checked ({identity.checked_frames} frames, {identity.seconds:.1f} s); "
              f"{identity.jumps_count} frame(s) where a restored face jumped more than the input's own jump + "
              f"{identity.margin:g}, {identity.over_limit_count} over {limit}"]
@@ -137,7 +137,7 @@ class _Track:
 class IdentityTracker:
     """Per-track identity over a clip's frames, fed in written order (:meth:`add`), summed up by :meth:`result`.
 
-    ``every``: check frames 0, every, 2·every…; ``limit``: the user's, or None for 0.6; ``segment``: None for one pass."""
+    ``every``: check frames 0, every, 2·every…; ``limit``: the user's, or None for IDENTITY_THRESHOLD; ``segment``: None for one pass."""
 
     def __init__(self, every: int = 1, limit: float | None = None, segment: int | None = None) -> None:
         self.every, self.segment = every, segment

@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 
 from gpen_core.result import NetworkRuntime, Peaks
+from gpen_core.result_json import peaks_record
 from gpen_core.video.identity import FaceCheck, VideoIdentity
 
 AudioHandling = Literal["copied", "re-encoded", "none"]
@@ -103,8 +104,7 @@ class VideoResult:
             "total_s": round(self.total_s, 3),
             "rotation": self.rotation,
             "lookahead_frames": self.lookahead_frames,
-            "peaks": {"rss_bytes": p.rss_bytes, "baseline_rss_bytes": p.baseline_rss_bytes, "method": p.method,
-                      "vram_bytes": p.vram_reserved_bytes, "shared": p.shared},
+            "peaks": peaks_record(p),  # as a photo's: vram_bytes allocated, vram_reserved_bytes the "peak VRAM" shown
             "planned_bytes": self.planned_bytes,
             "damage": None if self.damage is None else {"frame": self.damage.frame, "time": round(self.damage.time_s, 6),
                                                         "detail": self.damage.detail},

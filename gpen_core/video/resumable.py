@@ -22,6 +22,7 @@ from gpen_core.errors import InputError
 from gpen_core.options import RestoreOptions
 from gpen_core.progress import CountProgress as Progress  # frames done, the clip's frames
 from gpen_core.result import Peaks
+from gpen_core.video.errors import no_frames
 from gpen_core.video.result import VideoResult
 from gpen_core.video.segment_run import SegmentRecord
 from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, FinishedFile, Segment, SegmentPlan
@@ -98,6 +99,8 @@ def upright_geometry(src: str) -> tuple[tuple[int, int], int]:
     from gpen_core.video.limits import FrameGuard
     from gpen_core.video.probe import open_video
 
+    import av
+
     c, info = open_video(src)
     try:
         for frame in c.decode(c.streams.video[0]):
@@ -105,9 +108,11 @@ def upright_geometry(src: str) -> tuple[tuple[int, int], int]:
             w, h = frame.width, frame.height
             rotation = int(round(frame.rotation or 0)) % 360
             return ((h, w) if quarter_turns(rotation) % 2 else (w, h)), rotation
+    except (av.FFmpegError, EOFError) as exc:  # as one pass's decoder: a damaged start is the input's fault
+        raise no_frames(decoder=str(exc).strip() or type(exc).__name__) from None
     finally:
         c.close()
-    raise InputError(f"{src} has no frame that decodes: it is empty or damaged from its start")
+    raise no_frames()
 
 
 @dataclass
@@ -320,7 +325,7 @@ def manifest_line(run_id: str, src: str, rec: SegmentRecord) -> str:
     """One manifest.jsonl line for a segment (batch.py's format for photos)."""
     return json.dumps({"run": run_id, "input": src, "segment": rec.index, "status": "kept" if rec.kept else "ok",
                        "frames": rec.frames, "seconds": round(rec.seconds, 3), "faces_max": rec.faces_max,
-                       "peaks": {"rss_bytes": rec.peak_rss_bytes, "vram_bytes": rec.peak_vram_bytes},
+                       "peaks": {"rss_bytes": rec.peak_rss_bytes, "vram_reserved_bytes": rec.peak_vram_bytes},
                        "planned_bytes": rec.planned_bytes,
                        "worker": rec.worker, "notes": list(rec.notes),
                        "identity": None if rec.identity is None else rec.identity.to_json()})

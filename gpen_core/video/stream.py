@@ -21,7 +21,7 @@ from gpen_core.errors import GPENError, InputError
 from gpen_core.options import RestoreOptions
 from gpen_core.platform import durable
 from gpen_core.progress import CountProgress as Progress  # frames done, frames expected or 0 when unknown
-from gpen_core.video.errors import VideoStopped
+from gpen_core.video.errors import VideoStopped, no_frames
 from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
 from gpen_core.video.limits import FrameGuard, check_audio
@@ -222,14 +222,10 @@ class _Run:
             self._send(item)
 
     def _no_frames(self, item: Any) -> InputError:
-        where = f" (the decoder said: {item.detail})" if isinstance(item, DecodeStopped) else ""
         span = ""
         if self.vopts.trimmed:
             span = f" between {self.vopts.start_s or 0:g} s and {self.vopts.end_s if self.vopts.end_s is not None else 'the end'}"
-        return InputError(
-            f"the video has no frame that decodes{span}{where}: it is empty or damaged from its start. "
-            "Re-export or re-download it, or choose another part of it."
-        )
+        return no_frames(span, item.detail if isinstance(item, DecodeStopped) else None)
 
     def shut(self) -> None:
         self.abort.set()
