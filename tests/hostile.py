@@ -413,6 +413,9 @@ SVG = b"""<?xml version="1.0" encoding="UTF-8"?>
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
 # An ISO-BMFF 'ftyp' box with the HEIC brand: what an iPhone photo starts with.
 HEIC = struct.pack(">I", 24) + b"ftypheic" + b"\x00\x00\x00\x00" + b"mif1heic" + b"\x00" * 64
+# The first bytes of a phone's MP4 and of a Matroska clip (EBML header): a video picked where a photo goes.
+MP4_HEAD = struct.pack(">I", 24) + b"ftypisom" + b"\x00\x00\x02\x00" + b"isomiso2" + b"\x00" * 64
+MKV_HEAD = b"\x1a\x45\xdf\xa3\x9f\x42\x86\x81\x01" + b"\x00" * 64
 TEXT = b"These are my holiday notes, not a picture.\nDay 1: beach.\n"
 
 
@@ -516,6 +519,8 @@ CASES: tuple[Case, ...] = (
     Case("ico", "favicon.ico", _ico, _refuse("ICO", "not supported")),
     Case("pdf", "scan.pdf", _bytes(PDF), _refuse("PDF", "not supported")),
     Case("heic", "IMG_0001.heic", _bytes(HEIC), _refuse("HEIC", "export it as JPEG")),
+    Case("mp4_as_photo", "VID_0001.mp4", _bytes(MP4_HEAD), _refuse("is a video, not a photo", "Video tab", "restore")),
+    Case("mkv_as_photo", "clip.png", _bytes(MKV_HEAD), _refuse("is a video, not a photo", "Video tab", "restore")),
     Case("tiny_16x16", "tiny.png", _save(Image.new("RGB", (16, 16), GREEN), "PNG"), _accept((16, 16))),
     Case("too_small_8x8", "icon.png", _save(Image.new("RGB", (8, 8), GREEN), "PNG"), _refuse("8×8", "at least 16")),
     Case(

@@ -100,6 +100,27 @@ def too_many_pixels(pixels: int, limits: InputLimits, size: tuple[int, int] | No
     )
 
 
+# ISO media brands that are still images, not clips.
+HEIC_BRANDS = (b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1")
+AVIF_BRANDS = (b"avif", b"avis")
+
+
+def looks_like_video(head: bytes) -> bool:
+    """True when the first bytes are a video container's (ISO media, Matroska/WebM, AVI, MPEG-TS/PS, FLV,
+    Ogg): the one rule by which the CLI routes a file to the video path and a photo refusal names a clip."""
+    if head[4:8] == b"ftyp":
+        return head[8:12] not in HEIC_BRANDS + AVIF_BRANDS
+    if head[4:8] in (b"moov", b"mdat", b"wide", b"free", b"skip"):  # QuickTime without ftyp
+        return True
+    if head.startswith(b"\x1a\x45\xdf\xa3"):  # EBML: Matroska, WebM
+        return True
+    if head[:4] == b"RIFF" and head[8:12] == b"AVI ":
+        return True
+    if len(head) > 376 and head[0] == 0x47 and head[188] == 0x47 and head[376] == 0x47:  # MPEG-TS sync bytes
+        return True
+    return head.startswith((b"\x00\x00\x01\xba", b"FLV\x01", b"OggS"))
+
+
 # Magic numbers of files people upload by mistake, so the refusal can name what it got.
 # Only the first few KB are looked at; nothing here parses the file.
 def sniff(head: bytes) -> str | None:
@@ -115,13 +136,12 @@ def sniff(head: bytes) -> str | None:
         return "TIFF"
     if head.startswith(b"BM") and int.from_bytes(head[14:18], "little") in (12, 40, 52, 56, 64, 108, 124):
         return "BMP"  # "BM" + a known DIB header size, so text starting "BM" is not a bitmap
-    if head[4:8] == b"ftyp":
-        brand = head[8:12]
-        if brand in (b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1"):
-            return "HEIC"
-        if brand in (b"avif", b"avis"):
-            return "AVIF"
-        return "video or ISO media"
+    if head[4:8] == b"ftyp" and head[8:12] in HEIC_BRANDS:
+        return "HEIC"
+    if head[4:8] == b"ftyp" and head[8:12] in AVIF_BRANDS:
+        return "AVIF"
+    if looks_like_video(head):
+        return "video"
     for magic, name in (
         (b"\x00\x00\x01\x00", "ICO"),
         (b"\x00\x00\x02\x00", "CUR"),
@@ -172,6 +192,11 @@ def unidentified(head: bytes, limits: InputLimits) -> InputError:
             "HEIC/HEIF photos (the iPhone default) are not supported. "
             f"{supported} Export it as JPEG (on iPhone: Settings → Camera → Formats → Most Compatible) "
             "and try again."
+        )
+    if kind == "video":
+        return InputError(
+            "The file is a video, not a photo. Restore it as a video: in the app's Video tab, or with "
+            "`python -m gpen_core restore CLIP -o out.mp4` (docs/video.md)."
         )
     if kind == "text":
         return InputError(

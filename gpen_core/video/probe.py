@@ -7,27 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpen_core.errors import InputError
-from gpen_core.images.limits import DEFAULT_LIMITS
+from gpen_core.images.limits import DEFAULT_LIMITS, looks_like_video
 from gpen_core.video.limits import check_audio
-
-# ISO media brands that are still images (HEIC, AVIF), not clips.
-_IMAGE_BRANDS = (b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"mif1", b"msf1", b"avif", b"avis")
-
-
-def looks_like_video(head: bytes) -> bool:
-    """True when the first bytes are a video container's (ISO media, Matroska/WebM, AVI, MPEG-TS/PS, FLV,
-    Ogg); :func:`open_clip` then checks for a video stream."""
-    if head[4:8] == b"ftyp":
-        return head[8:12] not in _IMAGE_BRANDS
-    if head[4:8] in (b"moov", b"mdat", b"wide", b"free", b"skip"):  # QuickTime without ftyp
-        return True
-    if head.startswith(b"\x1a\x45\xdf\xa3"):  # EBML: Matroska, WebM
-        return True
-    if head[:4] == b"RIFF" and head[8:12] == b"AVI ":
-        return True
-    if len(head) > 376 and head[0] == 0x47 and head[188] == 0x47 and head[376] == 0x47:  # MPEG-TS sync bytes
-        return True
-    return head.startswith((b"\x00\x00\x01\xba", b"FLV\x01", b"OggS"))
 
 
 def sniff_file(path: str | os.PathLike[str]) -> bool:
