@@ -155,9 +155,9 @@ def test_the_upload_note_agrees_with_the_restored_size(tmp_path) -> None:
 
 def test_the_missing_weights_toast_is_plain_words_with_the_apps_fix() -> None:
     from gpen_core.presentation.messages import shown_error
-    from gpen_core.weights.missing import missing_error
+    from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL, missing_error
 
-    shown = shown_error(missing_error(["GPEN-BFR-512", "retinaface-mobilenet0.25"], "/models", "downloads are off for this call"))
+    shown = shown_error(missing_error(["GPEN-BFR-512", "retinaface-mobilenet0.25"], "/models", DOWNLOADS_OFF_FOR_CALL))
     assert "`" not in shown.text, shown.text
     assert "“python -m gpen_core download GPEN-BFR-512 retinaface-mobilenet0.25”" in shown.text
     assert "for this call" not in shown.text and "press the Download button in the weights panel" in shown.text

@@ -223,7 +223,7 @@ class ModelCache:
         fixes them all at once. Nothing to check when downloads are allowed or with synthetic weights; a
         single missing file is left to ``weights.resolve``."""
         from gpen_core.weights import lookup as weights
-        from gpen_core.weights.missing import missing_error
+        from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL, missing_error
 
         if self.allow_download or self.synthetic_weights:
             return
@@ -235,7 +235,7 @@ class ModelCache:
         absent = [n for n in names if n in weights.REGISTRY and weights.locate(n, models_dir=self.models_dir) is None]
         if len(absent) > 1:
             folder = self.models_dir if self.models_dir is not None else weights.models_dir()
-            raise missing_error(absent, folder, "downloads are off for this call")
+            raise missing_error(absent, folder, DOWNLOADS_OFF_FOR_CALL)
 
     def _usable(self, name: str) -> bool:
         """Present and verified (size and sha256, hashed once per process while unchanged): a corrupt file

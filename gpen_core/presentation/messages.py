@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from gpen_core.errors import GPENError, InputError, ResourceError, WeightsCorruptError, WeightsError
 from gpen_core.presentation.panels import error_markdown
+from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL
 
 log = logging.getLogger("gpen.app")
 
@@ -65,7 +66,7 @@ def shown_error(exc: BaseException, doing: str = "Restore", names: Mapping[str, 
         return exc.shown
     if isinstance(exc, GPENError):
         title = next(t for cls, t in TITLES if isinstance(exc, cls))
-        message = str(exc).replace(LIBRARY_WORDS, APP_WORDS)
+        message = str(exc).replace(DOWNLOADS_OFF_FOR_CALL, APP_WORDS)
         names = names or {}
         for path in sorted(filter(None, names), key=len, reverse=True):
             message = message.replace(path, names[path])
@@ -94,7 +95,6 @@ def shortened(text: str, limit: int) -> str:
 
 # The library's words for a caller that turned downloads off, as the app's user reads them: the
 # app never downloads inside a restore, and its weights panel has the button that does.
-LIBRARY_WORDS = "downloads are off for this call"
 APP_WORDS = ("this app downloads only when asked: press the Download button in the weights panel "
              "(Restore tab, under the options; its label names the files)")
 _CODE = re.compile(r"`([^`\n]+)`")

@@ -12,6 +12,9 @@ from gpen_core.modes import MemoryMode
 from gpen_core.options import DETECTOR_WEIGHTS
 from gpen_core.weights.registry import REGISTRY, WeightSpec, WeightStatus
 
+# Why a file was not fetched when the caller turned downloads off; the app swaps it for where its button is.
+DOWNLOADS_OFF_FOR_CALL = "downloads are off for this call"
+
 # Download sizes where the registry has none published: the float32 state dict of the
 # documented architecture (parameters + buffers, counted on the meta device), so an
 # estimate, shown with "~".
