@@ -29,6 +29,9 @@ from gpen_core.presentation.cli_convert import with_run_notes
 from gpen_core.video.errors import VideoStopped
 
 log = logging.getLogger("gpen.app")
+# A server started with --backend ray sends photos to its replicas; a clip would need the engine here.
+NO_VIDEO_ON_RAY = ("Videos are restored in the app's own process; this server sends photos to Ray (--backend ray). "
+                   "Restore the clip on that machine with: python -m gpen_core restore CLIP.mp4")
 
 
 def on_leave(state: Any) -> Callable[[gr.Request], None]:
@@ -91,8 +94,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
 
         start, end, face_check, tracks, known, identity = asked
         if state.backend is not None:
-            raise InputError("Videos are restored in the app's own process; this server sends photos to Ray "
-                             "(--backend ray). Restore the clip on that machine with: python -m gpen_core restore CLIP.mp4")
+            raise InputError(NO_VIDEO_ON_RAY)
         clip = video_tab.clip_note(video, state.policy.video_cap_s)
         if not clip.usable:
             raise messages.AlreadyShown(clip.shown)  # worded once: plain in the pop-up, Markdown in the panel
@@ -159,7 +161,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
             if not video:
                 raise InputError("Upload a video first.")
             if state.backend is not None:
-                raise InputError("Videos are restored in the app's own process; this server sends photos to Ray.")
+                raise InputError(NO_VIDEO_ON_RAY)
             clip = video_tab.clip_note(video, state.policy.video_cap_s)
             if not clip.usable:
                 raise messages.AlreadyShown(clip.shown)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from gpen_core.engine.fit import SAFETY_MARGIN
 from gpen_core.modes import AUTO, MODES
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import readiness
@@ -365,8 +366,8 @@ def profile_markdown(profile: Any, verdict: str, free: Any = None, files: Any = 
         f"Measured {profile.created} on {prof.machine_line(profile)}.",
         "Peaks are above the idle process, the worst of the three workloads; *fits?* compares what `auto` "
         "needs for a 1 MP photo (the peak, plus on a GPU the float32 copy a float16 overflow loads) with "
-        "the memory free now, less a 20 % safety margin. *weights* says what the measurement ran with "
-        "(random weights stand in for files not downloaded: same memory and time); *files here?* names "
+        f"the memory free now, less a {(1 - SAFETY_MARGIN) * 100:.0f} % safety margin. *weights* says what the "
+        "measurement ran with (random weights stand in for files not downloaded: same memory and time); *files here?* names "
         "the files a mode lacks in the models folder now and the command that fetches them (the weights "
         "panel on the Restore tab names the same files).",
         "",
