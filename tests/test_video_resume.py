@@ -62,7 +62,7 @@ def test_killed_with_sigkill_then_the_same_command_resumes(
     again = subprocess.run(_command(src, dst), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     lines = [json.loads(x) for x in again.stdout.splitlines()]
-    kept = [x["segment"] for x in lines if x.get("kept")]
+    kept = [x["segment"] for x in lines if x.get("status") == "kept"]
     assert 0 in kept and 2 not in kept  # the first segment was kept, the last one redone
     summary = lines[-1]["video"]
     assert summary["segments"] == 3 and summary["segments_kept"] == len(kept) and summary["audio"] == "copied"

@@ -93,7 +93,7 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
     workers, a manifest.jsonl line per segment; ``--json``: a line per segment. Ctrl-C: VideoStopped saying how to resume."""
     from gpen_core.scaleout.video_ray import WorkerDied
     from gpen_core.video.output import WriteFailed
-    from gpen_core.video.resumable import LocalRunner, manifest_line, restore_in_segments, settings_text
+    from gpen_core.video.resumable import LocalRunner, restore_in_segments, segment_record, settings_text
     from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, work_folder
 
     seconds = args.segment_seconds if args.segment_seconds is not None else DEFAULT_SEGMENT_SECONDS
@@ -112,11 +112,10 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
 
     def on_record(rec: Any) -> None:
         if manifest is not None:
-            manifest.write(manifest_line(run_id, str(src), rec) + "\n")
+            manifest.write(json.dumps(segment_record(str(src), rec, run_id)) + "\n")
             manifest.flush()
         if args.json:
-            print(json.dumps({"input": str(src), "segment": rec.index, "frames": rec.frames, "seconds": round(rec.seconds, 3),
-                              "kept": rec.kept, "peak_rss_bytes": rec.peak_rss_bytes, "worker": rec.worker}), flush=True)
+            print(json.dumps(segment_record(str(src), rec)), flush=True)
 
     if getattr(args, "segments", None) is None and not args.ray:
         print(f"{src.name}: {_duration(src) or 0:.0f} s long, so restored in segments that resume after a stop "

@@ -321,11 +321,12 @@ def _run_pending(prep: StartedRun, runner: Runner, progress: Progress | None,
     return records
 
 
-def manifest_line(run_id: str, src: str, rec: SegmentRecord) -> str:
-    """One manifest.jsonl line for a segment (batch.py's format for photos)."""
-    return json.dumps({"run": run_id, "input": src, "segment": rec.index, "status": "kept" if rec.kept else "ok",
-                       "frames": rec.frames, "seconds": round(rec.seconds, 3), "faces_max": rec.faces_max,
-                       "peaks": {"rss_bytes": rec.peak_rss_bytes, "vram_reserved_bytes": rec.peak_vram_bytes},
-                       "planned_bytes": rec.planned_bytes,
-                       "worker": rec.worker, "notes": list(rec.notes),
-                       "identity": None if rec.identity is None else rec.identity.to_json()})
+def segment_record(src: str, rec: SegmentRecord, run_id: str = "") -> dict[str, Any]:
+    """A segment's record: its manifest.jsonl line (batch.py's format for photos, with ``run``) and its
+    ``--json`` line."""
+    return {**({"run": run_id} if run_id else {}), "input": src, "segment": rec.index,
+            "status": "kept" if rec.kept else "ok", "frames": rec.frames, "seconds": round(rec.seconds, 3),
+            "faces_max": rec.faces_max,
+            "peaks": {"rss_bytes": rec.peak_rss_bytes, "vram_reserved_bytes": rec.peak_vram_bytes},
+            "planned_bytes": rec.planned_bytes, "worker": rec.worker, "notes": list(rec.notes),
+            "identity": None if rec.identity is None else rec.identity.to_json()}
