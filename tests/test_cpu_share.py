@@ -58,6 +58,26 @@ def test_an_unreadable_kernel_gives_no_answer_not_a_guess() -> None:
     assert cpu_share.sample(machine=gone) is None
 
 
+@pytest.mark.parametrize(("files", "quota"), [
+    ({"cpu.max": "150000 100000\n"}, 2),  # cgroup v2, `docker --cpus 1.5`: 1.5 cores round up to 2
+    ({"cpu.max": "50000 100000\n"}, 1),  # half a core: still one thread
+    ({"cpu.max": "max 100000\n"}, None),  # no quota: the affinity decides
+    ({"quota": "100000\n", "period": "100000\n"}, 1),  # cgroup v1 pair: one core
+    ({"quota": "-1\n", "period": "100000\n"}, None),
+    ({}, None),  # no cgroup files (not Linux, or not mounted)
+    ({"cpu.max": "garbage"}, None),
+])
+def test_a_containers_cpu_quota_caps_the_usable_cores(tmp_path, files: dict[str, str], quota: int | None) -> None:
+    """Threads past a container's quota only wait to be throttled, so the quota caps the count the affinity gives."""
+    import os
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    got = cpu_share.usable_cores(((str(tmp_path / "cpu.max"),), (str(tmp_path / "quota"), str(tmp_path / "period"))))
+    assert got == (affinity if quota is None else min(affinity, quota))
+
+
 @linux_only
 def test_busy_programs_on_the_machine_are_counted_and_this_process_is_not() -> None:
     idle = cpu_share.sample()

@@ -11,13 +11,13 @@ bands'. Each band becomes one IDAT chunk.
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from gpen_core.platform.cpu_share import usable_cores
 from gpen_core.platform.meter import mark_call_worker
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -68,11 +68,7 @@ def _adler32_combine(a1: int, a2: int, len2: int) -> int:
 
 
 def _workers() -> int:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, 8))
+    return max(1, min(usable_cores(), 8))
 
 
 def encode_png(rgb: np.ndarray, alpha: np.ndarray | None = None, icc_profile: bytes | None = None, *,

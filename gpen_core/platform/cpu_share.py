@@ -13,6 +13,7 @@ blip does not decide. Linux only; elsewhere None, and the caller keeps its threa
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -23,7 +24,7 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class CoreShare:
-    """What the machine leaves this process: ``cores`` it may run on (its affinity), ``others``
+    """What the machine leaves this process: ``cores`` it may run on (:func:`usable_cores`), ``others``
     runnable threads of other processes (median of the samples)."""
 
     cores: int
@@ -53,8 +54,24 @@ def _running_here() -> int:
     return count
 
 
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+# A container's CPU quota: cgroup v2's "QUOTA PERIOD" (or "max PERIOD"), then v1's pair (quota -1: none).
+CPU_QUOTA_FILES = (("/sys/fs/cgroup/cpu.max",),
+                   ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us"))
+
+
+def usable_cores(quota_files: tuple[tuple[str, ...], ...] = CPU_QUOTA_FILES) -> int:
+    """The cores this process may run on: its CPU affinity, and no more than a container's CPU quota
+    (`docker --cpus`, a Kubernetes limit), rounded up. Threads past the quota only wait to be throttled."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    for files in quota_files:
+        try:
+            words = " ".join(Path(f).read_text() for f in files).split()
+            quota, period = words[0], int(words[1])
+            if quota not in ("max", "-1") and period > 0:
+                return max(1, min(cores, math.ceil(int(quota) / period)))
+        except (OSError, ValueError, IndexError):
+            continue
+    return cores
 
 
 def sample(samples: int = 5, gap_s: float = 0.001, machine: Callable[[], int] = _running_machine_wide,
@@ -68,4 +85,4 @@ def sample(samples: int = 5, gap_s: float = 0.001, machine: Callable[[], int] = 
             counts.append(max(0, machine() - here()))
     except (OSError, ValueError, IndexError):
         return None
-    return CoreShare(cores=_cores(), others=int(statistics.median_low(counts)))
+    return CoreShare(cores=usable_cores(), others=int(statistics.median_low(counts)))

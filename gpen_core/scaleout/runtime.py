@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 from gpen_core.errors import InputError
+from gpen_core.platform.cpu_share import usable_cores
 from gpen_core.scaleout import reaper
 
 LOOPBACK = "127.0.0.1"
@@ -180,7 +181,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, num_
             tmp = Path(temp_dir) if temp_dir is not None else default_temp_dir()
             tmp.mkdir(parents=True, exist_ok=True)
             ray.init(
-                num_cpus=num_cpus if num_cpus is not None else os.cpu_count() or 1,
+                num_cpus=num_cpus if num_cpus is not None else usable_cores(),
                 num_gpus=num_gpus,
                 include_dashboard=False,
                 _node_ip_address=LOOPBACK,
