@@ -55,10 +55,8 @@ class Restorer:
 
     @property
     def device(self) -> str:
-        import torch
-
         if not self._device_pref:
-            return "cuda" if torch.cuda.is_available() else "cpu"
+            return default_device()
         if self._device_pref.startswith("cuda"):
             _check_cuda(self._device_pref)
         return self._device_pref
@@ -167,6 +165,13 @@ def _check_cuda(device: str) -> None:
 
 _INSTANCE: Restorer | None = None
 _INSTANCE_LOCK = threading.Lock()
+
+
+def default_device() -> str:
+    """Where a request runs when no device is named: CUDA where PyTorch sees a GPU, else the CPU."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def get_restorer(models_dir: str | os.PathLike[str] | None = None, device: str | None = None) -> Restorer:

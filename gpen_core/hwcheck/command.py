@@ -108,11 +108,9 @@ def selfcheck(args: argparse.Namespace) -> int:
     """Exit 0 when every network is placed and runs on the device; 1 naming the first offending tensor."""
     from gpen_core.hwcheck.selfcheck import run_selfcheck
 
-    device = args.device
-    if device is None:
-        import torch
+    from gpen_core.restorer import default_device
 
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = args.device or default_device()
     progress = None if args.json else (lambda what: print(f"checking {what}", file=sys.stderr, flush=True))
     report = run_selfcheck(device, progress=progress)
     print(json.dumps(report.to_json(), indent=1) if args.json else report.table())

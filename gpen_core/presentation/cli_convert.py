@@ -48,11 +48,9 @@ def convert_before_run(args: Any, faces: int, size: tuple[int, int], say: Callab
 
     if args.model or args.task != "enhance":
         return ConvertFirst("nothing to convert")
-    device = args.device
-    if not device:  # the Restorer's default: CUDA where PyTorch sees one
-        import torch
+    from gpen_core.restorer import default_device
 
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = args.device or default_device()
     return convert_before(Run(args.mode, faces, size, device, args.backend), models_dir=args.models_dir, say=say)
 
 
