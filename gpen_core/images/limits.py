@@ -237,11 +237,12 @@ def open_source(source: bytes | str | os.PathLike[str], limits: InputLimits) -> 
     raise too_big(st.st_size, limits)
 
 
-def too_big(n: int, limits: InputLimits) -> InputError:
-    return InputError(
-        f"The file is {megabytes(n)}; the limit is {megabytes(limits.max_file_bytes)}. "
-        "Save it as a JPEG (quality 90 is plenty) or resize it, and try again."
-    )
+def too_big(n: int | None, limits: InputLimits) -> InputError:
+    """A file over the size limit; ``n`` None: an upload stopped at the limit, its size unknown."""
+    size = ("The upload is over the limit, " if n is None else f"The file is {megabytes(n)}; the limit is ") + \
+        megabytes(limits.max_file_bytes)
+    unread = "; it was refused without being read to the end" if n is None else ""
+    return InputError(f"{size}{unread}. Save it as a JPEG (quality 90 is plenty) or resize it, and try again.")
 
 
 def check_geometry(size: tuple[int, int], limits: InputLimits) -> None:

@@ -198,8 +198,7 @@ async def read_body_capped(request: Any) -> bytes:
     async for chunk in request.stream():
         n += len(chunk)
         if n > cap:
-            raise InputError(f"The upload is over {cap / 1e6:.0f} MB, the limit; it was refused without being "
-                             "read to the end. Save it as a JPEG (quality 90 is plenty) or resize it, and try again.")
+            raise too_big(None, DEFAULT_LIMITS)
         chunks.append(chunk)
     return b"".join(chunks)
 
