@@ -65,3 +65,12 @@ def test_public_messages_name_folders_by_their_role(tmp_path: Path, monkeypatch:
     assert url in shown and "GPEN-BFR-512.pth" in shown
     assert public_message(f"cannot read {tmp_path}/elsewhere/x.pth: denied") == "cannot read …/x.pth: denied"
     assert public_message(f"see {os.path.expanduser('~')}/notes.txt") == "see ~/notes.txt"
+
+
+def test_a_registry_name_in_any_case_is_the_name_in_the_app_as_in_the_cli(tmp_path: Path) -> None:
+    """The CLI's --model takes gpen-bfr-512 (weights lookup ignores case); the app's Generator field took
+    only the exact spelling and refused the lower-case one as a path outside the models folder."""
+    from gpen_core.engine.network_loads import registry_size
+
+    assert checked_model(" gpen-bfr-512 ", folder=tmp_path) == "GPEN-BFR-512"
+    assert registry_size("gpen-bfr-512") == registry_size("GPEN-BFR-512") == 512

@@ -232,7 +232,7 @@ class ModelCache:
             names.append(DETECTOR_WEIGHTS[opts.detector or mode.detector])
         if opts.upscale > 1 and mode.paste:
             names.append(opts.upscaler or f"realesrnet_x{opts.upscale}")
-        absent = [n for n in names if n in weights.REGISTRY and weights.locate(n, models_dir=self.models_dir) is None]
+        absent = [n for n in names if weights.registry_name(n) and weights.locate(n, models_dir=self.models_dir) is None]
         if len(absent) > 1:
             folder = self.models_dir if self.models_dir is not None else weights.models_dir()
             raise missing_error(absent, folder, DOWNLOADS_OFF_FOR_CALL)

@@ -230,9 +230,11 @@ def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOpt
 
 def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> NetworkLoad:
     """The load of ``opts``' upscaler (torch only)."""
+    from gpen_core.weights.registry import registry_name
+
     name = opts.upscaler or f"realesrnet_x{opts.upscale}"
     synthetic = src.synthetic_weights and opts.upscaler is None
-    looks_like_path = os.sep in name or "/" in name or name.endswith((".pth", ".pt"))
+    looks_like_path = registry_name(name) is None
     if synthetic:
         source, label = f"synthetic:{name}", f"{name} (synthetic weights)"
     else:
@@ -263,10 +265,11 @@ def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> Network
 def registry_size(name: str) -> int:
     """Face size of a generator: the registry's for a name, the checkpoint's for a path (so a path gets the
     name's measured runtime choice); 0 when neither tells."""
-    from gpen_core.weights.lookup import REGISTRY
+    from gpen_core.weights.lookup import REGISTRY, registry_name
 
-    spec = REGISTRY.get(name)
-    if spec is not None:
+    known = registry_name(name)
+    if known is not None:
+        spec = REGISTRY[known]
         return spec.arch.size if spec.arch is not None else 0
     p = Path(name).expanduser()
     if not p.is_file():

@@ -21,12 +21,12 @@ from gpen_core.weights.checksums import file_sha256, sidecar_path, verify
 from gpen_core.weights.fetch import DownloadCancelled, download_into, missing_error, modelscope_file_url
 from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL
 from gpen_core.weights.registry import (REGISTRY, Arch, Kind, WeightSpec, WeightStatus, find_spec, get_spec, models_dir,
-                                        models_folder, modelscope_cache_root)
+                                        models_folder, modelscope_cache_root, registry_name)
 
 __all__ = [
     "REGISTRY", "Arch", "Kind", "WeightSpec", "DownloadCancelled", "WeightStatus", "WeightsError", "download",
     "file_sha256", "get_spec", "locate", "modelscope_cache_root", "modelscope_file_url",
-    "models_dir", "resolve", "sidecar_path", "status", "verify",
+    "models_dir", "registry_name", "resolve", "sidecar_path", "status", "verify",
 ]
 
 # ModelScope renamed the "damo" organisation to "iic"; caches made before hold damo/...
@@ -118,9 +118,9 @@ def _unique_spec_for_file(filename: str) -> WeightSpec | None:
 def _parse(name_or_path: str | os.PathLike[str]) -> tuple[WeightSpec | None, Path | None]:
     """(spec, None) for a registry name; (None, path) for an existing explicit path."""
     text = os.fspath(name_or_path)
-    spec = next((s for s in REGISTRY.values() if s.name.lower() == text.strip().lower()), None)
-    if spec is not None:
-        return spec, None
+    name = registry_name(text)
+    if name is not None:
+        return REGISTRY[name], None
     path = Path(text).expanduser()
     if path.exists():
         return None, path

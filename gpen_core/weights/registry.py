@@ -188,6 +188,13 @@ def get_spec(name: str) -> WeightSpec:
     return spec
 
 
+def registry_name(text: str) -> str | None:
+    """The registry's spelling of a weights name given in any case ("gpen-bfr-512" → "GPEN-BFR-512"); None for
+    anything else, which callers take as a file name or path. Every "name or path?" question asks this."""
+    low = text.strip().lower()
+    return next((name for name in REGISTRY if name.lower() == low), None)
+
+
 def find_spec(name: str) -> WeightSpec | None:
     low = name.strip().lower()
     for s in REGISTRY.values():

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from gpen_core.errors import InputError
-from gpen_core.weights.registry import REGISTRY
+from gpen_core.weights.registry import REGISTRY, registry_name
 
 CHECKPOINT_SUFFIXES = (".pth", ".pt")
 
@@ -21,11 +21,15 @@ def generator_names() -> list[str]:
 
 
 def checked_model(name: str | None, *, any_path: bool = False, folder: Path | None = None) -> str | None:
-    """``name`` as the engine takes it: None (the mode's choice), a registry name, or a checkpoint path: a bare
+    """``name`` as the engine takes it: None (the mode's choice), a registry name (in the registry's spelling,
+    whatever case was typed), or a checkpoint path: a bare
     file name or a path inside ``folder`` (default: the models folder) naming an existing ``.pth``/``.pt`` file
     there; anything else raises :class:`InputError` without echoing the value."""
-    if name is None or name in REGISTRY or any_path:
-        return name
+    if name is None:
+        return None
+    known = registry_name(name)
+    if known is not None or any_path:
+        return known or name
     if folder is None:
         from gpen_core.weights.lookup import models_dir
 
