@@ -101,8 +101,7 @@ class RestoreOptions:
         if self.mode != AUTO and self.mode not in task.modes:
             raise InputError(
                 f"{self.mode} mode has no plan for the {task.name} task: its generator {task.model} is larger than "
-                f"{self.mode} promises to fit. Choose balanced (the lightest that pastes faces back), quality, "
-                "faces-only (the face crops only) or auto (docs/tasks.md)"
+                f"{self.mode} promises to fit. Choose {', '.join(task.modes)} or auto (docs/tasks.md)"
             )
         if self.identity not in IDENTITY_CHOICES:
             raise InputError(f"identity check must be {', '.join(IDENTITY_CHOICES)}, got {self.identity!r}")
