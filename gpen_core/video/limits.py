@@ -87,6 +87,14 @@ def _seconds(pts: int, time_base: Any) -> str:
     return f"{float(pts * time_base):.6g} s" if time_base else f"pts {pts}"
 
 
+def aac_settings(cc: Any) -> tuple[int, int, str]:
+    """(channels, sample rate, layout) of the AAC stream that re-encodes the audio of codec context ``cc``, for
+    the writer and for the preflight that opens the encoder first. The layout goes by channel count: a PCM track's
+    may be "2 channels" with no order, which AAC refuses."""
+    channels = cc.channels or 2
+    return channels, cc.sample_rate or 48000, {1: "mono", 2: "stereo"}.get(channels, f"{channels}c")
+
+
 def audio_problem(stream: Any) -> str:
     """Why the audio ``stream`` cannot reach an MP4 ("" when it can): a codec MP4 does not take is
     re-encoded to AAC, whose encoder is opened here as the writer will open it."""
@@ -95,10 +103,9 @@ def audio_problem(stream: Any) -> str:
     cc = stream.codec_context
     if cc.name in MP4_AUDIO:
         return ""
-    channels, rate = cc.channels or 2, cc.sample_rate or 48000
+    channels, rate, layout = aac_settings(cc)
     aac = av.CodecContext.create("aac", "w")
-    aac.sample_rate, aac.format = rate, "fltp"
-    aac.layout = {1: "mono", 2: "stereo"}.get(channels, f"{channels}c")  # as output.add_audio lays it out
+    aac.sample_rate, aac.format, aac.layout = rate, "fltp", layout
     try:
         aac.open()
         return ""

@@ -12,7 +12,7 @@ from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.video.frames import Colour, to_yuv
-from gpen_core.video.limits import MP4_AUDIO
+from gpen_core.video.limits import MP4_AUDIO, aac_settings
 from gpen_core.video.result import AudioHandling
 
 VIDEO_SUFFIXES = (".mp4", ".m4v")
@@ -88,10 +88,9 @@ def add_audio(out: Any, sources: list[Any]) -> list[AudioRoute]:
         if s.codec_context.name in MP4_AUDIO:
             routes.append(AudioRoute(s, out.add_stream_from_template(s), True))
         else:
-            a = out.add_stream("aac", rate=s.codec_context.sample_rate or 48000)
-            # By channel count: a PCM track's layout may be "2 channels" with no order, which AAC refuses.
-            n = s.codec_context.channels or 2
-            a.layout = {1: "mono", 2: "stereo"}.get(n, f"{n}c")
+            _, rate, layout = aac_settings(s.codec_context)
+            a = out.add_stream("aac", rate=rate)
+            a.layout = layout
             routes.append(AudioRoute(s, a, False))
     return routes
 
