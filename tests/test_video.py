@@ -227,9 +227,9 @@ def test_an_output_that_is_not_mp4_is_refused_before_any_work(tmp_path: Path) ->
 
 def test_frames_over_the_photo_pixel_limit_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gpen_core.images.limits import InputLimits
-    from gpen_core.video import probe
+    from gpen_core.video import limits
 
-    monkeypatch.setattr(probe, "DEFAULT_LIMITS", InputLimits(max_pixels=3000))  # 64×48 = 3072 pixels: just over
+    monkeypatch.setattr(limits, "DEFAULT_LIMITS", InputLimits(max_pixels=3000))  # 64×48 = 3072 pixels: just over
     src = make_clip(tmp_path / "in.mp4", gradient_frames(3))
     with pytest.raises(InputError, match=r"64×48 .*limit is .*megapixels a frame.*Scale the video down"):
         restore_video(src, tmp_path / "out.mp4", engine=Invert())

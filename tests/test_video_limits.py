@@ -103,7 +103,7 @@ def test_a_header_over_the_limit_is_refused_on_the_segments_path_and_by_the_prev
     from gpen_core.video.resumable import LocalRunner, restore_in_segments
 
     # A 16000² clip costs a minute to make; the same rule on a 64×48 clip under a 3000-pixel limit costs nothing.
-    monkeypatch.setattr("gpen_core.video.probe.DEFAULT_LIMITS", InputLimits(max_pixels=3000))
+    monkeypatch.setattr("gpen_core.video.limits.DEFAULT_LIMITS", InputLimits(max_pixels=3000))
     src = make_clip(tmp_path / "huge.mp4", gradient_frames(3))
     with pytest.raises(InputError, match="its frames are 64×48 .*megapixels a frame, as for photos"):
         restore_in_segments(src, tmp_path / "out.mp4", LocalRunner(None, RestoreOptions(), 18, engine=Invert()), "t")
@@ -170,7 +170,7 @@ def test_a_header_over_the_limit_is_refused_without_decoding_a_frame(tmp_path: P
     # Opening a clip decodes its first frames (FFmpeg's stream-info probe): 364 MiB for one 12000² H.264 frame.
     from gpen_core.images.limits import InputLimits
 
-    monkeypatch.setattr("gpen_core.video.probe.DEFAULT_LIMITS", InputLimits(max_pixels=3000))
+    monkeypatch.setattr("gpen_core.video.limits.DEFAULT_LIMITS", InputLimits(max_pixels=3000))
     src = make_clip(tmp_path / "big.mp4", gradient_frames(3))  # 64×48 = 3072 pixels
     opened: list[dict] = []
     real_open = av.open

@@ -40,6 +40,18 @@ class ClipCap:
         return f"{self.seconds:g} s and {self.frames} frames of a clip, counted as they decode"
 
 
+def check_frame_pixels(path: str, what: str, size: tuple[int, int], claim: str = "") -> None:
+    """InputError when a frame of ``size`` is over the photos' pixel limit; ``what`` names the frame ("its frames
+    are", "frame 3 decodes at"), ``claim`` adds what the header said when it differs."""
+    w, h = size
+    if w * h > DEFAULT_LIMITS.max_pixels:
+        raise InputError(
+            f"{path}: {what} {w}×{h} ({w * h / 1e6:.1f} megapixels); the limit is "
+            f"{DEFAULT_LIMITS.max_pixels / 1e6:.0f} megapixels a frame, as for photos{claim}. "
+            "Scale the video down and try again."
+        )
+
+
 class FrameGuard:
     """Checks each decoded frame of one clip before its pixels are converted: under the photo limits, the
     first frame's size, timed after the previous frame."""
@@ -54,13 +66,8 @@ class FrameGuard:
     def check(self, frame: Any, pts: int | None, time_base: Any) -> None:
         """InputError when this decoded frame is too big, another size, or timed before the last."""
         size = (int(frame.width), int(frame.height))
-        if size[0] * size[1] > DEFAULT_LIMITS.max_pixels:
-            claim = f" (its header claims {self.header[0]}×{self.header[1]})" if self.header != size else ""
-            raise InputError(
-                f"{self.path}: frame {self.index} decodes at {size[0]}×{size[1]} ({size[0] * size[1] / 1e6:.1f} "
-                f"megapixels); the limit is {DEFAULT_LIMITS.max_pixels / 1e6:.0f} megapixels a frame, as for photos"
-                f"{claim}. Scale the video down and try again."
-            )
+        claim = f" (its header claims {self.header[0]}×{self.header[1]})" if self.header != size else ""
+        check_frame_pixels(self.path, f"frame {self.index} decodes at", size, claim)
         if self.size is None:
             self.size = size
             if size != self.header:

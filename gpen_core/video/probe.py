@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpen_core.errors import InputError
-from gpen_core.images.limits import DEFAULT_LIMITS, looks_like_video
-from gpen_core.video.limits import check_audio
+from gpen_core.images.limits import looks_like_video
+from gpen_core.video.limits import check_audio, check_frame_pixels
 
 
 def sniff_file(path: str | os.PathLike[str]) -> bool:
@@ -119,7 +119,7 @@ def clip_info(container: Any, path: str) -> ClipInfo:
     w, h = cc.width, cc.height
     if not w or not h:
         raise InputError(f"{path}: its video stream declares no picture size (damaged or zero frames). Re-export it and try again.")
-    _check_pixels(path, w, h)
+    check_frame_pixels(path, "its frames are", (w, h))
     duration = float(vs.duration * vs.time_base) if vs.duration and vs.time_base else None
     if duration is None:
         duration = _tagged_duration(vs.metadata.get("DURATION", "") if vs.metadata else "")
@@ -134,15 +134,6 @@ _HDR_TRANSFER = {16: "PQ (SMPTE 2084)", 18: "HLG"}
 _PRIMARIES = {1: "BT.709", 9: "BT.2020", 12: "Display P3"}
 
 
-def _check_pixels(path: str, w: int, h: int) -> None:
-    pixels = w * h
-    if pixels > DEFAULT_LIMITS.max_pixels:
-        raise InputError(
-            f"{path}: its frames are {w}×{h} ({pixels / 1e6:.1f} megapixels); the limit is "
-            f"{DEFAULT_LIMITS.max_pixels / 1e6:.0f} megapixels a frame, as for photos. Scale the video down and try again."
-        )
-
-
 def _refuse_by_header(path: str) -> None:
     """InputError for a declared size over the limit, read with frames skipped: FFmpeg's stream-info probe
     decodes first frames (a 12000² H.264 frame cost 364 MiB there). A size only decoding tells is left to the open."""
@@ -152,7 +143,7 @@ def _refuse_by_header(path: str) -> None:
         if c.streams.video:
             cc = c.streams.video[0].codec_context
             if cc.width and cc.height:
-                _check_pixels(path, cc.width, cc.height)
+                check_frame_pixels(path, "its frames are", (cc.width, cc.height))
 
 
 def _tagged_duration(tag: str) -> float | None:
