@@ -28,7 +28,7 @@ from gpen_core.errors import InputError, OutOfMemory
 from gpen_core.images.encode import encode_image, shrink_to_max_side  # noqa: F401  (encode_image: re-exported)
 from gpen_core.images.limits import (DEFAULT_LIMITS, OUR_NAME, SNIFF_BYTES, InputLimits, check_geometry, open_source,
                                      pillow_failure, png_declared_size, sniff, too_many_pixels, unidentified)
-from gpen_core.images.metadata import Metadata
+from gpen_core.images.metadata import Metadata, upright
 from gpen_core.images.metadata import read as read_metadata
 from gpen_core.images.pixels import (ORIENT, composite_on_white, first_frame_note, float_to_8bit, is_16bit,
                                      read_orientation, rgb_icc, settle_icc, shrunk_rgb, tag_value, to_arrays)
@@ -69,8 +69,7 @@ class DecodedImage:
     @property
     def upright_size(self) -> tuple[int, int]:
         """(width, height) of the photo as viewers show it: ``original_size`` after EXIF rotation."""
-        w, h = self.original_size
-        return (h, w) if self.orientation in (5, 6, 7, 8) else (w, h)
+        return upright(self.original_size, self.orientation)
 
 
 def decode_image(source: bytes | str | os.PathLike[str], limits: InputLimits = DEFAULT_LIMITS, *,

@@ -8,7 +8,9 @@ scales with the result so the printed size stays the photo's. Malformed EXIF is 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+_N = TypeVar("_N", int, float)
 
 _ORIENTATION = 0x0112
 _EXIF_IFD = 0x8769
@@ -27,12 +29,17 @@ class Metadata:
     note: str | None = None  # why the file's EXIF is not carried over, when it is not
 
 
+def upright(size: tuple[_N, _N], orientation: int) -> tuple[_N, _N]:
+    """``size`` (width and height, or DPI x and y) once EXIF ``orientation`` is applied: 5-8 turn by a quarter."""
+    return (size[1], size[0]) if orientation in (5, 6, 7, 8) else size
+
+
 def read(im: Any, orientation: int) -> Metadata:
     """EXIF and DPI of an opened Pillow image, in the upright picture's terms (a quarter turn
     swaps the DPI's x and y). ``orientation``: the EXIF orientation the decode applies."""
     dpi = _dpi(im.info.get("dpi"))
-    if dpi is not None and orientation in (5, 6, 7, 8):
-        dpi = (dpi[1], dpi[0])
+    if dpi is not None:
+        dpi = upright(dpi, orientation)
     try:
         exif = im.getexif()
         if not len(exif):

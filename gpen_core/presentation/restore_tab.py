@@ -50,9 +50,7 @@ def preview(path: str) -> Preview:
 def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
     """The decoder's notes about the file, with the preview's own shrink said as what it is: the
     restore decodes the whole photo (a mode that shrinks photos says so here, and in the result)."""
-    w, h = decoded.original_size
-    if decoded.orientation in (5, 6, 7, 8):  # EXIF turned it by 90°: the restore sees it upright
-        w, h = h, w
+    w, h = decoded.upright_size  # the restore sees it upright
     notes = tuple(n for n in decoded.notes if not n.startswith(SHRUNK_AT_DECODE))
     if (shown_w, shown_h) == (w, h):
         return notes
@@ -76,11 +74,11 @@ def _photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
     """(width, height) as it will be restored (EXIF quarter turns applied), from the header; None if unreadable."""
     from PIL import Image
 
+    from gpen_core.images.metadata import upright
+
     try:
         with Image.open(path) as im:
-            w, h = im.size
-            if im.getexif().get(0x0112, 1) in (5, 6, 7, 8):  # rotated a quarter turn: the result is upright
-                w, h = h, w
+            w, h = upright(im.size, im.getexif().get(0x0112, 1))  # the result is upright
     except Exception:  # unreadable: reported by the preview and by Restore, not here
         return None
     return w, h
