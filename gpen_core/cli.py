@@ -24,7 +24,6 @@ from gpen_core.presentation.cli_convert import convert_before_clips, convert_bef
 from gpen_core.presentation.cli_run import ProgressLine, RunSummary, print_error
 from gpen_core.result_json import result_record  # re-exported: scripts read records through the CLI module
 
-FORMAT_BY_SUFFIX = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg"}
 DETECTORS = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}  # --detector's words → the detector names
 
 
@@ -271,10 +270,9 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
             from gpen_core.images.outputs import one_file_for_several
 
             raise one_file_for_several(0, len(inputs), out)
-        fmt = FORMAT_BY_SUFFIX.get(out.suffix.lower())
-        if fmt is None:
-            raise InputError(f"cannot write {out.suffix} files; use .png, .jpg or .jpeg (or an output folder)")
-        return [(inputs[0], out, fmt)]
+        from gpen_core.images.outputs import format_for
+
+        return [(inputs[0], out, format_for(out))]
     from gpen_core.images.outputs import output_stems
 
     # Unique per input (same.jpg and same.png → same_jpg, same_png); suffix added once the format is known.

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import get_args
 
 import numpy as np
 
 from gpen_core.errors import InputError
-from gpen_core.modes import AUTO, IDENTITY_THRESHOLD_TEXT, Detector, get_mode, get_task
+from gpen_core.modes import AUTO, IDENTITY_THRESHOLD_TEXT, Detector, OutputFormat, get_mode, get_task
 
 ImageSource = np.ndarray | bytes | str | os.PathLike[str]
 
@@ -115,6 +116,6 @@ class RestoreOptions:
         if not 0.0 <= self.identity_alpha < 1.0:
             raise InputError(f"identity blend (identity_alpha) must be at least 0 (the original face) and below 1, "
                              f"got {self.identity_alpha}")
-        if self.output_format is not None and self.output_format not in ("png", "jpeg"):
-            raise InputError(f"output format must be png or jpeg, got {self.output_format!r}")
+        if self.output_format is not None and self.output_format not in get_args(OutputFormat):
+            raise InputError(f"output format must be {' or '.join(get_args(OutputFormat))}, got {self.output_format!r}")
         return self

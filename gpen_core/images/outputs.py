@@ -15,8 +15,18 @@ from pathlib import Path, PurePosixPath
 from gpen_core.errors import InputError
 from gpen_core.platform import durable
 
-# The file name ending of each result format.
+# The file name ending of each result format, and every ending a result file may be named with.
 SUFFIX_BY_FORMAT = {"png": ".png", "jpeg": ".jpg"}
+FORMAT_BY_SUFFIX = {**{suffix: fmt for fmt, suffix in SUFFIX_BY_FORMAT.items()}, ".jpeg": "jpeg"}
+
+
+def format_for(out: Path) -> str:
+    """The format a result file named ``out`` is written in; InputError for an ending no format takes."""
+    fmt = FORMAT_BY_SUFFIX.get(out.suffix.lower())
+    if fmt is None:
+        *most, last = FORMAT_BY_SUFFIX
+        raise InputError(f"cannot write {out.suffix} files; use {', '.join(most)} or {last} (or an output folder)")
+    return fmt
 
 
 def check_writable(outputs: Iterable[Path]) -> None:
