@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
-from gpen_core.images.limits import IMAGE_SUFFIXES
+from gpen_core.images.limits import IMAGE_SUFFIXES, special_kind
 from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
 from gpen_core.presentation.cli_run import ProgressLine, RunSummary, print_error
 from gpen_core.result_json import result_record  # re-exported: scripts read records through the CLI module
@@ -248,12 +248,7 @@ def not_a_file(path: Path) -> str | None:
         if path.is_symlink():
             return "a broken symbolic link"
         return _MISSING if exc.errno == errno.ENOENT else f"unreadable ({exc.strerror})"
-    if stat.S_ISREG(mode):
-        return None
-    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
-    kind = next((name for test, name in kinds if test(mode)), "a special file")
-    return f"{kind}, not a file"
+    return None if stat.S_ISREG(mode) else f"{special_kind(mode)}, not a file"
 
 
 def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str | None]]:

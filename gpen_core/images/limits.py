@@ -233,8 +233,15 @@ def open_source(source: bytes | str | os.PathLike[str], limits: InputLimits) -> 
         raise InputError(f"The file {path!r} cannot be opened ({e.strerror}). Check the path and try again.") from None
     if not stat.S_ISREG(st.st_mode):
         # A FIFO or device reports size 0 and then streams forever; a folder is a mistake.
-        raise InputError(f"{path!r} is not a regular file. Choose an image file and try again.")
+        raise InputError(f"{path!r} is {special_kind(st.st_mode)}, not a regular file. Choose an image file and try again.")
     raise too_big(st.st_size, limits)
+
+
+def special_kind(mode: int) -> str:
+    """What a file that is not a regular one is, by its ``st_mode``, as every refusal names it."""
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+    return next((name for test, name in kinds if test(mode)), "a special file")
 
 
 def too_big(n: int | None, limits: InputLimits) -> InputError:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 from gpen_core.errors import InputError
+from gpen_core.images.limits import special_kind
 from gpen_core.platform import durable
 
 # The file name ending of each result format, and every ending a result file may be named with.
@@ -64,9 +65,7 @@ def check_output_file(dst: Path, inputs: Iterable[Path] = (), *, folder: bool = 
     except OSError:
         mode = None  # not there yet (or a broken link, which the rename replaces)
     if mode is not None and not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else (
-            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
-        raise InputError(f"the output {dst} is {kind}, not a file: name a new file, or a folder to write into")
+        raise InputError(f"the output {dst} is {special_kind(mode)}, not a file: name a new file, or a folder to write into")
     for src in inputs:
         if same_file(Path(src), dst):
             raise InputError(f"the output {dst} is the input itself ({src}): choose another output name "
