@@ -307,3 +307,14 @@ def test_sigterm_cleans_up_as_ctrl_c_does(how: str, tmp_path: Path) -> None:
     if how == "segments":
         assert "finished segment" in err and "run the same command again" in err
         assert (work_folder(dst) / "seg-00000.mp4").exists()
+
+
+def test_a_stopped_run_counts_only_its_own_segment_files(tmp_path: Path) -> None:
+    """The message after a stop counted every seg-*.mp4 in the work folder: a user's seg-notes.mp4 and a folder
+    under a segment's name were claimed as finished segments."""
+    from gpen_core.scaleout.video_cli import kept_segments
+
+    (tmp_path / "seg-00000.mp4").write_bytes(b"x")
+    (tmp_path / "seg-notes.mp4").write_bytes(b"mine")
+    (tmp_path / "seg-00001.mp4").mkdir()
+    assert kept_segments(tmp_path).startswith(f"the 1 finished segment is kept in {tmp_path}")

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpen_core.platform.leftovers import sweep_partials
+from gpen_core.platform.leftovers import partial_name, sweep_partials
 
 PathLike = str | os.PathLike[str]
 
@@ -36,7 +36,7 @@ _writers: weakref.WeakValueDictionary[Path, threading.Lock] = weakref.WeakValueD
 def partial_path(dst: PathLike) -> Path:
     """Where ``dst`` is written until whole: ``.NAME.PID.partial`` beside it (swept once this process is gone)."""
     dst = Path(dst)
-    return dst.with_name(f".{dst.name}.{os.getpid()}.partial")
+    return dst.with_name(partial_name(dst.name, os.getpid()))
 
 
 def fsync_folder(folder: PathLike) -> None:

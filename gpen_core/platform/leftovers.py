@@ -15,6 +15,20 @@ import shutil
 from pathlib import Path
 
 
+_PARTIAL = re.compile(r"\.(.+)\.(\d+)\.partial")
+
+
+def partial_name(name: str, pid: int) -> str:
+    """The name under which process ``pid`` writes the file ``name`` until it is whole (``.NAME.PID.partial``)."""
+    return f".{name}.{pid}.partial"
+
+
+def partial_of(name: str) -> tuple[str, int] | None:
+    """(the file's name, the writer's pid) for a name :func:`partial_name` gives; None for any other name."""
+    m = _PARTIAL.fullmatch(name)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists (this one included); a pid owned by another user counts as alive."""
     if pid == os.getpid():
@@ -40,12 +54,11 @@ def _ours_and_dead(path: Path, pid_text: str) -> bool:
 def sweep_partials(dst: Path) -> list[Path]:
     """Remove ``.NAME.PID.partial`` files beside ``dst`` whose process is gone; return them. Only this output's
     name: other outputs' partials and other files are left alone."""
-    pattern = re.compile(rf"^\.{re.escape(dst.name)}\.(\d+)\.partial$")
     removed = []
     with contextlib.suppress(OSError):
         for p in dst.parent.iterdir():
-            m = pattern.match(p.name)
-            if m and not p.is_dir() and _ours_and_dead(p, m.group(1)):
+            of = partial_of(p.name)
+            if of and of[0] == dst.name and not p.is_dir() and _ours_and_dead(p, str(of[1])):
                 with contextlib.suppress(OSError):
                     p.unlink()
                     removed.append(p)

@@ -13,6 +13,7 @@ from typing import Any
 from gpen_core.errors import GPENError, InputError
 from gpen_core.options import RestoreOptions
 from gpen_core.video.errors import VideoStopped
+from gpen_core.video.segments import finished_segments
 
 
 def add_segment_arguments(r: argparse.ArgumentParser) -> None:
@@ -131,7 +132,7 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
         exc.args = (f"{str(exc).rstrip('.')}. {kept[0].upper()}{kept[1:]}",)
         raise
     except GPENError as exc:  # a weight, an option, the input: what finished waits for the fixed command
-        if any(work_folder(dst).glob("seg-*.mp4")):
+        if finished_segments(work_folder(dst)):
             kept = kept_segments(work_folder(dst), then="once that is fixed, the same command resumes")
             exc.args = (f"{str(exc).rstrip('.')}. {kept[0].upper()}{kept[1:]}",)
         raise
@@ -145,7 +146,7 @@ def kept_segments(folder: Path, then: str = "run the same command again to resum
     ``then``, what to do when some are."""
     if not folder.is_dir():
         return "nothing was written yet; run the same command again to start"
-    done = len(list(folder.glob("seg-*.mp4")))
+    done = finished_segments(folder)
     if done:
         return f"the {done} finished segment{'s are' if done != 1 else ' is'} kept in {folder}; {then}"
     return f"no segment had finished; run the same command again to start ({folder} holds its plan)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -41,6 +42,23 @@ class Segment:
     @property
     def file(self) -> str:
         return f"seg-{self.index:05d}.mp4"
+
+
+_SEGMENT_FILE = re.compile(r"seg-(\d{5})\.mp4")
+
+
+def segment_index(name: str) -> int | None:
+    """The index of the segment whose :attr:`Segment.file` is ``name``; None for any other name."""
+    m = _SEGMENT_FILE.fullmatch(name)
+    return int(m.group(1)) if m else None
+
+
+def finished_segments(folder: Path) -> int:
+    """How many segment files (by name, files only) lie in the work folder ``folder``; 0 when there is none."""
+    try:
+        return sum(segment_index(p.name) is not None and p.is_file() for p in folder.iterdir())
+    except OSError:  # no work folder yet
+        return 0
 
 
 @dataclass(frozen=True)

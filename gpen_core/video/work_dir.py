@@ -8,19 +8,16 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import re
 import stat
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpen_core.errors import InputError
-from gpen_core.video.segments import PLAN, work_folder
+from gpen_core.platform.leftovers import partial_of
+from gpen_core.video.segments import PLAN, segment_index, work_folder
 
 LOCK = ".lock"
-_SEGMENT = re.compile(r"seg-(\d{5})\.mp4")
-_SEGMENT_PARTIAL = re.compile(r"\.seg-(\d{5})\.mp4\.\d+\.partial")
-_PLAN_PARTIAL = re.compile(re.escape(f".{PLAN}.") + r"\d+\.partial")
 
 
 class WorkFolderBusy(InputError):
@@ -42,7 +39,7 @@ class WorkFolder:
 
     def clashes(self, segments: int) -> list[str]:
         """Segment files already there for a new plan of ``segments`` segments: not the new run's to write over."""
-        return [n for n in sorted(os.listdir(self.path)) if (m := _SEGMENT.fullmatch(n)) and int(m.group(1)) < segments]
+        return [n for n in sorted(os.listdir(self.path)) if (i := segment_index(n)) is not None and i < segments]
 
     def clear(self, segments: int) -> int:
         """Delete the run's own files (a plan of ``segments`` segments); how many there were. The lock stays."""
@@ -81,10 +78,10 @@ def _real_dir(path: Path) -> bool:
 
 def is_ours(name: str, segments: int) -> bool:
     """Whether ``name`` is a file a run of ``segments`` segments writes in its work folder."""
-    if name == PLAN or _PLAN_PARTIAL.fullmatch(name):
-        return True
-    m = _SEGMENT.fullmatch(name) or _SEGMENT_PARTIAL.fullmatch(name)
-    return m is not None and int(m.group(1)) < segments
+    written = partial_of(name)
+    file = written[0] if written else name  # a partial is the run's while its file's name is
+    index = segment_index(file)
+    return file == PLAN or (index is not None and index < segments)
 
 
 def open_work_folder(dst: Path) -> WorkFolder:
