@@ -19,6 +19,11 @@ UPSCALES = (1, 2, 4)
 # What max faces keeps, for the CLI's help and the app's field (RestoreOptions.max_faces).
 MAX_FACES_HELP = "restore at most this many faces, highest detection score first"
 
+
+def default_upscaler(factor: int) -> str:
+    """The registry name of the upscaler that enlarges ×``factor`` (2 or 4): what a request without ``upscaler`` loads."""
+    return f"realesrnet_x{factor}"
+
 DETECTOR_WEIGHTS: dict[str, str] = {
     "mobilenet0.25": "retinaface-mobilenet0.25",
     "resnet50": "retinaface-resnet50",
@@ -74,6 +79,11 @@ class RestoreOptions:
     identity_alpha: float = 0.0
     # A clip checks identity on frames 1, 1 + N, 1 + 2N… only (the check is a large share of a GPU frame).
     identity_every: int = 1
+
+    @property
+    def upscaler_name(self) -> str:
+        """The upscaler this request loads when ``upscale`` > 1: the caller's, else the factor's."""
+        return self.upscaler or default_upscaler(self.upscale)
 
     def validated(self) -> "RestoreOptions":
         if self.mode != AUTO:

@@ -23,7 +23,7 @@ from gpen_core.engine.network_loads import BusyCheck, NetworkLoad
 from gpen_core.engine.runtime_choice import RequestPlan, RuntimeDecision, decide_runtime, instead_of_cache
 from gpen_core.errors import GPENError, InputError, WeightsError
 from gpen_core.modes import MemoryMode, generator_name
-from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
+from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions, default_upscaler
 from gpen_core.platform.oom import release
 from gpen_core.result import NetworkRuntime
 
@@ -231,7 +231,7 @@ class ModelCache:
         if not (opts.aligned or boxes_given):
             names.append(DETECTOR_WEIGHTS[opts.detector or mode.detector])
         if opts.upscale > 1 and mode.paste:
-            names.append(opts.upscaler or f"realesrnet_x{opts.upscale}")
+            names.append(opts.upscaler_name)
         absent = [n for n in names if weights.registry_name(n) and weights.locate(n, models_dir=self.models_dir) is None]
         if len(absent) > 1:
             folder = self.models_dir if self.models_dir is not None else weights.models_dir()
@@ -360,7 +360,7 @@ class ModelCache:
         if net.scale != opts.upscale:
             raise InputError(
                 f"the upscaler {want.name} enlarges ×{net.scale}, but ×{opts.upscale} was asked. "
-                f"Choose upscale {net.scale}, or the ×{opts.upscale} upscaler (realesrnet_x{opts.upscale})."
+                f"Choose upscale {net.scale}, or the ×{opts.upscale} upscaler ({default_upscaler(opts.upscale)})."
             )
         return net, want.name
 

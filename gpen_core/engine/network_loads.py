@@ -17,7 +17,7 @@ from gpen_core.engine.lifetime import Lifetime
 from gpen_core.engine.runtime_choice import Network, PlanRoom, RequestPlan, RuntimeDecision, RuntimeFacts
 from gpen_core.errors import WeightsError
 from gpen_core.modes import MemoryMode, generator_name
-from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
+from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions, default_upscaler
 from gpen_core.platform import durable
 from gpen_core.runtimes.openvino.choice import BackendChoice
 
@@ -232,7 +232,7 @@ def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> Network
     """The load of ``opts``' upscaler (torch only)."""
     from gpen_core.weights.registry import registry_name
 
-    name = opts.upscaler or f"realesrnet_x{opts.upscale}"
+    name = opts.upscaler_name
     synthetic = src.synthetic_weights and opts.upscaler is None
     looks_like_path = registry_name(name) is None
     if synthetic:
@@ -242,7 +242,7 @@ def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> Network
             raise WeightsError(
                 f"upscaler file {name} does not exist. Fix: pass the path of GPEN's realesrnet_x2.pth / "
                 "realesrnet_x4.pth, or drop --upscaler and run `python -m gpen_core download "
-                f"realesrnet_x{opts.upscale}` (it is then found in the models folder)."
+                f"{default_upscaler(opts.upscale)}` (it is then found in the models folder)."
             )
         source, label = str(resolve(src, name)), (Path(name).name if looks_like_path else name)
     # RealESRNet has no OpenVINO conversion here: it runs on torch whatever the request asked.

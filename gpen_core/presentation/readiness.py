@@ -15,6 +15,7 @@ from typing import Literal
 
 from gpen_core.engine.fit import PANEL_PHOTO, SAFETY_MARGIN, fits, rank  # noqa: F401  (SAFETY_MARGIN: read by callers of assess)
 from gpen_core.modes import MODES, MemoryMode
+from gpen_core.options import UPSCALES, default_upscaler
 from gpen_core.platform.meter import format_bytes
 # The files each mode loads (the weights room's one list) and how sizes are said; re-exported.
 from gpen_core.weights.missing import APPROX_BYTES, download_size, mode_files, size_text  # noqa: F401
@@ -32,7 +33,7 @@ LABELS: dict[str, str] = {
 }
 
 # The background upscaler each Upscale factor loads (model_cache.upscaler's default); 1× loads none.
-UPSCALERS: dict[int, str] = {2: "realesrnet_x2", 4: "realesrnet_x4"}
+UPSCALERS: dict[int, str] = {f: default_upscaler(f) for f in UPSCALES if f > 1}
 
 FileStateName = Literal["missing", "verified", "corrupt"]
 
