@@ -28,7 +28,7 @@ class FastGPEN(nn.Module):
     """The same function as :class:`GPEN`, with its own copy of the weights laid out for its convolutions
     (the model is not modified: drop it after preparing to hold the weights once).
 
-    ``forward(x)``: x is N×3×S×S float in [-1, 1] (any dtype/device); returns float32 N×3×S×S on the
+    ``forward(x)``: x is 1×3×S×S float in [-1, 1] (any dtype/device); returns float32 1×3×S×S on the
     plan's device. The thresholds below are measured: docs/performance.md, "The fast torch forward".
     """
 
@@ -108,14 +108,8 @@ class FastGPEN(nn.Module):
         self.strip_rows = self.STRIP_ROWS if strippable and not plan.compile and dev.type == "cpu" else 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.ndim != 4 or x.shape[1] != 3 or x.shape[2] != self.size or x.shape[3] != self.size:
-            raise ValueError(f"expected N×3×{self.size}×{self.size} input, got {tuple(x.shape)}")
-        if x.shape[0] == 1:
-            return self.one(x)
-        return torch.cat([self.one(x[i : i + 1]) for i in range(x.shape[0])])
-
-    def one(self, x: torch.Tensor) -> torch.Tensor:
-        """One image: 1×3×S×S → float32 1×3×S×S."""
+        """One image: 1×3×S×S → float32 1×3×S×S (:class:`~gpen_core.networks.prepared.PreparedForward` checks
+        the shape and runs a batch one face at a time)."""
         x = x.to(device=self.const.device, dtype=self.const.dtype).contiguous(memory_format=self.memory_format)
         strips = 0 < self.strip_rows < self.size
         inp = x

@@ -71,7 +71,7 @@ class PreparedForward:
                     return out
                 finally:
                     self._lock.release()
-        return self.net.one(x)
+        return self.net(x)
 
     def float32_twin(self) -> "PreparedForward":
         """This network with every weight cast up to float32 (exact casts), eager, for :func:`forward_checked`.
@@ -164,7 +164,7 @@ def _compile(net: FastGPEN, plan: ForwardPlan) -> Callable[[torch.Tensor], torch
 
     inductor_config.fx_graph_cache = True  # compiled kernels are reused across processes (torch's default)
     # The one-face graph: a batch loops over it, so batch sizes never recompile.
-    return torch.compile(net.one, dynamic=False)
+    return torch.compile(net.forward, dynamic=False)
 
 
 def prepare(model: GPEN, plan: ForwardPlan) -> PreparedForward:
