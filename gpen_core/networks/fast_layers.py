@@ -40,11 +40,6 @@ def onednn_fusion(device: torch.device, dtype: torch.dtype) -> bool:
     return dtype == torch.float32
 
 
-def _modulated(base: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """base * factor, in base's layout (the one the convolution wants, so it copies no weight)."""
-    return base * factor
-
-
 def _conv_leaky(
     x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, padding: int, groups: int = 1, stride: int = 1
 ) -> torch.Tensor:
@@ -222,16 +217,17 @@ class ModConv(nn.Module):
         """conv(x) + bias, then leaky ReLU when asked (the upsampling conv fuses it into the blur)."""
         if self.packed:
             return self._forward_input_modulated(x, latent, bias, leaky)
+        # weight * factor, weight first: the product keeps the weight's layout, the one the conv wants.
         f = self.factor(latent).to(self.weight.dtype)
         if self.polyphase:
-            w = _modulated(self.weight, f.repeat(4, 1)[:, :, None, None])
+            w = self.weight * f.repeat(4, 1)[:, :, None, None]
             return self.blur.from_phases(F.conv2d(x, w, padding=1), bias, leaky)
         if self.upsample:
             # The factor contiguous in the weight's (in, out) order: a transposed view takes a slow strided loop.
-            w = _modulated(self.weight, f.t().contiguous()[:, :, None, None])
+            w = self.weight * f.t().contiguous()[:, :, None, None]
             out = F.conv_transpose2d(x, w, stride=2)
             return self.blur(out, bias, leaky=leaky)  # the next activation's bias rides on the blur conv
-        w = _modulated(self.weight, f[:, :, None, None])
+        w = self.weight * f[:, :, None, None]
         out = F.conv2d(x, w, bias=bias, padding=self.padding)
         return _leaky_(out) if leaky else out
 
@@ -302,8 +298,8 @@ class ModConv(nn.Module):
         """``forward(cat((y, n), 1), bias)`` without building the concatenation (oneDNN only)."""
         f = self.factor(latent).to(self.weight_lo.dtype)[:, :, None, None]
         c = self.split_at
-        out = F.conv2d(y, _modulated(self.weight_lo, f[:, :c]), bias=bias, padding=self.padding)
-        return _conv_accumulate_(out, n, _modulated(self.weight_hi, f[:, c:]), self.padding)
+        out = F.conv2d(y, self.weight_lo * f[:, :c], bias=bias, padding=self.padding)
+        return _conv_accumulate_(out, n, self.weight_hi * f[:, c:], self.padding)
 
 
 class StyledConv(nn.Module):
