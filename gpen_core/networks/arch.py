@@ -3,9 +3,8 @@
 State-dict compatible with the official ``FullGenerator`` checkpoints (GPEN-BFR-256/512/1024/2048 and
 ModelScope's ``pytorch_model.pt``): every key, shape and blur-kernel buffer matches
 ``../shared/reference/keys_GPEN-BFR-*.tsv``. The official ``upfirdn2d`` / ``fused_leaky_relu`` CUDA ops are
-ordinary ops here. The FIR filter has two implementations, chosen per model by :func:`set_fir_impl`:
-``"depthwise"`` (default; one grouped convolution, the same filter since the kernel is symmetric, several
-times cheaper on CPU) and ``"native"`` (the official generic CPU fallback, the reference benchmarks use).
+ordinary ops here; the FIR runs as ``"depthwise"`` (default: one grouped convolution, several times cheaper
+on CPU) or ``"native"`` (the official generic CPU fallback the reference benchmarks use): :func:`set_fir_impl`.
 """
 
 from __future__ import annotations
@@ -36,18 +35,8 @@ class GPENConfig:
     def channels(self) -> dict[int, int]:
         """Feature width per resolution, exactly as the official code computes it."""
         cm, nw = self.channel_multiplier, self.narrow
-        return {
-            4: int(512 * nw),
-            8: int(512 * nw),
-            16: int(512 * nw),
-            32: int(512 * nw),
-            64: int(256 * cm * nw),
-            128: int(128 * cm * nw),
-            256: int(64 * cm * nw),
-            512: int(32 * cm * nw),
-            1024: int(16 * cm * nw),
-            2048: int(8 * cm * nw),
-        }
+        # 512 (narrowed) up to 32 px; from 64 px on 256 halving per level, times channel_multiplier.
+        return {r: int(512 * nw) if r <= 32 else int(256 * 64 // r * cm * nw) for r in (2**i for i in range(2, 12))}
 
     @property
     def log_size(self) -> int:
