@@ -45,7 +45,7 @@ def _face(size: int) -> torch.Tensor:
 def test_a_float16_overflow_is_redone_in_float32_and_said(tiny_model, monkeypatch: pytest.MonkeyPatch) -> None:
     f16 = prepare(tiny_model, ForwardPlan(device="cpu", dtype="float16"))
     reference = prepare(tiny_model, ForwardPlan(device="cpu", dtype="float32"))(_face(64))
-    original = FastGPEN.one
+    original = FastGPEN.forward
 
     def overflowing(self: FastGPEN, x: torch.Tensor) -> torch.Tensor:
         y = original(self, x)
@@ -53,7 +53,7 @@ def test_a_float16_overflow_is_redone_in_float32_and_said(tiny_model, monkeypatc
             return (y.half() * 70000).float()
         return y
 
-    monkeypatch.setattr(FastGPEN, "one", overflowing)
+    monkeypatch.setattr(FastGPEN, "forward", overflowing)
     assert not torch.isfinite(f16(_face(64))).all()  # the forced overflow is real
     y, note = forward_checked(f16, _face(64))
     assert bool(torch.isfinite(y).all())
@@ -73,7 +73,7 @@ def test_a_finite_float16_output_passes_unchanged(tiny_model) -> None:
 
 def test_a_non_finite_float32_output_is_never_returned_silently(tiny_model, monkeypatch: pytest.MonkeyPatch) -> None:
     f32 = prepare(tiny_model, ForwardPlan(device="cpu", dtype="float32"))
-    monkeypatch.setattr(FastGPEN, "one", lambda self, x: torch.full((1, 3, 64, 64), float("nan")))
+    monkeypatch.setattr(FastGPEN, "forward", lambda self, x: torch.full((1, 3, 64, 64), float("nan")))
     _, note = forward_checked(f32, _face(64))
     assert note is not None and "inf or NaN" in note
 
@@ -237,13 +237,13 @@ def test_a_request_whose_float16_face_overflows_gets_the_float32_redo_and_a_note
     expected = Restorer(device="cpu")(face, RestoreOptions(mode="low", model=str(ckpt), aligned=True))  # float32
 
     monkeypatch.setattr(plan_mod, "choose_plan", lambda device, dtype, **kw: (ForwardPlan(device="cpu", dtype="float16"), None))
-    original = FastGPEN.one
+    original = FastGPEN.forward
 
     def overflowing(self: FastGPEN, x: torch.Tensor) -> torch.Tensor:
         y = original(self, x)
         return (y.half() * 70000).float() if self.const.dtype == torch.float16 else y
 
-    monkeypatch.setattr(FastGPEN, "one", overflowing)
+    monkeypatch.setattr(FastGPEN, "forward", overflowing)
     res = Restorer(device="cpu")(face, RestoreOptions(mode="low", model=str(ckpt), aligned=True))
     assert res.dtype == "float16"
     assert "float16 overflowed on the face (inf/NaN in its output): redone in float32 (1 face)" in res.notes

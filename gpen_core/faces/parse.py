@@ -69,7 +69,7 @@ class ParsingMasker:
             dtype = getattr(torch, choose_parse_dtype(device, cpu_dtype))
         kwargs = {"device": device, "input_size": input_size, "dtype": dtype, "channels_last": True}
         if self.weights_path is None:
-            self._parser = FaceParser(ParseNet(**RELEASED_CONFIG).eval(), source="synthetic weights", **kwargs)
+            self._parser = FaceParser(ParseNet(**RELEASED_CONFIG).eval(), **kwargs)
         else:
             self._parser = FaceParser.from_file(self.weights_path, **kwargs)
         self.device = self._parser.device

@@ -3,9 +3,8 @@
 State-dict compatible with the official ``FullGenerator`` checkpoints (GPEN-BFR-256/512/1024/2048 and
 ModelScope's ``pytorch_model.pt``): every key, shape and blur-kernel buffer matches
 ``../shared/reference/keys_GPEN-BFR-*.tsv``. The official ``upfirdn2d`` / ``fused_leaky_relu`` CUDA ops are
-ordinary ops here. The FIR filter has two implementations, chosen per model by :func:`set_fir_impl`:
-``"depthwise"`` (default; one grouped convolution, the same filter since the kernel is symmetric, several
-times cheaper on CPU) and ``"native"`` (the official generic CPU fallback, the reference benchmarks use).
+ordinary ops here; the FIR runs as ``"depthwise"`` (default: one grouped convolution, several times cheaper
+on CPU) or ``"native"`` (the official generic CPU fallback the reference benchmarks use): :func:`set_fir_impl`.
 """
 
 from __future__ import annotations
@@ -36,18 +35,8 @@ class GPENConfig:
     def channels(self) -> dict[int, int]:
         """Feature width per resolution, exactly as the official code computes it."""
         cm, nw = self.channel_multiplier, self.narrow
-        return {
-            4: int(512 * nw),
-            8: int(512 * nw),
-            16: int(512 * nw),
-            32: int(512 * nw),
-            64: int(256 * cm * nw),
-            128: int(128 * cm * nw),
-            256: int(64 * cm * nw),
-            512: int(32 * cm * nw),
-            1024: int(16 * cm * nw),
-            2048: int(8 * cm * nw),
-        }
+        # 512 (narrowed) up to 32 px; from 64 px on 256 halving per level, times channel_multiplier.
+        return {r: int(512 * nw) if r <= 32 else int(256 * 64 // r * cm * nw) for r in (2**i for i in range(2, 12))}
 
     @property
     def log_size(self) -> int:
@@ -82,37 +71,25 @@ def _randn(*shape: int, div: float = 1.0) -> torch.Tensor:
 def upfirdn2d_native(
     x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)
 ) -> torch.Tensor:
-    """The official generic CPU implementation (reference; slow and memory-hungry)."""
-    pad_x0, pad_x1 = pad
-    pad_y0, pad_y1 = pad
+    """The official generic CPU implementation (reference; slow and memory-hungry), its x and y pads equal."""
+    p0, p1 = pad
     _, channel, in_h, in_w = x.shape
-    out = x.reshape(-1, in_h, in_w, 1)
-    _, in_h, in_w, minor = out.shape
     kernel_h, kernel_w = kernel.shape
-    out = out.view(-1, in_h, 1, in_w, 1, minor)
+    # Every channel as its own image, zeros inserted after each sample, padded (negative pads crop).
+    out = x.reshape(-1, in_h, 1, in_w, 1, 1)
     out = F.pad(out, [0, 0, 0, up - 1, 0, 0, 0, up - 1])
-    out = out.view(-1, in_h * up, in_w * up, minor)
-    out = F.pad(out, [0, 0, max(pad_x0, 0), max(pad_x1, 0), max(pad_y0, 0), max(pad_y1, 0)])
-    out = out[
-        :,
-        max(-pad_y0, 0) : out.shape[1] - max(-pad_y1, 0),
-        max(-pad_x0, 0) : out.shape[2] - max(-pad_x1, 0),
-        :,
-    ]
+    out = out.view(-1, in_h * up, in_w * up, 1)
+    out = F.pad(out, [0, 0, max(p0, 0), max(p1, 0), max(p0, 0), max(p1, 0)])
+    out = out[:, max(-p0, 0) : out.shape[1] - max(-p1, 0), max(-p0, 0) : out.shape[2] - max(-p1, 0), :]
     out = out.permute(0, 3, 1, 2)
-    out = out.reshape([-1, 1, in_h * up + pad_y0 + pad_y1, in_w * up + pad_x0 + pad_x1])
+    out = out.reshape([-1, 1, in_h * up + p0 + p1, in_w * up + p0 + p1])
     w = torch.flip(kernel, [0, 1]).view(1, 1, kernel_h, kernel_w)
     out = F.conv2d(out, w)
-    out = out.reshape(
-        -1,
-        minor,
-        in_h * up + pad_y0 + pad_y1 - kernel_h + 1,
-        in_w * up + pad_x0 + pad_x1 - kernel_w + 1,
-    )
+    out = out.reshape(-1, 1, in_h * up + p0 + p1 - kernel_h + 1, in_w * up + p0 + p1 - kernel_w + 1)
     out = out.permute(0, 2, 3, 1)
     out = out[:, ::down, ::down, :]
-    out_h = (in_h * up + pad_y0 + pad_y1 - kernel_h) // down + 1
-    out_w = (in_w * up + pad_x0 + pad_x1 - kernel_w) // down + 1
+    out_h = (in_h * up + p0 + p1 - kernel_h) // down + 1
+    out_w = (in_w * up + p0 + p1 - kernel_w) // down + 1
     return out.reshape(-1, channel, out_h, out_w)
 
 
@@ -152,38 +129,21 @@ _FIR = {"depthwise": upfirdn2d_depthwise, "native": upfirdn2d_native}
 
 
 class Fir(nn.Module):
-    """Holds a 4×4 FIR kernel buffer (stored in the checkpoints) and applies it."""
+    """A 4×4 FIR kernel buffer (stored in the checkpoints) applied after ``up``× zero-insertion with ``pad``;
+    ``gain`` multiplies the kernel (factor² after an upsampling, as official)."""
 
     impl: FirImpl = "depthwise"
 
+    def __init__(self, kernel: list[int], pad: tuple[int, int], up: int = 1, gain: int = 1) -> None:
+        super().__init__()
+        self.register_buffer("kernel", make_kernel(kernel) * gain)
+        self.pad, self.up = pad, up
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._fir(x, up=self.up, pad=self.pad)
+
     def _fir(self, x: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
         return _FIR[self.impl](x, self.kernel, up=up, down=down, pad=pad)
-
-
-class Blur(Fir):
-    def __init__(self, kernel: list[int], pad: tuple[int, int], upsample_factor: int = 1) -> None:
-        super().__init__()
-        k = make_kernel(kernel)
-        if upsample_factor > 1:
-            k = k * (upsample_factor**2)
-        self.register_buffer("kernel", k)
-        self.pad = pad
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._fir(x, pad=self.pad)
-
-
-class Upsample(Fir):
-    def __init__(self, kernel: list[int], factor: int = 2) -> None:
-        super().__init__()
-        self.factor = factor
-        k = make_kernel(kernel) * (factor**2)
-        self.register_buffer("kernel", k)
-        p = k.shape[0] - factor
-        self.pad = ((p + 1) // 2 + factor - 1, p // 2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._fir(x, up=self.factor, pad=self.pad)
 
 
 def set_fir_impl(model: nn.Module, impl: FirImpl) -> None:
@@ -258,16 +218,14 @@ class ModulatedConv2d(nn.Module):
         style_dim: int,
         demodulate: bool = True,
         upsample: bool = False,
-        blur_kernel: list[int] = [1, 3, 3, 1],
     ) -> None:
         super().__init__()
         self.kernel_size = k
         self.out_channel = out_ch
         self.upsample = upsample
         if upsample:
-            factor = 2
-            p = (len(blur_kernel) - factor) - (k - 1)
-            self.blur = Blur(blur_kernel, pad=((p + 1) // 2 + factor - 1, p // 2 + 1), upsample_factor=factor)
+            p = (4 - 2) - (k - 1)  # the official pad for its 4-tap blur after a 2x upsampling
+            self.blur = Fir([1, 3, 3, 1], pad=((p + 1) // 2 + 1, p // 2 + 1), gain=4)
         self.scale = 1 / math.sqrt(in_ch * k**2)
         self.padding = k // 2
         self.weight = nn.Parameter(_randn(1, out_ch, in_ch, k, k))
@@ -328,7 +286,7 @@ class ToRGB(nn.Module):
     def __init__(self, in_ch: int, style_dim: int, upsample: bool = True) -> None:
         super().__init__()
         if upsample:
-            self.upsample = Upsample([1, 3, 3, 1])
+            self.upsample = Fir([1, 3, 3, 1], pad=(2, 1), up=2, gain=4)  # the official Upsample's pad for 2x
         self.conv = ModulatedConv2d(in_ch, 3, 1, style_dim, demodulate=False)
         self.bias = nn.Parameter(torch.zeros(1, 3, 1, 1))
 
@@ -344,7 +302,7 @@ class ConvLayer(nn.Sequential):
         layers: list[nn.Module] = []
         if downsample:
             p = (4 - 2) + (k - 1)
-            layers.append(Blur([1, 3, 3, 1], pad=((p + 1) // 2, p // 2)))
+            layers.append(Fir([1, 3, 3, 1], pad=((p + 1) // 2, p // 2)))
             stride, padding = 2, 0
         else:
             stride, padding = 1, k // 2

@@ -1,16 +1,13 @@
 """The fast GPEN forward: :class:`FastGPEN`, the function of :class:`~gpen_core.networks.arch.GPEN`, faster.
 
-:func:`~gpen_core.networks.prepared.prepare` builds it under a :class:`~gpen_core.networks.plan.ForwardPlan`
-(its layers: :mod:`gpen_core.networks.fast_layers`). Constants are folded once (scales and gains into the
-weights, demodulation as a mat-vec), activations are channels-last, big elementwise steps run in place, a
-batch runs one face at a time (GPEN's modulated weights are per image), the full-size layers run in strips
-of rows (:mod:`gpen_core.networks.fast_strips`), and bfloat16 on oneDNN takes rearranged forms. Each choice
-and its measured gain: docs/performance.md, "The fast torch forward: what it folds and why".
+Built by :func:`~gpen_core.networks.prepared.prepare` under a :class:`~gpen_core.networks.plan.ForwardPlan`
+from the layers of :mod:`gpen_core.networks.fast_layers`: constants folded once, channels-last activations,
+big elementwise steps in place, one face at a time (GPEN's modulated weights are per image), the full-size
+layers in strips (:mod:`gpen_core.networks.fast_strips`), rearranged forms for bfloat16 on oneDNN. Each
+choice and its measured gain: docs/performance.md, "The fast torch forward: what it folds and why".
 
 Numerics: float32 matches the plain model to ~1e-6 (products reassociated); bfloat16 / float16 plans run
 the convolutions in that dtype and keep the mapping network, modulation and demodulation in float32.
-``torch.compile`` is off by default: every new process compiles for tens of seconds
-(:func:`~gpen_core.networks.prepared.warm_up` does it in the background).
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ class FastGPEN(nn.Module):
     """The same function as :class:`GPEN`, with its own copy of the weights laid out for its convolutions
     (the model is not modified: drop it after preparing to hold the weights once).
 
-    ``forward(x)``: x is N×3×S×S float in [-1, 1] (any dtype/device); returns float32 N×3×S×S on the
+    ``forward(x)``: x is 1×3×S×S float in [-1, 1] (any dtype/device); returns float32 1×3×S×S on the
     plan's device. The thresholds below are measured: docs/performance.md, "The fast torch forward".
     """
 
@@ -46,7 +43,6 @@ class FastGPEN(nn.Module):
     def __init__(self, model: GPEN, plan: ForwardPlan) -> None:
         super().__init__()
         dt, dev, fir = plan.dtype_torch, torch.device(plan.device), plan.fir
-        self.plan = plan
         self.size = model.config.size
         self.memory_format = torch.channels_last if plan.channels_last else torch.contiguous_format
         self.encoder = nn.ModuleList(EncoderConv(getattr(model, n)[0], fir, dt, dev, self.memory_format) for n in model.names)
@@ -96,26 +92,16 @@ class FastGPEN(nn.Module):
         if self.split_last:
             last = self.to_rgbs[-1].conv
             last.use_split_input(last.wsq.shape[1] // 2)
-        # Strips recompute the noise from the input rows (encoder[0] must be GPEN's 1×1 ecd0) and run
-        # the last level on other shapes than packed weights were reordered for. A compiled plan stays
-        # untiled (inductor would compile the unrolled loop); a GPU too (its cost there is unmeasured).
-        e0, e1 = self.encoder[0], self.encoder[1]
-        strippable = e0.blur is None and e0.weight.shape[-2:] == (1, 1) and e0.stride == 1 and e0.padding == 0
-        strippable = strippable and not any(c.conv.packed for c in self.convs[-2:])
-        # The encoder's head in strips needs GPEN's downsampling ConvLayer (fast_strips.HEAD_HALO).
-        strippable = strippable and e1.blur is not None and e1.blur.pad == (2, 2) and e1.blur.up == 1
-        strippable = strippable and e1.weight.shape[-2:] == (3, 3) and e1.stride == 2 and e1.padding == 0
-        self.strip_rows = self.STRIP_ROWS if strippable and not plan.compile and dev.type == "cpu" else 0
+        # Strips recompute the noise from the input rows (GPEN's ecd0 is a 1×1 conv, its ecd1 the blur and
+        # 3×3 stride-2 conv fast_strips' halos assume) and run the last level on other shapes than packed
+        # weights were reordered for. A compiled plan stays untiled (inductor would compile the unrolled
+        # loop); a GPU too (its cost there is unmeasured).
+        strippable = not any(c.conv.packed for c in self.convs[-2:]) and not plan.compile and dev.type == "cpu"
+        self.strip_rows = self.STRIP_ROWS if strippable else 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.ndim != 4 or x.shape[1] != 3 or x.shape[2] != self.size or x.shape[3] != self.size:
-            raise ValueError(f"expected N×3×{self.size}×{self.size} input, got {tuple(x.shape)}")
-        if x.shape[0] == 1:
-            return self.one(x)
-        return torch.cat([self.one(x[i : i + 1]) for i in range(x.shape[0])])
-
-    def one(self, x: torch.Tensor) -> torch.Tensor:
-        """One image: 1×3×S×S → float32 1×3×S×S."""
+        """One image: 1×3×S×S → float32 1×3×S×S (:class:`~gpen_core.networks.prepared.PreparedForward` checks
+        the shape and runs a batch one face at a time)."""
         x = x.to(device=self.const.device, dtype=self.const.dtype).contiguous(memory_format=self.memory_format)
         strips = 0 < self.strip_rows < self.size
         inp = x

@@ -5,6 +5,7 @@ The measured reasons: docs/performance.md, "The fast torch forward: what it fold
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -14,6 +15,8 @@ from torch.nn import functional as F
 from gpen_core.networks.arch import FirImpl, upfirdn2d_native
 
 _SQRT2 = math.sqrt(2.0)
+# (features, noise) standing for their concatenation along channels; a list is emptied by the conv that reads it.
+Pair = tuple[torch.Tensor, torch.Tensor] | list[torch.Tensor]
 
 
 def _leaky_(x: torch.Tensor) -> torch.Tensor:
@@ -22,13 +25,8 @@ def _leaky_(x: torch.Tensor) -> torch.Tensor:
 
 
 def onednn_fusion(device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether oneDNN's fused conv ops (the ones inductor uses on CPU) can run here.
-
-    ``mkldnn._convolution_pointwise`` computes conv + leaky ReLU in one pass, and its
-    in-place ``binary`` form accumulates a second convolution into an existing output,
-    which lets a layer consume GPEN's concatenated [features, noise] input without
-    building the concatenation.
-    """
+    """Whether oneDNN's fused conv ops (the ones inductor uses on CPU) run here: conv + leaky ReLU in one
+    pass, and an in-place form that accumulates a second conv (GPEN's [features, noise] input unconcatenated)."""
     ops = torch.ops.mkldnn
     if device.type != "cpu" or not torch.backends.mkldnn.is_available():
         return False
@@ -38,11 +36,6 @@ def onednn_fusion(device: torch.device, dtype: torch.dtype) -> bool:
         probe = getattr(ops, "_is_mkldnn_bf16_supported", None)
         return bool(probe is not None and probe())
     return dtype == torch.float32
-
-
-def _modulated(base: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """base * factor, in base's layout (the one the convolution wants, so it copies no weight)."""
-    return base * factor
 
 
 def _conv_leaky(
@@ -173,12 +166,9 @@ class Linear(nn.Module):
 
 
 class ModConv(nn.Module):
-    """``ModulatedConv2d``: style → per-(out, in) factor → one weight multiply → conv.
-
-    Demodulation ``rsqrt(sum_ikl (scale*W*s_i)^2)`` is ``rsqrt(Wsq @ s^2)`` with the
-    constant ``Wsq[o, i] = sum_kl (scale*W[o, i, k, l])^2``: a mat-vec instead of three
-    passes over the modulated weight.
-    """
+    """``ModulatedConv2d``: style → per-(out, in) factor → one weight multiply → conv. Demodulation
+    ``rsqrt(sum_ikl (scale*W*s_i)^2)`` is ``rsqrt(Wsq @ s^2)`` with the constant ``Wsq[o, i] = sum_kl
+    (scale*W[o, i, k, l])^2``: a mat-vec instead of three passes over the modulated weight."""
 
     def __init__(self, conv: nn.Module, gain: float, fir: FirImpl, dt, dev, memory_format: torch.memory_format) -> None:
         super().__init__()
@@ -200,11 +190,8 @@ class ModConv(nn.Module):
             self.blur = Blur(conv.blur.kernel, w.shape[0], conv.blur.pad, 1, fir, dt, dev)
 
     def styles(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Per-input-channel modulation (in,) and per-output-channel demodulation (out,) or None.
-
-        Both float32, for one image's latent (1, style_dim); the effective weight is
-        ``W[o, i] · s[i] · d[o]``.
-        """
+        """float32 modulation (in,) and demodulation (out,) or None for one image's latent (1, style_dim):
+        the effective weight is ``W[o, i] · s[i] · d[o]``."""
         s = self.modulation(latent)[0]  # (in,)
         d = torch.rsqrt(self.wsq @ (s * s) + 1e-8) if self.demodulate else None  # (out,)
         return s * (self.scale * self.gain), d
@@ -217,21 +204,28 @@ class ModConv(nn.Module):
         return f[None, :].expand(self.wsq.shape[0], -1)
 
     def forward(
-        self, x: torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None = None, leaky: bool = False
+        self, x: Pair | torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None = None, leaky: bool = False
     ) -> torch.Tensor:
-        """conv(x) + bias, then leaky ReLU when asked (the upsampling conv fuses it into the blur)."""
+        """conv(x) + bias, then leaky ReLU when asked (the upsampling conv fuses it into the blur). ``x`` may
+        be a :data:`Pair` (after :meth:`use_split_input`): a list is emptied, its tensors freed, once read."""
+        if isinstance(x, (tuple, list)):
+            y = self.forward_split(x[0], x[1], latent, bias)
+            if isinstance(x, list):
+                x.clear()
+            return _leaky_(y) if leaky else y  # oneDNN fuses no leaky ReLU after its accumulation
         if self.packed:
             return self._forward_input_modulated(x, latent, bias, leaky)
+        # weight * factor, weight first: the product keeps the weight's layout, the one the conv wants.
         f = self.factor(latent).to(self.weight.dtype)
         if self.polyphase:
-            w = _modulated(self.weight, f.repeat(4, 1)[:, :, None, None])
+            w = self.weight * f.repeat(4, 1)[:, :, None, None]
             return self.blur.from_phases(F.conv2d(x, w, padding=1), bias, leaky)
         if self.upsample:
             # The factor contiguous in the weight's (in, out) order: a transposed view takes a slow strided loop.
-            w = _modulated(self.weight, f.t().contiguous()[:, :, None, None])
+            w = self.weight * f.t().contiguous()[:, :, None, None]
             out = F.conv_transpose2d(x, w, stride=2)
             return self.blur(out, bias, leaky=leaky)  # the next activation's bias rides on the blur conv
-        w = _modulated(self.weight, f[:, :, None, None])
+        w = self.weight * f[:, :, None, None]
         out = F.conv2d(x, w, bias=bias, padding=self.padding)
         return _leaky_(out) if leaky else out
 
@@ -253,11 +247,8 @@ class ModConv(nn.Module):
         return _leaky_(y) if leaky else y
 
     def use_input_modulation(self, size: int) -> None:
-        """Modulate the input (size×size) instead of the weight, and keep the weight packed (oneDNN, CPU).
-
-        For the low-resolution layers, whose input is smaller than their weight: the constant weight
-        is packed once into oneDNN's blocked layout instead of multiplied and reordered every call.
-        """
+        """Modulate the input (size×size) instead of the weight, packed once into oneDNN's blocked layout
+        instead of multiplied and reordered every call (for the low levels, whose input is smaller)."""
         if not self.demodulate or (self.upsample and not self.polyphase):
             raise ValueError("input modulation needs a demodulated stride-1 conv (polyphase for upsampling)")
         p = 1 if self.polyphase else self.padding
@@ -278,13 +269,10 @@ class ModConv(nn.Module):
         w = self.weight.permute(1, 0, 2, 3)  # (out, in, 3, 3): exact values, only rearranged
         o, i = w.shape[:2]
         wp = w.new_zeros(2, 2, o, i, 2, 2)
-        for a in (0, 1):
-            for b in (0, 1):
-                for r in (0, 1):
-                    for t in (0, 1):
-                        kh, kw = a + 2 - 2 * r, b + 2 - 2 * t
-                        if kh <= 2 and kw <= 2:
-                            wp[a, b, :, :, r, t] = w[:, :, kh, kw]
+        for a, b, r, t in itertools.product((0, 1), repeat=4):
+            kh, kw = a + 2 - 2 * r, b + 2 - 2 * t
+            if kh <= 2 and kw <= 2:
+                wp[a, b, :, :, r, t] = w[:, :, kh, kw]
         wp = wp.reshape(4 * o, i, 2, 2).contiguous(memory_format=self.memory_format)
         self.register_buffer("weight", wp, persistent=False)
         self.blur.memory_format = self.memory_format
@@ -302,8 +290,8 @@ class ModConv(nn.Module):
         """``forward(cat((y, n), 1), bias)`` without building the concatenation (oneDNN only)."""
         f = self.factor(latent).to(self.weight_lo.dtype)[:, :, None, None]
         c = self.split_at
-        out = F.conv2d(y, _modulated(self.weight_lo, f[:, :c]), bias=bias, padding=self.padding)
-        return _conv_accumulate_(out, n, _modulated(self.weight_hi, f[:, c:]), self.padding)
+        out = F.conv2d(y, self.weight_lo * f[:, :c], bias=bias, padding=self.padding)
+        return _conv_accumulate_(out, n, self.weight_hi * f[:, c:], self.padding)
 
 
 class StyledConv(nn.Module):
@@ -331,23 +319,12 @@ class StyledConv(nn.Module):
         return _leaky_(torch.add(self.bias_noise, noise, alpha=self.noise_weight))
 
     def forward(
-        self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | list[torch.Tensor], latent: torch.Tensor, noise: torch.Tensor,
-        split: bool = False,
+        self, x: Pair | torch.Tensor, latent: torch.Tensor, noise: torch.Tensor, split: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """leaky(cat(conv(x) + b, w*noise + b')).
-
-        ``x`` may be a (features, noise) pair standing for its concatenation (a list is emptied
-        once used, so its tensors are freed before this conv allocates its noise half), and
-        ``split=True`` returns such a pair (both halves activated) instead of concatenating.
-        """
-        if isinstance(x, (tuple, list)):
-            y = self.conv.forward_split(x[0], x[1], latent, self.bias_conv)
-            if isinstance(x, list):  # handed over for good: freed before the noise half is allocated
-                x.clear()
-            if split:  # oneDNN fuses no leaky ReLU after its accumulation: one in-place pass
-                y = _leaky_(y)
-        else:
-            y = self.conv(x, latent, self.bias_conv, leaky=split)
+        """leaky(cat(conv(x) + b, w*noise + b')); ``x`` as :meth:`ModConv.forward` takes it (a list is freed
+        before the noise half is allocated). ``split=True`` returns a (features, noise) pair, both halves
+        activated, instead of concatenating."""
+        y = self.conv(x, latent, self.bias_conv, leaky=split)
         if split:
             return y, self.noise_half(noise)
         if not self.cat_in_place:  # torch.compile cannot trace out= into a slice; inductor fuses this
@@ -369,14 +346,9 @@ class ToRGB(nn.Module):
         if hasattr(t, "upsample"):
             self.up = Blur(t.upsample.kernel, 3, t.upsample.pad, 2, fir, dt, dev)
 
-    def forward(
-        self, x: torch.Tensor | tuple[torch.Tensor, torch.Tensor], latent: torch.Tensor, skip: torch.Tensor | None
-    ) -> torch.Tensor:
-        """``x`` may be a (features, noise) pair standing for its concatenation (see :class:`FastGPEN`)."""
-        if isinstance(x, tuple):
-            out = self.conv.forward_split(x[0], x[1], latent, self.bias)
-        else:
-            out = self.conv(x, latent, self.bias)
+    def forward(self, x: Pair | torch.Tensor, latent: torch.Tensor, skip: torch.Tensor | None) -> torch.Tensor:
+        """``x`` as :meth:`ModConv.forward` takes it."""
+        out = self.conv(x, latent, self.bias)
         if skip is not None:
             out = out.add_(self.up(skip))
         return out

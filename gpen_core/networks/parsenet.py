@@ -25,20 +25,13 @@ from torch.nn import functional as F
 
 from gpen_core.errors import WeightsError
 from gpen_core.networks.parsenet_layers import ConvLayer, NormType, ReluType, ResidualBlock
+from gpen_core.networks.parsenet_strips import parse_in_strips
 from gpen_core.rgb import check_rgb
 
 
 # The released network: official FaceParse.load_model and facexlib's init_parsing_model.
-RELEASED_CONFIG: dict[str, Any] = {
-    "in_size": 512,
-    "out_size": 512,
-    "min_feat_size": 32,
-    "base_ch": 64,
-    "parsing_ch": 19,
-    "norm_type": "bn",
-    "relu_type": "LeakyReLU",
-    "ch_range": (32, 256),
-}
+RELEASED_CONFIG: dict[str, Any] = {"in_size": 512, "out_size": 512, "min_feat_size": 32, "base_ch": 64, "parsing_ch": 19,
+                                   "norm_type": "bn", "relu_type": "LeakyReLU", "ch_range": (32, 256)}
 PARSE_SIZE = 512  # the official FaceParse.size: every face is parsed at 512×512
 
 # The official FaceParse.img2tensor: ``img / 255. * 2 - 1`` in float64, then ``.float()``.
@@ -173,10 +166,9 @@ class FaceParser:
     ``input_size``: 512 is official; 256 runs the same weights on a face shrunk to 256 (about a quarter of
     the cost) and upsamples the logits bilinearly to 512 before the argmax. ``dtype``: float32 (exact) or
     bfloat16 (CPUs with native bf16, CUDA). ``channels_last``: NHWC convolutions (faster with oneDNN; another
-    summation order: 4.5e-4 on the tiny reference's logits of up to 124, same labels). ``source``: the
-    weights' file (shown in notes). ``strips``: the full-size layers a strip of rows at a time
-    (:mod:`gpen_core.networks.parsenet_strips`; default: on the CPU). One instance may be shared; calls
-    are serialised by a lock.
+    summation order: 4.5e-4 on the tiny reference's logits of up to 124, same labels). ``strips``: the
+    full-size layers a strip of rows at a time (:mod:`gpen_core.networks.parsenet_strips`; default: on the
+    CPU). One instance may be shared; calls are serialised by a lock.
     """
 
     def __init__(
@@ -187,7 +179,6 @@ class FaceParser:
         input_size: int = PARSE_SIZE,
         dtype: torch.dtype = torch.float32,
         channels_last: bool = True,
-        source: str = "",
         strips: bool | None = None,
     ) -> None:
         if not 32 <= input_size <= 1024 or input_size % 16:
@@ -195,8 +186,6 @@ class FaceParser:
         self.device = torch.device(device)
         self.input_size = int(input_size)
         self.dtype = dtype
-        self.channels_last = channels_last
-        self.source = source
         # Same labels, less memory, no slower on the CPU (docs/performance.md, "ParseNet's full-size layers
         # in strips"). Unmeasured on CUDA, where it stays off unless asked for.
         self.strips = self.device.type == "cpu" if strips is None else bool(strips)
@@ -208,7 +197,7 @@ class FaceParser:
     def from_file(cls, path: str | Path, **kwargs: Any) -> FaceParser:
         """Load GPEN's ``ParseNet-latest.pth`` or facexlib's ``parsing_parsenet.pth``."""
         path = Path(path)
-        return cls(build(load_state_dict(path), source=str(path)), source=path.name, **kwargs)
+        return cls(build(load_state_dict(path), source=str(path)), **kwargs)
 
     def logits(self, face_rgb: np.ndarray, out_size: int | None = None) -> torch.Tensor:
         """1×C×S×S float32 logits for an RGB uint8 face (S = ``out_size``, default the input size)."""
@@ -220,12 +209,7 @@ class FaceParser:
         with self._lock, torch.inference_mode():
             inp = official_input(x)
             inp = inp.to(self.device, dtype=self.dtype, memory_format=self._memory_format)
-            if self.strips:
-                from gpen_core.networks.parsenet_strips import parse_in_strips
-
-                out = parse_in_strips(self._net, inp).float()
-            else:
-                out = self._net.parse(inp).float()
+            out = (parse_in_strips(self._net, inp) if self.strips else self._net.parse(inp)).float()
             if out_size is not None and out_size != s:
                 out = F.interpolate(out, size=(out_size, out_size), mode="bilinear", align_corners=False)
         return out

@@ -11,7 +11,7 @@ from torch import nn
 from torch.nn import functional as F
 
 NormType = Literal["bn", "none"]
-ReluType = Literal["LeakyReLU", "ReLU", "PReLU", "none"]
+ReluType = Literal["LeakyReLU", "none"]  # the official ReluLayer's two kinds ParseNet uses
 
 
 class Norm(nn.Module):
@@ -23,27 +23,6 @@ class Norm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(x)
-
-
-class Relu(nn.Module):
-    """Official ``ReluLayer`` (LeakyReLU slope 0.2; PReLU keeps its weight at ``relu.func.weight``)."""
-
-    def __init__(self, channels: int, relu_type: ReluType) -> None:
-        super().__init__()
-        kind = relu_type.lower()
-        if kind == "leakyrelu":
-            self.func: nn.Module = nn.LeakyReLU(0.2, inplace=True)
-        elif kind == "relu":
-            self.func = nn.ReLU(True)
-        elif kind == "prelu":
-            self.func = nn.PReLU(channels)
-        elif kind == "none":
-            self.func = nn.Identity()
-        else:
-            raise ValueError(f"relu_type must be one of LeakyReLU, ReLU, PReLU, none; got {relu_type!r}")
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.func(x)
 
 
 class ConvLayer(nn.Module):
@@ -66,7 +45,10 @@ class ConvLayer(nn.Module):
         self.reflection_pad = nn.ReflectionPad2d(int(math.ceil((kernel_size - 1.0) / 2)))
         stride = 2 if scale == "down" else 1
         self.conv2d = nn.Conv2d(c_in, c_out, kernel_size, stride, bias=norm_type != "bn")
-        self.relu = Relu(c_out, relu_type)
+        if relu_type not in ("LeakyReLU", "none"):
+            raise ValueError(f"relu_type must be LeakyReLU or none, got {relu_type!r}")
+        # Neither holds weights: the official ReluLayer's keys are the same without its wrapper.
+        self.relu: nn.Module = nn.LeakyReLU(0.2, inplace=True) if relu_type == "LeakyReLU" else nn.Identity()
         self.norm = Norm(c_out, norm_type)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -126,12 +126,9 @@ def run_in_strips(stages: list, x: torch.Tensor, rows: int | None = None) -> tor
 
 
 def parse_in_strips(net: nn.Module, x: torch.Tensor, rows: int | None = None) -> torch.Tensor:
-    """:meth:`~gpen_core.networks.parsenet.ParseNet.parse` of ``net`` (a ParseNet) with the full-size
-    ends in strips: the encoder's first two stages
-    (the input-size feature and the first down block) and the last decoder block with the
-    mask head. The lower levels run whole."""
-    enc = list(net.encoder)
-    dec = list(net.decoder)
+    """:meth:`~gpen_core.networks.parsenet.ParseNet.parse` of ``net`` (a ParseNet) with the full-size ends in
+    strips (the encoder's first two stages, the last decoder block with the mask head); the rest runs whole."""
+    enc, dec = list(net.encoder), list(net.decoder)
     feat = run_in_strips(enc[:2], x, rows)
     for stage in enc[2:]:
         feat = stage(feat)

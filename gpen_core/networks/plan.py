@@ -66,16 +66,10 @@ def cpu_features() -> dict[str, bool]:
     # torch's own dispatch level; torch before 2.0 has no probe, and then the flags decide.
     probe = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
     capability = str(probe()) if probe is not None else ""
-    feats = {
-        "avx2": "avx2" in flags or capability in ("AVX2", "AVX512"),
-        "avx512f": "avx512f" in flags,
-        "avx512_bf16": "avx512_bf16" in flags,
-        "amx_bf16": "amx_bf16" in flags,
-        "amx_tile": "amx_tile" in flags,
-        "avx512_fp16": "avx512_fp16" in flags,
-        "arm_bf16": "bf16" in flags,
-        "torch_avx512": capability == "AVX512",
-    }
+    feats = {f: f in flags for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16")}
+    feats["avx2"] = "avx2" in flags or capability in ("AVX2", "AVX512")
+    feats["arm_bf16"] = "bf16" in flags
+    feats["torch_avx512"] = capability == "AVX512"
     # oneDNN's own answer where this torch exposes it (it is what the convolutions use).
     mkldnn_bf16 = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
     onednn = False

@@ -19,19 +19,16 @@ from gpen_core.networks.plan import ForwardPlan
 
 
 class PreparedForward:
-    """The callable :func:`prepare` returns: ``forward(x) -> y`` under inference mode.
+    """The callable :func:`prepare` returns: ``forward(x) -> y`` under inference mode, one face at a time.
 
-    ``x``: N×3×S×S float in [-1, 1] RGB (any float dtype, any device); ``y``: float32
-    N×3×S×S on ``plan.device``. A batch runs one face at a time.
-
-    With ``plan.compile`` it holds an eager and a compiled version of the one-face
-    network: calls run eagerly until :func:`warm_up` (or, when nobody warmed up, the
-    first call) has compiled, so a request never waits behind a background compile.
+    ``x``: N×3×S×S float in [-1, 1] RGB (any float dtype, any device); ``y``: float32 N×3×S×S on
+    ``plan.device``. With ``plan.compile`` calls run eagerly until :func:`warm_up` (or, when nobody
+    warmed up, the first call) has compiled, so a request never waits behind a background compile.
     """
 
     def __init__(self, net: FastGPEN, plan: ForwardPlan) -> None:
         self.net, self.plan = net, plan
-        self._compiled: Callable[[torch.Tensor], torch.Tensor] | None = _compile(net, plan) if plan.compile else None
+        self._compiled: Callable[[torch.Tensor], torch.Tensor] | None = _compile(net) if plan.compile else None
         self._ready = False
         self._lock = threading.Lock()
         self._twin: PreparedForward | None = None
@@ -71,14 +68,11 @@ class PreparedForward:
                     return out
                 finally:
                     self._lock.release()
-        return self.net.one(x)
+        return self.net(x)
 
     def float32_twin(self) -> "PreparedForward":
-        """This network with every weight cast up to float32 (exact casts), eager, for :func:`forward_checked`.
-
-        Built on the first overflow and kept (at most one per resident generator): a photo whose faces
-        overflow one after another would otherwise copy the generator per face. Size: :attr:`twin_bytes`.
-        """
+        """This network with every weight cast up to float32 (exact casts), eager, for :func:`forward_checked`;
+        built on the first overflow and kept, so faces that overflow one after another share one copy."""
         if self._twin is not None:
             return self._twin
         import copy
@@ -90,7 +84,6 @@ class PreparedForward:
                 memo = {id(t): t.to_dense() for t in self.net.buffers() if t.layout == torch._mkldnn}
                 net = copy.deepcopy(self.net, memo).float()
                 plan = replace(self.plan, dtype="float32", compile=False)
-                net.plan = plan
                 self._twin = PreparedForward(net, plan)
         return self._twin
 
@@ -141,30 +134,24 @@ def compile_cache_dir() -> Path:
     return models_dir() / "torch_compile"
 
 
-def _use_our_compile_cache() -> Path:
-    """Point inductor's on-disk caches at our models folder (process-wide; only when a plan compiles).
+def _compile(net: FastGPEN) -> Callable[[torch.Tensor], torch.Tensor]:
+    """torch.compile of the one-face forward (a batch loops over it: batch sizes never recompile), inductor's
+    on-disk caches under our models folder (process-wide) unless the user set ``TORCHINDUCTOR_CACHE_DIR``.
 
-    torch fixes ``TORCHINDUCTOR_CACHE_DIR`` to its /tmp default on importing torch._dynamo but reads it
-    again for every cache access, so setting it here still takes effect. A value the user set wins.
+    torch fixes that variable to its /tmp default on importing torch._dynamo but reads it again for every
+    cache access, so setting it here still takes effect.
     """
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if current and os.path.abspath(current) != os.path.abspath(default_cache_dir()):
-        return Path(current)
-    target = compile_cache_dir()
-    target.mkdir(parents=True, exist_ok=True)
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(target)
-    return target
-
-
-def _compile(net: FastGPEN, plan: ForwardPlan) -> Callable[[torch.Tensor], torch.Tensor]:
-    _use_our_compile_cache()
+    if not current or os.path.abspath(current) == os.path.abspath(default_cache_dir()):
+        target = compile_cache_dir()
+        target.mkdir(parents=True, exist_ok=True)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(target)
     import torch._inductor.config as inductor_config
 
     inductor_config.fx_graph_cache = True  # compiled kernels are reused across processes (torch's default)
-    # The one-face graph: a batch loops over it, so batch sizes never recompile.
-    return torch.compile(net.one, dynamic=False)
+    return torch.compile(net.forward, dynamic=False)
 
 
 def prepare(model: GPEN, plan: ForwardPlan) -> PreparedForward:

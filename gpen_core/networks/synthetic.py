@@ -1,9 +1,6 @@
-"""Synthetic weights: the exact architectures with random values.
-
-Memory and time do not depend on weight values, so a model built here costs what
-the real one costs; it just restores nothing. Used by the hardware check before
-any download, by benchmarks, and by tests.
-"""
+"""Synthetic weights: the exact architectures with random values. A model built here costs the memory and
+time the real one costs (they do not depend on the values); it just restores nothing. For the hardware
+check before any download, benchmarks and tests."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""Pre/post-processing exactly as the official ``face_gan.py``, at our RGB boundary.
+"""Pre/post-processing exactly as the official ``face_gan.py``, at our RGB boundary (no BGR flip).
 
-Official: ``img/255``, ``(x - 0.5) / 0.5``, HWC→NCHW (with a BGR→RGB flip that our RGB
-boundary makes unnecessary); back: ``x*0.5 + 0.5``, clip to [0, 1], ``*255`` and
-``astype(uint8)`` (truncation, as the official code does). ``norm=False`` is the official
-``is_norm=False`` (Segmentation2Face): the network takes [0, 1] and its output is clipped from [0, 1].
+Official: ``img/255``, ``(x - 0.5) / 0.5``, HWC→NCHW; back: ``x*0.5 + 0.5``, clip to [0, 1], ``*255`` and
+``astype(uint8)`` (truncation). ``norm=False`` is the official ``is_norm=False`` (Segmentation2Face): the
+network takes [0, 1] and its output is clipped from [0, 1].
 """
 
 from __future__ import annotations

@@ -61,10 +61,9 @@ MAX_TILE = 1024
 _UNSHUFFLE = {4: 1, 2: 2, 1: 4}
 
 
-# Largest result we make (pixels): a 100 MP RGB result is 300 MB as raw pixels, and the flow
-# holds about three of them (the resized original, the upscaled background, the composed photo).
+# Largest result we make (pixels): a 100 MP RGB result is 300 MB as raw pixels, and the flow holds
+# FLOW_BUFFERS of them at its peak (the resized original, the upscaled background, the composed photo).
 MAX_OUTPUT_PIXELS = 100_000_000
-# Full-size uint8 RGB buffers the upscaling flow holds at its peak (see MAX_OUTPUT_PIXELS).
 FLOW_BUFFERS = 3
 
 
@@ -76,10 +75,10 @@ def check_output_size(width: int, height: int, factor: int) -> None:
     out = width * height * factor * factor
     if factor <= 1 or out <= MAX_OUTPUT_PIXELS:
         return
-    fits = [f for f in (2,) if f < factor and width * height * f * f <= MAX_OUTPUT_PIXELS]
     k = math.sqrt(MAX_OUTPUT_PIXELS / out)
     shrink = f"{int(width * k)}×{int(height * k)}"
-    alt = f"choose ×{fits[0]} ({width * fits[0]}×{height * fits[0]}), or " if fits else "choose upscale 1, or "
+    x2_fits = factor > 2 and width * height * 4 <= MAX_OUTPUT_PIXELS
+    alt = f"choose ×2 ({width * 2}×{height * 2}), or " if x2_fits else "choose upscale 1, or "
     raise InputError(
         f"upscaling {width}×{height} by ×{factor} would make a {width * factor}×{height * factor} result "
         f"({out / 1e6:.0f} MP), over the {MAX_OUTPUT_PIXELS / 1e6:.0f} MP limit. To fix: {alt}shrink the photo "
@@ -182,16 +181,6 @@ def choose_bf16(device: str, mode: MemoryMode | None = None, features: dict[str,
     return True, "bfloat16: this CPU has native bfloat16 (AVX-512 BF16 / AMX), several times faster than float32"
 
 
-def steady_allocator() -> bool:
-    """Make glibc hand every block of 1 MiB or more straight back to the OS when freed. False off glibc.
-
-    Why: glibc's sliding mmap threshold lets tile activations fragment the heap, so the same tile
-    peaks anywhere from 44 to 75 MiB (docs/upscaling.md); fixed, every call peaks the same. Set each
-    time upscaling runs: the next request sets its own mode's (:mod:`gpen_core.platform.heap`).
-    """
-    return map_blocks_from(MAPPED_FROM)
-
-
 def _index(n: int, start: int, stop: int) -> slice | np.ndarray:
     """Rows [start, stop) of an input of ``n`` rows, reflect-padded past its end (torch's 'reflect')."""
     if stop <= n:
@@ -219,7 +208,10 @@ def run_tiles(
     import torch
 
     check_rgb(rgb, "the photo to upscale")
-    steady_allocator()
+    # glibc's sliding mmap threshold lets tile activations fragment the heap, so the same tile peaks
+    # anywhere from 44 to 75 MiB (docs/upscaling.md): fixed, every call peaks the same. Set each time
+    # upscaling runs: the next request sets its own mode's (gpen_core.platform.heap).
+    map_blocks_from(MAPPED_FROM)
     t0 = time.perf_counter()
     s = net.scale
     h, w = rgb.shape[:2]
