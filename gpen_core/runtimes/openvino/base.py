@@ -215,11 +215,10 @@ def drop_mapped_pages(folder: Path) -> int:
     return dropped
 
 
-def first_use_fallback(requested: str, backend: str, cached: bool, need: int, free_ram: int, what: str, estimated: bool = False) -> str | None:
-    """Why ``auto`` should run ``what`` on torch this time instead of converting it for OpenVINO now, or None:
-    only for ``auto`` (an explicit ``openvino`` is taken as asked), while ``what`` is not converted yet
-    (``cached``) and the conversion needs more RAM (``need``) than is free (a later request converts it)."""
-    if requested != "auto" or backend != "openvino" or cached or free_ram >= need:
+def first_use_fallback(need: int, free_ram: int, what: str, estimated: bool = False) -> str | None:
+    """Why ``auto`` runs ``what`` on torch this time instead of converting it for OpenVINO now: the first-use
+    conversion needs ``need`` bytes of RAM and only ``free_ram`` are free (a later request converts it); else None."""
+    if free_ram >= need:
         return None
     from gpen_core.platform.meter import format_bytes
 

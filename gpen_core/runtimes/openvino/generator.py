@@ -32,7 +32,7 @@ from gpen_core.runtimes.openvino.export import GRAPH_REVISION, exportable
 from gpen_core.runtimes.openvino.base import (  # noqa: F401
     CONVERSION_LOCK, INSTALL_HINT, CacheKey, Precision, cache_key, cache_root, capabilities, check_precision,
     choose_precision, compile_cached, compile_ir, convert_traced, cpu_flags, cpu_key, drop_mapped_pages,
-    first_use_fallback, get_core, is_cached, openvino_version, require_writable, save_ir, sha256_file,
+    get_core, is_cached, openvino_version, require_writable, save_ir, sha256_file,
     unavailable_reason,
 )
 
@@ -96,17 +96,6 @@ def conversion_ram(size: int, checkpoint: Path) -> tuple[int, bool]:
     if size in CONVERT_RAM_MEASURED:
         return CONVERT_RAM_MEASURED[size], True
     return int(checkpoint.stat().st_size * _CONVERT_RAM_PER_FILE_BYTE), False
-
-
-def conversion_fallback(requested: str, backend: str, checkpoint: Path, size: int, precision: Precision, free_ram: int,
-                        models_dir: str | os.PathLike[str] | None = None) -> str | None:
-    """Why ``auto`` should run torch this time instead of converting ``checkpoint`` now, or None
-    (:func:`~gpen_core.runtimes.openvino.base.first_use_fallback`; a synthetic checkpoint never)."""
-    if requested != "auto" or backend != "openvino" or str(checkpoint).startswith("synthetic:"):
-        return None
-    need, measured = conversion_ram(size, checkpoint)
-    cached = graph_is_current(cache_key(checkpoint, precision), models_dir)
-    return first_use_fallback(requested, backend, cached, need, free_ram, checkpoint.name, estimated=not measured)
 
 
 def graph_is_current(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> bool:
