@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpen_core.errors import ResourceError
 from gpen_core.platform import durable
-from gpen_core.platform.oom import malloc_trim
-from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, CacheKey, cache_key, cache_root, compile_ir,
-                                              convert_traced, drop_mapped_pages, is_cached, require_writable, save_ir,
-                                              unavailable_reason)
+from gpen_core.runtimes.openvino.base import (CacheKey, CompiledNet, cache_key, cache_root, convert_traced,
+                                              drop_mapped_pages, load_compiled, require_writable, save_ir)
 from gpen_core.runtimes.openvino.choice import SpeedRun, time_interleaved, torch_threads
 
 if TYPE_CHECKING:
@@ -89,20 +85,17 @@ def convert(net: Any, variant: str, key: CacheKey, models_dir: str | os.PathLike
     return final / "model.xml", seconds
 
 
-class OVRetinaFace:
-    """A compiled RetinaFace. Calls are serialised (one infer request)."""
+class OVRetinaFace(CompiledNet):
+    """A compiled RetinaFace."""
 
     def __init__(
         self, compiled: Any, meta: dict[str, Any], key: CacheKey, root: Path, *, load_s: float, convert_s: float | None
     ) -> None:
-        self._root, self._compiled, self._request = root, compiled, compiled.create_infer_request()
-        self._lock = threading.Lock()
+        super().__init__(compiled, key, load_s=load_s, convert_s=convert_s)
+        self._root = root
         self._priors: dict[tuple[int, int], Any] = {}  # (H, W) → facexlib's PriorBox output
         self.cfg: dict[str, Any] = meta["cfg"]  # facexlib's anchors and variances (the 1MB variant's own anchors)
         self.variant: str = meta["variant"]
-        self.key, self.backend = key, "openvino"
-        self.load_s = load_s  # reading + compiling (or importing the cached blob)
-        self.convert_s = convert_s  # None when the IR came from the cache
 
     def forward(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """1×3×H×W float32 (BGR minus facexlib's means) → (loc 1×A×4, conf 1×A×2 softmaxed, landmarks 1×A×10)."""
@@ -110,14 +103,10 @@ class OVRetinaFace:
 
         if x.ndim != 4 or x.shape[:2] != (1, 3):
             raise ValueError(f"expected a 1×3×H×W input, got {tuple(x.shape)}")
-        with self._lock:
-            self._request.infer([np.ascontiguousarray(x, dtype=np.float32)])
-            out = tuple(self._request.get_output_tensor(i).data.copy() for i in range(3))
-            # Hand back the intermediate buffers (~260 MB for ResNet-50 at 1000 px; ~10 ms), as torch does.
-            self._compiled.release_memory()
-        malloc_trim()
+        out = self.infer([np.ascontiguousarray(x, dtype=np.float32)],
+                         lambda r: tuple(r.get_output_tensor(i).data.copy() for i in range(3)))
         drop_mapped_pages(self.key.ir_dir(self._root))
-        return out  # type: ignore[return-value]
+        return out
 
     def priors(self, h: int, w: int) -> Any:
         """facexlib's prior boxes for an H×W input (a pure-Python loop: ~50 ms at 1000 px, kept per size)."""
@@ -157,19 +146,17 @@ class OVRetinaFace:
 def load(weights: Path | None, network: str, build: BuildNet, *, models_dir: str | os.PathLike[str] | None = None,
          threads: int | None = None) -> OVRetinaFace:
     """The compiled detector for ``weights`` (None: the synthetic detector's random weights): from the cache, or
-    converted now from ``build(weights)``'s torch network. Raises :class:`ResourceError` when OpenVINO cannot run."""
-    if why := unavailable_reason():
-        raise ResourceError(why)
+    converted now from ``build(weights)``'s torch network; raises as
+    :func:`~gpen_core.runtimes.openvino.base.load_compiled` does."""
     path = Path(weights) if weights is not None else synthetic_weights(network, build, models_dir)
-    key, root, convert_s = detector_key(path, network), cache_root(models_dir), None
-    if not is_cached(key, models_dir):
-        with CONVERSION_LOCK:
-            if not is_cached(key, models_dir):  # another thread may have converted it meanwhile
-                net, variant = build(path)
-                _, convert_s = convert(net, variant, key, models_dir)
-                del net
+    key, root = detector_key(path, network), cache_root(models_dir)
+
+    def convert_now() -> float:
+        net, variant = build(path)
+        return convert(net, variant, key, models_dir)[1]
+
+    compiled, load_s, convert_s = load_compiled(key, models_dir, threads, convert_now)
     meta = json.loads((key.ir_dir(root) / "meta.json").read_text())
-    compiled, load_s = compile_ir(key, root, "f32", threads)
     return OVRetinaFace(compiled, meta, key, root, load_s=load_s, convert_s=convert_s)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,10 +29,8 @@ from gpen_core.runtimes.openvino.choice import BackendChoice
 from gpen_core.runtimes.openvino.export import GRAPH_REVISION, exportable
 # Re-exported: callers use ov_backend.* for the base's names too.
 from gpen_core.runtimes.openvino.base import (  # noqa: F401
-    CONVERSION_LOCK, INSTALL_HINT, CacheKey, Precision, cache_key, cache_root, capabilities, check_precision,
-    choose_precision, compile_cached, compile_ir, convert_traced, cpu_flags, cpu_key, drop_mapped_pages,
-    get_core, is_cached, openvino_version, require_writable, save_ir, sha256_file,
-    unavailable_reason,
+    CacheKey, CompiledNet, Precision, cache_key, cache_root, capabilities, choose_precision, convert_traced, cpu_key,
+    drop_mapped_pages, is_cached, load_compiled, openvino_version, require_writable, save_ir, unavailable_reason,
 )
 
 if TYPE_CHECKING:
@@ -110,30 +107,18 @@ def graph_is_current(key: CacheKey, models_dir: str | os.PathLike[str] | None = 
     return meta.get("graph") == GRAPH_REVISION
 
 
-class OVForward:
+class OVForward(CompiledNet):
     """A compiled GPEN: ``forward(x) -> y`` like :class:`gpen_core.networks.prepared.PreparedForward`.
 
     ``x``: N×3×S×S float in [-1, 1] RGB, a numpy array or a CPU torch tensor; ``y``: float32 of the
-    same kind. One face at a time (the IR has batch 1; batching measured no faster); calls are
-    serialised. After each face the plugin's intermediate buffers are handed back: kept, they sat
-    under every later stage's peak (~440 MiB at 512 px float32); allocating them again costs ~0.2 s
-    of CPU per face, as torch pays for its activations (measured on a contended 2-core Xeon).
+    same kind. One face at a time (the IR has batch 1; batching measured no faster).
     """
 
-    def __init__(self, compiled: Any, size: int, precision: Precision, key: CacheKey, *, load_s: float,
-                 convert_s: float | None, dropped_bytes: int = 0) -> None:
-        self._compiled = compiled
-        self._request = compiled.create_infer_request()
-        self._lock = threading.Lock()
-        self.size, self.precision, self.key = size, precision, key
-        self.load_s = load_s  # reading + compiling (or importing the cached blob)
-        self.convert_s = convert_s  # None when the IR came from the cache
+    def __init__(self, compiled: Any, size: int, key: CacheKey, *, load_s: float, convert_s: float | None,
+                 dropped_bytes: int = 0) -> None:
+        super().__init__(compiled, key, load_s=load_s, convert_s=convert_s)
+        self.size = size
         self.dropped_bytes = dropped_bytes  # mapped weight-file bytes taken out of RSS after compiling (see load)
-        self.backend = "openvino"
-
-    @property
-    def dtype_name(self) -> str:
-        return "bfloat16" if self.precision == "bf16" else "float32"
 
     def __call__(self, x: Any) -> Any:
         import numpy as np
@@ -153,45 +138,31 @@ class OVForward:
         return out
 
     def one(self, x: np.ndarray) -> np.ndarray:
-        """One face: 1×3×S×S float32 → a new 1×3×S×S float32 array; the intermediate buffers are released."""
+        """One face: 1×3×S×S float32 → a new 1×3×S×S float32 array."""
         import numpy as np
 
-        from gpen_core.platform.oom import malloc_trim
-
-        with self._lock:
-            self._request.infer([np.ascontiguousarray(x, dtype=np.float32)])
-            out = self._request.get_output_tensor(0).data.copy()  # the request reuses its buffer
-            self._compiled.release_memory()  # see the class doc: ~440 MiB not kept between faces
-        malloc_trim()  # the plugin's smaller buffers come back from glibc's heap too (~120 MiB measured)
-        return out
+        return self.infer([np.ascontiguousarray(x, dtype=np.float32)])
 
 
 def load(checkpoint: str | os.PathLike[str], precision: Precision = "f32", *,
          models_dir: str | os.PathLike[str] | None = None, progress: Progress | None = None, sha256: str | None = None,
          threads: int | None = None) -> OVForward:
-    """The compiled generator for ``checkpoint``: from the cache, or converted now (progress reported).
-
-    ``threads``: OpenVINO inference threads (None: OpenVINO's choice, the physical cores). Raises
-    :class:`ResourceError` when OpenVINO cannot run here, and as :func:`check_precision` does.
-    """
-    if why := unavailable_reason():
-        raise ResourceError(why)
-    check_precision(precision)
+    """The compiled generator for ``checkpoint``: from the cache (an IR of an older :data:`GRAPH_REVISION` is
+    converted again), or converted now, progress reported; raises as
+    :func:`~gpen_core.runtimes.openvino.base.load_compiled` does."""
     path = Path(checkpoint)
     key = cache_key(path, precision, sha256)
-    root = cache_root(models_dir)
-    convert_s = None
-    if not graph_is_current(key, models_dir):  # missing, or exported by an older revision
-        with CONVERSION_LOCK:
-            if not graph_is_current(key, models_dir):  # another thread may have converted it meanwhile
-                _, convert_s = convert(path, models_dir=models_dir, progress=progress, sha256=key.weights_sha256)
-    ir = key.ir_dir(root)
-    meta = json.loads((ir / "meta.json").read_text())
-    if progress and convert_s is not None:
-        progress(1.0, "OpenVINO: compiling for this CPU")
-    compiled, load_s = compile_ir(key, root, precision, threads)
-    dropped = drop_mapped_pages(ir)
-    return OVForward(compiled, int(meta["size"]), precision, key, load_s=load_s, convert_s=convert_s, dropped_bytes=dropped)
+
+    def convert_now() -> float:
+        seconds = convert(path, models_dir=models_dir, progress=progress, sha256=key.weights_sha256)[1]
+        if progress:
+            progress(1.0, "OpenVINO: compiling for this CPU")
+        return seconds
+
+    compiled, load_s, convert_s = load_compiled(key, models_dir, threads, convert_now, graph_is_current)
+    ir = key.ir_dir(cache_root(models_dir))
+    size = int(json.loads((ir / "meta.json").read_text())["size"])
+    return OVForward(compiled, size, key, load_s=load_s, convert_s=convert_s, dropped_bytes=drop_mapped_pages(ir))
 
 
 def cpu_id() -> str:

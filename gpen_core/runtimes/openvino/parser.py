@@ -12,21 +12,16 @@ Nothing beyond the standard library is imported at module import.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpen_core.errors import ResourceError
 from gpen_core.platform import durable
-from gpen_core.platform.oom import malloc_trim
 from gpen_core.progress import Progress
-from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, CacheKey, Precision, cache_key, cache_root,
-                                              check_precision, choose_precision, compile_ir, convert_traced,
-                                              drop_mapped_pages, is_cached, require_writable, save_ir,
-                                              unavailable_reason)
+from gpen_core.runtimes.openvino.base import (CacheKey, CompiledNet, Precision, cache_key, cache_root, choose_precision,
+                                              convert_traced, drop_mapped_pages, load_compiled, require_writable, save_ir)
 from gpen_core.runtimes.openvino.choice import SpeedRun, time_interleaved, torch_threads
 
 if TYPE_CHECKING:
@@ -104,25 +99,19 @@ def convert(weights: str | os.PathLike[str], input_size: int, *, models_dir: str
     return final / "model.xml", seconds
 
 
-class OVParser:
+class OVParser(CompiledNet):
     """A compiled ParseNet with :class:`~gpen_core.networks.parsenet.FaceParser`'s contract: ``labels(face)``
-    → int64 512×512 class labels for an RGB uint8 H×W×3 face. Calls are serialised (one request)."""
+    → int64 512×512 class labels for an RGB uint8 H×W×3 face."""
 
     device = "cpu"
-    backend = "openvino"
 
-    def __init__(self, compiled: Any, input_size: int, precision: Precision, key: CacheKey, *, load_s: float, convert_s: float | None) -> None:
+    def __init__(self, compiled: Any, input_size: int, key: CacheKey, *, load_s: float, convert_s: float | None) -> None:
         import numpy as np
 
-        self._compiled, self._request, self._lock = compiled, compiled.create_infer_request(), threading.Lock()
-        self.input_size, self.precision, self.key = int(input_size), precision, key
-        self.load_s, self.convert_s = load_s, convert_s  # convert_s: None when the IR came from the cache
+        super().__init__(compiled, key, load_s=load_s, convert_s=convert_s)
+        self.input_size = int(input_size)
         # The official img2tensor (x / 255 * 2 - 1 in float64, then float32), bit for bit (see parsenet._INPUT_LUT).
         self._lut = (np.arange(256, dtype=np.float64) / 255.0 * 2 - 1).astype(np.float32)
-
-    @property
-    def dtype_name(self) -> str:
-        return "bfloat16" if self.precision == "bf16" else "float32"
 
     def _run(self, face_rgb: np.ndarray, reduce: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         import cv2
@@ -134,14 +123,7 @@ class OVParser:
         x = face_rgb
         if x.shape[:2] != (s, s):
             x = cv2.resize(x, (s, s), interpolation=cv2.INTER_LINEAR)  # official: cv2.resize default
-        with self._lock:
-            self._request.infer([self._lut[x][None]])
-            out = reduce(self._request.get_output_tensor(0).data)  # the request reuses its buffer
-            # Hand back the plugin's intermediate buffers (~430 MiB at 512 px, measured), as the
-            # generator and the detector do: they would otherwise sit under every later stage.
-            self._compiled.release_memory()
-        malloc_trim()
-        return out
+        return self.infer([self._lut[x][None]], lambda r: reduce(r.get_output_tensor(0).data))
 
     def logits(self, face_rgb: np.ndarray) -> np.ndarray:
         """1×C×512×512 float32 logits (a copy)."""
@@ -155,25 +137,14 @@ class OVParser:
 def load(weights: str | os.PathLike[str], input_size: int, precision: Precision = "f32", *,
          models_dir: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None,
          progress: Progress | None = None, threads: int | None = None) -> OVParser:
-    """The compiled parser for ``weights`` at an S×S input: from the cache, or converted now.
-
-    ``threads``: OpenVINO inference threads (None: OpenVINO's choice). Raises :class:`ResourceError`
-    when OpenVINO cannot run here, and as :func:`~gpen_core.runtimes.openvino.base.check_precision` does.
-    """
-    if why := unavailable_reason():
-        raise ResourceError(why)
-    check_precision(precision)
+    """The compiled parser for ``weights`` at an S×S input: from the cache, or converted now; raises as
+    :func:`~gpen_core.runtimes.openvino.base.load_compiled` does."""
     path = Path(weights)
     key = parse_key(path, input_size, precision)
-    root, convert_s = cache_root(models_dir), None
-    if not is_cached(key, models_dir):
-        with CONVERSION_LOCK:
-            if not is_cached(key, models_dir):  # another thread may have converted it meanwhile
-                _, convert_s = convert(path, input_size, models_dir=models_dir, config=config, progress=progress,
-                                       sha256=key.weights_sha256)
-    compiled, load_s = compile_ir(key, root, precision, threads)
-    drop_mapped_pages(key.ir_dir(root))  # the plugin runs on its own copy of the weights
-    return OVParser(compiled, input_size, precision, key, load_s=load_s, convert_s=convert_s)
+    compiled, load_s, convert_s = load_compiled(key, models_dir, threads, lambda: convert(
+        path, input_size, models_dir=models_dir, config=config, progress=progress, sha256=key.weights_sha256)[1])
+    drop_mapped_pages(key.ir_dir(cache_root(models_dir)))  # the plugin runs on its own copy of the weights
+    return OVParser(compiled, input_size, key, load_s=load_s, convert_s=convert_s)
 
 
 def measure_speed(input_size: int, dtype: str, *, weights: str | os.PathLike[str] | None = None,
