@@ -69,8 +69,8 @@ def synthetic_weights(network: str, build: BuildNet, models_dir: str | os.PathLi
 
 
 def convert(net: Any, variant: str, key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> tuple[Path, float]:
-    """facexlib's RetinaFace ``net`` (test phase) → IR in the cache; (model.xml, seconds). Written to a
-    temporary folder and renamed into place (a crash leaves no half model)."""
+    """facexlib's RetinaFace ``net`` (test phase) → IR in the cache (written whole or not at all:
+    :func:`~gpen_core.runtimes.openvino.base.save_ir`); (model.xml, seconds)."""
     import openvino as ov
     import torch
 

@@ -1,15 +1,10 @@
 """OpenVINO backend for the GPEN generator on the CPU: convert once, cache, run; and ``auto``'s measured choice.
 
-:func:`convert` turns a checkpoint into IR from our own :class:`~gpen_core.networks.arch.GPEN`
-after export-only changes (:func:`exportable`: the same function, tests hold float32 to 1e-4 of
-the official references); an IR of an older :data:`GRAPH_REVISION` is converted again. The IR
-and the compiled blob live under ``<models>/openvino/`` keyed by checkpoint, OpenVINO release,
-precision and CPU features (:class:`~gpen_core.runtimes.openvino.base.CacheKey`), so no stale
-blob is reused. :func:`load` returns an :class:`OVForward` with
-:class:`~gpen_core.networks.prepared.PreparedForward`'s call contract; loading from the cache
-needs neither torch nor the checkpoint. ``"bf16"`` only where the CPU plugin has BF16
-(:func:`choose_precision` says so instead of letting the plugin run float32 silently).
-Nothing beyond the standard library is imported at module import.
+:func:`convert` makes IR of our own :class:`~gpen_core.networks.arch.GPEN` after :func:`exportable` (the same
+function: tests hold float32 to 1e-4 of the official references), cached by
+:class:`~gpen_core.runtimes.openvino.base.CacheKey`; :func:`load` gives an :class:`OVForward` with
+:class:`~gpen_core.networks.prepared.PreparedForward`'s call contract, from the cache without torch or the
+checkpoint. Standard library only at module import.
 """
 
 from __future__ import annotations
@@ -22,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpen_core.errors import ResourceError
+from gpen_core.options import BACKENDS
 from gpen_core.platform import measurements
 from gpen_core.platform.cpuinfo import cpu_model
 from gpen_core.progress import Progress
@@ -37,8 +33,6 @@ if TYPE_CHECKING:
     from gpen_core.modes import MemoryMode
     import numpy as np
     import torch
-
-BACKENDS: tuple[str, ...] = ("auto", "torch", "openvino")
 
 
 def convert(checkpoint: str | os.PathLike[str], *, models_dir: str | os.PathLike[str] | None = None,
@@ -78,12 +72,10 @@ def to_openvino(model: torch.nn.Module, size: int) -> Any:
     return convert_traced(model, torch.zeros(1, 3, size, size), (1, 3, size, size))
 
 
-# RAM a first-use conversion adds to the process (peak RSS above the process before it), per
-# face size: measured 2026-12-03 on the AMX Xeon with random weights of the released checkpoints
-# (peak RSS around `load()` of an uncached checkpoint, in a fresh process); 1024 px (GPEN's
-# colorization / inpainting architecture) measured 2026-12-04 the same way on the AMD EPYC Zen 4
-# (`python benchmarks/ov_1024.py`, now `bench_forward.py --sizes 1024`: peak RSS 2349 MiB, 112 s on 2 shared cores). Other sizes:
-# estimated from the file size at the 256 px ratio (the higher one measured: 10.5x the file).
+# RAM a first-use conversion adds to the process (peak RSS above the process before it, around `load()` of an
+# uncached checkpoint with random weights, in a fresh process), per face size: 256 and 512 px on the AMX Xeon,
+# 2026-12-03 (docs/performance.md, "CPU runtime"); 1024 px on the Zen 4, 2026-12-04 (docs/tasks.md). Other
+# sizes: estimated from the file size at the 256 px ratio (the higher one measured: 10.5x the file).
 CONVERT_RAM_MEASURED: dict[int, int] = {256: 757 * 2**20, 512: 1656 * 2**20, 1024: 2349 * 2**20}
 _CONVERT_RAM_PER_FILE_BYTE = 10.5
 
@@ -168,11 +160,6 @@ def load(checkpoint: str | os.PathLike[str], precision: Precision = "f32", *,
 def cpu_id() -> str:
     """The key this CPU's speed records are kept under: its kind and a hash of its model name."""
     return f"{cpu_key()}-{hashlib.sha256(cpu_model().encode()).hexdigest()[:8]}"
-
-
-def speed_file(models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The file the speed records live in: the models folder's measurements store (:mod:`gpen_core.platform.measurements`)."""
-    return measurements.path(models_dir)
 
 
 def speed_records(models_dir: str | os.PathLike[str] | None = None) -> dict[str, measurements.SpeedRecord]:

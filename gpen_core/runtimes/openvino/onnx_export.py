@@ -16,13 +16,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from gpen_core.errors import GPENError, InputError
 from gpen_core.platform import durable
 
 ExportFormat = Literal["onnx", "openvino"]
-FORMATS: tuple[str, ...] = ("onnx", "openvino")
+FORMATS: tuple[str, ...] = get_args(ExportFormat)
 # ONNX opset: 17 is read by every current runtime (onnxruntime ≥ 1.11, OpenVINO, TensorRT 8.5+)
 # and has every op the graph uses (Conv, ConvTranspose, Gemm/MatMul, LeakyRelu, Sqrt, Pad).
 OPSET = 17

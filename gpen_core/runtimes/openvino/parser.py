@@ -3,10 +3,7 @@
 The same network and recipe as :class:`gpen_core.networks.parsenet.FaceParser` (the face resized to
 the input size S with cv2 INTER_LINEAR, the official ``img2tensor`` values, the logits brought to
 512×512 inside the graph when S ≠ 512, argmax), converted from our torch module with a static
-1×S×S×3 input and cached like the generator under ``<models>/openvino/parsenet-<stem>-<S>px-…``.
-``f32`` for the float32 parse, ``bf16`` where the mode parses in bfloat16 and the CPU has it.
-:func:`measure_speed` times torch against OpenVINO for ``--backend auto`` (``network="parsenet"``).
-Nothing beyond the standard library is imported at module import.
+1×S×S×3 input and cached like the generator (:func:`parse_key`). Standard library only at module import.
 """
 
 from __future__ import annotations
@@ -59,9 +56,9 @@ def synthetic_weights(models_dir: str | os.PathLike[str] | None = None) -> Path:
 def convert(weights: str | os.PathLike[str], input_size: int, *, models_dir: str | os.PathLike[str] | None = None,
             config: Mapping[str, Any] | None = None, progress: Progress | None = None,
             sha256: str | None = None) -> tuple[Path, float]:
-    """Convert ParseNet weights (``parsenet.build(..., config)``; default the released network)
-    to IR for an S×S input in the cache; returns (model.xml, seconds). Needs torch. Written to a
-    temporary folder and renamed into place, so a crash never leaves half a model."""
+    """Convert ParseNet weights (``parsenet.build(..., config)``; default the released network) to IR for an
+    S×S input in the cache (written whole or not at all: :func:`~gpen_core.runtimes.openvino.base.save_ir`);
+    returns (model.xml, seconds). Needs torch."""
     import torch
     from torch.nn import functional as F
 
