@@ -146,7 +146,6 @@ class BoundedBlobs(dict):  # type: ignore[type-arg]
         super().pop(key, None)  # re-inserted last: the newest
         super().__setitem__(key, value)
         parts = [getattr(value, "background", None), getattr(value, "composite", None), *(getattr(value, "layers", None) or [])]
-        self._sizes.pop(key, None)
         self._sizes[key] = sum(len(p) for p in parts if p is not None)
         while len(self) > 1 and (len(self) > self.max_ids or sum(self._sizes.values()) > self.max_bytes):
             oldest = next(iter(self))

@@ -144,37 +144,29 @@ def load(weights: str | os.PathLike[str], input_size: int, precision: Precision 
     return OVParser(compiled, input_size, key, load_s=load_s, convert_s=convert_s)
 
 
-def measure_speed(input_size: int, dtype: str, *, weights: str | os.PathLike[str] | None = None,
-                  models_dir: str | os.PathLike[str] | None = None, how: SpeedRun = SpeedRun(runs=5),
-                  progress: Progress | None = None, load_as: Callable[[str], Any] | None = None) -> dict[str, Any]:
+def measure_speed(input_size: int, dtype: str, *, load_as: Callable[[str], Any],
+                  weights: str | os.PathLike[str] | None = None, models_dir: str | os.PathLike[str] | None = None,
+                  how: SpeedRun = SpeedRun(runs=5), progress: Progress | None = None) -> dict[str, Any]:
     """Time torch's and OpenVINO's parser for one (S, dtype) on a face-like image
     (:func:`~gpen_core.runtimes.openvino.choice.time_interleaved`, ``how.runs`` rounds); the row (medians,
     all times, precision, convert_s).
 
-    ``weights``: the ParseNet file (None: :func:`synthetic_weights`). ``dtype``: the torch parse dtype;
-    OpenVINO runs the matching precision. ``how.record``: the medians go to
-    :func:`~gpen_core.runtimes.openvino.generator.record_speed` (``network="parsenet"``). ``load_as``:
-    "torch" / "openvino" → that runtime's parser as a request loads it (the hardware check's ModelCache);
-    None: both built here from ``weights``.
+    ``load_as``: "torch" / "openvino" → that runtime's parser as a request loads it (the hardware check's
+    ModelCache), from ``weights`` (None: :func:`synthetic_weights`). ``dtype``: the torch parse dtype; OpenVINO
+    runs the matching precision. ``how.record``: the medians go to
+    :func:`~gpen_core.runtimes.openvino.generator.record_speed` (``network="parsenet"``).
     """
     import numpy as np
-    import torch
 
     from gpen_core.runtimes.openvino import generator as ov_backend
-    from gpen_core.networks.parsenet import FaceParser
 
     runs, threads, record, source = how.runs, how.threads, how.record, how.source
     say = progress or (lambda f, m: None)
     path = Path(weights) if weights is not None else synthetic_weights(models_dir)
     precision, note = choose_precision(dtype)
-    with torch_threads(threads) as old:
+    with torch_threads(threads):
         say(0.0, f"parser: {input_size} px {dtype}, torch and OpenVINO {precision}")
-        if load_as is not None:
-            tp, op = load_as("torch"), load_as("openvino")
-        else:
-            tp = FaceParser.from_file(path, input_size=input_size, dtype=getattr(torch, dtype))
-            op = load(path, input_size, precision, models_dir=models_dir, threads=threads or old,
-                      progress=lambda f, m: say(0.05 + 0.6 * f, m))
+        tp, op = load_as("torch"), load_as("openvino")
         yy, xx = np.mgrid[0:512, 0:512] / 511.0
         face = (np.stack([xx, yy, 0.5 + 0.3 * np.sin(12 * xx * yy)], -1).clip(0, 1) * 255).astype(np.uint8)
         calls = {"torch": lambda: tp.labels(face), "openvino": lambda: op.labels(face)}
