@@ -402,11 +402,9 @@ def compile_entry(ir_dir: Path, compiled_dir: Path, config: dict[str, Any]) -> A
     """
     if why := entry_problem(ir_dir):
         raise set_aside(ir_dir, why)
-    try:
+    with contextlib.suppress(OSError):  # a read-only cache: compile from the IR every time
         compiled_dir.mkdir(parents=True, exist_ok=True)
         config = {**config, "CACHE_DIR": str(compiled_dir)}
-    except OSError:  # a read-only cache: compile from the IR every time
-        pass
     try:
         return compile_cached(ir_dir / "model.xml", config)
     except RuntimeError as exc:

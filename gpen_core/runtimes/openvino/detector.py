@@ -160,28 +160,23 @@ def load(weights: Path | None, network: str, build: BuildNet, *, models_dir: str
     return OVRetinaFace(compiled, meta, key, root, load_s=load_s, convert_s=convert_s)
 
 
-def pattern_bgr(side: int = DETECT_SIDE) -> np.ndarray:
-    """A side×(3/4 side) BGR uint8 pattern (the time does not depend on the content)."""
-    import numpy as np
-
-    h = side * 3 // 4
-    yy, xx = np.mgrid[0:h, 0:side].astype(np.float32)
-    img = np.stack([xx / side, yy / h, 0.5 + 0.3 * np.sin(xx * yy / 900.0)], axis=-1)
-    return np.ascontiguousarray((img * 255).clip(0, 255).astype(np.uint8))
-
-
 def measure_speed(network: str, weights: Path | None, load_as: LoadAs, *,
                   models_dir: str | os.PathLike[str] | None = None, how: SpeedRun = SpeedRun()) -> dict[str, Any]:
     """Seconds per detection at :data:`DETECT_SIDE` px, torch's detector against OpenVINO's (each ``load_as(runtime)``,
     as a request loads it; timed by :func:`~gpen_core.runtimes.openvino.choice.time_interleaved`). ``weights``: the
     file they load (None: random weights), for the record's source. ``how.record``: written for ``auto``
     (:func:`~gpen_core.runtimes.openvino.generator.record_speed`, network ``retinaface-<network>``)."""
+    import numpy as np
+
     from gpen_core.runtimes.openvino.generator import record_speed
 
     runs, threads, record, source = how.runs, how.threads, how.record, how.source
+    side, h = DETECT_SIDE, DETECT_SIDE * 3 // 4  # a BGR pattern: the time does not depend on the content
+    yy, xx = np.mgrid[0:h, 0:side].astype(np.float32)
+    img = np.stack([xx / side, yy / h, 0.5 + 0.3 * np.sin(xx * yy / 900.0)], axis=-1)
+    bgr = np.ascontiguousarray((img * 255).clip(0, 255).astype(np.uint8))
     with torch_threads(threads):
         torch_det, ov_det = load_as("torch"), load_as("openvino")
-        bgr = pattern_bgr()
         timed = time_interleaved({"torch": lambda: torch_det.detect_rows(bgr, 0.9),
                                   "openvino": lambda: ov_det.detect_rows(bgr, 0.9)}, runs)
     convert_s = None if ov_det.convert_s is None else round(ov_det.convert_s, 2)
