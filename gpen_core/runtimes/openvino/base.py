@@ -181,14 +181,11 @@ def is_cached(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -
 
 
 def drop_mapped_pages(folder: Path) -> int:
-    """Take this process's resident pages of the read-only files mapped from ``folder`` out of
-    its RSS (``madvise(MADV_DONTNEED)``); returns the bytes advised (0 off Linux).
-
-    The CPU plugin copies the weights it maps into its own layouts while compiling, yet the
-    originals stay resident (~230 MiB of the 512 px generator); pages still in use come back from
-    the page cache (same outputs, same speed: docs/performance.md, "Where a 12 MP request's memory
-    goes"). Only mappings without write permission are touched, so no data can be lost.
-    """
+    """Take this process's resident pages of the read-only files mapped from ``folder`` out of its RSS
+    (``madvise(MADV_DONTNEED)``); the bytes advised (0 off Linux). The CPU plugin copies the weights it maps into
+    its own layouts while compiling, yet the originals stay resident (~230 MiB of the 512 px generator); pages still
+    in use come back from the page cache (same outputs, same speed: docs/performance.md, "Where a 12 MP request's
+    memory goes"). Only mappings without write permission are touched, so no data can be lost."""
     if not sys.platform.startswith("linux"):
         return 0
     try:
@@ -332,13 +329,11 @@ def set_aside(ir_dir: Path, why: str) -> CacheDamaged:
 
 
 def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) -> float:
-    """Write a converted model into its cache folder ``final`` atomically; returns the seconds since
-    ``started`` (also stored in meta.json as ``convert_s``). Raises :class:`CacheUnwritable`.
-
-    The IR (float32 weights) and meta.json, with each file's size and sha256, go to a temporary sibling
-    folder renamed into place. Another process's finished copy of the same conversion is kept (a reader
-    may be loading it); any other entry there (older, partial, damaged) is set aside, then deleted.
-    """
+    """Write a converted model into its cache folder ``final`` whole or not at all: the IR (float32 weights) and a
+    meta.json with each file's size and sha256 go to a temporary sibling folder renamed into place. Another process's
+    finished copy of the same conversion is kept (a reader may be loading it); any other entry there (older, partial,
+    damaged) is set aside, then deleted. Returns the seconds since ``started`` (stored in meta.json as ``convert_s``);
+    raises :class:`CacheUnwritable`."""
     import openvino as ov
 
     require_writable(final.parent.parent)  # the cache root: <root>/<model>/<ov version>

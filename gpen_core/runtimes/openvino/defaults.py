@@ -2,11 +2,9 @@
 
 A fresh install has no speed record of its own, yet the faster runtime should run from the first
 request. Each entry is a measurement of torch against OpenVINO on a named CPU of that kind (seconds
-per call, with the command); :func:`default_choice` turns it into a
-:class:`~gpen_core.runtimes.openvino.choice.BackendChoice` whose caveat says it was measured on another
-machine. This machine's own record (:func:`~gpen_core.runtimes.openvino.generator.record_speed`) always
-wins. The kinds are what decides both runtimes' speed: AMX tiles, AVX-512 with native bf16 (Zen 4),
-AVX2 without it; a kind or network with no entry stays on torch until measured.
+per call, with the command); this machine's own record (:func:`~gpen_core.runtimes.openvino.generator.record_speed`)
+always wins. The kinds decide both runtimes' speed: AMX tiles, AVX-512 with native bf16 (Zen 4), AVX2
+without it; a kind or network with no entry stays on torch until measured.
 """
 
 from __future__ import annotations

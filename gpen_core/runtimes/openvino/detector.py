@@ -160,32 +160,28 @@ def load(weights: Path | None, network: str, build: BuildNet, *, models_dir: str
     return OVRetinaFace(compiled, meta, key, root, load_s=load_s, convert_s=convert_s)
 
 
-def measure_speed(network: str, weights: Path | None, load_as: LoadAs, *,
-                  models_dir: str | os.PathLike[str] | None = None, how: SpeedRun = SpeedRun()) -> dict[str, Any]:
+def measure_speed(network: str, load_as: LoadAs, *, models_dir: str | os.PathLike[str] | None = None,
+                  how: SpeedRun) -> dict[str, Any]:
     """Seconds per detection at :data:`DETECT_SIDE` px, torch's detector against OpenVINO's (each ``load_as(runtime)``,
-    as a request loads it; timed by :func:`~gpen_core.runtimes.openvino.choice.time_interleaved`). ``weights``: the
-    file they load (None: random weights), for the record's source. ``how.record``: written for ``auto``
-    (:func:`~gpen_core.runtimes.openvino.generator.record_speed`, network ``retinaface-<network>``)."""
+    as a request loads it; timed by :func:`~gpen_core.runtimes.openvino.choice.time_interleaved`), recorded for
+    ``auto`` (:func:`~gpen_core.runtimes.openvino.generator.record_speed`, network ``retinaface-<network>``)."""
     import numpy as np
 
     from gpen_core.runtimes.openvino.generator import record_speed
 
-    runs, threads, record, source = how.runs, how.threads, how.record, how.source
     side, h = DETECT_SIDE, DETECT_SIDE * 3 // 4  # a BGR pattern: the time does not depend on the content
     yy, xx = np.mgrid[0:h, 0:side].astype(np.float32)
     img = np.stack([xx / side, yy / h, 0.5 + 0.3 * np.sin(xx * yy / 900.0)], axis=-1)
     bgr = np.ascontiguousarray((img * 255).clip(0, 255).astype(np.uint8))
-    with torch_threads(threads):
+    with torch_threads(how.threads):
         torch_det, ov_det = load_as("torch"), load_as("openvino")
         timed = time_interleaved({"torch": lambda: torch_det.detect_rows(bgr, 0.9),
-                                  "openvino": lambda: ov_det.detect_rows(bgr, 0.9)}, runs)
+                                  "openvino": lambda: ov_det.detect_rows(bgr, 0.9)}, how.runs)
     convert_s = None if ov_det.convert_s is None else round(ov_det.convert_s, 2)
-    out: dict[str, Any] = {"network": f"retinaface-{network}", "size": DETECT_SIDE, "threads": threads,
+    out: dict[str, Any] = {"network": f"retinaface-{network}", "size": DETECT_SIDE, "threads": how.threads,
                            "convert_s": convert_s, "load_s": round(ov_det.load_s, 2), **timed}
-    if record:
-        source = source or f"ov_detect.measure_speed ({'random' if weights is None else 'real'} weights)"
-        out["speed_file"] = str(record_speed(DETECT_SIDE, "float32", out["torch_s"], out["openvino_s"], models_dir=models_dir,
-                                             source=source, network=f"retinaface-{network}"))
+    out["speed_file"] = str(record_speed(DETECT_SIDE, "float32", out["torch_s"], out["openvino_s"],
+                                         models_dir=models_dir, source=how.source, network=f"retinaface-{network}"))
     return out
 
 
@@ -203,8 +199,8 @@ def check_row(
     row: dict[str, Any] = {"network": f"retinaface-{network}", "weights": kind, "runs": runs}
     say(0.0, f"backends: {network} detector at {DETECT_SIDE} px, torch and OpenVINO")
     try:
-        row.update(measure_speed(network, weights, load_as, models_dir=models_dir,
-                                 how=SpeedRun(runs, threads, source=f"hardware check: RetinaFace {network}, {kind} weights")))
+        row.update(measure_speed(network, load_as, models_dir=models_dir,
+                                 how=SpeedRun(runs, threads, f"hardware check: RetinaFace {network}, {kind} weights")))
     except Exception as exc:  # one row failing must not cost the others
         row["error"] = f"{type(exc).__name__}: {exc}"
     return row

@@ -163,11 +163,8 @@ def cpu_id() -> str:
 
 
 def speed_records(models_dir: str | os.PathLike[str] | None = None) -> dict[str, measurements.SpeedRecord]:
-    """This CPU's speed records (:func:`record_speed`), keyed by :func:`speed_key`.
-
-    Empty when the store is missing, unreadable or of another version: a damaged record then
-    means no measurement (``auto`` falls back to the defaults), and the next :func:`record_speed`
-    writes the store whole again."""
+    """This CPU's speed records (:func:`record_speed`), keyed by :func:`speed_key`; empty when the store is missing,
+    unreadable or of another version (``auto`` then falls back to the defaults; the next record writes it whole)."""
     return dict(measurements.read(models_dir).speeds.get(cpu_id(), {}))
 
 

@@ -146,25 +146,25 @@ def load(weights: str | os.PathLike[str], input_size: int, precision: Precision 
 
 def measure_speed(input_size: int, dtype: str, *, load_as: Callable[[str], Any],
                   weights: str | os.PathLike[str] | None = None, models_dir: str | os.PathLike[str] | None = None,
-                  how: SpeedRun = SpeedRun(runs=5), progress: Progress | None = None) -> dict[str, Any]:
+                  how: SpeedRun, progress: Progress | None = None) -> dict[str, Any]:
     """Time torch's and OpenVINO's parser for one (S, dtype) on a face-like image
     (:func:`~gpen_core.runtimes.openvino.choice.time_interleaved`, ``how.runs`` rounds); the row (medians,
     all times, precision, convert_s).
 
     ``load_as``: "torch" / "openvino" → that runtime's parser as a request loads it (the hardware check's
     ModelCache), from ``weights`` (None: :func:`synthetic_weights`). ``dtype``: the torch parse dtype; OpenVINO
-    runs the matching precision. ``how.record``: the medians go to
-    :func:`~gpen_core.runtimes.openvino.generator.record_speed` (``network="parsenet"``).
+    runs the matching precision. The medians go to :func:`~gpen_core.runtimes.openvino.generator.record_speed`
+    (``network="parsenet"``).
     """
     import numpy as np
 
     from gpen_core.runtimes.openvino import generator as ov_backend
 
-    runs, threads, record, source = how.runs, how.threads, how.record, how.source
+    runs = how.runs
     say = progress or (lambda f, m: None)
     path = Path(weights) if weights is not None else synthetic_weights(models_dir)
     precision, note = choose_precision(dtype)
-    with torch_threads(threads):
+    with torch_threads(how.threads):
         say(0.0, f"parser: {input_size} px {dtype}, torch and OpenVINO {precision}")
         tp, op = load_as("torch"), load_as("openvino")
         yy, xx = np.mgrid[0:512, 0:512] / 511.0
@@ -174,9 +174,8 @@ def measure_speed(input_size: int, dtype: str, *, load_as: Callable[[str], Any],
             0.7 + 0.3 * r / runs, f"parser: timed call {r + 1} of {runs} (torch and OpenVINO, interleaved)"))
     row: dict[str, Any] = {"size": int(input_size), "dtype": dtype, "precision": precision, "note": note, "weights": str(path),
                            "convert_s": None if op.convert_s is None else round(op.convert_s, 2), **timed}
-    if record:
-        row["speed_file"] = str(ov_backend.record_speed(input_size, dtype, row["torch_s"], row["openvino_s"], models_dir=models_dir,
-                                                        source=source or f"parser check: {path.name}", network="parsenet"))
+    row["speed_file"] = str(ov_backend.record_speed(input_size, dtype, row["torch_s"], row["openvino_s"],
+                                                    models_dir=models_dir, source=how.source, network="parsenet"))
     return row
 
 
@@ -196,7 +195,7 @@ def check_row(pair: Mapping[str, Any], models_dir: str | os.PathLike[str], threa
     how = "real weights" if pair["weights"] else "random weights of the released network (time does not depend on the values)"
     try:
         return measure_speed(pair["size"], pair["dtype"], weights=pair["weights"], models_dir=models_dir,
-                             how=SpeedRun(runs, threads, source=f"hardware check: ParseNet, {how}"), progress=say,
+                             how=SpeedRun(runs, threads, f"hardware check: ParseNet, {how}"), progress=say,
                              load_as=load_as)
     except Exception as exc:  # one pair failing must not cost the others
         return {"size": pair["size"], "dtype": pair["dtype"], "error": f"{type(exc).__name__}: {exc}"}
