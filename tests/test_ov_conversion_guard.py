@@ -7,14 +7,17 @@ the request runs on torch, and says why, instead of failing mid-conversion.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from gpen_core.runtimes.openvino import generator as ov_backend
 from gpen_core.engine.model_cache import ModelCache
+from gpen_core.engine.runtime_choice import RuntimeFacts, decide_runtime
 from gpen_core.modes import MODES
 from gpen_core.options import RestoreOptions
+from gpen_core.runtimes.openvino.choice import BackendChoice
 
 from .factories import low_on_openvino
 
@@ -32,17 +35,18 @@ def home(tmp_path: Path, gen256: Path) -> Path:
     return tmp_path
 
 
-def test_only_auto_with_an_unconverted_checkpoint_and_too_little_ram_falls_back(home: Path) -> None:
+def test_auto_converts_a_checkpoint_only_when_the_free_ram_holds_its_measured_conversion(home: Path) -> None:
     ckpt = home / "GPEN-BFR-256.pth"
     need, measured = ov_backend.conversion_ram(256, ckpt)
     assert measured and need == ov_backend.CONVERT_RAM_MEASURED[256]
-    why = ov_backend.conversion_fallback("auto", "openvino", ckpt, 256, "f32", need - 1, home)
+    facts = RuntimeFacts("generator", "the generator GPEN-BFR-256", "auto", BackendChoice("openvino", "measured faster here"),
+                         "float32", "float32", converted=False, convert_ram=need, free_ram=need - 1, converting=ckpt.name)
+    why = decide_runtime(facts).note
     assert why and "GPEN-BFR-256.pth" in why and "ran it on torch" in why and "is free" in why
-    assert ov_backend.conversion_fallback("auto", "openvino", ckpt, 256, "f32", need, home) is None
-    assert ov_backend.conversion_fallback("openvino", "openvino", ckpt, 256, "f32", 0, home) is None  # asked for: taken
-    assert ov_backend.conversion_fallback("auto", "torch", ckpt, 256, "f32", 0, home) is None
+    assert decide_runtime(replace(facts, free_ram=need)).runtime == "openvino"
     unknown, measured = ov_backend.conversion_ram(2048, ckpt)  # no measurement for that size: an estimate
     assert not measured and unknown == int(ckpt.stat().st_size * 10.5)
+    assert "(estimated from the file size)" in (decide_runtime(replace(facts, convert_ram_estimated=True)).note or "")
 
 
 def test_generator_runs_on_torch_and_says_why_then_converts_when_memory_is_free(home: Path, monkeypatch) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gpen_core.platform import measurements
 from gpen_core.runtimes.openvino import generator as ov_backend
 
 needs_openvino = pytest.mark.skipif(
@@ -15,7 +16,7 @@ needs_openvino = pytest.mark.skipif(
 
 
 def _speed_file(home: Path) -> Path:
-    return ov_backend.speed_file(home)
+    return measurements.path(home)
 
 
 def test_a_missing_file_reads_as_no_records(tmp_path: Path) -> None:

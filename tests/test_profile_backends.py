@@ -14,6 +14,7 @@ from gpen_core.runtimes.openvino.choice import BackendChoice
 from gpen_core.runtimes.openvino import generator as ov_backend
 from gpen_core.cli import main as cli_main  # imported here, not under capsys: its progress line binds sys.stderr at import
 from gpen_core.modes import MODES
+from gpen_core.platform import measurements
 from gpen_core.hwcheck import backends
 from gpen_core.engine import profile_records as records
 from gpen_core.hwcheck import report
@@ -74,7 +75,7 @@ def test_the_check_times_both_backends_and_records_them(compared: tuple[records.
     assert fs == sorted(fs) and 0.0 <= fs[0] and fs[-1] == 1.0
     # the speed file auto reads holds the medians, saying where they came from
     saved = _speeds(home)
-    assert b.speed_file == str(ov_backend.speed_file(home))
+    assert b.speed_file == str(measurements.path(home))
     rec = saved["64-float32"]
     low = next(r for r in b.rows if r.dtype == "float32")
     assert rec["torch_s"] == pytest.approx(low.torch_s, abs=1e-4) and rec["openvino_s"] == pytest.approx(low.openvino_s, abs=1e-4)

@@ -26,7 +26,7 @@ def _parse_measured(size: int, dtype: str, **k: Any) -> dict[str, Any]:
             "openvino_times": [0.2, 0.21, 0.19], "speed_file": "/x/speed.json"}
 
 
-def _detect_measured(network: str, weights: Path | None, build: Any, **k: Any) -> dict[str, Any]:
+def _detect_measured(network: str, load_as: Any, **k: Any) -> dict[str, Any]:
     """What ov_detect.measure_speed returns (recorded): resnet50 measured, mobilenet fails."""
     if network == "mobilenet0.25":
         raise RuntimeError("the plugin refused it")

@@ -1,17 +1,10 @@
-"""Gradio's internals the app leans on, in one place: raw image uploads, unknown routes, where a call came from.
+"""Gradio's internals the app leans on, in one place: raw image uploads (:func:`raw_upload`, :func:`raw_editor`),
+unknown routes and the page's private events (:func:`app_kwargs`), whether anyone still waits for a running
+event (:func:`still_waited_for`).
 
 Written for Gradio 6 (:data:`GRADIO_VERSIONS`, checked with 6.31). Only the app imports this module
 (``.importlinter``, contract ``no-ui-in-library``); ``tests/test_compat.py`` fails loudly when the
 installed Gradio no longer has what a seam here reaches into.
-
-* :func:`raw_upload` / :func:`raw_editor`: the handler gets the uploaded files' paths untouched. Gradio's
-  own ``preprocess`` opens every upload with Pillow before our hardened decoder sees it (a greyscale bomb
-  decoded in full, 16-bit clipped, transparency dropped). Set on the instance: a ``gr.Image`` subclass
-  would make Gradio write an ``app.pyi`` stub at import.
-* :func:`app_kwargs`: ``/run/<name>`` for an unknown name answers 404 (Gradio: 500), and
-  :class:`PageOnlyEvents` keeps the page's private events to the page.
-* :func:`still_waited_for`: whether anyone still waits for the running event's answer (Gradio lets a
-  plain function run on to its end after its client left).
 """
 
 from __future__ import annotations
@@ -58,16 +51,12 @@ def seam_problems() -> list[str]:
 
     if not {"blocks", "event_id"} <= set(vars(LocalContext)) or "clean_events" not in vars(Queue):
         problems.append("gradio.context.LocalContext has no blocks/event_id or its Queue no clean_events")
-    if not {"alive", "_id"} <= set(inspect.signature(Event.__init__).parameters) | _event_attributes(Event):
+    assigned = set(re.findall(r"self\.(\w+)\s*[:=]", inspect.getsource(Event.__init__)))  # set on instances
+    if not {"alive", "_id"} <= set(inspect.signature(Event.__init__).parameters) | assigned:
         problems.append("gradio.queueing.Event has no alive/_id")
     if "process_time_per_fn" not in inspect.getsource(Queue.__init__):
         problems.append("gradio.queueing.Queue keeps no process_time_per_fn (the ETA a run starts with)")
     return problems
-
-
-def _event_attributes(event_class: type) -> set[str]:
-    """The attributes ``Event.__init__`` assigns (read from its source: they are set on instances)."""
-    return set(re.findall(r"self\.(\w+)\s*[:=]", inspect.getsource(event_class.__init__)))
 
 
 def still_waited_for() -> Callable[[], bool]:
@@ -116,14 +105,15 @@ def check_installed() -> None:
 
 def raw_upload(component: gr.Image, save_data_url: Callable[[str], Any]) -> gr.Image:
     """Make ``component`` hand its upload to the handler as the file's path, unopened. A pasted image arrives
-    as a ``data:`` URL: ``save_data_url`` writes it to a file of ours and returns its path."""
+    as a ``data:`` URL: ``save_data_url`` writes it to a file of ours and returns its path.
+
+    Gradio's own ``preprocess`` opens every upload with Pillow before our hardened decoder sees it (a greyscale
+    bomb decoded in full, 16-bit clipped, transparency dropped). Set on the instance: a ``gr.Image`` subclass
+    would make Gradio write an ``app.pyi`` stub at import."""
     check_installed()
-    component.preprocess = functools.partial(_raw_preprocess, save_data_url)  # type: ignore[method-assign]
+    component.preprocess = functools.partial(  # type: ignore[method-assign]
+        _file_path, save_data_url, missing="The upload arrived without a file; upload it again.")
     return component
-
-
-def _raw_preprocess(save_data_url: Callable[[str], Any], payload: Any) -> str | None:
-    return _file_path(save_data_url, payload, "The upload arrived without a file; upload it again.")
 
 
 def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any],
@@ -156,7 +146,6 @@ class BoundedBlobs(dict):  # type: ignore[type-arg]
         super().pop(key, None)  # re-inserted last: the newest
         super().__setitem__(key, value)
         parts = [getattr(value, "background", None), getattr(value, "composite", None), *(getattr(value, "layers", None) or [])]
-        self._sizes.pop(key, None)
         self._sizes[key] = sum(len(p) for p in parts if p is not None)
         while len(self) > 1 and (len(self) > self.max_ids or sum(self._sizes.values()) > self.max_bytes):
             oldest = next(iter(self))
@@ -254,7 +243,7 @@ class PageOnlyEvents:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         http, path, method = scope.get("type") == "http", scope.get("path", ""), scope.get("method")
         results = _RESULTS.search(path) if http and method == "GET" else None
-        if results and self._named(results["name"]) is _PRIVATE:
+        if results and _private(self._named(results["name"])):
             await _json(send, 404, NOT_FOUND)
             return
         m = _STARTS.search(path) if http and method == "POST" else None
@@ -273,14 +262,10 @@ class PageOnlyEvents:
         if refusal is not None:
             await _json(send, *refusal)
             return
-        replayed = False
+        unread = [{"type": "http.request", "body": body, "more_body": False}]
 
         async def replay() -> Any:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            return unread.pop() if unread else await receive()
 
         await self.app(scope, replay, send)
 
@@ -307,33 +292,31 @@ class PageOnlyEvents:
     def _refusal(self, m: re.Match[str], body: bytes, headers: Mapping[str, str]) -> tuple[int, str] | None:
         """(status, detail) when this call may not run, else None (Gradio answers the rest itself)."""
         if m["join"]:
-            if self._by_index(body) is _PRIVATE and not came_from_page(headers, self._page_hosts()):
+            if _private(self._by_index(body)) and not came_from_page(headers, self._page_hosts()):
                 return 403, PAGE_ONLY
             return None
         if m["v2"]:  # Gradio looks the name up among the documented endpoints: a 500 for any other
-            return (404, NOT_FOUND) if self._named(m["v2"]) is not _PUBLIC else None
+            fn = self._named(m["v2"])
+            return (404, NOT_FOUND) if fn is None or _private(fn) else None
         # /run and /api take an fn_index in the body before the name; /call ignores it.
         fn = self._by_index(body) if m["kind"] in ("run", "api") else None
         if fn is None:
             fn = self._named(m["name"])
-        return (404, NOT_FOUND) if fn is _PRIVATE else None
+        return (404, NOT_FOUND) if _private(fn) else None
 
-    def _named(self, name: str) -> object:
-        """:data:`_PRIVATE`, :data:`_PUBLIC` or None (no event of that name), as Gradio resolves names."""
-        for fn in self.blocks.fns.values():
-            if fn.api_name == name:
-                return _visibility(fn)
-        return None
+    def _named(self, name: str) -> Any:
+        """The event of that API name, as Gradio resolves names, or None."""
+        return next((fn for fn in self.blocks.fns.values() if fn.api_name == name), None)
 
-    def _by_index(self, body: bytes) -> object:
+    def _by_index(self, body: bytes) -> Any:
+        """The event the body's ``fn_index`` names, or None (none, or a malformed body Gradio answers itself)."""
         import json
 
         try:
             index = json.loads(body or b"{}").get("fn_index")
-            fn = self.blocks.fns.get(int(index)) if index is not None else None
+            return self.blocks.fns.get(int(index)) if index is not None else None
         except (ValueError, TypeError, AttributeError):
-            return None  # Gradio answers a malformed body itself
-        return _visibility(fn) if fn is not None else None
+            return None
 
     def _page_hosts(self) -> set[str]:
         """Hosts the page is served at beyond the request's own: the share link (its tunnel may rewrite ``Host``),
@@ -347,11 +330,9 @@ class PageOnlyEvents:
         return hosts
 
 
-_PRIVATE, _PUBLIC = object(), object()
-
-
-def _visibility(fn: Any) -> object:
-    return _PRIVATE if getattr(fn, "api_visibility", "public") == "private" else _PUBLIC
+def _private(fn: Any) -> bool:
+    """Whether ``fn`` (an event, or None) is one of the page's private events (``api_visibility="private"``)."""
+    return fn is not None and getattr(fn, "api_visibility", "public") == "private"
 
 
 def _too_large(n: int, cap: int, more: bool = False) -> str:

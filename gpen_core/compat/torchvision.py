@@ -4,13 +4,8 @@ facexlib imports ``IntermediateLayerGetter``, ``resnet50`` and ``ops.nms`` from 
 pulls in ``torch._dynamo`` and triton: 133-140 MB of RSS in every process that restores a photo.
 Within :func:`for_facexlib`, *this thread's* ``import torchvision...`` gets light stand-ins instead,
 through a wrapped ``builtins.__import__`` (never ``sys.modules``, which every thread would see); a
-torchvision already imported is used as it is. Import and build RetinaFace inside the block::
-
-    with tv_shim.for_facexlib():
-        from facexlib.detection.retinaface import RetinaFace
-        net = RetinaFace(network_name="resnet50", half=False, phase="test", device="cpu")
-
-The stand-ins compute what torchvision 0.29 does (same module tree and state_dict keys, same greedy NMS);
+torchvision already imported is used as it is. Import and build RetinaFace inside the block, as
+:mod:`gpen_core.faces.detect` does. The stand-ins compute what torchvision 0.29 does (same module tree and state_dict keys, same greedy NMS);
 ``tests/test_tv_shim.py`` checks them against it, ``tests/test_compat.py`` that facexlib imports nothing else.
 """
 
@@ -177,21 +172,18 @@ def nms(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torc
 
 
 def _modules() -> dict[str, types.ModuleType]:
-    root = types.ModuleType("torchvision")
-    root.__doc__ = "gpen_core.compat.torchvision stand-in (IntermediateLayerGetter, resnet50, ops.nms only)"
-    root.__path__ = []  # a package, so `import torchvision.models` resolves through sys.modules
-    models = types.ModuleType("torchvision.models")
-    models.__path__ = []
-    models.resnet50 = resnet50  # type: ignore[attr-defined]
-    utils = types.ModuleType("torchvision.models._utils")
-    utils.IntermediateLayerGetter = IntermediateLayerGetter  # type: ignore[attr-defined]
-    ops = types.ModuleType("torchvision.ops")
-    ops.nms = nms  # type: ignore[attr-defined]
-    models._utils = utils  # type: ignore[attr-defined]
-    root.models, root.ops = models, ops  # type: ignore[attr-defined]
-    for m in (root, models, utils, ops):
-        m.__gpen_tv_shim__ = True  # type: ignore[attr-defined]
-    return {m.__name__: m for m in (root, models, utils, ops)}
+    """The stand-in modules by name: each holds its :data:`FACEXLIB_NEEDS` names and its submodules, as torchvision's."""
+    mods = {name: types.ModuleType(name) for name in ("torchvision", *FACEXLIB_NEEDS)}
+    for name, module in mods.items():
+        module.__path__ = []  # type: ignore[attr-defined]  # a package: `import torchvision.models` resolves
+        module.__gpen_tv_shim__ = True  # type: ignore[attr-defined]
+        for attr in FACEXLIB_NEEDS.get(name, ()):
+            setattr(module, attr, globals()[attr])
+        parent, _, child = name.rpartition(".")
+        if parent:
+            setattr(mods[parent], child, module)
+    mods["torchvision"].__doc__ = "gpen_core.compat.torchvision stand-in (IntermediateLayerGetter, resnet50, ops.nms only)"
+    return mods
 
 
 def is_shim(module: object) -> bool:

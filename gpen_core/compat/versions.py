@@ -19,12 +19,6 @@ def parse(version: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0].split("rc")[0])[:3])
 
 
-def span(versions: tuple[tuple[int, ...], tuple[int, ...]]) -> str:
-    """(lowest, first unsupported) as people write it: ">= 6.0, < 7.0"."""
-    lo, hi = versions
-    return f">= {'.'.join(map(str, lo))}, < {'.'.join(map(str, hi))}"
-
-
 def installed(dist: str) -> str | None:
     try:
         return importlib.metadata.version(dist)
@@ -44,6 +38,7 @@ def check_version(dist: str, versions: tuple[tuple[int, ...], tuple[int, ...]], 
     lo, hi = versions
     if not lo <= parse(version) < hi and (dist, seam) not in _WARNED:
         _WARNED.add((dist, seam))
-        warnings.warn(f"{seam} was written for {dist} {span(versions)}; {dist} {version} is installed. "
+        span = f">= {'.'.join(map(str, lo))}, < {'.'.join(map(str, hi))}"  # as people write it
+        warnings.warn(f"{seam} was written for {dist} {span}; {dist} {version} is installed. "
                       f"If it misbehaves, install a {dist} release in that range.", UnsupportedVersionWarning, stacklevel=3)
     return version

@@ -98,8 +98,7 @@ def _no_room(f: RuntimeFacts) -> str | None:
     """The sentence when the first-use conversion needs more RAM than is free."""
     from gpen_core.runtimes.openvino.base import first_use_fallback
 
-    return first_use_fallback("auto", "openvino", False, f.convert_ram, f.free_ram, f.converting or f.what,
-                              estimated=f.convert_ram_estimated)
+    return first_use_fallback(f.convert_ram, f.free_ram, f.converting or f.what, estimated=f.convert_ram_estimated)
 
 
 def _does_not_pay(f: RuntimeFacts) -> str | None:

@@ -5,8 +5,18 @@ the one Core, CPU features, precision, and the cache folder keyed by weights, re
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import hashlib
+import json
 import os
+import shutil
+import sys
+import tempfile
 import threading
+import time
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -15,6 +25,7 @@ from typing import Any, Literal
 from gpen_core.errors import GPENError, ResourceError
 from gpen_core.platform import durable
 from gpen_core.platform.leftovers import pid_alive
+from gpen_core.platform.oom import is_oom, malloc_trim
 
 Precision = Literal["f32", "bf16"]
 
@@ -24,11 +35,9 @@ _KEY_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_
 INSTALL_HINT = "pip install openvino (or `bash scripts/setup.sh`, which installs requirements.txt)"
 _core_lock = threading.Lock()
 _core: Any = None
-# One conversion at a time in this process. openvino.convert_model traces the torch module
-# (torch.jit.trace), and two traces at once in two threads fail ("Graphs differed across
-# invocations"): that happened when a request converted the generator while the app's
-# background preparation converted it too. Whoever holds this re-checks the cache first, so
-# the second of two threads that wanted the same network loads the first one's conversion.
+# One conversion at a time in this process: two torch.jit.trace at once in two threads fail ("Graphs differed
+# across invocations"; a request and the app's background preparation did). Whoever holds it checks the cache
+# again (load_compiled), so the second of two threads loads the first one's conversion.
 CONVERSION_LOCK = threading.RLock()
 
 
@@ -38,13 +47,8 @@ def convert_traced(module: Any, example: Any, shape: Any) -> Any:
     the model twice more (3-4x the conversion's CPU time, measured: docs/performance.md, "OpenVINO:
     the full-size level in strips"; the tests compare the graph with torch anyway), then converted.
     The activations the trace freed go back to the OS before the conversion's own peak."""
-    import gc
-    import warnings
-
     import openvino as ov
     import torch
-
-    from gpen_core.platform.oom import malloc_trim
 
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # TracerWarnings about Python ints: intended (static shapes)
@@ -161,37 +165,27 @@ def cache_root(models_dir: str | os.PathLike[str] | None = None) -> Path:
     return default_models_dir() / "openvino"
 
 
-def sha256_file(path: Path) -> str:
-    """The hex SHA-256 of ``path``'s content: the weights part of a :class:`CacheKey`."""
+def cache_key(checkpoint: Path, precision: Precision, sha256: str | None = None) -> CacheKey:
     from gpen_core.weights.lookup import file_sha256
 
-    return file_sha256(path)
-
-
-def cache_key(checkpoint: Path, precision: Precision, sha256: str | None = None) -> CacheKey:
     version = openvino_version()
     if version is None:
         raise ResourceError(f"OpenVINO is not installed; {INSTALL_HINT}")
-    return CacheKey(sha256 or sha256_file(checkpoint), version.split("-")[0], precision, cpu_key(), checkpoint.stem[:40])
+    return CacheKey(sha256 or file_sha256(checkpoint), version.split("-")[0], precision, cpu_key(), checkpoint.stem[:40])
 
 
 def is_cached(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> bool:
     """Whether the IR for ``key`` is in the cache (then :func:`load` needs no torch)."""
     ir = key.ir_dir(cache_root(models_dir))
-    return (ir / "model.xml").is_file() and (ir / "model.bin").is_file() and (ir / "meta.json").is_file()
+    return all((ir / name).is_file() for name in ("model.xml", "model.bin", "meta.json"))
 
 
 def drop_mapped_pages(folder: Path) -> int:
-    """Take this process's resident pages of the read-only files mapped from ``folder`` out of
-    its RSS (``madvise(MADV_DONTNEED)``); returns the bytes advised (0 off Linux).
-
-    The CPU plugin copies the weights it maps into its own layouts while compiling, yet the
-    originals stay resident (~230 MiB of the 512 px generator); pages still in use come back from
-    the page cache (same outputs, same speed: docs/performance.md, "Where a 12 MP request's memory
-    goes"). Only mappings without write permission are touched, so no data can be lost.
-    """
-    import sys
-
+    """Take this process's resident pages of the read-only files mapped from ``folder`` out of its RSS
+    (``madvise(MADV_DONTNEED)``); the bytes advised (0 off Linux). The CPU plugin copies the weights it maps into
+    its own layouts while compiling, yet the originals stay resident (~230 MiB of the 512 px generator); pages still
+    in use come back from the page cache (same outputs, same speed: docs/performance.md, "Where a 12 MP request's
+    memory goes"). Only mappings without write permission are touched, so no data can be lost."""
     if not sys.platform.startswith("linux"):
         return 0
     try:
@@ -215,11 +209,10 @@ def drop_mapped_pages(folder: Path) -> int:
     return dropped
 
 
-def first_use_fallback(requested: str, backend: str, cached: bool, need: int, free_ram: int, what: str, estimated: bool = False) -> str | None:
-    """Why ``auto`` should run ``what`` on torch this time instead of converting it for OpenVINO now, or None:
-    only for ``auto`` (an explicit ``openvino`` is taken as asked), while ``what`` is not converted yet
-    (``cached``) and the conversion needs more RAM (``need``) than is free (a later request converts it)."""
-    if requested != "auto" or backend != "openvino" or cached or free_ram >= need:
+def first_use_fallback(need: int, free_ram: int, what: str, estimated: bool = False) -> str | None:
+    """Why ``auto`` runs ``what`` on torch this time instead of converting it for OpenVINO now: the first-use
+    conversion needs ``need`` bytes of RAM and only ``free_ram`` are free (a later request converts it); else None."""
+    if free_ram >= need:
         return None
     from gpen_core.platform.meter import format_bytes
 
@@ -230,38 +223,40 @@ def first_use_fallback(requested: str, backend: str, cached: bool, need: int, fr
 
 
 _CONVERT_PREFIX = ".convert-"
-# A conversion folder this old is abandoned whatever its pid says (pids are reused);
-# the slowest conversion measured here (GPEN-BFR-2048) is far shorter.
-_STALE_CONVERT_S = 6 * 3600
+# A temporary this old is abandoned whatever its pid says (pids are reused); the slowest conversion or
+# export measured here (GPEN-BFR-2048, with the export's check) is far shorter.
+_STALE_S = 6 * 3600
+
+
+def abandoned(path: Path, pid_text: str) -> bool:
+    """Whether ``path``, a temporary named with its owner's pid ``pid_text``, was left by a killed run: that
+    process is gone, or it is older than :data:`_STALE_S`; without a pid (an older naming), over an hour old."""
+    try:
+        age = time.time() - path.lstat().st_mtime
+    except OSError:
+        return False
+    if not pid_text.isdigit():
+        return age > 3600
+    return age > _STALE_S or not pid_alive(int(pid_text))
+
+
+def _own_temp(parent: Path, purpose: str = "") -> Path:
+    """A new ``.convert-<pid>-…`` folder in ``parent``: the pid tells a killed conversion's from a live one's."""
+    return Path(tempfile.mkdtemp(prefix=f"{_CONVERT_PREFIX}{os.getpid()}-{purpose}", dir=parent))
 
 
 def clean_stale_conversions(root: Path) -> list[Path]:
-    """Remove the ``.convert-*`` folders under ``root/<model>/`` of killed conversions; returns what went.
-
-    Stale: its owner (the pid in its name) is gone, or it is older than ``_STALE_CONVERT_S``, or it has
-    no pid and is over an hour old; a live conversion's is never touched. A ``<model>`` that is a link is
-    not entered: a link may lead out of the models folder.
+    """Remove the ``.convert-*`` folders under ``root/<model>/`` that :func:`abandoned` finds left by killed
+    conversions; returns what went. A ``<model>`` that is a link is not entered: it may lead out of the models folder.
     """
-    import shutil
-    import time
-
     removed = []
-    now = time.time()
     try:
         models = [m for m in root.iterdir() if not m.is_symlink() and m.is_dir()]
     except OSError:  # no cache yet, or not a folder
         return removed
     for d in (d for m in models for d in m.glob(f"{_CONVERT_PREFIX}*")):
-        try:
-            age = now - d.lstat().st_mtime
-        except OSError:
-            continue
         pid_text = d.name[len(_CONVERT_PREFIX) :].split("-", 1)[0]
-        if pid_text.isdigit():
-            stale = age > _STALE_CONVERT_S or not pid_alive(int(pid_text))
-        else:
-            stale = age > 3600
-        if stale and d.is_dir() and not d.is_symlink():
+        if abandoned(d, pid_text) and d.is_dir() and not d.is_symlink():
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
     return removed
@@ -283,12 +278,9 @@ def unwritable_reason(root: Path) -> str | None:
     """None when a conversion can be saved under ``root`` (the cache folder; created if missing), else why
     not and how to fix it. Probes by making a temporary folder there, as :func:`save_ir` will, before
     minutes of conversion (a permission check would lie to root on a read-only mount)."""
-    import shutil
-    import tempfile
-
     try:
         root.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(tempfile.mkdtemp(prefix=f"{_CONVERT_PREFIX}{os.getpid()}-probe-", dir=root))
+        shutil.rmtree(_own_temp(root, "probe-"))
     except OSError as exc:
         return (f"the OpenVINO cache folder {root} cannot be written ({exc.strerror or exc.__class__.__name__}), so "
                 "nothing can be converted for OpenVINO there; make it writable (or point --models-dir at a writable folder "
@@ -309,8 +301,6 @@ def entry_problem(ir_dir: Path) -> str | None:
     """None when the IR in ``ir_dir`` matches the sizes :func:`save_ir` recorded in its meta.json,
     else what is wrong (a truncated or missing file). Entries written before sizes were recorded
     are taken as they are (their load is still watched by :func:`compile_entry`)."""
-    import json
-
     try:
         meta = json.loads((ir_dir / "meta.json").read_text())
     except (OSError, ValueError) as exc:
@@ -328,11 +318,8 @@ def entry_problem(ir_dir: Path) -> str | None:
 def set_aside(ir_dir: Path, why: str) -> CacheDamaged:
     """Take a damaged entry out of the cache (renamed first, so a reader that has its files open
     keeps them and no new reader finds it; then deleted) and return the error to raise."""
-    import shutil
-    import tempfile
-
     try:
-        aside = Path(tempfile.mkdtemp(prefix=f"{_CONVERT_PREFIX}{os.getpid()}-damaged-", dir=ir_dir.parent))
+        aside = _own_temp(ir_dir.parent, "damaged-")
         durable.move_aside(ir_dir, aside / "entry")
         shutil.rmtree(aside, ignore_errors=True)
         done = "it was removed and is converted again on a later use"
@@ -342,26 +329,17 @@ def set_aside(ir_dir: Path, why: str) -> CacheDamaged:
 
 
 def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) -> float:
-    """Write a converted model into its cache folder ``final`` atomically; returns the seconds since
-    ``started`` (also stored in meta.json as ``convert_s``). Raises :class:`CacheUnwritable`.
-
-    The IR (float32 weights) and meta.json, with each file's size and sha256, go to a temporary sibling
-    folder renamed into place. Another process's finished copy of the same conversion is kept (a reader
-    may be loading it); any other entry there (older, partial, damaged) is set aside, then deleted.
-    """
-    import hashlib
-    import json
-    import shutil
-    import tempfile
-    import time
-
+    """Write a converted model into its cache folder ``final`` whole or not at all: the IR (float32 weights) and a
+    meta.json with each file's size and sha256 go to a temporary sibling folder renamed into place. Another process's
+    finished copy of the same conversion is kept (a reader may be loading it); any other entry there (older, partial,
+    damaged) is set aside, then deleted. Returns the seconds since ``started`` (stored in meta.json as ``convert_s``);
+    raises :class:`CacheUnwritable`."""
     import openvino as ov
 
     require_writable(final.parent.parent)  # the cache root: <root>/<model>/<ov version>
     final.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_conversions(final.parent.parent)
-    # The owner's pid in the name: a later run can tell a killed conversion from a live one.
-    tmp = Path(tempfile.mkdtemp(prefix=f"{_CONVERT_PREFIX}{os.getpid()}-", dir=final.parent))
+    tmp = _own_temp(final.parent)
     try:
         ov.save_model(ov_model, tmp / "model.xml", compress_to_fp16=False)  # keep float32 weights
         seconds = time.perf_counter() - started
@@ -383,8 +361,6 @@ _PATH_KEYS = ("checkpoint", "weights")
 
 def _same_conversion(entry: Path, meta: dict[str, Any]) -> bool:
     """Whether ``entry`` is a finished conversion of the same thing (``meta``'s every field alike, files intact)."""
-    import json
-
     try:
         have = json.loads((entry / "meta.json").read_text())
     except (OSError, ValueError):
@@ -396,16 +372,11 @@ def _same_conversion(entry: Path, meta: dict[str, Any]) -> bool:
 def _replace_entry(tmp: Path, final: Path, meta: dict[str, Any]) -> None:
     """Rename ``tmp`` to ``final``, setting aside whatever is there; another process's finished copy
     of the same conversion appearing meanwhile is kept (ours is then dropped by the caller)."""
-    import shutil
-    import tempfile
-
     aside = None
     if final.exists() or final.is_symlink():
-        aside = Path(tempfile.mkdtemp(prefix=f"{_CONVERT_PREFIX}{os.getpid()}-old-", dir=final.parent))
-        try:
+        aside = _own_temp(final.parent, "old-")
+        with contextlib.suppress(FileNotFoundError):  # another process set it aside first
             durable.move_aside(final, aside / "entry")
-        except FileNotFoundError:  # another process set it aside first
-            pass
     try:
         # Not flushed: the entry records its files' sizes, and a torn one is set aside and converted again.
         durable.install(tmp, final, sync=False)
@@ -424,15 +395,11 @@ def compile_entry(ir_dir: Path, compiled_dir: Path, config: dict[str, Any]) -> A
     An entry whose files do not match what was written, or that OpenVINO cannot read (a truncated
     model.bin), is set aside and :class:`CacheDamaged` raised; running out of memory is raised as it is.
     """
-    from gpen_core.platform.oom import is_oom
-
     if why := entry_problem(ir_dir):
         raise set_aside(ir_dir, why)
-    try:
+    with contextlib.suppress(OSError):  # a read-only cache: compile from the IR every time
         compiled_dir.mkdir(parents=True, exist_ok=True)
         config = {**config, "CACHE_DIR": str(compiled_dir)}
-    except OSError:  # a read-only cache: compile from the IR every time
-        pass
     try:
         return compile_cached(ir_dir / "model.xml", config)
     except RuntimeError as exc:
@@ -447,8 +414,6 @@ def compile_cached(xml: str | os.PathLike[str], config: dict[str, Any]) -> Any:
     Two processes compiling one model at once (Ray workers on a fresh models folder) race on the blob
     cache ("filesystem error: cannot set permissions" when the other replaced the file); the compile
     itself is sound, so it is retried once, then once without the cache, never failed for it."""
-    import time
-
     core = get_core()
     for pause in (0.2, None):
         try:
@@ -461,13 +426,58 @@ def compile_cached(xml: str | os.PathLike[str], config: dict[str, Any]) -> Any:
     return core.compile_model(str(xml), "CPU", {k: v for k, v in config.items() if k != "CACHE_DIR"})
 
 
-def compile_ir(key: CacheKey, root: Path, precision: Precision, threads: int | None) -> tuple[Any, float]:
-    """:func:`compile_entry` of ``key``'s cached IR under ``root`` for latency at ``precision`` (``threads``:
-    OpenVINO's inference threads, None its own choice); (the compiled model, seconds it took)."""
-    import time
+def load_compiled(key: CacheKey, models_dir: str | os.PathLike[str] | None, threads: int | None, convert: Callable[[], float],
+                  current: Callable[[CacheKey, Any], bool] = is_cached) -> tuple[Any, float, float | None]:
+    """``key``'s network compiled for latency at ``key.precision`` (``threads``: OpenVINO's inference threads, None
+    its own choice), converted first by ``convert()`` (returning its seconds) unless ``current`` finds it in the
+    cache; (the compiled model, seconds :func:`compile_entry` took, conversion seconds or None).
 
-    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision,
+    One conversion at a time (:data:`CONVERSION_LOCK`, the cache checked again under it: another thread may have
+    converted it meanwhile). Raises :class:`ResourceError` when OpenVINO cannot run here, and as
+    :func:`check_precision` does."""
+    if why := unavailable_reason():
+        raise ResourceError(why)
+    check_precision(key.precision)
+    convert_s = None
+    if not current(key, models_dir):
+        with CONVERSION_LOCK:
+            if not current(key, models_dir):
+                convert_s = convert()
+    root = cache_root(models_dir)
+    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": key.precision,
                               **({"INFERENCE_NUM_THREADS": int(threads)} if threads else {})}
     t = time.perf_counter()
     compiled = compile_entry(key.ir_dir(root), key.compiled_dir(root), config)
-    return compiled, time.perf_counter() - t
+    return compiled, time.perf_counter() - t, convert_s
+
+
+class CompiledNet:
+    """A compiled network and its one infer request; calls are serialised.
+
+    After each call the plugin's intermediate buffers are handed back (``release_memory``, then glibc's heap):
+    kept, they sat under every later stage's peak (measured: ~440 MiB for the 512 px float32 generator and
+    ~120 MiB more of its smaller buffers in the heap, ~430 MiB for the 512 px parser, ~260 MB for ResNet-50
+    at 1000 px). Allocating them again costs the generator ~0.2 s of CPU per face, as torch pays for its
+    activations (a contended 2-core Xeon); the detector ~10 ms.
+    """
+
+    backend = "openvino"
+
+    def __init__(self, compiled: Any, key: CacheKey, *, load_s: float, convert_s: float | None) -> None:
+        self._compiled, self._request, self._lock = compiled, compiled.create_infer_request(), threading.Lock()
+        self.key, self.precision = key, key.precision
+        self.load_s = load_s  # reading + compiling (or importing the cached blob)
+        self.convert_s = convert_s  # None when the IR came from the cache
+
+    @property
+    def dtype_name(self) -> str:
+        return "bfloat16" if self.precision == "bf16" else "float32"
+
+    def infer(self, inputs: list[Any], read: Callable[[Any], Any] = lambda r: r.get_output_tensor(0).data.copy()) -> Any:
+        """``read(request)`` after running ``inputs``: it must copy what it keeps (the request reuses its buffers)."""
+        with self._lock:
+            self._request.infer(inputs)
+            out = read(self._request)
+            self._compiled.release_memory()
+        malloc_trim()
+        return out

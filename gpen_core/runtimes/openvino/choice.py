@@ -35,12 +35,12 @@ class BackendChoice:
 
 @dataclass(frozen=True)
 class SpeedRun:
-    """How a torch-against-OpenVINO timing of one network runs and where its medians go."""
+    """How a torch-against-OpenVINO timing of one network runs; its medians are recorded for ``--backend auto``
+    (generator.record_speed)."""
 
-    runs: int = 3  # timed calls of each runtime, interleaved, after one warm-up each
-    threads: int | None = None  # torch and OpenVINO threads while timing (None: as they are)
-    record: bool = True  # write the medians for ``--backend auto`` (generator.record_speed)
-    source: str = ""  # what the record says measured them ("" : a default naming the network)
+    runs: int  # timed calls of each runtime, interleaved, after one warm-up each
+    threads: int | None  # torch and OpenVINO threads while timing (None: as they are)
+    source: str  # what the record says measured them
 
 
 @contextmanager

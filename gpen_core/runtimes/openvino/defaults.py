@@ -2,11 +2,9 @@
 
 A fresh install has no speed record of its own, yet the faster runtime should run from the first
 request. Each entry is a measurement of torch against OpenVINO on a named CPU of that kind (seconds
-per call, with the command); :func:`default_choice` turns it into a
-:class:`~gpen_core.runtimes.openvino.choice.BackendChoice` whose caveat says it was measured on another
-machine. This machine's own record (:func:`~gpen_core.runtimes.openvino.generator.record_speed`) always
-wins. The kinds are what decides both runtimes' speed: AMX tiles, AVX-512 with native bf16 (Zen 4),
-AVX2 without it; a kind or network with no entry stays on torch until measured.
+per call, with the command); this machine's own record (:func:`~gpen_core.runtimes.openvino.generator.record_speed`)
+always wins. The kinds decide both runtimes' speed: AMX tiles, AVX-512 with native bf16 (Zen 4), AVX2
+without it; a kind or network with no entry stays on torch until measured.
 """
 
 from __future__ import annotations
@@ -32,16 +30,13 @@ _NETS = "the parser and detector rows of python -m gpen_core profile (measure_sp
 _XEON = "Intel Xeon with AMX, 2 cores"
 _ZEN4 = "AMD EPYC Zen 4 (AVX-512 BF16, no AMX), 2 cores"
 _ZEN2 = "AMD EPYC Zen 2 (AVX2 only, family 23 model 49), 2 cores"
-# One quiet run of the whole benchmark on it (5 interleaved runs per path), and the parser and
-# detector rows of the hardware check run right after it on the same machine.
-_QUIET_ZEN2 = "benchmarks/bench.py (bench_forward.py --sizes 256 512 --runs 5), quiet, 2026-12-04"
+# The generator rows of one quiet run of the whole benchmark (5 interleaved runs per path), on the Zen 2 and on the
+# Zen 4 (its 256 px float32 tie: docs/performance.md, "Out of the box and after the hardware check"); on the Zen 2
+# the detector rows of the hardware check right after it.
+_QUIET = "benchmarks/bench.py (bench_forward.py --sizes 256 512 --runs 5), quiet, 2026-12-04"
 _NETS_ZEN2 = "python -m gpen_core profile (measure_speed, 5 runs), quiet, 2026-12-04"
 # The parser again, torch's parser whole (the first check timed an opt-in strip path), in a busier hour.
 _PARSE_ZEN2 = "benchmarks/profile_table.py --synthetic (now bench.py --modes-table; measure_speed, 5 runs), 2026-12-04"
-# The generator rows of one quiet run of the whole benchmark (5 interleaved runs per path). At
-# 256 px float32 the two were within 5 % in each of three quiet runs, in either order; torch won
-# the latest, and OpenVINO's runtime costs `low` about 60 MiB more, so torch keeps that one.
-_QUIET = "benchmarks/bench.py (bench_forward.py --sizes 256 512 --runs 5), quiet, 2026-12-04"
 # GPEN's 1024 px task generators (colorize, inpaint: one architecture): CPU seconds per call
 # (all the process's threads), medians of 3 interleaved runs on a machine shared with other work.
 _TASKS_1024 = "benchmarks/ov_1024.py --runs 3 (CPU seconds; now bench_forward.py --sizes 1024)"
@@ -76,8 +71,8 @@ DEFAULTS: dict[str, dict[str, Measured]] = {
     # (0.100 vs 0.114 s, 2026-12-02) and OpenVINO on the Zen 2 (below). The only mode that runs
     # 256 px, `low`, keeps to torch under auto either way (MemoryMode.auto_openvino).
     "avx2": {
-        "512-float32": Measured(2.014, 1.825, f"{_ZEN2}, {_QUIET_ZEN2}"),
-        "256-float32": Measured(0.159, 0.144, f"{_ZEN2}, {_QUIET_ZEN2}"),
+        "512-float32": Measured(2.014, 1.825, f"{_ZEN2}, {_QUIET}"),
+        "256-float32": Measured(0.159, 0.144, f"{_ZEN2}, {_QUIET}"),
         "parsenet-512-float32": Measured(3.904, 3.709, f"{_ZEN2}, {_PARSE_ZEN2}"),
         "parsenet-256-float32": Measured(0.926, 0.855, f"{_ZEN2}, {_PARSE_ZEN2}"),
         "retinaface-resnet50-1000-float32": Measured(1.279, 0.940, f"{_ZEN2}, {_NETS_ZEN2}"),

@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpen_core.errors import ResourceError
 from gpen_core.platform import durable
-from gpen_core.platform.oom import malloc_trim
-from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, CacheKey, cache_key, cache_root, compile_ir,
-                                              convert_traced, drop_mapped_pages, is_cached, require_writable, save_ir,
-                                              unavailable_reason)
+from gpen_core.runtimes.openvino.base import (CacheKey, CompiledNet, cache_key, cache_root, convert_traced,
+                                              drop_mapped_pages, load_compiled, require_writable, save_ir)
 from gpen_core.runtimes.openvino.choice import SpeedRun, time_interleaved, torch_threads
 
 if TYPE_CHECKING:
@@ -73,8 +69,8 @@ def synthetic_weights(network: str, build: BuildNet, models_dir: str | os.PathLi
 
 
 def convert(net: Any, variant: str, key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> tuple[Path, float]:
-    """facexlib's RetinaFace ``net`` (test phase) → IR in the cache; (model.xml, seconds). Written to a
-    temporary folder and renamed into place (a crash leaves no half model)."""
+    """facexlib's RetinaFace ``net`` (test phase) → IR in the cache (written whole or not at all:
+    :func:`~gpen_core.runtimes.openvino.base.save_ir`); (model.xml, seconds)."""
     import openvino as ov
     import torch
 
@@ -89,20 +85,17 @@ def convert(net: Any, variant: str, key: CacheKey, models_dir: str | os.PathLike
     return final / "model.xml", seconds
 
 
-class OVRetinaFace:
-    """A compiled RetinaFace. Calls are serialised (one infer request)."""
+class OVRetinaFace(CompiledNet):
+    """A compiled RetinaFace."""
 
     def __init__(
         self, compiled: Any, meta: dict[str, Any], key: CacheKey, root: Path, *, load_s: float, convert_s: float | None
     ) -> None:
-        self._root, self._compiled, self._request = root, compiled, compiled.create_infer_request()
-        self._lock = threading.Lock()
+        super().__init__(compiled, key, load_s=load_s, convert_s=convert_s)
+        self._root = root
         self._priors: dict[tuple[int, int], Any] = {}  # (H, W) → facexlib's PriorBox output
         self.cfg: dict[str, Any] = meta["cfg"]  # facexlib's anchors and variances (the 1MB variant's own anchors)
         self.variant: str = meta["variant"]
-        self.key, self.backend = key, "openvino"
-        self.load_s = load_s  # reading + compiling (or importing the cached blob)
-        self.convert_s = convert_s  # None when the IR came from the cache
 
     def forward(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """1×3×H×W float32 (BGR minus facexlib's means) → (loc 1×A×4, conf 1×A×2 softmaxed, landmarks 1×A×10)."""
@@ -110,14 +103,10 @@ class OVRetinaFace:
 
         if x.ndim != 4 or x.shape[:2] != (1, 3):
             raise ValueError(f"expected a 1×3×H×W input, got {tuple(x.shape)}")
-        with self._lock:
-            self._request.infer([np.ascontiguousarray(x, dtype=np.float32)])
-            out = tuple(self._request.get_output_tensor(i).data.copy() for i in range(3))
-            # Hand back the intermediate buffers (~260 MB for ResNet-50 at 1000 px; ~10 ms), as torch does.
-            self._compiled.release_memory()
-        malloc_trim()
+        out = self.infer([np.ascontiguousarray(x, dtype=np.float32)],
+                         lambda r: tuple(r.get_output_tensor(i).data.copy() for i in range(3)))
         drop_mapped_pages(self.key.ir_dir(self._root))
-        return out  # type: ignore[return-value]
+        return out
 
     def priors(self, h: int, w: int) -> Any:
         """facexlib's prior boxes for an H×W input (a pure-Python loop: ~50 ms at 1000 px, kept per size)."""
@@ -157,53 +146,42 @@ class OVRetinaFace:
 def load(weights: Path | None, network: str, build: BuildNet, *, models_dir: str | os.PathLike[str] | None = None,
          threads: int | None = None) -> OVRetinaFace:
     """The compiled detector for ``weights`` (None: the synthetic detector's random weights): from the cache, or
-    converted now from ``build(weights)``'s torch network. Raises :class:`ResourceError` when OpenVINO cannot run."""
-    if why := unavailable_reason():
-        raise ResourceError(why)
+    converted now from ``build(weights)``'s torch network; raises as
+    :func:`~gpen_core.runtimes.openvino.base.load_compiled` does."""
     path = Path(weights) if weights is not None else synthetic_weights(network, build, models_dir)
-    key, root, convert_s = detector_key(path, network), cache_root(models_dir), None
-    if not is_cached(key, models_dir):
-        with CONVERSION_LOCK:
-            if not is_cached(key, models_dir):  # another thread may have converted it meanwhile
-                net, variant = build(path)
-                _, convert_s = convert(net, variant, key, models_dir)
-                del net
+    key, root = detector_key(path, network), cache_root(models_dir)
+
+    def convert_now() -> float:
+        net, variant = build(path)
+        return convert(net, variant, key, models_dir)[1]
+
+    compiled, load_s, convert_s = load_compiled(key, models_dir, threads, convert_now)
     meta = json.loads((key.ir_dir(root) / "meta.json").read_text())
-    compiled, load_s = compile_ir(key, root, "f32", threads)
     return OVRetinaFace(compiled, meta, key, root, load_s=load_s, convert_s=convert_s)
 
 
-def pattern_bgr(side: int = DETECT_SIDE) -> np.ndarray:
-    """A side×(3/4 side) BGR uint8 pattern (the time does not depend on the content)."""
+def measure_speed(network: str, load_as: LoadAs, *, models_dir: str | os.PathLike[str] | None = None,
+                  how: SpeedRun) -> dict[str, Any]:
+    """Seconds per detection at :data:`DETECT_SIDE` px, torch's detector against OpenVINO's (each ``load_as(runtime)``,
+    as a request loads it; timed by :func:`~gpen_core.runtimes.openvino.choice.time_interleaved`), recorded for
+    ``auto`` (:func:`~gpen_core.runtimes.openvino.generator.record_speed`, network ``retinaface-<network>``)."""
     import numpy as np
 
-    h = side * 3 // 4
-    yy, xx = np.mgrid[0:h, 0:side].astype(np.float32)
-    img = np.stack([xx / side, yy / h, 0.5 + 0.3 * np.sin(xx * yy / 900.0)], axis=-1)
-    return np.ascontiguousarray((img * 255).clip(0, 255).astype(np.uint8))
-
-
-def measure_speed(network: str, weights: Path | None, load_as: LoadAs, *,
-                  models_dir: str | os.PathLike[str] | None = None, how: SpeedRun = SpeedRun()) -> dict[str, Any]:
-    """Seconds per detection at :data:`DETECT_SIDE` px, torch's detector against OpenVINO's (each ``load_as(runtime)``,
-    as a request loads it; timed by :func:`~gpen_core.runtimes.openvino.choice.time_interleaved`). ``weights``: the
-    file they load (None: random weights), for the record's source. ``how.record``: written for ``auto``
-    (:func:`~gpen_core.runtimes.openvino.generator.record_speed`, network ``retinaface-<network>``)."""
     from gpen_core.runtimes.openvino.generator import record_speed
 
-    runs, threads, record, source = how.runs, how.threads, how.record, how.source
-    with torch_threads(threads):
+    side, h = DETECT_SIDE, DETECT_SIDE * 3 // 4  # a BGR pattern: the time does not depend on the content
+    yy, xx = np.mgrid[0:h, 0:side].astype(np.float32)
+    img = np.stack([xx / side, yy / h, 0.5 + 0.3 * np.sin(xx * yy / 900.0)], axis=-1)
+    bgr = np.ascontiguousarray((img * 255).clip(0, 255).astype(np.uint8))
+    with torch_threads(how.threads):
         torch_det, ov_det = load_as("torch"), load_as("openvino")
-        bgr = pattern_bgr()
         timed = time_interleaved({"torch": lambda: torch_det.detect_rows(bgr, 0.9),
-                                  "openvino": lambda: ov_det.detect_rows(bgr, 0.9)}, runs)
+                                  "openvino": lambda: ov_det.detect_rows(bgr, 0.9)}, how.runs)
     convert_s = None if ov_det.convert_s is None else round(ov_det.convert_s, 2)
-    out: dict[str, Any] = {"network": f"retinaface-{network}", "size": DETECT_SIDE, "threads": threads,
+    out: dict[str, Any] = {"network": f"retinaface-{network}", "size": DETECT_SIDE, "threads": how.threads,
                            "convert_s": convert_s, "load_s": round(ov_det.load_s, 2), **timed}
-    if record:
-        source = source or f"ov_detect.measure_speed ({'random' if weights is None else 'real'} weights)"
-        out["speed_file"] = str(record_speed(DETECT_SIDE, "float32", out["torch_s"], out["openvino_s"], models_dir=models_dir,
-                                             source=source, network=f"retinaface-{network}"))
+    out["speed_file"] = str(record_speed(DETECT_SIDE, "float32", out["torch_s"], out["openvino_s"],
+                                         models_dir=models_dir, source=how.source, network=f"retinaface-{network}"))
     return out
 
 
@@ -221,8 +199,8 @@ def check_row(
     row: dict[str, Any] = {"network": f"retinaface-{network}", "weights": kind, "runs": runs}
     say(0.0, f"backends: {network} detector at {DETECT_SIDE} px, torch and OpenVINO")
     try:
-        row.update(measure_speed(network, weights, load_as, models_dir=models_dir,
-                                 how=SpeedRun(runs, threads, source=f"hardware check: RetinaFace {network}, {kind} weights")))
+        row.update(measure_speed(network, load_as, models_dir=models_dir,
+                                 how=SpeedRun(runs, threads, f"hardware check: RetinaFace {network}, {kind} weights")))
     except Exception as exc:  # one row failing must not cost the others
         row["error"] = f"{type(exc).__name__}: {exc}"
     return row

@@ -23,17 +23,16 @@ FULL_SIZE_STRIPS = 4
 # one full-size row more on each side: rows a-1 .. b of a strip [a, b) need inputs a/2-2 .. b/2+1.
 HALF_SIZE_HALO = 2
 # A decoder conv modulates its input instead of its weight when 4 × its input's elements ≤ its
-# weight's (the 4..32 px levels of GPEN-BFR-512), as gpen_core.networks.fast does: measured 1.04-1.10x
-# in bf16 against modulating the input everywhere, which costs one more pass over the big levels.
+# weight's (the 4..32 px levels of GPEN-BFR-512), as gpen_core.networks.fast does; everywhere would cost
+# one more pass over the big levels (measured: docs/performance.md, "OpenVINO: the full-size level in strips").
 INPUT_MOD_RATIO = 4
 
 
 def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
     """Make ``model``'s forward traceable with static shapes and fast in OpenVINO, in place; returns it.
 
-    The same function (tests: ≤ 1e-5 apart in float32); against the first exported graph,
-    GPEN-BFR-512 runs 1.7x faster in bf16 and 1.24x in f32, GPEN-BFR-256 2.0x and 1.34x
-    (one thread, CPU time, a contended 2-core AMX Xeon), and bf16 lands closer to f32:
+    The same function (tests: ≤ 1e-5 apart in float32), faster than the first exported graph (measured:
+    docs/performance.md, "OpenVINO: the full-size level in strips"):
 
     - FIR kernels are built from a Python-int channel count (a traced shape would make the
       weight dynamic); the upsampling FIR is a transposed depthwise convolution.
@@ -48,7 +47,7 @@ def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
       needs plus :data:`HALF_SIZE_HALO`; every op is translation-equivariant, so they equal the whole
       level, and only one strip's buffers live at a time (the noise is recomputed per strip, the skip
       upsampled once and sliced). Each ToRGB sum takes the upsampled skip first, so each ToRGB runs
-      right after its level. Measured: docs/performance.md, "OpenVINO: the full-size level in strips".
+      right after its level.
     """
     import types
 

@@ -1,15 +1,10 @@
 """OpenVINO backend for the GPEN generator on the CPU: convert once, cache, run; and ``auto``'s measured choice.
 
-:func:`convert` turns a checkpoint into IR from our own :class:`~gpen_core.networks.arch.GPEN`
-after export-only changes (:func:`exportable`: the same function, tests hold float32 to 1e-4 of
-the official references); an IR of an older :data:`GRAPH_REVISION` is converted again. The IR
-and the compiled blob live under ``<models>/openvino/`` keyed by checkpoint, OpenVINO release,
-precision and CPU features (:class:`~gpen_core.runtimes.openvino.base.CacheKey`), so no stale
-blob is reused. :func:`load` returns an :class:`OVForward` with
-:class:`~gpen_core.networks.prepared.PreparedForward`'s call contract; loading from the cache
-needs neither torch nor the checkpoint. ``"bf16"`` only where the CPU plugin has BF16
-(:func:`choose_precision` says so instead of letting the plugin run float32 silently).
-Nothing beyond the standard library is imported at module import.
+:func:`convert` makes IR of our own :class:`~gpen_core.networks.arch.GPEN` after :func:`exportable` (the same
+function: tests hold float32 to 1e-4 of the official references), cached by
+:class:`~gpen_core.runtimes.openvino.base.CacheKey`; :func:`load` gives an :class:`OVForward` with
+:class:`~gpen_core.networks.prepared.PreparedForward`'s call contract, from the cache without torch or the
+checkpoint. Standard library only at module import.
 """
 
 from __future__ import annotations
@@ -17,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpen_core.errors import ResourceError
+from gpen_core.options import BACKENDS
 from gpen_core.platform import measurements
 from gpen_core.platform.cpuinfo import cpu_model
 from gpen_core.progress import Progress
@@ -30,18 +25,14 @@ from gpen_core.runtimes.openvino.choice import BackendChoice
 from gpen_core.runtimes.openvino.export import GRAPH_REVISION, exportable
 # Re-exported: callers use ov_backend.* for the base's names too.
 from gpen_core.runtimes.openvino.base import (  # noqa: F401
-    CONVERSION_LOCK, INSTALL_HINT, CacheKey, Precision, cache_key, cache_root, capabilities, check_precision,
-    choose_precision, compile_cached, compile_ir, convert_traced, cpu_flags, cpu_key, drop_mapped_pages,
-    first_use_fallback, get_core, is_cached, openvino_version, require_writable, save_ir, sha256_file,
-    unavailable_reason,
+    CacheKey, CompiledNet, Precision, cache_key, cache_root, capabilities, choose_precision, convert_traced, cpu_key,
+    drop_mapped_pages, is_cached, load_compiled, openvino_version, require_writable, save_ir, unavailable_reason,
 )
 
 if TYPE_CHECKING:
     from gpen_core.modes import MemoryMode
     import numpy as np
     import torch
-
-BACKENDS: tuple[str, ...] = ("auto", "torch", "openvino")
 
 
 def convert(checkpoint: str | os.PathLike[str], *, models_dir: str | os.PathLike[str] | None = None,
@@ -81,12 +72,10 @@ def to_openvino(model: torch.nn.Module, size: int) -> Any:
     return convert_traced(model, torch.zeros(1, 3, size, size), (1, 3, size, size))
 
 
-# RAM a first-use conversion adds to the process (peak RSS above the process before it), per
-# face size: measured 2026-12-03 on the AMX Xeon with random weights of the released checkpoints
-# (peak RSS around `load()` of an uncached checkpoint, in a fresh process); 1024 px (GPEN's
-# colorization / inpainting architecture) measured 2026-12-04 the same way on the AMD EPYC Zen 4
-# (`python benchmarks/ov_1024.py`, now `bench_forward.py --sizes 1024`: peak RSS 2349 MiB, 112 s on 2 shared cores). Other sizes:
-# estimated from the file size at the 256 px ratio (the higher one measured: 10.5x the file).
+# RAM a first-use conversion adds to the process (peak RSS above the process before it, around `load()` of an
+# uncached checkpoint with random weights, in a fresh process), per face size: 256 and 512 px on the AMX Xeon,
+# 2026-12-03 (docs/performance.md, "CPU runtime"); 1024 px on the Zen 4, 2026-12-04 (docs/tasks.md). Other
+# sizes: estimated from the file size at the 256 px ratio (the higher one measured: 10.5x the file).
 CONVERT_RAM_MEASURED: dict[int, int] = {256: 757 * 2**20, 512: 1656 * 2**20, 1024: 2349 * 2**20}
 _CONVERT_RAM_PER_FILE_BYTE = 10.5
 
@@ -96,17 +85,6 @@ def conversion_ram(size: int, checkpoint: Path) -> tuple[int, bool]:
     if size in CONVERT_RAM_MEASURED:
         return CONVERT_RAM_MEASURED[size], True
     return int(checkpoint.stat().st_size * _CONVERT_RAM_PER_FILE_BYTE), False
-
-
-def conversion_fallback(requested: str, backend: str, checkpoint: Path, size: int, precision: Precision, free_ram: int,
-                        models_dir: str | os.PathLike[str] | None = None) -> str | None:
-    """Why ``auto`` should run torch this time instead of converting ``checkpoint`` now, or None
-    (:func:`~gpen_core.runtimes.openvino.base.first_use_fallback`; a synthetic checkpoint never)."""
-    if requested != "auto" or backend != "openvino" or str(checkpoint).startswith("synthetic:"):
-        return None
-    need, measured = conversion_ram(size, checkpoint)
-    cached = graph_is_current(cache_key(checkpoint, precision), models_dir)
-    return first_use_fallback(requested, backend, cached, need, free_ram, checkpoint.name, estimated=not measured)
 
 
 def graph_is_current(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> bool:
@@ -121,30 +99,18 @@ def graph_is_current(key: CacheKey, models_dir: str | os.PathLike[str] | None = 
     return meta.get("graph") == GRAPH_REVISION
 
 
-class OVForward:
+class OVForward(CompiledNet):
     """A compiled GPEN: ``forward(x) -> y`` like :class:`gpen_core.networks.prepared.PreparedForward`.
 
     ``x``: N×3×S×S float in [-1, 1] RGB, a numpy array or a CPU torch tensor; ``y``: float32 of the
-    same kind. One face at a time (the IR has batch 1; batching measured no faster); calls are
-    serialised. After each face the plugin's intermediate buffers are handed back: kept, they sat
-    under every later stage's peak (~440 MiB at 512 px float32); allocating them again costs ~0.2 s
-    of CPU per face, as torch pays for its activations (measured on a contended 2-core Xeon).
+    same kind. One face at a time (the IR has batch 1; batching measured no faster).
     """
 
-    def __init__(self, compiled: Any, size: int, precision: Precision, key: CacheKey, *, load_s: float,
-                 convert_s: float | None, dropped_bytes: int = 0) -> None:
-        self._compiled = compiled
-        self._request = compiled.create_infer_request()
-        self._lock = threading.Lock()
-        self.size, self.precision, self.key = size, precision, key
-        self.load_s = load_s  # reading + compiling (or importing the cached blob)
-        self.convert_s = convert_s  # None when the IR came from the cache
+    def __init__(self, compiled: Any, size: int, key: CacheKey, *, load_s: float, convert_s: float | None,
+                 dropped_bytes: int = 0) -> None:
+        super().__init__(compiled, key, load_s=load_s, convert_s=convert_s)
+        self.size = size
         self.dropped_bytes = dropped_bytes  # mapped weight-file bytes taken out of RSS after compiling (see load)
-        self.backend = "openvino"
-
-    @property
-    def dtype_name(self) -> str:
-        return "bfloat16" if self.precision == "bf16" else "float32"
 
     def __call__(self, x: Any) -> Any:
         import numpy as np
@@ -164,45 +130,31 @@ class OVForward:
         return out
 
     def one(self, x: np.ndarray) -> np.ndarray:
-        """One face: 1×3×S×S float32 → a new 1×3×S×S float32 array; the intermediate buffers are released."""
+        """One face: 1×3×S×S float32 → a new 1×3×S×S float32 array."""
         import numpy as np
 
-        from gpen_core.platform.oom import malloc_trim
-
-        with self._lock:
-            self._request.infer([np.ascontiguousarray(x, dtype=np.float32)])
-            out = self._request.get_output_tensor(0).data.copy()  # the request reuses its buffer
-            self._compiled.release_memory()  # see the class doc: ~440 MiB not kept between faces
-        malloc_trim()  # the plugin's smaller buffers come back from glibc's heap too (~120 MiB measured)
-        return out
+        return self.infer([np.ascontiguousarray(x, dtype=np.float32)])
 
 
 def load(checkpoint: str | os.PathLike[str], precision: Precision = "f32", *,
          models_dir: str | os.PathLike[str] | None = None, progress: Progress | None = None, sha256: str | None = None,
          threads: int | None = None) -> OVForward:
-    """The compiled generator for ``checkpoint``: from the cache, or converted now (progress reported).
-
-    ``threads``: OpenVINO inference threads (None: OpenVINO's choice, the physical cores). Raises
-    :class:`ResourceError` when OpenVINO cannot run here, and as :func:`check_precision` does.
-    """
-    if why := unavailable_reason():
-        raise ResourceError(why)
-    check_precision(precision)
+    """The compiled generator for ``checkpoint``: from the cache (an IR of an older :data:`GRAPH_REVISION` is
+    converted again), or converted now, progress reported; raises as
+    :func:`~gpen_core.runtimes.openvino.base.load_compiled` does."""
     path = Path(checkpoint)
     key = cache_key(path, precision, sha256)
-    root = cache_root(models_dir)
-    convert_s = None
-    if not graph_is_current(key, models_dir):  # missing, or exported by an older revision
-        with CONVERSION_LOCK:
-            if not graph_is_current(key, models_dir):  # another thread may have converted it meanwhile
-                _, convert_s = convert(path, models_dir=models_dir, progress=progress, sha256=key.weights_sha256)
-    ir = key.ir_dir(root)
-    meta = json.loads((ir / "meta.json").read_text())
-    if progress and convert_s is not None:
-        progress(1.0, "OpenVINO: compiling for this CPU")
-    compiled, load_s = compile_ir(key, root, precision, threads)
-    dropped = drop_mapped_pages(ir)
-    return OVForward(compiled, int(meta["size"]), precision, key, load_s=load_s, convert_s=convert_s, dropped_bytes=dropped)
+
+    def convert_now() -> float:
+        seconds = convert(path, models_dir=models_dir, progress=progress, sha256=key.weights_sha256)[1]
+        if progress:
+            progress(1.0, "OpenVINO: compiling for this CPU")
+        return seconds
+
+    compiled, load_s, convert_s = load_compiled(key, models_dir, threads, convert_now, graph_is_current)
+    ir = key.ir_dir(cache_root(models_dir))
+    size = int(json.loads((ir / "meta.json").read_text())["size"])
+    return OVForward(compiled, size, key, load_s=load_s, convert_s=convert_s, dropped_bytes=drop_mapped_pages(ir))
 
 
 def cpu_id() -> str:
@@ -210,17 +162,9 @@ def cpu_id() -> str:
     return f"{cpu_key()}-{hashlib.sha256(cpu_model().encode()).hexdigest()[:8]}"
 
 
-def speed_file(models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The file the speed records live in: the models folder's measurements store (:mod:`gpen_core.platform.measurements`)."""
-    return measurements.path(models_dir)
-
-
 def speed_records(models_dir: str | os.PathLike[str] | None = None) -> dict[str, measurements.SpeedRecord]:
-    """This CPU's speed records (:func:`record_speed`), keyed by :func:`speed_key`.
-
-    Empty when the store is missing, unreadable or of another version: a damaged record then
-    means no measurement (``auto`` falls back to the defaults), and the next :func:`record_speed`
-    writes the store whole again."""
+    """This CPU's speed records (:func:`record_speed`), keyed by :func:`speed_key`; empty when the store is missing,
+    unreadable or of another version (``auto`` then falls back to the defaults; the next record writes it whole)."""
     return dict(measurements.read(models_dir).speeds.get(cpu_id(), {}))
 
 

@@ -16,13 +16,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from gpen_core.errors import GPENError, InputError
 from gpen_core.platform import durable
 
 ExportFormat = Literal["onnx", "openvino"]
-FORMATS: tuple[str, ...] = ("onnx", "openvino")
+FORMATS: tuple[str, ...] = get_args(ExportFormat)
 # ONNX opset: 17 is read by every current runtime (onnxruntime ≥ 1.11, OpenVINO, TensorRT 8.5+)
 # and has every op the graph uses (Conv, ConvTranspose, Gemm/MatMul, LeakyRelu, Sqrt, Pad).
 OPSET = 17
@@ -140,9 +140,6 @@ def export_generator(model: str, output: str | os.PathLike[str], *, fmt: ExportF
 
 
 _PARTIAL = ".partial"
-# A partial export this old is abandoned whatever its pid says (pids are reused); the slowest
-# export (GPEN-BFR-2048, with its check) takes minutes.
-_STALE_PARTIAL_S = 6 * 3600
 
 
 def _check_packages(fmt: str) -> None:
@@ -184,12 +181,10 @@ def _check_output(out: Path, fmt: str) -> None:
 
 
 def clean_stale_partials(folder: Path) -> list[Path]:
-    """Remove the partial files (``.<name>.<pid>.partial.onnx`` / ``.xml`` / ``.bin``) that killed
-    exports left in ``folder``: their process is gone, or they are older than a running export
-    can be. A live export's files are never touched; returns what went."""
-    import time
-
-    from gpen_core.platform.leftovers import pid_alive
+    """Remove the partial files (``.<name>.<pid>.partial.onnx`` / ``.xml`` / ``.bin``) that killed exports left in
+    ``folder`` (:func:`~gpen_core.runtimes.openvino.base.abandoned`); a live export's are never touched. Returns
+    what went."""
+    from gpen_core.runtimes.openvino.base import abandoned
 
     removed = []
     for p in folder.glob(f".*{_PARTIAL}.*"):
@@ -197,11 +192,7 @@ def clean_stale_partials(folder: Path) -> list[Path]:
         pid_text = stem.rsplit(".", 1)[-1]
         if suffix not in (".onnx", ".xml", ".bin") or not pid_text.isdigit() or p.is_symlink() or not p.is_file():
             continue
-        try:
-            old = time.time() - p.lstat().st_mtime > _STALE_PARTIAL_S
-        except OSError:
-            continue
-        if old or not pid_alive(int(pid_text)):
+        if abandoned(p, pid_text):
             p.unlink(missing_ok=True)
             removed.append(p)
     return removed

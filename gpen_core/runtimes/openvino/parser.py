@@ -3,30 +3,22 @@
 The same network and recipe as :class:`gpen_core.networks.parsenet.FaceParser` (the face resized to
 the input size S with cv2 INTER_LINEAR, the official ``img2tensor`` values, the logits brought to
 512×512 inside the graph when S ≠ 512, argmax), converted from our torch module with a static
-1×S×S×3 input and cached like the generator under ``<models>/openvino/parsenet-<stem>-<S>px-…``.
-``f32`` for the float32 parse, ``bf16`` where the mode parses in bfloat16 and the CPU has it.
-:func:`measure_speed` times torch against OpenVINO for ``--backend auto`` (``network="parsenet"``).
-Nothing beyond the standard library is imported at module import.
+1×S×S×3 input and cached like the generator (:func:`parse_key`). Standard library only at module import.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpen_core.errors import ResourceError
 from gpen_core.platform import durable
-from gpen_core.platform.oom import malloc_trim
 from gpen_core.progress import Progress
-from gpen_core.runtimes.openvino.base import (CONVERSION_LOCK, CacheKey, Precision, cache_key, cache_root,
-                                              check_precision, choose_precision, compile_ir, convert_traced,
-                                              drop_mapped_pages, is_cached, require_writable, save_ir,
-                                              unavailable_reason)
+from gpen_core.runtimes.openvino.base import (CacheKey, CompiledNet, Precision, cache_key, cache_root, choose_precision,
+                                              convert_traced, drop_mapped_pages, load_compiled, require_writable, save_ir)
 from gpen_core.runtimes.openvino.choice import SpeedRun, time_interleaved, torch_threads
 
 if TYPE_CHECKING:
@@ -64,9 +56,9 @@ def synthetic_weights(models_dir: str | os.PathLike[str] | None = None) -> Path:
 def convert(weights: str | os.PathLike[str], input_size: int, *, models_dir: str | os.PathLike[str] | None = None,
             config: Mapping[str, Any] | None = None, progress: Progress | None = None,
             sha256: str | None = None) -> tuple[Path, float]:
-    """Convert ParseNet weights (``parsenet.build(..., config)``; default the released network)
-    to IR for an S×S input in the cache; returns (model.xml, seconds). Needs torch. Written to a
-    temporary folder and renamed into place, so a crash never leaves half a model."""
+    """Convert ParseNet weights (``parsenet.build(..., config)``; default the released network) to IR for an
+    S×S input in the cache (written whole or not at all: :func:`~gpen_core.runtimes.openvino.base.save_ir`);
+    returns (model.xml, seconds). Needs torch."""
     import torch
     from torch.nn import functional as F
 
@@ -104,25 +96,19 @@ def convert(weights: str | os.PathLike[str], input_size: int, *, models_dir: str
     return final / "model.xml", seconds
 
 
-class OVParser:
+class OVParser(CompiledNet):
     """A compiled ParseNet with :class:`~gpen_core.networks.parsenet.FaceParser`'s contract: ``labels(face)``
-    → int64 512×512 class labels for an RGB uint8 H×W×3 face. Calls are serialised (one request)."""
+    → int64 512×512 class labels for an RGB uint8 H×W×3 face."""
 
     device = "cpu"
-    backend = "openvino"
 
-    def __init__(self, compiled: Any, input_size: int, precision: Precision, key: CacheKey, *, load_s: float, convert_s: float | None) -> None:
+    def __init__(self, compiled: Any, input_size: int, key: CacheKey, *, load_s: float, convert_s: float | None) -> None:
         import numpy as np
 
-        self._compiled, self._request, self._lock = compiled, compiled.create_infer_request(), threading.Lock()
-        self.input_size, self.precision, self.key = int(input_size), precision, key
-        self.load_s, self.convert_s = load_s, convert_s  # convert_s: None when the IR came from the cache
+        super().__init__(compiled, key, load_s=load_s, convert_s=convert_s)
+        self.input_size = int(input_size)
         # The official img2tensor (x / 255 * 2 - 1 in float64, then float32), bit for bit (see parsenet._INPUT_LUT).
         self._lut = (np.arange(256, dtype=np.float64) / 255.0 * 2 - 1).astype(np.float32)
-
-    @property
-    def dtype_name(self) -> str:
-        return "bfloat16" if self.precision == "bf16" else "float32"
 
     def _run(self, face_rgb: np.ndarray, reduce: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         import cv2
@@ -134,14 +120,7 @@ class OVParser:
         x = face_rgb
         if x.shape[:2] != (s, s):
             x = cv2.resize(x, (s, s), interpolation=cv2.INTER_LINEAR)  # official: cv2.resize default
-        with self._lock:
-            self._request.infer([self._lut[x][None]])
-            out = reduce(self._request.get_output_tensor(0).data)  # the request reuses its buffer
-            # Hand back the plugin's intermediate buffers (~430 MiB at 512 px, measured), as the
-            # generator and the detector do: they would otherwise sit under every later stage.
-            self._compiled.release_memory()
-        malloc_trim()
-        return out
+        return self.infer([self._lut[x][None]], lambda r: reduce(r.get_output_tensor(0).data))
 
     def logits(self, face_rgb: np.ndarray) -> np.ndarray:
         """1×C×512×512 float32 logits (a copy)."""
@@ -155,58 +134,39 @@ class OVParser:
 def load(weights: str | os.PathLike[str], input_size: int, precision: Precision = "f32", *,
          models_dir: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None,
          progress: Progress | None = None, threads: int | None = None) -> OVParser:
-    """The compiled parser for ``weights`` at an S×S input: from the cache, or converted now.
-
-    ``threads``: OpenVINO inference threads (None: OpenVINO's choice). Raises :class:`ResourceError`
-    when OpenVINO cannot run here, and as :func:`~gpen_core.runtimes.openvino.base.check_precision` does.
-    """
-    if why := unavailable_reason():
-        raise ResourceError(why)
-    check_precision(precision)
+    """The compiled parser for ``weights`` at an S×S input: from the cache, or converted now; raises as
+    :func:`~gpen_core.runtimes.openvino.base.load_compiled` does."""
     path = Path(weights)
     key = parse_key(path, input_size, precision)
-    root, convert_s = cache_root(models_dir), None
-    if not is_cached(key, models_dir):
-        with CONVERSION_LOCK:
-            if not is_cached(key, models_dir):  # another thread may have converted it meanwhile
-                _, convert_s = convert(path, input_size, models_dir=models_dir, config=config, progress=progress,
-                                       sha256=key.weights_sha256)
-    compiled, load_s = compile_ir(key, root, precision, threads)
-    drop_mapped_pages(key.ir_dir(root))  # the plugin runs on its own copy of the weights
-    return OVParser(compiled, input_size, precision, key, load_s=load_s, convert_s=convert_s)
+    compiled, load_s, convert_s = load_compiled(key, models_dir, threads, lambda: convert(
+        path, input_size, models_dir=models_dir, config=config, progress=progress, sha256=key.weights_sha256)[1])
+    drop_mapped_pages(key.ir_dir(cache_root(models_dir)))  # the plugin runs on its own copy of the weights
+    return OVParser(compiled, input_size, key, load_s=load_s, convert_s=convert_s)
 
 
-def measure_speed(input_size: int, dtype: str, *, weights: str | os.PathLike[str] | None = None,
-                  models_dir: str | os.PathLike[str] | None = None, how: SpeedRun = SpeedRun(runs=5),
-                  progress: Progress | None = None, load_as: Callable[[str], Any] | None = None) -> dict[str, Any]:
+def measure_speed(input_size: int, dtype: str, *, load_as: Callable[[str], Any],
+                  weights: str | os.PathLike[str] | None = None, models_dir: str | os.PathLike[str] | None = None,
+                  how: SpeedRun, progress: Progress | None = None) -> dict[str, Any]:
     """Time torch's and OpenVINO's parser for one (S, dtype) on a face-like image
     (:func:`~gpen_core.runtimes.openvino.choice.time_interleaved`, ``how.runs`` rounds); the row (medians,
     all times, precision, convert_s).
 
-    ``weights``: the ParseNet file (None: :func:`synthetic_weights`). ``dtype``: the torch parse dtype;
-    OpenVINO runs the matching precision. ``how.record``: the medians go to
-    :func:`~gpen_core.runtimes.openvino.generator.record_speed` (``network="parsenet"``). ``load_as``:
-    "torch" / "openvino" → that runtime's parser as a request loads it (the hardware check's ModelCache);
-    None: both built here from ``weights``.
+    ``load_as``: "torch" / "openvino" → that runtime's parser as a request loads it (the hardware check's
+    ModelCache), from ``weights`` (None: :func:`synthetic_weights`). ``dtype``: the torch parse dtype; OpenVINO
+    runs the matching precision. The medians go to :func:`~gpen_core.runtimes.openvino.generator.record_speed`
+    (``network="parsenet"``).
     """
     import numpy as np
-    import torch
 
     from gpen_core.runtimes.openvino import generator as ov_backend
-    from gpen_core.networks.parsenet import FaceParser
 
-    runs, threads, record, source = how.runs, how.threads, how.record, how.source
+    runs = how.runs
     say = progress or (lambda f, m: None)
     path = Path(weights) if weights is not None else synthetic_weights(models_dir)
     precision, note = choose_precision(dtype)
-    with torch_threads(threads) as old:
+    with torch_threads(how.threads):
         say(0.0, f"parser: {input_size} px {dtype}, torch and OpenVINO {precision}")
-        if load_as is not None:
-            tp, op = load_as("torch"), load_as("openvino")
-        else:
-            tp = FaceParser.from_file(path, input_size=input_size, dtype=getattr(torch, dtype))
-            op = load(path, input_size, precision, models_dir=models_dir, threads=threads or old,
-                      progress=lambda f, m: say(0.05 + 0.6 * f, m))
+        tp, op = load_as("torch"), load_as("openvino")
         yy, xx = np.mgrid[0:512, 0:512] / 511.0
         face = (np.stack([xx, yy, 0.5 + 0.3 * np.sin(12 * xx * yy)], -1).clip(0, 1) * 255).astype(np.uint8)
         calls = {"torch": lambda: tp.labels(face), "openvino": lambda: op.labels(face)}
@@ -214,9 +174,8 @@ def measure_speed(input_size: int, dtype: str, *, weights: str | os.PathLike[str
             0.7 + 0.3 * r / runs, f"parser: timed call {r + 1} of {runs} (torch and OpenVINO, interleaved)"))
     row: dict[str, Any] = {"size": int(input_size), "dtype": dtype, "precision": precision, "note": note, "weights": str(path),
                            "convert_s": None if op.convert_s is None else round(op.convert_s, 2), **timed}
-    if record:
-        row["speed_file"] = str(ov_backend.record_speed(input_size, dtype, row["torch_s"], row["openvino_s"], models_dir=models_dir,
-                                                        source=source or f"parser check: {path.name}", network="parsenet"))
+    row["speed_file"] = str(ov_backend.record_speed(input_size, dtype, row["torch_s"], row["openvino_s"],
+                                                    models_dir=models_dir, source=how.source, network="parsenet"))
     return row
 
 
@@ -236,7 +195,7 @@ def check_row(pair: Mapping[str, Any], models_dir: str | os.PathLike[str], threa
     how = "real weights" if pair["weights"] else "random weights of the released network (time does not depend on the values)"
     try:
         return measure_speed(pair["size"], pair["dtype"], weights=pair["weights"], models_dir=models_dir,
-                             how=SpeedRun(runs, threads, source=f"hardware check: ParseNet, {how}"), progress=say,
+                             how=SpeedRun(runs, threads, f"hardware check: ParseNet, {how}"), progress=say,
                              load_as=load_as)
     except Exception as exc:  # one pair failing must not cost the others
         return {"size": pair["size"], "dtype": pair["dtype"], "error": f"{type(exc).__name__}: {exc}"}
