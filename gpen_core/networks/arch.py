@@ -35,8 +35,11 @@ class GPENConfig:
     def channels(self) -> dict[int, int]:
         """Feature width per resolution, exactly as the official code computes it."""
         cm, nw = self.channel_multiplier, self.narrow
-        # 512 (narrowed) up to 32 px; from 64 px on 256 halving per level, times channel_multiplier.
-        return {r: int(512 * nw) if r <= 32 else int(256 * 64 // r * cm * nw) for r in (2**i for i in range(2, 12))}
+        return {
+            4: int(512 * nw), 8: int(512 * nw), 16: int(512 * nw), 32: int(512 * nw),
+            64: int(256 * cm * nw), 128: int(128 * cm * nw), 256: int(64 * cm * nw),
+            512: int(32 * cm * nw), 1024: int(16 * cm * nw), 2048: int(8 * cm * nw),
+        }
 
     @property
     def log_size(self) -> int:
