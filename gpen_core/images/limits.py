@@ -246,10 +246,10 @@ def special_kind(mode: int) -> str:
 
 def too_big(n: int | None, limits: InputLimits) -> InputError:
     """A file over the size limit; ``n`` None: an upload stopped at the limit, its size unknown."""
-    size = ("The upload is over the limit, " if n is None else f"The file is {megabytes(n)}; the limit is ") + \
-        megabytes(limits.max_file_bytes)
-    unread = "; it was refused without being read to the end" if n is None else ""
-    return InputError(f"{size}{unread}. Save it as a JPEG (quality 90 is plenty) or resize it, and try again.")
+    cap = megabytes(limits.max_file_bytes)
+    size = (f"The upload is over {cap}, the limit; it was refused without being read to the end" if n is None
+            else f"The file is {megabytes(n)}; the limit is {cap}")
+    return InputError(f"{size}. Save it as a JPEG (quality 90 is plenty) or resize it, and try again.")
 
 
 def check_geometry(size: tuple[int, int], limits: InputLimits) -> None:
