@@ -363,21 +363,14 @@ def test_serve_request_start_to_shutdown_and_the_app_through_gradio_client(
     assert not [a for a in ray.util.list_named_actors(all_namespaces=True) if "SERVE" in str(a).upper()]
 
 
-def test_a_segment_whose_worker_dies_twice_is_named_and_the_same_command_resumes(
-    ray_local, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A worker killed on both tries of segment 1 (as the kernel's out-of-memory killer would): exit 4 naming the
-    segment, the finished segment 0 kept, and how to go on; never Ray's WorkerCrashedError traceback."""
-    import argparse
-
+def _segment_0_finished(tmp_path: Path) -> tuple[Path, Path, object]:
+    """(clip, output, options): a 2 s clip of two 1 s segments whose first run stopped in segment 1 (a stand-in
+    engine, no networks), segment 0 finished in the work folder the next run resumes."""
     import numpy as np
 
     from gpen_core.options import RestoreOptions
-    from gpen_core.scaleout import video_ray
-    from gpen_core.scaleout.video_cli import restore_segmented
     from gpen_core.video.engine_seam import FrameOut
     from gpen_core.video.resumable import LocalRunner, restore_in_segments, settings_text
-    from gpen_core.video.segments import work_folder
 
     from .videoclips import keyed_clip, keyed_frames
 
@@ -402,6 +395,21 @@ def test_a_segment_whose_worker_dies_twice_is_named_and_the_same_command_resumes
     with pytest.raises(KeyboardInterrupt):
         restore_in_segments(src, dst, LocalRunner(None, options, 18, engine=StopsInSegment1()), settings_text(options, 18),
                             segment_seconds=1.0)
+    return src, dst, options
+
+
+def test_a_segment_whose_worker_dies_twice_is_named_and_the_same_command_resumes(
+    ray_local, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed on both tries of segment 1 (as the kernel's out-of-memory killer would): exit 4 naming the
+    segment, the finished segment 0 kept, and how to go on; never Ray's WorkerCrashedError traceback."""
+    import argparse
+
+    from gpen_core.scaleout import video_ray
+    from gpen_core.scaleout.video_cli import restore_segmented
+    from gpen_core.video.segments import work_folder
+
+    src, dst, options = _segment_0_finished(tmp_path)
 
     def killed(*args, **kwargs):  # pickled by value: the worker runs this, not the module's segment_task
         import os
@@ -432,38 +440,11 @@ def test_a_restore_error_on_a_worker_names_the_segment_and_its_fix_and_the_finis
     tests' segments_home) is reused by Ray for this task: it must restore with this run's folder."""
     import argparse
 
-    import numpy as np
-
-    from gpen_core.options import RestoreOptions
     from gpen_core.scaleout.video_ray import SegmentFailed
     from gpen_core.scaleout.video_cli import restore_segmented
-    from gpen_core.video.engine_seam import FrameOut
-    from gpen_core.video.resumable import LocalRunner, restore_in_segments, settings_text
     from gpen_core.video.segments import work_folder
 
-    from .videoclips import keyed_clip, keyed_frames
-
-    src = keyed_clip(tmp_path / "in.mp4", keyed_frames(50, np.full((48, 64, 3), 100, np.uint8)), audio=False)
-    dst = tmp_path / "out.mp4"
-    options = RestoreOptions(mode="low")
-
-    class StopsInSegment1:
-        device = "cpu"
-
-        def detect(self, rgb):
-            if frame_index(rgb) == 30:
-                raise KeyboardInterrupt  # a first run stopped after segment 0
-            return []
-
-        def restore(self, rgb, detections):
-            return FrameOut(rgb, ())
-
-        def close(self) -> None:
-            pass
-
-    with pytest.raises(KeyboardInterrupt):
-        restore_in_segments(src, dst, LocalRunner(None, options, 18, engine=StopsInSegment1()), settings_text(options, 18),
-                            segment_seconds=1.0)
+    src, dst, options = _segment_0_finished(tmp_path)
     empty = tmp_path / "models"
     empty.mkdir()
     args = argparse.Namespace(segment_seconds=1.0, ray=True, address=None, workers=1, gpus_per_worker=0.0,
