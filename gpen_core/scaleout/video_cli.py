@@ -127,13 +127,13 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
                                    audio=not getattr(args, "no_audio", False))
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the CLI raises it for both)
         raise VideoStopped(f"stopped: {kept_segments(work_folder(dst))} (add --fresh to start over)") from None
-    except (WriteFailed, WorkerDied) as exc:  # the disk or a worker failed, not the input: the same command resumes
-        kept = kept_segments(work_folder(dst))
-        exc.args = (f"{str(exc).rstrip('.')}. {kept[0].upper()}{kept[1:]}",)
-        raise
-    except GPENError as exc:  # a weight, an option, the input: what finished waits for the fixed command
-        if finished_segments(work_folder(dst)):
-            kept = kept_segments(work_folder(dst), then="once that is fixed, the same command resumes")
+    except GPENError as exc:
+        # The disk or a worker failed, not the input: the same command resumes. Otherwise (a weight, an option,
+        # the input) what finished waits for the fixed command.
+        again = isinstance(exc, (WriteFailed, WorkerDied))
+        if again or finished_segments(work_folder(dst)):
+            kept = (kept_segments(work_folder(dst)) if again
+                    else kept_segments(work_folder(dst), then="once that is fixed, the same command resumes"))
             exc.args = (f"{str(exc).rstrip('.')}. {kept[0].upper()}{kept[1:]}",)
         raise
     finally:

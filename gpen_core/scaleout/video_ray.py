@@ -7,6 +7,7 @@ segments kept. docs/video-segments.md, "On Ray"."""
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -86,21 +87,14 @@ def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[SegmentRecord
                    worker=worker_name()), data
 
 
-# The worker's one Restorer and what it was made with. Ray hands a finished task's process the next task of the
-# same driver, whichever run it belongs to, so a later run with another models folder or device must get its own.
-_RESTORER: dict[tuple[str | None, str | None], Any] = {}
-
-
+# One at a time (each holds its own networks), kept for the worker's next segments. Ray hands a finished task's
+# process the next task of the same driver, whichever run it belongs to, so another models folder or device gets its own.
+@functools.lru_cache(maxsize=1)
 def _worker_restorer(models_dir: str | None, device: str | None) -> Any:
-    """The Restorer for (``models_dir``, ``device``), kept for this worker's next segments; one at a time, as each
-    holds its own networks."""
+    """The Restorer for (``models_dir``, ``device``) on this worker."""
     from gpen_core.restorer import Restorer
 
-    key = (models_dir, device)
-    if key not in _RESTORER:
-        _RESTORER.clear()
-        _RESTORER[key] = Restorer(models_dir=models_dir, device=device, serves_many_modes=True)
-    return _RESTORER[key]
+    return Restorer(models_dir=models_dir, device=device, serves_many_modes=True)
 
 
 @dataclass
