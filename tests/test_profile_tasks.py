@@ -164,3 +164,17 @@ def test_the_standard_check_measures_tasks_and_overrides_do_not_by_default(monke
     with pytest.raises(pytest.skip.Exception):
         runner.run_profile(modes=["low"], models_dir=tmp_path, isolate=False, backends=False, save=False)
     assert planned == [True]
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_reports_native_bf16_is_the_one_the_plan_decided(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, native: bool) -> None:
+    """The machine line says what the plan decided on the machine measured, not a guess from flag names (an
+    ARM CPU's BF16 feature has none of the x86 names)."""
+    from gpen_core.networks import plan
+
+    feats = dict(plan.cpu_features(), native_bf16=native)
+    monkeypatch.setattr(plan, "cpu_features", lambda: feats)
+    monkeypatch.setattr(runner, "_measure_everything", lambda *a: ([], {}, None, []))
+    prof = runner.run_profile(modes=["low"], models_dir=tmp_path, isolate=False, backends=False, save=False)
+    assert f"native bf16: {'yes' if native else 'no'}" in report.machine_line(prof)
+    assert plan.choose_plan("cpu", "auto")[0].dtype == ("bfloat16" if native else "float32")

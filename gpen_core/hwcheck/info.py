@@ -14,14 +14,13 @@ from pathlib import Path
 
 import psutil
 
-from gpen_core.platform.cpuinfo import cpu_model
+from gpen_core.platform.cpuinfo import cpu_flags, cpu_model
 from gpen_core.platform.meter import format_bytes
-from gpen_core.runtimes.openvino.base import cpu_flags
 from gpen_core.weights.lookup import WeightStatus, status
 from gpen_core.weights.missing import download_size, size_text
 
-# CPU features that decide dtype and speed: bf16 is only worth it with native support.
-CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+# CPU features that decide dtype and speed: bf16 is only worth it with native support (bf16: ARM's).
+CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "bf16")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpen_core.platform.cpuinfo import native_bf16
 from gpen_core.platform.meter import format_bytes
 from gpen_core.modes import MODES, TASKS
 from gpen_core.engine.fit import PANEL_PHOTO, Ranking, fits, rank, usable_bytes
@@ -88,7 +89,8 @@ def machine_line(profile: Profile) -> str:
     """One line of machine facts: CPU (flags), cores, RAM, GPU, torch."""
     m = profile.machine
     flags = ", ".join(m.get("cpu_flags") or []) or "no AVX-512/bf16"
-    bf16 = any("bf16" in f for f in (m.get("cpu_flags") or []))
+    # What the plan decided when this was measured; older checks did not record it.
+    bf16 = m.get("native_bf16", native_bf16(m.get("cpu_flags") or (), onednn_bf16=False))
     gpu = f"{m['gpu_name']} ({format_bytes(m.get('vram_total_bytes'))})" if m.get("gpu_name") else "no CUDA GPU"
     return (
         f"{m.get('cpu_model', '?')} [{flags}; native bf16: {'yes' if bf16 else 'no'}], "

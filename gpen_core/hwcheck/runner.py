@@ -39,11 +39,13 @@ if TYPE_CHECKING:
 
 
 def _machine_facts(models_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
+    from gpen_core.networks.plan import cpu_features
+
     info = collect_info(models_dir=models_dir)
     same = ("cpu_model", "cores_logical", "cores_physical", "ram_total_bytes", "ram_available_bytes", "cuda_runtime",
             "torch", "torch_threads", "gpen_core", "python", "platform")
     return {**{k: getattr(info, k) for k in same}, "cpu_flags": list(info.cpu_flags), "gpu_name": info.cuda_name,
-            "vram_total_bytes": info.cuda_vram_bytes}
+            "vram_total_bytes": info.cuda_vram_bytes, "native_bf16": cpu_features()["native_bf16"]}
 
 
 def _write_overrides(configs: dict[str, "GPENConfig"], folder: Path) -> dict[str, str]:

@@ -10,13 +10,13 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import torch
 
 from gpen_core.networks.arch import FirImpl
 from gpen_core.errors import ResourceError
+from gpen_core.platform.cpuinfo import cpu_flags, native_bf16
 
 DTypeName = Literal["float32", "bfloat16", "float16"]
 _DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -53,16 +53,7 @@ def cpu_features() -> dict[str, bool]:
     Keys: the ISA flags by name, ``arm_bf16`` (ARMv8.6 BF16), ``torch_avx512`` (torch's kernels dispatch
     to AVX-512) and ``native_bf16`` (bfloat16 matmuls run at least at float32 speed, not emulated).
     """
-    flags: set[str] = set()
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:  # not Linux: fall back to torch's probe only
-        text = ""
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            flags.update(value.split())
-            break  # every core reports the same flags
+    flags = cpu_flags()
     # torch's own dispatch level; torch before 2.0 has no probe, and then the flags decide.
     probe = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
     capability = str(probe()) if probe is not None else ""
@@ -78,8 +69,7 @@ def cpu_features() -> dict[str, bool]:
             onednn = bool(mkldnn_bf16())
         except RuntimeError:  # a torch built without oneDNN raises here: then it cannot run bf16 fast
             onednn = False
-    # oneDNN reports True for AVX-512 without BF16 (it emulates); only the ISA flags count.
-    feats["native_bf16"] = feats["avx512_bf16"] or feats["amx_bf16"] or (feats["arm_bf16"] and onednn)
+    feats["native_bf16"] = native_bf16(flags, onednn)
     return feats
 
 

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from gpen_core.errors import GPENError, ResourceError
 from gpen_core.platform import durable
+from gpen_core.platform.cpuinfo import cpu_flags
 from gpen_core.platform.leftovers import pid_alive
 from gpen_core.platform.oom import is_oom, malloc_trim
 
@@ -86,19 +87,6 @@ def get_core() -> Any:
 
             _core = ov.Core()
         return _core
-
-
-def cpu_flags() -> set[str]:
-    """The CPU flags from /proc/cpuinfo (empty where there is none)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return set(value.split())
-    return set()
 
 
 def cpu_key() -> str:

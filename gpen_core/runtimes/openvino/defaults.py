@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from gpen_core.runtimes.openvino.base import cpu_flags
+from gpen_core.platform.cpuinfo import cpu_flags
 from gpen_core.runtimes.openvino.choice import BackendChoice
 
 
