@@ -234,3 +234,14 @@ def test_cli_no_audio_restores_a_clip_whose_audio_an_mp4_cannot_take_on_both_pat
         assert code == 0 and "note: the sound was dropped, as asked (--no-audio)" in err, err
         assert "over the clip's start; the mode's plan +" in out, out  # the real frame session's plan, both paths
         assert read_clip(tmp_path / name)["streams"] == [("video", "h264")]
+
+
+def test_a_clip_whose_header_has_no_frame_count_gets_one_estimate_on_the_panel_the_cli_and_the_progress(
+        tmp_path: Path) -> None:
+    from gpen_core.presentation.cli_convert import clip_frames
+
+    src = make_clip(tmp_path / "no_count.mkv", gradient_frames(12))  # Matroska declares a duration, not a count
+    seen: list[int] = []
+    restore_video(src, tmp_path / "out.mp4", engine=Invert(), progress=lambda done, total: seen.append(total))
+    assert video_tab.clip_note(str(src), None).frames == clip_frames(src)[0] == 12
+    assert set(seen) == {12}  # 0.48 s at 25 fps: the same estimate, not "unknown"

@@ -14,21 +14,16 @@ from gpen_core.errors import GPENError
 
 
 def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = None) -> tuple[int, tuple[int, int]]:
-    """(frames the clip's part from ``start_s`` to ``end_s`` holds, by its header; its frame size); (0, (0, 0))
-    when it cannot be opened (the restore says why)."""
-    from gpen_core.video.probe import open_video
+    """(frames the clip's part from ``start_s`` to ``end_s`` holds, by its header (0: unknown); its frame size);
+    (0, (0, 0)) when it cannot be opened (the restore says why)."""
+    from gpen_core.video.probe import expected_frames, open_video
 
     try:
         container, info = open_video(path)
     except GPENError:
         return 0, (0, 0)
     container.close()
-    fps = float(info.rate) if info.rate else 0.0
-    duration = info.duration_s or (info.frames / fps if fps else 0.0)
-    if not fps or not duration:
-        return info.frames, info.size
-    span = max(0.0, min(end_s if end_s is not None else duration, duration) - (start_s or 0.0))
-    return round(span * fps), info.size
+    return expected_frames(info, start_s, end_s), info.size
 
 
 def photo_size(path: Path) -> tuple[int, int]:

@@ -48,7 +48,7 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
     """What the clip is (size, length, frames, audio) and, on a capped server, how much of it will be
     restored; a file that is no usable video names the problem instead."""
     from gpen_core.video.command import resume_command
-    from gpen_core.video.probe import open_video
+    from gpen_core.video.probe import expected_frames, open_video
     from gpen_core.video.resumable import SEGMENTS_FROM_S
 
     try:
@@ -80,12 +80,7 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
     elif info.duration_s and info.duration_s >= SEGMENTS_FROM_S:
         lines += ["", f"This clip is long ({length}): the page restores it in one go, and Stop or a crash keeps nothing. "
                       f"For a run that resumes where it stopped, use the command line: {whole}"]
-    frames = info.frames or (round(info.duration_s * float(info.rate)) if info.duration_s and info.rate else 0)
-    if end is not None and info.rate:
-        frames = min(frames, round(end * float(info.rate)))
-    if cap is not None:
-        frames = min(frames, cap.frames) if frames else cap.frames
-    return ClipNote("\n".join(lines), end, info.duration_s, True, cap=cap, frames=frames)
+    return ClipNote("\n".join(lines), end, info.duration_s, True, cap=cap, frames=expected_frames(info, cap=cap))
 
 
 def progress_text(done: int, expected: int, rate: Any) -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.images.limits import looks_like_video
-from gpen_core.video.limits import check_audio, check_frame_pixels
+from gpen_core.video.limits import ClipCap, check_audio, check_frame_pixels
 
 
 def sniff_file(path: str | os.PathLike[str]) -> bool:
@@ -31,6 +32,23 @@ class ClipInfo:
     rate: Any  # fractions.Fraction or None: the guessed average rate, a hint for the encoder only
     time_base: Any  # fractions.Fraction
     codec: str
+
+
+def expected_frames(info: ClipInfo, start_s: float | None = None, end_s: float | None = None,
+                    cap: ClipCap | None = None) -> int:
+    """The frames a restore of the part from ``start_s`` to ``end_s`` (at most ``cap``, from ``start_s``) writes, for
+    progress, the panel and the conversion's decision: the declared count for the whole clip, else the span at the
+    average rate (an estimate); 0: unknown. Decoding decides; a header can lie."""
+    rate = float(info.rate) if info.rate else 0.0
+    duration = info.duration_s or (info.frames / rate if rate else 0.0)
+    n = info.frames if start_s is None and end_s is None else 0
+    if not n and rate and duration:
+        stop = duration if end_s is None else min(end_s, duration)
+        n = max(0, round((stop - (start_s or 0.0)) * rate))
+    if cap is not None:
+        by_time = math.ceil(cap.seconds * rate) if rate else cap.frames
+        n = min(x for x in (n or cap.frames, cap.frames, by_time) if x > 0)
+    return n
 
 
 def open_clip(path: str | os.PathLike[str]) -> Any:

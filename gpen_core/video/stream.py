@@ -7,7 +7,6 @@ name beside it until the clip is complete."""
 
 from __future__ import annotations
 
-import math
 import os
 import queue
 import threading
@@ -26,6 +25,7 @@ from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
 from gpen_core.video.limits import FrameGuard, check_audio
 from gpen_core.video.options import VideoOptions
+from gpen_core.video.probe import expected_frames
 from gpen_core.video.output import audio_handling, audio_notes, check_output, write_failed
 from gpen_core.video.queue_items import AudioItem, DecodedFrame, DecodeStopped, FrameToWrite
 from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
@@ -394,20 +394,8 @@ class _Run:
             self.progress(self.written, self.expected())
 
     def expected(self) -> int:
-        """The frames this run will write, for progress (0: unknown): the declared count, a part's span at the
-        average rate (an estimate), or the cap's, whichever is least."""
-        info, start, end = self.info, self.vopts.start_s, self.vopts.end_s
-        n = info.frames
-        if self.vopts.trimmed:
-            n = 0
-            if info.rate and info.duration_s:
-                stop = info.duration_s if end is None else min(end, info.duration_s)
-                n = max(0, round((stop - (start or 0.0)) * float(info.rate)))
-        cap = self.vopts.cap
-        if cap is not None:
-            by_time = math.ceil(cap.seconds * float(self.info.rate)) if self.info.rate else cap.frames
-            n = min(x for x in (n or cap.frames, cap.frames, by_time) if x > 0)
-        return n
+        """The frames this run will write, for progress (0: unknown)."""
+        return expected_frames(self.info, self.vopts.start_s, self.vopts.end_s, self.vopts.cap)
 
     def _note_damage(self, decoded: int) -> None:
         detail = self.damage_detail
