@@ -58,7 +58,7 @@ def test_public_messages_name_folders_by_their_role(tmp_path: Path, monkeypatch:
     assert str(models) in raw and str(cache) in raw  # the operator's CLI keeps the full paths
     shown = public_message(raw)
     assert str(tmp_path) not in shown and str(cache) not in shown
-    assert "is not in <models folder> or the ModelScope cache <ModelScope cache>" in shown
+    assert "GPEN-BFR-512 (GPEN-BFR-512.pth, ~284 MB) is not in <models folder> or the ModelScope cache <ModelScope cache>" in shown
     assert "save it as <models folder>/GPEN-BFR-512.pth" in shown
     # the fix's URL and the file name are kept whole
     url = weights.REGISTRY["GPEN-BFR-512"].urls[0]

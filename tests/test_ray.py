@@ -454,7 +454,7 @@ def test_a_restore_error_on_a_worker_names_the_segment_and_its_fix_and_the_finis
         restore_segmented(args, src, dst, None, options, lambda done, total: None)
     msg = str(caught.value)
     assert caught.value.exit_code == 3, msg
-    assert msg.startswith("segment 1 (from 1.0 s): This request needs 2 files that are not in the models folder"), msg
+    assert msg.startswith(f"segment 1 (from 1.0 s): This request needs 2 files that are not in {empty} or the ModelScope cache"), msg
     assert "python -m gpen_core download GPEN-BFR-256 retinaface-mobilenet0.25" in msg and f"save them in {empty}" in msg
     assert ".." not in msg
     assert msg.endswith(f"The 1 finished segment is kept in {work_folder(dst)}; once that is fixed, the same "

@@ -239,11 +239,9 @@ def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> Network
         source, label = f"synthetic:{name}", f"{name} (synthetic weights)"
     else:
         if looks_like_path and not Path(name).expanduser().exists():
-            raise WeightsError(
-                f"upscaler file {name} does not exist. Fix: pass the path of GPEN's realesrnet_x2.pth / "
-                "realesrnet_x4.pth, or drop --upscaler and run `python -m gpen_core download "
-                f"{default_upscaler(opts.upscale)}` (it is then found in the models folder)."
-            )
+            from gpen_core.networks.upscaler import missing_upscaler_text
+
+            raise WeightsError(missing_upscaler_text(name, default_upscaler(opts.upscale)))
         source, label = str(resolve(src, name)), (Path(name).name if looks_like_path else name)
     # RealESRNet has no OpenVINO conversion here: it runs on torch whatever the request asked.
     facts = runtime_facts(src, ("upscaler", label, f"the upscaler {label}"), opts.backend,

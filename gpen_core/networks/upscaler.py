@@ -190,6 +190,13 @@ def build_upscaler(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint"
     return net.eval().requires_grad_(False).to(memory_format=torch.channels_last)
 
 
+def missing_upscaler_text(path: str, download: str = "realesrnet_x2") -> str:
+    """An upscaler path that does not exist, and the fix: ``download``, the registry file of the factor asked."""
+    return (f"upscaler file {path} does not exist. Fix: `python -m gpen_core download {download}` puts GPEN's upscaler "
+            "in the models folder, where it is found without --upscaler; or pass the path of an existing "
+            "realesrnet_x2.pth / realesrnet_x4.pth.")
+
+
 def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> RRDBNet:
     """Load a RealESRNet checkpoint (GPEN's ``params_ema`` layout) as a float32 module on ``device``.
 
@@ -201,8 +208,7 @@ def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cp
     p = Path(path)
     sd = read_network_weights(
         p, "upscaler weights", wrappers=_WRAPPERS, not_a_dict=_not_an_upscaler(str(p)),
-        missing=f"upscaler file {p} does not exist. Fix: `python -m gpen_core download realesrnet_x2` "
-        "(or realesrnet_x4), or pass the path of realesrnet_x2.pth / realesrnet_x4.pth.",
+        missing=missing_upscaler_text(str(p)),
     )
     return build_upscaler(sd, str(p)).to(device)
 

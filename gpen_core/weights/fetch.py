@@ -18,7 +18,8 @@ from gpen_core.weights.checksums import write_atomic, file_sha256, sidecar_path
 from gpen_core.errors import WeightsError
 from gpen_core.platform import durable
 from gpen_core.progress import CountProgress
-from gpen_core.weights.registry import Arch, WeightSpec, modelscope_cache_root
+from gpen_core.weights.missing import missing_error
+from gpen_core.weights.registry import Arch, WeightSpec
 
 # A TCP connect to the source host before any download: an offline machine or a
 # blocked host fails here in seconds instead of in ModelScope's retry loop (20+ s).
@@ -45,22 +46,6 @@ _DISK_CHECK_EVERY = 16 << 20
 # Partial downloads older than this are someone's crashed attempt, not a live one.
 _STALE_PART_S = 6 * 3600
 _MODELSCOPE_DEFAULT_ENDPOINT = "https://modelscope.cn"  # modelscope_hub.constants.DEFAULT_ENDPOINT
-
-
-def missing_error(spec: WeightSpec, folder: Path, looked: list[str], why: str, attempts: list[str]) -> WeightsError:
-    """Two lines for people (what, and the fix); every place looked and each attempt in ``details``."""
-    tried = f" ({'; '.join(attempts)})" if attempts else ""
-    cache = modelscope_cache_root()
-    head = f"{spec.name} ({spec.filename}) is not in {folder} or the ModelScope cache {cache}: {why}{tried}."
-    fix = (
-        f"Fix: run `python -m gpen_core download {spec.name}` on a machine with internet access, "
-        f"or download it yourself from {' or '.join(spec.pages)} and save it as {folder / spec.filename} "
-        f"(folder {folder}, file name {spec.filename})."
-    )
-    details = ["Looked in:", *[f"  - {p}" for p in looked]]
-    if attempts:
-        details += ["Download attempts:", *[f"  - {a}" for a in attempts]]
-    return WeightsError(f"{head}\n{fix}", details="\n".join(details))
 
 
 def _probe(url: str, timeout: float | None = None) -> str | None:
@@ -280,4 +265,4 @@ def download_into(spec: WeightSpec, folder: Path, progress: CountProgress | None
             attempts.append(f"{label}: {exc.reason}")
         except Exception as exc:  # network stacks raise many types; report, try the next source
             attempts.append(f"{label}: {exc.__class__.__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
-    raise missing_error(spec, folder, looked, "no source could be downloaded", attempts)
+    raise missing_error([spec.name], folder, "no source could be downloaded", looked, attempts)

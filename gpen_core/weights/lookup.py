@@ -18,8 +18,8 @@ from pathlib import Path
 from gpen_core.errors import WeightsError
 from gpen_core.progress import CountProgress
 from gpen_core.weights.checksums import file_sha256, sidecar_path, verify
-from gpen_core.weights.fetch import DownloadCancelled, download_into, missing_error, modelscope_file_url
-from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL
+from gpen_core.weights.fetch import DownloadCancelled, download_into, modelscope_file_url
+from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL, missing_error
 from gpen_core.weights.registry import (REGISTRY, Arch, Kind, WeightSpec, WeightStatus, find_spec, get_spec, models_dir,
                                         models_folder, modelscope_cache_root, registry_name)
 
@@ -167,7 +167,7 @@ def resolve(name_or_path: str | os.PathLike[str], *, models_dir: str | os.PathLi
     allowed = not offline if allow_download is None else allow_download
     if not allowed:
         why = "downloads are off (GPEN_OFFLINE=1)" if allow_download is None else DOWNLOADS_OFF_FOR_CALL
-        raise missing_error(spec, folder, looked, why, [])
+        raise missing_error([spec.name], folder, why, looked)
     return download_into(spec, folder, progress, looked)
 
 

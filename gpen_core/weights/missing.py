@@ -10,7 +10,7 @@ from pathlib import Path
 from gpen_core.errors import WeightsError
 from gpen_core.modes import MemoryMode
 from gpen_core.options import DETECTOR_WEIGHTS
-from gpen_core.weights.registry import REGISTRY, WeightSpec, WeightStatus
+from gpen_core.weights.registry import REGISTRY, WeightSpec, WeightStatus, modelscope_cache_root
 
 # Why a file was not fetched when the caller turned downloads off; the app swaps it for where its button is.
 DOWNLOADS_OFF_FOR_CALL = "downloads are off for this call"
@@ -76,12 +76,16 @@ def download_command(names: Sequence[str]) -> str:
 
 
 def manual_fix(names: Sequence[str], folder: Path | str) -> str:
-    """One 'Fix:' sentence for all ``names``: the one command, or each file's source and name."""
+    """One 'Fix:' sentence for all ``names``: the one command, or each file's sources and where to save it."""
     specs = [REGISTRY[n] for n in names]
-    each = "; ".join(f"{s.filename} from {(s.pages or ['its publisher'])[0]}" for s in specs)
-    return (f"Fix: run `{download_command(names)}` on a machine with internet access, "
-            f"or download {'them' if len(specs) > 1 else 'it'} yourself and save {'them' if len(specs) > 1 else 'it'} "
-            f"in {folder}: {each}.")
+    sources = [f"from {' or '.join(s.pages or ['its publisher'])}" for s in specs]
+    if len(specs) == 1:
+        by_hand = (f"download it yourself {sources[0]} and save it as {Path(folder) / specs[0].filename} "
+                   f"(folder {folder}, file name {specs[0].filename})")
+    else:
+        by_hand = f"download them yourself and save them in {folder}: " + "; ".join(
+            f"{s.filename} {src}" for s, src in zip(specs, sources))
+    return f"Fix: run `{download_command(names)}` on a machine with internet access, or {by_hand}."
 
 
 def files_text(names: Sequence[str]) -> str:
@@ -90,10 +94,17 @@ def files_text(names: Sequence[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def missing_error(names: Sequence[str], folder: Path | str, why: str) -> WeightsError:
-    """A WeightsError naming every registry file in ``names`` at once, their total size and the fix."""
-    total = total_text(names)
-    count = f"{len(names)} files" if len(names) > 1 else "a file"
-    head = (f"This request needs {count} that {'are' if len(names) > 1 else 'is'} not in the models folder "
-            f"or the ModelScope cache: {files_text(names)}{f', {total} in all' if len(names) > 1 and total else ''}; {why}.")
-    return WeightsError(f"{head}\n{manual_fix(names, folder)}")
+def missing_error(names: Sequence[str], folder: Path | str, why: str, looked: Sequence[str] = (),
+                  attempts: Sequence[str] = ()) -> WeightsError:
+    """The one WeightsError for registry files that are not here: every file in ``names`` at once (sizes, their
+    total), where it was looked for, ``why`` it was not fetched (each download attempt) and the fix, in two lines;
+    every place ``looked`` in and each attempt again in ``details``."""
+    where = f"{folder} or the ModelScope cache {modelscope_cache_root()}"
+    total = total_text(names) if len(names) > 1 else ""
+    what = (f"This request needs {len(names)} files that are not in {where}: {files_text(names)}"
+            f"{f', {total} in all' if total else ''};" if len(names) > 1 else f"{files_text(names)} is not in {where}:")
+    tried = f" ({'; '.join(attempts)})" if attempts else ""
+    details = ["Looked in:", *[f"  - {p}" for p in looked]] if looked else []
+    if attempts:
+        details += ["Download attempts:", *[f"  - {a}" for a in attempts]]
+    return WeightsError(f"{what} {why}{tried}.\n{manual_fix(names, folder)}", details="\n".join(details))
