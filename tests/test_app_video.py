@@ -58,7 +58,7 @@ def test_the_cap_flag_and_its_default() -> None:
 def test_progress_counts_frames_and_the_time_left() -> None:
     from gpen_core.video.rate import Rate
 
-    assert video_tab.progress_text(12, 48, Rate(2.0, 72.0)) == "frame 12 of 48, about 72 s left"
+    assert video_tab.progress_text(12, 48, Rate(2.0, 72.0)) == "frame 12 of 48, about 70 s left"
     assert video_tab.progress_text(12, 0, Rate(2.0, None)) == "frame 12 (2.0 s a frame)"
     assert video_tab.progress_text(1, 48, Rate(None, None)) == "frame 1 of 48, timing the next frames"  # no guess yet
     assert "loading the networks" in video_tab.progress_text(0, 0, None)

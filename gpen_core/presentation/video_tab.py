@@ -5,7 +5,6 @@ frame's before/after (RGB uint8 H×W×3, upright). No web framework here.
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 import threading
@@ -18,6 +17,7 @@ import numpy as np
 
 from gpen_core.engine import convert_first
 from gpen_core.errors import InputError
+from gpen_core.hwcheck.eta import duration_text, left_text
 from gpen_core.modes import MODES
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation.cli_convert import clip_frames
@@ -84,7 +84,7 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
 
 
 def progress_text(done: int, expected: int, rate: Any) -> str:
-    """"frame 12 of 48, about 36 s left" from this run's speed (:class:`gpen_core.video.rate.Rate`, from the first
+    """"frame 12 of 48, about 35 s left" from this run's speed (:class:`gpen_core.video.rate.Rate`, from the first
     frame out: the networks' loading is not in it); without a declared count, the frames done."""
     if done <= 0:
         return "loading the networks and reading the first frames (the time left shows from the second frame)"
@@ -93,7 +93,7 @@ def progress_text(done: int, expected: int, rate: Any) -> str:
         return f"frame {done}{of}, timing the next frames"
     if rate.left_s is None:
         return f"frame {done}{of} ({rate.seconds_per_frame:.1f} s a frame)"
-    return f"frame {done}{of}, about {duration_text(rate.left_s)} left"
+    return f"frame {done}{of}, {left_text(rate.left_s)}"
 
 
 def progress_fraction(done: int, expected: int) -> float | None:
@@ -125,11 +125,6 @@ def span(clip: ClipNote, start_s: float | None, end_s: float | None, cap_s: floa
     if cap_s and (last is None or last - (start or 0.0) > cap_s):
         return Span(start, (start or 0.0) + cap_s, True)
     return Span(start, end, False)
-
-
-def duration_text(s: float) -> str:
-    """"36 s" under two minutes, else "12 min"."""
-    return f"{math.ceil(s)} s" if s < 120 else f"{s / 60:.0f} min"
 
 
 def output_name(source: str | None, mode: str) -> str:
