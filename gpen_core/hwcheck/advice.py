@@ -32,6 +32,7 @@ from gpen_core.hwcheck.advice_table import (  # noqa: F401  (the tips, the verdi
 )
 from gpen_core.platform import worker
 from gpen_core.platform.leftovers import sweep_folders
+from gpen_core.platform.meter import format_bytes
 
 # The thread variables a tip's side sets; unset in every child unless the side sets them.
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -281,7 +282,7 @@ def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipR
     if plan.tip.number == 9:
         walk = _side(plan.labels[2], outs[2])
         why = (f"{why}; finding the weights here never walks the cache. A full os.walk of {plan.cache_files:,} files: "
-               f"{walk.request_peak_bytes / 1e6:.0f} MB above idle, {walk.seconds:.2f} s")
+               f"{format_bytes(walk.request_peak_bytes)} above idle, {walk.seconds:.2f} s")
     return TipResult(plan.tip, v, why, before, after)
 
 
@@ -291,4 +292,4 @@ def machine_line(has_cuda: bool | None = None) -> str:
     feats = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
     gpu = "a CUDA GPU" if has_cuda else "no CUDA GPU"
     return (f"{model} [{', '.join(feats) or 'no AVX2'}], {os.cpu_count()} cores, "
-            f"{psutil.virtual_memory().total / 2**30:.0f} GiB RAM, {gpu}")
+            f"{format_bytes(psutil.virtual_memory().total)} RAM, {gpu}")

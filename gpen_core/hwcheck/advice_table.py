@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpen_core.platform import measurements
+from gpen_core.platform.meter import format_bytes
 
 Verdict = Literal["helps", "no effect", "hurts", "not measurable here"]
 
@@ -153,7 +154,7 @@ def _fmt_pct(x: float) -> str:
 
 
 def _mb(n: int | None) -> str:
-    return "–" if n is None else f"{n / 1e6:.0f} MB"
+    return "–" if n is None else format_bytes(n)  # peaks in the units of the panel's
 
 
 def format_table(report: AdviceReport) -> str:

@@ -13,6 +13,7 @@ import torch
 
 from gpen_core.networks.arch import GPEN, GPENConfig
 from gpen_core.errors import OutOfMemory, WeightsCorruptError, WeightsError
+from gpen_core.platform.meter import format_bytes
 
 # Keys under which training scripts and converters nest the generator's weights.
 _WRAPPER_KEYS = ("g_ema", "params_ema", "params", "state_dict", "model", "generator", "netG", "g")
@@ -142,10 +143,6 @@ _ZIP_MAGIC = b"PK\x03\x04"  # torch.save's default format since PyTorch 1.6
 _DOWNLOAD_FIX = "Delete it and download it again (`python -m gpen_core download`), or copy it again."
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.0f} MB" if n >= 1e6 else f"{n} bytes"
-
-
 def read_checkpoint(path: str | os.PathLike[str], what: str = "checkpoint", *, mmap: bool = True) -> Any:
     """``torch.load(path, map_location="cpu", weights_only=True)``, its failures told apart.
 
@@ -182,7 +179,7 @@ def read_checkpoint(path: str | os.PathLike[str], what: str = "checkpoint", *, m
     except Exception as exc:  # noqa: BLE001 - torch raises many types for bad files
         if is_oom(exc):
             raise OutOfMemory(
-                f"not enough memory to load the {what} {p.name} ({_mb(size)}): {_first_line(exc)}. "
+                f"not enough memory to load the {what} {p.name} ({format_bytes(size)}): {_first_line(exc)}. "
                 "The file is fine; close other programs or use a lighter mode (low)."
             ) from None
         raise _unreadable(p, what, head, exc) from None

@@ -72,9 +72,10 @@ def _check(module: object, inputs: tuple) -> None:
     need = room_for(inputs)
     if not can_map(need):
         from gpen_core.errors import OutOfMemory
+        from gpen_core.platform.meter import format_bytes  # the budget's units
 
         raise OutOfMemory(
-            f"the address-space cap (ulimit -v) leaves less than the {need / 2**20:.0f} MiB that "
+            f"the address-space cap (ulimit -v) leaves less than the {format_bytes(need)} that "
             f"{type(module).__name__} may need: stopped before it rather than at the cap's edge"
         )
     _running[key] = signature

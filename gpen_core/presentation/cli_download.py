@@ -12,6 +12,7 @@ from typing import Any
 
 from gpen_core.errors import GPENError, InputError, ResourceError
 from gpen_core.presentation.cli_run import is_terminal, print_error
+from gpen_core.weights.missing import size_text
 
 DEFAULT_DOWNLOADS = ("GPEN-BFR-512", "GPEN-BFR-256", "retinaface-mobilenet0.25", "retinaface-resnet50", "ParseNet-latest")
 
@@ -58,7 +59,7 @@ class DownloadProgress:
         self.name, self.tty, self.last, self.step, self.open = name, is_terminal(sys.stderr), 0.0, -1, False
 
     def __call__(self, done: int, total: int | None) -> None:
-        pct = f"{100 * done / total:5.1f}%" if total else f"{done / 1e6:.1f} MB"
+        pct = f"{100 * done / total:5.1f}%" if total else size_text(done, False)
         if self.tty:
             now = time.perf_counter()
             if now - self.last < 0.2 and (total is None or done < total):
