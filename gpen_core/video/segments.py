@@ -43,6 +43,10 @@ class Segment:
     def file(self) -> str:
         return f"seg-{self.index:05d}.mp4"
 
+    def owns(self, pts: int) -> bool:
+        """Whether this segment writes the frame at ``pts`` (not one of the context or tail frames it only decodes)."""
+        return self.start_pts <= pts and (self.end_pts is None or pts < self.end_pts)
+
 
 _SEGMENT_FILE = re.compile(r"seg-(\d{5})\.mp4")
 
