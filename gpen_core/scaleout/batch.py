@@ -1,10 +1,6 @@
-"""Restore a folder (or an object-store prefix) of photos with Ray Data: ``restore … --ray``.
-
-Ray Data reads the bytes (``read_binary_files``: ``read_images`` dies on the first corrupt file) and an actor
-pool restores them, one warmed ``Restorer`` per actor; the driver writes every output and appends one
-``manifest.jsonl`` record per input. Actors take fractional CPUs and leave some for reading (whole CPUs hung
-a 2-core Ray without an error), catch every row's error (a raise aborts the job) and set torch's threads from
-their share (docs/ray.md)."""
+"""Restore a folder (or an object-store prefix) of photos with Ray Data: ``restore … --ray``. An actor pool of
+warmed Restorers restores the bytes Ray Data reads; the driver writes every output and a manifest.jsonl record per
+input. Why fractional CPUs and binary reads: docs/ray.md."""
 
 from __future__ import annotations
 

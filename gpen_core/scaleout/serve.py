@@ -1,8 +1,5 @@
-"""Online restores with Ray Serve: ``python -m gpen_core serve`` and ``app.py --backend ray``.
-
-``RestoreDeployment``: one warmed ``Restorer`` per replica, one restore at a time, each response with the peaks
-it measured; the app calls it by handle (:class:`RayRestorer`). Each replica reserves its idle size plus the
-heaviest mode's peak. docs/ray.md, "A shared demo"."""
+"""Online restores with Ray Serve: ``python -m gpen_core serve`` and ``app.py --backend ray`` (:class:`RayRestorer`).
+One warmed Restorer per replica, one restore at a time, each response with its peaks. docs/ray.md, "A shared demo"."""
 
 from __future__ import annotations
 

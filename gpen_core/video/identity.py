@@ -1,8 +1,5 @@
-"""Is it still the same person along the clip? The identity check per track: :class:`IdentityTracker`.
-
-Each checked face carries the photo check's two dlib descriptors (before and after the generator,
-:mod:`gpen_core.faces.identity`); per track they are compared with the previous checked frame's, reusing them:
-no extra descriptor is computed. docs/identity.md, "Along a clip", says what is flagged and why."""
+"""Is it still the same person along the clip? :class:`IdentityTracker` compares each checked face's two dlib
+descriptors (the photo check's, reused) with its track's previous checked frame's. docs/identity.md, "Along a clip"."""
 
 from __future__ import annotations
 

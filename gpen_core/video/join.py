@@ -1,8 +1,5 @@
 """Segments joined into one MP4 without re-encoding, the input's audio copied once: :func:`join_segments`.
-
-H.264 packets are copied with their presentation timestamps (the input's); decode timestamps are made anew,
-decode time *i* being the *(i − D)*-th presentation time (D: the deepest B-frame reordering of any segment),
-so they never run backwards at a seam. docs/video-segments.md, "Cut, restore, join"."""
+Decode timestamps are made anew so they never run backwards at a seam (docs/video-segments.md, "Cut, restore, join")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Hours of video, resumable: :func:`restore_in_segments`.
-
-The clip is cut at keyframes into segments, each restored into its own file in a work folder beside the
-output by a *runner* (:class:`LocalRunner`, or Ray's :mod:`gpen_core.scaleout.video_ray`), then joined without
-re-encoding. A killed run resumes with the same call, keeping the segments whose files are still the bytes the
-plan recorded; ``fresh=True`` starts over. docs/video-segments.md."""
+"""Hours of video, resumable: :func:`restore_in_segments` cuts a clip at keyframes, has a runner (:class:`LocalRunner`
+or Ray's) restore each segment into its own file, joins them, and resumes a killed run. docs/video-segments.md."""
 
 from __future__ import annotations
 

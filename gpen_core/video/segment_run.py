@@ -1,7 +1,5 @@
-"""One segment of a long clip restored into its own file: :func:`restore_segment`.
-
-Decodes from the keyframe before its context frames to its tail, writes only its own frames (video only, a
-new encoder, so the file starts with a keyframe), under a temporary name renamed when complete. One thread."""
+"""One segment of a long clip restored into its own file (video only, a new encoder, so it starts with a keyframe):
+:func:`restore_segment`, in one thread."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A clip restored at constant memory: :func:`restore_video`.
-
-Three threads and two bounded queues: decode (PyAV, upright RGB) → main (detect → steady → restore → paste)
-→ encode (x264, mux). At most DECODE_QUEUE + look-ahead + 1 + ENCODE_QUEUE = 10 frames are held, whatever the
-clip's length (docs/video.md, "What is held at once"); nothing but the output is written, under a temporary
-name beside it until the clip is complete."""
+"""A clip restored at constant memory: :func:`restore_video`. Three threads and two bounded queues (decode →
+detect, steady, restore → encode) hold at most 10 frames whatever the clip's length, and only the output is
+written, under a temporary name until complete (docs/video.md, "What is held at once")."""
 
 from __future__ import annotations
 
@@ -361,7 +358,8 @@ class _Run:
             item = self._get(self.decoded)
         if decoded == 0:
             vo = self.vopts
-            span = f" between {vo.start_s or 0:g} s and {vo.end_s if vo.end_s is not None else 'the end'}" if vo.trimmed else ""
+            end = f"{vo.end_s:g} s" if vo.end_s is not None else "the end"
+            span = f" between {vo.start_s or 0:g} s and {end}" if vo.trimmed else ""
             raise no_frames(span, item.detail if isinstance(item, DecodeStopped) else None)
         for done in self.loop.drain():
             self._write(done)
