@@ -1,6 +1,6 @@
 """Faces steady across frames (the detector's landmarks jitter by about a pixel, so a restored face would shimmer):
-:class:`Steadier` tracks faces, fills short gaps between two sightings, and fits box and landmarks by a local
-line in time. Pure NumPy, on ``Detection`` objects in display pixels (docs/video.md, "Faces steady from frame to frame")."""
+:class:`Steadier` tracks faces, fills short gaps between two sightings, and fits box and landmarks by a local line
+in time. Pure NumPy, on ``Detection``s in display pixels (docs/video.md, "Faces steady from frame to frame")."""
 
 from __future__ import annotations
 
