@@ -252,7 +252,7 @@ def restore_in_segments(
     return SegmentedResult(
         output=str(dst_p), frames=frames, fps=frames / plan.duration_s if plan.duration_s > 0 else 0.0,
         duration_s=plan.duration_s, size=written.size, mode=mode,
-        mode_reason=next((r.mode_reason for r in ran if r.mode_reason), ""), audio=joined.audio,
+        mode_reason=next((r.mode_reason for r in ran if r.mode_reason), ""), audio=joined.handling,
         crf=int(getattr(runner, "crf", 0)), seconds_per_frame=total_s / max(1, frames), total_s=total_s,
         faces_per_frame_max=max((r.faces_max for r in records), default=0), peaks=_with_workers(meter.peaks, ran),
         rotation=upright_geometry(src_s)[1], lookahead_frames=Steadier.lookahead, notes=tuple(notes),

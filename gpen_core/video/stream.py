@@ -25,7 +25,7 @@ from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
 from gpen_core.video.limits import FrameGuard, check_audio
 from gpen_core.video.options import VideoOptions
-from gpen_core.video.output import audio_handling, audio_notes, check_output, write_failed
+from gpen_core.video.output import AudioOutcome, check_output, write_failed
 from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
 from gpen_core.video.steady import Steadier
 
@@ -441,12 +441,12 @@ class _Run:
 
     def result(self, output: str, peaks: Any, total_s: float) -> VideoResult:
         duration = (self.last_time + self.last_duration - (self.first_time or 0.0)) if self.written else 0.0
-        routes = self.writer.routes
+        audio = AudioOutcome.of(self.writer.routes)
         assert self.loop is not None  # made in go, which ran
         notes = {**self.notes, **dict.fromkeys(self.guard.notes if self.guard else ()), **self.loop.notes}
         if self.cut:
             notes.setdefault(f"only the first {self.written} frames ({duration:.2f} s) were restored: {self.cut}")
-        notes.update(dict.fromkeys(audio_notes(routes)))
+        notes.update(dict.fromkeys(audio.notes))
         if self.size[0] % 2 or self.size[1] % 2:
             notes.setdefault(f"frames are {self.size[0]}×{self.size[1]}; H.264 yuv420p needs even sides, so each odd side "
                              "was padded with one copy of its last row/column")
@@ -455,7 +455,7 @@ class _Run:
                              "(no rotation tag), so it shows the same way up")
         return VideoResult(
             output=output, frames=self.written, fps=self.written / duration if duration > 0 else 0.0,
-            duration_s=duration, size=self.size, audio=audio_handling(routes), crf=self.vopts.crf,
+            duration_s=duration, size=self.size, audio=audio.handling, crf=self.vopts.crf,
             seconds_per_frame=total_s / max(1, self.written), total_s=total_s, faces_per_frame_max=self.max_faces,
             peaks=peaks, rotation=self.rotation, lookahead_frames=Steadier.lookahead,
             notes=tuple([*getattr(self.engine, "notes", []), *notes]), damage=self.damage, **self.loop.summary(),
