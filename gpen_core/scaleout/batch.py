@@ -135,12 +135,8 @@ class RestoreWorker:
         self.options = options
         self.restorer = get_restorer(models_dir=models_dir, device=device)
         self.worker = worker_name()
-        self.warm_error: GPENError | None = None
         t = time.perf_counter()
-        try:
-            warm_up(self.restorer, options)
-        except GPENError as exc:  # e.g. missing weights: every row then carries this error and its fix
-            self.warm_error = exc
+        self.warm_error = warm_up(self.restorer, options)
         self.warmup_s = round(time.perf_counter() - t, 3)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
@@ -179,8 +175,9 @@ class RestoreWorker:
         return rec, b""
 
 
-def warm_up(restorer: Any, options: Any) -> None:
-    """Load the models ``options`` asks for with one small call (a blank photo: no face, nothing pasted)."""
+def warm_up(restorer: Any, options: Any) -> GPENError | None:
+    """Load the models ``options`` asks for with one small call (a blank photo: no face, nothing pasted); the error
+    that stopped it (e.g. missing weights: every request then carries it and its fix), else None."""
     import numpy as np
 
     from gpen_core.options import RestoreOptions
@@ -190,7 +187,11 @@ def warm_up(restorer: Any, options: Any) -> None:
     blank = np.full((size, size, 3), 128, np.uint8)
     if opts.task == "inpaint":
         blank[:4] = 255  # a white stroke: inpainting refuses a photo with nothing marked
-    restorer(blank, replace(opts, output_format=None))
+    try:
+        restorer(blank, replace(opts, output_format=None))
+    except GPENError as exc:
+        return exc
+    return None
 
 
 def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None, gpus_per_worker: float,

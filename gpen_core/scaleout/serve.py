@@ -83,12 +83,9 @@ class RestoreDeployment:
 
             self.frozen = ready_server(restores_here=True)
         self.restorer = get_restorer(models_dir=models_dir, device=device)
-        self.warm_error = ""
         t = time.perf_counter()
-        try:
-            warm_up(self.restorer, RestoreOptions(mode=warm_mode))
-        except GPENError as exc:  # e.g. weights missing: the replica still answers, each request with the fix
-            self.warm_error = str(exc)
+        # a failed warm-up (e.g. weights missing) leaves the replica answering, each request with the fix
+        self.warm_error = str(warm_up(self.restorer, RestoreOptions(mode=warm_mode)) or "")
         self.warmup_s = time.perf_counter() - t
 
     def restore(self, image: bytes, options: Any = None, mask: bytes | None = None) -> Served:
