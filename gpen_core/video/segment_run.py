@@ -62,13 +62,13 @@ def restore_segment(
     t0 = time.perf_counter()
     tmp = durable.partial_path(dst)
     container, info = open_video(src)  # the same header limits as one pass
-    guard = FrameGuard(src, info.size)
-    # Overlap frames steady their neighbours; their segment writes them. Frames are numbered as the clip
-    # numbers them, so the identity check picks and names the same frames as one pass.
-    loop = FrameLoop(engine, wanted=lambda payload: seg.owns(payload[0]), first=seg.first_frame, segment=seg.index)
     written = faces_max = 0
     out = None
     try:
+        guard = FrameGuard(src, info.size)
+        # Overlap frames steady their neighbours; their segment writes them. Frames are numbered as the clip
+        # numbers them, so the identity check picks and names the same frames as one pass.
+        loop = FrameLoop(engine, wanted=lambda payload: seg.owns(payload[0]), first=seg.first_frame, segment=seg.index)
         vs = container.streams.video[0]
         # The MP4 stores the segment's start as an edit in the movie's timescale (1/1000 s by default), which would
         # round it (10010/30000 s → 333 ms, 0.67 ms early); in the input's own time base it is exact.
