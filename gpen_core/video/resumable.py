@@ -220,7 +220,8 @@ def restore_in_segments(
     src_s, dst_p = os.path.abspath(os.fspath(src)), Path(dst)
     check_output(dst_p, src_s)  # also refuses the input itself: the join would replace it
     with PeakMeter(getattr(runner, "device", None)) as meter:
-        ahead = preflight(src_s, audio)  # what one pass refuses and says, before any segment is restored
+        with open_video(src_s)[0] as container:  # refused and noted as one pass is, before any segment is restored
+            ahead = preflight(container, src_s, audio)
         prep = prepare(src_s, dst_p, settings, segment_seconds, fresh)
         try:
             prep.notes[:0] = ahead

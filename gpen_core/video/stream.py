@@ -23,7 +23,7 @@ from gpen_core.video.engine_seam import FrameEngine
 from gpen_core.video.errors import VideoStopped, no_frames
 from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
-from gpen_core.video.limits import FrameGuard, check_audio
+from gpen_core.video.limits import FrameGuard
 from gpen_core.video.options import VideoOptions
 from gpen_core.video.output import AudioOutcome, check_output, write_failed
 from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
@@ -101,7 +101,7 @@ def restore_video(
     :class:`~gpen_core.video.limits.FrameGuard`. ``video.cap`` stops at a server's limit; the notes say where."""
     from gpen_core.platform.leftovers import sweep_partials
     from gpen_core.platform.meter import PeakMeter
-    from gpen_core.video.probe import open_video, stream_notes
+    from gpen_core.video.probe import open_video, preflight
 
     vopts = (video or VideoOptions()).validated()
     src_s, dst_p = os.fspath(src), Path(dst)
@@ -111,8 +111,7 @@ def restore_video(
     tmp = durable.partial_path(dst_p)
     run = None
     try:
-        if vopts.audio:
-            check_audio(container, src_s)  # before any frame: found at the end, hours of work would be lost
+        ahead = preflight(container, src_s, vopts.audio)
         if engine is None:
             from gpen_core.engine.pipeline import import_engine
             from gpen_core.restorer import get_restorer
@@ -124,7 +123,7 @@ def restore_video(
         with PeakMeter(device) as meter:
             run = _Run(container, info, tmp, vopts, stop or threading.Event(), progress, on_frame)
             run.guard = FrameGuard(src_s, info.size)
-            run.notes.update(dict.fromkeys(stream_notes(container, vopts.audio)))
+            run.notes.update(dict.fromkeys(ahead))
             run.engine_for = lambda size: engine or FrameEngine(restorer, options or RestoreOptions(), size)
             try:
                 run.go()
