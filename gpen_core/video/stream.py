@@ -25,7 +25,7 @@ from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
 from gpen_core.video.limits import FrameGuard
 from gpen_core.video.options import VideoOptions
-from gpen_core.video.output import AudioOutcome, check_output, write_failed
+from gpen_core.video.output import AudioOutcome, VideoWriter, add_audio, check_output, write_failed
 from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
 from gpen_core.video.steady import Steadier
 
@@ -187,8 +187,6 @@ class _Run:
         self.size = (0, 0)
         self.damage_detail: str | None = None  # what the decoder said where it stopped early
         import av
-
-        from gpen_core.video.output import VideoWriter, add_audio
 
         out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
         audio = list(container.streams.audio) if vopts.audio else []
