@@ -42,7 +42,7 @@ def test_scale_out_and_the_cli_share_one_list_of_photo_suffixes_and_one_worker_n
 def test_a_clips_threads_hand_each_other_typed_items_not_tuples_read_by_position() -> None:
     text = (PKG / "video" / "stream.py").read_text(encoding="utf-8")
     assert not re.search(r"\bitem\[\d\]", text), "video/stream.py reads a queue item by position"
-    assert _definitions("DecodedFrame") == ["gpen_core/video/queue_items.py"]
+    assert _definitions("DecodedFrame") == ["gpen_core/video/stream.py"]
 
 
 def test_photos_and_frames_choose_their_mode_through_one_function() -> None:

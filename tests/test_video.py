@@ -181,6 +181,13 @@ def test_clip_with_zero_frames_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "out.mp4").exists() and not _leftovers(tmp_path)
 
 
+def test_a_part_past_the_clips_end_is_refused_naming_the_part_in_seconds(tmp_path: Path) -> None:
+    src = make_clip(tmp_path / "in.mp4", gradient_frames(5))
+    with pytest.raises(InputError, match=r"no frame that decodes between 2 s and 3\.5 s"):
+        restore_video(src, tmp_path / "out.mp4", engine=Invert(), video=VideoOptions(start_s=2, end_s=3.5))
+    assert not (tmp_path / "out.mp4").exists() and not _leftovers(tmp_path)
+
+
 def test_file_damaged_from_its_start_is_refused(tmp_path: Path) -> None:
     good = make_clip(tmp_path / "good.mp4", gradient_frames(10)).read_bytes()
     src = tmp_path / "broken.mp4"

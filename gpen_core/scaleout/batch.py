@@ -1,10 +1,6 @@
-"""Restore a folder (or an object-store prefix) of photos with Ray Data: ``restore … --ray``.
-
-Ray Data reads the bytes (``read_binary_files``: ``read_images`` dies on the first corrupt file) and an actor
-pool restores them, one warmed ``Restorer`` per actor; the driver writes every output and appends one
-``manifest.jsonl`` record per input. Actors take fractional CPUs and leave some for reading (whole CPUs hung
-a 2-core Ray without an error), catch every row's error (a raise aborts the job) and set torch's threads from
-their share (docs/ray.md)."""
+"""Restore a folder (or an object-store prefix) of photos with Ray Data: ``restore … --ray``. An actor pool of
+warmed Restorers restores the bytes Ray Data reads; the driver writes every output and a manifest.jsonl record per
+input. Why fractional CPUs and binary reads: docs/ray.md."""
 
 from __future__ import annotations
 
@@ -139,12 +135,8 @@ class RestoreWorker:
         self.options = options
         self.restorer = get_restorer(models_dir=models_dir, device=device)
         self.worker = worker_name()
-        self.warm_error: GPENError | None = None
         t = time.perf_counter()
-        try:
-            warm_up(self.restorer, options)
-        except GPENError as exc:  # e.g. missing weights: every row then carries this error and its fix
-            self.warm_error = exc
+        self.warm_error = warm_up(self.restorer, options)
         self.warmup_s = round(time.perf_counter() - t, 3)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
@@ -183,8 +175,9 @@ class RestoreWorker:
         return rec, b""
 
 
-def warm_up(restorer: Any, options: Any) -> None:
-    """Load the models ``options`` asks for with one small call (a blank photo: no face, nothing pasted)."""
+def warm_up(restorer: Any, options: Any) -> GPENError | None:
+    """Load the models ``options`` asks for with one small call (a blank photo: no face, nothing pasted); the error
+    that stopped it (e.g. missing weights: every request then carries it and its fix), else None."""
     import numpy as np
 
     from gpen_core.options import RestoreOptions
@@ -194,7 +187,11 @@ def warm_up(restorer: Any, options: Any) -> None:
     blank = np.full((size, size, 3), 128, np.uint8)
     if opts.task == "inpaint":
         blank[:4] = 255  # a white stroke: inpainting refuses a photo with nothing marked
-    restorer(blank, replace(opts, output_format=None))
+    try:
+        restorer(blank, replace(opts, output_format=None))
+    except GPENError as exc:
+        return exc
+    return None
 
 
 def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None, gpus_per_worker: float,

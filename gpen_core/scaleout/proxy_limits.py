@@ -1,8 +1,5 @@
-"""The upload cap inside Ray Serve's HTTP proxy, before the proxy queues a byte of the body.
-
-Serve's proxy reads a body into an unbounded queue before the replica can check its size, and has no size
-setting; its HTTP proxy callback (``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH``) adds :class:`BodyCap` in front
-of that queue. Measured and explained: docs/serving.md."""
+"""The upload cap inside Ray Serve's HTTP proxy (:class:`BodyCap`, added by the proxy's callback), before the proxy
+queues a byte of a body it has no size limit for. Measured and explained: docs/serving.md."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Stops a local Ray's leftover processes when the process that started it dies.
-
-Ray's two agents outlive a SIGKILLed driver by a minute (docs/results-and-messages.md). This file runs as its
-own small process (standard library only, started by path, in its own session): it blocks reading a pipe only
-the driver writes, and when that closes kills every process with a file open in that Ray session's folder."""
+"""Stops a local Ray's leftover processes when the process that started it dies (Ray's agents outlive a SIGKILLed
+driver by a minute: docs/results-and-messages.md). Runs as its own small process, standard library only: when the
+pipe only the driver writes closes, it kills every process with a file open in that Ray session's folder."""
 
 from __future__ import annotations
 

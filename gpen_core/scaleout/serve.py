@@ -1,8 +1,5 @@
-"""Online restores with Ray Serve: ``python -m gpen_core serve`` and ``app.py --backend ray``.
-
-``RestoreDeployment``: one warmed ``Restorer`` per replica, one restore at a time, each response with the peaks
-it measured; the app calls it by handle (:class:`RayRestorer`). Each replica reserves its idle size plus the
-heaviest mode's peak. docs/ray.md, "A shared demo"."""
+"""Online restores with Ray Serve: ``python -m gpen_core serve`` and ``app.py --backend ray`` (:class:`RayRestorer`).
+One warmed Restorer per replica, one restore at a time, each response with its peaks. docs/ray.md, "A shared demo"."""
 
 from __future__ import annotations
 
@@ -86,12 +83,9 @@ class RestoreDeployment:
 
             self.frozen = ready_server(restores_here=True)
         self.restorer = get_restorer(models_dir=models_dir, device=device)
-        self.warm_error = ""
         t = time.perf_counter()
-        try:
-            warm_up(self.restorer, RestoreOptions(mode=warm_mode))
-        except GPENError as exc:  # e.g. weights missing: the replica still answers, each request with the fix
-            self.warm_error = str(exc)
+        # a failed warm-up (e.g. weights missing) leaves the replica answering, each request with the fix
+        self.warm_error = str(warm_up(self.restorer, RestoreOptions(mode=warm_mode)) or "")
         self.warmup_s = time.perf_counter() - t
 
     def restore(self, image: bytes, options: Any = None, mask: bytes | None = None) -> Served:

@@ -100,12 +100,12 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
     seconds = args.segment_seconds if args.segment_seconds is not None else DEFAULT_SEGMENT_SECONDS
     runner: Any
     if args.ray:  # the cluster at --address was joined before the engine loaded (join_first)
-        from gpen_core.scaleout.batch import new_run_id
+        from gpen_core.scaleout.batch import MANIFEST, new_run_id
         from gpen_core.scaleout.video_ray import RayRunner
 
         runner = RayRunner(options, args.crf, models_dir=args.models_dir, device=args.device, address=args.address,
                            workers=args.workers, gpus_per_worker=args.gpus_per_worker)
-        manifest = open(dst.parent / "manifest.jsonl", "a", encoding="utf-8")
+        manifest = open(dst.parent / MANIFEST, "a", encoding="utf-8")
         run_id = new_run_id()
     else:
         runner = LocalRunner(restorer, options, args.crf)
@@ -130,10 +130,10 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
     except GPENError as exc:
         # The disk or a worker failed, not the input: the same command resumes. Otherwise (a weight, an option,
         # the input) what finished waits for the fixed command.
-        again = isinstance(exc, (WriteFailed, WorkerDied))
-        if again or finished_segments(work_folder(dst)):
-            kept = (kept_segments(work_folder(dst)) if again
-                    else kept_segments(work_folder(dst), then="once that is fixed, the same command resumes"))
+        again, folder = isinstance(exc, (WriteFailed, WorkerDied)), work_folder(dst)
+        if again or finished_segments(folder):
+            kept = (kept_segments(folder) if again
+                    else kept_segments(folder, then="once that is fixed, the same command resumes"))
             exc.args = (f"{str(exc).rstrip('.')}. {kept[0].upper()}{kept[1:]}",)
         raise
     finally:

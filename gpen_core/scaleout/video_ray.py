@@ -1,9 +1,6 @@
-"""A long clip's segments restored by Ray workers: :class:`RayRunner`, one Ray task a segment.
-
-A worker keeps one Restorer, so its networks load once; each task restores its segment into a temporary file
-and returns the bytes, which the driver writes into the work folder. Workers read the input by its path (on a
-cluster: shared storage). A dead worker's segment runs once more; a restore error ends the run, the finished
-segments kept. docs/video-segments.md, "On Ray"."""
+"""A long clip's segments restored by Ray workers: :class:`RayRunner`, one Ray task a segment, a Restorer kept per
+worker; the driver writes the bytes each task returns. Workers read the input by its path.
+docs/video-segments.md, "On Ray"."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Pixels between PyAV and the engine: a decoded frame to upright RGB, and RGB to the encoder's yuv420p.
-
-The frame's colour matrix and range convert it both ways and are tagged on the output, so colours survive;
-frames are turned upright by their display matrix and written upright with no rotation tag."""
+"""Pixels between PyAV and the engine: a decoded frame to upright RGB, and RGB to the encoder's yuv420p, in the
+frame's colour matrix and range (tagged on the output, so colours survive); frames are written upright, untagged."""
 
 from __future__ import annotations
 

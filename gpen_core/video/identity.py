@@ -1,8 +1,5 @@
-"""Is it still the same person along the clip? The identity check per track: :class:`IdentityTracker`.
-
-Each checked face carries the photo check's two dlib descriptors (before and after the generator,
-:mod:`gpen_core.faces.identity`); per track they are compared with the previous checked frame's, reusing them:
-no extra descriptor is computed. docs/identity.md, "Along a clip", says what is flagged and why."""
+"""Is it still the same person along the clip? :class:`IdentityTracker` compares each checked face's two dlib
+descriptors (the photo check's, reused) with its track's previous checked frame's. docs/identity.md, "Along a clip"."""
 
 from __future__ import annotations
 
@@ -152,12 +149,11 @@ class IdentityTracker:
     def add(self, index: int, tracks: Sequence[int], checks: Sequence[Any]) -> tuple[FaceCheck | None, ...]:
         """Frame ``index``'s faces: their ``tracks`` and each one's photo check (``IdentityCheck`` or None);
         one :class:`FaceCheck` (or None) per face."""
-        out: list[FaceCheck | None] = []
-        for track, check in zip(tracks, checks):
-            out.append(None if check is None or check.descriptors is None else self._one(index, track, check))
+        out = tuple(None if check is None or check.descriptors is None else self._one(index, track, check)
+                    for track, check in zip(tracks, checks))
         if any(c is not None for c in out):
             self.checked_frames += 1
-        return tuple(out)
+        return out
 
     def _one(self, index: int, track: int, check: Any) -> FaceCheck:
         before, after = check.descriptors

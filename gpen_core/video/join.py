@@ -1,20 +1,16 @@
 """Segments joined into one MP4 without re-encoding, the input's audio copied once: :func:`join_segments`.
-
-H.264 packets are copied with their presentation timestamps (the input's); decode timestamps are made anew,
-decode time *i* being the *(i − D)*-th presentation time (D: the deepest B-frame reordering of any segment),
-so they never run backwards at a seam. docs/video-segments.md, "Cut, restore, join"."""
+Decode timestamps are made anew so they never run backwards at a seam (docs/video-segments.md, "Cut, restore, join")."""
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.platform import durable
-from gpen_core.video.result import AudioHandling
+from gpen_core.video.output import AudioOutcome, add_audio, disk_errors, flush
 from gpen_core.video.segments import SegmentPlan
 
 
@@ -77,20 +73,9 @@ def _video_packets(folder: Path, plan: SegmentPlan, depth: int) -> Iterator[tupl
                 yield float(dts * tb), 0, p
 
 
-@dataclass(frozen=True)
-class Joined:
-    """How the input's audio reached the joined clip."""
-
-    audio: AudioHandling  # as ``VideoResult.audio``
-    notes: tuple[str, ...]  # a note per re-encoded stream, as one pass writes it
-
-
-def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: bool = True) -> Joined:
-    """Write ``dst`` from the plan's segment files in ``folder`` and ``src``'s audio."""
-    import av
-
+def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: bool = True) -> AudioOutcome:
+    """Write ``dst`` from the plan's segment files in ``folder`` and ``src``'s audio; how that audio was written."""
     from gpen_core.platform.leftovers import sweep_partials
-    from gpen_core.video.output import add_audio, audio_handling, audio_notes, disk_errors
     from gpen_core.video.probe import open_clip
 
     depth = max(reorder_depth(segment_pts(folder / s.file)) for s in plan.segments)
@@ -99,24 +84,24 @@ def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: b
     container = open_clip(src)
     try:
         with disk_errors(dst.parent, "the joined video"):
-            routes = _write_joined(av, container, plan, folder, tmp, depth, add_audio if audio else None)
+            routes = _write_joined(container, plan, folder, tmp, depth, audio)
             durable.install(tmp, dst, sync=True)  # flushed: the whole clip's restoring
-        return Joined(audio_handling(routes), tuple(audio_notes(routes)))  # while the input's streams are open
+        return AudioOutcome.of(routes)
     finally:
         container.close()
         tmp.unlink(missing_ok=True)
 
 
-def _write_joined(av: Any, container: Any, plan: SegmentPlan, folder: Path, tmp: Path, depth: int, add_audio: Any) -> list[Any]:
-    """The segments' video and the input's audio, interleaved by time, into ``tmp``; the audio routes."""
-    from gpen_core.video.output import flush
+def _write_joined(container: Any, plan: SegmentPlan, folder: Path, tmp: Path, depth: int, audio: bool) -> list[Any]:
+    """The segments' video and (``audio``) the input's audio, interleaved by time, into ``tmp``; the audio routes."""
+    import av
 
     with av.open(str(folder / plan.segments[0].file)) as first:
         out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
         try:
             v = out.add_stream_from_template(first.streams.video[0])
             v.time_base = plan.tb
-            routes = add_audio(out, list(container.streams.audio)) if add_audio is not None else []
+            routes = add_audio(out, list(container.streams.audio)) if audio else []
             for _, kind, item in heapq.merge(_video_packets(folder, plan, depth), _audio_items(container, routes),
                                              key=lambda x: (x[0], x[1])):
                 if kind == 0:

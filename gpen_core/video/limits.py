@@ -1,7 +1,5 @@
-"""What a clip may cost, judged by what decodes, not by what its header claims (a header is easy to edit).
-
-:class:`ClipCap` counts decoded frames and time; :class:`FrameGuard` checks each decoded frame's size and
-timestamp before its pixels are converted; :func:`audio_problem` finds audio an MP4 cannot take."""
+"""What a clip may cost, judged by what decodes, not by what its header claims (a header is easy to edit):
+:class:`ClipCap`, :class:`FrameGuard` (each frame before its pixels are converted), audio an MP4 cannot take."""
 
 from __future__ import annotations
 

@@ -95,17 +95,19 @@ def add_audio(out: Any, sources: list[Any]) -> list[AudioRoute]:
     return routes
 
 
-def audio_handling(routes: list[AudioRoute]) -> AudioHandling:
-    """How the audio reached the output, as ``VideoResult.audio``: "copied", "re-encoded" or "none"."""
-    if not routes:
-        return "none"
-    return "copied" if all(r.copy for r in routes) else "re-encoded"
+@dataclass(frozen=True)
+class AudioOutcome:
+    """How the input's audio reached the output (one pass and the segments' join alike)."""
 
+    handling: AudioHandling  # as ``VideoResult.audio``
+    notes: tuple[str, ...]  # one per re-encoded stream
 
-def audio_notes(routes: list[AudioRoute]) -> list[str]:
-    """What a result's notes say of each audio stream that was re-encoded (one pass and the segments' join alike)."""
-    return [f"audio stream {r.source.index} ({r.source.codec_context.name}) cannot go into an MP4 as it is: "
-            "re-encoded to AAC" for r in routes if not r.copy]
+    @classmethod
+    def of(cls, routes: list[AudioRoute]) -> "AudioOutcome":
+        """Read while the input's streams are open."""
+        handling = "none" if not routes else "copied" if all(r.copy for r in routes) else "re-encoded"
+        return cls(handling, tuple(f"audio stream {r.source.index} ({r.source.codec_context.name}) cannot go into an "
+                                   "MP4 as it is: re-encoded to AAC" for r in routes if not r.copy))
 
 
 def flush(out: Any, streams: list[Any]) -> None:

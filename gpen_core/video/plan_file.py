@@ -1,7 +1,5 @@
-"""plan.json on disk: written atomically, read back as untrusted input (:func:`load_plan`), checked against the run.
-
-Nothing is built from it before every field has its type and range and the segments cover the clip whole;
-a plan that fails is refused with the fix (``--fresh``), never half used."""
+"""plan.json on disk: written atomically, read back as untrusted input (:func:`load_plan`: every field's type and
+range, segments covering the clip whole), checked against the run; a plan that fails is refused with ``--fresh``."""
 
 from __future__ import annotations
 

@@ -90,16 +90,12 @@ def open_video(path: str | os.PathLike[str]) -> tuple[Any, ClipInfo]:
         raise
 
 
-def preflight(path: str, audio: bool = True) -> list[str]:
-    """Before a segmented run: the clip refused as :func:`open_video` and audio an MP4 cannot take (unless
-    ``audio`` is off) refuse it; else its :func:`stream_notes`."""
-    container, _ = open_video(path)
-    try:
-        if audio:
-            check_audio(container, path)
-        return stream_notes(container, audio)
-    finally:
-        container.close()
+def preflight(container: Any, path: str, audio: bool = True) -> list[str]:
+    """Before any frame (one pass and segments alike): audio an MP4 cannot take refuses the clip unless ``audio`` is
+    off (found at the end, hours of work would be lost); else its :func:`stream_notes`."""
+    if audio:
+        check_audio(container, path)
+    return stream_notes(container, audio)
 
 
 def stream_notes(container: Any, audio: bool = True) -> list[str]:

@@ -1,9 +1,5 @@
-"""Hours of video, resumable: :func:`restore_in_segments`.
-
-The clip is cut at keyframes into segments, each restored into its own file in a work folder beside the
-output by a *runner* (:class:`LocalRunner`, or Ray's :mod:`gpen_core.scaleout.video_ray`), then joined without
-re-encoding. A killed run resumes with the same call, keeping the segments whose files are still the bytes the
-plan recorded; ``fresh=True`` starts over. docs/video-segments.md."""
+"""Hours of video, resumable: :func:`restore_in_segments` cuts a clip at keyframes, has a runner (:class:`LocalRunner`
+or Ray's) restore each segment into its own file, joins them, and resumes a killed run. docs/video-segments.md."""
 
 from __future__ import annotations
 
@@ -34,11 +30,9 @@ SEGMENTS_FROM_S = 600.0
 
 @dataclass(frozen=True)
 class SegmentedResult(VideoResult):
-    """A one-pass result's every field, and: ``segments`` cut, ``segments_kept``/``frames_kept`` finished by an
-    earlier, interrupted run, ``join_s`` the join's seconds, ``records`` each segment's outcome (by index).
-
-    ``peaks``: this process's, around the whole run; Ray workers' own are in ``records`` and, when higher, named
-    in ``peaks.shared``. ``damage``: always None (a segment that does not decode to the plan is refused)."""
+    """A one-pass result's every field (``peaks``: this process's; Ray workers' higher ones named in ``peaks.shared``;
+    ``damage`` None: a segment that does not decode to the plan is refused), and ``segments`` cut,
+    ``segments_kept``/``frames_kept`` from an interrupted run, ``join_s``, each segment's ``records`` (by index)."""
 
     segments: int = 0
     segments_kept: int = 0
@@ -93,8 +87,7 @@ class LocalRunner:
 
 
 def upright_geometry(src: str) -> tuple[tuple[int, int], int]:
-    """(the upright size, the display rotation in degrees) of the clip's first frame, from the decoded
-    frame's fields (checked by FrameGuard), its pixels never converted."""
+    """(upright size, display rotation in degrees) of the clip's first decoded frame, checked by FrameGuard."""
     from gpen_core.video.frames import quarter_turns
     from gpen_core.video.limits import FrameGuard
     from gpen_core.video.probe import open_video
@@ -126,9 +119,8 @@ class StartedRun:
 
 def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: bool) -> StartedRun:
     """The folder's plan when it fits this run, else a new one; the work folder locked (released on an error).
-
-    InputError when the folder holds another run's plan (or a bad one) and ``fresh`` is not set: hours of work are
-    never thrown away unasked; WorkFolderBusy while another run holds it."""
+    InputError when it holds another run's plan (or a bad one) and not ``fresh``: hours of work are never thrown
+    away unasked; WorkFolderBusy while another run holds it."""
     from gpen_core.video.plan_file import plan_segment_count, read_plan, same_cuts, same_source, write_plan
     from gpen_core.video.segments import plan_segments
     from gpen_core.video.work_dir import open_work_folder
@@ -160,11 +152,9 @@ def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: b
 
 
 def finished(plan: SegmentPlan, folder: Path) -> tuple[list[Segment], tuple[FinishedFile, ...], list[str]]:
-    """(the segments an earlier run completed that are still its bytes, their records, notes); the run's
-    other files removed, to be redone.
-
-    Kept: a file with the size and sha256 the plan recorded that decodes to the plan's frames and times; one the
-    plan has no record of (killed between its rename and the plan's update) when it decodes so, recorded now."""
+    """(the segments an earlier run completed, their records, notes); the run's other files removed, to be redone.
+    Kept: a file that decodes to the plan's frames and times, with the size and sha256 the plan recorded (or none,
+    when killed between its rename and the plan's update)."""
     from gpen_core.video.join import check_segment
     from gpen_core.video.work_dir import is_ours
 
@@ -230,7 +220,8 @@ def restore_in_segments(
     src_s, dst_p = os.path.abspath(os.fspath(src)), Path(dst)
     check_output(dst_p, src_s)  # also refuses the input itself: the join would replace it
     with PeakMeter(getattr(runner, "device", None)) as meter:
-        ahead = preflight(src_s, audio)  # what one pass refuses and says, before any segment is restored
+        with open_video(src_s)[0] as container:  # refused and noted as one pass is, before any segment is restored
+            ahead = preflight(container, src_s, audio)
         prep = prepare(src_s, dst_p, settings, segment_seconds, fresh)
         try:
             prep.notes[:0] = ahead
@@ -262,7 +253,7 @@ def restore_in_segments(
     return SegmentedResult(
         output=str(dst_p), frames=frames, fps=frames / plan.duration_s if plan.duration_s > 0 else 0.0,
         duration_s=plan.duration_s, size=written.size, mode=mode,
-        mode_reason=next((r.mode_reason for r in ran if r.mode_reason), ""), audio=joined.audio,
+        mode_reason=next((r.mode_reason for r in ran if r.mode_reason), ""), audio=joined.handling,
         crf=int(getattr(runner, "crf", 0)), seconds_per_frame=total_s / max(1, frames), total_s=total_s,
         faces_per_frame_max=max((r.faces_max for r in records), default=0), peaks=_with_workers(meter.peaks, ran),
         rotation=upright_geometry(src_s)[1], lookahead_frames=Steadier.lookahead, notes=tuple(notes),
@@ -290,34 +281,31 @@ def _run_pending(prep: StartedRun, runner: Runner, progress: Progress | None,
     file recorded in the plan as it finishes."""
     from gpen_core.video.plan_file import write_plan
 
+    progress = progress or (lambda done, total: None)
+    on_record = on_record or (lambda rec: None)
     plan, folder = prep.plan, prep.work.path
     kept, kept_records, why = finished(plan, folder)
     prep.notes.extend(why)
-    kept_ids = {s.index for s in kept}
     if plan.finished != kept_records:  # the redone files' records forgotten, unrecorded kept ones recorded
         plan = replace(plan, finished=kept_records)
         write_plan(folder, plan)
     records = [SegmentRecord(s.index, s.frames, 0.0, kept=True) for s in kept]
     count = [sum(s.frames for s in kept)]
-    if progress is not None:
-        progress(count[0], plan.frames)
-    if on_record is not None:
-        for r in records:
-            on_record(r)
+    progress(count[0], plan.frames)
+    for r in records:
+        on_record(r)
 
     def on_frame() -> None:
         count[0] += 1
-        if progress is not None:
-            progress(count[0], plan.frames)
+        progress(count[0], plan.frames)
 
-    pending = [s for s in plan.segments if s.index not in kept_ids]
+    pending = [s for s in plan.segments if s not in kept]
     for rec in runner(plan, pending, folder, on_frame) if pending else ():
         # Recorded as it finishes, so a resume keeps this file only while it still holds these bytes.
         plan = replace(plan, finished=(*plan.finished, file_record(folder / plan.segments[rec.index].file, rec.index)))
         write_plan(folder, plan)
         records.append(rec)
-        if on_record is not None:
-            on_record(rec)
+        on_record(rec)
     return records
 
 

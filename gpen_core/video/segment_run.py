@@ -1,13 +1,11 @@
-"""One segment of a long clip restored into its own file: :func:`restore_segment`.
-
-Decodes from the keyframe before its context frames to its tail, writes only its own frames (video only, a
-new encoder, so the file starts with a keyframe), under a temporary name renamed when complete. One thread."""
+"""One segment of a long clip restored into its own file (video only, a new encoder, so it starts with a keyframe):
+:func:`restore_segment`, in one thread."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 from fractions import Fraction
@@ -56,38 +54,50 @@ def restore_segment(
     to the frames the plan counted."""
     import av
 
+    from gpen_core.video.frame_loop import FrameLoop
+    from gpen_core.video.limits import FrameGuard
     from gpen_core.video.output import VideoWriter
     from gpen_core.video.probe import open_video
 
     t0 = time.perf_counter()
     tmp = durable.partial_path(dst)
     container, info = open_video(src)  # the same header limits as one pass
+    written = faces_max = 0
     out = None
     try:
+        guard = FrameGuard(src, info.size)
+        # Overlap frames steady their neighbours; their segment writes them. Frames are numbered as the clip
+        # numbers them, so the identity check picks and names the same frames as one pass.
+        loop = FrameLoop(engine, wanted=lambda payload: seg.owns(payload[0]), first=seg.first_frame, segment=seg.index)
         vs = container.streams.video[0]
         # The MP4 stores the segment's start as an edit in the movie's timescale (1/1000 s by default), which would
         # round it (10010/30000 s → 333 ms, 0.67 ms early); in the input's own time base it is exact.
         out = av.open(str(tmp), "w", format="mp4", options={"movie_timescale": str(Fraction(vs.time_base).denominator)})
         writer = VideoWriter(out, [], crf, vs.time_base, vs.average_rate or vs.guessed_rate)
-        run = _SegmentLoop(seg, engine, writer, on_frame, stop or threading.Event())
         try:
-            run.go(src, container, vs, info.size)
+            for done in _restored(container, seg, guard, loop, stop):
+                writer.frame(done.image, *done.payload)
+                written += 1
+                faces_max = max(faces_max, len(done.faces))
+                if on_frame is not None:
+                    on_frame()
         except (av.FFmpegError, EOFError) as exc:
             raise InputError(
-                f"segment {seg.index} (from {seg.start_s:.3f} s) stopped decoding after {run.written} of its {seg.frames} "
+                f"segment {seg.index} (from {seg.start_s:.3f} s) stopped decoding after {written} of its {seg.frames} "
                 f"frames ({str(exc).strip() or type(exc).__name__}): the input is damaged there. Restore the part before "
                 "it with --start/--end, or re-export the file"
             ) from None
         writer.close()
         out = None
-        if run.written != seg.frames:
+        if written != seg.frames:
             raise InputError(
-                f"segment {seg.index} (from {seg.start_s:.3f} s) decoded {run.written} frames where the plan counted "
+                f"segment {seg.index} (from {seg.start_s:.3f} s) decoded {written} frames where the plan counted "
                 f"{seg.frames}: the input is damaged there or changed since the plan. Restore again with --fresh"
             )
         durable.install(tmp, dst, sync=True)  # flushed: a resume trusts a finished segment
-        return SegmentRecord(seg.index, run.written, time.perf_counter() - t0, run.faces_max, notes=tuple(run.notes),
-                             **run.loop.summary())
+        # the engine's, the decoded frames' and the restore's notes, as one pass says them
+        notes = tuple(dict.fromkeys([*getattr(engine, "notes", ()), *guard.notes, *loop.notes]))
+        return SegmentRecord(seg.index, written, time.perf_counter() - t0, faces_max, notes=notes, **loop.summary())
     finally:
         if out is not None:
             with suppress(Exception):  # a half-written file we delete next
@@ -96,63 +106,26 @@ def restore_segment(
         tmp.unlink(missing_ok=True)
 
 
-class _SegmentLoop:
-    """Decode (FrameGuard) → the one FrameLoop → encode, for one segment, in one thread."""
+def _restored(container: Any, seg: Segment, guard: Any, loop: Any, stop: threading.Event | None) -> Iterator[Any]:
+    """The segment's frames out of ``loop`` (payload: pts, colour), decoded from its first context frame to its tail."""
+    import av
 
-    def __init__(self, seg: Segment, engine: Any, writer: Any, on_frame: Callable[[], None] | None,
-                 stop: threading.Event) -> None:
-        from gpen_core.video.frame_loop import FrameLoop
+    from gpen_core.video.frames import upright_rgb
 
-        self.seg, self.engine, self.writer, self.on_frame, self.stop = seg, engine, writer, on_frame, stop
-        # Overlap frames steady their neighbours; their segment writes them. Frames are numbered as the clip
-        # numbers them, so the identity check picks and names the same frames as one pass.
-        self.loop = FrameLoop(engine, wanted=self._own, first=seg.first_frame, segment=seg.index)
-        self.written = self.faces_max = 0
-        self.guard: Any = None
-
-    @property
-    def notes(self) -> list[str]:
-        """The engine's, the decoded frames' and the restore's notes, as one pass says them."""
-        guard = self.guard.notes if self.guard is not None else []
-        return list(dict.fromkeys([*getattr(self.engine, "notes", ()), *guard, *self.loop.notes]))
-
-    def _own(self, payload: tuple[int, Any]) -> bool:
-        pts, seg = payload[0], self.seg
-        return pts >= seg.start_pts and (seg.end_pts is None or pts < seg.end_pts)
-
-    def go(self, src: str, container: Any, vs: Any, header: tuple[int, int]) -> None:
-        import av
-
-        from gpen_core.video.frames import upright_rgb
-        from gpen_core.video.limits import FrameGuard
-
-        seg = self.seg
-        guard = self.guard = FrameGuard(src, header)
-        # backward: the keyframe at or before the first context frame, so it decodes from a clean start.
-        container.seek(seg.context_pts, stream=vs, backward=True)
-        rf = av.video.reformatter.VideoReformatter()
-        for packet in container.demux(vs):
-            for frame in packet.decode():
-                if frame.pts is None or frame.pts < seg.context_pts:
-                    continue
-                if seg.tail_pts is not None and frame.pts >= seg.tail_pts:
-                    return self._drain()
-                if self.stop.is_set():
-                    raise VideoStopped(f"stopped in segment {seg.index}: its partial file was removed")
-                guard.check(frame, frame.pts, vs.time_base)  # before its pixels are converted
-                rgb, _, colour = upright_rgb(frame, rf)
-                for done in self.loop.push(float(frame.pts * vs.time_base), rgb, (frame.pts, colour)):
-                    self._write(done)
-        self._drain()
-
-    def _drain(self) -> None:
-        for done in self.loop.drain():
-            self._write(done)
-
-    def _write(self, done: Any) -> None:
-        pts, colour = done.payload
-        self.writer.frame(done.image, pts, colour)
-        self.written += 1
-        self.faces_max = max(self.faces_max, len(done.faces))
-        if self.on_frame is not None:
-            self.on_frame()
+    vs = container.streams.video[0]
+    # backward: the keyframe at or before the first context frame, so it decodes from a clean start.
+    container.seek(seg.context_pts, stream=vs, backward=True)
+    rf = av.video.reformatter.VideoReformatter()
+    for packet in container.demux(vs):
+        for frame in packet.decode():
+            if frame.pts is None or frame.pts < seg.context_pts:
+                continue
+            if seg.tail_pts is not None and frame.pts >= seg.tail_pts:
+                yield from loop.drain()
+                return
+            if stop is not None and stop.is_set():
+                raise VideoStopped(f"stopped in segment {seg.index}: its partial file was removed")
+            guard.check(frame, frame.pts, vs.time_base)  # before its pixels are converted
+            rgb, _, colour = upright_rgb(frame, rf)
+            yield from loop.push(float(frame.pts * vs.time_base), rgb, (frame.pts, colour))
+    yield from loop.drain()

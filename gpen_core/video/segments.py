@@ -1,9 +1,5 @@
-"""A long clip cut at its keyframes into segments, and the plan that lets a killed run resume.
-
-Segment *i* writes the frames with timestamps in ``[start_pts, end_pts)``, so every frame is in exactly one
-segment; it also decodes ``context_pts`` … ``tail_pts``, the look-ahead either side, so no seam shows.
-The plan (``plan.json`` in the work folder) is read and checked by :mod:`gpen_core.video.plan_file`.
-docs/video-segments.md, "Cut, restore, join"."""
+"""A long clip cut at its keyframes into segments, and the plan that lets a killed run resume (checked on reading
+by :mod:`gpen_core.video.plan_file`). docs/video-segments.md, "Cut, restore, join"."""
 
 from __future__ import annotations
 
@@ -42,6 +38,10 @@ class Segment:
     @property
     def file(self) -> str:
         return f"seg-{self.index:05d}.mp4"
+
+    def owns(self, pts: int) -> bool:
+        """Whether this segment writes the frame at ``pts`` (not one of the context or tail frames it only decodes)."""
+        return self.start_pts <= pts and (self.end_pts is None or pts < self.end_pts)
 
 
 _SEGMENT_FILE = re.compile(r"seg-(\d{5})\.mp4")

@@ -1,11 +1,6 @@
-"""Faces steady across frames: tracks, gaps filled between two sightings, landmarks smoothed.
-
-The detector's landmarks jitter by about a pixel from frame to frame, so the restored face would shimmer.
-:class:`Steadier` hands each frame back :attr:`Steadier.lookahead` frames later with every face's track id
-(IoU ≥ :data:`MATCH_IOU` or a near centre), gaps of at most :data:`MAX_GAP` frames filled between two
-sightings (never invented before or after), and box and landmarks from a local linear fit in time over
-:data:`HALF_WINDOW` frames either side: exact on steady motion, the window's mean on noise (docs/video.md).
-Pure NumPy, on :class:`gpen_core.faces.detect.Detection` objects in display pixels."""
+"""Faces steady across frames (the detector's landmarks jitter by about a pixel, so a restored face would shimmer):
+:class:`Steadier` tracks faces, fills short gaps between two sightings, and fits box and landmarks by a local line
+in time. Pure NumPy, on ``Detection``s in display pixels (docs/video.md, "Faces steady from frame to frame")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A clip restored at constant memory: :func:`restore_video`.
-
-Three threads and two bounded queues: decode (PyAV, upright RGB) → main (detect → steady → restore → paste)
-→ encode (x264, mux). At most DECODE_QUEUE + look-ahead + 1 + ENCODE_QUEUE = 10 frames are held, whatever the
-clip's length (docs/video.md, "What is held at once"); nothing but the output is written, under a temporary
-name beside it until the clip is complete."""
+"""A clip restored at constant memory: :func:`restore_video`. Three threads and two bounded queues (decode →
+detect, steady, restore → encode) hold at most 10 frames whatever the clip's length, and only the output is
+written, under a temporary name until complete (docs/video.md, "What is held at once")."""
 
 from __future__ import annotations
 
@@ -13,23 +10,27 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpen_core.errors import GPENError, InputError
+from gpen_core.errors import GPENError
 from gpen_core.options import RestoreOptions
 from gpen_core.platform import durable
 from gpen_core.progress import CountProgress as Progress  # frames done, frames expected or 0 when unknown
+from gpen_core.video.engine_seam import FrameEngine
 from gpen_core.video.errors import VideoStopped, no_frames
 from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
-from gpen_core.video.limits import FrameGuard, check_audio
+from gpen_core.video.limits import FrameGuard
 from gpen_core.video.options import VideoOptions
+from gpen_core.video.output import AudioOutcome, VideoWriter, add_audio, check_output, write_failed
 from gpen_core.video.probe import expected_frames
-from gpen_core.video.output import audio_handling, audio_notes, check_output, write_failed
-from gpen_core.video.queue_items import AudioItem, DecodedFrame, DecodeStopped, FrameToWrite
 from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
 from gpen_core.video.steady import Steadier
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["VideoOptions", "restore_video"]  # VideoOptions: its home is video/options.py
 
@@ -38,6 +39,42 @@ ENCODE_QUEUE = 3
 _END = object()
 
 OnFrame = Callable[[FrameRecord], None]
+
+
+# What the threads hand each other, typed, so no reader counts positions in a tuple.
+@dataclass(frozen=True)
+class DecodedFrame:
+    """A frame as decoded: its output pts and time (trim shift applied), upright RGB, rotation and colour tags."""
+
+    pts: int
+    time: float
+    rgb: np.ndarray
+    rotation: int
+    colour: Any
+
+
+@dataclass(frozen=True)
+class DecodeStopped:
+    """The decoder stopped: what it said. What decoded before it is written."""
+
+    detail: str
+
+
+@dataclass(frozen=True)
+class AudioItem:
+    """For the writer's route ``index``: a packet copied as it is, or a decoded frame to re-encode."""
+
+    index: int
+    data: Any
+
+
+@dataclass(frozen=True)
+class FrameToWrite:
+    """A restored frame for the encoder, with its source pts and colour tags."""
+
+    image: np.ndarray
+    pts: int
+    colour: Any
 
 
 def restore_video(
@@ -64,7 +101,7 @@ def restore_video(
     :class:`~gpen_core.video.limits.FrameGuard`. ``video.cap`` stops at a server's limit; the notes say where."""
     from gpen_core.platform.leftovers import sweep_partials
     from gpen_core.platform.meter import PeakMeter
-    from gpen_core.video.probe import open_video, stream_notes
+    from gpen_core.video.probe import open_video, preflight
 
     vopts = (video or VideoOptions()).validated()
     src_s, dst_p = os.fspath(src), Path(dst)
@@ -74,12 +111,10 @@ def restore_video(
     tmp = durable.partial_path(dst_p)
     run = None
     try:
-        if vopts.audio:
-            check_audio(container, src_s)  # before any frame: found at the end, hours of work would be lost
+        ahead = preflight(container, src_s, vopts.audio)
         if engine is None:
             from gpen_core.engine.pipeline import import_engine
             from gpen_core.restorer import get_restorer
-            from gpen_core.video.engine_seam import FrameEngine
 
             import_engine()  # the one-time import is the process's, not the clip's peak
             restorer = restorer or get_restorer()
@@ -88,10 +123,9 @@ def restore_video(
         with PeakMeter(device) as meter:
             run = _Run(container, info, tmp, vopts, stop or threading.Event(), progress, on_frame)
             run.guard = FrameGuard(src_s, info.size)
-            run.notes.update(dict.fromkeys(stream_notes(container, vopts.audio)))
+            run.notes.update(dict.fromkeys(ahead))
+            run.engine_for = lambda size: engine or FrameEngine(restorer, options or RestoreOptions(), size)
             try:
-                # the engine for the clip's upright frame size: the first decoded frame's
-                run.engine = engine or FrameEngine(restorer, options or RestoreOptions(), run.first_size())
                 run.go()
             except Exception as exc:
                 _translate(exc, run)
@@ -139,11 +173,11 @@ class _Run:
         self.to_encode: queue.Queue = queue.Queue(ENCODE_QUEUE)
         self.threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
+        self.engine_for: Any = None  # (width, height) -> the clip's engine, called at the first frame
         self.engine: Any = None
-        self.loop: FrameLoop | None = None  # made with the engine (go)
+        self.loop: FrameLoop | None = None  # made with the engine, at the first frame
         self.guard: FrameGuard | None = None
         self.cut = ""  # why the decoder stopped before the clip's end, when a cap stopped it
-        self.first_item: Any = None
         self.damage: Damage | None = None
         self.notes: dict[str, None] = {}
         self.written = self.max_faces = self.rotation = 0
@@ -154,18 +188,11 @@ class _Run:
         self.damage_detail: str | None = None  # what the decoder said where it stopped early
         import av
 
-        from gpen_core.video.output import VideoWriter, add_audio
-
         out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
         audio = list(container.streams.audio) if vopts.audio else []
         self.writer = VideoWriter(out, add_audio(out, audio), vopts.crf, info.time_base, info.rate)
 
     # ------------------------------------------------------------ threads
-    def start(self) -> None:
-        if not self.threads:
-            self._thread("gpen-video-decode", self._decode)
-            self._thread("gpen-video-encode", self._encode)
-
     def _thread(self, name: str, target: Callable[[], None]) -> None:
         def body() -> None:
             from gpen_core.platform.meter import mark_call_worker
@@ -206,26 +233,6 @@ class _Run:
             raise VideoStopped(
                 f"stopped after {self.written} frame{'s' if self.written != 1 else ''}: the partial output was removed"
             )
-
-    def first_size(self) -> tuple[int, int]:
-        """The threads started, the first decoded frame's (width, height), the frame kept for the main loop;
-        InputError when the clip has none."""
-        self.start()
-        while True:
-            item = self._get(self.decoded)
-            if isinstance(item, DecodedFrame):
-                self.first_item = item
-                return item.rgb.shape[1], item.rgb.shape[0]
-            if item is _END or isinstance(item, DecodeStopped):
-                self.first_item = item
-                raise self._no_frames(item)
-            self._send(item)
-
-    def _no_frames(self, item: Any) -> InputError:
-        span = ""
-        if self.vopts.trimmed:
-            span = f" between {self.vopts.start_s or 0:g} s and {self.vopts.end_s if self.vopts.end_s is not None else 'the end'}"
-        return no_frames(span, item.detail if isinstance(item, DecodeStopped) else None)
 
     def shut(self) -> None:
         self.abort.set()
@@ -332,10 +339,9 @@ class _Run:
 
     # ------------------------------------------------------------ the main thread
     def go(self) -> None:
-        self.loop = FrameLoop(self.engine, check=self._check, tracks=self.vopts.tracks)
-        self.start()
-        item = self.first_item if self.first_item is not None else self._get(self.decoded)
-        self.first_item = None
+        self._thread("gpen-video-decode", self._decode)
+        self._thread("gpen-video-encode", self._encode)
+        item = self._get(self.decoded)
         decoded = 0
         while item is not _END:
             if isinstance(item, DecodeStopped):
@@ -348,7 +354,10 @@ class _Run:
                 decoded += 1
             item = self._get(self.decoded)
         if decoded == 0:
-            raise self._no_frames(item)
+            vo = self.vopts
+            end = f"{vo.end_s:g} s" if vo.end_s is not None else "the end"
+            span = f" between {vo.start_s or 0:g} s and {end}" if vo.trimmed else ""
+            raise no_frames(span, item.detail if isinstance(item, DecodeStopped) else None)
         for done in self.loop.drain():
             self._write(done)
         self._send(_END)
@@ -367,7 +376,9 @@ class _Run:
     def _take(self, item: DecodedFrame) -> None:
         self._check()
         self.rotation = item.rotation
-        assert self.loop is not None
+        if self.loop is None:  # the engine for the clip's upright frame size: the first decoded frame's
+            self.engine = self.engine_for((item.rgb.shape[1], item.rgb.shape[0]))
+            self.loop = FrameLoop(self.engine, check=self._check, tracks=self.vopts.tracks)
         for done in self.loop.push(item.time, item.rgb, (item.pts, item.time, item.colour)):
             self._write(done)
 
@@ -415,12 +426,12 @@ class _Run:
 
     def result(self, output: str, peaks: Any, total_s: float) -> VideoResult:
         duration = (self.last_time + self.last_duration - (self.first_time or 0.0)) if self.written else 0.0
-        routes = self.writer.routes
+        audio = AudioOutcome.of(self.writer.routes)
         assert self.loop is not None  # made in go, which ran
         notes = {**self.notes, **dict.fromkeys(self.guard.notes if self.guard else ()), **self.loop.notes}
         if self.cut:
             notes.setdefault(f"only the first {self.written} frames ({duration:.2f} s) were restored: {self.cut}")
-        notes.update(dict.fromkeys(audio_notes(routes)))
+        notes.update(dict.fromkeys(audio.notes))
         if self.size[0] % 2 or self.size[1] % 2:
             notes.setdefault(f"frames are {self.size[0]}×{self.size[1]}; H.264 yuv420p needs even sides, so each odd side "
                              "was padded with one copy of its last row/column")
@@ -429,7 +440,7 @@ class _Run:
                              "(no rotation tag), so it shows the same way up")
         return VideoResult(
             output=output, frames=self.written, fps=self.written / duration if duration > 0 else 0.0,
-            duration_s=duration, size=self.size, audio=audio_handling(routes), crf=self.vopts.crf,
+            duration_s=duration, size=self.size, audio=audio.handling, crf=self.vopts.crf,
             seconds_per_frame=total_s / max(1, self.written), total_s=total_s, faces_per_frame_max=self.max_faces,
             peaks=peaks, rotation=self.rotation, lookahead_frames=Steadier.lookahead,
             notes=tuple([*getattr(self.engine, "notes", []), *notes]), damage=self.damage, **self.loop.summary(),

@@ -1,7 +1,6 @@
-"""The segments' work folder, held by one run at a time: :func:`open_work_folder`.
-
-Never reached through a link; locked by an exclusive ``flock`` on ``.lock`` (released by the kernel however
-the process ends); only the run's own files are deleted. docs/video-segments.md, "Resume, and what is on disk"."""
+"""The segments' work folder (:func:`open_work_folder`): never reached through a link, held by one run at a time
+(a ``flock`` the kernel releases however the process ends); only the run's own files are deleted.
+docs/video-segments.md, "Resume, and what is on disk"."""
 
 from __future__ import annotations
 
