@@ -1,7 +1,7 @@
 """The hardware check's steps, and the time it has left from this machine's own first step.
 
 The check is a known list of steps: each network the backend comparison times (:mod:`.backends`), then each
-mode, then each task row (:mod:`.task_rows`). Their times differ tenfold and the backends come first, so
+mode, then each task row (:mod:`.runner`). Their times differ tenfold and the backends come first, so
 each step's :data:`REFERENCE_S` is scaled by what the finished steps took against theirs
 (:meth:`gpen_core.hwcheck.eta.Eta.scale`): after the first step (~15 s) the estimate follows this machine.
 """
