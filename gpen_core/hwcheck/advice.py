@@ -1,10 +1,6 @@
-"""The usual memory advice for GPEN ("how much RAM/VRAM does GPEN need?"), measured on this machine.
-
-Each tip of a popular article is measured with this engine as a before/after pair on the hardware check's
-workloads, each side in its own fresh Python process (so one side's allocator state cannot flatter the
-other), interleaved, repeated. A tip about code that never existed in yangxy/GPEN is measured as the
-equivalent it stands for, and says so; one that cannot be measured here says why. Torch is imported only
-in the child processes (:mod:`.advice_child`); the tips and the table are in :mod:`.advice_table`.
+"""The usual memory advice for GPEN, measured on this machine: each tip (:mod:`.advice_table`) as a before/after
+pair on the hardware check's workloads, each side in its own fresh process (:mod:`.advice_child`; one side's
+allocator state cannot flatter the other), interleaved, repeated. A tip that cannot be measured here says why.
 """
 
 from __future__ import annotations
@@ -52,8 +48,8 @@ SCRATCH_PREFIX = "gpen-advice-"
 
 
 def sweep_scratch(root: str | os.PathLike[str] | None = None) -> list[Path]:
-    """Remove the scratch folders of tips runs whose process is gone (stopped by a kill, the machine
-    restarted): each held synthetic checkpoints and converted networks. Only this user's; the removed."""
+    """Remove the scratch folders of tips runs whose process is gone (a kill, a restart); only this user's.
+    The removed."""
     return sweep_folders(Path(root or tempfile.gettempdir()), SCRATCH_PREFIX)
 
 
@@ -109,22 +105,6 @@ class TipPlan:
 
 def _kind(spec: dict[str, Any]) -> str:
     return f"{spec['kind']}:{spec.get('mode') or spec.get('op') or spec.get('format') or ''}"
-
-
-def _interleaved(plan: TipPlan, repeats: int, step: Callable[[], None]) -> list[list[SideRun]]:
-    """The plan's warm-ups, then each side ``repeats`` times, alternating, a fresh process each time;
-    ``step()`` after each process."""
-    for spec, env in plan.warm_ups:
-        run_side({**spec, "warm_up": True}, env)
-        step()
-    outs: list[list[SideRun]] = [[] for _ in plan.specs]
-    for _ in range(repeats):
-        for i, (spec, env) in enumerate(plan.specs):
-            out = run_side(spec, env)
-            assert out is not None  # only a warm-up returns nothing
-            outs[i].append(out)
-            step()
-    return outs
 
 
 def _make_cache(root: Path, n_files: int) -> None:
@@ -273,9 +253,20 @@ def _tip_plan(tip: Tip, base: dict[str, Any], tiny: bool, cache_files: int, scra
 
 
 def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipResult:
+    """The plan's warm-ups, then each side ``repeats`` times, alternating, a fresh process each time (``step()``
+    after each), and the verdict on their medians."""
     if plan.setup is not None:
         plan.setup()
-    outs = _interleaved(plan, repeats, step)
+    for spec, env in plan.warm_ups:
+        run_side({**spec, "warm_up": True}, env)
+        step()
+    outs: list[list[SideRun]] = [[] for _ in plan.specs]
+    for _ in range(repeats):
+        for i, (spec, env) in enumerate(plan.specs):
+            out = run_side(spec, env)
+            assert out is not None  # only a warm-up returns nothing
+            outs[i].append(out)
+            step()
     before, after = _side(plan.labels[0], outs[0]), _side(plan.labels[1], outs[1])
     v, why = verdict(before, after, plan.metric, plan.tip.claims)
     if plan.tip.number == 9:
@@ -285,7 +276,7 @@ def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipR
     return TipResult(plan.tip, v, why, before, after)
 
 
-def machine_line(has_cuda: bool | None = None) -> str:
+def machine_line(has_cuda: bool) -> str:
     """The CPU model, its relevant features, cores, memory, and the GPU or its absence."""
     model, flags = cpu_facts()
     feats = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]

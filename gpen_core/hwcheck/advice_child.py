@@ -1,9 +1,7 @@
-"""The child side of :mod:`gpen_core.hwcheck.advice`: one measured side of one tip, in a fresh process.
-
-:func:`measure` runs in a :func:`gpen_core.platform.worker.run` child on a spec such as
-``{"kind": "restore", "mode": "balanced", "workload": "photo", "repeats": 2, "scratch": FOLDER}`` and returns
-a :class:`SideRun`; the input is built before anything is measured. ``scratch``, shared by the whole tips run,
-is every restore's models folder: the synthetic checkpoints are written and converted once for all the tips.
+"""The child side of :mod:`gpen_core.hwcheck.advice`: :func:`measure` runs one side of one tip in a fresh process,
+on a spec such as ``{"kind": "restore", "mode": "balanced", "workload": "photo", "repeats": 2, "scratch": FOLDER}``.
+``scratch``, shared by the whole tips run, is every restore's models folder: checkpoints are written and converted
+once for all the tips. The input is built before anything is measured.
 """
 
 from __future__ import annotations
