@@ -1,11 +1,8 @@
 """The hardware check's CPU backend comparison: torch against OpenVINO, recorded for ``--backend auto``.
 
-For each (face size, dtype) generator the measured CPU modes use, and their parser and detectors, each
-backend's network is loaded as a request loads it (:mod:`gpen_core.engine.model_cache`; OpenVINO converted on
-first use, the conversion timed on its own), warmed up once, then called ``runs`` times each, interleaved so a
-change in load hits both alike; the medians are recorded (:func:`finish`). Weights: the real checkpoint when
-present, else random weights of the released architecture (time does not depend on the values). A
-model-config override is compared only when asked, and never recorded for a released face size.
+Each generator (face size, dtype) the measured CPU modes use, and their parser and detectors, is loaded on each
+backend as a request loads it (an OpenVINO conversion timed on its own), warmed up once, then called ``runs``
+times each, interleaved so a change in load hits both alike; the medians are recorded (:func:`finish`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Does every network of every mode live, and run, on the device you ask for?
-
-``python -m gpen_core selfcheck --device cuda`` answers "does my GPU set-up work?"; CI runs it on ``meta`` to
-find placement bugs without a GPU. Each network is built as a request builds it, with synthetic weights;
-every parameter, buffer and plain tensor attribute is checked to be on the device (``F.conv2d`` accepts a CPU
-weight with a ``meta`` input, so a forward alone would miss it); then one forward runs under a watch that
-names the first operation mixing two devices. On ``meta`` a forward stops at its first copy to the host.
+"""Does every network of every mode live, and run, on the device you ask for (``selfcheck --device cuda``; CI
+runs it on ``meta``)? Each network is built as a request builds it, with synthetic weights; every parameter,
+buffer and plain tensor attribute is checked to be on the device (``F.conv2d`` accepts a CPU weight with a
+``meta`` input), then one forward runs under a watch naming the first operation that mixes two devices.
 """
 
 from __future__ import annotations

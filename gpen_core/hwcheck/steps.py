@@ -1,9 +1,6 @@
-"""The hardware check's steps, and the time it has left from this machine's own first step.
-
-The check is a known list of steps: each network the backend comparison times (:mod:`.backends`), then each
-mode, then each task row (:mod:`.runner`). Their times differ tenfold and the backends come first, so
-each step's :data:`REFERENCE_S` is scaled by what the finished steps took against theirs
-(:meth:`gpen_core.hwcheck.eta.Eta.scale`): after the first step (~15 s) the estimate follows this machine.
+"""The hardware check's steps (each network the backend comparison times, each mode, each task row) and the time
+it has left: each step's :data:`REFERENCE_S` scaled by what the finished steps took against theirs
+(:meth:`gpen_core.hwcheck.eta.Eta.scale`), so after the first step the estimate follows this machine.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The hardware check's standard workloads: deterministic RGB uint8 H×W×3 images with faces at known places,
-on a textured canvas so that encoding costs what a real photo costs; each face a portrait from ``examples/``
-(for a real detector to find) or a fixed synthetic detection (memory and time do not depend on the face). Also
-what every measured request shares: its Restorer (:func:`fresh_restorer`) and its zero (:func:`idle_usage`).
+"""The hardware check's standard workloads: deterministic RGB uint8 H×W×3 images, faces at known places on a
+textured canvas (a portrait from ``examples/`` for a real detector, or a fixed synthetic detection); and what
+every measured request shares: its Restorer (:func:`fresh_restorer`) and its zero (:func:`idle_usage`).
 """
 
 from __future__ import annotations
@@ -177,8 +176,8 @@ def generator_source(model: str, override_paths: Mapping[str, str], synthetic: b
 
 def idle_usage(device: str) -> tuple[int, int | None, int | None]:
     """(RSS, allocated VRAM, reserved VRAM) now: the zero a measured request starts from. The identity check's
-    models (~45 MB) and freed heap are let go first, as every request does: counted in the zero, they made a mode
-    without the identity check look free (``low`` after ``quality`` in one process read 0 MB)."""
+    models and freed heap are let go first, as every request does (counted in the zero, they made ``low`` after
+    ``quality`` in one process read 0 MB)."""
     from gpen_core.faces.identity_model import release
     from gpen_core.platform.meter import current_rss
     from gpen_core.platform.oom import malloc_trim
