@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import psutil
 
-from gpen_core.hwcheck.advice_child import SideRun, cuda_usable, measure, workload_of
+from gpen_core.hwcheck.advice_child import SideRun, measure, workload_of
 from gpen_core.hwcheck.eta import Eta, left_text
 from gpen_core.hwcheck.info import cpu_facts
 from gpen_core.modes import MODES
@@ -120,7 +120,7 @@ def _make_cache(root: Path, n_files: int) -> None:
 def cuda_available() -> bool:
     """Whether a CUDA device is usable, asked in a child so this process never creates a CUDA context
     (a child that fails or runs past 120 s: not usable)."""
-    out = worker.run(cuda_usable, timeout=120, quiet=True)
+    out = worker.run("torch.cuda:is_available", timeout=120, quiet=True)
     return isinstance(out, worker.Done) and out.value is True
 
 

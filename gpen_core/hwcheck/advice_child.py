@@ -173,10 +173,3 @@ def measure_cache(spec: dict[str, Any]) -> SideRun:
     if spec["op"] == "walk":
         return _timed(lambda: sum(len(files) for _, _, files in os.walk(spec["root"])), int(spec["repeats"]))
     return _timed(lambda: weights.locate("GPEN-BFR-512", models_dir=spec["models_dir"]), int(spec["repeats"]))
-
-
-def cuda_usable() -> bool:
-    """In a child (:func:`gpen_core.hwcheck.advice.cuda_available`): whether torch can use a CUDA device here."""
-    import torch
-
-    return bool(torch.cuda.is_available())

@@ -13,7 +13,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -109,12 +109,12 @@ class CheckSpec:
     synthetic: bool | None
     models_dir: str | os.PathLike[str] | None
     device: str  # resolved: "cpu", "cuda", "cuda:1"
-    workloads: Sequence[Workload] = STANDARD
-    isolate: bool = True
-    backends: bool | None = None
-    backend_runs: int = 3
-    tasks: bool | None = None
-    task_workloads: dict[str, Workload] | None = field(default=None)
+    workloads: Sequence[Workload]
+    isolate: bool
+    backends: bool | None
+    backend_runs: int
+    tasks: bool | None
+    task_workloads: dict[str, Workload] | None
 
 
 def _plan_mode(mode: MemoryMode, check: CheckSpec, override_paths: dict[str, str], portraits: Sequence[Path]) -> dict[str, Any]:

@@ -73,7 +73,6 @@ class WorkloadImage:
     """A built workload: ``detections`` are the synthetic boxes to give a Restorer without a detector (() when
     aligned); ``real_faces``: a portrait was pasted into every box."""
 
-    workload: Workload
     image: np.ndarray
     detections: tuple  # tuple[faces.Detection, ...]
     real_faces: bool
@@ -154,7 +153,7 @@ def build(w: Workload, *, portraits: Sequence[Path] = (), seed: int = 0) -> Work
     for i, (x0, y0, x1, y1) in enumerate(boxes if faces else ()):
         img[y0:y1, x0:x1] = cv2.resize(faces[i % len(faces)], (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA)
     detections = () if w.aligned else tuple(template_detection(b) for b in boxes)
-    return WorkloadImage(w, img, detections, bool(portraits))
+    return WorkloadImage(img, detections, bool(portraits))
 
 
 def generator_source(model: str, override_paths: Mapping[str, str], synthetic: bool | None,
