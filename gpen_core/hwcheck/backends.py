@@ -48,7 +48,6 @@ def plan(
     device: str,
     want: bool | None,
     models_dir: str | None,
-    runs: int = RUNS,
 ) -> tuple[dict[str, Any] | None, BackendCheck]:
     """(the JSON-able spec :func:`measure` runs, or None when nothing is to run; the check so far).
     ``specs``: the runner's per-mode specs (which weights the engine loads). ``want``: False skips; None
@@ -89,7 +88,7 @@ def plan(
     for key, pair in pairs.items():  # a mode's thread cap holds when every mode sharing the generator has one (pipeline.py)
         caps = [mm.threads for mm in modes if uses[mm.name] == key]
         pair["threads"] = max(c for c in caps if c is not None) if all(c is not None for c in caps) else None
-    spec = {"mode": "backends", "pairs": list(pairs.values()), "runs": max(1, int(runs)),
+    spec = {"mode": "backends", "pairs": list(pairs.values()), "runs": RUNS,
             "models_dir": models_dir, "threads": specs[0].get("threads") if specs else None}
     if not configs:  # the parser too, for auto (gpen_core.runtimes.openvino.parser); overrides are experiments: generator only
         from gpen_core.engine.network_loads import PARSER_WEIGHTS

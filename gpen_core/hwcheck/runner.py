@@ -112,7 +112,6 @@ class CheckSpec:
     workloads: Sequence[Workload]
     isolate: bool
     backends: bool | None
-    backend_runs: int
     tasks: bool | None
     task_workloads: dict[str, Workload] | None
 
@@ -342,8 +341,7 @@ def _measure_everything(
         do_tasks = check.tasks if check.tasks is not None else (not configs and tuple(check.workloads) == STANDARD)
         tspecs, rows = plan_tasks(check, override_paths) if do_tasks else ([], [])
         mdir = None if models_dir is None else str(models_dir)
-        bspec, bcheck = plan_backends(check.wanted, specs, configs, check.device, check.backends, mdir,
-                                      check.backend_runs)
+        bspec, bcheck = plan_backends(check.wanted, specs, configs, check.device, check.backends, mdir)
         # Backends first: the modes are then measured with the backend `auto` now picks, and a
         # conversion they would need is already cached. Each network they time is a step.
         first = backend_kinds(bspec, tuple(speed_records(mdir)))
@@ -368,7 +366,6 @@ def run_profile(
     save: bool = True,
     command: str = "",
     backends: bool | None = None,
-    backend_runs: int = 3,
     tasks: bool | None = None,
     task_workloads: dict[str, Workload] | None = None,
 ) -> Profile:
@@ -396,7 +393,7 @@ def run_profile(
     free0 = free_memory(dev)
     free_binding = free0.vram_bytes if dev.startswith("cuda") else free0.ram_bytes
     check = CheckSpec(wanted, dict(model_configs or {}), synthetic, models_dir, dev, workloads, isolate, backends,
-                      backend_runs, tasks, task_workloads)
+                      tasks, task_workloads)
     specs, results, bcheck, rows = _measure_everything(check, free_binding, report)
     any_synthetic = any(s["kind"] == "synthetic" for s in specs)
     prof = Profile(created=time.strftime("%Y-%m-%dT%H:%M:%S"), device=device_key(dev), synthetic=any_synthetic,
