@@ -134,12 +134,12 @@ def measure_forward(spec: dict[str, Any]) -> SideRun:
 
     from gpen_core.networks.arch import GPENConfig
     from gpen_core.networks.synthetic import random_generator
+    from gpen_core.weights.lookup import REGISTRY
 
     device = spec.get("device") or "cpu"
     size = int(spec.get("size", 512))
-    cfg = GPENConfig(size=size, channel_multiplier=2 if size >= 512 else 1, narrow=1.0 if size >= 512 else 0.5)
-    if size < 256:  # tests: a tiny generator of the same class
-        cfg = GPENConfig(size=size, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.125)
+    cfg = REGISTRY[f"GPEN-BFR-{size}"].arch if size >= 256 else GPENConfig(  # tests: a tiny one of the same class
+        size=size, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.125)
     model = random_generator(cfg).to(device)
     dtype = torch.float16 if spec.get("half") else torch.float32
     model = model.to(dtype)
