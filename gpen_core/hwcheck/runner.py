@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -132,7 +133,7 @@ def _plan_mode(mode: MemoryMode, check: CheckSpec, override_paths: dict[str, str
         notes.append(f"no portrait in examples/ to composite: the {mode.detector} detector ran for its cost, "
                      "fixed face boxes stood in for its detections")
     return {
-        "mode": mode.name, "model_opt": model_opt, "kind": kind, "use_detector": det_present and bool(portraits),
+        "mode": mode.name, "label": mode.name, "model_opt": model_opt, "kind": kind, "use_detector": det_present and bool(portraits),
         "portraits": [str(p) for p in portraits], "notes": notes, "workloads": [asdict(w) for w in check.workloads],
         **restorer_spec(check.models_dir, check.device, check.synthetic),
     }
@@ -210,7 +211,7 @@ def plan_tasks(check: CheckSpec, override_paths: dict[str, str]) -> tuple[list[d
             if warm:
                 warmed.add(shared)
             specs.append({
-                "warm": warm, "gpen_task": name, "mode": mode.name, "model": task.model, "model_opt": model_opt,
+                "warm": warm, "label": f"{name} in {mode.name}", "gpen_task": name, "mode": mode.name, "model": task.model, "model_opt": model_opt,
                 "kind": kind, "workload": asdict(w),
                 "notes": [f"{task.model} replaced by a model-config override"] if overridden else [],
                 **restorer_spec(check.models_dir, check.device, check.synthetic),
@@ -239,7 +240,7 @@ def measure_task(spec: dict[str, Any], report: Progress) -> TaskRow:
     restorer, idle = fresh_restorer(spec)
     opts = RestoreOptions(mode=spec["mode"], task=spec["gpen_task"], model=spec["model_opt"], aligned=w.aligned)
     try:
-        res = restorer(built.image, opts, lambda f, d: report(f, f"{spec['gpen_task']} in {spec['mode']}: {d}"),
+        res = restorer(built.image, opts, lambda f, d: report(f, f"{spec['label']}: {d}"),
                        detections=None if w.aligned else list(built.detections), mask=mask)
     finally:
         restorer.unload()
@@ -267,41 +268,31 @@ def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str
     return finish_backends(check, spec, result, models_dir)
 
 
-def _measure_modes(specs: Sequence[dict[str, Any]], isolate: bool, free_binding: int | None, steps: Steps) -> dict[str, ModeProfile]:
-    """Each mode's spec measured (in a worker process when ``isolate``); a mode that runs out of memory is
-    recorded as needing more than was free, and the check goes on."""
-    results: dict[str, ModeProfile] = {}
-    for i, spec in enumerate(specs):
-        step = steps.part(steps.first + i, 1)
-        step(0.0, f"{spec['mode']}: starting")
-        try:
-            results[spec["mode"]] = run_measure(measure_mode, spec, step, isolate)
-        except ModeFailed as exc:
-            results[spec["mode"]] = failed_mode(spec, str(exc), free_binding)
-    return results
-
-
-def _measure_tasks(specs: Sequence[dict[str, Any]], isolate: bool, free_binding: int | None, steps: Steps,
-                   start: int) -> list[TaskRow]:
-    """Each task row's spec measured as the modes are, one step each from ``start``; one that runs out of memory
-    is a failed row, needing more than was free. A ``warm`` spec first runs unmeasured (it converts the
-    generator to OpenVINO, cached; a request's cost does not include that), and the two runs share the step."""
-    rows = []
+def _measure_each(specs: Sequence[dict[str, Any]], measure: Callable[[dict[str, Any], Progress], T],
+                  failed: Callable[[dict[str, Any], str], T], isolate: bool, steps: Steps, start: int) -> list[T]:
+    """Each spec's ``measure`` (in a worker process when ``isolate``), one step each from ``start``; one that runs
+    out of memory is ``failed(spec, why)`` and the check goes on. A ``warm`` spec first runs unmeasured (it
+    converts the generator to OpenVINO, cached: not a request's cost), the two runs sharing its step."""
+    out = []
     for i, spec in enumerate(specs):
         measured = steps.part(start + i, 1)
-        measured(0.0, f"{spec['gpen_task']} in {spec['mode']}: starting")
+        measured(0.0, f"{spec['label']}: starting")
         try:
-            if spec["warm"]:
+            if spec.get("warm"):
                 warm, measured = steps.part(start + i, 0.5), steps.part(start + i + 0.5, 0.5)
                 warm(0.0, f"{spec['gpen_task']}: converting {spec['model']} to OpenVINO (first use, not measured)")
-                run_measure(measure_task, spec, warm, isolate)
-            rows.append(run_measure(measure_task, spec, measured, isolate))
+                run_measure(measure, spec, warm, isolate)
+            out.append(run_measure(measure, spec, measured, isolate))
         except ModeFailed as exc:
-            lower = int(free_binding or 0)
-            rows.append(TaskRow(task=spec["gpen_task"], mode=spec["mode"], model=spec["model"],
-                                workload=spec["workload"]["label"], weights=spec["kind"], peak_bytes=lower,
-                                peak_ram_bytes=lower, ran_mode=spec["mode"], failed=str(exc)))
-    return rows
+            out.append(failed(spec, str(exc)))
+    return out
+
+
+def _failed_task(spec: dict[str, Any], why: str, free_binding: int | None) -> TaskRow:
+    """The row of a (task, mode) whose worker ran out of memory: what was free then is a lower bound."""
+    lower = int(free_binding or 0)
+    return TaskRow(task=spec["gpen_task"], mode=spec["mode"], model=spec["model"], workload=spec["workload"]["label"],
+                   weights=spec["kind"], peak_bytes=lower, peak_ram_bytes=lower, ran_mode=spec["mode"], failed=why)
 
 
 def _notes(results: dict[str, ModeProfile], check: CheckSpec, took_s: float) -> list[str]:
@@ -348,9 +339,11 @@ def _measure_everything(
         steps = Steps([*first, *(s["mode"] for s in specs), *task_kinds(tspecs)], len(first), report)
         if bspec is not None:
             bcheck = _compare_backends(bspec, bcheck, mdir, isolate, steps.part(0, len(first)))
-        results = _measure_modes(specs, isolate, free_binding, steps)
-        rows += _measure_tasks(tspecs, isolate, free_binding, steps, steps.first + len(specs))
-    return specs, results, bcheck, rows
+        modes = _measure_each(specs, measure_mode, partial(failed_mode, free_binding=free_binding), isolate, steps,
+                              steps.first)
+        rows += _measure_each(tspecs, measure_task, partial(_failed_task, free_binding=free_binding), isolate, steps,
+                              steps.first + len(specs))
+    return specs, {m.mode: m for m in modes}, bcheck, rows
 
 
 def run_profile(
