@@ -29,7 +29,7 @@ from gpen_core.hwcheck.workloads import (
 )
 from gpen_core.hwcheck.backends import finish as finish_backends, measure as measure_backends, plan as plan_backends
 from gpen_core.hwcheck.info import collect_info
-from gpen_core.hwcheck.steps import Steps, backend_kinds, task_kinds
+from gpen_core.hwcheck.eta import Steps, backend_kinds, task_kinds
 from gpen_core.engine.profile_records import (
     DETECTOR_SYNTHETIC_NOTE, GIVEN_BOXES_NOTE, SYNTHETIC_NOTE, BackendCheck, ModeProfile, Profile, TaskRow, WorkloadRun,
     failed_mode, summarise,
