@@ -104,7 +104,7 @@ def test_the_checks_steps_finish_as_the_progress_passes_them_and_say_the_time_le
     from gpen_core.hwcheck.eta import Steps
 
     clock, seen = Clock(), []
-    steps = Steps(["a", "b", "c"], 1, lambda f, d: seen.append((f, d)), reference={"a": 10, "b": 15, "c": 20}, clock=clock)
+    steps = Steps(["a", "b", "c"], lambda f, d: seen.append((f, d)), reference={"a": 10, "b": 15, "c": 20}, clock=clock)
     steps.say(0.0, "a: starting")
     clock.now += 5
     steps.say(0.5, "a: halfway")

@@ -161,9 +161,8 @@ class Steps:
     """The check's progress over ``kinds`` (one unit a step): the fraction done, and the time left from
     :class:`Eta`, told a step has finished when the progress passes its end."""
 
-    def __init__(self, kinds: Sequence[str], first: int, report: Progress,
-                 reference: Mapping[str, float] = REFERENCE, clock: Callable[[], float] = time.monotonic) -> None:
-        self.first = first  # the backend comparison's steps, before the modes'
+    def __init__(self, kinds: Sequence[str], report: Progress, reference: Mapping[str, float] = REFERENCE,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.total = max(1, len(kinds))
         self.report = report
         self.eta = Eta(list(kinds), reference=reference, clock=clock)

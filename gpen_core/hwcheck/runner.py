@@ -336,13 +336,13 @@ def _measure_everything(
         # Backends first: the modes are then measured with the backend `auto` now picks, and a
         # conversion they would need is already cached. Each network they time is a step.
         first = backend_kinds(bspec, tuple(speed_records(mdir)))
-        steps = Steps([*first, *(s["mode"] for s in specs), *task_kinds(tspecs)], len(first), report)
+        steps = Steps([*first, *(s["mode"] for s in specs), *task_kinds(tspecs)], report)
         if bspec is not None:
             bcheck = _compare_backends(bspec, bcheck, mdir, isolate, steps.part(0, len(first)))
         modes = _measure_each(specs, measure_mode, partial(failed_mode, free_binding=free_binding), isolate, steps,
-                              steps.first)
+                              len(first))
         rows += _measure_each(tspecs, measure_task, partial(_failed_task, free_binding=free_binding), isolate, steps,
-                              steps.first + len(specs))
+                              len(first) + len(specs))
     return specs, {m.mode: m for m in modes}, bcheck, rows
 
 
