@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gpen_core import errors
 from gpen_core.errors import InputError
 from gpen_core.modes import MODES, TASKS, MemoryMode, get_mode
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
@@ -70,8 +71,6 @@ def run_measure(measure: Callable[[dict[str, Any], Progress], T], spec: dict[str
         raise ModeFailed(f"the measuring process was killed by signal {-(out.exitcode or 0)} "
                          "(most likely the kernel's out-of-memory killer)")
     if out.how == "raised":
-        from gpen_core import errors
-
         cls = getattr(errors, out.error_type, None)
         if isinstance(cls, type) and issubclass(cls, errors.GPENError):
             raise cls(out.message)
