@@ -146,7 +146,7 @@ def measure_tips(
         for k, (tip, plan) in enumerate(zip(wanted, plans)):
             text = progress_text(k, len(wanted), tip)
 
-            def step(k: int = k, text: str = text) -> None:
+            def step(text: str = text) -> None:
                 eta.finish()
                 left = left_text(eta.left(), eta.untimed())
                 report(min(1.0, len(eta.finished) / max(1, len(eta.plan))), text + (f" — {left}" if left else ""))
