@@ -164,3 +164,21 @@ def test_the_standard_check_measures_tasks_and_overrides_do_not_by_default(monke
     with pytest.raises(pytest.skip.Exception):
         runner.run_profile(modes=["low"], models_dir=tmp_path, isolate=False, backends=False, save=False)
     assert planned == [True]
+
+
+def test_a_mode_or_task_row_out_of_memory_is_recorded_as_needing_more_than_was_free(monkeypatch: pytest.MonkeyPatch,
+                                                                                      tmp_path: Path) -> None:
+    def out_of_memory(spec: dict, report: object) -> None:
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(runner, "measure_mode", out_of_memory)
+    monkeypatch.setattr(runner, "measure_task", out_of_memory)
+    prof = runner.run_profile(modes=["low", "balanced"], models_dir=tmp_path, workloads=FACE, model_configs=CONFIGS,
+                              isolate=False, backends=False, tasks=True, task_workloads=TASK_SMALL, save=False)
+    assert set(prof.modes) == {"low", "balanced"}
+    assert all(m.failed == "out of memory: no room" for m in prof.modes.values())
+    rows = {(t.task, t.mode): t for t in prof.tasks}
+    for task in ("colorize", "inpaint", "seg2face"):
+        row = rows[(task, "balanced")]
+        assert row.failed == "out of memory: no room" and row.peak_bytes == prof.free_at_start["ram_bytes"]
+        assert row.workload == TASK_SMALL[task].label and rows[(task, "low")].refused is not None
