@@ -101,10 +101,10 @@ def test_a_reference_time_is_scaled_by_what_the_finished_steps_took_against_thei
 
 
 def test_the_checks_steps_finish_as_the_progress_passes_them_and_say_the_time_left() -> None:
-    from gpen_core.hwcheck.steps import Steps
+    from gpen_core.hwcheck.eta import Steps
 
     clock, seen = Clock(), []
-    steps = Steps(["a", "b", "c"], 1, lambda f, d: seen.append((f, d)), reference={"a": 10, "b": 15, "c": 20}, clock=clock)
+    steps = Steps(["a", "b", "c"], lambda f, d: seen.append((f, d)), reference={"a": 10, "b": 15, "c": 20}, clock=clock)
     steps.say(0.0, "a: starting")
     clock.now += 5
     steps.say(0.5, "a: halfway")
@@ -121,7 +121,7 @@ def test_the_checks_steps_finish_as_the_progress_passes_them_and_say_the_time_le
 
 
 def test_the_checks_backend_steps_are_cached_when_an_earlier_check_recorded_their_speed_here() -> None:
-    from gpen_core.hwcheck.steps import REFERENCE, backend_kinds, task_kinds
+    from gpen_core.hwcheck.eta import REFERENCE, backend_kinds, task_kinds
 
     spec = {"pairs": [{"size": 256, "dtype": "float32"}, {"size": 512, "dtype": "bfloat16"}],
             "parse": [{"size": 512, "dtype": "float32"}], "detect": ["mobilenet0.25", "resnet50"]}

@@ -13,7 +13,7 @@ from gpen_core.engine import budget
 from gpen_core.engine import profile_records as records
 from gpen_core.engine import profile_store as store
 from gpen_core.errors import InputError
-from gpen_core.hwcheck import report, runner, task_rows
+from gpen_core.hwcheck import report, runner
 from gpen_core.hwcheck.workloads import TASK_WORKLOADS, Workload, damage_strokes, face_boxes
 from gpen_core.modes import MODES
 from gpen_core.networks.arch import GPENConfig
@@ -146,7 +146,7 @@ def test_standard_task_workloads_and_the_damage_strokes() -> None:
     (x0, y0, x1, y1), = face_boxes(PHOTO)
     assert mask.shape == (240, 320) and mask.dtype.name == "uint8"
     assert mask[y0:y1, x0:x1].any() and not mask[:y0].any() and not mask[y1:].any()  # the stroke is on the face only
-    assert task_rows.refusal("colorize", "balanced") is None and "no plan" in (task_rows.refusal("inpaint", "low") or "")
+    assert runner.refusal("colorize", "balanced") is None and "no plan" in (runner.refusal("inpaint", "low") or "")
 
 
 def test_the_standard_check_measures_tasks_and_overrides_do_not_by_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -156,7 +156,7 @@ def test_the_standard_check_measures_tasks_and_overrides_do_not_by_default(monke
         planned.append(True)
         return [], []
 
-    monkeypatch.setattr(task_rows, "plan", fake_plan)
+    monkeypatch.setattr(runner, "plan_tasks", fake_plan)
     monkeypatch.setattr(runner, "measure_mode", lambda spec, report: pytest.skip("only the planning is checked"))
     with pytest.raises(pytest.skip.Exception):
         runner.run_profile(modes=["low"], models_dir=tmp_path, model_configs=CONFIGS, isolate=False, backends=False, save=False)
@@ -178,3 +178,21 @@ def test_the_reports_native_bf16_is_the_one_the_plan_decided(monkeypatch: pytest
     prof = runner.run_profile(modes=["low"], models_dir=tmp_path, isolate=False, backends=False, save=False)
     assert f"native bf16: {'yes' if native else 'no'}" in report.machine_line(prof)
     assert plan.choose_plan("cpu", "auto")[0].dtype == ("bfloat16" if native else "float32")
+
+
+def test_a_mode_or_task_row_out_of_memory_is_recorded_as_needing_more_than_was_free(monkeypatch: pytest.MonkeyPatch,
+                                                                                      tmp_path: Path) -> None:
+    def out_of_memory(spec: dict, report: object) -> None:
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(runner, "measure_mode", out_of_memory)
+    monkeypatch.setattr(runner, "measure_task", out_of_memory)
+    prof = runner.run_profile(modes=["low", "balanced"], models_dir=tmp_path, workloads=FACE, model_configs=CONFIGS,
+                              isolate=False, backends=False, tasks=True, task_workloads=TASK_SMALL, save=False)
+    assert set(prof.modes) == {"low", "balanced"}
+    assert all(m.failed == "out of memory: no room" for m in prof.modes.values())
+    rows = {(t.task, t.mode): t for t in prof.tasks}
+    for task in ("colorize", "inpaint", "seg2face"):
+        row = rows[(task, "balanced")]
+        assert row.failed == "out of memory: no room" and row.peak_bytes == prof.free_at_start["ram_bytes"]
+        assert row.workload == TASK_SMALL[task].label and rows[(task, "low")].refused is not None

@@ -1,10 +1,6 @@
-"""The usual memory advice for GPEN ("how much RAM/VRAM does GPEN need?"), measured on this machine.
-
-Each tip of a popular article is measured with this engine as a before/after pair on the hardware check's
-workloads, each side in its own fresh Python process (so one side's allocator state cannot flatter the
-other), interleaved, repeated. A tip about code that never existed in yangxy/GPEN is measured as the
-equivalent it stands for, and says so; one that cannot be measured here says why. Torch is imported only
-in the child processes (:mod:`.advice_child`); the tips and the table are in :mod:`.advice_table`.
+"""The usual memory advice for GPEN, measured on this machine: each tip (:mod:`.advice_table`) as a before/after
+pair on the hardware check's workloads, each side in its own fresh process (:mod:`.advice_child`; one side's
+allocator state cannot flatter the other), interleaved, repeated. A tip that cannot be measured here says why.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from typing import Any, Literal
 
 import psutil
 
-from gpen_core.hwcheck.advice_child import SideRun, cuda_usable, measure, workload_of
+from gpen_core.hwcheck.advice_child import SideRun, measure, workload_of
 from gpen_core.hwcheck.eta import Eta, left_text
 from gpen_core.hwcheck.info import cpu_facts
 from gpen_core.modes import MODES
@@ -53,8 +49,8 @@ SCRATCH_PREFIX = "gpen-advice-"
 
 
 def sweep_scratch(root: str | os.PathLike[str] | None = None) -> list[Path]:
-    """Remove the scratch folders of tips runs whose process is gone (stopped by a kill, the machine
-    restarted): each held synthetic checkpoints and converted networks. Only this user's; the removed."""
+    """Remove the scratch folders of tips runs whose process is gone (a kill, a restart); only this user's.
+    The removed."""
     return sweep_folders(Path(root or tempfile.gettempdir()), SCRATCH_PREFIX)
 
 
@@ -112,22 +108,6 @@ def _kind(spec: dict[str, Any]) -> str:
     return f"{spec['kind']}:{spec.get('mode') or spec.get('op') or spec.get('format') or ''}"
 
 
-def _interleaved(plan: TipPlan, repeats: int, step: Callable[[], None]) -> list[list[SideRun]]:
-    """The plan's warm-ups, then each side ``repeats`` times, alternating, a fresh process each time;
-    ``step()`` after each process."""
-    for spec, env in plan.warm_ups:
-        run_side({**spec, "warm_up": True}, env)
-        step()
-    outs: list[list[SideRun]] = [[] for _ in plan.specs]
-    for _ in range(repeats):
-        for i, (spec, env) in enumerate(plan.specs):
-            out = run_side(spec, env)
-            assert out is not None  # only a warm-up returns nothing
-            outs[i].append(out)
-            step()
-    return outs
-
-
 def _make_cache(root: Path, n_files: int) -> None:
     """A ModelScope-like cache with many small files (other models' snapshots), no GPEN weights."""
     per = 200
@@ -141,7 +121,7 @@ def _make_cache(root: Path, n_files: int) -> None:
 def cuda_available() -> bool:
     """Whether a CUDA device is usable, asked in a child so this process never creates a CUDA context
     (a child that fails or runs past 120 s: not usable)."""
-    out = worker.run(cuda_usable, timeout=120, quiet=True)
+    out = worker.run("torch.cuda:is_available", timeout=120, quiet=True)
     return isinstance(out, worker.Done) and out.value is True
 
 
@@ -167,7 +147,7 @@ def measure_tips(
         for k, (tip, plan) in enumerate(zip(wanted, plans)):
             text = progress_text(k, len(wanted), tip)
 
-            def step(k: int = k, text: str = text) -> None:
+            def step(text: str = text) -> None:
                 eta.finish()
                 left = left_text(eta.left(), eta.untimed())
                 report(min(1.0, len(eta.finished) / max(1, len(eta.plan))), text + (f" — {left}" if left else ""))
@@ -274,9 +254,20 @@ def _tip_plan(tip: Tip, base: dict[str, Any], tiny: bool, cache_files: int, scra
 
 
 def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipResult:
+    """The plan's warm-ups, then each side ``repeats`` times, alternating, a fresh process each time (``step()``
+    after each), and the verdict on their medians."""
     if plan.setup is not None:
         plan.setup()
-    outs = _interleaved(plan, repeats, step)
+    for spec, env in plan.warm_ups:
+        run_side({**spec, "warm_up": True}, env)
+        step()
+    outs: list[list[SideRun]] = [[] for _ in plan.specs]
+    for _ in range(repeats):
+        for i, (spec, env) in enumerate(plan.specs):
+            out = run_side(spec, env)
+            assert out is not None  # only a warm-up returns nothing
+            outs[i].append(out)
+            step()
     before, after = _side(plan.labels[0], outs[0]), _side(plan.labels[1], outs[1])
     v, why = verdict(before, after, plan.metric, plan.tip.claims)
     if plan.tip.number == 9:
@@ -286,7 +277,7 @@ def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipR
     return TipResult(plan.tip, v, why, before, after)
 
 
-def machine_line(has_cuda: bool | None = None) -> str:
+def machine_line(has_cuda: bool) -> str:
     """The CPU model, its relevant features, cores, memory, and the GPU or its absence."""
     model, flags = cpu_facts()
     feats = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]

@@ -1,9 +1,7 @@
-"""The child side of :mod:`gpen_core.hwcheck.advice`: one measured side of one tip, in a fresh process.
-
-:func:`measure` runs in a :func:`gpen_core.platform.worker.run` child on a spec such as
-``{"kind": "restore", "mode": "balanced", "workload": "photo", "repeats": 2, "scratch": FOLDER}`` and returns
-a :class:`SideRun`; the input is built before anything is measured. ``scratch``, shared by the whole tips run,
-is every restore's models folder: the synthetic checkpoints are written and converted once for all the tips.
+"""The child side of :mod:`gpen_core.hwcheck.advice`: :func:`measure` runs one side of one tip in a fresh process,
+on a spec such as ``{"kind": "restore", "mode": "balanced", "workload": "photo", "repeats": 2, "scratch": FOLDER}``.
+``scratch``, shared by the whole tips run, is every restore's models folder: checkpoints are written and converted
+once for all the tips. The input is built before anything is measured.
 """
 
 from __future__ import annotations
@@ -136,12 +134,12 @@ def measure_forward(spec: dict[str, Any]) -> SideRun:
 
     from gpen_core.networks.arch import GPENConfig
     from gpen_core.networks.synthetic import random_generator
+    from gpen_core.weights.lookup import REGISTRY
 
     device = spec.get("device") or "cpu"
     size = int(spec.get("size", 512))
-    cfg = GPENConfig(size=size, channel_multiplier=2 if size >= 512 else 1, narrow=1.0 if size >= 512 else 0.5)
-    if size < 256:  # tests: a tiny generator of the same class
-        cfg = GPENConfig(size=size, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.125)
+    cfg = REGISTRY[f"GPEN-BFR-{size}"].arch if size >= 256 else GPENConfig(  # tests: a tiny one of the same class
+        size=size, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.125)
     model = random_generator(cfg).to(device)
     dtype = torch.float16 if spec.get("half") else torch.float32
     model = model.to(dtype)
@@ -175,10 +173,3 @@ def measure_cache(spec: dict[str, Any]) -> SideRun:
     if spec["op"] == "walk":
         return _timed(lambda: sum(len(files) for _, _, files in os.walk(spec["root"])), int(spec["repeats"]))
     return _timed(lambda: weights.locate("GPEN-BFR-512", models_dir=spec["models_dir"]), int(spec["repeats"]))
-
-
-def cuda_usable() -> bool:
-    """In a child (:func:`gpen_core.hwcheck.advice.cuda_available`): whether torch can use a CUDA device here."""
-    import torch
-
-    return bool(torch.cuda.is_available())

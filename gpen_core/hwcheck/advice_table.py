@@ -1,6 +1,4 @@
-"""The memory advice's tips (:data:`TIPS`), their measured sides, the verdict, the report, its Markdown table
-and its file; :mod:`gpen_core.hwcheck.advice` measures them (and re-exports these names).
-"""
+"""The memory advice's tips (:data:`TIPS`), the verdict on their measured sides, the report, its table and file."""
 
 from __future__ import annotations
 

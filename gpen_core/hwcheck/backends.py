@@ -1,11 +1,8 @@
 """The hardware check's CPU backend comparison: torch against OpenVINO, recorded for ``--backend auto``.
 
-For each (face size, dtype) generator the measured CPU modes use, and their parser and detectors, each
-backend's network is loaded as a request loads it (:mod:`gpen_core.engine.model_cache`; OpenVINO converted on
-first use, the conversion timed on its own), warmed up once, then called ``runs`` times each, interleaved so a
-change in load hits both alike; the medians are recorded (:func:`finish`). Weights: the real checkpoint when
-present, else random weights of the released architecture (time does not depend on the values). A
-model-config override is compared only when asked, and never recorded for a released face size.
+Each generator (face size, dtype) the measured CPU modes use, and their parser and detectors, is loaded on each
+backend as a request loads it (an OpenVINO conversion timed on its own), warmed up once, then called ``runs``
+times each, interleaved so a change in load hits both alike; the medians are recorded (:func:`finish`).
 """
 
 from __future__ import annotations
@@ -51,7 +48,6 @@ def plan(
     device: str,
     want: bool | None,
     models_dir: str | None,
-    runs: int = RUNS,
 ) -> tuple[dict[str, Any] | None, BackendCheck]:
     """(the JSON-able spec :func:`measure` runs, or None when nothing is to run; the check so far).
     ``specs``: the runner's per-mode specs (which weights the engine loads). ``want``: False skips; None
@@ -92,7 +88,7 @@ def plan(
     for key, pair in pairs.items():  # a mode's thread cap holds when every mode sharing the generator has one (pipeline.py)
         caps = [mm.threads for mm in modes if uses[mm.name] == key]
         pair["threads"] = max(c for c in caps if c is not None) if all(c is not None for c in caps) else None
-    spec = {"mode": "backends", "task": "backends", "pairs": list(pairs.values()), "runs": max(1, int(runs)),
+    spec = {"mode": "backends", "pairs": list(pairs.values()), "runs": RUNS,
             "models_dir": models_dir, "threads": specs[0].get("threads") if specs else None}
     if not configs:  # the parser too, for auto (gpen_core.runtimes.openvino.parser); overrides are experiments: generator only
         from gpen_core.engine.network_loads import PARSER_WEIGHTS
@@ -213,7 +209,7 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
     folder = Path(spec["models_dir"]) if spec.get("models_dir") else default_models_dir()
     pairs, parse, detect = spec["pairs"], spec.get("parse", []), spec.get("detect", [])
     threads, runs = spec.get("threads"), int(spec["runs"])
-    steps = len(pairs) + len(parse) + len(detect)  # one unit each: the check's time left counts them (.steps)
+    steps = len(pairs) + len(parse) + len(detect)  # one unit each: the check's time left counts them (.eta.Steps)
 
     def step(i: int) -> Progress:
         return lambda f, d: report(min(1.0, (i + f) / steps), d)

@@ -132,7 +132,7 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
 
 def _task_cell(t: TaskRow, profile: Profile, free: "Free | None", files: FilesHere | None) -> str:
     """One (task, mode) of :func:`tasks_table`: peak · s/face · dtype (· fits) (· what is missing), or why not."""
-    if t.refused is not None:  # what the engine answered (task_rows.refusal); the modes it names are TASKS'
+    if t.refused is not None:  # what the engine answered (runner.refusal); the modes it names are TASKS'
         return f"refused: use {', '.join(TASKS[t.task].modes)} or auto"
     if t.failed is not None:
         return f"more than {format_bytes(t.peak_bytes)} (out of memory)"

@@ -1,8 +1,10 @@
-"""Running the hardware check: each mode's workloads through a fresh Restorer, in a worker process.
+"""Running the hardware check: each mode's workloads, then GPEN's other tasks, each through a fresh Restorer
+in a worker process.
 
 :func:`run_profile` measures every mode (lightest first) and saves the result. On the CPU the backend
 comparison (:mod:`.backends`) runs first and is recorded for ``auto``, so the modes are measured with the
-backend a request will use; GPEN's other tasks follow (:mod:`.task_rows`). Nothing heavy at import.
+backend a request will use. Then one row per (task, mode): the task's workload once, as a first request; a
+mode without a plan for the task (``low``) records what the engine answers. Nothing heavy at import.
 """
 
 from __future__ import annotations
@@ -10,23 +12,25 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from gpen_core import errors
 from gpen_core.errors import InputError
-from gpen_core.modes import MODES, MemoryMode, get_mode
+from gpen_core.modes import MODES, TASKS, MemoryMode, get_mode
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions
+from gpen_core.platform import worker
 from gpen_core.weights import lookup as weights
-from gpen_core.hwcheck import task_rows
 from gpen_core.hwcheck.workloads import (
-    STANDARD, Workload, build, example_faces, fresh_restorer, generator_source, request_figures, restorer_spec,
+    STANDARD, TASK_WORKLOADS, Workload, build, damage_strokes, example_faces, fresh_restorer, generator_source,
+    request_figures, restorer_spec,
 )
 from gpen_core.hwcheck.backends import finish as finish_backends, measure as measure_backends, plan as plan_backends
 from gpen_core.hwcheck.info import collect_info
-from gpen_core.hwcheck.isolated import ModeFailed, run_measure
-from gpen_core.hwcheck.steps import Steps, backend_kinds, task_kinds
+from gpen_core.hwcheck.eta import Steps, backend_kinds, task_kinds
 from gpen_core.engine.profile_records import (
     DETECTOR_SYNTHETIC_NOTE, GIVEN_BOXES_NOTE, SYNTHETIC_NOTE, BackendCheck, ModeProfile, Profile, TaskRow, WorkloadRun,
     failed_mode, summarise,
@@ -36,6 +40,42 @@ from gpen_core.engine.profile_store import device_key, fingerprint, save_profile
 
 if TYPE_CHECKING:
     from gpen_core.networks.arch import GPENConfig
+
+T = TypeVar("T")
+
+
+class ModeFailed(Exception):
+    """One measurement ran out of memory (an error, or the kernel's killer): the check goes on with the others."""
+
+
+def run_measure(measure: Callable[[dict[str, Any], Progress], T], spec: dict[str, Any], report: Progress,
+                isolate: bool) -> T:
+    """``measure(spec, report)``: in a fresh process when ``isolate`` (:func:`gpen_core.platform.worker.run`),
+    else in this one. Running out of memory raises :class:`ModeFailed`; in a worker, an error of ours
+    (:class:`gpen_core.errors.GPENError`) is raised again as itself, anything else as a RuntimeError."""
+    if not isolate:
+        from gpen_core.platform.oom import is_oom
+
+        try:
+            return measure(spec, report)
+        except Exception as exc:
+            if is_oom(exc) or type(exc).__name__ == "ResourceError":
+                raise ModeFailed(f"out of memory: {exc}") from exc
+            raise
+    out = worker.run(measure, spec, worker.report, on_event=worker.forward_progress(report))
+    if isinstance(out, worker.Done):
+        return out.value
+    if out.oom:
+        if out.how == "raised":
+            raise ModeFailed(f"out of memory: {out.message}")
+        raise ModeFailed(f"the measuring process was killed by signal {-(out.exitcode or 0)} "
+                         "(most likely the kernel's out-of-memory killer)")
+    if out.how == "raised":
+        cls = getattr(errors, out.error_type, None)
+        if isinstance(cls, type) and issubclass(cls, errors.GPENError):
+            raise cls(out.message)
+        raise RuntimeError(f"measuring {spec['mode']} failed in its worker process: {out.error_type}: {out.message}")
+    raise RuntimeError(f"measuring {spec['mode']} failed: its worker process {out.message}")
 
 
 def _machine_facts(models_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
@@ -71,12 +111,11 @@ class CheckSpec:
     synthetic: bool | None
     models_dir: str | os.PathLike[str] | None
     device: str  # resolved: "cpu", "cuda", "cuda:1"
-    workloads: Sequence[Workload] = STANDARD
-    isolate: bool = True
-    backends: bool | None = None
-    backend_runs: int = 3
-    tasks: bool | None = None
-    task_workloads: dict[str, Workload] | None = field(default=None)
+    workloads: Sequence[Workload]
+    isolate: bool
+    backends: bool | None
+    tasks: bool | None
+    task_workloads: dict[str, Workload] | None
 
 
 def _plan_mode(mode: MemoryMode, check: CheckSpec, override_paths: dict[str, str], portraits: Sequence[Path]) -> dict[str, Any]:
@@ -95,7 +134,7 @@ def _plan_mode(mode: MemoryMode, check: CheckSpec, override_paths: dict[str, str
         notes.append(f"no portrait in examples/ to composite: the {mode.detector} detector ran for its cost, "
                      "fixed face boxes stood in for its detections")
     return {
-        "mode": mode.name, "model_opt": model_opt, "kind": kind, "use_detector": det_present and bool(portraits),
+        "mode": mode.name, "label": mode.name, "model_opt": model_opt, "kind": kind, "use_detector": det_present and bool(portraits),
         "portraits": [str(p) for p in portraits], "notes": notes, "workloads": [asdict(w) for w in check.workloads],
         **restorer_spec(check.models_dir, check.device, check.synthetic),
     }
@@ -141,6 +180,84 @@ def run_record(w: Workload, res: Any, real_detector: bool, idle: tuple[int, int 
     )
 
 
+def refusal(task: str, mode: str, aligned: bool = False) -> str | None:
+    """What the engine answers a ``task`` request in ``mode`` (its InputError), or None when it runs it."""
+    try:
+        RestoreOptions(mode=mode, task=task, aligned=aligned or TASKS[task].aligned_only).validated()
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
+def plan_tasks(check: CheckSpec, override_paths: dict[str, str]) -> tuple[list[dict[str, Any]], list[TaskRow]]:
+    """(worker specs to measure, rows already known: the refusals), for every task × mode of ``check``.
+    ``override_paths`` (registry name → checkpoint) replace a task's generator."""
+    specs: list[dict[str, Any]] = []
+    refused: list[TaskRow] = []
+    warmed: set[str] = set()  # architectures whose OpenVINO conversion a first unmeasured run makes (random
+    # weights of one architecture share one conversion: engine.network_loads.load_openvino_generator)
+    for name, task in TASKS.items():
+        if task.model is None:  # restoration: the modes' own rows
+            continue
+        w = (check.task_workloads or TASK_WORKLOADS)[name]
+        for mode in check.wanted:
+            why = refusal(name, mode.name, w.aligned)
+            if why is not None:
+                refused.append(TaskRow(task=name, mode=mode.name, model=task.model, workload=w.label, weights="", refused=why))
+                continue
+            model_opt, kind = generator_source(task.model, override_paths, check.synthetic, check.models_dir)
+            overridden = task.model in override_paths
+            shared = repr(weights.REGISTRY[task.model].arch) if kind == "synthetic" else str(model_opt)
+            warm = not overridden and shared not in warmed and _runs_openvino(task.model, mode, check)
+            if warm:
+                warmed.add(shared)
+            specs.append({
+                "warm": warm, "label": f"{name} in {mode.name}", "gpen_task": name, "mode": mode.name, "model": task.model, "model_opt": model_opt,
+                "kind": kind, "workload": asdict(w),
+                "notes": [f"{task.model} replaced by a model-config override"] if overridden else [],
+                **restorer_spec(check.models_dir, check.device, check.synthetic),
+            })
+    return specs, refused
+
+
+def _runs_openvino(model: str, mode: MemoryMode, check: CheckSpec) -> bool:
+    """Whether ``auto`` puts ``model`` on OpenVINO in ``mode`` here: its first use converts it (a minute or more
+    at 1024 px), not a request's cost once cached, so an unmeasured run converts it first."""
+    from gpen_core.networks.plan import choose_plan
+    from gpen_core.runtimes.openvino.generator import choose_backend
+
+    arch, device = weights.REGISTRY[model].arch, check.device
+    dtype = choose_plan(device, mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype)[0].dtype
+    size = arch.size if arch is not None else 0
+    return choose_backend("auto", size, dtype, models_dir=check.models_dir, device=device).runtime == "openvino"
+
+
+def measure_task(spec: dict[str, Any], report: Progress) -> TaskRow:
+    """Run one (task, mode) spec in this process. Zero as for the modes; fixed face boxes stand in for
+    detections (the detector's cost is in the modes' rows)."""
+    w = Workload(**spec["workload"])
+    built = build(w)
+    mask = damage_strokes(w) if spec["gpen_task"] == "inpaint" else None
+    restorer, idle = fresh_restorer(spec)
+    opts = RestoreOptions(mode=spec["mode"], task=spec["gpen_task"], model=spec["model_opt"], aligned=w.aligned)
+    try:
+        res = restorer(built.image, opts, lambda f, d: report(f, f"{spec['label']}: {d}"),
+                       detections=None if w.aligned else list(built.detections), mask=mask)
+    finally:
+        restorer.unload()
+    figures = request_figures(res, idle)
+    ram, vram_a, vram_r = figures["peak_ram_bytes"], figures["peak_vram_bytes"], figures["peak_vram_reserved_bytes"]
+    binding = (vram_r if vram_r is not None else vram_a) if restorer.device.startswith("cuda") else ram
+    notes = list(spec["notes"])
+    if res.mode.name != spec["mode"]:
+        notes.append(f"the engine ran {res.mode.name} instead of {spec['mode']} (it did not fit): {spec['mode']} was not measured")
+    return TaskRow(
+        task=spec["gpen_task"], mode=spec["mode"], model=spec["model"], workload=w.label, weights=spec["kind"],
+        dtype=res.dtype, backend=res.backend, peak_bytes=int(binding if binding is not None else ram),
+        covered_pixels=int(res.processed_size[0] * res.processed_size[1]), notes=tuple(dict.fromkeys(notes)), **figures,
+    )
+
+
 def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str | None, isolate: bool, report: Progress) -> BackendCheck:
     """The backend comparison (in a worker process when ``isolate``), recorded for ``auto``.
     A failure is reported in the check, not raised: the memory check goes on."""
@@ -152,18 +269,31 @@ def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str
     return finish_backends(check, spec, result, models_dir)
 
 
-def _measure_modes(specs: Sequence[dict[str, Any]], isolate: bool, free_binding: int | None, steps: Steps) -> dict[str, ModeProfile]:
-    """Each mode's spec measured (in a worker process when ``isolate``); a mode that runs out of memory is
-    recorded as needing more than was free, and the check goes on."""
-    results: dict[str, ModeProfile] = {}
+def _measure_each(specs: Sequence[dict[str, Any]], measure: Callable[[dict[str, Any], Progress], T],
+                  failed: Callable[[dict[str, Any], str], T], isolate: bool, steps: Steps, start: int) -> list[T]:
+    """Each spec's ``measure`` (in a worker process when ``isolate``), one step each from ``start``; one that runs
+    out of memory is ``failed(spec, why)`` and the check goes on. A ``warm`` spec first runs unmeasured (it
+    converts the generator to OpenVINO, cached: not a request's cost), the two runs sharing its step."""
+    out = []
     for i, spec in enumerate(specs):
-        step = steps.part(steps.first + i, 1)
-        step(0.0, f"{spec['mode']}: starting")
+        measured = steps.part(start + i, 1)
+        measured(0.0, f"{spec['label']}: starting")
         try:
-            results[spec["mode"]] = run_measure(measure_mode, spec, step, isolate)
+            if spec.get("warm"):
+                warm, measured = steps.part(start + i, 0.5), steps.part(start + i + 0.5, 0.5)
+                warm(0.0, f"{spec['gpen_task']}: converting {spec['model']} to OpenVINO (first use, not measured)")
+                run_measure(measure, spec, warm, isolate)
+            out.append(run_measure(measure, spec, measured, isolate))
         except ModeFailed as exc:
-            results[spec["mode"]] = failed_mode(spec, str(exc), free_binding)
-    return results
+            out.append(failed(spec, str(exc)))
+    return out
+
+
+def _failed_task(spec: dict[str, Any], why: str, free_binding: int | None) -> TaskRow:
+    """The row of a (task, mode) whose worker ran out of memory: what was free then is a lower bound."""
+    lower = int(free_binding or 0)
+    return TaskRow(task=spec["gpen_task"], mode=spec["mode"], model=spec["model"], workload=spec["workload"]["label"],
+                   weights=spec["kind"], peak_bytes=lower, peak_ram_bytes=lower, ran_mode=spec["mode"], failed=why)
 
 
 def _notes(results: dict[str, ModeProfile], check: CheckSpec, took_s: float) -> list[str]:
@@ -201,20 +331,20 @@ def _measure_everything(
         override_paths = _write_overrides(configs, Path(tmp)) if configs else {}
         specs = [_plan_mode(m, check, override_paths, portraits) for m in check.wanted]
         do_tasks = check.tasks if check.tasks is not None else (not configs and tuple(check.workloads) == STANDARD)
-        tspecs, rows = (task_rows.plan(check.wanted, check.synthetic, models_dir, override_paths, check.device,
-                                       check.task_workloads) if do_tasks else ([], []))
+        tspecs, rows = plan_tasks(check, override_paths) if do_tasks else ([], [])
         mdir = None if models_dir is None else str(models_dir)
-        bspec, bcheck = plan_backends(check.wanted, specs, configs, check.device, check.backends, mdir,
-                                      check.backend_runs)
+        bspec, bcheck = plan_backends(check.wanted, specs, configs, check.device, check.backends, mdir)
         # Backends first: the modes are then measured with the backend `auto` now picks, and a
         # conversion they would need is already cached. Each network they time is a step.
         first = backend_kinds(bspec, tuple(speed_records(mdir)))
-        steps = Steps([*first, *(s["mode"] for s in specs), *task_kinds(tspecs)], len(first), report)
+        steps = Steps([*first, *(s["mode"] for s in specs), *task_kinds(tspecs)], report)
         if bspec is not None:
             bcheck = _compare_backends(bspec, bcheck, mdir, isolate, steps.part(0, len(first)))
-        results = _measure_modes(specs, isolate, free_binding, steps)
-        rows += task_rows.measure_all(tspecs, isolate, free_binding, steps.part(steps.first + len(specs), len(tspecs)))
-    return specs, results, bcheck, rows
+        modes = _measure_each(specs, measure_mode, partial(failed_mode, free_binding=free_binding), isolate, steps,
+                              len(first))
+        rows += _measure_each(tspecs, measure_task, partial(_failed_task, free_binding=free_binding), isolate, steps,
+                              len(first) + len(specs))
+    return specs, {m.mode: m for m in modes}, bcheck, rows
 
 
 def run_profile(
@@ -230,7 +360,6 @@ def run_profile(
     save: bool = True,
     command: str = "",
     backends: bool | None = None,
-    backend_runs: int = 3,
     tasks: bool | None = None,
     task_workloads: dict[str, Workload] | None = None,
 ) -> Profile:
@@ -241,7 +370,7 @@ def run_profile(
     present (a portrait from ``examples/`` pasted in for them to find), else the workloads' fixed boxes are given.
     ``isolate`` (default) measures each mode in a fresh process: what a first request costs (in one process a later
     mode read up to 4 % lower), and a mode that exhausts memory kills only its worker (recorded as needing more
-    than was free). ``backends`` (:mod:`.backends`, CPU only) and ``tasks`` (:mod:`.task_rows`): None for the
+    than was free). ``backends`` (:mod:`.backends`, CPU only) and ``tasks`` (the task rows): None for the
     released generators and standard workloads only, True always, False never. ``workloads``,
     ``model_configs`` (registry name → GPENConfig, random weights) and ``task_workloads`` are for tests and
     experiments. Raises InputError for an unknown mode, RuntimeError when a worker fails for another reason.
@@ -258,7 +387,7 @@ def run_profile(
     free0 = free_memory(dev)
     free_binding = free0.vram_bytes if dev.startswith("cuda") else free0.ram_bytes
     check = CheckSpec(wanted, dict(model_configs or {}), synthetic, models_dir, dev, workloads, isolate, backends,
-                      backend_runs, tasks, task_workloads)
+                      tasks, task_workloads)
     specs, results, bcheck, rows = _measure_everything(check, free_binding, report)
     any_synthetic = any(s["kind"] == "synthetic" for s in specs)
     prof = Profile(created=time.strftime("%Y-%m-%dT%H:%M:%S"), device=device_key(dev), synthetic=any_synthetic,

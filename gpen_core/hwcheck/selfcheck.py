@@ -1,10 +1,7 @@
-"""Does every network of every mode live, and run, on the device you ask for?
-
-``python -m gpen_core selfcheck --device cuda`` answers "does my GPU set-up work?"; CI runs it on ``meta`` to
-find placement bugs without a GPU. Each network is built as a request builds it, with synthetic weights;
-every parameter, buffer and plain tensor attribute is checked to be on the device (``F.conv2d`` accepts a CPU
-weight with a ``meta`` input, so a forward alone would miss it); then one forward runs under a watch that
-names the first operation mixing two devices. On ``meta`` a forward stops at its first copy to the host.
+"""Does every network of every mode live, and run, on the device you ask for (``selfcheck --device cuda``; CI
+runs it on ``meta``)? Each network is built as a request builds it, with synthetic weights; every parameter,
+buffer and plain tensor attribute is checked to be on the device (``F.conv2d`` accepts a CPU weight with a
+``meta`` input), then one forward runs under a watch naming the first operation that mixes two devices.
 """
 
 from __future__ import annotations
@@ -194,20 +191,16 @@ class _Target:
 def _generator_targets(device: torch.device) -> list[_Target]:
     # Which (size model, dtype) pairs the modes run on this kind of device. meta stands for
     # both: every dtype is built, so one CI run covers the CPU and the CUDA paths.
-    pairs: dict[tuple[str, str], None] = {}
-    for m in MODES.values():
-        if device.type in ("cuda", "meta"):
-            pairs[(m.model, m.cuda_dtype)] = None
-        if device.type in ("cpu", "meta"):
-            pairs[(m.model, m.cpu_dtype)] = None
+    pairs = {(m.model, dt) for m in MODES.values() for dt in (m.cuda_dtype, m.cpu_dtype)
+             if device.type == "meta" or dt == (m.cuda_dtype if device.type == "cuda" else m.cpu_dtype)}
     # The 512 generator in all three dtypes wherever they can run (a user may force any).
-    for dt in ("float32", "bfloat16", "float16"):
-        if device.type == "meta" or (device.type == "cuda" and (dt != "bfloat16" or cuda_native_bf16(device))):
-            pairs[("GPEN-BFR-512", dt)] = None
+    dtypes = ("float32", "bfloat16", "float16")
+    pairs |= {("GPEN-BFR-512", dt) for dt in dtypes
+              if device.type == "meta" or (device.type == "cuda" and (dt != "bfloat16" or cuda_native_bf16(device)))}
     return [_Target(f"generator {model}", "gpen_core.networks.fast.FastGPEN", dt,
                     lambda dev, model=model, dt=dt: _build_generator(model, dt, dev), _generator_forward,
                     _float32_output)
-            for model, dt in sorted(pairs, key=lambda p: (p[0], ("float32", "bfloat16", "float16").index(p[1])))]
+            for model, dt in sorted(pairs, key=lambda p: (p[0], dtypes.index(p[1])))]
 
 
 @functools.cache

@@ -1,7 +1,6 @@
-"""The hardware check's standard workloads: deterministic RGB uint8 H×W×3 images with faces at known places,
-on a textured canvas so that encoding costs what a real photo costs; each face a portrait from ``examples/``
-(for a real detector to find) or a fixed synthetic detection (memory and time do not depend on the face). Also
-what every measured request shares: its Restorer (:func:`fresh_restorer`) and its zero (:func:`idle_usage`).
+"""The hardware check's standard workloads: deterministic RGB uint8 H×W×3 images, faces at known places on a
+textured canvas (a portrait from ``examples/`` for a real detector, or a fixed synthetic detection); and what
+every measured request shares: its Restorer (:func:`fresh_restorer`) and its zero (:func:`idle_usage`).
 """
 
 from __future__ import annotations
@@ -74,7 +73,6 @@ class WorkloadImage:
     """A built workload: ``detections`` are the synthetic boxes to give a Restorer without a detector (() when
     aligned); ``real_faces``: a portrait was pasted into every box."""
 
-    workload: Workload
     image: np.ndarray
     detections: tuple  # tuple[faces.Detection, ...]
     real_faces: bool
@@ -155,7 +153,7 @@ def build(w: Workload, *, portraits: Sequence[Path] = (), seed: int = 0) -> Work
     for i, (x0, y0, x1, y1) in enumerate(boxes if faces else ()):
         img[y0:y1, x0:x1] = cv2.resize(faces[i % len(faces)], (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA)
     detections = () if w.aligned else tuple(template_detection(b) for b in boxes)
-    return WorkloadImage(w, img, detections, bool(portraits))
+    return WorkloadImage(img, detections, bool(portraits))
 
 
 def generator_source(model: str, override_paths: Mapping[str, str], synthetic: bool | None,
@@ -177,8 +175,8 @@ def generator_source(model: str, override_paths: Mapping[str, str], synthetic: b
 
 def idle_usage(device: str) -> tuple[int, int | None, int | None]:
     """(RSS, allocated VRAM, reserved VRAM) now: the zero a measured request starts from. The identity check's
-    models (~45 MB) and freed heap are let go first, as every request does: counted in the zero, they made a mode
-    without the identity check look free (``low`` after ``quality`` in one process read 0 MB)."""
+    models and freed heap are let go first, as every request does (counted in the zero, they made ``low`` after
+    ``quality`` in one process read 0 MB)."""
     from gpen_core.faces.identity_model import release
     from gpen_core.platform.meter import current_rss
     from gpen_core.platform.oom import malloc_trim
