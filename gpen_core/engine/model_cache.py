@@ -2,7 +2,8 @@
 
 :meth:`ModelCache.load` loads any network in the runtime :func:`~gpen_core.engine.runtime_choice.decide_runtime`
 picks from its :mod:`~gpen_core.engine.network_loads` facts; the previous model of its kind is freed first and
-loaded back should the new one fail (:class:`Resident`). Not thread-safe: the Restorer's lock serialises it.
+loaded back should the new one fail (also one :meth:`ModelCache.release_unused` let go). Not thread-safe: the
+Restorer's lock serialises it.
 """
 
 from __future__ import annotations
@@ -66,70 +67,8 @@ class Held:
     build: Callable[[], Any]
 
 
-class Resident:
-    """At most one network of each kind, each with how to load it again, so a failed load rolls back to the
-    previous one (also to one :meth:`set_aside` let go)."""
-
-    def __init__(self) -> None:
-        self._held: dict[str, Held | None] = dict.fromkeys(KINDS)
-        # What set_aside let go, by kind, until that kind loads again: a load that fails rolls back to it.
-        self._set_aside: dict[str, Held] = {}
-
-    def get(self, kind: str) -> Held | None:
-        return self._held[kind]
-
-    def names(self) -> dict[str, str | None]:
-        """Kind → the resident network's name (None: nothing of that kind)."""
-        return {kind: held.name if held else None for kind, held in self._held.items()}
-
-    def swap(self, kind: str, new: Held, device: str) -> None:
-        """Free the resident ``kind`` and load ``new`` in its place; on failure load the previous one again
-        (should that fail too, nothing stays loaded) and re-raise the first failure, the second beside it."""
-        previous = self._held[kind]
-        self._held[kind] = None
-        back = self._set_aside.pop(kind, None) if previous is None else replace(previous, obj=None)
-        del previous
-        release(device)
-        try:
-            new.obj = new.build()
-            self._held[kind] = new
-            # A load's transient copies (the checkpoint read, the channels-last copy) stay in glibc's heap
-            # once freed; handed back, they do not sit under the next stage's peak (the ResNet-50
-            # detector: 259 MiB resident after its load, 101 MiB after this).
-            release(device)
-        except Exception as exc:  # clean up and re-raise: the caller decides what the failure means
-            release(device)
-            if back is not None:
-                try:
-                    back.obj = back.build()
-                    self._held[kind] = back
-                except (GPENError, MemoryError, RuntimeError, OSError) as again:
-                    shown = Path(back.name).stem if "/" in back.name or os.sep in back.name else back.name
-                    exc.add_note(f"the previous {kind} {shown} could not be reloaded either: {again}")
-            raise
-
-    def set_aside(self, kind: str, device: str) -> Held:
-        """Let the resident ``kind`` go, keeping how to load it again (returned, its ``obj`` None)."""
-        record = replace(self._held[kind], obj=None)  # type: ignore[type-var]
-        self._set_aside[kind] = record
-        self.drop(kind, device)
-        return record
-
-    def drop(self, kind: str, device: str) -> None:
-        """Drop the resident ``kind`` and hand its memory back."""
-        if self._held[kind] is not None:
-            self._held[kind] = None
-            release(device)
-
-    def free(self, device: str) -> None:
-        """Drop every resident network and hand the memory back (nothing to roll back to afterwards)."""
-        self._held = dict.fromkeys(KINDS)
-        self._set_aside.clear()
-        release(device)
-
-
 class ModelCache:
-    """Generator, detector, parser and upscaler cache; not thread-safe (the Restorer's lock serialises it)."""
+    """Generator, detector, parser and upscaler cache (see the module docstring)."""
 
     def __init__(self, models_dir: str | os.PathLike[str] | None = None, *, allow_download: bool = False,
                  synthetic_weights: bool = False, lifetime: Lifetime = Lifetime.RESIDENT, busy: BusyCheck | None = None,
@@ -148,7 +87,9 @@ class ModelCache:
         self.runtimes: dict[str, NetworkRuntime] = {}
         # The generator runtime of the last request ("torch" / "openvino") and why it was picked.
         self.backend, self.backend_reason = "torch", ""
-        self.resident = Resident()
+        self._held: dict[str, Held | None] = dict.fromkeys(KINDS)
+        # What release_unused let go, by kind, until that kind loads again: a load that fails rolls back to it.
+        self._set_aside: dict[str, Held] = {}
         # Whether the last release_unused let go of a network that ran on OpenVINO (whose libraries stay).
         self.released_openvino = False
 
@@ -167,16 +108,15 @@ class ModelCache:
             self.drop(kind, device)
 
     def loaded(self) -> dict[str, str | None]:
-        """Names of the resident models, by kind."""
-        return self.resident.names()
+        """Names of the resident models, by kind (None: nothing of that kind)."""
+        return {kind: held.name if held else None for kind, held in self._held.items()}
 
     def release_unused(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> tuple[str, ...]:
         """Drop the resident networks ``mode`` does not use for ``opts`` (another generator, detector or parser
         size, the same network in another runtime or dtype) before the request, so a lighter mode after a
         heavier one costs what it costs. Returns the names released."""
         unused = []
-        generator, detector = self.resident.get("generator"), self.resident.get("detector")
-        parser, upscaler = self.resident.get("parser"), self.resident.get("upscaler")
+        generator, detector, parser, upscaler = (self._held[kind] for kind in KINDS)
         if generator is not None and (generator.name != generator_name(mode, opts.task, opts.model)
                                       or self._moves(generator, lambda: self.generator_decision(mode, opts, device))):
             unused.append("generator")
@@ -192,7 +132,8 @@ class ModelCache:
         names = []
         self.released_openvino = False
         for kind in unused:
-            record = self.resident.set_aside(kind, device)
+            record = self._set_aside[kind] = replace(self._held[kind], obj=None)  # type: ignore[type-var]
+            self.drop(kind, device)
             names.append(record.name)
             self.released_openvino |= record.key[-2] == "openvino"
         if names and clear_primitive_cache():
@@ -258,12 +199,12 @@ class ModelCache:
         if any, goes to ``notes``."""
         decision = decide_runtime(want.facts)
         key = (*want.key, decision.runtime, decision.dtype)
-        current = self.resident.get(want.network)
+        current = self._held[want.network]
         fresh = current is None or current.key != key
         del current
         if fresh:
             decision = self._swap_in(want, decision, device)
-        loaded = self.resident.get(want.network)
+        loaded = self._held[want.network]
         assert loaded is not None  # a failed load raised
         self.runtimes[want.network] = NetworkRuntime(want.network, loaded.name, decision.runtime, decision.reason)
         if notes is not None and decision.note:
@@ -276,8 +217,7 @@ class ModelCache:
         from gpen_core.runtimes.openvino.base import CacheProblem
 
         def swap(d: RuntimeDecision) -> RuntimeDecision:
-            self.resident.swap(want.network, Held((*want.key, d.runtime, d.dtype), None, want.name, lambda: want.build(d)),
-                               device)
+            self._swap(want.network, Held((*want.key, d.runtime, d.dtype), None, want.name, lambda: want.build(d)), device)
             return d
 
         try:
@@ -287,6 +227,32 @@ class ModelCache:
                 raise
             instead = instead_of_cache(want.facts, problem)
         return swap(instead)
+
+    def _swap(self, kind: str, new: Held, device: str) -> None:
+        """Free the resident ``kind`` and load ``new`` in its place; on failure load the previous one again
+        (should that fail too, nothing stays loaded) and re-raise the first failure, the second beside it."""
+        previous = self._held[kind]
+        self._held[kind] = None
+        back = self._set_aside.pop(kind, None) if previous is None else replace(previous, obj=None)
+        del previous
+        release(device)
+        try:
+            new.obj = new.build()
+            self._held[kind] = new
+            # A load's transient copies (the checkpoint read, the channels-last copy) stay in glibc's heap
+            # once freed; handed back, they do not sit under the next stage's peak (the ResNet-50
+            # detector: 259 MiB resident after its load, 101 MiB after this).
+            release(device)
+        except Exception as exc:  # clean up and re-raise: the caller decides what the failure means
+            release(device)
+            if back is not None:
+                try:
+                    back.obj = back.build()
+                    self._held[kind] = back
+                except (GPENError, MemoryError, RuntimeError, OSError) as again:
+                    shown = Path(back.name).stem if "/" in back.name or os.sep in back.name else back.name
+                    exc.add_note(f"the previous {kind} {shown} could not be reloaded either: {again}")
+            raise
 
     def generator(self, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any = None):
         """(forward, size, torch dtype, name, note) for this request (:meth:`load`); what ran and why is left in
@@ -366,11 +332,15 @@ class ModelCache:
 
     def drop(self, kind: str, device: str) -> None:
         """Drop one resident model (generator, detector, parser or upscaler) and hand its memory back."""
-        self.resident.drop(kind, device)
+        if self._held[kind] is not None:
+            self._held[kind] = None
+            release(device)
 
     def free(self, device: str) -> None:
         """Drop every resident model and hand the memory back (nothing to roll back to afterwards)."""
-        self.resident.free(device)
+        self._held = dict.fromkeys(KINDS)
+        self._set_aside.clear()
+        release(device)
 
 
 def _converted(notes: list[str], what: str, convert_s: float | None) -> None:
