@@ -1,6 +1,6 @@
 """What loading each network means: the :class:`NetworkLoad` that :meth:`ModelCache.load
 <gpen_core.engine.model_cache.ModelCache.load>` takes (the facts its runtime is decided on, how to build it
-there), read off a :class:`LoadSource` rather than the cache itself. The faces room never imports a runtime:
+there), read off the cache's settings and its running request's plan. The faces room never imports a runtime:
 the OpenVINO detector and masker are built here and handed to it ready to run.
 """
 
@@ -11,10 +11,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from gpen_core.engine.lifetime import Lifetime
-from gpen_core.engine.runtime_choice import Network, PlanRoom, RequestPlan, RuntimeDecision, RuntimeFacts
+from gpen_core.engine.runtime_choice import Network, PlanRoom, RuntimeDecision, RuntimeFacts
 from gpen_core.errors import WeightsError
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions, default_upscaler
@@ -22,6 +21,7 @@ from gpen_core.platform import durable
 from gpen_core.runtimes.openvino.choice import BackendChoice
 
 if TYPE_CHECKING:
+    from gpen_core.engine.model_cache import ModelCache
     from gpen_core.faces.detect import DetectorName, FaceDetector
     from gpen_core.faces.parse import ParsingMasker
 
@@ -46,26 +46,14 @@ class NetworkLoad:
     build: Callable[[RuntimeDecision], Any]
 
 
-class LoadSource(Protocol):
-    """What the load builders read off the model cache."""
-
-    models_dir: Path | None
-    allow_download: bool
-    synthetic_weights: bool
-    lifetime: Lifetime
-    busy: BusyCheck | None
-    plan: RequestPlan | None
-    openvino_threads: int | None
-
-
-def resolve(src: LoadSource, name: str) -> Path:
+def resolve(src: ModelCache, name: str) -> Path:
     """The verified weights file ``name`` in ``src``'s models folder (downloaded when ``src`` allows it)."""
     from gpen_core.weights import lookup as weights
 
     return weights.resolve(name, models_dir=src.models_dir, allow_download=src.allow_download)
 
 
-def ov_models_dir(src: LoadSource) -> Path:
+def ov_models_dir(src: ModelCache) -> Path:
     """The models folder the OpenVINO cache lives in."""
     from gpen_core.weights.lookup import models_dir
 
@@ -82,44 +70,31 @@ class Conversion:
     converting: str = ""  # the file a conversion reads, for the busy check's sentence
 
 
-def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: str, measured: BackendChoice,
+def runtime_facts(src: ModelCache, want: tuple[Network, str, str], requested: str, measured: BackendChoice,
                   dtypes: tuple[str, str], conversion: Conversion, device: str) -> RuntimeFacts:
     """The facts one runtime decision rests on. ``want``: (network, name, the network in a sentence);
     ``dtypes``: (on torch, on OpenVINO). Free RAM, a busy converter and the memory plan are read only for
     a network OpenVINO would run that is not converted yet."""
     from gpen_core.engine.budget import free_memory
+    from gpen_core.platform.meter import current_rss
+    from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason
 
     network, name, what = want
     converted = conversion.converted
     first_use = measured.runtime == "openvino" and not converted
+    plan = src.plan if first_use else None
     return RuntimeFacts(
         network=network, what=what, requested=requested, measured=measured, torch_dtype=dtypes[0],
         openvino_dtype=dtypes[1], converted=converted, convert_ram=conversion.ram,
         free_ram=free_memory(device).ram_bytes if first_use else 0, convert_ram_estimated=conversion.estimated,
         converting=conversion.converting, busy=src.busy(network, name, what) if first_use and src.busy else None,
-        unwritable=cache_unwritable(src) if first_use else None,
+        unwritable=unwritable_reason(cache_root(ov_models_dir(src))) if first_use else None,  # probed by a write
         conversion_pays=src.lifetime.conversion_pays,
-        plan=plan_room(src.plan) if first_use else None,
+        plan=PlanRoom(plan.mode, plan.planned, max(0, current_rss() - plan.start_rss)) if plan is not None else None,
     )
 
 
-def plan_room(plan: RequestPlan | None) -> PlanRoom | None:
-    """Where the running request stands against ``plan`` now (None: no request running)."""
-    if plan is None:
-        return None
-    from gpen_core.platform.meter import current_rss
-
-    return PlanRoom(plan.mode, plan.planned, max(0, current_rss() - plan.start_rss))
-
-
-def cache_unwritable(src: LoadSource) -> str | None:
-    """Why the OpenVINO cache cannot take a conversion, or None (probed by a write)."""
-    from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason
-
-    return unwritable_reason(cache_root(ov_models_dir(src)))
-
-
-def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any):
+def generator_load(src: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any):
     """(NetworkLoad, torch plan, [plan note], OpenVINO precision note) for ``mode``'s generator."""
     from gpen_core.networks.plan import choose_plan
     from gpen_core.runtimes.openvino import generator as ov
@@ -149,17 +124,20 @@ def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, devi
     return NetworkLoad("generator", name, (str(path), plan), facts, build), plan, [plan_note] if plan_note else [], precision_note
 
 
-def detector_load(src: LoadSource, network: str, device: str, opts: RestoreOptions | None,
+def detector_load(src: ModelCache, network: str, device: str, opts: RestoreOptions | None,
                   mode: MemoryMode | None) -> NetworkLoad:
     """The load of the ``network`` face detector (torch or OpenVINO)."""
     from gpen_core.faces.detect import FaceDetector
     from gpen_core.runtimes.openvino import generator as ov
+    from gpen_core.weights import lookup as weights
 
     requested = opts.backend if opts is not None else "torch"
     kw = dict(network=f"retinaface-{network}", models_dir=ov_models_dir(src), device=device)
     measured = (ov.choose_mode_backend(mode, requested, 1000, "float32", **kw) if mode is not None
                 else ov.choose_backend(requested, 1000, "float32", **kw))
-    path = detector_path(src, network)
+    path: Path | None = None  # with synthetic weights, random ones unless the real ones are here
+    if not src.synthetic_weights or weights.locate(DETECTOR_WEIGHTS[network], models_dir=src.models_dir) is not None:
+        path = resolve(src, DETECTOR_WEIGHTS[network])
     converted, need = True, 0
     if measured.runtime == "openvino" and path is not None:  # None: the check's random detector runs as chosen
         from gpen_core.runtimes.openvino import detector as ov_detect
@@ -178,17 +156,7 @@ def detector_load(src: LoadSource, network: str, device: str, opts: RestoreOptio
     return NetworkLoad("detector", network, (network, device), facts, build)
 
 
-def detector_path(src: LoadSource, network: str) -> Path | None:
-    """The detector's weights; with synthetic weights, None (random weights) unless they are here."""
-    if src.synthetic_weights:
-        from gpen_core.weights import lookup as weights
-
-        if weights.locate(DETECTOR_WEIGHTS[network], models_dir=src.models_dir) is None:
-            return None
-    return resolve(src, DETECTOR_WEIGHTS[network])
-
-
-def parser_path(src: LoadSource) -> Path | None:
+def parser_path(src: ModelCache) -> Path | None:
     """GPEN's own parsing file first, then facexlib's copy of the same network (verified); None when neither is here."""
     from gpen_core.weights import lookup as weights
 
@@ -198,7 +166,7 @@ def parser_path(src: LoadSource) -> Path | None:
     return None
 
 
-def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOptions | None, path: Path | None,
+def parser_load(src: ModelCache, mode: MemoryMode, device: str, opts: RestoreOptions | None, path: Path | None,
                 progress: Any = None) -> NetworkLoad:
     """The load of ``mode``'s face parser from ``path`` (None: random weights); ``progress`` hears about a conversion."""
     from gpen_core.faces.parse import ParsingMasker, choose_parse_dtype
@@ -228,7 +196,7 @@ def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOpt
     return NetworkLoad("parser", name, (str(path), device, mode.parse_input, mode.cpu_dtype), facts, build)
 
 
-def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> NetworkLoad:
+def upscaler_load(src: ModelCache, opts: RestoreOptions, device: str) -> NetworkLoad:
     """The load of ``opts``' upscaler (torch only)."""
     from gpen_core.weights.registry import registry_name
 
