@@ -217,7 +217,8 @@ class ModelCache:
         from gpen_core.runtimes.openvino.base import CacheProblem
 
         def swap(d: RuntimeDecision) -> RuntimeDecision:
-            self._swap(want.network, Held((*want.key, d.runtime, d.dtype), None, want.name, lambda: want.build(d)), device)
+            self._swap(want.network, Held((*want.key, d.runtime, d.dtype), None, want.name, lambda: want.build(d)),
+                       device)
             return d
 
         try:
