@@ -23,7 +23,6 @@ from gpen_core.runtimes.openvino.choice import BackendChoice
 if TYPE_CHECKING:
     from gpen_core.engine.model_cache import ModelCache
     from gpen_core.faces.detect import DetectorName, FaceDetector
-    from gpen_core.faces.parse import ParsingMasker
 
 # Face-parsing weights in the order they are looked for: GPEN's own, then facexlib's copy
 # (the same ParseNet class and key table; see gpen_core.networks.parsenet).
@@ -119,7 +118,13 @@ def generator_load(src: ModelCache, mode: MemoryMode, opts: RestoreOptions, devi
         if decision.runtime == "openvino":
             prec = "bf16" if decision.dtype == "bfloat16" else "f32"
             return load_openvino_generator(path, prec, ov_models_dir(src), progress)
-        return load_torch_generator(path, plan)
+        from gpen_core.networks.checkpoint import load_generator
+        from gpen_core.networks.prepared import prepare
+        from gpen_core.networks.synthetic import random_generator
+        from gpen_core.weights.lookup import REGISTRY
+
+        model = random_generator(REGISTRY[name].arch) if synthetic else load_generator(path)
+        return prepare(model, plan), model.config.size
 
     return NetworkLoad("generator", name, (str(path), plan), facts, build), plan, [plan_note] if plan_note else [], precision_note
 
@@ -187,9 +192,15 @@ def parser_load(src: ModelCache, mode: MemoryMode, device: str, opts: RestoreOpt
                           Conversion(converted, need), device)
 
     def build(decision: RuntimeDecision) -> Any:
-        if decision.runtime == "openvino":
-            return openvino_masker(path, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype, models_dir=ov_models_dir(src),
+        if decision.runtime == "openvino":  # CPU only, in the precision the mode's dtype gives on torch
+            from gpen_core.runtimes.openvino import parser as ov_parse
+            from gpen_core.runtimes.openvino.base import choose_precision
+
+            precision = choose_precision(choose_parse_dtype("cpu", mode.cpu_dtype))[0]
+            parser = ov_parse.load(path if path is not None else ov_parse.synthetic_weights(ov_models_dir(src)),
+                                   mode.parse_input, precision, models_dir=ov_models_dir(src),
                                    threads=src.openvino_threads, progress=progress)
+            return ParsingMasker(path, "cpu", input_size=mode.parse_input, parser=parser)
         return ParsingMasker(path, device=device, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype)
 
     name = path.name if path is not None else "parsenet (synthetic)"
@@ -284,20 +295,6 @@ def load_openvino_generator(path: Path, precision: str, models_dir: Path, progre
     return forward, forward.size
 
 
-def load_torch_generator(path: Path, plan):
-    from gpen_core.networks.checkpoint import load_generator
-    from gpen_core.networks.prepared import prepare
-
-    if str(path).startswith("synthetic:"):
-        from gpen_core.networks.synthetic import random_generator
-        from gpen_core.weights.lookup import REGISTRY
-
-        model = random_generator(REGISTRY[str(path).split(":", 1)[1]].arch)
-    else:
-        model = load_generator(path)
-    return prepare(model, plan), model.config.size
-
-
 def openvino_detector(weights_path: Path | None, network: "DetectorName", *,
                       models_dir: str | os.PathLike[str] | None = None, threads: int | None = None) -> "FaceDetector":
     """RetinaFace ``network`` on OpenVINO (CPU; converted once, cached under ``models_dir``); ``weights_path``
@@ -308,18 +305,3 @@ def openvino_detector(weights_path: Path | None, network: "DetectorName", *,
     runner = ov_detect.load(weights_path, network, lambda p: build_retinaface(p, network), models_dir=models_dir,
                             threads=threads)
     return FaceDetector(weights_path, network, "cpu", runner=runner)
-
-
-def openvino_masker(weights_path: Path | None, *, input_size: int = 512, cpu_dtype: str = "float32",
-                    models_dir: str | os.PathLike[str] | None = None, threads: int | None = None,
-                    progress: Any = None) -> "ParsingMasker":
-    """GPEN's ParseNet paste mask on OpenVINO at ``input_size`` (CPU; converted once, cached), in the precision
-    the mode's dtype gives on torch (:func:`choose_parse_dtype`)."""
-    from gpen_core.faces.parse import ParsingMasker, choose_parse_dtype
-    from gpen_core.runtimes.openvino import parser as ov_parse
-    from gpen_core.runtimes.openvino.base import choose_precision
-
-    path = Path(weights_path) if weights_path is not None else ov_parse.synthetic_weights(models_dir)
-    parser = ov_parse.load(path, input_size, choose_precision(choose_parse_dtype("cpu", cpu_dtype))[0],
-                           models_dir=models_dir, threads=threads, progress=progress)
-    return ParsingMasker(weights_path, "cpu", input_size=input_size, parser=parser)
