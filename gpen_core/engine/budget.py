@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 import psutil
 
 from gpen_core.platform.meter import format_bytes
-from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode, get_mode, preshrink_size
+from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode, get_mode
 from gpen_core.platform.zerogpu import on_zerogpu
 from gpen_core.engine.fit import SAFETY_MARGIN, Ranking, fits, rank  # noqa: F401  (SAFETY_MARGIN: read as budget's)
 from gpen_core.engine.runtime_choice import RequestPlan
@@ -152,10 +152,11 @@ def _need_without_check(
     mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, work: Work,
     profile: Profile | None = None,
 ) -> tuple[int, int, str]:
-    from gpen_core.engine.profile_store import measured_task
+    from gpen_core import modes  # per call: every sizing of the shrunk photo asks the one rule
+    from gpen_core.engine.profile_store import measured, measured_task
 
+    w, h = modes.preshrink_size(*image_size, mode.max_side)
     if work.task != "enhance":
-        w, h = preshrink_size(*image_size, mode.max_side)
         row = measured_task(work.task, mode.name, device, models_dir, profile=profile)  # the hardware check's row
         if row is not None:
             # Photos beyond the row's workload add the built-in growth (one face's row cannot measure one).
@@ -166,7 +167,20 @@ def _need_without_check(
             need = _TASK_1024_BYTES[mode.name] + max(0, w * h - _TASK_COVERED_PIXELS) * _BYTES_PER_PIXEL
             return int(need), 0, (f"built-in estimate for GPEN's 1024 px {work.task} network, measured on the "
                                   "project's CPU machine, not on this one (run the hardware check to measure)")
-    base, src = _base_peak(mode, device, image_size, models_dir, profile)
+    peak = measured(mode.name, device, models_dir=models_dir, profile=profile)
+    if peak is not None:
+        # The measured peak covers photos up to its largest workload: only pixels beyond that add.
+        more = max(0, w * h - peak.covered_pixels) * (peak.bytes_per_pixel or _BYTES_PER_PIXEL)
+        src = "measured on this machine"
+        copy = _f32_copy(mode, device, mode.model)
+        if copy:
+            more += copy
+            src += f", plus ~{format_bytes(copy)} estimated for the float32 copy a float16 overflow loads"
+        base = int(peak.peak_bytes + more)
+    elif device.startswith("cuda") and not on_zerogpu():
+        base, src = vram_estimate(mode).total, VRAM_ESTIMATE_SOURCE
+    else:
+        base, src = int(_CPU_MODEL_BYTES[mode.name] + max(0, w * h - _COVERED_PIXELS) * _BYTES_PER_PIXEL), ESTIMATE_SOURCE
     extra = upscale_extra_bytes(mode, image_size, work.upscale, work.tile)
     if extra:
         src += f"; ~{format_bytes(extra)} of it estimated for upscaling ×{work.upscale}"
@@ -198,28 +212,6 @@ def request_plan(mode: MemoryMode, device: str, image_size: tuple[int, int], mod
         return None
     planned, _ = estimate_peak(mode, device, image_size, models_dir, work=work)
     return RequestPlan(mode.name, planned, start_rss)
-
-
-def _base_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None,
-               profile: Profile | None = None) -> tuple[int, str]:
-    """The request's peak without upscaling: (bytes, where the figure comes from)."""
-    from gpen_core.engine.profile_store import measured as measured_profile
-    from gpen_core.modes import preshrink_size  # per call: every sizing of the shrunk photo asks the one rule
-
-    w, h = preshrink_size(*image_size, mode.max_side)
-    measured = measured_profile(mode.name, device, models_dir=models_dir, profile=profile)
-    if measured is not None:
-        # The measured peak covers photos up to its largest workload: only pixels beyond that add.
-        extra = max(0, w * h - measured.covered_pixels) * (measured.bytes_per_pixel or _BYTES_PER_PIXEL)
-        src = "measured on this machine"
-        copy = _f32_copy(mode, device, mode.model)
-        if copy:
-            extra += copy
-            src += f", plus ~{format_bytes(copy)} estimated for the float32 copy a float16 overflow loads"
-        return int(measured.peak_bytes + extra), src
-    if device.startswith("cuda") and not on_zerogpu():
-        return vram_estimate(mode).total, VRAM_ESTIMATE_SOURCE
-    return int(_CPU_MODEL_BYTES[mode.name] + max(0, w * h - _COVERED_PIXELS) * _BYTES_PER_PIXEL), ESTIMATE_SOURCE
 
 
 def choose(device: str, image_size: tuple[int, int], models_dir: Path | None = None, free: Free | None = None,

@@ -74,9 +74,6 @@ class Ranking:
         """What ``auto`` runs: :attr:`best`, else :attr:`lightest` (which may not fit)."""
         return self.best or self.lightest
 
-    def get(self, mode: str) -> ModeFit | None:
-        return next((m for m in self.modes if m.mode == mode), None)
-
     def above(self, mode: str) -> tuple[ModeFit, ...]:
         """The modes ranked above ``mode``, nearest first."""
         names = [m.mode for m in self.modes]

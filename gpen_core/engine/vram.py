@@ -58,24 +58,19 @@ def network_elements(model: str) -> int:
     return sum(t.numel() for t in (*net.parameters(), *net.buffers()))
 
 
-def generator_activation_bytes(model: str, dtype: str) -> int:
-    """:data:`GENERATOR_LIVE` × the largest feature map (features + noise half) of one face."""
-    from gpen_core.weights.lookup import REGISTRY
-
-    cfg = REGISTRY[model].arch
-    channels = cfg.channels()
-    largest = max(2 * channels[r] * r * r for r in channels if r <= cfg.size)
-    return GENERATOR_LIVE * largest * _DTYPE_BYTES[dtype]
-
-
 def estimate(mode: MemoryMode) -> VramEstimate:
     """VRAM one request in ``mode`` needs on a GPU (generator in ``mode.cuda_dtype``; the
     detector and parser in float32), above what the process held before."""
+    from gpen_core.weights.lookup import REGISTRY
+
     dtype = mode.cuda_dtype
     gen = network_elements(mode.model)
+    arch = REGISTRY[mode.model].arch
+    channels = arch.channels()
+    largest = max(2 * channels[r] * r * r for r in channels if r <= arch.size)  # one face's features + noise half
     ratio = PREPARED_RATIO["float32" if dtype == "float32" else "half"]
     weights = int(gen * _DTYPE_BYTES[dtype] * ratio) + DETECTOR_ELEMENTS[mode.detector] * 4
-    acts = generator_activation_bytes(mode.model, dtype) + WORKSPACE_BYTES
+    acts = GENERATOR_LIVE * largest * _DTYPE_BYTES[dtype] + WORKSPACE_BYTES
     acts += DETECTOR_BYTES_PER_PIXEL[mode.detector] * mode.detect_side**2
     if mode.parsing:
         weights += network_elements("parsenet") * 4
