@@ -112,9 +112,8 @@ class ModelCache:
         return {kind: held.name if held else None for kind, held in self._held.items()}
 
     def release_unused(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> tuple[str, ...]:
-        """Drop the resident networks ``mode`` does not use for ``opts`` (another generator, detector or parser
-        size, the same network in another runtime or dtype) before the request, so a lighter mode after a
-        heavier one costs what it costs. Returns the names released."""
+        """Drop the resident networks ``mode`` does not use for ``opts`` (another network, runtime or dtype), so
+        a lighter mode after a heavier one costs what it costs. Returns the names released."""
         unused = []
         generator, detector, parser, upscaler = (self._held[kind] for kind in KINDS)
         if generator is not None and (generator.name != generator_name(mode, opts.task, opts.model)
@@ -143,8 +142,8 @@ class ModelCache:
 
     @staticmethod
     def _moves(held: Held, decide: Callable[[], RuntimeDecision]) -> bool:
-        """Whether this request would run ``held``'s network in another runtime or dtype. A decision that
-        cannot be taken (its weights missing) moves nothing: the load says what is wrong."""
+        """Whether this request would run ``held``'s network in another runtime or dtype (not when its weights
+        are missing: the load says so)."""
         try:
             decision = decide()
         except GPENError:
@@ -160,9 +159,8 @@ class ModelCache:
         return opts.aligned or boxes_given or self._usable(DETECTOR_WEIGHTS[opts.detector or mode.detector])
 
     def require(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> None:
-        """Raise one WeightsError naming every registry file this request loads that is not here, so a newcomer
-        fixes them all at once. Nothing to check when downloads are allowed or with synthetic weights; a
-        single missing file is left to ``weights.resolve``."""
+        """Raise one WeightsError naming every registry file this request loads that is not here (unless
+        downloads are allowed), so all are fixed at once; a single missing file is left to ``weights.resolve``."""
         from gpen_core.weights import lookup as weights
         from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL, missing_error
 
@@ -179,8 +177,7 @@ class ModelCache:
             raise missing_error(absent, folder, DOWNLOADS_OFF_FOR_CALL)
 
     def _usable(self, name: str) -> bool:
-        """Present and verified (size and sha256, hashed once per process while unchanged): a corrupt file
-        counts as missing, as in the weights panel, so auto passes over it instead of failing on it."""
+        """Present and verified (hashed once per process while unchanged): auto passes over a corrupt file."""
         from gpen_core.weights import lookup as weights
 
         path = weights.locate(name, models_dir=self.models_dir)
@@ -195,8 +192,7 @@ class ModelCache:
 
     def load(self, want: NetworkLoad, device: str, notes: list[str] | None = None) -> tuple[Any, RuntimeDecision, bool]:
         """(the network, its runtime decision, whether it was loaded now) for ``want``: the resident one when
-        loaded for the same key, else loaded in place of it (see the module docstring). The decision's note,
-        if any, goes to ``notes``."""
+        loaded for the same key, else loaded in its place. The decision's note, if any, goes to ``notes``."""
         decision = decide_runtime(want.facts)
         key = (*want.key, decision.runtime, decision.dtype)
         current = self._held[want.network]
@@ -212,8 +208,7 @@ class ModelCache:
         return loaded.obj, decision, fresh
 
     def _swap_in(self, want: NetworkLoad, decision: RuntimeDecision, device: str) -> RuntimeDecision:
-        """Load ``want`` as ``decision`` says; when the OpenVINO cache cannot serve it after all
-        (unwritable, or an entry found damaged and set aside), load it on torch and return that decision."""
+        """Load ``want`` as ``decision`` says, or on torch when the OpenVINO cache cannot serve it after all."""
         from gpen_core.runtimes.openvino.base import CacheProblem
 
         def swap(d: RuntimeDecision) -> RuntimeDecision:
@@ -263,12 +258,12 @@ class ModelCache:
         want, plan, notes, precision_note = loads.generator_load(self, mode, opts, device, progress)
         (forward, size), decision, fresh = self.load(want, device, notes)
         self.backend, self.backend_reason = decision.runtime, decision.reason
+        dtype = plan.dtype_torch
         if decision.runtime == "openvino":
             notes.extend([precision_note] if precision_note else [])
             _converted(notes, "the generator", forward.convert_s if fresh else None)
             dtype = torch.bfloat16 if decision.dtype == "bfloat16" else torch.float32
-            return forward, size, dtype, want.name, ("; ".join(notes) or None)
-        return forward, size, plan.dtype_torch, want.name, ("; ".join(notes) or None)
+        return forward, size, dtype, want.name, ("; ".join(notes) or None)
 
     def generator_decision(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> RuntimeDecision:
         """The runtime decision :meth:`generator` would take for this request, without loading anything."""
@@ -279,13 +274,14 @@ class ModelCache:
 
     def detector(self, network: str, device: str, opts: RestoreOptions | None = None, notes: list[str] | None = None,
                  mode: MemoryMode | None = None):
-        """The cached :class:`~gpen_core.faces.detect.FaceDetector` for ``network`` on ``device`` (:meth:`load`),
-        in the runtime ``opts.backend`` asks (no opts: torch); ``notes`` hears when it is OpenVINO."""
+        """The :class:`~gpen_core.faces.detect.FaceDetector` ``network`` in the runtime ``opts.backend`` asks (no
+        opts: torch)."""
         detector, decision, fresh = self.load(loads.detector_load(self, network, device, opts, mode), device, notes)
         if notes is not None:
             _converted(notes, f"the {network} detector", detector.convert_s if fresh else None)
-        if decision.runtime == "openvino" and notes is not None:
-            notes.append(f"face detector: {network} on OpenVINO float32 ({decision.reason.replace(' per face', ' per detection')})")
+            if decision.runtime == "openvino":
+                notes.append(f"face detector: {network} on OpenVINO float32 "
+                             f"({decision.reason.replace(' per face', ' per detection')})")
         return detector
 
     def parser(self, mode: MemoryMode, device: str, notes: list[str], opts: RestoreOptions | None = None, progress: Any = None):
