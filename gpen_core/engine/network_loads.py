@@ -1,6 +1,6 @@
 """What loading each network means: the :class:`NetworkLoad` that :meth:`ModelCache.load
 <gpen_core.engine.model_cache.ModelCache.load>` takes (the facts its runtime is decided on, how to build it
-there), read off the cache's settings and its running request's plan. The faces room never imports a runtime:
+there), read off a :class:`LoadSource` rather than the cache itself. The faces room never imports a runtime:
 the OpenVINO detector and masker are built here and handed to it ready to run.
 """
 
@@ -11,9 +11,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from gpen_core.engine.runtime_choice import Network, PlanRoom, RuntimeDecision, RuntimeFacts
+from gpen_core.engine.lifetime import Lifetime
+from gpen_core.engine.runtime_choice import Network, PlanRoom, RequestPlan, RuntimeDecision, RuntimeFacts
 from gpen_core.errors import WeightsError
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions, default_upscaler
@@ -21,7 +22,6 @@ from gpen_core.platform import durable
 from gpen_core.runtimes.openvino.choice import BackendChoice
 
 if TYPE_CHECKING:
-    from gpen_core.engine.model_cache import ModelCache
     from gpen_core.faces.detect import DetectorName, FaceDetector
 
 # Face-parsing weights in the order they are looked for: GPEN's own, then facexlib's copy
@@ -45,14 +45,26 @@ class NetworkLoad:
     build: Callable[[RuntimeDecision], Any]
 
 
-def resolve(src: ModelCache, name: str) -> Path:
+class LoadSource(Protocol):
+    """What the load builders read off the model cache (a Protocol: the cache imports this module)."""
+
+    models_dir: Path | None
+    allow_download: bool
+    synthetic_weights: bool
+    lifetime: Lifetime
+    busy: BusyCheck | None
+    plan: RequestPlan | None
+    openvino_threads: int | None
+
+
+def resolve(src: LoadSource, name: str) -> Path:
     """The verified weights file ``name`` in ``src``'s models folder (downloaded when ``src`` allows it)."""
     from gpen_core.weights import lookup as weights
 
     return weights.resolve(name, models_dir=src.models_dir, allow_download=src.allow_download)
 
 
-def ov_models_dir(src: ModelCache) -> Path:
+def ov_models_dir(src: LoadSource) -> Path:
     """The models folder the OpenVINO cache lives in."""
     from gpen_core.weights.lookup import models_dir
 
@@ -69,7 +81,7 @@ class Conversion:
     converting: str = ""  # the file a conversion reads, for the busy check's sentence
 
 
-def runtime_facts(src: ModelCache, want: tuple[Network, str, str], requested: str, measured: BackendChoice,
+def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: str, measured: BackendChoice,
                   dtypes: tuple[str, str], conversion: Conversion, device: str) -> RuntimeFacts:
     """The facts one runtime decision rests on. ``want``: (network, name, the network in a sentence);
     ``dtypes``: (on torch, on OpenVINO). Free RAM, a busy converter and the memory plan are read only for
@@ -93,7 +105,7 @@ def runtime_facts(src: ModelCache, want: tuple[Network, str, str], requested: st
     )
 
 
-def generator_load(src: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any):
+def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any):
     """(NetworkLoad, torch plan, [plan note], OpenVINO precision note) for ``mode``'s generator."""
     from gpen_core.networks.plan import choose_plan
     from gpen_core.runtimes.openvino import generator as ov
@@ -129,7 +141,7 @@ def generator_load(src: ModelCache, mode: MemoryMode, opts: RestoreOptions, devi
     return NetworkLoad("generator", name, (str(path), plan), facts, build), plan, [plan_note] if plan_note else [], precision_note
 
 
-def detector_load(src: ModelCache, network: str, device: str, opts: RestoreOptions | None,
+def detector_load(src: LoadSource, network: str, device: str, opts: RestoreOptions | None,
                   mode: MemoryMode | None) -> NetworkLoad:
     """The load of the ``network`` face detector (torch or OpenVINO)."""
     from gpen_core.faces.detect import FaceDetector
@@ -161,7 +173,7 @@ def detector_load(src: ModelCache, network: str, device: str, opts: RestoreOptio
     return NetworkLoad("detector", network, (network, device), facts, build)
 
 
-def parser_path(src: ModelCache) -> Path | None:
+def parser_path(src: LoadSource) -> Path | None:
     """GPEN's own parsing file first, then facexlib's copy of the same network (verified); None when neither is here."""
     from gpen_core.weights import lookup as weights
 
@@ -171,7 +183,7 @@ def parser_path(src: ModelCache) -> Path | None:
     return None
 
 
-def parser_load(src: ModelCache, mode: MemoryMode, device: str, opts: RestoreOptions | None, path: Path | None,
+def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOptions | None, path: Path | None,
                 progress: Any = None) -> NetworkLoad:
     """The load of ``mode``'s face parser from ``path`` (None: random weights); ``progress`` hears about a conversion."""
     from gpen_core.faces.parse import ParsingMasker, choose_parse_dtype
@@ -207,7 +219,7 @@ def parser_load(src: ModelCache, mode: MemoryMode, device: str, opts: RestoreOpt
     return NetworkLoad("parser", name, (str(path), device, mode.parse_input, mode.cpu_dtype), facts, build)
 
 
-def upscaler_load(src: ModelCache, opts: RestoreOptions, device: str) -> NetworkLoad:
+def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> NetworkLoad:
     """The load of ``opts``' upscaler (torch only)."""
     from gpen_core.weights.registry import registry_name
 
