@@ -1,8 +1,5 @@
-"""Which memory mode fits: the one rule behind ``auto``, the weights panel and the hardware check's report.
-
-:func:`rank` turns each pasting mode's need, the memory free now and the modes passed over for another
-reason into a :class:`Ranking`; callers word the answer, none re-derives the rule. Pure and light (no
-psutil, no torch): the presentation imports it to draw the page.
+"""Which memory mode fits: the one rule behind ``auto``, the weights panel and the hardware check's report
+(:func:`rank`; callers word the answer). Pure and light (no psutil, no torch): the presentation imports it.
 """
 
 from __future__ import annotations

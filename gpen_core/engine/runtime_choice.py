@@ -74,12 +74,9 @@ class RuntimeDecision:
 
 
 def decide_runtime(f: RuntimeFacts) -> RuntimeDecision:
-    """torch or OpenVINO (and the dtype) for one network.
-
-    The measured choice stands unless it is OpenVINO for a network not converted yet; then, under ``auto``
-    only (an explicit ``openvino`` converts as asked), the request runs torch this time when the conversion
-    does not fit the free RAM, cannot pay for itself (one-shot), would repeat another thread's conversion,
-    or would take the request above its mode's memory plan (a mode is a memory claim)."""
+    """torch or OpenVINO (and the dtype) for one network: the measured choice, unless it is OpenVINO for a network
+    not converted yet under ``auto``; then torch this time when the conversion does not fit the free RAM, cannot
+    pay for itself (one-shot), would repeat another thread's, or would take the request above its mode's plan."""
     why = f.measured.why
     if f.measured.runtime == "torch":
         return RuntimeDecision("torch", f.torch_dtype, why)
