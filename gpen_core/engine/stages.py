@@ -307,58 +307,49 @@ def _upscale_background(ctx: RequestContext, photo: Prepared, found: Found) -> C
     return Canvas(big, alpha, detections, rejected, up.image, load_s, (note,), photo.grey, photo.damage, info)
 
 
-class FaceRestorer:
-    """The generator as ``restore_fn`` of :func:`gpen_core.faces.photo.restore_photo`: an aligned crop in, the restored
-    crop out. After the ``expected``-th face the restore stage ends; a face beyond it reloads it."""
-
-    def __init__(self, ctx: RequestContext, generator: Generator, grey: np.ndarray | None, expected: int) -> None:
-        self.models, self.device, self.mode, self.opts, self.task = ctx.models, ctx.device, ctx.mode, ctx.opts, ctx.task
-        self.grey = grey
-        self.forward, self.dtype = generator.take(), generator.dtype
-        self.exact = generator.dtype_name == "float32"
-        self.left = expected
-        self.overflows: list[str] = []
-
-    def __call__(self, crop: np.ndarray) -> np.ndarray:
-        import torch
-
-        from gpen_core.faces.tasks import keep_luminance
-        from gpen_core.networks.prepared import forward_checked
-        from gpen_core.networks.plan import cuda_numerics
-        from gpen_core.networks.tensors import to_image, to_tensor
-        from gpen_core.platform.oom import malloc_trim
-
-        if self.forward is None:  # more faces than counted (a caller restoring one twice): load it again
-            self.forward = self.models.generator(self.mode, self.opts, self.device)[0]
-        # The generator's input size never changes: cuDNN autotuning pays off (CUDA only).
-        with torch.inference_mode(), cuda_numerics(self.device, exact_float32=self.exact, fixed_input=True):
-            y, problem = forward_checked(self.forward, to_tensor(crop, device=self.device, dtype=self.dtype, norm=self.task.is_norm))
-        if problem:
-            self.overflows.append(problem)
-        out = to_image(y, norm=self.task.is_norm)
-        if self.grey is not None and not self.opts.aligned:  # each coloured face keeps its own detail
-            out = keep_luminance(crop, out)
-        del y
-        self.left -= 1
-        if self.left == 0:  # the last face: masks and paste-back need no generator
-            self.models.stage_ended("restore", self.device)
-            if self.models.loaded()["generator"] is None:
-                self.forward = None
-        malloc_trim()  # the generator's freed activations back to the OS before the parser allocates (quality: -160 MiB peak)
-        return out
-
-
 def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator, parsing_fn: Any,
                       check_identity: bool = True) -> Restored:
     """Align, restore and paste back each detection, one face at a time, identity checked as ``opts.identity``
-    asks unless ``check_identity`` is False (a clip's unchecked frame). The paste stage then ends."""
+    asks unless ``check_identity`` is False (a clip's unchecked frame). After the last face the restore stage
+    ends (a face beyond the count loads the generator again); then the paste stage ends."""
+    import torch
+
     from gpen_core.faces import photo as faces_photo
     from gpen_core.faces.identity import policy_for
+    from gpen_core.faces.tasks import keep_luminance
+    from gpen_core.networks.plan import cuda_numerics
+    from gpen_core.networks.prepared import forward_checked
+    from gpen_core.networks.tensors import to_image, to_tensor
+    from gpen_core.platform.oom import malloc_trim
 
     models, device, mode, opts, report = ctx.models, ctx.device, ctx.mode, ctx.opts, ctx.report
-    identity = policy_for(mode.name, opts) if check_identity else None
-    detections = canvas.detections
-    restorer = FaceRestorer(ctx, generator, canvas.grey, len(detections) if detections is not None else 1)
+    detections, norm = canvas.detections, ctx.task.is_norm
+    forward, exact = generator.take(), generator.dtype_name == "float32"
+    left = len(detections) if detections is not None else 1
+    overflows: list[str] = []
+
+    def restore(crop: np.ndarray) -> np.ndarray:
+        """One aligned crop in, the restored crop out (``restore_photo``'s ``restore_fn``)."""
+        nonlocal forward, left
+        if forward is None:  # more faces than counted (a caller restoring one twice): load it again
+            forward = models.generator(mode, opts, device)[0]
+        # The generator's input size never changes: cuDNN autotuning pays off (CUDA only).
+        with torch.inference_mode(), cuda_numerics(device, exact_float32=exact, fixed_input=True):
+            y, problem = forward_checked(forward, to_tensor(crop, device=device, dtype=generator.dtype, norm=norm))
+        if problem:
+            overflows.append(problem)
+        out = to_image(y, norm=norm)
+        if canvas.grey is not None and not opts.aligned:  # each coloured face keeps its own detail
+            out = keep_luminance(crop, out)
+        del y
+        left -= 1
+        if left == 0:  # the last face: masks and paste-back need no generator
+            models.stage_ended("restore", device)
+            if models.loaded()["generator"] is None:
+                forward = None
+        malloc_trim()  # the generator's freed activations back to the OS before the parser allocates (quality: -160 MiB peak)
+        return out
+
     face_start = 0.45 if canvas.background is not None else 0.15  # after the upscaling's share of the progress
 
     def face_progress(k: int, n: int) -> None:
@@ -366,14 +357,14 @@ def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator,
 
     job = faces_photo.FaceJob(
         alpha=opts.alpha, paste=mode.paste, parsing_fn=parsing_fn, aligned=opts.aligned,
-        background=canvas.background,
-        aligned_at_input_size=ctx.task.aligned_output_at_input_size, damage=canvas.damage, identity=identity,
+        background=canvas.background, aligned_at_input_size=ctx.task.aligned_output_at_input_size,
+        damage=canvas.damage, identity=policy_for(mode.name, opts) if check_identity else None,
     )
-    out = faces_photo.restore_photo(canvas.rgb, detections=detections, restore_fn=restorer, size=generator.size, job=job,
+    out = faces_photo.restore_photo(canvas.rgb, detections=detections, restore_fn=restore, size=generator.size, job=job,
                                     progress=face_progress)
     models.stage_ended("paste", device)
     parsed = parsing_fn.parsed if hasattr(parsing_fn, "parsed") else parsing_fn is not None
-    return Restored(out, tuple(restorer.overflows), parsed, tuple(getattr(parsing_fn, "notes", ())))
+    return Restored(out, tuple(overflows), parsed, tuple(getattr(parsing_fn, "notes", ())))
 
 
 def face_seconds(photo: Any) -> dict[str, float]:
