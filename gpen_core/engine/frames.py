@@ -72,9 +72,7 @@ class FrameSession:
         restored = stages.restore_and_paste(self._ctx, canvas, generator, self._parsing_fn, check_identity=check_identity)
         out = restored.photo
         timings = Timings(total_s=time.perf_counter() - t, **stages.face_seconds(out))
-        notes = [*restored.notes, *out.notes]
-        notes.extend(dict.fromkeys(restored.overflows))
-        notes.extend(self._threads.notes)
+        notes = [*restored.notes, *out.notes, *dict.fromkeys(restored.overflows), *self._threads.notes]
         return FrameOutput(out.image, tuple(out.faces), tuple(dict.fromkeys(notes)), timings)
 
 

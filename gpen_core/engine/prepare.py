@@ -83,14 +83,9 @@ class PrepareReport:
     failed: list[str] = field(default_factory=list)
 
     def add(self, label: str, prepared: ConversionOutcome) -> None:
-        if prepared.outcome == "converted":
-            self.converted.append(label)
-        elif prepared.outcome == "cached":
-            self.cached.append(label)
-        elif prepared.outcome == "skipped":
-            self.skipped.append(f"{label} ({prepared.detail})")
-        else:
-            self.failed.append(f"{label}: {prepared.detail}")
+        """File ``label`` in the list named by its outcome, with the detail of a skipped or failed one."""
+        shown = {"skipped": f"{label} ({prepared.detail})", "failed": f"{label}: {prepared.detail}"}
+        getattr(self, prepared.outcome).append(shown.get(prepared.outcome, label))
 
     def lines(self) -> list[str]:
         return ([f"converted {c}" for c in self.converted] + [f"already converted: {c}" for c in self.cached]
