@@ -269,9 +269,6 @@ class ModelCache:
         """The runtime decision :meth:`generator` would take for this request, without loading anything."""
         return decide_runtime(loads.generator_load(self, mode, opts, device, None)[0].facts)
 
-    def generator_runtime(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> str:
-        return self.generator_decision(mode, opts, device).runtime
-
     def detector(self, network: str, device: str, opts: RestoreOptions | None = None, notes: list[str] | None = None,
                  mode: MemoryMode | None = None):
         """The :class:`~gpen_core.faces.detect.FaceDetector` ``network`` in the runtime ``opts.backend`` asks (no

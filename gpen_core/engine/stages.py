@@ -165,7 +165,7 @@ def load_networks(ctx: RequestContext, numerics: ExitStack, boxes_given: bool) -
     models.require(mode, opts, boxes_given)
     notes: list[str] = []
     generator = None
-    if opts.aligned or not models.lifetime.generator_after_detection(models.generator_runtime(mode, opts, device)):
+    if opts.aligned or not models.lifetime.generator_after_detection(models.generator_decision(mode, opts, device).runtime):
         generator, gen_notes = load_generator(ctx, numerics)
         notes.extend(gen_notes)
     parsing_fn = models.parsing_fn(mode, device, notes, opts) if mode.paste and not opts.aligned else None
