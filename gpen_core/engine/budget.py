@@ -1,8 +1,7 @@
-"""The memory budget: what is free now, what each mode needs, and the best mode that fits.
-
-The policy behind ``auto`` (:func:`choose`) and the check before an explicit mode runs
-(:func:`check_fits`). Peaks come from the hardware profile saved for this machine
-(:mod:`gpen_core.engine.profile_store`), else from a built-in estimate; the reason says which.
+"""The memory budget: what is free now, what each mode needs, and the best mode that fits (``auto``:
+:func:`choose`; an explicit mode: :func:`check_fits`). Peaks come from the hardware profile saved for this
+machine (:mod:`gpen_core.engine.profile_store`), else from a built-in estimate (on a GPU, from the networks'
+sizes: :func:`vram_estimate`); the reason says which.
 """
 
 from __future__ import annotations
