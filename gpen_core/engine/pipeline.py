@@ -113,8 +113,7 @@ def decode(image: ImageSource, reduce_to: int | None = None):
 
     if isinstance(image, np.ndarray):
         rgb = check_rgb(image, "the image array")
-        h, w = rgb.shape[:2]
-        return DecodedImage(rgb=rgb, alpha=None, format="array", original_size=(w, h), notes=())
+        return DecodedImage(rgb=rgb, alpha=None, format="array", original_size=(rgb.shape[1], rgb.shape[0]), notes=())
     return decode_image(image, reduce_to=reduce_to)
 
 

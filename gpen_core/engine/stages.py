@@ -278,9 +278,7 @@ def _upscale_background(ctx: RequestContext, photo: Prepared, found: Found) -> C
 
     models, device, mode, opts, report = ctx.models, ctx.device, ctx.mode, ctx.opts, ctx.report
     t = time.perf_counter()
-    loaded = models.upscaler(opts, device)
-    assert loaded is not None
-    net, name = loaded
+    net, name = models.upscaler(opts, device)  # upscale > 1 here: never None
     load_s = time.perf_counter() - t
     cfg = net.config
     budget_bytes = MODE_TILE_BUDGET.get(mode.name, min(MODE_TILE_BUDGET.values()))
@@ -291,7 +289,7 @@ def _upscale_background(ctx: RequestContext, photo: Prepared, found: Found) -> C
 
     bf16, why = choose_bf16(device, mode)
     up = run_tiles(photo.rgb, net, tile, progress=tile_progress, bf16=bf16)
-    del net, loaded
+    del net
     s = up.scale
     h, w = photo.rgb.shape[:2]
     big = cv2.resize(photo.rgb, (w * s, h * s), interpolation=cv2.INTER_LINEAR)
