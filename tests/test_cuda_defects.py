@@ -178,7 +178,7 @@ def test_the_float32_copy_is_made_once_and_kept(monkeypatch: pytest.MonkeyPatch)
 def test_the_budget_counts_the_float32_copy_as_measured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """GPEN-BFR-256 (low's generator, float16 on a GPU): the copy the overflow path really builds
     fits the figure the budget adds for it, and a CUDA estimate includes it."""
-    from gpen_core.engine import budget, vram
+    from gpen_core.engine import budget
     from gpen_core.networks.prepared import prepare
     from gpen_core.networks.plan import ForwardPlan
     from gpen_core.networks.synthetic import random_generator
@@ -187,7 +187,7 @@ def test_the_budget_counts_the_float32_copy_as_measured(monkeypatch: pytest.Monk
     fwd = prepare(random_generator(RELEASED["GPEN-BFR-256"]), ForwardPlan(device="cpu", dtype="float16"))
     fwd.float32_twin()
     measured = fwd.twin_bytes
-    est = vram.estimate(MODES["low"])
+    est = budget.vram_estimate(MODES["low"])
     assert measured <= est.float32_fallback <= measured * 1.05
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
     need, source = budget.estimate_peak(MODES["low"], "cuda", (512, 512), models_dir=tmp_path)

@@ -170,11 +170,13 @@ def test_an_openvino_generator_loads_after_the_detector_is_gone(
     loaded once detection is over, so it and the detector are never resident together; a torch
     one still loads first (the test above)."""
     from gpen_core.engine.model_cache import ModelCache
+    from gpen_core.engine.runtime_choice import RuntimeDecision
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
 
     # the decision only: the generator that loads is still torch's (no conversion in this test)
-    monkeypatch.setattr(ModelCache, "generator_runtime", lambda self, mode, opts, device: "openvino")
+    openvino = RuntimeDecision("openvino", "float32", "measured faster")
+    monkeypatch.setattr(ModelCache, "generator_decision", lambda self, mode, opts, device: openvino)
     seen = _spy_loads(monkeypatch)
     r = Restorer(models_dir=models_with_detector, device="cpu", synthetic_weights=True, lifetime=ONE_SHOT)
     res = r(EXAMPLE, RestoreOptions(mode="balanced", model=str(gen256), backend="torch"))

@@ -180,6 +180,7 @@ def test_low_loads_no_openvino_runtime_under_auto(tmp_path: Path, converted_ir: 
     assert backend == "torch" and "the low mode keeps to PyTorch under auto" in why and "0.10 s vs torch 0.30 s" in why
     asked = RestoreOptions(backend="openvino")
     assert cache.detector("mobilenet0.25", "cpu", asked, [], mode=MODES["low"]).backend == "openvino"
-    assert cache.generator_runtime(MODES["low"], RestoreOptions(mode="low", backend="openvino"), "cpu") == "openvino"
+    asked_low = RestoreOptions(mode="low", backend="openvino")
+    assert cache.generator_decision(MODES["low"], asked_low, "cpu").runtime == "openvino"
     # the same 256 px float32 measurement in a mode without the rule: OpenVINO
     assert ov_backend.choose_mode_backend(MODES["balanced"], "auto", 256, "float32", models_dir=tmp_path).runtime == "openvino"

@@ -1,8 +1,7 @@
-"""The memory budget: what is free now, what each mode needs, and the best mode that fits.
-
-The policy behind ``auto`` (:func:`choose`) and the check before an explicit mode runs
-(:func:`check_fits`). Peaks come from the hardware profile saved for this machine
-(:mod:`gpen_core.engine.profile_store`), else from a built-in estimate; the reason says which.
+"""The memory budget: what is free now, what each mode needs, and the best mode that fits (``auto``:
+:func:`choose`; an explicit mode: :func:`check_fits`). Peaks come from the hardware profile saved for this
+machine (:mod:`gpen_core.engine.profile_store`), else from a built-in estimate (on a GPU, from the networks'
+sizes: :func:`vram_estimate`); the reason says which.
 """
 
 from __future__ import annotations
@@ -10,17 +9,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import psutil
 
 from gpen_core.platform.meter import format_bytes
-from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode, get_mode, preshrink_size
+from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode, get_mode
 from gpen_core.platform.zerogpu import on_zerogpu
 from gpen_core.engine.fit import SAFETY_MARGIN, Ranking, fits, rank  # noqa: F401  (SAFETY_MARGIN: read as budget's)
 from gpen_core.engine.runtime_choice import RequestPlan
-from gpen_core.engine.vram import PREPARED_RATIO, network_elements, estimate as vram_estimate
 
 if TYPE_CHECKING:
     from gpen_core.engine.profile_records import Profile
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
 # Built-in peaks above the idle process until the hardware check measures this machine: each mode's
 # worst measured peak over the standard workloads on the project's CPU machines, rounded up (README,
 # "Memory modes"); photos beyond the 12 MP workload add _BYTES_PER_PIXEL a pixel. On a GPU whose free
-# VRAM is readable, gpen_core.engine.vram's estimate stands in instead.
+# VRAM is readable, the VRAM estimate below stands in instead.
 _CPU_MODEL_BYTES = {"low": 440e6, "faces-only": 1.11e9, "balanced": 1.15e9, "quality": 1.45e9}
 # GPEN's 1024 px task networks (colorize, inpaint), per mode: cold peaks rounded up, plus the parsing
 # mask where the mode parses (docs/tasks.md). Seg2face uses the restoration figures.
@@ -45,6 +44,77 @@ VRAM_ESTIMATE_SOURCE = (
     "built-in VRAM estimate from the networks' sizes (weights, a float32 copy for float16 overflows, "
     "activations), not measured on this GPU (run the hardware check to measure)"
 )
+
+
+# What a mode needs in VRAM on a GPU until measured: every figure is an estimate, shown as one.
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# Live feature maps at the generator's peak, in units of its largest one: the styled conv's
+# input and output, the noise half, the skip's RGB, and the fast path's split buffers.
+GENERATOR_LIVE = 6
+# Detector activations per pixel of its (detect_side-bounded) input, float32: ResNet-50's
+# stride-4 stage holds 256 channels at 1/16 of the pixels (64 floats a pixel) and about
+# four such maps are live; mobilenet0.25's widest stage is 16× narrower.
+DETECTOR_BYTES_PER_PIXEL = {"resnet50": 4 * 64 * 4, "mobilenet0.25": 4 * 4 * 4}
+# ParseNet at its input size: 64 channels at full resolution, about four maps live, float32.
+PARSER_BYTES_PER_PIXEL = 64 * 4 * 4
+WORKSPACE_BYTES = 256 * 2**20
+# The prepared generator's bytes over its parameters' in the same dtype (folded modulation, rearranged
+# upsampling weights), measured and rounded up: docs/gpu.md, "Built-in VRAM estimates".
+PREPARED_RATIO = {"float32": 1.08, "half": 1.53}
+# RetinaFace parameter + buffer counts (facexlib's classes; tests/test_cuda_defects.py counts
+# them again from facexlib on the meta device): facexlib is not imported to estimate.
+DETECTOR_ELEMENTS = {"mobilenet0.25": 426_608 + 6_735, "resnet50": 27_293_600 + 58_057}
+
+
+@dataclass(frozen=True)
+class VramEstimate:
+    """Bytes per part of one request in one mode on a GPU (all estimates); ``float32_fallback``: the copy
+    kept for a face whose float16 output overflows (PreparedForward.float32_twin)."""
+
+    weights: int
+    float32_fallback: int
+    activations: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.float32_fallback + self.activations
+
+
+@lru_cache(maxsize=None)
+def network_elements(model: str) -> int:
+    """Parameters + buffers of the registry generator ``model``, or of the released ParseNet ("parsenet": 512 px,
+    19 classes), counted on the meta device."""
+    import torch
+
+    from gpen_core.networks.arch import GPEN
+    from gpen_core.networks.parsenet import ParseNet
+    from gpen_core.weights.lookup import REGISTRY
+
+    with torch.device("meta"):
+        net = ParseNet(in_size=512, out_size=512, parsing_ch=19) if model == "parsenet" else GPEN(REGISTRY[model].arch)
+    return sum(t.numel() for t in (*net.parameters(), *net.buffers()))
+
+
+def vram_estimate(mode: MemoryMode) -> VramEstimate:
+    """VRAM one request in ``mode`` needs on a GPU (generator in ``mode.cuda_dtype``; the detector and parser in
+    float32), above what the process held before: an estimate from the networks' own sizes, counted on the
+    ``meta`` device (docs/gpu.md, "Built-in VRAM estimates"); the photo's full-frame buffers stay in RAM."""
+    from gpen_core.weights.lookup import REGISTRY
+
+    dtype = mode.cuda_dtype
+    gen = network_elements(mode.model)
+    arch = REGISTRY[mode.model].arch
+    channels = arch.channels()
+    largest = max(2 * channels[r] * r * r for r in channels if r <= arch.size)  # one face's features + noise half
+    ratio = PREPARED_RATIO["float32" if dtype == "float32" else "half"]
+    weights = int(gen * _DTYPE_BYTES[dtype] * ratio) + DETECTOR_ELEMENTS[mode.detector] * 4
+    acts = GENERATOR_LIVE * largest * _DTYPE_BYTES[dtype] + WORKSPACE_BYTES
+    acts += DETECTOR_BYTES_PER_PIXEL[mode.detector] * mode.detect_side**2
+    if mode.parsing:
+        weights += network_elements("parsenet") * 4
+        acts += PARSER_BYTES_PER_PIXEL * mode.parse_input**2
+    fallback = int(gen * 4 * PREPARED_RATIO["float32"]) if dtype != "float32" else 0
+    return VramEstimate(weights=weights, float32_fallback=fallback, activations=acts)
 
 
 @dataclass(frozen=True)
@@ -152,10 +222,11 @@ def _need_without_check(
     mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, work: Work,
     profile: Profile | None = None,
 ) -> tuple[int, int, str]:
-    from gpen_core.engine.profile_store import measured_task
+    from gpen_core import modes  # per call: every sizing of the shrunk photo asks the one rule
+    from gpen_core.engine.profile_store import measured, measured_task
 
+    w, h = modes.preshrink_size(*image_size, mode.max_side)
     if work.task != "enhance":
-        w, h = preshrink_size(*image_size, mode.max_side)
         row = measured_task(work.task, mode.name, device, models_dir, profile=profile)  # the hardware check's row
         if row is not None:
             # Photos beyond the row's workload add the built-in growth (one face's row cannot measure one).
@@ -166,7 +237,20 @@ def _need_without_check(
             need = _TASK_1024_BYTES[mode.name] + max(0, w * h - _TASK_COVERED_PIXELS) * _BYTES_PER_PIXEL
             return int(need), 0, (f"built-in estimate for GPEN's 1024 px {work.task} network, measured on the "
                                   "project's CPU machine, not on this one (run the hardware check to measure)")
-    base, src = _base_peak(mode, device, image_size, models_dir, profile)
+    peak = measured(mode.name, device, models_dir=models_dir, profile=profile)
+    if peak is not None:
+        # The measured peak covers photos up to its largest workload: only pixels beyond that add.
+        more = max(0, w * h - peak.covered_pixels) * (peak.bytes_per_pixel or _BYTES_PER_PIXEL)
+        src = "measured on this machine"
+        copy = _f32_copy(mode, device, mode.model)
+        if copy:
+            more += copy
+            src += f", plus ~{format_bytes(copy)} estimated for the float32 copy a float16 overflow loads"
+        base = int(peak.peak_bytes + more)
+    elif device.startswith("cuda") and not on_zerogpu():
+        base, src = vram_estimate(mode).total, VRAM_ESTIMATE_SOURCE
+    else:
+        base, src = int(_CPU_MODEL_BYTES[mode.name] + max(0, w * h - _COVERED_PIXELS) * _BYTES_PER_PIXEL), ESTIMATE_SOURCE
     extra = upscale_extra_bytes(mode, image_size, work.upscale, work.tile)
     if extra:
         src += f"; ~{format_bytes(extra)} of it estimated for upscaling ×{work.upscale}"
@@ -198,28 +282,6 @@ def request_plan(mode: MemoryMode, device: str, image_size: tuple[int, int], mod
         return None
     planned, _ = estimate_peak(mode, device, image_size, models_dir, work=work)
     return RequestPlan(mode.name, planned, start_rss)
-
-
-def _base_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None,
-               profile: Profile | None = None) -> tuple[int, str]:
-    """The request's peak without upscaling: (bytes, where the figure comes from)."""
-    from gpen_core.engine.profile_store import measured as measured_profile
-    from gpen_core.modes import preshrink_size  # per call: every sizing of the shrunk photo asks the one rule
-
-    w, h = preshrink_size(*image_size, mode.max_side)
-    measured = measured_profile(mode.name, device, models_dir=models_dir, profile=profile)
-    if measured is not None:
-        # The measured peak covers photos up to its largest workload: only pixels beyond that add.
-        extra = max(0, w * h - measured.covered_pixels) * (measured.bytes_per_pixel or _BYTES_PER_PIXEL)
-        src = "measured on this machine"
-        copy = _f32_copy(mode, device, mode.model)
-        if copy:
-            extra += copy
-            src += f", plus ~{format_bytes(copy)} estimated for the float32 copy a float16 overflow loads"
-        return int(measured.peak_bytes + extra), src
-    if device.startswith("cuda") and not on_zerogpu():
-        return vram_estimate(mode).total, VRAM_ESTIMATE_SOURCE
-    return int(_CPU_MODEL_BYTES[mode.name] + max(0, w * h - _COVERED_PIXELS) * _BYTES_PER_PIXEL), ESTIMATE_SOURCE
 
 
 def choose(device: str, image_size: tuple[int, int], models_dir: Path | None = None, free: Free | None = None,

@@ -1,10 +1,6 @@
-"""Convert before a long run: a folder or a clip whose expected work on torch outlasts converting its
-generator for OpenVINO converts it first, in the app's preparation child
-(:func:`gpen_core.engine.prepare.prepare_in_child`), then restores on OpenVINO.
-
-A conversion inside a request does not fit its mode's memory plan, so such a run stayed on torch; the
-child's memory is handed back when it exits. Each figure weighed is labelled where it comes from
-(docs/performance.md, "A long run converts first").
+"""Convert before a long run: a folder or a clip whose expected work on torch outlasts converting its generator
+for OpenVINO converts it first in a child process (whose memory is handed back; a conversion inside a request
+would not fit its mode's plan), then restores on OpenVINO (docs/performance.md, "A long run converts first").
 """
 
 from __future__ import annotations
@@ -137,12 +133,11 @@ def convert_first(mode: MemoryMode, faces: int, *, models_dir: str | os.PathLike
                   say: Callable[[str], None] = lambda line: None,
                   starting: Callable[[str, Figure], None] = lambda model, seconds: None,
                   stop: threading.Event | None = None) -> ConvertFirst:
-    """Before a run of ``faces`` expected faces in ``mode`` under ``auto``: convert its generator for OpenVINO in
-    a child process when the expected work on torch outlasts the conversion and the child fits the free RAM.
-    ``say(line)`` hears as it starts and ends; ``starting(model, seconds)`` as the child starts, with the expected
-    seconds. ``stop`` set (a user's Stop) kills the child (outcome "stopped", its unfinished files removed).
-    One conversion at a time in this process (CONVERSION_LOCK), none while the app's background preparation
-    converts the same generator: a second caller waits, then finds the first one's files."""
+    """Before a run of ``faces`` expected faces in ``mode`` under ``auto``: convert its generator for OpenVINO in a
+    child process when the expected work on torch outlasts the conversion and the child fits the free RAM.
+    ``say(line)`` hears its start and end; ``starting(model, seconds)`` the child's start. ``stop`` set kills the
+    child (its unfinished files removed). One conversion at a time per process, none while the background
+    preparation converts the same generator: a second caller waits, then finds the first one's files."""
     from gpen_core.engine.budget import free_memory
     from gpen_core.runtimes.openvino.base import CONVERSION_LOCK
 
@@ -193,8 +188,8 @@ def convert_before(run: Run, *, models_dir: str | os.PathLike[str] | None = None
                    say: Callable[[str], None] = lambda line: None,
                    starting: Callable[[str, Figure], None] = lambda model, seconds: None,
                    stop: threading.Event | None = None) -> ConvertFirst:
-    """:func:`convert_first` for ``run``: only under the ``auto`` backend on the CPU (OpenVINO runs there only),
-    for a run of at least one face. The CLI's folders and clips and the app's Video tab both ask here."""
+    """:func:`convert_first` for ``run`` of at least one face under the ``auto`` backend on the CPU (the CLI's
+    folders and clips, the app's Video tab)."""
     from gpen_core.engine.budget import choose
     from gpen_core.modes import AUTO, MODES
     from gpen_core.weights import lookup as weights

@@ -1,8 +1,5 @@
-"""Which memory mode fits: the one rule behind ``auto``, the weights panel and the hardware check's report.
-
-:func:`rank` turns each pasting mode's need, the memory free now and the modes passed over for another
-reason into a :class:`Ranking`; callers word the answer, none re-derives the rule. Pure and light (no
-psutil, no torch): the presentation imports it to draw the page.
+"""Which memory mode fits: the one rule behind ``auto``, the weights panel and the hardware check's report
+(:func:`rank`; callers word the answer). Pure and light (no psutil, no torch): the presentation imports it.
 """
 
 from __future__ import annotations
@@ -73,9 +70,6 @@ class Ranking:
     def chosen(self) -> ModeFit:
         """What ``auto`` runs: :attr:`best`, else :attr:`lightest` (which may not fit)."""
         return self.best or self.lightest
-
-    def get(self, mode: str) -> ModeFit | None:
-        return next((m for m in self.modes if m.mode == mode), None)
 
     def above(self, mode: str) -> tuple[ModeFit, ...]:
         """The modes ranked above ``mode``, nearest first."""

@@ -1,8 +1,6 @@
-"""A session of frames (a video): the photo path's detect and restore-and-paste stages, per frame.
-
-:meth:`gpen_core.restorer.Restorer.frames` opens one: the mode is resolved once, the networks stay
-resident for the session whatever the cache's lifetime policy, and nothing is encoded (the video room
-owns the container, the audio and the meter of the whole clip).
+"""A session of frames (a video): the photo path's detect and restore-and-paste stages, per frame. The mode is
+resolved once, the networks stay resident for the session, and nothing is encoded (the video room owns the
+container, the audio and the clip's meter).
 """
 
 from __future__ import annotations
@@ -26,10 +24,9 @@ from gpen_core.rgb import check_rgb
 
 
 class FrameSession:
-    """Restores the faces of one frame after another with the networks kept loaded; use it only inside
-    :meth:`~gpen_core.restorer.Restorer.frames`' ``with`` block, from one thread. ``mode``: every frame's;
-    ``notes``: what the session changed from the request, said once. ``plan``: the mode's memory plan for one
-    frame (:func:`gpen_core.engine.budget.request_plan`; None on a GPU)."""
+    """Restores the faces of one frame after another, inside :meth:`~gpen_core.restorer.Restorer.frames`' ``with``
+    block, from one thread. ``notes``: what the session changed from the request, said once. ``plan``: the mode's
+    memory plan for one frame (:func:`gpen_core.engine.budget.request_plan`; None on a GPU)."""
 
     def __init__(self, ctx: stages.RequestContext, notes: list[str], numerics: ExitStack, threads: TorchThreads,
                  plan: budget.RequestPlan | None) -> None:
@@ -75,18 +72,15 @@ class FrameSession:
         restored = stages.restore_and_paste(self._ctx, canvas, generator, self._parsing_fn, check_identity=check_identity)
         out = restored.photo
         timings = Timings(total_s=time.perf_counter() - t, **stages.face_seconds(out))
-        notes = [*restored.notes, *out.notes]
-        notes.extend(dict.fromkeys(restored.overflows))
-        notes.extend(self._threads.notes)
+        notes = [*restored.notes, *out.notes, *dict.fromkeys(restored.overflows), *self._threads.notes]
         return FrameOutput(out.image, tuple(out.faces), tuple(dict.fromkeys(notes)), timings)
 
 
 @contextmanager
 def open_session(models: ModelCache, device: str, opts: RestoreOptions,
                  frame_size: tuple[int, int]) -> Iterator[FrameSession]:
-    """A :class:`FrameSession` with every network resident until the block ends; the cache's lifetime
-    policy is restored afterwards (a one-shot cache then lets them go). InputError for what a session does
-    not do: it pastes faces back into whole frames at their size."""
+    """A :class:`FrameSession` with every network resident until the block ends (a one-shot cache then lets them
+    go). InputError for what a session does not do: it pastes faces back into whole frames at their size."""
     from gpen_core.platform.meter import current_rss
 
     if opts.aligned or opts.upscale > 1 or opts.task != "enhance":

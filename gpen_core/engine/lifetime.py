@@ -1,9 +1,7 @@
-"""What stays in memory between a request's stages: the lifetime policy handed to the model cache.
-
-Each stage tells the cache when it has ended and the policy says which networks go then. ``RESIDENT``
-keeps every network for the next request (the app, a folder, a video's frames); ``ONE_SHOT`` is a
-process that serves one request (the CLI with one photo): each network is loaded when its stage starts
-and dropped when it ends, so the peak is the largest stage's, not the sum of the networks.
+"""What stays in memory between a request's stages: the lifetime policy handed to the model cache. ``RESIDENT``
+keeps every network for the next request (the app, a folder, a video's frames); ``ONE_SHOT`` serves one request
+(the CLI with one photo): each network loads when its stage starts and goes when it ends, so the peak is the
+largest stage's, not the sum of the networks.
 """
 
 from __future__ import annotations

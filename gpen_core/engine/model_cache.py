@@ -2,7 +2,8 @@
 
 :meth:`ModelCache.load` loads any network in the runtime :func:`~gpen_core.engine.runtime_choice.decide_runtime`
 picks from its :mod:`~gpen_core.engine.network_loads` facts; the previous model of its kind is freed first and
-loaded back should the new one fail (:class:`Resident`). Not thread-safe: the Restorer's lock serialises it.
+loaded back should the new one fail (also one :meth:`ModelCache.release_unused` let go). Not thread-safe: the
+Restorer's lock serialises it.
 """
 
 from __future__ import annotations
@@ -66,23 +67,164 @@ class Held:
     build: Callable[[], Any]
 
 
-class Resident:
-    """At most one network of each kind, each with how to load it again, so a failed load rolls back to the
-    previous one (also to one :meth:`set_aside` let go)."""
+class ModelCache:
+    """Generator, detector, parser and upscaler cache (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, models_dir: str | os.PathLike[str] | None = None, *, allow_download: bool = False,
+                 synthetic_weights: bool = False, lifetime: Lifetime = Lifetime.RESIDENT, busy: BusyCheck | None = None,
+                 openvino_threads: int | None = None) -> None:
+        self.models_dir = Path(models_dir) if models_dir is not None else None
+        self.allow_download = allow_download
+        self.synthetic_weights = synthetic_weights
+        # What stays loaded between stages and requests (engine.lifetime).
+        self.lifetime = lifetime
+        self.busy = busy
+        # OpenVINO threads of the detector and parser; None (requests): OpenVINO's own count.
+        self.openvino_threads = openvino_threads
+        # The running request's memory plan (set by :meth:`planned`): a conversion inside it must fit.
+        self.plan: RequestPlan | None = None
+        # What ran each network of the current request, in the order loaded (RestoreResult.runtimes).
+        self.runtimes: dict[str, NetworkRuntime] = {}
+        # The generator runtime of the last request ("torch" / "openvino") and why it was picked.
+        self.backend, self.backend_reason = "torch", ""
         self._held: dict[str, Held | None] = dict.fromkeys(KINDS)
-        # What set_aside let go, by kind, until that kind loads again: a load that fails rolls back to it.
+        # What release_unused let go, by kind, until that kind loads again: a load that fails rolls back to it.
         self._set_aside: dict[str, Held] = {}
+        # Whether the last release_unused let go of a network that ran on OpenVINO (whose libraries stay).
+        self.released_openvino = False
 
-    def get(self, kind: str) -> Held | None:
-        return self._held[kind]
+    @contextmanager
+    def planned(self, plan: RequestPlan | None) -> Iterator[None]:
+        """Networks loaded inside the block belong to a request with ``plan`` (see :attr:`plan`)."""
+        outer, self.plan = self.plan, plan
+        try:
+            yield
+        finally:
+            self.plan = outer
 
-    def names(self) -> dict[str, str | None]:
-        """Kind → the resident network's name (None: nothing of that kind)."""
+    def stage_ended(self, stage: Stage, device: str) -> None:
+        """A request's ``stage`` is over: drop what the lifetime policy lets go then."""
+        for kind in self.lifetime.drops_after(stage):
+            self.drop(kind, device)
+
+    def loaded(self) -> dict[str, str | None]:
+        """Names of the resident models, by kind (None: nothing of that kind)."""
         return {kind: held.name if held else None for kind, held in self._held.items()}
 
-    def swap(self, kind: str, new: Held, device: str) -> None:
+    def release_unused(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> tuple[str, ...]:
+        """Drop the resident networks ``mode`` does not use for ``opts`` (another network, runtime or dtype), so
+        a lighter mode after a heavier one costs what it costs. Returns the names released."""
+        unused = []
+        generator, detector, parser, upscaler = (self._held[kind] for kind in KINDS)
+        if generator is not None and (generator.name != generator_name(mode, opts.task, opts.model)
+                                      or self._moves(generator, lambda: self.generator_decision(mode, opts, device))):
+            unused.append("generator")
+        network = opts.detector or mode.detector
+        if detector is not None and (detector.key[0] != network or self._moves(
+                detector, lambda: decide_runtime(loads.detector_load(self, network, device, opts, mode).facts))):
+            unused.append("detector")
+        if parser is not None and (not mode.parsing or parser.key[2] != mode.parse_input):
+            unused.append("parser")
+        if upscaler is not None and opts.upscale <= 1:
+            unused.append("upscaler")
+        del generator, detector, parser, upscaler
+        names = []
+        self.released_openvino = False
+        for kind in unused:
+            record = self._set_aside[kind] = replace(self._held[kind], obj=None)  # type: ignore[type-var]
+            self.drop(kind, device)
+            names.append(record.name)
+            self.released_openvino |= record.key[-2] == "openvino"
+        if names and clear_primitive_cache():
+            # oneDNN's cache held the dropped networks' kernels; emptied, its memory is heap to trim.
+            release(device)
+        return tuple(names)
+
+    @staticmethod
+    def _moves(held: Held, decide: Callable[[], RuntimeDecision]) -> bool:
+        """Whether this request would run ``held``'s network in another runtime or dtype (not when its weights
+        are missing: the load says so)."""
+        try:
+            decision = decide()
+        except GPENError:
+            return False
+        return held.key[-2:] != (decision.runtime, decision.dtype)
+
+    def weights_present(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> bool:
+        """Whether ``mode`` can run without a download (``auto`` passes over a mode that cannot)."""
+        if self.synthetic_weights:
+            return True
+        if opts.model is None and not self._usable(generator_name(mode, opts.task)):
+            return False
+        return opts.aligned or boxes_given or self._usable(DETECTOR_WEIGHTS[opts.detector or mode.detector])
+
+    def require(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> None:
+        """Raise one WeightsError naming every registry file this request loads that is not here (unless
+        downloads are allowed), so all are fixed at once; a single missing file is left to ``weights.resolve``."""
+        from gpen_core.weights import lookup as weights
+        from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL, missing_error
+
+        if self.allow_download or self.synthetic_weights:
+            return
+        names = [generator_name(mode, opts.task, opts.model)]
+        if not (opts.aligned or boxes_given):
+            names.append(DETECTOR_WEIGHTS[opts.detector or mode.detector])
+        if opts.upscale > 1 and mode.paste:
+            names.append(opts.upscaler_name)
+        absent = [n for n in names if weights.registry_name(n) and weights.locate(n, models_dir=self.models_dir) is None]
+        if len(absent) > 1:
+            folder = self.models_dir if self.models_dir is not None else weights.models_dir()
+            raise missing_error(absent, folder, DOWNLOADS_OFF_FOR_CALL)
+
+    def _usable(self, name: str) -> bool:
+        """Present and verified (hashed once per process while unchanged): auto passes over a corrupt file."""
+        from gpen_core.weights import lookup as weights
+
+        path = weights.locate(name, models_dir=self.models_dir)
+        spec = weights.REGISTRY.get(name)
+        if path is None or spec is None:
+            return path is not None
+        try:
+            weights.verify(path, spec, self.models_dir)
+        except WeightsError:
+            return False
+        return True
+
+    def load(self, want: NetworkLoad, device: str, notes: list[str] | None = None) -> tuple[Any, RuntimeDecision, bool]:
+        """(the network, its runtime decision, whether it was loaded now) for ``want``: the resident one when
+        loaded for the same key, else loaded in its place. The decision's note, if any, goes to ``notes``."""
+        decision = decide_runtime(want.facts)
+        key = (*want.key, decision.runtime, decision.dtype)
+        current = self._held[want.network]
+        fresh = current is None or current.key != key
+        del current
+        if fresh:
+            decision = self._swap_in(want, decision, device)
+        loaded = self._held[want.network]
+        assert loaded is not None  # a failed load raised
+        self.runtimes[want.network] = NetworkRuntime(want.network, loaded.name, decision.runtime, decision.reason)
+        if notes is not None and decision.note:
+            notes.append(decision.note)
+        return loaded.obj, decision, fresh
+
+    def _swap_in(self, want: NetworkLoad, decision: RuntimeDecision, device: str) -> RuntimeDecision:
+        """Load ``want`` as ``decision`` says, or on torch when the OpenVINO cache cannot serve it after all."""
+        from gpen_core.runtimes.openvino.base import CacheProblem
+
+        def swap(d: RuntimeDecision) -> RuntimeDecision:
+            self._swap(want.network, Held((*want.key, d.runtime, d.dtype), None, want.name, lambda: want.build(d)),
+                       device)
+            return d
+
+        try:
+            return swap(decision)
+        except CacheProblem as problem:
+            if decision.runtime != "openvino":
+                raise
+            instead = instead_of_cache(want.facts, problem)
+        return swap(instead)
+
+    def _swap(self, kind: str, new: Held, device: str) -> None:
         """Free the resident ``kind`` and load ``new`` in its place; on failure load the previous one again
         (should that fail too, nothing stays loaded) and re-raise the first failure, the second beside it."""
         previous = self._held[kind]
@@ -108,186 +250,6 @@ class Resident:
                     exc.add_note(f"the previous {kind} {shown} could not be reloaded either: {again}")
             raise
 
-    def set_aside(self, kind: str, device: str) -> Held:
-        """Let the resident ``kind`` go, keeping how to load it again (returned, its ``obj`` None)."""
-        record = replace(self._held[kind], obj=None)  # type: ignore[type-var]
-        self._set_aside[kind] = record
-        self.drop(kind, device)
-        return record
-
-    def drop(self, kind: str, device: str) -> None:
-        """Drop the resident ``kind`` and hand its memory back."""
-        if self._held[kind] is not None:
-            self._held[kind] = None
-            release(device)
-
-    def free(self, device: str) -> None:
-        """Drop every resident network and hand the memory back (nothing to roll back to afterwards)."""
-        self._held = dict.fromkeys(KINDS)
-        self._set_aside.clear()
-        release(device)
-
-
-class ModelCache:
-    """Generator, detector, parser and upscaler cache; not thread-safe (the Restorer's lock serialises it)."""
-
-    def __init__(self, models_dir: str | os.PathLike[str] | None = None, *, allow_download: bool = False,
-                 synthetic_weights: bool = False, lifetime: Lifetime = Lifetime.RESIDENT, busy: BusyCheck | None = None,
-                 openvino_threads: int | None = None) -> None:
-        self.models_dir = Path(models_dir) if models_dir is not None else None
-        self.allow_download = allow_download
-        self.synthetic_weights = synthetic_weights
-        # What stays loaded between stages and requests (engine.lifetime).
-        self.lifetime = lifetime
-        self.busy = busy
-        # OpenVINO threads of the detector and parser; None (requests): OpenVINO's own count.
-        self.openvino_threads = openvino_threads
-        # The running request's memory plan (set by :meth:`planned`): a conversion inside it must fit.
-        self.plan: RequestPlan | None = None
-        # What ran each network of the current request, in the order loaded (RestoreResult.runtimes).
-        self.runtimes: dict[str, NetworkRuntime] = {}
-        # The generator runtime of the last request ("torch" / "openvino") and why it was picked.
-        self.backend, self.backend_reason = "torch", ""
-        self.resident = Resident()
-        # Whether the last release_unused let go of a network that ran on OpenVINO (whose libraries stay).
-        self.released_openvino = False
-
-    @contextmanager
-    def planned(self, plan: RequestPlan | None) -> Iterator[None]:
-        """Networks loaded inside the block belong to a request with ``plan`` (see :attr:`plan`)."""
-        outer, self.plan = self.plan, plan
-        try:
-            yield
-        finally:
-            self.plan = outer
-
-    def stage_ended(self, stage: Stage, device: str) -> None:
-        """A request's ``stage`` is over: drop what the lifetime policy lets go then."""
-        for kind in self.lifetime.drops_after(stage):
-            self.drop(kind, device)
-
-    def loaded(self) -> dict[str, str | None]:
-        """Names of the resident models, by kind."""
-        return self.resident.names()
-
-    def release_unused(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> tuple[str, ...]:
-        """Drop the resident networks ``mode`` does not use for ``opts`` (another generator, detector or parser
-        size, the same network in another runtime or dtype) before the request, so a lighter mode after a
-        heavier one costs what it costs. Returns the names released."""
-        unused = []
-        generator, detector = self.resident.get("generator"), self.resident.get("detector")
-        parser, upscaler = self.resident.get("parser"), self.resident.get("upscaler")
-        if generator is not None and (generator.name != generator_name(mode, opts.task, opts.model)
-                                      or self._moves(generator, lambda: self.generator_decision(mode, opts, device))):
-            unused.append("generator")
-        network = opts.detector or mode.detector
-        if detector is not None and (detector.key[0] != network or self._moves(
-                detector, lambda: decide_runtime(loads.detector_load(self, network, device, opts, mode).facts))):
-            unused.append("detector")
-        if parser is not None and (not mode.parsing or parser.key[2] != mode.parse_input):
-            unused.append("parser")
-        if upscaler is not None and opts.upscale <= 1:
-            unused.append("upscaler")
-        del generator, detector, parser, upscaler
-        names = []
-        self.released_openvino = False
-        for kind in unused:
-            record = self.resident.set_aside(kind, device)
-            names.append(record.name)
-            self.released_openvino |= record.key[-2] == "openvino"
-        if names and clear_primitive_cache():
-            # oneDNN's cache held the dropped networks' kernels; emptied, its memory is heap to trim.
-            release(device)
-        return tuple(names)
-
-    @staticmethod
-    def _moves(held: Held, decide: Callable[[], RuntimeDecision]) -> bool:
-        """Whether this request would run ``held``'s network in another runtime or dtype. A decision that
-        cannot be taken (its weights missing) moves nothing: the load says what is wrong."""
-        try:
-            decision = decide()
-        except GPENError:
-            return False
-        return held.key[-2:] != (decision.runtime, decision.dtype)
-
-    def weights_present(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> bool:
-        """Whether ``mode`` can run without a download (``auto`` passes over a mode that cannot)."""
-        if self.synthetic_weights:
-            return True
-        if opts.model is None and not self._usable(generator_name(mode, opts.task)):
-            return False
-        return opts.aligned or boxes_given or self._usable(DETECTOR_WEIGHTS[opts.detector or mode.detector])
-
-    def require(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> None:
-        """Raise one WeightsError naming every registry file this request loads that is not here, so a newcomer
-        fixes them all at once. Nothing to check when downloads are allowed or with synthetic weights; a
-        single missing file is left to ``weights.resolve``."""
-        from gpen_core.weights import lookup as weights
-        from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL, missing_error
-
-        if self.allow_download or self.synthetic_weights:
-            return
-        names = [generator_name(mode, opts.task, opts.model)]
-        if not (opts.aligned or boxes_given):
-            names.append(DETECTOR_WEIGHTS[opts.detector or mode.detector])
-        if opts.upscale > 1 and mode.paste:
-            names.append(opts.upscaler_name)
-        absent = [n for n in names if weights.registry_name(n) and weights.locate(n, models_dir=self.models_dir) is None]
-        if len(absent) > 1:
-            folder = self.models_dir if self.models_dir is not None else weights.models_dir()
-            raise missing_error(absent, folder, DOWNLOADS_OFF_FOR_CALL)
-
-    def _usable(self, name: str) -> bool:
-        """Present and verified (size and sha256, hashed once per process while unchanged): a corrupt file
-        counts as missing, as in the weights panel, so auto passes over it instead of failing on it."""
-        from gpen_core.weights import lookup as weights
-
-        path = weights.locate(name, models_dir=self.models_dir)
-        spec = weights.REGISTRY.get(name)
-        if path is None or spec is None:
-            return path is not None
-        try:
-            weights.verify(path, spec, self.models_dir)
-        except WeightsError:
-            return False
-        return True
-
-    def load(self, want: NetworkLoad, device: str, notes: list[str] | None = None) -> tuple[Any, RuntimeDecision, bool]:
-        """(the network, its runtime decision, whether it was loaded now) for ``want``: the resident one when
-        loaded for the same key, else loaded in place of it (see the module docstring). The decision's note,
-        if any, goes to ``notes``."""
-        decision = decide_runtime(want.facts)
-        key = (*want.key, decision.runtime, decision.dtype)
-        current = self.resident.get(want.network)
-        fresh = current is None or current.key != key
-        del current
-        if fresh:
-            decision = self._swap_in(want, decision, device)
-        loaded = self.resident.get(want.network)
-        assert loaded is not None  # a failed load raised
-        self.runtimes[want.network] = NetworkRuntime(want.network, loaded.name, decision.runtime, decision.reason)
-        if notes is not None and decision.note:
-            notes.append(decision.note)
-        return loaded.obj, decision, fresh
-
-    def _swap_in(self, want: NetworkLoad, decision: RuntimeDecision, device: str) -> RuntimeDecision:
-        """Load ``want`` as ``decision`` says; when the OpenVINO cache cannot serve it after all
-        (unwritable, or an entry found damaged and set aside), load it on torch and return that decision."""
-        from gpen_core.runtimes.openvino.base import CacheProblem
-
-        def swap(d: RuntimeDecision) -> RuntimeDecision:
-            self.resident.swap(want.network, Held((*want.key, d.runtime, d.dtype), None, want.name, lambda: want.build(d)),
-                               device)
-            return d
-
-        try:
-            return swap(decision)
-        except CacheProblem as problem:
-            if decision.runtime != "openvino":
-                raise
-            instead = instead_of_cache(want.facts, problem)
-        return swap(instead)
-
     def generator(self, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any = None):
         """(forward, size, torch dtype, name, note) for this request (:meth:`load`); what ran and why is left in
         :attr:`backend` / :attr:`backend_reason`. ``progress`` hears about a first-use OpenVINO conversion."""
@@ -296,29 +258,27 @@ class ModelCache:
         want, plan, notes, precision_note = loads.generator_load(self, mode, opts, device, progress)
         (forward, size), decision, fresh = self.load(want, device, notes)
         self.backend, self.backend_reason = decision.runtime, decision.reason
+        dtype = plan.dtype_torch
         if decision.runtime == "openvino":
             notes.extend([precision_note] if precision_note else [])
             _converted(notes, "the generator", forward.convert_s if fresh else None)
             dtype = torch.bfloat16 if decision.dtype == "bfloat16" else torch.float32
-            return forward, size, dtype, want.name, ("; ".join(notes) or None)
-        return forward, size, plan.dtype_torch, want.name, ("; ".join(notes) or None)
+        return forward, size, dtype, want.name, ("; ".join(notes) or None)
 
     def generator_decision(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> RuntimeDecision:
         """The runtime decision :meth:`generator` would take for this request, without loading anything."""
         return decide_runtime(loads.generator_load(self, mode, opts, device, None)[0].facts)
 
-    def generator_runtime(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> str:
-        return self.generator_decision(mode, opts, device).runtime
-
     def detector(self, network: str, device: str, opts: RestoreOptions | None = None, notes: list[str] | None = None,
                  mode: MemoryMode | None = None):
-        """The cached :class:`~gpen_core.faces.detect.FaceDetector` for ``network`` on ``device`` (:meth:`load`),
-        in the runtime ``opts.backend`` asks (no opts: torch); ``notes`` hears when it is OpenVINO."""
+        """The :class:`~gpen_core.faces.detect.FaceDetector` ``network`` in the runtime ``opts.backend`` asks (no
+        opts: torch)."""
         detector, decision, fresh = self.load(loads.detector_load(self, network, device, opts, mode), device, notes)
         if notes is not None:
             _converted(notes, f"the {network} detector", detector.convert_s if fresh else None)
-        if decision.runtime == "openvino" and notes is not None:
-            notes.append(f"face detector: {network} on OpenVINO float32 ({decision.reason.replace(' per face', ' per detection')})")
+            if decision.runtime == "openvino":
+                notes.append(f"face detector: {network} on OpenVINO float32 "
+                             f"({decision.reason.replace(' per face', ' per detection')})")
         return detector
 
     def parser(self, mode: MemoryMode, device: str, notes: list[str], opts: RestoreOptions | None = None, progress: Any = None):
@@ -366,11 +326,15 @@ class ModelCache:
 
     def drop(self, kind: str, device: str) -> None:
         """Drop one resident model (generator, detector, parser or upscaler) and hand its memory back."""
-        self.resident.drop(kind, device)
+        if self._held[kind] is not None:
+            self._held[kind] = None
+            release(device)
 
     def free(self, device: str) -> None:
         """Drop every resident model and hand the memory back (nothing to roll back to afterwards)."""
-        self.resident.free(device)
+        self._held = dict.fromkeys(KINDS)
+        self._set_aside.clear()
+        release(device)
 
 
 def _converted(notes: list[str], what: str, convert_s: float | None) -> None:

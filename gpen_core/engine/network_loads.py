@@ -23,7 +23,6 @@ from gpen_core.runtimes.openvino.choice import BackendChoice
 
 if TYPE_CHECKING:
     from gpen_core.faces.detect import DetectorName, FaceDetector
-    from gpen_core.faces.parse import ParsingMasker
 
 # Face-parsing weights in the order they are looked for: GPEN's own, then facexlib's copy
 # (the same ParseNet class and key table; see gpen_core.networks.parsenet).
@@ -47,7 +46,7 @@ class NetworkLoad:
 
 
 class LoadSource(Protocol):
-    """What the load builders read off the model cache."""
+    """What the load builders read off the model cache (a Protocol: the cache imports this module)."""
 
     models_dir: Path | None
     allow_download: bool
@@ -88,35 +87,22 @@ def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: st
     ``dtypes``: (on torch, on OpenVINO). Free RAM, a busy converter and the memory plan are read only for
     a network OpenVINO would run that is not converted yet."""
     from gpen_core.engine.budget import free_memory
+    from gpen_core.platform.meter import current_rss
+    from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason
 
     network, name, what = want
     converted = conversion.converted
     first_use = measured.runtime == "openvino" and not converted
+    plan = src.plan if first_use else None
     return RuntimeFacts(
         network=network, what=what, requested=requested, measured=measured, torch_dtype=dtypes[0],
         openvino_dtype=dtypes[1], converted=converted, convert_ram=conversion.ram,
         free_ram=free_memory(device).ram_bytes if first_use else 0, convert_ram_estimated=conversion.estimated,
         converting=conversion.converting, busy=src.busy(network, name, what) if first_use and src.busy else None,
-        unwritable=cache_unwritable(src) if first_use else None,
+        unwritable=unwritable_reason(cache_root(ov_models_dir(src))) if first_use else None,  # probed by a write
         conversion_pays=src.lifetime.conversion_pays,
-        plan=plan_room(src.plan) if first_use else None,
+        plan=PlanRoom(plan.mode, plan.planned, max(0, current_rss() - plan.start_rss)) if plan is not None else None,
     )
-
-
-def plan_room(plan: RequestPlan | None) -> PlanRoom | None:
-    """Where the running request stands against ``plan`` now (None: no request running)."""
-    if plan is None:
-        return None
-    from gpen_core.platform.meter import current_rss
-
-    return PlanRoom(plan.mode, plan.planned, max(0, current_rss() - plan.start_rss))
-
-
-def cache_unwritable(src: LoadSource) -> str | None:
-    """Why the OpenVINO cache cannot take a conversion, or None (probed by a write)."""
-    from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason
-
-    return unwritable_reason(cache_root(ov_models_dir(src)))
 
 
 def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any):
@@ -144,7 +130,13 @@ def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, devi
         if decision.runtime == "openvino":
             prec = "bf16" if decision.dtype == "bfloat16" else "f32"
             return load_openvino_generator(path, prec, ov_models_dir(src), progress)
-        return load_torch_generator(path, plan)
+        from gpen_core.networks.checkpoint import load_generator
+        from gpen_core.networks.prepared import prepare
+        from gpen_core.networks.synthetic import random_generator
+        from gpen_core.weights.lookup import REGISTRY
+
+        model = random_generator(REGISTRY[name].arch) if synthetic else load_generator(path)
+        return prepare(model, plan), model.config.size
 
     return NetworkLoad("generator", name, (str(path), plan), facts, build), plan, [plan_note] if plan_note else [], precision_note
 
@@ -154,12 +146,15 @@ def detector_load(src: LoadSource, network: str, device: str, opts: RestoreOptio
     """The load of the ``network`` face detector (torch or OpenVINO)."""
     from gpen_core.faces.detect import FaceDetector
     from gpen_core.runtimes.openvino import generator as ov
+    from gpen_core.weights import lookup as weights
 
     requested = opts.backend if opts is not None else "torch"
     kw = dict(network=f"retinaface-{network}", models_dir=ov_models_dir(src), device=device)
     measured = (ov.choose_mode_backend(mode, requested, 1000, "float32", **kw) if mode is not None
                 else ov.choose_backend(requested, 1000, "float32", **kw))
-    path = detector_path(src, network)
+    path: Path | None = None  # with synthetic weights, random ones unless the real ones are here
+    if not src.synthetic_weights or weights.locate(DETECTOR_WEIGHTS[network], models_dir=src.models_dir) is not None:
+        path = resolve(src, DETECTOR_WEIGHTS[network])
     converted, need = True, 0
     if measured.runtime == "openvino" and path is not None:  # None: the check's random detector runs as chosen
         from gpen_core.runtimes.openvino import detector as ov_detect
@@ -176,16 +171,6 @@ def detector_load(src: LoadSource, network: str, device: str, opts: RestoreOptio
         return FaceDetector(path, network, device=device)  # type: ignore[arg-type]
 
     return NetworkLoad("detector", network, (network, device), facts, build)
-
-
-def detector_path(src: LoadSource, network: str) -> Path | None:
-    """The detector's weights; with synthetic weights, None (random weights) unless they are here."""
-    if src.synthetic_weights:
-        from gpen_core.weights import lookup as weights
-
-        if weights.locate(DETECTOR_WEIGHTS[network], models_dir=src.models_dir) is None:
-            return None
-    return resolve(src, DETECTOR_WEIGHTS[network])
 
 
 def parser_path(src: LoadSource) -> Path | None:
@@ -219,9 +204,15 @@ def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOpt
                           Conversion(converted, need), device)
 
     def build(decision: RuntimeDecision) -> Any:
-        if decision.runtime == "openvino":
-            return openvino_masker(path, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype, models_dir=ov_models_dir(src),
+        if decision.runtime == "openvino":  # CPU only, in the precision the mode's dtype gives on torch
+            from gpen_core.runtimes.openvino import parser as ov_parse
+            from gpen_core.runtimes.openvino.base import choose_precision
+
+            precision = choose_precision(choose_parse_dtype("cpu", mode.cpu_dtype))[0]
+            parser = ov_parse.load(path if path is not None else ov_parse.synthetic_weights(ov_models_dir(src)),
+                                   mode.parse_input, precision, models_dir=ov_models_dir(src),
                                    threads=src.openvino_threads, progress=progress)
+            return ParsingMasker(path, "cpu", input_size=mode.parse_input, parser=parser)
         return ParsingMasker(path, device=device, input_size=mode.parse_input, cpu_dtype=mode.cpu_dtype)
 
     name = path.name if path is not None else "parsenet (synthetic)"
@@ -314,20 +305,6 @@ def load_openvino_generator(path: Path, precision: str, models_dir: Path, progre
     return forward, forward.size
 
 
-def load_torch_generator(path: Path, plan):
-    from gpen_core.networks.checkpoint import load_generator
-    from gpen_core.networks.prepared import prepare
-
-    if str(path).startswith("synthetic:"):
-        from gpen_core.networks.synthetic import random_generator
-        from gpen_core.weights.lookup import REGISTRY
-
-        model = random_generator(REGISTRY[str(path).split(":", 1)[1]].arch)
-    else:
-        model = load_generator(path)
-    return prepare(model, plan), model.config.size
-
-
 def openvino_detector(weights_path: Path | None, network: "DetectorName", *,
                       models_dir: str | os.PathLike[str] | None = None, threads: int | None = None) -> "FaceDetector":
     """RetinaFace ``network`` on OpenVINO (CPU; converted once, cached under ``models_dir``); ``weights_path``
@@ -338,18 +315,3 @@ def openvino_detector(weights_path: Path | None, network: "DetectorName", *,
     runner = ov_detect.load(weights_path, network, lambda p: build_retinaface(p, network), models_dir=models_dir,
                             threads=threads)
     return FaceDetector(weights_path, network, "cpu", runner=runner)
-
-
-def openvino_masker(weights_path: Path | None, *, input_size: int = 512, cpu_dtype: str = "float32",
-                    models_dir: str | os.PathLike[str] | None = None, threads: int | None = None,
-                    progress: Any = None) -> "ParsingMasker":
-    """GPEN's ParseNet paste mask on OpenVINO at ``input_size`` (CPU; converted once, cached), in the precision
-    the mode's dtype gives on torch (:func:`choose_parse_dtype`)."""
-    from gpen_core.faces.parse import ParsingMasker, choose_parse_dtype
-    from gpen_core.runtimes.openvino import parser as ov_parse
-    from gpen_core.runtimes.openvino.base import choose_precision
-
-    path = Path(weights_path) if weights_path is not None else ov_parse.synthetic_weights(models_dir)
-    parser = ov_parse.load(path, input_size, choose_precision(choose_parse_dtype("cpu", cpu_dtype))[0],
-                           models_dir=models_dir, threads=threads, progress=progress)
-    return ParsingMasker(weights_path, "cpu", input_size=input_size, parser=parser)

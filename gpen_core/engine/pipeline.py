@@ -113,8 +113,7 @@ def decode(image: ImageSource, reduce_to: int | None = None):
 
     if isinstance(image, np.ndarray):
         rgb = check_rgb(image, "the image array")
-        h, w = rgb.shape[:2]
-        return DecodedImage(rgb=rgb, alpha=None, format="array", original_size=(w, h), notes=())
+        return DecodedImage(rgb=rgb, alpha=None, format="array", original_size=(rgb.shape[1], rgb.shape[0]), notes=())
     return decode_image(image, reduce_to=reduce_to)
 
 
@@ -232,9 +231,17 @@ def run_attempt(models: ModelCache, device: str, req: Request, opts: RestoreOpti
 
 
 def attempt_or_none(models: ModelCache, device: str, req: Request, opts: RestoreOptions, report: Progress) -> RestoreResult | None:
-    """:func:`run_attempt`'s result, or None when it ran out of memory (the facade then steps down)."""
-    if not fits_the_address_space_cap(models, device, req, opts):
-        return None  # stepped down as out of memory, before any network ran at the cap's edge
+    """:func:`run_attempt`'s result, or None when it ran out of memory (the facade then steps down). Under an
+    address-space cap (``ulimit -v``) on the CPU, a mode estimated not to fit is not started when a lighter one
+    exists: at the cap's very edge oneDNN can kill the process instead of failing (docs/files-and-limits.md,
+    "Out of memory under a memory cap")."""
+    from gpen_core.platform.oom import address_space_left
+
+    left = address_space_left()
+    if left is not None and device.startswith("cpu") and lighter_than(req.mode, opts.task) is not None:
+        size = (req.decoded.rgb.shape[1], req.decoded.rgb.shape[0])
+        if budget.estimate_peak(req.mode, device, size, models.models_dir, work=budget.Work.of(opts))[0] > left:
+            return None  # stepped down as out of memory, before any network ran at the cap's edge
     try:
         return run_attempt(models, device, req, opts, report)
     except Exception as exc:
@@ -244,21 +251,6 @@ def attempt_or_none(models: ModelCache, device: str, req: Request, opts: Restore
             raise
         del exc  # drop the traceback's frames: they hold the big tensors
     return None
-
-
-def fits_the_address_space_cap(models: ModelCache, device: str, req: Request, opts: RestoreOptions) -> bool:
-    """False when an address-space cap (``ulimit -v``) leaves less than ``req``'s mode is estimated to need,
-    for a mode that has a lighter one to step down to; True otherwise (no cap, a GPU, the lightest mode).
-    At the cap's very edge oneDNN can kill the process instead of failing (docs/files-and-limits.md, "Out of
-    memory under a memory cap"), so a mode that cannot fit is not started there."""
-    from gpen_core.platform.oom import address_space_left
-
-    left = address_space_left()
-    if left is None or not device.startswith("cpu") or lighter_than(req.mode, opts.task) is None:
-        return True
-    rgb = req.decoded.rgb
-    need, _ = budget.estimate_peak(req.mode, device, (rgb.shape[1], rgb.shape[0]), models.models_dir, work=budget.Work.of(opts))
-    return need <= left
 
 
 def step_down(req: Request, tried: list[str], task: str = "enhance") -> Request:

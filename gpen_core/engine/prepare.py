@@ -1,9 +1,7 @@
-"""Convert ahead: the OpenVINO conversions ``auto`` will want, done before a user waits for them.
-
-A first-use conversion takes tens of seconds and more RAM than running the network. ``python -m
-gpen_core download`` converts right after verifying the files; the app converts in a niced child
-process (:class:`BackgroundPreparation`). Meanwhile a request that needs a network being converted runs
-it on torch and its notes say why (:func:`busy_note`), instead of converting it a second time.
+"""Convert ahead: the OpenVINO conversions ``auto`` will want (tens of seconds, more RAM than running the network),
+done before a user waits for them: by ``python -m gpen_core download``, or in the app's niced child process
+(:class:`BackgroundPreparation`). Meanwhile a request that needs a network being converted runs it on torch and
+its notes say why (:func:`busy_note`).
 """
 
 from __future__ import annotations
@@ -85,15 +83,9 @@ class PrepareReport:
     failed: list[str] = field(default_factory=list)
 
     def add(self, label: str, prepared: ConversionOutcome) -> None:
-        """File ``label`` under what preparing it came to."""
-        if prepared.outcome == "converted":
-            self.converted.append(label)
-        elif prepared.outcome == "cached":
-            self.cached.append(label)
-        elif prepared.outcome == "skipped":
-            self.skipped.append(f"{label} ({prepared.detail})")
-        else:
-            self.failed.append(f"{label}: {prepared.detail}")
+        """File ``label`` in the list named by its outcome, with the detail of a skipped or failed one."""
+        shown = {"skipped": f"{label} ({prepared.detail})", "failed": f"{label}: {prepared.detail}"}
+        getattr(self, prepared.outcome).append(shown.get(prepared.outcome, label))
 
     def lines(self) -> list[str]:
         return ([f"converted {c}" for c in self.converted] + [f"already converted: {c}" for c in self.cached]
@@ -103,10 +95,9 @@ class PrepareReport:
 def convert_ahead(modes: Sequence[MemoryMode] | None = None, *, models_dir: str | os.PathLike[str] | None = None,
                   progress: Progress | None = None, on_plan: Callable[[list[tuple[str, str]]], None] | None = None,
                   on_start: Callable[[str, str], None] | None = None) -> PrepareReport:
-    """Convert, for ``modes`` (default: every mode), each network ``auto`` runs on OpenVINO on this CPU and
-    whose weights are present. Nothing is downloaded. Each goes through the model cache as a request's first
-    use would (a conversion that does not fit the free RAM is reported as skipped). ``on_plan([(token,
-    label), ...])`` hears what will be prepared, in order; ``on_start(token, label)`` as each begins."""
+    """Convert, for ``modes`` (default: all), each network ``auto`` runs on OpenVINO on this CPU whose weights are
+    present, through the model cache as a request's first use would (one that does not fit the free RAM is
+    skipped). ``on_plan([(token, label), ...])`` hears the plan, in order; ``on_start(token, label)`` each start."""
     from gpen_core.engine.model_cache import ModelCache
     from gpen_core.errors import GPENError
     from gpen_core.options import RestoreOptions
@@ -218,8 +209,7 @@ class Started:
 
 def prepare_in_child(models_dir: str | os.PathLike[str] | None,
                      modes: Sequence[MemoryMode] | None = None) -> PrepareReport:
-    """:func:`convert_ahead` in the preparation's child process (its module-level entry point), telling the
-    parent through :func:`gpen_core.platform.worker.send` as it goes."""
+    """:func:`convert_ahead` in the preparation's child process, telling the parent as it goes (``worker.send``)."""
     from gpen_core.platform import worker
 
     return convert_ahead(modes, models_dir=models_dir or None, progress=worker.report,
@@ -228,10 +218,9 @@ def prepare_in_child(models_dir: str | os.PathLike[str] | None,
 
 
 class BackgroundPreparation:
-    """:func:`convert_ahead` in a niced child process (:func:`prepare_in_child`), watched by a daemon thread
-    that keeps a status line for a page and tells requests (:func:`busy_note`) what is being converted. A child
-    that dies before it reports is started again once, still holding what it planned; when that run fails too,
-    the report says so and requests convert on first use."""
+    """:func:`convert_ahead` in a niced child process, watched by a daemon thread that keeps a status line for a
+    page and tells requests (:func:`busy_note`) what is being converted. A child that dies before it reports is
+    started again once; when that run fails too, the report says so and requests convert on first use."""
 
     # A conversion runs at this niceness: the first restores, on torch meanwhile, get the cores first.
     NICENESS = 10

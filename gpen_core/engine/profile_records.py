@@ -1,8 +1,6 @@
-"""The hardware check's records: one workload run, one mode, the whole profile; JSON in and out, and a
-mode's runs summarised into its record (:func:`summarise`, :func:`failed_mode`).
-
-Without the weights, the exact architectures run with random weights: the same memory and time, no
-restoration, and every row says so (a random detector runs for its cost; fixed boxes stand in).
+"""The hardware check's records (one workload run, one mode, the whole profile), JSON in and out, and a mode's
+runs summarised into its record. Without weights, the exact architectures run random ones: the same memory
+and time, no restoration, and every row says so (a random detector runs for its cost; fixed boxes stand in).
 """
 
 from __future__ import annotations
@@ -91,15 +89,15 @@ def median_s(times: Sequence[float]) -> float | None:
 
 
 def _with_medians(d: dict[str, Any]) -> dict[str, Any]:
-    """A stored row whose medians were left out (derivable from its runs: the store keeps each figure once)."""
+    """A stored row with the medians :func:`without_medians` left out."""
     return {**d, "torch_s": d.get("torch_s", median_s(d.get("torch_times") or ())),
             "openvino_s": d.get("openvino_s", median_s(d.get("openvino_times") or ())),
             "torch_times": tuple(d.get("torch_times", ())), "openvino_times": tuple(d.get("openvino_times", ()))}
 
 
 def without_medians(row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` (a BackendSpeed's or NetworkSpeed's dict) less the medians its runs give exactly: the store
-    keeps each figure once (the medians ``auto`` reads live under ``speeds``)."""
+    """``row`` (a BackendSpeed's or NetworkSpeed's dict) less the medians its runs give exactly: the store keeps
+    each figure once."""
     out = dict(row)
     for side in ("torch", "openvino"):
         if out.get(f"{side}_s") is not None and median_s(out.get(f"{side}_times") or ()) == out[f"{side}_s"]:
@@ -108,7 +106,7 @@ def without_medians(row: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Pair:
-    """A torch against OpenVINO row: its medians (``torch_s``, ``openvino_s``) say which is faster."""
+    """A torch against OpenVINO row."""
 
     torch_s: float | None
     openvino_s: float | None
@@ -257,8 +255,7 @@ class Profile:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Profile":
-        """Inverse of :meth:`to_dict`; ValueError when a field is missing or unknown (the version is checked
-        by the measurements store)."""
+        """Inverse of :meth:`to_dict`; ValueError when a field is missing or unknown."""
         try:
             modes = {k: ModeProfile.from_dict(m) for k, m in d["modes"].items()}
             return cls(**{**d, "workloads": tuple(d["workloads"]), "modes": modes, "notes": tuple(d.get("notes", ())),
@@ -314,8 +311,7 @@ def failed_mode(spec: dict[str, Any], why: str, free_binding: int | None) -> Mod
 
 def summarise(mode: MemoryMode, runs: list[WorkloadRun], device: str, kind: str, dtype: str,
               idle: tuple[int, int | None], notes: list[str]) -> ModeProfile:
-    """One mode's profile from its workload runs. ``idle``: the measuring process's (RSS, allocated VRAM)
-    before its first request, the zero the runs' peaks are above."""
+    """One mode's profile from its workload runs, above ``idle``: the process's (RSS, allocated VRAM) before them."""
     idle_rss, idle_vram = idle
     ram = max(r.peak_ram_bytes for r in runs)
     vram = max((r.peak_vram_bytes for r in runs if r.peak_vram_bytes is not None), default=None)

@@ -1,9 +1,6 @@
-"""Where hardware profiles live and when they still hold.
-
-A :class:`~gpen_core.engine.profile_records.Profile` is saved in the models folder's measurements store
-(:mod:`gpen_core.platform.measurements`), one entry per device, with a :func:`fingerprint` of the machine,
-the versions and the weights present; :func:`measured` returns a saved figure only while it still
-matches (a new GPU, a torch upgrade or a download asks for a new check). Never runs the engine.
+"""Where hardware profiles live and when they still hold: one per device in the models folder's measurements
+store (:mod:`gpen_core.platform.measurements`), with a :func:`fingerprint` of the machine, the versions and the
+weights present; :func:`measured` returns a saved figure only while it still matches. Never runs the engine.
 """
 
 from __future__ import annotations
@@ -89,21 +86,14 @@ def fingerprint(device: str, models_dir: str | os.PathLike[str] | None = None, s
     return fp
 
 
-def same_machine(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Fingerprints equal except for ``synthetic``: random weights cost what real ones cost (real weights
-    appearing changes ``weights``)."""
-    strip = lambda fp: {k: v for k, v in fp.items() if k != "synthetic"}  # noqa: E731
-    return strip(a) == strip(b)
-
-
 def profile_path(models_dir: str | os.PathLike[str] | None = None) -> Path:
     """The measurements store in the models folder (``$GPEN_HOME`` or ``~/.cache/gpen`` by default)."""
     return measurements.path(models_dir)
 
 
 def save_profile(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Write ``profile`` into the models folder's measurements store under its device, atomically. Modes
-    and rows measured earlier for the same fingerprint and workloads stay when this run measured only some."""
+    """Write ``profile`` into the measurements store under its device, atomically, keeping the modes and rows
+    measured earlier for the same fingerprint and workloads that this run did not measure."""
     key = device_key(profile.device)
     mine = profile.to_dict()
     if isinstance(mine.get("backends"), dict):
@@ -149,7 +139,10 @@ def load_profile(device: str, models_dir: str | os.PathLike[str] | None = None, 
     raw = saved_profiles(models_dir).get(device_key(device))
     if not isinstance(raw, dict):
         return None
-    if not any_machine and not same_machine(raw.get("fingerprint", {}), fingerprint(device, models_dir)):
+    # The same machine but for ``synthetic``: random weights cost what real ones cost (real ones appearing
+    # changes ``weights``).
+    strip = lambda fp: {k: v for k, v in fp.items() if k != "synthetic"}  # noqa: E731
+    if not any_machine and strip(raw.get("fingerprint", {})) != strip(fingerprint(device, models_dir)):
         return None
     try:
         return Profile.from_dict(raw)
@@ -196,8 +189,8 @@ def measured(mode: str, device: str, models_dir: Path | None = None, *, profile:
 
 def measured_task(task: str, mode: str, device: str, models_dir: Path | None = None, *,
                   profile: Profile | None = None) -> Measured | None:
-    """The saved measurement (or ``profile``'s) of GPEN's ``task`` in ``mode`` on ``device`` when valid for this machine
-    and that row measured this mode (a row out of memory keeps what was free then: a lower bound); else None."""
+    """The saved measurement (or ``profile``'s) of GPEN's ``task`` in ``mode`` on ``device`` when valid here and
+    that row measured this mode (a row out of memory keeps what was free then: a lower bound); else None."""
     prof = profile if profile is not None else load_profile(device, models_dir)
     row = next((t for t in prof.tasks if t.task == task and t.mode == mode), None) if prof is not None else None
     if row is None or row.refused is not None or (row.failed is None and row.ran_mode != mode):

@@ -74,12 +74,9 @@ class RuntimeDecision:
 
 
 def decide_runtime(f: RuntimeFacts) -> RuntimeDecision:
-    """torch or OpenVINO (and the dtype) for one network.
-
-    The measured choice stands unless it is OpenVINO for a network not converted yet; then, under ``auto``
-    only (an explicit ``openvino`` converts as asked), the request runs torch this time when the conversion
-    does not fit the free RAM, cannot pay for itself (one-shot), would repeat another thread's conversion,
-    or would take the request above its mode's memory plan (a mode is a memory claim)."""
+    """torch or OpenVINO (and the dtype) for one network: the measured choice, unless it is OpenVINO for a network
+    not converted yet under ``auto``; then torch this time when the conversion does not fit the free RAM, cannot
+    pay for itself (one-shot), would repeat another thread's, or would take the request above its mode's plan."""
     why = f.measured.why
     if f.measured.runtime == "torch":
         return RuntimeDecision("torch", f.torch_dtype, why)
@@ -88,17 +85,13 @@ def decide_runtime(f: RuntimeFacts) -> RuntimeDecision:
         return RuntimeDecision("torch", f.torch_dtype, instead, instead)
     if f.converted or f.requested != "auto":
         return RuntimeDecision("openvino", f.openvino_dtype, why)
-    instead = _no_room(f) or _does_not_pay(f) or f.busy or _over_plan(f)
+    from gpen_core.runtimes.openvino.base import first_use_fallback
+
+    no_room = first_use_fallback(f.convert_ram, f.free_ram, f.converting or f.what, estimated=f.convert_ram_estimated)
+    instead = no_room or _does_not_pay(f) or f.busy or _over_plan(f)
     if instead:
         return RuntimeDecision("torch", f.torch_dtype, instead, instead)
     return RuntimeDecision("openvino", f.openvino_dtype, why)
-
-
-def _no_room(f: RuntimeFacts) -> str | None:
-    """The sentence when the first-use conversion needs more RAM than is free."""
-    from gpen_core.runtimes.openvino.base import first_use_fallback
-
-    return first_use_fallback(f.convert_ram, f.free_ram, f.converting or f.what, estimated=f.convert_ram_estimated)
 
 
 def _does_not_pay(f: RuntimeFacts) -> str | None:

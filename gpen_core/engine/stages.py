@@ -1,7 +1,6 @@
-"""The stages of one request, in order, each taking and returning typed values: a photo's in
-:func:`gpen_core.engine.pipeline.run_attempt`, a frame's in :class:`gpen_core.engine.frames.FrameSession`.
-No stage decides what stays loaded: each tells the model cache when it has ended, and the cache's
-lifetime policy (:mod:`gpen_core.engine.lifetime`) lets go what it lets go.
+"""The stages of one request, in order, each taking and returning typed values (a photo's run in
+:func:`gpen_core.engine.pipeline.run_attempt`, a frame's in :class:`gpen_core.engine.frames.FrameSession`).
+No stage decides what stays loaded: each tells the model cache when it has ended (:mod:`gpen_core.engine.lifetime`).
 """
 
 from __future__ import annotations
@@ -53,8 +52,7 @@ class Prepared:
 
 @dataclass
 class Generator:
-    """A loaded generator. The restore stage :meth:`take`\ s its ``forward``: once the model cache lets it
-    go, nothing else holds it."""
+    """A loaded generator; the restore stage :meth:`take`\ s its ``forward``, so the model cache alone holds it."""
 
     forward: Any  # crop tensor -> restored tensor (torch or OpenVINO)
     size: int  # its face size in pixels
@@ -72,8 +70,7 @@ class Generator:
 
 @dataclass(frozen=True)
 class Loaded:
-    """What the request loads before detection: the generator (None: deferred past detection) and the paste
-    mask function (None: GPEN's rectangle)."""
+    """What loads before detection: the generator (None: deferred) and the paste mask (None: GPEN's rectangle)."""
 
     generator: Generator | None
     parsing_fn: Any
@@ -146,8 +143,7 @@ def prepare_input(decoded: Any, mode: MemoryMode, task: Task, mask: np.ndarray |
 
 
 def load_generator(ctx: RequestContext, numerics: ExitStack) -> tuple[Generator, tuple[str, ...]]:
-    """The mode's generator, and its notes. A float32 request is exact float32 on CUDA too:
-    TF32 goes off in ``numerics`` (closed when the attempt ends)."""
+    """The mode's generator and its notes; float32 is exact float32 on CUDA too (TF32 off in ``numerics``)."""
     import torch
 
     from gpen_core.networks.plan import cuda_numerics
@@ -163,14 +159,13 @@ def load_generator(ctx: RequestContext, numerics: ExitStack) -> tuple[Generator,
 
 
 def load_networks(ctx: RequestContext, numerics: ExitStack, boxes_given: bool) -> Loaded:
-    """Load what the request needs before detection, every missing file named at once; the lifetime
-    policy may defer the generator past detection and the parser to the first mask."""
+    """Load what the request needs before detection (the lifetime policy may defer the generator and the parser)."""
     models, mode, opts, device = ctx.models, ctx.mode, ctx.opts, ctx.device
     t = time.perf_counter()
     models.require(mode, opts, boxes_given)
     notes: list[str] = []
     generator = None
-    if opts.aligned or not models.lifetime.generator_after_detection(models.generator_runtime(mode, opts, device)):
+    if opts.aligned or not models.lifetime.generator_after_detection(models.generator_decision(mode, opts, device).runtime):
         generator, gen_notes = load_generator(ctx, numerics)
         notes.extend(gen_notes)
     parsing_fn = models.parsing_fn(mode, device, notes, opts) if mode.paste and not opts.aligned else None
@@ -178,8 +173,7 @@ def load_networks(ctx: RequestContext, numerics: ExitStack, boxes_given: bool) -
 
 
 def detect(ctx: RequestContext, photo: Prepared, given: list[Any] | None) -> Found:
-    """Find the faces (or take the caller's boxes, following the pre-shrink), at most ``max_faces``; with given
-    boxes and synthetic weights (the hardware check) the detector still runs for its cost. The stage then ends."""
+    """Find the faces (or take the given boxes, following the pre-shrink), at most ``max_faces``; the stage ends."""
     from gpen_core.platform.oom import malloc_trim
 
     models, device, mode, opts = ctx.models, ctx.device, ctx.mode, ctx.opts
@@ -211,8 +205,7 @@ def detect(ctx: RequestContext, photo: Prepared, given: list[Any] | None) -> Fou
 
 
 def capped_note(max_faces: int, found: int, frames: int = 0) -> str:
-    """What max faces left out (detections come highest score first, so the first ``max_faces`` are kept): a photo's
-    ``found`` faces, or with ``frames`` > 0 a clip's, said once for the frames that had up to ``found``."""
+    """What max faces left out of a photo's ``found`` faces (highest scores kept), or with ``frames`` > 0 a clip's."""
     kept = f"the {max_faces} with the highest detection scores"
     if not frames:
         return f"found {found} faces; restored {kept} (max faces = {max_faces})"
@@ -226,8 +219,7 @@ def _given_boxes(ctx: RequestContext, photo: Prepared, given: list[Any]) -> Foun
     name, load_s, detect_s = "given boxes", 0.0, 0.0
     notes: list[str] = []
     if models.synthetic_weights:
-        # The hardware check: run the mode's detector network for its true cost, then use the
-        # given boxes (a synthetic detector finds no faces).
+        # The hardware check: the detector runs for its cost; a synthetic one finds no faces, the boxes stand in.
         net = opts.detector or mode.detector
         t = time.perf_counter()
         detector = models.detector(net, device, opts, notes, mode=mode)
@@ -247,9 +239,8 @@ def _given_boxes(ctx: RequestContext, photo: Prepared, given: list[Any]) -> Foun
 
 
 def find_faces(detector: Any, rgb: np.ndarray, mode: MemoryMode, opts: RestoreOptions) -> tuple[Any, int]:
-    """(:class:`gpen_core.faces.find.FoundFaces`, the scale its boxes are at). With upscaling in a mode that
-    follows the official rule, detection runs on the photo resized (bilinear) to the upscaled size, where the
-    official code finds tiny faces; else on the photo itself, the boxes scaled later."""
+    """(:class:`gpen_core.faces.find.FoundFaces`, the scale its boxes are at). With upscaling in a mode that follows
+    the official rule, detection runs on the photo resized to the upscaled size (where tiny faces are found)."""
     import cv2
 
     from gpen_core.faces.find import DetectSizing, find_faces as find
@@ -265,9 +256,8 @@ def find_faces(detector: Any, rgb: np.ndarray, mode: MemoryMode, opts: RestoreOp
 
 
 def upscale(ctx: RequestContext, photo: Prepared, found: Found) -> Canvas:
-    """GPEN's --use_sr flow when asked: upscale the photo in tiles, resize the original (and its alpha) to that
-    size bilinearly for alignment, as official, and move the detections to it. Without upscaling the canvas
-    is the prepared photo (a resident upscaler goes)."""
+    """GPEN's --use_sr flow when asked: the photo upscaled in tiles, the original (and alpha) resized bilinearly
+    to that size for alignment, as official, and the detections moved to it; else the prepared photo."""
     models, device, mode, opts = ctx.models, ctx.device, ctx.mode, ctx.opts
     base = Canvas(photo.rgb, photo.alpha, found.detections, found.rejected, None, 0.0, (), photo.grey, photo.damage)
     if opts.upscale > 1 and not mode.paste:
@@ -288,9 +278,7 @@ def _upscale_background(ctx: RequestContext, photo: Prepared, found: Found) -> C
 
     models, device, mode, opts, report = ctx.models, ctx.device, ctx.mode, ctx.opts, ctx.report
     t = time.perf_counter()
-    loaded = models.upscaler(opts, device)
-    assert loaded is not None
-    net, name = loaded
+    net, name = models.upscaler(opts, device)  # upscale > 1 here: never None
     load_s = time.perf_counter() - t
     cfg = net.config
     budget_bytes = MODE_TILE_BUDGET.get(mode.name, min(MODE_TILE_BUDGET.values()))
@@ -301,7 +289,7 @@ def _upscale_background(ctx: RequestContext, photo: Prepared, found: Found) -> C
 
     bf16, why = choose_bf16(device, mode)
     up = run_tiles(photo.rgb, net, tile, progress=tile_progress, bf16=bf16)
-    del net, loaded
+    del net
     s = up.scale
     h, w = photo.rgb.shape[:2]
     big = cv2.resize(photo.rgb, (w * s, h * s), interpolation=cv2.INTER_LINEAR)
@@ -317,59 +305,49 @@ def _upscale_background(ctx: RequestContext, photo: Prepared, found: Found) -> C
     return Canvas(big, alpha, detections, rejected, up.image, load_s, (note,), photo.grey, photo.damage, info)
 
 
-class FaceRestorer:
-    """The generator as :func:`gpen_core.faces.photo.restore_photo`'s ``restore_fn``: one aligned crop in, the
-    restored crop out. After the ``expected``-th face the restore stage ends; a face beyond it reloads it."""
+def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator, parsing_fn: Any,
+                      check_identity: bool = True) -> Restored:
+    """Align, restore and paste back each detection, one face at a time, identity checked as ``opts.identity``
+    asks unless ``check_identity`` is False (a clip's unchecked frame). After the last face the restore stage
+    ends (a face beyond the count loads the generator again); then the paste stage ends."""
+    import torch
 
-    def __init__(self, ctx: RequestContext, generator: Generator, grey: np.ndarray | None, expected: int) -> None:
-        self.models, self.device, self.mode, self.opts, self.task = ctx.models, ctx.device, ctx.mode, ctx.opts, ctx.task
-        self.grey = grey
-        self.forward, self.dtype = generator.take(), generator.dtype
-        self.exact = generator.dtype_name == "float32"
-        self.left = expected
-        self.overflows: list[str] = []
+    from gpen_core.faces import photo as faces_photo
+    from gpen_core.faces.identity import policy_for
+    from gpen_core.faces.tasks import keep_luminance
+    from gpen_core.networks.plan import cuda_numerics
+    from gpen_core.networks.prepared import forward_checked
+    from gpen_core.networks.tensors import to_image, to_tensor
+    from gpen_core.platform.oom import malloc_trim
 
-    def __call__(self, crop: np.ndarray) -> np.ndarray:
-        import torch
+    models, device, mode, opts, report = ctx.models, ctx.device, ctx.mode, ctx.opts, ctx.report
+    detections, norm = canvas.detections, ctx.task.is_norm
+    forward, exact = generator.take(), generator.dtype_name == "float32"
+    left = len(detections) if detections is not None else 1
+    overflows: list[str] = []
 
-        from gpen_core.faces.tasks import keep_luminance
-        from gpen_core.networks.prepared import forward_checked
-        from gpen_core.networks.plan import cuda_numerics
-        from gpen_core.networks.tensors import to_image, to_tensor
-        from gpen_core.platform.oom import malloc_trim
-
-        if self.forward is None:  # more faces than counted (a caller restoring one twice): load it again
-            self.forward = self.models.generator(self.mode, self.opts, self.device)[0]
+    def restore(crop: np.ndarray) -> np.ndarray:
+        """One aligned crop in, the restored crop out (``restore_photo``'s ``restore_fn``)."""
+        nonlocal forward, left
+        if forward is None:  # more faces than counted (a caller restoring one twice): load it again
+            forward = models.generator(mode, opts, device)[0]
         # The generator's input size never changes: cuDNN autotuning pays off (CUDA only).
-        with torch.inference_mode(), cuda_numerics(self.device, exact_float32=self.exact, fixed_input=True):
-            y, problem = forward_checked(self.forward, to_tensor(crop, device=self.device, dtype=self.dtype, norm=self.task.is_norm))
+        with torch.inference_mode(), cuda_numerics(device, exact_float32=exact, fixed_input=True):
+            y, problem = forward_checked(forward, to_tensor(crop, device=device, dtype=generator.dtype, norm=norm))
         if problem:
-            self.overflows.append(problem)
-        out = to_image(y, norm=self.task.is_norm)
-        if self.grey is not None and not self.opts.aligned:  # each coloured face keeps its own detail
+            overflows.append(problem)
+        out = to_image(y, norm=norm)
+        if canvas.grey is not None and not opts.aligned:  # each coloured face keeps its own detail
             out = keep_luminance(crop, out)
         del y
-        self.left -= 1
-        if self.left == 0:  # the last face: masks and paste-back need no generator
-            self.models.stage_ended("restore", self.device)
-            if self.models.loaded()["generator"] is None:
-                self.forward = None
+        left -= 1
+        if left == 0:  # the last face: masks and paste-back need no generator
+            models.stage_ended("restore", device)
+            if models.loaded()["generator"] is None:
+                forward = None
         malloc_trim()  # the generator's freed activations back to the OS before the parser allocates (quality: -160 MiB peak)
         return out
 
-
-def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator, parsing_fn: Any,
-                      check_identity: bool = True) -> Restored:
-    """Align each detection, restore it with ``generator`` and paste it back through ``parsing_fn``'s mask, one
-    face at a time, identity checked as ``opts.identity`` asks unless ``check_identity`` is False (a clip's
-    unchecked frame). The paste stage then ends."""
-    from gpen_core.faces import photo as faces_photo
-    from gpen_core.faces.identity import policy_for
-
-    models, device, mode, opts, report = ctx.models, ctx.device, ctx.mode, ctx.opts, ctx.report
-    identity = policy_for(mode.name, opts) if check_identity else None
-    detections = canvas.detections
-    restorer = FaceRestorer(ctx, generator, canvas.grey, len(detections) if detections is not None else 1)
     face_start = 0.45 if canvas.background is not None else 0.15  # after the upscaling's share of the progress
 
     def face_progress(k: int, n: int) -> None:
@@ -377,25 +355,24 @@ def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator,
 
     job = faces_photo.FaceJob(
         alpha=opts.alpha, paste=mode.paste, parsing_fn=parsing_fn, aligned=opts.aligned,
-        background=canvas.background,
-        aligned_at_input_size=ctx.task.aligned_output_at_input_size, damage=canvas.damage, identity=identity,
+        background=canvas.background, aligned_at_input_size=ctx.task.aligned_output_at_input_size,
+        damage=canvas.damage, identity=policy_for(mode.name, opts) if check_identity else None,
     )
-    out = faces_photo.restore_photo(canvas.rgb, detections=detections, restore_fn=restorer, size=generator.size, job=job,
+    out = faces_photo.restore_photo(canvas.rgb, detections=detections, restore_fn=restore, size=generator.size, job=job,
                                     progress=face_progress)
     models.stage_ended("paste", device)
     parsed = parsing_fn.parsed if hasattr(parsing_fn, "parsed") else parsing_fn is not None
-    return Restored(out, tuple(restorer.overflows), parsed, tuple(getattr(parsing_fn, "notes", ())))
+    return Restored(out, tuple(overflows), parsed, tuple(getattr(parsing_fn, "notes", ())))
 
 
 def face_seconds(photo: Any) -> dict[str, float]:
-    """The face loop's seconds per stage (faces.photo.PhotoOutput.timings) as :class:`~gpen_core.result.Timings` fields."""
+    """The face loop's seconds (faces.photo.PhotoOutput.timings) as :class:`~gpen_core.result.Timings` fields."""
     return {k: photo.timings.get(k, 0.0) for k in ("align_s", "restore_s", "paste_s", "identity_s")}
 
 
 def finish_notes(restored: Restored, found: Found, generator: Generator, mode: MemoryMode, opts: RestoreOptions,
                  given: bool) -> list[str]:
-    """What the restore stage says: the photo's notes, the departures from the official code, and each
-    generator overflow with how many faces it hit."""
+    """The restore stage's notes: the photo's, the departures from the official code, each overflow counted."""
     from gpen_core.modes import official_departures
 
     notes = [*restored.notes, *restored.photo.notes]
@@ -410,8 +387,7 @@ def finish_notes(restored: Restored, found: Found, generator: Generator, mode: M
 
 
 def encode(decoded: Any, photo: Any, alpha: np.ndarray | None, mode: MemoryMode, opts: RestoreOptions) -> Encoded:
-    """The result in the output format: the photo (alpha, ICC, EXIF and DPI kept where the format
-    holds them), or the sheet of restored faces when the mode does not paste."""
+    """The photo in the output format (alpha, ICC, EXIF and DPI kept where it holds them), or the faces' sheet."""
     from gpen_core.faces.paste import face_sheet
     from gpen_core.images.decode import encode_image
 

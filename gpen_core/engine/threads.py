@@ -1,10 +1,7 @@
-"""How many threads PyTorch runs a request or a clip with on the CPU: one rule for photos and frames.
-
-At most the mode's cap (:attr:`gpen_core.modes.MemoryMode.threads`), and at most the cores other
-programs leave free just before the work starts (:mod:`gpen_core.platform.cpu_share`: a team of
-threads waits for its slowest member at every layer, so a thread sharing a core with another
-program slows the whole team, 4x measured). A clip asks again every few seconds, as the load moves.
-The count torch had before comes back afterwards.
+"""How many threads PyTorch runs a request or a clip with on the CPU: at most the mode's cap and the cores other
+programs leave free (:mod:`gpen_core.platform.cpu_share`: a team of threads waits for its slowest member at every
+layer, so one sharing a core slows the whole team, 4x measured). A clip asks again as the load moves; torch's
+count comes back afterwards.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class ParsingMasker:
     official; 256 parses a shrunk face (a quarter of the compute). ``cpu_dtype``: the mode's
     (:func:`choose_parse_dtype`); ``dtype`` forces one (tests, benchmarks). ``weights_path=None``: random
     weights (the hardware check: same cost). ``parser``: the network on OpenVINO, built by
-    :func:`gpen_core.engine.network_loads.openvino_masker` (this room never imports a runtime).
+    :func:`gpen_core.engine.network_loads.parser_load` (this room never imports a runtime).
     """
 
     def __init__(
