@@ -1,6 +1,4 @@
-"""What the browser app shows, computed from a RestoreResult: pure functions, no Gradio; nothing here
-re-measures a figure. Images are RGB uint8 H×W×3.
-"""
+"""What the browser app shows, computed from a RestoreResult (no Gradio, nothing re-measured); images RGB uint8 H×W×3."""
 
 from __future__ import annotations
 
@@ -69,8 +67,7 @@ def download_name(source: str | None, result: RestoreResult) -> str:
 
 
 def file_size_text(n: int) -> str:
-    """The size as Gradio's file widget prints it beside the file (1024-based, one decimal), so both show one
-    figure: '812.3 KB', '1.2 MB'."""
+    """'812.3 KB', '1.2 MB': as Gradio's file widget prints it (1024-based), so both show one figure."""
     units = ("B", "KB", "MB", "GB", "PB")
     x, i = float(n), 0
     while x > 1024 and i < len(units) - 1:
@@ -85,8 +82,6 @@ def _encoded_size(encoded: bytes) -> tuple[int, int] | None:
 
     from PIL import Image
 
-    if not encoded:
-        return None
     try:
         with Image.open(io.BytesIO(encoded)) as im:
             return im.size
@@ -95,8 +90,7 @@ def _encoded_size(encoded: bytes) -> tuple[int, int] | None:
 
 
 def no_strike(text: str) -> str:
-    """``text`` with its '~' escaped: two estimates on one line ("~76 MB … ~284 MB") would
-    otherwise be struck through by Markdown."""
+    """``text`` with its '~' escaped: Markdown strikes through two estimates on one line ("~76 MB … ~284 MB")."""
     return text.replace("~", "\\~")
 
 
@@ -182,7 +176,7 @@ _UNPINNED_TEXT = "present (no published checksum: not verified as the release)"
 
 
 def state_text(name: str, state: str) -> str:
-    """'present, verified' only where a published sha256 was matched; see _UNPINNED_TEXT."""
+    """'present, verified' only where a published sha256 was matched."""
     spec = REGISTRY.get(name)
     if state == "verified" and spec is not None and spec.sha256 is None:
         return _UNPINNED_TEXT
@@ -342,11 +336,8 @@ def check_progress_text(desc: str, elapsed_s: float, last_seconds: float | None)
 
 def last_check_seconds(profile: Any) -> float | None:
     """The whole check's wall time, from the note the runner writes ("the whole check took N s")."""
-    for n in getattr(profile, "notes", ()):
-        m = re.search(r"the whole check took ([\d.]+) s", n)
-        if m:
-            return float(m.group(1))
-    return None
+    found = (re.search(r"the whole check took ([\d.]+) s", n) for n in getattr(profile, "notes", ()))
+    return next((float(m.group(1)) for m in found if m), None)
 
 
 def profile_markdown(profile: Any, verdict: str, free: Any = None, files: Any = None) -> str:
@@ -382,11 +373,8 @@ def profile_chart(profile: Any) -> Any:
 
     from gpen_core.hwcheck import report as prof
 
-    rows = []
-    for r in prof.chart_rows(profile):
-        rows.append({"mode": r["mode"], "memory": "RAM", "MB": r["peak RAM MB"]})
-        if r["peak VRAM MB"] is not None:
-            rows.append({"mode": r["mode"], "memory": "VRAM", "MB": r["peak VRAM MB"]})
+    rows = [{"mode": r["mode"], "memory": kind, "MB": r[f"peak {kind} MB"]} for r in prof.chart_rows(profile)
+            for kind in ("RAM", "VRAM") if kind == "RAM" or r["peak VRAM MB"] is not None]
     return pd.DataFrame(rows, columns=["mode", "memory", "MB"])
 
 
