@@ -1,5 +1,5 @@
-"""The web app's whole mutable state, in one object: the server's policy, per-session errors and Stops, counters,
-the backend. The app keeps one :class:`AppState` (``app.STATE``). Thread-safe: Gradio runs handlers on threads.
+"""The web app's whole mutable state in one :class:`AppState` (``app.STATE``): the server's policy, per-session
+errors and Stops, counters, the backend. Thread-safe: Gradio runs handlers on threads.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ class Policy:
     hardware_check_on_shared: bool = False
     # Visitors of a shared server may start weight downloads (hundreds of MB of disk and bandwidth).
     downloads_on_shared: bool = False
-
     # The longest clip (seconds) the Video tab restores on a shared server (None or 0: no cap), as a clip holds
     # the one engine lane for its whole length; a local run never caps. The upload says so before anyone waits.
     max_video_seconds: float | None = 60.0
@@ -55,7 +54,7 @@ class SessionStops:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def start(self, session: str | None) -> threading.Event:
-        """A fresh event for ``session``'s clip that starts now (a Stop pressed before it started does not count)."""
+        """A fresh event for ``session``'s work starting now (a Stop pressed before does not count)."""
         token = threading.Event()
         if session:
             with self._lock:
@@ -63,7 +62,7 @@ class SessionStops:
         return token
 
     def stop(self, session: str | None) -> bool:
-        """Stop ``session``'s running clip; False when it has none (nothing else is touched)."""
+        """Stop ``session``'s running work; False when it has none (nothing else is touched)."""
         with self._lock:
             token = self._running.get(session) if session else None
         if token is not None:
@@ -71,7 +70,7 @@ class SessionStops:
         return token is not None
 
     def finish(self, session: str | None, token: threading.Event) -> None:
-        """Forget ``session``'s clip once it ended (only this one: a newer clip of the session keeps its own)."""
+        """Forget ``token`` once its work ended (a newer start of the session keeps its own)."""
         with self._lock:
             if session and self._running.get(session) is token:
                 del self._running[session]
@@ -92,12 +91,10 @@ class SessionStops:
 
 @dataclass
 class AppState:
-    """Policy, the last error of each browser session, restores finished, and the restore backend."""
-
     policy: Policy = field(default_factory=Policy)
     # None: this process's Restorer; else a gpen_core.scaleout.serve.RayRestorer (--backend ray).
     backend: Any = None
-    # The OpenVINO conversions started after launch (gpen_core.presentation.preparation); None before main() or where none run.
+    # The OpenVINO conversions started after launch (presentation.preparation); None before main() or where none run.
     preparation: Any = None
     restores_done: int = 0
     # Each session's running download's Stop (the weights panel's button): never another visitor's download.
