@@ -12,7 +12,9 @@ when a network fails the check.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -237,9 +239,6 @@ _MISSING = "not there"
 
 def not_a_file(path: Path) -> str | None:
     """Why ``path`` cannot be read as a photo (a folder, a FIFO, a symbolic link loop...), or None for a regular file."""
-    import errno
-    import stat
-
     try:
         mode = path.stat().st_mode
     except OSError as exc:

@@ -4,6 +4,7 @@ errors and Stops, counters, the backend. Thread-safe: Gradio runs handlers on th
 
 from __future__ import annotations
 
+import argparse
 import os
 import threading
 from collections import OrderedDict
@@ -160,8 +161,6 @@ def _env_flag(name: str) -> bool:
 def parse_server_args(argv: Sequence[str] | None = None) -> ServerArgs:
     """Parse the app's flags (and their environment variables); SystemExit with the usage on a bad one. The server
     is *shared* (its policy restricts visitors) with a public link, beyond loopback, or on a Space (``SPACE_ID``)."""
-    import argparse
-
     p = argparse.ArgumentParser(description="GPEN face restoration in the browser.")
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    help="address to bind (default 127.0.0.1: this machine only; 0.0.0.0 for the local network)")

@@ -8,7 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpen_core.engine import profile_store as store
 from gpen_core.errors import InputError
+from gpen_core.hwcheck import report
 from gpen_core.platform import zerogpu
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
@@ -51,7 +53,6 @@ def run_check(device: str, allowed: bool, progress: Progress, restores_done: Cal
     """Measure every memory mode (saved for ``auto``); (report Markdown, chart rows). InputError when
     :func:`refusal` says no. ``restores_done`` counts this process's finished restores, to say when some ran
     beside the check."""
-    from gpen_core.engine import profile_store as store
     from gpen_core.hwcheck import runner
 
     why = refusal(allowed)
@@ -75,8 +76,6 @@ def run_check(device: str, allowed: bool, progress: Progress, restores_done: Cal
 
 def saved_check(device: str, allowed: bool) -> SavedCheck:
     """The saved measurement for this machine when one is still valid, and the button's state."""
-    from gpen_core.engine import profile_store as store
-
     prof = store.load_profile(device)
     why = refusal(allowed)
     if why is None:
@@ -95,8 +94,6 @@ def saved_check(device: str, allowed: bool) -> SavedCheck:
 
 def _report(prof: Any, device: str) -> str:
     """A measurement as Markdown, with its torch-vs-OpenVINO section when it has one (what auto runs)."""
-    from gpen_core.hwcheck import report
-
     md = ui.profile_markdown(prof, verdict(device), files=report.files_here(prof))
     return md + ("\n\n" + report.backends_section(prof) if prof.backends else "")
 

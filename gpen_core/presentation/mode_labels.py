@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode, Task
 from gpen_core.presentation import readiness
+from gpen_core.weights import lookup
 
 AUTO_HINT = "picks the best mode that fits the memory free now, per photo"
 # A clip is planned once, from its frame size, and always written as H.264: no photo format applies.
@@ -93,8 +94,6 @@ def video_hints() -> list[tuple[str, str]]:
 
 
 def current_files() -> dict[str, readiness.FileState]:
-    from gpen_core.weights import lookup
-
     return readiness.files_from_status(lookup.status())
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -12,12 +13,16 @@ from typing import Any
 import numpy as np
 
 from gpen_core.engine.fit import SAFETY_MARGIN
+from gpen_core.hwcheck import report as prof
 from gpen_core.modes import AUTO, MODES
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import readiness
 from gpen_core.presentation.face_views import face_pairs, identity_lines  # noqa: F401  (face_pairs: re-exported)
 from gpen_core.presentation.mode_labels import AUTO_HINT
+from gpen_core.presentation.overlay import boxes_record
 from gpen_core.result import RestoreResult
+from gpen_core.result_json import result_record
+from gpen_core.weights.missing import files_text, manual_fix
 from gpen_core.weights.registry import REGISTRY, WeightStatus
 
 _RAM_METHOD = {
@@ -78,8 +83,6 @@ def file_size_text(n: int) -> str:
 
 def _encoded_size(encoded: bytes) -> tuple[int, int] | None:
     """(width, height) of the encoded result, from its header; None when there is none."""
-    import io
-
     from PIL import Image
 
     try:
@@ -256,8 +259,6 @@ def all_weights_markdown(statuses: Sequence[WeightStatus], folder: str) -> str:
 def download_failed_text(error: str, remaining: Sequence[str], folder: str) -> str:
     """The panel after a failed download: the error, then every file still to fetch (when more than the failed
     one) with its size, source and the one command, so none is left to be found one restore at a time."""
-    from gpen_core.weights.missing import files_text, manual_fix
-
     text = "**Download failed.** " + markdown_text(error)
     if len(remaining) > 1:
         text += ("\n\n" + markdown_text(f"Still to get: {files_text(remaining)}.\n{manual_fix(remaining, folder)}"))
@@ -271,9 +272,6 @@ def download_progress_text(name: str, done: int, total: int | None) -> str:
 def as_record(result: RestoreResult) -> dict[str, Any]:
     """The JSON summary the API returns beside the images: the CLI's --json fields, and the ``boxes`` (kept faces,
     rejected candidates) the app draws on the "before" photo."""
-    from gpen_core.presentation.overlay import boxes_record
-    from gpen_core.result_json import result_record
-
     return {**result_record(result), "boxes": boxes_record(result)}
 
 
@@ -343,8 +341,6 @@ def last_check_seconds(profile: Any) -> float | None:
 def profile_markdown(profile: Any, verdict: str, free: Any = None, files: Any = None) -> str:
     """The hardware check as Markdown: the verdict (what will run: files and memory together), the memory-only
     reading, the table, machine facts and notes. ``files`` (``report.files_here``): what each mode lacks here."""
-    from gpen_core.hwcheck import report as prof
-
     lines = [
         f"**Recommendation:** {no_strike(verdict)}.",
         "",
@@ -370,8 +366,6 @@ def profile_markdown(profile: Any, verdict: str, free: Any = None, files: Any = 
 def profile_chart(profile: Any) -> Any:
     """Peak memory per mode as a long table for a bar chart: columns mode, memory ("RAM"/"VRAM"), MB."""
     import pandas as pd
-
-    from gpen_core.hwcheck import report as prof
 
     rows = [{"mode": r["mode"], "memory": kind, "MB": r[f"peak {kind} MB"]} for r in prof.chart_rows(profile)
             for kind in ("RAM", "VRAM") if kind == "RAM" or r["peak VRAM MB"] is not None]

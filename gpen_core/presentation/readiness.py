@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Literal
 
+from gpen_core.engine import budget
 from gpen_core.engine.fit import PANEL_PHOTO, SAFETY_MARGIN, fits, rank  # noqa: F401  (SAFETY_MARGIN: read by callers of assess)
 from gpen_core.modes import MODES, MemoryMode
 from gpen_core.options import UPSCALES, default_upscaler
 from gpen_core.platform.meter import format_bytes
 # The files each mode loads (the weights room's one list) and how sizes are said; re-exported.
 from gpen_core.weights.missing import APPROX_BYTES, download_size, mode_files, size_text  # noqa: F401
-from gpen_core.weights.registry import WeightStatus
+from gpen_core.weights import lookup as weights
+from gpen_core.weights.registry import REGISTRY, WeightStatus
 
 
 # What people call each file in a sentence (the others by their registry name).
@@ -234,8 +236,6 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
 def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str, *, button: bool = True) -> str:
     """Before Restore: the upscaler file the factor needs is missing or corrupt, so Restore would stop; where it goes
     in ``folder`` and how to get it (the weights panel's button first when ``button``). '' when usable, and at 1×."""
-    from gpen_core.weights.registry import REGISTRY
-
     names = upscaler_download(files, upscale)
     if not names:
         return ""
@@ -262,9 +262,6 @@ def current(device: str, models_dir: object = None, image_size: tuple[int, int] 
             ) -> tuple[Readiness, dict[str, FileState]]:
     """:func:`assess` on this machine now: ``weights.status()`` (hashes each file once per process),
     ``budget.free_memory`` and ``budget.estimate_peak`` (the saved hardware profile when valid, else built in)."""
-    from gpen_core.engine import budget
-    from gpen_core.weights import lookup as weights
-
     folder = Path(models_dir) if models_dir is not None else None  # type: ignore[arg-type]
     files = files_from_status(weights.status(folder))
     free = budget.free_memory(device)

@@ -10,6 +10,7 @@ import numpy as np
 from gpen_core.modes import TASKS
 from gpen_core.presentation import readiness
 from gpen_core.presentation.mode_labels import mode_choices, task_spec
+from gpen_core.weights.user_paths import generator_names
 
 BRUSH_COLOUR = "#ffffff"  # GPEN's inpainting network was trained on white strokes (demo.py's brush_stroke_mask)
 DAMAGE_LAYER = "damage"
@@ -42,8 +43,6 @@ def generator_override(task: str | None, model: str | None) -> str | None:
 def generator_choices(task: str | None, default: str) -> list[tuple[str, str]]:
     """(label, value) pairs for the Generator dropdown: after ``default`` (the mode's choice), the registry's
     restoration generators, or another task's own generator only (the others were trained for something else)."""
-    from gpen_core.weights.user_paths import generator_names
-
     spec = task_spec(task)
     if spec.model is None:
         others = {t.model for t in TASKS.values() if t.model}
