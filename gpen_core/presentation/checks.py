@@ -10,7 +10,7 @@ from typing import Any
 
 from gpen_core.engine import profile_store as store
 from gpen_core.errors import InputError
-from gpen_core.hwcheck import report
+from gpen_core.hwcheck import advice, report, runner
 from gpen_core.platform import zerogpu
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
@@ -53,8 +53,6 @@ def run_check(device: str, allowed: bool, progress: Progress, restores_done: Cal
     """Measure every memory mode (saved for ``auto``); (report Markdown, chart rows). InputError when
     :func:`refusal` says no. ``restores_done`` counts this process's finished restores, to say when some ran
     beside the check."""
-    from gpen_core.hwcheck import runner
-
     why = refusal(allowed)
     if why:
         raise InputError(why)
@@ -100,8 +98,6 @@ def _report(prof: Any, device: str) -> str:
 
 def run_tips(allowed: bool, progress: Progress) -> str:
     """The article's memory tips measured on this machine, saved for the next visit; the table."""
-    from gpen_core.hwcheck import advice
-
     why = refusal(allowed)
     if why:
         raise InputError(why)
@@ -112,8 +108,6 @@ def run_tips(allowed: bool, progress: Progress) -> str:
 
 def saved_tips() -> str:
     """The tips table measured on this machine before, or how to measure it."""
-    from gpen_core.hwcheck import advice
-
     report = advice.load_report()
     if report is None:
         return TIPS_NOT_MEASURED

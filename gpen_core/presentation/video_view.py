@@ -12,6 +12,10 @@ from typing import Any
 import numpy as np
 
 from gpen_core.presentation.overlay import KEPT_COLOR, draw_detections, line_width
+from gpen_core.video.engine_seam import FrameEngine, FrameOut
+from gpen_core.video.frames import upright_rgb
+from gpen_core.video.probe import clip_info, open_clip
+from gpen_core.video.stream import VideoOptions, restore_video
 
 LEFT_ALONE_COLOR = (150, 150, 150)  # grey: a face followed but not chosen for restoring
 # Frames offered in the identity list beside the slider: a long clip's list stays readable (the panel counts them all).
@@ -159,8 +163,6 @@ class _Unchanged:
         return []
 
     def restore(self, rgb: np.ndarray, detections: list[Any]) -> Any:
-        from gpen_core.video.engine_seam import FrameOut
-
         return FrameOut(rgb, ())
 
 
@@ -169,8 +171,6 @@ def original_span(source: str, dst: Path, start_s: float | None, end_s: float | 
     its frames (same times, sound and upright turn) written with the same x264 settings into ``dst`` (created)."""
     if start_s is None and end_s is None:
         return source
-    from gpen_core.video.stream import VideoOptions, restore_video
-
     restore_video(source, dst, video=VideoOptions(crf=crf, start_s=start_s, end_s=end_s), engine=_Unchanged())
     return str(dst)
 
@@ -196,11 +196,6 @@ def find_faces(source: str, scratch: Path, restorer: Any, options: Any, start_s:
     """The faces of the part's first :data:`PREVIEW_S` seconds as a restore from ``start_s`` numbers them (the
     same detector, face check and steadying), without restoring; ``scratch`` (a file this call creates) is removed."""
     import av
-
-    from gpen_core.video.engine_seam import FrameEngine
-    from gpen_core.video.frames import upright_rgb
-    from gpen_core.video.probe import clip_info, open_clip
-    from gpen_core.video.stream import VideoOptions, restore_video
 
     container = open_clip(source)
     try:
