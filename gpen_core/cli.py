@@ -22,6 +22,8 @@ from typing import Any
 
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images.limits import IMAGE_SUFFIXES, special_kind
+from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, format_for,
+                                     one_file_for_several, output_stems, result_path, write_atomic)
 from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
 from gpen_core.presentation.cli_run import ProgressLine, RunSummary, print_error
 from gpen_core.result_json import result_record  # re-exported: scripts read records through the CLI module
@@ -215,15 +217,12 @@ def _collect_inputs(items: Sequence[str]) -> tuple[list[Path], list[tuple[str, s
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found = []
-            for q in sorted(q for q in p.iterdir() if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and _is_video(q))):
-                why = not_a_file(q)
-                if why is None:
-                    found.append(q)
-                else:
-                    skipped.append((str(q), why))
+            entries = sorted(q for q in p.iterdir() if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and _is_video(q)))
+            whys = {q: not_a_file(q) for q in entries}
+            found = [q for q, why in whys.items() if why is None]
+            skipped += [(str(q), why) for q, why in whys.items() if why is not None]
             if not found:
-                listed = "".join(f"; skipped {q}: {why}" for q, why in skipped if Path(q).parent == p)
+                listed = "".join(f"; skipped {q}: {why}" for q, why in whys.items() if why is not None)
                 raise InputError(f"folder {p} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}) and no videos{listed}")
             paths += found
         elif p.is_file():
@@ -261,14 +260,8 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
                          f"(a GIF is restored as a still): name the output {out.with_suffix('.png').name}, or a folder")
     if out.suffix.lower() in IMAGE_SUFFIXES and not out.is_dir():
         if len(inputs) > 1:
-            from gpen_core.images.outputs import one_file_for_several
-
             raise one_file_for_several(0, len(inputs), out)
-        from gpen_core.images.outputs import format_for
-
         return [(inputs[0], out, format_for(out))]
-    from gpen_core.images.outputs import output_stems
-
     # Unique per input (same.jpg and same.png → same_jpg, same_png); suffix added once the format is known.
     return [(p, out / stem, None) for p, stem in zip(inputs, output_stems([p.name for p in inputs]))]
 
@@ -289,8 +282,6 @@ def _restore(args: argparse.Namespace) -> int:
     if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
         raise InputError("--mask is the damage of one photo: use it with --task inpaint and a single input")
     plan = _plan_outputs(inputs, args.output)
-    from gpen_core.images.outputs import check_result_paths, check_writable
-
     check_writable([dst for _, dst, _ in plan])  # bad output paths fail now (exit 2), not after the restore
     check_result_paths(plan)  # a folder in the way, or the input itself (the same rule as --ray and videos)
     mask = _read_mask(args.mask) if args.mask is not None else None
@@ -333,8 +324,6 @@ def _options(args: argparse.Namespace, **only: Any) -> Any:
 def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Path, str | None], mask: Any, bar: Any,
                  said: set[str]) -> dict[str, Any]:
     """Restore one ``photo`` (input, output, format: a plan entry) and say so: its record (ok, error with ``exit_code``, or skipped)."""
-    from gpen_core.images.outputs import existing_result, result_path, write_atomic
-
     src, dst, fmt = photo
     existing = None if args.overwrite else existing_result(dst, fmt)
     if existing is not None:
