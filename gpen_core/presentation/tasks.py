@@ -83,20 +83,14 @@ def editor_value(task: str | None, image: str | None) -> dict[str, Any] | None:
 
 
 def editor_damage(value: Any, task: str) -> np.ndarray | None:
-    """What the editor's ``value`` gives a request for ``task``: the painted damage mask for ``inpaint``, else
-    None. Whatever the task, every file it hands over must be an image within the upload limits (its header
-    checked, nothing decoded), else the decoder's message naming the part."""
-    from gpen_core.images.damage_layers import check_editor_files
+    """For ``inpaint``, the editor's painted layers (file paths, read by our decoder) as a uint8 H×W mask (255 =
+    damaged); None for another task or nothing painted (the engine then looks for white strokes in the photo).
+    Whatever the task, every file it hands over must be an image within the upload limits (its header checked,
+    nothing decoded), else the decoder's message naming the part."""
+    from gpen_core.images.damage_layers import check_editor_files, damage_from_layers
 
-    check_editor_files(value if isinstance(value, dict) else None)
-    return damage_from_editor(value) if task == "inpaint" else None
-
-
-def damage_from_editor(value: Any) -> np.ndarray | None:
-    """The editor's painted layers (file paths, read by our decoder with the upload limits) as a uint8 H×W mask
-    (255 = damaged); None when nothing is painted (the engine then looks for white strokes in the photo)."""
-    from gpen_core.images.damage_layers import damage_from_layers
-
-    if not isinstance(value, dict):
+    value = value if isinstance(value, dict) else None
+    check_editor_files(value)
+    if task != "inpaint" or value is None:
         return None
     return damage_from_layers([str(p) for p in value.get("layers") or [] if p])
