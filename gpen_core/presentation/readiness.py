@@ -62,8 +62,7 @@ class ModeReadiness:
     mode: str
     files: tuple[str, ...]  # registry names it loads, generator first
     missing: tuple[str, ...]  # of ``files``: missing or corrupt
-    need_bytes: int  # peak above the idle process on the binding memory (estimate or measured)
-    fits: bool  # need_bytes <= free * SAFETY_MARGIN
+    fits: bool  # its peak (estimated or measured) fits the free binding memory less SAFETY_MARGIN
 
     @property
     def ready(self) -> bool:
@@ -92,8 +91,6 @@ class Readiness:
     recommended: str
     # The smallest set of registry files that makes ``recommended`` runnable (empty: it already is).
     download: tuple[str, ...]
-    download_bytes: int | None  # None when a size is unknown
-    download_estimated: bool  # some size in download_bytes is an estimate
     corrupt: tuple[str, ...]  # present files that failed verification (offered for download again)
     binding: str  # "RAM" or "VRAM"
     free_bytes: int
@@ -126,8 +123,7 @@ def assess(files: Mapping[str, FileState], needs: Mapping[str, int], free_bytes:
     for m in MODES.values():
         names = mode_files(m, model, detector, aligned=aligned)
         missing = tuple(n for n in names if n in files and not files[n].usable)
-        need = int(needs[m.name])
-        modes[m.name] = ModeReadiness(m.name, names, missing, need, fits(need, free_bytes))
+        modes[m.name] = ModeReadiness(m.name, names, missing, fits(int(needs[m.name]), free_bytes))
 
     ranking = rank(needs, free_bytes, binding=binding, candidates=MODES,
                    passed_over={n: "files missing" for n, r in modes.items() if not r.ready})
@@ -139,11 +135,9 @@ def assess(files: Mapping[str, FileState], needs: Mapping[str, int], free_bytes:
     recommended = modes[best_fitting.mode if best_fitting else ranked[-1].name]
     if runs_now is not None and runs_now_fits and MODES[runs_now.mode].rank >= MODES[recommended.mode].rank:
         recommended = runs_now
-    download = recommended.missing
-    total, estimated = _total(download, files)
     return Readiness(modes=modes, runs_now=runs_now.mode if runs_now else None, runs_now_fits=runs_now_fits,
-                     recommended=recommended.mode, download=download, download_bytes=total,
-                     download_estimated=estimated, corrupt=tuple(n for n, f in files.items() if f.state == "corrupt"),
+                     recommended=recommended.mode, download=recommended.missing,
+                     corrupt=tuple(n for n, f in files.items() if f.state == "corrupt"),
                      binding=binding, free_bytes=int(free_bytes),
                      offers=_offers(modes, files, ranked, recommended, runs_now if runs_now_fits else None))
 
@@ -227,7 +221,7 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
         if r.runs_now == r.recommended:
             return f"{head}, the best mode that fits this machine; all its files are here"
         return head
-    offers = r.offers or (Offer(r.download, r.download_bytes, r.download_estimated, (r.recommended,)),)
+    offers = r.offers or (Offer(r.download, *_total(r.download, files), (r.recommended,)),)
     # each: 'MobileNet detector (1.8 MB) to enable balanced and faces-only'
     return f"{head}; download " + ", or ".join(f"{files_text(o.files, files)} to enable {' and '.join(o.enables)}"
                                                for o in offers)
