@@ -50,9 +50,8 @@ def verdict(device: str) -> str:
 
 
 def run_check(device: str, allowed: bool, progress: Progress, restores_done: Callable[[], int]) -> tuple[str, Any]:
-    """Measure every memory mode (saved for ``auto``); (report Markdown, chart rows). InputError when
-    :func:`refusal` says no. ``restores_done`` counts this process's finished restores, to say when some ran
-    beside the check."""
+    """Measure every memory mode (saved for ``auto``): (report Markdown, chart rows). InputError when :func:`refusal`
+    says no; ``restores_done`` counts this process's finished restores, to say when some ran beside the check."""
     why = refusal(allowed)
     if why:
         raise InputError(why)

@@ -82,8 +82,7 @@ def mode_choices(device: str, task: str | None = None,
 
 
 def video_hints() -> list[tuple[str, str]]:
-    """The Video tab's radio before the page loads (no device read yet): each mode's networks and
-    what it does to a clip; :func:`mode_choices` with ``video=True`` replaces them on load."""
+    """The Video tab's radio before the page loads (no device read yet), replaced by :func:`mode_choices` on load."""
     out = [(f"{AUTO} — {VIDEO_AUTO_HINT}", AUTO)]
     for m in MODES.values():
         parts = [m.model, _detector(m)]

@@ -52,8 +52,7 @@ def preview(path: str) -> Preview:
 
 
 def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
-    """The decoder's notes about the file, with the preview's own shrink said as what it is: the
-    restore decodes the whole photo (a mode that shrinks photos says so here, and in the result)."""
+    """The decoder's notes, the preview's own shrink said as such: the restore decodes the whole photo."""
     w, h = decoded.upright_size  # the restore sees it upright
     notes = tuple(n for n in decoded.notes if not n.startswith(SHRUNK_AT_DECODE))
     if (shown_w, shown_h) == (w, h):
