@@ -338,9 +338,7 @@ def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Pat
         record.update(status="error", error=str(exc), exit_code=exc.exit_code)
         _emit(args, record)
         if not args.json:
-            bar.say(f"error: {src}: {exc}")
-            if args.verbose and exc.details:
-                bar.say(exc.details)
+            print_error(exc, args.verbose, prefix=f"{src}: ", say=bar.say)
         return record
     record.update(status="ok", output=str(dst), **result_record(result))
     record["notes"] = [*getattr(args, "run_notes", []), *record["notes"]]  # what the run did before its first photo
