@@ -143,9 +143,8 @@ def get_task(name: str) -> Task:
 
 
 def preshrink_size(width: int, height: int, max_side: int | None) -> tuple[int, int]:
-    """The (width, height) a mode's pre-shrink gives a ``width``×``height`` photo: the longest side brought
-    down to ``max_side`` (rounded, at least 1 px), never enlarged; unchanged when ``max_side`` is None.
-    The one rule behind the shrink and every estimate made before it, so they describe the same picture."""
+    """The (width, height) a mode's pre-shrink gives a photo: the longest side brought down to ``max_side`` (rounded,
+    at least 1 px), never enlarged. The one rule behind the shrink and every estimate made before it."""
     if not max_side or max(width, height) <= max_side:
         return width, height
     k = max_side / max(width, height)
