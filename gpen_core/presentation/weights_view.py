@@ -73,14 +73,13 @@ def check_mode_ready(device: str, req: WeightsRequest, policy: Policy = Policy()
 def weights_view(device: str, req: WeightsRequest, policy: Policy = Policy(), message: str = "") -> WeightsView:
     """The weights panel for ``req`` on this machine now, under the server's ``policy``."""
     r, files, statuses = _assess(device, req, policy.any_model_path)
-    downloads_allowed = policy.downloads_allowed
     folder = str(weights.models_dir())
     upscaler = readiness.upscaler_download(files, req.upscale)
     names = wanted(r, files, req)
-    if names and not downloads_allowed and not message:
+    if names and not policy.downloads_allowed and not message:
         message = ui.markdown_text(DOWNLOADS_OFF.format(names=" ".join(names)))
     panel = ui.weights_markdown(r, files, statuses, folder, mode=req.mode, message=message, upscaler=upscaler)
-    label = ui.download_button_label(r, files, req.mode, upscaler) if names and downloads_allowed else None
+    label = ui.download_button_label(r, files, req.mode, upscaler) if names and policy.downloads_allowed else None
     return WeightsView(panel, label, ui.all_weights_markdown(statuses, folder))
 
 
