@@ -27,6 +27,7 @@ from gpen_core.images.outputs import (check_result_paths, check_writable, existi
 from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
 from gpen_core.presentation.cli_run import ProgressLine, RunSummary, print_error
 from gpen_core.result_json import result_record  # re-exported: scripts read records through the CLI module
+from gpen_core.video.probe import sniff_file
 
 DETECTORS = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}  # --detector's words → the detector names
 
@@ -217,7 +218,8 @@ def _collect_inputs(items: Sequence[str]) -> tuple[list[Path], list[tuple[str, s
     for item in items:
         p = Path(item)
         if p.is_dir():
-            entries = sorted(q for q in p.iterdir() if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and _is_video(q)))
+            entries = sorted(q for q in p.iterdir()
+                             if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and sniff_file(q)))
             whys = {q: not_a_file(q) for q in entries}
             found = [q for q, why in whys.items() if why is None]
             skipped += [(str(q), why) for q, why in whys.items() if why is not None]
@@ -274,7 +276,7 @@ def _restore(args: argparse.Namespace) -> int:
 
         return restore_ray(args, ProgressLine, _options(args, aligned=args.aligned, orientations=args.orientations))
     inputs, not_files = _collect_inputs(args.inputs)
-    videos = [p for p in inputs if _is_video(p)]  # told apart by content
+    videos = [p for p in inputs if sniff_file(p)]  # told apart by their bytes, whatever the extension
     inputs = [p for p in inputs if p not in videos]
     worst = _restore_videos(args, videos, photos=len(inputs)) if videos else 0
     if not inputs:
@@ -390,13 +392,6 @@ def _result_line(rec: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------ video
-
-
-def _is_video(path: Path) -> bool:
-    """A video by its bytes (the container's signature), whatever its extension."""
-    from gpen_core.video.probe import sniff_file
-
-    return sniff_file(path)
 
 
 def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -> int:

@@ -1,4 +1,4 @@
-"""What the browser app shows, computed from a RestoreResult (no Gradio, nothing re-measured); images RGB uint8 H×W×3."""
+"""What the browser app shows, computed from a RestoreResult (no Gradio, nothing re-measured); RGB uint8 H×W×3."""
 
 from __future__ import annotations
 
