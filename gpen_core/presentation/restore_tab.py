@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from gpen_core.engine import budget
-from gpen_core.errors import GPENError
 from gpen_core.images.metadata import upright
 from gpen_core.images.outputs import save_result
 from gpen_core.modes import AUTO, MODES, preshrink_size
@@ -41,9 +40,7 @@ def preview(path: str) -> Preview:
 
     try:
         decoded = decode_image(path, reduce_to=PREVIEW_SIDE)
-    except GPENError as exc:
-        return Preview(None, shown_error(exc).panel)
-    except Exception as exc:  # a bug: logged with its trace, one line shown
+    except Exception as exc:  # a GPENError names the problem; a bug is logged with its trace, one line shown
         return Preview(None, shown_error(exc, doing="Reading the file").panel)
     rgb = decoded.rgb
     if max(rgb.shape[:2]) > PREVIEW_SIDE:
