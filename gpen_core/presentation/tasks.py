@@ -19,15 +19,11 @@ DAMAGE_LAYER = "damage"
 def task_choices(files: Any = None) -> list[tuple[str, str]]:
     """(label, value) pairs for the Task radio; with ``files`` (the models folder's state), a task whose generator
     is not there says so, with the download that enables it."""
-    hints = {
-        "enhance": "GPEN-BFR-256 or -512, as the mode picks",
-        "colorize": "GPEN-Colorization-1024: grey photo, coloured faces",
-        "inpaint": "GPEN-Inpainting-1024: paint the damage white below",
-        "seg2face": "GPEN-Seg2face-512: aligned colour label map → face",
-    }
+    hints = {"enhance": "GPEN-BFR-256 or -512, as the mode picks", "colorize": "grey photo, coloured faces",
+             "inpaint": "paint the damage white below", "seg2face": "aligned colour label map → face"}
     out = []
     for t in TASKS.values():
-        label = f"{t.label} — {hints[t.name]}"
+        label = f"{t.label} — {f'{t.model}: ' if t.model else ''}{hints[t.name]}"
         f = files.get(t.model) if files is not None and t.model else None
         if f is not None and not f.usable:
             label += f" — unavailable: download {readiness.files_text([t.model], files)}"
