@@ -12,7 +12,9 @@ when a network fails the check.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,9 +22,12 @@ from typing import Any
 
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images.limits import IMAGE_SUFFIXES, special_kind
+from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, format_for,
+                                     one_file_for_several, output_stems, result_path, write_atomic)
 from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
 from gpen_core.presentation.cli_run import ProgressLine, RunSummary, print_error
 from gpen_core.result_json import result_record  # re-exported: scripts read records through the CLI module
+from gpen_core.video.probe import sniff_file
 
 DETECTORS = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}  # --detector's words → the detector names
 
@@ -213,15 +218,13 @@ def _collect_inputs(items: Sequence[str]) -> tuple[list[Path], list[tuple[str, s
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found = []
-            for q in sorted(q for q in p.iterdir() if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and _is_video(q))):
-                why = not_a_file(q)
-                if why is None:
-                    found.append(q)
-                else:
-                    skipped.append((str(q), why))
+            entries = sorted(q for q in p.iterdir()
+                             if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and sniff_file(q)))
+            whys = {q: not_a_file(q) for q in entries}
+            found = [q for q, why in whys.items() if why is None]
+            skipped += [(str(q), why) for q, why in whys.items() if why is not None]
             if not found:
-                listed = "".join(f"; skipped {q}: {why}" for q, why in skipped if Path(q).parent == p)
+                listed = "".join(f"; skipped {q}: {why}" for q, why in whys.items() if why is not None)
                 raise InputError(f"folder {p} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}) and no videos{listed}")
             paths += found
         elif p.is_file():
@@ -237,9 +240,6 @@ _MISSING = "not there"
 
 def not_a_file(path: Path) -> str | None:
     """Why ``path`` cannot be read as a photo (a folder, a FIFO, a symbolic link loop...), or None for a regular file."""
-    import errno
-    import stat
-
     try:
         mode = path.stat().st_mode
     except OSError as exc:
@@ -262,14 +262,8 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
                          f"(a GIF is restored as a still): name the output {out.with_suffix('.png').name}, or a folder")
     if out.suffix.lower() in IMAGE_SUFFIXES and not out.is_dir():
         if len(inputs) > 1:
-            from gpen_core.images.outputs import one_file_for_several
-
             raise one_file_for_several(0, len(inputs), out)
-        from gpen_core.images.outputs import format_for
-
         return [(inputs[0], out, format_for(out))]
-    from gpen_core.images.outputs import output_stems
-
     # Unique per input (same.jpg and same.png → same_jpg, same_png); suffix added once the format is known.
     return [(p, out / stem, None) for p, stem in zip(inputs, output_stems([p.name for p in inputs]))]
 
@@ -282,7 +276,7 @@ def _restore(args: argparse.Namespace) -> int:
 
         return restore_ray(args, ProgressLine, _options(args, aligned=args.aligned, orientations=args.orientations))
     inputs, not_files = _collect_inputs(args.inputs)
-    videos = [p for p in inputs if _is_video(p)]  # told apart by content
+    videos = [p for p in inputs if sniff_file(p)]  # told apart by their bytes, whatever the extension
     inputs = [p for p in inputs if p not in videos]
     worst = _restore_videos(args, videos, photos=len(inputs)) if videos else 0
     if not inputs:
@@ -290,8 +284,6 @@ def _restore(args: argparse.Namespace) -> int:
     if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
         raise InputError("--mask is the damage of one photo: use it with --task inpaint and a single input")
     plan = _plan_outputs(inputs, args.output)
-    from gpen_core.images.outputs import check_result_paths, check_writable
-
     check_writable([dst for _, dst, _ in plan])  # bad output paths fail now (exit 2), not after the restore
     check_result_paths(plan)  # a folder in the way, or the input itself (the same rule as --ray and videos)
     mask = _read_mask(args.mask) if args.mask is not None else None
@@ -334,8 +326,6 @@ def _options(args: argparse.Namespace, **only: Any) -> Any:
 def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Path, str | None], mask: Any, bar: Any,
                  said: set[str]) -> dict[str, Any]:
     """Restore one ``photo`` (input, output, format: a plan entry) and say so: its record (ok, error with ``exit_code``, or skipped)."""
-    from gpen_core.images.outputs import existing_result, result_path, write_atomic
-
     src, dst, fmt = photo
     existing = None if args.overwrite else existing_result(dst, fmt)
     if existing is not None:
@@ -350,9 +340,7 @@ def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Pat
         record.update(status="error", error=str(exc), exit_code=exc.exit_code)
         _emit(args, record)
         if not args.json:
-            bar.say(f"error: {src}: {exc}")
-            if args.verbose and exc.details:
-                bar.say(exc.details)
+            print_error(exc, args.verbose, prefix=f"{src}: ", say=bar.say)
         return record
     record.update(status="ok", output=str(dst), **result_record(result))
     record["notes"] = [*getattr(args, "run_notes", []), *record["notes"]]  # what the run did before its first photo
@@ -404,13 +392,6 @@ def _result_line(rec: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------ video
-
-
-def _is_video(path: Path) -> bool:
-    """A video by its bytes (the container's signature), whatever its extension."""
-    from gpen_core.video.probe import sniff_file
-
-    return sniff_file(path)
 
 
 def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -> int:

@@ -46,6 +46,5 @@ class ResourceError(GPENError):
 
 
 class OutOfMemory(ResourceError):
-    """An allocation failed while doing one step (loading, decoding, running, encoding), raised next to its
-    cause so the message says which step and how big. The Restorer's ladder then steps down a mode; only
-    when even ``low`` cannot run does the user see a :class:`ResourceError` (exit code 4)."""
+    """An allocation failed in one step (loading, decoding, running, encoding), raised saying which and how big.
+    The Restorer's ladder then steps down a mode; the user sees it (exit code 4) only when even ``low`` cannot run."""

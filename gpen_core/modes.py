@@ -68,19 +68,9 @@ MODES: dict[str, MemoryMode] = {
     m.name: m
     for m in (
         MemoryMode(
-            name="low",
-            hint="GPEN-BFR-256, small detector, photo shrunk to 2048 px, JPEG: fits almost anywhere",
-            model="GPEN-BFR-256",
-            detector="mobilenet0.25",
-            cuda_dtype="float16",
-            cpu_dtype="float32",
-            max_side=2048,
-            threads=2,
-            output_format="jpeg",
-            paste=True,
-            parsing=False,
-            detect_side=800,
-            rank=1,
+            name="low", hint="GPEN-BFR-256, small detector, photo shrunk to 2048 px, JPEG: fits almost anywhere",
+            model="GPEN-BFR-256", detector="mobilenet0.25", cuda_dtype="float16", cpu_dtype="float32",
+            max_side=2048, threads=2, output_format="jpeg", paste=True, parsing=False, detect_side=800, rank=1,
             auto_openvino=False,
             # glibc's own ceiling (32 MiB): mapped on their own, its buffers cost 40 % more CPU (docs/performance.md).
             heap_blocks=32 << 20,
@@ -88,51 +78,21 @@ MODES: dict[str, MemoryMode] = {
         MemoryMode(
             name="faces-only",
             hint="GPEN-BFR-512 on each face, no paste-back: returns the restored crops (quickest for big group photos)",
-            model="GPEN-BFR-512",
-            detector="mobilenet0.25",
-            cuda_dtype="float16",
-            cpu_dtype="bfloat16",
-            max_side=None,
-            threads=None,
-            output_format="png",
-            paste=False,
-            parsing=False,
-            detect_side=1000,
-            rank=2,
+            model="GPEN-BFR-512", detector="mobilenet0.25", cuda_dtype="float16", cpu_dtype="bfloat16",
+            max_side=None, threads=None, output_format="png", paste=False, parsing=False, detect_side=1000, rank=2,
         ),
         MemoryMode(
-            name="balanced",
-            hint="GPEN-BFR-512 in float16 (GPU) / bfloat16 (recent CPUs): half the memory, same look",
-            model="GPEN-BFR-512",
-            detector="mobilenet0.25",
-            cuda_dtype="float16",
-            cpu_dtype="bfloat16",
-            max_side=4096,
-            threads=None,
-            output_format="jpeg",
-            paste=True,
-            parsing=True,
-            detect_side=1000,
-            rank=3,
+            name="balanced", hint="GPEN-BFR-512 in float16 (GPU) / bfloat16 (recent CPUs): half the memory, same look",
+            model="GPEN-BFR-512", detector="mobilenet0.25", cuda_dtype="float16", cpu_dtype="bfloat16",
+            max_side=4096, threads=None, output_format="jpeg", paste=True, parsing=True, detect_side=1000, rank=3,
             parse_input=256,  # a quarter of the parser's compute; docs/paste-mask.md
         ),
         MemoryMode(
             name="quality",
             hint="GPEN-BFR-512 in float32, ResNet-50 detector, GPEN's parsing mask (if present), lossless PNG",
-            model="GPEN-BFR-512",
-            detector="resnet50",
-            cuda_dtype="float32",
-            cpu_dtype="float32",
-            max_side=None,
-            threads=None,
-            output_format="png",
-            paste=True,
-            parsing=True,
-            detect_side=1000,
-            rank=4,
-            detect_shrink_above=1500,
-            detect_resize="linear",
-            detect_upscaled=True,
+            model="GPEN-BFR-512", detector="resnet50", cuda_dtype="float32", cpu_dtype="float32",
+            max_side=None, threads=None, output_format="png", paste=True, parsing=True, detect_side=1000, rank=4,
+            detect_shrink_above=1500, detect_resize="linear", detect_upscaled=True,
         ),
     )
 }
@@ -183,9 +143,8 @@ def get_task(name: str) -> Task:
 
 
 def preshrink_size(width: int, height: int, max_side: int | None) -> tuple[int, int]:
-    """The (width, height) a mode's pre-shrink gives a ``width``×``height`` photo: the longest side brought
-    down to ``max_side`` (rounded, at least 1 px), never enlarged; unchanged when ``max_side`` is None.
-    The one rule behind the shrink and every estimate made before it, so they describe the same picture."""
+    """The (width, height) a mode's pre-shrink gives a photo: the longest side brought down to ``max_side`` (rounded,
+    at least 1 px), never enlarged. The one rule behind the shrink and every estimate made before it."""
     if not max_side or max(width, height) <= max_side:
         return width, height
     k = max_side / max(width, height)
@@ -258,13 +217,11 @@ def official_departures(mode: MemoryMode, *, detector: str | None = None, detect
         parts.append(f"photos over {mode.max_side} px shrunk first (official: never)")
     if dtype and dtype != "float32":
         parts.append(f"generator in {dtype} (official float32)")
-    if not pasted:
-        pass
-    elif not mode.paste:
+    if pasted and not mode.paste:
         parts.append("faces not pasted back (official pastes them)")
-    elif parsing is False or not mode.parsing:
+    elif pasted and (parsing is False or not mode.parsing):
         parts.append("feathered-rectangle paste mask (official: ParseNet mask)")
-    elif mode.parse_input != 512:
+    elif pasted and mode.parse_input != 512:
         parts.append(f"ParseNet at {mode.parse_input} px (official 512 px)")
     return ("vs official GPEN: " + ", ".join(parts)) if parts else ""
 

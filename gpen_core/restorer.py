@@ -1,7 +1,6 @@
-"""The facade: ``Restorer.__call__(image, options) -> RestoreResult``.
-
-One call at a time under the instance's lock; each attempt (:mod:`gpen_core.engine.pipeline`) runs under
-its own peak meter, and one that runs out of memory frees the models and steps down a mode.
+"""The facade: ``Restorer.__call__(image, options) -> RestoreResult``. One call at a time under the instance's lock;
+each attempt (:mod:`gpen_core.engine.pipeline`) runs under its own peak meter, and one that runs out of memory frees
+the models and steps down a mode.
 """
 
 from __future__ import annotations
@@ -89,13 +88,11 @@ class Restorer:
 
     def __call__(self, image: ImageSource, options: RestoreOptions | None = None, progress: Progress | None = None, *,
                  detections: "list[Any] | None" = None, mask: ImageSource | None = None) -> RestoreResult:
-        """Restore ``image`` (RGB uint8 H×W×3 array, encoded bytes, or a file path).
-
-        ``detections`` (``detect.Detection`` list, input-image pixels) replaces the detector. ``mask``
-        (task ``inpaint``): the damage, white on black at the photo's size (array, bytes or path); without
-        it white strokes in the photo are the damage. Raises InputError (bad image or option), WeightsError
-        (missing/corrupt weights, with the fix), ResourceError (out of memory even in the lightest mode).
-        """
+        """Restore ``image`` (RGB uint8 H×W×3 array, encoded bytes, or a file path). ``detections``
+        (``detect.Detection`` list, input-image pixels) replaces the detector. ``mask`` (task ``inpaint``): the
+        damage, white on black at the photo's size (array, bytes or path); without it white strokes in the photo
+        are the damage. Raises InputError (bad image or option), WeightsError (missing/corrupt weights, with the
+        fix), ResourceError (out of memory even in the lightest mode)."""
         opts = (options or RestoreOptions()).validated()
         report = progress or (lambda f, d: None)
         with self._lock:

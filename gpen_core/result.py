@@ -7,7 +7,7 @@ from typing import Literal
 
 import numpy as np
 
-from gpen_core.modes import MemoryMode
+from gpen_core.modes import IDENTITY_THRESHOLD, MemoryMode
 
 RamMethod = Literal["vmhwm", "sampling"]
 
@@ -73,9 +73,6 @@ class UpscaleInfo:
     dtype: str  # compute dtype of the upscaler ("float32", "bfloat16")
 
 
-# dlib's threshold (99.38 % right on LFW), one figure for every room (modes holds it, below them all).
-from gpen_core.modes import IDENTITY_THRESHOLD  # noqa: E402
-
 IdentityAction = Literal["restored", "kept original", "blended"]
 
 
@@ -132,10 +129,9 @@ class NetworkRuntime:
 
 @dataclass(frozen=True)
 class FrameOutput:
-    """One video frame restored by :meth:`gpen_core.engine.frames.FrameSession.restore` (not encoded).
-
-    ``image``: RGB uint8 H×W×3, the frame with its faces pasted back (a new array). ``faces``: in the
-    order pasted. ``timings``: this frame's stages; the clip's peaks are the caller's meter's."""
+    """One video frame restored by :meth:`gpen_core.engine.frames.FrameSession.restore` (not encoded): ``image``
+    RGB uint8 H×W×3 with its faces pasted back (a new array), ``faces`` in the order pasted, ``timings`` this
+    frame's stages (the clip's peaks are the caller's meter's)."""
 
     image: np.ndarray
     faces: tuple[Face, ...]
@@ -145,11 +141,8 @@ class FrameOutput:
 
 @dataclass(frozen=True)
 class RestoreResult:
-    """Everything one call produced and what it cost.
-
-    ``image`` is RGB uint8 H×W×3: the photo with faces pasted back, or the input
-    unchanged when no face was found or the mode does not paste.
-    """
+    """Everything one call produced and what it cost. ``image`` is RGB uint8 H×W×3: the photo with faces pasted
+    back, or the input unchanged when no face was found or the mode does not paste."""
 
     image: np.ndarray
     faces: tuple[Face, ...]

@@ -32,10 +32,8 @@ def result_record(result: Any) -> dict[str, Any]:
         "peaks": peaks_record(p),
         "timings": {"total_s": round(result.timings.total_s, 4), **{f"{k}_s": round(v, 4) for k, v in result.timings.stages().items()}},
         "notes": list(result.notes),
-        "attempts": [
-            {"mode": a.mode, "outcome": a.outcome, "rss_bytes": a.peaks.rss_bytes, "vram_reserved_bytes": a.peaks.vram_reserved_bytes}
-            for a in result.attempts
-        ],
+        "attempts": [{"mode": a.mode, "outcome": a.outcome, "rss_bytes": a.peaks.rss_bytes,
+                      "vram_reserved_bytes": a.peaks.vram_reserved_bytes} for a in result.attempts],
         "upscale": None if up is None else {**asdict(up), "seconds": round(up.seconds, 4)},
         # Per face, in the order of ``faces``: dlib's descriptor distance between the aligned input
         # face and its restoration, and what was pasted; None where the check did not run.

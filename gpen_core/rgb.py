@@ -11,12 +11,9 @@ from gpen_core.errors import PixelFormatError
 
 
 def check_rgb(rgb: Any, what: str = "image") -> np.ndarray:
-    """``rgb`` as a C-contiguous RGB uint8 H×W×3 array (no copy when it already is one).
-
-    Anything else (another type or dtype, a channel count other than 3, no pixels) raises
-    :class:`~gpen_core.errors.PixelFormatError` naming ``what``, what it got and the fix.
-    Contiguous because OpenCV and the tensor conversions need positive strides.
-    """
+    """``rgb`` as a C-contiguous RGB uint8 H×W×3 array (no copy when it already is one; OpenCV and the tensor
+    conversions need positive strides). Anything else (another type or dtype, a channel count other than 3, no
+    pixels) raises :class:`~gpen_core.errors.PixelFormatError` naming ``what``, what it got and the fix."""
     if not isinstance(rgb, np.ndarray) or rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
         desc = f"{rgb.dtype} with shape {rgb.shape}" if isinstance(rgb, np.ndarray) else type(rgb).__name__
         raise PixelFormatError(

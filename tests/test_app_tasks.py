@@ -22,20 +22,22 @@ from .conftest import shared_path
 
 
 def test_strokes_in_the_editor_become_a_mask_at_the_photo_size(tmp_path: Path) -> None:
-    from gpen_core.presentation.tasks import damage_from_editor, editor_value, generator_override
+    from gpen_core.presentation.tasks import editor_damage, editor_value, generator_override
 
     photo = tmp_path / "p.png"
     Image.new("RGB", (200, 100), (90, 90, 90)).save(photo)
     layer = np.zeros((100, 200, 4), np.uint8)  # the editor hands over its layers as files (never decoded by Gradio)
     layer[20:40, 60:120] = (255, 255, 255, 255)
     Image.fromarray(layer, "RGBA").save(tmp_path / "layer.png")
-    mask = damage_from_editor({"background": str(photo), "layers": [str(tmp_path / "layer.png")], "composite": None})
+    painted = {"background": str(photo), "layers": [str(tmp_path / "layer.png")], "composite": None}
+    mask = editor_damage(painted, "inpaint")
     assert mask is not None and mask.shape == (100, 200)
     assert mask[20:40, 60:120].all() and mask.sum() == 255 * 20 * 60
     Image.fromarray(np.zeros((100, 200, 4), np.uint8), "RGBA").save(tmp_path / "empty.png")
     empty = {"background": None, "layers": [str(tmp_path / "empty.png")], "composite": None}
-    assert damage_from_editor(empty) is None  # nothing painted: the engine looks for white in the photo
-    assert damage_from_editor(None) is None
+    assert editor_damage(empty, "inpaint") is None  # nothing painted: the engine looks for white in the photo
+    assert editor_damage(None, "inpaint") is None
+    assert editor_damage(painted, "colorize") is None  # strokes are damage for inpainting only
     assert editor_value("inpaint", str(photo))["background"] == str(photo)
     assert editor_value("colorize", str(photo)) is None
     assert generator_override("colorize", None) == "GPEN-Colorization-1024"

@@ -1,9 +1,10 @@
-"""The web app's whole mutable state, in one object: the server's policy, per-session errors and Stops, counters,
-the backend. The app keeps one :class:`AppState` (``app.STATE``). Thread-safe: Gradio runs handlers on threads.
+"""The web app's whole mutable state in one :class:`AppState` (``app.STATE``): the server's policy, per-session
+errors and Stops, counters, the backend. Thread-safe: Gradio runs handlers on threads.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import threading
 from collections import OrderedDict
@@ -28,7 +29,6 @@ class Policy:
     hardware_check_on_shared: bool = False
     # Visitors of a shared server may start weight downloads (hundreds of MB of disk and bandwidth).
     downloads_on_shared: bool = False
-
     # The longest clip (seconds) the Video tab restores on a shared server (None or 0: no cap), as a clip holds
     # the one engine lane for its whole length; a local run never caps. The upload says so before anyone waits.
     max_video_seconds: float | None = 60.0
@@ -55,7 +55,7 @@ class SessionStops:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def start(self, session: str | None) -> threading.Event:
-        """A fresh event for ``session``'s clip that starts now (a Stop pressed before it started does not count)."""
+        """A fresh event for ``session``'s work starting now (a Stop pressed before does not count)."""
         token = threading.Event()
         if session:
             with self._lock:
@@ -63,7 +63,7 @@ class SessionStops:
         return token
 
     def stop(self, session: str | None) -> bool:
-        """Stop ``session``'s running clip; False when it has none (nothing else is touched)."""
+        """Stop ``session``'s running work; False when it has none (nothing else is touched)."""
         with self._lock:
             token = self._running.get(session) if session else None
         if token is not None:
@@ -71,7 +71,7 @@ class SessionStops:
         return token is not None
 
     def finish(self, session: str | None, token: threading.Event) -> None:
-        """Forget ``session``'s clip once it ended (only this one: a newer clip of the session keeps its own)."""
+        """Forget ``token`` once its work ended (a newer start of the session keeps its own)."""
         with self._lock:
             if session and self._running.get(session) is token:
                 del self._running[session]
@@ -92,12 +92,10 @@ class SessionStops:
 
 @dataclass
 class AppState:
-    """Policy, the last error of each browser session, restores finished, and the restore backend."""
-
     policy: Policy = field(default_factory=Policy)
     # None: this process's Restorer; else a gpen_core.scaleout.serve.RayRestorer (--backend ray).
     backend: Any = None
-    # The OpenVINO conversions started after launch (gpen_core.presentation.preparation); None before main() or where none run.
+    # The OpenVINO conversions started after launch (presentation.preparation); None before main() or where none run.
     preparation: Any = None
     restores_done: int = 0
     # Each session's running download's Stop (the weights panel's button): never another visitor's download.
@@ -163,8 +161,6 @@ def _env_flag(name: str) -> bool:
 def parse_server_args(argv: Sequence[str] | None = None) -> ServerArgs:
     """Parse the app's flags (and their environment variables); SystemExit with the usage on a bad one. The server
     is *shared* (its policy restricts visitors) with a public link, beyond loopback, or on a Space (``SPACE_ID``)."""
-    import argparse
-
     p = argparse.ArgumentParser(description="GPEN face restoration in the browser.")
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    help="address to bind (default 127.0.0.1: this machine only; 0.0.0.0 for the local network)")

@@ -8,7 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpen_core.engine import profile_store as store
 from gpen_core.errors import InputError
+from gpen_core.hwcheck import advice, report, runner
 from gpen_core.platform import zerogpu
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
@@ -48,12 +50,8 @@ def verdict(device: str) -> str:
 
 
 def run_check(device: str, allowed: bool, progress: Progress, restores_done: Callable[[], int]) -> tuple[str, Any]:
-    """Measure every memory mode (saved for ``auto``); (report Markdown, chart rows). InputError when
-    :func:`refusal` says no. ``restores_done`` counts this process's finished restores, to say when some ran
-    beside the check."""
-    from gpen_core.engine import profile_store as store
-    from gpen_core.hwcheck import runner
-
+    """Measure every memory mode (saved for ``auto``): (report Markdown, chart rows). InputError when :func:`refusal`
+    says no; ``restores_done`` counts this process's finished restores, to say when some ran beside the check."""
     why = refusal(allowed)
     if why:
         raise InputError(why)
@@ -75,8 +73,6 @@ def run_check(device: str, allowed: bool, progress: Progress, restores_done: Cal
 
 def saved_check(device: str, allowed: bool) -> SavedCheck:
     """The saved measurement for this machine when one is still valid, and the button's state."""
-    from gpen_core.engine import profile_store as store
-
     prof = store.load_profile(device)
     why = refusal(allowed)
     if why is None:
@@ -95,16 +91,12 @@ def saved_check(device: str, allowed: bool) -> SavedCheck:
 
 def _report(prof: Any, device: str) -> str:
     """A measurement as Markdown, with its torch-vs-OpenVINO section when it has one (what auto runs)."""
-    from gpen_core.hwcheck import report
-
     md = ui.profile_markdown(prof, verdict(device), files=report.files_here(prof))
     return md + ("\n\n" + report.backends_section(prof) if prof.backends else "")
 
 
 def run_tips(allowed: bool, progress: Progress) -> str:
     """The article's memory tips measured on this machine, saved for the next visit; the table."""
-    from gpen_core.hwcheck import advice
-
     why = refusal(allowed)
     if why:
         raise InputError(why)
@@ -115,8 +107,6 @@ def run_tips(allowed: bool, progress: Progress) -> str:
 
 def saved_tips() -> str:
     """The tips table measured on this machine before, or how to measure it."""
-    from gpen_core.hwcheck import advice
-
     report = advice.load_report()
     if report is None:
         return TIPS_NOT_MEASURED

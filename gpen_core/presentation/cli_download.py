@@ -52,8 +52,8 @@ def download(args: argparse.Namespace) -> int:
 
 
 class DownloadProgress:
-    """A download's progress on stderr: redrawn in a terminal (5 a second); in a log, one line per
-    tenth of the file (per 10 MB when its size is unknown), never a run-on line of carriage returns."""
+    """A download's progress on stderr: redrawn in a terminal (5 a second); in a log, a line per tenth of the file
+    (per 10 MB when its size is unknown)."""
 
     def __init__(self, name: str) -> None:
         self.name, self.tty, self.last, self.step, self.open = name, is_terminal(sys.stderr), 0.0, -1, False

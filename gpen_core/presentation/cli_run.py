@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -20,15 +21,14 @@ def is_terminal(stream: TextIO) -> bool:
         return False
 
 
-def print_error(exc: GPENError, verbose: bool, prefix: str = "") -> None:
-    """``error: …`` on stderr; with ``-v`` the details too. ``prefix`` ("FILE: ") is left out when the message
-    already starts with that file."""
+def print_error(exc: GPENError, verbose: bool, prefix: str = "", say: Callable[[str], None] | None = None) -> None:
+    """``error: …`` on stderr (or through ``say``); with ``-v`` the details too. ``prefix`` ("FILE: ") is left out
+    when the message already starts with that file."""
+    say = say or (lambda line: print(line, file=sys.stderr))
     subject = prefix.rstrip().rstrip(":")
-    if subject and str(exc).startswith(subject):
-        prefix = ""
-    print(f"error: {prefix}{exc}", file=sys.stderr)
+    say(f"error: {'' if subject and str(exc).startswith(subject) else prefix}{exc}")
     if verbose and exc.details:
-        print(exc.details, file=sys.stderr)
+        say(exc.details)
 
 
 class ProgressLine:

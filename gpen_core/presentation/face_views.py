@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpen_core.faces import identity_model
 from gpen_core.modes import IDENTITY_THRESHOLD, IDENTITY_THRESHOLD_TEXT
 from gpen_core.result import Face, RestoreResult
 
@@ -68,10 +69,8 @@ def identity_lines(result: RestoreResult) -> list[str]:
 
 
 def _why_not(result: RestoreResult) -> str:
-    from gpen_core.faces.identity_model import PIP_COMMAND, available
-
-    if not available():
-        return f"the identity check needs dlib: `{PIP_COMMAND.split('  ')[0]}`"
+    if not identity_model.available():
+        return f"the identity check needs dlib: `{identity_model.PIP_COMMAND.split('  ')[0]}`"
     if result.task == "seg2face":
         return "a label map is not a face"
     if result.mode.name == "low":

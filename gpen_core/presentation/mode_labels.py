@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode, Task
 from gpen_core.presentation import readiness
+from gpen_core.weights import lookup
 
 AUTO_HINT = "picks the best mode that fits the memory free now, per photo"
 # A clip is planned once, from its frame size, and always written as H.264: no photo format applies.
@@ -81,8 +82,7 @@ def mode_choices(device: str, task: str | None = None,
 
 
 def video_hints() -> list[tuple[str, str]]:
-    """The Video tab's radio before the page loads (no device read yet): each mode's networks and
-    what it does to a clip; :func:`mode_choices` with ``video=True`` replaces them on load."""
+    """The Video tab's radio before the page loads (no device read yet), replaced by :func:`mode_choices` on load."""
     out = [(f"{AUTO} — {VIDEO_AUTO_HINT}", AUTO)]
     for m in MODES.values():
         parts = [m.model, _detector(m)]
@@ -93,8 +93,6 @@ def video_hints() -> list[tuple[str, str]]:
 
 
 def current_files() -> dict[str, readiness.FileState]:
-    from gpen_core.weights import lookup
-
     return readiness.files_from_status(lookup.status())
 
 

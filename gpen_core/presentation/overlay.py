@@ -64,28 +64,22 @@ def _pattern(n: int, dash: int) -> np.ndarray:
     return (np.arange(n) * k // n) % 2 == 0
 
 
-def draw_detections(
-    rgb: np.ndarray,
-    kept: Sequence[Box],
-    rejected: Sequence[Box] = (),
-    *,
-    scale: tuple[float, float] = (1.0, 1.0),
-    width: int | None = None,
-    kept_colors: Sequence[Color] | None = None,
-) -> np.ndarray:
+def draw_detections(rgb: np.ndarray, kept: Sequence[Box], rejected: Sequence[Box] = (), *,
+                    scale: tuple[float, float] = (1.0, 1.0), width: int | None = None,
+                    kept_colors: Sequence[Color] | None = None) -> np.ndarray:
     """A copy of ``rgb`` (RGB uint8 H×W×3) with kept boxes solid (green, or ``kept_colors``) over the rejected ones
     dashed red; ``scale``: (sx, sy) from the boxes' pixels to ``rgb``'s; ``width``: default :func:`line_width`."""
     out = check_rgb(rgb, "the photo to draw on").copy()
     t = width if width is not None else line_width(rgb.shape)
     sx, sy = scale
 
-    def scaled(b: Box) -> tuple[float, float, float, float]:
+    def scaled(b: Box) -> Box:
         return (b[0] * sx, b[1] * sy, b[2] * sx, b[3] * sy)
 
     for b in rejected:
         draw_box(out, scaled(b), REJECTED_COLOR, width=t, dash=3 * t)
-    for i, b in enumerate(kept):
-        draw_box(out, scaled(b), kept_colors[i] if kept_colors is not None else KEPT_COLOR, width=t)
+    for b, color in zip(kept, kept_colors if kept_colors is not None else [KEPT_COLOR] * len(kept)):
+        draw_box(out, scaled(b), color, width=t)
     return out
 
 
@@ -117,19 +111,20 @@ def faces_overlay(before: np.ndarray | None, record: dict | None, max_side: int 
                   photo: np.ndarray | None = None) -> tuple[np.ndarray | None, str]:
     """(the slider's "before" image, RGB or RGBA uint8, shrunk to ``max_side`` with the ``record``'s boxes drawn, a
     caption), or (None, why not); ``photo``: drawn on instead for a mode that returns face crops."""
-    boxes = (record or {}).get("boxes")
+    record = record or {}
+    boxes = record.get("boxes")
     if before is None or not boxes:
         return None, "Detected faces: restore a photo to see them."
-    if record.get("detector", "none") == "none":  # type: ignore[union-attr]
+    if record.get("detector", "none") == "none":
         return None, "Detected faces: none drawn (an aligned face crop: no detection ran)."
-    mode = MODES.get(str(record.get("mode")))  # type: ignore[union-attr]
+    mode = MODES.get(str(record.get("mode")))
     crops = mode is not None and not mode.paste
     if crops and photo is not None:
         before = photo
     w, h = boxes["image_size"]
     bh, bw = before.shape[:2]
     if (crops and photo is None) or w <= 0 or h <= 0 or abs(bw / bh - w / h) > 0.02 * (w / h):
-        return None, f"Detected faces: not drawn ({record.get('mode')} shows face crops, not the photo)."  # type: ignore[union-attr]
+        return None, f"Detected faces: not drawn ({record.get('mode')} shows face crops, not the photo)."
     rgb = np.ascontiguousarray(before[..., :3])
     if max(bh, bw) > max_side:
         from PIL import Image
@@ -138,7 +133,7 @@ def faces_overlay(before: np.ndarray | None, record: dict | None, max_side: int 
         rgb = np.asarray(Image.fromarray(rgb).resize((max(1, round(bw * s)), max(1, round(bh * s))), Image.Resampling.BILINEAR))
     kept = boxes["kept"]
     rejected = [r["box"] for r in boxes["rejected"]]
-    distances = [f["distance"] if f else None for f in ((record.get("identity") or {}).get("faces") or [])]  # type: ignore[union-attr]
+    distances = [f["distance"] if f else None for f in ((record.get("identity") or {}).get("faces") or [])]
     measured = len(distances) == len(kept) and any(d is not None for d in distances)
     colors = [identity_color(d) for d in distances] if measured else None
     drawn = draw_detections(rgb, kept, rejected, scale=(rgb.shape[1] / w, rgb.shape[0] / h), kept_colors=colors)

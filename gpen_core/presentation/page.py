@@ -44,19 +44,14 @@ CSS = """
 .toast-message-text { white-space: pre-line; }
 .prose table, .md table { overflow-wrap: break-word; word-break: normal; }
 @media (max-width: 760px) {
-  #restore-row { flex-direction: column; flex-wrap: nowrap; }
-  #controls { display: contents; }
-  #controls > * { order: 3; }
-  #controls > #photo { order: 1; }
-  #controls > #restore-button { order: 1; }
-  #results { order: 2; }
-  #video-row { flex-direction: column; flex-wrap: nowrap; }
-  #video-controls { display: contents; }
-  #video-controls > * { order: 3; }
+  #restore-row, #video-row { flex-direction: column; flex-wrap: nowrap; }
+  #controls, #video-controls { display: contents; }
+  #controls > *, #video-controls > * { order: 3; }
+  #controls > #photo, #controls > #restore-button { order: 1; }
   #video-controls > #video-in, #video-controls > :has(> #video-mode-radio), #video-controls > #video-options,
   #video-controls > #video-buttons { order: 1; }  /* the radio sits in Gradio's .form wrapper */
+  #results, #video-results { order: 2; }
   #download-col { order: -1; }
-  #video-results { order: 2; }
 }
 """
 

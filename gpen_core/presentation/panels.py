@@ -1,9 +1,8 @@
-"""What the browser app shows, computed from a RestoreResult: pure functions, no Gradio; nothing here
-re-measures a figure. Images are RGB uint8 H×W×3.
-"""
+"""What the browser app shows, computed from a RestoreResult (no Gradio, nothing re-measured); RGB uint8 H×W×3."""
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -14,12 +13,16 @@ from typing import Any
 import numpy as np
 
 from gpen_core.engine.fit import SAFETY_MARGIN
+from gpen_core.hwcheck import report as prof
 from gpen_core.modes import AUTO, MODES
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import readiness
 from gpen_core.presentation.face_views import face_pairs, identity_lines  # noqa: F401  (face_pairs: re-exported)
 from gpen_core.presentation.mode_labels import AUTO_HINT
+from gpen_core.presentation.overlay import boxes_record
 from gpen_core.result import RestoreResult
+from gpen_core.result_json import result_record
+from gpen_core.weights.missing import files_text, manual_fix
 from gpen_core.weights.registry import REGISTRY, WeightStatus
 
 _RAM_METHOD = {
@@ -69,8 +72,7 @@ def download_name(source: str | None, result: RestoreResult) -> str:
 
 
 def file_size_text(n: int) -> str:
-    """The size as Gradio's file widget prints it beside the file (1024-based, one decimal), so both show one
-    figure: '812.3 KB', '1.2 MB'."""
+    """'812.3 KB', '1.2 MB': as Gradio's file widget prints it (1024-based), so both show one figure."""
     units = ("B", "KB", "MB", "GB", "PB")
     x, i = float(n), 0
     while x > 1024 and i < len(units) - 1:
@@ -81,12 +83,8 @@ def file_size_text(n: int) -> str:
 
 def _encoded_size(encoded: bytes) -> tuple[int, int] | None:
     """(width, height) of the encoded result, from its header; None when there is none."""
-    import io
-
     from PIL import Image
 
-    if not encoded:
-        return None
     try:
         with Image.open(io.BytesIO(encoded)) as im:
             return im.size
@@ -95,8 +93,7 @@ def _encoded_size(encoded: bytes) -> tuple[int, int] | None:
 
 
 def no_strike(text: str) -> str:
-    """``text`` with its '~' escaped: two estimates on one line ("~76 MB … ~284 MB") would
-    otherwise be struck through by Markdown."""
+    """``text`` with its '~' escaped: Markdown strikes through two estimates on one line ("~76 MB … ~284 MB")."""
     return text.replace("~", "\\~")
 
 
@@ -182,7 +179,7 @@ _UNPINNED_TEXT = "present (no published checksum: not verified as the release)"
 
 
 def state_text(name: str, state: str) -> str:
-    """'present, verified' only where a published sha256 was matched; see _UNPINNED_TEXT."""
+    """'present, verified' only where a published sha256 was matched."""
     spec = REGISTRY.get(name)
     if state == "verified" and spec is not None and spec.sha256 is None:
         return _UNPINNED_TEXT
@@ -262,8 +259,6 @@ def all_weights_markdown(statuses: Sequence[WeightStatus], folder: str) -> str:
 def download_failed_text(error: str, remaining: Sequence[str], folder: str) -> str:
     """The panel after a failed download: the error, then every file still to fetch (when more than the failed
     one) with its size, source and the one command, so none is left to be found one restore at a time."""
-    from gpen_core.weights.missing import files_text, manual_fix
-
     text = "**Download failed.** " + markdown_text(error)
     if len(remaining) > 1:
         text += ("\n\n" + markdown_text(f"Still to get: {files_text(remaining)}.\n{manual_fix(remaining, folder)}"))
@@ -277,9 +272,6 @@ def download_progress_text(name: str, done: int, total: int | None) -> str:
 def as_record(result: RestoreResult) -> dict[str, Any]:
     """The JSON summary the API returns beside the images: the CLI's --json fields, and the ``boxes`` (kept faces,
     rejected candidates) the app draws on the "before" photo."""
-    from gpen_core.presentation.overlay import boxes_record
-    from gpen_core.result_json import result_record
-
     return {**result_record(result), "boxes": boxes_record(result)}
 
 
@@ -342,18 +334,13 @@ def check_progress_text(desc: str, elapsed_s: float, last_seconds: float | None)
 
 def last_check_seconds(profile: Any) -> float | None:
     """The whole check's wall time, from the note the runner writes ("the whole check took N s")."""
-    for n in getattr(profile, "notes", ()):
-        m = re.search(r"the whole check took ([\d.]+) s", n)
-        if m:
-            return float(m.group(1))
-    return None
+    found = (re.search(r"the whole check took ([\d.]+) s", n) for n in getattr(profile, "notes", ()))
+    return next((float(m.group(1)) for m in found if m), None)
 
 
 def profile_markdown(profile: Any, verdict: str, free: Any = None, files: Any = None) -> str:
     """The hardware check as Markdown: the verdict (what will run: files and memory together), the memory-only
     reading, the table, machine facts and notes. ``files`` (``report.files_here``): what each mode lacks here."""
-    from gpen_core.hwcheck import report as prof
-
     lines = [
         f"**Recommendation:** {no_strike(verdict)}.",
         "",
@@ -380,13 +367,8 @@ def profile_chart(profile: Any) -> Any:
     """Peak memory per mode as a long table for a bar chart: columns mode, memory ("RAM"/"VRAM"), MB."""
     import pandas as pd
 
-    from gpen_core.hwcheck import report as prof
-
-    rows = []
-    for r in prof.chart_rows(profile):
-        rows.append({"mode": r["mode"], "memory": "RAM", "MB": r["peak RAM MB"]})
-        if r["peak VRAM MB"] is not None:
-            rows.append({"mode": r["mode"], "memory": "VRAM", "MB": r["peak VRAM MB"]})
+    rows = [{"mode": r["mode"], "memory": kind, "MB": r[f"peak {kind} MB"]} for r in prof.chart_rows(profile)
+            for kind in ("RAM", "VRAM") if kind == "RAM" or r["peak VRAM MB"] is not None]
     return pd.DataFrame(rows, columns=["mode", "memory", "MB"])
 
 

@@ -33,8 +33,7 @@ def running(prep: BackgroundPreparation | None) -> bool:
 
 
 def status_markdown(prep: BackgroundPreparation | None) -> str:
-    """The page's line: what is being converted (restores meanwhile run on torch and say so), what is ready,
-    or what could not be converted; empty without a conversion here."""
+    """The page's line: what is being converted, what is ready or could not be; empty without a conversion here."""
     if prep is None:
         return ""
     if not prep.done.is_set():

@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Literal
 
+from gpen_core.engine import budget
 from gpen_core.engine.fit import PANEL_PHOTO, SAFETY_MARGIN, fits, rank  # noqa: F401  (SAFETY_MARGIN: read by callers of assess)
 from gpen_core.modes import MODES, MemoryMode
 from gpen_core.options import UPSCALES, default_upscaler
 from gpen_core.platform.meter import format_bytes
 # The files each mode loads (the weights room's one list) and how sizes are said; re-exported.
 from gpen_core.weights.missing import APPROX_BYTES, download_size, mode_files, size_text  # noqa: F401
-from gpen_core.weights.registry import WeightStatus
+from gpen_core.weights import lookup as weights
+from gpen_core.weights.registry import REGISTRY, WeightStatus
 
 
 # What people call each file in a sentence (the others by their registry name).
@@ -60,8 +62,7 @@ class ModeReadiness:
     mode: str
     files: tuple[str, ...]  # registry names it loads, generator first
     missing: tuple[str, ...]  # of ``files``: missing or corrupt
-    need_bytes: int  # peak above the idle process on the binding memory (estimate or measured)
-    fits: bool  # need_bytes <= free * SAFETY_MARGIN
+    fits: bool  # its peak (estimated or measured) fits the free binding memory less SAFETY_MARGIN
 
     @property
     def ready(self) -> bool:
@@ -90,8 +91,6 @@ class Readiness:
     recommended: str
     # The smallest set of registry files that makes ``recommended`` runnable (empty: it already is).
     download: tuple[str, ...]
-    download_bytes: int | None  # None when a size is unknown
-    download_estimated: bool  # some size in download_bytes is an estimate
     corrupt: tuple[str, ...]  # present files that failed verification (offered for download again)
     binding: str  # "RAM" or "VRAM"
     free_bytes: int
@@ -124,8 +123,7 @@ def assess(files: Mapping[str, FileState], needs: Mapping[str, int], free_bytes:
     for m in MODES.values():
         names = mode_files(m, model, detector, aligned=aligned)
         missing = tuple(n for n in names if n in files and not files[n].usable)
-        need = int(needs[m.name])
-        modes[m.name] = ModeReadiness(m.name, names, missing, need, fits(need, free_bytes))
+        modes[m.name] = ModeReadiness(m.name, names, missing, fits(int(needs[m.name]), free_bytes))
 
     ranking = rank(needs, free_bytes, binding=binding, candidates=MODES,
                    passed_over={n: "files missing" for n, r in modes.items() if not r.ready})
@@ -137,11 +135,9 @@ def assess(files: Mapping[str, FileState], needs: Mapping[str, int], free_bytes:
     recommended = modes[best_fitting.mode if best_fitting else ranked[-1].name]
     if runs_now is not None and runs_now_fits and MODES[runs_now.mode].rank >= MODES[recommended.mode].rank:
         recommended = runs_now
-    download = recommended.missing
-    total, estimated = _total(download, files)
     return Readiness(modes=modes, runs_now=runs_now.mode if runs_now else None, runs_now_fits=runs_now_fits,
-                     recommended=recommended.mode, download=download, download_bytes=total,
-                     download_estimated=estimated, corrupt=tuple(n for n, f in files.items() if f.state == "corrupt"),
+                     recommended=recommended.mode, download=recommended.missing,
+                     corrupt=tuple(n for n, f in files.items() if f.state == "corrupt"),
                      binding=binding, free_bytes=int(free_bytes),
                      offers=_offers(modes, files, ranked, recommended, runs_now if runs_now_fits else None))
 
@@ -225,7 +221,7 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
         if r.runs_now == r.recommended:
             return f"{head}, the best mode that fits this machine; all its files are here"
         return head
-    offers = r.offers or (Offer(r.download, r.download_bytes, r.download_estimated, (r.recommended,)),)
+    offers = r.offers or (Offer(r.download, *_total(r.download, files), (r.recommended,)),)
     # each: 'MobileNet detector (1.8 MB) to enable balanced and faces-only'
     return f"{head}; download " + ", or ".join(f"{files_text(o.files, files)} to enable {' and '.join(o.enables)}"
                                                for o in offers)
@@ -234,8 +230,6 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
 def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str, *, button: bool = True) -> str:
     """Before Restore: the upscaler file the factor needs is missing or corrupt, so Restore would stop; where it goes
     in ``folder`` and how to get it (the weights panel's button first when ``button``). '' when usable, and at 1×."""
-    from gpen_core.weights.registry import REGISTRY
-
     names = upscaler_download(files, upscale)
     if not names:
         return ""
@@ -262,9 +256,6 @@ def current(device: str, models_dir: object = None, image_size: tuple[int, int] 
             ) -> tuple[Readiness, dict[str, FileState]]:
     """:func:`assess` on this machine now: ``weights.status()`` (hashes each file once per process),
     ``budget.free_memory`` and ``budget.estimate_peak`` (the saved hardware profile when valid, else built in)."""
-    from gpen_core.engine import budget
-    from gpen_core.weights import lookup as weights
-
     folder = Path(models_dir) if models_dir is not None else None  # type: ignore[arg-type]
     files = files_from_status(weights.status(folder))
     free = budget.free_memory(device)

@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from gpen_core.errors import GPENError
+from gpen_core.engine import budget
+from gpen_core.images.metadata import upright
+from gpen_core.images.outputs import save_result
 from gpen_core.modes import AUTO, MODES, preshrink_size
 from gpen_core.options import RestoreOptions
 from gpen_core.platform.meter import format_bytes
@@ -18,6 +20,7 @@ from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
 from gpen_core.presentation.messages import shown_error
 from gpen_core.result import RestoreResult
+from gpen_core.weights import lookup as weights
 
 PREVIEW_SIDE = 1024  # the before-view shown on upload, from our own decoder
 SHRUNK_AT_DECODE = "shrunk at decode"  # how gpen_core.images.decode's notes about a reduce_to shrink begin
@@ -37,9 +40,7 @@ def preview(path: str) -> Preview:
 
     try:
         decoded = decode_image(path, reduce_to=PREVIEW_SIDE)
-    except GPENError as exc:
-        return Preview(None, shown_error(exc).panel)
-    except Exception as exc:  # a bug: logged with its trace, one line shown
+    except Exception as exc:  # a GPENError names the problem; a bug is logged with its trace, one line shown
         return Preview(None, shown_error(exc, doing="Reading the file").panel)
     rgb = decoded.rgb
     if max(rgb.shape[:2]) > PREVIEW_SIDE:
@@ -48,8 +49,7 @@ def preview(path: str) -> Preview:
 
 
 def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
-    """The decoder's notes about the file, with the preview's own shrink said as what it is: the
-    restore decodes the whole photo (a mode that shrinks photos says so here, and in the result)."""
+    """The decoder's notes, the preview's own shrink said as such: the restore decodes the whole photo."""
     w, h = decoded.upright_size  # the restore sees it upright
     notes = tuple(n for n in decoded.notes if not n.startswith(SHRUNK_AT_DECODE))
     if (shown_w, shown_h) == (w, h):
@@ -62,8 +62,6 @@ def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
 
 def upscale_text(image: str | None, upscale: int, mode: str | None, device: str, models: Any = None) -> str:
     """Before Restore: the Upscale line (result size, extra memory) and a missing upscaler file."""
-    from gpen_core.weights import lookup as weights
-
     if upscale <= 1:
         return ""
     note = readiness.upscaler_note(upscale, readiness.files_from_status(weights.status()), str(weights.models_dir()))
@@ -73,8 +71,6 @@ def upscale_text(image: str | None, upscale: int, mode: str | None, device: str,
 def _photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
     """(width, height) as it will be restored (EXIF quarter turns applied), from the header; None if unreadable."""
     from PIL import Image
-
-    from gpen_core.images.metadata import upright
 
     try:
         with Image.open(path) as im:
@@ -87,7 +83,6 @@ def _photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
 def _upscale_line(image: str | None, factor: int, mode: str | None, device: str, models: Any = None) -> str:
     """'**Upscale ×2:** result W×H; extra memory about N (estimate, …)', or why it is refused. ``auto`` is resolved
     as a restore would (``models``, the app's ModelCache, passes over modes missing files): one figure with auto's."""
-    from gpen_core.engine import budget
     from gpen_core.upscale.tiles import preview
 
     if not image:
@@ -130,8 +125,6 @@ class RestoreView:
 def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_s: float) -> RestoreView:
     """The outputs of ``result``, its bytes saved under ``results_dir`` (older results swept first). "Before" is the
     engine's decoded input: decoding again here, outside the meter, would push the peak past the reported one."""
-    from gpen_core.images.outputs import save_result
-
     if result.before is None:
         raise ValueError("the engine returned a result without its decoded input (RestoreResult.before)")
     path = save_result(results_dir, ui.download_name(source, result), result.encoded, max_age_s=max_age_s)

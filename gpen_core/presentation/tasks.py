@@ -10,6 +10,7 @@ import numpy as np
 from gpen_core.modes import TASKS
 from gpen_core.presentation import readiness
 from gpen_core.presentation.mode_labels import mode_choices, task_spec
+from gpen_core.weights.user_paths import generator_names
 
 BRUSH_COLOUR = "#ffffff"  # GPEN's inpainting network was trained on white strokes (demo.py's brush_stroke_mask)
 DAMAGE_LAYER = "damage"
@@ -18,15 +19,11 @@ DAMAGE_LAYER = "damage"
 def task_choices(files: Any = None) -> list[tuple[str, str]]:
     """(label, value) pairs for the Task radio; with ``files`` (the models folder's state), a task whose generator
     is not there says so, with the download that enables it."""
-    hints = {
-        "enhance": "GPEN-BFR-256 or -512, as the mode picks",
-        "colorize": "GPEN-Colorization-1024: grey photo, coloured faces",
-        "inpaint": "GPEN-Inpainting-1024: paint the damage white below",
-        "seg2face": "GPEN-Seg2face-512: aligned colour label map → face",
-    }
+    hints = {"enhance": "GPEN-BFR-256 or -512, as the mode picks", "colorize": "grey photo, coloured faces",
+             "inpaint": "paint the damage white below", "seg2face": "aligned colour label map → face"}
     out = []
     for t in TASKS.values():
-        label = f"{t.label} — {hints[t.name]}"
+        label = f"{t.label} — {f'{t.model}: ' if t.model else ''}{hints[t.name]}"
         f = files.get(t.model) if files is not None and t.model else None
         if f is not None and not f.usable:
             label += f" — unavailable: download {readiness.files_text([t.model], files)}"
@@ -42,8 +39,6 @@ def generator_override(task: str | None, model: str | None) -> str | None:
 def generator_choices(task: str | None, default: str) -> list[tuple[str, str]]:
     """(label, value) pairs for the Generator dropdown: after ``default`` (the mode's choice), the registry's
     restoration generators, or another task's own generator only (the others were trained for something else)."""
-    from gpen_core.weights.user_paths import generator_names
-
     spec = task_spec(task)
     if spec.model is None:
         others = {t.model for t in TASKS.values() if t.model}
@@ -84,20 +79,14 @@ def editor_value(task: str | None, image: str | None) -> dict[str, Any] | None:
 
 
 def editor_damage(value: Any, task: str) -> np.ndarray | None:
-    """What the editor's ``value`` gives a request for ``task``: the painted damage mask for ``inpaint``, else
-    None. Whatever the task, every file it hands over must be an image within the upload limits (its header
-    checked, nothing decoded), else the decoder's message naming the part."""
-    from gpen_core.images.damage_layers import check_editor_files
+    """For ``inpaint``, the editor's painted layers (file paths, read by our decoder) as a uint8 H×W mask (255 =
+    damaged); None for another task or nothing painted (the engine then looks for white strokes in the photo).
+    Whatever the task, every file it hands over must be an image within the upload limits (its header checked,
+    nothing decoded), else the decoder's message naming the part."""
+    from gpen_core.images.damage_layers import check_editor_files, damage_from_layers
 
-    check_editor_files(value if isinstance(value, dict) else None)
-    return damage_from_editor(value) if task == "inpaint" else None
-
-
-def damage_from_editor(value: Any) -> np.ndarray | None:
-    """The editor's painted layers (file paths, read by our decoder with the upload limits) as a uint8 H×W mask
-    (255 = damaged); None when nothing is painted (the engine then looks for white strokes in the photo)."""
-    from gpen_core.images.damage_layers import damage_from_layers
-
-    if not isinstance(value, dict):
+    value = value if isinstance(value, dict) else None
+    check_editor_files(value)
+    if task != "inpaint" or value is None:
         return None
     return damage_from_layers([str(p) for p in value.get("layers") or [] if p])

@@ -1,6 +1,6 @@
-"""The Video tab as plain values: the upload note (a shared server's length cap said before anyone waits), each
-mode's estimated cost, the conversion before the first frame, the progress line, the measured panel and one
-frame's before/after (RGB uint8 H×W×3, upright). No web framework here.
+"""The Video tab as plain values: the upload note (a shared server's cap said before anyone waits), each mode's
+estimated cost, the conversion before the first frame, the progress line, the measured panel and one frame's
+before/after (RGB uint8 H×W×3, upright).
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ _AUDIO = {"copied": "copied as it was (packets untouched)",
 
 @dataclass(frozen=True)
 class ClipNote:
-    """An uploaded clip as the tab describes it before Restore."""
-
     markdown: str
     end_s: float | None  # the declared clip is longer than the server's cap: restored up to this time; else None
     duration_s: float | None  # the clip's length as declared (None: not declared)
@@ -97,7 +95,7 @@ def progress_text(done: int, expected: int, rate: Any) -> str:
 
 
 def progress_fraction(done: int, expected: int) -> float | None:
-    """The bar's fraction, or None (an indeterminate bar) when the clip declares no frame count."""
+    """The bar's fraction; None (an indeterminate bar) without a frame count."""
     return min(1.0, done / expected) if expected > 0 else None
 
 
@@ -128,7 +126,6 @@ def span(clip: ClipNote, start_s: float | None, end_s: float | None, cap_s: floa
 
 
 def output_name(source: str | None, mode: str) -> str:
-    """The clip's download name: the photos' rule (panels.file_name), as an MP4."""
     return file_name(source, "video", mode, "mp4")
 
 
@@ -144,7 +141,7 @@ def named_by_mode(result: Any, source: str | None) -> Any:
 
 
 def video_markdown(result: Any) -> str:
-    """The clip's measured panel (Markdown) from its VideoResult: memory, speed, faces, what was kept."""
+    """The clip's measured panel (Markdown) from its VideoResult."""
     p = result.peaks
     vram = "no GPU" if p.vram_reserved_bytes is None else format_bytes(p.vram_reserved_bytes)
     rotation = f"turned upright from {result.rotation}°, written with no rotation tag" if result.rotation else "none in the input"
@@ -175,7 +172,7 @@ def video_markdown(result: Any) -> str:
 
 
 def _identity_cell(ident: Any) -> str:
-    """The panel's identity row: what was checked and flagged (the frame list beside the slider names the frames)."""
+    """What was checked and flagged (the frame list beside the slider names the frames)."""
     from gpen_core.video.identity import summary_lines
 
     if ident is None:
@@ -224,8 +221,8 @@ def frame_at(path: str, time_s: float) -> np.ndarray | None:
 
 
 def frame_pair(source: str, output: str, time_s: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """(before, after) of the frame at ``time_s`` for the slider, the same size (the output pads odd sides
-    by one pixel for H.264: cropped back here); None when either file has no frame there."""
+    """(before, after) at ``time_s``, cropped to one size (H.264 pads odd sides by a pixel); None when either file
+    has no frame there."""
     before, after = frame_at(source, time_s), frame_at(output, time_s)
     if before is None or after is None:
         return None
@@ -240,8 +237,7 @@ def results_path(results_dir: Path, source: str | None, mode: str) -> Path:
 
 
 def video_mode_choices(choices: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The Memory mode choices a video can run in: every mode that pastes the faces back (a clip of
-    restored crops, faces-only, is no video), ``auto`` included."""
+    """The choices that paste faces back (a clip of restored crops is no video), ``auto`` included."""
     return [(label, value) for label, value in choices if value not in MODES or MODES[value].paste]
 
 
@@ -258,7 +254,7 @@ PER_FACE_SOURCE = "built-in: the project's CPU (Zen 4, 2 threads)"
 class ModeEstimate:
     mode: str
     seconds_per_face: float
-    source: str  # "measured on this machine (date)" or the built-in figure's origin
+    source: str  # "measured on this machine (date)" or PER_FACE_SOURCE
 
 
 def measured_per_face(mode: str, device: str) -> tuple[float, str] | None:
@@ -279,14 +275,9 @@ def measured_per_face(mode: str, device: str) -> tuple[float, str] | None:
 def estimates(modes: Sequence[str], device: str,
               measure: Callable[[str, str], tuple[float, str] | None] = measured_per_face) -> list[ModeEstimate]:
     """Each mode's seconds a face: measured where the hardware check has, else built in."""
-    out = []
-    for m in modes:
-        got = measure(m, device)
-        if got is None and m in BUILT_IN_S_PER_FACE:
-            got = (BUILT_IN_S_PER_FACE[m], PER_FACE_SOURCE)
-        if got is not None:
-            out.append(ModeEstimate(m, got[0], got[1]))
-    return out
+    built_in = {m: (s, PER_FACE_SOURCE) for m, s in BUILT_IN_S_PER_FACE.items()}
+    got = ((m, measure(m, device) or built_in.get(m)) for m in modes)
+    return [ModeEstimate(m, *g) for m, g in got if g is not None]
 
 
 def estimate_markdown(frames: int, rows: Sequence[ModeEstimate]) -> str:
@@ -302,8 +293,7 @@ def estimate_markdown(frames: int, rows: Sequence[ModeEstimate]) -> str:
 
 
 def converting_text(model: str, seconds: convert_first.Figure) -> str:
-    """The progress bar's line while the child converts: "converting GPEN-BFR-512 for OpenVINO, once: about 13 s
-    (estimate)"; a figure this machine's hardware check measured says so."""
+    """"converting GPEN-BFR-512 for OpenVINO, once: about 13 s (estimate)", the progress line meanwhile."""
     measured = seconds.source != convert_first.BUILT_IN_SOURCE
     label = "estimate from this machine's hardware check" if measured else "estimate"
     return f"converting {model} for OpenVINO, once: about {duration_text(seconds.value)} ({label})"

@@ -12,6 +12,10 @@ from typing import Any
 import numpy as np
 
 from gpen_core.presentation.overlay import KEPT_COLOR, draw_detections, line_width
+from gpen_core.video.engine_seam import FrameEngine, FrameOut
+from gpen_core.video.frames import upright_rgb
+from gpen_core.video.probe import clip_info, open_clip
+from gpen_core.video.stream import VideoOptions, restore_video
 
 LEFT_ALONE_COLOR = (150, 150, 150)  # grey: a face followed but not chosen for restoring
 # Frames offered in the identity list beside the slider: a long clip's list stays readable (the panel counts them all).
@@ -30,15 +34,14 @@ class FrameFaces:
 
 
 def frame_faces(record: Any) -> FrameFaces:
-    """A :class:`FrameRecord` reduced to what the viewer draws (no landmarks: a long clip's list stays small)."""
+    """A FrameRecord reduced to what the viewer draws (no landmarks: a long clip's list stays small)."""
     return FrameFaces(float(record.time_s), tuple((int(f.track), tuple(float(v) for v in f.box)) for f in record.faces),
                       tuple(tuple(float(v) for v in b) for b in record.rejected),  # type: ignore[misc]
                       tuple((int(f.track), f.identity) for f in record.faces if getattr(f, "identity", None) is not None))
 
 
 def identity_caption(faces: FrameFaces | None) -> str:
-    """This frame's identity figures for the before/after's caption: "face 1: distance 0.12, jump 0.31 (input
-    0.05) — jumped"; "" where no face was checked on it."""
+    """This frame's identity figures for the before/after's caption; "" where no face was checked on it."""
     if faces is None or not faces.checks:
         return ""
     parts = []
@@ -65,8 +68,7 @@ def flagged_choices(frames: Sequence[FrameFaces]) -> list[tuple[str, int]]:
 
 
 def frame_times(path: str) -> tuple[float, ...]:
-    """Each video frame's time in ``path`` (seconds, as the file stamps them, in display order), read from the
-    packets without decoding."""
+    """Each video frame's time in ``path`` (seconds, as stamped, in display order), from the packets alone."""
     import av
 
     with av.open(path, "r", metadata_errors="ignore") as container:
@@ -83,18 +85,16 @@ def slider_spec(times: Sequence[float]) -> dict[str, Any]:
 
 
 def _frame_number(times: Sequence[float], number: float | None) -> int:
-    """The slider's ``number`` as a frame number from 1, clamped to the clip."""
     return min(len(times), max(1, int(round(number or 1)))) if times else 1
 
 
 def frame_time(times: Sequence[float], number: float | None) -> float:
-    """The time of frame ``number`` (1-based, clamped to the clip) in the restored file."""
+    """The time of frame ``number`` (from 1, clamped to the clip) in the restored file."""
     return times[_frame_number(times, number) - 1] if times else 0.0
 
 
 def pair_label(times: Sequence[float], number: float | None, faces: Sequence[FrameFaces] | None = None) -> str:
-    """The before/after's caption: which frame, at what time, and that frame's identity figures where
-    ``faces`` (the clip's per-frame records) has them."""
+    """The before/after's caption: which frame, its time, and its identity figures where ``faces`` has them."""
     i = _frame_number(times, number)
     label = f"Before / after of frame {i} of {len(times)} ({frame_time(times, number):.2f} s)"
     identity = identity_caption(faces[i - 1]) if faces and i <= len(faces) else ""
@@ -112,7 +112,7 @@ def track_choices(frames: Sequence[FrameFaces]) -> list[tuple[str, int]]:
 
 
 def found_text(frames: Sequence[FrameFaces]) -> str:
-    """What Find faces saw: "2 faces in 150 frames; the face check rejected 3 detections in 2 frames"."""
+    """What Find faces saw: "2 faces followed in 150 frames; the face check rejected 3 detections in 2 frames …"."""
     n = len({k for f in frames for k, _ in f.tracks})
     text = f"{n} face{'s' if n != 1 else ''} followed in {len(frames)} frames" if n else f"No face found in {len(frames)} frames"
     bad, where = rejected_summary(frames)
@@ -128,8 +128,8 @@ def rejected_summary(frames: Sequence[FrameFaces]) -> tuple[int, int]:
 
 
 def draw_faces(rgb: np.ndarray, faces: FrameFaces | None, chosen: Sequence[int] | None) -> tuple[np.ndarray, str]:
-    """(a copy of the frame with its faces drawn, a caption): restored faces solid green with their number,
-    faces left out of the choice grey, detections the face check refused dashed red."""
+    """(a copy of the frame with its faces drawn, a caption): restored faces numbered solid green, faces left out
+    of the choice grey, detections the face check refused dashed red."""
     from PIL import Image, ImageDraw, ImageFont
 
     if faces is None:
@@ -163,19 +163,14 @@ class _Unchanged:
         return []
 
     def restore(self, rgb: np.ndarray, detections: list[Any]) -> Any:
-        from gpen_core.video.engine_seam import FrameOut
-
         return FrameOut(rgb, ())
 
 
 def original_span(source: str, dst: Path, start_s: float | None, end_s: float | None, crf: int) -> str:
-    """The original clip over the restored span, as a file that plays beside the result: the upload itself
-    when the whole clip was restored, else the same frames (same times, sound and upright turn) written
-    with the same x264 settings into ``dst``, a file this run creates."""
+    """The original over the restored span, to play beside the result: the upload itself for the whole clip, else
+    its frames (same times, sound and upright turn) written with the same x264 settings into ``dst`` (created)."""
     if start_s is None and end_s is None:
         return source
-    from gpen_core.video.stream import VideoOptions, restore_video
-
     restore_video(source, dst, video=VideoOptions(crf=crf, start_s=start_s, end_s=end_s), engine=_Unchanged())
     return str(dst)
 
@@ -201,11 +196,6 @@ def find_faces(source: str, scratch: Path, restorer: Any, options: Any, start_s:
     """The faces of the part's first :data:`PREVIEW_S` seconds as a restore from ``start_s`` numbers them (the
     same detector, face check and steadying), without restoring; ``scratch`` (a file this call creates) is removed."""
     import av
-
-    from gpen_core.video.engine_seam import FrameEngine
-    from gpen_core.video.frames import upright_rgb
-    from gpen_core.video.probe import clip_info, open_clip
-    from gpen_core.video.stream import VideoOptions, restore_video
 
     container = open_clip(source)
     try:

@@ -12,6 +12,8 @@ from gpen_core.errors import GPENError, InputError, WeightsError
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
 from gpen_core.presentation.app_state import Policy
+from gpen_core.weights import lookup as weights
+from gpen_core.weights.user_paths import checked_model
 
 DOWNLOADS_OFF = ("Downloads are off on this shared server: visitors cannot make it fetch files. The operator can run "
                  "`python -m gpen_core download {names}`, or start the server with `--allow-downloads`.")
@@ -36,9 +38,6 @@ class WeightsRequest:
 
 
 def _assess(device: str, req: WeightsRequest, any_model_path: bool):
-    from gpen_core.weights import lookup as weights
-    from gpen_core.weights.user_paths import checked_model
-
     try:
         model = checked_model(req.model, any_path=any_model_path)
     except InputError:  # an unusable Generator value is Restore's to refuse, with its message
@@ -73,17 +72,14 @@ def check_mode_ready(device: str, req: WeightsRequest, policy: Policy = Policy()
 
 def weights_view(device: str, req: WeightsRequest, policy: Policy = Policy(), message: str = "") -> WeightsView:
     """The weights panel for ``req`` on this machine now, under the server's ``policy``."""
-    from gpen_core.weights import lookup as weights
-
     r, files, statuses = _assess(device, req, policy.any_model_path)
-    downloads_allowed = policy.downloads_allowed
     folder = str(weights.models_dir())
     upscaler = readiness.upscaler_download(files, req.upscale)
     names = wanted(r, files, req)
-    if names and not downloads_allowed and not message:
+    if names and not policy.downloads_allowed and not message:
         message = ui.markdown_text(DOWNLOADS_OFF.format(names=" ".join(names)))
     panel = ui.weights_markdown(r, files, statuses, folder, mode=req.mode, message=message, upscaler=upscaler)
-    label = ui.download_button_label(r, files, req.mode, upscaler) if names and downloads_allowed else None
+    label = ui.download_button_label(r, files, req.mode, upscaler) if names and policy.downloads_allowed else None
     return WeightsView(panel, label, ui.all_weights_markdown(statuses, folder))
 
 
@@ -92,8 +88,6 @@ def download(device: str, req: WeightsRequest, progress: Callable[[float, str], 
     """Download what the panel offers (stopping at the first failure), then the panel again with the outcome.
     InputError when ``policy`` does not allow downloads; ``cancel`` (the Stop button) stops the file being
     fetched at its next chunk, nothing installed."""
-    from gpen_core.weights import lookup as weights
-
     r, files, _ = _assess(device, req, policy.any_model_path)
     names = wanted(r, files, req)
     if names and not policy.downloads_allowed:
