@@ -78,7 +78,7 @@ def draw_detections(rgb: np.ndarray, kept: Sequence[Box], rejected: Sequence[Box
 
     for b in rejected:
         draw_box(out, scaled(b), REJECTED_COLOR, width=t, dash=3 * t)
-    for b, color in zip(kept, kept_colors if kept_colors is not None else [KEPT_COLOR] * len(kept)):
+    for b, color in zip(kept, kept_colors if kept_colors is not None else [KEPT_COLOR] * len(kept), strict=True):
         draw_box(out, scaled(b), color, width=t)
     return out
 
