@@ -14,7 +14,8 @@ from typing import Callable
 import numpy as np
 from PIL import Image
 
-from gpen_core.images.limits import format_display_name, megabytes
+from gpen_core.errors import megabytes
+from gpen_core.images.limits import format_display_name
 
 
 def read_orientation(im: Image.Image) -> tuple[int, str | None]:
