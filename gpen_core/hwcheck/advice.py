@@ -19,11 +19,11 @@ from typing import Any, Literal
 import psutil
 
 from gpen_core.hwcheck.advice_child import SideRun, measure, workload_of
-from gpen_core.hwcheck.eta import Eta, left_text
+from gpen_core.hwcheck.eta import Eta
 from gpen_core.hwcheck.info import cpu_facts
 from gpen_core.hwcheck.report import host_text
 from gpen_core.modes import MODES
-from gpen_core.progress import Progress
+from gpen_core.progress import Progress, left_text
 from gpen_core.hwcheck.advice_table import (  # noqa: F401  (the tips, the verdict, the report: importable from here)
     TIPS, AdviceReport, Side, Tip, TipResult, format_table, load_report, report_from_dict, save_report, verdict,
 )

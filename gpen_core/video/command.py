@@ -11,6 +11,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from gpen_core.errors import InputError
+from gpen_core.progress import left_text
 from gpen_core.video.output import VIDEO_SUFFIXES
 
 
@@ -79,7 +80,7 @@ class VideoBar:
     def __init__(self, name: str) -> None:
         from gpen_core.video.rate import FrameRate
 
-        self.name, self.last, self.step = name, 0.0, -1
+        self.name, self.last, self.step, self.width = name, 0.0, -1, 0
         self.tty = sys.stderr.isatty()
         # this run's speed from its first report on: not the networks' loading, nor frames a resume kept
         self.rate = FrameRate()
@@ -98,10 +99,11 @@ class VideoBar:
             self.step = step
         self.last = now
         fps = f", {1 / rate.seconds_per_frame:5.2f} fps" if rate.seconds_per_frame else ""
-        left = f", {rate.left_s:5.1f}s left" if known and rate.left_s is not None else ""
+        left = f", {left_text(rate.left_s)}" if known and rate.left_s is not None else ""
         of = f"/{total}" if known else ""
         line = f"{self.name[:40]}: frame {done}{of}{fps}{left}"
-        sys.stderr.write(f"\r{line}   " if self.tty else f"{line}\n")
+        self.width = max(self.width, len(line))  # redrawn in place: a shorter line is padded over the last one
+        sys.stderr.write(f"\r{line.ljust(self.width)}" if self.tty else f"{line}\n")
         sys.stderr.flush()
 
 
