@@ -1,6 +1,5 @@
-"""What a long piece of work reports as it goes: the two progress callbacks, named for what they count
-(defined once, so one function serves a request, a conversion, a hardware check or a download), and how a
-time left is worded wherever one is shown."""
+"""What a long piece of work reports as it goes: the two progress callbacks, named for what they count, and the
+time left in words (defined once: a request, a conversion, a hardware check, a download and a clip share them)."""
 
 from __future__ import annotations
 
@@ -23,7 +22,5 @@ def left_text(seconds: float | None, untimed: int = 0) -> str:
     """'about 40 s left', 'about 3 min left', 'about 40 s left, and 4 steps not timed yet'; '' when unknown."""
     if seconds is None:
         return ""
-    text = f"about {duration_text(seconds)} left"
-    if untimed:
-        text += f", and {untimed} step{'s' if untimed > 1 else ''} not timed yet"
-    return text
+    steps = f", and {untimed} step{'s' if untimed > 1 else ''} not timed yet" if untimed else ""
+    return f"about {duration_text(seconds)} left{steps}"

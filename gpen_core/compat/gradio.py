@@ -336,9 +336,8 @@ def _private(fn: Any) -> bool:
 
 
 def _too_large(n: int, cap: int, more: bool = False) -> str:
-    size = f"over {megabytes(n)}" if more else megabytes(n)
-    return (f"The request is {size}; the limit is {megabytes(cap)}. Upload files through /gradio_api/upload "
-            "(gradio_client's handle_file does) rather than inside the request.")
+    return (f"The request is {'over ' if more else ''}{megabytes(n)}; the limit is {megabytes(cap)}. Upload files "
+            "through /gradio_api/upload (gradio_client's handle_file does) rather than inside the request.")
 
 
 async def _json(send: Any, status: int, detail: str) -> None:

@@ -14,8 +14,7 @@ from typing import Callable
 import numpy as np
 from PIL import Image
 
-from gpen_core.errors import megabytes
-from gpen_core.images.limits import format_display_name
+from gpen_core.images.limits import format_display_name, megabytes
 
 
 def read_orientation(im: Image.Image) -> tuple[int, str | None]:

@@ -24,8 +24,7 @@ _LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 INSTALL_HINT = "install it with `bash scripts/setup.sh --ray` (or `.venv/bin/python -m pip install -r requirements-ray.txt`)"
 
 
-# A Ray worker before it imports the engine (ray 2.60, measured: docs/ray.md); the engine's imports on top are
-# platform.oom.ENGINE_IMPORT's, the one figure for what a fresh process holds once the engine is imported.
+# A Ray worker before the engine's imports (ray 2.60, docs/ray.md); the imports are oom.ENGINE_IMPORT's, per build.
 RAY_WORKER_BYTES = 130_000_000
 LARGE_PHOTO = (4000, 3000)  # the 12 MP photo of the hardware check's workloads
 
@@ -38,8 +37,7 @@ def worker_memory_bytes(mode: str, device: str = "cpu") -> int:
     from gpen_core.platform.oom import engine_import_figures
 
     modes = [MODES[mode]] if mode in MODES else list(MODES.values())
-    idle = RAY_WORKER_BYTES + engine_import_figures()["rss"]
-    return idle + max(int(estimate_peak(m, device, LARGE_PHOTO)[0]) for m in modes)
+    return RAY_WORKER_BYTES + engine_import_figures()["rss"] + max(int(estimate_peak(m, device, LARGE_PHOTO)[0]) for m in modes)
 
 
 def worker_name() -> str:
