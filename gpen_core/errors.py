@@ -7,6 +7,13 @@ or exit codes; the library raises and never prints.
 from __future__ import annotations
 
 
+def megabytes(n: int) -> str:
+    """A size as every refusal words it (a file's, a request's): '12.3 MB', '25 MB' when whole, '4.1 KB', '512 bytes'."""
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f} MB" if n % 1_000_000 else f"{n // 1_000_000} MB"
+    return f"{n / 1e3:.1f} KB" if n >= 1000 else f"{n} bytes"
+
+
 class GPENError(Exception):
     """Base class: anything the user can act on. ``str(error)`` is one or two lines for people;
     ``details`` holds the long form (every path looked at, each download attempt) for logs and ``--verbose``."""

@@ -168,3 +168,11 @@ def test_a_restore_is_loaded_once_unmeasured_only_when_it_brings_a_network_not_l
     # balanced again; quality's float32 GPEN-BFR-512 and the 256 checkpoint are new
     assert warm == [[("balanced", None)], [], [("quality", "GPEN-BFR-512"), ("quality", "GPEN-BFR-256")]]
     assert plans[0].steps(2) == ["warm-up restore:balanced"] + ["restore:balanced", "restore:faces-only"] * 2
+
+
+def test_the_tips_machine_line_names_the_cpu_as_the_hardware_check_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its own flag list said 'no AVX2' for a CPU whose FMA and BF16 the hardware check's line names."""
+    monkeypatch.setattr(advice, "cpu_facts", lambda: ("An ARM CPU", ("fma", "bf16")))
+    line = advice.machine_line(False)
+    assert line.startswith("An ARM CPU [fma, bf16; native bf16: no], ") and " threads, RAM " in line, line
+    assert line.endswith(", no CUDA GPU")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gpen_core.hwcheck.eta import Eta, left_text
+from gpen_core.hwcheck.eta import Eta
+from gpen_core.progress import left_text
 
 
 class Clock:

@@ -119,7 +119,7 @@ def test_a_declared_body_over_the_cap_is_refused_at_once(server_url: str) -> Non
     t0 = time.perf_counter()
     r = httpx.post(f"{server_url}/gradio_api/queue/join", content=body, headers={"content-type": "application/json"}, timeout=60)
     assert r.status_code == 413, (r.status_code, r.text[:300])
-    assert f"the limit is {cap / 1e6:.0f} MB" in r.json()["detail"]
+    assert "the limit is 34.3 MB" in r.json()["detail"]  # 25 MB as base64, plus 1 MB
     assert time.perf_counter() - t0 < 10
 
 
@@ -157,6 +157,13 @@ def _drive(gate: PageOnlyEvents, path: str, body_chunks: list[bytes]) -> tuple[l
     scope = {"type": "http", "method": "POST", "path": "/gradio_api/queue/join", "headers": []} | {"path": path}
     asyncio.run(gate(scope, receive, send))
     return sent, b"".join(got)
+
+
+def test_a_body_over_the_cap_names_both_sizes_as_the_file_limit_does() -> None:
+    """413 with the file refusal's wording: '2.5 MB' (it said 'the limit is 2 MB', rounding the cap down)."""
+    sent, got = _drive(PageOnlyEvents(None, app.demo, max_body_bytes=2_500_000), "/gradio_api/queue/join", [b" " * 10**6] * 3)
+    assert got == b"" and sent[0]["status"] == 413
+    assert json.loads(sent[1]["body"])["detail"].startswith("The request is over 3 MB; the limit is 2.5 MB. Upload files")
 
 
 def test_the_body_is_read_in_linear_time() -> None:

@@ -148,13 +148,16 @@ def test_a_ray_video_sizes_its_pool_as_the_photo_batch_does(
     assert runner.used_workers == expected and in_flight == [expected + video_ray.EXTRA_IN_FLIGHT]
 
 
-def test_worker_memory_reserves_idle_size_plus_the_modes_peak() -> None:
+def test_worker_memory_reserves_idle_size_plus_the_modes_peak(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Idle size: a Ray worker's own 130 MB plus the installed build's engine imports (oom.ENGINE_IMPORT)."""
     from gpen_core.engine.budget import estimate_peak
     from gpen_core.modes import MODES
-    from gpen_core.scaleout.runtime import LARGE_PHOTO, WORKER_IDLE_BYTES, worker_memory_bytes
+    from gpen_core.platform import oom
+    from gpen_core.scaleout.runtime import LARGE_PHOTO, worker_memory_bytes
 
+    monkeypatch.setattr(oom, "engine_import_figures", lambda: {"rss": 250 * 10**6})
     low, any_mode = worker_memory_bytes("low"), worker_memory_bytes("auto")
-    assert low == WORKER_IDLE_BYTES + estimate_peak(MODES["low"], "cpu", LARGE_PHOTO)[0]
+    assert low == 380 * 10**6 + estimate_peak(MODES["low"], "cpu", LARGE_PHOTO)[0]
     assert any_mode == max(worker_memory_bytes(m) for m in MODES) > low
 
 

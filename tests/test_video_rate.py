@@ -50,7 +50,7 @@ def test_the_cli_line_after_a_resume_says_this_runs_speed(monkeypatch: pytest.Mo
     bar(180, 200)  # 20 frames in 20 s
     first, second = log.getvalue().splitlines()
     assert first == "clip.mp4: frame 160/200"  # no speed yet, rather than 160 frames in no time
-    assert second == "clip.mp4: frame 180/200,  1.00 fps,  20.0s left"
+    assert second == "clip.mp4: frame 180/200,  1.00 fps, about 20 s left"  # worded as the app's and the check's
 
 
 def test_a_trimmed_clips_progress_has_a_total(tmp_path) -> None:
@@ -71,3 +71,23 @@ def test_a_trimmed_clips_progress_has_a_total(tmp_path) -> None:
     r = restore_video(src, tmp_path / "out.mp4", video=VideoOptions(start_s=0.2, end_s=0.6), engine=Unchanged(),
                       progress=lambda done, total: seen.append((done, total)))
     assert r.frames == 10 and seen[-1] == (10, 10) and {t for _, t in seen} == {10}
+
+
+def test_the_terminal_line_is_redrawn_over_a_longer_one_without_leftovers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpen_core.video.command import VideoBar
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    term = Tty()
+    monkeypatch.setattr("sys.stderr", term)
+    bar = VideoBar("clip.mp4")
+    clock = Clock()
+    bar.rate = FrameRate(clock)
+    for now, done in ((0.0, 1), (200.0, 101), (1000.0, 990)):  # 100 frames in 200 s: 30 min left; then 10 s
+        clock.now, bar.last = now, float("-inf")  # past the redraw's 0.2 s throttle
+        bar(done, 1000)
+    drawn = term.getvalue().split("\r")[1:]
+    assert drawn[1].endswith("about 30 min left") and drawn[2].startswith("clip.mp4: frame 990/1000")
+    assert len(drawn[2]) == len(drawn[1]), drawn  # padded over the longer line it replaces

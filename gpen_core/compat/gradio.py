@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import gradio as gr
 
 from gpen_core.compat.versions import check_version
-from gpen_core.errors import InputError
+from gpen_core.errors import InputError, megabytes
 
 GRADIO_VERSIONS = ((6, 0), (7, 0))
 SEAM = "gpen_core.compat.gradio"
@@ -336,9 +336,8 @@ def _private(fn: Any) -> bool:
 
 
 def _too_large(n: int, cap: int, more: bool = False) -> str:
-    size = f"over {n / 1e6:.1f} MB" if more else f"{n / 1e6:.1f} MB"
-    return (f"The request is {size}; the limit is {cap / 1e6:.0f} MB. Upload files through /gradio_api/upload "
-            "(gradio_client's handle_file does) rather than inside the request.")
+    return (f"The request is {'over ' if more else ''}{megabytes(n)}; the limit is {megabytes(cap)}. Upload files "
+            "through /gradio_api/upload (gradio_client's handle_file does) rather than inside the request.")
 
 
 async def _json(send: Any, status: int, detail: str) -> None:

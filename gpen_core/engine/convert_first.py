@@ -16,9 +16,6 @@ from typing import Literal
 
 from gpen_core.modes import MemoryMode
 
-# A spawned child's resident set after importing torch, before the conversion's own peak
-# (CONVERT_RAM_MEASURED is the peak above the process before it): 532 MB, docs/paste-mask.md.
-CHILD_IMPORT_RAM = 532 * 10**6
 # Seconds a first-use conversion of the generator takes where this machine has not measured one, per
 # face size: docs/performance.md, "4 strips, to_openvino" (GPEN-BFR-512 9.3 s, GPEN-BFR-256 3.4 s);
 # 1024 px: benchmarks/ov_1024.py, 112 s on 2 shared Zen 4 cores (generator.CONVERT_RAM_MEASURED's note).
@@ -41,7 +38,7 @@ class Pending:
     model: str
     size: int
     dtype: str
-    ram: int  # bytes the conversion's child needs: its measured peak above the imports, plus the imports
+    ram: int  # bytes the conversion's child needs: its measured peak above the imports, plus the imports (oom.ENGINE_IMPORT)
     ram_measured: bool  # False: the conversion's peak is estimated from the file size
 
 
@@ -63,6 +60,7 @@ def pending_generator(mode: MemoryMode, models_dir: str | os.PathLike[str] | Non
     """``mode``'s generator when ``auto`` runs it on OpenVINO on this CPU, its weights are here and it is not
     converted yet; else None (nothing to convert first)."""
     from gpen_core.networks.plan import choose_plan
+    from gpen_core.platform.oom import engine_import_figures
     from gpen_core.runtimes.openvino import generator as ov
     from gpen_core.weights import lookup as weights
     from gpen_core.weights.registry import REGISTRY
@@ -78,7 +76,7 @@ def pending_generator(mode: MemoryMode, models_dir: str | os.PathLike[str] | Non
     if ov.graph_is_current(ov.cache_key(Path(path), precision), models_dir):
         return None
     need, measured = ov.conversion_ram(size, Path(path))
-    return Pending(mode.model, size, dtype, need + CHILD_IMPORT_RAM, measured)
+    return Pending(mode.model, size, dtype, need + engine_import_figures()["rss"], measured)
 
 
 def conversion_seconds(p: Pending, models_dir: str | os.PathLike[str] | None) -> Figure:

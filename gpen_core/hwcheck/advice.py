@@ -19,10 +19,11 @@ from typing import Any, Literal
 import psutil
 
 from gpen_core.hwcheck.advice_child import SideRun, measure, workload_of
-from gpen_core.hwcheck.eta import Eta, left_text
+from gpen_core.hwcheck.eta import Eta
 from gpen_core.hwcheck.info import cpu_facts
+from gpen_core.hwcheck.report import host_text
 from gpen_core.modes import MODES
-from gpen_core.progress import Progress
+from gpen_core.progress import Progress, left_text
 from gpen_core.hwcheck.advice_table import (  # noqa: F401  (the tips, the verdict, the report: importable from here)
     TIPS, AdviceReport, Side, Tip, TipResult, format_table, load_report, report_from_dict, save_report, verdict,
 )
@@ -278,9 +279,9 @@ def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipR
 
 
 def machine_line(has_cuda: bool) -> str:
-    """The CPU model, its relevant features, cores, memory, and the GPU or its absence."""
+    """The hardware check's machine facts (report.host_text), and the GPU or its absence (asked of a child)."""
     model, flags = cpu_facts()
-    feats = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
-    gpu = "a CUDA GPU" if has_cuda else "no CUDA GPU"
-    return (f"{model} [{', '.join(feats) or 'no AVX2'}], {os.cpu_count()} cores, "
-            f"{format_bytes(psutil.virtual_memory().total)} RAM, {gpu}")
+    vm = psutil.virtual_memory()
+    return host_text({"cpu_model": model, "cpu_flags": flags, "cores_physical": psutil.cpu_count(logical=False),
+                      "cores_logical": psutil.cpu_count(), "ram_available_bytes": vm.available,
+                      "ram_total_bytes": vm.total}) + (", a CUDA GPU" if has_cuda else ", no CUDA GPU")

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpen_core.progress import Progress
+from gpen_core.progress import Progress, left_text
 
 
 @dataclass
@@ -89,21 +89,6 @@ class Eta:
             return None
         running = self.clock() - self._started if self._started is not None else 0.0
         return max(0.0, sum(e for e in each if e is not None) - min(running, each[0] or 0.0))
-
-
-def duration_text(seconds: float) -> str:
-    """'40 s' (to 5 s, at least 5) under 90 s, else '3 min': every time estimate shown, after "about"."""
-    return f"{max(5, round(seconds / 5) * 5):.0f} s" if seconds < 90 else f"{round(seconds / 60):.0f} min"
-
-
-def left_text(seconds: float | None, untimed: int = 0) -> str:
-    """'about 40 s left', 'about 3 min left', 'about 40 s left, and 4 steps not timed yet'; '' when unknown."""
-    if seconds is None:
-        return ""
-    text = f"about {duration_text(seconds)} left"
-    if untimed:
-        text += f", and {untimed} step{'s' if untimed > 1 else ''} not timed yet"
-    return text
 
 
 # Seconds each step takes in a typical first check on the Intel Xeon with AMX (2 shared cores, a fresh models

@@ -11,7 +11,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from gpen_core.errors import InputError
+from gpen_core.errors import InputError, megabytes
 
 # What a folder of photos is made of: the files whose names end so are restored as photos.
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif")
@@ -56,12 +56,6 @@ class InputLimits:
 
 
 DEFAULT_LIMITS = InputLimits()
-
-
-def megabytes(n: int) -> str:
-    if n >= 1_000_000:
-        return f"{n / 1e6:.1f} MB" if n % 1_000_000 else f"{n // 1_000_000} MB"
-    return f"{n / 1e3:.1f} KB" if n >= 1000 else f"{n} bytes"
 
 
 def _ratio(r: float) -> str:

@@ -17,12 +17,12 @@ import numpy as np
 
 from gpen_core.engine import convert_first
 from gpen_core.errors import InputError
-from gpen_core.hwcheck.eta import duration_text, left_text
 from gpen_core.modes import MODES
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation.cli_convert import clip_frames
 from gpen_core.presentation.messages import shown_error
 from gpen_core.presentation.panels import file_name, notes_lines, peak_ram_row
+from gpen_core.progress import duration_text, left_text
 from gpen_core.video.limits import ClipCap
 
 PLACEHOLDER = "*Upload a video: its length, size and audio appear here, then the measured figures of the restore.*"

@@ -24,8 +24,8 @@ _LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 INSTALL_HINT = "install it with `bash scripts/setup.sh --ray` (or `.venv/bin/python -m pip install -r requirements-ray.txt`)"
 
 
-# An idle Ray worker with the engine imported: 732 MB (docs/performance.md) + ~200 MB of Ray runtime (ray 2.60).
-WORKER_IDLE_BYTES = 1_000_000_000
+# A Ray worker before the engine's imports (ray 2.60, docs/ray.md); the imports are oom.ENGINE_IMPORT's, per build.
+RAY_WORKER_BYTES = 130_000_000
 LARGE_PHOTO = (4000, 3000)  # the 12 MP photo of the hardware check's workloads
 
 
@@ -34,9 +34,10 @@ def worker_memory_bytes(mode: str, device: str = "cpu") -> int:
     + the mode's peak on a 12 MP photo, so Ray never packs more workers than fit."""
     from gpen_core.engine.budget import estimate_peak
     from gpen_core.modes import MODES
+    from gpen_core.platform.oom import engine_import_figures
 
     modes = [MODES[mode]] if mode in MODES else list(MODES.values())
-    return WORKER_IDLE_BYTES + max(int(estimate_peak(m, device, LARGE_PHOTO)[0]) for m in modes)
+    return RAY_WORKER_BYTES + engine_import_figures()["rss"] + max(int(estimate_peak(m, device, LARGE_PHOTO)[0]) for m in modes)
 
 
 def worker_name() -> str:

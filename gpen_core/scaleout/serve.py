@@ -18,7 +18,8 @@ from gpen_core.scaleout.runtime import use_threads
 APP_NAME = "gpen"
 DEPLOYMENT_NAME = "RestoreDeployment"
 MAX_ONGOING_REQUESTS = 2  # one running, one ready; the rest wait where the autoscaler counts them
-RAY_BASELINE_NOTE = "its baseline includes the Ray worker runtime (about 200 MB more than a plain process)"
+# runtime.RAY_WORKER_BYTES less a plain interpreter's ~10 MB (measured: docs/ray.md)
+RAY_BASELINE_NOTE = "its baseline includes the Ray worker runtime (about 120 MB more than a plain process)"
 _ERRORS: dict[str, type[GPENError]] = {"InputError": InputError, "WeightsError": WeightsError, "ResourceError": ResourceError}
 
 

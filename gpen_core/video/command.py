@@ -11,7 +11,9 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from gpen_core.errors import InputError
+from gpen_core.progress import left_text
 from gpen_core.video.output import VIDEO_SUFFIXES
+from gpen_core.video.rate import FrameRate
 
 
 def add_video_arguments(r: argparse.ArgumentParser) -> None:
@@ -77,9 +79,7 @@ class VideoBar:
     second); in a log, a line per tenth of the clip (per 100 frames when the count is unknown)."""
 
     def __init__(self, name: str) -> None:
-        from gpen_core.video.rate import FrameRate
-
-        self.name, self.last, self.step = name, 0.0, -1
+        self.name, self.last, self.step, self.width = name, 0.0, -1, 0
         self.tty = sys.stderr.isatty()
         # this run's speed from its first report on: not the networks' loading, nor frames a resume kept
         self.rate = FrameRate()
@@ -98,10 +98,10 @@ class VideoBar:
             self.step = step
         self.last = now
         fps = f", {1 / rate.seconds_per_frame:5.2f} fps" if rate.seconds_per_frame else ""
-        left = f", {rate.left_s:5.1f}s left" if known and rate.left_s is not None else ""
-        of = f"/{total}" if known else ""
-        line = f"{self.name[:40]}: frame {done}{of}{fps}{left}"
-        sys.stderr.write(f"\r{line}   " if self.tty else f"{line}\n")
+        left = f", {left_text(rate.left_s)}" if known and rate.left_s is not None else ""
+        line = f"{self.name[:40]}: frame {done}{f'/{total}' if known else ''}{fps}{left}"
+        self.width = max(self.width, len(line))  # redrawn in place: a shorter line is padded over the last one
+        sys.stderr.write(f"\r{line.ljust(self.width)}" if self.tty else f"{line}\n")
         sys.stderr.flush()
 
 
