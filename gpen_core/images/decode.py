@@ -310,7 +310,7 @@ def _decode_checked(
         orientation, exif_note = read_orientation(im)
         if exif_note:
             notes.append(exif_note)
-        meta = read_metadata(im, orientation if orientation in ORIENT else 1)
+        meta = read_metadata(im, orientation)
         if meta.note and not exif_note:
             notes.append(meta.note)
         icc = rgb_icc(im) if im.mode in ("RGB", "RGBA", "P", "PA", "RGBa") else None
@@ -348,7 +348,7 @@ def _decode_checked(
 def _finish(base: np.ndarray, alpha: np.ndarray | None, notes: list[str], fmt: str, original_size: tuple[int, int],
             orientation: int, icc: bytes | None, meta: Metadata = Metadata()) -> DecodedImage:
     """uint8 H×W or H×W×3 (+ alpha) as stored, and what the file says beside the pixels (its EXIF
-    ``orientation``, colour profile, EXIF and DPI) → the upright, composited DecodedImage."""
+    ``orientation``, 1..8; colour profile, EXIF and DPI) → the upright, composited DecodedImage."""
     # From here on: numpy only, no user-controlled parsing.
     if orientation in ORIENT:
         verb, turn = ORIENT[orientation]
@@ -367,5 +367,4 @@ def _finish(base: np.ndarray, alpha: np.ndarray | None, notes: list[str], fmt: s
             composite_on_white(rgb, alpha)
             notes.append("transparent areas composited on white for restoration; alpha kept in the PNG output")
     return DecodedImage(rgb=rgb, alpha=alpha, format=fmt, original_size=original_size, notes=tuple(notes),
-                        icc_profile=icc, orientation=orientation if orientation in ORIENT else 1, exif=meta.exif,
-                        dpi=meta.dpi)
+                        icc_profile=icc, orientation=orientation, exif=meta.exif, dpi=meta.dpi)

@@ -45,7 +45,7 @@ class InputLimits:
     # Allowed containers. GIF is in because animated GIF/WebP uploads are common (the
     # first frame is used and the notes say so). SVG, PDF, HEIC, ICO, PSD... are out:
     # either Pillow cannot decode them or their parsers are needless attack surface.
-    formats: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF")
+    formats: tuple[str, ...] = _PILLOW_NAMES
 
     def __post_init__(self) -> None:
         unknown = set(self.formats) - set(_PILLOW_NAMES)
@@ -74,10 +74,6 @@ def _mp(n: int) -> str:
 
 def format_display_name(fmt: str) -> str:
     return "WebP" if fmt == "WEBP" else fmt
-
-
-def _formats_text(limits: InputLimits) -> str:
-    return ", ".join(format_display_name(f) for f in limits.formats)
 
 
 def png_declared_size(head: bytes) -> tuple[int, int] | None:
@@ -179,7 +175,7 @@ def sniff(head: bytes) -> str | None:
 
 def unidentified(head: bytes, limits: InputLimits) -> InputError:
     kind = sniff(head)
-    supported = f"Supported formats: {_formats_text(limits)}."
+    supported = f"Supported formats: {', '.join(map(format_display_name, limits.formats))}."
     if kind in _PILLOW_NAMES and kind in limits.formats:
         return InputError(
             f"The file starts like a {kind} but its header cannot be read; it is probably truncated "

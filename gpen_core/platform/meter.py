@@ -167,7 +167,6 @@ class _ThreadWatch:
             _HOOK_USERS += 1
             if _HOOK_USERS == 1 and threading.getprofile() is None:  # another profiler in place: leave it alone
                 threading.setprofile(_started_hook)
-        self._hooked = True
         self.exclude = exclude
         self.t0 = time.perf_counter()
         self.names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
@@ -176,11 +175,8 @@ class _ThreadWatch:
         self.proc0 = _process_usage()
 
     def close(self) -> None:
-        """The call is over: the thread-start hook goes when no other meter measures."""
+        """The call is over (called once): the thread-start hook goes when no other meter measures."""
         global _HOOK_USERS
-        if not self._hooked:
-            return
-        self._hooked = False
         with _HOOK_LOCK:
             _HOOK_USERS = max(0, _HOOK_USERS - 1)
             if _HOOK_USERS == 0 and threading.getprofile() is _started_hook:
