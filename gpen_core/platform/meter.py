@@ -321,10 +321,10 @@ class PeakMeter:
         self._thread = me
         with _REGISTRY_LOCK:
             others = list(_ACTIVE)
-            for m in others:
-                if m._thread != me:
-                    m._note_overlap("another measured call overlapped it from another thread")
-                    self._note_overlap("another measured call overlapped it from another thread")
+            overlap = "another measured call overlapped it from another thread"
+            for m in [m for m in others if m._thread != me]:
+                m._note_overlap(overlap)
+                self._note_overlap(overlap)
             _ACTIVE.append(self)
             if self._cuda_index is not None:
                 import torch
@@ -376,7 +376,7 @@ class PeakMeter:
             if self._sampler is not None:
                 peak = self._sampler.stop()
             else:
-                peak = max(_status_kb(_HWM) or current_rss(), self._hwm_floor)
+                peak = max(peak_rss(), self._hwm_floor)
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
             shared = tuple(self._overlapped)
