@@ -322,9 +322,10 @@ class PeakMeter:
         with _REGISTRY_LOCK:
             others = list(_ACTIVE)
             overlap = "another measured call overlapped it from another thread"
-            for m in [m for m in others if m._thread != me]:
-                m._note_overlap(overlap)
-                self._note_overlap(overlap)
+            for m in others:
+                if m._thread != me:
+                    m._note_overlap(overlap)
+                    self._note_overlap(overlap)
             _ACTIVE.append(self)
             if self._cuda_index is not None:
                 import torch
