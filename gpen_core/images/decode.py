@@ -284,7 +284,7 @@ def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) 
             raise _no_memory_to_decode(w, h) from None
         raise InputError(f"The TIFF file ({what}) cannot be decoded ({str(e).strip()[:200]}); re-export it and try again.") from None
     orientation = tag_value(tags.get(274), 1)
-    return _finish(base, alpha, notes, "TIFF", (w, h), orientation if orientation in ORIENT else 1, None)
+    return _finish(base, alpha, _FileFacts("TIFF", (w, h), orientation if orientation in ORIENT else 1, None), notes)
 
 
 def _decode_checked(
@@ -342,13 +342,23 @@ def _decode_checked(
         raise
     except Exception as e:  # noqa: BLE001 - Pillow raises OSError, SyntaxError, ValueError, struct.error...
         raise pillow_failure(fmt, e) from None
-    return _finish(base, alpha, notes, fmt, original_size, orientation, icc, meta)
+    return _finish(base, alpha, _FileFacts(fmt, original_size, orientation, icc, meta), notes)
 
 
-def _finish(base: np.ndarray, alpha: np.ndarray | None, notes: list[str], fmt: str, original_size: tuple[int, int],
-            orientation: int, icc: bytes | None, meta: Metadata = Metadata()) -> DecodedImage:
-    """uint8 H×W or H×W×3 (+ alpha) as stored, and what the file says beside the pixels (its EXIF
-    ``orientation``, 1..8; colour profile, EXIF and DPI) → the upright, composited DecodedImage."""
+@dataclass(frozen=True)
+class _FileFacts:
+    """What the file says about its picture, beside the pixels: carried into the DecodedImage."""
+
+    fmt: str  # "JPEG", "PNG", "TIFF", ...
+    original_size: tuple[int, int]  # width, height as stored
+    orientation: int  # EXIF orientation, 1..8 (1: upright)
+    icc: bytes | None  # the ICC profile, kept for the output
+    meta: Metadata = Metadata()  # EXIF and DPI, upright
+
+
+def _finish(base: np.ndarray, alpha: np.ndarray | None, facts: _FileFacts, notes: list[str]) -> DecodedImage:
+    """uint8 H×W or H×W×3 (+ alpha) as stored → the upright, composited DecodedImage."""
+    fmt, original_size, orientation, icc, meta = facts.fmt, facts.original_size, facts.orientation, facts.icc, facts.meta
     # From here on: numpy only, no user-controlled parsing.
     if orientation in ORIENT:
         verb, turn = ORIENT[orientation]
