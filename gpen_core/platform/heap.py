@@ -25,7 +25,8 @@ _M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 
 
 @functools.lru_cache(maxsize=1)
-def _glibc() -> ctypes.CDLL | None:
+def glibc() -> ctypes.CDLL | None:
+    """The C library when it is glibc (its malloc tuning and trim exist there only); None elsewhere."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.gnu_get_libc_version  # noqa: B018 - glibc only: elsewhere the threshold means something else or nothing
@@ -42,7 +43,7 @@ def operator_set() -> bool:
 def map_blocks_from(nbytes: int) -> bool:
     """From now on, blocks of ``nbytes`` or more get a mapping of their own (glibc's mmap threshold,
     fixed). True when set; False off glibc, when glibc refused, or when the operator set one."""
-    libc = _glibc()
+    libc = glibc()
     if libc is None or operator_set():
         return False
     return libc.mallopt(_M_MMAP_THRESHOLD, int(nbytes)) == 1
