@@ -117,19 +117,28 @@ def looks_like_video(head: bytes) -> bool:
     return head.startswith((b"\x00\x00\x01\xba", b"FLV\x01", b"OggS"))
 
 
-# Magic numbers of files people upload by mistake, so the refusal can name what it got.
-# Only the first few KB are looked at; nothing here parses the file.
+# Magic numbers of the formats we read (tried first), then of files people upload by mistake (tried
+# after the ISO media and video tests), so the refusal can name what it got. Only the first few KB are
+# looked at; nothing here parses the file.
+_IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"),
+                (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"), (b"II+\x00", "TIFF"), (b"MM\x00+", "TIFF"))
+_MISTAKE_MAGIC = (
+    (b"\x00\x00\x01\x00", "ICO"), (b"\x00\x00\x02\x00", "CUR"), (b"8BPS", "PSD (Photoshop)"), (b"%PDF", "PDF"),
+    (b"%!PS", "PostScript/EPS"), (b"\xc5\xd0\xd3\xc6", "EPS"), (b"\x00\x00\x00\x0cjP  ", "JPEG 2000"),
+    (b"\xff\x4f\xff\x51", "JPEG 2000"), (b"\xff\x0a", "JPEG XL"), (b"\x00\x00\x00\x0cJXL ", "JPEG XL"),
+    (b"PK\x03\x04", "ZIP archive"), (b"\x1f\x8b", "gzip archive"),
+)
+
+
+def _magic(head: bytes, table: tuple[tuple[bytes, str], ...]) -> str | None:
+    return next((name for magic, name in table if head.startswith(magic)), None)
+
+
 def sniff(head: bytes) -> str | None:
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "PNG"
-    if head.startswith(b"\xff\xd8\xff"):
-        return "JPEG"
+    if name := _magic(head, _IMAGE_MAGIC):
+        return name
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return "WEBP"
-    if head.startswith((b"GIF87a", b"GIF89a")):
-        return "GIF"
-    if head.startswith((b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")):
-        return "TIFF"
     if head.startswith(b"BM") and int.from_bytes(head[14:18], "little") in (12, 40, 52, 56, 64, 108, 124):
         return "BMP"  # "BM" + a known DIB header size, so text starting "BM" is not a bitmap
     if head[4:8] == b"ftyp" and head[8:12] in HEIC_BRANDS:
@@ -138,22 +147,8 @@ def sniff(head: bytes) -> str | None:
         return "AVIF"
     if looks_like_video(head):
         return "video"
-    for magic, name in (
-        (b"\x00\x00\x01\x00", "ICO"),
-        (b"\x00\x00\x02\x00", "CUR"),
-        (b"8BPS", "PSD (Photoshop)"),
-        (b"%PDF", "PDF"),
-        (b"%!PS", "PostScript/EPS"),
-        (b"\xc5\xd0\xd3\xc6", "EPS"),
-        (b"\x00\x00\x00\x0cjP  ", "JPEG 2000"),
-        (b"\xff\x4f\xff\x51", "JPEG 2000"),
-        (b"\xff\x0a", "JPEG XL"),
-        (b"\x00\x00\x00\x0cJXL ", "JPEG XL"),
-        (b"PK\x03\x04", "ZIP archive"),
-        (b"\x1f\x8b", "gzip archive"),
-    ):
-        if head.startswith(magic):
-            return name
+    if name := _magic(head, _MISTAKE_MAGIC):
+        return name
     text = head.lstrip(b"\xef\xbb\xbf").lstrip()
     lowered = text[:4096].lower()
     if b"<svg" in lowered and (lowered.startswith((b"<?xml", b"<svg", b"<!--", b"<!doctype svg"))):
