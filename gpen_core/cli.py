@@ -188,7 +188,8 @@ def _startup_failure(exc: BaseException, verbose: bool) -> int:
 
 def _load_engine() -> None:
     """Import PyTorch, OpenCV and facexlib now, so a memory cap fails here with what they need (exit 4)."""
-    from gpen_core.platform.oom import import_failure, memory_limited, probe_engine_import
+    from gpen_core.platform.engine_probe import probe_engine_import
+    from gpen_core.platform.oom import import_failure, memory_limited
 
     if memory_limited():  # under a cap the import can crash the process: try it in a child first
         problem = probe_engine_import()

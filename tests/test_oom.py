@@ -353,7 +353,7 @@ def test_the_engine_import_probe_says_how_its_child_ended(monkeypatch: pytest.Mo
     its 300 s limit and the child's own output silenced, and turns each typed ending into the message
     the CLI shows: a crash or a mapping failure is the memory cap, a missing module a broken install."""
     from gpen_core.errors import GPENError
-    from gpen_core.platform import oom, worker
+    from gpen_core.platform import engine_probe, oom, worker
 
     asked: list[tuple[object, dict]] = []
     endings: list[object] = []
@@ -373,8 +373,8 @@ def test_the_engine_import_probe_says_how_its_child_ended(monkeypatch: pytest.Mo
         worker.Failed("raised", "error return without exception set", error_type="SystemError"),
         worker.Failed("exited", "exited with code 1 before it finished", exitcode=1),
     ]
-    assert oom.probe_engine_import() is None
-    crashed, unmapped, missing, slow, no_exception, early = (oom.probe_engine_import() for _ in range(6))
+    assert engine_probe.probe_engine_import() is None
+    crashed, unmapped, missing, slow, no_exception, early = (engine_probe.probe_engine_import() for _ in range(6))
     assert asked[0] == ("gpen_core.engine.pipeline:import_engine", {"timeout": 300.0, "quiet": True})
     assert isinstance(crashed, OutOfMemory) and "not enough memory to start: importing the engine failed" in str(crashed)
     assert "died with SIGSEGV" in str(crashed)
