@@ -28,10 +28,10 @@ from gpen_core.errors import InputError, OutOfMemory
 from gpen_core.images.encode import encode_image, shrink_to_max_side  # noqa: F401  (encode_image: re-exported)
 from gpen_core.images.limits import (DEFAULT_LIMITS, OUR_NAME, SNIFF_BYTES, InputLimits, check_geometry, open_source,
                                      pillow_failure, png_declared_size, sniff, too_many_pixels, unidentified)
-from gpen_core.images.metadata import Metadata, upright
+from gpen_core.images.metadata import Metadata, read_orientation, upright
 from gpen_core.images.metadata import read as read_metadata
-from gpen_core.images.pixels import (ORIENT, composite_on_white, first_frame_note, float_to_8bit, is_16bit,
-                                     read_orientation, rgb_icc, settle_icc, shrunk_rgb, tag_value, to_arrays)
+from gpen_core.images.pixels import (ORIENT, composite_on_white, first_frame_note, float_to_8bit, is_16bit, rgb_icc,
+                                     settle_icc, shrunk_rgb, tag_value, to_arrays)
 from gpen_core.modes import preshrink_size
 
 
