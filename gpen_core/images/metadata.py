@@ -1,8 +1,9 @@
 """The photo's metadata carried from the upload to the result: EXIF (date taken, camera) and DPI.
 
-Read at decode (:func:`read_orientation`, :func:`read`), written at encode (:func:`for_output`). The pixels are upright when
-written, so the EXIF orientation is reset to 1 and its pixel dimensions set to the result's; DPI
-scales with the result so the printed size stays the photo's. Malformed EXIF is dropped, never fatal.
+Read at decode (:func:`read_orientation`, :func:`read`), written at encode (:func:`for_output`). The
+pixels are upright when written, so the EXIF orientation is reset to 1 and its pixel dimensions set to
+the result's; DPI scales with the result so the printed size stays the photo's. Malformed EXIF is
+dropped, never fatal.
 """
 
 from __future__ import annotations
