@@ -28,10 +28,10 @@ from gpen_core.errors import InputError, OutOfMemory
 from gpen_core.images.encode import encode_image, shrink_to_max_side  # noqa: F401  (encode_image: re-exported)
 from gpen_core.images.limits import (DEFAULT_LIMITS, OUR_NAME, SNIFF_BYTES, InputLimits, check_geometry, open_source,
                                      pillow_failure, png_declared_size, sniff, too_many_pixels, unidentified)
-from gpen_core.images.metadata import Metadata, upright
+from gpen_core.images.metadata import Metadata, read_orientation, upright
 from gpen_core.images.metadata import read as read_metadata
-from gpen_core.images.pixels import (ORIENT, composite_on_white, first_frame_note, float_to_8bit, is_16bit,
-                                     read_orientation, rgb_icc, settle_icc, shrunk_rgb, tag_value, to_arrays)
+from gpen_core.images.pixels import (ORIENT, composite_on_white, first_frame_note, float_to_8bit, is_16bit, rgb_icc,
+                                     settle_icc, shrunk_rgb, tag_value, to_arrays)
 from gpen_core.modes import preshrink_size
 
 
@@ -310,7 +310,7 @@ def _decode_checked(
         orientation, exif_note = read_orientation(im)
         if exif_note:
             notes.append(exif_note)
-        meta = read_metadata(im, orientation if orientation in ORIENT else 1)
+        meta = read_metadata(im, orientation)
         if meta.note and not exif_note:
             notes.append(meta.note)
         icc = rgb_icc(im) if im.mode in ("RGB", "RGBA", "P", "PA", "RGBa") else None
@@ -351,7 +351,7 @@ class _FileFacts:
 
     fmt: str  # "JPEG", "PNG", "TIFF", ...
     original_size: tuple[int, int]  # width, height as stored
-    orientation: int  # EXIF orientation (1: upright)
+    orientation: int  # EXIF orientation, 1..8 (1: upright)
     icc: bytes | None  # the ICC profile, kept for the output
     meta: Metadata = Metadata()  # EXIF and DPI, upright
 
@@ -377,5 +377,4 @@ def _finish(base: np.ndarray, alpha: np.ndarray | None, facts: _FileFacts, notes
             composite_on_white(rgb, alpha)
             notes.append("transparent areas composited on white for restoration; alpha kept in the PNG output")
     return DecodedImage(rgb=rgb, alpha=alpha, format=fmt, original_size=original_size, notes=tuple(notes),
-                        icc_profile=icc, orientation=orientation if orientation in ORIENT else 1, exif=meta.exif,
-                        dpi=meta.dpi)
+                        icc_profile=icc, orientation=orientation, exif=meta.exif, dpi=meta.dpi)

@@ -45,7 +45,7 @@ class InputLimits:
     # Allowed containers. GIF is in because animated GIF/WebP uploads are common (the
     # first frame is used and the notes say so). SVG, PDF, HEIC, ICO, PSD... are out:
     # either Pillow cannot decode them or their parsers are needless attack surface.
-    formats: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF")
+    formats: tuple[str, ...] = _PILLOW_NAMES
 
     def __post_init__(self) -> None:
         unknown = set(self.formats) - set(_PILLOW_NAMES)
@@ -68,10 +68,6 @@ def _mp(n: int) -> str:
 
 def format_display_name(fmt: str) -> str:
     return "WebP" if fmt == "WEBP" else fmt
-
-
-def _formats_text(limits: InputLimits) -> str:
-    return ", ".join(format_display_name(f) for f in limits.formats)
 
 
 def png_declared_size(head: bytes) -> tuple[int, int] | None:
@@ -115,19 +111,28 @@ def looks_like_video(head: bytes) -> bool:
     return head.startswith((b"\x00\x00\x01\xba", b"FLV\x01", b"OggS"))
 
 
-# Magic numbers of files people upload by mistake, so the refusal can name what it got.
-# Only the first few KB are looked at; nothing here parses the file.
+# Magic numbers of the formats we read (tried first), then of files people upload by mistake (tried
+# after the ISO media and video tests), so the refusal can name what it got. Only the first few KB are
+# looked at; nothing here parses the file.
+_IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"),
+                (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"), (b"II+\x00", "TIFF"), (b"MM\x00+", "TIFF"))
+_MISTAKE_MAGIC = (
+    (b"\x00\x00\x01\x00", "ICO"), (b"\x00\x00\x02\x00", "CUR"), (b"8BPS", "PSD (Photoshop)"), (b"%PDF", "PDF"),
+    (b"%!PS", "PostScript/EPS"), (b"\xc5\xd0\xd3\xc6", "EPS"), (b"\x00\x00\x00\x0cjP  ", "JPEG 2000"),
+    (b"\xff\x4f\xff\x51", "JPEG 2000"), (b"\xff\x0a", "JPEG XL"), (b"\x00\x00\x00\x0cJXL ", "JPEG XL"),
+    (b"PK\x03\x04", "ZIP archive"), (b"\x1f\x8b", "gzip archive"),
+)
+
+
+def _magic(head: bytes, table: tuple[tuple[bytes, str], ...]) -> str | None:
+    return next((name for magic, name in table if head.startswith(magic)), None)
+
+
 def sniff(head: bytes) -> str | None:
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "PNG"
-    if head.startswith(b"\xff\xd8\xff"):
-        return "JPEG"
+    if name := _magic(head, _IMAGE_MAGIC):
+        return name
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return "WEBP"
-    if head.startswith((b"GIF87a", b"GIF89a")):
-        return "GIF"
-    if head.startswith((b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")):
-        return "TIFF"
     if head.startswith(b"BM") and int.from_bytes(head[14:18], "little") in (12, 40, 52, 56, 64, 108, 124):
         return "BMP"  # "BM" + a known DIB header size, so text starting "BM" is not a bitmap
     if head[4:8] == b"ftyp" and head[8:12] in HEIC_BRANDS:
@@ -136,22 +141,8 @@ def sniff(head: bytes) -> str | None:
         return "AVIF"
     if looks_like_video(head):
         return "video"
-    for magic, name in (
-        (b"\x00\x00\x01\x00", "ICO"),
-        (b"\x00\x00\x02\x00", "CUR"),
-        (b"8BPS", "PSD (Photoshop)"),
-        (b"%PDF", "PDF"),
-        (b"%!PS", "PostScript/EPS"),
-        (b"\xc5\xd0\xd3\xc6", "EPS"),
-        (b"\x00\x00\x00\x0cjP  ", "JPEG 2000"),
-        (b"\xff\x4f\xff\x51", "JPEG 2000"),
-        (b"\xff\x0a", "JPEG XL"),
-        (b"\x00\x00\x00\x0cJXL ", "JPEG XL"),
-        (b"PK\x03\x04", "ZIP archive"),
-        (b"\x1f\x8b", "gzip archive"),
-    ):
-        if head.startswith(magic):
-            return name
+    if name := _magic(head, _MISTAKE_MAGIC):
+        return name
     text = head.lstrip(b"\xef\xbb\xbf").lstrip()
     lowered = text[:4096].lower()
     if b"<svg" in lowered and (lowered.startswith((b"<?xml", b"<svg", b"<!--", b"<!doctype svg"))):
@@ -173,7 +164,7 @@ def sniff(head: bytes) -> str | None:
 
 def unidentified(head: bytes, limits: InputLimits) -> InputError:
     kind = sniff(head)
-    supported = f"Supported formats: {_formats_text(limits)}."
+    supported = f"Supported formats: {', '.join(map(format_display_name, limits.formats))}."
     if kind in _PILLOW_NAMES and kind in limits.formats:
         return InputError(
             f"The file starts like a {kind} but its header cannot be read; it is probably truncated "

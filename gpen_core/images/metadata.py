@@ -1,8 +1,9 @@
 """The photo's metadata carried from the upload to the result: EXIF (date taken, camera) and DPI.
 
-Read at decode (:func:`read`), written at encode (:func:`for_output`). The pixels are upright when
-written, so the EXIF orientation is reset to 1 and its pixel dimensions set to the result's; DPI
-scales with the result so the printed size stays the photo's. Malformed EXIF is dropped, never fatal.
+Read at decode (:func:`read_orientation`, :func:`read`), written at encode (:func:`for_output`). The
+pixels are upright when written, so the EXIF orientation is reset to 1 and its pixel dimensions set to
+the result's; DPI scales with the result so the printed size stays the photo's. Malformed EXIF is
+dropped, never fatal.
 """
 
 from __future__ import annotations
@@ -32,6 +33,19 @@ class Metadata:
 def upright(size: tuple[_N, _N], orientation: int) -> tuple[_N, _N]:
     """``size`` (width and height, or DPI x and y) once EXIF ``orientation`` is applied: 5-8 turn by a quarter."""
     return (size[1], size[0]) if orientation in (5, 6, 7, 8) else size
+
+
+def read_orientation(im: Any) -> tuple[int, str | None]:
+    """EXIF orientation (1..8, 1 = upright) and a note when the EXIF could not be read."""
+    try:
+        value = im.getexif().get(_ORIENTATION, 1)
+    except Exception:  # noqa: BLE001 - malformed EXIF must not sink a good image
+        return 1, "EXIF data unreadable; orientation not applied"
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        return 1, "EXIF orientation tag invalid; orientation not applied"
+    return (value, None) if 1 <= value <= 8 else (1, f"EXIF orientation {value} invalid; not applied")
 
 
 def read(im: Any, orientation: int) -> Metadata:

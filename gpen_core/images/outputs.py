@@ -4,6 +4,7 @@ milliseconds with exit 2, not after the restore), written whole or not at all (:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import stat
@@ -136,9 +137,7 @@ def output_stems(names: Sequence[str]) -> list[str]:
     run's names decide, so a rerun over the same folder finds the first run's outputs.
     """
     paths = [PurePosixPath(str(n).replace("\\", "/")) for n in names]
-    counts: dict[str, int] = {}
-    for p in paths:
-        counts[p.stem.casefold()] = counts.get(p.stem.casefold(), 0) + 1
+    counts = collections.Counter(p.stem.casefold() for p in paths)
     # Stems kept as they are come first: a file really named ``same_jpg.png`` keeps ``same_jpg``.
     kept = {p.stem.casefold() for p in paths if counts[p.stem.casefold()] == 1}
     used: set[str] = set()

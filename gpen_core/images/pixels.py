@@ -17,19 +17,6 @@ from PIL import Image
 from gpen_core.images.limits import format_display_name, megabytes
 
 
-def read_orientation(im: Image.Image) -> tuple[int, str | None]:
-    """EXIF orientation (1..8, 1 = upright) and a note when the EXIF could not be read."""
-    try:
-        value = im.getexif().get(0x0112, 1)
-    except Exception:  # noqa: BLE001 - malformed EXIF must not sink a good image
-        return 1, "EXIF data unreadable; orientation not applied"
-    try:
-        value = int(value)
-    except (TypeError, ValueError):
-        return 1, "EXIF orientation tag invalid; orientation not applied"
-    return (value, None) if 1 <= value <= 8 else (1, f"EXIF orientation {value} invalid; not applied")
-
-
 # EXIF orientation → the array transform that makes an H×W[×C] image upright: ImageOps.exif_transpose's
 # table (tests check it against Pillow).
 ORIENT: dict[int, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {

@@ -1,10 +1,6 @@
-"""How many of this process's cores other programs leave it right now.
-
-PyTorch's OpenMP team waits for all its threads at every layer, so one thread sharing a core with
-another program slows the whole team (on a busy 2-core machine 2 threads took 4x as long as 1:
-docs/performance.md, "PyTorch's threads on a busy machine"). So a request running networks on PyTorch
-asks, just before it starts, how many cores are free and runs that many threads; OpenVINO keeps its own
-pool, which degrades gracefully.
+"""How many of this process's cores other programs leave it right now: PyTorch's OpenMP team waits for
+all its threads at every layer, so a request asks just before it runs networks on PyTorch and runs that
+many threads (why and measured: docs/performance.md, "PyTorch's threads on a busy machine").
 
 The measure: runnable threads machine-wide (``/proc/loadavg``'s fourth field, instantaneous, not the
 load *average*), less this process's own, the median of a few samples a millisecond apart so a passing

@@ -1,15 +1,12 @@
 """Where a request's buffers come from: glibc's main heap, or mappings of their own.
 
-glibc serves a block of at least its *mmap threshold* from a mapping of its own, and that threshold
-rises with every mapped block freed (up to :data:`HEAP_UP_TO`), so after a first request buffers are
-carved from the main heap between small objects that live on. After a heavier mode a lighter mode's
-buffers then land in that heap's holes, touching fresh pages that stay resident. Setting the threshold
-when the lighter mode starts is too late (malloc looks in its free lists first), so a process that
-serves many modes sets it per request (:attr:`gpen_core.modes.MemoryMode.heap_blocks`, through
-:func:`map_blocks_from`): the heavier modes map every block of :data:`MAPPED_FROM` or more, at the price
-of page faults; ``low`` keeps glibc's usual ceiling. Measured: docs/performance.md, "A lighter mode
-after a heavier one, in one process". A threshold the operator set (``MALLOC_MMAP_THRESHOLD_``,
-``GLIBC_TUNABLES``) is left alone. Process-wide: two requests at once share the latest setting.
+glibc's *mmap threshold* rises with every mapped block freed (up to :data:`HEAP_UP_TO`), so a lighter
+mode's buffers after a heavier mode's land in the main heap's holes and touch fresh pages that stay
+resident. A process that serves many modes therefore sets it per request, before malloc looks in its
+free lists (:attr:`gpen_core.modes.MemoryMode.heap_blocks`, through :func:`map_blocks_from`). Why and
+measured: docs/performance.md, "A lighter mode after a heavier one, in one process". A threshold the
+operator set (``MALLOC_MMAP_THRESHOLD_``, ``GLIBC_TUNABLES``) is left alone. Process-wide: two requests
+at once share the latest setting.
 """
 
 from __future__ import annotations
@@ -28,7 +25,8 @@ _M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 
 
 @functools.lru_cache(maxsize=1)
-def _glibc() -> ctypes.CDLL | None:
+def glibc() -> ctypes.CDLL | None:
+    """The C library when it is glibc (its malloc tuning and trim exist there only); None elsewhere."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.gnu_get_libc_version  # noqa: B018 - glibc only: elsewhere the threshold means something else or nothing
@@ -45,7 +43,7 @@ def operator_set() -> bool:
 def map_blocks_from(nbytes: int) -> bool:
     """From now on, blocks of ``nbytes`` or more get a mapping of their own (glibc's mmap threshold,
     fixed). True when set; False off glibc, when glibc refused, or when the operator set one."""
-    libc = _glibc()
+    libc = glibc()
     if libc is None or operator_set():
         return False
     return libc.mallopt(_M_MMAP_THRESHOLD, int(nbytes)) == 1

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.platform import durable
+from gpen_core.platform.paths import folder as models_folder
 
 VERSION = 2
 FILE = "measurements.json"
@@ -77,8 +78,6 @@ class Store:
 
 def path(folder: str | os.PathLike[str] | None = None) -> Path:
     """``measurements.json`` in the models folder (``$GPEN_HOME`` or ``~/.cache/gpen`` by default)."""
-    from gpen_core.platform.paths import folder as models_folder
-
     return models_folder(folder) / FILE
 
 

@@ -167,7 +167,6 @@ class _ThreadWatch:
             _HOOK_USERS += 1
             if _HOOK_USERS == 1 and threading.getprofile() is None:  # another profiler in place: leave it alone
                 threading.setprofile(_started_hook)
-        self._hooked = True
         self.exclude = exclude
         self.t0 = time.perf_counter()
         self.names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
@@ -176,11 +175,8 @@ class _ThreadWatch:
         self.proc0 = _process_usage()
 
     def close(self) -> None:
-        """The call is over: the thread-start hook goes when no other meter measures."""
+        """The call is over (called once): the thread-start hook goes when no other meter measures."""
         global _HOOK_USERS
-        if not self._hooked:
-            return
-        self._hooked = False
         with _HOOK_LOCK:
             _HOOK_USERS = max(0, _HOOK_USERS - 1)
             if _HOOK_USERS == 0 and threading.getprofile() is _started_hook:
@@ -325,10 +321,11 @@ class PeakMeter:
         self._thread = me
         with _REGISTRY_LOCK:
             others = list(_ACTIVE)
+            overlap = "another measured call overlapped it from another thread"
             for m in others:
                 if m._thread != me:
-                    m._note_overlap("another measured call overlapped it from another thread")
-                    self._note_overlap("another measured call overlapped it from another thread")
+                    m._note_overlap(overlap)
+                    self._note_overlap(overlap)
             _ACTIVE.append(self)
             if self._cuda_index is not None:
                 import torch
@@ -380,7 +377,7 @@ class PeakMeter:
             if self._sampler is not None:
                 peak = self._sampler.stop()
             else:
-                peak = max(_status_kb(_HWM) or current_rss(), self._hwm_floor)
+                peak = max(peak_rss(), self._hwm_floor)
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
             shared = tuple(self._overlapped)

@@ -16,6 +16,8 @@ import gc
 import re
 import sys
 
+from gpen_core.platform.heap import glibc
+
 # Lower-case fragments of allocation-failure messages: PyTorch on the CPU ("can't allocate memory",
 # "std::bad_alloc", torch.load(mmap=True)'s "Cannot allocate memory"), OpenCV ("Insufficient memory"),
 # OpenVINO's CPU plugin ("Cannot allocate memory for type").
@@ -218,9 +220,6 @@ def reserve_blas_buffers() -> None:
 
 def malloc_trim() -> None:
     """Give freed heap pages back to the OS (glibc), so RSS falls after a model switch."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    libc = glibc()
+    if libc is not None:
+        libc.malloc_trim(0)

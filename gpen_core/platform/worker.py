@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pkgutil
 import sys
 import threading
 import time
@@ -103,14 +104,8 @@ def _child_main(target: str, args: tuple[Any, ...], conn: Any, niceness: int, en
     except RuntimeError:  # no thread under a tight memory cap: the parent's timeout and stop still end it
         pass
     _CHILD_CONN = conn
-    module, _, name = target.partition(":")
     try:
-        import importlib
-
-        fn = importlib.import_module(module)
-        for part in name.split("."):
-            fn = getattr(fn, part)
-        value = fn(*args)  # type: ignore[operator]
+        value = pkgutil.resolve_name(target)(*args)  # "package.module:name", imported here
     except BaseException as exc:  # noqa: BLE001 - every ending is reported to the parent, typed
         from gpen_core.platform.oom import is_oom
 
