@@ -86,7 +86,7 @@ class Blur(nn.Module):
         2h×2w image whose last row and column are zero (:meth:`ModConv.use_polyphase`).
         The phases are interleaved into a (2h+1)×(2w+1) buffer behind one zero row and column,
         the blur's padding on both sides, so the blur reads it with padding 0 and no crop.
-        (h ≠ w for a strip of rows, :mod:`gpen_core.networks.fast_strips`.)
+        (h ≠ w for a strip of rows, :func:`gpen_core.networks.fast.full_size_level`.)
         ``scale`` (C,) multiplies channel c before the bias (folded into the kernel).
         """
         n, c4, h, w = y.shape
