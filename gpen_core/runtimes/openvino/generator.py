@@ -1,8 +1,8 @@
 """OpenVINO backend for the GPEN generator on the CPU: convert once, cache, run; and ``auto``'s measured choice.
 
-:func:`convert` makes IR of our own :class:`~gpen_core.networks.arch.GPEN` after :func:`exportable` (the same
-function: tests hold float32 to 1e-4 of the official references), cached by
-:class:`~gpen_core.runtimes.openvino.base.CacheKey`; :func:`load` gives an :class:`OVForward` with
+:func:`convert` makes IR of our own :class:`~gpen_core.networks.arch.GPEN` after
+:func:`~gpen_core.runtimes.openvino.export.exportable` (the same function: tests hold float32 to 1e-4 of the
+official references), cached by :class:`~gpen_core.runtimes.openvino.base.CacheKey`; :func:`load` gives an :class:`OVForward` with
 :class:`~gpen_core.networks.prepared.PreparedForward`'s call contract, from the cache without torch or the
 checkpoint. Standard library only at module import.
 """
@@ -22,7 +22,6 @@ from gpen_core.platform import measurements
 from gpen_core.platform.cpuinfo import cpu_model
 from gpen_core.progress import Progress
 from gpen_core.runtimes.openvino.choice import BackendChoice
-from gpen_core.runtimes.openvino.export import GRAPH_REVISION, exportable
 # Re-exported: callers use ov_backend.* for the base's names too.
 from gpen_core.runtimes.openvino.base import (  # noqa: F401
     CacheKey, CompiledNet, Precision, cache_key, cache_root, capabilities, choose_precision, convert_traced, cpu_key,
@@ -34,6 +33,10 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
+# The exported graph's revision, stored in meta.json: an IR converted by an older revision is
+# converted again on load (same function, slower or hungrier graph), never reused.
+GRAPH_REVISION = 3
+
 
 def convert(checkpoint: str | os.PathLike[str], *, models_dir: str | os.PathLike[str] | None = None,
             progress: Progress | None = None, sha256: str | None = None) -> tuple[Path, float]:
@@ -42,6 +45,7 @@ def convert(checkpoint: str | os.PathLike[str], *, models_dir: str | os.PathLike
     import torch
 
     from gpen_core.networks.checkpoint import load_generator
+    from gpen_core.runtimes.openvino.export import exportable
 
     t0 = time.perf_counter()
     say = progress or (lambda f, m: None)
@@ -64,7 +68,7 @@ def convert(checkpoint: str | os.PathLike[str], *, models_dir: str | os.PathLike
 
 
 def to_openvino(model: torch.nn.Module, size: int) -> Any:
-    """``model`` (an :func:`exportable` GPEN) as an ``openvino.Model`` with a static 1×3×S×S input, through
+    """``model`` (an :func:`~gpen_core.runtimes.openvino.export.exportable` GPEN) as an ``openvino.Model`` with a static 1×3×S×S input, through
     :func:`~gpen_core.runtimes.openvino.base.convert_traced` (measured: docs/performance.md, "OpenVINO: the
     full-size level in strips")."""
     import torch
