@@ -1,13 +1,12 @@
 """The prepared forward: :func:`prepare` turns a loaded :class:`~gpen_core.networks.arch.GPEN` into a
 :class:`PreparedForward` (a :class:`~gpen_core.networks.fast.FastGPEN` behind a callable, eager or compiled);
-:func:`warm_up` runs it ahead of the first request; :func:`forward_checked` redoes an overflowed face in float32.
+:func:`forward_checked` redoes an overflowed face in float32.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,8 +21,8 @@ class PreparedForward:
     """The callable :func:`prepare` returns: ``forward(x) -> y`` under inference mode, one face at a time.
 
     ``x``: N×3×S×S float in [-1, 1] RGB (any float dtype, any device); ``y``: float32 N×3×S×S on
-    ``plan.device``. With ``plan.compile`` calls run eagerly until :func:`warm_up` (or, when nobody
-    warmed up, the first call) has compiled, so a request never waits behind a background compile.
+    ``plan.device``. With ``plan.compile`` the first call compiles; a call while another thread compiles
+    runs eagerly instead of waiting.
     """
 
     def __init__(self, net: FastGPEN, plan: ForwardPlan) -> None:
@@ -60,7 +59,7 @@ class PreparedForward:
             )
             if self._ready:
                 return self._compiled(x)
-            # Compile on this call unless a warm-up is compiling right now (then stay eager).
+            # Compile on this call unless another call is compiling right now (then stay eager).
             if self._lock.acquire(blocking=False):
                 try:
                     out = self._compiled(x)
@@ -94,20 +93,6 @@ class PreparedForward:
             return 0
         net = self._twin.net
         return sum(t.numel() * t.element_size() for t in (*net.parameters(), *net.buffers()))
-
-    def compile_now(self) -> float:
-        """Compile (blocking) if the plan asks for it and it has not happened; seconds spent."""
-        if self._compiled is None or self._ready:
-            return 0.0
-        with self._lock, torch.inference_mode():
-            if self._ready:  # another thread finished while we waited
-                return 0.0
-            t = time.perf_counter()
-            s = self.net.size
-            x = torch.zeros(1, 3, s, s, device=self.plan.device, dtype=self.plan.dtype_torch)
-            self._compiled(x.contiguous(memory_format=self.net.memory_format))
-            self._ready = True
-            return time.perf_counter() - t
 
 
 def forward_checked(forward: PreparedForward, x: torch.Tensor) -> tuple[torch.Tensor, str | None]:
@@ -166,24 +151,3 @@ def prepare(model: GPEN, plan: ForwardPlan) -> PreparedForward:
         net = FastGPEN(model, plan).eval().requires_grad_(False)
     return PreparedForward(net, plan)
 
-
-def warm_up(forward: Callable[[torch.Tensor], torch.Tensor], size: int | None = None) -> float:
-    """Run ``forward`` once on a blank 1×3×size×size face (compiling it if its plan says so); seconds.
-
-    Blocking: an app calls it in a thread, while a :class:`PreparedForward` keeps serving calls eagerly.
-    ``size`` defaults to the prepared model's.
-    """
-    t = time.perf_counter()
-    if isinstance(forward, PreparedForward):
-        if size not in (None, forward.size):
-            raise ValueError(f"this forward is for {forward.size} px faces, not {size}")
-        if forward._compiled is not None:
-            return forward.compile_now()
-        size, device, dtype = forward.size, forward.plan.device, forward.plan.dtype_torch
-    else:
-        if size is None:
-            raise ValueError("warm_up needs the face size for a forward that is not a PreparedForward")
-        device, dtype = "cpu", torch.float32
-    with torch.inference_mode():
-        forward(torch.zeros(1, 3, size, size, device=device, dtype=dtype))
-    return time.perf_counter() - t
