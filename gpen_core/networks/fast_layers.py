@@ -80,13 +80,9 @@ class Blur(nn.Module):
     def from_phases(
         self, y: torch.Tensor, bias: torch.Tensor | None, leaky: bool, scale: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """This blur (pad (1, 1)) of the 2x upsampled image whose four phases ``y`` holds.
-
-        ``y``: N×4C×h×w, channel ``(2a + b)·C + c`` holding pixel ``(2m + a, 2n + b)`` of the
-        2h×2w image whose last row and column are zero (:meth:`ModConv.use_polyphase`).
-        The phases are interleaved into a (2h+1)×(2w+1) buffer behind one zero row and column,
-        the blur's padding on both sides, so the blur reads it with padding 0 and no crop.
-        (h ≠ w for a strip of rows, :func:`gpen_core.networks.fast.full_size_level`.)
+        """This blur (pad (1, 1)) of the 2x upsampled image whose four phases ``y`` holds: N×4C×h×w, channel
+        ``(2a + b)·C + c`` holding pixel ``(2m + a, 2n + b)`` (:meth:`ModConv.use_polyphase`; h ≠ w for a strip).
+        Interleaved behind one zero row and column (the blur's padding), so the blur reads it with padding 0.
         ``scale`` (C,) multiplies channel c before the bias (folded into the kernel).
         """
         n, c4, h, w = y.shape
@@ -232,8 +228,8 @@ class ModConv(nn.Module):
     def _forward_input_modulated(
         self, x: torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None, leaky: bool
     ) -> torch.Tensor:
-        """``forward`` as ``conv(x · s, W) · d``: the input takes the modulation, the output (or,
-        for the upsampling conv, the blur's kernel: it is per channel) the demodulation."""
+        """``forward`` as ``conv(x · s, W) · d``: the input takes the modulation, the output (or the per-channel
+        blur's kernel) the demodulation."""
         s, d = self.styles(latent)
         assert d is not None  # use_input_modulation checked demodulate
         d = d.to(x.dtype)
@@ -247,8 +243,7 @@ class ModConv(nn.Module):
         return _leaky_(y) if leaky else y
 
     def use_input_modulation(self, size: int) -> None:
-        """Modulate the input (size×size) instead of the weight, packed once into oneDNN's blocked layout
-        instead of multiplied and reordered every call (for the low levels, whose input is smaller)."""
+        """Modulate the input (size×size) instead of the weight, packed once into oneDNN's layout (low levels)."""
         if not self.demodulate or (self.upsample and not self.polyphase):
             raise ValueError("input modulation needs a demodulated stride-1 conv (polyphase for upsampling)")
         p = 1 if self.polyphase else self.padding

@@ -355,14 +355,11 @@ def official_input(rgb: np.ndarray) -> torch.Tensor:
 
 
 class FaceParser:
-    """Restored face (RGB uint8) → per-pixel class labels at 512×512, as GPEN's ``FaceParse.process``.
-
-    ``input_size``: 512 is official; 256 runs the same weights on a face shrunk to 256 (about a quarter of
-    the cost) and upsamples the logits bilinearly to 512 before the argmax. ``dtype``: float32 (exact) or
-    bfloat16 (CPUs with native bf16, CUDA). ``channels_last``: NHWC convolutions (faster with oneDNN; another
-    summation order: 4.5e-4 on the tiny reference's logits of up to 124, same labels). ``strips``: the
-    full-size layers a strip of rows at a time (:func:`parse_in_strips`; default: on the
-    CPU). One instance may be shared; calls are serialised by a lock.
+    """Restored face (RGB uint8) → per-pixel class labels at 512×512, as GPEN's ``FaceParse.process``; calls are
+    serialised. ``input_size``: 512 is official; 256 parses the face shrunk to 256 (about a quarter of the cost), the
+    logits upsampled bilinearly to 512. ``dtype``: float32 (exact) or bfloat16. ``channels_last``: NHWC convolutions
+    (faster with oneDNN; same labels, logits 4.5e-4 apart on the tiny reference's). ``strips``: :func:`parse_in_strips`
+    (default: on the CPU).
     """
 
     def __init__(

@@ -77,13 +77,9 @@ class RRDB(nn.Module):
 
 
 class RRDBNet(nn.Module):
-    """GPEN's RealESRNet: N×3×H×W RGB in [0, 1] → N×3×sH×sW (s = ``config.scale``).
-
-    At ×2 / ×1 the official network needs H and W divisible by 2 / 4; this forward
-    reflect-pads the bottom/right edge to the next multiple (as the official
-    ``RealESRNet.process`` does) and crops the output back to exactly s×H × s×W.
-    For even sizes it is the official computation unchanged.
-    """
+    """GPEN's RealESRNet: N×3×H×W RGB in [0, 1] → N×3×sH×sW (s = ``config.scale``). H and W that ×2 / ×1 cannot
+    unshuffle are reflect-padded at the bottom/right, as the official ``RealESRNet.process`` does, and the output
+    cropped back to sH×sW."""
 
     def __init__(self, config: UpscalerConfig) -> None:
         super().__init__()
@@ -198,11 +194,8 @@ def missing_upscaler_text(path: str, download: str = "realesrnet_x2") -> str:
 
 
 def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> RRDBNet:
-    """Load a RealESRNet checkpoint (GPEN's ``params_ema`` layout) as a float32 module on ``device``.
-
-    Forward: N×3×H×W RGB in [0, 1] → N×3×sH×sW. Raises :class:`WeightsError`
-    when the file is missing, unreadable, or not an RRDBNet upscaler.
-    """
+    """Load a RealESRNet checkpoint (GPEN's ``params_ema`` layout) as a float32 :class:`RRDBNet` on ``device``.
+    Raises :class:`WeightsError` when the file is missing, unreadable, or not an RRDBNet upscaler."""
     from gpen_core.networks.checkpoint import read_network_weights
 
     p = Path(path)
