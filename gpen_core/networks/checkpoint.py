@@ -227,14 +227,9 @@ def _zip_problem(p: Path) -> str | None:
     return f"{name} fails its CRC check" if name else None
 
 
-def load_checkpoint_file(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
-    """``torch.load`` with ``weights_only=True`` and mmap; errors say what to do (see :func:`read_checkpoint`)."""
-    return unwrap_state_dict(read_checkpoint(path, "GPEN generator"))
-
-
 def load_generator(source: str | os.PathLike[str] | Mapping[str, Any], dtype: torch.dtype = torch.float32) -> GPEN:
     """A GPEN generator of the architecture ``source`` (a checkpoint path or a possibly wrapped state_dict)
     describes, on the CPU in eval mode with gradients off. WeightsError for a missing, unreadable or
-    non-GPEN file."""
-    sd = source if isinstance(source, Mapping) else load_checkpoint_file(source)
+    non-GPEN file (:func:`read_checkpoint`; a file is memory-mapped)."""
+    sd = source if isinstance(source, Mapping) else read_checkpoint(source, "GPEN generator")
     return build_from_state_dict(sd, dtype=dtype)
