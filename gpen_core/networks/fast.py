@@ -67,9 +67,8 @@ class FastGPEN(nn.Module):
                 m.fused_noise = rearranged
                 m.cat_in_place = not plan.compile
         if rearranged:
-            sized = [(self.conv1.conv, 4)]  # (conv, its input's size)
-            for i in range(len(self.convs) // 2):
-                sized += [(self.convs[2 * i].conv, 2 ** (i + 2)), (self.convs[2 * i + 1].conv, 2 ** (i + 3))]
+            # (conv, its input's side): level i's upsampling conv takes 2**(i+2) px, its second conv 2**(i+3)
+            sized = [(self.conv1.conv, 4)] + [(c.conv, 2 ** (i // 2 + 2 + i % 2)) for i, c in enumerate(self.convs)]
             for conv, res in sized:
                 if self.INPUT_MOD_RATIO * conv.wsq.shape[1] * res * res <= conv.weight.numel():
                     conv.use_input_modulation(res)

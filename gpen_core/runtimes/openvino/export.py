@@ -49,7 +49,9 @@ def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
       upsampled once and sliced). Each ToRGB sum takes the upsampled skip first, so each ToRGB runs
       right after its level.
     """
-    res = _decoder_input_sizes(model)
+    g = model.generator
+    # Each decoder modulated conv's input side, as FastGPEN's; the ToRGB convs are absent: they modulate the weight.
+    res = {id(g.conv1.conv): 4, **{id(c.conv): 2 ** (i // 2 + 2 + i % 2) for i, c in enumerate(g.convs)}}
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, ModulatedConv2d):
@@ -64,16 +66,6 @@ def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
     if strips > 1:
         model.forward = types.MethodType(_striped_forward(strips, styled_halves), model)  # type: ignore[method-assign]
     return model
-
-
-def _decoder_input_sizes(model: GPEN) -> dict[int, int]:
-    """``id(conv)`` → the side (px) of its input, for each decoder modulated conv of ``model``'s generator
-    (found again by walking ``model.modules()``); the ToRGB convs are absent, so they keep the weight modulated."""
-    g = model.generator
-    res = {id(g.conv1.conv): 4}
-    for i, conv in enumerate(g.convs):
-        res[id(conv.conv)] = 2 ** (i // 2 + 2 + i % 2)
-    return res
 
 
 def _prepare_modconv(m: ModulatedConv2d, input_side: int | None) -> None:
