@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from gpen_core.networks import fast, fast_layers, prepared
+from gpen_core.networks import fast, fast_layers
 from gpen_core.networks import plan as plan_module
 from gpen_core.networks.arch import GPEN, GPENConfig, set_fir_impl
 from gpen_core.networks.checkpoint import load_generator
@@ -22,6 +22,7 @@ from gpen_core.errors import ResourceError
 from gpen_core.networks.prepared import PreparedForward, prepare
 from gpen_core.networks.plan import ForwardPlan, choose_plan, cpu_features
 from gpen_core.networks.synthetic import random_generator
+from gpen_core.platform.paths import models_dir
 from gpen_core.networks.tensors import to_image, to_tensor
 
 from .conftest import shared_path
@@ -294,7 +295,7 @@ def test_compiled_forward_matches_eager_and_caches_under_gpen_home(monkeypatch) 
     x = torch.rand(1, 3, 64, 64) * 2 - 1
     assert not fwd.compiled
     assert (fwd(x) - _plain(model, x)).abs().max().item() <= EXACT and fwd.compiled
-    assert any(prepared.compile_cache_dir().rglob("*")), "inductor wrote nothing under $GPEN_HOME"
+    assert any((models_dir() / "torch_compile").rglob("*")), "inductor wrote nothing under $GPEN_HOME"
 
 
 @pytest.mark.gpu

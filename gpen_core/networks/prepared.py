@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
@@ -96,12 +95,9 @@ class PreparedForward:
 
 
 def forward_checked(forward: PreparedForward, x: torch.Tensor) -> tuple[torch.Tensor, str | None]:
-    """``forward(x)`` checked for inf/NaN: (output, None) or (output, what happened, for a note).
-
-    float16 tops out at 65504: an activation past it makes the face inf/NaN (garbage pixels). Such a face
-    is redone in float32 (weights and input cast up exactly) and the note says so; a float32 output with
-    inf/NaN is returned with a note saying so, never silently.
-    """
+    """``forward(x)`` checked for inf/NaN: (output, None) or (output, a note saying what happened). float16 tops out
+    at 65504, so an overflowed face is redone in float32 (weights and input cast up exactly); a float32 output with
+    inf/NaN is returned with its note, never silently."""
     y = forward(x)
     if bool(torch.isfinite(y).all()):
         return y, None
@@ -112,39 +108,24 @@ def forward_checked(forward: PreparedForward, x: torch.Tensor) -> tuple[torch.Te
     return y, "the restored face has inf or NaN values even in float32: the checkpoint may be corrupt; re-download it"
 
 
-def compile_cache_dir() -> Path:
-    """Where inductor keeps compiled kernels between processes: ``<models folder>/torch_compile``."""
-    from gpen_core.platform.paths import models_dir
-
-    return models_dir() / "torch_compile"
-
-
 def _compile(net: FastGPEN) -> Callable[[torch.Tensor], torch.Tensor]:
     """torch.compile of the one-face forward (a batch loops over it: batch sizes never recompile), inductor's
-    on-disk caches under our models folder (process-wide) unless the user set ``TORCHINDUCTOR_CACHE_DIR``.
-
-    torch fixes that variable to its /tmp default on importing torch._dynamo but reads it again for every
-    cache access, so setting it here still takes effect.
-    """
+    on-disk caches in ``<models folder>/torch_compile`` (process-wide) unless the user set ``TORCHINDUCTOR_CACHE_DIR``
+    (torch sets it to its /tmp default on importing torch._dynamo, but reads it again for every cache access)."""
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    from gpen_core.platform.paths import models_dir
 
     current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if not current or os.path.abspath(current) == os.path.abspath(default_cache_dir()):
-        target = compile_cache_dir()
+        target = models_dir() / "torch_compile"
         target.mkdir(parents=True, exist_ok=True)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(target)
-    import torch._inductor.config as inductor_config
-
-    inductor_config.fx_graph_cache = True  # compiled kernels are reused across processes (torch's default)
     return torch.compile(net.forward, dynamic=False)
 
 
 def prepare(model: GPEN, plan: ForwardPlan) -> PreparedForward:
-    """The optimized forward of ``model`` under ``plan``: ``forward(x) -> y``.
-
-    ``x``, ``y``: as :class:`PreparedForward`. ``model`` is left as it is; for a float32 plan the result
-    shares its decoder weights.
-    """
+    """The optimized forward of ``model`` under ``plan`` (a :class:`PreparedForward`); ``model`` is left as it is."""
     if not isinstance(model, GPEN):
         raise TypeError(f"prepare() needs a gpen_core.networks.arch.GPEN, got {type(model).__name__}")
     with torch.no_grad():
