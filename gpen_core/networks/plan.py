@@ -48,11 +48,8 @@ class ForwardPlan:
 
 
 def cpu_features() -> dict[str, bool]:
-    """What this CPU can do natively, from /proc/cpuinfo flags and torch's own probe.
-
-    Keys: the ISA flags by name, ``arm_bf16`` (ARMv8.6 BF16), ``torch_avx512`` (torch's kernels dispatch
-    to AVX-512) and ``native_bf16`` (bfloat16 matmuls run at least at float32 speed, not emulated).
-    """
+    """What this CPU can do natively (/proc/cpuinfo and torch's probes): the ISA flags by name, ``arm_bf16``,
+    ``torch_avx512`` (torch's kernels dispatch to AVX-512) and ``native_bf16`` (bfloat16 not emulated)."""
     flags = cpu_flags()
     capability = str(torch.backends.cpu.get_cpu_capability())  # torch's own dispatch level
     feats = {f: f in flags for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16")}
@@ -69,11 +66,8 @@ def cpu_features() -> dict[str, bool]:
 
 
 def cuda_native_bf16(device: str | torch.device = "cuda") -> bool:
-    """Whether the GPU ``device`` runs bfloat16 natively (compute capability 8.0 and later; ROCm: yes).
-
-    Not ``torch.cuda.is_bf16_supported()``: it also says yes where bfloat16 is emulated, and asks the
-    current device rather than the request's.
-    """
+    """Whether the GPU ``device`` runs bfloat16 natively (compute capability 8.0 and later; ROCm: yes). Not
+    ``torch.cuda.is_bf16_supported()``: it says yes where bfloat16 is emulated, and asks the current device."""
     if torch.version.hip:
         return True
     dev = torch.device(device)
@@ -85,13 +79,10 @@ def cuda_native_bf16(device: str | torch.device = "cuda") -> bool:
 def choose_plan(
     device: str | torch.device = "cpu", requested_dtype: str = "float32", *, allow_compile: bool = False
 ) -> tuple[ForwardPlan, str | None]:
-    """The plan for ``requested_dtype`` on ``device``, and a note when the request was changed.
-
-    ``requested_dtype``: "float32", "bfloat16", "float16" or "auto" (CUDA: float16; CPU: bfloat16 where
-    native, else float32). A dtype this device cannot run well is replaced, and the note says so.
-    ``allow_compile`` turns torch.compile on where it can work (a C++ compiler on CPU, Triton on CUDA).
-    Raises :class:`ResourceError` when CUDA is asked for but not available.
-    """
+    """The plan for ``requested_dtype`` ("float32", "bfloat16", "float16" or "auto": CUDA float16, CPU bfloat16
+    where native) on ``device``, and a note when a dtype this device cannot run well was replaced. ``allow_compile``:
+    torch.compile where it can work (a C++ compiler on CPU, Triton on CUDA). ResourceError when CUDA is asked for but
+    not available."""
     dev = str(device)
     requested = str(requested_dtype).replace("torch.", "")
     if requested not in (*_DTYPES, "auto"):

@@ -1,9 +1,6 @@
-"""GPEN's background upscaler: RealESRNet (RRDBNet), loaded from the released checkpoints.
-
-The RRDBNet of yangxy/GPEN ``sr_model/rrdbnet_arch.py`` (ESRGAN's Residual-in-Residual Dense Blocks) under
-the same module names, so the released ``params_ema`` state_dict loads strictly; the checkpoint's keys
-and shapes decide the architecture. :meth:`RRDBNet.forward`: N×3×H×W RGB float in [0, 1] → N×3×sH×sW
-(not clamped). Tiling, uint8 and the memory budget live in :mod:`gpen_core.upscale.tiles`.
+"""GPEN's background upscaler: the RRDBNet of yangxy/GPEN ``sr_model/rrdbnet_arch.py`` under the same module names,
+so the released ``params_ema`` state_dict loads strictly (its keys and shapes decide the architecture). Tiling,
+uint8 and the memory budget live in :mod:`gpen_core.upscale.tiles`.
 """
 
 from __future__ import annotations

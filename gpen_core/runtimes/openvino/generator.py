@@ -2,9 +2,9 @@
 
 :func:`convert` makes IR of our own :class:`~gpen_core.networks.arch.GPEN` after
 :func:`~gpen_core.runtimes.openvino.export.exportable` (the same function: tests hold float32 to 1e-4 of the
-official references), cached by :class:`~gpen_core.runtimes.openvino.base.CacheKey`; :func:`load` gives an :class:`OVForward` with
-:class:`~gpen_core.networks.prepared.PreparedForward`'s call contract, from the cache without torch or the
-checkpoint. Standard library only at module import.
+official references), cached by :class:`~gpen_core.runtimes.openvino.base.CacheKey`; :func:`load` gives an
+:class:`OVForward` with :class:`~gpen_core.networks.prepared.PreparedForward`'s call contract, from the cache
+without torch or the checkpoint. Standard library only at module import.
 """
 
 from __future__ import annotations
