@@ -46,12 +46,6 @@ def _conv_leaky(
     return torch.ops.mkldnn._convolution_pointwise(x, w, b, p, st, [1, 1], groups, "leaky_relu", [0.2], "")
 
 
-def _conv_accumulate_(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, padding: int) -> torch.Tensor:
-    """out += conv2d(x, w) in place, as a oneDNN post-op (stride 1, no bias)."""
-    p = [padding, padding]
-    return torch.ops.mkldnn._convolution_pointwise_.binary(out, x, w, None, p, [1, 1], [1, 1], 1, "add", None, None, [], None)
-
-
 def _own(t: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
     """``t``, copied if it still shares memory with ``source`` (a checkpoint tensor, maybe mmap-backed)."""
     if t.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
@@ -285,8 +279,11 @@ class ModConv(nn.Module):
         """``forward(cat((y, n), 1), bias)`` without building the concatenation (oneDNN only)."""
         f = self.factor(latent).to(self.weight_lo.dtype)[:, :, None, None]
         c = self.split_at
+        p = [self.padding, self.padding]
         out = F.conv2d(y, self.weight_lo * f[:, :c], bias=bias, padding=self.padding)
-        return _conv_accumulate_(out, n, self.weight_hi * f[:, c:], self.padding)
+        # out += conv2d(n, weight_hi · f) in place, as a oneDNN post-op (stride 1, no bias).
+        return torch.ops.mkldnn._convolution_pointwise_.binary(
+            out, n, self.weight_hi * f[:, c:], None, p, [1, 1], [1, 1], 1, "add", None, None, [], None)
 
 
 class StyledConv(nn.Module):

@@ -299,13 +299,6 @@ def parse_in_strips(net: nn.Module, x: torch.Tensor, rows: int | None = None) ->
 # ----------------------------------------------------------------------------- loading
 
 
-def key_table(config: Mapping[str, Any] | None = None) -> dict[str, tuple[int, ...]]:
-    """Every state_dict key of a ParseNet (default: the released one) and its shape."""
-    with torch.device("meta"):
-        net = ParseNet(**dict(config or RELEASED_CONFIG))
-    return {k: tuple(v.shape) for k, v in net.state_dict().items()}
-
-
 def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """A ParseNet state_dict from a file (``torch.load(weights_only=True)``, CPU, float32).
 
