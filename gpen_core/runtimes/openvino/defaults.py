@@ -76,6 +76,8 @@ DEFAULTS: dict[str, dict[str, Measured]] = {
     },
 }
 
+# The flag that makes a CPU of each kind, the first present deciding (AMX CPUs have AVX-512 BF16 and AVX2 too).
+_KIND_FLAGS = (("amx_bf16", "amx"), ("avx512_bf16", "avx512_bf16"), ("avx2", "avx2"))
 KIND_NAMES = {
     "amx": "CPUs with AMX (Intel Xeon Sapphire Rapids and later)",
     "avx512_bf16": "CPUs with AVX-512 BF16 but no AMX (AMD Zen 4)",
@@ -86,13 +88,7 @@ KIND_NAMES = {
 def cpu_kind(flags: set[str] | None = None) -> str | None:
     """"amx", "avx512_bf16", "avx2" or None (another CPU: ARM, an old x86), from /proc/cpuinfo's flags."""
     flags = cpu_flags() if flags is None else flags
-    if "amx_bf16" in flags:
-        return "amx"
-    if "avx512_bf16" in flags:
-        return "avx512_bf16"
-    if "avx2" in flags:
-        return "avx2"
-    return None
+    return next((kind for flag, kind in _KIND_FLAGS if flag in flags), None)
 
 
 def default_choice(key: str, flags: set[str] | None = None) -> BackendChoice | None:
