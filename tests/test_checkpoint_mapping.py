@@ -1,6 +1,6 @@
 """A real checkpoint file does not stay mapped once the fast forward is prepared.
 
-``load_checkpoint_file`` memory-maps the file; a prepared network that kept even one
+``load_generator`` memory-maps the file; a prepared network that kept even one
 tensor aliasing it would keep the whole file mapped and its pages resident (270 MB
 for GPEN-BFR-512, measured). The checkpoint here is written from the shared key table
 of the released GPEN-BFR-512, so every tensor has the released shape.

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from gpen_core.networks import fast, fast_layers, fast_strips, prepared
+from gpen_core.networks import fast, fast_layers, prepared
 from gpen_core.networks.arch import GPENConfig
 from gpen_core.networks.prepared import prepare
 from gpen_core.networks.plan import ForwardPlan
@@ -97,7 +97,7 @@ def test_a_smaller_halo_changes_the_output(monkeypatch, halo: str, smaller: int)
     ref = _untiled(fwd, x)
     fwd.net.strip_rows = 64
     assert (fwd(x) - ref).abs().max().item() <= EXACT
-    monkeypatch.setattr(fast_strips, halo, smaller)
+    monkeypatch.setattr(fast, halo, smaller)
     assert (fwd(x) - ref).abs().max().item() > 1e-3
 
 
@@ -107,7 +107,7 @@ def test_the_halo_is_what_each_conv_of_the_level_needs(monkeypatch, variant: str
 
     The upsampling conv on input rows [m0, m1) gets full-size rows [2·m0 + 3, 2·m1 - 2]
     right (away from the image's border), so rows [r0 - 1, r1 + 1), what the 3×3 conv reads
-    for output rows [r0, r1), need input rows [r0/2 - 2, r1/2 + 2): fast_strips.input_rows.
+    for output rows [r0, r1), need input rows [r0/2 - 2, r1/2 + 2): fast.input_rows.
     The 3×3 conv on rows [a, b) gets rows [a + 1, b - 1) right.
     """
     fwd = _prepared(monkeypatch, 256, variant, seed=3)
@@ -134,7 +134,7 @@ def test_the_halo_is_what_each_conv_of_the_level_needs(monkeypatch, variant: str
     with torch.inference_mode():
         full = cat(up_conv(x, latent, noise))
         r0, r1 = 96, 160
-        m0, m1 = fast_strips.input_rows(r0, r1, half)
+        m0, m1 = fast.input_rows(r0, r1, half)
         assert (m0, m1) == (r0 // 2 - 2, r1 // 2 + 2)
 
         def strip(a: int, b: int) -> torch.Tensor:  # full-size rows [2a, 2b) from input rows [a, b)
@@ -191,7 +191,7 @@ def test_the_encoder_head_halo_is_what_its_layers_need(monkeypatch, variant: str
     with torch.inference_mode():
         full = head(0, 256)
         j0, j1 = 40, 72
-        h = fast_strips.HEAD_HALO
+        h = fast.HEAD_HALO
         assert (head(2 * j0 - h, 2 * j1 + h)[:, :, 1 : 1 + j1 - j0] - full[:, :, j0:j1]).abs().max().item() <= EXACT
         # Two rows less at the top (strips start on even rows) or one less at the bottom: an edge row is wrong.
         assert (head(2 * j0 - h + 2, 2 * j1 + h)[:, :, 0] - full[:, :, j0]).abs().max().item() > 1e-3

@@ -34,12 +34,12 @@ def test_a_link_inside_the_models_folder_and_a_plain_file_are_accepted(tmp_path:
 
 
 def test_a_file_that_is_not_a_checkpoint_is_named_but_its_bytes_are_never_shown(tmp_path: Path) -> None:
-    from gpen_core.networks.checkpoint import load_checkpoint_file
+    from gpen_core.networks.checkpoint import load_generator
 
     passwd = tmp_path / "passwd.pth"
     passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")
     with pytest.raises(WeightsError) as e:
-        load_checkpoint_file(passwd)
+        load_generator(passwd)
     msg = str(e.value)
     assert "is not a PyTorch checkpoint" in msg
     assert "root:x" not in msg and "72 6f 6f 74" not in msg and "726f6f74" not in msg

@@ -40,9 +40,10 @@ def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def test_exportable_forward_is_the_same_function(tmp_path: Path) -> None:
     from gpen_core.networks.checkpoint import load_generator
+    from gpen_core.runtimes.openvino.export import exportable
 
     ckpt, x, expected = _reference("gpen_tiny128_cm2.pt", tmp_path)
-    model = ov_backend.exportable(load_generator(ckpt))
+    model = exportable(load_generator(ckpt))
     with torch.no_grad():
         assert (model(x) - expected).abs().max() <= 1e-5
 

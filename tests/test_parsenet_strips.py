@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gpen_core.networks.parsenet import RELEASED_CONFIG, FaceParser, ParseNet, build
-from gpen_core.networks.parsenet_strips import parse_in_strips, run_in_strips
+from gpen_core.networks.parsenet import parse_in_strips, run_in_strips
 
 from .conftest import shared_path
 from .factories import FullSizeOutputs

@@ -61,9 +61,8 @@ def make_kernel(k: list[int]) -> torch.Tensor:
 
 
 def _randn(*shape: int, div: float = 1.0) -> torch.Tensor:
-    """``torch.randn(*shape) / div`` (the official init, same values), or an uninitialised meta tensor
-    when built under ``torch.device("meta")`` to receive a checkpoint: a random op or an in-place
-    divide on meta runs torch's Python reference ops, whose checks import sympy (34 MiB) for nothing."""
+    """``torch.randn(*shape) / div`` (the official init), or an empty meta tensor under ``torch.device("meta")``:
+    a random op on meta runs torch's Python reference ops, which import sympy (34 MiB) for nothing."""
     t = torch.empty(*shape)
     if t.is_meta:
         return t
@@ -99,11 +98,7 @@ def upfirdn2d_native(
 def upfirdn2d_depthwise(
     x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)
 ) -> torch.Tensor:
-    """Same filter as :func:`upfirdn2d_native` as one grouped convolution.
-
-    Zero-insertion for ``up`` and the stride for ``down`` are folded into a
-    transposed / strided depthwise convolution, so no per-channel im2col is built.
-    """
+    """Same filter as :func:`upfirdn2d_native` as one transposed / strided depthwise convolution."""
     n, c, h, w = x.shape
     k = torch.flip(kernel, [0, 1]).to(x.dtype)[None, None].expand(c, 1, *kernel.shape)
     p0, p1 = pad

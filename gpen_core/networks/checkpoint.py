@@ -39,12 +39,9 @@ def strip_module_prefix(sd: Mapping[str, _V], where: str = "the checkpoint") -> 
 def network_state_dict(
     obj: Any, where: str, *, wrappers: Sequence[str], not_a_dict: Callable[[str], str]
 ) -> dict[str, torch.Tensor]:
-    """The flat ``{key: tensor}`` state_dict of a helper network (parser, upscaler) inside ``obj``.
-
-    The first of ``wrappers`` that holds a dict is unwrapped; anything but a dict then raises WeightsError
-    ``not_a_dict(type name)``. Non-tensors are dropped, ``module.`` prefixes stripped (``where`` names the
-    file) and floating tensors come back as float32 (these networks load in float32, cast later if at all).
-    """
+    """The flat float32 ``{key: tensor}`` state_dict of a helper network (parser, upscaler) inside ``obj``: the first
+    of ``wrappers`` holding a dict unwrapped (anything but a dict raises WeightsError ``not_a_dict(type name)``),
+    non-tensors dropped, ``module.`` prefixes stripped (``where`` names the file)."""
     if isinstance(obj, Mapping):
         obj = next((obj[k] for k in wrappers if isinstance(obj.get(k), Mapping)), obj)
     if not isinstance(obj, Mapping):
@@ -144,13 +141,10 @@ _DOWNLOAD_FIX = "Delete it and download it again (`python -m gpen_core download`
 
 
 def read_checkpoint(path: str | os.PathLike[str], what: str = "checkpoint", *, mmap: bool = True) -> Any:
-    """``torch.load(path, map_location="cpu", weights_only=True)``, its failures told apart.
-
-    Corrupt (:class:`~gpen_core.errors.WeightsCorruptError`) only when the bytes are wrong: empty, a ZIP
-    whose directory or CRCs fail, or not a PyTorch checkpoint at all. Out of memory is
-    :class:`~gpen_core.errors.OutOfMemory` (the file is fine: never tell the user to delete it); an
-    unreadable file or a pickle holding more than tensors says so. ``what`` names the file in messages;
-    ``mmap`` maps a ZIP checkpoint instead of reading it.
+    """``torch.load(path, map_location="cpu", weights_only=True)`` (``mmap``: a ZIP checkpoint mapped), its failures
+    told apart: :class:`~gpen_core.errors.WeightsCorruptError` only when the bytes are wrong (empty, a failing ZIP,
+    not a checkpoint), :class:`~gpen_core.errors.OutOfMemory` (the file is fine: never tell the user to delete it),
+    else WeightsError. ``what`` names the file in messages.
     """
     p = Path(path)
     if not p.is_file():
@@ -233,14 +227,9 @@ def _zip_problem(p: Path) -> str | None:
     return f"{name} fails its CRC check" if name else None
 
 
-def load_checkpoint_file(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
-    """``torch.load`` with ``weights_only=True`` and mmap; errors say what to do (see :func:`read_checkpoint`)."""
-    return unwrap_state_dict(read_checkpoint(path, "GPEN generator"))
-
-
 def load_generator(source: str | os.PathLike[str] | Mapping[str, Any], dtype: torch.dtype = torch.float32) -> GPEN:
     """A GPEN generator of the architecture ``source`` (a checkpoint path or a possibly wrapped state_dict)
     describes, on the CPU in eval mode with gradients off. WeightsError for a missing, unreadable or
-    non-GPEN file."""
-    sd = source if isinstance(source, Mapping) else load_checkpoint_file(source)
+    non-GPEN file (:func:`read_checkpoint`; a file is memory-mapped)."""
+    sd = source if isinstance(source, Mapping) else read_checkpoint(source, "GPEN generator")
     return build_from_state_dict(sd, dtype=dtype)

@@ -3,8 +3,9 @@
 Built by :func:`~gpen_core.networks.prepared.prepare` under a :class:`~gpen_core.networks.plan.ForwardPlan`
 from the layers of :mod:`gpen_core.networks.fast_layers`: constants folded once, channels-last activations,
 big elementwise steps in place, one face at a time (GPEN's modulated weights are per image), the full-size
-layers in strips (:mod:`gpen_core.networks.fast_strips`), rearranged forms for bfloat16 on oneDNN. Each
-choice and its measured gain: docs/performance.md, "The fast torch forward: what it folds and why".
+layers in strips of rows (:func:`full_size_level`), rearranged forms for bfloat16 on oneDNN. Each choice
+and its measured gain: docs/performance.md, "The fast torch forward: what it folds and why" and "The
+generator's full-size level in strips".
 
 Numerics: float32 matches the plain model to ~1e-6 (products reassociated); bfloat16 / float16 plans run
 the convolutions in that dtype and keep the mapping network, modulation and demodulation in float32.
@@ -17,7 +18,6 @@ from torch import nn
 
 from gpen_core.networks.arch import GPEN
 from gpen_core.networks.fast_layers import Blur, EncoderConv, Linear, ModConv, StyledConv, ToRGB, onednn_fusion
-from gpen_core.networks.fast_strips import encoder_head, full_size_level
 from gpen_core.networks.plan import ForwardPlan
 
 
@@ -36,7 +36,7 @@ class FastGPEN(nn.Module):
     # Where oneDNN fuses, these dtypes take the polyphase upsampling convs, input modulation with packed
     # weights and the fused noise half (float32 loses or is neutral). Tests force float32 in to check the math.
     REARRANGED_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16,)
-    # Full-size rows per strip (:mod:`fast_strips`; docs/performance.md, "The generator's full-size level
+    # Full-size rows per strip (:func:`full_size_level`; docs/performance.md, "The generator's full-size level
     # in strips": 64 measured lowest in memory and fastest). 0: untiled. Even (stride 2).
     STRIP_ROWS = 64
 
@@ -67,9 +67,8 @@ class FastGPEN(nn.Module):
                 m.fused_noise = rearranged
                 m.cat_in_place = not plan.compile
         if rearranged:
-            sized = [(self.conv1.conv, 4)]  # (conv, its input's size)
-            for i in range(len(self.convs) // 2):
-                sized += [(self.convs[2 * i].conv, 2 ** (i + 2)), (self.convs[2 * i + 1].conv, 2 ** (i + 3))]
+            # (conv, its input's side): level i's upsampling conv takes 2**(i+2) px, its second conv 2**(i+3)
+            sized = [(self.conv1.conv, 4)] + [(c.conv, 2 ** (i // 2 + 2 + i % 2)) for i, c in enumerate(self.convs)]
             for conv, res in sized:
                 if self.INPUT_MOD_RATIO * conv.wsq.shape[1] * res * res <= conv.weight.numel():
                     conv.use_input_modulation(res)
@@ -93,7 +92,7 @@ class FastGPEN(nn.Module):
             last = self.to_rgbs[-1].conv
             last.use_split_input(last.wsq.shape[1] // 2)
         # Strips recompute the noise from the input rows (GPEN's ecd0 is a 1×1 conv, its ecd1 the blur and
-        # 3×3 stride-2 conv fast_strips' halos assume) and run the last level on other shapes than packed
+        # 3×3 stride-2 conv the halos assume) and run the last level on other shapes than packed
         # weights were reordered for. A compiled plan stays untiled (inductor would compile the unrolled
         # loop); a GPU too (its cost there is unmeasured).
         strippable = not any(c.conv.packed for c in self.convs[-2:]) and not plan.compile and dev.type == "cpu"
@@ -104,6 +103,8 @@ class FastGPEN(nn.Module):
         the shape and runs a batch one face at a time)."""
         x = x.to(device=self.const.device, dtype=self.const.dtype).contiguous(memory_format=self.memory_format)
         strips = 0 < self.strip_rows < self.size
+        if strips and self.strip_rows % 2:
+            raise ValueError(f"strip height must be a positive even number of rows, got {self.strip_rows}")
         inp = x
         feats: list[torch.Tensor | None] = []
         layers = list(self.encoder)
@@ -134,3 +135,75 @@ class FastGPEN(nn.Module):
             out = self.convs[2 * i + 1](out, latent, noise, split=last and self.split_last)
             skip = to_rgb(out, latent, skip)
         return skip.float().contiguous()
+
+
+# The full-size layers in strips: every op is translation-equivariant along the rows (the upsampling one with
+# stride 2), so a strip computed from the rows it depends on, then cropped, equals those rows of the whole
+# computation; the image's own top and bottom get no halo (their zero padding is the whole one's).
+# Half-size input rows a decoder strip reads beyond its own, each side: the upsampling conv (transposed 3×3,
+# stride 2, then the 4-tap blur padded 1) makes output row q read input rows m with q-3 ≤ 2m ≤ q+2, and the 3×3
+# conv reads upsampled rows r0-1 .. r1 for [r0, r1): input rows r0/2-2 .. r1/2+1 for even r0, r1.
+HALO = 2
+# Full-size rows an encoder-head strip reads beyond its own, each side (even: stride 2): encoder[1] is the
+# 4-tap blur padded 2, then a 3×3 stride-2 conv, so its output row j reads full-size rows 2j-2 .. 2j+3.
+HEAD_HALO = 2
+
+
+def encoder_head(net: FastGPEN, inp: torch.Tensor, rows: int) -> torch.Tensor:
+    """``encoder[1](encoder[0](inp))`` computed ``rows`` (even) full-size rows at a time: ``inp`` the network's
+    1×3×S×S input, the half-size feature out, both in the network's layout."""
+    e0, e1 = net.encoder[0], net.encoder[1]
+    size = inp.shape[2]
+    half = size // 2
+    out: torch.Tensor | None = None
+    for j0 in range(0, half, rows // 2):
+        j1 = min(half, j0 + rows // 2)
+        a, b = max(0, 2 * j0 - HEAD_HALO), min(size, 2 * j1 + HEAD_HALO)
+        y = e1(e0(inp[:, :, a:b]))  # half-size rows [a/2, b/2)
+        if out is None:
+            shape = (1, y.shape[1], half, y.shape[3])
+            out = torch.empty(shape, dtype=y.dtype, device=y.device, memory_format=net.memory_format)
+        out[:, :, j0:j1].copy_(y[:, :, j0 - a // 2 : j1 - a // 2])
+        del y
+    assert out is not None  # half ≥ 1
+    return out
+
+
+def input_rows(r0: int, r1: int, half: int) -> tuple[int, int]:
+    """The half-size input rows ``[m0, m1)`` that full-size output rows ``[r0, r1)`` need (even r0, r1)."""
+    return max(0, r0 // 2 - HALO), min(half, r1 // 2 + HALO)
+
+
+def full_size_level(
+    net: FastGPEN, out: torch.Tensor, latent: torch.Tensor, inp: torch.Tensor, skip: torch.Tensor, rows: int
+) -> torch.Tensor:
+    """The last decoder level and its ToRGB, ``rows`` (even: the stride-2 conv's phases line up) full-size rows
+    at a time: float32 1×3×S×S. ``out``: the previous level's output (1×C×S/2×S/2); ``inp``: the network's
+    3-channel input (its rows give the noise); ``skip``: the previous ToRGB's output."""
+    i = len(net.to_rgbs) - 1
+    up_conv, conv, to_rgb = net.convs[2 * i], net.convs[2 * i + 1], net.to_rgbs[i]
+    noise_of = net.encoder[0]
+    half = out.shape[2]
+    size = 2 * half
+    up_skip = to_rgb.up(skip)
+    del skip
+    # float32 and NCHW-contiguous, as the untiled forward returns it.
+    result = torch.empty((1, 3, size, up_skip.shape[3]), dtype=torch.float32, device=up_skip.device)
+    for r0 in range(0, size, rows):
+        r1 = min(size, r0 + rows)
+        m0, m1 = input_rows(r0, r1, half)
+        noise = noise_of(inp[:, :, 2 * m0 : 2 * m1])
+        y = up_conv(out[:, :, m0:m1], latent, noise, split=net.split_levels[i])  # full-size rows [2·m0, 2·m1)
+        # The rows the 3×3 conv reads, counted from the strip's first row.
+        a, b = max(0, r0 - 1) - 2 * m0, min(size, r1 + 1) - 2 * m0
+        # A list the conv empties: the pair is freed before it allocates its own noise half.
+        y = [t[:, :, a:b] for t in y] if isinstance(y, tuple) else y[:, :, a:b]
+        y = conv(y, latent, noise[:, :, a:b], split=net.split_last)
+        del noise
+        rgb = to_rgb(y, latent, None)
+        del y
+        top = r0 - max(0, r0 - 1)  # the conv's output starts one row above r0 except at the image's top
+        # The same sum and cast as the untiled ToRGB's ``out.add_(up(skip))`` then ``.float()``.
+        result[:, :, r0:r1].copy_(rgb[:, :, top : top + r1 - r0].add_(up_skip[:, :, r0:r1]))
+        del rgb
+    return result

@@ -46,12 +46,6 @@ def _conv_leaky(
     return torch.ops.mkldnn._convolution_pointwise(x, w, b, p, st, [1, 1], groups, "leaky_relu", [0.2], "")
 
 
-def _conv_accumulate_(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, padding: int) -> torch.Tensor:
-    """out += conv2d(x, w) in place, as a oneDNN post-op (stride 1, no bias)."""
-    p = [padding, padding]
-    return torch.ops.mkldnn._convolution_pointwise_.binary(out, x, w, None, p, [1, 1], [1, 1], 1, "add", None, None, [], None)
-
-
 def _own(t: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
     """``t``, copied if it still shares memory with ``source`` (a checkpoint tensor, maybe mmap-backed)."""
     if t.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
@@ -80,13 +74,9 @@ class Blur(nn.Module):
     def from_phases(
         self, y: torch.Tensor, bias: torch.Tensor | None, leaky: bool, scale: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """This blur (pad (1, 1)) of the 2x upsampled image whose four phases ``y`` holds.
-
-        ``y``: N×4C×h×w, channel ``(2a + b)·C + c`` holding pixel ``(2m + a, 2n + b)`` of the
-        2h×2w image whose last row and column are zero (:meth:`ModConv.use_polyphase`).
-        The phases are interleaved into a (2h+1)×(2w+1) buffer behind one zero row and column,
-        the blur's padding on both sides, so the blur reads it with padding 0 and no crop.
-        (h ≠ w for a strip of rows, :mod:`gpen_core.networks.fast_strips`.)
+        """This blur (pad (1, 1)) of the 2x upsampled image whose four phases ``y`` holds: N×4C×h×w, channel
+        ``(2a + b)·C + c`` holding pixel ``(2m + a, 2n + b)`` (:meth:`ModConv.use_polyphase`; h ≠ w for a strip).
+        Interleaved behind one zero row and column (the blur's padding), so the blur reads it with padding 0.
         ``scale`` (C,) multiplies channel c before the bias (folded into the kernel).
         """
         n, c4, h, w = y.shape
@@ -232,8 +222,8 @@ class ModConv(nn.Module):
     def _forward_input_modulated(
         self, x: torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None, leaky: bool
     ) -> torch.Tensor:
-        """``forward`` as ``conv(x · s, W) · d``: the input takes the modulation, the output (or,
-        for the upsampling conv, the blur's kernel: it is per channel) the demodulation."""
+        """``forward`` as ``conv(x · s, W) · d``: the input takes the modulation, the output (or the per-channel
+        blur's kernel) the demodulation."""
         s, d = self.styles(latent)
         assert d is not None  # use_input_modulation checked demodulate
         d = d.to(x.dtype)
@@ -247,8 +237,7 @@ class ModConv(nn.Module):
         return _leaky_(y) if leaky else y
 
     def use_input_modulation(self, size: int) -> None:
-        """Modulate the input (size×size) instead of the weight, packed once into oneDNN's blocked layout
-        instead of multiplied and reordered every call (for the low levels, whose input is smaller)."""
+        """Modulate the input (size×size) instead of the weight, packed once into oneDNN's layout (low levels)."""
         if not self.demodulate or (self.upsample and not self.polyphase):
             raise ValueError("input modulation needs a demodulated stride-1 conv (polyphase for upsampling)")
         p = 1 if self.polyphase else self.padding
@@ -290,8 +279,11 @@ class ModConv(nn.Module):
         """``forward(cat((y, n), 1), bias)`` without building the concatenation (oneDNN only)."""
         f = self.factor(latent).to(self.weight_lo.dtype)[:, :, None, None]
         c = self.split_at
+        p = [self.padding, self.padding]
         out = F.conv2d(y, self.weight_lo * f[:, :c], bias=bias, padding=self.padding)
-        return _conv_accumulate_(out, n, self.weight_hi * f[:, c:], self.padding)
+        # out += conv2d(n, weight_hi · f) in place, as a oneDNN post-op (stride 1, no bias).
+        return torch.ops.mkldnn._convolution_pointwise_.binary(
+            out, n, self.weight_hi * f[:, c:], None, p, [1, 1], [1, 1], 1, "add", None, None, [], None)
 
 
 class StyledConv(nn.Module):

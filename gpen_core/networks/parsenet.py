@@ -1,4 +1,4 @@
-"""GPEN's face-parsing network (ParseNet) and the runner that turns a restored face into labels.
+"""GPEN's face-parsing network (ParseNet), its layers, and the runner that turns a restored face into labels.
 
 The network is the official yangxy/GPEN ``face_parse/parse_model.py`` ``ParseNet`` under the same module
 names, so GPEN's ``ParseNet-latest.pth`` and facexlib's ``parsing_parsenet.pth`` (the same class, arguments
@@ -12,10 +12,11 @@ module only when a parser is built.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import cv2
 import numpy as np
@@ -24,8 +25,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from gpen_core.errors import WeightsError
-from gpen_core.networks.parsenet_layers import ConvLayer, NormType, ReluType, ResidualBlock
-from gpen_core.networks.parsenet_strips import parse_in_strips
 from gpen_core.rgb import check_rgb
 
 
@@ -40,6 +39,76 @@ PARSE_SIZE = 512  # the official FaceParse.size: every face is parsed at 512×51
 # difference about 4000× (2.4e-4 on the tiny reference's logits). A table of the 256 exact
 # values gives the official input bit for bit.
 _INPUT_LUT = (np.arange(256, dtype=np.float64) / 255.0 * 2 - 1).astype(np.float32)
+
+
+NormType = Literal["bn", "none"]
+ReluType = Literal["LeakyReLU", "none"]  # the official ReluLayer's two kinds ParseNet uses
+
+
+class Norm(nn.Module):
+    """Official ``NormLayer`` for the two norms ParseNet uses (keys ``norm.norm.*``)."""
+
+    def __init__(self, channels: int, norm_type: NormType) -> None:
+        super().__init__()
+        self.norm: nn.Module = nn.BatchNorm2d(channels, affine=True) if norm_type == "bn" else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x)
+
+
+class ConvLayer(nn.Module):
+    """Official ``ConvLayer``: [nearest ×2] → reflection pad → conv (stride 2 for 'down') → norm → act.
+
+    With batch norm the convolution has no bias, as official.
+    """
+
+    def __init__(
+        self,
+        c_in: int,
+        c_out: int,
+        kernel_size: int = 3,
+        scale: str = "none",
+        norm_type: NormType = "none",
+        relu_type: ReluType = "none",
+    ) -> None:
+        super().__init__()
+        self.up = scale == "up"
+        self.reflection_pad = nn.ReflectionPad2d(int(math.ceil((kernel_size - 1.0) / 2)))
+        stride = 2 if scale == "down" else 1
+        self.conv2d = nn.Conv2d(c_in, c_out, kernel_size, stride, bias=norm_type != "bn")
+        if relu_type not in ("LeakyReLU", "none"):
+            raise ValueError(f"relu_type must be LeakyReLU or none, got {relu_type!r}")
+        # Neither holds weights: the official ReluLayer's keys are the same without its wrapper.
+        self.relu: nn.Module = nn.LeakyReLU(0.2, inplace=True) if relu_type == "LeakyReLU" else nn.Identity()
+        self.norm = Norm(c_out, norm_type)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.up:
+            # No name for the upsampled input: it is freed once padded, before the conv allocates its output.
+            return self.relu(self.norm(self.conv2d(self.reflection_pad(F.interpolate(x, scale_factor=2, mode="nearest")))))
+        return self.relu(self.norm(self.conv2d(self.reflection_pad(x))))
+
+
+class ResidualBlock(nn.Module):
+    """Official ``ResidualBlock``: shortcut (identity, or a plain conv when shape changes) + conv1 → conv2."""
+
+    _SCALES = {"down": ("none", "down"), "up": ("up", "none"), "none": ("none", "none")}
+
+    def __init__(self, c_in: int, c_out: int, relu_type: ReluType, norm_type: NormType, scale: str = "none") -> None:
+        super().__init__()
+        self.shortcut_func: nn.Module = (
+            nn.Identity() if scale == "none" and c_in == c_out else ConvLayer(c_in, c_out, 3, scale)
+        )
+        s1, s2 = self._SCALES[scale]
+        self.conv1 = ConvLayer(c_in, c_out, 3, s1, norm_type=norm_type, relu_type=relu_type)
+        self.conv2 = ConvLayer(c_out, c_out, 3, s2, norm_type=norm_type, relu_type="none")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # The branch first, the shortcut added in place: no shortcut held through the branch's temporaries
+        # and no third tensor for the sum (docs/performance.md: 452 → 388 MiB per 512 px face). Same values
+        # as official (shortcut + branch): float addition is commutative.
+        out = self.conv2(self.conv1(x))
+        return out.add_(self.shortcut_func(x))
 
 
 class ParseNet(nn.Module):
@@ -102,14 +171,132 @@ class ParseNet(nn.Module):
         return self.out_mask_conv(self._features(x))
 
 
+# ----------------------------------------------------------------------------- strips
+# The full-size layers a strip of rows at a time: the same logits, less memory (docs/performance.md, "ParseNet's
+# full-size layers in strips"). Every layer is a reflection pad of 1, a 3×3 conv (stride 1 or 2, after a nearest
+# ×2 for "up" layers), a norm and an activation: output row o reads (upsampled) input rows s·o-1 .. s·o+1,
+# reflected at the edges, and upsampled row u is input row u // 2. A strip pads a row only where its slice
+# touches the image's edge, so each output row comes from the same numbers as in the whole forward (only the
+# convolution's summation order may differ). ParseNet.parse stays the whole-image module (what OpenVINO traces).
+
+STRIP_ROWS = 64  # output rows per strip at the full-size levels (8 strips at 512 px)
+
+
+def _reflect(i: int, n: int) -> int:
+    """Row ``i`` of a reflection-padded axis of length ``n`` (pad 1: -1 → 1, n → n-2)."""
+    if i < 0:
+        return -i
+    if i >= n:
+        return 2 * (n - 1) - i
+    return i
+
+
+def _need(stage: ConvLayer | ResidualBlock, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
+    """The input rows ``[lo, hi)`` that output rows ``[o_lo, o_hi)`` of ``stage`` read (reflections included)."""
+    if isinstance(stage, ResidualBlock):
+        a_lo, a_hi = _need(stage.conv2, o_lo, o_hi, _out_height(stage.conv1, h_in))
+        lo, hi = _need(stage.conv1, a_lo, a_hi, h_in)
+        short = stage.shortcut_func
+        s_lo, s_hi = (o_lo, o_hi) if isinstance(short, torch.nn.Identity) else _need(short, o_lo, o_hi, h_in)
+        return min(lo, s_lo), max(hi, s_hi)
+    s = stage.conv2d.stride[0]
+    h_eff = 2 * h_in if stage.up else h_in
+    rows = [_reflect(u, h_eff) for u in range(s * o_lo - 1, s * (o_hi - 1) + 2)]
+    if stage.up:
+        rows = [u // 2 for u in rows]
+    return min(rows), max(rows) + 1
+
+
+class _Rows:
+    """Rows ``[lo, lo + len)`` of a whole tensor of height ``height``."""
+
+    def __init__(self, t: torch.Tensor, lo: int, height: int) -> None:
+        self.t, self.lo, self.height = t, lo, height
+
+
+def _out_height(stage: ConvLayer | ResidualBlock, h_in: int) -> int:
+    if isinstance(stage, ResidualBlock):
+        return _out_height(stage.conv2, _out_height(stage.conv1, h_in))
+    h = 2 * h_in if stage.up else h_in
+    return (h - 1) // stage.conv2d.stride[0] + 1
+
+
+def _conv_rows(layer: ConvLayer, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
+    """Output rows ``[o_lo, o_hi)`` of ``layer`` from ``x`` (which holds every row they read).
+
+    The layer's own ops on a slice of rows: [nearest ×2 of the rows it needs], reflection pad
+    (of 1 column each side, and of a row only where the slice touches the image's edge), conv."""
+    s = layer.conv2d.stride[0]
+    h_eff = 2 * x.height if layer.up else x.height
+    e_lo, e_hi = s * o_lo - 1, s * (o_hi - 1) + 2  # the (upsampled) input rows read, padding included
+    a, b = max(e_lo, 0), min(e_hi, h_eff)
+    if layer.up:
+        src = x.t[:, :, a // 2 - x.lo : (b - 1) // 2 + 1 - x.lo]
+        eff = F.interpolate(src, scale_factor=2, mode="nearest")[:, :, a % 2 : a % 2 + b - a]
+    else:
+        eff = x.t[:, :, a - x.lo : b - x.lo]
+    padded = F.pad(eff, (1, 1, int(e_lo < 0), int(e_hi > h_eff)), mode="reflect")
+    del eff
+    y = layer.relu(layer.norm(F.conv2d(padded, layer.conv2d.weight, layer.conv2d.bias, layer.conv2d.stride)))
+    return _Rows(y, o_lo, _out_height(layer, x.height))
+
+
+def _run(stage: ConvLayer | ResidualBlock, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
+    """Output rows ``[o_lo, o_hi)`` of ``stage``; a residual block's branch first, then its shortcut
+    added in place (as the block does)."""
+    if not isinstance(stage, ResidualBlock):
+        return _conv_rows(stage, x, o_lo, o_hi)
+    a_lo, a_hi = _need(stage.conv2, o_lo, o_hi, _out_height(stage.conv1, x.height))
+    out = _conv_rows(stage.conv2, _conv_rows(stage.conv1, x, a_lo, a_hi), o_lo, o_hi)
+    short = stage.shortcut_func
+    if isinstance(short, torch.nn.Identity):
+        out.t.add_(x.t[:, :, o_lo - x.lo : o_hi - x.lo])
+    else:
+        out.t.add_(_conv_rows(short, x, o_lo, o_hi).t)
+    return out
+
+
+def run_in_strips(stages: list, x: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+    """``stages`` (ParseNet conv layers and residual blocks, in order) applied to the whole ``x``,
+    computed ``rows`` output rows at a time (default :data:`STRIP_ROWS`): each strip walks back
+    to the input rows it needs."""
+    rows = rows or STRIP_ROWS
+    heights = [x.shape[2]]
+    for stage in stages:
+        heights.append(_out_height(stage, heights[-1]))
+    out: torch.Tensor | None = None
+    for lo in range(0, heights[-1], rows):
+        ranges = [(lo, min(lo + rows, heights[-1]))]
+        for stage, h_in in zip(reversed(stages), reversed(heights[:-1])):
+            ranges.append(_need(stage, *ranges[-1], h_in))
+        ranges.reverse()
+        cur = _Rows(x[:, :, ranges[0][0] : ranges[0][1]], ranges[0][0], heights[0])
+        for stage, (o_lo, o_hi) in zip(stages, ranges[1:]):
+            cur = _run(stage, cur, o_lo, o_hi)
+        if out is None:
+            n, c, _, w = cur.t.shape
+            fmt = torch.channels_last if cur.t.is_contiguous(memory_format=torch.channels_last) and c > 1 else torch.contiguous_format
+            out = torch.empty((n, c, heights[-1], w), dtype=cur.t.dtype, device=cur.t.device).contiguous(memory_format=fmt)
+        out[:, :, ranges[-1][0] : ranges[-1][1]] = cur.t
+        del cur
+    assert out is not None
+    return out
+
+
+def parse_in_strips(net: nn.Module, x: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+    """:meth:`~gpen_core.networks.parsenet.ParseNet.parse` of ``net`` (a ParseNet) with the full-size ends in
+    strips (the encoder's first two stages, the last decoder block with the mask head); the rest runs whole."""
+    enc, dec = list(net.encoder), list(net.decoder)
+    feat = run_in_strips(enc[:2], x, rows)
+    for stage in enc[2:]:
+        feat = stage(feat)
+    feat = feat + net.body(feat)
+    for stage in dec[:-1]:
+        feat = stage(feat)
+    return run_in_strips([dec[-1], net.out_mask_conv], feat, rows)
+
+
 # ----------------------------------------------------------------------------- loading
-
-
-def key_table(config: Mapping[str, Any] | None = None) -> dict[str, tuple[int, ...]]:
-    """Every state_dict key of a ParseNet (default: the released one) and its shape."""
-    with torch.device("meta"):
-        net = ParseNet(**dict(config or RELEASED_CONFIG))
-    return {k: tuple(v.shape) for k, v in net.state_dict().items()}
 
 
 def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
@@ -161,14 +348,11 @@ def official_input(rgb: np.ndarray) -> torch.Tensor:
 
 
 class FaceParser:
-    """Restored face (RGB uint8) → per-pixel class labels at 512×512, as GPEN's ``FaceParse.process``.
-
-    ``input_size``: 512 is official; 256 runs the same weights on a face shrunk to 256 (about a quarter of
-    the cost) and upsamples the logits bilinearly to 512 before the argmax. ``dtype``: float32 (exact) or
-    bfloat16 (CPUs with native bf16, CUDA). ``channels_last``: NHWC convolutions (faster with oneDNN; another
-    summation order: 4.5e-4 on the tiny reference's logits of up to 124, same labels). ``strips``: the
-    full-size layers a strip of rows at a time (:mod:`gpen_core.networks.parsenet_strips`; default: on the
-    CPU). One instance may be shared; calls are serialised by a lock.
+    """Restored face (RGB uint8) → per-pixel class labels at 512×512, as GPEN's ``FaceParse.process``; calls are
+    serialised. ``input_size``: 512 is official; 256 parses the face shrunk to 256 (about a quarter of the cost), the
+    logits upsampled bilinearly to 512. ``dtype``: float32 (exact) or bfloat16. ``channels_last``: NHWC convolutions
+    (faster with oneDNN; same labels, logits 4.5e-4 apart on the tiny reference's). ``strips``: :func:`parse_in_strips`
+    (default: on the CPU).
     """
 
     def __init__(

@@ -39,7 +39,7 @@ class ForwardPlan:
     # round trip per conv (1.5-2.2x per conv measured on CPU; tensor cores want NHWC).
     channels_last: bool = True
     # torch.compile the forward. Off by default: it compiles for tens of seconds on
-    # the first call of each process; :func:`~gpen_core.networks.prepared.warm_up` can do that in the background.
+    # the first call of each process.
     compile: bool = False
 
     @property
@@ -48,37 +48,26 @@ class ForwardPlan:
 
 
 def cpu_features() -> dict[str, bool]:
-    """What this CPU can do natively, from /proc/cpuinfo flags and torch's own probe.
-
-    Keys: the ISA flags by name, ``arm_bf16`` (ARMv8.6 BF16), ``torch_avx512`` (torch's kernels dispatch
-    to AVX-512) and ``native_bf16`` (bfloat16 matmuls run at least at float32 speed, not emulated).
-    """
+    """What this CPU can do natively (/proc/cpuinfo and torch's probes): the ISA flags by name, ``arm_bf16``,
+    ``torch_avx512`` (torch's kernels dispatch to AVX-512) and ``native_bf16`` (bfloat16 not emulated)."""
     flags = cpu_flags()
-    # torch's own dispatch level; torch before 2.0 has no probe, and then the flags decide.
-    probe = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
-    capability = str(probe()) if probe is not None else ""
+    capability = str(torch.backends.cpu.get_cpu_capability())  # torch's own dispatch level
     feats = {f: f in flags for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16")}
     feats["avx2"] = "avx2" in flags or capability in ("AVX2", "AVX512")
     feats["arm_bf16"] = "bf16" in flags
     feats["torch_avx512"] = capability == "AVX512"
     # oneDNN's own answer where this torch exposes it (it is what the convolutions use).
-    mkldnn_bf16 = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    onednn = False
-    if mkldnn_bf16 is not None:
-        try:
-            onednn = bool(mkldnn_bf16())
-        except RuntimeError:  # a torch built without oneDNN raises here: then it cannot run bf16 fast
-            onednn = False
+    try:
+        onednn = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except RuntimeError:  # a torch built without oneDNN raises here: then it cannot run bf16 fast
+        onednn = False
     feats["native_bf16"] = native_bf16(flags, onednn)
     return feats
 
 
 def cuda_native_bf16(device: str | torch.device = "cuda") -> bool:
-    """Whether the GPU ``device`` runs bfloat16 natively (compute capability 8.0 and later; ROCm: yes).
-
-    Not ``torch.cuda.is_bf16_supported()``: it also says yes where bfloat16 is emulated, and asks the
-    current device rather than the request's.
-    """
+    """Whether the GPU ``device`` runs bfloat16 natively (compute capability 8.0 and later; ROCm: yes). Not
+    ``torch.cuda.is_bf16_supported()``: it says yes where bfloat16 is emulated, and asks the current device."""
     if torch.version.hip:
         return True
     dev = torch.device(device)
@@ -90,13 +79,10 @@ def cuda_native_bf16(device: str | torch.device = "cuda") -> bool:
 def choose_plan(
     device: str | torch.device = "cpu", requested_dtype: str = "float32", *, allow_compile: bool = False
 ) -> tuple[ForwardPlan, str | None]:
-    """The plan for ``requested_dtype`` on ``device``, and a note when the request was changed.
-
-    ``requested_dtype``: "float32", "bfloat16", "float16" or "auto" (CUDA: float16; CPU: bfloat16 where
-    native, else float32). A dtype this device cannot run well is replaced, and the note says so.
-    ``allow_compile`` turns torch.compile on where it can work (a C++ compiler on CPU, Triton on CUDA).
-    Raises :class:`ResourceError` when CUDA is asked for but not available.
-    """
+    """The plan for ``requested_dtype`` ("float32", "bfloat16", "float16" or "auto": CUDA float16, CPU bfloat16
+    where native) on ``device``, and a note when a dtype this device cannot run well was replaced. ``allow_compile``:
+    torch.compile where it can work (a C++ compiler on CPU, Triton on CUDA). ResourceError when CUDA is asked for but
+    not available."""
     dev = str(device)
     requested = str(requested_dtype).replace("torch.", "")
     if requested not in (*_DTYPES, "auto"):
@@ -163,27 +149,16 @@ def cuda_numerics(device: str, *, exact_float32: bool, fixed_input: bool) -> Ite
         yield
         return
     b = torch.backends
-    new_api = hasattr(b.cudnn, "conv") and hasattr(b.cudnn.conv, "fp32_precision")
-    if new_api:
-        # torch >= 2.9: one API only (mixing it with allow_tf32 makes torch raise on reads).
-        targets = [b.cudnn.conv, b.cuda.matmul] + ([b.cudnn.rnn] if hasattr(b.cudnn, "rnn") else [])
-        saved = [t.fp32_precision for t in targets]
-    else:
-        saved = [b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32]
-    bench = b.cudnn.benchmark
+    # torch >= 2.9's one API (mixing it with allow_tf32 makes torch raise on reads); requirements pin 2.13+.
+    targets = [b.cudnn.conv, b.cuda.matmul, b.cudnn.rnn]
+    saved, bench = [t.fp32_precision for t in targets], b.cudnn.benchmark
     try:
         if exact_float32:
-            if new_api:
-                for t in targets:
-                    t.fp32_precision = "ieee"
-            else:
-                b.cudnn.allow_tf32 = b.cuda.matmul.allow_tf32 = False
+            for t in targets:
+                t.fp32_precision = "ieee"
         b.cudnn.benchmark = fixed_input
         yield
     finally:
-        if new_api:
-            for t, v in zip(targets, saved):
-                t.fp32_precision = v
-        else:
-            b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32 = saved
+        for t, v in zip(targets, saved):
+            t.fp32_precision = v
         b.cudnn.benchmark = bench

@@ -1,15 +1,13 @@
 """The prepared forward: :func:`prepare` turns a loaded :class:`~gpen_core.networks.arch.GPEN` into a
 :class:`PreparedForward` (a :class:`~gpen_core.networks.fast.FastGPEN` behind a callable, eager or compiled);
-:func:`warm_up` runs it ahead of the first request; :func:`forward_checked` redoes an overflowed face in float32.
+:func:`forward_checked` redoes an overflowed face in float32.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
@@ -22,8 +20,8 @@ class PreparedForward:
     """The callable :func:`prepare` returns: ``forward(x) -> y`` under inference mode, one face at a time.
 
     ``x``: N×3×S×S float in [-1, 1] RGB (any float dtype, any device); ``y``: float32 N×3×S×S on
-    ``plan.device``. With ``plan.compile`` calls run eagerly until :func:`warm_up` (or, when nobody
-    warmed up, the first call) has compiled, so a request never waits behind a background compile.
+    ``plan.device``. With ``plan.compile`` the first call compiles; a call while another thread compiles
+    runs eagerly instead of waiting.
     """
 
     def __init__(self, net: FastGPEN, plan: ForwardPlan) -> None:
@@ -60,7 +58,7 @@ class PreparedForward:
             )
             if self._ready:
                 return self._compiled(x)
-            # Compile on this call unless a warm-up is compiling right now (then stay eager).
+            # Compile on this call unless another call is compiling right now (then stay eager).
             if self._lock.acquire(blocking=False):
                 try:
                     out = self._compiled(x)
@@ -95,28 +93,11 @@ class PreparedForward:
         net = self._twin.net
         return sum(t.numel() * t.element_size() for t in (*net.parameters(), *net.buffers()))
 
-    def compile_now(self) -> float:
-        """Compile (blocking) if the plan asks for it and it has not happened; seconds spent."""
-        if self._compiled is None or self._ready:
-            return 0.0
-        with self._lock, torch.inference_mode():
-            if self._ready:  # another thread finished while we waited
-                return 0.0
-            t = time.perf_counter()
-            s = self.net.size
-            x = torch.zeros(1, 3, s, s, device=self.plan.device, dtype=self.plan.dtype_torch)
-            self._compiled(x.contiguous(memory_format=self.net.memory_format))
-            self._ready = True
-            return time.perf_counter() - t
-
 
 def forward_checked(forward: PreparedForward, x: torch.Tensor) -> tuple[torch.Tensor, str | None]:
-    """``forward(x)`` checked for inf/NaN: (output, None) or (output, what happened, for a note).
-
-    float16 tops out at 65504: an activation past it makes the face inf/NaN (garbage pixels). Such a face
-    is redone in float32 (weights and input cast up exactly) and the note says so; a float32 output with
-    inf/NaN is returned with a note saying so, never silently.
-    """
+    """``forward(x)`` checked for inf/NaN: (output, None) or (output, a note saying what happened). float16 tops out
+    at 65504, so an overflowed face is redone in float32 (weights and input cast up exactly); a float32 output with
+    inf/NaN is returned with its note, never silently."""
     y = forward(x)
     if bool(torch.isfinite(y).all()):
         return y, None
@@ -127,63 +108,27 @@ def forward_checked(forward: PreparedForward, x: torch.Tensor) -> tuple[torch.Te
     return y, "the restored face has inf or NaN values even in float32: the checkpoint may be corrupt; re-download it"
 
 
-def compile_cache_dir() -> Path:
-    """Where inductor keeps compiled kernels between processes: ``<models folder>/torch_compile``."""
-    from gpen_core.platform.paths import models_dir
-
-    return models_dir() / "torch_compile"
-
-
 def _compile(net: FastGPEN) -> Callable[[torch.Tensor], torch.Tensor]:
     """torch.compile of the one-face forward (a batch loops over it: batch sizes never recompile), inductor's
-    on-disk caches under our models folder (process-wide) unless the user set ``TORCHINDUCTOR_CACHE_DIR``.
-
-    torch fixes that variable to its /tmp default on importing torch._dynamo but reads it again for every
-    cache access, so setting it here still takes effect.
-    """
+    on-disk caches in ``<models folder>/torch_compile`` (process-wide) unless the user set ``TORCHINDUCTOR_CACHE_DIR``
+    (torch sets it to its /tmp default on importing torch._dynamo, but reads it again for every cache access)."""
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    from gpen_core.platform.paths import models_dir
 
     current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if not current or os.path.abspath(current) == os.path.abspath(default_cache_dir()):
-        target = compile_cache_dir()
+        target = models_dir() / "torch_compile"
         target.mkdir(parents=True, exist_ok=True)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(target)
-    import torch._inductor.config as inductor_config
-
-    inductor_config.fx_graph_cache = True  # compiled kernels are reused across processes (torch's default)
     return torch.compile(net.forward, dynamic=False)
 
 
 def prepare(model: GPEN, plan: ForwardPlan) -> PreparedForward:
-    """The optimized forward of ``model`` under ``plan``: ``forward(x) -> y``.
-
-    ``x``, ``y``: as :class:`PreparedForward`. ``model`` is left as it is; for a float32 plan the result
-    shares its decoder weights.
-    """
+    """The optimized forward of ``model`` under ``plan`` (a :class:`PreparedForward`); ``model`` is left as it is."""
     if not isinstance(model, GPEN):
         raise TypeError(f"prepare() needs a gpen_core.networks.arch.GPEN, got {type(model).__name__}")
     with torch.no_grad():
         net = FastGPEN(model, plan).eval().requires_grad_(False)
     return PreparedForward(net, plan)
 
-
-def warm_up(forward: Callable[[torch.Tensor], torch.Tensor], size: int | None = None) -> float:
-    """Run ``forward`` once on a blank 1×3×size×size face (compiling it if its plan says so); seconds.
-
-    Blocking: an app calls it in a thread, while a :class:`PreparedForward` keeps serving calls eagerly.
-    ``size`` defaults to the prepared model's.
-    """
-    t = time.perf_counter()
-    if isinstance(forward, PreparedForward):
-        if size not in (None, forward.size):
-            raise ValueError(f"this forward is for {forward.size} px faces, not {size}")
-        if forward._compiled is not None:
-            return forward.compile_now()
-        size, device, dtype = forward.size, forward.plan.device, forward.plan.dtype_torch
-    else:
-        if size is None:
-            raise ValueError("warm_up needs the face size for a forward that is not a PreparedForward")
-        device, dtype = "cpu", torch.float32
-    with torch.inference_mode():
-        forward(torch.zeros(1, 3, size, size, device=device, dtype=dtype))
-    return time.perf_counter() - t

@@ -1,9 +1,6 @@
-"""GPEN's background upscaler: RealESRNet (RRDBNet), loaded from the released checkpoints.
-
-The RRDBNet of yangxy/GPEN ``sr_model/rrdbnet_arch.py`` (ESRGAN's Residual-in-Residual Dense Blocks) under
-the same module names, so the released ``params_ema`` state_dict loads strictly; the checkpoint's keys
-and shapes decide the architecture. :meth:`RRDBNet.forward`: N×3×H×W RGB float in [0, 1] → N×3×sH×sW
-(not clamped). Tiling, uint8 and the memory budget live in :mod:`gpen_core.upscale.tiles`.
+"""GPEN's background upscaler: the RRDBNet of yangxy/GPEN ``sr_model/rrdbnet_arch.py`` under the same module names,
+so the released ``params_ema`` state_dict loads strictly (its keys and shapes decide the architecture). Tiling,
+uint8 and the memory budget live in :mod:`gpen_core.upscale.tiles`.
 """
 
 from __future__ import annotations
@@ -77,13 +74,9 @@ class RRDB(nn.Module):
 
 
 class RRDBNet(nn.Module):
-    """GPEN's RealESRNet: N×3×H×W RGB in [0, 1] → N×3×sH×sW (s = ``config.scale``).
-
-    At ×2 / ×1 the official network needs H and W divisible by 2 / 4; this forward
-    reflect-pads the bottom/right edge to the next multiple (as the official
-    ``RealESRNet.process`` does) and crops the output back to exactly s×H × s×W.
-    For even sizes it is the official computation unchanged.
-    """
+    """GPEN's RealESRNet: N×3×H×W RGB in [0, 1] → N×3×sH×sW (s = ``config.scale``). H and W that ×2 / ×1 cannot
+    unshuffle are reflect-padded at the bottom/right, as the official ``RealESRNet.process`` does, and the output
+    cropped back to sH×sW."""
 
     def __init__(self, config: UpscalerConfig) -> None:
         super().__init__()
@@ -198,11 +191,8 @@ def missing_upscaler_text(path: str, download: str = "realesrnet_x2") -> str:
 
 
 def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> RRDBNet:
-    """Load a RealESRNet checkpoint (GPEN's ``params_ema`` layout) as a float32 module on ``device``.
-
-    Forward: N×3×H×W RGB in [0, 1] → N×3×sH×sW. Raises :class:`WeightsError`
-    when the file is missing, unreadable, or not an RRDBNet upscaler.
-    """
+    """Load a RealESRNet checkpoint (GPEN's ``params_ema`` layout) as a float32 :class:`RRDBNet` on ``device``.
+    Raises :class:`WeightsError` when the file is missing, unreadable, or not an RRDBNet upscaler."""
     from gpen_core.networks.checkpoint import read_network_weights
 
     p = Path(path)

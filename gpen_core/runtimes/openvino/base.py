@@ -43,11 +43,9 @@ CONVERSION_LOCK = threading.RLock()
 
 
 def convert_traced(module: Any, example: Any, shape: Any) -> Any:
-    """``module`` (torch, eval, no_grad) as an ``openvino.Model`` for inputs of ``shape`` (a tuple, or
-    a PartialShape for dynamic sides): traced once here without torch's trace check, which would run
-    the model twice more (3-4x the conversion's CPU time, measured: docs/performance.md, "OpenVINO:
-    the full-size level in strips"; the tests compare the graph with torch anyway), then converted.
-    The activations the trace freed go back to the OS before the conversion's own peak."""
+    """``module`` (torch, eval) as an ``openvino.Model`` for inputs of ``shape`` (a tuple, or a PartialShape for
+    dynamic sides). Traced without torch's trace check (3-4x the conversion's CPU time, measured: docs/performance.md,
+    "OpenVINO: the full-size level in strips"; the tests compare with torch anyway)."""
     import openvino as ov
     import torch
 
@@ -169,11 +167,9 @@ def is_cached(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -
 
 
 def drop_mapped_pages(folder: Path) -> int:
-    """Take this process's resident pages of the read-only files mapped from ``folder`` out of its RSS
-    (``madvise(MADV_DONTNEED)``); the bytes advised (0 off Linux). The CPU plugin copies the weights it maps into
-    its own layouts while compiling, yet the originals stay resident (~230 MiB of the 512 px generator); pages still
-    in use come back from the page cache (same outputs, same speed: docs/performance.md, "Where a 12 MP request's
-    memory goes"). Only mappings without write permission are touched, so no data can be lost."""
+    """``madvise(MADV_DONTNEED)`` this process's read-only mappings of files in ``folder``; the bytes advised (0 off
+    Linux). The plugin compiles the mapped weights into its own copy, yet the originals stay resident; pages still in
+    use come back from the page cache (docs/performance.md, "Where a 12 MP request's memory goes")."""
     if not sys.platform.startswith("linux"):
         return 0
     try:
@@ -234,9 +230,8 @@ def _own_temp(parent: Path, purpose: str = "") -> Path:
 
 
 def clean_stale_conversions(root: Path) -> list[Path]:
-    """Remove the ``.convert-*`` folders under ``root/<model>/`` that :func:`abandoned` finds left by killed
-    conversions; returns what went. A ``<model>`` that is a link is not entered: it may lead out of the models folder.
-    """
+    """Remove the ``.convert-*`` folders under ``root/<model>/`` left by killed conversions (:func:`abandoned`);
+    what went. A ``<model>`` that is a link is not entered: it may lead out of the models folder."""
     removed = []
     try:
         models = [m for m in root.iterdir() if not m.is_symlink() and m.is_dir()]
@@ -263,9 +258,8 @@ class CacheDamaged(CacheProblem):
 
 
 def unwritable_reason(root: Path) -> str | None:
-    """None when a conversion can be saved under ``root`` (the cache folder; created if missing), else why
-    not and how to fix it. Probes by making a temporary folder there, as :func:`save_ir` will, before
-    minutes of conversion (a permission check would lie to root on a read-only mount)."""
+    """None when a conversion can be saved under ``root`` (created if missing), else why not and how to fix it.
+    Probes with a temporary folder, as :func:`save_ir` makes (a permission check lies to root on a read-only mount)."""
     try:
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(_own_temp(root, "probe-"))
@@ -286,9 +280,8 @@ _ENTRY_FILES = ("model.xml", "model.bin")
 
 
 def entry_problem(ir_dir: Path) -> str | None:
-    """None when the IR in ``ir_dir`` matches the sizes :func:`save_ir` recorded in its meta.json,
-    else what is wrong (a truncated or missing file). Entries written before sizes were recorded
-    are taken as they are (their load is still watched by :func:`compile_entry`)."""
+    """None when the IR in ``ir_dir`` matches the sizes :func:`save_ir` recorded (or recorded none), else what is
+    wrong (a truncated or missing file)."""
     try:
         meta = json.loads((ir_dir / "meta.json").read_text())
     except (OSError, ValueError) as exc:
@@ -304,8 +297,7 @@ def entry_problem(ir_dir: Path) -> str | None:
 
 
 def set_aside(ir_dir: Path, why: str) -> CacheDamaged:
-    """Take a damaged entry out of the cache (renamed first, so a reader that has its files open
-    keeps them and no new reader finds it; then deleted) and return the error to raise."""
+    """Take a damaged entry out of the cache (renamed first: an open reader keeps its files) and return the error."""
     try:
         aside = _own_temp(ir_dir.parent, "damaged-")
         durable.move_aside(ir_dir, aside / "entry")
@@ -317,11 +309,9 @@ def set_aside(ir_dir: Path, why: str) -> CacheDamaged:
 
 
 def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) -> float:
-    """Write a converted model into its cache folder ``final`` whole or not at all: the IR (float32 weights) and a
-    meta.json with each file's size and sha256 go to a temporary sibling folder renamed into place. Another process's
-    finished copy of the same conversion is kept (a reader may be loading it); any other entry there (older, partial,
-    damaged) is set aside, then deleted. Returns the seconds since ``started`` (stored in meta.json as ``convert_s``);
-    raises :class:`CacheUnwritable`."""
+    """Write a converted model into its cache folder ``final`` whole or not at all (IR with float32 weights, and a
+    meta.json with each file's size and sha256, renamed into place); another process's finished copy of the same
+    conversion is kept, any other entry there set aside. Seconds since ``started``; raises :class:`CacheUnwritable`."""
     import openvino as ov
 
     require_writable(final.parent.parent)  # the cache root: <root>/<model>/<ov version>
@@ -377,12 +367,9 @@ def _replace_entry(tmp: Path, final: Path, meta: dict[str, Any]) -> None:
 
 
 def compile_entry(ir_dir: Path, compiled_dir: Path, config: dict[str, Any]) -> Any:
-    """Compile the cached IR in ``ir_dir`` for the CPU (``config`` without ``CACHE_DIR``), keeping OpenVINO's
-    compiled blob in ``compiled_dir`` where it can be written (else the compile is only slower).
-
-    An entry whose files do not match what was written, or that OpenVINO cannot read (a truncated
-    model.bin), is set aside and :class:`CacheDamaged` raised; running out of memory is raised as it is.
-    """
+    """Compile the cached IR in ``ir_dir`` for the CPU, OpenVINO's blob kept in ``compiled_dir`` where writable.
+    An entry whose files do not match what was written, or that OpenVINO cannot read, is set aside and
+    :class:`CacheDamaged` raised; running out of memory is raised as it is."""
     if why := entry_problem(ir_dir):
         raise set_aside(ir_dir, why)
     with contextlib.suppress(OSError):  # a read-only cache: compile from the IR every time
@@ -397,11 +384,8 @@ def compile_entry(ir_dir: Path, compiled_dir: Path, config: dict[str, Any]) -> A
 
 
 def compile_cached(xml: str | os.PathLike[str], config: dict[str, Any]) -> Any:
-    """``compile_model`` on the CPU with ``config`` (its ``CACHE_DIR`` included).
-
-    Two processes compiling one model at once (Ray workers on a fresh models folder) race on the blob
-    cache ("filesystem error: cannot set permissions" when the other replaced the file); the compile
-    itself is sound, so it is retried once, then once without the cache, never failed for it."""
+    """``compile_model`` on the CPU with ``config``. Two processes compiling one model at once (Ray workers) race on
+    the blob cache ("filesystem error"); the compile is sound, so it is retried once, then once without the cache."""
     core = get_core()
     for pause in (0.2, None):
         try:
@@ -416,13 +400,10 @@ def compile_cached(xml: str | os.PathLike[str], config: dict[str, Any]) -> Any:
 
 def load_compiled(key: CacheKey, models_dir: str | os.PathLike[str] | None, threads: int | None, convert: Callable[[], float],
                   current: Callable[[CacheKey, Any], bool] = is_cached) -> tuple[Any, float, float | None]:
-    """``key``'s network compiled for latency at ``key.precision`` (``threads``: OpenVINO's inference threads, None
-    its own choice), converted first by ``convert()`` (returning its seconds) unless ``current`` finds it in the
-    cache; (the compiled model, seconds :func:`compile_entry` took, conversion seconds or None).
-
-    One conversion at a time (:data:`CONVERSION_LOCK`, the cache checked again under it: another thread may have
-    converted it meanwhile). Raises :class:`ResourceError` when OpenVINO cannot run here, and as
-    :func:`check_precision` does."""
+    """``key``'s network compiled for latency at ``key.precision`` (``threads``: None for OpenVINO's choice), converted
+    first by ``convert()`` (returning its seconds) unless ``current`` finds it cached, under :data:`CONVERSION_LOCK`;
+    (compiled model, compile seconds, conversion seconds or None). Raises :class:`ResourceError` when OpenVINO cannot
+    run here, and as :func:`check_precision` does."""
     if why := unavailable_reason():
         raise ResourceError(why)
     check_precision(key.precision)
@@ -440,14 +421,9 @@ def load_compiled(key: CacheKey, models_dir: str | os.PathLike[str] | None, thre
 
 
 class CompiledNet:
-    """A compiled network and its one infer request; calls are serialised.
-
-    After each call the plugin's intermediate buffers are handed back (``release_memory``, then glibc's heap):
-    kept, they sat under every later stage's peak (measured: ~440 MiB for the 512 px float32 generator and
-    ~120 MiB more of its smaller buffers in the heap, ~430 MiB for the 512 px parser, ~260 MB for ResNet-50
-    at 1000 px). Allocating them again costs the generator ~0.2 s of CPU per face, as torch pays for its
-    activations (a contended 2-core Xeon); the detector ~10 ms.
-    """
+    """A compiled network and its one infer request; calls are serialised. After each call the plugin's
+    intermediate buffers go back (``release_memory``, then glibc's heap): kept, they sat under every later stage's
+    peak (measured: docs/performance.md, "OpenVINO: handing the buffers back after each call")."""
 
     backend = "openvino"
 
@@ -462,7 +438,7 @@ class CompiledNet:
         return "bfloat16" if self.precision == "bf16" else "float32"
 
     def infer(self, inputs: list[Any], read: Callable[[Any], Any] = lambda r: r.get_output_tensor(0).data.copy()) -> Any:
-        """``read(request)`` after running ``inputs``: it must copy what it keeps (the request reuses its buffers)."""
+        """``read(request)`` after running ``inputs``: it copies what it keeps (the request reuses its buffers)."""
         with self._lock:
             self._request.infer(inputs)
             out = read(self._request)

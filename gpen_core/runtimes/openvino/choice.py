@@ -1,7 +1,5 @@
-"""``auto``'s measured runtime choice for one network as a typed value, and how torch is timed against OpenVINO.
-
-The choice's reason stays in parts so a caller that builds on it (a mode that keeps to torch, the
-model cache's first-use rules) words it from the parts; no sentence is parsed back.
+"""``auto``'s measured runtime choice for one network as a typed value (its reason in parts, so a caller words it
+from them and no sentence is parsed back), and how torch is timed against OpenVINO.
 """
 
 from __future__ import annotations

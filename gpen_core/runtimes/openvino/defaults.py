@@ -1,10 +1,6 @@
-"""``auto``'s choice before this machine has measured anything: torch or OpenVINO per CPU kind.
-
-A fresh install has no speed record of its own, yet the faster runtime should run from the first
-request. Each entry is a measurement of torch against OpenVINO on a named CPU of that kind (seconds
-per call, with the command); this machine's own record (:func:`~gpen_core.runtimes.openvino.generator.record_speed`)
-always wins. The kinds decide both runtimes' speed: AMX tiles, AVX-512 with native bf16 (Zen 4), AVX2
-without it; a kind or network with no entry stays on torch until measured.
+"""``auto``'s choice before this machine has measured anything: torch or OpenVINO per CPU kind (AMX, AVX-512 with
+native bf16, AVX2 without it), so the faster runtime runs from the first request. Each entry is a measurement on a
+named CPU of that kind, with its command; this machine's own record always wins; no entry: torch until measured.
 """
 
 from __future__ import annotations
@@ -80,6 +76,8 @@ DEFAULTS: dict[str, dict[str, Measured]] = {
     },
 }
 
+# The flag that makes a CPU of each kind, the first present deciding (AMX CPUs have AVX-512 BF16 and AVX2 too).
+_KIND_FLAGS = (("amx_bf16", "amx"), ("avx512_bf16", "avx512_bf16"), ("avx2", "avx2"))
 KIND_NAMES = {
     "amx": "CPUs with AMX (Intel Xeon Sapphire Rapids and later)",
     "avx512_bf16": "CPUs with AVX-512 BF16 but no AMX (AMD Zen 4)",
@@ -90,22 +88,13 @@ KIND_NAMES = {
 def cpu_kind(flags: set[str] | None = None) -> str | None:
     """"amx", "avx512_bf16", "avx2" or None (another CPU: ARM, an old x86), from /proc/cpuinfo's flags."""
     flags = cpu_flags() if flags is None else flags
-    if "amx_bf16" in flags:
-        return "amx"
-    if "avx512_bf16" in flags:
-        return "avx512_bf16"
-    if "avx2" in flags:
-        return "avx2"
-    return None
+    return next((kind for flag, kind in _KIND_FLAGS if flag in flags), None)
 
 
 def default_choice(key: str, flags: set[str] | None = None) -> BackendChoice | None:
-    """The choice for speed-record ``key`` on this CPU kind, or None without an entry; its caveat
-    says it was not measured on this machine.
-
-    ``GPEN_OPENVINO_DEFAULTS=0`` turns these off (``auto`` then stays on torch until this machine
-    has measured both): for a machine whose speed is unlike its kind's, and for the test suite,
-    whose expectations must not depend on the CPU it runs on."""
+    """The choice for speed-record ``key`` on this CPU kind (its caveat: not measured on this machine), or None.
+    ``GPEN_OPENVINO_DEFAULTS=0`` turns these off: for a machine unlike its kind, and for the test suite, whose
+    expectations must not depend on its CPU."""
     m = default_measured(key, flags)
     if m is None:
         return None
@@ -120,8 +109,7 @@ def default_choice(key: str, flags: set[str] | None = None) -> BackendChoice | N
 
 
 def default_measured(key: str, flags: set[str] | None = None) -> Measured | None:
-    """The measurement for speed-record ``key`` on a CPU of this one's kind, or None (no entry, or
-    ``GPEN_OPENVINO_DEFAULTS=0``: see :func:`default_choice`)."""
+    """The measurement for speed-record ``key`` on a CPU of this one's kind, or None (see :func:`default_choice`)."""
     if os.environ.get("GPEN_OPENVINO_DEFAULTS", "1") == "0":
         return None
     return DEFAULTS.get(cpu_kind(flags) or "", {}).get(key)

@@ -1,11 +1,8 @@
-"""OpenVINO backend for the RetinaFace detector (facexlib's network) on the CPU.
-
-:func:`load` gives an :class:`OVRetinaFace`: the network's forward converted from the torch module with
-H and W dynamic (one compile serves the 1000 px detection and the second look's mosaics; a compile per
-shape costs more than ResNet-50's forward), cached like the generator's under
-``<models>/openvino/retinaface-<network>-<stem>-…``, float32 only (boxes must not move). Its
-:meth:`~OVRetinaFace.detect_faces` is facexlib's, with facexlib's PriorBox, decode and NMS (tests: 0.5 px,
-1e-4 of torch). :func:`measure_speed` times both runtimes for ``auto``. Standard library only at import.
+"""OpenVINO backend for the RetinaFace detector (facexlib's network) on the CPU: :func:`load` gives an
+:class:`OVRetinaFace`, converted with H and W dynamic (one compile serves every image size: a compile per shape
+costs more than ResNet-50's forward), float32 only (boxes must not move), cached like the generator. Its
+:meth:`~OVRetinaFace.detect_faces` is facexlib's, with facexlib's PriorBox, decode and NMS. Standard library
+only at import.
 """
 
 from __future__ import annotations
@@ -69,8 +66,7 @@ def synthetic_weights(network: str, build: BuildNet, models_dir: str | os.PathLi
 
 
 def convert(net: Any, variant: str, key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> tuple[Path, float]:
-    """facexlib's RetinaFace ``net`` (test phase) → IR in the cache (written whole or not at all:
-    :func:`~gpen_core.runtimes.openvino.base.save_ir`); (model.xml, seconds)."""
+    """facexlib's RetinaFace ``net`` (test phase) → IR in the cache (:func:`save_ir`); (model.xml, seconds)."""
     import openvino as ov
     import torch
 
@@ -145,9 +141,8 @@ class OVRetinaFace(CompiledNet):
 
 def load(weights: Path | None, network: str, build: BuildNet, *, models_dir: str | os.PathLike[str] | None = None,
          threads: int | None = None) -> OVRetinaFace:
-    """The compiled detector for ``weights`` (None: the synthetic detector's random weights): from the cache, or
-    converted now from ``build(weights)``'s torch network; raises as
-    :func:`~gpen_core.runtimes.openvino.base.load_compiled` does."""
+    """The compiled detector for ``weights`` (None: random weights): from the cache, or converted now from
+    ``build(weights)``; raises as :func:`~gpen_core.runtimes.openvino.base.load_compiled` does."""
     path = Path(weights) if weights is not None else synthetic_weights(network, build, models_dir)
     key, root = detector_key(path, network), cache_root(models_dir)
 
@@ -162,9 +157,8 @@ def load(weights: Path | None, network: str, build: BuildNet, *, models_dir: str
 
 def measure_speed(network: str, load_as: LoadAs, *, models_dir: str | os.PathLike[str] | None = None,
                   how: SpeedRun) -> dict[str, Any]:
-    """Seconds per detection at :data:`DETECT_SIDE` px, torch's detector against OpenVINO's (each ``load_as(runtime)``,
-    as a request loads it; timed by :func:`~gpen_core.runtimes.openvino.choice.time_interleaved`), recorded for
-    ``auto`` (:func:`~gpen_core.runtimes.openvino.generator.record_speed`, network ``retinaface-<network>``)."""
+    """Seconds per detection at :data:`DETECT_SIDE` px, torch's detector against OpenVINO's (each
+    ``load_as(runtime)``), recorded for ``auto`` (network ``retinaface-<network>``)."""
     import numpy as np
 
     from gpen_core.runtimes.openvino.generator import record_speed
@@ -188,9 +182,8 @@ def measure_speed(network: str, load_as: LoadAs, *, models_dir: str | os.PathLik
 def check_row(
     network: str, load_as: LoadAs, models_dir: Path, threads: int | None, runs: int, say: Callable[[float, str], None]
 ) -> dict[str, Any]:
-    """The hardware check's detector row (:mod:`gpen_core.hwcheck.backends`, whose ``load_as`` loads the detector as a
-    request does), measured and recorded for ``auto``: real weights when in ``models_dir``, else random ones (same
-    time). A failure is the row's ``error``."""
+    """The hardware check's detector row, measured and recorded for ``auto``: real weights when in ``models_dir``,
+    else random ones (same time). A failure is the row's ``error``."""
     from gpen_core.options import DETECTOR_WEIGHTS
     from gpen_core.weights.lookup import locate
 

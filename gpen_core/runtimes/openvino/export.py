@@ -1,31 +1,31 @@
 """The GPEN generator as a graph OpenVINO's CPU plugin runs well (:func:`exportable`), for
-:func:`gpen_core.runtimes.openvino.generator.convert`. Standard library only at module import.
+:func:`gpen_core.runtimes.openvino.generator.convert` and the ONNX export: forwards bound onto GPEN's modules,
+each the same function as the module's own. Imports torch: import it only to convert.
 """
 
 from __future__ import annotations
 
+import math
+import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from gpen_core.networks.arch import GPEN, ModulatedConv2d
+import torch
+from torch.nn import functional as F
 
-# The exported graph's revision, stored in meta.json: an IR converted by an older revision is
-# converted again on load (same function, slower or hungrier graph), never reused.
-GRAPH_REVISION = 3
+from gpen_core.networks.arch import GPEN, Fir, ModulatedConv2d, StyledConv, ToRGB
+from gpen_core.networks.fast import HALO, FastGPEN
+
+SQRT2 = math.sqrt(2.0)
 # The full-size decoder level is exported as this many horizontal strips of rows (see
 # :func:`exportable`); 1 exports it whole, as revision 2 did. Measured in docs/performance.md,
 # "OpenVINO: the full-size level in strips".
 FULL_SIZE_STRIPS = 4
-# Rows of the half-size level a full-size strip reads beyond its own on each side: the
-# upsampling conv's output row r depends on input rows ceil((r-3)/2) .. floor((r+2)/2) (3-tap
-# stride-2 transposed conv, then the 4-tap blur padded (1, 1)), and the 3×3 conv after it needs
-# one full-size row more on each side: rows a-1 .. b of a strip [a, b) need inputs a/2-2 .. b/2+1.
-HALF_SIZE_HALO = 2
-# A decoder conv modulates its input instead of its weight when 4 × its input's elements ≤ its
-# weight's (the 4..32 px levels of GPEN-BFR-512), as gpen_core.networks.fast does; everywhere would cost
-# one more pass over the big levels (measured: docs/performance.md, "OpenVINO: the full-size level in strips").
-INPUT_MOD_RATIO = 4
+# Half-size rows a full-size strip reads beyond its own, each side, and when a decoder conv modulates its input
+# instead of its weight (the 4..32 px levels of GPEN-BFR-512; everywhere would cost one more pass over the big
+# levels, measured: docs/performance.md, "OpenVINO: the full-size level in strips"): the fast torch forward's.
+HALF_SIZE_HALO = HALO
+INPUT_MOD_RATIO = FastGPEN.INPUT_MOD_RATIO
 
 
 def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
@@ -49,42 +49,27 @@ def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
       upsampled once and sliced). Each ToRGB sum takes the upsampled skip first, so each ToRGB runs
       right after its level.
     """
-    import types
-
-    import torch
-
-    from gpen_core.networks.arch import Fir, ModulatedConv2d, StyledConv, ToRGB
-    from gpen_core.runtimes.openvino import export_patches as patches
-
-    res = _decoder_input_sizes(model)
+    g = model.generator
+    # Each decoder modulated conv's input side, as FastGPEN's; the ToRGB convs are absent: they modulate the weight.
+    res = {id(g.conv1.conv): 4, **{id(c.conv): 2 ** (i // 2 + 2 + i % 2) for i, c in enumerate(g.convs)}}
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, ModulatedConv2d):
                 _prepare_modconv(m, res.get(id(m)))
-                m.forward = types.MethodType(patches.modconv_forward, m)  # type: ignore[method-assign]
+                m.forward = types.MethodType(modconv_forward, m)  # type: ignore[method-assign]
             elif isinstance(m, StyledConv):
-                m.forward = types.MethodType(patches.styled_forward, m)  # type: ignore[method-assign]
+                m.forward = types.MethodType(styled_forward, m)  # type: ignore[method-assign]
             elif isinstance(m, Fir):
-                m._fir = types.MethodType(patches.fir, m)  # type: ignore[method-assign]
+                m._fir = types.MethodType(fir, m)  # type: ignore[method-assign]
             elif isinstance(m, ToRGB):
-                m.forward = types.MethodType(patches.to_rgb_forward, m)  # type: ignore[method-assign]
+                m.forward = types.MethodType(to_rgb_forward, m)  # type: ignore[method-assign]
     if strips > 1:
-        model.forward = types.MethodType(_striped_forward(strips, patches.styled_halves), model)  # type: ignore[method-assign]
+        model.forward = types.MethodType(_striped_forward(strips, styled_halves), model)  # type: ignore[method-assign]
     return model
 
 
-def _decoder_input_sizes(model: GPEN) -> dict[int, int]:
-    """``id(conv)`` → the side (px) of its input, for each decoder modulated conv of ``model``'s generator
-    (found again by walking ``model.modules()``); the ToRGB convs are absent, so they keep the weight modulated."""
-    g = model.generator
-    res = {id(g.conv1.conv): 4}
-    for i, conv in enumerate(g.convs):
-        res[id(conv.conv)] = 2 ** (i // 2 + 2 + i % 2)
-    return res
-
-
 def _prepare_modconv(m: ModulatedConv2d, input_side: int | None) -> None:
-    """Set the plain attributes :func:`export_patches.modconv_forward` reads, and drop ``m.weight``; under
+    """Set the plain attributes :func:`export_modconv_forward` reads, and drop ``m.weight``; under
     ``torch.no_grad()`` (they become constants in the trace). ``input_side``: px, None: modulate the weight."""
     w = m.weight[0].float() * m.scale  # (out, in, k, k)
     m.export_wsq = w.pow(2).sum([2, 3])  # plain attributes: constants in the trace
@@ -107,8 +92,6 @@ def _strip_bounds(size: int, strips: int) -> list[int]:
 def _striped_forward(strips: int, styled_halves: Callable[..., Any]) -> Callable[..., Any]:
     """GPEN's forward with the full-size decoder level computed strip by strip (see :func:`exportable`); the
     other levels as :class:`~gpen_core.networks.arch.Generator` runs them. Batch 1, Python-int slices only."""
-    import torch
-
     def forward(self: GPEN, x: torch.Tensor) -> torch.Tensor:
         feats, h = [], x
         for name in self.names:
@@ -136,7 +119,81 @@ def _striped_forward(strips: int, styled_halves: Callable[..., Any]) -> Callable
             pair = styled_halves(c1, y, self.ecd0(x[:, :, lo:hi]))
             y = c2.conv(pair, latent)[:, :, a - lo : b - lo]
             pair = styled_halves(c2, y, self.ecd0(x[:, :, a:b]))
-            rows.append(skip[:, :, a:b] + (rgb.conv(pair, latent) + rgb.bias))  # skip first: see export_patches.to_rgb_forward
+            rows.append(skip[:, :, a:b] + (rgb.conv(pair, latent) + rgb.bias))  # skip first: see export_to_rgb_forward
         return torch.cat(rows, 2)
 
     return forward
+
+
+def conv_parts(parts: tuple[torch.Tensor, ...], w: torch.Tensor, padding: int) -> torch.Tensor:
+    """``conv(cat(parts), w)`` as one conv per part, summed (``w``'s input channels split alike)."""
+    out, at = None, 0
+    for p in parts:
+        c = int(p.shape[1])
+        y = F.conv2d(p, w[:, at : at + c], padding=padding)
+        out, at = (y if out is None else out + y), at + c
+    return out
+
+
+def modconv_forward(self: ModulatedConv2d, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor) -> torch.Tensor:
+    """A modulated conv of one image as a plain (transposed) conv; ``x`` may be a styled conv's halves."""
+    parts = x if isinstance(x, tuple) else (x,)
+    if self.upsample and len(parts) > 1:
+        parts = (torch.cat(parts, 1),)
+    s = self.modulation(style)[0]  # (in,)
+    d = torch.rsqrt(self.export_wsq @ (s * s) + 1e-8) if self.demodulate else None  # (out,)
+    w = self.export_weight  # scale folded in; (in, out, k, k) for the transposed conv
+    if self.export_input_modulated:
+        sizes = [int(p.shape[1]) for p in parts]
+        xs = tuple(p * si.view(1, -1, 1, 1) for p, si in zip(parts, torch.split(s, sizes)))
+        if self.upsample:
+            y = self.blur(F.conv_transpose2d(xs[0], w, stride=2))  # the blur is per channel: d commutes
+        else:
+            y = conv_parts(xs, w, self.padding)
+        return y * d.view(1, -1, 1, 1)
+    f = s.view(1, -1) if d is None else d.view(-1, 1) * s.view(1, -1)  # (out, in)
+    if self.upsample:
+        return self.blur(F.conv_transpose2d(parts[0], w * f.t()[:, :, None, None], stride=2))
+    return conv_parts(parts, w * f[:, :, None, None], self.padding)
+
+
+def styled_halves(self: StyledConv, y: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``FusedLeakyReLU(cat(y, w · noise))`` as its two halves (features, activated noise), unconcatenated."""
+    c, b = int(y.shape[1]), self.activate.bias.view(1, -1, 1, 1)
+    feats = F.leaky_relu(y + b[:, :c], 0.2) * SQRT2
+    return feats, F.leaky_relu(self.noise.weight * noise + b[:, c:], 0.2) * SQRT2
+
+
+def styled_forward(
+    self: StyledConv, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor, noise: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A styled conv handing on its (features, activated noise) halves (see :func:`styled_halves`)."""
+    return styled_halves(self, self.conv(x, style), noise)
+
+
+def to_rgb_forward(self: ToRGB, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor,
+                   skip: torch.Tensor | None = None) -> torch.Tensor:
+    """ToRGB with the upsampled skip as the sum's first operand (the same sum: float addition commutes)."""
+    # The CPU plugin orders its nodes depth first from the output, a node's inputs in order; with the
+    # level's conv first, every ToRGB ran only after the whole decoder above it, and each
+    # level's (features, noise) pair stayed live until then: ~50 MiB of the 512 px float32 peak.
+    out = self.conv(x, style) + self.bias
+    return out if skip is None else self.upsample(skip) + out
+
+
+def fir(self: Fir, x: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
+    """The FIR with its depthwise kernel built from a Python-int channel count; upsampling as a transposed conv.
+
+    Raises ValueError for an upsampling FIR other than GPEN's 4-tap one with pad (2, 1).
+    """
+    c = int(x.shape[1])  # a constant in the trace
+    k = torch.flip(self.kernel, [0, 1])[None, None].repeat(c, 1, 1, 1)
+    p0, p1 = pad
+    if up > 1:
+        if tuple(pad) != (2, 1) or self.kernel.shape[-1] != 4:
+            raise ValueError(f"export supports GPEN's 4-tap upsampling FIR with pad (2, 1), got {tuple(pad)}")
+        # zero insertion + pad (2, 1) + FIR == transposed conv with the kernel, padding 1
+        return F.conv_transpose2d(x, torch.flip(k, [2, 3]), stride=2, padding=1, groups=c)
+    if p0 or p1:
+        x = F.pad(x, [p0, p1, p0, p1])
+    return F.conv2d(x, k, stride=down, groups=c)

@@ -1,10 +1,10 @@
 """OpenVINO backend for the GPEN generator on the CPU: convert once, cache, run; and ``auto``'s measured choice.
 
-:func:`convert` makes IR of our own :class:`~gpen_core.networks.arch.GPEN` after :func:`exportable` (the same
-function: tests hold float32 to 1e-4 of the official references), cached by
-:class:`~gpen_core.runtimes.openvino.base.CacheKey`; :func:`load` gives an :class:`OVForward` with
-:class:`~gpen_core.networks.prepared.PreparedForward`'s call contract, from the cache without torch or the
-checkpoint. Standard library only at module import.
+:func:`convert` makes IR of our own :class:`~gpen_core.networks.arch.GPEN` after
+:func:`~gpen_core.runtimes.openvino.export.exportable` (the same function: tests hold float32 to 1e-4 of the
+official references), cached by :class:`~gpen_core.runtimes.openvino.base.CacheKey`; :func:`load` gives an
+:class:`OVForward` with :class:`~gpen_core.networks.prepared.PreparedForward`'s call contract, from the cache
+without torch or the checkpoint. Standard library only at module import.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from gpen_core.platform import measurements
 from gpen_core.platform.cpuinfo import cpu_model
 from gpen_core.progress import Progress
 from gpen_core.runtimes.openvino.choice import BackendChoice
-from gpen_core.runtimes.openvino.export import GRAPH_REVISION, exportable
 # Re-exported: callers use ov_backend.* for the base's names too.
 from gpen_core.runtimes.openvino.base import (  # noqa: F401
     CacheKey, CompiledNet, Precision, cache_key, cache_root, capabilities, choose_precision, convert_traced, cpu_key,
@@ -31,17 +30,20 @@ from gpen_core.runtimes.openvino.base import (  # noqa: F401
 
 if TYPE_CHECKING:
     from gpen_core.modes import MemoryMode
-    import numpy as np
     import torch
+
+# The exported graph's revision, stored in meta.json: an IR converted by an older revision is
+# converted again on load (same function, slower or hungrier graph), never reused.
+GRAPH_REVISION = 3
 
 
 def convert(checkpoint: str | os.PathLike[str], *, models_dir: str | os.PathLike[str] | None = None,
             progress: Progress | None = None, sha256: str | None = None) -> tuple[Path, float]:
-    """Convert a GPEN checkpoint to OpenVINO IR in the cache (needs torch; written whole or not at all,
-    :func:`save_ir`); returns (model.xml, seconds). ``progress(fraction, message)`` at each stage."""
+    """Convert a GPEN checkpoint to OpenVINO IR in the cache (needs torch; :func:`save_ir`); (model.xml, seconds)."""
     import torch
 
     from gpen_core.networks.checkpoint import load_generator
+    from gpen_core.runtimes.openvino.export import exportable
 
     t0 = time.perf_counter()
     say = progress or (lambda f, m: None)
@@ -64,9 +66,8 @@ def convert(checkpoint: str | os.PathLike[str], *, models_dir: str | os.PathLike
 
 
 def to_openvino(model: torch.nn.Module, size: int) -> Any:
-    """``model`` (an :func:`exportable` GPEN) as an ``openvino.Model`` with a static 1×3×S×S input, through
-    :func:`~gpen_core.runtimes.openvino.base.convert_traced` (measured: docs/performance.md, "OpenVINO: the
-    full-size level in strips")."""
+    """``model`` (an :func:`~gpen_core.runtimes.openvino.export.exportable` GPEN) as an ``openvino.Model`` with a
+    static 1×3×S×S input."""
     import torch
 
     return convert_traced(model, torch.zeros(1, 3, size, size), (1, 3, size, size))
@@ -88,8 +89,7 @@ def conversion_ram(size: int, checkpoint: Path) -> tuple[int, bool]:
 
 
 def graph_is_current(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> bool:
-    """Whether the cached IR for ``key`` exists and was exported by this :data:`GRAPH_REVISION` (an older one
-    computes the same function more slowly; :func:`load` converts it again)."""
+    """Whether the cached IR for ``key`` exists and was exported by this :data:`GRAPH_REVISION`."""
     if not is_cached(key, models_dir):
         return False
     try:
@@ -121,7 +121,7 @@ class OVForward(CompiledNet):
             raise ValueError(f"expected an N×3×{s}×{s} input for this {s} px GPEN, got {shape}")
         is_torch = not isinstance(x, np.ndarray)
         arr = x.detach().to("cpu").float().numpy() if is_torch else np.asarray(x, dtype=np.float32)
-        outs = [self.one(arr[i : i + 1]) for i in range(shape[0])]
+        outs = [self.infer([np.ascontiguousarray(arr[i : i + 1])]) for i in range(shape[0])]
         out = outs[0] if len(outs) == 1 else np.concatenate(outs)
         if is_torch:
             import torch
@@ -129,19 +129,12 @@ class OVForward(CompiledNet):
             return torch.from_numpy(out)
         return out
 
-    def one(self, x: np.ndarray) -> np.ndarray:
-        """One face: 1×3×S×S float32 → a new 1×3×S×S float32 array."""
-        import numpy as np
-
-        return self.infer([np.ascontiguousarray(x, dtype=np.float32)])
-
 
 def load(checkpoint: str | os.PathLike[str], precision: Precision = "f32", *,
          models_dir: str | os.PathLike[str] | None = None, progress: Progress | None = None, sha256: str | None = None,
          threads: int | None = None) -> OVForward:
-    """The compiled generator for ``checkpoint``: from the cache (an IR of an older :data:`GRAPH_REVISION` is
-    converted again), or converted now, progress reported; raises as
-    :func:`~gpen_core.runtimes.openvino.base.load_compiled` does."""
+    """The compiled generator for ``checkpoint``: from the cache (of this :data:`GRAPH_REVISION`), or converted now;
+    raises as :func:`~gpen_core.runtimes.openvino.base.load_compiled` does."""
     path = Path(checkpoint)
     key = cache_key(path, precision, sha256)
 
@@ -175,11 +168,8 @@ def speed_key(network: str, size: int, dtype: str) -> str:
 def record_speed(size: int, dtype: str, torch_s: float, openvino_s: float, *,
                  models_dir: str | os.PathLike[str] | None = None, source: str = "", network: str = "gpen") -> Path:
     """Remember, for this CPU, the measured seconds per call of both backends (read by ``auto``); the store's path.
-
-    ``network``: "gpen" (``size``: its face size) or another network either backend runs ("parsenet",
-    "retinaface-resnet50"; ``size``: its input size), each under its own key. ``source``: what measured
-    it (the hardware check, ``benchmarks/bench_forward.py --record``) and with what weights.
-    """
+    ``network``: "gpen" (``size``: its face size), "parsenet", "retinaface-resnet50" … (``size``: its input size).
+    ``source``: what measured it, and with what weights."""
     from dataclasses import replace
 
     rec = measurements.SpeedRecord(round(float(torch_s), 4), round(float(openvino_s), 4), openvino_version(),
@@ -194,12 +184,9 @@ def record_speed(size: int, dtype: str, torch_s: float, openvino_s: float, *,
 
 def choose_backend(requested: str, size: int, dtype: str, *, models_dir: str | os.PathLike[str] | None = None,
                    device: str = "cpu", network: str = "gpen") -> BackendChoice:
-    """torch or OpenVINO for a request, and why.
-
-    ``torch`` and ``openvino`` are taken as asked (``openvino`` raises :class:`ResourceError` where it
-    cannot run: a GPU device, or not installed). ``auto`` follows this CPU model's measurement for this
-    size and dtype (:func:`record_speed`); without one, the repository's for CPUs of its kind
-    (:mod:`~gpen_core.runtimes.openvino.defaults`, with a caveat saying so); with neither, torch.
+    """torch or OpenVINO for a request, and why. ``torch`` and ``openvino`` are taken as asked (``openvino`` raises
+    :class:`ResourceError` where it cannot run). ``auto`` follows this CPU's measurement (:func:`record_speed`), else
+    the repository's for CPUs of its kind (:mod:`~gpen_core.runtimes.openvino.defaults`, with a caveat), else torch.
     """
     if requested not in BACKENDS:
         raise ValueError(f"unknown backend {requested!r}; expected one of {', '.join(BACKENDS)}")

@@ -1,12 +1,7 @@
-"""Export a GPEN generator for other tools: an ONNX file, or the OpenVINO IR the engine runs.
-
-    python -m gpen_core export GPEN-BFR-512 -o GPEN-BFR-512.onnx
-    python -m gpen_core export path/to/checkpoint.pth -o out/model.xml --format openvino
-
-The file's contract is in docs/export.md: input ``input`` and output ``output``, float32 1×3×S×S RGB
-in [-1, 1], fixed shapes (the static, batch-1 graph of :func:`~gpen_core.runtimes.openvino.export.exportable`).
-Every export is run by OpenVINO on a fixed random face after it is written; a file further than
-:data:`TOLERANCE` from our torch forward is deleted and the export fails (:class:`ExportReport`).
+"""Export a GPEN generator for other tools (``python -m gpen_core export``): an ONNX file, or the OpenVINO IR the
+engine runs. The file's contract is in docs/export.md: input ``input`` and output ``output``, float32 1×3×S×S RGB in
+[-1, 1], fixed shapes. Every export is run by OpenVINO on a fixed random face after it is written; a file further
+than :data:`TOLERANCE` from our torch forward is deleted and the export fails.
 """
 
 from __future__ import annotations
@@ -67,12 +62,10 @@ def _checkpoint(model: str, models_dir: str | os.PathLike[str] | None) -> Path:
 def export_generator(model: str, output: str | os.PathLike[str], *, fmt: ExportFormat = "onnx",
                      models_dir: str | os.PathLike[str] | None = None, opset: int = OPSET,
                      progress: Callable[[str], None] | None = None) -> ExportReport:
-    """Write ``model`` (a registry generator name or a checkpoint path) to ``output`` and check it.
-
-    ``fmt`` "onnx": one ONNX file (opset ``opset``); "openvino": ``output`` is the IR's .xml (its .bin beside
-    it). Raises :class:`InputError` for a bad format or name, :class:`~gpen_core.errors.WeightsError` for a
-    missing or broken checkpoint, :class:`GPENError` for a missing package or a file that does not
-    reproduce the torch output.
+    """Write ``model`` (a registry generator name or a checkpoint path) to ``output`` and check it: ``fmt`` "onnx"
+    (opset ``opset``) or "openvino" (``output`` the IR's .xml, its .bin beside it). Raises :class:`InputError` for a
+    bad format or name, :class:`~gpen_core.errors.WeightsError` for a missing or broken checkpoint, :class:`GPENError`
+    for a missing package or a file that does not reproduce the torch output.
     """
     import warnings
 
@@ -143,8 +136,7 @@ _PARTIAL = ".partial"
 
 
 def _check_packages(fmt: str) -> None:
-    """Raise :class:`GPENError` when a package the export needs is missing: OpenVINO (the check
-    after writing runs the file with it) and, for ONNX, ``onnx``."""
+    """Raise :class:`GPENError` when OpenVINO (the check runs the file with it) or, for ONNX, ``onnx`` is missing."""
     from gpen_core.runtimes.openvino.base import unavailable_reason
 
     if why := unavailable_reason():
@@ -157,9 +149,8 @@ def _check_packages(fmt: str) -> None:
 
 
 def _check_output(out: Path, fmt: str) -> None:
-    """Refuse, before any work, an output the export could not write: a folder where the file
-    should be, a file where a folder should be, a folder that cannot be written. Creates the
-    output's folder."""
+    """Refuse, before any work, an output the export could not write (a folder where the file should be, a file
+    where a folder should be, a folder that cannot be written); creates the output's folder."""
     import tempfile
 
     targets = [out] + ([out.with_suffix(".bin")] if fmt == "openvino" else [])
@@ -182,8 +173,7 @@ def _check_output(out: Path, fmt: str) -> None:
 
 def clean_stale_partials(folder: Path) -> list[Path]:
     """Remove the partial files (``.<name>.<pid>.partial.onnx`` / ``.xml`` / ``.bin``) that killed exports left in
-    ``folder`` (:func:`~gpen_core.runtimes.openvino.base.abandoned`); a live export's are never touched. Returns
-    what went."""
+    ``folder`` (:func:`~gpen_core.runtimes.openvino.base.abandoned`); what went."""
     from gpen_core.runtimes.openvino.base import abandoned
 
     removed = []
@@ -199,8 +189,7 @@ def clean_stale_partials(folder: Path) -> list[Path]:
 
 
 def _max_diff(path: Path, x, reference) -> float:
-    """max |OpenVINO(path)(x) − reference|, compiled for the CPU in float32 (its default on a
-    bf16-capable CPU would be bfloat16, which measures the CPU rather than the file)."""
+    """max |OpenVINO(path)(x) − reference|, compiled in float32 (bfloat16 would measure the CPU, not the file)."""
     import numpy as np
 
     from gpen_core.runtimes.openvino.base import get_core

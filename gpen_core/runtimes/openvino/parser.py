@@ -1,9 +1,6 @@
-"""GPEN's ParseNet (the paste-mask parser) on OpenVINO: convert once per input size, cache, run.
-
-The same network and recipe as :class:`gpen_core.networks.parsenet.FaceParser` (the face resized to
-the input size S with cv2 INTER_LINEAR, the official ``img2tensor`` values, the logits brought to
-512×512 inside the graph when S ≠ 512, argmax), converted from our torch module with a static
-1×S×S×3 input and cached like the generator (:func:`parse_key`). Standard library only at module import.
+"""GPEN's ParseNet (the paste-mask parser) on OpenVINO: convert once per input size, cache, run. The same network
+and recipe as :class:`gpen_core.networks.parsenet.FaceParser` (the logits brought to 512×512 inside the graph), with
+a static 1×S×S×3 input, cached like the generator (:func:`parse_key`). Standard library only at module import.
 """
 
 from __future__ import annotations
@@ -57,8 +54,7 @@ def convert(weights: str | os.PathLike[str], input_size: int, *, models_dir: str
             config: Mapping[str, Any] | None = None, progress: Progress | None = None,
             sha256: str | None = None) -> tuple[Path, float]:
     """Convert ParseNet weights (``parsenet.build(..., config)``; default the released network) to IR for an
-    S×S input in the cache (written whole or not at all: :func:`~gpen_core.runtimes.openvino.base.save_ir`);
-    returns (model.xml, seconds). Needs torch."""
+    S×S input in the cache (:func:`~gpen_core.runtimes.openvino.base.save_ir`); (model.xml, seconds)."""
     import torch
     from torch.nn import functional as F
 
@@ -147,15 +143,9 @@ def load(weights: str | os.PathLike[str], input_size: int, precision: Precision 
 def measure_speed(input_size: int, dtype: str, *, load_as: Callable[[str], Any],
                   weights: str | os.PathLike[str] | None = None, models_dir: str | os.PathLike[str] | None = None,
                   how: SpeedRun, progress: Progress | None = None) -> dict[str, Any]:
-    """Time torch's and OpenVINO's parser for one (S, dtype) on a face-like image
-    (:func:`~gpen_core.runtimes.openvino.choice.time_interleaved`, ``how.runs`` rounds); the row (medians,
-    all times, precision, convert_s).
-
-    ``load_as``: "torch" / "openvino" → that runtime's parser as a request loads it (the hardware check's
-    ModelCache), from ``weights`` (None: :func:`synthetic_weights`). ``dtype``: the torch parse dtype; OpenVINO
-    runs the matching precision. The medians go to :func:`~gpen_core.runtimes.openvino.generator.record_speed`
-    (``network="parsenet"``).
-    """
+    """Time torch's and OpenVINO's parser (``load_as("torch")`` / ``load_as("openvino")``, as a request loads them)
+    for one (S, torch dtype) on a face-like image, and record the medians for ``auto`` (``network="parsenet"``); the
+    row (medians, all times, precision, convert_s). ``weights``: None for :func:`synthetic_weights`."""
     import numpy as np
 
     from gpen_core.runtimes.openvino import generator as ov_backend
