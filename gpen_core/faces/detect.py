@@ -17,13 +17,11 @@ import cv2
 import numpy as np
 
 from gpen_core.errors import GPENError, WeightsError
-from gpen_core.faces.turns import CV2_TURN, unturn
+from gpen_core.faces.screen import CV2_TURN, Filtered, filter_detections, unturn
 from gpen_core.rgb import check_rgb
 
 if TYPE_CHECKING:
     import torch
-
-    from gpen_core.faces.screen import Filtered
 
 DetectorName = Literal["mobilenet0.25", "resnet50"]
 Resize = Literal["area", "linear"]
@@ -273,8 +271,6 @@ class FaceDetector:
     ) -> Filtered:
         """Split ``detections`` (in ``rgb``'s pixels) into faces and false faces: the geometry and the second
         look at ``threshold``, each crop turned as ``turns`` says (:func:`gpen_core.faces.screen.filter_detections`)."""
-        from gpen_core.faces.screen import filter_detections
-
         def look(crop: np.ndarray) -> list[Detection]:
             return self.detect(crop, threshold=threshold, max_side=max(crop.shape[:2]))
 

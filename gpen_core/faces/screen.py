@@ -22,7 +22,6 @@ import cv2
 import numpy as np
 
 from gpen_core.faces.align import align_transform, reference_points, umeyama
-from gpen_core.faces.turns import CV2_TURN, unturn
 
 # The second look: the candidate's box is scaled to this many pixels (its neighbourhood,
 # LOOK_CONTEXT box sizes wide, around it). Measured: real faces 0.993-1.000 at 64 px,
@@ -33,6 +32,22 @@ LOOK_CONTEXT = 3.0
 LOOK_MIN_IOU = 0.4
 
 _NOT_FOUND_AGAIN = "it was not found again at a standard face size"
+
+# np.rot90(img, k) (counter-clockwise) as OpenCV's faster rotate: the detector's turned copies and the second look.
+CV2_TURN = {1: cv2.ROTATE_90_COUNTERCLOCKWISE, 2: cv2.ROTATE_180, 3: cv2.ROTATE_90_CLOCKWISE}
+
+
+def unturn(pts: np.ndarray, turn: int, w: int, h: int) -> np.ndarray:
+    """(N, 2) (x, y) points on a ``w``×``h`` image turned ``turn`` quarter turns counter-clockwise → on the image,
+    in continuous pixel coordinates (a pixel centre is at +0.5), so pixel centres map exactly."""
+    x, y = pts[:, 0], pts[:, 1]
+    if turn == 1:
+        return np.stack([w - y, x], axis=1)
+    if turn == 2:
+        return np.stack([w - x, h - y], axis=1)
+    if turn == 3:
+        return np.stack([y, h - x], axis=1)
+    return np.asarray(pts, dtype=np.float64)
 
 
 @dataclass(frozen=True)
