@@ -62,9 +62,8 @@ class Detection:
 
 
 def import_backends() -> None:
-    """Import torch and facexlib now (a one-time process cost, kept out of per-request peaks). facexlib gets
-    stand-ins for the torchvision pieces it uses (:mod:`gpen_core.compat.torchvision`): torchvision would also
-    import torch._dynamo and triton, 133-140 MB for nothing."""
+    """Import torch and facexlib now (a one-time process cost, kept out of per-request peaks), facexlib with the
+    torchvision stand-ins (:mod:`gpen_core.compat.torchvision`)."""
     import torch  # noqa: F401
 
     from gpen_core.compat import torchvision as tv_shim
@@ -204,11 +203,9 @@ class FaceDetector:
     ) -> list[Detection]:
         """Faces in an RGB uint8 H×W×3 image, highest score first (as official), in its pixels.
 
-        ``threshold``: minimum score (official: 0.9). ``max_side``: detect on a copy at most this long
-        (``interpolation`` "area", or "linear" as official). ``shrink_above``: shrink only images longer than this
-        (official: 1000 px above 1500 px); None: ``max_side``. ``turn``: detect on the copy turned this many
-        quarter turns counter-clockwise (``np.rot90``); landmarks follow the face.
-        """
+        ``max_side``: detect on a copy at most this long (``interpolation`` "linear" as official), made only for
+        images longer than ``shrink_above`` (official: 1000 px above 1500 px; None: ``max_side``). ``turn``: on
+        the copy turned this many quarter turns counter-clockwise (``np.rot90``); landmarks follow the face."""
         rgb = check_rgb(rgb)
         if not 0.0 <= threshold < 1.0:
             raise ValueError(f"threshold must be in [0, 1), got {threshold}")

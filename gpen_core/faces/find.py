@@ -21,15 +21,13 @@ from gpen_core.faces.screen import overlap
 if TYPE_CHECKING:
     from gpen_core.faces.detect import Detection, FaceDetector, Resize
 
-# A detection whose box lies this much inside a stronger one (intersection / the smaller
-# box's area) is the same face. Measured with mobilenet0.25: boxes inside a real face
-# (hair to nose, one eye) 0.50-0.84; neighbouring faces in the Solvay photo at most 0.03.
+# A detection whose box lies this much inside a stronger one (intersection / the smaller box's area) is the
+# same face (measured: docs/face-check.md, "Where the limits sit").
 CONTAINED_MAX = 0.45
 # Detections of one face across passes (upright, turned, large-face) overlap at least this (IoU).
 SAME_FACE_IOU = 0.4
-# The large-face pass: a copy this long, and the faces it is trusted for (box side on that copy,
-# px): from there up the full-size pass splits a face into pieces (measured: a 600 px face at
-# 1000 px gave 3 boxes, at 400 px one).
+# The large-face pass: a copy this long, and the faces it is trusted for (box side on that copy, px): from there
+# up the full-size pass splits a face into pieces.
 LARGE_PASS_SIDE = 400
 LARGE_FACE_PX = 96
 # "Covers most of a square photo": when the one face found is this share of it, say that the
