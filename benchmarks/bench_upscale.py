@@ -138,7 +138,7 @@ def _run_worker(spec: dict) -> dict:
 
 def calibrate(args) -> None:
     """One tile per worker (image = tile, no padding context needed): peak vs trunk pixels."""
-    from gpen_core.upscale.tiles import COST, tile_cost_bytes
+    from gpen_core.upscale.tiles import TILE_BYTES_PER_PX, TILE_FIXED_BYTES, tile_cost_bytes
 
     rows = []
     for scale in (2, 4):
@@ -160,7 +160,8 @@ def calibrate(args) -> None:
     ys = [r[4] for r in rows]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    print(f"fit: fixed {(my - slope * mx) / 2**20:.1f} MiB, {slope:.0f} B per trunk px (model: {COST})")
+    print(f"fit: fixed {(my - slope * mx) / 2**20:.1f} MiB, {slope:.0f} B per trunk px "
+          f"(model: {TILE_FIXED_BYTES / 2**20:.1f} MiB, {TILE_BYTES_PER_PX} B)")
 
 
 # --------------------------------------------------------------------- speed

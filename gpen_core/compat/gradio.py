@@ -1,10 +1,8 @@
-"""Gradio's internals the app leans on, in one place: raw image uploads (:func:`raw_upload`, :func:`raw_editor`),
-unknown routes and the page's private events (:func:`app_kwargs`), whether anyone still waits for a running
-event (:func:`still_waited_for`).
+"""Gradio's internals the app leans on: raw image uploads (:func:`raw_upload`, :func:`raw_editor`), unknown routes
+and the page's private events (:func:`app_kwargs`), whether anyone still waits for an event (:func:`still_waited_for`).
 
-Written for Gradio 6 (:data:`GRADIO_VERSIONS`, checked with 6.31). Only the app imports this module
-(``.importlinter``, contract ``no-ui-in-library``); ``tests/test_compat.py`` fails loudly when the
-installed Gradio no longer has what a seam here reaches into.
+Written for Gradio 6 (checked with 6.31); only the app imports it (``.importlinter``); ``tests/test_compat.py``
+fails loudly when the installed Gradio no longer has what a seam reaches into.
 """
 
 from __future__ import annotations
@@ -104,12 +102,10 @@ def check_installed() -> None:
 
 
 def raw_upload(component: gr.Image, save_data_url: Callable[[str], Any]) -> gr.Image:
-    """Make ``component`` hand its upload to the handler as the file's path, unopened. A pasted image arrives
-    as a ``data:`` URL: ``save_data_url`` writes it to a file of ours and returns its path.
-
-    Gradio's own ``preprocess`` opens every upload with Pillow before our hardened decoder sees it (a greyscale
-    bomb decoded in full, 16-bit clipped, transparency dropped). Set on the instance: a ``gr.Image`` subclass
-    would make Gradio write an ``app.pyi`` stub at import."""
+    """Make ``component`` hand its upload to the handler as the file's path, unopened (``save_data_url`` writes a
+    pasted ``data:`` URL to a file of ours and returns its path). Gradio's own ``preprocess`` opens every upload
+    with Pillow before our hardened decoder (a bomb decoded in full, 16-bit clipped). Set on the instance: a
+    ``gr.Image`` subclass would make Gradio write an ``app.pyi`` stub at import."""
     check_installed()
     component.preprocess = functools.partial(  # type: ignore[method-assign]
         _file_path, save_data_url, missing="The upload arrived without a file; upload it again.")
@@ -118,13 +114,10 @@ def raw_upload(component: gr.Image, save_data_url: Callable[[str], Any]) -> gr.I
 
 def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any],
                save_data_url: Callable[[str], Any]) -> gr.ImageEditor:
-    """Make an image editor hand its value to the handler as file paths, none of them opened:
-    ``{"background": path | None, "layers": [path, ...], "composite": path | None}``.
-
-    Gradio's own preprocess opens every layer with Pillow: four transparent 13000×13000 PNG layers of 656 KB
-    cost gigabytes before the handler runs. The page sends its images as blobs (``accept_blobs``):
-    ``save_bytes(data, name)`` writes each to a file of ours; an API client sends uploaded files (or
-    ``data:`` URLs, written by ``save_data_url``).
+    """Make an image editor hand its value as file paths, none opened: ``{"background": path | None, "layers":
+    [path, ...], "composite": path | None}``. Gradio's own opens every layer with Pillow (four 656 KB PNG layers
+    of 13000×13000 cost gigabytes). The page's blobs are written by ``save_bytes(data, name)``, an API client's
+    ``data:`` URLs by ``save_data_url``.
     """
     check_installed()
     component.blob_storage = BoundedBlobs()  # type: ignore[assignment]
@@ -133,9 +126,8 @@ def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any
 
 
 class BoundedBlobs(dict):  # type: ignore[type-arg]
-    """The editor's blob store (id → the images ``accept_blobs`` received), kept small: Gradio keeps every id's
-    blobs until an event reads them, so posting blobs under fresh ids grew memory without end. The oldest ids go
-    past ``max_ids`` or ``max_bytes`` (the newest always stays)."""
+    """The editor's blob store (id → images), kept small: Gradio keeps every id's blobs until an event reads them,
+    so fresh ids grew memory without end. The oldest go past ``max_ids`` or ``max_bytes`` (the newest stays)."""
 
     def __init__(self, max_ids: int = 16, max_bytes: int = 300_000_000) -> None:
         super().__init__()
@@ -229,12 +221,10 @@ class BodyTooLarge(Exception):
 class PageOnlyEvents:
     """ASGI middleware: the page's private events (``api_visibility="private"``) run only for the page.
 
-    Gradio hides private events from its API page, but its routes still run any event by number
-    (``queue/join``'s ``fn_index``) or by name (``/call/<name>``, ``/call/v2/<name>``, ``/run/<name>``).
-    ``queue/join``, the page's route, needs the page's ``Origin`` for a private event (:func:`came_from_page`),
-    else 403; on the named routes, which the page never uses, a private event is 404 (and so is an unknown
-    ``/call/v2/<name>``, which Gradio answers with a 500). Those POSTs' bodies are read here, capped at
-    ``max_body_bytes`` (413 past it), and handed on unchanged.
+    Gradio hides them from its API page, but its routes run any event by number (``queue/join``) or name
+    (``/call/<name>``, ``/call/v2/<name>``, ``/run/<name>``). ``queue/join`` needs the page's ``Origin`` for a
+    private event (:func:`came_from_page`), else 403; on the named routes a private event is 404 (so is an unknown
+    ``/call/v2/<name>``, a 500 in Gradio). Those bodies are read here, capped at ``max_body_bytes`` (413).
     """
 
     def __init__(self, app: Any, blocks: gr.Blocks, max_body_bytes: int = 34_000_000) -> None:
@@ -350,12 +340,9 @@ async def _json(send: Any, status: int, detail: str) -> None:
 
 
 def came_from_page(headers: Mapping[str, str] | None, page_hosts: set[str] | None = None) -> bool:
-    """Whether a request carries the page's own origin: an ``Origin`` (else ``Referer``) whose host is the one
-    the request was sent to (``Host``, ``X-Forwarded-Host``) or one of ``page_hosts``.
-
-    A browser adds ``Origin`` to every POST the page makes; API clients send none. A barrier, not
-    authentication (headers can be forged): what must never happen on a shared server is also gated by the
-    operator's flags.
+    """Whether a request carries the page's own origin: an ``Origin`` (else ``Referer``) whose host is the one it
+    was sent to (``Host``, ``X-Forwarded-Host``) or one of ``page_hosts``. A browser adds ``Origin`` to the page's
+    POSTs; API clients send none. A barrier, not authentication: the operator's flags gate the rest.
     """
     if not headers:
         return False

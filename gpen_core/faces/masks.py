@@ -1,9 +1,6 @@
-"""Paste-back masks for an aligned face crop: single-channel float32 in [0, 1], crop-sized.
-
-Both are the official yangxy/GPEN ``face_enhancement.py`` recipes on its 512×512 canvas:
-:func:`parsing_labels_to_mask` (ParseNet's labels through GPEN's ``MASK_COLORMAP``, what the official
-code pastes through) and :func:`rectangle_mask` (GPEN's feathered rectangle, a commented-out line
-there; our fallback where no parser runs). Masks carry no colour, so nothing here knows RGB from BGR.
+"""Paste-back masks for an aligned face crop, float32 H×W in [0, 1]: the official ``face_enhancement.py`` recipes
+on its 512×512 canvas, :func:`parsing_labels_to_mask` (what it pastes through) and :func:`rectangle_mask` (its
+feathered rectangle, a commented-out line there; ours where no parser runs).
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ OFF_CLASSES: tuple[str, ...] = tuple(n for n, v in zip(CLASS_NAMES, MASK_COLORMA
 
 def mask_postprocess(mask: np.ndarray, thres: int = _BORDER) -> np.ndarray:
     """The official ``FaceEnhancement.mask_postprocess``, H×W in [0, 1] → a new float32 H×W: a ``thres`` px border
-    zeroed (else the blur drags the face into the crop's edge), then :func:`_blur_twice`."""
+    zeroed (else the blur drags the face into the crop's edge), then blurred twice."""
     if mask.ndim != 2:
         raise ValueError(f"mask must be 2-D, got shape {mask.shape}")
     out = np.array(mask, dtype=np.float32, copy=True)
@@ -45,8 +42,7 @@ def mask_postprocess(mask: np.ndarray, thres: int = _BORDER) -> np.ndarray:
     return _blur_twice(out)
 
 
-def _blur_twice(mask: np.ndarray) -> np.ndarray:
-    """Both recipes' feather: GaussianBlur(101×101, σ 4) twice, float32."""
+def _blur_twice(mask: np.ndarray) -> np.ndarray:  # both recipes' feather
     for _ in range(2):
         mask = cv2.GaussianBlur(mask, _BLUR_KSIZE, _BLUR_SIGMA)
     return mask.astype(np.float32, copy=False)
@@ -63,10 +59,9 @@ def labels_to_mask_uint8(labels: np.ndarray) -> np.ndarray:
 
 
 def parsing_labels_to_mask(labels: np.ndarray, size: int) -> np.ndarray:
-    """512×512 ParseNet labels of a restored face → GPEN's paste mask, float32 (size, size) in [0, 1], in the
-    official order: colour map, /255, :func:`mask_postprocess`, ``cv2.resize`` (INTER_LINEAR). Other label sizes
-    are first brought to 512×512 (nearest), so the 26 px border and the blur keep their official meaning.
-    """
+    """512×512 ParseNet labels → GPEN's paste mask, float32 (size, size) in [0, 1], in the official order: colour
+    map, /255, :func:`mask_postprocess`, ``cv2.resize``. Other label sizes go to 512×512 first (nearest), so the
+    border and the blur keep their official meaning."""
     if size <= 0:
         raise ValueError(f"mask size must be positive, got {size}")
     mask = labels_to_mask_uint8(labels)

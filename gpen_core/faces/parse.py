@@ -1,8 +1,5 @@
-"""Face parsing: GPEN's ParseNet as the paste mask of a restored crop.
-
-The official ``FaceEnhancement.process`` pastes every face through this mask (see
-:mod:`gpen_core.faces.masks` for the recipe, :mod:`gpen_core.networks.parsenet` for the network).
-torch is imported when a parser is built, not at import.
+"""Face parsing: GPEN's ParseNet as the paste mask of a restored crop, as the official ``FaceEnhancement.process``
+pastes (the recipe: :mod:`gpen_core.faces.masks`). torch is imported when a parser is built.
 """
 
 from __future__ import annotations
@@ -22,9 +19,8 @@ ParseDType = Literal["float32", "bfloat16"]
 
 
 def choose_parse_dtype(device: str | torch.device, cpu_dtype: str = "float32") -> ParseDType:
-    """The dtype ParseNet runs in: bfloat16 only on a CPU with native bf16 when the mode's ``cpu_dtype`` is
-    "bfloat16" or "auto": several times faster, the mask within input noise; emulated bf16 is 5× slower and no
-    other device gains (docs/paste-mask.md), so float32, the official mask, elsewhere."""
+    """ParseNet's dtype: bfloat16 on a CPU with native bf16 when the mode's ``cpu_dtype`` is "bfloat16" or "auto"
+    (several times faster, the mask within input noise; emulated 5× slower: docs/paste-mask.md), else float32."""
     if str(device).split(":")[0] != "cpu" or cpu_dtype not in ("bfloat16", "auto"):
         return "float32"
     from gpen_core.networks import plan  # torch; looked up at call time so tests can patch cpu_features
@@ -33,15 +29,12 @@ def choose_parse_dtype(device: str | torch.device, cpu_dtype: str = "float32") -
 
 
 class ParsingMasker:
-    """GPEN's ParseNet (``ParseNet-latest.pth``, or facexlib's ``parsing_parsenet.pth``: same
-    network) as the paste mask of a restored crop.
+    """GPEN's ParseNet (``ParseNet-latest.pth`` or facexlib's ``parsing_parsenet.pth``) as ``parsing_fn``:
+    ``masker(restored_rgb_crop)`` → float32 H×W in [0, 1], the official recipe.
 
-    ``masker(restored_rgb_crop)`` → float32 H×W in [0, 1] (the crop's size), the official recipe
-    (:func:`gpen_core.faces.masks.parsing_labels_to_mask`); pass it as ``parsing_fn``. ``input_size``: 512
-    official; 256 parses a shrunk face (a quarter of the compute). ``cpu_dtype``: the mode's
-    (:func:`choose_parse_dtype`); ``dtype`` forces one (tests, benchmarks). ``weights_path=None``: random
-    weights (the hardware check: same cost). ``parser``: the network on OpenVINO, built by
-    :func:`gpen_core.engine.network_loads.parser_load` (this room never imports a runtime).
+    ``input_size``: 512 official; 256 a quarter of the compute. ``cpu_dtype``: the mode's; ``dtype`` forces one.
+    ``weights_path=None``: random weights (the hardware check). ``parser``: the network on OpenVINO
+    (:func:`gpen_core.engine.network_loads.parser_load`; this room never imports a runtime).
     """
 
     def __init__(
@@ -89,8 +82,7 @@ class ParsingMasker:
         return f"{name}, {self.input_size} px input, {dt}"
 
     def labels(self, face_rgb: np.ndarray) -> np.ndarray:
-        """The parser's class per pixel of an RGB uint8 face (:meth:`__call__`'s network call; the hardware
-        check times it per backend)."""
+        """The class per pixel of an RGB uint8 face: the network call, which the hardware check times."""
         return self._parser.labels(face_rgb)
 
     def __call__(self, restored_rgb_crop: np.ndarray) -> np.ndarray:

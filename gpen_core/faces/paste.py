@@ -1,8 +1,6 @@
-"""Paste-back: warp a restored face into its own paste box and blend it into the photo.
-
-The official yangxy/GPEN ``face_enhancement.py`` recipe, with one deliberate difference: each face and its
-mask are warped into a buffer the size of its own paste box, not of the whole photo, so memory grows with
-the faces, not the photo; pixels outside every paste box are never written. Also :func:`face_sheet`.
+"""Paste-back: the official ``face_enhancement.py`` recipe, except that each face and its mask are warped into
+a buffer of its own paste box, not of the whole photo, so memory grows with the faces, not the photo. Also
+:func:`face_sheet`.
 """
 
 from __future__ import annotations
@@ -70,11 +68,9 @@ def warp_piece(face: np.ndarray, mask: np.ndarray, inv: np.ndarray, width: int, 
     if box is None:
         return None
     x0, y0, x1, y1 = box
-    # The official full-frame warp, restricted to the box. warpAffine samples through the
-    # inverse (output → crop) map; we invert as it does, then move that map's origin to the
-    # box corner, so every box pixel reads the crop at exactly the position the full-frame
-    # warp would (translating the forward matrix instead shifts OpenCV's fixed-point
-    # sampling grid, which moves samples by up to 1/32 crop pixel).
+    # The official full-frame warp, restricted to the box: invert as warpAffine does, then move that map's origin
+    # to the box corner, so every pixel reads the crop where the full-frame warp would (translating the forward
+    # matrix instead shifts OpenCV's fixed-point sampling grid by up to 1/32 crop pixel).
     crop_from_out = cv2.invertAffineTransform(inv.astype(np.float64))
     crop_from_out[:, 2] += crop_from_out[:, :2] @ np.array([x0, y0], dtype=np.float64)
     dsize = (x1 - x0, y1 - y0)

@@ -23,10 +23,7 @@ from gpen_core.result import Face, IdentityCheck
 # Official GPEN: faces whose detection box is under 100 px get this 3×3 Gaussian
 # after restoration, so a sharp 512 px face does not look pasted onto a soft photo.
 _SMALL_FACE_PX = 100
-_SMOOTH_KERNEL = np.array(
-    [[0.0625, 0.125, 0.0625], [0.125, 0.25, 0.125], [0.0625, 0.125, 0.0625]],
-    dtype=np.float32,
-)
+_SMOOTH_KERNEL = np.array([[0.0625, 0.125, 0.0625], [0.125, 0.25, 0.125], [0.0625, 0.125, 0.0625]], np.float32)
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,8 +42,7 @@ ProgressFn = Callable[[int, int], None]
 
 @dataclass(frozen=True, eq=False)
 class FaceJob:
-    """How every face of one photo is restored and pasted back (:func:`restore_photo`); the
-    defaults are GPEN's photo enhancement."""
+    """How every face of one photo is restored and pasted back; the defaults are GPEN's photo enhancement."""
 
     alpha: float = 1.0  # 1 = the restored face, 0 = the original crop (cv2.addWeighted)
     paste: bool = True  # False: restore the crops only, the image is a copy of the input
@@ -67,9 +63,8 @@ _STAGES = ("align_s", "restore_s", "paste_s", "identity_s")  # PhotoOutput.timin
 def _restore_checked(
     restore_fn: RestoreFn, crop: np.ndarray, size: int, job: FaceJob, smooth: bool
 ) -> tuple[np.ndarray, IdentityCheck | None, np.ndarray | None]:
-    """One aligned crop through ``restore_fn``, the small-face smoothing (``smooth``), the blend by ``job.alpha``
-    and the identity check: (the unsmoothed output, the check or None, the crop to paste or None: keep the original).
-    """
+    """One aligned crop restored, smoothed (``smooth``), blended by ``job.alpha`` and checked: (the unsmoothed
+    output, the identity check or None, the crop to paste or None: keep the original)."""
     raw = restore_fn(crop)
     if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8 or raw.shape != (size, size, 3):
         desc = f"{raw.dtype} {raw.shape}" if isinstance(raw, np.ndarray) else type(raw).__name__
@@ -81,7 +76,6 @@ def _restore_checked(
 
 
 def _identity_notes(faces: list[Face], identity: IdentityPolicy | None) -> list[str]:
-    """A note for each face the identity policy did not paste as restored."""
     notes = [face_note(i, f.identity, identity.alpha) for i, f in enumerate(faces, 1) if identity and f.identity]
     return [n for n in notes if n]
 
@@ -127,11 +121,9 @@ def restore_photo(
 ) -> PhotoOutput:
     """Restore every detected face of an RGB uint8 H×W×3 photo and paste it back.
 
-    ``detections``: from :meth:`FaceDetector.detect` (None only with ``job.aligned``). ``restore_fn``:
-    aligned RGB uint8 ``size``×``size``×3 crop → restored crop of the same shape, input unmodified.
-    ``size``: the generator's resolution. ``job`` (:class:`FaceJob`, one comment per field): how each face
-    is blended, masked and pasted. ``progress(done, total)`` is called after each face.
-    No detections is not an error: the input comes back unchanged with a note.
+    ``detections``: from :meth:`FaceDetector.detect` (None only with ``job.aligned``). ``restore_fn``: aligned
+    RGB uint8 ``size``×``size``×3 crop (``size``: the generator's) → restored crop of that shape, input unmodified.
+    ``progress(done, total)`` is called after each face. No detections: the input back unchanged, with a note.
     """
     rgb = check_rgb(rgb)
     alpha, paste, background, damage = job.alpha, job.paste, job.background, job.damage
@@ -177,11 +169,8 @@ def restore_photo(
 def _restore_face(
     rgb: np.ndarray, det: Detection, restore_fn: RestoreFn, size: int, job: FaceJob,
 ) -> tuple[Face, Piece | None, tuple[float, float, float, float]] | None:
-    """Align, restore, check (when ``job.identity``) and (when ``job.paste``) warp back one detected face of ``rgb``.
-
-    Returns (the face, its piece to compose or None, seconds spent aligning, restoring, pasting, checking),
-    or None when ``job.damage`` is given and does not touch this face (nothing is run for it).
-    """
+    """Align, restore, check and (``job.paste``) warp back one face: (the face, its piece or None, seconds per
+    stage), or None when ``job.damage`` does not touch this face (nothing runs for it)."""
     h, w = rgb.shape[:2]
     t0 = time.perf_counter()
     fwd, inv = align_transform(det.landmarks, size)
@@ -213,7 +202,6 @@ def _restore_face(
 
 
 def _damage_notes(damage: tasks.Damage, detections: list[Detection], inpainted: int, skipped: int) -> list[str]:
-    """Inpainting's notes: how many faces the damage touched, and damage left outside every face."""
     total = len(detections)
     notes = [
         f"inpainted {inpainted} of {total} face{'s' if total > 1 else ''}: the ones the damage touches"

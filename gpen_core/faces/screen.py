@@ -1,15 +1,11 @@
 """Is a detection a face? Checks on RetinaFace's box and 5 landmarks, before restoring (docs/face-check.md).
 
-RetinaFace sometimes scores a dress, a cat, gravel or the moon above GPEN's 0.9 threshold, and GPEN
-would paste a hallucinated face there. **Geometry** (:func:`check`, free): the alignment's own
-similarity from the landmarks to GPEN's template must fit, the landmarks must lie in the box, and the
-box and eye distance must have a face's proportions in the face's own frame (rotation alone never
-rejects). **A second look** (:func:`second_looks`): the detector must find the face again with its box
-scaled to :data:`LOOK_BOX_PX`; texture and animal faces that fool it at one scale do not survive a
-second (measured: docs/detection.md). **The upright look** (:func:`upright_looks`): whether the face is
-the right way up for its landmarks.
-
-Pure NumPy and OpenCV; the detector comes in as a function. Points are (x, y) in image pixels.
+RetinaFace sometimes scores a dress, a cat or the moon above 0.9, and GPEN would paste a face there.
+**Geometry** (:func:`check`, free): the landmarks must fit GPEN's template, lie in the box, and box and eyes
+have a face's proportions in the face's own frame. **A second look** (:func:`second_looks`): the detector must
+find the face again at :data:`LOOK_BOX_PX` (docs/detection.md). **The upright look** (:func:`upright_looks`):
+whether the face is the right way up for its landmarks. Pure NumPy and OpenCV; the detector comes in as a
+function. Points are (x, y) in image pixels.
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ import cv2
 import numpy as np
 
 from gpen_core.faces.align import align_transform, reference_points, umeyama
-from gpen_core.faces.turns import CV2_TURN, unturn
 
 # The second look: the candidate's box is scaled to this many pixels (its neighbourhood,
 # LOOK_CONTEXT box sizes wide, around it). Measured: real faces 0.993-1.000 at 64 px,
@@ -34,23 +29,33 @@ LOOK_MIN_IOU = 0.4
 
 _NOT_FOUND_AGAIN = "it was not found again at a standard face size"
 
+# np.rot90(img, k) (counter-clockwise) as OpenCV's faster rotate: the detector's turned copies and the second look.
+CV2_TURN = {1: cv2.ROTATE_90_COUNTERCLOCKWISE, 2: cv2.ROTATE_180, 3: cv2.ROTATE_90_CLOCKWISE}
+
+
+def unturn(pts: np.ndarray, turn: int, w: int, h: int) -> np.ndarray:
+    """(N, 2) (x, y) points on a ``w``×``h`` image turned ``turn`` quarter turns counter-clockwise → on the image,
+    in continuous pixel coordinates (a pixel centre is at +0.5), so pixel centres map exactly."""
+    x, y = pts[:, 0], pts[:, 1]
+    if turn == 1:
+        return np.stack([w - y, x], axis=1)
+    if turn == 2:
+        return np.stack([w - x, h - y], axis=1)
+    if turn == 3:
+        return np.stack([y, h - x], axis=1)
+    return np.asarray(pts, dtype=np.float64)
+
 
 @dataclass(frozen=True)
 class Limits:
-    """Where a detection stops being a face. Each field: the limit, and why it sits there."""
+    """Where a detection stops being a face (the figures they were set from: docs/face-check.md, "Where the
+    limits sit")."""
 
-    # RMS landmark residual / template eye distance. Measured on real faces: 0.03-0.12 frontal
-    # (Solvay 0.03-0.09, FFHQ, astronaut), 0.31 for the cameraman's profile; 5 scattered
-    # points ~0.6, 5 collinear ones 0.42. The moon's false face reached 0.31 too: the
-    # second look, not the geometry, rejects it.
-    max_fit: float = 0.35
-    # Landmarks may sit this far outside the box, as a fraction of the box size.
-    box_margin: float = 0.10
-    # Box height / width. Real faces measured: 1.07-1.68.
-    min_aspect: float = 0.8
+    max_fit: float = 0.35  # RMS landmark residual / template eye distance
+    box_margin: float = 0.10  # how far landmarks may sit outside the box, as a fraction of its size
+    min_aspect: float = 0.8  # box height / width
     max_aspect: float = 2.2
-    # Eye distance / box width. Real faces measured: 0.23 (profile)-0.51.
-    min_eye_ratio: float = 0.15
+    min_eye_ratio: float = 0.15  # eye distance / box width
     max_eye_ratio: float = 0.75
 
 
@@ -75,8 +80,8 @@ class Plausibility:
 
 
 def _fit(landmarks: np.ndarray) -> tuple[float, float]:
-    """(RMS residual / template eye distance, rotation in degrees) of landmarks → template, by the alignment's own
-    fit (:func:`~gpen_core.faces.align.umeyama`): "fits" means the alignment puts them where the generator expects."""
+    """(RMS residual / template eye distance, rotation in degrees) of landmarks → template by the alignment's own
+    fit (:func:`~gpen_core.faces.align.umeyama`)."""
     src = landmarks.astype(np.float64)
     if src.var(axis=0).sum() <= 1e-12:
         return float("inf"), 0.0
@@ -100,8 +105,7 @@ def check(box: Sequence[float], landmarks: np.ndarray) -> Plausibility:
     bw, bh = max(x1 - x0, 1e-6), max(y1 - y0, 1e-6)
     fit, tilt = _fit(lm)
     if 45.0 < abs(tilt) < 135.0:
-        # A face lying on its side: its height runs along the image's x axis. Measured in the
-        # face's own frame, so rotation alone never rejects a face whose landmarks fit.
+        # A face on its side: measured in its own frame, rotation alone never rejects a face.
         bw, bh = bh, bw
     aspect = bh / bw
     eye_ratio = float(np.linalg.norm(lm[1] - lm[0])) / bw
@@ -169,8 +173,7 @@ _TILE_GAP = 32  # black pixels between the crops of one mosaic
 
 
 def _mosaic(crops: Sequence[np.ndarray], tile: int, cols: int) -> np.ndarray:
-    """``crops`` (one dtype and channel count) each at the top left of its ``tile`` px cell, ``cols`` cells a
-    row; black elsewhere."""
+    """``crops`` each at the top left of its ``tile`` px cell, ``cols`` cells a row; black elsewhere."""
     mosaic = np.zeros((math.ceil(len(crops) / cols) * tile, cols * tile, *crops[0].shape[2:]), crops[0].dtype)
     for k, crop in enumerate(crops):
         r, c = divmod(k, cols)
@@ -179,8 +182,7 @@ def _mosaic(crops: Sequence[np.ndarray], tile: int, cols: int) -> np.ndarray:
 
 
 def _cell(box: Sequence[float], tile: int, cols: int, count: int) -> tuple[int, float, float] | None:
-    """(the index of the mosaic cell holding ``box``'s centre, that centre within the cell), or None
-    when it falls outside the ``count`` cells."""
+    """(the mosaic cell holding ``box``'s centre, that centre within the cell), or None outside ``count`` cells."""
     cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
     c, r = int(cx // tile), int(cy // tile)
     k = r * cols + c
@@ -192,13 +194,10 @@ def _cell(box: Sequence[float], tile: int, cols: int, count: int) -> tuple[int, 
 def second_looks(
     rgb: np.ndarray, boxes: Sequence[Sequence[float]], detect: DetectFn, threshold: float, turns: Sequence[int] | None = None
 ) -> list[float]:
-    """For each box of ``rgb`` (H×W×3 uint8, the detector's colour order), the best score ``detect`` gives the same
-    face with the box scaled to :data:`LOOK_BOX_PX`; 0.0 where nothing overlapping it scores ``threshold``.
-
-    Every neighbourhood goes into one mosaic, so ``detect`` (an image it must not shrink → objects with
-    ``.box`` and ``.score`` in its pixels) runs once. ``turns``: per box, the quarter turns (counter-clockwise)
-    its face was found on; its crop is turned the same way, so the face is looked at upright.
-    """
+    """For each box of ``rgb`` (H×W×3 uint8), the best score ``detect`` gives the same face with the box scaled to
+    :data:`LOOK_BOX_PX`; 0.0 where nothing overlapping it scores ``threshold``. One mosaic, one ``detect`` (an
+    image it must not shrink → objects with ``.box`` and ``.score``). ``turns``: per box, the quarter turns its
+    face was found on; its crop is turned the same way, so the face is looked at upright."""
     turns = list(turns) if turns is not None else [0] * len(boxes)
     looks = [_look_crop(rgb, b, t) for b, t in zip(boxes, turns)]
     best = [0.0] * len(looks)
@@ -247,10 +246,9 @@ def filter_detections(
     return Filtered(kept, tuple((det, verdict) for det, verdict in zip(detections, verdicts) if not verdict.is_face))
 
 
-# The upright look: the 5-point template is nearly symmetric top to bottom, so landmarks read "upright"
-# off an upside-down face fit as well as true ones: only the pixels tell. Each candidate's aligned crop
-# (template at UPRIGHT_LOOK_PX, as much context again around it) and that crop turned 180° go into one
-# mosaic, one detector forward (measured on 33 upright and 7 upside-down faces: docs/face-check.md).
+# The upright look: the 5-point template is nearly symmetric top to bottom, so only the pixels tell an
+# upside-down face. Each aligned crop (template at UPRIGHT_LOOK_PX, context around) and it turned 180° go
+# into one mosaic, one detector forward (measured: docs/face-check.md).
 UPRIGHT_LOOK_PX = 96
 # Scores down to this count in the comparison (it compares, it does not accept faces).
 UPRIGHT_LOOK_THRESHOLD = 0.3
@@ -266,9 +264,9 @@ def _aligned_look(rgb: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
 
 
 def upright_looks(rgb: np.ndarray, landmarks: Sequence[np.ndarray], detect: DetectFn) -> list[tuple[float, float]]:
-    """For each landmark set (5, 2) in ``rgb``: (score of its aligned crop, of that crop turned 180°), 0.0 where
-    no face is found near the tile's centre; ``upright < turned``: the landmarks put the face upside down.
-    ``detect`` must not shrink the image and should accept scores down to :data:`UPRIGHT_LOOK_THRESHOLD`."""
+    """For each landmark set (5, 2) in ``rgb``: (score of its aligned crop, of it turned 180°), 0.0 where no face
+    is near the tile's centre; ``upright < turned``: upside down. ``detect`` must not shrink the image and
+    should accept scores down to :data:`UPRIGHT_LOOK_THRESHOLD`."""
     n = len(landmarks)
     scores = [[0.0, 0.0] for _ in range(n)]
     if n == 0:

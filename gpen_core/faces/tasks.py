@@ -1,9 +1,6 @@
-"""Image-side steps of GPEN's other tasks (docs/tasks.md), which the official code runs through the same
-``FaceGAN.process``: colorization reads the face grey and keeps the input's luminance; inpainting fills white
-brush strokes (found in the photo or given as a mask), runs only the faces the damage touches and pastes them
-through the damage, feathered, so undamaged pixels stay the photo's own.
-
-RGB uint8 H×W×3 in and out (masks: bool or float32 H×W); OpenCV's RGB↔YUV gives the official Y, U, V.
+"""Image-side steps of GPEN's other tasks (docs/tasks.md): colorization reads the face grey and keeps the input's
+luminance; inpainting fills white brush strokes (in the photo or a mask), runs only the faces the damage touches
+and pastes them through the damage, feathered. RGB uint8 H×W×3 in and out (masks: bool or float32 H×W).
 """
 
 from __future__ import annotations
@@ -34,9 +31,8 @@ class Damage:
 
 
 def to_grey(rgb: np.ndarray) -> tuple[np.ndarray, bool]:
-    """(the photo as grey RGB uint8 with three equal channels, whether it had colour), as the official predictor
-    reads it (``IMREAD_GRAYSCALE`` then ``GRAY2BGR``): the network was trained on grey faces, so a sepia or tinted
-    scan is made grey first. A photo whose channels are already equal comes back unchanged."""
+    """(the photo as grey RGB uint8, whether it had colour), as the official predictor reads it
+    (``IMREAD_GRAYSCALE`` then ``GRAY2BGR``): the network was trained on grey faces, so a tinted scan goes grey."""
     r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
     if np.array_equal(r, g) and np.array_equal(g, b):
         return rgb.copy(), False
@@ -45,8 +41,8 @@ def to_grey(rgb: np.ndarray) -> tuple[np.ndarray, bool]:
 
 
 def keep_luminance(grey: np.ndarray, coloured: np.ndarray) -> np.ndarray:
-    """The official ``FaceColorization.post_process``: ``coloured`` resized to ``grey``'s size
-    (INTER_LINEAR) with Y from ``grey`` and U, V from ``coloured``. RGB uint8 in and out."""
+    """The official ``FaceColorization.post_process``: ``coloured`` at ``grey``'s size (INTER_LINEAR), Y from
+    ``grey`` and U, V (OpenCV's YUV, as official) from ``coloured``. RGB uint8 in and out."""
     h, w = grey.shape[:2]
     if coloured.shape[:2] != (h, w):
         coloured = cv2.resize(coloured, (w, h))
@@ -93,9 +89,8 @@ def touches(crop_mask: np.ndarray, from_photo: bool) -> bool:
 
 
 def damage_paste_mask(crop_mask: np.ndarray) -> np.ndarray:
-    """Where an inpainted face is pasted: the damage grown by size/64 px and feathered as much,
-    float32 in [0, 1]. The network redraws the whole face; outside the damage the photo keeps its
-    own pixels (the face's identity), and the feather hides the seam."""
+    """Where an inpainted face is pasted: the damage grown by size/64 px and feathered as much, float32 in [0, 1];
+    outside it the photo keeps its own pixels (the face's identity)."""
     size = crop_mask.shape[0]
     r = max(1, size // 64)
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))

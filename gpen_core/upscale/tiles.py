@@ -1,12 +1,9 @@
 """Upscale a whole photo with RealESRNet in tiles whose memory fits a budget (docs/upscaling.md).
 
-Why tiles: the network's activations grow with the pixels it sees at once, so GPEN's untiled
-upscaler runs out of memory on 2k photos. Each tile is the input region plus ``pad`` px of context;
-only its centre is written into a preallocated output, so the peak is the output plus one tile.
-The grid is the official ``RealESRNet.tile_process`` one on the input reflect-padded to a multiple of
-the unshuffle factor (2 at ×2, 4 at ×1), as the official ``process`` pads it: the same pixels.
-
-Pixel contract: RGB uint8 H×W×3 in, RGB uint8 sH×sW×3 out, exactly.
+GPEN's untiled upscaler runs out of memory on 2k photos. Each tile is its region plus ``pad`` px of context;
+only its centre is written into a preallocated output, so the peak is the output plus one tile. The grid is the
+official ``RealESRNet.tile_process`` one on the input reflect-padded as the official ``process`` pads it: the
+same pixels. RGB uint8 H×W×3 in, RGB uint8 sH×sW×3 out, exactly.
 """
 
 from __future__ import annotations
@@ -31,30 +28,14 @@ if TYPE_CHECKING:
 DEFAULT_PAD = 10  # the official tile_pad; seams measured in tests/test_upscaler.py and docs/upscaling.md
 
 
-@dataclass(frozen=True)
-class TileCost:
-    """Per-tile peak RAM model: ``fixed + per_px * (padded tile area / unshuffle²)`` bytes.
+# Per-tile peak RAM model: TILE_FIXED_BYTES + TILE_BYTES_PER_PX per pixel of the network's trunk (the padded
+# tile's area / unshuffle²) at num_feat = num_grow_ch = 32, scaled by (num_feat + 2 * num_grow_ch) / 96 for other
+# widths. It bounds every tile measured (bench_upscale.py --calibrate, float32 and bf16) from above: docs/upscaling.md.
+TILE_FIXED_BYTES = 16 << 20
+TILE_BYTES_PER_PX = 7800
 
-    ``per_px`` is per pixel of the network's trunk (the input pixel at ×4, a 2×2 block at ×2) for
-    num_feat 32 / num_grow_ch 32, float32; other widths scale it by (num_feat + 2 * num_grow_ch) / 96.
-    The constants bound every tile measured (``benchmarks/bench_upscale.py --calibrate``, float32 and
-    bf16) from above: docs/upscaling.md.
-    """
-
-    fixed: int
-    per_px: int
-
-
-COST = TileCost(fixed=16 << 20, per_px=7800)
-
-# Per-tile working-set budget of each memory mode (bytes). The output buffer comes on
-# top (it is the result, s² × the input); the pipeline adds both to its estimate.
-MODE_TILE_BUDGET: dict[str, int] = {
-    "low": 96 << 20,
-    "faces-only": 192 << 20,
-    "balanced": 192 << 20,
-    "quality": 384 << 20,
-}
+# Per-tile working-set budget of each memory mode (bytes); the output buffer (s² × the input) comes on top.
+MODE_TILE_BUDGET: dict[str, int] = {"low": 96 << 20, "faces-only": 192 << 20, "balanced": 192 << 20, "quality": 384 << 20}
 MIN_TILE = 32  # below this the 2 × 10 px of context costs more than the tile itself
 MAX_TILE = 1024
 # Pixel-unshuffle factor of RealESRNet's input per scale: ×4 none, ×2 2×2 blocks, ×1 4×4 blocks.
@@ -87,9 +68,8 @@ def check_output_size(width: int, height: int, factor: int) -> None:
 
 
 def upscale_extra_bytes(width: int, height: int, factor: int, tile: int, *, pad: int = DEFAULT_PAD) -> int:
-    """Estimated RAM the upscaling flow adds to a request (bytes): its full-size buffers
-    (:data:`FLOW_BUFFERS` × the result) plus one tile's working set. An estimate from the
-    cost model, not a measurement."""
+    """Estimated RAM (bytes, from the cost model, not measured) the upscaling flow adds to a request: its
+    full-size buffers (:data:`FLOW_BUFFERS` × the result) plus one tile's working set."""
     if factor <= 1:
         return 0
     return FLOW_BUFFERS * width * height * 3 * factor * factor + tile_cost_bytes(tile, factor, pad=pad)
@@ -100,21 +80,18 @@ def tile_cost_bytes(tile: int, scale: int, *, pad: int = DEFAULT_PAD, num_feat: 
     u = _UNSHUFFLE[scale]
     side = tile + 2 * pad
     width = (num_feat + 2 * num_grow_ch) / 96
-    return int(COST.fixed + COST.per_px * width * side * side / (u * u))
+    return int(TILE_FIXED_BYTES + TILE_BYTES_PER_PX * width * side * side / (u * u))
 
 
 def tile_for_budget(
     budget_bytes: int, scale: int, *, pad: int = DEFAULT_PAD, num_feat: int = 32, num_grow_ch: int = 32
 ) -> int:
-    """The largest tile size (input px, a multiple of 16) whose predicted peak fits ``budget_bytes``.
-
-    Never below :data:`MIN_TILE` (a budget too small for that still gets the
-    smallest tile: the caller's memory check decides whether to run at all).
-    """
+    """The largest tile size (input px, a multiple of 16) whose predicted peak fits ``budget_bytes``; never below
+    :data:`MIN_TILE` (the caller's memory check decides whether to run at all)."""
     u = _UNSHUFFLE[scale]
     width = (num_feat + 2 * num_grow_ch) / 96
-    room = max(0, budget_bytes - COST.fixed)
-    side = math.sqrt(room * u * u / (COST.per_px * width))
+    room = max(0, budget_bytes - TILE_FIXED_BYTES)
+    side = math.sqrt(room * u * u / (TILE_BYTES_PER_PX * width))
     tile = int(side - 2 * pad) // 16 * 16
     return max(MIN_TILE, min(MAX_TILE, tile))
 
@@ -136,11 +113,8 @@ class TileGrid:
 
 
 def plan_grid(height: int, width: int, scale: int, tile: int, pad: int = DEFAULT_PAD) -> TileGrid:
-    """Tiles for an H×W input. ``tile`` 0 (or ≥ the image) means one tile, the whole image.
-
-    At ×2 / ×1 the tile and pad are rounded up to a multiple of the unshuffle
-    factor (2 / 4) so every tile the network sees has a size it accepts.
-    """
+    """Tiles for an H×W input (``tile`` 0 or ≥ the image: one tile). At ×2 / ×1 the tile and pad are rounded up to a
+    multiple of the unshuffle factor (2 / 4), a size the network accepts."""
     u = _UNSHUFFLE[scale]
     hp, wp = height + (-height) % u, width + (-width) % u
     pad = pad + (-pad) % u
@@ -162,12 +136,9 @@ class Upscaled:
 
 
 def choose_bf16(device: str, mode: MemoryMode | None = None, features: dict[str, bool] | None = None) -> tuple[bool, str]:
-    """Whether the upscaler runs under CPU bfloat16 autocast (``run_tiles(bf16=...)``), and why.
-
-    bfloat16 only on a CPU with native bf16 (several times faster there, 31× slower emulated:
-    docs/upscaling.md) and in a mode that accepts reduced precision (all but ``quality``, which
-    promises float32 on both devices). ``features``: ``cpu_features()``'s dict (default: read it now).
-    """
+    """(whether the upscaler runs under CPU bfloat16 autocast, why): only on a CPU with native bf16 (several times
+    faster, 31× slower emulated: docs/upscaling.md) and in a mode that accepts reduced precision (all but
+    ``quality``). ``features``: ``cpu_features()``'s dict (default: read it now)."""
     if not str(device).startswith("cpu"):
         return False, f"float32 on {device} (the CPU bfloat16 path applies to the CPU only)"
     if mode is not None and mode.cpu_dtype == "float32" and mode.cuda_dtype == "float32":
@@ -200,17 +171,13 @@ def run_tiles(
     *,
     bf16: bool = False,
 ) -> Upscaled:
-    """Upscale RGB uint8 H×W×3 by ``net.scale`` in tiles; see the module docstring.
-
-    ``bf16``: run the network under CPU bfloat16 autocast (ignored off the CPU; :func:`choose_bf16`
-    decides). A net whose weights are bfloat16 gets its input in bfloat16.
-    """
+    """Upscale RGB uint8 H×W×3 by ``net.scale`` in tiles. ``bf16``: under CPU bfloat16 autocast (ignored off the
+    CPU; :func:`choose_bf16` decides)."""
     import torch
 
     check_rgb(rgb, "the photo to upscale")
-    # glibc's sliding mmap threshold lets tile activations fragment the heap, so the same tile peaks
-    # anywhere from 44 to 75 MiB (docs/upscaling.md): fixed, every call peaks the same. Set each time
-    # upscaling runs: the next request sets its own mode's (gpen_core.platform.heap).
+    # glibc's sliding mmap threshold let the same tile peak anywhere from 44 to 75 MiB (docs/upscaling.md): fixed,
+    # every call peaks the same. Set each time: the next request sets its own mode's.
     map_blocks_from(MAPPED_FROM)
     t0 = time.perf_counter()
     s = net.scale

@@ -16,13 +16,12 @@ from gpen_core.weights.registry import WeightSpec, models_folder
 _CHUNK = 1 << 20
 
 _hash_lock = threading.Lock()
-# (real path, size, mtime_ns, inode) → sha256: a file is hashed once per process
-# until it changes on disk, so status() and repeated loads stay cheap.
 _hash_cache: dict[tuple[str, int, int, int], str] = {}
 
 
 def file_sha256(path: Path) -> str:
-    """sha256 of a file (cached per process while its size, mtime and inode are unchanged)."""
+    """sha256 of a file, hashed once per process while its size, mtime and inode are unchanged (status() and
+    repeated loads stay cheap)."""
     st = path.stat()
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
     with _hash_lock:
@@ -74,8 +73,8 @@ def _delete_fix(spec: WeightSpec, path: Path, extra: str = "") -> str:
 
 
 def verify(path: Path, spec: WeightSpec, models_dir: str | os.PathLike[str] | None = None, *, record: bool = True) -> str:
-    """Check ``path`` against ``spec`` (size, then sha256 or its sidecar, which ``record`` writes when there is none
-    yet) and return the sha256; a wrong size or hash raises WeightsCorruptError naming the file and the fix."""
+    """``path``'s sha256 once its size and sha256 (or its sidecar, which ``record`` writes when absent) match
+    ``spec``; else WeightsCorruptError naming the file and the fix."""
     size = path.stat().st_size
     if spec.size_bytes is not None and size != spec.size_bytes:
         raise WeightsCorruptError(

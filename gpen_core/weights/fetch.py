@@ -1,7 +1,5 @@
-"""Downloading checkpoint files: probe the host, stream to a temp file in the models folder, verify
-(size, sha256), then flush and rename into place, so the final name never holds a partial file.
-Sources are tried in the registry's order; an unreachable host fails in seconds. Imports neither
-torch nor modelscope.
+"""Downloading checkpoint files: probe the host, stream to a temp file in the models folder, verify (size, sha256),
+then flush and rename into place, so the final name never holds a partial file. Imports neither torch nor modelscope.
 """
 
 from __future__ import annotations
@@ -21,12 +19,9 @@ from gpen_core.progress import CountProgress
 from gpen_core.weights.missing import missing_error
 from gpen_core.weights.registry import Arch, WeightSpec
 
-# A TCP connect to the source host before any download: an offline machine or a
-# blocked host fails here in seconds instead of in ModelScope's retry loop (20+ s).
+# A TCP connect to the source host first: an offline machine fails in seconds, not in a retry loop (20+ s).
 CONNECT_PROBE_S = 3.0
-# Per-read socket timeout of an HTTP download: a stalled server fails the download
-# (cleanly, nothing left under the final name) instead of hanging the app.
-READ_TIMEOUT_S = 20.0
+READ_TIMEOUT_S = 20.0  # per read: a stalled server fails the download instead of hanging the app
 # A server that drips never trips the read timeout; two more rules stop it within one read
 # timeout, its partial file removed: under MIN_BYTES_PER_S (dial-up speed) over any
 # MIN_RATE_WINDOW_S, and a whole-download deadline (an hour asks under 1 MB/s of any file here).
@@ -68,8 +63,7 @@ def _probe(url: str, timeout: float | None = None) -> str | None:
         return f"cannot connect to {host}:{port} ({exc.strerror or exc.__class__.__name__ or exc})"
 
 
-def _open_url(url: str, timeout: float):
-    """urllib's opener (a seam for tests that simulate broken streams)."""
+def _open_url(url: str, timeout: float):  # a seam for tests that simulate broken streams
     import urllib.request
 
     req = urllib.request.Request(url, headers={"User-Agent": "gpen_core (python urllib)"})
@@ -92,7 +86,7 @@ def _clean_stale_parts(folder: Path, filename: str) -> None:
 
 
 def _install(tmp: Path, spec: WeightSpec, folder: Path, total: int | None) -> Path:
-    """Check a fully written temp file and move it into place atomically."""
+    """Verify a fully written temp file and move it into place atomically."""
     size = tmp.stat().st_size
     if total is not None and size != total:
         raise _Rejected(f"incomplete: got {size} of {total} bytes")
@@ -105,8 +99,7 @@ def _install(tmp: Path, spec: WeightSpec, folder: Path, total: int | None) -> Pa
         # Nothing pins these bytes: open them before they get the final name and a sidecar hash.
         _check_contents(tmp, spec)
     final = folder / spec.filename
-    # Named .NAME.RANDOM.part, swept by age (_clean_stale_parts), not by pid: a models folder may be shared
-    # by several machines, where another's pid says nothing here.
+    # .NAME.RANDOM.part is swept by age, not pid: a models folder may be shared by several machines.
     durable.install(tmp, final, sync=True)
     if spec.sha256 is None:
         # The download is the trust event: record what we fetched.
@@ -119,9 +112,8 @@ class _Rejected(Exception):
 
 
 def _check_contents(tmp: Path, spec: WeightSpec) -> None:
-    """Raise :class:`_Rejected` unless ``tmp`` is a PyTorch state_dict of the network ``spec`` names (a generator's
-    architecture: the registry's), read ``weights_only`` and memory-mapped. Else an unpinned source could deliver
-    any bytes (zeros, an HTML error page) and they would be installed and trusted from then on."""
+    """Raise :class:`_Rejected` unless ``tmp`` is a state_dict of the network ``spec`` names (read ``weights_only``,
+    mapped): else an unpinned source's zeros or HTML page would be installed and trusted from then on."""
     from gpen_core.errors import OutOfMemory
     from gpen_core.networks.checkpoint import build_from_state_dict, infer_config, read_checkpoint, unwrap_state_dict
 
@@ -139,8 +131,7 @@ def _check_contents(tmp: Path, spec: WeightSpec) -> None:
     except OutOfMemory:
         raise
     except WeightsError as exc:
-        # read_checkpoint names "the downloaded file <temporary path>" (or "the downloaded <name>"): the
-        # message is about what was served, not where it waited.
+        # About what was served, not the temporary path it waited under.
         text = str(exc).replace(f"file {tmp}", "file").replace(str(tmp), "file").replace(tmp.name, "file")
         text = text.split(" Delete it and download")[0]
         raise _Rejected(f"not a usable {spec.name} checkpoint: {text}") from None

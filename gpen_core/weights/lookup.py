@@ -1,11 +1,10 @@
-"""Where each checkpoint is, and whether it is the right file: the public face of the weights (the registry's,
-checksums' and fetch's public names are importable from here too).
+"""Where each checkpoint is and whether it is the right file: the weights' public face (the registry's, checksums'
+and fetch's public names too).
 
-:func:`resolve` turns a registry name (or a path) into a verified file, looking in order at: an explicit file (or a
-folder holding exactly one known file, a ModelScope snapshot folder too); our models folder (``$GPEN_HOME``, default
-``~/.cache/gpen``); the ModelScope cache (``$MODELSCOPE_CACHE``, default ``~/.cache/modelscope``, in every layout
-modelscope has used); then a download, when allowed (``allow_download=None``: unless ``GPEN_OFFLINE=1``).
-Files are verified before anything calls ``torch.load``; importing this imports neither torch nor modelscope.
+:func:`resolve` looks in order at: an explicit file (or a folder holding one known file, a ModelScope snapshot
+too); our models folder (``$GPEN_HOME``, default ``~/.cache/gpen``); the ModelScope cache (``$MODELSCOPE_CACHE``,
+every layout modelscope has used); then a download, when allowed (``allow_download=None``: unless
+``GPEN_OFFLINE=1``). Files are verified before any ``torch.load``; imports neither torch nor modelscope.
 """
 
 from __future__ import annotations
@@ -41,10 +40,9 @@ class _Found:
 
 
 def _modelscope_candidates(model_id: str, relpath: str, root: Path) -> list[tuple[str, list[Path]]]:
-    """(description, candidate paths) pairs for every place modelscope (1.40 and older) may have put
-    ``relpath`` of ``model_id``, newest layout first: 1.38+ ``models/owner--name/snapshots/<rev>/``
-    (master, main, then any other); ≤1.37 ``models/owner/name___`` and ``hub/models/owner/name___``;
-    older SDKs ``owner/name`` and ``hub/owner/name``. Both owners are tried: "damo" was renamed "iic"."""
+    """(description, candidate paths) for every place modelscope (≤ 1.40) may have put ``relpath`` of ``model_id``,
+    newest layout first: 1.38+ ``models/owner--name/snapshots/<rev>/`` (master, main, then any); ≤1.37
+    ``[hub/]models/owner/name___``; older ``[hub/]owner/name``. Both owners: "damo" was renamed "iic"."""
     owner, name = model_id.split("/", 1)
     safe = name.replace(".", "___")
     out: list[tuple[str, list[Path]]] = []
@@ -146,9 +144,8 @@ def locate(name_or_path: str | os.PathLike[str], models_dir: str | os.PathLike[s
 
 def resolve(name_or_path: str | os.PathLike[str], *, models_dir: str | os.PathLike[str] | None = None,
             allow_download: bool | None = None, progress: CountProgress | None = None) -> Path:
-    """A verified checkpoint file for a registry name or an explicit path, looked for in the module doc's order.
-    Raises :class:`WeightsError` within seconds when it is missing and cannot be fetched (naming the file, every
-    place looked and the fix), and when a found file fails its size or hash check."""
+    """A verified checkpoint file for a registry name or an explicit path, looked for in the module doc's order;
+    :class:`WeightsError` (the file, every place looked, the fix) within seconds when missing, unfetchable or bad."""
     spec, explicit = _parse(name_or_path)
     folder = models_folder(models_dir)
     if explicit is not None:
@@ -173,9 +170,8 @@ def resolve(name_or_path: str | os.PathLike[str], *, models_dir: str | os.PathLi
 
 def download(name: str, *, models_dir: str | os.PathLike[str] | None = None, progress: CountProgress | None = None,
              cancel: threading.Event | None = None) -> Path:
-    """Fetch ``name`` into the models folder (ignoring GPEN_OFFLINE: this is the explicit request); at once when
-    a verified copy is present, replacing a corrupt one in the models folder. ``cancel`` set (from another
-    thread: a Stop button) ends it at its next chunk with :class:`~gpen_core.weights.fetch.DownloadCancelled`."""
+    """Fetch ``name`` into the models folder (ignoring GPEN_OFFLINE), at once when a verified copy is present, a
+    corrupt one there replaced. ``cancel`` set (a Stop button) ends it at the next chunk: ``DownloadCancelled``."""
     spec = get_spec(name)
     folder = models_folder(models_dir)
     found, looked = _search(spec, folder)
@@ -191,8 +187,7 @@ def download(name: str, *, models_dir: str | os.PathLike[str] | None = None, pro
 
 
 def status(models_dir: str | os.PathLike[str] | None = None) -> list[WeightStatus]:
-    """One row per registry entry: present where, verified or why not. No network; each present file is hashed
-    once per process (cached while unchanged on disk)."""
+    """One row per registry entry: present where, verified or why not. No network; hashes are cached."""
     folder = models_folder(models_dir)
     rows: list[WeightStatus] = []
     for spec in REGISTRY.values():

@@ -10,7 +10,7 @@ from pathlib import Path
 from gpen_core.errors import WeightsError
 from gpen_core.modes import MemoryMode
 from gpen_core.options import DETECTOR_WEIGHTS
-from gpen_core.weights.registry import REGISTRY, WeightSpec, WeightStatus, modelscope_cache_root
+from gpen_core.weights.registry import REGISTRY, WeightStatus, modelscope_cache_root
 
 # Why a file was not fetched when the caller turned downloads off; the app swaps it for where its button is.
 DOWNLOADS_OFF_FOR_CALL = "downloads are off for this call"
@@ -38,8 +38,7 @@ def mode_files(mode: MemoryMode, model: str | None = None, detector: str | None 
 
 
 def unusable(statuses: Iterable[WeightStatus]) -> frozenset[str]:
-    """The registry names of ``weights.status()`` rows that a load would fail on: missing, or
-    present and failing verification (a corrupt file counts as missing)."""
+    """The registry names of ``weights.status()`` rows a load would fail on: missing or failing verification."""
     return frozenset(s.name for s in statuses if not s.present or s.verified is False)
 
 

@@ -1,7 +1,5 @@
-"""The checkpoint registry: one literal table of every file the engine can use.
-
-Registry name → file name, sources, pinned size and sha256 where there is published evidence, and,
-for generators, the architecture. Torch-free and network-free.
+"""The checkpoint registry, one literal table: name → file name, sources, the size and sha256 where published,
+and a generator's architecture. Torch-free and network-free.
 """
 
 from __future__ import annotations
@@ -39,8 +37,7 @@ class WeightSpec:
     name: str  # registry name, what users type: `python -m gpen_core download NAME`
     filename: str  # the name it has in our models folder (and in facexlib's model_rootpath)
     kind: Kind
-    # Release URLs, tried in order. A URL that serves different bytes is rejected
-    # by the size/sha256 check, so a pinned hash makes extra mirrors safe.
+    # Release URLs, tried in order; a pinned hash makes extra mirrors safe.
     urls: tuple[str, ...]
     licence: str
     notes: str = ""

@@ -21,10 +21,9 @@ def generator_names() -> list[str]:
 
 
 def checked_model(name: str | None, *, any_path: bool = False, folder: Path | None = None) -> str | None:
-    """``name`` as the engine takes it: None (the mode's choice), a registry name (in the registry's spelling,
-    whatever case was typed), or a checkpoint path: a bare
-    file name or a path inside ``folder`` (default: the models folder) naming an existing ``.pth``/``.pt`` file
-    there; anything else raises :class:`InputError` without echoing the value."""
+    """``name`` as the engine takes it: None (the mode's choice), a registry name (in the registry's spelling), or
+    an existing ``.pth``/``.pt`` file inside ``folder`` (default: the models folder), named bare or by path;
+    anything else raises :class:`InputError` without echoing the value."""
     if name is None:
         return None
     known = registry_name(name)
