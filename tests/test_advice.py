@@ -65,7 +65,7 @@ def test_progress_text_is_plain_and_counts_the_tips() -> None:
 
 
 def test_unmeasurable_tips_say_why_without_running_anything(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(advice, "cuda_available", lambda: False)
+    monkeypatch.setattr(advice, "torch_facts", lambda: (False, None))
     r = advice.measure_tips(workload="tiny", repeats=1, tips=[4, 5, 10, 11])
     assert [x.tip.number for x in r.results] == [4, 5, 10, 11]
     for x in r.results:
@@ -176,3 +176,15 @@ def test_the_tips_machine_line_names_the_cpu_as_the_hardware_check_does(monkeypa
     line = advice.machine_line(False)
     assert line.startswith("An ARM CPU [fma, bf16; native bf16: no], ") and " threads, RAM " in line, line
     assert line.endswith(", no CUDA GPU")
+    # The plan's answer, asked of a child that imports torch, wins over the flags (ARM's bf16 runs natively).
+    assert "[fma, bf16; native bf16: yes], " in advice.machine_line(False, True)
+
+
+def test_the_tips_ask_a_child_what_the_plan_decides() -> None:
+    import torch
+
+    from gpen_core.networks.plan import choose_plan
+
+    has_cuda, bf16 = advice.torch_facts()
+    assert has_cuda is torch.cuda.is_available()
+    assert bf16 is (choose_plan("cpu", "auto")[0].dtype == "bfloat16")

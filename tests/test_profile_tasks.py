@@ -180,6 +180,21 @@ def test_the_reports_native_bf16_is_the_one_the_plan_decided(monkeypatch: pytest
     assert plan.choose_plan("cpu", "auto")[0].dtype == ("bfloat16" if native else "float32")
 
 
+@pytest.mark.parametrize("flags", [("bf16",), ("avx512_bf16",)])
+def test_a_torch_without_onednn_still_plans_by_the_flags(monkeypatch: pytest.MonkeyPatch, flags: tuple[str]) -> None:
+    """Some ARM builds of torch have no oneDNN, hence no mkldnn op to ask: every request used to fail there."""
+    import types
+
+    import torch
+
+    from gpen_core.networks import plan
+
+    monkeypatch.setattr(torch.ops, "mkldnn", types.SimpleNamespace())
+    monkeypatch.setattr(plan, "cpu_flags", lambda: set(flags))
+    assert plan.cpu_features()["native_bf16"] is (flags == ("avx512_bf16",))  # ARM's bf16 needs oneDNN to be fast
+    assert plan.choose_plan("cpu", "auto")[0].dtype == ("float32" if flags == ("bf16",) else "bfloat16")
+
+
 def test_a_mode_or_task_row_out_of_memory_is_recorded_as_needing_more_than_was_free(monkeypatch: pytest.MonkeyPatch,
                                                                                       tmp_path: Path) -> None:
     def out_of_memory(spec: dict, report: object) -> None:

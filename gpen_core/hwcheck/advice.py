@@ -119,11 +119,11 @@ def _make_cache(root: Path, n_files: int) -> None:
             (d / f"f{j}.json").write_bytes(b"{}")
 
 
-def cuda_available() -> bool:
-    """Whether a CUDA device is usable, asked in a child so this process never creates a CUDA context
-    (a child that fails or runs past 120 s: not usable)."""
-    out = worker.run("torch.cuda:is_available", timeout=120, quiet=True)
-    return isinstance(out, worker.Done) and out.value is True
+def torch_facts() -> tuple[bool, bool | None]:
+    """(a CUDA device is usable, the plan's native bf16), asked in a child so this process never imports torch or
+    creates a CUDA context; a child that fails or runs past 120 s: no CUDA, bf16 unknown."""
+    out = worker.run("gpen_core.hwcheck.advice_child:torch_facts", timeout=120, quiet=True)
+    return tuple(out.value) if isinstance(out, worker.Done) else (False, None)
 
 
 def measure_tips(
@@ -138,7 +138,7 @@ def measure_tips(
     the time left (:mod:`.eta`); every child shares one scratch folder, removed however this ends."""
     report = progress or (lambda f, d: None)
     wanted = [t for t in TIPS if tips is None or t.number in tips]
-    has_cuda = cuda_available()
+    has_cuda, bf16 = torch_facts()
     tiny = workload == "tiny"
     results: list[TipResult] = []
     with scratch_folder() as scratch:
@@ -158,7 +158,7 @@ def measure_tips(
             results.append(plan if isinstance(plan, TipResult) else _measure_plan(plan, repeats, step))
     report(1.0, "done")
     return AdviceReport(
-        machine=machine_line(has_cuda), created=datetime.now().isoformat(timespec="seconds"),
+        machine=machine_line(has_cuda, bf16), created=datetime.now().isoformat(timespec="seconds"),
         workload=workload_of(workload).label, repeats=repeats, results=tuple(results), notes=(
             "Synthetic weights of the exact architectures: memory and time as the real ones, no restoration.",
             "Each network is loaded (and converted) once, unmeasured, before its measured runs, so both sides "
@@ -278,10 +278,13 @@ def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipR
     return TipResult(plan.tip, v, why, before, after)
 
 
-def machine_line(has_cuda: bool) -> str:
-    """The hardware check's machine facts (report.host_text), and the GPU or its absence (asked of a child)."""
+def machine_line(has_cuda: bool, native_bf16: bool | None = None) -> str:
+    """The hardware check's machine facts (report.host_text), and the GPU or its absence (both asked of a child,
+    :func:`torch_facts`); ``native_bf16`` None: judged by the flags, as for an older saved check."""
     model, flags = cpu_facts()
     vm = psutil.virtual_memory()
-    return host_text({"cpu_model": model, "cpu_flags": flags, "cores_physical": psutil.cpu_count(logical=False),
-                      "cores_logical": psutil.cpu_count(), "ram_available_bytes": vm.available,
-                      "ram_total_bytes": vm.total}) + (", a CUDA GPU" if has_cuda else ", no CUDA GPU")
+    facts = {"cpu_model": model, "cpu_flags": flags, "cores_physical": psutil.cpu_count(logical=False),
+             "cores_logical": psutil.cpu_count(), "ram_available_bytes": vm.available, "ram_total_bytes": vm.total}
+    if native_bf16 is not None:
+        facts["native_bf16"] = native_bf16
+    return host_text(facts) + (", a CUDA GPU" if has_cuda else ", no CUDA GPU")

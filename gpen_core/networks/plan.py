@@ -59,7 +59,7 @@ def cpu_features() -> dict[str, bool]:
     # oneDNN's own answer where this torch exposes it (it is what the convolutions use).
     try:
         onednn = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except RuntimeError:  # a torch built without oneDNN raises here: then it cannot run bf16 fast
+    except (AttributeError, RuntimeError):  # a torch built without oneDNN (some ARM builds) lacks the op or raises
         onednn = False
     feats["native_bf16"] = native_bf16(flags, onednn)
     return feats

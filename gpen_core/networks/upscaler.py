@@ -198,7 +198,7 @@ def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cp
     p = Path(path)
     sd = read_network_weights(
         p, "upscaler weights", wrappers=_WRAPPERS, not_a_dict=_not_an_upscaler(str(p)),
-        missing=missing_upscaler_text(str(p)),
+        missing=missing_upscaler_text(str(p), "realesrnet_x4" if "x4" in p.name else "realesrnet_x2"),
     )
     return build_upscaler(sd, str(p)).to(device)
 
