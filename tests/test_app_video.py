@@ -65,7 +65,8 @@ def test_progress_counts_frames_and_the_time_left() -> None:
     assert video_tab.progress_fraction(12, 48) == 0.25 and video_tab.progress_fraction(3, 0) is None
 
 
-def test_the_clip_panel_says_what_was_kept() -> None:
+def test_the_clip_panel_says_what_was_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpen_core.faces import identity_model
     from gpen_core.video.result import VideoResult
 
     r = VideoResult(output="o.mp4", frames=48, fps=24.0, duration_s=2.0, size=(640, 360), mode="low", mode_reason="",
@@ -78,6 +79,13 @@ def test_the_clip_panel_says_what_was_kept() -> None:
     assert "Memory plan" not in video_tab.video_markdown(replace(r, planned_bytes=None))  # a GPU: no row
     assert "| Frames | 48 (2.00 s at 24.00 fps on average), 640×360 |" in md
     assert "| Audio | re-encoded to AAC" in md and "turned upright from 90°" in md and "| Mode | low |" in md
+    # Not checked: the one reason that held, not a list of possible ones (the tab's switch on is auto's rule).
+    assert "| Identity | not checked: low mode leaves it out" in md
+    monkeypatch.setattr(identity_model, "available", lambda: False)
+    balanced = replace(r, mode="balanced")
+    assert "| Identity | not checked: dlib is not installed here. Fix: `pip install" in video_tab.video_markdown(balanced)
+    monkeypatch.setattr(identity_model, "available", lambda: True)
+    assert "| Identity | not checked: the Identity check switch is off |" in video_tab.video_markdown(balanced)
 
 
 def test_frame_pair_reads_the_same_time_from_both_files(tmp_path: Path) -> None:

@@ -162,7 +162,7 @@ def video_markdown(result: Any) -> str:
         f"| Rotation | {rotation} |",
         "| Timestamps | each frame's own, kept (no forced frame rate) |",
         f"| Video | H.264, CRF {result.crf} |",
-        f"| Identity | {_identity_cell(result.identity)} |",
+        f"| Identity | {_identity_cell(result.identity, result.mode)} |",
     ]
     if p.shared:  # the meter's own words (threads, page faults) stay in the JSON's peaks.shared
         lines.append("| Note on the peaks | other work in this app ran during the clip, so the peak may include some "
@@ -171,13 +171,19 @@ def video_markdown(result: Any) -> str:
     return "\n".join(lines + notes_lines(list(result.notes)))
 
 
-def _identity_cell(ident: Any) -> str:
-    """What was checked and flagged (the frame list beside the slider names the frames)."""
+def _identity_cell(ident: Any, mode: str) -> str:
+    """What was checked and flagged (the frame list beside the slider names the frames), or why nothing was: the
+    tab's switch on is auto's rule (:func:`gpen_core.faces.identity.runs_for`), so the first reason that holds."""
+    from gpen_core.faces import identity_model
     from gpen_core.video.identity import summary_lines
 
     if ident is None:
-        return ("not checked (the Identity check switch is off, or as for photos: not in low mode, nor where dlib is "
-                "not installed; docs/identity.md)")
+        if mode == "low":
+            return ("not checked: low mode leaves it out, as for photos (it would be a large share of its time; "
+                    "docs/identity.md)")
+        if not identity_model.available():
+            return f"not checked: dlib is not installed here. Fix: `{identity_model.PIP_COMMAND}`"
+        return "not checked: the Identity check switch is off"
     head, *tracks = summary_lines(ident)
     cell = head.removeprefix("identity: ")
     if tracks:
