@@ -19,8 +19,11 @@ def duration_text(seconds: float) -> str:
 
 
 def left_text(seconds: float | None, untimed: int = 0) -> str:
-    """'about 40 s left', 'about 3 min left', 'about 40 s left, and 4 steps not timed yet'; '' when unknown."""
+    """'about 40 s left', 'about 3 min left', 'about 40 s left, and 4 steps not timed yet'; '' when unknown;
+    'finishing' when every timed step is done (the last frame: only the encoder's flush is left, never 'about 5 s')."""
     if seconds is None:
         return ""
+    if seconds < 0.5 and not untimed:
+        return "finishing"
     steps = f", and {untimed} step{'s' if untimed > 1 else ''} not timed yet" if untimed else ""
     return f"about {duration_text(seconds)} left{steps}"

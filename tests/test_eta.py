@@ -67,6 +67,7 @@ def test_a_prior_estimates_before_anything_is_measured() -> None:
 
 def test_the_text_rounds_to_what_a_person_reads() -> None:
     assert left_text(2) == "about 5 s left"
+    assert left_text(0) == "finishing"  # a clip's last frame said "about 5 s left"
     assert left_text(42) == "about 40 s left"
     assert left_text(89) == "about 90 s left"
     assert left_text(200) == "about 3 min left"
