@@ -121,6 +121,62 @@ def test_a_clips_expected_frames_are_its_restored_part(tmp_path: Path) -> None:
     assert cli_convert.clip_frames(tmp_path / "missing.mp4") == (0, (0, 0))
 
 
+# Gaps of 33 and 200 ms (1/1000 s time base): 12 frames in 0.73 s that a 25 fps header calls 18
+VFR_MS = [0, 33, 66, 266, 299, 332, 365, 565, 598, 631, 664, 697]
+
+
+def _vp8_webm(path: Path, pts_ms: list[int]) -> Path:
+    import av
+
+    with av.open(str(path), "w") as out:
+        s = out.add_stream("libvpx", rate=25, options={"deadline": "realtime", "cpu-used": "8"})
+        s.width, s.height, s.pix_fmt = 64, 48, "yuv420p"
+        s.codec_context.time_base = Fraction(1, 1000)
+        for i, t in enumerate(pts_ms):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 20 * i, np.uint8), format="rgb24")
+            frame.pts, frame.time_base = t, Fraction(1, 1000)
+            out.mux(s.encode(frame))
+        out.mux(s.encode())
+    return path
+
+
+@pytest.mark.parametrize("container", ["mkv", "webm"])
+def test_a_variable_rate_clips_frames_are_its_packets_not_its_length_at_its_rate(tmp_path: Path, container: str) -> None:
+    from gpen_core.video.limits import ClipCap
+    from gpen_core.video.probe import expected_frames, open_video
+
+    from .videoclips import gradient_frames, make_clip
+
+    if container == "mkv":
+        path = make_clip(tmp_path / "v.mkv", gradient_frames(12), pts=VFR_MS, time_base=Fraction(1, 1000))
+    else:
+        path = _vp8_webm(tmp_path / "v.webm", VFR_MS)
+    assert cli_convert.clip_frames(path)[0] == 12
+    assert cli_convert.clip_frames(path, 0.2, 0.6)[0] == len([t for t in VFR_MS if 200 <= t < 600])  # 6
+    assert cli_convert.clip_frames(path, 0.6)[0] == len([t for t in VFR_MS if t >= 600])  # 3
+    container_, info = open_video(path, count=True)
+    container_.close()
+    cap = ClipCap(0.3, 60, "a test's limit")  # from the part's start: its seconds, then its frames
+    assert expected_frames(info, cap=cap) == len([t for t in VFR_MS if t < 300])  # 5
+    assert expected_frames(info, 0.3, cap=ClipCap(10.0, 4, "a test's limit")) == 4
+
+
+def test_a_long_clips_count_stops_at_its_bound_and_estimates_the_rest_at_the_counted_rate(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpen_core.video import probe
+
+    from .videoclips import gradient_frames, make_clip
+
+    path = make_clip(tmp_path / "c.mkv", gradient_frames(12), time_base=Fraction(1, 4))  # 12 frames at 4 fps: 3 s
+    monkeypatch.setattr(probe, "COUNT_PACKETS", 5)  # 0 to 1 s read, 1.25 to 2.75 s estimated
+    container, info = probe.open_video(path, count=True)
+    container.close()
+    assert info.packets is not None and len(info.packets.times) == 5 and not info.packets.complete
+    assert probe.expected_frames(info) == 12
+    assert probe.expected_frames(info, 0.5, 2.0) == 6  # 0.5 to 1.75 s: 3 read, 3 estimated
+    assert probe.expected_frames(info, 2.0, 10.0) == 4  # past the read part, up to the clip's end
+
+
 def test_a_clips_result_carries_what_was_done_before_its_first_frame_first(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpen_core.result import Peaks
     from gpen_core.video.result import VideoResult

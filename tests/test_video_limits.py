@@ -236,12 +236,21 @@ def test_cli_no_audio_restores_a_clip_whose_audio_an_mp4_cannot_take_on_both_pat
         assert read_clip(tmp_path / name)["streams"] == [("video", "h264")]
 
 
+# Variable frame timing (ms): gaps of 33 and 200 ms, 12 frames in 0.73 s that the header calls 25 fps (18 frames)
+VFR_MS = [0, 33, 66, 266, 299, 332, 365, 565, 598, 631, 664, 697]
+
+
+@pytest.mark.parametrize("pts", [None, VFR_MS], ids=["constant", "variable"])
 def test_a_clip_whose_header_has_no_frame_count_gets_one_estimate_on_the_panel_the_cli_and_the_progress(
-        tmp_path: Path) -> None:
+        tmp_path: Path, pts: list[int] | None) -> None:
     from gpen_core.presentation.cli_convert import clip_frames
 
-    src = make_clip(tmp_path / "no_count.mkv", gradient_frames(12))  # Matroska declares a duration, not a count
+    # Matroska declares a duration, not a count; its rate is the muxer's (25 fps), whatever the frames' timing
+    timing = {"pts": pts, "time_base": Fraction(1, 1000)} if pts else {}
+    src = make_clip(tmp_path / "no_count.mkv", gradient_frames(12), **timing)
     seen: list[int] = []
     restore_video(src, tmp_path / "out.mp4", engine=Invert(), progress=lambda done, total: seen.append(total))
-    assert video_tab.clip_note(str(src), None).frames == clip_frames(src)[0] == 12
-    assert set(seen) == {12}  # 0.48 s at 25 fps: the same estimate, not "unknown"
+    note = video_tab.clip_note(str(src), None)
+    assert note.frames == clip_frames(src)[0] == 12  # its packets counted: not 0.737 s × 25 fps = 18
+    assert set(seen) == {12}
+    assert "about 12 frames (counted from its packets; not declared)" in note.markdown  # labelled: decoding decides

@@ -14,12 +14,13 @@ from gpen_core.errors import GPENError
 
 
 def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = None) -> tuple[int, tuple[int, int]]:
-    """(frames the clip's part from ``start_s`` to ``end_s`` holds, by its header (0: unknown); its frame size);
+    """(frames the clip's part from ``start_s`` to ``end_s`` holds, by its header or its packets (an estimate;
+    0: unknown); its frame size);
     (0, (0, 0)) when it cannot be opened (the restore says why)."""
     from gpen_core.video.probe import expected_frames, open_video
 
     try:
-        container, info = open_video(path)
+        container, info = open_video(path, count=True)
     except GPENError:
         return 0, (0, 0)
     container.close()

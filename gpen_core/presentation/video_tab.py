@@ -50,7 +50,7 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
     from gpen_core.video.resumable import SEGMENTS_FROM_S
 
     try:
-        container, info = open_video(path)
+        container, info = open_video(path, count=True)
         with container:
             audio = len(container.streams.audio)
     except Exception as exc:  # a GPENError names the problem; a bug is logged with its trace, one line shown
@@ -58,7 +58,7 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
         return ClipNote(shown.panel, None, None, False, shown)
     w, h = info.size
     length = f"{info.duration_s:.1f} s" if info.duration_s else "length not declared"
-    frames = f"{info.frames} frames" if info.frames else "frame count not declared"
+    frames = f"{info.frames} frames" if info.frames else _undeclared_frames(info.packets, expected_frames(info))
     lines = ["### Ready to restore", "",
              f"{w}×{h} {info.codec}, {length}, {frames}, {'%d audio stream(s)' % audio if audio else 'no audio'}. "
              "Press **Restore video**."]
@@ -79,6 +79,15 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
         lines += ["", f"This clip is long ({length}): the page restores it in one go, and Stop or a crash keeps nothing. "
                       f"For a run that resumes where it stopped, use the command line: {whole}"]
     return ClipNote("\n".join(lines), end, info.duration_s, True, cap=cap, frames=expected_frames(info, cap=cap))
+
+
+def _undeclared_frames(packets: Any, n: int) -> str:
+    """``n`` frames the header does not declare, from ``packets`` (probe.PacketTimes or None): labelled an
+    estimate (decoding decides)."""
+    if packets is None or not n:
+        return "frame count not declared"
+    how = "counted from its packets" if packets.complete else f"estimated from its first {len(packets.times)} packets"
+    return f"about {n} frames ({how}; not declared)"
 
 
 def progress_text(done: int, expected: int, rate: Any) -> str:

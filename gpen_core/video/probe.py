@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from bisect import bisect_left
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpen_core.errors import InputError
@@ -21,10 +22,43 @@ def sniff_file(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+# Counting a clip's frames reads its packets (nothing decoded), bounded: past either figure the rest is estimated
+# at the read part's rate. docs/video.md ("The frame count before the first frame"): 0.2-1.0 s a clip here.
+COUNT_PACKETS = 18_000  # 10 minutes at 30 fps
+COUNT_BYTES = 256 * 2**20
+
+
+@dataclass(frozen=True)
+class PacketTimes:
+    """A clip's video packets as read from the file, one a frame (as the segment plan counts them): ``times``, each
+    one's time in seconds from the stream's start, sorted; ``complete``: False where reading stopped at
+    :data:`COUNT_PACKETS` or :data:`COUNT_BYTES`."""
+
+    times: tuple[float, ...]
+    complete: bool
+
+    def between(self, start: float, end: float | None, duration: float | None) -> int:
+        """The frames from ``start`` (in) to ``end`` (out; None: the clip's end) as the decoder keeps them; past an
+        incomplete count, frames at the counted ones' average rate until ``end`` or ``duration`` (neither: 0, unknown)."""
+        t = self.times
+        lo = bisect_left(t, start - 1e-6)
+        n = (bisect_left(t, end - 1e-9) if end is not None else len(t)) - lo
+        if self.complete:
+            return max(0, n)
+        stop = min((x for x in (end, duration) if x is not None), default=None)
+        if stop is None or len(t) < 2 or t[-1] <= t[0]:
+            return 0
+        rate, last = (len(t) - 1) / (t[-1] - t[0]), t[-1]
+        # the frames after the last counted one, on its grid: last + k / rate, from start, before stop
+        first_k = max(1, math.ceil((start - last) * rate - 1e-6))
+        return max(0, n) + max(0, math.ceil((stop - last) * rate - 1e-6) - first_k)
+
+
 @dataclass(frozen=True)
 class ClipInfo:
     """The video stream of an opened clip. ``size``: stored width, height (rotation is each decoded frame's);
-    ``frames``: as declared (0: unknown)."""
+    ``frames``: as declared (0: unknown); ``packets``: read from the file where no count is declared and the
+    opener asked (:func:`open_video` with ``count``), else None."""
 
     size: tuple[int, int]
     frames: int
@@ -32,13 +66,25 @@ class ClipInfo:
     rate: Any  # fractions.Fraction or None: the guessed average rate, a hint for the encoder only
     time_base: Any  # fractions.Fraction
     codec: str
+    packets: PacketTimes | None = None
 
 
 def expected_frames(info: ClipInfo, start_s: float | None = None, end_s: float | None = None,
                     cap: ClipCap | None = None) -> int:
     """The frames a restore of the part from ``start_s`` to ``end_s`` (at most ``cap``, from ``start_s``) writes, for
-    progress, the panel and the conversion's decision: the declared count for the whole clip, else the span at the
-    average rate (an estimate); 0: unknown. Decoding decides; a header can lie."""
+    progress, the panel and the conversion's decision: the declared count for the whole clip, else the packets
+    counted in the part, else the span at the average rate (an estimate); 0: unknown. Decoding decides; a header
+    can lie."""
+    if info.packets is None:
+        return _by_rate(info, start_s, end_s, cap)
+    start = start_s or 0.0
+    stop = end_s if cap is None else min(start + cap.seconds, math.inf if end_s is None else end_s)
+    n = info.packets.between(start, stop, info.duration_s)
+    return n if cap is None else min(n or cap.frames, cap.frames)
+
+
+def _by_rate(info: ClipInfo, start_s: float | None, end_s: float | None, cap: ClipCap | None) -> int:
+    """:func:`expected_frames` from the header alone; a variable-rate Matroska's average rate can be far off."""
     rate = float(info.rate) if info.rate else 0.0
     duration = info.duration_s or (info.frames / rate if rate else 0.0)
     n = info.frames if start_s is None and end_s is None else 0
@@ -49,6 +95,33 @@ def expected_frames(info: ClipInfo, start_s: float | None = None, end_s: float |
         by_time = math.ceil(cap.seconds * rate) if rate else cap.frames
         n = min(x for x in (n or cap.frames, cap.frames, by_time) if x > 0)
     return n
+
+
+def count_packets(path: str) -> PacketTimes | None:
+    """The video packets of the file at ``path``, read in a container of their own up to :data:`COUNT_PACKETS` and
+    :data:`COUNT_BYTES`; None where they carry no timestamps or none reads."""
+    import av
+
+    times: list[float] = []
+    complete, read = True, 0
+    try:
+        with av.open(path, "r", metadata_errors="ignore", options={"skip_frame": "all"}) as c:
+            vs = c.streams.video[0]
+            tb, first = float(vs.time_base), vs.start_time or 0
+            for packet in c.demux(vs):
+                if packet.size == 0:  # the demuxer's flush packet
+                    continue
+                if len(times) >= COUNT_PACKETS or read >= COUNT_BYTES:
+                    complete = False
+                    break
+                ts = packet.pts if packet.pts is not None else packet.dts
+                if ts is None:
+                    return None
+                times.append((ts - first) * tb)
+                read += packet.size
+    except (av.FFmpegError, OSError):
+        pass  # damaged from here: the restore's decoding stops here too, so what was read is what it gets
+    return PacketTimes(tuple(sorted(times)), complete) if times else None
 
 
 def open_clip(path: str | os.PathLike[str]) -> Any:
@@ -79,12 +152,16 @@ def open_clip(path: str | os.PathLike[str]) -> Any:
     return container
 
 
-def open_video(path: str | os.PathLike[str]) -> tuple[Any, ClipInfo]:
+def open_video(path: str | os.PathLike[str], count: bool = False) -> tuple[Any, ClipInfo]:
     """The one way a clip is opened: (the input container, its :class:`ClipInfo`), refused by its headers
-    before any frame is decoded. The caller closes the container."""
+    before any frame is decoded. ``count``: where the header declares no frame count (Matroska, WebM, MPEG-TS),
+    read the packets for :func:`expected_frames` (:func:`count_packets`). The caller closes the container."""
     container = open_clip(path)
     try:
-        return container, clip_info(container, os.fspath(path))
+        info = clip_info(container, os.fspath(path))
+        if count and not info.frames:
+            info = replace(info, packets=count_packets(os.fspath(path)))
+        return container, info
     except BaseException:
         container.close()
         raise

@@ -107,7 +107,7 @@ def restore_video(
     src_s, dst_p = os.fspath(src), Path(dst)
     check_output(dst_p, src_s)  # before any frame: the folder writable, not a device, not the input by any link
     sweep_partials(dst_p)  # what a killed earlier run on this output left
-    container, info = open_video(src_s)
+    container, info = open_video(src_s, count=True)  # the progress's total
     tmp = durable.partial_path(dst_p)
     run = None
     try:
