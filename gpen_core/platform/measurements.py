@@ -206,5 +206,6 @@ def update(change: Callable[[Store], Store], folder: str | os.PathLike[str] | No
     f = path(folder)
     with _locked(f):
         new = replace(change(read(folder)), note="")
-        durable.write_json(f, new.to_dict(), sync=True, sweep=True)  # minutes of hardware check: flushed before it counts as kept
+        # Minutes of hardware check: flushed before it counts as kept.
+        durable.write_text(f, json.dumps(new.to_dict(), indent=1), sync=True, sweep=True)
     return f
