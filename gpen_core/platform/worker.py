@@ -42,7 +42,7 @@ class Done(Generic[T]):
 class Failed:
     """The child ended without a value: how, and what it said."""
 
-    how: Literal["raised", "killed", "exited", "timed out", "stopped", "did not start"]
+    how: Literal["raised", "killed", "exited", "timed out", "stopped"]
     message: str
     error_type: str = ""  # the exception's class name when ``how`` is "raised"
     oom: bool = False  # the exception was an out-of-memory error (raised) or the kill most likely the OOM killer's
