@@ -5,10 +5,8 @@ renamed onto it only when whole: a reader sees the old file or the new one, and 
 destination as it was (a killed run's temporary is swept by :func:`gpen_core.platform.leftovers.sweep_partials`).
 ``sync=True`` also fsyncs the file before the rename and the folder after, so a power cut never leaves
 an empty file under the final name; it is asked for where a loss costs a long rerun or a torn file
-would be trusted later (measurements, plan.json and video segments, the restored video, weights and
-their checksums, synthetic checkpoints), not for a restored photo, an export or the OpenVINO cache.
-A destination that is a symbolic link is replaced, never followed, and the temporary is opened
-without following a link either.
+would be trusted later (a video and its segments, weights, measurements), not for a restored photo.
+A destination that is a symbolic link is replaced, never followed, nor is the temporary's name.
 """
 
 from __future__ import annotations

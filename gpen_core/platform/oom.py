@@ -63,13 +63,9 @@ def is_oom(exc: BaseException) -> bool:
         return True
     if isinstance(exc, GPENError):
         return False
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        kinds = tuple(
-            k for k in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if k
-        )
-        if kinds and isinstance(exc, kinds):
-            return True
+    # torch.cuda.OutOfMemoryError is the same class; getattr: a torch still being imported may not have it yet.
+    if isinstance(exc, getattr(sys.modules.get("torch"), "OutOfMemoryError", ())):
+        return True
     if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
         return True
     msg = str(exc).lower()
