@@ -90,11 +90,9 @@ def decode_image(source: bytes | str | os.PathLike[str], limits: InputLimits = D
     if ImageFile.LOAD_TRUNCATED_IMAGES:
         # A process-wide switch that makes Pillow pad truncated files with grey; some modelscope modules turn it
         # on when imported. Refusing loudly is the only way to notice: we must not flip a global others rely on.
-        raise RuntimeError(
-            "PIL.ImageFile.LOAD_TRUNCATED_IMAGES was turned on elsewhere in this process, so truncated "
-            "uploads would be accepted silently. Do not import the module that sets it (some modelscope "
-            "CV pipelines do), or set it back to False."
-        )
+        raise RuntimeError("PIL.ImageFile.LOAD_TRUNCATED_IMAGES was turned on elsewhere in this process, so truncated "
+                           "uploads would be accepted silently. Do not import the module that sets it (some modelscope "
+                           "CV pipelines do), or set it back to False.")
     with _opened(source, limits) as (fp, head, im):
         if im is None:  # Pillow has no mode for float RGB(A) TIFFs (scientific and HDR exports)
             return _decode_other_tiff(fp, head, limits)
@@ -265,9 +263,7 @@ def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) 
         arr = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
         del buf
         if arr is None or arr.shape[:2] != (h, w):
-            raise InputError(
-                f"The TIFF file ({what}) is truncated or corrupt; re-export it and try again."
-            )
+            raise InputError(f"The TIFF file ({what}) is truncated or corrupt; re-export it and try again.")
         if arr.ndim == 3:
             arr = arr[..., [2, 1, 0, 3][: arr.shape[2]]]  # OpenCV's BGR(A) → RGB(A)
         alpha = None
@@ -300,9 +296,7 @@ def _decode_checked(
             im.draft(None, (max(1, math.ceil(w * r)), max(1, math.ceil(h * r))))
             if im.size != original_size:
                 scale = round(w / im.size[0])
-                notes.append(
-                    f"shrunk at decode from {w}×{h} to {im.size[0]}×{im.size[1]} (JPEG 1/{scale} scale)"
-                )
+                notes.append(f"shrunk at decode from {w}×{h} to {im.size[0]}×{im.size[1]} (JPEG 1/{scale} scale)")
         frame_note = first_frame_note(im, fp, fmt)
         if frame_note:
             notes.append(frame_note)

@@ -74,10 +74,8 @@ def _check(module: object, inputs: tuple) -> None:
         from gpen_core.errors import OutOfMemory
         from gpen_core.platform.meter import format_bytes  # the budget's units
 
-        raise OutOfMemory(
-            f"the address-space cap (ulimit -v) leaves less than the {format_bytes(need)} that "
-            f"{type(module).__name__} may need: stopped before it rather than at the cap's edge"
-        )
+        raise OutOfMemory(f"the address-space cap (ulimit -v) leaves less than the {format_bytes(need)} that "
+                          f"{type(module).__name__} may need: stopped before it rather than at the cap's edge")
     _running[key] = signature
 
 

@@ -165,10 +165,8 @@ def import_failure(exc: BaseException, module: str | None = None) -> Exception:
             f"data segment (measured with {fig['torch']} on Linux x86_64){_limits_text()}. "
             "Raise the limit or close other programs, and try again."
         )
-    return GPENError(
-        f"cannot import {module} ({detail}). The installation is incomplete: run `bash scripts/setup.sh` "
-        "(or reinstall the requirements) and try again."
-    )
+    return GPENError(f"cannot import {module} ({detail}). The installation is incomplete: run `bash scripts/setup.sh` "
+                     "(or reinstall the requirements) and try again.")
 
 
 def out_of_memory_advice() -> str:
