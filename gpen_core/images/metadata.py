@@ -1,9 +1,8 @@
 """The photo's metadata carried from the upload to the result: EXIF (date taken, camera) and DPI.
 
-Read at decode (:func:`read`), written at encode (:func:`for_output`). The
-pixels are upright when written, so the EXIF orientation is reset to 1 and its pixel dimensions set to
-the result's; DPI scales with the result so the printed size stays the photo's. Malformed EXIF is
-dropped, never fatal.
+Read at decode (:func:`read`), written at encode (:func:`for_output`). The pixels are upright when
+written, so the EXIF orientation is reset to 1 and its pixel dimensions set to the result's; DPI scales
+with the result so the printed size stays the photo's. Malformed EXIF is dropped, never fatal.
 """
 
 from __future__ import annotations
@@ -63,10 +62,10 @@ def read(im: Any) -> Metadata:
     return Metadata(raw, dpi, note, orientation)
 
 
-def _orientation(value: object) -> tuple[int, str | None]:
+def _orientation(value: Any) -> tuple[int, str | None]:
     """An EXIF orientation tag's value as 1..8, and a note when it is none of those (then 1: not applied)."""
     try:
-        value = int(value)  # type: ignore[call-overload]
+        value = int(value)
     except (TypeError, ValueError):
         return 1, "EXIF orientation tag invalid; orientation not applied"
     return (value, None) if 1 <= value <= 8 else (1, f"EXIF orientation {value} invalid; not applied")
