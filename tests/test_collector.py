@@ -1,5 +1,5 @@
 """The app's start keeps what it imported out of the collections each model load and drop runs, and still
-collects what comes after (gpen_core.platform.collector, through ``engine.pipeline.ready_server``, the app's and a replica's)."""
+collects what comes after (``engine.pipeline.ready_server``, the app's and a replica's)."""
 
 from __future__ import annotations
 

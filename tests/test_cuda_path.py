@@ -258,14 +258,14 @@ def test_zerogpu_duration_grows_with_faces_from_measured_seconds_with_a_floor_an
     from gpen_core.platform import zerogpu
 
     clock = zerogpu.FaceClock()
-    assert clock.seconds_per_face() == (zerogpu.ESTIMATED_S_PER_FACE, False)  # labelled: not measured
+    assert clock.seconds_per_face() == zerogpu.ESTIMATED_S_PER_FACE  # labelled: not measured
     load = zerogpu.ESTIMATED_LOAD_S
     assert clock.duration(1, aligned=True) == int(zerogpu.FLOOR_S + load + zerogpu.ESTIMATED_S_PER_FACE * zerogpu.MARGIN)
     assert clock.duration(500, aligned=False) == zerogpu.CAP_S
     clock.record({"faces": 4, "device": "cpu", "timings": {"restore_s": 40.0}})  # CPU runs do not count
-    assert clock.seconds_per_face()[1] is False
+    assert clock.seconds_per_face() == zerogpu.ESTIMATED_S_PER_FACE
     clock.record({"faces": 4, "device": "cuda:0", "timings": {"restore_s": 0.8, "align_s": 0.1, "paste_s": 0.3}})
-    assert clock.seconds_per_face() == (pytest.approx(0.3), True)
+    assert clock.seconds_per_face() == pytest.approx(0.3)
     assert clock.duration(50, aligned=False) == int(zerogpu.FLOOR_S + load + 50 * 0.3 * zerogpu.MARGIN)
     assert clock.duration(2, aligned=False) == int(zerogpu.FLOOR_S + load + 2 * 0.3 * zerogpu.MARGIN)
 

@@ -65,7 +65,7 @@ def _recording_fsync(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
 def test_sync_flushes_the_file_and_then_its_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _recording_fsync(monkeypatch)
     dst = tmp_path / "measurements.json"
-    durable.write_json(dst, {"speeds": {"512": 1.5}}, sync=True)
+    durable.write_text(dst, json.dumps({"speeds": {"512": 1.5}}), sync=True)
     assert json.loads(dst.read_text()) == {"speeds": {"512": 1.5}}
     assert [ino for ino, _ in seen] == [dst.stat().st_ino, tmp_path.stat().st_ino]  # the file, then the rename
     assert stat.S_ISREG(seen[0][1]) and stat.S_ISDIR(seen[1][1])

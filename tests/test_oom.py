@@ -365,7 +365,7 @@ def test_the_engine_import_probe_says_how_its_child_ended(monkeypatch: pytest.Mo
     monkeypatch.setattr(worker, "run", run)
     monkeypatch.setattr(oom, "memory_limited", lambda: True)  # the probe runs under a cap only
     endings[:] = [
-        worker.Done(None, 1),
+        worker.Done(None),
         worker.Failed("killed", "was killed by signal 11", oom=True, exitcode=-11),
         worker.Failed("raised", "libgomp.so.1: failed to map segment from shared object", error_type="OSError"),
         worker.Failed("raised", "No module named 'cv2'", error_type="ModuleNotFoundError"),

@@ -167,7 +167,7 @@ def test_out_of_memory_in_a_worker_thread_is_out_of_memory(monkeypatch: pytest.M
     def no_memory(rows: np.ndarray, bpp: int) -> np.ndarray:
         raise MemoryError()
 
-    monkeypatch.setattr(png_fast, "_workers", lambda: 2)
+    monkeypatch.setattr(png_fast, "usable_cores", lambda: 2)
     monkeypatch.setattr(png_fast, "_filter_band", no_memory)
     with pytest.raises(OutOfMemory, match="encode the 700×600 result as PNG"):
         encode_image(np.zeros((600, 700, 3), np.uint8), "png")  # 1.2 MiB: two bands, two threads

@@ -26,7 +26,7 @@ def test_the_value_comes_back_typed_with_each_progress_event_on_the_way() -> Non
 
 def test_an_exception_a_kill_and_a_timeout_each_say_how_the_child_ended() -> None:
     raised = worker.run(jobs.fail)
-    assert raised == worker.Failed("raised", "the spec names no mode", "ValueError", pid=raised.pid)
+    assert raised == worker.Failed("raised", "the spec names no mode", "ValueError")
     killed = worker.run(jobs.die)
     assert isinstance(killed, worker.Failed) and killed.how == "killed" and killed.exitcode == -9 and killed.oom
     started = time.monotonic()

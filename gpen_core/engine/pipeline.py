@@ -5,6 +5,7 @@ running out of memory, the lock and the meter are the facade's (:mod:`gpen_core.
 
 from __future__ import annotations
 
+import gc
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -85,12 +86,14 @@ def ready_server(restores_here: bool) -> int:
     engine where this process restores (not on ZeroGPU, nor under a memory cap, where the request's own
     import says what it needs), then freeze every object alive now out of the collections each model load
     runs (measured: docs/performance.md, "Garbage collection in the app"). Returns how many were frozen."""
-    from gpen_core.platform import collector, zerogpu
+    from gpen_core.platform import zerogpu
     from gpen_core.platform.oom import memory_limited
 
     if restores_here and not zerogpu.on_zerogpu() and not memory_limited():
         import_engine()
-    return collector.freeze_imports()
+    gc.collect()  # the imports' garbage is freed, not frozen
+    gc.freeze()
+    return gc.get_freeze_count()
 
 
 def ready_for(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str,

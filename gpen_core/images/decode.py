@@ -28,7 +28,7 @@ from gpen_core.errors import InputError, OutOfMemory
 from gpen_core.images.encode import encode_image, shrink_to_max_side  # noqa: F401  (encode_image: re-exported)
 from gpen_core.images.limits import (DEFAULT_LIMITS, OUR_NAME, SNIFF_BYTES, InputLimits, check_geometry, open_source,
                                      pillow_failure, png_declared_size, sniff, too_many_pixels, unidentified)
-from gpen_core.images.metadata import Metadata, read_orientation, upright
+from gpen_core.images.metadata import Metadata, upright
 from gpen_core.images.metadata import read as read_metadata
 from gpen_core.images.pixels import (ORIENT, composite_on_white, first_frame_note, float_to_8bit, is_16bit, rgb_icc,
                                      settle_icc, shrunk_rgb, tag_value, to_arrays)
@@ -90,11 +90,9 @@ def decode_image(source: bytes | str | os.PathLike[str], limits: InputLimits = D
     if ImageFile.LOAD_TRUNCATED_IMAGES:
         # A process-wide switch that makes Pillow pad truncated files with grey; some modelscope modules turn it
         # on when imported. Refusing loudly is the only way to notice: we must not flip a global others rely on.
-        raise RuntimeError(
-            "PIL.ImageFile.LOAD_TRUNCATED_IMAGES was turned on elsewhere in this process, so truncated "
-            "uploads would be accepted silently. Do not import the module that sets it (some modelscope "
-            "CV pipelines do), or set it back to False."
-        )
+        raise RuntimeError("PIL.ImageFile.LOAD_TRUNCATED_IMAGES was turned on elsewhere in this process, so truncated "
+                           "uploads would be accepted silently. Do not import the module that sets it (some modelscope "
+                           "CV pipelines do), or set it back to False.")
     with _opened(source, limits) as (fp, head, im):
         if im is None:  # Pillow has no mode for float RGB(A) TIFFs (scientific and HDR exports)
             return _decode_other_tiff(fp, head, limits)
@@ -265,9 +263,7 @@ def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) 
         arr = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
         del buf
         if arr is None or arr.shape[:2] != (h, w):
-            raise InputError(
-                f"The TIFF file ({what}) is truncated or corrupt; re-export it and try again."
-            )
+            raise InputError(f"The TIFF file ({what}) is truncated or corrupt; re-export it and try again.")
         if arr.ndim == 3:
             arr = arr[..., [2, 1, 0, 3][: arr.shape[2]]]  # OpenCV's BGR(A) → RGB(A)
         alpha = None
@@ -284,7 +280,8 @@ def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) 
             raise _no_memory_to_decode(w, h) from None
         raise InputError(f"The TIFF file ({what}) cannot be decoded ({str(e).strip()[:200]}); re-export it and try again.") from None
     orientation = tag_value(tags.get(274), 1)
-    return _finish(base, alpha, _FileFacts("TIFF", (w, h), orientation if orientation in ORIENT else 1, None), notes)
+    meta = Metadata(orientation=orientation if orientation in ORIENT else 1)  # no EXIF or DPI read from a TIFF's tags
+    return _finish(base, alpha, notes, "TIFF", (w, h), None, meta)
 
 
 def _decode_checked(
@@ -299,19 +296,14 @@ def _decode_checked(
             im.draft(None, (max(1, math.ceil(w * r)), max(1, math.ceil(h * r))))
             if im.size != original_size:
                 scale = round(w / im.size[0])
-                notes.append(
-                    f"shrunk at decode from {w}×{h} to {im.size[0]}×{im.size[1]} (JPEG 1/{scale} scale)"
-                )
+                notes.append(f"shrunk at decode from {w}×{h} to {im.size[0]}×{im.size[1]} (JPEG 1/{scale} scale)")
         frame_note = first_frame_note(im, fp, fmt)
         if frame_note:
             notes.append(frame_note)
         deep = is_16bit(im)
         im.load()
-        orientation, exif_note = read_orientation(im)
-        if exif_note:
-            notes.append(exif_note)
-        meta = read_metadata(im, orientation)
-        if meta.note and not exif_note:
+        meta = read_metadata(im)
+        if meta.note:
             notes.append(meta.note)
         icc = rgb_icc(im) if im.mode in ("RGB", "RGBA", "P", "PA", "RGBa") else None
         if reduce_to is not None and fmt != "JPEG" and im.mode == "RGB" and max(im.size) > reduce_to:
@@ -342,23 +334,14 @@ def _decode_checked(
         raise
     except Exception as e:  # noqa: BLE001 - Pillow raises OSError, SyntaxError, ValueError, struct.error...
         raise pillow_failure(fmt, e) from None
-    return _finish(base, alpha, _FileFacts(fmt, original_size, orientation, icc, meta), notes)
+    return _finish(base, alpha, notes, fmt, original_size, icc, meta)
 
 
-@dataclass(frozen=True)
-class _FileFacts:
-    """What the file says about its picture, beside the pixels: carried into the DecodedImage."""
-
-    fmt: str  # "JPEG", "PNG", "TIFF", ...
-    original_size: tuple[int, int]  # width, height as stored
-    orientation: int  # EXIF orientation, 1..8 (1: upright)
-    icc: bytes | None  # the ICC profile, kept for the output
-    meta: Metadata = Metadata()  # EXIF and DPI, upright
-
-
-def _finish(base: np.ndarray, alpha: np.ndarray | None, facts: _FileFacts, notes: list[str]) -> DecodedImage:
-    """uint8 H×W or H×W×3 (+ alpha) as stored → the upright, composited DecodedImage."""
-    fmt, original_size, orientation, icc, meta = facts.fmt, facts.original_size, facts.orientation, facts.icc, facts.meta
+def _finish(base: np.ndarray, alpha: np.ndarray | None, notes: list[str], fmt: str, original_size: tuple[int, int],
+            icc: bytes | None, meta: Metadata) -> DecodedImage:
+    """uint8 H×W or H×W×3 (+ alpha) as stored → the upright, composited DecodedImage, with what the file says
+    beside its pixels: ``icc`` (kept for the output) and ``meta`` (its orientation, EXIF and DPI)."""
+    orientation = meta.orientation
     # From here on: numpy only, no user-controlled parsing.
     if orientation in ORIENT:
         verb, turn = ORIENT[orientation]

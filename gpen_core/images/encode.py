@@ -78,8 +78,6 @@ def shrink_to_max_side(img: np.ndarray, max_side: int) -> tuple[np.ndarray, bool
 
         if not is_oom(e):
             raise
-        raise OutOfMemory(
-            f"Not enough memory to shrink the {w}×{h} photo to {size[0]}×{size[1]}. Use a smaller photo, "
-            "or try again when the machine is less busy."
-        ) from None
+        raise OutOfMemory(f"Not enough memory to shrink the {w}×{h} photo to {size[0]}×{size[1]}. Use a smaller photo, "
+                          "or try again when the machine is less busy.") from None
     return np.ascontiguousarray(out), True

@@ -166,33 +166,25 @@ def unidentified(head: bytes, limits: InputLimits) -> InputError:
     kind = sniff(head)
     supported = f"Supported formats: {', '.join(map(format_display_name, limits.formats))}."
     if kind in _PILLOW_NAMES and kind in limits.formats:
-        return InputError(
-            f"The file starts like a {kind} but its header cannot be read; it is probably truncated "
-            f"or corrupt. Re-export it and try again."
-        )
+        return InputError(f"The file starts like a {kind} but its header cannot be read; it is probably truncated "
+                          f"or corrupt. Re-export it and try again.")
     if kind in _PILLOW_NAMES:
         return InputError(f"{kind} files are not accepted here. {supported} Convert it to PNG or JPEG and try again.")
     if kind == "HEIC":
-        return InputError(
-            "HEIC/HEIF photos (the iPhone default) are not supported. "
-            f"{supported} Export it as JPEG (on iPhone: Settings → Camera → Formats → Most Compatible) "
-            "and try again."
-        )
+        return InputError("HEIC/HEIF photos (the iPhone default) are not supported. "
+                          f"{supported} Export it as JPEG (on iPhone: Settings → Camera → Formats → Most Compatible) "
+                          "and try again.")
     if kind == "video":
-        return InputError(
-            "The file is a video, not a photo. Restore it as a video: in the app's Video tab, or with "
-            "`python -m gpen_core restore CLIP -o out.mp4` (docs/video.md)."
-        )
+        return InputError("The file is a video, not a photo. Restore it as a video: in the app's Video tab, or with "
+                          "`python -m gpen_core restore CLIP -o out.mp4` (docs/video.md).")
     if kind == "text":
         return InputError(
             f"The file is not an image: it contains text. {supported} Choose an image file and try again."
         )
     if kind is not None:
         return InputError(f"{kind} files are not supported. {supported} Convert it to PNG or JPEG and try again.")
-    return InputError(
-        f"The file is not a recognised image (it starts with bytes {head[:8].hex(' ')}). "
-        f"{supported} Choose an image file and try again."
-    )
+    return InputError(f"The file is not a recognised image (it starts with bytes {head[:8].hex(' ')}). "
+                      f"{supported} Choose an image file and try again.")
 
 
 SNIFF_BYTES = 4096  # enough to find "<svg" after an XML prolog and a comment
@@ -249,10 +241,8 @@ def check_geometry(size: tuple[int, int], limits: InputLimits) -> None:
             f"the limit is {_ratio(limits.max_aspect)}:1. Crop it closer to the people in it and try again."
         )
     if min(w, h) < limits.min_side:
-        raise InputError(
-            f"The image is {w}×{h} pixels; its shortest side must be at least {limits.min_side} pixels "
-            "for a face to be found. Use a larger image and try again."
-        )
+        raise InputError(f"The image is {w}×{h} pixels; its shortest side must be at least {limits.min_side} pixels "
+                         "for a face to be found. Use a larger image and try again.")
 
 
 def pillow_failure(fmt: str, e: BaseException) -> InputError:

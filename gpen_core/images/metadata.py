@@ -1,9 +1,8 @@
 """The photo's metadata carried from the upload to the result: EXIF (date taken, camera) and DPI.
 
-Read at decode (:func:`read_orientation`, :func:`read`), written at encode (:func:`for_output`). The
-pixels are upright when written, so the EXIF orientation is reset to 1 and its pixel dimensions set to
-the result's; DPI scales with the result so the printed size stays the photo's. Malformed EXIF is
-dropped, never fatal.
+Read at decode (:func:`read`), written at encode (:func:`for_output`). The pixels are upright when
+written, so the EXIF orientation is reset to 1 and its pixel dimensions set to the result's; DPI scales
+with the result so the printed size stays the photo's. Malformed EXIF is dropped, never fatal.
 """
 
 from __future__ import annotations
@@ -23,11 +22,13 @@ MAX_EXIF_BYTES = 65_000
 
 @dataclass(frozen=True)
 class Metadata:
-    """What a result file is written with: EXIF bytes ("Exif\\0\\0" + TIFF) and DPI (x, y)."""
+    """What a file says beside its pixels: EXIF bytes ("Exif\\0\\0" + TIFF) and DPI (x, y), as a result file is
+    written with them, and at decode the EXIF orientation applied to the pixels."""
 
     exif: bytes | None = None
     dpi: tuple[float, float] | None = None
-    note: str | None = None  # why the file's EXIF is not carried over, when it is not
+    note: str | None = None  # why the file's EXIF is not carried over, or its orientation not applied
+    orientation: int = 1  # 1..8 (1: upright; 5-8 turn the picture by 90°)
 
 
 def upright(size: tuple[_N, _N], orientation: int) -> tuple[_N, _N]:
@@ -35,39 +36,39 @@ def upright(size: tuple[_N, _N], orientation: int) -> tuple[_N, _N]:
     return (size[1], size[0]) if orientation in (5, 6, 7, 8) else size
 
 
-def read_orientation(im: Any) -> tuple[int, str | None]:
-    """EXIF orientation (1..8, 1 = upright) and a note when the EXIF could not be read."""
+def read(im: Any) -> Metadata:
+    """The EXIF orientation, EXIF and DPI of an opened Pillow image, the last two in the upright picture's terms
+    (the orientation reset to 1; a quarter turn swaps the DPI's x and y). Malformed EXIF is a note, never fatal."""
+    dpi = _dpi(im.info.get("dpi"))
     try:
-        value = im.getexif().get(_ORIENTATION, 1)
+        exif = im.getexif()
+        orientation, note = _orientation(exif.get(_ORIENTATION, 1))
     except Exception:  # noqa: BLE001 - malformed EXIF must not sink a good image
-        return 1, "EXIF data unreadable; orientation not applied"
+        return Metadata(None, dpi, "EXIF data unreadable; orientation not applied")
+    dpi = None if dpi is None else upright(dpi, orientation)
+    if not len(exif):
+        return Metadata(None, dpi, note, orientation)
+    try:
+        exif.get_ifd(_EXIF_IFD)  # loaded now, so it is written back with the rest
+        if _ORIENTATION in exif:
+            exif[_ORIENTATION] = 1
+        raw = exif.tobytes()
+    except Exception:  # noqa: BLE001 - the result has no EXIF, and says so
+        return Metadata(None, dpi, note or "EXIF data unreadable: not carried into the result", orientation)
+    if len(raw) > MAX_EXIF_BYTES:
+        note = note or (f"EXIF data of {len(raw) // 1000} KB (over the {MAX_EXIF_BYTES // 1000} KB a JPEG holds) "
+                        "not carried into the result")
+        return Metadata(None, dpi, note, orientation)
+    return Metadata(raw, dpi, note, orientation)
+
+
+def _orientation(value: Any) -> tuple[int, str | None]:
+    """An EXIF orientation tag's value as 1..8, and a note when it is none of those (then 1: not applied)."""
     try:
         value = int(value)
     except (TypeError, ValueError):
         return 1, "EXIF orientation tag invalid; orientation not applied"
     return (value, None) if 1 <= value <= 8 else (1, f"EXIF orientation {value} invalid; not applied")
-
-
-def read(im: Any, orientation: int) -> Metadata:
-    """EXIF and DPI of an opened Pillow image, in the upright picture's terms (a quarter turn
-    swaps the DPI's x and y). ``orientation``: the EXIF orientation the decode applies."""
-    dpi = _dpi(im.info.get("dpi"))
-    if dpi is not None:
-        dpi = upright(dpi, orientation)
-    try:
-        exif = im.getexif()
-        if not len(exif):
-            return Metadata(None, dpi)
-        exif.get_ifd(_EXIF_IFD)  # loaded now, so it is written back with the rest
-        if _ORIENTATION in exif:
-            exif[_ORIENTATION] = 1
-        raw = exif.tobytes()
-    except Exception:  # noqa: BLE001 - malformed EXIF must not sink a good image; the result has none, and says so
-        return Metadata(None, dpi, "EXIF data unreadable: not carried into the result")
-    if len(raw) > MAX_EXIF_BYTES:
-        return Metadata(None, dpi, f"EXIF data of {len(raw) // 1000} KB (over the {MAX_EXIF_BYTES // 1000} KB a JPEG "
-                                   "holds) not carried into the result")
-    return Metadata(raw, dpi)
 
 
 def _dpi(value: object) -> tuple[float, float] | None:

@@ -50,10 +50,8 @@ def check_writable(outputs: Iterable[Path]) -> None:
             with tempfile.TemporaryFile(dir=nearest):
                 pass
         except OSError as exc:
-            raise InputError(
-                f"cannot write {dst}: creating a file in {nearest} failed ({exc.strerror or exc}). "
-                "Choose an output in a folder you can write to."
-            ) from None
+            raise InputError(f"cannot write {dst}: creating a file in {nearest} failed ({exc.strerror or exc}). "
+                             "Choose an output in a folder you can write to.") from None
 
 
 def check_output_file(dst: Path, inputs: Iterable[Path] = (), *, folder: bool = True) -> None:

@@ -342,10 +342,8 @@ def settle_icc(icc: bytes | None, base: np.ndarray, notes: list[str]) -> bytes |
     except MemoryError:
         raise
     except Exception as e:  # noqa: BLE001 - a profile LittleCMS can read but not use
-        notes.append(
-            f"embedded colour profile ({label}) too large to copy and not usable for conversion "
-            f"({str(e).strip() or type(e).__name__}): dropped, colours read as sRGB"
-        )
+        notes.append(f"embedded colour profile ({label}) too large to copy and not usable for conversion "
+                     f"({str(e).strip() or type(e).__name__}): dropped, colours read as sRGB")
         return None
     notes.append(f"embedded colour profile ({label}) too large to copy into the result: colours converted to sRGB")
     return None

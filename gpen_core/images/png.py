@@ -67,10 +67,6 @@ def _adler32_combine(a1: int, a2: int, len2: int) -> int:
     return (s2 << 16) | s1
 
 
-def _workers() -> int:
-    return max(1, min(usable_cores(), 8))
-
-
 def encode_png(rgb: np.ndarray, alpha: np.ndarray | None = None, icc_profile: bytes | None = None, *,
                exif: bytes | None = None, dpi: tuple[float, float] | None = None, band_bytes: int = _BAND_BYTES,
                workers: int | None = None) -> bytes:
@@ -104,7 +100,7 @@ def encode_png(rgb: np.ndarray, alpha: np.ndarray | None = None, icc_profile: by
             body = b"\x78\x01" + body
         return _chunk(b"IDAT", body), zlib.adler32(data), data.nbytes
 
-    n_threads = min(workers or _workers(), len(starts))
+    n_threads = min(workers or min(usable_cores(), 8), len(starts))
     if n_threads == 1:
         parts = [job(i) for i in range(len(starts))]
     else:

@@ -5,22 +5,18 @@ renamed onto it only when whole: a reader sees the old file or the new one, and 
 destination as it was (a killed run's temporary is swept by :func:`gpen_core.platform.leftovers.sweep_partials`).
 ``sync=True`` also fsyncs the file before the rename and the folder after, so a power cut never leaves
 an empty file under the final name; it is asked for where a loss costs a long rerun or a torn file
-would be trusted later (measurements, plan.json and video segments, the restored video, weights and
-their checksums, synthetic checkpoints), not for a restored photo, an export or the OpenVINO cache.
-A destination that is a symbolic link is replaced, never followed, and the temporary is opened
-without following a link either.
+would be trusted later (a video and its segments, weights, measurements), not for a restored photo.
+A destination that is a symbolic link is replaced, never followed, nor is the temporary's name.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from gpen_core.platform.leftovers import partial_name, sweep_partials
 
@@ -81,14 +77,6 @@ def move_aside(path: PathLike, to: PathLike) -> None:
 
 
 @contextlib.contextmanager
-def _one_writer(tmp: Path) -> Iterator[None]:
-    with _writers_lock:  # one key for one file, however the caller spelled it
-        lock = _writers.setdefault(Path(os.path.abspath(tmp)), threading.Lock())
-    with lock:
-        yield
-
-
-@contextlib.contextmanager
 def replacing(dst: PathLike, *, sync: bool, sweep: bool = False) -> Iterator[Path]:
     """Yield the temporary path for ``dst``'s new content (the block writes it or hands it to a writer) and
     :func:`install` it when the block ends; on an exception it is removed and ``dst`` never touched. ``sweep``:
@@ -97,7 +85,9 @@ def replacing(dst: PathLike, *, sync: bool, sweep: bool = False) -> Iterator[Pat
     tmp = partial_path(dst)
     if sweep:
         sweep_partials(dst)
-    with _one_writer(tmp):
+    with _writers_lock:  # one key for one file, however the caller spelled it
+        lock = _writers.setdefault(Path(os.path.abspath(tmp)), threading.Lock())
+    with lock:
         if tmp.is_symlink():  # this pid's name, planted or left by a dead process: never written through
             tmp.unlink()
         try:
@@ -121,8 +111,3 @@ def write_bytes(dst: PathLike, data: bytes, *, sync: bool, sweep: bool = False) 
 def write_text(dst: PathLike, text: str, *, sync: bool, sweep: bool = False) -> None:
     """Replace ``dst`` with ``text`` in UTF-8 atomically (see :func:`replacing`)."""
     write_bytes(dst, text.encode("utf-8"), sync=sync, sweep=sweep)
-
-
-def write_json(dst: PathLike, obj: Any, *, sync: bool, sweep: bool = False) -> None:
-    """Replace ``dst`` with ``obj`` as JSON (UTF-8, indented one space) atomically (see :func:`replacing`)."""
-    write_text(dst, json.dumps(obj, indent=1), sync=sync, sweep=sweep)

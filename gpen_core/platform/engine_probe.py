@@ -19,7 +19,7 @@ def probe_engine_import(timeout_s: float = 300.0) -> Exception | None:
         return import_failure(MemoryError(f"cannot start a child process to load the engine: {exc}"))
     if isinstance(out, worker.Done):
         return None
-    if out.how in ("timed out", "did not start"):
+    if out.how == "timed out":
         return import_failure(MemoryError(f"cannot start a child process to load the engine: it {out.message}"))
     if out.how == "killed" and out.exitcode is not None:
         try:

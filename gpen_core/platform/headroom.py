@@ -2,14 +2,11 @@
 ``prlimit --as``): a layer that would run at the cap's very edge raises
 :class:`~gpen_core.errors.OutOfMemory` (the request steps down, or exits 4) instead of running.
 
-Why: oneDNN maps a code buffer for each JIT kernel on a layer's first call and at some points does not
-check that the mapping worked: with under 256 KiB of address space left it jumps to address 0 (SIGSEGV),
-while a little more or less room gives a clean error. No library call is safe at the edge, so each
-module first maps, and at once unmaps, a block of the room its call takes (:func:`room_for`); whatever
-fails later in the layer then fails with an exception. Only a layer's first call of a kind is checked:
-oneDNN keeps the kernels it built. Installed only in a capped process (a global module hook costs
-torch.compile its graphs). The sweep, the room it costs and the check's time: docs/files-and-limits.md,
-"Out of memory under a memory cap"; ``tests/headroom_sweep.py`` reproduces the crash.
+Why: oneDNN maps a code buffer for each JIT kernel on a layer's first call and does not always check
+the mapping (SIGSEGV with under 256 KiB left), so each module first maps, and at once unmaps, the room
+its call takes (:func:`room_for`). Only a layer's first call of a kind is checked (oneDNN keeps its
+kernels), only in a capped process (a global module hook costs torch.compile its graphs). Measured:
+docs/files-and-limits.md, "Out of memory under a memory cap"; ``tests/headroom_sweep.py`` reproduces it.
 """
 
 from __future__ import annotations
@@ -74,10 +71,8 @@ def _check(module: object, inputs: tuple) -> None:
         from gpen_core.errors import OutOfMemory
         from gpen_core.platform.meter import format_bytes  # the budget's units
 
-        raise OutOfMemory(
-            f"the address-space cap (ulimit -v) leaves less than the {format_bytes(need)} that "
-            f"{type(module).__name__} may need: stopped before it rather than at the cap's edge"
-        )
+        raise OutOfMemory(f"the address-space cap (ulimit -v) leaves less than the {format_bytes(need)} that "
+                          f"{type(module).__name__} may need: stopped before it rather than at the cap's edge")
     _running[key] = signature
 
 

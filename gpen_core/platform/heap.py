@@ -35,15 +35,11 @@ def glibc() -> ctypes.CDLL | None:
     return libc
 
 
-def operator_set() -> bool:
-    """Whether whoever started the process fixed glibc's mmap threshold themselves."""
-    return "MALLOC_MMAP_THRESHOLD_" in os.environ or "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", "")
-
-
 def map_blocks_from(nbytes: int) -> bool:
     """From now on, blocks of ``nbytes`` or more get a mapping of their own (glibc's mmap threshold,
     fixed). True when set; False off glibc, when glibc refused, or when the operator set one."""
     libc = glibc()
-    if libc is None or operator_set():
+    operator_set = "MALLOC_MMAP_THRESHOLD_" in os.environ or "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", "")
+    if libc is None or operator_set:
         return False
     return libc.mallopt(_M_MMAP_THRESHOLD, int(nbytes)) == 1

@@ -49,17 +49,6 @@ class SpeedRecord:
     measured_at: str  # local time, ISO 8601
     source: str = ""  # what measured it (the hardware check, a benchmark), with what weights
 
-    @classmethod
-    def from_dict(cls, d: Any) -> SpeedRecord:
-        """ValueError when ``d`` is not a record."""
-        if not isinstance(d, dict):
-            raise ValueError("not a speed record")
-        try:
-            return cls(float(d["torch_s"]), float(d["openvino_s"]), d.get("openvino"), str(d.get("cpu", "")),
-                       str(d.get("measured_at", "")), str(d.get("source", "")))
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"not a speed record: {exc}") from None
-
 
 @dataclass(frozen=True)
 class Store:
@@ -83,10 +72,13 @@ def path(folder: str | os.PathLike[str] | None = None) -> Path:
 
 def _speeds(raw: Any) -> dict[str, dict[str, SpeedRecord]]:
     out: dict[str, dict[str, SpeedRecord]] = {}
-    for cpu, recs in (raw or {}).items() if isinstance(raw, dict) else ():
-        for key, rec in (recs or {}).items() if isinstance(recs, dict) else ():
-            with contextlib.suppress(ValueError):  # one damaged record costs only itself
-                out.setdefault(str(cpu), {})[str(key)] = SpeedRecord.from_dict(rec)
+    for cpu, recs in raw.items() if isinstance(raw, dict) else ():
+        for key, rec in recs.items() if isinstance(recs, dict) else ():
+            # One damaged record (JSON that is not an object, a field missing or not a number) costs only itself.
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                out.setdefault(str(cpu), {})[str(key)] = SpeedRecord(
+                    float(rec["torch_s"]), float(rec["openvino_s"]), rec.get("openvino"), str(rec.get("cpu", "")),
+                    str(rec.get("measured_at", "")), str(rec.get("source", "")))
     return out
 
 
@@ -206,5 +198,6 @@ def update(change: Callable[[Store], Store], folder: str | os.PathLike[str] | No
     f = path(folder)
     with _locked(f):
         new = replace(change(read(folder)), note="")
-        durable.write_json(f, new.to_dict(), sync=True, sweep=True)  # minutes of hardware check: flushed before it counts as kept
+        # Minutes of hardware check: flushed before it counts as kept.
+        durable.write_text(f, json.dumps(new.to_dict(), indent=1), sync=True, sweep=True)
     return f

@@ -63,13 +63,9 @@ def is_oom(exc: BaseException) -> bool:
         return True
     if isinstance(exc, GPENError):
         return False
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        kinds = tuple(
-            k for k in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if k
-        )
-        if kinds and isinstance(exc, kinds):
-            return True
+    # torch.cuda.OutOfMemoryError is the same class; getattr: a torch still being imported may not have it yet.
+    if isinstance(exc, getattr(sys.modules.get("torch"), "OutOfMemoryError", ())):
+        return True
     if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
         return True
     msg = str(exc).lower()
@@ -169,10 +165,8 @@ def import_failure(exc: BaseException, module: str | None = None) -> Exception:
             f"data segment (measured with {fig['torch']} on Linux x86_64){_limits_text()}. "
             "Raise the limit or close other programs, and try again."
         )
-    return GPENError(
-        f"cannot import {module} ({detail}). The installation is incomplete: run `bash scripts/setup.sh` "
-        "(or reinstall the requirements) and try again."
-    )
+    return GPENError(f"cannot import {module} ({detail}). The installation is incomplete: run `bash scripts/setup.sh` "
+                     "(or reinstall the requirements) and try again.")
 
 
 def out_of_memory_advice() -> str:

@@ -15,10 +15,8 @@ def folder(arg: str | os.PathLike[str] | None = None) -> Path:
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise WeightsError(
-            f"cannot create the models folder {p}: {exc.strerror or exc}. "
-            "Set GPEN_HOME to a writable folder."
-        ) from exc
+        raise WeightsError(f"cannot create the models folder {p}: {exc.strerror or exc}. "
+                           "Set GPEN_HOME to a writable folder.") from exc
     return p
 
 

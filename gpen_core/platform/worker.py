@@ -35,19 +35,17 @@ class Done(Generic[T]):
     """The child's function returned ``value``."""
 
     value: T
-    pid: int
 
 
 @dataclass(frozen=True)
 class Failed:
     """The child ended without a value: how, and what it said."""
 
-    how: Literal["raised", "killed", "exited", "timed out", "stopped", "did not start"]
+    how: Literal["raised", "killed", "exited", "timed out", "stopped"]
     message: str
     error_type: str = ""  # the exception's class name when ``how`` is "raised"
     oom: bool = False  # the exception was an out-of-memory error (raised) or the kill most likely the OOM killer's
     exitcode: int | None = None
-    pid: int | None = None
 
 
 # The child's end of its pipe: ("event", value) while it runs, then ("done", value) or ("raised", ...). A pipe,
@@ -185,7 +183,7 @@ class Child:
                         ending = self._drain(on_event)
                     elif deadline is not None and time.monotonic() > deadline:
                         self._proc.kill()
-                        ending = Failed("timed out", f"ran past its {timeout:.0f} s limit and was stopped", pid=self.pid)
+                        ending = Failed("timed out", f"ran past its {timeout:.0f} s limit and was stopped")
                     continue
                 ending = self._handle(item, on_event)
         finally:
@@ -196,7 +194,7 @@ class Child:
             self._proc.join()
             self._conn.close()  # nothing more comes: let the pipe go now, not at exit
         if self._stopped.is_set() and not isinstance(ending, Done):
-            return Failed("stopped", "was stopped", exitcode=self._proc.exitcode, pid=self.pid)
+            return Failed("stopped", "was stopped", exitcode=self._proc.exitcode)
         return ending
 
     def _receive(self, wait_s: float) -> tuple[Any, ...] | None:
@@ -213,9 +211,9 @@ class Child:
                 on_event(item[1])
             return None
         if item[0] == "done":
-            return Done(item[1], self.pid or 0)
+            return Done(item[1])
         _, etype, message, oom = item
-        return Failed("raised", message, error_type=etype, oom=oom, pid=self.pid)
+        return Failed("raised", message, error_type=etype, oom=oom)
 
     def _drain(self, on_event: Callable[[object], None] | None) -> Done[Any] | Failed:
         """The child has exited: what it sent before it did, or how it ended without a value."""
@@ -227,8 +225,8 @@ class Child:
         code = self._proc.exitcode
         if code is not None and code < 0:
             return Failed("killed", f"was killed by signal {-code} (if nobody stopped it: most likely the kernel's "
-                                    "out-of-memory killer)", oom=True, exitcode=code, pid=self.pid)
-        return Failed("exited", f"exited with code {code} before it finished", exitcode=code, pid=self.pid)
+                                    "out-of-memory killer)", oom=True, exitcode=code)
+        return Failed("exited", f"exited with code {code} before it finished", exitcode=code)
 
 
 def run(fn: Callable[..., T] | str, *args: Any, on_event: Callable[[object], None] | None = None, niceness: int = 0,

@@ -62,18 +62,18 @@ class FaceClock:
             if float(t.get("upscale_s") or 0.0) > 0 and mp > 0:
                 self._upscales.append(float(t["upscale_s"]) / mp)
 
-    def _slowest(self, samples: deque[float], estimate: float) -> tuple[float, bool]:
-        """(seconds, measured?): the slowest recent sample, or the labelled estimate."""
+    def _slowest(self, samples: deque[float], estimate: float) -> float:
+        """The slowest recent sample, or the labelled estimate before any."""
         with self._lock:
-            return (max(samples), True) if samples else (estimate, False)
+            return max(samples, default=estimate)
 
-    def seconds_per_face(self) -> tuple[float, bool]:
+    def seconds_per_face(self) -> float:
         return self._slowest(self._samples, ESTIMATED_S_PER_FACE)
 
-    def load_seconds(self) -> tuple[float, bool]:
+    def load_seconds(self) -> float:
         return self._slowest(self._loads, ESTIMATED_LOAD_S)
 
-    def seconds_per_upscaled_mp(self) -> tuple[float, bool]:
+    def seconds_per_upscaled_mp(self) -> float:
         """Per megapixel of upscaled output."""
         return self._slowest(self._upscales, ESTIMATED_S_PER_UPSCALED_MP)
 
@@ -81,14 +81,11 @@ class FaceClock:
                  image_size: tuple[int, int] | None = None) -> int:
         """Seconds to ask ``spaces.GPU`` for one request (see the module docstring). ``upscale`` > 1 adds the
         upscaling of the photo's ``image_size`` (width, height; without one, an unreadable header: 12 MP)."""
-        faces = 1 if aligned else max(1, int(max_faces or 1))
-        per_face, _ = self.seconds_per_face()
-        work = faces * per_face
+        work = (1 if aligned else max(1, int(max_faces or 1))) * self.seconds_per_face()
         if upscale > 1:
             w, h = image_size or (4000, 3000)
-            work += w * h * upscale**2 / 1e6 * self.seconds_per_upscaled_mp()[0]
-        load, _ = self.load_seconds()
-        return int(min(CAP_S, FLOOR_S + load + work * MARGIN))
+            work += w * h * upscale**2 / 1e6 * self.seconds_per_upscaled_mp()
+        return int(min(CAP_S, FLOOR_S + self.load_seconds() + work * MARGIN))
 
 
 def header_size(image: Any) -> tuple[int, int] | None:
