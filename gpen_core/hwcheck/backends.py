@@ -7,7 +7,6 @@ times each, interleaved so a change in load hits both alike; the medians are rec
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -150,23 +149,19 @@ def _engine_parser(pair: dict[str, Any], runtime: str, models_dir: Path, threads
 
 
 def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_threads: int | None, say: Progress) -> dict[str, Any]:
-    """``pair``'s generator on torch and on OpenVINO: a warm-up call each, then ``runs`` interleaved timed
-    calls each; the medians, every time, the precision and the conversion's seconds."""
+    """``pair``'s generator on torch and on OpenVINO, timed as the parser and detectors are
+    (:func:`gpen_core.runtimes.openvino.choice.time_interleaved`); the precision and the conversion's seconds."""
     import torch
 
     from gpen_core.runtimes.openvino import generator as ov_backend
+    from gpen_core.runtimes.openvino.choice import time_interleaved, torch_threads
     from gpen_core.networks.plan import choose_plan
 
     size, dtype = pair["size"], pair["dtype"]
     label = f"backends: {size} px {dtype}"
-    plan_, _ = choose_plan("cpu", dtype)
-    precision, precision_note = ov_backend.choose_precision(plan_.dtype)
-    old = torch.get_num_threads()
-    threads = base_threads or old
-    if pair.get("threads") and threads > pair["threads"]:
-        threads = pair["threads"]
-    torch.set_num_threads(threads)
-    try:
+    precision, precision_note = ov_backend.choose_precision(choose_plan("cpu", dtype)[0].dtype)
+    threads = min(t for t in (base_threads or torch.get_num_threads(), pair.get("threads")) if t)
+    with torch_threads(threads):
         say(0.0, f"{label}: loading the torch generator")
         torch_fwd, torch_dtype = _engine_generator(pair, "torch", models_dir, None)
         say(0.05, f"{label}: OpenVINO {precision}")
@@ -176,22 +171,10 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
         x = torch.rand(1, 3, size, size) * 2 - 1  # the values do not change the time
         x_torch, x_ov = x.to(torch_dtype), x.to(ov_dtype)  # what the engine hands each backend
         say(0.7, f"{label}: warm-up calls")
-        torch_fwd(x_torch)
-        ov_fwd(x_ov)
-        t_times: list[float] = []
-        o_times: list[float] = []
-        calls = ((torch_fwd, x_torch, t_times), (ov_fwd, x_ov, o_times))
-        for r in range(runs):
-            say(0.7 + 0.3 * r / runs, f"{label}: timed call {r + 1} of {runs} (torch and OpenVINO, interleaved)")
-            for fwd, x_in, times in calls if r % 2 == 0 else calls[::-1]:  # alternate which goes first
-                t = time.perf_counter()
-                fwd(x_in)
-                times.append(time.perf_counter() - t)
-    finally:
-        torch.set_num_threads(old)
-    return {"torch_s": round(statistics.median(t_times), 4), "openvino_s": round(statistics.median(o_times), 4),
-            "torch_times": [round(v, 4) for v in t_times], "openvino_times": [round(v, 4) for v in o_times],
-            "precision": precision, "convert_s": None if ov_fwd.convert_s is None else round(ov_fwd.convert_s, 2),
+        timed = time_interleaved({"torch": lambda: torch_fwd(x_torch), "openvino": lambda: ov_fwd(x_ov)}, runs,
+                                 lambda r: say(0.7 + 0.3 * r / runs, f"{label}: timed call {r + 1} of {runs} "
+                                               "(torch and OpenVINO, interleaved)"))
+    return {**timed, "precision": precision, "convert_s": None if ov_fwd.convert_s is None else round(ov_fwd.convert_s, 2),
             "load_s": round(ov_load_s, 2), "threads": threads, "note": precision_note}
 
 
