@@ -172,7 +172,10 @@ def test_a_restore_is_loaded_once_unmeasured_only_when_it_brings_a_network_not_l
 
 def test_the_tips_machine_line_names_the_cpu_as_the_hardware_check_does(monkeypatch: pytest.MonkeyPatch) -> None:
     """Its own flag list said 'no AVX2' for a CPU whose FMA and BF16 the hardware check's line names."""
-    monkeypatch.setattr(advice, "cpu_facts", lambda: ("An ARM CPU", ("fma", "bf16")))
+    from gpen_core.hwcheck import info
+
+    monkeypatch.setattr(info, "cpu_model", lambda: "An ARM CPU")
+    monkeypatch.setattr(info, "cpu_flags", lambda: {"fp", "asimd", "fma", "bf16"})
     line = advice.machine_line(False)
     assert line.startswith("An ARM CPU [fma, bf16; native bf16: no], ") and " threads, RAM " in line, line
     assert line.endswith(", no CUDA GPU")

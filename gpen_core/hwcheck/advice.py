@@ -20,7 +20,7 @@ import psutil
 
 from gpen_core.hwcheck.advice_child import SideRun, measure, workload_of
 from gpen_core.hwcheck.eta import Eta
-from gpen_core.hwcheck.info import cpu_facts
+from gpen_core.hwcheck.info import host_facts
 from gpen_core.hwcheck.report import host_text
 from gpen_core.modes import MODES
 from gpen_core.progress import Progress, left_text
@@ -281,10 +281,7 @@ def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipR
 def machine_line(has_cuda: bool, native_bf16: bool | None = None) -> str:
     """The hardware check's machine facts (report.host_text), and the GPU or its absence (both asked of a child,
     :func:`torch_facts`); ``native_bf16`` None: judged by the flags, as for an older saved check."""
-    model, flags = cpu_facts()
-    vm = psutil.virtual_memory()
-    facts = {"cpu_model": model, "cpu_flags": flags, "cores_physical": psutil.cpu_count(logical=False),
-             "cores_logical": psutil.cpu_count(), "ram_available_bytes": vm.available, "ram_total_bytes": vm.total}
+    facts = host_facts()
     if native_bf16 is not None:
         facts["native_bf16"] = native_bf16
     return host_text(facts) + (", a CUDA GPU" if has_cuda else ", no CUDA GPU")

@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -61,10 +62,13 @@ def _version(*dists: str) -> str | None:
     return None
 
 
-def cpu_facts() -> tuple[str, tuple[str, ...]]:
-    """(the CPU model, the :data:`CPU_FLAGS_OF_INTEREST` it has), from ``/proc/cpuinfo`` where there is one."""
-    flags = cpu_flags()
-    return cpu_model(), tuple(f for f in CPU_FLAGS_OF_INTEREST if f in flags)
+def host_facts() -> dict[str, Any]:
+    """The CPU (its model, the :data:`CPU_FLAGS_OF_INTEREST` it has), cores and RAM, named as in :class:`Info`;
+    without torch (the tips' parent keeps it out)."""
+    flags, vm = cpu_flags(), psutil.virtual_memory()
+    return {"cpu_model": cpu_model(), "cpu_flags": tuple(f for f in CPU_FLAGS_OF_INTEREST if f in flags),
+            "cores_logical": psutil.cpu_count(logical=True), "cores_physical": psutil.cpu_count(logical=False),
+            "ram_total_bytes": int(vm.total), "ram_available_bytes": int(vm.available)}
 
 
 def _torch_side() -> tuple[str, str | None, int | None, str | None, int | None]:
@@ -90,16 +94,12 @@ def collect_info(models_dir: str | os.PathLike[str] | None = None) -> Info:
 
     folder = models_folder(models_dir)
     device, cuda_name, vram, cuda_rt, threads = _torch_side()
-    cpu_model, flags = cpu_facts()
-    vm = psutil.virtual_memory()
     return Info(
         python=sys.version.split()[0], platform=platform.platform(), gpen_core=__version__,
         **{name: _version(name) for name in ("torch", "torchvision", "gradio", "facexlib", "numpy", "modelscope")},
         opencv=_version("opencv-python-headless", "opencv-python", "opencv-contrib-python-headless", "opencv-contrib-python"),
         device=device, cuda_name=cuda_name, cuda_vram_bytes=vram, cuda_runtime=cuda_rt, torch_threads=threads,
-        cpu_model=cpu_model, cpu_flags=flags, cores_logical=psutil.cpu_count(logical=True),
-        cores_physical=psutil.cpu_count(logical=False), ram_total_bytes=int(vm.total),
-        ram_available_bytes=int(vm.available), models_dir=folder, weights=tuple(status(folder)),
+        models_dir=folder, weights=tuple(status(folder)), **host_facts(),
     )
 
 
