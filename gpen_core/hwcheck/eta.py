@@ -2,7 +2,7 @@
 
 A run (the tips, the hardware check) is a known list of steps, each of a kind ("restore:balanced", a mode's
 name...). A step still to run is expected to take, in this order: the mean of the finished steps of its kind;
-a prior measured here; its ``reference`` time scaled by this machine's speed; the mean of the finished steps of
+its ``reference`` time scaled by this machine's speed; the mean of the finished steps of
 its family (the kind up to its first ":"); with ``guess_from_all``, the mean of every finished step. Else it is
 counted as untimed: a mean of unlike steps (a 1 s encode, a 20 s restore) would overstate the time left.
 The hardware check's steps (:class:`Steps`) are each network the backend comparison times, each mode and each
@@ -26,7 +26,6 @@ class Eta:
     """Time left of ``plan`` (the kind of each step, in order)."""
 
     plan: Sequence[str]
-    prior: Mapping[str, float] = field(default_factory=dict)  # seconds per step of a kind, measured before
     reference: Mapping[str, float] = field(default_factory=dict)  # on a reference machine: only ratios count (scale())
     clock: Callable[[], float] = time.monotonic
     # An unmeasured kind of no measured family takes the mean of all finished steps (the hardware
@@ -55,8 +54,6 @@ class Eta:
         same = [s for k, s in self.finished if k == kind]
         if same:
             return statistics.mean(same)
-        if kind in self.prior:
-            return float(self.prior[kind])
         scale = self.scale()
         if scale is not None and kind in self.reference:
             return self.reference[kind] * scale
