@@ -9,12 +9,12 @@ import os
 import platform
 import sys
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from gpen_core.compat.versions import installed
 from gpen_core.platform.cpuinfo import cpu_flags, cpu_model
 from gpen_core.platform.meter import format_bytes
 from gpen_core.weights.lookup import WeightStatus, status
@@ -53,15 +53,6 @@ class Info:
     weights: tuple[WeightStatus, ...]
 
 
-def _version(*dists: str) -> str | None:
-    for d in dists:
-        try:
-            return metadata.version(d)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def host_facts() -> dict[str, Any]:
     """The CPU (its model, the :data:`CPU_FLAGS_OF_INTEREST` it has), cores and RAM, named as in :class:`Info`;
     without torch (the tips' parent keeps it out)."""
@@ -96,8 +87,9 @@ def collect_info(models_dir: str | os.PathLike[str] | None = None) -> Info:
     device, cuda_name, vram, cuda_rt, threads = _torch_side()
     return Info(
         python=sys.version.split()[0], platform=platform.platform(), gpen_core=__version__,
-        **{name: _version(name) for name in ("torch", "torchvision", "gradio", "facexlib", "numpy", "modelscope")},
-        opencv=_version("opencv-python-headless", "opencv-python", "opencv-contrib-python-headless", "opencv-contrib-python"),
+        **{name: installed(name) for name in ("torch", "torchvision", "gradio", "facexlib", "numpy", "modelscope")},
+        opencv=next(filter(None, map(installed, ("opencv-python-headless", "opencv-python", "opencv-contrib-python-headless",
+                                                 "opencv-contrib-python"))), None),
         device=device, cuda_name=cuda_name, cuda_vram_bytes=vram, cuda_runtime=cuda_rt, torch_threads=threads,
         models_dir=folder, weights=tuple(status(folder)), **host_facts(),
     )
