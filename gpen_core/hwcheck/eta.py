@@ -45,10 +45,6 @@ class Eta:
         self._started = now  # the next step starts when this one ends unless told otherwise
         return took
 
-    @property
-    def started(self) -> bool:
-        return self._started is not None
-
     def per_step(self, kind: str) -> float | None:
         """Seconds a step of ``kind`` is expected to take here (None: nothing to go on yet)."""
         same = [s for k, s in self.finished if k == kind]
@@ -153,12 +149,11 @@ class Steps:
         self.total = max(1, len(kinds))
         self.report = report
         self.eta = Eta(list(kinds), reference=reference, clock=clock)
+        self.eta.start()
 
     def say(self, units: float, text: str) -> None:
         """``units``: steps done, the running one's fraction included (2.5: halfway through the third)."""
         eta = self.eta
-        if not eta.started:
-            eta.start()
         # A step has finished when the progress reaches its end (the next step's first report).
         while len(eta.finished) < min(len(eta.plan), math.floor(units + 1e-6)):
             eta.finish()
