@@ -84,9 +84,9 @@ def plan(
                         source=f"hardware check: random weights of the released {m.model} architecture "
                         "(time does not depend on the values)")
         pairs[key] = pair
-    for key, pair in pairs.items():  # a mode's thread cap holds when every mode sharing the generator has one (pipeline.py)
-        caps = [mm.threads for mm in modes if uses[mm.name] == key]
-        pair["threads"] = max(c for c in caps if c is not None) if all(c is not None for c in caps) else None
+    for pair in pairs.values():  # a mode's thread cap holds when every mode sharing the generator has one (pipeline.py)
+        caps = [m.threads for m in modes if m.name in pair["modes"]]
+        pair["threads"] = None if None in caps else max(caps)
     spec = {"mode": "backends", "pairs": list(pairs.values()), "runs": RUNS,
             "models_dir": models_dir, "threads": specs[0].get("threads") if specs else None}
     if not configs:  # the parser too, for auto (gpen_core.runtimes.openvino.parser); overrides are experiments: generator only
@@ -253,7 +253,6 @@ def network_rows(spec: dict[str, Any], result: dict[str, Any]) -> tuple[NetworkS
     :mod:`gpen_core.runtimes.openvino.detector`: a row with ``speed_file`` was) as :class:`NetworkSpeed` records."""
     from gpen_core.runtimes.openvino.detector import DETECT_SIDE
 
-    runs = int(spec.get("runs", RUNS))
     real = {(p["size"], p["dtype"]): p.get("weights") is not None for p in spec.get("parse", ())}
     out: list[NetworkSpeed] = []
     for r, network in [(r, "parsenet") for r in result.get("parse", ())] + [(r, str(r["network"])) for r in result.get("detect", ())]:
@@ -261,7 +260,7 @@ def network_rows(spec: dict[str, Any], result: dict[str, Any]) -> tuple[NetworkS
         weights = r.get("weights") if network != "parsenet" else ("real" if real.get((size, dtype)) else "synthetic")
         note = f"not measured: {r['error']}" if r.get("error") else r.get("note")
         out.append(NetworkSpeed(
-            network=network, size=size, dtype=dtype, weights=str(weights or "synthetic"), runs=int(r.get("runs", runs)),
+            network=network, size=size, dtype=dtype, weights=str(weights or "synthetic"), runs=int(r.get("runs", spec["runs"])),
             torch_s=r.get("torch_s"), openvino_s=r.get("openvino_s"), torch_times=tuple(r.get("torch_times", ())),
             openvino_times=tuple(r.get("openvino_times", ())),
             precision=str(r.get("precision") or ("f32" if network != "parsenet" else "")),  # ov_detect compiles f32
