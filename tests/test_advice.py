@@ -87,9 +87,9 @@ def test_encode_and_cache_tips_measure_both_sides_in_child_processes_sharing_one
     seen: list[str] = []
     real = advice.run_side
 
-    def spy(spec, env=None, timeout=600):
+    def spy(spec, env=None):
         seen.append(spec.get("scratch") or str(Path(spec.get("models_dir") or spec.get("root")).parent))
-        return real(spec, env, timeout)
+        return real(spec, env)
 
     monkeypatch.setattr(advice, "run_side", spy)
     r = advice.measure_tips(workload="tiny", repeats=1, tips=[7, 9], cache_files=500)
