@@ -214,7 +214,7 @@ def test_recommended_mode_runs_within_its_measured_peak(measured: tuple[records.
     prof, home = measured
     choice = budget.choose("cpu", BIGGEST, models_dir=home, free=budget.Free(64 * 10**9, None))
     m = prof.modes[choice.mode.name]
-    ckpt = runner._write_overrides({"t": TINY}, tmp_path)["t"]
+    ckpt = workloads.synthetic_checkpoint("t", tmp_path, TINY)
     group = workloads.build(SMALL[-1])
     r = Restorer(models_dir=home, device="cpu")
     r(group.image, RestoreOptions(mode=m.mode, model=ckpt), detections=list(group.detections))  # warm

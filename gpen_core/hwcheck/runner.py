@@ -26,7 +26,7 @@ from gpen_core.platform import worker
 from gpen_core.weights import lookup as weights
 from gpen_core.hwcheck.workloads import (
     STANDARD, TASK_WORKLOADS, Workload, build, damage_strokes, example_faces, fresh_restorer, generator_source,
-    request_figures, restorer_spec,
+    request_figures, restorer_spec, synthetic_checkpoint,
 )
 from gpen_core.hwcheck.backends import finish as finish_backends, measure as measure_backends, plan as plan_backends
 from gpen_core.hwcheck.info import collect_info
@@ -86,20 +86,6 @@ def _machine_facts(models_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
             "torch", "torch_threads", "gpen_core", "python", "platform")
     return {**{k: getattr(info, k) for k in same}, "cpu_flags": list(info.cpu_flags), "gpu_name": info.cuda_name,
             "vram_total_bytes": info.cuda_vram_bytes, "native_bf16": cpu_features()["native_bf16"]}
-
-
-def _write_overrides(configs: dict[str, "GPENConfig"], folder: Path) -> dict[str, str]:
-    """Random checkpoints for the model-config overrides (tests: tiny GPENs); name → path."""
-    import torch
-
-    from gpen_core.networks.synthetic import random_state_dict
-
-    paths = {}
-    for name, cfg in configs.items():
-        p = folder / f"synthetic-{name}.pth"
-        torch.save(random_state_dict(cfg, seed=0), p)
-        paths[name] = str(p)
-    return paths
 
 
 @dataclass(frozen=True)
@@ -328,7 +314,7 @@ def _measure_everything(
     # One portrait, always the same file: a photo with several faces would multiply the count.
     portraits = example_faces()[:1]
     with tempfile.TemporaryDirectory(prefix="gpen-profile-") as tmp:
-        override_paths = _write_overrides(configs, Path(tmp)) if configs else {}
+        override_paths = {name: synthetic_checkpoint(name, tmp, cfg) for name, cfg in configs.items()}
         specs = [_plan_mode(m, check, override_paths, portraits) for m in check.wanted]
         do_tasks = check.tasks if check.tasks is not None else (not configs and tuple(check.workloads) == STANDARD)
         tspecs, rows = plan_tasks(check, override_paths) if do_tasks else ([], [])

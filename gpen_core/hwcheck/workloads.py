@@ -11,11 +11,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gpen_core.faces.align import reference_points
+
+if TYPE_CHECKING:
+    from gpen_core.networks.arch import GPENConfig
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 _EXAMPLE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
@@ -153,6 +156,24 @@ def build(w: Workload, *, portraits: Sequence[Path] = ()) -> WorkloadImage:
         img[y0:y1, x0:x1] = cv2.resize(faces[i % len(faces)], (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA)
     detections = () if w.aligned else tuple(template_detection(b) for b in boxes)
     return WorkloadImage(img, detections)
+
+
+def synthetic_checkpoint(name: str, folder: str | os.PathLike[str], arch: "GPENConfig | None" = None) -> str:
+    """Random weights (seed 0) of ``arch`` (default: the registry's ``name``) as a real file in ``folder``, written
+    once and atomically, so two children never read half a file: loading from disk is part of what is measured."""
+    path = os.path.join(folder, f"synthetic-{name}.pth")
+    if os.path.exists(path):
+        return path
+    import torch
+
+    from gpen_core.networks.synthetic import random_state_dict
+    from gpen_core.platform import durable
+    from gpen_core.weights.lookup import REGISTRY
+
+    # Flushed: a torn file under the final name would be reused as it is (the existence check above).
+    with durable.replacing(path, sync=True, sweep=True) as tmp:
+        torch.save(random_state_dict(arch or REGISTRY[name].arch), tmp)
+    return path
 
 
 def generator_source(model: str, override_paths: Mapping[str, str], synthetic: bool | None,
