@@ -1,10 +1,6 @@
-"""Running the hardware check: each mode's workloads, then GPEN's other tasks, each through a fresh Restorer
-in a worker process.
-
-:func:`run_profile` measures every mode (lightest first) and saves the result. On the CPU the backend
-comparison (:mod:`.backends`) runs first and is recorded for ``auto``, so the modes are measured with the
-backend a request will use. Then one row per (task, mode): the task's workload once, as a first request; a
-mode without a plan for the task (``low``) records what the engine answers. Nothing heavy at import.
+"""Running the hardware check (:func:`run_profile`): the CPU backend comparison (:mod:`.backends`), each mode's
+workloads, then one row per (task, mode) of GPEN's other tasks (a mode without a plan for the task records what the
+engine answers), each through a fresh Restorer in a worker process. Nothing heavy at import.
 """
 
 from __future__ import annotations
@@ -219,8 +215,8 @@ def _runs_openvino(model: str, mode: MemoryMode, check: CheckSpec) -> bool:
 
 
 def measure_task(spec: dict[str, Any], report: Progress) -> TaskRow:
-    """Run one (task, mode) spec in this process. Zero as for the modes; fixed face boxes stand in for
-    detections (the detector's cost is in the modes' rows)."""
+    """Run one (task, mode) spec in this process: its workload once, as a first request, zero as for the modes;
+    fixed face boxes stand in for detections (the detector's cost is in the modes' rows)."""
     w = Workload(**spec["workload"])
     built = build(w)
     mask = damage_strokes(w) if spec["gpen_task"] == "inpaint" else None
