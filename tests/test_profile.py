@@ -368,3 +368,15 @@ def test_a_mode_that_runs_out_of_memory_is_recorded_not_fatal(monkeypatch: pytes
     c = budget.choose("cpu", (320, 240), models_dir=tmp_path, free=budget.Free(q.peak_bytes, None))
     assert c.mode.name != "quality"
     assert report.recommendation(prof, budget.Free(q.peak_bytes, None)).startswith("use `low`")
+
+
+def test_in_process_a_mode_out_of_memory_is_a_failed_mode_and_any_other_error_is_raised() -> None:
+    from gpen_core.errors import ResourceError
+
+    def measure(spec: dict, report: Progress) -> None:
+        raise spec["error"]
+
+    with pytest.raises(runner.ModeFailed, match="out of memory: no lighter mode"):
+        runner.run_measure(measure, {"error": ResourceError("no lighter mode")}, lambda f, d: None, isolate=False)
+    with pytest.raises(ValueError, match="not memory"):
+        runner.run_measure(measure, {"error": ValueError("not memory")}, lambda f, d: None, isolate=False)

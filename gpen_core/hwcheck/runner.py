@@ -55,7 +55,7 @@ def run_measure(measure: Callable[[dict[str, Any], Progress], T], spec: dict[str
         try:
             return measure(spec, report)
         except Exception as exc:
-            if is_oom(exc) or type(exc).__name__ == "ResourceError":
+            if is_oom(exc) or isinstance(exc, errors.ResourceError):
                 raise ModeFailed(f"out of memory: {exc}") from exc
             raise
     out = worker.run(measure, spec, worker.report, on_event=worker.forward_progress(report))
