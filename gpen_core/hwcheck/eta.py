@@ -1,12 +1,10 @@
 """How long a measurement has left: from this machine's own measured steps, never a fixed guess.
 
-A run (the tips, the hardware check) is a known list of steps, each of a kind ("restore:balanced", a mode's
-name...). A step still to run is expected to take, in this order: the mean of the finished steps of its kind;
-its ``reference`` time scaled by this machine's speed; the mean of the finished steps of
-its family (the kind up to its first ":"); with ``guess_from_all``, the mean of every finished step. Else it is
-counted as untimed: a mean of unlike steps (a 1 s encode, a 20 s restore) would overstate the time left.
-The hardware check's steps (:class:`Steps`) are each network the backend comparison times, each mode and each
-task row, timed by :data:`REFERENCE_S` scaled to this machine after its first step.
+A run (the tips, the hardware check's :class:`Steps`) is a known list of steps, each of a kind ("restore:balanced",
+a mode's name...). A step still to run is expected to take, in this order: the mean of the finished steps of its
+kind; its ``reference`` time scaled by this machine's speed; the mean of the finished steps of its family (the kind
+up to its first ":"); with ``guess_from_all``, the mean of every finished step. Else it is counted as untimed: a
+mean of unlike steps (a 1 s encode, a 20 s restore) would overstate the time left.
 """
 
 from __future__ import annotations
