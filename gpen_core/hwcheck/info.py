@@ -22,6 +22,10 @@ from gpen_core.weights.missing import download_size, size_text
 
 # CPU features that decide dtype and speed: bf16 is only worth it with native support (bf16: ARM's).
 CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "bf16")
+# The packages info names, in its order, each with the wheels that install it (the first installed counts).
+_PACKAGES = {"torch": ("torch",), "torchvision": ("torchvision",), "gradio": ("gradio",), "facexlib": ("facexlib",),
+             "opencv": ("opencv-python-headless", "opencv-python", "opencv-contrib-python-headless", "opencv-contrib-python"),
+             "numpy": ("numpy",), "modelscope": ("modelscope",)}
 
 
 @dataclass(frozen=True)
@@ -87,9 +91,7 @@ def collect_info(models_dir: str | os.PathLike[str] | None = None) -> Info:
     device, cuda_name, vram, cuda_rt, threads = _torch_side()
     return Info(
         python=sys.version.split()[0], platform=platform.platform(), gpen_core=__version__,
-        **{name: installed(name) for name in ("torch", "torchvision", "gradio", "facexlib", "numpy", "modelscope")},
-        opencv=next(filter(None, map(installed, ("opencv-python-headless", "opencv-python", "opencv-contrib-python-headless",
-                                                 "opencv-contrib-python"))), None),
+        **{name: next(filter(None, map(installed, wheels)), None) for name, wheels in _PACKAGES.items()},
         device=device, cuda_name=cuda_name, cuda_vram_bytes=vram, cuda_runtime=cuda_rt, torch_threads=threads,
         models_dir=folder, weights=tuple(status(folder)), **host_facts(),
     )
@@ -102,8 +104,7 @@ def format_info(info: Info) -> str:
         f"gpen_core    {info.gpen_core}",
         f"python       {info.python} on {info.platform}",
         f"torch        {info.torch or missing}" + (f" (CUDA {info.cuda_runtime})" if info.cuda_runtime else ""),
-        *(f"{name:<13}{getattr(info, name) or missing}"
-          for name in ("torchvision", "gradio", "facexlib", "opencv", "numpy", "modelscope")),
+        *(f"{name:<13}{getattr(info, name) or missing}" for name in list(_PACKAGES)[1:]),  # torch: the line above
         f"device       {info.device}" + (f", {format_bytes(info.cuda_vram_bytes)} VRAM" if info.cuda_vram_bytes else ""),
         f"cpu          {info.cpu_model}; {info.cores_physical or '?'} cores / {info.cores_logical or '?'} threads"
         + (f"; torch uses {info.torch_threads} threads" if info.torch_threads else ""),
