@@ -174,8 +174,9 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
         timed = time_interleaved({"torch": lambda: torch_fwd(x_torch), "openvino": lambda: ov_fwd(x_ov)}, runs,
                                  lambda r: say(0.7 + 0.3 * r / runs, f"{label}: timed call {r + 1} of {runs} "
                                                "(torch and OpenVINO, interleaved)"))
-    return {**timed, "precision": precision, "convert_s": None if ov_fwd.convert_s is None else round(ov_fwd.convert_s, 2),
-            "load_s": round(ov_load_s, 2), "threads": threads, "note": precision_note}
+    convert_s = None if ov_fwd.convert_s is None else round(ov_fwd.convert_s, 2)
+    return {**timed, "precision": precision, "convert_s": convert_s, "load_s": round(ov_load_s, 2), "threads": threads,
+            "note": precision_note}
 
 
 def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
@@ -260,7 +261,8 @@ def network_rows(spec: dict[str, Any], result: dict[str, Any]) -> tuple[NetworkS
         weights = r.get("weights") if network != "parsenet" else ("real" if real.get((size, dtype)) else "synthetic")
         note = f"not measured: {r['error']}" if r.get("error") else r.get("note")
         out.append(NetworkSpeed(
-            network=network, size=size, dtype=dtype, weights=str(weights or "synthetic"), runs=int(r.get("runs", spec["runs"])),
+            network=network, size=size, dtype=dtype, weights=str(weights or "synthetic"),
+            runs=int(r.get("runs", spec["runs"])),
             torch_s=r.get("torch_s"), openvino_s=r.get("openvino_s"), torch_times=tuple(r.get("torch_times", ())),
             openvino_times=tuple(r.get("openvino_times", ())),
             precision=str(r.get("precision") or ("f32" if network != "parsenet" else "")),  # ov_detect compiles f32

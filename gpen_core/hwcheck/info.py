@@ -24,7 +24,8 @@ from gpen_core.weights.missing import download_size, size_text
 CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "bf16")
 # The packages info names, in its order, each with the wheels that install it (the first installed counts).
 _PACKAGES = {"torch": ("torch",), "torchvision": ("torchvision",), "gradio": ("gradio",), "facexlib": ("facexlib",),
-             "opencv": ("opencv-python-headless", "opencv-python", "opencv-contrib-python-headless", "opencv-contrib-python"),
+             "opencv": ("opencv-python-headless", "opencv-python", "opencv-contrib-python-headless",
+                        "opencv-contrib-python"),
              "numpy": ("numpy",), "modelscope": ("modelscope",)}
 
 
