@@ -56,11 +56,11 @@ class ConvertedIRs:
         if name in REFERENCES:
             ov_generator.convert(reference_checkpoint(name, home), models_dir=home)
         elif name == TINY_OVERRIDE:
-            from gpen_core.hwcheck import runner
+            from gpen_core.hwcheck.workloads import synthetic_checkpoint
 
             from .factories import TINY
 
-            ov_generator.convert(runner._write_overrides({"GPEN-BFR-256": TINY}, home)["GPEN-BFR-256"], models_dir=home)
+            ov_generator.convert(synthetic_checkpoint("GPEN-BFR-256", home, TINY), models_dir=home)
         elif name == SYNTHETIC_DETECTOR:
             from gpen_core.engine.network_loads import openvino_detector
 

@@ -34,14 +34,14 @@ def test_an_unmeasured_kind_takes_its_family_s_mean_before_the_mean_of_all() -> 
     assert eta.left() == 20 + 60
 
 
-def test_each_step_is_its_kind_s_mean_then_the_prior_then_the_mean_of_all() -> None:
+def test_each_step_is_its_kind_s_mean_then_its_reference_then_the_mean_of_all() -> None:
     clock = Clock()
     plan = ["restore:balanced", "restore:balanced", "encode:png", "cache:walk"]
-    eta = Eta(plan, prior={"encode:png": 1.0}, clock=clock)
+    eta = Eta(plan, reference={"restore:balanced": 20.0, "encode:png": 2.0}, clock=clock)
     eta.start()
-    clock.now += 10  # the first restore took 10 s
+    clock.now += 10  # the first restore took 10 s: half its reference
     assert eta.finish() == 10
-    # restore 10 (its kind) + encode 1 (prior) + walk 10 (no kind, no prior: the mean of all measured)
+    # restore 10 (its kind) + encode 1 (its reference, scaled) + walk 10 (no kind, no reference: the mean of all)
     assert eta.left() == 21
     clock.now += 4  # 4 s into the second restore
     assert eta.left() == 17
@@ -52,17 +52,6 @@ def test_each_step_is_its_kind_s_mean_then_the_prior_then_the_mean_of_all() -> N
     eta.finish()
     eta.finish()
     assert eta.left() == 0
-
-
-def test_a_prior_estimates_before_anything_is_measured() -> None:
-    clock = Clock()
-    eta = Eta(["low", "balanced", "quality"], prior={"low": 20, "balanced": 30, "quality": 50}, clock=clock)
-    eta.start()
-    assert eta.left() == 100
-    clock.now += 25  # low runs longer than last time
-    assert eta.left() == 80
-    eta.finish()
-    assert eta.left() == 80
 
 
 def test_the_text_rounds_to_what_a_person_reads() -> None:

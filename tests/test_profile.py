@@ -214,7 +214,7 @@ def test_recommended_mode_runs_within_its_measured_peak(measured: tuple[records.
     prof, home = measured
     choice = budget.choose("cpu", BIGGEST, models_dir=home, free=budget.Free(64 * 10**9, None))
     m = prof.modes[choice.mode.name]
-    ckpt = runner._write_overrides({"t": TINY}, tmp_path)["t"]
+    ckpt = workloads.synthetic_checkpoint("t", tmp_path, TINY)
     group = workloads.build(SMALL[-1])
     r = Restorer(models_dir=home, device="cpu")
     r(group.image, RestoreOptions(mode=m.mode, model=ckpt), detections=list(group.detections))  # warm
@@ -309,7 +309,6 @@ def test_portraits_are_composited_into_the_boxes(tmp_path: Path) -> None:
     Image.fromarray(face).save(tmp_path / "p.png")
     w = Workload("p", "p", 300, 200, 2, face_px=60)
     built = workloads.build(w, portraits=workloads.example_faces(tmp_path))
-    assert built.real_faces
     x0, y0, x1, y1 = (int(v) for v in built.detections[0].box)
     assert (built.image[y0:y1, x0:x1, 0] == 200).all() and (built.image[y0:y1, x0:x1, 1] == 0).all()
 
@@ -369,3 +368,15 @@ def test_a_mode_that_runs_out_of_memory_is_recorded_not_fatal(monkeypatch: pytes
     c = budget.choose("cpu", (320, 240), models_dir=tmp_path, free=budget.Free(q.peak_bytes, None))
     assert c.mode.name != "quality"
     assert report.recommendation(prof, budget.Free(q.peak_bytes, None)).startswith("use `low`")
+
+
+def test_in_process_a_mode_out_of_memory_is_a_failed_mode_and_any_other_error_is_raised() -> None:
+    from gpen_core.errors import ResourceError
+
+    def measure(spec: dict, report: Progress) -> None:
+        raise spec["error"]
+
+    with pytest.raises(runner.ModeFailed, match="out of memory: no lighter mode"):
+        runner.run_measure(measure, {"error": ResourceError("no lighter mode")}, lambda f, d: None, isolate=False)
+    with pytest.raises(ValueError, match="not memory"):
+        runner.run_measure(measure, {"error": ValueError("not memory")}, lambda f, d: None, isolate=False)

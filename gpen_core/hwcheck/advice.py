@@ -5,12 +5,10 @@ allocator state cannot flatter the other), interleaved, repeated. A tip that can
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import statistics
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +18,7 @@ import psutil
 
 from gpen_core.hwcheck.advice_child import SideRun, measure, workload_of
 from gpen_core.hwcheck.eta import Eta
-from gpen_core.hwcheck.info import cpu_facts
+from gpen_core.hwcheck.info import host_facts
 from gpen_core.hwcheck.report import host_text
 from gpen_core.modes import MODES
 from gpen_core.progress import Progress, left_text
@@ -35,11 +33,11 @@ from gpen_core.platform.meter import format_bytes
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def run_side(spec: dict[str, Any], env: dict[str, str] | None = None, timeout: float = 600) -> SideRun | None:
+def run_side(spec: dict[str, Any], env: dict[str, str] | None = None) -> SideRun | None:
     """One side of a tip (:func:`gpen_core.hwcheck.advice_child.measure`) in a fresh process; RuntimeError when it fails."""
     child_env: dict[str, str | None] = {k: None for k in _THREAD_VARS}
     child_env.update(env or {})
-    out = worker.run(measure, spec, env=child_env, timeout=timeout)
+    out = worker.run(measure, spec, env=child_env, timeout=600)
     if isinstance(out, worker.Failed):
         what = f"{out.error_type}: {out.message}" if out.error_type else f"its process {out.message}"
         raise RuntimeError(f"the measurement child failed ({spec.get('kind')}): {what}")
@@ -50,21 +48,8 @@ SCRATCH_PREFIX = "gpen-advice-"
 
 
 def sweep_scratch(root: str | os.PathLike[str] | None = None) -> list[Path]:
-    """Remove the scratch folders of tips runs whose process is gone (a kill, a restart); only this user's.
-    The removed."""
+    """Remove (and return) the scratch folders of this user's tips runs whose process is gone (a kill, a restart)."""
     return sweep_folders(Path(root or tempfile.gettempdir()), SCRATCH_PREFIX)
-
-
-@contextlib.contextmanager
-def scratch_folder(root: str | os.PathLike[str] | None = None) -> Iterator[Path]:
-    """The folder one tips run shares (named by this process's pid, so a later run can tell it is a
-    leftover); removed when the run ends, however it ends. Leftovers of dead runs are swept first."""
-    sweep_scratch(root)
-    folder = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=root))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _side(label: str, outs: Sequence[SideRun]) -> Side:
@@ -141,7 +126,10 @@ def measure_tips(
     has_cuda, bf16 = torch_facts()
     tiny = workload == "tiny"
     results: list[TipResult] = []
-    with scratch_folder() as scratch:
+    sweep_scratch()
+    # Named by this process's pid, so a later run can tell a leftover of this one.
+    with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", ignore_cleanup_errors=True) as tmp:
+        scratch = Path(tmp)
         base = {"workload": workload, "repeats": 2 if not tiny else 1, "scratch": str(scratch)}
         plans = plan_tips(wanted, base, has_cuda, cache_files if not tiny else 2_000, tiny, scratch)
         eta = Eta([k for p in plans if isinstance(p, TipPlan) for k in p.steps(repeats)], guess_from_all=False)
@@ -281,10 +269,7 @@ def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipR
 def machine_line(has_cuda: bool, native_bf16: bool | None = None) -> str:
     """The hardware check's machine facts (report.host_text), and the GPU or its absence (both asked of a child,
     :func:`torch_facts`); ``native_bf16`` None: judged by the flags, as for an older saved check."""
-    model, flags = cpu_facts()
-    vm = psutil.virtual_memory()
-    facts = {"cpu_model": model, "cpu_flags": flags, "cores_physical": psutil.cpu_count(logical=False),
-             "cores_logical": psutil.cpu_count(), "ram_available_bytes": vm.available, "ram_total_bytes": vm.total}
+    facts = host_facts()
     if native_bf16 is not None:
         facts["native_bf16"] = native_bf16
     return host_text(facts) + (", a CUDA GPU" if has_cuda else ", no CUDA GPU")

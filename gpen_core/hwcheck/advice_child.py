@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpen_core.hwcheck import workloads as wl
-from gpen_core.platform import durable
 from gpen_core.platform.meter import PeakMeter, peak_rss
 
 
@@ -26,7 +25,6 @@ class SideRun:
     request_peaks: tuple[int, ...]  # per measured request (or operation): peak above the idle process, bytes
     seconds: float  # median of the measured requests (or operations)
     vram_reserved: int | None = None
-    finite: bool | None = None  # the forward kind: the output had no NaN or Inf
 
 
 def torch_facts() -> tuple[bool, bool]:
@@ -70,23 +68,6 @@ def _measure_encode(spec: dict[str, Any]) -> SideRun:
     return _timed(lambda: encode_image(img, spec["format"], quality=95), int(spec["repeats"]))
 
 
-def synthetic_checkpoint(model: str, folder: str) -> str:
-    """A registry generator ("GPEN-BFR-256") with random weights (seed 0) as a real file in ``folder``, written once:
-    loading from disk is part of what tip 3 changes. Written atomically, so two children never read half a file."""
-    path = os.path.join(folder, f"synthetic-{model}.pth")
-    if os.path.exists(path):
-        return path
-    import torch
-
-    from gpen_core.networks.synthetic import random_state_dict
-    from gpen_core.weights.lookup import REGISTRY
-
-    # Flushed: a torn file under the final name would be reused as it is (the existence check above).
-    with durable.replacing(path, sync=True, sweep=True) as tmp:
-        torch.save(random_state_dict(REGISTRY[model].arch), tmp)
-    return path
-
-
 def _input(spec: dict[str, Any]) -> tuple[Any, list[Any]]:
     """The tip's photo (pre-shrunk, as JPEG bytes when the spec says) and its faces' boxes."""
     import numpy as np
@@ -115,7 +96,7 @@ def _measure_restore(spec: dict[str, Any]) -> SideRun | None:
     scratch = spec["scratch"]
     model = spec.get("model")
     if model and not os.path.exists(model):
-        model = synthetic_checkpoint(model, scratch)
+        model = wl.synthetic_checkpoint(model, scratch)
     restorer = Restorer(models_dir=spec.get("models_dir") or scratch, device=spec.get("device") or "cpu", synthetic_weights=True)
     opts = RestoreOptions(mode=spec["mode"], model=model, output_format=spec.get("output_format"))
     keep: list[Any] = []
@@ -164,15 +145,13 @@ def measure_forward(spec: dict[str, Any]) -> SideRun:
             if cuda:
                 torch.cuda.synchronize(dev)
             t = time.perf_counter()
-            y = fwd(x)
+            fwd(x)
             if cuda:
                 torch.cuda.synchronize(dev)
             if i >= 2:
                 times.append(time.perf_counter() - t)
-            ok = bool(torch.isfinite(y.float()).all())
-            del y
     vram = int(torch.cuda.max_memory_reserved(dev)) if cuda else None
-    return SideRun(peak_rss(), (0,), statistics.median(times), vram, ok)
+    return SideRun(peak_rss(), (0,), statistics.median(times), vram)
 
 
 def measure_cache(spec: dict[str, Any]) -> SideRun:

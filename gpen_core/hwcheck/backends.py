@@ -7,7 +7,6 @@ times each, interleaved so a change in load hits both alike; the medians are rec
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -85,9 +84,9 @@ def plan(
                         source=f"hardware check: random weights of the released {m.model} architecture "
                         "(time does not depend on the values)")
         pairs[key] = pair
-    for key, pair in pairs.items():  # a mode's thread cap holds when every mode sharing the generator has one (pipeline.py)
-        caps = [mm.threads for mm in modes if uses[mm.name] == key]
-        pair["threads"] = max(c for c in caps if c is not None) if all(c is not None for c in caps) else None
+    for pair in pairs.values():  # a mode's thread cap holds when every mode sharing the generator has one (pipeline.py)
+        caps = [m.threads for m in modes if m.name in pair["modes"]]
+        pair["threads"] = None if None in caps else max(caps)
     spec = {"mode": "backends", "pairs": list(pairs.values()), "runs": RUNS,
             "models_dir": models_dir, "threads": specs[0].get("threads") if specs else None}
     if not configs:  # the parser too, for auto (gpen_core.runtimes.openvino.parser); overrides are experiments: generator only
@@ -150,23 +149,19 @@ def _engine_parser(pair: dict[str, Any], runtime: str, models_dir: Path, threads
 
 
 def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_threads: int | None, say: Progress) -> dict[str, Any]:
-    """``pair``'s generator on torch and on OpenVINO: a warm-up call each, then ``runs`` interleaved timed
-    calls each; the medians, every time, the precision and the conversion's seconds."""
+    """``pair``'s generator on torch and on OpenVINO, timed as the parser and detectors are
+    (:func:`gpen_core.runtimes.openvino.choice.time_interleaved`); the precision and the conversion's seconds."""
     import torch
 
     from gpen_core.runtimes.openvino import generator as ov_backend
+    from gpen_core.runtimes.openvino.choice import time_interleaved, torch_threads
     from gpen_core.networks.plan import choose_plan
 
     size, dtype = pair["size"], pair["dtype"]
     label = f"backends: {size} px {dtype}"
-    plan_, _ = choose_plan("cpu", dtype)
-    precision, precision_note = ov_backend.choose_precision(plan_.dtype)
-    old = torch.get_num_threads()
-    threads = base_threads or old
-    if pair.get("threads") and threads > pair["threads"]:
-        threads = pair["threads"]
-    torch.set_num_threads(threads)
-    try:
+    precision, precision_note = ov_backend.choose_precision(choose_plan("cpu", dtype)[0].dtype)
+    threads = min(t for t in (base_threads or torch.get_num_threads(), pair.get("threads")) if t)
+    with torch_threads(threads):
         say(0.0, f"{label}: loading the torch generator")
         torch_fwd, torch_dtype = _engine_generator(pair, "torch", models_dir, None)
         say(0.05, f"{label}: OpenVINO {precision}")
@@ -176,23 +171,12 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
         x = torch.rand(1, 3, size, size) * 2 - 1  # the values do not change the time
         x_torch, x_ov = x.to(torch_dtype), x.to(ov_dtype)  # what the engine hands each backend
         say(0.7, f"{label}: warm-up calls")
-        torch_fwd(x_torch)
-        ov_fwd(x_ov)
-        t_times: list[float] = []
-        o_times: list[float] = []
-        calls = ((torch_fwd, x_torch, t_times), (ov_fwd, x_ov, o_times))
-        for r in range(runs):
-            say(0.7 + 0.3 * r / runs, f"{label}: timed call {r + 1} of {runs} (torch and OpenVINO, interleaved)")
-            for fwd, x_in, times in calls if r % 2 == 0 else calls[::-1]:  # alternate which goes first
-                t = time.perf_counter()
-                fwd(x_in)
-                times.append(time.perf_counter() - t)
-    finally:
-        torch.set_num_threads(old)
-    return {"torch_s": round(statistics.median(t_times), 4), "openvino_s": round(statistics.median(o_times), 4),
-            "torch_times": [round(v, 4) for v in t_times], "openvino_times": [round(v, 4) for v in o_times],
-            "precision": precision, "convert_s": None if ov_fwd.convert_s is None else round(ov_fwd.convert_s, 2),
-            "load_s": round(ov_load_s, 2), "threads": threads, "note": precision_note}
+        timed = time_interleaved({"torch": lambda: torch_fwd(x_torch), "openvino": lambda: ov_fwd(x_ov)}, runs,
+                                 lambda r: say(0.7 + 0.3 * r / runs, f"{label}: timed call {r + 1} of {runs} "
+                                               "(torch and OpenVINO, interleaved)"))
+    convert_s = None if ov_fwd.convert_s is None else round(ov_fwd.convert_s, 2)
+    return {**timed, "precision": precision, "convert_s": convert_s, "load_s": round(ov_load_s, 2), "threads": threads,
+            "note": precision_note}
 
 
 def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
@@ -270,7 +254,6 @@ def network_rows(spec: dict[str, Any], result: dict[str, Any]) -> tuple[NetworkS
     :mod:`gpen_core.runtimes.openvino.detector`: a row with ``speed_file`` was) as :class:`NetworkSpeed` records."""
     from gpen_core.runtimes.openvino.detector import DETECT_SIDE
 
-    runs = int(spec.get("runs", RUNS))
     real = {(p["size"], p["dtype"]): p.get("weights") is not None for p in spec.get("parse", ())}
     out: list[NetworkSpeed] = []
     for r, network in [(r, "parsenet") for r in result.get("parse", ())] + [(r, str(r["network"])) for r in result.get("detect", ())]:
@@ -278,7 +261,8 @@ def network_rows(spec: dict[str, Any], result: dict[str, Any]) -> tuple[NetworkS
         weights = r.get("weights") if network != "parsenet" else ("real" if real.get((size, dtype)) else "synthetic")
         note = f"not measured: {r['error']}" if r.get("error") else r.get("note")
         out.append(NetworkSpeed(
-            network=network, size=size, dtype=dtype, weights=str(weights or "synthetic"), runs=int(r.get("runs", runs)),
+            network=network, size=size, dtype=dtype, weights=str(weights or "synthetic"),
+            runs=int(r.get("runs", spec["runs"])),
             torch_s=r.get("torch_s"), openvino_s=r.get("openvino_s"), torch_times=tuple(r.get("torch_times", ())),
             openvino_times=tuple(r.get("openvino_times", ())),
             precision=str(r.get("precision") or ("f32" if network != "parsenet" else "")),  # ov_detect compiles f32

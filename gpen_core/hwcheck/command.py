@@ -107,7 +107,6 @@ def add_selfcheck(subparsers: Any) -> None:
 def selfcheck(args: argparse.Namespace) -> int:
     """Exit 0 when every network is placed and runs on the device; 1 naming the first offending tensor."""
     from gpen_core.hwcheck.selfcheck import run_selfcheck
-
     from gpen_core.restorer import default_device
 
     device = args.device or default_device()

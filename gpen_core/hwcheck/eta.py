@@ -1,12 +1,10 @@
 """How long a measurement has left: from this machine's own measured steps, never a fixed guess.
 
-A run (the tips, the hardware check) is a known list of steps, each of a kind ("restore:balanced", a mode's
-name...). A step still to run is expected to take, in this order: the mean of the finished steps of its kind;
-a prior measured here; its ``reference`` time scaled by this machine's speed; the mean of the finished steps of
-its family (the kind up to its first ":"); with ``guess_from_all``, the mean of every finished step. Else it is
-counted as untimed: a mean of unlike steps (a 1 s encode, a 20 s restore) would overstate the time left.
-The hardware check's steps (:class:`Steps`) are each network the backend comparison times, each mode and each
-task row, timed by :data:`REFERENCE_S` scaled to this machine after its first step.
+A run (the tips, the hardware check's :class:`Steps`) is a known list of steps, each of a kind ("restore:balanced",
+a mode's name...). A step still to run is expected to take, in this order: the mean of the finished steps of its
+kind; its ``reference`` time scaled by this machine's speed; the mean of the finished steps of its family (the kind
+up to its first ":"); with ``guess_from_all``, the mean of every finished step. Else it is counted as untimed: a
+mean of unlike steps (a 1 s encode, a 20 s restore) would overstate the time left.
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ class Eta:
     """Time left of ``plan`` (the kind of each step, in order)."""
 
     plan: Sequence[str]
-    prior: Mapping[str, float] = field(default_factory=dict)  # seconds per step of a kind, measured before
     reference: Mapping[str, float] = field(default_factory=dict)  # on a reference machine: only ratios count (scale())
     clock: Callable[[], float] = time.monotonic
     # An unmeasured kind of no measured family takes the mean of all finished steps (the hardware
@@ -46,17 +43,11 @@ class Eta:
         self._started = now  # the next step starts when this one ends unless told otherwise
         return took
 
-    @property
-    def started(self) -> bool:
-        return self._started is not None
-
     def per_step(self, kind: str) -> float | None:
         """Seconds a step of ``kind`` is expected to take here (None: nothing to go on yet)."""
         same = [s for k, s in self.finished if k == kind]
         if same:
             return statistics.mean(same)
-        if kind in self.prior:
-            return float(self.prior[kind])
         scale = self.scale()
         if scale is not None and kind in self.reference:
             return self.reference[kind] * scale
@@ -156,12 +147,11 @@ class Steps:
         self.total = max(1, len(kinds))
         self.report = report
         self.eta = Eta(list(kinds), reference=reference, clock=clock)
+        self.eta.start()
 
     def say(self, units: float, text: str) -> None:
         """``units``: steps done, the running one's fraction included (2.5: halfway through the third)."""
         eta = self.eta
-        if not eta.started:
-            eta.start()
         # A step has finished when the progress reaches its end (the next step's first report).
         while len(eta.finished) < min(len(eta.plan), math.floor(units + 1e-6)):
             eta.finish()

@@ -9,11 +9,12 @@ import os
 import platform
 import sys
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import psutil
 
+from gpen_core.compat.versions import installed
 from gpen_core.platform.cpuinfo import cpu_flags, cpu_model
 from gpen_core.platform.meter import format_bytes
 from gpen_core.weights.lookup import WeightStatus, status
@@ -21,6 +22,11 @@ from gpen_core.weights.missing import download_size, size_text
 
 # CPU features that decide dtype and speed: bf16 is only worth it with native support (bf16: ARM's).
 CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "bf16")
+# The packages info names, in its order, each with the wheels that install it (the first installed counts).
+_PACKAGES = {"torch": ("torch",), "torchvision": ("torchvision",), "gradio": ("gradio",), "facexlib": ("facexlib",),
+             "opencv": ("opencv-python-headless", "opencv-python", "opencv-contrib-python-headless",
+                        "opencv-contrib-python"),
+             "numpy": ("numpy",), "modelscope": ("modelscope",)}
 
 
 @dataclass(frozen=True)
@@ -52,19 +58,13 @@ class Info:
     weights: tuple[WeightStatus, ...]
 
 
-def _version(*dists: str) -> str | None:
-    for d in dists:
-        try:
-            return metadata.version(d)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
-def cpu_facts() -> tuple[str, tuple[str, ...]]:
-    """(the CPU model, the :data:`CPU_FLAGS_OF_INTEREST` it has), from ``/proc/cpuinfo`` where there is one."""
-    flags = cpu_flags()
-    return cpu_model(), tuple(f for f in CPU_FLAGS_OF_INTEREST if f in flags)
+def host_facts() -> dict[str, Any]:
+    """The CPU (its model, the :data:`CPU_FLAGS_OF_INTEREST` it has), cores and RAM, named as in :class:`Info`;
+    without torch (the tips' parent keeps it out)."""
+    flags, vm = cpu_flags(), psutil.virtual_memory()
+    return {"cpu_model": cpu_model(), "cpu_flags": tuple(f for f in CPU_FLAGS_OF_INTEREST if f in flags),
+            "cores_logical": psutil.cpu_count(logical=True), "cores_physical": psutil.cpu_count(logical=False),
+            "ram_total_bytes": int(vm.total), "ram_available_bytes": int(vm.available)}
 
 
 def _torch_side() -> tuple[str, str | None, int | None, str | None, int | None]:
@@ -90,16 +90,11 @@ def collect_info(models_dir: str | os.PathLike[str] | None = None) -> Info:
 
     folder = models_folder(models_dir)
     device, cuda_name, vram, cuda_rt, threads = _torch_side()
-    cpu_model, flags = cpu_facts()
-    vm = psutil.virtual_memory()
     return Info(
         python=sys.version.split()[0], platform=platform.platform(), gpen_core=__version__,
-        **{name: _version(name) for name in ("torch", "torchvision", "gradio", "facexlib", "numpy", "modelscope")},
-        opencv=_version("opencv-python-headless", "opencv-python", "opencv-contrib-python-headless", "opencv-contrib-python"),
+        **{name: next(filter(None, map(installed, wheels)), None) for name, wheels in _PACKAGES.items()},
         device=device, cuda_name=cuda_name, cuda_vram_bytes=vram, cuda_runtime=cuda_rt, torch_threads=threads,
-        cpu_model=cpu_model, cpu_flags=flags, cores_logical=psutil.cpu_count(logical=True),
-        cores_physical=psutil.cpu_count(logical=False), ram_total_bytes=int(vm.total),
-        ram_available_bytes=int(vm.available), models_dir=folder, weights=tuple(status(folder)),
+        models_dir=folder, weights=tuple(status(folder)), **host_facts(),
     )
 
 
@@ -110,8 +105,7 @@ def format_info(info: Info) -> str:
         f"gpen_core    {info.gpen_core}",
         f"python       {info.python} on {info.platform}",
         f"torch        {info.torch or missing}" + (f" (CUDA {info.cuda_runtime})" if info.cuda_runtime else ""),
-        *(f"{name:<13}{getattr(info, name) or missing}"
-          for name in ("torchvision", "gradio", "facexlib", "opencv", "numpy", "modelscope")),
+        *(f"{name:<13}{getattr(info, name) or missing}" for name in list(_PACKAGES)[1:]),  # torch: the line above
         f"device       {info.device}" + (f", {format_bytes(info.cuda_vram_bytes)} VRAM" if info.cuda_vram_bytes else ""),
         f"cpu          {info.cpu_model}; {info.cores_physical or '?'} cores / {info.cores_logical or '?'} threads"
         + (f"; torch uses {info.torch_threads} threads" if info.torch_threads else ""),

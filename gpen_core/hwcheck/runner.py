@@ -1,10 +1,6 @@
-"""Running the hardware check: each mode's workloads, then GPEN's other tasks, each through a fresh Restorer
-in a worker process.
-
-:func:`run_profile` measures every mode (lightest first) and saves the result. On the CPU the backend
-comparison (:mod:`.backends`) runs first and is recorded for ``auto``, so the modes are measured with the
-backend a request will use. Then one row per (task, mode): the task's workload once, as a first request; a
-mode without a plan for the task (``low``) records what the engine answers. Nothing heavy at import.
+"""Running the hardware check (:func:`run_profile`): the CPU backend comparison (:mod:`.backends`), each mode's
+workloads, then one row per (task, mode) of GPEN's other tasks (a mode without a plan for the task records what the
+engine answers), each through a fresh Restorer in a worker process. Nothing heavy at import.
 """
 
 from __future__ import annotations
@@ -26,7 +22,7 @@ from gpen_core.platform import worker
 from gpen_core.weights import lookup as weights
 from gpen_core.hwcheck.workloads import (
     STANDARD, TASK_WORKLOADS, Workload, build, damage_strokes, example_faces, fresh_restorer, generator_source,
-    request_figures, restorer_spec,
+    request_figures, restorer_spec, synthetic_checkpoint,
 )
 from gpen_core.hwcheck.backends import finish as finish_backends, measure as measure_backends, plan as plan_backends
 from gpen_core.hwcheck.info import collect_info
@@ -59,7 +55,7 @@ def run_measure(measure: Callable[[dict[str, Any], Progress], T], spec: dict[str
         try:
             return measure(spec, report)
         except Exception as exc:
-            if is_oom(exc) or type(exc).__name__ == "ResourceError":
+            if is_oom(exc) or isinstance(exc, errors.ResourceError):
                 raise ModeFailed(f"out of memory: {exc}") from exc
             raise
     out = worker.run(measure, spec, worker.report, on_event=worker.forward_progress(report))
@@ -86,20 +82,6 @@ def _machine_facts(models_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
             "torch", "torch_threads", "gpen_core", "python", "platform")
     return {**{k: getattr(info, k) for k in same}, "cpu_flags": list(info.cpu_flags), "gpu_name": info.cuda_name,
             "vram_total_bytes": info.cuda_vram_bytes, "native_bf16": cpu_features()["native_bf16"]}
-
-
-def _write_overrides(configs: dict[str, "GPENConfig"], folder: Path) -> dict[str, str]:
-    """Random checkpoints for the model-config overrides (tests: tiny GPENs); name → path."""
-    import torch
-
-    from gpen_core.networks.synthetic import random_state_dict
-
-    paths = {}
-    for name, cfg in configs.items():
-        p = folder / f"synthetic-{name}.pth"
-        torch.save(random_state_dict(cfg, seed=0), p)
-        paths[name] = str(p)
-    return paths
 
 
 @dataclass(frozen=True)
@@ -233,8 +215,8 @@ def _runs_openvino(model: str, mode: MemoryMode, check: CheckSpec) -> bool:
 
 
 def measure_task(spec: dict[str, Any], report: Progress) -> TaskRow:
-    """Run one (task, mode) spec in this process. Zero as for the modes; fixed face boxes stand in for
-    detections (the detector's cost is in the modes' rows)."""
+    """Run one (task, mode) spec in this process: its workload once, as a first request, zero as for the modes;
+    fixed face boxes stand in for detections (the detector's cost is in the modes' rows)."""
     w = Workload(**spec["workload"])
     built = build(w)
     mask = damage_strokes(w) if spec["gpen_task"] == "inpaint" else None
@@ -328,7 +310,7 @@ def _measure_everything(
     # One portrait, always the same file: a photo with several faces would multiply the count.
     portraits = example_faces()[:1]
     with tempfile.TemporaryDirectory(prefix="gpen-profile-") as tmp:
-        override_paths = _write_overrides(configs, Path(tmp)) if configs else {}
+        override_paths = {name: synthetic_checkpoint(name, tmp, cfg) for name, cfg in configs.items()}
         specs = [_plan_mode(m, check, override_paths, portraits) for m in check.wanted]
         do_tasks = check.tasks if check.tasks is not None else (not configs and tuple(check.workloads) == STANDARD)
         tspecs, rows = plan_tasks(check, override_paths) if do_tasks else ([], [])

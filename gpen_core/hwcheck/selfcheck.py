@@ -101,14 +101,6 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return dev
 
 
-def _same(a: torch.device, b: torch.device) -> bool:
-    """Whether ``a`` and ``b`` are one device (a CUDA device without an index is the current one)."""
-    if a.type != b.type or a.type != "cuda":
-        return a.type == b.type
-    current = torch.cuda.current_device()
-    return (current if a.index is None else a.index) == (current if b.index is None else b.index)
-
-
 def named_tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, str, torch.Tensor]]:
     """(path, kind, tensor) for every parameter, buffer and plain tensor attribute of a module tree (plain
     attributes matter: ``.to(device)`` does not move them, as facexlib's ``RetinaFace.mean_tensor``)."""
@@ -132,11 +124,12 @@ def named_tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, str, torch.
 
 
 def misplaced(obj: Any, device: torch.device) -> list[str]:
-    """One sentence per tensor of ``obj`` that is not on ``device`` (empty when all are)."""
+    """One sentence per tensor of ``obj`` that is not on ``device`` (empty when all are); ``device`` as
+    :func:`resolve_device` gives it (a CUDA tensor's device always has its index)."""
     return [
         f"{kind} {path} {tuple(t.shape)} is on {t.device}, expected {device}"
         for path, kind, t in named_tensors(obj)
-        if not _same(t.device, device)
+        if t.device != device
     ]
 
 
@@ -233,7 +226,7 @@ def _float32_output(y: Any, device: torch.device) -> str | None:
     """What is wrong with a network's output (a float32 tensor on ``device``, finite off meta), or None."""
     if not isinstance(y, torch.Tensor):
         return f"the forward returned {type(y).__name__}, not a tensor"
-    if not _same(y.device, device):
+    if y.device != device:
         return f"the output is on {y.device}, expected {device}"
     if y.dtype != torch.float32:
         return f"the output is {y.dtype}, expected {torch.float32}"

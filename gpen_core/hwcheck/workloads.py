@@ -11,11 +11,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gpen_core.faces.align import reference_points
+
+if TYPE_CHECKING:
+    from gpen_core.networks.arch import GPENConfig
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 _EXAMPLE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
@@ -71,21 +74,20 @@ def damage_strokes(w: Workload) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class WorkloadImage:
     """A built workload: ``detections`` are the synthetic boxes to give a Restorer without a detector (() when
-    aligned); ``real_faces``: a portrait was pasted into every box."""
+    aligned)."""
 
     image: np.ndarray
     detections: tuple  # tuple[faces.Detection, ...]
-    real_faces: bool
 
 
-def canvas(width: int, height: int, seed: int = 0) -> np.ndarray:
+def canvas(width: int, height: int) -> np.ndarray:
     """A deterministic textured image: a smooth colour field plus a tiled 64×64 grain (a flat image compresses
     to nothing: the encode would look free)."""
     import cv2
 
     if width < 1 or height < 1:
         raise ValueError(f"canvas size must be positive, got {width}×{height}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(0)
     small = rng.integers(40, 216, (max(2, height // 16), max(2, width // 16), 3), dtype=np.uint8)
     img = cv2.resize(small, (width, height), interpolation=cv2.INTER_LINEAR)
     grain = rng.integers(-12, 13, (64, 64, 3), dtype=np.int16)
@@ -142,18 +144,36 @@ def _square_portrait(path: Path) -> np.ndarray:
     return rgb[(h - s) // 2 : (h - s) // 2 + s, (w - s) // 2 : (w - s) // 2 + s]
 
 
-def build(w: Workload, *, portraits: Sequence[Path] = (), seed: int = 0) -> WorkloadImage:
+def build(w: Workload, *, portraits: Sequence[Path] = ()) -> WorkloadImage:
     """Build ``w``; with ``portraits``, each face box (an aligned input: the whole image) receives one, resized,
     for a real detector to find. The synthetic detections (:func:`template_detection`) come either way."""
     import cv2
 
-    img = canvas(w.width, w.height, seed)
+    img = canvas(w.width, w.height)
     faces = [_square_portrait(p) for p in portraits[:1 if w.aligned else None]]
     boxes = face_boxes(w) or [(0, 0, w.width, w.height)]
     for i, (x0, y0, x1, y1) in enumerate(boxes if faces else ()):
         img[y0:y1, x0:x1] = cv2.resize(faces[i % len(faces)], (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA)
     detections = () if w.aligned else tuple(template_detection(b) for b in boxes)
-    return WorkloadImage(img, detections, bool(portraits))
+    return WorkloadImage(img, detections)
+
+
+def synthetic_checkpoint(name: str, folder: str | os.PathLike[str], arch: "GPENConfig | None" = None) -> str:
+    """Random weights (seed 0) of ``arch`` (default: the registry's ``name``) as a real file in ``folder``, written
+    once and atomically, so two children never read half a file: loading from disk is part of what is measured."""
+    path = os.path.join(folder, f"synthetic-{name}.pth")
+    if os.path.exists(path):
+        return path
+    import torch
+
+    from gpen_core.networks.synthetic import random_state_dict
+    from gpen_core.platform import durable
+    from gpen_core.weights.lookup import REGISTRY
+
+    # Flushed: a torn file under the final name would be reused as it is (the existence check above).
+    with durable.replacing(path, sync=True, sweep=True) as tmp:
+        torch.save(random_state_dict(arch or REGISTRY[name].arch), tmp)
+    return path
 
 
 def generator_source(model: str, override_paths: Mapping[str, str], synthetic: bool | None,
