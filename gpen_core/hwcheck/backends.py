@@ -154,6 +154,7 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
     calls each; the medians, every time, the precision and the conversion's seconds."""
     import torch
 
+    from gpen_core.engine.threads import mode_threads
     from gpen_core.runtimes.openvino import generator as ov_backend
     from gpen_core.networks.plan import choose_plan
 
@@ -162,9 +163,7 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
     plan_, _ = choose_plan("cpu", dtype)
     precision, precision_note = ov_backend.choose_precision(plan_.dtype)
     old = torch.get_num_threads()
-    threads = base_threads or old
-    if pair.get("threads") and threads > pair["threads"]:
-        threads = pair["threads"]
+    threads = mode_threads(base_threads or old, pair.get("threads"))
     torch.set_num_threads(threads)
     try:
         say(0.0, f"{label}: loading the torch generator")
