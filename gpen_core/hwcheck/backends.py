@@ -156,16 +156,15 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
 
     from gpen_core.engine.threads import mode_threads
     from gpen_core.runtimes.openvino import generator as ov_backend
+    from gpen_core.runtimes.openvino.choice import torch_threads
     from gpen_core.networks.plan import choose_plan
 
     size, dtype = pair["size"], pair["dtype"]
     label = f"backends: {size} px {dtype}"
     plan_, _ = choose_plan("cpu", dtype)
     precision, precision_note = ov_backend.choose_precision(plan_.dtype)
-    old = torch.get_num_threads()
-    threads = mode_threads(base_threads or old, pair.get("threads"))
-    torch.set_num_threads(threads)
-    try:
+    threads = mode_threads(base_threads or torch.get_num_threads(), pair.get("threads"))
+    with torch_threads(threads):
         say(0.0, f"{label}: loading the torch generator")
         torch_fwd, torch_dtype = _engine_generator(pair, "torch", models_dir, None)
         say(0.05, f"{label}: OpenVINO {precision}")
@@ -186,8 +185,6 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
                 t = time.perf_counter()
                 fwd(x_in)
                 times.append(time.perf_counter() - t)
-    finally:
-        torch.set_num_threads(old)
     return {"torch_s": round(statistics.median(t_times), 4), "openvino_s": round(statistics.median(o_times), 4),
             "torch_times": [round(v, 4) for v in t_times], "openvino_times": [round(v, 4) for v in o_times],
             "precision": precision, "convert_s": None if ov_fwd.convert_s is None else round(ov_fwd.convert_s, 2),
