@@ -8,7 +8,7 @@ import functools
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +78,7 @@ def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[SegmentRecord
             data = (Path(tmp) / seg.file).read_bytes()
     except GPENError as exc:
         return {"error": str(exc), "exit_code": exc.exit_code}, b""
-    p = meter.peaks
-    return replace(done, peak_rss_bytes=p.rss_bytes if p else None, peak_vram_bytes=p.vram_reserved_bytes if p else None,
-                   worker=worker_name()), data
+    return done.measured(meter.peaks, worker_name()), data
 
 
 # One at a time (each holds its own networks), kept for the worker's next segments. Ray hands a finished task's

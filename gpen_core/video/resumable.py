@@ -78,9 +78,7 @@ class LocalRunner:
                 with PeakMeter(self.device) as meter:
                     done = restore_segment(plan.input, seg, folder / seg.file, engine, self.crf, on_frame=on_frame,
                                            stop=self.stop)
-                p = meter.peaks
-                yield replace(done, peak_rss_bytes=p.rss_bytes if p else None,
-                              peak_vram_bytes=p.vram_reserved_bytes if p else None, worker=f"pid {os.getpid()}")
+                yield done.measured(meter.peaks, f"pid {os.getpid()}")
         finally:
             if self.engine is None:
                 engine.close()  # the frame session holds the restorer's lock
