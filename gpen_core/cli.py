@@ -66,7 +66,7 @@ def _add_restore(sub: Any) -> None:
     r.add_argument("--model", help="generator: registry name (GPEN-BFR-1024) or path to any GPEN checkpoint")
     r.add_argument("--detector", choices=("resnet50", "mobilenet"), help="override the mode's face detector")
     r.add_argument("--models-dir", help="models folder for this run (default: $GPEN_HOME or ~/.cache/gpen)")
-    r.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    r.add_argument("--device", help="cpu or cuda (default: cuda when available; with --ray: with --gpus-per-worker)")
     r.add_argument("--aligned", action="store_true", help="inputs are already aligned face crops")
     r.add_argument("--task", default="enhance", choices=TASK_CHOICES,
                    help="enhance (restore faces, default), colorize (grey faces), inpaint (white = damaged), "

@@ -99,12 +99,13 @@ def test_local_ray_listens_on_loopback_only(ray_local) -> None:
 
 
 def test_workers_take_fractional_cpus_and_leave_some_for_reading() -> None:
-    from gpen_core.scaleout.batch import READ_CPUS, RESERVED_CPUS, plan_resources, worker_threads
+    from gpen_core.scaleout.batch import READ_CPUS, RESERVED_CPUS, plan_resources
+    from gpen_core.scaleout.runtime import WorkerPool
 
     assert plan_resources(2, 0, None, 0, None) == (1, 1.5)
     workers, cpus = plan_resources(2, 0, 2, 0, None)
     assert workers == 2 and cpus < 1 and workers * cpus + READ_CPUS <= 2 - RESERVED_CPUS + READ_CPUS
-    assert worker_threads(cpus) == 1 and worker_threads(1.5) == 1 and worker_threads(2.0) == 2
+    assert [WorkerPool(workers, c, 0, 0, "cpu").threads for c in (cpus, 1.5, 2.0)] == [1, 1, 2]
     assert plan_resources(16, 0, None, 0, None) == (8, 1.75)
     assert plan_resources(8, 2, None, 0.5, None)[0] == 4  # one per half GPU
     with pytest.raises(InputError, match="--workers"):
@@ -146,6 +147,54 @@ def test_a_ray_video_sizes_its_pool_as_the_photo_batch_does(
     runner = video_ray.RayRunner(RestoreOptions(mode="low"), 18, workers=workers, gpus_per_worker=per_gpu)
     list(runner(SimpleNamespace(input=tmp_path / "clip.mp4"), list(range(segments)), tmp_path, lambda: None))
     assert runner.used_workers == expected and in_flight == [expected + video_ray.EXTRA_IN_FLIGHT]
+
+
+@pytest.mark.parametrize("gpus, device, expected", [(0.0, None, "cpu"), (0.5, None, "cuda"), (0.0, "cuda:1", "cuda:1")])
+def test_photos_clips_and_replicas_restore_where_their_ray_reservation_says(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, gpus: float, device: str | None, expected: str
+) -> None:
+    """A worker that reserves no GPU restores on the CPU unless --device names one: Ray hides no GPU from it, so the
+    Restorer's own default (cuda when available) took one Ray never gave photo actors and Serve replicas (a clip's
+    tasks got "cpu"). Each path reserves memory for that device and runs threads from its CPU share."""
+    import sys
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from gpen_core import RestoreOptions
+    from gpen_core.scaleout import runtime, serve, video_ray
+    from gpen_core.scaleout.batch import BatchConfig, run_batch
+    from gpen_core.video import resumable
+
+    @contextmanager
+    def session(address: str | None = None) -> Iterator[runtime.RaySession]:
+        yield runtime.RaySession(address="127.0.0.1:1", started_here=True, cpus=8, gpus=2, memory=1e12)
+
+    built: dict[str, tuple] = {}  # path: what its worker reserves (Ray's options) and the pool it is handed
+    data = SimpleNamespace(DataContext=SimpleNamespace(get_current=SimpleNamespace), ActorPoolStrategy=lambda size: size)
+    data.read_binary_files = lambda *a, **k: data
+    data.map_batches = lambda fn, fn_constructor_kwargs, **kw: built.update(photos=(kw, fn_constructor_kwargs["pool"])) or data
+    data.iter_rows = lambda: iter(())
+    fake_ray = SimpleNamespace(data=data, remote=lambda fn: SimpleNamespace(
+        options=lambda **kw: SimpleNamespace(remote=lambda src, seg, job: built.update(clips=(kw, job.pool)))),
+        serve=SimpleNamespace(deployment=lambda cls: SimpleNamespace(options=lambda ray_actor_options, **kw: (
+            SimpleNamespace(bind=lambda **kw: built.update(replicas=(ray_actor_options, kw["pool"])))))))
+    monkeypatch.setitem(sys.modules, "ray", fake_ray)
+    monkeypatch.setattr(runtime, "ray_session", session)
+    monkeypatch.setattr(runtime, "import_ray", lambda: fake_ray)
+    monkeypatch.setattr(runtime, "worker_memory_bytes", lambda mode, device="cpu": 10**9 if device == "cpu" else 3 * 10**9)
+    monkeypatch.setattr(resumable, "upright_geometry", lambda path: ((64, 48), 0))
+    monkeypatch.setattr(video_ray, "_drain", lambda ray, submit, pending, *a: iter([submit(pending[0])][:0]))
+
+    run_batch(BatchConfig(source=str(_photo_folder(tmp_path)), output=tmp_path / "out", device=device, gpus_per_worker=gpus))
+    runner = video_ray.RayRunner(RestoreOptions(mode="low"), 18, device=device, gpus_per_worker=gpus)
+    list(runner(SimpleNamespace(input=tmp_path / "clip.mp4"), [0, 1], tmp_path, lambda: None))
+    serve.build_app(serve.ServeConfig(num_gpus=gpus, num_cpus=2.5, device=device))
+    for path, (reserved, pool) in built.items():
+        assert pool.device == expected, path
+        assert reserved["memory"] == (10**9 if expected == "cpu" else 3 * 10**9), path
+        assert (reserved.get("num_gpus") or 0) == gpus, path
+        assert pool.threads == int(reserved["num_cpus"]) >= 1, path
+    assert sorted(built) == ["clips", "photos", "replicas"]
 
 
 def test_worker_memory_reserves_idle_size_plus_the_modes_peak(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,6 +16,11 @@ from gpen_core.platform import cpu_share
 RECHECK_S = 2.0
 
 
+def mode_threads(threads: int, cap: int | None) -> int:
+    """The torch threads a CPU request runs with, from ``threads``, in a mode whose cap is ``cap`` (None: none)."""
+    return min(threads, cap) if cap else threads
+
+
 class TorchThreads:
     """Sets torch's intra-op threads for a block (``with``) and says, once, when other programs
     made it run fewer (:attr:`notes`). ``refresh()`` asks again, at most every :data:`RECHECK_S`."""
@@ -33,9 +38,7 @@ class TorchThreads:
         import torch
 
         self._before = torch.get_num_threads()
-        self._want = self._before
-        if self._cpu and self._mode.threads:
-            self._want = min(self._want, self._mode.threads)
+        self._want = mode_threads(self._before, self._mode.threads) if self._cpu else self._before
         self._apply(force=True)
         return self
 

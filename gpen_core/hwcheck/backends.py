@@ -153,6 +153,7 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
     (:func:`gpen_core.runtimes.openvino.choice.time_interleaved`); the precision and the conversion's seconds."""
     import torch
 
+    from gpen_core.engine.threads import mode_threads
     from gpen_core.runtimes.openvino import generator as ov_backend
     from gpen_core.runtimes.openvino.choice import time_interleaved, torch_threads
     from gpen_core.networks.plan import choose_plan
@@ -160,7 +161,7 @@ def _measure_pair(pair: dict[str, Any], runs: int, models_dir: Path, base_thread
     size, dtype = pair["size"], pair["dtype"]
     label = f"backends: {size} px {dtype}"
     precision, precision_note = ov_backend.choose_precision(choose_plan("cpu", dtype)[0].dtype)
-    threads = min(t for t in (base_threads or torch.get_num_threads(), pair.get("threads")) if t)
+    threads = mode_threads(base_threads or torch.get_num_threads(), pair.get("threads"))
     with torch_threads(threads):
         say(0.0, f"{label}: loading the torch generator")
         torch_fwd, torch_dtype = _engine_generator(pair, "torch", models_dir, None)

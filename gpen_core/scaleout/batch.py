@@ -16,7 +16,7 @@ from gpen_core.errors import GPENError, InputError
 from gpen_core.images import outputs
 from gpen_core.images.limits import IMAGE_SUFFIXES
 from gpen_core.result_json import skipped_record
-from gpen_core.scaleout.runtime import use_threads, worker_name
+from gpen_core.scaleout.runtime import WorkerPool, worker_name
 
 MANIFEST = "manifest.jsonl"
 READ_CPUS = 0.25  # each read task: file reading is I/O, and it must always find a CPU slot
@@ -37,7 +37,7 @@ class BatchConfig:
     # What each photo asks for (mode, model, alpha, …); the same as the plain CLI's.
     options: Any = None  # RestoreOptions; None = defaults
     models_dir: str | None = None
-    # "cpu", "cuda" or None (cuda when the actor has a GPU).
+    # "cpu", "cuda" or None (runtime.worker_pool: cuda when the actor reserves a GPU, else cpu).
     device: str | None = None
     # None: start a local loopback-only Ray and stop it after; "auto" / "ray://HOST:PORT": join that cluster.
     address: str | None = None
@@ -117,27 +117,16 @@ def list_inputs(source: str) -> tuple[list[_Input], Any]:
     return out, filesystem
 
 
-def worker_threads(cpus_per_worker: float) -> int:
-    """torch threads for an actor with this CPU share (at least one)."""
-    return max(1, int(math.floor(cpus_per_worker + 1e-9)))
-
-
 class RestoreWorker:
     """One Ray Data actor: a cached Restorer, warmed once, restoring one photo per row.
 
     Rows are ``{"bytes", "path"}``; each returns ``{"record": JSON text, "encoded": restored bytes or b""}``. Never
     raises for a photo: its error becomes its record (a raise would abort the whole job)."""
 
-    def __init__(self, options: Any, models_dir: str | None, device: str | None, threads: int) -> None:
-        from gpen_core.restorer import get_restorer
-
-        use_threads(threads)
-        self.options = options
-        self.restorer = get_restorer(models_dir=models_dir, device=device)
-        self.worker = worker_name()
-        t = time.perf_counter()
-        self.warm_error = warm_up(self.restorer, options)
-        self.warmup_s = round(time.perf_counter() - t, 3)
+    def __init__(self, options: Any, models_dir: str | None, pool: WorkerPool) -> None:
+        self.options, self.worker = options, worker_name()
+        self.restorer, self.warm_error, warmup_s = warm_restorer(pool, models_dir, options)
+        self.warmup_s = round(warmup_s, 3)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         import numpy as np
@@ -173,6 +162,17 @@ class RestoreWorker:
         rec["peaks"] = None if peaks is None else peaks_record(peaks)
         rec["timings"] = {"total_s": round(time.perf_counter() - t, 4)}
         return rec, b""
+
+
+def warm_restorer(pool: WorkerPool, models_dir: str | None, options: Any) -> tuple[Any, GPENError | None, float]:
+    """In a Ray worker (photo actor, Serve replica): torch at the pool's threads, the process's Restorer on the
+    pool's device, warmed up for ``options``: (restorer, what stopped the warm-up or None, its seconds)."""
+    from gpen_core.restorer import get_restorer
+
+    pool.use_threads()
+    restorer = get_restorer(models_dir=models_dir, device=pool.device)
+    t = time.perf_counter()
+    return restorer, warm_up(restorer, options), time.perf_counter() - t
 
 
 def warm_up(restorer: Any, options: Any) -> GPENError | None:
@@ -227,13 +227,17 @@ def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None
     return workers, cpus_per_worker
 
 
-def plan_pool(session: Any, workers: int | None, gpus_per_worker: float, memory: int, jobs: int) -> tuple[int, float]:
-    """:func:`plan_resources` on the Ray ``session`` (a RaySession) for ``jobs`` pieces of work (photos, segments),
-    ``workers`` as the user gave it (None: the default, sized to what fits): never more actors than jobs, as idle
-    ones would only cost start-up time and memory."""
-    plan = dict(gpus_per_worker=gpus_per_worker, cpus_per_worker=None, memory_per_worker=memory, cluster_memory=session.memory)
+def plan_pool(session: Any, workers: int | None, gpus: float, device: str | None, mode: str, jobs: int) -> WorkerPool:
+    """The pool for ``jobs`` pieces of work (photos, segments) in ``mode`` on the Ray ``session`` (a RaySession),
+    ``workers`` and ``device`` as the user gave them (None: the defaults, sized to what fits): never more workers
+    than jobs, as idle ones would only cost start-up time and memory. InputError as plan_resources."""
+    from gpen_core.scaleout.runtime import worker_pool
+
+    pool = worker_pool(0, 0.0, gpus, device, mode)
+    plan = dict(gpus_per_worker=gpus, cpus_per_worker=None, memory_per_worker=pool.memory, cluster_memory=session.memory)
     n, cpus = plan_resources(session.cpus, session.gpus, workers, **plan)
-    return plan_resources(session.cpus, session.gpus, jobs, **plan) if n > jobs else (n, cpus)
+    n, cpus = plan_resources(session.cpus, session.gpus, jobs, **plan) if n > jobs else (n, cpus)
+    return replace(pool, workers=n, cpus=cpus)
 
 
 def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None] | None = None) -> BatchSummary:
@@ -241,9 +245,9 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
 
     ``on_record(record, done, total)`` as each record is written. InputError / WeightsError only for the run as a
     whole (no inputs, Ray missing, workers that cannot fit); a bad photo is a record with status "error"."""
-    from gpen_core.scaleout.runtime import import_ray, ray_session, worker_memory_bytes
+    from gpen_core.scaleout.runtime import import_ray, ray_session
 
-    import_ray()  # Ray missing: say how to install it before anything else (pyarrow comes with it)
+    ray = import_ray()  # Ray missing: say how to install it before anything else (pyarrow comes with it)
     t0 = time.perf_counter()
     inputs, filesystem = list_inputs(config.source)
     out_dir = Path(config.output)
@@ -279,12 +283,11 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
         if not todo:
             return BatchSummary(records, manifest, time.perf_counter() - t0, run_id=run_id)
         with ray_session(config.address) as session:
-            device = config.device or ("cuda" if config.gpus_per_worker > 0 else "cpu")
-            memory = worker_memory_bytes(getattr(config.options, "mode", "auto"), device)
-            workers, cpus = plan_pool(session, config.workers, config.gpus_per_worker, memory, len(todo))
+            pool = plan_pool(session, config.workers, config.gpus_per_worker, config.device,
+                             getattr(config.options, "mode", "auto"), len(todo))
             by_path = {i.read_path: i for i in todo}
             seen: set[str] = set()
-            for row_rec, encoded in _stream(config, todo, filesystem, workers, cpus, memory):
+            for row_rec, encoded in _stream(ray, config, todo, filesystem, pool):
                 path = row_rec.pop("path")
                 seen.add(path)
                 item = by_path[path]
@@ -292,7 +295,7 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
             for path in by_path.keys() - seen:  # any input Ray returned no row for still gets its record
                 write({"input": by_path[path].shown, "status": "error", "error": "Ray Data returned no result for this file",
                        "error_type": "LostRow", "exit_code": 1, "peaks": None, "timings": None})
-            return BatchSummary(records, manifest, time.perf_counter() - t0, run_id, workers, cpus)
+            return BatchSummary(records, manifest, time.perf_counter() - t0, run_id, pool.workers, pool.cpus)
 
 
 def _written(rec: Record, base: Path, encoded: bytes) -> Record:
@@ -315,10 +318,8 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
 
 
-def _stream(config: BatchConfig, todo: list[_Input], filesystem: Any, workers: int, cpus: float,
-            memory: int) -> Iterator[tuple[Record, bytes]]:
-    import ray
-
+def _stream(ray: Any, config: BatchConfig, todo: list[_Input], filesystem: Any,
+            pool: WorkerPool) -> Iterator[tuple[Record, bytes]]:
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False  # the CLI draws its own, per photo
     ctx.print_on_execution_start = False
@@ -329,17 +330,13 @@ def _stream(config: BatchConfig, todo: list[_Input], filesystem: Any, workers: i
         num_cpus=READ_CPUS,
         override_num_blocks=len(todo),  # one photo per block: results stream as each finishes
     )
-    device = config.device or ("cuda" if config.gpus_per_worker > 0 else None)
     ds = ds.map_batches(
         RestoreWorker,
         batch_size=1,
         batch_format="numpy",
-        compute=ray.data.ActorPoolStrategy(size=workers),
-        num_cpus=cpus,
-        num_gpus=config.gpus_per_worker or None,
-        memory=memory,  # see runtime.worker_memory_bytes: our step-down acts before Ray's OOM monitor
-        fn_constructor_kwargs={"options": config.options, "models_dir": config.models_dir, "device": device,
-                               "threads": worker_threads(cpus)},
+        compute=ray.data.ActorPoolStrategy(size=pool.workers),
+        **pool.reserves(),  # memory: see runtime.worker_memory_bytes: our step-down acts before Ray's OOM monitor
+        fn_constructor_kwargs={"options": config.options, "models_dir": config.models_dir, "pool": pool},
     )
     for row in ds.iter_rows():
         yield json.loads(row["record"]), bytes(row["encoded"])

@@ -5,6 +5,7 @@ optional and imported only when a function is called. docs/ray.md."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import tempfile
@@ -53,11 +54,35 @@ def worker_name() -> str:
     return f"{node}/pid {os.getpid()}"
 
 
-def use_threads(threads: int) -> None:
-    """A worker's torch threads: its CPU share, at least one (Ray set OMP_NUM_THREADS from a fraction)."""
-    import torch
+@dataclass(frozen=True)
+class WorkerPool:
+    """Ray workers (photo actors, a clip's segment tasks, Serve replicas), each handed this: what it reserves
+    (:meth:`reserves`, as Ray's options take it) and runs with. :func:`worker_pool` holds the rules."""
 
-    torch.set_num_threads(max(1, threads))
+    workers: int
+    cpus: float  # each reserves (fractions: docs/ray.md)
+    gpus: float  # each reserves; 0: none
+    memory: int  # bytes of Ray memory each reserves (worker_memory_bytes)
+    device: str  # where each restores
+
+    @property
+    def threads(self) -> int:  # its whole CPUs, at least one (Ray set OMP_NUM_THREADS from a fraction)
+        return max(1, int(math.floor(self.cpus + 1e-9)))
+
+    def reserves(self) -> dict[str, float]:
+        return {"num_cpus": self.cpus, "memory": self.memory, **({"num_gpus": self.gpus} if self.gpus > 0 else {})}
+
+    def use_threads(self) -> None:
+        import torch
+
+        torch.set_num_threads(self.threads)
+
+
+def worker_pool(workers: int, cpus: float, gpus: float, device: str | None, mode: str) -> WorkerPool:
+    """Workers restoring ``mode`` ("auto": any) on the user's ``device``, else on CUDA when each reserves a GPU share,
+    else on the CPU: never None, as Ray hides no GPU from a worker that reserves none (the Restorer would take one)."""
+    where = device or ("cuda" if gpus > 0 else "cpu")
+    return WorkerPool(workers, cpus, gpus, worker_memory_bytes(mode, where), where)
 
 
 def import_ray() -> ModuleType:

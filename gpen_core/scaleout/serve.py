@@ -6,14 +6,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError, ResourceError, WeightsError
 from gpen_core.scaleout.proxy_limits import ROUTE_PREFIX
-from gpen_core.scaleout.runtime import use_threads
+from gpen_core.scaleout.runtime import WorkerPool
 
 APP_NAME = "gpen"
 DEPLOYMENT_NAME = "RestoreDeployment"
@@ -69,25 +68,21 @@ class Served:
 class RestoreDeployment:
     """One replica: a warmed Restorer. ``restore(bytes, options) -> Served`` by handle; POST /restore over HTTP."""
 
-    def __init__(self, models_dir: str | None = None, device: str | None = None, warm_mode: str = "auto", threads: int = 1) -> None:
+    def __init__(self, pool: WorkerPool, models_dir: str | None = None, warm_mode: str = "auto") -> None:
         from gpen_core.compat.ray import keep_replica_grpc_on_loopback
         from gpen_core.options import RestoreOptions
-        from gpen_core.restorer import get_restorer
-        from gpen_core.scaleout.batch import warm_up
+        from gpen_core.scaleout.batch import warm_restorer
 
         keep_replica_grpc_on_loopback()
-        use_threads(threads)
         self.replica, self.node = _replica_ids()
         self.frozen = 0
         if self.replica != "local":  # a replica's own process (not a test's), before any model loads: as the app's server
             from gpen_core.engine.pipeline import ready_server
 
             self.frozen = ready_server(restores_here=True)
-        self.restorer = get_restorer(models_dir=models_dir, device=device)
-        t = time.perf_counter()
         # a failed warm-up (e.g. weights missing) leaves the replica answering, each request with the fix
-        self.warm_error = str(warm_up(self.restorer, RestoreOptions(mode=warm_mode)) or "")
-        self.warmup_s = time.perf_counter() - t
+        self.restorer, error, self.warmup_s = warm_restorer(pool, models_dir, RestoreOptions(mode=warm_mode))
+        self.warm_error = str(error or "")
 
     def restore(self, image: bytes, options: Any = None, mask: bytes | None = None) -> Served:
         """``mask``: inpainting's damage (an encoded image, white = damaged), as ``Restorer.__call__`` takes it."""
@@ -212,17 +207,14 @@ def build_app(cfg: ServeConfig) -> Any:
     """The Serve application (``Deployment.bind``) for ``cfg``."""
     from ray import serve
 
-    from gpen_core.scaleout.runtime import worker_memory_bytes
+    from gpen_core.scaleout.runtime import worker_pool
 
     if cfg.replicas is not None and cfg.replicas < 1:
         raise InputError("--replicas must be at least 1 (or auto)")
     if cfg.replicas is None and cfg.max_replicas < 1:
         raise InputError("--max-replicas must be at least 1")
-    device = cfg.device or ("cuda" if cfg.num_gpus > 0 else "cpu")
     # Requests may ask for any mode, whatever was warmed up: reserve for the heaviest.
-    actor = {"num_cpus": cfg.num_cpus, "memory": worker_memory_bytes("auto", device)}
-    if cfg.num_gpus > 0:
-        actor["num_gpus"] = cfg.num_gpus
+    pool = worker_pool(cfg.replicas or cfg.max_replicas, cfg.num_cpus, cfg.num_gpus, cfg.device, "auto")
     scaling: dict[str, Any]
     if cfg.replicas is None:
         scaling = {"autoscaling_config": {"min_replicas": 1, "max_replicas": cfg.max_replicas,
@@ -230,11 +222,10 @@ def build_app(cfg: ServeConfig) -> Any:
     else:
         scaling = {"num_replicas": cfg.replicas}
     dep = serve.deployment(RestoreDeployment).options(
-        name=DEPLOYMENT_NAME, max_ongoing_requests=MAX_ONGOING_REQUESTS, ray_actor_options=actor,
+        name=DEPLOYMENT_NAME, max_ongoing_requests=MAX_ONGOING_REQUESTS, ray_actor_options=pool.reserves(),
         health_check_period_s=30, graceful_shutdown_timeout_s=30, **scaling,
     )
-    return dep.bind(models_dir=cfg.models_dir, device=cfg.device or (device if cfg.num_gpus > 0 else None),
-                    warm_mode=cfg.warm_mode, threads=max(1, int(cfg.num_cpus)))
+    return dep.bind(pool=pool, models_dir=cfg.models_dir, warm_mode=cfg.warm_mode)
 
 
 def app_builder(args: dict[str, str]) -> Any:

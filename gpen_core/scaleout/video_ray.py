@@ -8,14 +8,14 @@ import functools
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError
 from gpen_core.options import RestoreOptions
 from gpen_core.platform import durable
-from gpen_core.scaleout.runtime import use_threads, worker_name
+from gpen_core.scaleout.runtime import WorkerPool, worker_name
 from gpen_core.video.output import disk_errors
 from gpen_core.video.resumable import SegmentRecord
 from gpen_core.video.segments import Segment, SegmentPlan
@@ -53,8 +53,7 @@ class SegmentJob:
     options: RestoreOptions
     crf: int  # the segment files' x264 quality
     models_dir: str | None
-    device: str | None
-    threads: int  # torch threads on the worker: its share of the CPUs
+    pool: WorkerPool  # its device and torch threads
 
 
 def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[SegmentRecord | dict[str, Any], bytes]:
@@ -65,10 +64,10 @@ def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[SegmentRecord
     from gpen_core.video.engine_seam import FrameEngine
     from gpen_core.video.segment_run import restore_segment
 
-    use_threads(job.threads)
+    job.pool.use_threads()
     sweep_folders(Path(tempfile.gettempdir()), SEGMENT_TEMP_PREFIX)  # what killed workers left here
     try:
-        restorer = _worker_restorer(job.models_dir, job.device)
+        restorer = _worker_restorer(job.models_dir, job.pool.device)
         prefix = f"{SEGMENT_TEMP_PREFIX}{os.getpid()}-"
         with PeakMeter(restorer.device) as meter, tempfile.TemporaryDirectory(prefix=prefix) as tmp:
             engine = FrameEngine(restorer, job.options, job.size)
@@ -79,9 +78,7 @@ def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[SegmentRecord
             data = (Path(tmp) / seg.file).read_bytes()
     except GPENError as exc:
         return {"error": str(exc), "exit_code": exc.exit_code}, b""
-    p = meter.peaks
-    return replace(done, peak_rss_bytes=p.rss_bytes if p else None, peak_vram_bytes=p.vram_reserved_bytes if p else None,
-                   worker=worker_name()), data
+    return done.measured(meter.peaks, worker_name()), data
 
 
 # One at a time (each holds its own networks), kept for the worker's next segments. Ray hands a finished task's
@@ -110,23 +107,20 @@ class RayRunner:
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
         from gpen_core.platform.leftovers import sweep_folders
-        from gpen_core.scaleout.batch import plan_pool, worker_threads
-        from gpen_core.scaleout.runtime import import_ray, ray_session, worker_memory_bytes
+        from gpen_core.scaleout.batch import plan_pool
+        from gpen_core.scaleout.runtime import import_ray, ray_session
         from gpen_core.video.resumable import upright_geometry
 
         ray = import_ray()
         sweep_folders(Path(tempfile.gettempdir()), SEGMENT_TEMP_PREFIX)  # killed local workers' leftovers
         size = upright_geometry(plan.input)[0]
         with ray_session(self.address) as session:
-            device = self.device or ("cuda" if self.gpus_per_worker > 0 else "cpu")
-            memory = worker_memory_bytes(self.options.mode, device)
-            workers, cpus = plan_pool(session, self.workers, self.gpus_per_worker, memory, len(pending))
-            self.used_workers = workers
-            task = ray.remote(segment_task).options(num_cpus=cpus, num_gpus=self.gpus_per_worker or None, memory=memory,
-                                                    max_retries=MAX_RETRIES)
-            job = SegmentJob(size, self.options, self.crf, self.models_dir, device, worker_threads(cpus))
+            pool = plan_pool(session, self.workers, self.gpus_per_worker, self.device, self.options.mode, len(pending))
+            self.used_workers = pool.workers
+            task = ray.remote(segment_task).options(**pool.reserves(), max_retries=MAX_RETRIES)
+            job = SegmentJob(size, self.options, self.crf, self.models_dir, pool)
             yield from _drain(ray, lambda seg: task.remote(plan.input, seg, job), pending, folder,
-                              workers + EXTRA_IN_FLIGHT, on_frame)
+                              pool.workers + EXTRA_IN_FLIGHT, on_frame)
 
 
 def _drain(ray: Any, submit: Callable[[Segment], Any], pending: list[Segment], folder: Path, limit: int,

@@ -23,6 +23,11 @@ class FrameOut:
     identity: tuple[Any, ...] = ()
 
 
+def clip_device(engine: Any, restorer: Any) -> str:
+    """Where a clip's frames run, so where its peaks are measured (VRAM too on CUDA): the engine's, else the restorer's."""
+    return getattr(engine, "device", None) or (restorer.device if restorer is not None else "cpu")
+
+
 class FrameEngine:
     """Per-frame access to a :class:`~gpen_core.restorer.Restorer` for one clip of ``size`` (width, height, upright).
 

@@ -18,6 +18,7 @@ from gpen_core.errors import InputError
 from gpen_core.options import RestoreOptions
 from gpen_core.progress import CountProgress as Progress  # frames done, the clip's frames
 from gpen_core.result import Peaks
+from gpen_core.video.engine_seam import clip_device
 from gpen_core.video.errors import no_frames
 from gpen_core.video.result import VideoResult
 from gpen_core.video.segment_run import SegmentRecord
@@ -63,8 +64,7 @@ class LocalRunner:
     def __init__(self, restorer: Any, options: RestoreOptions, crf: int, stop: threading.Event | None = None,
                  engine: Any = None) -> None:
         self.restorer, self.options, self.crf, self.stop, self.engine = restorer, options, crf, stop, engine
-        # Where the run's peaks are measured (VRAM too on CUDA), as one pass measures them.
-        self.device = getattr(engine, "device", None) or (restorer.device if restorer is not None else "cpu")
+        self.device = clip_device(engine, restorer)
 
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
@@ -75,12 +75,10 @@ class LocalRunner:
         engine = self.engine or FrameEngine(self.restorer, self.options, upright_geometry(plan.input)[0])
         try:
             for seg in pending:
-                with PeakMeter(getattr(engine, "device", "cpu")) as meter:
+                with PeakMeter(self.device) as meter:
                     done = restore_segment(plan.input, seg, folder / seg.file, engine, self.crf, on_frame=on_frame,
                                            stop=self.stop)
-                p = meter.peaks
-                yield replace(done, peak_rss_bytes=p.rss_bytes if p else None,
-                              peak_vram_bytes=p.vram_reserved_bytes if p else None, worker=f"pid {os.getpid()}")
+                yield done.measured(meter.peaks, f"pid {os.getpid()}")
         finally:
             if self.engine is None:
                 engine.close()  # the frame session holds the restorer's lock

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,11 @@ class SegmentRecord:
     runtimes: tuple[Any, ...] = ()  # NetworkRuntime: what ran each network
     identity: Any = None  # VideoIdentity of its frames; None: not checked (or kept from an earlier run)
     planned_bytes: int | None = None  # the mode's plan for one frame (VideoResult.planned_bytes)
+
+    def measured(self, peaks: Any, worker: str) -> SegmentRecord:
+        """As restored by ``worker`` (its node and process), with the Peaks it measured there (None: none)."""
+        return replace(self, peak_rss_bytes=peaks and peaks.rss_bytes, peak_vram_bytes=peaks and peaks.vram_reserved_bytes,
+                       worker=worker)
 
 
 def restore_segment(

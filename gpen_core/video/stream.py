@@ -18,7 +18,7 @@ from gpen_core.errors import GPENError
 from gpen_core.options import RestoreOptions
 from gpen_core.platform import durable
 from gpen_core.progress import CountProgress as Progress  # frames done, frames expected or 0 when unknown
-from gpen_core.video.engine_seam import FrameEngine
+from gpen_core.video.engine_seam import FrameEngine, clip_device
 from gpen_core.video.errors import VideoStopped, no_frames
 from gpen_core.video.frame_loop import FrameLoop, Restored
 from gpen_core.video.frames import upright_rgb
@@ -118,9 +118,8 @@ def restore_video(
 
             import_engine()  # the one-time import is the process's, not the clip's peak
             restorer = restorer or get_restorer()
-        device = getattr(engine, "device", None) or (restorer.device if restorer is not None else "cpu")
         t0 = time.perf_counter()
-        with PeakMeter(device) as meter:
+        with PeakMeter(clip_device(engine, restorer)) as meter:
             run = _Run(container, info, tmp, vopts, stop or threading.Event(), progress, on_frame)
             run.guard = FrameGuard(src_s, info.size)
             run.notes.update(dict.fromkeys(ahead))
