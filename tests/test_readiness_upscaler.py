@@ -43,9 +43,8 @@ def test_missing_upscaler_names_the_file_where_it_goes_and_the_fix() -> None:
     assert "ModelScope cache" in text  # where the engine also looks for the ×2 file
     assert "Weights missing" in text  # what Restore would say
 
-    x4 = readiness.upscaler_note("4", files(realesrnet_x4="missing"), FOLDER, button=False)
+    x4 = readiness.upscaler_note("4", files(realesrnet_x4="missing"), FOLDER)
     assert "`realesrnet_x4.pth` is missing" in x4 and "download realesrnet_x4`" in x4
-    assert "Download** button" not in x4  # no button to point at outside the app
     assert "ModelScope" not in x4  # ModelScope ships only the ×2 file
     assert readiness.upscaler_download(files(realesrnet_x4="missing"), 4) == ("realesrnet_x4",)
 

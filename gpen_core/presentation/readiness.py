@@ -14,12 +14,11 @@ from pathlib import Path, PurePath
 from typing import Literal
 
 from gpen_core.engine import budget
-from gpen_core.engine.fit import PANEL_PHOTO, SAFETY_MARGIN, fits, rank  # noqa: F401  (SAFETY_MARGIN: read by callers of assess)
+from gpen_core.engine.fit import PANEL_PHOTO, fits, rank
 from gpen_core.modes import MODES, MemoryMode
 from gpen_core.options import UPSCALES, default_upscaler
 from gpen_core.platform.meter import format_bytes
-# The files each mode loads (the weights room's one list) and how sizes are said; re-exported.
-from gpen_core.weights.missing import APPROX_BYTES, download_size, mode_files, size_text  # noqa: F401
+from gpen_core.weights.missing import APPROX_BYTES, download_size, mode_files, size_text
 from gpen_core.weights import lookup as weights
 from gpen_core.weights.registry import REGISTRY, WeightStatus
 
@@ -227,9 +226,9 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
                                                for o in offers)
 
 
-def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str, *, button: bool = True) -> str:
+def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str) -> str:
     """Before Restore: the upscaler file the factor needs is missing or corrupt, so Restore would stop; where it goes
-    in ``folder`` and how to get it (the weights panel's button first when ``button``). '' when usable, and at 1×."""
+    in ``folder`` and how to get it (the weights panel's button first). '' when usable, and at 1×."""
     names = upscaler_download(files, upscale)
     if not names:
         return ""
@@ -243,23 +242,19 @@ def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], fol
         where = "the models folder or the ModelScope cache" if REGISTRY[name].modelscope else "the models folder"
         head = (f"⚠ **`{filename}` is missing** (the ×{factor} upscaler): it is not in {where}, so Restore would "
                 "stop with \"Weights missing\". Get it")
-    ways = ["with the Weights panel's **Download** button"] if button else []
-    ways.append(f"with `python -m gpen_core download {name}`")
-    return (f"{head} {', or '.join(ways)}; or save the file as `{PurePath(folder) / filename}`. "
+    return (f"{head} with the Weights panel's **Download** button, or with `python -m gpen_core download {name}`; "
+            f"or save the file as `{PurePath(folder) / filename}`. "
             "Or choose 1× (keep size).")
 
 
-
-
-def current(device: str, models_dir: object = None, image_size: tuple[int, int] = PANEL_PHOTO, *,
-            model: str | None = None, detector: str | None = None, aligned: bool = False,
-            ) -> tuple[Readiness, dict[str, FileState]]:
+def current(device: str, models_dir: object = None, *, model: str | None = None, detector: str | None = None,
+            aligned: bool = False) -> tuple[Readiness, dict[str, FileState]]:
     """:func:`assess` on this machine now: ``weights.status()`` (hashes each file once per process),
     ``budget.free_memory`` and ``budget.estimate_peak`` (the saved hardware profile when valid, else built in)."""
     folder = Path(models_dir) if models_dir is not None else None  # type: ignore[arg-type]
     files = files_from_status(weights.status(folder))
     free = budget.free_memory(device)
     bound = free.binding(device)
-    needs = {name: budget.estimate_peak(m, device, image_size, folder)[0] for name, m in MODES.items()}
+    needs = {name: budget.estimate_peak(m, device, PANEL_PHOTO, folder)[0] for name, m in MODES.items()}
     r = assess(files, needs, bound.free_bytes, binding=bound.name, model=model, detector=detector, aligned=aligned)
     return r, files
