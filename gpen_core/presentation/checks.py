@@ -56,9 +56,11 @@ def run_check(device: str, allowed: bool, progress: Progress, restores_done: Cal
     if why:
         raise InputError(why)
     last = ui.last_check_seconds(store.load_profile(device, any_machine=False))
+    last_text = f" (the last check took {last:.0f} s)" if last is not None else ""
     t0, done0 = time.monotonic(), restores_done()
+    # The progress line: the step (with the time left), the time so far and the last check's time when known.
     prof = runner.run_profile(device=device, command=COMMAND,
-                              progress=lambda f, d: progress(f, ui.check_progress_text(d, time.monotonic() - t0, last)))
+                              progress=lambda f, d: progress(f, f"{d} · {time.monotonic() - t0:.0f} s so far{last_text}"))
     md = _report(prof, device)
     if device.startswith("cuda"):  # "does my GPU set-up work?": every network built and run on it
         from gpen_core.hwcheck.selfcheck import run_selfcheck

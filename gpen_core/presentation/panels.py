@@ -17,7 +17,7 @@ from gpen_core.hwcheck import report as prof
 from gpen_core.modes import AUTO, MODES
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import readiness
-from gpen_core.presentation.face_views import face_pairs, identity_lines  # noqa: F401  (face_pairs: re-exported)
+from gpen_core.presentation.face_views import identity_lines
 from gpen_core.presentation.mode_labels import AUTO_HINT
 from gpen_core.presentation.overlay import boxes_record
 from gpen_core.result import RestoreResult
@@ -265,10 +265,6 @@ def download_failed_text(error: str, remaining: Sequence[str], folder: str) -> s
     return text
 
 
-def download_progress_text(name: str, done: int, total: int | None) -> str:
-    return f"downloading {name}: {format_bytes(done)}" + (f" of {format_bytes(total)}" if total else "")
-
-
 def as_record(result: RestoreResult) -> dict[str, Any]:
     """The JSON summary the API returns beside the images: the CLI's --json fields, and the ``boxes`` (kept faces,
     rejected candidates) the app draws on the "before" photo."""
@@ -325,30 +321,23 @@ def check_duration_text(last_seconds: float | None) -> str:
     return f"It takes {CHECK_ESTIMATE} (an estimate until it has run here)."
 
 
-def check_progress_text(desc: str, elapsed_s: float, last_seconds: float | None) -> str:
-    """The progress line while the check runs: the step (with the time left), the time so far and the last
-    check's time when known."""
-    last = f" (the last check took {last_seconds:.0f} s)" if last_seconds is not None else ""
-    return f"{desc} · {elapsed_s:.0f} s so far{last}"
-
-
 def last_check_seconds(profile: Any) -> float | None:
     """The whole check's wall time, from the note the runner writes ("the whole check took N s")."""
     found = (re.search(r"the whole check took ([\d.]+) s", n) for n in getattr(profile, "notes", ()))
     return next((float(m.group(1)) for m in found if m), None)
 
 
-def profile_markdown(profile: Any, verdict: str, free: Any = None, files: Any = None) -> str:
+def profile_markdown(profile: Any, verdict: str, files: Any = None) -> str:
     """The hardware check as Markdown: the verdict (what will run: files and memory together), the memory-only
     reading, the table, machine facts and notes. ``files`` (``report.files_here``): what each mode lacks here."""
     lines = [
         f"**Recommendation:** {no_strike(verdict)}.",
         "",
-        f"Memory alone: {prof.recommendation(profile, free, files)}.",
+        f"Memory alone: {prof.recommendation(profile, files=files)}.",
         "",
-        prof.format_table(profile, free, files=files),
+        prof.format_table(profile, files=files),
         "",
-        *([f"GPEN's other tasks (peak · s/face · dtype · fits now?):\n\n{prof.tasks_table(profile, free, files=files)}", ""]
+        *([f"GPEN's other tasks (peak · s/face · dtype · fits now?):\n\n{prof.tasks_table(profile, files=files)}", ""]
           if getattr(profile, "tasks", ()) else []),
         f"Measured {profile.created} on {prof.machine_line(profile)}.",
         "Peaks are above the idle process, the worst of the three workloads; *fits?* compares what `auto` "

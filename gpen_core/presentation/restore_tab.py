@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -11,13 +10,14 @@ from typing import Any
 import numpy as np
 
 from gpen_core.engine import budget
-from gpen_core.images.metadata import upright
 from gpen_core.images.outputs import save_result
 from gpen_core.modes import AUTO, MODES, preshrink_size
 from gpen_core.options import RestoreOptions
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
+from gpen_core.presentation.cli_convert import photo_size
+from gpen_core.presentation.face_views import face_pairs
 from gpen_core.presentation.messages import shown_error
 from gpen_core.result import RestoreResult
 from gpen_core.weights import lookup as weights
@@ -68,18 +68,6 @@ def upscale_text(image: str | None, upscale: int, mode: str | None, device: str,
     return "\n\n".join(t for t in (_upscale_line(image, upscale, mode, device, models), note) if t)
 
 
-def _photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    """(width, height) as it will be restored (EXIF quarter turns applied), from the header; None if unreadable."""
-    from PIL import Image
-
-    try:
-        with Image.open(path) as im:
-            w, h = upright(im.size, im.getexif().get(0x0112, 1))  # the result is upright
-    except Exception:  # unreadable: reported by the preview and by Restore, not here
-        return None
-    return w, h
-
-
 def _upscale_line(image: str | None, factor: int, mode: str | None, device: str, models: Any = None) -> str:
     """'**Upscale ×2:** result W×H; extra memory about N (estimate, …)', or why it is refused. ``auto`` is resolved
     as a restore would (``models``, the app's ModelCache, passes over modes missing files): one figure with auto's."""
@@ -87,7 +75,7 @@ def _upscale_line(image: str | None, factor: int, mode: str | None, device: str,
 
     if not image:
         return f"×{factor}: upload a photo to see the result size."
-    size = _photo_size(image)
+    size = photo_size(image)
     if size is None:
         return ""
     w, h = size
@@ -100,12 +88,11 @@ def _upscale_line(image: str | None, factor: int, mode: str | None, device: str,
     p = preview(w, h, factor, name)
     if p.problem:
         return f"**Upscale ×{factor}:** {p.problem}"
-    extra = budget.upscale_extra_bytes(MODES[name], size, factor)
     if not MODES[name].paste:
         return f"**Upscale ×{factor}:** {name} returns the restored faces only: the background is not upscaled."
     picked = f"; {name}, the mode auto picks now" if (mode or AUTO) == AUTO else ""
     return (f"**Upscale ×{factor}:** result {p.out_size[0]}×{p.out_size[1]}; extra memory about "
-            f"{format_bytes(extra)} (estimate, not yet measured; {p.tiles} tiles of {p.tile} px{picked}).")
+            f"{format_bytes(p.extra_bytes)} (estimate, not yet measured; {p.tiles} tiles of {p.tile} px{picked}).")
 
 
 @dataclass(frozen=True)
@@ -129,7 +116,7 @@ def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_
         raise ValueError("the engine returned a result without its decoded input (RestoreResult.before)")
     path = save_result(results_dir, ui.download_name(source, result), result.encoded, max_age_s=max_age_s)
     return RestoreView(ui.comparison_pair(result.before, result), str(path), ui.metrics_markdown(result),
-                       ui.face_pairs(result), ui.as_record(result))
+                       face_pairs(result), ui.as_record(result))
 
 
 def crop_mode_photo(image: str | None, record: dict[str, Any] | None) -> np.ndarray | None:

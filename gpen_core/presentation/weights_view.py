@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpen_core.errors import GPENError, InputError, WeightsError
+from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
 from gpen_core.presentation.app_state import Policy
@@ -95,7 +96,8 @@ def download(device: str, req: WeightsRequest, progress: Callable[[float, str], 
     message = f"Downloaded {', '.join(names)}." if names else ""
     for i, name in enumerate(names):
         def report(done: int, total: int | None, i: int = i, name: str = name) -> None:
-            progress((i + (done / total if total else 0.0)) / len(names), ui.download_progress_text(name, done, total))
+            of = f" of {format_bytes(total)}" if total else ""
+            progress((i + (done / total if total else 0.0)) / len(names), f"downloading {name}: {format_bytes(done)}{of}")
 
         try:
             weights.download(name, progress=report, cancel=cancel)
