@@ -32,7 +32,7 @@ def test_every_frame_is_reachable_by_number_at_its_own_time(tmp_path: Path) -> N
 
 
 def _clip(duration: float | None) -> video_tab.ClipNote:
-    return video_tab.ClipNote("", None, duration, True)
+    return video_tab.ClipNote("", duration, True)
 
 
 def test_the_part_asked_and_the_servers_cap() -> None:
