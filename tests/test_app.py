@@ -88,7 +88,9 @@ def _fake_result(**kw: object) -> RestoreResult:
 
 
 def test_mode_radio_lists_auto_first_then_every_mode_with_its_hint() -> None:
-    choices = ui.mode_choices()
+    from gpen_core.presentation import mode_labels
+
+    choices = mode_labels.hints()
     assert [v for _, v in choices] == ["auto", *MODES]
     for label, value in choices[1:]:
         assert label.startswith(value) and MODES[value].hint in label

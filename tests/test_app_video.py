@@ -101,20 +101,22 @@ def test_the_output_is_an_mp4_named_after_the_upload_as_photos_are(source: str |
     assert video_tab.output_name(source, "low") == name
 
 
-def test_the_video_tab_offers_only_modes_that_paste_the_faces_back() -> None:
-    from gpen_core.modes import MODES
+@pytest.mark.parametrize("labels", ["loaded", "before load"])
+def test_the_video_tab_offers_only_modes_that_paste_the_faces_back(labels: str) -> None:
+    from gpen_core.presentation import mode_labels
 
-    choices = [(f"{m} label", m) for m in ("auto", *MODES)]
-    kept = [value for _, value in video_tab.video_mode_choices(choices)]
+    choices = mode_labels.mode_choices("cpu", video=True) if labels == "loaded" else mode_labels.hints(video=True)
+    kept = [value for _, value in choices]
     assert "faces-only" not in kept and {"auto", "low", "balanced", "quality"} <= set(kept)
+    assert "faces-only" in [value for _, value in mode_labels.mode_choices("cpu")]  # photos keep it
 
 
 @pytest.mark.parametrize("labels", ["loaded", "before load"])
 def test_video_mode_labels_speak_of_clips_not_photos(labels: str) -> None:
     from gpen_core.presentation import mode_labels
 
-    choices = mode_labels.mode_choices("cpu", video=True) if labels == "loaded" else mode_labels.video_hints()
-    text = " ".join(label for label, _ in video_tab.video_mode_choices(choices))
+    choices = mode_labels.mode_choices("cpu", video=True) if labels == "loaded" else mode_labels.hints(video=True)
+    text = " ".join(label for label, _ in choices)
     for photo_word in ("photo", "JPEG", "PNG", "lossless"):
         assert photo_word not in text, text
     assert "frames over 2048 px shrunk" in text and "once for the whole clip" in text

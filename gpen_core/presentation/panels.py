@@ -14,11 +14,9 @@ import numpy as np
 
 from gpen_core.engine.fit import SAFETY_MARGIN
 from gpen_core.hwcheck import report as prof
-from gpen_core.modes import AUTO, MODES
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import readiness
 from gpen_core.presentation.face_views import identity_lines
-from gpen_core.presentation.mode_labels import AUTO_HINT
 from gpen_core.presentation.overlay import boxes_record
 from gpen_core.result import RestoreResult
 from gpen_core.result_json import result_record
@@ -32,11 +30,6 @@ _RAM_METHOD = {
 _STAGE_LABEL = {"load": "load model", "decode": "decode photo", "detect": "detect faces", "align": "align crops",
                 "upscale": "upscale background", "restore": "restore faces", "paste": "paste back",
                 "identity": "identity check", "encode": "encode result"}
-
-
-def mode_choices() -> list[tuple[str, str]]:
-    """(label, value) pairs for the memory-mode radio: ``auto`` first, each with its one-line hint."""
-    return [(f"{AUTO} — {AUTO_HINT}", AUTO)] + [(f"{m.name} — {m.hint}", m.name) for m in MODES.values()]
 
 
 def comparison_pair(before: np.ndarray, result: RestoreResult) -> tuple[np.ndarray, np.ndarray]:

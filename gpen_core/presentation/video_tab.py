@@ -17,7 +17,6 @@ import numpy as np
 
 from gpen_core.engine import convert_first
 from gpen_core.errors import InputError
-from gpen_core.modes import MODES
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation.cli_convert import clip_frames
 from gpen_core.presentation.messages import shown_error
@@ -237,11 +236,6 @@ def results_path(results_dir: Path, source: str | None, mode: str) -> Path:
     """A fresh path for one clip's output under ``results_dir`` (a folder per request: names never clash)."""
     results_dir.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(dir=results_dir, prefix="video-")) / output_name(source, mode)
-
-
-def video_mode_choices(choices: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The choices that paste faces back (a clip of restored crops is no video), ``auto`` included."""
-    return [(label, value) for label, value in choices if value not in MODES or MODES[value].paste]
 
 
 # ------------------------------------------------------------------ before a clip starts
