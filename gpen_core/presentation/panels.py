@@ -12,8 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from gpen_core.engine.fit import SAFETY_MARGIN
-from gpen_core.hwcheck import report as prof
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import readiness
 from gpen_core.presentation.face_views import identity_lines
@@ -289,69 +287,6 @@ def markdown_text(message: str) -> str:
 def error_markdown(title: str, message: str) -> str:
     """What the result panel shows after a failed request: the problem named, then the message."""
     return f"### ⚠ {title}\n\n{markdown_text(message)}\n\n*Nothing was restored: the previous result was cleared.*"
-
-
-# The check's wall time until it has run here (measured: docs/performance.md, "How long the hardware check takes").
-CHECK_ESTIMATE = ("8 to 15 minutes on a busy 2-core CPU the first time (about half of it converting the networks to "
-                  "OpenVINO and timing them against PyTorch), about 7 minutes once those conversions are cached, well "
-                  "under a minute on a GPU; from its first step on it shows the time left here")
-
-HARDWARE_INTRO = (
-    "#### How much memory do I need?\n"
-    "Measures every memory mode on **this** machine with the engine's own meter: one aligned "
-    "512×512 face, a 12-megapixel photo with one face and a group photo, each mode in a fresh "
-    "process; then GPEN's other tasks (colorize, inpaint, seg2face) in each mode that runs them, "
-    "one photo or label map each. Without the weights it runs the exact networks with random weights (memory and "
-    "time do not depend on the values), so you learn what fits before downloading anything. "
-    "The result is saved in the models folder and `auto` uses it. Restores keep running while it measures."
-)
-
-
-def check_duration_text(last_seconds: float | None) -> str:
-    """How long the check takes, for the button's neighbour: the last run's own time when known."""
-    if last_seconds is not None:
-        return f"It takes about {last_seconds:.0f} s here (the last check on this machine, measured)."
-    return f"It takes {CHECK_ESTIMATE} (an estimate until it has run here)."
-
-
-def last_check_seconds(profile: Any) -> float | None:
-    """The whole check's wall time, from the note the runner writes ("the whole check took N s")."""
-    found = (re.search(r"the whole check took ([\d.]+) s", n) for n in getattr(profile, "notes", ()))
-    return next((float(m.group(1)) for m in found if m), None)
-
-
-def profile_markdown(profile: Any, verdict: str, files: Any = None) -> str:
-    """The hardware check as Markdown: the verdict (what will run: files and memory together), the memory-only
-    reading, the table, machine facts and notes. ``files`` (``report.files_here``): what each mode lacks here."""
-    lines = [
-        f"**Recommendation:** {no_strike(verdict)}.",
-        "",
-        f"Memory alone: {prof.recommendation(profile, files=files)}.",
-        "",
-        prof.format_table(profile, files=files),
-        "",
-        *([f"GPEN's other tasks (peak · s/face · dtype · fits now?):\n\n{prof.tasks_table(profile, files=files)}", ""]
-          if getattr(profile, "tasks", ()) else []),
-        f"Measured {profile.created} on {prof.machine_line(profile)}.",
-        "Peaks are above the idle process, the worst of the three workloads; *fits?* compares what `auto` "
-        "needs for a 1 MP photo (the peak, plus on a GPU the float32 copy a float16 overflow loads) with "
-        f"the memory free now, less a {(1 - SAFETY_MARGIN) * 100:.0f} % safety margin. *weights* says what the "
-        "measurement ran with (random weights stand in for files not downloaded: same memory and time); *files here?* names "
-        "the files a mode lacks in the models folder now and the command that fetches them (the weights "
-        "panel on the Restore tab names the same files).",
-        "",
-    ]
-    lines += [f"- {markdown_text(n)}" for n in profile.notes]
-    return "\n".join(lines)
-
-
-def profile_chart(profile: Any) -> Any:
-    """Peak memory per mode as a long table for a bar chart: columns mode, memory ("RAM"/"VRAM"), MB."""
-    import pandas as pd
-
-    rows = [{"mode": r["mode"], "memory": kind, "MB": r[f"peak {kind} MB"]} for r in prof.chart_rows(profile)
-            for kind in ("RAM", "VRAM") if kind == "RAM" or r["peak VRAM MB"] is not None]
-    return pd.DataFrame(rows, columns=["mode", "memory", "MB"])
 
 
 def preview_markdown(decoded: Any) -> str:
