@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gpen_core.errors import WeightsError
-from gpen_core.presentation import panels, readiness
+from gpen_core.presentation import readiness, weights_view
 from gpen_core.presentation.readiness import assess
 from gpen_core.weights.lookup import REGISTRY
 
@@ -21,10 +21,10 @@ def test_one_generator_present_offers_the_small_detector_before_the_large_one() 
         (("retinaface-resnet50",), ("quality",)),
     ]
     assert r.offers[0].bytes == REGISTRY["retinaface-mobilenet0.25"].size_bytes
-    panel = panels.weights_markdown(r, files, [], "/models", mode=None)
+    panel = weights_view.weights_markdown(r, files, [], "/models", mode=None)
     assert "choose **balanced** as Memory mode and Download fetches only MobileNet detector (1.8 MB)" in panel
     # the explicit mode's button then fetches exactly that
-    assert panels.download_button_label(r, files, "balanced") == "Download MobileNet detector (1.8 MB) for balanced"
+    assert weights_view.download_button_label(r, files, "balanced") == "Download MobileNet detector (1.8 MB) for balanced"
 
 
 def test_an_empty_folder_offers_each_step_up_the_ladder_cheapest_first() -> None:
@@ -69,7 +69,7 @@ def test_a_restore_names_every_missing_file_at_once(_isolated_models_home) -> No
 
 
 def test_offline_download_help_lists_every_file_still_to_get() -> None:
-    text = panels.download_failed_text("GPEN-BFR-512 (GPEN-BFR-512.pth) is not reachable: offline.",
+    text = weights_view.download_failed_text("GPEN-BFR-512 (GPEN-BFR-512.pth) is not reachable: offline.",
                                        ("GPEN-BFR-512", "retinaface-resnet50"), "/models")
     assert "GPEN-BFR-512.pth" in text and "detection\\_Resnet50\\_Final.pth" in text
     assert "`python -m gpen_core download GPEN-BFR-512 retinaface-resnet50`" in text
