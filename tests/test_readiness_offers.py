@@ -20,7 +20,6 @@ def test_one_generator_present_offers_the_small_detector_before_the_large_one() 
         (("retinaface-mobilenet0.25",), ("balanced", "faces-only")),
         (("retinaface-resnet50",), ("quality",)),
     ]
-    assert r.offers[0].bytes == REGISTRY["retinaface-mobilenet0.25"].size_bytes
     panel = weights_view.weights_markdown(r, files, [], "/models", mode=None)
     assert "choose **balanced** as Memory mode and Download fetches only MobileNet detector (1.8 MB)" in panel
     # the explicit mode's button then fetches exactly that
@@ -31,7 +30,7 @@ def test_an_empty_folder_offers_each_step_up_the_ladder_cheapest_first() -> None
     files = files_with(())
     r = assess(files, needs_cpu(), PLENTY)
     assert [o.enables[0] for o in r.offers] == ["low", "balanced", "quality"]
-    sizes = [o.bytes for o in r.offers]
+    sizes = [sum(files[n].download_bytes or 0 for n in o.files) for o in r.offers]  # the sizes the panel shows
     assert sizes == sorted(sizes) and sizes[0] < 80_000_000  # GPEN-BFR-256 + the 1.8 MB detector
     assert r.offers[-1].files == r.download  # the Download button in auto: the recommended set
 

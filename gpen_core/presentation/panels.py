@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from gpen_core.platform.meter import format_bytes
-from gpen_core.presentation import readiness
 from gpen_core.presentation.face_views import identity_lines
 from gpen_core.presentation.overlay import boxes_record
 from gpen_core.result import RestoreResult

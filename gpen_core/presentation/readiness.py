@@ -73,8 +73,6 @@ class Offer:
     """One download and the modes it makes runnable (best first, ``faces-only`` included)."""
 
     files: tuple[str, ...]
-    bytes: int | None  # None when a size is unknown
-    estimated: bool
     enables: tuple[str, ...]
 
 
@@ -141,12 +139,6 @@ def assess(files: Mapping[str, FileState], needs: Mapping[str, int], free_bytes:
                      offers=_offers(modes, files, ranked, recommended, runs_now if runs_now_fits else None))
 
 
-def _total(names: Sequence[str], files: Mapping[str, FileState]) -> tuple[int | None, bool]:
-    sizes = [files[n].download_bytes if n in files else None for n in names]
-    total = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
-    return total, any(n in files and files[n].download_bytes_estimated for n in names)
-
-
 def _offers(modes: Mapping[str, ModeReadiness], files: Mapping[str, FileState], ranked: Sequence[MemoryMode],
             recommended: ModeReadiness, running: ModeReadiness | None) -> tuple[Offer, ...]:
     """The cheapest download for each step up the ladder to ``recommended``: of the pasting modes that fit, are not
@@ -174,8 +166,7 @@ def _offers(modes: Mapping[str, ModeReadiness], files: Mapping[str, FileState], 
         # on the pasting ladder, so it would otherwise go unmentioned).
         enables = (c.mode, *(m.name for m in MODES.values() if not m.paste and not modes[m.name].ready
                              and modes[m.name].fits and set(modes[m.name].missing) <= fetched))
-        total, estimated = _total(c.missing, files)
-        out.append(Offer(c.missing, total, estimated, enables))
+        out.append(Offer(c.missing, enables))
     return tuple(out)
 
 
@@ -220,7 +211,7 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
         if r.runs_now == r.recommended:
             return f"{head}, the best mode that fits this machine; all its files are here"
         return head
-    offers = r.offers or (Offer(r.download, *_total(r.download, files), (r.recommended,)),)
+    offers = r.offers or (Offer(r.download, (r.recommended,)),)
     # each: 'MobileNet detector (1.8 MB) to enable balanced and faces-only'
     return f"{head}; download " + ", or ".join(f"{files_text(o.files, files)} to enable {' and '.join(o.enables)}"
                                                for o in offers)
