@@ -124,9 +124,11 @@ def run_check(device: str, allowed: bool, progress: Progress, restores_done: Cal
     last = last_check_seconds(store.load_profile(device, any_machine=False))
     last_text = f" (the last check took {last:.0f} s)" if last is not None else ""
     t0, done0 = time.monotonic(), restores_done()
-    # The progress line: the step (with the time left), the time so far and the last check's time when known.
-    prof = runner.run_profile(device=device, command=COMMAND,
-                              progress=lambda f, d: progress(f, f"{d} · {time.monotonic() - t0:.0f} s so far{last_text}"))
+
+    def step(f: float, desc: str) -> None:  # the step (with the time left), the time so far, the last check's time
+        progress(f, f"{desc} · {time.monotonic() - t0:.0f} s so far{last_text}")
+
+    prof = runner.run_profile(device=device, command=COMMAND, progress=step)
     md = _report(prof, device)
     if device.startswith("cuda"):  # "does my GPU set-up work?": every network built and run on it
         from gpen_core.hwcheck.selfcheck import run_selfcheck
@@ -151,8 +153,9 @@ def saved_check(device: str, allowed: bool) -> SavedCheck:
                  else "Hardware check: off on this shared server")
         enabled, when = False, why
     if prof is None:
-        md = (f"{when}\n\n**Recommendation** (built-in estimates until the check has run here): {no_strike(verdict(device))}."
-              "\n\n*No measurement for this machine yet (or the machine, versions or weights changed since).*")
+        md = (f"{when}\n\n**Recommendation** (built-in estimates until the check has run here): "
+              f"{no_strike(verdict(device))}.\n\n*No measurement for this machine yet (or the machine, versions or "
+              "weights changed since).*")
         return SavedCheck(md, None, label, enabled)
     return SavedCheck(f"{when}\n\n" + _report(prof, device), profile_chart(prof), label, enabled)
 

@@ -190,8 +190,8 @@ def download(device: str, req: WeightsRequest, progress: Callable[[float, str], 
     message = f"Downloaded {', '.join(names)}." if names else ""
     for i, name in enumerate(names):
         def report(done: int, total: int | None, i: int = i, name: str = name) -> None:
-            of = f" of {format_bytes(total)}" if total else ""
-            progress((i + (done / total if total else 0.0)) / len(names), f"downloading {name}: {format_bytes(done)}{of}")
+            shown = f"downloading {name}: {format_bytes(done)}" + (f" of {format_bytes(total)}" if total else "")
+            progress((i + (done / total if total else 0.0)) / len(names), shown)
 
         try:
             weights.download(name, progress=report, cancel=cancel)
