@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import json
 import stat
 import sys
@@ -409,7 +410,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -
     _load_engine()
     opts = _options(args, identity_every=args.identity_every)
     restorer = Restorer(models_dir=args.models_dir, device=args.device)
-    say = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    say = functools.partial(print, file=sys.stderr)
     first = convert_before_clips(args, [src for src, _ in plan], say)
     on_frame = (lambda rec: print(json.dumps(rec.to_json()), flush=True)) if args.json else None
     worst = 0
