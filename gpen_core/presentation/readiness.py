@@ -18,7 +18,7 @@ from gpen_core.engine.fit import PANEL_PHOTO, fits, rank
 from gpen_core.modes import MODES, MemoryMode
 from gpen_core.options import UPSCALES, default_upscaler
 from gpen_core.platform.meter import format_bytes
-from gpen_core.weights.missing import APPROX_BYTES, download_size, mode_files, size_text
+from gpen_core.weights.missing import download_size, mode_files, size_text
 from gpen_core.weights import lookup as weights
 from gpen_core.weights.registry import REGISTRY, WeightStatus
 
@@ -101,13 +101,7 @@ def files_from_status(statuses: Iterable[WeightStatus]) -> dict[str, FileState]:
     out: dict[str, FileState] = {}
     for s in statuses:
         state: FileStateName = "missing" if not s.present else "corrupt" if s.verified is False else "verified"
-        if state == "corrupt":
-            size, estimated = download_size(s.name)
-        elif not s.present and s.size_bytes is not None:  # the registry's published size
-            size, estimated = s.size_bytes, False
-        else:
-            size, estimated = APPROX_BYTES.get(s.name), s.name in APPROX_BYTES
-        out[s.name] = FileState(s.name, state, size, estimated)
+        out[s.name] = FileState(s.name, state, *download_size(s.name))
     return out
 
 
