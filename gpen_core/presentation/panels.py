@@ -191,13 +191,3 @@ def markdown_text(message: str) -> str:
 def error_markdown(title: str, message: str) -> str:
     """What the result panel shows after a failed request: the problem named, then the message."""
     return f"### ⚠ {title}\n\n{markdown_text(message)}\n\n*Nothing was restored: the previous result was cleared.*"
-
-
-def preview_markdown(decoded: Any) -> str:
-    """What the panel says when a photo is uploaded, before Restore: its size, format and what
-    the decoder changed (the slider shows the decoder's own view of it)."""
-    w, h = decoded.original_size
-    lines = ["### Ready to restore", "", f"{w}×{h} {decoded.format}, as our decoder reads it (shown in the slider). "
-             "Press **Restore**.", ""]
-    lines += [f"- {markdown_text(n)}" for n in decoded.notes]
-    return "\n".join(lines)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,8 @@ class Preview:
 
 
 def preview(path: str) -> Preview:
-    """Decode ``path`` at most :data:`PREVIEW_SIDE` px (our limits and messages); a refusal names the problem."""
+    """Decode ``path`` at most :data:`PREVIEW_SIDE` px (our limits and messages); a refusal names the problem. The
+    panel says the photo's size and format as our decoder reads it (the slider shows its view) and what it changed."""
     from gpen_core.images.decode import decode_image, shrink_to_max_side
 
     try:
@@ -45,7 +46,11 @@ def preview(path: str) -> Preview:
     rgb = decoded.rgb
     if max(rgb.shape[:2]) > PREVIEW_SIDE:
         rgb = shrink_to_max_side(rgb, PREVIEW_SIDE)[0]
-    return Preview(rgb, ui.preview_markdown(replace(decoded, notes=preview_notes(decoded, rgb.shape[1], rgb.shape[0]))))
+    w, h = decoded.original_size
+    lines = ["### Ready to restore", "", f"{w}×{h} {decoded.format}, as our decoder reads it (shown in the slider). "
+             "Press **Restore**.", ""]
+    lines += [f"- {ui.markdown_text(n)}" for n in preview_notes(decoded, rgb.shape[1], rgb.shape[0])]
+    return Preview(rgb, "\n".join(lines))
 
 
 def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
