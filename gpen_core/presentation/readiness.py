@@ -16,7 +16,7 @@ from typing import Literal
 from gpen_core.engine import budget
 from gpen_core.engine.fit import PANEL_PHOTO, fits, rank
 from gpen_core.modes import MODES, MemoryMode
-from gpen_core.options import UPSCALES, default_upscaler
+from gpen_core.options import default_upscaler
 from gpen_core.platform.meter import format_bytes
 from gpen_core.weights.missing import download_size, mode_files, size_text
 from gpen_core.weights import lookup as weights
@@ -32,9 +32,6 @@ LABELS: dict[str, str] = {
     "realesrnet_x2": "×2 upscaler",
     "realesrnet_x4": "×4 upscaler",
 }
-
-# The background upscaler each Upscale factor loads (model_cache.upscaler's default); 1× loads none.
-UPSCALERS: dict[int, str] = {f: default_upscaler(f) for f in UPSCALES if f > 1}
 
 FileStateName = Literal["missing", "verified", "corrupt"]
 
@@ -170,10 +167,11 @@ def download_for(readiness: Readiness, mode: str | None) -> tuple[str, ...]:
 
 
 def upscaler_download(files: Mapping[str, FileState], upscale: int | str | None) -> tuple[str, ...]:
-    """The upscaler ×``upscale`` loads when it is missing or corrupt (what Download adds for it); else empty."""
-    name = UPSCALERS.get(int(upscale or 1))
-    f = files.get(name) if name else None
-    return (name,) if f is not None and not f.usable else ()
+    """The upscaler ×``upscale`` loads (the engine's default; 1× loads none) when it is missing or corrupt (what
+    Download adds for it); else empty."""
+    factor = int(upscale or 1)
+    f = files.get(default_upscaler(factor)) if factor > 1 else None
+    return (f.name,) if f is not None and not f.usable else ()
 
 
 def label(name: str) -> str:
