@@ -41,7 +41,7 @@ from gpen_core.modes import AUTO  # noqa: E402
 from gpen_core.options import MAX_FACES_HELP, RestoreOptions  # noqa: E402
 from gpen_core.platform import zerogpu  # noqa: E402
 from gpen_core.presentation import checks, face_views as fv, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
-from gpen_core.presentation import mode_labels, overlay, preparation as prep_ui, tasks as task_ui, video_tab  # noqa: E402
+from gpen_core.presentation import mode_labels, overlay, preparation as prep_ui, tasks as task_ui  # noqa: E402
 from gpen_core.engine.pipeline import ready_server  # noqa: E402
 from gpen_core.presentation.app_state import AppState, parse_server_args, start_lines  # noqa: E402
 from gpen_core.presentation.messages import AlreadyShown, ShownError, shown_error, toast_seconds  # noqa: E402
@@ -250,7 +250,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                     format="png", visible=False, height=420, elem_id="damage-editor", layers=gr.LayerOptions(False, [task_ui.DAMAGE_LAYER]),
                     brush=gr.Brush(12, [task_ui.BRUSH_COLOUR], task_ui.BRUSH_COLOUR, "fixed")),
                     functools.partial(uploads.save_bytes, folder=PASTED_DIR), functools.partial(uploads.save_data_url, folder=PASTED_DIR))  # paths, unopened
-                mode_in = gr.Radio(ui.mode_choices(), value=AUTO, label="Memory mode", elem_id="mode-radio")
+                mode_in = gr.Radio(mode_labels.hints(), value=AUTO, label="Memory mode", elem_id="mode-radio")
                 upscale_in = gr.Radio([("1× (keep size)", 1), ("2×", 2), ("4×", 4)], value=1, label="Upscale",
                                       info="enlarge the whole photo with RealESRNet (GPEN's background upscaler); "
                                       "faces are restored at that size", elem_id="upscale-radio")
@@ -302,7 +302,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                          elem_id="faces")
 
     with gr.Tab("Video"):
-        video_mode_in = app_video.build(STATE, ui_errors, RESULTS_DIR, video_tab.video_mode_choices(mode_labels.video_hints()))
+        video_mode_in = app_video.build(STATE, ui_errors, RESULTS_DIR, mode_labels.hints(video=True))
     demo.unload(app_video.on_leave(STATE))  # Gradio runs it when the page's heartbeat ends (the tab closed or reloaded)
 
     with gr.Tab("Hardware check"):
@@ -335,7 +335,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
         trigger(lambda t, i: gr.update(visible=task_ui.editor_visible(t), value=task_ui.editor_value(t, i)), [task_in, image_in], damage_in, api_visibility="private")
     task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, mode_labels.current_files())),
                    [task_in, model_in], [model_in, mode_in, aligned_in], api_visibility="private")  # seg2face turns "aligned" on, said so
-    demo.load(lambda t: (mode_radio(t), gr.update(choices=video_tab.video_mode_choices(mode_labels.current_choices(get_restorer().device, None, video=True))), gr.update(choices=task_ui.task_choices(mode_labels.current_files()))), task_in,
+    demo.load(lambda t: (mode_radio(t), gr.update(choices=mode_labels.current_choices(get_restorer().device, None, video=True)), gr.update(choices=task_ui.task_choices(mode_labels.current_files()))), task_in,
               [mode_in, video_mode_in, task_in], api_visibility="private", show_progress="hidden")  # labels as this machine runs them
     for trigger in (demo.load, prepare_timer.tick):
         trigger(preparation_status, None, [prepare_md, prepare_timer], api_visibility="private", show_progress="hidden")

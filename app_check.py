@@ -8,13 +8,13 @@ from collections.abc import Callable
 import gradio as gr
 
 from gpen_core.modes import MODES
-from gpen_core.presentation import checks, panels as ui
+from gpen_core.presentation import checks
 
 
 def build(demo: gr.Blocks, hardware_check: Callable, saved_hardware_check: Callable, measure_tips: Callable,
           saved_tips: Callable) -> None:
     """The tab's components and events, in the current Blocks."""
-    gr.Markdown(ui.HARDWARE_INTRO)
+    gr.Markdown(checks.HARDWARE_INTRO)
     check_btn = gr.Button("Measure every mode on this machine", variant="primary", elem_id="check-button")
     profile_md = gr.Markdown(elem_id="profile-report")
     profile_chart = gr.BarPlot(x="mode", y="MB", color="memory", title="Peak memory per mode (above idle)",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import json
 import stat
 import sys
@@ -26,10 +27,10 @@ from gpen_core.images.outputs import (check_result_paths, check_writable, existi
                                      one_file_for_several, output_stems, result_path, write_atomic)
 from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
 from gpen_core.presentation.cli_run import ProgressLine, RunSummary, print_error
-from gpen_core.result_json import result_record  # re-exported: scripts read records through the CLI module
+from gpen_core.result_json import result_record
 from gpen_core.video.probe import sniff_file
 
-DETECTORS = {"mobilenet": "mobilenet0.25", "resnet50": "resnet50"}  # --detector's words → the detector names
+DETECTORS = {"resnet50": "resnet50", "mobilenet": "mobilenet0.25"}  # --detector's words → the detector names
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,7 +65,7 @@ def _add_restore(sub: Any) -> None:
     r.add_argument("-o", "--output", required=True, help="output file (one input; png/jpeg by extension, .mp4 for a video) or folder")
     r.add_argument("--mode", default="auto", choices=MODE_CHOICES, help="memory mode (default: auto)")
     r.add_argument("--model", help="generator: registry name (GPEN-BFR-1024) or path to any GPEN checkpoint")
-    r.add_argument("--detector", choices=("resnet50", "mobilenet"), help="override the mode's face detector")
+    r.add_argument("--detector", choices=tuple(DETECTORS), help="override the mode's face detector")
     r.add_argument("--models-dir", help="models folder for this run (default: $GPEN_HOME or ~/.cache/gpen)")
     r.add_argument("--device", help="cpu or cuda (default: cuda when available; with --ray: with --gpus-per-worker)")
     r.add_argument("--aligned", action="store_true", help="inputs are already aligned face crops")
@@ -299,7 +300,7 @@ def _restore(args: argparse.Namespace) -> int:
     said: set[str] = set()  # the notes printed so far: each once per run
     args.run_notes = convert_before_photos(args, [src for src, _, _ in plan], bar.say).notes
     for path, why in not_files:
-        summary.skip(path, why)
+        summary.skipped.append((path, why))
         bar.say(f"skipped: {path}: {why}")
     for src, dst, fmt in plan:
         record = _restore_one(args, restorer, (src, dst, fmt), mask, bar, said)
@@ -409,14 +410,15 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -
     _load_engine()
     opts = _options(args, identity_every=args.identity_every)
     restorer = Restorer(models_dir=args.models_dir, device=args.device)
-    first = convert_before_clips(args, [src for src, _ in plan], lambda line: print(line, file=sys.stderr))
+    say = functools.partial(print, file=sys.stderr)
+    first = convert_before_clips(args, [src for src, _ in plan], say)
+    on_frame = (lambda rec: print(json.dumps(rec.to_json()), flush=True)) if args.json else None
     worst = 0
     for src, dst in plan:
         if dst.exists() and not args.overwrite:
-            _skipped(args, src, dst, lambda line: print(line, file=sys.stderr))
+            _skipped(args, src, dst, say)
             continue
         record: dict[str, Any] = {"input": str(src)}
-        on_frame = (lambda rec: print(json.dumps(rec.to_json()), flush=True)) if args.json else None
         try:
             if restore_if_segmented(args, src, dst, restorer, opts, lambda rec: _emit(args, rec)):  # long or asked
                 continue

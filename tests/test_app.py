@@ -19,6 +19,7 @@ from PIL import Image
 
 import app
 from gpen_core.presentation.app_state import Policy
+from gpen_core.presentation import face_views
 from gpen_core.presentation import panels as ui
 from gpen_core.errors import InputError
 from gpen_core.images import outputs
@@ -87,7 +88,9 @@ def _fake_result(**kw: object) -> RestoreResult:
 
 
 def test_mode_radio_lists_auto_first_then_every_mode_with_its_hint() -> None:
-    choices = ui.mode_choices()
+    from gpen_core.presentation import mode_labels
+
+    choices = mode_labels.hints()
     assert [v for _, v in choices] == ["auto", *MODES]
     for label, value in choices[1:]:
         assert label.startswith(value) and MODES[value].hint in label
@@ -148,7 +151,7 @@ def test_faces_only_compares_input_crops_with_restored_crops() -> None:
 
 def test_gallery_puts_each_original_crop_beside_its_restored_crop() -> None:
     r = _fake_result()
-    [(img, caption)] = ui.face_pairs(r, gap=6)
+    [(img, caption)] = face_views.face_pairs(r)
     assert img.shape == (256, 256 * 2 + 6, 3)
     assert np.array_equal(img[:, :256], r.faces[0].crop) and np.array_equal(img[:, 262:], r.faces[0].restored)
     assert "face 1" in caption and "0.99" in caption

@@ -27,6 +27,7 @@ from PIL import Image
 
 import app
 from gpen_core.presentation import panels as ui
+from gpen_core.presentation.face_views import face_pairs
 from gpen_core.modes import MODES
 from gpen_core.restorer import RestoreOptions, get_restorer
 
@@ -182,7 +183,7 @@ def test_more_faces_than_the_cap_says_so(low_mode_home: Path) -> None:
     # The panel the handler shows for this result (the handler itself is exercised above;
     # running detection on the group photo a second time would double this test's cost).
     assert f"- {note}" in ui.metrics_markdown(res) and "| Faces | 3 |" in ui.metrics_markdown(res)
-    assert res.image.shape == (568, 1328, 3) and len(ui.face_pairs(res)) == 3
+    assert res.image.shape == (568, 1328, 3) and len(face_pairs(res)) == 3
 
 
 # -------------------------------------------------------------- afterwards

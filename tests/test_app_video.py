@@ -30,15 +30,16 @@ def _clip(path: Path, frames: int = 6, fps: int = 3, side: int = 64) -> Path:
 def test_the_cap_is_said_at_upload_on_a_shared_server_only(tmp_path: Path) -> None:
     clip = _clip(tmp_path / "c.mp4")  # 6 frames at 3 fps: 2 s
     local = video_tab.clip_note(str(clip), Policy(shared=False, max_video_seconds=1).video_cap_s)
-    assert local.usable and local.end_s is None and "restores the first" not in local.markdown
+    assert local.usable and local.cap is None and "restores the first" not in local.markdown
     assert "64×64 h264, 2.0 s, 6 frames, no audio" in local.markdown
     shared = video_tab.clip_note(str(clip), Policy(shared=True, max_video_seconds=1).video_cap_s)
-    assert shared.end_s == 1.0 and "restores the first 1 s only" in shared.markdown
+    assert video_tab.span(shared, None, None, 1.0).end_s == 1.0 and "restores the first 1 s only" in shared.markdown
     # ... and names the command that restores the whole clip in segments a rerun resumes
     assert "`python -m gpen_core restore c.mp4 -o c_restored.mp4 --segments`" in shared.markdown
     assert "--segments" not in local.markdown  # a short clip on a local run: nothing to add
     long_enough = video_tab.clip_note(str(clip), Policy(shared=True, max_video_seconds=5).video_cap_s)
-    assert long_enough.end_s is None  # a clip under the cap is restored whole
+    assert video_tab.span(long_enough, None, None, 5.0).end_s is None  # a clip under the cap is restored whole
+    assert "restores the first" not in long_enough.markdown
 
 
 def test_a_file_that_is_no_video_is_refused_at_upload(tmp_path: Path) -> None:
@@ -100,20 +101,22 @@ def test_the_output_is_an_mp4_named_after_the_upload_as_photos_are(source: str |
     assert video_tab.output_name(source, "low") == name
 
 
-def test_the_video_tab_offers_only_modes_that_paste_the_faces_back() -> None:
-    from gpen_core.modes import MODES
+@pytest.mark.parametrize("labels", ["loaded", "before load"])
+def test_the_video_tab_offers_only_modes_that_paste_the_faces_back(labels: str) -> None:
+    from gpen_core.presentation import mode_labels
 
-    choices = [(f"{m} label", m) for m in ("auto", *MODES)]
-    kept = [value for _, value in video_tab.video_mode_choices(choices)]
+    choices = mode_labels.mode_choices("cpu", video=True) if labels == "loaded" else mode_labels.hints(video=True)
+    kept = [value for _, value in choices]
     assert "faces-only" not in kept and {"auto", "low", "balanced", "quality"} <= set(kept)
+    assert "faces-only" in [value for _, value in mode_labels.mode_choices("cpu")]  # photos keep it
 
 
 @pytest.mark.parametrize("labels", ["loaded", "before load"])
 def test_video_mode_labels_speak_of_clips_not_photos(labels: str) -> None:
     from gpen_core.presentation import mode_labels
 
-    choices = mode_labels.mode_choices("cpu", video=True) if labels == "loaded" else mode_labels.video_hints()
-    text = " ".join(label for label, _ in video_tab.video_mode_choices(choices))
+    choices = mode_labels.mode_choices("cpu", video=True) if labels == "loaded" else mode_labels.hints(video=True)
+    text = " ".join(label for label, _ in choices)
     for photo_word in ("photo", "JPEG", "PNG", "lossless"):
         assert photo_word not in text, text
     assert "frames over 2048 px shrunk" in text and "once for the whole clip" in text

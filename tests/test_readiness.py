@@ -127,8 +127,8 @@ def test_the_five_combinations_with_plenty_of_memory(combo: str, runs_now: str |
 
 def test_little_memory_recommends_what_fits_and_downloads_only_that() -> None:
     needs = needs_cpu()
-    free = int((needs["low"] + 1) / readiness.SAFETY_MARGIN)  # low fits, balanced does not
-    assert needs["balanced"] > free * readiness.SAFETY_MARGIN
+    free = int((needs["low"] + 1) / fit.SAFETY_MARGIN)  # low fits, balanced does not
+    assert needs["balanced"] > free * fit.SAFETY_MARGIN
     files = files_with(())
     r = assess(files, needs, free)
     assert r.recommended == "low" and r.download == ("GPEN-BFR-256", "retinaface-mobilenet0.25")

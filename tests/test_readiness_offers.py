@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gpen_core.errors import WeightsError
-from gpen_core.presentation import panels, readiness
+from gpen_core.presentation import readiness, weights_view
 from gpen_core.presentation.readiness import assess
 from gpen_core.weights.lookup import REGISTRY
 
@@ -20,18 +20,17 @@ def test_one_generator_present_offers_the_small_detector_before_the_large_one() 
         (("retinaface-mobilenet0.25",), ("balanced", "faces-only")),
         (("retinaface-resnet50",), ("quality",)),
     ]
-    assert r.offers[0].bytes == REGISTRY["retinaface-mobilenet0.25"].size_bytes
-    panel = panels.weights_markdown(r, files, [], "/models", mode=None)
+    panel = weights_view.weights_markdown(r, files, [], "/models", mode=None)
     assert "choose **balanced** as Memory mode and Download fetches only MobileNet detector (1.8 MB)" in panel
     # the explicit mode's button then fetches exactly that
-    assert panels.download_button_label(r, files, "balanced") == "Download MobileNet detector (1.8 MB) for balanced"
+    assert weights_view.download_button_label(r, files, "balanced") == "Download MobileNet detector (1.8 MB) for balanced"
 
 
 def test_an_empty_folder_offers_each_step_up_the_ladder_cheapest_first() -> None:
     files = files_with(())
     r = assess(files, needs_cpu(), PLENTY)
     assert [o.enables[0] for o in r.offers] == ["low", "balanced", "quality"]
-    sizes = [o.bytes for o in r.offers]
+    sizes = [sum(files[n].download_bytes or 0 for n in o.files) for o in r.offers]  # the sizes the panel shows
     assert sizes == sorted(sizes) and sizes[0] < 80_000_000  # GPEN-BFR-256 + the 1.8 MB detector
     assert r.offers[-1].files == r.download  # the Download button in auto: the recommended set
 
@@ -69,7 +68,7 @@ def test_a_restore_names_every_missing_file_at_once(_isolated_models_home) -> No
 
 
 def test_offline_download_help_lists_every_file_still_to_get() -> None:
-    text = panels.download_failed_text("GPEN-BFR-512 (GPEN-BFR-512.pth) is not reachable: offline.",
+    text = weights_view.download_failed_text("GPEN-BFR-512 (GPEN-BFR-512.pth) is not reachable: offline.",
                                        ("GPEN-BFR-512", "retinaface-resnet50"), "/models")
     assert "GPEN-BFR-512.pth" in text and "detection\\_Resnet50\\_Final.pth" in text
     assert "`python -m gpen_core download GPEN-BFR-512 retinaface-resnet50`" in text

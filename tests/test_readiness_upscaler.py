@@ -43,9 +43,8 @@ def test_missing_upscaler_names_the_file_where_it_goes_and_the_fix() -> None:
     assert "ModelScope cache" in text  # where the engine also looks for the ×2 file
     assert "Weights missing" in text  # what Restore would say
 
-    x4 = readiness.upscaler_note("4", files(realesrnet_x4="missing"), FOLDER, button=False)
+    x4 = readiness.upscaler_note("4", files(realesrnet_x4="missing"), FOLDER)
     assert "`realesrnet_x4.pth` is missing" in x4 and "download realesrnet_x4`" in x4
-    assert "Download** button" not in x4  # no button to point at outside the app
     assert "ModelScope" not in x4  # ModelScope ships only the ×2 file
     assert readiness.upscaler_download(files(realesrnet_x4="missing"), 4) == ("realesrnet_x4",)
 
@@ -56,11 +55,14 @@ def test_corrupt_upscaler_counts_as_missing_and_says_corrupt() -> None:
     assert readiness.upscaler_download(files(realesrnet_x2="corrupt"), 2) == ("realesrnet_x2",)
 
 
-def test_the_table_matches_the_registry_and_the_engines_default() -> None:
-    for factor, name in readiness.UPSCALERS.items():
-        assert name == f"realesrnet_x{factor}"  # model_cache.upscaler's default name
-        assert REGISTRY[name].kind == "upscaler"
-    assert {n for n, s in REGISTRY.items() if s.kind == "upscaler"} <= set(readiness.UPSCALERS.values())
+def test_each_factor_offers_the_registry_upscaler_the_engine_loads() -> None:
+    from gpen_core.options import UPSCALES
+
+    upscalers = {n for n, s in REGISTRY.items() if s.kind == "upscaler"}
+    none_usable = files(**{n: "missing" for n in upscalers})
+    offered = {f: readiness.upscaler_download(none_usable, f) for f in UPSCALES if f > 1}
+    assert offered == {2: ("realesrnet_x2",), 4: ("realesrnet_x4",)}  # model_cache.upscaler's default names
+    assert upscalers == {n for names in offered.values() for n in names}
 
 
 def test_from_the_real_lookup_the_ui_line_and_panel_follow_the_file(monkeypatch: pytest.MonkeyPatch,

@@ -32,7 +32,7 @@ def test_every_frame_is_reachable_by_number_at_its_own_time(tmp_path: Path) -> N
 
 
 def _clip(duration: float | None) -> video_tab.ClipNote:
-    return video_tab.ClipNote("", None, duration, True)
+    return video_tab.ClipNote("", duration, True)
 
 
 def test_the_part_asked_and_the_servers_cap() -> None:
@@ -49,14 +49,14 @@ def test_the_part_asked_and_the_servers_cap() -> None:
 
 def test_faces_on_a_frame_restored_left_out_and_rejected() -> None:
     rgb = np.full((120, 200, 3), 100, np.uint8)
-    faces = video_view.FrameFaces(0.0, ((0, (10, 10, 60, 60)), (1, (80, 10, 130, 60))), ((140, 70, 190, 110),))
+    faces = video_view.FrameFaces(((0, (10, 10, 60, 60)), (1, (80, 10, 130, 60))), ((140, 70, 190, 110),))
     drawn, caption = video_view.draw_faces(rgb, faces, [0])
     assert tuple(drawn[35, 10]) == KEPT_COLOR  # face 1's left edge: restored
     assert tuple(drawn[35, 80]) == video_view.LEFT_ALONE_COLOR  # face 2: left out by the choice
     assert tuple(drawn[71, 140]) == REJECTED_COLOR  # the face check's refusal
     assert "1 restored" in caption and "1 left as they were by your choice" in caption and "1 rejected by the face check" in caption
     assert video_view.track_choices([faces, faces]) == [("face 1: frames 1–2 (2 frames)", 0), ("face 2: frames 1–2 (2 frames)", 1)]
-    assert video_view.rejected_summary([faces, video_view.FrameFaces(0.1, (), ())]) == (1, 1)
+    assert video_view.rejected_summary([faces, video_view.FrameFaces((), ())]) == (1, 1)
 
 
 def test_the_original_over_the_restored_span_plays_beside_it(tmp_path: Path) -> None:

@@ -3,17 +3,19 @@ returns what the tab shows (Markdown, the chart's rows, the button's state)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from gpen_core.engine import profile_store as store
+from gpen_core.engine.fit import SAFETY_MARGIN
 from gpen_core.errors import InputError
 from gpen_core.hwcheck import advice, report, runner
 from gpen_core.platform import zerogpu
-from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
+from gpen_core.presentation.panels import markdown_text, no_strike
 from gpen_core.progress import Progress
 
 CHECK_OFF = ("The Hardware check is off on this shared server: it keeps the CPU busy for minutes. "
@@ -24,6 +26,70 @@ TIPS_INTRO = ("The usual advice for fitting GPEN in memory, each tip measured on
               "with this engine: helps, no effect, hurts, or not measurable here (and why).")
 TIPS_NOT_MEASURED = ("*Not measured on this machine yet.* Press the button (about 10 minutes on 2 cores; each tip runs "
                      "twice in fresh processes), or run `python benchmarks/advice.py --save`.")
+# The check's wall time until it has run here (measured: docs/performance.md, "How long the hardware check takes").
+CHECK_ESTIMATE = ("8 to 15 minutes on a busy 2-core CPU the first time (about half of it converting the networks to "
+                  "OpenVINO and timing them against PyTorch), about 7 minutes once those conversions are cached, well "
+                  "under a minute on a GPU; from its first step on it shows the time left here")
+
+HARDWARE_INTRO = (
+    "#### How much memory do I need?\n"
+    "Measures every memory mode on **this** machine with the engine's own meter: one aligned "
+    "512×512 face, a 12-megapixel photo with one face and a group photo, each mode in a fresh "
+    "process; then GPEN's other tasks (colorize, inpaint, seg2face) in each mode that runs them, "
+    "one photo or label map each. Without the weights it runs the exact networks with random weights (memory and "
+    "time do not depend on the values), so you learn what fits before downloading anything. "
+    "The result is saved in the models folder and `auto` uses it. Restores keep running while it measures."
+)
+
+
+def check_duration_text(last_seconds: float | None) -> str:
+    """How long the check takes, for the button's neighbour: the last run's own time when known."""
+    if last_seconds is not None:
+        return f"It takes about {last_seconds:.0f} s here (the last check on this machine, measured)."
+    return f"It takes {CHECK_ESTIMATE} (an estimate until it has run here)."
+
+
+def last_check_seconds(profile: Any) -> float | None:
+    """The whole check's wall time, from the note the runner writes ("the whole check took N s")."""
+    found = (re.search(r"the whole check took ([\d.]+) s", n) for n in getattr(profile, "notes", ()))
+    return next((float(m.group(1)) for m in found if m), None)
+
+
+def _report(profile: Any, device: str) -> str:
+    """A measurement as Markdown: the verdict (what will run: files and memory together), the memory-only reading,
+    the table, machine facts, notes, and the torch-vs-OpenVINO section when it has one (what auto runs)."""
+    files = report.files_here(profile)
+    lines = [
+        f"**Recommendation:** {no_strike(verdict(device))}.",
+        "",
+        f"Memory alone: {report.recommendation(profile, files=files)}.",
+        "",
+        report.format_table(profile, files=files),
+        "",
+        *([f"GPEN's other tasks (peak · s/face · dtype · fits now?):\n\n{report.tasks_table(profile, files=files)}", ""]
+          if profile.tasks else []),
+        f"Measured {profile.created} on {report.machine_line(profile)}.",
+        "Peaks are above the idle process, the worst of the three workloads; *fits?* compares what `auto` "
+        "needs for a 1 MP photo (the peak, plus on a GPU the float32 copy a float16 overflow loads) with "
+        f"the memory free now, less a {(1 - SAFETY_MARGIN) * 100:.0f} % safety margin. *weights* says what the "
+        "measurement ran with (random weights stand in for files not downloaded: same memory and time); *files here?* names "
+        "the files a mode lacks in the models folder now and the command that fetches them (the weights "
+        "panel on the Restore tab names the same files).",
+        "",
+    ]
+    lines += [f"- {markdown_text(n)}" for n in profile.notes]
+    if profile.backends:
+        lines += ["", report.backends_section(profile)]
+    return "\n".join(lines)
+
+
+def profile_chart(profile: Any) -> Any:
+    """Peak memory per mode as a long table for a bar chart: columns mode, memory ("RAM"/"VRAM"), MB."""
+    import pandas as pd
+
+    rows = [{"mode": r["mode"], "memory": kind, "MB": r[f"peak {kind} MB"]} for r in report.chart_rows(profile)
+            for kind in ("RAM", "VRAM") if kind == "RAM" or r["peak VRAM MB"] is not None]
+    return pd.DataFrame(rows, columns=["mode", "memory", "MB"])
 
 
 @dataclass(frozen=True)
@@ -31,7 +97,7 @@ class SavedCheck:
     """The tab on page load: the report (or why there is none), the chart rows, the button."""
 
     markdown: str
-    chart: Any  # the chart's rows (ui.profile_chart), None without a measurement
+    chart: Any  # the chart's rows (:func:`profile_chart`), None without a measurement
     button_label: str
     button_enabled: bool
 
@@ -55,20 +121,24 @@ def run_check(device: str, allowed: bool, progress: Progress, restores_done: Cal
     why = refusal(allowed)
     if why:
         raise InputError(why)
-    last = ui.last_check_seconds(store.load_profile(device, any_machine=False))
+    last = last_check_seconds(store.load_profile(device, any_machine=False))
+    last_text = f" (the last check took {last:.0f} s)" if last is not None else ""
     t0, done0 = time.monotonic(), restores_done()
-    prof = runner.run_profile(device=device, command=COMMAND,
-                              progress=lambda f, d: progress(f, ui.check_progress_text(d, time.monotonic() - t0, last)))
+
+    def step(f: float, desc: str) -> None:  # the step (with the time left), the time so far, the last check's time
+        progress(f, f"{desc} · {time.monotonic() - t0:.0f} s so far{last_text}")
+
+    prof = runner.run_profile(device=device, command=COMMAND, progress=step)
     md = _report(prof, device)
     if device.startswith("cuda"):  # "does my GPU set-up work?": every network built and run on it
         from gpen_core.hwcheck.selfcheck import run_selfcheck
 
-        md += "\n\n" + ui.markdown_text(run_selfcheck(device).summary())
+        md += "\n\n" + markdown_text(run_selfcheck(device).summary())
     ran = restores_done() - done0
     if ran > 0:
         md += (f"\n- {ran} restore(s) ran during the check: its memory figures hold "
                "(each mode ran in its own process), its times may read high.")
-    return md, ui.profile_chart(prof)
+    return md, profile_chart(prof)
 
 
 def saved_check(device: str, allowed: bool) -> SavedCheck:
@@ -77,22 +147,17 @@ def saved_check(device: str, allowed: bool) -> SavedCheck:
     why = refusal(allowed)
     if why is None:
         label, enabled = "Measure every mode on this machine", True
-        when = ui.check_duration_text(ui.last_check_seconds(prof) if prof else None)
+        when = check_duration_text(last_check_seconds(prof) if prof else None)
     else:
         label = ("Hardware check: not available on ZeroGPU" if zerogpu.on_zerogpu()
                  else "Hardware check: off on this shared server")
         enabled, when = False, why
     if prof is None:
-        md = (f"{when}\n\n**Recommendation** (built-in estimates until the check has run here): {ui.no_strike(verdict(device))}."
-              "\n\n*No measurement for this machine yet (or the machine, versions or weights changed since).*")
+        md = (f"{when}\n\n**Recommendation** (built-in estimates until the check has run here): "
+              f"{no_strike(verdict(device))}.\n\n*No measurement for this machine yet (or the machine, versions or "
+              "weights changed since).*")
         return SavedCheck(md, None, label, enabled)
-    return SavedCheck(f"{when}\n\n" + _report(prof, device), ui.profile_chart(prof), label, enabled)
-
-
-def _report(prof: Any, device: str) -> str:
-    """A measurement as Markdown, with its torch-vs-OpenVINO section when it has one (what auto runs)."""
-    md = ui.profile_markdown(prof, verdict(device), files=report.files_here(prof))
-    return md + ("\n\n" + report.backends_section(prof) if prof.backends else "")
+    return SavedCheck(f"{when}\n\n" + _report(prof, device), profile_chart(prof), label, enabled)
 
 
 def run_tips(allowed: bool, progress: Progress) -> str:
@@ -100,14 +165,14 @@ def run_tips(allowed: bool, progress: Progress) -> str:
     why = refusal(allowed)
     if why:
         raise InputError(why)
-    report = replace(advice.measure_tips(progress=progress), command=COMMAND)
-    advice.save_report(report)
-    return advice.format_table(report)
+    tips = replace(advice.measure_tips(progress=progress), command=COMMAND)
+    advice.save_report(tips)
+    return advice.format_table(tips)
 
 
 def saved_tips() -> str:
     """The tips table measured on this machine before, or how to measure it."""
-    report = advice.load_report()
-    if report is None:
+    tips = advice.load_report()
+    if tips is None:
         return TIPS_NOT_MEASURED
-    return f"Measured {report.created}.\n\n" + advice.format_table(report)
+    return f"Measured {tips.created}.\n\n" + advice.format_table(tips)

@@ -1,9 +1,11 @@
 """Before ``python -m gpen_core restore`` runs a folder or a clip: the conversion for OpenVINO that a long run
-does first (:mod:`gpen_core.engine.convert_first`), for the faces it expects: one a photo or a frame (a floor).
+does first (:mod:`gpen_core.engine.convert_first`), for the faces it expects: one a photo or a frame (a floor);
+and the header figures it reads (a clip's frames, a photo's size), which the app's tabs read too.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -27,14 +29,18 @@ def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = 
     return expected_frames(info, start_s, end_s), info.size
 
 
-def photo_size(path: Path) -> tuple[int, int]:
-    """A photo's (width, height) by its header; (0, 0) when it cannot be read (its restore says why)."""
-    from gpen_core.images.decode import probe_image
+def photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """A photo's (width, height) as it will be restored (EXIF quarter turns applied), from its header; None when
+    it cannot be read (the preview and the restore say why)."""
+    from PIL import Image
+
+    from gpen_core.images.metadata import read_orientation, upright
 
     try:
-        return probe_image(path)[1]
-    except (GPENError, OSError):
-        return 0, 0
+        with Image.open(path) as im:
+            return upright(im.size, read_orientation(im)[0])  # as the decoder turns it
+    except Exception:  # noqa: BLE001 - unreadable: its restore says why
+        return None
 
 
 def convert_before_run(args: Any, faces: int, size: tuple[int, int], say: Callable[[str], None]) -> ConvertFirst:
@@ -60,7 +66,7 @@ def convert_before_photos(args: Any, photos: Sequence[Path], say: Callable[[str]
     """:func:`convert_before_run` for a folder's photos; nothing for a single photo (it cannot repay a conversion)."""
     if len(photos) < 2:
         return ConvertFirst("nothing to convert")
-    return convert_before_run(args, len(photos), photo_size(photos[0]), say)
+    return convert_before_run(args, len(photos), photo_size(photos[0]) or (0, 0), say)
 
 
 def with_run_notes(result: Any, first: ConvertFirst) -> Any:

@@ -96,9 +96,6 @@ class RunSummary:
         else:
             self.failed.append((record["input"], record.get("error", "failed")))
 
-    def skip(self, path: str, why: str) -> None:
-        self.skipped.append((path, why))
-
     def lines(self) -> list[str]:
         from gpen_core.platform.meter import format_bytes
 

@@ -13,9 +13,9 @@ from gpen_core.result import Face, RestoreResult
 _FACES_PER_TABLE = 10  # a wider Markdown table scrolls sideways off the panel
 
 
-def face_pairs(result: RestoreResult, gap: int = 6) -> list[tuple[np.ndarray, str]]:
-    """One gallery item per face: the aligned input crop beside the restored crop, with a caption."""
-    return [(side_by_side(f.crop, f.restored, gap), face_caption(i, f)) for i, f in enumerate(result.faces, 1)]
+def face_pairs(result: RestoreResult) -> list[tuple[np.ndarray, str]]:
+    """One gallery item per face: the aligned input crop beside the restored crop (6 px apart), with a caption."""
+    return [(side_by_side(f.crop, f.restored), face_caption(i, f)) for i, f in enumerate(result.faces, 1)]
 
 
 def side_by_side(left: np.ndarray, right: np.ndarray, gap: int = 6) -> np.ndarray:

@@ -66,13 +66,21 @@ def _detector(mode: MemoryMode) -> str:
     return "small detector" if mode.detector == "mobilenet0.25" else "ResNet-50 detector"
 
 
+def _listed(video: bool) -> tuple[tuple[str, str], list[MemoryMode]]:
+    """The radio's ``auto`` choice and the modes it lists: on the Video tab only those that paste the faces back
+    (a clip of restored crops is no video)."""
+    auto = (f"{AUTO} — {VIDEO_AUTO_HINT if video else AUTO_HINT}", AUTO)
+    return auto, [m for m in MODES.values() if m.paste or not video]
+
+
 def mode_choices(device: str, task: str | None = None,
                  files: Mapping[str, readiness.FileState] | None = None, *, video: bool = False) -> list[tuple[str, str]]:
-    """(label, value) pairs for the radio under ``task``: ``auto`` first, then every mode (one with no plan for the
-    task says so); ``video``: the Video tab's words."""
+    """(label, value) pairs for the radio under ``task``: ``auto`` first, then each mode (one with no plan for the
+    task says so); ``video``: the Video tab's modes and words."""
     spec = task_spec(task)
-    out = [(f"{AUTO} — {VIDEO_AUTO_HINT if video else AUTO_HINT}", AUTO)]
-    for m in MODES.values():
+    auto, modes = _listed(video)
+    out = [auto]
+    for m in modes:
         if m.name not in spec.modes:
             out.append((f"{m.name} — not for this task: {spec.model} is larger than {m.name} promises to fit; "
                         f"choose {', '.join(spec.modes)} or auto", m.name))
@@ -81,14 +89,14 @@ def mode_choices(device: str, task: str | None = None,
     return out
 
 
-def video_hints() -> list[tuple[str, str]]:
-    """The Video tab's radio before the page loads (no device read yet), replaced by :func:`mode_choices` on load."""
-    out = [(f"{AUTO} — {VIDEO_AUTO_HINT}", AUTO)]
-    for m in MODES.values():
-        parts = [m.model, _detector(m)]
-        if m.max_side:
-            parts.append(f"frames over {m.max_side} px shrunk to it")
-        out.append((f"{m.name} — {', '.join(parts)}", m.name))
+def hints(*, video: bool = False) -> list[tuple[str, str]]:
+    """The radio before the page loads (no device read yet; :func:`mode_choices` replaces it on load): each mode's
+    own hint, or on the Video tab what it runs on a frame."""
+    auto, modes = _listed(video)
+    out = [auto]
+    for m in modes:
+        parts = [m.model, _detector(m)] + ([f"frames over {m.max_side} px shrunk to it"] if m.max_side else [])
+        out.append((f"{m.name} — {', '.join(parts) if video else m.hint}", m.name))
     return out
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gpen_core.images.encode import shrink_to_max_side
 from gpen_core.modes import IDENTITY_THRESHOLD, IDENTITY_THRESHOLD_TEXT, MODES
 from gpen_core.result import RestoreResult
 from gpen_core.rgb import check_rgb
@@ -125,12 +126,7 @@ def faces_overlay(before: np.ndarray | None, record: dict | None, max_side: int 
     bh, bw = before.shape[:2]
     if (crops and photo is None) or w <= 0 or h <= 0 or abs(bw / bh - w / h) > 0.02 * (w / h):
         return None, f"Detected faces: not drawn ({record.get('mode')} shows face crops, not the photo)."
-    rgb = np.ascontiguousarray(before[..., :3])
-    if max(bh, bw) > max_side:
-        from PIL import Image
-
-        s = max_side / max(bh, bw)
-        rgb = np.asarray(Image.fromarray(rgb).resize((max(1, round(bw * s)), max(1, round(bh * s))), Image.Resampling.BILINEAR))
+    rgb = shrink_to_max_side(np.ascontiguousarray(before[..., :3]), max_side)[0]
     kept = boxes["kept"]
     rejected = [r["box"] for r in boxes["rejected"]]
     distances = [f["distance"] if f else None for f in ((record.get("identity") or {}).get("faces") or [])]

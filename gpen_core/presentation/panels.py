@@ -5,25 +5,18 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import PurePath
 from typing import Any
 
 import numpy as np
 
-from gpen_core.engine.fit import SAFETY_MARGIN
-from gpen_core.hwcheck import report as prof
-from gpen_core.modes import AUTO, MODES
 from gpen_core.platform.meter import format_bytes
-from gpen_core.presentation import readiness
-from gpen_core.presentation.face_views import face_pairs, identity_lines  # noqa: F401  (face_pairs: re-exported)
-from gpen_core.presentation.mode_labels import AUTO_HINT
+from gpen_core.presentation.face_views import identity_lines
 from gpen_core.presentation.overlay import boxes_record
 from gpen_core.result import RestoreResult
 from gpen_core.result_json import result_record
-from gpen_core.weights.missing import files_text, manual_fix
-from gpen_core.weights.registry import REGISTRY, WeightStatus
 
 _RAM_METHOD = {
     "vmhwm": "kernel high-water mark (VmHWM), reset for this call: exact",
@@ -32,11 +25,6 @@ _RAM_METHOD = {
 _STAGE_LABEL = {"load": "load model", "decode": "decode photo", "detect": "detect faces", "align": "align crops",
                 "upscale": "upscale background", "restore": "restore faces", "paste": "paste back",
                 "identity": "identity check", "encode": "encode result"}
-
-
-def mode_choices() -> list[tuple[str, str]]:
-    """(label, value) pairs for the memory-mode radio: ``auto`` first, each with its one-line hint."""
-    return [(f"{AUTO} — {AUTO_HINT}", AUTO)] + [(f"{m.name} — {m.hint}", m.name) for m in MODES.values()]
 
 
 def comparison_pair(before: np.ndarray, result: RestoreResult) -> tuple[np.ndarray, np.ndarray]:
@@ -172,103 +160,6 @@ def notes_lines(notes: Sequence[str]) -> list[str]:
             *([f"- {n}" for n in notes] if notes else ["- none: ran exactly as requested"])]
 
 
-_STATE_TEXT = {"verified": "present, verified", "corrupt": "**corrupt**", "missing": "missing"}
-# A file with no published checksum passes on size and the hash recorded at its first use:
-# any checkpoint of that name (random weights included) would, so "verified" would overstate.
-_UNPINNED_TEXT = "present (no published checksum: not verified as the release)"
-
-
-def state_text(name: str, state: str) -> str:
-    """'present, verified' only where a published sha256 was matched."""
-    spec = REGISTRY.get(name)
-    if state == "verified" and spec is not None and spec.sha256 is None:
-        return _UNPINNED_TEXT
-    return _STATE_TEXT[state]
-
-
-def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, WeightStatus]) -> str:
-    f = files.get(name)
-    s = statuses.get(name)
-    if f is None or s is None:
-        return f"- {name}: a checkpoint in the models folder, checked when you press Restore"
-    size = ""
-    if f.state != "verified":
-        size = f", {readiness.size_text(f.download_bytes, f.download_bytes_estimated)} to download"
-    return f"- {state_text(name, f.state)}: {readiness.label(name)} (`{s.filename}`{size})"
-
-
-def weights_markdown(r: readiness.Readiness, files: Mapping[str, Any], statuses: Sequence[WeightStatus], folder: str,
-                     *, mode: str | None, message: str = "", upscaler: Sequence[str] = ()) -> str:
-    """The weights panel. ``mode`` None is ``auto``: what runs now and what a download adds; an explicit mode
-    lists its own files. ``message`` (a download's outcome, or the manual fix) goes under the list;
-    ``upscaler``: the Upscale choice's file when it is missing or corrupt, listed apart."""
-    by_name = {s.name: s for s in statuses}
-    if mode is None:
-        summary = readiness.summary(r, files)
-        lines = ["#### Weights", f"**{no_strike(summary[:1].upper() + summary[1:])}.**", ""]
-        shown = r.modes[r.recommended].files
-        if r.runs_now and r.runs_now != r.recommended:
-            shown = tuple(dict.fromkeys(r.modes[r.runs_now].files + shown))
-        lines.append(f"Files for {' and '.join(dict.fromkeys(m for m in (r.runs_now, r.recommended) if m))}:")
-        # Download fetches the recommended set; a cheaper step is one Memory-mode click away.
-        cheaper = [o for o in r.offers[:-1] if o.enables]
-        if cheaper:
-            lines[-1:-1] = [f"Smaller download: choose **{o.enables[0]}** as Memory mode and Download fetches only "
-                            f"{no_strike(readiness.files_text(o.files, files))}." for o in cheaper] + [""]
-    else:
-        m = r.modes[mode]
-        head = f"**{mode}** has all its files." if m.ready else (
-            f"**{mode}** cannot run yet: download {readiness.files_text(m.missing, files)}.")
-        lines = ["#### Weights", head, "", f"Files for {mode}:"]
-        shown = m.files
-    lines += [_file_line(n, files, by_name) for n in shown]
-    if upscaler:
-        lines += ["", "For the Upscale choice:"] + [_file_line(n, files, by_name) for n in upscaler]
-    others = [n for n in r.corrupt if n not in shown and n not in upscaler]
-    if others:
-        lines += ["", "Also corrupt (download again, or delete): " + ", ".join(readiness.label(n) for n in others)]
-    lines += ["", f"Models folder: `{folder}`"]
-    if message:
-        lines += ["", message]
-    return "\n".join(lines)
-
-
-def download_button_label(r: Any, files: Mapping[str, Any], mode: str | None, upscaler: Sequence[str] = ()) -> str:
-    """'Download ResNet-50 detector (109 MB) for quality' (what the button fetches, and why);
-    ``upscaler`` (the Upscale choice's missing file) is fetched too: '... for quality and upscaling'."""
-    names = readiness.download_for(r, mode)
-    purposes = ([mode or r.recommended] if names else []) + (["upscaling"] if upscaler else [])
-    return f"Download {readiness.files_text((*names, *upscaler), files)} for {' and '.join(purposes)}"
-
-
-def all_weights_markdown(statuses: Sequence[WeightStatus], folder: str) -> str:
-    """Every checkpoint the registry knows, present (verified or corrupt) or missing, as a list
-    (a table is squeezed to one word per line in the narrow column)."""
-    files = readiness.files_from_status(statuses)
-    lines = [f"Models folder: `{folder}`", ""]
-    for s in statuses:
-        f = files[s.name]
-        if s.present and s.size_bytes is not None:
-            size_txt = readiness.size_text(s.size_bytes, False)  # on disk, in the units of the download sizes
-        else:
-            size_txt = readiness.size_text(f.download_bytes, f.download_bytes_estimated)
-        lines.append(f"- **{s.name}** · {s.kind} · `{s.filename}` · {size_txt} · {state_text(s.name, f.state)}")
-    return "\n".join(lines)
-
-
-def download_failed_text(error: str, remaining: Sequence[str], folder: str) -> str:
-    """The panel after a failed download: the error, then every file still to fetch (when more than the failed
-    one) with its size, source and the one command, so none is left to be found one restore at a time."""
-    text = "**Download failed.** " + markdown_text(error)
-    if len(remaining) > 1:
-        text += ("\n\n" + markdown_text(f"Still to get: {files_text(remaining)}.\n{manual_fix(remaining, folder)}"))
-    return text
-
-
-def download_progress_text(name: str, done: int, total: int | None) -> str:
-    return f"downloading {name}: {format_bytes(done)}" + (f" of {format_bytes(total)}" if total else "")
-
-
 def as_record(result: RestoreResult) -> dict[str, Any]:
     """The JSON summary the API returns beside the images: the CLI's --json fields, and the ``boxes`` (kept faces,
     rejected candidates) the app draws on the "before" photo."""
@@ -300,83 +191,3 @@ def markdown_text(message: str) -> str:
 def error_markdown(title: str, message: str) -> str:
     """What the result panel shows after a failed request: the problem named, then the message."""
     return f"### ⚠ {title}\n\n{markdown_text(message)}\n\n*Nothing was restored: the previous result was cleared.*"
-
-
-# The check's wall time until it has run here (measured: docs/performance.md, "How long the hardware check takes").
-CHECK_ESTIMATE = ("8 to 15 minutes on a busy 2-core CPU the first time (about half of it converting the networks to "
-                  "OpenVINO and timing them against PyTorch), about 7 minutes once those conversions are cached, well "
-                  "under a minute on a GPU; from its first step on it shows the time left here")
-
-HARDWARE_INTRO = (
-    "#### How much memory do I need?\n"
-    "Measures every memory mode on **this** machine with the engine's own meter: one aligned "
-    "512×512 face, a 12-megapixel photo with one face and a group photo, each mode in a fresh "
-    "process; then GPEN's other tasks (colorize, inpaint, seg2face) in each mode that runs them, "
-    "one photo or label map each. Without the weights it runs the exact networks with random weights (memory and "
-    "time do not depend on the values), so you learn what fits before downloading anything. "
-    "The result is saved in the models folder and `auto` uses it. Restores keep running while it measures."
-)
-
-
-def check_duration_text(last_seconds: float | None) -> str:
-    """How long the check takes, for the button's neighbour: the last run's own time when known."""
-    if last_seconds is not None:
-        return f"It takes about {last_seconds:.0f} s here (the last check on this machine, measured)."
-    return f"It takes {CHECK_ESTIMATE} (an estimate until it has run here)."
-
-
-def check_progress_text(desc: str, elapsed_s: float, last_seconds: float | None) -> str:
-    """The progress line while the check runs: the step (with the time left), the time so far and the last
-    check's time when known."""
-    last = f" (the last check took {last_seconds:.0f} s)" if last_seconds is not None else ""
-    return f"{desc} · {elapsed_s:.0f} s so far{last}"
-
-
-def last_check_seconds(profile: Any) -> float | None:
-    """The whole check's wall time, from the note the runner writes ("the whole check took N s")."""
-    found = (re.search(r"the whole check took ([\d.]+) s", n) for n in getattr(profile, "notes", ()))
-    return next((float(m.group(1)) for m in found if m), None)
-
-
-def profile_markdown(profile: Any, verdict: str, free: Any = None, files: Any = None) -> str:
-    """The hardware check as Markdown: the verdict (what will run: files and memory together), the memory-only
-    reading, the table, machine facts and notes. ``files`` (``report.files_here``): what each mode lacks here."""
-    lines = [
-        f"**Recommendation:** {no_strike(verdict)}.",
-        "",
-        f"Memory alone: {prof.recommendation(profile, free, files)}.",
-        "",
-        prof.format_table(profile, free, files=files),
-        "",
-        *([f"GPEN's other tasks (peak · s/face · dtype · fits now?):\n\n{prof.tasks_table(profile, free, files=files)}", ""]
-          if getattr(profile, "tasks", ()) else []),
-        f"Measured {profile.created} on {prof.machine_line(profile)}.",
-        "Peaks are above the idle process, the worst of the three workloads; *fits?* compares what `auto` "
-        "needs for a 1 MP photo (the peak, plus on a GPU the float32 copy a float16 overflow loads) with "
-        f"the memory free now, less a {(1 - SAFETY_MARGIN) * 100:.0f} % safety margin. *weights* says what the "
-        "measurement ran with (random weights stand in for files not downloaded: same memory and time); *files here?* names "
-        "the files a mode lacks in the models folder now and the command that fetches them (the weights "
-        "panel on the Restore tab names the same files).",
-        "",
-    ]
-    lines += [f"- {markdown_text(n)}" for n in profile.notes]
-    return "\n".join(lines)
-
-
-def profile_chart(profile: Any) -> Any:
-    """Peak memory per mode as a long table for a bar chart: columns mode, memory ("RAM"/"VRAM"), MB."""
-    import pandas as pd
-
-    rows = [{"mode": r["mode"], "memory": kind, "MB": r[f"peak {kind} MB"]} for r in prof.chart_rows(profile)
-            for kind in ("RAM", "VRAM") if kind == "RAM" or r["peak VRAM MB"] is not None]
-    return pd.DataFrame(rows, columns=["mode", "memory", "MB"])
-
-
-def preview_markdown(decoded: Any) -> str:
-    """What the panel says when a photo is uploaded, before Restore: its size, format and what
-    the decoder changed (the slider shows the decoder's own view of it)."""
-    w, h = decoded.original_size
-    lines = ["### Ready to restore", "", f"{w}×{h} {decoded.format}, as our decoder reads it (shown in the slider). "
-             "Press **Restore**.", ""]
-    lines += [f"- {markdown_text(n)}" for n in decoded.notes]
-    return "\n".join(lines)

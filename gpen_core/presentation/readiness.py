@@ -14,12 +14,11 @@ from pathlib import Path, PurePath
 from typing import Literal
 
 from gpen_core.engine import budget
-from gpen_core.engine.fit import PANEL_PHOTO, SAFETY_MARGIN, fits, rank  # noqa: F401  (SAFETY_MARGIN: read by callers of assess)
+from gpen_core.engine.fit import PANEL_PHOTO, fits, rank
 from gpen_core.modes import MODES, MemoryMode
-from gpen_core.options import UPSCALES, default_upscaler
+from gpen_core.options import default_upscaler
 from gpen_core.platform.meter import format_bytes
-# The files each mode loads (the weights room's one list) and how sizes are said; re-exported.
-from gpen_core.weights.missing import APPROX_BYTES, download_size, mode_files, size_text  # noqa: F401
+from gpen_core.weights.missing import download_size, mode_files, size_text
 from gpen_core.weights import lookup as weights
 from gpen_core.weights.registry import REGISTRY, WeightStatus
 
@@ -33,9 +32,6 @@ LABELS: dict[str, str] = {
     "realesrnet_x2": "×2 upscaler",
     "realesrnet_x4": "×4 upscaler",
 }
-
-# The background upscaler each Upscale factor loads (model_cache.upscaler's default); 1× loads none.
-UPSCALERS: dict[int, str] = {f: default_upscaler(f) for f in UPSCALES if f > 1}
 
 FileStateName = Literal["missing", "verified", "corrupt"]
 
@@ -74,8 +70,6 @@ class Offer:
     """One download and the modes it makes runnable (best first, ``faces-only`` included)."""
 
     files: tuple[str, ...]
-    bytes: int | None  # None when a size is unknown
-    estimated: bool
     enables: tuple[str, ...]
 
 
@@ -104,13 +98,7 @@ def files_from_status(statuses: Iterable[WeightStatus]) -> dict[str, FileState]:
     out: dict[str, FileState] = {}
     for s in statuses:
         state: FileStateName = "missing" if not s.present else "corrupt" if s.verified is False else "verified"
-        if state == "corrupt":
-            size, estimated = download_size(s.name)
-        elif not s.present and s.size_bytes is not None:  # the registry's published size
-            size, estimated = s.size_bytes, False
-        else:
-            size, estimated = APPROX_BYTES.get(s.name), s.name in APPROX_BYTES
-        out[s.name] = FileState(s.name, state, size, estimated)
+        out[s.name] = FileState(s.name, state, *download_size(s.name))
     return out
 
 
@@ -142,12 +130,6 @@ def assess(files: Mapping[str, FileState], needs: Mapping[str, int], free_bytes:
                      offers=_offers(modes, files, ranked, recommended, runs_now if runs_now_fits else None))
 
 
-def _total(names: Sequence[str], files: Mapping[str, FileState]) -> tuple[int | None, bool]:
-    sizes = [files[n].download_bytes if n in files else None for n in names]
-    total = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
-    return total, any(n in files and files[n].download_bytes_estimated for n in names)
-
-
 def _offers(modes: Mapping[str, ModeReadiness], files: Mapping[str, FileState], ranked: Sequence[MemoryMode],
             recommended: ModeReadiness, running: ModeReadiness | None) -> tuple[Offer, ...]:
     """The cheapest download for each step up the ladder to ``recommended``: of the pasting modes that fit, are not
@@ -175,8 +157,7 @@ def _offers(modes: Mapping[str, ModeReadiness], files: Mapping[str, FileState], 
         # on the pasting ladder, so it would otherwise go unmentioned).
         enables = (c.mode, *(m.name for m in MODES.values() if not m.paste and not modes[m.name].ready
                              and modes[m.name].fits and set(modes[m.name].missing) <= fetched))
-        total, estimated = _total(c.missing, files)
-        out.append(Offer(c.missing, total, estimated, enables))
+        out.append(Offer(c.missing, enables))
     return tuple(out)
 
 
@@ -186,10 +167,11 @@ def download_for(readiness: Readiness, mode: str | None) -> tuple[str, ...]:
 
 
 def upscaler_download(files: Mapping[str, FileState], upscale: int | str | None) -> tuple[str, ...]:
-    """The upscaler ×``upscale`` loads when it is missing or corrupt (what Download adds for it); else empty."""
-    name = UPSCALERS.get(int(upscale or 1))
-    f = files.get(name) if name else None
-    return (name,) if f is not None and not f.usable else ()
+    """The upscaler ×``upscale`` loads (the engine's default; 1× loads none) when it is missing or corrupt (what
+    Download adds for it); else empty."""
+    factor = int(upscale or 1)
+    f = files.get(default_upscaler(factor)) if factor > 1 else None
+    return (f.name,) if f is not None and not f.usable else ()
 
 
 def label(name: str) -> str:
@@ -221,15 +203,15 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
         if r.runs_now == r.recommended:
             return f"{head}, the best mode that fits this machine; all its files are here"
         return head
-    offers = r.offers or (Offer(r.download, *_total(r.download, files), (r.recommended,)),)
+    offers = r.offers or (Offer(r.download, (r.recommended,)),)
     # each: 'MobileNet detector (1.8 MB) to enable balanced and faces-only'
     return f"{head}; download " + ", or ".join(f"{files_text(o.files, files)} to enable {' and '.join(o.enables)}"
                                                for o in offers)
 
 
-def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str, *, button: bool = True) -> str:
+def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str) -> str:
     """Before Restore: the upscaler file the factor needs is missing or corrupt, so Restore would stop; where it goes
-    in ``folder`` and how to get it (the weights panel's button first when ``button``). '' when usable, and at 1×."""
+    in ``folder`` and how to get it (the weights panel's button first). '' when usable, and at 1×."""
     names = upscaler_download(files, upscale)
     if not names:
         return ""
@@ -243,23 +225,19 @@ def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], fol
         where = "the models folder or the ModelScope cache" if REGISTRY[name].modelscope else "the models folder"
         head = (f"⚠ **`{filename}` is missing** (the ×{factor} upscaler): it is not in {where}, so Restore would "
                 "stop with \"Weights missing\". Get it")
-    ways = ["with the Weights panel's **Download** button"] if button else []
-    ways.append(f"with `python -m gpen_core download {name}`")
-    return (f"{head} {', or '.join(ways)}; or save the file as `{PurePath(folder) / filename}`. "
+    return (f"{head} with the Weights panel's **Download** button, or with `python -m gpen_core download {name}`; "
+            f"or save the file as `{PurePath(folder) / filename}`. "
             "Or choose 1× (keep size).")
 
 
-
-
-def current(device: str, models_dir: object = None, image_size: tuple[int, int] = PANEL_PHOTO, *,
-            model: str | None = None, detector: str | None = None, aligned: bool = False,
-            ) -> tuple[Readiness, dict[str, FileState]]:
+def current(device: str, models_dir: object = None, *, model: str | None = None, detector: str | None = None,
+            aligned: bool = False) -> tuple[Readiness, dict[str, FileState]]:
     """:func:`assess` on this machine now: ``weights.status()`` (hashes each file once per process),
     ``budget.free_memory`` and ``budget.estimate_peak`` (the saved hardware profile when valid, else built in)."""
     folder = Path(models_dir) if models_dir is not None else None  # type: ignore[arg-type]
     files = files_from_status(weights.status(folder))
     free = budget.free_memory(device)
     bound = free.binding(device)
-    needs = {name: budget.estimate_peak(m, device, image_size, folder)[0] for name, m in MODES.items()}
+    needs = {name: budget.estimate_peak(m, device, PANEL_PHOTO, folder)[0] for name, m in MODES.items()}
     r = assess(files, needs, bound.free_bytes, binding=bound.name, model=model, detector=detector, aligned=aligned)
     return r, files

@@ -3,21 +3,21 @@
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gpen_core.engine import budget
-from gpen_core.images.metadata import upright
 from gpen_core.images.outputs import save_result
 from gpen_core.modes import AUTO, MODES, preshrink_size
 from gpen_core.options import RestoreOptions
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
+from gpen_core.presentation.cli_convert import photo_size
+from gpen_core.presentation.face_views import face_pairs
 from gpen_core.presentation.messages import shown_error
 from gpen_core.result import RestoreResult
 from gpen_core.weights import lookup as weights
@@ -35,7 +35,8 @@ class Preview:
 
 
 def preview(path: str) -> Preview:
-    """Decode ``path`` at most :data:`PREVIEW_SIDE` px (our limits and messages); a refusal names the problem."""
+    """Decode ``path`` at most :data:`PREVIEW_SIDE` px (our limits and messages); a refusal names the problem. The
+    panel says the photo's size and format as our decoder reads it (the slider shows its view) and what it changed."""
     from gpen_core.images.decode import decode_image, shrink_to_max_side
 
     try:
@@ -45,7 +46,11 @@ def preview(path: str) -> Preview:
     rgb = decoded.rgb
     if max(rgb.shape[:2]) > PREVIEW_SIDE:
         rgb = shrink_to_max_side(rgb, PREVIEW_SIDE)[0]
-    return Preview(rgb, ui.preview_markdown(replace(decoded, notes=preview_notes(decoded, rgb.shape[1], rgb.shape[0]))))
+    w, h = decoded.original_size
+    lines = ["### Ready to restore", "", f"{w}×{h} {decoded.format}, as our decoder reads it (shown in the slider). "
+             "Press **Restore**.", ""]
+    lines += [f"- {ui.markdown_text(n)}" for n in preview_notes(decoded, rgb.shape[1], rgb.shape[0])]
+    return Preview(rgb, "\n".join(lines))
 
 
 def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
@@ -68,18 +73,6 @@ def upscale_text(image: str | None, upscale: int, mode: str | None, device: str,
     return "\n\n".join(t for t in (_upscale_line(image, upscale, mode, device, models), note) if t)
 
 
-def _photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    """(width, height) as it will be restored (EXIF quarter turns applied), from the header; None if unreadable."""
-    from PIL import Image
-
-    try:
-        with Image.open(path) as im:
-            w, h = upright(im.size, im.getexif().get(0x0112, 1))  # the result is upright
-    except Exception:  # unreadable: reported by the preview and by Restore, not here
-        return None
-    return w, h
-
-
 def _upscale_line(image: str | None, factor: int, mode: str | None, device: str, models: Any = None) -> str:
     """'**Upscale ×2:** result W×H; extra memory about N (estimate, …)', or why it is refused. ``auto`` is resolved
     as a restore would (``models``, the app's ModelCache, passes over modes missing files): one figure with auto's."""
@@ -87,7 +80,7 @@ def _upscale_line(image: str | None, factor: int, mode: str | None, device: str,
 
     if not image:
         return f"×{factor}: upload a photo to see the result size."
-    size = _photo_size(image)
+    size = photo_size(image)
     if size is None:
         return ""
     w, h = size
@@ -100,12 +93,11 @@ def _upscale_line(image: str | None, factor: int, mode: str | None, device: str,
     p = preview(w, h, factor, name)
     if p.problem:
         return f"**Upscale ×{factor}:** {p.problem}"
-    extra = budget.upscale_extra_bytes(MODES[name], size, factor)
     if not MODES[name].paste:
         return f"**Upscale ×{factor}:** {name} returns the restored faces only: the background is not upscaled."
     picked = f"; {name}, the mode auto picks now" if (mode or AUTO) == AUTO else ""
     return (f"**Upscale ×{factor}:** result {p.out_size[0]}×{p.out_size[1]}; extra memory about "
-            f"{format_bytes(extra)} (estimate, not yet measured; {p.tiles} tiles of {p.tile} px{picked}).")
+            f"{format_bytes(p.extra_bytes)} (estimate, not yet measured; {p.tiles} tiles of {p.tile} px{picked}).")
 
 
 @dataclass(frozen=True)
@@ -129,7 +121,7 @@ def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_
         raise ValueError("the engine returned a result without its decoded input (RestoreResult.before)")
     path = save_result(results_dir, ui.download_name(source, result), result.encoded, max_age_s=max_age_s)
     return RestoreView(ui.comparison_pair(result.before, result), str(path), ui.metrics_markdown(result),
-                       ui.face_pairs(result), ui.as_record(result))
+                       face_pairs(result), ui.as_record(result))
 
 
 def crop_mode_photo(image: str | None, record: dict[str, Any] | None) -> np.ndarray | None:

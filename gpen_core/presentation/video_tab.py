@@ -17,7 +17,6 @@ import numpy as np
 
 from gpen_core.engine import convert_first
 from gpen_core.errors import InputError
-from gpen_core.modes import MODES
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation.cli_convert import clip_frames
 from gpen_core.presentation.messages import shown_error
@@ -33,7 +32,6 @@ _AUDIO = {"copied": "copied as it was (packets untouched)",
 @dataclass(frozen=True)
 class ClipNote:
     markdown: str
-    end_s: float | None  # the declared clip is longer than the server's cap: restored up to this time; else None
     duration_s: float | None  # the clip's length as declared (None: not declared)
     usable: bool
     shown: Any = None  # an unusable clip's messages.ShownError (plain text for the pop-up, Markdown for the panel)
@@ -55,19 +53,17 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
             audio = len(container.streams.audio)
     except Exception as exc:  # a GPENError names the problem; a bug is logged with its trace, one line shown
         shown = shown_error(exc, doing="Reading the video", names={path: Path(path).name})  # never the server's path
-        return ClipNote(shown.panel, None, None, False, shown)
+        return ClipNote(shown.panel, None, False, shown)
     w, h = info.size
     length = f"{info.duration_s:.1f} s" if info.duration_s else "length not declared"
     frames = f"{info.frames} frames" if info.frames else _undeclared_frames(info.packets, expected_frames(info))
     lines = ["### Ready to restore", "",
              f"{w}×{h} {info.codec}, {length}, {frames}, {'%d audio stream(s)' % audio if audio else 'no audio'}. "
              "Press **Restore video**."]
-    end = None
     whole = f"`{resume_command(Path(path).name)}`"  # segments a rerun resumes after a stop or a crash
     cap = ClipCap.of_seconds(cap_s, "this server's limit (--max-video-seconds)") if cap_s else None
     over = cap is not None and info.frames > cap.frames
     if cap is not None and (info.duration_s is None or info.duration_s > cap.seconds or over):
-        end = float(cap.seconds)
         lines += ["", f"**This shared server restores the first {cap.seconds:g} s only, at most {cap.frames} frames** "
                       f"(its limit, --max-video-seconds; the clip is {length}, {frames}). Trim the clip first, or restore "
                       f"the whole clip on your own machine with the command line, in segments that the same command "
@@ -78,7 +74,7 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
     elif info.duration_s and info.duration_s >= SEGMENTS_FROM_S:
         lines += ["", f"This clip is long ({length}): the page restores it in one go, and Stop or a crash keeps nothing. "
                       f"For a run that resumes where it stopped, use the command line: {whole}"]
-    return ClipNote("\n".join(lines), end, info.duration_s, True, cap=cap, frames=expected_frames(info, cap=cap))
+    return ClipNote("\n".join(lines), info.duration_s, True, cap=cap, frames=expected_frames(info, cap=cap))
 
 
 def _undeclared_frames(packets: Any, n: int) -> str:
@@ -251,11 +247,6 @@ def results_path(results_dir: Path, source: str | None, mode: str) -> Path:
     return Path(tempfile.mkdtemp(dir=results_dir, prefix="video-")) / output_name(source, mode)
 
 
-def video_mode_choices(choices: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The choices that paste faces back (a clip of restored crops is no video), ``auto`` included."""
-    return [(label, value) for label, value in choices if value not in MODES or MODES[value].paste]
-
-
 # ------------------------------------------------------------------ before a clip starts
 
 # Seconds a face, generator only, on the project's CPU (AMD EPYC Zen 4 with native bfloat16, 2 threads,
@@ -281,10 +272,9 @@ def measured_per_face(mode: str, device: str) -> tuple[float, str] | None:
     except Exception:  # noqa: BLE001 - an unreadable or older profile: the built-in figure says so instead
         return None
     row = prof.modes.get(mode) if prof is not None else None
-    spf = getattr(row, "seconds_per_face", None)
-    if row is None or not spf or getattr(row, "stepped_down_to", None) or getattr(row, "failed", None):
+    if row is None or not row.seconds_per_face or row.stepped_down_to or row.failed:
         return None
-    return float(spf), f"measured on this machine ({prof.created[:10]})"
+    return float(row.seconds_per_face), f"measured on this machine ({prof.created[:10]})"
 
 
 def estimates(modes: Sequence[str], device: str,

@@ -27,7 +27,6 @@ class FrameFaces:
     """One written frame as the viewer draws it: each face's track and box, the refused boxes (display pixels),
     and each checked face's identity (track, :class:`~gpen_core.video.identity.FaceCheck`)."""
 
-    time_s: float
     tracks: tuple[tuple[int, tuple[float, float, float, float]], ...]
     rejected: tuple[tuple[float, float, float, float], ...]
     checks: tuple[tuple[int, Any], ...] = ()
@@ -35,9 +34,9 @@ class FrameFaces:
 
 def frame_faces(record: Any) -> FrameFaces:
     """A FrameRecord reduced to what the viewer draws (no landmarks: a long clip's list stays small)."""
-    return FrameFaces(float(record.time_s), tuple((int(f.track), tuple(float(v) for v in f.box)) for f in record.faces),
+    return FrameFaces(tuple((int(f.track), tuple(float(v) for v in f.box)) for f in record.faces),
                       tuple(tuple(float(v) for v in b) for b in record.rejected),  # type: ignore[misc]
-                      tuple((int(f.track), f.identity) for f in record.faces if getattr(f, "identity", None) is not None))
+                      tuple((int(f.track), f.identity) for f in record.faces if f.identity is not None))
 
 
 def identity_caption(faces: FrameFaces | None) -> str:

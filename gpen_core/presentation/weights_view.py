@@ -5,18 +5,113 @@ shared server without ``--allow-downloads`` the panel names the operator's comma
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gpen_core.errors import GPENError, InputError, WeightsError
+from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
 from gpen_core.presentation.app_state import Policy
 from gpen_core.weights import lookup as weights
+from gpen_core.weights.missing import files_text, manual_fix
+from gpen_core.weights.registry import REGISTRY, WeightStatus
 from gpen_core.weights.user_paths import checked_model
 
 DOWNLOADS_OFF = ("Downloads are off on this shared server: visitors cannot make it fetch files. The operator can run "
                  "`python -m gpen_core download {names}`, or start the server with `--allow-downloads`.")
+_STATE_TEXT = {"verified": "present, verified", "corrupt": "**corrupt**", "missing": "missing"}
+# A file with no published checksum passes on size and the hash recorded at its first use:
+# any checkpoint of that name (random weights included) would, so "verified" would overstate.
+_UNPINNED_TEXT = "present (no published checksum: not verified as the release)"
+
+
+def state_text(name: str, state: str) -> str:
+    """'present, verified' only where a published sha256 was matched."""
+    spec = REGISTRY.get(name)
+    if state == "verified" and spec is not None and spec.sha256 is None:
+        return _UNPINNED_TEXT
+    return _STATE_TEXT[state]
+
+
+def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, WeightStatus]) -> str:
+    f = files.get(name)
+    s = statuses.get(name)
+    if f is None or s is None:
+        return f"- {name}: a checkpoint in the models folder, checked when you press Restore"
+    size = ""
+    if f.state != "verified":
+        size = f", {readiness.size_text(f.download_bytes, f.download_bytes_estimated)} to download"
+    return f"- {state_text(name, f.state)}: {readiness.label(name)} (`{s.filename}`{size})"
+
+
+def weights_markdown(r: readiness.Readiness, files: Mapping[str, Any], statuses: Sequence[WeightStatus], folder: str,
+                     *, mode: str | None, message: str = "", upscaler: Sequence[str] = ()) -> str:
+    """The weights panel. ``mode`` None is ``auto``: what runs now and what a download adds; an explicit mode
+    lists its own files. ``message`` (a download's outcome, or the manual fix) goes under the list;
+    ``upscaler``: the Upscale choice's file when it is missing or corrupt, listed apart."""
+    by_name = {s.name: s for s in statuses}
+    if mode is None:
+        summary = readiness.summary(r, files)
+        lines = ["#### Weights", f"**{ui.no_strike(summary[:1].upper() + summary[1:])}.**", ""]
+        shown = r.modes[r.recommended].files
+        if r.runs_now and r.runs_now != r.recommended:
+            shown = tuple(dict.fromkeys(r.modes[r.runs_now].files + shown))
+        lines.append(f"Files for {' and '.join(dict.fromkeys(m for m in (r.runs_now, r.recommended) if m))}:")
+        # Download fetches the recommended set; a cheaper step is one Memory-mode click away.
+        cheaper = [o for o in r.offers[:-1] if o.enables]
+        if cheaper:
+            lines[-1:-1] = [f"Smaller download: choose **{o.enables[0]}** as Memory mode and Download fetches only "
+                            f"{ui.no_strike(readiness.files_text(o.files, files))}." for o in cheaper] + [""]
+    else:
+        m = r.modes[mode]
+        head = f"**{mode}** has all its files." if m.ready else (
+            f"**{mode}** cannot run yet: download {readiness.files_text(m.missing, files)}.")
+        lines = ["#### Weights", head, "", f"Files for {mode}:"]
+        shown = m.files
+    lines += [_file_line(n, files, by_name) for n in shown]
+    if upscaler:
+        lines += ["", "For the Upscale choice:"] + [_file_line(n, files, by_name) for n in upscaler]
+    others = [n for n in r.corrupt if n not in shown and n not in upscaler]
+    if others:
+        lines += ["", "Also corrupt (download again, or delete): " + ", ".join(readiness.label(n) for n in others)]
+    lines += ["", f"Models folder: `{folder}`"]
+    if message:
+        lines += ["", message]
+    return "\n".join(lines)
+
+
+def download_button_label(r: Any, files: Mapping[str, Any], mode: str | None, upscaler: Sequence[str] = ()) -> str:
+    """'Download ResNet-50 detector (109 MB) for quality' (what the button fetches, and why);
+    ``upscaler`` (the Upscale choice's missing file) is fetched too: '... for quality and upscaling'."""
+    names = readiness.download_for(r, mode)
+    purposes = ([mode or r.recommended] if names else []) + (["upscaling"] if upscaler else [])
+    return f"Download {readiness.files_text((*names, *upscaler), files)} for {' and '.join(purposes)}"
+
+
+def all_weights_markdown(statuses: Sequence[WeightStatus], folder: str) -> str:
+    """Every checkpoint the registry knows, present (verified or corrupt) or missing, as a list
+    (a table is squeezed to one word per line in the narrow column)."""
+    files = readiness.files_from_status(statuses)
+    lines = [f"Models folder: `{folder}`", ""]
+    for s in statuses:
+        f = files[s.name]
+        if s.present and s.size_bytes is not None:
+            size_txt = readiness.size_text(s.size_bytes, False)  # on disk, in the units of the download sizes
+        else:
+            size_txt = readiness.size_text(f.download_bytes, f.download_bytes_estimated)
+        lines.append(f"- **{s.name}** · {s.kind} · `{s.filename}` · {size_txt} · {state_text(s.name, f.state)}")
+    return "\n".join(lines)
+
+
+def download_failed_text(error: str, remaining: Sequence[str], folder: str) -> str:
+    """The panel after a failed download: the error, then every file still to fetch (when more than the failed
+    one) with its size, source and the one command, so none is left to be found one restore at a time."""
+    text = "**Download failed.** " + ui.markdown_text(error)
+    if len(remaining) > 1:
+        text += ("\n\n" + ui.markdown_text(f"Still to get: {files_text(remaining)}.\n{manual_fix(remaining, folder)}"))
+    return text
 
 
 @dataclass(frozen=True)
@@ -62,7 +157,7 @@ def check_mode_ready(device: str, req: WeightsRequest, policy: Policy = Policy()
     names = readiness.download_for(r, req.mode)
     if not names:
         return
-    label = ui.download_button_label(r, files, req.mode, readiness.upscaler_download(files, req.upscale))
+    label = download_button_label(r, files, req.mode, readiness.upscaler_download(files, req.upscale))
     where = f"on the Restore tab choose {req.mode} and press" if other_tab else "press"  # the panel lives there
     fix = (f"{where} “{label}” in the weights panel (under the options)" if policy.downloads_allowed
            else f"ask the operator to run “python -m gpen_core download {' '.join(names)}”")
@@ -78,9 +173,9 @@ def weights_view(device: str, req: WeightsRequest, policy: Policy = Policy(), me
     names = wanted(r, files, req)
     if names and not policy.downloads_allowed and not message:
         message = ui.markdown_text(DOWNLOADS_OFF.format(names=" ".join(names)))
-    panel = ui.weights_markdown(r, files, statuses, folder, mode=req.mode, message=message, upscaler=upscaler)
-    label = ui.download_button_label(r, files, req.mode, upscaler) if names and policy.downloads_allowed else None
-    return WeightsView(panel, label, ui.all_weights_markdown(statuses, folder))
+    panel = weights_markdown(r, files, statuses, folder, mode=req.mode, message=message, upscaler=upscaler)
+    label = download_button_label(r, files, req.mode, upscaler) if names and policy.downloads_allowed else None
+    return WeightsView(panel, label, all_weights_markdown(statuses, folder))
 
 
 def download(device: str, req: WeightsRequest, progress: Callable[[float, str], None], policy: Policy = Policy(),
@@ -95,7 +190,8 @@ def download(device: str, req: WeightsRequest, progress: Callable[[float, str], 
     message = f"Downloaded {', '.join(names)}." if names else ""
     for i, name in enumerate(names):
         def report(done: int, total: int | None, i: int = i, name: str = name) -> None:
-            progress((i + (done / total if total else 0.0)) / len(names), ui.download_progress_text(name, done, total))
+            shown = f"downloading {name}: {format_bytes(done)}" + (f" of {format_bytes(total)}" if total else "")
+            progress((i + (done / total if total else 0.0)) / len(names), shown)
 
         try:
             weights.download(name, progress=report, cancel=cancel)
@@ -103,6 +199,6 @@ def download(device: str, req: WeightsRequest, progress: Callable[[float, str], 
             message = f"Download stopped; nothing was installed ({', '.join(names[i:])} still missing)."
             break
         except GPENError as exc:
-            message = ui.download_failed_text(str(exc), names[i:], str(weights.models_dir()))
+            message = download_failed_text(str(exc), names[i:], str(weights.models_dir()))
             break
     return weights_view(device, req, policy, message)
