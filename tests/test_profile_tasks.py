@@ -211,3 +211,48 @@ def test_a_mode_or_task_row_out_of_memory_is_recorded_as_needing_more_than_was_f
         row = rows[(task, "balanced")]
         assert row.failed == "out of memory: no room" and row.peak_bytes == prof.free_at_start["ram_bytes"]
         assert row.workload == TASK_SMALL[task].label and rows[(task, "low")].refused is not None
+
+
+def test_a_task_row_and_a_mode_row_record_one_request_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same request, measured as a mode's workload and as a task row, keeps the same notes (the engine's own,
+    the runtime, a step down) and the same peak on the binding memory; the report shows the task row's notes."""
+    from dataclasses import asdict, replace
+    from types import SimpleNamespace
+
+    ran_f32 = "OpenVINO ran float32 instead of bfloat16 (test)"
+    res = SimpleNamespace(
+        mode=MODES["low"], dtype="bfloat16", backend="openvino", backend_reason="measured faster here",
+        notes=(ran_f32,), faces=[object()], processed_size=(64, 64), detector="none",
+        peaks=SimpleNamespace(rss_bytes=900, vram_allocated_bytes=300, vram_reserved_bytes=500, method="vmhwm"),
+        timings=SimpleNamespace(total_s=1.0, load_s=0.5, restore_s=0.25))
+
+    class Fake:
+        device = "cuda:0"
+
+        def __call__(self, *args: object, **kwargs: object) -> SimpleNamespace:
+            return res
+
+        def unload(self) -> None:
+            pass
+
+    monkeypatch.setattr(runner, "fresh_restorer", lambda spec: (Fake(), (100, 0, 0)))
+    w = TASK_SMALL["seg2face"]
+    common = {"mode": "balanced", "model_opt": "GPEN-Seg2face-512", "kind": "synthetic", "notes": []}
+    task = runner.measure_task({**common, "label": "seg2face in balanced", "gpen_task": "seg2face",
+                                "model": "GPEN-Seg2face-512", "workload": asdict(w)}, lambda f, d: None)
+    mode = runner.measure_mode({**common, "label": "balanced", "use_detector": False, "portraits": [],
+                                "workloads": [asdict(w)]}, lambda f, d: None)
+    said = ("the engine ran low instead of balanced (it did not fit): balanced was not measured",
+            ran_f32, "the generator ran on OpenVINO (measured faster here)")
+    mode_notes = {*mode.notes, *(n for r in mode.runs for n in r.notes)}
+    assert all(n in mode_notes for n in said), mode_notes
+    assert all(n in task.notes for n in said), task.notes
+    assert task.peak_bytes == mode.peak_bytes == 500  # reserved VRAM binds on CUDA
+    prof = records.Profile("", "cuda:0", True, {}, {}, {}, False, (), {"balanced": mode}, tasks=(task,))
+    text = report.format_report(prof, budget.Free(ram_bytes=10**12, vram_bytes=None))
+    assert f"note (balanced, seg2face in balanced): {ran_f32}" in text
+    # a GPU check whose free VRAM is unknown (ZeroGPU outside a GPU call) weighs RAM, as auto does
+    prof = replace(prof, tasks=(replace(task, ran_mode="balanced"),))
+    assert "does not fit now" in report.tasks_table(prof, budget.Free(ram_bytes=100, vram_bytes=None))
+    assert " · fits" in report.tasks_table(prof, budget.Free(ram_bytes=100, vram_bytes=10**12))
+    assert "more RAM than you have free" in report.recommendation(prof, budget.Free(ram_bytes=100, vram_bytes=None))

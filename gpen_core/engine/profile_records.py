@@ -246,10 +246,6 @@ class Profile:
     backends: BackendCheck | None = None  # torch vs OpenVINO on the CPU (None: not part of this check)
     tasks: tuple[TaskRow, ...] = ()  # GPEN's other tasks per mode (absent in profiles saved before them)
 
-    @property
-    def binding(self) -> str:
-        return "VRAM" if self.device.startswith("cuda") else "RAM"
-
     def to_dict(self) -> dict[str, Any]:
         return jsonable(asdict(self))
 
@@ -285,12 +281,7 @@ def slope(runs: Sequence[WorkloadRun], device: str) -> float | None:
     dp = hi.processed_pixels - lo.processed_pixels
     if dp < 1_000_000:  # too close in size for the difference to mean anything
         return None
-    if device.startswith("cuda"):
-        a, b = lo.peak_vram_reserved_bytes, hi.peak_vram_reserved_bytes
-        if a is None or b is None:
-            return None
-    else:
-        a, b = lo.peak_ram_bytes, hi.peak_ram_bytes
+    a, b = (binding_peak(device, r.peak_ram_bytes, r.peak_vram_bytes, r.peak_vram_reserved_bytes) for r in (lo, hi))
     s = (b - a) / dp
     # More faces in the smaller photo can outweigh its fewer pixels: no growth measured then.
     return round(s, 2) if s > 0 else None
@@ -309,6 +300,13 @@ def failed_mode(spec: dict[str, Any], why: str, free_binding: int | None) -> Mod
     )
 
 
+def binding_peak(device: str, ram: int, vram: int | None, vram_reserved: int | None) -> int:
+    """A measured peak on the memory that limits what fits on ``device``: on CUDA the reserved VRAM (what another
+    process cannot have; allocated where reserved was not read), RAM on the CPU or where no VRAM was read."""
+    vram_peak = vram_reserved if vram_reserved is not None else vram
+    return int(vram_peak if device.startswith("cuda") and vram_peak is not None else ram)
+
+
 def summarise(mode: MemoryMode, runs: list[WorkloadRun], device: str, kind: str, dtype: str,
               idle: tuple[int, int | None], notes: list[str]) -> ModeProfile:
     """One mode's profile from its workload runs, above ``idle``: the process's (RSS, allocated VRAM) before them."""
@@ -316,11 +314,7 @@ def summarise(mode: MemoryMode, runs: list[WorkloadRun], device: str, kind: str,
     ram = max(r.peak_ram_bytes for r in runs)
     vram = max((r.peak_vram_bytes for r in runs if r.peak_vram_bytes is not None), default=None)
     vres = max((r.peak_vram_reserved_bytes for r in runs if r.peak_vram_reserved_bytes is not None), default=None)
-    # Reserved, not allocated, is what another process cannot have: the binding figure on CUDA.
-    binding = (vres if vres is not None else vram) if device.startswith("cuda") else ram
-    stepped = next((r.ran_mode for r in runs if r.ran_mode != mode.name), None)
-    if stepped:
-        notes.append(f"the engine ran {stepped} instead of {mode.name} (it did not fit): {mode.name} was not measured")
+    stepped = next((r.ran_mode for r in runs if r.ran_mode != mode.name), None)  # its runs' notes say so
     photos = [r for r in runs if r.detector != "none"]
     steady = [r for r in runs if r.faces > 1] or [r for r in runs if r.faces]
     spf = max(steady, key=lambda r: r.faces).seconds_per_face if steady else None
@@ -332,7 +326,7 @@ def summarise(mode: MemoryMode, runs: list[WorkloadRun], device: str, kind: str,
     return ModeProfile(
         mode=mode.name, model=mode.model, weights=kind, dtype=dtype,
         detector=", ".join(sorted(detectors)) if detectors else "none", peak_ram_bytes=ram, peak_vram_bytes=vram,
-        peak_vram_reserved_bytes=vres, peak_bytes=int(binding if binding is not None else ram),
+        peak_vram_reserved_bytes=vres, peak_bytes=binding_peak(device, ram, vram, vres),
         covered_pixels=max(r.processed_pixels for r in runs), bytes_per_pixel=slope(runs, device), seconds_per_face=spf,
         total_s=round(sum(r.total_s for r in runs), 3), load_s=round(sum(r.load_s for r in runs), 3),
         idle_rss_bytes=idle_rss, idle_vram_bytes=idle_vram, stepped_down_to=stepped, failed=None, runs=tuple(runs),

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def _free_now(profile: Profile, free: "Free | None") -> "Free":
     from gpen_core.engine.budget import free_memory
 
-    return free if free is not None else free_memory(profile.device if profile.device.startswith("cuda") else "cpu")
+    return free if free is not None else free_memory(profile.device)  # "cpu" or "cuda:N"
 
 
 def needs(profile: Profile) -> dict[str, int]:
@@ -121,7 +121,7 @@ def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = T
         if m.stepped_down_to:
             row[3] = row[4] = f"not measured (ran {m.stepped_down_to})"
         elif m.failed:
-            row[3 if profile.binding == "RAM" else 4] = f"more than {format_bytes(m.peak_bytes)} (out of memory)"
+            row[4 if profile.device.startswith("cuda") else 3] = f"more than {format_bytes(m.peak_bytes)} (out of memory)"
         if free is not None:
             ok, short = _fits(need[name], profile, free)
             row.append("yes" if ok else f"no ({format_bytes(short)} short)")
@@ -358,11 +358,12 @@ def format_report(profile: Profile, free: "Free | None" = None, models_dir: str 
     lines = [f"Hardware check ({profile.created}): {machine_line(profile)}", "",
              format_table(profile, free, files=files), ""]
     lines += [f"note: {n}" for n in profile.notes]
-    where: dict[str, list[str]] = {}  # each distinct note once, with the modes it concerns
-    for m in profile.modes.values():
-        for n in (*m.notes, *(n for r in m.runs for n in r.notes)):
-            if n not in profile.notes and m.mode not in where.setdefault(n, []):
-                where[n].append(m.mode)
+    where: dict[str, list[str]] = {}  # each distinct note once, with the modes and task rows it concerns
+    for row, notes in [*((m.mode, (*m.notes, *(n for r in m.runs for n in r.notes))) for m in profile.modes.values()),
+                       *((f"{t.task} in {t.mode}", t.notes) for t in profile.tasks)]:
+        for n in notes:
+            if n not in profile.notes and row not in where.setdefault(n, []):
+                where[n].append(row)
     lines += [f"note ({', '.join(ms)}): {n}" for n, ms in where.items()]
     if profile.tasks:
         lines += ["", "GPEN's other tasks (peak above idle · seconds per face · dtype · fits now?):", "",

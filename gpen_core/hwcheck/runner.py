@@ -29,7 +29,7 @@ from gpen_core.hwcheck.info import collect_info
 from gpen_core.hwcheck.eta import Steps, backend_kinds, task_kinds
 from gpen_core.engine.profile_records import (
     DETECTOR_SYNTHETIC_NOTE, GIVEN_BOXES_NOTE, SYNTHETIC_NOTE, BackendCheck, ModeProfile, Profile, TaskRow, WorkloadRun,
-    failed_mode, summarise,
+    binding_peak, failed_mode, summarise,
 )
 from gpen_core.progress import Progress
 from gpen_core.engine.profile_store import device_key, fingerprint, save_profile
@@ -141,25 +141,33 @@ def measure_mode(spec: dict[str, Any], report: Progress) -> ModeProfile:
             given = None if (w.aligned or spec["use_detector"]) else list(wi.detections)
             opts = RestoreOptions(mode=mode.name, model=spec["model_opt"], aligned=w.aligned)
             res = restorer(wi.image, opts, inner, detections=given)
-            runs.append(run_record(w, res, spec["use_detector"], idle))
+            runs.append(run_record(w, res, spec, idle))
             dtype = res.dtype
     finally:
         restorer.unload()
     return summarise(mode, runs, restorer.device, spec["kind"], dtype, idle[:2], list(spec["notes"]))
 
 
-def run_record(w: Workload, res: Any, real_detector: bool, idle: tuple[int, int | None, int | None]) -> WorkloadRun:
-    """One workload's request ``res`` as a :class:`WorkloadRun`, its peaks above ``idle``."""
-    notes = list(res.notes)
-    if real_detector and not w.aligned and len(res.faces) != w.faces:
-        notes.append(f"the {res.detector} detector found {len(res.faces)} of the {w.faces} faces placed")
-    if res.backend == "openvino":
-        notes.append(f"the generator ran on OpenVINO ({res.backend_reason})")
+def run_record(w: Workload, res: Any, spec: dict[str, Any], idle: tuple[int, int | None, int | None]) -> WorkloadRun:
+    """One workload's request ``res`` in :func:`measure_mode`'s ``spec`` as a :class:`WorkloadRun`, its peaks above ``idle``."""
+    missed = spec["use_detector"] and not w.aligned and len(res.faces) != w.faces
+    notes = [f"the {res.detector} detector found {len(res.faces)} of the {w.faces} faces placed"] if missed else []
     return WorkloadRun(
         workload=w.name, faces=len(res.faces), processed_size=tuple(res.processed_size),  # type: ignore[arg-type]
         ram_method=res.peaks.method, restore_s=round(res.timings.restore_s, 4), detector=res.detector,
-        notes=tuple(notes), **request_figures(res, idle),
+        notes=request_notes(res, spec["mode"], notes), **request_figures(res, idle),
     )
+
+
+def request_notes(res: Any, asked: str, notes: Sequence[str] = ()) -> tuple[str, ...]:
+    """A measured request's notes, for a mode's workload and a task's row alike: ``notes``, the engine's own (a precision
+    change), the generator's runtime when not torch, the mode it ran when not ``asked`` (not ``asked``'s figures)."""
+    out = [*notes, *res.notes]
+    if res.backend == "openvino":
+        out.append(f"the generator ran on OpenVINO ({res.backend_reason})")
+    if res.mode.name != asked:
+        out.append(f"the engine ran {res.mode.name} instead of {asked} (it did not fit): {asked} was not measured")
+    return tuple(dict.fromkeys(out))
 
 
 def refusal(task: str, mode: str, aligned: bool = False) -> str | None:
@@ -228,15 +236,11 @@ def measure_task(spec: dict[str, Any], report: Progress) -> TaskRow:
     finally:
         restorer.unload()
     figures = request_figures(res, idle)
-    ram, vram_a, vram_r = figures["peak_ram_bytes"], figures["peak_vram_bytes"], figures["peak_vram_reserved_bytes"]
-    binding = (vram_r if vram_r is not None else vram_a) if restorer.device.startswith("cuda") else ram
-    notes = list(spec["notes"])
-    if res.mode.name != spec["mode"]:
-        notes.append(f"the engine ran {res.mode.name} instead of {spec['mode']} (it did not fit): {spec['mode']} was not measured")
+    peak = binding_peak(restorer.device, *(figures[f"peak_{k}_bytes"] for k in ("ram", "vram", "vram_reserved")))
     return TaskRow(
         task=spec["gpen_task"], mode=spec["mode"], model=spec["model"], workload=w.label, weights=spec["kind"],
-        dtype=res.dtype, backend=res.backend, peak_bytes=int(binding if binding is not None else ram),
-        covered_pixels=int(res.processed_size[0] * res.processed_size[1]), notes=tuple(dict.fromkeys(notes)), **figures,
+        dtype=res.dtype, backend=res.backend, peak_bytes=peak, covered_pixels=int(res.processed_size[0] * res.processed_size[1]),
+        notes=request_notes(res, spec["mode"], spec["notes"]), **figures,
     )
 
 
