@@ -101,10 +101,10 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
     runner: Any
     if args.ray:  # the cluster at --address was joined before the engine loaded (join_first)
         from gpen_core.scaleout.batch import MANIFEST, new_run_id
+        from gpen_core.scaleout.cli import ray_settings
         from gpen_core.scaleout.video_ray import RayRunner
 
-        runner = RayRunner(options, args.crf, models_dir=args.models_dir, device=args.device, address=args.address,
-                           workers=args.workers, gpus_per_worker=args.gpus_per_worker)
+        runner = RayRunner(options, args.crf, ray_settings(args))
         manifest = open(dst.parent / MANIFEST, "a", encoding="utf-8")
         run_id = new_run_id()
     else:
