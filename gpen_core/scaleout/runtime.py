@@ -139,10 +139,12 @@ def _force_loopback(ray: ModuleType) -> None:
 
 
 def connect(address: str) -> None:
-    """Join the Ray at ``address`` ("auto", "HOST:PORT", "ray://HOST:PORT"); InputError with the fix when it
-    cannot. Ray 2.60 sends a local token to an explicit address only with ``RAY_AUTH_MODE=token``: set when a token
-    is there and nobody chose a mode."""
+    """Join the Ray at ``address`` ("auto", "HOST:PORT", "ray://HOST:PORT") unless this process has a Ray already
+    (one per process); InputError with the fix when it cannot. Ray 2.60 sends a local token to an explicit address
+    only with ``RAY_AUTH_MODE=token``: set when a token is there and nobody chose a mode."""
     ray = import_ray()
+    if ray.is_initialized():
+        return
     _reachable(address)
     token = (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
              or (Path.home() / ".ray" / "auth_token").is_file())

@@ -314,13 +314,11 @@ class RayRestorer:
     def handle(self) -> Any:
         with self._lock:
             if self._handle is None:
-                from gpen_core.scaleout.runtime import connect, import_ray
+                from gpen_core.scaleout.runtime import connect
 
-                ray = import_ray()
+                connect(self.address or "auto")  # before `from ray import serve`: Ray imported by import_ray, as it must be
                 from ray import serve
 
-                if not ray.is_initialized():
-                    connect(self.address or "auto")
                 try:
                     self._handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME)
                 except Exception as exc:  # Serve raises RayServeException / KeyError variants when absent
