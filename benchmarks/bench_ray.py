@@ -64,11 +64,13 @@ def bench_plain(src: Path, mode: str, models_dir: str) -> dict:
 def bench_batch(src: Path, mode: str, models_dir: str, workers: int | None) -> dict:
     from gpen_core import RestoreOptions
     from gpen_core.scaleout.batch import BatchConfig, run_batch
+    from gpen_core.scaleout.runtime import RaySettings
 
     out = Path(tempfile.mkdtemp(prefix="bench-ray-out-"))
     stamps: list[float] = []
     t0 = time.perf_counter()
-    s = run_batch(BatchConfig(source=str(src), output=out, options=RestoreOptions(mode=mode), models_dir=models_dir, workers=workers),
+    settings = RaySettings(workers=workers, models_dir=models_dir)
+    s = run_batch(BatchConfig(source=str(src), output=out, options=RestoreOptions(mode=mode), ray=settings),
                   on_record=lambda rec, d, t: stamps.append(time.perf_counter()))
     wall = time.perf_counter() - t0
     ok = s.count("ok")
@@ -83,14 +85,15 @@ def bench_serve(mode: str, models_dir: str, requests: int) -> dict:
     from ray import serve
 
     from gpen_core import RestoreOptions
-    from gpen_core.scaleout.runtime import ray_session
+    from gpen_core.scaleout.runtime import RaySettings, ray_session
     from gpen_core.scaleout.serve import ServeConfig, deploy
 
     t0 = time.perf_counter()
     with ray_session() as session:
         t_ray = time.perf_counter() - t0
         t1 = time.perf_counter()
-        handle = deploy(ServeConfig(replicas=1, num_cpus=1, warm_mode=mode, models_dir=models_dir, port=7931))
+        one = RaySettings(workers=1, models_dir=models_dir)
+        handle = deploy(ServeConfig(ray=one, num_cpus=1, warm_mode=mode, port=7931))
         handle.status.remote().result()
         t_ready = time.perf_counter() - t1
         time.sleep(5)

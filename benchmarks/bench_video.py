@@ -217,9 +217,10 @@ def segments_child(way: str, src: str, dst: str, models: str, segment_seconds: f
         if way == "segments":
             runner = LocalRunner(Restorer(models_dir=models, device="cpu"), opts, 18)
         else:
+            from gpen_core.scaleout.runtime import RaySettings
             from gpen_core.scaleout.video_ray import RayRunner
 
-            runner = RayRunner(opts, 18, models_dir=models, device="cpu", workers=workers)
+            runner = RayRunner(opts, 18, RaySettings(workers=workers, device="cpu", models_dir=models))
         r = restore_in_segments(src, dst, runner, settings_text(opts, 18), segment_seconds=segment_seconds)
         frames = r.frames
         used = getattr(runner, "used_workers", 1)

@@ -398,7 +398,8 @@ def _result_line(rec: dict[str, Any]) -> str:
 def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -> int:
     """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged."""
     from gpen_core.restorer import Restorer
-    from gpen_core.scaleout.video_cli import join_first, restore_if_segmented
+    from gpen_core.scaleout.runtime import connect
+    from gpen_core.scaleout.video_cli import restore_if_segmented
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video
     from gpen_core.video.stream import VideoOptions, restore_video
 
@@ -406,7 +407,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()
     if args.ray and args.address:
-        join_first(args.address)  # a wrong address fails in seconds, before the engine loads
+        connect(args.address)  # a wrong address fails in seconds, before the engine loads
     _load_engine()
     opts = _options(args, identity_every=args.identity_every)
     restorer = Restorer(models_dir=args.models_dir, device=args.device)

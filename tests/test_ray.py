@@ -144,7 +144,8 @@ def test_a_ray_video_sizes_its_pool_as_the_photo_batch_does(
     monkeypatch.setattr(resumable, "upright_geometry", lambda path: ((64, 48), 0))
     in_flight: list[int] = []
     monkeypatch.setattr(video_ray, "_drain", lambda ray, submit, pending, folder, limit, on_frame: iter(in_flight.append(limit) or []))
-    runner = video_ray.RayRunner(RestoreOptions(mode="low"), 18, workers=workers, gpus_per_worker=per_gpu)
+    settings = runtime.RaySettings(workers=workers, gpus_per_worker=per_gpu)
+    runner = video_ray.RayRunner(RestoreOptions(mode="low"), 18, settings)
     list(runner(SimpleNamespace(input=tmp_path / "clip.mp4"), list(range(segments)), tmp_path, lambda: None))
     assert runner.used_workers == expected and in_flight == [expected + video_ray.EXTRA_IN_FLIGHT]
 
@@ -158,6 +159,7 @@ def test_photos_clips_and_replicas_restore_where_their_ray_reservation_says(
     tasks got "cpu"). Each path reserves memory for that device and runs threads from its CPU share."""
     import sys
     from contextlib import contextmanager
+    from dataclasses import replace
     from types import SimpleNamespace
 
     from gpen_core import RestoreOptions
@@ -185,10 +187,11 @@ def test_photos_clips_and_replicas_restore_where_their_ray_reservation_says(
     monkeypatch.setattr(resumable, "upright_geometry", lambda path: ((64, 48), 0))
     monkeypatch.setattr(video_ray, "_drain", lambda ray, submit, pending, *a: iter([submit(pending[0])][:0]))
 
-    run_batch(BatchConfig(source=str(_photo_folder(tmp_path)), output=tmp_path / "out", device=device, gpus_per_worker=gpus))
-    runner = video_ray.RayRunner(RestoreOptions(mode="low"), 18, device=device, gpus_per_worker=gpus)
+    settings = runtime.RaySettings(gpus_per_worker=gpus, device=device)
+    run_batch(BatchConfig(source=str(_photo_folder(tmp_path)), output=tmp_path / "out", ray=settings))
+    runner = video_ray.RayRunner(RestoreOptions(mode="low"), 18, settings)
     list(runner(SimpleNamespace(input=tmp_path / "clip.mp4"), [0, 1], tmp_path, lambda: None))
-    serve.build_app(serve.ServeConfig(num_gpus=gpus, num_cpus=2.5, device=device))
+    serve.build_app(serve.ServeConfig(ray=replace(settings, workers=1), num_cpus=2.5))
     for path, (reserved, pool) in built.items():
         assert pool.device == expected, path
         assert reserved["memory"] == (10**9 if expected == "cpu" else 3 * 10**9), path
@@ -240,12 +243,14 @@ def test_batch_records_every_file_and_a_corrupt_one_does_not_stop_or_vanish(
     from gpen_core import RestoreOptions
     from gpen_core.platform import durable
     from gpen_core.scaleout.batch import BatchConfig, run_batch
+    from gpen_core.scaleout.runtime import RaySettings
 
     src = _photo_folder(tmp_path)
     out = tmp_path / "out"
     seen: list[tuple[str, int, int]] = []
-    cfg = BatchConfig(source=str(src), output=out, options=RestoreOptions(mode="low"), models_dir=str(low_mode_session_home),
-                      workers=2)  # two actors on 2 CPUs: the layout that deadlocked at num_cpus=1
+    # two actors on 2 CPUs: the layout that deadlocked at num_cpus=1
+    cfg = BatchConfig(source=str(src), output=out, options=RestoreOptions(mode="low"),
+                      ray=RaySettings(workers=2, models_dir=str(low_mode_session_home)))
     write = durable.write_bytes
 
     def disk_full_for_hopper(dst: Path, data: bytes, **kw: object) -> None:
@@ -344,10 +349,12 @@ def test_serve_request_start_to_shutdown_and_the_app_through_gradio_client(
     from ray import serve
 
     from gpen_core import RestoreOptions
+    from gpen_core.scaleout.runtime import RaySettings
     from gpen_core.scaleout.serve import RAY_BASELINE_NOTE, ServeConfig, deploy, replica_statuses
 
     example = ROOT / "examples" / EXAMPLES[0]
-    cfg = ServeConfig(replicas=1, num_cpus=0.5, warm_mode="low", models_dir=str(low_mode_home), port=random.randint(7900, 7949))
+    cfg = ServeConfig(ray=RaySettings(workers=1, models_dir=str(low_mode_home)), num_cpus=0.5, warm_mode="low",
+                      port=random.randint(7900, 7949))
     try:
         handle = deploy(cfg)
         [status] = replica_statuses(handle, 1)

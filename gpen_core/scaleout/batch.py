@@ -16,7 +16,7 @@ from gpen_core.errors import GPENError, InputError
 from gpen_core.images import outputs
 from gpen_core.images.limits import IMAGE_SUFFIXES
 from gpen_core.result_json import skipped_record
-from gpen_core.scaleout.runtime import WorkerPool, worker_name
+from gpen_core.scaleout.runtime import RaySettings, WorkerPool, worker_name
 
 MANIFEST = "manifest.jsonl"
 READ_CPUS = 0.25  # each read task: file reading is I/O, and it must always find a CPU slot
@@ -36,15 +36,7 @@ class BatchConfig:
     output: Path
     # What each photo asks for (mode, model, alpha, …); the same as the plain CLI's.
     options: Any = None  # RestoreOptions; None = defaults
-    models_dir: str | None = None
-    # "cpu", "cuda" or None (runtime.worker_pool: cuda when the actor reserves a GPU, else cpu).
-    device: str | None = None
-    # None: start a local loopback-only Ray and stop it after; "auto" / "ray://HOST:PORT": join that cluster.
-    address: str | None = None
-    # Actors in the pool; None: one per GPU when --gpus-per-worker is given, else one per 2 CPUs (at least 1).
-    workers: int | None = None
-    # GPUs each actor reserves (0.5 puts two actors on one GPU); 0 = CPU only.
-    gpus_per_worker: float = 0.0
+    ray: RaySettings = RaySettings()  # where the actors run, how many, on which device, with which weights
     overwrite: bool = False
 
 
@@ -227,15 +219,16 @@ def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None
     return workers, cpus_per_worker
 
 
-def plan_pool(session: Any, workers: int | None, gpus: float, device: str | None, mode: str, jobs: int) -> WorkerPool:
+def plan_pool(session: Any, settings: RaySettings, mode: str, jobs: int) -> WorkerPool:
     """The pool for ``jobs`` pieces of work (photos, segments) in ``mode`` on the Ray ``session`` (a RaySession),
-    ``workers`` and ``device`` as the user gave them (None: the defaults, sized to what fits): never more workers
-    than jobs, as idle ones would only cost start-up time and memory. InputError as plan_resources."""
+    sized as ``settings`` asks (workers None: the default, sized to what fits): never more workers than jobs, as
+    idle ones would only cost start-up time and memory. InputError as plan_resources."""
     from gpen_core.scaleout.runtime import worker_pool
 
-    pool = worker_pool(0, 0.0, gpus, device, mode)
-    plan = dict(gpus_per_worker=gpus, cpus_per_worker=None, memory_per_worker=pool.memory, cluster_memory=session.memory)
-    n, cpus = plan_resources(session.cpus, session.gpus, workers, **plan)
+    pool = worker_pool(0, 0.0, settings.gpus_per_worker, settings.device, mode)
+    plan = dict(gpus_per_worker=pool.gpus, cpus_per_worker=None, memory_per_worker=pool.memory,
+                cluster_memory=session.memory)
+    n, cpus = plan_resources(session.cpus, session.gpus, settings.workers, **plan)
     n, cpus = plan_resources(session.cpus, session.gpus, jobs, **plan) if n > jobs else (n, cpus)
     return replace(pool, workers=n, cpus=cpus)
 
@@ -282,9 +275,8 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
                 todo.append(item)
         if not todo:
             return BatchSummary(records, manifest, time.perf_counter() - t0, run_id=run_id)
-        with ray_session(config.address) as session:
-            pool = plan_pool(session, config.workers, config.gpus_per_worker, config.device,
-                             getattr(config.options, "mode", "auto"), len(todo))
+        with ray_session(config.ray.address) as session:
+            pool = plan_pool(session, config.ray, getattr(config.options, "mode", "auto"), len(todo))
             by_path = {i.read_path: i for i in todo}
             seen: set[str] = set()
             for row_rec, encoded in _stream(ray, config, todo, filesystem, pool):
@@ -336,7 +328,7 @@ def _stream(ray: Any, config: BatchConfig, todo: list[_Input], filesystem: Any,
         batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=pool.workers),
         **pool.reserves(),  # memory: see runtime.worker_memory_bytes: our step-down acts before Ray's OOM monitor
-        fn_constructor_kwargs={"options": config.options, "models_dir": config.models_dir, "pool": pool},
+        fn_constructor_kwargs={"options": config.options, "models_dir": config.ray.models_dir, "pool": pool},
     )
     for row in ds.iter_rows():
         yield json.loads(row["record"]), bytes(row["encoded"])

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import InputError
+from gpen_core.scaleout.runtime import RaySettings
 
 
 def restore_ray(args: argparse.Namespace, bar_type: Any, options: Any) -> int:
@@ -33,15 +34,20 @@ def restore_ray(args: argparse.Namespace, bar_type: Any, options: Any) -> int:
             print(f"\nerror: {rec['input']}: {rec['error']}", file=sys.stderr)
         bar.step(Path(rec["input"]).name)
 
-    config = BatchConfig(source=args.inputs[0], output=Path(args.output), options=options, models_dir=args.models_dir,
-                         device=args.device, address=args.address, workers=args.workers,
-                         gpus_per_worker=args.gpus_per_worker, overwrite=args.overwrite)
+    config = BatchConfig(source=args.inputs[0], output=Path(args.output), options=options, ray=ray_settings(args),
+                         overwrite=args.overwrite)
     summary = run_batch(config, on_record)
     if not args.json:
         print(f"{summary.count('ok')} restored, {summary.count('error')} failed, {summary.count('skipped')} skipped in "
               f"{summary.seconds:.0f} s with {summary.workers} Ray worker(s) at {summary.cpus_per_worker:g} CPU each; "
               f"records appended to {summary.manifest} (run {summary.run_id})", file=sys.stderr)
     return summary.exit_code
+
+
+def ray_settings(args: argparse.Namespace) -> RaySettings:
+    """The Ray flags of ``restore … --ray``, for photos and a clip's segments alike."""
+    return RaySettings(address=args.address, workers=args.workers, gpus_per_worker=args.gpus_per_worker,
+                       device=args.device, models_dir=args.models_dir)
 
 
 def add_serve(sub: Any) -> None:
@@ -70,9 +76,10 @@ def serve(args: argparse.Namespace) -> int:
 
     if args.replicas != "auto" and not args.replicas.isdigit():
         raise InputError(f"--replicas must be a number or auto, got {args.replicas!r}")
-    config = ServeConfig(replicas=None if args.replicas == "auto" else int(args.replicas), max_replicas=args.max_replicas,
-                         num_gpus=args.num_gpus, num_cpus=args.num_cpus, address=args.address, port=args.port,
-                         warm_mode=args.mode, models_dir=args.models_dir, device=args.device)
+    ray = RaySettings(address=args.address, workers=None if args.replicas == "auto" else int(args.replicas),
+                      gpus_per_worker=args.num_gpus, device=args.device, models_dir=args.models_dir)
+    config = ServeConfig(ray=ray, max_replicas=args.max_replicas, num_cpus=args.num_cpus, port=args.port,
+                         warm_mode=args.mode)
 
     def ready(address: str, statuses: list[dict[str, Any]]) -> None:
         for st in statuses:

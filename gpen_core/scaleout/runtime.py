@@ -55,6 +55,23 @@ def worker_name() -> str:
 
 
 @dataclass(frozen=True)
+class RaySettings:
+    """What the user asked of Ray, for photos, a clip's segments and Serve replicas alike (flags: scaleout.cli)."""
+
+    # None: a local loopback-only Ray, stopped after; "auto", "HOST:PORT", "ray://HOST:PORT": join that cluster.
+    address: str | None = None
+    # Workers at once (photo actors, segment tasks, replicas); None: one per GPU share, else one per 2 CPUs, never
+    # more than fit in memory (Ray would wait for ever for the rest: batch.plan_resources); Serve autoscales instead.
+    workers: int | None = None
+    # GPUs each worker reserves (0.5 puts two on one GPU); 0: CPU only.
+    gpus_per_worker: float = 0.0
+    # "cpu", "cuda" or None: cuda when a worker reserves a GPU share, else cpu (worker_pool: never left None).
+    device: str | None = None
+    # Where each worker finds the weights (on a cluster: that path on every node); None: $GPEN_HOME or ~/.cache/gpen.
+    models_dir: str | None = None
+
+
+@dataclass(frozen=True)
 class WorkerPool:
     """Ray workers (photo actors, a clip's segment tasks, Serve replicas), each handed this: what it reserves
     (:meth:`reserves`, as Ray's options take it) and runs with. :func:`worker_pool` holds the rules."""
@@ -122,10 +139,12 @@ def _force_loopback(ray: ModuleType) -> None:
 
 
 def connect(address: str) -> None:
-    """Join the Ray at ``address`` ("auto", "HOST:PORT", "ray://HOST:PORT"); InputError with the fix when it
-    cannot. Ray 2.60 sends a local token to an explicit address only with ``RAY_AUTH_MODE=token``: set when a token
-    is there and nobody chose a mode."""
+    """Join the Ray at ``address`` ("auto", "HOST:PORT", "ray://HOST:PORT") unless this process has a Ray already
+    (one per process); InputError with the fix when it cannot. Ray 2.60 sends a local token to an explicit address
+    only with ``RAY_AUTH_MODE=token``: set when a token is there and nobody chose a mode."""
     ray = import_ray()
+    if ray.is_initialized():
+        return
     _reachable(address)
     token = (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
              or (Path.home() / ".ray" / "auth_token").is_file())

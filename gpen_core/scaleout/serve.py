@@ -12,7 +12,7 @@ from typing import Any
 
 from gpen_core.errors import GPENError, InputError, ResourceError, WeightsError
 from gpen_core.scaleout.proxy_limits import ROUTE_PREFIX
-from gpen_core.scaleout.runtime import WorkerPool
+from gpen_core.scaleout.runtime import RaySettings, WorkerPool
 
 APP_NAME = "gpen"
 DEPLOYMENT_NAME = "RestoreDeployment"
@@ -26,21 +26,16 @@ _ERRORS: dict[str, type[GPENError]] = {"InputError": InputError, "WeightsError":
 class ServeConfig:
     """One ``serve`` command."""
 
-    # Fixed replica count, or None with autoscaling from 1 to max_replicas.
-    replicas: int | None = 1
+    # Where the replicas run, their GPU share, device and weights; workers: a fixed replica count, or None with
+    # autoscaling from 1 to max_replicas.
+    ray: RaySettings = RaySettings(workers=1)
     max_replicas: int = 1
-    # GPUs per replica (0.5: two replicas share one GPU); 0 = CPU.
-    num_gpus: float = 0.0
     # CPUs per replica: Ray sets OMP_NUM_THREADS from it; torch threads follow.
     num_cpus: float = 1.0
-    # None: a local Ray bound to 127.0.0.1 only; "auto" / "HOST:PORT" / "ray://…": that cluster.
-    address: str | None = None
     # Serve's HTTP proxy port (POST an image to /restore); bound to 127.0.0.1 on a local Ray.
     port: int = 8000
     # The mode warmed up in each replica's constructor (requests may ask for any).
     warm_mode: str = "auto"
-    models_dir: str | None = None
-    device: str | None = None
 
 
 @dataclass(frozen=True)
@@ -209,38 +204,34 @@ def build_app(cfg: ServeConfig) -> Any:
 
     from gpen_core.scaleout.runtime import worker_pool
 
-    if cfg.replicas is not None and cfg.replicas < 1:
+    replicas = cfg.ray.workers
+    if replicas is not None and replicas < 1:
         raise InputError("--replicas must be at least 1 (or auto)")
-    if cfg.replicas is None and cfg.max_replicas < 1:
+    if replicas is None and cfg.max_replicas < 1:
         raise InputError("--max-replicas must be at least 1")
     # Requests may ask for any mode, whatever was warmed up: reserve for the heaviest.
-    pool = worker_pool(cfg.replicas or cfg.max_replicas, cfg.num_cpus, cfg.num_gpus, cfg.device, "auto")
+    pool = worker_pool(replicas or cfg.max_replicas, cfg.num_cpus, cfg.ray.gpus_per_worker, cfg.ray.device, "auto")
     scaling: dict[str, Any]
-    if cfg.replicas is None:
+    if replicas is None:
         scaling = {"autoscaling_config": {"min_replicas": 1, "max_replicas": cfg.max_replicas,
                                           "target_ongoing_requests": 1, "upscale_delay_s": 5, "downscale_delay_s": 120}}
     else:
-        scaling = {"num_replicas": cfg.replicas}
+        scaling = {"num_replicas": replicas}
     dep = serve.deployment(RestoreDeployment).options(
         name=DEPLOYMENT_NAME, max_ongoing_requests=MAX_ONGOING_REQUESTS, ray_actor_options=pool.reserves(),
         health_check_period_s=30, graceful_shutdown_timeout_s=30, **scaling,
     )
-    return dep.bind(pool=pool, models_dir=cfg.models_dir, warm_mode=cfg.warm_mode)
+    return dep.bind(pool=pool, models_dir=cfg.ray.models_dir, warm_mode=cfg.warm_mode)
 
 
 def app_builder(args: dict[str, str]) -> Any:
     """For ``serve deploy`` / ``serve run`` config files (``gpen_core.scaleout.serve:app_builder``); ``args``
     (all optional): replicas, max_replicas, num_cpus, num_gpus, warm_mode, models_dir, device."""
     replicas = args.get("replicas", "1")
-    return build_app(ServeConfig(
-        replicas=None if str(replicas) == "auto" else int(replicas),
-        max_replicas=int(args.get("max_replicas", 1)),
-        num_cpus=float(args.get("num_cpus", 1)),
-        num_gpus=float(args.get("num_gpus", 0)),
-        warm_mode=str(args.get("warm_mode", "auto")),
-        models_dir=args.get("models_dir"),
-        device=args.get("device"),
-    ))
+    ray = RaySettings(workers=None if str(replicas) == "auto" else int(replicas), device=args.get("device"),
+                      gpus_per_worker=float(args.get("num_gpus", 0)), models_dir=args.get("models_dir"))
+    return build_app(ServeConfig(ray=ray, max_replicas=int(args.get("max_replicas", 1)),
+                                 num_cpus=float(args.get("num_cpus", 1)), warm_mode=str(args.get("warm_mode", "auto"))))
 
 
 def deploy(cfg: ServeConfig) -> Any:
@@ -251,7 +242,7 @@ def deploy(cfg: ServeConfig) -> Any:
     from gpen_core.platform.meter import format_bytes
 
     app = build_app(cfg)
-    need = app._bound_deployment.ray_actor_options["memory"] * (cfg.replicas or 1)
+    need = app._bound_deployment.ray_actor_options["memory"] * (cfg.ray.workers or 1)
     have = ray.cluster_resources().get("memory", 0)
     if need > have:  # Serve would wait for ever for a replica Ray cannot place
         raise InputError(f"the replicas reserve {format_bytes(need)} of memory (idle size + the heaviest mode's peak), "
@@ -283,18 +274,18 @@ def run_serve(cfg: ServeConfig, on_ready: Callable[[str, list[dict[str, Any]]], 
 
     stop = stop or threading.Event()
     num_gpus = None
-    if cfg.address is None and cfg.num_gpus > 0:
+    if cfg.ray.address is None and cfg.ray.gpus_per_worker > 0:
         import torch
 
         num_gpus = torch.cuda.device_count()
-    with ray_session(cfg.address, num_gpus=num_gpus) as session:
+    with ray_session(cfg.ray.address, num_gpus=num_gpus) as session:
         if threading.current_thread() is threading.main_thread():
             # After ray.init, which installs a SIGTERM handler that exits at once and orphans
             # Ray's agent processes: stop like Ctrl-C instead, shutting everything down.
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
             handle = deploy(cfg)
-            on_ready(session.address, replica_statuses(handle, cfg.replicas or 1))
+            on_ready(session.address, replica_statuses(handle, cfg.ray.workers or 1))
             while not stop.wait(0.5):
                 pass
         except KeyboardInterrupt:
@@ -323,13 +314,11 @@ class RayRestorer:
     def handle(self) -> Any:
         with self._lock:
             if self._handle is None:
-                from gpen_core.scaleout.runtime import connect, import_ray
+                from gpen_core.scaleout.runtime import connect
 
-                ray = import_ray()
+                connect(self.address or "auto")  # before `from ray import serve`: Ray imported by import_ray, as it must be
                 from ray import serve
 
-                if not ray.is_initialized():
-                    connect(self.address or "auto")
                 try:
                     self._handle = serve.get_deployment_handle(DEPLOYMENT_NAME, app_name=APP_NAME)
                 except Exception as exc:  # Serve raises RayServeException / KeyError variants when absent

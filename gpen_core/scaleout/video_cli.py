@@ -99,12 +99,12 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
 
     seconds = args.segment_seconds if args.segment_seconds is not None else DEFAULT_SEGMENT_SECONDS
     runner: Any
-    if args.ray:  # the cluster at --address was joined before the engine loaded (join_first)
+    if args.ray:  # the cluster at --address was joined before the engine loaded (gpen_core.cli)
         from gpen_core.scaleout.batch import MANIFEST, new_run_id
+        from gpen_core.scaleout.cli import ray_settings
         from gpen_core.scaleout.video_ray import RayRunner
 
-        runner = RayRunner(options, args.crf, models_dir=args.models_dir, device=args.device, address=args.address,
-                           workers=args.workers, gpus_per_worker=args.gpus_per_worker)
+        runner = RayRunner(options, args.crf, ray_settings(args))
         manifest = open(dst.parent / MANIFEST, "a", encoding="utf-8")
         run_id = new_run_id()
     else:
@@ -150,14 +150,6 @@ def kept_segments(folder: Path, then: str = "run the same command again to resum
     if done:
         return f"the {done} finished segment{'s are' if done != 1 else ' is'} kept in {folder}; {then}"
     return f"no segment had finished; run the same command again to start ({folder} holds its plan)"
-
-
-def join_first(address: str) -> None:
-    """Join the Ray cluster at ``address`` now (once per process), so a wrong address fails in seconds with its name."""
-    from gpen_core.scaleout.runtime import connect, import_ray
-
-    if not import_ray().is_initialized():
-        connect(address)
 
 
 def print_segmented(src: Path, r: Any, json_records: bool = False) -> None:

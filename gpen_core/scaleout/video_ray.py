@@ -15,7 +15,7 @@ from typing import Any
 from gpen_core.errors import GPENError
 from gpen_core.options import RestoreOptions
 from gpen_core.platform import durable
-from gpen_core.scaleout.runtime import WorkerPool, worker_name
+from gpen_core.scaleout.runtime import RaySettings, WorkerPool, worker_name
 from gpen_core.video.output import disk_errors
 from gpen_core.video.resumable import SegmentRecord
 from gpen_core.video.segments import Segment, SegmentPlan
@@ -93,15 +93,11 @@ def _worker_restorer(models_dir: str | None, device: str | None) -> Any:
 
 @dataclass
 class RayRunner:
-    """Segments as Ray tasks on a local loopback Ray (``address`` None) or the cluster at ``address``."""
+    """Segments as Ray tasks where ``ray`` says (a local loopback Ray with its address None)."""
 
     options: RestoreOptions
     crf: int
-    models_dir: str | None = None
-    device: str | None = None
-    address: str | None = None
-    workers: int | None = None
-    gpus_per_worker: float = 0.0
+    ray: RaySettings = RaySettings()
     used_workers: int = 0  # set by a run: how many tasks ran at once
 
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
@@ -114,11 +110,11 @@ class RayRunner:
         ray = import_ray()
         sweep_folders(Path(tempfile.gettempdir()), SEGMENT_TEMP_PREFIX)  # killed local workers' leftovers
         size = upright_geometry(plan.input)[0]
-        with ray_session(self.address) as session:
-            pool = plan_pool(session, self.workers, self.gpus_per_worker, self.device, self.options.mode, len(pending))
+        with ray_session(self.ray.address) as session:
+            pool = plan_pool(session, self.ray, self.options.mode, len(pending))
             self.used_workers = pool.workers
             task = ray.remote(segment_task).options(**pool.reserves(), max_retries=MAX_RETRIES)
-            job = SegmentJob(size, self.options, self.crf, self.models_dir, pool)
+            job = SegmentJob(size, self.options, self.crf, self.ray.models_dir, pool)
             yield from _drain(ray, lambda seg: task.remote(plan.input, seg, job), pending, folder,
                               pool.workers + EXTRA_IN_FLIGHT, on_frame)
 
