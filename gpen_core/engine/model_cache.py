@@ -25,6 +25,7 @@ from gpen_core.engine.runtime_choice import RequestPlan, RuntimeDecision, decide
 from gpen_core.errors import GPENError, InputError, WeightsError
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions, default_upscaler
+from gpen_core.platform.heap import loading_mapped
 from gpen_core.platform.oom import release
 from gpen_core.result import NetworkRuntime
 
@@ -232,23 +233,24 @@ class ModelCache:
         back = self._set_aside.pop(kind, None) if previous is None else replace(previous, obj=None)
         del previous
         release(device)
-        try:
-            new.obj = new.build()
-            self._held[kind] = new
-            # A load's transient copies (the checkpoint read, the channels-last copy) stay in glibc's heap
-            # once freed; handed back, they do not sit under the next stage's peak (the ResNet-50
-            # detector: 259 MiB resident after its load, 101 MiB after this).
-            release(device)
-        except Exception as exc:  # clean up and re-raise: the caller decides what the failure means
-            release(device)
-            if back is not None:
-                try:
-                    back.obj = back.build()
-                    self._held[kind] = back
-                except (GPENError, MemoryError, RuntimeError, OSError) as again:
-                    shown = Path(back.name).stem if "/" in back.name or os.sep in back.name else back.name
-                    exc.add_note(f"the previous {kind} {shown} could not be reloaded either: {again}")
-            raise
+        with loading_mapped():  # the load's transient copies go back to the OS as each is freed
+            try:
+                new.obj = new.build()
+                self._held[kind] = new
+                # A load's transient copies (the checkpoint read, the channels-last copy) stay in glibc's heap
+                # once freed; handed back, they do not sit under the next stage's peak (the ResNet-50
+                # detector: 259 MiB resident after its load, 101 MiB after this).
+                release(device)
+            except Exception as exc:  # clean up and re-raise: the caller decides what the failure means
+                release(device)
+                if back is not None:
+                    try:
+                        back.obj = back.build()
+                        self._held[kind] = back
+                    except (GPENError, MemoryError, RuntimeError, OSError) as again:
+                        shown = Path(back.name).stem if "/" in back.name or os.sep in back.name else back.name
+                        exc.add_note(f"the previous {kind} {shown} could not be reloaded either: {again}")
+                raise
 
     def generator(self, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any = None):
         """(forward, size, torch dtype, name, note) for this request (:meth:`load`); what ran and why is left in

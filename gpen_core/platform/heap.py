@@ -7,6 +7,11 @@ free lists (:attr:`gpen_core.modes.MemoryMode.heap_blocks`, through :func:`map_b
 measured: docs/performance.md, "A lighter mode after a heavier one, in one process". A threshold the
 operator set (``MALLOC_MMAP_THRESHOLD_``, ``GLIBC_TUNABLES``) is left alone. Process-wide: two requests
 at once share the latest setting.
+
+A network loads under :func:`loading_mapped` in every process: with glibc's own threshold, a load's
+transient copies landed in the heap's holes or not from one process to the next, and the same request
+peaked ~90-160 MB higher in about one fresh process in seven (docs/performance.md, "The same request, peaking
+higher now and then").
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # The heavier modes and the upscaler's tiles: every block of 1 MiB or more mapped on its own.
 # 2 MiB measured the same peaks within 6 MiB; 4 MiB let `low` after `balanced` peak 30-50 MiB higher.
@@ -22,6 +29,8 @@ MAPPED_FROM = 1 << 20
 # process settles at by itself once a request has freed a large mapped block.
 HEAP_UP_TO = 32 << 20
 _M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+# The threshold this process last set through map_blocks_from (None: glibc's own, rising), which a load restores.
+_policy: int | None = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -38,8 +47,28 @@ def glibc() -> ctypes.CDLL | None:
 def map_blocks_from(nbytes: int) -> bool:
     """From now on, blocks of ``nbytes`` or more get a mapping of their own (glibc's mmap threshold,
     fixed). True when set; False off glibc, when glibc refused, or when the operator set one."""
+    global _policy
     libc = glibc()
     operator_set = "MALLOC_MMAP_THRESHOLD_" in os.environ or "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", "")
     if libc is None or operator_set:
         return False
-    return libc.mallopt(_M_MMAP_THRESHOLD, int(nbytes)) == 1
+    if libc.mallopt(_M_MMAP_THRESHOLD, int(nbytes)) != 1:
+        return False
+    _policy = int(nbytes)
+    return True
+
+
+@contextmanager
+def loading_mapped() -> Iterator[None]:
+    """A network loads inside: every block of :data:`MAPPED_FROM` or more is a mapping of its own, so each
+    transient copy (a checkpoint tensor converted, folded, laid out) goes back to the OS when freed, and the
+    kept weights cannot pin it in the heap. Afterwards the policy the process had: the one it last set, else
+    :data:`HEAP_UP_TO` (glibc's threshold can only be fixed, not handed back to glibc: its own rises that
+    far, and a load's big freed blocks had taken it most of the way)."""
+    before = _policy
+    mapped = map_blocks_from(MAPPED_FROM)
+    try:
+        yield
+    finally:
+        if mapped:
+            map_blocks_from(HEAP_UP_TO if before is None else before)
