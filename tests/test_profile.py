@@ -380,3 +380,8 @@ def test_in_process_a_mode_out_of_memory_is_a_failed_mode_and_any_other_error_is
         runner.run_measure(measure, {"error": ResourceError("no lighter mode")}, lambda f, d: None, isolate=False)
     with pytest.raises(ValueError, match="not memory"):
         runner.run_measure(measure, {"error": ValueError("not memory")}, lambda f, d: None, isolate=False)
+    from gpen_core.runtimes.openvino.base import CacheUnwritable
+
+    # a kind of ResourceError that is no memory (a cache it cannot write) is raised, not a mode "out of memory"
+    with pytest.raises(CacheUnwritable, match="read-only"):
+        runner.run_measure(measure, {"error": CacheUnwritable("models folder read-only")}, lambda f, d: None, isolate=False)
