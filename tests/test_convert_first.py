@@ -106,6 +106,18 @@ def test_only_auto_on_the_cpu_with_the_modes_own_generator_converts_first(monkey
     assert cli_convert.convert_before_photos(_args(), [Path("one.png")], print).outcome == "nothing to convert"
 
 
+def test_a_photos_size_is_read_upright_from_its_header(tmp_path: Path) -> None:
+    from PIL import Image
+
+    turned = tmp_path / "turned.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored 64x48, shown a quarter turn: 48x64, as the decoder turns it
+    Image.new("RGB", (64, 48)).save(turned, exif=exif)
+    (tmp_path / "not.jpg").write_bytes(b"not a photo")
+    assert cli_convert.photo_size(turned) == (48, 64)
+    assert cli_convert.photo_size(tmp_path / "not.jpg") is None
+
+
 def test_a_clips_expected_frames_are_its_restored_part(tmp_path: Path) -> None:
     import av
 

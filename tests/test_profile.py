@@ -380,3 +380,19 @@ def test_in_process_a_mode_out_of_memory_is_a_failed_mode_and_any_other_error_is
         runner.run_measure(measure, {"error": ResourceError("no lighter mode")}, lambda f, d: None, isolate=False)
     with pytest.raises(ValueError, match="not memory"):
         runner.run_measure(measure, {"error": ValueError("not memory")}, lambda f, d: None, isolate=False)
+    from gpen_core.runtimes.openvino.base import CacheUnwritable
+
+    # a kind of ResourceError that is no memory (a cache it cannot write) is raised, not a mode "out of memory"
+    with pytest.raises(CacheUnwritable, match="read-only"):
+        runner.run_measure(measure, {"error": CacheUnwritable("models folder read-only")}, lambda f, d: None, isolate=False)
+
+
+def test_a_cuda_slope_is_read_on_one_memory_only() -> None:
+    def run(side: int, ram: int, vram: int | None) -> records.WorkloadRun:
+        return records.WorkloadRun("w", 1, (side, side), ram, vram, vram, "vmhwm", 1.0, 1.0, 0.0, 1.0, "balanced",
+                                   "mobilenet0.25")
+
+    # 2 MP more pixels: 500 MB more VRAM reads 250 bytes a pixel
+    assert records.slope([run(1000, 10**9, 10**8), run(1732, 10**9, 6 * 10**8)], "cuda:0") == pytest.approx(250, rel=0.01)
+    # the small photo's VRAM not read: its RAM peak is no base for the large one's VRAM
+    assert records.slope([run(1000, 10**8, None), run(1732, 10**8, 6 * 10**8)], "cuda:0") is None

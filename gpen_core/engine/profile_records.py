@@ -281,6 +281,9 @@ def slope(runs: Sequence[WorkloadRun], device: str) -> float | None:
     dp = hi.processed_pixels - lo.processed_pixels
     if dp < 1_000_000:  # too close in size for the difference to mean anything
         return None
+    read = {(r.peak_vram_reserved_bytes is None, r.peak_vram_bytes is None) for r in (lo, hi)}
+    if device.startswith("cuda") and len(read) > 1:  # one run's VRAM not read: its peak is on another memory
+        return None
     a, b = (binding_peak(device, r.peak_ram_bytes, r.peak_vram_bytes, r.peak_vram_reserved_bytes) for r in (lo, hi))
     s = (b - a) / dp
     # More faces in the smaller photo can outweigh its fewer pixels: no growth measured then.

@@ -55,7 +55,8 @@ def run_measure(measure: Callable[[dict[str, Any], Progress], T], spec: dict[str
         try:
             return measure(spec, report)
         except Exception as exc:
-            if is_oom(exc) or isinstance(exc, errors.ResourceError):
+            # ResourceError itself (the engine's "no lighter mode"), not its kinds: an OpenVINO cache problem is none
+            if is_oom(exc) or type(exc) is errors.ResourceError:
                 raise ModeFailed(f"out of memory: {exc}") from exc
             raise
     out = worker.run(measure, spec, worker.report, on_event=worker.forward_progress(report))

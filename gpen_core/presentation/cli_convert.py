@@ -34,11 +34,11 @@ def photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
     it cannot be read (the preview and the restore say why)."""
     from PIL import Image
 
-    from gpen_core.images.metadata import read_orientation, upright
+    from gpen_core.images.metadata import read, upright
 
     try:
         with Image.open(path) as im:
-            return upright(im.size, read_orientation(im)[0])  # as the decoder turns it
+            return upright(im.size, read(im).orientation)  # as the decoder turns it
     except Exception:  # noqa: BLE001 - unreadable: its restore says why
         return None
 
