@@ -18,6 +18,7 @@ from gpen_core.presentation import cli_convert
 from gpen_core.runtimes.openvino import generator as ov_backend
 
 from .factories import low_on_openvino
+from .hostile import _tiff_float_rgb
 
 LOW_OV = low_on_openvino()
 GB = 10**9
@@ -116,6 +117,9 @@ def test_a_photos_size_is_read_upright_from_its_header(tmp_path: Path) -> None:
     (tmp_path / "not.jpg").write_bytes(b"not a photo")
     assert cli_convert.photo_size(turned) == (48, 64)
     assert cli_convert.photo_size(tmp_path / "not.jpg") is None
+    float_rgb = tmp_path / "float_rgb.tif"  # Pillow cannot open it; the decoder restores it
+    _tiff_float_rgb(float_rgb)
+    assert cli_convert.photo_size(float_rgb) == (48, 32)
 
 
 def test_a_clips_expected_frames_are_its_restored_part(tmp_path: Path) -> None:

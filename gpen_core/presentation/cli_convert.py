@@ -34,11 +34,16 @@ def photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
     it cannot be read (the preview and the restore say why)."""
     from PIL import Image
 
+    from gpen_core.images.decode import probe_image
     from gpen_core.images.metadata import read, upright
 
     try:
         with Image.open(path) as im:
             return upright(im.size, read(im).orientation)  # as the decoder turns it
+    except Exception:  # noqa: BLE001 - not Pillow's: a float RGB TIFF is read by our decoder's own header reader
+        pass
+    try:
+        return probe_image(path)[1]
     except Exception:  # noqa: BLE001 - unreadable: its restore says why
         return None
 
