@@ -83,7 +83,7 @@ def test_gradio_client_colorizes_and_inpaints_with_a_mask_layer(served: str, sma
     base = ("auto", "default", "default", 1.0, 0.9, 50, False, "default", 1)
     _, download, md, gallery, record = client.predict(handle_file(str(small_solvay)), *base, "colorize", None, api_name="/restore")
     assert record["task"] == "colorize" and record["faces"] >= 4 and record["peaks"]["rss_bytes"] > 0
-    assert "left the rest of the photo grey" in md
+    assert "left the rest of the photo grey" in md and "Peak RAM" in md  # the panel the page shows (Chromium's test stops short)
     out = np.asarray(Image.open(download).convert("RGB")).astype(int)
     assert (out.max(axis=2) - out.min(axis=2)).max() > 10  # colour appeared (on the faces)
 
@@ -98,8 +98,8 @@ def test_gradio_client_colorizes_and_inpaints_with_a_mask_layer(served: str, sma
 
 
 @pytest.mark.browser
-def test_chromium_inpaints_strokes_drawn_with_the_mouse_and_colorizes(browser, served: str, small_solvay: Path,
-                                                                      tmp_path: Path) -> None:
+def test_chromium_inpaints_strokes_drawn_with_the_mouse_then_colorize_hides_the_brush(
+        browser, served: str, small_solvay: Path, tmp_path: Path) -> None:
     asked = bool(os.environ.get("GPEN_SHOTS"))
     shots = Path(os.environ["GPEN_SHOTS"]) if asked else tmp_path
     shots.mkdir(parents=True, exist_ok=True)
@@ -147,12 +147,10 @@ def test_chromium_inpaints_strokes_drawn_with_the_mouse_and_colorizes(browser, s
         assert "inpainted 2 of" in text and "the mask given" in text, text
         shot("inpaint_result.png")
 
+        # Colorize hides the brush (for inpainting only); its restore and panel are the API test's, the same call.
         page.locator("#task-radio label", has_text="Colorize faces").click()
-        page.locator("#damage-editor").wait_for(state="hidden", timeout=30_000)  # the brush is for inpainting only
-        page.get_by_role("button", name="Restore", exact=True).click()
-        metrics.get_by_text("left the rest of the photo grey").wait_for(timeout=300_000)
-        assert "Peak RAM" in metrics.inner_text()
-        shot("colorize_result.png")
+        page.locator("#damage-editor").wait_for(state="hidden", timeout=30_000)
+        shot("colorize_chosen.png")
     except BaseException:
         with contextlib.suppress(Exception):  # what the page showed when it failed, for a human to look at
             page.screenshot(path=str(shots / "failed.png"), full_page=True)

@@ -15,14 +15,14 @@ import pytest
 from gpen_core.faces import identity_model
 
 from .conftest import shared_path
-from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
+from .fixtures_models import low_narrow_home, low_narrow_session_home  # noqa: F401
 from .test_browser import PLENTY, Shots, _open, _panel, _restore_and_read, page_url, settle  # noqa: F401
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not identity_model.available(), reason=f"needs dlib: {identity_model.PIP_COMMAND}")]
 
 
-def test_panel_shows_a_column_per_face_and_the_boxes_follow_the_distance(browser, page_url: str, low_mode_home: Path,
+def test_panel_shows_a_column_per_face_and_the_boxes_follow_the_distance(browser, page_url: str, low_narrow_home: Path,
                                                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", PLENTY)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})

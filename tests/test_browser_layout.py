@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
+from .fixtures_models import low_narrow_home, low_narrow_session_home  # noqa: F401
 from .test_browser import EXAMPLE, PLENTY, Shots, _open, _panel, page_url, settle  # noqa: F401
 
 pytestmark = pytest.mark.browser
@@ -43,7 +43,7 @@ def _prepare(browser, url: str, width: int, height: int):  # noqa: F811
     return page
 
 
-def test_laptop_restore_is_next_to_the_photo_and_the_result_is_in_view(browser, page_url: str, low_mode_home: Path,  # noqa: F811
+def test_laptop_restore_is_next_to_the_photo_and_the_result_is_in_view(browser, page_url: str, low_narrow_home: Path,  # noqa: F811
                                                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", PLENTY)
     shots = Shots(tmp_path)
@@ -66,7 +66,7 @@ def test_laptop_restore_is_next_to_the_photo_and_the_result_is_in_view(browser, 
     page.close()
 
 
-def test_phone_result_follows_the_restore_button(browser, page_url: str, low_mode_home: Path,  # noqa: F811
+def test_phone_result_follows_the_restore_button(browser, page_url: str, low_narrow_home: Path,  # noqa: F811
                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", PLENTY)
     shots = Shots(tmp_path)

@@ -40,12 +40,12 @@ def upscaler_x2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_upscaler(net, tmp_path_factory.mktemp("up") / "x2_1block.pth")
 
 
-def _home(tmp: Path, name: str, gen256: Path, upscaler: Path | None) -> Path:
-    """A models folder with the low mode's files (random GPEN-BFR-256, real detector), and the ×2 upscaler if given."""
+def _home(tmp: Path, name: str, generator: Path, upscaler: Path | None) -> Path:
+    """A models folder with the low mode's files (a random 256 px generator, real detector), and the ×2 upscaler if given."""
     detector = shared_path("weights", "detection_mobilenet0.25_Final.pth")
     home = tmp / name
     home.mkdir()
-    (home / "GPEN-BFR-256.pth").symlink_to(gen256)
+    (home / "GPEN-BFR-256.pth").symlink_to(generator)
     (home / detector.name).symlink_to(detector)
     if upscaler is not None:
         (home / "realesrnet_x2.pth").symlink_to(upscaler)
@@ -62,10 +62,10 @@ def _choose_2x(page) -> str:
     return info.inner_text()
 
 
-def test_upscale_2x_shows_the_cost_first_and_gives_twice_the_size(browser, page_url: str, tmp_path: Path, gen256: Path,
+def test_upscale_2x_shows_the_cost_first_and_gives_twice_the_size(browser, page_url: str, tmp_path: Path, gen256_narrow: Path,
                                                                   upscaler_x2: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", PLENTY)
-    monkeypatch.setenv("GPEN_HOME", str(_home(tmp_path, "with_upscaler", gen256, upscaler_x2)))
+    monkeypatch.setenv("GPEN_HOME", str(_home(tmp_path, "with_upscaler", gen256_narrow, upscaler_x2)))
     with Image.open(EXAMPLE) as im:
         w, h = im.size
     predicted = tiles.preview(w, h, 2, "auto")
@@ -111,13 +111,13 @@ def test_upscale_2x_shows_the_cost_first_and_gives_twice_the_size(browser, page_
     page.close()
 
 
-def test_missing_upscaler_says_which_file_and_how_to_get_it(browser, page_url: str, tmp_path: Path, gen256: Path,
+def test_missing_upscaler_says_which_file_and_how_to_get_it(browser, page_url: str, tmp_path: Path, gen256_narrow: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The radio is offered whatever is on disk. Choosing 2× says at once, beside the radio, that
     realesrnet_x2.pth is missing and how to get it, and the Weights panel's Download button offers
     it; Restore, pressed anyway, then names the missing file and the fix."""
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", PLENTY)
-    home = _home(tmp_path, "no_upscaler", gen256, None)
+    home = _home(tmp_path, "no_upscaler", gen256_narrow, None)
     monkeypatch.setenv("GPEN_HOME", str(home))
     shots = Shots(tmp_path)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})

@@ -19,7 +19,7 @@ import app
 from gpen_core.presentation.app_state import Policy
 
 from .conftest import shared_path
-from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
+from .fixtures_models import low_narrow_home, low_narrow_session_home  # noqa: F401
 from .test_browser import PLENTY, Shots, _open, page_url, settle  # noqa: F401
 
 pytestmark = pytest.mark.browser
@@ -40,7 +40,7 @@ def make_clip(path: Path, photo: Path, frames: int = 8, fps: int = 4, side: int 
     return path
 
 
-def test_a_clip_is_restored_in_the_page_with_the_cap_said_at_upload(browser, page_url: str, low_mode_home: Path,  # noqa: F811
+def test_a_clip_is_restored_in_the_page_with_the_cap_said_at_upload(browser, page_url: str, low_narrow_home: Path,  # noqa: F811
                                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", PLENTY)
     monkeypatch.setattr(app.STATE, "policy", Policy(shared=True, max_video_seconds=1.0))  # a Space's cap, made small
@@ -116,7 +116,7 @@ def test_a_clip_is_restored_in_the_page_with_the_cap_said_at_upload(browser, pag
 
 
 def test_on_a_phone_the_mode_comes_before_the_button_and_the_download_after_the_result(browser, page_url: str,  # noqa: F811
-                                                                                        low_mode_home: Path, tmp_path: Path) -> None:  # noqa: F811
+                                                                                        low_narrow_home: Path, tmp_path: Path) -> None:  # noqa: F811
     page = browser.new_page(viewport={"width": 390, "height": 844})
     _open(page, page_url)
     top = lambda sel: page.locator(sel).first.bounding_box()["y"]  # noqa: E731

@@ -34,19 +34,21 @@ ALL_CPUS = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity"
 # modules start and look for Ray processes machine-wide, and the segment modules share the
 # session's reference restore of one clip (conftest.face_clip_and_reference); the browser modules
 # share one Chromium while they run back to back (conftest closes it between other modules), and
-# with test_restorer and test_mode_ordering the session's 280 MB GPEN-BFR-512 (conftest.gen512).
+# test_restorer and test_mode_ordering the session's 280 MB GPEN-BFR-512 (conftest.gen512). No browser
+# module loads that one: two groups of ~110 and ~75 s (an estimate from CI's --durations), not one of
+# ~200, let the two workers end the run closer together.
 GROUPS = {
     **dict.fromkeys(("test_ov_backend.py", "test_ov_cache_repair.py", "test_ov_detect.py", "test_ov_export.py",
                      "test_profile.py", "test_profile_backends.py"), "openvino-and-profile"),
     **dict.fromkeys(("test_ray.py", "test_ray_reaper.py", "test_ray_identity.py", "test_video_resume.py"),
                     "ray-and-segments"),
     **dict.fromkeys(("test_browser.py", "test_browser_identity.py", "test_browser_layout.py", "test_browser_tables.py",
-                     "test_browser_upscale.py", "test_browser_video.py", "test_browser_visitor.py",
-                     "test_restorer.py", "test_mode_ordering.py"), "browser-and-gen512"),
+                     "test_browser_upscale.py", "test_browser_video.py", "test_browser_visitor.py"), "browser"),
+    **dict.fromkeys(("test_restorer.py", "test_mode_ordering.py"), "gen512"),
 }
 # The longest groups and modules (by `--durations` on the 2-core machines, 60-180 s each), started
 # first; every other module follows in its usual order.
-FIRST = ("browser-and-gen512", "ray-and-segments", "openvino-and-profile", "test_app_tasks.py", "test_advice.py",
+FIRST = ("browser", "ray-and-segments", "openvino-and-profile", "gen512", "test_app_tasks.py", "test_advice.py",
          "test_app_video_convert.py", "test_tasks.py", "test_fast_strips.py", "test_oom.py")
 
 
