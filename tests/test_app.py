@@ -427,6 +427,7 @@ def test_startup_sweeps_old_uploads_and_results(tmp_path: Path, monkeypatch: pyt
     """Start-up sweeps old uploads as well as results, so a server stopped by SIGTERM or kill -9 leaves nothing behind."""
     import os
     import time
+    from types import SimpleNamespace
 
     tmp_path = tmp_path / "gpen-gradio-1000"  # the app's own temp folder: every file in it is ours
     old, fresh = tmp_path / "0123abcd" / "photo.jpg", tmp_path / "89ef" / "new.jpg"
@@ -434,14 +435,15 @@ def test_startup_sweeps_old_uploads_and_results(tmp_path: Path, monkeypatch: pyt
     for f in (old, fresh, result):
         f.parent.mkdir(parents=True)
         f.write_bytes(b"x")
-    hour_ago = time.time() - 3700
-    for f in (old, result):
-        os.utime(f, (hour_ago, hour_ago))
+    # An hour and more later (a file's ctime cannot be set back, so the sweep's clock moves on instead):
+    later = time.time() + 3700
+    monkeypatch.setattr(outputs, "time", SimpleNamespace(time=lambda: later))
+    os.utime(fresh, (later, later))  # written just now on that clock
     assert outputs.sweep_temp(tmp_path, 3600) == 2
     assert not old.exists() and not old.parent.exists() and not result.exists() and fresh.exists()
 
     monkeypatch.setattr(app, "TEMP_ROOT", tmp_path)
-    os.utime(fresh, (hour_ago, hour_ago))
+    os.utime(fresh, None)  # back to the real now: over an hour ago on the moved clock
     monkeypatch.setattr(app.demo, "launch", lambda **kw: (None, "http://127.0.0.1:7860/", None))
     monkeypatch.setattr(app.demo, "block_thread", lambda: None)
     app.main([])

@@ -85,27 +85,45 @@ def test_a_ray_rerun_appends_to_the_manifest_with_its_own_run_id(tmp_path: Path)
     assert [r["run"] for r in lines[1:]] == [one.run_id] * 2 + [two.run_id] * 2
 
 
-def test_the_sweep_in_a_shared_temp_folder_touches_only_our_subfolders(tmp_path: Path) -> None:
+def test_the_sweep_in_a_shared_temp_folder_touches_only_our_subfolders(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """GRADIO_TEMP_DIR pointed at a shared folder: other programs' old files stay."""
-    import os
     import time
+    from types import SimpleNamespace
 
+    from gpen_core.images import outputs
     from gpen_core.images.outputs import sweep_temp
 
     shared = tmp_path / "shared-tmp"
     theirs = [shared / "notes.txt", shared / "0123abcd" / "their-upload.jpg", shared / "other-app" / "db.sqlite"]
     ours = [shared / "results" / "r-x" / "a_gpen_low.jpg", shared / "pasted" / "p-1" / "pasted"]
-    for f in theirs + ours:
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_bytes(b"x")
-        old = time.time() - 7200
-        os.utime(f, (old, old))
-    assert sweep_temp(shared, 3600) == 2
-    assert all(f.exists() for f in theirs) and not any(f.exists() for f in ours)
-
     own = tmp_path / "gpen-gradio-1000"  # the app's own folder: Gradio's uploads for us go too
     upload = own / "0123abcd" / "photo.jpg"
-    upload.parent.mkdir(parents=True)
-    upload.write_bytes(b"x")
-    os.utime(upload, (time.time() - 7200,) * 2)
+    for f in theirs + ours + [upload]:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(b"x")
+    later = time.time() + 7200  # two hours on (a file's ctime cannot be set back)
+    monkeypatch.setattr(outputs, "time", SimpleNamespace(time=lambda: later))
+    assert sweep_temp(shared, 3600) == 2
+    assert all(f.exists() for f in theirs) and not any(f.exists() for f in ours)
     assert sweep_temp(own, 3600) == 1 and not upload.exists()
+
+
+def test_the_sweep_keeps_a_file_copied_here_just_now_with_its_old_mtime(tmp_path: Path) -> None:
+    """Gradio caches a file with shutil.copy2 (the source's mtime kept): a second app starting beside the first
+    must not delete the copy the first has just handed to its visitor."""
+    import os
+    import shutil
+    import time
+
+    from gpen_core.images.outputs import sweep_temp
+
+    source = tmp_path / "examples" / "old.jpg"
+    source.parent.mkdir()
+    source.write_bytes(b"x")
+    os.utime(source, (time.time() - 7200,) * 2)  # checked out two hours ago
+    cached = tmp_path / "gpen-gradio-1000" / "0123abcd" / "old.jpg"
+    cached.parent.mkdir(parents=True)
+    shutil.copy2(source, cached)
+    assert cached.stat().st_mtime < time.time() - 3600  # as old as its source, by mtime
+    assert sweep_temp(cached.parents[1], 3600) == 0 and cached.read_bytes() == b"x"

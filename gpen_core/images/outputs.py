@@ -172,26 +172,34 @@ def fresh_file(folder: Path, prefix: str, name: str, data: bytes) -> Path:
 
 
 def sweep(folder: Path, max_age_s: float) -> int:
-    """Delete every file under ``folder`` last modified more than ``max_age_s`` ago, then the folders left empty;
-    returns how many files went. Symlinks are removed, never followed."""
+    """Delete every file under ``folder`` last written there more than ``max_age_s`` ago, then the folders left
+    empty; returns how many files went. Symlinks are removed, never followed. A file's age is its newer of mtime
+    and ctime: Gradio caches a file with ``shutil.copy2``, which keeps the source's old mtime, so by mtime alone
+    an app starting beside another would delete the copy the other has just handed to a visitor."""
     cutoff = time.time() - max_age_s
     removed = 0
     for root, dirs, names in os.walk(folder, topdown=False):  # nothing when it is not a folder
         for n in names:
             p = Path(root, n)
             with contextlib.suppress(OSError):  # gone meanwhile, or not ours to delete: leave it
-                if p.lstat().st_mtime < cutoff:
+                if _written(p) < cutoff:
                     p.unlink()
                     removed += 1
         for d in dirs:
             p = Path(root, d)
             with contextlib.suppress(OSError):
                 if p.is_symlink():
-                    if p.lstat().st_mtime < cutoff:
+                    if _written(p) < cutoff:
                         p.unlink()
                 elif not any(p.iterdir()):
                     p.rmdir()
     return removed
+
+
+def _written(path: Path) -> float:
+    """When ``path`` itself (never what it links to) was last written or put here, in epoch seconds."""
+    st = path.lstat()
+    return max(st.st_mtime, st.st_ctime)
 
 
 # The temp folder the app makes for itself (``<tmp>/gpen-gradio-<uid>``): everything in it is
