@@ -192,7 +192,10 @@ def test_restore_handler_end_to_end(low_mode_home: Path) -> None:
     assert len(gallery) == record["faces"]
     descs = [d for _, d in progress.calls]
     assert "loading model" in descs and "detecting faces" in descs
-    assert any(re.fullmatch(r"restoring face \d+ of \d+", d or "") for d in descs)
+    faces = [d for d in descs if re.fullmatch(r"restoring face \d+ of \d+|(the face|all \d+ faces) restored", d or "")]
+    n = record["faces"]
+    assert faces == [f"restoring face {k} of {n}" for k in range(1, n + 1)] + [
+        "the face restored" if n == 1 else f"all {n} faces restored"]  # each face named as it starts, once
     assert [f for f, _ in progress.calls] == sorted(f for f, _ in progress.calls)
 
 

@@ -350,14 +350,17 @@ def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator,
 
     face_start = 0.45 if canvas.background is not None else 0.15  # after the upscaling's share of the progress
 
-    def face_progress(k: int, n: int) -> None:
-        report(face_start + (0.9 - face_start) * (k / max(n, 1)), f"restoring face {min(k + 1, n)} of {n}")
+    def face_progress(k: int, n: int) -> None:  # k faces done: name the next one, or that all are
+        done = "the face restored" if n == 1 else f"all {n} faces restored"
+        report(face_start + (0.9 - face_start) * (k / max(n, 1)), f"restoring face {k + 1} of {n}" if k < n else done)
 
     job = faces_photo.FaceJob(
         alpha=opts.alpha, paste=mode.paste, parsing_fn=parsing_fn, aligned=opts.aligned,
         background=canvas.background, aligned_at_input_size=ctx.task.aligned_output_at_input_size,
         damage=canvas.damage, identity=policy_for(mode.name, opts) if check_identity else None,
     )
+    if detections or opts.aligned:
+        face_progress(0, len(detections) if detections else 1)
     out = faces_photo.restore_photo(canvas.rgb, detections=detections, restore_fn=restore, size=generator.size, job=job,
                                     progress=face_progress)
     models.stage_ended("paste", device)
