@@ -15,6 +15,7 @@ import io
 import json
 import random
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -43,8 +44,14 @@ BATCH_LIMIT_S = 420  # far above a healthy run (~1 min here): past it the pool i
 def ray_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from gpen_core.scaleout.runtime import ray_session
 
-    with ray_session(num_cpus=2, temp_dir=tmp_path_factory.mktemp("ray")) as session:
-        yield session
+    # Not under pytest's basetemp: Ray's socket paths (session name with date and pid) must stay under 108
+    # characters, and /tmp/pytest-of-<user>/pytest-<run>/popen-gw<n>/ray0 leaves too few.
+    tmp = Path(tempfile.mkdtemp(prefix="gr-"))
+    try:
+        with ray_session(num_cpus=2, temp_dir=tmp) as session:
+            yield session
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _photo_folder(root: Path) -> Path:
@@ -557,3 +564,15 @@ def test_an_unreachable_ray_address_fails_fast_naming_it_and_leaves_nothing(tmp_
     assert ("cannot reach the Ray cluster" if listener == "nothing" else "is not a Ray cluster") in p.stderr
     assert took < 30, took
     assert sorted(x.name for x in tmp_path.iterdir()) == ["in.mp4"]  # no work folder, no manifest
+
+
+def test_rays_session_folder_stays_short_under_a_long_temp_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unix socket path must stay under 108 characters, and Ray adds ~64 below its folder (macOS's temp
+    folder is /var/folders/<2>/<30>/T: 49 characters)."""
+    from gpen_core.scaleout import runtime
+
+    monkeypatch.setattr(runtime.tempfile, "gettempdir", lambda: "/var/folders/zz/zyxvpxvq6csfxvn_n0000000000000/T")
+    session = "/session_2026-12-07_00-48-01_693165_4194304/sockets/plasma_store"  # the longest pid Linux gives
+    assert len(str(runtime.default_temp_dir()) + session) < 108
+    monkeypatch.setattr(runtime.tempfile, "gettempdir", lambda: "/tmp")
+    assert runtime.default_temp_dir().parent == Path("/tmp")

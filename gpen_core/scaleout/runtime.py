@@ -114,9 +114,17 @@ def import_ray() -> ModuleType:
 
 
 def default_temp_dir() -> Path:
-    """Ray's session files: short (Ray's unix socket paths must stay under ~107 characters) and per user."""
+    """Ray's session files: short and per user. Ray adds ~66 characters below it (session name with date and
+    pid, ``sockets/plasma_store``) and a unix socket path must stay under 108, so a long temp folder (macOS's
+    ``/var/folders/…``) gives way to ``/tmp``, as Ray's own default does."""
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return Path(tempfile.gettempdir()) / f"gpen-ray-{uid}"
+    base = Path(tempfile.gettempdir())
+    if len(str(base)) > MAX_TEMP_BASE and Path("/tmp").is_dir():
+        base = Path("/tmp")
+    return base / f"gpen-ray-{uid}"
+
+
+MAX_TEMP_BASE = 24  # characters: with "/gpen-ray-<uid>" and Ray's ~66, a socket path well under 108
 
 
 @dataclass(frozen=True)
