@@ -193,6 +193,19 @@ def test_a_long_clips_count_stops_at_its_bound_and_estimates_the_rest_at_the_cou
     assert probe.expected_frames(info, 2.0, 10.0) == 4  # past the read part, up to the clip's end
 
 
+def test_a_clips_packets_are_read_once_while_the_file_is_unchanged(tmp_path: Path) -> None:
+    from gpen_core.video import probe
+
+    from .videoclips import gradient_frames, make_clip
+
+    path = make_clip(tmp_path / "c.mkv", gradient_frames(12), time_base=Fraction(1, 4))
+    first = probe.count_packets(str(path))
+    assert first is not None and len(first.times) == 12
+    assert probe.count_packets(str(path)) is first  # upload, Restore and the restore ask: one read
+    make_clip(path, gradient_frames(8), time_base=Fraction(1, 4))  # the same name, another clip
+    assert len(probe.count_packets(str(path)).times) == 8
+
+
 def test_a_clips_result_carries_what_was_done_before_its_first_frame_first(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpen_core.result import Peaks
     from gpen_core.video.result import VideoResult

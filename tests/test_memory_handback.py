@@ -122,3 +122,27 @@ def test_a_network_loads_with_its_big_blocks_mapped_then_the_process_keeps_its_p
         assert got == {"before": False, "during": True, "after": False}, got
     else:  # the mode's policy stays
         assert got == {"before": True, "during": True, "after": True}, got
+
+
+@linux_only
+def test_two_loads_at_once_keep_big_blocks_mapped_until_both_end_then_the_process_policy_is_back() -> None:
+    # Two visitors' requests loading at once: the first to end must not unmap the other's load, nor the
+    # last to end leave the load's setting behind for every later request.
+    out = _child(
+        _MAPPED_2MIB
+        + """
+        from gpen_core.platform import heap
+        seen = {}
+        first, second = heap.loading_mapped(), heap.loading_mapped()
+        first.__enter__(); second.__enter__()
+        first.__exit__(None, None, None)
+        seen["one still loading"] = mapped_2mib()
+        second.__exit__(None, None, None)
+        seen["none loading"] = mapped_2mib()
+        print(json.dumps(seen))
+        """
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if got is None:
+        pytest.skip("this C library is not glibc >= 2.33 (no mallinfo2)")
+    assert got == {"one still loading": True, "none loading": False}, got

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -29,7 +30,7 @@ MAPPED_FROM = 1 << 20
 # process settles at by itself once a request has freed a large mapped block.
 HEAP_UP_TO = 32 << 20
 _M_MMAP_THRESHOLD = -3  # glibc's malloc.h
-# The threshold this process last set through map_blocks_from (None: glibc's own, rising), which a load restores.
+# The threshold this process last set through map_blocks_from (None: glibc's own, rising), which loads restore.
 _policy: int | None = None
 
 
@@ -48,27 +49,39 @@ def map_blocks_from(nbytes: int) -> bool:
     """From now on, blocks of ``nbytes`` or more get a mapping of their own (glibc's mmap threshold,
     fixed). True when set; False off glibc, when glibc refused, or when the operator set one."""
     global _policy
-    libc = glibc()
-    operator_set = "MALLOC_MMAP_THRESHOLD_" in os.environ or "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", "")
-    if libc is None or operator_set:
-        return False
-    if libc.mallopt(_M_MMAP_THRESHOLD, int(nbytes)) != 1:
+    if not _fix_threshold(nbytes):
         return False
     _policy = int(nbytes)
     return True
+
+
+def _fix_threshold(nbytes: int) -> bool:
+    """glibc's mmap threshold fixed at ``nbytes``, unless this is not glibc or the operator set one."""
+    libc = glibc()
+    operator_set = "MALLOC_MMAP_THRESHOLD_" in os.environ or "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", "")
+    return libc is not None and not operator_set and libc.mallopt(_M_MMAP_THRESHOLD, int(nbytes)) == 1
+
+
+# Loads under way now (two visitors' requests may load at once): the last one to end restores the policy.
+_loads = 0
+_loads_lock = threading.Lock()
 
 
 @contextmanager
 def loading_mapped() -> Iterator[None]:
     """A network loads inside: every block of :data:`MAPPED_FROM` or more is a mapping of its own, so each
     transient copy (a checkpoint tensor converted, folded, laid out) goes back to the OS when freed, and the
-    kept weights cannot pin it in the heap. Afterwards the policy the process had: the one it last set, else
-    :data:`HEAP_UP_TO` (glibc's threshold can only be fixed, not handed back to glibc: its own rises that
-    far, and a load's big freed blocks had taken it most of the way)."""
-    before = _policy
-    mapped = map_blocks_from(MAPPED_FROM)
+    kept weights cannot pin it in the heap. When the last load under way ends, the policy the process set
+    (:func:`map_blocks_from`, even meanwhile), else :data:`HEAP_UP_TO` (glibc's threshold can only be fixed,
+    not handed back to glibc: its own rises that far, and a load's big freed blocks had taken it most of the way)."""
+    global _loads
+    with _loads_lock:
+        _loads += 1
+        mapped = _fix_threshold(MAPPED_FROM)
     try:
         yield
     finally:
-        if mapped:
-            map_blocks_from(HEAP_UP_TO if before is None else before)
+        with _loads_lock:
+            _loads -= 1
+            if mapped and _loads == 0:
+                _fix_threshold(HEAP_UP_TO if _policy is None else _policy)

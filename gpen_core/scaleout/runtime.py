@@ -113,6 +113,9 @@ def import_ray() -> ModuleType:
     return ray
 
 
+MAX_TEMP_BASE = 24  # characters: with "/gpen-ray-<uid>" and Ray's ~66, a socket path well under 108
+
+
 def default_temp_dir() -> Path:
     """Ray's session files: short and per user. Ray adds ~66 characters below it (session name with date and
     pid, ``sockets/plasma_store``) and a unix socket path must stay under 108, so a long temp folder (macOS's
@@ -122,9 +125,6 @@ def default_temp_dir() -> Path:
     if len(str(base)) > MAX_TEMP_BASE and Path("/tmp").is_dir():
         base = Path("/tmp")
     return base / f"gpen-ray-{uid}"
-
-
-MAX_TEMP_BASE = 24  # characters: with "/gpen-ray-<uid>" and Ray's ~66, a socket path well under 108
 
 
 @dataclass(frozen=True)

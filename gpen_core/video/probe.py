@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from bisect import bisect_left
@@ -99,7 +100,15 @@ def _by_rate(info: ClipInfo, start_s: float | None, end_s: float | None, cap: Cl
 
 def count_packets(path: str) -> PacketTimes | None:
     """The video packets of the file at ``path``, read in a container of their own up to :data:`COUNT_PACKETS` and
-    :data:`COUNT_BYTES`; None where they carry no timestamps or none reads."""
+    :data:`COUNT_BYTES`; None where they carry no timestamps or none reads. Read once per file as it is now: the
+    app asks at upload, at Restore and in the restore itself."""
+    st = os.stat(path)
+    return _count_packets(os.path.abspath(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _count_packets(path: str, size: int, mtime_ns: int) -> PacketTimes | None:
+    """:func:`count_packets` of ``path`` while its size and mtime are these (a changed file is read again)."""
     import av
 
     times: list[float] = []
