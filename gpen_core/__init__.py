@@ -1,11 +1,8 @@
-"""gpen_core: GPEN blind face restoration that measures what it costs.
-
-Importing this package loads no weights and starts no threads; the public names
-below are imported on first use. Everything else is imported from its room
-(``gpen_core.weights``, ``gpen_core.faces``, ...).
+"""gpen_core: GPEN blind face restoration that measures what it costs. Importing it loads no weights and starts no
+threads; the names below are imported on first use, everything else from its room.
 
     from gpen_core import get_restorer
-    result = get_restorer()(rgb_uint8, mode="auto")   # -> RestoreResult
+    result = get_restorer()(rgb_uint8)   # -> RestoreResult
 """
 
 from __future__ import annotations

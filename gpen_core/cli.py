@@ -1,12 +1,9 @@
-"""``python -m gpen_core``: the command line, its dispatch and exit codes. ``restore`` and ``export`` are
-parsed here; the other subcommands' flags and runs are in their rooms' command modules
-(:mod:`gpen_core.presentation.cli_download`, :mod:`gpen_core.hwcheck.command`, :mod:`gpen_core.scaleout.cli`).
+"""``python -m gpen_core``: the parser, dispatch and exit codes; ``restore`` and ``export`` are here, the other
+subcommands in their rooms' command modules.
 
-Exit codes: 0 success (a photo with no face is a success with a note), 2 bad
-usage or bad input, 3 missing or corrupt weights, 4 out of memory, 5 a damaged video
-(the output holds the frames restored before the damage), 130 stopped (Ctrl-C; a partial
-video is removed), 143 stopped by SIGTERM (a plain ``kill``: the same clean-up as Ctrl-C); ``selfcheck``: 1
-when a network fails the check.
+Exit codes: 0 success (a photo with no face too, with a note), 2 bad usage or input, 3 missing or corrupt weights,
+4 out of memory, 5 a damaged video (the frames before the damage kept), 130 Ctrl-C and 143 SIGTERM (a partial video
+removed); ``selfcheck``: 1 when a network fails the check.
 """
 
 from __future__ import annotations

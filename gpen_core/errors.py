@@ -1,8 +1,5 @@
-"""The error hierarchy. Every message says what happened and how to fix it.
-
-Only the edges (the Gradio handlers, the CLI) translate these into ``gr.Error``
-or exit codes; the library raises and never prints.
-"""
+"""The error hierarchy; every message says what happened and how to fix it. Only the edges (the app, the CLI)
+translate these into ``gr.Error`` or exit codes: the library raises and never prints."""
 
 from __future__ import annotations
 
@@ -32,8 +29,7 @@ class InputError(GPENError):
 
 
 class PixelFormatError(InputError, ValueError):
-    """An array handed in is not RGB uint8 H×W×3 (:func:`gpen_core.rgb.check_rgb`); also a ``ValueError``,
-    as NumPy reports a wrong array, so a library caller's ``except ValueError`` still catches it."""
+    """An array handed in is not RGB uint8 H×W×3; also a ``ValueError``, as NumPy reports a wrong array."""
 
 
 class WeightsError(GPENError):
@@ -53,5 +49,5 @@ class ResourceError(GPENError):
 
 
 class OutOfMemory(ResourceError):
-    """An allocation failed in one step (loading, decoding, running, encoding), raised saying which and how big.
-    The Restorer's ladder then steps down a mode; the user sees it (exit code 4) only when even ``low`` cannot run."""
+    """An allocation failed in one step, saying which and how big; the Restorer then steps down a mode, so the user
+    sees it only when even ``low`` cannot run."""

@@ -17,14 +17,11 @@ OutputFormat = Literal["jpeg", "png"]
 @dataclass(frozen=True)
 class MemoryMode:
     name: str
-    # One line for the radio button: what this mode trades.
-    hint: str
-    # Registry name of the generator; the checkpoint decides the architecture.
-    model: str
+    hint: str  # one line for the radio button: what this mode trades
+    model: str  # registry name of the generator; the checkpoint decides the architecture
     # RetinaFace backbone: mobilenet0.25 is ~1.7 MB and ~10x cheaper than resnet50 (~105 MB).
     detector: Detector
-    # Compute dtype on CUDA: float16 halves VRAM with no visible change.
-    cuda_dtype: DTypePref
+    cuda_dtype: DTypePref  # on CUDA: float16 halves VRAM with no visible change
     # Compute dtype on CPU: bfloat16 only where the CPU has native bf16 (AVX-512 BF16 / AMX);
     # float16 is never used on CPU (measured ~500x slower than float32 there).
     cpu_dtype: DTypePref
@@ -33,25 +30,20 @@ class MemoryMode:
     max_side: int | None
     # torch intra-op threads (None: torch's default). Fewer threads, smaller per-thread buffers.
     threads: int | None
-    # Format of the downloadable result; JPEG keeps big results small, PNG is lossless.
-    output_format: OutputFormat
-    # Paste restored faces back into the photo (False: return only the restored crops).
-    paste: bool
+    output_format: OutputFormat  # of the downloadable result: JPEG keeps big results small, PNG is lossless
+    paste: bool  # paste restored faces back into the photo (False: return only the restored crops)
     # Paste through GPEN's face-parsing mask (when its weights are present), as the official code does; else
     # GPEN's feathered rectangle. Off only where the mode cannot afford it (cost: docs/paste-mask.md).
     parsing: bool
     # Detection runs on a copy shrunk to this longest side (the official code uses 1000 px
     # for photos over 1500 px); boxes and landmarks are mapped back.
     detect_side: int
-    # Higher is better quality; ``auto`` picks the highest rank that fits.
-    rank: int
-    # ParseNet input side: 512 is the official; 256 parses a shrunk face (a quarter of the compute).
-    parse_input: int = 512
+    rank: int  # higher is better quality; ``auto`` picks the highest rank that fits
+    parse_input: int = 512  # ParseNet input side (official); 256 parses a shrunk face, a quarter of the compute
     # Detect on the full-size photo up to this longest side, ``detect_side`` only above it (the official
     # rule: 1000 px above 1500 px). None: shrink above ``detect_side`` (same recall: docs/detection.md).
     detect_shrink_above: int | None = None
-    # How the detection copy is shrunk: "area" (sharper small faces) or "linear" (the official cv2.resize).
-    detect_resize: Literal["area", "linear"] = "area"
+    detect_resize: Literal["area", "linear"] = "area"  # "area": sharper small faces; "linear": the official
     # With upscaling: detect on the photo resized to the upscaled size (official: tiny faces are found
     # there), else detect at 1× and scale the boxes and landmarks.
     detect_upscaled: bool = False
@@ -105,10 +97,8 @@ class Task:
     """One of GPEN's released tasks: which generator it runs and how the official code feeds it."""
 
     name: TaskName
-    # What the user picks (app radio, CLI help).
-    label: str
-    # Registry name of its generator; None: the memory mode's (restoration).
-    model: str | None
+    label: str  # what the user picks (app radio, CLI help)
+    model: str | None  # registry name of its generator; None: the memory mode's (restoration)
     # The official FaceGAN ``is_norm``: True feeds the network [-1, 1] and reads [-1, 1] back;
     # False (Segmentation2Face) feeds [0, 1] and clips the output from [0, 1].
     is_norm: bool
@@ -158,8 +148,8 @@ def generator_name(mode: MemoryMode, task: str = "enhance", model: str | None = 
 
 AUTO = "auto"
 
-# The identity check's line (docs/identity.md): over this dlib face-descriptor distance dlib calls two faces different
-# people. Here, below every room, so each figure shown beside a distance is this one with this one meaning.
+# The identity check's line (docs/identity.md): over this face-descriptor distance dlib calls two faces different
+# people. Here, below every room, so every figure shown beside a distance is this one with this meaning.
 IDENTITY_THRESHOLD = 0.6
 IDENTITY_THRESHOLD_MEANING = "dlib's own same-person threshold on LFW photos, not a promise about restorations"
 # "0.6 (dlib's own …)": the threshold as a sentence names it.
@@ -192,12 +182,9 @@ OFFICIAL_DETECT_SIDE, OFFICIAL_SHRINK_ABOVE = 1000, 1500
 def official_departures(mode: MemoryMode, *, detector: str | None = None, detection: bool = True,
                         dtype: str | None = None, upscale: int = 1, parsing: bool | None = None,
                         pasted: bool = True) -> str:
-    """One line: how a request in ``mode`` departs from the official GPEN pipeline ("" when it does not).
-
-    Built from the mode table so it stays true; ``detector``, ``dtype`` (the generator's), ``parsing``
-    (whether the parsing mask ran) and ``upscale`` are what the request really used; ``detection=False``:
-    nothing was detected (aligned input, boxes given); ``pasted=False``: nothing was pasted back.
-    """
+    """One line: how a request in ``mode`` departs from the official GPEN pipeline ("" when it does not), from the
+    mode table and what the request really used (``detection=False``: nothing detected; ``pasted=False``: nothing
+    pasted back)."""
     parts: list[str] = []
     det = detector or mode.detector
     above = mode.detect_shrink_above

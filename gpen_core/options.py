@@ -34,34 +34,26 @@ DETECTOR_WEIGHTS: dict[str, str] = {
 class RestoreOptions:
     """What one request asks for; every field has a sensible default."""
 
-    # Memory mode name, or "auto" to pick the best mode that fits the memory free now.
-    mode: str = AUTO
-    # Generator override: a registry name (GPEN-BFR-1024) or a path to any GPEN checkpoint.
-    model: str | None = None
-    # Detector override; None uses the mode's.
-    detector: Detector | None = None
-    # GPEN's blend: 1.0 = restored face only, 0.0 = original crop.
-    alpha: float = 1.0
-    # RetinaFace confidence threshold (official GPEN default 0.9).
-    threshold: float = 0.9
+    mode: str = AUTO  # a memory mode's name, or "auto": the best mode that fits the memory free now
+    model: str | None = None  # generator override: a registry name (GPEN-BFR-1024) or a GPEN checkpoint's path
+    detector: Detector | None = None  # None: the mode's
+    alpha: float = 1.0  # GPEN's blend: 1.0 = restored face only, 0.0 = original crop
+    threshold: float = 0.9  # RetinaFace confidence threshold (official GPEN's default)
     # At most this many faces, highest detection score first (as official GPEN); the result says when it bites.
     max_faces: int = 50
-    # The input is already an aligned face crop: restore it directly, no detection.
-    aligned: bool = False
+    aligned: bool = False  # the input is an aligned face crop: restored directly, no detection
     # Check each detection before restoring it (gpen_core.faces.screen). False keeps every detection above
     # the threshold; the notes name the ones the check would have dropped.
     face_check: bool = True
     # Also search the photo turned 90°, 180° and 270° when the upright pass found faces (a scan mixing
     # orientations); the turns are always searched when the upright pass finds none.
     orientations: bool = False
-    # Output format override ("png" / "jpeg"); None uses the mode's.
-    output_format: str | None = None
+    output_format: str | None = None  # "png" or "jpeg"; None: the mode's
     # Background upscaling, as GPEN's --use_sr --sr_scale: 1 (off), 2 or 4; faces are restored at that size.
     upscale: int = 1
     # Upscaler: a registry name (realesrnet_x2 / realesrnet_x4) or a checkpoint path; None: realesrnet_x{upscale}.
     upscaler: str | None = None
-    # Upscaler tile side in input pixels; None: the largest that fits the mode's budget (gpen_core.upscale.tiles).
-    tile: int | None = None
+    tile: int | None = None  # upscaler tile side in input px; None: the largest that fits the mode's budget
     # Generator runtime on the CPU: "torch", "openvino" (converted once, cached in the models folder), or
     # "auto": the one measured faster on this CPU.
     backend: str = "auto"

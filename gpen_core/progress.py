@@ -1,5 +1,4 @@
-"""What a long piece of work reports as it goes: the two progress callbacks, named for what they count, and the
-time left in words (defined once: a request, a conversion, a hardware check, a download and a clip share them)."""
+"""What a long piece of work reports as it goes: the two progress callbacks and the time left in words."""
 
 from __future__ import annotations
 

@@ -30,13 +30,10 @@ from gpen_core.result import Attempt, RestoreResult
 class Restorer:
     """Restores every face in a photo and reports what it cost.
 
-    ``models_dir``: where weights are looked up (default ``$GPEN_HOME`` or ``~/.cache/gpen``).
-    ``device``: "cpu", "cuda" or None (CUDA when available). ``allow_download``: fetch missing weights
-    during a request (default: never; ``python -m gpen_core download`` fetches them).
-    ``synthetic_weights``: registry networks get random weights of their exact architecture (the hardware
-    check: same memory and time, no restoration); checkpoint paths still load. ``lifetime``:
-    :mod:`gpen_core.engine.lifetime`. ``serves_many_modes`` (the app's shared instance): each mode sets its
-    heap policy, so a lighter mode after a heavier one costs about its own.
+    ``models_dir``: default ``$GPEN_HOME`` or ``~/.cache/gpen``; ``device``: "cpu", "cuda[:N]" or None (CUDA when
+    available); ``allow_download``: fetch missing weights during a request (default never). ``synthetic_weights``:
+    registry networks get random weights of their architecture (the hardware check: same memory and time).
+    ``serves_many_modes`` (the app's instance): each mode sets its heap policy, so a lighter mode costs its own.
     """
 
     def __init__(self, models_dir: str | os.PathLike[str] | None = None, device: str | None = None, *,
@@ -74,11 +71,9 @@ class Restorer:
 
     @contextmanager
     def frames(self, options: RestoreOptions, frame_size: tuple[int, int]) -> Iterator[FrameSession]:
-        """A session for a video's frames: ``with restorer.frames(opts, (w, h)) as session:``, holding the lock
-        and the networks until the block ends, the mode resolved once for ``frame_size`` (width, height).
-        Per frame: ``session.detect(rgb)``, then ``session.restore(rgb, detections) -> FrameOutput``. No meter:
-        the caller measures the clip. InputError for options a video cannot take, WeightsError for missing
-        weights."""
+        """A video's frames session, holding the lock and the networks until the block ends; the mode resolved once
+        for ``frame_size`` (width, height). Per frame ``session.detect(rgb)``, then ``session.restore(rgb,
+        detections)``. No meter (the caller measures the clip). InputError for options a video cannot take."""
         opts = options.validated()
         with self._lock:
             pipeline.import_engine()
@@ -88,11 +83,9 @@ class Restorer:
 
     def __call__(self, image: ImageSource, options: RestoreOptions | None = None, progress: Progress | None = None, *,
                  detections: "list[Any] | None" = None, mask: ImageSource | None = None) -> RestoreResult:
-        """Restore ``image`` (RGB uint8 H×W×3 array, encoded bytes, or a file path). ``detections``
-        (``detect.Detection`` list, input-image pixels) replaces the detector. ``mask`` (task ``inpaint``): the
-        damage, white on black at the photo's size (array, bytes or path); without it white strokes in the photo
-        are the damage. Raises InputError (bad image or option), WeightsError (missing/corrupt weights, with the
-        fix), ResourceError (out of memory even in the lightest mode)."""
+        """Restore ``image`` (RGB uint8 H×W×3 array, encoded bytes, or a path). ``detections`` (input pixels) replace
+        the detector; ``mask`` (``inpaint``): the damage, white on black at the photo's size (default: white strokes
+        in the photo). Raises InputError, WeightsError (with the fix), ResourceError (even the lightest mode OOM)."""
         opts = (options or RestoreOptions()).validated()
         report = progress or (lambda f, d: None)
         with self._lock:
@@ -172,9 +165,8 @@ def default_device() -> str:
 
 
 def get_restorer(models_dir: str | os.PathLike[str] | None = None, device: str | None = None) -> Restorer:
-    """The process-wide Restorer, created by the first call with its arguments; later calls return it.
-    An argument that differs from what it was made with raises ValueError (it could not apply): make a
-    :class:`Restorer` of your own for another models folder or device."""
+    """The process-wide Restorer, made by the first call with its arguments; an argument later that differs from
+    those raises ValueError (it could not apply: make a :class:`Restorer` of your own)."""
     global _INSTANCE
     with _INSTANCE_LOCK:
         if _INSTANCE is None:

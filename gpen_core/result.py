@@ -160,22 +160,17 @@ class RestoreResult:
     notes: tuple[str, ...] = ()  # everything changed from the request, said plainly
     input_size: tuple[int, int] = (0, 0)  # width, height of the decoded input
     processed_size: tuple[int, int] = (0, 0)  # width, height after any pre-shrink
-    # Every attempt in order, the last one the one that produced this result (whose peaks
-    # are ``peaks``); more than one when the engine ran out of memory and stepped down.
+    # Every attempt in order, the last the one that made this result (its peaks are ``peaks``); more than one when
+    # the engine ran out of memory and stepped down.
     attempts: tuple[Attempt, ...] = ()
     # The decoded input as restored (RGB uint8, after any pre-shrink): callers show it as "before" instead of
     # decoding the file again outside the meter. None: not kept.
     before: np.ndarray | None = field(default=None, repr=False)
-    # Background upscaling (options.upscale > 1); None when the photo kept its size.
-    upscale: UpscaleInfo | None = None
+    upscale: UpscaleInfo | None = None  # background upscaling; None when the photo kept its size
     # The generator's runtime: "torch", or "openvino" (gpen_core.runtimes.openvino.generator), and why it was picked.
     backend: str = "torch"
     backend_reason: str = ""
-    # Detections the plausibility screen refused, in ``before``'s pixels (the kept ones are ``faces``).
-    rejected: tuple[RejectedFace, ...] = ()
-    # Which of GPEN's tasks made it (gpen_core.modes.TASKS): "enhance", "colorize", "inpaint", "seg2face".
-    task: str = "enhance"
-    # Every network the request ran, in the order loaded, with its runtime and why.
-    runtimes: tuple[NetworkRuntime, ...] = ()
-    # Resident networks released before this request because its mode does not use them, by name.
-    released: tuple[str, ...] = ()
+    rejected: tuple[RejectedFace, ...] = ()  # detections the plausibility screen refused, in ``before``'s pixels
+    task: str = "enhance"  # which of GPEN's tasks (gpen_core.modes.TASKS) made it
+    runtimes: tuple[NetworkRuntime, ...] = ()  # every network the request ran, in the order loaded
+    released: tuple[str, ...] = ()  # resident networks released before this request (its mode does not use them)

@@ -1,5 +1,4 @@
-"""The JSON record of one restore: the CLI's ``--json`` lines, the app's raw measurements, Ray's manifest
-(its own module, so no front end imports another to build it)."""
+"""The JSON record of one restore: the CLI's ``--json`` lines, the app's raw measurements, Ray's manifest."""
 
 from __future__ import annotations
 
@@ -48,8 +47,8 @@ def skipped_record(shown: str, existing: Any) -> dict[str, Any]:
 
 
 def peaks_record(p: Any) -> dict[str, Any]:
-    """A call's :class:`~gpen_core.result.Peaks` in a JSON record (a photo's, a batch's error row). ``vram_bytes``
-    is torch's max allocated (kept under its old key); "peak VRAM" as shown is ``vram_reserved_bytes``."""
+    """A call's Peaks as JSON. ``vram_bytes`` is torch's max allocated (its old key); "peak VRAM" as shown is
+    ``vram_reserved_bytes``."""
     return {
         "rss_bytes": p.rss_bytes,
         "baseline_rss_bytes": p.baseline_rss_bytes,

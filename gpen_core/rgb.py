@@ -1,5 +1,4 @@
-"""The one pixel contract at every boundary: RGB uint8 H×W×3, checked by one function that every room,
-from the networks up, uses (NumPy and :mod:`gpen_core.errors` only)."""
+"""The one pixel contract at every boundary, RGB uint8 H×W×3, checked by one function for every room."""
 
 from __future__ import annotations
 
@@ -11,9 +10,8 @@ from gpen_core.errors import PixelFormatError
 
 
 def check_rgb(rgb: Any, what: str = "image") -> np.ndarray:
-    """``rgb`` as a C-contiguous RGB uint8 H×W×3 array (no copy when it already is one; OpenCV and the tensor
-    conversions need positive strides). Anything else (another type or dtype, a channel count other than 3, no
-    pixels) raises :class:`~gpen_core.errors.PixelFormatError` naming ``what``, what it got and the fix."""
+    """``rgb`` as a C-contiguous RGB uint8 H×W×3 array (no copy when it is one; OpenCV and the tensor conversions
+    need positive strides); anything else raises PixelFormatError naming ``what``, what it got and the fix."""
     if not isinstance(rgb, np.ndarray) or rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
         desc = f"{rgb.dtype} with shape {rgb.shape}" if isinstance(rgb, np.ndarray) else type(rgb).__name__
         raise PixelFormatError(

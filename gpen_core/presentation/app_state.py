@@ -1,6 +1,5 @@
-"""The web app's whole mutable state in one :class:`AppState` (``app.STATE``): the server's policy, per-session
-errors and Stops, counters, the backend. Thread-safe: Gradio runs handlers on threads.
-"""
+"""The web app's whole mutable state, one :class:`AppState` (``app.STATE``), and its flags. Thread-safe: Gradio
+runs handlers on threads."""
 
 from __future__ import annotations
 
@@ -48,8 +47,8 @@ class Policy:
 
 @dataclass
 class SessionStops:
-    """Each browser session's Stop for its own work (a clip, a download), by session hash: one visitor's Stop (or
-    closed tab) ends only that visitor's work, and a Stop from a session with nothing running does nothing."""
+    """Each browser session's Stop for its own work (a clip, a download), by session hash: a Stop (or a closed tab)
+    ends only its own visitor's work."""
 
     _running: dict[str, threading.Event] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -159,8 +158,8 @@ def _env_flag(name: str) -> bool:
 
 
 def parse_server_args(argv: Sequence[str] | None = None) -> ServerArgs:
-    """Parse the app's flags (and their environment variables); SystemExit with the usage on a bad one. The server
-    is *shared* (its policy restricts visitors) with a public link, beyond loopback, or on a Space (``SPACE_ID``)."""
+    """The app's flags (and their environment variables); SystemExit on a bad one. The server is *shared* (its
+    policy restricts visitors) with a public link, beyond loopback, or on a Space (``SPACE_ID``)."""
     p = argparse.ArgumentParser(description="GPEN face restoration in the browser.")
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    help="address to bind (default 127.0.0.1: this machine only; 0.0.0.0 for the local network)")

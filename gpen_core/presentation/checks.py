@@ -1,5 +1,4 @@
-"""The Hardware check tab, one call per button: measure every mode, the saved measurement, the tips; each
-returns what the tab shows (Markdown, the chart's rows, the button's state)."""
+"""The Hardware check tab, one call per button, each returning what the tab shows."""
 
 from __future__ import annotations
 
@@ -56,8 +55,8 @@ def last_check_seconds(profile: Any) -> float | None:
 
 
 def _report(profile: Any, device: str) -> str:
-    """A measurement as Markdown: the verdict (what will run: files and memory together), the memory-only reading,
-    the table, machine facts, notes, and the torch-vs-OpenVINO section when it has one (what auto runs)."""
+    """A measurement as Markdown: the verdict (files and memory together), memory alone, the table, the machine,
+    notes, and the torch-vs-OpenVINO section when it has one."""
     files = report.files_here(profile)
     lines = [
         f"**Recommendation:** {no_strike(verdict(device))}.",
@@ -116,8 +115,8 @@ def verdict(device: str) -> str:
 
 
 def run_check(device: str, allowed: bool, progress: Progress, restores_done: Callable[[], int]) -> tuple[str, Any]:
-    """Measure every memory mode (saved for ``auto``): (report Markdown, chart rows). InputError when :func:`refusal`
-    says no; ``restores_done`` counts this process's finished restores, to say when some ran beside the check."""
+    """Measure every memory mode (saved for ``auto``): (report, chart rows); InputError when :func:`refusal` says no.
+    ``restores_done``: this process's finished restores, to say when some ran beside the check."""
     why = refusal(allowed)
     if why:
         raise InputError(why)

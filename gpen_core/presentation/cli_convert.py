@@ -1,7 +1,5 @@
-"""Before ``python -m gpen_core restore`` runs a folder or a clip: the conversion for OpenVINO that a long run
-does first (:mod:`gpen_core.engine.convert_first`), for the faces it expects: one a photo or a frame (a floor);
-and the header figures it reads (a clip's frames, a photo's size), which the app's tabs read too.
-"""
+"""The OpenVINO conversion a long ``restore`` run does first (one face a photo or frame: a floor), and the header
+figures it reads (a clip's frames, a photo's size), which the app's tabs read too."""
 
 from __future__ import annotations
 
@@ -16,8 +14,7 @@ from gpen_core.errors import GPENError
 
 
 def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = None) -> tuple[int, tuple[int, int]]:
-    """(frames the clip's part from ``start_s`` to ``end_s`` holds, by its header or its packets (an estimate;
-    0: unknown); its frame size);
+    """(frames from ``start_s`` to ``end_s`` by the header or the packets, an estimate (0: unknown); frame size);
     (0, (0, 0)) when it cannot be opened (the restore says why)."""
     from gpen_core.video.probe import expected_frames, open_video
 
@@ -30,8 +27,7 @@ def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = 
 
 
 def photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    """A photo's (width, height) as it will be restored (EXIF quarter turns applied), from its header; None when
-    it cannot be read (the preview and the restore say why)."""
+    """A photo's (width, height) upright, from its header; None when unreadable (the restore says why)."""
     from PIL import Image
 
     from gpen_core.images.decode import probe_image
@@ -49,8 +45,8 @@ def photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
 
 
 def convert_before_run(args: Any, faces: int, size: tuple[int, int], say: Callable[[str], None]) -> ConvertFirst:
-    """The conversion a run of ``faces`` expected faces does first, for the CLI's ``args``: only under
-    ``--backend auto`` on the CPU with the mode's own generator."""
+    """The conversion a run of ``faces`` expected faces does first, for the CLI's ``args`` (nothing for another
+    generator or task)."""
     from gpen_core.engine.convert_first import Run, convert_before
 
     if args.model or args.task != "enhance":

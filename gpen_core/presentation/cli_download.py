@@ -1,7 +1,5 @@
-"""``python -m gpen_core download``: fetch weights into the models folder, then convert ahead for OpenVINO
-what ``auto`` will run on it (:func:`gpen_core.engine.prepare.convert_ahead`). Progress on stderr, paths and
-the conversions' report on stdout.
-"""
+"""``python -m gpen_core download``: fetch weights, then convert for OpenVINO what ``auto`` will run on it.
+Progress on stderr, paths and the conversions' report on stdout."""
 
 from __future__ import annotations
 
@@ -52,8 +50,8 @@ def download(args: argparse.Namespace) -> int:
 
 
 class DownloadProgress:
-    """A download's progress on stderr: redrawn in a terminal (5 a second); in a log, a line per tenth of the file
-    (per 10 MB when its size is unknown)."""
+    """A download's progress on stderr: redrawn 5 times a second in a terminal; in a log, a line per tenth of the
+    file (per 10 MB when its size is unknown)."""
 
     def __init__(self, name: str) -> None:
         self.name, self.tty, self.last, self.step, self.open = name, is_terminal(sys.stderr), 0.0, -1, False
@@ -81,8 +79,8 @@ class DownloadProgress:
 
 
 def convert_ahead(models_dir: str | None) -> int:
-    """After the files are verified: the OpenVINO conversions ``auto`` will run, with progress; 0, or an exit code
-    when a network could not be converted (each is named, and why)."""
+    """The OpenVINO conversions ``auto`` will run, with progress: 0, or an exit code when a network could not be
+    converted (each named, with why)."""
     from gpen_core.engine.prepare import convert_ahead as convert
     from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason
 

@@ -1,6 +1,5 @@
-"""What ``python -m gpen_core restore`` prints over several photos: results and the summary on stdout, progress
-and each note once on stderr (redrawn in a terminal; in a log, one clean line per photo).
-"""
+"""What ``python -m gpen_core restore`` prints: results and the summary on stdout, progress and each note once on
+stderr (redrawn in a terminal; in a log, one line per photo)."""
 
 from __future__ import annotations
 
@@ -22,8 +21,8 @@ def is_terminal(stream: TextIO) -> bool:
 
 
 def print_error(exc: GPENError, verbose: bool, prefix: str = "", say: Callable[[str], None] | None = None) -> None:
-    """``error: …`` on stderr (or through ``say``); with ``-v`` the details too. ``prefix`` ("FILE: ") is left out
-    when the message already starts with that file."""
+    """``error: …`` on stderr (or through ``say``), with ``-v`` the details; ``prefix`` ("FILE: ") left out when the
+    message starts with that file."""
     say = say or (lambda line: print(line, file=sys.stderr))
     subject = prefix.rstrip().rstrip(":")
     say(f"error: {'' if subject and str(exc).startswith(subject) else prefix}{exc}")
@@ -112,8 +111,8 @@ class RunSummary:
 
 
 def identity_text(record: dict[str, Any]) -> str:
-    """", identity distance up to 0.42 over 3 faces, 1 over 0.6 (dlib's own same-person …), 1 kept original"
-    from a result record's ``identity`` (gpen_core.result_json.identity_record); "" when nothing was measured."""
+    """", identity distance up to 0.42 over 3 faces, 1 over 0.6 (dlib's own …), 1 kept original" from a record's
+    ``identity``; "" when nothing was measured."""
     faces = [f for f in (record.get("identity") or {}).get("faces", ()) if f]
     if not faces:
         return ""

@@ -1,6 +1,4 @@
-"""The per-face views of a RestoreResult: the gallery's crop pairs and captions, and the identity table.
-Pure functions, no Gradio; images RGB uint8 H×W×3 in and out.
-"""
+"""The per-face views of a RestoreResult: the gallery's crop pairs (RGB uint8 H×W×3), the identity table."""
 
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ def _cell(face: Face) -> tuple[str, str]:
 
 
 def identity_lines(result: RestoreResult) -> list[str]:
-    """The panel's identity section (Markdown lines): a column per face with its descriptor distance and what
-    was pasted, or why nothing was measured."""
+    """The panel's identity section (Markdown lines): per face its distance and what was pasted, or why none."""
     if not result.faces:
         return []
     if all(f.identity is None for f in result.faces):

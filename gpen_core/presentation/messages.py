@@ -1,7 +1,5 @@
-"""An exception as the user sees it: a title chosen by its type, the message as plain text (what API clients
-receive: the problem first, "Weights missing. ...", no HTML, line breaks kept) and the panel's Markdown.
-Errors that are not :class:`GPENError` are our bugs: logged with their trace, shown as one line.
-"""
+"""An exception as the user sees it: a title by its type, plain text for the pop-up and API clients, Markdown for
+the panel. Errors that are not :class:`GPENError` are our bugs: logged with their trace, shown as one line."""
 
 from __future__ import annotations
 
@@ -35,8 +33,7 @@ class ShownError:
 
 
 class AlreadyShown(Exception):
-    """An error worded where it happened, raised again elsewhere unchanged: ZeroGPU's GPU call (maybe another
-    process) returns the :class:`ShownError`, a plain value that crosses whole, and the caller raises it as this."""
+    """A :class:`ShownError` raised again unchanged where ZeroGPU's GPU call (maybe another process) returned it."""
 
     def __init__(self, shown: ShownError) -> None:
         super().__init__(shown.text)
@@ -60,8 +57,8 @@ def stopped_text(done: int, total: int) -> str:
 
 
 def shown_error(exc: BaseException, doing: str = "Restore", names: Mapping[str, str] | None = None) -> ShownError:
-    """How ``exc`` is shown; an exception that is not a GPENError is logged with its trace. ``names``: server
-    paths in the message and what the visitor knows them as (an upload's own file name), longest first."""
+    """How ``exc`` is shown. ``names``: server paths in the message → what the visitor knows them as (an upload's
+    own file name)."""
     if isinstance(exc, AlreadyShown):
         return exc.shown
     if isinstance(exc, GPENError):

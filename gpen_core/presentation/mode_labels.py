@@ -1,7 +1,5 @@
-"""The Memory mode radio's labels, built from what each mode really runs here: the dtype the engine's plan
-gives it on this device (``balanced`` asks for bfloat16 and gets float32 on a CPU without native bf16), the
-format it writes, and, when a file it loads is missing, the download that enables it. No web framework.
-"""
+"""The Memory mode radio's labels, from what each mode really runs here (the dtype the engine's plan gives it on
+this device, the format it writes) and the download that enables a mode missing a file."""
 
 from __future__ import annotations
 
@@ -25,7 +23,7 @@ PURPOSE = {"low": "fits almost anywhere", "faces-only": "quickest for big group 
 def mode_label(mode: MemoryMode, device: str, model: str | None = None,
                files: Mapping[str, readiness.FileState] | None = None, *, video: bool = False) -> str:
     """"balanced — GPEN-BFR-512 in bfloat16 (native on this CPU): half the memory, …, writes JPEG". ``model``: the
-    task's generator; ``files``: the models folder (None: not checked); ``video``: for a clip's frames."""
+    task's generator; ``files``: None, not checked."""
     from gpen_core.networks.plan import choose_plan
 
     requested = mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype
@@ -76,7 +74,7 @@ def _listed(video: bool) -> tuple[tuple[str, str], list[MemoryMode]]:
 def mode_choices(device: str, task: str | None = None,
                  files: Mapping[str, readiness.FileState] | None = None, *, video: bool = False) -> list[tuple[str, str]]:
     """(label, value) pairs for the radio under ``task``: ``auto`` first, then each mode (one with no plan for the
-    task says so); ``video``: the Video tab's modes and words."""
+    task says so)."""
     spec = task_spec(task)
     auto, modes = _listed(video)
     out = [auto]
@@ -90,8 +88,7 @@ def mode_choices(device: str, task: str | None = None,
 
 
 def hints(*, video: bool = False) -> list[tuple[str, str]]:
-    """The radio before the page loads (no device read yet; :func:`mode_choices` replaces it on load): each mode's
-    own hint, or on the Video tab what it runs on a frame."""
+    """The radio before the page loads and :func:`mode_choices` replaces it (no device read yet)."""
     auto, modes = _listed(video)
     out = [auto]
     for m in modes:

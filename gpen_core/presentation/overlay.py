@@ -38,8 +38,8 @@ def line_width(shape: Sequence[int]) -> int:
 
 
 def draw_box(rgb: np.ndarray, box: Box, color: Color, *, width: int, dash: int = 0) -> None:
-    """Draw one rectangle into ``rgb`` (RGB uint8 H×W×3, in place): ``width`` px inside the box, clipped to the
-    image; ``dash`` > 0: dashes and gaps of about ``dash`` px, each edge starting and ending with a dash."""
+    """Draw one rectangle into ``rgb`` (RGB uint8 H×W×3, in place), ``width`` px inside the box, clipped; ``dash`` >
+    0: dashes and gaps of about ``dash`` px, each edge starting and ending with a dash."""
     h, w = rgb.shape[:2]
     x0, y0, x1, y1 = (int(round(v)) for v in box)
     x0, x1 = max(0, min(x0, x1)), min(w, max(x0, x1))
@@ -85,9 +85,8 @@ def draw_detections(rgb: np.ndarray, kept: Sequence[Box], rejected: Sequence[Box
 
 
 def boxes_record(result: RestoreResult) -> dict[str, object]:
-    """The boxes of a RestoreResult as JSON, what the app draws: ``image_size`` [w, h] of the photo they are in
-    (the processed photo, upscaled when the background was), ``kept`` (the restored faces) and ``rejected``
-    (the candidates the plausibility screen refused, with score and reason)."""
+    """The boxes the app draws, as JSON: ``image_size`` [w, h] of the photo they are in (processed, upscaled when
+    the background was), ``kept`` and ``rejected`` (with score and reason)."""
     if result.before is not None:
         size = [int(result.before.shape[1]), int(result.before.shape[0])]
     else:
@@ -110,8 +109,8 @@ DAMAGED_HINT = ("A damaged face among them? Choose the Task \"Repair damaged fac
 
 def faces_overlay(before: np.ndarray | None, record: dict | None, max_side: int = 1024,
                   photo: np.ndarray | None = None) -> tuple[np.ndarray | None, str]:
-    """(the slider's "before" image, RGB or RGBA uint8, shrunk to ``max_side`` with the ``record``'s boxes drawn, a
-    caption), or (None, why not); ``photo``: drawn on instead for a mode that returns face crops."""
+    """(the slider's "before", shrunk to ``max_side``, with ``record``'s boxes drawn; a caption), or (None, why not);
+    ``photo``: drawn on instead for a mode that returns face crops."""
     record = record or {}
     boxes = record.get("boxes")
     if before is None or not boxes:

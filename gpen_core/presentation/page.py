@@ -8,14 +8,12 @@ INTRO = ("# GPEN face restoration\n"
          "Every result comes with what it cost: peak RAM, VRAM and time, measured for that request.")
 PLACEHOLDER = "*The measured figures of each restore appear here.*"
 
-# The before/after's height: with the page at its top, the slider and the measured panel's first
-# rows fit a 1366x768 screen together.
+# The before/after's height: at the page's top the slider and the measured panel's first rows fit 1366x768.
 SLIDER_MAX_HEIGHT = 420
 
 
 def scroll_js(elem_id: str) -> str:
-    """JS statements that scroll the element ``elem_id`` to the top of the window unless it is all in view: run
-    after a restore, and at the press (the progress shows where the result will appear)."""
+    """JS statements that scroll the element ``elem_id`` to the top of the window unless it is all in view."""
     return (f"const e = document.getElementById('{elem_id}'); if (e) {{ const r = e.getBoundingClientRect(); "
             "if (r.top < 0 || r.bottom > window.innerHeight) e.scrollIntoView({block: 'start'}); }")
 
@@ -28,10 +26,9 @@ CLOSE_TOASTS = "document.querySelectorAll('[data-testid=toast-close]').forEach(b
 CLEAR_AND_SHOW_RESULT = ("() => { " + CLOSE_TOASTS + " " + _SCROLL + " return [null, null, "
                          "'*Restoring… the measured figures of this request will appear here.*', [], null]; }")
 
-# Gradio's Markdown lets a word break anywhere, which shrinks a table column to one letter ("s e c o n d s" at
-# 1366 px): in tables a word breaks only when it alone is wider than the column. ``pre-line`` keeps the line
-# breaks of errors (plain text) in the pop-up. On a phone the result follows the Restore button: the controls
-# column dissolves into the row (display: contents), the photo and the button first, the result next.
+# Gradio's Markdown breaks words anywhere, shrinking a table column to one letter: in tables a word breaks only when
+# wider than the column. ``pre-line`` keeps an error's line breaks in the pop-up. On a phone the controls column
+# dissolves into the row (display: contents): the photo and the Restore button first, then the result.
 CSS = """
 #mode-radio .wrap { flex-direction: column; align-items: stretch; }
 #mode-radio label { width: 100%; }
@@ -55,9 +52,8 @@ CSS = """
 }
 """
 
-# A video dropped or chosen on the photo tab: Gradio's own "Invalid file type" does not say where videos go.
-# Run at page load (launch's ``js``), capture listeners stop the file before Gradio's upload and say where it
-# belongs, with a button to that tab.
+# A video dropped or chosen on the photo tab (Gradio's "Invalid file type" does not say where videos go): run at
+# page load, capture listeners stop the file before Gradio's upload and say where it belongs.
 VIDEO_ON_PHOTO_TAB = "This is a video: use the Video tab (at the top of the page) to restore it."
 PAGE_JS = """() => {
   const video = f => !!f && (/^video\\//.test(f.type || '') || /\\.(mp4|m4v|mov|mkv|webm|avi|mpe?g|ts|flv|ogv|wmv|3gp)$/i.test(f.name || ''));

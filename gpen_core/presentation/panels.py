@@ -28,8 +28,8 @@ _STAGE_LABEL = {"load": "load model", "decode": "decode photo", "detect": "detec
 
 
 def comparison_pair(before: np.ndarray, result: RestoreResult) -> tuple[np.ndarray, np.ndarray]:
-    """(before, after) of equal size for the slider, from the decoded input ``before``: the photos (``before``
-    resized to the result's size), or for ``faces-only`` the input and restored crops laid out as its face sheet."""
+    """(before, after) of equal size for the slider: ``before`` resized to the result, or for ``faces-only`` the
+    input and restored crops as its face sheet."""
     if not result.mode.paste and result.faces and result.detector != "none":
         crops = [replace(f, restored=f.crop) for f in result.faces]
         from gpen_core.faces.paste import face_sheet
@@ -45,8 +45,8 @@ def comparison_pair(before: np.ndarray, result: RestoreResult) -> tuple[np.ndarr
 
 
 def file_name(source: str | None, fallback: str, mode: str, ext: str) -> str:
-    """A download's name, photo or clip: ``<input stem>_gpen_<mode>.<ext>``, ``mode`` the one that ran (auto's
-    choice, never "auto"); the stem in safe characters only, ``fallback`` when none is left."""
+    """A download's name, ``<input stem>_gpen_<mode>.<ext>`` (``mode`` the one that ran), the stem in safe characters
+    (``fallback`` when none is left)."""
     stem = PurePath(source).stem if source else fallback
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._") or fallback
     return f"{stem[:80]}_gpen_{mode}.{ext}"
@@ -161,8 +161,7 @@ def notes_lines(notes: Sequence[str]) -> list[str]:
 
 
 def as_record(result: RestoreResult) -> dict[str, Any]:
-    """The JSON summary the API returns beside the images: the CLI's --json fields, and the ``boxes`` (kept faces,
-    rejected candidates) the app draws on the "before" photo."""
+    """The API's JSON beside the images: the CLI's --json fields and the ``boxes`` the app draws."""
     return {**result_record(result), "boxes": boxes_record(result)}
 
 
@@ -172,9 +171,8 @@ _TOKEN = re.compile(r"(https?://[^\s<>()\"']+[^\s<>()\"'.,;:])|`([^`\n]+)`")
 
 
 def markdown_text(message: str) -> str:
-    """A plain multi-line message (an error with paths, file names, URLs, commands) as Markdown: Markdown characters
-    escaped (``detection_mobilenet0.25_Final.pth`` is no italics), URLs as links, `commands` kept as code spans,
-    every line break kept."""
+    """A plain multi-line message as Markdown: its Markdown characters escaped (``a_b_c.pth`` is no italics), URLs as
+    links, `commands` kept as code spans, line breaks kept."""
 
     def line(text: str) -> str:
         out, pos = [], 0

@@ -1,6 +1,4 @@
-"""The app's OpenVINO conversions after start (:class:`gpen_core.engine.prepare.BackgroundPreparation`, so a
-visitor's first restore waits for none): whether to run them, and the line the page shows meanwhile.
-"""
+"""The app's OpenVINO conversions after start (so a visitor's first restore waits for none) and the page's line."""
 
 from __future__ import annotations
 
@@ -15,8 +13,8 @@ REFRESH_S = 2.0
 
 
 def start_background(restorer: Callable[[], Any], *, remote: bool = False) -> BackgroundPreparation | None:
-    """Start converting for ``restorer()``'s models folder in the background, or None where this process
-    runs no restore on the CPU: restores sent to a Ray deployment (``remote``), a ZeroGPU Space, a CUDA device."""
+    """Start converting for ``restorer()``'s models folder in the background, or None where this process runs no
+    restore on the CPU (``remote``: a Ray deployment; ZeroGPU; CUDA)."""
     if remote or zerogpu.on_zerogpu():
         return None
     r = restorer()

@@ -1,10 +1,6 @@
-"""What will run: one answer from (files present and verified, memory free, measured peaks).
-
-The weights panel, the Download button, ``auto``'s choice, the Hardware check's recommendation and the
-result's reason all read :func:`assess`, so they cannot disagree. Its rule is ``auto``'s
-(:func:`gpen_core.engine.budget.choose`): the highest-ranked pasting mode whose files are all usable (a corrupt
-file counts as missing) and whose peak fits the free memory less the margin; else the lightest with its files.
-"""
+"""What will run, from the files present and verified, the memory free and the measured peaks: one answer,
+:func:`assess`, for every panel: ``auto``'s rule (the best pasting mode whose files are usable and whose peak fits,
+else the lightest with its files)."""
 
 from __future__ import annotations
 
@@ -42,8 +38,7 @@ class FileState:
 
     name: str  # registry name
     state: FileStateName
-    # Bytes a download fetches: the registry's published size, else APPROX_BYTES (estimate).
-    download_bytes: int | None
+    download_bytes: int | None  # the registry's published size, else APPROX_BYTES
     download_bytes_estimated: bool
 
     @property
@@ -81,15 +76,13 @@ class Readiness:
     # What ``auto`` runs now (None: no pasting mode has its files); not ``runs_now_fits``: the lightest, may not fit.
     runs_now: str | None
     runs_now_fits: bool
-    # The best pasting mode that fits the memory, files aside: what to run on this machine.
-    recommended: str
-    # The smallest set of registry files that makes ``recommended`` runnable (empty: it already is).
-    download: tuple[str, ...]
+    recommended: str  # the best pasting mode that fits the memory, files aside
+    download: tuple[str, ...]  # the smallest set of files that makes ``recommended`` runnable (empty: it is)
     corrupt: tuple[str, ...]  # present files that failed verification (offered for download again)
     binding: str  # "RAM" or "VRAM"
     free_bytes: int
-    # Every download worth offering, smallest first: each enables a better mode than any cheaper one (and than
-    # what runs now); the last is ``download`` (a 1.8 MB detector for balanced beside 109 MB for quality).
+    # Every download worth offering, smallest first, each enabling a better mode than any cheaper one and than what
+    # runs now; the last is ``download``.
     offers: tuple[Offer, ...] = ()
 
 
@@ -104,9 +97,8 @@ def files_from_status(statuses: Iterable[WeightStatus]) -> dict[str, FileState]:
 
 def assess(files: Mapping[str, FileState], needs: Mapping[str, int], free_bytes: int, *, binding: str = "RAM",
            model: str | None = None, detector: str | None = None, aligned: bool = False) -> Readiness:
-    """What runs now and what to download. ``files``: registry name → FileState (a name not in it, such as a typed
-    checkpoint path, counts as usable: the restore checks it); ``needs``: mode → peak bytes on the binding memory
-    (``budget.estimate_peak``); ``free_bytes``: free binding memory now."""
+    """What runs now and what to download. ``files``: registry name → FileState (a name not in it, a checkpoint
+    path, counts as usable: the restore checks it); ``needs``: mode → peak bytes on the binding memory."""
     modes: dict[str, ModeReadiness] = {}
     for m in MODES.values():
         names = mode_files(m, model, detector, aligned=aligned)
@@ -167,8 +159,7 @@ def download_for(readiness: Readiness, mode: str | None) -> tuple[str, ...]:
 
 
 def upscaler_download(files: Mapping[str, FileState], upscale: int | str | None) -> tuple[str, ...]:
-    """The upscaler ×``upscale`` loads (the engine's default; 1× loads none) when it is missing or corrupt (what
-    Download adds for it); else empty."""
+    """The default upscaler ×``upscale`` loads, when it is missing or corrupt (what Download adds); else empty."""
     factor = int(upscale or 1)
     f = files.get(default_upscaler(factor)) if factor > 1 else None
     return (f.name,) if f is not None and not f.usable else ()
@@ -210,8 +201,8 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
 
 
 def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str) -> str:
-    """Before Restore: the upscaler file the factor needs is missing or corrupt, so Restore would stop; where it goes
-    in ``folder`` and how to get it (the weights panel's button first). '' when usable, and at 1×."""
+    """Before Restore: the factor's upscaler file is missing or corrupt, and how to get it into ``folder``; '' when
+    it is usable, and at 1×."""
     names = upscaler_download(files, upscale)
     if not names:
         return ""
@@ -232,8 +223,7 @@ def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], fol
 
 def current(device: str, models_dir: object = None, *, model: str | None = None, detector: str | None = None,
             aligned: bool = False) -> tuple[Readiness, dict[str, FileState]]:
-    """:func:`assess` on this machine now: ``weights.status()`` (hashes each file once per process),
-    ``budget.free_memory`` and ``budget.estimate_peak`` (the saved hardware profile when valid, else built in)."""
+    """:func:`assess` on this machine now (``budget.estimate_peak``: the saved hardware profile when valid)."""
     folder = Path(models_dir) if models_dir is not None else None  # type: ignore[arg-type]
     files = files_from_status(weights.status(folder))
     free = budget.free_memory(device)

@@ -1,5 +1,4 @@
-"""The Restore tab's photo side, one call each: an upload's preview, the Upscale line, a result's outputs
-(pixels RGB uint8 H×W×3; no web framework)."""
+"""The Restore tab's photo side: an upload's preview, the Upscale line, a result's outputs (RGB uint8 H×W×3)."""
 
 from __future__ import annotations
 
@@ -35,8 +34,8 @@ class Preview:
 
 
 def preview(path: str) -> Preview:
-    """Decode ``path`` at most :data:`PREVIEW_SIDE` px (our limits and messages); a refusal names the problem. The
-    panel says the photo's size and format as our decoder reads it (the slider shows its view) and what it changed."""
+    """``path`` decoded at most :data:`PREVIEW_SIDE` px by our decoder, and the panel: its size, format and notes, or
+    the problem."""
     from gpen_core.images.decode import decode_image, shrink_to_max_side
 
     try:
@@ -74,8 +73,8 @@ def upscale_text(image: str | None, upscale: int, mode: str | None, device: str,
 
 
 def _upscale_line(image: str | None, factor: int, mode: str | None, device: str, models: Any = None) -> str:
-    """'**Upscale ×2:** result W×H; extra memory about N (estimate, …)', or why it is refused. ``auto`` is resolved
-    as a restore would (``models``, the app's ModelCache, passes over modes missing files): one figure with auto's."""
+    """'**Upscale ×2:** result W×H; extra memory about N (estimate, …)', or why it is refused; ``auto`` resolved as a
+    restore would (``models``, the app's ModelCache, passes over modes missing files)."""
     from gpen_core.upscale.tiles import preview
 
     if not image:
@@ -115,8 +114,8 @@ class RestoreView:
 
 
 def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_s: float) -> RestoreView:
-    """The outputs of ``result``, its bytes saved under ``results_dir`` (older results swept first). "Before" is the
-    engine's decoded input: decoding again here, outside the meter, would push the peak past the reported one."""
+    """The outputs of ``result``, its bytes saved under ``results_dir``. "Before" is the engine's decoded input:
+    decoding again here, outside the meter, would push the peak past the reported one."""
     if result.before is None:
         raise ValueError("the engine returned a result without its decoded input (RestoreResult.before)")
     path = save_result(results_dir, ui.download_name(source, result), result.encoded, max_age_s=max_age_s)
@@ -125,8 +124,8 @@ def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_
 
 
 def crop_mode_photo(image: str | None, record: dict[str, Any] | None) -> np.ndarray | None:
-    """The uploaded photo as the preview decodes it, for a result whose mode returns face crops (its slider shows
-    the crops, so the detected faces are drawn on this); None for any other result or no usable photo."""
+    """The uploaded photo as the preview decodes it, for a mode that returns face crops (the faces are drawn on it);
+    else None."""
     mode = MODES.get(str((record or {}).get("mode")))
     if not image or mode is None or mode.paste:
         return None

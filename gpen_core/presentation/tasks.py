@@ -1,5 +1,5 @@
-"""The Restore tab's Task choice and the inpainting brush (the damage painted white on its own layer, read
-back as the mask ``Restorer.__call__`` takes), as plain values: no web framework here."""
+"""The Restore tab's Task choice and the inpainting brush (the damage painted white on its own layer, read back as
+the mask ``Restorer.__call__`` takes)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ DAMAGE_LAYER = "damage"
 
 
 def task_choices(files: Any = None) -> list[tuple[str, str]]:
-    """(label, value) pairs for the Task radio; with ``files`` (the models folder's state), a task whose generator
-    is not there says so, with the download that enables it."""
+    """(label, value) pairs for the Task radio; with ``files``, a task whose generator is not there says so."""
     hints = {"enhance": "GPEN-BFR-256 or -512, as the mode picks", "colorize": "grey photo, coloured faces",
              "inpaint": "paint the damage white below", "seg2face": "aligned colour label map → face"}
     out = []
@@ -37,8 +36,8 @@ def generator_override(task: str | None, model: str | None) -> str | None:
 
 
 def generator_choices(task: str | None, default: str) -> list[tuple[str, str]]:
-    """(label, value) pairs for the Generator dropdown: after ``default`` (the mode's choice), the registry's
-    restoration generators, or another task's own generator only (the others were trained for something else)."""
+    """(label, value) pairs for the Generator dropdown: ``default`` (the mode's), then the registry's restoration
+    generators, or for another task its own generator only (the others were trained for something else)."""
     spec = task_spec(task)
     if spec.model is None:
         others = {t.model for t in TASKS.values() if t.model}
@@ -48,8 +47,8 @@ def generator_choices(task: str | None, default: str) -> list[tuple[str, str]]:
 
 def task_controls(task: str | None, model: str | None, default: str, device: str, files: Any = None,
                   ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """The Generator dropdown's, Memory mode radio's and "aligned" checkbox's updates when the Task changes: the
-    generator kept when it fits the task, else the default; "aligned" on for a task on aligned crops only."""
+    """The Generator dropdown's, Memory mode radio's and "aligned" checkbox's updates when the Task changes (the
+    generator kept when it fits the task)."""
     choices = generator_choices(task, default)
     value = model if model in {v for _, v in choices} else default
     return {"choices": choices, "value": value}, {"choices": mode_choices(device, task, files)}, aligned_control(task)
@@ -79,10 +78,9 @@ def editor_value(task: str | None, image: str | None) -> dict[str, Any] | None:
 
 
 def editor_damage(value: Any, task: str) -> np.ndarray | None:
-    """For ``inpaint``, the editor's painted layers (file paths, read by our decoder) as a uint8 H×W mask (255 =
-    damaged); None for another task or nothing painted (the engine then looks for white strokes in the photo).
-    Whatever the task, every file it hands over must be an image within the upload limits (its header checked,
-    nothing decoded), else the decoder's message naming the part."""
+    """For ``inpaint``, the editor's painted layers as a uint8 H×W mask (255 = damaged); None for another task or
+    nothing painted. Whatever the task, InputError for a file it hands over that is no image within the upload
+    limits (headers checked, nothing decoded)."""
     from gpen_core.images.damage_layers import check_editor_files, damage_from_layers
 
     value = value if isinstance(value, dict) else None

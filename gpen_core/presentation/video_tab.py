@@ -1,11 +1,8 @@
-"""The Video tab as plain values: the upload note (a shared server's cap said before anyone waits), each mode's
-estimated cost, the conversion before the first frame, the progress line, the measured panel and one frame's
-before/after (RGB uint8 H×W×3, upright).
-"""
+"""The Video tab as plain values: the upload note (a shared server's cap said before anyone waits), the estimates,
+the progress line, the measured panel and one frame's before/after (RGB uint8 H×W×3, upright)."""
 
 from __future__ import annotations
 
-import os
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -41,8 +38,8 @@ class ClipNote:
 
 
 def clip_note(path: str, cap_s: float | None) -> ClipNote:
-    """What the clip is (size, length, frames, audio) and, on a capped server, how much of it will be
-    restored; a file that is no usable video names the problem instead."""
+    """What the clip is (size, length, frames, audio) and, on a capped server, how much of it will be restored;
+    for a file that is no usable video, the problem."""
     from gpen_core.video.command import resume_command
     from gpen_core.video.probe import expected_frames, open_video
     from gpen_core.video.resumable import SEGMENTS_FROM_S
@@ -78,8 +75,7 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
 
 
 def _undeclared_frames(packets: Any, n: int) -> str:
-    """``n`` frames the header does not declare, from ``packets`` (probe.PacketTimes or None): labelled an
-    estimate (decoding decides)."""
+    """``n`` frames the header does not declare, from ``packets`` (probe.PacketTimes or None), labelled an estimate."""
     if packets is None or not n:
         return "frame count not declared"
     how = "counted from its packets" if packets.complete else f"estimated from its first {len(packets.times)} packets"
@@ -87,8 +83,8 @@ def _undeclared_frames(packets: Any, n: int) -> str:
 
 
 def progress_text(done: int, expected: int, rate: Any) -> str:
-    """"frame 12 of 48, about 35 s left" from this run's speed (:class:`gpen_core.video.rate.Rate`, from the first
-    frame out: the networks' loading is not in it); without a declared count, the frames done."""
+    """"frame 12 of 48, about 35 s left" from ``rate`` (:class:`gpen_core.video.rate.Rate`: from the first frame
+    out, the networks' loading left out); without a declared count, the frames done."""
     if done <= 0:
         return "loading the networks and reading the first frames (the time left shows from the second frame)"
     of = f" of {expected}" if expected > 0 else ""
@@ -114,8 +110,8 @@ class Span:
 
 
 def span(clip: ClipNote, start_s: float | None, end_s: float | None, cap_s: float | None) -> Span:
-    """Start/end as asked (empty: the clip's start/end), then at most ``cap_s`` seconds of it. InputError for a
-    start at or after the clip's end (the length known) or an end before the start."""
+    """Start/end as asked (empty: the clip's own), then at most ``cap_s`` seconds; InputError for a start at or after
+    the clip's end or an end before the start."""
     start = float(start_s) if start_s else None  # 0 and empty both mean the clip's start ...
     end = float(end_s) if end_s else None  # ... and its end (the field shows 0 when empty)
     if start is not None and start < 0 or end is not None and end < 0:
@@ -135,8 +131,7 @@ def output_name(source: str | None, mode: str) -> str:
 
 
 def named_by_mode(result: Any, source: str | None) -> Any:
-    """The VideoResult with its file renamed, in the folder made for it, after the mode that ran: auto chooses
-    once the clip is open, after :func:`results_path` named it."""
+    """The VideoResult with its file renamed after the mode that ran (auto chooses after :func:`results_path`)."""
     from gpen_core.platform import durable
 
     out = Path(result.output)
@@ -177,8 +172,7 @@ def video_markdown(result: Any) -> str:
 
 
 def _identity_cell(ident: Any, mode: str) -> str:
-    """What was checked and flagged (the frame list beside the slider names the frames), or why nothing was: the
-    tab's switch on is auto's rule (:func:`gpen_core.faces.identity.runs_for`), so the first reason that holds."""
+    """What was checked and flagged, or why nothing was (in :func:`gpen_core.faces.identity.runs_for`'s order)."""
     from gpen_core.faces import identity_model
     from gpen_core.video.identity import summary_lines
 
@@ -206,8 +200,8 @@ def _mode_cell(result: Any) -> str:
 
 
 def frame_at(path: str, time_s: float) -> np.ndarray | None:
-    """The frame of ``path`` shown at ``time_s`` (the last one starting at or before it), RGB upright; None when
-    there is none. InputError, before any pixel is converted, for a clip over the photo limits."""
+    """The frame of ``path`` shown at ``time_s`` (the last starting at or before it), RGB upright, or None;
+    InputError, before any pixel is converted, for a clip over the photo limits."""
     import av
 
     from gpen_core.video.frames import upright_rgb
@@ -232,8 +226,7 @@ def frame_at(path: str, time_s: float) -> np.ndarray | None:
 
 
 def frame_pair(source: str, output: str, time_s: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """(before, after) at ``time_s``, cropped to one size (H.264 pads odd sides by a pixel); None when either file
-    has no frame there."""
+    """(before, after) at ``time_s``, cropped to one size (H.264 pads odd sides), or None when either has no frame."""
     before, after = frame_at(source, time_s), frame_at(output, time_s)
     if before is None or after is None:
         return None
@@ -249,9 +242,8 @@ def results_path(results_dir: Path, source: str | None, mode: str) -> Path:
 
 # ------------------------------------------------------------------ before a clip starts
 
-# Seconds a face, generator only, on the project's CPU (AMD EPYC Zen 4 with native bfloat16, 2 threads,
-# OpenVINO where auto runs it): docs/performance.md's per-face tables. Detection, pasting and encoding
-# add to each frame; a CPU without native bfloat16 runs `balanced` in float32, at about `quality`'s time.
+# Seconds a face, generator only, on the project's CPU (Zen 4, native bfloat16, 2 threads, OpenVINO where auto
+# runs it): docs/performance.md's per-face tables. Without native bfloat16 `balanced` takes about `quality`'s time.
 BUILT_IN_S_PER_FACE = {"low": 0.13, "balanced": 0.77, "quality": 1.57}
 PER_FACE_SOURCE = "built-in: the project's CPU (Zen 4, 2 threads)"
 
@@ -307,12 +299,11 @@ def converting_text(model: str, seconds: convert_first.Figure) -> str:
 def convert_before_clip(video: str, part: tuple[float | None, float | None], cap_frames: int | None, mode: str,
                         engine: object, stop: threading.Event, show: Callable[[str], None],
                         ) -> convert_first.ConvertFirst:
-    """Convert the generator ``mode`` runs when the part's frames (``part``: start and end s; at most ``cap_frames``)
-    on torch outlast the conversion; ``show``: the page's progress; ``stop``: the visitor's Stop, which kills it."""
+    """Convert ``mode``'s generator when the frames of ``part`` (start, end s; at most ``cap_frames``) on torch
+    outlast the conversion; ``stop``: the visitor's Stop, which kills it."""
     frames, size = clip_frames(Path(video), *part)
     if cap_frames:
         frames = min(frames, cap_frames)
-    models_dir: str | os.PathLike[str] | None = getattr(engine, "models_dir", None)
     run = convert_first.Run(mode, frames, size, str(getattr(engine, "device", "cpu")))
-    return convert_first.convert_before(run, models_dir=models_dir, stop=stop,
+    return convert_first.convert_before(run, models_dir=getattr(engine, "models_dir", None), stop=stop,
                                         starting=lambda model, s: show(converting_text(model, s)))

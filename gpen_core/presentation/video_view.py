@@ -1,6 +1,5 @@
-"""The Video tab's frame viewer as plain values: frames by number, the faces found and refused drawn over one,
-the faces a rerun can keep, and the original over the same span (pixels out RGB uint8 H×W×3, upright).
-"""
+"""The Video tab's frame viewer as plain values: frames by number, faces drawn over one, the faces a rerun can
+keep, the original over the same span (RGB uint8 H×W×3, upright)."""
 
 from __future__ import annotations
 
@@ -24,8 +23,8 @@ MAX_FLAGGED_CHOICES = 200
 
 @dataclass(frozen=True)
 class FrameFaces:
-    """One written frame as the viewer draws it: each face's track and box, the refused boxes (display pixels),
-    and each checked face's identity (track, :class:`~gpen_core.video.identity.FaceCheck`)."""
+    """One written frame as the viewer draws it (display pixels): (track, box) per face, the refused boxes, and
+    (track, :class:`~gpen_core.video.identity.FaceCheck`) per checked face."""
 
     tracks: tuple[tuple[int, tuple[float, float, float, float]], ...]
     rejected: tuple[tuple[float, float, float, float], ...]
@@ -53,8 +52,8 @@ def identity_caption(faces: FrameFaces | None) -> str:
 
 
 def flagged_choices(frames: Sequence[FrameFaces]) -> list[tuple[str, int]]:
-    """(label, frame number from 1) of each frame the identity check flagged, in order, at most
-    :data:`MAX_FLAGGED_CHOICES`: "frame 12: face 1 jumped 0.45 (input 0.04)", "frame 30: face 2 over the limit (0.71)"."""
+    """(label, frame number from 1) of the first :data:`MAX_FLAGGED_CHOICES` frames the identity check flagged:
+    "frame 12: face 1 jumped 0.45 (input 0.04)", "frame 30: face 2 over the limit (0.71)"."""
     out: list[tuple[str, int]] = []
     for i, f in enumerate(frames, 1):
         why = [f"face {k + 1} jumped {c.jump:.2f} (input {c.input_jump:.2f})" if c.jumped else f"face {k + 1} over the limit ({c.distance:.2f})"
@@ -166,8 +165,8 @@ class _Unchanged:
 
 
 def original_span(source: str, dst: Path, start_s: float | None, end_s: float | None, crf: int) -> str:
-    """The original over the restored span, to play beside the result: the upload itself for the whole clip, else
-    its frames (same times, sound and upright turn) written with the same x264 settings into ``dst`` (created)."""
+    """The original over the restored span: the upload itself for the whole clip, else that span written into ``dst``
+    with the result's x264 settings, times, sound and turn."""
     if start_s is None and end_s is None:
         return source
     restore_video(source, dst, video=VideoOptions(crf=crf, start_s=start_s, end_s=end_s), engine=_Unchanged())
@@ -192,8 +191,8 @@ class _DetectOnly(_Unchanged):
 
 def find_faces(source: str, scratch: Path, restorer: Any, options: Any, start_s: float | None,
                end_s: float | None) -> list[FrameFaces]:
-    """The faces of the part's first :data:`PREVIEW_S` seconds as a restore from ``start_s`` numbers them (the
-    same detector, face check and steadying), without restoring; ``scratch`` (a file this call creates) is removed."""
+    """The faces of the part's first :data:`PREVIEW_S` seconds, numbered as a restore from ``start_s`` numbers them
+    (same detector, face check and steadying), nothing restored; ``scratch`` (a file this call makes) is removed."""
     import av
 
     container = open_clip(source)

@@ -1,6 +1,5 @@
-"""The Restore tab's weights box, one call each: what the panel says, and the Download button's work. On a
-shared server without ``--allow-downloads`` the panel names the operator's command instead of a button.
-"""
+"""The Restore tab's weights box: what the panel says, and the Download button's work (on a shared server
+without ``--allow-downloads``, the operator's command instead)."""
 
 from __future__ import annotations
 
@@ -48,9 +47,8 @@ def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, Weigh
 
 def weights_markdown(r: readiness.Readiness, files: Mapping[str, Any], statuses: Sequence[WeightStatus], folder: str,
                      *, mode: str | None, message: str = "", upscaler: Sequence[str] = ()) -> str:
-    """The weights panel. ``mode`` None is ``auto``: what runs now and what a download adds; an explicit mode
-    lists its own files. ``message`` (a download's outcome, or the manual fix) goes under the list;
-    ``upscaler``: the Upscale choice's file when it is missing or corrupt, listed apart."""
+    """The weights panel: for ``mode`` None (auto) what runs now and what a download adds, else that mode's files;
+    ``message`` goes under the list; ``upscaler``: the Upscale choice's unusable file, listed apart."""
     by_name = {s.name: s for s in statuses}
     if mode is None:
         summary = readiness.summary(r, files)
@@ -83,16 +81,14 @@ def weights_markdown(r: readiness.Readiness, files: Mapping[str, Any], statuses:
 
 
 def download_button_label(r: Any, files: Mapping[str, Any], mode: str | None, upscaler: Sequence[str] = ()) -> str:
-    """'Download ResNet-50 detector (109 MB) for quality' (what the button fetches, and why);
-    ``upscaler`` (the Upscale choice's missing file) is fetched too: '... for quality and upscaling'."""
+    """'Download ResNet-50 detector (109 MB) for quality' ('... and upscaling' with ``upscaler``'s file)."""
     names = readiness.download_for(r, mode)
     purposes = ([mode or r.recommended] if names else []) + (["upscaling"] if upscaler else [])
     return f"Download {readiness.files_text((*names, *upscaler), files)} for {' and '.join(purposes)}"
 
 
 def all_weights_markdown(statuses: Sequence[WeightStatus], folder: str) -> str:
-    """Every checkpoint the registry knows, present (verified or corrupt) or missing, as a list
-    (a table is squeezed to one word per line in the narrow column)."""
+    """Every checkpoint the registry knows and its state, as a list (a narrow column squeezes a table)."""
     files = readiness.files_from_status(statuses)
     lines = [f"Models folder: `{folder}`", ""]
     for s in statuses:
@@ -106,8 +102,7 @@ def all_weights_markdown(statuses: Sequence[WeightStatus], folder: str) -> str:
 
 
 def download_failed_text(error: str, remaining: Sequence[str], folder: str) -> str:
-    """The panel after a failed download: the error, then every file still to fetch (when more than the failed
-    one) with its size, source and the one command, so none is left to be found one restore at a time."""
+    """The panel after a failed download: the error, then every file still to fetch with the one command."""
     text = "**Download failed.** " + ui.markdown_text(error)
     if len(remaining) > 1:
         text += ("\n\n" + ui.markdown_text(f"Still to get: {files_text(remaining)}.\n{manual_fix(remaining, folder)}"))
@@ -148,9 +143,8 @@ def wanted(r: readiness.Readiness, files: dict, req: WeightsRequest) -> tuple[st
 
 
 def check_mode_ready(device: str, req: WeightsRequest, policy: Policy = Policy(), other_tab: bool = False) -> None:
-    """Before Restore clears the page's result: a chosen mode (not auto) whose files are missing is refused with
-    :class:`WeightsError`, naming the Download button as the page shows it (or the operator's command).
-    ``other_tab``: asked from a tab without the panel (the Video tab), which then says where it is."""
+    """Before Restore clears the result: WeightsError for a chosen mode whose files are missing, naming the Download
+    button (or the operator's command); ``other_tab``: asked from the Video tab, so it says where the panel is."""
     if req.mode is None:
         return
     r, files, _ = _assess(device, req, policy.any_model_path)
@@ -180,9 +174,8 @@ def weights_view(device: str, req: WeightsRequest, policy: Policy = Policy(), me
 
 def download(device: str, req: WeightsRequest, progress: Callable[[float, str], None], policy: Policy = Policy(),
              cancel: threading.Event | None = None) -> WeightsView:
-    """Download what the panel offers (stopping at the first failure), then the panel again with the outcome.
-    InputError when ``policy`` does not allow downloads; ``cancel`` (the Stop button) stops the file being
-    fetched at its next chunk, nothing installed."""
+    """Download what the panel offers, up to the first failure; the panel again with the outcome. InputError when
+    ``policy`` forbids it; ``cancel`` (Stop) ends the file being fetched at its next chunk, nothing installed."""
     r, files, _ = _assess(device, req, policy.any_model_path)
     names = wanted(r, files, req)
     if names and not policy.downloads_allowed:
