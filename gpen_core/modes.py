@@ -28,8 +28,7 @@ class MemoryMode:
     # Longest side the input is shrunk to before anything else (None: never). Big photos
     # dominate RAM through full-frame buffers, not through the network.
     max_side: int | None
-    # torch intra-op threads (None: torch's default). Fewer threads, smaller per-thread buffers.
-    threads: int | None
+    threads: int | None  # torch intra-op threads (None: torch's default): fewer, smaller per-thread buffers
     output_format: OutputFormat  # of the downloadable result: JPEG keeps big results small, PNG is lossless
     paste: bool  # paste restored faces back into the photo (False: return only the restored crops)
     # Paste through GPEN's face-parsing mask (when its weights are present), as the official code does; else

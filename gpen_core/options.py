@@ -16,13 +16,13 @@ ImageSource = np.ndarray | bytes | str | os.PathLike[str]
 IDENTITY_CHOICES = ("auto", "on", "off")
 BACKENDS = ("auto", "torch", "openvino")
 UPSCALES = (1, 2, 4)
-# What max faces keeps, for the CLI's help and the app's field (RestoreOptions.max_faces).
 MAX_FACES_HELP = "restore at most this many faces, highest detection score first"
 
 
 def default_upscaler(factor: int) -> str:
     """The registry name of the upscaler that enlarges ×``factor`` (2 or 4): what a request without ``upscaler`` loads."""
     return f"realesrnet_x{factor}"
+
 
 DETECTOR_WEIGHTS: dict[str, str] = {
     "mobilenet0.25": "retinaface-mobilenet0.25",

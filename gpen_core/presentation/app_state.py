@@ -12,22 +12,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-# Sessions whose last error is kept for the result panel; old sessions fall out.
-MAX_SESSIONS = 256
+MAX_SESSIONS = 256  # sessions whose last error is kept for the result panel; older ones fall out
 
 
 @dataclass(frozen=True)
 class Policy:
     """What this server lets anonymous visitors do; set once from the app's flags."""
 
-    # The server is reachable by others: --share, a host other than 127.0.0.1, or a Space.
-    shared: bool = False
-    # The Generator field may name any checkpoint path on the server (a local user's choice).
-    any_model_path: bool = False
-    # The Hardware check may be started on a shared server (it occupies the CPU for minutes).
-    hardware_check_on_shared: bool = False
-    # Visitors of a shared server may start weight downloads (hundreds of MB of disk and bandwidth).
-    downloads_on_shared: bool = False
+    shared: bool = False  # reachable by others: --share, a host other than 127.0.0.1, or a Space
+    any_model_path: bool = False  # the Generator field may name any checkpoint path on the server
+    hardware_check_on_shared: bool = False  # it may run on a shared server (it occupies the CPU for minutes)
+    downloads_on_shared: bool = False  # visitors may start downloads (hundreds of MB of disk and bandwidth)
     # The longest clip (seconds) the Video tab restores on a shared server (None or 0: no cap), as a clip holds
     # the one engine lane for its whole length; a local run never caps. The upload says so before anyone waits.
     max_video_seconds: float | None = 60.0
@@ -92,10 +87,8 @@ class SessionStops:
 @dataclass
 class AppState:
     policy: Policy = field(default_factory=Policy)
-    # None: this process's Restorer; else a gpen_core.scaleout.serve.RayRestorer (--backend ray).
-    backend: Any = None
-    # The OpenVINO conversions started after launch (presentation.preparation); None before main() or where none run.
-    preparation: Any = None
+    backend: Any = None  # None: this process's Restorer; else a scaleout.serve.RayRestorer (--backend ray)
+    preparation: Any = None  # the OpenVINO conversions after launch (presentation.preparation); None: none run
     restores_done: int = 0
     # Each session's running download's Stop (the weights panel's button): never another visitor's download.
     downloads: SessionStops = field(default_factory=SessionStops, repr=False)

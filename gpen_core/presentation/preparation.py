@@ -8,8 +8,7 @@ from typing import Any
 from gpen_core.engine.prepare import BackgroundPreparation
 from gpen_core.platform import zerogpu
 
-# How often the page asks for the status while conversions run (seconds).
-REFRESH_S = 2.0
+REFRESH_S = 2.0  # seconds between the page's status reads while conversions run
 
 
 def start_background(restorer: Callable[[], Any], *, remote: bool = False) -> BackgroundPreparation | None:
