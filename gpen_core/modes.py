@@ -1,6 +1,5 @@
-"""The memory modes: named, measured presets for the folk advice around GPEN, one literal table
-(``MODES``). ``auto`` is not a row: :mod:`gpen_core.engine.budget` resolves it per request.
-"""
+"""The memory modes: named, measured presets for the folk advice around GPEN, one literal table (``MODES``).
+``auto`` is not a row: :mod:`gpen_core.engine.budget` resolves it per request."""
 
 from __future__ import annotations
 

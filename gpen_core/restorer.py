@@ -1,7 +1,5 @@
-"""The facade: ``Restorer.__call__(image, options) -> RestoreResult``. One call at a time under the instance's lock;
-each attempt (:mod:`gpen_core.engine.pipeline`) runs under its own peak meter, and one that runs out of memory frees
-the models and steps down a mode.
-"""
+"""The facade, ``Restorer.__call__(image, options) -> RestoreResult``: one call at a time under the instance's lock,
+each attempt under its own peak meter; one that runs out of memory frees the models and steps down a mode."""
 
 from __future__ import annotations
 

@@ -129,9 +129,8 @@ class NetworkRuntime:
 
 @dataclass(frozen=True)
 class FrameOutput:
-    """One video frame restored by :meth:`gpen_core.engine.frames.FrameSession.restore` (not encoded): ``image``
-    RGB uint8 H×W×3 with its faces pasted back (a new array), ``faces`` in the order pasted, ``timings`` this
-    frame's stages (the clip's peaks are the caller's meter's)."""
+    """One video frame restored, not encoded: ``image`` RGB uint8 H×W×3 with its faces pasted back (a new array),
+    ``faces`` in the order pasted, ``timings`` this frame's stages (the clip's peaks are the caller's meter's)."""
 
     image: np.ndarray
     faces: tuple[Face, ...]

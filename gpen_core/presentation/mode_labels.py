@@ -23,7 +23,7 @@ PURPOSE = {"low": "fits almost anywhere", "faces-only": "quickest for big group 
 def mode_label(mode: MemoryMode, device: str, model: str | None = None,
                files: Mapping[str, readiness.FileState] | None = None, *, video: bool = False) -> str:
     """"balanced — GPEN-BFR-512 in bfloat16 (native on this CPU): half the memory, …, writes JPEG". ``model``: the
-    task's generator; ``files``: None, not checked."""
+    task's generator; ``files``: the models folder (None: not checked)."""
     from gpen_core.networks.plan import choose_plan
 
     requested = mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype
@@ -88,7 +88,7 @@ def mode_choices(device: str, task: str | None = None,
 
 
 def hints(*, video: bool = False) -> list[tuple[str, str]]:
-    """The radio before the page loads and :func:`mode_choices` replaces it (no device read yet)."""
+    """The radio until :func:`mode_choices` replaces it on load (no device read yet)."""
     auto, modes = _listed(video)
     out = [auto]
     for m in modes:

@@ -77,7 +77,7 @@ class Readiness:
     runs_now: str | None
     runs_now_fits: bool
     recommended: str  # the best pasting mode that fits the memory, files aside
-    download: tuple[str, ...]  # the smallest set of files that makes ``recommended`` runnable (empty: it is)
+    download: tuple[str, ...]  # the smallest set of files that makes ``recommended`` runnable (empty: already runnable)
     corrupt: tuple[str, ...]  # present files that failed verification (offered for download again)
     binding: str  # "RAM" or "VRAM"
     free_bytes: int
