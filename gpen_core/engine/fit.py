@@ -1,6 +1,5 @@
-"""Which memory mode fits: the one rule behind ``auto``, the weights panel and the hardware check's report
-(:func:`rank`; callers word the answer). Pure and light (no psutil, no torch): the presentation imports it.
-"""
+"""Which memory mode fits: the one rule behind ``auto``, the weights panel and the hardware check's report.
+Pure and light (no psutil, no torch): the presentation imports it."""
 
 from __future__ import annotations
 

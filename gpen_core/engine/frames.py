@@ -1,7 +1,5 @@
-"""A session of frames (a video): the photo path's detect and restore-and-paste stages, per frame. The mode is
-resolved once, the networks stay resident for the session, and nothing is encoded (the video room owns the
-container, the audio and the clip's meter).
-"""
+"""A session of frames (a video): the photo path's detect and restore stages per frame, one mode and resident
+networks for the session; nothing is encoded (the video room owns the container)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The engine's steps around GPEN's other tasks: what the faces are taken from (:func:`task_input`) and
-colorization's last step (:func:`colorized`). The image operations are :mod:`gpen_core.faces.tasks`'; this
-module decides and says what was done in the result's notes.
-"""
+"""The engine's steps around GPEN's other tasks: what the faces are taken from and colorization's last step. The
+image operations are :mod:`gpen_core.faces.tasks`'; this module decides and words the notes."""
 
 from __future__ import annotations
 
