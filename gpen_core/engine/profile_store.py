@@ -125,15 +125,10 @@ def _merged(old: Any, new: Any, *keys: str) -> list[dict[str, Any]]:
     return list({tuple(r[k] for k in keys): r for r in (*(old or ()), *(new or ()))}.values())
 
 
-def saved_profiles(models_dir: str | os.PathLike[str] | None = None) -> dict[str, dict[str, Any]]:
-    """Every saved profile as stored, by device key ({} when none, or the store was ignored: see its note)."""
-    return measurements.read(models_dir).profiles
-
-
 def load_profile(device: str, models_dir: str | os.PathLike[str] | None = None, *, any_machine: bool = False) -> Profile | None:
     """The saved profile for ``device`` when its fingerprint matches this machine now (``any_machine``:
     whatever the fingerprint, to show an old result), else None."""
-    raw = saved_profiles(models_dir).get(device_key(device))
+    raw = measurements.read(models_dir).profiles.get(device_key(device))
     if not isinstance(raw, dict):
         return None
     # The same machine but for ``synthetic``: random weights cost what real ones cost (real ones appearing
