@@ -150,8 +150,7 @@ class Free:
     vram_bytes: int | None
 
     def binding(self, device: str) -> Binding:
-        """VRAM on a GPU whose free VRAM is known, else RAM (no CUDA, or ZeroGPU outside a GPU call).
-        The one rule for the budget, the readiness panel and the hardware check's report."""
+        """VRAM on a GPU whose free VRAM is known, else RAM (no CUDA, or ZeroGPU outside a GPU call)."""
         if device.startswith("cuda") and self.vram_bytes is not None:
             return Binding("VRAM", self.vram_bytes)
         return Binding("RAM", self.ram_bytes)
@@ -275,9 +274,8 @@ def request_plan(mode: MemoryMode, device: str, image_size: tuple[int, int], mod
 
 def choose(device: str, image_size: tuple[int, int], models_dir: Path | None = None, free: Free | None = None,
            available: Callable[[MemoryMode], bool] | None = None, *, work: Work = Work()) -> Choice:
-    """Highest-ranked pasting mode of ``work.task`` that fits, else the lightest with an honest reason. Modes
-    whose weights are not ``available`` are passed over while any with weights fits (only GPEN-BFR-256
-    downloaded gets ``low``, not a missing-weights error for ``quality``)."""
+    """Highest-ranked pasting mode of ``work.task`` that fits, else the lightest with an honest reason; modes whose
+    weights are not ``available`` are passed over while any with weights fits."""
     free = free or free_memory(device)
     total, upscaling, source = {}, {}, {}  # by mode: the need with upscaling, upscaling's share, the figures' source
     for name in TASKS[work.task].modes:

@@ -208,9 +208,8 @@ def prepare_in_child(models_dir: str | os.PathLike[str] | None,
 
 
 class BackgroundPreparation:
-    """:func:`convert_ahead` in a niced child process, watched by a daemon thread that keeps a status line and
-    tells requests what is being converted; a child that dies is started again once. A process, not a thread:
-    a niced thread would leave the runtime's worker threads niced for the app's life."""
+    """:func:`convert_ahead` in a niced child process (a niced thread would leave the runtime's worker threads niced
+    for the app's life), watched by a daemon thread; a child that dies is started again once."""
 
     # A conversion runs at this niceness: the first restores, on torch meanwhile, get the cores first.
     NICENESS = 10

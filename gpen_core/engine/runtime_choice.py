@@ -70,9 +70,8 @@ class RuntimeDecision:
 
 
 def decide_runtime(f: RuntimeFacts) -> RuntimeDecision:
-    """torch or OpenVINO (and the dtype) for one network: the measured choice, unless it is OpenVINO for a network
-    not converted yet under ``auto``; then torch this time when the conversion does not fit the free RAM, cannot
-    pay for itself (one-shot), would repeat another thread's, or would take the request above its mode's plan."""
+    """torch or OpenVINO (and the dtype) for one network: the measured choice, but torch this time when ``auto``
+    would convert it now and the conversion does not fit, does not pay, is another thread's, or breaks the plan."""
     why = f.measured.why
     if f.measured.runtime == "torch":
         return RuntimeDecision("torch", f.torch_dtype, why)
