@@ -14,9 +14,8 @@ from typing import Literal
 
 from gpen_core.modes import MemoryMode
 
-# Seconds a first-use conversion of the generator takes where this machine has not measured one, per
-# face size: docs/performance.md, "4 strips, to_openvino" (GPEN-BFR-512 9.3 s, GPEN-BFR-256 3.4 s);
-# 1024 px: benchmarks/ov_1024.py, 112 s on 2 shared Zen 4 cores (generator.CONVERT_RAM_MEASURED's note).
+# Seconds a first-use conversion of the generator takes, per face size, where this machine has not measured
+# one: docs/performance.md, "4 strips, to_openvino"; 1024 px: benchmarks/ov_1024.py on 2 shared Zen 4 cores.
 CONVERT_S_BUILT_IN = {256: 3.4, 512: 9.3, 1024: 112.0}
 BUILT_IN_SOURCE = "an estimate: measured on the project's machines, docs/performance.md"
 

@@ -71,7 +71,6 @@ class ModelCache:
         self.models_dir = Path(models_dir) if models_dir is not None else None
         self.allow_download = allow_download
         self.synthetic_weights = synthetic_weights
-        # What stays loaded between stages and requests (engine.lifetime).
         self.lifetime = lifetime
         self.busy = busy
         # OpenVINO threads of the detector and parser; None (requests): OpenVINO's own count.
