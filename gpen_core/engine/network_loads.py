@@ -80,7 +80,7 @@ class Conversion:
 def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: str, measured: BackendChoice,
                   dtypes: tuple[str, str], conversion: Conversion, device: str) -> RuntimeFacts:
     """The facts one runtime decision rests on; ``want``: (network, name, the network in a sentence), ``dtypes``:
-    (on torch, on OpenVINO). The costly facts are read only for a first use of OpenVINO."""
+    (on torch, on OpenVINO). Free RAM, a busy converter and the plan are read only for a first use of OpenVINO."""
     from gpen_core.engine.budget import free_memory
     from gpen_core.platform.meter import current_rss
     from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason
