@@ -133,8 +133,8 @@ def test_a_later_check_of_some_modes_keeps_the_other_task_rows(measured: tuple[r
                               dtype="float32", peak_ram_bytes=5, peak_bytes=5, covered_pixels=1, ran_mode="quality")
     later = records.Profile.from_dict({**prof.to_dict(), "tasks": [records.jsonable(quality.__dict__)]})
     store.save_profile(later, tmp_path)
-    raw = store.saved_profiles(tmp_path)["cpu"]
-    assert {(t["task"], t["mode"]) for t in raw["tasks"]} == {(t.task, t.mode) for t in prof.tasks} | {("colorize", "quality")}
+    saved = store.load_profile("cpu", tmp_path, any_machine=True)
+    assert {(t.task, t.mode) for t in saved.tasks} == {(t.task, t.mode) for t in prof.tasks} | {("colorize", "quality")}
 
 
 def test_standard_task_workloads_and_the_damage_strokes() -> None:

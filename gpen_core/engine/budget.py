@@ -1,8 +1,5 @@
-"""The memory budget: what is free now, what each mode needs, and the best mode that fits (``auto``:
-:func:`choose`; an explicit mode: :func:`check_fits`). Peaks come from the hardware profile saved for this
-machine (:mod:`gpen_core.engine.profile_store`), else from a built-in estimate (on a GPU, from the networks'
-sizes: :func:`vram_estimate`); the reason says which.
-"""
+"""The memory budget: what is free now, what each mode needs (measured on this machine, else a built-in estimate;
+the reason says which) and the best mode that fits."""
 
 from __future__ import annotations
 
@@ -25,10 +22,8 @@ if TYPE_CHECKING:
     from gpen_core.engine.profile_records import Profile
     from gpen_core.options import RestoreOptions
 
-# Built-in peaks above the idle process until the hardware check measures this machine: each mode's
-# worst measured peak over the standard workloads on the project's CPU machines, rounded up (README,
-# "Memory modes"); photos beyond the 12 MP workload add _BYTES_PER_PIXEL a pixel. On a GPU whose free
-# VRAM is readable, the VRAM estimate below stands in instead.
+# Built-in peaks above the idle process until the hardware check measures this machine: each mode's worst
+# measured peak on the project's CPU machines, rounded up (README, "Memory modes").
 _CPU_MODEL_BYTES = {"low": 440e6, "faces-only": 1.11e9, "balanced": 1.15e9, "quality": 1.45e9}
 # GPEN's 1024 px task networks (colorize, inpaint), per mode: cold peaks rounded up, plus the parsing
 # mask where the mode parses (docs/tasks.md). Seg2face uses the restoration figures.
@@ -36,8 +31,7 @@ _TASK_1024_BYTES = {"faces-only": 1.0e9, "balanced": 1.25e9, "quality": 1.8e9}
 _TASK_COVERED_PIXELS = 3000 * 2000  # the largest photo behind the task figures
 _COVERED_PIXELS = 4000 * 3000  # the largest workload behind the mode figures
 _BYTES_PER_PIXEL = 40  # decode, working copy, result and encode buffers, uint8 and float
-# The identity check's models and buffers, 43 MB measured (docs/identity.md), rounded up; the mode
-# figures above predate the check, so it is added where it runs.
+# The identity check, 43 MB measured (docs/identity.md), rounded up: the mode figures above predate it.
 IDENTITY_BYTES = 45_000_000
 ESTIMATE_SOURCE = "built-in estimate, not measured on this machine (run the hardware check to measure)"
 VRAM_ESTIMATE_SOURCE = (
@@ -96,9 +90,8 @@ def network_elements(model: str) -> int:
 
 
 def vram_estimate(mode: MemoryMode) -> VramEstimate:
-    """VRAM one request in ``mode`` needs on a GPU (generator in ``mode.cuda_dtype``; the detector and parser in
-    float32), above what the process held before: an estimate from the networks' own sizes, counted on the
-    ``meta`` device (docs/gpu.md, "Built-in VRAM estimates"); the photo's full-frame buffers stay in RAM."""
+    """VRAM one request in ``mode`` needs on a GPU above what the process held before, estimated from the
+    networks' sizes (docs/gpu.md, "Built-in VRAM estimates"); the photo's full-frame buffers stay in RAM."""
     from gpen_core.weights.lookup import REGISTRY
 
     dtype = mode.cuda_dtype
@@ -157,17 +150,15 @@ class Free:
     vram_bytes: int | None
 
     def binding(self, device: str) -> Binding:
-        """VRAM on a GPU whose free VRAM is known, else RAM (no CUDA, or ZeroGPU outside a GPU call).
-        The one rule for the budget, the readiness panel and the hardware check's report."""
+        """VRAM on a GPU whose free VRAM is known, else RAM (no CUDA, or ZeroGPU outside a GPU call)."""
         if device.startswith("cuda") and self.vram_bytes is not None:
             return Binding("VRAM", self.vram_bytes)
         return Binding("RAM", self.ram_bytes)
 
 
 def free_memory(device: str) -> Free:
-    """RAM and (on a CUDA device) VRAM free now, on the request's own device ("cuda:1" reads GPU 1). VRAM is
-    the driver's free memory plus what this process's caching allocator holds there (cached blocks and the
-    cache's models, which each mode's figure includes); None without CUDA and on ZeroGPU (not readable there)."""
+    """RAM and VRAM free now on ``device``. VRAM counts what this process's caching allocator holds there (each
+    mode's figure includes the cache's models); None without CUDA and on ZeroGPU (not readable there)."""
     ram = int(psutil.virtual_memory().available)
     vram = None
     if device.startswith("cuda") and not on_zerogpu():
@@ -183,9 +174,8 @@ def free_memory(device: str) -> Free:
 
 
 def upscale_extra_bytes(mode: MemoryMode, image_size: tuple[int, int], upscale: int = 1, tile: int | None = None) -> int:
-    """RAM that upscaling ×``upscale`` adds to a request in ``mode`` (0 at ×1 and in a mode that does not
-    paste): the estimate shown beside the app's Upscale radio (:func:`gpen_core.upscale.tiles.preview`).
-    On a GPU the whole figure is added to the binding memory, which errs on the side of stepping down."""
+    """RAM that upscaling ×``upscale`` adds to a request in ``mode`` (0 at ×1 and in a mode that does not paste).
+    On a GPU it is added to the binding memory: it errs on the side of stepping down."""
     if upscale <= 1 or not mode.paste:
         return 0
     from gpen_core.upscale.tiles import preview
@@ -196,8 +186,7 @@ def upscale_extra_bytes(mode: MemoryMode, image_size: tuple[int, int], upscale: 
 
 def _need(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, work: Work,
           profile: Profile | None = None) -> tuple[int, int, str]:
-    """(peak without upscaling, what upscaling adds, where the figures come from), the identity check counted;
-    ``profile``: a hardware check's result in place of the one saved for this machine."""
+    """(peak without upscaling, what upscaling adds, where the figures come from), the identity check counted."""
     base, extra, src = _need_without_check(mode, device, image_size, models_dir, work, profile)
     check = identity_bytes(mode, device, work.task, work.identity, measured=src.startswith("measured on this machine"))
     if check:
@@ -267,17 +256,16 @@ def _f32_copy(mode: MemoryMode, device: str, model: str | None) -> int:
 
 def estimate_peak(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None = None, *,
                   work: Work = Work(), profile: Profile | None = None) -> tuple[int, str]:
-    """(bytes the call needs above the idle process on its binding memory, where the figure comes from),
-    with what ``work`` adds (upscaling, the identity check where it runs); ``profile``: a hardware check's
-    result weighed in place of the one saved for this machine (the check's report weighs its own)."""
+    """(bytes the call needs above the idle process on its binding memory, where the figure comes from), with
+    what ``work`` adds; ``profile``: a hardware check's result in place of the one saved for this machine."""
     base, extra, src = _need(mode, device, image_size, models_dir, work, profile)
     return base + extra, src
 
 
 def request_plan(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, start_rss: int, *,
                  work: Work = Work()) -> RequestPlan | None:
-    """The memory plan a request in ``mode`` keeps to: :func:`estimate_peak` above ``start_rss``. None on a
-    GPU, whose plan is VRAM: the plan guards the RAM that an OpenVINO conversion (CPU only) would take."""
+    """The memory plan a request in ``mode`` keeps to: :func:`estimate_peak` above ``start_rss``. None on a GPU:
+    the plan guards the RAM an OpenVINO conversion (CPU only) would take."""
     if device.startswith("cuda"):
         return None
     planned, _ = estimate_peak(mode, device, image_size, models_dir, work=work)
@@ -286,10 +274,8 @@ def request_plan(mode: MemoryMode, device: str, image_size: tuple[int, int], mod
 
 def choose(device: str, image_size: tuple[int, int], models_dir: Path | None = None, free: Free | None = None,
            available: Callable[[MemoryMode], bool] | None = None, *, work: Work = Work()) -> Choice:
-    """Highest-ranked pasting mode of ``work.task`` that fits ``work``'s need (:func:`gpen_core.engine.fit.rank`);
-    the lightest with an honest reason if none does. Modes whose weights are not ``available`` are passed over
-    while any with weights fits (someone who downloaded only GPEN-BFR-256 gets ``low``, not a missing-weights
-    error for ``quality``); with upscaling the reason names modes that fit only without it."""
+    """Highest-ranked pasting mode of ``work.task`` that fits, else the lightest with an honest reason; modes whose
+    weights are not ``available`` are passed over while any with weights fits."""
     free = free or free_memory(device)
     total, upscaling, source = {}, {}, {}  # by mode: the need with upscaling, upscaling's share, the figures' source
     for name in TASKS[work.task].modes:
@@ -340,8 +326,8 @@ def check_fits(mode: MemoryMode, device: str, image_size: tuple[int, int], model
 
 def mode_to_start(opts: "RestoreOptions", device: str, size: tuple[int, int], models_dir: Path | None,
                   available: Callable[[MemoryMode], bool]) -> Choice:
-    """The one mode choice for a photo and for a clip's frames (``size``: its width and height): auto's choice
-    among the modes whose weights are ``available``, or the asked mode when it fits, ``opts``' work counted."""
+    """The one mode choice for a photo and for a clip's frames of ``size``: auto's choice, or the asked mode
+    when it fits."""
     work = Work.of(opts)
     if opts.mode == AUTO:
         return choose(device=device, image_size=size, models_dir=models_dir, available=available, work=work)

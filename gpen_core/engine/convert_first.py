@@ -1,7 +1,5 @@
 """Convert before a long run: a folder or a clip whose expected work on torch outlasts converting its generator
-for OpenVINO converts it first in a child process (whose memory is handed back; a conversion inside a request
-would not fit its mode's plan), then restores on OpenVINO (docs/performance.md, "A long run converts first").
-"""
+converts it first, in a child process whose memory is handed back (docs/performance.md, "A long run converts first")."""
 
 from __future__ import annotations
 
@@ -16,9 +14,8 @@ from typing import Literal
 
 from gpen_core.modes import MemoryMode
 
-# Seconds a first-use conversion of the generator takes where this machine has not measured one, per
-# face size: docs/performance.md, "4 strips, to_openvino" (GPEN-BFR-512 9.3 s, GPEN-BFR-256 3.4 s);
-# 1024 px: benchmarks/ov_1024.py, 112 s on 2 shared Zen 4 cores (generator.CONVERT_RAM_MEASURED's note).
+# Seconds a first-use conversion of the generator takes, per face size, where this machine has not measured
+# one: docs/performance.md, "4 strips, to_openvino"; 1024 px: benchmarks/ov_1024.py on 2 shared Zen 4 cores.
 CONVERT_S_BUILT_IN = {256: 3.4, 512: 9.3, 1024: 112.0}
 BUILT_IN_SOURCE = "an estimate: measured on the project's machines, docs/performance.md"
 
@@ -44,8 +41,7 @@ class Pending:
 
 @dataclass(frozen=True)
 class ConvertFirst:
-    """What converting before the run came to. ``note``: the sentence for stderr and the results' notes
-    ("" when nothing was to convert); ``seconds``: the conversion's measured time when it ran."""
+    """What converting before the run came to: ``note`` for stderr and the results' notes, ``seconds`` when it ran."""
 
     outcome: Literal["nothing to convert", "short run", "no memory", "converted", "failed", "stopped"]
     note: str = ""
@@ -131,11 +127,9 @@ def convert_first(mode: MemoryMode, faces: int, *, models_dir: str | os.PathLike
                   say: Callable[[str], None] = lambda line: None,
                   starting: Callable[[str, Figure], None] = lambda model, seconds: None,
                   stop: threading.Event | None = None) -> ConvertFirst:
-    """Before a run of ``faces`` expected faces in ``mode`` under ``auto``: convert its generator for OpenVINO in a
-    child process when the expected work on torch outlasts the conversion and the child fits the free RAM.
-    ``say(line)`` hears its start and end; ``starting(model, seconds)`` the child's start. ``stop`` set kills the
-    child (its unfinished files removed). One conversion at a time per process, none while the background
-    preparation converts the same generator: a second caller waits, then finds the first one's files."""
+    """Convert ``mode``'s generator in a child process when ``faces`` faces on torch outlast it and the child fits
+    the free RAM. ``stop`` set kills the child (its unfinished files removed). One conversion at a time per
+    process, none beside the background preparation's of the same generator: a second caller waits."""
     from gpen_core.engine.budget import free_memory
     from gpen_core.runtimes.openvino.base import CONVERSION_LOCK
 
@@ -186,8 +180,7 @@ def convert_before(run: Run, *, models_dir: str | os.PathLike[str] | None = None
                    say: Callable[[str], None] = lambda line: None,
                    starting: Callable[[str, Figure], None] = lambda model, seconds: None,
                    stop: threading.Event | None = None) -> ConvertFirst:
-    """:func:`convert_first` for ``run`` of at least one face under the ``auto`` backend on the CPU (the CLI's
-    folders and clips, the app's Video tab)."""
+    """:func:`convert_first` for ``run`` of at least one face under the ``auto`` backend on the CPU."""
     from gpen_core.engine.budget import choose
     from gpen_core.modes import AUTO, MODES
     from gpen_core.weights import lookup as weights
@@ -204,8 +197,8 @@ def convert_before(run: Run, *, models_dir: str | os.PathLike[str] | None = None
 
 
 def _my_turn(model: str, stop: threading.Event | None) -> bool:
-    """Wait for this process's conversion lock (the runtimes' CONVERSION_LOCK), and for the app's background
-    preparation while it converts ``model``; True once the lock is held, False when ``stop`` was set meanwhile."""
+    """Wait for CONVERSION_LOCK and for the background preparation's conversion of ``model``; True once the lock
+    is held, False when ``stop`` was set meanwhile."""
     from gpen_core.engine.prepare import converting, token
     from gpen_core.runtimes.openvino.base import CONVERSION_LOCK
 

@@ -1,6 +1,5 @@
-"""Which memory mode fits: the one rule behind ``auto``, the weights panel and the hardware check's report
-(:func:`rank`; callers word the answer). Pure and light (no psutil, no torch): the presentation imports it.
-"""
+"""Which memory mode fits: the one rule behind ``auto``, the weights panel and the hardware check's report.
+Pure and light (no psutil, no torch): the presentation imports it."""
 
 from __future__ import annotations
 
@@ -79,9 +78,8 @@ class Ranking:
 
 def rank(needs: Mapping[str, int], free_bytes: int | None, *, binding: str = "RAM",
          passed_over: Mapping[str, str] | None = None, candidates: Iterable[str] | None = None) -> Ranking:
-    """Rank the pasting modes of ``needs`` (mode → bytes on the binding memory; or of ``candidates``) by what
-    fits ``free_bytes`` (None: unknown, nothing fits). ``passed_over``: mode → why it cannot run regardless
-    of memory. Modes that only crop faces are not ranked: ``auto`` never picks them."""
+    """Rank the pasting modes of ``needs`` (mode → bytes; or of ``candidates``) against ``free_bytes`` (None:
+    nothing fits). ``passed_over``: mode → why it cannot run whatever the memory."""
     names = list(candidates) if candidates is not None else list(needs)
     usable = usable_bytes(free_bytes)
     skip = passed_over or {}

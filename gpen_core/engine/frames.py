@@ -1,7 +1,5 @@
-"""A session of frames (a video): the photo path's detect and restore-and-paste stages, per frame. The mode is
-resolved once, the networks stay resident for the session, and nothing is encoded (the video room owns the
-container, the audio and the clip's meter).
-"""
+"""A session of frames (a video): the photo path's detect and restore stages per frame, one mode and resident
+networks for the session; nothing is encoded (the video room owns the container)."""
 
 from __future__ import annotations
 
@@ -24,9 +22,8 @@ from gpen_core.rgb import check_rgb
 
 
 class FrameSession:
-    """Restores the faces of one frame after another, inside :meth:`~gpen_core.restorer.Restorer.frames`' ``with``
-    block, from one thread. ``notes``: what the session changed from the request, said once. ``plan``: the mode's
-    memory plan for one frame (:func:`gpen_core.engine.budget.request_plan`; None on a GPU)."""
+    """Restores one frame after another, from one thread, inside :meth:`Restorer.frames`' block. ``notes``: what the
+    session changed from the request; ``plan``: the mode's memory plan for one frame (None on a GPU)."""
 
     def __init__(self, ctx: stages.RequestContext, notes: list[str], numerics: ExitStack, threads: TorchThreads,
                  plan: budget.RequestPlan | None) -> None:
@@ -61,9 +58,8 @@ class FrameSession:
         return list(found.faces)[: self._opts.max_faces]
 
     def restore(self, rgb: np.ndarray, detections: list[Any], check_identity: bool = True) -> FrameOutput:
-        """Restore the faces at ``detections`` (``rgb``'s pixels, landmarks as given, e.g. smoothed) and paste
-        them into a copy of ``rgb`` (RGB uint8 H×W×3), identity checked as asked unless ``check_identity`` is
-        False. Out-of-memory errors propagate: a video cannot step down mid-clip without changing its look."""
+        """Restore the faces at ``detections`` (``rgb``'s pixels, landmarks as given) into a copy of ``rgb`` (RGB uint8
+        H×W×3). Out-of-memory errors propagate: a video cannot step down mid-clip without changing its look."""
         rgb = check_rgb(rgb, "the frame")
         self._threads.refresh()
         t = time.perf_counter()

@@ -1,8 +1,5 @@
-"""What stays in memory between a request's stages: the lifetime policy handed to the model cache. ``RESIDENT``
-keeps every network for the next request (the app, a folder, a video's frames); ``ONE_SHOT`` serves one request
-(the CLI with one photo): each network loads when its stage starts and goes when it ends, so the peak is the
-largest stage's, not the sum of the networks.
-"""
+"""What stays in memory between a request's stages: ``RESIDENT`` keeps every network for the next request;
+``ONE_SHOT`` (one photo) lets each go when its stage ends, so the peak is the largest stage's, not their sum."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ from enum import Enum
 from typing import Literal
 
 Stage = Literal["detect", "upscale", "restore", "paste"]
-# The networks a request loads, by their part in it (the runtime choice and the lifetime policy name them so).
+# The networks a request loads, by their part in it.
 Network = Literal["generator", "detector", "parser", "upscaler"]
 
 # One-shot: what each stage's end lets go. The generator goes after the last face (restore) and,
@@ -24,7 +21,7 @@ _ONE_SHOT_DROPS: dict[str, tuple[Network, ...]] = {
 
 
 class Lifetime(Enum):
-    """How long a loaded network stays (see the module docstring)."""
+    """How long a loaded network stays."""
 
     RESIDENT = "resident"
     ONE_SHOT = "one-shot"
@@ -34,9 +31,8 @@ class Lifetime(Enum):
         return _ONE_SHOT_DROPS[stage] if self is Lifetime.ONE_SHOT else ()
 
     def generator_after_detection(self, runtime: str) -> bool:
-        """Whether the generator loads once detection is over rather than first: one-shot on OpenVINO only, so
-        it and the detector are never resident together; a torch one loads first, onto the smallest heap
-        (measured: docs/performance.md, "One request per process")."""
+        """Whether the generator loads after detection: one-shot on OpenVINO only (a torch one loads first, onto
+        the smallest heap; measured: docs/performance.md, "One request per process")."""
         return self is Lifetime.ONE_SHOT and runtime == "openvino"
 
     @property
@@ -46,7 +42,6 @@ class Lifetime(Enum):
 
     @property
     def conversion_pays(self) -> bool:
-        """Whether converting a network to OpenVINO inside a request can pay for itself: a first use costs tens
-        of seconds and about twice the request's memory (docs/performance.md, "One request per process"), which
-        only work that keeps the network earns back."""
+        """Whether converting to OpenVINO inside a request can pay: only work that keeps the network earns back
+        a first use's cost (docs/performance.md, "One request per process")."""
         return self is Lifetime.RESIDENT

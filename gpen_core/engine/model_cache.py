@@ -1,10 +1,5 @@
-"""The resident models of one Restorer: at most one generator, one detector, one parser and one upscaler.
-
-:meth:`ModelCache.load` loads any network in the runtime :func:`~gpen_core.engine.runtime_choice.decide_runtime`
-picks from its :mod:`~gpen_core.engine.network_loads` facts; the previous model of its kind is freed first and
-loaded back should the new one fail (also one :meth:`ModelCache.release_unused` let go). Not thread-safe: the
-Restorer's lock serialises it.
-"""
+"""The resident models of one Restorer, at most one of each kind: the previous one is freed first and loaded back
+should the new one fail. Not thread-safe: the Restorer's lock serialises it."""
 
 from __future__ import annotations
 
@@ -31,9 +26,8 @@ from gpen_core.result import NetworkRuntime
 
 
 class LazyParser:
-    """A paste mask function that loads the parser at the first face it masks (one-shot requests: after
-    the generator has gone, so the peak is the largest stage's, not the sum of the networks). With no
-    parser (``load`` returns None) it returns GPEN's feathered rectangle, as a None ``parsing_fn`` would."""
+    """A paste mask function that loads the parser at the first face it masks (one-shot: after the generator has
+    gone); with no parser (``load`` returns None), GPEN's feathered rectangle."""
 
     def __init__(self, load: Callable[[], Any], notes: list[str] | None = None) -> None:
         self._load, self._fn, self._called = load, None, False
@@ -69,7 +63,7 @@ class Held:
 
 
 class ModelCache:
-    """Generator, detector, parser and upscaler cache (see the module docstring)."""
+    """Generator, detector, parser and upscaler cache."""
 
     def __init__(self, models_dir: str | os.PathLike[str] | None = None, *, allow_download: bool = False,
                  synthetic_weights: bool = False, lifetime: Lifetime = Lifetime.RESIDENT, busy: BusyCheck | None = None,
@@ -77,7 +71,6 @@ class ModelCache:
         self.models_dir = Path(models_dir) if models_dir is not None else None
         self.allow_download = allow_download
         self.synthetic_weights = synthetic_weights
-        # What stays loaded between stages and requests (engine.lifetime).
         self.lifetime = lifetime
         self.busy = busy
         # OpenVINO threads of the detector and parser; None (requests): OpenVINO's own count.
@@ -113,8 +106,8 @@ class ModelCache:
         return {kind: held.name if held else None for kind, held in self._held.items()}
 
     def release_unused(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> tuple[str, ...]:
-        """Drop the resident networks ``mode`` does not use for ``opts`` (another network, runtime or dtype), so
-        a lighter mode after a heavier one costs what it costs. Returns the names released."""
+        """Drop the resident networks ``mode`` does not use for ``opts`` (another network, runtime or dtype);
+        returns their names."""
         unused = []
         generator, detector, parser, upscaler = (self._held[kind] for kind in KINDS)
         if generator is not None and (generator.name != generator_name(mode, opts.task, opts.model)
@@ -192,8 +185,8 @@ class ModelCache:
         return True
 
     def load(self, want: NetworkLoad, device: str, notes: list[str] | None = None) -> tuple[Any, RuntimeDecision, bool]:
-        """(the network, its runtime decision, whether it was loaded now) for ``want``: the resident one when
-        loaded for the same key, else loaded in its place. The decision's note, if any, goes to ``notes``."""
+        """(the network, its runtime decision, whether it was loaded now) for ``want``: the resident one when its
+        key matches, else loaded in its place; the decision's note goes to ``notes``."""
         decision = decide_runtime(want.facts)
         key = (*want.key, decision.runtime, decision.dtype)
         current = self._held[want.network]
@@ -237,9 +230,8 @@ class ModelCache:
             try:
                 new.obj = new.build()
                 self._held[kind] = new
-                # A load's transient copies (the checkpoint read, the channels-last copy) stay in glibc's heap
-                # once freed; handed back, they do not sit under the next stage's peak (the ResNet-50
-                # detector: 259 MiB resident after its load, 101 MiB after this).
+                # A load's freed transient copies stay in glibc's heap; handed back, they do not sit under the
+                # next stage's peak (the ResNet-50 detector: 259 MiB resident after its load, 101 MiB after this).
                 release(device)
             except Exception as exc:  # clean up and re-raise: the caller decides what the failure means
                 release(device)
@@ -253,8 +245,8 @@ class ModelCache:
                 raise
 
     def generator(self, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any = None):
-        """(forward, size, torch dtype, name, note) for this request (:meth:`load`); what ran and why is left in
-        :attr:`backend` / :attr:`backend_reason`. ``progress`` hears about a first-use OpenVINO conversion."""
+        """(forward, size, torch dtype, name, note) for this request; what ran and why is left in
+        :attr:`backend` / :attr:`backend_reason`."""
         import torch
 
         want, plan, notes, precision_note = loads.generator_load(self, mode, opts, device, progress)
@@ -273,8 +265,7 @@ class ModelCache:
 
     def detector(self, network: str, device: str, opts: RestoreOptions | None = None, notes: list[str] | None = None,
                  mode: MemoryMode | None = None):
-        """The :class:`~gpen_core.faces.detect.FaceDetector` ``network`` in the runtime ``opts.backend`` asks (no
-        opts: torch)."""
+        """The FaceDetector ``network`` in the runtime ``opts.backend`` asks (no opts: torch)."""
         detector, decision, fresh = self.load(loads.detector_load(self, network, device, opts, mode), device, notes)
         if notes is not None:
             _converted(notes, f"the {network} detector", detector.convert_s if fresh else None)
@@ -285,7 +276,7 @@ class ModelCache:
 
     def parser(self, mode: MemoryMode, device: str, notes: list[str], opts: RestoreOptions | None = None, progress: Any = None):
         """GPEN's face-parsing mask when the mode affords it and its weights are present, else None (GPEN's
-        feathered rectangle); a note says which. ``opts.backend`` picks its runtime (no opts: torch)."""
+        feathered rectangle); a note says which."""
         if not mode.parsing:
             self.drop("parser", device)
             notes.append(f"paste mask: GPEN's feathered rectangle ({mode.name} skips the face-parsing mask to save time)")
@@ -304,16 +295,16 @@ class ModelCache:
         return masker
 
     def parsing_fn(self, mode: MemoryMode, device: str, notes: list[str], opts: RestoreOptions | None = None) -> Any:
-        """The paste mask function for ``mode``, loaded now (resident) or at the first face it masks (one-shot:
-        :class:`LazyParser`). None: GPEN's feathered rectangle."""
+        """The paste mask function for ``mode``, loaded now or (one-shot) at the first face it masks; None: GPEN's
+        feathered rectangle."""
         if self.lifetime.lazy_parser:
             later: list[str] = []  # said at the first mask: the restore stage reads LazyParser.notes
             return LazyParser(lambda: self.parser(mode, device, later, opts), later)
         return self.parser(mode, device, notes, opts)
 
     def upscaler(self, opts: RestoreOptions, device: str):
-        """(RRDBNet, name) for ``opts.upscale`` > 1 (torch only); with ``upscale`` 1 it drops a resident one
-        and returns None. InputError when the upscaler's scale is not the one asked."""
+        """(RRDBNet, name) for ``opts.upscale`` > 1; at 1 it drops a resident one and returns None. InputError when
+        the upscaler's scale is not the one asked."""
         if opts.upscale <= 1:
             self.drop("upscaler", device)
             return None

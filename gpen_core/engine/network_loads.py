@@ -1,8 +1,5 @@
-"""What loading each network means: the :class:`NetworkLoad` that :meth:`ModelCache.load
-<gpen_core.engine.model_cache.ModelCache.load>` takes (the facts its runtime is decided on, how to build it
-there), read off a :class:`LoadSource` rather than the cache itself. The faces room never imports a runtime:
-the OpenVINO detector and masker are built here and handed to it ready to run.
-"""
+"""What loading each network means: the :class:`NetworkLoad` the model cache takes. The faces room never imports
+a runtime: the OpenVINO detector and masker are built here and handed to it ready to run."""
 
 from __future__ import annotations
 
@@ -24,19 +21,18 @@ from gpen_core.runtimes.openvino.choice import BackendChoice
 if TYPE_CHECKING:
     from gpen_core.faces.detect import DetectorName, FaceDetector
 
-# Face-parsing weights in the order they are looked for: GPEN's own, then facexlib's copy
-# (the same ParseNet class and key table; see gpen_core.networks.parsenet).
+# Face-parsing weights in the order they are looked for: GPEN's own, then facexlib's copy of the same network.
 PARSER_WEIGHTS = ("ParseNet-latest", "parsenet")
 
-# busy(kind, name, what): the sentence when another thread converts that network right now, else None
-# (engine.prepare.busy_note; an argument, so the cache and the preparation do not import each other).
+# busy(kind, name, what): the sentence when another thread converts that network now, else None (an argument,
+# so the cache and engine.prepare do not import each other).
 BusyCheck = Callable[[str, str, str], "str | None"]
 
 
 @dataclass(frozen=True)
 class NetworkLoad:
-    """One network a request wants: what identifies it (``key``, the runtime excluded), the facts its
-    runtime is decided on, and how to build it in the decided runtime."""
+    """One network a request wants: ``key`` (the runtime excluded), the facts its runtime is decided on, and how
+    to build it in that runtime."""
 
     network: Network
     name: str
@@ -83,9 +79,8 @@ class Conversion:
 
 def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: str, measured: BackendChoice,
                   dtypes: tuple[str, str], conversion: Conversion, device: str) -> RuntimeFacts:
-    """The facts one runtime decision rests on. ``want``: (network, name, the network in a sentence);
-    ``dtypes``: (on torch, on OpenVINO). Free RAM, a busy converter and the memory plan are read only for
-    a network OpenVINO would run that is not converted yet."""
+    """The facts one runtime decision rests on; ``want``: (network, name, the network in a sentence), ``dtypes``:
+    (on torch, on OpenVINO). Free RAM, a busy converter and the plan are read only for a first use of OpenVINO."""
     from gpen_core.engine.budget import free_memory
     from gpen_core.platform.meter import current_rss
     from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason
@@ -252,8 +247,7 @@ def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> Network
 
 
 def registry_size(name: str) -> int:
-    """Face size of a generator: the registry's for a name, the checkpoint's for a path (so a path gets the
-    name's measured runtime choice); 0 when neither tells."""
+    """Face size of a generator: the registry's for a name, the checkpoint's for a path; 0 when neither tells."""
     from gpen_core.weights.lookup import REGISTRY, registry_name
 
     known = registry_name(name)
@@ -279,8 +273,8 @@ def _checkpoint_size(path: str, nbytes: int, mtime_ns: int) -> int:
 
 
 def load_openvino_generator(path: Path, precision: str, models_dir: Path, progress: Any):
-    """The OpenVINO generator: from the cache, or converted now. A synthetic generator (the
-    hardware check) is written once as a random checkpoint of its architecture, then converted."""
+    """The OpenVINO generator, from the cache or converted now; a synthetic one (the hardware check) is written
+    once as a random checkpoint of its architecture."""
     from gpen_core.runtimes.openvino import generator as ov_backend
 
     if str(path).startswith("synthetic:"):

@@ -1,7 +1,5 @@
-"""One attempt of a request: :func:`start` decodes the input and picks the mode (``auto``:
-:mod:`gpen_core.engine.budget`); :func:`run_attempt` runs its stages once in that mode. Stepping down after
-running out of memory, the lock and the meter are the facade's (:mod:`gpen_core.restorer`).
-"""
+"""One attempt of a request: :func:`start` decodes the input and picks the mode, :func:`run_attempt` runs the
+stages once in it. Stepping down, the lock and the meter are the facade's (:mod:`gpen_core.restorer`)."""
 
 from __future__ import annotations
 
@@ -82,10 +80,9 @@ def import_engine() -> None:
 
 
 def ready_server(restores_here: bool) -> int:
-    """At a long-lived server's start (the app's, a Ray Serve replica's), before any model loads: import the
-    engine where this process restores (not on ZeroGPU, nor under a memory cap, where the request's own
-    import says what it needs), then freeze every object alive now out of the collections each model load
-    runs (measured: docs/performance.md, "Garbage collection in the app"). Returns how many were frozen."""
+    """At a long-lived server's start: import the engine where this process restores (not on ZeroGPU nor under
+    a memory cap), then freeze every object alive now out of the collections each model load runs (measured:
+    docs/performance.md, "Garbage collection in the app"). Returns how many were frozen."""
     from gpen_core.platform import zerogpu
     from gpen_core.platform.oom import memory_limited
 
@@ -98,9 +95,8 @@ def ready_server(restores_here: bool) -> int:
 
 def ready_for(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device: str,
               mode_heaps: bool) -> tuple[str, ...]:
-    """Ready the process for a request in ``mode``: its heap policy (:attr:`~gpen_core.modes.MemoryMode.heap_blocks`)
-    where the process serves many modes (``mode_heaps``: it costs a heavier mode page faults), then the
-    resident networks it does not use released (returned, by name)."""
+    """Ready the process for ``mode``: its heap policy where the process serves many modes (``mode_heaps``), then
+    the resident networks it does not use released (returned, by name)."""
     from gpen_core.faces import identity, identity_model
 
     if mode_heaps:
@@ -122,8 +118,7 @@ def decode(image: ImageSource, reduce_to: int | None = None):
 
 def start(image: ImageSource, opts: RestoreOptions, models: ModelCache, device: str, boxes_given: bool, t0: float,
           mask: ImageSource | None = None) -> Request:
-    """Decode ``image`` (and inpainting's ``mask``) and choose the mode to start in (auto's choice, or a
-    lighter mode when the asked one does not fit)."""
+    """Decode ``image`` (and inpainting's ``mask``) and choose the mode to start in."""
     # An explicit mode that pre-shrinks lets big JPEGs decode at reduced size (never below its max side).
     reduce_to = None if (opts.mode == AUTO or opts.aligned or mask is not None) else get_mode(opts.mode).max_side
     decoded, forced = _decode_or_step_down(image, reduce_to, opts, device)
@@ -181,9 +176,8 @@ def _decode_or_step_down(image: ImageSource, reduce_to: int | None, opts: Restor
 
 
 def run_attempt(models: ModelCache, device: str, req: Request, opts: RestoreOptions, report: Progress) -> RestoreResult:
-    """Run ``req`` once in ``req.mode``: its stages in order (:mod:`gpen_core.engine.stages`).
-    Out-of-memory errors propagate (the facade steps down). The mode's memory plan is kept from
-    ``req.start_rss`` (default: now): a network converted for OpenVINO inside the request must fit it."""
+    """Run ``req``'s stages once in ``req.mode``; out-of-memory errors propagate. The mode's memory plan counts
+    from ``req.start_rss`` (default: now)."""
     from gpen_core.platform.meter import current_rss
 
     mode, given, rgb = req.mode, req.given, req.decoded.rgb
@@ -234,10 +228,9 @@ def run_attempt(models: ModelCache, device: str, req: Request, opts: RestoreOpti
 
 
 def attempt_or_none(models: ModelCache, device: str, req: Request, opts: RestoreOptions, report: Progress) -> RestoreResult | None:
-    """:func:`run_attempt`'s result, or None when it ran out of memory (the facade then steps down). Under an
-    address-space cap (``ulimit -v``) on the CPU, a mode estimated not to fit is not started when a lighter one
-    exists: at the cap's very edge oneDNN can kill the process instead of failing (docs/files-and-limits.md,
-    "Out of memory under a memory cap")."""
+    """:func:`run_attempt`'s result, or None when it ran out of memory. Under an address-space cap on the CPU, a
+    mode estimated not to fit is not started when a lighter one exists: at the cap's edge oneDNN can kill the
+    process (docs/files-and-limits.md, "Out of memory under a memory cap")."""
     from gpen_core.platform.oom import address_space_left
 
     left = address_space_left()
@@ -248,8 +241,6 @@ def attempt_or_none(models: ModelCache, device: str, req: Request, opts: Restore
     try:
         return run_attempt(models, device, req, opts, report)
     except Exception as exc:
-        # is_oom: MemoryError, torch/oneDNN/OpenCV allocation failures and our OutOfMemory
-        # (a checkpoint that did not fit while loading); every other GPENError propagates.
         if not is_oom(exc):
             raise
         del exc  # drop the traceback's frames: they hold the big tensors

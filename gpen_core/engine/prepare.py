@@ -1,8 +1,5 @@
-"""Convert ahead: the OpenVINO conversions ``auto`` will want (tens of seconds, more RAM than running the network),
-done before a user waits for them: by ``python -m gpen_core download``, or in the app's niced child process
-(:class:`BackgroundPreparation`). Meanwhile a request that needs a network being converted runs it on torch and
-its notes say why (:func:`busy_note`).
-"""
+"""Convert ahead: the OpenVINO conversions ``auto`` will want, done before a user waits for them. Meanwhile a
+request that needs a network being converted runs it on torch and says why (:func:`busy_note`)."""
 
 from __future__ import annotations
 
@@ -66,8 +63,7 @@ class ConversionOutcome:
 
     @classmethod
     def of(cls, backend: str, convert_s: float | None, notes: Sequence[str]) -> ConversionOutcome:
-        """From a load through the model cache: the runtime it ended on, the seconds of a
-        conversion it did (None: the IR came from the cache) and the notes it left."""
+        """From a load's runtime, its conversion's seconds (None: from the cache) and its notes."""
         if backend != "openvino":
             return cls("skipped", "; ".join(notes) or "torch was measured faster")
         return cls("converted" if convert_s is not None else "cached")
@@ -95,9 +91,8 @@ class PrepareReport:
 def convert_ahead(modes: Sequence[MemoryMode] | None = None, *, models_dir: str | os.PathLike[str] | None = None,
                   progress: Progress | None = None, on_plan: Callable[[list[tuple[str, str]]], None] | None = None,
                   on_start: Callable[[str, str], None] | None = None) -> PrepareReport:
-    """Convert, for ``modes`` (default: all), each network ``auto`` runs on OpenVINO on this CPU whose weights are
-    present, through the model cache as a request's first use would (one that does not fit the free RAM is
-    skipped). ``on_plan([(token, label), ...])`` hears the plan, in order; ``on_start(token, label)`` each start."""
+    """Convert, for ``modes`` (default: all), each network ``auto`` runs on OpenVINO here whose weights are present,
+    as a request's first use would. ``on_plan`` hears the plan's (token, label) pairs, ``on_start`` each start."""
     from gpen_core.engine.model_cache import ModelCache
     from gpen_core.errors import GPENError
     from gpen_core.options import RestoreOptions
@@ -187,11 +182,6 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
     return out
 
 
-# The child side of the background preparation. A process, not a thread: niced, it yields the cores to a
-# visitor's first restore (a niced thread would leave the runtime's worker threads niced for the app's
-# life), and its memory is handed back when it exits. It exits when the app does (the worker's rule).
-
-
 @dataclass(frozen=True)
 class Planned:
     """What the child will prepare, in order: (token, label) pairs."""
@@ -218,9 +208,8 @@ def prepare_in_child(models_dir: str | os.PathLike[str] | None,
 
 
 class BackgroundPreparation:
-    """:func:`convert_ahead` in a niced child process, watched by a daemon thread that keeps a status line for a
-    page and tells requests (:func:`busy_note`) what is being converted. A child that dies before it reports is
-    started again once; when that run fails too, the report says so and requests convert on first use."""
+    """:func:`convert_ahead` in a niced child process (a niced thread would leave the runtime's worker threads niced
+    for the app's life), watched by a daemon thread; a child that dies is started again once."""
 
     # A conversion runs at this niceness: the first restores, on torch meanwhile, get the cores first.
     NICENESS = 10
@@ -286,8 +275,7 @@ class BackgroundPreparation:
             self.status = f"{event.message} — restores meanwhile run on torch and say so"
 
     def _attempt(self) -> PrepareReport | None:
-        """One child run to its end: its report; a report saying why when it raised or could not start;
-        None when it died without one (killed, or exited early): worth one restart."""
+        """One child run's report (saying why when it raised or did not start); None when it died: worth a restart."""
         from gpen_core.platform.worker import Child, Done
 
         self.attempts += 1

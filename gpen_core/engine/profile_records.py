@@ -1,7 +1,5 @@
-"""The hardware check's records (one workload run, one mode, the whole profile), JSON in and out, and a mode's
-runs summarised into its record. Without weights, the exact architectures run random ones: the same memory
-and time, no restoration, and every row says so (a random detector runs for its cost; fixed boxes stand in).
-"""
+"""The hardware check's records (a workload run, a mode, the whole profile), JSON in and out. Without weights the
+exact architectures run random ones: the same memory and time, no restoration, and every row says so."""
 
 from __future__ import annotations
 
@@ -96,8 +94,7 @@ def _with_medians(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def without_medians(row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` (a BackendSpeed's or NetworkSpeed's dict) less the medians its runs give exactly: the store keeps
-    each figure once."""
+    """``row`` (a BackendSpeed's or NetworkSpeed's dict) less the medians its runs give exactly."""
     out = dict(row)
     for side in ("torch", "openvino"):
         if out.get(f"{side}_s") is not None and median_s(out.get(f"{side}_times") or ()) == out[f"{side}_s"]:

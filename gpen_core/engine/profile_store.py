@@ -1,7 +1,5 @@
-"""Where hardware profiles live and when they still hold: one per device in the models folder's measurements
-store (:mod:`gpen_core.platform.measurements`), with a :func:`fingerprint` of the machine, the versions and the
-weights present; :func:`measured` returns a saved figure only while it still matches. Never runs the engine.
-"""
+"""Where hardware profiles live (one per device in the measurements store) and when they still hold: a saved
+figure counts only while its :func:`fingerprint` matches this machine. Never runs the engine."""
 
 from __future__ import annotations
 
@@ -78,8 +76,7 @@ def _weights_present(models_dir: str | os.PathLike[str] | None) -> dict[str, int
 
 
 def fingerprint(device: str, models_dir: str | os.PathLike[str] | None = None, synthetic: bool = False) -> dict[str, Any]:
-    """What a profile is valid for: CPU model, cores, total RAM, GPU, torch and gpen_core
-    versions, the weights present (name → size) and whether random weights were used."""
+    """What a profile is valid for: the machine, the versions, the weights present and whether random ones ran."""
     fp = dict(_machine_part(device_key(device)))
     fp["weights"] = _weights_present(models_dir)
     fp["synthetic"] = bool(synthetic)
@@ -92,8 +89,8 @@ def profile_path(models_dir: str | os.PathLike[str] | None = None) -> Path:
 
 
 def save_profile(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Write ``profile`` into the measurements store under its device, atomically, keeping the modes and rows
-    measured earlier for the same fingerprint and workloads that this run did not measure."""
+    """Write ``profile`` into the measurements store under its device, atomically, keeping what an earlier run
+    of the same fingerprint and workloads measured and this one did not."""
     key = device_key(profile.device)
     mine = profile.to_dict()
     if isinstance(mine.get("backends"), dict):
@@ -128,15 +125,10 @@ def _merged(old: Any, new: Any, *keys: str) -> list[dict[str, Any]]:
     return list({tuple(r[k] for k in keys): r for r in (*(old or ()), *(new or ()))}.values())
 
 
-def saved_profiles(models_dir: str | os.PathLike[str] | None = None) -> dict[str, dict[str, Any]]:
-    """Every saved profile as stored, by device key ({} when none, or the store was ignored: see its note)."""
-    return measurements.read(models_dir).profiles
-
-
 def load_profile(device: str, models_dir: str | os.PathLike[str] | None = None, *, any_machine: bool = False) -> Profile | None:
     """The saved profile for ``device`` when its fingerprint matches this machine now (``any_machine``:
     whatever the fingerprint, to show an old result), else None."""
-    raw = saved_profiles(models_dir).get(device_key(device))
+    raw = measurements.read(models_dir).profiles.get(device_key(device))
     if not isinstance(raw, dict):
         return None
     # The same machine but for ``synthetic``: random weights cost what real ones cost (real ones appearing
@@ -190,7 +182,7 @@ def measured(mode: str, device: str, models_dir: Path | None = None, *, profile:
 def measured_task(task: str, mode: str, device: str, models_dir: Path | None = None, *,
                   profile: Profile | None = None) -> Measured | None:
     """The saved measurement (or ``profile``'s) of GPEN's ``task`` in ``mode`` on ``device`` when valid here and
-    that row measured this mode (a row out of memory keeps what was free then: a lower bound); else None."""
+    the row ran this mode (one out of memory keeps what was free then: a lower bound); else None."""
     prof = profile if profile is not None else load_profile(device, models_dir)
     row = next((t for t in prof.tasks if t.task == task and t.mode == mode), None) if prof is not None else None
     if row is None or row.refused is not None or (row.failed is None and row.ran_mode != mode):

@@ -1,8 +1,5 @@
-"""Which runtime runs a network: one pure decision for the generator, detector, parser and upscaler.
-
-The model cache gathers the facts (:class:`RuntimeFacts`) and :func:`decide_runtime` turns them into a
-:class:`RuntimeDecision`; nothing here reads a file or the clock, so every rule is testable with plain values.
-"""
+"""Which runtime runs a network: :func:`decide_runtime`, one pure decision from the facts the model cache gathers
+(nothing here reads a file or the clock)."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ CONVERT_AHEAD = "python -m gpen_core download"
 
 @dataclass(frozen=True)
 class RequestPlan:
-    """The running request's memory plan: ``planned`` bytes of RAM above ``start_rss``, the process as it
-    started (:func:`gpen_core.engine.budget.estimate_peak`: the figure the mode was chosen or checked by)."""
+    """The running request's memory plan: ``planned`` bytes of RAM above ``start_rss`` (the process as it started)."""
 
     mode: str
     planned: int
@@ -64,8 +60,8 @@ class RuntimeFacts:
 
 @dataclass(frozen=True)
 class RuntimeDecision:
-    """The runtime and dtype one network runs in, and why. ``note``: a sentence for the result
-    when the decision departs from what was measured or asked (the network ran on torch)."""
+    """The runtime and dtype one network runs in, and why; ``note``: the result's sentence when it departs from
+    what was measured or asked."""
 
     runtime: Runtime
     dtype: str
@@ -74,9 +70,8 @@ class RuntimeDecision:
 
 
 def decide_runtime(f: RuntimeFacts) -> RuntimeDecision:
-    """torch or OpenVINO (and the dtype) for one network: the measured choice, unless it is OpenVINO for a network
-    not converted yet under ``auto``; then torch this time when the conversion does not fit the free RAM, cannot
-    pay for itself (one-shot), would repeat another thread's, or would take the request above its mode's plan."""
+    """torch or OpenVINO (and the dtype) for one network: the measured choice, but torch this time when ``auto``
+    would convert it now and the conversion does not fit, does not pay, is another thread's, or breaks the plan."""
     why = f.measured.why
     if f.measured.runtime == "torch":
         return RuntimeDecision("torch", f.torch_dtype, why)
@@ -120,7 +115,6 @@ def _over_plan(f: RuntimeFacts) -> str | None:
 
 
 def instead_of_cache(f: RuntimeFacts, problem: Exception) -> RuntimeDecision:
-    """torch for this request when the OpenVINO cache could not serve the network after all (an entry found
-    damaged, a folder that refused the conversion); a later request converts it again."""
+    """torch for this request when the OpenVINO cache could not serve the network after all."""
     note = f"{problem}; this request ran {f.what} on torch"
     return RuntimeDecision("torch", f.torch_dtype, note, note)

@@ -1,7 +1,5 @@
-"""The stages of one request, in order, each taking and returning typed values (a photo's run in
-:func:`gpen_core.engine.pipeline.run_attempt`, a frame's in :class:`gpen_core.engine.frames.FrameSession`).
-No stage decides what stays loaded: each tells the model cache when it has ended (:mod:`gpen_core.engine.lifetime`).
-"""
+"""The stages of one request, in order, each taking and returning typed values. No stage decides what stays
+loaded: each tells the model cache when it has ended (:mod:`gpen_core.engine.lifetime`)."""
 
 from __future__ import annotations
 
@@ -256,8 +254,8 @@ def find_faces(detector: Any, rgb: np.ndarray, mode: MemoryMode, opts: RestoreOp
 
 
 def upscale(ctx: RequestContext, photo: Prepared, found: Found) -> Canvas:
-    """GPEN's --use_sr flow when asked: the photo upscaled in tiles, the original (and alpha) resized bilinearly
-    to that size for alignment, as official, and the detections moved to it; else the prepared photo."""
+    """GPEN's --use_sr flow when asked: the photo upscaled in tiles, the original resized bilinearly to that size
+    for alignment, as official, and the detections moved to it; else the prepared photo."""
     models, device, mode, opts = ctx.models, ctx.device, ctx.mode, ctx.opts
     base = Canvas(photo.rgb, photo.alpha, found.detections, found.rejected, None, 0.0, (), photo.grey, photo.damage)
     if opts.upscale > 1 and not mode.paste:
@@ -307,9 +305,8 @@ def _upscale_background(ctx: RequestContext, photo: Prepared, found: Found) -> C
 
 def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator, parsing_fn: Any,
                       check_identity: bool = True) -> Restored:
-    """Align, restore and paste back each detection, one face at a time, identity checked as ``opts.identity``
-    asks unless ``check_identity`` is False (a clip's unchecked frame). After the last face the restore stage
-    ends (a face beyond the count loads the generator again); then the paste stage ends."""
+    """Align, restore and paste back each detection, identity checked unless ``check_identity`` is False. The
+    restore stage ends after the last face (one beyond the count loads the generator again), then the paste stage."""
     import torch
 
     from gpen_core.faces import photo as faces_photo
@@ -327,7 +324,6 @@ def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator,
     overflows: list[str] = []
 
     def restore(crop: np.ndarray) -> np.ndarray:
-        """One aligned crop in, the restored crop out (``restore_photo``'s ``restore_fn``)."""
         nonlocal forward, left
         if forward is None:  # more faces than counted (a caller restoring one twice): load it again
             forward = models.generator(mode, opts, device)[0]

@@ -1,7 +1,5 @@
-"""The engine's steps around GPEN's other tasks: what the faces are taken from (:func:`task_input`) and
-colorization's last step (:func:`colorized`). The image operations are :mod:`gpen_core.faces.tasks`'; this
-module decides and says what was done in the result's notes.
-"""
+"""The engine's steps around GPEN's other tasks: what the faces are taken from and colorization's last step. The
+image operations are :mod:`gpen_core.faces.tasks`'; this module decides and words the notes."""
 
 from __future__ import annotations
 
@@ -51,9 +49,8 @@ LABEL_MAP_MIN_SHARE = 0.8
 
 
 def label_map_warning(rgb: np.ndarray) -> str | None:
-    """A note when ``rgb`` (RGB uint8) does not look like seg2face's colour label map, else None:
-    its :data:`LABEL_MAP_TOP_COLOURS` most common colours cover less than :data:`LABEL_MAP_MIN_SHARE`
-    of it (measured on every 4th pixel of every 4th row)."""
+    """A note when ``rgb`` (RGB uint8) does not look like seg2face's colour label map (its most common colours cover
+    too little of it, sampled on every 4th pixel of every 4th row), else None."""
     sample = np.ascontiguousarray(rgb[::4, ::4]).reshape(-1, 3).astype(np.uint32)
     if sample.size == 0:
         return None

@@ -1,8 +1,5 @@
-"""How many threads PyTorch runs a request or a clip with on the CPU: at most the mode's cap and the cores other
-programs leave free (:mod:`gpen_core.platform.cpu_share`: a team of threads waits for its slowest member at every
-layer, so one sharing a core slows the whole team, 4x measured). A clip asks again as the load moves; torch's
-count comes back afterwards.
-"""
+"""PyTorch's threads on the CPU: at most the mode's cap and the cores other programs leave free (a team of threads
+waits for its slowest member at every layer: :mod:`gpen_core.platform.cpu_share`)."""
 
 from __future__ import annotations
 
@@ -22,8 +19,8 @@ def mode_threads(threads: int, cap: int | None) -> int:
 
 
 class TorchThreads:
-    """Sets torch's intra-op threads for a block (``with``) and says, once, when other programs
-    made it run fewer (:attr:`notes`). ``refresh()`` asks again, at most every :data:`RECHECK_S`."""
+    """Sets torch's intra-op threads for a ``with`` block, restored after; :attr:`notes` says, once, when other
+    programs made it run fewer."""
 
     def __init__(self, mode: MemoryMode, device: str) -> None:
         self._cpu = device == "cpu"
