@@ -25,9 +25,8 @@ TIME_THRESHOLD = 0.25
 RESOLUTION_BYTES = 1_000_000
 RESOLUTION_SECONDS = 0.01
 
-# What a tip's claim is about: a memory claim is judged on memory alone (a tip that claims
-# "60 % less memory" and saves only time does not "help" as claimed); "memory and time"
-# lets time break a tie; "time" is judged on time.
+# What a tip's claim is about: a memory claim is judged on memory alone (a tip that claims "60 % less memory"
+# and saves only time does not "help" as claimed); "memory and time" lets time break a tie; "time": on time.
 ClaimKind = Literal["memory", "time", "memory and time"]
 
 

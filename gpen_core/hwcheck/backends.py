@@ -1,9 +1,6 @@
-"""The hardware check's CPU backend comparison: torch against OpenVINO, recorded for ``--backend auto``.
-
-Each generator (face size, dtype) the measured CPU modes use, and their parser and detectors, is loaded on each
-backend as a request loads it (an OpenVINO conversion timed on its own), warmed up once, then called ``runs``
-times each, interleaved so a change in load hits both alike; the medians are recorded (:func:`finish`).
-"""
+"""The hardware check's CPU backend comparison, recorded for ``--backend auto``: each generator, parser and detector
+the measured modes use, loaded on torch and on OpenVINO as a request loads it (a conversion timed on its own), warmed
+up, then called ``runs`` times each, interleaved so a change in load hits both alike; the medians are recorded."""
 
 from __future__ import annotations
 
@@ -128,9 +125,8 @@ def _engine_detector(network: str, runtime: str, models_dir: Path, threads: int 
 
 
 def _engine_parser(pair: dict[str, Any], runtime: str, models_dir: Path, threads: int | None, say: Progress) -> Any:
-    """``pair``'s parser (input size, dtype) on ``runtime``, loaded as a request of a mode that parses at that
-    size and dtype loads it; OpenVINO on ``threads``, else this process's torch threads; a conversion's progress
-    to ``say``."""
+    """``pair``'s parser (input size, dtype) on ``runtime``, as a mode parsing at that size and dtype loads it;
+    OpenVINO on ``threads``, else this process's torch threads."""
     import torch
 
     from gpen_core.engine.model_cache import ModelCache
