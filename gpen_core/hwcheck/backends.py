@@ -23,18 +23,12 @@ if TYPE_CHECKING:
 RUNS = 3  # timed calls per backend after the warm-up (the median is kept)
 
 
-def _size_of(mode: MemoryMode, configs: dict[str, "GPENConfig"]) -> int:
-    arch = configs.get(mode.model) or REGISTRY[mode.model].arch
-    if arch is None:
-        raise ValueError(f"the registry has no architecture for {mode.model}")
-    return int(arch.size)
-
-
 def mode_uses(modes: Sequence[MemoryMode], configs: dict[str, "GPENConfig"]) -> dict[str, tuple[int, str]]:
     """mode name → (face size, torch dtype) of its generator on this CPU (the engine's plan)."""
     from gpen_core.networks.plan import choose_plan
 
-    return {m.name: (_size_of(m, configs), choose_plan("cpu", m.cpu_dtype)[0].dtype) for m in modes}
+    return {m.name: (int((configs.get(m.model) or REGISTRY[m.model].arch).size),  # type: ignore[union-attr]
+                     choose_plan("cpu", m.cpu_dtype)[0].dtype) for m in modes}
 
 
 def plan(
