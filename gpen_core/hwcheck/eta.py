@@ -86,37 +86,21 @@ class Eta:
 # folder): the mean share over five runs times their mean total (docs/performance.md, "How long the hardware
 # check takes"). Only the ratios count. Task rows are per (task, mode); ":warm": it converts first, unmeasured.
 REFERENCE_S: dict[str, float] = {
-    "generator:256:float32": 19.1,
-    "generator:512:bfloat16": 38.4,
-    "generator:512:float32": 56.0,
-    "parser:256:bfloat16": 32.9,
-    "parser:512:float32": 122.8,
-    "detector:mobilenet0.25": 18.5,
-    "detector:resnet50": 66.5,
-    "low": 28.2,
-    "faces-only": 12.4,
-    "balanced": 18.1,
-    "quality": 71.4,
-    "colorize:faces-only": 17.2,
-    "colorize:balanced": 19.8,
-    "colorize:quality": 33.3,
-    "inpaint:faces-only": 19.6,
-    "inpaint:balanced": 20.4,
-    "inpaint:quality": 32.9,
-    "seg2face:faces-only:warm": 11.9,
-    "seg2face:balanced": 5.9,
-    "seg2face:quality": 8.9,
+    "generator:256:float32": 19.1, "generator:512:bfloat16": 38.4, "generator:512:float32": 56.0,
+    "parser:256:bfloat16": 32.9, "parser:512:float32": 122.8,
+    "detector:mobilenet0.25": 18.5, "detector:resnet50": 66.5,
+    "low": 28.2, "faces-only": 12.4, "balanced": 18.1, "quality": 71.4,
+    "colorize:faces-only": 17.2, "colorize:balanced": 19.8, "colorize:quality": 33.3,
+    "inpaint:faces-only": 19.6, "inpaint:balanced": 20.4, "inpaint:quality": 32.9,
+    "seg2face:faces-only:warm": 11.9, "seg2face:balanced": 5.9, "seg2face:quality": 8.9,
 }
 # Of each backend step above, the OpenVINO conversion: a network this models folder has a speed record for
 # was converted by an earlier check and loads from the cache (kind ":cached": its reference less this).
+# generator:512:float32 reuses the bfloat16 step's conversion of the same checkpoint.
 CONVERT_S: dict[str, float] = {
-    "generator:256:float32": 7.0,
-    "generator:512:bfloat16": 15.8,
-    "generator:512:float32": 0.0,  # reuses the bfloat16 step's conversion of the same checkpoint
-    "parser:256:bfloat16": 23.9,
-    "parser:512:float32": 47.1,
-    "detector:mobilenet0.25": 8.2,
-    "detector:resnet50": 16.5,
+    "generator:256:float32": 7.0, "generator:512:bfloat16": 15.8, "generator:512:float32": 0.0,
+    "parser:256:bfloat16": 23.9, "parser:512:float32": 47.1,
+    "detector:mobilenet0.25": 8.2, "detector:resnet50": 16.5,
 }
 REFERENCE: dict[str, float] = {**REFERENCE_S, **{f"{k}:cached": REFERENCE_S[k] - c for k, c in CONVERT_S.items()}}
 
