@@ -30,8 +30,7 @@ FACEXLIB_NEEDS = {"torchvision.models._utils": ("IntermediateLayerGetter",), "to
 
 
 class IntermediateLayerGetter(nn.ModuleDict):
-    """torchvision's: the model's children up to the last one named in ``return_layers``;
-    ``forward`` returns an OrderedDict {new_name: activation} of the named ones."""
+    """torchvision's: the children up to the last in ``return_layers``; ``forward`` gives {new_name: activation}."""
 
     _version = 2
 

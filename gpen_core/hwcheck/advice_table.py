@@ -189,8 +189,7 @@ def format_table(report: AdviceReport) -> str:
 
 
 def save_report(report: AdviceReport, models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Keep ``report`` for the app in the models folder's measurements store
-    (:mod:`gpen_core.platform.measurements`); the store's path."""
+    """Keep ``report`` for the app in the models folder's measurements store; the store's path."""
     d = report.to_dict()
     return measurements.update(lambda store: replace(store, advice=d), models_dir)
 

@@ -213,8 +213,7 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
 def finish(
     check: BackendCheck, spec: dict[str, Any], result: dict[str, Any], models_dir: str | None
 ) -> BackendCheck:
-    """The measured rows as :class:`BackendSpeed` records; each recordable pair written to the
-    speed file ``auto`` reads (:func:`gpen_core.runtimes.openvino.generator.record_speed`)."""
+    """The measured rows as BackendSpeed records, each recordable pair written to the speed file ``auto`` reads."""
     from gpen_core.runtimes.openvino import generator as ov_backend
 
     if result.get("skipped"):

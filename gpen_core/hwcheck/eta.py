@@ -70,8 +70,7 @@ class Eta:
         return sum(self.per_step(k) is None for k in self.plan[len(self.finished):])
 
     def left(self) -> float | None:
-        """Seconds until the timed steps of the plan are done (the running step's elapsed time taken off);
-        None while no step still to run can be timed."""
+        """Seconds until the plan's timed steps are done, less the running step's time; None while none can be timed."""
         todo = list(self.plan[len(self.finished):])
         if not todo:
             return 0.0

@@ -144,8 +144,7 @@ def _task_cell(t: TaskRow, profile: Profile, free: "Free | None", files: FilesHe
 
 
 def tasks_table(profile: Profile, free: "Free | None" = None, *, fits: bool = True, files: FilesHere | None = None) -> str:
-    """GPEN's other tasks, a row per task, a column per mode ("" when none was measured); ``fits``, ``files``: as
-    in :func:`format_table`."""
+    """GPEN's other tasks, a row per task, a column per mode ("" for none); ``fits``, ``files``: as in format_table."""
     if not profile.tasks:
         return ""
     free = _free_now(profile, free) if fits else None

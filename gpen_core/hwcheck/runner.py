@@ -99,8 +99,7 @@ class CheckSpec:
 
 
 def _plan_mode(mode: MemoryMode, check: CheckSpec, override_paths: dict[str, str], portraits: Sequence[Path]) -> dict[str, Any]:
-    """The JSON-able spec :func:`measure_mode` runs for ``mode``; WeightsError when ``synthetic=False`` and its
-    generator is missing."""
+    """The spec :func:`measure_mode` runs for ``mode``; WeightsError when ``synthetic=False`` lacks its generator."""
     notes: list[str] = []
     model_opt, kind = generator_source(mode.model, override_paths, check.synthetic, check.models_dir)
     if mode.model in override_paths:
@@ -178,8 +177,7 @@ def refusal(task: str, mode: str, aligned: bool = False) -> str | None:
 
 
 def plan_tasks(check: CheckSpec, override_paths: dict[str, str]) -> tuple[list[dict[str, Any]], list[TaskRow]]:
-    """(worker specs to measure, the refused rows) for every task × mode of ``check``; ``override_paths`` (registry
-    name → checkpoint) replace a task's generator."""
+    """(specs to measure, refused rows) for every task × mode; ``override_paths`` (name → file) replace generators."""
     specs: list[dict[str, Any]] = []
     refused: list[TaskRow] = []
     warmed: set[str] = set()  # architectures whose OpenVINO conversion a first unmeasured run makes (random
