@@ -1,11 +1,8 @@
-"""How long a measurement has left: from this machine's own measured steps, never a fixed guess.
-
-A run (the tips, the hardware check's :class:`Steps`) is a known list of steps, each of a kind ("restore:balanced",
-a mode's name...). A step still to run is expected to take, in this order: the mean of the finished steps of its
-kind; its ``reference`` time scaled by this machine's speed; the mean of the finished steps of its family (the kind
-up to its first ":"); with ``guess_from_all``, the mean of every finished step. Else it is counted as untimed: a
-mean of unlike steps (a 1 s encode, a 20 s restore) would overstate the time left.
-"""
+"""How long a measurement has left, from this machine's own measured steps. A run is a known list of steps, each of
+a kind ("restore:balanced", a mode's name); a step still to run is expected to take the mean of the finished steps
+of its kind, else its ``reference`` time scaled by this machine's speed, else the mean of its family (the kind up to
+its first ":"), else (``guess_from_all``) the mean of every finished step; else it is untimed: a mean of unlike
+steps (a 1 s encode, a 20 s restore) would overstate the time left."""
 
 from __future__ import annotations
 
