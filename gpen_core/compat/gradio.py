@@ -1,6 +1,6 @@
 """Gradio's internals the app leans on: raw image uploads, unknown routes and the page's private events, whether
 anyone still waits for an event. Written for Gradio 6 (checked with 6.31); only the app imports it;
-:func:`seam_problems` (and ``tests/test_compat.py``) fail loudly when the installed Gradio moved them."""
+:func:`check_installed` raises (and ``tests/test_compat.py`` fails) when the installed Gradio moved them."""
 
 from __future__ import annotations
 
