@@ -1,9 +1,6 @@
-"""Gradio's internals the app leans on: raw image uploads (:func:`raw_upload`, :func:`raw_editor`), unknown routes
-and the page's private events (:func:`app_kwargs`), whether anyone still waits for an event (:func:`still_waited_for`).
-
-Written for Gradio 6 (checked with 6.31); only the app imports it (``.importlinter``); ``tests/test_compat.py``
-fails loudly when the installed Gradio no longer has what a seam reaches into.
-"""
+"""Gradio's internals the app leans on: raw image uploads, unknown routes and the page's private events, whether
+anyone still waits for an event. Written for Gradio 6 (checked with 6.31); only the app imports it;
+:func:`check_installed` raises (and ``tests/test_compat.py`` fails) when the installed Gradio moved them."""
 
 from __future__ import annotations
 
@@ -117,8 +114,7 @@ def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any
     """Make an image editor hand its value as file paths, none opened: ``{"background": path | None, "layers":
     [path, ...], "composite": path | None}``. Gradio's own opens every layer with Pillow (four 656 KB PNG layers
     of 13000×13000 cost gigabytes). The page's blobs are written by ``save_bytes(data, name)``, an API client's
-    ``data:`` URLs by ``save_data_url``.
-    """
+    ``data:`` URLs by ``save_data_url``."""
     check_installed()
     component.blob_storage = BoundedBlobs()  # type: ignore[assignment]
     component.preprocess = functools.partial(_raw_editor_preprocess, component, save_bytes, save_data_url)  # type: ignore[method-assign]
@@ -207,9 +203,8 @@ def app_kwargs(blocks: gr.Blocks, max_body_bytes: int = 34_000_000) -> dict[str,
 PAGE_ONLY = ("This event belongs to the app's page and is not part of its API; open the page in a browser. "
              "API clients call /restore (see /gradio_api/info).")
 NOT_FOUND = "Not Found: this app has no such endpoint; see /gradio_api/info"
-# The routes that start (or stream the results of) an event, by the event's number or name.
-# Gradio 6.31 has no websocket route; its SSE streams are /queue/data (a session's own
-# events, started through queue/join) and GET /call/<name>/<event_id>.
+# The routes that start (or stream the results of) an event, by the event's number or name. Gradio 6.31 has
+# no websocket route; its SSE streams are /queue/data (a session's events, from queue/join) and GET /call/<name>/<id>.
 _STARTS = re.compile(r"/gradio_api/(?:(?P<join>queue/join)|call/v2/(?P<v2>[^/]+)|(?P<kind>call|run|api)/(?P<name>[^/]+))/?$")
 _RESULTS = re.compile(r"/gradio_api/call/(?:v2/)?(?P<name>[^/]+)/[^/]+/?$")
 
@@ -224,8 +219,7 @@ class PageOnlyEvents:
     Gradio hides them from its API page, but its routes run any event by number (``queue/join``) or name
     (``/call/<name>``, ``/call/v2/<name>``, ``/run/<name>``). ``queue/join`` needs the page's ``Origin`` for a
     private event (:func:`came_from_page`), else 403; on the named routes a private event is 404 (so is an unknown
-    ``/call/v2/<name>``, a 500 in Gradio). Those bodies are read here, capped at ``max_body_bytes`` (413).
-    """
+    ``/call/v2/<name>``, a 500 in Gradio). Those bodies are read here, capped at ``max_body_bytes`` (413)."""
 
     def __init__(self, app: Any, blocks: gr.Blocks, max_body_bytes: int = 34_000_000) -> None:
         self.app, self.blocks, self.max_body_bytes = app, blocks, max_body_bytes
@@ -342,8 +336,7 @@ async def _json(send: Any, status: int, detail: str) -> None:
 def came_from_page(headers: Mapping[str, str] | None, page_hosts: set[str] | None = None) -> bool:
     """Whether a request carries the page's own origin: an ``Origin`` (else ``Referer``) whose host is the one it
     was sent to (``Host``, ``X-Forwarded-Host``) or one of ``page_hosts``. A browser adds ``Origin`` to the page's
-    POSTs; API clients send none. A barrier, not authentication: the operator's flags gate the rest.
-    """
+    POSTs; API clients send none. A barrier, not authentication: the operator's flags gate the rest."""
     if not headers:
         return False
     lower = {k.lower(): v for k, v in headers.items()}

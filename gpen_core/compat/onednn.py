@@ -1,11 +1,7 @@
-"""oneDNN's primitive cache inside PyTorch's CPU library, emptied when a lighter mode takes over.
-
-Nothing in PyTorch empties oneDNN's process-wide cache of built primitives: after ``balanced`` they held 10-15 MiB
-in every later peak (docs/performance.md, "A lighter mode after a heavier one"). oneDNN's
-``dnnl_set_primitive_cache_capacity`` empties it, but it is a local symbol of ``libtorch_cpu.so`` (``.symtab``
-only): :func:`clear_primitive_cache` finds it there, places it by an exported symbol, and calls it once oneDNN's
-getter, found the same way, has answered as oneDNN does. A stripped build is left alone; the caller says so.
-"""
+"""oneDNN's primitive cache inside PyTorch's CPU library, emptied when a lighter mode takes over: nothing in PyTorch
+empties it, and after ``balanced`` it held 10-15 MiB in every later peak (docs/performance.md, "A lighter mode after
+a heavier one"). Its setter and getter are local symbols of ``libtorch_cpu.so`` (``.symtab`` only), placed here by an
+exported symbol, the setter called only once the getter answered as oneDNN does; a stripped build is left alone."""
 
 from __future__ import annotations
 

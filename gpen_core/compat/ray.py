@@ -1,8 +1,5 @@
-"""Ray's internals we lean on: a loopback-only local Ray, its token auth, and replicas' gRPC on loopback.
-
-Written for Ray 2.60 (:data:`RAY_VERSIONS`); ``tests/test_compat.py`` fails when the installed Ray no longer
-has what a function here reaches into. Imported only by :mod:`gpen_core.scaleout`, after Ray.
-"""
+"""Ray's internals we lean on: a loopback-only local Ray, its token auth, and replicas' gRPC on loopback. Written
+for Ray 2.60 (:data:`RAY_VERSIONS`); imported only by :mod:`gpen_core.scaleout`, after Ray."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""The three torchvision pieces facexlib's RetinaFace needs, without importing torchvision.
-
-torchvision's import pulls in ``torch._dynamo`` and triton: 133-140 MB of RSS in every process that restores a
-photo. Within :func:`for_facexlib`, *this thread's* ``import torchvision...`` gets stand-ins through a wrapped
-``builtins.__import__`` (never ``sys.modules``, which every thread would see), computing what torchvision 0.29
-does (same module tree and keys, same greedy NMS: ``tests/test_tv_shim.py``).
-"""
+"""The three torchvision pieces facexlib's RetinaFace needs, without torchvision's import (``torch._dynamo`` and
+triton: 133-140 MB of RSS in every process that restores a photo). Within :func:`for_facexlib`, *this thread's*
+``import torchvision...`` gets stand-ins through a wrapped ``builtins.__import__`` (never ``sys.modules``, which
+every thread would see), computing what torchvision 0.29 does (same module tree and keys, same greedy NMS)."""
 
 from __future__ import annotations
 
@@ -30,8 +27,7 @@ FACEXLIB_NEEDS = {"torchvision.models._utils": ("IntermediateLayerGetter",), "to
 
 
 class IntermediateLayerGetter(nn.ModuleDict):
-    """torchvision's: the model's children up to the last one named in ``return_layers``;
-    ``forward`` returns an OrderedDict {new_name: activation} of the named ones."""
+    """torchvision's: the children up to the last in ``return_layers``; ``forward`` gives {new_name: activation}."""
 
     _version = 2
 

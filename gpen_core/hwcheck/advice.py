@@ -65,8 +65,7 @@ def _side(label: str, outs: Sequence[SideRun]) -> Side:
 
 
 def progress_text(k: int, n: int, tip: Tip) -> str:
-    """'tip 7 (3 of 9): JPEG q95 output instead of PNG': plain text (a progress bar shows no
-    Markdown, so the tip's code marks are dropped)."""
+    """'tip 7 (3 of 9): JPEG q95 output instead of PNG', code marks dropped (a progress bar shows no Markdown)."""
     return f"tip {tip.number} ({k + 1} of {n}): {tip.tip.replace('`', '')}"
 
 

@@ -25,9 +25,8 @@ TIME_THRESHOLD = 0.25
 RESOLUTION_BYTES = 1_000_000
 RESOLUTION_SECONDS = 0.01
 
-# What a tip's claim is about: a memory claim is judged on memory alone (a tip that claims
-# "60 % less memory" and saves only time does not "help" as claimed); "memory and time"
-# lets time break a tie; "time" is judged on time.
+# What a tip's claim is about: a memory claim is judged on memory alone (a tip that claims "60 % less memory"
+# and saves only time does not "help" as claimed); "memory and time" lets time break a tie; "time": on time.
 ClaimKind = Literal["memory", "time", "memory and time"]
 
 
@@ -190,8 +189,7 @@ def format_table(report: AdviceReport) -> str:
 
 
 def save_report(report: AdviceReport, models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Keep ``report`` for the app in the models folder's measurements store
-    (:mod:`gpen_core.platform.measurements`); the store's path."""
+    """Keep ``report`` for the app in the models folder's measurements store; the store's path."""
     d = report.to_dict()
     return measurements.update(lambda store: replace(store, advice=d), models_dir)
 

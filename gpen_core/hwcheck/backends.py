@@ -1,9 +1,6 @@
-"""The hardware check's CPU backend comparison: torch against OpenVINO, recorded for ``--backend auto``.
-
-Each generator (face size, dtype) the measured CPU modes use, and their parser and detectors, is loaded on each
-backend as a request loads it (an OpenVINO conversion timed on its own), warmed up once, then called ``runs``
-times each, interleaved so a change in load hits both alike; the medians are recorded (:func:`finish`).
-"""
+"""The hardware check's CPU backend comparison, recorded for ``--backend auto``: each generator, parser and detector
+the measured modes use, loaded on torch and on OpenVINO as a request loads it (a conversion timed on its own), warmed
+up, then called ``runs`` times each, interleaved so a change in load hits both alike; the medians are recorded."""
 
 from __future__ import annotations
 
@@ -26,18 +23,12 @@ if TYPE_CHECKING:
 RUNS = 3  # timed calls per backend after the warm-up (the median is kept)
 
 
-def _size_of(mode: MemoryMode, configs: dict[str, "GPENConfig"]) -> int:
-    arch = configs.get(mode.model) or REGISTRY[mode.model].arch
-    if arch is None:
-        raise ValueError(f"the registry has no architecture for {mode.model}")
-    return int(arch.size)
-
-
 def mode_uses(modes: Sequence[MemoryMode], configs: dict[str, "GPENConfig"]) -> dict[str, tuple[int, str]]:
     """mode name → (face size, torch dtype) of its generator on this CPU (the engine's plan)."""
     from gpen_core.networks.plan import choose_plan
 
-    return {m.name: (_size_of(m, configs), choose_plan("cpu", m.cpu_dtype)[0].dtype) for m in modes}
+    return {m.name: (int((configs.get(m.model) or REGISTRY[m.model].arch).size),  # type: ignore[union-attr]
+                     choose_plan("cpu", m.cpu_dtype)[0].dtype) for m in modes}
 
 
 def plan(
@@ -128,9 +119,8 @@ def _engine_detector(network: str, runtime: str, models_dir: Path, threads: int 
 
 
 def _engine_parser(pair: dict[str, Any], runtime: str, models_dir: Path, threads: int | None, say: Progress) -> Any:
-    """``pair``'s parser (input size, dtype) on ``runtime``, loaded as a request of a mode that parses at that
-    size and dtype loads it; OpenVINO on ``threads``, else this process's torch threads; a conversion's progress
-    to ``say``."""
+    """``pair``'s parser (input size, dtype) on ``runtime``, as a mode parsing at that size and dtype loads it;
+    OpenVINO on ``threads``, else this process's torch threads."""
     import torch
 
     from gpen_core.engine.model_cache import ModelCache
@@ -223,8 +213,7 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
 def finish(
     check: BackendCheck, spec: dict[str, Any], result: dict[str, Any], models_dir: str | None
 ) -> BackendCheck:
-    """The measured rows as :class:`BackendSpeed` records; each recordable pair written to the
-    speed file ``auto`` reads (:func:`gpen_core.runtimes.openvino.generator.record_speed`)."""
+    """The measured rows as BackendSpeed records, each recordable pair written to the speed file ``auto`` reads."""
     from gpen_core.runtimes.openvino import generator as ov_backend
 
     if result.get("skipped"):

@@ -1,11 +1,8 @@
-"""How long a measurement has left: from this machine's own measured steps, never a fixed guess.
-
-A run (the tips, the hardware check's :class:`Steps`) is a known list of steps, each of a kind ("restore:balanced",
-a mode's name...). A step still to run is expected to take, in this order: the mean of the finished steps of its
-kind; its ``reference`` time scaled by this machine's speed; the mean of the finished steps of its family (the kind
-up to its first ":"); with ``guess_from_all``, the mean of every finished step. Else it is counted as untimed: a
-mean of unlike steps (a 1 s encode, a 20 s restore) would overstate the time left.
-"""
+"""How long a measurement has left, from this machine's own measured steps. A run is a known list of steps, each of
+a kind ("restore:balanced", a mode's name); a step still to run is expected to take the mean of the finished steps
+of its kind, else its ``reference`` time scaled by this machine's speed, else the mean of its family (the kind up to
+its first ":"), else (``guess_from_all``) the mean of every finished step; else it is untimed: a mean of unlike
+steps (a 1 s encode, a 20 s restore) would overstate the time left."""
 
 from __future__ import annotations
 
@@ -70,8 +67,7 @@ class Eta:
         return sum(self.per_step(k) is None for k in self.plan[len(self.finished):])
 
     def left(self) -> float | None:
-        """Seconds until the timed steps of the plan are done (the running step's elapsed time taken off);
-        None while no step still to run can be timed."""
+        """Seconds until the plan's timed steps are done, less the running step's time; None while none can be timed."""
         todo = list(self.plan[len(self.finished):])
         if not todo:
             return 0.0
@@ -86,37 +82,21 @@ class Eta:
 # folder): the mean share over five runs times their mean total (docs/performance.md, "How long the hardware
 # check takes"). Only the ratios count. Task rows are per (task, mode); ":warm": it converts first, unmeasured.
 REFERENCE_S: dict[str, float] = {
-    "generator:256:float32": 19.1,
-    "generator:512:bfloat16": 38.4,
-    "generator:512:float32": 56.0,
-    "parser:256:bfloat16": 32.9,
-    "parser:512:float32": 122.8,
-    "detector:mobilenet0.25": 18.5,
-    "detector:resnet50": 66.5,
-    "low": 28.2,
-    "faces-only": 12.4,
-    "balanced": 18.1,
-    "quality": 71.4,
-    "colorize:faces-only": 17.2,
-    "colorize:balanced": 19.8,
-    "colorize:quality": 33.3,
-    "inpaint:faces-only": 19.6,
-    "inpaint:balanced": 20.4,
-    "inpaint:quality": 32.9,
-    "seg2face:faces-only:warm": 11.9,
-    "seg2face:balanced": 5.9,
-    "seg2face:quality": 8.9,
+    "generator:256:float32": 19.1, "generator:512:bfloat16": 38.4, "generator:512:float32": 56.0,
+    "parser:256:bfloat16": 32.9, "parser:512:float32": 122.8,
+    "detector:mobilenet0.25": 18.5, "detector:resnet50": 66.5,
+    "low": 28.2, "faces-only": 12.4, "balanced": 18.1, "quality": 71.4,
+    "colorize:faces-only": 17.2, "colorize:balanced": 19.8, "colorize:quality": 33.3,
+    "inpaint:faces-only": 19.6, "inpaint:balanced": 20.4, "inpaint:quality": 32.9,
+    "seg2face:faces-only:warm": 11.9, "seg2face:balanced": 5.9, "seg2face:quality": 8.9,
 }
 # Of each backend step above, the OpenVINO conversion: a network this models folder has a speed record for
 # was converted by an earlier check and loads from the cache (kind ":cached": its reference less this).
+# generator:512:float32 reuses the bfloat16 step's conversion of the same checkpoint.
 CONVERT_S: dict[str, float] = {
-    "generator:256:float32": 7.0,
-    "generator:512:bfloat16": 15.8,
-    "generator:512:float32": 0.0,  # reuses the bfloat16 step's conversion of the same checkpoint
-    "parser:256:bfloat16": 23.9,
-    "parser:512:float32": 47.1,
-    "detector:mobilenet0.25": 8.2,
-    "detector:resnet50": 16.5,
+    "generator:256:float32": 7.0, "generator:512:bfloat16": 15.8, "generator:512:float32": 0.0,
+    "parser:256:bfloat16": 23.9, "parser:512:float32": 47.1,
+    "detector:mobilenet0.25": 8.2, "detector:resnet50": 16.5,
 }
 REFERENCE: dict[str, float] = {**REFERENCE_S, **{f"{k}:cached": REFERENCE_S[k] - c for k, c in CONVERT_S.items()}}
 

@@ -1,7 +1,5 @@
 """What this machine is and what is installed (``python -m gpen_core info``): versions from package metadata
-(Gradio is never imported), the device, the CPU and its relevant instruction sets, memory, the models folder
-and the state of every registry checkpoint, as lines for a terminal or a bug report.
-"""
+(Gradio is never imported), device, CPU, memory, and the state of every registry checkpoint."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The hardware check, presented: machine line, Markdown tables, chart rows, recommendation.
-
-:func:`recommendation` follows ``auto``'s rule (:mod:`gpen_core.engine.budget`). Pure apart from reading the
-free memory when none is given and the models folder's state.
-"""
+"""The hardware check, presented: machine line, Markdown tables, chart rows, and a recommendation by ``auto``'s
+rule. Pure but for reading the free memory (when none is given) and the models folder."""
 
 from __future__ import annotations
 
@@ -32,17 +29,15 @@ def _free_now(profile: Profile, free: "Free | None") -> "Free":
 
 
 def needs(profile: Profile) -> dict[str, int]:
-    """What ``auto`` (and the verdict above the report, :mod:`gpen_core.presentation.readiness`) needs for each
-    measured mode on a PANEL_PHOTO: :func:`gpen_core.engine.budget.estimate_peak` weighing this profile, so a GPU's
-    float32 copy and a photo beyond the check's workloads count, and a mode that stepped down takes the built-in figure."""
+    """Each measured mode's need on a PANEL_PHOTO as ``auto`` weighs it: ``estimate_peak`` on this profile, not the
+    raw peak (a GPU's float32 copy and a photo beyond the workloads count; a mode that stepped down: built-in)."""
     from gpen_core.engine.budget import estimate_peak
 
     return {name: estimate_peak(MODES[name], profile.device, PANEL_PHOTO, profile=profile)[0] for name in profile.modes}
 
 
 def ranking(profile: Profile, free: "Free") -> Ranking:
-    """The measured pasting modes ranked by what fits ``free`` now (auto's rule, :func:`gpen_core.engine.fit.rank`)
-    on :func:`needs`."""
+    """The measured pasting modes ranked by what fits ``free`` (auto's rule) on :func:`needs`."""
     bound = free.binding(profile.device)
     return rank(needs(profile), bound.free_bytes, binding=bound.name)
 
@@ -59,16 +54,14 @@ def _secs(x: float | None) -> str:
 
 @dataclass(frozen=True)
 class FilesHere:
-    """The registry files the models folder lacks now (missing or corrupt), per measured mode and per
-    (task, mode) row; empty where everything is here."""
+    """The registry files the models folder lacks now (missing or corrupt), per mode and per (task, mode)."""
 
     modes: Mapping[str, tuple[str, ...]]
     tasks: Mapping[tuple[str, str], tuple[str, ...]]
 
 
 def files_here(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> FilesHere:
-    """What each mode and task row of ``profile`` lacks in the models folder now (a corrupt file counts as
-    missing): the measurement may have run on random weights in their place."""
+    """:class:`FilesHere` for ``profile`` (the measurement may have run random weights in their place)."""
     bad = unusable(lookup.status(models_dir))
 
     def lacking(names: Sequence[str]) -> tuple[str, ...]:
@@ -151,8 +144,7 @@ def _task_cell(t: TaskRow, profile: Profile, free: "Free | None", files: FilesHe
 
 
 def tasks_table(profile: Profile, free: "Free | None" = None, *, fits: bool = True, files: FilesHere | None = None) -> str:
-    """GPEN's other tasks, a row per task, a column per mode ("" when none was measured); ``fits``, ``files``: as
-    in :func:`format_table`."""
+    """GPEN's other tasks, a row per task, a column per mode ("" for none); ``fits``, ``files``: as in format_table."""
     if not profile.tasks:
         return ""
     free = _free_now(profile, free) if fits else None

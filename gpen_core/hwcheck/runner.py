@@ -1,7 +1,5 @@
-"""Running the hardware check (:func:`run_profile`): the CPU backend comparison (:mod:`.backends`), each mode's
-workloads, then one row per (task, mode) of GPEN's other tasks (a mode without a plan for the task records what the
-engine answers), each through a fresh Restorer in a worker process. Nothing heavy at import.
-"""
+"""Running the hardware check (:func:`run_profile`): the CPU backend comparison, each mode's workloads, then a row
+per (task, mode) of GPEN's other tasks, each through a fresh Restorer in a worker process."""
 
 from __future__ import annotations
 
@@ -46,9 +44,8 @@ class ModeFailed(Exception):
 
 def run_measure(measure: Callable[[dict[str, Any], Progress], T], spec: dict[str, Any], report: Progress,
                 isolate: bool) -> T:
-    """``measure(spec, report)``: in a fresh process when ``isolate`` (:func:`gpen_core.platform.worker.run`),
-    else in this one. Running out of memory raises :class:`ModeFailed`; in a worker, an error of ours
-    (:class:`gpen_core.errors.GPENError`) is raised again as itself, anything else as a RuntimeError."""
+    """``measure(spec, report)``, in a fresh process when ``isolate``. Out of memory raises :class:`ModeFailed`;
+    from a worker, a :class:`~gpen_core.errors.GPENError` is raised again as itself, anything else as RuntimeError."""
     if not isolate:
         from gpen_core.platform.oom import is_oom
 
@@ -87,7 +84,7 @@ def _machine_facts(models_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class CheckSpec:
-    """What one hardware check measures and how: :func:`run_profile`'s arguments, gathered once."""
+    """:func:`run_profile`'s arguments, gathered once."""
 
     wanted: list[MemoryMode]  # lightest first
     configs: dict[str, "GPENConfig"]  # model-config overrides, registry name → config
@@ -102,8 +99,7 @@ class CheckSpec:
 
 
 def _plan_mode(mode: MemoryMode, check: CheckSpec, override_paths: dict[str, str], portraits: Sequence[Path]) -> dict[str, Any]:
-    """The JSON-able spec :func:`measure_mode` runs for one mode (weights, face source, inputs).
-    Raises WeightsError when ``synthetic=False`` and the mode's generator is missing."""
+    """The spec :func:`measure_mode` runs for ``mode``; WeightsError when ``synthetic=False`` lacks its generator."""
     notes: list[str] = []
     model_opt, kind = generator_source(mode.model, override_paths, check.synthetic, check.models_dir)
     if mode.model in override_paths:
@@ -124,8 +120,8 @@ def _plan_mode(mode: MemoryMode, check: CheckSpec, override_paths: dict[str, str
 
 
 def measure_mode(spec: dict[str, Any], report: Progress) -> ModeProfile:
-    """Run one mode's workloads through a new Restorer in this process, and summarise. Zero is this process
-    just before the first request (torch imported, the inputs built); the first workload loads the models."""
+    """One mode's workloads through a new Restorer in this process, summarised; zero is this process just before
+    the first request (torch imported, inputs built), so the first workload's peak includes loading the models."""
     mode = get_mode(spec["mode"])
     wls = [Workload(**w) for w in spec["workloads"]]
     portraits = [Path(p) for p in spec["portraits"]] if spec["use_detector"] else []
@@ -181,8 +177,7 @@ def refusal(task: str, mode: str, aligned: bool = False) -> str | None:
 
 
 def plan_tasks(check: CheckSpec, override_paths: dict[str, str]) -> tuple[list[dict[str, Any]], list[TaskRow]]:
-    """(worker specs to measure, rows already known: the refusals), for every task × mode of ``check``.
-    ``override_paths`` (registry name → checkpoint) replace a task's generator."""
+    """(specs to measure, refused rows) for every task × mode; ``override_paths`` (name → file) replace generators."""
     specs: list[dict[str, Any]] = []
     refused: list[TaskRow] = []
     warmed: set[str] = set()  # architectures whose OpenVINO conversion a first unmeasured run makes (random
@@ -246,8 +241,7 @@ def measure_task(spec: dict[str, Any], report: Progress) -> TaskRow:
 
 
 def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str | None, isolate: bool, report: Progress) -> BackendCheck:
-    """The backend comparison (in a worker process when ``isolate``), recorded for ``auto``.
-    A failure is reported in the check, not raised: the memory check goes on."""
+    """The backend comparison, recorded for ``auto``; a failure is reported in the check, not raised."""
     report(0.0, "backends: torch vs OpenVINO")
     try:
         result = run_measure(measure_backends, spec, report, isolate)
@@ -258,9 +252,8 @@ def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str
 
 def _measure_each(specs: Sequence[dict[str, Any]], measure: Callable[[dict[str, Any], Progress], T],
                   failed: Callable[[dict[str, Any], str], T], isolate: bool, steps: Steps, start: int) -> list[T]:
-    """Each spec's ``measure`` (in a worker process when ``isolate``), one step each from ``start``; one that runs
-    out of memory is ``failed(spec, why)`` and the check goes on. A ``warm`` spec first runs unmeasured (it
-    converts the generator to OpenVINO, cached: not a request's cost), the two runs sharing its step."""
+    """Each spec's ``measure``, one step each from ``start``; one out of memory is ``failed(spec, why)``. A ``warm``
+    spec first runs unmeasured (its OpenVINO conversion is cached: not a request's cost), sharing its step."""
     out = []
     for i, spec in enumerate(specs):
         measured = steps.part(start + i, 1)
@@ -277,7 +270,7 @@ def _measure_each(specs: Sequence[dict[str, Any]], measure: Callable[[dict[str, 
 
 
 def _failed_task(spec: dict[str, Any], why: str, free_binding: int | None) -> TaskRow:
-    """The row of a (task, mode) whose worker ran out of memory: what was free then is a lower bound."""
+    """The row of a (task, mode) that ran out of memory: what was free then is a lower bound."""
     lower = int(free_binding or 0)
     return TaskRow(task=spec["gpen_task"], mode=spec["mode"], model=spec["model"], workload=spec["workload"]["label"],
                    weights=spec["kind"], peak_bytes=lower, peak_ram_bytes=lower, ran_mode=spec["mode"], failed=why)
@@ -308,7 +301,7 @@ def _wanted(modes: Iterable[str] | None) -> list[MemoryMode]:
 def _measure_everything(
     check: CheckSpec, free_binding: int | None, report: Progress,
 ) -> tuple[list[dict[str, Any]], dict[str, ModeProfile], BackendCheck | None, list[TaskRow]]:
-    """Plan and measure: the backend comparison first, then each mode, then the task rows (see :func:`run_profile`)."""
+    """Plan and measure: the backend comparison, each mode, the task rows."""
     from gpen_core.runtimes.openvino.generator import speed_records
 
     configs, models_dir, isolate = check.configs, check.models_dir, check.isolate

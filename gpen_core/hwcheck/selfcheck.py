@@ -293,10 +293,6 @@ def _upscaler_targets() -> list[_Target]:
                     lambda net, dev: tiles.run_tiles(np.full((32, 32, 3), 128, np.uint8), net, tile=0), expect)]
 
 
-def targets(device: torch.device) -> list[_Target]:
-    return [*_generator_targets(device), *_detector_targets(), *_parser_targets(), *_upscaler_targets()]
-
-
 def check_one(target: _Target, device: torch.device) -> Check:
     """Build, static check, one watched forward, output check; the first problem wins."""
     problem = _first_problem(target, device)
@@ -329,7 +325,7 @@ def run_selfcheck(device: str | torch.device = "cpu", progress: Callable[[str], 
     dev = resolve_device(device)
     checks = []
     try:
-        for t in targets(dev):
+        for t in [*_generator_targets(dev), *_detector_targets(), *_parser_targets(), *_upscaler_targets()]:
             if progress is not None:
                 progress(f"{t.network} ({t.dtype})")
             checks.append(check_one(t, dev))

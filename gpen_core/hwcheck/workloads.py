@@ -73,8 +73,7 @@ def damage_strokes(w: Workload) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class WorkloadImage:
-    """A built workload: ``detections`` are the synthetic boxes to give a Restorer without a detector (() when
-    aligned)."""
+    """A built workload; ``detections``: the synthetic boxes for a Restorer without a detector (() when aligned)."""
 
     image: np.ndarray
     detections: tuple  # tuple[faces.Detection, ...]
