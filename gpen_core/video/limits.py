@@ -93,9 +93,8 @@ def _seconds(pts: int, time_base: Any) -> str:
 
 
 def aac_settings(cc: Any) -> tuple[int, int, str]:
-    """(channels, sample rate, layout) of the AAC stream that re-encodes the audio of codec context ``cc``, for
-    the writer and for the preflight that opens the encoder first. The layout goes by channel count: a PCM track's
-    may be "2 channels" with no order, which AAC refuses."""
+    """(channels, sample rate, layout) of the AAC stream that re-encodes codec context ``cc``'s audio. The layout
+    goes by channel count: a PCM track's may be "2 channels" with no order, which AAC refuses."""
     channels = cc.channels or 2
     return channels, cc.sample_rate or 48000, {1: "mono", 2: "stereo"}.get(channels, f"{channels}c")
 
