@@ -122,11 +122,3 @@ def audio_problem(stream: Any) -> str:
     else:
         why = f"{channels} channels at {rate / 1000:g} kHz, which the AAC encoder refuses ({detail})"
     return f"its audio stream {stream.index} ({cc.name}) has {why}, so it cannot go into the MP4: {NO_AUDIO_FIX}"
-
-
-def check_audio(container: Any, path: str) -> None:
-    """InputError naming the first audio stream the output cannot take, before any frame is restored."""
-    for s in container.streams.audio:
-        why = audio_problem(s)
-        if why:
-            raise InputError(f"{path}: {why}")

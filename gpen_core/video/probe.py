@@ -11,7 +11,7 @@ from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.images.limits import looks_like_video
-from gpen_core.video.limits import ClipCap, check_audio, check_frame_pixels
+from gpen_core.video.limits import ClipCap, audio_problem, check_frame_pixels
 
 
 def sniff_file(path: str | os.PathLike[str]) -> bool:
@@ -172,19 +172,16 @@ def open_video(path: str | os.PathLike[str], count: bool = False) -> tuple[Any, 
         raise
 
 
-def preflight(container: Any, path: str, audio: bool = True) -> list[str]:
-    """Before any frame (one pass and segments alike): audio an MP4 cannot take refuses the clip unless ``audio`` is
-    off (found at the end, hours of work would be lost); else its :func:`stream_notes`."""
-    if audio:
-        check_audio(container, path)
-    return stream_notes(container, audio)
-
-
-def stream_notes(container: Any, audio: bool = True) -> list[str]:
-    """What the output cannot keep of the input's streams: extra video streams, HDR or more than 8 bits a
-    sample (written 8-bit), the sound when ``audio`` is off."""
+def preflight(container: Any, path: str, audio: bool) -> list[str]:
+    """Before any frame: InputError for audio an MP4 cannot take unless ``audio`` is off (found at the end, hours
+    of work would be lost); else what the output cannot keep of the input's streams: extra video streams, HDR or
+    more than 8 bits a sample (written 8-bit), the sound when ``audio`` is off."""
     import av
 
+    for stream in container.streams.audio if audio else ():
+        why = audio_problem(stream)
+        if why:
+            raise InputError(f"{path}: {why}")
     notes = []
     videos = container.streams.video
     if len(videos) > 1:

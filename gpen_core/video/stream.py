@@ -167,12 +167,13 @@ class _Run:
                  progress: Progress | None, on_frame: OnFrame | None) -> None:
         self.container, self.info, self.vopts, self.stop = container, info, vopts, stop
         self.progress, self.on_frame = progress, on_frame
+        self.expected = expected_frames(info, vopts.start_s, vopts.end_s, vopts.cap)  # for progress; 0: unknown
         self.abort = threading.Event()  # every thread stops: an error, a stop, the end of the trim
         self.decoded: queue.Queue = queue.Queue(DECODE_QUEUE)
         self.to_encode: queue.Queue = queue.Queue(ENCODE_QUEUE)
         self.threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
-        self.engine_for: Any = None  # (width, height) -> the clip's engine, called at the first frame
+        self.engine_for: Any = None  # (width, height) upright -> the clip's engine, called at the first frame
         self.engine: Any = None
         self.loop: FrameLoop | None = None  # made with the engine, at the first frame
         self.guard: FrameGuard | None = None
@@ -184,7 +185,6 @@ class _Run:
         self.last_time = 0.0
         self.last_duration = 0.0
         self.size = (0, 0)
-        self.damage_detail: str | None = None  # what the decoder said where it stopped early
         import av
 
         out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
@@ -344,7 +344,6 @@ class _Run:
         decoded = 0
         while item is not _END:
             if isinstance(item, DecodeStopped):
-                self.damage_detail = item.detail
                 break
             if isinstance(item, AudioItem):
                 self._send(item)
@@ -352,11 +351,12 @@ class _Run:
                 self._take(item)
                 decoded += 1
             item = self._get(self.decoded)
+        stopped = item.detail if isinstance(item, DecodeStopped) else None  # what the decoder said, if it stopped early
         if decoded == 0:
             vo = self.vopts
             end = f"{vo.end_s:g} s" if vo.end_s is not None else "the end"
             span = f" between {vo.start_s or 0:g} s and {end}" if vo.trimmed else ""
-            raise no_frames(span, item.detail if isinstance(item, DecodeStopped) else None)
+            raise no_frames(span, stopped)
         for done in self.loop.drain():
             self._write(done)
         self._send(_END)
@@ -365,7 +365,7 @@ class _Run:
             encoder.join(timeout=0.1)
             self._check()
         self._check()
-        self._note_damage(decoded)
+        self._note_damage(decoded, stopped)
 
     def _send(self, item: Any) -> None:
         if not self._put(self.to_encode, item):
@@ -401,14 +401,9 @@ class _Run:
         if self.on_frame is not None:
             self.on_frame(record)
         if self.progress is not None:
-            self.progress(self.written, self.expected())
+            self.progress(self.written, self.expected)
 
-    def expected(self) -> int:
-        """The frames this run will write, for progress (0: unknown)."""
-        return expected_frames(self.info, self.vopts.start_s, self.vopts.end_s, self.vopts.cap)
-
-    def _note_damage(self, decoded: int) -> None:
-        detail = self.damage_detail
+    def _note_damage(self, decoded: int, detail: str | None) -> None:
         trimmed = self.vopts.trimmed or bool(self.cut)  # a cap's cut is no damage
         end = self.last_time + self.last_duration
         if detail is None and not trimmed and self.info.frames and decoded < self.info.frames:
