@@ -43,11 +43,9 @@ def check_frame_pixels(path: str, what: str, size: tuple[int, int], claim: str =
     are", "frame 3 decodes at"), ``claim`` adds what the header said when it differs."""
     w, h = size
     if w * h > DEFAULT_LIMITS.max_pixels:
-        raise InputError(
-            f"{path}: {what} {w}×{h} ({w * h / 1e6:.1f} megapixels); the limit is "
-            f"{DEFAULT_LIMITS.max_pixels / 1e6:.0f} megapixels a frame, as for photos{claim}. "
-            "Scale the video down and try again."
-        )
+        raise InputError(f"{path}: {what} {w}×{h} ({w * h / 1e6:.1f} megapixels); the limit is "
+                         f"{DEFAULT_LIMITS.max_pixels / 1e6:.0f} megapixels a frame, as for photos{claim}. "
+                         "Scale the video down and try again.")
 
 
 class FrameGuard:

@@ -140,18 +140,14 @@ def open_clip(path: str | os.PathLike[str]) -> Any:
     with open(p, "rb") as f:
         head = f.read(512)
     if not looks_like_video(head):
-        raise InputError(
-            f"{p} is not a video (its bytes are no video container's: MP4, MOV, MKV, WebM, AVI, MPEG-TS, FLV, Ogg). "
-            "Restore photos as photos, or choose a video file."
-        )
+        raise InputError(f"{p} is not a video (its bytes are no video container's: MP4, MOV, MKV, WebM, AVI, "
+                         "MPEG-TS, FLV, Ogg). Restore photos as photos, or choose a video file.")
     try:
         _refuse_by_header(p)
         container = av.open(p, "r", metadata_errors="ignore")
     except (av.FFmpegError, OSError, UnicodeDecodeError) as exc:
-        raise InputError(
-            f"{p} starts like a video but cannot be opened ({_reason(exc)}); it is probably truncated or damaged. "
-            "Re-export or re-download it and try again."
-        ) from None
+        raise InputError(f"{p} starts like a video but cannot be opened ({_reason(exc)}); it is probably truncated "
+                         "or damaged. Re-export or re-download it and try again.") from None
     if not container.streams.video:
         container.close()
         raise InputError(f"{p} holds no video stream (audio or data only). Choose a file with a picture.")

@@ -43,16 +43,8 @@ class SegmentRecord:
                        worker=worker)
 
 
-def restore_segment(
-    src: str,
-    seg: Segment,
-    dst: Path,
-    engine: Any,
-    crf: int,
-    *,
-    on_frame: Callable[[], None] | None = None,
-    stop: threading.Event | None = None,
-) -> SegmentRecord:
+def restore_segment(src: str, seg: Segment, dst: Path, engine: Any, crf: int, *,
+                    on_frame: Callable[[], None] | None = None, stop: threading.Event | None = None) -> SegmentRecord:
     """Restore ``seg`` of ``src`` into ``dst`` (H.264 MP4, video only, the input's timestamps).
 
     ``engine``: as :class:`~gpen_core.video.engine_seam.FrameEngine`. InputError when the segment does not decode
@@ -95,10 +87,9 @@ def restore_segment(
         writer.close()
         out = None
         if written != seg.frames:
-            raise InputError(
-                f"segment {seg.index} (from {seg.start_s:.3f} s) decoded {written} frames where the plan counted "
-                f"{seg.frames}: the input is damaged there or changed since the plan. Restore again with --fresh"
-            )
+            raise InputError(f"segment {seg.index} (from {seg.start_s:.3f} s) decoded {written} frames where the plan "
+                             f"counted {seg.frames}: the input is damaged there or changed since the plan. Restore "
+                             "again with --fresh")
         durable.install(tmp, dst, sync=True)  # flushed: a resume trusts a finished segment
         # the engine's, the decoded frames' and the restore's notes, as one pass says them
         notes = tuple(dict.fromkeys([*getattr(engine, "notes", ()), *guard.notes, *loop.notes]))

@@ -112,10 +112,9 @@ def scan_frames(container: Any) -> tuple[list[int], list[int]]:
         if packet.size == 0:  # the demuxer's flush packet
             continue
         if packet.pts is None:
-            raise InputError(
-                "the video's packets carry no timestamps (an old AVI?), so it cannot be cut into segments: "
-                "restore it without --segments, or remux it to MP4 first (ffmpeg -i IN -c copy OUT.mp4)"
-            )
+            raise InputError("the video's packets carry no timestamps (an old AVI?), so it cannot be cut into "
+                             "segments: restore it without --segments, or remux it to MP4 first "
+                             "(ffmpeg -i IN -c copy OUT.mp4)")
         pts.append(packet.pts)
         if packet.is_keyframe:
             keys.append(packet.pts)

@@ -77,18 +77,10 @@ class FrameToWrite:
     colour: Any
 
 
-def restore_video(
-    src: str | os.PathLike[str],
-    dst: str | os.PathLike[str],
-    restorer: Any = None,
-    options: RestoreOptions | None = None,
-    video: VideoOptions | None = None,
-    *,
-    progress: Progress | None = None,
-    on_frame: OnFrame | None = None,
-    stop: threading.Event | None = None,
-    engine: Any = None,
-) -> VideoResult:
+def restore_video(src: str | os.PathLike[str], dst: str | os.PathLike[str], restorer: Any = None,
+                  options: RestoreOptions | None = None, video: VideoOptions | None = None, *,
+                  progress: Progress | None = None, on_frame: OnFrame | None = None,
+                  stop: threading.Event | None = None, engine: Any = None) -> VideoResult:
     """Restore every face of the clip ``src`` and write ``dst`` (H.264 yuv420p MP4), frame by frame.
 
     ``restorer``: a :class:`~gpen_core.restorer.Restorer` (default: the process-wide one). ``on_frame(record)``:
@@ -152,10 +144,9 @@ def _translate(exc: Exception, run: "_Run") -> None:
         return
     mode = getattr(getattr(run.engine, "mode", None), "name", "this")
     if is_oom(exc):
-        raise ResourceError(
-            f"out of memory at frame {run.written} in {mode} mode (a clip does not step down mid-way: its look would "
-            f"change). Restore it in a lighter mode (--mode low). {out_of_memory_advice()}"
-        ) from None
+        raise ResourceError(f"out of memory at frame {run.written} in {mode} mode (a clip does not step down "
+                            "mid-way: its look would change). Restore it in a lighter mode (--mode low). "
+                            f"{out_of_memory_advice()}") from None
     if isinstance(exc, (av.FFmpegError, OSError)):  # the encoder's, past what disk_errors names
         raise write_failed(Path(run.writer.out.name).parent, f"the video at frame {run.written}", exc) from None
 
@@ -229,9 +220,8 @@ class _Run:
         if self.errors:
             raise self.errors[0]
         if self.stop.is_set():
-            raise VideoStopped(
-                f"stopped after {self.written} frame{'s' if self.written != 1 else ''}: the partial output was removed"
-            )
+            s = "s" if self.written != 1 else ""
+            raise VideoStopped(f"stopped after {self.written} frame{s}: the partial output was removed")
 
     def shut(self) -> None:
         self.abort.set()
