@@ -70,17 +70,14 @@ class FrameGuard:
                 self.notes.append(f"the file's header says {self.header[0]}×{self.header[1]} but its frames decode at "
                                   f"{size[0]}×{size[1]}: restored and written at {size[0]}×{size[1]}")
         elif size != self.size:
-            raise InputError(
-                f"{self.path}: frame {self.index} is {size[0]}×{size[1]} where the frames before it are "
-                f"{self.size[0]}×{self.size[1]}: a clip that changes size mid-way is not restored. Re-export it at one "
-                "size (e.g. ffmpeg -i IN -vf scale=W:H OUT.mp4) and try again."
-            )
+            raise InputError(f"{self.path}: frame {self.index} is {size[0]}×{size[1]} where the frames before it "
+                             f"are {self.size[0]}×{self.size[1]}: a clip that changes size mid-way is not restored. "
+                             "Re-export it at one size (e.g. ffmpeg -i IN -vf scale=W:H OUT.mp4) and try again.")
         if pts is not None and self.last_pts is not None and pts <= self.last_pts:
-            raise InputError(
-                f"{self.path}: frame {self.index}'s timestamp ({_seconds(pts, time_base)}) is not after the frame before "
-                f"it ({_seconds(self.last_pts, time_base)}): the file's timing is broken, and no frame was restored past "
-                "it. Re-export it (e.g. ffmpeg -i IN -vf setpts=N/FRAME_RATE/TB OUT.mp4) and try again."
-            )
+            raise InputError(f"{self.path}: frame {self.index}'s timestamp ({_seconds(pts, time_base)}) is not "
+                             f"after the frame before it ({_seconds(self.last_pts, time_base)}): the file's timing is "
+                             "broken, and no frame was restored past it. Re-export it (e.g. ffmpeg -i IN -vf "
+                             "setpts=N/FRAME_RATE/TB OUT.mp4) and try again.")
         if pts is not None:
             self.last_pts = pts
         self.index += 1

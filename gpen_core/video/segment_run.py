@@ -79,11 +79,9 @@ def restore_segment(src: str, seg: Segment, dst: Path, engine: Any, crf: int, *,
                 if on_frame is not None:
                     on_frame()
         except (av.FFmpegError, EOFError) as exc:
-            raise InputError(
-                f"segment {seg.index} (from {seg.start_s:.3f} s) stopped decoding after {written} of its {seg.frames} "
-                f"frames ({str(exc).strip() or type(exc).__name__}): the input is damaged there. Restore the part before "
-                "it with --start/--end, or re-export the file"
-            ) from None
+            raise InputError(f"segment {seg.index} (from {seg.start_s:.3f} s) stopped decoding after {written} of its "
+                             f"{seg.frames} frames ({str(exc).strip() or type(exc).__name__}): the input is damaged "
+                             "there. Restore the part before it with --start/--end, or re-export the file") from None
         writer.close()
         out = None
         if written != seg.frames:

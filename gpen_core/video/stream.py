@@ -403,10 +403,8 @@ class _Run:
             detail = f"the file declares {declared:.3f} s but its frames end at {end:.3f} s (truncated?)"
         if detail is not None:
             self.damage = Damage(decoded, end, detail)
-            self.notes.setdefault(
-                f"the video is damaged from frame {decoded} ({end:.3f} s) on ({detail}): the output holds the "
-                f"{decoded} frames before it"
-            )
+            self.notes.setdefault(f"the video is damaged from frame {decoded} ({end:.3f} s) on ({detail}): the output "
+                                  f"holds the {decoded} frames before it")
 
     def result(self, output: str, peaks: Any, total_s: float) -> VideoResult:
         duration = (self.last_time + self.last_duration - (self.first_time or 0.0)) if self.written else 0.0
