@@ -1,5 +1,4 @@
-"""The video parts of ``python -m gpen_core restore`` that need no exit code: options, output names,
-the progress line, the summary, and the command that restores a long clip resumably."""
+"""The video parts of ``python -m gpen_core restore`` that need no exit code."""
 
 from __future__ import annotations
 

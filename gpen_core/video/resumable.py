@@ -300,8 +300,7 @@ def _run_pending(prep: StartedRun, runner: Runner, progress: Progress | None,
 
 
 def segment_record(src: str, rec: SegmentRecord, run_id: str = "") -> dict[str, Any]:
-    """A segment's record: its manifest.jsonl line (batch.py's format for photos, with ``run``) and its
-    ``--json`` line."""
+    """A segment's manifest.jsonl line (the photos' batch format, with ``run``), also its ``--json`` line."""
     return {**({"run": run_id} if run_id else {}), "input": src, "segment": rec.index,
             "status": "kept" if rec.kept else "ok", "frames": rec.frames, "seconds": round(rec.seconds, 3),
             "faces_max": rec.faces_max,

@@ -83,14 +83,13 @@ def restore_video(src: str | os.PathLike[str], dst: str | os.PathLike[str], rest
                   stop: threading.Event | None = None, engine: Any = None) -> VideoResult:
     """Restore every face of the clip ``src`` and write ``dst`` (H.264 yuv420p MP4), frame by frame.
 
-    ``restorer``: a :class:`~gpen_core.restorer.Restorer` (default: the process-wide one). ``on_frame(record)``:
-    each written frame's faces. ``stop``: set it to stop; the partial output is removed and :class:`VideoStopped`
-    raised. ``engine``: ``detect(rgb)`` / ``restore(rgb, detections)`` (tests; default
-    :class:`~gpen_core.video.engine_seam.FrameEngine` over ``restorer``).
-    Kept from the input: frame count and timestamps, audio (copied; AAC where MP4 cannot take it), display rotation
-    (frames written upright), colour properties. InputError, before anything is written, for a file that is no
-    usable video, audio an MP4 cannot take (``video.audio=False`` drops it), or a decoded frame refused by
-    :class:`~gpen_core.video.limits.FrameGuard`. ``video.cap`` stops at a server's limit; the notes say where."""
+    ``restorer``: default the process-wide one. ``on_frame(record)``: each written frame's faces. ``stop``: set it
+    to stop; the partial output is removed and :class:`VideoStopped` raised. ``engine``: a test's stand-in for the
+    :class:`~gpen_core.video.engine_seam.FrameEngine` over ``restorer``. Kept from the input: frame count and
+    timestamps, audio (copied; AAC where MP4 cannot take it), display rotation (frames written upright), colour
+    properties. InputError, before anything is written, for a file that is no usable video, audio an MP4 cannot
+    take (``video.audio=False`` drops it), or a decoded frame :class:`~gpen_core.video.limits.FrameGuard` refuses.
+    ``video.cap`` stops at a server's limit; the notes say where."""
     from gpen_core.platform.leftovers import sweep_partials
     from gpen_core.platform.meter import PeakMeter
     from gpen_core.video.probe import open_video, preflight
