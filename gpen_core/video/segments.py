@@ -166,8 +166,7 @@ def plan_segments(src: str | os.PathLike[str], segment_seconds: float, settings:
     n = len(pts)
     step = pts[1] - pts[0] if n > 1 else 1
     segs = []
-    for i, a in enumerate(starts):
-        b = starts[i + 1] if i + 1 < len(starts) else n
+    for i, (a, b) in enumerate(zip(starts, [*starts[1:], n])):
         tail = b + OVERLAP_FRAMES
         segs.append(Segment(
             index=i, start_pts=pts[a], end_pts=pts[b] if b < n else None,
