@@ -1,5 +1,4 @@
-"""The video parts of ``python -m gpen_core restore`` that need no exit code: options, output names,
-the progress line, the summary, and the command that restores a long clip resumably."""
+"""The video parts of ``python -m gpen_core restore`` that need no exit code."""
 
 from __future__ import annotations
 
@@ -68,8 +67,7 @@ def plan_video_outputs(videos: list[Path], output: str, photos: int) -> list[tup
 
 
 def resume_command(input_name: str) -> str:
-    """The CLI command that restores ``input_name`` into ``<stem>_restored.mp4`` beside it, in segments a rerun
-    resumes after a stop (what the app names for a clip longer than a shared server restores); shell-quoted."""
+    """The shell-quoted command that restores ``input_name`` into ``<stem>_restored.mp4`` beside it, resumably."""
     out = str(PurePath(input_name).with_name(PurePath(input_name).stem + "_restored.mp4"))
     return shlex.join(["python", "-m", "gpen_core", "restore", input_name, "-o", out, "--segments"])
 
@@ -81,7 +79,6 @@ class VideoBar:
     def __init__(self, name: str) -> None:
         self.name, self.last, self.step, self.width = name, 0.0, -1, 0
         self.tty = sys.stderr.isatty()
-        # this run's speed from its first report on: not the networks' loading, nor frames a resume kept
         self.rate = FrameRate()
 
     def __call__(self, done: int, total: int) -> None:
@@ -106,9 +103,8 @@ class VideoBar:
 
 
 def print_video(src: Path, r: Any, json_records: bool = False, extra: str = "") -> None:
-    """The human summary of a restored clip (one pass or segmented, the same words; ``extra`` after them) where a
-    photo's result line goes: stdout, or stderr when stdout holds only ``--json`` records; its notes on stderr.
-    In a terminal the progress line (redrawn in place on stderr) is ended first."""
+    """A restored clip's summary (``extra`` after it) on stdout, or on stderr when stdout holds ``--json`` records;
+    its notes on stderr. A terminal's progress line is ended first."""
     from gpen_core.platform.meter import format_bytes, peak_vram_text
     from gpen_core.video.identity import summary_lines
 

@@ -24,7 +24,7 @@ class FrameOut:
 
 
 def clip_device(engine: Any, restorer: Any) -> str:
-    """Where a clip's frames run, so where its peaks are measured (VRAM too on CUDA): the engine's, else the restorer's."""
+    """Where a clip's frames run, so where its peaks are measured: the engine's device, else the restorer's."""
     return getattr(engine, "device", None) or (restorer.device if restorer is not None else "cpu")
 
 
@@ -62,7 +62,7 @@ class FrameEngine:
 
     @property
     def notes(self) -> list[str]:
-        """The session's notes, what max faces left out, the identity limit's actions, then the face check's refusals."""
+        """The session's notes, then max faces', the identity limit's and the face check's, once for the clip."""
         from gpen_core.engine.stages import capped_note
 
         notes = list(self._notes)
@@ -118,8 +118,7 @@ class FrameEngine:
         return found
 
     def identity_tracker(self, segment: int | None = None) -> Any:
-        """The clip's :class:`~gpen_core.video.identity.IdentityTracker` when its mode and options
-        check identity (as a photo's), else None."""
+        """The clip's :class:`~gpen_core.video.identity.IdentityTracker` where its mode and options check identity."""
         from gpen_core.faces.identity import runs
         from gpen_core.video.identity import IdentityTracker
 
@@ -128,8 +127,7 @@ class FrameEngine:
         return IdentityTracker(self._opts.identity_every, self._opts.identity_limit, segment)
 
     def restore(self, rgb: np.ndarray, detections: list[Any], check_identity: bool = True) -> FrameOut:
-        """Restore ``detections`` in ``rgb`` and paste them back, identity checked unless ``check_identity``
-        is False; a frame without faces comes back as it is."""
+        """``rgb`` with ``detections`` restored and pasted back; a frame without faces comes back as it is."""
         if not detections:
             return FrameOut(rgb, ())
         from gpen_core.faces.identity import face_note

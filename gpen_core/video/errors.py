@@ -1,5 +1,4 @@
-"""The video path's own refusal: a clip stopped on request (the other refusals are :mod:`gpen_core.errors` types),
-and the one wording of a clip with no frame that decodes (one pass and segments)."""
+"""A clip stopped on request, and the one wording of a clip with no frame that decodes (one pass and segments)."""
 
 from __future__ import annotations
 

@@ -53,22 +53,19 @@ class FrameLoop:
         self.steady.push(time_s, self.engine.detect(rgb))
         self.window.append((rgb, payload))
         while self.steady.ready():
-            done = self._one()
-            if done is not None:
-                yield done
+            yield from self._one()
 
     def drain(self) -> Iterator[Restored]:
         """The clip's last frames (their look-ahead is the clip's end)."""
         while self.steady.pending():
-            done = self._one()
-            if done is not None:
-                yield done
+            yield from self._one()
 
-    def _one(self) -> Restored | None:
+    def _one(self) -> Iterator[Restored]:
+        """The oldest frame, restored; nothing for a frame that is not ``wanted``."""
         faces = self.steady.pop()
         rgb, payload = self.window.popleft()
         if self.wanted is not None and not self.wanted(payload):
-            return None
+            return
         if self.check is not None:
             self.check()
         chosen = [f for f in faces if self.tracks is None or f.track in self.tracks]
@@ -85,7 +82,7 @@ class FrameLoop:
         if self.identity is not None and identity:
             by_track = dict(zip((f.track for f in chosen), self.identity.add(index, [f.track for f in chosen], identity)))
             checks = tuple(by_track.get(f.track) for f in faces)
-        return Restored(out.image, faces, payload, checks)
+        yield Restored(out.image, faces, payload, checks)
 
     def summary(self) -> dict[str, Any]:
         """A clip's (or segment's) result fields the engine and this loop know: ``mode``, ``mode_reason``,

@@ -42,9 +42,8 @@ def quarter_turns(rotation: float) -> int:
 def upright_rgb(frame: Any, reformatter: Any) -> tuple[np.ndarray, int, Colour]:
     """(RGB uint8 H×W×3 as displayed, the display rotation in degrees, the frame's :class:`Colour`)."""
     colour = Colour.of(frame)
-    rgb = reformatter.reformat(
-        frame, format="rgb24", src_colorspace=colour.sws_matrix, src_color_range=colour.sws_range, dst_color_range=2
-    ).to_ndarray()
+    rgb = reformatter.reformat(frame, format="rgb24", src_colorspace=colour.sws_matrix,
+                               src_color_range=colour.sws_range, dst_color_range=2).to_ndarray()
     rotation = int(round(frame.rotation or 0))
     k = quarter_turns(rotation)
     if k:
@@ -65,6 +64,5 @@ def to_yuv(rgb: np.ndarray, colour: Colour, reformatter: Any) -> Any:
     import av
 
     frame = av.VideoFrame.from_ndarray(even_size(rgb), format="rgb24")
-    return reformatter.reformat(
-        frame, format="yuv420p", src_color_range=2, dst_colorspace=colour.sws_matrix, dst_color_range=colour.sws_range
-    )
+    return reformatter.reformat(frame, format="yuv420p", src_color_range=2, dst_colorspace=colour.sws_matrix,
+                                dst_color_range=colour.sws_range)

@@ -133,8 +133,7 @@ class _Track:
 
 class IdentityTracker:
     """Per-track identity over a clip's frames, fed in written order (:meth:`add`), summed up by :meth:`result`.
-
-    ``every``: check frames 0, every, 2·every…; ``limit``: the user's, or None for IDENTITY_THRESHOLD; ``segment``: None for one pass."""
+    ``every``: check frames 0, every, 2·every…; ``limit`` None: IDENTITY_THRESHOLD; ``segment`` None: one pass."""
 
     def __init__(self, every: int = 1, limit: float | None = None, segment: int | None = None) -> None:
         self.every, self.segment = every, segment

@@ -43,11 +43,9 @@ def check_frame_pixels(path: str, what: str, size: tuple[int, int], claim: str =
     are", "frame 3 decodes at"), ``claim`` adds what the header said when it differs."""
     w, h = size
     if w * h > DEFAULT_LIMITS.max_pixels:
-        raise InputError(
-            f"{path}: {what} {w}×{h} ({w * h / 1e6:.1f} megapixels); the limit is "
-            f"{DEFAULT_LIMITS.max_pixels / 1e6:.0f} megapixels a frame, as for photos{claim}. "
-            "Scale the video down and try again."
-        )
+        raise InputError(f"{path}: {what} {w}×{h} ({w * h / 1e6:.1f} megapixels); the limit is "
+                         f"{DEFAULT_LIMITS.max_pixels / 1e6:.0f} megapixels a frame, as for photos{claim}. "
+                         "Scale the video down and try again.")
 
 
 class FrameGuard:
@@ -72,17 +70,14 @@ class FrameGuard:
                 self.notes.append(f"the file's header says {self.header[0]}×{self.header[1]} but its frames decode at "
                                   f"{size[0]}×{size[1]}: restored and written at {size[0]}×{size[1]}")
         elif size != self.size:
-            raise InputError(
-                f"{self.path}: frame {self.index} is {size[0]}×{size[1]} where the frames before it are "
-                f"{self.size[0]}×{self.size[1]}: a clip that changes size mid-way is not restored. Re-export it at one "
-                "size (e.g. ffmpeg -i IN -vf scale=W:H OUT.mp4) and try again."
-            )
+            raise InputError(f"{self.path}: frame {self.index} is {size[0]}×{size[1]} where the frames before it "
+                             f"are {self.size[0]}×{self.size[1]}: a clip that changes size mid-way is not restored. "
+                             "Re-export it at one size (e.g. ffmpeg -i IN -vf scale=W:H OUT.mp4) and try again.")
         if pts is not None and self.last_pts is not None and pts <= self.last_pts:
-            raise InputError(
-                f"{self.path}: frame {self.index}'s timestamp ({_seconds(pts, time_base)}) is not after the frame before "
-                f"it ({_seconds(self.last_pts, time_base)}): the file's timing is broken, and no frame was restored past "
-                "it. Re-export it (e.g. ffmpeg -i IN -vf setpts=N/FRAME_RATE/TB OUT.mp4) and try again."
-            )
+            raise InputError(f"{self.path}: frame {self.index}'s timestamp ({_seconds(pts, time_base)}) is not "
+                             f"after the frame before it ({_seconds(self.last_pts, time_base)}): the file's timing is "
+                             "broken, and no frame was restored past it. Re-export it (e.g. ffmpeg -i IN -vf "
+                             "setpts=N/FRAME_RATE/TB OUT.mp4) and try again.")
         if pts is not None:
             self.last_pts = pts
         self.index += 1
@@ -93,9 +88,8 @@ def _seconds(pts: int, time_base: Any) -> str:
 
 
 def aac_settings(cc: Any) -> tuple[int, int, str]:
-    """(channels, sample rate, layout) of the AAC stream that re-encodes the audio of codec context ``cc``, for
-    the writer and for the preflight that opens the encoder first. The layout goes by channel count: a PCM track's
-    may be "2 channels" with no order, which AAC refuses."""
+    """(channels, sample rate, layout) of the AAC stream that re-encodes codec context ``cc``'s audio. The layout
+    goes by channel count: a PCM track's may be "2 channels" with no order, which AAC refuses."""
     channels = cc.channels or 2
     return channels, cc.sample_rate or 48000, {1: "mono", 2: "stereo"}.get(channels, f"{channels}c")
 
@@ -123,11 +117,3 @@ def audio_problem(stream: Any) -> str:
     else:
         why = f"{channels} channels at {rate / 1000:g} kHz, which the AAC encoder refuses ({detail})"
     return f"its audio stream {stream.index} ({cc.name}) has {why}, so it cannot go into the MP4: {NO_AUDIO_FIX}"
-
-
-def check_audio(container: Any, path: str) -> None:
-    """InputError naming the first audio stream the output cannot take, before any frame is restored."""
-    for s in container.streams.audio:
-        why = audio_problem(s)
-        if why:
-            raise InputError(f"{path}: {why}")

@@ -18,14 +18,14 @@ from gpen_core.video.result import AudioHandling
 VIDEO_SUFFIXES = (".mp4", ".m4v")
 # x264's speed/size trade: its default.
 X264_PRESET = "medium"
-# Frames x264 looks ahead for rate control: its default, 40, held ~90 MiB more at 1280×720; 10 costs some
-# compression at the same crf (measured: docs/video.md, "What is held at once").
+# Frames x264 looks ahead for rate control: its default 40 holds ~90 MiB more at 720p for a little compression
+# (measured: docs/video.md, "What is held at once").
 X264_LOOKAHEAD = 10
 
 
 def check_output(dst: Path, src: str | os.PathLike[str]) -> None:
-    """InputError, before any frame, for an output that cannot or may not be written: not .mp4, its folder
-    missing or read-only, a device/FIFO/folder, or ``src`` itself by any link (one rule with photos)."""
+    """InputError for an output that cannot or may not be written: not .mp4, its folder missing or read-only, a
+    device/FIFO/folder, or ``src`` itself by any link (one rule with photos)."""
     from gpen_core.images.outputs import check_output_file
 
     if dst.suffix.lower() not in VIDEO_SUFFIXES:
@@ -40,12 +40,11 @@ DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, e
 
 
 class WriteFailed(InputError):
-    """Writing the output (or a segment, or the join) failed: the disk full, read-only or gone, or the encoder
-    refused."""
+    """Writing a video file failed: the disk full, read-only or gone, or the encoder refused."""
 
 
 def write_failed(folder: Path, what: str, exc: BaseException) -> WriteFailed:
-    """The one message for a write refused, on every path (one pass, segments, the join, Ray's driver)."""
+    """The one message for a write refused, on every video path."""
     detail = getattr(exc, "strerror", None) or str(exc).strip() or type(exc).__name__
     return WriteFailed(f"writing {what} failed ({detail}): check that the output folder {folder} is writable and its "
                        "disk has space, and try again")
@@ -97,7 +96,7 @@ def add_audio(out: Any, sources: list[Any]) -> list[AudioRoute]:
 
 @dataclass(frozen=True)
 class AudioOutcome:
-    """How the input's audio reached the output (one pass and the segments' join alike)."""
+    """How the input's audio reached the output."""
 
     handling: AudioHandling  # as ``VideoResult.audio``
     notes: tuple[str, ...]  # one per re-encoded stream
@@ -169,8 +168,8 @@ class VideoWriter:
             self.routes[route].mux(self.out, item)
 
     def close(self) -> None:
-        """Flush the encoders and write the MP4's index (every frame in); WriteFailed when the disk refuses,
-        which on a nearly full disk often happens only here."""
+        """Flush the encoders and write the MP4's index; WriteFailed when the disk refuses (on a nearly full
+        disk, often only here)."""
         with self._disk():
             if self.stream is not None:
                 flush(self.out, [self.stream, *(r.out for r in self.routes if not r.copy)])

@@ -11,7 +11,7 @@ from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.images.limits import looks_like_video
-from gpen_core.video.limits import ClipCap, check_audio, check_frame_pixels
+from gpen_core.video.limits import ClipCap, audio_problem, check_frame_pixels
 
 
 def sniff_file(path: str | os.PathLike[str]) -> bool:
@@ -23,17 +23,16 @@ def sniff_file(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-# Counting a clip's frames reads its packets (nothing decoded), bounded: past either figure the rest is estimated
-# at the read part's rate. docs/video.md ("The frame count before the first frame"): 0.2-1.0 s a clip here.
+# Counting a clip's frames reads its packets (nothing decoded) up to these, then estimates the rest at the read
+# part's rate (measured: docs/video.md, "The frame count before the first frame").
 COUNT_PACKETS = 18_000  # 10 minutes at 30 fps
 COUNT_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
 class PacketTimes:
-    """A clip's video packets as read from the file, one a frame (as the segment plan counts them): ``times``, each
-    one's time in seconds from the stream's start, sorted; ``complete``: False where reading stopped at
-    :data:`COUNT_PACKETS` or :data:`COUNT_BYTES`."""
+    """A clip's video packet times (one a frame), in seconds from the stream's start, sorted; ``complete`` False
+    where reading stopped at :data:`COUNT_PACKETS` or :data:`COUNT_BYTES`."""
 
     times: tuple[float, ...]
     complete: bool
@@ -72,10 +71,9 @@ class ClipInfo:
 
 def expected_frames(info: ClipInfo, start_s: float | None = None, end_s: float | None = None,
                     cap: ClipCap | None = None) -> int:
-    """The frames a restore of the part from ``start_s`` to ``end_s`` (at most ``cap``, from ``start_s``) writes, for
-    progress, the panel and the conversion's decision: the declared count for the whole clip, else the packets
-    counted in the part, else the span at the average rate (an estimate); 0: unknown. Decoding decides; a header
-    can lie."""
+    """The frames a restore from ``start_s`` to ``end_s`` (at most ``cap``) writes: the declared count for the whole
+    clip, else the packets counted in the part, else the span at the average rate; 0: unknown. An estimate:
+    decoding decides, and a header can lie."""
     if info.packets is None:
         return _by_rate(info, start_s, end_s, cap)
     start = start_s or 0.0
@@ -99,9 +97,8 @@ def _by_rate(info: ClipInfo, start_s: float | None, end_s: float | None, cap: Cl
 
 
 def count_packets(path: str) -> PacketTimes | None:
-    """The video packets of the file at ``path``, read in a container of their own up to :data:`COUNT_PACKETS` and
-    :data:`COUNT_BYTES`; None where they carry no timestamps or none reads. Read once per file as it is now: the
-    app asks at upload, at Restore and in the restore itself."""
+    """The file's video packets up to :data:`COUNT_PACKETS` and :data:`COUNT_BYTES`; None where they carry no
+    timestamps or none reads. Cached per file as it is now: the app asks three times for one clip."""
     st = os.stat(path)
     return _count_packets(os.path.abspath(path), st.st_size, st.st_mtime_ns)
 
@@ -143,18 +140,14 @@ def open_clip(path: str | os.PathLike[str]) -> Any:
     with open(p, "rb") as f:
         head = f.read(512)
     if not looks_like_video(head):
-        raise InputError(
-            f"{p} is not a video (its bytes are no video container's: MP4, MOV, MKV, WebM, AVI, MPEG-TS, FLV, Ogg). "
-            "Restore photos as photos, or choose a video file."
-        )
+        raise InputError(f"{p} is not a video (its bytes are no video container's: MP4, MOV, MKV, WebM, AVI, "
+                         "MPEG-TS, FLV, Ogg). Restore photos as photos, or choose a video file.")
     try:
         _refuse_by_header(p)
         container = av.open(p, "r", metadata_errors="ignore")
     except (av.FFmpegError, OSError, UnicodeDecodeError) as exc:
-        raise InputError(
-            f"{p} starts like a video but cannot be opened ({_reason(exc)}); it is probably truncated or damaged. "
-            "Re-export or re-download it and try again."
-        ) from None
+        raise InputError(f"{p} starts like a video but cannot be opened ({_reason(exc)}); it is probably truncated "
+                         "or damaged. Re-export or re-download it and try again.") from None
     if not container.streams.video:
         container.close()
         raise InputError(f"{p} holds no video stream (audio or data only). Choose a file with a picture.")
@@ -162,9 +155,8 @@ def open_clip(path: str | os.PathLike[str]) -> Any:
 
 
 def open_video(path: str | os.PathLike[str], count: bool = False) -> tuple[Any, ClipInfo]:
-    """The one way a clip is opened: (the input container, its :class:`ClipInfo`), refused by its headers
-    before any frame is decoded. ``count``: where the header declares no frame count (Matroska, WebM, MPEG-TS),
-    read the packets for :func:`expected_frames` (:func:`count_packets`). The caller closes the container."""
+    """The one way a clip is opened: (its container, :class:`ClipInfo`), refused by its headers before any frame
+    decodes; ``count``: packets counted where no frame count is declared. The caller closes the container."""
     container = open_clip(path)
     try:
         info = clip_info(container, os.fspath(path))
@@ -176,19 +168,16 @@ def open_video(path: str | os.PathLike[str], count: bool = False) -> tuple[Any, 
         raise
 
 
-def preflight(container: Any, path: str, audio: bool = True) -> list[str]:
-    """Before any frame (one pass and segments alike): audio an MP4 cannot take refuses the clip unless ``audio`` is
-    off (found at the end, hours of work would be lost); else its :func:`stream_notes`."""
-    if audio:
-        check_audio(container, path)
-    return stream_notes(container, audio)
-
-
-def stream_notes(container: Any, audio: bool = True) -> list[str]:
-    """What the output cannot keep of the input's streams: extra video streams, HDR or more than 8 bits a
-    sample (written 8-bit), the sound when ``audio`` is off."""
+def preflight(container: Any, path: str, audio: bool) -> list[str]:
+    """Before any frame: InputError for audio an MP4 cannot take unless ``audio`` is off (found at the end, hours
+    of work would be lost); else what the output cannot keep of the input's streams: extra video streams, HDR or
+    more than 8 bits a sample (written 8-bit), the sound when ``audio`` is off."""
     import av
 
+    for stream in container.streams.audio if audio else ():
+        why = audio_problem(stream)
+        if why:
+            raise InputError(f"{path}: {why}")
     notes = []
     videos = container.streams.video
     if len(videos) > 1:
@@ -235,8 +224,9 @@ _PRIMARIES = {1: "BT.709", 9: "BT.2020", 12: "Display P3"}
 
 
 def _refuse_by_header(path: str) -> None:
-    """InputError for a declared size over the limit, read with frames skipped: FFmpeg's stream-info probe
-    decodes first frames (a 12000² H.264 frame cost 364 MiB there). A size only decoding tells is left to the open."""
+    """InputError for a declared size over the limit, read with frames skipped: FFmpeg's stream-info probe decodes
+    first frames (measured: docs/video.md, "Limits and failures: the clip"). A size only decoding tells is left to
+    the open."""
     import av
 
     with av.open(path, "r", metadata_errors="ignore", options={"skip_frame": "all"}) as c:

@@ -45,17 +45,11 @@ class FrameRecord:
     rejected: tuple[tuple[float, float, float, float], ...] = ()  # boxes the face check refused: left as they were
 
     def to_json(self) -> dict:
-        return {
-            "frame": self.index,
-            "time": round(self.time_s, 6),
-            "faces": [
-                {"face": f.track + 1, "box": [round(float(v), 2) for v in f.box],
-                 "landmarks": [[round(float(x), 3), round(float(y), 3)] for x, y in f.landmarks],
-                 "identity": None if f.identity is None else f.identity.to_json()}
-                for f in self.faces
-            ],
-            "rejected": [[round(float(v), 2) for v in b] for b in self.rejected],
-        }
+        faces = [{"face": f.track + 1, "box": [round(float(v), 2) for v in f.box],
+                  "landmarks": [[round(float(x), 3), round(float(y), 3)] for x, y in f.landmarks],
+                  "identity": None if f.identity is None else f.identity.to_json()} for f in self.faces]
+        return {"frame": self.index, "time": round(self.time_s, 6), "faces": faces,
+                "rejected": [[round(float(v), 2) for v in b] for b in self.rejected]}
 
 
 @dataclass(frozen=True)
@@ -89,27 +83,15 @@ class VideoResult:
     planned_bytes: int | None = None
 
     def to_json(self) -> dict:
-        p = self.peaks
-        return {
-            "output": self.output,
-            "frames": self.frames,
-            "fps": round(self.fps, 4),
-            "duration": round(self.duration_s, 6),
-            "size": list(self.size),
-            "mode": self.mode,
-            "mode_reason": self.mode_reason,
-            "audio": self.audio,
-            "crf": self.crf,
-            "seconds_per_frame": round(self.seconds_per_frame, 4),
-            "total_s": round(self.total_s, 3),
-            "rotation": self.rotation,
-            "lookahead_frames": self.lookahead_frames,
-            "peaks": peaks_record(p),  # as a photo's: vram_bytes allocated, vram_reserved_bytes the "peak VRAM" shown
-            "planned_bytes": self.planned_bytes,
-            "damage": None if self.damage is None else {"frame": self.damage.frame, "time": round(self.damage.time_s, 6),
-                                                        "detail": self.damage.detail},
-            "runtimes": [{"network": r.network, "name": r.name, "runtime": r.runtime, "reason": r.reason}
-                         for r in self.runtimes],
-            "identity": None if self.identity is None else self.identity.to_json(),
-            "notes": list(self.notes),
-        }
+        d = self.damage
+        damage = None if d is None else {"frame": d.frame, "time": round(d.time_s, 6), "detail": d.detail}
+        return {"output": self.output, "frames": self.frames, "fps": round(self.fps, 4),
+                "duration": round(self.duration_s, 6), "size": list(self.size), "mode": self.mode,
+                "mode_reason": self.mode_reason, "audio": self.audio, "crf": self.crf,
+                "seconds_per_frame": round(self.seconds_per_frame, 4), "total_s": round(self.total_s, 3),
+                "rotation": self.rotation, "lookahead_frames": self.lookahead_frames,
+                # as a photo's: vram_bytes allocated, vram_reserved_bytes the "peak VRAM" shown
+                "peaks": peaks_record(self.peaks), "planned_bytes": self.planned_bytes, "damage": damage,
+                "runtimes": [{"network": r.network, "name": r.name, "runtime": r.runtime, "reason": r.reason}
+                             for r in self.runtimes],
+                "identity": None if self.identity is None else self.identity.to_json(), "notes": list(self.notes)}

@@ -190,18 +190,10 @@ def file_record(path: Path, index: int) -> FinishedFile:
         return FinishedFile(index, os.fstat(fd).st_size, hashlib.file_digest(f, "sha256").hexdigest())
 
 
-def restore_in_segments(
-    src: str | os.PathLike[str],
-    dst: str | os.PathLike[str],
-    runner: Runner,
-    settings: str,
-    *,
-    segment_seconds: float = DEFAULT_SEGMENT_SECONDS,
-    fresh: bool = False,
-    progress: Progress | None = None,
-    on_record: Callable[[SegmentRecord], None] | None = None,
-    audio: bool = True,
-) -> SegmentedResult:
+def restore_in_segments(src: str | os.PathLike[str], dst: str | os.PathLike[str], runner: Runner, settings: str, *,
+                        segment_seconds: float = DEFAULT_SEGMENT_SECONDS, fresh: bool = False,
+                        progress: Progress | None = None, on_record: Callable[[SegmentRecord], None] | None = None,
+                        audio: bool = True) -> SegmentedResult:
     """Restore ``src`` into ``dst`` (H.264 MP4) segment by segment, resuming an interrupted run.
 
     ``runner``: :class:`LocalRunner` or the Ray one. ``settings``: :func:`settings_text` of what the runner restores
@@ -308,8 +300,7 @@ def _run_pending(prep: StartedRun, runner: Runner, progress: Progress | None,
 
 
 def segment_record(src: str, rec: SegmentRecord, run_id: str = "") -> dict[str, Any]:
-    """A segment's record: its manifest.jsonl line (batch.py's format for photos, with ``run``) and its
-    ``--json`` line."""
+    """A segment's manifest.jsonl line (the photos' batch format, with ``run``), also its ``--json`` line."""
     return {**({"run": run_id} if run_id else {}), "input": src, "segment": rec.index,
             "status": "kept" if rec.kept else "ok", "frames": rec.frames, "seconds": round(rec.seconds, 3),
             "faces_max": rec.faces_max,

@@ -43,16 +43,8 @@ class SegmentRecord:
                        worker=worker)
 
 
-def restore_segment(
-    src: str,
-    seg: Segment,
-    dst: Path,
-    engine: Any,
-    crf: int,
-    *,
-    on_frame: Callable[[], None] | None = None,
-    stop: threading.Event | None = None,
-) -> SegmentRecord:
+def restore_segment(src: str, seg: Segment, dst: Path, engine: Any, crf: int, *,
+                    on_frame: Callable[[], None] | None = None, stop: threading.Event | None = None) -> SegmentRecord:
     """Restore ``seg`` of ``src`` into ``dst`` (H.264 MP4, video only, the input's timestamps).
 
     ``engine``: as :class:`~gpen_core.video.engine_seam.FrameEngine`. InputError when the segment does not decode
@@ -87,18 +79,15 @@ def restore_segment(
                 if on_frame is not None:
                     on_frame()
         except (av.FFmpegError, EOFError) as exc:
-            raise InputError(
-                f"segment {seg.index} (from {seg.start_s:.3f} s) stopped decoding after {written} of its {seg.frames} "
-                f"frames ({str(exc).strip() or type(exc).__name__}): the input is damaged there. Restore the part before "
-                "it with --start/--end, or re-export the file"
-            ) from None
+            raise InputError(f"segment {seg.index} (from {seg.start_s:.3f} s) stopped decoding after {written} of its "
+                             f"{seg.frames} frames ({str(exc).strip() or type(exc).__name__}): the input is damaged "
+                             "there. Restore the part before it with --start/--end, or re-export the file") from None
         writer.close()
         out = None
         if written != seg.frames:
-            raise InputError(
-                f"segment {seg.index} (from {seg.start_s:.3f} s) decoded {written} frames where the plan counted "
-                f"{seg.frames}: the input is damaged there or changed since the plan. Restore again with --fresh"
-            )
+            raise InputError(f"segment {seg.index} (from {seg.start_s:.3f} s) decoded {written} frames where the plan "
+                             f"counted {seg.frames}: the input is damaged there or changed since the plan. Restore "
+                             "again with --fresh")
         durable.install(tmp, dst, sync=True)  # flushed: a resume trusts a finished segment
         # the engine's, the decoded frames' and the restore's notes, as one pass says them
         notes = tuple(dict.fromkeys([*getattr(engine, "notes", ()), *guard.notes, *loop.notes]))

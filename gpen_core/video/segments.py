@@ -112,10 +112,9 @@ def scan_frames(container: Any) -> tuple[list[int], list[int]]:
         if packet.size == 0:  # the demuxer's flush packet
             continue
         if packet.pts is None:
-            raise InputError(
-                "the video's packets carry no timestamps (an old AVI?), so it cannot be cut into segments: "
-                "restore it without --segments, or remux it to MP4 first (ffmpeg -i IN -c copy OUT.mp4)"
-            )
+            raise InputError("the video's packets carry no timestamps (an old AVI?), so it cannot be cut into "
+                             "segments: restore it without --segments, or remux it to MP4 first "
+                             "(ffmpeg -i IN -c copy OUT.mp4)")
         pts.append(packet.pts)
         if packet.is_keyframe:
             keys.append(packet.pts)
@@ -167,8 +166,7 @@ def plan_segments(src: str | os.PathLike[str], segment_seconds: float, settings:
     n = len(pts)
     step = pts[1] - pts[0] if n > 1 else 1
     segs = []
-    for i, a in enumerate(starts):
-        b = starts[i + 1] if i + 1 < len(starts) else n
+    for i, (a, b) in enumerate(zip(starts, [*starts[1:], n])):
         tail = b + OVERLAP_FRAMES
         segs.append(Segment(
             index=i, start_pts=pts[a], end_pts=pts[b] if b < n else None,

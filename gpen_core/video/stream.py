@@ -77,28 +77,19 @@ class FrameToWrite:
     colour: Any
 
 
-def restore_video(
-    src: str | os.PathLike[str],
-    dst: str | os.PathLike[str],
-    restorer: Any = None,
-    options: RestoreOptions | None = None,
-    video: VideoOptions | None = None,
-    *,
-    progress: Progress | None = None,
-    on_frame: OnFrame | None = None,
-    stop: threading.Event | None = None,
-    engine: Any = None,
-) -> VideoResult:
+def restore_video(src: str | os.PathLike[str], dst: str | os.PathLike[str], restorer: Any = None,
+                  options: RestoreOptions | None = None, video: VideoOptions | None = None, *,
+                  progress: Progress | None = None, on_frame: OnFrame | None = None,
+                  stop: threading.Event | None = None, engine: Any = None) -> VideoResult:
     """Restore every face of the clip ``src`` and write ``dst`` (H.264 yuv420p MP4), frame by frame.
 
-    ``restorer``: a :class:`~gpen_core.restorer.Restorer` (default: the process-wide one). ``on_frame(record)``:
-    each written frame's faces. ``stop``: set it to stop; the partial output is removed and :class:`VideoStopped`
-    raised. ``engine``: ``detect(rgb)`` / ``restore(rgb, detections)`` (tests; default
-    :class:`~gpen_core.video.engine_seam.FrameEngine` over ``restorer``).
-    Kept from the input: frame count and timestamps, audio (copied; AAC where MP4 cannot take it), display rotation
-    (frames written upright), colour properties. InputError, before anything is written, for a file that is no
-    usable video, audio an MP4 cannot take (``video.audio=False`` drops it), or a decoded frame refused by
-    :class:`~gpen_core.video.limits.FrameGuard`. ``video.cap`` stops at a server's limit; the notes say where."""
+    ``restorer``: default the process-wide one. ``on_frame(record)``: each written frame's faces. ``stop``: set it
+    to stop; the partial output is removed and :class:`VideoStopped` raised. ``engine``: a test's stand-in for the
+    :class:`~gpen_core.video.engine_seam.FrameEngine` over ``restorer``. Kept from the input: frame count and
+    timestamps, audio (copied; AAC where MP4 cannot take it), display rotation (frames written upright), colour
+    properties. InputError, before anything is written, for a file that is no usable video, audio an MP4 cannot
+    take (``video.audio=False`` drops it), or a decoded frame :class:`~gpen_core.video.limits.FrameGuard` refuses.
+    ``video.cap`` stops at a server's limit; the notes say where."""
     from gpen_core.platform.leftovers import sweep_partials
     from gpen_core.platform.meter import PeakMeter
     from gpen_core.video.probe import open_video, preflight
@@ -152,10 +143,9 @@ def _translate(exc: Exception, run: "_Run") -> None:
         return
     mode = getattr(getattr(run.engine, "mode", None), "name", "this")
     if is_oom(exc):
-        raise ResourceError(
-            f"out of memory at frame {run.written} in {mode} mode (a clip does not step down mid-way: its look would "
-            f"change). Restore it in a lighter mode (--mode low). {out_of_memory_advice()}"
-        ) from None
+        raise ResourceError(f"out of memory at frame {run.written} in {mode} mode (a clip does not step down "
+                            "mid-way: its look would change). Restore it in a lighter mode (--mode low). "
+                            f"{out_of_memory_advice()}") from None
     if isinstance(exc, (av.FFmpegError, OSError)):  # the encoder's, past what disk_errors names
         raise write_failed(Path(run.writer.out.name).parent, f"the video at frame {run.written}", exc) from None
 
@@ -167,12 +157,13 @@ class _Run:
                  progress: Progress | None, on_frame: OnFrame | None) -> None:
         self.container, self.info, self.vopts, self.stop = container, info, vopts, stop
         self.progress, self.on_frame = progress, on_frame
+        self.expected = expected_frames(info, vopts.start_s, vopts.end_s, vopts.cap)  # for progress; 0: unknown
         self.abort = threading.Event()  # every thread stops: an error, a stop, the end of the trim
         self.decoded: queue.Queue = queue.Queue(DECODE_QUEUE)
         self.to_encode: queue.Queue = queue.Queue(ENCODE_QUEUE)
         self.threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
-        self.engine_for: Any = None  # (width, height) -> the clip's engine, called at the first frame
+        self.engine_for: Any = None  # (width, height) upright -> the clip's engine, called at the first frame
         self.engine: Any = None
         self.loop: FrameLoop | None = None  # made with the engine, at the first frame
         self.guard: FrameGuard | None = None
@@ -184,7 +175,6 @@ class _Run:
         self.last_time = 0.0
         self.last_duration = 0.0
         self.size = (0, 0)
-        self.damage_detail: str | None = None  # what the decoder said where it stopped early
         import av
 
         out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
@@ -229,9 +219,8 @@ class _Run:
         if self.errors:
             raise self.errors[0]
         if self.stop.is_set():
-            raise VideoStopped(
-                f"stopped after {self.written} frame{'s' if self.written != 1 else ''}: the partial output was removed"
-            )
+            s = "s" if self.written != 1 else ""
+            raise VideoStopped(f"stopped after {self.written} frame{s}: the partial output was removed")
 
     def shut(self) -> None:
         self.abort.set()
@@ -344,7 +333,6 @@ class _Run:
         decoded = 0
         while item is not _END:
             if isinstance(item, DecodeStopped):
-                self.damage_detail = item.detail
                 break
             if isinstance(item, AudioItem):
                 self._send(item)
@@ -352,11 +340,12 @@ class _Run:
                 self._take(item)
                 decoded += 1
             item = self._get(self.decoded)
+        stopped = item.detail if isinstance(item, DecodeStopped) else None  # what the decoder said, if it stopped early
         if decoded == 0:
             vo = self.vopts
             end = f"{vo.end_s:g} s" if vo.end_s is not None else "the end"
             span = f" between {vo.start_s or 0:g} s and {end}" if vo.trimmed else ""
-            raise no_frames(span, item.detail if isinstance(item, DecodeStopped) else None)
+            raise no_frames(span, stopped)
         for done in self.loop.drain():
             self._write(done)
         self._send(_END)
@@ -365,7 +354,7 @@ class _Run:
             encoder.join(timeout=0.1)
             self._check()
         self._check()
-        self._note_damage(decoded)
+        self._note_damage(decoded, stopped)
 
     def _send(self, item: Any) -> None:
         if not self._put(self.to_encode, item):
@@ -401,14 +390,9 @@ class _Run:
         if self.on_frame is not None:
             self.on_frame(record)
         if self.progress is not None:
-            self.progress(self.written, self.expected())
+            self.progress(self.written, self.expected)
 
-    def expected(self) -> int:
-        """The frames this run will write, for progress (0: unknown)."""
-        return expected_frames(self.info, self.vopts.start_s, self.vopts.end_s, self.vopts.cap)
-
-    def _note_damage(self, decoded: int) -> None:
-        detail = self.damage_detail
+    def _note_damage(self, decoded: int, detail: str | None) -> None:
         trimmed = self.vopts.trimmed or bool(self.cut)  # a cap's cut is no damage
         end = self.last_time + self.last_duration
         if detail is None and not trimmed and self.info.frames and decoded < self.info.frames:
@@ -418,10 +402,8 @@ class _Run:
             detail = f"the file declares {declared:.3f} s but its frames end at {end:.3f} s (truncated?)"
         if detail is not None:
             self.damage = Damage(decoded, end, detail)
-            self.notes.setdefault(
-                f"the video is damaged from frame {decoded} ({end:.3f} s) on ({detail}): the output holds the "
-                f"{decoded} frames before it"
-            )
+            self.notes.setdefault(f"the video is damaged from frame {decoded} ({end:.3f} s) on ({detail}): the output "
+                                  f"holds the {decoded} frames before it")
 
     def result(self, output: str, peaks: Any, total_s: float) -> VideoResult:
         duration = (self.last_time + self.last_duration - (self.first_time or 0.0)) if self.written else 0.0

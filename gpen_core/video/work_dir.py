@@ -116,10 +116,9 @@ def _lock(folder: Path) -> int:
         except BlockingIOError:
             holder = _holder(fd)
             os.close(fd)
-            raise WorkFolderBusy(
-                f"another run is restoring into this output: {holder} holds its work folder {folder}. Wait for it to "
-                "finish, or stop it and run again (the same command resumes its segments; --fresh starts over)"
-            ) from None
+            raise WorkFolderBusy(f"another run is restoring into this output: {holder} holds its work folder "
+                                 f"{folder}. Wait for it to finish, or stop it and run again (the same command "
+                                 "resumes its segments; --fresh starts over)") from None
         try:
             same = os.fstat(fd).st_ino == os.lstat(path).st_ino
         except FileNotFoundError:
