@@ -103,7 +103,7 @@ def _run_engine(image: str, options: RestoreOptions, progress: Any, mask: Any = 
             progress(0.0, desc="waiting for the restore that is already running")
         return engine(image, options, progress=lambda f, d: progress(f, desc=d), mask=mask)
     except Exception as exc:
-        return shown_error(exc)
+        return shown_error(exc, public=STATE.policy.shared)
 
 
 def _gpu_seconds(image: str, options: RestoreOptions, progress: Any, mask: Any = None) -> int:
@@ -136,7 +136,7 @@ def preview(image: str | None) -> tuple[Any, Any, str, Any, Any]:
     """On upload: our decoder's view of the file as the "before" (or why it cannot be used), as the restore outputs."""
     if not image:
         return None, None, page.PLACEHOLDER, None, None
-    p = restore_tab.preview(image)
+    p = restore_tab.preview(image, STATE.policy.shared)
     return (None if p.before is None else (p.before, p.before)), None, p.markdown, None, None
 
 
@@ -210,7 +210,7 @@ def ui_errors(request: gr.Request | None = None) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        shown = shown_error(exc)
+        shown = shown_error(exc, public=STATE.policy.shared)
         STATE.remember_error(getattr(request, "session_hash", None), shown.panel)
         raise gr.Error(shown.text, title=shown.title, duration=toast_seconds(shown.text), print_exception=False) from None
 

@@ -55,7 +55,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                    gr.update(choices=[], value=None))
         if not video:
             return (video_tab.PLACEHOLDER, *cleared)
-        clip = video_tab.clip_note(video, state.policy.video_cap_s)
+        clip = video_tab.clip_note(video, state.policy.video_cap_s, state.policy.shared)
         if not clip.usable:
             return (clip.markdown, *cleared)
         rows = video_tab.estimates([v for _, v in mode_in.choices if v != AUTO], getattr(state.engine(), "device", "cpu"))
@@ -95,7 +95,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         start, end, face_check, tracks, known, identity = asked
         if state.backend is not None:
             raise InputError(NO_VIDEO_ON_RAY)
-        clip = video_tab.clip_note(video, state.policy.video_cap_s)
+        clip = video_tab.clip_note(video, state.policy.video_cap_s, state.policy.shared)
         if not clip.usable:
             raise messages.AlreadyShown(clip.shown)  # worded once: plain in the pop-up, Markdown in the panel
         part = video_tab.span(clip, start, end, state.policy.video_cap_s)
@@ -130,7 +130,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         except BaseException as exc:
             shutil.rmtree(out.parent, ignore_errors=True)  # the folder results_path made for this clip, and only it
             if isinstance(exc, GPENError) and not isinstance(exc, VideoStopped):
-                raise messages.AlreadyShown(messages.shown_error(exc, names={video: Path(video).name})) from None
+                raise messages.AlreadyShown(messages.shown_error(exc, names={video: Path(video).name}, public=state.policy.shared)) from None
             raise
         times = video_view.frame_times(str(out))
         spec = video_view.slider_spec(times)
@@ -162,7 +162,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                 raise InputError("Upload a video first.")
             if state.backend is not None:
                 raise InputError(NO_VIDEO_ON_RAY)
-            clip = video_tab.clip_note(video, state.policy.video_cap_s)
+            clip = video_tab.clip_note(video, state.policy.video_cap_s, state.policy.shared)
             if not clip.usable:
                 raise messages.AlreadyShown(clip.shown)
             part = video_tab.span(clip, start, end, state.policy.video_cap_s)

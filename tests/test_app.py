@@ -603,3 +603,22 @@ def test_the_panel_and_the_json_name_every_networks_runtime_and_why() -> None:
     assert rec["runtimes"][1] == {"network": "detector", "name": "mobilenet0.25", "runtime": "torch", "reason": "asked for"}
     assert rec["released"] == ["GPEN-BFR-512"]
     assert "Runtime per network" not in ui.metrics_markdown(_fake_result())  # nothing to say: no row
+
+
+def test_a_shared_servers_errors_name_its_folders_by_role_and_a_local_ones_in_full(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpen_core.weights import lookup
+
+    models = tmp_path / "srv" / "models"
+    models.mkdir(parents=True)
+    monkeypatch.setenv("GPEN_HOME", str(models))
+    for shared in (True, False):
+        monkeypatch.setattr(app.STATE, "policy", Policy(shared=shared))
+        with pytest.raises(gr.Error) as e, app.ui_errors():
+            lookup.resolve("GPEN-BFR-512", allow_download=False)
+        assert (str(models) in e.value.message) is not shared, e.value.message
+        assert ("<models folder>" in e.value.message) is shared
+    upload = tmp_path / "srv" / "uploads" / "holiday.jpg"  # a folder: its panel names it as its visitor does
+    upload.mkdir(parents=True)
+    panel = app.preview(str(upload))[2]
+    assert "holiday.jpg" in panel and str(tmp_path) not in panel, panel

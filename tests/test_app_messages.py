@@ -47,3 +47,15 @@ def test_leaving_the_page_stops_only_that_sessions_clip() -> None:
     later = state.stops.start("B")  # B's next clip: its own event, not the earlier one
     state.stops.finish("B", b)  # the earlier clip ending late forgets nothing of the newer one
     assert state.stops.stop("B") and later.is_set() and not b.is_set()
+
+
+def test_a_public_message_names_the_servers_folders_by_role(tmp_path, monkeypatch) -> None:
+    from gpen_core.errors import WeightsError
+
+    monkeypatch.setenv("GPEN_HOME", str(tmp_path / "models"))
+    exc = WeightsError(f"GPEN-BFR-512.pth is not in {tmp_path / 'models'}; see {tmp_path / 'logs' / 'app.log'}")
+    public, local = messages.shown_error(exc, public=True), messages.shown_error(exc)
+    assert public.text == "Weights missing. GPEN-BFR-512.pth is not in <models folder>; see …/app.log", public.text
+    assert str(tmp_path) in local.text and str(tmp_path) not in public.panel
+    bug = messages.shown_error(RuntimeError(f"open {tmp_path}/x.bin failed"), public=True)  # our bug's one line too
+    assert str(tmp_path) not in bug.text and "…/x.bin" in bug.text

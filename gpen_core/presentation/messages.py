@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from gpen_core.errors import GPENError, InputError, ResourceError, WeightsCorruptError, WeightsError
 from gpen_core.presentation.panels import error_markdown
 from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL
+from gpen_core.weights.user_paths import public_message
 
 log = logging.getLogger("gpen.app")
 
@@ -56,9 +57,11 @@ def stopped_text(done: int, total: int) -> str:
     return f"Stopped: {frames} restored; nothing kept (a stopped clip is removed). Press Restore video to start again."
 
 
-def shown_error(exc: BaseException, doing: str = "Restore", names: Mapping[str, str] | None = None) -> ShownError:
+def shown_error(exc: BaseException, doing: str = "Restore", names: Mapping[str, str] | None = None,
+                public: bool = False) -> ShownError:
     """How ``exc`` is shown. ``names``: server paths in the message → what the visitor knows them as (an upload's
-    own file name)."""
+    own file name). ``public`` (a shared server): the server's other folders by their role, other paths cut to
+    their last part (:func:`~gpen_core.weights.user_paths.public_message`)."""
     if isinstance(exc, AlreadyShown):
         return exc.shown
     if isinstance(exc, GPENError):
@@ -72,6 +75,8 @@ def shown_error(exc: BaseException, doing: str = "Restore", names: Mapping[str, 
         title = INTERNAL
         message = (f"{doing} failed unexpectedly ({type(exc).__name__}: {shortened(str(exc), 300)}). "
                    "The server is still running; the server log has the details.")
+    if public:
+        message = public_message(message)
     # The plain text starts with the title; inline code in quotes, not backticks.
     plain = f"{title}. {_CODE.sub(lambda m: f'“{m.group(1)}”', message)}"
     return ShownError(title, plain, error_markdown(title, message))

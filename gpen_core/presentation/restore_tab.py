@@ -33,15 +33,16 @@ class Preview:
     markdown: str
 
 
-def preview(path: str) -> Preview:
+def preview(path: str, public: bool = False) -> Preview:
     """``path`` decoded at most :data:`PREVIEW_SIDE` px by our decoder, and the panel: its size, format and notes, or
-    the problem."""
+    the problem (``public``: as :func:`~gpen_core.presentation.messages.shown_error` says it)."""
     from gpen_core.images.decode import decode_image, shrink_to_max_side
 
     try:
         decoded = decode_image(path, reduce_to=PREVIEW_SIDE)
     except Exception as exc:  # a GPENError names the problem; a bug is logged with its trace, one line shown
-        return Preview(None, shown_error(exc, doing="Reading the file").panel)
+        shown = shown_error(exc, doing="Reading the file", names={path: Path(path).name}, public=public)
+        return Preview(None, shown.panel)
     rgb = decoded.rgb
     if max(rgb.shape[:2]) > PREVIEW_SIDE:
         rgb = shrink_to_max_side(rgb, PREVIEW_SIDE)[0]

@@ -37,9 +37,9 @@ class ClipNote:
     frames: int = 0  # the frames a restore will write (declared, or its length at the average rate; capped); 0: unknown
 
 
-def clip_note(path: str, cap_s: float | None) -> ClipNote:
+def clip_note(path: str, cap_s: float | None, public: bool = False) -> ClipNote:
     """What the clip is (size, length, frames, audio) and, on a capped server, how much of it will be restored;
-    for a file that is no usable video, the problem."""
+    for a file that is no usable video, the problem (``public``: as :func:`.messages.shown_error` says it)."""
     from gpen_core.video.command import resume_command
     from gpen_core.video.probe import expected_frames, open_video
     from gpen_core.video.resumable import SEGMENTS_FROM_S
@@ -49,7 +49,7 @@ def clip_note(path: str, cap_s: float | None) -> ClipNote:
         with container:
             audio = len(container.streams.audio)
     except Exception as exc:  # a GPENError names the problem; a bug is logged with its trace, one line shown
-        shown = shown_error(exc, doing="Reading the video", names={path: Path(path).name})  # never the server's path
+        shown = shown_error(exc, doing="Reading the video", names={path: Path(path).name}, public=public)
         return ClipNote(shown.panel, None, False, shown)
     w, h = info.size
     length = f"{info.duration_s:.1f} s" if info.duration_s else "length not declared"
