@@ -1,8 +1,5 @@
-"""Face detection: RetinaFace (facexlib's implementation) from a local, verified file.
-
-Takes RGB uint8 H×W×3 (checked by :func:`gpen_core.rgb.check_rgb`); BGR exists only on the way into RetinaFace.
-facexlib and torch are imported when a detector is built, not at import.
-"""
+"""Face detection: facexlib's RetinaFace from a local, verified file. RGB uint8 H×W×3 in; BGR only on the way into
+RetinaFace. facexlib and torch are imported when a detector is built."""
 
 from __future__ import annotations
 
@@ -105,8 +102,8 @@ def _trained_with_relu(sd: Mapping[str, Any]) -> bool:
 
 
 def build_retinaface(weights_path: Path | None, network: DetectorName, device: str | torch.device = "cpu") -> tuple[Any, str]:
-    """(facexlib's RetinaFace, eval, channels-last weights; variant "pytorch_retinaface" or "1mb": ReLU and its
-    anchors in ``net.cfg``) for ``weights_path`` (None: random weights, a zeroed class head)."""
+    """(facexlib's RetinaFace in eval, channels-last; its variant "pytorch_retinaface" or "1mb") for
+    ``weights_path`` (None: random weights, a zeroed class head)."""
     import torch
 
     if network not in _FACEXLIB_NETWORK:
@@ -155,13 +152,9 @@ def build_retinaface(weights_path: Path | None, network: DetectorName, device: s
 
 
 class FaceDetector:
-    """RetinaFace (facexlib's) from a local, verified weights file; nothing is downloaded. One instance may be
-    shared: the network call holds a lock, as facexlib keeps per-call state on the module.
-
-    ``weights_path=None``: random weights (the hardware check: the real cost, no faces). ``runner``: the network
-    on another runtime (:func:`gpen_core.engine.network_loads.openvino_detector`: ``detect_faces(bgr,
-    conf_threshold=, nms_threshold=)``, ``variant``, ``convert_s``, ``load_s``); this room imports no runtime.
-    """
+    """RetinaFace from a local, verified weights file. Shareable: the network call holds a lock (facexlib keeps
+    per-call state on the module). ``weights_path=None``: random weights (the hardware check). ``runner``: the
+    network on OpenVINO (engine.network_loads.openvino_detector; this room imports no runtime)."""
 
     def __init__(
         self,
@@ -201,11 +194,9 @@ class FaceDetector:
         interpolation: Resize = "area",
         turn: int = 0,
     ) -> list[Detection]:
-        """Faces in an RGB uint8 H×W×3 image, highest score first (as official), in its pixels.
-
-        ``max_side``: detect on a copy at most this long (``interpolation`` "linear" as official), made only for
-        images longer than ``shrink_above`` (official: 1000 px above 1500 px; None: ``max_side``). ``turn``: on
-        the copy turned this many quarter turns counter-clockwise (``np.rot90``); landmarks follow the face."""
+        """Faces in an RGB uint8 H×W×3 image, highest score first (as official), in its pixels. ``max_side``: on a
+        copy at most this long, made only for images longer than ``shrink_above`` (official: 1000 px above 1500 px,
+        "linear"; None: ``max_side``). ``turn``: on the copy turned that many quarter turns counter-clockwise."""
         rgb = check_rgb(rgb)
         if not 0.0 <= threshold < 1.0:
             raise ValueError(f"threshold must be in [0, 1), got {threshold}")
@@ -245,8 +236,8 @@ class FaceDetector:
         return found
 
     def detect_rows(self, bgr: np.ndarray, threshold: float = 0.9) -> np.ndarray:
-        """N×15 float64 rows (x0 y0 x1 y1 score, 5×(x, y)) after NMS for a BGR uint8 image at its size: the network
-        call of :meth:`detect`, which the hardware check times per backend."""
+        """N×15 float64 rows (x0 y0 x1 y1 score, 5×(x, y)) after NMS for a BGR uint8 image at its size (the network
+        call, which the hardware check times)."""
         import torch
 
         with self._lock, torch.inference_mode():
@@ -260,8 +251,7 @@ class FaceDetector:
         self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9,
         turns: Sequence[int] | None = None,
     ) -> Filtered:
-        """Split ``detections`` (in ``rgb``'s pixels) into faces and false faces: the geometry and the second
-        look at ``threshold``, each crop turned as ``turns`` says (:func:`gpen_core.faces.screen.filter_detections`)."""
+        """``detections`` split into faces and false faces: the geometry and the second look at ``threshold``."""
         def look(crop: np.ndarray) -> list[Detection]:
             return self.detect(crop, threshold=threshold, max_side=max(crop.shape[:2]))
 
