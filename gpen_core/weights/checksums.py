@@ -1,6 +1,5 @@
-"""Checksums of checkpoint files: sha256 (cached per process), and :func:`verify`. Where the registry pins
-no sha256, the first verification records the hash in a ``<file>.sha256`` sidecar (trust on first use).
-"""
+"""sha256 of checkpoint files (cached per process) and :func:`verify`; where the registry pins none, the first
+verification records it in a ``<file>.sha256`` sidecar (trust on first use)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The checkpoint registry, one literal table: name → file name, sources, the size and sha256 where published,
-and a generator's architecture. Torch-free and network-free.
-"""
+and a generator's architecture. Torch-free and network-free."""
 
 from __future__ import annotations
 

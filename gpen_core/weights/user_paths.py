@@ -1,7 +1,5 @@
-"""Which checkpoint a user of a server may name: a registry name, or a file inside the models folder.
-The app's Generator field passes through :func:`checked_model`; any other path gets one message that
-reveals nothing about it, unless the operator allowed any path (``--allow-any-model-path``).
-"""
+"""Which checkpoint a user of a server may name (:func:`checked_model`): a registry name or a file inside the models
+folder; any other path gets one message that reveals nothing about it, unless ``--allow-any-model-path``."""
 
 from __future__ import annotations
 
