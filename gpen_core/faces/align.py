@@ -6,16 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 # The 96×112 template of the official code, (x, y).
-_BASE_POINTS = np.array(
-    [
-        [30.29459953, 51.69630051],
-        [65.53179932, 51.50139999],
-        [48.02519989, 71.73660278],
-        [33.54930115, 92.3655014],
-        [62.72990036, 92.20410156],
-    ],
-    dtype=np.float64,
-)
+_BASE_POINTS = np.array([[30.29459953, 51.69630051], [65.53179932, 51.50139999], [48.02519989, 71.73660278],
+                         [33.54930115, 92.3655014], [62.72990036, 92.20410156]], dtype=np.float64)
 _BASE_SIZE = np.array([96, 112], dtype=np.int64)  # (w, h)
 _INNER_PADDING = 0.25  # what GPEN's face_enhancement.py uses
 

@@ -156,14 +156,8 @@ class FaceDetector:
     per-call state on the module). ``weights_path=None``: random weights (the hardware check). ``runner``: the
     network on OpenVINO (engine.network_loads.openvino_detector; this room imports no runtime)."""
 
-    def __init__(
-        self,
-        weights_path: Path | None,
-        network: DetectorName,
-        device: str | torch.device = "cpu",
-        *,
-        runner: Any = None,
-    ) -> None:
+    def __init__(self, weights_path: Path | None, network: DetectorName, device: str | torch.device = "cpu", *,
+                 runner: Any = None) -> None:
         import torch
 
         if network not in _FACEXLIB_NETWORK:
@@ -184,16 +178,8 @@ class FaceDetector:
             self._net, self.variant = build_retinaface(self.weights_path, network, self.device)
         self._lock = threading.Lock()
 
-    def detect(
-        self,
-        rgb: np.ndarray,
-        *,
-        threshold: float = 0.9,
-        max_side: int = 1000,
-        shrink_above: int | None = None,
-        interpolation: Resize = "area",
-        turn: int = 0,
-    ) -> list[Detection]:
+    def detect(self, rgb: np.ndarray, *, threshold: float = 0.9, max_side: int = 1000, shrink_above: int | None = None,
+               interpolation: Resize = "area", turn: int = 0) -> list[Detection]:
         """Faces in an RGB uint8 H×W×3 image, highest score first (as official), in its pixels. ``max_side``: on a
         copy at most this long, made only for images longer than ``shrink_above`` (official: 1000 px above 1500 px,
         "linear"; None: ``max_side``). ``turn``: on the copy turned that many quarter turns counter-clockwise."""
@@ -247,10 +233,8 @@ class FaceDetector:
                 rows = self._net.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4, use_origin_size=True)
         return np.asarray(rows, dtype=np.float64).reshape(-1, 15)
 
-    def screen(
-        self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9,
-        turns: Sequence[int] | None = None,
-    ) -> Filtered:
+    def screen(self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9,
+               turns: Sequence[int] | None = None) -> Filtered:
         """``detections`` split into faces and false faces: the geometry and the second look at ``threshold``."""
         def look(crop: np.ndarray) -> list[Detection]:
             return self.detect(crop, threshold=threshold, max_side=max(crop.shape[:2]))

@@ -79,15 +79,9 @@ class DetectSizing:
     interpolation: "Resize" = "area"
 
 
-def find_faces(
-    detector: FaceDetector,
-    rgb: np.ndarray,
-    *,
-    threshold: float = 0.9,
-    sizing: DetectSizing = DetectSizing(),
-    face_check: bool = True,
-    orientations: bool = False,
-) -> FoundFaces:
+def find_faces(detector: FaceDetector, rgb: np.ndarray, *, threshold: float = 0.9,
+               sizing: DetectSizing = DetectSizing(), face_check: bool = True,
+               orientations: bool = False) -> FoundFaces:
     """Every face of ``rgb`` once. ``face_check=False`` keeps what the check would reject (``unchecked`` says which
     and why); ``orientations=True`` searches the turned copies always (else only when no face or a sideways one)."""
     h, w = rgb.shape[:2]
@@ -140,18 +134,13 @@ def _pass(detector: FaceDetector, rgb: np.ndarray, threshold: float, sizing: Det
           turn: int) -> _TurnFinds:
     """Detect on the photo turned ``turn`` quarter turns (plus the large-face pass when ``large_pass``), one box
     per face, then the face check and the upright look; in photo pixels."""
-    dets = detector.detect(
-        rgb, threshold=threshold, max_side=sizing.max_side, shrink_above=sizing.shrink_above,
-        interpolation=sizing.interpolation, turn=turn,
-    )
+    dets = detector.detect(rgb, threshold=threshold, max_side=sizing.max_side, shrink_above=sizing.shrink_above,
+                           interpolation=sizing.interpolation, turn=turn)
     large: list[Detection] = []
     if large_pass:
         k = LARGE_PASS_SIDE / max(rgb.shape[:2])
-        large = [
-            d
-            for d in detector.detect(rgb, threshold=threshold, max_side=LARGE_PASS_SIDE, turn=turn)
-            if min(d.width, d.height) * k >= LARGE_FACE_PX
-        ]
+        large = [d for d in detector.detect(rgb, threshold=threshold, max_side=LARGE_PASS_SIDE, turn=turn)
+                 if min(d.width, d.height) * k >= LARGE_FACE_PX]
     kept, dropped = merge_duplicates(large + dets)  # a large face first: its pieces merge into it
     # The same face found by both passes is one reading; a box inside a face is a duplicate.
     merged = sum(1 for d in dropped if not any(overlap(d.box, g.box)[0] >= SAME_FACE_IOU for g in large if g is not d))
@@ -180,9 +169,8 @@ def _settle(
     unfixed = [d for d in upside if not any(_same_face(d.box, k.box) for k in kept)]
     upside_reason = "it is upside down for its landmarks and was not found on the photo turned 180°"
     if fixed:
-        notes.append(
-            f"{_plural(len(fixed), 'face was', 'faces were')} read upside down; found again on the photo turned and restored upright"
-        )
+        notes.append(f"{_plural(len(fixed), 'face was', 'faces were')} read upside down; found again on the photo "
+                     "turned and restored upright")
     # Rejected candidates overlapping a kept face are that face's other readings, not false faces.
     rejected = [(d, r) for d, r in rejected if not any(_same_face(d.box, k.box) for k in kept)]
     rejected += [(d, upside_reason) for d in unfixed]
@@ -194,17 +182,11 @@ def _settle(
         unchecked, rejected = rejected, []
         kept += [d for d, _ in unchecked]
         if unchecked:
-            notes.append(
-                f"face check off: kept {_plural(len(unchecked), 'detection', 'detections')} the check would have dropped ("
-                + "; ".join(dict.fromkeys(r for _, r in unchecked))
-                + ")"
-            )
+            notes.append(f"face check off: kept {_plural(len(unchecked), 'detection', 'detections')} the check would "
+                         f"have dropped ({'; '.join(dict.fromkeys(r for _, r in unchecked))})")
     elif rejected:
-        notes.append(
-            f"{_plural(len(rejected), 'detection', 'detections')} rejected by the face check: "
-            + "; ".join(dict.fromkeys(r for _, r in rejected))
-            + " (turn the check off to keep them)"
-        )
+        notes.append(f"{_plural(len(rejected), 'detection', 'detections')} rejected by the face check: "
+                     f"{'; '.join(dict.fromkeys(r for _, r in rejected))} (turn the check off to keep them)")
     return kept, rejected, unchecked, notes
 
 
@@ -215,16 +197,13 @@ def _summary_notes(kept: Sequence[Detection], merged: int, large_ids: set[int], 
         notes.append(f"{_plural(merged, 'detection was', 'detections were')} the same face as another and merged (one box per face)")
     large_used = sum(1 for d in kept if id(d) in large_ids)
     if large_used:
-        notes.append(
-            f"{_plural(large_used, 'large face', 'large faces')} found on a {LARGE_PASS_SIDE} px copy "
-            "(the detector misses or splits faces over about 256 px)"
-        )
+        notes.append(f"{_plural(large_used, 'large face', 'large faces')} found on a {LARGE_PASS_SIDE} px copy "
+                     "(the detector misses or splits faces over about 256 px)")
     by_turn = {t: sum(1 for d in kept if d.turn == t) for t in (1, 2, 3)}
     for t, n in by_turn.items():
         if n:
-            notes.append(
-                f"{_plural(n, 'face', 'faces')} found on the photo turned {_DEGREES[t]}: restored upright, pasted back as in the photo"
-            )
+            notes.append(f"{_plural(n, 'face', 'faces')} found on the photo turned {_DEGREES[t]}: restored upright, "
+                         "pasted back as in the photo")
     if len(searched) > 1 and not kept:
         notes.append("no face upright, nor on the photo turned " + ", ".join(_DEGREES[t] for t in searched[1:]))
     return notes
@@ -236,9 +215,7 @@ def _aligned_hint(kept: Sequence[Detection], h: int, w: int) -> list[str]:
         x0, y0, x1, y1 = kept[0].box
         share = (x1 - x0) * (y1 - y0) / (h * w)
         if share >= ALIGNED_HINT_SHARE:
-            return [
-                f"the face covers {share:.0%} of this square photo: if it is an aligned face crop (FFHQ-style), "
-                "the aligned option restores it whole"
-            ]
+            return [f"the face covers {share:.0%} of this square photo: if it is an aligned face crop (FFHQ-style), "
+                    "the aligned option restores it whole"]
     return []
 

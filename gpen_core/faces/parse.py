@@ -32,16 +32,8 @@ class ParsingMasker:
     quarter of the compute; ``cpu_dtype``: the mode's, ``dtype`` forces one; ``weights_path=None``: random weights
     (the hardware check); ``parser``: the network on OpenVINO (this room never imports a runtime)."""
 
-    def __init__(
-        self,
-        weights_path: Path | None,
-        device: str | torch.device = "cpu",
-        *,
-        input_size: int = 512,
-        cpu_dtype: str = "float32",
-        dtype: torch.dtype | None = None,
-        parser: Any = None,
-    ) -> None:
+    def __init__(self, weights_path: Path | None, device: str | torch.device = "cpu", *, input_size: int = 512,
+                 cpu_dtype: str = "float32", dtype: torch.dtype | None = None, parser: Any = None) -> None:
         self.weights_path = Path(weights_path) if weights_path is not None else None
         self.input_size = input_size
         self.backend = "torch" if parser is None else "openvino"

@@ -108,15 +108,8 @@ def _restore_aligned(rgb: np.ndarray, restore_fn: RestoreFn, size: int, job: Fac
     return PhotoOutput(image, (face,), timings, tuple(notes + _identity_notes([face], job.identity)))
 
 
-def restore_photo(
-    rgb: np.ndarray,
-    *,
-    detections: list[Detection] | None,
-    restore_fn: RestoreFn,
-    size: int,
-    job: FaceJob = FaceJob(),
-    progress: ProgressFn | None = None,
-) -> PhotoOutput:
+def restore_photo(rgb: np.ndarray, *, detections: list[Detection] | None, restore_fn: RestoreFn, size: int,
+                  job: FaceJob = FaceJob(), progress: ProgressFn | None = None) -> PhotoOutput:
     """Every detected face of an RGB uint8 H×W×3 photo restored and pasted back (none: the photo and a note).
     ``detections``: None only with ``job.aligned``. ``restore_fn``: an aligned RGB uint8 ``size``×``size``×3 crop →
     its restoration, same shape, input unmodified. ``progress(done, total)`` after each face."""
@@ -136,10 +129,8 @@ def restore_photo(
 
     timings = dict.fromkeys(_STAGES, 0.0)
     if not detections:
-        note = (
-            "no face found: the photo is returned unchanged. Try a lower detection threshold, "
-            "or the aligned option if the image is already a face crop."
-        )
+        note = ("no face found: the photo is returned unchanged. Try a lower detection threshold, "
+                "or the aligned option if the image is already a face crop.")
         return PhotoOutput(base.copy(), (), timings, (note,))
 
     faces: list[Face] = []
@@ -197,10 +188,8 @@ def _restore_face(
 
 def _damage_notes(damage: tasks.Damage, detections: list[Detection], inpainted: int, skipped: int) -> list[str]:
     total = len(detections)
-    notes = [
-        f"inpainted {inpainted} of {total} face{'s' if total > 1 else ''}: the ones the damage touches"
-        + (f"; {skipped} left as they were" if skipped else "")
-    ]
+    notes = [f"inpainted {inpainted} of {total} face{'s' if total > 1 else ''}: the ones the damage touches"
+             + (f"; {skipped} left as they were" if skipped else "")]
     if tasks.outside_faces(damage.mask, [d.box for d in detections]):
         notes.append("damage outside the faces is left as it is: GPEN's inpainting network fills faces only")
     return notes

@@ -135,8 +135,6 @@ def overlap(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
 
 
 DetectFn = Callable[[np.ndarray], Iterable]
-
-
 _Look = tuple[np.ndarray, float, float, int, int, int, int]
 
 
@@ -181,9 +179,8 @@ def _cell(box: Sequence[float], tile: int, cols: int, count: int) -> tuple[int, 
     return k, cx - c * tile, cy - r * tile
 
 
-def second_looks(
-    rgb: np.ndarray, boxes: Sequence[Sequence[float]], detect: DetectFn, threshold: float, turns: Sequence[int] | None = None
-) -> list[float]:
+def second_looks(rgb: np.ndarray, boxes: Sequence[Sequence[float]], detect: DetectFn, threshold: float,
+                 turns: Sequence[int] | None = None) -> list[float]:
     """Per box of ``rgb`` (RGB uint8), the best score ``detect`` gives the same face with the box at LOOK_BOX_PX, 0.0
     under ``threshold``: one mosaic, one ``detect`` (must not shrink it; finds have ``.box``, ``.score``). ``turns``:
     per box, the quarter turns its face was found on, so each crop is looked at upright."""
@@ -212,14 +209,8 @@ def second_looks(
     return best
 
 
-def filter_detections(
-    detections: Iterable,
-    *,
-    rgb: np.ndarray | None = None,
-    detect: DetectFn | None = None,
-    threshold: float = 0.9,
-    turns: Sequence[int] | None = None,
-) -> Filtered:
+def filter_detections(detections: Iterable, *, rgb: np.ndarray | None = None, detect: DetectFn | None = None,
+                      threshold: float = 0.9, turns: Sequence[int] | None = None) -> Filtered:
     """Split objects with ``.box``, ``.score`` and ``.landmarks`` (:class:`gpen_core.faces.detect.Detection`): the
     geometry always, the second look (:func:`second_looks`) too when ``rgb`` and ``detect`` are given."""
     detections = list(detections)
