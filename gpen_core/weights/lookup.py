@@ -87,15 +87,11 @@ def _explicit(target: Path) -> _Found:
         if len(known) == 1:
             return _Found(known[0], "explicit path", _unique_spec_for_file(known[0].name))
         if len(known) > 1:
-            raise WeightsError(
-                f"{f} holds several checkpoints ({', '.join(p.name for p in known)}); "
-                "pass the one you want as a file path, e.g. " + str(known[0])
-            )
+            raise WeightsError(f"{f} holds several checkpoints ({', '.join(p.name for p in known)}); "
+                               f"pass the one you want as a file path, e.g. {known[0]}")
     known_names = ", ".join(sorted({s.filename for s in REGISTRY.values()}))
-    raise WeightsError(
-        f"{target} is a folder with no known checkpoint in it (looked for {known_names} and "
-        "ModelScope's pytorch_model.pt / pytorch_model-2048.pt). Pass the checkpoint file itself."
-    )
+    raise WeightsError(f"{target} is a folder with no known checkpoint in it (looked for {known_names} and "
+                       "ModelScope's pytorch_model.pt / pytorch_model-2048.pt). Pass the checkpoint file itself.")
 
 
 def _specs_for_file(filename: str) -> list[WeightSpec]:
@@ -120,10 +116,8 @@ def _parse(name_or_path: str | os.PathLike[str]) -> tuple[WeightSpec | None, Pat
     spec = find_spec(text)  # a bare registry file name, e.g. "GPEN-BFR-512.pth"
     if spec is not None and os.sep not in text and "/" not in text:
         return spec, None
-    raise WeightsError(
-        f"{text!r} is neither an existing file nor a known weights name. "
-        f"Known names: {', '.join(REGISTRY)}; or pass the path of a checkpoint file."
-    )
+    raise WeightsError(f"{text!r} is neither an existing file nor a known weights name. "
+                       f"Known names: {', '.join(REGISTRY)}; or pass the path of a checkpoint file.")
 
 
 def locate(name_or_path: str | os.PathLike[str], models_dir: str | os.PathLike[str] | None = None) -> Path | None:
