@@ -136,7 +136,7 @@ class RaySession:
     memory: float  # bytes of Ray's "memory" resource in all
 
 
-def _force_loopback(ray: ModuleType) -> None:
+def _force_loopback() -> None:
     # Ray read the variable when imported; if that was before import_ray() set it, set its constant too.
     from gpen_core.compat.ray import force_loopback_constant
 
@@ -221,7 +221,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, num_
         if address:
             connect(address)
         else:
-            _force_loopback(ray)
+            _force_loopback()
             # Serve's HTTP proxy inherits this: oversize uploads refused before queued (a callback already set stays).
             from gpen_core.scaleout.proxy_limits import PROXY_CALLBACK, PROXY_CALLBACK_ENV
 

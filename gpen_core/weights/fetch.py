@@ -39,7 +39,7 @@ _STALE_PART_S = 6 * 3600
 _MODELSCOPE_DEFAULT_ENDPOINT = "https://modelscope.cn"  # modelscope_hub.constants.DEFAULT_ENDPOINT
 
 
-def _probe(url: str, timeout: float | None = None) -> str | None:
+def _probe(url: str) -> str | None:
     """None if a TCP connection to the URL's host (or its proxy) opens; else why not."""
     import socket
     import urllib.request
@@ -53,7 +53,7 @@ def _probe(url: str, timeout: float | None = None) -> str | None:
         p = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
         host, port = p.hostname or host, p.port or 8080
     try:
-        with socket.create_connection((host, port), timeout=CONNECT_PROBE_S if timeout is None else timeout):
+        with socket.create_connection((host, port), timeout=CONNECT_PROBE_S):
             return None
     except OSError as exc:
         return f"cannot connect to {host}:{port} ({exc.strerror or exc.__class__.__name__ or exc})"
