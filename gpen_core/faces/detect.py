@@ -114,10 +114,8 @@ def build_retinaface(weights_path: Path | None, network: DetectorName, device: s
         with tv_shim.for_facexlib():
             from facexlib.detection.retinaface import RetinaFace
     except ImportError as exc:
-        raise GPENError(
-            f"facexlib is not installed or broken ({exc}). Run `bash scripts/setup.sh`, or "
-            "`pip install --no-deps facexlib==0.3.0` in this environment."
-        ) from None
+        raise GPENError(f"facexlib is not installed or broken ({exc}). Run `bash scripts/setup.sh`, or "
+                        "`pip install --no-deps facexlib==0.3.0` in this environment.") from None
 
     device = torch.device(device)
     with warnings.catch_warnings():

@@ -58,9 +58,8 @@ def damage_mask(rgb: np.ndarray, mask: np.ndarray | None) -> tuple[Damage, str]:
         return Damage(rgb.min(axis=2) >= WHITE_LEVEL, True), f"white strokes in the photo (pixels at least {WHITE_LEVEL} in every channel)"
     m = np.asarray(mask)
     if m.shape[:2] != (h, w):
-        raise InputError(
-            f"the damage mask is {m.shape[1]}×{m.shape[0]} but the photo is {w}×{h}: draw or save the mask at the photo's size"
-        )
+        raise InputError(f"the damage mask is {m.shape[1]}×{m.shape[0]} but the photo is {w}×{h}: draw or save the "
+                         "mask at the photo's size")
     if m.ndim == 3:
         m = m.max(axis=2)
     return Damage(m > 127, False), "the mask given (white = damaged)"

@@ -162,10 +162,9 @@ def connect(address: str) -> None:
     try:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise InputError(
-            f"cannot join the Ray cluster at {address!r} ({str(exc).strip()[:300]}). Use the address that "
-            "`python -m gpen_core serve` or `ray start --head` printed, or leave out --address to run on this machine only"
-        ) from None
+        raise InputError(f"cannot join the Ray cluster at {address!r} ({str(exc).strip()[:300]}). Use the address that "
+                         "`python -m gpen_core serve` or `ray start --head` printed, or leave out --address to run on "
+                         "this machine only") from None
 
 
 # How long a cluster's port may take to answer (ray.init itself retries a dead address for minutes).
@@ -228,16 +227,10 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, num_
             os.environ.setdefault(PROXY_CALLBACK_ENV, PROXY_CALLBACK)
             tmp = Path(temp_dir) if temp_dir is not None else default_temp_dir()
             tmp.mkdir(parents=True, exist_ok=True)
-            ray.init(
-                num_cpus=num_cpus if num_cpus is not None else usable_cores(),
-                num_gpus=num_gpus,
-                include_dashboard=False,
-                _node_ip_address=LOOPBACK,
-                _temp_dir=str(tmp),
-                logging_level=logging.WARNING,
-                log_to_driver=False,  # worker logs stay in the session folder; --json keeps stdout clean
-                configure_logging=True,
-            )
+            # log_to_driver off: worker logs stay in the session folder and --json keeps stdout clean.
+            ray.init(num_cpus=num_cpus if num_cpus is not None else usable_cores(), num_gpus=num_gpus,
+                     include_dashboard=False, _node_ip_address=LOOPBACK, _temp_dir=str(tmp),
+                     logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
             started = True
     # A local Ray's agents outlive a SIGKILLed driver by a minute: the reaper stops them (scaleout.reaper).
     watcher = _start_reaper(ray) if started else None

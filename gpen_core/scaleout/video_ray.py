@@ -151,9 +151,7 @@ def _result(ray: Any, ref: Any, seg: Segment) -> tuple[SegmentRecord | dict[str,
         raise
     except ray.exceptions.RayError as exc:
         first = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise WorkerDied(
-            f"segment {seg.index} (from {seg.start_s:.1f} s): its Ray worker died on each of its {1 + MAX_RETRIES} tries "
-            f"({type(exc).__name__}: {first}); most often that is memory: restore with fewer --workers or a lighter "
-            "--mode, or close other programs"
-        ) from None
+        raise WorkerDied(f"segment {seg.index} (from {seg.start_s:.1f} s): its Ray worker died on each of its "
+                         f"{1 + MAX_RETRIES} tries ({type(exc).__name__}: {first}); most often that is memory: restore "
+                         "with fewer --workers or a lighter --mode, or close other programs") from None
 

@@ -151,10 +151,8 @@ class _Pace:
         if now - self.mark >= MIN_RATE_WINDOW_S:
             rate = (done - self.mark_done) / (now - self.mark)
             if rate < MIN_BYTES_PER_S:
-                raise _Rejected(
-                    f"too slow: {rate / 1024:.1f} KiB/s over the last {now - self.mark:.0f} s, under the "
-                    f"{MIN_BYTES_PER_S / 1024:.0f} KiB/s minimum; try again later or download it by hand"
-                )
+                raise _Rejected(f"too slow: {rate / 1024:.1f} KiB/s over the last {now - self.mark:.0f} s, under the "
+                                f"{MIN_BYTES_PER_S / 1024:.0f} KiB/s minimum; try again later or download it by hand")
             self.mark, self.mark_done = now, done
 
 
