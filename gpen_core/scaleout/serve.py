@@ -209,12 +209,9 @@ def build_app(cfg: ServeConfig) -> Any:
         raise InputError("--max-replicas must be at least 1")
     # Requests may ask for any mode, whatever was warmed up: reserve for the heaviest.
     pool = worker_pool(replicas or cfg.max_replicas, cfg.num_cpus, cfg.ray.gpus_per_worker, cfg.ray.device, "auto")
-    scaling: dict[str, Any]
-    if replicas is None:
-        scaling = {"autoscaling_config": {"min_replicas": 1, "max_replicas": cfg.max_replicas,
-                                          "target_ongoing_requests": 1, "upscale_delay_s": 5, "downscale_delay_s": 120}}
-    else:
-        scaling = {"num_replicas": replicas}
+    autoscale = {"min_replicas": 1, "max_replicas": cfg.max_replicas, "target_ongoing_requests": 1,
+                 "upscale_delay_s": 5, "downscale_delay_s": 120}
+    scaling = {"num_replicas": replicas} if replicas is not None else {"autoscaling_config": autoscale}
     dep = serve.deployment(RestoreDeployment).options(
         name=DEPLOYMENT_NAME, max_ongoing_requests=MAX_ONGOING_REQUESTS, ray_actor_options=pool.reserves(),
         health_check_period_s=30, graceful_shutdown_timeout_s=30, **scaling,
@@ -296,7 +293,8 @@ def run_serve(cfg: ServeConfig, on_ready: Callable[[str, list[dict[str, Any]]], 
 
 
 class RayRestorer:
-    """The Restorer of ``app.py --backend ray``: same ``__call__``, run in a replica (connected on first use)."""
+    """The Restorer of ``app.py --backend ray``: same ``__call__``, run in a replica (connected on first use); its
+    notes name the replica that measured the result."""
 
     def __init__(self, address: str | None = "auto") -> None:
         self.address = address

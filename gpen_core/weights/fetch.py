@@ -28,7 +28,7 @@ MIN_RATE_WINDOW_S = 60.0
 DOWNLOAD_DEADLINE_S = 3600.0
 _CHUNK = 1 << 20
 # The most bytes an unpinned download may bring: twice the largest released file of its kind (generators 72-272
-# MiB, ParseNet 85 MB, RRDBNet ~67 MB), so a stream without Content-Length cannot fill the disk.
+# MiB, ParseNet 85 MB, RRDBNet ~67 MB): a stream without Content-Length cannot fill the disk (docs/files-and-limits.md).
 MAX_BYTES_BY_KIND: dict[str, int] = {"generator": 640 << 20, "detector": 256 << 20, "parser": 192 << 20,
                                      "upscaler": 192 << 20}
 # Disk space a download leaves free: checked before it starts and, with no size announced, as the bytes arrive.
