@@ -14,7 +14,8 @@ from gpen_core.faces.masks import rectangle_mask
 from gpen_core.result import Face
 
 
-# The official code passes flags=3, cv2.INTER_AREA, which warpAffine runs as bilinear: we name what runs (same pixels).
+# The official code passes flags=3: cv2.INTER_AREA (not INTER_CUBIC, 2), which warpAffine runs as bilinear. We
+# name what runs: the same pixels, bit for bit.
 WARP_FLAGS = cv2.INTER_LINEAR
 
 ParsingFn = Callable[[np.ndarray], np.ndarray]
