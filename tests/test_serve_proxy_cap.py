@@ -104,7 +104,7 @@ def test_a_local_ray_starts_its_proxy_with_the_cap(monkeypatch: pytest.MonkeyPat
                                                    already: str | None) -> None:
     fake = _FakeRay()
     monkeypatch.setattr(runtime, "import_ray", lambda: fake)
-    monkeypatch.setattr(runtime, "_force_loopback", lambda ray: None)
+    monkeypatch.setattr(runtime, "_force_loopback", lambda: None)
     monkeypatch.setattr(runtime, "_start_reaper", lambda ray: None)
     if already is None:  # set then unset, so monkeypatch also removes what the session sets
         monkeypatch.setenv(proxy_limits.PROXY_CALLBACK_ENV, "x")

@@ -1,25 +1,13 @@
-"""GPEN's own 5-point alignment: the official ``align_faces.py`` as ``face_enhancement.py`` uses it
-(:func:`reference_points`; the ``'smilarity'`` branch of ``warp_and_crop_face``: :func:`align_transform`).
-GPEN's template is looser than facexlib's FFHQ one; the generators were trained on it.
-
-Points are (x, y) pixels: left eye, right eye, nose tip, left and right mouth corner ("left" as seen). Pure numpy.
-"""
+"""GPEN's own 5-point alignment (the official ``align_faces.py``): looser than facexlib's FFHQ template, and the
+generators were trained on it. Points are (x, y) pixels: left eye, right eye, nose, left and right mouth corner."""
 
 from __future__ import annotations
 
 import numpy as np
 
 # The 96×112 template of the official code, (x, y).
-_BASE_POINTS = np.array(
-    [
-        [30.29459953, 51.69630051],
-        [65.53179932, 51.50139999],
-        [48.02519989, 71.73660278],
-        [33.54930115, 92.3655014],
-        [62.72990036, 92.20410156],
-    ],
-    dtype=np.float64,
-)
+_BASE_POINTS = np.array([[30.29459953, 51.69630051], [65.53179932, 51.50139999], [48.02519989, 71.73660278],
+                         [33.54930115, 92.3655014], [62.72990036, 92.20410156]], dtype=np.float64)
 _BASE_SIZE = np.array([96, 112], dtype=np.int64)  # (w, h)
 _INNER_PADDING = 0.25  # what GPEN's face_enhancement.py uses
 
@@ -44,11 +32,8 @@ def reference_points(crop_size: int) -> np.ndarray:
 
 
 def umeyama(src: np.ndarray, dst: np.ndarray, scale: float | None = None) -> tuple[np.ndarray, float]:
-    """Least-squares similarity ``dst ≈ s·R·src + t`` (Umeyama 1991, Eqs. 38–43), R a proper rotation; the one fit
-    of the alignment and the face check. ``src``, ``dst``: (N, 2) float64 (x, y). ``scale``: a fixed ``s`` (the
-    official inverse uses the forward's reciprocal), None estimates it. Returns the 3×3 homogeneous matrix (all
-    NaN for degenerate points) and the scale used.
-    """
+    """(3×3 homogeneous matrix, scale) of the least-squares similarity ``dst ≈ s·R·src + t`` (Umeyama 1991), R a
+    proper rotation, for (N, 2) float64 points; ``scale``: a fixed ``s``, None estimates it. All NaN if degenerate."""
     num, dim = src.shape
     src_mean = src.mean(axis=0)
     dst_mean = dst.mean(axis=0)
@@ -83,10 +68,8 @@ def umeyama(src: np.ndarray, dst: np.ndarray, scale: float | None = None) -> tup
 
 
 def align_transform(landmarks_xy: np.ndarray, crop_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(fwd, inv)``, 2×3 float64, between a source image and GPEN's aligned ``crop_size`` crop, from
-    ``landmarks_xy`` (5, 2) (x, y) in source pixels: ``cv2.warpAffine(src, fwd, (S, S))`` makes the crop; ``inv``
-    is the official ``tfm_inv`` (the template → the landmarks at the reciprocal of the forward scale).
-    """
+    """``(fwd, inv)``, 2×3 float64, for ``landmarks_xy`` (5, 2) in source pixels: ``cv2.warpAffine(src, fwd, (S, S))``
+    makes the aligned crop; ``inv`` is the official ``tfm_inv`` (at the reciprocal of the forward scale)."""
     src = np.asarray(landmarks_xy)
     if src.shape != (5, 2):
         raise ValueError(f"landmarks_xy must be a (5, 2) array of (x, y) points, got shape {src.shape}")

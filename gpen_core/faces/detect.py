@@ -1,8 +1,5 @@
-"""Face detection: RetinaFace (facexlib's implementation) from a local, verified file.
-
-Takes RGB uint8 H×W×3 (checked by :func:`gpen_core.rgb.check_rgb`); BGR exists only on the way into RetinaFace.
-facexlib and torch are imported when a detector is built, not at import.
-"""
+"""Face detection: facexlib's RetinaFace from a local, verified file. RGB uint8 H×W×3 in; BGR only on the way into
+RetinaFace. facexlib and torch are imported when a detector is built."""
 
 from __future__ import annotations
 
@@ -105,8 +102,8 @@ def _trained_with_relu(sd: Mapping[str, Any]) -> bool:
 
 
 def build_retinaface(weights_path: Path | None, network: DetectorName, device: str | torch.device = "cpu") -> tuple[Any, str]:
-    """(facexlib's RetinaFace, eval, channels-last weights; variant "pytorch_retinaface" or "1mb": ReLU and its
-    anchors in ``net.cfg``) for ``weights_path`` (None: random weights, a zeroed class head)."""
+    """(facexlib's RetinaFace in eval, channels-last; its variant "pytorch_retinaface" or "1mb") for
+    ``weights_path`` (None: random weights, a zeroed class head)."""
     import torch
 
     if network not in _FACEXLIB_NETWORK:
@@ -117,10 +114,8 @@ def build_retinaface(weights_path: Path | None, network: DetectorName, device: s
         with tv_shim.for_facexlib():
             from facexlib.detection.retinaface import RetinaFace
     except ImportError as exc:
-        raise GPENError(
-            f"facexlib is not installed or broken ({exc}). Run `bash scripts/setup.sh`, or "
-            "`pip install --no-deps facexlib==0.3.0` in this environment."
-        ) from None
+        raise GPENError(f"facexlib is not installed or broken ({exc}). Run `bash scripts/setup.sh`, or "
+                        "`pip install --no-deps facexlib==0.3.0` in this environment.") from None
 
     device = torch.device(device)
     with warnings.catch_warnings():
@@ -155,22 +150,12 @@ def build_retinaface(weights_path: Path | None, network: DetectorName, device: s
 
 
 class FaceDetector:
-    """RetinaFace (facexlib's) from a local, verified weights file; nothing is downloaded. One instance may be
-    shared: the network call holds a lock, as facexlib keeps per-call state on the module.
+    """RetinaFace from a local, verified weights file. Shareable: the network call holds a lock (facexlib keeps
+    per-call state on the module). ``weights_path=None``: random weights (the hardware check). ``runner``: the
+    network on OpenVINO (engine.network_loads.openvino_detector; this room imports no runtime)."""
 
-    ``weights_path=None``: random weights (the hardware check: the real cost, no faces). ``runner``: the network
-    on another runtime (:func:`gpen_core.engine.network_loads.openvino_detector`: ``detect_faces(bgr,
-    conf_threshold=, nms_threshold=)``, ``variant``, ``convert_s``, ``load_s``); this room imports no runtime.
-    """
-
-    def __init__(
-        self,
-        weights_path: Path | None,
-        network: DetectorName,
-        device: str | torch.device = "cpu",
-        *,
-        runner: Any = None,
-    ) -> None:
+    def __init__(self, weights_path: Path | None, network: DetectorName, device: str | torch.device = "cpu", *,
+                 runner: Any = None) -> None:
         import torch
 
         if network not in _FACEXLIB_NETWORK:
@@ -191,21 +176,11 @@ class FaceDetector:
             self._net, self.variant = build_retinaface(self.weights_path, network, self.device)
         self._lock = threading.Lock()
 
-    def detect(
-        self,
-        rgb: np.ndarray,
-        *,
-        threshold: float = 0.9,
-        max_side: int = 1000,
-        shrink_above: int | None = None,
-        interpolation: Resize = "area",
-        turn: int = 0,
-    ) -> list[Detection]:
-        """Faces in an RGB uint8 H×W×3 image, highest score first (as official), in its pixels.
-
-        ``max_side``: detect on a copy at most this long (``interpolation`` "linear" as official), made only for
-        images longer than ``shrink_above`` (official: 1000 px above 1500 px; None: ``max_side``). ``turn``: on
-        the copy turned this many quarter turns counter-clockwise (``np.rot90``); landmarks follow the face."""
+    def detect(self, rgb: np.ndarray, *, threshold: float = 0.9, max_side: int = 1000, shrink_above: int | None = None,
+               interpolation: Resize = "area", turn: int = 0) -> list[Detection]:
+        """Faces in an RGB uint8 H×W×3 image, highest score first (as official), in its pixels. ``max_side``: on a
+        copy at most this long, made only for images longer than ``shrink_above`` (official: 1000 px above 1500 px,
+        "linear"; None: ``max_side``). ``turn``: on the copy turned that many quarter turns counter-clockwise."""
         rgb = check_rgb(rgb)
         if not 0.0 <= threshold < 1.0:
             raise ValueError(f"threshold must be in [0, 1), got {threshold}")
@@ -245,8 +220,8 @@ class FaceDetector:
         return found
 
     def detect_rows(self, bgr: np.ndarray, threshold: float = 0.9) -> np.ndarray:
-        """N×15 float64 rows (x0 y0 x1 y1 score, 5×(x, y)) after NMS for a BGR uint8 image at its size: the network
-        call of :meth:`detect`, which the hardware check times per backend."""
+        """N×15 float64 rows (x0 y0 x1 y1 score, 5×(x, y)) after NMS for a BGR uint8 image at its size (the network
+        call, which the hardware check times)."""
         import torch
 
         with self._lock, torch.inference_mode():
@@ -256,12 +231,9 @@ class FaceDetector:
                 rows = self._net.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4, use_origin_size=True)
         return np.asarray(rows, dtype=np.float64).reshape(-1, 15)
 
-    def screen(
-        self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9,
-        turns: Sequence[int] | None = None,
-    ) -> Filtered:
-        """Split ``detections`` (in ``rgb``'s pixels) into faces and false faces: the geometry and the second
-        look at ``threshold``, each crop turned as ``turns`` says (:func:`gpen_core.faces.screen.filter_detections`)."""
+    def screen(self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9,
+               turns: Sequence[int] | None = None) -> Filtered:
+        """``detections`` split into faces and false faces: the geometry and the second look at ``threshold``."""
         def look(crop: np.ndarray) -> list[Detection]:
             return self.detect(crop, threshold=threshold, max_side=max(crop.shape[:2]))
 

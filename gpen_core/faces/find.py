@@ -1,10 +1,6 @@
-"""Every real face once: the detector's passes over one photo and what was decided about each detection.
-
-:func:`find_faces` runs the upright pass (plus a large-face pass on a :data:`LARGE_PASS_SIDE` px copy:
-RetinaFace's anchors end at 256 px), keeps one box per face, runs the face check (:mod:`gpen_core.faces.screen`),
-and searches the photo turned 90°, 180° and 270° when the upright pass kept no face or read one on its side
-(docs/face-check.md, "What runs"). RGB uint8 H×W×3 in; every decision, in photo pixels, in :class:`FoundFaces`.
-"""
+"""Every real face once: :func:`find_faces` runs the detector's passes over one RGB uint8 photo (upright, large-face,
+turned), one box per face, the face check, and returns every decision in photo pixels (docs/face-check.md,
+"What runs")."""
 
 from __future__ import annotations
 
@@ -21,17 +17,15 @@ from gpen_core.faces.screen import overlap
 if TYPE_CHECKING:
     from gpen_core.faces.detect import Detection, FaceDetector, Resize
 
-# A detection whose box lies this much inside a stronger one (intersection / the smaller box's area) is the
-# same face (measured: docs/face-check.md, "Where the limits sit").
+# Two boxes are one face from SAME_FACE_IOU, or when one lies CONTAINED_MAX inside the other (intersection over
+# the smaller box; measured: docs/face-check.md, "Where the limits sit").
 CONTAINED_MAX = 0.45
-# Detections of one face across passes (upright, turned, large-face) overlap at least this (IoU).
 SAME_FACE_IOU = 0.4
-# The large-face pass: a copy this long, and the faces it is trusted for (box side on that copy, px): from there
-# up the full-size pass splits a face into pieces.
+# The large-face pass (RetinaFace's anchors end at 256 px): a copy this long, trusted for faces from LARGE_FACE_PX
+# on it; from there up the full-size pass splits a face into pieces.
 LARGE_PASS_SIDE = 400
 LARGE_FACE_PX = 96
-# "Covers most of a square photo": when the one face found is this share of it, say that the
-# photo may be an aligned crop (the aligned option restores it whole) - never switch silently.
+# One face this share of a square photo: the note says it may be an aligned crop (never switched silently).
 ALIGNED_HINT_SHARE = 0.45
 
 
@@ -53,8 +47,7 @@ def _same_face(a: Sequence[float], b: Sequence[float]) -> bool:
 
 
 def merge_duplicates(detections: Sequence[Detection]) -> tuple[list[Detection], list[Detection]]:
-    """Keep each face once: walk ``detections`` in order (strongest first) and drop one that is the same
-    face as a kept one (:data:`SAME_FACE_IOU` or :data:`CONTAINED_MAX`). Returns (kept, dropped)."""
+    """(kept, dropped): ``detections`` in order (strongest first), each dropped when a kept one is the same face."""
     kept: list[Detection] = []
     dropped: list[Detection] = []
     for d in detections:
@@ -63,9 +56,8 @@ def merge_duplicates(detections: Sequence[Detection]) -> tuple[list[Detection], 
 
 
 def _reading(d: Detection) -> tuple[bool, float]:
-    """Sort key of one face's readings, best first: the detector reads landmarks best off a face
-    that looks upright in the copy it ran on (measured: a face turned 180° read on the 90° copy
-    passed the check with landmarks half a face off), then the better template fit."""
+    """Sort key of one face's readings, best first: upright on the copy it was read on (a face turned 180° read on
+    the 90° copy passed the check with landmarks half a face off), then the better template fit."""
     v = screen.check(d.box, d.landmarks)
     own_tilt = (v.tilt_deg - 90.0 * d.turn + 180.0) % 360.0 - 180.0  # the tilt on the copy it was found on
     return abs(own_tilt) > 45.0, v.fit
@@ -80,24 +72,18 @@ def _plural(n: int, one: str, many: str) -> str:
 
 @dataclass(frozen=True)
 class DetectSizing:
-    """A mode's ``detect_side``, ``detect_shrink_above`` and ``detect_resize``: :meth:`FaceDetector.detect`'s sizing."""
+    """A mode's detect_side, detect_shrink_above and detect_resize, as :meth:`FaceDetector.detect` takes them."""
 
     max_side: int = 1000  # the detector sees the photo at most this long
     shrink_above: int | None = None  # photos up to this long are seen as they are (None: max_side)
     interpolation: "Resize" = "area"
 
 
-def find_faces(
-    detector: FaceDetector,
-    rgb: np.ndarray,
-    *,
-    threshold: float = 0.9,
-    sizing: DetectSizing = DetectSizing(),
-    face_check: bool = True,
-    orientations: bool = False,
-) -> FoundFaces:
-    """Find every face of ``rgb`` once (see the module docstring). ``face_check=False`` keeps what the check would
-    reject (``unchecked`` says which and why); ``orientations=True`` searches the turned copies always."""
+def find_faces(detector: FaceDetector, rgb: np.ndarray, *, threshold: float = 0.9,
+               sizing: DetectSizing = DetectSizing(), face_check: bool = True,
+               orientations: bool = False) -> FoundFaces:
+    """Every face of ``rgb`` once. ``face_check=False`` keeps what the check would reject (``unchecked`` says which
+    and why); ``orientations=True`` searches the turned copies always (else only when no face or a sideways one)."""
     h, w = rgb.shape[:2]
     longest = max(h, w)
     copy_side = longest if longest <= max(sizing.max_side, sizing.shrink_above or 0) else sizing.max_side
@@ -107,9 +93,8 @@ def find_faces(
     kept, rejected, upside = first.kept, first.rejected, first.upside
     # The large-face pass's detections are held, not only their ids: an id is only unique while its object lives.
     merged, large, searched = first.merged, list(first.large), [0]
-    # A face read lying on its side (landmarks over 45° from upright) means a turned photo, whose
-    # other faces the upright pass may have missed or rejected: the detector finds some faces
-    # lying sideways, not all (two faces side by side turned 90°: one found upright, both turned).
+    # A face read on its side means a turned photo, whose other faces the upright pass may have missed: the
+    # detector finds some faces lying sideways, not all.
     sideways = any(_reading(d)[0] for d in kept)
     turns_wanted = [1, 2, 3] if (orientations or not kept or sideways) else ([2] if upside else [])
     for turn in turns_wanted:
@@ -149,18 +134,13 @@ def _pass(detector: FaceDetector, rgb: np.ndarray, threshold: float, sizing: Det
           turn: int) -> _TurnFinds:
     """Detect on the photo turned ``turn`` quarter turns (plus the large-face pass when ``large_pass``), one box
     per face, then the face check and the upright look; in photo pixels."""
-    dets = detector.detect(
-        rgb, threshold=threshold, max_side=sizing.max_side, shrink_above=sizing.shrink_above,
-        interpolation=sizing.interpolation, turn=turn,
-    )
+    dets = detector.detect(rgb, threshold=threshold, max_side=sizing.max_side, shrink_above=sizing.shrink_above,
+                           interpolation=sizing.interpolation, turn=turn)
     large: list[Detection] = []
     if large_pass:
         k = LARGE_PASS_SIDE / max(rgb.shape[:2])
-        large = [
-            d
-            for d in detector.detect(rgb, threshold=threshold, max_side=LARGE_PASS_SIDE, turn=turn)
-            if min(d.width, d.height) * k >= LARGE_FACE_PX
-        ]
+        large = [d for d in detector.detect(rgb, threshold=threshold, max_side=LARGE_PASS_SIDE, turn=turn)
+                 if min(d.width, d.height) * k >= LARGE_FACE_PX]
     kept, dropped = merge_duplicates(large + dets)  # a large face first: its pieces merge into it
     # The same face found by both passes is one reading; a box inside a face is a duplicate.
     merged = sum(1 for d in dropped if not any(overlap(d.box, g.box)[0] >= SAME_FACE_IOU for g in large if g is not d))
@@ -189,9 +169,8 @@ def _settle(
     unfixed = [d for d in upside if not any(_same_face(d.box, k.box) for k in kept)]
     upside_reason = "it is upside down for its landmarks and was not found on the photo turned 180°"
     if fixed:
-        notes.append(
-            f"{_plural(len(fixed), 'face was', 'faces were')} read upside down; found again on the photo turned and restored upright"
-        )
+        notes.append(f"{_plural(len(fixed), 'face was', 'faces were')} read upside down; found again on the photo "
+                     "turned and restored upright")
     # Rejected candidates overlapping a kept face are that face's other readings, not false faces.
     rejected = [(d, r) for d, r in rejected if not any(_same_face(d.box, k.box) for k in kept)]
     rejected += [(d, upside_reason) for d in unfixed]
@@ -203,17 +182,11 @@ def _settle(
         unchecked, rejected = rejected, []
         kept += [d for d, _ in unchecked]
         if unchecked:
-            notes.append(
-                f"face check off: kept {_plural(len(unchecked), 'detection', 'detections')} the check would have dropped ("
-                + "; ".join(dict.fromkeys(r for _, r in unchecked))
-                + ")"
-            )
+            notes.append(f"face check off: kept {_plural(len(unchecked), 'detection', 'detections')} the check would "
+                         f"have dropped ({'; '.join(dict.fromkeys(r for _, r in unchecked))})")
     elif rejected:
-        notes.append(
-            f"{_plural(len(rejected), 'detection', 'detections')} rejected by the face check: "
-            + "; ".join(dict.fromkeys(r for _, r in rejected))
-            + " (turn the check off to keep them)"
-        )
+        notes.append(f"{_plural(len(rejected), 'detection', 'detections')} rejected by the face check: "
+                     f"{'; '.join(dict.fromkeys(r for _, r in rejected))} (turn the check off to keep them)")
     return kept, rejected, unchecked, notes
 
 
@@ -224,16 +197,13 @@ def _summary_notes(kept: Sequence[Detection], merged: int, large_ids: set[int], 
         notes.append(f"{_plural(merged, 'detection was', 'detections were')} the same face as another and merged (one box per face)")
     large_used = sum(1 for d in kept if id(d) in large_ids)
     if large_used:
-        notes.append(
-            f"{_plural(large_used, 'large face', 'large faces')} found on a {LARGE_PASS_SIDE} px copy "
-            "(the detector misses or splits faces over about 256 px)"
-        )
+        notes.append(f"{_plural(large_used, 'large face', 'large faces')} found on a {LARGE_PASS_SIDE} px copy "
+                     "(the detector misses or splits faces over about 256 px)")
     by_turn = {t: sum(1 for d in kept if d.turn == t) for t in (1, 2, 3)}
     for t, n in by_turn.items():
         if n:
-            notes.append(
-                f"{_plural(n, 'face', 'faces')} found on the photo turned {_DEGREES[t]}: restored upright, pasted back as in the photo"
-            )
+            notes.append(f"{_plural(n, 'face', 'faces')} found on the photo turned {_DEGREES[t]}: restored upright, "
+                         "pasted back as in the photo")
     if len(searched) > 1 and not kept:
         notes.append("no face upright, nor on the photo turned " + ", ".join(_DEGREES[t] for t in searched[1:]))
     return notes
@@ -245,9 +215,7 @@ def _aligned_hint(kept: Sequence[Detection], h: int, w: int) -> list[str]:
         x0, y0, x1, y1 = kept[0].box
         share = (x1 - x0) * (y1 - y0) / (h * w)
         if share >= ALIGNED_HINT_SHARE:
-            return [
-                f"the face covers {share:.0%} of this square photo: if it is an aligned face crop (FFHQ-style), "
-                "the aligned option restores it whole"
-            ]
+            return [f"the face covers {share:.0%} of this square photo: if it is an aligned face crop (FFHQ-style), "
+                    "the aligned option restores it whole"]
     return []
 

@@ -1,9 +1,5 @@
-"""Is it still the same person? dlib's descriptor distance between a face before and after restoration.
-
-Both aligned crops are cut to dlib's 150×150 chip by the one transform dlib's 5-point alignment finds on the
-*input*, in a fixed box of GPEN's template (no detector runs), so only the face can move the number
-(docs/identity.md). RGB uint8 in; the models load at the first face (:mod:`identity_model`).
-"""
+"""Is it still the same person? dlib's descriptor distance between a face before and after restoration, both
+crops cut by the one chip transform found on the input, so only the face moves the number (docs/identity.md)."""
 
 from __future__ import annotations
 
@@ -67,8 +63,8 @@ def face_note(index: int, check: IdentityCheck, alpha: float) -> str | None:
 
 
 def runs(mode_name: str, opts: RestoreOptions) -> bool:
-    """Whether a request checks identity: "auto" in every mode but low (its cost is a large share there,
-    docs/identity.md) where dlib is installed; "on" always; "off" or seg2face (a label map) never."""
+    """Whether a request checks identity: "auto" where dlib is installed, in every mode but low (docs/identity.md);
+    "on" always; "off" or seg2face (a label map) never."""
     return runs_for(mode_name, opts.identity, opts.task)
 
 
@@ -80,8 +76,8 @@ def runs_for(mode_name: str, identity: str, task: str = "enhance") -> bool:
 
 
 def policy_for(mode_name: str, opts: RestoreOptions) -> IdentityPolicy | None:
-    """The identity check a request runs (:func:`runs`), or None, the loaded models let go. The models load
-    here, so a missing or damaged install fails before any face is restored, naming the pip command."""
+    """The identity check a request runs, or None (the models let go). Loads them, so a missing or damaged install
+    fails before any face is restored, naming the pip command."""
     if not runs(mode_name, opts):
         identity_model.release()
         return None

@@ -1,8 +1,5 @@
-"""dlib's face descriptor (ResNet, 128-D) from the ``face-recognition-models`` package, checked, loaded once.
-
-Optional (``requirements-identity.txt``); nothing is read until the first face is measured, each file checked
-by size and sha256 first. Only :data:`LOADED` are opened (the package's 68-point model is non-commercial).
-"""
+"""dlib's 128-D face descriptor from the optional ``face-recognition-models`` package, checked (size, sha256) and
+loaded at the first face. Only :data:`LOADED` are opened (the package's 68-point model is non-commercial)."""
 
 from __future__ import annotations
 

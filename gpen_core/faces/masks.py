@@ -1,7 +1,5 @@
-"""Paste-back masks for an aligned face crop, float32 H×W in [0, 1]: the official ``face_enhancement.py`` recipes
-on its 512×512 canvas, :func:`parsing_labels_to_mask` (what it pastes through) and :func:`rectangle_mask` (its
-feathered rectangle, a commented-out line there; ours where no parser runs).
-"""
+"""Paste-back masks for an aligned face crop, float32 H×W in [0, 1], the official recipes on a 512×512 canvas:
+:func:`parsing_labels_to_mask` and :func:`rectangle_mask` (official but commented out; ours without a parser)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Face parsing: GPEN's ParseNet as the paste mask of a restored crop, as the official ``FaceEnhancement.process``
-pastes (the recipe: :mod:`gpen_core.faces.masks`). torch is imported when a parser is built.
-"""
+"""GPEN's ParseNet as the paste mask of a restored crop, as official (:mod:`gpen_core.faces.masks`). torch is
+imported when a parser is built."""
 
 from __future__ import annotations
 
@@ -29,24 +28,12 @@ def choose_parse_dtype(device: str | torch.device, cpu_dtype: str = "float32") -
 
 
 class ParsingMasker:
-    """GPEN's ParseNet (``ParseNet-latest.pth`` or facexlib's ``parsing_parsenet.pth``) as ``parsing_fn``:
-    ``masker(restored_rgb_crop)`` → float32 H×W in [0, 1], the official recipe.
+    """``parsing_fn``: ``masker(restored_rgb_crop)`` → float32 H×W in [0, 1]. ``input_size``: 512 official, 256 a
+    quarter of the compute; ``cpu_dtype``: the mode's, ``dtype`` forces one; ``weights_path=None``: random weights
+    (the hardware check); ``parser``: the network on OpenVINO (this room never imports a runtime)."""
 
-    ``input_size``: 512 official; 256 a quarter of the compute. ``cpu_dtype``: the mode's; ``dtype`` forces one.
-    ``weights_path=None``: random weights (the hardware check). ``parser``: the network on OpenVINO
-    (:func:`gpen_core.engine.network_loads.parser_load`; this room never imports a runtime).
-    """
-
-    def __init__(
-        self,
-        weights_path: Path | None,
-        device: str | torch.device = "cpu",
-        *,
-        input_size: int = 512,
-        cpu_dtype: str = "float32",
-        dtype: torch.dtype | None = None,
-        parser: Any = None,
-    ) -> None:
+    def __init__(self, weights_path: Path | None, device: str | torch.device = "cpu", *, input_size: int = 512,
+                 cpu_dtype: str = "float32", dtype: torch.dtype | None = None, parser: Any = None) -> None:
         self.weights_path = Path(weights_path) if weights_path is not None else None
         self.input_size = input_size
         self.backend = "torch" if parser is None else "openvino"

@@ -1,7 +1,5 @@
-"""Paste-back: the official ``face_enhancement.py`` recipe, except that each face and its mask are warped into
-a buffer of its own paste box, not of the whole photo, so memory grows with the faces, not the photo. Also
-:func:`face_sheet`.
-"""
+"""Paste-back as official, except that each face and its mask are warped into a buffer of its own paste box, so
+memory grows with the faces, not the photo. Also :func:`face_sheet`."""
 
 from __future__ import annotations
 
@@ -16,9 +14,8 @@ from gpen_core.faces.masks import rectangle_mask
 from gpen_core.result import Face
 
 
-# The official warp_and_crop_face and paste-back pass ``flags=3``. That is cv2.INTER_AREA
-# (INTER_CUBIC is 2), which warpAffine does not implement and runs as bilinear; we name what
-# actually runs. Same pixels as flags=3, bit for bit.
+# The official code passes flags=3: cv2.INTER_AREA (not INTER_CUBIC, 2), which warpAffine runs as bilinear. We
+# name what runs: the same pixels, bit for bit.
 WARP_FLAGS = cv2.INTER_LINEAR
 
 ParsingFn = Callable[[np.ndarray], np.ndarray]
@@ -100,8 +97,7 @@ def compose(rgb: np.ndarray, pieces: list[Piece]) -> np.ndarray:
             tm[take] = qm[take]
             tf[take] = qf[take]
         m = full_mask[:, :, None]
-        # float32 img*(1-m) + face*m, then round+saturate (cv2.convertScaleAbs), as official;
-        # written with in-place ops so only two box-sized float buffers exist at a time.
+        # float32 img*(1-m) + face*m, rounded and saturated, as official; in place: two box-sized float buffers.
         blend = rgb[p.y0 : p.y1, p.x0 : p.x1].astype(np.float32)
         blend *= 1.0 - m
         face_part = full_face.astype(np.float32)

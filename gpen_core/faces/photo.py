@@ -1,6 +1,5 @@
-"""One photo: for each detected face, align to GPEN's template → restore fn → paste back (the mask and the blend:
-:mod:`gpen_core.faces.paste`); an aligned face crop is restored directly. RGB uint8 H×W×3 in and out.
-"""
+"""One photo: each detected face aligned → restored → pasted back (an aligned face crop restored directly).
+RGB uint8 H×W×3 in and out."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ from gpen_core.errors import InputError
 from gpen_core.faces.paste import WARP_FLAGS, ParsingFn, Piece, compose, face_mask, warp_piece
 from gpen_core.result import Face, IdentityCheck
 
-# Official GPEN: faces whose detection box is under 100 px get this 3×3 Gaussian
-# after restoration, so a sharp 512 px face does not look pasted onto a soft photo.
+# Official GPEN: a face whose box is under 100 px gets this 3×3 Gaussian once restored (not sharp on a soft photo).
 _SMALL_FACE_PX = 100
 _SMOOTH_KERNEL = np.array([[0.0625, 0.125, 0.0625], [0.125, 0.25, 0.125], [0.0625, 0.125, 0.0625]], np.float32)
 
@@ -110,21 +108,11 @@ def _restore_aligned(rgb: np.ndarray, restore_fn: RestoreFn, size: int, job: Fac
     return PhotoOutput(image, (face,), timings, tuple(notes + _identity_notes([face], job.identity)))
 
 
-def restore_photo(
-    rgb: np.ndarray,
-    *,
-    detections: list[Detection] | None,
-    restore_fn: RestoreFn,
-    size: int,
-    job: FaceJob = FaceJob(),
-    progress: ProgressFn | None = None,
-) -> PhotoOutput:
-    """Restore every detected face of an RGB uint8 H×W×3 photo and paste it back.
-
-    ``detections``: from :meth:`FaceDetector.detect` (None only with ``job.aligned``). ``restore_fn``: aligned
-    RGB uint8 ``size``×``size``×3 crop (``size``: the generator's) → restored crop of that shape, input unmodified.
-    ``progress(done, total)`` is called after each face. No detections: the input back unchanged, with a note.
-    """
+def restore_photo(rgb: np.ndarray, *, detections: list[Detection] | None, restore_fn: RestoreFn, size: int,
+                  job: FaceJob = FaceJob(), progress: ProgressFn | None = None) -> PhotoOutput:
+    """Every detected face of an RGB uint8 H×W×3 photo restored and pasted back (none: the photo and a note).
+    ``detections``: None only with ``job.aligned``. ``restore_fn``: an aligned RGB uint8 ``size``×``size``×3 crop →
+    its restoration, same shape, input unmodified. ``progress(done, total)`` after each face."""
     rgb = check_rgb(rgb)
     alpha, paste, background, damage = job.alpha, job.paste, job.background, job.damage
     if size <= 0:
@@ -141,10 +129,8 @@ def restore_photo(
 
     timings = dict.fromkeys(_STAGES, 0.0)
     if not detections:
-        note = (
-            "no face found: the photo is returned unchanged. Try a lower detection threshold, "
-            "or the aligned option if the image is already a face crop."
-        )
+        note = ("no face found: the photo is returned unchanged. Try a lower detection threshold, "
+                "or the aligned option if the image is already a face crop.")
         return PhotoOutput(base.copy(), (), timings, (note,))
 
     faces: list[Face] = []
@@ -182,8 +168,7 @@ def _restore_face(
             return None
         crop[hurt > 0.5] = 255  # the strokes white, as the network was trained to see them
     t1 = time.perf_counter()
-    # The official decision reads the detector's box, not one clipped to the photo: a big face
-    # cut by the photo's edge is not a small face.
+    # The detector's box, not the clipped one, as official: a big face cut by the photo's edge is not small.
     x0, y0, x1, y1 = getattr(det, "full_box", det.box)
     small = min(x1 - x0, y1 - y0) < _SMALL_FACE_PX
     raw, check, chosen = _restore_checked(restore_fn, crop, size, job, smooth=small)
@@ -203,10 +188,8 @@ def _restore_face(
 
 def _damage_notes(damage: tasks.Damage, detections: list[Detection], inpainted: int, skipped: int) -> list[str]:
     total = len(detections)
-    notes = [
-        f"inpainted {inpainted} of {total} face{'s' if total > 1 else ''}: the ones the damage touches"
-        + (f"; {skipped} left as they were" if skipped else "")
-    ]
+    notes = [f"inpainted {inpainted} of {total} face{'s' if total > 1 else ''}: the ones the damage touches"
+             + (f"; {skipped} left as they were" if skipped else "")]
     if tasks.outside_faces(damage.mask, [d.box for d in detections]):
         notes.append("damage outside the faces is left as it is: GPEN's inpainting network fills faces only")
     return notes

@@ -1,12 +1,6 @@
-"""Is a detection a face? Checks on RetinaFace's box and 5 landmarks, before restoring (docs/face-check.md).
-
-RetinaFace sometimes scores a dress, a cat or the moon above 0.9, and GPEN would paste a face there.
-**Geometry** (:func:`check`, free): the landmarks must fit GPEN's template, lie in the box, and box and eyes
-have a face's proportions in the face's own frame. **A second look** (:func:`second_looks`): the detector must
-find the face again at :data:`LOOK_BOX_PX` (docs/detection.md). **The upright look** (:func:`upright_looks`):
-whether the face is the right way up for its landmarks. Pure NumPy and OpenCV; the detector comes in as a
-function. Points are (x, y) in image pixels.
-"""
+"""Is a detection a face (RetinaFace scores a dress or the moon above 0.9 at times)? :func:`check` (geometry),
+:func:`second_looks` (found again at LOOK_BOX_PX), :func:`upright_looks` (the right way up); docs/face-check.md.
+The detector comes in as a function; points are (x, y) image pixels."""
 
 from __future__ import annotations
 
@@ -19,12 +13,10 @@ import numpy as np
 
 from gpen_core.faces.align import align_transform, reference_points, umeyama
 
-# The second look: the candidate's box is scaled to this many pixels (its neighbourhood,
-# LOOK_CONTEXT box sizes wide, around it). Measured: real faces 0.993-1.000 at 64 px,
-# false detections 0-0.46; at 160 px false ones reach 0.95 (moon, cells).
+# The second look: the box scaled to this many pixels, in a neighbourhood LOOK_CONTEXT boxes wide (measured:
+# docs/detection.md; at 160 px false faces reach 0.95); a find matches the box from LOOK_MIN_IOU.
 LOOK_BOX_PX = 64
 LOOK_CONTEXT = 3.0
-# A detection found in the second look matches the candidate when their boxes overlap this much.
 LOOK_MIN_IOU = 0.4
 
 _NOT_FOUND_AGAIN = "it was not found again at a standard face size"
@@ -34,8 +26,8 @@ CV2_TURN = {1: cv2.ROTATE_90_COUNTERCLOCKWISE, 2: cv2.ROTATE_180, 3: cv2.ROTATE_
 
 
 def unturn(pts: np.ndarray, turn: int, w: int, h: int) -> np.ndarray:
-    """(N, 2) (x, y) points on a ``w``×``h`` image turned ``turn`` quarter turns counter-clockwise → on the image,
-    in continuous pixel coordinates (a pixel centre is at +0.5), so pixel centres map exactly."""
+    """(N, 2) (x, y) points on a ``w``×``h`` image turned ``turn`` quarter turns counter-clockwise → on the image;
+    continuous coordinates (a pixel centre at +0.5), so pixel centres map exactly."""
     x, y = pts[:, 0], pts[:, 1]
     if turn == 1:
         return np.stack([w - y, x], axis=1)
@@ -48,8 +40,7 @@ def unturn(pts: np.ndarray, turn: int, w: int, h: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Limits:
-    """Where a detection stops being a face (the figures they were set from: docs/face-check.md, "Where the
-    limits sit")."""
+    """Where a detection stops being a face (set from: docs/face-check.md, "Where the limits sit")."""
 
     max_fit: float = 0.35  # RMS landmark residual / template eye distance
     box_margin: float = 0.10  # how far landmarks may sit outside the box, as a fraction of its size
@@ -80,8 +71,7 @@ class Plausibility:
 
 
 def _fit(landmarks: np.ndarray) -> tuple[float, float]:
-    """(RMS residual / template eye distance, rotation in degrees) of landmarks → template by the alignment's own
-    fit (:func:`~gpen_core.faces.align.umeyama`)."""
+    """(RMS residual / template eye distance, rotation in degrees) of landmarks → template by the alignment's fit."""
     src = landmarks.astype(np.float64)
     if src.var(axis=0).sum() <= 1e-12:
         return float("inf"), 0.0
@@ -145,8 +135,6 @@ def overlap(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
 
 
 DetectFn = Callable[[np.ndarray], Iterable]
-
-
 _Look = tuple[np.ndarray, float, float, int, int, int, int]
 
 
@@ -191,13 +179,11 @@ def _cell(box: Sequence[float], tile: int, cols: int, count: int) -> tuple[int, 
     return k, cx - c * tile, cy - r * tile
 
 
-def second_looks(
-    rgb: np.ndarray, boxes: Sequence[Sequence[float]], detect: DetectFn, threshold: float, turns: Sequence[int] | None = None
-) -> list[float]:
-    """For each box of ``rgb`` (H×W×3 uint8), the best score ``detect`` gives the same face with the box scaled to
-    :data:`LOOK_BOX_PX`; 0.0 where nothing overlapping it scores ``threshold``. One mosaic, one ``detect`` (an
-    image it must not shrink → objects with ``.box`` and ``.score``). ``turns``: per box, the quarter turns its
-    face was found on; its crop is turned the same way, so the face is looked at upright."""
+def second_looks(rgb: np.ndarray, boxes: Sequence[Sequence[float]], detect: DetectFn, threshold: float,
+                 turns: Sequence[int] | None = None) -> list[float]:
+    """Per box of ``rgb`` (RGB uint8), the best score ``detect`` gives the same face with the box at LOOK_BOX_PX, 0.0
+    under ``threshold``: one mosaic, one ``detect`` (must not shrink it; finds have ``.box``, ``.score``). ``turns``:
+    per box, the quarter turns its face was found on, so each crop is looked at upright."""
     turns = list(turns) if turns is not None else [0] * len(boxes)
     looks = [_look_crop(rgb, b, t) for b, t in zip(boxes, turns)]
     best = [0.0] * len(looks)
@@ -223,14 +209,8 @@ def second_looks(
     return best
 
 
-def filter_detections(
-    detections: Iterable,
-    *,
-    rgb: np.ndarray | None = None,
-    detect: DetectFn | None = None,
-    threshold: float = 0.9,
-    turns: Sequence[int] | None = None,
-) -> Filtered:
+def filter_detections(detections: Iterable, *, rgb: np.ndarray | None = None, detect: DetectFn | None = None,
+                      threshold: float = 0.9, turns: Sequence[int] | None = None) -> Filtered:
     """Split objects with ``.box``, ``.score`` and ``.landmarks`` (:class:`gpen_core.faces.detect.Detection`): the
     geometry always, the second look (:func:`second_looks`) too when ``rgb`` and ``detect`` are given."""
     detections = list(detections)
@@ -246,11 +226,10 @@ def filter_detections(
     return Filtered(kept, tuple((det, verdict) for det, verdict in zip(detections, verdicts) if not verdict.is_face))
 
 
-# The upright look: the 5-point template is nearly symmetric top to bottom, so only the pixels tell an
-# upside-down face. Each aligned crop (template at UPRIGHT_LOOK_PX, context around) and it turned 180° go
-# into one mosaic, one detector forward (measured: docs/face-check.md).
+# The upright look: the 5-point template is nearly symmetric top to bottom, so only the pixels tell an upside-down
+# face: each aligned crop (template at UPRIGHT_LOOK_PX) and it turned 180° in one mosaic (docs/face-check.md).
+# Scores from UPRIGHT_LOOK_THRESHOLD count: it compares two scores, it accepts no face.
 UPRIGHT_LOOK_PX = 96
-# Scores down to this count in the comparison (it compares, it does not accept faces).
 UPRIGHT_LOOK_THRESHOLD = 0.3
 
 

@@ -1,7 +1,5 @@
-"""Image-side steps of GPEN's other tasks (docs/tasks.md): colorization reads the face grey and keeps the input's
-luminance; inpainting fills white brush strokes (in the photo or a mask), runs only the faces the damage touches
-and pastes them through the damage, feathered. RGB uint8 H×W×3 in and out (masks: bool or float32 H×W).
-"""
+"""Image-side steps of colorization (grey in, the input's luminance kept) and inpainting (only the faces the damage
+touches, pasted through it). RGB uint8 H×W×3 in and out; masks bool or float32 H×W. docs/tasks.md."""
 
 from __future__ import annotations
 
@@ -10,11 +8,9 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-# A pixel counts as a white brush stroke when all three channels are at least this (the
-# official strokes are exactly 255; JPEG saving moves them a few levels).
+# A white brush stroke: every channel at least this (official strokes are 255; JPEG moves them a few levels).
 WHITE_LEVEL = 250
-# A face is inpainted when a mask given marks at least this fraction of its aligned crop:
-# a few stray pixels do not trigger a 1024 px network.
+# A mask given must mark this fraction of a face's aligned crop: stray pixels do not run a 1024 px network.
 TOUCH_FRACTION = 0.001
 # White found in the photo itself also includes collars, white hair and bright backgrounds: it counts
 # only in the inner face (eyes to chin of the aligned crop), from 1 % of it (measured: docs/tasks.md).
@@ -62,9 +58,8 @@ def damage_mask(rgb: np.ndarray, mask: np.ndarray | None) -> tuple[Damage, str]:
         return Damage(rgb.min(axis=2) >= WHITE_LEVEL, True), f"white strokes in the photo (pixels at least {WHITE_LEVEL} in every channel)"
     m = np.asarray(mask)
     if m.shape[:2] != (h, w):
-        raise InputError(
-            f"the damage mask is {m.shape[1]}×{m.shape[0]} but the photo is {w}×{h}: draw or save the mask at the photo's size"
-        )
+        raise InputError(f"the damage mask is {m.shape[1]}×{m.shape[0]} but the photo is {w}×{h}: draw or save the "
+                         "mask at the photo's size")
     if m.ndim == 3:
         m = m.max(axis=2)
     return Damage(m > 127, False), "the mask given (white = damaged)"

@@ -1,6 +1,5 @@
-"""Restore a folder (or an object-store prefix) of photos with Ray Data: ``restore … --ray``. An actor pool of
-warmed Restorers restores the bytes Ray Data reads; the driver writes every output and a manifest.jsonl record per
-input. Why fractional CPUs and binary reads: docs/ray.md."""
+"""``restore … --ray`` on a folder or object-store prefix: warmed Restorer actors restore what Ray Data reads; the
+driver writes every output and a manifest.jsonl record per input. docs/ray.md."""
 
 from __future__ import annotations
 
@@ -110,10 +109,8 @@ def list_inputs(source: str) -> tuple[list[_Input], Any]:
 
 
 class RestoreWorker:
-    """One Ray Data actor: a cached Restorer, warmed once, restoring one photo per row.
-
-    Rows are ``{"bytes", "path"}``; each returns ``{"record": JSON text, "encoded": restored bytes or b""}``. Never
-    raises for a photo: its error becomes its record (a raise would abort the whole job)."""
+    """One Ray Data actor, a warmed Restorer: rows ``{"bytes", "path"}`` → ``{"record": JSON, "encoded": bytes}``.
+    A photo's error is its record, never a raise (that would abort the whole job)."""
 
     def __init__(self, options: Any, models_dir: str | None, pool: WorkerPool) -> None:
         self.options, self.worker = options, worker_name()
@@ -157,8 +154,8 @@ class RestoreWorker:
 
 
 def warm_restorer(pool: WorkerPool, models_dir: str | None, options: Any) -> tuple[Any, GPENError | None, float]:
-    """In a Ray worker (photo actor, Serve replica): torch at the pool's threads, the process's Restorer on the
-    pool's device, warmed up for ``options``: (restorer, what stopped the warm-up or None, its seconds)."""
+    """In a Ray worker: (the process's Restorer on the pool's device and threads, what stopped its warm-up for
+    ``options`` or None, the warm-up's seconds)."""
     from gpen_core.restorer import get_restorer
 
     pool.use_threads()
@@ -168,8 +165,8 @@ def warm_restorer(pool: WorkerPool, models_dir: str | None, options: Any) -> tup
 
 
 def warm_up(restorer: Any, options: Any) -> GPENError | None:
-    """Load the models ``options`` asks for with one small call (a blank photo: no face, nothing pasted); the error
-    that stopped it (e.g. missing weights: every request then carries it and its fix), else None."""
+    """Load the models ``options`` asks for with a blank photo; the error that stopped it (every request then
+    carries it and its fix), else None."""
     import numpy as np
 
     from gpen_core.options import RestoreOptions
@@ -220,9 +217,8 @@ def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None
 
 
 def plan_pool(session: Any, settings: RaySettings, mode: str, jobs: int) -> WorkerPool:
-    """The pool for ``jobs`` pieces of work (photos, segments) in ``mode`` on the Ray ``session`` (a RaySession),
-    sized as ``settings`` asks (workers None: the default, sized to what fits): never more workers than jobs, as
-    idle ones would only cost start-up time and memory. InputError as plan_resources."""
+    """The pool for ``jobs`` photos or segments in ``mode`` on ``session``, as ``settings`` asks, never more workers
+    than jobs (idle ones only cost start-up and memory). InputError as plan_resources."""
     from gpen_core.scaleout.runtime import worker_pool
 
     pool = worker_pool(0, 0.0, settings.gpus_per_worker, settings.device, mode)
@@ -234,10 +230,8 @@ def plan_pool(session: Any, settings: RaySettings, mode: str, jobs: int) -> Work
 
 
 def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None] | None = None) -> BatchSummary:
-    """Restore every image under ``config.source`` into ``config.output``; one record per input.
-
-    ``on_record(record, done, total)`` as each record is written. InputError / WeightsError only for the run as a
-    whole (no inputs, Ray missing, workers that cannot fit); a bad photo is a record with status "error"."""
+    """Every image under ``config.source`` into ``config.output``, one record per input, ``on_record(record, done,
+    total)`` as each is written. InputError / WeightsError only for the whole run; a bad photo is an "error" record."""
     from gpen_core.scaleout.runtime import import_ray, ray_session
 
     ray = import_ray()  # Ray missing: say how to install it before anything else (pyarrow comes with it)
@@ -254,8 +248,7 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
     records: list[Record] = []
     total = len(inputs)
     run_id = new_run_id()
-    # Appended, never rewritten: a resumed run must not turn the first run's records (peaks,
-    # timings, notes) into "skipped"; each run's lines carry its own id.
+    # Appended, never rewritten: a resumed run must not turn the first run's records into "skipped".
     with open(manifest, "a", encoding="utf-8") as mf:
 
         def write(rec: Record) -> None:
@@ -291,8 +284,7 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
 
 
 def _written(rec: Record, base: Path, encoded: bytes) -> Record:
-    """``rec`` once its restored bytes are written beside ``base``; a write that fails (a full disk, a folder
-    made in the way) makes it this photo's error, as in the plain CLI, never the end of the run."""
+    """``rec`` once its bytes are written beside ``base``; a failed write is this photo's error, not the run's end."""
     if rec["status"] == "ok":
         dst = outputs.result_path(base, None, rec["format"])
         try:

@@ -13,9 +13,8 @@ from gpen_core.scaleout.runtime import RaySettings
 
 
 def restore_ray(args: argparse.Namespace, bar_type: Any, options: Any) -> int:
-    """``restore … --ray``: Ray Data over one folder, file or URI; exit 0 when all restored, else the first
-    failure's code. ``bar_type(total)``: the progress bar (the CLI's ``ProgressLine``) drawn without ``--json``.
-    ``options``: the RestoreOptions the CLI built from every flag, as for a photo restored here."""
+    """``restore … --ray`` on one folder, file or URI: exit 0 when all restored, else the first failure's code.
+    ``bar_type(total)``: the progress bar drawn without ``--json``; ``options``: the CLI's RestoreOptions."""
     from gpen_core.scaleout.batch import BatchConfig, run_batch
 
     if len(args.inputs) != 1:

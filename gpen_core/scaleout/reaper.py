@@ -1,6 +1,6 @@
-"""Stops a local Ray's leftover processes when the process that started it dies (Ray's agents outlive a SIGKILLed
-driver by a minute: docs/results-and-messages.md). Runs as its own small process, standard library only: when the
-pipe only the driver writes closes, it kills every process with a file open in that Ray session's folder."""
+"""Stops a local Ray's leftover processes when its driver dies (they outlive a SIGKILL by a minute): a small
+standard-library process that, once the driver's pipe closes, kills every process with a file open in the Ray
+session's folder. docs/results-and-messages.md."""
 
 from __future__ import annotations
 

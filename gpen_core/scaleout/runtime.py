@@ -1,6 +1,5 @@
-"""Starting or joining Ray for batches and Serve: a local Ray binds and advertises 127.0.0.1 only, has no
-dashboard and is stopped by whoever started it; a cluster is joined only when asked (``--address``). Ray is
-optional and imported only when a function is called. docs/ray.md."""
+"""Starting or joining Ray: a local Ray is loopback-only, without dashboard, stopped by whoever started it; a cluster
+is joined only when asked (``--address``). Ray is optional, imported when a function is called. docs/ray.md."""
 
 from __future__ import annotations
 
@@ -117,9 +116,8 @@ MAX_TEMP_BASE = 24  # characters: with "/gpen-ray-<uid>" and Ray's ~66, a socket
 
 
 def default_temp_dir() -> Path:
-    """Ray's session files: short and per user. Ray adds ~66 characters below it (session name with date and
-    pid, ``sockets/plasma_store``) and a unix socket path must stay under 108, so a long temp folder (macOS's
-    ``/var/folders/…``) gives way to ``/tmp``, as Ray's own default does."""
+    """Ray's session files, per user: a unix socket path must stay under 108 characters and Ray adds ~66 below this
+    folder, so a long temp folder (macOS's ``/var/folders/…``) gives way to ``/tmp``, as Ray's own default does."""
     uid = os.getuid() if hasattr(os, "getuid") else 0
     base = Path(tempfile.gettempdir())
     if len(str(base)) > MAX_TEMP_BASE and Path("/tmp").is_dir():
@@ -138,7 +136,7 @@ class RaySession:
     memory: float  # bytes of Ray's "memory" resource in all
 
 
-def _force_loopback(ray: ModuleType) -> None:
+def _force_loopback() -> None:
     # Ray read the variable when imported; if that was before import_ray() set it, set its constant too.
     from gpen_core.compat.ray import force_loopback_constant
 
@@ -147,9 +145,9 @@ def _force_loopback(ray: ModuleType) -> None:
 
 
 def connect(address: str) -> None:
-    """Join the Ray at ``address`` ("auto", "HOST:PORT", "ray://HOST:PORT") unless this process has a Ray already
-    (one per process); InputError with the fix when it cannot. Ray 2.60 sends a local token to an explicit address
-    only with ``RAY_AUTH_MODE=token``: set when a token is there and nobody chose a mode."""
+    """Join the Ray at ``address`` unless this process has one already; InputError with the fix when it cannot.
+    Ray 2.60 sends a local token to an explicit address only with ``RAY_AUTH_MODE=token``: set when a token is
+    there and nobody chose a mode."""
     ray = import_ray()
     if ray.is_initialized():
         return
@@ -164,10 +162,9 @@ def connect(address: str) -> None:
     try:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise InputError(
-            f"cannot join the Ray cluster at {address!r} ({str(exc).strip()[:300]}). Use the address that "
-            "`python -m gpen_core serve` or `ray start --head` printed, or leave out --address to run on this machine only"
-        ) from None
+        raise InputError(f"cannot join the Ray cluster at {address!r} ({str(exc).strip()[:300]}). Use the address that "
+                         "`python -m gpen_core serve` or `ray start --head` printed, or leave out --address to run on "
+                         "this machine only") from None
 
 
 # How long a cluster's port may take to answer (ray.init itself retries a dead address for minutes).
@@ -180,8 +177,7 @@ _H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x
 
 
 def _reachable(address: str) -> None:
-    """InputError naming ``address`` when nothing at its HOST:PORT answers as a Ray cluster within
-    CONNECT_TIMEOUT_S (Ray would retry for minutes); a TLS cluster is only dialled."""
+    """InputError when nothing at ``address`` answers as a Ray cluster within CONNECT_TIMEOUT_S; TLS: only dialled."""
     import socket
 
     host, sep, port = address.split("://", 1)[-1].rpartition(":")
@@ -216,33 +212,25 @@ def _start_reaper(ray: ModuleType):
 @contextmanager
 def ray_session(address: str | None = None, *, num_cpus: int | None = None, num_gpus: int | None = None,
                 temp_dir: str | os.PathLike[str] | None = None) -> Iterator[RaySession]:
-    """Ray for the duration of the block. ``address`` None: this process's Ray, else a local loopback-only
-    one, stopped at the end; "auto", "HOST:PORT" or "ray://HOST:PORT": join that cluster (left running)."""
+    """Ray for the block. ``address`` None: this process's Ray, else a local loopback one stopped at the end;
+    "auto", "HOST:PORT" or "ray://HOST:PORT": join that cluster (left running)."""
     ray = import_ray()
     started = False
     if not ray.is_initialized():
         if address:
             connect(address)
         else:
-            _force_loopback(ray)
-            # Serve's HTTP proxy, if one starts in this Ray, inherits this environment and then
-            # refuses oversize uploads before queueing their bodies (scaleout.proxy_limits).
-            # A callback someone set already is kept.
+            _force_loopback()
+            # Serve's HTTP proxy inherits this: oversize uploads refused before queued (a callback already set stays).
             from gpen_core.scaleout.proxy_limits import PROXY_CALLBACK, PROXY_CALLBACK_ENV
 
             os.environ.setdefault(PROXY_CALLBACK_ENV, PROXY_CALLBACK)
             tmp = Path(temp_dir) if temp_dir is not None else default_temp_dir()
             tmp.mkdir(parents=True, exist_ok=True)
-            ray.init(
-                num_cpus=num_cpus if num_cpus is not None else usable_cores(),
-                num_gpus=num_gpus,
-                include_dashboard=False,
-                _node_ip_address=LOOPBACK,
-                _temp_dir=str(tmp),
-                logging_level=logging.WARNING,
-                log_to_driver=False,  # worker logs stay in the session folder; --json keeps stdout clean
-                configure_logging=True,
-            )
+            # log_to_driver off: worker logs stay in the session folder and --json keeps stdout clean.
+            ray.init(num_cpus=num_cpus if num_cpus is not None else usable_cores(), num_gpus=num_gpus,
+                     include_dashboard=False, _node_ip_address=LOOPBACK, _temp_dir=str(tmp),
+                     logging_level=logging.WARNING, log_to_driver=False, configure_logging=True)
             started = True
     # A local Ray's agents outlive a SIGKILLed driver by a minute: the reaper stops them (scaleout.reaper).
     watcher = _start_reaper(ray) if started else None

@@ -95,8 +95,7 @@ class RestoreDeployment:
                 "warm_error": self.warm_error, "loaded": self.restorer.loaded(), "rss_bytes": current_rss()}
 
     async def __call__(self, request: Any) -> Any:
-        """HTTP: POST the image to /restore[?mode=low&task=colorize&aligned=1], or multipart with
-        ``image`` and ``mask`` (:func:`http_inputs`); the JSON record (the CLI's --json fields) comes back."""
+        """HTTP: POST /restore (:func:`http_inputs`) → the JSON record (the CLI's --json fields)."""
         import asyncio
         import base64
 
@@ -125,9 +124,8 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
 async def http_inputs(request: Any, body: bytes) -> tuple[bytes, Any, bytes | None]:
-    """(image bytes, validated RestoreOptions, mask bytes or None) of one ``POST /restore``: the body is the
-    image and options are in the query, or a multipart form (``image``, ``mask``, options as fields; a field wins).
-    InputError (400) names what is wrong."""
+    """(image bytes, validated RestoreOptions, mask bytes or None) of a ``POST /restore``: the image as the body and
+    options in the query, or a multipart form (``image``, ``mask``, option fields win). InputError: 400."""
     from gpen_core.options import RestoreOptions
 
     fields: dict[str, Any] = dict(request.query_params)
@@ -170,8 +168,8 @@ async def _form(request: Any, body: bytes) -> Any:
 
 
 async def read_body_capped(request: Any) -> bytes:
-    """The request body, refused (InputError, the decoder's words) as soon as it is known to pass the upload
-    limit: a declared Content-Length before a byte is read, else at the first chunk past it."""
+    """The request body; InputError (the decoder's words) as soon as it passes the upload limit: by its declared
+    Content-Length before a byte is read, else at the first chunk past it."""
     from gpen_core.images.limits import DEFAULT_LIMITS, too_big
 
     cap = DEFAULT_LIMITS.max_file_bytes
@@ -211,12 +209,9 @@ def build_app(cfg: ServeConfig) -> Any:
         raise InputError("--max-replicas must be at least 1")
     # Requests may ask for any mode, whatever was warmed up: reserve for the heaviest.
     pool = worker_pool(replicas or cfg.max_replicas, cfg.num_cpus, cfg.ray.gpus_per_worker, cfg.ray.device, "auto")
-    scaling: dict[str, Any]
-    if replicas is None:
-        scaling = {"autoscaling_config": {"min_replicas": 1, "max_replicas": cfg.max_replicas,
-                                          "target_ongoing_requests": 1, "upscale_delay_s": 5, "downscale_delay_s": 120}}
-    else:
-        scaling = {"num_replicas": replicas}
+    autoscale = {"min_replicas": 1, "max_replicas": cfg.max_replicas, "target_ongoing_requests": 1,
+                 "upscale_delay_s": 5, "downscale_delay_s": 120}
+    scaling = {"num_replicas": replicas} if replicas is not None else {"autoscaling_config": autoscale}
     dep = serve.deployment(RestoreDeployment).options(
         name=DEPLOYMENT_NAME, max_ongoing_requests=MAX_ONGOING_REQUESTS, ray_actor_options=pool.reserves(),
         health_check_period_s=30, graceful_shutdown_timeout_s=30, **scaling,
@@ -225,8 +220,8 @@ def build_app(cfg: ServeConfig) -> Any:
 
 
 def app_builder(args: dict[str, str]) -> Any:
-    """For ``serve deploy`` / ``serve run`` config files (``gpen_core.scaleout.serve:app_builder``); ``args``
-    (all optional): replicas, max_replicas, num_cpus, num_gpus, warm_mode, models_dir, device."""
+    """For ``serve deploy`` config files (``gpen_core.scaleout.serve:app_builder``); optional ``args``: replicas,
+    max_replicas, num_cpus, num_gpus, warm_mode, models_dir, device."""
     replicas = args.get("replicas", "1")
     ray = RaySettings(workers=None if str(replicas) == "auto" else int(replicas), device=args.get("device"),
                       gpus_per_worker=float(args.get("num_gpus", 0)), models_dir=args.get("models_dir"))
@@ -264,8 +259,8 @@ def replica_statuses(handle: Any, n: int) -> list[dict[str, Any]]:
 
 
 def run_serve(cfg: ServeConfig, on_ready: Callable[[str, list[dict[str, Any]]], None], stop: threading.Event | None = None) -> None:
-    """Deploy, report (``on_ready(ray address, replica statuses)``), then serve until Ctrl-C / SIGTERM / ``stop``;
-    then the app is deleted and a local Ray started here stopped."""
+    """Deploy, ``on_ready(ray address, replica statuses)``, serve until Ctrl-C / SIGTERM / ``stop``, then delete the
+    app (and stop a local Ray started here)."""
     import signal
 
     from ray import serve
@@ -298,8 +293,8 @@ def run_serve(cfg: ServeConfig, on_ready: Callable[[str, list[dict[str, Any]]], 
 
 
 class RayRestorer:
-    """What ``app.py --backend ray`` calls instead of the local Restorer: same ``__call__``, run in a replica;
-    connects on first use; the notes say which replica measured the result."""
+    """The Restorer of ``app.py --backend ray``: same ``__call__``, run in a replica (connected on first use); its
+    notes name the replica that measured the result."""
 
     def __init__(self, address: str | None = "auto") -> None:
         self.address = address
@@ -327,9 +322,8 @@ class RayRestorer:
             return self._handle
 
     def __call__(self, image: Any, options: Any = None, progress: Any = None, *, mask: Any = None) -> Any:
-        """``image`` and ``mask``: paths or encoded bytes (sent as bytes; ``mask`` may be an array).
-        A replica that dies mid-call is retried once (a restore has no side effects); a second death raises
-        ResourceError, Ray's own text only in ``details``."""
+        """``image``, ``mask``: paths or encoded bytes (``mask`` may be an array). A replica that dies mid-call is
+        retried once (a restore has no side effects); a second death: ResourceError, Ray's text in ``details``."""
         data = image if isinstance(image, bytes) else open(image, "rb").read()
         if isinstance(mask, (str, os.PathLike)):
             mask = open(mask, "rb").read()

@@ -90,8 +90,8 @@ def _duration(src: Path) -> float | None:
 
 def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: Any, options: RestoreOptions,
                       progress: Callable[[int, int], None]) -> Any:
-    """Restore one video in segments (resuming an interrupted run); its SegmentedResult. ``--ray``: Ray
-    workers, a manifest.jsonl line per segment; ``--json``: a line per segment. Ctrl-C: VideoStopped saying how to resume."""
+    """One video in segments, resuming an interrupted run: its SegmentedResult. ``--ray``: on Ray workers, a
+    manifest.jsonl line per segment; ``--json``: a line per segment. Ctrl-C: VideoStopped saying how to resume."""
     from gpen_core.scaleout.video_ray import WorkerDied
     from gpen_core.video.output import WriteFailed
     from gpen_core.video.resumable import LocalRunner, restore_in_segments, segment_record, settings_text
@@ -142,8 +142,7 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
 
 
 def kept_segments(folder: Path, then: str = "run the same command again to resume") -> str:
-    """What a stopped or failed segmented run keeps, counted (never a claim of segments that are not there), and
-    ``then``, what to do when some are."""
+    """What a stopped or failed segmented run keeps, counted, and ``then``, what to do when some are."""
     if not folder.is_dir():
         return "nothing was written yet; run the same command again to start"
     done = finished_segments(folder)

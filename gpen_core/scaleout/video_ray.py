@@ -1,6 +1,5 @@
-"""A long clip's segments restored by Ray workers: :class:`RayRunner`, one Ray task a segment, a Restorer kept per
-worker; the driver writes the bytes each task returns. Workers read the input by its path.
-docs/video-segments.md, "On Ray"."""
+"""A long clip's segments on Ray (:class:`RayRunner`): a task per segment reading the input by its path, a Restorer
+kept per worker; the driver writes the bytes each returns. docs/video-segments.md, "On Ray"."""
 
 from __future__ import annotations
 
@@ -81,11 +80,10 @@ def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[SegmentRecord
     return done.measured(meter.peaks, worker_name()), data
 
 
-# One at a time (each holds its own networks), kept for the worker's next segments. Ray hands a finished task's
-# process the next task of the same driver, whichever run it belongs to, so another models folder or device gets its own.
+# One at a time, kept for the worker's next segments: Ray hands a worker the same driver's next task, whichever
+# run it belongs to, so another models folder or device gets its own.
 @functools.lru_cache(maxsize=1)
 def _worker_restorer(models_dir: str | None, device: str | None) -> Any:
-    """The Restorer for (``models_dir``, ``device``) on this worker."""
     from gpen_core.restorer import Restorer
 
     return Restorer(models_dir=models_dir, device=device, serves_many_modes=True)
@@ -153,9 +151,7 @@ def _result(ray: Any, ref: Any, seg: Segment) -> tuple[SegmentRecord | dict[str,
         raise
     except ray.exceptions.RayError as exc:
         first = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise WorkerDied(
-            f"segment {seg.index} (from {seg.start_s:.1f} s): its Ray worker died on each of its {1 + MAX_RETRIES} tries "
-            f"({type(exc).__name__}: {first}); most often that is memory: restore with fewer --workers or a lighter "
-            "--mode, or close other programs"
-        ) from None
+        raise WorkerDied(f"segment {seg.index} (from {seg.start_s:.1f} s): its Ray worker died on each of its "
+                         f"{1 + MAX_RETRIES} tries ({type(exc).__name__}: {first}); most often that is memory: restore "
+                         "with fewer --workers or a lighter --mode, or close other programs") from None
 

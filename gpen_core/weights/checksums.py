@@ -1,6 +1,5 @@
-"""Checksums of checkpoint files: sha256 (cached per process), and :func:`verify`. Where the registry pins
-no sha256, the first verification records the hash in a ``<file>.sha256`` sidecar (trust on first use).
-"""
+"""sha256 of checkpoint files (cached per process) and :func:`verify`; where the registry pins none, the first
+verification records it in a ``<file>.sha256`` sidecar (trust on first use)."""
 
 from __future__ import annotations
 
@@ -66,10 +65,8 @@ def write_atomic(p: Path, text: str) -> None:
 
 
 def _delete_fix(spec: WeightSpec, path: Path, extra: str = "") -> str:
-    return (
-        f"Delete {path}{extra} and download it again: `python -m gpen_core download {spec.name}`"
-        + (f" (or from {spec.urls[0]})." if spec.urls else ".")
-    )
+    source = f" (or from {spec.urls[0]})." if spec.urls else "."
+    return f"Delete {path}{extra} and download it again: `python -m gpen_core download {spec.name}`{source}"
 
 
 def verify(path: Path, spec: WeightSpec, models_dir: str | os.PathLike[str] | None = None, *, record: bool = True) -> str:
@@ -77,17 +74,13 @@ def verify(path: Path, spec: WeightSpec, models_dir: str | os.PathLike[str] | No
     ``spec``; else WeightsCorruptError naming the file and the fix."""
     size = path.stat().st_size
     if spec.size_bytes is not None and size != spec.size_bytes:
-        raise WeightsCorruptError(
-            f"{path} is corrupt or incomplete: {size} bytes, expected {spec.size_bytes} for {spec.name}. "
-            + _delete_fix(spec, path)
-        )
+        raise WeightsCorruptError(f"{path} is corrupt or incomplete: {size} bytes, expected {spec.size_bytes} for "
+                                  f"{spec.name}. {_delete_fix(spec, path)}")
     digest = file_sha256(path)
     if spec.sha256 is not None:
         if digest != spec.sha256:
-            raise WeightsCorruptError(
-                f"{path} is corrupt or not the released {spec.name}: sha256 {digest}, expected {spec.sha256}. "
-                + _delete_fix(spec, path)
-            )
+            raise WeightsCorruptError(f"{path} is corrupt or not the released {spec.name}: sha256 {digest}, expected "
+                                      f"{spec.sha256}. {_delete_fix(spec, path)}")
         return digest
     side = sidecar_path(path, models_dir)
     recorded = _read_sidecar(side)

@@ -1,6 +1,5 @@
-"""Downloading checkpoint files: probe the host, stream to a temp file in the models folder, verify (size, sha256),
-then flush and rename into place, so the final name never holds a partial file. Imports neither torch nor modelscope.
-"""
+"""Downloads: probe the host, stream to a temp file in the models folder, verify (size, sha256), then flush and
+rename into place, so the final name never holds a partial file."""
 
 from __future__ import annotations
 
@@ -22,20 +21,17 @@ from gpen_core.weights.registry import Arch, WeightSpec
 # A TCP connect to the source host first: an offline machine fails in seconds, not in a retry loop (20+ s).
 CONNECT_PROBE_S = 3.0
 READ_TIMEOUT_S = 20.0  # per read: a stalled server fails the download instead of hanging the app
-# A server that drips never trips the read timeout; two more rules stop it within one read
-# timeout, its partial file removed: under MIN_BYTES_PER_S (dial-up speed) over any
-# MIN_RATE_WINDOW_S, and a whole-download deadline (an hour asks under 1 MB/s of any file here).
+# A server that drips never trips the read timeout: under MIN_BYTES_PER_S over any MIN_RATE_WINDOW_S fails, and
+# so does a whole download past its deadline (an hour asks under 1 MB/s of any file here).
 MIN_BYTES_PER_S = 32 * 1024
 MIN_RATE_WINDOW_S = 60.0
 DOWNLOAD_DEADLINE_S = 3600.0
 _CHUNK = 1 << 20
-# The most bytes a download may bring when the registry pins no size: twice the largest released
-# file of its kind (generators 72-272 MiB, ParseNet 85 MB, RRDBNet ~67 MB), so a server streaming
-# without a Content-Length stops there instead of filling the disk (zeros grew 10 GB in 25 s).
+# The most bytes an unpinned download may bring: twice the largest released file of its kind (generators 72-272
+# MiB, ParseNet 85 MB, RRDBNet ~67 MB): a stream without Content-Length cannot fill the disk (docs/files-and-limits.md).
 MAX_BYTES_BY_KIND: dict[str, int] = {"generator": 640 << 20, "detector": 256 << 20, "parser": 192 << 20,
                                      "upscaler": 192 << 20}
-# Disk space a download leaves free: checked before it starts (with the announced size) and
-# again as the bytes arrive, so a stream of unknown length stops before the disk is full.
+# Disk space a download leaves free: checked before it starts and, with no size announced, as the bytes arrive.
 DISK_RESERVE = 64 << 20
 _DISK_CHECK_EVERY = 16 << 20
 # Partial downloads older than this are someone's crashed attempt, not a live one.
@@ -43,7 +39,7 @@ _STALE_PART_S = 6 * 3600
 _MODELSCOPE_DEFAULT_ENDPOINT = "https://modelscope.cn"  # modelscope_hub.constants.DEFAULT_ENDPOINT
 
 
-def _probe(url: str, timeout: float | None = None) -> str | None:
+def _probe(url: str) -> str | None:
     """None if a TCP connection to the URL's host (or its proxy) opens; else why not."""
     import socket
     import urllib.request
@@ -57,7 +53,7 @@ def _probe(url: str, timeout: float | None = None) -> str | None:
         p = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
         host, port = p.hostname or host, p.port or 8080
     try:
-        with socket.create_connection((host, port), timeout=CONNECT_PROBE_S if timeout is None else timeout):
+        with socket.create_connection((host, port), timeout=CONNECT_PROBE_S):
             return None
     except OSError as exc:
         return f"cannot connect to {host}:{port} ({exc.strerror or exc.__class__.__name__ or exc})"
@@ -155,10 +151,8 @@ class _Pace:
         if now - self.mark >= MIN_RATE_WINDOW_S:
             rate = (done - self.mark_done) / (now - self.mark)
             if rate < MIN_BYTES_PER_S:
-                raise _Rejected(
-                    f"too slow: {rate / 1024:.1f} KiB/s over the last {now - self.mark:.0f} s, under the "
-                    f"{MIN_BYTES_PER_S / 1024:.0f} KiB/s minimum; try again later or download it by hand"
-                )
+                raise _Rejected(f"too slow: {rate / 1024:.1f} KiB/s over the last {now - self.mark:.0f} s, under the "
+                                f"{MIN_BYTES_PER_S / 1024:.0f} KiB/s minimum; try again later or download it by hand")
             self.mark, self.mark_done = now, done
 
 
@@ -223,8 +217,8 @@ def modelscope_file_url(model_id: str, relpath: str, revision: str = "master") -
 
 def download_into(spec: WeightSpec, folder: Path, progress: CountProgress | None, looked: list[str],
                   cancel: threading.Event | None = None) -> Path:
-    """Try every source in order; the first verified one wins. Fails fast when none is reachable.
-    ``cancel`` set (from another thread) stops at the next chunk: :class:`DownloadCancelled`, nothing left."""
+    """The first source, in order, whose bytes verify; fails fast when none is reachable. ``cancel`` set (another
+    thread) stops at the next chunk: :class:`DownloadCancelled`, nothing left."""
     import urllib.error
 
     _clean_stale_parts(folder, spec.filename)

@@ -1,11 +1,6 @@
-"""Where each checkpoint is and whether it is the right file: the weights' public face (the registry's, checksums'
-and fetch's public names too).
-
-:func:`resolve` looks in order at: an explicit file (or a folder holding one known file, a ModelScope snapshot
-too); our models folder (``$GPEN_HOME``, default ``~/.cache/gpen``); the ModelScope cache (``$MODELSCOPE_CACHE``,
-every layout modelscope has used); then a download, when allowed (``allow_download=None``: unless
-``GPEN_OFFLINE=1``). Files are verified before any ``torch.load``; imports neither torch nor modelscope.
-"""
+"""Where each checkpoint is and whether it is the right file: the weights' public face. :func:`resolve` looks at an
+explicit file (or a folder holding one known file), our models folder (``$GPEN_HOME``, default ``~/.cache/gpen``),
+the ModelScope cache (every layout it has used), then downloads unless ``GPEN_OFFLINE=1``; it verifies first."""
 
 from __future__ import annotations
 
@@ -40,9 +35,9 @@ class _Found:
 
 
 def _modelscope_candidates(model_id: str, relpath: str, root: Path) -> list[tuple[str, list[Path]]]:
-    """(description, candidate paths) for every place modelscope (≤ 1.40) may have put ``relpath`` of ``model_id``,
-    newest layout first: 1.38+ ``models/owner--name/snapshots/<rev>/`` (master, main, then any); ≤1.37
-    ``[hub/]models/owner/name___``; older ``[hub/]owner/name``. Both owners: "damo" was renamed "iic"."""
+    """(description, candidate paths) of every place modelscope (≤ 1.40) may have put ``relpath`` of ``model_id``,
+    newest layout first: 1.38+ ``models/owner--name/snapshots/<rev>/``, ≤1.37 ``[hub/]models/owner/name___``, older
+    ``[hub/]owner/name``."""
     owner, name = model_id.split("/", 1)
     safe = name.replace(".", "___")
     out: list[tuple[str, list[Path]]] = []
@@ -92,15 +87,11 @@ def _explicit(target: Path) -> _Found:
         if len(known) == 1:
             return _Found(known[0], "explicit path", _unique_spec_for_file(known[0].name))
         if len(known) > 1:
-            raise WeightsError(
-                f"{f} holds several checkpoints ({', '.join(p.name for p in known)}); "
-                "pass the one you want as a file path, e.g. " + str(known[0])
-            )
+            raise WeightsError(f"{f} holds several checkpoints ({', '.join(p.name for p in known)}); "
+                               f"pass the one you want as a file path, e.g. {known[0]}")
     known_names = ", ".join(sorted({s.filename for s in REGISTRY.values()}))
-    raise WeightsError(
-        f"{target} is a folder with no known checkpoint in it (looked for {known_names} and "
-        "ModelScope's pytorch_model.pt / pytorch_model-2048.pt). Pass the checkpoint file itself."
-    )
+    raise WeightsError(f"{target} is a folder with no known checkpoint in it (looked for {known_names} and "
+                       "ModelScope's pytorch_model.pt / pytorch_model-2048.pt). Pass the checkpoint file itself.")
 
 
 def _specs_for_file(filename: str) -> list[WeightSpec]:
@@ -125,15 +116,12 @@ def _parse(name_or_path: str | os.PathLike[str]) -> tuple[WeightSpec | None, Pat
     spec = find_spec(text)  # a bare registry file name, e.g. "GPEN-BFR-512.pth"
     if spec is not None and os.sep not in text and "/" not in text:
         return spec, None
-    raise WeightsError(
-        f"{text!r} is neither an existing file nor a known weights name. "
-        f"Known names: {', '.join(REGISTRY)}; or pass the path of a checkpoint file."
-    )
+    raise WeightsError(f"{text!r} is neither an existing file nor a known weights name. "
+                       f"Known names: {', '.join(REGISTRY)}; or pass the path of a checkpoint file.")
 
 
 def locate(name_or_path: str | os.PathLike[str], models_dir: str | os.PathLike[str] | None = None) -> Path | None:
-    """Where the file is now (explicit path, models folder, ModelScope cache), without network and without
-    verifying it (``resolve`` verifies); an interrupted download's temporary is never returned."""
+    """Where the file is now, without network or verifying it; never an interrupted download's temporary."""
     spec, explicit = _parse(name_or_path)
     if explicit is not None:
         return _explicit(explicit).path
@@ -144,8 +132,8 @@ def locate(name_or_path: str | os.PathLike[str], models_dir: str | os.PathLike[s
 
 def resolve(name_or_path: str | os.PathLike[str], *, models_dir: str | os.PathLike[str] | None = None,
             allow_download: bool | None = None, progress: CountProgress | None = None) -> Path:
-    """A verified checkpoint file for a registry name or an explicit path, looked for in the module doc's order;
-    :class:`WeightsError` (the file, every place looked, the fix) within seconds when missing, unfetchable or bad."""
+    """A verified checkpoint for a registry name or a path; WeightsError (the file, every place looked, the fix)
+    within seconds when missing, unfetchable or bad. ``allow_download=None``: unless GPEN_OFFLINE=1."""
     spec, explicit = _parse(name_or_path)
     folder = models_folder(models_dir)
     if explicit is not None:
@@ -170,8 +158,8 @@ def resolve(name_or_path: str | os.PathLike[str], *, models_dir: str | os.PathLi
 
 def download(name: str, *, models_dir: str | os.PathLike[str] | None = None, progress: CountProgress | None = None,
              cancel: threading.Event | None = None) -> Path:
-    """Fetch ``name`` into the models folder (ignoring GPEN_OFFLINE), at once when a verified copy is present, a
-    corrupt one there replaced. ``cancel`` set (a Stop button) ends it at the next chunk: ``DownloadCancelled``."""
+    """Fetch ``name`` into the models folder (whatever GPEN_OFFLINE says) unless a verified copy is there (a corrupt
+    one is replaced). ``cancel`` set ends it at the next chunk: ``DownloadCancelled``."""
     spec = get_spec(name)
     folder = models_folder(models_dir)
     found, looked = _search(spec, folder)

@@ -1,6 +1,5 @@
-"""Every file a request lacks, in one message: names, download sizes (published, or the documented
-architecture's float32 state dict, marked "~") and one command that fetches them all.
-"""
+"""Every file a request lacks, in one message: names, download sizes (published, or estimated and marked "~") and
+one command that fetches them all."""
 
 from __future__ import annotations
 
@@ -15,9 +14,7 @@ from gpen_core.weights.registry import REGISTRY, WeightStatus, modelscope_cache_
 # Why a file was not fetched when the caller turned downloads off; the app swaps it for where its button is.
 DOWNLOADS_OFF_FOR_CALL = "downloads are off for this call"
 
-# Download sizes where the registry has none published: the float32 state dict of the
-# documented architecture (parameters + buffers, counted on the meta device), so an
-# estimate, shown with "~".
+# Estimated download sizes where none is published: the documented architecture's float32 state dict.
 APPROX_BYTES: dict[str, int] = {
     "GPEN-BFR-256": 75_517_192,
     "GPEN-BFR-512": 284_022_236,

@@ -1,6 +1,5 @@
 """The checkpoint registry, one literal table: name → file name, sources, the size and sha256 where published,
-and a generator's architecture. Torch-free and network-free.
-"""
+and a generator's architecture. Torch-free and network-free."""
 
 from __future__ import annotations
 
@@ -93,6 +92,7 @@ class WeightStatus:
 _OSS = "https://public-vigen-video.oss-cn-shanghai.aliyuncs.com/robin/models"
 _FACEXLIB = "https://github.com/xinntao/facexlib/releases/download"
 _GPEN_LICENCE = "© Alibaba 2021, for academic and non-commercial use only (yangxy/GPEN README)"
+_RETINAFACE_LICENCE = "MIT (biubug6/Pytorch_Retinaface), distributed by facexlib"
 
 
 def _gpen(name: str, kind: Kind, *, notes: str, arch: Arch | None = None, modelscope: tuple[str, str] | None = None,
@@ -125,41 +125,22 @@ REGISTRY: dict[str, WeightSpec] = {
               notes="fills white brush strokes on faces (task inpaint; 1024 px)."),
         _gpen("GPEN-Seg2face-512", "generator", arch=Arch(512),
               notes="a face from a colour label map (task seg2face; aligned 512 px maps; input in [0, 1])."),
-        WeightSpec(
-            name="retinaface-resnet50",
-            filename="detection_Resnet50_Final.pth",
-            kind="detector",
-            urls=(
-                f"{_FACEXLIB}/v0.1.0/detection_Resnet50_Final.pth",
-                # GPEN's copy; accepted only if it hashes to the pinned sha256.
-                f"{_OSS}/RetinaFace-R50.pth",
-            ),
-            size_bytes=109497761,
-            sha256="6d1de9c2944f2ccddca5f5e010ea5ae64a39845a86311af6fdf30841b0a5a16d",
-            licence="MIT (biubug6/Pytorch_Retinaface), distributed by facexlib",
-            notes="RetinaFace ResNet-50 face detector, ~105 MB; more accurate, ~10x the cost of mobilenet0.25.",
-        ),
-        WeightSpec(
-            name="retinaface-mobilenet0.25",
-            filename="detection_mobilenet0.25_Final.pth",
-            kind="detector",
-            urls=(f"{_FACEXLIB}/v0.1.0/detection_mobilenet0.25_Final.pth",),
-            size_bytes=1789735,
-            sha256="ed6fa7d45a5179f03cb5ce82c73b0c6711372968e53782e88395acee88d319e1",
-            licence="MIT (biubug6/Pytorch_Retinaface), distributed by facexlib",
-            notes="RetinaFace MobileNet-0.25 face detector, 1.7 MB; fast on CPU.",
-        ),
-        WeightSpec(
-            name="parsenet",
-            filename="parsing_parsenet.pth",
-            kind="parser",
-            urls=(f"{_FACEXLIB}/v0.2.2/parsing_parsenet.pth",),
-            size_bytes=85331193,
-            sha256="3d558d8d0e42c20224f13cf5a29c79eba2d59913419f945545d8cf7b72920de2",
-            licence="distributed by facexlib (ParseNet from PSFR-GAN); check the upstream licence",
-            notes="facexlib's copy of the face-parsing network: the same ParseNet class and key table as "
-            "GPEN's ParseNet-latest.pth (used when that one is absent).",
-        ),
+        # The second URL is GPEN's copy: accepted only if it hashes to the pinned sha256.
+        WeightSpec(name="retinaface-resnet50", filename="detection_Resnet50_Final.pth", kind="detector",
+                   urls=(f"{_FACEXLIB}/v0.1.0/detection_Resnet50_Final.pth", f"{_OSS}/RetinaFace-R50.pth"),
+                   size_bytes=109497761, sha256="6d1de9c2944f2ccddca5f5e010ea5ae64a39845a86311af6fdf30841b0a5a16d",
+                   licence=_RETINAFACE_LICENCE,
+                   notes="RetinaFace ResNet-50 face detector, ~105 MB; more accurate, ~10x the cost of mobilenet0.25."),
+        WeightSpec(name="retinaface-mobilenet0.25", filename="detection_mobilenet0.25_Final.pth", kind="detector",
+                   urls=(f"{_FACEXLIB}/v0.1.0/detection_mobilenet0.25_Final.pth",),
+                   size_bytes=1789735, sha256="ed6fa7d45a5179f03cb5ce82c73b0c6711372968e53782e88395acee88d319e1",
+                   licence=_RETINAFACE_LICENCE, notes="RetinaFace MobileNet-0.25 face detector, 1.7 MB; fast on CPU."),
+        WeightSpec(name="parsenet", filename="parsing_parsenet.pth", kind="parser",
+                   urls=(f"{_FACEXLIB}/v0.2.2/parsing_parsenet.pth",),
+                   size_bytes=85331193, sha256="3d558d8d0e42c20224f13cf5a29c79eba2d59913419f945545d8cf7b72920de2",
+                   licence="distributed by facexlib (ParseNet from PSFR-GAN); check the upstream licence",
+                   notes="facexlib's copy of the face-parsing network: the same ParseNet class and key table as "
+                         "GPEN's ParseNet-latest.pth (used when that one is absent)."),
         _gpen("ParseNet-latest", "parser",
               notes="GPEN's face-parsing network (official paste mask); optional (GPEN's rectangle mask otherwise)."),
         _gpen("realesrnet_x2", "upscaler",

@@ -1,7 +1,5 @@
-"""Which checkpoint a user of a server may name: a registry name, or a file inside the models folder.
-The app's Generator field passes through :func:`checked_model`; any other path gets one message that
-reveals nothing about it, unless the operator allowed any path (``--allow-any-model-path``).
-"""
+"""Which checkpoint a user of a server may name (:func:`checked_model`): a registry name or a file inside the models
+folder; any other path gets one message that reveals nothing about it, unless ``--allow-any-model-path``."""
 
 from __future__ import annotations
 
@@ -37,22 +35,18 @@ def checked_model(name: str | None, *, any_path: bool = False, folder: Path | No
     given = Path(name)
     candidate = Path(os.path.normpath(given if given.is_absolute() else folder / given))
     if folder not in candidate.parents or candidate.suffix.lower() not in CHECKPOINT_SUFFIXES:
-        raise InputError(
-            f"The Generator field takes a registry name ({', '.join(generator_names())}) or the file name of a "
-            ".pth/.pt checkpoint in the models folder; other paths on the server are not accepted "
-            "(on your own machine, start the app with --allow-any-model-path)."
-        )
+        raise InputError(f"The Generator field takes a registry name ({', '.join(generator_names())}) or the file name "
+                         "of a .pth/.pt checkpoint in the models folder; other paths on the server are not accepted "
+                         "(on your own machine, start the app with --allow-any-model-path).")
     if not candidate.is_file():
         raise InputError(f"There is no checkpoint {candidate.relative_to(folder)} in the models folder; "
                          "put the file there or pick a registry name.")
     # A link in the models folder may point anywhere on the server (evil.pth -> /etc/passwd):
     # only what really lies inside the folder may be named.
     if Path(os.path.realpath(folder)) not in Path(os.path.realpath(candidate)).parents:
-        raise InputError(
-            f"{candidate.relative_to(folder)} in the models folder is a link to a file outside it, and links out of "
-            "the models folder are not followed for users of a server. Copy the checkpoint into the models folder, "
-            "or pick a registry name."
-        )
+        raise InputError(f"{candidate.relative_to(folder)} in the models folder is a link to a file outside it, and "
+                         "links out of the models folder are not followed for users of a server. Copy the checkpoint "
+                         "into the models folder, or pick a registry name.")
     return str(candidate)
 
 
