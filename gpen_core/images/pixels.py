@@ -192,18 +192,13 @@ def to_arrays(im: Image.Image, fmt: str, deep: bool, notes: list[str]) -> tuple[
     mode = im.mode
     if deep and mode != "I":  # "I" finds its own bit depth from the values
         notes.append(f"16-bit {fmt} scaled to 8 bit")
-    if mode == "RGB":
-        return _asarray(im), None
-    if mode == "RGBA":
-        a = _asarray(im)
-        return a[..., :3], a[..., 3]
-    if mode == "L":
+    if mode in ("L", "LA"):
         notes.append("grayscale image expanded to RGB")
+    if mode in ("RGB", "L"):
         return _asarray(im), None
-    if mode == "LA":
+    if mode in ("RGBA", "LA"):
         a = _asarray(im)
-        notes.append("grayscale image expanded to RGB")
-        return a[..., 0], a[..., 1]
+        return (a[..., :3] if mode == "RGBA" else a[..., 0]), a[..., -1]  # colour, alpha
     if mode == "1":
         notes.append("1-bit black-and-white image expanded to RGB")
         return _asarray(im.convert("L")), None
