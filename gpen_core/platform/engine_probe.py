@@ -1,4 +1,5 @@
-"""Whether the engine can be imported here, tried in a child process first (the CLI under a memory cap)."""
+"""Whether the engine can be imported here, tried in a child process first (the CLI under a memory cap).
+Not in :mod:`~gpen_core.platform.oom`: it runs :mod:`~gpen_core.platform.worker`, which reads oom (an import circle)."""
 
 from __future__ import annotations
 
