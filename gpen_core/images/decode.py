@@ -44,8 +44,7 @@ class DecodedImage:
     icc_profile: bytes | None = field(default=None, repr=False)
     # The EXIF orientation applied to ``rgb`` (1: none; 5-8 turn the picture by 90°).
     orientation: int = 1
-    # The file's EXIF (date taken, camera; orientation reset to 1 as ``rgb`` is upright) and DPI
-    # (x, y of the upright picture), for the result (gpen_core.images.metadata.for_output).
+    # The file's EXIF (orientation reset to 1: ``rgb`` is upright) and DPI (x, y of the upright picture).
     exif: bytes | None = field(default=None, repr=False)
     dpi: tuple[float, float] | None = None
 

@@ -24,9 +24,8 @@ from gpen_core.platform.paths import folder as models_folder
 
 VERSION = 2
 FILE = "measurements.json"
-# Version 1 of this file: the same sections without the advice, each profile with its own "format": 1.
-_V1 = 1
-# The formats before this file: the profile, one speed file per CPU model, the advice table.
+_V1 = 1  # the same sections without the advice, each profile with its own "format": 1
+# The files before this one: the profile, one speed file per CPU model, the advice table.
 LEGACY_PROFILE = "profile.json"
 LEGACY_SPEEDS = "openvino/speed-*.json"
 LEGACY_ADVICE = "advice.json"
