@@ -74,8 +74,7 @@ def _finish(module: object, inputs: tuple, output: object) -> None:
 
 
 def guard_layers() -> bool:
-    """Check every PyTorch module's headroom before its first call of a kind, when this process is capped
-    (idempotent); True when the check is installed."""
+    """Check every PyTorch module's headroom before its first call of a kind when capped (idempotent); True if on."""
     global _handles
     if not capped():
         return bool(_handles)

@@ -1,10 +1,10 @@
 """Where a request's buffers come from: glibc's main heap, or mappings of their own (glibc's mmap threshold).
 
-glibc's own threshold rises with every mapped block freed, so a lighter mode's buffers after a heavier mode's
-land in the heap's holes and stay resident: a request sets it (:func:`map_blocks_from`), and a network loads
-under :func:`loading_mapped`. Why and measured: docs/performance.md, "A lighter mode after a heavier one, in one
-process" and "The same request, peaking higher now and then". A threshold the operator set is left alone.
-Process-wide: two requests at once share the latest setting.
+glibc's threshold rises with every mapped block freed, so a lighter mode's buffers after a heavier mode's stay
+resident in the heap's holes: a request fixes it (:func:`map_blocks_from`), a network loads under
+:func:`loading_mapped` (measured: docs/performance.md, "A lighter mode after a heavier one, in one process" and
+"The same request, peaking higher now and then"). An operator's threshold is left alone. Process-wide: two
+requests at once share the latest setting.
 """
 
 from __future__ import annotations

@@ -98,8 +98,7 @@ def _limits_text() -> str:
 
 
 def address_space_left() -> int | None:
-    """Bytes of address space this process may still map under its ``RLIMIT_AS`` soft limit
-    (``ulimit -v``, ``prlimit --as``), or None when it has no such cap (or off Linux)."""
+    """Bytes of address space this process may still map under its ``RLIMIT_AS`` soft limit; None when uncapped."""
     try:
         import resource
 
