@@ -1,8 +1,5 @@
-"""Inpainting's damage as painted in an image editor: its layers' files, read by our decoder, as one mask.
-
-The editor hands over file paths, never decoded pixels: every file is checked by its header
-(:func:`check_editor_files`) whatever the task, and a layer decoded, with the upload limits, only when used.
-"""
+"""Inpainting's damage painted in an image editor, as one mask: every file it hands over is checked by its header
+(:func:`check_editor_files`) whatever the task, a layer decoded, with the upload limits, only when used."""
 
 from __future__ import annotations
 
@@ -14,8 +11,7 @@ import numpy as np
 from gpen_core.errors import InputError
 from gpen_core.images.decode import DEFAULT_LIMITS, InputLimits, decode_image, probe_image
 
-# The page's editor has one layer for the damage; an API caller may send a few, each read
-# in turn (one decoded layer in memory at a time), but not an unbounded list of them.
+# The page's editor has one layer for the damage; an API caller may send a few (decoded one at a time).
 MAX_LAYERS = 4
 
 
@@ -28,11 +24,9 @@ def _named_layers(layers: Sequence[Any]) -> list[tuple[str, Any]]:
 
 
 def damage_from_layers(layers: Sequence[str | None], limits: InputLimits = DEFAULT_LIMITS) -> np.ndarray | None:
-    """The strokes of the editor's ``layers`` (image files) as a uint8 H×W mask (255 = damaged, the layers'
-    size), or None when nothing is painted: any pixel a layer covers (alpha above 0; an opaque layer: any
-    channel over 127), whatever its colour. :class:`InputError` naming the layer when a file breaks the upload
-    limits or is not an image, when the layers differ in size, or when there are more than :data:`MAX_LAYERS`.
-    """
+    """The strokes of the editor's ``layers`` (image files) as a uint8 H×W mask (255 = damaged), or None when nothing
+    is painted: any pixel a layer covers (alpha above 0; an opaque layer: a channel over 127). :class:`InputError`
+    naming the layer for a file that is not an image within the limits, or layers of different sizes."""
     painted: np.ndarray | None = None
     for name, path in _named_layers(layers):
         try:
@@ -51,10 +45,9 @@ def damage_from_layers(layers: Sequence[str | None], limits: InputLimits = DEFAU
 
 
 def check_editor_files(value: Mapping[str, Any] | None, limits: InputLimits = DEFAULT_LIMITS) -> None:
-    """Every file the editor handed over (``{"background", "layers", "composite"}``, paths) is an image
-    within the upload limits, or :class:`InputError` names the part and says what is wrong with it.
-    Headers only (:func:`~gpen_core.images.decode.probe_image`): a task that never reads the editor pays
-    kilobytes for it, yet a text file or a bomb sent as its background gets our message, not silence."""
+    """Every file the editor handed over (``{"background", "layers", "composite"}``, paths) is an image within
+    the upload limits, or :class:`InputError` names the part. Headers only: a task that never reads the editor
+    pays kilobytes for it, yet a bomb sent as its background gets our message, not silence."""
     if not value:
         return
     parts = [("The editor's background", value.get("background")), *_named_layers(value.get("layers") or []),

@@ -1,14 +1,8 @@
-"""Hardened image decoding: the only place that reads user files.
+"""Hardened image decoding, the only place that reads user files (callers import encode's and limits' names here too).
 
-:func:`decode_image` returns RGB uint8 H×W×3 (C-contiguous, upright, alpha composited on white) and the
-alpha apart; :func:`encode_image` takes them back. Every refusal is an :class:`~gpen_core.errors.InputError`
-naming the limit and how to fix the file; every normalisation is a sentence in ``DecodedImage.notes``.
-Checks run cheapest first, so a hostile file costs milliseconds and kilobytes: file size (before
-reading) → format from Pillow's header parse, within the allow-list → declared pixels, aspect ratio and
-smallest side → decode → normalise. Pillow's ``LOAD_TRUNCATED_IMAGES`` is never touched: truncated
-files are refused. The limits and messages live in :mod:`~gpen_core.images.limits`, Pillow image →
-arrays in :mod:`~gpen_core.images.pixels`, the output side in :mod:`~gpen_core.images.encode`; callers
-import all three's public names from here.
+Checks run cheapest first, so a hostile file costs milliseconds: file size, format from the header (allow-list),
+declared geometry, then the decode. Every refusal is an :class:`~gpen_core.errors.InputError` naming the limit and
+the fix; every normalisation a sentence in ``DecodedImage.notes``; truncated files are refused.
 """
 
 from __future__ import annotations
@@ -37,16 +31,10 @@ from gpen_core.modes import preshrink_size
 
 @dataclass(frozen=True, eq=False)
 class DecodedImage:
-    """A decoded, upright, 8-bit image ready for the engine.
-
-    ``rgb``: RGB uint8 H×W×3, C-contiguous, transparent areas composited on white. ``alpha``: uint8 H×W
-    (255 = opaque) when the file had real transparency, else None; pass it back to :func:`encode_image`.
-    ``format``: "JPEG", "PNG", "WEBP", "BMP", "TIFF" or "GIF". ``original_size``: (width, height) as
-    stored, before EXIF rotation and any shrink. ``notes``: one sentence per normalisation, in order.
-    ``icc_profile``: the embedded RGB colour profile the pixels are in (None: absent or not RGB), for
-    :func:`encode_image`; only a valid one of at most 256 KB is kept (a larger one is converted to sRGB,
-    an invalid one dropped, with a note), so every result opens in Pillow and OpenCV.
-    """
+    """A decoded, upright, 8-bit image. ``rgb``: RGB uint8 H×W×3, C-contiguous, transparency composited on white;
+    ``alpha``: uint8 H×W (255 = opaque) when the file had real transparency; ``original_size``: (width, height) as
+    stored, before EXIF rotation and any shrink; ``icc_profile``: the RGB profile the pixels are in, only a valid
+    one of at most 256 KB (a larger one is converted to sRGB), so every result opens in Pillow and OpenCV."""
 
     rgb: np.ndarray
     alpha: np.ndarray | None
@@ -56,8 +44,7 @@ class DecodedImage:
     icc_profile: bytes | None = field(default=None, repr=False)
     # The EXIF orientation applied to ``rgb`` (1: none; 5-8 turn the picture by 90°).
     orientation: int = 1
-    # The file's EXIF (date taken, camera; orientation reset to 1 as ``rgb`` is upright) and DPI
-    # (x, y of the upright picture), for the result (gpen_core.images.metadata.for_output).
+    # The file's EXIF (orientation reset to 1: ``rgb`` is upright) and DPI (x, y of the upright picture).
     exif: bytes | None = field(default=None, repr=False)
     dpi: tuple[float, float] | None = None
 
@@ -74,22 +61,17 @@ class DecodedImage:
 
 def decode_image(source: bytes | str | os.PathLike[str], limits: InputLimits = DEFAULT_LIMITS, *,
                  reduce_to: int | None = None) -> DecodedImage:
-    """Read an uploaded image (its bytes or a path) safely: RGB uint8 H×W×3, upright, with its alpha kept apart.
+    """Read an uploaded image (its bytes or a path) safely: RGB uint8 H×W×3, upright, its alpha kept apart.
 
-    ``reduce_to``: the longest side the caller will shrink to anyway. A large JPEG then decodes at 1/2, 1/4 or
-    1/8 scale keeping at least ``_DRAFT_KEEP`` × ``reduce_to``, greyscale without alpha is shrunk before it is
-    expanded to RGB, other RGB without alpha as it leaves Pillow's buffer; the rest decode at full size for the
-    caller to shrink (:func:`shrink_to_max_side`). The notes say so.
-
-    Raises :class:`InputError` for anything wrong with the file, saying how to fix it, and
-    :class:`~gpen_core.errors.OutOfMemory` when memory runs out decoding an image within the limits;
-    nothing else for bad files.
+    ``reduce_to``: the longest side the caller will shrink to anyway; a large JPEG then decodes DCT-scaled, RGB
+    and greyscale without alpha shrink as they leave Pillow (the notes say so), the rest decode at full size.
+    Raises :class:`InputError` for anything wrong with the file and :class:`~gpen_core.errors.OutOfMemory` when
+    memory runs out decoding one within the limits; nothing else for bad files.
     """
     if reduce_to is not None and reduce_to < 1:
         raise ValueError(f"reduce_to must be a positive longest side in pixels, got {reduce_to}")
     if ImageFile.LOAD_TRUNCATED_IMAGES:
-        # A process-wide switch that makes Pillow pad truncated files with grey; some modelscope modules turn it
-        # on when imported. Refusing loudly is the only way to notice: we must not flip a global others rely on.
+        # Pillow would pad truncated files with grey; we must not flip a global others rely on, so we refuse.
         raise RuntimeError("PIL.ImageFile.LOAD_TRUNCATED_IMAGES was turned on elsewhere in this process, so truncated "
                            "uploads would be accepted silently. Do not import the module that sets it (some modelscope "
                            "CV pipelines do), or set it back to False.")
@@ -102,10 +84,8 @@ def decode_image(source: bytes | str | os.PathLike[str], limits: InputLimits = D
 
 
 def probe_image(source: bytes | str | os.PathLike[str], limits: InputLimits = DEFAULT_LIMITS) -> tuple[str, tuple[int, int]]:
-    """(format, (width, height)) of an image file that passes every check :func:`decode_image` makes before it
-    decodes a pixel, reading its header only (for an image a request hands over but may never use: an
-    editor's background). Raises :class:`InputError` as :func:`decode_image` does; a file that passes may
-    still be refused when decoded (truncated or corrupt pixel data)."""
+    """(format, (width, height)) of a file that passes every check :func:`decode_image` makes before its pixels
+    (headers only, for a file a request may never use); :class:`InputError` as it raises. Its pixels may still fail."""
     with _opened(source, limits) as (fp, head, im):
         if im is None:
             _, w, h, _ = _other_tiff_header(fp, head, limits)
@@ -124,9 +104,8 @@ def _format_and_size(im: Image.Image, limits: InputLimits) -> tuple[str, tuple[i
 @contextmanager
 def _opened(source: bytes | str | os.PathLike[str], limits: InputLimits,
             ) -> Iterator[tuple[io.BufferedIOBase, bytes, "Image.Image | None"]]:
-    """(the open file, its first bytes, Pillow's image with only its header parsed); the image is None
-    for a TIFF Pillow cannot identify (the caller reads its directory). Every failure to get this far
-    is an :class:`InputError` in our words."""
+    """(the open file, its first bytes, Pillow's image, header only; None for a TIFF Pillow cannot identify);
+    every failure to get this far is an :class:`InputError` in our words."""
     with open_source(source, limits) as fp:
         head = fp.read(SNIFF_BYTES)
         if not head:
@@ -136,8 +115,7 @@ def _opened(source: bytes | str | os.PathLike[str], limits: InputLimits,
         try:
             im = Image.open(fp, formats=limits.formats)
         except Image.DecompressionBombError as e:
-            # Pillow's own guard fired first (above ~179 MP). Say it in our words, with the
-            # declared size when the header is simple enough to read here (PNG's IHDR).
+            # Pillow's own guard (above ~179 MP): our words, with a PNG's declared size.
             size = png_declared_size(head)
             m = re.search(r"\((\d+) pixels\)", str(e))
             pixels = size[0] * size[1] if size else int(m.group(1)) if m else limits.max_pixels + 1
@@ -156,16 +134,14 @@ def _opened(source: bytes | str | os.PathLike[str], limits: InputLimits,
         yield fp, head, im
 
 
-# Largest embedded colour profile read (a PNG's iCCP chunk, inflated). Pillow stops at 1 MB
-# (PngImagePlugin.MAX_TEXT_CHUNK, a process-wide setting we leave alone); real profiles are
-# under 100 KB, and LUT-heavy printer profiles reach a few MB.
+# Largest colour profile read from a PNG's iCCP chunk: Pillow stops at 1 MB (a global we leave alone), real
+# profiles are under 100 KB, LUT-heavy printer profiles a few MB.
 MAX_ICC_READ_BYTES = 16_000_000
 
 
 def _open_png_with_big_icc(fp: io.BufferedIOBase, limits: InputLimits) -> "Image.Image | None":
-    """Open a PNG whose iCCP chunk inflates past Pillow's 1 MB text limit; None when it is not that. The chunk is
-    inflated here (up to ``MAX_ICC_READ_BYTES``), the image opened from a copy without it and the profile put
-    back into ``info``, so the normal path converts it to sRGB; Pillow's global limit stays as it is."""
+    """A PNG whose iCCP chunk inflates past Pillow's 1 MB limit, opened from a copy without it, the profile put
+    back into ``info`` (so the normal path converts it to sRGB); None when it is not that."""
     import struct
     import zlib
 
@@ -202,9 +178,8 @@ def _open_png_with_big_icc(fp: io.BufferedIOBase, limits: InputLimits) -> "Image
     return im
 
 
-# A JPEG is DCT-scaled at decode when its reduced longest side keeps at least this share of the target:
-# the mode's 2048 px becomes 2000 px for a 4000 px photo (2% fewer pixels per side, invisible after
-# GPEN's paste-back), and the decode's peak and time drop to about a quarter (4000×3000 benchmark photo).
+# A JPEG is DCT-scaled at decode when its reduced longest side keeps this share of the target (2048 px becomes
+# 2000 px for a 4000 px photo, invisible after paste-back; the decode's peak and time drop to about a quarter).
 _DRAFT_KEEP = 0.9
 
 _SAMPLE_FORMATS = {1: "unsigned integer", 2: "signed integer", 3: "floating-point", 4: "undefined"}
@@ -228,8 +203,7 @@ def _tiff_directory(fp: io.BufferedIOBase) -> "dict[int, object] | None":
 
 
 def _other_tiff_header(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) -> tuple[dict[int, object], int, int, str]:
-    """(tags, width, height, pixel format in words) of a TIFF Pillow cannot identify, refused by name
-    unless it is float RGB(A) within the limits."""
+    """(tags, width, height, pixel format in words) of a TIFF Pillow cannot identify; refused unless float RGB(A)."""
     tags = _tiff_directory(fp)
     if tags is None or not tags.get(256) or not tags.get(257):
         raise unidentified(head, limits)
@@ -307,9 +281,8 @@ def _decode_checked(
             notes.append(meta.note)
         icc = rgb_icc(im) if im.mode in ("RGB", "RGBA", "P", "PA", "RGBa") else None
         if reduce_to is not None and fmt != "JPEG" and im.mode == "RGB" and max(im.size) > reduce_to:
-            # The caller would shrink it right after: shrink it as it leaves Pillow's buffer, so the full-size
-            # copy never exists (measured: docs/files-and-limits.md, "Greyscale and 16-bit photos").
-            # JPEG has its own DCT scaling above; images with alpha keep the full-size path.
+            # Shrunk as it leaves Pillow, so the full-size copy never exists (measured: docs/files-and-limits.md,
+            # "Greyscale and 16-bit photos"); JPEG has its DCT scaling, images with alpha the full-size path.
             if deep:
                 notes.append(f"16-bit {fmt} scaled to 8 bit")
             size = preshrink_size(w, h, reduce_to)
@@ -317,12 +290,10 @@ def _decode_checked(
             notes.append(f"shrunk at decode from {w}×{h} to {size[0]}×{size[1]} (while reading it out of the decoder)")
         else:
             base, alpha = to_arrays(im, fmt, deep, notes)
-        # The arrays no longer share Pillow's buffer (4 bytes per RGB pixel): free it now,
-        # before the copy below, so a 48 MP photo peaks near 2× its RGB size, not 3×.
+        # Pillow's buffer (4 bytes per pixel) freed before the copy below: a 48 MP photo peaks near 2×, not 3×.
         im.close()
         if reduce_to is not None and base.ndim == 2 and alpha is None and max(base.shape) > reduce_to:
-            # Greyscale triples in size when expanded to RGB: shrink it first, as the caller
-            # would right after (its mode's longest side), so the expansion costs the small copy.
+            # Greyscale triples when expanded to RGB: shrunk first, as the caller would right after.
             big = base.shape
             base, _ = shrink_to_max_side(base, reduce_to)
             notes.append(f"shrunk at decode from {big[1]}×{big[0]} to {base.shape[1]}×{base.shape[0]} (greyscale, "
@@ -339,8 +310,7 @@ def _decode_checked(
 
 def _finish(base: np.ndarray, alpha: np.ndarray | None, notes: list[str], fmt: str, original_size: tuple[int, int],
             icc: bytes | None, meta: Metadata) -> DecodedImage:
-    """uint8 H×W or H×W×3 (+ alpha) as stored → the upright, composited DecodedImage, with what the file says
-    beside its pixels: ``icc`` (kept for the output) and ``meta`` (its orientation, EXIF and DPI)."""
+    """uint8 H×W or H×W×3 (+ alpha) as stored → the upright, composited DecodedImage."""
     orientation = meta.orientation
     # From here on: numpy only, no user-controlled parsing.
     if orientation in ORIENT:

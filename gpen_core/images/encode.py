@@ -19,11 +19,9 @@ def encode_image(rgb: np.ndarray, fmt: Literal["png", "jpeg"], *, alpha: np.ndar
                  dpi: tuple[float, float] | None = None) -> bytes:
     """RGB uint8 H×W×3 (+ optional uint8 H×W alpha) → the bytes of a PNG or JPEG file.
 
-    PNG keeps ``alpha`` (RGBA); JPEG ignores it and writes the RGB as given (already composited on white
-    after :func:`decode_image`), so a caller passing alpha with ``"jpeg"`` should say transparency was
-    lost. ``quality``: JPEG only (1..100; chroma not subsampled, so skin and lips keep their colour edges).
-    ``icc_profile`` is embedded as-is; ``exif`` (as :func:`gpen_core.images.metadata.for_output` gives it)
-    and ``dpi`` (x, y) go into either format; None writes none.
+    PNG keeps ``alpha`` (RGBA); JPEG writes the RGB as given (a caller passing alpha should say it was lost).
+    ``quality``: JPEG only, 1..100 (chroma not subsampled, so skin and lips keep their colour edges).
+    ``icc_profile``, ``exif`` (:func:`gpen_core.images.metadata.for_output`'s) and ``dpi`` (x, y): None writes none.
     """
     rgb = check_rgb(rgb, "the image to encode")
     if fmt not in ("png", "jpeg"):

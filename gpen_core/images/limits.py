@@ -1,7 +1,5 @@
-"""What an upload may be (:class:`InputLimits`), and the checks made before any pixel is decoded: the source
-opened with its size checked first, what a refused file really is, and every refusal's message (an
-:class:`~gpen_core.errors.InputError` naming the limit and the fix).
-"""
+"""What an upload may be (:class:`InputLimits`) and the checks before any pixel is decoded; every refusal an
+:class:`~gpen_core.errors.InputError` naming the limit and the fix."""
 
 from __future__ import annotations
 
@@ -16,9 +14,7 @@ from gpen_core.errors import InputError, megabytes
 # What a folder of photos is made of: the files whose names end so are restored as photos.
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif")
 
-# Our format names are Pillow's plugin names. Pillow's JPEG plugin returns an "MPO" image
-# for the multi-picture JPEGs many phones and cameras write (main image + previews/depth);
-# users see a .jpg, so it is a JPEG to us.
+# Our format names are Pillow's plugin names; a phone's multi-picture JPEG opens as "MPO", a .jpg to its owner.
 _PILLOW_NAMES: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF")
 OUR_NAME = {"MPO": "JPEG"}
 
@@ -27,24 +23,17 @@ OUR_NAME = {"MPO": "JPEG"}
 class InputLimits:
     """What an uploaded image may be. Checked before its pixels are decoded."""
 
-    # Bytes on disk. A 48 MP phone JPEG is ~10-20 MB; 25 MB leaves room for a PNG
-    # screenshot while bounding how long a hostile upload can keep a decoder busy.
+    # Bytes on disk: a 48 MP phone JPEG is ~10-20 MB; 25 MB bounds how long a hostile upload keeps a decoder busy.
     max_file_bytes: int = 25_000_000
-    # Declared width × height. 50 MP admits 48 MP phone sensors (8000×6000) and refuses
-    # decompression bombs (a 50 000 × 50 000 PNG declares 2500 MP in a few hundred bytes).
-    # Decoded, 50 MP RGB is 150 MB plus Pillow's 4-byte-per-pixel buffer. Kept below
-    # Pillow's own MAX_IMAGE_PIXELS (~89 MP) so Pillow's bomb warning never fires for an
-    # image we accept: everything above ours is refused with our message instead.
+    # Declared width × height: admits 48 MP phone sensors, refuses decompression bombs, and stays below Pillow's
+    # own MAX_IMAGE_PIXELS (~89 MP) so that everything above it is refused in our words.
     max_pixels: int = 50_000_000
-    # Longest side / shortest side. Faces need two dimensions; a 1×20 000 strip is a
-    # banner or an attack, and it makes detector pyramids degenerate.
+    # Longest side / shortest side: a 1×20 000 strip is a banner or an attack, and degenerates detector pyramids.
     max_aspect: float = 20.0
-    # Shortest side in pixels. RetinaFace's smallest anchor is 16 px, so nothing smaller
-    # can hold a detectable face; a 16×16 image is accepted (and simply has no face).
+    # Shortest side in pixels: RetinaFace's smallest anchor is 16 px, so nothing smaller holds a detectable face.
     min_side: int = 16
-    # Allowed containers. GIF is in because animated GIF/WebP uploads are common (the
-    # first frame is used and the notes say so). SVG, PDF, HEIC, ICO, PSD... are out:
-    # either Pillow cannot decode them or their parsers are needless attack surface.
+    # Allowed containers (an animated GIF or WebP gives its first frame); SVG, PDF, HEIC, ICO, PSD... are out:
+    # Pillow cannot decode them, or their parsers are needless attack surface.
     formats: tuple[str, ...] = _PILLOW_NAMES
 
     def __post_init__(self) -> None:
@@ -111,9 +100,7 @@ def looks_like_video(head: bytes) -> bool:
     return head.startswith((b"\x00\x00\x01\xba", b"FLV\x01", b"OggS"))
 
 
-# Magic numbers of the formats we read (tried first), then of files people upload by mistake (tried
-# after the ISO media and video tests), so the refusal can name what it got. Only the first few KB are
-# looked at; nothing here parses the file.
+# Magic numbers of the formats we read, then of files uploaded by mistake, so a refusal can name what it got.
 _IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"),
                 (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"), (b"II+\x00", "TIFF"), (b"MM\x00+", "TIFF"))
 _MISTAKE_MAGIC = (

@@ -1,9 +1,5 @@
-"""The photo's metadata carried from the upload to the result: EXIF (date taken, camera) and DPI.
-
-Read at decode (:func:`read`), written at encode (:func:`for_output`). The pixels are upright when
-written, so the EXIF orientation is reset to 1 and its pixel dimensions set to the result's; DPI scales
-with the result so the printed size stays the photo's. Malformed EXIF is dropped, never fatal.
-"""
+"""The photo's EXIF (date taken, camera) and DPI, carried from the upload (:func:`read`) to the result
+(:func:`for_output`). Malformed EXIF is dropped, never fatal."""
 
 from __future__ import annotations
 
@@ -15,15 +11,14 @@ _N = TypeVar("_N", int, float)
 _ORIENTATION = 0x0112
 _EXIF_IFD = 0x8769
 _PIXEL_X, _PIXEL_Y = 0xA002, 0xA003  # ExifImageWidth / ExifImageHeight in the Exif IFD
-# The largest EXIF block kept: a JPEG APP1 segment holds at most 64 KB, and a block larger
-# than that (a big maker note or thumbnail) is not worth failing the encode for.
+# The largest EXIF block kept: a JPEG APP1 segment holds at most 64 KB.
 MAX_EXIF_BYTES = 65_000
 
 
 @dataclass(frozen=True)
 class Metadata:
-    """What a file says beside its pixels: EXIF bytes ("Exif\\0\\0" + TIFF) and DPI (x, y), as a result file is
-    written with them, and at decode the EXIF orientation applied to the pixels."""
+    """What a file says beside its pixels: EXIF bytes ("Exif\\0\\0" + TIFF) and DPI (x, y), and at decode the EXIF
+    orientation applied to the pixels."""
 
     exif: bytes | None = None
     dpi: tuple[float, float] | None = None

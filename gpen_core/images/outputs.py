@@ -1,6 +1,5 @@
-"""Where results are written: checked before any work (:func:`check_writable`, so a bad path fails in
-milliseconds with exit 2, not after the restore), written whole or not at all (:func:`write_atomic`).
-"""
+"""Where results are written: checked before any work (a bad path fails in milliseconds, not after the restore),
+written whole or not at all (:func:`write_atomic`)."""
 
 from __future__ import annotations
 
@@ -127,13 +126,9 @@ def one_file_for_several(videos: int, photos: int, out: Path) -> InputError:
 
 
 def output_stems(names: Sequence[str]) -> list[str]:
-    """The output file name (without its extension) for each input file name, unique per input.
-
-    A photo keeps its stem (``photo.jpg`` → ``photo``). Stems that would meet in one folder (``same.jpg``
-    and ``same.png``, compared case-blind as macOS and Windows do) keep their extension: ``same_jpg``,
-    ``same_png``; those that still meet are numbered in input order (``x_jpg``, ``x_jpg-2``). Only this
-    run's names decide, so a rerun over the same folder finds the first run's outputs.
-    """
+    """The output file name (without its extension) for each input file name, unique per input: its stem, or for
+    stems that meet case-blind (``same.jpg``, ``same.png``) ``same_jpg``, ``same_png``, then numbered in input
+    order (``x_jpg-2``). Only this run's names decide, so a rerun finds the first run's outputs."""
     paths = [PurePosixPath(str(n).replace("\\", "/")) for n in names]
     counts = collections.Counter(p.stem.casefold() for p in paths)
     # Stems kept as they are come first: a file really named ``same_jpg.png`` keeps ``same_jpg``.
@@ -172,10 +167,9 @@ def fresh_file(folder: Path, prefix: str, name: str, data: bytes) -> Path:
 
 
 def sweep(folder: Path, max_age_s: float) -> int:
-    """Delete every file under ``folder`` last written there more than ``max_age_s`` ago, then the folders left
-    empty; returns how many files went. Symlinks are removed, never followed. A file's age is its newer of mtime
-    and ctime: Gradio caches a file with ``shutil.copy2``, which keeps the source's old mtime, so by mtime alone
-    an app starting beside another would delete the copy the other has just handed to a visitor."""
+    """Delete every file under ``folder`` last written there over ``max_age_s`` ago, then the folders left empty
+    (symlinks removed, never followed); how many files went. Age is from the newer of mtime and ctime: Gradio's
+    ``shutil.copy2`` keeps a source's old mtime, and a visitor's fresh copy must not look old."""
     cutoff = time.time() - max_age_s
     removed = 0
     for root, dirs, names in os.walk(folder, topdown=False):  # nothing when it is not a folder
@@ -202,17 +196,15 @@ def _written(path: Path) -> float:
     return max(st.st_mtime, st.st_ctime)
 
 
-# The temp folder the app makes for itself (``<tmp>/gpen-gradio-<uid>``): everything in it is
-# ours or Gradio's uploads for us. Any other GRADIO_TEMP_DIR may be shared with other programs.
+# The app's own temp folder (``<tmp>/gpen-gradio-<uid>``); any other GRADIO_TEMP_DIR may be shared.
 TEMP_ROOT_PREFIX = "gpen-gradio-"
 # Subfolders we create in any temp folder: downloadable results, pasted images.
 OWN_TEMP_SUBFOLDERS = ("results", "pasted")
 
 
 def sweep_temp(root: Path, max_age_s: float) -> int:
-    """:func:`sweep` of our files under ``root``, at the app's start (Gradio's own clean-up only knows the files of
-    the instance that made them): everything when ``root`` is the app's own folder (``TEMP_ROOT_PREFIX``), only
-    our own subfolders in any other (a shared ``GRADIO_TEMP_DIR``), never anybody else's files."""
+    """:func:`sweep` of our files under ``root`` at the app's start (Gradio's clean-up knows only its instance's):
+    all of the app's own folder (``TEMP_ROOT_PREFIX``), only our subfolders of any other, never others' files."""
     root = Path(root)
     if not root.is_dir():
         return 0

@@ -1,9 +1,5 @@
-"""From a loaded Pillow image to uint8 arrays: orientation, frames, bit depth, alpha, colour profile.
-
-16-bit, 32-bit integer and float samples are scaled to 8 bit, palette / grey / CMYK expanded to RGB,
-alpha composited on white, an embedded ICC profile kept or converted to sRGB, each with a sentence in
-``notes``. Numpy and Pillow only: the header was checked by :mod:`gpen_core.images.limits`.
-"""
+"""From a loaded Pillow image to uint8 arrays (orientation, frames, bit depth, alpha, colour profile), each
+normalisation a sentence in ``notes``. Numpy and Pillow only: the header was checked before."""
 
 from __future__ import annotations
 
@@ -17,8 +13,7 @@ from PIL import Image
 from gpen_core.images.limits import format_display_name, megabytes
 
 
-# EXIF orientation → the array transform that makes an H×W[×C] image upright: ImageOps.exif_transpose's
-# table (tests check it against Pillow).
+# EXIF orientation → the transform that makes an H×W[×C] array upright (ImageOps.exif_transpose's table).
 ORIENT: dict[int, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
     2: ("mirrored", lambda a: a[:, ::-1]),
     3: ("rotated", lambda a: a[::-1, ::-1]),
@@ -42,9 +37,8 @@ def is_16bit(im: Image.Image) -> bool:
     return False
 
 
-# Frames are counted only for the note, so counting is capped: Pillow's own n_frames walks every GIF
-# block in Python (seconds for a 25 MB file of 1-pixel frames) and every TIFF page with a quadratic
-# loop-check (minutes for 100 000 tiny pages).
+# Frames are counted only for the note, so counting is capped: Pillow's n_frames takes seconds on a GIF of
+# 1-pixel frames and minutes on 100 000 tiny TIFF pages.
 _MAX_COUNTED_FRAMES = 1000
 
 
@@ -155,13 +149,9 @@ def _area_tab(src: int, dst: int) -> list[tuple[int, int, float]]:
 
 
 def shrunk_rgb(im: Image.Image, size: tuple[int, int]) -> np.ndarray:
-    """A loaded RGB Pillow image → uint8 ``size[1]``×``size[0]``×3, shrunk while it is read out.
-
-    The picture ``cv2.INTER_AREA`` makes of the whole copy (:func:`~gpen_core.images.encode.shrink_to_max_side`),
-    without that copy: each strip of input rows that makes whole output rows is summed down with OpenCV's
-    area weights (:func:`_area_tab`), shrunk across by OpenCV in float32 and rounded once. A value may
-    differ from OpenCV's by 1 next to a rounding tie (at most 1 in 97 000, none for exact 2×, 3×, 4× shrinks).
-    """
+    """A loaded RGB Pillow image → uint8 ``size[1]``×``size[0]``×3 as ``cv2.INTER_AREA`` shrinks it, without the
+    full-size copy: strips summed down with OpenCV's weights, across by OpenCV in float32, rounded once (a value
+    may differ by 1 at a rounding tie: at most 1 in 97 000, none for exact 2×, 3×, 4× shrinks)."""
     import cv2  # heavy; only needed when shrinking
 
     w, h = im.size
@@ -202,18 +192,13 @@ def to_arrays(im: Image.Image, fmt: str, deep: bool, notes: list[str]) -> tuple[
     mode = im.mode
     if deep and mode != "I":  # "I" finds its own bit depth from the values
         notes.append(f"16-bit {fmt} scaled to 8 bit")
-    if mode == "RGB":
-        return _asarray(im), None
-    if mode == "RGBA":
-        a = _asarray(im)
-        return a[..., :3], a[..., 3]
-    if mode == "L":
+    if mode in ("L", "LA"):
         notes.append("grayscale image expanded to RGB")
+    if mode in ("RGB", "L"):
         return _asarray(im), None
-    if mode == "LA":
+    if mode in ("RGBA", "LA"):
         a = _asarray(im)
-        notes.append("grayscale image expanded to RGB")
-        return a[..., 0], a[..., 1]
+        return (a[..., :3] if mode == "RGBA" else a[..., 0]), a[..., -1]  # colour, alpha
     if mode == "1":
         notes.append("1-bit black-and-white image expanded to RGB")
         return _asarray(im.convert("L")), None
@@ -303,15 +288,13 @@ def rgb_icc(im: Image.Image) -> bytes | None:
     return None
 
 
-# Largest colour profile copied into the result as it is: real RGB profiles are 0.5-60 KB, and Pillow
-# refuses a PNG whose profile inflates past 1 MB (MAX_TEXT_CHUNK), so a bigger one is converted away.
+# Largest colour profile copied into the result (real ones are 0.5-60 KB; Pillow refuses a PNG's over 1 MB).
 _MAX_ICC_BYTES = 256_000
 
 
 def settle_icc(icc: bytes | None, base: np.ndarray, notes: list[str]) -> bytes | None:
-    """The profile to write into the result: ``icc`` when it is valid and small, else None. A valid one too
-    large to copy: ``base`` (uint8 H×W×3) is converted from it to sRGB in place (ImageCms, when Pillow has
-    it); an invalid one is dropped. The notes say which."""
+    """``icc`` when it is valid and small enough to copy into the result, else None: a larger valid one converts
+    ``base`` (uint8 H×W×3) to sRGB in place, an invalid one is dropped; the notes say which."""
     if icc is None:
         return None
     try:

@@ -1,6 +1,4 @@
-"""Uploads that arrive as bytes rather than files (a pasted image's ``data:`` URL), written as sent for the
-decoder to read like any other upload. No web framework is imported.
-"""
+"""Uploads that arrive as bytes (a pasted image's ``data:`` URL), written as sent for the decoder to read."""
 
 from __future__ import annotations
 
@@ -22,9 +20,8 @@ def max_event_body_bytes(limits: InputLimits = DEFAULT_LIMITS) -> int:
 
 
 def save_data_url(url: str, folder: Path, limits: InputLimits = DEFAULT_LIMITS) -> Path:
-    """Write a base64 ``data:`` URL's bytes, as sent, to a fresh file ``p-XXXX/pasted`` under ``folder`` (concurrent
-    pastes never share a path); its path. :class:`InputError` when the URL is not base64 or its bytes would
-    exceed ``limits.max_file_bytes`` (checked from the text's length, before decoding it)."""
+    """Write a base64 ``data:`` URL's bytes, as sent, to a fresh file ``p-XXXX/pasted`` under ``folder``; its path.
+    :class:`InputError` when it is not base64 or over ``limits.max_file_bytes`` (from its length, before decoding)."""
     head, _, data = url.partition(",")
     if not head.startswith("data:") or ";base64" not in head:
         raise InputError(_UNREADABLE)
@@ -39,7 +36,6 @@ def save_data_url(url: str, folder: Path, limits: InputLimits = DEFAULT_LIMITS) 
 
 
 def save_bytes(raw: bytes, name: str, folder: Path) -> Path:
-    """Write bytes that arrived in a request (an image editor's layer) as sent to a fresh file
-    ``name`` under ``folder``; return its path. Nothing is decoded: the decoder reads the file,
-    with its limits, only when the request uses it."""
+    """Write bytes that arrived in a request (an editor's layer), as sent, to a fresh file ``name`` under
+    ``folder``; its path. Nothing is decoded: the decoder reads it, with its limits, only when used."""
     return fresh_file(folder, "b-", Path(name).name, raw)

@@ -1,10 +1,6 @@
-"""How many of this process's cores other programs leave it right now: PyTorch's OpenMP team waits for
-all its threads at every layer, so a request asks just before it runs networks on PyTorch and runs that
-many threads (why and measured: docs/performance.md, "PyTorch's threads on a busy machine").
-
-The measure: runnable threads machine-wide (``/proc/loadavg``'s fourth field, instantaneous, not the
-load *average*), less this process's own, the median of a few samples a millisecond apart so a passing
-blip does not decide. Linux only; elsewhere None, and the caller keeps its thread count.
+"""How many of this process's cores other programs leave it right now (PyTorch's OpenMP team waits for all its
+threads at every layer; measured: docs/performance.md, "PyTorch's threads on a busy machine"): runnable threads
+machine-wide (``/proc/loadavg``, instantaneous) less this process's own, the median of a few samples. Linux only.
 """
 
 from __future__ import annotations
@@ -20,8 +16,7 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class CoreShare:
-    """What the machine leaves this process: ``cores`` it may run on (:func:`usable_cores`), ``others``
-    runnable threads of other processes (median of the samples)."""
+    """``cores`` this process may run on (:func:`usable_cores`), ``others``: runnable threads of other processes."""
 
     cores: int
     others: int

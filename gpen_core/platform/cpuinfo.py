@@ -1,5 +1,4 @@
-"""What /proc/cpuinfo says about the CPU (no torch): its model name, in benchmark tables and in the keys of
-what is measured per machine, and its flags, from which whether bfloat16 runs natively is decided."""
+"""What /proc/cpuinfo says about the CPU (no torch): its model name and its flags (bfloat16 native or not)."""
 
 from __future__ import annotations
 
@@ -33,7 +32,6 @@ def cpu_flags() -> set[str]:
 
 
 def native_bf16(flags: Collection[str], onednn_bf16: bool) -> bool:
-    """Whether bfloat16 matmuls run at least at float32 speed on a CPU with ``flags``, not emulated: AVX-512 BF16
-    or AMX on x86; ARMv8.6 BF16 where torch's oneDNN uses it (``onednn_bf16``). oneDNN's own yes alone does not
-    count: it says yes for AVX-512 without BF16, where it emulates."""
+    """Whether bfloat16 matmuls run natively on a CPU with ``flags``: AVX-512 BF16 or AMX on x86; ARMv8.6 BF16 where
+    torch's oneDNN uses it (``onednn_bf16``; its yes alone does not count: it says yes where it emulates)."""
     return "avx512_bf16" in flags or "amx_bf16" in flags or ("bf16" in flags and onednn_bf16)

@@ -1,12 +1,9 @@
 """Atomic, and where it matters durable, replacement of a file: the one place gpen_core renames into place.
 
-Every write goes to ``.NAME.PID.partial`` (:func:`partial_path`) in the destination's folder and is
-renamed onto it only when whole: a reader sees the old file or the new one, and a failure leaves the
-destination as it was (a killed run's temporary is swept by :func:`gpen_core.platform.leftovers.sweep_partials`).
-``sync=True`` also fsyncs the file before the rename and the folder after, so a power cut never leaves
-an empty file under the final name; it is asked for where a loss costs a long rerun or a torn file
-would be trusted later (a video and its segments, weights, measurements), not for a restored photo.
-A destination that is a symbolic link is replaced, never followed, nor is the temporary's name.
+A write goes to ``.NAME.PID.partial`` beside the destination and is renamed onto it only when whole; a failure
+leaves the destination as it was. ``sync=True`` fsyncs the file and the folder too (no empty file after a power
+cut), for what costs a long rerun or would be trusted torn (videos, weights, measurements), not for a photo.
+A symbolic link at either name is replaced, never followed.
 """
 
 from __future__ import annotations
@@ -22,9 +19,8 @@ from gpen_core.platform.leftovers import partial_name, sweep_partials
 
 PathLike = str | os.PathLike[str]
 
-# One writer per destination within this process: two threads writing one file would share its
-# temporary name (the pid's); the second waits, and each write stays whole. A lock is forgotten with
-# its last writer (weakly held): a server writes many names over its life.
+# One writer per destination in this process (two threads would share the pid's temporary name); weakly held,
+# as a server writes many names over its life.
 _writers_lock = threading.Lock()
 _writers: weakref.WeakValueDictionary[Path, threading.Lock] = weakref.WeakValueDictionary()  # by temporary
 
@@ -59,9 +55,8 @@ def _fsync_path(path: Path) -> None:
 
 
 def install(tmp: PathLike, dst: PathLike, *, sync: bool) -> None:
-    """Rename the whole ``tmp`` (a file, or a folder) onto ``dst`` in the same folder; with ``sync``, fsync
-    ``tmp`` first and the folder after. For writers that make the file themselves (PyAV, torch.save,
-    OpenVINO, a download) under :func:`partial_path` or a name of their own; OSError as os.replace raises it."""
+    """Rename the whole ``tmp`` (a file, or a folder) onto ``dst`` in the same folder, for writers that make the file
+    themselves (PyAV, torch.save, a download); with ``sync``, fsync ``tmp`` first and the folder after."""
     tmp, dst = Path(tmp), Path(dst)
     if sync:
         _fsync_path(tmp)
@@ -71,16 +66,16 @@ def install(tmp: PathLike, dst: PathLike, *, sync: bool) -> None:
 
 
 def move_aside(path: PathLike, to: PathLike) -> None:
-    """Rename ``path`` (a file or a folder) to ``to`` on the same disk, to take it out of the way before it is
-    deleted: a reader holding its files keeps them, no new reader finds it. Nothing is flushed: it is going."""
+    """Rename ``path`` (a file or a folder) to ``to`` on the same disk before it is deleted: a reader holding its
+    files keeps them, no new reader finds it. Not flushed: it is going."""
     os.replace(path, to)
 
 
 @contextlib.contextmanager
 def replacing(dst: PathLike, *, sync: bool, sweep: bool = False) -> Iterator[Path]:
-    """Yield the temporary path for ``dst``'s new content (the block writes it or hands it to a writer) and
-    :func:`install` it when the block ends; on an exception it is removed and ``dst`` never touched. ``sweep``:
-    first remove what killed writers of ``dst`` left (it lists the folder: not for thousands of photos)."""
+    """Yield the temporary path for ``dst``'s new content and :func:`install` it when the block ends (on an
+    exception it is removed, ``dst`` untouched). ``sweep``: first remove what killed writers of ``dst`` left
+    (it lists the folder: not for thousands of photos)."""
     dst = Path(dst)
     tmp = partial_path(dst)
     if sweep:
@@ -94,8 +89,7 @@ def replacing(dst: PathLike, *, sync: bool, sweep: bool = False) -> Iterator[Pat
             yield tmp
             install(tmp, dst, sync=sync)
         finally:
-            # Gone already when it became dst. One that cannot be removed is left to the leftovers sweep rather
-            # than hiding the error that brought us here.
+            # Gone once it became dst; one that cannot be removed is left to the sweep, not hiding our error.
             with contextlib.suppress(OSError):
                 tmp.unlink()
 

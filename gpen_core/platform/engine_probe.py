@@ -1,6 +1,5 @@
 """Whether the engine can be imported here, tried in a child process first (the CLI under a memory cap).
-Its own module: it runs the child through :mod:`gpen_core.platform.worker`, which reads
-:mod:`~gpen_core.platform.oom`."""
+Not in :mod:`~gpen_core.platform.oom`: it runs :mod:`~gpen_core.platform.worker`, which reads oom (an import circle)."""
 
 from __future__ import annotations
 
@@ -29,9 +28,8 @@ def probe_engine_import(timeout_s: float = 300.0) -> Exception | None:
         # A crash while loading under a cap is the cap: say what the engine needs.
         return import_failure(MemoryError(f"the child process died with {sig}"), module="the engine")
     if out.how == "exited":
-        # So is an exit before the import could report: OpenBLAS calls exit(1) when it cannot map its buffers,
-        # and a MemoryError in the child's own start-up ends it before it can send one (seen under --data).
-        # A missing module is raised inside the import and reported as such.
+        # So is an exit before the import could report (OpenBLAS's exit(1), a MemoryError in the child's start-up);
+        # a missing module is raised inside the import and reported as such.
         return import_failure(MemoryError(f"the child process {out.message}"), module="the engine")
     text = out.message or f"exit status {out.exitcode}"
     # The child's exception, of its kind: import_failure decides what a SystemError under a cap means.

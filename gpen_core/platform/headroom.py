@@ -1,12 +1,7 @@
-"""Address-space headroom before each PyTorch layer, under an address-space cap (``ulimit -v``,
-``prlimit --as``): a layer that would run at the cap's very edge raises
-:class:`~gpen_core.errors.OutOfMemory` (the request steps down, or exits 4) instead of running.
-
-Why: oneDNN maps a code buffer for each JIT kernel on a layer's first call and does not always check
-the mapping (SIGSEGV with under 256 KiB left), so each module first maps, and at once unmaps, the room
-its call takes (:func:`room_for`). Only a layer's first call of a kind is checked (oneDNN keeps its
-kernels), only in a capped process (a global module hook costs torch.compile its graphs). Measured:
-docs/files-and-limits.md, "Out of memory under a memory cap"; ``tests/headroom_sweep.py`` reproduces it.
+"""Under an address-space cap (``ulimit -v``), a PyTorch layer that would run at the cap's edge raises
+:class:`~gpen_core.errors.OutOfMemory` instead: oneDNN maps each JIT kernel's code unchecked on a layer's first
+call (SIGSEGV with under 256 KiB left). Only a first call of a kind, only in a capped process (a global hook costs
+torch.compile its graphs). Measured: docs/files-and-limits.md, "Out of memory under a memory cap".
 """
 
 from __future__ import annotations
@@ -15,9 +10,8 @@ import mmap
 import resource
 import threading
 
-# The room a layer needs at its start, from its largest input: before oneDNN maps its code a layer
-# allocates at most its output (4x its input for a 2x upsampling) and a reordered copy of its input;
-# the constant covers the code buffers and an expanding layer's output (3 → 64 channels at 512 px).
+# The room a layer needs at its start: its output (4x its input for a 2x upsampling) and a reordered copy of its
+# input; the constant covers the code buffers and an expanding layer's output (3 → 64 channels at 512 px).
 PER_INPUT_BYTE = 5
 EXTRA = 64 * 2**20
 
@@ -25,8 +19,7 @@ _installed = threading.Lock()
 _handles: tuple = ()
 # Calls that finished (see :func:`_signature`): their kernels are built, nothing new is mapped for them.
 _finished: set[tuple] = set()
-# The signature of each checked call still running, by (module, thread): the post-hook records it
-# without computing it again, and a seen call (the common case) costs the post-hook one dict miss.
+# The signature of each checked call still running, by (module, thread), for the post-hook to record.
 _running: dict[tuple[int, int], tuple] = {}
 
 
@@ -36,8 +29,7 @@ def capped() -> bool:
 
 
 def room_for(inputs: tuple) -> int:
-    """Bytes of address space a layer called with ``inputs`` needs at its start: :data:`PER_INPUT_BYTE`
-    times its largest tensor input, plus :data:`EXTRA`."""
+    """Bytes of address space a layer called with ``inputs`` needs at its start (from its largest tensor input)."""
     largest = max((t.numel() * t.element_size() for t in inputs if hasattr(t, "element_size")), default=0)
     return PER_INPUT_BYTE * largest + EXTRA
 
@@ -52,8 +44,7 @@ def can_map(nbytes: int) -> bool:
 
 
 def _signature(module: object, inputs: tuple) -> tuple:
-    """What decides the kernels a call builds: the layer's kind, its own weights' shapes, and each tensor
-    input's shape, type and layout."""
+    """What decides the kernels a call builds: the layer's kind, weights' shapes and inputs' shape, type, strides."""
     own = getattr(module, "_parameters", {}).values()
     return (type(module), tuple(tuple(p.shape) for p in own if p is not None),
             tuple((tuple(t.shape), t.dtype, t.stride()) for t in inputs if hasattr(t, "stride")))
@@ -83,8 +74,7 @@ def _finish(module: object, inputs: tuple, output: object) -> None:
 
 
 def guard_layers() -> bool:
-    """Check every PyTorch module's headroom before its first call of a kind, from now on, when this
-    process is capped (idempotent). True when the check is installed."""
+    """Check every PyTorch module's headroom before its first call of a kind when capped (idempotent); True if on."""
     global _handles
     if not capped():
         return bool(_handles)

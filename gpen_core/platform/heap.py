@@ -1,17 +1,10 @@
-"""Where a request's buffers come from: glibc's main heap, or mappings of their own.
+"""Where a request's buffers come from: glibc's main heap, or mappings of their own (glibc's mmap threshold).
 
-glibc's *mmap threshold* rises with every mapped block freed (up to :data:`HEAP_UP_TO`), so a lighter
-mode's buffers after a heavier mode's land in the main heap's holes and touch fresh pages that stay
-resident. A process that serves many modes therefore sets it per request, before malloc looks in its
-free lists (:attr:`gpen_core.modes.MemoryMode.heap_blocks`, through :func:`map_blocks_from`). Why and
-measured: docs/performance.md, "A lighter mode after a heavier one, in one process". A threshold the
-operator set (``MALLOC_MMAP_THRESHOLD_``, ``GLIBC_TUNABLES``) is left alone. Process-wide: two requests
-at once share the latest setting.
-
-A network loads under :func:`loading_mapped` in every process: with glibc's own threshold, a load's
-transient copies landed in the heap's holes or not from one process to the next, and the same request
-peaked ~90-160 MB higher in about one fresh process in seven (docs/performance.md, "The same request, peaking
-higher now and then").
+glibc's threshold rises with every mapped block freed, so a lighter mode's buffers after a heavier mode's stay
+resident in the heap's holes: a request fixes it (:func:`map_blocks_from`), a network loads under
+:func:`loading_mapped` (measured: docs/performance.md, "A lighter mode after a heavier one, in one process" and
+"The same request, peaking higher now and then"). An operator's threshold is left alone. Process-wide: two
+requests at once share the latest setting.
 """
 
 from __future__ import annotations
@@ -23,11 +16,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-# The heavier modes and the upscaler's tiles: every block of 1 MiB or more mapped on its own.
-# 2 MiB measured the same peaks within 6 MiB; 4 MiB let `low` after `balanced` peak 30-50 MiB higher.
+# The heavier modes and the upscaler's tiles (2 MiB measured the same; 4 MiB let `low` after `balanced` peak higher).
 MAPPED_FROM = 1 << 20
-# glibc's own ceiling for its rising threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX): what a
-# process settles at by itself once a request has freed a large mapped block.
+# glibc's own ceiling for its rising threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX).
 HEAP_UP_TO = 32 << 20
 _M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 # The threshold this process last set through map_blocks_from (None: glibc's own, rising), which loads restore.
@@ -69,11 +60,9 @@ _loads_lock = threading.Lock()
 
 @contextmanager
 def loading_mapped() -> Iterator[None]:
-    """A network loads inside: every block of :data:`MAPPED_FROM` or more is a mapping of its own, so each
-    transient copy (a checkpoint tensor converted, folded, laid out) goes back to the OS when freed, and the
-    kept weights cannot pin it in the heap. When the last load under way ends, the policy the process set
-    (:func:`map_blocks_from`, even meanwhile), else :data:`HEAP_UP_TO` (glibc's threshold can only be fixed,
-    not handed back to glibc: its own rises that far, and a load's big freed blocks had taken it most of the way)."""
+    """A network loads inside with every block of :data:`MAPPED_FROM` or more mapped on its own, so its transient
+    copies go back to the OS when freed. When the last load under way ends, the policy the process set
+    (:func:`map_blocks_from`), else :data:`HEAP_UP_TO` (glibc's threshold cannot be handed back, only fixed)."""
     global _loads
     with _loads_lock:
         _loads += 1

@@ -1,9 +1,5 @@
-"""What a killed run of this program left on disk, told apart by the process id in its name, and swept.
-
-A run names its temporaries with its pid (``.out.mp4.4242.partial``, as
-:func:`gpen_core.platform.durable.partial_path` names them; ``gpen-seg-4242-…``). ``kill -9`` or a power
-cut skips every clean-up and a rerun has another pid, so without a sweep they stay forever. Only names
-of our own pattern, owned by this user, whose process no longer runs, are removed.
+"""What a killed run left on disk (``kill -9`` skips every clean-up), told by the pid in its name
+(``.out.mp4.4242.partial``, ``gpen-seg-4242-…``), and swept: only our names, this user's, whose process is gone.
 """
 
 from __future__ import annotations
@@ -52,8 +48,7 @@ def _ours_and_dead(path: Path, pid_text: str) -> bool:
 
 
 def sweep_partials(dst: Path) -> list[Path]:
-    """Remove ``.NAME.PID.partial`` files beside ``dst`` whose process is gone; return them. Only this output's
-    name: other outputs' partials and other files are left alone."""
+    """Remove ``.NAME.PID.partial`` files of ``dst`` (only its name) whose process is gone; return them."""
     removed = []
     with contextlib.suppress(OSError):
         for p in dst.parent.iterdir():

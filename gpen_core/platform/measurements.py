@@ -1,17 +1,11 @@
-"""This machine's measurements, in one typed, versioned file: ``measurements.json`` in the models folder.
-
-The hardware check's profile per device (:mod:`gpen_core.engine.profile_store`), torch's speed against
-OpenVINO per network and CPU model (:mod:`gpen_core.runtimes.openvino.generator`) and the memory advice's
-table (:mod:`gpen_core.hwcheck.advice_table`), each stored once, with one reader (:func:`read`) and one
-writer (:func:`update`, locked across processes)::
+"""This machine's measurements in one versioned file, ``measurements.json`` in the models folder, with one reader
+(:func:`read`) and one writer (:func:`update`, locked across processes)::
 
     {"version": 2, "profiles": {"cpu": {...}, "cuda:0": {...}},
      "speeds": {"<CPU id>": {"512-float32": {"torch_s": 1.7, "openvino_s": 1.2, ...}}}, "advice": {...} or null}
 
-A file that cannot be read, or of an unknown version, is ignored, never a crash: the :class:`Store`
-read is empty and its ``note`` says why. Older files are read as they were until the first write
-carries them over (and are left on disk): version 1 (profiles with their own ``format``),
-``profile.json`` and ``openvino/speed-*.json`` (while no ``measurements.json`` exists), ``advice.json``.
+A file unreadable or of an unknown version is ignored with a ``note``, never a crash. Older files (version 1,
+``profile.json``, ``openvino/speed-*.json``, ``advice.json``) are read until the first write carries them over.
 """
 
 from __future__ import annotations
@@ -30,9 +24,8 @@ from gpen_core.platform.paths import folder as models_folder
 
 VERSION = 2
 FILE = "measurements.json"
-# Version 1 of this file: the same sections without the advice, each profile with its own "format": 1.
-_V1 = 1
-# The formats before this file: the profile, one speed file per CPU model, the advice table.
+_V1 = 1  # the same sections without the advice, each profile with its own "format": 1
+# The files before this one: the profile, one speed file per CPU model, the advice table.
 LEGACY_PROFILE = "profile.json"
 LEGACY_SPEEDS = "openvino/speed-*.json"
 LEGACY_ADVICE = "advice.json"
@@ -83,8 +76,7 @@ def _speeds(raw: Any) -> dict[str, dict[str, SpeedRecord]]:
 
 
 def _profiles(raw: Any, version: int) -> dict[str, dict[str, Any]]:
-    """The profiles as this version stores them: version 1's carried their own ``"format": 1``
-    (a profile of another format was ignored then, and is now); the file's version is the only one."""
+    """The profiles as this version stores them: version 1's carried their own ``"format": 1`` (others ignored)."""
     out: dict[str, dict[str, Any]] = {}
     for key, prof in raw.items() if isinstance(raw, dict) else ():
         if not isinstance(prof, dict):
@@ -107,8 +99,7 @@ def _object(text: str) -> dict[str, Any] | None:
 
 
 def parse(text: str, where: str | os.PathLike[str]) -> Store:
-    """The store a file's text holds (this version, or version 1 read as it was); empty with a note
-    when the text is damaged or of another version. Every reader of the layout goes through here."""
+    """The store a file's text holds (this version, or version 1); empty with a note when damaged or of another."""
     data = _object(text)
     if data is None:
         return Store(note=f"{where} could not be read (damaged); it is ignored: run the hardware check to measure again")
@@ -193,8 +184,8 @@ def _locked(f: Path) -> Iterator[None]:
 
 
 def update(change: Callable[[Store], Store], folder: str | os.PathLike[str] | None = None) -> Path:
-    """Write ``change(store now)`` atomically (a reader never sees half a file); the file's path.
-    A file that was ignored (damaged, another version) is replaced by what ``change`` makes of an empty store."""
+    """Write ``change(store now)`` atomically; the file's path. An ignored file (damaged, another version) is
+    replaced by what ``change`` makes of an empty store."""
     f = path(folder)
     with _locked(f):
         new = replace(change(read(folder)), note="")

@@ -1,18 +1,12 @@
 """Measure one call's peak RAM and VRAM, say how it was measured, and say when it was shared.
 
-RAM: on Linux, writing ``5`` to ``/proc/self/clear_refs`` resets the kernel's resident high-water
-mark (VmHWM) to the current RSS, so the mark read after the call is its peak ("vmhwm"); where that
-is refused a thread samples RSS every 2 ms ("sampling"), which can miss shorter spikes. VRAM: only
-for a CUDA ``device``, with torch's peak-memory stats; a CPU meter never touches ``torch.cuda`` (a
-CUDA context's hundreds of MB would show up in the figures).
-
-Both marks are process-wide; the meter never hides overlapping work, and never loses a peak to it.
-Before a meter resets a mark it hands the mark's value to every live meter (so nested meters measure
-exactly). A call's peaks are ``shared`` when a meter overlapped it from another thread, or another
-Python thread of this process moved memory meanwhile (from ``/proc/self/task``): page faults of at least
-32 MB, or CPU time (50 ms, or 2% of the call) with at least 1 MB of faults; a thread that only computes
-does not count. Native worker threads (OpenMP, oneDNN, OpenVINO's) work
-for the call and are named only beside other overlapping work.
+RAM: ``5`` written to ``/proc/self/clear_refs`` resets the kernel's high-water mark (VmHWM), read after the
+call ("vmhwm"); where that is refused a thread samples RSS every 2 ms ("sampling"; it can miss spikes). VRAM:
+torch's peak stats, for a CUDA ``device`` only (a CPU meter never makes a CUDA context, hundreds of MB).
+Both marks are process-wide: a meter hands the mark to every live meter before it resets it (nested meters
+stay exact), and a call's peaks are ``shared`` when a meter overlapped it from another thread or another
+Python thread moved memory meanwhile: 32 MB of page faults, or 50 ms of CPU (2% of a longer call) with 1 MB
+of faults. Native worker threads (OpenMP, oneDNN, OpenVINO) work for the call: named only beside other work.
 """
 
 from __future__ import annotations
@@ -37,8 +31,7 @@ BUSY_CPU_S = 0.05
 BUSY_CPU_FRACTION = 0.02
 BUSY_FAULT_BYTES = 32 << 20
 BUSY_MIN_FAULT_BYTES = 1 << 20
-# What a result's notes say when its peak was shared: in plain words. The meter's own account (which
-# threads, their CPU time and page faults) stays in ``Peaks.shared``, the JSON's ``peaks.shared``.
+# A shared peak's note in plain words; the meter's own account stays in ``Peaks.shared`` (the JSON's peaks.shared).
 SHARED_NOTE = ("other work in this app ran at the same time, so the peak may include some of its memory "
                "(the JSON's peaks.shared says which)")
 
@@ -63,9 +56,8 @@ def peak_rss() -> int:
 
 
 def _reset_hwm(tries: int = 3) -> bool:
-    """Reset the kernel's high-water mark; True when it demonstrably worked (the mark equals the RSS, both from
-    one read of /proc/self/status). Another thread freeing memory in between looks like a failed reset, a wide
-    window on a busy machine, so it is tried again before the meter falls back to sampling."""
+    """Reset the kernel's high-water mark; True when one read of /proc/self/status shows it at the RSS. Retried:
+    another thread freeing memory in between looks like a failed reset."""
     for _ in range(tries):
         try:
             with open("/proc/self/clear_refs", "w") as f:
@@ -107,11 +99,10 @@ class _Sampler(threading.Thread):
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
-# Python threads started while a meter was measuring: native id -> name. A thread that
-# starts and ends inside a call is otherwise invisible at both ends of it.
+# Python threads started while a meter measured (native id -> name): one that starts and ends inside a call
+# is otherwise invisible at both ends of it.
 _STARTED: dict[int, str] = {}
-# Worker threads that a measured call starts for itself (the PNG writer's band pool): their
-# work is the call's, not concurrent work. They say so with :func:`mark_call_worker`.
+# Threads a measured call starts for itself (:func:`mark_call_worker`): their work is the call's.
 _CALL_WORKERS: set[int] = set()
 
 
@@ -120,8 +111,7 @@ def mark_call_worker() -> None:
     _CALL_WORKERS.add(threading.get_native_id())
 
 
-# threading.setprofile is process-wide (every thread started afterwards runs the hook once),
-# so it is installed only while at least one meter measures, and taken out with the last one.
+# threading.setprofile is process-wide: the hook is installed only while at least one meter measures.
 _HOOK_LOCK = threading.Lock()
 _HOOK_USERS = 0
 
@@ -205,11 +195,9 @@ class _ThreadWatch:
             if tid in self.exclude or tid in _CALL_WORKERS:  # workers serve the call
                 continue
             if tid not in names:
-                # A task Python never named: a native thread that started during the call (the
-                # start hook sees Python threads only), or one just joined whose task lingers in
-                # /proc. The call's own pools start like that: OpenMP's team the first time this
-                # thread runs torch, OpenVINO's stream and TBB workers when it loads a network;
-                # so such work is named only beside other concurrent work (below).
+                # A native thread that started during the call (or a joined one lingering in /proc): the
+                # call's own pools start so (OpenMP's team, OpenVINO's streams), so it is named only beside
+                # other concurrent work (below).
                 if tid not in self.tasks0 and _moved_memory(cpu, faults, cpu_limit):
                     native[0] += cpu
                     native[1] += faults
@@ -241,10 +229,8 @@ def _thp_possible() -> bool:
         return False
 
 
-# NumPy madvises its big arrays for huge pages, so one fault can map 2 MB: a thread that filled
-# 400 MB showed ~202 faults and 47-430 ms of CPU, under the 4 KiB-page thresholds half the time.
-# Where huge pages are possible, faults that would be 32 MB at 2 MB each, with at least 10 ms of
-# CPU to show the thread worked, count too (the fault count alone cannot tell the sizes apart).
+# NumPy madvises big arrays for huge pages, so one fault may map 2 MB (a thread filling 400 MB showed ~202 faults):
+# where THP is possible, faults worth BUSY_FAULT_BYTES at 2 MB each, with 10 ms of CPU, count too.
 _HUGE = 2 << 20
 _THP = _thp_possible()
 
@@ -271,8 +257,7 @@ def active_meters() -> int:
 
 
 def _cuda_index(device: Any) -> int | None:
-    """The CUDA device index ``device`` names ("cuda": the current one), or None; touches ``torch.cuda`` only
-    for a CUDA device."""
+    """The CUDA device index ``device`` names ("cuda": the current one), or None (torch.cuda untouched)."""
     if device is None or not str(device).startswith("cuda"):
         return None
     import torch
@@ -343,8 +328,7 @@ class PeakMeter:
             if not self._force_sampling:
                 hwm = _status_kb(_HWM)
                 if hwm is not None:
-                    # Hand the running meters the mark first: _reset_hwm() resets it even when
-                    # its check then fails (another thread allocated meanwhile) and we sample.
+                    # Handed over first: a reset whose check then fails has still reset the mark.
                     for m in others:
                         m._hwm_floor = max(m._hwm_floor, hwm)
                     if _reset_hwm():
@@ -394,8 +378,8 @@ class PeakMeter:
 
 
 def peak_vram_text(reserved_bytes: int | None) -> str:
-    """", peak VRAM 900 MB reserved" for a result line ('' without a GPU): "peak VRAM" everywhere is what the
-    allocator reserved (the budget's and the hardware check's measure), never the smaller allocated figure."""
+    """", peak VRAM 900 MB reserved" for a result line ('' without a GPU): peak VRAM is always the reserved
+    figure (the budget's and the hardware check's), never the smaller allocated one."""
     return "" if reserved_bytes is None else f", peak VRAM {format_bytes(reserved_bytes)} reserved"
 
 

@@ -1,12 +1,5 @@
-"""Out of memory: recognise it (:func:`is_oom`), explain a failed import (:func:`import_failure`),
-and hand memory back (:func:`release`, :func:`malloc_trim`).
-
-Every library says "out of memory" differently: :class:`MemoryError` (Python, NumPy, Pillow),
-``torch.OutOfMemoryError`` (CUDA), and a ``RuntimeError`` or ``OSError`` whose text :data:`_OOM_TEXT`
-and the patterns below it recognise (PyTorch on the CPU, oneDNN, OpenCV, OpenVINO, cuBLAS, cuDNN; seen
-under ``prlimit --as``). OpenBLAS prints "Memory allocation still failed" and calls ``exit(1)``, so
-:func:`reserve_blas_buffers` has it allocate its buffers at engine import. Nothing heavy at import:
-torch is only looked at when it is already loaded.
+"""Out of memory: recognise it from any library we use (:func:`is_oom`), explain a failed import
+(:func:`import_failure`), and hand memory back (:func:`release`). Torch is looked at only when already loaded.
 """
 
 from __future__ import annotations
@@ -18,9 +11,7 @@ import sys
 
 from gpen_core.platform.heap import glibc
 
-# Lower-case fragments of allocation-failure messages: PyTorch on the CPU ("can't allocate memory",
-# "std::bad_alloc", torch.load(mmap=True)'s "Cannot allocate memory"), OpenCV ("Insufficient memory"),
-# OpenVINO's CPU plugin ("Cannot allocate memory for type").
+# Lower-case fragments of allocation-failure messages (PyTorch on the CPU, OpenCV, OpenVINO; seen under prlimit --as).
 _OOM_TEXT = (
     "out of memory",
     "can't allocate memory",
@@ -29,17 +20,14 @@ _OOM_TEXT = (
     "insufficient memory",
     "failed to allocate",
     "not enough memory",
-    # cuBLAS / cuDNN on a full GPU: their workspace allocation fails; cuBLAS creating its handle
-    # (the first matmul on a device) under memory pressure reports NOT_INITIALIZED, and cuDNN
-    # finds no convolution engine when none fits its workspace in the memory left.
+    # cuBLAS / cuDNN on a full GPU: a workspace that fails, a handle that cannot be created (NOT_INITIALIZED),
+    # no convolution engine whose workspace fits.
     "cublas_status_alloc_failed",
     "cudnn_status_alloc_failed",
     "cublas_status_not_initialized",
     "unable to find an engine",
-    "memory allocation still failed",  # OpenBLAS, in a child's stderr (see the module docstring)
-    # A shared library that could not be mapped: OpenVINO loads its CPU plugin on the first network,
-    # and under `ulimit -v` that dlopen fails ("Cannot load library …plugin.so: failed to map segment
-    # from shared object", measured under RLIMIT_AS); a traceback would hide that memory ran out.
+    "memory allocation still failed",  # OpenBLAS, in a child's stderr (see reserve_blas_buffers)
+    # A shared library that could not be mapped (OpenVINO's CPU plugin, loaded on the first network, under ulimit -v).
     "failed to map segment",
 )
 # oneDNN's allocation failure; "could not create a primitive descriptor" is a different
@@ -48,9 +36,7 @@ _ONEDNN = re.compile(r"could not create a primitive(?! descriptor)")
 # Xbyak's "can't alloc" (a JIT code buffer in OpenVINO's CPU plugin); the plugin's "Can't allocate
 # registers for a snippet" is a compiler limit, not memory.
 _XBYAK = re.compile(r"can't alloc(?!ate registers)")
-# OpenVINO's CPU plugin starts its threads when it is created: under `ulimit -v` a thread's stack
-# cannot be mapped and pthread_create says EAGAIN ("Failed to create plugin … Resource temporarily
-# unavailable", measured under RLIMIT_AS). EAGAIN alone is not memory (a non-blocking socket says it too).
+# OpenVINO's CPU plugin cannot map its threads' stacks under ulimit -v (EAGAIN); EAGAIN alone is not memory.
 _OV_THREADS = re.compile(r"failed to create plugin.*resource temporarily unavailable", re.S)
 
 
@@ -72,10 +58,8 @@ def is_oom(exc: BaseException) -> bool:
     return any(t in msg for t in _OOM_TEXT) or any(bool(p.search(msg)) for p in (_ONEDNN, _XBYAK, _OV_THREADS))
 
 
-# What importing the engine (PyTorch, OpenCV, facexlib: pipeline.import_engine) adds to a
-# fresh process, measured on Linux x86_64 per PyTorch build: resident memory, address space
-# (what `ulimit -v` / `prlimit --as` caps) and the data segment (`prlimit --data`).
-# tests/test_oom.py re-measures the installed build's and fails when they drift.
+# What importing the engine adds to a fresh process, measured on Linux x86_64 per PyTorch build (RSS, address space,
+# data segment); tests/test_oom.py re-measures the installed build's and fails when they drift.
 ENGINE_IMPORT = {
     # torch 2.14.1, CUDA build (requirements.txt), used on the CPU
     "cuda": {"rss": 560_000_000, "address_space": 3_800_000_000, "data": 1_000_000_000, "torch": "torch 2.14.1 (CUDA build)"},
@@ -114,8 +98,7 @@ def _limits_text() -> str:
 
 
 def address_space_left() -> int | None:
-    """Bytes of address space this process may still map under its ``RLIMIT_AS`` soft limit
-    (``ulimit -v``, ``prlimit --as``), or None when it has no such cap (or off Linux)."""
+    """Bytes of address space this process may still map under its ``RLIMIT_AS`` soft limit; None when uncapped."""
     try:
         import resource
 
@@ -140,11 +123,9 @@ _PACKAGES = (
 
 
 def import_failure(exc: BaseException, module: str | None = None) -> Exception:
-    """The error to show for a failed import (``ImportError``, ``MemoryError``, ``OSError`` or ``SystemError``):
-    :class:`~gpen_core.errors.OutOfMemory` with what the engine needs when memory ran out (a library that could
-    not be mapped under ``ulimit -v`` included), else a :class:`~gpen_core.errors.GPENError` saying how to repair
-    the installation. A ``SystemError`` under a memory cap is the cap: a C extension whose allocation failed can
-    return without setting an exception ("error return without exception set", seen under ``prlimit --data``)."""
+    """The error to show for a failed import: :class:`~gpen_core.errors.OutOfMemory` with what the engine needs when
+    memory ran out, else a :class:`~gpen_core.errors.GPENError` saying how to repair the installation. A
+    ``SystemError`` under a memory cap is the cap (a C extension's failed allocation, seen under ``prlimit --data``)."""
     from gpen_core.errors import GPENError, OutOfMemory
 
     text = str(exc).strip()
@@ -170,9 +151,8 @@ def import_failure(exc: BaseException, module: str | None = None) -> Exception:
 
 
 def out_of_memory_advice() -> str:
-    """What to do when even the lightest mode ran out of memory, for this process as it runs (callers add
-    their context). Under a cap (``ulimit -v``, ``prlimit``) the cap ran out whatever the photo's size, so:
-    raise it, with what the engine alone takes; without one: free memory or use a smaller photo."""
+    """What to do when even the lightest mode ran out of memory (callers add their context): under a cap, raise it;
+    without one, free memory or use a smaller photo."""
     limits = _limits_text()
     if limits:
         fig = engine_import_figures()
@@ -203,9 +183,8 @@ def release(device: str) -> None:
 
 
 def reserve_blas_buffers() -> None:
-    """Have NumPy's OpenBLAS allocate its work buffers now, while the address space is free: it maps them at
-    its first matrix product and calls ``exit(1)`` when that fails, which under ``prlimit --as`` killed a
-    request with nothing to catch. Kept for the process's life (tests/test_oom_openvino_blas.py)."""
+    """Have NumPy's OpenBLAS map its work buffers now, while the address space is free: it maps them at its first
+    product and calls ``exit(1)`` when that fails, which no ``except`` catches. Kept for the process's life."""
     import numpy as np
 
     a = np.ones((256, 256), np.float32)  # large enough that every OpenBLAS thread takes part

@@ -1,6 +1,5 @@
-"""SIGTERM handled as Ctrl-C: a plain ``kill`` (a service manager's stop, a batch system's time limit) runs the
-same clean-up as Ctrl-C (partial outputs removed, Ray stopped, the segments kept for a resume) instead of
-ending the process where it stands."""
+"""SIGTERM handled as Ctrl-C: a plain ``kill`` (a service manager's stop) runs Ctrl-C's clean-up (partial outputs
+removed, Ray stopped, segments kept for a resume) instead of ending the process where it stands."""
 
 from __future__ import annotations
 
@@ -22,9 +21,8 @@ class StopSignal:
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[StopSignal]:
-    """Within the block SIGTERM raises KeyboardInterrupt in the main thread, once (a repeat while cleaning up is
-    ignored, so the clean-up finishes; SIGKILL still ends it). The previous handler is restored after. Off the main
-    thread (where Python cannot set handlers) the block runs unchanged."""
+    """Within the block SIGTERM raises KeyboardInterrupt in the main thread, once (a repeat is ignored, so the
+    clean-up finishes); the previous handler is restored after. Off the main thread the block runs unchanged."""
     state = StopSignal()
     if threading.current_thread() is not threading.main_thread():
         yield state

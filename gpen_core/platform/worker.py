@@ -1,9 +1,7 @@
-"""One way to run work in a child process: a fresh spawned Python, typed values in and out (:func:`run`).
+"""One way to run work in a child process (:func:`run`): a fresh spawned Python, typed values in and out.
 
-For the hardware check, the tips' measurements and the app's background preparation: a fresh allocator
-(one measurement cannot flatter another), memory handed back at exit, an out-of-memory kill the caller
-survives, a niceness that does not stick to the caller. Nothing is parsed from text; the child exits
-when its parent does.
+A fresh allocator (one measurement cannot flatter another), memory handed back at exit, an out-of-memory kill
+the caller survives; nothing is parsed from text, and the child exits when its parent does.
 """
 
 from __future__ import annotations
@@ -48,9 +46,8 @@ class Failed:
     exitcode: int | None = None
 
 
-# The child's end of its pipe: ("event", value) while it runs, then ("done", value) or ("raised", ...). A pipe,
-# not a multiprocessing queue: a queue sends from a thread it starts at the first put, and under a tight memory
-# cap (``prlimit --as``) that thread cannot start, so the child's own outcome could not be told.
+# The child's end of its pipe: ("event", value) while it runs, then ("done", value) or ("raised", ...). Not a
+# multiprocessing queue: it sends from a thread, which a tight memory cap (``prlimit --as``) may not let start.
 _CHILD_CONN: Any = None
 _SEND_LOCK = threading.Lock()  # events may come from several threads of the child
 
@@ -119,8 +116,8 @@ _START_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def _without_main_script() -> Iterator[None]:
-    """Spawn re-runs the caller's ``__main__`` script in the child (to find functions defined there);
-    ours live in ``gpen_core``, and re-running the app's script would build its whole page there."""
+    """Spawn re-runs the caller's ``__main__`` script in the child: ours live in ``gpen_core``, and the app's
+    script would build its whole page there."""
     main = sys.modules.get("__main__")
     with _START_LOCK:
         sys.modules["__main__"] = types.ModuleType("__main__")
@@ -170,7 +167,7 @@ class Child:
     def wait(self, on_event: Callable[[object], None] | None = None, timeout: float | None = None,
              stop: threading.Event | None = None) -> Done[Any] | Failed:
         """Follow the child to its end, passing each event to ``on_event``; its outcome. ``stop`` set (by any
-        thread) kills the child within a tenth of a second: ``Failed("stopped")``."""
+        thread) kills it within a tenth of a second."""
         deadline = None if timeout is None else time.monotonic() + timeout
         ending: Done[Any] | Failed | None = None
         try:
@@ -232,15 +229,11 @@ class Child:
 def run(fn: Callable[..., T] | str, *args: Any, on_event: Callable[[object], None] | None = None, niceness: int = 0,
         env: dict[str, str | None] | None = None, timeout: float | None = None, quiet: bool = False,
         stop: threading.Event | None = None) -> Done[T] | Failed:
-    """``fn(*args)`` in a fresh "spawn" process (no copy of this one's threads or locks): :class:`Done` with its
-    value, or :class:`Failed` saying how it ended. ``fn``: a module-level function of an importable module, or
-    its reference ``"package.module:name"`` (for a room that may not import that module); ``args`` and the
-    value are picklable. The child inherits this process's limits and ``sys.path``.
-
-    ``env``: variables set (None unsets) before ``fn``'s module is imported; ``niceness``: added to the
-    child's; ``timeout``: seconds before it is killed; ``on_event``: gets what the child :func:`send` s, on
-    this thread; ``quiet``: the child's stdout and stderr go nowhere; ``stop``: an event that kills the child.
-    """
+    """``fn(*args)`` in a fresh "spawn" process with this one's limits and ``sys.path``: :class:`Done` with its
+    value, or :class:`Failed` saying how it ended. ``fn``: a module-level function, or ``"package.module:name"``
+    (for a room that may not import it); ``args`` and the value picklable. ``env``: set (None unsets) before
+    ``fn``'s module is imported; ``niceness``: added; ``timeout``: seconds; ``on_event``: gets what the child
+    :func:`send` s, on this thread; ``quiet``: the child's output goes nowhere; ``stop``: set, it kills the child."""
     return Child(fn, args, niceness=niceness, env=env, quiet=quiet).wait(on_event, timeout, stop)
 
 

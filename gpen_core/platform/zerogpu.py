@@ -1,15 +1,10 @@
-"""Hugging Face ZeroGPU: how many seconds of GPU to ask ``spaces.GPU`` for, from measured work.
-
-On a ZeroGPU Space the GPU exists only inside a ``spaces.GPU(duration=...)`` function, and ``duration``
-may be a callable of the call's own arguments: asking for less gets a visitor through the queue sooner,
-too little aborts the request. The figure, capped at :data:`CAP_S`, is
+"""Hugging Face ZeroGPU: how many seconds of GPU to ask ``spaces.GPU(duration=...)`` for (less gets a visitor
+through the queue sooner, too little aborts the request), capped at :data:`CAP_S`::
 
     floor + load + (faces × seconds per face + upscaled megapixels × seconds per megapixel) × margin
 
-``faces``: the most the request can restore (1 for an aligned crop, else its max-faces setting). Each
-rate is the slowest of this Space's recent GPU requests (a call can land on a fresh slot, so a load
-counts too), or before any was measured a labelled ``ESTIMATED_`` figure. ``floor`` covers decoding,
-detecting and encoding. Nothing here imports torch or touches CUDA.
+Each rate is the slowest of this Space's recent GPU requests, or a labelled ``ESTIMATED_`` figure before any.
+Nothing here imports torch or touches CUDA.
 """
 
 from __future__ import annotations
@@ -20,12 +15,11 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-FLOOR_S = 20
+FLOOR_S = 20  # decoding, detecting and encoding
 CAP_S = 120  # what ZeroGPU grants a visitor at most without a paid plan
 MARGIN = 1.5
-# Estimates, not measurements: GPEN-BFR-512 + paste per face, the models' load into a fresh
-# slot, and RealESRNet per upscaled megapixel (float32 tiles) on a ZeroGPU H200 slice have
-# not been measured here yet; deliberately high so the first requests are not cut off.
+# Estimates, not measurements (a ZeroGPU H200 slice was not measured here): deliberately high so that the first
+# requests are not cut off.
 ESTIMATED_S_PER_FACE = 1.0
 ESTIMATED_LOAD_S = 15.0
 ESTIMATED_S_PER_UPSCALED_MP = 1.5
@@ -79,8 +73,8 @@ class FaceClock:
 
     def duration(self, max_faces: float | int | None, aligned: bool, *, upscale: int = 1,
                  image_size: tuple[int, int] | None = None) -> int:
-        """Seconds to ask ``spaces.GPU`` for one request (see the module docstring). ``upscale`` > 1 adds the
-        upscaling of the photo's ``image_size`` (width, height; without one, an unreadable header: 12 MP)."""
+        """Seconds to ask ``spaces.GPU`` for one request: ``max_faces`` (1 when ``aligned``), and ``upscale`` > 1
+        of ``image_size`` (width, height; None: 12 MP)."""
         work = (1 if aligned else max(1, int(max_faces or 1))) * self.seconds_per_face()
         if upscale > 1:
             w, h = image_size or (4000, 3000)
