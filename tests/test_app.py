@@ -622,3 +622,28 @@ def test_a_shared_servers_errors_name_its_folders_by_role_and_a_local_ones_in_fu
     upload.mkdir(parents=True)
     panel = app.preview(str(upload))[2]
     assert "holiday.jpg" in panel and str(tmp_path) not in panel, panel
+
+
+def test_a_shared_servers_weights_panel_and_failed_download_name_its_folders_by_role(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Download button's failure lands in the weights panel, not a pop-up: on a shared server (with
+    --allow-downloads) it, and the panel around it, name the models folder by role; a local app in full."""
+    from gpen_core.errors import WeightsError
+    from gpen_core.weights import lookup as weights
+
+    models = tmp_path / "srv" / "models"
+    models.mkdir(parents=True)
+    monkeypatch.setenv("GPEN_HOME", str(models))
+
+    def fails(name: str, **_: object) -> Path:
+        raise WeightsError(f"{name}: the connection closed; {models}/.{name}.1.part was removed")
+
+    monkeypatch.setattr(weights, "download", fails)
+    for shared in (True, False):
+        monkeypatch.setattr(app.STATE, "policy", Policy(shared=shared, downloads_on_shared=True))
+        panel, _, overview = app.download_weights("low", "default", "default", False, progress=RecordingProgress())
+        assert "Download failed" in panel and "the connection closed" in panel, panel
+        assert (r"\<models folder\>/.GPEN-BFR-256.1.part" in panel) is shared, panel  # the error itself, escaped
+        for shown in (panel, overview):
+            assert (str(models) in shown) is not shared, shown
+            assert ("<models folder>" in shown) is shared, shown
