@@ -59,7 +59,7 @@ EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
 TEMP_ROOT = Path(os.environ["GRADIO_TEMP_DIR"])  # everything the app writes: uploads, results, pasted images
 RESULTS_DIR = TEMP_ROOT / "results"
 PASTED_DIR = TEMP_ROOT / "pasted"  # images that arrive as data: URLs (clipboard), written as sent
-TEMP_MAX_AGE_S = 3600  # uploads and results older than this are deleted (at start-up, and results at each restore)
+TEMP_MAX_AGE_S = 3600  # uploads and results older than this are deleted (at start-up, results at each restore, pastes at each paste)
 # Gradio refuses bigger uploads itself, with its own toast and nothing in the panel; between our
 # limit and this one the upload completes and our decoder says "The file is N MB; the limit is 25 MB".
 UPLOAD_MAX_BYTES = 4 * DEFAULT_LIMITS.max_file_bytes
@@ -243,13 +243,13 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
         with gr.Row(equal_height=False, elem_id="restore-row"):
             with gr.Column(scale=4, min_width=320, elem_id="controls"):
                 image_in = seam.raw_upload(gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], height=300,
-                                                    elem_id="photo"), functools.partial(uploads.save_data_url, folder=PASTED_DIR))  # a paste: as sent
+                                                    elem_id="photo"), functools.partial(uploads.save_data_url, folder=PASTED_DIR, max_age_s=TEMP_MAX_AGE_S))  # a paste: as sent
                 restore_btn = gr.Button("Restore", variant="primary", size="lg", elem_id="restore-button")
                 task_in = gr.Radio(task_ui.task_choices(), value="enhance", label="Task", elem_id="task-radio")
                 damage_in = seam.raw_editor(gr.ImageEditor(label="Paint the damage (white brush)", type="filepath", image_mode="RGBA", sources=(), transforms=(),
                     format="png", visible=False, height=420, elem_id="damage-editor", layers=gr.LayerOptions(False, [task_ui.DAMAGE_LAYER]),
                     brush=gr.Brush(12, [task_ui.BRUSH_COLOUR], task_ui.BRUSH_COLOUR, "fixed")),
-                    functools.partial(uploads.save_bytes, folder=PASTED_DIR), functools.partial(uploads.save_data_url, folder=PASTED_DIR))  # paths, unopened
+                    *(functools.partial(save, folder=PASTED_DIR, max_age_s=TEMP_MAX_AGE_S) for save in (uploads.save_bytes, uploads.save_data_url)))  # paths, unopened
                 mode_in = gr.Radio(mode_labels.hints(), value=AUTO, label="Memory mode", elem_id="mode-radio")
                 upscale_in = gr.Radio([("1× (keep size)", 1), ("2×", 2), ("4×", 4)], value=1, label="Upscale",
                                       info="enlarge the whole photo with RealESRNet (GPEN's background upscaler); "

@@ -647,3 +647,49 @@ def test_a_shared_servers_weights_panel_and_failed_download_name_its_folders_by_
         for shown in (panel, overview):
             assert (str(models) in shown) is not shared, shown
             assert ("<models folder>" in shown) is shared, shown
+
+
+def test_every_paste_sweeps_the_pasted_files_older_than_the_apps_age(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pasted photos and the damage editor's layers are files of the app's own (Gradio's clean-up does not know
+    them): each one written sweeps those over TEMP_MAX_AGE_S first, as each restore sweeps results, so a server that
+    runs for days keeps no visitor's photo past the hour docs/serving.md promises (start-up alone left them)."""
+    import base64
+    from types import SimpleNamespace
+
+    png = io.BytesIO()
+    Image.new("RGB", (4, 4)).save(png, "PNG")
+    url = "data:image/png;base64," + base64.b64encode(png.getvalue()).decode()
+    swept: list[tuple[Path, float]] = []
+    real = outputs.sweep
+    monkeypatch.setattr(outputs, "sweep", lambda folder, age: swept.append((Path(folder), age)) or real(folder, age))
+    blocks = {getattr(b, "elem_id", None): b for b in app.demo.blocks.values()}
+    pasted = [blocks["photo"].preprocess(SimpleNamespace(url=url, path=None))]  # a photo pasted from the clipboard
+    editor = blocks["damage-editor"]
+    layers = editor.preprocess(SimpleNamespace(id=None, background=SimpleNamespace(url=url, path=None), layers=[], composite=None))
+    pasted.append(layers["background"])  # an API client's data: URL
+    editor.blob_storage["page"] = SimpleNamespace(background=png.getvalue(), layers=[], composite=None)
+    pasted.append(editor.preprocess(SimpleNamespace(id="page"))["background"])  # the page's blob
+    for p in pasted:
+        assert Path(p).read_bytes() == png.getvalue() and Path(p).is_relative_to(app.PASTED_DIR), p
+        Path(p).unlink()
+        Path(p).parent.rmdir()
+    assert swept == [(app.PASTED_DIR, app.TEMP_MAX_AGE_S)] * 3
+
+
+def test_a_sweep_leaves_a_folder_another_request_has_just_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pastes arrive on several lanes at once: a sweep must not take the empty folder another paste has just made
+    for its file (its write would fail); old folders emptied by the sweep go."""
+    import os
+    import time
+    from types import SimpleNamespace
+
+    old = tmp_path / "p-old" / "pasted"
+    old.parent.mkdir()
+    old.write_bytes(b"x")
+    later = time.time() + 3700  # an hour and more later (ctime cannot be set back: the sweep's clock moves on)
+    monkeypatch.setattr(outputs, "time", SimpleNamespace(time=lambda: later))
+    new = tmp_path / "p-new"
+    new.mkdir()
+    os.utime(new, (later, later))  # made just now on that clock, its file not yet written
+    assert outputs.sweep(tmp_path, 3600) == 1
+    assert not old.parent.exists() and new.is_dir()

@@ -157,9 +157,11 @@ def save_result(folder: Path, name: str, data: bytes, *, max_age_s: float | None
     return fresh_file(folder, "r-", name, data)
 
 
-def fresh_file(folder: Path, prefix: str, name: str, data: bytes) -> Path:
+def fresh_file(folder: Path, prefix: str, name: str, data: bytes, *, max_age_s: float | None = None) -> Path:
     """Write ``data`` as ``name`` in a new subfolder ``<prefix>XXXX`` of ``folder`` (made if missing): concurrent
-    requests never share a path. Its path."""
+    requests never share a path. Its path. With ``max_age_s``, older files are swept from ``folder`` first."""
+    if max_age_s is not None:
+        sweep(folder, max_age_s)
     folder.mkdir(parents=True, exist_ok=True)
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=folder)) / name
     path.write_bytes(data)
@@ -171,6 +173,8 @@ def sweep(folder: Path, max_age_s: float) -> int:
     (symlinks removed, never followed); how many files went. Age is from the newer of mtime and ctime: Gradio's
     ``shutil.copy2`` keeps a source's old mtime, and a visitor's fresh copy must not look old."""
     cutoff = time.time() - max_age_s
+    # Only folders already old before the sweep: one another request has just made is empty until it writes there.
+    old = {Path(root) for root, _, _ in os.walk(folder) if _aged(Path(root), cutoff)}
     removed = 0
     for root, dirs, names in os.walk(folder, topdown=False):  # nothing when it is not a folder
         for n in names:
@@ -185,9 +189,16 @@ def sweep(folder: Path, max_age_s: float) -> int:
                 if p.is_symlink():
                     if _written(p) < cutoff:
                         p.unlink()
-                elif not any(p.iterdir()):
+                elif p in old and not any(p.iterdir()):
                     p.rmdir()
     return removed
+
+
+def _aged(path: Path, cutoff: float) -> bool:
+    try:
+        return _written(path) < cutoff
+    except OSError:  # gone meanwhile
+        return False
 
 
 def _written(path: Path) -> float:

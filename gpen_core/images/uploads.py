@@ -19,9 +19,10 @@ def max_event_body_bytes(limits: InputLimits = DEFAULT_LIMITS) -> int:
     return limits.max_file_bytes * 4 // 3 + 1_000_000
 
 
-def save_data_url(url: str, folder: Path, limits: InputLimits = DEFAULT_LIMITS) -> Path:
+def save_data_url(url: str, folder: Path, limits: InputLimits = DEFAULT_LIMITS, *, max_age_s: float | None = None) -> Path:
     """Write a base64 ``data:`` URL's bytes, as sent, to a fresh file ``p-XXXX/pasted`` under ``folder``; its path.
-    :class:`InputError` when it is not base64 or over ``limits.max_file_bytes`` (from its length, before decoding)."""
+    :class:`InputError` when it is not base64 or over ``limits.max_file_bytes`` (from its length, before decoding).
+    ``max_age_s``: files in ``folder`` older than that go first (nothing else deletes them while a server runs)."""
     head, _, data = url.partition(",")
     if not head.startswith("data:") or ";base64" not in head:
         raise InputError(_UNREADABLE)
@@ -32,10 +33,11 @@ def save_data_url(url: str, folder: Path, limits: InputLimits = DEFAULT_LIMITS) 
         raw = base64.b64decode(data, validate=False)
     except (binascii.Error, ValueError):
         raise InputError(_UNREADABLE) from None
-    return fresh_file(folder, "p-", "pasted", raw)
+    return fresh_file(folder, "p-", "pasted", raw, max_age_s=max_age_s)
 
 
-def save_bytes(raw: bytes, name: str, folder: Path) -> Path:
+def save_bytes(raw: bytes, name: str, folder: Path, *, max_age_s: float | None = None) -> Path:
     """Write bytes that arrived in a request (an editor's layer), as sent, to a fresh file ``name`` under
-    ``folder``; its path. Nothing is decoded: the decoder reads it, with its limits, only when used."""
-    return fresh_file(folder, "b-", Path(name).name, raw)
+    ``folder``; its path. Nothing is decoded: the decoder reads it, with its limits, only when used.
+    ``max_age_s``: as :func:`save_data_url`."""
+    return fresh_file(folder, "b-", Path(name).name, raw, max_age_s=max_age_s)
