@@ -302,7 +302,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                          elem_id="faces")
 
     with gr.Tab("Video"):
-        video_mode_in = app_video.build(STATE, ui_errors, RESULTS_DIR, mode_labels.hints(video=True))
+        video_mode_in = app_video.build(STATE, ui_errors, RESULTS_DIR, mode_labels.hints(video=True), TEMP_MAX_AGE_S)
     demo.unload(app_video.on_leave(STATE))  # Gradio runs it when the page's heartbeat ends (the tab closed or reloaded)
 
     with gr.Tab("Hardware check"):

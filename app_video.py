@@ -22,6 +22,7 @@ import gradio as gr
 
 from gpen_core.compat import gradio as seam
 from gpen_core.errors import GPENError, InputError
+from gpen_core.images import outputs as result_files
 from gpen_core.modes import AUTO
 from gpen_core.options import RestoreOptions
 from gpen_core.presentation import messages, mode_labels, page, video_tab, video_view
@@ -45,8 +46,9 @@ def on_leave(state: Any) -> Callable[[gr.Request], None]:
 
 
 def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], results_dir: Path,
-          mode_choices: list[tuple[str, str]]) -> gr.Radio:
-    """The tab's components and events, in the current Blocks; returns its mode radio (relabelled on load)."""
+          mode_choices: list[tuple[str, str]], max_age_s: float | None = None) -> gr.Radio:
+    """The tab's components and events, in the current Blocks; returns its mode radio (relabelled on load). Each clip
+    first sweeps ``results_dir`` of files over ``max_age_s`` old, as a photo restore does."""
 
     def note(video: str | None) -> tuple[Any, ...]:
         """On upload: what the clip is and, on a capped server, how much of it will be restored; the last clip's
@@ -106,6 +108,8 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                                                   mode, state.engine(), stop, lambda text: progress(0.0, desc=text))
         if first.outcome == "stopped":
             raise VideoStopped(first.note)
+        if max_age_s is not None:  # an API caller's original span is a file Gradio's clean-up never learns of
+            result_files.sweep(results_dir, max_age_s)
         out = video_tab.results_path(results_dir, video, mode)
         rate = FrameRate()
         progress(0.0, desc=video_tab.progress_text(0, 0, None))  # this clip's words from the start

@@ -251,3 +251,27 @@ def test_the_identity_switch_reaches_the_clips_options(server_url: str, engines:
     client.predict(handle_file(str(clip)), "auto", 0, 0, True, [], False, api_name="/restore_video")
     assert asked == ["auto", "off"]
     assert len(engines) == 2
+
+
+def test_each_clip_sweeps_the_apps_results_older_than_its_age(engines: list[Slow], tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clip's folder holds files Gradio's clean-up never learns of where no page shows them (an API caller's
+    copy of the original span): each clip sweeps the app's results older than TEMP_MAX_AGE_S first, as each photo
+    restore does, so a server that only restores clips keeps nothing past the hour docs/serving.md promises."""
+    from types import SimpleNamespace
+
+    from gpen_core.images import outputs
+
+    monkeypatch.setattr(Slow, "delay", 0.0)
+    swept: list[tuple[Path, float]] = []
+    real = outputs.sweep
+    monkeypatch.setattr(outputs, "sweep", lambda folder, age: swept.append((Path(folder), age)) or real(folder, age))
+    handler = next(d.fn for d in app.demo.fns.values() if d.api_name == "restore_video")
+    short = make_clip(tmp_path / "short.mp4", gradient_frames(3))
+    out = handler(str(short), "low", 0, 0, True, [], [], False, progress=lambda *a, **k: None,
+                  request=SimpleNamespace(session_hash="visitor"))
+    try:
+        assert Path(out[0]).is_file() and Path(out[0]).is_relative_to(app.RESULTS_DIR), out[0]  # swept before, kept
+        assert swept == [(app.RESULTS_DIR, app.TEMP_MAX_AGE_S)], swept
+    finally:
+        shutil.rmtree(Path(out[0]).parent, ignore_errors=True)
