@@ -693,3 +693,16 @@ def test_a_sweep_leaves_a_folder_another_request_has_just_made(tmp_path: Path, m
     os.utime(new, (later, later))  # made just now on that clock, its file not yet written
     assert outputs.sweep(tmp_path, 3600) == 1
     assert not old.parent.exists() and new.is_dir()
+
+
+def test_a_shared_servers_upscaler_warning_names_the_models_folder_by_role(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Upscale line's "missing upscaler: save it as …" is the panel's too: by role on a shared server."""
+    models = tmp_path / "srv" / "models"
+    models.mkdir(parents=True)
+    monkeypatch.setenv("GPEN_HOME", str(models))  # no upscaler in it
+    for shared in (True, False):
+        monkeypatch.setattr(app.STATE, "policy", Policy(shared=shared))
+        text = app.upscale_view(None, 2, "low")
+        assert "realesrnet_x2.pth" in text and "is missing" in text, text
+        assert (str(models) in text) is not shared and ("<models folder>" in text) is shared, text

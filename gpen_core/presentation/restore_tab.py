@@ -65,11 +65,14 @@ def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
     return notes + ((line + (f" (shrunk by {', '.join(shrinking)}: the result says so)" if shrinking else "")),)
 
 
-def upscale_text(image: str | None, upscale: int, mode: str | None, device: str, models: Any = None) -> str:
-    """Before Restore: the Upscale line (result size, extra memory) and a missing upscaler file."""
+def upscale_text(image: str | None, upscale: int, mode: str | None, device: str, models: Any = None,
+                 public: bool = False) -> str:
+    """Before Restore: the Upscale line (result size, extra memory) and a missing upscaler file (``public``, a shared
+    server: where to save it, by the models folder's role, as the weights panel says it)."""
     if upscale <= 1:
         return ""
-    note = readiness.upscaler_note(upscale, readiness.files_from_status(weights.status()), str(weights.models_dir()))
+    folder = "<models folder>" if public else str(weights.models_dir())
+    note = readiness.upscaler_note(upscale, readiness.files_from_status(weights.status()), folder)
     return "\n\n".join(t for t in (_upscale_line(image, upscale, mode, device, models), note) if t)
 
 
