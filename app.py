@@ -193,7 +193,7 @@ def measure_tips(progress: gr.Progress = gr.Progress(), request: gr.Request | No
 
 def preparation_status() -> tuple[str, Any]:
     """The background OpenVINO conversions' line under the weights panel, and its timer (stopped once they end)."""
-    return prep_ui.status_markdown(STATE.preparation), gr.Timer(active=prep_ui.running(STATE.preparation))
+    return prep_ui.status_markdown(STATE.preparation, STATE.policy.shared), gr.Timer(active=prep_ui.running(STATE.preparation))
 
 
 saved_tips = checks.saved_tips  # page load: the tips table measured on this machine before, or how to measure it

@@ -118,3 +118,20 @@ def test_a_restore_during_the_background_conversion_runs_on_torch_and_its_panel_
     assert any("converted to OpenVINO in the background" in n and "ran it on torch" in n for n in record["notes"])
     assert "converted to OpenVINO in the background" in md  # the panel the visitor reads says it too
     assert not any((home / "openvino").glob("GPEN-BFR-256-*"))  # the request converted nothing itself
+
+
+def test_a_shared_servers_conversion_failures_name_its_folders_by_role(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed conversion's line is read by every visitor: on a shared server its error names the models folder by
+    role, as the server's other error messages do (docs/files-and-limits.md); a local app keeps the full path."""
+    models = tmp_path / "srv" / "models"
+    models.mkdir(parents=True)
+    monkeypatch.setenv("GPEN_HOME", str(models))
+    failed = f"the resnet50 detector: cannot write {models}/openvino/retinaface-resnet50 (Permission denied)"
+    for done in (True, False):  # the line at the end, and the status while the others still convert
+        prep = _fake(done, "OpenVINO: could not convert " + failed, prepare.PrepareReport(failed=[failed]))
+        for shared in (True, False):
+            monkeypatch.setattr(app.STATE, "policy", Policy(shared=shared))
+            monkeypatch.setattr(app.STATE, "preparation", prep)
+            line = app.preparation_status()[0]
+            assert "Permission denied" in line and (str(models) in line) is not shared, line
+            assert ("<models folder>/openvino/retinaface-resnet50" in line) is shared, line

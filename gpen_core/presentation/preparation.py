@@ -7,6 +7,7 @@ from typing import Any
 
 from gpen_core.engine.prepare import BackgroundPreparation
 from gpen_core.platform import zerogpu
+from gpen_core.weights.user_paths import public_message
 
 REFRESH_S = 2.0  # seconds between the page's status reads while conversions run
 
@@ -29,8 +30,14 @@ def running(prep: BackgroundPreparation | None) -> bool:
     return prep is not None and not prep.done.is_set()
 
 
-def status_markdown(prep: BackgroundPreparation | None) -> str:
-    """The page's line: what is being converted, what is ready or could not be; empty without a conversion here."""
+def status_markdown(prep: BackgroundPreparation | None, public: bool = False) -> str:
+    """The page's line: what is being converted, what is ready or could not be; empty without a conversion here.
+    ``public`` (a shared server): a failure's paths as its error messages show them (``public_message``)."""
+    line = _status_line(prep)
+    return public_message(line) if public else line
+
+
+def _status_line(prep: BackgroundPreparation | None) -> str:
     if prep is None:
         return ""
     if not prep.done.is_set():
