@@ -88,7 +88,7 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
         result = run_engine(image, options, progress, mask)
         if isinstance(result, ShownError):
             raise AlreadyShown(result)
-        view = restore_tab.restore_view(image, result, RESULTS_DIR, TEMP_MAX_AGE_S)
+        view = restore_tab.restore_view(image, result, RESULTS_DIR, TEMP_MAX_AGE_S, STATE.policy.shared)
     zerogpu.CLOCK.record(view.record)
     STATE.count_restore()
     return view.outputs()

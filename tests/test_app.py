@@ -706,3 +706,27 @@ def test_a_shared_servers_upscaler_warning_names_the_models_folder_by_role(
         text = app.upscale_view(None, 2, "low")
         assert "realesrnet_x2.pth" in text and "is missing" in text, text
         assert (str(models) in text) is not shared and ("<models folder>" in text) is shared, text
+
+
+def test_a_shared_servers_result_names_a_models_folder_checkpoint_by_role(
+        gen256_narrow: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A visitor who names a checkpoint of the models folder in the Generator field reads it back, in the panel and
+    the record, as ``<models folder>/NAME`` on a shared server (files-and-limits.md); a local app keeps the path."""
+    import json
+    import os
+
+    from .conftest import shared_path
+
+    models = tmp_path / "srv" / "models"
+    models.mkdir(parents=True)
+    os.link(gen256_narrow, models / "custom.pth")  # a file of the folder's own: a link out of it is refused
+    detector = shared_path("weights", "detection_mobilenet0.25_Final.pth")
+    (models / detector.name).symlink_to(detector)
+    monkeypatch.setenv("GPEN_HOME", str(models))
+    for shared in (True, False):
+        monkeypatch.setattr(app.STATE, "policy", Policy(shared=shared))
+        _, _, md, _, record = _restore(str(EXAMPLE), model="custom.pth")
+        shown = md + json.dumps(record)
+        assert (str(models) in shown) is not shared, shown
+        assert record["checkpoint"] == ("<models folder>/custom.pth" if shared else str(models / "custom.pth"))
+        assert "| Checkpoint · detector | <models folder>/custom.pth" in md if shared else str(models) in md

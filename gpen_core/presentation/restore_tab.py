@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from gpen_core.presentation.face_views import face_pairs
 from gpen_core.presentation.messages import shown_error
 from gpen_core.result import RestoreResult
 from gpen_core.weights import lookup as weights
+from gpen_core.weights.user_paths import public_message
 
 PREVIEW_SIDE = 1024  # the before-view shown on upload, from our own decoder
 SHRUNK_AT_DECODE = "shrunk at decode"  # how gpen_core.images.decode's notes about a reduce_to shrink begin
@@ -117,11 +118,15 @@ class RestoreView:
         return self.pair, self.download, self.markdown, self.faces, self.record
 
 
-def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_s: float) -> RestoreView:
+def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_s: float, public: bool = False) -> RestoreView:
     """The outputs of ``result``, its bytes saved under ``results_dir``. "Before" is the engine's decoded input:
-    decoding again here, outside the meter, would push the peak past the reported one."""
+    decoding again here, outside the meter, would push the peak past the reported one. ``public`` (a shared server):
+    a checkpoint named by path (the Generator field's file) by its folder's role, as error messages name it."""
     if result.before is None:
         raise ValueError("the engine returned a result without its decoded input (RestoreResult.before)")
+    if public:
+        result = replace(result, checkpoint=public_message(result.checkpoint),
+                         runtimes=tuple(replace(r, name=public_message(r.name)) for r in result.runtimes))
     path = save_result(results_dir, ui.download_name(source, result), result.encoded, max_age_s=max_age_s)
     return RestoreView(ui.comparison_pair(result.before, result), str(path), ui.metrics_markdown(result),
                        face_pairs(result), ui.as_record(result))
