@@ -1,7 +1,5 @@
-"""The fast GPEN's layers: each of :class:`~gpen_core.networks.arch.GPEN`'s layers with its constants
-folded in, channels-last and in place; :class:`~gpen_core.networks.fast.FastGPEN` assembles them.
-The measured reasons: docs/performance.md, "The fast torch forward: what it folds and why".
-"""
+"""The fast GPEN's layers: each of :class:`~gpen_core.networks.arch.GPEN`'s with its constants folded in,
+channels-last and in place (docs/performance.md, "The fast torch forward: what it folds and why")."""
 
 from __future__ import annotations
 
@@ -75,10 +73,8 @@ class Blur(nn.Module):
         self, y: torch.Tensor, bias: torch.Tensor | None, leaky: bool, scale: torch.Tensor | None = None
     ) -> torch.Tensor:
         """This blur (pad (1, 1)) of the 2x upsampled image whose four phases ``y`` holds: N×4C×h×w, channel
-        ``(2a + b)·C + c`` holding pixel ``(2m + a, 2n + b)`` (:meth:`ModConv.use_polyphase`; h ≠ w for a strip).
-        Interleaved behind one zero row and column (the blur's padding), so the blur reads it with padding 0.
-        ``scale`` (C,) multiplies channel c before the bias (folded into the kernel).
-        """
+        ``(2a + b)·C + c`` holding pixel ``(2m + a, 2n + b)``, interleaved behind one zero row and column (the
+        blur's padding). ``scale`` (C,) multiplies channel c before the bias."""
         n, c4, h, w = y.shape
         c = c4 // 4
         buf = torch.empty((n, c, 2 * h + 1, 2 * w + 1), dtype=y.dtype, device=y.device, memory_format=self.memory_format)
@@ -247,14 +243,11 @@ class ModConv(nn.Module):
         self.packed = True
 
     def use_polyphase(self) -> None:
-        """Run the stride-2 transposed conv as one stride-1 conv that computes its four phases.
-
-        Output pixel ``(2m + a, 2n + b)`` of ``conv_transpose2d(x, W, stride=2)`` is
-        ``sum_{r,s} x[m-1+r, n-1+s] · W[a+2-2r, b+2-2s]`` (r, s ∈ {0, 1}, taps past 2 are 0):
-        a 2×2 conv over x padded by 1 whose 4·out channels are the phases (h+1 of them per
-        axis; the last row and column of the interleaved image are zero). The weight is stored
-        arranged (16/9 the size), so modulating it stays one multiply.
-        """
+        """Run the stride-2 transposed conv as one stride-1 conv that computes its four phases: output pixel
+        ``(2m + a, 2n + b)`` of ``conv_transpose2d(x, W, stride=2)`` is
+        ``sum_{r,s} x[m-1+r, n-1+s] · W[a+2-2r, b+2-2s]`` (r, s ∈ {0, 1}, taps past 2 are 0), a 2×2 conv over x
+        padded by 1 with the phases as its 4·out channels. The weight is stored arranged (16/9 the size), so
+        modulating it stays one multiply."""
         w = self.weight.permute(1, 0, 2, 3)  # (out, in, 3, 3): exact values, only rearranged
         o, i = w.shape[:2]
         wp = w.new_zeros(2, 2, o, i, 2, 2)
