@@ -1,9 +1,5 @@
-"""Pre/post-processing exactly as the official ``face_gan.py``, at our RGB boundary (no BGR flip).
-
-Official: ``img/255``, ``(x - 0.5) / 0.5``, HWC→NCHW; back: ``x*0.5 + 0.5``, clip to [0, 1], ``*255`` and
-``astype(uint8)`` (truncation). ``norm=False`` is the official ``is_norm=False`` (Segmentation2Face): the
-network takes [0, 1] and its output is clipped from [0, 1].
-"""
+"""The generator's pre/post-processing exactly as the official ``face_gan.py``, on RGB (no BGR flip); ``norm=False``
+is the official ``is_norm=False`` (Segmentation2Face): [0, 1] in and out."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""GPEN's background upscaler: the RRDBNet of yangxy/GPEN ``sr_model/rrdbnet_arch.py`` under the same module names,
-so the released ``params_ema`` state_dict loads strictly (its keys and shapes decide the architecture). Tiling,
-uint8 and the memory budget live in :mod:`gpen_core.upscale.tiles`.
+"""GPEN's background upscaler: the official ``sr_model/rrdbnet_arch.py`` RRDBNet under the same module names, so the
+released ``params_ema`` loads strictly (its keys and shapes decide the architecture). Tiling: :mod:`gpen_core.upscale`.
 """
 
 from __future__ import annotations
@@ -114,22 +113,17 @@ class RRDBNet(nn.Module):
         return out
 
 
-# ------------------------------------------------------------------ loading
-
-
 # Where GPEN's and Real-ESRGAN's training scripts nest the weights, in the order looked for.
 _WRAPPERS = ("params_ema", "params")
 
 
 def _not_an_upscaler(where: str) -> Callable[[str], str]:
-    """The message for ``where`` holding a ``found`` instead of a dict of weights."""
     return lambda found: (f"{where} is not an upscaler checkpoint: expected a dict with 'params_ema', found {found}. "
                           "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
 
 
 def unwrap_params(obj: Any, where: str = "the checkpoint") -> dict[str, torch.Tensor]:
-    """The flat RRDBNet state_dict inside a checkpoint: ``params_ema`` (GPEN's and Real-ESRGAN's
-    layout), else ``params``, else the dict itself. ``module.`` prefixes are dropped."""
+    """The flat RRDBNet state_dict inside a checkpoint: ``params_ema``, else ``params``, else the dict itself."""
     from gpen_core.networks.checkpoint import network_state_dict
 
     return network_state_dict(obj, where, wrappers=_WRAPPERS, not_a_dict=_not_an_upscaler(where))
@@ -191,8 +185,8 @@ def missing_upscaler_text(path: str, download: str = "realesrnet_x2") -> str:
 
 
 def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> RRDBNet:
-    """Load a RealESRNet checkpoint (GPEN's ``params_ema`` layout) as a float32 :class:`RRDBNet` on ``device``.
-    Raises :class:`WeightsError` when the file is missing, unreadable, or not an RRDBNet upscaler."""
+    """A RealESRNet checkpoint as a float32 :class:`RRDBNet` on ``device``; WeightsError when the file is missing,
+    unreadable, or not an RRDBNet upscaler."""
     from gpen_core.networks.checkpoint import read_network_weights
 
     p = Path(path)
@@ -201,9 +195,6 @@ def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cp
         missing=missing_upscaler_text(str(p), "realesrnet_x4" if "x4" in p.name else "realesrnet_x2"),
     )
     return build_upscaler(sd, str(p)).to(device)
-
-
-# ------------------------------------------------------------ synthetic nets
 
 
 def random_upscaler(config: UpscalerConfig, seed: int = 0) -> RRDBNet:
