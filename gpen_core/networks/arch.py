@@ -128,10 +128,7 @@ class Fir(nn.Module):
         self.pad, self.up = pad, up
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._fir(x, up=self.up, pad=self.pad)
-
-    def _fir(self, x: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
-        return _FIR[self.impl](x, self.kernel, up=up, down=down, pad=pad)
+        return _FIR[self.impl](x, self.kernel, up=self.up, pad=self.pad)
 
 
 def set_fir_impl(model: nn.Module, impl: FirImpl) -> None:

@@ -38,7 +38,7 @@ def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
             elif isinstance(m, StyledConv):
                 m.forward = types.MethodType(styled_forward, m)  # type: ignore[method-assign]
             elif isinstance(m, Fir):
-                m._fir = types.MethodType(fir, m)  # type: ignore[method-assign]
+                m.forward = types.MethodType(fir_forward, m)  # type: ignore[method-assign]
             elif isinstance(m, ToRGB):
                 m.forward = types.MethodType(to_rgb_forward, m)  # type: ignore[method-assign]
     if strips > 1:
@@ -157,17 +157,17 @@ def to_rgb_forward(self: ToRGB, x: torch.Tensor | tuple[torch.Tensor, ...], styl
     return out if skip is None else self.upsample(skip) + out
 
 
-def fir(self: Fir, x: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
+def fir_forward(self: Fir, x: torch.Tensor) -> torch.Tensor:
     """The FIR with its depthwise kernel built from a Python-int channel count; upsampling as a transposed conv
     (ValueError for one other than GPEN's 4-tap one with pad (2, 1))."""
     c = int(x.shape[1])  # a constant in the trace
     k = torch.flip(self.kernel, [0, 1])[None, None].repeat(c, 1, 1, 1)
-    p0, p1 = pad
-    if up > 1:
-        if tuple(pad) != (2, 1) or self.kernel.shape[-1] != 4:
-            raise ValueError(f"export supports GPEN's 4-tap upsampling FIR with pad (2, 1), got {tuple(pad)}")
+    p0, p1 = self.pad
+    if self.up > 1:
+        if tuple(self.pad) != (2, 1) or self.kernel.shape[-1] != 4:
+            raise ValueError(f"export supports GPEN's 4-tap upsampling FIR with pad (2, 1), got {tuple(self.pad)}")
         # zero insertion + pad (2, 1) + FIR == transposed conv with the kernel, padding 1
         return F.conv_transpose2d(x, torch.flip(k, [2, 3]), stride=2, padding=1, groups=c)
     if p0 or p1:
         x = F.pad(x, [p0, p1, p0, p1])
-    return F.conv2d(x, k, stride=down, groups=c)
+    return F.conv2d(x, k, groups=c)
