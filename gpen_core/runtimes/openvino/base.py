@@ -268,9 +268,6 @@ def require_writable(root: Path) -> None:
         raise CacheUnwritable(why)
 
 
-_ENTRY_FILES = ("model.xml", "model.bin")
-
-
 def entry_problem(ir_dir: Path) -> str | None:
     """None when the IR in ``ir_dir`` has the sizes :func:`save_ir` recorded, else what is wrong."""
     try:
@@ -312,7 +309,7 @@ def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) ->
         ov.save_model(ov_model, tmp / "model.xml", compress_to_fp16=False)  # keep float32 weights
         seconds = time.perf_counter() - started
         files = {}
-        for name in _ENTRY_FILES:
+        for name in ("model.xml", "model.bin"):
             with open(tmp / name, "rb") as f:
                 files[name] = {"size": os.fstat(f.fileno()).st_size, "sha256": hashlib.file_digest(f, "sha256").hexdigest()}
         (tmp / "meta.json").write_text(json.dumps({**meta, "convert_s": round(seconds, 2), "files": files}, indent=1))
