@@ -103,14 +103,10 @@ def choose_plan(
             )
     else:
         raise ValueError(f"unknown device {dev!r}; expected 'cpu' or 'cuda[:N]'")
-    compile_ = False
-    if allow_compile:
-        why_not = _compile_unavailable(dev)
-        if why_not:
-            notes.append(f"torch.compile is off: {why_not}")
-        else:
-            compile_ = True
-    plan = ForwardPlan(device=dev, dtype=dtype, compile=compile_)  # type: ignore[arg-type]
+    why_not = _compile_unavailable(dev) if allow_compile else None
+    if why_not:
+        notes.append(f"torch.compile is off: {why_not}")
+    plan = ForwardPlan(device=dev, dtype=dtype, compile=allow_compile and not why_not)  # type: ignore[arg-type]
     return plan, ("; ".join(notes) or None)
 
 
