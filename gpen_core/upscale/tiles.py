@@ -220,18 +220,14 @@ def preview(width: int, height: int, factor: int, mode: str | None, tile: int | 
     m = MODES.get(mode or "")
     if m is not None:
         width, height = preshrink_size(width, height, m.max_side)
-    budget = MODE_TILE_BUDGET.get(mode or "", min(MODE_TILE_BUDGET.values()))
-    t = tile or tile_for_budget(budget, factor) if factor > 1 else 0
-    grid = plan_grid(height, width, factor, t) if factor > 1 else None
+    out_size = (width * factor, height * factor)
+    if factor <= 1:
+        return UpscalePreview(out_size, 0, 0, 0, None)
+    t = tile or tile_for_budget(MODE_TILE_BUDGET.get(mode or "", min(MODE_TILE_BUDGET.values())), factor)
+    grid = plan_grid(height, width, factor, t)
     problem = None
     try:
         check_output_size(width, height, factor)
     except InputError as exc:
         problem = str(exc)
-    return UpscalePreview(
-        (width * factor, height * factor),
-        grid.tile if grid else 0,
-        grid.count if grid else 0,
-        upscale_extra_bytes(width, height, factor, t) if factor > 1 else 0,
-        problem,
-    )
+    return UpscalePreview(out_size, grid.tile, grid.count, upscale_extra_bytes(width, height, factor, t), problem)
