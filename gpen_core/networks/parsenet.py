@@ -189,10 +189,8 @@ def _out_height(stage: ConvLayer | ResidualBlock, h_in: int) -> int:
 
 
 def _conv_rows(layer: ConvLayer, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
-    """Output rows ``[o_lo, o_hi)`` of ``layer`` from ``x`` (which holds every row they read).
-
-    The layer's own ops on a slice of rows: [nearest ×2 of the rows it needs], reflection pad
-    (of 1 column each side, and of a row only where the slice touches the image's edge), conv."""
+    """Output rows ``[o_lo, o_hi)`` of ``layer`` from ``x`` (which holds every row they read): the layer's own ops
+    on a slice, a row reflection-padded only where the slice touches the image's edge."""
     s = layer.conv2d.stride[0]
     h_eff = 2 * x.height if layer.up else x.height
     e_lo, e_hi = s * o_lo - 1, s * (o_hi - 1) + 2  # the (upsampled) input rows read, padding included
