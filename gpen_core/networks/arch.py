@@ -61,9 +61,8 @@ def _randn(*shape: int, div: float = 1.0) -> torch.Tensor:
     return t.div_(div) if div != 1.0 else t
 
 
-def upfirdn2d_native(
-    x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)
-) -> torch.Tensor:
+def upfirdn2d_native(x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down: int = 1,
+                     pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
     """The official generic CPU implementation (reference; slow and memory-hungry), its x and y pads equal."""
     p0, p1 = pad
     _, channel, in_h, in_w = x.shape
@@ -86,9 +85,8 @@ def upfirdn2d_native(
     return out.reshape(-1, channel, out_h, out_w)
 
 
-def upfirdn2d_depthwise(
-    x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)
-) -> torch.Tensor:
+def upfirdn2d_depthwise(x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down: int = 1,
+                        pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
     """Same filter as :func:`upfirdn2d_native` as one transposed / strided depthwise convolution."""
     n, c, h, w = x.shape
     k = torch.flip(kernel, [0, 1]).to(x.dtype)[None, None].expand(c, 1, *kernel.shape)

@@ -36,9 +36,8 @@ def strip_module_prefix(sd: Mapping[str, _V], where: str = "the checkpoint") -> 
     return out
 
 
-def network_state_dict(
-    obj: Any, where: str, *, wrappers: Sequence[str], not_a_dict: Callable[[str], str]
-) -> dict[str, torch.Tensor]:
+def network_state_dict(obj: Any, where: str, *, wrappers: Sequence[str],
+                       not_a_dict: Callable[[str], str]) -> dict[str, torch.Tensor]:
     """The flat float32 state_dict of a helper network (parser, upscaler) inside ``obj``, the first of ``wrappers``
     holding a dict unwrapped; not a dict: WeightsError ``not_a_dict(type name)``."""
     if isinstance(obj, Mapping):
@@ -49,9 +48,8 @@ def network_state_dict(
     return {k: (v.float() if v.is_floating_point() else v) for k, v in sd.items()}
 
 
-def read_network_weights(
-    path: str | os.PathLike[str], what: str, *, missing: str, wrappers: Sequence[str], not_a_dict: Callable[[str], str]
-) -> dict[str, torch.Tensor]:
+def read_network_weights(path: str | os.PathLike[str], what: str, *, missing: str, wrappers: Sequence[str],
+                         not_a_dict: Callable[[str], str]) -> dict[str, torch.Tensor]:
     """:func:`network_state_dict` of the file at ``path``; a missing file raises WeightsError ``missing``."""
     p = Path(path)
     if not p.is_file():

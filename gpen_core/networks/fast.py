@@ -161,9 +161,8 @@ def input_rows(r0: int, r1: int, half: int) -> tuple[int, int]:
     return max(0, r0 // 2 - HALO), min(half, r1 // 2 + HALO)
 
 
-def full_size_level(
-    net: FastGPEN, out: torch.Tensor, latent: torch.Tensor, inp: torch.Tensor, skip: torch.Tensor, rows: int
-) -> torch.Tensor:
+def full_size_level(net: FastGPEN, out: torch.Tensor, latent: torch.Tensor, inp: torch.Tensor, skip: torch.Tensor,
+                    rows: int) -> torch.Tensor:
     """The last decoder level and its ToRGB, ``rows`` (even) full-size rows at a time: float32 1×3×S×S. ``out``: the
     previous level's output (1×C×S/2×S/2); ``inp``: the network's input (its rows give the noise)."""
     i = len(net.to_rgbs) - 1

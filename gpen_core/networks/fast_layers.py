@@ -36,9 +36,8 @@ def onednn_fusion(device: torch.device, dtype: torch.dtype) -> bool:
     return dtype == torch.float32
 
 
-def _conv_leaky(
-    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, padding: int, groups: int = 1, stride: int = 1
-) -> torch.Tensor:
+def _conv_leaky(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, padding: int, groups: int = 1,
+                stride: int = 1) -> torch.Tensor:
     """leaky_relu(conv2d(x, w, b, stride, padding), 0.2) in one oneDNN pass."""
     p, st = [padding, padding], [stride, stride]
     return torch.ops.mkldnn._convolution_pointwise(x, w, b, p, st, [1, 1], groups, "leaky_relu", [0.2], "")
@@ -69,9 +68,8 @@ class Blur(nn.Module):
         k = kernel if up > 1 else torch.flip(kernel, [0, 1])
         self.register_buffer("dw", k.to(dev, dt)[None, None].repeat(channels, 1, 1, 1).contiguous(), persistent=False)
 
-    def from_phases(
-        self, y: torch.Tensor, bias: torch.Tensor | None, leaky: bool, scale: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def from_phases(self, y: torch.Tensor, bias: torch.Tensor | None, leaky: bool,
+                    scale: torch.Tensor | None = None) -> torch.Tensor:
         """This blur (pad (1, 1)) of the 2x upsampled image whose four phases ``y`` holds: N×4C×h×w, channel
         ``(2a + b)·C + c`` holding pixel ``(2m + a, 2n + b)``, interleaved behind one zero row and column (the
         blur's padding). ``scale`` (C,) multiplies channel c before the bias."""
@@ -189,9 +187,8 @@ class ModConv(nn.Module):
             return d[:, None] * f[None, :]
         return f[None, :].expand(self.wsq.shape[0], -1)
 
-    def forward(
-        self, x: Pair | torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None = None, leaky: bool = False
-    ) -> torch.Tensor:
+    def forward(self, x: Pair | torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None = None,
+                leaky: bool = False) -> torch.Tensor:
         """conv(x) + bias, then leaky ReLU when asked (the upsampling conv fuses it into the blur). ``x`` may
         be a :data:`Pair` (after :meth:`use_split_input`): a list is emptied, its tensors freed, once read."""
         if isinstance(x, (tuple, list)):
@@ -215,9 +212,8 @@ class ModConv(nn.Module):
         out = F.conv2d(x, w, bias=bias, padding=self.padding)
         return _leaky_(out) if leaky else out
 
-    def _forward_input_modulated(
-        self, x: torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None, leaky: bool
-    ) -> torch.Tensor:
+    def _forward_input_modulated(self, x: torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None,
+                                 leaky: bool) -> torch.Tensor:
         """``forward`` as ``conv(x · s, W) · d``: the input takes the modulation, the output (or the per-channel
         blur's kernel) the demodulation."""
         s, d = self.styles(latent)
@@ -303,9 +299,8 @@ class StyledConv(nn.Module):
             return _conv_leaky(noise, self.noise_dw, self.bias_noise.view(-1), 0, groups=self.noise_dw.shape[0])
         return _leaky_(torch.add(self.bias_noise, noise, alpha=self.noise_weight))
 
-    def forward(
-        self, x: Pair | torch.Tensor, latent: torch.Tensor, noise: torch.Tensor, split: bool = False
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: Pair | torch.Tensor, latent: torch.Tensor, noise: torch.Tensor,
+                split: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """leaky(cat(conv(x) + b, w*noise + b')); ``x`` as :meth:`ModConv.forward` takes it (a list is freed
         before the noise half is allocated). ``split=True`` returns a (features, noise) pair, both halves
         activated, instead of concatenating."""

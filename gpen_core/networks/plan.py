@@ -69,9 +69,8 @@ def cuda_native_bf16(device: str | torch.device = "cuda") -> bool:
     return torch.cuda.get_device_capability(dev)[0] >= 8
 
 
-def choose_plan(
-    device: str | torch.device = "cpu", requested_dtype: str = "float32", *, allow_compile: bool = False
-) -> tuple[ForwardPlan, str | None]:
+def choose_plan(device: str | torch.device = "cpu", requested_dtype: str = "float32", *,
+                allow_compile: bool = False) -> tuple[ForwardPlan, str | None]:
     """The plan for ``requested_dtype`` (or "auto": CUDA float16, CPU bfloat16 where native) on ``device``, and a note
     when a dtype this device runs badly was replaced. ``allow_compile``: where a C++ compiler / Triton is there.
     ResourceError when CUDA is asked for but not available."""

@@ -9,9 +9,8 @@ import torch
 from gpen_core.rgb import check_rgb
 
 
-def to_tensor(
-    rgb: np.ndarray, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, *, norm: bool = True
-) -> torch.Tensor:
+def to_tensor(rgb: np.ndarray, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, *,
+              norm: bool = True) -> torch.Tensor:
     """RGB uint8 H×W×3 → 1×3×H×W in [-1, 1] (``norm=False``: in [0, 1])."""
     rgb = check_rgb(rgb, "the face")
     t = torch.from_numpy(rgb).to(device=device, dtype=torch.float32) / 255.0

@@ -78,9 +78,8 @@ def tile_cost_bytes(tile: int, scale: int, *, pad: int = DEFAULT_PAD, num_feat: 
     return int(TILE_FIXED_BYTES + TILE_BYTES_PER_PX * width * side * side / (u * u))
 
 
-def tile_for_budget(
-    budget_bytes: int, scale: int, *, pad: int = DEFAULT_PAD, num_feat: int = 32, num_grow_ch: int = 32
-) -> int:
+def tile_for_budget(budget_bytes: int, scale: int, *, pad: int = DEFAULT_PAD, num_feat: int = 32,
+                    num_grow_ch: int = 32) -> int:
     """The largest tile (input px, a multiple of 16) whose predicted peak fits ``budget_bytes``, at least
     :data:`MIN_TILE` (the caller's memory check decides whether to run at all)."""
     u = _UNSHUFFLE[scale]

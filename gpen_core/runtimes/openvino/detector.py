@@ -79,9 +79,8 @@ def convert(net: Any, variant: str, key: CacheKey, models_dir: str | os.PathLike
 class OVRetinaFace(CompiledNet):
     """A compiled RetinaFace."""
 
-    def __init__(
-        self, compiled: Any, meta: dict[str, Any], key: CacheKey, root: Path, *, load_s: float, convert_s: float | None
-    ) -> None:
+    def __init__(self, compiled: Any, meta: dict[str, Any], key: CacheKey, root: Path, *, load_s: float,
+                 convert_s: float | None) -> None:
         super().__init__(compiled, key, load_s=load_s, convert_s=convert_s)
         self._root = root
         self._priors: dict[tuple[int, int], Any] = {}  # (H, W) → facexlib's PriorBox output
@@ -172,9 +171,8 @@ def measure_speed(network: str, load_as: LoadAs, *, models_dir: str | os.PathLik
     return out
 
 
-def check_row(
-    network: str, load_as: LoadAs, models_dir: Path, threads: int | None, runs: int, say: Callable[[float, str], None]
-) -> dict[str, Any]:
+def check_row(network: str, load_as: LoadAs, models_dir: Path, threads: int | None, runs: int,
+              say: Callable[[float, str], None]) -> dict[str, Any]:
     """The hardware check's detector row (real weights when in ``models_dir``, else random); a failure is its
     ``error``."""
     from gpen_core.options import DETECTOR_WEIGHTS

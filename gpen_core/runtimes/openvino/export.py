@@ -141,9 +141,8 @@ def styled_halves(self: StyledConv, y: torch.Tensor, noise: torch.Tensor) -> tup
     return feats, F.leaky_relu(self.noise.weight * noise + b[:, c:], 0.2) * SQRT2
 
 
-def styled_forward(
-    self: StyledConv, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor, noise: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+def styled_forward(self: StyledConv, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor,
+                   noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """A styled conv handing on its (features, activated noise) halves (see :func:`styled_halves`)."""
     return styled_halves(self, self.conv(x, style), noise)
 
