@@ -70,10 +70,8 @@ def unwrap_state_dict(obj: Any) -> dict[str, torch.Tensor]:
             break
         obj, seen = inner, seen + 1
     if not isinstance(obj, Mapping) or not obj:
-        raise WeightsError(
-            f"expected a GPEN generator state_dict (a dict of tensors), found {type(obj).__name__}. "
-            "Use a GPEN-BFR-*.pth file or ModelScope's pytorch_model.pt."
-        )
+        raise WeightsError(f"expected a GPEN generator state_dict (a dict of tensors), found {type(obj).__name__}. "
+                           "Use a GPEN-BFR-*.pth file or ModelScope's pytorch_model.pt.")
     return strip_module_prefix({k: v for k, v in obj.items() if isinstance(v, torch.Tensor)})
 
 
@@ -83,12 +81,10 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:
     missing = [k for k in required if k not in sd]
     if missing:
         sample = ", ".join(list(sd)[:4])
-        raise WeightsError(
-            "this checkpoint is not a GPEN generator (FullGenerator): expected keys such as "
-            f"{', '.join(missing)}; found {len(sd)} keys like {sample or 'nothing'}. "
-            "Use one of GPEN-BFR-256/512/1024/2048.pth or ModelScope's "
-            "iic/cv_gpen_image-portrait-enhancement pytorch_model.pt."
-        )
+        raise WeightsError("this checkpoint is not a GPEN generator (FullGenerator): expected keys such as "
+                           f"{', '.join(missing)}; found {len(sd)} keys like {sample or 'nothing'}. "
+                           "Use one of GPEN-BFR-256/512/1024/2048.pth or ModelScope's "
+                           "iic/cv_gpen_image-portrait-enhancement pytorch_model.pt.")
     n_ecd = len({int(m.group(1)) for k in sd if (m := _ECD.match(k))})
     size = 2 ** (n_ecd + 1)
     n_mlp = len([k for k in sd if _STYLE.match(k)])

@@ -20,7 +20,6 @@ from torch.nn import functional as F
 from gpen_core.errors import WeightsError
 from gpen_core.rgb import check_rgb
 
-
 # The released network: official FaceParse.load_model and facexlib's init_parsing_model.
 RELEASED_CONFIG: dict[str, Any] = {"in_size": 512, "out_size": 512, "min_feat_size": 32, "base_ch": 64, "parsing_ch": 19,
                                    "norm_type": "bn", "relu_type": "LeakyReLU", "ch_range": (32, 256)}
@@ -29,7 +28,6 @@ PARSE_SIZE = 512  # the official FaceParse.size: every face is parsed at 512×51
 # The official img2tensor, ``img / 255. * 2 - 1`` in float64 then ``.float()``, bit for bit: the generator's float32
 # form is one ulp off on a third of the values, and ParseNet amplifies that about 4000×.
 _INPUT_LUT = (np.arange(256, dtype=np.float64) / 255.0 * 2 - 1).astype(np.float32)
-
 
 NormType = Literal["bn", "none"]
 ReluType = Literal["LeakyReLU", "none"]  # the official ReluLayer's two kinds ParseNet uses
@@ -77,9 +75,8 @@ class ResidualBlock(nn.Module):
 
     def __init__(self, c_in: int, c_out: int, relu_type: ReluType, norm_type: NormType, scale: str = "none") -> None:
         super().__init__()
-        self.shortcut_func: nn.Module = (
-            nn.Identity() if scale == "none" and c_in == c_out else ConvLayer(c_in, c_out, 3, scale)
-        )
+        same = scale == "none" and c_in == c_out
+        self.shortcut_func: nn.Module = nn.Identity() if same else ConvLayer(c_in, c_out, 3, scale)
         s1, s2 = self._SCALES[scale]
         self.conv1 = ConvLayer(c_in, c_out, 3, s1, norm_type=norm_type, relu_type=relu_type)
         self.conv2 = ConvLayer(c_out, c_out, 3, s2, norm_type=norm_type, relu_type="none")

@@ -96,10 +96,8 @@ def choose_plan(device: str | torch.device = "cpu", requested_dtype: str = "floa
             notes.append(f"float16 is ~500x slower than float32 on a CPU; used {dtype} instead")
         elif requested == "bfloat16" and not native_bf16:
             dtype = "float32"
-            notes.append(
-                "this CPU has no native bfloat16 (no AVX-512 BF16 / AMX), where bfloat16 runs several "
-                "times slower than float32; used float32 instead"
-            )
+            notes.append("this CPU has no native bfloat16 (no AVX-512 BF16 / AMX), where bfloat16 runs several "
+                         "times slower than float32; used float32 instead")
     else:
         raise ValueError(f"unknown device {dev!r}; expected 'cpu' or 'cuda[:N]'")
     why_not = _compile_unavailable(dev) if allow_compile else None

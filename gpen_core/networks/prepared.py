@@ -47,9 +47,8 @@ class PreparedForward:
         if self._compiled is not None:
             # Always a fresh inference tensor in the plan's layout: the compiled graph is
             # guarded on such properties and would recompile for a caller's plain tensor.
-            x = x.to(device=self.plan.device, dtype=self.plan.dtype_torch, copy=True).contiguous(
-                memory_format=self.net.memory_format
-            )
+            x = x.to(device=self.plan.device, dtype=self.plan.dtype_torch, copy=True)
+            x = x.contiguous(memory_format=self.net.memory_format)
             if self._ready:
                 return self._compiled(x)
             # Compile on this call unless another call is compiling right now (then stay eager).

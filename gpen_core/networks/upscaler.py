@@ -138,11 +138,9 @@ def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") 
         gpen = " (it looks like a GPEN face generator: pass it as the model, not the upscaler)" if any(
             k.startswith("generator.") for k in sd
         ) else ""
-        raise WeightsError(
-            f"{where} is not an RRDBNet upscaler checkpoint{gpen}: it lacks {', '.join(missing)}; "
-            f"found {len(sd)} keys like {sample}. Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth "
-            "(`python -m gpen_core download realesrnet_x2`)."
-        )
+        raise WeightsError(f"{where} is not an RRDBNet upscaler checkpoint{gpen}: it lacks {', '.join(missing)}; "
+                           f"found {len(sd)} keys like {sample}. Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth "
+                           "(`python -m gpen_core download realesrnet_x2`).")
     first = sd["conv_first.weight"]
     in_ch = int(first.shape[1])
     if in_ch not in _IN_CH_TO_SCALE or first.ndim != 4:
@@ -153,12 +151,8 @@ def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") 
     if int(sd["conv_last.weight"].shape[0]) != 3:
         raise WeightsError(f"{where}: conv_last gives {int(sd['conv_last.weight'].shape[0])} channels, not RGB's 3.")
     blocks = {int(m.group(1)) for k in sd if (m := _BODY.match(k))}
-    return UpscalerConfig(
-        scale=_IN_CH_TO_SCALE[in_ch],
-        num_feat=int(first.shape[0]),
-        num_block=max(blocks) + 1,
-        num_grow_ch=int(sd["body.0.rdb1.conv1.weight"].shape[0]),
-    )
+    return UpscalerConfig(scale=_IN_CH_TO_SCALE[in_ch], num_feat=int(first.shape[0]), num_block=max(blocks) + 1,
+                          num_grow_ch=int(sd["body.0.rdb1.conv1.weight"].shape[0]))
 
 
 def build_upscaler(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") -> RRDBNet:
@@ -167,11 +161,9 @@ def build_upscaler(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint"
     net = RRDBNet(config)
     result = net.load_state_dict({k: v.float() for k, v in sd.items()}, strict=False)
     if result.missing_keys or result.unexpected_keys:
-        raise WeightsError(
-            f"{where} does not match the RRDBNet it describes ({config}): "
-            f"missing {result.missing_keys[:3]}, unexpected {result.unexpected_keys[:3]}. "
-            "The file is corrupt or another network; use GPEN's realesrnet_x2.pth or realesrnet_x4.pth."
-        )
+        raise WeightsError(f"{where} does not match the RRDBNet it describes ({config}): "
+                           f"missing {result.missing_keys[:3]}, unexpected {result.unexpected_keys[:3]}. "
+                           "The file is corrupt or another network; use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
     # Channels-last weights: faster on the CPU, same output (measured: docs/upscaling.md); the tiles
     # arrive channels-last anyway (an H×W×3 array viewed as 1×3×H×W).
     return net.eval().requires_grad_(False).to(memory_format=torch.channels_last)

@@ -21,9 +21,7 @@ if TYPE_CHECKING:
     from gpen_core.modes import MemoryMode
     from gpen_core.networks.upscaler import RRDBNet
 
-
 DEFAULT_PAD = 10  # the official tile_pad; seams measured in tests/test_upscaler.py and docs/upscaling.md
-
 
 # Per-tile peak RAM: TILE_FIXED_BYTES + TILE_BYTES_PER_PX per trunk pixel (padded tile area / unshuffle²) at the
 # released widths, scaled by (num_feat + 2 * num_grow_ch) / 96; above every tile measured (docs/upscaling.md).
@@ -36,7 +34,6 @@ MIN_TILE = 32  # below this the 2 × 10 px of context costs more than the tile i
 MAX_TILE = 1024
 # Pixel-unshuffle factor of RealESRNet's input per scale: ×4 none, ×2 2×2 blocks, ×1 4×4 blocks.
 _UNSHUFFLE = {4: 1, 2: 2, 1: 4}
-
 
 # Largest result we make (pixels), and how many result-sized buffers the flow holds at its peak (the resized
 # original, the upscaled background, the composed photo).
@@ -55,11 +52,9 @@ def check_output_size(width: int, height: int, factor: int) -> None:
     shrink = f"{int(width * k)}×{int(height * k)}"
     x2_fits = factor > 2 and width * height * 4 <= MAX_OUTPUT_PIXELS
     alt = f"choose ×2 ({width * 2}×{height * 2}), or " if x2_fits else "choose upscale 1, or "
-    raise InputError(
-        f"upscaling {width}×{height} by ×{factor} would make a {width * factor}×{height * factor} result "
-        f"({out / 1e6:.0f} MP), over the {MAX_OUTPUT_PIXELS / 1e6:.0f} MP limit. To fix: {alt}shrink the photo "
-        f"to at most {shrink} first."
-    )
+    raise InputError(f"upscaling {width}×{height} by ×{factor} would make a {width * factor}×{height * factor} result "
+                     f"({out / 1e6:.0f} MP), over the {MAX_OUTPUT_PIXELS / 1e6:.0f} MP limit. To fix: {alt}shrink "
+                     f"the photo to at most {shrink} first.")
 
 
 def upscale_extra_bytes(width: int, height: int, factor: int, tile: int, *, pad: int = DEFAULT_PAD) -> int:

@@ -37,11 +37,9 @@ class ExportReport:
 
     def summary(self) -> str:
         what = f"ONNX opset {self.opset}" if self.format == "onnx" else "OpenVINO IR (float32 weights)"
-        return (
-            f"wrote {self.path} ({what}): input 'input' float32 1×3×{self.size}×{self.size} RGB in [-1, 1], "
-            f"output 'output' the same shape; checked with OpenVINO against torch: max |difference| "
-            f"{self.max_abs_diff:.2e} (in {self.seconds:.1f} s)"
-        )
+        return (f"wrote {self.path} ({what}): input 'input' float32 1×3×{self.size}×{self.size} RGB in [-1, 1], "
+                f"output 'output' the same shape; checked with OpenVINO against torch: max |difference| "
+                f"{self.max_abs_diff:.2e} (in {self.seconds:.1f} s)")
 
 
 def _checkpoint(model: str, models_dir: str | os.PathLike[str] | None) -> Path:

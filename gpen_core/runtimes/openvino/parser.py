@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 PARSE_SIZE = 512  # labels are always 512×512, as gpen_core.networks.parsenet.PARSE_SIZE (the official FaceParse.size)
 
-
 # RAM a first-use conversion adds to the process, per input size: measured 2026-12-03 on the AMX Xeon.
 CONVERT_RAM_MEASURED: dict[int, int] = {512: 762 * 2**20, 256: 704 * 2**20}
 
