@@ -50,7 +50,8 @@ def network_state_dict(obj: Any, where: str, *, wrappers: Sequence[str],
 
 def read_network_weights(path: str | os.PathLike[str], what: str, *, missing: str, wrappers: Sequence[str],
                          not_a_dict: Callable[[str], str]) -> dict[str, torch.Tensor]:
-    """:func:`network_state_dict` of the file at ``path``; a missing file raises WeightsError ``missing``."""
+    """:func:`network_state_dict` of the file at ``path`` (read by :func:`read_checkpoint`, raising as it does); a
+    missing file raises WeightsError ``missing``."""
     p = Path(path)
     if not p.is_file():
         raise WeightsError(missing)

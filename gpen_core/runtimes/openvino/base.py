@@ -298,7 +298,8 @@ def set_aside(ir_dir: Path, why: str) -> CacheDamaged:
 
 def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) -> float:
     """Write a converted model (float32 weights, and ``meta`` with each file's size and sha256) into ``final`` whole
-    or not at all; another process's finished copy of the same conversion is kept. Seconds since ``started``."""
+    or not at all; another process's finished copy of the same conversion is kept. Seconds since ``started``;
+    raises :class:`CacheUnwritable`."""
     import openvino as ov
 
     require_writable(final.parent.parent)  # the cache root: <root>/<model>/<ov version>
@@ -387,7 +388,8 @@ def compile_cached(xml: str | os.PathLike[str], config: dict[str, Any]) -> Any:
 def load_compiled(key: CacheKey, models_dir: str | os.PathLike[str] | None, threads: int | None, convert: Callable[[], float],
                   current: Callable[[CacheKey, Any], bool] = is_cached) -> tuple[Any, float, float | None]:
     """(compiled model, compile seconds, conversion seconds or None) for ``key``, converted first by ``convert()``
-    (its seconds) unless ``current`` finds it cached. ResourceError when OpenVINO cannot run here."""
+    (its seconds) unless ``current`` finds it cached. ResourceError when OpenVINO cannot run here; a bad precision
+    raises as :func:`check_precision`; a damaged entry :class:`CacheDamaged`."""
     if why := unavailable_reason():
         raise ResourceError(why)
     check_precision(key.precision)

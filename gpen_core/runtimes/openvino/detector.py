@@ -135,7 +135,8 @@ class OVRetinaFace(CompiledNet):
 
 def load(weights: Path | None, network: str, build: BuildNet, *, models_dir: str | os.PathLike[str] | None = None,
          threads: int | None = None) -> OVRetinaFace:
-    """The compiled detector for ``weights`` (None: random), from the cache or converted now from ``build``."""
+    """The compiled detector for ``weights`` (None: random), from the cache or converted now from ``build``; raises
+    as :func:`~gpen_core.runtimes.openvino.base.load_compiled`."""
     path = Path(weights) if weights is not None else synthetic_weights(network, build, models_dir)
     key, root = detector_key(path, network), cache_root(models_dir)
 

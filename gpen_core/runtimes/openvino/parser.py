@@ -125,7 +125,8 @@ class OVParser(CompiledNet):
 def load(weights: str | os.PathLike[str], input_size: int, precision: Precision = "f32", *,
          models_dir: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None,
          progress: Progress | None = None, threads: int | None = None) -> OVParser:
-    """The compiled parser for ``weights`` at an S×S input, from the cache or converted now."""
+    """The compiled parser for ``weights`` at an S×S input, from the cache or converted now; raises as
+    :func:`~gpen_core.runtimes.openvino.base.load_compiled`."""
     path = Path(weights)
     key = parse_key(path, input_size, precision)
     compiled, load_s, convert_s = load_compiled(key, models_dir, threads, lambda: convert(
