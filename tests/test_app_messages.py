@@ -59,3 +59,17 @@ def test_a_public_message_names_the_servers_folders_by_role(tmp_path, monkeypatc
     assert str(tmp_path) in local.text and str(tmp_path) not in public.panel
     bug = messages.shown_error(RuntimeError(f"open {tmp_path}/x.bin failed"), public=True)  # our bug's one line too
     assert str(tmp_path) not in bug.text and "…/x.bin" in bug.text
+
+
+def test_a_public_message_keeps_a_slash_between_words(tmp_path, monkeypatch) -> None:
+    """A lone " / " ("x2.pth / x4.pth": either) is no path: a shared server's visitor read the fix as "x2.pth …
+    x4.pth"."""
+    from gpen_core.errors import WeightsError
+    from gpen_core.networks.upscaler import missing_upscaler_text
+
+    monkeypatch.setenv("GPEN_HOME", str(tmp_path / "models"))
+    exc = WeightsError(missing_upscaler_text(str(tmp_path / "models" / "realesrnet_x2.pth")))
+    shown = messages.shown_error(exc, public=True)
+    assert "upscaler file <models folder>/realesrnet_x2.pth does not exist" in shown.text, shown.text
+    assert "an existing realesrnet_x2.pth / realesrnet_x4.pth." in shown.text, shown.text
+    assert str(tmp_path) not in shown.panel
