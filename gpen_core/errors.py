@@ -29,7 +29,8 @@ class InputError(GPENError):
 
 
 class PixelFormatError(InputError, ValueError):
-    """An array handed in is not RGB uint8 H×W×3; also a ``ValueError``, as NumPy reports a wrong array."""
+    """An array handed in is not RGB uint8 H×W×3; also a ``ValueError``, as NumPy reports a wrong array, so a
+    library caller's ``except ValueError`` still catches it."""
 
 
 class WeightsError(GPENError):

@@ -71,7 +71,8 @@ class Restorer:
     def frames(self, options: RestoreOptions, frame_size: tuple[int, int]) -> Iterator[FrameSession]:
         """A video's frames session, holding the lock and the networks until the block ends; the mode resolved once
         for ``frame_size`` (width, height). Per frame ``session.detect(rgb)``, then ``session.restore(rgb,
-        detections)``. No meter (the caller measures the clip). InputError for options a video cannot take."""
+        detections)``. No meter (the caller measures the clip). InputError for options a video cannot take,
+        WeightsError for missing weights."""
         opts = options.validated()
         with self._lock:
             pipeline.import_engine()

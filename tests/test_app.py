@@ -617,7 +617,7 @@ def test_a_shared_servers_errors_name_its_folders_by_role_and_a_local_ones_in_fu
         with pytest.raises(gr.Error) as e, app.ui_errors():
             lookup.resolve("GPEN-BFR-512", allow_download=False)
         assert (str(models) in e.value.message) is not shared, e.value.message
-        assert ("<models folder>" in e.value.message) is shared
+        assert ("‹models folder›" in e.value.message) is shared  # "<…>" would open an HTML tag in the pop-up
     upload = tmp_path / "srv" / "uploads" / "holiday.jpg"  # a folder: its panel names it as its visitor does
     upload.mkdir(parents=True)
     panel = app.preview(str(upload))[2]

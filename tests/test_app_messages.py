@@ -55,7 +55,33 @@ def test_a_public_message_names_the_servers_folders_by_role(tmp_path, monkeypatc
     monkeypatch.setenv("GPEN_HOME", str(tmp_path / "models"))
     exc = WeightsError(f"GPEN-BFR-512.pth is not in {tmp_path / 'models'}; see {tmp_path / 'logs' / 'app.log'}")
     public, local = messages.shown_error(exc, public=True), messages.shown_error(exc)
-    assert public.text == "Weights missing. GPEN-BFR-512.pth is not in <models folder>; see …/app.log", public.text
+    assert public.text == "Weights missing. GPEN-BFR-512.pth is not in ‹models folder›; see …/app.log", public.text
+    assert "is not in \\<models folder\\>; see" in public.panel  # Markdown: shown as <models folder>
     assert str(tmp_path) in local.text and str(tmp_path) not in public.panel
     bug = messages.shown_error(RuntimeError(f"open {tmp_path}/x.bin failed"), public=True)  # our bug's one line too
     assert str(tmp_path) not in bug.text and "…/x.bin" in bug.text
+
+
+def test_a_public_message_keeps_a_slash_between_words(tmp_path, monkeypatch) -> None:
+    """A lone " / " ("x2.pth / x4.pth": either) is no path: a shared server's visitor read the fix as "x2.pth …
+    x4.pth"."""
+    from gpen_core.errors import WeightsError
+    from gpen_core.networks.upscaler import missing_upscaler_text
+
+    monkeypatch.setenv("GPEN_HOME", str(tmp_path / "models"))
+    exc = WeightsError(missing_upscaler_text(str(tmp_path / "models" / "realesrnet_x2.pth")))
+    shown = messages.shown_error(exc, public=True)
+    assert "upscaler file ‹models folder›/realesrnet_x2.pth does not exist" in shown.text, shown.text
+    assert "an existing realesrnet_x2.pth / realesrnet_x4.pth." in shown.text, shown.text
+    assert str(tmp_path) not in shown.panel
+
+
+def test_a_public_pop_up_keeps_the_words_after_a_folders_role(tmp_path, monkeypatch) -> None:
+    """The pop-up renders its text as HTML (Gradio's toast, checked in Chromium): "<models folder>" opened an
+    unknown tag, and the toast showed "… is not in" with the rest of the message, its fix, dropped."""
+    from gpen_core.errors import WeightsError
+
+    monkeypatch.setenv("GPEN_HOME", str(tmp_path / "models"))
+    exc = WeightsError(f"GPEN-BFR-512.pth is not in {tmp_path / 'models'}; run `python -m gpen_core download`")
+    text = messages.shown_error(exc, public=True).text
+    assert text == "Weights missing. GPEN-BFR-512.pth is not in ‹models folder›; run “python -m gpen_core download”"

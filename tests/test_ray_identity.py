@@ -3,8 +3,9 @@ summary and the manifest carry the figures a local segmented run gives (tests/te
 run's), per segment, its frames named by the clip's numbers.
 
 The clip: FFHQ face 0 at 128 px, 4 frames at 2 fps with a keyframe every 2 (two 1 s segments); ``low`` with the
-check turned on, a random-weight GPEN-BFR-256 and the real RetinaFace mobilenet0.25 from ../shared, so every checked
-face is far from its input (over dlib's 0.6) while the still face never jumps. The command starts its own local Ray
+check turned on, a random-weight 256 px GPEN (conftest's ``gen256_narrow``: an eighth of GPEN-BFR-256's width, for
+figures that hold for any generator) and the real RetinaFace mobilenet0.25 from ../shared, so every checked face is
+far from its input (over dlib's 0.6) while the still face never jumps. The command starts its own local Ray
 and stops it, as a user's ``--ray`` does: Ray's start and the worker's imports are most of the test's time.
 Skipped without Ray, PyAV, dlib or ../shared."""
 
@@ -46,14 +47,14 @@ def _track(segment: int, frames: list[int]) -> dict:
 
 
 def test_ray_workers_carry_the_identity_figures_as_a_local_segmented_run(
-    tmp_path: Path, models_with_detector: Path, gen256: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, models_with_detector: Path, gen256_narrow: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from gpen_core.cli import main
 
     out = tmp_path / "ray"
     out.mkdir()
     rc = main(["restore", str(_clip(tmp_path)), "-o", str(out / "out.mp4"), "--ray", "--workers", "1", "--mode", "low",
-               "--model", str(gen256), "--models-dir", str(models_with_detector), "--identity", "on",
+               "--model", str(gen256_narrow), "--models-dir", str(models_with_detector), "--identity", "on",
                "--segment-seconds", "1", "--json"])
     stdout, stderr = capsys.readouterr()
     assert rc == 0, stderr

@@ -209,7 +209,8 @@ def prepare_in_child(models_dir: str | os.PathLike[str] | None,
 
 class BackgroundPreparation:
     """:func:`convert_ahead` in a niced child process (a niced thread would leave the runtime's worker threads niced
-    for the app's life), watched by a daemon thread; a child that dies is started again once."""
+    for the app's life), watched by a daemon thread; a child that dies is started again once, and when that run
+    fails too the report says so and requests convert on first use."""
 
     # A conversion runs at this niceness: the first restores, on torch meanwhile, get the cores first.
     NICENESS = 10

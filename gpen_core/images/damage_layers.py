@@ -26,7 +26,8 @@ def _named_layers(layers: Sequence[Any]) -> list[tuple[str, Any]]:
 def damage_from_layers(layers: Sequence[str | None], limits: InputLimits = DEFAULT_LIMITS) -> np.ndarray | None:
     """The strokes of the editor's ``layers`` (image files) as a uint8 H×W mask (255 = damaged), or None when nothing
     is painted: any pixel a layer covers (alpha above 0; an opaque layer: a channel over 127). :class:`InputError`
-    naming the layer for a file that is not an image within the limits, or layers of different sizes."""
+    naming the layer for a file that is not an image within the limits, layers of different sizes, or more than
+    :data:`MAX_LAYERS`."""
     painted: np.ndarray | None = None
     for name, path in _named_layers(layers):
         try:

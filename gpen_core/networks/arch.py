@@ -1,10 +1,7 @@
-"""The GPEN generator (Yang et al., CVPR 2021) in plain PyTorch; N×3×S×S float in [-1, 1] RGB in and out.
-
-State-dict compatible with the official ``FullGenerator`` checkpoints (GPEN-BFR-256/512/1024/2048 and
-ModelScope's ``pytorch_model.pt``): every key, shape and blur-kernel buffer matches
-``../shared/reference/keys_GPEN-BFR-*.tsv``. The official ``upfirdn2d`` / ``fused_leaky_relu`` CUDA ops are
-ordinary ops here; the FIR runs as ``"depthwise"`` (default: one grouped convolution, several times cheaper
-on CPU) or ``"native"`` (the official generic CPU fallback the reference benchmarks use): :func:`set_fir_impl`.
+"""The GPEN generator (Yang et al., CVPR 2021) in plain PyTorch, state-dict compatible with the official
+``FullGenerator`` checkpoints; N×3×S×S float in [-1, 1] RGB in and out. The official CUDA ops are ordinary ops
+here; the FIR runs ``"depthwise"`` (one grouped conv, several times cheaper on CPU) or ``"native"`` (the official
+generic fallback): :func:`set_fir_impl`.
 """
 
 from __future__ import annotations
@@ -46,14 +43,8 @@ class GPENConfig:
         return int(math.log2(self.size))
 
 
-# ---------------------------------------------------------------------------
-# FIR filtering (the official upfirdn2d)
-# ---------------------------------------------------------------------------
-
-
 def make_kernel(k: list[int]) -> torch.Tensor:
-    # Always on the CPU: under ``torch.device("meta")`` the product below would run
-    # through torch's Python reference ops, which import torch._dynamo (~100 MB).
+    # Always on the CPU: on meta the product below runs torch's Python reference ops, which import torch._dynamo.
     t = torch.tensor(k, dtype=torch.float32, device="cpu")
     if t.ndim == 1:
         t = t[None, :] * t[:, None]
@@ -70,9 +61,8 @@ def _randn(*shape: int, div: float = 1.0) -> torch.Tensor:
     return t.div_(div) if div != 1.0 else t
 
 
-def upfirdn2d_native(
-    x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)
-) -> torch.Tensor:
+def upfirdn2d_native(x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down: int = 1,
+                     pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
     """The official generic CPU implementation (reference; slow and memory-hungry), its x and y pads equal."""
     p0, p1 = pad
     _, channel, in_h, in_w = x.shape
@@ -95,20 +85,18 @@ def upfirdn2d_native(
     return out.reshape(-1, channel, out_h, out_w)
 
 
-def upfirdn2d_depthwise(
-    x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)
-) -> torch.Tensor:
+def upfirdn2d_depthwise(x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down: int = 1,
+                        pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
     """Same filter as :func:`upfirdn2d_native` as one transposed / strided depthwise convolution."""
     n, c, h, w = x.shape
     k = torch.flip(kernel, [0, 1]).to(x.dtype)[None, None].expand(c, 1, *kernel.shape)
     p0, p1 = pad
     if up > 1:
-        # zero-insertion then correlation == transposed convolution with the flipped kernel
+        # Zero-insertion then correlation == transposed conv with the flipped kernel; its (h-1)*up + kh rows
+        # are cropped (or padded) to the native layout's pad0 + h*up + pad1 - kh + 1.
         kt = torch.flip(k, [2, 3])
         kh = kernel.shape[0]
         out = F.conv_transpose2d(x, kt, stride=up, groups=c)
-        # conv_transpose output has (h-1)*up + kh rows; the native layout starts with
-        # pad0 zeros before the first sample and ends with up-1+pad1 zeros after the last.
         start = kh - 1 - p0
         length = h * up + p0 + p1 - kh + 1
         if start >= 0 and start + length <= out.shape[2]:
@@ -138,10 +126,7 @@ class Fir(nn.Module):
         self.pad, self.up = pad, up
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._fir(x, up=self.up, pad=self.pad)
-
-    def _fir(self, x: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
-        return _FIR[self.impl](x, self.kernel, up=up, down=down, pad=pad)
+        return _FIR[self.impl](x, self.kernel, up=self.up, pad=self.pad)
 
 
 def set_fir_impl(model: nn.Module, impl: FirImpl) -> None:
@@ -151,11 +136,6 @@ def set_fir_impl(model: nn.Module, impl: FirImpl) -> None:
     for m in model.modules():
         if isinstance(m, Fir):
             m.impl = impl
-
-
-# ---------------------------------------------------------------------------
-# Layers
-# ---------------------------------------------------------------------------
 
 
 class PixelNorm(nn.Module):
@@ -191,9 +171,8 @@ class EqualConv2d(nn.Module):
 
 
 class EqualLinear(nn.Module):
-    def __init__(
-        self, in_dim: int, out_dim: int, bias_init: float = 0, lr_mul: float = 1, activation: bool = False
-    ) -> None:
+    def __init__(self, in_dim: int, out_dim: int, bias_init: float = 0, lr_mul: float = 1,
+                 activation: bool = False) -> None:
         super().__init__()
         self.weight = nn.Parameter(_randn(out_dim, in_dim, div=lr_mul))
         self.bias = nn.Parameter(torch.zeros(out_dim).fill_(bias_init))
@@ -208,15 +187,8 @@ class EqualLinear(nn.Module):
 
 
 class ModulatedConv2d(nn.Module):
-    def __init__(
-        self,
-        in_ch: int,
-        out_ch: int,
-        k: int,
-        style_dim: int,
-        demodulate: bool = True,
-        upsample: bool = False,
-    ) -> None:
+    def __init__(self, in_ch: int, out_ch: int, k: int, style_dim: int, demodulate: bool = True,
+                 upsample: bool = False) -> None:
         super().__init__()
         self.kernel_size = k
         self.out_channel = out_ch
@@ -238,7 +210,6 @@ class ModulatedConv2d(nn.Module):
         if self.demodulate:
             demod = torch.rsqrt(weight.pow(2).sum([2, 3, 4]) + 1e-8)
             weight = weight * demod.view(batch, self.out_channel, 1, 1, 1)
-        # One image: an ordinary convolution (no grouped reshape needed). Same maths.
         if self.upsample:
             weight = weight.transpose(1, 2).reshape(batch * in_ch, self.out_channel, k, k)
             out = F.conv_transpose2d(x.reshape(1, batch * in_ch, h, w), weight, padding=0, stride=2, groups=batch)
@@ -345,10 +316,7 @@ class Generator(nn.Module):
 
 
 class GPEN(nn.Module):
-    """The official ``FullGenerator``: a U-Net-like encoder feeding a GAN prior decoder.
-
-    ``forward(x)``: x is N×3×S×S in [-1, 1] RGB, returns the same shape.
-    """
+    """The official ``FullGenerator``: a U-Net-like encoder feeding a GAN prior decoder."""
 
     def __init__(self, cfg: GPENConfig) -> None:
         super().__init__()

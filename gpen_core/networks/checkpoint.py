@@ -24,8 +24,8 @@ _V = TypeVar("_V")
 
 
 def strip_module_prefix(sd: Mapping[str, _V], where: str = "the checkpoint") -> dict[str, _V]:
-    """``sd`` with DataParallel's ``module.`` prefix dropped from every key that has it (as facexlib,
-    basicsr and GPEN do); the values are the same objects. ``module.x`` beside ``x``: WeightsError."""
+    """``sd`` with DataParallel's ``module.`` prefix dropped from every key (the same values); ``module.x`` beside
+    ``x``: WeightsError."""
     out = {(k[len(_MODULE) :] if isinstance(k, str) and k.startswith(_MODULE) else k): v for k, v in sd.items()}
     if len(out) != len(sd):
         both = next(k for k in sd if isinstance(k, str) and k.startswith(_MODULE) and k[len(_MODULE) :] in sd)
@@ -36,12 +36,10 @@ def strip_module_prefix(sd: Mapping[str, _V], where: str = "the checkpoint") -> 
     return out
 
 
-def network_state_dict(
-    obj: Any, where: str, *, wrappers: Sequence[str], not_a_dict: Callable[[str], str]
-) -> dict[str, torch.Tensor]:
-    """The flat float32 ``{key: tensor}`` state_dict of a helper network (parser, upscaler) inside ``obj``: the first
-    of ``wrappers`` holding a dict unwrapped (anything but a dict raises WeightsError ``not_a_dict(type name)``),
-    non-tensors dropped, ``module.`` prefixes stripped (``where`` names the file)."""
+def network_state_dict(obj: Any, where: str, *, wrappers: Sequence[str],
+                       not_a_dict: Callable[[str], str]) -> dict[str, torch.Tensor]:
+    """The flat float32 state_dict of a helper network (parser, upscaler) inside ``obj``, the first of ``wrappers``
+    holding a dict unwrapped; not a dict: WeightsError ``not_a_dict(type name)``."""
     if isinstance(obj, Mapping):
         obj = next((obj[k] for k in wrappers if isinstance(obj.get(k), Mapping)), obj)
     if not isinstance(obj, Mapping):
@@ -50,11 +48,10 @@ def network_state_dict(
     return {k: (v.float() if v.is_floating_point() else v) for k, v in sd.items()}
 
 
-def read_network_weights(
-    path: str | os.PathLike[str], what: str, *, missing: str, wrappers: Sequence[str], not_a_dict: Callable[[str], str]
-) -> dict[str, torch.Tensor]:
-    """:func:`network_state_dict` of the weight file at ``path``, read by :func:`read_checkpoint` (``what``
-    names it there); a missing file raises WeightsError ``missing`` (the caller's words)."""
+def read_network_weights(path: str | os.PathLike[str], what: str, *, missing: str, wrappers: Sequence[str],
+                         not_a_dict: Callable[[str], str]) -> dict[str, torch.Tensor]:
+    """:func:`network_state_dict` of the file at ``path`` (read by :func:`read_checkpoint`, raising as it does); a
+    missing file raises WeightsError ``missing``."""
     p = Path(path)
     if not p.is_file():
         raise WeightsError(missing)
@@ -63,8 +60,8 @@ def read_network_weights(
 
 
 def unwrap_state_dict(obj: Any) -> dict[str, torch.Tensor]:
-    """The flat ``{key: tensor}`` generator state_dict inside ``obj``: plain, nested under a common key
-    (``g_ema``, ``params_ema``, ``state_dict`` …) or with DataParallel's ``module.`` prefixes."""
+    """The flat generator state_dict inside ``obj``: plain, nested under a common key, or with ``module.``
+    prefixes."""
     seen = 0
     while isinstance(obj, Mapping) and seen < 4:
         if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
@@ -74,10 +71,8 @@ def unwrap_state_dict(obj: Any) -> dict[str, torch.Tensor]:
             break
         obj, seen = inner, seen + 1
     if not isinstance(obj, Mapping) or not obj:
-        raise WeightsError(
-            f"expected a GPEN generator state_dict (a dict of tensors), found {type(obj).__name__}. "
-            "Use a GPEN-BFR-*.pth file or ModelScope's pytorch_model.pt."
-        )
+        raise WeightsError(f"expected a GPEN generator state_dict (a dict of tensors), found {type(obj).__name__}. "
+                           "Use a GPEN-BFR-*.pth file or ModelScope's pytorch_model.pt.")
     return strip_module_prefix({k: v for k, v in obj.items() if isinstance(v, torch.Tensor)})
 
 
@@ -87,12 +82,10 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:
     missing = [k for k in required if k not in sd]
     if missing:
         sample = ", ".join(list(sd)[:4])
-        raise WeightsError(
-            "this checkpoint is not a GPEN generator (FullGenerator): expected keys such as "
-            f"{', '.join(missing)}; found {len(sd)} keys like {sample or 'nothing'}. "
-            "Use one of GPEN-BFR-256/512/1024/2048.pth or ModelScope's "
-            "iic/cv_gpen_image-portrait-enhancement pytorch_model.pt."
-        )
+        raise WeightsError("this checkpoint is not a GPEN generator (FullGenerator): expected keys such as "
+                           f"{', '.join(missing)}; found {len(sd)} keys like {sample or 'nothing'}. "
+                           "Use one of GPEN-BFR-256/512/1024/2048.pth or ModelScope's "
+                           "iic/cv_gpen_image-portrait-enhancement pytorch_model.pt.")
     n_ecd = len({int(m.group(1)) for k in sd if (m := _ECD.match(k))})
     size = 2 ** (n_ecd + 1)
     n_mlp = len([k for k in sd if _STYLE.match(k)])
@@ -124,13 +117,9 @@ def build_from_state_dict(obj: Any, dtype: torch.dtype = torch.float32) -> GPEN:
     problems += [f"unexpected {k}" for k in sd if k not in expected]
     if problems:
         more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
-        raise WeightsError(
-            f"checkpoint looks like GPEN {cfg.size} px (channel_multiplier {cfg.channel_multiplier}, "
-            f"narrow {cfg.narrow:g}) but does not match that architecture: "
-            + "; ".join(problems[:5])
-            + more
-            + ". The file may be truncated or from another network."
-        )
+        raise WeightsError(f"checkpoint looks like GPEN {cfg.size} px (channel_multiplier {cfg.channel_multiplier}, "
+                           f"narrow {cfg.narrow:g}) but does not match that architecture: {'; '.join(problems[:5])}"
+                           f"{more}. The file may be truncated or from another network.")
     # assign=True keeps the loaded tensors (mmap-backed when loaded with mmap) instead of copying.
     model.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in sd.items()}, strict=True, assign=True)
     return model.eval().requires_grad_(False)
@@ -142,10 +131,8 @@ _DOWNLOAD_FIX = "Delete it and download it again (`python -m gpen_core download`
 
 def read_checkpoint(path: str | os.PathLike[str], what: str = "checkpoint", *, mmap: bool = True) -> Any:
     """``torch.load(path, map_location="cpu", weights_only=True)`` (``mmap``: a ZIP checkpoint mapped), its failures
-    told apart: :class:`~gpen_core.errors.WeightsCorruptError` only when the bytes are wrong (empty, a failing ZIP,
-    not a checkpoint), :class:`~gpen_core.errors.OutOfMemory` (the file is fine: never tell the user to delete it),
-    else WeightsError. ``what`` names the file in messages.
-    """
+    told apart: WeightsCorruptError only when the bytes are wrong, OutOfMemory (the file is fine: never tell the user
+    to delete it), else WeightsError. ``what`` names the file in messages."""
     p = Path(path)
     if not p.is_file():
         raise WeightsError(f"{what} file {p} does not exist. Check the path, or run `python -m gpen_core download`.")
@@ -228,8 +215,7 @@ def _zip_problem(p: Path) -> str | None:
 
 
 def load_generator(source: str | os.PathLike[str] | Mapping[str, Any], dtype: torch.dtype = torch.float32) -> GPEN:
-    """A GPEN generator of the architecture ``source`` (a checkpoint path or a possibly wrapped state_dict)
-    describes, on the CPU in eval mode with gradients off. WeightsError for a missing, unreadable or
-    non-GPEN file (:func:`read_checkpoint`; a file is memory-mapped)."""
+    """The GPEN generator ``source`` (a checkpoint path, memory-mapped, or a possibly wrapped state_dict)
+    describes, on the CPU in eval mode without gradients; WeightsError for a missing, unreadable or non-GPEN file."""
     sd = source if isinstance(source, Mapping) else read_checkpoint(source, "GPEN generator")
     return build_from_state_dict(sd, dtype=dtype)

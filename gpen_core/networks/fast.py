@@ -1,14 +1,7 @@
-"""The fast GPEN forward: :class:`FastGPEN`, the function of :class:`~gpen_core.networks.arch.GPEN`, faster.
-
-Built by :func:`~gpen_core.networks.prepared.prepare` under a :class:`~gpen_core.networks.plan.ForwardPlan`
-from the layers of :mod:`gpen_core.networks.fast_layers`: constants folded once, channels-last activations,
-big elementwise steps in place, one face at a time (GPEN's modulated weights are per image), the full-size
-layers in strips of rows (:func:`full_size_level`), rearranged forms for bfloat16 on oneDNN. Each choice
-and its measured gain: docs/performance.md, "The fast torch forward: what it folds and why" and "The
-generator's full-size level in strips".
-
-Numerics: float32 matches the plain model to ~1e-6 (products reassociated); bfloat16 / float16 plans run
-the convolutions in that dtype and keep the mapping network, modulation and demodulation in float32.
+"""The fast GPEN forward: :class:`FastGPEN`, the function of :class:`~gpen_core.networks.arch.GPEN`, one face at a
+time, the full-size layers in strips of rows. Each choice and its gain: docs/performance.md, "The fast torch forward:
+what it folds and why" and "The generator's full-size level in strips". float32 matches the plain model to ~1e-6;
+other dtypes run the convolutions in that dtype, the mapping network and (de)modulation in float32.
 """
 
 from __future__ import annotations
@@ -22,12 +15,8 @@ from gpen_core.networks.plan import ForwardPlan
 
 
 class FastGPEN(nn.Module):
-    """The same function as :class:`GPEN`, with its own copy of the weights laid out for its convolutions
-    (the model is not modified: drop it after preparing to hold the weights once).
-
-    ``forward(x)``: x is 1×3×S×S float in [-1, 1] (any dtype/device); returns float32 1×3×S×S on the
-    plan's device. The thresholds below are measured: docs/performance.md, "The fast torch forward".
-    """
+    """:class:`GPEN` with its own copy of the weights laid out for its convolutions (drop the model after preparing
+    to hold them once). The thresholds below are measured: docs/performance.md, "The fast torch forward"."""
 
     # A level's first conv hands (features, noise) to the second unconcatenated when one half is this big.
     SPLIT_MIN_BYTES = 16 << 20
@@ -36,8 +25,7 @@ class FastGPEN(nn.Module):
     # Where oneDNN fuses, these dtypes take the polyphase upsampling convs, input modulation with packed
     # weights and the fused noise half (float32 loses or is neutral). Tests force float32 in to check the math.
     REARRANGED_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16,)
-    # Full-size rows per strip (:func:`full_size_level`; docs/performance.md, "The generator's full-size level
-    # in strips": 64 measured lowest in memory and fastest). 0: untiled. Even (stride 2).
+    # Full-size rows per strip (:func:`full_size_level`; 64 measured lowest in memory and fastest). 0: untiled. Even.
     STRIP_ROWS = 64
 
     def __init__(self, model: GPEN, plan: ForwardPlan) -> None:
@@ -99,8 +87,7 @@ class FastGPEN(nn.Module):
         self.strip_rows = self.STRIP_ROWS if strippable else 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """One image: 1×3×S×S → float32 1×3×S×S (:class:`~gpen_core.networks.prepared.PreparedForward` checks
-        the shape and runs a batch one face at a time)."""
+        """One image: 1×3×S×S float in [-1, 1] (any dtype/device) → float32 1×3×S×S on the plan's device."""
         x = x.to(device=self.const.device, dtype=self.const.dtype).contiguous(memory_format=self.memory_format)
         strips = 0 < self.strip_rows < self.size
         if strips and self.strip_rows % 2:
@@ -174,12 +161,10 @@ def input_rows(r0: int, r1: int, half: int) -> tuple[int, int]:
     return max(0, r0 // 2 - HALO), min(half, r1 // 2 + HALO)
 
 
-def full_size_level(
-    net: FastGPEN, out: torch.Tensor, latent: torch.Tensor, inp: torch.Tensor, skip: torch.Tensor, rows: int
-) -> torch.Tensor:
-    """The last decoder level and its ToRGB, ``rows`` (even: the stride-2 conv's phases line up) full-size rows
-    at a time: float32 1×3×S×S. ``out``: the previous level's output (1×C×S/2×S/2); ``inp``: the network's
-    3-channel input (its rows give the noise); ``skip``: the previous ToRGB's output."""
+def full_size_level(net: FastGPEN, out: torch.Tensor, latent: torch.Tensor, inp: torch.Tensor, skip: torch.Tensor,
+                    rows: int) -> torch.Tensor:
+    """The last decoder level and its ToRGB, ``rows`` (even) full-size rows at a time: float32 1×3×S×S. ``out``: the
+    previous level's output (1×C×S/2×S/2); ``inp``: the network's input (its rows give the noise)."""
     i = len(net.to_rgbs) - 1
     up_conv, conv, to_rgb = net.convs[2 * i], net.convs[2 * i + 1], net.to_rgbs[i]
     noise_of = net.encoder[0]

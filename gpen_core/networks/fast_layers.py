@@ -1,7 +1,5 @@
-"""The fast GPEN's layers: each of :class:`~gpen_core.networks.arch.GPEN`'s layers with its constants
-folded in, channels-last and in place; :class:`~gpen_core.networks.fast.FastGPEN` assembles them.
-The measured reasons: docs/performance.md, "The fast torch forward: what it folds and why".
-"""
+"""The fast GPEN's layers: each of :class:`~gpen_core.networks.arch.GPEN`'s with its constants folded in,
+channels-last and in place (docs/performance.md, "The fast torch forward: what it folds and why")."""
 
 from __future__ import annotations
 
@@ -38,9 +36,8 @@ def onednn_fusion(device: torch.device, dtype: torch.dtype) -> bool:
     return dtype == torch.float32
 
 
-def _conv_leaky(
-    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, padding: int, groups: int = 1, stride: int = 1
-) -> torch.Tensor:
+def _conv_leaky(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, padding: int, groups: int = 1,
+                stride: int = 1) -> torch.Tensor:
     """leaky_relu(conv2d(x, w, b, stride, padding), 0.2) in one oneDNN pass."""
     p, st = [padding, padding], [stride, stride]
     return torch.ops.mkldnn._convolution_pointwise(x, w, b, p, st, [1, 1], groups, "leaky_relu", [0.2], "")
@@ -71,14 +68,11 @@ class Blur(nn.Module):
         k = kernel if up > 1 else torch.flip(kernel, [0, 1])
         self.register_buffer("dw", k.to(dev, dt)[None, None].repeat(channels, 1, 1, 1).contiguous(), persistent=False)
 
-    def from_phases(
-        self, y: torch.Tensor, bias: torch.Tensor | None, leaky: bool, scale: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def from_phases(self, y: torch.Tensor, bias: torch.Tensor | None, leaky: bool,
+                    scale: torch.Tensor | None = None) -> torch.Tensor:
         """This blur (pad (1, 1)) of the 2x upsampled image whose four phases ``y`` holds: N×4C×h×w, channel
-        ``(2a + b)·C + c`` holding pixel ``(2m + a, 2n + b)`` (:meth:`ModConv.use_polyphase`; h ≠ w for a strip).
-        Interleaved behind one zero row and column (the blur's padding), so the blur reads it with padding 0.
-        ``scale`` (C,) multiplies channel c before the bias (folded into the kernel).
-        """
+        ``(2a + b)·C + c`` holding pixel ``(2m + a, 2n + b)``, interleaved behind one zero row and column (the
+        blur's padding). ``scale`` (C,) multiplies channel c before the bias."""
         n, c4, h, w = y.shape
         c = c4 // 4
         buf = torch.empty((n, c, 2 * h + 1, 2 * w + 1), dtype=y.dtype, device=y.device, memory_format=self.memory_format)
@@ -193,9 +187,8 @@ class ModConv(nn.Module):
             return d[:, None] * f[None, :]
         return f[None, :].expand(self.wsq.shape[0], -1)
 
-    def forward(
-        self, x: Pair | torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None = None, leaky: bool = False
-    ) -> torch.Tensor:
+    def forward(self, x: Pair | torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None = None,
+                leaky: bool = False) -> torch.Tensor:
         """conv(x) + bias, then leaky ReLU when asked (the upsampling conv fuses it into the blur). ``x`` may
         be a :data:`Pair` (after :meth:`use_split_input`): a list is emptied, its tensors freed, once read."""
         if isinstance(x, (tuple, list)):
@@ -219,9 +212,8 @@ class ModConv(nn.Module):
         out = F.conv2d(x, w, bias=bias, padding=self.padding)
         return _leaky_(out) if leaky else out
 
-    def _forward_input_modulated(
-        self, x: torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None, leaky: bool
-    ) -> torch.Tensor:
+    def _forward_input_modulated(self, x: torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None,
+                                 leaky: bool) -> torch.Tensor:
         """``forward`` as ``conv(x · s, W) · d``: the input takes the modulation, the output (or the per-channel
         blur's kernel) the demodulation."""
         s, d = self.styles(latent)
@@ -247,14 +239,11 @@ class ModConv(nn.Module):
         self.packed = True
 
     def use_polyphase(self) -> None:
-        """Run the stride-2 transposed conv as one stride-1 conv that computes its four phases.
-
-        Output pixel ``(2m + a, 2n + b)`` of ``conv_transpose2d(x, W, stride=2)`` is
-        ``sum_{r,s} x[m-1+r, n-1+s] · W[a+2-2r, b+2-2s]`` (r, s ∈ {0, 1}, taps past 2 are 0):
-        a 2×2 conv over x padded by 1 whose 4·out channels are the phases (h+1 of them per
-        axis; the last row and column of the interleaved image are zero). The weight is stored
-        arranged (16/9 the size), so modulating it stays one multiply.
-        """
+        """Run the stride-2 transposed conv as one stride-1 conv that computes its four phases: output pixel
+        ``(2m + a, 2n + b)`` of ``conv_transpose2d(x, W, stride=2)`` is
+        ``sum_{r,s} x[m-1+r, n-1+s] · W[a+2-2r, b+2-2s]`` (r, s ∈ {0, 1}, taps past 2 are 0), a 2×2 conv over x
+        padded by 1 with the phases as its 4·out channels. The weight is stored arranged (16/9 the size), so
+        modulating it stays one multiply."""
         w = self.weight.permute(1, 0, 2, 3)  # (out, in, 3, 3): exact values, only rearranged
         o, i = w.shape[:2]
         wp = w.new_zeros(2, 2, o, i, 2, 2)
@@ -310,9 +299,8 @@ class StyledConv(nn.Module):
             return _conv_leaky(noise, self.noise_dw, self.bias_noise.view(-1), 0, groups=self.noise_dw.shape[0])
         return _leaky_(torch.add(self.bias_noise, noise, alpha=self.noise_weight))
 
-    def forward(
-        self, x: Pair | torch.Tensor, latent: torch.Tensor, noise: torch.Tensor, split: bool = False
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: Pair | torch.Tensor, latent: torch.Tensor, noise: torch.Tensor,
+                split: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """leaky(cat(conv(x) + b, w*noise + b')); ``x`` as :meth:`ModConv.forward` takes it (a list is freed
         before the noise half is allocated). ``split=True`` returns a (features, noise) pair, both halves
         activated, instead of concatenating."""

@@ -1,13 +1,6 @@
-"""GPEN's face-parsing network (ParseNet), its layers, and the runner that turns a restored face into labels.
-
-The network is the official yangxy/GPEN ``face_parse/parse_model.py`` ``ParseNet`` under the same module
-names, so GPEN's ``ParseNet-latest.pth`` and facexlib's ``parsing_parsenet.pth`` (the same class, arguments
-and 19 CelebAMask-HQ classes: docs/paste-mask.md) both load strictly.
-
-The runner follows the official ``FaceParse.process``: resize the face to 512×512 (INTER_LINEAR), RGB in
-[-1, 1] as its ``img2tensor`` computes it (:func:`official_input`), forward, argmax over the 19 classes.
-It takes RGB uint8 (the official code takes BGR and flips it itself). torch is imported here; import this
-module only when a parser is built.
+"""GPEN's face-parsing network (the official ``face_parse/parse_model.py`` ParseNet under the same module names:
+GPEN's and facexlib's weights load strictly) and :class:`FaceParser`, the official ``FaceParse.process`` on RGB
+uint8. Imports torch: import it only to build a parser.
 """
 
 from __future__ import annotations
@@ -27,19 +20,14 @@ from torch.nn import functional as F
 from gpen_core.errors import WeightsError
 from gpen_core.rgb import check_rgb
 
-
 # The released network: official FaceParse.load_model and facexlib's init_parsing_model.
 RELEASED_CONFIG: dict[str, Any] = {"in_size": 512, "out_size": 512, "min_feat_size": 32, "base_ch": 64, "parsing_ch": 19,
                                    "norm_type": "bn", "relu_type": "LeakyReLU", "ch_range": (32, 256)}
 PARSE_SIZE = 512  # the official FaceParse.size: every face is parsed at 512×512
 
-# The official FaceParse.img2tensor: ``img / 255. * 2 - 1`` in float64, then ``.float()``.
-# The generator's float32 ``(x / 255 - 0.5) / 0.5`` (tensors.to_tensor) differs from it by one
-# float32 ulp on about a third of the pixel values, and ParseNet amplifies that input
-# difference about 4000× (2.4e-4 on the tiny reference's logits). A table of the 256 exact
-# values gives the official input bit for bit.
+# The official img2tensor, ``img / 255. * 2 - 1`` in float64 then ``.float()``, bit for bit: the generator's float32
+# form is one ulp off on a third of the values, and ParseNet amplifies that about 4000×.
 _INPUT_LUT = (np.arange(256, dtype=np.float64) / 255.0 * 2 - 1).astype(np.float32)
-
 
 NormType = Literal["bn", "none"]
 ReluType = Literal["LeakyReLU", "none"]  # the official ReluLayer's two kinds ParseNet uses
@@ -57,20 +45,11 @@ class Norm(nn.Module):
 
 
 class ConvLayer(nn.Module):
-    """Official ``ConvLayer``: [nearest ×2] → reflection pad → conv (stride 2 for 'down') → norm → act.
+    """Official ``ConvLayer``: [nearest ×2] → reflection pad → conv (stride 2 for 'down'; no bias under batch
+    norm) → norm → act."""
 
-    With batch norm the convolution has no bias, as official.
-    """
-
-    def __init__(
-        self,
-        c_in: int,
-        c_out: int,
-        kernel_size: int = 3,
-        scale: str = "none",
-        norm_type: NormType = "none",
-        relu_type: ReluType = "none",
-    ) -> None:
+    def __init__(self, c_in: int, c_out: int, kernel_size: int = 3, scale: str = "none",
+                 norm_type: NormType = "none", relu_type: ReluType = "none") -> None:
         super().__init__()
         self.up = scale == "up"
         self.reflection_pad = nn.ReflectionPad2d(int(math.ceil((kernel_size - 1.0) / 2)))
@@ -96,9 +75,8 @@ class ResidualBlock(nn.Module):
 
     def __init__(self, c_in: int, c_out: int, relu_type: ReluType, norm_type: NormType, scale: str = "none") -> None:
         super().__init__()
-        self.shortcut_func: nn.Module = (
-            nn.Identity() if scale == "none" and c_in == c_out else ConvLayer(c_in, c_out, 3, scale)
-        )
+        same = scale == "none" and c_in == c_out
+        self.shortcut_func: nn.Module = nn.Identity() if same else ConvLayer(c_in, c_out, 3, scale)
         s1, s2 = self._SCALES[scale]
         self.conv1 = ConvLayer(c_in, c_out, 3, s1, norm_type=norm_type, relu_type=relu_type)
         self.conv2 = ConvLayer(c_out, c_out, 3, s2, norm_type=norm_type, relu_type="none")
@@ -112,25 +90,12 @@ class ResidualBlock(nn.Module):
 
 
 class ParseNet(nn.Module):
-    """The official ParseNet: encoder (down to ``min_feat_size``) → 10 residual blocks → decoder.
+    """The official ParseNet: encoder → residual blocks → decoder; fully convolutional (the released weights also
+    run at 256 px). ``forward(x)``, x 1×3×H×W RGB in [-1, 1]: ``(parsing_logits, image)`` as official."""
 
-    ``forward(x)`` with x 1×3×H×W RGB in [-1, 1] returns ``(parsing_logits, image)`` as
-    official; :meth:`parse` returns the logits only (skips the unused image head).
-    The network is fully convolutional: the released weights also run on 256×256 input.
-    """
-
-    def __init__(
-        self,
-        in_size: int = 128,
-        out_size: int = 128,
-        min_feat_size: int = 32,
-        base_ch: int = 64,
-        parsing_ch: int = 19,
-        res_depth: int = 10,
-        relu_type: ReluType = "LeakyReLU",
-        norm_type: NormType = "bn",
-        ch_range: tuple[int, int] | list[int] = (32, 256),
-    ) -> None:
+    def __init__(self, in_size: int = 128, out_size: int = 128, min_feat_size: int = 32, base_ch: int = 64,
+                 parsing_ch: int = 19, res_depth: int = 10, relu_type: ReluType = "LeakyReLU",
+                 norm_type: NormType = "bn", ch_range: tuple[int, int] | list[int] = (32, 256)) -> None:
         super().__init__()
         min_ch, max_ch = ch_range
 
@@ -167,11 +132,10 @@ class ParseNet(nn.Module):
         return self.out_mask_conv(x), self.out_img_conv(x)
 
     def parse(self, x: torch.Tensor) -> torch.Tensor:
-        """Parsing logits 1×parsing_ch×H×W only."""
+        """Parsing logits 1×parsing_ch×H×W only (the unused image head skipped)."""
         return self.out_mask_conv(self._features(x))
 
 
-# ----------------------------------------------------------------------------- strips
 # The full-size layers a strip of rows at a time: the same logits, less memory (docs/performance.md, "ParseNet's
 # full-size layers in strips"). Every layer is a reflection pad of 1, a 3×3 conv (stride 1 or 2, after a nearest
 # ×2 for "up" layers), a norm and an activation: output row o reads (upsampled) input rows s·o-1 .. s·o+1,
@@ -222,10 +186,8 @@ def _out_height(stage: ConvLayer | ResidualBlock, h_in: int) -> int:
 
 
 def _conv_rows(layer: ConvLayer, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
-    """Output rows ``[o_lo, o_hi)`` of ``layer`` from ``x`` (which holds every row they read).
-
-    The layer's own ops on a slice of rows: [nearest ×2 of the rows it needs], reflection pad
-    (of 1 column each side, and of a row only where the slice touches the image's edge), conv."""
+    """Output rows ``[o_lo, o_hi)`` of ``layer`` from ``x`` (which holds every row they read): the layer's own ops
+    on a slice, a row reflection-padded only where the slice touches the image's edge."""
     s = layer.conv2d.stride[0]
     h_eff = 2 * x.height if layer.up else x.height
     e_lo, e_hi = s * o_lo - 1, s * (o_hi - 1) + 2  # the (upsampled) input rows read, padding included
@@ -257,9 +219,8 @@ def _run(stage: ConvLayer | ResidualBlock, x: _Rows, o_lo: int, o_hi: int) -> _R
 
 
 def run_in_strips(stages: list, x: torch.Tensor, rows: int | None = None) -> torch.Tensor:
-    """``stages`` (ParseNet conv layers and residual blocks, in order) applied to the whole ``x``,
-    computed ``rows`` output rows at a time (default :data:`STRIP_ROWS`): each strip walks back
-    to the input rows it needs."""
+    """``stages`` (ParseNet conv layers and residual blocks, in order) applied to ``x``, ``rows`` output rows at a
+    time (default :data:`STRIP_ROWS`)."""
     rows = rows or STRIP_ROWS
     heights = [x.shape[2]]
     for stage in stages:
@@ -284,8 +245,8 @@ def run_in_strips(stages: list, x: torch.Tensor, rows: int | None = None) -> tor
 
 
 def parse_in_strips(net: nn.Module, x: torch.Tensor, rows: int | None = None) -> torch.Tensor:
-    """:meth:`~gpen_core.networks.parsenet.ParseNet.parse` of ``net`` (a ParseNet) with the full-size ends in
-    strips (the encoder's first two stages, the last decoder block with the mask head); the rest runs whole."""
+    """``net.parse(x)`` with the full-size ends (the encoder's first two stages, the last decoder block and the mask
+    head) in strips."""
     enc, dec = list(net.encoder), list(net.decoder)
     feat = run_in_strips(enc[:2], x, rows)
     for stage in enc[2:]:
@@ -296,15 +257,8 @@ def parse_in_strips(net: nn.Module, x: torch.Tensor, rows: int | None = None) ->
     return run_in_strips([dec[-1], net.out_mask_conv], feat, rows)
 
 
-# ----------------------------------------------------------------------------- loading
-
-
 def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
-    """A ParseNet state_dict from a file (``torch.load(weights_only=True)``, CPU, float32).
-
-    Accepts GPEN's ``ParseNet-latest.pth`` and facexlib's ``parsing_parsenet.pth`` (a bare
-    state_dict; a ``state_dict`` wrapper and ``module.`` prefixes are unwrapped too).
-    """
+    """A float32 ParseNet state_dict from GPEN's ``ParseNet-latest.pth`` or facexlib's ``parsing_parsenet.pth``."""
     from gpen_core.networks.checkpoint import read_network_weights
 
     path = Path(path)
@@ -336,35 +290,19 @@ def build(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | No
     return net.eval()
 
 
-# ----------------------------------------------------------------------------- runner
-
-
 def official_input(rgb: np.ndarray) -> torch.Tensor:
-    """RGB uint8 H×W×3 → 1×3×H×W float32 in [-1, 1], bit for bit the official ``img2tensor``.
-
-    A view of an H×W×3 array: its memory is already channels-last.
-    """
+    """RGB uint8 H×W×3 → 1×3×H×W float32 in [-1, 1] (the official ``img2tensor``), channels-last in memory."""
     return torch.from_numpy(_INPUT_LUT[rgb]).permute(2, 0, 1).unsqueeze(0)
 
 
 class FaceParser:
-    """Restored face (RGB uint8) → per-pixel class labels at 512×512, as GPEN's ``FaceParse.process``; calls are
-    serialised. ``input_size``: 512 is official; 256 parses the face shrunk to 256 (about a quarter of the cost), the
-    logits upsampled bilinearly to 512. ``dtype``: float32 (exact) or bfloat16. ``channels_last``: NHWC convolutions
-    (faster with oneDNN; same labels, logits 4.5e-4 apart on the tiny reference's). ``strips``: :func:`parse_in_strips`
-    (default: on the CPU).
-    """
+    """Restored face (RGB uint8) → class labels at 512×512, as GPEN's ``FaceParse.process``; calls are serialised.
+    ``input_size``: 512 is official; 256 parses the face shrunk (a quarter of the cost), the logits upsampled
+    bilinearly. ``channels_last``: NHWC convolutions (faster with oneDNN, the same labels). ``strips``:
+    :func:`parse_in_strips` (default: on the CPU)."""
 
-    def __init__(
-        self,
-        net: ParseNet,
-        *,
-        device: str | torch.device = "cpu",
-        input_size: int = PARSE_SIZE,
-        dtype: torch.dtype = torch.float32,
-        channels_last: bool = True,
-        strips: bool | None = None,
-    ) -> None:
+    def __init__(self, net: ParseNet, *, device: str | torch.device = "cpu", input_size: int = PARSE_SIZE,
+                 dtype: torch.dtype = torch.float32, channels_last: bool = True, strips: bool | None = None) -> None:
         if not 32 <= input_size <= 1024 or input_size % 16:
             raise ValueError(f"input_size must be a multiple of 16 between 32 and 1024 px (512 official), got {input_size}")
         self.device = torch.device(device)

@@ -1,8 +1,5 @@
-"""The forward plan: which device, dtype, layout and compile setting a generator runs with.
-
-:func:`choose_plan` turns a request ("bfloat16 on the CPU") into a :class:`ForwardPlan` this machine can
-run well, and says when it had to change the request. :mod:`gpen_core.networks.fast` runs a plan.
-"""
+"""The forward plan (device, dtype, layout, compile) a generator runs with; :func:`choose_plan` turns a request into
+one this machine runs well, and says when it changed the request."""
 
 from __future__ import annotations
 
@@ -28,18 +25,14 @@ class ForwardPlan:
 
     # Where the weights and activations live ("cpu", "cuda", "cuda:1").
     device: str = "cpu"
-    # Compute dtype of the convolutions. bfloat16 only where the CPU has it natively
-    # (AVX-512 BF16 / AMX; emulated bf16 measured 7-300x slower than float32), float16
-    # only on CUDA (~500x slower than float32 on CPU).
+    # Compute dtype of the convolutions. bfloat16 only where the CPU has it natively (emulated: measured 7-300x
+    # slower than float32), float16 only on CUDA (~500x slower on CPU).
     dtype: DTypeName = "float32"
-    # FIR (blur / up / down) implementation: "depthwise" is the fast one; "native" is
-    # the official generic upfirdn2d, kept to debug the fast path against.
+    # FIR implementation: "depthwise" is the fast one; "native" the official upfirdn2d, to check the fast one.
     fir: FirImpl = "depthwise"
-    # Channels-last activations: oneDNN and cuDNN convolve NHWC without a layout
-    # round trip per conv (1.5-2.2x per conv measured on CPU; tensor cores want NHWC).
+    # Channels-last activations: oneDNN and cuDNN convolve NHWC without a layout round trip (1.5-2.2x per conv).
     channels_last: bool = True
-    # torch.compile the forward. Off by default: it compiles for tens of seconds on
-    # the first call of each process.
+    # torch.compile the forward: off by default, it compiles for tens of seconds on each process's first call.
     compile: bool = False
 
     @property
@@ -48,8 +41,8 @@ class ForwardPlan:
 
 
 def cpu_features() -> dict[str, bool]:
-    """What this CPU can do natively (/proc/cpuinfo and torch's probes): the ISA flags by name, ``arm_bf16``,
-    ``torch_avx512`` (torch's kernels dispatch to AVX-512) and ``native_bf16`` (bfloat16 not emulated)."""
+    """What this CPU can do natively: the ISA flags by name, ``arm_bf16``, ``torch_avx512`` (torch dispatches to
+    AVX-512) and ``native_bf16`` (bfloat16 not emulated)."""
     flags = cpu_flags()
     capability = str(torch.backends.cpu.get_cpu_capability())  # torch's own dispatch level
     feats = {f: f in flags for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16")}
@@ -76,13 +69,11 @@ def cuda_native_bf16(device: str | torch.device = "cuda") -> bool:
     return torch.cuda.get_device_capability(dev)[0] >= 8
 
 
-def choose_plan(
-    device: str | torch.device = "cpu", requested_dtype: str = "float32", *, allow_compile: bool = False
-) -> tuple[ForwardPlan, str | None]:
-    """The plan for ``requested_dtype`` ("float32", "bfloat16", "float16" or "auto": CUDA float16, CPU bfloat16
-    where native) on ``device``, and a note when a dtype this device cannot run well was replaced. ``allow_compile``:
-    torch.compile where it can work (a C++ compiler on CPU, Triton on CUDA). ResourceError when CUDA is asked for but
-    not available."""
+def choose_plan(device: str | torch.device = "cpu", requested_dtype: str = "float32", *,
+                allow_compile: bool = False) -> tuple[ForwardPlan, str | None]:
+    """The plan for ``requested_dtype`` (or "auto": CUDA float16, CPU bfloat16 where native) on ``device``, and a note
+    when a dtype this device runs badly was replaced. ``allow_compile``: where a C++ compiler / Triton is there.
+    ResourceError when CUDA is asked for but not available."""
     dev = str(device)
     requested = str(requested_dtype).replace("torch.", "")
     if requested not in (*_DTYPES, "auto"):
@@ -105,20 +96,14 @@ def choose_plan(
             notes.append(f"float16 is ~500x slower than float32 on a CPU; used {dtype} instead")
         elif requested == "bfloat16" and not native_bf16:
             dtype = "float32"
-            notes.append(
-                "this CPU has no native bfloat16 (no AVX-512 BF16 / AMX), where bfloat16 runs several "
-                "times slower than float32; used float32 instead"
-            )
+            notes.append("this CPU has no native bfloat16 (no AVX-512 BF16 / AMX), where bfloat16 runs several "
+                         "times slower than float32; used float32 instead")
     else:
         raise ValueError(f"unknown device {dev!r}; expected 'cpu' or 'cuda[:N]'")
-    compile_ = False
-    if allow_compile:
-        why_not = _compile_unavailable(dev)
-        if why_not:
-            notes.append(f"torch.compile is off: {why_not}")
-        else:
-            compile_ = True
-    plan = ForwardPlan(device=dev, dtype=dtype, compile=compile_)  # type: ignore[arg-type]
+    why_not = _compile_unavailable(dev) if allow_compile else None
+    if why_not:
+        notes.append(f"torch.compile is off: {why_not}")
+    plan = ForwardPlan(device=dev, dtype=dtype, compile=allow_compile and not why_not)  # type: ignore[arg-type]
     return plan, ("; ".join(notes) or None)
 
 
@@ -138,13 +123,10 @@ def _compile_unavailable(device: str) -> str | None:
 
 @contextmanager
 def cuda_numerics(device: str, *, exact_float32: bool, fixed_input: bool) -> Iterator[None]:
-    """TF32 and cuDNN autotuning as a call on ``device`` needs them; restored afterwards. CPU: nothing.
-
-    ``exact_float32``: TF32 off for convolutions and matmuls (cuDNN's default TF32 on Ampere and later has a
-    10-bit mantissa: not the exact float32 ``quality`` promises). ``fixed_input``: ``cudnn.benchmark`` on,
-    for the generator's fixed 1×3×S×S (the detector sees a new size nearly every photo: it would re-tune).
-    Process-wide flags: callers hold the Restorer's lock (one call at a time).
-    """
+    """TF32 and cuDNN autotuning as a call on ``device`` needs them, restored afterwards (CPU: nothing).
+    ``exact_float32``: TF32 off (its 10-bit mantissa is not the float32 ``quality`` promises). ``fixed_input``:
+    ``cudnn.benchmark`` on (the generator's fixed shape; the detector's changes every photo). Process-wide flags:
+    callers hold the Restorer's lock."""
     if not str(device).startswith("cuda"):
         yield
         return

@@ -1,7 +1,5 @@
-"""The prepared forward: :func:`prepare` turns a loaded :class:`~gpen_core.networks.arch.GPEN` into a
-:class:`PreparedForward` (a :class:`~gpen_core.networks.fast.FastGPEN` behind a callable, eager or compiled);
-:func:`forward_checked` redoes an overflowed face in float32.
-"""
+""":func:`prepare` turns a GPEN into a :class:`PreparedForward` (eager or compiled); :func:`forward_checked` redoes
+an overflowed face in float32."""
 
 from __future__ import annotations
 
@@ -17,12 +15,8 @@ from gpen_core.networks.plan import ForwardPlan
 
 
 class PreparedForward:
-    """The callable :func:`prepare` returns: ``forward(x) -> y`` under inference mode, one face at a time.
-
-    ``x``: N×3×S×S float in [-1, 1] RGB (any float dtype, any device); ``y``: float32 N×3×S×S on
-    ``plan.device``. With ``plan.compile`` the first call compiles; a call while another thread compiles
-    runs eagerly instead of waiting.
-    """
+    """``forward(x) -> y`` under inference mode, one face at a time: ``x`` N×3×S×S float in [-1, 1] RGB (any dtype,
+    any device), ``y`` float32 on ``plan.device``. A call while another thread compiles runs eagerly."""
 
     def __init__(self, net: FastGPEN, plan: ForwardPlan) -> None:
         self.net, self.plan = net, plan
@@ -53,9 +47,8 @@ class PreparedForward:
         if self._compiled is not None:
             # Always a fresh inference tensor in the plan's layout: the compiled graph is
             # guarded on such properties and would recompile for a caller's plain tensor.
-            x = x.to(device=self.plan.device, dtype=self.plan.dtype_torch, copy=True).contiguous(
-                memory_format=self.net.memory_format
-            )
+            x = x.to(device=self.plan.device, dtype=self.plan.dtype_torch, copy=True)
+            x = x.contiguous(memory_format=self.net.memory_format)
             if self._ready:
                 return self._compiled(x)
             # Compile on this call unless another call is compiling right now (then stay eager).
@@ -95,9 +88,8 @@ class PreparedForward:
 
 
 def forward_checked(forward: PreparedForward, x: torch.Tensor) -> tuple[torch.Tensor, str | None]:
-    """``forward(x)`` checked for inf/NaN: (output, None) or (output, a note saying what happened). float16 tops out
-    at 65504, so an overflowed face is redone in float32 (weights and input cast up exactly); a float32 output with
-    inf/NaN is returned with its note, never silently."""
+    """``forward(x)`` checked for inf/NaN: (output, None) or (output, what happened). An overflowed float16 face is
+    redone in float32 (exact casts); a float32 output with inf/NaN comes with its note, never silently."""
     y = forward(x)
     if bool(torch.isfinite(y).all()):
         return y, None
@@ -109,9 +101,9 @@ def forward_checked(forward: PreparedForward, x: torch.Tensor) -> tuple[torch.Te
 
 
 def _compile(net: FastGPEN) -> Callable[[torch.Tensor], torch.Tensor]:
-    """torch.compile of the one-face forward (a batch loops over it: batch sizes never recompile), inductor's
-    on-disk caches in ``<models folder>/torch_compile`` (process-wide) unless the user set ``TORCHINDUCTOR_CACHE_DIR``
-    (torch sets it to its /tmp default on importing torch._dynamo, but reads it again for every cache access)."""
+    """torch.compile of the one-face forward (batch sizes never recompile), inductor's caches in ``<models
+    folder>/torch_compile`` unless the user set ``TORCHINDUCTOR_CACHE_DIR`` (torch sets its /tmp default on import,
+    but reads it on every cache access)."""
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     from gpen_core.platform.paths import models_dir

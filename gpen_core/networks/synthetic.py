@@ -1,6 +1,5 @@
-"""Synthetic weights: the exact architectures with random values. A model built here costs the memory and
-time the real one costs (they do not depend on the values); it just restores nothing. For the hardware
-check before any download, benchmarks and tests."""
+"""Synthetic weights: the exact architectures with random values, costing the real one's memory and time (they do
+not depend on the values); for the hardware check before any download, benchmarks and tests."""
 
 from __future__ import annotations
 

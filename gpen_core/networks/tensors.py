@@ -1,9 +1,5 @@
-"""Pre/post-processing exactly as the official ``face_gan.py``, at our RGB boundary (no BGR flip).
-
-Official: ``img/255``, ``(x - 0.5) / 0.5``, HWC→NCHW; back: ``x*0.5 + 0.5``, clip to [0, 1], ``*255`` and
-``astype(uint8)`` (truncation). ``norm=False`` is the official ``is_norm=False`` (Segmentation2Face): the
-network takes [0, 1] and its output is clipped from [0, 1].
-"""
+"""The generator's pre/post-processing exactly as the official ``face_gan.py``, on RGB (no BGR flip); ``norm=False``
+is the official ``is_norm=False`` (Segmentation2Face): [0, 1] in and out."""
 
 from __future__ import annotations
 
@@ -13,9 +9,8 @@ import torch
 from gpen_core.rgb import check_rgb
 
 
-def to_tensor(
-    rgb: np.ndarray, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, *, norm: bool = True
-) -> torch.Tensor:
+def to_tensor(rgb: np.ndarray, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, *,
+              norm: bool = True) -> torch.Tensor:
     """RGB uint8 H×W×3 → 1×3×H×W in [-1, 1] (``norm=False``: in [0, 1])."""
     rgb = check_rgb(rgb, "the face")
     t = torch.from_numpy(rgb).to(device=device, dtype=torch.float32) / 255.0

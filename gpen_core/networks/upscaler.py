@@ -1,6 +1,5 @@
-"""GPEN's background upscaler: the RRDBNet of yangxy/GPEN ``sr_model/rrdbnet_arch.py`` under the same module names,
-so the released ``params_ema`` state_dict loads strictly (its keys and shapes decide the architecture). Tiling,
-uint8 and the memory budget live in :mod:`gpen_core.upscale.tiles`.
+"""GPEN's background upscaler: the official ``sr_model/rrdbnet_arch.py`` RRDBNet under the same module names, so the
+released ``params_ema`` loads strictly (its keys and shapes decide the architecture). Tiling: :mod:`gpen_core.upscale`.
 """
 
 from __future__ import annotations
@@ -114,22 +113,17 @@ class RRDBNet(nn.Module):
         return out
 
 
-# ------------------------------------------------------------------ loading
-
-
 # Where GPEN's and Real-ESRGAN's training scripts nest the weights, in the order looked for.
 _WRAPPERS = ("params_ema", "params")
 
 
 def _not_an_upscaler(where: str) -> Callable[[str], str]:
-    """The message for ``where`` holding a ``found`` instead of a dict of weights."""
     return lambda found: (f"{where} is not an upscaler checkpoint: expected a dict with 'params_ema', found {found}. "
                           "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
 
 
 def unwrap_params(obj: Any, where: str = "the checkpoint") -> dict[str, torch.Tensor]:
-    """The flat RRDBNet state_dict inside a checkpoint: ``params_ema`` (GPEN's and Real-ESRGAN's
-    layout), else ``params``, else the dict itself. ``module.`` prefixes are dropped."""
+    """The flat RRDBNet state_dict inside a checkpoint: ``params_ema``, else ``params``, else the dict itself."""
     from gpen_core.networks.checkpoint import network_state_dict
 
     return network_state_dict(obj, where, wrappers=_WRAPPERS, not_a_dict=_not_an_upscaler(where))
@@ -144,11 +138,9 @@ def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") 
         gpen = " (it looks like a GPEN face generator: pass it as the model, not the upscaler)" if any(
             k.startswith("generator.") for k in sd
         ) else ""
-        raise WeightsError(
-            f"{where} is not an RRDBNet upscaler checkpoint{gpen}: it lacks {', '.join(missing)}; "
-            f"found {len(sd)} keys like {sample}. Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth "
-            "(`python -m gpen_core download realesrnet_x2`)."
-        )
+        raise WeightsError(f"{where} is not an RRDBNet upscaler checkpoint{gpen}: it lacks {', '.join(missing)}; "
+                           f"found {len(sd)} keys like {sample}. Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth "
+                           "(`python -m gpen_core download realesrnet_x2`).")
     first = sd["conv_first.weight"]
     in_ch = int(first.shape[1])
     if in_ch not in _IN_CH_TO_SCALE or first.ndim != 4:
@@ -159,12 +151,8 @@ def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") 
     if int(sd["conv_last.weight"].shape[0]) != 3:
         raise WeightsError(f"{where}: conv_last gives {int(sd['conv_last.weight'].shape[0])} channels, not RGB's 3.")
     blocks = {int(m.group(1)) for k in sd if (m := _BODY.match(k))}
-    return UpscalerConfig(
-        scale=_IN_CH_TO_SCALE[in_ch],
-        num_feat=int(first.shape[0]),
-        num_block=max(blocks) + 1,
-        num_grow_ch=int(sd["body.0.rdb1.conv1.weight"].shape[0]),
-    )
+    return UpscalerConfig(scale=_IN_CH_TO_SCALE[in_ch], num_feat=int(first.shape[0]), num_block=max(blocks) + 1,
+                          num_grow_ch=int(sd["body.0.rdb1.conv1.weight"].shape[0]))
 
 
 def build_upscaler(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") -> RRDBNet:
@@ -173,11 +161,9 @@ def build_upscaler(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint"
     net = RRDBNet(config)
     result = net.load_state_dict({k: v.float() for k, v in sd.items()}, strict=False)
     if result.missing_keys or result.unexpected_keys:
-        raise WeightsError(
-            f"{where} does not match the RRDBNet it describes ({config}): "
-            f"missing {result.missing_keys[:3]}, unexpected {result.unexpected_keys[:3]}. "
-            "The file is corrupt or another network; use GPEN's realesrnet_x2.pth or realesrnet_x4.pth."
-        )
+        raise WeightsError(f"{where} does not match the RRDBNet it describes ({config}): "
+                           f"missing {result.missing_keys[:3]}, unexpected {result.unexpected_keys[:3]}. "
+                           "The file is corrupt or another network; use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
     # Channels-last weights: faster on the CPU, same output (measured: docs/upscaling.md); the tiles
     # arrive channels-last anyway (an H×W×3 array viewed as 1×3×H×W).
     return net.eval().requires_grad_(False).to(memory_format=torch.channels_last)
@@ -191,8 +177,8 @@ def missing_upscaler_text(path: str, download: str = "realesrnet_x2") -> str:
 
 
 def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> RRDBNet:
-    """Load a RealESRNet checkpoint (GPEN's ``params_ema`` layout) as a float32 :class:`RRDBNet` on ``device``.
-    Raises :class:`WeightsError` when the file is missing, unreadable, or not an RRDBNet upscaler."""
+    """A RealESRNet checkpoint as a float32 :class:`RRDBNet` on ``device``; WeightsError when the file is missing,
+    unreadable, or not an RRDBNet upscaler."""
     from gpen_core.networks.checkpoint import read_network_weights
 
     p = Path(path)
@@ -201,9 +187,6 @@ def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cp
         missing=missing_upscaler_text(str(p), "realesrnet_x4" if "x4" in p.name else "realesrnet_x2"),
     )
     return build_upscaler(sd, str(p)).to(device)
-
-
-# ------------------------------------------------------------ synthetic nets
 
 
 def random_upscaler(config: UpscalerConfig, seed: int = 0) -> RRDBNet:

@@ -56,7 +56,8 @@ def _fsync_path(path: Path) -> None:
 
 def install(tmp: PathLike, dst: PathLike, *, sync: bool) -> None:
     """Rename the whole ``tmp`` (a file, or a folder) onto ``dst`` in the same folder, for writers that make the file
-    themselves (PyAV, torch.save, a download); with ``sync``, fsync ``tmp`` first and the folder after."""
+    themselves (PyAV, torch.save, a download); with ``sync``, fsync ``tmp`` first and the folder after. OSError as
+    os.replace raises it."""
     tmp, dst = Path(tmp), Path(dst)
     if sync:
         _fsync_path(tmp)

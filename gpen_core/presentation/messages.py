@@ -77,8 +77,10 @@ def shown_error(exc: BaseException, doing: str = "Restore", names: Mapping[str, 
                    "The server is still running; the server log has the details.")
     if public:
         message = public_message(message)
-    # The plain text starts with the title; inline code in quotes, not backticks.
-    plain = f"{title}. {_CODE.sub(lambda m: f'“{m.group(1)}”', message)}"
+    # The plain text starts with the title; inline code in quotes, not backticks; a tag's brackets (a shared server's
+    # <models folder>) as ‹ ›: the pop-up renders HTML, and drops an unknown tag with the rest of the message.
+    plain = _CODE.sub(lambda m: f"“{m.group(1)}”", message)
+    plain = f"{title}. {_TAG.sub(lambda m: f'‹{m.group(1)}' + ('›' if m.group(2) else ''), plain)}"
     return ShownError(title, plain, error_markdown(title, message))
 
 
@@ -100,3 +102,4 @@ def shortened(text: str, limit: int) -> str:
 APP_WORDS = ("this app downloads only when asked: press the Download button in the weights panel "
              "(Restore tab, under the options; its label names the files)")
 _CODE = re.compile(r"`([^`\n]+)`")
+_TAG = re.compile(r"<(?=[A-Za-z/!?])([^<>\n]*)(>?)")

@@ -1,9 +1,6 @@
-"""Upscale a whole photo with RealESRNet in tiles whose memory fits a budget (docs/upscaling.md).
-
-GPEN's untiled upscaler runs out of memory on 2k photos. Each tile is its region plus ``pad`` px of context;
-only its centre is written into a preallocated output, so the peak is the output plus one tile. The grid is the
-official ``RealESRNet.tile_process`` one on the input reflect-padded as the official ``process`` pads it: the
-same pixels. RGB uint8 H×W×3 in, RGB uint8 sH×sW×3 out, exactly.
+"""Upscale a whole photo with RealESRNet in tiles whose memory fits a budget (docs/upscaling.md): each tile's centre
+goes into a preallocated output, so the peak is the output plus one tile. The official ``tile_process`` grid on the
+input padded as the official ``process`` pads it: the same pixels. RGB uint8 H×W×3 in, RGB uint8 sH×sW×3 out.
 """
 
 from __future__ import annotations
@@ -24,13 +21,10 @@ if TYPE_CHECKING:
     from gpen_core.modes import MemoryMode
     from gpen_core.networks.upscaler import RRDBNet
 
-
 DEFAULT_PAD = 10  # the official tile_pad; seams measured in tests/test_upscaler.py and docs/upscaling.md
 
-
-# Per-tile peak RAM model: TILE_FIXED_BYTES + TILE_BYTES_PER_PX per pixel of the network's trunk (the padded
-# tile's area / unshuffle²) at num_feat = num_grow_ch = 32, scaled by (num_feat + 2 * num_grow_ch) / 96 for other
-# widths. It bounds every tile measured (bench_upscale.py --calibrate, float32 and bf16) from above: docs/upscaling.md.
+# Per-tile peak RAM: TILE_FIXED_BYTES + TILE_BYTES_PER_PX per trunk pixel (padded tile area / unshuffle²) at the
+# released widths, scaled by (num_feat + 2 * num_grow_ch) / 96; above every tile measured (docs/upscaling.md).
 TILE_FIXED_BYTES = 16 << 20
 TILE_BYTES_PER_PX = 7800
 
@@ -41,16 +35,14 @@ MAX_TILE = 1024
 # Pixel-unshuffle factor of RealESRNet's input per scale: ×4 none, ×2 2×2 blocks, ×1 4×4 blocks.
 _UNSHUFFLE = {4: 1, 2: 2, 1: 4}
 
-
-# Largest result we make (pixels): a 100 MP RGB result is 300 MB as raw pixels, and the flow holds
-# FLOW_BUFFERS of them at its peak (the resized original, the upscaled background, the composed photo).
+# Largest result we make (pixels), and how many result-sized buffers the flow holds at its peak (the resized
+# original, the upscaled background, the composed photo).
 MAX_OUTPUT_PIXELS = 100_000_000
 FLOW_BUFFERS = 3
 
 
 def check_output_size(width: int, height: int, factor: int) -> None:
-    """InputError before any work when ``factor``× the photo would exceed :data:`MAX_OUTPUT_PIXELS`,
-    naming a factor that fits, or the input size to shrink to."""
+    """InputError when ``factor``× the photo would exceed :data:`MAX_OUTPUT_PIXELS`, naming what fits."""
     from gpen_core.errors import InputError
 
     out = width * height * factor * factor
@@ -60,16 +52,14 @@ def check_output_size(width: int, height: int, factor: int) -> None:
     shrink = f"{int(width * k)}×{int(height * k)}"
     x2_fits = factor > 2 and width * height * 4 <= MAX_OUTPUT_PIXELS
     alt = f"choose ×2 ({width * 2}×{height * 2}), or " if x2_fits else "choose upscale 1, or "
-    raise InputError(
-        f"upscaling {width}×{height} by ×{factor} would make a {width * factor}×{height * factor} result "
-        f"({out / 1e6:.0f} MP), over the {MAX_OUTPUT_PIXELS / 1e6:.0f} MP limit. To fix: {alt}shrink the photo "
-        f"to at most {shrink} first."
-    )
+    raise InputError(f"upscaling {width}×{height} by ×{factor} would make a {width * factor}×{height * factor} result "
+                     f"({out / 1e6:.0f} MP), over the {MAX_OUTPUT_PIXELS / 1e6:.0f} MP limit. To fix: {alt}shrink "
+                     f"the photo to at most {shrink} first.")
 
 
 def upscale_extra_bytes(width: int, height: int, factor: int, tile: int, *, pad: int = DEFAULT_PAD) -> int:
-    """Estimated RAM (bytes, from the cost model, not measured) the upscaling flow adds to a request: its
-    full-size buffers (:data:`FLOW_BUFFERS` × the result) plus one tile's working set."""
+    """Estimated RAM (bytes, from the cost model) the upscaling flow adds to a request: its result-sized buffers
+    plus one tile's working set."""
     if factor <= 1:
         return 0
     return FLOW_BUFFERS * width * height * 3 * factor * factor + tile_cost_bytes(tile, factor, pad=pad)
@@ -83,10 +73,9 @@ def tile_cost_bytes(tile: int, scale: int, *, pad: int = DEFAULT_PAD, num_feat: 
     return int(TILE_FIXED_BYTES + TILE_BYTES_PER_PX * width * side * side / (u * u))
 
 
-def tile_for_budget(
-    budget_bytes: int, scale: int, *, pad: int = DEFAULT_PAD, num_feat: int = 32, num_grow_ch: int = 32
-) -> int:
-    """The largest tile size (input px, a multiple of 16) whose predicted peak fits ``budget_bytes``; never below
+def tile_for_budget(budget_bytes: int, scale: int, *, pad: int = DEFAULT_PAD, num_feat: int = 32,
+                    num_grow_ch: int = 32) -> int:
+    """The largest tile (input px, a multiple of 16) whose predicted peak fits ``budget_bytes``, at least
     :data:`MIN_TILE` (the caller's memory check decides whether to run at all)."""
     u = _UNSHUFFLE[scale]
     width = (num_feat + 2 * num_grow_ch) / 96
@@ -113,8 +102,7 @@ class TileGrid:
 
 
 def plan_grid(height: int, width: int, scale: int, tile: int, pad: int = DEFAULT_PAD) -> TileGrid:
-    """Tiles for an H×W input (``tile`` 0 or ≥ the image: one tile). At ×2 / ×1 the tile and pad are rounded up to a
-    multiple of the unshuffle factor (2 / 4), a size the network accepts."""
+    """Tiles for an H×W input (``tile`` 0 or ≥ the image: one); tile and pad rounded up to the unshuffle factor."""
     u = _UNSHUFFLE[scale]
     hp, wp = height + (-height) % u, width + (-width) % u
     pad = pad + (-pad) % u
@@ -136,9 +124,8 @@ class Upscaled:
 
 
 def choose_bf16(device: str, mode: MemoryMode | None = None, features: dict[str, bool] | None = None) -> tuple[bool, str]:
-    """(whether the upscaler runs under CPU bfloat16 autocast, why): only on a CPU with native bf16 (several times
-    faster, 31× slower emulated: docs/upscaling.md) and in a mode that accepts reduced precision (all but
-    ``quality``). ``features``: ``cpu_features()``'s dict (default: read it now)."""
+    """(whether the upscaler runs under CPU bfloat16 autocast, why): on a CPU with native bf16 (31× slower emulated:
+    docs/upscaling.md) in a mode that accepts reduced precision. ``features``: ``cpu_features()`` (default: now)."""
     if not str(device).startswith("cpu"):
         return False, f"float32 on {device} (the CPU bfloat16 path applies to the CPU only)"
     if mode is not None and mode.cpu_dtype == "float32" and mode.cuda_dtype == "float32":
@@ -162,22 +149,13 @@ def _index(n: int, start: int, stop: int) -> slice | np.ndarray:
     return np.where(idx < n, idx, 2 * (n - 1) - idx)
 
 
-def run_tiles(
-    rgb: np.ndarray,
-    net: RRDBNet,
-    tile: int,
-    pad: int = DEFAULT_PAD,
-    progress: CountProgress | None = None,
-    *,
-    bf16: bool = False,
-) -> Upscaled:
-    """Upscale RGB uint8 H×W×3 by ``net.scale`` in tiles. ``bf16``: under CPU bfloat16 autocast (ignored off the
-    CPU; :func:`choose_bf16` decides)."""
+def run_tiles(rgb: np.ndarray, net: RRDBNet, tile: int, pad: int = DEFAULT_PAD, progress: CountProgress | None = None,
+              *, bf16: bool = False) -> Upscaled:
+    """Upscale RGB uint8 H×W×3 by ``net.scale`` in tiles; ``bf16``: under CPU bfloat16 autocast (CPU only)."""
     import torch
 
     check_rgb(rgb, "the photo to upscale")
-    # glibc's sliding mmap threshold let the same tile peak anywhere from 44 to 75 MiB (docs/upscaling.md): fixed,
-    # every call peaks the same. Set each time: the next request sets its own mode's.
+    # glibc's sliding mmap threshold let the same tile's peak vary by 70% (docs/upscaling.md); set on each call.
     map_blocks_from(MAPPED_FROM)
     t0 = time.perf_counter()
     s = net.scale
@@ -229,26 +207,21 @@ class UpscalePreview:
 
 
 def preview(width: int, height: int, factor: int, mode: str | None, tile: int | None = None) -> UpscalePreview:
-    """Result size, tiles and estimated extra RAM for ``factor``× a ``width``×``height`` photo in ``mode``
-    (a mode name; ``auto`` / None: the smallest tile budget, the mode is chosen at run time)."""
+    """What ``factor``× a ``width``×``height`` photo makes in ``mode`` (``auto`` / None: the smallest tile budget)."""
     from gpen_core.errors import InputError
     from gpen_core.modes import MODES, preshrink_size
 
     m = MODES.get(mode or "")
     if m is not None:
         width, height = preshrink_size(width, height, m.max_side)
-    budget = MODE_TILE_BUDGET.get(mode or "", min(MODE_TILE_BUDGET.values()))
-    t = tile or tile_for_budget(budget, factor) if factor > 1 else 0
-    grid = plan_grid(height, width, factor, t) if factor > 1 else None
+    out_size = (width * factor, height * factor)
+    if factor <= 1:
+        return UpscalePreview(out_size, 0, 0, 0, None)
+    t = tile or tile_for_budget(MODE_TILE_BUDGET.get(mode or "", min(MODE_TILE_BUDGET.values())), factor)
+    grid = plan_grid(height, width, factor, t)
     problem = None
     try:
         check_output_size(width, height, factor)
     except InputError as exc:
         problem = str(exc)
-    return UpscalePreview(
-        (width * factor, height * factor),
-        grid.tile if grid else 0,
-        grid.count if grid else 0,
-        upscale_extra_bytes(width, height, factor, t) if factor > 1 else 0,
-        problem,
-    )
+    return UpscalePreview(out_size, grid.tile, grid.count, upscale_extra_bytes(width, height, factor, t), problem)

@@ -51,8 +51,9 @@ def checked_model(name: str | None, *, any_path: bool = False, folder: Path | No
 
 
 # An absolute path not under a folder we can name by its role: shown as "…/<last part>".
-# Not after ":", "/", "." or a word character, so URLs (https://host/path) stay whole.
-_ABS_PATH = re.compile(r"(?<![\w:/.~>])/(?:[^\s/;,()'\"<>]+/)*([^\s/;,()'\"<>]*)")
+# Not after ":", "/", "." or a word character, so URLs (https://host/path) stay whole; nor a slash with no name
+# after it, so "x2.pth / x4.pth" (either) keeps its word.
+_ABS_PATH = re.compile(r"(?<![\w:/.~>])/(?![\s;,()'\"<>]|$)(?:[^\s/;,()'\"<>]+/)*([^\s/;,()'\"<>]*)")
 
 
 def public_message(message: str, *, models_dir: str | os.PathLike[str] | None = None) -> str:

@@ -1,7 +1,5 @@
-"""OpenVINO basics shared by every network we run on it (the generator, ParseNet, RetinaFace): availability,
-the one Core, CPU features, precision, and the cache folder keyed by weights, release, precision and CPU.
-``openvino`` is imported by :func:`get_core`, not at module import.
-"""
+"""What every network run on OpenVINO shares: availability, the one Core, precision, and the cache keyed by
+weights, release, precision and CPU. ``openvino`` is imported where used, never at module import."""
 
 from __future__ import annotations
 
@@ -30,7 +28,7 @@ from gpen_core.platform.oom import is_oom, malloc_trim
 
 Precision = Literal["f32", "bf16"]
 
-# CPU flags that change what OpenVINO's CPU plugin compiles (its ISA dispatch).
+# CPU flags that change what the CPU plugin compiles (its ISA dispatch).
 _KEY_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "amx_fp16")
 # How to install OpenVINO, for the messages that say it is missing (this module, parser).
 INSTALL_HINT = "pip install openvino (or `bash scripts/setup.sh`, which installs requirements.txt)"
@@ -43,9 +41,8 @@ CONVERSION_LOCK = threading.RLock()
 
 
 def convert_traced(module: Any, example: Any, shape: Any) -> Any:
-    """``module`` (torch, eval) as an ``openvino.Model`` for inputs of ``shape`` (a tuple, or a PartialShape for
-    dynamic sides). Traced without torch's trace check (3-4x the conversion's CPU time, measured: docs/performance.md,
-    "OpenVINO: the full-size level in strips"; the tests compare with torch anyway)."""
+    """``module`` (torch, eval) as an ``openvino.Model`` for inputs of ``shape`` (a tuple, or a PartialShape).
+    No trace check: it triples the conversion (docs/performance.md, "OpenVINO: the full-size level in strips")."""
     import openvino as ov
     import torch
 
@@ -109,11 +106,8 @@ def check_precision(precision: str) -> None:
 
 
 def choose_precision(requested_dtype: str) -> tuple[Precision, str | None]:
-    """The OpenVINO precision for a torch-style dtype name, and a note when it differs.
-
-    ``float32`` → ``f32``. ``bfloat16`` / ``float16`` / ``auto`` → ``bf16`` where the
-    CPU plugin supports BF16 natively, else ``f32`` (the note says so).
-    """
+    """The OpenVINO precision for a torch dtype name, and a note when it differs: ``float32`` → ``f32``;
+    ``bfloat16`` / ``float16`` / ``auto`` → ``bf16`` where the CPU plugin has BF16, else ``f32``."""
     if requested_dtype == "float32":
         return "f32", None
     if requested_dtype not in ("bfloat16", "float16", "auto"):
@@ -168,8 +162,8 @@ def is_cached(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -
 
 def drop_mapped_pages(folder: Path) -> int:
     """``madvise(MADV_DONTNEED)`` this process's read-only mappings of files in ``folder``; the bytes advised (0 off
-    Linux). The plugin compiles the mapped weights into its own copy, yet the originals stay resident; pages still in
-    use come back from the page cache (docs/performance.md, "Where a 12 MP request's memory goes")."""
+    Linux). The plugin runs on its own copy of the weights, yet the mapped originals stay resident
+    (docs/performance.md, "Where a 12 MP request's memory goes")."""
     if not sys.platform.startswith("linux"):
         return 0
     try:
@@ -194,8 +188,8 @@ def drop_mapped_pages(folder: Path) -> int:
 
 
 def first_use_fallback(need: int, free_ram: int, what: str, estimated: bool = False) -> str | None:
-    """Why ``auto`` runs ``what`` on torch this time instead of converting it for OpenVINO now: the first-use
-    conversion needs ``need`` bytes of RAM and only ``free_ram`` are free (a later request converts it); else None."""
+    """Why ``auto`` runs ``what`` on torch this time: converting it needs ``need`` bytes of RAM and only
+    ``free_ram`` are free; else None."""
     if free_ram >= need:
         return None
     from gpen_core.platform.meter import format_bytes
@@ -207,14 +201,13 @@ def first_use_fallback(need: int, free_ram: int, what: str, estimated: bool = Fa
 
 
 _CONVERT_PREFIX = ".convert-"
-# A temporary this old is abandoned whatever its pid says (pids are reused); the slowest conversion or
-# export measured here (GPEN-BFR-2048, with the export's check) is far shorter.
+# A temporary this old is abandoned whatever its pid says (pids are reused); the slowest conversion is far shorter.
 _STALE_S = 6 * 3600
 
 
 def abandoned(path: Path, pid_text: str) -> bool:
-    """Whether ``path``, a temporary named with its owner's pid ``pid_text``, was left by a killed run: that
-    process is gone, or it is older than :data:`_STALE_S`; without a pid (an older naming), over an hour old."""
+    """Whether ``path``, a temporary named with its owner's pid ``pid_text``, was left by a killed run: that process
+    is gone, or it is older than :data:`_STALE_S` (without a pid: an hour)."""
     try:
         age = time.time() - path.lstat().st_mtime
     except OSError:
@@ -230,8 +223,8 @@ def _own_temp(parent: Path, purpose: str = "") -> Path:
 
 
 def clean_stale_conversions(root: Path) -> list[Path]:
-    """Remove the ``.convert-*`` folders under ``root/<model>/`` left by killed conversions (:func:`abandoned`);
-    what went. A ``<model>`` that is a link is not entered: it may lead out of the models folder."""
+    """Remove the ``.convert-*`` folders of killed conversions under ``root/<model>/``; what went. A ``<model>``
+    that is a link is not entered: it may lead out of the models folder."""
     removed = []
     try:
         models = [m for m in root.iterdir() if not m.is_symlink() and m.is_dir()]
@@ -258,8 +251,8 @@ class CacheDamaged(CacheProblem):
 
 
 def unwritable_reason(root: Path) -> str | None:
-    """None when a conversion can be saved under ``root`` (created if missing), else why not and how to fix it.
-    Probes with a temporary folder, as :func:`save_ir` makes (a permission check lies to root on a read-only mount)."""
+    """None when a conversion can be saved under ``root`` (created if missing), else why not and the fix. Probed by
+    a write: a permission check lies to root on a read-only mount."""
     try:
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(_own_temp(root, "probe-"))
@@ -271,17 +264,12 @@ def unwritable_reason(root: Path) -> str | None:
 
 
 def require_writable(root: Path) -> None:
-    """Raise :class:`CacheUnwritable` when :func:`unwritable_reason` finds ``root`` unwritable."""
     if why := unwritable_reason(root):
         raise CacheUnwritable(why)
 
 
-_ENTRY_FILES = ("model.xml", "model.bin")
-
-
 def entry_problem(ir_dir: Path) -> str | None:
-    """None when the IR in ``ir_dir`` matches the sizes :func:`save_ir` recorded (or recorded none), else what is
-    wrong (a truncated or missing file)."""
+    """None when the IR in ``ir_dir`` has the sizes :func:`save_ir` recorded, else what is wrong."""
     try:
         meta = json.loads((ir_dir / "meta.json").read_text())
     except (OSError, ValueError) as exc:
@@ -309,9 +297,9 @@ def set_aside(ir_dir: Path, why: str) -> CacheDamaged:
 
 
 def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) -> float:
-    """Write a converted model into its cache folder ``final`` whole or not at all (IR with float32 weights, and a
-    meta.json with each file's size and sha256, renamed into place); another process's finished copy of the same
-    conversion is kept, any other entry there set aside. Seconds since ``started``; raises :class:`CacheUnwritable`."""
+    """Write a converted model (float32 weights, and ``meta`` with each file's size and sha256) into ``final`` whole
+    or not at all; another process's finished copy of the same conversion is kept. Seconds since ``started``;
+    raises :class:`CacheUnwritable`."""
     import openvino as ov
 
     require_writable(final.parent.parent)  # the cache root: <root>/<model>/<ov version>
@@ -322,7 +310,7 @@ def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) ->
         ov.save_model(ov_model, tmp / "model.xml", compress_to_fp16=False)  # keep float32 weights
         seconds = time.perf_counter() - started
         files = {}
-        for name in _ENTRY_FILES:
+        for name in ("model.xml", "model.bin"):
             with open(tmp / name, "rb") as f:
                 files[name] = {"size": os.fstat(f.fileno()).st_size, "sha256": hashlib.file_digest(f, "sha256").hexdigest()}
         (tmp / "meta.json").write_text(json.dumps({**meta, "convert_s": round(seconds, 2), "files": files}, indent=1))
@@ -348,8 +336,8 @@ def _same_conversion(entry: Path, meta: dict[str, Any]) -> bool:
 
 
 def _replace_entry(tmp: Path, final: Path, meta: dict[str, Any]) -> None:
-    """Rename ``tmp`` to ``final``, setting aside whatever is there; another process's finished copy
-    of the same conversion appearing meanwhile is kept (ours is then dropped by the caller)."""
+    """Rename ``tmp`` to ``final``, setting aside whatever is there; another process's finished copy of the same
+    conversion appearing meanwhile is kept."""
     aside = None
     if final.exists() or final.is_symlink():
         aside = _own_temp(final.parent, "old-")
@@ -367,9 +355,8 @@ def _replace_entry(tmp: Path, final: Path, meta: dict[str, Any]) -> None:
 
 
 def compile_entry(ir_dir: Path, compiled_dir: Path, config: dict[str, Any]) -> Any:
-    """Compile the cached IR in ``ir_dir`` for the CPU, OpenVINO's blob kept in ``compiled_dir`` where writable.
-    An entry whose files do not match what was written, or that OpenVINO cannot read, is set aside and
-    :class:`CacheDamaged` raised; running out of memory is raised as it is."""
+    """Compile the cached IR in ``ir_dir``, its blob kept in ``compiled_dir`` where writable. A torn or unreadable
+    entry is set aside and :class:`CacheDamaged` raised; running out of memory is raised as it is."""
     if why := entry_problem(ir_dir):
         raise set_aside(ir_dir, why)
     with contextlib.suppress(OSError):  # a read-only cache: compile from the IR every time
@@ -400,10 +387,9 @@ def compile_cached(xml: str | os.PathLike[str], config: dict[str, Any]) -> Any:
 
 def load_compiled(key: CacheKey, models_dir: str | os.PathLike[str] | None, threads: int | None, convert: Callable[[], float],
                   current: Callable[[CacheKey, Any], bool] = is_cached) -> tuple[Any, float, float | None]:
-    """``key``'s network compiled for latency at ``key.precision`` (``threads``: None for OpenVINO's choice), converted
-    first by ``convert()`` (returning its seconds) unless ``current`` finds it cached, under :data:`CONVERSION_LOCK`;
-    (compiled model, compile seconds, conversion seconds or None). Raises :class:`ResourceError` when OpenVINO cannot
-    run here, and as :func:`check_precision` does."""
+    """(compiled model, compile seconds, conversion seconds or None) for ``key``, converted first by ``convert()``
+    (its seconds) unless ``current`` finds it cached. ResourceError when OpenVINO cannot run here; a bad precision
+    raises as :func:`check_precision`; a damaged entry :class:`CacheDamaged`."""
     if why := unavailable_reason():
         raise ResourceError(why)
     check_precision(key.precision)
@@ -421,9 +407,9 @@ def load_compiled(key: CacheKey, models_dir: str | os.PathLike[str] | None, thre
 
 
 class CompiledNet:
-    """A compiled network and its one infer request; calls are serialised. After each call the plugin's
-    intermediate buffers go back (``release_memory``, then glibc's heap): kept, they sat under every later stage's
-    peak (measured: docs/performance.md, "OpenVINO: handing the buffers back after each call")."""
+    """A compiled network and its one infer request; calls are serialised. After each call the plugin's buffers
+    go back: kept, they sat under every later stage's peak (docs/performance.md, "OpenVINO: handing the buffers back
+    after each call")."""
 
     backend = "openvino"
 

@@ -1,6 +1,5 @@
-"""``auto``'s measured runtime choice for one network as a typed value (its reason in parts, so a caller words it
-from them and no sentence is parsed back), and how torch is timed against OpenVINO.
-"""
+"""``auto``'s runtime choice for one network as a typed value (its reason in parts: no sentence is parsed back),
+and how torch is timed against OpenVINO."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ class BackendChoice:
 
 @dataclass(frozen=True)
 class SpeedRun:
-    """How a torch-against-OpenVINO timing of one network runs; its medians are recorded for ``--backend auto``
-    (generator.record_speed)."""
+    """How a torch-against-OpenVINO timing of one network runs (its medians are recorded for ``auto``)."""
 
     runs: int  # timed calls of each runtime, interleaved, after one warm-up each
     threads: int | None  # torch and OpenVINO threads while timing (None: as they are)
@@ -57,8 +55,8 @@ def torch_threads(threads: int | None) -> Iterator[int]:
 
 def time_interleaved(calls: dict[str, Callable[[], Any]], runs: int,
                      before_run: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """One warm-up of each call, then ``runs`` rounds of each in turn, the order flipped every round (neither
-    always runs second); ``{"<name>_s": median wall seconds, "<name>_times": every time}``, rounded to 0.1 ms."""
+    """One warm-up of each call, then ``runs`` rounds, the order flipped every round; ``{"<name>_s": median wall
+    seconds, "<name>_times": every time}``, rounded to 0.1 ms."""
     for call in calls.values():
         call()
     times: dict[str, list[float]] = {name: [] for name in calls}

@@ -1,7 +1,5 @@
-"""``auto``'s choice before this machine has measured anything: torch or OpenVINO per CPU kind (AMX, AVX-512 with
-native bf16, AVX2 without it), so the faster runtime runs from the first request. Each entry is a measurement on a
-named CPU of that kind, with its command; this machine's own record always wins; no entry: torch until measured.
-"""
+"""``auto``'s choice before this machine has measured anything: per CPU kind, a measurement on a named CPU of that
+kind with its command. This machine's own record always wins; no entry: torch until measured."""
 
 from __future__ import annotations
 
@@ -92,9 +90,8 @@ def cpu_kind(flags: set[str] | None = None) -> str | None:
 
 
 def default_choice(key: str, flags: set[str] | None = None) -> BackendChoice | None:
-    """The choice for speed-record ``key`` on this CPU kind (its caveat: not measured on this machine), or None.
-    ``GPEN_OPENVINO_DEFAULTS=0`` turns these off: for a machine unlike its kind, and for the test suite, whose
-    expectations must not depend on its CPU."""
+    """The choice for speed-record ``key`` on this CPU kind, or None. ``GPEN_OPENVINO_DEFAULTS=0`` turns these off
+    (a machine unlike its kind; the test suite, whose expectations must not depend on its CPU)."""
     m = default_measured(key, flags)
     if m is None:
         return None

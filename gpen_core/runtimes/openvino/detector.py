@@ -1,8 +1,5 @@
-"""OpenVINO backend for the RetinaFace detector (facexlib's network) on the CPU: :func:`load` gives an
-:class:`OVRetinaFace`, converted with H and W dynamic (one compile serves every image size: a compile per shape
-costs more than ResNet-50's forward), float32 only (boxes must not move), cached like the generator. Its
-:meth:`~OVRetinaFace.detect_faces` is facexlib's, with facexlib's PriorBox, decode and NMS. Standard library
-only at import.
+"""facexlib's RetinaFace on OpenVINO: H and W dynamic (a compile per shape costs more than a forward), float32 only
+(boxes must not move); detection is facexlib's own post-processing. Standard library only at import.
 """
 
 from __future__ import annotations
@@ -25,8 +22,7 @@ if TYPE_CHECKING:
 
 # weights path (None: random weights) → (facexlib RetinaFace, eval, variant); see detect.build_retinaface.
 BuildNet = Callable[[Path | None], tuple[Any, str]]
-# "torch" / "openvino" → the detector on that runtime, loaded as a request loads it (the engine's ModelCache; it has
-# ``detect_rows(bgr, threshold)``, ``convert_s`` and ``load_s``): what the hardware check times.
+# "torch" / "openvino" → the detector on that runtime as a request loads it (detect_rows, convert_s, load_s).
 LoadAs = Callable[[str], Any]
 
 DETECT_SIDE = 1000  # the longest side ``auto``'s measurement is taken at (the modes' detect_side)
@@ -43,8 +39,7 @@ def _facexlib_post() -> Any:  # facexlib's PriorBox, decode, decode_landm, py_cp
     return retinaface_utils
 
 
-# RAM a first-use conversion adds to the process (peak RSS above the process before it):
-# measured 2026-12-03 on the AMX Xeon, released architectures, random weights.
+# RAM a first-use conversion adds to the process: measured 2026-12-03 on the AMX Xeon.
 CONVERT_RAM_MEASURED: dict[str, int] = {"resnet50": 452 * 2**20, "mobilenet0.25": 150 * 2**20}
 
 
@@ -53,7 +48,7 @@ def detector_key(weights: Path, network: str) -> CacheKey:  # float32 IR of ``ne
 
 
 def synthetic_weights(network: str, build: BuildNet, models_dir: str | os.PathLike[str] | None) -> Path:
-    """Random weights of ``network`` (class head zeroed), written once: the hardware check's synthetic detector converts once."""
+    """Random weights of ``network``, written once (so the synthetic detector converts once)."""
     import torch
 
     path = cache_root(models_dir) / "synthetic" / f"random-retinaface-{network}.pth"
@@ -84,9 +79,8 @@ def convert(net: Any, variant: str, key: CacheKey, models_dir: str | os.PathLike
 class OVRetinaFace(CompiledNet):
     """A compiled RetinaFace."""
 
-    def __init__(
-        self, compiled: Any, meta: dict[str, Any], key: CacheKey, root: Path, *, load_s: float, convert_s: float | None
-    ) -> None:
+    def __init__(self, compiled: Any, meta: dict[str, Any], key: CacheKey, root: Path, *, load_s: float,
+                 convert_s: float | None) -> None:
         super().__init__(compiled, key, load_s=load_s, convert_s=convert_s)
         self._root = root
         self._priors: dict[tuple[int, int], Any] = {}  # (H, W) → facexlib's PriorBox output
@@ -141,8 +135,8 @@ class OVRetinaFace(CompiledNet):
 
 def load(weights: Path | None, network: str, build: BuildNet, *, models_dir: str | os.PathLike[str] | None = None,
          threads: int | None = None) -> OVRetinaFace:
-    """The compiled detector for ``weights`` (None: random weights): from the cache, or converted now from
-    ``build(weights)``; raises as :func:`~gpen_core.runtimes.openvino.base.load_compiled` does."""
+    """The compiled detector for ``weights`` (None: random), from the cache or converted now from ``build``; raises
+    as :func:`~gpen_core.runtimes.openvino.base.load_compiled`."""
     path = Path(weights) if weights is not None else synthetic_weights(network, build, models_dir)
     key, root = detector_key(path, network), cache_root(models_dir)
 
@@ -157,8 +151,7 @@ def load(weights: Path | None, network: str, build: BuildNet, *, models_dir: str
 
 def measure_speed(network: str, load_as: LoadAs, *, models_dir: str | os.PathLike[str] | None = None,
                   how: SpeedRun) -> dict[str, Any]:
-    """Seconds per detection at :data:`DETECT_SIDE` px, torch's detector against OpenVINO's (each
-    ``load_as(runtime)``), recorded for ``auto`` (network ``retinaface-<network>``)."""
+    """Seconds per detection at :data:`DETECT_SIDE` px, torch against OpenVINO, recorded for ``auto``."""
     import numpy as np
 
     from gpen_core.runtimes.openvino.generator import record_speed
@@ -179,11 +172,10 @@ def measure_speed(network: str, load_as: LoadAs, *, models_dir: str | os.PathLik
     return out
 
 
-def check_row(
-    network: str, load_as: LoadAs, models_dir: Path, threads: int | None, runs: int, say: Callable[[float, str], None]
-) -> dict[str, Any]:
-    """The hardware check's detector row, measured and recorded for ``auto``: real weights when in ``models_dir``,
-    else random ones (same time). A failure is the row's ``error``."""
+def check_row(network: str, load_as: LoadAs, models_dir: Path, threads: int | None, runs: int,
+              say: Callable[[float, str], None]) -> dict[str, Any]:
+    """The hardware check's detector row (real weights when in ``models_dir``, else random); a failure is its
+    ``error``."""
     from gpen_core.options import DETECTOR_WEIGHTS
     from gpen_core.weights.lookup import locate
 

@@ -1,7 +1,5 @@
-"""The GPEN generator as a graph OpenVINO's CPU plugin runs well (:func:`exportable`), for
-:func:`gpen_core.runtimes.openvino.generator.convert` and the ONNX export: forwards bound onto GPEN's modules,
-each the same function as the module's own. Imports torch: import it only to convert.
-"""
+"""The GPEN generator as a graph OpenVINO's CPU plugin runs well (:func:`exportable`): forwards bound onto GPEN's
+modules, each the same function as the module's own. Imports torch: import it only to convert."""
 
 from __future__ import annotations
 
@@ -17,38 +15,18 @@ from gpen_core.networks.arch import GPEN, Fir, ModulatedConv2d, StyledConv, ToRG
 from gpen_core.networks.fast import HALO, FastGPEN
 
 SQRT2 = math.sqrt(2.0)
-# The full-size decoder level is exported as this many horizontal strips of rows (see
-# :func:`exportable`); 1 exports it whole, as revision 2 did. Measured in docs/performance.md,
-# "OpenVINO: the full-size level in strips".
+# Horizontal strips of the full-size decoder level (1: whole, as revision 2), the half-size rows a strip reads
+# beyond its own, and when a decoder conv modulates its input instead of its weight (the fast torch forward's):
+# measured in docs/performance.md, "OpenVINO: the full-size level in strips".
 FULL_SIZE_STRIPS = 4
-# Half-size rows a full-size strip reads beyond its own, each side, and when a decoder conv modulates its input
-# instead of its weight (the 4..32 px levels of GPEN-BFR-512; everywhere would cost one more pass over the big
-# levels, measured: docs/performance.md, "OpenVINO: the full-size level in strips"): the fast torch forward's.
 HALF_SIZE_HALO = HALO
 INPUT_MOD_RATIO = FastGPEN.INPUT_MOD_RATIO
 
 
 def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
-    """Make ``model``'s forward traceable with static shapes and fast in OpenVINO, in place; returns it.
-
-    The same function (tests: ≤ 1e-5 apart in float32), faster than the first exported graph (measured:
-    docs/performance.md, "OpenVINO: the full-size level in strips"):
-
-    - FIR kernels are built from a Python-int channel count (a traced shape would make the
-      weight dynamic); the upsampling FIR is a transposed depthwise convolution.
-    - Modulated convolutions of one image are plain (transposed) convolutions (batch 1 only).
-    - Where the weight is big and the input small (:data:`INPUT_MOD_RATIO`), ``conv(x · s, W) · d``:
-      the weight stays a constant the plugin packs once, instead of being remade every call.
-    - Demodulation is the mat-vec ``rsqrt(Wsq @ s² + 1e-8)`` with the constant
-      ``Wsq[o, i] = Σ_kl (scale · W[o, i, k, l])²``.
-    - A styled conv hands on its (features, activated noise) halves unconcatenated: a stride-1 conv
-      takes them as two summed convolutions (the plugin fuses the sum), saving the copy.
-    - The full-size level runs as ``strips`` strips of rows (1: whole), each from the half-size rows it
-      needs plus :data:`HALF_SIZE_HALO`; every op is translation-equivariant, so they equal the whole
-      level, and only one strip's buffers live at a time (the noise is recomputed per strip, the skip
-      upsampled once and sliced). Each ToRGB sum takes the upsampled skip first, so each ToRGB runs
-      right after its level.
-    """
+    """Make ``model``'s forward traceable with static shapes (batch 1) and fast in OpenVINO, in place; returns it.
+    The same function (tests: ≤ 1e-5 apart in float32); its forms and their gains: docs/performance.md, "OpenVINO:
+    the full-size level in strips"."""
     g = model.generator
     # Each decoder modulated conv's input side, as FastGPEN's; the ToRGB convs are absent: they modulate the weight.
     res = {id(g.conv1.conv): 4, **{id(c.conv): 2 ** (i // 2 + 2 + i % 2) for i, c in enumerate(g.convs)}}
@@ -60,7 +38,7 @@ def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
             elif isinstance(m, StyledConv):
                 m.forward = types.MethodType(styled_forward, m)  # type: ignore[method-assign]
             elif isinstance(m, Fir):
-                m._fir = types.MethodType(fir, m)  # type: ignore[method-assign]
+                m.forward = types.MethodType(fir_forward, m)  # type: ignore[method-assign]
             elif isinstance(m, ToRGB):
                 m.forward = types.MethodType(to_rgb_forward, m)  # type: ignore[method-assign]
     if strips > 1:
@@ -69,8 +47,8 @@ def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
 
 
 def _prepare_modconv(m: ModulatedConv2d, input_side: int | None) -> None:
-    """Set the plain attributes :func:`export_modconv_forward` reads, and drop ``m.weight``; under
-    ``torch.no_grad()`` (they become constants in the trace). ``input_side``: px, None: modulate the weight."""
+    """Set the constants :func:`modconv_forward` reads, and drop ``m.weight``. ``input_side``: px (None: modulate
+    the weight)."""
     w = m.weight[0].float() * m.scale  # (out, in, k, k)
     m.export_wsq = w.pow(2).sum([2, 3])  # plain attributes: constants in the trace
     m.export_weight = w.transpose(0, 1).contiguous() if m.upsample else w
@@ -90,8 +68,7 @@ def _strip_bounds(size: int, strips: int) -> list[int]:
 
 
 def _striped_forward(strips: int, styled_halves: Callable[..., Any]) -> Callable[..., Any]:
-    """GPEN's forward with the full-size decoder level computed strip by strip (see :func:`exportable`); the
-    other levels as :class:`~gpen_core.networks.arch.Generator` runs them. Batch 1, Python-int slices only."""
+    """GPEN's forward with the full-size decoder level computed strip by strip; batch 1, Python-int slices only."""
     def forward(self: GPEN, x: torch.Tensor) -> torch.Tensor:
         feats, h = [], x
         for name in self.names:
@@ -119,7 +96,7 @@ def _striped_forward(strips: int, styled_halves: Callable[..., Any]) -> Callable
             pair = styled_halves(c1, y, self.ecd0(x[:, :, lo:hi]))
             y = c2.conv(pair, latent)[:, :, a - lo : b - lo]
             pair = styled_halves(c2, y, self.ecd0(x[:, :, a:b]))
-            rows.append(skip[:, :, a:b] + (rgb.conv(pair, latent) + rgb.bias))  # skip first: see export_to_rgb_forward
+            rows.append(skip[:, :, a:b] + (rgb.conv(pair, latent) + rgb.bias))  # skip first: see to_rgb_forward
         return torch.cat(rows, 2)
 
     return forward
@@ -164,36 +141,32 @@ def styled_halves(self: StyledConv, y: torch.Tensor, noise: torch.Tensor) -> tup
     return feats, F.leaky_relu(self.noise.weight * noise + b[:, c:], 0.2) * SQRT2
 
 
-def styled_forward(
-    self: StyledConv, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor, noise: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+def styled_forward(self: StyledConv, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor,
+                   noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """A styled conv handing on its (features, activated noise) halves (see :func:`styled_halves`)."""
     return styled_halves(self, self.conv(x, style), noise)
 
 
 def to_rgb_forward(self: ToRGB, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor,
                    skip: torch.Tensor | None = None) -> torch.Tensor:
-    """ToRGB with the upsampled skip as the sum's first operand (the same sum: float addition commutes)."""
-    # The CPU plugin orders its nodes depth first from the output, a node's inputs in order; with the
-    # level's conv first, every ToRGB ran only after the whole decoder above it, and each
-    # level's (features, noise) pair stayed live until then: ~50 MiB of the 512 px float32 peak.
+    """ToRGB with the upsampled skip as the sum's first operand (the same sum): the CPU plugin runs a node's inputs
+    in order, and with the conv first every ToRGB ran only after the whole decoder above it, each level's pair kept
+    alive until then (docs/performance.md, "OpenVINO: the full-size level in strips")."""
     out = self.conv(x, style) + self.bias
     return out if skip is None else self.upsample(skip) + out
 
 
-def fir(self: Fir, x: torch.Tensor, up: int = 1, down: int = 1, pad: tuple[int, int] = (0, 0)) -> torch.Tensor:
-    """The FIR with its depthwise kernel built from a Python-int channel count; upsampling as a transposed conv.
-
-    Raises ValueError for an upsampling FIR other than GPEN's 4-tap one with pad (2, 1).
-    """
+def fir_forward(self: Fir, x: torch.Tensor) -> torch.Tensor:
+    """The FIR with its depthwise kernel built from a Python-int channel count; upsampling as a transposed conv
+    (ValueError for one other than GPEN's 4-tap one with pad (2, 1))."""
     c = int(x.shape[1])  # a constant in the trace
     k = torch.flip(self.kernel, [0, 1])[None, None].repeat(c, 1, 1, 1)
-    p0, p1 = pad
-    if up > 1:
-        if tuple(pad) != (2, 1) or self.kernel.shape[-1] != 4:
-            raise ValueError(f"export supports GPEN's 4-tap upsampling FIR with pad (2, 1), got {tuple(pad)}")
+    p0, p1 = self.pad
+    if self.up > 1:
+        if tuple(self.pad) != (2, 1) or self.kernel.shape[-1] != 4:
+            raise ValueError(f"export supports GPEN's 4-tap upsampling FIR with pad (2, 1), got {tuple(self.pad)}")
         # zero insertion + pad (2, 1) + FIR == transposed conv with the kernel, padding 1
         return F.conv_transpose2d(x, torch.flip(k, [2, 3]), stride=2, padding=1, groups=c)
     if p0 or p1:
         x = F.pad(x, [p0, p1, p0, p1])
-    return F.conv2d(x, k, stride=down, groups=c)
+    return F.conv2d(x, k, groups=c)

@@ -1,11 +1,5 @@
-"""OpenVINO backend for the GPEN generator on the CPU: convert once, cache, run; and ``auto``'s measured choice.
-
-:func:`convert` makes IR of our own :class:`~gpen_core.networks.arch.GPEN` after
-:func:`~gpen_core.runtimes.openvino.export.exportable` (the same function: tests hold float32 to 1e-4 of the
-official references), cached by :class:`~gpen_core.runtimes.openvino.base.CacheKey`; :func:`load` gives an
-:class:`OVForward` with :class:`~gpen_core.networks.prepared.PreparedForward`'s call contract, from the cache
-without torch or the checkpoint. Standard library only at module import.
-"""
+"""The GPEN generator on OpenVINO (convert once, cache, run: :func:`load` needs no torch once cached) and ``auto``'s
+measured choice of runtime. Standard library only at module import."""
 
 from __future__ import annotations
 
@@ -32,8 +26,7 @@ if TYPE_CHECKING:
     from gpen_core.modes import MemoryMode
     import torch
 
-# The exported graph's revision, stored in meta.json: an IR converted by an older revision is
-# converted again on load (same function, slower or hungrier graph), never reused.
+# The exported graph's revision, in meta.json: an IR of an older revision is converted again, never reused.
 GRAPH_REVISION = 3
 
 
@@ -73,10 +66,8 @@ def to_openvino(model: torch.nn.Module, size: int) -> Any:
     return convert_traced(model, torch.zeros(1, 3, size, size), (1, 3, size, size))
 
 
-# RAM a first-use conversion adds to the process (peak RSS above the process before it, around `load()` of an
-# uncached checkpoint with random weights, in a fresh process), per face size: 256 and 512 px on the AMX Xeon,
-# 2026-12-03 (docs/performance.md, "CPU runtime"); 1024 px on the Zen 4, 2026-12-04 (docs/tasks.md). Other
-# sizes: estimated from the file size at the 256 px ratio (the higher one measured: 10.5x the file).
+# RAM a first-use conversion adds to the process, per face size (docs/performance.md, "CPU runtime"; 1024 px:
+# docs/tasks.md); other sizes estimated from the file size at the higher ratio measured (256 px: 10.5x the file).
 CONVERT_RAM_MEASURED: dict[int, int] = {256: 757 * 2**20, 512: 1656 * 2**20, 1024: 2349 * 2**20}
 _CONVERT_RAM_PER_FILE_BYTE = 10.5
 
@@ -100,11 +91,8 @@ def graph_is_current(key: CacheKey, models_dir: str | os.PathLike[str] | None = 
 
 
 class OVForward(CompiledNet):
-    """A compiled GPEN: ``forward(x) -> y`` like :class:`gpen_core.networks.prepared.PreparedForward`.
-
-    ``x``: N×3×S×S float in [-1, 1] RGB, a numpy array or a CPU torch tensor; ``y``: float32 of the
-    same kind. One face at a time (the IR has batch 1; batching measured no faster).
-    """
+    """A compiled GPEN with PreparedForward's call: ``x`` N×3×S×S float in [-1, 1] RGB, a numpy array or a CPU
+    tensor; ``y`` float32 of the same kind. One face at a time (batching measured no faster)."""
 
     def __init__(self, compiled: Any, size: int, key: CacheKey, *, load_s: float, convert_s: float | None,
                  dropped_bytes: int = 0) -> None:
@@ -156,8 +144,7 @@ def cpu_id() -> str:
 
 
 def speed_records(models_dir: str | os.PathLike[str] | None = None) -> dict[str, measurements.SpeedRecord]:
-    """This CPU's speed records (:func:`record_speed`), keyed by :func:`speed_key`; empty when the store is missing,
-    unreadable or of another version (``auto`` then falls back to the defaults; the next record writes it whole)."""
+    """This CPU's speed records, keyed by :func:`speed_key`; empty when the store is missing or unreadable."""
     return dict(measurements.read(models_dir).speeds.get(cpu_id(), {}))
 
 
@@ -167,9 +154,8 @@ def speed_key(network: str, size: int, dtype: str) -> str:
 
 def record_speed(size: int, dtype: str, torch_s: float, openvino_s: float, *,
                  models_dir: str | os.PathLike[str] | None = None, source: str = "", network: str = "gpen") -> Path:
-    """Remember, for this CPU, the measured seconds per call of both backends (read by ``auto``); the store's path.
-    ``network``: "gpen" (``size``: its face size), "parsenet", "retinaface-resnet50" … (``size``: its input size).
-    ``source``: what measured it, and with what weights."""
+    """Remember for this CPU both backends' measured seconds per call (read by ``auto``); the store's path.
+    ``network``: "gpen", "parsenet", "retinaface-resnet50" … (``size``: its input side)."""
     from dataclasses import replace
 
     rec = measurements.SpeedRecord(round(float(torch_s), 4), round(float(openvino_s), 4), openvino_version(),
@@ -184,10 +170,8 @@ def record_speed(size: int, dtype: str, torch_s: float, openvino_s: float, *,
 
 def choose_backend(requested: str, size: int, dtype: str, *, models_dir: str | os.PathLike[str] | None = None,
                    device: str = "cpu", network: str = "gpen") -> BackendChoice:
-    """torch or OpenVINO for a request, and why. ``torch`` and ``openvino`` are taken as asked (``openvino`` raises
-    :class:`ResourceError` where it cannot run). ``auto`` follows this CPU's measurement (:func:`record_speed`), else
-    the repository's for CPUs of its kind (:mod:`~gpen_core.runtimes.openvino.defaults`, with a caveat), else torch.
-    """
+    """torch or OpenVINO for a request, and why: as asked (``openvino`` raises ResourceError where it cannot run), or
+    under ``auto`` this CPU's measurement, else the repository's for CPUs of its kind, else torch."""
     if requested not in BACKENDS:
         raise ValueError(f"unknown backend {requested!r}; expected one of {', '.join(BACKENDS)}")
     if requested == "torch":
@@ -220,9 +204,8 @@ def choose_backend(requested: str, size: int, dtype: str, *, models_dir: str | o
 def choose_mode_backend(mode: MemoryMode, requested: str, size: int, dtype: str, *,
                         models_dir: str | os.PathLike[str] | None = None, device: str = "cpu",
                         network: str = "gpen") -> BackendChoice:
-    """:func:`choose_backend` for one of ``mode``'s networks: under ``auto``, a mode without
-    :attr:`~gpen_core.modes.MemoryMode.auto_openvino` keeps every network on torch (an explicit
-    ``openvino`` still runs there)."""
+    """:func:`choose_backend` for one of ``mode``'s networks: under ``auto``, a mode without ``auto_openvino`` keeps
+    to torch."""
     choice = choose_backend(requested, size, dtype, models_dir=models_dir, device=device, network=network)
     if choice.runtime == "openvino" and requested == "auto" and not mode.auto_openvino:
         return BackendChoice("torch", (f"the {mode.name} mode keeps to PyTorch under auto, although OpenVINO was {choice.reason}; "

@@ -1,7 +1,5 @@
-"""Export a GPEN generator for other tools (``python -m gpen_core export``): an ONNX file, or the OpenVINO IR the
-engine runs. The file's contract is in docs/export.md: input ``input`` and output ``output``, float32 1×3×S×S RGB in
-[-1, 1], fixed shapes. Every export is run by OpenVINO on a fixed random face after it is written; a file further
-than :data:`TOLERANCE` from our torch forward is deleted and the export fails.
+"""Export a GPEN generator for other tools (``python -m gpen_core export``) as ONNX or OpenVINO IR (contract:
+docs/export.md). Every export is run by OpenVINO once written; one further than :data:`TOLERANCE` from torch fails.
 """
 
 from __future__ import annotations
@@ -18,11 +16,9 @@ from gpen_core.platform import durable
 
 ExportFormat = Literal["onnx", "openvino"]
 FORMATS: tuple[str, ...] = get_args(ExportFormat)
-# ONNX opset: 17 is read by every current runtime (onnxruntime ≥ 1.11, OpenVINO, TensorRT 8.5+)
-# and has every op the graph uses (Conv, ConvTranspose, Gemm/MatMul, LeakyRelu, Sqrt, Pad).
+# ONNX opset 17: read by every current runtime (onnxruntime ≥ 1.11, OpenVINO, TensorRT 8.5+), has every op used.
 OPSET = 17
-# Largest |OpenVINO − torch| accepted on the check face (float32 both sides: the tests hold
-# GPEN-BFR-256 to 1e-4; GPEN-BFR-512, the same graph forms, measured 1.4e-6).
+# Largest |OpenVINO − torch| accepted on the check face, float32 both sides (GPEN-BFR-512 measured 1.4e-6).
 TOLERANCE = 1e-3
 _ONNX_MISSING = "exporting ONNX needs the onnx package: `pip install onnx==1.23.2` (requirements-dev.txt pins it), then run the export again"
 
@@ -41,11 +37,9 @@ class ExportReport:
 
     def summary(self) -> str:
         what = f"ONNX opset {self.opset}" if self.format == "onnx" else "OpenVINO IR (float32 weights)"
-        return (
-            f"wrote {self.path} ({what}): input 'input' float32 1×3×{self.size}×{self.size} RGB in [-1, 1], "
-            f"output 'output' the same shape; checked with OpenVINO against torch: max |difference| "
-            f"{self.max_abs_diff:.2e} (in {self.seconds:.1f} s)"
-        )
+        return (f"wrote {self.path} ({what}): input 'input' float32 1×3×{self.size}×{self.size} RGB in [-1, 1], "
+                f"output 'output' the same shape; checked with OpenVINO against torch: max |difference| "
+                f"{self.max_abs_diff:.2e} (in {self.seconds:.1f} s)")
 
 
 def _checkpoint(model: str, models_dir: str | os.PathLike[str] | None) -> Path:
@@ -62,11 +56,9 @@ def _checkpoint(model: str, models_dir: str | os.PathLike[str] | None) -> Path:
 def export_generator(model: str, output: str | os.PathLike[str], *, fmt: ExportFormat = "onnx",
                      models_dir: str | os.PathLike[str] | None = None, opset: int = OPSET,
                      progress: Callable[[str], None] | None = None) -> ExportReport:
-    """Write ``model`` (a registry generator name or a checkpoint path) to ``output`` and check it: ``fmt`` "onnx"
-    (opset ``opset``) or "openvino" (``output`` the IR's .xml, its .bin beside it). Raises :class:`InputError` for a
-    bad format or name, :class:`~gpen_core.errors.WeightsError` for a missing or broken checkpoint, :class:`GPENError`
-    for a missing package or a file that does not reproduce the torch output.
-    """
+    """Write ``model`` (a registry generator name or a checkpoint path) to ``output`` as ``fmt`` and check it.
+    InputError for a bad format, name or output, WeightsError for a missing or broken checkpoint, GPENError for a
+    missing package or a file that does not reproduce the torch output."""
     import warnings
 
     import numpy as np
@@ -149,8 +141,7 @@ def _check_packages(fmt: str) -> None:
 
 
 def _check_output(out: Path, fmt: str) -> None:
-    """Refuse, before any work, an output the export could not write (a folder where the file should be, a file
-    where a folder should be, a folder that cannot be written); creates the output's folder."""
+    """InputError, before any work, for an output the export could not write; creates the output's folder."""
     import tempfile
 
     targets = [out] + ([out.with_suffix(".bin")] if fmt == "openvino" else [])
@@ -172,8 +163,7 @@ def _check_output(out: Path, fmt: str) -> None:
 
 
 def clean_stale_partials(folder: Path) -> list[Path]:
-    """Remove the partial files (``.<name>.<pid>.partial.onnx`` / ``.xml`` / ``.bin``) that killed exports left in
-    ``folder`` (:func:`~gpen_core.runtimes.openvino.base.abandoned`); what went."""
+    """Remove the ``.<name>.<pid>.partial.*`` files that killed exports left in ``folder``; what went."""
     from gpen_core.runtimes.openvino.base import abandoned
 
     removed = []

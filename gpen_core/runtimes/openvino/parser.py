@@ -1,6 +1,5 @@
-"""GPEN's ParseNet (the paste-mask parser) on OpenVINO: convert once per input size, cache, run. The same network
-and recipe as :class:`gpen_core.networks.parsenet.FaceParser` (the logits brought to 512×512 inside the graph), with
-a static 1×S×S×3 input, cached like the generator (:func:`parse_key`). Standard library only at module import.
+"""GPEN's ParseNet on OpenVINO, :class:`~gpen_core.networks.parsenet.FaceParser`'s recipe with a static 1×S×S×3
+input (the logits brought to 512×512 in the graph), converted once per input size. Standard library only at import.
 """
 
 from __future__ import annotations
@@ -23,9 +22,7 @@ if TYPE_CHECKING:
 
 PARSE_SIZE = 512  # labels are always 512×512, as gpen_core.networks.parsenet.PARSE_SIZE (the official FaceParse.size)
 
-
-# RAM a first-use conversion adds to the process (peak RSS above the process before it), per
-# input size: measured 2026-12-03 on the AMX Xeon, released architecture, random weights.
+# RAM a first-use conversion adds to the process, per input size: measured 2026-12-03 on the AMX Xeon.
 CONVERT_RAM_MEASURED: dict[int, int] = {512: 762 * 2**20, 256: 704 * 2**20}
 
 
@@ -35,8 +32,7 @@ def parse_key(weights: Path, input_size: int, precision: Precision, sha256: str 
 
 
 def synthetic_weights(models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """A seeded random ParseNet of the released architecture, written once (the hardware check
-    times the network without its weights; the time does not depend on the values)."""
+    """A seeded random ParseNet of the released architecture, written once (for timing without the weights)."""
     path = cache_root(models_dir) / "synthetic" / "random-parsenet.pth"
     if not path.exists():
         import torch
@@ -53,8 +49,8 @@ def synthetic_weights(models_dir: str | os.PathLike[str] | None = None) -> Path:
 def convert(weights: str | os.PathLike[str], input_size: int, *, models_dir: str | os.PathLike[str] | None = None,
             config: Mapping[str, Any] | None = None, progress: Progress | None = None,
             sha256: str | None = None) -> tuple[Path, float]:
-    """Convert ParseNet weights (``parsenet.build(..., config)``; default the released network) to IR for an
-    S×S input in the cache (:func:`~gpen_core.runtimes.openvino.base.save_ir`); (model.xml, seconds)."""
+    """Convert ParseNet weights (``config``: default the released network) to IR for an S×S input in the cache;
+    (model.xml, seconds)."""
     import torch
     from torch.nn import functional as F
 
@@ -93,8 +89,7 @@ def convert(weights: str | os.PathLike[str], input_size: int, *, models_dir: str
 
 
 class OVParser(CompiledNet):
-    """A compiled ParseNet with :class:`~gpen_core.networks.parsenet.FaceParser`'s contract: ``labels(face)``
-    → int64 512×512 class labels for an RGB uint8 H×W×3 face."""
+    """A compiled ParseNet with FaceParser's contract: ``labels(face)``, RGB uint8 H×W×3 → int64 512×512 labels."""
 
     device = "cpu"
 
@@ -130,8 +125,8 @@ class OVParser(CompiledNet):
 def load(weights: str | os.PathLike[str], input_size: int, precision: Precision = "f32", *,
          models_dir: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None,
          progress: Progress | None = None, threads: int | None = None) -> OVParser:
-    """The compiled parser for ``weights`` at an S×S input: from the cache, or converted now; raises as
-    :func:`~gpen_core.runtimes.openvino.base.load_compiled` does."""
+    """The compiled parser for ``weights`` at an S×S input, from the cache or converted now; raises as
+    :func:`~gpen_core.runtimes.openvino.base.load_compiled`."""
     path = Path(weights)
     key = parse_key(path, input_size, precision)
     compiled, load_s, convert_s = load_compiled(key, models_dir, threads, lambda: convert(
@@ -143,9 +138,8 @@ def load(weights: str | os.PathLike[str], input_size: int, precision: Precision 
 def measure_speed(input_size: int, dtype: str, *, load_as: Callable[[str], Any],
                   weights: str | os.PathLike[str] | None = None, models_dir: str | os.PathLike[str] | None = None,
                   how: SpeedRun, progress: Progress | None = None) -> dict[str, Any]:
-    """Time torch's and OpenVINO's parser (``load_as("torch")`` / ``load_as("openvino")``, as a request loads them)
-    for one (S, torch dtype) on a face-like image, and record the medians for ``auto`` (``network="parsenet"``); the
-    row (medians, all times, precision, convert_s). ``weights``: None for :func:`synthetic_weights`."""
+    """Time torch's and OpenVINO's parser (``load_as(runtime)``, as a request loads them) for one (S, dtype) on a
+    face-like image and record the medians for ``auto``; the row. ``weights``: None for :func:`synthetic_weights`."""
     import numpy as np
 
     from gpen_core.runtimes.openvino import generator as ov_backend
@@ -170,8 +164,8 @@ def measure_speed(input_size: int, dtype: str, *, load_as: Callable[[str], Any],
 
 
 def check_pairs(uses: Iterable[tuple[int, str]], models_dir: str | os.PathLike[str] | None, names: Sequence[str]) -> list[dict[str, Any]]:
-    """The hardware check's parser pairs for the (input size, parse dtype) ``uses`` of its modes, with the
-    first of ``names`` (network_loads.PARSER_WEIGHTS) in the models folder (None: :func:`synthetic_weights`)."""
+    """The hardware check's parser pairs for the (input size, dtype) ``uses`` of its modes, with the first of
+    ``names`` in the models folder (None: :func:`synthetic_weights`)."""
     from gpen_core.weights.lookup import locate
 
     found = next((p for p in (locate(n, models_dir=models_dir) for n in names) if p is not None), None)
@@ -180,8 +174,7 @@ def check_pairs(uses: Iterable[tuple[int, str]], models_dir: str | os.PathLike[s
 
 def check_row(pair: Mapping[str, Any], models_dir: str | os.PathLike[str], threads: int | None, runs: int, say: Progress,
               load_as: Callable[[str], Any]) -> dict[str, Any]:
-    """One measured and recorded parser pair for the hardware check (an error is a row, not a raise); ``load_as``
-    as :func:`measure_speed` takes it (the check's: the parser loaded as a request loads it)."""
+    """One parser pair measured and recorded for the hardware check (an error is a row, not a raise)."""
     how = "real weights" if pair["weights"] else "random weights of the released network (time does not depend on the values)"
     try:
         return measure_speed(pair["size"], pair["dtype"], weights=pair["weights"], models_dir=models_dir,
