@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -124,12 +125,19 @@ def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_
     a checkpoint named by path (the Generator field's file) by its folder's role, as error messages name it."""
     if result.before is None:
         raise ValueError("the engine returned a result without its decoded input (RestoreResult.before)")
-    if public:
-        result = replace(result, checkpoint=public_message(result.checkpoint),
-                         runtimes=tuple(replace(r, name=public_message(r.name)) for r in result.runtimes))
     path = save_result(results_dir, ui.download_name(source, result), result.encoded, max_age_s=max_age_s)
-    return RestoreView(ui.comparison_pair(result.before, result), str(path), ui.metrics_markdown(result),
-                       face_pairs(result), ui.as_record(result))
+    panel, record = result, result
+    if public:  # in the Markdown, the role's brackets escaped: the page renders HTML, and would hide a bare tag
+        panel = _by_role(result, lambda s: public_message(s).replace("<", "\\<").replace(">", "\\>"))
+        record = _by_role(result, public_message)
+    return RestoreView(ui.comparison_pair(result.before, result), str(path), ui.metrics_markdown(panel),
+                       face_pairs(result), ui.as_record(record))
+
+
+def _by_role(result: RestoreResult, shown: Callable[[str], str]) -> RestoreResult:
+    """``result`` with its generator's name (a path, from the Generator field) as ``shown`` writes it."""
+    return replace(result, checkpoint=shown(result.checkpoint),
+                   runtimes=tuple(replace(r, name=shown(r.name)) for r in result.runtimes))
 
 
 def crop_mode_photo(image: str | None, record: dict[str, Any] | None) -> np.ndarray | None:
