@@ -129,7 +129,7 @@ def faces_view(slider: Any, record: dict[str, Any] | None, show: bool, image: st
 def upscale_view(image: str | None, upscale: int | str, mode: str | None) -> str:
     """Before Restore: the result size and extra RAM (or why it is refused), and whether the upscaler file is missing."""
     r = get_restorer()
-    return restore_tab.upscale_text(image, int(upscale or 1), mode, r.device, r.models, STATE.policy.shared)
+    return restore_tab.upscale_text(image, int(upscale or 1), mode, r.device, r.models, STATE.policy)
 
 
 def preview(image: str | None) -> tuple[Any, Any, str, Any, Any]:

@@ -702,10 +702,14 @@ def test_a_shared_servers_upscaler_warning_names_the_models_folder_by_role(
     models.mkdir(parents=True)
     monkeypatch.setenv("GPEN_HOME", str(models))  # no upscaler in it
     for shared in (True, False):
-        monkeypatch.setattr(app.STATE, "policy", Policy(shared=shared))
+        monkeypatch.setattr(app.STATE, "policy", Policy(shared=shared, downloads_on_shared=True))
         text = app.upscale_view(None, 2, "low")
-        assert "realesrnet_x2.pth" in text and "is missing" in text, text
+        assert "realesrnet_x2.pth" in text and "is missing" in text and "**Download** button" in text, text
         assert (str(models) in text) is not shared and ("<models folder>" in text) is shared, text
+    # Without --allow-downloads its visitors have no Download button: the line names the operator's command.
+    monkeypatch.setattr(app.STATE, "policy", Policy(shared=True))
+    text = app.upscale_view(None, 2, "low")
+    assert "Download** button" not in text and "ask the operator to run `python -m gpen_core download" in text, text
 
 
 def test_a_shared_servers_result_names_a_models_folder_checkpoint_by_role(

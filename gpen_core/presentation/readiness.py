@@ -200,9 +200,11 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
                                                for o in offers)
 
 
-def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str) -> str:
+def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str,
+                  downloads: bool = True) -> str:
     """Before Restore: the factor's upscaler file is missing or corrupt, and how to get it into ``folder``; '' when
-    it is usable, and at 1×."""
+    it is usable, and at 1×. ``downloads``: False where the page has no Download button (a shared server's
+    visitors): the operator's command is named instead."""
     names = upscaler_download(files, upscale)
     if not names:
         return ""
@@ -216,6 +218,9 @@ def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], fol
         where = "the models folder or the ModelScope cache" if REGISTRY[name].modelscope else "the models folder"
         head = (f"⚠ **`{filename}` is missing** (the ×{factor} upscaler): it is not in {where}, so Restore would "
                 "stop with \"Weights missing\". Get it")
+    if not downloads:
+        return (f"{head}: downloads are off on this shared server; ask the operator to run "
+                f"`python -m gpen_core download {name}`. Or choose 1× (keep size).")
     return (f"{head} with the Weights panel's **Download** button, or with `python -m gpen_core download {name}`; "
             f"or save the file as `{PurePath(folder) / filename}`. "
             "Or choose 1× (keep size).")

@@ -16,6 +16,7 @@ from gpen_core.options import RestoreOptions
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
+from gpen_core.presentation.app_state import Policy
 from gpen_core.presentation.cli_convert import photo_size
 from gpen_core.presentation.face_views import face_pairs
 from gpen_core.presentation.messages import shown_error
@@ -68,13 +69,15 @@ def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
 
 
 def upscale_text(image: str | None, upscale: int, mode: str | None, device: str, models: Any = None,
-                 public: bool = False) -> str:
-    """Before Restore: the Upscale line (result size, extra memory) and a missing upscaler file (``public``, a shared
-    server: where to save it, by the models folder's role, as the weights panel says it)."""
+                 policy: Policy = Policy()) -> str:
+    """Before Restore: the Upscale line (result size, extra memory) and a missing upscaler file (on a shared server
+    the models folder by its role, and the operator's command where visitors cannot download, as the weights
+    panel says it)."""
     if upscale <= 1:
         return ""
-    folder = "<models folder>" if public else str(weights.models_dir())
-    note = readiness.upscaler_note(upscale, readiness.files_from_status(weights.status()), folder)
+    folder = "<models folder>" if policy.shared else str(weights.models_dir())
+    note = readiness.upscaler_note(upscale, readiness.files_from_status(weights.status()), folder,
+                                   policy.downloads_allowed)
     return "\n\n".join(t for t in (_upscale_line(image, upscale, mode, device, models), note) if t)
 
 
