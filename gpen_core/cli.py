@@ -418,7 +418,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -
             continue
         record: dict[str, Any] = {"input": str(src)}
         try:
-            if restore_if_segmented(args, src, dst, restorer, opts, lambda rec: _emit(args, rec)):  # long or asked
+            if restore_if_segmented(args, src, dst, restorer, opts, lambda rec: _emit(args, rec), first.notes):  # long or asked
                 continue
             result = restore_video(src, dst, restorer, opts, vopts, progress=VideoBar(src.name), on_frame=on_frame)
         except GPENError as exc:

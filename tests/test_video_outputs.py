@@ -318,3 +318,30 @@ def test_a_stopped_run_counts_only_its_own_segment_files(tmp_path: Path) -> None
     (tmp_path / "seg-notes.mp4").write_bytes(b"mine")
     (tmp_path / "seg-00001.mp4").mkdir()
     assert kept_segments(tmp_path).startswith(f"the 1 finished segment is kept in {tmp_path}")
+
+
+@pytest.mark.parametrize("how", ["one pass", "segments"])
+def test_what_the_run_did_before_its_first_frame_leads_the_clips_notes_on_every_path(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The conversion the run weighed before its first frame (here: not made, so the generator stays on torch) is a
+    change from what ``auto`` would run: a one-pass clip's record and summary said so, a clip in segments did not."""
+    import json
+
+    from gpen_core import cli, restorer
+    from gpen_core.engine.convert_first import ConvertFirst
+    from gpen_core.video import resumable, stream
+
+    note = "GPEN-BFR-512 was not converted for OpenVINO before this run: a stand-in reason"
+    monkeypatch.setattr(cli, "convert_before_clips", lambda args, videos, say: ConvertFirst("short run", note))
+    monkeypatch.setattr(cli, "_load_engine", lambda: None)
+    monkeypatch.setattr(restorer, "Restorer", lambda **k: None)
+    monkeypatch.setattr(resumable, "LocalRunner", partial(LocalRunner, engine=Inverts()))
+    monkeypatch.setattr(stream, "restore_video", partial(restore_video, engine=Inverts()))
+    src, dst = _clip(tmp_path / "in.mp4"), tmp_path / "out.mp4"
+    extra = ["--no-segments"] if how == "one pass" else ["--segments", "--segment-seconds", "1"]
+    assert main(["restore", str(src), "-o", str(dst), "--json", *extra]) == 0
+    out = capsys.readouterr()
+    [rec] = [r for r in map(json.loads, out.out.splitlines()) if "video" in r]
+    assert rec["video"]["notes"][0] == note
+    assert f"note: {note}" in out.err

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +46,16 @@ def local_videos(items: Sequence[str]) -> bool:
 
 
 def restore_if_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: Any, options: RestoreOptions,
-                         emit: Callable[[dict[str, Any]], None]) -> bool:
-    """Restore ``src`` in segments when :func:`wants_segments`, emit its record and print its summary; False: not segmented."""
+                         emit: Callable[[dict[str, Any]], None], run_notes: Sequence[str] = ()) -> bool:
+    """Restore ``src`` in segments when :func:`wants_segments`, emit its record and print its summary; False: not segmented.
+    ``run_notes``: what the run did before its first frame (a conversion), first among the clip's notes as in one pass."""
     from gpen_core.video.command import VideoBar
 
     if not wants_segments(args, src):
         return False
     result = restore_segmented(args, src, dst, restorer, options, VideoBar(src.name))
+    if run_notes:
+        result = replace(result, notes=(*run_notes, *result.notes))
     emit({"input": str(src), "status": "ok", "output": str(dst), "video": result.to_json()})
     print_segmented(src, result, json_records=bool(getattr(args, "json", False)))
     return True
