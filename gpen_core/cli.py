@@ -345,11 +345,24 @@ def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Pat
     _emit(args, record)
     if not args.json:
         bar.say(_result_line(record), sys.stdout)
-        for note in record["notes"]:
+        for note in [*_auto_choice(record, said), *record["notes"]]:
             if note not in said:
                 said.add(note)
                 bar.say(f"  note: {note}")
     return record
+
+
+def _auto_choice(record: dict[str, Any], said: set[str]) -> list[str]:
+    """``auto``'s choice and why (the app's Mode row; the engine keeps it out of the notes), once a run for each mode
+    chosen: its free-memory figure changes from photo to photo, the choice and a warning do not."""
+    reason = record["mode_reason"]
+    if record["requested_mode"] == record["mode"] or not reason or reason in record["notes"]:
+        return []
+    choice = reason.split(":")[0]  # "auto chose balanced", "auto chose low, the lightest mode"
+    if choice in said:
+        return []
+    said.add(choice)
+    return [reason]
 
 
 def _read_mask(path: str) -> Any:

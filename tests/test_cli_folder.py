@@ -183,3 +183,19 @@ def test_seg2face_on_a_photo_warns_and_names_no_paste_mask(tmp_path: Path, capsy
         assert not any("paste mask" in n for n in said), (name, said)
     assert not any("label map" in n for n in notes["map.png"]), notes["map.png"]
     assert any(n.startswith("this does not look like a label map") for n in notes["photo.png"]), notes["photo.png"]
+
+
+def test_autos_choice_and_its_warning_are_printed_as_the_json_records_them(
+    gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``auto`` resolved to a mode is said beside the result, as the app's Mode row and a clip's notes say it: the
+    printed summary gave the mode alone, so "even it may need … free" reached only ``--json``'s mode_reason."""
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(200 * 2**20))  # less than any mode's plan: auto warns
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("a.png", "b.png"):
+        _face(src / name, 0)
+    assert main(["restore", str(src), "-o", str(tmp_path / "out"), "--model", str(gen256), "--aligned"]) == 0
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("  note: auto chose low, the lightest mode: even it may need")]
+    assert len(said) == 1, err  # once in the run, not once a photo
