@@ -345,3 +345,11 @@ def test_what_the_run_did_before_its_first_frame_leads_the_clips_notes_on_every_
     [rec] = [r for r in map(json.loads, out.out.splitlines()) if "video" in r]
     assert rec["video"]["notes"][0] == note
     assert f"note: {note}" in out.err
+
+
+@pytest.mark.parametrize("how", ["one pass", "segments"])
+def test_a_turned_clip_written_upright_says_so_on_every_path(how: str, tmp_path: Path) -> None:
+    """A phone clip shown turned is written upright with no rotation tag: one pass said so, segments did not."""
+    src, dst = make_clip(tmp_path / "phone.mp4", gradient_frames(30), rotation=90), tmp_path / "out.mp4"
+    result = restore_video(src, dst, engine=Inverts()) if how == "one pass" else _segmented(src, dst, Inverts())
+    assert result.rotation and [n for n in result.notes if "frames were restored and written upright" in n], result.notes

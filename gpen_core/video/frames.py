@@ -59,6 +59,19 @@ def even_size(rgb: np.ndarray) -> np.ndarray:
     return np.pad(rgb, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge")
 
 
+def written_notes(size: tuple[int, int], rotation: int) -> list[str]:
+    """What writing frames of ``size`` (upright, width × height) from a clip displayed turned ``rotation``° changes,
+    said the same by one pass and by segments: odd sides padded (:func:`even_size`), the turn applied to the pixels."""
+    notes = []
+    if size[0] % 2 or size[1] % 2:
+        notes.append(f"frames are {size[0]}×{size[1]}; H.264 yuv420p needs even sides, so each odd side "
+                     "was padded with one copy of its last row/column")
+    if rotation:
+        notes.append(f"the input is displayed turned {rotation}°: frames were restored and written upright "
+                     "(no rotation tag), so it shows the same way up")
+    return notes
+
+
 def to_yuv(rgb: np.ndarray, colour: Colour, reformatter: Any) -> Any:
     """An ``av.VideoFrame`` in yuv420p from RGB uint8, in the input's matrix and range (tagged with them)."""
     import av

@@ -200,6 +200,7 @@ def restore_in_segments(src: str | os.PathLike[str], dst: str | os.PathLike[str]
     with. ``on_record``: each segment's record, kept ones included. ``audio`` False: no sound (noted). InputError
     for an unusable input or another run's work folder; the runner's errors pass through, finished segments kept."""
     from gpen_core.platform.meter import PeakMeter
+    from gpen_core.video.frames import written_notes
     from gpen_core.video.identity import merged
     from gpen_core.video.join import join_segments
     from gpen_core.video.output import check_output
@@ -233,6 +234,8 @@ def restore_in_segments(src: str | os.PathLike[str], dst: str | os.PathLike[str]
                      "kept from an earlier run")
     for r in records:
         notes.extend(n for n in r.notes if n not in notes)
+    upright, rotation = upright_geometry(src_s)
+    notes.extend(n for n in written_notes(upright, rotation) if n not in notes)  # as one pass says them
     assert meter.peaks is not None
     frames = sum(r.frames for r in records)  # what the joined file holds, as its segments were checked or counted
     total_s = time.perf_counter() - t0
@@ -246,7 +249,7 @@ def restore_in_segments(src: str | os.PathLike[str], dst: str | os.PathLike[str]
         mode_reason=next((r.mode_reason for r in ran if r.mode_reason), ""), audio=joined.handling,
         crf=int(getattr(runner, "crf", 0)), seconds_per_frame=total_s / max(1, frames), total_s=total_s,
         faces_per_frame_max=max((r.faces_max for r in records), default=0), peaks=_with_workers(meter.peaks, ran),
-        rotation=upright_geometry(src_s)[1], lookahead_frames=Steadier.lookahead, notes=tuple(notes),
+        rotation=rotation, lookahead_frames=Steadier.lookahead, notes=tuple(notes),
         segments=len(plan.segments), segments_kept=len(records) - len(ran), frames_kept=frames_kept, join_s=join_s,
         records=ordered, runtimes=next((tuple(r.runtimes) for r in ran if r.runtimes), ()),
         identity=merged([r.identity for r in ordered]),

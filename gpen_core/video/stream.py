@@ -21,7 +21,7 @@ from gpen_core.progress import CountProgress as Progress  # frames done, frames 
 from gpen_core.video.engine_seam import FrameEngine, clip_device
 from gpen_core.video.errors import VideoStopped, no_frames
 from gpen_core.video.frame_loop import FrameLoop, Restored
-from gpen_core.video.frames import upright_rgb
+from gpen_core.video.frames import upright_rgb, written_notes
 from gpen_core.video.limits import FrameGuard
 from gpen_core.video.options import VideoOptions
 from gpen_core.video.output import AudioOutcome, VideoWriter, add_audio, check_output, write_failed
@@ -413,12 +413,8 @@ class _Run:
         if self.cut:
             notes.setdefault(f"only the first {self.written} frames ({duration:.2f} s) were restored: {self.cut}")
         notes.update(dict.fromkeys(audio.notes))
-        if self.size[0] % 2 or self.size[1] % 2:
-            notes.setdefault(f"frames are {self.size[0]}×{self.size[1]}; H.264 yuv420p needs even sides, so each odd side "
-                             "was padded with one copy of its last row/column")
-        if self.rotation:
-            notes.setdefault(f"the input is displayed turned {self.rotation}°: frames were restored and written upright "
-                             "(no rotation tag), so it shows the same way up")
+        for note in written_notes(self.size, self.rotation):
+            notes.setdefault(note)
         return VideoResult(
             output=output, frames=self.written, fps=self.written / duration if duration > 0 else 0.0,
             duration_s=duration, size=self.size, audio=audio.handling, crf=self.vopts.crf,
