@@ -413,6 +413,13 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video
     from gpen_core.video.stream import VideoOptions, restore_video
 
+    asked = [flag for flag, on in (("--aligned", args.aligned), ("--orientations", args.orientations),
+                                   ("--mask", args.mask is not None)) if on]
+    if asked:  # a clip's options leave them out: refused, never dropped
+        one = len(asked) == 1
+        raise InputError(f"{' and '.join(asked)} {'is' if one else 'are'} for photos, and {videos[0].name} is a video "
+                         "(its frames are whole pictures, turned upright by the file's own rotation): leave "
+                         f"{'it' if one else 'them'} out, or restore the photos in a run of their own")
     plan = plan_video_outputs(videos, args.output, photos)
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()

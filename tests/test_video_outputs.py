@@ -353,3 +353,17 @@ def test_a_turned_clip_written_upright_says_so_on_every_path(how: str, tmp_path:
     src, dst = make_clip(tmp_path / "phone.mp4", gradient_frames(30), rotation=90), tmp_path / "out.mp4"
     result = restore_video(src, dst, engine=Inverts()) if how == "one pass" else _segmented(src, dst, Inverts())
     assert result.rotation and [n for n in result.notes if "frames were restored and written upright" in n], result.notes
+
+
+@pytest.mark.parametrize("flag", [["--aligned"], ["--orientations"], ["--mask", "m.png"]])
+def test_a_photos_flag_given_with_a_clip_is_refused_not_dropped(flag: list[str], tmp_path: Path, no_restore: None,
+                                                                capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clip's options left these out, so the clip ran as if they were not asked (the engine's own refusal of
+    aligned frames was never reached from the command line)."""
+    monkeypatch.chdir(tmp_path)
+    _photo(tmp_path / "m.png")
+    src = _clip(tmp_path / "in.mp4", 6)
+    assert main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), *flag]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag[0]} is for photos" in err and "in.mp4" in err, err
