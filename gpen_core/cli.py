@@ -276,6 +276,8 @@ def _restore(args: argparse.Namespace) -> int:
     inputs, not_files = _collect_inputs(args.inputs)
     videos = [p for p in inputs if sniff_file(p)]  # told apart by their bytes, whatever the extension
     inputs = [p for p in inputs if p not in videos]
+    if not videos and inputs:
+        _no_clip_flags(args, inputs[0].name)
     worst = _restore_videos(args, videos, photos=len(inputs)) if videos else 0
     if not inputs:
         return worst
@@ -308,6 +310,20 @@ def _restore(args: argparse.Namespace) -> int:
         for line in summary.lines():  # with --json, stdout holds only the records
             bar.say(line, sys.stderr if args.json else sys.stdout)
     return worst
+
+
+def _no_clip_flags(args: argparse.Namespace, photo: str) -> None:
+    """InputError for a clip's flags in a run of photos only: a photo's options have no place for them."""
+    asked = [flag for flag, on in (("--start", args.start is not None), ("--end", args.end is not None),
+                                   ("--tracks", getattr(args, "tracks", None) is not None), ("--no-audio", args.no_audio),
+                                   ("--segments", getattr(args, "segments", None) is True),
+                                   ("--no-segments", getattr(args, "segments", None) is False),
+                                   ("--segment-seconds", getattr(args, "segment_seconds", None) is not None),
+                                   ("--fresh", getattr(args, "fresh", False))) if on]
+    if asked:
+        one = len(asked) == 1
+        raise InputError(f"{' and '.join(asked)} {'is' if one else 'are'} for videos, and {photo} is a photo "
+                         f"(no video among the inputs): leave {'it' if one else 'them'} out")
 
 
 def _options(args: argparse.Namespace, **only: Any) -> Any:

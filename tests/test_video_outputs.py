@@ -367,3 +367,14 @@ def test_a_photos_flag_given_with_a_clip_is_refused_not_dropped(flag: list[str],
     assert main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), *flag]) == 2
     err = capsys.readouterr().err
     assert f"{flag[0]} is for photos" in err and "in.mp4" in err, err
+
+
+@pytest.mark.parametrize("flag", [["--start", "2"], ["--end", "2"], ["--tracks", "1"], ["--no-audio"], ["--segments"],
+                                  ["--segment-seconds", "5"], ["--fresh"]])
+def test_a_clips_flag_given_with_photos_only_is_refused_not_dropped(flag: list[str], tmp_path: Path, no_restore: None,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The photos' options have no place for these: the photo ran as if they were not asked."""
+    photo = _photo(tmp_path / "p.png")
+    assert main(["restore", str(photo), "-o", str(tmp_path / "out.png"), *flag]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag[0]} is for videos" in err and "p.png" in err, err
