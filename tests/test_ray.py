@@ -243,6 +243,29 @@ def test_a_batch_written_over_its_inputs_is_refused_before_ray_starts_and_the_or
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["pair_faded_print.png"]
 
 
+def test_a_batch_folder_holding_a_video_is_refused_before_ray_starts_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch lists a folder's images only: its clips were neither restored nor in the manifest, with no word (the
+    plain CLI restores them)."""
+    pytest.importorskip("av")
+    from gpen_core.cli import main
+    from gpen_core.scaleout import runtime
+
+    from .videoclips import gradient_frames, make_clip
+
+    def no_ray(*a: object, **k: object) -> None:
+        pytest.fail("Ray started although the folder's video was not said")
+
+    monkeypatch.setattr(runtime, "ray_session", no_ray)
+    src = _photo_folder(tmp_path)
+    make_clip(src / "holiday.mp4", gradient_frames(3))
+    assert main(["restore", str(src), "-o", str(tmp_path / "out"), "--ray", "--mode", "low"]) == 2
+    err = capsys.readouterr().err
+    assert "holiday.mp4" in err and "restores its photos only" in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
 def test_batch_records_every_file_and_a_corrupt_one_does_not_stop_or_vanish(
     ray_local, low_narrow_session_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch

@@ -88,8 +88,10 @@ def list_inputs(source: str) -> tuple[list[_Input], Any]:
     if info.type == pafs.FileType.File:
         files = [info]
     elif info.type == pafs.FileType.Directory:
-        files = [f for f in filesystem.get_file_info(pafs.FileSelector(base, recursive=False))
-                 if f.type == pafs.FileType.File and PurePosixPath(f.path).suffix.lower() in IMAGE_SUFFIXES]
+        listed = [f for f in filesystem.get_file_info(pafs.FileSelector(base, recursive=False)) if f.type == pafs.FileType.File]
+        files = [f for f in listed if PurePosixPath(f.path).suffix.lower() in IMAGE_SUFFIXES]
+        if not scheme:
+            _refuse_clips(source, [Path(f.path) for f in listed if f not in files])
         if not files:
             raise InputError(f"folder {source} has no images ({', '.join(IMAGE_SUFFIXES)})")
     else:
@@ -106,6 +108,19 @@ def list_inputs(source: str) -> tuple[list[_Input], Any]:
         local = Path(f.path) if isinstance(filesystem, pafs.LocalFileSystem) else None
         out.append(_Input(shown=shown, read_path=f.path, stem=stem, local=local))
     return out, filesystem
+
+
+def _refuse_clips(source: str, others: list[Path]) -> None:
+    """InputError naming a local folder's videos (told by their bytes, as the plain CLI tells them): the batch
+    restores photos only, and a clip left out would be in no record."""
+    from gpen_core.video.probe import sniff_file
+
+    clips = [p.name for p in others if sniff_file(p)]
+    if clips:
+        shown = ", ".join(clips[:3]) + (", …" if len(clips) > 3 else "")
+        raise InputError(f"folder {source} holds {len(clips)} video{'s' if len(clips) > 1 else ''} ({shown}), and --ray "
+                         "on a folder restores its photos only: restore each video on its own (`python -m gpen_core "
+                         f"restore {Path(source) / clips[0]} -o OUT.mp4 --ray`: segments on Ray workers), or move them out")
 
 
 class RestoreWorker:
