@@ -272,6 +272,7 @@ def _restore(args: argparse.Namespace) -> int:
     if args.ray and not local_videos(args.inputs):
         from gpen_core.scaleout.cli import restore_ray
 
+        _no_clip_flags(args, args.inputs[0] if len(args.inputs) == 1 else "the inputs")
         return restore_ray(args, ProgressLine, _options(args, aligned=args.aligned, orientations=args.orientations))
     inputs, not_files = _collect_inputs(args.inputs)
     videos = [p for p in inputs if sniff_file(p)]  # told apart by their bytes, whatever the extension
@@ -313,7 +314,7 @@ def _restore(args: argparse.Namespace) -> int:
 
 
 def _no_clip_flags(args: argparse.Namespace, photo: str) -> None:
-    """InputError for a clip's flags in a run of photos only: a photo's options have no place for them."""
+    """InputError for a clip's flags in a run of photos only (``photo`` names them): a photo's options have no place for them."""
     asked = [flag for flag, on in (("--start", args.start is not None), ("--end", args.end is not None),
                                    ("--tracks", getattr(args, "tracks", None) is not None), ("--no-audio", args.no_audio),
                                    ("--segments", getattr(args, "segments", None) is True),
@@ -322,8 +323,8 @@ def _no_clip_flags(args: argparse.Namespace, photo: str) -> None:
                                    ("--fresh", getattr(args, "fresh", False))) if on]
     if asked:
         one = len(asked) == 1
-        raise InputError(f"{' and '.join(asked)} {'is' if one else 'are'} for videos, and {photo} is a photo "
-                         f"(no video among the inputs): leave {'it' if one else 'them'} out")
+        raise InputError(f"{' and '.join(asked)} {'is' if one else 'are'} for videos, and there is no video to restore "
+                         f"({photo}: photos only): leave {'it' if one else 'them'} out")
 
 
 def _options(args: argparse.Namespace, **only: Any) -> Any:

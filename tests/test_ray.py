@@ -264,6 +264,9 @@ def test_a_batch_folder_holding_a_video_is_refused_before_ray_starts_naming_it(
     err = capsys.readouterr().err
     assert "holiday.mp4" in err and "restores its photos only" in err and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
+    (src / "holiday.mp4").unlink()
+    assert main(["restore", str(src), "-o", str(tmp_path / "out"), "--ray", "--start", "2"]) == 2  # a clip's flag
+    assert "--start is for videos" in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
 def test_batch_records_every_file_and_a_corrupt_one_does_not_stop_or_vanish(
