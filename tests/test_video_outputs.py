@@ -378,3 +378,12 @@ def test_a_clips_flag_given_with_photos_only_is_refused_not_dropped(flag: list[s
     assert main(["restore", str(photo), "-o", str(tmp_path / "out.png"), *flag]) == 2
     err = capsys.readouterr().err
     assert f"{flag[0]} is for videos" in err and "p.png" in err, err
+
+
+def test_a_face_asked_for_that_the_clip_never_shows_is_said(tmp_path: Path) -> None:
+    """``--tracks 2`` on a clip with no second face restored nothing for it, and the result did not say so."""
+    from gpen_core.video.options import VideoOptions
+
+    src, dst = _clip(tmp_path / "in.mp4", 6), tmp_path / "out.mp4"
+    result = restore_video(src, dst, engine=Inverts(), video=VideoOptions(tracks=frozenset({1})))
+    assert [n for n in result.notes if n.startswith("face 2 (asked for) was not in the restored frames")], result.notes

@@ -44,6 +44,7 @@ class FrameLoop:
         make = getattr(engine, "identity_tracker", None)
         self.identity: IdentityTracker | None = make(segment) if make is not None else None
         self.index = first  # the clip's number of the next frame restored
+        self.seen: set[int] = set()  # every face track restored frames held: a face asked for and never seen is said
 
     def push(self, time_s: float, rgb: np.ndarray, payload: Any) -> Iterator[Restored]:
         """Take one decoded upright RGB frame; yield the frames whose look-ahead it completes."""
@@ -68,6 +69,7 @@ class FrameLoop:
             return
         if self.check is not None:
             self.check()
+        self.seen.update(f.track for f in faces)
         chosen = [f for f in faces if self.tracks is None or f.track in self.tracks]
         index, self.index = self.index, self.index + 1
         if self.identity is None or self.identity.wants(index):

@@ -415,6 +415,13 @@ class _Run:
         notes.update(dict.fromkeys(audio.notes))
         for note in written_notes(self.size, self.rotation):
             notes.setdefault(note)
+        unseen = sorted(self.vopts.tracks - self.loop.seen) if self.vopts.tracks is not None else []
+        if unseen:  # numbered from 1, as --tracks and the per-frame records number them
+            seen = ", ".join(str(t + 1) for t in sorted(self.loop.seen)) or "none"
+            many = len(unseen) > 1
+            notes.setdefault(f"face{'s' if many else ''} {', '.join(str(t + 1) for t in unseen)} (asked for) "
+                             f"{'were' if many else 'was'} not in the restored frames (faces seen: {seen}): "
+                             f"nothing was restored for {'them' if many else 'it'}")
         return VideoResult(
             output=output, frames=self.written, fps=self.written / duration if duration > 0 else 0.0,
             duration_s=duration, size=self.size, audio=audio.handling, crf=self.vopts.crf,
