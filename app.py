@@ -341,7 +341,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
         trigger(preparation_status, None, [prepare_md, prepare_timer], api_visibility="private", show_progress="hidden")
     shown = download_weights_btn.click(lambda: gr.update(visible=True), None, stop_download_btn, api_visibility="private")  # Stop: while one runs
     downloading = shown.then(download_weights, weight_inputs, weight_outputs, api_visibility="private", concurrency_limit=1)
-    stop_download_btn.click(stop_download, None, stop_download_btn, cancels=[downloading], api_visibility="private")
+    stop_download_btn.click(stop_download, None, stop_download_btn, cancels=[downloading], api_visibility="private", queue=False)
     downloading.then(lambda *a: (upscale_view(*a[:3]), gr.update(visible=False), mode_radio(a[3])), [image_in, upscale_in, mode_in, task_in],
                      [upscale_md, stop_download_btn, mode_in], api_visibility="private", show_progress="hidden")  # a download clears the warnings
     # One queue lane for the panel, so answers arrive in the order asked: the page-load
