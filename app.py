@@ -246,10 +246,11 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                                     elem_id="photo"), functools.partial(uploads.save_data_url, folder=PASTED_DIR, max_age_s=TEMP_MAX_AGE_S))  # a paste: as sent
                 restore_btn = gr.Button("Restore", variant="primary", size="lg", elem_id="restore-button")
                 task_in = gr.Radio(task_ui.task_choices(), value="enhance", label="Task", elem_id="task-radio")
-                damage_in = seam.raw_editor(gr.ImageEditor(label="Paint the damage (white brush)", type="filepath", image_mode="RGBA", sources=(), transforms=(),
-                    format="png", visible=False, height=420, elem_id="damage-editor", layers=gr.LayerOptions(False, [task_ui.DAMAGE_LAYER]),
-                    brush=gr.Brush(12, [task_ui.BRUSH_COLOUR], task_ui.BRUSH_COLOUR, "fixed")),
-                    *(functools.partial(save, folder=PASTED_DIR, max_age_s=TEMP_MAX_AGE_S) for save in (uploads.save_bytes, uploads.save_data_url)))  # paths, unopened
+                with gr.Column(visible=False, min_width=0) as damage_box:  # the brush, for inpainting; shown by its box, as a gr.update of the editor would give the session Gradio's own editor
+                    damage_in = seam.raw_editor(gr.ImageEditor(label="Paint the damage (white brush)", type="filepath", image_mode="RGBA", sources=(), transforms=(),
+                        format="png", height=420, elem_id="damage-editor", layers=gr.LayerOptions(False, [task_ui.DAMAGE_LAYER]),
+                        brush=gr.Brush(12, [task_ui.BRUSH_COLOUR], task_ui.BRUSH_COLOUR, "fixed")),
+                        *(functools.partial(save, folder=PASTED_DIR, max_age_s=TEMP_MAX_AGE_S) for save in (uploads.save_bytes, uploads.save_data_url)))  # paths, unopened
                 mode_in = gr.Radio(mode_labels.hints(), value=AUTO, label="Memory mode", elem_id="mode-radio")
                 upscale_in = gr.Radio([("1× (keep size)", 1), ("2×", 2), ("4×", 4)], value=1, label="Upscale",
                                       info="enlarge the whole photo with RealESRNet (GPEN's background upscaler); "
@@ -331,8 +332,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     image_in.upload(preview, image_in, result_outputs, api_visibility="private", concurrency_limit=1,
                     concurrency_id="preview", show_progress_on=[slider_out])
     image_in.clear(lambda: (None, None, page.PLACEHOLDER, None, None), None, result_outputs, api_visibility="private", show_progress="hidden")
-    for trigger in (task_in.change, image_in.change):  # the brush shows for inpainting, over the photo
-        trigger(lambda t, i: gr.update(visible=task_ui.editor_visible(t), value=task_ui.editor_value(t, i)), [task_in, image_in], damage_in, api_visibility="private")
+    gr.on([task_in.change, image_in.change], lambda t, i: (gr.update(visible=task_ui.editor_visible(t)), task_ui.editor_value(t, i)), [task_in, image_in], [damage_box, damage_in], api_visibility="private")
     task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, mode_labels.current_files())),
                    [task_in, model_in], [model_in, mode_in, aligned_in], api_visibility="private")  # seg2face turns "aligned" on, said so
     demo.load(lambda t: (mode_radio(t), gr.update(choices=mode_labels.current_choices(get_restorer().device, None, video=True)), gr.update(choices=task_ui.task_choices(mode_labels.current_files()))), task_in,
