@@ -246,10 +246,11 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                                     elem_id="photo"), functools.partial(uploads.save_data_url, folder=PASTED_DIR, max_age_s=TEMP_MAX_AGE_S))  # a paste: as sent
                 restore_btn = gr.Button("Restore", variant="primary", size="lg", elem_id="restore-button")
                 task_in = gr.Radio(task_ui.task_choices(), value="enhance", label="Task", elem_id="task-radio")
-                damage_in = seam.raw_editor(gr.ImageEditor(label="Paint the damage (white brush)", type="filepath", image_mode="RGBA", sources=(), transforms=(),
-                    format="png", visible=False, height=420, elem_id="damage-editor", layers=gr.LayerOptions(False, [task_ui.DAMAGE_LAYER]),
-                    brush=gr.Brush(12, [task_ui.BRUSH_COLOUR], task_ui.BRUSH_COLOUR, "fixed")),
-                    *(functools.partial(save, folder=PASTED_DIR, max_age_s=TEMP_MAX_AGE_S) for save in (uploads.save_bytes, uploads.save_data_url)))  # paths, unopened
+                with gr.Column(visible=False, min_width=0) as damage_box:  # shown by its box: a gr.update of a component gives the session Gradio's own
+                    damage_in = seam.raw_editor(gr.ImageEditor(label="Paint the damage (white brush)", type="filepath", image_mode="RGBA", sources=(), transforms=(),
+                        format="png", height=420, elem_id="damage-editor", layers=gr.LayerOptions(False, [task_ui.DAMAGE_LAYER]),
+                        brush=gr.Brush(12, [task_ui.BRUSH_COLOUR], task_ui.BRUSH_COLOUR, "fixed")),
+                        *(functools.partial(save, folder=PASTED_DIR, max_age_s=TEMP_MAX_AGE_S) for save in (uploads.save_bytes, uploads.save_data_url)))  # paths, unopened
                 mode_in = gr.Radio(mode_labels.hints(), value=AUTO, label="Memory mode", elem_id="mode-radio")
                 upscale_in = gr.Radio([("1× (keep size)", 1), ("2×", 2), ("4×", 4)], value=1, label="Upscale",
                                       info="enlarge the whole photo with RealESRNet (GPEN's background upscaler); "
@@ -280,8 +281,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                     stop_download_btn = gr.Button("Stop download", size="sm", elem_id="stop-download", visible=False)
                 with gr.Accordion("All checkpoints", open=False):
                     all_weights_md = gr.Markdown(elem_id="all-weights")
-                gr.Examples([[str(p)] for p in sorted(EXAMPLES_DIR.glob("*.jpg"))], inputs=[image_in], cache_examples=False,
-                            label="Examples: degraded public-domain portraits (examples/README.md)")
+                examples = gr.Dataset(components=[image_in], samples=[[str(p)] for p in sorted(EXAMPLES_DIR.glob("*.jpg"))], label="Examples: degraded public-domain portraits (examples/README.md)")
             with gr.Column(scale=6, min_width=420, elem_id="results"):
                 slider_out = gr.ImageSlider(label="Before / after (drag the handle)", type="numpy", format="png",
                                             interactive=False, max_height=page.SLIDER_MAX_HEIGHT, elem_id="slider")
@@ -330,9 +330,9 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     # On upload: our decoder's before-view (or why the file cannot be used), in its own lane.
     image_in.upload(preview, image_in, result_outputs, api_visibility="private", concurrency_limit=1,
                     concurrency_id="preview", show_progress_on=[slider_out])
+    examples.click(lambda sample: sample[0], examples, image_in, api_visibility="private", show_progress="hidden")  # a plain value, as for the editor
     image_in.clear(lambda: (None, None, page.PLACEHOLDER, None, None), None, result_outputs, api_visibility="private", show_progress="hidden")
-    for trigger in (task_in.change, image_in.change):  # the brush shows for inpainting, over the photo
-        trigger(lambda t, i: gr.update(visible=task_ui.editor_visible(t), value=task_ui.editor_value(t, i)), [task_in, image_in], damage_in, api_visibility="private")
+    gr.on([task_in.change, image_in.change], lambda t, i: (gr.update(visible=task_ui.editor_visible(t)), task_ui.editor_value(t, i)), [task_in, image_in], [damage_box, damage_in], api_visibility="private")
     task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, mode_labels.current_files())),
                    [task_in, model_in], [model_in, mode_in, aligned_in], api_visibility="private")  # seg2face turns "aligned" on, said so
     demo.load(lambda t: (mode_radio(t), gr.update(choices=mode_labels.current_choices(get_restorer().device, None, video=True)), gr.update(choices=task_ui.task_choices(mode_labels.current_files()))), task_in,
@@ -341,7 +341,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
         trigger(preparation_status, None, [prepare_md, prepare_timer], api_visibility="private", show_progress="hidden")
     shown = download_weights_btn.click(lambda: gr.update(visible=True), None, stop_download_btn, api_visibility="private")  # Stop: while one runs
     downloading = shown.then(download_weights, weight_inputs, weight_outputs, api_visibility="private", concurrency_limit=1)
-    stop_download_btn.click(stop_download, None, stop_download_btn, cancels=[downloading], api_visibility="private")
+    stop_download_btn.click(stop_download, None, stop_download_btn, cancels=[downloading], api_visibility="private", queue=False)
     downloading.then(lambda *a: (upscale_view(*a[:3]), gr.update(visible=False), mode_radio(a[3])), [image_in, upscale_in, mode_in, task_in],
                      [upscale_md, stop_download_btn, mode_in], api_visibility="private", show_progress="hidden")  # a download clears the warnings
     # One queue lane for the panel, so answers arrive in the order asked: the page-load

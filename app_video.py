@@ -270,8 +270,9 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
                    api_visibility="private", concurrency_limit=1, concurrency_id="engine", show_progress_on=[found_md])
     running.then(seam.forget_run_time(running), api_visibility="private", show_progress="hidden")  # no last clip's time on the next bar
     # Stop asks this session's running clip to end (it removes its partial output); cancelling the event
-    # instead would free the engine lane while the clip's threads still run.
-    stop_btn.click(stop_own_clip, None, None, api_visibility="private", show_progress="hidden")
+    # instead would free the engine lane while the clip's threads still run. Outside the queue: a queue others
+    # have filled refuses every new event, and this visitor's Stop must still reach their clip.
+    stop_btn.click(stop_own_clip, None, None, api_visibility="private", show_progress="hidden", queue=False)
     running.failure(failed, None, [pair_out, panel_md], api_visibility="private", show_progress="hidden")
     viewer = [before_out, video_out, at_in, times_state, faces_state, show_faces_in, tracks_in]
     for trigger in (at_in.release, show_faces_in.change):

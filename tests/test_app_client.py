@@ -348,3 +348,22 @@ def test_the_page_still_runs_its_private_events(server_url: str, monkeypatch: py
     done = _events(server_url, session)[-1]
     assert done.get("success") is True, done
     assert started == ["GPEN-BFR-256", "retinaface-mobilenet0.25"]  # low's two files
+
+
+def test_a_visitor_who_clicked_an_example_still_uploads_raw(tmp_path: Path) -> None:
+    """An Example's click sets the photo with a prop update (gr.update), which Gradio answers with a new gr.Image for
+    that session, built from the constructor's arguments: Gradio's own preprocess (every later upload opened and
+    decoded by Pillow, before our decoder and its limits). The session must keep ours."""
+    import asyncio
+
+    from gradio.data_classes import FileData
+    from gradio.state_holder import SessionState
+
+    session = SessionState(app.demo)
+    clicks = [fn for fn in app.demo.fns.values() if fn.outputs == [app.image_in]]  # the page's Examples, clicked
+    assert clicks
+    for fn in clicks:
+        asyncio.run(app.demo.postprocess_data(fn, fn.fn(fn.inputs[0].preprocess(0)), session))
+    notes = tmp_path / "notes.png"
+    notes.write_bytes(b"not a picture: our decoder names it, Pillow would fail on it")
+    assert session[app.image_in._id].preprocess(FileData(path=str(notes))) == str(notes)  # handed over unopened

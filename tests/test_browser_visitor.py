@@ -119,3 +119,17 @@ def test_an_unavailable_mode_keeps_the_previous_clip(browser, page_url: str, cli
     assert "Measured for this clip" in panel.inner_text() and len(engines) == 1  # nothing ran, the result stays
     assert page.locator("#video-out video").count() == 1
     page.close()
+
+
+def test_an_example_clicked_fills_the_photo(browser, page_url: str) -> None:  # noqa: F811
+    """The Examples (a Dataset whose click sets the photo as a plain value, test_app_client) show their thumbnails,
+    and a click puts that photo in the Photo box."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    _open(page, page_url)
+    thumbs = page.locator("[data-testid='examples'] img, .gallery img")
+    assert thumbs.count() >= 4
+    assert page.locator("#photo img").count() == 0
+    thumbs.first.click()
+    page.locator("#photo img").first.wait_for(timeout=30_000)
+    assert "astronaut" in (page.locator("#photo img").first.get_attribute("src") or "")
+    page.close()

@@ -177,3 +177,27 @@ def test_the_editors_blob_store_stays_bounded() -> None:
     store["big"] = EditorDataBlobs(background=b"x" * 900, layers=[b"y" * 50], composite=None)
     assert list(store) == ["big"]  # 950 + 100 would pass 1000: the older ones go, the newest stays
     assert isinstance(app.damage_in.blob_storage, BoundedBlobs)
+
+
+@pytest.mark.parametrize("task", ["inpaint", "enhance"])
+def test_a_visitors_editor_stays_the_hardened_one_after_the_page_updates_it(task: str) -> None:
+    """Each upload and task change sets the editor's value and visibility in the visitor's session. Gradio answers a
+    prop update (gr.update) with a new editor for that session, built from the constructor's arguments: Gradio's own
+    preprocess (every layer opened by Pillow) and an unbounded blob store. The session must keep ours."""
+    import asyncio
+
+    from gradio.components.image_editor import EditorData, EditorDataBlobs
+    from gradio.state_holder import SessionState
+
+    from gpen_core.compat.gradio import BoundedBlobs
+
+    session = SessionState(app.demo)
+    for i, fn in app.demo.fns.items():
+        if app.damage_in in fn.outputs:  # the page's events that set the editor, as a photo arrives
+            value = fn.fn(*(task if c is app.task_in else str(EXAMPLE) for c in fn.inputs))
+            asyncio.run(app.demo.postprocess_data(fn, value, session))
+    editor = session[app.damage_in._id]
+    assert isinstance(editor.blob_storage, BoundedBlobs)
+    editor.blob_storage["sess"] = EditorDataBlobs(background=None, layers=[TEXT], composite=None)
+    value = editor.preprocess(EditorData(id="sess"))  # Gradio's own would open the text with Pillow and fail
+    assert [Path(p).read_bytes() for p in value["layers"]] == [TEXT]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import secrets
 import stat
 import tempfile
 import time
@@ -162,9 +163,18 @@ def fresh_file(folder: Path, prefix: str, name: str, data: bytes, *, max_age_s: 
     requests never share a path. Its path. With ``max_age_s``, older files are swept from ``folder`` first."""
     if max_age_s is not None:
         sweep(folder, max_age_s)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=folder)) / name
+    path = private_folder(folder, prefix) / name
     path.write_bytes(data)
+    return path
+
+
+def private_folder(folder: Path, prefix: str) -> Path:
+    """A new subfolder ``<prefix><32 hex digits>`` of ``folder`` (made if missing), this user's only. Gradio serves
+    any file under its temp folder to whoever names its path: the name carries 128 bits from the OS's generator, where
+    tempfile's come from a Mersenne Twister whose names a visitor reads in their own results' paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{prefix}{secrets.token_hex(16)}"
+    path.mkdir(mode=0o700)
     return path
 
 

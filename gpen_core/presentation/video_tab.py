@@ -3,7 +3,6 @@ the progress line, the measured panel and one frame's before/after (RGB uint8 HÃ
 
 from __future__ import annotations
 
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -14,6 +13,7 @@ import numpy as np
 
 from gpen_core.engine import convert_first
 from gpen_core.errors import InputError
+from gpen_core.images.outputs import private_folder
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation.cli_convert import clip_frames
 from gpen_core.presentation.messages import shown_error
@@ -235,9 +235,9 @@ def frame_pair(source: str, output: str, time_s: float) -> tuple[np.ndarray, np.
 
 
 def results_path(results_dir: Path, source: str | None, mode: str) -> Path:
-    """A fresh path for one clip's output under ``results_dir`` (a folder per request: names never clash)."""
-    results_dir.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(dir=results_dir, prefix="video-")) / output_name(source, mode)
+    """A fresh path for one clip's output under ``results_dir`` (a folder per request: names never clash, nor can
+    another visitor guess them: :func:`~gpen_core.images.outputs.private_folder`)."""
+    return private_folder(results_dir, "video-") / output_name(source, mode)
 
 
 # ------------------------------------------------------------------ before a clip starts
