@@ -77,7 +77,7 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
             ) -> tuple[Any, str, str, list[tuple[Any, str]], dict[str, Any]]:
     """Restore the faces in one photo: (before/after pair, path of the full-resolution download,
     the measured panel as Markdown, one (original | restored, caption) per face, the JSON record)."""
-    with ui_errors(request):
+    with ui_errors(request, "photo"):
         if not image:
             raise InputError("Upload a photo first (or paste one from the clipboard).")
         options = RestoreOptions(mode=mode or AUTO, model=checked_model(model), detector=_override(detector),  # type: ignore[arg-type]
@@ -148,7 +148,7 @@ def mode_ready(*choices: Any) -> None:
 
 def show_failure(request: gr.Request | None = None) -> tuple[Any, str]:
     """After a failed restore (the UI's failure event): clear the slider and name the problem in the panel."""
-    return None, STATE.take_error(getattr(request, "session_hash", None)) or ui.error_markdown("Restore failed", "See the message that popped up.")
+    return None, STATE.take_error(getattr(request, "session_hash", None), "photo") or ui.error_markdown("Restore failed", "See the message that popped up.")
 
 
 def weights_view(mode: str, model: str | None, detector: str | None, aligned: bool, upscale: int | str = 1, task: str = "enhance") -> tuple[str, Any, str]:
@@ -203,15 +203,15 @@ saved_tips = checks.saved_tips  # page load: the tips table measured on this mac
 
 
 @contextmanager
-def ui_errors(request: gr.Request | None = None) -> Iterator[None]:
+def ui_errors(request: gr.Request | None = None, panel: str | None = None) -> Iterator[None]:
     """Errors become a gr.Error in plain text that starts with the problem (Gradio 6.31's pop-up is headed "Error" whatever
     ``title`` says; API clients read it as is), never a stack trace, in a pop-up that closes once read (one that never
-    closed stayed over the next result). The panel keeps the same words for this session (:func:`show_failure`)."""
+    closed stayed over the next result). ``panel``'s failure event shows the same words (:func:`show_failure`)."""
     try:
         yield
     except Exception as exc:
         shown = shown_error(exc, public=STATE.policy.shared)
-        STATE.remember_error(getattr(request, "session_hash", None), shown.panel)
+        STATE.remember_error(getattr(request, "session_hash", None), panel, shown.panel)
         raise gr.Error(shown.text, title=shown.title, duration=toast_seconds(shown.text), print_exception=False) from None
 
 

@@ -45,7 +45,7 @@ def on_leave(state: Any) -> Callable[[gr.Request], None]:
     return visitor_left
 
 
-def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], results_dir: Path,
+def build(state: Any, errors: Callable[..., AbstractContextManager[None]], results_dir: Path,
           mode_choices: list[tuple[str, str]], max_age_s: float | None = None) -> gr.Radio:
     """The tab's components and events, in the current Blocks; returns its mode radio (relabelled on load). Each clip
     first sweeps ``results_dir`` of files over ``max_age_s`` old, as a photo restore does."""
@@ -72,7 +72,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
         session = getattr(request, "session_hash", None)
         stop, waited, count = state.stops.start(session), seam.still_waited_for(), [0, 0]
         try:
-            with errors(request):
+            with errors(request, "video"):
                 if not video:
                     raise InputError("Upload a video first.")
                 try:
@@ -200,7 +200,7 @@ def build(state: Any, errors: Callable[[Any], AbstractContextManager[None]], res
 
     def failed(request: gr.Request) -> tuple[Any, str]:
         """After a failed or stopped clip: the panel names what happened (the same words as the pop-up)."""
-        return None, state.take_error(getattr(request, "session_hash", None)) or "Restore failed: see the message that popped up."
+        return None, state.take_error(getattr(request, "session_hash", None), "video") or "Restore failed: see the message that popped up."
 
     with gr.Row(equal_height=False, elem_id="video-row"):  # on a phone the result follows the buttons (page.CSS)
         with gr.Column(scale=4, min_width=320, elem_id="video-controls"):

@@ -473,6 +473,32 @@ def test_error_popup_names_the_problem_first_and_the_panel_keeps_it() -> None:
     assert "previous result was cleared" in panel
 
 
+def test_a_restores_failure_panel_shows_its_own_error_never_a_downloads_or_the_video_tabs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The panel a failed restore shows is read back per session and per panel: an error of another event of the
+    same visitor (a refused download, the Video tab's restore) never stands in for the restore's own."""
+    import app_video
+
+    class Request:
+        session_hash = "s-download-then-restore"
+
+    monkeypatch.setattr(app.STATE, "policy", Policy(shared=True))  # a visitor may not download here
+    with pytest.raises(gr.Error) as e:
+        app.download_weights("balanced", "default", "default", False, request=Request())  # type: ignore[arg-type]
+    assert "Downloads are off" in e.value.message
+    video_restore = next(d.fn for d in app.demo.fns.values() if d.api_name == "restore_video")
+    with pytest.raises(gr.Error):
+        video_restore(None, "low", 0, 0, True, None, None, request=Request())  # "Upload a video first."
+    # The photo restore then fails before its handler runs (as when Gradio refuses its input): nothing of its own.
+    assert "Restore failed" in app.show_failure(Request())[1]  # type: ignore[arg-type]
+    with pytest.raises(gr.Error):
+        app.restore(None, "low", "default", "default", 1.0, 0.9, 50, False, progress=RecordingProgress(),
+                    request=Request())  # type: ignore[arg-type]
+    assert "Upload a photo first" in app.show_failure(Request())[1]  # type: ignore[arg-type]
+    failed_clip = next(d.fn for d in app.demo.fns.values() if getattr(d.fn, "__name__", "") == "failed")
+    assert "Upload a video first" in failed_clip(Request())[1]
+
+
 def test_markdown_keeps_urls_and_commands_intact() -> None:
     msg = "get it from https://modelscope.cn/models/iic/cv_gpen_image-portrait-enhancement or run `python -m gpen_core download GPEN-BFR-512`."
     md = ui.markdown_text(msg)

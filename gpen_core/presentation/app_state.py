@@ -97,20 +97,23 @@ class AppState:
     _errors: OrderedDict[str, str] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def remember_error(self, session: str | None, text: str) -> None:
-        """Keep ``text`` as ``session``'s last error (Gradio's failure event gets no exception)."""
-        if not session:
+    def remember_error(self, session: str | None, panel: str | None, text: str) -> None:
+        """Keep ``text`` as ``session``'s last error for ``panel``, the failure event that reads it back (Gradio's
+        gets no exception): per panel, so a restore's failure never shows a download's or another tab's error.
+        None: no failure event reads it (a download, the hardware check)."""
+        if not session or not panel:
             return
+        key = f"{panel}:{session}"
         with self._lock:
-            self._errors[session] = text
-            self._errors.move_to_end(session)
+            self._errors[key] = text
+            self._errors.move_to_end(key)
             while len(self._errors) > MAX_SESSIONS:
                 self._errors.popitem(last=False)
 
-    def take_error(self, session: str | None) -> str | None:
-        """``session``'s last error, forgotten once read."""
+    def take_error(self, session: str | None, panel: str) -> str | None:
+        """``session``'s last error for ``panel``, forgotten once read."""
         with self._lock:
-            return self._errors.pop(session, None) if session else None
+            return self._errors.pop(f"{panel}:{session}", None) if session else None
 
     def count_restore(self) -> None:
         with self._lock:
