@@ -321,10 +321,14 @@ def _no_clip_flags(args: argparse.Namespace, photo: str) -> None:
                                    ("--no-segments", getattr(args, "segments", None) is False),
                                    ("--segment-seconds", getattr(args, "segment_seconds", None) is not None),
                                    ("--fresh", getattr(args, "fresh", False))) if on]
+    _refuse_flags(asked, f"for videos, and there is no video to restore ({photo}: photos only)")
+
+
+def _refuse_flags(asked: list[str], why: str, fix: str = "") -> None:
+    """InputError naming the ``asked`` flags and ``why`` they have no place in this run (nothing when none)."""
     if asked:
         one = len(asked) == 1
-        raise InputError(f"{' and '.join(asked)} {'is' if one else 'are'} for videos, and there is no video to restore "
-                         f"({photo}: photos only): leave {'it' if one else 'them'} out")
+        raise InputError(f"{' and '.join(asked)} {'is' if one else 'are'} {why}: leave {'it' if one else 'them'} out{fix}")
 
 
 def _options(args: argparse.Namespace, **only: Any) -> Any:
@@ -372,13 +376,10 @@ def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Pat
 def _auto_choice(record: dict[str, Any], said: set[str]) -> list[str]:
     """``auto``'s choice and why (the app's Mode row; the engine keeps it out of the notes), once a run for each mode
     chosen: its free-memory figure changes from photo to photo, the choice and a warning do not."""
-    reason = record["mode_reason"]
-    if record["requested_mode"] == record["mode"] or not reason or reason in record["notes"]:
+    reason, chosen = record["mode_reason"], f"auto's choice: {record['mode']}"
+    if record["requested_mode"] == record["mode"] or not reason or reason in record["notes"] or chosen in said:
         return []
-    choice = reason.split(":")[0]  # "auto chose balanced", "auto chose low, the lightest mode"
-    if choice in said:
-        return []
-    said.add(choice)
+    said.add(chosen)
     return [reason]
 
 
@@ -432,11 +433,8 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -
 
     asked = [flag for flag, on in (("--aligned", args.aligned), ("--orientations", args.orientations),
                                    ("--mask", args.mask is not None)) if on]
-    if asked:  # a clip's options leave them out: refused, never dropped
-        one = len(asked) == 1
-        raise InputError(f"{' and '.join(asked)} {'is' if one else 'are'} for photos, and {videos[0].name} is a video "
-                         "(its frames are whole pictures, turned upright by the file's own rotation): leave "
-                         f"{'it' if one else 'them'} out, or restore the photos in a run of their own")
+    _refuse_flags(asked, f"for photos, and {videos[0].name} is a video (its frames are whole pictures, turned upright "
+                  "by the file's own rotation)", ", or restore the photos in a run of their own")  # never dropped
     plan = plan_video_outputs(videos, args.output, photos)
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()

@@ -22,7 +22,7 @@ from gpen_core.presentation.face_views import face_pairs
 from gpen_core.presentation.messages import shown_error
 from gpen_core.result import RestoreResult
 from gpen_core.weights import lookup as weights
-from gpen_core.weights.user_paths import public_message
+from gpen_core.weights.user_paths import models_folder_shown, public_message
 
 PREVIEW_SIDE = 1024  # the before-view shown on upload, from our own decoder
 SHRUNK_AT_DECODE = "shrunk at decode"  # how gpen_core.images.decode's notes about a reduce_to shrink begin
@@ -75,7 +75,7 @@ def upscale_text(image: str | None, upscale: int, mode: str | None, device: str,
     panel says it)."""
     if upscale <= 1:
         return ""
-    folder = "<models folder>" if policy.shared else str(weights.models_dir())
+    folder = models_folder_shown(policy.shared)
     note = readiness.upscaler_note(upscale, readiness.files_from_status(weights.status()), folder,
                                    policy.downloads_allowed)
     return "\n\n".join(t for t in (_upscale_line(image, upscale, mode, device, models), note) if t)

@@ -16,7 +16,7 @@ from gpen_core.presentation.app_state import Policy
 from gpen_core.weights import lookup as weights
 from gpen_core.weights.missing import files_text, manual_fix
 from gpen_core.weights.registry import REGISTRY, WeightStatus
-from gpen_core.weights.user_paths import checked_model, public_message
+from gpen_core.weights.user_paths import checked_model, models_folder_shown, public_message
 
 DOWNLOADS_OFF = ("Downloads are off on this shared server: visitors cannot make it fetch files. The operator can run "
                  "`python -m gpen_core download {names}`, or start the server with `--allow-downloads`.")
@@ -162,7 +162,7 @@ def check_mode_ready(device: str, req: WeightsRequest, policy: Policy = Policy()
 def weights_view(device: str, req: WeightsRequest, policy: Policy = Policy(), message: str = "") -> WeightsView:
     """The weights panel for ``req`` on this machine now, under the server's ``policy``."""
     r, files, statuses = _assess(device, req, policy.any_model_path)
-    folder = _folder_shown(policy)
+    folder = models_folder_shown(policy.shared)
     upscaler = readiness.upscaler_download(files, req.upscale)
     names = wanted(r, files, req)
     if names and not policy.downloads_allowed and not message:
@@ -170,11 +170,6 @@ def weights_view(device: str, req: WeightsRequest, policy: Policy = Policy(), me
     panel = weights_markdown(r, files, statuses, folder, mode=req.mode, message=message, upscaler=upscaler)
     label = download_button_label(r, files, req.mode, upscaler) if names and policy.downloads_allowed else None
     return WeightsView(panel, label, all_weights_markdown(statuses, folder))
-
-
-def _folder_shown(policy: Policy) -> str:
-    # A shared server's visitors read its folders by role, as in its error messages (files-and-limits.md).
-    return "<models folder>" if policy.shared else str(weights.models_dir())
 
 
 def download(device: str, req: WeightsRequest, progress: Callable[[float, str], None], policy: Policy = Policy(),
@@ -198,6 +193,6 @@ def download(device: str, req: WeightsRequest, progress: Callable[[float, str], 
             break
         except GPENError as exc:
             message = download_failed_text(public_message(str(exc)) if policy.shared else str(exc), names[i:],
-                                           _folder_shown(policy))
+                                           models_folder_shown(policy.shared))
             break
     return weights_view(device, req, policy, message)

@@ -50,10 +50,19 @@ def checked_model(name: str | None, *, any_path: bool = False, folder: Path | No
     return str(candidate)
 
 
+MODELS_ROLE = "<models folder>"  # what a shared server's visitors read for its models folder
 # An absolute path not under a folder we can name by its role: shown as "…/<last part>".
 # Not after ":", "/", "." or a word character, so URLs (https://host/path) stay whole; nor a slash with no name
 # after it, so "x2.pth / x4.pth" (either) keeps its word.
 _ABS_PATH = re.compile(r"(?<![\w:/.~>])/(?![\s;,()'\"<>]|$)(?:[^\s/;,()'\"<>]+/)*([^\s/;,()'\"<>]*)")
+
+
+def models_folder_shown(public: bool, models_dir: str | os.PathLike[str] | None = None) -> str:
+    """The models folder as a page shows it: by its role on a shared server (``public``), as :func:`public_message`
+    names it, else its path."""
+    from gpen_core.weights.registry import models_folder
+
+    return MODELS_ROLE if public else str(models_folder(models_dir))
 
 
 def public_message(message: str, *, models_dir: str | os.PathLike[str] | None = None) -> str:
@@ -63,7 +72,7 @@ def public_message(message: str, *, models_dir: str | os.PathLike[str] | None = 
     from gpen_core.weights.registry import models_folder, modelscope_cache_root
 
     roles = []
-    for path, role in ((models_folder(models_dir), "<models folder>"), (modelscope_cache_root(), "<ModelScope cache>")):
+    for path, role in ((models_folder(models_dir), MODELS_ROLE), (modelscope_cache_root(), "<ModelScope cache>")):
         for form in {os.path.abspath(path), os.path.realpath(path)}:
             roles.append((form.rstrip("/"), role))
     home = os.path.expanduser("~").rstrip("/")
