@@ -211,18 +211,18 @@ def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], fol
     name = names[0]
     filename = REGISTRY[name].filename
     factor = int(upscale or 1)
-    if files[name].state == "corrupt":
-        head = (f"⚠ **`{filename}` is corrupt** (the ×{factor} upscaler failed verification): Restore would stop. "
-                "Download it again")
+    corrupt = files[name].state == "corrupt"
+    if corrupt:
+        head = f"⚠ **`{filename}` is corrupt** (the ×{factor} upscaler failed verification): Restore would stop."
     else:
         where = "the models folder or the ModelScope cache" if REGISTRY[name].modelscope else "the models folder"
         head = (f"⚠ **`{filename}` is missing** (the ×{factor} upscaler): it is not in {where}, so Restore would "
-                "stop with \"Weights missing\". Get it")
+                "stop with \"Weights missing\".")
     if not downloads:
-        return (f"{head}: downloads are off on this shared server; ask the operator to run "
-                f"`python -m gpen_core download {name}`. Or choose 1× (keep size).")
-    return (f"{head} with the Weights panel's **Download** button, or with `python -m gpen_core download {name}`; "
-            f"or save the file as `{PurePath(folder) / filename}`. "
+        return (f"{head} Downloads are off on this shared server: ask the operator to run "
+                f"`python -m gpen_core download {name}`, or choose 1× (keep size).")
+    return (f"{head} {'Download it again' if corrupt else 'Get it'} with the Weights panel's **Download** button, or "
+            f"with `python -m gpen_core download {name}`; or save the file as `{PurePath(folder) / filename}`. "
             "Or choose 1× (keep size).")
 
 
