@@ -21,8 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-# Before Gradio is imported: no telemetry, and our own temp folder rather than the
-# /tmp/gradio that every Gradio app on the machine shares.
+# Before Gradio is imported: no telemetry, and our own temp folder rather than the /tmp/gradio every Gradio app shares.
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault(
     "GRADIO_TEMP_DIR", str(Path(tempfile.gettempdir()) / f"gpen-gradio-{os.getuid() if hasattr(os, 'getuid') else 0}")
@@ -364,7 +363,9 @@ demo.queue(api_open=False, default_concurrency_limit=1, max_size=8)
 def launch_options() -> dict[str, Any]:
     """launch() settings shared by ``python app.py`` and the tests."""
     return dict(max_file_size=UPLOAD_MAX_BYTES,  # above our limit: the decoder's own message names it, in the panel
-                app_kwargs=seam.app_kwargs(demo, uploads.max_event_body_bytes()),  # unknown /run/ routes 404; private events answer the page only
+                # unknown /run/ routes 404; private events answer the page only; on a shared server, each visitor's share
+                app_kwargs=seam.app_kwargs(demo, uploads.max_event_body_bytes(), lambda: seam.VisitorShares(
+                    STATE.policy.visitor_places, ("engine",), STATE.policy.visitor_upload_bytes, TEMP_MAX_AGE_S) if STATE.policy.shared else None),
                 footer_links=["api", "gradio"], run_history=False, enable_monitoring=False, mcp_server=False,
                 ssr_mode=False, show_error=False, css=page.CSS, js=page.PAGE_JS)
 
@@ -381,8 +382,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise SystemExit(f"error: {exc}") from None
     STATE.policy = args.policy
     ready_server(restores_here=STATE.backend is None)  # before the page, and before any model loads
-    swept = outputs.sweep_temp(TEMP_ROOT, TEMP_MAX_AGE_S)
-    if swept:
+    if swept := outputs.sweep_temp(TEMP_ROOT, TEMP_MAX_AGE_S):
         log.info("deleted %d temporary file(s) older than %d s from %s (left by an earlier run)", swept, TEMP_MAX_AGE_S, TEMP_ROOT)
     auth = args.auth
     if args.share and auth is None:

@@ -1,12 +1,15 @@
 """Gradio's internals the app leans on: raw image uploads, unknown routes and the page's private events, whether
-anyone still waits for an event. Written for Gradio 6 (checked with 6.31); only the app imports it;
-:func:`check_installed` raises (and ``tests/test_compat.py`` fails) when the installed Gradio moved them."""
+anyone still waits for an event, each visitor's share of the queue, the uploads and the editor's store. Written for
+Gradio 6 (checked with 6.31); only the app imports it; :func:`check_installed` raises (and ``tests/test_compat.py`` fails) when the installed Gradio moved them."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+import ipaddress
 import re
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,8 +50,10 @@ def seam_problems() -> list[str]:
     if not {"blocks", "event_id"} <= set(vars(LocalContext)) or "clean_events" not in vars(Queue):
         problems.append("gradio.context.LocalContext has no blocks/event_id or its Queue no clean_events")
     assigned = set(re.findall(r"self\.(\w+)\s*[:=]", inspect.getsource(Event.__init__)))  # set on instances
-    if not {"alive", "_id"} <= set(inspect.signature(Event.__init__).parameters) | assigned:
-        problems.append("gradio.queueing.Event has no alive/_id")
+    if not {"alive", "_id", "fn", "request"} <= set(inspect.signature(Event.__init__).parameters) | assigned:
+        problems.append("gradio.queueing.Event has no alive/_id/fn/request")
+    if not {"event_queue_per_concurrency_id", "active_jobs"} <= set(re.findall(r"self\.(\w+)\s*[:=]", inspect.getsource(Queue.__init__))):
+        problems.append("gradio.queueing.Queue keeps no event_queue_per_concurrency_id/active_jobs (who holds its places)")
     if "process_time_per_fn" not in inspect.getsource(Queue.__init__):
         problems.append("gradio.queueing.Queue keeps no process_time_per_fn (the ETA a run starts with)")
     return problems
@@ -123,25 +128,43 @@ def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any
 
 class BoundedBlobs(dict):  # type: ignore[type-arg]
     """The editor's blob store (id → images), kept small: Gradio keeps every id's blobs until an event reads them,
-    so fresh ids grew memory without end. The oldest go past ``max_ids`` or ``max_bytes`` (the newest stays)."""
+    so fresh ids grew memory without end. One store serves every visitor (:func:`visitor_of` the request that posts
+    the blobs): past ``1/shares`` of either cap, a visitor's new edit pushes out only their own oldest; past the
+    total cap, the visitor holding the most loses their oldest. The newest edit always stays. Blobs set outside a
+    request (no visitor) have only the total cap."""
 
-    def __init__(self, max_ids: int = 16, max_bytes: int = 300_000_000) -> None:
+    def __init__(self, max_ids: int = 16, max_bytes: int = 300_000_000, shares: int = 4) -> None:
         super().__init__()
         self.max_ids, self.max_bytes = max_ids, max_bytes
+        self.share_ids, self.share_bytes = max(1, max_ids // shares), max_bytes // shares
         self._sizes: dict[str, int] = {}
+        self._owners: dict[str, str | None] = {}
 
     def __setitem__(self, key: str, value: Any) -> None:
+        from gradio.context import LocalContext
+
+        request = LocalContext.request.get(None)
+        owner = visitor_of(request.scope) if getattr(request, "scope", None) else None
         super().pop(key, None)  # re-inserted last: the newest
         super().__setitem__(key, value)
         parts = [getattr(value, "background", None), getattr(value, "composite", None), *(getattr(value, "layers", None) or [])]
-        self._sizes[key] = sum(len(p) for p in parts if p is not None)
-        while len(self) > 1 and (len(self) > self.max_ids or sum(self._sizes.values()) > self.max_bytes):
-            oldest = next(iter(self))
-            super().pop(oldest)
-            self._sizes.pop(oldest, None)
+        self._sizes[key], self._owners[key] = sum(len(p) for p in parts if p is not None), owner
+        while owner is not None and self._over(mine := self._held_by(owner), self.share_ids, self.share_bytes):
+            self.pop(mine[0])
+        while self._over(list(self), self.max_ids, self.max_bytes):
+            heaviest = max(self._owners.values(), key=lambda v: (len(self._held_by(v)), sum(map(self._sizes.get, self._held_by(v)))))
+            self.pop(next(k for k in self._held_by(heaviest) + list(self) if k != key))
+
+    def _held_by(self, owner: str | None) -> list[str]:
+        return [k for k in self if self._owners.get(k) == owner]  # oldest first
+
+    def _over(self, keys: list[str], max_ids: int, max_bytes: int) -> bool:
+        """Whether ``keys`` pass either cap (one edit, the newest, is never over)."""
+        return len(keys) > 1 and (len(keys) > max_ids or sum(self._sizes[k] for k in keys) > max_bytes)
 
     def pop(self, key: Any, *default: Any) -> Any:
         self._sizes.pop(key, None)
+        self._owners.pop(key, None)
         return super().pop(key, *default)
 
 
@@ -187,8 +210,15 @@ def _input_error(text: str) -> gr.Error:
     return gr.Error(f"{INPUT_TITLE}. {text}", title=INPUT_TITLE, print_exception=False)
 
 
-def app_kwargs(blocks: gr.Blocks, max_body_bytes: int = 34_000_000) -> dict[str, Any]:
-    """``launch(app_kwargs=...)``: unknown ``/run/<name>`` routes answer 404, and :class:`PageOnlyEvents`."""
+def app_kwargs(blocks: gr.Blocks, max_body_bytes: int = 34_000_000,
+               shares: Callable[[], VisitorShares | None] = lambda: None) -> dict[str, Any]:
+    """``launch(app_kwargs=...)``: unknown ``/run/<name>`` routes answer 404, and :class:`PageOnlyEvents` (with
+    ``shares()``: each visitor's share, None where the server is not shared). On a Space, whose proxy connects from
+    a private address, the server is told to trust it for ``X-Forwarded-For`` (:func:`visitor_of`), before launch."""
+    import os
+
+    if os.environ.get("SPACE_ID"):
+        os.environ.setdefault("FORWARDED_ALLOW_IPS", "127.0.0.1,::1,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7")
     from fastapi.responses import JSONResponse
     from gradio.route_utils import FnIndexInferError
     from starlette.middleware import Middleware
@@ -197,7 +227,33 @@ def app_kwargs(blocks: gr.Blocks, max_body_bytes: int = 34_000_000) -> dict[str,
         return JSONResponse({"detail": NOT_FOUND}, status_code=404)
 
     return {"exception_handlers": {FnIndexInferError: not_found},
-            "middleware": [Middleware(PageOnlyEvents, blocks=blocks, max_body_bytes=max_body_bytes)]}
+            "middleware": [Middleware(PageOnlyEvents, blocks=blocks, max_body_bytes=max_body_bytes, shares=shares)]}
+
+
+@dataclasses.dataclass(frozen=True)
+class VisitorShares:
+    """What one visitor (:func:`visitor_of`) may hold of a shared server; :class:`PageOnlyEvents` answers the rest
+    429 with a message that says what to do."""
+
+    places: int  # events of ``lanes`` they may have waiting or running in Gradio's queue at once
+    lanes: tuple[str, ...]  # the queue lanes (concurrency ids) counted: those whose events hold a place for long
+    upload_bytes: int  # what the upload route takes from them within ``upload_window_s``
+    upload_window_s: float  # how long Gradio keeps an upload (``delete_cache``'s age)
+
+
+def visitor_of(scope: Mapping[str, Any]) -> str:
+    """Who sent a request, for per-visitor shares: the client address as Gradio's server resolved it (uvicorn takes
+    the ``X-Forwarded-For`` entry its trusted proxies appended: loopback, where the share link's tunnel and a local
+    proxy connect from, and ``FORWARDED_ALLOW_IPS``), an IPv6 address by its /64 (one machine's many addresses), an
+    IPv4 one seen through a dual-stack socket as itself. Not the session hash: a client picks its own.
+    docs/app-server.md says where this key is one visitor and where not."""
+    host = str((scope.get("client") or ("",))[0])
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    address = getattr(address, "ipv4_mapped", None) or address
+    return str(ipaddress.ip_network(f"{address}/64", strict=False)) if address.version == 6 else str(address)
 
 
 PAGE_ONLY = ("This event belongs to the app's page and is not part of its API; open the page in a browser. "
@@ -207,6 +263,7 @@ NOT_FOUND = "Not Found: this app has no such endpoint; see /gradio_api/info"
 # no websocket route; its SSE streams are /queue/data (a session's events, from queue/join) and GET /call/<name>/<id>.
 _STARTS = re.compile(r"/gradio_api/(?:(?P<join>queue/join)|call/v2/(?P<v2>[^/]+)|(?P<kind>call|run|api)/(?P<name>[^/]+))/?$")
 _RESULTS = re.compile(r"/gradio_api/call/(?:v2/)?(?P<name>[^/]+)/[^/]+/?$")
+_UPLOAD = re.compile(r"/gradio_api/upload/?$")
 
 
 class BodyTooLarge(Exception):
@@ -221,16 +278,27 @@ class PageOnlyEvents:
     private event (:func:`came_from_page`), else 403, and so does ``/run/`` for a private event that skips the queue
     (``queue=False``: the Stop buttons, which a full queue must not refuse); on the named routes a private event is
     404 (so is an unknown ``/call/v2/<name>``, a 500 in Gradio). Those bodies are read here, capped at
-    ``max_body_bytes`` (413)."""
+    ``max_body_bytes`` (413).
 
-    def __init__(self, app: Any, blocks: gr.Blocks, max_body_bytes: int = 34_000_000) -> None:
-        self.app, self.blocks, self.max_body_bytes = app, blocks, max_body_bytes
+    On a shared server (``shares()`` not None) each visitor gets a share (:class:`VisitorShares`): an event of a
+    counted lane beyond ``places`` of theirs in the queue, and uploads beyond ``upload_bytes`` an hour, answer 429.
+    Events that skip the queue (the Stop buttons) and the other lanes are never counted."""
+
+    def __init__(self, app: Any, blocks: gr.Blocks, max_body_bytes: int = 34_000_000,
+                 shares: Callable[[], VisitorShares | None] = lambda: None) -> None:
+        self.app, self.blocks, self.max_body_bytes, self.shares = app, blocks, max_body_bytes, shares
+        self._admitting: dict[str, int] = {}  # events let through and not yet in Gradio's queue, per visitor
+        self._uploads: dict[str, list[tuple[float, int]]] = {}  # per visitor: (time, bytes) of each upload, oldest first
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         http, path, method = scope.get("type") == "http", scope.get("path", ""), scope.get("method")
         results = _RESULTS.search(path) if http and method == "GET" else None
         if results and _private(self._named(results["name"])):
             await _json(send, 404, NOT_FOUND)
+            return
+        shares = self.shares() if http and method == "POST" else None
+        if shares is not None and _UPLOAD.search(path):
+            await self._upload(scope, receive, send, shares)
             return
         m = _STARTS.search(path) if http and method == "POST" else None
         if m is None:
@@ -253,7 +321,49 @@ class PageOnlyEvents:
         async def replay() -> Any:
             return unread.pop() if unread else await receive()
 
-        await self.app(scope, replay, send)
+        # Where the queue's events start: queue/join by number, /call by name (/run and /api are not the queue's).
+        fn = self._by_index(body) if m["join"] else self._named(m["v2"] or m["name"]) if m["v2"] or m["kind"] == "call" else None
+        if shares is None or fn is None or getattr(fn, "concurrency_id", None) not in shares.lanes:
+            await self.app(scope, replay, send)
+            return
+        visitor = visitor_of(scope)
+        if self._held(visitor, shares) >= shares.places:
+            await _json(send, 429, _places_refusal(shares.places, getattr(self.blocks._queue, "max_size", None)))
+            return
+        self._admitting[visitor] = self._admitting.get(visitor, 0) + 1  # counted before Gradio's push: a burst too
+        try:
+            await self.app(scope, replay, send)  # answered once Gradio queued the event (or refused it)
+        finally:
+            self._admitting[visitor] -= 1
+            if not self._admitting[visitor]:
+                del self._admitting[visitor]
+
+    def _held(self, visitor: str, shares: VisitorShares) -> int:
+        """How many events of the counted lanes ``visitor`` has in Gradio's queue (waiting or running; a finished or
+        cancelled one has left it), and those on their way in."""
+        queue = getattr(self.blocks, "_queue", None)
+        waiting = [e for lane in getattr(queue, "event_queue_per_concurrency_id", {}).values() for e in lane.queue]
+        running = [e for jobs in list(getattr(queue, "active_jobs", [])) for e in jobs or ()]
+        return self._admitting.get(visitor, 0) + sum(
+            1 for e in waiting + running if getattr(e.fn, "concurrency_id", None) in shares.lanes
+            and getattr(e.request, "scope", None) is not None and visitor_of(e.request.scope) == visitor)
+
+    async def _upload(self, scope: Any, receive: Any, send: Any, shares: VisitorShares) -> None:
+        """Gradio's upload route, within the visitor's bytes an hour, charged by the declared length (uvicorn reads
+        no byte past it). A body without one is refused: the page, gradio_client and curl always send one."""
+        visitor, now = visitor_of(scope), time.time()
+        self._uploads = {v: kept for v, entries in self._uploads.items()  # only the last hour's, of everyone
+                         if (kept := [e for e in entries if e[0] > now - shares.upload_window_s])}
+        ledger = self._uploads.get(visitor, [])
+        declared = next((v for k, v in scope.get("headers", []) if k == b"content-length"), b"").decode("latin-1")
+        if not declared.isdigit():
+            await _json(send, 411, "An upload needs a Content-Length on this server (browsers, gradio_client and curl "
+                                   "send one); send the file with its length.", plain=True)
+        elif sum(n for _, n in ledger) + int(declared) > shares.upload_bytes:
+            await _json(send, 429, _upload_refusal(ledger, int(declared), shares, now), plain=True)
+        else:
+            self._uploads[visitor] = [*ledger, (now, int(declared))]
+            await self.app(scope, receive, send)
 
     async def _read(self, headers: Mapping[str, str], receive: Any) -> bytes | None:
         """The whole body in linear time, or None when the client left; :class:`BodyTooLarge` past the cap."""
@@ -323,17 +433,45 @@ def _private(fn: Any) -> bool:
     return fn is not None and getattr(fn, "api_visibility", "public") == "private"
 
 
+def _places_refusal(places: int, queue_size: int | None) -> str:
+    return (f"You already have {places} restores waiting or running on this server; wait for them to finish or press "
+            f"Stop, then try again. Each visitor may hold {places} of the queue's {queue_size} places, so that others "
+            "get in too.")
+
+
+def _upload_refusal(ledger: list[tuple[float, int]], need: int, shares: VisitorShares, now: float) -> str:
+    """Why an upload is refused and when this visitor can upload it: once enough of their older uploads are an
+    hour old (``ledger``: (time, bytes) of those still counted, oldest first)."""
+    cap, window = shares.upload_bytes, shares.upload_window_s
+    if need > cap:
+        return (f"This upload is {megabytes(need)}; each visitor may upload {megabytes(cap)} an hour. "
+                "Upload fewer or smaller files at once.")
+    held, when = sum(n for _, n in ledger), now + window
+    for t, n in ledger:
+        held -= n
+        if held + need <= cap:  # enough of theirs has left the hour
+            when = t + window
+            break
+    minutes = max(1, round((when - now) / 60))
+    return (f"You have uploaded {megabytes(sum(n for _, n in ledger))} to this server in the last "
+            f"{round(window / 60)} minutes; each visitor may upload {megabytes(cap)} in that time. You can upload "
+            f"this again in {minutes} minute{'s' if minutes > 1 else ''} (at {time.strftime('%H:%M UTC', time.gmtime(when))}).")
+
+
 def _too_large(n: int, cap: int, more: bool = False) -> str:
     return (f"The request is {'over ' if more else ''}{megabytes(n)}; the limit is {megabytes(cap)}. Upload files "
             "through /gradio_api/upload (gradio_client's handle_file does) rather than inside the request.")
 
 
-async def _json(send: Any, status: int, detail: str) -> None:
+async def _json(send: Any, status: int, detail: str, plain: bool = False) -> None:
+    """``{"detail": ...}``, or with ``plain`` the text alone, as Gradio's upload route answers (its page then shows
+    "HTTP 429: <text>")."""
     import json
 
-    body = json.dumps({"detail": detail}).encode()
+    body = detail.encode() if plain else json.dumps({"detail": detail}).encode()
+    kind = b"text/plain; charset=utf-8" if plain else b"application/json"
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+                "headers": [(b"content-type", kind), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -26,6 +26,12 @@ class Policy:
     # The longest clip (seconds) the Video tab restores on a shared server (None or 0: no cap), as a clip holds
     # the one engine lane for its whole length; a local run never caps. The upload says so before anyone waits.
     max_video_seconds: float | None = 60.0
+    # One visitor's share of a shared server (docs/app-server.md, "The queue is shared"): restores waiting or running,
+    # a quarter of the queue's 8 places (a visitor with many tabs or a script leaves room for three others; 2 lets a
+    # photo wait while their clip runs), and upload bytes within the hour an upload is kept: four of Gradio's 100 MB
+    # file limit, a clip at that limit and dozens of 12 MP photos (~6 MB each as JPEG).
+    visitor_places: int = 2
+    visitor_upload_bytes: int = 400_000_000
 
     @property
     def video_cap_s(self) -> float | None:
