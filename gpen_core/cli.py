@@ -9,17 +9,15 @@ removed); ``selfcheck``: 1 when a network fails the check.
 from __future__ import annotations
 
 import argparse
-import errno
 import functools
 import json
-import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
-from gpen_core.images.limits import IMAGE_SUFFIXES, special_kind
+from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, NEITHER, not_a_file
 from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, format_for,
                                      one_file_for_several, output_stems, result_path, write_atomic)
 from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
@@ -210,17 +208,19 @@ def _load_engine() -> None:
 
 
 def _collect_inputs(items: Sequence[str]) -> tuple[list[Path], list[tuple[str, str]]]:
-    """(the photos to restore, (path, why) for each image-named entry of a folder that is not a file)."""
+    """(the photos and videos to restore, (path, why) for each entry of a folder skipped: an image-named one that is
+    not a file, a file neither a photo nor a video)."""
     paths: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for item in items:
         p = Path(item)
         if p.is_dir():
-            entries = sorted(q for q in p.iterdir()
-                             if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and sniff_file(q)))
+            every = sorted(p.iterdir())
+            entries = [q for q in every if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and sniff_file(q))]
             whys = {q: not_a_file(q) for q in entries}
             found = [q for q, why in whys.items() if why is None]
             skipped += [(str(q), why) for q, why in whys.items() if why is not None]
+            skipped += [(str(q), NEITHER) for q in every if q not in whys and q.is_file()]  # --ray says the same
             if not found:
                 listed = "".join(f"; skipped {q}: {why}" for q, why in whys.items() if why is not None)
                 raise InputError(f"folder {p} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}) and no videos{listed}")
@@ -229,24 +229,8 @@ def _collect_inputs(items: Sequence[str]) -> tuple[list[Path], list[tuple[str, s
             paths.append(p)
         else:
             why = not_a_file(p)
-            raise InputError(f"input {p} does not exist" if why == _MISSING else f"input {p} is {why}")
+            raise InputError(f"input {p} does not exist" if why == MISSING else f"input {p} is {why}")
     return paths, skipped
-
-
-_MISSING = "not there"
-
-
-def not_a_file(path: Path) -> str | None:
-    """Why ``path`` cannot be read as a photo (a folder, a FIFO, a symbolic link loop...), or None for a regular file."""
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return "a symbolic link loop"
-        if path.is_symlink():
-            return "a broken symbolic link"
-        return _MISSING if exc.errno == errno.ENOENT else f"unreadable ({exc.strerror})"
-    return None if stat.S_ISREG(mode) else f"{special_kind(mode)}, not a file"
 
 
 def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str | None]]:
@@ -273,7 +257,8 @@ def _restore(args: argparse.Namespace) -> int:
         from gpen_core.scaleout.cli import restore_ray
 
         _no_clip_flags(args, args.inputs[0] if len(args.inputs) == 1 else "the inputs")
-        return restore_ray(args, ProgressLine, _options(args, aligned=args.aligned, orientations=args.orientations))
+        return restore_ray(args, ProgressLine, _options(args, aligned=args.aligned, orientations=args.orientations),
+                           say_record)
     inputs, not_files = _collect_inputs(args.inputs)
     videos = [p for p in inputs if sniff_file(p)]  # told apart by their bytes, whatever the extension
     inputs = [p for p in inputs if p not in videos]
@@ -365,12 +350,22 @@ def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Pat
     record["notes"] = [*getattr(args, "run_notes", []), *record["notes"]]  # what the run did before its first photo
     _emit(args, record)
     if not args.json:
-        bar.say(_result_line(record), sys.stdout)
-        for note in [*_auto_choice(record, said), *record["notes"]]:
-            if note not in said:
-                said.add(note)
-                bar.say(f"  note: {note}")
+        say_record(record, said, bar.say)
     return record
+
+
+def say_record(record: dict[str, Any], said: set[str], say: Any) -> None:
+    """What a run without --json prints for a photo's ``ok`` or ``skipped`` record (a folder's, and --ray's): its
+    line, then each of its notes not yet ``said`` this run. ``say(text, stream=stderr)``: the progress bar's."""
+    if record["status"] == "skipped":  # its output already there, or a file neither a photo nor a video
+        say(f"skipped: {record['output']} exists (use --overwrite)" if "output" in record else
+            f"skipped: {record['input']}: {record['note']}")
+        return
+    say(_result_line(record), sys.stdout)
+    for note in [*_auto_choice(record, said), *record["notes"]]:
+        if note not in said:
+            said.add(note)
+            say(f"  note: {note}")
 
 
 def _auto_choice(record: dict[str, Any], said: set[str]) -> list[str]:
@@ -389,7 +384,7 @@ def _read_mask(path: str) -> Any:
 
     why = not_a_file(Path(path))
     if why is not None:
-        raise InputError(f"the mask {path} " + ("does not exist" if why == _MISSING else f"is {why}"))
+        raise InputError(f"the mask {path} " + ("does not exist" if why == MISSING else f"is {why}"))
     try:
         return decode_image(path).rgb
     except InputError as exc:
@@ -402,7 +397,7 @@ def _skipped(args: argparse.Namespace, src: Path, existing: Path, say: Any) -> d
 
     record = skipped_record(str(src), existing)
     _emit(args, record)
-    say(f"skipped: {existing} exists (use --overwrite)")
+    say_record(record, set(), say)
     return record
 
 

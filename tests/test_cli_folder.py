@@ -16,6 +16,8 @@ from gpen_core.cli import main
 
 from .hostile import png_bytes
 
+NEITHER = "neither a photo by its name (.jpg, .jpeg, .png, .webp, .bmp, .tif, .tiff, .gif) nor a video by its first bytes"
+
 
 def _face(path: Path, seed: int) -> Path:
     Image.fromarray(np.random.default_rng(seed).integers(0, 256, (256, 256, 3), dtype=np.uint8)).save(path)
@@ -33,7 +35,7 @@ def folder(tmp_path: Path) -> Path:
     os.mkfifo(src / "pipe.jpg")  # reading it would block the run forever
     (src / "dir.jpg").mkdir()
     (src / "loop.jpg").symlink_to(src / "loop.jpg")
-    (src / "readme.txt").write_text("not an image name: ignored")
+    (src / "readme.txt").write_text("not an image name: skipped, and said")
     return src
 
 
@@ -50,10 +52,10 @@ def test_a_folder_run_prints_results_and_a_summary_and_each_note_once(
     assert [Path(line.split(" -> ")[0]).name for line in results] == ["a.png", "b.png", "c.png"]
     assert all("1 face(s), mode low" in line and "peak RAM" in line for line in results)
     [head] = [line for line in out.splitlines() if line.startswith("summary: ")]
-    assert re.match(r"summary: 7 photos: 3 restored, 1 failed, 3 skipped; \d+\.\d s in all; peak RAM \d", head), head
+    assert re.match(r"summary: 8 photos: 3 restored, 1 failed, 4 skipped; \d+\.\d s in all; peak RAM \d", head), head
     assert re.search(r"failed: .*notes\.png: .*not an image", out), out
     for name, why in (("pipe.jpg", "a FIFO (named pipe), not a file"), ("dir.jpg", "a folder, not a file"),
-                      ("loop.jpg", "a symbolic link loop")):
+                      ("loop.jpg", "a symbolic link loop"), ("readme.txt", NEITHER)):
         assert f"skipped: {folder / name}: {why}" in out, out
         assert f"skipped: {folder / name}: {why}" in err  # said when found, before the run
     assert "note:" not in out and "[1/" not in out
@@ -72,7 +74,81 @@ def test_json_keeps_stdout_for_the_records(folder: Path, gen256: Path, tmp_path:
     main(["restore", str(folder), "-o", str(tmp_path / "out"), "--mode", "low", "--model", str(gen256), "--aligned", "--json"])
     out, err = capsys.readouterr()
     assert [json.loads(line)["status"] for line in out.splitlines()] == ["ok", "ok", "ok", "error"]
-    assert "summary: 7 photos: 3 restored, 1 failed, 3 skipped" in err
+    assert "summary: 8 photos: 3 restored, 1 failed, 4 skipped" in err
+
+
+def test_ray_without_json_prints_each_photos_notes_as_the_folder_run_does(
+    folder: Path, gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The records a --ray run gets back (here the folder run's own, as --json prints them) are printed as the
+    folder run prints its photos: each result line, and each note once in the run."""
+    import json
+
+    from gpen_core.scaleout import batch
+
+    argv = ["restore", str(folder), "-o", str(tmp_path / "out"), "--mode", "low", "--model", str(gen256), "--aligned"]
+    main([*argv, "--json"])
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["status"] for r in records} == {"ok", "error"}
+    # each note once, in the order the photos brought them (a run's machine load may change a note between runs)
+    said = [f"  note: {n}" for n in dict.fromkeys(n for r in records if r["status"] == "ok" for n in r["notes"])]
+    assert said
+
+    def ray_batch(config: object, on_record) -> batch.BatchSummary:
+        for i, rec in enumerate(records, 1):
+            on_record(rec, i, len(records))
+        return batch.BatchSummary(records, tmp_path / "out" / "manifest.jsonl")
+
+    monkeypatch.setattr(batch, "run_batch", ray_batch)
+    assert main([*argv, "--ray"]) == 2
+    ray_out, ray_err = capsys.readouterr()
+    assert [line for line in ray_err.splitlines() if line.startswith("  note: ")] == said
+    assert [line.split(" -> ")[0] for line in ray_out.splitlines() if " -> " in line] == \
+        [r["input"] for r in records if r["status"] == "ok"]
+
+
+def test_a_uri_folder_holding_a_video_is_refused_by_its_bytes_before_ray_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """file:/// goes through the URI listing (pyarrow's filesystem): a clip there, whatever its name, is said and
+    the run refused, as for a local folder; the listing comes before Ray starts."""
+    pytest.importorskip("ray", reason="needs Ray: pip install -r requirements-ray.txt")
+    pytest.importorskip("av")
+    from gpen_core.scaleout import runtime
+
+    from .videoclips import gradient_frames, make_clip
+
+    monkeypatch.setattr(runtime, "ray_session", lambda *a, **k: pytest.fail("Ray started although the video was not said"))
+    src = tmp_path / "in"
+    src.mkdir()
+    _face(src / "a.png", 0)
+    make_clip(src / "holiday.dat", gradient_frames(3), container="mp4")
+    assert main(["restore", f"file://{src}", "-o", str(tmp_path / "out"), "--ray", "--mode", "low"]) == 2
+    err = capsys.readouterr().err
+    assert f"folder file://{src} holds 1 video (holiday.dat)" in err and f"file://{src}/holiday.dat" in err, err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+def test_what_a_folder_run_skips_is_said_alike_with_ray(
+    folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """readme.txt (neither a photo nor a video), a folder, a FIFO and a link loop named as photos: both runs say
+    each skipped, and why, in the same words (the photos are done already: nothing restored, Ray never starts)."""
+    pytest.importorskip("ray", reason="needs Ray: pip install -r requirements-ray.txt")
+    from gpen_core.scaleout import runtime
+
+    monkeypatch.setattr(runtime, "ray_session", lambda *a, **k: pytest.fail("Ray started with nothing to restore"))
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("a.png", "b.png", "c.png", "notes.png"):
+        (out / name).write_bytes(b"done")
+    said = []
+    for extra in ([], ["--ray"]):
+        assert main(["restore", str(folder), "-o", str(out), "--mode", "low", *extra]) == 0
+        said.append(sorted(line for line in capsys.readouterr().err.splitlines() if line.startswith("skipped: ")))
+    assert said[0] == said[1] and len(said[0]) == 8, said
+    assert f"skipped: {folder / 'readme.txt'}: {NEITHER}" in said[0]
+    assert f"skipped: {folder / 'pipe.jpg'}: a FIFO (named pipe), not a file" in said[1]
 
 
 def test_a_folder_of_only_unreadable_entries_says_what_was_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

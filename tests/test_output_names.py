@@ -56,7 +56,7 @@ def test_ray_listing_uses_the_same_names(tmp_path: Path) -> None:
 
     for name in ("same.jpg", "same.png", "solo.png"):
         (tmp_path / name).write_bytes(b"x")
-    inputs, _ = list_inputs(str(tmp_path))
+    inputs, _, _ = list_inputs(str(tmp_path))
     assert [(Path(i.shown).name, i.stem) for i in inputs] == [("same.jpg", "same_jpg"), ("same.png", "same_png"), ("solo.png", "solo")]
 
 

@@ -604,3 +604,35 @@ def test_rays_session_folder_stays_short_under_a_long_temp_folder(monkeypatch: p
     assert len(str(runtime.default_temp_dir()) + session) < 108
     monkeypatch.setattr(runtime.tempfile, "gettempdir", lambda: "/tmp")
     assert runtime.default_temp_dir().parent == Path("/tmp")
+
+
+def test_a_clip_on_ray_says_max_faces_once_for_all_its_segments(ray_local, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each segment on a Ray worker caps faces (a stand-in frame session, no networks): the driver says it once
+    for the clip, its frames summed over the workers' segments, as one process does (test_video_segments)."""
+    pytest.importorskip("av")
+    from gpen_core.options import RestoreOptions
+    from gpen_core.scaleout import video_ray
+    from gpen_core.scaleout.runtime import RaySettings
+    from gpen_core.video.resumable import restore_in_segments, settings_text
+
+    from .test_video_segments import CAPPED, _clip
+
+    def crowd_task(src, seg, job):  # on the worker: its Restorer is the stand-in crowd for this task only
+        from gpen_core.scaleout import video_ray as here
+
+        from tests.test_video_segments import Crowd
+
+        real, here._worker_restorer = here._worker_restorer, lambda models_dir, device: Crowd()
+        try:
+            return here.segment_task(src, seg, job)
+        finally:
+            here._worker_restorer = real
+
+    monkeypatch.setattr(video_ray, "segment_task", crowd_task)
+    opts = RestoreOptions(mode="low", max_faces=1, identity="off")
+    runner = video_ray.RayRunner(opts, 18, RaySettings(workers=2, device="cpu"))
+    result = restore_in_segments(_clip(tmp_path), tmp_path / "out.mp4", runner, settings_text(opts, 18),
+                                 segment_seconds=1.0)
+    assert result.segments == 3 and len({r.worker for r in result.records}) >= 1
+    assert [n for n in result.notes if "max faces" in n] == [CAPPED]

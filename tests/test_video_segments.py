@@ -284,3 +284,92 @@ def test_a_clip_with_no_frame_that_decodes_is_refused_in_segments_as_in_one_pass
         err = capsys.readouterr().err
         assert code == 2, err
         assert "has no frame that decodes (the decoder said: " in err and "Re-export or re-download it" in err, err
+
+
+# Frames (clip numbers) where the crowd shows more faces than max faces = 1, and how many: 5 in segment 0, 8 in
+# segment 1 and 5 in segment 2 of _clip's 1 s segments (cut at frames 25 and 50), several in the 3 overlap frames
+# each side of a seam that two segments decode.
+CROWDED = {**dict.fromkeys(range(20, 31), 2), 48: 3, 49: 2, 50: 2, 51: 2, 52: 2, 60: 4, 61: 2}
+CAPPED = ("found more than 1 face in 18 frames (up to 4 in one); restored the 1 with the highest detection scores in "
+          "each (max faces = 1)")
+
+
+class Crowd:
+    """A stand-in Restorer whose frame session finds CROWDED[i] faces (else 1) in frame i, as the real session
+    reports them to FrameEngine (``found`` before max faces), and inverts the frame; it dies at frame ``dies_at``."""
+
+    device = "cpu"
+
+    def __init__(self, dies_at: int | None = None) -> None:
+        from types import SimpleNamespace
+
+        from gpen_core.modes import get_mode
+
+        self.session = SimpleNamespace(mode=get_mode("low"), notes=(), rejected=(), found=0, runtimes=(), plan=None,
+                                       detect=self._detect, restore=self._restore)
+        self.dies_at = dies_at
+
+    def frames(self, opts: RestoreOptions, size: tuple[int, int]):
+        from contextlib import nullcontext
+
+        return nullcontext(self.session)
+
+    def _detect(self, rgb: np.ndarray) -> list:
+        i = frame_index(rgb)
+        self.session.found = CROWDED.get(i, 1)
+        return [Detection((10.0 + k, 10.0, 46.0 + k, 46.0), 0.99, np.zeros((5, 2), np.float32))
+                for k in range(self.session.found)][:1]
+
+    def _restore(self, rgb: np.ndarray, detections: list, check_identity: bool = True):
+        from types import SimpleNamespace
+
+        if frame_index(rgb) == self.dies_at:
+            raise KeyboardInterrupt  # as Ctrl-C would, mid-segment
+        return SimpleNamespace(image=255 - rgb, faces=(), notes=())
+
+
+def _crowd_run(src: Path, dst: Path, restorer: Crowd):
+    opts = RestoreOptions(mode="low", max_faces=1, identity="off")
+    return restore_in_segments(src, dst, LocalRunner(restorer, opts, 18), settings_text(opts, 18), segment_seconds=1.0)
+
+
+def test_max_faces_is_said_once_for_a_segmented_clip_counting_each_frame_once(tmp_path: Path) -> None:
+    """Three segments each cap faces: one note for the clip, its frames summed and each counted once (the overlap
+    frames two segments decode are counted by the one writing them), as one pass says it."""
+    from gpen_core.video.engine_seam import FrameEngine
+
+    src = _clip(tmp_path)
+    result = _crowd_run(src, tmp_path / "out.mp4", Crowd())
+    assert result.segments == 3
+    assert [n for n in result.notes if "max faces" in n] == [CAPPED]
+    assert [r.tally.capped_frames for r in result.records] == [5, 8, 5]
+    one = restore_video(src, tmp_path / "one.mp4",
+                        engine=FrameEngine(Crowd(), RestoreOptions(mode="low", max_faces=1, identity="off"), (96, 64)))
+    assert [n for n in one.notes if "max faces" in n] == [CAPPED]
+
+
+def test_a_resumed_run_counts_its_kept_segments_frames_in_the_note(tmp_path: Path) -> None:
+    import json
+
+    src = _clip(tmp_path)
+    for older in (False, True):
+        dst = tmp_path / f"out{older}.mp4"
+        with pytest.raises(KeyboardInterrupt):
+            _crowd_run(src, dst, Crowd(dies_at=55))  # segments 0 and 1 finished
+        plan_path = work_folder(dst) / "plan.json"
+        plan = json.loads(plan_path.read_text())
+        assert [f["tally"]["capped_frames"] for f in plan["finished"]] == [5, 8]
+        if older:  # as a plan written before finished segments recorded their counts
+            for f in plan["finished"]:
+                del f["tally"]
+            plan_path.write_text(json.dumps(plan))
+        result = _crowd_run(src, dst, Crowd())
+        assert result.segments_kept == 2
+        capped = [n for n in result.notes if "max faces" in n]
+        if not older:
+            assert capped == [CAPPED]
+        else:  # only the segment this run restored is counted, and the note says what it leaves out
+            assert capped == [CAPPED.replace("18 frames", "5 frames"),
+                              "2 segments kept from an earlier run are not counted in what the notes say of max faces, "
+                              "the identity limit and the face check: the plan has no counts for them (written by an "
+                              "earlier version, or the run was killed as they finished)"]

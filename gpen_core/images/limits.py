@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import math
 import os
 import stat
 from dataclasses import dataclass
+from pathlib import Path
 
 from gpen_core.errors import InputError, megabytes
 
 # What a folder of photos is made of: the files whose names end so are restored as photos.
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif")
+# Why a folder's other files are skipped (the videos among them are told by :func:`looks_like_video`).
+NEITHER = f"neither a photo by its name ({', '.join(IMAGE_SUFFIXES)}) nor a video by its first bytes"
+VIDEO_HEAD_BYTES = 512  # the first bytes looks_like_video reads
 
 # Our format names are Pillow's plugin names; a phone's multi-picture JPEG opens as "MPO", a .jpg to its owner.
 _PILLOW_NAMES: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF")
@@ -199,6 +204,22 @@ def open_source(source: bytes | str | os.PathLike[str], limits: InputLimits) -> 
         # A FIFO or device reports size 0 and then streams forever; a folder is a mistake.
         raise InputError(f"{path!r} is {special_kind(st.st_mode)}, not a regular file. Choose an image file and try again.")
     raise too_big(st.st_size, limits)
+
+
+MISSING = "not there"  # not_a_file's word for a path with nothing at it
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a photo (a folder, a FIFO, a symbolic link loop...), or None for a regular file."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop"
+        if path.is_symlink():
+            return "a broken symbolic link"
+        return MISSING if exc.errno == errno.ENOENT else f"unreadable ({exc.strerror})"
+    return None if stat.S_ISREG(mode) else f"{special_kind(mode)}, not a file"
 
 
 def special_kind(mode: int) -> str:

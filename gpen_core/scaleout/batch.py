@@ -13,7 +13,7 @@ from typing import Any
 
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images import outputs
-from gpen_core.images.limits import IMAGE_SUFFIXES
+from gpen_core.images.limits import IMAGE_SUFFIXES, NEITHER, not_a_file
 from gpen_core.result_json import skipped_record
 from gpen_core.scaleout.runtime import RaySettings, WorkerPool, worker_name
 
@@ -68,8 +68,9 @@ class _Input:
     local: Path | None  # the file on this machine (the output must not be it); None for an object store
 
 
-def list_inputs(source: str) -> tuple[list[_Input], Any]:
-    """The image files under ``source`` (sorted), and the pyarrow filesystem to read them with."""
+def list_inputs(source: str) -> tuple[list[_Input], Any, list[tuple[str, str]]]:
+    """The image files under ``source`` (sorted), the pyarrow filesystem to read them with, and (entry as the user
+    would write it, why) for each of a folder's entries skipped. InputError for a folder holding videos."""
     from pyarrow import fs as pafs
 
     if "://" not in source:
@@ -85,13 +86,22 @@ def list_inputs(source: str) -> tuple[list[_Input], Any]:
             raise InputError(f"cannot open {source} ({exc}); Ray Data reads local paths, s3://, gs:// and hdfs:// URIs") from None
         scheme = source.split("://", 1)[0] + "://"
     info = filesystem.get_file_info(base)
+    skipped: list[tuple[str, str]] = []
     if info.type == pafs.FileType.File:
         files = [info]
     elif info.type == pafs.FileType.Directory:
-        listed = [f for f in filesystem.get_file_info(pafs.FileSelector(base, recursive=False)) if f.type == pafs.FileType.File]
+        entries = filesystem.get_file_info(pafs.FileSelector(base, recursive=False))
+        listed = [f for f in entries if f.type == pafs.FileType.File]
         files = [f for f in listed if PurePosixPath(f.path).suffix.lower() in IMAGE_SUFFIXES]
-        if not scheme:
-            _refuse_clips(source, [Path(f.path) for f in listed if f not in files])
+        others = sorted(f.path for f in listed if f not in files)
+        _refuse_clips(source, scheme, filesystem, others)
+        # Said as the plain CLI says them: files neither photos nor videos, image-named entries that are not files
+        # (pyarrow's local listing leaves out link loops and broken links: the folder's own listing has them).
+        odd = ([(f.path, "a folder, not a file") for f in entries if f.type == pafs.FileType.Directory] if scheme else
+               [(str(q), why) for q in sorted(Path(base).iterdir()) if (why := not_a_file(q))])
+        odd = [(p, why) for p, why in odd if PurePosixPath(p).suffix.lower() in IMAGE_SUFFIXES]
+        skipped = sorted((scheme + p if scheme else str(Path(source) / PurePosixPath(p).name), why)
+                         for p, why in [*odd, *((p, NEITHER) for p in others)])
         if not files:
             raise InputError(f"folder {source} has no images ({', '.join(IMAGE_SUFFIXES)})")
     else:
@@ -107,20 +117,32 @@ def list_inputs(source: str) -> tuple[list[_Input], Any]:
             shown = str(Path(source) / name) if info.type == pafs.FileType.Directory else source
         local = Path(f.path) if isinstance(filesystem, pafs.LocalFileSystem) else None
         out.append(_Input(shown=shown, read_path=f.path, stem=stem, local=local))
-    return out, filesystem
+    return out, filesystem, skipped
 
 
-def _refuse_clips(source: str, others: list[Path]) -> None:
-    """InputError naming a local folder's videos (told by their bytes, as the plain CLI tells them): the batch
-    restores photos only, and a clip left out would be in no record."""
-    from gpen_core.video.probe import sniff_file
+def _refuse_clips(source: str, scheme: str, filesystem: Any, others: list[str]) -> None:
+    """InputError naming a folder's videos among its ``others`` (paths in ``filesystem``), told by their first bytes
+    as the plain CLI tells them, in an object store too: the batch restores photos only, and a clip left out would
+    be in no record."""
+    from gpen_core.images.limits import VIDEO_HEAD_BYTES, looks_like_video
 
-    clips = [p.name for p in others if sniff_file(p)]
+    def is_clip(path: str) -> bool:
+        try:
+            with filesystem.open_input_stream(path) as f:
+                return looks_like_video(f.read(VIDEO_HEAD_BYTES))
+        except OSError:  # unreadable: Ray Data could not read it either; it is said as skipped
+            return False
+
+    clips = [p for p in others if is_clip(p)]
     if clips:
-        shown = ", ".join(clips[:3]) + (", …" if len(clips) > 3 else "")
+        names = [PurePosixPath(p).name for p in clips]
+        shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+        how = (f"restore each video on its own (`python -m gpen_core restore {Path(source) / names[0]} -o OUT.mp4 --ray`: "
+               "segments on Ray workers)" if not scheme else
+               f"copy each video to this machine and restore it on its own ({scheme}{clips[0]} → `python -m gpen_core "
+               f"restore {names[0]} -o OUT.mp4 --ray`: segments on Ray workers)")
         raise InputError(f"folder {source} holds {len(clips)} video{'s' if len(clips) > 1 else ''} ({shown}), and --ray "
-                         "on a folder restores its photos only: restore each video on its own (`python -m gpen_core "
-                         f"restore {Path(source) / clips[0]} -o OUT.mp4 --ray`: segments on Ray workers), or move them out")
+                         f"on a folder restores its photos only: {how}, or move them out")
 
 
 class RestoreWorker:
@@ -251,7 +273,7 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
 
     ray = import_ray()  # Ray missing: say how to install it before anything else (pyarrow comes with it)
     t0 = time.perf_counter()
-    inputs, filesystem = list_inputs(config.source)
+    inputs, filesystem, skipped = list_inputs(config.source)
     out_dir = Path(config.output)
     if out_dir.suffix.lower() in IMAGE_SUFFIXES or out_dir.is_file():
         raise InputError(f"--ray writes into a folder; {out_dir} is a file name. Give a folder for -o")
@@ -261,7 +283,7 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
     outputs.check_result_paths((item.local, out_dir / item.stem, None) for item in inputs)
     out_dir.mkdir(parents=True, exist_ok=True)
     records: list[Record] = []
-    total = len(inputs)
+    total = len(inputs) + len(skipped)
     run_id = new_run_id()
     # Appended, never rewritten: a resumed run must not turn the first run's records into "skipped".
     with open(manifest, "a", encoding="utf-8") as mf:
@@ -274,6 +296,8 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
             if on_record is not None:
                 on_record(rec, len(records), total)
 
+        for shown, why in skipped:  # said and recorded, as the plain CLI says them
+            write({"input": shown, "status": "skipped", "note": why, "peaks": None, "timings": None})
         todo: list[_Input] = []
         for item in inputs:
             done = None if config.overwrite else outputs.existing_result(out_dir / item.stem, None)

@@ -12,9 +12,10 @@ from gpen_core.errors import InputError
 from gpen_core.scaleout.runtime import RaySettings
 
 
-def restore_ray(args: argparse.Namespace, bar_type: Any, options: Any) -> int:
+def restore_ray(args: argparse.Namespace, bar_type: Any, options: Any, say_record: Any) -> int:
     """``restore … --ray`` on one folder, file or URI: exit 0 when all restored, else the first failure's code.
-    ``bar_type(total)``: the progress bar drawn without ``--json``; ``options``: the CLI's RestoreOptions."""
+    ``bar_type(total)``: the progress bar drawn without ``--json``; ``options``: the CLI's RestoreOptions;
+    ``say_record(record, said, say)``: what the CLI prints for a restored or skipped photo (its notes once a run)."""
     from gpen_core.scaleout.batch import BatchConfig, run_batch
 
     if len(args.inputs) != 1:
@@ -23,6 +24,7 @@ def restore_ray(args: argparse.Namespace, bar_type: Any, options: Any) -> int:
     if getattr(args, "mask", None) is not None:
         raise InputError("--mask is the damage of one photo; a --ray batch takes the white strokes in each photo")
     bar = bar_type(0)
+    said: set[str] = set()  # the notes printed so far: each once per run, as a folder's run says them
 
     def on_record(rec: dict[str, Any], done: int, total: int) -> None:
         bar.total = total
@@ -31,6 +33,8 @@ def restore_ray(args: argparse.Namespace, bar_type: Any, options: Any) -> int:
             return
         if rec["status"] == "error":
             print(f"\nerror: {rec['input']}: {rec['error']}", file=sys.stderr)
+        else:
+            say_record(rec, said, bar.say)
         bar.step(Path(rec["input"]).name)
 
     config = BatchConfig(source=args.inputs[0], output=Path(args.output), options=options, ray=ray_settings(args),

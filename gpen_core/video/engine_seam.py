@@ -23,6 +23,44 @@ class FrameOut:
     identity: tuple[Any, ...] = ()
 
 
+@dataclass(frozen=True)
+class Tally:
+    """What a clip's frames did that its notes say once, with counts: frames over max faces (and the most faces one
+    of them had), faces the identity limit acted on, detections the face check rejected (in how many frames, why).
+    A segmented run sums its segments'; plan.json keeps each finished segment's."""
+
+    capped_frames: int = 0
+    most_found: int = 0
+    identity_acted: int = 0
+    rejected_faces: int = 0
+    rejected_frames: int = 0
+    reasons: tuple[str, ...] = ()
+
+    def __add__(self, other: Tally) -> Tally:
+        return Tally(self.capped_frames + other.capped_frames, max(self.most_found, other.most_found),
+                     self.identity_acted + other.identity_acted, self.rejected_faces + other.rejected_faces,
+                     self.rejected_frames + other.rejected_frames, tuple(dict.fromkeys(self.reasons + other.reasons)))
+
+    def notes(self, opts: RestoreOptions) -> list[str]:
+        """Max faces', the identity limit's and the face check's notes, for the clip."""
+        from gpen_core.engine.stages import capped_note
+
+        notes = []
+        if self.capped_frames:
+            notes.append(capped_note(opts.max_faces, self.most_found, self.capped_frames))
+        if self.identity_acted:  # said once for the clip; the identity summary names the frames
+            alpha = opts.identity_alpha
+            what = "kept as they were" if alpha <= 0 else f"blended toward the original (alpha {alpha:g})"
+            notes.append(f"over your identity limit {opts.identity_limit:g}, {self.identity_acted} face(s) in the "
+                         f"clip's frames were {what}")
+        if self.rejected_faces:
+            n, f = self.rejected_faces, self.rejected_frames
+            notes.append(f"the face check rejected {n} detection{'s' if n != 1 else ''} in {f} frame{'s' if f != 1 else ''} "
+                         f"({'; '.join(self.reasons)}): those faces were left as they were. If they are real faces, turn "
+                         "the face check off (app: Face check; CLI: --no-face-check)")
+        return notes
+
+
 def clip_device(engine: Any, restorer: Any) -> str:
     """Where a clip's frames run, so where its peaks are measured: the engine's device, else the restorer's."""
     return getattr(engine, "device", None) or (restorer.device if restorer is not None else "cpu")
@@ -46,39 +84,21 @@ class FrameEngine:
         self.session = self._stack.enter_context(restorer.frames(opts, planned))
         self.mode, self._opts = self.session.mode, opts
         self.reason = self.session.notes[0] if self.session.notes and self.mode.name != opts.mode else ""
-        self._notes: list[str] = list(self.session.notes)
-        self.identity_acted = 0  # faces the identity limit kept (or blended) as they were, over the clip
-        # The face check's refusals: counted for the clip's note, and kept per frame (bounded: a frame's
-        # entry leaves when it is written) for its FrameRecord.
-        self.rejected_faces = self.rejected_frames = 0
-        self._reasons: dict[str, None] = {}
+        self.session_notes: list[str] = list(self.session.notes)  # the clip's notes without the tally's
+        # Counted for the clip's notes; a segment's run starts its own (segment_run). The face check's refused
+        # boxes are also kept per frame (bounded: a frame's entry leaves when it is written) for its FrameRecord.
+        self.tally = Tally()
         self._rejected: dict[int, tuple[tuple[float, float, float, float], ...]] = {}
         self._detected = 0
-        self.capped_frames = self.most_found = 0  # frames over max faces, and the most faces one of them had
         written = preshrink_size(*size, self.mode.max_side)
         if written != size:
-            self._notes.append(f"{self.mode.name} mode shrinks frames over {self.mode.max_side} px: "
-                              f"{size[0]}×{size[1]} restored and written at {written[0]}×{written[1]}")
+            self.session_notes.append(f"{self.mode.name} mode shrinks frames over {self.mode.max_side} px: "
+                                      f"{size[0]}×{size[1]} restored and written at {written[0]}×{written[1]}")
 
     @property
     def notes(self) -> list[str]:
-        """The session's notes, then max faces', the identity limit's and the face check's, once for the clip."""
-        from gpen_core.engine.stages import capped_note
-
-        notes = list(self._notes)
-        if self.capped_frames:
-            notes.append(capped_note(self._opts.max_faces, self.most_found, self.capped_frames))
-        if self.identity_acted:  # said once for the clip; the identity summary names the frames
-            alpha = self._opts.identity_alpha
-            what = "kept as they were" if alpha <= 0 else f"blended toward the original (alpha {alpha:g})"
-            notes.append(f"over your identity limit {self._opts.identity_limit:g}, {self.identity_acted} face(s) in the "
-                         f"clip's frames were {what}")
-        if not self.rejected_faces:
-            return notes
-        n, f = self.rejected_faces, self.rejected_frames
-        return [*notes, f"the face check rejected {n} detection{'s' if n != 1 else ''} in {f} frame{'s' if f != 1 else ''} "
-                f"({'; '.join(self._reasons)}): those faces were left as they were. If they are real faces, turn the face "
-                "check off (app: Face check; CLI: --no-face-check)"]
+        """The session's notes, then the tally's (max faces', the identity limit's, the face check's) for the clip."""
+        return [*self.session_notes, *self.tally.notes(self._opts)]
 
     def rejected_for(self, index: int) -> tuple[tuple[float, float, float, float], ...]:
         """The boxes the face check refused in frame ``index`` (detect order = written order); once."""
@@ -102,19 +122,18 @@ class FrameEngine:
 
         return shrink_to_max_side(rgb, self.mode.max_side)[0]
 
-    def detect(self, rgb: np.ndarray) -> list[Any]:
-        """The faces of one upright RGB frame (``Detection`` list), highest score first, at most max_faces."""
+    def detect(self, rgb: np.ndarray, counted: bool = True) -> list[Any]:
+        """The faces of one upright RGB frame (``Detection`` list), highest score first, at most max_faces.
+        ``counted`` False: a frame only decoded to steady a segment's neighbours, counted by the segment writing it."""
         found = self.session.detect(rgb)
         rejected = getattr(self.session, "rejected", ())
         if rejected:
-            self.rejected_faces += len(rejected)
-            self.rejected_frames += 1
-            self._reasons.update(dict.fromkeys(r.reason for r in rejected))
             self._rejected[self._detected] = tuple(r.box for r in rejected)
         self._detected += 1
-        if getattr(self.session, "found", 0) > len(found):
-            self.capped_frames += 1
-            self.most_found = max(self.most_found, self.session.found)
+        capped = getattr(self.session, "found", 0) > len(found)
+        if counted and (capped or rejected):
+            self.tally += Tally(int(capped), self.session.found if capped else 0, 0, len(rejected), int(bool(rejected)),
+                                tuple(r.reason for r in rejected))
         return found
 
     def identity_tracker(self, segment: int | None = None) -> Any:
@@ -136,7 +155,7 @@ class FrameEngine:
         checks = tuple(f.identity for f in out.faces)
         # A photo's per-face note on the limit's action would repeat every frame: counted for one clip note instead.
         acted = {face_note(i, c, self._opts.identity_alpha) for i, c in enumerate(checks, 1) if c is not None}
-        self.identity_acted += sum(1 for c in checks if c is not None and c.action != "restored")
+        self.tally += Tally(identity_acted=sum(1 for c in checks if c is not None and c.action != "restored"))
         return FrameOut(out.image, tuple(n for n in out.notes if n not in acted), checks)
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.platform import durable
+from gpen_core.video.engine_seam import Tally
 from gpen_core.video.segments import PLAN, PLAN_VERSION, FinishedFile, Segment, SegmentPlan, input_fingerprint
 
 # A plan is a few KB an hour (one line a segment); anything far larger was not written by this program.
@@ -26,6 +27,8 @@ _PLAN_FIELDS = {"input": _STR, "input_bytes": _INT, "input_mtime_ns": _INT, "inp
 _SEGMENT_FIELDS = {"index": _INT, "start_pts": _INT, "end_pts": _OPT_INT, "context_pts": _INT, "tail_pts": _OPT_INT,
                    "frames": _INT, "first_frame": _INT, "start_s": _NUM}
 _FINISHED_FIELDS = {"index": _INT, "bytes": _INT, "sha256": _STR}
+_TALLY_FIELDS = {"capped_frames": _INT, "most_found": _INT, "identity_acted": _INT, "rejected_faces": _INT,
+                 "rejected_frames": _INT, "reasons": _LIST}
 
 
 class PlanError(InputError):
@@ -179,7 +182,18 @@ def _check_cover(segments: tuple[Segment, ...], frames: int) -> None:
 
 
 def _finished(f: Any, n: int) -> FinishedFile:
-    f = _fields(f, _FINISHED_FIELDS, "a finished segment")
+    # "tally" is optional: a plan written before it was recorded still resumes (its kept segments uncounted)
+    tally = f.get("tally") if isinstance(f, dict) else None
+    f = _fields({k: v for k, v in f.items() if k != "tally"} if isinstance(f, dict) else f, _FINISHED_FIELDS,
+                "a finished segment")
     _check(0 <= f["index"] < n and f["bytes"] > 0 and _SHA256.fullmatch(f["sha256"]) is not None,
            f"finished segment {f['index']} is not one of its segments, or its size or hash is malformed")
-    return FinishedFile(**f)
+    return FinishedFile(**f, tally=None if tally is None else _tally(tally, f["index"]))
+
+
+def _tally(t: Any, index: int) -> Tally:
+    where = f"finished segment {index}'s tally"
+    t = _fields(t, _TALLY_FIELDS, where)
+    _check(all(t[k] >= 0 for k in _TALLY_FIELDS if k != "reasons"), f"{where} has a negative count")
+    _check(all(isinstance(r, str) for r in t["reasons"]), f"{where}'s reasons are not strings")
+    return Tally(**{**t, "reasons": tuple(t["reasons"])})

@@ -169,12 +169,12 @@ def finished(plan: SegmentPlan, folder: Path) -> tuple[list[Segment], tuple[Fini
             raise InputError(f"{path} is a folder, not a segment this program wrote: move it out of {folder} and run "
                              "again")
         now, rec = file_record(path, seg.index), recorded.get(seg.index)
-        if rec is not None and now != rec:
+        if rec is not None and not now.same_file(rec):
             notes.append(f"segment {seg.index}'s file ({seg.file}) changed since it was written (its size or "
                          "sha256 differs: damaged or replaced): it was restored again")
         elif now.bytes > 0 and check_segment(path, plan, seg.index):
             done.append(seg)
-            records.append(now)
+            records.append(rec or now)  # the plan's record carries the segment's tally
             continue
         path.unlink()  # changed, damaged (power loss before the data reached the disk) or a link: redone
     return done, tuple(records), notes
@@ -234,6 +234,7 @@ def restore_in_segments(src: str | os.PathLike[str], dst: str | os.PathLike[str]
                      "kept from an earlier run")
     for r in records:
         notes.extend(n for n in r.notes if n not in notes)
+    notes.extend(n for n in _tally_notes(records, getattr(runner, "options", None)) if n not in notes)
     upright, rotation = upright_geometry(src_s)
     notes.extend(n for n in written_notes(upright, rotation) if n not in notes)  # as one pass says them
     assert meter.peaks is not None
@@ -255,6 +256,22 @@ def restore_in_segments(src: str | os.PathLike[str], dst: str | os.PathLike[str]
         identity=merged([r.identity for r in ordered]),
         planned_bytes=max((r.planned_bytes for r in ran if r.planned_bytes is not None), default=None),
     )
+
+
+def _tally_notes(records: list[SegmentRecord], options: RestoreOptions | None) -> list[str]:
+    """The notes with the clip's counts (max faces, identity limit, face check), once for the whole clip: each
+    segment's tally summed, kept segments' from the plan."""
+    from gpen_core.video.engine_seam import Tally
+
+    tallies = [r.tally for r in records if r.tally is not None]
+    notes = sum(tallies, Tally()).notes(options or RestoreOptions()) if tallies else []
+    uncounted = sum(1 for r in records if r.kept and r.tally is None)
+    if uncounted and (tallies or all(r.kept for r in records)):
+        many = uncounted != 1
+        notes.append(f"{uncounted} segment{'s' if many else ''} kept from an earlier run {'are' if many else 'is'} not "
+                     "counted in what the notes say of max faces, the identity limit and the face check: the plan has no "
+                     "counts for them (written by an earlier version, or the run was killed as they finished)")
+    return notes
 
 
 def _with_workers(peaks: Peaks, ran: list[SegmentRecord]) -> Peaks:
@@ -282,7 +299,7 @@ def _run_pending(prep: StartedRun, runner: Runner, progress: Progress | None,
     if plan.finished != kept_records:  # the redone files' records forgotten, unrecorded kept ones recorded
         plan = replace(plan, finished=kept_records)
         write_plan(folder, plan)
-    records = [SegmentRecord(s.index, s.frames, 0.0, kept=True) for s in kept]
+    records = [SegmentRecord(s.index, s.frames, 0.0, kept=True, tally=f.tally) for s, f in zip(kept, kept_records)]
     count = [sum(s.frames for s in kept)]
     progress(count[0], plan.frames)
     for r in records:
@@ -295,7 +312,8 @@ def _run_pending(prep: StartedRun, runner: Runner, progress: Progress | None,
     pending = [s for s in plan.segments if s not in kept]
     for rec in runner(plan, pending, folder, on_frame) if pending else ():
         # Recorded as it finishes, so a resume keeps this file only while it still holds these bytes.
-        plan = replace(plan, finished=(*plan.finished, file_record(folder / plan.segments[rec.index].file, rec.index)))
+        done = replace(file_record(folder / plan.segments[rec.index].file, rec.index), tally=rec.tally)
+        plan = replace(plan, finished=(*plan.finished, done))
         write_plan(folder, plan)
         records.append(rec)
         on_record(rec)
@@ -309,4 +327,5 @@ def segment_record(src: str, rec: SegmentRecord, run_id: str = "") -> dict[str, 
             "faces_max": rec.faces_max,
             "peaks": {"rss_bytes": rec.peak_rss_bytes, "vram_reserved_bytes": rec.peak_vram_bytes},
             "planned_bytes": rec.planned_bytes, "worker": rec.worker, "notes": list(rec.notes),
+            "tally": None if rec.tally is None else asdict(rec.tally),
             "identity": None if rec.identity is None else rec.identity.to_json()}

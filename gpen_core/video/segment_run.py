@@ -36,6 +36,9 @@ class SegmentRecord:
     runtimes: tuple[Any, ...] = ()  # NetworkRuntime: what ran each network
     identity: Any = None  # VideoIdentity of its frames; None: not checked (or kept from an earlier run)
     planned_bytes: int | None = None  # the mode's plan for one frame (VideoResult.planned_bytes)
+    # Tally of its written frames, for the clip's notes said once (summed); None: not counted (a stand-in engine, or
+    # kept from a plan written before plan.json recorded it)
+    tally: Any = None
 
     def measured(self, peaks: Any, worker: str) -> SegmentRecord:
         """As restored by ``worker`` (its node and process), with the Peaks it measured there (None: none)."""
@@ -56,7 +59,11 @@ def restore_segment(src: str, seg: Segment, dst: Path, engine: Any, crf: int, *,
     from gpen_core.video.output import VideoWriter
     from gpen_core.video.probe import open_video
 
+    from gpen_core.video.engine_seam import Tally
+
     t0 = time.perf_counter()
+    if getattr(engine, "tally", None) is not None:
+        engine.tally = Tally()  # this segment's own: LocalRunner's engine runs them all
     tmp = durable.partial_path(dst)
     container, info = open_video(src)  # the same header limits as one pass
     written = faces_max = 0
@@ -89,9 +96,13 @@ def restore_segment(src: str, seg: Segment, dst: Path, engine: Any, crf: int, *,
                              f"counted {seg.frames}: the input is damaged there or changed since the plan. Restore "
                              "again with --fresh")
         durable.install(tmp, dst, sync=True)  # flushed: a resume trusts a finished segment
-        # the engine's, the decoded frames' and the restore's notes, as one pass says them
-        notes = tuple(dict.fromkeys([*getattr(engine, "notes", ()), *guard.notes, *loop.notes]))
-        return SegmentRecord(seg.index, written, time.perf_counter() - t0, faces_max, notes=notes, **loop.summary())
+        # the engine's, the decoded frames' and the restore's notes, as one pass says them; those with the clip's
+        # counts (the tally's) are said once for the clip, from every segment's tally
+        tally = getattr(engine, "tally", None)
+        said = engine.session_notes if tally is not None else getattr(engine, "notes", ())
+        notes = tuple(dict.fromkeys([*said, *guard.notes, *loop.notes]))
+        return SegmentRecord(seg.index, written, time.perf_counter() - t0, faces_max, notes=notes, tally=tally,
+                             **loop.summary())
     finally:
         if out is not None:
             with suppress(Exception):  # a half-written file we delete next
