@@ -52,7 +52,7 @@ def test_a_folder_run_prints_results_and_a_summary_and_each_note_once(
     assert [Path(line.split(" -> ")[0]).name for line in results] == ["a.png", "b.png", "c.png"]
     assert all("1 face(s), mode low" in line and "peak RAM" in line for line in results)
     [head] = [line for line in out.splitlines() if line.startswith("summary: ")]
-    assert re.match(r"summary: 8 photos: 3 restored, 1 failed, 4 skipped; \d+\.\d s in all; peak RAM \d", head), head
+    assert re.match(r"summary: 8 files: 3 restored, 1 failed, 4 skipped; \d+\.\d s in all; peak RAM \d", head), head
     assert re.search(r"failed: .*notes\.png: .*not an image", out), out
     for name, why in (("pipe.jpg", "a FIFO (named pipe), not a file"), ("dir.jpg", "a folder, not a file"),
                       ("loop.jpg", "a symbolic link loop"), ("readme.txt", NEITHER)):
@@ -74,7 +74,7 @@ def test_json_keeps_stdout_for_the_records(folder: Path, gen256: Path, tmp_path:
     main(["restore", str(folder), "-o", str(tmp_path / "out"), "--mode", "low", "--model", str(gen256), "--aligned", "--json"])
     out, err = capsys.readouterr()
     assert [json.loads(line)["status"] for line in out.splitlines()] == ["ok", "ok", "ok", "error"]
-    assert "summary: 8 photos: 3 restored, 1 failed, 4 skipped" in err
+    assert "summary: 8 files: 3 restored, 1 failed, 4 skipped" in err
 
 
 def test_ray_without_json_prints_each_photos_notes_as_the_folder_run_does(

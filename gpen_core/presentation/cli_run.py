@@ -101,7 +101,7 @@ class RunSummary:
         total = self.done + len(self.failed) + len(self.skipped)
         faceless = f" ({self.without_face} without a face)" if self.without_face else ""
         peak = f"; peak RAM {format_bytes(self.peak_rss)}" if self.peak_rss else ""
-        out = [f"summary: {total} photos: {self.done} restored{faceless}, {len(self.failed)} failed, "
+        out = [f"summary: {total} files: {self.done} restored{faceless}, {len(self.failed)} failed, "
                f"{len(self.skipped)} skipped; {time.perf_counter() - self.started:.1f} s in all{peak}"]
         if self.identities:
             out.append(f"  identity:{identity_text({'identity': {'faces': self.identities}})[1:]}")
