@@ -14,7 +14,7 @@ import functools
 import json
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -279,14 +279,20 @@ def _restore(args: argparse.Namespace) -> int:
     inputs = [p for p in inputs if p not in videos]
     if not videos and inputs:
         _no_clip_flags(args, inputs[0].name)
-    worst = _restore_videos(args, videos, photos=len(inputs)) if videos else 0
+    plan: list[tuple[Path, Path, str | None]] = []
+
+    def plan_photos() -> None:  # with clips too, before the first clip's engine loads: never after hours of video
+        if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
+            raise InputError("--mask is the damage of one photo: use it with --task inpaint and a single input")
+        plan.extend(_plan_outputs(inputs, args.output))
+        check_writable([dst for _, dst, _ in plan])  # bad output paths fail now (exit 2), not after the restore
+        check_result_paths(plan)  # a folder in the way, or the input itself (the same rule as --ray and videos)
+
+    worst = _restore_videos(args, videos, len(inputs), plan_photos if inputs else None) if videos else 0
     if not inputs:
         return worst
-    if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
-        raise InputError("--mask is the damage of one photo: use it with --task inpaint and a single input")
-    plan = _plan_outputs(inputs, args.output)
-    check_writable([dst for _, dst, _ in plan])  # bad output paths fail now (exit 2), not after the restore
-    check_result_paths(plan)  # a folder in the way, or the input itself (the same rule as --ray and videos)
+    if not videos:
+        plan_photos()
     mask = _read_mask(args.mask) if args.mask is not None else None
     _load_engine()  # under a memory cap: exit 4 saying what the engine needs, never a traceback
 
@@ -423,8 +429,9 @@ def _result_line(rec: dict[str, Any]) -> str:
 # ------------------------------------------------------------------ video
 
 
-def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -> int:
-    """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged."""
+def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, plan_photos: Callable[[], None] | None) -> int:
+    """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged. ``plan_photos``:
+    the run's photos' outputs planned and checked once the videos' are, before any model loads."""
     from gpen_core.restorer import Restorer
     from gpen_core.scaleout.runtime import connect
     from gpen_core.scaleout.video_cli import restore_if_segmented
@@ -438,6 +445,8 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -
     plan = plan_video_outputs(videos, args.output, photos)
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()
+    if plan_photos is not None:
+        plan_photos()
     if args.ray and args.address:
         connect(args.address)  # a wrong address fails in seconds, before the engine loads
     _load_engine()

@@ -387,3 +387,20 @@ def test_a_face_asked_for_that_the_clip_never_shows_is_said(tmp_path: Path) -> N
     src, dst = _clip(tmp_path / "in.mp4", 6), tmp_path / "out.mp4"
     result = restore_video(src, dst, engine=Inverts(), video=VideoOptions(tracks=frozenset({1})))
     assert [n for n in result.notes if n.startswith("face 2 (asked for) was not in the restored frames")], result.notes
+
+
+def test_a_photos_bad_output_in_a_run_with_clips_is_refused_before_any_clip(
+    tmp_path: Path, no_restore: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder of clips and photos restored every clip (hours, for a film) before it found that a photo's
+    output could not be written; every output is checked before any model loads."""
+    src = tmp_path / "in"
+    src.mkdir()
+    _clip(src / "clip.mp4", 6)
+    _photo(src / "p.png")
+    out = tmp_path / "out"
+    (out / "p.png").mkdir(parents=True)  # a folder where the photo's result would go
+    assert main(["restore", str(src), "-o", str(out), "--mode", "low"]) == 2
+    err = capsys.readouterr().err
+    assert "is a folder, not a file" in err and "p.png" in err, err
+    assert not (out / "clip.mp4").exists()
