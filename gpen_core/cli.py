@@ -434,7 +434,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     the run's photos' outputs planned and checked once the videos' are, before any model loads."""
     from gpen_core.restorer import Restorer
     from gpen_core.scaleout.runtime import connect
-    from gpen_core.scaleout.video_cli import restore_if_segmented
+    from gpen_core.scaleout.video_cli import restore_if_segmented, segments_asked
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video
     from gpen_core.video.stream import VideoOptions, restore_video
 
@@ -445,6 +445,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     plan = plan_video_outputs(videos, args.output, photos)
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()
+    segments_asked(args)  # segment flags that cannot apply are refused now, not once the engine has loaded
     if plan_photos is not None:
         plan_photos()
     if args.ray and args.address:

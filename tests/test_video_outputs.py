@@ -404,3 +404,29 @@ def test_a_photos_bad_output_in_a_run_with_clips_is_refused_before_any_clip(
     err = capsys.readouterr().err
     assert "is a folder, not a file" in err and "p.png" in err, err
     assert not (out / "clip.mp4").exists()
+
+
+@pytest.mark.parametrize("flags", [["--no-segments", "--segment-seconds", "2"], ["--no-segments", "--fresh"],
+                                   ["--start", "0.1", "--segment-seconds", "2"], ["--end", "0.1", "--fresh"],
+                                   ["--segments", "--start", "0.1"], ["--tracks", "1", "--segments"]])
+def test_segment_flags_that_cannot_apply_are_refused_before_any_work(flags: list[str], tmp_path: Path, no_restore: None,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """--segment-seconds or --fresh beside --no-segments or a trim restored the clip in one pass as if they were
+    not given; --segments beside a trim was refused only once the engine had loaded."""
+    src = _clip(tmp_path / "in.mp4", 6)
+    assert main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), *flags]) == 2
+    err = capsys.readouterr().err
+    named = [f for f in flags if f.startswith("--") and f != "--no-segments"]
+    assert all(f in err for f in named) and "leave out" in err and "Traceback" not in err, err
+    assert not (tmp_path / "out.mp4").exists()
+
+
+def test_segment_seconds_or_fresh_on_a_short_clip_asks_for_segments(tmp_path: Path) -> None:
+    """A clip under the segments' default length, given --segment-seconds 2, was restored in one pass."""
+    from gpen_core.scaleout.video_cli import wants_segments
+
+    src = _clip(tmp_path / "in.mp4", 6)
+    base = dict(segments=None, ray=False, start=None, end=None, tracks=None, segment_seconds=None, fresh=False)
+    assert not wants_segments(argparse.Namespace(**base), src)
+    assert wants_segments(argparse.Namespace(**{**base, "segment_seconds": 2.0}), src)
+    assert wants_segments(argparse.Namespace(**{**base, "fresh": True}), src)
