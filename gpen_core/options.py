@@ -73,6 +73,12 @@ class RestoreOptions:
     identity_every: int = 1
 
     @property
+    def identity_switch(self) -> str:
+        """The identity switch as it acts: a limit needs the check, so under "auto" a limit asked runs it as "on"
+        (in low too, and naming the pip command where dlib is missing) rather than being dropped unsaid."""
+        return "on" if self.identity == AUTO and self.identity_limit is not None else self.identity
+
+    @property
     def upscaler_name(self) -> str:
         """The upscaler this request loads when ``upscale`` > 1: the caller's, else the factor's."""
         return self.upscaler or default_upscaler(self.upscale)

@@ -174,6 +174,26 @@ def test_auto_runs_in_every_mode_but_low_and_never_for_seg2face(monkeypatch: pyt
     assert policy_for("quality", RestoreOptions()) is None
 
 
+def test_a_limit_asked_under_auto_runs_the_check_in_low_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--mode low --identity-limit 0.5`` pasted every restored face whatever its distance: auto leaves low alone,
+    so the limit the user set was dropped without a word. A limit needs the check: asked, it runs (and is budgeted)."""
+    from gpen_core.engine import budget
+    from gpen_core.modes import MODES
+
+    monkeypatch.setattr(identity_model, "available", lambda: True)
+    monkeypatch.setattr(identity_model, "model", lambda: None)
+    opts = RestoreOptions(mode="low", identity_limit=0.5)
+    policy = policy_for("low", opts)
+    assert policy is not None and policy.limit == 0.5
+    assert budget.identity_bytes(MODES["low"], "cpu", "enhance", budget.Work.of(opts).identity) > 0
+    assert policy_for("low", RestoreOptions(mode="low")) is None  # no limit: auto still leaves low alone
+    monkeypatch.undo()  # the real loader, told that dlib is missing: the limit is not dropped, the fix is named
+    monkeypatch.setattr(identity_model, "_model", None)
+    monkeypatch.setattr(identity_model, "_spec", lambda name: None)
+    with pytest.raises(WeightsError, match="pip install -r requirements-identity.txt"):
+        policy_for("balanced", RestoreOptions(identity_limit=0.5))
+
+
 def test_on_without_dlib_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(identity_model, "_model", None)
     monkeypatch.setattr(identity_model, "_spec", lambda name: None)

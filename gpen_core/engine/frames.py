@@ -98,7 +98,7 @@ def open_session(models: ModelCache, device: str, opts: RestoreOptions,
             models.runtimes.clear()
             # A network converted for OpenVINO as it loads must fit the mode's plan, as inside a photo's request.
             plan = budget.request_plan(mode, device, frame_size, models.models_dir, current_rss(),
-                                       work=budget.Work(task=opts.task, identity=opts.identity))
+                                       work=budget.Work(task=opts.task, identity=opts.identity_switch))
             with ExitStack() as numerics, models.planned(plan):
                 ctx = stages.RequestContext(models, device, mode, opts)
                 yield FrameSession(ctx, notes, numerics, threads, plan)
