@@ -326,7 +326,10 @@ def _no_clip_flags(args: argparse.Namespace, photo: str) -> None:
                                    ("--segments", getattr(args, "segments", None) is True),
                                    ("--no-segments", getattr(args, "segments", None) is False),
                                    ("--segment-seconds", getattr(args, "segment_seconds", None) is not None),
-                                   ("--fresh", getattr(args, "fresh", False))) if on]
+                                   ("--fresh", getattr(args, "fresh", False)),
+                                   # their defaults (18, 1) are VideoOptions' and RestoreOptions': another value was asked
+                                   ("--crf", getattr(args, "crf", 18) != 18),
+                                   ("--identity-every", getattr(args, "identity_every", 1) != 1)) if on]
     _refuse_flags(asked, f"for videos, and there is no video to restore ({photo}: photos only)")
 
 

@@ -370,7 +370,7 @@ def test_a_photos_flag_given_with_a_clip_is_refused_not_dropped(flag: list[str],
 
 
 @pytest.mark.parametrize("flag", [["--start", "2"], ["--end", "2"], ["--tracks", "1"], ["--no-audio"], ["--segments"],
-                                  ["--segment-seconds", "5"], ["--fresh"]])
+                                  ["--segment-seconds", "5"], ["--fresh"], ["--crf", "20"], ["--identity-every", "3"]])
 def test_a_clips_flag_given_with_photos_only_is_refused_not_dropped(flag: list[str], tmp_path: Path, no_restore: None,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """The photos' options have no place for these: the photo ran as if they were not asked."""
