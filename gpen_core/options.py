@@ -119,6 +119,9 @@ class RestoreOptions:
                              f"got {self.identity_limit}")
         if self.identity_limit is not None and self.identity == "off":
             raise InputError("an identity limit needs the identity check: turn it on (or auto), or drop the limit")
+        if self.identity_alpha and self.identity_limit is None:
+            raise InputError("the identity blend (--identity-alpha, the app's 'Over the limit' slider) acts on faces over "
+                             "the identity limit: set a limit too (--identity-limit), or leave the blend at 0")
         if self.identity_every < 1:
             raise InputError(f"identity_every is a number of frames, 1 (every frame) or more, got {self.identity_every}")
         if not 0.0 <= self.identity_alpha < 1.0:

@@ -151,6 +151,20 @@ def test_options_refuse_a_limit_without_the_check_and_out_of_range_values() -> N
         RestoreOptions(identity="always").validated()
 
 
+def test_a_blend_without_a_limit_is_refused_not_dropped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--identity-alpha 0.5`` alone restored as if it were not given (it acts only over a limit): now refused."""
+    from gpen_core.cli import main
+
+    with pytest.raises(InputError, match="over the identity limit"):
+        RestoreOptions(identity_alpha=0.5).validated()
+    RestoreOptions(identity_limit=0.6, identity_alpha=0.5).validated()
+    photo = shared_path("faces", "ffhq_00000_512.png")
+    assert main(["restore", str(photo), "-o", str(tmp_path / "o.png"), "--identity-alpha", "0.5"]) == 2
+    err = capsys.readouterr().err
+    assert "--identity-limit" in err and "Traceback" not in err, err
+    assert not (tmp_path / "o.png").exists()
+
+
 def test_cli_refuses_a_limit_with_the_check_off_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from gpen_core.cli import main
 
