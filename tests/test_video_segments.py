@@ -284,3 +284,33 @@ def test_a_clip_with_no_frame_that_decodes_is_refused_in_segments_as_in_one_pass
         err = capsys.readouterr().err
         assert code == 2, err
         assert "has no frame that decodes (the decoder said: " in err and "Re-export or re-download it" in err, err
+
+
+def test_json_in_segments_says_that_its_lines_are_per_segment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clip of ten minutes or more goes to segments unasked, and there --json printed a line per segment and none
+    per frame (the steadied landmarks the docs promise) without a word; the notes now say so and how to get them."""
+    import argparse
+    from dataclasses import dataclass
+
+    from gpen_core.scaleout import video_cli
+
+    @dataclass(frozen=True)
+    class Done:
+        notes: tuple[str, ...] = ()
+
+        def to_json(self) -> dict:
+            return {"notes": list(self.notes)}
+
+    printed: list[tuple[str, ...]] = []
+    monkeypatch.setattr(video_cli, "restore_segmented", lambda *a, **k: Done(("a note of the clip",)))
+    monkeypatch.setattr(video_cli, "print_segmented", lambda src, result, json_records: printed.append(result.notes))
+    base = dict(segments=True, ray=False, start=None, end=None, tracks=None, segment_seconds=None, fresh=False)
+    records: list[dict] = []
+    for as_json in (False, True):
+        args = argparse.Namespace(**base, json=as_json)
+        assert video_cli.restore_if_segmented(args, Path("a.mp4"), Path("o.mp4"), None, None, records.append)  # type: ignore[arg-type]
+    plain, with_json = printed
+    assert plain == ("a note of the clip",)
+    [said] = [n for n in with_json if "--json" in n]
+    assert "per segment" in said and "--no-segments" in said and "a note of the clip" in with_json
+    assert said in records[-1]["video"]["notes"]

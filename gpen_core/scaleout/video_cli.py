@@ -54,6 +54,9 @@ def restore_if_segmented(args: argparse.Namespace, src: Path, dst: Path, restore
     if not wants_segments(args, src):
         return False
     result = restore_segmented(args, src, dst, restorer, options, VideoBar(src.name))
+    if getattr(args, "json", False):  # a segment's frames are restored apart (a Ray worker's, or kept from a run before)
+        run_notes = (*run_notes, "--json in segments: a line per segment, then this summary; the per-frame lines "
+                     "(faces, boxes, landmarks) come from one pass only: add --no-segments for them")
     if run_notes:
         result = replace(result, notes=(*run_notes, *result.notes))
     emit({"input": str(src), "status": "ok", "output": str(dst), "video": result.to_json()})
