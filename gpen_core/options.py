@@ -74,9 +74,10 @@ class RestoreOptions:
 
     @property
     def identity_switch(self) -> str:
-        """The identity switch as it acts: a limit needs the check, so under "auto" a limit asked runs it as "on"
-        (in low too, and naming the pip command where dlib is missing) rather than being dropped unsaid."""
-        return "on" if self.identity == AUTO and self.identity_limit is not None else self.identity
+        """The identity switch as it acts: a limit or a clip's every-Nth-frame needs the check, so under "auto" either
+        runs it as "on" (in low too, naming the pip command where dlib is missing) rather than being dropped unsaid."""
+        asked = self.identity_limit is not None or self.identity_every != 1
+        return "on" if self.identity == AUTO and asked else self.identity
 
     @property
     def upscaler_name(self) -> str:
@@ -119,6 +120,8 @@ class RestoreOptions:
                              f"got {self.identity_limit}")
         if self.identity_limit is not None and self.identity == "off":
             raise InputError("an identity limit needs the identity check: turn it on (or auto), or drop the limit")
+        if self.identity_every != 1 and self.identity == "off":
+            raise InputError("--identity-every sets how often the identity check runs: turn it on (or auto), or drop it")
         if self.identity_alpha and self.identity_limit is None:
             raise InputError("the identity blend (--identity-alpha, the app's 'Over the limit' slider) acts on faces over "
                              "the identity limit: set a limit too (--identity-limit), or leave the blend at 0")

@@ -208,6 +208,16 @@ def test_a_limit_asked_under_auto_runs_the_check_in_low_too(monkeypatch: pytest.
         policy_for("balanced", RestoreOptions(identity_limit=0.5))
 
 
+def test_identity_every_asks_for_the_check_and_is_refused_with_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--identity-every 5`` on a clip in low (auto leaves low alone) or with ``--identity off`` was dropped without
+    a word: it now runs the check as a limit does, and beside ``off`` it is refused."""
+    monkeypatch.setattr(identity_model, "available", lambda: True)
+    monkeypatch.setattr(identity_model, "model", lambda: None)
+    assert policy_for("low", RestoreOptions(mode="low", identity_every=5)) is not None
+    with pytest.raises(InputError, match="--identity-every"):
+        RestoreOptions(identity="off", identity_every=5).validated()
+
+
 def test_on_without_dlib_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(identity_model, "_model", None)
     monkeypatch.setattr(identity_model, "_spec", lambda name: None)
