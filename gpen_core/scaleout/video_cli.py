@@ -76,8 +76,10 @@ def segments_asked(args: argparse.Namespace) -> bool | None:
     """True: segments asked (``--segments``, ``--ray`` on a video, or a segment's own flag: ``--segment-seconds``,
     ``--fresh``); False: one pass (``--no-segments``, a trim, ``--tracks``); None: by the clip's length.
     InputError, before any model loads, where these meet: a flag is never dropped."""
-    asked = getattr(args, "segments", None)
-    own = [f for f, on in (("--segment-seconds", getattr(args, "segment_seconds", None) is not None),
+    asked, seconds = getattr(args, "segments", None), getattr(args, "segment_seconds", None)
+    if seconds is not None and not seconds > 0:
+        raise InputError(f"--segment-seconds must be more than 0, got {seconds:g}")
+    own = [f for f, on in (("--segment-seconds", seconds is not None),
                            ("--fresh", getattr(args, "fresh", False))) if on]
     # face numbers count across one pass; each segment would number its faces afresh
     one_pass = [f for f, on in (("--start", args.start is not None), ("--end", args.end is not None),
