@@ -431,3 +431,15 @@ def test_segment_seconds_or_fresh_on_a_short_clip_asks_for_segments(tmp_path: Pa
     assert not wants_segments(argparse.Namespace(**base), src)
     assert wants_segments(argparse.Namespace(**{**base, "segment_seconds": 2.0}), src)
     assert wants_segments(argparse.Namespace(**{**base, "fresh": True}), src)
+
+
+def test_a_start_past_the_clips_end_says_so(tmp_path: Path) -> None:
+    """``--start 5`` on a clip of 0.24 s was told the file is "empty or damaged from its start"."""
+    from gpen_core.video.options import VideoOptions
+
+    src = _clip(tmp_path / "in.mp4", 6)
+    with pytest.raises(InputError, match=r"start \(5 s\) is at or past the clip's end \(it is 0\.24 s long\)"):
+        restore_video(src, tmp_path / "out.mp4", engine=Inverts(), video=VideoOptions(start_s=5.0))
+    with pytest.raises(InputError, match="damaged from its start"):  # a real gap in the middle keeps that wording
+        restore_video(src, tmp_path / "out.mp4", engine=Inverts(), video=VideoOptions(start_s=0.05, end_s=0.06))
+    assert not (tmp_path / "out.mp4").exists()
