@@ -449,12 +449,12 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()
     segments_asked(args)  # segment flags that cannot apply are refused now, not once the engine has loaded
+    opts = _options(args, identity_every=args.identity_every).for_clip()  # likewise what a clip cannot take
     if plan_photos is not None:
         plan_photos()
     if args.ray and args.address:
         connect(args.address)  # a wrong address fails in seconds, before the engine loads
     _load_engine()
-    opts = _options(args, identity_every=args.identity_every)
     restorer = Restorer(models_dir=args.models_dir, device=args.device)
     say = functools.partial(print, file=sys.stderr)
     first = convert_before_clips(args, [src for src, _ in plan], say)

@@ -84,6 +84,16 @@ class RestoreOptions:
         """The upscaler this request loads when ``upscale`` > 1: the caller's, else the factor's."""
         return self.upscaler or default_upscaler(self.upscale)
 
+    def for_clip(self) -> "RestoreOptions":
+        """:meth:`validated` for a clip's frames, whole pictures pasted back: InputError, first, for what a clip cannot
+        take (so the CLI refuses it before any model loads or conversion, and the frame session as it opens)."""
+        if self.aligned or self.upscale > 1 or self.task != "enhance":
+            raise InputError("video frames are restored as whole photos with the enhance task: turn off 'aligned', "
+                             "use upscale 1 and the enhance task")
+        if self.mode != AUTO and not get_mode(self.mode).paste:
+            raise InputError(f"{self.mode} mode returns face crops only; a video needs a mode that pastes faces back")
+        return self.validated()
+
     def validated(self) -> "RestoreOptions":
         if self.mode != AUTO:
             get_mode(self.mode)

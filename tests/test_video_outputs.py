@@ -443,3 +443,16 @@ def test_a_start_past_the_clips_end_says_so(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="damaged from its start"):  # a real gap in the middle keeps that wording
         restore_video(src, tmp_path / "out.mp4", engine=Inverts(), video=VideoOptions(start_s=0.05, end_s=0.06))
     assert not (tmp_path / "out.mp4").exists()
+
+
+@pytest.mark.parametrize("flags", [["--mode", "faces-only"], ["--upscale", "2"], ["--task", "colorize"],
+                                   ["--identity-alpha", "0.5"]])
+def test_what_a_clip_cannot_take_is_refused_before_any_work(flags: list[str], tmp_path: Path, no_restore: None,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """faces-only, upscaling or another task on a clip were refused only once the engine had loaded and, on weights
+    placed by hand, once a long clip's generator had been converted for OpenVINO (a minute or more)."""
+    src = _clip(tmp_path / "in.mp4", 6)
+    assert main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err, err
+    assert not (tmp_path / "out.mp4").exists()
