@@ -438,7 +438,7 @@ def test_a_start_past_the_clips_end_says_so(tmp_path: Path) -> None:
     from gpen_core.video.options import VideoOptions
 
     src = _clip(tmp_path / "in.mp4", 6)
-    with pytest.raises(InputError, match=r"start \(5 s\) is at or past the clip's end \(it is 0\.24 s long\)"):
+    with pytest.raises(InputError, match=r"between 5 s and the end starts at or past the clip's end \(it is 0\.24 s long\)"):
         restore_video(src, tmp_path / "out.mp4", engine=Inverts(), video=VideoOptions(start_s=5.0))
     with pytest.raises(InputError, match="damaged from its start"):  # a real gap in the middle keeps that wording
         restore_video(src, tmp_path / "out.mp4", engine=Inverts(), video=VideoOptions(start_s=0.05, end_s=0.06))

@@ -343,11 +343,11 @@ class _Run:
         stopped = item.detail if isinstance(item, DecodeStopped) else None  # what the decoder said, if it stopped early
         if decoded == 0:
             vo, length = self.vopts, self.info.duration_s
-            if vo.start_s and length and vo.start_s >= length:  # a trim past the end, not a damaged file
-                raise InputError(f"the start ({vo.start_s:g} s) is at or past the clip's end (it is {length:.2f} s "
-                                 "long): choose an earlier start")
             end = f"{vo.end_s:g} s" if vo.end_s is not None else "the end"
             span = f" between {vo.start_s or 0:g} s and {end}" if vo.trimmed else ""
+            if vo.start_s and length and vo.start_s >= length:  # a trim past the end, not a damaged file
+                raise InputError(f"the part{span} starts at or past the clip's end (it is {length:.2f} s long): "
+                                 "choose an earlier start")
             raise no_frames(span, stopped)
         for done in self.loop.drain():
             self._write(done)
