@@ -284,6 +284,7 @@ def _restore(args: argparse.Namespace) -> int:
     def plan_photos() -> None:  # with clips too, before the first clip's engine loads: never after hours of video
         if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
             raise InputError("--mask is the damage of one photo: use it with --task inpaint and a single input")
+        _options(args, aligned=args.aligned, orientations=args.orientations).validated()  # bad options: before any work
         plan.extend(_plan_outputs(inputs, args.output))
         check_writable([dst for _, dst, _ in plan])  # bad output paths fail now (exit 2), not after the restore
         check_result_paths(plan)  # a folder in the way, or the input itself (the same rule as --ray and videos)

@@ -111,6 +111,10 @@ class RestoreOptions:
             raise InputError(f"upscale must be 1 (off), 2 or 4, got {self.upscale!r}")
         if self.tile is not None and not 16 <= self.tile <= 4096:
             raise InputError(f"upscaler tile must be between 16 and 4096 pixels, got {self.tile}")
+        given = [f for f, v in (("--tile", self.tile), ("--upscaler", self.upscaler)) if v is not None]
+        if given and self.upscale == 1:  # they choose how the background is upscaled: nothing is, without upscale
+            raise InputError(f"{' and '.join(given)} choose how the background is upscaled, and upscale is 1 (off): "
+                             "add --upscale 2 (or 4), or leave them out")
         if self.upscale > 1 and self.aligned:
             raise InputError("upscaling is for whole photos; turn off 'aligned' (an aligned face crop) or upscale 1")
         task = get_task(self.task)

@@ -446,7 +446,7 @@ def test_a_start_past_the_clips_end_says_so(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("flags", [["--mode", "faces-only"], ["--upscale", "2"], ["--task", "colorize"],
-                                   ["--identity-alpha", "0.5"]])
+                                   ["--identity-alpha", "0.5"], ["--tile", "256"], ["--upscaler", "realesrnet_x2"]])
 def test_what_a_clip_cannot_take_is_refused_before_any_work(flags: list[str], tmp_path: Path, no_restore: None,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     """faces-only, upscaling or another task on a clip were refused only once the engine had loaded and, on weights
@@ -456,3 +456,12 @@ def test_what_a_clip_cannot_take_is_refused_before_any_work(flags: list[str], tm
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err, err
     assert not (tmp_path / "out.mp4").exists()
+
+
+def test_an_upscalers_flag_without_upscaling_is_refused_for_a_photo_too(tmp_path: Path, no_restore: None,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """--tile 256 or --upscaler X without --upscale ran as if they were not given."""
+    photo = _photo(tmp_path / "p.png")
+    assert main(["restore", str(photo), "-o", str(tmp_path / "o.png"), "--tile", "256", "--upscaler", "realesrnet_x2"]) == 2
+    err = capsys.readouterr().err
+    assert "--tile" in err and "--upscaler" in err and "--upscale 2" in err, err
