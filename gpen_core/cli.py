@@ -269,6 +269,9 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
 def _restore(args: argparse.Namespace) -> int:
     from gpen_core.scaleout.video_cli import local_videos
 
+    _refuse_flags([f for f, on in (("--address", args.address is not None), ("--workers", args.workers is not None),
+                                   ("--gpus-per-worker", args.gpus_per_worker != 0.0)) if on and not args.ray],
+                  "for Ray runs, and --ray is not given", ", or add --ray")  # never a long run here unasked
     if args.ray and not local_videos(args.inputs):
         from gpen_core.scaleout.cli import restore_ray
 

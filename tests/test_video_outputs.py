@@ -465,3 +465,14 @@ def test_an_upscalers_flag_without_upscaling_is_refused_for_a_photo_too(tmp_path
     assert main(["restore", str(photo), "-o", str(tmp_path / "o.png"), "--tile", "256", "--upscaler", "realesrnet_x2"]) == 2
     err = capsys.readouterr().err
     assert "--tile" in err and "--upscaler" in err and "--upscale 2" in err, err
+
+
+@pytest.mark.parametrize("flags", [["--address", "127.0.0.1:1"], ["--workers", "3"], ["--gpus-per-worker", "0.5"]])
+def test_a_ray_flag_without_ray_is_refused_not_dropped(flags: list[str], tmp_path: Path, no_restore: None,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """``--address HEAD:6379 --workers 16`` without --ray restored a film here, in one process, as if not given."""
+    for src, out in ((_clip(tmp_path / "in.mp4", 6), tmp_path / "o.mp4"), (_photo(tmp_path / "p.png"), tmp_path / "o.png")):
+        assert main(["restore", str(src), "-o", str(out), *flags]) == 2
+        err = capsys.readouterr().err
+        assert f"{flags[0]} is for Ray" in err and "--ray" in err and "Traceback" not in err, err
+        assert not out.exists()
