@@ -12,7 +12,7 @@ import argparse
 import functools
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -253,6 +253,9 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
 def _restore(args: argparse.Namespace) -> int:
     from gpen_core.scaleout.video_cli import local_videos
 
+    _refuse_flags([f for f, on in (("--address", args.address is not None), ("--workers", args.workers is not None),
+                                   ("--gpus-per-worker", args.gpus_per_worker != 0.0)) if on and not args.ray],
+                  "for Ray runs, and --ray is not given", ", or add --ray")  # never a long run here unasked
     if args.ray and not local_videos(args.inputs):
         from gpen_core.scaleout.cli import restore_ray
 
@@ -264,14 +267,21 @@ def _restore(args: argparse.Namespace) -> int:
     inputs = [p for p in inputs if p not in videos]
     if not videos and inputs:
         _no_clip_flags(args, inputs[0].name)
-    worst = _restore_videos(args, videos, photos=len(inputs)) if videos else 0
+    plan: list[tuple[Path, Path, str | None]] = []
+
+    def plan_photos() -> None:  # with clips too, before the first clip's engine loads: never after hours of video
+        if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
+            raise InputError("--mask is the damage of one photo: use it with --task inpaint and a single input")
+        _options(args, aligned=args.aligned, orientations=args.orientations).validated()  # bad options: before any work
+        plan.extend(_plan_outputs(inputs, args.output))
+        check_writable([dst for _, dst, _ in plan])  # bad output paths fail now (exit 2), not after the restore
+        check_result_paths(plan)  # a folder in the way, or the input itself (the same rule as --ray and videos)
+
+    worst = _restore_videos(args, videos, len(inputs), plan_photos if inputs else None) if videos else 0
     if not inputs:
         return worst
-    if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
-        raise InputError("--mask is the damage of one photo: use it with --task inpaint and a single input")
-    plan = _plan_outputs(inputs, args.output)
-    check_writable([dst for _, dst, _ in plan])  # bad output paths fail now (exit 2), not after the restore
-    check_result_paths(plan)  # a folder in the way, or the input itself (the same rule as --ray and videos)
+    if not videos:
+        plan_photos()
     mask = _read_mask(args.mask) if args.mask is not None else None
     _load_engine()  # under a memory cap: exit 4 saying what the engine needs, never a traceback
 
@@ -305,7 +315,10 @@ def _no_clip_flags(args: argparse.Namespace, photo: str) -> None:
                                    ("--segments", getattr(args, "segments", None) is True),
                                    ("--no-segments", getattr(args, "segments", None) is False),
                                    ("--segment-seconds", getattr(args, "segment_seconds", None) is not None),
-                                   ("--fresh", getattr(args, "fresh", False))) if on]
+                                   ("--fresh", getattr(args, "fresh", False)),
+                                   # their defaults (18, 1) are VideoOptions' and RestoreOptions': another value was asked
+                                   ("--crf", getattr(args, "crf", 18) != 18),
+                                   ("--identity-every", getattr(args, "identity_every", 1) != 1)) if on]
     _refuse_flags(asked, f"for videos, and there is no video to restore ({photo}: photos only)")
 
 
@@ -418,11 +431,12 @@ def _result_line(rec: dict[str, Any]) -> str:
 # ------------------------------------------------------------------ video
 
 
-def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -> int:
-    """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged."""
+def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, plan_photos: Callable[[], None] | None) -> int:
+    """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged. ``plan_photos``:
+    the run's photos' outputs planned and checked once the videos' are, before any model loads."""
     from gpen_core.restorer import Restorer
     from gpen_core.scaleout.runtime import connect
-    from gpen_core.scaleout.video_cli import restore_if_segmented
+    from gpen_core.scaleout.video_cli import restore_if_segmented, segments_asked
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video
     from gpen_core.video.stream import VideoOptions, restore_video
 
@@ -433,10 +447,13 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -
     plan = plan_video_outputs(videos, args.output, photos)
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()
+    segments_asked(args)  # segment flags that cannot apply are refused now, not once the engine has loaded
+    opts = _options(args, identity_every=args.identity_every).for_clip()  # likewise what a clip cannot take
+    if plan_photos is not None:
+        plan_photos()
     if args.ray and args.address:
         connect(args.address)  # a wrong address fails in seconds, before the engine loads
     _load_engine()
-    opts = _options(args, identity_every=args.identity_every)
     restorer = Restorer(models_dir=args.models_dir, device=args.device)
     say = functools.partial(print, file=sys.stderr)
     first = convert_before_clips(args, [src for src, _ in plan], say)

@@ -73,9 +73,26 @@ class RestoreOptions:
     identity_every: int = 1
 
     @property
+    def identity_switch(self) -> str:
+        """The identity switch as it acts: a limit or a clip's every-Nth-frame needs the check, so under "auto" either
+        runs it as "on" (in low too, naming the pip command where dlib is missing) rather than being dropped unsaid."""
+        asked = self.identity_limit is not None or self.identity_every != 1
+        return "on" if self.identity == AUTO and asked else self.identity
+
+    @property
     def upscaler_name(self) -> str:
         """The upscaler this request loads when ``upscale`` > 1: the caller's, else the factor's."""
         return self.upscaler or default_upscaler(self.upscale)
+
+    def for_clip(self) -> "RestoreOptions":
+        """:meth:`validated` for a clip's frames, whole pictures pasted back: InputError, first, for what a clip cannot
+        take (so the CLI refuses it before any model loads or conversion, and the frame session as it opens)."""
+        if self.aligned or self.upscale > 1 or self.task != "enhance":
+            raise InputError("video frames are restored as whole photos with the enhance task: turn off 'aligned', "
+                             "use upscale 1 and the enhance task")
+        if self.mode != AUTO and not get_mode(self.mode).paste:
+            raise InputError(f"{self.mode} mode returns face crops only; a video needs a mode that pastes faces back")
+        return self.validated()
 
     def validated(self) -> "RestoreOptions":
         if self.mode != AUTO:
@@ -94,6 +111,10 @@ class RestoreOptions:
             raise InputError(f"upscale must be 1 (off), 2 or 4, got {self.upscale!r}")
         if self.tile is not None and not 16 <= self.tile <= 4096:
             raise InputError(f"upscaler tile must be between 16 and 4096 pixels, got {self.tile}")
+        given = [f for f, v in (("--tile", self.tile), ("--upscaler", self.upscaler)) if v is not None]
+        if given and self.upscale == 1:  # they choose how the background is upscaled: nothing is, without upscale
+            raise InputError(f"{' and '.join(given)} choose how the background is upscaled, and upscale is 1 (off): "
+                             "add --upscale 2 (or 4), or leave them out")
         if self.upscale > 1 and self.aligned:
             raise InputError("upscaling is for whole photos; turn off 'aligned' (an aligned face crop) or upscale 1")
         task = get_task(self.task)
@@ -113,6 +134,11 @@ class RestoreOptions:
                              f"got {self.identity_limit}")
         if self.identity_limit is not None and self.identity == "off":
             raise InputError("an identity limit needs the identity check: turn it on (or auto), or drop the limit")
+        if self.identity_every != 1 and self.identity == "off":
+            raise InputError("--identity-every sets how often the identity check runs: turn it on (or auto), or drop it")
+        if self.identity_alpha and self.identity_limit is None:
+            raise InputError("the identity blend (--identity-alpha, the app's 'Over the limit' slider) acts on faces over "
+                             "the identity limit: set a limit too (--identity-limit), or leave the blend at 0")
         if self.identity_every < 1:
             raise InputError(f"identity_every is a number of frames, 1 (every frame) or more, got {self.identity_every}")
         if not 0.0 <= self.identity_alpha < 1.0:

@@ -151,6 +151,20 @@ def test_options_refuse_a_limit_without_the_check_and_out_of_range_values() -> N
         RestoreOptions(identity="always").validated()
 
 
+def test_a_blend_without_a_limit_is_refused_not_dropped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--identity-alpha 0.5`` alone restored as if it were not given (it acts only over a limit): now refused."""
+    from gpen_core.cli import main
+
+    with pytest.raises(InputError, match="over the identity limit"):
+        RestoreOptions(identity_alpha=0.5).validated()
+    RestoreOptions(identity_limit=0.6, identity_alpha=0.5).validated()
+    photo = shared_path("faces", "ffhq_00000_512.png")
+    assert main(["restore", str(photo), "-o", str(tmp_path / "o.png"), "--identity-alpha", "0.5"]) == 2
+    err = capsys.readouterr().err
+    assert "--identity-limit" in err and "Traceback" not in err, err
+    assert not (tmp_path / "o.png").exists()
+
+
 def test_cli_refuses_a_limit_with_the_check_off_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from gpen_core.cli import main
 
@@ -172,6 +186,36 @@ def test_auto_runs_in_every_mode_but_low_and_never_for_seg2face(monkeypatch: pyt
     assert policy_for("quality", RestoreOptions(identity="off")) is None
     monkeypatch.setattr(identity_model, "available", lambda: False)
     assert policy_for("quality", RestoreOptions()) is None
+
+
+def test_a_limit_asked_under_auto_runs_the_check_in_low_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--mode low --identity-limit 0.5`` pasted every restored face whatever its distance: auto leaves low alone,
+    so the limit the user set was dropped without a word. A limit needs the check: asked, it runs (and is budgeted)."""
+    from gpen_core.engine import budget
+    from gpen_core.modes import MODES
+
+    monkeypatch.setattr(identity_model, "available", lambda: True)
+    monkeypatch.setattr(identity_model, "model", lambda: None)
+    opts = RestoreOptions(mode="low", identity_limit=0.5)
+    policy = policy_for("low", opts)
+    assert policy is not None and policy.limit == 0.5
+    assert budget.identity_bytes(MODES["low"], "cpu", "enhance", budget.Work.of(opts).identity) > 0
+    assert policy_for("low", RestoreOptions(mode="low")) is None  # no limit: auto still leaves low alone
+    monkeypatch.undo()  # the real loader, told that dlib is missing: the limit is not dropped, the fix is named
+    monkeypatch.setattr(identity_model, "_model", None)
+    monkeypatch.setattr(identity_model, "_spec", lambda name: None)
+    with pytest.raises(WeightsError, match="pip install -r requirements-identity.txt"):
+        policy_for("balanced", RestoreOptions(identity_limit=0.5))
+
+
+def test_identity_every_asks_for_the_check_and_is_refused_with_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--identity-every 5`` on a clip in low (auto leaves low alone) or with ``--identity off`` was dropped without
+    a word: it now runs the check as a limit does, and beside ``off`` it is refused."""
+    monkeypatch.setattr(identity_model, "available", lambda: True)
+    monkeypatch.setattr(identity_model, "model", lambda: None)
+    assert policy_for("low", RestoreOptions(mode="low", identity_every=5)) is not None
+    with pytest.raises(InputError, match="--identity-every"):
+        RestoreOptions(identity="off", identity_every=5).validated()
 
 
 def test_on_without_dlib_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -370,7 +370,7 @@ def test_a_photos_flag_given_with_a_clip_is_refused_not_dropped(flag: list[str],
 
 
 @pytest.mark.parametrize("flag", [["--start", "2"], ["--end", "2"], ["--tracks", "1"], ["--no-audio"], ["--segments"],
-                                  ["--segment-seconds", "5"], ["--fresh"]])
+                                  ["--segment-seconds", "5"], ["--fresh"], ["--crf", "20"], ["--identity-every", "3"]])
 def test_a_clips_flag_given_with_photos_only_is_refused_not_dropped(flag: list[str], tmp_path: Path, no_restore: None,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """The photos' options have no place for these: the photo ran as if they were not asked."""
@@ -387,3 +387,92 @@ def test_a_face_asked_for_that_the_clip_never_shows_is_said(tmp_path: Path) -> N
     src, dst = _clip(tmp_path / "in.mp4", 6), tmp_path / "out.mp4"
     result = restore_video(src, dst, engine=Inverts(), video=VideoOptions(tracks=frozenset({1})))
     assert [n for n in result.notes if n.startswith("face 2 (asked for) was not in the restored frames")], result.notes
+
+
+def test_a_photos_bad_output_in_a_run_with_clips_is_refused_before_any_clip(
+    tmp_path: Path, no_restore: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder of clips and photos restored every clip (hours, for a film) before it found that a photo's
+    output could not be written; every output is checked before any model loads."""
+    src = tmp_path / "in"
+    src.mkdir()
+    _clip(src / "clip.mp4", 6)
+    _photo(src / "p.png")
+    out = tmp_path / "out"
+    (out / "p.png").mkdir(parents=True)  # a folder where the photo's result would go
+    assert main(["restore", str(src), "-o", str(out), "--mode", "low"]) == 2
+    err = capsys.readouterr().err
+    assert "is a folder, not a file" in err and "p.png" in err, err
+    assert not (out / "clip.mp4").exists()
+
+
+@pytest.mark.parametrize("flags", [["--no-segments", "--segment-seconds", "2"], ["--no-segments", "--fresh"],
+                                   ["--start", "0.1", "--segment-seconds", "2"], ["--end", "0.1", "--fresh"],
+                                   ["--segments", "--start", "0.1"], ["--tracks", "1", "--segments"],
+                                   ["--segment-seconds", "0"], ["--segments", "--segment-seconds", "-3"]])
+def test_segment_flags_that_cannot_apply_are_refused_before_any_work(flags: list[str], tmp_path: Path, no_restore: None,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """--segment-seconds or --fresh beside --no-segments or a trim restored the clip in one pass as if they were
+    not given; --segments beside a trim was refused only once the engine had loaded."""
+    src = _clip(tmp_path / "in.mp4", 6)
+    assert main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), *flags]) == 2
+    err = capsys.readouterr().err
+    named = [f for f in flags if f.startswith("--") and f not in ("--no-segments", "--segments")]
+    assert all(f in err for f in named) and ("leave out" in err or "more than 0" in err) and "Traceback" not in err, err
+    assert not (tmp_path / "out.mp4").exists()
+
+
+def test_segment_seconds_or_fresh_on_a_short_clip_asks_for_segments(tmp_path: Path) -> None:
+    """A clip under the segments' default length, given --segment-seconds 2, was restored in one pass."""
+    from gpen_core.scaleout.video_cli import wants_segments
+
+    src = _clip(tmp_path / "in.mp4", 6)
+    base = dict(segments=None, ray=False, start=None, end=None, tracks=None, segment_seconds=None, fresh=False)
+    assert not wants_segments(argparse.Namespace(**base), src)
+    assert wants_segments(argparse.Namespace(**{**base, "segment_seconds": 2.0}), src)
+    assert wants_segments(argparse.Namespace(**{**base, "fresh": True}), src)
+
+
+def test_a_start_past_the_clips_end_says_so(tmp_path: Path) -> None:
+    """``--start 5`` on a clip of 0.24 s was told the file is "empty or damaged from its start"."""
+    from gpen_core.video.options import VideoOptions
+
+    src = _clip(tmp_path / "in.mp4", 6)
+    with pytest.raises(InputError, match=r"between 5 s and the end starts at or past the clip's end \(it is 0\.24 s long\)"):
+        restore_video(src, tmp_path / "out.mp4", engine=Inverts(), video=VideoOptions(start_s=5.0))
+    with pytest.raises(InputError, match="damaged from its start"):  # a real gap in the middle keeps that wording
+        restore_video(src, tmp_path / "out.mp4", engine=Inverts(), video=VideoOptions(start_s=0.05, end_s=0.06))
+    assert not (tmp_path / "out.mp4").exists()
+
+
+@pytest.mark.parametrize("flags", [["--mode", "faces-only"], ["--upscale", "2"], ["--task", "colorize"],
+                                   ["--identity-alpha", "0.5"], ["--tile", "256"], ["--upscaler", "realesrnet_x2"]])
+def test_what_a_clip_cannot_take_is_refused_before_any_work(flags: list[str], tmp_path: Path, no_restore: None,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """faces-only, upscaling or another task on a clip were refused only once the engine had loaded and, on weights
+    placed by hand, once a long clip's generator had been converted for OpenVINO (a minute or more)."""
+    src = _clip(tmp_path / "in.mp4", 6)
+    assert main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err, err
+    assert not (tmp_path / "out.mp4").exists()
+
+
+def test_an_upscalers_flag_without_upscaling_is_refused_for_a_photo_too(tmp_path: Path, no_restore: None,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """--tile 256 or --upscaler X without --upscale ran as if they were not given."""
+    photo = _photo(tmp_path / "p.png")
+    assert main(["restore", str(photo), "-o", str(tmp_path / "o.png"), "--tile", "256", "--upscaler", "realesrnet_x2"]) == 2
+    err = capsys.readouterr().err
+    assert "--tile" in err and "--upscaler" in err and "--upscale 2" in err, err
+
+
+@pytest.mark.parametrize("flags", [["--address", "127.0.0.1:1"], ["--workers", "3"], ["--gpus-per-worker", "0.5"]])
+def test_a_ray_flag_without_ray_is_refused_not_dropped(flags: list[str], tmp_path: Path, no_restore: None,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """``--address HEAD:6379 --workers 16`` without --ray restored a film here, in one process, as if not given."""
+    for src, out in ((_clip(tmp_path / "in.mp4", 6), tmp_path / "o.mp4"), (_photo(tmp_path / "p.png"), tmp_path / "o.png")):
+        assert main(["restore", str(src), "-o", str(out), *flags]) == 2
+        err = capsys.readouterr().err
+        assert f"{flags[0]} is for Ray" in err and "--ray" in err and "Traceback" not in err, err
+        assert not out.exists()

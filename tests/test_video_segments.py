@@ -257,7 +257,7 @@ def test_the_cli_chooses_segments_for_long_clips_and_refuses_them_with_a_trim(mo
     assert video_cli.wants_segments(args(), Path("x.mp4"))
     assert not video_cli.wants_segments(args(segments=False), Path("x.mp4"))
     assert not video_cli.wants_segments(args(start=5.0), Path("x.mp4"))  # a part of a clip: one pass
-    with pytest.raises(InputError, match="--start/--end"):
+    with pytest.raises(InputError, match="--end restores in one pass"):
         video_cli.wants_segments(args(segments=True, end=3.0), Path("x.mp4"))
     with pytest.raises(InputError, match="--no-segments"):
         video_cli.wants_segments(args(segments=False, ray=True), Path("x.mp4"))
@@ -373,3 +373,33 @@ def test_a_resumed_run_counts_its_kept_segments_frames_in_the_note(tmp_path: Pat
                               "2 segments kept from an earlier run are not counted in what the notes say of max faces, "
                               "the identity limit and the face check: the plan has no counts for them (written by an "
                               "earlier version, or the run was killed as they finished)"]
+
+
+def test_json_in_segments_says_that_its_lines_are_per_segment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clip of ten minutes or more goes to segments unasked, and there --json printed a line per segment and none
+    per frame (the steadied landmarks the docs promise) without a word; the notes now say so and how to get them."""
+    import argparse
+    from dataclasses import dataclass
+
+    from gpen_core.scaleout import video_cli
+
+    @dataclass(frozen=True)
+    class Done:
+        notes: tuple[str, ...] = ()
+
+        def to_json(self) -> dict:
+            return {"notes": list(self.notes)}
+
+    printed: list[tuple[str, ...]] = []
+    monkeypatch.setattr(video_cli, "restore_segmented", lambda *a, **k: Done(("a note of the clip",)))
+    monkeypatch.setattr(video_cli, "print_segmented", lambda src, result, json_records: printed.append(result.notes))
+    base = dict(segments=True, ray=False, start=None, end=None, tracks=None, segment_seconds=None, fresh=False)
+    records: list[dict] = []
+    for as_json in (False, True):
+        args = argparse.Namespace(**base, json=as_json)
+        assert video_cli.restore_if_segmented(args, Path("a.mp4"), Path("o.mp4"), None, None, records.append)  # type: ignore[arg-type]
+    plain, with_json = printed
+    assert plain == ("a note of the clip",)
+    [said] = [n for n in with_json if "--json" in n]
+    assert "per segment" in said and "--no-segments" in said and "a note of the clip" in with_json
+    assert said in records[-1]["video"]["notes"]

@@ -131,7 +131,7 @@ class Work:
 
     @classmethod
     def of(cls, opts: "RestoreOptions") -> "Work":
-        return cls(opts.upscale, opts.tile, opts.task, opts.identity)
+        return cls(opts.upscale, opts.tile, opts.task, opts.identity_switch)
 
 
 @dataclass(frozen=True)

@@ -79,9 +79,7 @@ def open_session(models: ModelCache, device: str, opts: RestoreOptions,
     go). InputError for what a session does not do: it pastes faces back into whole frames at their size."""
     from gpen_core.platform.meter import current_rss
 
-    if opts.aligned or opts.upscale > 1 or opts.task != "enhance":
-        raise InputError("video frames are restored as whole photos with the enhance task: turn off 'aligned', "
-                         "use upscale 1 and the enhance task")
+    opts.for_clip()
     w, h = frame_size
     if w < 1 or h < 1:
         raise InputError(f"the frame size must be positive, got {w}×{h}")
@@ -98,7 +96,7 @@ def open_session(models: ModelCache, device: str, opts: RestoreOptions,
             models.runtimes.clear()
             # A network converted for OpenVINO as it loads must fit the mode's plan, as inside a photo's request.
             plan = budget.request_plan(mode, device, frame_size, models.models_dir, current_rss(),
-                                       work=budget.Work(task=opts.task, identity=opts.identity))
+                                       work=budget.Work(task=opts.task, identity=opts.identity_switch))
             with ExitStack() as numerics, models.planned(plan):
                 ctx = stages.RequestContext(models, device, mode, opts)
                 yield FrameSession(ctx, notes, numerics, threads, plan)

@@ -65,7 +65,7 @@ def face_note(index: int, check: IdentityCheck, alpha: float) -> str | None:
 def runs(mode_name: str, opts: RestoreOptions) -> bool:
     """Whether a request checks identity: "auto" where dlib is installed, in every mode but low (docs/identity.md);
     "on" always; "off" or seg2face (a label map) never."""
-    return runs_for(mode_name, opts.identity, opts.task)
+    return runs_for(mode_name, opts.identity_switch, opts.task)
 
 
 def runs_for(mode_name: str, identity: str, task: str = "enhance") -> bool:

@@ -54,6 +54,9 @@ def restore_if_segmented(args: argparse.Namespace, src: Path, dst: Path, restore
     if not wants_segments(args, src):
         return False
     result = restore_segmented(args, src, dst, restorer, options, VideoBar(src.name))
+    if getattr(args, "json", False):  # a segment's frames are restored apart (a Ray worker's, or kept from a run before)
+        run_notes = (*run_notes, "--json in segments: a line per segment, then this summary; the per-frame lines "
+                     "(faces, boxes, landmarks) come from one pass only: add --no-segments for them")
     if run_notes:
         result = replace(result, notes=(*run_notes, *result.notes))
     emit({"input": str(src), "status": "ok", "output": str(dst), "video": result.to_json()})
@@ -62,26 +65,38 @@ def restore_if_segmented(args: argparse.Namespace, src: Path, dst: Path, restore
 
 
 def wants_segments(args: argparse.Namespace, src: Path) -> bool:
-    """Segments when asked (``--segments``, or ``--ray`` on a video), never with ``--no-segments``, else
-    for clips of SEGMENTS_FROM_S or more. InputError when segments meet a trim or ``--tracks``."""
+    """Segments when asked (:func:`segments_asked`), else for clips of SEGMENTS_FROM_S or more."""
     from gpen_core.video.resumable import SEGMENTS_FROM_S
 
-    asked = getattr(args, "segments", None)
-    trimmed = args.start is not None or args.end is not None
+    asked = segments_asked(args)
+    return asked if asked is not None else (_duration(src) or 0.0) >= SEGMENTS_FROM_S
+
+
+def segments_asked(args: argparse.Namespace) -> bool | None:
+    """True: segments asked (``--segments``, ``--ray`` on a video, or a segment's own flag: ``--segment-seconds``,
+    ``--fresh``); False: one pass (``--no-segments``, a trim, ``--tracks``); None: by the clip's length.
+    InputError, before any model loads, where these meet: a flag is never dropped."""
+    asked, seconds = getattr(args, "segments", None), getattr(args, "segment_seconds", None)
+    if seconds is not None and not seconds > 0:
+        raise InputError(f"--segment-seconds must be more than 0, got {seconds:g}")
+    own = [f for f, on in (("--segment-seconds", seconds is not None),
+                           ("--fresh", getattr(args, "fresh", False))) if on]
     # face numbers count across one pass; each segment would number its faces afresh
-    trimmed = trimmed or getattr(args, "tracks", None) is not None
+    one_pass = [f for f, on in (("--start", args.start is not None), ("--end", args.end is not None),
+                                ("--tracks", getattr(args, "tracks", None) is not None)) if on]
     if asked is False:
         if args.ray:
             raise InputError("--ray restores a video in segments on Ray workers; leave out --no-segments, or --ray")
+        if own:
+            raise InputError(f"{' and '.join(own)} {'is' if len(own) == 1 else 'are'} for segments, and --no-segments "
+                             "asks for one pass: leave out one or the other")
         return False
-    if asked or args.ray:
-        if trimmed:
-            raise InputError("--segments and --ray restore a whole clip; --start/--end and --tracks restore in one pass "
-                             "(leave out --segments and --ray, or the trim and --tracks)")
-        return True
-    if trimmed:
-        return False
-    return (_duration(src) or 0.0) >= SEGMENTS_FROM_S
+    wanted = [f for f, on in (("--segments", asked), ("--ray", args.ray)) if on] + own
+    if wanted and one_pass:
+        one = len(one_pass) == 1
+        raise InputError(f"{' and '.join(wanted)} {'is' if len(wanted) == 1 else 'are'} for a whole clip in segments, and "
+                         f"{' and '.join(one_pass)} {'restores' if one else 'restore'} in one pass: leave out one or the other")
+    return True if wanted else False if one_pass else None
 
 
 def _duration(src: Path) -> float | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpen_core.errors import GPENError
+from gpen_core.errors import GPENError, InputError
 from gpen_core.options import RestoreOptions
 from gpen_core.platform import durable
 from gpen_core.progress import CountProgress as Progress  # frames done, frames expected or 0 when unknown
@@ -342,9 +342,12 @@ class _Run:
             item = self._get(self.decoded)
         stopped = item.detail if isinstance(item, DecodeStopped) else None  # what the decoder said, if it stopped early
         if decoded == 0:
-            vo = self.vopts
+            vo, length = self.vopts, self.info.duration_s
             end = f"{vo.end_s:g} s" if vo.end_s is not None else "the end"
             span = f" between {vo.start_s or 0:g} s and {end}" if vo.trimmed else ""
+            if vo.start_s and length and vo.start_s >= length:  # a trim past the end, not a damaged file
+                raise InputError(f"the part{span} starts at or past the clip's end (it is {length:.2f} s long): "
+                                 "choose an earlier start")
             raise no_frames(span, stopped)
         for done in self.loop.drain():
             self._write(done)
