@@ -88,7 +88,8 @@ def _add_restore_faces(r: argparse.ArgumentParser) -> None:
     r.add_argument("--no-face-check", dest="face_check", action="store_false",
                    help="keep every detection above the threshold; the notes name those the face check would drop")
     r.add_argument("--orientations", action="store_true",
-                   help="also search the photo turned 90/180/270° when upright faces were found (always done when none are)")
+                   help="also search the photo turned 90/180/270° when upright faces were found (always done when none "
+                   "are); a video's frames, upright by the file's rotation, are searched turned only with it")
     r.add_argument("--identity", default="auto", choices=IDENTITY_CHOICES,
                    help="measure how far each restored face moved from the input face (dlib's descriptor, "
                    "requirements-identity.txt): auto = every mode but low when installed (default), on, off; on a "
@@ -440,15 +441,14 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video
     from gpen_core.video.stream import VideoOptions, restore_video
 
-    asked = [flag for flag, on in (("--aligned", args.aligned), ("--orientations", args.orientations),
-                                   ("--mask", args.mask is not None)) if on]
+    asked = [flag for flag, on in (("--aligned", args.aligned), ("--mask", args.mask is not None)) if on]
     _refuse_flags(asked, f"for photos, and {videos[0].name} is a video (its frames are whole pictures, turned upright "
                   "by the file's own rotation)", ", or restore the photos in a run of their own")  # never dropped
     plan = plan_video_outputs(videos, args.output, photos)
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()
     segments_asked(args)  # segment flags that cannot apply are refused now, not once the engine has loaded
-    opts = _options(args, identity_every=args.identity_every).for_clip()  # likewise what a clip cannot take
+    opts = _options(args, identity_every=args.identity_every, orientations=args.orientations).for_clip()  # likewise what a clip cannot take
     if plan_photos is not None:
         plan_photos()
     if args.ray and args.address:

@@ -64,3 +64,28 @@ def test_the_same_faces_on_every_turn_of_the_photo(detector) -> None:
             upright = boxes
         else:  # the same boxes, mapped back, within a few pixels of the upright photo's
             assert np.abs(np.array(boxes) - np.array(upright)).max() <= 6.0, (k, boxes, upright)
+
+
+def test_an_upright_picture_is_searched_turned_only_when_asked() -> None:
+    """A clip's frame is upright (its display matrix turned it): with no face found, a photo searches the three
+    turned copies, a frame does not (three passes a faceless frame) unless orientations asks, as for a photo."""
+    from types import SimpleNamespace
+
+    from gpen_core.faces.find import find_faces
+
+    class Spy:
+        def __init__(self) -> None:
+            self.turns: list[int] = []
+
+        def detect(self, rgb, *, turn: int = 0, **kw):
+            self.turns.append(turn)
+            return []
+
+        def screen(self, rgb, dets, **kw):
+            return SimpleNamespace(kept=list(dets), rejected=[])
+
+    blank = np.full((64, 64, 3), 90, np.uint8)
+    for kw, turns in (({}, [0, 1, 2, 3]), ({"upright": True}, [0]), ({"upright": True, "orientations": True}, [0, 1, 2, 3])):
+        spy = Spy()
+        found = find_faces(spy, blank, **kw)  # type: ignore[arg-type]
+        assert spy.turns == turns and found.searched_turns == tuple(turns), kw

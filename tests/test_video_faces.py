@@ -262,3 +262,52 @@ def test_a_clip_over_max_faces_says_so_once(
     capped = [n for n in lines[3]["video"]["notes"] if "max faces = 1" in n]
     assert capped == ["found more than 1 face in 3 frames (up to 2 in one); restored the 1 with the highest detection "
                       "scores in each (max faces = 1)"]
+
+
+def test_a_clips_faceless_frames_run_the_detector_once_each_and_every_turn_with_orientations(
+    tmp_path: Path, low_mode_home: Path, one_thread: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frame is upright (its display matrix turned it): a faceless one (a landscape, a title card) ran the turned
+    copies too, four detector passes a frame. --orientations, once refused on a clip, asks for them on every frame."""
+    from gpen_core.cli import main
+    from gpen_core.faces.detect import FaceDetector
+
+    monkeypatch.setattr(FrameEngine, "restore", lambda self, rgb, dets: FrameOut(rgb, ()))  # detection only: quick
+    turns: list[int] = []
+    real = FaceDetector.detect
+
+    def spy(self, rgb, **kw):
+        turns.append(kw.get("turn", 0))
+        return real(self, rgb, **kw)
+
+    monkeypatch.setattr(FaceDetector, "detect", spy)
+    src = make_clip(tmp_path / "clip.mp4", [np.full((96, 128, 3), 70, np.uint8)] * 3, container="mp4")
+    assert main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--mode", "low", "--backend", "torch"]) == 0
+    assert turns == [0, 0, 0]
+    turns.clear()
+    assert main(["restore", str(src), "-o", str(tmp_path / "turned.mp4"), "--mode", "low", "--backend", "torch",
+                 "--orientations"]) == 0
+    assert turns == [0, 1, 2, 3] * 3
+
+
+def test_a_face_found_only_turned_is_said_once_for_the_clip(
+    tmp_path: Path, low_mode_home: Path, one_thread: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """A clip filmed on its side with --orientations: each frame's face is found on a turned copy, and the clip's
+    notes say so once with the count, as a photo's notes say it (they said nothing)."""
+    import cv2
+
+    from gpen_core.cli import main
+
+    monkeypatch.setattr(FrameEngine, "restore", lambda self, rgb, dets: FrameOut(rgb, ()))  # detection only: quick
+    canvas = np.full((160, 160, 3), 70, np.uint8)
+    canvas[16:144, 16:144] = cv2.resize(_rgb(shared_path("faces", "ffhq_00001_512.png")), (128, 128),
+                                        interpolation=cv2.INTER_AREA)
+    src = make_clip(tmp_path / "side.mp4", [np.ascontiguousarray(np.rot90(canvas))] * 3, container="mp4")
+    code = main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--mode", "low", "--backend", "torch",
+                 "--json", "--orientations"])
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert code == 0 and [len(x["faces"]) for x in lines[:3]] == [1, 1, 1]
+    assert [n for n in lines[3]["video"]["notes"] if "turned" in n] == [
+        "3 faces in 3 frames found only on the frame turned 90°, 180° or 270°: restored upright, pasted back as in "
+        "the frame"]

@@ -355,7 +355,7 @@ def test_a_turned_clip_written_upright_says_so_on_every_path(how: str, tmp_path:
     assert result.rotation and [n for n in result.notes if "frames were restored and written upright" in n], result.notes
 
 
-@pytest.mark.parametrize("flag", [["--aligned"], ["--orientations"], ["--mask", "m.png"]])
+@pytest.mark.parametrize("flag", [["--aligned"], ["--mask", "m.png"]])  # --orientations: test_video_faces
 def test_a_photos_flag_given_with_a_clip_is_refused_not_dropped(flag: list[str], tmp_path: Path, no_restore: None,
                                                                 capsys: pytest.CaptureFixture[str],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:

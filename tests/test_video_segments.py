@@ -294,6 +294,18 @@ CAPPED = ("found more than 1 face in 18 frames (up to 4 in one); restored the 1 
           "each (max faces = 1)")
 
 
+# What the finder's passes did in frame i, as FoundFaces says it (turned: the face's quarter turns): one note each for
+# the clip. Frame 24 is in the overlap segment 1 decodes; segment 0 writes it.
+FINDER = {3: {"turned": 1}, 24: {"turned": 3}, 35: {"turned": 1, "merged": 2}, 10: {"unchecked": ("r1",)},
+          40: {"unchecked": ("r2", "r2")}, 60: {"large": 1}}
+FOUND_NOTES = ["face check off: kept 3 detections in 2 frames the check would have dropped (r1; r2)",
+               "3 faces in 3 frames found only on the frame turned 90°, 180° or 270°: restored upright, pasted back as "
+               "in the frame",
+               "2 detections in the clip's frames were the same face as another and merged (one box per face)",
+               "1 large face in the clip's frames found on a 400 px copy (the detector misses or splits faces over "
+               "about 256 px)"]
+
+
 class Crowd:
     """A stand-in Restorer whose frame session finds CROWDED[i] faces (else 1) in frame i, as the real session
     reports them to FrameEngine (``found`` before max faces), and inverts the frame; it dies at frame ``dies_at``."""
@@ -315,10 +327,20 @@ class Crowd:
         return nullcontext(self.session)
 
     def _detect(self, rgb: np.ndarray) -> list:
+        from dataclasses import replace
+        from types import SimpleNamespace
+
         i = frame_index(rgb)
         self.session.found = CROWDED.get(i, 1)
-        return [Detection((10.0 + k, 10.0, 46.0 + k, 46.0), 0.99, np.zeros((5, 2), np.float32))
-                for k in range(self.session.found)][:1]
+        dets = [Detection((10.0 + k, 10.0, 46.0 + k, 46.0), 0.99, np.zeros((5, 2), np.float32))
+                for k in range(self.session.found)]
+        f = FINDER.get(i, {})
+        dets[0] = replace(dets[0], turn=f.get("turned", 0))
+        unchecked = tuple((Detection((50.0, 10.0, 60.0, 20.0), 0.95, np.zeros((5, 2), np.float32)), r)
+                          for r in f.get("unchecked", ()))
+        self.session.finds = SimpleNamespace(faces=tuple(dets), rejected=(), unchecked=unchecked,  # a FoundFaces'
+                                             merged=f.get("merged", 0), large=f.get("large", 0))
+        return dets[:1]
 
     def _restore(self, rgb: np.ndarray, detections: list, check_identity: bool = True):
         from types import SimpleNamespace
@@ -346,6 +368,38 @@ def test_max_faces_is_said_once_for_a_segmented_clip_counting_each_frame_once(tm
     one = restore_video(src, tmp_path / "one.mp4",
                         engine=FrameEngine(Crowd(), RestoreOptions(mode="low", max_faces=1, identity="off"), (96, 64)))
     assert [n for n in one.notes if "max faces" in n] == [CAPPED]
+
+
+def test_the_finders_notes_are_said_once_for_a_clip_one_pass_segmented_or_resumed(tmp_path: Path) -> None:
+    """Faces found turned, detections the face check off kept, merged boxes, large faces: a photo's notes say each,
+    a clip's said none. Now each once for the clip, its frames summed, on every path; a plan written before these
+    were counted still resumes, and the notes say what its kept segments leave out."""
+    import json
+
+    from gpen_core.video.engine_seam import FrameEngine
+
+    src = _clip(tmp_path)
+    assert [n for n in _crowd_run(src, tmp_path / "out.mp4", Crowd()).notes if n in FOUND_NOTES] == FOUND_NOTES
+    opts = RestoreOptions(mode="low", max_faces=1, identity="off")
+    one = restore_video(src, tmp_path / "one.mp4", engine=FrameEngine(Crowd(), opts, (96, 64)))
+    assert [n for n in one.notes if n in FOUND_NOTES] == FOUND_NOTES
+    dst = tmp_path / "resumed.mp4"
+    with pytest.raises(KeyboardInterrupt):
+        _crowd_run(src, dst, Crowd(dies_at=55))  # segments 0 and 1 finished
+    plan_path = work_folder(dst) / "plan.json"
+    plan = json.loads(plan_path.read_text())
+    assert [f["tally"]["turned_faces"] for f in plan["finished"]] == [2, 1]
+    for f in plan["finished"]:  # as a plan written before the finder's passes were counted
+        f["tally"] = {k: f["tally"][k] for k in ("capped_frames", "most_found", "identity_acted", "rejected_faces",
+                                                 "rejected_frames", "reasons")}
+    plan_path.write_text(json.dumps(plan))
+    result = _crowd_run(src, dst, Crowd())
+    assert result.segments_kept == 2
+    assert [n for n in result.notes if "max faces" in n] == [CAPPED]  # its older counts still read
+    assert [n for n in result.notes if n in FOUND_NOTES] == [FOUND_NOTES[3]]  # frame 60, restored by this run
+    assert ("2 segments kept from an earlier run are not counted in what the notes say of faces found turned, merged "
+            "boxes, the large-face pass and the face check off: the plan, written by an earlier version, has no counts "
+            "for them") in result.notes
 
 
 def test_a_resumed_run_counts_its_kept_segments_frames_in_the_note(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ class FrameSession:
         # The last frame's detections the face check refused (frame pixels): a clip says how many it left as they were.
         self.rejected: tuple[RejectedFace, ...] = ()
         self.found = 0  # the last frame's faces before max faces: a clip says once what the cap left out
+        self.finds: Any = None  # the last frame's FoundFaces: a clip counts its finder's notes to say them once
 
     @property
     def runtimes(self) -> tuple[NetworkRuntime, ...]:
@@ -51,7 +52,9 @@ class FrameSession:
         """The faces of one frame (RGB uint8 H×W×3) as the photo path finds them, at most ``max_faces``,
         highest score first: :class:`gpen_core.faces.detect.Detection`\ s in the frame's pixels."""
         rgb = check_rgb(rgb, "the frame")
-        found, _ = stages.find_faces(self._detector, rgb, self.mode, self._opts)
+        # The frame is upright (decoded by its display matrix): turned copies only when asked (--orientations).
+        found, _ = stages.find_faces(self._detector, rgb, self.mode, self._opts, upright=True)
+        self.finds = found
         self.rejected = tuple(RejectedFace(tuple(float(v) for v in d.box), float(d.score), why)  # type: ignore[arg-type]
                               for d, why in found.rejected)
         self.found = len(found.faces)

@@ -236,9 +236,11 @@ def _given_boxes(ctx: RequestContext, photo: Prepared, given: list[Any]) -> Foun
     return Found(detections, (), name, 1, detect_s, load_s, tuple(notes))
 
 
-def find_faces(detector: Any, rgb: np.ndarray, mode: MemoryMode, opts: RestoreOptions) -> tuple[Any, int]:
+def find_faces(detector: Any, rgb: np.ndarray, mode: MemoryMode, opts: RestoreOptions,
+               upright: bool = False) -> tuple[Any, int]:
     """(:class:`gpen_core.faces.find.FoundFaces`, the scale its boxes are at). With upscaling in a mode that follows
-    the official rule, detection runs on the photo resized to the upscaled size (where tiny faces are found)."""
+    the official rule, detection runs on the photo resized to the upscaled size (where tiny faces are found).
+    ``upright``: a clip's frame, searched turned only under ``opts.orientations``."""
     import cv2
 
     from gpen_core.faces.find import DetectSizing, find_faces as find
@@ -248,7 +250,7 @@ def find_faces(detector: Any, rgb: np.ndarray, mode: MemoryMode, opts: RestoreOp
     found = find(
         detector, image, threshold=opts.threshold,
         sizing=DetectSizing(mode.detect_side, mode.detect_shrink_above, mode.detect_resize),
-        face_check=opts.face_check, orientations=opts.orientations,
+        face_check=opts.face_check, orientations=opts.orientations, upright=upright,
     )
     return found, scale
 

@@ -37,6 +37,7 @@ class FoundFaces:
     rejected: tuple[tuple[Detection, str], ...]  # (detection, reason) not restored
     unchecked: tuple[tuple[Detection, str], ...]  # (detection, reason) kept only because the face check was off
     merged: int  # detections merged into a face that contains them
+    large: int  # faces kept from the large-face pass
     searched_turns: tuple[int, ...]  # the quarter turns searched (0 is upright)
     notes: tuple[str, ...]  # sentences for the user
 
@@ -81,9 +82,11 @@ class DetectSizing:
 
 def find_faces(detector: FaceDetector, rgb: np.ndarray, *, threshold: float = 0.9,
                sizing: DetectSizing = DetectSizing(), face_check: bool = True,
-               orientations: bool = False) -> FoundFaces:
+               orientations: bool = False, upright: bool = False) -> FoundFaces:
     """Every face of ``rgb`` once. ``face_check=False`` keeps what the check would reject (``unchecked`` says which
-    and why); ``orientations=True`` searches the turned copies always (else only when no face or a sideways one)."""
+    and why); ``orientations=True`` searches the turned copies always (else only when no face or a sideways one,
+    and never when ``upright``: a clip's frames, turned by their display matrix, where a faceless frame would pay
+    three more passes; the 180° copy still reads a face found upside down)."""
     h, w = rgb.shape[:2]
     longest = max(h, w)
     copy_side = longest if longest <= max(sizing.max_side, sizing.shrink_above or 0) else sizing.max_side
@@ -96,7 +99,7 @@ def find_faces(detector: FaceDetector, rgb: np.ndarray, *, threshold: float = 0.
     # A face read on its side means a turned photo, whose other faces the upright pass may have missed: the
     # detector finds some faces lying sideways, not all.
     sideways = any(_reading(d)[0] for d in kept)
-    turns_wanted = [1, 2, 3] if (orientations or not kept or sideways) else ([2] if upside else [])
+    turns_wanted = [1, 2, 3] if orientations or (not upright and (not kept or sideways)) else ([2] if upside else [])
     for turn in turns_wanted:
         more = passes(turn)
         searched.append(turn)
@@ -113,10 +116,11 @@ def find_faces(detector: FaceDetector, rgb: np.ndarray, *, threshold: float = 0.
         upside += more.upside
 
     kept, rejected, unchecked, notes = _settle(kept, rejected, upside, face_check)
-    notes += _summary_notes(kept, merged, {id(d) for d in large}, searched)
+    large_used = sum(1 for d in kept if any(d is g for g in large))
+    notes += _summary_notes(kept, merged, large_used, searched)
     kept.sort(key=lambda d: d.score, reverse=True)
     notes += _aligned_hint(kept, h, w)
-    return FoundFaces(tuple(kept), tuple(rejected), tuple(unchecked), merged, tuple(searched), tuple(notes))
+    return FoundFaces(tuple(kept), tuple(rejected), tuple(unchecked), merged, large_used, tuple(searched), tuple(notes))
 
 
 @dataclass
@@ -190,12 +194,11 @@ def _settle(
     return kept, rejected, unchecked, notes
 
 
-def _summary_notes(kept: Sequence[Detection], merged: int, large_ids: set[int], searched: Sequence[int]) -> list[str]:
+def _summary_notes(kept: Sequence[Detection], merged: int, large_used: int, searched: Sequence[int]) -> list[str]:
     """Notes on how the faces kept were found: merged boxes, the large-face pass, the turned copies."""
     notes: list[str] = []
     if merged:
         notes.append(f"{_plural(merged, 'detection was', 'detections were')} the same face as another and merged (one box per face)")
-    large_used = sum(1 for d in kept if id(d) in large_ids)
     if large_used:
         notes.append(f"{_plural(large_used, 'large face', 'large faces')} found on a {LARGE_PASS_SIDE} px copy "
                      "(the detector misses or splits faces over about 256 px)")

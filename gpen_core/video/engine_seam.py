@@ -5,7 +5,7 @@ so :meth:`FrameEngine.close` must run."""
 from __future__ import annotations
 
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -26,8 +26,10 @@ class FrameOut:
 @dataclass(frozen=True)
 class Tally:
     """What a clip's frames did that its notes say once, with counts: frames over max faces (and the most faces one
-    of them had), faces the identity limit acted on, detections the face check rejected (in how many frames, why).
-    A segmented run sums its segments'; plan.json keeps each finished segment's."""
+    of them had), faces the identity limit acted on, detections the face check rejected (in how many frames, why),
+    and the finder's passes that changed a frame's faces as a photo's notes say them (docs/face-check.md): faces
+    found only on a turned copy, detections kept with the face check off, boxes merged, faces from the large-face
+    pass. A segmented run sums its segments'; plan.json keeps each finished segment's."""
 
     capped_frames: int = 0
     most_found: int = 0
@@ -35,15 +37,37 @@ class Tally:
     rejected_faces: int = 0
     rejected_frames: int = 0
     reasons: tuple[str, ...] = ()
+    turned_faces: int = 0
+    turned_frames: int = 0
+    unchecked_faces: int = 0
+    unchecked_frames: int = 0
+    unchecked_reasons: tuple[str, ...] = ()
+    merged: int = 0
+    large_faces: int = 0
+    finder_uncounted: int = 0  # kept segments whose plan, written before these were counted, lacks the finder's
 
     def __add__(self, other: Tally) -> Tally:
-        return Tally(self.capped_frames + other.capped_frames, max(self.most_found, other.most_found),
-                     self.identity_acted + other.identity_acted, self.rejected_faces + other.rejected_faces,
-                     self.rejected_frames + other.rejected_frames, tuple(dict.fromkeys(self.reasons + other.reasons)))
+        def add(a: Any, b: Any) -> Any:
+            return tuple(dict.fromkeys(a + b)) if isinstance(a, tuple) else a + b
+
+        summed = {f.name: add(getattr(self, f.name), getattr(other, f.name)) for f in fields(self)}
+        return Tally(**{**summed, "most_found": max(self.most_found, other.most_found)})
+
+    @classmethod
+    def of_frame(cls, finds: Any) -> Tally:
+        """One frame's finder passes (a :class:`gpen_core.faces.find.FoundFaces`) as counts."""
+        turned = sum(1 for d in finds.faces if d.turn)
+        return cls(turned_faces=turned, turned_frames=int(turned > 0), unchecked_faces=len(finds.unchecked),
+                   unchecked_frames=int(bool(finds.unchecked)), unchecked_reasons=tuple(r for _, r in finds.unchecked),
+                   merged=finds.merged, large_faces=finds.large)
 
     def notes(self, opts: RestoreOptions) -> list[str]:
-        """Max faces', the identity limit's and the face check's notes, for the clip."""
+        """Max faces', the identity limit's, the face check's and the finder's notes, for the clip."""
         from gpen_core.engine.stages import capped_note
+        from gpen_core.faces.find import LARGE_PASS_SIDE
+
+        def n(k: int, what: str) -> str:
+            return f"{k} {what}{'s' if k != 1 else ''}"
 
         notes = []
         if self.capped_frames:
@@ -54,10 +78,21 @@ class Tally:
             notes.append(f"over your identity limit {opts.identity_limit:g}, {self.identity_acted} face(s) in the "
                          f"clip's frames were {what}")
         if self.rejected_faces:
-            n, f = self.rejected_faces, self.rejected_frames
-            notes.append(f"the face check rejected {n} detection{'s' if n != 1 else ''} in {f} frame{'s' if f != 1 else ''} "
+            notes.append(f"the face check rejected {n(self.rejected_faces, 'detection')} in {n(self.rejected_frames, 'frame')} "
                          f"({'; '.join(self.reasons)}): those faces were left as they were. If they are real faces, turn "
                          "the face check off (app: Face check; CLI: --no-face-check)")
+        if self.unchecked_faces:
+            notes.append(f"face check off: kept {n(self.unchecked_faces, 'detection')} in {n(self.unchecked_frames, 'frame')} "
+                         f"the check would have dropped ({'; '.join(self.unchecked_reasons)})")
+        if self.turned_faces:
+            notes.append(f"{n(self.turned_faces, 'face')} in {n(self.turned_frames, 'frame')} found only on the frame "
+                         "turned 90°, 180° or 270°: restored upright, pasted back as in the frame")
+        if self.merged:
+            notes.append(f"{n(self.merged, 'detection')} in the clip's frames {'was' if self.merged == 1 else 'were'} the "
+                         "same face as another and merged (one box per face)")
+        if self.large_faces:
+            notes.append(f"{n(self.large_faces, 'large face')} in the clip's frames found on a {LARGE_PASS_SIDE} px copy "
+                         "(the detector misses or splits faces over about 256 px)")
         return notes
 
 
@@ -75,8 +110,9 @@ class FrameEngine:
     def __init__(self, restorer: Any, options: RestoreOptions, size: tuple[int, int]) -> None:
         from gpen_core.modes import AUTO, get_mode, preshrink_size
 
-        # Frames are turned upright by their display matrix before detection: upright faces only.
-        opts = replace(options.validated(), orientations=False)
+        # Frames are turned upright by their display matrix: the session searches turned copies only under
+        # orientations (a clip filmed on its side or upside down), on every frame.
+        opts = options.validated()
         # auto plans for the frame as it is; an explicit mode for the frame its longest side leaves
         planned = size if opts.mode == AUTO else preshrink_size(*size, get_mode(opts.mode).max_side)
         self.device: str = restorer.device
@@ -131,9 +167,10 @@ class FrameEngine:
             self._rejected[self._detected] = tuple(r.box for r in rejected)
         self._detected += 1
         capped = getattr(self.session, "found", 0) > len(found)
-        if counted and (capped or rejected):
+        finds = getattr(self.session, "finds", None)  # None: a stand-in session
+        if counted and (capped or rejected or finds is not None):
             self.tally += Tally(int(capped), self.session.found if capped else 0, 0, len(rejected), int(bool(rejected)),
-                                tuple(r.reason for r in rejected))
+                                tuple(r.reason for r in rejected)) + (Tally() if finds is None else Tally.of_frame(finds))
         return found
 
     def identity_tracker(self, segment: int | None = None) -> Any:

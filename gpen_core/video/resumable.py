@@ -271,6 +271,11 @@ def _tally_notes(records: list[SegmentRecord], options: RestoreOptions | None) -
         notes.append(f"{uncounted} segment{'s' if many else ''} kept from an earlier run {'are' if many else 'is'} not "
                      "counted in what the notes say of max faces, the identity limit and the face check: the plan has no "
                      "counts for them (written by an earlier version, or the run was killed as they finished)")
+    older = sum(t.finder_uncounted for t in tallies)
+    if older:
+        notes.append(f"{older} segment{'s' if older != 1 else ''} kept from an earlier run {'are' if older != 1 else 'is'} "
+                     "not counted in what the notes say of faces found turned, merged boxes, the large-face pass and "
+                     "the face check off: the plan, written by an earlier version, has no counts for them")
     return notes
 
 
