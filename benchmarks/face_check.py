@@ -2,7 +2,10 @@
 
 Its tables: docs/face-check.md, "Recall and false faces per photo set" and "What a turn costs".
 
-    .venv/bin/python benchmarks/face_check.py [--sets calibration,held-out,rotated] [--cost]
+    .venv/bin/python benchmarks/face_check.py [--sets calibration,held-out,rotated] [--cost] [--faceless]
+
+``--faceless`` (``--sets ""`` skips the sets): CPU seconds per faceless 1280×720 frame (a synthetic landscape) as a
+clip's frame is searched, upright only, and with every turn (``--orientations``, what each faceless frame paid before).
 
 Sets (provenance in docs/face-check.md):
 - calibration: the photos the face check's limits and the upright look were measured on: the Solvay
@@ -20,6 +23,7 @@ count as found faces, every further one as a false face.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from importlib.util import find_spec
@@ -32,9 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpen_core.faces.detect import FaceDetector  # noqa: E402
-from gpen_core.faces.find import find_faces  # noqa: E402
+from gpen_core.faces.find import DetectSizing, find_faces  # noqa: E402
 
-SHARED = ROOT.parent / "shared"
+SHARED = Path(os.environ.get("GPEN_SHARED", ROOT.parent / "shared"))  # as the tests find it
 
 
 def _pkg(name: str) -> Path:
@@ -132,19 +136,47 @@ def cost(detector: FaceDetector) -> None:
     print(f"find_faces upright only {up * 1000:.0f} ms CPU, with every turn {every * 1000:.0f} ms CPU")
 
 
+def faceless(detector: FaceDetector, frames: int = 20, rounds: int = 3) -> None:
+    """CPU seconds per faceless frame, as ``low`` sizes a clip's frames (800 px detection copy), rounds interleaved;
+    one torch thread (a second one's spinning on a busy machine counts as CPU time and would swamp the figure)."""
+    import torch
+
+    torch.set_num_threads(1)
+    y, x = np.mgrid[0:720, 0:1280]
+    rng = np.random.default_rng(0)
+    pics = []  # sky over ground, panning, a little noise
+    for i in range(frames):
+        f = np.stack([80 + 100 * (y < 300) + (x + 8 * i) % 97, 120 + 60 * (y >= 300) + y // 20,
+                      200 * (y < 300) + 40], axis=2) + rng.integers(-6, 7, (720, 1280, 3))
+        pics.append(f.clip(0, 255).astype(np.uint8))
+    sizing = DetectSizing(800)
+    times: dict[str, list[float]] = {"upright only (a clip's default)": [], "every turn (--orientations)": []}
+    for _ in range(rounds):
+        for name, turned in zip(times, (False, True)):
+            c = time.process_time()
+            assert not any(find_faces(detector, p, sizing=sizing, upright=True, orientations=turned).faces for p in pics)
+            times[name].append((time.process_time() - c) / frames)
+    for name, v in times.items():
+        print(f"{name}: fastest {min(v):.3f}, median {np.median(v):.3f} s CPU a faceless frame "
+              f"({', '.join(f'{t:.3f}' for t in v)})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default="calibration,held-out,rotated")
     ap.add_argument("--cost", action="store_true")
+    ap.add_argument("--faceless", action="store_true")
     args = ap.parse_args()
     det = FaceDetector(SHARED / "weights" / "detection_mobilenet0.25_Final.pth", "mobilenet0.25", "cpu")
     sets = {"calibration": calibration, "held-out": held_out, "rotated": rotated}
-    for name in args.sets.split(","):
+    for name in filter(None, args.sets.split(",")):
         items = sets[name]()
         for check in (True, False):
             print(name, "face check", "on" if check else "off", score(det, items, check), flush=True)
     if args.cost:
         cost(det)
+    if args.faceless:
+        faceless(det)
 
 
 if __name__ == "__main__":
