@@ -113,7 +113,7 @@ def test_the_cli_restores_only_the_faces_numbered_and_says_each_frames_numbers(t
     code = cli.main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--tracks", "2", "--mode", "low"])
     assert seen["tracks"] == frozenset({1}) and code == 2
     code = cli.main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--tracks", "2", "--segments"])
-    assert code == 2 and "--tracks restore in one pass" in capsys.readouterr().err
+    assert code == 2 and "--segments is for a whole clip in segments, and --tracks restores in one pass" in capsys.readouterr().err
     (tmp_path / "json").mkdir()
     record = _run(tmp_path / "json", None)[1][1].to_json()
     assert [f["face"] for f in record["faces"]] == [1, 2] and record["rejected"] == [list(ODD)]
