@@ -269,6 +269,7 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
 def _restore(args: argparse.Namespace) -> int:
     from gpen_core.scaleout.video_cli import local_videos
 
+    _no_unused_flags(args)
     if args.ray and not local_videos(args.inputs):
         from gpen_core.scaleout.cli import restore_ray
 
@@ -320,8 +321,21 @@ def _no_clip_flags(args: argparse.Namespace, photo: str) -> None:
                                    ("--segments", getattr(args, "segments", None) is True),
                                    ("--no-segments", getattr(args, "segments", None) is False),
                                    ("--segment-seconds", getattr(args, "segment_seconds", None) is not None),
-                                   ("--fresh", getattr(args, "fresh", False))) if on]
+                                   ("--fresh", getattr(args, "fresh", False)), ("--crf", args.crf is not None),
+                                   ("--identity-every", args.identity_every is not None)) if on]
     _refuse_flags(asked, f"for videos, and there is no video to restore ({photo}: photos only)")
+
+
+def _no_unused_flags(args: argparse.Namespace) -> None:
+    """InputError for flags this run would drop: Ray's without --ray, face finding's with --aligned (no detection)."""
+    if not args.ray:
+        _refuse_flags([f for f, on in (("--address", args.address is not None), ("--workers", args.workers is not None),
+                                       ("--gpus-per-worker", bool(args.gpus_per_worker))) if on], "for --ray runs", ", or add --ray")
+    if args.aligned:
+        _refuse_flags([f for f, on in (("--detector", args.detector is not None), ("--orientations", args.orientations),
+                                       ("--no-face-check", not args.face_check)) if on],
+                      "for finding faces, and --aligned restores each input as one face crop without looking for faces",
+                      ", or drop --aligned")
 
 
 def _refuse_flags(asked: list[str], why: str, fix: str = "") -> None:
@@ -425,6 +439,7 @@ def _result_line(rec: dict[str, Any]) -> str:
 
 def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -> int:
     """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged."""
+    from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
     from gpen_core.scaleout.runtime import connect
     from gpen_core.scaleout.video_cli import restore_if_segmented
@@ -436,6 +451,9 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -
     _refuse_flags(asked, f"for photos, and {videos[0].name} is a video (its frames are whole pictures, turned upright "
                   "by the file's own rotation)", ", or restore the photos in a run of their own")  # never dropped
     plan = plan_video_outputs(videos, args.output, photos)
+    # None in argparse, so a photo-only run can tell them asked (_no_clip_flags); a clip takes the defaults here.
+    args.crf = VideoOptions.crf if args.crf is None else args.crf
+    args.identity_every = RestoreOptions.identity_every if args.identity_every is None else args.identity_every
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()
     if args.ray and args.address:

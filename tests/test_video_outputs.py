@@ -370,7 +370,7 @@ def test_a_photos_flag_given_with_a_clip_is_refused_not_dropped(flag: list[str],
 
 
 @pytest.mark.parametrize("flag", [["--start", "2"], ["--end", "2"], ["--tracks", "1"], ["--no-audio"], ["--segments"],
-                                  ["--segment-seconds", "5"], ["--fresh"]])
+                                  ["--segment-seconds", "5"], ["--fresh"], ["--crf", "18"], ["--identity-every", "3"]])
 def test_a_clips_flag_given_with_photos_only_is_refused_not_dropped(flag: list[str], tmp_path: Path, no_restore: None,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """The photos' options have no place for these: the photo ran as if they were not asked."""
@@ -378,6 +378,22 @@ def test_a_clips_flag_given_with_photos_only_is_refused_not_dropped(flag: list[s
     assert main(["restore", str(photo), "-o", str(tmp_path / "out.png"), *flag]) == 2
     err = capsys.readouterr().err
     assert f"{flag[0]} is for videos" in err and "p.png" in err, err
+
+
+@pytest.mark.parametrize("flags, said", [(["--workers", "2"], "--workers is for --ray runs"),
+                                         (["--address", "auto"], "--address is for --ray runs"),
+                                         (["--gpus-per-worker", "1"], "--gpus-per-worker is for --ray runs"),
+                                         (["--aligned", "--detector", "resnet50"], "--detector is for finding faces"),
+                                         (["--aligned", "--orientations"], "--orientations is for finding faces"),
+                                         (["--aligned", "--no-face-check"], "--no-face-check is for finding faces")])
+def test_a_flag_this_run_would_not_use_is_refused_not_dropped(flags: list[str], said: str, tmp_path: Path,
+                                                              no_restore: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ray's flags without --ray, and face finding's with --aligned (no detection runs): the photo ran as if they
+    were not asked, and nothing said so."""
+    photo = _photo(tmp_path / "p.png")
+    assert main(["restore", str(photo), "-o", str(tmp_path / "out.png"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "leave it out" in err, err
 
 
 def test_a_face_asked_for_that_the_clip_never_shows_is_said(tmp_path: Path) -> None:
