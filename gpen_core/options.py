@@ -94,6 +94,9 @@ class RestoreOptions:
             raise InputError(f"upscale must be 1 (off), 2 or 4, got {self.upscale!r}")
         if self.tile is not None and not 16 <= self.tile <= 4096:
             raise InputError(f"upscaler tile must be between 16 and 4096 pixels, got {self.tile}")
+        if self.upscale == 1 and (self.tile is not None or self.upscaler is not None):
+            raise InputError("an upscaler and its tile size are for background upscaling, and upscale is 1 (off): "
+                             "choose upscale 2 or 4, or leave them out")
         if self.upscale > 1 and self.aligned:
             raise InputError("upscaling is for whole photos; turn off 'aligned' (an aligned face crop) or upscale 1")
         task = get_task(self.task)
