@@ -131,6 +131,7 @@ def _add_export(sub: Any) -> None:
     e.add_argument("model", metavar="MODEL", help="registry generator name (GPEN-BFR-512) or path to a GPEN checkpoint")
     e.add_argument("-o", "--output", required=True, help="the file to write: FILE.onnx, or FILE.xml with --format openvino")
     e.add_argument("--format", choices=("onnx", "openvino"), default="onnx", help="onnx (default; opset 17) or openvino (IR)")
+    e.add_argument("--overwrite", action="store_true", help="replace an existing output (default: refuse it)")
     e.add_argument("--models-dir")
 
 
@@ -169,7 +170,7 @@ def _export(args: argparse.Namespace) -> int:
     """``export``: gpen_core/runtimes/openvino/onnx_export.py; docs/export.md."""
     from gpen_core.runtimes.openvino.onnx_export import export_generator
 
-    print(export_generator(args.model, args.output, fmt=args.format, models_dir=args.models_dir,
+    print(export_generator(args.model, args.output, fmt=args.format, models_dir=args.models_dir, overwrite=args.overwrite,
                            progress=lambda m: print(m, file=sys.stderr, flush=True)).summary())
     return 0
 
