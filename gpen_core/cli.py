@@ -328,7 +328,11 @@ def _no_clip_flags(args: argparse.Namespace, photo: str) -> None:
 
 
 def _no_unused_flags(args: argparse.Namespace) -> None:
-    """InputError for flags this run would drop: Ray's without --ray, face finding's with --aligned (no detection)."""
+    """InputError for flags this run would drop: Ray's without --ray, face finding's with --aligned (no detection),
+    the identity blend without the limit it applies over."""
+    if args.identity_alpha and args.identity_limit is None:
+        _refuse_flags(["--identity-alpha"], "the blend for faces over --identity-limit, and no limit is set",
+                      ", or add --identity-limit D (docs/identity.md)")
     if not args.ray:
         _refuse_flags([f for f, on in (("--address", args.address is not None), ("--workers", args.workers is not None),
                                        ("--gpus-per-worker", bool(args.gpus_per_worker))) if on], "for --ray runs", ", or add --ray")

@@ -385,11 +385,12 @@ def test_a_clips_flag_given_with_photos_only_is_refused_not_dropped(flag: list[s
                                          (["--gpus-per-worker", "1"], "--gpus-per-worker is for --ray runs"),
                                          (["--aligned", "--detector", "resnet50"], "--detector is for finding faces"),
                                          (["--aligned", "--orientations"], "--orientations is for finding faces"),
-                                         (["--aligned", "--no-face-check"], "--no-face-check is for finding faces")])
+                                         (["--aligned", "--no-face-check"], "--no-face-check is for finding faces"),
+                                         (["--identity-alpha", "0.5"], "--identity-alpha is the blend for faces over")])
 def test_a_flag_this_run_would_not_use_is_refused_not_dropped(flags: list[str], said: str, tmp_path: Path,
                                                               no_restore: None, capsys: pytest.CaptureFixture[str]) -> None:
-    """Ray's flags without --ray, and face finding's with --aligned (no detection runs): the photo ran as if they
-    were not asked, and nothing said so."""
+    """Ray's flags without --ray, face finding's with --aligned (no detection runs), the identity blend without a
+    limit (it blends only faces over the limit): the photo ran as if they were not asked, and nothing said so."""
     photo = _photo(tmp_path / "p.png")
     assert main(["restore", str(photo), "-o", str(tmp_path / "out.png"), *flags]) == 2
     err = capsys.readouterr().err
