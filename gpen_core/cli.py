@@ -85,8 +85,9 @@ def _add_restore_faces(r: argparse.ArgumentParser) -> None:
     from gpen_core.options import IDENTITY_CHOICES, MAX_FACES_HELP, RestoreOptions
 
     r.add_argument("--alpha", type=float, default=1.0, help="blend: 1 restored only … 0 original (default 1)")
-    r.add_argument("--threshold", type=float, default=0.9, help="face detection confidence (default 0.9)")
-    r.add_argument("--max-faces", type=int, default=RestoreOptions.max_faces, help=MAX_FACES_HELP)
+    # None: not typed (an aligned run refuses them); _options fills RestoreOptions' defaults.
+    r.add_argument("--threshold", type=float, help=f"face detection confidence (default {RestoreOptions.threshold})")
+    r.add_argument("--max-faces", type=int, help=MAX_FACES_HELP)
     r.add_argument("--no-face-check", dest="face_check", action="store_false",
                    help="keep every detection above the threshold; the notes name those the face check would drop")
     r.add_argument("--orientations", action="store_true",
@@ -338,7 +339,8 @@ def _no_unused_flags(args: argparse.Namespace) -> None:
                                        ("--gpus-per-worker", bool(args.gpus_per_worker))) if on], "for --ray runs", ", or add --ray")
     if args.aligned:
         _refuse_flags([f for f, on in (("--detector", args.detector is not None), ("--orientations", args.orientations),
-                                       ("--no-face-check", not args.face_check)) if on],
+                                       ("--no-face-check", not args.face_check), ("--threshold", args.threshold is not None),
+                                       ("--max-faces", args.max_faces is not None)) if on],
                       "for finding faces, and --aligned restores each input as one face crop without looking for faces",
                       ", or drop --aligned")
 
@@ -355,7 +357,9 @@ def _options(args: argparse.Namespace, **only: Any) -> Any:
     from gpen_core.options import RestoreOptions
 
     return RestoreOptions(mode=args.mode, model=args.model, alpha=args.alpha,  # type: ignore[arg-type]
-                          detector=DETECTORS.get(args.detector), threshold=args.threshold, max_faces=args.max_faces,
+                          detector=DETECTORS.get(args.detector),
+                          threshold=RestoreOptions.threshold if args.threshold is None else args.threshold,
+                          max_faces=RestoreOptions.max_faces if args.max_faces is None else args.max_faces,
                           face_check=args.face_check, upscale=args.upscale, upscaler=args.upscaler, tile=args.tile,
                           backend=args.backend, task=args.task, identity=args.identity,
                           identity_limit=args.identity_limit, identity_alpha=args.identity_alpha, **only)

@@ -386,6 +386,8 @@ def test_a_clips_flag_given_with_photos_only_is_refused_not_dropped(flag: list[s
                                          (["--aligned", "--detector", "resnet50"], "--detector is for finding faces"),
                                          (["--aligned", "--orientations"], "--orientations is for finding faces"),
                                          (["--aligned", "--no-face-check"], "--no-face-check is for finding faces"),
+                                         (["--aligned", "--threshold", "0.5"], "--threshold is for finding faces"),
+                                         (["--aligned", "--max-faces", "3"], "--max-faces is for finding faces"),
                                          (["--identity-alpha", "0.5"], "--identity-alpha is the blend for faces over")])
 def test_a_flag_this_run_would_not_use_is_refused_not_dropped(flags: list[str], said: str, tmp_path: Path,
                                                               no_restore: None, capsys: pytest.CaptureFixture[str]) -> None:
