@@ -299,6 +299,7 @@ def _restore(args: argparse.Namespace) -> int:
     # One photo: the process ends after it, so each network is dropped once its stage is done
     # (a lower peak); several photos keep them loaded from one to the next.
     restorer = Restorer(models_dir=args.models_dir, device=args.device, lifetime=Lifetime.ONE_SHOT if len(plan) == 1 else Lifetime.RESIDENT)
+    _ = restorer.device  # an unknown or absent device: exit 2 once, before any photo
     bar, summary = ProgressLine(len(plan)), RunSummary()
     said: set[str] = set()  # the notes printed so far: each once per run
     args.run_notes = convert_before_photos(args, [src for src, _, _ in plan], bar.say).notes
