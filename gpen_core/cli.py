@@ -21,7 +21,7 @@ from typing import Any
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images.limits import IMAGE_SUFFIXES, special_kind
 from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, format_for,
-                                     one_file_for_several, output_stems, result_path, write_atomic)
+                                     one_file_for_several, output_stems, result_path, same_file, write_atomic)
 from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
 from gpen_core.presentation.cli_run import ProgressLine, RunSummary, print_error
 from gpen_core.result_json import result_record
@@ -211,8 +211,9 @@ def _load_engine() -> None:
 # ----------------------------------------------------------------- restore
 
 
-def _collect_inputs(items: Sequence[str]) -> tuple[list[Path], list[tuple[str, str]]]:
-    """(the photos to restore, (path, why) for each image-named entry of a folder that is not a file)."""
+def _collect_inputs(items: Sequence[str], output: str) -> tuple[list[Path], list[tuple[str, str]]]:
+    """(the photos to restore, (path, why) for each image-named entry of a folder that is not a file, and each
+    subfolder but ``output``)."""
     paths: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for item in items:
@@ -221,6 +222,9 @@ def _collect_inputs(items: Sequence[str]) -> tuple[list[Path], list[tuple[str, s
             entries = sorted(q for q in p.iterdir()
                              if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and sniff_file(q)))
             whys = {q: not_a_file(q) for q in entries}
+            # Not searched (as under --ray): said, so a folder of an archive is never dropped without a word.
+            whys |= {q: SUBFOLDER for q in sorted(p.iterdir()) if q not in whys and not q.name.startswith(".") and q.is_dir()
+                     and not same_file(q, Path(output))}
             found = [q for q, why in whys.items() if why is None]
             skipped += [(str(q), why) for q, why in whys.items() if why is not None]
             if not found:
@@ -236,6 +240,7 @@ def _collect_inputs(items: Sequence[str]) -> tuple[list[Path], list[tuple[str, s
 
 
 _MISSING = "not there"
+SUBFOLDER = "a folder: subfolders are not searched (give it as an input of its own)"
 
 
 def not_a_file(path: Path) -> str | None:
@@ -277,7 +282,7 @@ def _restore(args: argparse.Namespace) -> int:
 
         _no_clip_flags(args, args.inputs[0] if len(args.inputs) == 1 else "the inputs")
         return restore_ray(args, ProgressLine, _options(args, aligned=args.aligned, orientations=args.orientations))
-    inputs, not_files = _collect_inputs(args.inputs)
+    inputs, not_files = _collect_inputs(args.inputs, args.output)
     videos = [p for p in inputs if sniff_file(p)]  # told apart by their bytes, whatever the extension
     inputs = [p for p in inputs if p not in videos]
     if not videos and inputs:
