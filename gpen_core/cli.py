@@ -85,7 +85,6 @@ def _add_restore_faces(r: argparse.ArgumentParser) -> None:
     from gpen_core.options import IDENTITY_CHOICES, MAX_FACES_HELP, RestoreOptions
 
     r.add_argument("--alpha", type=float, default=1.0, help="blend: 1 restored only … 0 original (default 1)")
-    # None: not typed (an aligned run refuses them); _options fills RestoreOptions' defaults.
     r.add_argument("--threshold", type=float, help=f"face detection confidence (default {RestoreOptions.threshold})")
     r.add_argument("--max-faces", type=int, help=MAX_FACES_HELP)
     r.add_argument("--no-face-check", dest="face_check", action="store_false",
@@ -212,8 +211,7 @@ def _load_engine() -> None:
 
 
 def _collect_inputs(items: Sequence[str], output: str) -> tuple[list[Path], list[tuple[str, str]]]:
-    """(the photos to restore, (path, why) for each image-named entry of a folder that is not a file, and each
-    subfolder but ``output``)."""
+    """(the photos to restore, (path, why) for each image-named entry of a folder not a file, each subfolder but ``output``)."""
     paths: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for item in items:
@@ -335,8 +333,7 @@ def _no_clip_flags(args: argparse.Namespace, photo: str) -> None:
 
 
 def _no_unused_flags(args: argparse.Namespace) -> None:
-    """InputError for flags this run would drop: Ray's without --ray, face finding's with --aligned (no detection),
-    the identity blend without the limit it applies over."""
+    """InputError for flags this run would drop (None in argparse: not typed; _options fills the defaults)."""
     if args.identity_alpha and args.identity_limit is None:
         _refuse_flags(["--identity-alpha"], "the blend for faces over --identity-limit, and no limit is set",
                       ", or add --identity-limit D (docs/identity.md)")
@@ -454,7 +451,6 @@ def _result_line(rec: dict[str, Any]) -> str:
 
 def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -> int:
     """Each video streamed through one Restorer (networks resident); exit 5 when one was damaged."""
-    from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
     from gpen_core.scaleout.runtime import connect
     from gpen_core.scaleout.video_cli import restore_if_segmented
@@ -466,15 +462,13 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int) -
     _refuse_flags(asked, f"for photos, and {videos[0].name} is a video (its frames are whole pictures, turned upright "
                   "by the file's own rotation)", ", or restore the photos in a run of their own")  # never dropped
     plan = plan_video_outputs(videos, args.output, photos)
-    # None in argparse, so a photo-only run can tell them asked (_no_clip_flags); a clip takes the defaults here.
-    args.crf = VideoOptions.crf if args.crf is None else args.crf
-    args.identity_every = RestoreOptions.identity_every if args.identity_every is None else args.identity_every
+    args.crf = VideoOptions.crf if args.crf is None else args.crf  # None in argparse: _no_clip_flags tells it typed
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()
     if args.ray and args.address:
         connect(args.address)  # a wrong address fails in seconds, before the engine loads
     _load_engine()
-    opts = _options(args, identity_every=args.identity_every)
+    opts = _options(args, identity_every=1 if args.identity_every is None else args.identity_every)  # 1: every frame
     restorer = Restorer(models_dir=args.models_dir, device=args.device)
     say = functools.partial(print, file=sys.stderr)
     first = convert_before_clips(args, [src for src, _ in plan], say)
