@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import get_args
 
 import numpy as np
@@ -123,4 +123,7 @@ class RestoreOptions:
                              f"got {self.identity_alpha}")
         if self.output_format is not None and self.output_format not in get_args(OutputFormat):
             raise InputError(f"output format must be {' or '.join(get_args(OutputFormat))}, got {self.output_format!r}")
-        return self
+        if self.identity_limit is not None and task.name == "seg2face":
+            raise InputError("an identity limit has no face to compare in the seg2face task (a label map): drop the limit")
+        # A limit asked is a check asked: auto leaves the check off in low (or without dlib), where the limit was dropped.
+        return replace(self, identity="on") if self.identity == "auto" and self.identity_limit is not None else self

@@ -296,3 +296,15 @@ def test_zerogpu_face_seconds_include_the_identity_check() -> None:
     clock.record({"device": "cuda:0", "faces": 2,
                   "timings": {"align_s": 0.1, "restore_s": 1.0, "paste_s": 0.1, "identity_s": 0.4}})
     assert clock.seconds_per_face() == pytest.approx(0.8)
+
+
+def test_a_limit_turns_the_check_on_where_auto_leaves_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--identity-limit 0.5`` in ``low`` (where ``auto`` does not check): every face was pasted restored, none
+    measured, and nothing said the limit went unused; without dlib the same. A limit now asks for the check
+    (dlib missing: the pip command), and seg2face, which has no face to compare, refuses one."""
+    monkeypatch.setattr(identity_model, "available", lambda: True)
+    monkeypatch.setattr(identity_model, "model", lambda: None)  # policy_for loads it
+    assert policy_for("low", RestoreOptions(identity_limit=0.5).validated()) is not None
+    assert policy_for("low", RestoreOptions().validated()) is None  # no limit: auto stays off in low
+    with pytest.raises(InputError, match="no face to compare in the seg2face task"):
+        RestoreOptions(task="seg2face", aligned=True, identity_limit=0.5).validated()
