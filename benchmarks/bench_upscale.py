@@ -223,7 +223,7 @@ def table(args) -> str:
     size × the photo's MP; peak = output buffers + one tile (the cost model, whose
     per-tile figure is bounded by measurement: --calibrate and tests/test_upscaler.py).
     """
-    from gpen_core.modes import MODES
+    from gpen_core.modes import MODES, preshrink_size
     from gpen_core.upscale.tiles import MAX_OUTPUT_PIXELS, MODE_TILE_BUDGET, choose_bf16, plan_grid, tile_for_budget, upscale_extra_bytes
 
     lines = [
@@ -232,11 +232,13 @@ def table(args) -> str:
     ]
     crop = int((args.crop_mp * 1e6) ** 0.5)
     s_per_mp: dict[tuple[int, int, bool], float] = {}
-    for label, (h, w) in PHOTOS.items():
+    for label, (h0, w0) in PHOTOS.items():
         for scale in (2, 4):
             for mode in MODES:
                 if mode == "faces-only":
                     continue  # returns the faces only: no background to upscale
+                w, h = preshrink_size(w0, h0, MODES[mode].max_side)  # what the mode upscales: low shrinks first
+                shrunk = f", shrunk by {mode} to {w}×{h}" if (w, h) != (w0, h0) else ""
                 tile = tile_for_budget(MODE_TILE_BUDGET[mode], scale)
                 grid = plan_grid(h, w, scale, tile)
                 bf16, _ = choose_bf16("cpu", MODES[mode])  # the dtype the pipeline runs this mode's upscale in
@@ -256,7 +258,7 @@ def table(args) -> str:
                     sec_txt = f"~{seconds:,.0f} (est.)"
                     peak_txt = f"~{upscale_extra_bytes(w, h, scale, tile) / 2**20:,.0f} MiB (est.)"
                 lines.append(
-                    f"| {label} ({w}×{h}) | ×{scale} | {mode} | {dtype} | {grid.tile} px ({grid.count}) | {sec_txt} | {peak_txt} "
+                    f"| {label} ({w0}×{h0}{shrunk}) | ×{scale} | {mode} | {dtype} | {grid.tile} px ({grid.count}) | {sec_txt} | {peak_txt} "
                     f"| {w * scale}×{h * scale} ({h * w * scale * scale / 1e6:.0f} MP) |"
                 )
                 print(lines[-1], flush=True)

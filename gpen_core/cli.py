@@ -19,7 +19,7 @@ from typing import Any
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, NEITHER, not_a_file
 from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, format_for,
-                                     one_file_for_several, output_stems, result_path, write_atomic)
+                                     one_file_for_several, output_stems, result_path, same_file, write_atomic)
 from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
 from gpen_core.presentation.cli_run import ProgressLine, RunSummary, print_error
 from gpen_core.result_json import result_record
@@ -36,13 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gpen_core", description="GPEN blind face restoration that measures what it costs.")
     p.add_argument("-v", "--verbose", action="store_true", help="print error details (every place looked, each attempt)")
     sub = p.add_subparsers(dest="command", required=True)
-    _add_restore(sub)
-    add_download(sub)
-    add_serve(sub)
-    add_info(sub)
-    add_selfcheck(sub)
-    _add_export(sub)
-    add_profile(sub)
+    for add in (_add_restore, add_download, add_serve, add_info, add_selfcheck, _add_export, add_profile):
+        add(sub)
     # ``restore … -v`` as well as ``-v restore …`` (the README shows both); SUPPRESS: without a -v after the
     # command, the one before it stands.
     for command in sub.choices.values():
@@ -83,8 +78,8 @@ def _add_restore_faces(r: argparse.ArgumentParser) -> None:
     from gpen_core.options import IDENTITY_CHOICES, MAX_FACES_HELP, RestoreOptions
 
     r.add_argument("--alpha", type=float, default=1.0, help="blend: 1 restored only … 0 original (default 1)")
-    r.add_argument("--threshold", type=float, default=0.9, help="face detection confidence (default 0.9)")
-    r.add_argument("--max-faces", type=int, default=RestoreOptions.max_faces, help=MAX_FACES_HELP)
+    r.add_argument("--threshold", type=float, help=f"face detection confidence (default {RestoreOptions.threshold})")
+    r.add_argument("--max-faces", type=int, help=MAX_FACES_HELP)
     r.add_argument("--no-face-check", dest="face_check", action="store_false",
                    help="keep every detection above the threshold; the notes name those the face check would drop")
     r.add_argument("--orientations", action="store_true",
@@ -130,6 +125,7 @@ def _add_export(sub: Any) -> None:
     e.add_argument("model", metavar="MODEL", help="registry generator name (GPEN-BFR-512) or path to a GPEN checkpoint")
     e.add_argument("-o", "--output", required=True, help="the file to write: FILE.onnx, or FILE.xml with --format openvino")
     e.add_argument("--format", choices=("onnx", "openvino"), default="onnx", help="onnx (default; opset 17) or openvino (IR)")
+    e.add_argument("--overwrite", action="store_true", help="replace an existing output (default: refuse it)")
     e.add_argument("--models-dir")
 
 
@@ -168,7 +164,7 @@ def _export(args: argparse.Namespace) -> int:
     """``export``: gpen_core/runtimes/openvino/onnx_export.py; docs/export.md."""
     from gpen_core.runtimes.openvino.onnx_export import export_generator
 
-    print(export_generator(args.model, args.output, fmt=args.format, models_dir=args.models_dir,
+    print(export_generator(args.model, args.output, fmt=args.format, models_dir=args.models_dir, overwrite=args.overwrite,
                            progress=lambda m: print(m, file=sys.stderr, flush=True)).summary())
     return 0
 
@@ -208,9 +204,9 @@ def _load_engine() -> None:
 # ----------------------------------------------------------------- restore
 
 
-def _collect_inputs(items: Sequence[str]) -> tuple[list[Path], list[tuple[str, str]]]:
+def _collect_inputs(items: Sequence[str], output: str) -> tuple[list[Path], list[tuple[str, str]]]:
     """(the photos and videos to restore, (path, why) for each entry of a folder skipped: an image-named one that is
-    not a file, a file neither a photo nor a video)."""
+    not a file, a file neither a photo nor a video, a subfolder but ``output``)."""
     paths: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for item in items:
@@ -219,6 +215,9 @@ def _collect_inputs(items: Sequence[str]) -> tuple[list[Path], list[tuple[str, s
             every = sorted(p.iterdir())
             entries = [q for q in every if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and sniff_file(q))]
             whys = {q: not_a_file(q) for q in entries}
+            # Not searched (as under --ray): said, so a folder of an archive is never dropped without a word.
+            whys |= {q: SUBFOLDER for q in sorted(p.iterdir()) if q not in whys and not q.name.startswith(".") and q.is_dir()
+                     and not same_file(q, Path(output))}
             found = [q for q, why in whys.items() if why is None]
             skipped += [(str(q), why) for q, why in whys.items() if why is not None]
             skipped += [(str(q), NEITHER) for q in every if q not in whys and q.is_file()]  # --ray says the same
@@ -232,6 +231,9 @@ def _collect_inputs(items: Sequence[str]) -> tuple[list[Path], list[tuple[str, s
             why = not_a_file(p)
             raise InputError(f"input {p} does not exist" if why == MISSING else f"input {p} is {why}")
     return paths, skipped
+
+
+SUBFOLDER = "a folder: subfolders are not searched (give it as an input of its own)"
 
 
 def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str | None]]:
@@ -254,16 +256,14 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
 def _restore(args: argparse.Namespace) -> int:
     from gpen_core.scaleout.video_cli import local_videos
 
-    _refuse_flags([f for f, on in (("--address", args.address is not None), ("--workers", args.workers is not None),
-                                   ("--gpus-per-worker", args.gpus_per_worker != 0.0)) if on and not args.ray],
-                  "for Ray runs, and --ray is not given", ", or add --ray")  # never a long run here unasked
+    _no_unused_flags(args)
     if args.ray and not local_videos(args.inputs):
         from gpen_core.scaleout.cli import restore_ray
 
         _no_clip_flags(args, args.inputs[0] if len(args.inputs) == 1 else "the inputs")
         return restore_ray(args, ProgressLine, _options(args, aligned=args.aligned, orientations=args.orientations),
                            say_record)
-    inputs, not_files = _collect_inputs(args.inputs)
+    inputs, not_files = _collect_inputs(args.inputs, args.output)
     videos = [p for p in inputs if sniff_file(p)]  # told apart by their bytes, whatever the extension
     inputs = [p for p in inputs if p not in videos]
     if not videos and inputs:
@@ -292,6 +292,7 @@ def _restore(args: argparse.Namespace) -> int:
     # One photo: the process ends after it, so each network is dropped once its stage is done
     # (a lower peak); several photos keep them loaded from one to the next.
     restorer = Restorer(models_dir=args.models_dir, device=args.device, lifetime=Lifetime.ONE_SHOT if len(plan) == 1 else Lifetime.RESIDENT)
+    _ = restorer.device  # an unknown or absent device: exit 2 once, before any photo
     bar, summary = ProgressLine(len(plan)), RunSummary()
     said: set[str] = set()  # the notes printed so far: each once per run
     args.run_notes = convert_before_photos(args, [src for src, _, _ in plan], bar.say).notes
@@ -311,16 +312,28 @@ def _restore(args: argparse.Namespace) -> int:
 
 def _no_clip_flags(args: argparse.Namespace, photo: str) -> None:
     """InputError for a clip's flags in a run of photos only (``photo`` names them): a photo's options have no place for them."""
+    segments = getattr(args, "segments", None)
     asked = [flag for flag, on in (("--start", args.start is not None), ("--end", args.end is not None),
                                    ("--tracks", getattr(args, "tracks", None) is not None), ("--no-audio", args.no_audio),
-                                   ("--segments", getattr(args, "segments", None) is True),
-                                   ("--no-segments", getattr(args, "segments", None) is False),
+                                   ("--segments", segments is True), ("--no-segments", segments is False),
                                    ("--segment-seconds", getattr(args, "segment_seconds", None) is not None),
-                                   ("--fresh", getattr(args, "fresh", False)),
-                                   # their defaults (18, 1) are VideoOptions' and RestoreOptions': another value was asked
-                                   ("--crf", getattr(args, "crf", 18) != 18),
-                                   ("--identity-every", getattr(args, "identity_every", 1) != 1)) if on]
+                                   ("--fresh", getattr(args, "fresh", False)), ("--crf", args.crf is not None),
+                                   ("--identity-every", args.identity_every is not None)) if on]
     _refuse_flags(asked, f"for videos, and there is no video to restore ({photo}: photos only)")
+
+
+def _no_unused_flags(args: argparse.Namespace) -> None:
+    """InputError for flags this run would drop (None in argparse: not typed; _options fills the defaults); a blend
+    without a limit is RestoreOptions' to refuse."""
+    if not args.ray:
+        _refuse_flags([f for f, on in (("--address", args.address is not None), ("--workers", args.workers is not None),
+                                       ("--gpus-per-worker", bool(args.gpus_per_worker))) if on], "for --ray runs", ", or add --ray")
+    if args.aligned:
+        _refuse_flags([f for f, on in (("--detector", args.detector is not None), ("--orientations", args.orientations),
+                                       ("--no-face-check", not args.face_check), ("--threshold", args.threshold is not None),
+                                       ("--max-faces", args.max_faces is not None)) if on],
+                      "for finding faces, and --aligned restores each input as one face crop without looking for faces",
+                      ", or drop --aligned")
 
 
 def _refuse_flags(asked: list[str], why: str, fix: str = "") -> None:
@@ -335,7 +348,9 @@ def _options(args: argparse.Namespace, **only: Any) -> Any:
     from gpen_core.options import RestoreOptions
 
     return RestoreOptions(mode=args.mode, model=args.model, alpha=args.alpha,  # type: ignore[arg-type]
-                          detector=DETECTORS.get(args.detector), threshold=args.threshold, max_faces=args.max_faces,
+                          detector=DETECTORS.get(args.detector),
+                          threshold=RestoreOptions.threshold if args.threshold is None else args.threshold,
+                          max_faces=RestoreOptions.max_faces if args.max_faces is None else args.max_faces,
                           face_check=args.face_check, upscale=args.upscale, upscaler=args.upscaler, tile=args.tile,
                           backend=args.backend, task=args.task, identity=args.identity,
                           identity_limit=args.identity_limit, identity_alpha=args.identity_alpha, **only)
@@ -445,10 +460,12 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     _refuse_flags(asked, f"for photos, and {videos[0].name} is a video (its frames are whole pictures, turned upright "
                   "by the file's own rotation)", ", or restore the photos in a run of their own")  # never dropped
     plan = plan_video_outputs(videos, args.output, photos)
+    args.crf = VideoOptions.crf if args.crf is None else args.crf  # None in argparse: _no_clip_flags tells it typed
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()
     segments_asked(args)  # segment flags that cannot apply are refused now, not once the engine has loaded
-    opts = _options(args, identity_every=args.identity_every, orientations=args.orientations).for_clip()  # likewise what a clip cannot take
+    opts = _options(args, identity_every=1 if args.identity_every is None else args.identity_every,
+                    orientations=args.orientations).for_clip()  # likewise what a clip cannot take
     if plan_photos is not None:
         plan_photos()
     if args.ray and args.address:

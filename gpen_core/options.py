@@ -146,4 +146,6 @@ class RestoreOptions:
                              f"got {self.identity_alpha}")
         if self.output_format is not None and self.output_format not in get_args(OutputFormat):
             raise InputError(f"output format must be {' or '.join(get_args(OutputFormat))}, got {self.output_format!r}")
+        if self.identity_limit is not None and task.name == "seg2face":
+            raise InputError("an identity limit has no face to compare in the seg2face task (a label map): drop the limit")
         return self

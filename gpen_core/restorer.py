@@ -53,6 +53,8 @@ class Restorer:
             return default_device()
         if self._device_pref.startswith("cuda"):
             _check_cuda(self._device_pref)
+        elif self._device_pref != "cpu":  # else a ValueError deep in the first model load (a traceback in the CLI)
+            raise InputError(f"unknown device {self._device_pref!r}; use 'cpu', 'cuda' or 'cuda:N'")
         return self._device_pref
 
     @property

@@ -761,3 +761,36 @@ def test_a_shared_servers_result_names_a_models_folder_checkpoint_by_role(
         assert record["checkpoint"] == ("<models folder>/custom.pth" if shared else str(models / "custom.pth"))
         # In the panel's Markdown the role's brackets are escaped: Gradio renders HTML, and would hide a bare tag
         assert r"| Checkpoint · detector | \<models folder\>/custom.pth" in md if shared else str(models) in md
+
+
+def test_a_shared_servers_notes_name_a_models_folder_checkpoint_by_role(
+        gen256_narrow: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notes and reasons of a result name the generator as the engine got it: the Generator field's file by its
+    full path. On a shared server the panel and the record showed the server's models folder in them ("OpenVINO was
+    measured faster here for the generator /srv/models/custom.pth, but … would add …"), where the checkpoint line
+    beside them says ``<models folder>/custom.pth``."""
+    import json
+    import os
+
+    from gpen_core.runtimes.openvino import generator as ov
+
+    from .conftest import shared_path
+
+    if ov.openvino_version() is None:
+        pytest.skip("needs OpenVINO: the sentence that names the generator is the OpenVINO choice's")
+    models = tmp_path / "srv" / "models"
+    models.mkdir(parents=True)
+    os.link(gen256_narrow, models / "custom.pth")
+    detector = shared_path("weights", "detection_mobilenet0.25_Final.pth")
+    (models / detector.name).symlink_to(detector)
+    monkeypatch.setenv("GPEN_HOME", str(models))
+    for dtype in ("float32", "bfloat16"):  # OpenVINO measured faster for it, not converted yet
+        ov.record_speed(256, dtype, torch_s=0.2, openvino_s=0.1, models_dir=models, source="test")
+    monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(64 * 10**9))  # room in RAM, none in the mode's memory plan:
+    monkeypatch.setattr(ov, "conversion_ram", lambda size, path: (20 * 10**9, True))
+    monkeypatch.setattr(app.STATE, "policy", Policy(shared=True))
+    _, _, md, _, record = _restore(str(EXAMPLE), mode="balanced", model="custom.pth")
+    assert "for the generator" in record["backend_reason"] or "the generator <" in record["backend_reason"], record
+    shown = md + json.dumps(record)
+    assert str(models) not in shown and str(tmp_path) not in shown, shown
+    assert "<models folder>/custom.pth" in record["backend_reason"]

@@ -19,7 +19,7 @@ from PIL import Image
 from gpen_core import cli
 from gpen_core.cli import main
 from gpen_core.engine.convert_first import ConvertFirst
-from gpen_core.errors import ResourceError
+from gpen_core.errors import InputError, ResourceError
 from gpen_core.restorer import Restorer
 
 from .conftest import ROOT, shared_path
@@ -333,3 +333,32 @@ def test_a_photos_peak_vram_is_the_reserved_figure_as_a_clips(
     assert main(["restore", str(photo), "-o", str(tmp_path / "out2.png"), "--mode", "low", "--json"]) == 0
     peaks = json.loads(capsys.readouterr().out)["peaks"]
     assert (peaks["vram_bytes"], peaks["vram_reserved_bytes"]) == (700_000_000, 900_000_000)
+
+
+def test_an_unknown_device_is_refused_once_with_the_devices_to_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--device gpu`` (the README lists cpu, cuda, cuda:N) ended in a Python traceback from deep in the first model
+    load; the library raised a bare ValueError."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("a.png", "b.png"):
+        Image.fromarray(np.full((64, 64, 3), 128, np.uint8)).save(src / name)
+    assert main(["restore", str(src), "-o", str(tmp_path / "out"), "--mode", "low", "--device", "gpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("unknown device 'gpu'; use 'cpu', 'cuda' or 'cuda:N'") == 1, err  # once for the run, not per photo
+    with pytest.raises(InputError, match="unknown device 'mps'"):
+        Restorer(device="mps")(src / "a.png")
+
+
+def test_a_transparent_photo_written_as_jpeg_is_not_said_to_keep_its_alpha(
+        gen256_narrow: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The notes said both "alpha kept in the PNG output" and that the alpha was not in the result: a JPEG (the
+    ``low`` mode's format) has none, and the first note read as a promise."""
+    rgba = np.dstack([np.full((64, 64, 3), 128, np.uint8), np.full((64, 64), 100, np.uint8)])
+    Image.fromarray(rgba, "RGBA").save(tmp_path / "see-through.png")
+    for out, kept in (("out.jpg", False), ("out.png", True)):
+        assert main(["restore", str(tmp_path / "see-through.png"), "-o", str(tmp_path / out), "--mode", "low",
+                     "--model", str(gen256_narrow), "--aligned", "--json"]) == 0
+        notes = " ".join(_records(capsys.readouterr().out)[0]["notes"])
+        assert ("alpha kept in the PNG output" in notes) is False and ("alpha channel is left out" in notes) is not kept, notes
+        with Image.open(tmp_path / out) as im:
+            assert ("A" in im.getbands()) is kept

@@ -162,6 +162,24 @@ def test_a_folder_of_only_unreadable_entries_says_what_was_found(tmp_path: Path,
     assert "is a FIFO (named pipe), not a file" in capsys.readouterr().err
 
 
+def test_a_subfolder_is_named_as_not_searched(gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Photos in a subfolder (scans/2019/) were left out without a word: the summary's "skipped and why" and the
+    no-images message named only image-named entries."""
+    src = tmp_path / "scans"
+    (src / "2019").mkdir(parents=True)
+    (src / ".thumbnails").mkdir()  # a hidden folder is nobody's photos
+    _face(src / "2019" / "a.png", 0)
+    assert main(["restore", str(src), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"skipped {src / '2019'}: a folder: subfolders are not searched" in err and ".thumbnails" not in err, err
+    _face(src / "b.png", 1)
+    main(["restore", str(src), "-o", str(src / "out"), "--mode", "low", "--model", str(gen256), "--aligned"])
+    out = capsys.readouterr().out
+    assert "1 restored" in out and f"skipped: {src / '2019'}: a folder: subfolders are not searched" in out, out
+    main(["restore", str(src), "-o", str(src / "out"), "--mode", "low", "--model", str(gen256), "--aligned"])
+    assert f"skipped: {src / 'out'}: a folder" not in capsys.readouterr().out  # the run's own output folder is not one
+
+
 def test_progress_redraws_in_a_terminal_and_steps_aside_for_other_lines() -> None:
     from gpen_core.presentation.cli_run import ProgressLine
 

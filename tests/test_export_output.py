@@ -76,3 +76,13 @@ def test_an_export_sweeps_the_leftovers_of_a_killed_one(tiny: Path, tmp_path: Pa
     left.write_bytes(b"\0" * 4096)
     assert main(["export", str(tiny), "-o", str(out), "--format", "openvino"]) == 0, capsys.readouterr().err
     assert sorted(p.name for p in out.parent.iterdir()) == ["tiny.bin", "tiny.xml"]
+
+
+def test_an_existing_output_is_kept_unless_overwrite_is_asked(tiny: Path, tmp_path: Path, capsys) -> None:
+    """An export wrote over whatever file had the output's name (the IR's .bin beside it too), without asking."""
+    mine = tmp_path / "model.bin"
+    mine.write_bytes(b"someone's weights")
+    err = _refused(capsys, ["export", str(tiny), "-o", str(tmp_path / "model.xml"), "--format", "openvino"])
+    assert f"{mine} exists; add --overwrite" in err and mine.read_bytes() == b"someone's weights"
+    assert main(["export", str(tiny), "-o", str(tmp_path / "model.xml"), "--format", "openvino", "--overwrite"]) == 0
+    assert mine.read_bytes() != b"someone's weights"

@@ -340,3 +340,9 @@ def test_zerogpu_face_seconds_include_the_identity_check() -> None:
     clock.record({"device": "cuda:0", "faces": 2,
                   "timings": {"align_s": 0.1, "restore_s": 1.0, "paste_s": 0.1, "identity_s": 0.4}})
     assert clock.seconds_per_face() == pytest.approx(0.8)
+
+
+def test_seg2face_refuses_an_identity_limit() -> None:
+    """seg2face's input is a label map: there is no face to compare, so a limit would be dropped without a word."""
+    with pytest.raises(InputError, match="no face to compare in the seg2face task"):
+        RestoreOptions(task="seg2face", aligned=True, identity_limit=0.5).validated()

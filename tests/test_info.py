@@ -36,14 +36,22 @@ def test_info_does_not_import_gradio(monkeypatch):
 
 
 def test_format_info_mentions_versions_and_every_weight():
+    """A GPEN file (no published sha256: a TINY checkpoint of that name passes) is "present, not verified as the
+    release", as the weights panel and the hardware check say; it read "ok". A pinned file matched is "ok"."""
+    from .conftest import shared_path
+
     write_checkpoint(weights.models_dir() / "GPEN-BFR-256.pth", TINY)
+    detector = shared_path("weights", "detection_mobilenet0.25_Final.pth")
+    (weights.models_dir() / detector.name).symlink_to(detector)
     info = collect_info()
     text = format_info(info)
     assert info.torch in text and str(info.models_dir) in text
     for name in weights.REGISTRY:
         assert name in text
     line_256 = next(line for line in text.splitlines() if "GPEN-BFR-256" in line)
-    assert line_256.split()[1] == "ok"
+    assert line_256.split()[1] == "present" and line_256.endswith("(no published checksum: not verified as the release)")
+    line_det = next(line for line in text.splitlines() if "retinaface-mobilenet0.25" in line)
+    assert line_det.split()[1] == "ok" and "not verified" not in line_det
     line_512 = next(line for line in text.splitlines() if "GPEN-BFR-512" in line)
     assert "missing" in line_512 and "python -m gpen_core download GPEN-BFR-512" in line_512
 

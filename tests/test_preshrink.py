@@ -53,3 +53,18 @@ def test_every_place_that_sizes_the_shrunk_photo_asks_the_one_rule(monkeypatch: 
     calls.clear()
     shrink_to_max_side(np.zeros((H, W, 3), np.uint8), 2048)
     assert (W, H, 2048) in calls, "the shrink used its own rule"
+
+
+def test_a_photo_shrunk_at_decode_says_which_modes_limit_shrank_it(tmp_path) -> None:
+    """A big JPEG in ``low`` is shrunk while decoding, and its note gave only the sizes ("shrunk at decode from
+    4000×3000 to 2000×1500 (JPEG 1/2 scale)"), where a photo shrunk later says "low mode shrank the photo": the
+    reason (the mode's limit) was said on one path only."""
+    from PIL import Image
+
+    from gpen_core.restorer import Restorer, RestoreOptions
+
+    photo = tmp_path / "big.jpg"
+    Image.new("RGB", (4000, 3000), (120, 90, 80)).save(photo, quality=80)
+    res = Restorer(device="cpu", synthetic_weights=True)(photo, RestoreOptions(mode="low"))
+    said = [n for n in res.notes if n.startswith("shrunk at decode from 4000×3000 to 2000×1500")]
+    assert said and said[0].endswith(": low mode restores photos of at most 2048 px"), res.notes

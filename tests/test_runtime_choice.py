@@ -132,3 +132,21 @@ def test_a_resident_request_converts_only_within_its_modes_memory_plan(home: Pat
     small = r(crop[:64, :64].copy(), RestoreOptions(mode="low", model=str(tiny), aligned=True))
     assert small.backend == "openvino", small.backend_reason
     assert any("converted the generator to OpenVINO on first use" in n for n in small.notes), small.notes
+
+
+@needs_openvino
+def test_a_checkpoint_of_the_users_own_is_told_how_it_can_be_converted(home: Path, gen256: Path, tmp_path_factory,
+                                                                       one_thread: None) -> None:
+    """``--model my.pth`` (a file outside the registry's places): the note said ``python -m gpen_core download``
+    converts it once ahead and the app converts it in the background; neither converts a file of the user's, so
+    every later run stayed on torch. It now names what does: asking for OpenVINO once."""
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+
+    mine = tmp_path_factory.mktemp("mine") / "my-gpen.pth"
+    mine.symlink_to(gen256)
+    crop = np.random.default_rng(0).integers(0, 255, (256, 256, 3), dtype=np.uint8)
+    res = Restorer(models_dir=home, device="cpu", lifetime=Lifetime.ONE_SHOT)(
+        crop, RestoreOptions(mode="balanced", model=str(mine), aligned=True))
+    assert res.backend == "torch" and "--backend openvino" in res.backend_reason, res.backend_reason
+    assert "download` converts it once ahead" not in res.backend_reason and "in the background" not in res.backend_reason

@@ -380,6 +380,21 @@ def test_a_clips_flag_given_with_photos_only_is_refused_not_dropped(flag: list[s
     assert f"{flag[0]} is for videos" in err and "p.png" in err, err
 
 
+@pytest.mark.parametrize("flags, said", [(["--aligned", "--detector", "resnet50"], "--detector is for finding faces"),
+                                         (["--aligned", "--orientations"], "--orientations is for finding faces"),
+                                         (["--aligned", "--no-face-check"], "--no-face-check is for finding faces"),
+                                         (["--aligned", "--threshold", "0.5"], "--threshold is for finding faces"),
+                                         (["--aligned", "--max-faces", "3"], "--max-faces is for finding faces")])
+def test_a_flag_this_run_would_not_use_is_refused_not_dropped(flags: list[str], said: str, tmp_path: Path,
+                                                              no_restore: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """Face finding's flags with --aligned (no detection runs): the photo ran as if they were not asked, and nothing
+    said so."""
+    photo = _photo(tmp_path / "p.png")
+    assert main(["restore", str(photo), "-o", str(tmp_path / "out.png"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "leave it out" in err, err
+
+
 def test_a_face_asked_for_that_the_clip_never_shows_is_said(tmp_path: Path) -> None:
     """``--tracks 2`` on a clip with no second face restored nothing for it, and the result did not say so."""
     from gpen_core.video.options import VideoOptions
@@ -458,15 +473,6 @@ def test_what_a_clip_cannot_take_is_refused_before_any_work(flags: list[str], tm
     assert not (tmp_path / "out.mp4").exists()
 
 
-def test_an_upscalers_flag_without_upscaling_is_refused_for_a_photo_too(tmp_path: Path, no_restore: None,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    """--tile 256 or --upscaler X without --upscale ran as if they were not given."""
-    photo = _photo(tmp_path / "p.png")
-    assert main(["restore", str(photo), "-o", str(tmp_path / "o.png"), "--tile", "256", "--upscaler", "realesrnet_x2"]) == 2
-    err = capsys.readouterr().err
-    assert "--tile" in err and "--upscaler" in err and "--upscale 2" in err, err
-
-
 @pytest.mark.parametrize("flags", [["--address", "127.0.0.1:1"], ["--workers", "3"], ["--gpus-per-worker", "0.5"]])
 def test_a_ray_flag_without_ray_is_refused_not_dropped(flags: list[str], tmp_path: Path, no_restore: None,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
@@ -474,5 +480,5 @@ def test_a_ray_flag_without_ray_is_refused_not_dropped(flags: list[str], tmp_pat
     for src, out in ((_clip(tmp_path / "in.mp4", 6), tmp_path / "o.mp4"), (_photo(tmp_path / "p.png"), tmp_path / "o.png")):
         assert main(["restore", str(src), "-o", str(out), *flags]) == 2
         err = capsys.readouterr().err
-        assert f"{flags[0]} is for Ray" in err and "--ray" in err and "Traceback" not in err, err
+        assert f"{flags[0]} is for --ray runs" in err and "Traceback" not in err, err
         assert not out.exists()

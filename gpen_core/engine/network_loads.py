@@ -6,12 +6,13 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpen_core.engine.lifetime import Lifetime
-from gpen_core.engine.runtime_choice import Network, PlanRoom, RequestPlan, RuntimeDecision, RuntimeFacts
+from gpen_core.engine.runtime_choice import (OWN_CHECKPOINT_AHEAD, Network, PlanRoom, RequestPlan, RuntimeDecision,
+                                             RuntimeFacts)
 from gpen_core.errors import WeightsError
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions, default_upscaler
@@ -100,6 +101,14 @@ def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: st
     )
 
 
+def _registry_file(model: str, path: Path, folder: Path) -> bool:
+    """Whether ``--model`` names a file `download` converts: a registry name, or the registry's file in ``folder``."""
+    from gpen_core.weights.registry import find_spec, registry_name
+
+    spec = find_spec(path.name)
+    return registry_name(model) is not None or (spec is not None and path.resolve() == (folder / spec.filename).resolve())
+
+
 def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any):
     """(NetworkLoad, torch plan, [plan note], OpenVINO precision note) for ``mode``'s generator."""
     from gpen_core.networks.plan import choose_plan
@@ -120,6 +129,8 @@ def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, devi
     facts = runtime_facts(src, ("generator", name, f"the generator {name}"), opts.backend, measured,
                           (plan.dtype, "bfloat16" if precision == "bf16" else "float32"),
                           Conversion(converted, need, estimated=not exact, converting=path.name), device)
+    if opts.model is not None and not synthetic and not _registry_file(opts.model, path, ov_models_dir(src)):
+        facts = replace(facts, ahead=OWN_CHECKPOINT_AHEAD)
 
     def build(decision: RuntimeDecision) -> Any:
         if decision.runtime == "openvino":

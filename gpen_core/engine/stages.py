@@ -398,7 +398,7 @@ def encode(decoded: Any, photo: Any, alpha: np.ndarray | None, mode: MemoryMode,
     if mode.paste or opts.aligned:
         out_alpha = alpha if (alpha is not None and photo.image.shape[:2] == alpha.shape) else None
         if out_alpha is not None and fmt == "jpeg":
-            notes.append("JPEG has no transparency: the alpha channel is not in the downloadable result")
+            notes.append("the output is JPEG, which has no transparency: the alpha channel is left out (ask for PNG to keep it)")
             out_alpha = None
         meta = _metadata(decoded, photo.image, photo=True)  # EXIF (upright) and DPI, print size kept
         data = encode_image(photo.image, fmt, alpha=out_alpha, icc_profile=getattr(decoded, "icc_profile", None),

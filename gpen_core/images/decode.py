@@ -328,6 +328,6 @@ def _finish(base: np.ndarray, alpha: np.ndarray | None, notes: list[str], fmt: s
         else:
             alpha = np.ascontiguousarray(alpha)
             composite_on_white(rgb, alpha)
-            notes.append("transparent areas composited on white for restoration; alpha kept in the PNG output")
+            notes.append("transparent areas composited on white for restoration; alpha kept in a PNG output")
     return DecodedImage(rgb=rgb, alpha=alpha, format=fmt, original_size=original_size, notes=tuple(notes),
                         icc_profile=icc, orientation=orientation, exif=meta.exif, dpi=meta.dpi)

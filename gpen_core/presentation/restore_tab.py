@@ -138,9 +138,11 @@ def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_
 
 
 def _by_role(result: RestoreResult, shown: Callable[[str], str]) -> RestoreResult:
-    """``result`` with its generator's name (a path, from the Generator field) as ``shown`` writes it."""
-    return replace(result, checkpoint=shown(result.checkpoint),
-                   runtimes=tuple(replace(r, name=shown(r.name)) for r in result.runtimes))
+    """``result`` with its generator's name (a path, from the Generator field) as ``shown`` writes it, in the
+    sentences that name it too (the runtime's reason, the notes)."""
+    return replace(result, checkpoint=shown(result.checkpoint), notes=tuple(map(shown, result.notes)),
+                   mode_reason=shown(result.mode_reason), backend_reason=shown(result.backend_reason),
+                   runtimes=tuple(replace(r, name=shown(r.name), reason=shown(r.reason)) for r in result.runtimes))
 
 
 def crop_mode_photo(image: str | None, record: dict[str, Any] | None) -> np.ndarray | None:

@@ -16,12 +16,12 @@ from gpen_core.video.rate import FrameRate
 
 
 def add_video_arguments(r: argparse.ArgumentParser) -> None:
-    r.add_argument("--crf", type=int, default=18, help="video: x264 quality, 0 lossless … 51 smallest (default 18)")
+    r.add_argument("--crf", type=int, help="video: x264 quality, 0 lossless … 51 smallest (default 18)")
     r.add_argument("--start", type=float, help="video: restore from this second on (default: its start)")
     r.add_argument("--end", type=float, help="video: restore up to this second (default: its end)")
     r.add_argument("--no-audio", action="store_true",
                    help="video: write the picture only, without the sound (e.g. audio an MP4 cannot take); the notes say so")
-    r.add_argument("--identity-every", type=int, default=1, metavar="N",
+    r.add_argument("--identity-every", type=int, metavar="N",
                    help="video: check identity (--identity) on frames 1, 1+N, 1+2N… only, to bound its cost (≈0.15 s of "
                    "CPU a face and frame); default 1: every frame")
     r.add_argument("--tracks", help="video: restore only these faces, by number (--json's per-frame \"face\": 1 is the "

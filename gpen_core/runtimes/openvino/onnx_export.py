@@ -55,10 +55,11 @@ def _checkpoint(model: str, models_dir: str | os.PathLike[str] | None) -> Path:
 
 def export_generator(model: str, output: str | os.PathLike[str], *, fmt: ExportFormat = "onnx",
                      models_dir: str | os.PathLike[str] | None = None, opset: int = OPSET,
-                     progress: Callable[[str], None] | None = None) -> ExportReport:
+                     progress: Callable[[str], None] | None = None, overwrite: bool = False) -> ExportReport:
     """Write ``model`` (a registry generator name or a checkpoint path) to ``output`` as ``fmt`` and check it.
     InputError for a bad format, name or output, WeightsError for a missing or broken checkpoint, GPENError for a
-    missing package or a file that does not reproduce the torch output."""
+    missing package or a file that does not reproduce the torch output. An existing output (or the IR's .bin) is
+    InputError unless ``overwrite``: it may be a file of the user's."""
     import warnings
 
     import numpy as np
@@ -74,7 +75,7 @@ def export_generator(model: str, output: str | os.PathLike[str], *, fmt: ExportF
     want = ".onnx" if fmt == "onnx" else ".xml"
     if out.suffix.lower() != want:
         raise InputError(f"the {fmt} export writes a {want} file; name the output like {out.with_suffix(want).name}")
-    _check_output(out, fmt)
+    _check_output(out, fmt, overwrite)
     _check_packages(fmt)
     t0 = time.perf_counter()
     path = _checkpoint(model, models_dir)
@@ -140,14 +141,17 @@ def _check_packages(fmt: str) -> None:
             raise GPENError(_ONNX_MISSING) from None
 
 
-def _check_output(out: Path, fmt: str) -> None:
-    """InputError, before any work, for an output the export could not write; creates the output's folder."""
+def _check_output(out: Path, fmt: str, overwrite: bool = False) -> None:
+    """InputError, before any work, for an output the export could not write (or must not replace); creates the
+    output's folder."""
     import tempfile
 
     targets = [out] + ([out.with_suffix(".bin")] if fmt == "openvino" else [])
     for t in targets:
         if t.is_dir():
             raise InputError(f"the output {t} is a folder; name a file to write, like {t / out.name}")
+        if not overwrite and (t.exists() or t.is_symlink()):
+            raise InputError(f"{t} exists; add --overwrite to replace it, or name another output")
     parent = out.parent
     blocker = next((p for p in (parent, *parent.parents) if p.exists() or p.is_symlink()), None)
     if blocker is not None and not blocker.is_dir():
