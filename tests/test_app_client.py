@@ -36,7 +36,8 @@ def test_restore_through_gradio_client(client, low_mode_home: Path) -> None:
     with Image.open(download) as d:
         assert d.format == "JPEG" and d.size == (384, 384)
     assert record["mode"] == "low" and record["faces"] == len(gallery) >= 1
-    assert record["peaks"]["rss_bytes"] > record["peaks"]["baseline_rss_bytes"] > 0
+    # >=: a warm server may restore a small photo in memory an earlier request freed (its peak is then its start)
+    assert record["peaks"]["rss_bytes"] >= record["peaks"]["baseline_rss_bytes"] > 0
     assert record["timings"]["total_s"] > 0
     assert "Peak RAM" in md and f"| Faces | {record['faces']} |" in md
 

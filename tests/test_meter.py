@@ -65,6 +65,17 @@ def test_peak_sees_a_transient_allocation(force_sampling: bool) -> None:
     assert p.shared is None
 
 
+def test_the_peak_is_never_below_the_calls_own_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory another thread frees between the baseline read and the mark's reset left a peak below the baseline
+    (a record with rss_bytes < baseline_rss_bytes, seen under load): the call held its starting RSS, so it counts."""
+    held = current_rss() + 512 * MB  # as if 512 MB were freed right after the baseline was read
+    monkeypatch.setattr(meter_mod, "current_rss", lambda: held)
+    with PeakMeter() as m:
+        pass
+    assert m.peaks is not None and m.peaks.baseline_rss_bytes == held
+    assert m.peaks.rss_bytes >= m.peaks.baseline_rss_bytes
+
+
 def test_peak_is_per_call_not_process_lifetime() -> None:
     with PeakMeter() as big:
         _touch(400 * MB)

@@ -358,10 +358,9 @@ class PeakMeter:
             if self._cuda_index is not None:
                 vram_alloc = max(int(torch.cuda.max_memory_allocated(self._cuda_index)), self._vram_floor[0])
                 vram_res = max(int(torch.cuda.max_memory_reserved(self._cuda_index)), self._vram_floor[1])
-            if self._sampler is not None:
-                peak = self._sampler.stop()
-            else:
-                peak = max(peak_rss(), self._hwm_floor)
+            # The call's start counts: RSS freed between the baseline read and the mark's reset (another thread's
+            # clean-up) would otherwise leave a peak below the baseline.
+            peak = max(self._sampler.stop() if self._sampler is not None else max(peak_rss(), self._hwm_floor), self._baseline)
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
             shared = tuple(self._overlapped)
