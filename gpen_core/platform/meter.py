@@ -55,9 +55,10 @@ def peak_rss() -> int:
     return _status_kb(_HWM) or current_rss()
 
 
-def _reset_hwm(tries: int = 3) -> bool:
-    """Reset the kernel's high-water mark; True when one read of /proc/self/status shows it at the RSS. Retried:
-    another thread freeing memory in between looks like a failed reset."""
+def _reset_hwm(before: int, tries: int = 3) -> bool:
+    """Reset the kernel's high-water mark (``before``: it, in bytes, read just before); True once /proc/self/status
+    shows it reset: at the RSS, or below ``before`` (memory another thread freed since the reset leaves the mark above
+    the RSS, but a mark that moved down was reset). Retried where neither shows."""
     for _ in range(tries):
         try:
             with open("/proc/self/clear_refs", "w") as f:
@@ -69,7 +70,7 @@ def _reset_hwm(tries: int = 3) -> bool:
         hwm, rss = _HWM.search(status), _RSS.search(status)
         if hwm is None or rss is None:
             return False
-        if int(hwm.group(1)) <= int(rss.group(1)) + 64:  # kB: a page or two of slack
+        if int(hwm.group(1)) <= int(rss.group(1)) + 64 or int(hwm.group(1)) * 1024 < before:  # kB: a page or two of slack
             return True
     return False
 
@@ -331,7 +332,7 @@ class PeakMeter:
                     # Handed over first: a reset whose check then fails has still reset the mark.
                     for m in others:
                         m._hwm_floor = max(m._hwm_floor, hwm)
-                    if _reset_hwm():
+                    if _reset_hwm(hwm):
                         self._method = "vmhwm"
             if self._method == "sampling":
                 self._sampler = _Sampler()
