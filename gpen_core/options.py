@@ -137,8 +137,9 @@ class RestoreOptions:
         if self.identity_every != 1 and self.identity == "off":
             raise InputError("--identity-every sets how often the identity check runs: turn it on (or auto), or drop it")
         if self.identity_alpha and self.identity_limit is None:
-            raise InputError("the identity blend (--identity-alpha, the app's 'Over the limit' slider) acts on faces over "
-                             "the identity limit: set a limit too (--identity-limit), or leave the blend at 0")
+            raise InputError("the identity blend (the app's 'Over the limit' slider, --identity-alpha) acts only on faces "
+                             "over an identity limit: set one too (the app's 'Identity limit', --identity-limit), or leave "
+                             "the blend at 0")
         if self.identity_every < 1:
             raise InputError(f"identity_every is a number of frames, 1 (every frame) or more, got {self.identity_every}")
         if not 0.0 <= self.identity_alpha < 1.0:

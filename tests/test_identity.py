@@ -155,7 +155,7 @@ def test_a_blend_without_a_limit_is_refused_not_dropped(tmp_path: Path, capsys: 
     """``--identity-alpha 0.5`` alone restored as if it were not given (it acts only over a limit): now refused."""
     from gpen_core.cli import main
 
-    with pytest.raises(InputError, match="over the identity limit"):
+    with pytest.raises(InputError, match="over an identity limit"):
         RestoreOptions(identity_alpha=0.5).validated()
     RestoreOptions(identity_limit=0.6, identity_alpha=0.5).validated()
     photo = shared_path("faces", "ffhq_00000_512.png")
