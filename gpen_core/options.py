@@ -113,8 +113,9 @@ class RestoreOptions:
             raise InputError(f"upscaler tile must be between 16 and 4096 pixels, got {self.tile}")
         given = [f for f, v in (("--tile", self.tile), ("--upscaler", self.upscaler)) if v is not None]
         if given and self.upscale == 1:  # they choose how the background is upscaled: nothing is, without upscale
-            raise InputError(f"{' and '.join(given)} choose how the background is upscaled, and upscale is 1 (off): "
-                             "add --upscale 2 (or 4), or leave them out")
+            one = len(given) == 1
+            raise InputError(f"{' and '.join(given)} {'chooses' if one else 'choose'} how the background is upscaled, and "
+                             f"upscale is 1 (off): add --upscale 2 (or 4), or leave {'it' if one else 'them'} out")
         if self.upscale > 1 and self.aligned:
             raise InputError("upscaling is for whole photos; turn off 'aligned' (an aligned face crop) or upscale 1")
         task = get_task(self.task)
