@@ -434,6 +434,8 @@ def test_segment_flags_that_cannot_apply_are_refused_before_any_work(flags: list
     err = capsys.readouterr().err
     named = [f for f in flags if f.startswith("--") and f not in ("--no-segments", "--segments")]
     assert all(f in err for f in named) and ("leave out" in err or "more than 0" in err) and "Traceback" not in err, err
+    if flags == ["--tracks", "1", "--segments"]:  # face numbers count across one pass; each segment would renumber
+        assert "--segments is for a whole clip in segments, and --tracks restores in one pass" in err, err
     assert not (tmp_path / "out.mp4").exists()
 
 
