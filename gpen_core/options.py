@@ -87,9 +87,10 @@ class RestoreOptions:
     def for_clip(self) -> "RestoreOptions":
         """:meth:`validated` for a clip's frames, whole pictures pasted back: InputError, first, for what a clip cannot
         take (so the CLI refuses it before any model loads or conversion, and the frame session as it opens)."""
-        if self.aligned or self.upscale > 1 or self.task != "enhance":
-            raise InputError("video frames are restored as whole photos with the enhance task: turn off 'aligned', "
-                             "use upscale 1 and the enhance task")
+        fixes = [fix for fix, on in (("turn off 'aligned'", self.aligned), ("use upscale 1", self.upscale > 1),
+                                     ("use the enhance task", self.task != "enhance")) if on]
+        if fixes:  # only what was asked: "--upscale 2" was told to turn off an 'aligned' it never set
+            raise InputError(f"video frames are restored as whole photos with the enhance task: {' and '.join(fixes)}")
         if self.mode != AUTO and not get_mode(self.mode).paste:
             raise InputError(f"{self.mode} mode returns face crops only; a video needs a mode that pastes faces back")
         return self.validated()
