@@ -23,9 +23,7 @@ from typing import Any
 
 # Before Gradio is imported: no telemetry, and our own temp folder rather than the /tmp/gradio every Gradio app shares.
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-os.environ.setdefault(
-    "GRADIO_TEMP_DIR", str(Path(tempfile.gettempdir()) / f"gpen-gradio-{os.getuid() if hasattr(os, 'getuid') else 0}")
-)
+os.environ.setdefault("GRADIO_TEMP_DIR", str(Path(tempfile.gettempdir()) / f"gpen-gradio-{os.getuid() if hasattr(os, 'getuid') else 0}"))
 
 import gradio as gr  # noqa: E402
 
@@ -332,6 +330,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     examples.click(lambda sample: sample[0], examples, image_in, api_visibility="private", show_progress="hidden")  # a plain value, as for the editor
     image_in.clear(lambda: (None, None, page.PLACEHOLDER, None, None), None, result_outputs, api_visibility="private", show_progress="hidden")
     gr.on([task_in.change, image_in.change], lambda t, i: (gr.update(visible=task_ui.editor_visible(t)), task_ui.editor_value(t, i)), [task_in, image_in], [damage_box, damage_in], api_visibility="private")
+    identity_limit_in.change(lambda v: gr.update(**fv.blend_control(v)), identity_limit_in, identity_alpha_in, api_visibility="private", queue=False, show_progress="hidden")
     task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, mode_labels.current_files())),
                    [task_in, model_in], [model_in, mode_in, aligned_in], api_visibility="private")  # seg2face turns "aligned" on, said so
     demo.load(lambda t: (mode_radio(t), gr.update(choices=mode_labels.current_choices(get_restorer().device, None, video=True)), gr.update(choices=task_ui.task_choices(mode_labels.current_files()))), task_in,

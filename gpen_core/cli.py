@@ -86,10 +86,10 @@ def _add_restore_faces(r: argparse.ArgumentParser) -> None:
                    help="also search the photo turned 90/180/270° when upright faces were found (always done when none "
                    "are); a video's frames, upright by the file's rotation, are searched turned only with it")
     r.add_argument("--identity", default="auto", choices=IDENTITY_CHOICES,
-                   help="measure how far each restored face moved from the input face (dlib's descriptor, "
-                   "requirements-identity.txt): auto = every mode but low when installed (default), on, off; on a "
-                   "video, per frame, and the frames where a face's identity jumped more than the input's own "
-                   "(--identity-every N: every Nth frame)")
+                   help="measure how far each restored face moved from the input face (dlib's descriptor, requirements-"
+                   "identity.txt): auto = every mode but low when installed, low too with --identity-limit or --identity-every "
+                   "(default), on, off; on a video, per frame, and the frames where a face's identity jumped more than the "
+                   "input's own (--identity-every N: every Nth frame)")
     r.add_argument("--identity-limit", type=float, metavar="DISTANCE",
                    help=f"over this identity distance keep the original face ({IDENTITY_THRESHOLD_TEXT}); "
                    "with --identity-alpha A, blend toward it instead")

@@ -87,9 +87,10 @@ class RestoreOptions:
     def for_clip(self) -> "RestoreOptions":
         """:meth:`validated` for a clip's frames, whole pictures pasted back: InputError, first, for what a clip cannot
         take (so the CLI refuses it before any model loads or conversion, and the frame session as it opens)."""
-        if self.aligned or self.upscale > 1 or self.task != "enhance":
-            raise InputError("video frames are restored as whole photos with the enhance task: turn off 'aligned', "
-                             "use upscale 1 and the enhance task")
+        fixes = [fix for fix, on in (("turn off 'aligned'", self.aligned), ("use upscale 1", self.upscale > 1),
+                                     ("use the enhance task", self.task != "enhance")) if on]
+        if fixes:  # only what was asked: "--upscale 2" was told to turn off an 'aligned' it never set
+            raise InputError(f"video frames are restored as whole photos with the enhance task: {' and '.join(fixes)}")
         if self.mode != AUTO and not get_mode(self.mode).paste:
             raise InputError(f"{self.mode} mode returns face crops only; a video needs a mode that pastes faces back")
         return self.validated()
@@ -113,8 +114,9 @@ class RestoreOptions:
             raise InputError(f"upscaler tile must be between 16 and 4096 pixels, got {self.tile}")
         given = [f for f, v in (("--tile", self.tile), ("--upscaler", self.upscaler)) if v is not None]
         if given and self.upscale == 1:  # they choose how the background is upscaled: nothing is, without upscale
-            raise InputError(f"{' and '.join(given)} choose how the background is upscaled, and upscale is 1 (off): "
-                             "add --upscale 2 (or 4), or leave them out")
+            one = len(given) == 1
+            raise InputError(f"{' and '.join(given)} {'chooses' if one else 'choose'} how the background is upscaled, and "
+                             f"upscale is 1 (off): add --upscale 2 (or 4), or leave {'it' if one else 'them'} out")
         if self.upscale > 1 and self.aligned:
             raise InputError("upscaling is for whole photos; turn off 'aligned' (an aligned face crop) or upscale 1")
         task = get_task(self.task)
@@ -137,8 +139,9 @@ class RestoreOptions:
         if self.identity_every != 1 and self.identity == "off":
             raise InputError("--identity-every sets how often the identity check runs: turn it on (or auto), or drop it")
         if self.identity_alpha and self.identity_limit is None:
-            raise InputError("the identity blend (--identity-alpha, the app's 'Over the limit' slider) acts on faces over "
-                             "the identity limit: set a limit too (--identity-limit), or leave the blend at 0")
+            raise InputError("the identity blend (the app's 'Over the limit' slider, --identity-alpha) acts only on faces "
+                             "over an identity limit: set one too (the app's 'Identity limit', --identity-limit), or leave "
+                             "the blend at 0")
         if self.identity_every < 1:
             raise InputError(f"identity_every is a number of frames, 1 (every frame) or more, got {self.identity_every}")
         if not 0.0 <= self.identity_alpha < 1.0:

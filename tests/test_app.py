@@ -794,3 +794,19 @@ def test_a_shared_servers_notes_name_a_models_folder_checkpoint_by_role(
     shown = md + json.dumps(record)
     assert str(models) not in shown and str(tmp_path) not in shown, shown
     assert "<models folder>/custom.pth" in record["backend_reason"]
+
+
+def test_the_identity_blend_follows_the_identity_limit_and_names_the_apps_controls() -> None:
+    """The 'Over the limit' blend acts only over an Identity limit, and a blend without one is refused: a slider left
+    at 0.3 when the limit went back to 0 (measure only) made every later Restore fail, and the refusal named
+    ``--identity-limit``, a flag, for the page's own Identity limit field. The slider now takes part only with a limit
+    (0 puts it back at 0, greyed), and a request that still sends a blend alone (an API caller) is told both controls."""
+    [follow] = [d.fn for d in app.demo.fns.values() if d.fn is not None and [c.elem_id for c in d.inputs][:1] == ["identity-limit"]
+                and [c.elem_id for c in d.outputs] == ["identity-alpha"]]
+    assert follow(0) == {"__type__": "update", "value": 0.0, "interactive": False}
+    assert follow(0.5) == {"__type__": "update", "interactive": True}  # the blend asked is kept
+    assert face_views.IDENTITY_ALPHA["interactive"] is False  # the page opens with the limit at 0
+    with pytest.raises(gr.Error) as e:
+        _restore(str(EXAMPLE), identity_limit=0, identity_alpha=0.3)
+    assert e.value.title == "Cannot use this input", e.value.message
+    assert "'Over the limit" in e.value.message and "'Identity limit'" in e.value.message, e.value.message

@@ -379,3 +379,24 @@ def test_hardware_check_says_how_long_and_shows_progress(browser, page_url: str,
     page.get_by_role("tab", name="Hardware check").click()
     page.locator("#profile-report").get_by_text(re.compile(r"It takes about \d+ s here")).wait_for(timeout=60_000)
     page.close()
+
+
+def test_the_identity_blend_slider_takes_part_only_with_a_limit(browser, page_url: str) -> None:
+    """A blend slider left at 0.3 with the Identity limit back at 0 made every Restore fail (a blend without a limit is
+    refused): the slider is greyed at 0 until a limit is typed, and goes back to 0, greyed, with the limit."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    _open(page, page_url)
+    page.get_by_text("Advanced", exact=True).click()
+    blend = page.locator("#identity-alpha input[type=number]")
+    limit = page.locator("#identity-limit input")
+    assert blend.is_disabled()
+    limit.fill("0.5")
+    limit.press("Enter")
+    page.wait_for_function("() => !document.querySelector('#identity-alpha input[type=number]').disabled", timeout=30_000)
+    blend.fill("0.3")
+    blend.press("Enter")
+    limit.fill("0")
+    limit.press("Enter")
+    page.wait_for_function("() => document.querySelector('#identity-alpha input[type=number]').disabled", timeout=30_000)
+    assert float(blend.input_value()) == 0.0
+    page.close()

@@ -155,7 +155,7 @@ def test_a_blend_without_a_limit_is_refused_not_dropped(tmp_path: Path, capsys: 
     """``--identity-alpha 0.5`` alone restored as if it were not given (it acts only over a limit): now refused."""
     from gpen_core.cli import main
 
-    with pytest.raises(InputError, match="over the identity limit"):
+    with pytest.raises(InputError, match="over an identity limit"):
         RestoreOptions(identity_alpha=0.5).validated()
     RestoreOptions(identity_limit=0.6, identity_alpha=0.5).validated()
     photo = shared_path("faces", "ffhq_00000_512.png")
@@ -204,8 +204,12 @@ def test_a_limit_asked_under_auto_runs_the_check_in_low_too(monkeypatch: pytest.
     monkeypatch.undo()  # the real loader, told that dlib is missing: the limit is not dropped, the fix is named
     monkeypatch.setattr(identity_model, "_model", None)
     monkeypatch.setattr(identity_model, "_spec", lambda name: None)
-    with pytest.raises(WeightsError, match="pip install -r requirements-identity.txt"):
+    with pytest.raises(WeightsError, match="pip install -r requirements-identity.txt") as e:
         policy_for("balanced", RestoreOptions(identity_limit=0.5))
+    # Its other fix, turning the check off, is refused beside the limit that asked for it: the message says both.
+    assert "turn the identity check off and set no identity limit" in str(e.value), e.value
+    with pytest.raises(InputError, match="an identity limit needs the identity check"):
+        RestoreOptions(identity="off", identity_limit=0.5).validated()
 
 
 def test_identity_every_asks_for_the_check_and_is_refused_with_it_off(monkeypatch: pytest.MonkeyPatch) -> None:

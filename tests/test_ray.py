@@ -634,5 +634,5 @@ def test_a_clip_on_ray_says_max_faces_once_for_all_its_segments(ray_local, tmp_p
     runner = video_ray.RayRunner(opts, 18, RaySettings(workers=2, device="cpu"))
     result = restore_in_segments(_clip(tmp_path), tmp_path / "out.mp4", runner, settings_text(opts, 18),
                                  segment_seconds=1.0)
-    assert result.segments == 3 and len({r.worker for r in result.records}) >= 1
+    assert result.segments == 3 and all(r.worker for r in result.records), result.records  # each ran on a worker
     assert [n for n in result.notes if "max faces" in n] == [CAPPED]

@@ -407,16 +407,19 @@ def test_upscaling_solvay_in_balanced_adds_at_most_400_mib_to_the_peak(models_wi
     print(f"upscale ×2 added {added / 2**20:.0f} MiB to the peak ({bigger.upscale.tiles} tiles of {bigger.upscale.tile} px)")
 
 
-@pytest.mark.parametrize("flags", [["--tile", "64"], ["--upscaler", "realesrnet_x2"]])
-def test_an_upscaler_or_tile_without_upscaling_is_refused_not_dropped(flags, small_photo, tmp_path, capsys):
-    """``--tile``/``--upscaler`` without ``--upscale 2|4`` restored at 1× as if they were never typed; a clip too."""
+@pytest.mark.parametrize("flags, said", [(["--tile", "64"], "--tile chooses"), (["--upscaler", "realesrnet_x2"], "--upscaler chooses"),
+                                         (["--tile", "64", "--upscaler", "realesrnet_x2"], "--tile and --upscaler choose")])
+def test_an_upscaler_or_tile_without_upscaling_is_refused_not_dropped(flags, said, small_photo, tmp_path, capsys):
+    """``--tile``/``--upscaler`` without ``--upscale 2|4`` restored at 1× as if they were never typed (a clip:
+    test_video_outputs); one flag is told of in the singular ("--tile choose …, or leave them out" read as two)."""
     from gpen_core.options import RestoreOptions
 
     from gpen_core.cli import main
 
     assert main(["restore", str(small_photo), "-o", str(tmp_path / "out.png"), *flags]) == 2
     err = capsys.readouterr().err  # refused with the outputs, before any photo: no record, the message on stderr
-    assert f"{flags[0]} choose" in err and "add --upscale 2 (or 4), or leave them out" in err, err
+    them = "them" if said.endswith(" choose") else "it"
+    assert f"{said} how the background is upscaled" in err and f"add --upscale 2 (or 4), or leave {them} out" in err, err
     assert not (tmp_path / "out.png").exists()
     with pytest.raises(InputError, match="upscale is 1"):  # the library's own check: every path (clips, --ray) goes through it
         RestoreOptions(tile=64).validated()

@@ -91,7 +91,7 @@ def test_an_empty_choice_of_faces_is_refused(tmp_path: Path) -> None:
         VideoOptions(tracks=frozenset()).validated()
 
 
-def test_the_cli_restores_only_the_faces_numbered_and_says_each_frames_numbers(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_the_cli_restores_only_the_faces_numbered_and_says_each_frames_numbers(tmp_path: Path, monkeypatch) -> None:
     import json
 
     from gpen_core import cli
@@ -111,9 +111,7 @@ def test_the_cli_restores_only_the_faces_numbered_and_says_each_frames_numbers(t
     monkeypatch.setattr(cli, "_load_engine", lambda: None)
     src = make_clip(tmp_path / "in.mp4", gradient_frames(3))
     code = cli.main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--tracks", "2", "--mode", "low"])
-    assert seen["tracks"] == frozenset({1}) and code == 2
-    code = cli.main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--tracks", "2", "--segments"])
-    assert code == 2 and "--segments is for a whole clip in segments, and --tracks restores in one pass" in capsys.readouterr().err
+    assert seen["tracks"] == frozenset({1}) and code == 2  # --tracks beside --segments: test_video_outputs' segment flags
     (tmp_path / "json").mkdir()
     record = _run(tmp_path / "json", None)[1][1].to_json()
     assert [f["face"] for f in record["faces"]] == [1, 2] and record["rejected"] == [list(ODD)]

@@ -276,9 +276,9 @@ class PageOnlyEvents:
     Gradio hides them from its API page, but its routes run any event by number (``queue/join``) or name
     (``/call/<name>``, ``/call/v2/<name>``, ``/run/<name>``). ``queue/join`` needs the page's ``Origin`` for a
     private event (:func:`came_from_page`), else 403, and so does ``/run/`` for a private event that skips the queue
-    (``queue=False``: the Stop buttons, which a full queue must not refuse); on the named routes a private event is
-    404 (so is an unknown ``/call/v2/<name>``, a 500 in Gradio). Those bodies are read here, capped at
-    ``max_body_bytes`` (413).
+    (``queue=False``: the Stop buttons, which a full queue must not refuse, and a control that follows another); on
+    the named routes a private event is 404 (so is an unknown ``/call/v2/<name>``, a 500 in Gradio). Those bodies are
+    read here, capped at ``max_body_bytes`` (413).
 
     On a shared server (``shares()`` not None) each visitor gets a share (:class:`VisitorShares`): an event of a
     counted lane beyond ``places`` of theirs in the queue, and uploads beyond ``upload_bytes`` an hour, answer 429.
@@ -399,7 +399,7 @@ class PageOnlyEvents:
         if fn is None:
             fn = self._named(m["name"])
         if _private(fn) and fn.queue is False and m["kind"] == "run" and came_from_page(headers, self._page_hosts()):
-            return None  # the page's Stop buttons skip the queue (the page posts them to /run/predict by number)
+            return None  # the page's Stop buttons (and followers) skip the queue (posted to /run/predict by number)
         return (404, NOT_FOUND) if _private(fn) else None
 
     def _named(self, name: str) -> Any:

@@ -13,6 +13,7 @@ import numpy as np
 from gpen_core.errors import WeightsError
 
 PIP_COMMAND = "pip install -r requirements-identity.txt  (dlib-bin==20.0.1.post1 face-recognition-models==0.3.0)"
+OFF = "or turn the identity check off and set no identity limit"  # a limit asks for the check, and is refused with it off
 DESCRIPTOR_FILE = "dlib_face_recognition_resnet_model_v1.dat"
 LANDMARKS_FILE = "shape_predictor_5_face_landmarks.dat"  # public domain (dlib's own 5-point data)
 LOADED = (DESCRIPTOR_FILE, LANDMARKS_FILE)
@@ -39,8 +40,7 @@ def descriptor_path(name: str = DESCRIPTOR_FILE) -> Path:
     """A model file inside the installed package, found without importing it (it imports ``pkg_resources``)."""
     spec = _spec("face_recognition_models")
     if spec is None or not spec.submodule_search_locations:
-        raise WeightsError(f"the identity check needs the face-recognition-models package: {PIP_COMMAND}, "
-                           "or turn the identity check off")
+        raise WeightsError(f"the identity check needs the face-recognition-models package: {PIP_COMMAND}, {OFF}")
     return Path(next(iter(spec.submodule_search_locations))) / "models" / name
 
 
@@ -65,7 +65,7 @@ def model() -> Any:
     with _lock:
         if _model is None:
             if _spec("dlib") is None:
-                raise WeightsError(f"the identity check needs dlib: {PIP_COMMAND}, or turn the identity check off")
+                raise WeightsError(f"the identity check needs dlib: {PIP_COMMAND}, {OFF}")
             paths = [descriptor_path(name) for name in LOADED]
             for name, path in zip(LOADED, paths):
                 check_file(path, name)

@@ -84,7 +84,13 @@ IDENTITY_LIMIT = dict(
     info=f"over this distance keep your original face (0: measure only; {IDENTITY_THRESHOLD_TEXT})")
 IDENTITY_ALPHA = dict(
     minimum=0.0, maximum=0.95, value=0.0, step=0.05, label="Over the limit: blend toward the original",
-    elem_id="identity-alpha", info="0 = your original face, pixel for pixel")
+    elem_id="identity-alpha", info="with an Identity limit: 0 = your original face, pixel for pixel", interactive=False)
+
+
+def blend_control(limit: float | None) -> dict[str, object]:
+    """The blend slider's update for an Identity limit: it acts only over one, so with none (0) it is back at 0 and
+    greyed, never a value left over that has Restore refuse a blend without a limit."""
+    return {"interactive": True} if limit else {"value": 0.0, "interactive": False}
 
 
 def identity_options(identity: str | None, limit: float | None, alpha: float | None) -> dict[str, object]:
