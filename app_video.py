@@ -64,7 +64,7 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         return ("\n\n".join(filter(None, [clip.markdown, video_tab.estimate_markdown(clip.frames, rows)])), *cleared)
 
     def restore(video: str | None, mode: str, start: float | None, end: float | None, face_check: bool,
-                tracks: list[int] | None, known: list[tuple[str, int]] | None, identity: bool = True,
+                tracks: list[int] | None, known: list[tuple[str, int]] | None, identity: bool = True, turned: bool = False,
                 progress: gr.Progress = gr.Progress(), request: gr.Request | None = None) -> tuple[Any, ...]:
         """Restore the clip: (the result, the middle frame's before/after, the panel, the frame slider, JSON) as
         the public endpoint has them, then for the page only (states): the original over the same span, the
@@ -76,8 +76,8 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
                 if not video:
                     raise InputError("Upload a video first.")
                 try:
-                    return run(video, mode or AUTO, (start, end, face_check, tracks, known, identity), progress, stop, waited,
-                               count)
+                    return run(video, mode or AUTO, (start, end, face_check, tracks, known, identity, turned), progress, stop,
+                               waited, count)
                 except VideoStopped:
                     if not waited():
                         log.info("the visitor left during a clip: stopped after %d frames, its output removed", count[0])
@@ -94,7 +94,7 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         from gpen_core.video.rate import FrameRate
         from gpen_core.video.stream import VideoOptions, restore_video
 
-        start, end, face_check, tracks, known, identity = asked
+        start, end, face_check, tracks, known, identity, turned = asked
         if state.backend is not None:
             raise InputError(NO_VIDEO_ON_RAY)
         clip = video_tab.clip_note(video, state.policy.video_cap_s, state.policy.shared)
@@ -126,7 +126,8 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
                              tracks=chosen, cap=clip.cap)
         try:
             result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode, face_check=bool(face_check),  # type: ignore[arg-type]
-                                                                                      identity="auto" if identity else "off"),
+                                                                                      identity="auto" if identity else "off",
+                                                                                      orientations=bool(turned)),
                                    vopts, progress=tick, stop=stop, on_frame=lambda r: records.append(video_view.frame_faces(r)))
             result = video_tab.named_by_mode(with_run_notes(result, first), video)
             out = Path(result.output)
@@ -158,7 +159,7 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         """Stop: this session's clip only (another visitor's Stop never reaches it)."""
         state.stops.stop(getattr(request, "session_hash", None))
 
-    def find(video: str | None, mode: str, start: float | None, end: float | None, face_check: bool,
+    def find(video: str | None, mode: str, start: float | None, end: float | None, face_check: bool, turned: bool = False,
              request: gr.Request | None = None) -> tuple[Any, Any, str]:
         """The faces of the part's first seconds, numbered as a restore will number them, offered before it runs."""
         with errors(request):
@@ -172,8 +173,8 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
             part = video_tab.span(clip, start, end, state.policy.video_cap_s)
             scratch = video_tab.results_path(results_dir, video, "faces")
             try:
-                records = video_view.find_faces(video, scratch, state.engine(), RestoreOptions(mode=mode or AUTO, face_check=bool(face_check)),
-                                                part.start_s, part.end_s)
+                opts = RestoreOptions(mode=mode or AUTO, face_check=bool(face_check), orientations=bool(turned))  # type: ignore[arg-type]
+                records = video_view.find_faces(video, scratch, state.engine(), opts, part.start_s, part.end_s)
             finally:
                 with contextlib.suppress(OSError):  # the folder results_path made for this call, empty again
                     scratch.parent.rmdir()
@@ -218,6 +219,9 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
                 identity_in = gr.Checkbox(True, label="Identity check", elem_id="video-identity",
                                           info="each face's identity distance per frame and where it jumped (every "
                                           "mode but low; its CPU per frame: docs/identity.md); off: not checked")
+                turned_in = gr.Checkbox(False, label="Search turned faces", elem_id="video-turned",
+                                        info="each frame also turned 90°, 180° and 270°, for a clip filmed on its side or "
+                                        "upside down without a rotation tag; up to 4× the detection time a frame")
                 tracks_in = gr.CheckboxGroup([], value=[], type="value", label="Faces to restore", elem_id="video-tracks",
                                              info="Find faces (or a restore) lists the faces followed, numbered as on the "
                                              "frame viewer; untick one to leave it as it was (same clip, start and face "
@@ -258,7 +262,8 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
                     api_visibility="private",
                     show_progress="hidden")
     ready = restore_btn.click(mode_ready, mode_in, None, api_visibility="private", show_progress="hidden")
-    running = ready.success(restore, [video_in, mode_in, start_in, end_in, face_check_in, tracks_in, known_state, identity_in], outputs,
+    running = ready.success(restore, [video_in, mode_in, start_in, end_in, face_check_in, tracks_in, known_state, identity_in, turned_in],
+                            outputs,
                             api_name="restore_video", concurrency_limit=1, concurrency_id="engine", show_progress_on=[video_out])
     running.success(None, js=page.SHOW_VIDEO_RESULT, api_visibility="private")  # the result in view, wherever the page was
     running.success(lambda before, offered, kept, times, faces: (before, gr.update(choices=offered, value=kept), gr.update(
@@ -266,7 +271,7 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
                     gr.update(choices=video_view.flagged_choices(faces or []), value=None)),
                     [before_state, known_state, kept_state, times_state, faces_state], [before_out, tracks_in, pair_out, flag_in],
                     api_visibility="private", show_progress="hidden")
-    find_btn.click(find, [video_in, mode_in, start_in, end_in, face_check_in], [tracks_in, known_state, found_md],
+    find_btn.click(find, [video_in, mode_in, start_in, end_in, face_check_in, turned_in], [tracks_in, known_state, found_md],
                    api_visibility="private", concurrency_limit=1, concurrency_id="engine", show_progress_on=[found_md])
     running.then(seam.forget_run_time(running), api_visibility="private", show_progress="hidden")  # no last clip's time on the next bar
     # Stop asks this session's running clip to end (it removes its partial output); cancelling the event

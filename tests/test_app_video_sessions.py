@@ -153,7 +153,7 @@ def test_a_clip_whose_visitor_left_stops_and_leaves_nothing(server_url: str, eng
     before = _folders(results)
     session = secrets.token_hex(6)
     # the clip, the mode, then start, end, face check, faces to restore and the page's state, as the page sends them
-    body = {"data": [_upload(server_url, clip), "low", 0, 0, True, [], None, True], "fn_index": _fn_index("restore_video"), "session_hash": session,
+    body = {"data": [_upload(server_url, clip), "low", 0, 0, True, [], None, True, False], "fn_index": _fn_index("restore_video"), "session_hash": session,
             "event_data": None, "trigger_id": None}
     assert httpx.post(f"{server_url}/gradio_api/queue/join", json=body, timeout=30).status_code == 200
     with httpx.stream("GET", f"{server_url}/gradio_api/queue/data", params={"session_hash": session}, timeout=60) as s:
@@ -195,7 +195,7 @@ def test_a_file_that_is_no_video_is_refused_by_its_own_name_in_plain_words(serve
     bad = tmp_path / "notes.mp4"
     bad.write_bytes(b"hello, this is text")
     session = secrets.token_hex(6)
-    body = {"data": [_upload(server_url, bad), "low", 0, 0, True, [], None, True], "fn_index": _fn_index("restore_video"), "session_hash": session,
+    body = {"data": [_upload(server_url, bad), "low", 0, 0, True, [], None, True, False], "fn_index": _fn_index("restore_video"), "session_hash": session,
             "event_data": None, "trigger_id": None}
     assert httpx.post(f"{server_url}/gradio_api/queue/join", json=body, timeout=30).status_code == 200
     done = _completed(server_url, session)
@@ -229,28 +229,30 @@ def test_the_documented_restore_video_example_runs_as_written(server_url: str, e
     assert Path(str(scope["video"])).name == f"visitor_clip_gpen_{record['mode']}.mp4" and record["mode"] != "auto"
 
 
-def test_the_identity_switch_reaches_the_clips_options(server_url: str, engines: list[Slow], clip: Path,
+def test_the_identity_and_turned_switches_reach_the_clips_options(server_url: str, engines: list[Slow], clip: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Video tab's Identity check switch, as /restore_video's last input: off is the request's "off", on (its
-    default) the photo tab's "auto" (every mode but low, where dlib is installed)."""
+    """The Video tab's Identity check switch, as /restore_video's input: off is the request's "off", on (its
+    default) the photo tab's "auto" (every mode but low, where dlib is installed); and its Search turned faces
+    switch, the last input: off (default) searches each frame upright, on turned too (--orientations)."""
     from gradio_client import Client, handle_file
 
     from gpen_core.video import stream
 
     monkeypatch.setattr(Slow, "delay", 0.0)
-    asked: list[str] = []
+    asked: list[tuple[str, bool]] = []
     wrapped = stream.restore_video
 
     def spy(*args, **kwargs):
-        asked.append(args[3].identity)  # (src, dst, restorer, options, ...)
+        asked.append((args[3].identity, args[3].orientations))  # (src, dst, restorer, options, ...)
         return wrapped(*args, **kwargs)
 
     monkeypatch.setattr(stream, "restore_video", spy)
     client = Client(server_url, verbose=False)
     client.predict(handle_file(str(clip)), "auto", api_name="/restore_video")
     client.predict(handle_file(str(clip)), "auto", 0, 0, True, [], False, api_name="/restore_video")
-    assert asked == ["auto", "off"]
-    assert len(engines) == 2
+    client.predict(handle_file(str(clip)), "auto", 0, 0, True, [], True, True, api_name="/restore_video")
+    assert asked == [("auto", False), ("off", False), ("auto", True)]
+    assert len(engines) == 3
 
 
 def test_each_clip_sweeps_the_apps_results_older_than_its_age(engines: list[Slow], tmp_path: Path,
@@ -268,7 +270,7 @@ def test_each_clip_sweeps_the_apps_results_older_than_its_age(engines: list[Slow
     monkeypatch.setattr(outputs, "sweep", lambda folder, age: swept.append((Path(folder), age)) or real(folder, age))
     handler = next(d.fn for d in app.demo.fns.values() if d.api_name == "restore_video")
     short = make_clip(tmp_path / "short.mp4", gradient_frames(3))
-    out = handler(str(short), "low", 0, 0, True, [], [], False, progress=lambda *a, **k: None,
+    out = handler(str(short), "low", 0, 0, True, [], [], False, False, progress=lambda *a, **k: None,
                   request=SimpleNamespace(session_hash="visitor"))
     try:
         assert Path(out[0]).is_file() and Path(out[0]).is_relative_to(app.RESULTS_DIR), out[0]  # swept before, kept

@@ -265,10 +265,11 @@ def test_a_clip_over_max_faces_says_so_once(
 
 
 def test_a_clips_faceless_frames_run_the_detector_once_each_and_every_turn_with_orientations(
-    tmp_path: Path, low_mode_home: Path, one_thread: None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, low_mode_home: Path, one_thread: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     """A frame is upright (its display matrix turned it): a faceless one (a landscape, a title card) ran the turned
-    copies too, four detector passes a frame. --orientations, once refused on a clip, asks for them on every frame."""
+    copies too, four detector passes a frame. --orientations, once refused on a clip, asks for them on every frame;
+    a clip with no face in any frame says so once, and where turned faces were not searched, how to search them."""
     from gpen_core.cli import main
     from gpen_core.faces.detect import FaceDetector
 
@@ -284,10 +285,14 @@ def test_a_clips_faceless_frames_run_the_detector_once_each_and_every_turn_with_
     src = make_clip(tmp_path / "clip.mp4", [np.full((96, 128, 3), 70, np.uint8)] * 3, container="mp4")
     assert main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--mode", "low", "--backend", "torch"]) == 0
     assert turns == [0, 0, 0]
+    err = capsys.readouterr().err
+    assert err.count("no face found in any of the 3 frames, each searched upright: if the clip was filmed on its side") == 1
+    assert "Video tab: Search turned faces; CLI: --orientations" in err, err
     turns.clear()
     assert main(["restore", str(src), "-o", str(tmp_path / "turned.mp4"), "--mode", "low", "--backend", "torch",
                  "--orientations"]) == 0
     assert turns == [0, 1, 2, 3] * 3
+    assert "no face found in any of the 3 frames, each searched upright and turned 90°, 180° and 270°" in capsys.readouterr().err
 
 
 def test_a_face_found_only_turned_is_said_once_for_the_clip(

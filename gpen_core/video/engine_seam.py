@@ -29,7 +29,8 @@ class Tally:
     of them had), faces the identity limit acted on, detections the face check rejected (in how many frames, why),
     and the finder's passes that changed a frame's faces as a photo's notes say them (docs/face-check.md): faces
     found only on a turned copy, detections kept with the face check off, boxes merged, faces from the large-face
-    pass. A segmented run sums its segments'; plan.json keeps each finished segment's."""
+    pass; and whether any frame had a face. A segmented run sums its segments'; plan.json keeps each finished
+    segment's."""
 
     capped_frames: int = 0
     most_found: int = 0
@@ -44,7 +45,8 @@ class Tally:
     unchecked_reasons: tuple[str, ...] = ()
     merged: int = 0
     large_faces: int = 0
-    finder_uncounted: int = 0  # kept segments whose plan, written before these were counted, lacks the finder's
+    frames: int = 0
+    faced_frames: int = 0  # frames where a face was found
 
     def __add__(self, other: Tally) -> Tally:
         def add(a: Any, b: Any) -> Any:
@@ -61,8 +63,9 @@ class Tally:
                    unchecked_frames=int(bool(finds.unchecked)), unchecked_reasons=tuple(r for _, r in finds.unchecked),
                    merged=finds.merged, large_faces=finds.large)
 
-    def notes(self, opts: RestoreOptions) -> list[str]:
-        """Max faces', the identity limit's, the face check's and the finder's notes, for the clip."""
+    def notes(self, opts: RestoreOptions, whole: bool = True) -> list[str]:
+        """Max faces', the identity limit's, the face check's and the finder's notes, for the clip (``whole``: every
+        frame counted, so "no face in any frame" can be said)."""
         from gpen_core.engine.stages import capped_note
         from gpen_core.faces.find import LARGE_PASS_SIDE
 
@@ -70,6 +73,11 @@ class Tally:
             return f"{k} {what}{'s' if k != 1 else ''}"
 
         notes = []
+        if whole and self.frames and not self.faced_frames:  # a photo says it too; a clip turned unflagged is the case
+            notes.append(f"no face found in any of the {n(self.frames, 'frame')}, each searched upright"
+                         + (" and turned 90°, 180° and 270°" if opts.orientations else ": if the clip was filmed on its side "
+                            "or upside down without a rotation tag, search turned faces too (Video tab: Search turned "
+                            "faces; CLI: --orientations)"))
         if self.capped_frames:
             notes.append(capped_note(opts.max_faces, self.most_found, self.capped_frames))
         if self.identity_acted:  # said once for the clip; the identity summary names the frames
@@ -168,9 +176,11 @@ class FrameEngine:
         self._detected += 1
         capped = getattr(self.session, "found", 0) > len(found)
         finds = getattr(self.session, "finds", None)  # None: a stand-in session
-        if counted and (capped or rejected or finds is not None):
+        if counted:
             self.tally += Tally(int(capped), self.session.found if capped else 0, 0, len(rejected), int(bool(rejected)),
-                                tuple(r.reason for r in rejected)) + (Tally() if finds is None else Tally.of_frame(finds))
+                                tuple(r.reason for r in rejected), frames=1, faced_frames=int(bool(found) or capped))
+            if finds is not None:
+                self.tally += Tally.of_frame(finds)
         return found
 
     def identity_tracker(self, segment: int | None = None) -> Any:

@@ -29,9 +29,6 @@ _SEGMENT_FIELDS = {"index": _INT, "start_pts": _INT, "end_pts": _OPT_INT, "conte
                    "frames": _INT, "first_frame": _INT, "start_s": _NUM}
 _FINISHED_FIELDS = {"index": _INT, "bytes": _INT, "sha256": _STR}
 _TALLY_FIELDS = {k: _LIST if isinstance(v, tuple) else _INT for k, v in asdict(Tally()).items()}
-# Counted since the finder's notes were tallied: a plan written before lacks them, read as none and said so.
-_TALLY_LATER = {"turned_faces": 0, "turned_frames": 0, "unchecked_faces": 0, "unchecked_frames": 0,
-                "unchecked_reasons": [], "merged": 0, "large_faces": 0, "finder_uncounted": 1}
 
 
 class PlanError(InputError):
@@ -196,8 +193,7 @@ def _finished(f: Any, n: int) -> FinishedFile:
 
 def _tally(t: Any, index: int) -> Tally:
     where = f"finished segment {index}'s tally"
-    older = isinstance(t, dict) and not t.keys() & _TALLY_LATER.keys()
-    t = _fields({**_TALLY_LATER, **t} if older else t, _TALLY_FIELDS, where)
+    t = _fields(t, _TALLY_FIELDS, where)
     lists = [k for k, kind in _TALLY_FIELDS.items() if kind == _LIST]
     _check(all(t[k] >= 0 for k in _TALLY_FIELDS if k not in lists), f"{where} has a negative count")
     _check(all(isinstance(r, str) for k in lists for r in t[k]), f"{where}'s reasons are not strings")

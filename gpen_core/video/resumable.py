@@ -264,18 +264,14 @@ def _tally_notes(records: list[SegmentRecord], options: RestoreOptions | None) -
     from gpen_core.video.engine_seam import Tally
 
     tallies = [r.tally for r in records if r.tally is not None]
-    notes = sum(tallies, Tally()).notes(options or RestoreOptions()) if tallies else []
     uncounted = sum(1 for r in records if r.kept and r.tally is None)
+    # "no face in any frame" only when every frame was counted
+    notes = sum(tallies, Tally()).notes(options or RestoreOptions(), whole=not uncounted) if tallies else []
     if uncounted and (tallies or all(r.kept for r in records)):
         many = uncounted != 1
         notes.append(f"{uncounted} segment{'s' if many else ''} kept from an earlier run {'are' if many else 'is'} not "
-                     "counted in what the notes say of max faces, the identity limit and the face check: the plan has no "
+                     "counted in what the notes say of the faces found, max faces, the identity limit and the face check: the plan has no "
                      "counts for them (written by an earlier version, or the run was killed as they finished)")
-    older = sum(t.finder_uncounted for t in tallies)
-    if older:
-        notes.append(f"{older} segment{'s' if older != 1 else ''} kept from an earlier run {'are' if older != 1 else 'is'} "
-                     "not counted in what the notes say of faces found turned, merged boxes, the large-face pass and "
-                     "the face check off: the plan, written by an earlier version, has no counts for them")
     return notes
 
 
