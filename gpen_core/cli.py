@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
-from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, NEITHER, not_a_file
+from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, NEITHER, SUBFOLDER, not_a_file
 from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, format_for,
                                      one_file_for_several, output_stems, result_path, same_file, write_atomic)
 from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
@@ -231,9 +231,6 @@ def _collect_inputs(items: Sequence[str], output: str) -> tuple[list[Path], list
             why = not_a_file(p)
             raise InputError(f"input {p} does not exist" if why == MISSING else f"input {p} is {why}")
     return paths, skipped
-
-
-SUBFOLDER = "a folder: subfolders are not searched (give it as an input of its own)"
 
 
 def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str | None]]:

@@ -151,6 +151,29 @@ def test_what_a_folder_run_skips_is_said_alike_with_ray(
     assert f"skipped: {folder / 'pipe.jpg'}: a FIFO (named pipe), not a file" in said[1]
 
 
+def test_a_subfolder_is_said_alike_with_ray_and_for_a_uri_folder(
+    gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--ray listed files only: scans/2019/ was dropped without a word where the plain run names it as not searched.
+    Both say it in the same words (a hidden folder and the run's own output folder are not named), a file:/// URI too."""
+    pytest.importorskip("ray", reason="needs Ray: pip install -r requirements-ray.txt")
+    from gpen_core.scaleout import runtime
+
+    monkeypatch.setattr(runtime, "ray_session", lambda *a, **k: pytest.fail("Ray started with nothing to restore"))
+    src = tmp_path / "scans"
+    for sub in ("2019", ".thumbnails", "out"):
+        (src / sub).mkdir(parents=True)
+    _face(src / "a.png", 0)
+    (src / "out" / "a.png").write_bytes(b"done")
+    why = "a folder: subfolders are not searched (give it as an input of its own)"
+    said = []
+    for source, extra in ((str(src), []), (str(src), ["--ray"]), (f"file://{src}", ["--ray"])):
+        assert main(["restore", source, "-o", str(src / "out"), "--mode", "low", "--model", str(gen256), *extra]) == 0
+        said.append(sorted(line for line in capsys.readouterr().err.splitlines() if ": a folder" in line))
+    assert said[0] == said[1] == [f"skipped: {src / '2019'}: {why}"], said
+    assert said[2] == [f"skipped: file://{src / '2019'}: {why}"], said
+
+
 def test_a_folder_of_only_unreadable_entries_says_what_was_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "in"
     src.mkdir()

@@ -17,6 +17,8 @@ from gpen_core.errors import InputError, megabytes
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif")
 # Why a folder's other files are skipped (the videos among them are told by :func:`looks_like_video`).
 NEITHER = f"neither a photo by its name ({', '.join(IMAGE_SUFFIXES)}) nor a video by its first bytes"
+# Why a folder's subfolders are skipped, by the plain run and by --ray alike.
+SUBFOLDER = "a folder: subfolders are not searched (give it as an input of its own)"
 VIDEO_HEAD_BYTES = 512  # the first bytes looks_like_video reads
 
 # Our format names are Pillow's plugin names; a phone's multi-picture JPEG opens as "MPO", a .jpg to its owner.

@@ -13,7 +13,7 @@ from typing import Any
 
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images import outputs
-from gpen_core.images.limits import IMAGE_SUFFIXES, NEITHER, not_a_file
+from gpen_core.images.limits import IMAGE_SUFFIXES, NEITHER, SUBFOLDER, not_a_file
 from gpen_core.result_json import skipped_record
 from gpen_core.scaleout.runtime import RaySettings, WorkerPool, worker_name
 
@@ -68,9 +68,10 @@ class _Input:
     local: Path | None  # the file on this machine (the output must not be it); None for an object store
 
 
-def list_inputs(source: str) -> tuple[list[_Input], Any, list[tuple[str, str]]]:
+def list_inputs(source: str, output: Path | None = None) -> tuple[list[_Input], Any, list[tuple[str, str]]]:
     """The image files under ``source`` (sorted), the pyarrow filesystem to read them with, and (entry as the user
-    would write it, why) for each of a folder's entries skipped. InputError for a folder holding videos."""
+    would write it, why) for each of a folder's entries skipped (a subfolder but ``output``). InputError for a
+    folder holding videos."""
     from pyarrow import fs as pafs
 
     if "://" not in source:
@@ -100,6 +101,10 @@ def list_inputs(source: str) -> tuple[list[_Input], Any, list[tuple[str, str]]]:
         odd = ([(f.path, "a folder, not a file") for f in entries if f.type == pafs.FileType.Directory] if scheme else
                [(str(q), why) for q in sorted(Path(base).iterdir()) if (why := not_a_file(q))])
         odd = [(p, why) for p, why in odd if PurePosixPath(p).suffix.lower() in IMAGE_SUFFIXES]
+        # Not searched, said in the plain CLI's words: a hidden folder and the run's own output folder are nobody's.
+        odd += [(f.path, SUBFOLDER) for f in entries if f.type == pafs.FileType.Directory and f.base_name[:1] != "."
+                and PurePosixPath(f.path).suffix.lower() not in IMAGE_SUFFIXES and not (output and isinstance(
+                    filesystem, pafs.LocalFileSystem) and outputs.same_file(Path(f.path), Path(output)))]
         skipped = sorted((scheme + p if scheme else str(Path(source) / PurePosixPath(p).name), why)
                          for p, why in [*odd, *((p, NEITHER) for p in others)])
         if not files:
@@ -273,7 +278,7 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
 
     ray = import_ray()  # Ray missing: say how to install it before anything else (pyarrow comes with it)
     t0 = time.perf_counter()
-    inputs, filesystem, skipped = list_inputs(config.source)
+    inputs, filesystem, skipped = list_inputs(config.source, config.output)
     out_dir = Path(config.output)
     if out_dir.suffix.lower() in IMAGE_SUFFIXES or out_dir.is_file():
         raise InputError(f"--ray writes into a folder; {out_dir} is a file name. Give a folder for -o")
