@@ -68,3 +68,19 @@ def test_a_photo_shrunk_at_decode_says_which_modes_limit_shrank_it(tmp_path) -> 
     res = Restorer(device="cpu", synthetic_weights=True)(photo, RestoreOptions(mode="low"))
     said = [n for n in res.notes if n.startswith("shrunk at decode from 4000×3000 to 2000×1500")]
     assert said and said[0].endswith(": low mode restores photos of at most 2048 px"), res.notes
+
+
+def test_the_upload_preview_names_the_size_a_big_jpeg_is_restored_at(tmp_path) -> None:
+    """A 4000×3000 JPEG decodes in low at its 1/2 DCT scale, 2000×1500, and stays so; the preview said "shrunk by
+    low to 2048×1536", a size no result has."""
+    from PIL import Image
+
+    from gpen_core.presentation.restore_tab import preview
+    from gpen_core.restorer import Restorer, RestoreOptions
+
+    photo = tmp_path / "big.jpg"
+    Image.new("RGB", (4000, 3000), (120, 90, 80)).save(photo, quality=80)
+    res = Restorer(device="cpu", synthetic_weights=True)(photo, RestoreOptions(mode="low"))
+    h, w = res.image.shape[:2]
+    assert (w, h) == (2000, 1500)
+    assert f"low to {w}×{h}" in preview(str(photo)).markdown, preview(str(photo)).markdown

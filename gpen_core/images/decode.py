@@ -182,6 +182,25 @@ def _open_png_with_big_icc(fp: io.BufferedIOBase, limits: InputLimits) -> "Image
 # 2000 px for a 4000 px photo, invisible after paste-back; the decode's peak and time drop to about a quarter).
 _DRAFT_KEEP = 0.9
 
+
+def _jpeg_scale(fmt: str, w: int, h: int, reduce_to: int | None) -> int:
+    """The DCT scale (8, 4, 2, else 1) a ``fmt`` photo decodes at: a JPEG's largest that keeps its longest side at
+    least _DRAFT_KEEP × ``reduce_to``, as Pillow's draft picks it for that size."""
+    if reduce_to is None or fmt != "JPEG" or max(w, h) < 2 * _DRAFT_KEEP * reduce_to:
+        return 1
+    r = _DRAFT_KEEP * reduce_to / max(w, h)
+    fit = min(w // max(1, math.ceil(w * r)), h // max(1, math.ceil(h * r)))
+    return next(s for s in (8, 4, 2, 1) if fit >= s)
+
+
+def decoded_size(fmt: str, size: tuple[int, int], reduce_to: int | None) -> tuple[int, int]:
+    """The (width, height) a ``fmt`` photo of ``size`` is restored at when decoded with ``reduce_to`` (a mode's max
+    side): a big JPEG's DCT scale first (1/2 can leave 4000 px at 2000, under 2048), then
+    :func:`~gpen_core.modes.preshrink_size`. The decoder's own rule, for sizes said before it runs."""
+    s = _jpeg_scale(fmt, *size, reduce_to)
+    return preshrink_size(-(-size[0] // s), -(-size[1] // s), reduce_to)
+
+
 _SAMPLE_FORMATS = {1: "unsigned integer", 2: "signed integer", 3: "floating-point", 4: "undefined"}
 
 
@@ -265,11 +284,9 @@ def _decode_checked(
     notes: list[str] = []
     w, h = original_size
     try:
-        if reduce_to is not None and fmt == "JPEG" and max(w, h) >= 2 * _DRAFT_KEEP * reduce_to:
-            r = _DRAFT_KEEP * reduce_to / max(w, h)
-            im.draft(None, (max(1, math.ceil(w * r)), max(1, math.ceil(h * r))))
+        if (scale := _jpeg_scale(fmt, w, h, reduce_to)) > 1:
+            im.draft(None, (w // scale, h // scale))  # Pillow's largest scale ≤ min(w // ask_w, h // ask_h): ours
             if im.size != original_size:
-                scale = round(w / im.size[0])
                 notes.append(f"shrunk at decode from {w}×{h} to {im.size[0]}×{im.size[1]} (JPEG 1/{scale} scale)")
         frame_note = first_frame_note(im, fp, fmt)
         if frame_note:

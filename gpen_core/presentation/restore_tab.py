@@ -11,7 +11,7 @@ import numpy as np
 
 from gpen_core.engine import budget
 from gpen_core.images.outputs import save_result
-from gpen_core.modes import AUTO, MODES, preshrink_size
+from gpen_core.modes import AUTO, MODES
 from gpen_core.options import RestoreOptions
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import panels as ui
@@ -62,8 +62,10 @@ def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
     notes = tuple(n for n in decoded.notes if not n.startswith(SHRUNK_AT_DECODE))
     if (shown_w, shown_h) == (w, h):
         return notes
-    shrinking = [f"{m.name} to {'×'.join(map(str, preshrink_size(w, h, m.max_side)))}"
-                 for m in MODES.values() if preshrink_size(w, h, m.max_side) != (w, h)]
+    from gpen_core.images.decode import decoded_size
+
+    sizes = {m.name: decoded_size(decoded.format, (w, h), m.max_side) for m in MODES.values()}
+    shrinking = [f"{name} to {'×'.join(map(str, s))}" for name, s in sizes.items() if s != (w, h)]
     line = f"shown here at {shown_w}×{shown_h} to load quickly; Restore reads all {w}×{h} pixels"
     return notes + ((line + (f" (shrunk by {', '.join(shrinking)}: the result says so)" if shrinking else "")),)
 
