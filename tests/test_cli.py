@@ -234,8 +234,17 @@ def test_an_empty_or_unreadable_checkpoint_exits_3_with_the_fix(
     rc = main(["restore", str(photo), "-o", str(tmp_path / "o.png"), "--mode", "low", "--aligned", "--model", str(ckpt)])
     err = capsys.readouterr().err
     assert rc == 3, err
-    assert "Traceback" not in err and str(ckpt) in err and "download it again" in err
+    assert "Traceback" not in err and str(ckpt) in err
     assert ("empty (0 bytes)" in err) if not content else ("not a PyTorch checkpoint" in err)
+    # The user's own file: what to check, never "delete it" (advice for the models folder's own files).
+    assert "Check that the path names a GPEN generator checkpoint" in err and "Delete" not in err, err
+    assert ckpt.read_bytes() == content
+    from gpen_core.weights.lookup import models_dir
+
+    (models_dir() / ckpt.name).write_bytes(content)  # the registry's file in the models folder: download it again
+    assert main(["restore", str(photo), "-o", str(tmp_path / "o.png"), "--mode", "low", "--aligned",
+                 "--model", "GPEN-BFR-256"]) == 3
+    assert "download it again" in (err := capsys.readouterr().err) and "Check that the path" not in err, err
 
 
 def test_a_10mb_icc_profile_does_not_reach_the_output(gen256: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

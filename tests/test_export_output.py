@@ -86,3 +86,13 @@ def test_an_existing_output_is_kept_unless_overwrite_is_asked(tiny: Path, tmp_pa
     assert f"{mine} exists; add --overwrite" in err and mine.read_bytes() == b"someone's weights"
     assert main(["export", str(tiny), "-o", str(tmp_path / "model.xml"), "--format", "openvino", "--overwrite"]) == 0
     assert mine.read_bytes() != b"someone's weights"
+
+
+def test_a_file_of_the_users_that_is_not_a_checkpoint_is_not_to_be_deleted(tmp_path: Path, capsys) -> None:
+    """export's checkpoint path is the user's own file: say what it is not and what to check, not "delete it"."""
+    notes = tmp_path / "notes.pth"
+    notes.write_text("my notes, not weights\n")
+    assert main(["export", str(notes), "-o", str(tmp_path / "ir.xml"), "--format", "openvino"]) == 3
+    err = capsys.readouterr().err
+    assert "is not a PyTorch checkpoint" in err and "Check that the path names a GPEN generator" in err, err
+    assert "Delete" not in err and notes.read_text() == "my notes, not weights\n"

@@ -129,20 +129,27 @@ def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, devi
     facts = runtime_facts(src, ("generator", name, f"the generator {name}"), opts.backend, measured,
                           (plan.dtype, "bfloat16" if precision == "bf16" else "float32"),
                           Conversion(converted, need, estimated=not exact, converting=path.name), device)
-    if opts.model is not None and not synthetic and not _registry_file(opts.model, path, ov_models_dir(src)):
+    own = opts.model is not None and not synthetic and not _registry_file(opts.model, path, ov_models_dir(src))
+    if own:
         facts = replace(facts, ahead=OWN_CHECKPOINT_AHEAD)
 
     def build(decision: RuntimeDecision) -> Any:
-        if decision.runtime == "openvino":
-            prec = "bf16" if decision.dtype == "bfloat16" else "f32"
-            return load_openvino_generator(path, prec, ov_models_dir(src), progress)
-        from gpen_core.networks.checkpoint import load_generator
-        from gpen_core.networks.prepared import prepare
-        from gpen_core.networks.synthetic import random_generator
-        from gpen_core.weights.lookup import REGISTRY
+        from gpen_core.networks.checkpoint import for_own_file, load_generator
 
-        model = random_generator(REGISTRY[name].arch) if synthetic else load_generator(path)
-        return prepare(model, plan), model.config.size
+        try:
+            if decision.runtime == "openvino":
+                prec = "bf16" if decision.dtype == "bfloat16" else "f32"
+                return load_openvino_generator(path, prec, ov_models_dir(src), progress)
+            from gpen_core.networks.prepared import prepare
+            from gpen_core.networks.synthetic import random_generator
+            from gpen_core.weights.lookup import REGISTRY
+
+            model = random_generator(REGISTRY[name].arch) if synthetic else load_generator(path)
+            return prepare(model, plan), model.config.size
+        except WeightsError as exc:
+            if not own:
+                raise
+            raise for_own_file(exc) from None
 
     return NetworkLoad("generator", name, (str(path), plan), facts, build), plan, [plan_note] if plan_note else [], precision_note
 

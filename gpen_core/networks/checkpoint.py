@@ -127,6 +127,17 @@ def build_from_state_dict(obj: Any, dtype: torch.dtype = torch.float32) -> GPEN:
 
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save's default format since PyTorch 1.6
 _DOWNLOAD_FIX = "Delete it and download it again (`python -m gpen_core download`), or copy it again."
+# For a file the user named: we did not make it, so never "delete it"; what to check instead.
+_OWN_FIX = ("Check that the path names a GPEN generator checkpoint (a GPEN-BFR-*.pth file, or a state_dict saved from "
+            "one) and that its download or copy finished.")
+
+
+def for_own_file(exc: WeightsError) -> WeightsError:
+    """``exc`` as said of a checkpoint the user named by path (``--model``, the app's Generator field): what the
+    file is not and what to check, without the download advice meant for the models folder's own files."""
+    if _DOWNLOAD_FIX not in str(exc):
+        return exc
+    return type(exc)(str(exc).replace(_DOWNLOAD_FIX, _OWN_FIX), details=exc.details)
 
 
 def read_checkpoint(path: str | os.PathLike[str], what: str = "checkpoint", *, mmap: bool = True) -> Any:

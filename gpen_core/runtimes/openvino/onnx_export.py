@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
-from gpen_core.errors import GPENError, InputError
+from gpen_core.errors import GPENError, InputError, WeightsError
 from gpen_core.platform import durable
 
 ExportFormat = Literal["onnx", "openvino"]
@@ -65,8 +65,9 @@ def export_generator(model: str, output: str | os.PathLike[str], *, fmt: ExportF
     import numpy as np
     import torch
 
-    from gpen_core.networks.checkpoint import load_generator
+    from gpen_core.networks.checkpoint import for_own_file, load_generator
     from gpen_core.runtimes.openvino.export import exportable
+    from gpen_core.weights.registry import registry_name
 
     say = progress or (lambda m: None)
     if fmt not in FORMATS:
@@ -80,7 +81,12 @@ def export_generator(model: str, output: str | os.PathLike[str], *, fmt: ExportF
     t0 = time.perf_counter()
     path = _checkpoint(model, models_dir)
     say(f"loading {path}")
-    net = load_generator(path)
+    try:
+        net = load_generator(path)
+    except WeightsError as exc:  # a path the user named: what to check, never "delete it"
+        if registry_name(model) is not None:
+            raise
+        raise for_own_file(exc) from None
     size = net.config.size
     x = torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(0)) * 2 - 1
     with torch.no_grad():
