@@ -242,8 +242,8 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
     if out.suffix.lower() in VIDEO_SUFFIXES and not out.is_dir():  # else a folder named x.mp4 would be made
         raise InputError(f"{out.name} names a video, but {'these inputs are photos' if len(inputs) > 1 else f'{inputs[0].name} is a photo'} "
                          f"(a GIF is restored as a still): name the output {out.with_suffix('.png').name}, or a folder")
-    if out.suffix.lower() in IMAGE_SUFFIXES and not out.is_dir():
-        if len(inputs) > 1:
+    if out.suffix and not out.is_dir():  # out.jxl is a file's name: never a folder made for it (as for a clip)
+        if len(inputs) > 1 and out.suffix.lower() in IMAGE_SUFFIXES:
             raise one_file_for_several(0, len(inputs), out)
         return [(inputs[0], out, format_for(out))]
     # Unique per input (same.jpg and same.png → same_jpg, same_png); suffix added once the format is known.

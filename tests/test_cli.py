@@ -122,6 +122,25 @@ def test_missing_weights_exit_3_fast_with_the_fix(
     assert not (tmp_path / "o.png").exists()
 
 
+def test_a_run_that_fails_makes_no_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-o out.jxl` (a format we do not write) made a folder out.jxl to put p.jpg in; a models folder (--models-dir,
+    GPEN_HOME) was made by a run that then failed for want of its weights: nothing was ever written there."""
+    photo = _photo(tmp_path / "p.png")
+    with monkeypatch.context() as m:
+        m.setattr(Restorer, "__call__", lambda *a, **k: pytest.fail("the restore ran with an output it cannot write"))
+        for out in (tmp_path / "out.jxl", tmp_path / "new" / "out.jxl"):
+            assert main(["restore", str(photo), "-o", str(out), "--mode", "low"]) == 2
+            err = capsys.readouterr().err
+            assert "cannot write .jxl files; use .png, .jpg" in err and "or a folder: one that exists" in err, err
+            assert not out.exists() and not (tmp_path / "new").exists()
+    monkeypatch.setenv("GPEN_HOME", str(tmp_path / "home" / "gpen"))
+    for extra in (["--models-dir", str(tmp_path / "missing" / "x")], []):
+        assert main(["restore", str(photo), "-o", str(tmp_path / "o.png"), "--mode", "low", *extra]) == 3
+        assert "GPEN-BFR-256" in capsys.readouterr().err
+    assert not (tmp_path / "missing").exists() and not (tmp_path / "home").exists()
+
+
 def test_download_without_names_fetches_the_defaults_with_the_paste_mask(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -136,7 +136,7 @@ def test_weights_is_the_public_face_of_its_rooms():
 
 def test_models_dir_honours_gpen_home_and_defaults_to_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("GPEN_HOME", str(tmp_path / "a" / "b"))
-    assert weights.models_dir() == tmp_path / "a" / "b" and (tmp_path / "a" / "b").is_dir()
+    assert weights.models_dir() == tmp_path / "a" / "b" and not (tmp_path / "a").exists()  # made by a write only
     monkeypatch.delenv("GPEN_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert weights.models_dir() == tmp_path / "home" / ".cache" / "gpen"

@@ -27,7 +27,8 @@ def format_for(out: Path) -> str:
     fmt = FORMAT_BY_SUFFIX.get(out.suffix.lower())
     if fmt is None:
         *most, last = FORMAT_BY_SUFFIX
-        raise InputError(f"cannot write {out.suffix} files; use {', '.join(most)} or {last} (or an output folder)")
+        raise InputError(f"cannot write {out.suffix} files; use {', '.join(most)} or {last} "
+                         "(or a folder: one that exists, or a name without a suffix)")
     return fmt
 
 

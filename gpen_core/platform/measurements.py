@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.platform import durable
-from gpen_core.platform.paths import folder as models_folder
+from gpen_core.platform.paths import folder as models_folder, made
 
 VERSION = 2
 FILE = "measurements.json"
@@ -187,6 +187,7 @@ def update(change: Callable[[Store], Store], folder: str | os.PathLike[str] | No
     """Write ``change(store now)`` atomically; the file's path. An ignored file (damaged, another version) is
     replaced by what ``change`` makes of an empty store."""
     f = path(folder)
+    made(f.parent)
     with _locked(f):
         new = replace(change(read(folder)), note="")
         # Minutes of hardware check: flushed before it counts as kept.

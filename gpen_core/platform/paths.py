@@ -9,9 +9,14 @@ from gpen_core.errors import WeightsError
 
 
 def folder(arg: str | os.PathLike[str] | None = None) -> Path:
-    """``arg``, or ``$GPEN_HOME``, or ``~/.cache/gpen``; created if missing (else a WeightsError saying how to fix it)."""
-    p = Path(arg) if arg is not None else Path(os.environ.get("GPEN_HOME") or "~/.cache/gpen")
-    p = p.expanduser()
+    """``arg``, or ``$GPEN_HOME``, or ``~/.cache/gpen``; not created here: what writes into it makes it
+    (:func:`made`), so a run that only reads, or fails first, leaves no folder behind."""
+    return (Path(arg) if arg is not None else Path(os.environ.get("GPEN_HOME") or "~/.cache/gpen")).expanduser()
+
+
+def made(p: Path) -> Path:
+    """The models folder ``p``, created if missing, before a file is written into it (a download, a measurement);
+    else a WeightsError saying how to fix it."""
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -21,5 +26,5 @@ def folder(arg: str | os.PathLike[str] | None = None) -> Path:
 
 
 def models_dir() -> Path:
-    """Our models folder: ``$GPEN_HOME`` or ``~/.cache/gpen``; created if missing."""
+    """Our models folder: ``$GPEN_HOME`` or ``~/.cache/gpen`` (not created here: :func:`made`)."""
     return folder(None)

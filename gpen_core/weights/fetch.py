@@ -14,6 +14,7 @@ from pathlib import Path
 from gpen_core.weights.checksums import write_atomic, file_sha256, sidecar_path
 from gpen_core.errors import WeightsError
 from gpen_core.platform import durable
+from gpen_core.platform.paths import made
 from gpen_core.progress import CountProgress
 from gpen_core.weights.missing import missing_error
 from gpen_core.weights.registry import Arch, WeightSpec
@@ -221,7 +222,7 @@ def download_into(spec: WeightSpec, folder: Path, progress: CountProgress | None
     thread) stops at the next chunk: :class:`DownloadCancelled`, nothing left."""
     import urllib.error
 
-    _clean_stale_parts(folder, spec.filename)
+    _clean_stale_parts(made(folder), spec.filename)
     # (label, URL). ModelScope's file URL, not its SDK: that client waits 60 s per read with 5 retries (a
     # stalled mirror held a download for over 300 s); here every source gets the same timeouts and checks.
     sources = spec.in_download_order(
