@@ -75,7 +75,7 @@ def test_the_upload_preview_names_the_size_a_big_jpeg_is_restored_at(tmp_path) -
     low to 2048×1536", a size no result has."""
     from PIL import Image
 
-    from gpen_core.presentation.restore_tab import preview
+    from gpen_core.presentation.restore_tab import preview, upscale_text
     from gpen_core.restorer import Restorer, RestoreOptions
 
     photo = tmp_path / "big.jpg"
@@ -84,3 +84,5 @@ def test_the_upload_preview_names_the_size_a_big_jpeg_is_restored_at(tmp_path) -
     h, w = res.image.shape[:2]
     assert (w, h) == (2000, 1500)
     assert f"low to {w}×{h}" in preview(str(photo)).markdown, preview(str(photo)).markdown
+    # The Upscale line sizes the same photo by the same rule: ×2 of what low restores, not of 2048×1536.
+    assert f"result {2 * w}×{2 * h};" in upscale_text(str(photo), 2, "low", "cpu"), upscale_text(str(photo), 2, "low", "cpu")

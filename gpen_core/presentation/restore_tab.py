@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from gpen_core.engine import budget
+from gpen_core.errors import GPENError
 from gpen_core.images.outputs import save_result
 from gpen_core.modes import AUTO, MODES
 from gpen_core.options import RestoreOptions
@@ -86,6 +88,7 @@ def upscale_text(image: str | None, upscale: int, mode: str | None, device: str,
 def _upscale_line(image: str | None, factor: int, mode: str | None, device: str, models: Any = None) -> str:
     """'**Upscale ×2:** result W×H; extra memory about N (estimate, …)', or why it is refused; ``auto`` resolved as a
     restore would (``models``, the app's ModelCache, passes over modes missing files)."""
+    from gpen_core.images.decode import decoded_size, probe_image
     from gpen_core.upscale.tiles import preview
 
     if not image:
@@ -100,6 +103,9 @@ def _upscale_line(image: str | None, factor: int, mode: str | None, device: str,
         available = (lambda m: models.weights_present(m, opts, False)) if models is not None else None
         models_dir = getattr(models, "models_dir", None)
         name = budget.choose(device, size, models_dir, available=available, work=budget.Work(upscale=factor)).mode.name
+    else:  # a mode asked for decodes a big JPEG at its DCT scale, as the restore will (auto decodes it whole)
+        with contextlib.suppress(GPENError):  # unreadable: the restore says why
+            w, h = decoded_size(probe_image(image)[0], size, MODES[name].max_side)
     p = preview(w, h, factor, name)
     if p.problem:
         return f"**Upscale ×{factor}:** {p.problem}"
