@@ -38,8 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     for add in (_add_restore, add_download, add_serve, add_info, add_selfcheck, _add_export, add_profile):
         add(sub)
-    # ``restore … -v`` as well as ``-v restore …`` (the README shows both); SUPPRESS: without a -v after the
-    # command, the one before it stands.
+    # ``restore … -v`` as well as ``-v restore …``; SUPPRESS: without a -v after the command, the one before stands
     for command in sub.choices.values():
         command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return p
@@ -450,12 +449,13 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     from gpen_core.restorer import Restorer
     from gpen_core.scaleout.runtime import connect
     from gpen_core.scaleout.video_cli import restore_if_segmented, segments_asked
-    from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video
+    from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video, remove_if_unused
     from gpen_core.video.stream import VideoOptions, restore_video
 
     asked = [flag for flag, on in (("--aligned", args.aligned), ("--mask", args.mask is not None)) if on]
     _refuse_flags(asked, f"for photos, and {videos[0].name} is a video (its frames are whole pictures, turned upright "
                   "by the file's own rotation)", ", or restore the photos in a run of their own")  # never dropped
+    made = not Path(args.output).exists()  # a folder this run makes for the clips is removed again if none is written
     plan = plan_video_outputs(videos, args.output, photos)
     args.crf = VideoOptions.crf if args.crf is None else args.crf  # None in argparse: _no_clip_flags tells it typed
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
@@ -494,4 +494,5 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
         _emit(args, record)
         print_video(src, result, json_records=args.json)
         worst = worst or code
+    remove_if_unused(Path(args.output), made)
     return worst

@@ -139,6 +139,15 @@ def test_a_run_that_fails_makes_no_folder(tmp_path: Path, capsys: pytest.Capture
         assert main(["restore", str(photo), "-o", str(tmp_path / "o.png"), "--mode", "low", *extra]) == 3
         assert "GPEN-BFR-256" in capsys.readouterr().err
     assert not (tmp_path / "missing").exists() and not (tmp_path / "home").exists()
+    from .videoclips import gradient_frames, make_clip
+
+    clips = [make_clip(tmp_path / f"c{i}.mp4", gradient_frames(3)) for i in (1, 2)]
+    assert main(["restore", *map(str, clips), "-o", str(tmp_path / "clips"), "--mode", "low", "--no-segments"]) == 3
+    assert "GPEN-BFR-256" in capsys.readouterr().err
+    assert not (tmp_path / "clips").exists()  # made for the clips' outputs, none written: removed again
+    (tmp_path / "kept").mkdir()
+    assert main(["restore", *map(str, clips), "-o", str(tmp_path / "kept"), "--mode", "low", "--no-segments"]) == 3
+    assert (tmp_path / "kept").is_dir()  # the user's own folder stays, empty or not
 
 
 def test_download_without_names_fetches_the_defaults_with_the_paste_mask(

@@ -66,6 +66,13 @@ def plan_video_outputs(videos: list[Path], output: str, photos: int) -> list[tup
     return plan
 
 
+def remove_if_unused(folder: Path, made: bool) -> None:
+    """Remove ``folder`` when this run ``made`` it (:func:`plan_video_outputs`) and wrote nothing there (every clip
+    failed before its file): a run leaves no empty folder of its own; never one it did not make."""
+    if made and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+
+
 def resume_command(input_name: str) -> str:
     """The shell-quoted command that restores ``input_name`` into ``<stem>_restored.mp4`` beside it, resumably."""
     out = str(PurePath(input_name).with_name(PurePath(input_name).stem + "_restored.mp4"))
