@@ -74,8 +74,7 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
             identity: str = "auto", identity_limit: float | None = 0.0, identity_alpha: float = 0.0,
             progress: gr.Progress = gr.Progress(), request: gr.Request | None = None,
             ) -> tuple[Any, str, str, list[tuple[Any, str]], dict[str, Any]]:
-    """Restore the faces in one photo: (before/after pair, path of the full-resolution download,
-    the measured panel as Markdown, one (original | restored, caption) per face, the JSON record)."""
+    """Restore the faces in one photo: (before/after pair, download path, panel Markdown, (crop pair, caption) per face, record)."""
     with ui_errors(request, "photo"):
         if not image:
             raise InputError("Upload a photo first (or paste one from the clipboard).")
@@ -334,6 +333,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     gr.on([task_in.change, image_in.change], lambda t, i: (gr.update(visible=task_ui.editor_visible(t)), task_ui.editor_value(t, i)), [task_in, image_in], [damage_box, damage_in], api_visibility="private")
     task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, mode_labels.current_files())),
                    [task_in, model_in], [model_in, mode_in, aligned_in], api_visibility="private")  # seg2face turns "aligned" on, said so
+    identity_limit_in.change(lambda limit: gr.update(**fv.identity_alpha_control(limit)), identity_limit_in, identity_alpha_in, api_visibility="private")  # blends over a limit only
     demo.load(lambda t: (mode_radio(t), gr.update(choices=mode_labels.current_choices(get_restorer().device, None, video=True)), gr.update(choices=task_ui.task_choices(mode_labels.current_files()))), task_in,
               [mode_in, video_mode_in, task_in], api_visibility="private", show_progress="hidden")  # labels as this machine runs them
     for trigger in (demo.load, prepare_timer.tick):

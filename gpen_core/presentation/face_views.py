@@ -82,9 +82,16 @@ IDENTITY_RADIO = dict(
 IDENTITY_LIMIT = dict(
     value=0, minimum=0, maximum=1.99, step=0.05, label="Identity limit", elem_id="identity-limit",
     info=f"over this distance keep your original face (0: measure only; {IDENTITY_THRESHOLD_TEXT})")
+# Off until a limit is set: the blend acts only over a limit, and a blend without one is refused (RestoreOptions),
+# so a slider moved first would make Restore fail.
 IDENTITY_ALPHA = dict(
     minimum=0.0, maximum=0.95, value=0.0, step=0.05, label="Over the limit: blend toward the original",
-    elem_id="identity-alpha", info="0 = your original face, pixel for pixel")
+    elem_id="identity-alpha", interactive=False, info="set an identity limit first; 0 = your original face, pixel for pixel")
+
+
+def identity_alpha_control(limit: float | None) -> dict[str, object]:
+    """The blend slider's update when the limit changes: usable with a limit; without one off, and back at 0."""
+    return {"interactive": True} if limit else {"interactive": False, "value": 0.0}
 
 
 def identity_options(identity: str | None, limit: float | None, alpha: float | None) -> dict[str, object]:
