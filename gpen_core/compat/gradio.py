@@ -434,8 +434,10 @@ def _private(fn: Any) -> bool:
 
 
 def _places_refusal(places: int, queue_size: int | None) -> str:
-    return (f"You already have {places} restores waiting or running on this server; wait for them to finish or press "
-            f"Stop, then try again. Each visitor may hold {places} of the queue's {queue_size} places, so that others "
+    # A photo restore has no Stop button: only a clip has one, and a closed tab's waiting events leave the queue.
+    return (f"You already have {places} restores waiting or running on this server (from this tab or your others). "
+            "Try again once one has finished; to free a place now, stop your clip with the Video tab's Stop or close "
+            f"a tab that waits. Each visitor may hold {places} of the queue's {queue_size} places, so that others "
             "get in too.")
 
 
