@@ -467,7 +467,7 @@ def _too_large(n: int, cap: int, more: bool = False) -> str:
 
 async def _json(send: Any, status: int, detail: str, plain: bool = False) -> None:
     """``{"detail": ...}``, or with ``plain`` the text alone, as Gradio's upload route answers (its page then shows
-    "HTTP 429: <text>")."""
+    "HTTP 429: <text>", and page.PAGE_JS takes the status off)."""
     import json
 
     body = detail.encode() if plain else json.dumps({"detail": detail}).encode()
