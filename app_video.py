@@ -141,7 +141,7 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         pair = video_tab.frame_pair(before, str(out), video_view.frame_time(times, spec["value"]))
         choices = video_view.track_choices(records)
         kept = [k for _, k in choices] if chosen is None else [k for _, k in choices if k in chosen]
-        return (str(out), pair, video_tab.video_markdown(result), gr.update(**spec), result.to_json(),
+        return (str(out), pair, video_tab.video_markdown(result, bool(identity)), gr.update(**spec), result.to_json(),
                 before, times, records, choices, kept)
 
     def mode_ready(mode: str | None) -> None:
