@@ -365,7 +365,7 @@ def launch_options() -> dict[str, Any]:
     return dict(max_file_size=UPLOAD_MAX_BYTES,  # above our limit: the decoder's own message names it, in the panel
                 # unknown /run/ routes 404; private events answer the page only; on a shared server, each visitor's share
                 app_kwargs=seam.app_kwargs(demo, uploads.max_event_body_bytes(), lambda: seam.VisitorShares(
-                    STATE.policy.visitor_places, ("engine",), STATE.policy.visitor_upload_bytes, TEMP_MAX_AGE_S) if STATE.policy.shared else None),
+                    STATE.policy.visitor_places, ("engine",), STATE.policy.visitor_upload_bytes, TEMP_MAX_AGE_S, STATE.refused) if STATE.policy.shared else None),
                 footer_links=["api", "gradio"], run_history=False, enable_monitoring=False, mcp_server=False,
                 ssr_mode=False, show_error=False, css=page.CSS, js=page.PAGE_JS)
 
