@@ -79,7 +79,7 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
         if not image:
             raise InputError("Upload a photo first (or paste one from the clipboard).")
         options = RestoreOptions(mode=mode or AUTO, model=checked_model(model), detector=_override(detector),  # type: ignore[arg-type]
-                                 alpha=float(alpha), threshold=float(threshold), max_faces=int(max_faces), aligned=bool(aligned),
+                                 alpha=float(alpha), threshold=float(threshold), max_faces=restore_tab.max_faces_field(max_faces), aligned=bool(aligned),
                                  output_format=_override(output_format), upscale=int(upscale or 1), task=task or "enhance",
                                  face_check=bool(face_check), **fv.identity_options(identity, identity_limit, identity_alpha))
         mask = task_ui.editor_damage(damage, options.task)  # every editor file checked, whatever the task
@@ -263,8 +263,8 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                          info="1 = restored face only, 0 = the original face")
                     threshold_in = gr.Slider(0.05, 0.99, value=0.9, step=0.01, label="Detection threshold",
                                              info="lower finds more (and more false) faces")
-                    max_faces_in = gr.Number(value=RestoreOptions.max_faces, minimum=1, step=1, precision=0, label="Max faces",
-                                             info=MAX_FACES_HELP)
+                    max_faces_in = gr.Number(value=RestoreOptions.max_faces, step=1, precision=0, label="Max faces",
+                                             info=MAX_FACES_HELP)  # no minimum: refused in our words (fv.IDENTITY_LIMIT)
                     aligned_in = gr.Checkbox(False, label="Already an aligned face crop (skip detection)")
                     face_check_in = gr.Checkbox(True, label="Check detections", elem_id="face-check",
                                                 info="skip detections that are not faces (docs/face-check.md); off keeps all")

@@ -210,8 +210,8 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
                                elem_id="video-mode-radio")
             with gr.Accordion("Part of the clip, face check, which faces", open=False, elem_id="video-options"):
                 with gr.Row():
-                    start_in = gr.Number(0, minimum=0, label="Start (s)", info="0: the clip's start", elem_id="video-start")
-                    end_in = gr.Number(0, minimum=0, label="End (s)", info="0: the clip's end", elem_id="video-end")
+                    start_in = gr.Number(0, label="Start (s)", info="0: the clip's start", elem_id="video-start")  # no minimum: video_tab.span refuses in our words
+                    end_in = gr.Number(0, label="End (s)", info="0: the clip's end", elem_id="video-end")
                 face_check_in = gr.Checkbox(True, label="Face check", elem_id="video-face-check",
                                             info="skip detections whose landmarks do not form a face (the panel counts "
                                             "them; the frame viewer draws them dashed red); off restores every detection")
