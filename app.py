@@ -194,7 +194,7 @@ def preparation_status() -> tuple[str, Any]:
     return prep_ui.status_markdown(STATE.preparation, STATE.policy.shared), gr.Timer(active=prep_ui.running(STATE.preparation))
 
 
-saved_tips = checks.saved_tips  # page load: the tips table measured on this machine before, or how to measure it
+saved_tips = lambda: checks.saved_tips(STATE.policy.hardware_check_allowed)  # noqa: E731  page load: the tips measured here, and the button
 
 
 # ------------------------------------------------------------------- helpers
