@@ -13,6 +13,7 @@ import logging
 import shutil
 import threading
 import time
+from dataclasses import replace
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -128,7 +129,7 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
             result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode, face_check=bool(face_check),  # type: ignore[arg-type]
                                                                                       identity="auto" if identity else "off"),
                                    vopts, progress=tick, stop=stop, on_frame=lambda r: records.append(video_view.frame_faces(r)))
-            result = video_tab.named_by_mode(with_run_notes(result, first), video)
+            result = video_tab.named_by_mode(with_run_notes(replace(result, notes=(*part.notes, *result.notes)), first), video)
             out = Path(result.output)
             before = video_view.original_span(video, out.with_name("original_" + out.name), part.start_s, part.end_s, vopts.crf)
         except BaseException as exc:

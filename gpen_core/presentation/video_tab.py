@@ -107,6 +107,7 @@ class Span:
     start_s: float | None
     end_s: float | None
     capped: bool  # the server's limit shortened it (said in the notes)
+    notes: tuple[str, ...] = ()  # what differs from what was asked, for the clip's notes (an end past the clip's)
 
 
 def span(clip: ClipNote, start_s: float | None, end_s: float | None, cap_s: float | None) -> Span:
@@ -120,10 +121,12 @@ def span(clip: ClipNote, start_s: float | None, end_s: float | None, cap_s: floa
         raise InputError(f"Start ({start:g} s) is at or after the clip's end ({clip.duration_s:.2f} s): choose an earlier start.")
     if end is not None and start is not None and end <= start:
         raise InputError(f"End ({end:g} s) must be after start ({start:g} s).")
+    past = end is not None and clip.duration_s is not None and end > clip.duration_s
+    notes = (f"end {end:g} s is past the clip's end ({clip.duration_s:.2f} s): restored to the clip's end",) if past else ()
     last = end if end is not None else clip.duration_s
     if cap_s and (last is None or last - (start or 0.0) > cap_s):
         return Span(start, (start or 0.0) + cap_s, True)
-    return Span(start, end, False)
+    return Span(start, end, False, notes)
 
 
 def output_name(source: str | None, mode: str) -> str:
