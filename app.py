@@ -72,13 +72,12 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
             identity: str = "auto", identity_limit: float | None = 0.0, identity_alpha: float = 0.0,
             progress: gr.Progress = gr.Progress(), request: gr.Request | None = None,
             ) -> tuple[Any, str, str, list[tuple[Any, str]], dict[str, Any]]:
-    """Restore the faces in one photo: (before/after pair, path of the full-resolution download,
-    the measured panel as Markdown, one (original | restored, caption) per face, the JSON record)."""
+    """Restore the faces in one photo: (before/after pair, download path, panel Markdown, (crop pair, caption) per face, record)."""
     with ui_errors(request, "photo"):
         if not image:
             raise InputError("Upload a photo first (or paste one from the clipboard).")
         options = RestoreOptions(mode=mode or AUTO, model=checked_model(model), detector=_override(detector),  # type: ignore[arg-type]
-                                 alpha=float(alpha), threshold=float(threshold), max_faces=int(max_faces), aligned=bool(aligned),
+                                 alpha=float(alpha), threshold=float(threshold), max_faces=restore_tab.max_faces_field(max_faces), aligned=bool(aligned),
                                  output_format=_override(output_format), upscale=int(upscale or 1), task=task or "enhance",
                                  face_check=bool(face_check), **fv.identity_options(identity, identity_limit, identity_alpha))
         mask = task_ui.editor_damage(damage, options.task)  # every editor file checked, whatever the task
@@ -193,7 +192,7 @@ def preparation_status() -> tuple[str, Any]:
     return prep_ui.status_markdown(STATE.preparation, STATE.policy.shared), gr.Timer(active=prep_ui.running(STATE.preparation))
 
 
-saved_tips = checks.saved_tips  # page load: the tips table measured on this machine before, or how to measure it
+saved_tips = lambda: checks.saved_tips(STATE.policy.hardware_check_allowed)  # noqa: E731  page load: the tips measured here, and the button
 
 
 # ------------------------------------------------------------------- helpers
@@ -262,8 +261,8 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                          info="1 = restored face only, 0 = the original face")
                     threshold_in = gr.Slider(0.05, 0.99, value=0.9, step=0.01, label="Detection threshold",
                                              info="lower finds more (and more false) faces")
-                    max_faces_in = gr.Number(value=RestoreOptions.max_faces, minimum=1, step=1, precision=0, label="Max faces",
-                                             info=MAX_FACES_HELP)
+                    max_faces_in = gr.Number(value=RestoreOptions.max_faces, step=1, precision=0, label="Max faces",
+                                             info=MAX_FACES_HELP)  # no minimum: refused in our words (fv.IDENTITY_LIMIT)
                     aligned_in = gr.Checkbox(False, label="Already an aligned face crop (skip detection)")
                     face_check_in = gr.Checkbox(True, label="Check detections", elem_id="face-check",
                                                 info="skip detections that are not faces (docs/face-check.md); off keeps all")
@@ -364,7 +363,7 @@ def launch_options() -> dict[str, Any]:
     return dict(max_file_size=UPLOAD_MAX_BYTES,  # above our limit: the decoder's own message names it, in the panel
                 # unknown /run/ routes 404; private events answer the page only; on a shared server, each visitor's share
                 app_kwargs=seam.app_kwargs(demo, uploads.max_event_body_bytes(), lambda: seam.VisitorShares(
-                    STATE.policy.visitor_places, ("engine",), STATE.policy.visitor_upload_bytes, TEMP_MAX_AGE_S) if STATE.policy.shared else None),
+                    STATE.policy.visitor_places, ("engine",), STATE.policy.visitor_upload_bytes, TEMP_MAX_AGE_S, STATE.refused) if STATE.policy.shared else None),
                 footer_links=["api", "gradio"], run_history=False, enable_monitoring=False, mcp_server=False,
                 ssr_mode=False, show_error=False, css=page.CSS, js=page.PAGE_JS)
 

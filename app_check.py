@@ -4,6 +4,7 @@ and keeps the handlers, which the tests call directly)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import gradio as gr
 
@@ -29,4 +30,9 @@ def build(demo: gr.Blocks, hardware_check: Callable, saved_hardware_check: Calla
     demo.load(saved_hardware_check, None, [profile_md, profile_chart, check_btn], api_visibility="private", show_progress="hidden")
     tips_btn.click(measure_tips, None, tips_md, api_visibility="private", concurrency_limit=1,
                    concurrency_id="hardware-check", show_progress_on=[tips_md])
-    demo.load(saved_tips, None, tips_md, api_visibility="private", show_progress="hidden")
+    demo.load(lambda: _shown(saved_tips()), None, [tips_md, tips_btn], api_visibility="private", show_progress="hidden")
+
+
+def _shown(saved: checks.SavedCheck) -> tuple[str, Any]:
+    """The tips' markdown and their button's state (off on a shared server, as the check's)."""
+    return saved.markdown, gr.update(interactive=saved.button_enabled, value=saved.button_label)

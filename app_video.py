@@ -13,6 +13,7 @@ import logging
 import shutil
 import threading
 import time
+from dataclasses import replace
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -129,7 +130,7 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
                                                                                       identity="auto" if identity else "off",
                                                                                       orientations=bool(turned)),
                                    vopts, progress=tick, stop=stop, on_frame=lambda r: records.append(video_view.frame_faces(r)))
-            result = video_tab.named_by_mode(with_run_notes(result, first), video)
+            result = video_tab.named_by_mode(with_run_notes(replace(result, notes=(*part.notes, *result.notes)), first), video)
             out = Path(result.output)
             before = video_view.original_span(video, out.with_name("original_" + out.name), part.start_s, part.end_s, vopts.crf)
         except BaseException as exc:
@@ -142,7 +143,7 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         pair = video_tab.frame_pair(before, str(out), video_view.frame_time(times, spec["value"]))
         choices = video_view.track_choices(records)
         kept = [k for _, k in choices] if chosen is None else [k for _, k in choices if k in chosen]
-        return (str(out), pair, video_tab.video_markdown(result), gr.update(**spec), result.to_json(),
+        return (str(out), pair, video_tab.video_markdown(result, bool(identity)), gr.update(**spec), result.to_json(),
                 before, times, records, choices, kept)
 
     def mode_ready(mode: str | None) -> None:
@@ -211,8 +212,8 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
                                elem_id="video-mode-radio")
             with gr.Accordion("Part of the clip, face check, which faces", open=False, elem_id="video-options"):
                 with gr.Row():
-                    start_in = gr.Number(0, minimum=0, label="Start (s)", info="0: the clip's start", elem_id="video-start")
-                    end_in = gr.Number(0, minimum=0, label="End (s)", info="0: the clip's end", elem_id="video-end")
+                    start_in = gr.Number(0, label="Start (s)", info="0: the clip's start", elem_id="video-start")  # no minimum: video_tab.span refuses in our words
+                    end_in = gr.Number(0, label="End (s)", info="0: the clip's end", elem_id="video-end")
                 face_check_in = gr.Checkbox(True, label="Face check", elem_id="video-face-check",
                                             info="skip detections whose landmarks do not form a face (the panel counts "
                                             "them; the frame viewer draws them dashed red); off restores every detection")

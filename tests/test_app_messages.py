@@ -85,3 +85,23 @@ def test_a_public_pop_up_keeps_the_words_after_a_folders_role(tmp_path, monkeypa
     exc = WeightsError(f"GPEN-BFR-512.pth is not in {tmp_path / 'models'}; run `python -m gpen_core download`")
     text = messages.shown_error(exc, public=True).text
     assert text == "Weights missing. GPEN-BFR-512.pth is not in ‹models folder›; run “python -m gpen_core download”"
+
+
+def test_an_empty_or_out_of_range_number_field_is_named_in_our_words() -> None:
+    """Gradio's own range check answered "Value 2.5 is greater than maximum value 1.99." (no field named, and the
+    panel only "see the message that popped up"), and an empty Max faces an internal error (int(None))."""
+    import gradio as gr
+    import pytest
+
+    import app
+
+    fields = {b.elem_id or b.label: b for b in app.demo.blocks.values() if isinstance(b, gr.Number)}
+    for name, value in (("Max faces", 0), ("identity-limit", 2.5), ("identity-limit", -1), ("video-start", -1), ("video-end", -2)):
+        assert fields[name].preprocess(value) == value  # Gradio lets it through, to the refusal below
+    photo = str(next(app.EXAMPLES_DIR.glob("*.jpg")))
+    args = dict(mode="auto", model="default", detector="default", alpha=1.0, threshold=0.9, max_faces=50, aligned=False)
+    for change, words in (({"max_faces": None}, "Max faces is empty"), ({"max_faces": 0}, "max faces must be at least 1"),
+                          ({"identity_limit": 2.5}, "identity limit is a descriptor distance between 0 and 2")):
+        with pytest.raises(gr.Error) as refused:
+            app.restore(photo, **{**args, **change})
+        assert words in str(refused.value) and "Internal error" not in str(refused.value), str(refused.value)

@@ -82,6 +82,8 @@ def test_the_clip_panel_says_what_was_kept(monkeypatch: pytest.MonkeyPatch) -> N
     assert "| Audio | re-encoded to AAC" in md and "turned upright from 90°" in md and "| Mode | low |" in md
     # Not checked: the one reason that held, not a list of possible ones (the tab's switch on is auto's rule).
     assert "| Identity | not checked: low mode leaves it out" in md
+    # the visitor's own switch off is the reason, in low too (it said "low mode leaves it out")
+    assert "| Identity | not checked: the Identity check switch is off |" in video_tab.video_markdown(r, identity_on=False)
     monkeypatch.setattr(identity_model, "available", lambda: False)
     balanced = replace(r, mode="balanced")
     assert "| Identity | not checked: dlib is not installed here. Fix: `pip install" in video_tab.video_markdown(balanced)

@@ -165,6 +165,23 @@ def test_a_blend_without_a_limit_is_refused_not_dropped(tmp_path: Path, capsys: 
     assert not (tmp_path / "o.png").exists()
 
 
+def test_the_apps_blend_slider_cannot_be_moved_before_a_limit_is_set() -> None:
+    """In the app the blend slider sat beside an empty limit: moved first, every Restore failed with the refusal
+    above. It is off until a limit is set, and clearing the limit turns it off again, back at 0."""
+    import app
+
+    alpha = next(b for b in app.demo.blocks.values() if getattr(b, "elem_id", None) == "identity-alpha")
+    limit = next(b for b in app.demo.blocks.values() if getattr(b, "elem_id", None) == "identity-limit")
+    assert alpha.interactive is False  # as the page opens: the limit is 0 (measure only)
+    dep = next(d for d in app.demo.fns.values() if (limit._id, "change") in d.targets)
+    assert [o._id for o in dep.outputs] == [alpha._id]
+    assert dep.fn(0.5)["interactive"] is True
+    for cleared in (0, None):
+        update = dep.fn(cleared)
+        assert update["interactive"] is False and update["value"] == 0.0
+        RestoreOptions(**app.fv.identity_options("auto", cleared, update["value"])).validated()
+
+
 def test_cli_refuses_a_limit_with_the_check_off_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from gpen_core.cli import main
 

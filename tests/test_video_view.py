@@ -41,6 +41,8 @@ def test_the_part_asked_and_the_servers_cap() -> None:
     assert video_tab.span(_clip(10.0), 0, None, None) == video_tab.Span(None, None, False)  # 0: the start
     assert video_tab.span(_clip(100.0), 30.0, None, 60.0) == video_tab.Span(30.0, 90.0, True)  # at most the cap
     assert video_tab.span(_clip(100.0), 30.0, 50.0, 60.0) == video_tab.Span(30.0, 50.0, False)
+    # an end past the clip's: restored to its end, and said (the panel's Frames row alone showed the shorter part)
+    assert video_tab.span(_clip(1.0), 0.5, 5.0, None).notes == ("end 5 s is past the clip's end (1.00 s): restored to the clip's end",)
     with pytest.raises(InputError, match="after the clip's end"):
         video_tab.span(_clip(10.0), 12.0, None, None)
     with pytest.raises(InputError, match="must be after start"):

@@ -63,10 +63,15 @@ def test_a_visitor_past_their_share_is_refused_while_another_gets_in(server_url:
     assert _join(server_url, index, A).status_code == 200
     _wait(lambda: any(queue.active_jobs))  # A's first restore runs (held), the next waits
     assert _join(server_url, index, A).status_code == 200
-    r = _join(server_url, index, A)
+    refused = secrets.token_hex(6)
+    r = _join(server_url, index, A, refused)
     assert r.status_code == 429, r.text[:300]  # not 503: the page shows this detail, not Gradio's "busy"
-    assert r.json()["detail"].startswith("You already have 2 restores waiting or running on this server; "
-                                         "wait for them to finish or press Stop"), r.json()
+    # and its panel once the pop-up has closed (the failure event reads it back; it said "see the message that popped up")
+    assert "You already have 2 restores" in (app.STATE.take_error(refused, "photo") or "")
+    detail = r.json()["detail"]
+    assert detail.startswith("You already have 2 restores waiting or running on this server"), r.json()
+    # what frees a place: a photo restore has no Stop button (the page's only Stop is the Video tab's)
+    assert "Video tab's Stop" in detail and "close a tab that waits" in detail, detail
     r = httpx.post(f"{server_url}/gradio_api/call/restore", json={"data": RESTORE_ARGS}, headers=_as(A), timeout=30)
     assert r.status_code == 429  # the API's route counts the same places
     assert _join(server_url, index, B).status_code == 200  # another visitor still gets in

@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import inspect
 import ipaddress
+import json
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -239,6 +240,8 @@ class VisitorShares:
     lanes: tuple[str, ...]  # the queue lanes (concurrency ids) counted: those whose events hold a place for long
     upload_bytes: int  # what the upload route takes from them within ``upload_window_s``
     upload_window_s: float  # how long Gradio keeps an upload (``delete_cache``'s age)
+    # Told of each refused place (session hash, API name, words), for the panel once the pop-up closes: Gradio never saw it.
+    refused: Callable[[str | None, str | None, str], None] = lambda session, api_name, text: None
 
 
 def visitor_of(scope: Mapping[str, Any]) -> str:
@@ -328,7 +331,9 @@ class PageOnlyEvents:
             return
         visitor = visitor_of(scope)
         if self._held(visitor, shares) >= shares.places:
-            await _json(send, 429, _places_refusal(shares.places, getattr(self.blocks._queue, "max_size", None)))
+            text = _places_refusal(shares.places, getattr(self.blocks._queue, "max_size", None))
+            shares.refused(_field(body, "session_hash"), getattr(fn, "api_name", None), text)
+            await _json(send, 429, text)
             return
         self._admitting[visitor] = self._admitting.get(visitor, 0) + 1  # counted before Gradio's push: a burst too
         try:
@@ -408,12 +413,9 @@ class PageOnlyEvents:
 
     def _by_index(self, body: bytes) -> Any:
         """The event the body's ``fn_index`` names, or None (none, or a malformed body Gradio answers itself)."""
-        import json
-
         try:
-            index = json.loads(body or b"{}").get("fn_index")
-            return self.blocks.fns.get(int(index)) if index is not None else None
-        except (ValueError, TypeError, AttributeError):
+            return self.blocks.fns.get(int(_field(body, "fn_index")))
+        except (ValueError, TypeError):  # int(None): no fn_index
             return None
 
     def _page_hosts(self) -> set[str]:
@@ -428,14 +430,24 @@ class PageOnlyEvents:
         return hosts
 
 
+def _field(body: bytes, name: str) -> Any:
+    """``name`` from a JSON object body, or None (absent, or a malformed body Gradio answers itself)."""
+    try:
+        return json.loads(body or b"{}").get(name)
+    except (ValueError, AttributeError):
+        return None
+
+
 def _private(fn: Any) -> bool:
     """Whether ``fn`` (an event, or None) is one of the page's private events (``api_visibility="private"``)."""
     return fn is not None and getattr(fn, "api_visibility", "public") == "private"
 
 
 def _places_refusal(places: int, queue_size: int | None) -> str:
-    return (f"You already have {places} restores waiting or running on this server; wait for them to finish or press "
-            f"Stop, then try again. Each visitor may hold {places} of the queue's {queue_size} places, so that others "
+    # A photo restore has no Stop button: only a clip has one, and a closed tab's waiting events leave the queue.
+    return (f"You already have {places} restores waiting or running on this server (from this tab or your others). "
+            "Try again once one has finished; to free a place now, stop your clip with the Video tab's Stop or close "
+            f"a tab that waits. Each visitor may hold {places} of the queue's {queue_size} places, so that others "
             "get in too.")
 
 
@@ -465,9 +477,7 @@ def _too_large(n: int, cap: int, more: bool = False) -> str:
 
 async def _json(send: Any, status: int, detail: str, plain: bool = False) -> None:
     """``{"detail": ...}``, or with ``plain`` the text alone, as Gradio's upload route answers (its page then shows
-    "HTTP 429: <text>")."""
-    import json
-
+    "HTTP 429: <text>", and page.PAGE_JS takes the status off)."""
     body = detail.encode() if plain else json.dumps({"detail": detail}).encode()
     kind = b"text/plain; charset=utf-8" if plain else b"application/json"
     await send({"type": "http.response.start", "status": status,

@@ -116,6 +116,14 @@ class AppState:
             while len(self._errors) > MAX_SESSIONS:
                 self._errors.popitem(last=False)
 
+    def refused(self, session: str | None, api_name: str | None, text: str) -> None:
+        """A shared server refused ``session`` a place in the queue (compat.gradio.VisitorShares.refused): its
+        restore's panel says why once the pop-up has closed."""
+        from gpen_core.presentation.panels import error_markdown
+
+        panel = {"restore": "photo", "restore_video": "video"}.get(api_name or "")
+        self.remember_error(session, panel, error_markdown("Your share of the queue is full", text))
+
     def take_error(self, session: str | None, panel: str) -> str | None:
         """``session``'s last error for ``panel``, forgotten once read."""
         with self._lock:

@@ -169,9 +169,11 @@ def run_tips(allowed: bool, progress: Progress) -> str:
     return advice.format_table(tips)
 
 
-def saved_tips() -> str:
-    """The tips table measured on this machine before, or how to measure it."""
-    tips = advice.load_report()
+def saved_tips(allowed: bool = True) -> SavedCheck:
+    """The tips table measured on this machine before, or how to measure it; the button off where :func:`refusal`
+    says no (it offered a press that was then refused), with the reason in place of "press the button"."""
+    tips, why = advice.load_report(), refusal(allowed)
+    label = "Measure the tips on this machine" if why is None else "Measuring the tips: off on this server"
     if tips is None:
-        return TIPS_NOT_MEASURED
-    return f"Measured {tips.created}.\n\n" + advice.format_table(tips)
+        return SavedCheck(TIPS_NOT_MEASURED if why is None else f"*Not measured on this machine yet.* {why}", None, label, why is None)
+    return SavedCheck(f"Measured {tips.created}.\n\n" + advice.format_table(tips), None, label, why is None)

@@ -79,9 +79,13 @@ def _why_not(result: RestoreResult) -> str:
 IDENTITY_RADIO = dict(
     choices=[("auto: every mode but low", "auto"), ("on", "on"), ("off", "off")], value="auto", label="Identity check",
     elem_id="identity-check", info="how far each restored face moved from yours (dlib's face descriptor; docs/identity.md)")
+# No minimum or maximum (nor on the app's other number fields): Gradio's own refusal names no field ("Value 2.5 is
+# greater than maximum value 1.99.") and never reaches the result panel; RestoreOptions' names the field, in both.
 IDENTITY_LIMIT = dict(
-    value=0, minimum=0, maximum=1.99, step=0.05, label="Identity limit", elem_id="identity-limit",
+    value=0, step=0.05, label="Identity limit", elem_id="identity-limit",
     info=f"over this distance keep your original face (0: measure only; {IDENTITY_THRESHOLD_TEXT})")
+# Off until a limit is set: the blend acts only over a limit, and a blend without one is refused (RestoreOptions),
+# so a slider moved first would make Restore fail.
 IDENTITY_ALPHA = dict(
     minimum=0.0, maximum=0.95, value=0.0, step=0.05, label="Over the limit: blend toward the original",
     elem_id="identity-alpha", info="with an Identity limit: 0 = your original face, pixel for pixel", interactive=False)

@@ -91,4 +91,10 @@ PAGE_JS = """() => {
   };
   document.addEventListener('drop', e => guard(e, e.dataTransfer && e.dataTransfer.files), true);
   document.addEventListener('change', e => guard(e, e.target.files), true);
+  // A refused upload (a visitor's share on a shared server) pops up as "HTTP 429: <our words>" (Gradio's client
+  // puts the status first): the words alone are the message.
+  const bare = () => document.querySelectorAll('[data-testid=toast-text]').forEach(el => {
+    const t = el.firstChild;
+    if (t && t.nodeType === 3 && /^HTTP \\d{3}: /.test(t.data)) t.data = t.data.replace(/^HTTP \\d{3}: /, ''); });
+  new MutationObserver(bare).observe(document.body, {childList: true, subtree: true, characterData: true});
 }""" % repr(VIDEO_ON_PHOTO_TAB)

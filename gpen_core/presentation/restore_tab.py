@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from gpen_core.engine import budget
-from gpen_core.errors import GPENError
+from gpen_core.errors import GPENError, InputError
 from gpen_core.images.outputs import save_result
 from gpen_core.modes import AUTO, MODES
 from gpen_core.options import RestoreOptions
@@ -36,6 +36,13 @@ class Preview:
 
     before: np.ndarray | None
     markdown: str
+
+
+def max_faces_field(value: float | None) -> int:
+    """The Max faces field as RestoreOptions.max_faces: InputError when it is empty (below 1: RestoreOptions says)."""
+    if value is None:
+        raise InputError("Max faces is empty: enter how many faces to restore at most (1 or more).")
+    return int(value)
 
 
 def preview(path: str, public: bool = False) -> Preview:

@@ -107,6 +107,7 @@ class Span:
     start_s: float | None
     end_s: float | None
     capped: bool  # the server's limit shortened it (said in the notes)
+    notes: tuple[str, ...] = ()  # what differs from what was asked, for the clip's notes (an end past the clip's)
 
 
 def span(clip: ClipNote, start_s: float | None, end_s: float | None, cap_s: float | None) -> Span:
@@ -120,10 +121,12 @@ def span(clip: ClipNote, start_s: float | None, end_s: float | None, cap_s: floa
         raise InputError(f"Start ({start:g} s) is at or after the clip's end ({clip.duration_s:.2f} s): choose an earlier start.")
     if end is not None and start is not None and end <= start:
         raise InputError(f"End ({end:g} s) must be after start ({start:g} s).")
+    past = end is not None and clip.duration_s is not None and end > clip.duration_s
+    notes = (f"end {end:g} s is past the clip's end ({clip.duration_s:.2f} s): restored to the clip's end",) if past else ()
     last = end if end is not None else clip.duration_s
     if cap_s and (last is None or last - (start or 0.0) > cap_s):
         return Span(start, (start or 0.0) + cap_s, True)
-    return Span(start, end, False)
+    return Span(start, end, False, notes)
 
 
 def output_name(source: str | None, mode: str) -> str:
@@ -140,8 +143,8 @@ def named_by_mode(result: Any, source: str | None) -> Any:
     return replace(result, output=str(named))
 
 
-def video_markdown(result: Any) -> str:
-    """The clip's measured panel (Markdown) from its VideoResult."""
+def video_markdown(result: Any, identity_on: bool = True) -> str:
+    """The clip's measured panel (Markdown) from its VideoResult; ``identity_on``: the tab's Identity check switch."""
     p = result.peaks
     vram = "no GPU" if p.vram_reserved_bytes is None else format_bytes(p.vram_reserved_bytes)
     rotation = f"turned upright from {result.rotation}°, written with no rotation tag" if result.rotation else "none in the input"
@@ -162,7 +165,7 @@ def video_markdown(result: Any) -> str:
         f"| Rotation | {rotation} |",
         "| Timestamps | each frame's own, kept (no forced frame rate) |",
         f"| Video | H.264, CRF {result.crf} |",
-        f"| Identity | {_identity_cell(result.identity, result.mode)} |",
+        f"| Identity | {_identity_cell(result.identity, result.mode, identity_on)} |",
     ]
     if p.shared:  # the meter's own words (threads, page faults) stay in the JSON's peaks.shared
         lines.append("| Note on the peaks | other work in this app ran during the clip, so the peak may include some "
@@ -171,12 +174,15 @@ def video_markdown(result: Any) -> str:
     return "\n".join(lines + notes_lines(list(result.notes)))
 
 
-def _identity_cell(ident: Any, mode: str) -> str:
-    """What was checked and flagged, or why nothing was (in :func:`gpen_core.faces.identity.runs_for`'s order)."""
+def _identity_cell(ident: Any, mode: str, switched_on: bool = True) -> str:
+    """What was checked and flagged, or why nothing was: the switch the visitor turned off first, then
+    :func:`gpen_core.faces.identity.runs_for`'s order."""
     from gpen_core.faces import identity_model
     from gpen_core.video.identity import summary_lines
 
     if ident is None:
+        if not switched_on:
+            return "not checked: the Identity check switch is off"
         if mode == "low":
             return ("not checked: low mode leaves it out, as for photos (it would be a large share of its time; "
                     "docs/identity.md)")
