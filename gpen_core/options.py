@@ -9,7 +9,7 @@ from typing import get_args
 import numpy as np
 
 from gpen_core.errors import InputError
-from gpen_core.modes import AUTO, IDENTITY_THRESHOLD_TEXT, Detector, OutputFormat, get_mode, get_task
+from gpen_core.modes import AUTO, IDENTITY_THRESHOLD, IDENTITY_THRESHOLD_MEANING, Detector, OutputFormat, get_mode, get_task
 
 ImageSource = np.ndarray | bytes | str | os.PathLike[str]
 
@@ -132,8 +132,9 @@ class RestoreOptions:
         if self.identity not in IDENTITY_CHOICES:
             raise InputError(f"identity check must be {', '.join(IDENTITY_CHOICES)}, got {self.identity!r}")
         if self.identity_limit is not None and not 0.0 < self.identity_limit < 2.0:
-            raise InputError(f"identity limit is a descriptor distance between 0 and 2 ({IDENTITY_THRESHOLD_TEXT}), "
-                             f"got {self.identity_limit}")
+            raise InputError(f"the identity limit (the app's 'Identity limit', --identity-limit) must be above 0 and "
+                             f"below 2, got {self.identity_limit}: it is a face-descriptor distance, and "
+                             f"{IDENTITY_THRESHOLD:g} is {IDENTITY_THRESHOLD_MEANING}")
         if self.identity_limit is not None and self.identity == "off":
             raise InputError("an identity limit needs the identity check: turn it on (or auto), or drop the limit")
         if self.identity_every != 1 and self.identity == "off":

@@ -101,7 +101,7 @@ def test_an_empty_or_out_of_range_number_field_is_named_in_our_words() -> None:
     photo = str(next(app.EXAMPLES_DIR.glob("*.jpg")))
     args = dict(mode="auto", model="default", detector="default", alpha=1.0, threshold=0.9, max_faces=50, aligned=False)
     for change, words in (({"max_faces": None}, "Max faces is empty"), ({"max_faces": 0}, "max faces must be at least 1"),
-                          ({"identity_limit": 2.5}, "identity limit is a descriptor distance between 0 and 2")):
+                          ({"identity_limit": 2.5}, "must be above 0 and below 2, got 2.5")):
         with pytest.raises(gr.Error) as refused:
             app.restore(photo, **{**args, **change})
         assert words in str(refused.value) and "Internal error" not in str(refused.value), str(refused.value)

@@ -140,10 +140,22 @@ def test_blend_over_the_limit_moves_the_face_toward_the_original(solvay: np.ndar
     assert "blended it toward the original (alpha 0.25)" in out.notes[0]
 
 
+def test_an_out_of_range_limit_is_refused_in_plain_words() -> None:
+    """It read "between 0 and 2 (0.6 (dlib's …)), got 2.5": parentheses in parentheses, and no field named."""
+    with pytest.raises(InputError) as e:
+        RestoreOptions(identity_limit=2.5).validated()
+    msg = str(e.value)
+    assert "'Identity limit'" in msg and "--identity-limit" in msg and "got 2.5" in msg, msg
+    depth = 0
+    for ch in msg:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        assert depth <= 1, msg
+
+
 def test_options_refuse_a_limit_without_the_check_and_out_of_range_values() -> None:
     with pytest.raises(InputError, match="needs the identity check"):
         RestoreOptions(identity="off", identity_limit=0.6).validated()
-    with pytest.raises(InputError, match="between 0 and 2"):
+    with pytest.raises(InputError, match="above 0 and below 2"):
         RestoreOptions(identity_limit=0.0).validated()
     with pytest.raises(InputError, match="below 1"):
         RestoreOptions(identity_limit=0.6, identity_alpha=1.0).validated()
