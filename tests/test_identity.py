@@ -224,7 +224,7 @@ def test_a_limit_asked_under_auto_runs_the_check_in_low_too(monkeypatch: pytest.
     from gpen_core.modes import MODES
 
     monkeypatch.setattr(identity_model, "available", lambda: True)
-    monkeypatch.setattr(identity_model, "model", lambda: None)
+    monkeypatch.setattr(identity_model, "model", lambda off=None: None)
     opts = RestoreOptions(mode="low", identity_limit=0.5)
     policy = policy_for("low", opts)
     assert policy is not None and policy.limit == 0.5
@@ -245,10 +245,22 @@ def test_identity_every_asks_for_the_check_and_is_refused_with_it_off(monkeypatc
     """``--identity-every 5`` on a clip in low (auto leaves low alone) or with ``--identity off`` was dropped without
     a word: it now runs the check as a limit does, and beside ``off`` it is refused."""
     monkeypatch.setattr(identity_model, "available", lambda: True)
-    monkeypatch.setattr(identity_model, "model", lambda: None)
+    monkeypatch.setattr(identity_model, "model", lambda off=None: None)
     assert policy_for("low", RestoreOptions(mode="low", identity_every=5)) is not None
     with pytest.raises(InputError, match="--identity-every"):
         RestoreOptions(identity="off", identity_every=5).validated()
+
+
+def test_identity_every_without_dlib_names_every_step_in_one_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--identity-every 5`` on a clip without dlib was told "turn the identity check off and set no identity limit";
+    turned off, it was refused again for --identity-every. The first message names dropping it too."""
+    monkeypatch.setattr(identity_model, "_model", None)
+    monkeypatch.setattr(identity_model, "_spec", lambda name: None)
+    with pytest.raises(WeightsError, match="pip install -r requirements-identity.txt") as e:
+        policy_for("balanced", RestoreOptions(identity_every=5).for_clip())
+    assert "turn the identity check off and drop --identity-every" in str(e.value), e.value
+    assert "identity limit" not in str(e.value), e.value  # none was set
+    RestoreOptions(identity="off").for_clip()  # what it says to do is taken
 
 
 def test_on_without_dlib_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -75,11 +75,18 @@ def runs_for(mode_name: str, identity: str, task: str = "enhance") -> bool:
     return identity == "on" or not (mode_name == "low" or not identity_model.available())
 
 
+def _off(opts: RestoreOptions) -> str:
+    """The fix besides installing dlib, whole: with the check off, a limit or --identity-every is refused too."""
+    asked = [fix for fix, on in (("set no identity limit", opts.identity_limit is not None),
+                                 ("drop --identity-every", opts.identity_every != 1)) if on]
+    return " and ".join(["or turn the identity check off", *asked])
+
+
 def policy_for(mode_name: str, opts: RestoreOptions) -> IdentityPolicy | None:
     """The identity check a request runs, or None (the models let go). Loads them, so a missing or damaged install
     fails before any face is restored, naming the pip command."""
     if not runs(mode_name, opts):
         identity_model.release()
         return None
-    identity_model.model()
+    identity_model.model(_off(opts))
     return IdentityPolicy(opts.identity_limit, opts.identity_alpha)
