@@ -359,6 +359,24 @@ def test_hardware_check_tab_measures_saves_and_shows_it_on_the_next_page_load(mo
     assert "measured on this machine" in budget.choose("cpu", (320, 240)).reason  # auto now picks from the measurement
 
 
+def test_the_memory_chart_is_shown_only_with_a_measurement() -> None:
+    """Before any measurement the tab showed an empty chart box and no word about it: it is hidden until a check
+    has measured something, and the report says what will appear and which button measures it."""
+    chart = next(b for b in app.demo.blocks.values() if isinstance(b, gr.BarPlot))
+    assert chart.visible is False
+    fills = [d for d in app.demo.fns.values() if chart in d.outputs]
+    load = next(d for d in fills if d.targets and d.targets[0][1] == "load")
+    md, shown, _ = load.fn()
+    assert shown["visible"] is False  # no profile saved in this test's models folder
+    assert "**Measure every mode on this machine**" in md and "chart of each mode's peak memory" in md, md
+    start = next(d for d in fills if d.targets and d.targets[0][1] == "click")
+    assert start.fn()["visible"] is True  # a check starting: the chart comes into view, its progress shown in it
+    check = next(d for d in fills if d.fn is app.hardware_check)
+    assert check.trigger_after == start._id and list(check.show_progress_on or ()) == [chart]
+    failed = next(d for d in fills if d.trigger_after == check._id and d.trigger_only_on_failure)
+    assert failed.fn()["visible"] is False  # a check that failed, nothing saved: hidden again
+
+
 def test_hardware_check_never_holds_up_restores() -> None:
     """The hardware check runs in its own lane: in the restore's lane a 72 s check held a restore for 73.6 s."""
     deps = {d.fn.__name__: d for d in app.demo.fns.values() if d.fn is not None}

@@ -151,10 +151,11 @@ def saved_check(device: str, allowed: bool) -> SavedCheck:
         label = ("Hardware check: not available on ZeroGPU" if zerogpu.on_zerogpu()
                  else "Hardware check: off on this shared server")
         enabled, when = False, why
-    if prof is None:
+    if prof is None:  # the chart stays hidden: the report says what will appear, and which button measures it
+        press = f" Press **{label}**: the report and a chart of each mode's peak memory appear here." if enabled else ""
         md = (f"{when}\n\n**Recommendation** (built-in estimates until the check has run here): "
               f"{no_strike(verdict(device))}.\n\n*No measurement for this machine yet (or the machine, versions or "
-              "weights changed since).*")
+              "weights changed since).*" + press)
         return SavedCheck(md, None, label, enabled)
     return SavedCheck(f"{when}\n\n" + _report(prof, device), profile_chart(prof), label, enabled)
 
