@@ -129,7 +129,8 @@ def upscale_view(image: str | None, upscale: int | str, mode: str | None) -> str
 
 
 def preview(image: str | None) -> tuple[Any, Any, str, Any, Any]:
-    """On upload: our decoder's view of the file as the "before" (or why it cannot be used), as the restore outputs."""
+    """When the Photo box changes: our decoder's view of the file as the "before" (or why it cannot be used), as the
+    restore outputs; the placeholder once the box is empty."""
     if not image:
         return None, None, page.PLACEHOLDER, None, None
     p = restore_tab.preview(image, STATE.policy.shared)
@@ -323,11 +324,11 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     for trigger in (show_faces_in.change, record_out.change):
         trigger(faces_view, [slider_out, record_out, show_faces_in, image_in], faces_out, api_visibility="private",
                 concurrency_limit=1, concurrency_id="faces-view", show_progress="hidden")
-    # On upload: our decoder's before-view (or why the file cannot be used), in its own lane.
-    image_in.upload(preview, image_in, result_outputs, api_visibility="private", concurrency_limit=1,
+    # The panel follows the Photo box, in its own lane: our decoder's before-view of what it holds (or why the file cannot
+    # be used), and the placeholder once it is empty: cleared, or a refused upload (which fires no clear).
+    image_in.change(preview, image_in, result_outputs, api_visibility="private", concurrency_limit=1,
                     concurrency_id="preview", show_progress_on=[slider_out])
     examples.click(lambda sample: sample[0], examples, image_in, api_visibility="private", show_progress="hidden")  # a plain value, as for the editor
-    image_in.clear(lambda: (None, None, page.PLACEHOLDER, None, None), None, result_outputs, api_visibility="private", show_progress="hidden")
     gr.on([task_in.change, image_in.change], lambda t, i: (gr.update(visible=task_ui.editor_visible(t)), task_ui.editor_value(t, i)), [task_in, image_in], [damage_box, damage_in], api_visibility="private")
     identity_limit_in.change(lambda v: gr.update(**fv.blend_control(v)), identity_limit_in, identity_alpha_in, api_visibility="private", queue=False, show_progress="hidden")
     task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, mode_labels.current_files())),

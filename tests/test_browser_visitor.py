@@ -151,3 +151,24 @@ def test_an_upload_over_a_visitors_share_pops_up_in_plain_words(browser, page_ur
                            timeout=3_000)  # the prefix goes as the pop-up appears; left there, this times out
     assert text.inner_text().startswith("This upload is "), text.inner_text()
     page.close()
+
+
+def test_a_refused_upload_leaves_no_earlier_photo_in_the_panel(browser, page_url: str,  # noqa: F811
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused upload empties the Photo box; the before/after and the panel still showed the earlier photo with
+    "Ready to restore", a Restore away from an "Upload a photo first" refusal. They follow the box, as on a clear."""
+    from gpen_core.presentation.app_state import Policy
+
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    _open(page, page_url)
+    photos = sorted(app.EXAMPLES_DIR.glob("*.jpg"))
+    page.locator("#photo input[type=file]").set_input_files(str(photos[0]))
+    metrics = page.locator("#metrics")
+    metrics.get_by_text("Ready to restore").wait_for(timeout=30_000)
+    monkeypatch.setattr(app.STATE, "policy", Policy(shared=True, visitor_upload_bytes=1000))  # the next one is refused
+    page.locator("#photo input[type=file]").set_input_files(str(photos[1]))
+    page.locator("[data-testid=toast-text]", has_text="each visitor may upload").first.wait_for(timeout=30_000)
+    metrics.get_by_text(page_texts.PLACEHOLDER.strip("*")).wait_for(timeout=10_000)
+    assert "Ready to restore" not in metrics.inner_text() and page.locator("#photo img").count() == 0
+    assert page.locator("#slider img").count() == 0, "the before/after still shows the earlier photo"
+    page.close()
