@@ -215,7 +215,7 @@ def _collect_inputs(items: Sequence[str], output: str) -> tuple[list[Path], list
             entries = [q for q in every if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and sniff_file(q))]
             whys = {q: not_a_file(q) for q in entries}
             # Not searched (as under --ray): said, so a folder of an archive is never dropped without a word.
-            whys |= {q: SUBFOLDER for q in sorted(p.iterdir()) if q not in whys and not q.name.startswith(".") and q.is_dir()
+            whys |= {q: SUBFOLDER for q in every if q not in whys and not q.name.startswith(".") and q.is_dir()
                      and not same_file(q, Path(output))}
             found = [q for q, why in whys.items() if why is None]
             skipped += [(str(q), why) for q, why in whys.items() if why is not None]
