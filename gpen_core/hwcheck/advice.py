@@ -82,7 +82,6 @@ class TipPlan:
     metric: Literal["process", "request", "vram"]
     setup: Callable[[], None] | None = None  # builds the tip's input files before its first run
     warm_ups: list[Spec] = field(default_factory=list)  # unmeasured first loads (see :func:`plan_tips`)
-    cache_files: int = 0  # tip 9: files in the full cache
 
     def steps(self, repeats: int) -> list[str]:
         """The kind of each child process it starts, in order (what :class:`~gpen_core.hwcheck.eta.Eta` plans)."""
@@ -236,8 +235,8 @@ def _tip_plan(tip: Tip, base: dict[str, Any], tiny: bool, cache_files: int, scra
         # the full cache is "before": the tip says cleaning it helps
         return TipPlan(tip, [(locate, {"MODELSCOPE_CACHE": str(full)}), (locate, {"MODELSCOPE_CACHE": str(empty)}),
                              ({"kind": "cache", "op": "walk", "root": str(full), "repeats": 3}, None)],
-                       (f"cache of {cache_files:,} files", "empty cache", "os.walk of it"), "request", setup,
-                       cache_files=cache_files)
+                       (f"cache of {cache_files:,} files", "empty cache", f"os.walk of {cache_files:,} files"),
+                       "request", setup)
     raise ValueError(f"no measurement for tip {n}")  # pragma: no cover - TIPS and this table are kept together
 
 
@@ -260,7 +259,7 @@ def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipR
     v, why = verdict(before, after, plan.metric, plan.tip.claims)
     if plan.tip.number == 9:
         walk = _side(plan.labels[2], outs[2])
-        why = (f"{why}; finding the weights here never walks the cache. A full os.walk of {plan.cache_files:,} files: "
+        why = (f"{why}; finding the weights here never walks the cache. A full {walk.label}: "
                f"{format_bytes(walk.request_peak_bytes)} above idle, {walk.seconds:.2f} s")
     return TipResult(plan.tip, v, why, before, after)
 

@@ -44,8 +44,22 @@ def workload_of(name: str) -> wl.Workload:
 
 def measure(spec: dict[str, Any]) -> SideRun | None:
     """One side of a tip, as ``spec`` says; None for a warm-up (``"warm_up": True``: load, convert, measure nothing)."""
-    by_kind = {"cache": measure_cache, "forward": measure_forward, "encode": _measure_encode}
-    return by_kind.get(spec["kind"], _measure_restore)(spec)
+    if spec["kind"] in ("encode", "cache"):
+        return _timed(_operation(spec), int(spec["repeats"]))
+    return measure_forward(spec) if spec["kind"] == "forward" else _measure_restore(spec)
+
+
+def _operation(spec: dict[str, Any]) -> Callable[[], object]:
+    """Encoding the workload's photo; finding the weights (ours) or walking the whole cache (what the article warns of)."""
+    from gpen_core.images.decode import encode_image
+    from gpen_core.weights import lookup as weights
+
+    if spec["kind"] == "encode":
+        img = wl.build(workload_of(spec["workload"])).image
+        return lambda: encode_image(img, spec["format"], quality=95)
+    if spec["op"] == "walk":
+        return lambda: sum(len(files) for _, _, files in os.walk(spec["root"]))
+    return lambda: weights.locate("GPEN-BFR-512", models_dir=spec["models_dir"])
 
 
 def _timed(operation: Callable[[], object], repeats: int) -> SideRun:
@@ -59,13 +73,6 @@ def _timed(operation: Callable[[], object], repeats: int) -> SideRun:
         assert m.peaks is not None
         peaks.append(m.peaks.rss_delta_bytes)
     return SideRun(peak_rss(), tuple(peaks), statistics.median(times))
-
-
-def _measure_encode(spec: dict[str, Any]) -> SideRun:
-    from gpen_core.images.decode import encode_image
-
-    img = wl.build(workload_of(spec["workload"])).image
-    return _timed(lambda: encode_image(img, spec["format"], quality=95), int(spec["repeats"]))
 
 
 def _input(spec: dict[str, Any]) -> tuple[Any, list[Any]]:
@@ -93,12 +100,11 @@ def _measure_restore(spec: dict[str, Any]) -> SideRun | None:
     from gpen_core.restorer import Restorer
 
     image, dets = _input(spec)
-    scratch = spec["scratch"]
     model = spec.get("model")
     if model and not os.path.exists(model):
-        model = wl.synthetic_checkpoint(model, scratch)
-    restorer = Restorer(models_dir=spec.get("models_dir") or scratch, device=spec.get("device") or "cpu", synthetic_weights=True)
-    opts = RestoreOptions(mode=spec["mode"], model=model, output_format=spec.get("output_format"))
+        model = wl.synthetic_checkpoint(model, spec["scratch"])
+    restorer = Restorer(models_dir=spec["scratch"], device="cpu", synthetic_weights=True)
+    opts = RestoreOptions(mode=spec["mode"], model=model)
     keep: list[Any] = []
     times, peaks, vram = [], [], []
     for i in range(int(spec["repeats"]) + 1):  # the first request loads the models: not timed
@@ -130,9 +136,8 @@ def measure_forward(spec: dict[str, Any]) -> SideRun:
     size = int(spec.get("size", 512))
     cfg = REGISTRY[f"GPEN-BFR-{size}"].arch if size >= 256 else GPENConfig(  # tests: a tiny one of the same class
         size=size, style_dim=64, n_mlp=2, channel_multiplier=1, narrow=0.125)
-    model = random_generator(cfg).to(device)
     dtype = torch.float16 if spec.get("half") else torch.float32
-    model = model.to(dtype)
+    model = random_generator(cfg).to(device, dtype)
     fwd = torch.compile(model, mode="reduce-overhead") if spec.get("compile") else model
     x = torch.rand(1, 3, size, size, device=device, dtype=dtype) * 2 - 1
     cuda = device.startswith("cuda")
@@ -153,11 +158,3 @@ def measure_forward(spec: dict[str, Any]) -> SideRun:
     vram = int(torch.cuda.max_memory_reserved(dev)) if cuda else None
     return SideRun(peak_rss(), (0,), statistics.median(times), vram)
 
-
-def measure_cache(spec: dict[str, Any]) -> SideRun:
-    """Finding the weights (ours) or walking the whole cache (what the article warns of)."""
-    from gpen_core.weights import lookup as weights
-
-    if spec["op"] == "walk":
-        return _timed(lambda: sum(len(files) for _, _, files in os.walk(spec["root"])), int(spec["repeats"]))
-    return _timed(lambda: weights.locate("GPEN-BFR-512", models_dir=spec["models_dir"]), int(spec["repeats"]))

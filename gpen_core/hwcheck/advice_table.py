@@ -210,10 +210,7 @@ def report_from_dict(d: Any) -> AdviceReport:
 def load_report(models_dir: str | os.PathLike[str] | None = None) -> AdviceReport | None:
     """The saved report (the store's, or an older ``advice.json`` until the next write), or None
     when none was measured or it is unreadable (then the app offers to measure)."""
-    d = measurements.read(models_dir).advice
-    if d is None:
-        return None
     try:
-        return report_from_dict(d)
-    except ValueError:
+        return report_from_dict(measurements.read(models_dir).advice)
+    except ValueError:  # None (nothing measured) included
         return None

@@ -73,8 +73,7 @@ class SelfCheckReport:
         rows += [(c.network, c.dtype, "ok" if c.ok else "FAIL", c.problem or "") for c in self.checks]
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
         lines = [f"selfcheck on {self.device}"]
-        for r in rows:
-            lines.append("  ".join(r[i].ljust(widths[i]) for i in range(3)) + ("  " + r[3] if r[3] else ""))
+        lines += ["  ".join(r[i].ljust(widths[i]) for i in range(3)) + ("  " + r[3] if r[3] else "") for r in rows]
         bad = self.first_problem
         lines.append("all ok" if bad is None else f"FAILED: {bad.network} ({bad.dtype}): {bad.problem}")
         return "\n".join(lines)
@@ -104,20 +103,17 @@ def resolve_device(device: str | torch.device) -> torch.device:
 def named_tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, str, torch.Tensor]]:
     """(path, kind, tensor) for every parameter, buffer and plain tensor attribute of a module tree (plain
     attributes matter: ``.to(device)`` does not move them, as facexlib's ``RetinaFace.mean_tensor``)."""
-    if isinstance(obj, nn.Module):
-        for name, p in obj.named_parameters(prefix.rstrip(".")):
-            yield name, "parameter", p
-        for name, b in obj.named_buffers(prefix.rstrip(".")):
-            yield name, "buffer", b
-        modules: Iterator[tuple[str, nn.Module]] = obj.named_modules(prefix=prefix.rstrip("."))
-    else:
-        modules = iter(())
+    if not isinstance(obj, nn.Module):
         for attr, v in vars(obj).items():
             if isinstance(v, nn.Module):
                 yield from named_tensors(v, f"{prefix}{attr}.")
             elif isinstance(v, torch.Tensor):
                 yield f"{prefix}{attr}", "tensor attribute", v
-    for mname, m in modules:
+        return
+    prefix = prefix.rstrip(".")
+    yield from ((name, "parameter", p) for name, p in obj.named_parameters(prefix))
+    yield from ((name, "buffer", b) for name, b in obj.named_buffers(prefix))
+    for mname, m in obj.named_modules(prefix=prefix):
         for attr, v in vars(m).items():
             if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter):
                 yield (f"{mname}.{attr}" if mname else attr), "tensor attribute", v
@@ -164,11 +160,6 @@ def _odd_one_out(tensors: list[torch.Tensor]) -> torch.Tensor:
     # The input decides the device; a lone weight elsewhere is the culprit. Prefer a named CPU one.
     rare = min(counts, key=lambda d: (counts[d], d != "cpu"))
     return next(t for t in tensors if str(t.device) == rare)
-
-
-def _host_copy_of_meta(exc: BaseException, watch: DeviceMixWatch, device: torch.device) -> bool:
-    """True when a meta forward stopped where it is meant to: its first copy of data to the host."""
-    return device.type == "meta" and "copy out of meta tensor" in str(exc) and watch.last_op.startswith(_TRANSFERS)
 
 
 @dataclass(frozen=True)
@@ -314,7 +305,9 @@ def _first_problem(target: _Target, device: torch.device) -> str | None:
         with torch.inference_mode(), watch:
             out = target.forward(obj, device)
     except Exception as exc:
-        if watch.problem or _host_copy_of_meta(exc, watch, device):  # meta: stopped at the host copy, as it must
+        # On meta a forward stops where it is meant to: at its first copy of data to the host.
+        if watch.problem or (device.type == "meta" and "copy out of meta tensor" in str(exc)
+                             and watch.last_op.startswith(_TRANSFERS)):
             return watch.problem
         return f"the forward failed: {type(exc).__name__}: {str(exc)[:300]}"
     return watch.problem or target.expect(out, device) or None
