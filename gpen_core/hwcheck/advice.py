@@ -35,8 +35,7 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 def run_side(spec: dict[str, Any], env: dict[str, str] | None = None) -> SideRun | None:
     """One side of a tip (:func:`gpen_core.hwcheck.advice_child.measure`) in a fresh process; RuntimeError when it fails."""
-    child_env: dict[str, str | None] = {k: None for k in _THREAD_VARS}
-    child_env.update(env or {})
+    child_env: dict[str, str | None] = {**dict.fromkeys(_THREAD_VARS), **(env or {})}
     out = worker.run(measure, spec, env=child_env, timeout=600)
     if isinstance(out, worker.Failed):
         what = f"{out.error_type}: {out.message}" if out.error_type else f"its process {out.message}"

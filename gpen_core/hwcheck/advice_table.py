@@ -122,16 +122,12 @@ def verdict(
             "vram": lambda s: s.vram_reserved_bytes or 0}[metric]
     mb, ma = pick(before), pick(after)
     mem_resolved = max(mb, ma) >= RESOLUTION_BYTES
-    dm = _change(mb, ma) if mem_resolved else 0.0
+    dm = _change(mb, ma) if mem_resolved and claims != "time" else 0.0
     time_resolved = max(before.seconds, after.seconds) >= RESOLUTION_SECONDS
-    dt_shown = dt = _change(before.seconds, after.seconds) if time_resolved else 0.0
-    if abs(after.seconds - before.seconds) < MIN_SECONDS:
-        dt = 0.0  # shown, but too small to decide anything
+    dt_shown = _change(before.seconds, after.seconds) if time_resolved else 0.0
+    # A memory claim is not made true by a change in time; one under MIN_SECONDS is shown but decides nothing.
+    dt = 0.0 if claims == "memory" or abs(after.seconds - before.seconds) < MIN_SECONDS else dt_shown
     noise = max(THRESHOLD, before.spread, after.spread)
-    if claims == "memory":
-        dt = 0.0  # a memory claim is not made true by a change in time
-    elif claims == "time":
-        dm = 0.0
     if dm <= -noise or (abs(dm) < noise and dt <= -TIME_THRESHOLD):
         v: Verdict = "helps"
     elif dm >= noise or (abs(dm) < noise and dt >= TIME_THRESHOLD):

@@ -68,10 +68,9 @@ class Eta:
 
     def left(self) -> float | None:
         """Seconds until the plan's timed steps are done, less the running step's time; None while none can be timed."""
-        todo = list(self.plan[len(self.finished):])
-        if not todo:
+        each = [self.per_step(k) for k in self.plan[len(self.finished):]]
+        if not each:
             return 0.0
-        each = [self.per_step(k) for k in todo]
         if all(e is None for e in each) or (self.guess_from_all and any(e is None for e in each)):
             return None
         running = self.clock() - self._started if self._started is not None else 0.0

@@ -259,9 +259,8 @@ def _parser_targets() -> list[_Target]:
             return ParsingMasker(path, device=dev)
 
     def masker_expect(out: Any, dev: torch.device) -> str | None:
-        if not (isinstance(out, np.ndarray) and out.shape == (512, 512)):
-            return f"the mask is {getattr(out, 'shape', type(out).__name__)}, expected 512×512"
-        return None
+        ok = isinstance(out, np.ndarray) and out.shape == (512, 512)
+        return None if ok else f"the mask is {getattr(out, 'shape', type(out).__name__)}, expected 512×512"
 
     grey = np.full((512, 512, 3), 128, np.uint8)
     return [

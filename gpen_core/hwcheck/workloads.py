@@ -90,8 +90,7 @@ def canvas(width: int, height: int) -> np.ndarray:
     small = rng.integers(40, 216, (max(2, height // 16), max(2, width // 16), 3), dtype=np.uint8)
     img = cv2.resize(small, (width, height), interpolation=cv2.INTER_LINEAR)
     grain = rng.integers(-12, 13, (64, 64, 3), dtype=np.int16)
-    reps = (math.ceil(height / 64), math.ceil(width / 64), 1)
-    tiled = np.tile(grain, reps)[:height, :width]
+    tiled = np.tile(grain, (math.ceil(height / 64), math.ceil(width / 64), 1))[:height, :width]
     return np.clip(img.astype(np.int16) + tiled, 0, 255).astype(np.uint8)
 
 
