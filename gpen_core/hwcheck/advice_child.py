@@ -50,7 +50,7 @@ def measure(spec: dict[str, Any]) -> SideRun | None:
 
 
 def _operation(spec: dict[str, Any]) -> Callable[[], object]:
-    """Encoding the workload's photo; finding the weights (ours) or walking the whole cache (what the article warns of)."""
+    """Encoding the workload's photo; finding the weights (ours) or walking the cache (what the article warns of)."""
     from gpen_core.images.decode import encode_image
     from gpen_core.weights import lookup as weights
 
