@@ -9,6 +9,7 @@ import functools
 import inspect
 import ipaddress
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -27,37 +28,35 @@ INPUT_TITLE = "Cannot use this input"
 
 def seam_problems() -> list[str]:
     """What this Gradio lacks of the internals used here (empty when all is in place)."""
-    problems = []
-    params = list(inspect.signature(gr.Image.preprocess).parameters)
-    if params != ["self", "payload"]:
-        problems.append(f"gr.Image.preprocess takes {params}, not (self, payload)")
-    from gradio.data_classes import ImageData
-
-    missing = {"path", "url"} - set(ImageData.model_fields)
-    if missing:
-        problems.append(f"gradio.data_classes.ImageData has no {sorted(missing)}")
+    from gradio import route_utils
     from gradio.components.image_editor import EditorData
-
-    missing = {"background", "layers", "composite", "id"} - set(EditorData.model_fields)
-    if missing or not hasattr(gr.ImageEditor, "accept_blobs"):
-        problems.append(f"gr.ImageEditor's value has no {sorted(missing)} or the editor no accept_blobs (its blob_storage)")
-    try:
-        from gradio.route_utils import FnIndexInferError  # noqa: F401
-    except ImportError:
-        problems.append("gradio.route_utils.FnIndexInferError is gone")
     from gradio.context import LocalContext
+    from gradio.data_classes import ImageData
     from gradio.queueing import Event, Queue
 
-    if not {"blocks", "event_id"} <= set(vars(LocalContext)) or "clean_events" not in vars(Queue):
-        problems.append("gradio.context.LocalContext has no blocks/event_id or its Queue no clean_events")
-    assigned = set(re.findall(r"self\.(\w+)\s*[:=]", inspect.getsource(Event.__init__)))  # set on instances
-    if not {"alive", "_id", "fn", "request"} <= set(inspect.signature(Event.__init__).parameters) | assigned:
-        problems.append("gradio.queueing.Event has no alive/_id/fn/request")
-    if not {"event_queue_per_concurrency_id", "active_jobs"} <= set(re.findall(r"self\.(\w+)\s*[:=]", inspect.getsource(Queue.__init__))):
-        problems.append("gradio.queueing.Queue keeps no event_queue_per_concurrency_id/active_jobs (who holds its places)")
-    if "process_time_per_fn" not in inspect.getsource(Queue.__init__):
-        problems.append("gradio.queueing.Queue keeps no process_time_per_fn (the ETA a run starts with)")
-    return problems
+    params = list(inspect.signature(gr.Image.preprocess).parameters)
+    event_has = set(inspect.signature(Event.__init__).parameters) | _set_on_self(Event.__init__)
+    checks = (
+        (params == ["self", "payload"], f"gr.Image.preprocess takes {params}, not (self, payload)"),
+        ({"path", "url"} <= set(ImageData.model_fields), "gradio.data_classes.ImageData has no path/url"),
+        ({"background", "layers", "composite", "id"} <= set(EditorData.model_fields)
+         and hasattr(gr.ImageEditor, "accept_blobs"),
+         "gr.ImageEditor's value has no background/layers/composite/id or the editor no accept_blobs (its blob_storage)"),
+        (hasattr(route_utils, "FnIndexInferError"), "gradio.route_utils.FnIndexInferError is gone"),
+        ({"blocks", "event_id"} <= set(vars(LocalContext)) and "clean_events" in vars(Queue),
+         "gradio.context.LocalContext has no blocks/event_id or its Queue no clean_events"),
+        ({"alive", "_id", "fn", "request"} <= event_has, "gradio.queueing.Event has no alive/_id/fn/request"),
+        ({"event_queue_per_concurrency_id", "active_jobs"} <= _set_on_self(Queue.__init__),
+         "gradio.queueing.Queue keeps no event_queue_per_concurrency_id/active_jobs (who holds its places)"),
+        ("process_time_per_fn" in _set_on_self(Queue.__init__),
+         "gradio.queueing.Queue keeps no process_time_per_fn (the ETA a run starts with)"),
+    )
+    return [problem for ok, problem in checks if not ok]
+
+
+def _set_on_self(init: Callable[..., Any]) -> set[str]:
+    """The attributes ``init`` sets on its instance (``self.x = ...``, ``self.x: T = ...``)."""
+    return set(re.findall(r"self\.(\w+)\s*[:=]", inspect.getsource(init)))
 
 
 def still_waited_for() -> Callable[[], bool]:
@@ -216,8 +215,6 @@ def app_kwargs(blocks: gr.Blocks, max_body_bytes: int = 34_000_000,
     """``launch(app_kwargs=...)``: unknown ``/run/<name>`` routes answer 404, and :class:`PageOnlyEvents` (with
     ``shares()``: each visitor's share, None where the server is not shared). On a Space, whose proxy connects from
     a private address, the server is told to trust it for ``X-Forwarded-For`` (:func:`visitor_of`), before launch."""
-    import os
-
     if os.environ.get("SPACE_ID"):
         os.environ.setdefault("FORWARDED_ALLOW_IPS", "127.0.0.1,::1,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7")
     from fastapi.responses import JSONResponse
@@ -421,8 +418,6 @@ class PageOnlyEvents:
     def _page_hosts(self) -> set[str]:
         """Hosts the page is served at beyond the request's own: the share link (its tunnel may rewrite ``Host``),
         and ``GPEN_PAGE_HOSTS`` (comma-separated ``host[:port]``, for a proxy that forwards no host)."""
-        import os
-
         hosts = {h.strip().lower() for h in os.environ.get("GPEN_PAGE_HOSTS", "").split(",") if h.strip()}
         share = getattr(self.blocks, "share_url", None)
         if share:

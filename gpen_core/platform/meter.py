@@ -86,11 +86,8 @@ class _Sampler(threading.Thread):
         self._proc = psutil.Process()
 
     def run(self) -> None:
-        while not self._stop_event.is_set():
-            rss = self._proc.memory_info().rss
-            if rss > self.peak:
-                self.peak = rss
-            time.sleep(self.INTERVAL_S)
+        while not self._stop_event.wait(self.INTERVAL_S):
+            self.peak = max(self.peak, self._proc.memory_info().rss)
 
     def stop(self) -> int:
         self._stop_event.set()
@@ -181,10 +178,8 @@ class _ThreadWatch:
             return []
         wall = time.perf_counter() - self.t0
         cpu_limit = max(BUSY_CPU_S, BUSY_CPU_FRACTION * wall)
-        names = dict(self.names)
-        names.update({t.native_id: t.name for t in threading.enumerate() if t.native_id is not None})
         new = {k: v for k, v in list(_STARTED.items()) if k not in self.started0}
-        names.update(new)
+        names = {**self.names, **{t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}, **new}
         found: list[str] = []
         native = [0.0, 0]  # CPU seconds and faults of native threads that started during the call
         seen_cpu = seen_faults = 0.0
@@ -272,46 +267,34 @@ def _cuda_index(device: Any) -> int | None:
 class PeakMeter:
     """``with PeakMeter(device) as m: ...`` then ``m.peaks`` (a :class:`Peaks`).
 
-    ``device``: where the call runs ("cpu", "cuda:1", a ``torch.device``, None for RAM only);
-    ``cuda=False`` turns VRAM measuring off even for a CUDA device; ``force_sampling`` samples even
-    where VmHWM works (for tests and for comparing the two methods).
+    ``device``: where the call runs ("cpu", "cuda:1", a ``torch.device``, None for RAM only); ``force_sampling``
+    samples even where VmHWM works (for tests and for comparing the two methods).
     """
 
-    def __init__(self, device: Any = None, *, cuda: bool = True, force_sampling: bool = False) -> None:
-        self._device = device if cuda else None
+    def __init__(self, device: Any = None, *, force_sampling: bool = False) -> None:
+        self._device = device
         self._force_sampling = force_sampling
         self._sampler: _Sampler | None = None
         self._method: RamMethod = "vmhwm"
         self._baseline = 0
         self._baseline_vram: int | None = None
         self._cuda_index: int | None = None
-        self._overlapped: list[str] = []  # why this call's peak is shared
+        self._overlapped: dict[str, None] = {}  # why this call's peak is shared (an ordered set)
         self._watch: _ThreadWatch | None = None
         self._thread = 0
         self._hwm_floor = 0  # the mark as it stood when a later meter reset it
         self._vram_floor = (0, 0)  # (allocated, reserved) likewise
         self.peaks: Peaks | None = None
 
-    @property
-    def baseline_rss(self) -> int:
-        """The process's resident set as the measured call began (bytes; 0 before ``__enter__``)."""
-        return self._baseline
-
-    def _note_overlap(self, why: str) -> None:
-        if why not in self._overlapped:
-            self._overlapped.append(why)
-
     def __enter__(self) -> "PeakMeter":
         self._cuda_index = _cuda_index(self._device)
-        me = threading.get_native_id()
-        self._thread = me
+        self._thread = me = threading.get_native_id()
         with _REGISTRY_LOCK:
             others = list(_ACTIVE)
             overlap = "another measured call overlapped it from another thread"
             for m in others:
                 if m._thread != me:
-                    m._note_overlap(overlap)
-                    self._note_overlap(overlap)
+                    m._overlapped[overlap] = self._overlapped[overlap] = None
             _ACTIVE.append(self)
             if self._cuda_index is not None:
                 import torch
@@ -346,8 +329,7 @@ class PeakMeter:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._watch is not None:
             try:
-                for why in self._watch.busy():
-                    self._note_overlap(why)
+                self._overlapped.update(dict.fromkeys(self._watch.busy()))
             finally:
                 self._watch.close()
         vram_alloc = vram_res = None
@@ -364,7 +346,7 @@ class PeakMeter:
             peak = max(self._sampler.stop() if self._sampler is not None else max(peak_rss(), self._hwm_floor), self._baseline)
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
-            shared = tuple(self._overlapped)
+            shared = list(self._overlapped)
         self.peaks = Peaks(
             rss_bytes=int(peak),
             baseline_rss_bytes=int(self._baseline),

@@ -128,13 +128,6 @@ def _without_main_script() -> Iterator[None]:
                 sys.modules["__main__"] = main
 
 
-def _reference(fn: Callable[..., Any]) -> str:
-    ref = f"{fn.__module__}:{fn.__qualname__}"
-    if "<" in ref or fn.__module__ == "__main__":
-        raise ValueError(f"{ref} cannot run in a child process: pass a module-level function of an importable module")
-    return ref
-
-
 class Child:
     """A started child: its pid (to stop it) and the wait for its outcome. See :func:`run`."""
 
@@ -144,7 +137,9 @@ class Child:
 
         ctx = multiprocessing.get_context("spawn")
         self._conn, child_end = ctx.Pipe(duplex=False)
-        ref = fn if isinstance(fn, str) else _reference(fn)
+        ref = fn if isinstance(fn, str) else f"{fn.__module__}:{fn.__qualname__}"
+        if "<" in ref or ref.startswith("__main__:"):
+            raise ValueError(f"{ref} cannot run in a child process: pass a module-level function of an importable module")
         self._proc = ctx.Process(target=_child_main, args=(ref, args, child_end, niceness, dict(env or {}), quiet),
                                  name="gpen-worker", daemon=True)
         self._stopped = threading.Event()
