@@ -178,17 +178,17 @@ def _raw_editor_preprocess(component: Any, save_bytes: Callable[[bytes, str], An
         if blobs is None:  # never sent, or dropped for newer edits (BoundedBlobs): never a silent "nothing painted"
             raise _input_error("The painted damage is no longer on the server (too many edits arrived since); "
                                "paint a stroke again and press Restore.")
-        return {"background": _blob_path(save_bytes, blobs.background, "background.png"),
-                "layers": [p for i, b in enumerate(blobs.layers) if (p := _blob_path(save_bytes, b, f"layer_{i}.png"))],
-                "composite": _blob_path(save_bytes, blobs.composite, "composite.png")}
+
+        def saved(data: bytes | None, name: str) -> str | None:
+            return None if data is None else str(save_bytes(bytes(data), name))
+
+        return {"background": saved(blobs.background, "background.png"),
+                "layers": [p for i, b in enumerate(blobs.layers) if (p := saved(b, f"layer_{i}.png"))],
+                "composite": saved(blobs.composite, "composite.png")}
     missing = "An editor image arrived without a file; send it again."
     return {"background": _file_path(save_data_url, payload.background, missing),
             "layers": [p for f in payload.layers or [] if (p := _file_path(save_data_url, f, missing))],
             "composite": _file_path(save_data_url, payload.composite, missing)}
-
-
-def _blob_path(save_bytes: Callable[[bytes, str], Any], data: bytes | None, name: str) -> str | None:
-    return None if data is None else str(save_bytes(bytes(data), name))
 
 
 def _file_path(save_data_url: Callable[[str], Any], file: Any, missing: str) -> str | None:
@@ -373,19 +373,16 @@ class PageOnlyEvents:
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:
             raise BodyTooLarge(_too_large(int(declared), cap))
-        chunks: list[bytes] = []
-        total, more = 0, True
+        body, more = bytearray(), True
         while more:
             message = await receive()
             if message["type"] != "http.request":
                 return None
-            chunk = message.get("body", b"")
-            total += len(chunk)
-            if total > cap:
-                raise BodyTooLarge(_too_large(total, cap, more=True))
-            chunks.append(chunk)
+            body += message.get("body", b"")
+            if len(body) > cap:
+                raise BodyTooLarge(_too_large(len(body), cap, more=True))
             more = message.get("more_body", False)
-        return b"".join(chunks)
+        return bytes(body)
 
     def _refusal(self, m: re.Match[str], body: bytes, headers: Mapping[str, str]) -> tuple[int, str] | None:
         """(status, detail) when this call may not run, else None (Gradio answers the rest itself)."""

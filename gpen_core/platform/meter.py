@@ -109,11 +109,6 @@ def mark_call_worker() -> None:
     _CALL_WORKERS.add(threading.get_native_id())
 
 
-# threading.setprofile is process-wide: the hook is installed only while at least one meter measures.
-_HOOK_LOCK = threading.Lock()
-_HOOK_USERS = 0
-
-
 def _started_hook(frame: Any, event: str, arg: Any) -> None:
     _STARTED[threading.get_native_id()] = threading.current_thread().name
     sys.setprofile(None)  # once per thread: no profiling cost after its first event
@@ -150,25 +145,12 @@ class _ThreadWatch:
     """What Python threads other than the measured one(s) did between start and finish."""
 
     def __init__(self, exclude: set[int]) -> None:
-        global _HOOK_USERS
-        with _HOOK_LOCK:
-            _HOOK_USERS += 1
-            if _HOOK_USERS == 1 and threading.getprofile() is None:  # another profiler in place: leave it alone
-                threading.setprofile(_started_hook)
         self.exclude = exclude
         self.t0 = time.perf_counter()
         self.names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
         self.started0 = set(_STARTED)
         self.tasks0 = _tasks()
         self.proc0 = _process_usage()
-
-    def close(self) -> None:
-        """The call is over (called once): the thread-start hook goes when no other meter measures."""
-        global _HOOK_USERS
-        with _HOOK_LOCK:
-            _HOOK_USERS = max(0, _HOOK_USERS - 1)
-            if _HOOK_USERS == 0 and threading.getprofile() is _started_hook:
-                threading.setprofile(None)
 
     def busy(self) -> list[str]:
         """Plain sentences, one per busy thread (empty when the call had the process to itself)."""
@@ -286,11 +268,20 @@ class PeakMeter:
         self._vram_floor = (0, 0)  # (allocated, reserved) likewise
         self.peaks: Peaks | None = None
 
+    @property
+    def baseline_rss(self) -> int:
+        """The process's resident set as the measured call began (bytes; 0 before ``__enter__``)."""
+        return self._baseline
+
     def __enter__(self) -> "PeakMeter":
         self._cuda_index = _cuda_index(self._device)
         self._thread = me = threading.get_native_id()
         with _REGISTRY_LOCK:
             others = list(_ACTIVE)
+            # threading.setprofile is process-wide: the thread-start hook is in only while a meter measures (and
+            # never over another profiler).
+            if not others and threading.getprofile() is None:
+                threading.setprofile(_started_hook)
             overlap = "another measured call overlapped it from another thread"
             for m in others:
                 if m._thread != me:
@@ -328,10 +319,7 @@ class PeakMeter:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._watch is not None:
-            try:
-                self._overlapped.update(dict.fromkeys(self._watch.busy()))
-            finally:
-                self._watch.close()
+            self._overlapped.update(dict.fromkeys(self._watch.busy()))
         vram_alloc = vram_res = None
         if self._cuda_index is not None:
             import torch
@@ -346,6 +334,8 @@ class PeakMeter:
             peak = max(self._sampler.stop() if self._sampler is not None else max(peak_rss(), self._hwm_floor), self._baseline)
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
+            if not _ACTIVE and threading.getprofile() is _started_hook:
+                threading.setprofile(None)
             shared = list(self._overlapped)
         self.peaks = Peaks(
             rss_bytes=int(peak),

@@ -86,11 +86,9 @@ def _limits_text() -> str:
     except ImportError:
         return ""
     parts = []
-    for name, what, flag in (("RLIMIT_AS", "address space", "ulimit -v / prlimit --as"), ("RLIMIT_DATA", "data", "prlimit --data")):
-        lim = getattr(resource, name, None)
-        if lim is None:
-            continue
-        soft, _ = resource.getrlimit(lim)
+    for lim, what, flag in ((resource.RLIMIT_AS, "address space", "ulimit -v / prlimit --as"),
+                            (resource.RLIMIT_DATA, "data", "prlimit --data")):
+        soft = resource.getrlimit(lim)[0]
         if soft != resource.RLIM_INFINITY:
             size = f"{soft / 1e9:.1f} GB" if soft >= 1e9 else f"{soft / 1e6:.0f} MB"
             parts.append(f"{size} of {what} ({flag})")
