@@ -266,10 +266,6 @@ _RESULTS = re.compile(r"/gradio_api/call/(?:v2/)?(?P<name>[^/]+)/[^/]+/?$")
 _UPLOAD = re.compile(r"/gradio_api/upload/?$")
 
 
-class BodyTooLarge(Exception):
-    """A request body over the gate's cap (answered 413)."""
-
-
 class PageOnlyEvents:
     """ASGI middleware: the page's private events (``api_visibility="private"``) run only for the page.
 
@@ -305,12 +301,8 @@ class PageOnlyEvents:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        try:
-            body = await self._read(headers, receive)
-        except BodyTooLarge as exc:
-            await _json(send, 413, str(exc))
-            return
-        if body is None:  # the client went away
+        body = await self._read(headers, receive, send)
+        if body is None:  # the client went away, or was answered 413
             return
         refusal = self._refusal(m, body, headers)
         if refusal is not None:
@@ -367,12 +359,13 @@ class PageOnlyEvents:
             self._uploads[visitor] = [*ledger, (now, int(declared))]
             await self.app(scope, receive, send)
 
-    async def _read(self, headers: Mapping[str, str], receive: Any) -> bytes | None:
-        """The whole body in linear time, or None when the client left; :class:`BodyTooLarge` past the cap."""
+    async def _read(self, headers: Mapping[str, str], receive: Any, send: Any) -> bytes | None:
+        """The whole body in linear time; None when the client left, or past the cap (then answered 413)."""
         cap = self.max_body_bytes
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:
-            raise BodyTooLarge(_too_large(int(declared), cap))
+            await _json(send, 413, _too_large(int(declared), cap))
+            return None
         body, more = bytearray(), True
         while more:
             message = await receive()
@@ -380,7 +373,8 @@ class PageOnlyEvents:
                 return None
             body += message.get("body", b"")
             if len(body) > cap:
-                raise BodyTooLarge(_too_large(len(body), cap, more=True))
+                await _json(send, 413, _too_large(len(body), cap, more=True))
+                return None
             more = message.get("more_body", False)
         return bytes(body)
 
@@ -481,9 +475,7 @@ def came_from_page(headers: Mapping[str, str] | None, page_hosts: set[str] | Non
     """Whether a request carries the page's own origin: an ``Origin`` (else ``Referer``) whose host is the one it
     was sent to (``Host``, ``X-Forwarded-Host``) or one of ``page_hosts``. A browser adds ``Origin`` to the page's
     POSTs; API clients send none. A barrier, not authentication: the operator's flags gate the rest."""
-    if not headers:
-        return False
-    lower = {k.lower(): v for k, v in headers.items()}
+    lower = {k.lower(): v for k, v in (headers or {}).items()}
     source = lower.get("origin") or lower.get("referer")
     if not source or source == "null":
         return False

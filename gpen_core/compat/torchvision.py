@@ -70,14 +70,10 @@ class Bottleneck(nn.Module):
         self.downsample = downsample
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        identity = x
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
-        out = self.bn3(self.conv3(out))
-        if self.downsample is not None:
-            identity = self.downsample(x)
-        out += identity
-        return self.relu(out)
+        identity = x if self.downsample is None else self.downsample(x)
+        return self.relu(self.bn3(self.conv3(out)) + identity)
 
 
 class ResNet(nn.Module):

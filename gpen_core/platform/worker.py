@@ -94,10 +94,8 @@ def _child_main(target: str, args: tuple[Any, ...], conn: Any, niceness: int, en
             os.environ[k] = v
     if niceness > 0 and hasattr(os, "nice"):
         os.nice(niceness)
-    try:
+    with contextlib.suppress(RuntimeError):  # no thread under a tight memory cap: the timeout and stop still end it
         threading.Thread(target=_exit_with_parent, name="gpen-worker-parent-watch", daemon=True).start()
-    except RuntimeError:  # no thread under a tight memory cap: the parent's timeout and stop still end it
-        pass
     _CHILD_CONN = conn
     try:
         value = pkgutil.resolve_name(target)(*args)  # "package.module:name", imported here
@@ -118,14 +116,12 @@ _START_LOCK = threading.Lock()
 def _without_main_script() -> Iterator[None]:
     """Spawn re-runs the caller's ``__main__`` script in the child: ours live in ``gpen_core``, and the app's
     script would build its whole page there."""
-    main = sys.modules.get("__main__")
     with _START_LOCK:
-        sys.modules["__main__"] = types.ModuleType("__main__")
+        main, sys.modules["__main__"] = sys.modules["__main__"], types.ModuleType("__main__")
         try:
             yield
         finally:
-            if main is not None:
-                sys.modules["__main__"] = main
+            sys.modules["__main__"] = main
 
 
 class Child:
