@@ -41,7 +41,7 @@ def seam_problems() -> list[str]:
         ({"path", "url"} <= set(ImageData.model_fields), "gradio.data_classes.ImageData has no path/url"),
         ({"background", "layers", "composite", "id"} <= set(EditorData.model_fields)
          and hasattr(gr.ImageEditor, "accept_blobs"),
-         "gr.ImageEditor's value has no background/layers/composite/id or the editor no accept_blobs (its blob_storage)"),
+         "gr.ImageEditor's value has no background/layers/composite/id or no accept_blobs (its blob_storage)"),
         (hasattr(route_utils, "FnIndexInferError"), "gradio.route_utils.FnIndexInferError is gone"),
         ({"blocks", "event_id"} <= set(vars(LocalContext)) and "clean_events" in vars(Queue),
          "gradio.context.LocalContext has no blocks/event_id or its Queue no clean_events"),
@@ -242,11 +242,9 @@ class VisitorShares:
 
 
 def visitor_of(scope: Mapping[str, Any]) -> str:
-    """Who sent a request, for per-visitor shares: the client address as Gradio's server resolved it (uvicorn takes
-    the ``X-Forwarded-For`` entry its trusted proxies appended: loopback, where the share link's tunnel and a local
-    proxy connect from, and ``FORWARDED_ALLOW_IPS``), an IPv6 address by its /64 (one machine's many addresses), an
-    IPv4 one seen through a dual-stack socket as itself. Not the session hash: a client picks its own.
-    docs/app-server.md says where this key is one visitor and where not."""
+    """Who sent a request, for per-visitor shares: the client address as Gradio's server resolved it (with its
+    trusted proxies' ``X-Forwarded-For``), an IPv6 address by its /64, an IPv4 one seen through a dual-stack socket as
+    itself; never the session hash, which a client picks. docs/app-server.md, "Who is a visitor", says more."""
     host = str((scope.get("client") or ("",))[0])
     try:
         address = ipaddress.ip_address(host)

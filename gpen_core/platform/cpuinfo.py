@@ -10,7 +10,8 @@ from functools import lru_cache
 
 def _first(keys: tuple[str, ...]) -> str:
     """The first core's value of the first of ``keys`` found (every core reports the same); '' without one."""
-    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:  # OSError: not Linux
+    # OSError: not Linux
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
         for line in f:
             key, _, value = line.partition(":")
             if key.strip() in keys and value.strip():

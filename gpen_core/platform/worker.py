@@ -135,7 +135,8 @@ class Child:
         self._conn, child_end = ctx.Pipe(duplex=False)
         ref = fn if isinstance(fn, str) else f"{fn.__module__}:{fn.__qualname__}"
         if "<" in ref or ref.startswith("__main__:"):
-            raise ValueError(f"{ref} cannot run in a child process: pass a module-level function of an importable module")
+            raise ValueError(f"{ref} cannot run in a child process: pass a module-level function of an importable "
+                             "module")
         self._proc = ctx.Process(target=_child_main, args=(ref, args, child_end, niceness, dict(env or {}), quiet),
                                  name="gpen-worker", daemon=True)
         self._stopped = threading.Event()
