@@ -34,7 +34,7 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except OSError:  # exists, owned by someone else
-        pass
+        return True
     return True
 
 

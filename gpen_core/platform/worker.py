@@ -176,10 +176,9 @@ class Child:
                     continue
                 ending = self._handle(item, on_event)
         finally:
-            if self._proc.is_alive():  # interrupted (or done and exiting): never leave a worker behind
-                self._proc.join(5)
-                if self._proc.is_alive():
-                    self._proc.kill()
+            self._proc.join(5)  # interrupted (or done and exiting): never leave a worker behind
+            if self._proc.is_alive():
+                self._proc.kill()
             self._proc.join()
             self._conn.close()  # nothing more comes: let the pipe go now, not at exit
         if self._stopped.is_set() and not isinstance(ending, Done):
