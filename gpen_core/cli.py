@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with sigterm_as_interrupt() as stop:  # a plain kill cleans up as Ctrl-C does
         code = _main(argv)
-    return SIGTERM_EXIT if stop.terminated and code == 130 else code
+    return SIGTERM_EXIT if stop.is_set() and code == 130 else code
 
 
 def _main(argv: Sequence[str] | None) -> int:

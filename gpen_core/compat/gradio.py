@@ -9,6 +9,7 @@ import functools
 import inspect
 import ipaddress
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -27,37 +28,35 @@ INPUT_TITLE = "Cannot use this input"
 
 def seam_problems() -> list[str]:
     """What this Gradio lacks of the internals used here (empty when all is in place)."""
-    problems = []
-    params = list(inspect.signature(gr.Image.preprocess).parameters)
-    if params != ["self", "payload"]:
-        problems.append(f"gr.Image.preprocess takes {params}, not (self, payload)")
-    from gradio.data_classes import ImageData
-
-    missing = {"path", "url"} - set(ImageData.model_fields)
-    if missing:
-        problems.append(f"gradio.data_classes.ImageData has no {sorted(missing)}")
+    from gradio import route_utils
     from gradio.components.image_editor import EditorData
-
-    missing = {"background", "layers", "composite", "id"} - set(EditorData.model_fields)
-    if missing or not hasattr(gr.ImageEditor, "accept_blobs"):
-        problems.append(f"gr.ImageEditor's value has no {sorted(missing)} or the editor no accept_blobs (its blob_storage)")
-    try:
-        from gradio.route_utils import FnIndexInferError  # noqa: F401
-    except ImportError:
-        problems.append("gradio.route_utils.FnIndexInferError is gone")
     from gradio.context import LocalContext
+    from gradio.data_classes import ImageData
     from gradio.queueing import Event, Queue
 
-    if not {"blocks", "event_id"} <= set(vars(LocalContext)) or "clean_events" not in vars(Queue):
-        problems.append("gradio.context.LocalContext has no blocks/event_id or its Queue no clean_events")
-    assigned = set(re.findall(r"self\.(\w+)\s*[:=]", inspect.getsource(Event.__init__)))  # set on instances
-    if not {"alive", "_id", "fn", "request"} <= set(inspect.signature(Event.__init__).parameters) | assigned:
-        problems.append("gradio.queueing.Event has no alive/_id/fn/request")
-    if not {"event_queue_per_concurrency_id", "active_jobs"} <= set(re.findall(r"self\.(\w+)\s*[:=]", inspect.getsource(Queue.__init__))):
-        problems.append("gradio.queueing.Queue keeps no event_queue_per_concurrency_id/active_jobs (who holds its places)")
-    if "process_time_per_fn" not in inspect.getsource(Queue.__init__):
-        problems.append("gradio.queueing.Queue keeps no process_time_per_fn (the ETA a run starts with)")
-    return problems
+    params = list(inspect.signature(gr.Image.preprocess).parameters)
+    event_has = set(inspect.signature(Event.__init__).parameters) | _set_on_self(Event.__init__)
+    checks = (
+        (params == ["self", "payload"], f"gr.Image.preprocess takes {params}, not (self, payload)"),
+        ({"path", "url"} <= set(ImageData.model_fields), "gradio.data_classes.ImageData has no path/url"),
+        ({"background", "layers", "composite", "id"} <= set(EditorData.model_fields)
+         and hasattr(gr.ImageEditor, "accept_blobs"),
+         "gr.ImageEditor's value has no background/layers/composite/id or no accept_blobs (its blob_storage)"),
+        (hasattr(route_utils, "FnIndexInferError"), "gradio.route_utils.FnIndexInferError is gone"),
+        ({"blocks", "event_id"} <= set(vars(LocalContext)) and "clean_events" in vars(Queue),
+         "gradio.context.LocalContext has no blocks/event_id or its Queue no clean_events"),
+        ({"alive", "_id", "fn", "request"} <= event_has, "gradio.queueing.Event has no alive/_id/fn/request"),
+        ({"event_queue_per_concurrency_id", "active_jobs"} <= _set_on_self(Queue.__init__),
+         "gradio.queueing.Queue keeps no event_queue_per_concurrency_id/active_jobs (who holds its places)"),
+        ("process_time_per_fn" in _set_on_self(Queue.__init__),
+         "gradio.queueing.Queue keeps no process_time_per_fn (the ETA a run starts with)"),
+    )
+    return [problem for ok, problem in checks if not ok]
+
+
+def _set_on_self(init: Callable[..., Any]) -> set[str]:
+    """The attributes ``init`` sets on its instance (``self.x = ...``, ``self.x: T = ...``)."""
+    return set(re.findall(r"self\.(\w+)\s*[:=]", inspect.getsource(init)))
 
 
 def still_waited_for() -> Callable[[], bool]:
@@ -179,17 +178,17 @@ def _raw_editor_preprocess(component: Any, save_bytes: Callable[[bytes, str], An
         if blobs is None:  # never sent, or dropped for newer edits (BoundedBlobs): never a silent "nothing painted"
             raise _input_error("The painted damage is no longer on the server (too many edits arrived since); "
                                "paint a stroke again and press Restore.")
-        return {"background": _blob_path(save_bytes, blobs.background, "background.png"),
-                "layers": [p for i, b in enumerate(blobs.layers) if (p := _blob_path(save_bytes, b, f"layer_{i}.png"))],
-                "composite": _blob_path(save_bytes, blobs.composite, "composite.png")}
+
+        def saved(data: bytes | None, name: str) -> str | None:
+            return None if data is None else str(save_bytes(bytes(data), name))
+
+        return {"background": saved(blobs.background, "background.png"),
+                "layers": [p for i, b in enumerate(blobs.layers) if (p := saved(b, f"layer_{i}.png"))],
+                "composite": saved(blobs.composite, "composite.png")}
     missing = "An editor image arrived without a file; send it again."
     return {"background": _file_path(save_data_url, payload.background, missing),
             "layers": [p for f in payload.layers or [] if (p := _file_path(save_data_url, f, missing))],
             "composite": _file_path(save_data_url, payload.composite, missing)}
-
-
-def _blob_path(save_bytes: Callable[[bytes, str], Any], data: bytes | None, name: str) -> str | None:
-    return None if data is None else str(save_bytes(bytes(data), name))
 
 
 def _file_path(save_data_url: Callable[[str], Any], file: Any, missing: str) -> str | None:
@@ -216,8 +215,6 @@ def app_kwargs(blocks: gr.Blocks, max_body_bytes: int = 34_000_000,
     """``launch(app_kwargs=...)``: unknown ``/run/<name>`` routes answer 404, and :class:`PageOnlyEvents` (with
     ``shares()``: each visitor's share, None where the server is not shared). On a Space, whose proxy connects from
     a private address, the server is told to trust it for ``X-Forwarded-For`` (:func:`visitor_of`), before launch."""
-    import os
-
     if os.environ.get("SPACE_ID"):
         os.environ.setdefault("FORWARDED_ALLOW_IPS", "127.0.0.1,::1,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7")
     from fastapi.responses import JSONResponse
@@ -245,11 +242,9 @@ class VisitorShares:
 
 
 def visitor_of(scope: Mapping[str, Any]) -> str:
-    """Who sent a request, for per-visitor shares: the client address as Gradio's server resolved it (uvicorn takes
-    the ``X-Forwarded-For`` entry its trusted proxies appended: loopback, where the share link's tunnel and a local
-    proxy connect from, and ``FORWARDED_ALLOW_IPS``), an IPv6 address by its /64 (one machine's many addresses), an
-    IPv4 one seen through a dual-stack socket as itself. Not the session hash: a client picks its own.
-    docs/app-server.md says where this key is one visitor and where not."""
+    """Who sent a request, for per-visitor shares: the client address as Gradio's server resolved it (with its
+    trusted proxies' ``X-Forwarded-For``), an IPv6 address by its /64, an IPv4 one seen through a dual-stack socket as
+    itself; never the session hash, which a client picks. docs/app-server.md, "Who is a visitor", says more."""
     host = str((scope.get("client") or ("",))[0])
     try:
         address = ipaddress.ip_address(host)
@@ -267,10 +262,6 @@ NOT_FOUND = "Not Found: this app has no such endpoint; see /gradio_api/info"
 _STARTS = re.compile(r"/gradio_api/(?:(?P<join>queue/join)|call/v2/(?P<v2>[^/]+)|(?P<kind>call|run|api)/(?P<name>[^/]+))/?$")
 _RESULTS = re.compile(r"/gradio_api/call/(?:v2/)?(?P<name>[^/]+)/[^/]+/?$")
 _UPLOAD = re.compile(r"/gradio_api/upload/?$")
-
-
-class BodyTooLarge(Exception):
-    """A request body over the gate's cap (answered 413)."""
 
 
 class PageOnlyEvents:
@@ -308,12 +299,8 @@ class PageOnlyEvents:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        try:
-            body = await self._read(headers, receive)
-        except BodyTooLarge as exc:
-            await _json(send, 413, str(exc))
-            return
-        if body is None:  # the client went away
+        body = await self._read(headers, receive, send)
+        if body is None:  # the client went away, or was answered 413
             return
         refusal = self._refusal(m, body, headers)
         if refusal is not None:
@@ -370,25 +357,24 @@ class PageOnlyEvents:
             self._uploads[visitor] = [*ledger, (now, int(declared))]
             await self.app(scope, receive, send)
 
-    async def _read(self, headers: Mapping[str, str], receive: Any) -> bytes | None:
-        """The whole body in linear time, or None when the client left; :class:`BodyTooLarge` past the cap."""
+    async def _read(self, headers: Mapping[str, str], receive: Any, send: Any) -> bytes | None:
+        """The whole body in linear time; None when the client left, or past the cap (then answered 413)."""
         cap = self.max_body_bytes
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:
-            raise BodyTooLarge(_too_large(int(declared), cap))
-        chunks: list[bytes] = []
-        total, more = 0, True
+            await _json(send, 413, _too_large(int(declared), cap))
+            return None
+        body, more = bytearray(), True
         while more:
             message = await receive()
             if message["type"] != "http.request":
                 return None
-            chunk = message.get("body", b"")
-            total += len(chunk)
-            if total > cap:
-                raise BodyTooLarge(_too_large(total, cap, more=True))
-            chunks.append(chunk)
+            body += message.get("body", b"")
+            if len(body) > cap:
+                await _json(send, 413, _too_large(len(body), cap, more=True))
+                return None
             more = message.get("more_body", False)
-        return b"".join(chunks)
+        return bytes(body)
 
     def _refusal(self, m: re.Match[str], body: bytes, headers: Mapping[str, str]) -> tuple[int, str] | None:
         """(status, detail) when this call may not run, else None (Gradio answers the rest itself)."""
@@ -421,8 +407,6 @@ class PageOnlyEvents:
     def _page_hosts(self) -> set[str]:
         """Hosts the page is served at beyond the request's own: the share link (its tunnel may rewrite ``Host``),
         and ``GPEN_PAGE_HOSTS`` (comma-separated ``host[:port]``, for a proxy that forwards no host)."""
-        import os
-
         hosts = {h.strip().lower() for h in os.environ.get("GPEN_PAGE_HOSTS", "").split(",") if h.strip()}
         share = getattr(self.blocks, "share_url", None)
         if share:
@@ -489,9 +473,7 @@ def came_from_page(headers: Mapping[str, str] | None, page_hosts: set[str] | Non
     """Whether a request carries the page's own origin: an ``Origin`` (else ``Referer``) whose host is the one it
     was sent to (``Host``, ``X-Forwarded-Host``) or one of ``page_hosts``. A browser adds ``Origin`` to the page's
     POSTs; API clients send none. A barrier, not authentication: the operator's flags gate the rest."""
-    if not headers:
-        return False
-    lower = {k.lower(): v for k, v in headers.items()}
+    lower = {k.lower(): v for k, v in (headers or {}).items()}
     source = lower.get("origin") or lower.get("referer")
     if not source or source == "null":
         return False

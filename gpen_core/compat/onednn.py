@@ -25,15 +25,10 @@ def _sections(f) -> dict[int, tuple[int, int, int, int]]:
     head = f.read(64)
     if head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
         return {}
-    shoff = struct.unpack_from("<Q", head, 0x28)[0]
-    shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
-    f.seek(shoff)
-    table = f.read(shentsize * shnum)
-    out = {}
-    for i in range(shnum):
-        _, kind, _, _, off, size, link, _, _, _ = struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize)
-        out[i] = (kind, off, size, link)
-    return out
+    f.seek(struct.unpack_from("<Q", head, 0x28)[0])
+    shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)  # an ELF64 section header is 64 bytes, as unpacked
+    headers = struct.iter_unpack("<IIQQQQIIQQ", f.read(shentsize * shnum))
+    return {i: (kind, off, size, link) for i, (_, kind, _, _, off, size, link, _, _, _) in enumerate(headers)}
 
 
 def _name_offsets(f, offset: int, size: int, names: tuple[bytes, ...]) -> dict[bytes, int]:

@@ -68,17 +68,12 @@ class Bottleneck(nn.Module):
         self.bn3 = nn.BatchNorm2d(planes * self.expansion)
         self.relu = nn.ReLU(inplace=True)
         self.downsample = downsample
-        self.stride = stride
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        identity = x
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
-        out = self.bn3(self.conv3(out))
-        if self.downsample is not None:
-            identity = self.downsample(x)
-        out += identity
-        return self.relu(out)
+        identity = x if self.downsample is None else self.downsample(x)
+        return self.relu(self.bn3(self.conv3(out)) + identity)
 
 
 class ResNet(nn.Module):
@@ -91,10 +86,8 @@ class ResNet(nn.Module):
         self.bn1 = nn.BatchNorm2d(64)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
-        self.layer1 = self._make_layer(64, layers[0])
-        self.layer2 = self._make_layer(128, layers[1], stride=2)
-        self.layer3 = self._make_layer(256, layers[2], stride=2)
-        self.layer4 = self._make_layer(512, layers[3], stride=2)
+        for i, (planes, blocks) in enumerate(zip((64, 128, 256, 512), layers)):
+            setattr(self, f"layer{i + 1}", self._make_layer(planes, blocks, stride=1 if i == 0 else 2))
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(512 * Bottleneck.expansion, num_classes)
         # torchvision's initialisation (facexlib loads every weight), so the stand-in is the same model unloaded too
@@ -149,8 +142,6 @@ def nms(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torc
         if suppressed[i]:
             continue
         keep.append(i)
-        if i + 1 == n:
-            break
         xx1 = torch.maximum(x1[i], x1[i + 1 :])
         yy1 = torch.maximum(y1[i], y1[i + 1 :])
         xx2 = torch.minimum(x2[i], x2[i + 1 :])

@@ -66,7 +66,7 @@ def _timed(operation: Callable[[], object], repeats: int) -> SideRun:
     """``operation`` run ``repeats`` times on the CPU, each under its own meter."""
     times, peaks = [], []
     for _ in range(repeats):
-        with PeakMeter(cuda=False) as m:
+        with PeakMeter() as m:
             t = time.perf_counter()
             operation()
             times.append(time.perf_counter() - t)

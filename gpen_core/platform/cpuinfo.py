@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import platform
 from collections.abc import Collection
 from functools import lru_cache
@@ -9,14 +10,12 @@ from functools import lru_cache
 
 def _first(keys: tuple[str, ...]) -> str:
     """The first core's value of the first of ``keys`` found (every core reports the same); '' without one."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() in keys and value.strip():
-                    return value.strip()
-    except OSError:  # not Linux
-        pass
+    # OSError: not Linux
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key.strip() in keys and value.strip():
+                return value.strip()
     return ""
 
 

@@ -31,27 +31,20 @@ def partial_path(dst: PathLike) -> Path:
     return dst.with_name(partial_name(dst.name, os.getpid()))
 
 
-def fsync_folder(folder: PathLike) -> None:
-    """Flush ``folder``'s entries (a rename in it) to disk; a no-op where folders cannot be opened (Windows)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some file systems refuse a folder's fsync: the rename itself still happened
-        pass
-    finally:
-        os.close(fd)
-
-
-def _fsync_path(path: Path) -> None:
+def _fsync(path: Path, *, folder: bool = False) -> None:
+    """Flush a file (never through a link), or a ``folder``'s entries (a rename in it) where it can be: Windows
+    cannot open a folder, and some file systems refuse its fsync (the rename itself still happened)."""
     # Windows flushes only a handle opened for writing; POSIX flushes the file whichever way it is opened.
-    fd = os.open(path, (os.O_RDWR if os.name == "nt" else os.O_RDONLY) | getattr(os, "O_NOFOLLOW", 0))
+    file_flags = (os.O_RDWR if os.name == "nt" else os.O_RDONLY) | getattr(os, "O_NOFOLLOW", 0)
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fd = os.open(path, os.O_RDONLY if folder else file_flags)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        if not folder:
+            raise
 
 
 def install(tmp: PathLike, dst: PathLike, *, sync: bool) -> None:
@@ -60,10 +53,10 @@ def install(tmp: PathLike, dst: PathLike, *, sync: bool) -> None:
     os.replace raises it."""
     tmp, dst = Path(tmp), Path(dst)
     if sync:
-        _fsync_path(tmp)
+        _fsync(tmp)
     os.replace(tmp, dst)
     if sync:
-        fsync_folder(dst.parent)
+        _fsync(dst.parent, folder=True)
 
 
 def move_aside(path: PathLike, to: PathLike) -> None:

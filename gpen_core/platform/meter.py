@@ -86,11 +86,8 @@ class _Sampler(threading.Thread):
         self._proc = psutil.Process()
 
     def run(self) -> None:
-        while not self._stop_event.is_set():
-            rss = self._proc.memory_info().rss
-            if rss > self.peak:
-                self.peak = rss
-            time.sleep(self.INTERVAL_S)
+        while not self._stop_event.wait(self.INTERVAL_S):
+            self.peak = max(self.peak, self._proc.memory_info().rss)
 
     def stop(self) -> int:
         self._stop_event.set()
@@ -110,11 +107,6 @@ _CALL_WORKERS: set[int] = set()
 def mark_call_worker() -> None:
     """Declare the current thread a worker of the call that started it (use as a pool initializer)."""
     _CALL_WORKERS.add(threading.get_native_id())
-
-
-# threading.setprofile is process-wide: the hook is installed only while at least one meter measures.
-_HOOK_LOCK = threading.Lock()
-_HOOK_USERS = 0
 
 
 def _started_hook(frame: Any, event: str, arg: Any) -> None:
@@ -153,25 +145,12 @@ class _ThreadWatch:
     """What Python threads other than the measured one(s) did between start and finish."""
 
     def __init__(self, exclude: set[int]) -> None:
-        global _HOOK_USERS
-        with _HOOK_LOCK:
-            _HOOK_USERS += 1
-            if _HOOK_USERS == 1 and threading.getprofile() is None:  # another profiler in place: leave it alone
-                threading.setprofile(_started_hook)
         self.exclude = exclude
         self.t0 = time.perf_counter()
         self.names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
         self.started0 = set(_STARTED)
         self.tasks0 = _tasks()
         self.proc0 = _process_usage()
-
-    def close(self) -> None:
-        """The call is over (called once): the thread-start hook goes when no other meter measures."""
-        global _HOOK_USERS
-        with _HOOK_LOCK:
-            _HOOK_USERS = max(0, _HOOK_USERS - 1)
-            if _HOOK_USERS == 0 and threading.getprofile() is _started_hook:
-                threading.setprofile(None)
 
     def busy(self) -> list[str]:
         """Plain sentences, one per busy thread (empty when the call had the process to itself)."""
@@ -181,10 +160,8 @@ class _ThreadWatch:
             return []
         wall = time.perf_counter() - self.t0
         cpu_limit = max(BUSY_CPU_S, BUSY_CPU_FRACTION * wall)
-        names = dict(self.names)
-        names.update({t.native_id: t.name for t in threading.enumerate() if t.native_id is not None})
         new = {k: v for k, v in list(_STARTED.items()) if k not in self.started0}
-        names.update(new)
+        names = {**self.names, **{t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}, **new}
         found: list[str] = []
         native = [0.0, 0]  # CPU seconds and faults of native threads that started during the call
         seen_cpu = seen_faults = 0.0
@@ -272,20 +249,19 @@ def _cuda_index(device: Any) -> int | None:
 class PeakMeter:
     """``with PeakMeter(device) as m: ...`` then ``m.peaks`` (a :class:`Peaks`).
 
-    ``device``: where the call runs ("cpu", "cuda:1", a ``torch.device``, None for RAM only);
-    ``cuda=False`` turns VRAM measuring off even for a CUDA device; ``force_sampling`` samples even
-    where VmHWM works (for tests and for comparing the two methods).
+    ``device``: where the call runs ("cpu", "cuda:1", a ``torch.device``, None for RAM only); ``force_sampling``
+    samples even where VmHWM works (for tests and for comparing the two methods).
     """
 
-    def __init__(self, device: Any = None, *, cuda: bool = True, force_sampling: bool = False) -> None:
-        self._device = device if cuda else None
+    def __init__(self, device: Any = None, *, force_sampling: bool = False) -> None:
+        self._device = device
         self._force_sampling = force_sampling
         self._sampler: _Sampler | None = None
         self._method: RamMethod = "vmhwm"
         self._baseline = 0
         self._baseline_vram: int | None = None
         self._cuda_index: int | None = None
-        self._overlapped: list[str] = []  # why this call's peak is shared
+        self._overlapped: dict[str, None] = {}  # why this call's peak is shared (an ordered set)
         self._watch: _ThreadWatch | None = None
         self._thread = 0
         self._hwm_floor = 0  # the mark as it stood when a later meter reset it
@@ -297,21 +273,19 @@ class PeakMeter:
         """The process's resident set as the measured call began (bytes; 0 before ``__enter__``)."""
         return self._baseline
 
-    def _note_overlap(self, why: str) -> None:
-        if why not in self._overlapped:
-            self._overlapped.append(why)
-
     def __enter__(self) -> "PeakMeter":
         self._cuda_index = _cuda_index(self._device)
-        me = threading.get_native_id()
-        self._thread = me
+        self._thread = me = threading.get_native_id()
         with _REGISTRY_LOCK:
             others = list(_ACTIVE)
+            # threading.setprofile is process-wide: the thread-start hook is in only while a meter measures (and
+            # never over another profiler).
+            if not others and threading.getprofile() is None:
+                threading.setprofile(_started_hook)
             overlap = "another measured call overlapped it from another thread"
             for m in others:
                 if m._thread != me:
-                    m._note_overlap(overlap)
-                    self._note_overlap(overlap)
+                    m._overlapped[overlap] = self._overlapped[overlap] = None
             _ACTIVE.append(self)
             if self._cuda_index is not None:
                 import torch
@@ -345,11 +319,7 @@ class PeakMeter:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._watch is not None:
-            try:
-                for why in self._watch.busy():
-                    self._note_overlap(why)
-            finally:
-                self._watch.close()
+            self._overlapped.update(dict.fromkeys(self._watch.busy()))
         vram_alloc = vram_res = None
         if self._cuda_index is not None:
             import torch
@@ -364,7 +334,9 @@ class PeakMeter:
             peak = max(self._sampler.stop() if self._sampler is not None else max(peak_rss(), self._hwm_floor), self._baseline)
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
-            shared = tuple(self._overlapped)
+            if not _ACTIVE and threading.getprofile() is _started_hook:
+                threading.setprofile(None)
+            shared = list(self._overlapped)
         self.peaks = Peaks(
             rss_bytes=int(peak),
             baseline_rss_bytes=int(self._baseline),

@@ -9,6 +9,7 @@ import gc
 import re
 import sys
 
+from gpen_core.errors import GPENError, OutOfMemory
 from gpen_core.platform.heap import glibc
 
 # Lower-case fragments of allocation-failure messages (PyTorch on the CPU, OpenCV, OpenVINO; seen under prlimit --as).
@@ -43,8 +44,6 @@ _OV_THREADS = re.compile(r"failed to create plugin.*resource temporarily unavail
 def is_oom(exc: BaseException) -> bool:
     """True when ``exc`` is an allocation failure (RAM or VRAM), from any library we use. Our other errors
     (a :class:`~gpen_core.errors.GPENError` but ``OutOfMemory``) are never memory, whatever their text says."""
-    from gpen_core.errors import GPENError, OutOfMemory
-
     if isinstance(exc, (MemoryError, OutOfMemory)):
         return True
     if isinstance(exc, GPENError):
@@ -86,11 +85,9 @@ def _limits_text() -> str:
     except ImportError:
         return ""
     parts = []
-    for name, what, flag in (("RLIMIT_AS", "address space", "ulimit -v / prlimit --as"), ("RLIMIT_DATA", "data", "prlimit --data")):
-        lim = getattr(resource, name, None)
-        if lim is None:
-            continue
-        soft, _ = resource.getrlimit(lim)
+    for lim, what, flag in ((resource.RLIMIT_AS, "address space", "ulimit -v / prlimit --as"),
+                            (resource.RLIMIT_DATA, "data", "prlimit --data")):
+        soft = resource.getrlimit(lim)[0]
         if soft != resource.RLIM_INFINITY:
             size = f"{soft / 1e9:.1f} GB" if soft >= 1e9 else f"{soft / 1e6:.0f} MB"
             parts.append(f"{size} of {what} ({flag})")
@@ -126,8 +123,6 @@ def import_failure(exc: BaseException, module: str | None = None) -> Exception:
     """The error to show for a failed import: :class:`~gpen_core.errors.OutOfMemory` with what the engine needs when
     memory ran out, else a :class:`~gpen_core.errors.GPENError` saying how to repair the installation. A
     ``SystemError`` under a memory cap is the cap (a C extension's failed allocation, seen under ``prlimit --data``)."""
-    from gpen_core.errors import GPENError, OutOfMemory
-
     text = str(exc).strip()
     detail = text.splitlines()[-1][:200] if text else type(exc).__name__
     name = getattr(exc, "name", None) or ""

@@ -7,32 +7,24 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 SIGTERM_EXIT = 128 + 15  # what a shell reports for a process ended by SIGTERM: scripts keep telling the two apart
 
 
-@dataclass
-class StopSignal:
-    """Whether SIGTERM arrived while the block ran."""
-
-    terminated: bool = False
-
-
 @contextmanager
-def sigterm_as_interrupt() -> Iterator[StopSignal]:
+def sigterm_as_interrupt() -> Iterator[threading.Event]:
     """Within the block SIGTERM raises KeyboardInterrupt in the main thread, once (a repeat is ignored, so the
-    clean-up finishes); the previous handler is restored after. Off the main thread the block runs unchanged."""
-    state = StopSignal()
+    clean-up finishes); the previous handler is restored after. Yields an event set when SIGTERM arrived. Off the
+    main thread the block runs unchanged."""
+    state = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield state
         return
 
     def on_term(signum: int, frame: object) -> None:
-        if state.terminated:
-            return
-        state.terminated = True
-        raise KeyboardInterrupt
+        if not state.is_set():
+            state.set()
+            raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:

@@ -94,10 +94,8 @@ def _child_main(target: str, args: tuple[Any, ...], conn: Any, niceness: int, en
             os.environ[k] = v
     if niceness > 0 and hasattr(os, "nice"):
         os.nice(niceness)
-    try:
+    with contextlib.suppress(RuntimeError):  # no thread under a tight memory cap: the timeout and stop still end it
         threading.Thread(target=_exit_with_parent, name="gpen-worker-parent-watch", daemon=True).start()
-    except RuntimeError:  # no thread under a tight memory cap: the parent's timeout and stop still end it
-        pass
     _CHILD_CONN = conn
     try:
         value = pkgutil.resolve_name(target)(*args)  # "package.module:name", imported here
@@ -118,21 +116,12 @@ _START_LOCK = threading.Lock()
 def _without_main_script() -> Iterator[None]:
     """Spawn re-runs the caller's ``__main__`` script in the child: ours live in ``gpen_core``, and the app's
     script would build its whole page there."""
-    main = sys.modules.get("__main__")
     with _START_LOCK:
-        sys.modules["__main__"] = types.ModuleType("__main__")
+        main, sys.modules["__main__"] = sys.modules["__main__"], types.ModuleType("__main__")
         try:
             yield
         finally:
-            if main is not None:
-                sys.modules["__main__"] = main
-
-
-def _reference(fn: Callable[..., Any]) -> str:
-    ref = f"{fn.__module__}:{fn.__qualname__}"
-    if "<" in ref or fn.__module__ == "__main__":
-        raise ValueError(f"{ref} cannot run in a child process: pass a module-level function of an importable module")
-    return ref
+            sys.modules["__main__"] = main
 
 
 class Child:
@@ -144,7 +133,10 @@ class Child:
 
         ctx = multiprocessing.get_context("spawn")
         self._conn, child_end = ctx.Pipe(duplex=False)
-        ref = fn if isinstance(fn, str) else _reference(fn)
+        ref = fn if isinstance(fn, str) else f"{fn.__module__}:{fn.__qualname__}"
+        if "<" in ref or ref.startswith("__main__:"):
+            raise ValueError(f"{ref} cannot run in a child process: pass a module-level function of an importable "
+                             "module")
         self._proc = ctx.Process(target=_child_main, args=(ref, args, child_end, niceness, dict(env or {}), quiet),
                                  name="gpen-worker", daemon=True)
         self._stopped = threading.Event()
@@ -184,10 +176,9 @@ class Child:
                     continue
                 ending = self._handle(item, on_event)
         finally:
-            if self._proc.is_alive():  # interrupted (or done and exiting): never leave a worker behind
-                self._proc.join(5)
-                if self._proc.is_alive():
-                    self._proc.kill()
+            self._proc.join(5)  # interrupted (or done and exiting): never leave a worker behind
+            if self._proc.is_alive():
+                self._proc.kill()
             self._proc.join()
             self._conn.close()  # nothing more comes: let the pipe go now, not at exit
         if self._stopped.is_set() and not isinstance(ending, Done):
