@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
-from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, NEITHER, SUBFOLDER, not_a_file
-from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, format_for,
-                                     one_file_for_several, output_stems, result_path, same_file, write_atomic)
+from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, not_a_file, sniff_file
+from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, folder_inputs, format_for,
+                                     one_file_for_several, output_stems, result_path, write_atomic)
 from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
 from gpen_core.presentation.cli_run import ProgressLine, RunSummary, print_error
 from gpen_core.result_json import result_record
-from gpen_core.video.probe import sniff_file
 
 DETECTORS = {"resnet50": "resnet50", "mobilenet": "mobilenet0.25"}  # --detector's words → the detector names
 
@@ -204,26 +203,15 @@ def _load_engine() -> None:
 
 
 def _collect_inputs(items: Sequence[str], output: str) -> tuple[list[Path], list[tuple[str, str]]]:
-    """(the photos and videos to restore, (path, why) for each entry of a folder skipped: an image-named one that is
-    not a file, a file neither a photo nor a video, a subfolder but ``output``)."""
+    """(the photos and videos to restore, (path, why) for each entry of a folder skipped: images.outputs.folder_inputs)."""
     paths: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for item in items:
         p = Path(item)
         if p.is_dir():
-            every = sorted(p.iterdir())
-            entries = [q for q in every if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and sniff_file(q))]
-            whys = {q: not_a_file(q) for q in entries}
-            # Not searched (as under --ray): said, so a folder of an archive is never dropped without a word.
-            whys |= {q: SUBFOLDER for q in every if q not in whys and not q.name.startswith(".") and q.is_dir()
-                     and not same_file(q, Path(output))}
-            found = [q for q, why in whys.items() if why is None]
-            skipped += [(str(q), why) for q, why in whys.items() if why is not None]
-            skipped += [(str(q), NEITHER) for q in every if q not in whys and q.is_file()]  # --ray says the same
-            if not found:
-                listed = "".join(f"; skipped {q}: {why}" for q, why in whys.items() if why is not None)
-                raise InputError(f"folder {p} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}) and no videos{listed}")
+            found, skips = folder_inputs(p, Path(output))
             paths += found
+            skipped += [(str(q), why) for q, why in skips]
         elif p.is_file():
             paths.append(p)
         else:
