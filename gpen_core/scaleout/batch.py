@@ -196,33 +196,26 @@ class RestoreWorker:
 
 
 def warm_restorer(pool: WorkerPool, models_dir: str | None, options: Any) -> tuple[Any, GPENError | None, float]:
-    """In a Ray worker: (the process's Restorer on the pool's device and threads, what stopped its warm-up for
-    ``options`` or None, the warm-up's seconds)."""
+    """In a Ray worker: (the process's Restorer on the pool's device and threads, warmed up on a blank photo with
+    the models ``options`` asks for; the error that stopped the warm-up, which every request then carries with its
+    fix, or None; the warm-up's seconds)."""
+    import numpy as np
+
+    from gpen_core.options import RestoreOptions
     from gpen_core.restorer import get_restorer
 
     pool.use_threads()
     restorer = get_restorer(models_dir=models_dir, device=pool.device)
     t = time.perf_counter()
-    return restorer, warm_up(restorer, options), time.perf_counter() - t
-
-
-def warm_up(restorer: Any, options: Any) -> GPENError | None:
-    """Load the models ``options`` asks for with a blank photo; the error that stopped it (every request then
-    carries it and its fix), else None."""
-    import numpy as np
-
-    from gpen_core.options import RestoreOptions
-
     opts = options or RestoreOptions()
-    size = 256 if opts.aligned else 320
-    blank = np.full((size, size, 3), 128, np.uint8)
+    blank = np.full((256, 256, 3) if opts.aligned else (320, 320, 3), 128, np.uint8)
     if opts.task == "inpaint":
         blank[:4] = 255  # a white stroke: inpainting refuses a photo with nothing marked
     try:
         restorer(blank, replace(opts, output_format=None))
     except GPENError as exc:
-        return exc
-    return None
+        return restorer, exc, time.perf_counter() - t
+    return restorer, None, time.perf_counter() - t
 
 
 def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None, gpus_per_worker: float,
