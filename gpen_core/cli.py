@@ -311,7 +311,7 @@ def _no_unused_flags(args: argparse.Namespace) -> None:
 
 
 def _refuse_flags(flags: dict[str, bool], why: str, fix: str = "") -> None:
-    """InputError naming the flags asked (True in ``flags``) and ``why`` they have no place in this run (nothing when none)."""
+    """InputError naming the flags asked (True in ``flags``) and ``why`` they have no place in this run."""
     asked = [flag for flag, on in flags.items() if on]
     if asked:
         one = len(asked) == 1
@@ -431,15 +431,17 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video, remove_if_unused
     from gpen_core.video.stream import VideoOptions, restore_video
 
-    _refuse_flags({"--aligned": args.aligned, "--mask": args.mask is not None}, f"for photos, and {videos[0].name} is a video (its frames are whole pictures, turned upright "
-                  "by the file's own rotation)", ", or restore the photos in a run of their own")  # never dropped
+    _refuse_flags({"--aligned": args.aligned, "--mask": args.mask is not None},  # never dropped
+                  f"for photos, and {videos[0].name} is a video (its frames are whole pictures, turned upright by the "
+                  "file's own rotation)", ", or restore the photos in a run of their own")
     made = not Path(args.output).exists()  # a folder this run makes for the clips is removed again if none is written
     plan = plan_video_outputs(videos, args.output, photos)
     args.crf = VideoOptions.crf if args.crf is None else args.crf  # None in argparse: _no_clip_flags tells it typed
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()
     segments_asked(args)  # segment flags that cannot apply are refused now, not once the engine has loaded
-    opts = _options(args, identity_every=1 if args.identity_every is None else args.identity_every).for_clip()  # likewise what a clip cannot take
+    every = 1 if args.identity_every is None else args.identity_every
+    opts = _options(args, identity_every=every).for_clip()  # likewise what a clip cannot take
     if plan_photos is not None:
         plan_photos()
     if args.ray and args.address:

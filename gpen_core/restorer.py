@@ -102,7 +102,6 @@ class Restorer:
             req: pipeline.Request | None = None
             attempts: list[Attempt] = []
             while True:
-                out = None
                 self.models.runtimes.clear()  # this attempt's networks, as it loads or reuses them
                 # One meter per attempt, on the request's own device: a stepped-down result reports the
                 # attempt that made it; the first attempt's meter also covers decoding.

@@ -90,8 +90,9 @@ def list_inputs(source: str, output: Path | None = None) -> tuple[list[_Input], 
             raise InputError(f"input {p} does not exist")
     # The plain CLI's naming rule: same.jpg and same.png become same_jpg.* and same_png.*.
     stems = outputs.output_stems([PurePosixPath(path).name for _, path in listed])
-    return ([_Input(shown, path, stem, None if "://" in source else Path(path)) for (shown, path), stem in zip(listed, stems)],
-            filesystem, skipped)
+    local = "://" not in source
+    inputs = [_Input(shown, path, stem, Path(path) if local else None) for (shown, path), stem in zip(listed, stems)]
+    return inputs, filesystem, skipped
 
 
 def _list_uri(source: str, output: Path | None) -> tuple[Any, list[tuple[str, str]], list[tuple[str, str]]]:
