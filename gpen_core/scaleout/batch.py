@@ -163,12 +163,9 @@ class RestoreWorker:
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         import numpy as np
 
-        records, encoded = [], []
-        for data, path in zip(batch["bytes"], batch["path"]):
-            rec, out = self.restore_one(bytes(data), str(path))
-            records.append(json.dumps(rec))
-            encoded.append(out)
-        return {"record": np.array(records, dtype=object), "encoded": np.array(encoded, dtype=object)}
+        done = [self.restore_one(bytes(data), str(path)) for data, path in zip(batch["bytes"], batch["path"])]
+        return {"record": np.array([json.dumps(rec) for rec, _ in done], dtype=object),
+                "encoded": np.array([out for _, out in done], dtype=object)}
 
     def restore_one(self, data: bytes, path: str) -> tuple[Record, bytes]:
         from gpen_core.result_json import peaks_record, result_record
