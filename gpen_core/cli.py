@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
-from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, NEITHER, SUBFOLDER, not_a_file
-from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, format_for,
-                                     one_file_for_several, output_stems, result_path, same_file, write_atomic)
+from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, not_a_file, sniff_file
+from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, folder_inputs, format_for,
+                                     one_file_for_several, output_stems, result_path, write_atomic)
 from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
 from gpen_core.presentation.cli_run import ProgressLine, RunSummary, print_error
 from gpen_core.result_json import result_record
-from gpen_core.video.probe import sniff_file
 
 DETECTORS = {"resnet50": "resnet50", "mobilenet": "mobilenet0.25"}  # --detector's words → the detector names
 
@@ -64,17 +63,23 @@ def _add_restore(sub: Any) -> None:
     r.add_argument("--mask", help="with --task inpaint and one input: the damage, white on black at the photo's size "
                                   "(default: white strokes in the photo itself)")
     _add_restore_faces(r)
-    _add_restore_upscale(r)
     r.add_argument("--overwrite", action="store_true", help="replace outputs that already exist (default: skip them)")
     r.add_argument("--json", action="store_true", help="one JSON object per image on stdout (a video: one per frame, then a summary)")
     add_video_arguments(r)
     add_segment_arguments(r)
-    _add_restore_ray(r)
+    r.add_argument("--ray", action="store_true",
+                   help="restore with Ray Data (one folder, file or URI such as s3://…; writes OUT/manifest.jsonl); "
+                   "needs requirements-ray.txt")
+    r.add_argument("--address", help="with --ray: join this Ray cluster (auto, HOST:PORT, ray://HOST:PORT); "
+                   "default: a local Ray on 127.0.0.1 only, stopped at the end")
+    r.add_argument("--workers", type=int, help="with --ray: actors in the pool (default: one per GPU share, else one per 2 CPUs)")
+    r.add_argument("--gpus-per-worker", type=float, default=0.0, help="with --ray: GPUs per actor (0.5: two per GPU; default 0)")
 
 
 def _add_restore_faces(r: argparse.ArgumentParser) -> None:
+    """The flags of finding, restoring and pasting faces, and of upscaling the rest."""
     from gpen_core.modes import IDENTITY_THRESHOLD_TEXT
-    from gpen_core.options import IDENTITY_CHOICES, MAX_FACES_HELP, RestoreOptions
+    from gpen_core.options import BACKENDS, IDENTITY_CHOICES, MAX_FACES_HELP, UPSCALES, RestoreOptions
 
     r.add_argument("--alpha", type=float, default=1.0, help="blend: 1 restored only … 0 original (default 1)")
     r.add_argument("--threshold", type=float, help=f"face detection confidence (default {RestoreOptions.threshold})")
@@ -94,11 +99,6 @@ def _add_restore_faces(r: argparse.ArgumentParser) -> None:
                    "with --identity-alpha A, blend toward it instead")
     r.add_argument("--identity-alpha", type=float, default=0.0, metavar="A",
                    help="for a face over --identity-limit: A × restored + (1 − A) × original (default 0: the original)")
-
-
-def _add_restore_upscale(r: argparse.ArgumentParser) -> None:
-    from gpen_core.options import BACKENDS, UPSCALES
-
     r.add_argument("--upscale", type=int, default=1, choices=UPSCALES,
                    help="upscale the whole photo ×2 or ×4 with RealESRNet, faces restored at that size (default 1: off)")
     r.add_argument("--upscaler", help="upscaler: registry name (realesrnet_x2, realesrnet_x4) or checkpoint path "
@@ -107,16 +107,6 @@ def _add_restore_upscale(r: argparse.ArgumentParser) -> None:
     r.add_argument("--backend", default="auto", choices=BACKENDS,
                    help="generator runtime on the CPU: torch, openvino (converted on first use, cached in the models "
                    "folder), or auto: the one measured faster on this CPU (default)")
-
-
-def _add_restore_ray(r: argparse.ArgumentParser) -> None:
-    r.add_argument("--ray", action="store_true",
-                   help="restore with Ray Data (one folder, file or URI such as s3://…; writes OUT/manifest.jsonl); "
-                   "needs requirements-ray.txt")
-    r.add_argument("--address", help="with --ray: join this Ray cluster (auto, HOST:PORT, ray://HOST:PORT); "
-                   "default: a local Ray on 127.0.0.1 only, stopped at the end")
-    r.add_argument("--workers", type=int, help="with --ray: actors in the pool (default: one per GPU share, else one per 2 CPUs)")
-    r.add_argument("--gpus-per-worker", type=float, default=0.0, help="with --ray: GPUs per actor (0.5: two per GPU; default 0)")
 
 
 def _add_export(sub: Any) -> None:
@@ -204,26 +194,15 @@ def _load_engine() -> None:
 
 
 def _collect_inputs(items: Sequence[str], output: str) -> tuple[list[Path], list[tuple[str, str]]]:
-    """(the photos and videos to restore, (path, why) for each entry of a folder skipped: an image-named one that is
-    not a file, a file neither a photo nor a video, a subfolder but ``output``)."""
+    """(the photos and videos to restore, (path, why) for each entry of a folder skipped: images.outputs.folder_inputs)."""
     paths: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for item in items:
         p = Path(item)
         if p.is_dir():
-            every = sorted(p.iterdir())
-            entries = [q for q in every if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and sniff_file(q))]
-            whys = {q: not_a_file(q) for q in entries}
-            # Not searched (as under --ray): said, so a folder of an archive is never dropped without a word.
-            whys |= {q: SUBFOLDER for q in every if q not in whys and not q.name.startswith(".") and q.is_dir()
-                     and not same_file(q, Path(output))}
-            found = [q for q, why in whys.items() if why is None]
-            skipped += [(str(q), why) for q, why in whys.items() if why is not None]
-            skipped += [(str(q), NEITHER) for q in every if q not in whys and q.is_file()]  # --ray says the same
-            if not found:
-                listed = "".join(f"; skipped {q}: {why}" for q, why in whys.items() if why is not None)
-                raise InputError(f"folder {p} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}) and no videos{listed}")
+            found, skips = folder_inputs(p, Path(output))
             paths += found
+            skipped += [(str(q), why) for q, why in skips]
         elif p.is_file():
             paths.append(p)
         else:
@@ -257,8 +236,7 @@ def _restore(args: argparse.Namespace) -> int:
         from gpen_core.scaleout.cli import restore_ray
 
         _no_clip_flags(args, args.inputs[0] if len(args.inputs) == 1 else "the inputs")
-        return restore_ray(args, ProgressLine, _options(args, aligned=args.aligned, orientations=args.orientations),
-                           say_record)
+        return restore_ray(args, ProgressLine, _options(args), say_record)
     inputs, not_files = _collect_inputs(args.inputs, args.output)
     videos = [p for p in inputs if sniff_file(p)]  # told apart by their bytes, whatever the extension
     inputs = [p for p in inputs if p not in videos]
@@ -269,7 +247,7 @@ def _restore(args: argparse.Namespace) -> int:
     def plan_photos() -> None:  # with clips too, before the first clip's engine loads: never after hours of video
         if args.mask is not None and (len(inputs) != 1 or args.task != "inpaint"):
             raise InputError("--mask is the damage of one photo: use it with --task inpaint and a single input")
-        _options(args, aligned=args.aligned, orientations=args.orientations).validated()  # bad options: before any work
+        _options(args).validated()  # bad options: before any work
         plan.extend(_plan_outputs(inputs, args.output))
         check_writable([dst for _, dst, _ in plan])  # bad output paths fail now (exit 2), not after the restore
         check_result_paths(plan)  # a folder in the way, or the input itself (the same rule as --ray and videos)
@@ -309,12 +287,12 @@ def _restore(args: argparse.Namespace) -> int:
 def _no_clip_flags(args: argparse.Namespace, photo: str) -> None:
     """InputError for a clip's flags in a run of photos only (``photo`` names them): a photo's options have no place for them."""
     segments = getattr(args, "segments", None)
-    asked = [flag for flag, on in (("--start", args.start is not None), ("--end", args.end is not None),
-                                   ("--tracks", getattr(args, "tracks", None) is not None), ("--no-audio", args.no_audio),
-                                   ("--segments", segments is True), ("--no-segments", segments is False),
-                                   ("--segment-seconds", getattr(args, "segment_seconds", None) is not None),
-                                   ("--fresh", getattr(args, "fresh", False)), ("--crf", args.crf is not None),
-                                   ("--identity-every", args.identity_every is not None)) if on]
+    asked = {"--start": args.start is not None, "--end": args.end is not None,
+             "--tracks": getattr(args, "tracks", None) is not None, "--no-audio": args.no_audio,
+             "--segments": segments is True, "--no-segments": segments is False,
+             "--segment-seconds": getattr(args, "segment_seconds", None) is not None,
+             "--fresh": getattr(args, "fresh", False), "--crf": args.crf is not None,
+             "--identity-every": args.identity_every is not None}
     _refuse_flags(asked, f"for videos, and there is no video to restore ({photo}: photos only)")
 
 
@@ -322,25 +300,26 @@ def _no_unused_flags(args: argparse.Namespace) -> None:
     """InputError for flags this run would drop (None in argparse: not typed; _options fills the defaults); a blend
     without a limit is RestoreOptions' to refuse."""
     if not args.ray:
-        _refuse_flags([f for f, on in (("--address", args.address is not None), ("--workers", args.workers is not None),
-                                       ("--gpus-per-worker", bool(args.gpus_per_worker))) if on], "for --ray runs", ", or add --ray")
+        _refuse_flags({"--address": args.address is not None, "--workers": args.workers is not None,
+                       "--gpus-per-worker": bool(args.gpus_per_worker)}, "for --ray runs", ", or add --ray")
     if args.aligned:
-        _refuse_flags([f for f, on in (("--detector", args.detector is not None), ("--orientations", args.orientations),
-                                       ("--no-face-check", not args.face_check), ("--threshold", args.threshold is not None),
-                                       ("--max-faces", args.max_faces is not None)) if on],
+        _refuse_flags({"--detector": args.detector is not None, "--orientations": args.orientations,
+                       "--no-face-check": not args.face_check, "--threshold": args.threshold is not None,
+                       "--max-faces": args.max_faces is not None},
                       "for finding faces, and --aligned restores each input as one face crop without looking for faces",
                       ", or drop --aligned")
 
 
-def _refuse_flags(asked: list[str], why: str, fix: str = "") -> None:
-    """InputError naming the ``asked`` flags and ``why`` they have no place in this run (nothing when none)."""
+def _refuse_flags(flags: dict[str, bool], why: str, fix: str = "") -> None:
+    """InputError naming the flags asked (True in ``flags``) and ``why`` they have no place in this run."""
+    asked = [flag for flag, on in flags.items() if on]
     if asked:
         one = len(asked) == 1
         raise InputError(f"{' and '.join(asked)} {'is' if one else 'are'} {why}: leave {'it' if one else 'them'} out{fix}")
 
 
 def _options(args: argparse.Namespace, **only: Any) -> Any:
-    """The RestoreOptions of ``args``; ``only``: the fields a photo (or a clip) alone takes."""
+    """The RestoreOptions of ``args``; ``only``: what a photo (output_format) or a clip (identity_every) alone takes."""
     from gpen_core.options import RestoreOptions
 
     return RestoreOptions(mode=args.mode, model=args.model, alpha=args.alpha,  # type: ignore[arg-type]
@@ -349,7 +328,8 @@ def _options(args: argparse.Namespace, **only: Any) -> Any:
                           max_faces=RestoreOptions.max_faces if args.max_faces is None else args.max_faces,
                           face_check=args.face_check, upscale=args.upscale, upscaler=args.upscaler, tile=args.tile,
                           backend=args.backend, task=args.task, identity=args.identity,
-                          identity_limit=args.identity_limit, identity_alpha=args.identity_alpha, **only)
+                          identity_limit=args.identity_limit, identity_alpha=args.identity_alpha, aligned=args.aligned,
+                          orientations=args.orientations, **only)
 
 
 def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Path, str | None], mask: Any, bar: Any,
@@ -361,8 +341,7 @@ def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Pat
         return _skipped(args, src, existing, bar.say)
     record: dict[str, Any] = {"input": str(src)}
     try:
-        result = restorer(src, _options(args, aligned=args.aligned, orientations=args.orientations, output_format=fmt),
-                          mask=mask)
+        result = restorer(src, _options(args, output_format=fmt), mask=mask)
         dst = result_path(dst, fmt, result.output_format)
         write_atomic(dst, result.encoded)  # InputError when the disk filled up, the folder went away...
     except GPENError as exc:
@@ -452,17 +431,17 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video, remove_if_unused
     from gpen_core.video.stream import VideoOptions, restore_video
 
-    asked = [flag for flag, on in (("--aligned", args.aligned), ("--mask", args.mask is not None)) if on]
-    _refuse_flags(asked, f"for photos, and {videos[0].name} is a video (its frames are whole pictures, turned upright "
-                  "by the file's own rotation)", ", or restore the photos in a run of their own")  # never dropped
+    _refuse_flags({"--aligned": args.aligned, "--mask": args.mask is not None},  # never dropped
+                  f"for photos, and {videos[0].name} is a video (its frames are whole pictures, turned upright by the "
+                  "file's own rotation)", ", or restore the photos in a run of their own")
     made = not Path(args.output).exists()  # a folder this run makes for the clips is removed again if none is written
     plan = plan_video_outputs(videos, args.output, photos)
     args.crf = VideoOptions.crf if args.crf is None else args.crf  # None in argparse: _no_clip_flags tells it typed
     vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()
     segments_asked(args)  # segment flags that cannot apply are refused now, not once the engine has loaded
-    opts = _options(args, identity_every=1 if args.identity_every is None else args.identity_every,
-                    orientations=args.orientations).for_clip()  # likewise what a clip cannot take
+    every = 1 if args.identity_every is None else args.identity_every
+    opts = _options(args, identity_every=every).for_clip()  # likewise what a clip cannot take
     if plan_photos is not None:
         plan_photos()
     if args.ray and args.address:

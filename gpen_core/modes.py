@@ -165,10 +165,8 @@ def get_mode(name: str) -> MemoryMode:
 
 def lighter_than(mode: MemoryMode, task: str = "enhance") -> MemoryMode | None:
     """The next lighter mode that still pastes faces back and has a plan for ``task`` (for OOM retries), or None."""
-    allowed = TASKS[task].modes
-    pasting = sorted((m for m in MODES.values() if m.paste and m.name in allowed), key=lambda m: m.rank)
-    lower = [m for m in pasting if m.rank < mode.rank]
-    return lower[-1] if lower else None
+    lighter = [m for m in MODES.values() if m.paste and m.name in TASKS[task].modes and m.rank < mode.rank]
+    return max(lighter, key=lambda m: m.rank, default=None)
 
 
 # The official yangxy/GPEN pipeline (face_enhancement.py, face_detect/retinaface_detection.py),

@@ -102,7 +102,6 @@ class Restorer:
             req: pipeline.Request | None = None
             attempts: list[Attempt] = []
             while True:
-                out = None
                 self.models.runtimes.clear()  # this attempt's networks, as it loads or reuses them
                 # One meter per attempt, on the request's own device: a stepped-down result reports the
                 # attempt that made it; the first attempt's meter also covers decoding.
@@ -172,7 +171,6 @@ def get_restorer(models_dir: str | os.PathLike[str] | None = None, device: str |
     with _INSTANCE_LOCK:
         if _INSTANCE is None:
             _INSTANCE = Restorer(models_dir=models_dir, device=device, serves_many_modes=True)
-            return _INSTANCE
         made = {"models_dir": _INSTANCE.models_dir, "device": _INSTANCE._device_pref}
         asked = {"models_dir": models_dir, "device": device}
         differs = [k for k, v in asked.items() if v is not None and _same_setting(k, v) != _same_setting(k, made[k])]

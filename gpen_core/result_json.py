@@ -10,25 +10,19 @@ from gpen_core.modes import IDENTITY_THRESHOLD, IDENTITY_THRESHOLD_MEANING
 
 def result_record(result: Any) -> dict[str, Any]:
     """The JSON-able summary of a RestoreResult (CLI --json, benchmarks, the API)."""
-    p, up = result.peaks, result.upscale
+    up = result.upscale
     return {
         "task": result.task,
         "faces": len(result.faces),
         "mode": result.mode.name,
-        "requested_mode": result.requested_mode,
-        "mode_reason": result.mode_reason,
-        "checkpoint": result.checkpoint,
-        "detector": result.detector,
-        "device": result.device,
-        "dtype": result.dtype,
-        "backend": result.backend,
-        "backend_reason": result.backend_reason,
+        **{k: getattr(result, k) for k in ("requested_mode", "mode_reason", "checkpoint", "detector", "device", "dtype",
+                                           "backend", "backend_reason")},
         "runtimes": [asdict(r) for r in result.runtimes],
         "released": list(result.released),
         "format": result.output_format,
         "input_size": list(result.input_size),
         "processed_size": list(result.processed_size),
-        "peaks": peaks_record(p),
+        "peaks": peaks_record(result.peaks),
         "timings": {"total_s": round(result.timings.total_s, 4), **{f"{k}_s": round(v, 4) for k, v in result.timings.stages().items()}},
         "notes": list(result.notes),
         "attempts": [{"mode": a.mode, "outcome": a.outcome, "rss_bytes": a.peaks.rss_bytes,

@@ -316,3 +316,18 @@ def test_autos_choice_and_its_warning_are_printed_as_the_json_records_them(
     err = capsys.readouterr().err
     said = [line for line in err.splitlines() if line.startswith("  note: auto chose low, the lightest mode: even it may need")]
     assert len(said) == 1, err  # once in the run, not once a photo
+
+
+def test_a_folder_with_nothing_to_restore_is_refused_alike_with_ray(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--ray listed a local folder by a rule of its own: with nothing to restore it named no skipped entry."""
+    pytest.importorskip("ray", reason="needs Ray: pip install -r requirements-ray.txt")
+    src = tmp_path / "in"
+    (src / "dir.jpg").mkdir(parents=True)
+    (src / "2019").mkdir()
+    said = []
+    for extra in ([], ["--ray"]):
+        assert main(["restore", str(src), "-o", str(tmp_path / "out"), *extra]) == 2
+        said.append(capsys.readouterr().err.strip().splitlines()[-1])
+    assert said[0] == said[1], said
+    assert f"skipped {src / '2019'}: a folder: subfolders" in said[1] and f"skipped {src / 'dir.jpg'}" in said[1], said

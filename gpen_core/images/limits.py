@@ -107,6 +107,15 @@ def looks_like_video(head: bytes) -> bool:
     return head.startswith((b"\x00\x00\x01\xba", b"FLV\x01", b"OggS"))
 
 
+def sniff_file(path: str | os.PathLike[str]) -> bool:
+    """:func:`looks_like_video` on a file's first bytes (False when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return looks_like_video(f.read(VIDEO_HEAD_BYTES))
+    except OSError:
+        return False
+
+
 # Magic numbers of the formats we read, then of files uploaded by mistake, so a refusal can name what it got.
 _IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"),
                 (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"), (b"II+\x00", "TIFF"), (b"MM\x00+", "TIFF"))

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 from gpen_core.errors import InputError
-from gpen_core.images.limits import special_kind
+from gpen_core.images.limits import IMAGE_SUFFIXES, NEITHER, SUBFOLDER, not_a_file, sniff_file, special_kind
 from gpen_core.platform import durable
 
 # The file name ending of each result format, and every ending a result file may be named with.
@@ -233,3 +233,21 @@ def sweep_temp(root: Path, max_age_s: float) -> int:
     targets = [root] if root.name.startswith(TEMP_ROOT_PREFIX) else [root / s for s in OWN_TEMP_SUBFOLDERS]
     # A symlinked subfolder is never followed (it may point anywhere on the machine).
     return sum(sweep(t, max_age_s) for t in targets if not t.is_symlink() and t.is_dir())
+
+
+def folder_inputs(folder: Path, output: Path | None = None) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The one rule for a local folder's entries, the plain run's and --ray's: (its photos by name and videos by their
+    first bytes, sorted; (entry, why) for each skipped: an image-named entry that is not a file, a file neither a photo
+    nor a video, a subfolder but a hidden one and ``output``). InputError when nothing is left, naming what was skipped."""
+    every = sorted(folder.iterdir())
+    whys = {q: not_a_file(q) for q in every if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and sniff_file(q))}
+    # Not searched, and said: a folder of an archive is never dropped without a word.
+    whys |= {q: SUBFOLDER for q in every if q not in whys and not q.name.startswith(".") and q.is_dir()
+             and not (output is not None and same_file(q, output))}
+    whys |= {q: NEITHER for q in every if q not in whys and q.is_file()}
+    found = [q for q, why in whys.items() if why is None]
+    skipped = sorted((q, why) for q, why in whys.items() if why is not None)
+    if not found:
+        listed = "".join(f"; skipped {q}: {why}" for q, why in skipped if why != NEITHER)
+        raise InputError(f"folder {folder} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}) and no videos{listed}")
+    return found, skipped

@@ -13,7 +13,7 @@ from typing import Any
 
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images import outputs
-from gpen_core.images.limits import IMAGE_SUFFIXES, NEITHER, SUBFOLDER, not_a_file
+from gpen_core.images.limits import IMAGE_SUFFIXES, NEITHER, SUBFOLDER
 from gpen_core.result_json import skipped_record
 from gpen_core.scaleout.runtime import RaySettings, WorkerPool, worker_name
 
@@ -70,59 +70,60 @@ class _Input:
 
 def list_inputs(source: str, output: Path | None = None) -> tuple[list[_Input], Any, list[tuple[str, str]]]:
     """The image files under ``source`` (sorted), the pyarrow filesystem to read them with, and (entry as the user
-    would write it, why) for each of a folder's entries skipped (a subfolder but ``output``). InputError for a
-    folder holding videos."""
+    would write it, why) for each of a folder's entries skipped. InputError for a folder holding videos."""
     from pyarrow import fs as pafs
 
-    if "://" not in source:
-        p = Path(source)
-        if not p.exists():
-            raise InputError(f"input {p} does not exist")
-        filesystem: Any = pafs.LocalFileSystem()
-        base, scheme = str(p.resolve()), ""
-    else:
-        try:
-            filesystem, base = pafs.FileSystem.from_uri(source)
-        except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for unknown schemes and credentials
-            raise InputError(f"cannot open {source} ({exc}); Ray Data reads local paths, s3://, gs:// and hdfs:// URIs") from None
-        scheme = source.split("://", 1)[0] + "://"
-    info = filesystem.get_file_info(base)
     skipped: list[tuple[str, str]] = []
-    if info.type == pafs.FileType.File:
-        files = [info]
-    elif info.type == pafs.FileType.Directory:
-        entries = filesystem.get_file_info(pafs.FileSelector(base, recursive=False))
-        listed = [f for f in entries if f.type == pafs.FileType.File]
-        files = [f for f in listed if PurePosixPath(f.path).suffix.lower() in IMAGE_SUFFIXES]
-        others = sorted(f.path for f in listed if f not in files)
-        _refuse_clips(source, scheme, filesystem, others)
-        # Said as the plain CLI says them: files neither photos nor videos, image-named entries that are not files
-        # (pyarrow's local listing leaves out link loops and broken links: the folder's own listing has them).
-        odd = ([(f.path, "a folder, not a file") for f in entries if f.type == pafs.FileType.Directory] if scheme else
-               [(str(q), why) for q in sorted(Path(base).iterdir()) if (why := not_a_file(q))])
-        odd = [(p, why) for p, why in odd if PurePosixPath(p).suffix.lower() in IMAGE_SUFFIXES]
-        # Not searched, said in the plain CLI's words: a hidden folder and the run's own output folder are nobody's.
-        odd += [(f.path, SUBFOLDER) for f in entries if f.type == pafs.FileType.Directory and f.base_name[:1] != "."
-                and PurePosixPath(f.path).suffix.lower() not in IMAGE_SUFFIXES and not (output and isinstance(
-                    filesystem, pafs.LocalFileSystem) and outputs.same_file(Path(f.path), Path(output)))]
-        skipped = sorted((scheme + p if scheme else str(Path(source) / PurePosixPath(p).name), why)
-                         for p, why in [*odd, *((p, NEITHER) for p in others)])
-        if not files:
-            raise InputError(f"folder {source} has no images ({', '.join(IMAGE_SUFFIXES)})")
-    else:
-        raise InputError(f"input {source} does not exist")
-    files = sorted(files, key=lambda f: f.path)
-    out = []
+    if "://" in source:
+        filesystem, listed, skipped = _list_uri(source, output)
+    else:  # (as the user would write it, like the plain CLI's records; what Ray Data reads)
+        p, filesystem = Path(source), pafs.LocalFileSystem()
+        if p.is_dir():  # the plain CLI's rule
+            found, skips = outputs.folder_inputs(p, output)
+            photos = [q for q in found if q.suffix.lower() in IMAGE_SUFFIXES]
+            _refuse_clips(source, "", filesystem, [str(p.resolve() / q.name) for q in found if q not in photos])
+            listed = [(str(q), str(p.resolve() / q.name)) for q in photos]
+            skipped = [(str(q), why) for q, why in skips]
+        elif p.is_file():
+            listed = [(source, str(p.resolve()))]
+        else:
+            raise InputError(f"input {p} does not exist")
     # The plain CLI's naming rule: same.jpg and same.png become same_jpg.* and same_png.*.
-    for f, stem in zip(files, outputs.output_stems([PurePosixPath(f.path).name for f in files])):
-        name = PurePosixPath(f.path).name
-        if scheme:
-            shown = scheme + f.path
-        else:  # the path as the user wrote it, like the plain CLI's records
-            shown = str(Path(source) / name) if info.type == pafs.FileType.Directory else source
-        local = Path(f.path) if isinstance(filesystem, pafs.LocalFileSystem) else None
-        out.append(_Input(shown=shown, read_path=f.path, stem=stem, local=local))
-    return out, filesystem, skipped
+    stems = outputs.output_stems([PurePosixPath(path).name for _, path in listed])
+    local = "://" not in source
+    inputs = [_Input(shown, path, stem, Path(path) if local else None) for (shown, path), stem in zip(listed, stems)]
+    return inputs, filesystem, skipped
+
+
+def _list_uri(source: str, output: Path | None) -> tuple[Any, list[tuple[str, str]], list[tuple[str, str]]]:
+    """An object store's (filesystem, (URI, path) of each image sorted, (URI, why) of each entry skipped) for
+    ``source``, a file or a prefix; a file:// one's ``output`` folder is not said."""
+    from pyarrow import fs as pafs
+
+    try:
+        filesystem, base = pafs.FileSystem.from_uri(source)
+    except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for unknown schemes and credentials
+        raise InputError(f"cannot open {source} ({exc}); Ray Data reads local paths, s3://, gs:// and hdfs:// URIs") from None
+    scheme = source.split("://", 1)[0] + "://"
+    info = filesystem.get_file_info(base)
+    if info.type == pafs.FileType.File:
+        return filesystem, [(scheme + info.path, info.path)], []
+    if info.type != pafs.FileType.Directory:
+        raise InputError(f"input {source} does not exist")
+    entries = filesystem.get_file_info(pafs.FileSelector(base, recursive=False))
+    photo = {f.path: PurePosixPath(f.path).suffix.lower() in IMAGE_SUFFIXES for f in entries}
+    files = sorted(f.path for f in entries if f.type == pafs.FileType.File and photo[f.path])
+    others = sorted(f.path for f in entries if f.type == pafs.FileType.File and not photo[f.path])
+    _refuse_clips(source, scheme, filesystem, others)
+    # Said in the plain CLI's words (images.outputs.folder_inputs); a hidden folder and the run's own output are nobody's.
+    local = isinstance(filesystem, pafs.LocalFileSystem) and output is not None
+    folders = [(f.path, "a folder, not a file" if photo[f.path] else SUBFOLDER) for f in entries
+               if f.type == pafs.FileType.Directory and (photo[f.path] or f.base_name[:1] != "." and not (
+                   local and outputs.same_file(Path(f.path), Path(output))))]
+    if not files:
+        raise InputError(f"folder {source} has no images ({', '.join(IMAGE_SUFFIXES)})")
+    skipped = sorted((scheme + p, why) for p, why in [*folders, *((p, NEITHER) for p in others)])
+    return filesystem, [(scheme + p, p) for p in files], skipped
 
 
 def _refuse_clips(source: str, scheme: str, filesystem: Any, others: list[str]) -> None:
@@ -162,12 +163,9 @@ class RestoreWorker:
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         import numpy as np
 
-        records, encoded = [], []
-        for data, path in zip(batch["bytes"], batch["path"]):
-            rec, out = self.restore_one(bytes(data), str(path))
-            records.append(json.dumps(rec))
-            encoded.append(out)
-        return {"record": np.array(records, dtype=object), "encoded": np.array(encoded, dtype=object)}
+        done = [self.restore_one(bytes(data), str(path)) for data, path in zip(batch["bytes"], batch["path"])]
+        return {"record": np.array([json.dumps(rec) for rec, _ in done], dtype=object),
+                "encoded": np.array([out for _, out in done], dtype=object)}
 
     def restore_one(self, data: bytes, path: str) -> tuple[Record, bytes]:
         from gpen_core.result_json import peaks_record, result_record
@@ -196,33 +194,26 @@ class RestoreWorker:
 
 
 def warm_restorer(pool: WorkerPool, models_dir: str | None, options: Any) -> tuple[Any, GPENError | None, float]:
-    """In a Ray worker: (the process's Restorer on the pool's device and threads, what stopped its warm-up for
-    ``options`` or None, the warm-up's seconds)."""
+    """In a Ray worker: (the process's Restorer on the pool's device and threads, warmed up on a blank photo with
+    the models ``options`` asks for; the error that stopped the warm-up, which every request then carries with its
+    fix, or None; the warm-up's seconds)."""
+    import numpy as np
+
+    from gpen_core.options import RestoreOptions
     from gpen_core.restorer import get_restorer
 
     pool.use_threads()
     restorer = get_restorer(models_dir=models_dir, device=pool.device)
     t = time.perf_counter()
-    return restorer, warm_up(restorer, options), time.perf_counter() - t
-
-
-def warm_up(restorer: Any, options: Any) -> GPENError | None:
-    """Load the models ``options`` asks for with a blank photo; the error that stopped it (every request then
-    carries it and its fix), else None."""
-    import numpy as np
-
-    from gpen_core.options import RestoreOptions
-
     opts = options or RestoreOptions()
-    size = 256 if opts.aligned else 320
-    blank = np.full((size, size, 3), 128, np.uint8)
+    blank = np.full((256, 256, 3) if opts.aligned else (320, 320, 3), 128, np.uint8)
     if opts.task == "inpaint":
         blank[:4] = 255  # a white stroke: inpainting refuses a photo with nothing marked
     try:
         restorer(blank, replace(opts, output_format=None))
     except GPENError as exc:
-        return exc
-    return None
+        return restorer, exc, time.perf_counter() - t
+    return restorer, None, time.perf_counter() - t
 
 
 def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None, gpus_per_worker: float,

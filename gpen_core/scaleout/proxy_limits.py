@@ -35,13 +35,9 @@ class BodyCap:
                 or not (path == ROUTE_PREFIX or path.startswith(ROUTE_PREFIX + "/"))):
             await self.app(scope, receive, send)
             return
-        declared, chunked = None, False
-        for key, value in scope.get("headers", ()):
-            if key.lower() == b"content-length":
-                declared = value.strip()
-            elif key.lower() == b"transfer-encoding":
-                chunked = True
-        if chunked or declared is None:
+        headers = {key.lower(): value.strip() for key, value in scope.get("headers", ())}
+        declared = headers.get(b"content-length")
+        if b"transfer-encoding" in headers or declared is None:
             limit_mb = DEFAULT_LIMITS.max_file_bytes // 1_000_000
             await _answer(send, 411, "Send the image with a Content-Length header (curl --data-binary @photo.jpg "
                           "does): a body of unknown length is refused here because the server would hold all of it "

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
 
@@ -22,23 +23,16 @@ def session_processes(session_dir: str, skip: tuple[int, ...] = ()) -> list[int]
     """PIDs (other than ``skip``) holding a file under ``session_dir`` open: every process of a Ray
     session keeps a log there."""
     root = os.path.realpath(session_dir) + os.sep
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in skip:
-            continue
-        try:
-            fds = os.listdir(f"/proc/{entry}/fd")
-        except OSError:  # gone, or not ours to look at
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{entry}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith(root):
-                found.append(int(entry))
-                break
-    return found
+    return [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and int(pid) not in skip
+            and any(target.startswith(root) for target in _open_files(pid))]
+
+
+def _open_files(pid: str) -> Iterator[str]:
+    """What process ``pid`` holds open; nothing when it is gone or not ours to look at."""
+    with suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with suppress(OSError):  # closed meanwhile
+                yield os.readlink(f"/proc/{pid}/fd/{fd}")
 
 
 def reap(session_dir: str, driver: int | None = None) -> list[int]:

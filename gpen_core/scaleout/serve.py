@@ -8,6 +8,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError, ResourceError, WeightsError
@@ -19,7 +20,9 @@ DEPLOYMENT_NAME = "RestoreDeployment"
 MAX_ONGOING_REQUESTS = 2  # one running, one ready; the rest wait where the autoscaler counts them
 # runtime.RAY_WORKER_BYTES less a plain interpreter's ~10 MB (measured: docs/ray.md)
 RAY_BASELINE_NOTE = "its baseline includes the Ray worker runtime (about 120 MB more than a plain process)"
-_ERRORS: dict[str, type[GPENError]] = {"InputError": InputError, "WeightsError": WeightsError, "ResourceError": ResourceError}
+# A replica's error by class name: raised again here as that class, answered over HTTP with that status.
+_ERRORS: dict[str, tuple[type[GPENError], int]] = {"InputError": (InputError, 400), "WeightsError": (WeightsError, 503),
+                                                   "ResourceError": (ResourceError, 503)}
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,8 @@ class Served:
     def unwrap(self) -> Any:
         """The RestoreResult, or the replica's error raised here as the same GPENError class."""
         if self.error_type:
-            raise _ERRORS.get(self.error_type, GPENError)(self.error, details=self.details)
+            raise _ERRORS.get(self.error_type, (GPENError, 500))[0](self.error, details=self.details)
         return self.result
-
-    def note(self) -> str:
-        return f"peak measured in Ray Serve replica {self.replica} (node {self.node}, pid {self.pid}); {RAY_BASELINE_NOTE}"
 
 
 class RestoreDeployment:
@@ -113,8 +113,8 @@ class RestoreDeployment:
             return JSONResponse({"status": "error", "error": str(exc)}, status_code=400)
         served = await asyncio.get_running_loop().run_in_executor(None, self.restore, image, opts, mask)
         if served.error_type:
-            code = {"InputError": 400, "WeightsError": 503, "ResourceError": 503}.get(served.error_type, 500)
-            return JSONResponse({"status": "error", "error": served.error, "replica": served.replica}, status_code=code)
+            return JSONResponse({"status": "error", "error": served.error, "replica": served.replica},
+                                status_code=_ERRORS.get(served.error_type, (GPENError, 500))[1])
         rec = {"status": "ok", "replica": served.replica, "node": served.node, **result_record(served.result),
                "encoded_base64": base64.b64encode(served.result.encoded).decode("ascii")}
         return JSONResponse(rec)
@@ -324,9 +324,8 @@ class RayRestorer:
     def __call__(self, image: Any, options: Any = None, progress: Any = None, *, mask: Any = None) -> Any:
         """``image``, ``mask``: paths or encoded bytes (``mask`` may be an array). A replica that dies mid-call is
         retried once (a restore has no side effects); a second death: ResourceError, Ray's text in ``details``."""
-        data = image if isinstance(image, bytes) else open(image, "rb").read()
-        if isinstance(mask, (str, os.PathLike)):
-            mask = open(mask, "rb").read()
+        data = image if isinstance(image, bytes) else Path(image).read_bytes()
+        mask = Path(mask).read_bytes() if isinstance(mask, (str, os.PathLike)) else mask
         from ray.exceptions import RayActorError, WorkerCrashedError  # a replica or its process died mid-call
 
         failures: list[str] = []
@@ -348,7 +347,8 @@ class RayRestorer:
             raise ResourceError(REPLICA_DIED, details="\n".join(failures))
         result = served.unwrap()
         notes = (*result.notes, *(["the first replica stopped during the restore; another one made this result"] if failures else []))
-        return replace(result, notes=(*notes, served.note()))
+        return replace(result, notes=(*notes, f"peak measured in Ray Serve replica {served.replica} (node {served.node}, "
+                                               f"pid {served.pid}); {RAY_BASELINE_NOTE}"))
 
 
 # A request whose replica dies is sent again this many times (a restore changes nothing).

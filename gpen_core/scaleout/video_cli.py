@@ -40,7 +40,7 @@ def _segments_from() -> str:
 
 def local_videos(items: Sequence[str]) -> bool:
     """``--ray`` on local video files: their segments go to Ray workers (a folder or URI is a photo batch)."""
-    from gpen_core.video.probe import sniff_file
+    from gpen_core.images.limits import sniff_file
 
     return all(Path(i).is_file() and sniff_file(i) for i in items)
 

@@ -10,17 +10,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpen_core.errors import InputError
-from gpen_core.images.limits import VIDEO_HEAD_BYTES, looks_like_video
+from gpen_core.images.limits import looks_like_video
 from gpen_core.video.limits import ClipCap, audio_problem, check_frame_pixels
-
-
-def sniff_file(path: str | os.PathLike[str]) -> bool:
-    """:func:`looks_like_video` on a file's first bytes (False when it cannot be read)."""
-    try:
-        with open(path, "rb") as f:
-            return looks_like_video(f.read(VIDEO_HEAD_BYTES))
-    except OSError:
-        return False
 
 
 # Counting a clip's frames reads its packets (nothing decoded) up to these, then estimates the rest at the read
