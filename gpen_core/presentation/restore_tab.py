@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -30,8 +30,7 @@ PREVIEW_SIDE = 1024  # the before-view shown on upload, from our own decoder
 SHRUNK_AT_DECODE = "shrunk at decode"  # how gpen_core.images.decode's notes about a reduce_to shrink begin
 
 
-@dataclass(frozen=True)
-class Preview:
+class Preview(NamedTuple):
     """An upload as our decoder sees it: the before-view (None when refused) and the panel's Markdown."""
 
     before: np.ndarray | None
@@ -55,9 +54,7 @@ def preview(path: str, public: bool = False) -> Preview:
     except Exception as exc:  # a GPENError names the problem; a bug is logged with its trace, one line shown
         shown = shown_error(exc, doing="Reading the file", names={path: Path(path).name}, public=public)
         return Preview(None, shown.panel)
-    rgb = decoded.rgb
-    if max(rgb.shape[:2]) > PREVIEW_SIDE:
-        rgb = shrink_to_max_side(rgb, PREVIEW_SIDE)[0]
+    rgb = shrink_to_max_side(decoded.rgb, PREVIEW_SIDE)[0]
     w, h = decoded.original_size
     lines = ["### Ready to restore", "", f"{w}×{h} {decoded.format}, as our decoder reads it (shown in the slider). "
              "Press **Restore**.", ""]
@@ -123,8 +120,7 @@ def _upscale_line(image: str | None, factor: int, mode: str | None, device: str,
             f"{format_bytes(p.extra_bytes)} (estimate, not yet measured; {p.tiles} tiles of {p.tile} px{picked}).")
 
 
-@dataclass(frozen=True)
-class RestoreView:
+class RestoreView(NamedTuple):
     """What one restore shows, in the order of the app's outputs."""
 
     pair: tuple[np.ndarray, np.ndarray]  # the slider's before / after, lined up
@@ -132,9 +128,6 @@ class RestoreView:
     markdown: str  # the measured panel
     faces: list[tuple[np.ndarray, str]]  # (original | restored, caption) per face
     record: dict[str, Any]  # the JSON record
-
-    def outputs(self) -> tuple[Any, str, str, list[tuple[np.ndarray, str]], dict[str, Any]]:
-        return self.pair, self.download, self.markdown, self.faces, self.record
 
 
 def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_s: float, public: bool = False) -> RestoreView:

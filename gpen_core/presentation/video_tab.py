@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -181,12 +181,10 @@ def _identity_cell(ident: Any, mode: str, switched_on: bool = True) -> str:
     from gpen_core.video.identity import summary_lines
 
     if ident is None:
-        if not switched_on:
-            return "not checked: the Identity check switch is off"
-        if mode == "low":
+        if switched_on and mode == "low":
             return ("not checked: low mode leaves it out, as for photos (it would be a large share of its time; "
                     "docs/identity.md)")
-        if not identity_model.available():
+        if switched_on and not identity_model.available():
             return f"not checked: dlib is not installed here. Fix: `{identity_model.PIP_COMMAND}`"
         return "not checked: the Identity check switch is off"
     head, *tracks = summary_lines(ident)
@@ -254,8 +252,7 @@ BUILT_IN_S_PER_FACE = {"low": 0.13, "balanced": 0.77, "quality": 1.57}
 PER_FACE_SOURCE = "built-in: the project's CPU (Zen 4, 2 threads)"
 
 
-@dataclass(frozen=True)
-class ModeEstimate:
+class ModeEstimate(NamedTuple):
     mode: str
     seconds_per_face: float
     source: str  # "measured on this machine (date)" or PER_FACE_SOURCE
