@@ -48,14 +48,12 @@ class ProgressLine:
         eta = elapsed / self.done * (self.total - self.done)
         if not self.redraw:  # a log: one plain line per photo
             self.stream.write(f"[{self.done}/{self.total}] {label}: {elapsed:.1f} s elapsed, ETA {eta:.1f} s\n")
-            self.stream.flush()
-            return
-        bar = "#" * int(self.WIDTH * self.done / self.total)
-        self._drawn = f"[{bar:<{self.WIDTH}}] {self.done}/{self.total} {elapsed:5.1f}s elapsed, ETA {eta:5.1f}s  {label[:40]:<40}"
-        self.stream.write("\r" + self._drawn)
-        if self.done == self.total:
-            self.stream.write("\n")
-            self._drawn = ""
+        else:  # the bar redrawn in place, left on its own line once the last photo is done
+            bar = "#" * int(self.WIDTH * self.done / self.total)
+            line = f"[{bar:<{self.WIDTH}}] {self.done}/{self.total} {elapsed:5.1f}s elapsed, ETA {eta:5.1f}s  {label[:40]:<40}"
+            last = self.done == self.total
+            self.stream.write("\r" + line + ("\n" if last else ""))
+            self._drawn = "" if last else line
         self.stream.flush()
 
     def say(self, text: str, out: TextIO | None = None) -> None:

@@ -34,10 +34,9 @@ def mode_label(mode: MemoryMode, device: str, model: str | None = None,
         net += f" (this {where} has no native {requested})"
     elif dtype == "bfloat16" and where == "CPU":
         net += " (native on this CPU)"
-    parts = [net]
     if mode.name == "balanced" and dtype in ("float16", "bfloat16"):
-        parts[0] += ": half the memory of float32, same look"
-    parts.append(_detector(mode))
+        net += ": half the memory of float32, same look"
+    parts = [net, _detector(mode)]
     if mode.max_side:
         parts.append(f"frames over {mode.max_side} px shrunk to it" if video else f"photo shrunk to {mode.max_side} px")
     if not mode.paste:

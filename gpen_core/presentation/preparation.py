@@ -47,9 +47,7 @@ def _status_line(prep: BackgroundPreparation | None) -> str:
     report: Any = prep.report
     if report is None:  # the thread ended without a report: it raised (the server log has the traceback)
         return "*OpenVINO preparation stopped with an error (see the server log): restores run on torch.*"
-    lines = []
     ready = report.converted + report.cached
-    if ready:
-        lines.append("OpenVINO ready for " + ", ".join(ready) + ".")
+    lines = [f"OpenVINO ready for {', '.join(ready)}."] if ready else []
     lines += [f"Could not convert {f}: that network runs on torch." for f in report.failed]
     return "  \n".join(f"*{line}*" for line in lines)
