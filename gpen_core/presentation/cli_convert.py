@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gpen_core.engine.convert_first import ConvertFirst
+from gpen_core.engine.convert_first import ConvertFirst, Run, convert_before
 from gpen_core.errors import GPENError
 
 
@@ -47,8 +47,6 @@ def photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
 def convert_before_run(args: Any, faces: int, size: tuple[int, int], say: Callable[[str], None]) -> ConvertFirst:
     """The conversion a run of ``faces`` expected faces does first, for the CLI's ``args`` (nothing for another
     generator or task)."""
-    from gpen_core.engine.convert_first import Run, convert_before
-
     if args.model or args.task != "enhance":
         return ConvertFirst("nothing to convert")
     from gpen_core.restorer import default_device

@@ -13,7 +13,9 @@ import numpy as np
 
 from gpen_core.engine import convert_first
 from gpen_core.errors import InputError
+from gpen_core.faces import identity_model
 from gpen_core.images.outputs import private_folder
+from gpen_core.platform import durable
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation.cli_convert import clip_frames
 from gpen_core.presentation.messages import shown_error
@@ -135,8 +137,6 @@ def output_name(source: str | None, mode: str) -> str:
 
 def named_by_mode(result: Any, source: str | None) -> Any:
     """The VideoResult with its file renamed after the mode that ran (auto chooses after :func:`results_path`)."""
-    from gpen_core.platform import durable
-
     out = Path(result.output)
     named = out.with_name(output_name(source, result.mode))
     durable.install(out, named, sync=False)  # a download, re-made on request: not worth a flush
@@ -177,7 +177,6 @@ def video_markdown(result: Any, identity_on: bool = True) -> str:
 def _identity_cell(ident: Any, mode: str, switched_on: bool = True) -> str:
     """What was checked and flagged, or why nothing was: the switch the visitor turned off first, then
     :func:`gpen_core.faces.identity.runs_for`'s order."""
-    from gpen_core.faces import identity_model
     from gpen_core.video.identity import summary_lines
 
     if ident is None:

@@ -113,16 +113,11 @@ def found_text(frames: Sequence[FrameFaces]) -> str:
     """What Find faces saw: "2 faces followed in 150 frames; the face check rejected 3 detections in 2 frames …"."""
     n = len({k for f in frames for k, _ in f.tracks})
     text = f"{n} face{'s' if n != 1 else ''} followed in {len(frames)} frames" if n else f"No face found in {len(frames)} frames"
-    bad, where = rejected_summary(frames)
+    bad, where = sum(len(f.rejected) for f in frames), sum(1 for f in frames if f.rejected)
     if bad:
         text += (f"; the face check rejected {bad} detection{'s' if bad != 1 else ''} in {where} frame{'s' if where != 1 else ''} "
                  "(turn Face check off to restore them)")
     return text + "."
-
-
-def rejected_summary(frames: Sequence[FrameFaces]) -> tuple[int, int]:
-    """(detections the face check refused, frames they were in)."""
-    return sum(len(f.rejected) for f in frames), sum(1 for f in frames if f.rejected)
 
 
 def draw_faces(rgb: np.ndarray, faces: FrameFaces | None, chosen: Sequence[int] | None) -> tuple[np.ndarray, str]:
