@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -118,6 +119,4 @@ def identity_text(record: dict[str, Any]) -> str:
     acted = [f["action"] for f in faces if f["action"] != "restored"]
     text = (f", identity distance up to {max(f['distance'] for f in faces):.2f} over {len(faces)} face"
             f"{'s' if len(faces) > 1 else ''}, {over} over {IDENTITY_THRESHOLD_TEXT}")
-    for action in dict.fromkeys(acted):
-        text += f", {acted.count(action)} {action}"
-    return text
+    return text + "".join(f", {n} {action}" for action, n in Counter(acted).items())

@@ -198,8 +198,7 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
 def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str,
                   downloads: bool = True) -> str:
     """Before Restore: the factor's upscaler file is missing or corrupt, and how to get it into ``folder``; '' when
-    it is usable, and at 1×. ``downloads``: False where the page has no Download button (a shared server's
-    visitors): the operator's command is named instead."""
+    it is usable, and at 1×. ``downloads`` False (no Download button): the operator's command instead."""
     names = upscaler_download(files, upscale)
     if not names:
         return ""

@@ -78,9 +78,8 @@ def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
 
 def upscale_text(image: str | None, upscale: int, mode: str | None, device: str, models: Any = None,
                  policy: Policy = Policy()) -> str:
-    """Before Restore: the Upscale line (result size, extra memory) and a missing upscaler file (on a shared server
-    the models folder by its role, and the operator's command where visitors cannot download, as the weights
-    panel says it)."""
+    """Before Restore: the Upscale line (result size, extra memory) and a missing upscaler file, said as the weights
+    panel says it under ``policy``."""
     if upscale <= 1:
         return ""
     folder = models_folder_shown(policy.shared)
