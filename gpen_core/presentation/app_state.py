@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from gpen_core.presentation.panels import error_markdown
+
 MAX_SESSIONS = 256  # sessions whose last error is kept for the result panel; older ones fall out
 
 
@@ -119,8 +121,6 @@ class AppState:
     def refused(self, session: str | None, api_name: str | None, text: str) -> None:
         """A shared server refused ``session`` a place in the queue (compat.gradio.VisitorShares.refused): its
         restore's panel says why once the pop-up has closed."""
-        from gpen_core.presentation.panels import error_markdown
-
         panel = {"restore": "photo", "restore_video": "video"}.get(api_name or "")
         self.remember_error(session, panel, error_markdown("Your share of the queue is full", text))
 

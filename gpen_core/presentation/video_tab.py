@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from gpen_core.engine import convert_first
+from gpen_core.engine.profile_store import load_profile
 from gpen_core.errors import InputError
 from gpen_core.faces import identity_model
 from gpen_core.images.outputs import private_folder
@@ -21,7 +22,12 @@ from gpen_core.presentation.cli_convert import clip_frames
 from gpen_core.presentation.messages import shown_error
 from gpen_core.presentation.panels import file_name, notes_lines, peak_ram_row
 from gpen_core.progress import duration_text, left_text
-from gpen_core.video.limits import ClipCap
+from gpen_core.video.command import resume_command
+from gpen_core.video.frames import upright_rgb
+from gpen_core.video.identity import summary_lines
+from gpen_core.video.limits import ClipCap, FrameGuard
+from gpen_core.video.probe import expected_frames, open_video
+from gpen_core.video.resumable import SEGMENTS_FROM_S
 
 PLACEHOLDER = "*Upload a video: its length, size and audio appear here, then the measured figures of the restore.*"
 _AUDIO = {"copied": "copied as it was (packets untouched)",
@@ -42,10 +48,6 @@ class ClipNote:
 def clip_note(path: str, cap_s: float | None, public: bool = False) -> ClipNote:
     """What the clip is (size, length, frames, audio) and, on a capped server, how much of it will be restored;
     for a file that is no usable video, the problem (``public``: as :func:`.messages.shown_error` says it)."""
-    from gpen_core.video.command import resume_command
-    from gpen_core.video.probe import expected_frames, open_video
-    from gpen_core.video.resumable import SEGMENTS_FROM_S
-
     try:
         container, info = open_video(path, count=True)
         with container:
@@ -177,8 +179,6 @@ def video_markdown(result: Any, identity_on: bool = True) -> str:
 def _identity_cell(ident: Any, mode: str, switched_on: bool = True) -> str:
     """What was checked and flagged, or why nothing was: the switch the visitor turned off first, then
     :func:`gpen_core.faces.identity.runs_for`'s order."""
-    from gpen_core.video.identity import summary_lines
-
     if ident is None:
         if switched_on and mode == "low":
             return ("not checked: low mode leaves it out, as for photos (it would be a large share of its time; "
@@ -206,10 +206,6 @@ def frame_at(path: str, time_s: float) -> np.ndarray | None:
     """The frame of ``path`` shown at ``time_s`` (the last starting at or before it), RGB upright, or None;
     InputError, before any pixel is converted, for a clip over the photo limits."""
     import av
-
-    from gpen_core.video.frames import upright_rgb
-    from gpen_core.video.limits import FrameGuard
-    from gpen_core.video.probe import open_video
 
     container, info = open_video(path)
     with container:
@@ -260,8 +256,6 @@ class ModeEstimate(NamedTuple):
 def measured_per_face(mode: str, device: str) -> tuple[float, str] | None:
     """(seconds a face, where from) from this machine's saved hardware check, or None (none valid here)."""
     try:
-        from gpen_core.engine.profile_store import load_profile
-
         prof = load_profile(device)
     except Exception:  # noqa: BLE001 - an unreadable or older profile: the built-in figure says so instead
         return None

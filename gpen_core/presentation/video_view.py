@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image, ImageDraw, ImageFont
 
 from gpen_core.presentation.overlay import KEPT_COLOR, draw_detections, line_width
 from gpen_core.video.engine_seam import FrameEngine, FrameOut
@@ -123,8 +124,6 @@ def found_text(frames: Sequence[FrameFaces]) -> str:
 def draw_faces(rgb: np.ndarray, faces: FrameFaces | None, chosen: Sequence[int] | None) -> tuple[np.ndarray, str]:
     """(a copy of the frame with its faces drawn, a caption): restored faces numbered solid green, faces left out
     of the choice grey, detections the face check refused dashed red."""
-    from PIL import Image, ImageDraw, ImageFont
-
     if faces is None:
         return np.array(rgb[..., :3]), "No faces recorded for this frame."
     kept = [(k, b) for k, b in faces.tracks if chosen is None or k in chosen]
