@@ -82,8 +82,8 @@ class Readiness:
     binding: str  # "RAM" or "VRAM"
     free_bytes: int
     # Every download worth offering, smallest first, each enabling a better mode than any cheaper one and than what
-    # runs now; the last is ``download``.
-    offers: tuple[Offer, ...] = ()
+    # runs now; the last is ``download`` (none when ``download`` is empty).
+    offers: tuple[Offer, ...]
 
 
 def files_from_status(statuses: Iterable[WeightStatus]) -> dict[str, FileState]:
@@ -189,10 +189,9 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
         if r.runs_now == r.recommended:
             return f"{head}, the best mode that fits this machine; all its files are here"
         return head
-    offers = r.offers or (Offer(r.download, (r.recommended,)),)
-    # each: 'MobileNet detector (1.8 MB) to enable balanced and faces-only'
+    # each: 'MobileNet detector (1.8 MB) to enable balanced and faces-only'; the last offer is ``r.download``
     return f"{head}; download " + ", or ".join(f"{files_text(o.files, files)} to enable {' and '.join(o.enables)}"
-                                               for o in offers)
+                                               for o in r.offers)
 
 
 def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str,
