@@ -195,11 +195,11 @@ def parse_server_args(argv: Sequence[str] | None = None) -> ServerArgs:
     user, _, password = (args.auth or "").partition(":")
     if args.auth and not (user and password):
         raise SystemExit(f"--auth must be user:password, got {args.auth!r}")
+    auth = (user, password) if args.auth else None
     shared = args.share or args.host not in LOOPBACK_HOSTS or bool(os.environ.get("SPACE_ID"))
     policy = Policy(shared=shared, any_model_path=args.allow_any_model_path,
                     hardware_check_on_shared=args.allow_hardware_check, downloads_on_shared=args.allow_downloads,
                     max_video_seconds=args.max_video_seconds or None)
-    auth = (user, password) if args.auth else None
     return ServerArgs(args.host, args.port, args.share, auth, args.backend, args.address, policy)
 
 

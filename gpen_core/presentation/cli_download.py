@@ -96,7 +96,7 @@ def convert_ahead(models_dir: str | None) -> int:
         sys.stderr.flush()
 
     report = prepare.convert_ahead(models_dir=models_dir, progress=progress,
-                     on_plan=lambda todo: planned.extend(label for _, label in todo))
+                                   on_plan=lambda todo: planned.extend(label for _, label in todo))
     if tty and said[0]:
         sys.stderr.write("\n")
     unwritable = unwritable_reason(cache_root(models_dir)) if planned else None
