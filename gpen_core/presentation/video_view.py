@@ -189,13 +189,10 @@ def find_faces(source: str, scratch: Path, restorer: Any, options: Any, start_s:
     (same detector, face check and steadying), nothing restored; ``scratch`` (a file this call makes) is removed."""
     import av
 
-    container = open_clip(source)
-    try:
+    with open_clip(source) as container:
         clip_info(container, source)  # a clip with no video stream is refused here, with its fix
         first = next(container.decode(video=0))
         h, w = upright_rgb(first, av.video.reformatter.VideoReformatter())[0].shape[:2]  # as the frames are detected
-    finally:
-        container.close()
     end = (start_s or 0.0) + PREVIEW_S
     records: list[FrameFaces] = []
     engine = FrameEngine(restorer, options, (w, h))
