@@ -87,7 +87,7 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
         view = restore_tab.restore_view(image, result, RESULTS_DIR, TEMP_MAX_AGE_S, STATE.policy.shared)
     zerogpu.CLOCK.record(view.record)
     STATE.count_restore()
-    return view.outputs()
+    return tuple(view)
 
 
 def _run_engine(image: str, options: RestoreOptions, progress: Any, mask: Any = None) -> Any:

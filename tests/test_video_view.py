@@ -58,7 +58,8 @@ def test_faces_on_a_frame_restored_left_out_and_rejected() -> None:
     assert tuple(drawn[71, 140]) == REJECTED_COLOR  # the face check's refusal
     assert "1 restored" in caption and "1 left as they were by your choice" in caption and "1 rejected by the face check" in caption
     assert video_view.track_choices([faces, faces]) == [("face 1: frames 1–2 (2 frames)", 0), ("face 2: frames 1–2 (2 frames)", 1)]
-    assert video_view.rejected_summary([faces, video_view.FrameFaces((), ())]) == (1, 1)
+    assert video_view.found_text([faces, video_view.FrameFaces((), ())]) == (
+        "2 faces followed in 2 frames; the face check rejected 1 detection in 1 frame (turn Face check off to restore them).")
 
 
 def test_the_original_over_the_restored_span_plays_beside_it(tmp_path: Path) -> None:

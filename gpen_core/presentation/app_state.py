@@ -10,7 +10,9 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
+
+from gpen_core.presentation.panels import error_markdown
 
 MAX_SESSIONS = 256  # sessions whose last error is kept for the result panel; older ones fall out
 
@@ -119,8 +121,6 @@ class AppState:
     def refused(self, session: str | None, api_name: str | None, text: str) -> None:
         """A shared server refused ``session`` a place in the queue (compat.gradio.VisitorShares.refused): its
         restore's panel says why once the pop-up has closed."""
-        from gpen_core.presentation.panels import error_markdown
-
         panel = {"restore": "photo", "restore_video": "video"}.get(api_name or "")
         self.remember_error(session, panel, error_markdown("Your share of the queue is full", text))
 
@@ -147,8 +147,7 @@ class AppState:
         return get_restorer()
 
 
-@dataclass(frozen=True)
-class ServerArgs:
+class ServerArgs(NamedTuple):
     """``python app.py``'s command line, parsed; ``policy`` follows from where it listens and the flags."""
 
     host: str
@@ -193,12 +192,10 @@ def parse_server_args(argv: Sequence[str] | None = None) -> ServerArgs:
                    help="local: restore in this process (default); ray: call `python -m gpen_core serve`'s deployment")
     p.add_argument("--address", default="auto", help="with --backend ray: the Ray address `serve` printed (default auto)")
     args = p.parse_args(argv)
-    auth = None
-    if args.auth:
-        user, sep, password = args.auth.partition(":")
-        if not sep or not user or not password:
-            raise SystemExit(f"--auth must be user:password, got {args.auth!r}")
-        auth = (user, password)
+    user, _, password = (args.auth or "").partition(":")
+    if args.auth and not (user and password):
+        raise SystemExit(f"--auth must be user:password, got {args.auth!r}")
+    auth = (user, password) if args.auth else None
     shared = args.share or args.host not in LOOPBACK_HOSTS or bool(os.environ.get("SPACE_ID"))
     policy = Policy(shared=shared, any_model_path=args.allow_any_model_path,
                     hardware_check_on_shared=args.allow_hardware_check, downloads_on_shared=args.allow_downloads,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 from gpen_core.engine import profile_store as store
 from gpen_core.engine.fit import SAFETY_MARGIN
@@ -39,13 +39,6 @@ HARDWARE_INTRO = (
     "time do not depend on the values), so you learn what fits before downloading anything. "
     "The result is saved in the models folder and `auto` uses it. Restores keep running while it measures."
 )
-
-
-def check_duration_text(last_seconds: float | None) -> str:
-    """How long the check takes, for the button's neighbour: the last run's own time when known."""
-    if last_seconds is not None:
-        return f"It takes about {last_seconds:.0f} s here (the last check on this machine, measured)."
-    return f"It takes {CHECK_ESTIMATE} (an estimate until it has run here)."
 
 
 def last_check_seconds(profile: Any) -> float | None:
@@ -91,8 +84,7 @@ def profile_chart(profile: Any) -> Any:
     return pd.DataFrame(rows, columns=["mode", "memory", "MB"])
 
 
-@dataclass(frozen=True)
-class SavedCheck:
+class SavedCheck(NamedTuple):
     """The tab on page load: the report (or why there is none), the chart rows, the button."""
 
     markdown: str
@@ -144,9 +136,11 @@ def saved_check(device: str, allowed: bool) -> SavedCheck:
     """The saved measurement for this machine when one is still valid, and the button's state."""
     prof = store.load_profile(device)
     why = refusal(allowed)
-    if why is None:
+    last = last_check_seconds(prof) if prof else None
+    if why is None:  # how long the check takes, beside the button: the last run's own time when known
         label, enabled = "Measure every mode on this machine", True
-        when = check_duration_text(last_check_seconds(prof) if prof else None)
+        when = (f"It takes about {last:.0f} s here (the last check on this machine, measured)." if last is not None
+                else f"It takes {CHECK_ESTIMATE} (an estimate until it has run here).")
     else:
         label = ("Hardware check: not available on ZeroGPU" if zerogpu.on_zerogpu()
                  else "Hardware check: off on this shared server")
@@ -175,6 +169,8 @@ def saved_tips(allowed: bool = True) -> SavedCheck:
     says no (it offered a press that was then refused), with the reason in place of "press the button"."""
     tips, why = advice.load_report(), refusal(allowed)
     label = "Measure the tips on this machine" if why is None else "Measuring the tips: off on this server"
-    if tips is None:
-        return SavedCheck(TIPS_NOT_MEASURED if why is None else f"*Not measured on this machine yet.* {why}", None, label, why is None)
-    return SavedCheck(f"Measured {tips.created}.\n\n" + advice.format_table(tips), None, label, why is None)
+    if tips is not None:
+        markdown = f"Measured {tips.created}.\n\n" + advice.format_table(tips)
+    else:
+        markdown = TIPS_NOT_MEASURED if why is None else f"*Not measured on this machine yet.* {why}"
+    return SavedCheck(markdown, None, label, why is None)

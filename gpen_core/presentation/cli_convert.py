@@ -9,15 +9,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gpen_core.engine.convert_first import ConvertFirst
+from PIL import Image
+
+from gpen_core.engine.convert_first import ConvertFirst, Run, convert_before
 from gpen_core.errors import GPENError
+from gpen_core.images.decode import probe_image
+from gpen_core.images.metadata import read, upright
+from gpen_core.video.probe import expected_frames, open_video
 
 
 def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = None) -> tuple[int, tuple[int, int]]:
     """(frames from ``start_s`` to ``end_s`` by the header or the packets, an estimate (0: unknown); frame size);
     (0, (0, 0)) when it cannot be opened (the restore says why)."""
-    from gpen_core.video.probe import expected_frames, open_video
-
     try:
         container, info = open_video(path, count=True)
     except GPENError:
@@ -28,11 +31,6 @@ def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = 
 
 def photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
     """A photo's (width, height) upright, from its header; None when unreadable (the restore says why)."""
-    from PIL import Image
-
-    from gpen_core.images.decode import probe_image
-    from gpen_core.images.metadata import read, upright
-
     try:
         with Image.open(path) as im:
             return upright(im.size, read(im).orientation)  # as the decoder turns it
@@ -47,8 +45,6 @@ def photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
 def convert_before_run(args: Any, faces: int, size: tuple[int, int], say: Callable[[str], None]) -> ConvertFirst:
     """The conversion a run of ``faces`` expected faces does first, for the CLI's ``args`` (nothing for another
     generator or task)."""
-    from gpen_core.engine.convert_first import Run, convert_before
-
     if args.model or args.task != "enhance":
         return ConvertFirst("nothing to convert")
     from gpen_core.restorer import default_device

@@ -8,8 +8,11 @@ import sys
 import time
 from typing import Any
 
+from gpen_core.engine import prepare
 from gpen_core.errors import GPENError, InputError, ResourceError
 from gpen_core.presentation.cli_run import is_terminal, print_error
+from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason
+from gpen_core.weights import lookup as weights
 from gpen_core.weights.missing import size_text
 
 DEFAULT_DOWNLOADS = ("GPEN-BFR-512", "GPEN-BFR-256", "retinaface-mobilenet0.25", "retinaface-resnet50", "ParseNet-latest")
@@ -26,8 +29,6 @@ def add_download(sub: Any) -> None:
 
 def download(args: argparse.Namespace) -> int:
     """Run ``download``: 0 when every file is there (and converted), else the first failure's exit code."""
-    from gpen_core.weights import lookup as weights
-
     names = args.names or list(DEFAULT_DOWNLOADS)
     unknown = [n for n in names if n not in weights.REGISTRY]
     if unknown:
@@ -81,9 +82,6 @@ class DownloadProgress:
 def convert_ahead(models_dir: str | None) -> int:
     """The OpenVINO conversions ``auto`` will run, with progress: 0, or an exit code when a network could not be
     converted (each named, with why)."""
-    from gpen_core.engine.prepare import convert_ahead as convert
-    from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason
-
     planned: list[str] = []
     tty, said = is_terminal(sys.stderr), [""]
 
@@ -97,8 +95,8 @@ def convert_ahead(models_dir: str | None) -> int:
         said[0] = m
         sys.stderr.flush()
 
-    report = convert(models_dir=models_dir, progress=progress,
-                     on_plan=lambda todo: planned.extend(label for _, label in todo))
+    report = prepare.convert_ahead(models_dir=models_dir, progress=progress,
+                                   on_plan=lambda todo: planned.extend(label for _, label in todo))
     if tty and said[0]:
         sys.stderr.write("\n")
     unwritable = unwritable_reason(cache_root(models_dir)) if planned else None

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from gpen_core.errors import GPENError
 from gpen_core.modes import IDENTITY_THRESHOLD_TEXT
+from gpen_core.platform.meter import format_bytes
 
 
 def is_terminal(stream: TextIO) -> bool:
@@ -48,14 +50,12 @@ class ProgressLine:
         eta = elapsed / self.done * (self.total - self.done)
         if not self.redraw:  # a log: one plain line per photo
             self.stream.write(f"[{self.done}/{self.total}] {label}: {elapsed:.1f} s elapsed, ETA {eta:.1f} s\n")
-            self.stream.flush()
-            return
-        bar = "#" * int(self.WIDTH * self.done / self.total)
-        self._drawn = f"[{bar:<{self.WIDTH}}] {self.done}/{self.total} {elapsed:5.1f}s elapsed, ETA {eta:5.1f}s  {label[:40]:<40}"
-        self.stream.write("\r" + self._drawn)
-        if self.done == self.total:
-            self.stream.write("\n")
-            self._drawn = ""
+        else:  # the bar redrawn in place, left on its own line once the last photo is done
+            bar = "#" * int(self.WIDTH * self.done / self.total)
+            line = f"[{bar:<{self.WIDTH}}] {self.done}/{self.total} {elapsed:5.1f}s elapsed, ETA {eta:5.1f}s  {label[:40]:<40}"
+            last = self.done == self.total
+            self.stream.write("\r" + line + ("\n" if last else ""))
+            self._drawn = "" if last else line
         self.stream.flush()
 
     def say(self, text: str, out: TextIO | None = None) -> None:
@@ -96,8 +96,6 @@ class RunSummary:
             self.failed.append((record["input"], record.get("error", "failed")))
 
     def lines(self) -> list[str]:
-        from gpen_core.platform.meter import format_bytes
-
         total = self.done + len(self.failed) + len(self.skipped)
         faceless = f" ({self.without_face} without a face)" if self.without_face else ""
         peak = f"; peak RAM {format_bytes(self.peak_rss)}" if self.peak_rss else ""
@@ -120,6 +118,4 @@ def identity_text(record: dict[str, Any]) -> str:
     acted = [f["action"] for f in faces if f["action"] != "restored"]
     text = (f", identity distance up to {max(f['distance'] for f in faces):.2f} over {len(faces)} face"
             f"{'s' if len(faces) > 1 else ''}, {over} over {IDENTITY_THRESHOLD_TEXT}")
-    for action in dict.fromkeys(acted):
-        text += f", {acted.count(action)} {action}"
-    return text
+    return text + "".join(f", {n} {action}" for action, n in Counter(acted).items())

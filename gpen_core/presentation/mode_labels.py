@@ -3,7 +3,7 @@ this device, the format it writes) and the download that enables a mode missing 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode, Task
 from gpen_core.presentation import readiness
@@ -34,10 +34,9 @@ def mode_label(mode: MemoryMode, device: str, model: str | None = None,
         net += f" (this {where} has no native {requested})"
     elif dtype == "bfloat16" and where == "CPU":
         net += " (native on this CPU)"
-    parts = [net]
     if mode.name == "balanced" and dtype in ("float16", "bfloat16"):
-        parts[0] += ": half the memory of float32, same look"
-    parts.append(_detector(mode))
+        net += ": half the memory of float32, same look"
+    parts = [net, _detector(mode)]
     if mode.max_side:
         parts.append(f"frames over {mode.max_side} px shrunk to it" if video else f"photo shrunk to {mode.max_side} px")
     if not mode.paste:
@@ -64,37 +63,35 @@ def _detector(mode: MemoryMode) -> str:
     return "small detector" if mode.detector == "mobilenet0.25" else "ResNet-50 detector"
 
 
-def _listed(video: bool) -> tuple[tuple[str, str], list[MemoryMode]]:
-    """The radio's ``auto`` choice and the modes it lists: on the Video tab only those that paste the faces back
+def _radio(video: bool, label: Callable[[MemoryMode], str]) -> list[tuple[str, str]]:
+    """(label, value) pairs: ``auto`` first, then each mode; on the Video tab only those that paste the faces back
     (a clip of restored crops is no video)."""
-    auto = (f"{AUTO} — {VIDEO_AUTO_HINT if video else AUTO_HINT}", AUTO)
-    return auto, [m for m in MODES.values() if m.paste or not video]
+    auto = f"{AUTO} — {VIDEO_AUTO_HINT if video else AUTO_HINT}"
+    return [(auto, AUTO)] + [(label(m), m.name) for m in MODES.values() if m.paste or not video]
 
 
 def mode_choices(device: str, task: str | None = None,
                  files: Mapping[str, readiness.FileState] | None = None, *, video: bool = False) -> list[tuple[str, str]]:
-    """(label, value) pairs for the radio under ``task``: ``auto`` first, then each mode (one with no plan for the
-    task says so)."""
+    """The radio under ``task`` (a mode with no plan for the task says so)."""
     spec = task_spec(task)
-    auto, modes = _listed(video)
-    out = [auto]
-    for m in modes:
-        if m.name not in spec.modes:
-            out.append((f"{m.name} — not for this task: {spec.model} is larger than {m.name} promises to fit; "
-                        f"choose {', '.join(spec.modes)} or auto", m.name))
-        else:
-            out.append((mode_label(m, device, spec.model, files, video=video), m.name))
-    return out
+
+    def label(m: MemoryMode) -> str:
+        if m.name in spec.modes:
+            return mode_label(m, device, spec.model, files, video=video)
+        return (f"{m.name} — not for this task: {spec.model} is larger than {m.name} promises to fit; "
+                f"choose {', '.join(spec.modes)} or auto")
+
+    return _radio(video, label)
 
 
 def hints(*, video: bool = False) -> list[tuple[str, str]]:
     """The radio until :func:`mode_choices` replaces it on load (no device read yet)."""
-    auto, modes = _listed(video)
-    out = [auto]
-    for m in modes:
+
+    def label(m: MemoryMode) -> str:
         parts = [m.model, _detector(m)] + ([f"frames over {m.max_side} px shrunk to it"] if m.max_side else [])
-        out.append((f"{m.name} — {', '.join(parts) if video else m.hint}", m.name))
-    return out
+        return f"{m.name} — {', '.join(parts) if video else m.hint}"
+
+    return _radio(video, label)
 
 
 def current_files() -> dict[str, readiness.FileState]:

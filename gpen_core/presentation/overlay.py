@@ -72,15 +72,11 @@ def draw_detections(rgb: np.ndarray, kept: Sequence[Box], rejected: Sequence[Box
     dashed red; ``scale``: (sx, sy) from the boxes' pixels to ``rgb``'s; ``width``: default :func:`line_width`."""
     out = check_rgb(rgb, "the photo to draw on").copy()
     t = width if width is not None else line_width(rgb.shape)
-    sx, sy = scale
-
-    def scaled(b: Box) -> Box:
-        return (b[0] * sx, b[1] * sy, b[2] * sx, b[3] * sy)
-
+    factor = (*scale, *scale)  # x0, y0, x1, y1
     for b in rejected:
-        draw_box(out, scaled(b), REJECTED_COLOR, width=t, dash=3 * t)
+        draw_box(out, np.multiply(b, factor), REJECTED_COLOR, width=t, dash=3 * t)
     for b, color in zip(kept, kept_colors if kept_colors is not None else [KEPT_COLOR] * len(kept), strict=True):
-        draw_box(out, scaled(b), color, width=t)
+        draw_box(out, np.multiply(b, factor), color, width=t)
     return out
 
 

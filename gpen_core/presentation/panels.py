@@ -11,6 +11,7 @@ from pathlib import PurePath
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation.face_views import identity_lines
@@ -38,8 +39,6 @@ def comparison_pair(before: np.ndarray, result: RestoreResult) -> tuple[np.ndarr
         return face_sheet(crops, cols=cols), face_sheet(list(result.faces), cols=cols)
     after = result.image
     if before.shape[:2] != after.shape[:2]:
-        from PIL import Image
-
         before = np.asarray(Image.fromarray(before).resize((after.shape[1], after.shape[0]), Image.Resampling.LANCZOS))
     return before, after
 
@@ -71,8 +70,6 @@ def file_size_text(n: int) -> str:
 
 def _encoded_size(encoded: bytes) -> tuple[int, int] | None:
     """(width, height) of the encoded result, from its header; None when there is none."""
-    from PIL import Image
-
     try:
         with Image.open(io.BytesIO(encoded)) as im:
             return im.size
@@ -121,7 +118,7 @@ def metrics_markdown(result: RestoreResult) -> str:
     up = result.upscale
     if up is not None:
         size += f", upscaled ×{up.factor} to {pw * up.factor}×{ph * up.factor} ({up.tiles} tile{'s' if up.tiles > 1 else ''} of {up.tile} px, {up.dtype})"
-    fmt = "JPEG" if result.output_format == "jpeg" else result.output_format.upper()
+    fmt = result.output_format.upper()
     out = _encoded_size(result.encoded)
     final = (pw * up.factor, ph * up.factor) if up is not None else ((pw, ph) if pw else (w, h))
     if out is not None and not result.mode.paste and result.faces:

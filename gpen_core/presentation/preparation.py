@@ -32,8 +32,7 @@ def running(prep: BackgroundPreparation | None) -> bool:
 
 def status_markdown(prep: BackgroundPreparation | None, public: bool = False) -> str:
     """The page's line: what is being converted, what is ready or could not be; empty without a conversion here.
-    ``public`` (a shared server): a failure's paths as its error messages show them (``public_message``), the role's
-    brackets escaped (the page renders HTML, and would hide a bare ``<models folder>``)."""
+    ``public``: paths as error messages show them, ``<models folder>`` escaped (the page would hide a bare tag)."""
     line = _status_line(prep)
     return public_message(line).replace("<", "\\<").replace(">", "\\>") if public else line
 
@@ -47,9 +46,7 @@ def _status_line(prep: BackgroundPreparation | None) -> str:
     report: Any = prep.report
     if report is None:  # the thread ended without a report: it raised (the server log has the traceback)
         return "*OpenVINO preparation stopped with an error (see the server log): restores run on torch.*"
-    lines = []
     ready = report.converted + report.cached
-    if ready:
-        lines.append("OpenVINO ready for " + ", ".join(ready) + ".")
+    lines = [f"OpenVINO ready for {', '.join(ready)}."] if ready else []
     lines += [f"Could not convert {f}: that network runs on torch." for f in report.failed]
     return "  \n".join(f"*{line}*" for line in lines)

@@ -11,7 +11,7 @@ from typing import Literal
 
 from gpen_core.engine import budget
 from gpen_core.engine.fit import PANEL_PHOTO, fits, rank
-from gpen_core.modes import MODES, MemoryMode
+from gpen_core.modes import MODES
 from gpen_core.options import default_upscaler
 from gpen_core.platform.meter import format_bytes
 from gpen_core.weights.missing import download_size, mode_files, size_text
@@ -82,8 +82,8 @@ class Readiness:
     binding: str  # "RAM" or "VRAM"
     free_bytes: int
     # Every download worth offering, smallest first, each enabling a better mode than any cheaper one and than what
-    # runs now; the last is ``download``.
-    offers: tuple[Offer, ...] = ()
+    # runs now; the last is ``download`` (none when ``download`` is empty).
+    offers: tuple[Offer, ...]
 
 
 def files_from_status(statuses: Iterable[WeightStatus]) -> dict[str, FileState]:
@@ -107,31 +107,28 @@ def assess(files: Mapping[str, FileState], needs: Mapping[str, int], free_bytes:
 
     ranking = rank(needs, free_bytes, binding=binding, candidates=MODES,
                    passed_over={n: "files missing" for n, r in modes.items() if not r.ready})
-    ranked = sorted((m for m in MODES.values() if m.paste), key=lambda m: -m.rank)
     runs_now_fits = ranking.best is not None
-    runnable = [m for m in ranking.modes if m.runnable]
-    runs_now = modes[ranking.chosen.mode] if runnable else None  # the lightest with its files when none fits
-    best_fitting = ranking.best_fitting
-    recommended = modes[best_fitting.mode if best_fitting else ranked[-1].name]
-    if runs_now is not None and runs_now_fits and MODES[runs_now.mode].rank >= MODES[recommended.mode].rank:
-        recommended = runs_now
+    # The lightest with its files when none fits; when one fits, ``best_fitting`` ranks at least as high.
+    runs_now = modes[ranking.chosen.mode] if any(m.runnable for m in ranking.modes) else None
+    recommended = modes[(ranking.best_fitting or ranking.modes[-1]).mode]
     return Readiness(modes=modes, runs_now=runs_now.mode if runs_now else None, runs_now_fits=runs_now_fits,
                      recommended=recommended.mode, download=recommended.missing,
                      corrupt=tuple(n for n, f in files.items() if f.state == "corrupt"),
                      binding=binding, free_bytes=int(free_bytes),
-                     offers=_offers(modes, files, ranked, recommended, runs_now if runs_now_fits else None))
+                     offers=_offers(modes, files, recommended, runs_now if runs_now_fits else None))
 
 
-def _offers(modes: Mapping[str, ModeReadiness], files: Mapping[str, FileState], ranked: Sequence[MemoryMode],
-            recommended: ModeReadiness, running: ModeReadiness | None) -> tuple[Offer, ...]:
+def _offers(modes: Mapping[str, ModeReadiness], files: Mapping[str, FileState], recommended: ModeReadiness,
+            running: ModeReadiness | None) -> tuple[Offer, ...]:
     """The cheapest download for each step up the ladder to ``recommended``: of the pasting modes that fit, are not
     ready and beat what runs now, by download size, each kept only when it beats every cheaper one."""
     if recommended.ready:
         return ()
     floor = MODES[running.mode].rank if running is not None else 0
     top = MODES[recommended.mode].rank
-    cands = [modes[m.name] for m in ranked if floor < m.rank <= top and not modes[m.name].ready
+    cands = [modes[m.name] for m in MODES.values() if m.paste and floor < m.rank <= top and not modes[m.name].ready
              and (modes[m.name].fits or m.name == recommended.mode)]
+
     def cost(r: ModeReadiness) -> tuple[int, int]:
         # (files of unpublished size, bytes of the others): two sets that share the one file of
         # unknown size (a task's generator) are still told apart by the files whose size is known.
@@ -176,9 +173,7 @@ def files_text(names: Sequence[str], files: Mapping[str, FileState]) -> str:
         f = files.get(n)
         size = size_text(f.download_bytes, f.download_bytes_estimated) if f else "size not published"
         parts.append(f"{label(n)} ({'corrupt, ' if f and f.state == 'corrupt' else ''}{size})")
-    if len(parts) <= 1:
-        return "".join(parts)
-    return ", ".join(parts[:-1]) + " and " + parts[-1]
+    return "".join(parts) if len(parts) <= 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
@@ -194,17 +189,15 @@ def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
         if r.runs_now == r.recommended:
             return f"{head}, the best mode that fits this machine; all its files are here"
         return head
-    offers = r.offers or (Offer(r.download, (r.recommended,)),)
-    # each: 'MobileNet detector (1.8 MB) to enable balanced and faces-only'
+    # each: 'MobileNet detector (1.8 MB) to enable balanced and faces-only'; the last offer is ``r.download``
     return f"{head}; download " + ", or ".join(f"{files_text(o.files, files)} to enable {' and '.join(o.enables)}"
-                                               for o in offers)
+                                               for o in r.offers)
 
 
 def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], folder: str,
                   downloads: bool = True) -> str:
     """Before Restore: the factor's upscaler file is missing or corrupt, and how to get it into ``folder``; '' when
-    it is usable, and at 1×. ``downloads``: False where the page has no Download button (a shared server's
-    visitors): the operator's command is named instead."""
+    it is usable, and at 1×. ``downloads`` False (no Download button): the operator's command instead."""
     names = upscaler_download(files, upscale)
     if not names:
         return ""
@@ -226,13 +219,12 @@ def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], fol
             "Or choose 1× (keep size).")
 
 
-def current(device: str, models_dir: object = None, *, model: str | None = None, detector: str | None = None,
+def current(device: str, models_dir: Path | None = None, *, model: str | None = None, detector: str | None = None,
             aligned: bool = False) -> tuple[Readiness, dict[str, FileState]]:
     """:func:`assess` on this machine now (``budget.estimate_peak``: the saved hardware profile when valid)."""
-    folder = Path(models_dir) if models_dir is not None else None  # type: ignore[arg-type]
-    files = files_from_status(weights.status(folder))
+    files = files_from_status(weights.status(models_dir))
     free = budget.free_memory(device)
     bound = free.binding(device)
-    needs = {name: budget.estimate_peak(m, device, PANEL_PHOTO, folder)[0] for name, m in MODES.items()}
+    needs = {name: budget.estimate_peak(m, device, PANEL_PHOTO, models_dir)[0] for name, m in MODES.items()}
     r = assess(files, needs, bound.free_bytes, binding=bound.name, model=model, detector=detector, aligned=aligned)
     return r, files

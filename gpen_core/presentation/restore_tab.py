@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from gpen_core.engine import budget
 from gpen_core.errors import GPENError, InputError
+from gpen_core.images.decode import decode_image, decoded_size, probe_image, shrink_to_max_side
 from gpen_core.images.outputs import save_result
 from gpen_core.modes import AUTO, MODES
 from gpen_core.options import RestoreOptions
@@ -23,6 +24,7 @@ from gpen_core.presentation.cli_convert import photo_size
 from gpen_core.presentation.face_views import face_pairs
 from gpen_core.presentation.messages import shown_error
 from gpen_core.result import RestoreResult
+from gpen_core.upscale import tiles
 from gpen_core.weights import lookup as weights
 from gpen_core.weights.user_paths import models_folder_shown, public_message
 
@@ -30,8 +32,7 @@ PREVIEW_SIDE = 1024  # the before-view shown on upload, from our own decoder
 SHRUNK_AT_DECODE = "shrunk at decode"  # how gpen_core.images.decode's notes about a reduce_to shrink begin
 
 
-@dataclass(frozen=True)
-class Preview:
+class Preview(NamedTuple):
     """An upload as our decoder sees it: the before-view (None when refused) and the panel's Markdown."""
 
     before: np.ndarray | None
@@ -48,16 +49,12 @@ def max_faces_field(value: float | None) -> int:
 def preview(path: str, public: bool = False) -> Preview:
     """``path`` decoded at most :data:`PREVIEW_SIDE` px by our decoder, and the panel: its size, format and notes, or
     the problem (``public``: as :func:`~gpen_core.presentation.messages.shown_error` says it)."""
-    from gpen_core.images.decode import decode_image, shrink_to_max_side
-
     try:
         decoded = decode_image(path, reduce_to=PREVIEW_SIDE)
     except Exception as exc:  # a GPENError names the problem; a bug is logged with its trace, one line shown
         shown = shown_error(exc, doing="Reading the file", names={path: Path(path).name}, public=public)
         return Preview(None, shown.panel)
-    rgb = decoded.rgb
-    if max(rgb.shape[:2]) > PREVIEW_SIDE:
-        rgb = shrink_to_max_side(rgb, PREVIEW_SIDE)[0]
+    rgb = shrink_to_max_side(decoded.rgb, PREVIEW_SIDE)[0]
     w, h = decoded.original_size
     lines = ["### Ready to restore", "", f"{w}×{h} {decoded.format}, as our decoder reads it (shown in the slider). "
              "Press **Restore**.", ""]
@@ -71,8 +68,6 @@ def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
     notes = tuple(n for n in decoded.notes if not n.startswith(SHRUNK_AT_DECODE))
     if (shown_w, shown_h) == (w, h):
         return notes
-    from gpen_core.images.decode import decoded_size
-
     sizes = {m.name: decoded_size(decoded.format, (w, h), m.max_side) for m in MODES.values()}
     shrinking = [f"{name} to {'×'.join(map(str, s))}" for name, s in sizes.items() if s != (w, h)]
     line = f"shown here at {shown_w}×{shown_h} to load quickly; Restore reads all {w}×{h} pixels"
@@ -81,9 +76,8 @@ def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
 
 def upscale_text(image: str | None, upscale: int, mode: str | None, device: str, models: Any = None,
                  policy: Policy = Policy()) -> str:
-    """Before Restore: the Upscale line (result size, extra memory) and a missing upscaler file (on a shared server
-    the models folder by its role, and the operator's command where visitors cannot download, as the weights
-    panel says it)."""
+    """Before Restore: the Upscale line (result size, extra memory) and a missing upscaler file, said as the weights
+    panel says it under ``policy``."""
     if upscale <= 1:
         return ""
     folder = models_folder_shown(policy.shared)
@@ -95,9 +89,6 @@ def upscale_text(image: str | None, upscale: int, mode: str | None, device: str,
 def _upscale_line(image: str | None, factor: int, mode: str | None, device: str, models: Any = None) -> str:
     """'**Upscale ×2:** result W×H; extra memory about N (estimate, …)', or why it is refused; ``auto`` resolved as a
     restore would (``models``, the app's ModelCache, passes over modes missing files)."""
-    from gpen_core.images.decode import decoded_size, probe_image
-    from gpen_core.upscale.tiles import preview
-
     if not image:
         return f"×{factor}: upload a photo to see the result size."
     size = photo_size(image)
@@ -113,7 +104,7 @@ def _upscale_line(image: str | None, factor: int, mode: str | None, device: str,
     else:  # a mode asked for decodes a big JPEG at its DCT scale, as the restore will (auto decodes it whole)
         with contextlib.suppress(GPENError):  # unreadable: the restore says why
             w, h = decoded_size(probe_image(image)[0], size, MODES[name].max_side)
-    p = preview(w, h, factor, name)
+    p = tiles.preview(w, h, factor, name)
     if p.problem:
         return f"**Upscale ×{factor}:** {p.problem}"
     if not MODES[name].paste:
@@ -123,8 +114,7 @@ def _upscale_line(image: str | None, factor: int, mode: str | None, device: str,
             f"{format_bytes(p.extra_bytes)} (estimate, not yet measured; {p.tiles} tiles of {p.tile} px{picked}).")
 
 
-@dataclass(frozen=True)
-class RestoreView:
+class RestoreView(NamedTuple):
     """What one restore shows, in the order of the app's outputs."""
 
     pair: tuple[np.ndarray, np.ndarray]  # the slider's before / after, lined up
@@ -132,9 +122,6 @@ class RestoreView:
     markdown: str  # the measured panel
     faces: list[tuple[np.ndarray, str]]  # (original | restored, caption) per face
     record: dict[str, Any]  # the JSON record
-
-    def outputs(self) -> tuple[Any, str, str, list[tuple[np.ndarray, str]], dict[str, Any]]:
-        return self.pair, self.download, self.markdown, self.faces, self.record
 
 
 def restore_view(source: str, result: RestoreResult, results_dir: Path, max_age_s: float, public: bool = False) -> RestoreView:

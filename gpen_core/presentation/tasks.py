@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from gpen_core.images.damage_layers import check_editor_files, damage_from_layers
 from gpen_core.modes import TASKS
 from gpen_core.presentation import readiness
 from gpen_core.presentation.mode_labels import mode_choices, task_spec
@@ -81,8 +82,6 @@ def editor_damage(value: Any, task: str) -> np.ndarray | None:
     """For ``inpaint``, the editor's painted layers as a uint8 H×W mask (255 = damaged); None for another task or
     nothing painted. Whatever the task, InputError for a file it hands over that is no image within the upload
     limits (headers checked, nothing decoded)."""
-    from gpen_core.images.damage_layers import check_editor_files, damage_from_layers
-
     value = value if isinstance(value, dict) else None
     check_editor_files(value)
     if task != "inpaint" or value is None:

@@ -7,19 +7,27 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from gpen_core.engine import convert_first
+from gpen_core.engine.profile_store import load_profile
 from gpen_core.errors import InputError
+from gpen_core.faces import identity_model
 from gpen_core.images.outputs import private_folder
+from gpen_core.platform import durable
 from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation.cli_convert import clip_frames
 from gpen_core.presentation.messages import shown_error
 from gpen_core.presentation.panels import file_name, notes_lines, peak_ram_row
 from gpen_core.progress import duration_text, left_text
-from gpen_core.video.limits import ClipCap
+from gpen_core.video.command import resume_command
+from gpen_core.video.frames import upright_rgb
+from gpen_core.video.identity import summary_lines
+from gpen_core.video.limits import ClipCap, FrameGuard
+from gpen_core.video.probe import expected_frames, open_video
+from gpen_core.video.resumable import SEGMENTS_FROM_S
 
 PLACEHOLDER = "*Upload a video: its length, size and audio appear here, then the measured figures of the restore.*"
 _AUDIO = {"copied": "copied as it was (packets untouched)",
@@ -40,10 +48,6 @@ class ClipNote:
 def clip_note(path: str, cap_s: float | None, public: bool = False) -> ClipNote:
     """What the clip is (size, length, frames, audio) and, on a capped server, how much of it will be restored;
     for a file that is no usable video, the problem (``public``: as :func:`.messages.shown_error` says it)."""
-    from gpen_core.video.command import resume_command
-    from gpen_core.video.probe import expected_frames, open_video
-    from gpen_core.video.resumable import SEGMENTS_FROM_S
-
     try:
         container, info = open_video(path, count=True)
         with container:
@@ -135,8 +139,6 @@ def output_name(source: str | None, mode: str) -> str:
 
 def named_by_mode(result: Any, source: str | None) -> Any:
     """The VideoResult with its file renamed after the mode that ran (auto chooses after :func:`results_path`)."""
-    from gpen_core.platform import durable
-
     out = Path(result.output)
     named = out.with_name(output_name(source, result.mode))
     durable.install(out, named, sync=False)  # a download, re-made on request: not worth a flush
@@ -177,16 +179,11 @@ def video_markdown(result: Any, identity_on: bool = True) -> str:
 def _identity_cell(ident: Any, mode: str, switched_on: bool = True) -> str:
     """What was checked and flagged, or why nothing was: the switch the visitor turned off first, then
     :func:`gpen_core.faces.identity.runs_for`'s order."""
-    from gpen_core.faces import identity_model
-    from gpen_core.video.identity import summary_lines
-
     if ident is None:
-        if not switched_on:
-            return "not checked: the Identity check switch is off"
-        if mode == "low":
+        if switched_on and mode == "low":
             return ("not checked: low mode leaves it out, as for photos (it would be a large share of its time; "
                     "docs/identity.md)")
-        if not identity_model.available():
+        if switched_on and not identity_model.available():
             return f"not checked: dlib is not installed here. Fix: `{identity_model.PIP_COMMAND}`"
         return "not checked: the Identity check switch is off"
     head, *tracks = summary_lines(ident)
@@ -209,10 +206,6 @@ def frame_at(path: str, time_s: float) -> np.ndarray | None:
     """The frame of ``path`` shown at ``time_s`` (the last starting at or before it), RGB upright, or None;
     InputError, before any pixel is converted, for a clip over the photo limits."""
     import av
-
-    from gpen_core.video.frames import upright_rgb
-    from gpen_core.video.limits import FrameGuard
-    from gpen_core.video.probe import open_video
 
     container, info = open_video(path)
     with container:
@@ -254,8 +247,7 @@ BUILT_IN_S_PER_FACE = {"low": 0.13, "balanced": 0.77, "quality": 1.57}
 PER_FACE_SOURCE = "built-in: the project's CPU (Zen 4, 2 threads)"
 
 
-@dataclass(frozen=True)
-class ModeEstimate:
+class ModeEstimate(NamedTuple):
     mode: str
     seconds_per_face: float
     source: str  # "measured on this machine (date)" or PER_FACE_SOURCE
@@ -264,8 +256,6 @@ class ModeEstimate:
 def measured_per_face(mode: str, device: str) -> tuple[float, str] | None:
     """(seconds a face, where from) from this machine's saved hardware check, or None (none valid here)."""
     try:
-        from gpen_core.engine.profile_store import load_profile
-
         prof = load_profile(device)
     except Exception:  # noqa: BLE001 - an unreadable or older profile: the built-in figure says so instead
         return None

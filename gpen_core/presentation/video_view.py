@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image, ImageDraw, ImageFont
 
 from gpen_core.presentation.overlay import KEPT_COLOR, draw_detections, line_width
 from gpen_core.video.engine_seam import FrameEngine, FrameOut
@@ -113,23 +114,16 @@ def found_text(frames: Sequence[FrameFaces]) -> str:
     """What Find faces saw: "2 faces followed in 150 frames; the face check rejected 3 detections in 2 frames …"."""
     n = len({k for f in frames for k, _ in f.tracks})
     text = f"{n} face{'s' if n != 1 else ''} followed in {len(frames)} frames" if n else f"No face found in {len(frames)} frames"
-    bad, where = rejected_summary(frames)
+    bad, where = sum(len(f.rejected) for f in frames), sum(1 for f in frames if f.rejected)
     if bad:
         text += (f"; the face check rejected {bad} detection{'s' if bad != 1 else ''} in {where} frame{'s' if where != 1 else ''} "
                  "(turn Face check off to restore them)")
     return text + "."
 
 
-def rejected_summary(frames: Sequence[FrameFaces]) -> tuple[int, int]:
-    """(detections the face check refused, frames they were in)."""
-    return sum(len(f.rejected) for f in frames), sum(1 for f in frames if f.rejected)
-
-
 def draw_faces(rgb: np.ndarray, faces: FrameFaces | None, chosen: Sequence[int] | None) -> tuple[np.ndarray, str]:
     """(a copy of the frame with its faces drawn, a caption): restored faces numbered solid green, faces left out
     of the choice grey, detections the face check refused dashed red."""
-    from PIL import Image, ImageDraw, ImageFont
-
     if faces is None:
         return np.array(rgb[..., :3]), "No faces recorded for this frame."
     kept = [(k, b) for k, b in faces.tracks if chosen is None or k in chosen]
@@ -195,13 +189,10 @@ def find_faces(source: str, scratch: Path, restorer: Any, options: Any, start_s:
     (same detector, face check and steadying), nothing restored; ``scratch`` (a file this call makes) is removed."""
     import av
 
-    container = open_clip(source)
-    try:
+    with open_clip(source) as container:
         clip_info(container, source)  # a clip with no video stream is refused here, with its fix
         first = next(container.decode(video=0))
         h, w = upright_rgb(first, av.video.reformatter.VideoReformatter())[0].shape[:2]  # as the frames are detected
-    finally:
-        container.close()
     end = (start_s or 0.0) + PREVIEW_S
     records: list[FrameFaces] = []
     engine = FrameEngine(restorer, options, (w, h))

@@ -35,13 +35,10 @@ def state_text(name: str, state: str) -> str:
 
 
 def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, WeightStatus]) -> str:
-    f = files.get(name)
-    s = statuses.get(name)
+    f, s = files.get(name), statuses.get(name)
     if f is None or s is None:
         return f"- {name}: a checkpoint in the models folder, checked when you press Restore"
-    size = ""
-    if f.state != "verified":
-        size = f", {readiness.size_text(f.download_bytes, f.download_bytes_estimated)} to download"
+    size = "" if f.usable else f", {readiness.size_text(f.download_bytes, f.download_bytes_estimated)} to download"
     return f"- {state_text(name, f.state)}: {readiness.label(name)} (`{s.filename}`{size})"
 
 
