@@ -27,16 +27,13 @@ MASK_COLORMAP.setflags(write=False)
 OFF_CLASSES: tuple[str, ...] = tuple(n for n, v in zip(CLASS_NAMES, MASK_COLORMAP) if v == 0)
 
 
-def mask_postprocess(mask: np.ndarray, thres: int = _BORDER) -> np.ndarray:
-    """The official ``FaceEnhancement.mask_postprocess``, H×W in [0, 1] → a new float32 H×W: a ``thres`` px border
+def mask_postprocess(mask: np.ndarray) -> np.ndarray:
+    """The official ``FaceEnhancement.mask_postprocess``, H×W in [0, 1] → a new float32 H×W: a 26 px border
     zeroed (else the blur drags the face into the crop's edge), then blurred twice."""
     if mask.ndim != 2:
         raise ValueError(f"mask must be 2-D, got shape {mask.shape}")
-    out = np.array(mask, dtype=np.float32, copy=True)
-    out[:thres, :] = 0
-    out[-thres:, :] = 0
-    out[:, :thres] = 0
-    out[:, -thres:] = 0
+    out = np.zeros(mask.shape, np.float32)
+    out[_BORDER:-_BORDER, _BORDER:-_BORDER] = mask[_BORDER:-_BORDER, _BORDER:-_BORDER]
     return _blur_twice(out)
 
 
