@@ -29,9 +29,8 @@ def is_16bit(im: Image.Image) -> bool:
     """True when the pending decode reads 16-bit samples (Pillow names rawmodes like 'RGB;16B')."""
     if im.mode.startswith("I;16"):
         return True
-    for tile in getattr(im, "tile", None) or ():
-        args = tile[3] if len(tile) > 3 else None
-        raw = args[0] if isinstance(args, tuple) and args else args
+    for tile in im.tile:  # Pillow's _Tile(codec_name, extents, offset, args), args[0] the rawmode
+        raw = tile.args[0] if isinstance(tile.args, tuple) and tile.args else tile.args
         if isinstance(raw, str) and ";16" in raw:
             return True
     return False
