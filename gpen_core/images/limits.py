@@ -92,15 +92,11 @@ def looks_like_video(head: bytes) -> bool:
     Ogg): the one rule by which the CLI routes a file to the video path and a photo refusal names a clip."""
     if head[4:8] == b"ftyp":
         return head[8:12] not in HEIC_BRANDS + AVIF_BRANDS
-    if head[4:8] in (b"moov", b"mdat", b"wide", b"free", b"skip"):  # QuickTime without ftyp
-        return True
-    if head.startswith(b"\x1a\x45\xdf\xa3"):  # EBML: Matroska, WebM
-        return True
-    if head[:4] == b"RIFF" and head[8:12] == b"AVI ":
-        return True
-    if len(head) > 376 and head[0] == 0x47 and head[188] == 0x47 and head[376] == 0x47:  # MPEG-TS sync bytes
-        return True
-    return head.startswith((b"\x00\x00\x01\xba", b"FLV\x01", b"OggS"))
+    return (head[4:8] in (b"moov", b"mdat", b"wide", b"free", b"skip")  # QuickTime without ftyp
+            # EBML (Matroska, WebM), MPEG-PS, FLV, Ogg
+            or head.startswith((b"\x1a\x45\xdf\xa3", b"\x00\x00\x01\xba", b"FLV\x01", b"OggS"))
+            or (head[:4] == b"RIFF" and head[8:12] == b"AVI ")
+            or (len(head) > 376 and head[0] == head[188] == head[376] == 0x47))  # MPEG-TS sync bytes
 
 
 # Magic numbers of the formats we read, then of files uploaded by mistake, so a refusal can name what it got.

@@ -3,6 +3,7 @@ normalisation a sentence in ``notes``. Numpy and Pillow only: the header was che
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 from typing import Callable
@@ -77,12 +78,10 @@ def _count_frames(im: Image.Image, fp: io.BufferedIOBase, fmt: str, cap: int) ->
         return _count_gif_frames(fp, cap)
     if fmt == "TIFF":
         n = 1
-        try:
+        with contextlib.suppress(EOFError):  # past the last page
             while n < cap:
                 im.seek(n)  # reads the next page's directory, no pixels
                 n += 1
-        except EOFError:
-            pass
         im.seek(0)
         return n
     return int(getattr(im, "n_frames", 1))  # WebP and APNG: read from a header chunk
