@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -164,6 +164,7 @@ class FaceDetector:
         self.device = torch.device(device)
         self.weights_path = Path(weights_path) if weights_path is not None else None
         self.backend: Literal["torch", "openvino"] = "torch" if runner is None else "openvino"
+        self._ov: Any = runner
         self.convert_s: float | None = None  # seconds of a first-use conversion (else None)
         self.load_s: float | None = None  # OpenVINO: reading and compiling it (or importing its cached blob)
         if runner is not None:
@@ -228,10 +229,9 @@ class FaceDetector:
             rows = self._detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4)
         return np.asarray(rows, dtype=np.float64).reshape(-1, 15)
 
-    def screen(self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9,
-               turns: Sequence[int] | None = None) -> Filtered:
+    def screen(self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9) -> Filtered:
         """``detections`` split into faces and false faces: the geometry and the second look at ``threshold``."""
         def look(crop: np.ndarray) -> list[Detection]:
             return self.detect(crop, threshold=threshold, max_side=max(crop.shape[:2]))
 
-        return filter_detections(detections, rgb=check_rgb(rgb), detect=look, threshold=threshold, turns=turns)
+        return filter_detections(detections, rgb=check_rgb(rgb), detect=look, threshold=threshold)

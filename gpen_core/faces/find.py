@@ -147,7 +147,7 @@ def _pass(detector: FaceDetector, rgb: np.ndarray, threshold: float, sizing: Det
     kept, dropped = merge_duplicates(large + dets)  # a large face first: its pieces merge into it
     # The same face found by both passes is one reading; a box inside a face is a duplicate.
     merged = sum(1 for d in dropped if not any(overlap(d.box, g.box)[0] >= SAME_FACE_IOU for g in large if g is not d))
-    filtered = detector.screen(rgb, kept, threshold=threshold, turns=[turn] * len(kept))
+    filtered = detector.screen(rgb, kept, threshold=threshold)
     good = list(filtered.kept)
     rejected = [(d, v.reasons[0]) for d, v in filtered.rejected]
 

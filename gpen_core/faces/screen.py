@@ -210,15 +210,16 @@ def second_looks(rgb: np.ndarray, boxes: Sequence[Sequence[float]], detect: Dete
 
 
 def filter_detections(detections: Iterable, *, rgb: np.ndarray | None = None, detect: DetectFn | None = None,
-                      threshold: float = 0.9, turns: Sequence[int] | None = None) -> Filtered:
+                      threshold: float = 0.9) -> Filtered:
     """Split objects with ``.box``, ``.score`` and ``.landmarks`` (:class:`gpen_core.faces.detect.Detection`): the
-    geometry always, the second look (:func:`second_looks`) too when ``rgb`` and ``detect`` are given."""
+    geometry always, the second look (:func:`second_looks`, each crop upright by its ``.turn``) too when ``rgb``
+    and ``detect`` are given."""
     detections = list(detections)
     verdicts = [check(det.box, det.landmarks) for det in detections]
     if rgb is not None and detect is not None:
         todo = [i for i, v in enumerate(verdicts) if v.is_face]
-        turn_of = list(turns) if turns is not None else [0] * len(detections)
-        scores = second_looks(rgb, [detections[i].box for i in todo], detect, threshold, [turn_of[i] for i in todo])
+        looked = [detections[i] for i in todo]
+        scores = second_looks(rgb, [d.box for d in looked], detect, threshold, [d.turn for d in looked])
         for i, score in zip(todo, scores):
             if score < threshold:
                 verdicts[i] = replace(verdicts[i], reasons=(_NOT_FOUND_AGAIN,))
