@@ -89,11 +89,11 @@ def _install(tmp: Path, spec: WeightSpec, folder: Path, total: int | None) -> Pa
     if spec.size_bytes is not None and size != spec.size_bytes:
         raise _Rejected(f"wrong size: {size} bytes, expected {spec.size_bytes}")
     digest = file_sha256(tmp)
-    if spec.sha256 is not None and digest != spec.sha256:
-        raise _Rejected(f"wrong sha256 {digest}, expected {spec.sha256}")
     if spec.sha256 is None:
         # Nothing pins these bytes: open them before they get the final name and a sidecar hash.
         _check_contents(tmp, spec)
+    elif digest != spec.sha256:
+        raise _Rejected(f"wrong sha256 {digest}, expected {spec.sha256}")
     final = folder / spec.filename
     # .NAME.RANDOM.part is swept by age, not pid: a models folder may be shared by several machines.
     durable.install(tmp, final, sync=True)
