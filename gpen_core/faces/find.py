@@ -124,8 +124,6 @@ def find_faces(detector: FaceDetector, rgb: np.ndarray, *, threshold: float = 0.
 
 @dataclass
 class _TurnFinds:
-    """One turn's pass."""
-
     kept: list[Detection]  # passed the face check, upright for their landmarks
     rejected: list[tuple[Detection, str]]  # (detection, reason)
     upside: list[Detection]  # passed the check but read upside down

@@ -277,7 +277,6 @@ def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) 
 def _decode_checked(
     im: Image.Image, fp: io.BufferedIOBase, fmt: str, original_size: tuple[int, int], reduce_to: int | None
 ) -> DecodedImage:
-    """Decode an image whose header passed the limits, and normalise it."""
     notes: list[str] = []
     w, h = original_size
     try:

@@ -14,7 +14,6 @@ CHECKPOINT_SUFFIXES = (".pth", ".pt")
 
 
 def generator_names() -> list[str]:
-    """The registry's generators, in registry order."""
     return [n for n, s in REGISTRY.items() if s.kind == "generator"]
 
 
