@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -73,20 +74,19 @@ def import_backends() -> None:
 
 
 def load_state_dict(path: Path, what: str) -> dict[str, Any]:
-    """``torch.load(weights_only=True)`` on CPU, unwrap ``state_dict`` and strip ``module.``."""
-    path = Path(path)
-    if not path.is_file():
-        raise WeightsError(f"{what} weights not found at {path}. Download or resolve them first (gpen_core.weights.lookup).")
-    from gpen_core.networks.checkpoint import read_checkpoint, strip_module_prefix
+    """``torch.load(weights_only=True)`` on CPU, ``state_dict`` unwrapped, DataParallel's ``module.`` stripped."""
+    def not_a_dict(found: str) -> str:
+        return f"{path} does not hold a {what} state_dict (found {found})"
+
+    from gpen_core.networks.checkpoint import read_network_weights
 
     # Out of memory is OutOfMemory (the ladder steps down), not "re-download"; corrupt only when the bytes are.
-    obj = read_checkpoint(path, f"{what} weights", mmap=False)
-    if isinstance(obj, Mapping) and isinstance(obj.get("state_dict"), Mapping):
-        obj = obj["state_dict"]
-    if not isinstance(obj, Mapping) or not obj:
-        raise WeightsError(f"{path} does not hold a {what} state_dict (found {type(obj).__name__})")
-    # DataParallel checkpoints prefix every key with "module." (facexlib strips it too).
-    return strip_module_prefix(obj, str(path))
+    sd = read_network_weights(path, f"{what} weights", wrappers=("state_dict",), not_a_dict=not_a_dict,
+                              missing=f"{what} weights not found at {path}. Download or resolve them first "
+                                      "(gpen_core.weights.lookup).")
+    if not sd:
+        raise WeightsError(not_a_dict("dict"))
+    return sd
 
 
 def _trained_with_relu(sd: Mapping[str, Any]) -> bool:
@@ -165,15 +165,16 @@ class FaceDetector:
         self.weights_path = Path(weights_path) if weights_path is not None else None
         self.backend: Literal["torch", "openvino"] = "torch" if runner is None else "openvino"
         self._ov: Any = runner
-        self._net: Any = None
         self.convert_s: float | None = None  # seconds of a first-use conversion (else None)
         self.load_s: float | None = None  # OpenVINO: reading and compiling it (or importing its cached blob)
         if runner is not None:
             if self.device.type != "cpu":
                 raise ValueError(f"the OpenVINO detector runs on the CPU only, not {self.device}; build it on torch")
             self.variant, self.convert_s, self.load_s = runner.variant, runner.convert_s, runner.load_s
+            self._detect_faces = runner.detect_faces  # the same post-processing on OpenVINO's outputs
         else:
-            self._net, self.variant = build_retinaface(self.weights_path, network, self.device)
+            net, self.variant = build_retinaface(self.weights_path, network, self.device)
+            self._detect_faces = partial(net.detect_faces, use_origin_size=True)
         self._lock = threading.Lock()
 
     def detect(self, rgb: np.ndarray, *, threshold: float = 0.9, max_side: int = 1000, shrink_above: int | None = None,
@@ -225,16 +226,12 @@ class FaceDetector:
         import torch
 
         with self._lock, torch.inference_mode():
-            if self._ov is not None:  # the same post-processing on OpenVINO's outputs
-                rows = self._ov.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4)
-            else:
-                rows = self._net.detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4, use_origin_size=True)
+            rows = self._detect_faces(bgr, conf_threshold=threshold, nms_threshold=0.4)
         return np.asarray(rows, dtype=np.float64).reshape(-1, 15)
 
-    def screen(self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9,
-               turns: Sequence[int] | None = None) -> Filtered:
+    def screen(self, rgb: np.ndarray, detections: list[Detection], *, threshold: float = 0.9) -> Filtered:
         """``detections`` split into faces and false faces: the geometry and the second look at ``threshold``."""
         def look(crop: np.ndarray) -> list[Detection]:
             return self.detect(crop, threshold=threshold, max_side=max(crop.shape[:2]))
 
-        return filter_detections(detections, rgb=check_rgb(rgb), detect=look, threshold=threshold, turns=turns)
+        return filter_detections(detections, rgb=check_rgb(rgb), detect=look, threshold=threshold)

@@ -117,16 +117,13 @@ def find_faces(detector: FaceDetector, rgb: np.ndarray, *, threshold: float = 0.
 
     kept, rejected, unchecked, notes = _settle(kept, rejected, upside, face_check)
     large_used = sum(1 for d in kept if any(d is g for g in large))
-    notes += _summary_notes(kept, merged, large_used, searched)
+    notes += _summary_notes(kept, merged, large_used, searched, h, w)
     kept.sort(key=lambda d: d.score, reverse=True)
-    notes += _aligned_hint(kept, h, w)
     return FoundFaces(tuple(kept), tuple(rejected), tuple(unchecked), merged, large_used, tuple(searched), tuple(notes))
 
 
 @dataclass
 class _TurnFinds:
-    """One turn's pass."""
-
     kept: list[Detection]  # passed the face check, upright for their landmarks
     rejected: list[tuple[Detection, str]]  # (detection, reason)
     upside: list[Detection]  # passed the check but read upside down
@@ -148,7 +145,7 @@ def _pass(detector: FaceDetector, rgb: np.ndarray, threshold: float, sizing: Det
     kept, dropped = merge_duplicates(large + dets)  # a large face first: its pieces merge into it
     # The same face found by both passes is one reading; a box inside a face is a duplicate.
     merged = sum(1 for d in dropped if not any(overlap(d.box, g.box)[0] >= SAME_FACE_IOU for g in large if g is not d))
-    filtered = detector.screen(rgb, kept, threshold=threshold, turns=[turn] * len(kept))
+    filtered = detector.screen(rgb, kept, threshold=threshold)
     good = list(filtered.kept)
     rejected = [(d, v.reasons[0]) for d, v in filtered.rejected]
 
@@ -194,31 +191,26 @@ def _settle(
     return kept, rejected, unchecked, notes
 
 
-def _summary_notes(kept: Sequence[Detection], merged: int, large_used: int, searched: Sequence[int]) -> list[str]:
-    """Notes on how the faces kept were found: merged boxes, the large-face pass, the turned copies."""
+def _summary_notes(kept: Sequence[Detection], merged: int, large_used: int, searched: Sequence[int], h: int,
+                   w: int) -> list[str]:
+    """Notes on how the faces kept were found (merged boxes, the large-face pass, the turned copies), and when the
+    one face found covers most of a square photo (it may be an aligned crop)."""
     notes: list[str] = []
     if merged:
         notes.append(f"{_plural(merged, 'detection was', 'detections were')} the same face as another and merged (one box per face)")
     if large_used:
         notes.append(f"{_plural(large_used, 'large face', 'large faces')} found on a {LARGE_PASS_SIDE} px copy "
                      "(the detector misses or splits faces over about 256 px)")
-    by_turn = {t: sum(1 for d in kept if d.turn == t) for t in (1, 2, 3)}
-    for t, n in by_turn.items():
-        if n:
+    for t in (1, 2, 3):
+        if n := sum(1 for d in kept if d.turn == t):
             notes.append(f"{_plural(n, 'face', 'faces')} found on the photo turned {_DEGREES[t]}: restored upright, "
                          "pasted back as in the photo")
     if len(searched) > 1 and not kept:
         notes.append("no face upright, nor on the photo turned " + ", ".join(_DEGREES[t] for t in searched[1:]))
-    return notes
-
-
-def _aligned_hint(kept: Sequence[Detection], h: int, w: int) -> list[str]:
-    """A note when the one face found covers most of a square photo (it may be an aligned crop)."""
     if len(kept) == 1 and 0.9 <= h / w <= 1.1:
         x0, y0, x1, y1 = kept[0].box
         share = (x1 - x0) * (y1 - y0) / (h * w)
         if share >= ALIGNED_HINT_SHARE:
-            return [f"the face covers {share:.0%} of this square photo: if it is an aligned face crop (FFHQ-style), "
-                    "the aligned option restores it whole"]
-    return []
-
+            notes.append(f"the face covers {share:.0%} of this square photo: if it is an aligned face crop "
+                         "(FFHQ-style), the aligned option restores it whole")
+    return notes

@@ -27,16 +27,11 @@ MASK_COLORMAP.setflags(write=False)
 OFF_CLASSES: tuple[str, ...] = tuple(n for n, v in zip(CLASS_NAMES, MASK_COLORMAP) if v == 0)
 
 
-def mask_postprocess(mask: np.ndarray, thres: int = _BORDER) -> np.ndarray:
-    """The official ``FaceEnhancement.mask_postprocess``, H×W in [0, 1] → a new float32 H×W: a ``thres`` px border
+def mask_postprocess(mask: np.ndarray) -> np.ndarray:
+    """The official ``FaceEnhancement.mask_postprocess``, H×W in [0, 1] → a new float32 H×W: a 26 px border
     zeroed (else the blur drags the face into the crop's edge), then blurred twice."""
-    if mask.ndim != 2:
-        raise ValueError(f"mask must be 2-D, got shape {mask.shape}")
-    out = np.array(mask, dtype=np.float32, copy=True)
-    out[:thres, :] = 0
-    out[-thres:, :] = 0
-    out[:, :thres] = 0
-    out[:, -thres:] = 0
+    out = np.zeros(mask.shape, np.float32)
+    out[_BORDER:-_BORDER, _BORDER:-_BORDER] = mask[_BORDER:-_BORDER, _BORDER:-_BORDER]
     return _blur_twice(out)
 
 
@@ -60,8 +55,6 @@ def parsing_labels_to_mask(labels: np.ndarray, size: int) -> np.ndarray:
     """512×512 ParseNet labels → GPEN's paste mask, float32 (size, size) in [0, 1], in the official order: colour
     map, /255, :func:`mask_postprocess`, ``cv2.resize``. Other label sizes go to 512×512 first (nearest), so the
     border and the blur keep their official meaning."""
-    if size <= 0:
-        raise ValueError(f"mask size must be positive, got {size}")
     mask = labels_to_mask_uint8(labels)
     if mask.shape != (_OFFICIAL_SIZE, _OFFICIAL_SIZE):
         mask = cv2.resize(mask, (_OFFICIAL_SIZE, _OFFICIAL_SIZE), interpolation=cv2.INTER_NEAREST)
@@ -74,8 +67,6 @@ def parsing_labels_to_mask(labels: np.ndarray, size: int) -> np.ndarray:
 @lru_cache(maxsize=8)
 def rectangle_mask(size: int) -> np.ndarray:
     """GPEN's feathered rectangle for a ``size``×``size`` crop: float32 (size, size) in [0, 1], read-only."""
-    if size <= 0:
-        raise ValueError(f"mask size must be positive, got {size}")
     mask = np.zeros((_OFFICIAL_SIZE, _OFFICIAL_SIZE), np.float32)
     cv2.rectangle(mask, (_BORDER, _BORDER), (_OFFICIAL_SIZE - _BORDER, _OFFICIAL_SIZE - _BORDER), (1, 1, 1), -1, cv2.LINE_AA)
     mask = _blur_twice(mask)

@@ -73,8 +73,5 @@ class ParsingMasker:
         return self._parser.labels(face_rgb)
 
     def __call__(self, restored_rgb_crop: np.ndarray) -> np.ndarray:
-        crop = check_rgb(restored_rgb_crop, "restored crop")
-        size = crop.shape[0]
-        if crop.shape[1] != size:
-            raise ValueError(f"a restored crop is square, got {crop.shape[1]}×{crop.shape[0]}")
-        return parsing_labels_to_mask(self.labels(crop), size)
+        crop = check_rgb(restored_rgb_crop, "restored crop")  # square: the generator's size
+        return parsing_labels_to_mask(self.labels(crop), crop.shape[0])

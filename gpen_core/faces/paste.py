@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 
 from gpen_core.faces.masks import rectangle_mask
+from gpen_core.faces.screen import mosaic
 from gpen_core.result import Face
 
 
@@ -108,13 +109,6 @@ def compose(rgb: np.ndarray, pieces: list[Piece]) -> np.ndarray:
 
 
 def face_sheet(faces: tuple[Face, ...] | list[Face], cols: int = 4) -> np.ndarray:
-    """Restored crops side by side (RGB uint8), the downloadable of faces-only mode."""
+    """Restored crops side by side (RGB uint8) on white, the downloadable of faces-only mode."""
     size = max(f.restored.shape[0] for f in faces)
-    rows = (len(faces) + cols - 1) // cols
-    c = min(cols, len(faces))
-    sheet = np.full((rows * size, c * size, 3), 255, np.uint8)
-    for i, f in enumerate(faces):
-        r, k = divmod(i, cols)
-        crop = f.restored
-        sheet[r * size : r * size + crop.shape[0], k * size : k * size + crop.shape[1]] = crop
-    return sheet
+    return mosaic([f.restored for f in faces], size, min(cols, len(faces)), fill=255)

@@ -115,8 +115,6 @@ def restore_photo(rgb: np.ndarray, *, detections: list[Detection] | None, restor
     its restoration, same shape, input unmodified. ``progress(done, total)`` after each face."""
     rgb = check_rgb(rgb)
     alpha, paste, background, damage = job.alpha, job.paste, job.background, job.damage
-    if size <= 0:
-        raise ValueError(f"size must be the generator's positive resolution, got {size}")
     if not 0.0 <= alpha <= 1.0:
         raise InputError(f"alpha must be between 0 (original face) and 1 (restored face), got {alpha}")
     if job.aligned:

@@ -160,13 +160,13 @@ def _look_crop(rgb: np.ndarray, box: Sequence[float], turn: int) -> _Look | None
 _TILE_GAP = 32  # black pixels between the crops of one mosaic
 
 
-def _mosaic(crops: Sequence[np.ndarray], tile: int, cols: int) -> np.ndarray:
-    """``crops`` each at the top left of its ``tile`` px cell, ``cols`` cells a row; black elsewhere."""
-    mosaic = np.zeros((math.ceil(len(crops) / cols) * tile, cols * tile, *crops[0].shape[2:]), crops[0].dtype)
+def mosaic(crops: Sequence[np.ndarray], tile: int, cols: int, fill: int = 0) -> np.ndarray:
+    """``crops`` each at the top left of its ``tile`` px cell, ``cols`` cells a row; ``fill`` elsewhere."""
+    out = np.full((math.ceil(len(crops) / cols) * tile, cols * tile, *crops[0].shape[2:]), fill, crops[0].dtype)
     for k, crop in enumerate(crops):
         r, c = divmod(k, cols)
-        mosaic[r * tile : r * tile + crop.shape[0], c * tile : c * tile + crop.shape[1]] = crop
-    return mosaic
+        out[r * tile : r * tile + crop.shape[0], c * tile : c * tile + crop.shape[1]] = crop
+    return out
 
 
 def _cell(box: Sequence[float], tile: int, cols: int, count: int) -> tuple[int, float, float] | None:
@@ -192,7 +192,7 @@ def second_looks(rgb: np.ndarray, boxes: Sequence[Sequence[float]], detect: Dete
         return best
     tile = round(LOOK_CONTEXT * LOOK_BOX_PX) + 2 + _TILE_GAP
     cols = math.ceil(math.sqrt(len(placed)))
-    for found in detect(_mosaic([look[0] for _, look in placed], tile, cols)):
+    for found in detect(mosaic([look[0] for _, look in placed], tile, cols)):
         cell = _cell(found.box, tile, cols, len(placed)) if found.score >= threshold else None
         if cell is None:
             continue
@@ -210,15 +210,16 @@ def second_looks(rgb: np.ndarray, boxes: Sequence[Sequence[float]], detect: Dete
 
 
 def filter_detections(detections: Iterable, *, rgb: np.ndarray | None = None, detect: DetectFn | None = None,
-                      threshold: float = 0.9, turns: Sequence[int] | None = None) -> Filtered:
+                      threshold: float = 0.9) -> Filtered:
     """Split objects with ``.box``, ``.score`` and ``.landmarks`` (:class:`gpen_core.faces.detect.Detection`): the
-    geometry always, the second look (:func:`second_looks`) too when ``rgb`` and ``detect`` are given."""
+    geometry always, the second look (:func:`second_looks`, each crop upright by its ``.turn``) too when ``rgb``
+    and ``detect`` are given."""
     detections = list(detections)
     verdicts = [check(det.box, det.landmarks) for det in detections]
     if rgb is not None and detect is not None:
         todo = [i for i, v in enumerate(verdicts) if v.is_face]
-        turn_of = list(turns) if turns is not None else [0] * len(detections)
-        scores = second_looks(rgb, [detections[i].box for i in todo], detect, threshold, [turn_of[i] for i in todo])
+        looked = [detections[i] for i in todo]
+        scores = second_looks(rgb, [d.box for d in looked], detect, threshold, [d.turn for d in looked])
         for i, score in zip(todo, scores):
             if score < threshold:
                 verdicts[i] = replace(verdicts[i], reasons=(_NOT_FOUND_AGAIN,))
@@ -235,9 +236,7 @@ UPRIGHT_LOOK_THRESHOLD = 0.3
 
 def _aligned_look(rgb: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
     s = UPRIGHT_LOOK_PX
-    fwd, _ = align_transform(landmarks, s)
-    m = fwd.copy()
-    m *= 0.5  # the template at half the tile, centred: context all around
+    m = align_transform(landmarks, s)[0] * 0.5  # the template at half the tile, centred: context all around
     m[:, 2] += s * 0.5
     return cv2.warpAffine(rgb, m, (2 * s, 2 * s), flags=cv2.INTER_LINEAR)
 
@@ -247,9 +246,9 @@ def upright_looks(rgb: np.ndarray, landmarks: Sequence[np.ndarray], detect: Dete
     is near the tile's centre; ``upright < turned``: upside down. ``detect`` must not shrink the image and
     should accept scores down to :data:`UPRIGHT_LOOK_THRESHOLD`."""
     n = len(landmarks)
-    scores = [[0.0, 0.0] for _ in range(n)]
     if n == 0:
         return []
+    scores = [[0.0, 0.0] for _ in range(n)]
     tile = 2 * UPRIGHT_LOOK_PX + _TILE_GAP
     cols = 2 * math.ceil(math.sqrt(n))  # pairs side by side: upright, turned
     views = []
@@ -257,10 +256,10 @@ def upright_looks(rgb: np.ndarray, landmarks: Sequence[np.ndarray], detect: Dete
         crop = _aligned_look(rgb, np.asarray(lm, dtype=np.float64))
         views += [crop, cv2.rotate(crop, cv2.ROTATE_180)]
     centre, near = UPRIGHT_LOOK_PX, 0.35 * UPRIGHT_LOOK_PX
-    for found in detect(_mosaic(views, tile, cols)):
+    for found in detect(mosaic(views, tile, cols)):
         cell = _cell(found.box, tile, cols, 2 * n)
         if cell is None or max(abs(cell[1] - centre), abs(cell[2] - centre)) > near:
             continue
         i, k = divmod(cell[0], 2)
         scores[i][k] = max(scores[i][k], float(found.score))
-    return [(a, b) for a, b in scores]
+    return [(up, turned) for up, turned in scores]

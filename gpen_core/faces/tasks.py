@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from gpen_core.errors import InputError
+
 # A white brush stroke: every channel at least this (official strokes are 255; JPEG moves them a few levels).
 WHITE_LEVEL = 250
 # A mask given must mark this fraction of a face's aligned crop: stray pixels do not run a 1024 px network.
@@ -29,8 +31,7 @@ class Damage:
 def to_grey(rgb: np.ndarray) -> tuple[np.ndarray, bool]:
     """(the photo as grey RGB uint8, whether it had colour), as the official predictor reads it
     (``IMREAD_GRAYSCALE`` then ``GRAY2BGR``): the network was trained on grey faces, so a tinted scan goes grey."""
-    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
-    if np.array_equal(r, g) and np.array_equal(g, b):
+    if np.array_equal(rgb[..., 0], rgb[..., 1]) and np.array_equal(rgb[..., 1], rgb[..., 2]):
         return rgb.copy(), False
     grey = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
     return cv2.cvtColor(grey, cv2.COLOR_GRAY2RGB), True
@@ -51,8 +52,6 @@ def damage_mask(rgb: np.ndarray, mask: np.ndarray | None) -> tuple[Damage, str]:
     """(where the photo is damaged, where that came from, for the result's notes). ``mask``: the user's (RGB or grey
     uint8 of the photo's size; white = damaged, any channel over 127), or None: the white brush strokes already in
     the photo (all channels at least :data:`WHITE_LEVEL`)."""
-    from gpen_core.errors import InputError
-
     h, w = rgb.shape[:2]
     if mask is None:
         return Damage(rgb.min(axis=2) >= WHITE_LEVEL, True), f"white strokes in the photo (pixels at least {WHITE_LEVEL} in every channel)"
@@ -86,11 +85,9 @@ def touches(crop_mask: np.ndarray, from_photo: bool) -> bool:
 def damage_paste_mask(crop_mask: np.ndarray) -> np.ndarray:
     """Where an inpainted face is pasted: the damage grown by size/64 px and feathered as much, float32 in [0, 1];
     outside it the photo keeps its own pixels (the face's identity)."""
-    size = crop_mask.shape[0]
-    r = max(1, size // 64)
-    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))
-    grown = cv2.dilate((crop_mask > 0.5).astype(np.float32), kernel)
+    r = max(1, crop_mask.shape[0] // 64)
     k = 2 * r + 1
+    grown = cv2.dilate((crop_mask > 0.5).astype(np.float32), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
     return np.clip(cv2.GaussianBlur(grown, (k, k), r / 2) * 1.5, 0.0, 1.0)
 
 

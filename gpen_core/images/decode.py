@@ -147,7 +147,7 @@ def _open_png_with_big_icc(fp: io.BufferedIOBase, limits: InputLimits) -> "Image
 
     fp.seek(0)
     data = fp.read(limits.max_file_bytes + 1)
-    pos, icc, cut = 8, None, None
+    pos = 8
     while pos + 8 <= len(data):
         length, kind = struct.unpack(">I4s", data[pos : pos + 8])
         end = pos + 12 + length
@@ -166,16 +166,13 @@ def _open_png_with_big_icc(fp: io.BufferedIOBase, limits: InputLimits) -> "Image
                     f"The PNG's colour profile is over {MAX_ICC_READ_BYTES // 1_000_000} MB once unpacked, far "
                     "beyond any real profile. Re-export it with a standard profile (sRGB) and try again."
                 )
-            cut = (pos, end)
-            break
+            im = Image.open(io.BytesIO(data[:pos] + data[end:]), formats=["PNG"])
+            im.info["icc_profile"] = icc
+            return im
         if kind == b"IDAT":
             return None
         pos = end
-    if cut is None:
-        return None
-    im = Image.open(io.BytesIO(data[: cut[0]] + data[cut[1] :]), formats=["PNG"])
-    im.info["icc_profile"] = icc
-    return im
+    return None
 
 
 # A JPEG is DCT-scaled at decode when its reduced longest side keeps this share of the target (2048 px becomes
@@ -280,7 +277,6 @@ def _decode_other_tiff(fp: io.BufferedIOBase, head: bytes, limits: InputLimits) 
 def _decode_checked(
     im: Image.Image, fp: io.BufferedIOBase, fmt: str, original_size: tuple[int, int], reduce_to: int | None
 ) -> DecodedImage:
-    """Decode an image whose header passed the limits, and normalise it."""
     notes: list[str] = []
     w, h = original_size
     try:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import codecs
 import errno
 import io
 import math
@@ -75,15 +76,10 @@ def png_declared_size(head: bytes) -> tuple[int, int] | None:
 
 def too_many_pixels(pixels: int, limits: InputLimits, size: tuple[int, int] | None) -> InputError:
     what = f"is {size[0]}×{size[1]} ({_mp(pixels)})" if size else f"declares {_mp(pixels)}"
-    if size:
-        s = math.sqrt(limits.max_pixels / pixels)
-        fix = f"resize it to at most {max(1, int(size[0] * s))}×{max(1, int(size[1] * s))}"
-    else:
-        fix = f"resize it to at most {_mp(limits.max_pixels)}"
-    return InputError(
-        f"The image {what}; the limit is {_mp(limits.max_pixels)} "
-        f"(larger images are refused to protect the server's memory). {fix[0].upper()}{fix[1:]} and try again."
-    )
+    s = math.sqrt(limits.max_pixels / pixels)
+    most = f"{max(1, int(size[0] * s))}×{max(1, int(size[1] * s))}" if size else _mp(limits.max_pixels)
+    return InputError(f"The image {what}; the limit is {_mp(limits.max_pixels)} (larger images are refused to "
+                      f"protect the server's memory). Resize it to at most {most} and try again.")
 
 
 # ISO media brands that are still images, not clips.
@@ -96,15 +92,11 @@ def looks_like_video(head: bytes) -> bool:
     Ogg): the one rule by which the CLI routes a file to the video path and a photo refusal names a clip."""
     if head[4:8] == b"ftyp":
         return head[8:12] not in HEIC_BRANDS + AVIF_BRANDS
-    if head[4:8] in (b"moov", b"mdat", b"wide", b"free", b"skip"):  # QuickTime without ftyp
-        return True
-    if head.startswith(b"\x1a\x45\xdf\xa3"):  # EBML: Matroska, WebM
-        return True
-    if head[:4] == b"RIFF" and head[8:12] == b"AVI ":
-        return True
-    if len(head) > 376 and head[0] == 0x47 and head[188] == 0x47 and head[376] == 0x47:  # MPEG-TS sync bytes
-        return True
-    return head.startswith((b"\x00\x00\x01\xba", b"FLV\x01", b"OggS"))
+    return (head[4:8] in (b"moov", b"mdat", b"wide", b"free", b"skip")  # QuickTime without ftyp
+            # EBML (Matroska, WebM), MPEG-PS, FLV, Ogg
+            or head.startswith((b"\x1a\x45\xdf\xa3", b"\x00\x00\x01\xba", b"FLV\x01", b"OggS"))
+            or (head[:4] == b"RIFF" and head[8:12] == b"AVI ")
+            or (len(head) > 376 and head[0] == head[188] == head[376] == 0x47))  # MPEG-TS sync bytes
 
 
 def sniff_file(path: str | os.PathLike[str]) -> bool:
@@ -138,10 +130,8 @@ def sniff(head: bytes) -> str | None:
         return "WEBP"
     if head.startswith(b"BM") and int.from_bytes(head[14:18], "little") in (12, 40, 52, 56, 64, 108, 124):
         return "BMP"  # "BM" + a known DIB header size, so text starting "BM" is not a bitmap
-    if head[4:8] == b"ftyp" and head[8:12] in HEIC_BRANDS:
-        return "HEIC"
-    if head[4:8] == b"ftyp" and head[8:12] in AVIF_BRANDS:
-        return "AVIF"
+    if head[4:8] == b"ftyp" and head[8:12] in HEIC_BRANDS + AVIF_BRANDS:
+        return "HEIC" if head[8:12] in HEIC_BRANDS else "AVIF"
     if looks_like_video(head):
         return "video"
     if name := _magic(head, _MISTAKE_MAGIC):
@@ -152,14 +142,10 @@ def sniff(head: bytes) -> str | None:
         return "SVG"
     if lowered.startswith((b"<!doctype html", b"<html")):
         return "HTML"
-    try:
-        decoded = head.decode("utf-8")
+    try:  # not final: a multi-byte character cut at the end of the sniffed prefix is still text
+        decoded = codecs.getincrementaldecoder("utf-8")().decode(head)
     except UnicodeDecodeError:
-        # A multi-byte character cut at the end of the sniffed prefix is still text.
-        try:
-            decoded = head[:-4].decode("utf-8")
-        except UnicodeDecodeError:
-            return None
+        return None
     if decoded and all(c.isprintable() or c in "\r\n\t\f" for c in decoded):
         return "text"
     return None
@@ -181,9 +167,7 @@ def unidentified(head: bytes, limits: InputLimits) -> InputError:
         return InputError("The file is a video, not a photo. Restore it as a video: in the app's Video tab, or with "
                           "`python -m gpen_core restore CLIP -o out.mp4` (docs/video.md).")
     if kind == "text":
-        return InputError(
-            f"The file is not an image: it contains text. {supported} Choose an image file and try again."
-        )
+        return InputError(f"The file is not an image: it contains text. {supported} Choose an image file and try again.")
     if kind is not None:
         return InputError(f"{kind} files are not supported. {supported} Convert it to PNG or JPEG and try again.")
     return InputError(f"The file is not a recognised image (it starts with bytes {head[:8].hex(' ')}). "

@@ -78,9 +78,7 @@ def for_output(meta: Metadata, upright_size: tuple[int, int], out_size: tuple[in
     """``meta`` for a result of ``out_size`` (width, height) made from a photo of ``upright_size``: EXIF's pixel
     dimensions become the result's, DPI scales so the print size is kept. ``photo`` False (a sheet of face
     crops): EXIF only, a DPI would claim a print size."""
-    exif = meta.exif
-    if exif is not None:
-        exif = _with_size(exif, out_size)
+    exif = None if meta.exif is None else _with_size(meta.exif, out_size)
     dpi = None
     if photo and meta.dpi is not None and upright_size[0] > 0 and upright_size[1] > 0:
         sx, sy = out_size[0] / upright_size[0], out_size[1] / upright_size[1]

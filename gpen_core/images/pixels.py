@@ -3,6 +3,7 @@ normalisation a sentence in ``notes``. Numpy and Pillow only: the header was che
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 from typing import Callable
@@ -29,9 +30,8 @@ def is_16bit(im: Image.Image) -> bool:
     """True when the pending decode reads 16-bit samples (Pillow names rawmodes like 'RGB;16B')."""
     if im.mode.startswith("I;16"):
         return True
-    for tile in getattr(im, "tile", None) or ():
-        args = tile[3] if len(tile) > 3 else None
-        raw = args[0] if isinstance(args, tuple) and args else args
+    for tile in im.tile:  # Pillow's _Tile(codec_name, extents, offset, args), args[0] the rawmode
+        raw = tile.args[0] if isinstance(tile.args, tuple) and tile.args else tile.args
         if isinstance(raw, str) and ";16" in raw:
             return True
     return False
@@ -78,12 +78,10 @@ def _count_frames(im: Image.Image, fp: io.BufferedIOBase, fmt: str, cap: int) ->
         return _count_gif_frames(fp, cap)
     if fmt == "TIFF":
         n = 1
-        try:
+        with contextlib.suppress(EOFError):  # past the last page
             while n < cap:
                 im.seek(n)  # reads the next page's directory, no pixels
                 n += 1
-        except EOFError:
-            pass
         im.seek(0)
         return n
     return int(getattr(im, "n_frames", 1))  # WebP and APNG: read from a header chunk

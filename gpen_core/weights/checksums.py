@@ -3,38 +3,27 @@ verification records it in a ``<file>.sha256`` sidecar (trust on first use)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
-import threading
 from pathlib import Path
 
 from gpen_core.errors import WeightsCorruptError
 from gpen_core.platform import durable
 from gpen_core.weights.registry import WeightSpec, models_folder
 
-_CHUNK = 1 << 20
-
-_hash_lock = threading.Lock()
-_hash_cache: dict[tuple[str, int, int, int], str] = {}
-
 
 def file_sha256(path: Path) -> str:
     """sha256 of a file, hashed once per process while its size, mtime and inode are unchanged (status() and
     repeated loads stay cheap)."""
     st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
-    with _hash_lock:
-        hit = _hash_cache.get(key)
-    if hit is not None:
-        return hit
-    h = hashlib.sha256()
+    return _sha256(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+@functools.cache
+def _sha256(path: str, size: int, mtime_ns: int, inode: int) -> str:
     with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    digest = h.hexdigest()
-    with _hash_lock:
-        _hash_cache[key] = digest
-    return digest
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def sidecar_path(path: Path, models_dir: str | os.PathLike[str] | None = None) -> Path:

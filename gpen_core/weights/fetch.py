@@ -3,6 +3,7 @@ rename into place, so the final name never holds a partial file."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
@@ -71,15 +72,13 @@ def _clean_stale_parts(folder: Path, filename: str) -> None:
     """Remove temp files/folders of crashed downloads of ``filename`` (never live ones)."""
     now = time.time()
     for p in [*folder.glob(f".{filename}.*.part"), *folder.glob(f".{filename}.*.msdl")]:
-        try:
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to remove
             if now - p.stat().st_mtime <= _STALE_PART_S:
                 continue
             if p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
             else:
                 p.unlink()
-        except OSError:
-            pass
 
 
 def _install(tmp: Path, spec: WeightSpec, folder: Path, total: int | None) -> Path:
@@ -90,11 +89,11 @@ def _install(tmp: Path, spec: WeightSpec, folder: Path, total: int | None) -> Pa
     if spec.size_bytes is not None and size != spec.size_bytes:
         raise _Rejected(f"wrong size: {size} bytes, expected {spec.size_bytes}")
     digest = file_sha256(tmp)
-    if spec.sha256 is not None and digest != spec.sha256:
-        raise _Rejected(f"wrong sha256 {digest}, expected {spec.sha256}")
     if spec.sha256 is None:
         # Nothing pins these bytes: open them before they get the final name and a sidecar hash.
         _check_contents(tmp, spec)
+    elif digest != spec.sha256:
+        raise _Rejected(f"wrong sha256 {digest}, expected {spec.sha256}")
     final = folder / spec.filename
     # .NAME.RANDOM.part is swept by age, not pid: a models folder may be shared by several machines.
     durable.install(tmp, final, sync=True)

@@ -47,12 +47,8 @@ def _modelscope_candidates(model_id: str, relpath: str, root: Path) -> list[tupl
         if snaps.is_dir():
             paths += [d / relpath for d in sorted(snaps.iterdir()) if d.name not in ("master", "main")]
         out.append((str(snaps / "<revision>" / relpath), paths))
-        for folder in (
-            root / "models" / o / safe,
-            root / "hub" / "models" / o / safe,
-            root / o / name,
-            root / "hub" / o / name,
-        ):
+        for folder in (root / "models" / o / safe, root / "hub" / "models" / o / safe, root / o / name,
+                       root / "hub" / o / name):
             out.append((str(folder / relpath), [folder / relpath]))
     return out
 
@@ -77,7 +73,8 @@ def _search(spec: WeightSpec, folder: Path) -> tuple[_Found | None, list[str]]:
 def _explicit(target: Path) -> _Found:
     """An explicit file, or the one known checkpoint inside an explicit folder."""
     if target.is_file():
-        return _Found(target, "explicit path", _unique_spec_for_file(target.name))
+        hits = _specs_for_file(target.name)
+        return _Found(target, "explicit path", hits[0] if len(hits) == 1 else None)
     folders = [target]
     snaps = target / "snapshots"  # a ModelScope repo folder: look into its revisions
     if snaps.is_dir():
@@ -85,7 +82,7 @@ def _explicit(target: Path) -> _Found:
     for f in folders:
         known = sorted(p for p in f.iterdir() if _specs_for_file(p.name) and p.is_file())
         if len(known) == 1:
-            return _Found(known[0], "explicit path", _unique_spec_for_file(known[0].name))
+            return _explicit(known[0])
         if len(known) > 1:
             raise WeightsError(f"{f} holds several checkpoints ({', '.join(p.name for p in known)}); "
                                f"pass the one you want as a file path, e.g. {known[0]}")
@@ -97,11 +94,6 @@ def _explicit(target: Path) -> _Found:
 def _specs_for_file(filename: str) -> list[WeightSpec]:
     """The registry entries whose file (ours, or ModelScope's) has this name."""
     return [s for s in REGISTRY.values() if filename in (s.filename, s.modelscope[1] if s.modelscope else None)]
-
-
-def _unique_spec_for_file(filename: str) -> WeightSpec | None:
-    hits = _specs_for_file(filename)
-    return hits[0] if len(hits) == 1 else None
 
 
 def _parse(name_or_path: str | os.PathLike[str]) -> tuple[WeightSpec | None, Path | None]:
@@ -182,8 +174,7 @@ def status(models_dir: str | os.PathLike[str] | None = None) -> list[WeightStatu
         found, _ = _search(spec, folder)
         expected = folder / spec.filename
         if found is None:
-            rows.append(WeightStatus(spec.name, spec.filename, spec.kind, False, None, None, spec.size_bytes, "",
-                                     expected))
+            rows.append(WeightStatus(spec.name, spec.filename, spec.kind, False, None, None, spec.size_bytes, "", expected))
             continue
         problem = None
         try:

@@ -175,7 +175,4 @@ def registry_name(text: str) -> str | None:
 
 def find_spec(name: str) -> WeightSpec | None:
     low = name.strip().lower()
-    for s in REGISTRY.values():
-        if low in (s.name.lower(), s.filename.lower()):
-            return s
-    return None
+    return next((s for s in REGISTRY.values() if low in (s.name.lower(), s.filename.lower())), None)

@@ -8,13 +8,12 @@ import re
 from pathlib import Path
 
 from gpen_core.errors import InputError
-from gpen_core.weights.registry import REGISTRY, registry_name
+from gpen_core.weights.registry import REGISTRY, models_dir, models_folder, modelscope_cache_root, registry_name
 
 CHECKPOINT_SUFFIXES = (".pth", ".pt")
 
 
 def generator_names() -> list[str]:
-    """The registry's generators, in registry order."""
     return [n for n, s in REGISTRY.items() if s.kind == "generator"]
 
 
@@ -27,11 +26,7 @@ def checked_model(name: str | None, *, any_path: bool = False, folder: Path | No
     known = registry_name(name)
     if known is not None or any_path:
         return known or name
-    if folder is None:
-        from gpen_core.weights.lookup import models_dir
-
-        folder = models_dir()
-    folder = Path(os.path.abspath(folder))
+    folder = Path(os.path.abspath(folder or models_dir()))
     given = Path(name)
     candidate = Path(os.path.normpath(given if given.is_absolute() else folder / given))
     if folder not in candidate.parents or candidate.suffix.lower() not in CHECKPOINT_SUFFIXES:
@@ -60,8 +55,6 @@ _ABS_PATH = re.compile(r"(?<![\w:/.~>])/(?![\s;,()'\"<>]|$)(?:[^\s/;,()'\"<>]+/)
 def models_folder_shown(public: bool, models_dir: str | os.PathLike[str] | None = None) -> str:
     """The models folder as a page shows it: by its role on a shared server (``public``), as :func:`public_message`
     names it, else its path."""
-    from gpen_core.weights.registry import models_folder
-
     return MODELS_ROLE if public else str(models_folder(models_dir))
 
 
@@ -69,8 +62,6 @@ def public_message(message: str, *, models_dir: str | os.PathLike[str] | None = 
     """``message`` as anonymous users of a server may see it: the models folder and the ModelScope cache named by
     their role (``<models folder>``, ``<ModelScope cache>``), the home folder ``~``, any other absolute path cut
     to its last part; registry names, file names, URLs and the fix as they are."""
-    from gpen_core.weights.registry import models_folder, modelscope_cache_root
-
     roles = []
     for path, role in ((models_folder(models_dir), MODELS_ROLE), (modelscope_cache_root(), "<ModelScope cache>")):
         for form in {os.path.abspath(path), os.path.realpath(path)}:
