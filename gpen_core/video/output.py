@@ -126,7 +126,7 @@ class VideoWriter:
         self.out, self.routes, self.crf, self.time_base, self.rate = out, routes, crf, time_base, rate
         self.stream: Any = None
         self.colour = Colour()
-        self.waiting: list[tuple[int, Any]] = []
+        self.waiting: list[tuple[AudioRoute, Any]] = []
         self.reformatter = av.video.reformatter.VideoReformatter()
         self.frames = 0
         self.closed = False
@@ -159,13 +159,13 @@ class VideoWriter:
                 self.out.mux(p)
         self.frames += 1
 
-    def audio(self, route: int, item: Any) -> None:
-        """A packet (a copied route's, already shifted) or a decoded frame (re-encoded) of ``routes[route]``."""
+    def audio(self, route: AudioRoute, item: Any) -> None:
+        """A packet (a copied route's, already shifted) or a decoded frame (re-encoded) of one of :attr:`routes`."""
         if self.stream is None:
             self.waiting.append((route, item))
             return
         with self._disk():
-            self.routes[route].mux(self.out, item)
+            route.mux(self.out, item)
 
     def close(self) -> None:
         """Flush the encoders and write the MP4's index; WriteFailed when the disk refuses (on a nearly full

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,8 @@ _END = object()
 OnFrame = Callable[[FrameRecord], None]
 
 
-# What the threads hand each other, typed, so no reader counts positions in a tuple.
+# What the decoder hands the main thread, typed, so no reader counts positions in a tuple. Audio, and the
+# restored frames, go on as the encoder's work: a call of the writer's (functools.partial) the encoder makes.
 @dataclass(frozen=True)
 class DecodedFrame:
     """A frame as decoded: its output pts and time (trim shift applied), upright RGB, rotation and colour tags."""
@@ -58,23 +60,6 @@ class DecodeStopped:
     """The decoder stopped: what it said. What decoded before it is written."""
 
     detail: str
-
-
-@dataclass(frozen=True)
-class AudioItem:
-    """For the writer's route ``index``: a packet copied as it is, or a decoded frame to re-encode."""
-
-    index: int
-    data: Any
-
-
-@dataclass(frozen=True)
-class FrameToWrite:
-    """A restored frame for the encoder, with its source pts and colour tags."""
-
-    image: np.ndarray
-    pts: int
-    colour: Any
 
 
 def restore_video(src: str | os.PathLike[str], dst: str | os.PathLike[str], restorer: Any = None,
@@ -182,7 +167,7 @@ class _Run:
         self.writer = VideoWriter(out, add_audio(out, audio), vopts.crf, info.time_base, info.rate)
 
     # ------------------------------------------------------------ threads
-    def _thread(self, name: str, target: Callable[[], None]) -> None:
+    def _thread(self, name: str, target: Callable[[], None]) -> threading.Thread:
         def body() -> None:
             from gpen_core.platform.meter import mark_call_worker
 
@@ -196,6 +181,7 @@ class _Run:
         t = threading.Thread(target=body, name=name, daemon=True)
         self.threads.append(t)
         t.start()
+        return t
 
     def _put(self, q: queue.Queue, item: Any) -> bool:
         """Put with back-pressure; False once the run is aborting."""
@@ -243,14 +229,12 @@ class _Run:
         tb = vs.time_base
         t_first = float(vs.start_time * tb) if vs.start_time is not None else 0.0
         start, end = self.vopts.start_s, self.vopts.end_s
-        cap, taken = self.vopts.cap, 0
-        cap_end = (start or 0.0) + cap.seconds if cap is not None else None
-        if cap_end is not None and (end is None or cap_end < end):
-            end = cap_end
-        else:
-            cap_end = None  # the user's own end comes first: nothing to say
         # Trimmed: timestamps move back by the start, audio's and video's alike, so they stay in sync.
         shift = start or 0.0
+        cap, taken = self.vopts.cap, 0
+        capped = cap is not None and (end is None or shift + cap.seconds < end)  # else the user's end comes first
+        if capped:
+            end = shift + cap.seconds
         if start:
             c.seek(int((t_first + start) / tb), stream=vs, backward=True)
         rf = av.video.reformatter.VideoReformatter()
@@ -271,7 +255,7 @@ class _Run:
                         continue
                     stop = end is not None and t >= end - 1e-9
                     if stop or (cap is not None and taken >= cap.frames):
-                        if cap is not None and (not stop or cap_end is not None):
+                        if cap is not None and (not stop or capped):
                             self.cut = f"{cap.reason} allows {cap.text()}"
                         self._put(self.decoded, _END)
                         return
@@ -288,58 +272,47 @@ class _Run:
 
     def _audio_packet(self, packet: Any, t_first: float, start: float | None, end: float | None) -> bool:
         """Route one audio packet (copied, or decoded for AAC) inside the trim; False once aborting."""
-        index = next((i for i, r in enumerate(self.writer.routes) if r.source.index == packet.stream.index), None)
-        if index is None:
+        route = next((r for r in self.writer.routes if r.source.index == packet.stream.index), None)
+        if route is None:
             return True
-        route = self.writer.routes[index]
-        if packet.dts is None or packet.size == 0:  # the demuxer's flush packet at the end
-            if route.copy:
+        if packet.dts is None or packet.size == 0:  # the demuxer's flush packet at the end: the decoder's last frames
+            items = [] if route.copy else packet.decode()
+        else:
+            t = float(packet.pts * packet.time_base) - t_first if packet.pts is not None else 0.0
+            if (start and t < start) or (end is not None and t >= end):
                 return True
-            return all(self._put(self.decoded, AudioItem(index, f)) for f in packet.decode())
-        t = float(packet.pts * packet.time_base) - t_first if packet.pts is not None else 0.0
-        if (start and t < start) or (end is not None and t >= end):
-            return True
-        if not route.copy:
-            return all(self._put(self.decoded, AudioItem(index, f)) for f in packet.decode())
-        if start:
-            shift = int(round(start / packet.time_base))
-            packet.pts -= shift
-            packet.dts -= shift
-        return self._put(self.decoded, AudioItem(index, packet))
+            if route.copy and start:
+                shift = int(round(start / packet.time_base))
+                packet.pts -= shift
+                packet.dts -= shift
+            items = [packet] if route.copy else packet.decode()
+        return all(self._put(self.decoded, partial(self.writer.audio, route, x)) for x in items)
 
     # ------------------------------------------------------------ encoding (its own thread)
     def _encode(self) -> None:
-        w = self.writer
         while True:
             try:
-                item = self.to_encode.get(timeout=0.1)
+                work = self.to_encode.get(timeout=0.1)
             except queue.Empty:
                 if self.abort.is_set():
                     return
                 continue
-            if item is _END:
-                w.close()
+            if work is _END:
+                self.writer.close()
                 return
-            if isinstance(item, FrameToWrite):
-                w.frame(item.image, item.pts, item.colour)
-            else:
-                w.audio(item.index, item.data)
+            work()
 
     # ------------------------------------------------------------ the main thread
     def go(self) -> None:
         self._thread("gpen-video-decode", self._decode)
-        self._thread("gpen-video-encode", self._encode)
-        item = self._get(self.decoded)
+        encoder = self._thread("gpen-video-encode", self._encode)
         decoded = 0
-        while item is not _END:
-            if isinstance(item, DecodeStopped):
-                break
-            if isinstance(item, AudioItem):
-                self._send(item)
-            else:
+        while (item := self._get(self.decoded)) is not _END and not isinstance(item, DecodeStopped):
+            if isinstance(item, DecodedFrame):
                 self._take(item)
                 decoded += 1
-            item = self._get(self.decoded)
+            else:
+                self._send(item)  # audio, for the encoder
         stopped = item.detail if isinstance(item, DecodeStopped) else None  # what the decoder said, if it stopped early
         if decoded == 0:
             vo, length = self.vopts, self.info.duration_s
@@ -352,7 +325,6 @@ class _Run:
         for done in self.loop.drain():
             self._write(done)
         self._send(_END)
-        encoder = next(t for t in self.threads if t.name == "gpen-video-encode")
         while encoder.is_alive():
             encoder.join(timeout=0.1)
             self._check()
@@ -375,7 +347,7 @@ class _Run:
 
     def _write(self, done: Restored) -> None:
         pts, t, colour = done.payload
-        self._send(FrameToWrite(done.image, pts, colour))
+        self._send(partial(self.writer.frame, done.image, pts, colour))
         if self.first_time is None:
             self.first_time = t
         elif t > self.last_time:
