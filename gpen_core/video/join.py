@@ -14,15 +14,18 @@ from gpen_core.video.output import AudioOutcome, add_audio, disk_errors, flush
 from gpen_core.video.segments import SegmentPlan
 
 
-def segment_pts(path: Path) -> list[int]:
-    """A segment file's video pts in decode order (its own time base); InputError when it cannot be read."""
+def reorder_depth(path: Path) -> int:
+    """How many frames a decoder holds back in a segment file: max over its packets of (decode position −
+    presentation rank); InputError when it cannot be read."""
     import av
 
     try:
         with av.open(str(path)) as c:
-            return [p.pts for p in c.demux(c.streams.video[0]) if p.size]
+            pts = [p.pts for p in c.demux(c.streams.video[0]) if p.size]
     except (av.FFmpegError, OSError) as exc:
         raise InputError(f"segment {path.name} cannot be read ({exc}): restore again with --fresh") from None
+    rank = {p: r for r, p in enumerate(sorted(pts))}
+    return max([0] + [i - rank[p] for i, p in enumerate(pts)])
 
 
 def check_segment(path: Path, plan: SegmentPlan, index: int) -> bool:
@@ -43,12 +46,6 @@ def check_segment(path: Path, plan: SegmentPlan, index: int) -> bool:
     return times[0] == seg.start_pts * tb and (end is None or times[-1] < end)
 
 
-def reorder_depth(decode_order_pts: list[int]) -> int:
-    """How many frames a decoder holds back: max over packets of (decode position − presentation rank)."""
-    rank = {p: r for r, p in enumerate(sorted(decode_order_pts))}
-    return max([0] + [i - rank[p] for i, p in enumerate(decode_order_pts)])
-
-
 def _video_packets(folder: Path, plan: SegmentPlan, depth: int) -> Iterator[tuple[float, int, Any]]:
     """(time s, 0, packet) of every segment in order, pts in the plan's time base and dts made anew."""
     import av
@@ -67,8 +64,7 @@ def _video_packets(folder: Path, plan: SegmentPlan, depth: int) -> Iterator[tupl
                 pts = int(p.pts * vs.time_base / tb)
                 dts = shown[i - depth] if i >= depth else shown[0] - (depth - i) * step
                 duration = int(p.duration * vs.time_base / tb) if p.duration else 0
-                p.pts, p.dts, p.time_base = pts, dts, tb
-                p.duration = duration
+                p.pts, p.dts, p.time_base, p.duration = pts, dts, tb, duration
                 i += 1
                 yield float(dts * tb), 0, p
 
@@ -78,7 +74,7 @@ def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: b
     from gpen_core.platform.leftovers import sweep_partials
     from gpen_core.video.probe import open_clip
 
-    depth = max(reorder_depth(segment_pts(folder / s.file)) for s in plan.segments)
+    depth = max(reorder_depth(folder / s.file) for s in plan.segments)
     sweep_partials(dst)  # a join killed earlier left its partial under another pid
     tmp = durable.partial_path(dst)
     container = open_clip(src)

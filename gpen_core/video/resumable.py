@@ -169,7 +169,7 @@ def finished(plan: SegmentPlan, folder: Path) -> tuple[list[Segment], tuple[Fini
             raise InputError(f"{path} is a folder, not a segment this program wrote: move it out of {folder} and run "
                              "again")
         now, rec = file_record(path, seg.index), recorded.get(seg.index)
-        if rec is not None and not now.same_file(rec):
+        if rec is not None and now != rec:
             notes.append(f"segment {seg.index}'s file ({seg.file}) changed since it was written (its size or "
                          "sha256 differs: damaged or replaced): it was restored again")
         elif now.bytes > 0 and check_segment(path, plan, seg.index):
@@ -232,11 +232,10 @@ def restore_in_segments(src: str | os.PathLike[str], dst: str | os.PathLike[str]
     if len(ran) < len(records):
         notes.append(f"resumed: {len(records) - len(ran)} of {len(plan.segments)} segments ({frames_kept} frames) were "
                      "kept from an earlier run")
-    for r in records:
-        notes.extend(n for n in r.notes if n not in notes)
-    notes.extend(n for n in _tally_notes(records, getattr(runner, "options", None)) if n not in notes)
     upright, rotation = upright_geometry(src_s)
-    notes.extend(n for n in written_notes(upright, rotation) if n not in notes)  # as one pass says them
+    # each said once, as one pass says them
+    notes = list(dict.fromkeys([*notes, *(n for r in records for n in r.notes),
+                                *_tally_notes(records, getattr(runner, "options", None)), *written_notes(upright, rotation)]))
     assert meter.peaks is not None
     frames = sum(r.frames for r in records)  # what the joined file holds, as its segments were checked or counted
     total_s = time.perf_counter() - t0

@@ -69,11 +69,8 @@ class FinishedFile:
     bytes: int
     sha256: str
     # Its frames' Tally (engine_seam), so a resumed run's notes count the kept frames too; None: not recorded (a
-    # plan written before it was, or a stand-in engine's). Not part of what the file is: :meth:`same_file`.
-    tally: Any = None
-
-    def same_file(self, other: FinishedFile) -> bool:
-        return (self.index, self.bytes, self.sha256) == (other.index, other.bytes, other.sha256)
+    # plan written before it was, or a stand-in engine's). Not part of what the file is, so not compared.
+    tally: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

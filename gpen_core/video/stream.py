@@ -97,7 +97,6 @@ def restore_video(src: str | os.PathLike[str], dst: str | os.PathLike[str], rest
         t0 = time.perf_counter()
         with PeakMeter(clip_device(engine, restorer)) as meter:
             run = _Run(container, info, tmp, vopts, stop or threading.Event(), progress, on_frame)
-            run.guard = FrameGuard(src_s, info.size)
             run.notes.update(dict.fromkeys(ahead))
             run.engine_for = lambda size: engine or FrameEngine(restorer, options or RestoreOptions(), size)
             try:
@@ -151,7 +150,7 @@ class _Run:
         self.engine_for: Any = None  # (width, height) upright -> the clip's engine, called at the first frame
         self.engine: Any = None
         self.loop: FrameLoop | None = None  # made with the engine, at the first frame
-        self.guard: FrameGuard | None = None
+        self.guard = FrameGuard(container.name, info.size)  # the name the clip was opened by
         self.cut = ""  # why the decoder stopped before the clip's end, when a cap stopped it
         self.damage: Damage | None = None
         self.notes: dict[str, None] = {}
@@ -259,7 +258,6 @@ class _Run:
                             self.cut = f"{cap.reason} allows {cap.text()}"
                         self._put(self.decoded, _END)
                         return
-                    assert self.guard is not None
                     self.guard.check(frame, pts, tb)  # before its pixels are converted
                     rgb, rotation, colour = upright_rgb(frame, rf)
                     taken += 1
@@ -384,12 +382,11 @@ class _Run:
         duration = (self.last_time + self.last_duration - (self.first_time or 0.0)) if self.written else 0.0
         audio = AudioOutcome.of(self.writer.routes)
         assert self.loop is not None  # made in go, which ran
-        notes = {**self.notes, **dict.fromkeys(self.guard.notes if self.guard else ()), **self.loop.notes}
+        notes = {**self.notes, **dict.fromkeys(self.guard.notes), **self.loop.notes}
         if self.cut:
             notes.setdefault(f"only the first {self.written} frames ({duration:.2f} s) were restored: {self.cut}")
         notes.update(dict.fromkeys(audio.notes))
-        for note in written_notes(self.size, self.rotation):
-            notes.setdefault(note)
+        notes.update(dict.fromkeys(written_notes(self.size, self.rotation)))
         unseen = sorted(self.vopts.tracks - self.loop.seen) if self.vopts.tracks is not None else []
         if unseen:  # numbered from 1, as --tracks and the per-frame records number them
             seen = ", ".join(str(t + 1) for t in sorted(self.loop.seen)) or "none"
