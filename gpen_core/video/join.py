@@ -71,21 +71,14 @@ def _video_packets(folder: Path, plan: SegmentPlan, depth: int) -> Iterator[tupl
 
 def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: bool = True) -> AudioOutcome:
     """Write ``dst`` from the plan's segment files in ``folder`` and ``src``'s audio; how that audio was written."""
-    from gpen_core.platform.leftovers import sweep_partials
     from gpen_core.video.probe import open_clip
 
     depth = max(reorder_depth(folder / s.file) for s in plan.segments)
-    sweep_partials(dst)  # a join killed earlier left its partial under another pid
-    tmp = durable.partial_path(dst)
-    container = open_clip(src)
-    try:
-        with disk_errors(dst.parent, "the joined video"):
+    with open_clip(src) as container:
+        # flushed: the whole clip's restoring; swept: a join killed earlier left its partial under another pid
+        with disk_errors(dst.parent, "the joined video"), durable.replacing(dst, sync=True, sweep=True) as tmp:
             routes = _write_joined(container, plan, folder, tmp, depth, audio)
-            durable.install(tmp, dst, sync=True)  # flushed: the whole clip's restoring
         return AudioOutcome.of(routes)
-    finally:
-        container.close()
-        tmp.unlink(missing_ok=True)
 
 
 def _write_joined(container: Any, plan: SegmentPlan, folder: Path, tmp: Path, depth: int, audio: bool) -> list[Any]:

@@ -86,19 +86,18 @@ class LocalRunner:
 
 def upright_geometry(src: str) -> tuple[tuple[int, int], int]:
     """(upright size, display rotation in degrees) of the clip's first decoded frame, checked by FrameGuard."""
-    from gpen_core.video.frames import quarter_turns
+    import av
+
+    from gpen_core.video.frames import upright_rgb
     from gpen_core.video.limits import FrameGuard
     from gpen_core.video.probe import open_video
-
-    import av
 
     c, info = open_video(src)
     try:
         for frame in c.decode(c.streams.video[0]):
             FrameGuard(src, info.size).check(frame, None, None)
-            w, h = frame.width, frame.height
-            rotation = int(round(frame.rotation or 0)) % 360
-            return ((h, w) if quarter_turns(rotation) % 2 else (w, h)), rotation
+            rgb, rotation, _ = upright_rgb(frame, av.video.reformatter.VideoReformatter())
+            return (rgb.shape[1], rgb.shape[0]), rotation
     except (av.FFmpegError, EOFError) as exc:  # as one pass's decoder: a damaged start is the input's fault
         raise no_frames(decoder=str(exc).strip() or type(exc).__name__) from None
     finally:

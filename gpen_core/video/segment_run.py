@@ -54,12 +54,11 @@ def restore_segment(src: str, seg: Segment, dst: Path, engine: Any, crf: int, *,
     to the frames the plan counted."""
     import av
 
+    from gpen_core.video.engine_seam import Tally
     from gpen_core.video.frame_loop import FrameLoop
     from gpen_core.video.limits import FrameGuard
     from gpen_core.video.output import VideoWriter
     from gpen_core.video.probe import open_video
-
-    from gpen_core.video.engine_seam import Tally
 
     t0 = time.perf_counter()
     if getattr(engine, "tally", None) is not None:

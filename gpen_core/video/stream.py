@@ -75,18 +75,15 @@ def restore_video(src: str | os.PathLike[str], dst: str | os.PathLike[str], rest
     properties. InputError, before anything is written, for a file that is no usable video, audio an MP4 cannot
     take (``video.audio=False`` drops it), or a decoded frame :class:`~gpen_core.video.limits.FrameGuard` refuses.
     ``video.cap`` stops at a server's limit; the notes say where."""
-    from gpen_core.platform.leftovers import sweep_partials
     from gpen_core.platform.meter import PeakMeter
     from gpen_core.video.probe import open_video, preflight
 
     vopts = (video or VideoOptions()).validated()
     src_s, dst_p = os.fspath(src), Path(dst)
     check_output(dst_p, src_s)  # before any frame: the folder writable, not a device, not the input by any link
-    sweep_partials(dst_p)  # what a killed earlier run on this output left
     container, info = open_video(src_s, count=True)  # the progress's total
-    tmp = durable.partial_path(dst_p)
-    run = None
-    try:
+    # flushed: minutes to hours of restoring; swept: what a killed earlier run on this output left
+    with container, durable.replacing(dst_p, sync=True, sweep=True) as tmp:
         ahead = preflight(container, src_s, vopts.audio)
         if engine is None:
             from gpen_core.engine.pipeline import import_engine
@@ -95,25 +92,21 @@ def restore_video(src: str | os.PathLike[str], dst: str | os.PathLike[str], rest
             import_engine()  # the one-time import is the process's, not the clip's peak
             restorer = restorer or get_restorer()
         t0 = time.perf_counter()
-        with PeakMeter(clip_device(engine, restorer)) as meter:
-            run = _Run(container, info, tmp, vopts, stop or threading.Event(), progress, on_frame)
-            run.notes.update(dict.fromkeys(ahead))
-            run.engine_for = lambda size: engine or FrameEngine(restorer, options or RestoreOptions(), size)
-            try:
+        run = _Run(container, info, tmp, vopts, stop or threading.Event(), progress, on_frame)
+        run.notes.update(dict.fromkeys(ahead))
+        run.engine_for = lambda size: engine or FrameEngine(restorer, options or RestoreOptions(), size)
+        try:
+            with PeakMeter(clip_device(engine, restorer)) as meter:
                 run.go()
-            except Exception as exc:
-                _translate(exc, run)
-                raise
-        assert meter.peaks is not None
-        durable.install(tmp, dst_p, sync=True)  # flushed: minutes to hours of restoring
-        return run.result(str(dst_p), meter.peaks, time.perf_counter() - t0)
-    finally:
-        if run is not None:
+        except Exception as exc:
+            _translate(exc, run)
+            raise
+        finally:
             run.shut()
             if engine is None and run.engine is not None:
                 run.engine.close()  # the frame session holds the restorer's lock
-        container.close()
-        tmp.unlink(missing_ok=True)
+        assert meter.peaks is not None
+        return run.result(str(dst_p), meter.peaks, time.perf_counter() - t0)
 
 
 def _translate(exc: Exception, run: "_Run") -> None:
