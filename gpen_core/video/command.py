@@ -7,12 +7,12 @@ import shlex
 import sys
 import time
 from pathlib import Path, PurePath
+from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.progress import left_text
 from gpen_core.video.output import VIDEO_SUFFIXES
 from gpen_core.video.rate import FrameRate
-from gpen_core.video.result import VideoResult
 
 
 def add_video_arguments(r: argparse.ArgumentParser) -> None:
@@ -109,7 +109,7 @@ class VideoBar:
         sys.stderr.flush()
 
 
-def print_video(src: Path, r: VideoResult, json_records: bool = False, extra: str = "") -> None:
+def print_video(src: Path, r: Any, json_records: bool = False, extra: str = "") -> None:
     """A restored clip's summary (``extra`` after it) on stdout, or on stderr when stdout holds ``--json`` records;
     its notes on stderr. A terminal's progress line is ended first."""
     from gpen_core.platform.meter import format_bytes, peak_vram_text
@@ -119,11 +119,12 @@ def print_video(src: Path, r: VideoResult, json_records: bool = False, extra: st
         sys.stderr.write("\n")
         sys.stderr.flush()
     vram = peak_vram_text(r.peaks.vram_reserved_bytes)
+    plan = getattr(r, "planned_bytes", None)
     plan = (f" (+{format_bytes(r.peaks.rss_bytes - r.peaks.baseline_rss_bytes)} over the clip's start; the mode's plan "
-            f"+{format_bytes(r.planned_bytes)}, an estimate)") if r.planned_bytes is not None else ""
+            f"+{format_bytes(plan)}, an estimate)") if plan is not None else ""
     print(f"{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s, {r.fps:.2f} fps), mode {r.mode}, audio {r.audio}, "
           f"{r.seconds_per_frame:.3f} s a frame, peak RAM {format_bytes(r.peaks.rss_bytes)}{plan}{vram}{extra}"
-          + "".join(f"\n  {line}" for line in summary_lines(r.identity)),
+          + "".join(f"\n  {line}" for line in summary_lines(getattr(r, "identity", None))),
           file=sys.stderr if json_records else sys.stdout, flush=True)
     for note in r.notes:
         print(f"  note: {note}", file=sys.stderr)

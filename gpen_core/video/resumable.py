@@ -134,14 +134,14 @@ def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: b
             if why:
                 raise InputError(f"{work.path} holds an earlier run's segments, but {why}. Restore with the same input "
                                  "and options to resume it, or add --fresh to start over (its segments are deleted)")
-            return StartedRun(plan, work, notes)
-        plan = plan_segments(src, segment_seconds, settings)
-        left = work.clashes(len(plan.segments))
-        if left:
-            raise InputError(f"{work.path} holds files this program did not write under the names it writes "
-                             f"({', '.join(left[:5])}); it does not write over them: move them elsewhere, or choose "
-                             "another output name")
-        write_plan(work.path, plan)
+        else:
+            plan = plan_segments(src, segment_seconds, settings)
+            left = work.clashes(len(plan.segments))
+            if left:
+                raise InputError(f"{work.path} holds files this program did not write under the names it writes "
+                                 f"({', '.join(left[:5])}); it does not write over them: move them elsewhere, or "
+                                 "choose another output name")
+            write_plan(work.path, plan)
         return StartedRun(plan, work, notes)
     except BaseException:
         work.release()
