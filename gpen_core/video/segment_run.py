@@ -14,7 +14,13 @@ from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.platform import durable
+from gpen_core.video.engine_seam import Tally
 from gpen_core.video.errors import VideoStopped
+from gpen_core.video.frame_loop import FrameLoop
+from gpen_core.video.frames import upright_rgb
+from gpen_core.video.limits import FrameGuard
+from gpen_core.video.output import VideoWriter
+from gpen_core.video.probe import open_video
 from gpen_core.video.segments import Segment
 
 
@@ -53,12 +59,6 @@ def restore_segment(src: str, seg: Segment, dst: Path, engine: Any, crf: int, *,
     ``engine``: as :class:`~gpen_core.video.engine_seam.FrameEngine`. InputError when the segment does not decode
     to the frames the plan counted."""
     import av
-
-    from gpen_core.video.engine_seam import Tally
-    from gpen_core.video.frame_loop import FrameLoop
-    from gpen_core.video.limits import FrameGuard
-    from gpen_core.video.output import VideoWriter
-    from gpen_core.video.probe import open_video
 
     t0 = time.perf_counter()
     if getattr(engine, "tally", None) is not None:
@@ -107,8 +107,6 @@ def restore_segment(src: str, seg: Segment, dst: Path, engine: Any, crf: int, *,
 def _restored(container: Any, seg: Segment, guard: Any, loop: Any, stop: threading.Event | None) -> Iterator[Any]:
     """The segment's frames out of ``loop`` (payload: pts, colour), decoded from its first context frame to its tail."""
     import av
-
-    from gpen_core.video.frames import upright_rgb
 
     vs = container.streams.video[0]
     # backward: the keyframe at or before the first context frame, so it decodes from a clean start.

@@ -15,9 +15,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpen_core.errors import GPENError, InputError
+from gpen_core.errors import GPENError, InputError, ResourceError
 from gpen_core.options import RestoreOptions
 from gpen_core.platform import durable
+from gpen_core.platform.meter import PeakMeter, mark_call_worker
+from gpen_core.platform.oom import is_oom, out_of_memory_advice
 from gpen_core.progress import CountProgress as Progress  # frames done, frames expected or 0 when unknown
 from gpen_core.video.engine_seam import FrameEngine, clip_device
 from gpen_core.video.errors import VideoStopped, no_frames
@@ -26,7 +28,7 @@ from gpen_core.video.frames import upright_rgb, written_notes
 from gpen_core.video.limits import FrameGuard
 from gpen_core.video.options import VideoOptions
 from gpen_core.video.output import AudioOutcome, VideoWriter, add_audio, check_output, write_failed
-from gpen_core.video.probe import expected_frames
+from gpen_core.video.probe import expected_frames, open_video, preflight
 from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
 from gpen_core.video.steady import Steadier
 
@@ -75,9 +77,6 @@ def restore_video(src: str | os.PathLike[str], dst: str | os.PathLike[str], rest
     properties. InputError, before anything is written, for a file that is no usable video, audio an MP4 cannot
     take (``video.audio=False`` drops it), or a decoded frame :class:`~gpen_core.video.limits.FrameGuard` refuses.
     ``video.cap`` stops at a server's limit; the notes say where."""
-    from gpen_core.platform.meter import PeakMeter
-    from gpen_core.video.probe import open_video, preflight
-
     vopts = (video or VideoOptions()).validated()
     src_s, dst_p = os.fspath(src), Path(dst)
     check_output(dst_p, src_s)  # before any frame: the folder writable, not a device, not the input by any link
@@ -112,9 +111,6 @@ def restore_video(src: str | os.PathLike[str], dst: str | os.PathLike[str], rest
 def _translate(exc: Exception, run: "_Run") -> None:
     """Raise the clip's failure as a GPENError with its fix (never a traceback for the user); else return."""
     import av
-
-    from gpen_core.errors import ResourceError
-    from gpen_core.platform.oom import is_oom, out_of_memory_advice
 
     if isinstance(exc, GPENError):
         return
@@ -161,8 +157,6 @@ class _Run:
     # ------------------------------------------------------------ threads
     def _thread(self, name: str, target: Callable[[], None]) -> threading.Thread:
         def body() -> None:
-            from gpen_core.platform.meter import mark_call_worker
-
             mark_call_worker()  # its work is the clip's own, not concurrent work
             try:
                 target()
