@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from gpen_core.modes import AUTO, get_mode, preshrink_size
 from gpen_core.options import RestoreOptions
+from gpen_core.video.identity import IdentityTracker
 
 
 @dataclass(frozen=True)
@@ -111,8 +113,6 @@ class FrameEngine:
     ``auto`` is planned once from the frame size; a mode with a longest side shrinks frames above it (:meth:`fit`)."""
 
     def __init__(self, restorer: Any, options: RestoreOptions, size: tuple[int, int]) -> None:
-        from gpen_core.modes import AUTO, get_mode, preshrink_size
-
         # Frames are turned upright by their display matrix: the session searches turned copies only under
         # orientations (a clip filmed on its side or upside down), on every frame.
         opts = options.validated()
@@ -179,7 +179,6 @@ class FrameEngine:
     def identity_tracker(self, segment: int | None = None) -> Any:
         """The clip's :class:`~gpen_core.video.identity.IdentityTracker` where its mode and options check identity."""
         from gpen_core.faces.identity import runs
-        from gpen_core.video.identity import IdentityTracker
 
         if not runs(self.mode.name, self._opts):
             return None

@@ -11,6 +11,7 @@ from typing import Any
 from gpen_core.errors import InputError
 from gpen_core.platform import durable
 from gpen_core.video.output import AudioOutcome, add_audio, disk_errors, flush
+from gpen_core.video.probe import open_clip
 from gpen_core.video.segments import SegmentPlan
 
 
@@ -71,8 +72,6 @@ def _video_packets(folder: Path, plan: SegmentPlan, depth: int) -> Iterator[tupl
 
 def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: bool = True) -> AudioOutcome:
     """Write ``dst`` from the plan's segment files in ``folder`` and ``src``'s audio; how that audio was written."""
-    from gpen_core.video.probe import open_clip
-
     depth = max(reorder_depth(folder / s.file) for s in plan.segments)
     with open_clip(src) as container:
         # flushed: the whole clip's restoring; swept: a join killed earlier left its partial under another pid

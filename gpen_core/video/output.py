@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import InputError
+from gpen_core.images.outputs import check_output_file
 from gpen_core.video.frames import Colour, to_yuv
 from gpen_core.video.limits import MP4_AUDIO, aac_settings
 from gpen_core.video.result import AudioHandling
@@ -26,8 +27,6 @@ X264_LOOKAHEAD = 10
 def check_output(dst: Path, src: str | os.PathLike[str]) -> None:
     """InputError for an output that cannot or may not be written: not .mp4, its folder missing or read-only, a
     device/FIFO/folder, or ``src`` itself by any link (one rule with photos)."""
-    from gpen_core.images.outputs import check_output_file
-
     if dst.suffix.lower() not in VIDEO_SUFFIXES:
         raise InputError(f"a restored video is an H.264 MP4: name the output {dst.with_suffix('.mp4').name}, not {dst.name}")
     if not dst.parent.is_dir():

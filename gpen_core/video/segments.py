@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import InputError
+from gpen_core.video.probe import open_video
 
 PLAN = "plan.json"
 PLAN_VERSION = 2  # 2: the input's fingerprint and each finished segment's hash
@@ -153,8 +154,6 @@ def cut_points(pts: list[int], keys: list[int], tb: Fraction, segment_seconds: f
 
 def plan_segments(src: str | os.PathLike[str], segment_seconds: float, settings: str) -> SegmentPlan:
     """Read the clip's packets and cut it (see the module doc). InputError for a clip that cannot be cut."""
-    from gpen_core.video.probe import open_video
-
     src_s = os.path.abspath(os.fspath(src))
     st = os.stat(src_s)
     container = open_video(src_s)[0]  # refused by its headers as one pass is
