@@ -339,12 +339,11 @@ class _Run:
             self.last_duration = t - self.last_time
         self.last_time = t
         self.size = (done.image.shape[1], done.image.shape[0])
-        faces = done.faces
-        self.max_faces = max(self.max_faces, len(faces))
-        checks = done.checks or (None,) * len(faces)
+        self.max_faces = max(self.max_faces, len(done.faces))
+        checks = done.checks or (None,) * len(done.faces)
         record = FrameRecord(self.written, t, tuple(
             FaceTrack(f.track, tuple(float(v) for v in f.detection.box), f.detection.landmarks, f.filled, c)
-            for f, c in zip(faces, checks)),
+            for f, c in zip(done.faces, checks)),
             getattr(self.engine, "rejected_for", lambda i: ())(self.written))
         self.written += 1
         if self.on_frame is not None:
@@ -353,13 +352,13 @@ class _Run:
             self.progress(self.written, self.expected)
 
     def _note_damage(self, decoded: int, detail: str | None) -> None:
-        trimmed = self.vopts.trimmed or bool(self.cut)  # a cap's cut is no damage
         end = self.last_time + self.last_duration
-        if detail is None and not trimmed and self.info.frames and decoded < self.info.frames:
-            detail = f"the file declares {self.info.frames} frames but ends after {decoded} (truncated?)"
-        declared = self.info.duration_s
-        if detail is None and not trimmed and declared and end < declared - max(2 * self.last_duration, 0.1):
-            detail = f"the file declares {declared:.3f} s but its frames end at {end:.3f} s (truncated?)"
+        frames, declared = self.info.frames, self.info.duration_s
+        if detail is None and not (self.vopts.trimmed or self.cut):  # a trim's or a cap's end is no damage
+            if frames and decoded < frames:
+                detail = f"the file declares {frames} frames but ends after {decoded} (truncated?)"
+            elif declared and end < declared - max(2 * self.last_duration, 0.1):
+                detail = f"the file declares {declared:.3f} s but its frames end at {end:.3f} s (truncated?)"
         if detail is not None:
             self.damage = Damage(decoded, end, detail)
             self.notes.setdefault(f"the video is damaged from frame {decoded} ({end:.3f} s) on ({detail}): the output "
