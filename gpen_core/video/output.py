@@ -87,9 +87,7 @@ def add_audio(out: Any, sources: list[Any]) -> list[AudioRoute]:
             routes.append(AudioRoute(s, out.add_stream_from_template(s), True))
         else:
             _, rate, layout = aac_settings(s.codec_context)
-            a = out.add_stream("aac", rate=rate)
-            a.layout = layout
-            routes.append(AudioRoute(s, a, False))
+            routes.append(AudioRoute(s, out.add_stream("aac", rate=rate, layout=layout), False))
     return routes
 
 
