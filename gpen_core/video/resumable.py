@@ -94,15 +94,14 @@ def upright_geometry(src: str) -> tuple[tuple[int, int], int]:
     import av
 
     c, info = open_video(src)
-    try:
-        for frame in c.decode(c.streams.video[0]):
-            FrameGuard(src, info.size).check(frame, None, None)
-            rgb, rotation, _ = upright_rgb(frame, av.video.reformatter.VideoReformatter())
-            return (rgb.shape[1], rgb.shape[0]), rotation
-    except (av.FFmpegError, EOFError) as exc:  # as one pass's decoder: a damaged start is the input's fault
-        raise no_frames(decoder=str(exc).strip() or type(exc).__name__) from None
-    finally:
-        c.close()
+    with c:
+        try:
+            for frame in c.decode(c.streams.video[0]):
+                FrameGuard(src, info.size).check(frame, None, None)
+                rgb, rotation, _ = upright_rgb(frame, av.video.reformatter.VideoReformatter())
+                return (rgb.shape[1], rgb.shape[0]), rotation
+        except (av.FFmpegError, EOFError) as exc:  # as one pass's decoder: a damaged start is the input's fault
+            raise no_frames(decoder=str(exc).strip() or type(exc).__name__) from None
     raise no_frames()
 
 

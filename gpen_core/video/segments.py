@@ -156,12 +156,9 @@ def plan_segments(src: str | os.PathLike[str], segment_seconds: float, settings:
     """Read the clip's packets and cut it (see the module doc). InputError for a clip that cannot be cut."""
     src_s = os.path.abspath(os.fspath(src))
     st = os.stat(src_s)
-    container = open_video(src_s)[0]  # refused by its headers as one pass is
-    try:
+    with open_video(src_s)[0] as container:  # refused by its headers as one pass is
         tb = container.streams.video[0].time_base
         pts, keys = scan_frames(container)
-    finally:
-        container.close()
     if not pts:
         raise InputError(f"{src_s} has no video frames to restore: it is empty or damaged from its start")
     starts = cut_points(pts, keys, Fraction(tb), segment_seconds)
