@@ -121,8 +121,7 @@ def _fields(d: Any, spec: dict[str, str], where: str) -> dict[str, Any]:
     for key, kind in spec.items():
         v = d[key]
         ok = {_INT: type(v) is int, _OPT_INT: v is None or type(v) is int, _STR: isinstance(v, str),
-              _LIST: isinstance(v, list),
-              _NUM: type(v) in (int, float) and math.isfinite(v)}[kind]
+              _LIST: isinstance(v, list), _NUM: type(v) in (int, float) and math.isfinite(v)}[kind]
         if not ok:
             raise _Fault(f"{where}'s {key} is {json.dumps(v)[:40]}, not {kind}")
     return d
