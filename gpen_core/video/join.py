@@ -84,21 +84,24 @@ def _write_joined(container: Any, plan: SegmentPlan, folder: Path, tmp: Path, de
     """The segments' video and (``audio``) the input's audio, interleaved by time, into ``tmp``; the audio routes."""
     import av
 
-    with (av.open(str(folder / plan.segments[0].file)) as first,
-          av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"}) as out):
-        v = out.add_stream_from_template(first.streams.video[0])
-        v.time_base = plan.tb
-        routes = add_audio(out, list(container.streams.audio)) if audio else []
-        for _, kind, item in heapq.merge(_video_packets(folder, plan, depth), _audio_items(container, routes),
-                                         key=lambda x: (x[0], x[1])):
-            if kind == 0:
-                item.stream = v
-                out.mux(item)
-                continue
-            route, packet = item
-            for data in [packet] if route.copy else packet.decode():
-                route.mux(out, data)
-        flush(out, [r.out for r in routes if not r.copy])
+    with av.open(str(folder / plan.segments[0].file)) as first:
+        out = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
+        try:
+            v = out.add_stream_from_template(first.streams.video[0])
+            v.time_base = plan.tb
+            routes = add_audio(out, list(container.streams.audio)) if audio else []
+            for _, kind, item in heapq.merge(_video_packets(folder, plan, depth), _audio_items(container, routes),
+                                             key=lambda x: (x[0], x[1])):
+                if kind == 0:
+                    item.stream = v
+                    out.mux(item)
+                    continue
+                route, packet = item
+                for data in [packet] if route.copy else packet.decode():
+                    route.mux(out, data)
+            flush(out, [r.out for r in routes if not r.copy])
+        finally:
+            out.close()
     return routes
 
 
