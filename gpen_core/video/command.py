@@ -10,8 +10,12 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from gpen_core.errors import InputError
+from gpen_core.images.limits import IMAGE_SUFFIXES
+from gpen_core.images.outputs import check_output_file, check_writable, one_file_for_several, output_stems
+from gpen_core.platform.meter import format_bytes, peak_vram_text
 from gpen_core.progress import left_text
-from gpen_core.video.output import VIDEO_SUFFIXES
+from gpen_core.video.identity import summary_lines
+from gpen_core.video.output import VIDEO_SUFFIXES, check_output
 from gpen_core.video.rate import FrameRate
 
 
@@ -44,10 +48,6 @@ def face_numbers(text: str | None) -> frozenset[int] | None:
 def plan_video_outputs(videos: list[Path], output: str, photos: int) -> list[tuple[Path, Path]]:
     """(input, output) per video: the file ``output`` for one video alone (no ``photos`` in the run either), else
     ``output/<name>.mp4``. Checked before any model loads (InputError, exit 2); only then is a missing output folder made."""
-    from gpen_core.images.limits import IMAGE_SUFFIXES
-    from gpen_core.images.outputs import check_output_file, check_writable, one_file_for_several, output_stems
-    from gpen_core.video.output import check_output
-
     out = Path(output)
     if len(videos) + photos > 1 and out.suffix.lower() in (*VIDEO_SUFFIXES, *IMAGE_SUFFIXES) and not out.is_dir():
         raise one_file_for_several(len(videos), photos, out)
@@ -112,9 +112,6 @@ class VideoBar:
 def print_video(src: Path, r: Any, json_records: bool = False, extra: str = "") -> None:
     """A restored clip's summary (``extra`` after it) on stdout, or on stderr when stdout holds ``--json`` records;
     its notes on stderr. A terminal's progress line is ended first."""
-    from gpen_core.platform.meter import format_bytes, peak_vram_text
-    from gpen_core.video.identity import summary_lines
-
     if sys.stderr.isatty():
         sys.stderr.write("\n")
         sys.stderr.flush()

@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from gpen_core.modes import AUTO, get_mode, preshrink_size
 from gpen_core.options import RestoreOptions
+from gpen_core.video.identity import IdentityTracker
 
 
 @dataclass(frozen=True)
@@ -25,14 +27,11 @@ class FrameOut:
 
 @dataclass(frozen=True)
 class Tally:
-    """What a clip's frames did that its notes say once, with counts: frames over max faces (and the most faces one
-    of them had), faces the identity limit acted on, detections the face check rejected (in how many frames, why),
-    and the finder's passes that changed a frame's faces as a photo's notes say them (docs/face-check.md): faces
-    found only on a turned copy, detections kept with the face check off, boxes merged, faces from the large-face
-    pass; and whether any frame had a face. A segmented run sums its segments'; plan.json keeps each finished
+    """What a clip's frames did that its notes say once, with counts: max faces, the identity limit, the face check
+    and the finder's passes (docs/face-check.md). A segmented run sums its segments'; plan.json keeps each finished
     segment's."""
 
-    capped_frames: int = 0
+    capped_frames: int = 0  # frames over max faces, and the most faces one of them had
     most_found: int = 0
     identity_acted: int = 0
     rejected_faces: int = 0
@@ -57,7 +56,7 @@ class Tally:
 
     @classmethod
     def of_frame(cls, finds: Any) -> Tally:
-        """One frame's finder passes (a :class:`gpen_core.faces.find.FoundFaces`) as counts."""
+        """One frame's :class:`gpen_core.faces.find.FoundFaces` as counts."""
         turned = sum(1 for d in finds.faces if d.turn)
         return cls(turned_faces=turned, turned_frames=int(turned > 0), unchecked_faces=len(finds.unchecked),
                    unchecked_frames=int(bool(finds.unchecked)), unchecked_reasons=tuple(r for _, r in finds.unchecked),
@@ -111,13 +110,9 @@ def clip_device(engine: Any, restorer: Any) -> str:
 
 class FrameEngine:
     """Per-frame access to a :class:`~gpen_core.restorer.Restorer` for one clip of ``size`` (width, height, upright).
-
-    ``auto`` is planned once from the frame size; a mode with a longest side shrinks frames above it (:meth:`fit`).
-    Refusals (aligned, upscaling, another task, faces-only) are the session's InputErrors."""
+    ``auto`` is planned once from the frame size; a mode with a longest side shrinks frames above it (:meth:`fit`)."""
 
     def __init__(self, restorer: Any, options: RestoreOptions, size: tuple[int, int]) -> None:
-        from gpen_core.modes import AUTO, get_mode, preshrink_size
-
         # Frames are turned upright by their display matrix: the session searches turned copies only under
         # orientations (a clip filmed on its side or upside down), on every frame.
         opts = options.validated()
@@ -141,7 +136,7 @@ class FrameEngine:
 
     @property
     def notes(self) -> list[str]:
-        """The session's notes, then the tally's (max faces', the identity limit's, the face check's) for the clip."""
+        """The session's notes, then the tally's for the clip."""
         return [*self.session_notes, *self.tally.notes(self._opts)]
 
     def rejected_for(self, index: int) -> tuple[tuple[float, float, float, float], ...]:
@@ -160,11 +155,9 @@ class FrameEngine:
 
     def fit(self, rgb: np.ndarray) -> np.ndarray:
         """The frame at the mode's longest side (unchanged when it fits)."""
-        if not self.mode.max_side:
-            return rgb
         from gpen_core.images.encode import shrink_to_max_side
 
-        return shrink_to_max_side(rgb, self.mode.max_side)[0]
+        return shrink_to_max_side(rgb, self.mode.max_side)[0] if self.mode.max_side else rgb
 
     def detect(self, rgb: np.ndarray, counted: bool = True) -> list[Any]:
         """The faces of one upright RGB frame (``Detection`` list), highest score first, at most max_faces.
@@ -186,7 +179,6 @@ class FrameEngine:
     def identity_tracker(self, segment: int | None = None) -> Any:
         """The clip's :class:`~gpen_core.video.identity.IdentityTracker` where its mode and options check identity."""
         from gpen_core.faces.identity import runs
-        from gpen_core.video.identity import IdentityTracker
 
         if not runs(self.mode.name, self._opts):
             return None

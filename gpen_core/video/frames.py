@@ -34,34 +34,21 @@ class Colour:
         return 2 if self.range == 2 else 1  # unspecified is limited (MPEG) range, as players assume
 
 
-def quarter_turns(rotation: float) -> int:
-    """``np.rot90`` turns (counter-clockwise) that bring a frame with display ``rotation`` upright."""
-    return int(round(rotation / 90.0)) % 4
-
-
 def upright_rgb(frame: Any, reformatter: Any) -> tuple[np.ndarray, int, Colour]:
     """(RGB uint8 H×W×3 as displayed, the display rotation in degrees, the frame's :class:`Colour`)."""
     colour = Colour.of(frame)
     rgb = reformatter.reformat(frame, format="rgb24", src_colorspace=colour.sws_matrix,
                                src_color_range=colour.sws_range, dst_color_range=2).to_ndarray()
     rotation = int(round(frame.rotation or 0))
-    k = quarter_turns(rotation)
+    k = round(rotation / 90) % 4  # np.rot90's turns (counter-clockwise) that bring it upright
     if k:
         rgb = np.ascontiguousarray(np.rot90(rgb, k))
     return rgb, rotation % 360, colour
 
 
-def even_size(rgb: np.ndarray) -> np.ndarray:
-    """yuv420p needs even sides: an odd side gets one more row/column, a copy of the last (padded, never cropped)."""
-    h, w = rgb.shape[:2]
-    if h % 2 == 0 and w % 2 == 0:
-        return rgb
-    return np.pad(rgb, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge")
-
-
 def written_notes(size: tuple[int, int], rotation: int) -> list[str]:
     """What writing frames of ``size`` (upright, width × height) from a clip displayed turned ``rotation``° changes,
-    said the same by one pass and by segments: odd sides padded (:func:`even_size`), the turn applied to the pixels."""
+    said the same by one pass and by segments: odd sides padded (:func:`to_yuv`), the turn applied to the pixels."""
     notes = []
     if size[0] % 2 or size[1] % 2:
         notes.append(f"frames are {size[0]}×{size[1]}; H.264 yuv420p needs even sides, so each odd side "
@@ -73,9 +60,13 @@ def written_notes(size: tuple[int, int], rotation: int) -> list[str]:
 
 
 def to_yuv(rgb: np.ndarray, colour: Colour, reformatter: Any) -> Any:
-    """An ``av.VideoFrame`` in yuv420p from RGB uint8, in the input's matrix and range (tagged with them)."""
+    """An ``av.VideoFrame`` in yuv420p from RGB uint8, in the input's matrix and range (tagged with them). yuv420p
+    needs even sides: an odd side gets one more row/column, a copy of the last (padded, never cropped)."""
     import av
 
-    frame = av.VideoFrame.from_ndarray(even_size(rgb), format="rgb24")
+    h, w = rgb.shape[:2]
+    if h % 2 or w % 2:
+        rgb = np.pad(rgb, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge")
+    frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
     return reformatter.reformat(frame, format="yuv420p", src_color_range=2, dst_colorspace=colour.sws_matrix,
                                 dst_color_range=colour.sws_range)

@@ -164,18 +164,15 @@ class IdentityTracker:
             input_jump = float(np.linalg.norm(before - prev.before))
             prev.max_jump = max(prev.max_jump, jump - input_jump)
         prev.last, prev.before, prev.after = index, before, after
-        jumped = jump is not None and input_jump is not None and jump > input_jump + JUMP_MARGIN
+        jumped = jump is not None and jump > input_jump + JUMP_MARGIN
         over = check.distance > self.limit
         prev.checked += 1
         prev.max_distance = max(prev.max_distance, check.distance)
-        if over:
-            prev.over_count += 1
-            if len(prev.over) < MAX_LISTED:
-                prev.over.append(index)
-        if jumped:
-            prev.jumps_count += 1
-            if len(prev.jumps) < MAX_LISTED:
-                prev.jumps.append(index)
+        prev.over_count += int(over)
+        prev.jumps_count += int(jumped)
+        for flagged, frames in ((over, prev.over), (jumped, prev.jumps)):
+            if flagged and len(frames) < MAX_LISTED:
+                frames.append(index)
         return FaceCheck(float(check.distance), jump, input_jump, jumped, over)
 
     def result(self) -> VideoIdentity:

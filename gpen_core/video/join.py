@@ -11,18 +11,22 @@ from typing import Any
 from gpen_core.errors import InputError
 from gpen_core.platform import durable
 from gpen_core.video.output import AudioOutcome, add_audio, disk_errors, flush
+from gpen_core.video.probe import open_clip
 from gpen_core.video.segments import SegmentPlan
 
 
-def segment_pts(path: Path) -> list[int]:
-    """A segment file's video pts in decode order (its own time base); InputError when it cannot be read."""
+def reorder_depth(path: Path) -> int:
+    """How many frames a decoder holds back in a segment file: max over its packets of (decode position −
+    presentation rank); InputError when it cannot be read."""
     import av
 
     try:
         with av.open(str(path)) as c:
-            return [p.pts for p in c.demux(c.streams.video[0]) if p.size]
+            pts = [p.pts for p in c.demux(c.streams.video[0]) if p.size]
     except (av.FFmpegError, OSError) as exc:
         raise InputError(f"segment {path.name} cannot be read ({exc}): restore again with --fresh") from None
+    rank = {p: r for r, p in enumerate(sorted(pts))}
+    return max([0] + [i - rank[p] for i, p in enumerate(pts)])
 
 
 def check_segment(path: Path, plan: SegmentPlan, index: int) -> bool:
@@ -43,12 +47,6 @@ def check_segment(path: Path, plan: SegmentPlan, index: int) -> bool:
     return times[0] == seg.start_pts * tb and (end is None or times[-1] < end)
 
 
-def reorder_depth(decode_order_pts: list[int]) -> int:
-    """How many frames a decoder holds back: max over packets of (decode position − presentation rank)."""
-    rank = {p: r for r, p in enumerate(sorted(decode_order_pts))}
-    return max([0] + [i - rank[p] for i, p in enumerate(decode_order_pts)])
-
-
 def _video_packets(folder: Path, plan: SegmentPlan, depth: int) -> Iterator[tuple[float, int, Any]]:
     """(time s, 0, packet) of every segment in order, pts in the plan's time base and dts made anew."""
     import av
@@ -67,29 +65,19 @@ def _video_packets(folder: Path, plan: SegmentPlan, depth: int) -> Iterator[tupl
                 pts = int(p.pts * vs.time_base / tb)
                 dts = shown[i - depth] if i >= depth else shown[0] - (depth - i) * step
                 duration = int(p.duration * vs.time_base / tb) if p.duration else 0
-                p.pts, p.dts, p.time_base = pts, dts, tb
-                p.duration = duration
+                p.pts, p.dts, p.time_base, p.duration = pts, dts, tb, duration
                 i += 1
                 yield float(dts * tb), 0, p
 
 
 def join_segments(src: str, plan: SegmentPlan, folder: Path, dst: Path, audio: bool = True) -> AudioOutcome:
     """Write ``dst`` from the plan's segment files in ``folder`` and ``src``'s audio; how that audio was written."""
-    from gpen_core.platform.leftovers import sweep_partials
-    from gpen_core.video.probe import open_clip
-
-    depth = max(reorder_depth(segment_pts(folder / s.file)) for s in plan.segments)
-    sweep_partials(dst)  # a join killed earlier left its partial under another pid
-    tmp = durable.partial_path(dst)
-    container = open_clip(src)
-    try:
-        with disk_errors(dst.parent, "the joined video"):
+    depth = max(reorder_depth(folder / s.file) for s in plan.segments)
+    with open_clip(src) as container:
+        # flushed: the whole clip's restoring; swept: a join killed earlier left its partial under another pid
+        with disk_errors(dst.parent, "the joined video"), durable.replacing(dst, sync=True, sweep=True) as tmp:
             routes = _write_joined(container, plan, folder, tmp, depth, audio)
-            durable.install(tmp, dst, sync=True)  # flushed: the whole clip's restoring
         return AudioOutcome.of(routes)
-    finally:
-        container.close()
-        tmp.unlink(missing_ok=True)
 
 
 def _write_joined(container: Any, plan: SegmentPlan, folder: Path, tmp: Path, depth: int, audio: bool) -> list[Any]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import InputError
+from gpen_core.images.outputs import check_output_file
 from gpen_core.video.frames import Colour, to_yuv
 from gpen_core.video.limits import MP4_AUDIO, aac_settings
 from gpen_core.video.result import AudioHandling
@@ -26,8 +27,6 @@ X264_LOOKAHEAD = 10
 def check_output(dst: Path, src: str | os.PathLike[str]) -> None:
     """InputError for an output that cannot or may not be written: not .mp4, its folder missing or read-only, a
     device/FIFO/folder, or ``src`` itself by any link (one rule with photos)."""
-    from gpen_core.images.outputs import check_output_file
-
     if dst.suffix.lower() not in VIDEO_SUFFIXES:
         raise InputError(f"a restored video is an H.264 MP4: name the output {dst.with_suffix('.mp4').name}, not {dst.name}")
     if not dst.parent.is_dir():
@@ -88,9 +87,7 @@ def add_audio(out: Any, sources: list[Any]) -> list[AudioRoute]:
             routes.append(AudioRoute(s, out.add_stream_from_template(s), True))
         else:
             _, rate, layout = aac_settings(s.codec_context)
-            a = out.add_stream("aac", rate=rate)
-            a.layout = layout
-            routes.append(AudioRoute(s, a, False))
+            routes.append(AudioRoute(s, out.add_stream("aac", rate=rate, layout=layout), False))
     return routes
 
 
@@ -126,7 +123,7 @@ class VideoWriter:
         self.out, self.routes, self.crf, self.time_base, self.rate = out, routes, crf, time_base, rate
         self.stream: Any = None
         self.colour = Colour()
-        self.waiting: list[tuple[int, Any]] = []
+        self.waiting: list[tuple[AudioRoute, Any]] = []
         self.reformatter = av.video.reformatter.VideoReformatter()
         self.frames = 0
         self.closed = False
@@ -159,13 +156,13 @@ class VideoWriter:
                 self.out.mux(p)
         self.frames += 1
 
-    def audio(self, route: int, item: Any) -> None:
-        """A packet (a copied route's, already shifted) or a decoded frame (re-encoded) of ``routes[route]``."""
+    def audio(self, route: AudioRoute, item: Any) -> None:
+        """A packet (a copied route's, already shifted) or a decoded frame (re-encoded) of one of :attr:`routes`."""
         if self.stream is None:
             self.waiting.append((route, item))
             return
         with self._disk():
-            self.routes[route].mux(self.out, item)
+            route.mux(self.out, item)
 
     def close(self) -> None:
         """Flush the encoders and write the MP4's index; WriteFailed when the disk refuses (on a nearly full

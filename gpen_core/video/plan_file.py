@@ -7,7 +7,7 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict
+from dataclasses import fields
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -22,13 +22,11 @@ MAX_PLAN_BYTES = 32 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _TIME_BASE = re.compile(r"([1-9][0-9]{0,9})/([1-9][0-9]{0,9})")
 _INT, _NUM, _OPT_INT, _STR, _LIST = "an integer", "a number", "an integer or null", "a string", "a list"
-_PLAN_FIELDS = {"input": _STR, "input_bytes": _INT, "input_mtime_ns": _INT, "input_head_sha256": _STR,
-                "input_tail_sha256": _STR, "settings": _STR, "segment_seconds": _NUM, "time_base": _STR,
-                "frames": _INT, "duration_s": _NUM, "segments": _LIST, "finished": _LIST, "version": _INT}
-_SEGMENT_FIELDS = {"index": _INT, "start_pts": _INT, "end_pts": _OPT_INT, "context_pts": _INT, "tail_pts": _OPT_INT,
-                   "frames": _INT, "first_frame": _INT, "start_s": _NUM}
-_FINISHED_FIELDS = {"index": _INT, "bytes": _INT, "sha256": _STR}
-_TALLY_FIELDS = {k: _LIST if isinstance(v, tuple) else _INT for k, v in asdict(Tally()).items()}
+# Each record's keys and kinds, read off its dataclass (annotations as text; the tuples are JSON lists).
+_KINDS = {"int": _INT, "float": _NUM, "int | None": _OPT_INT, "str": _STR}
+_PLAN_FIELDS, _SEGMENT_FIELDS, _FINISHED_FIELDS, _TALLY_FIELDS = (
+    {f.name: _KINDS.get(f.type, _LIST) for f in fields(cls) if f.name != "tally"}
+    for cls in (SegmentPlan, Segment, FinishedFile, Tally))
 
 
 class PlanError(InputError):
@@ -44,15 +42,11 @@ def read_plan(folder: Path) -> SegmentPlan | None:
     """The plan in ``folder``; None when there is none; PlanError when it is there but not a valid plan."""
     path = folder / PLAN
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
+            data = f.read(MAX_PLAN_BYTES + 1)
     except FileNotFoundError:
         return None
-    except OSError as exc:  # a link planted under the plan's name (ELOOP) or unreadable
-        raise _refuse(path, f"it cannot be opened ({exc.strerror})") from None
-    try:
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(MAX_PLAN_BYTES + 1)
-    except OSError as exc:  # a folder under the plan's name (EISDIR)
+    except OSError as exc:  # a link planted under the plan's name (ELOOP), a folder (EISDIR), or unreadable
         raise _refuse(path, f"it cannot be read ({exc.strerror})") from None
     if len(data) > MAX_PLAN_BYTES:
         raise _refuse(path, f"it is over {MAX_PLAN_BYTES >> 20} MiB")
@@ -127,8 +121,7 @@ def _fields(d: Any, spec: dict[str, str], where: str) -> dict[str, Any]:
     for key, kind in spec.items():
         v = d[key]
         ok = {_INT: type(v) is int, _OPT_INT: v is None or type(v) is int, _STR: isinstance(v, str),
-              _LIST: isinstance(v, list),
-              _NUM: type(v) in (int, float) and math.isfinite(v)}[kind]
+              _LIST: isinstance(v, list), _NUM: type(v) in (int, float) and math.isfinite(v)}[kind]
         if not ok:
             raise _Fault(f"{where}'s {key} is {json.dumps(v)[:40]}, not {kind}")
     return d

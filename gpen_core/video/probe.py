@@ -137,7 +137,8 @@ def open_clip(path: str | os.PathLike[str]) -> Any:
         _refuse_by_header(p)
         container = av.open(p, "r", metadata_errors="ignore")
     except (av.FFmpegError, OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{p} starts like a video but cannot be opened ({_reason(exc)}); it is probably truncated "
+        why = (getattr(exc, "strerror", None) or str(exc)).strip() or type(exc).__name__
+        raise InputError(f"{p} starts like a video but cannot be opened ({why}); it is probably truncated "
                          "or damaged. Re-export or re-download it and try again.") from None
     if not container.streams.video:
         container.close()
@@ -234,8 +235,3 @@ def _tagged_duration(tag: str) -> float | None:
         return int(h) * 3600 + int(m) * 60 + float(sec)
     except ValueError:
         return None
-
-
-def _reason(exc: BaseException) -> str:
-    msg = getattr(exc, "strerror", None) or str(exc)
-    return msg.strip() or type(exc).__name__

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
@@ -92,6 +92,5 @@ class VideoResult:
                 "rotation": self.rotation, "lookahead_frames": self.lookahead_frames,
                 # as a photo's: vram_bytes allocated, vram_reserved_bytes the "peak VRAM" shown
                 "peaks": peaks_record(self.peaks), "planned_bytes": self.planned_bytes, "damage": damage,
-                "runtimes": [{"network": r.network, "name": r.name, "runtime": r.runtime, "reason": r.reason}
-                             for r in self.runtimes],
+                "runtimes": [asdict(r) for r in self.runtimes],  # as a photo's record
                 "identity": None if self.identity is None else self.identity.to_json(), "notes": list(self.notes)}

@@ -16,14 +16,23 @@ from typing import Any, Protocol
 
 from gpen_core.errors import InputError
 from gpen_core.options import RestoreOptions
+from gpen_core.platform.meter import PeakMeter, format_bytes
 from gpen_core.progress import CountProgress as Progress  # frames done, the clip's frames
 from gpen_core.result import Peaks
-from gpen_core.video.engine_seam import clip_device
+from gpen_core.video.engine_seam import FrameEngine, Tally, clip_device
 from gpen_core.video.errors import no_frames
+from gpen_core.video.frames import upright_rgb, written_notes
+from gpen_core.video.identity import merged
+from gpen_core.video.join import check_segment, join_segments
+from gpen_core.video.limits import FrameGuard
+from gpen_core.video.output import check_output
+from gpen_core.video.plan_file import plan_segment_count, read_plan, same_cuts, same_source, write_plan
+from gpen_core.video.probe import open_video, preflight
 from gpen_core.video.result import VideoResult
-from gpen_core.video.segment_run import SegmentRecord
-from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, FinishedFile, Segment, SegmentPlan
-from gpen_core.video.work_dir import WorkFolder
+from gpen_core.video.segment_run import SegmentRecord, restore_segment
+from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, FinishedFile, Segment, SegmentPlan, plan_segments
+from gpen_core.video.steady import Steadier
+from gpen_core.video.work_dir import WorkFolder, is_ours, open_work_folder
 
 # Clips at least this long go in segments unless told otherwise: past it a crash costs more than the join.
 SEGMENTS_FROM_S = 600.0
@@ -68,10 +77,6 @@ class LocalRunner:
 
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:
-        from gpen_core.platform.meter import PeakMeter
-        from gpen_core.video.engine_seam import FrameEngine
-        from gpen_core.video.segment_run import restore_segment
-
         engine = self.engine or FrameEngine(self.restorer, self.options, upright_geometry(plan.input)[0])
         try:
             for seg in pending:
@@ -86,23 +91,17 @@ class LocalRunner:
 
 def upright_geometry(src: str) -> tuple[tuple[int, int], int]:
     """(upright size, display rotation in degrees) of the clip's first decoded frame, checked by FrameGuard."""
-    from gpen_core.video.frames import quarter_turns
-    from gpen_core.video.limits import FrameGuard
-    from gpen_core.video.probe import open_video
-
     import av
 
     c, info = open_video(src)
-    try:
-        for frame in c.decode(c.streams.video[0]):
-            FrameGuard(src, info.size).check(frame, None, None)
-            w, h = frame.width, frame.height
-            rotation = int(round(frame.rotation or 0)) % 360
-            return ((h, w) if quarter_turns(rotation) % 2 else (w, h)), rotation
-    except (av.FFmpegError, EOFError) as exc:  # as one pass's decoder: a damaged start is the input's fault
-        raise no_frames(decoder=str(exc).strip() or type(exc).__name__) from None
-    finally:
-        c.close()
+    with c:
+        try:
+            for frame in c.decode(c.streams.video[0]):
+                FrameGuard(src, info.size).check(frame, None, None)
+                rgb, rotation, _ = upright_rgb(frame, av.video.reformatter.VideoReformatter())
+                return (rgb.shape[1], rgb.shape[0]), rotation
+        except (av.FFmpegError, EOFError) as exc:  # as one pass's decoder: a damaged start is the input's fault
+            raise no_frames(decoder=str(exc).strip() or type(exc).__name__) from None
     raise no_frames()
 
 
@@ -119,10 +118,6 @@ def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: b
     """The folder's plan when it fits this run, else a new one; the work folder locked (released on an error).
     InputError when it holds another run's plan (or a bad one) and not ``fresh``: hours of work are never thrown
     away unasked; WorkFolderBusy while another run holds it."""
-    from gpen_core.video.plan_file import plan_segment_count, read_plan, same_cuts, same_source, write_plan
-    from gpen_core.video.segments import plan_segments
-    from gpen_core.video.work_dir import open_work_folder
-
     work = open_work_folder(dst)
     notes: list[str] = []
     try:
@@ -135,14 +130,14 @@ def prepare(src: str, dst: Path, settings: str, segment_seconds: float, fresh: b
             if why:
                 raise InputError(f"{work.path} holds an earlier run's segments, but {why}. Restore with the same input "
                                  "and options to resume it, or add --fresh to start over (its segments are deleted)")
-            return StartedRun(plan, work, notes)
-        plan = plan_segments(src, segment_seconds, settings)
-        left = work.clashes(len(plan.segments))
-        if left:
-            raise InputError(f"{work.path} holds files this program did not write under the names it writes "
-                             f"({', '.join(left[:5])}); it does not write over them: move them elsewhere, or choose "
-                             "another output name")
-        write_plan(work.path, plan)
+        else:
+            plan = plan_segments(src, segment_seconds, settings)
+            left = work.clashes(len(plan.segments))
+            if left:
+                raise InputError(f"{work.path} holds files this program did not write under the names it writes "
+                                 f"({', '.join(left[:5])}); it does not write over them: move them elsewhere, or "
+                                 "choose another output name")
+            write_plan(work.path, plan)
         return StartedRun(plan, work, notes)
     except BaseException:
         work.release()
@@ -153,9 +148,6 @@ def finished(plan: SegmentPlan, folder: Path) -> tuple[list[Segment], tuple[Fini
     """(the segments an earlier run completed, their records, notes); the run's other files removed, to be redone.
     Kept: a file that decodes to the plan's frames and times, with the size and sha256 the plan recorded (or none,
     when killed between its rename and the plan's update)."""
-    from gpen_core.video.join import check_segment
-    from gpen_core.video.work_dir import is_ours
-
     for p in folder.iterdir():  # a segment or plan being written when the run was killed
         if p.name.endswith(".partial") and is_ours(p.name, len(plan.segments)):
             p.unlink(missing_ok=True)
@@ -169,7 +161,7 @@ def finished(plan: SegmentPlan, folder: Path) -> tuple[list[Segment], tuple[Fini
             raise InputError(f"{path} is a folder, not a segment this program wrote: move it out of {folder} and run "
                              "again")
         now, rec = file_record(path, seg.index), recorded.get(seg.index)
-        if rec is not None and not now.same_file(rec):
+        if rec is not None and now != rec:
             notes.append(f"segment {seg.index}'s file ({seg.file}) changed since it was written (its size or "
                          "sha256 differs: damaged or replaced): it was restored again")
         elif now.bytes > 0 and check_segment(path, plan, seg.index):
@@ -199,14 +191,6 @@ def restore_in_segments(src: str | os.PathLike[str], dst: str | os.PathLike[str]
     ``runner``: :class:`LocalRunner` or the Ray one. ``settings``: :func:`settings_text` of what the runner restores
     with. ``on_record``: each segment's record, kept ones included. ``audio`` False: no sound (noted). InputError
     for an unusable input or another run's work folder; the runner's errors pass through, finished segments kept."""
-    from gpen_core.platform.meter import PeakMeter
-    from gpen_core.video.frames import written_notes
-    from gpen_core.video.identity import merged
-    from gpen_core.video.join import join_segments
-    from gpen_core.video.output import check_output
-    from gpen_core.video.probe import open_video, preflight
-    from gpen_core.video.steady import Steadier
-
     t0 = time.perf_counter()
     src_s, dst_p = os.path.abspath(os.fspath(src)), Path(dst)
     check_output(dst_p, src_s)  # also refuses the input itself: the join would replace it
@@ -232,11 +216,10 @@ def restore_in_segments(src: str | os.PathLike[str], dst: str | os.PathLike[str]
     if len(ran) < len(records):
         notes.append(f"resumed: {len(records) - len(ran)} of {len(plan.segments)} segments ({frames_kept} frames) were "
                      "kept from an earlier run")
-    for r in records:
-        notes.extend(n for n in r.notes if n not in notes)
-    notes.extend(n for n in _tally_notes(records, getattr(runner, "options", None)) if n not in notes)
     upright, rotation = upright_geometry(src_s)
-    notes.extend(n for n in written_notes(upright, rotation) if n not in notes)  # as one pass says them
+    # each said once, as one pass says them
+    notes = list(dict.fromkeys([*notes, *(n for r in records for n in r.notes),
+                                *_tally_notes(records, getattr(runner, "options", None)), *written_notes(upright, rotation)]))
     assert meter.peaks is not None
     frames = sum(r.frames for r in records)  # what the joined file holds, as its segments were checked or counted
     total_s = time.perf_counter() - t0
@@ -261,8 +244,6 @@ def restore_in_segments(src: str | os.PathLike[str], dst: str | os.PathLike[str]
 def _tally_notes(records: list[SegmentRecord], options: RestoreOptions | None) -> list[str]:
     """The notes with the clip's counts (max faces, identity limit, face check), once for the whole clip: each
     segment's tally summed, kept segments' from the plan."""
-    from gpen_core.video.engine_seam import Tally
-
     tallies = [r.tally for r in records if r.tally is not None]
     uncounted = sum(1 for r in records if r.kept and r.tally is None)
     # "no face in any frame" only when every frame was counted
@@ -277,8 +258,6 @@ def _tally_notes(records: list[SegmentRecord], options: RestoreOptions | None) -
 
 def _with_workers(peaks: Peaks, ran: list[SegmentRecord]) -> Peaks:
     """This process's peaks; where a segment worker (Ray: a process of its own) peaked higher, ``shared`` says so."""
-    from gpen_core.platform.meter import format_bytes
-
     worker = max((r.peak_rss_bytes or 0 for r in ran), default=0)
     if worker <= peaks.rss_bytes:
         return peaks
@@ -290,8 +269,6 @@ def _run_pending(prep: StartedRun, runner: Runner, progress: Progress | None,
                  on_record: Callable[[SegmentRecord], None] | None) -> list[SegmentRecord]:
     """The kept segments' records, then the runner's as they finish (progress in frames), each finished
     file recorded in the plan as it finishes."""
-    from gpen_core.video.plan_file import write_plan
-
     progress = progress or (lambda done, total: None)
     on_record = on_record or (lambda rec: None)
     plan, folder = prep.plan, prep.work.path

@@ -14,7 +14,13 @@ from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.platform import durable
+from gpen_core.video.engine_seam import Tally
 from gpen_core.video.errors import VideoStopped
+from gpen_core.video.frame_loop import FrameLoop
+from gpen_core.video.frames import upright_rgb
+from gpen_core.video.limits import FrameGuard
+from gpen_core.video.output import VideoWriter
+from gpen_core.video.probe import open_video
 from gpen_core.video.segments import Segment
 
 
@@ -54,21 +60,12 @@ def restore_segment(src: str, seg: Segment, dst: Path, engine: Any, crf: int, *,
     to the frames the plan counted."""
     import av
 
-    from gpen_core.video.frame_loop import FrameLoop
-    from gpen_core.video.limits import FrameGuard
-    from gpen_core.video.output import VideoWriter
-    from gpen_core.video.probe import open_video
-
-    from gpen_core.video.engine_seam import Tally
-
     t0 = time.perf_counter()
     if getattr(engine, "tally", None) is not None:
         engine.tally = Tally()  # this segment's own: LocalRunner's engine runs them all
-    tmp = durable.partial_path(dst)
     container, info = open_video(src)  # the same header limits as one pass
     written = faces_max = 0
-    out = None
-    try:
+    with container, durable.replacing(dst, sync=True) as tmp:  # flushed: a resume trusts a finished segment
         guard = FrameGuard(src, info.size)
         # Overlap frames steady their neighbours; their segment writes them. Frames are numbered as the clip
         # numbers them, so the identity check picks and names the same frames as one pass.
@@ -85,37 +82,31 @@ def restore_segment(src: str, seg: Segment, dst: Path, engine: Any, crf: int, *,
                 faces_max = max(faces_max, len(done.faces))
                 if on_frame is not None:
                     on_frame()
-        except (av.FFmpegError, EOFError) as exc:
+        except BaseException as exc:
+            with suppress(Exception):  # a half-written file, removed next
+                out.close()
+            if not isinstance(exc, (av.FFmpegError, EOFError)):
+                raise
             raise InputError(f"segment {seg.index} (from {seg.start_s:.3f} s) stopped decoding after {written} of its "
                              f"{seg.frames} frames ({str(exc).strip() or type(exc).__name__}): the input is damaged "
                              "there. Restore the part before it with --start/--end, or re-export the file") from None
         writer.close()
-        out = None
         if written != seg.frames:
             raise InputError(f"segment {seg.index} (from {seg.start_s:.3f} s) decoded {written} frames where the plan "
                              f"counted {seg.frames}: the input is damaged there or changed since the plan. Restore "
                              "again with --fresh")
-        durable.install(tmp, dst, sync=True)  # flushed: a resume trusts a finished segment
-        # the engine's, the decoded frames' and the restore's notes, as one pass says them; those with the clip's
-        # counts (the tally's) are said once for the clip, from every segment's tally
-        tally = getattr(engine, "tally", None)
-        said = engine.session_notes if tally is not None else getattr(engine, "notes", ())
-        notes = tuple(dict.fromkeys([*said, *guard.notes, *loop.notes]))
-        return SegmentRecord(seg.index, written, time.perf_counter() - t0, faces_max, notes=notes, tally=tally,
-                             **loop.summary())
-    finally:
-        if out is not None:
-            with suppress(Exception):  # a half-written file we delete next
-                out.close()
-        container.close()
-        tmp.unlink(missing_ok=True)
+    # the engine's, the decoded frames' and the restore's notes, as one pass says them; those with the clip's
+    # counts (the tally's) are said once for the clip, from every segment's tally
+    tally = getattr(engine, "tally", None)
+    said = engine.session_notes if tally is not None else getattr(engine, "notes", ())
+    notes = tuple(dict.fromkeys([*said, *guard.notes, *loop.notes]))
+    return SegmentRecord(seg.index, written, time.perf_counter() - t0, faces_max, notes=notes, tally=tally,
+                         **loop.summary())
 
 
 def _restored(container: Any, seg: Segment, guard: Any, loop: Any, stop: threading.Event | None) -> Iterator[Any]:
     """The segment's frames out of ``loop`` (payload: pts, colour), decoded from its first context frame to its tail."""
     import av
-
-    from gpen_core.video.frames import upright_rgb
 
     vs = container.streams.video[0]
     # backward: the keyframe at or before the first context frame, so it decodes from a clean start.

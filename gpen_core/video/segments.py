@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import InputError
+from gpen_core.video.probe import open_video
 
 PLAN = "plan.json"
 PLAN_VERSION = 2  # 2: the input's fingerprint and each finished segment's hash
@@ -69,11 +70,8 @@ class FinishedFile:
     bytes: int
     sha256: str
     # Its frames' Tally (engine_seam), so a resumed run's notes count the kept frames too; None: not recorded (a
-    # plan written before it was, or a stand-in engine's). Not part of what the file is: :meth:`same_file`.
-    tally: Any = None
-
-    def same_file(self, other: FinishedFile) -> bool:
-        return (self.index, self.bytes, self.sha256) == (other.index, other.bytes, other.sha256)
+    # plan written before it was, or a stand-in engine's). Not part of what the file is, so not compared.
+    tally: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -156,16 +154,11 @@ def cut_points(pts: list[int], keys: list[int], tb: Fraction, segment_seconds: f
 
 def plan_segments(src: str | os.PathLike[str], segment_seconds: float, settings: str) -> SegmentPlan:
     """Read the clip's packets and cut it (see the module doc). InputError for a clip that cannot be cut."""
-    from gpen_core.video.probe import open_video
-
     src_s = os.path.abspath(os.fspath(src))
     st = os.stat(src_s)
-    container = open_video(src_s)[0]  # refused by its headers as one pass is
-    try:
+    with open_video(src_s)[0] as container:  # refused by its headers as one pass is
         tb = container.streams.video[0].time_base
         pts, keys = scan_frames(container)
-    finally:
-        container.close()
     if not pts:
         raise InputError(f"{src_s} has no video frames to restore: it is empty or damaged from its start")
     starts = cut_points(pts, keys, Fraction(tb), segment_seconds)

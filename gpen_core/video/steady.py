@@ -4,6 +4,7 @@ in time. Pure NumPy, on ``Detection``s in display pixels (docs/video.md, "Faces 
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -73,7 +74,7 @@ class Steadier:
     def __init__(self) -> None:
         self._tracks: list[_Track] = []
         self._frames: deque[tuple[int, float]] = deque()  # (position, time) of the frames not handed back yet
-        self._next_id = 0
+        self._ids = itertools.count()
         self._pushed = 0
 
     def push(self, time_s: float, detections: list[Any]) -> None:
@@ -95,8 +96,7 @@ class Steadier:
         for di, d in enumerate(detections):
             track = owner.get(di)
             if track is None:
-                track = _Track(self._next_id, pos, tuple(d.box))
-                self._next_id += 1
+                track = _Track(next(self._ids), pos, tuple(d.box))
                 self._tracks.append(track)
             track.last_pos, track.last_box = pos, tuple(d.box)
             values = np.concatenate([np.asarray(d.box, np.float64), np.asarray(d.landmarks, np.float64).reshape(-1)])

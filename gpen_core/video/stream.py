@@ -11,12 +11,15 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpen_core.errors import GPENError, InputError
+from gpen_core.errors import GPENError, InputError, ResourceError
 from gpen_core.options import RestoreOptions
 from gpen_core.platform import durable
+from gpen_core.platform.meter import PeakMeter, mark_call_worker
+from gpen_core.platform.oom import is_oom, out_of_memory_advice
 from gpen_core.progress import CountProgress as Progress  # frames done, frames expected or 0 when unknown
 from gpen_core.video.engine_seam import FrameEngine, clip_device
 from gpen_core.video.errors import VideoStopped, no_frames
@@ -25,7 +28,7 @@ from gpen_core.video.frames import upright_rgb, written_notes
 from gpen_core.video.limits import FrameGuard
 from gpen_core.video.options import VideoOptions
 from gpen_core.video.output import AudioOutcome, VideoWriter, add_audio, check_output, write_failed
-from gpen_core.video.probe import expected_frames
+from gpen_core.video.probe import expected_frames, open_video, preflight
 from gpen_core.video.result import Damage, FaceTrack, FrameRecord, VideoResult
 from gpen_core.video.steady import Steadier
 
@@ -41,7 +44,8 @@ _END = object()
 OnFrame = Callable[[FrameRecord], None]
 
 
-# What the threads hand each other, typed, so no reader counts positions in a tuple.
+# What the decoder hands the main thread, typed, so no reader counts positions in a tuple. Audio, and the
+# restored frames, go on as the encoder's work: a call of the writer's (functools.partial) the encoder makes.
 @dataclass(frozen=True)
 class DecodedFrame:
     """A frame as decoded: its output pts and time (trim shift applied), upright RGB, rotation and colour tags."""
@@ -60,23 +64,6 @@ class DecodeStopped:
     detail: str
 
 
-@dataclass(frozen=True)
-class AudioItem:
-    """For the writer's route ``index``: a packet copied as it is, or a decoded frame to re-encode."""
-
-    index: int
-    data: Any
-
-
-@dataclass(frozen=True)
-class FrameToWrite:
-    """A restored frame for the encoder, with its source pts and colour tags."""
-
-    image: np.ndarray
-    pts: int
-    colour: Any
-
-
 def restore_video(src: str | os.PathLike[str], dst: str | os.PathLike[str], restorer: Any = None,
                   options: RestoreOptions | None = None, video: VideoOptions | None = None, *,
                   progress: Progress | None = None, on_frame: OnFrame | None = None,
@@ -90,18 +77,12 @@ def restore_video(src: str | os.PathLike[str], dst: str | os.PathLike[str], rest
     properties. InputError, before anything is written, for a file that is no usable video, audio an MP4 cannot
     take (``video.audio=False`` drops it), or a decoded frame :class:`~gpen_core.video.limits.FrameGuard` refuses.
     ``video.cap`` stops at a server's limit; the notes say where."""
-    from gpen_core.platform.leftovers import sweep_partials
-    from gpen_core.platform.meter import PeakMeter
-    from gpen_core.video.probe import open_video, preflight
-
     vopts = (video or VideoOptions()).validated()
     src_s, dst_p = os.fspath(src), Path(dst)
     check_output(dst_p, src_s)  # before any frame: the folder writable, not a device, not the input by any link
-    sweep_partials(dst_p)  # what a killed earlier run on this output left
     container, info = open_video(src_s, count=True)  # the progress's total
-    tmp = durable.partial_path(dst_p)
-    run = None
-    try:
+    # flushed: minutes to hours of restoring; swept: what a killed earlier run on this output left
+    with container, durable.replacing(dst_p, sync=True, sweep=True) as tmp:
         ahead = preflight(container, src_s, vopts.audio)
         if engine is None:
             from gpen_core.engine.pipeline import import_engine
@@ -110,34 +91,26 @@ def restore_video(src: str | os.PathLike[str], dst: str | os.PathLike[str], rest
             import_engine()  # the one-time import is the process's, not the clip's peak
             restorer = restorer or get_restorer()
         t0 = time.perf_counter()
-        with PeakMeter(clip_device(engine, restorer)) as meter:
-            run = _Run(container, info, tmp, vopts, stop or threading.Event(), progress, on_frame)
-            run.guard = FrameGuard(src_s, info.size)
-            run.notes.update(dict.fromkeys(ahead))
-            run.engine_for = lambda size: engine or FrameEngine(restorer, options or RestoreOptions(), size)
-            try:
+        run = _Run(container, info, tmp, vopts, stop or threading.Event(), progress, on_frame)
+        run.notes.update(dict.fromkeys(ahead))
+        run.engine_for = lambda size: engine or FrameEngine(restorer, options or RestoreOptions(), size)
+        try:
+            with PeakMeter(clip_device(engine, restorer)) as meter:
                 run.go()
-            except Exception as exc:
-                _translate(exc, run)
-                raise
-        assert meter.peaks is not None
-        durable.install(tmp, dst_p, sync=True)  # flushed: minutes to hours of restoring
-        return run.result(str(dst_p), meter.peaks, time.perf_counter() - t0)
-    finally:
-        if run is not None:
+        except Exception as exc:
+            _translate(exc, run)
+            raise
+        finally:
             run.shut()
             if engine is None and run.engine is not None:
                 run.engine.close()  # the frame session holds the restorer's lock
-        container.close()
-        tmp.unlink(missing_ok=True)
+        assert meter.peaks is not None
+        return run.result(str(dst_p), meter.peaks, time.perf_counter() - t0)
 
 
 def _translate(exc: Exception, run: "_Run") -> None:
     """Raise the clip's failure as a GPENError with its fix (never a traceback for the user); else return."""
     import av
-
-    from gpen_core.errors import ResourceError
-    from gpen_core.platform.oom import is_oom, out_of_memory_advice
 
     if isinstance(exc, GPENError):
         return
@@ -166,7 +139,7 @@ class _Run:
         self.engine_for: Any = None  # (width, height) upright -> the clip's engine, called at the first frame
         self.engine: Any = None
         self.loop: FrameLoop | None = None  # made with the engine, at the first frame
-        self.guard: FrameGuard | None = None
+        self.guard = FrameGuard(container.name, info.size)  # the name the clip was opened by
         self.cut = ""  # why the decoder stopped before the clip's end, when a cap stopped it
         self.damage: Damage | None = None
         self.notes: dict[str, None] = {}
@@ -182,10 +155,8 @@ class _Run:
         self.writer = VideoWriter(out, add_audio(out, audio), vopts.crf, info.time_base, info.rate)
 
     # ------------------------------------------------------------ threads
-    def _thread(self, name: str, target: Callable[[], None]) -> None:
+    def _thread(self, name: str, target: Callable[[], None]) -> threading.Thread:
         def body() -> None:
-            from gpen_core.platform.meter import mark_call_worker
-
             mark_call_worker()  # its work is the clip's own, not concurrent work
             try:
                 target()
@@ -196,6 +167,7 @@ class _Run:
         t = threading.Thread(target=body, name=name, daemon=True)
         self.threads.append(t)
         t.start()
+        return t
 
     def _put(self, q: queue.Queue, item: Any) -> bool:
         """Put with back-pressure; False once the run is aborting."""
@@ -243,14 +215,12 @@ class _Run:
         tb = vs.time_base
         t_first = float(vs.start_time * tb) if vs.start_time is not None else 0.0
         start, end = self.vopts.start_s, self.vopts.end_s
-        cap, taken = self.vopts.cap, 0
-        cap_end = (start or 0.0) + cap.seconds if cap is not None else None
-        if cap_end is not None and (end is None or cap_end < end):
-            end = cap_end
-        else:
-            cap_end = None  # the user's own end comes first: nothing to say
         # Trimmed: timestamps move back by the start, audio's and video's alike, so they stay in sync.
         shift = start or 0.0
+        cap, taken = self.vopts.cap, 0
+        capped = cap is not None and (end is None or shift + cap.seconds < end)  # else the user's end comes first
+        if capped:
+            end = shift + cap.seconds
         if start:
             c.seek(int((t_first + start) / tb), stream=vs, backward=True)
         rf = av.video.reformatter.VideoReformatter()
@@ -271,11 +241,10 @@ class _Run:
                         continue
                     stop = end is not None and t >= end - 1e-9
                     if stop or (cap is not None and taken >= cap.frames):
-                        if cap is not None and (not stop or cap_end is not None):
+                        if cap is not None and (not stop or capped):
                             self.cut = f"{cap.reason} allows {cap.text()}"
                         self._put(self.decoded, _END)
                         return
-                    assert self.guard is not None
                     self.guard.check(frame, pts, tb)  # before its pixels are converted
                     rgb, rotation, colour = upright_rgb(frame, rf)
                     taken += 1
@@ -288,58 +257,47 @@ class _Run:
 
     def _audio_packet(self, packet: Any, t_first: float, start: float | None, end: float | None) -> bool:
         """Route one audio packet (copied, or decoded for AAC) inside the trim; False once aborting."""
-        index = next((i for i, r in enumerate(self.writer.routes) if r.source.index == packet.stream.index), None)
-        if index is None:
+        route = next((r for r in self.writer.routes if r.source.index == packet.stream.index), None)
+        if route is None:
             return True
-        route = self.writer.routes[index]
-        if packet.dts is None or packet.size == 0:  # the demuxer's flush packet at the end
-            if route.copy:
+        if packet.dts is None or packet.size == 0:  # the demuxer's flush packet at the end: the decoder's last frames
+            items = [] if route.copy else packet.decode()
+        else:
+            t = float(packet.pts * packet.time_base) - t_first if packet.pts is not None else 0.0
+            if (start and t < start) or (end is not None and t >= end):
                 return True
-            return all(self._put(self.decoded, AudioItem(index, f)) for f in packet.decode())
-        t = float(packet.pts * packet.time_base) - t_first if packet.pts is not None else 0.0
-        if (start and t < start) or (end is not None and t >= end):
-            return True
-        if not route.copy:
-            return all(self._put(self.decoded, AudioItem(index, f)) for f in packet.decode())
-        if start:
-            shift = int(round(start / packet.time_base))
-            packet.pts -= shift
-            packet.dts -= shift
-        return self._put(self.decoded, AudioItem(index, packet))
+            if route.copy and start:
+                shift = int(round(start / packet.time_base))
+                packet.pts -= shift
+                packet.dts -= shift
+            items = [packet] if route.copy else packet.decode()
+        return all(self._put(self.decoded, partial(self.writer.audio, route, x)) for x in items)
 
     # ------------------------------------------------------------ encoding (its own thread)
     def _encode(self) -> None:
-        w = self.writer
         while True:
             try:
-                item = self.to_encode.get(timeout=0.1)
+                work = self.to_encode.get(timeout=0.1)
             except queue.Empty:
                 if self.abort.is_set():
                     return
                 continue
-            if item is _END:
-                w.close()
+            if work is _END:
+                self.writer.close()
                 return
-            if isinstance(item, FrameToWrite):
-                w.frame(item.image, item.pts, item.colour)
-            else:
-                w.audio(item.index, item.data)
+            work()
 
     # ------------------------------------------------------------ the main thread
     def go(self) -> None:
         self._thread("gpen-video-decode", self._decode)
-        self._thread("gpen-video-encode", self._encode)
-        item = self._get(self.decoded)
+        encoder = self._thread("gpen-video-encode", self._encode)
         decoded = 0
-        while item is not _END:
-            if isinstance(item, DecodeStopped):
-                break
-            if isinstance(item, AudioItem):
-                self._send(item)
-            else:
+        while (item := self._get(self.decoded)) is not _END and not isinstance(item, DecodeStopped):
+            if isinstance(item, DecodedFrame):
                 self._take(item)
                 decoded += 1
-            item = self._get(self.decoded)
+            else:
+                self._send(item)  # audio, for the encoder
         stopped = item.detail if isinstance(item, DecodeStopped) else None  # what the decoder said, if it stopped early
         if decoded == 0:
             vo, length = self.vopts, self.info.duration_s
@@ -352,7 +310,6 @@ class _Run:
         for done in self.loop.drain():
             self._write(done)
         self._send(_END)
-        encoder = next(t for t in self.threads if t.name == "gpen-video-encode")
         while encoder.is_alive():
             encoder.join(timeout=0.1)
             self._check()
@@ -375,19 +332,18 @@ class _Run:
 
     def _write(self, done: Restored) -> None:
         pts, t, colour = done.payload
-        self._send(FrameToWrite(done.image, pts, colour))
+        self._send(partial(self.writer.frame, done.image, pts, colour))
         if self.first_time is None:
             self.first_time = t
         elif t > self.last_time:
             self.last_duration = t - self.last_time
         self.last_time = t
         self.size = (done.image.shape[1], done.image.shape[0])
-        faces = done.faces
-        self.max_faces = max(self.max_faces, len(faces))
-        checks = done.checks or (None,) * len(faces)
+        self.max_faces = max(self.max_faces, len(done.faces))
+        checks = done.checks or (None,) * len(done.faces)
         record = FrameRecord(self.written, t, tuple(
             FaceTrack(f.track, tuple(float(v) for v in f.detection.box), f.detection.landmarks, f.filled, c)
-            for f, c in zip(faces, checks)),
+            for f, c in zip(done.faces, checks)),
             getattr(self.engine, "rejected_for", lambda i: ())(self.written))
         self.written += 1
         if self.on_frame is not None:
@@ -396,13 +352,13 @@ class _Run:
             self.progress(self.written, self.expected)
 
     def _note_damage(self, decoded: int, detail: str | None) -> None:
-        trimmed = self.vopts.trimmed or bool(self.cut)  # a cap's cut is no damage
         end = self.last_time + self.last_duration
-        if detail is None and not trimmed and self.info.frames and decoded < self.info.frames:
-            detail = f"the file declares {self.info.frames} frames but ends after {decoded} (truncated?)"
-        declared = self.info.duration_s
-        if detail is None and not trimmed and declared and end < declared - max(2 * self.last_duration, 0.1):
-            detail = f"the file declares {declared:.3f} s but its frames end at {end:.3f} s (truncated?)"
+        frames, declared = self.info.frames, self.info.duration_s
+        if detail is None and not (self.vopts.trimmed or self.cut):  # a trim's or a cap's end is no damage
+            if frames and decoded < frames:
+                detail = f"the file declares {frames} frames but ends after {decoded} (truncated?)"
+            elif declared and end < declared - max(2 * self.last_duration, 0.1):
+                detail = f"the file declares {declared:.3f} s but its frames end at {end:.3f} s (truncated?)"
         if detail is not None:
             self.damage = Damage(decoded, end, detail)
             self.notes.setdefault(f"the video is damaged from frame {decoded} ({end:.3f} s) on ({detail}): the output "
@@ -412,12 +368,11 @@ class _Run:
         duration = (self.last_time + self.last_duration - (self.first_time or 0.0)) if self.written else 0.0
         audio = AudioOutcome.of(self.writer.routes)
         assert self.loop is not None  # made in go, which ran
-        notes = {**self.notes, **dict.fromkeys(self.guard.notes if self.guard else ()), **self.loop.notes}
+        notes = {**self.notes, **dict.fromkeys(self.guard.notes), **self.loop.notes}
         if self.cut:
             notes.setdefault(f"only the first {self.written} frames ({duration:.2f} s) were restored: {self.cut}")
         notes.update(dict.fromkeys(audio.notes))
-        for note in written_notes(self.size, self.rotation):
-            notes.setdefault(note)
+        notes.update(dict.fromkeys(written_notes(self.size, self.rotation)))
         unseen = sorted(self.vopts.tracks - self.loop.seen) if self.vopts.tracks is not None else []
         if unseen:  # numbered from 1, as --tracks and the per-frame records number them
             seen = ", ".join(str(t + 1) for t in sorted(self.loop.seen)) or "none"
