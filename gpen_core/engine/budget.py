@@ -212,11 +212,11 @@ def _need_without_check(
     profile: Profile | None = None,
 ) -> tuple[int, int, str]:
     from gpen_core import modes  # per call: every sizing of the shrunk photo asks the one rule
-    from gpen_core.engine.profile_store import measured, measured_task
+    from gpen_core.engine.profile_store import measured
 
     w, h = modes.preshrink_size(*image_size, mode.max_side)
     if work.task != "enhance":
-        row = measured_task(work.task, mode.name, device, models_dir, profile=profile)  # the hardware check's row
+        row = measured(mode.name, device, models_dir, task=work.task, profile=profile)  # the hardware check's row
         if row is not None:
             # Photos beyond the row's workload add the built-in growth (one face's row cannot measure one).
             extra = max(0, w * h - row.covered_pixels) * _BYTES_PER_PIXEL

@@ -91,15 +91,13 @@ def open_session(models: ModelCache, device: str, opts: RestoreOptions,
     mode, notes = start.mode, [start.reason] if start.reason else []
     if start.chosen:
         notes = [f"auto chose {mode.name} for {w}×{h} frames: {start.reason}"]
-    if not mode.paste:
-        raise InputError(f"{mode.name} mode returns face crops only; a video needs a mode that pastes faces back")
     policy, models.lifetime = models.lifetime, Lifetime.RESIDENT
     try:
         with TorchThreads(mode, device) as threads:
             models.runtimes.clear()
             # A network converted for OpenVINO as it loads must fit the mode's plan, as inside a photo's request.
             plan = budget.request_plan(mode, device, frame_size, models.models_dir, current_rss(),
-                                       work=budget.Work(task=opts.task, identity=opts.identity_switch))
+                                       work=budget.Work.of(opts))
             with ExitStack() as numerics, models.planned(plan):
                 ctx = stages.RequestContext(models, device, mode, opts)
                 yield FrameSession(ctx, notes, numerics, threads, plan)

@@ -23,6 +23,8 @@ from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions, default_upscaler
 from gpen_core.platform.heap import loading_mapped
 from gpen_core.platform.oom import release
 from gpen_core.result import NetworkRuntime
+from gpen_core.weights import lookup as weights
+from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL, missing_error
 
 
 class LazyParser:
@@ -109,7 +111,7 @@ class ModelCache:
         """Drop the resident networks ``mode`` does not use for ``opts`` (another network, runtime or dtype);
         returns their names."""
         unused = []
-        generator, detector, parser, upscaler = (self._held[kind] for kind in KINDS)
+        generator, detector, parser, upscaler = self._held.values()
         if generator is not None and (generator.name != generator_name(mode, opts.task, opts.model)
                                       or self._moves(generator, lambda: self.generator_decision(mode, opts, device))):
             unused.append("generator")
@@ -122,17 +124,15 @@ class ModelCache:
         if upscaler is not None and opts.upscale <= 1:
             unused.append("upscaler")
         del generator, detector, parser, upscaler
-        names = []
-        self.released_openvino = False
         for kind in unused:
-            record = self._set_aside[kind] = replace(self._held[kind], obj=None)  # type: ignore[type-var]
+            self._set_aside[kind] = replace(self._held[kind], obj=None)  # type: ignore[type-var]
             self.drop(kind, device)
-            names.append(record.name)
-            self.released_openvino |= record.key[-2] == "openvino"
+        names = tuple(self._set_aside[kind].name for kind in unused)
+        self.released_openvino = any(self._set_aside[kind].key[-2] == "openvino" for kind in unused)
         if names and clear_primitive_cache():
             # oneDNN's cache held the dropped networks' kernels; emptied, its memory is heap to trim.
             release(device)
-        return tuple(names)
+        return names
 
     @staticmethod
     def _moves(held: Held, decide: Callable[[], RuntimeDecision]) -> bool:
@@ -155,9 +155,6 @@ class ModelCache:
     def require(self, mode: MemoryMode, opts: RestoreOptions, boxes_given: bool) -> None:
         """Raise one WeightsError naming every registry file this request loads that is not here (unless
         downloads are allowed), so all are fixed at once; a single missing file is left to ``weights.resolve``."""
-        from gpen_core.weights import lookup as weights
-        from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL, missing_error
-
         if self.allow_download or self.synthetic_weights:
             return
         names = [generator_name(mode, opts.task, opts.model)]
@@ -172,8 +169,6 @@ class ModelCache:
 
     def _usable(self, name: str) -> bool:
         """Present and verified (hashed once per process while unchanged): auto passes over a corrupt file."""
-        from gpen_core.weights import lookup as weights
-
         path = weights.locate(name, models_dir=self.models_dir)
         spec = weights.REGISTRY.get(name)
         if path is None or spec is None:
@@ -189,9 +184,7 @@ class ModelCache:
         key matches, else loaded in its place; the decision's note goes to ``notes``."""
         decision = decide_runtime(want.facts)
         key = (*want.key, decision.runtime, decision.dtype)
-        current = self._held[want.network]
-        fresh = current is None or current.key != key
-        del current
+        fresh = getattr(self._held[want.network], "key", None) != key  # nothing resident, or another network
         if fresh:
             decision = self._swap_in(want, decision, device)
         loaded = self._held[want.network]

@@ -4,6 +4,7 @@ a runtime: the OpenVINO detector and masker are built here and handed to it read
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -18,6 +19,7 @@ from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions, default_upscaler
 from gpen_core.platform import durable
 from gpen_core.runtimes.openvino.choice import BackendChoice
+from gpen_core.weights import lookup as weights
 
 if TYPE_CHECKING:
     from gpen_core.faces.detect import DetectorName, FaceDetector
@@ -56,16 +58,12 @@ class LoadSource(Protocol):
 
 def resolve(src: LoadSource, name: str) -> Path:
     """The verified weights file ``name`` in ``src``'s models folder (downloaded when ``src`` allows it)."""
-    from gpen_core.weights import lookup as weights
-
     return weights.resolve(name, models_dir=src.models_dir, allow_download=src.allow_download)
 
 
 def ov_models_dir(src: LoadSource) -> Path:
     """The models folder the OpenVINO cache lives in."""
-    from gpen_core.weights.lookup import models_dir
-
-    return src.models_dir if src.models_dir is not None else models_dir()
+    return src.models_dir if src.models_dir is not None else weights.models_dir()
 
 
 @dataclass(frozen=True)
@@ -103,10 +101,9 @@ def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: st
 
 def _registry_file(model: str, path: Path, folder: Path) -> bool:
     """Whether ``--model`` names a file `download` converts: a registry name, or the registry's file in ``folder``."""
-    from gpen_core.weights.registry import find_spec, registry_name
-
-    spec = find_spec(path.name)
-    return registry_name(model) is not None or (spec is not None and path.resolve() == (folder / spec.filename).resolve())
+    spec = weights.find_spec(path.name)
+    in_folder = spec is not None and path.resolve() == (folder / spec.filename).resolve()
+    return weights.registry_name(model) is not None or in_folder
 
 
 def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any):
@@ -142,9 +139,8 @@ def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, devi
                 return load_openvino_generator(path, prec, ov_models_dir(src), progress)
             from gpen_core.networks.prepared import prepare
             from gpen_core.networks.synthetic import random_generator
-            from gpen_core.weights.lookup import REGISTRY
 
-            model = random_generator(REGISTRY[name].arch) if synthetic else load_generator(path)
+            model = random_generator(weights.REGISTRY[name].arch) if synthetic else load_generator(path)
             return prepare(model, plan), model.config.size
         except WeightsError as exc:
             if not own:
@@ -159,7 +155,6 @@ def detector_load(src: LoadSource, network: str, device: str, opts: RestoreOptio
     """The load of the ``network`` face detector (torch or OpenVINO)."""
     from gpen_core.faces.detect import FaceDetector
     from gpen_core.runtimes.openvino import generator as ov
-    from gpen_core.weights import lookup as weights
 
     requested = opts.backend if opts is not None else "torch"
     kw = dict(network=f"retinaface-{network}", models_dir=ov_models_dir(src), device=device)
@@ -188,8 +183,6 @@ def detector_load(src: LoadSource, network: str, device: str, opts: RestoreOptio
 
 def parser_path(src: LoadSource) -> Path | None:
     """GPEN's own parsing file first, then facexlib's copy of the same network (verified); None when neither is here."""
-    from gpen_core.weights import lookup as weights
-
     for name in PARSER_WEIGHTS:
         if weights.locate(name, models_dir=src.models_dir) is not None:
             return resolve(src, name)  # verified (size, sha256 or its sidecar) before loading
@@ -234,11 +227,9 @@ def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOpt
 
 def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> NetworkLoad:
     """The load of ``opts``' upscaler (torch only)."""
-    from gpen_core.weights.registry import registry_name
-
     name = opts.upscaler_name
     synthetic = src.synthetic_weights and opts.upscaler is None
-    looks_like_path = registry_name(name) is None
+    looks_like_path = weights.registry_name(name) is None
     if synthetic:
         source, label = f"synthetic:{name}", f"{name} (synthetic weights)"
     else:
@@ -266,11 +257,9 @@ def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> Network
 
 def registry_size(name: str) -> int:
     """Face size of a generator: the registry's for a name, the checkpoint's for a path; 0 when neither tells."""
-    from gpen_core.weights.lookup import REGISTRY, registry_name
-
-    known = registry_name(name)
+    known = weights.registry_name(name)
     if known is not None:
-        spec = REGISTRY[known]
+        spec = weights.REGISTRY[known]
         return spec.arch.size if spec.arch is not None else 0
     p = Path(name).expanduser()
     if not p.is_file():
@@ -296,14 +285,11 @@ def load_openvino_generator(path: Path, precision: str, models_dir: Path, progre
     from gpen_core.runtimes.openvino import generator as ov_backend
 
     if str(path).startswith("synthetic:"):
-        import hashlib
-
         import torch
 
         from gpen_core.networks.synthetic import random_state_dict
-        from gpen_core.weights.lookup import REGISTRY
 
-        arch = REGISTRY[str(path).split(":", 1)[1]].arch
+        arch = weights.REGISTRY[str(path).split(":", 1)[1]].arch
         # Named by architecture: generators sharing one (GPEN-Colorization-1024 and GPEN-Inpainting-1024;
         # GPEN-BFR-512 and GPEN-Seg2face-512) share one file and one conversion (minutes at 1024 px) in the check.
         digest = hashlib.sha256(repr(arch).encode()).hexdigest()[:10]

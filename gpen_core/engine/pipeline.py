@@ -20,7 +20,8 @@ from gpen_core.modes import AUTO, MODES, MemoryMode, get_mode, lighter_than, pre
 from gpen_core.options import ImageSource, RestoreOptions
 from gpen_core.progress import Progress
 from gpen_core.platform.heap import map_blocks_from
-from gpen_core.platform.oom import is_oom, release
+from gpen_core.platform.meter import current_rss
+from gpen_core.platform.oom import is_oom, out_of_memory_advice, release, reserve_blas_buffers
 from gpen_core.result import Peaks, RestoreResult, Timings
 from gpen_core.rgb import check_rgb
 
@@ -72,7 +73,6 @@ def import_engine() -> None:
     from gpen_core.images import decode  # noqa: F401
     from gpen_core.networks import prepared  # noqa: F401
     from gpen_core.platform.headroom import guard_layers
-    from gpen_core.platform.oom import reserve_blas_buffers
 
     detect.import_backends()
     reserve_blas_buffers()  # before the request's allocations: OpenBLAS exits the process when it cannot map them later
@@ -84,7 +84,7 @@ def ready_server(restores_here: bool) -> int:
     a memory cap), then freeze every object alive now out of the collections each model load runs (measured:
     docs/performance.md, "Garbage collection in the app"). Returns how many were frozen."""
     from gpen_core.platform import zerogpu
-    from gpen_core.platform.oom import memory_limited
+    from gpen_core.platform.oom import memory_limited  # per call: tests stand in for the cap
 
     if restores_here and not zerogpu.on_zerogpu() and not memory_limited():
         import_engine()
@@ -147,12 +147,9 @@ def start(image: ImageSource, opts: RestoreOptions, models: ModelCache, device: 
     if mask is not None:
         if opts.task != "inpaint":
             raise InputError(f"a damage mask is for the inpaint task, not {opts.task}")
-        if isinstance(mask, np.ndarray):  # grey H×W or RGB H×W×3, uint8
-            if mask.dtype != np.uint8 or mask.ndim not in (2, 3):
-                raise InputError(f"the damage mask must be a uint8 H×W or H×W×3 array, got {mask.dtype} with shape {mask.shape}")
-            mask_rgb = mask
-        else:
-            mask_rgb = decode(mask).rgb
+        mask_rgb = mask if isinstance(mask, np.ndarray) else decode(mask).rgb
+        if mask_rgb.dtype != np.uint8 or mask_rgb.ndim not in (2, 3):  # an array's: grey H×W or RGB H×W×3, uint8
+            raise InputError(f"the damage mask must be a uint8 H×W or H×W×3 array, got {mask_rgb.dtype} with shape {mask_rgb.shape}")
         if mask_rgb.shape[:2] != rgb.shape[:2]:
             raise InputError(
                 f"the damage mask is {mask_rgb.shape[1]}×{mask_rgb.shape[0]} but the photo is {rgb.shape[1]}×{rgb.shape[0]}: "
@@ -182,8 +179,6 @@ def _decode_or_step_down(image: ImageSource, reduce_to: int | None, opts: Restor
 def run_attempt(models: ModelCache, device: str, req: Request, opts: RestoreOptions, report: Progress) -> RestoreResult:
     """Run ``req``'s stages once in ``req.mode``; out-of-memory errors propagate. The mode's memory plan counts
     from ``req.start_rss`` (default: now)."""
-    from gpen_core.platform.meter import current_rss
-
     mode, given, rgb = req.mode, req.given, req.decoded.rgb
     ctx = stages.RequestContext(models, device, mode, opts, report)
     photo = stages.prepare_input(req.decoded, mode, ctx.task, req.mask, opts)
@@ -235,7 +230,7 @@ def attempt_or_none(models: ModelCache, device: str, req: Request, opts: Restore
     """:func:`run_attempt`'s result, or None when it ran out of memory. Under an address-space cap on the CPU, a
     mode estimated not to fit is not started when a lighter one exists: at the cap's edge oneDNN can kill the
     process (docs/files-and-limits.md, "Out of memory under a memory cap")."""
-    from gpen_core.platform.oom import address_space_left
+    from gpen_core.platform.oom import address_space_left  # per call: tests stand in for the cap
 
     left = address_space_left()
     if left is not None and device.startswith("cpu") and lighter_than(req.mode, opts.task) is not None:
@@ -255,8 +250,6 @@ def step_down(req: Request, tried: list[str], task: str = "enhance") -> Request:
     """``req`` in the next lighter mode for ``task``, saying why; ResourceError when ``tried`` ended at the lightest."""
     lighter = lighter_than(req.mode, task)
     if lighter is None:
-        from gpen_core.platform.oom import out_of_memory_advice
-
         raise ResourceError(
             f"out of memory in {' and then '.join(tried)} mode, and there is no lighter mode. {out_of_memory_advice()}"
         )

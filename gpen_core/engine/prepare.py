@@ -89,8 +89,8 @@ class PrepareReport:
 
 
 def convert_ahead(modes: Sequence[MemoryMode] | None = None, *, models_dir: str | os.PathLike[str] | None = None,
-                  progress: Progress | None = None, on_plan: Callable[[list[tuple[str, str]]], None] | None = None,
-                  on_start: Callable[[str, str], None] | None = None) -> PrepareReport:
+                  progress: Progress | None = None, on_plan: Callable[[list[tuple[str, str]]], None] = lambda todo: None,
+                  on_start: Callable[[str, str], None] = lambda tok, label: None) -> PrepareReport:
     """Convert, for ``modes`` (default: all), each network ``auto`` runs on OpenVINO here whose weights are present,
     as a request's first use would. ``on_plan`` hears the plan's (token, label) pairs, ``on_start`` each start."""
     from gpen_core.engine.model_cache import ModelCache
@@ -104,12 +104,10 @@ def convert_ahead(modes: Sequence[MemoryMode] | None = None, *, models_dir: str 
         report.skipped.append("everything: OpenVINO is not installed")
         return report
     todo = _plan(list(modes or MODES.values()), models_dir)
-    if on_plan is not None:
-        on_plan([(tok, label) for tok, label, _ in todo])
+    on_plan([(tok, label) for tok, label, _ in todo])
     for i, (tok, label, run) in enumerate(todo):
         say(i / max(1, len(todo)), f"OpenVINO: preparing {label} ({i + 1} of {len(todo)})")
-        if on_start is not None:
-            on_start(tok, label)
+        on_start(tok, label)
         cache = ModelCache(models_dir)  # a fresh cache: each load is a first load, as in a new process
         with _LOCK:
             _CONVERTING[tok], _LABELS[tok] = threading.current_thread(), label

@@ -3,9 +3,9 @@ exact architectures run random ones: the same memory and time, no restoration, a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gpen_core.platform.meter import format_bytes
@@ -72,11 +72,7 @@ class ModeProfile:
 
     @classmethod
     def from_dict(cls, m: dict[str, Any]) -> "ModeProfile":
-        runs = tuple(
-            WorkloadRun(**{**r, "processed_size": tuple(r["processed_size"]), "notes": tuple(r.get("notes", ()))})
-            for r in m["runs"]
-        )
-        return cls(**{**m, "runs": runs, "notes": tuple(m.get("notes", ()))})
+        return _from_json(cls, {**m, "runs": [_from_json(WorkloadRun, r) for r in m["runs"]]})
 
 
 def median_s(times: Sequence[float]) -> float | None:
@@ -84,13 +80,6 @@ def median_s(times: Sequence[float]) -> float | None:
     import statistics
 
     return round(statistics.median(times), 4) if times else None
-
-
-def _with_medians(d: dict[str, Any]) -> dict[str, Any]:
-    """A stored row with the medians :func:`without_medians` left out."""
-    return {**d, "torch_s": d.get("torch_s", median_s(d.get("torch_times") or ())),
-            "openvino_s": d.get("openvino_s", median_s(d.get("openvino_times") or ())),
-            "torch_times": tuple(d.get("torch_times", ())), "openvino_times": tuple(d.get("openvino_times", ()))}
 
 
 def without_medians(row: dict[str, Any]) -> dict[str, Any]:
@@ -102,11 +91,19 @@ def without_medians(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True, kw_only=True)
 class _Pair:
-    """A torch against OpenVINO row."""
+    """A torch against OpenVINO row: the timed calls and what came of them."""
 
-    torch_s: float | None
-    openvino_s: float | None
+    torch_s: float | None = None  # median seconds per face (the generator) or per call; None when the row failed
+    openvino_s: float | None = None
+    torch_times: tuple[float, ...] = ()
+    openvino_times: tuple[float, ...] = ()
+    precision: str = ""  # OpenVINO's inference precision ("f32" / "bf16"); "" when not said
+    convert_s: float | None = None  # first-use conversion to OpenVINO IR (None: it came from the cache)
+    recorded: bool = False  # written to the speed file `auto` reads
+    note: str | None = None  # a precision change, why not recorded or not measured, or the error
+    error: str | None = None
 
     @property
     def faster(self) -> str | None:
@@ -114,6 +111,13 @@ class _Pair:
         if self.torch_s is None or self.openvino_s is None:
             return None
         return "openvino" if self.openvino_s < self.torch_s else "torch"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Any:
+        """A stored row, its lists as tuples and the medians :func:`without_medians` left out put back."""
+        medians = {f"{side}_s": d.get(f"{side}_s", median_s(d.get(f"{side}_times") or ()))
+                   for side in ("torch", "openvino")}
+        return _from_json(cls, {**d, **medians})
 
 
 @dataclass(frozen=True)
@@ -127,21 +131,8 @@ class BackendSpeed(_Pair):
     weights: str  # "real", "synthetic" (random weights, released architecture) or "override"
     runs: int  # timed calls per backend (after one untimed warm-up each), interleaved
     measured_at: str  # local time, ISO 8601
-    torch_s: float | None = None  # median seconds per face; None when the pair failed
-    openvino_s: float | None = None
-    torch_times: tuple[float, ...] = ()
-    openvino_times: tuple[float, ...] = ()
-    precision: str = ""  # OpenVINO's inference precision ("f32" / "bf16")
-    convert_s: float | None = None  # first-use conversion to OpenVINO IR (None: it came from the cache)
     load_s: float | None = None  # OpenVINO reading + compiling (or importing its cached blob)
     threads: int | None = None  # torch threads during the calls (OpenVINO: its own default, as the engine)
-    recorded: bool = False  # written to the speed file `auto` reads
-    note: str | None = None  # a precision change, why not recorded, or the error
-    error: str | None = None
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "BackendSpeed":
-        return cls(**{**_with_medians(d), "modes": tuple(d["modes"])})
 
 
 @dataclass(frozen=True)
@@ -154,19 +145,6 @@ class NetworkSpeed(_Pair):
     dtype: str  # the torch compute dtype ("float32", "bfloat16")
     weights: str  # "real" or "synthetic" (random weights, released network: same time)
     runs: int  # timed calls per backend (after one untimed warm-up each), interleaved
-    torch_s: float | None = None  # median seconds per call; None when the row failed
-    openvino_s: float | None = None
-    torch_times: tuple[float, ...] = ()
-    openvino_times: tuple[float, ...] = ()
-    precision: str = ""  # OpenVINO's inference precision ("f32" / "bf16"); "" when not said
-    convert_s: float | None = None  # first-use conversion to OpenVINO IR (None: it came from the cache)
-    recorded: bool = False  # written to the speed file `auto` reads
-    note: str | None = None  # a precision change, or why not measured
-    error: str | None = None
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "NetworkSpeed":
-        return cls(**_with_medians(d))
 
 
 @dataclass(frozen=True)
@@ -220,7 +198,7 @@ class TaskRow:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TaskRow":
-        return cls(**{**d, "notes": tuple(d.get("notes", ()))})
+        return _from_json(cls, d)
 
 
 @dataclass(frozen=True)
@@ -251,21 +229,21 @@ class Profile:
         """Inverse of :meth:`to_dict`; ValueError when a field is missing or unknown."""
         try:
             modes = {k: ModeProfile.from_dict(m) for k, m in d["modes"].items()}
-            return cls(**{**d, "workloads": tuple(d["workloads"]), "modes": modes, "notes": tuple(d.get("notes", ())),
-                          "backends": BackendCheck.from_dict(d["backends"]) if d.get("backends") else None,
-                          "tasks": tuple(TaskRow.from_dict(t) for t in d.get("tasks") or ())})
+            return _from_json(cls, {**d, "modes": modes,
+                                    "backends": BackendCheck.from_dict(d["backends"]) if d.get("backends") else None,
+                                    "tasks": [TaskRow.from_dict(t) for t in d.get("tasks") or ()]})
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a hardware profile: {exc}") from exc
 
 
 def jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, Path):
-        return str(x)
-    return x
+    """``x`` as JSON gives it back: tuples as lists, keys and paths as strings."""
+    return json.loads(json.dumps(x, default=str))
+
+
+def _from_json(cls: Any, d: dict[str, Any]) -> Any:
+    """A record of ``cls`` from its stored dict, JSON's lists back as tuples."""
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
 def slope(runs: Sequence[WorkloadRun], device: str) -> float | None:

@@ -3,6 +3,7 @@ figure counts only while its :func:`fingerprint` matches this machine. Never run
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass, replace
@@ -68,24 +69,15 @@ def _weights_present(models_dir: str | os.PathLike[str] | None) -> dict[str, int
     for name in weights.REGISTRY:
         p = weights.locate(name, models_dir=models_dir)
         if p is not None:
-            try:
+            with contextlib.suppress(OSError):
                 present[name] = p.stat().st_size
-            except OSError:
-                continue
     return present
 
 
 def fingerprint(device: str, models_dir: str | os.PathLike[str] | None = None, synthetic: bool = False) -> dict[str, Any]:
     """What a profile is valid for: the machine, the versions, the weights present and whether random ones ran."""
-    fp = dict(_machine_part(device_key(device)))
-    fp["weights"] = _weights_present(models_dir)
-    fp["synthetic"] = bool(synthetic)
-    return fp
-
-
-def profile_path(models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The measurements store in the models folder (``$GPEN_HOME`` or ``~/.cache/gpen`` by default)."""
-    return measurements.path(models_dir)
+    machine = dict(_machine_part(device_key(device)))
+    return {**machine, "weights": _weights_present(models_dir), "synthetic": bool(synthetic)}
 
 
 def save_profile(profile: Profile, models_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -166,27 +158,22 @@ class Measured:
     source: str
 
 
-def measured(mode: str, device: str, models_dir: Path | None = None, *, profile: Profile | None = None) -> Measured | None:
-    """The saved measurement of ``mode`` on ``device`` when valid for this machine (or ``profile``'s), else None."""
+def measured(mode: str, device: str, models_dir: Path | None = None, *, task: str = "enhance",
+             profile: Profile | None = None) -> Measured | None:
+    """The saved measurement (or ``profile``'s) of ``mode`` on ``device``, for GPEN's ``task``, when valid for this
+    machine and the engine ran this mode (one that failed for memory keeps what was free then: a lower bound)."""
     prof = profile if profile is not None else load_profile(device, models_dir)
-    if prof is None or mode not in prof.modes:
+    if prof is None:
         return None
-    m = prof.modes[mode]
-    if m.stepped_down_to is not None:  # the engine did not run this mode: nothing was measured for it
-        return None
-    # A mode that failed for memory keeps what was free then as its peak: a lower bound.
-    src = f"measured on this machine ({prof.created}{', synthetic weights' if prof.synthetic else ''})"
-    return Measured(m.peak_bytes, m.covered_pixels, m.bytes_per_pixel, src)
-
-
-def measured_task(task: str, mode: str, device: str, models_dir: Path | None = None, *,
-                  profile: Profile | None = None) -> Measured | None:
-    """The saved measurement (or ``profile``'s) of GPEN's ``task`` in ``mode`` on ``device`` when valid here and
-    the row ran this mode (one out of memory keeps what was free then: a lower bound); else None."""
-    prof = profile if profile is not None else load_profile(device, models_dir)
-    row = next((t for t in prof.tasks if t.task == task and t.mode == mode), None) if prof is not None else None
+    if task == "enhance":
+        m = prof.modes.get(mode)
+        if m is None or m.stepped_down_to is not None:
+            return None
+        src = f"measured on this machine ({prof.created}{', synthetic weights' if prof.synthetic else ''})"
+        return Measured(m.peak_bytes, m.covered_pixels, m.bytes_per_pixel, src)
+    row = next((t for t in prof.tasks if t.task == task and t.mode == mode), None)
     if row is None or row.refused is not None or (row.failed is None and row.ran_mode != mode):
         return None
-    src = (f"measured on this machine for the {task} task ({prof.created}"  # type: ignore[union-attr]
+    src = (f"measured on this machine for the {task} task ({prof.created}"
            f"{', synthetic weights' if row.weights == 'synthetic' else ''})")
     return Measured(row.peak_bytes, row.covered_pixels, None, src)

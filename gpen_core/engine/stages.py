@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpen_core.engine import tasks as task_steps
-from gpen_core.modes import MemoryMode, Task, get_task
+from gpen_core.modes import MemoryMode, Task, get_task, official_departures
 from gpen_core.options import RestoreOptions
 from gpen_core.progress import Progress
 from gpen_core.result import RejectedFace, UpscaleInfo
@@ -258,7 +258,7 @@ def find_faces(detector: Any, rgb: np.ndarray, mode: MemoryMode, opts: RestoreOp
 def upscale(ctx: RequestContext, photo: Prepared, found: Found) -> Canvas:
     """GPEN's --use_sr flow when asked: the photo upscaled in tiles, the original resized bilinearly to that size
     for alignment, as official, and the detections moved to it; else the prepared photo."""
-    models, device, mode, opts = ctx.models, ctx.device, ctx.mode, ctx.opts
+    models, device, mode, opts, report = ctx.models, ctx.device, ctx.mode, ctx.opts, ctx.report
     base = Canvas(photo.rgb, photo.alpha, found.detections, found.rejected, None, 0.0, (), photo.grey, photo.damage)
     if opts.upscale > 1 and not mode.paste:
         note = f"{mode.name} mode returns the restored faces only: the background was not upscaled (×{opts.upscale} asked)"
@@ -266,17 +266,10 @@ def upscale(ctx: RequestContext, photo: Prepared, found: Found) -> Canvas:
     if opts.upscale <= 1:
         models.upscaler(opts, device)  # no upscaling asked: drop a resident upscaler (loads nothing)
         return base
-    canvas = _upscale_background(ctx, photo, found)
-    models.stage_ended("upscale", device)  # the background is upscaled: the faces need no upscaler
-    return canvas
-
-
-def _upscale_background(ctx: RequestContext, photo: Prepared, found: Found) -> Canvas:
     import cv2
 
     from gpen_core.upscale.tiles import MODE_TILE_BUDGET, choose_bf16, run_tiles, tile_for_budget
 
-    models, device, mode, opts, report = ctx.models, ctx.device, ctx.mode, ctx.opts, ctx.report
     t = time.perf_counter()
     net, name = models.upscaler(opts, device)  # upscale > 1 here: never None
     load_s = time.perf_counter() - t
@@ -302,6 +295,7 @@ def _upscale_background(ctx: RequestContext, photo: Prepared, found: Found) -> C
     note = (f"background upscaled ×{s} by {name}: {w}×{h} → {w * s}×{h * s}, {up.grid.count} "
             f"tile{'s' if up.grid.count > 1 else ''} of {up.grid.tile} px with {up.grid.pad} px context, in {why}; "
             "faces restored and pasted at that size")
+    models.stage_ended("upscale", device)  # the background is upscaled: the faces need no upscaler
     return Canvas(big, alpha, detections, rejected, up.image, load_s, (note,), photo.grey, photo.damage, info)
 
 
@@ -362,7 +356,7 @@ def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator,
     out = faces_photo.restore_photo(canvas.rgb, detections=detections, restore_fn=restore, size=generator.size, job=job,
                                     progress=face_progress)
     models.stage_ended("paste", device)
-    parsed = parsing_fn.parsed if hasattr(parsing_fn, "parsed") else parsing_fn is not None
+    parsed = getattr(parsing_fn, "parsed", parsing_fn is not None)
     return Restored(out, tuple(overflows), parsed, tuple(getattr(parsing_fn, "notes", ())))
 
 
@@ -374,8 +368,6 @@ def face_seconds(photo: Any) -> dict[str, float]:
 def finish_notes(restored: Restored, found: Found, generator: Generator, mode: MemoryMode, opts: RestoreOptions,
                  given: bool) -> list[str]:
     """The restore stage's notes: the photo's, the departures from the official code, each overflow counted."""
-    from gpen_core.modes import official_departures
-
     notes = [*restored.notes, *restored.photo.notes]
     detected = not given and not opts.aligned
     departures = official_departures(mode, detector=found.detector if detected else None, detection=detected,

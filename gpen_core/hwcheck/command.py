@@ -72,6 +72,7 @@ def profile(args: argparse.Namespace) -> int:
     """Run the ``profile`` subcommand: 0 done, 1 ``--saved`` found nothing valid."""
     from gpen_core.hwcheck import report, runner
     from gpen_core.engine import profile_store as store
+    from gpen_core.platform.measurements import path as store_path
 
     if args.saved:
         from gpen_core.restorer import Restorer
@@ -79,7 +80,7 @@ def profile(args: argparse.Namespace) -> int:
         dev = Restorer(device=args.device).device
         prof = store.load_profile(dev, args.models_dir)
         if prof is None:
-            print(f"no valid saved profile for {store.device_key(dev)} in {store.profile_path(args.models_dir)}: run `python -m gpen_core profile`", file=sys.stderr)
+            print(f"no valid saved profile for {store.device_key(dev)} in {store_path(args.models_dir)}: run `python -m gpen_core profile`", file=sys.stderr)
             return 1
     else:
         prof = runner.run_profile(modes=args.modes, models_dir=args.models_dir, progress=progress_line(),
@@ -94,7 +95,7 @@ def profile(args: argparse.Namespace) -> int:
         out.write_text(json.dumps(prof.to_dict(), indent=2), encoding="utf-8")
         print(f"\nwrote {out}", file=sys.stderr)
     if not args.saved and not args.no_save:
-        print(f"saved {store.profile_path(args.models_dir)} (read by `auto`)", file=sys.stderr)
+        print(f"saved {store_path(args.models_dir)} (read by `auto`)", file=sys.stderr)
     return 0
 
 
