@@ -74,7 +74,7 @@ class StageRSS:
     def _close(self) -> None:
         hwm = meter.peak_rss()
         self.peaks[self._label] = max(self.peaks.get(self._label, 0), hwm)
-        meter._reset_hwm()
+        meter._reset_hwm(hwm)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:

@@ -220,7 +220,10 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
     if out.suffix.lower() in VIDEO_SUFFIXES and not out.is_dir():  # else a folder named x.mp4 would be made
         raise InputError(f"{out.name} names a video, but {'these inputs are photos' if len(inputs) > 1 else f'{inputs[0].name} is a photo'} "
                          f"(a GIF is restored as a still): name the output {out.with_suffix('.png').name}, or a folder")
-    if out.suffix and not out.is_dir():  # out.jxl is a file's name: never a folder made for it (as for a clip)
+    # One photo's out.jxl names a file: never a folder made for it (as for a clip). Several photos need a folder,
+    # so results.2024 is made as one, unless it names an image or a file already has its name.
+    as_folder = len(inputs) > 1 and out.suffix.lower() not in IMAGE_SUFFIXES and not out.exists()
+    if out.suffix and not out.is_dir() and not as_folder:
         if len(inputs) > 1 and out.suffix.lower() in IMAGE_SUFFIXES:
             raise one_file_for_several(0, len(inputs), out)
         return [(inputs[0], out, format_for(out))]

@@ -331,3 +331,15 @@ def test_a_folder_with_nothing_to_restore_is_refused_alike_with_ray(
         said.append(capsys.readouterr().err.strip().splitlines()[-1])
     assert said[0] == said[1], said
     assert f"skipped {src / '2019'}: a folder: subfolders" in said[1] and f"skipped {src / 'dir.jpg'}" in said[1], said
+
+
+def test_several_photos_go_into_a_new_folder_whose_name_has_a_dot(gen256: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """`-o results.2024` for two photos: only a folder can hold them, so it is made (a single photo's
+    `-o out.2024` stays refused as a format we do not write)."""
+    photos = [_face(tmp_path / f"{name}.png", i) for i, name in enumerate(("a", "b"))]
+    dst = tmp_path / "results.2024"
+    assert main(["restore", *map(str, photos), "-o", str(dst), "--mode", "low", "--model", str(gen256), "--aligned"]) == 0
+    assert sorted(p.stem for p in dst.iterdir()) == ["a", "b"]
+    assert main(["restore", str(photos[0]), "-o", str(tmp_path / "one.2024"), "--mode", "low", "--aligned"]) == 2
+    assert "cannot write .2024 files" in capsys.readouterr().err and not (tmp_path / "one.2024").exists()
