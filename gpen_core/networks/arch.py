@@ -31,12 +31,10 @@ class GPENConfig:
 
     def channels(self) -> dict[int, int]:
         """Feature width per resolution, exactly as the official code computes it."""
-        cm, nw = self.channel_multiplier, self.narrow
-        return {
-            4: int(512 * nw), 8: int(512 * nw), 16: int(512 * nw), 32: int(512 * nw),
-            64: int(256 * cm * nw), 128: int(128 * cm * nw), 256: int(64 * cm * nw),
-            512: int(32 * cm * nw), 1024: int(16 * cm * nw), 2048: int(8 * cm * nw),
-        }
+        cm = self.channel_multiplier
+        widths = {4: 512, 8: 512, 16: 512, 32: 512, 64: 256 * cm, 128: 128 * cm, 256: 64 * cm, 512: 32 * cm,
+                  1024: 16 * cm, 2048: 8 * cm}
+        return {res: int(w * self.narrow) for res, w in widths.items()}
 
     @property
     def log_size(self) -> int:
@@ -94,18 +92,11 @@ def upfirdn2d_depthwise(x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down
     if up > 1:
         # Zero-insertion then correlation == transposed conv with the flipped kernel; its (h-1)*up + kh rows
         # are cropped (or padded) to the native layout's pad0 + h*up + pad1 - kh + 1.
-        kt = torch.flip(k, [2, 3])
-        kh = kernel.shape[0]
-        out = F.conv_transpose2d(x, kt, stride=up, groups=c)
-        start = kh - 1 - p0
-        length = h * up + p0 + p1 - kh + 1
-        if start >= 0 and start + length <= out.shape[2]:
-            out = out[:, :, start : start + length, start : start + length]
-        else:
-            out = F.pad(out, [max(-start, 0), max(start + length - out.shape[3], 0)] * 2)
-            s = max(start, 0)
-            out = out[:, :, s : s + length, s : s + length]
-        return out[:, :, ::down, ::down] if down > 1 else out
+        out = F.conv_transpose2d(x, torch.flip(k, [2, 3]), stride=up, groups=c)
+        start, length = kernel.shape[0] - 1 - p0, h * up + p0 + p1 - kernel.shape[0] + 1
+        # Negative pads crop: rows [start, start + length), zeros where that runs past the output.
+        out = F.pad(out, [-start, start + length - out.shape[3]] * 2)
+        return out[:, :, ::down, ::down]
     if p0 or p1:
         x = F.pad(x, [p0, p1, p0, p1])
     return F.conv2d(x, k, stride=down, groups=c)
@@ -162,8 +153,7 @@ class EqualConv2d(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(_randn(out_ch, in_ch, k, k))
         self.scale = 1 / math.sqrt(in_ch * k**2)
-        self.stride = stride
-        self.padding = padding
+        self.stride, self.padding = stride, padding
         self.bias = nn.Parameter(torch.zeros(out_ch)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -190,9 +180,7 @@ class ModulatedConv2d(nn.Module):
     def __init__(self, in_ch: int, out_ch: int, k: int, style_dim: int, demodulate: bool = True,
                  upsample: bool = False) -> None:
         super().__init__()
-        self.kernel_size = k
-        self.out_channel = out_ch
-        self.upsample = upsample
+        self.kernel_size, self.out_channel, self.upsample = k, out_ch, upsample
         if upsample:
             p = (4 - 2) - (k - 1)  # the official pad for its 4-tap blur after a 2x upsampling
             self.blur = Fir([1, 3, 3, 1], pad=((p + 1) // 2 + 1, p // 2 + 1), gain=4)
@@ -323,13 +311,11 @@ class GPEN(nn.Module):
         self.config = cfg
         ch = cfg.channels()
         self.generator = Generator(cfg)
-        self.ecd0 = nn.Sequential(ConvLayer(3, ch[cfg.size], 1))
-        in_ch = ch[cfg.size]
         self.names = [f"ecd{i}" for i in range(cfg.log_size - 1)]
-        for i in range(cfg.log_size, 2, -1):
-            out_ch = ch[2 ** (i - 1)]
-            setattr(self, self.names[cfg.log_size - i + 1], nn.Sequential(ConvLayer(in_ch, out_ch, 3, downsample=True)))
-            in_ch = out_ch
+        self.ecd0 = nn.Sequential(ConvLayer(3, ch[cfg.size], 1))
+        for i, name in enumerate(self.names[1:]):  # each halves the side: ecd<i+1> takes size / 2**i px
+            in_ch, out_ch = ch[cfg.size >> i], ch[cfg.size >> (i + 1)]
+            setattr(self, name, nn.Sequential(ConvLayer(in_ch, out_ch, 3, downsample=True)))
         self.final_linear = nn.Sequential(EqualLinear(ch[4] * 16, cfg.style_dim, activation=True))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,20 +36,19 @@ def strip_module_prefix(sd: Mapping[str, _V], where: str = "the checkpoint") -> 
     return out
 
 
-def network_state_dict(obj: Any, where: str, *, wrappers: Sequence[str],
-                       not_a_dict: Callable[[str], str]) -> dict[str, torch.Tensor]:
+def network_state_dict(obj: Any, where: str, *, wrappers: Sequence[str], not_a_dict: str) -> dict[str, torch.Tensor]:
     """The flat float32 state_dict of a helper network (parser, upscaler) inside ``obj``, the first of ``wrappers``
-    holding a dict unwrapped; not a dict: WeightsError ``not_a_dict(type name)``."""
+    holding a dict unwrapped; not a dict: WeightsError ``not_a_dict`` with ``{where}`` and ``{found}`` filled in."""
     if isinstance(obj, Mapping):
         obj = next((obj[k] for k in wrappers if isinstance(obj.get(k), Mapping)), obj)
     if not isinstance(obj, Mapping):
-        raise WeightsError(not_a_dict(type(obj).__name__))
+        raise WeightsError(not_a_dict.format(where=where, found=type(obj).__name__))
     sd = strip_module_prefix({k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}, where)
     return {k: (v.float() if v.is_floating_point() else v) for k, v in sd.items()}
 
 
 def read_network_weights(path: str | os.PathLike[str], what: str, *, missing: str, wrappers: Sequence[str],
-                         not_a_dict: Callable[[str], str]) -> dict[str, torch.Tensor]:
+                         not_a_dict: str) -> dict[str, torch.Tensor]:
     """:func:`network_state_dict` of the file at ``path`` (read by :func:`read_checkpoint`, raising as it does); a
     missing file raises WeightsError ``missing``."""
     p = Path(path)
@@ -92,12 +91,9 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:
     style_dim = int(sd["generator.style.1.weight"].shape[0])
     ch4 = int(sd["generator.input.input"].shape[1])
     narrow = ch4 / 512
-    cm = 2
-    if size >= 64:
-        # convs.6 is the first conv at 64 px; its width is 256 * channel_multiplier * narrow.
-        key = "generator.convs.6.conv.weight"
-        if key in sd:
-            cm = max(1, round(int(sd[key].shape[1]) / (256 * narrow)))
+    # convs.6 is the first conv at 64 px (none below); its width is 256 * channel_multiplier * narrow.
+    conv64 = sd.get("generator.convs.6.conv.weight")
+    cm = 2 if conv64 is None else max(1, round(int(conv64.shape[1]) / (256 * narrow)))
     return GPENConfig(size=size, style_dim=style_dim, n_mlp=n_mlp, channel_multiplier=cm, narrow=narrow)
 
 

@@ -99,8 +99,7 @@ class Blur(nn.Module):
         if self.up > 1:
             # Zero-insertion + pad (p0, p1) + FIR == transposed conv cropped by kh-1-p0 rows at
             # the start: for GPEN's 4-tap kernel and pad (2, 1) that is padding=1 on both sides.
-            out = F.conv_transpose2d(x, self.dw, stride=2, padding=1, groups=self.channels)
-            return out if bias is None else out + bias.view(1, -1, 1, 1)
+            return F.conv_transpose2d(x, self.dw, bias, stride=2, padding=1, groups=self.channels)
         p0, p1 = self.pad
         if p0 != p1:
             x = F.pad(x, [p0, p1, p0, p1])
@@ -183,9 +182,7 @@ class ModConv(nn.Module):
     def factor(self, latent: torch.Tensor) -> torch.Tensor:
         """(out, in) float32 multiplier for the base weight, for one image's latent (1, style_dim)."""
         f, d = self.styles(latent)
-        if d is not None:
-            return d[:, None] * f[None, :]
-        return f[None, :].expand(self.wsq.shape[0], -1)
+        return f[None, :].expand(self.wsq.shape[0], -1) if d is None else d[:, None] * f[None, :]
 
     def forward(self, x: Pair | torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None = None,
                 leaky: bool = False) -> torch.Tensor:

@@ -9,7 +9,7 @@ import math
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import cv2
 import numpy as np
@@ -55,8 +55,6 @@ class ConvLayer(nn.Module):
         self.reflection_pad = nn.ReflectionPad2d(int(math.ceil((kernel_size - 1.0) / 2)))
         stride = 2 if scale == "down" else 1
         self.conv2d = nn.Conv2d(c_in, c_out, kernel_size, stride, bias=norm_type != "bn")
-        if relu_type not in ("LeakyReLU", "none"):
-            raise ValueError(f"relu_type must be LeakyReLU or none, got {relu_type!r}")
         # Neither holds weights: the official ReluLayer's keys are the same without its wrapper.
         self.relu: nn.Module = nn.LeakyReLU(0.2, inplace=True) if relu_type == "LeakyReLU" else nn.Identity()
         self.norm = Norm(c_out, norm_type)
@@ -171,11 +169,12 @@ def _need(stage: ConvLayer | ResidualBlock, o_lo: int, o_hi: int, h_in: int) -> 
     return min(rows), max(rows) + 1
 
 
-class _Rows:
+class _Rows(NamedTuple):
     """Rows ``[lo, lo + len)`` of a whole tensor of height ``height``."""
 
-    def __init__(self, t: torch.Tensor, lo: int, height: int) -> None:
-        self.t, self.lo, self.height = t, lo, height
+    t: torch.Tensor
+    lo: int
+    height: int
 
 
 def _out_height(stage: ConvLayer | ResidualBlock, h_in: int) -> int:
@@ -261,18 +260,14 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """A float32 ParseNet state_dict from GPEN's ``ParseNet-latest.pth`` or facexlib's ``parsing_parsenet.pth``."""
     from gpen_core.networks.checkpoint import read_network_weights
 
-    path = Path(path)
-
-    def not_a_dict(found: str) -> str:
-        return f"{path} does not hold a ParseNet state_dict (found {found})"
-
+    not_a_dict = "{where} does not hold a ParseNet state_dict (found {found})"
     sd = read_network_weights(
         path, "ParseNet weights", wrappers=("state_dict",), not_a_dict=not_a_dict,
         missing=f"ParseNet weights not found at {path}. Put ParseNet-latest.pth (GPEN) or "
         "parsing_parsenet.pth (facexlib) in the models folder, or run `python -m gpen_core download ParseNet-latest`.",
     )
     if not sd:
-        raise WeightsError(not_a_dict("dict"))
+        raise WeightsError(not_a_dict.format(where=path, found="dict"))
     return sd
 
 
