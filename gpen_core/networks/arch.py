@@ -149,15 +149,16 @@ class FusedLeakyReLU(nn.Module):
 
 
 class EqualConv2d(nn.Module):
-    def __init__(self, in_ch: int, out_ch: int, k: int, stride: int = 1, padding: int = 0, bias: bool = True) -> None:
+    """Without bias: GPEN's ConvLayer adds its own in the activation."""
+
+    def __init__(self, in_ch: int, out_ch: int, k: int, stride: int = 1, padding: int = 0) -> None:
         super().__init__()
         self.weight = nn.Parameter(_randn(out_ch, in_ch, k, k))
         self.scale = 1 / math.sqrt(in_ch * k**2)
         self.stride, self.padding = stride, padding
-        self.bias = nn.Parameter(torch.zeros(out_ch)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.conv2d(x, self.weight * self.scale, bias=self.bias, stride=self.stride, padding=self.padding)
+        return F.conv2d(x, self.weight * self.scale, stride=self.stride, padding=self.padding)
 
 
 class EqualLinear(nn.Module):
@@ -263,7 +264,7 @@ class ConvLayer(nn.Sequential):
             stride, padding = 2, 0
         else:
             stride, padding = 1, k // 2
-        layers.append(EqualConv2d(in_ch, out_ch, k, padding=padding, stride=stride, bias=False))
+        layers.append(EqualConv2d(in_ch, out_ch, k, padding=padding, stride=stride))
         layers.append(FusedLeakyReLU(out_ch))
         super().__init__(*layers)
 

@@ -26,11 +26,11 @@ _V = TypeVar("_V")
 def strip_module_prefix(sd: Mapping[str, _V], where: str = "the checkpoint") -> dict[str, _V]:
     """``sd`` with DataParallel's ``module.`` prefix dropped from every key (the same values); ``module.x`` beside
     ``x``: WeightsError."""
-    out = {(k[len(_MODULE) :] if isinstance(k, str) and k.startswith(_MODULE) else k): v for k, v in sd.items()}
+    out = {(k.removeprefix(_MODULE) if isinstance(k, str) else k): v for k, v in sd.items()}
     if len(out) != len(sd):
-        both = next(k for k in sd if isinstance(k, str) and k.startswith(_MODULE) and k[len(_MODULE) :] in sd)
+        both = next(k for k in sd if isinstance(k, str) and k.startswith(_MODULE) and k.removeprefix(_MODULE) in sd)
         raise WeightsError(
-            f"{where} holds both {both!r} and {both[len(_MODULE) :]!r}, so it is not clear which weights to use. "
+            f"{where} holds both {both!r} and {both.removeprefix(_MODULE)!r}, so it is not clear which weights to use. "
             "Re-save the model's own state_dict (model.module.state_dict() for a DataParallel model)."
         )
     return out
@@ -61,14 +61,13 @@ def read_network_weights(path: str | os.PathLike[str], what: str, *, missing: st
 def unwrap_state_dict(obj: Any) -> dict[str, torch.Tensor]:
     """The flat generator state_dict inside ``obj``: plain, nested under a common key, or with ``module.``
     prefixes."""
-    seen = 0
-    while isinstance(obj, Mapping) and seen < 4:
-        if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+    for _ in range(4):  # wrappers inside wrappers, up to four deep
+        if not isinstance(obj, Mapping) or (obj and all(isinstance(v, torch.Tensor) for v in obj.values())):
             break
         inner = next((obj[k] for k in _WRAPPER_KEYS if isinstance(obj.get(k), Mapping)), None)
         if inner is None:
             break
-        obj, seen = inner, seen + 1
+        obj = inner
     if not isinstance(obj, Mapping) or not obj:
         raise WeightsError(f"expected a GPEN generator state_dict (a dict of tensors), found {type(obj).__name__}. "
                            "Use a GPEN-BFR-*.pth file or ModelScope's pytorch_model.pt.")
@@ -97,8 +96,8 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:
     return GPENConfig(size=size, style_dim=style_dim, n_mlp=n_mlp, channel_multiplier=cm, narrow=narrow)
 
 
-def build_from_state_dict(obj: Any, dtype: torch.dtype = torch.float32) -> GPEN:
-    """Build the model that ``obj`` describes, load it strictly, return it in eval mode."""
+def build_from_state_dict(obj: Any) -> GPEN:
+    """The float32 model that ``obj`` describes, loaded strictly, in eval mode."""
     sd = unwrap_state_dict(obj)
     cfg = infer_config(sd)
     with torch.device("meta"):
@@ -117,7 +116,7 @@ def build_from_state_dict(obj: Any, dtype: torch.dtype = torch.float32) -> GPEN:
                            f"narrow {cfg.narrow:g}) but does not match that architecture: {'; '.join(problems[:5])}"
                            f"{more}. The file may be truncated or from another network.")
     # assign=True keeps the loaded tensors (mmap-backed when loaded with mmap) instead of copying.
-    model.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in sd.items()}, strict=True, assign=True)
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, strict=True, assign=True)
     return model.eval().requires_grad_(False)
 
 
@@ -221,8 +220,9 @@ def _zip_problem(p: Path) -> str | None:
     return f"{name} fails its CRC check" if name else None
 
 
-def load_generator(source: str | os.PathLike[str] | Mapping[str, Any], dtype: torch.dtype = torch.float32) -> GPEN:
+def load_generator(source: str | os.PathLike[str] | Mapping[str, Any]) -> GPEN:
     """The GPEN generator ``source`` (a checkpoint path, memory-mapped, or a possibly wrapped state_dict)
-    describes, on the CPU in eval mode without gradients; WeightsError for a missing, unreadable or non-GPEN file."""
+    describes, float32 on the CPU in eval mode without gradients; WeightsError for a missing, unreadable or non-GPEN
+    file."""
     sd = source if isinstance(source, Mapping) else read_checkpoint(source, "GPEN generator")
-    return build_from_state_dict(sd, dtype=dtype)
+    return build_from_state_dict(sd)

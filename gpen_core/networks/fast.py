@@ -63,13 +63,12 @@ class FastGPEN(nn.Module):
         # Per level: split only where the concatenation would be big (a fresh buffer that size
         # costs its page faults; below that oneDNN's two half-width convs are no faster) and
         # the second conv's weight is not packed (the small levels).
+        # With the noise half fused (rearranged dtypes) splitting pays from a quarter of that.
+        min_bytes = self.SPLIT_MIN_BYTES // 4 if rearranged else self.SPLIT_MIN_BYTES
         self.split_levels = []
         for i, sc in enumerate(self.convs[1::2]):
             res, c = 2 ** (i + 3), sc.conv.wsq.shape[1] // 2
-            # With the noise half fused (rearranged dtypes) splitting pays from a quarter of that.
-            min_bytes = self.SPLIT_MIN_BYTES // 4 if rearranged else self.SPLIT_MIN_BYTES
-            big = c * res * res * torch.empty((), dtype=dt).element_size() >= min_bytes
-            self.split_levels.append(onednn and big and not sc.conv.packed)
+            self.split_levels.append(onednn and c * res * res * dt.itemsize >= min_bytes and not sc.conv.packed)
             if self.split_levels[-1]:
                 sc.conv.use_split_input(c)
         self.to_rgbs = nn.ModuleList(ToRGB(t, fir, dt, dev, mf) for t in g.to_rgbs)
