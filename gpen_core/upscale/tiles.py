@@ -5,6 +5,7 @@ input padded as the official ``process`` pads it: the same pixels. RGB uint8 H×
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from contextlib import nullcontext
@@ -164,29 +165,26 @@ def run_tiles(rgb: np.ndarray, net: RRDBNet, tile: int, pad: int = DEFAULT_PAD, 
     param = next(net.parameters())
     device, wdtype = param.device, param.dtype  # a net cast to bfloat16 gets its input in bfloat16
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 and device.type == "cpu" else nullcontext()
-    done = 0
     with torch.inference_mode(), autocast:
-        for ty in range(grid.rows):
-            for tx in range(grid.cols):
-                y0, x0 = ty * grid.tile, tx * grid.tile
-                y1, x1 = min(y0 + grid.tile, grid.padded_h), min(x0 + grid.tile, grid.padded_w)
-                py0, px0 = max(y0 - grid.pad, 0), max(x0 - grid.pad, 0)
-                py1, px1 = min(y1 + grid.pad, grid.padded_h), min(x1 + grid.pad, grid.padded_w)
-                piece = rgb[_index(h, py0, py1)][:, _index(w, px0, px1)]  # a view unless reflect-padded
-                x = torch.from_numpy(np.ascontiguousarray(piece)).to(device).permute(2, 0, 1).unsqueeze(0).float().div_(255.0).to(wdtype)
-                y = net(x)
-                del x
-                # Only the part inside the original image (not the reflect padding) is kept.
-                ye, xe = min(y1, h), min(x1, w)
-                oy, ox = (y0 - py0) * s, (x0 - px0) * s
-                crop = y[0, :, oy : oy + (ye - y0) * s, ox : ox + (xe - x0) * s]
-                # float32 before rounding, as the official code (bf16 results are cast up first).
-                crop = crop.float().clamp_(0, 1).mul_(255.0).round_().to(torch.uint8)
-                out[y0 * s : ye * s, x0 * s : xe * s] = crop.permute(1, 2, 0).cpu().numpy()
-                del y, crop
-                done += 1
-                if progress is not None:
-                    progress(done, grid.count)
+        for done, (ty, tx) in enumerate(itertools.product(range(grid.rows), range(grid.cols)), 1):
+            y0, x0 = ty * grid.tile, tx * grid.tile
+            y1, x1 = min(y0 + grid.tile, grid.padded_h), min(x0 + grid.tile, grid.padded_w)
+            py0, px0 = max(y0 - grid.pad, 0), max(x0 - grid.pad, 0)
+            py1, px1 = min(y1 + grid.pad, grid.padded_h), min(x1 + grid.pad, grid.padded_w)
+            piece = np.ascontiguousarray(rgb[_index(h, py0, py1)][:, _index(w, px0, px1)])
+            x = torch.from_numpy(piece).to(device).permute(2, 0, 1).unsqueeze(0).float().div_(255.0).to(wdtype)
+            y = net(x)
+            del x
+            # Only the part inside the original image (not the reflect padding) is kept.
+            ye, xe = min(y1, h), min(x1, w)
+            oy, ox = (y0 - py0) * s, (x0 - px0) * s
+            crop = y[0, :, oy : oy + (ye - y0) * s, ox : ox + (xe - x0) * s]
+            # float32 before rounding, as the official code (bf16 results are cast up first).
+            crop = crop.float().clamp_(0, 1).mul_(255.0).round_().to(torch.uint8)
+            out[y0 * s : ye * s, x0 * s : xe * s] = crop.permute(1, 2, 0).cpu().numpy()
+            del y, crop
+            if progress is not None:
+                progress(done, grid.count)
     used = "bfloat16" if (bf16 and device.type == "cpu") or wdtype == torch.bfloat16 else str(wdtype).replace("torch.", "")
     return Upscaled(out, s, grid, time.perf_counter() - t0, used)
 
