@@ -144,15 +144,6 @@ class ParseNet(nn.Module):
 STRIP_ROWS = 64  # output rows per strip at the full-size levels (8 strips at 512 px)
 
 
-def _reflect(i: int, n: int) -> int:
-    """Row ``i`` of a reflection-padded axis of length ``n`` (pad 1: -1 → 1, n → n-2)."""
-    if i < 0:
-        return -i
-    if i >= n:
-        return 2 * (n - 1) - i
-    return i
-
-
 def _need(stage: ConvLayer | ResidualBlock, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
     """The input rows ``[lo, hi)`` that output rows ``[o_lo, o_hi)`` of ``stage`` read (reflections included)."""
     if isinstance(stage, ResidualBlock):
@@ -161,12 +152,17 @@ def _need(stage: ConvLayer | ResidualBlock, o_lo: int, o_hi: int, h_in: int) -> 
         short = stage.shortcut_func
         s_lo, s_hi = (o_lo, o_hi) if isinstance(short, torch.nn.Identity) else _need(short, o_lo, o_hi, h_in)
         return min(lo, s_lo), max(hi, s_hi)
-    s = stage.conv2d.stride[0]
-    h_eff = 2 * h_in if stage.up else h_in
-    rows = [_reflect(u, h_eff) for u in range(s * o_lo - 1, s * (o_hi - 1) + 2)]
-    if stage.up:
-        rows = [u // 2 for u in rows]
-    return min(rows), max(rows) + 1
+    e_lo, e_hi, h = _read(stage, o_lo, o_hi, h_in)
+    # Rows -1 and h are the padding: reflections of rows 1 and h-2, which are read anyway.
+    a, b = max(e_lo, 0), min(e_hi, h)
+    return (a // 2, (b - 1) // 2 + 1) if stage.up else (a, b)
+
+
+def _read(layer: ConvLayer, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int, int]:
+    """``(lo, hi, h)``: the rows ``[lo, hi)`` that output rows ``[o_lo, o_hi)`` of ``layer`` read, padding included,
+    of its (upsampled, for an "up" layer) input of ``h`` rows."""
+    s, h = layer.conv2d.stride[0], 2 * h_in if layer.up else h_in
+    return s * o_lo - 1, s * (o_hi - 1) + 2, h
 
 
 class _Rows(NamedTuple):
@@ -187,16 +183,14 @@ def _out_height(stage: ConvLayer | ResidualBlock, h_in: int) -> int:
 def _conv_rows(layer: ConvLayer, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
     """Output rows ``[o_lo, o_hi)`` of ``layer`` from ``x`` (which holds every row they read): the layer's own ops
     on a slice, a row reflection-padded only where the slice touches the image's edge."""
-    s = layer.conv2d.stride[0]
-    h_eff = 2 * x.height if layer.up else x.height
-    e_lo, e_hi = s * o_lo - 1, s * (o_hi - 1) + 2  # the (upsampled) input rows read, padding included
-    a, b = max(e_lo, 0), min(e_hi, h_eff)
+    e_lo, e_hi, h = _read(layer, o_lo, o_hi, x.height)
+    a, b = max(e_lo, 0), min(e_hi, h)
     if layer.up:
         src = x.t[:, :, a // 2 - x.lo : (b - 1) // 2 + 1 - x.lo]
         eff = F.interpolate(src, scale_factor=2, mode="nearest")[:, :, a % 2 : a % 2 + b - a]
     else:
         eff = x.t[:, :, a - x.lo : b - x.lo]
-    padded = F.pad(eff, (1, 1, int(e_lo < 0), int(e_hi > h_eff)), mode="reflect")
+    padded = F.pad(eff, (1, 1, int(e_lo < 0), int(e_hi > h)), mode="reflect")
     del eff
     y = layer.relu(layer.norm(F.conv2d(padded, layer.conv2d.weight, layer.conv2d.bias, layer.conv2d.stride)))
     return _Rows(y, o_lo, _out_height(layer, x.height))
