@@ -319,11 +319,15 @@ class GPEN(nn.Module):
             setattr(self, name, nn.Sequential(ConvLayer(in_ch, out_ch, 3, downsample=True)))
         self.final_linear = nn.Sequential(EqualLinear(ch[4] * 16, cfg.style_dim, activation=True))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def encode(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The encoder's features (full size first: each is one decoder level's noise) and the style vector."""
         feats = []
         for name in self.names:
             x = getattr(self, name)(x)
             feats.append(x)
-        style = self.final_linear(x.reshape(x.shape[0], -1))
+        return feats, self.final_linear(x.reshape(x.shape[0], -1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        feats, style = self.encode(x)
         noise = list(itertools.chain.from_iterable((f, f) for f in feats))[::-1]
         return self.generator(style, noise[1:])

@@ -66,11 +66,7 @@ def _strip_bounds(size: int, strips: int) -> list[int]:
 def _striped_forward(strips: int) -> Callable[..., Any]:
     """GPEN's forward with the full-size decoder level computed strip by strip; batch 1, Python-int slices only."""
     def forward(self: GPEN, x: torch.Tensor) -> torch.Tensor:
-        feats, h = [], x
-        for name in self.names:
-            h = getattr(self, name)(h)
-            feats.append(h)
-        style = self.final_linear(h.reshape(h.shape[0], -1))
+        feats, style = self.encode(x)
         g = self.generator
         latent = g.style(style)
         out = g.conv1(g.input(latent.shape[0]), latent, feats[-1])
