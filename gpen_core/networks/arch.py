@@ -6,7 +6,6 @@ generic fallback): :func:`set_fir_impl`.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -293,13 +292,13 @@ class Generator(nn.Module):
             in_ch = out_ch
 
     def forward(self, style: torch.Tensor, noise: list[torch.Tensor]) -> torch.Tensor:
+        """``noise``: the encoder's features, 4 px first; both convs of a level take that level's one."""
         # A single style vector is used for every layer (no mixing at inference).
         latent = self.style(style)
         out = self.conv1(self.input(latent.shape[0]), latent, noise[0])
         skip = self.to_rgb1(out, latent)
-        for conv1, conv2, n1, n2, to_rgb in zip(self.convs[::2], self.convs[1::2], noise[1::2], noise[2::2], self.to_rgbs):
-            out = conv1(out, latent, n1)
-            out = conv2(out, latent, n2)
+        for conv1, conv2, n, to_rgb in zip(self.convs[::2], self.convs[1::2], noise[1:], self.to_rgbs):
+            out = conv2(conv1(out, latent, n), latent, n)
             skip = to_rgb(out, latent, skip)
         return skip
 
@@ -329,5 +328,4 @@ class GPEN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         feats, style = self.encode(x)
-        noise = list(itertools.chain.from_iterable((f, f) for f in feats))[::-1]
-        return self.generator(style, noise[1:])
+        return self.generator(style, feats[::-1])

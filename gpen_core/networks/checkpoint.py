@@ -221,8 +221,7 @@ def _zip_problem(p: Path) -> str | None:
 
 
 def load_generator(source: str | os.PathLike[str] | Mapping[str, Any]) -> GPEN:
-    """The GPEN generator ``source`` (a checkpoint path, memory-mapped, or a possibly wrapped state_dict)
-    describes, float32 on the CPU in eval mode without gradients; WeightsError for a missing, unreadable or non-GPEN
-    file."""
+    """The float32 GPEN generator ``source`` (a checkpoint path, memory-mapped, or a possibly wrapped state_dict)
+    describes, on the CPU in eval mode without gradients; WeightsError for a missing, unreadable or non-GPEN file."""
     sd = source if isinstance(source, Mapping) else read_checkpoint(source, "GPEN generator")
     return build_from_state_dict(sd)
