@@ -15,7 +15,7 @@ from torch import nn
 from torch.nn import functional as F
 
 FirImpl = Literal["depthwise", "native"]
-_SQRT2 = math.sqrt(2.0)
+SQRT2 = math.sqrt(2.0)  # the gain of every fused leaky ReLU
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ class PixelNorm(nn.Module):
 
 def fused_leaky_relu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     shape = (1, -1) + (1,) * (x.ndim - 2)
-    return F.leaky_relu(x + bias.view(shape), 0.2) * _SQRT2
+    return F.leaky_relu(x + bias.view(shape), 0.2) * SQRT2
 
 
 class FusedLeakyReLU(nn.Module):

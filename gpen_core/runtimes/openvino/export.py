@@ -3,7 +3,6 @@ modules, each the same function as the module's own. Imports torch: import it on
 
 from __future__ import annotations
 
-import math
 import types
 from collections.abc import Callable
 from typing import Any
@@ -11,10 +10,9 @@ from typing import Any
 import torch
 from torch.nn import functional as F
 
-from gpen_core.networks.arch import GPEN, Fir, ModulatedConv2d, StyledConv, ToRGB
+from gpen_core.networks.arch import GPEN, Fir, ModulatedConv2d, StyledConv, ToRGB, fused_leaky_relu
 from gpen_core.networks.fast import HALO, FastGPEN
 
-SQRT2 = math.sqrt(2.0)
 # Horizontal strips of the full-size decoder level (1: whole, as revision 2), the half-size rows a strip reads
 # beyond its own, and when a decoder conv modulates its input instead of its weight (the fast torch forward's):
 # measured in docs/performance.md, "OpenVINO: the full-size level in strips".
@@ -128,9 +126,8 @@ def modconv_forward(self: ModulatedConv2d, x: torch.Tensor | tuple[torch.Tensor,
 
 def styled_halves(self: StyledConv, y: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``FusedLeakyReLU(cat(y, w · noise))`` as its two halves (features, activated noise), unconcatenated."""
-    c, b = int(y.shape[1]), self.activate.bias.view(1, -1, 1, 1)
-    feats = F.leaky_relu(y + b[:, :c], 0.2) * SQRT2
-    return feats, F.leaky_relu(self.noise.weight * noise + b[:, c:], 0.2) * SQRT2
+    c, b = int(y.shape[1]), self.activate.bias
+    return fused_leaky_relu(y, b[:c]), fused_leaky_relu(self.noise.weight * noise, b[c:])
 
 
 def styled_forward(self: StyledConv, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor,
