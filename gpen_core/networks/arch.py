@@ -6,7 +6,6 @@ generic fallback): :func:`set_fir_impl`.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -16,7 +15,7 @@ from torch import nn
 from torch.nn import functional as F
 
 FirImpl = Literal["depthwise", "native"]
-_SQRT2 = math.sqrt(2.0)
+SQRT2 = math.sqrt(2.0)  # the gain of every fused leaky ReLU
 
 
 @dataclass(frozen=True)
@@ -31,12 +30,10 @@ class GPENConfig:
 
     def channels(self) -> dict[int, int]:
         """Feature width per resolution, exactly as the official code computes it."""
-        cm, nw = self.channel_multiplier, self.narrow
-        return {
-            4: int(512 * nw), 8: int(512 * nw), 16: int(512 * nw), 32: int(512 * nw),
-            64: int(256 * cm * nw), 128: int(128 * cm * nw), 256: int(64 * cm * nw),
-            512: int(32 * cm * nw), 1024: int(16 * cm * nw), 2048: int(8 * cm * nw),
-        }
+        cm = self.channel_multiplier
+        widths = {4: 512, 8: 512, 16: 512, 32: 512, 64: 256 * cm, 128: 128 * cm, 256: 64 * cm, 512: 32 * cm,
+                  1024: 16 * cm, 2048: 8 * cm}
+        return {res: int(w * self.narrow) for res, w in widths.items()}
 
     @property
     def log_size(self) -> int:
@@ -94,18 +91,11 @@ def upfirdn2d_depthwise(x: torch.Tensor, kernel: torch.Tensor, up: int = 1, down
     if up > 1:
         # Zero-insertion then correlation == transposed conv with the flipped kernel; its (h-1)*up + kh rows
         # are cropped (or padded) to the native layout's pad0 + h*up + pad1 - kh + 1.
-        kt = torch.flip(k, [2, 3])
-        kh = kernel.shape[0]
-        out = F.conv_transpose2d(x, kt, stride=up, groups=c)
-        start = kh - 1 - p0
-        length = h * up + p0 + p1 - kh + 1
-        if start >= 0 and start + length <= out.shape[2]:
-            out = out[:, :, start : start + length, start : start + length]
-        else:
-            out = F.pad(out, [max(-start, 0), max(start + length - out.shape[3], 0)] * 2)
-            s = max(start, 0)
-            out = out[:, :, s : s + length, s : s + length]
-        return out[:, :, ::down, ::down] if down > 1 else out
+        out = F.conv_transpose2d(x, torch.flip(k, [2, 3]), stride=up, groups=c)
+        start, length = kernel.shape[0] - 1 - p0, h * up + p0 + p1 - kernel.shape[0] + 1
+        # Negative pads crop: rows [start, start + length), zeros where that runs past the output.
+        out = F.pad(out, [-start, start + length - out.shape[3]] * 2)
+        return out[:, :, ::down, ::down]
     if p0 or p1:
         x = F.pad(x, [p0, p1, p0, p1])
     return F.conv2d(x, k, stride=down, groups=c)
@@ -145,7 +135,7 @@ class PixelNorm(nn.Module):
 
 def fused_leaky_relu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     shape = (1, -1) + (1,) * (x.ndim - 2)
-    return F.leaky_relu(x + bias.view(shape), 0.2) * _SQRT2
+    return F.leaky_relu(x + bias.view(shape), 0.2) * SQRT2
 
 
 class FusedLeakyReLU(nn.Module):
@@ -158,16 +148,16 @@ class FusedLeakyReLU(nn.Module):
 
 
 class EqualConv2d(nn.Module):
-    def __init__(self, in_ch: int, out_ch: int, k: int, stride: int = 1, padding: int = 0, bias: bool = True) -> None:
+    """Without bias: GPEN's ConvLayer adds its own in the activation."""
+
+    def __init__(self, in_ch: int, out_ch: int, k: int, stride: int = 1, padding: int = 0) -> None:
         super().__init__()
         self.weight = nn.Parameter(_randn(out_ch, in_ch, k, k))
         self.scale = 1 / math.sqrt(in_ch * k**2)
-        self.stride = stride
-        self.padding = padding
-        self.bias = nn.Parameter(torch.zeros(out_ch)) if bias else None
+        self.stride, self.padding = stride, padding
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.conv2d(x, self.weight * self.scale, bias=self.bias, stride=self.stride, padding=self.padding)
+        return F.conv2d(x, self.weight * self.scale, stride=self.stride, padding=self.padding)
 
 
 class EqualLinear(nn.Module):
@@ -190,9 +180,7 @@ class ModulatedConv2d(nn.Module):
     def __init__(self, in_ch: int, out_ch: int, k: int, style_dim: int, demodulate: bool = True,
                  upsample: bool = False) -> None:
         super().__init__()
-        self.kernel_size = k
-        self.out_channel = out_ch
-        self.upsample = upsample
+        self.kernel_size, self.out_channel, self.upsample = k, out_ch, upsample
         if upsample:
             p = (4 - 2) - (k - 1)  # the official pad for its 4-tap blur after a 2x upsampling
             self.blur = Fir([1, 3, 3, 1], pad=((p + 1) // 2 + 1, p // 2 + 1), gain=4)
@@ -275,7 +263,7 @@ class ConvLayer(nn.Sequential):
             stride, padding = 2, 0
         else:
             stride, padding = 1, k // 2
-        layers.append(EqualConv2d(in_ch, out_ch, k, padding=padding, stride=stride, bias=False))
+        layers.append(EqualConv2d(in_ch, out_ch, k, padding=padding, stride=stride))
         layers.append(FusedLeakyReLU(out_ch))
         super().__init__(*layers)
 
@@ -304,13 +292,13 @@ class Generator(nn.Module):
             in_ch = out_ch
 
     def forward(self, style: torch.Tensor, noise: list[torch.Tensor]) -> torch.Tensor:
+        """``noise``: the encoder's features, 4 px first; both convs of a level take that level's one."""
         # A single style vector is used for every layer (no mixing at inference).
         latent = self.style(style)
         out = self.conv1(self.input(latent.shape[0]), latent, noise[0])
         skip = self.to_rgb1(out, latent)
-        for conv1, conv2, n1, n2, to_rgb in zip(self.convs[::2], self.convs[1::2], noise[1::2], noise[2::2], self.to_rgbs):
-            out = conv1(out, latent, n1)
-            out = conv2(out, latent, n2)
+        for conv1, conv2, n, to_rgb in zip(self.convs[::2], self.convs[1::2], noise[1:], self.to_rgbs):
+            out = conv2(conv1(out, latent, n), latent, n)
             skip = to_rgb(out, latent, skip)
         return skip
 
@@ -323,20 +311,21 @@ class GPEN(nn.Module):
         self.config = cfg
         ch = cfg.channels()
         self.generator = Generator(cfg)
-        self.ecd0 = nn.Sequential(ConvLayer(3, ch[cfg.size], 1))
-        in_ch = ch[cfg.size]
         self.names = [f"ecd{i}" for i in range(cfg.log_size - 1)]
-        for i in range(cfg.log_size, 2, -1):
-            out_ch = ch[2 ** (i - 1)]
-            setattr(self, self.names[cfg.log_size - i + 1], nn.Sequential(ConvLayer(in_ch, out_ch, 3, downsample=True)))
-            in_ch = out_ch
+        self.ecd0 = nn.Sequential(ConvLayer(3, ch[cfg.size], 1))
+        for i, name in enumerate(self.names[1:]):  # each halves the side: ecd<i+1> takes size / 2**i px
+            in_ch, out_ch = ch[cfg.size >> i], ch[cfg.size >> (i + 1)]
+            setattr(self, name, nn.Sequential(ConvLayer(in_ch, out_ch, 3, downsample=True)))
         self.final_linear = nn.Sequential(EqualLinear(ch[4] * 16, cfg.style_dim, activation=True))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def encode(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The encoder's features (full size first: each is one decoder level's noise) and the style vector."""
         feats = []
         for name in self.names:
             x = getattr(self, name)(x)
             feats.append(x)
-        style = self.final_linear(x.reshape(x.shape[0], -1))
-        noise = list(itertools.chain.from_iterable((f, f) for f in feats))[::-1]
-        return self.generator(style, noise[1:])
+        return feats, self.final_linear(x.reshape(x.shape[0], -1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        feats, style = self.encode(x)
+        return self.generator(style, feats[::-1])

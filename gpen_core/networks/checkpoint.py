@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,30 +26,29 @@ _V = TypeVar("_V")
 def strip_module_prefix(sd: Mapping[str, _V], where: str = "the checkpoint") -> dict[str, _V]:
     """``sd`` with DataParallel's ``module.`` prefix dropped from every key (the same values); ``module.x`` beside
     ``x``: WeightsError."""
-    out = {(k[len(_MODULE) :] if isinstance(k, str) and k.startswith(_MODULE) else k): v for k, v in sd.items()}
+    out = {(k.removeprefix(_MODULE) if isinstance(k, str) else k): v for k, v in sd.items()}
     if len(out) != len(sd):
-        both = next(k for k in sd if isinstance(k, str) and k.startswith(_MODULE) and k[len(_MODULE) :] in sd)
+        both = next(k for k in sd if isinstance(k, str) and k.startswith(_MODULE) and k.removeprefix(_MODULE) in sd)
         raise WeightsError(
-            f"{where} holds both {both!r} and {both[len(_MODULE) :]!r}, so it is not clear which weights to use. "
+            f"{where} holds both {both!r} and {both.removeprefix(_MODULE)!r}, so it is not clear which weights to use. "
             "Re-save the model's own state_dict (model.module.state_dict() for a DataParallel model)."
         )
     return out
 
 
-def network_state_dict(obj: Any, where: str, *, wrappers: Sequence[str],
-                       not_a_dict: Callable[[str], str]) -> dict[str, torch.Tensor]:
+def network_state_dict(obj: Any, where: str, *, wrappers: Sequence[str], not_a_dict: str) -> dict[str, torch.Tensor]:
     """The flat float32 state_dict of a helper network (parser, upscaler) inside ``obj``, the first of ``wrappers``
-    holding a dict unwrapped; not a dict: WeightsError ``not_a_dict(type name)``."""
+    holding a dict unwrapped; not a dict: WeightsError ``not_a_dict`` with ``{where}`` and ``{found}`` filled in."""
     if isinstance(obj, Mapping):
         obj = next((obj[k] for k in wrappers if isinstance(obj.get(k), Mapping)), obj)
     if not isinstance(obj, Mapping):
-        raise WeightsError(not_a_dict(type(obj).__name__))
+        raise WeightsError(not_a_dict.format(where=where, found=type(obj).__name__))
     sd = strip_module_prefix({k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}, where)
     return {k: (v.float() if v.is_floating_point() else v) for k, v in sd.items()}
 
 
 def read_network_weights(path: str | os.PathLike[str], what: str, *, missing: str, wrappers: Sequence[str],
-                         not_a_dict: Callable[[str], str]) -> dict[str, torch.Tensor]:
+                         not_a_dict: str) -> dict[str, torch.Tensor]:
     """:func:`network_state_dict` of the file at ``path`` (read by :func:`read_checkpoint`, raising as it does); a
     missing file raises WeightsError ``missing``."""
     p = Path(path)
@@ -62,14 +61,13 @@ def read_network_weights(path: str | os.PathLike[str], what: str, *, missing: st
 def unwrap_state_dict(obj: Any) -> dict[str, torch.Tensor]:
     """The flat generator state_dict inside ``obj``: plain, nested under a common key, or with ``module.``
     prefixes."""
-    seen = 0
-    while isinstance(obj, Mapping) and seen < 4:
-        if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+    for _ in range(4):  # wrappers inside wrappers, up to four deep
+        if not isinstance(obj, Mapping) or (obj and all(isinstance(v, torch.Tensor) for v in obj.values())):
             break
         inner = next((obj[k] for k in _WRAPPER_KEYS if isinstance(obj.get(k), Mapping)), None)
         if inner is None:
             break
-        obj, seen = inner, seen + 1
+        obj = inner
     if not isinstance(obj, Mapping) or not obj:
         raise WeightsError(f"expected a GPEN generator state_dict (a dict of tensors), found {type(obj).__name__}. "
                            "Use a GPEN-BFR-*.pth file or ModelScope's pytorch_model.pt.")
@@ -92,17 +90,14 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:
     style_dim = int(sd["generator.style.1.weight"].shape[0])
     ch4 = int(sd["generator.input.input"].shape[1])
     narrow = ch4 / 512
-    cm = 2
-    if size >= 64:
-        # convs.6 is the first conv at 64 px; its width is 256 * channel_multiplier * narrow.
-        key = "generator.convs.6.conv.weight"
-        if key in sd:
-            cm = max(1, round(int(sd[key].shape[1]) / (256 * narrow)))
+    # convs.6 is the first conv at 64 px (none below); its width is 256 * channel_multiplier * narrow.
+    conv64 = sd.get("generator.convs.6.conv.weight")
+    cm = 2 if conv64 is None else max(1, round(int(conv64.shape[1]) / (256 * narrow)))
     return GPENConfig(size=size, style_dim=style_dim, n_mlp=n_mlp, channel_multiplier=cm, narrow=narrow)
 
 
-def build_from_state_dict(obj: Any, dtype: torch.dtype = torch.float32) -> GPEN:
-    """Build the model that ``obj`` describes, load it strictly, return it in eval mode."""
+def build_from_state_dict(obj: Any) -> GPEN:
+    """The float32 model that ``obj`` describes, loaded strictly, in eval mode."""
     sd = unwrap_state_dict(obj)
     cfg = infer_config(sd)
     with torch.device("meta"):
@@ -121,7 +116,7 @@ def build_from_state_dict(obj: Any, dtype: torch.dtype = torch.float32) -> GPEN:
                            f"narrow {cfg.narrow:g}) but does not match that architecture: {'; '.join(problems[:5])}"
                            f"{more}. The file may be truncated or from another network.")
     # assign=True keeps the loaded tensors (mmap-backed when loaded with mmap) instead of copying.
-    model.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in sd.items()}, strict=True, assign=True)
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, strict=True, assign=True)
     return model.eval().requires_grad_(False)
 
 
@@ -225,8 +220,8 @@ def _zip_problem(p: Path) -> str | None:
     return f"{name} fails its CRC check" if name else None
 
 
-def load_generator(source: str | os.PathLike[str] | Mapping[str, Any], dtype: torch.dtype = torch.float32) -> GPEN:
-    """The GPEN generator ``source`` (a checkpoint path, memory-mapped, or a possibly wrapped state_dict)
+def load_generator(source: str | os.PathLike[str] | Mapping[str, Any]) -> GPEN:
+    """The float32 GPEN generator ``source`` (a checkpoint path, memory-mapped, or a possibly wrapped state_dict)
     describes, on the CPU in eval mode without gradients; WeightsError for a missing, unreadable or non-GPEN file."""
     sd = source if isinstance(source, Mapping) else read_checkpoint(source, "GPEN generator")
-    return build_from_state_dict(sd, dtype=dtype)
+    return build_from_state_dict(sd)

@@ -63,13 +63,12 @@ class FastGPEN(nn.Module):
         # Per level: split only where the concatenation would be big (a fresh buffer that size
         # costs its page faults; below that oneDNN's two half-width convs are no faster) and
         # the second conv's weight is not packed (the small levels).
+        # With the noise half fused (rearranged dtypes) splitting pays from a quarter of that.
+        min_bytes = self.SPLIT_MIN_BYTES // 4 if rearranged else self.SPLIT_MIN_BYTES
         self.split_levels = []
         for i, sc in enumerate(self.convs[1::2]):
             res, c = 2 ** (i + 3), sc.conv.wsq.shape[1] // 2
-            # With the noise half fused (rearranged dtypes) splitting pays from a quarter of that.
-            min_bytes = self.SPLIT_MIN_BYTES // 4 if rearranged else self.SPLIT_MIN_BYTES
-            big = c * res * res * torch.empty((), dtype=dt).element_size() >= min_bytes
-            self.split_levels.append(onednn and big and not sc.conv.packed)
+            self.split_levels.append(onednn and c * res * res * dt.itemsize >= min_bytes and not sc.conv.packed)
             if self.split_levels[-1]:
                 sc.conv.use_split_input(c)
         self.to_rgbs = nn.ModuleList(ToRGB(t, fir, dt, dev, mf) for t in g.to_rgbs)
@@ -142,17 +141,14 @@ def encoder_head(net: FastGPEN, inp: torch.Tensor, rows: int) -> torch.Tensor:
     e0, e1 = net.encoder[0], net.encoder[1]
     size = inp.shape[2]
     half = size // 2
-    out: torch.Tensor | None = None
+    out = torch.empty((1, e1.weight.shape[0], half, half), dtype=inp.dtype, device=inp.device,
+                      memory_format=net.memory_format)
     for j0 in range(0, half, rows // 2):
         j1 = min(half, j0 + rows // 2)
         a, b = max(0, 2 * j0 - HEAD_HALO), min(size, 2 * j1 + HEAD_HALO)
         y = e1(e0(inp[:, :, a:b]))  # half-size rows [a/2, b/2)
-        if out is None:
-            shape = (1, y.shape[1], half, y.shape[3])
-            out = torch.empty(shape, dtype=y.dtype, device=y.device, memory_format=net.memory_format)
         out[:, :, j0:j1].copy_(y[:, :, j0 - a // 2 : j1 - a // 2])
         del y
-    assert out is not None  # half ≥ 1
     return out
 
 

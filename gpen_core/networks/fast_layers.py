@@ -4,15 +4,13 @@ channels-last and in place (docs/performance.md, "The fast torch forward: what i
 from __future__ import annotations
 
 import itertools
-import math
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gpen_core.networks.arch import FirImpl, upfirdn2d_native
+from gpen_core.networks.arch import SQRT2, FirImpl, upfirdn2d_native
 
-_SQRT2 = math.sqrt(2.0)
 # (features, noise) standing for their concatenation along channels; a list is emptied by the conv that reads it.
 Pair = tuple[torch.Tensor, torch.Tensor] | list[torch.Tensor]
 
@@ -99,8 +97,7 @@ class Blur(nn.Module):
         if self.up > 1:
             # Zero-insertion + pad (p0, p1) + FIR == transposed conv cropped by kh-1-p0 rows at
             # the start: for GPEN's 4-tap kernel and pad (2, 1) that is padding=1 on both sides.
-            out = F.conv_transpose2d(x, self.dw, stride=2, padding=1, groups=self.channels)
-            return out if bias is None else out + bias.view(1, -1, 1, 1)
+            return F.conv_transpose2d(x, self.dw, bias, stride=2, padding=1, groups=self.channels)
         p0, p1 = self.pad
         if p0 != p1:
             x = F.pad(x, [p0, p1, p0, p1])
@@ -122,9 +119,9 @@ class EncoderConv(nn.Module):
         self.stride, self.padding = int(conv.stride), int(conv.padding)  # EqualConv2d's: square ints
         self.onednn = False  # set by FastGPEN: fuse the leaky ReLU into the conv with oneDNN
         # In the activations' layout: the convolution would otherwise copy it on every call.
-        w = (conv.weight.float() * (conv.scale * _SQRT2)).to(dev, dt).contiguous(memory_format=memory_format)
+        w = (conv.weight.float() * (conv.scale * SQRT2)).to(dev, dt).contiguous(memory_format=memory_format)
         self.register_buffer("weight", w, persistent=False)
-        self.register_buffer("bias", (act.bias.float() * _SQRT2).to(dev, dt), persistent=False)
+        self.register_buffer("bias", (act.bias.float() * SQRT2).to(dev, dt), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.blur is not None:
@@ -139,7 +136,7 @@ class Linear(nn.Module):
 
     def __init__(self, lin: nn.Module, dev) -> None:
         super().__init__()
-        gain = _SQRT2 if lin.activation else 1.0
+        gain = SQRT2 if lin.activation else 1.0
         self.activation = lin.activation
         self.register_buffer("weight", (lin.weight.float() * (lin.scale * gain)).to(dev), persistent=False)
         self.register_buffer("bias", (lin.bias.float() * (lin.lr_mul * gain)).to(dev), persistent=False)
@@ -183,9 +180,7 @@ class ModConv(nn.Module):
     def factor(self, latent: torch.Tensor) -> torch.Tensor:
         """(out, in) float32 multiplier for the base weight, for one image's latent (1, style_dim)."""
         f, d = self.styles(latent)
-        if d is not None:
-            return d[:, None] * f[None, :]
-        return f[None, :].expand(self.wsq.shape[0], -1)
+        return f[None, :].expand(self.wsq.shape[0], -1) if d is None else d[:, None] * f[None, :]
 
     def forward(self, x: Pair | torch.Tensor, latent: torch.Tensor, bias: torch.Tensor | None = None,
                 leaky: bool = False) -> torch.Tensor:
@@ -280,15 +275,15 @@ class StyledConv(nn.Module):
 
     def __init__(self, sc: nn.Module, fir: FirImpl, dt, dev, memory_format: torch.memory_format) -> None:
         super().__init__()
-        self.conv = ModConv(sc.conv, _SQRT2, fir, dt, dev, memory_format)
+        self.conv = ModConv(sc.conv, SQRT2, fir, dt, dev, memory_format)
         self.memory_format = memory_format
         self.cat_in_place = True  # FastGPEN turns it off for torch.compile
         c = sc.conv.out_channel
-        b = sc.activate.bias.float() * _SQRT2
+        b = sc.activate.bias.float() * SQRT2
         self.register_buffer("bias_conv", b[:c].to(dev, dt), persistent=False)
         self.register_buffer("bias_noise", b[c:].to(dev, dt).view(1, c, 1, 1), persistent=False)
         # A Python float: a constant for the compiler, no device sync per call.
-        self.noise_weight = float(sc.noise.weight.item()) * _SQRT2
+        self.noise_weight = float(sc.noise.weight.item()) * SQRT2
         # The noise half as a depthwise 1×1 conv: oneDNN fuses scale, bias and leaky ReLU in one pass.
         self.register_buffer("noise_dw", torch.full((c, 1, 1, 1), self.noise_weight, device=dev, dtype=dt), persistent=False)
         self.fused_noise = False  # set by FastGPEN (oneDNN only)

@@ -9,7 +9,7 @@ import math
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import cv2
 import numpy as np
@@ -55,8 +55,6 @@ class ConvLayer(nn.Module):
         self.reflection_pad = nn.ReflectionPad2d(int(math.ceil((kernel_size - 1.0) / 2)))
         stride = 2 if scale == "down" else 1
         self.conv2d = nn.Conv2d(c_in, c_out, kernel_size, stride, bias=norm_type != "bn")
-        if relu_type not in ("LeakyReLU", "none"):
-            raise ValueError(f"relu_type must be LeakyReLU or none, got {relu_type!r}")
         # Neither holds weights: the official ReluLayer's keys are the same without its wrapper.
         self.relu: nn.Module = nn.LeakyReLU(0.2, inplace=True) if relu_type == "LeakyReLU" else nn.Identity()
         self.norm = Norm(c_out, norm_type)
@@ -146,15 +144,6 @@ class ParseNet(nn.Module):
 STRIP_ROWS = 64  # output rows per strip at the full-size levels (8 strips at 512 px)
 
 
-def _reflect(i: int, n: int) -> int:
-    """Row ``i`` of a reflection-padded axis of length ``n`` (pad 1: -1 → 1, n → n-2)."""
-    if i < 0:
-        return -i
-    if i >= n:
-        return 2 * (n - 1) - i
-    return i
-
-
 def _need(stage: ConvLayer | ResidualBlock, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int]:
     """The input rows ``[lo, hi)`` that output rows ``[o_lo, o_hi)`` of ``stage`` read (reflections included)."""
     if isinstance(stage, ResidualBlock):
@@ -163,19 +152,25 @@ def _need(stage: ConvLayer | ResidualBlock, o_lo: int, o_hi: int, h_in: int) -> 
         short = stage.shortcut_func
         s_lo, s_hi = (o_lo, o_hi) if isinstance(short, torch.nn.Identity) else _need(short, o_lo, o_hi, h_in)
         return min(lo, s_lo), max(hi, s_hi)
-    s = stage.conv2d.stride[0]
-    h_eff = 2 * h_in if stage.up else h_in
-    rows = [_reflect(u, h_eff) for u in range(s * o_lo - 1, s * (o_hi - 1) + 2)]
-    if stage.up:
-        rows = [u // 2 for u in rows]
-    return min(rows), max(rows) + 1
+    e_lo, e_hi, h = _read(stage, o_lo, o_hi, h_in)
+    # Rows -1 and h are the padding: reflections of rows 1 and h-2, which are read anyway.
+    a, b = max(e_lo, 0), min(e_hi, h)
+    return (a // 2, (b - 1) // 2 + 1) if stage.up else (a, b)
 
 
-class _Rows:
+def _read(layer: ConvLayer, o_lo: int, o_hi: int, h_in: int) -> tuple[int, int, int]:
+    """``(lo, hi, h)``: the rows ``[lo, hi)`` that output rows ``[o_lo, o_hi)`` of ``layer`` read, padding included,
+    of its (upsampled, for an "up" layer) input of ``h`` rows."""
+    s, h = layer.conv2d.stride[0], 2 * h_in if layer.up else h_in
+    return s * o_lo - 1, s * (o_hi - 1) + 2, h
+
+
+class _Rows(NamedTuple):
     """Rows ``[lo, lo + len)`` of a whole tensor of height ``height``."""
 
-    def __init__(self, t: torch.Tensor, lo: int, height: int) -> None:
-        self.t, self.lo, self.height = t, lo, height
+    t: torch.Tensor
+    lo: int
+    height: int
 
 
 def _out_height(stage: ConvLayer | ResidualBlock, h_in: int) -> int:
@@ -188,16 +183,14 @@ def _out_height(stage: ConvLayer | ResidualBlock, h_in: int) -> int:
 def _conv_rows(layer: ConvLayer, x: _Rows, o_lo: int, o_hi: int) -> _Rows:
     """Output rows ``[o_lo, o_hi)`` of ``layer`` from ``x`` (which holds every row they read): the layer's own ops
     on a slice, a row reflection-padded only where the slice touches the image's edge."""
-    s = layer.conv2d.stride[0]
-    h_eff = 2 * x.height if layer.up else x.height
-    e_lo, e_hi = s * o_lo - 1, s * (o_hi - 1) + 2  # the (upsampled) input rows read, padding included
-    a, b = max(e_lo, 0), min(e_hi, h_eff)
+    e_lo, e_hi, h = _read(layer, o_lo, o_hi, x.height)
+    a, b = max(e_lo, 0), min(e_hi, h)
     if layer.up:
         src = x.t[:, :, a // 2 - x.lo : (b - 1) // 2 + 1 - x.lo]
         eff = F.interpolate(src, scale_factor=2, mode="nearest")[:, :, a % 2 : a % 2 + b - a]
     else:
         eff = x.t[:, :, a - x.lo : b - x.lo]
-    padded = F.pad(eff, (1, 1, int(e_lo < 0), int(e_hi > h_eff)), mode="reflect")
+    padded = F.pad(eff, (1, 1, int(e_lo < 0), int(e_hi > h)), mode="reflect")
     del eff
     y = layer.relu(layer.norm(F.conv2d(padded, layer.conv2d.weight, layer.conv2d.bias, layer.conv2d.stride)))
     return _Rows(y, o_lo, _out_height(layer, x.height))
@@ -261,18 +254,14 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """A float32 ParseNet state_dict from GPEN's ``ParseNet-latest.pth`` or facexlib's ``parsing_parsenet.pth``."""
     from gpen_core.networks.checkpoint import read_network_weights
 
-    path = Path(path)
-
-    def not_a_dict(found: str) -> str:
-        return f"{path} does not hold a ParseNet state_dict (found {found})"
-
+    not_a_dict = "{where} does not hold a ParseNet state_dict (found {found})"
     sd = read_network_weights(
         path, "ParseNet weights", wrappers=("state_dict",), not_a_dict=not_a_dict,
         missing=f"ParseNet weights not found at {path}. Put ParseNet-latest.pth (GPEN) or "
         "parsing_parsenet.pth (facexlib) in the models folder, or run `python -m gpen_core download ParseNet-latest`.",
     )
     if not sd:
-        raise WeightsError(not_a_dict("dict"))
+        raise WeightsError(not_a_dict.format(where=path, found="dict"))
     return sd
 
 

@@ -89,10 +89,9 @@ def choose_plan(device: str | torch.device = "cpu", requested_dtype: str = "floa
     elif dev == "cpu":
         native_bf16 = cpu_features()["native_bf16"]
         dtype = requested
-        if requested == "auto":
+        if requested in ("auto", "float16"):
             dtype = "bfloat16" if native_bf16 else "float32"
-        elif requested == "float16":
-            dtype = "bfloat16" if native_bf16 else "float32"
+        if requested == "float16":
             notes.append(f"float16 is ~500x slower than float32 on a CPU; used {dtype} instead")
         elif requested == "bfloat16" and not native_bf16:
             dtype = "float32"

@@ -19,20 +19,11 @@ class PreparedForward:
     any device), ``y`` float32 on ``plan.device``. A call while another thread compiles runs eagerly."""
 
     def __init__(self, net: FastGPEN, plan: ForwardPlan) -> None:
-        self.net, self.plan = net, plan
+        self.net, self.plan, self.size = net, plan, net.size
         self._compiled: Callable[[torch.Tensor], torch.Tensor] | None = _compile(net) if plan.compile else None
-        self._ready = False
+        self.compiled = False  # True once the compiled version has run (never without ``plan.compile``)
         self._lock = threading.Lock()
         self._twin: PreparedForward | None = None
-
-    @property
-    def size(self) -> int:
-        return self.net.size
-
-    @property
-    def compiled(self) -> bool:
-        """True once the compiled version has run (always False without ``plan.compile``)."""
-        return self._ready
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         s = self.net.size
@@ -49,13 +40,13 @@ class PreparedForward:
             # guarded on such properties and would recompile for a caller's plain tensor.
             x = x.to(device=self.plan.device, dtype=self.plan.dtype_torch, copy=True)
             x = x.contiguous(memory_format=self.net.memory_format)
-            if self._ready:
+            if self.compiled:
                 return self._compiled(x)
             # Compile on this call unless another call is compiling right now (then stay eager).
             if self._lock.acquire(blocking=False):
                 try:
                     out = self._compiled(x)
-                    self._ready = True
+                    self.compiled = True
                     return out
                 finally:
                     self._lock.release()

@@ -8,7 +8,7 @@ import torch
 from gpen_core.networks.arch import GPEN, GPENConfig, make_kernel
 
 
-def random_state_dict(cfg: GPENConfig, seed: int = 0, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+def random_state_dict(cfg: GPENConfig, seed: int = 0) -> dict[str, torch.Tensor]:
     """Every parameter random (biases and noise weights too); blur buffers as the architecture defines them."""
     gen = torch.Generator().manual_seed(seed)
     with torch.device("meta"):
@@ -21,7 +21,7 @@ def random_state_dict(cfg: GPENConfig, seed: int = 0, dtype: torch.dtype = torch
             sd[k] = base * 4 if k.startswith("generator.") else base.clone()
         else:
             scale = 0.1 if v.ndim <= 1 else 1.0
-            sd[k] = (torch.randn(v.shape, generator=gen) * scale).to(dtype)
+            sd[k] = torch.randn(v.shape, generator=gen) * scale
     return sd
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ class UpscalerConfig:
     @property
     def unshuffle(self) -> int:
         """Pixel-unshuffle factor of the input (4 / scale): inputs must be a multiple of it."""
-        return {4: 1, 2: 2, 1: 4}[self.scale]
+        return 4 // self.scale
 
 
 class ResidualDenseBlock(nn.Module):
@@ -115,18 +115,15 @@ class RRDBNet(nn.Module):
 
 # Where GPEN's and Real-ESRGAN's training scripts nest the weights, in the order looked for.
 _WRAPPERS = ("params_ema", "params")
-
-
-def _not_an_upscaler(where: str) -> Callable[[str], str]:
-    return lambda found: (f"{where} is not an upscaler checkpoint: expected a dict with 'params_ema', found {found}. "
-                          "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
+_NOT_AN_UPSCALER = ("{where} is not an upscaler checkpoint: expected a dict with 'params_ema', found {found}. "
+                    "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
 
 
 def unwrap_params(obj: Any, where: str = "the checkpoint") -> dict[str, torch.Tensor]:
     """The flat RRDBNet state_dict inside a checkpoint: ``params_ema``, else ``params``, else the dict itself."""
     from gpen_core.networks.checkpoint import network_state_dict
 
-    return network_state_dict(obj, where, wrappers=_WRAPPERS, not_a_dict=_not_an_upscaler(where))
+    return network_state_dict(obj, where, wrappers=_WRAPPERS, not_a_dict=_NOT_AN_UPSCALER)
 
 
 def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") -> UpscalerConfig:
@@ -183,7 +180,7 @@ def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cp
 
     p = Path(path)
     sd = read_network_weights(
-        p, "upscaler weights", wrappers=_WRAPPERS, not_a_dict=_not_an_upscaler(str(p)),
+        p, "upscaler weights", wrappers=_WRAPPERS, not_a_dict=_NOT_AN_UPSCALER,
         missing=missing_upscaler_text(str(p), "realesrnet_x4" if "x4" in p.name else "realesrnet_x2"),
     )
     return build_upscaler(sd, str(p)).to(device)

@@ -5,6 +5,7 @@ input padded as the official ``process`` pads it: the same pixels. RGB uint8 H×
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from contextlib import nullcontext
@@ -32,8 +33,6 @@ TILE_BYTES_PER_PX = 7800
 MODE_TILE_BUDGET: dict[str, int] = {"low": 96 << 20, "faces-only": 192 << 20, "balanced": 192 << 20, "quality": 384 << 20}
 MIN_TILE = 32  # below this the 2 × 10 px of context costs more than the tile itself
 MAX_TILE = 1024
-# Pixel-unshuffle factor of RealESRNet's input per scale: ×4 none, ×2 2×2 blocks, ×1 4×4 blocks.
-_UNSHUFFLE = {4: 1, 2: 2, 1: 4}
 
 # Largest result we make (pixels), and how many result-sized buffers the flow holds at its peak (the resized
 # original, the upscaled background, the composed photo).
@@ -65,22 +64,22 @@ def upscale_extra_bytes(width: int, height: int, factor: int, tile: int, *, pad:
     return FLOW_BUFFERS * width * height * 3 * factor * factor + tile_cost_bytes(tile, factor, pad=pad)
 
 
+def _bytes_per_input_px(scale: int, num_feat: int, num_grow_ch: int) -> float:
+    # The trunk runs on the input pixel-unshuffled by 4 / scale (×4: none, ×2: 2×2 blocks, ×1: 4×4 blocks).
+    return TILE_BYTES_PER_PX * (num_feat + 2 * num_grow_ch) / 96 / (4 // scale) ** 2
+
+
 def tile_cost_bytes(tile: int, scale: int, *, pad: int = DEFAULT_PAD, num_feat: int = 32, num_grow_ch: int = 32) -> int:
     """Predicted peak RAM of one tile of ``tile`` input px (plus ``pad`` each side), in bytes."""
-    u = _UNSHUFFLE[scale]
-    side = tile + 2 * pad
-    width = (num_feat + 2 * num_grow_ch) / 96
-    return int(TILE_FIXED_BYTES + TILE_BYTES_PER_PX * width * side * side / (u * u))
+    return int(TILE_FIXED_BYTES + _bytes_per_input_px(scale, num_feat, num_grow_ch) * (tile + 2 * pad) ** 2)
 
 
 def tile_for_budget(budget_bytes: int, scale: int, *, pad: int = DEFAULT_PAD, num_feat: int = 32,
                     num_grow_ch: int = 32) -> int:
     """The largest tile (input px, a multiple of 16) whose predicted peak fits ``budget_bytes``, at least
     :data:`MIN_TILE` (the caller's memory check decides whether to run at all)."""
-    u = _UNSHUFFLE[scale]
-    width = (num_feat + 2 * num_grow_ch) / 96
     room = max(0, budget_bytes - TILE_FIXED_BYTES)
-    side = math.sqrt(room * u * u / (TILE_BYTES_PER_PX * width))
+    side = math.sqrt(room / _bytes_per_input_px(scale, num_feat, num_grow_ch))
     tile = int(side - 2 * pad) // 16 * 16
     return max(MIN_TILE, min(MAX_TILE, tile))
 
@@ -103,7 +102,7 @@ class TileGrid:
 
 def plan_grid(height: int, width: int, scale: int, tile: int, pad: int = DEFAULT_PAD) -> TileGrid:
     """Tiles for an H×W input (``tile`` 0 or ≥ the image: one); tile and pad rounded up to the unshuffle factor."""
-    u = _UNSHUFFLE[scale]
+    u = 4 // scale  # the unshuffle factor
     hp, wp = height + (-height) % u, width + (-width) % u
     pad = pad + (-pad) % u
     if tile <= 0 or tile >= max(hp, wp):
@@ -166,31 +165,26 @@ def run_tiles(rgb: np.ndarray, net: RRDBNet, tile: int, pad: int = DEFAULT_PAD, 
     param = next(net.parameters())
     device, wdtype = param.device, param.dtype  # a net cast to bfloat16 gets its input in bfloat16
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 and device.type == "cpu" else nullcontext()
-    done = 0
     with torch.inference_mode(), autocast:
-        for ty in range(grid.rows):
-            for tx in range(grid.cols):
-                y0, x0 = ty * grid.tile, tx * grid.tile
-                y1, x1 = min(y0 + grid.tile, grid.padded_h), min(x0 + grid.tile, grid.padded_w)
-                py0, px0 = max(y0 - grid.pad, 0), max(x0 - grid.pad, 0)
-                py1, px1 = min(y1 + grid.pad, grid.padded_h), min(x1 + grid.pad, grid.padded_w)
-                rows = _index(h, py0, py1)
-                cols = _index(w, px0, px1)
-                piece = rgb[rows][:, cols] if isinstance(rows, np.ndarray) or isinstance(cols, np.ndarray) else rgb[rows, cols]
-                x = torch.from_numpy(np.ascontiguousarray(piece)).to(device).permute(2, 0, 1).unsqueeze(0).float().div_(255.0).to(wdtype)
-                y = net(x)
-                del x
-                # Only the part inside the original image (not the reflect padding) is kept.
-                ye, xe = min(y1, h), min(x1, w)
-                oy, ox = (y0 - py0) * s, (x0 - px0) * s
-                crop = y[0, :, oy : oy + (ye - y0) * s, ox : ox + (xe - x0) * s]
-                # float32 before rounding, as the official code (bf16 results are cast up first).
-                crop = crop.float().clamp_(0, 1).mul_(255.0).round_().to(torch.uint8)
-                out[y0 * s : ye * s, x0 * s : xe * s] = crop.permute(1, 2, 0).cpu().numpy()
-                del y, crop
-                done += 1
-                if progress is not None:
-                    progress(done, grid.count)
+        for done, (ty, tx) in enumerate(itertools.product(range(grid.rows), range(grid.cols)), 1):
+            y0, x0 = ty * grid.tile, tx * grid.tile
+            y1, x1 = min(y0 + grid.tile, grid.padded_h), min(x0 + grid.tile, grid.padded_w)
+            py0, px0 = max(y0 - grid.pad, 0), max(x0 - grid.pad, 0)
+            py1, px1 = min(y1 + grid.pad, grid.padded_h), min(x1 + grid.pad, grid.padded_w)
+            piece = np.ascontiguousarray(rgb[_index(h, py0, py1)][:, _index(w, px0, px1)])
+            x = torch.from_numpy(piece).to(device).permute(2, 0, 1).unsqueeze(0).float().div_(255.0).to(wdtype)
+            y = net(x)
+            del x
+            # Only the part inside the original image (not the reflect padding) is kept.
+            ye, xe = min(y1, h), min(x1, w)
+            oy, ox = (y0 - py0) * s, (x0 - px0) * s
+            crop = y[0, :, oy : oy + (ye - y0) * s, ox : ox + (xe - x0) * s]
+            # float32 before rounding, as the official code (bf16 results are cast up first).
+            crop = crop.float().clamp_(0, 1).mul_(255.0).round_().to(torch.uint8)
+            out[y0 * s : ye * s, x0 * s : xe * s] = crop.permute(1, 2, 0).cpu().numpy()
+            del y, crop
+            if progress is not None:
+                progress(done, grid.count)
     used = "bfloat16" if (bf16 and device.type == "cpu") or wdtype == torch.bfloat16 else str(wdtype).replace("torch.", "")
     return Upscaled(out, s, grid, time.perf_counter() - t0, used)
 

@@ -87,8 +87,7 @@ def get_core() -> Any:
 def cpu_key() -> str:
     """Short, stable name of what the CPU plugin compiles for: e.g. ``avx2`` or ``avx2-avx512f-amx_bf16``."""
     flags = cpu_flags()
-    key = "-".join(f for f in _KEY_FLAGS if f in flags)
-    return key or "generic"
+    return "-".join(f for f in _KEY_FLAGS if f in flags) or "generic"
 
 
 def capabilities() -> tuple[str, ...]:
@@ -137,12 +136,10 @@ class CacheKey:
 
 
 def cache_root(models_dir: str | os.PathLike[str] | None = None) -> Path:
-    """``<models folder>/openvino`` (created on demand by :func:`convert`)."""
-    if models_dir is not None:
-        return Path(models_dir) / "openvino"
+    """``<models folder>/openvino`` (created on demand by :func:`save_ir`)."""
     from gpen_core.weights.lookup import models_dir as default_models_dir
 
-    return default_models_dir() / "openvino"
+    return (default_models_dir() if models_dir is None else Path(models_dir)) / "openvino"
 
 
 def cache_key(checkpoint: Path, precision: Precision, sha256: str | None = None) -> CacheKey:

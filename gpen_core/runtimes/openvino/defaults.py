@@ -95,13 +95,13 @@ def default_choice(key: str, flags: set[str] | None = None) -> BackendChoice | N
     m = default_measured(key, flags)
     if m is None:
         return None
-    kind = cpu_kind(flags)
-    faster = "openvino" if m.openvino_s < m.torch_s else "torch"
-    slow, fast = (m.torch_s, m.openvino_s) if faster == "openvino" else (m.openvino_s, m.torch_s)
-    other = "torch" if faster == "openvino" else "OpenVINO"
+    if m.openvino_s < m.torch_s:
+        faster, other, fast, slow = "openvino", "torch", m.openvino_s, m.torch_s
+    else:
+        faster, other, fast, slow = "torch", "OpenVINO", m.torch_s, m.openvino_s
     digits = 2 if f"{fast:.2f}" != f"{slow:.2f}" else 3  # two figures that round alike would read as a tie
-    reason = (f"measured faster on {KIND_NAMES[kind or '']}: {fast:.{digits}f} s vs {other} {slow:.{digits}f} s per call on an "
-              f"{m.source.split(',')[0]}")
+    reason = (f"measured faster on {KIND_NAMES[cpu_kind(flags) or '']}: {fast:.{digits}f} s vs {other} "
+              f"{slow:.{digits}f} s per call on an {m.source.split(',')[0]}")
     return BackendChoice(faster, reason, "not yet measured on this machine (the hardware check measures it here)")
 
 

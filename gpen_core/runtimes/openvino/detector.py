@@ -125,12 +125,10 @@ class OVRetinaFace(CompiledNet):
         scale1 = torch.tensor([w, h] * 5, dtype=torch.float32)
         landmarks = (post.decode_landm(landms.squeeze(0), priors, variance) * scale1).numpy()
         inds = np.where(scores > conf_threshold)[0]
-        boxes, landmarks, scores = boxes[inds], landmarks[inds], scores[inds]
-        order = scores.argsort()[::-1]  # facexlib's order, which NMS's ties follow
-        boxes, landmarks, scores = boxes[order], landmarks[order], scores[order]
-        bounding_boxes = np.hstack((boxes, scores[:, np.newaxis])).astype(np.float32, copy=False)
+        inds = inds[scores[inds].argsort()[::-1]]  # facexlib's order, which NMS's ties follow
+        bounding_boxes = np.hstack((boxes[inds], scores[inds, np.newaxis])).astype(np.float32, copy=False)
         keep = post.py_cpu_nms(bounding_boxes, nms_threshold)
-        return np.concatenate((bounding_boxes[keep, :], landmarks[keep]), axis=1)
+        return np.concatenate((bounding_boxes[keep, :], landmarks[inds][keep]), axis=1)
 
 
 def load(weights: Path | None, network: str, build: BuildNet, *, models_dir: str | os.PathLike[str] | None = None,

@@ -3,7 +3,6 @@ modules, each the same function as the module's own. Imports torch: import it on
 
 from __future__ import annotations
 
-import math
 import types
 from collections.abc import Callable
 from typing import Any
@@ -11,10 +10,9 @@ from typing import Any
 import torch
 from torch.nn import functional as F
 
-from gpen_core.networks.arch import GPEN, Fir, ModulatedConv2d, StyledConv, ToRGB
+from gpen_core.networks.arch import GPEN, Fir, ModulatedConv2d, StyledConv, ToRGB, fused_leaky_relu
 from gpen_core.networks.fast import HALO, FastGPEN
 
-SQRT2 = math.sqrt(2.0)
 # Horizontal strips of the full-size decoder level (1: whole, as revision 2), the half-size rows a strip reads
 # beyond its own, and when a decoder conv modulates its input instead of its weight (the fast torch forward's):
 # measured in docs/performance.md, "OpenVINO: the full-size level in strips".
@@ -30,19 +28,15 @@ def exportable(model: GPEN, *, strips: int = FULL_SIZE_STRIPS) -> GPEN:
     g = model.generator
     # Each decoder modulated conv's input side, as FastGPEN's; the ToRGB convs are absent: they modulate the weight.
     res = {id(g.conv1.conv): 4, **{id(c.conv): 2 ** (i // 2 + 2 + i % 2) for i, c in enumerate(g.convs)}}
+    forwards = {ModulatedConv2d: modconv_forward, StyledConv: styled_forward, Fir: fir_forward, ToRGB: to_rgb_forward}
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, ModulatedConv2d):
                 _prepare_modconv(m, res.get(id(m)))
-                m.forward = types.MethodType(modconv_forward, m)  # type: ignore[method-assign]
-            elif isinstance(m, StyledConv):
-                m.forward = types.MethodType(styled_forward, m)  # type: ignore[method-assign]
-            elif isinstance(m, Fir):
-                m.forward = types.MethodType(fir_forward, m)  # type: ignore[method-assign]
-            elif isinstance(m, ToRGB):
-                m.forward = types.MethodType(to_rgb_forward, m)  # type: ignore[method-assign]
+            if type(m) in forwards:
+                m.forward = types.MethodType(forwards[type(m)], m)  # type: ignore[method-assign]
     if strips > 1:
-        model.forward = types.MethodType(_striped_forward(strips, styled_halves), model)  # type: ignore[method-assign]
+        model.forward = types.MethodType(_striped_forward(strips), model)  # type: ignore[method-assign]
     return model
 
 
@@ -52,8 +46,8 @@ def _prepare_modconv(m: ModulatedConv2d, input_side: int | None) -> None:
     w = m.weight[0].float() * m.scale  # (out, in, k, k)
     m.export_wsq = w.pow(2).sum([2, 3])  # plain attributes: constants in the trace
     m.export_weight = w.transpose(0, 1).contiguous() if m.upsample else w
-    r = input_side
     # input elements · INPUT_MOD_RATIO ≤ weight elements, i.e. RATIO · in · r² ≤ out · in · k²
+    r = input_side
     small_input = r is not None and INPUT_MOD_RATIO * r * r <= w.shape[0] * w.shape[2] * w.shape[3]
     m.export_input_modulated = bool(m.demodulate and small_input)
     m.weight = None  # the export holds it scaled: not twice in memory while converting
@@ -67,14 +61,10 @@ def _strip_bounds(size: int, strips: int) -> list[int]:
     return [2 * (k * half // strips) for k in range(strips + 1)]
 
 
-def _striped_forward(strips: int, styled_halves: Callable[..., Any]) -> Callable[..., Any]:
+def _striped_forward(strips: int) -> Callable[..., Any]:
     """GPEN's forward with the full-size decoder level computed strip by strip; batch 1, Python-int slices only."""
     def forward(self: GPEN, x: torch.Tensor) -> torch.Tensor:
-        feats, h = [], x
-        for name in self.names:
-            h = getattr(self, name)(h)
-            feats.append(h)
-        style = self.final_linear(h.reshape(h.shape[0], -1))
+        feats, style = self.encode(x)
         g = self.generator
         latent = g.style(style)
         out = g.conv1(g.input(latent.shape[0]), latent, feats[-1])
@@ -136,9 +126,8 @@ def modconv_forward(self: ModulatedConv2d, x: torch.Tensor | tuple[torch.Tensor,
 
 def styled_halves(self: StyledConv, y: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``FusedLeakyReLU(cat(y, w · noise))`` as its two halves (features, activated noise), unconcatenated."""
-    c, b = int(y.shape[1]), self.activate.bias.view(1, -1, 1, 1)
-    feats = F.leaky_relu(y + b[:, :c], 0.2) * SQRT2
-    return feats, F.leaky_relu(self.noise.weight * noise + b[:, c:], 0.2) * SQRT2
+    c, b = int(y.shape[1]), self.activate.bias
+    return fused_leaky_relu(y, b[:c]), fused_leaky_relu(self.noise.weight * noise, b[c:])
 
 
 def styled_forward(self: StyledConv, x: torch.Tensor | tuple[torch.Tensor, ...], style: torch.Tensor,

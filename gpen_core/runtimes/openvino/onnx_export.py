@@ -46,7 +46,7 @@ def _checkpoint(model: str, models_dir: str | os.PathLike[str] | None) -> Path:
     """The checkpoint file of a registry generator name, or an existing checkpoint path."""
     from gpen_core.weights import lookup
 
-    spec = next((s for s in lookup.REGISTRY.values() if s.name.lower() == model.strip().lower()), None)
+    spec = lookup.REGISTRY.get(lookup.registry_name(model) or "")
     if spec is not None and spec.kind != "generator":
         gens = ", ".join(n for n, s in lookup.REGISTRY.items() if s.kind == "generator")
         raise InputError(f"{spec.name} is a {spec.kind}, not a GPEN generator; export one of: {gens}, or a checkpoint path")
