@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -407,3 +408,32 @@ def test_the_openmp_team_a_call_starts_for_itself_is_not_concurrent_work(whole_m
     p = got["peaks"]
     assert p is not None and got["new"], "no native thread started during the call: the check could not fail"
     assert p.shared is None, p.shared
+
+
+def test_an_ended_threads_id_reused_is_a_new_thread() -> None:
+    """Linux hands an ended thread's id to a new one once pid_max wraps (32768 on many systems, hours into a
+    server or a test run): records of ended threads must not pass the new ones off as the call's workers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpen_core.platform import meter as meter_mod
+
+    try:
+        last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+    except (OSError, ValueError):
+        pytest.skip("needs Linux's /proc/sys/kernel/ns_last_pid to know which thread ids come next")
+    coming = set(range(last + 1, last + 2000))  # the ids the pool's threads are about to get, as ended workers'
+    meter_mod._CALL_WORKERS.update(coming)
+
+    def touch(_: int) -> int:
+        buf = bytearray(64 * 2**20)
+        for i in range(0, len(buf), 4096):
+            buf[i] = 1
+        return len(buf)
+
+    try:
+        with meter_mod.PeakMeter() as m:
+            with ThreadPoolExecutor(2) as pool:
+                list(pool.map(touch, range(2)))
+    finally:
+        meter_mod._CALL_WORKERS.difference_update(coming)
+    assert m.peaks is not None and m.peaks.shared, "unmarked threads that fault 128 MB are concurrent work"

@@ -148,8 +148,14 @@ class _ThreadWatch:
         self.exclude = exclude
         self.t0 = time.perf_counter()
         self.names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
-        self.started0 = set(_STARTED)
         self.tasks0 = _tasks()
+        if self.tasks0 is not None:
+            # The kernel reuses an ended thread's id (after pid_max, 32768 on many systems): a record of an ended
+            # thread would pass a new thread of that id off as a call worker, or as no new thread at all.
+            for tid in [k for k in _STARTED if k not in self.tasks0]:
+                _STARTED.pop(tid, None)
+            _CALL_WORKERS.intersection_update(self.tasks0)
+        self.started0 = set(_STARTED)
         self.proc0 = _process_usage()
 
     def busy(self) -> list[str]:
