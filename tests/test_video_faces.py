@@ -224,6 +224,26 @@ def test_cli_folder_of_a_photo_and_a_damaged_video_exits_5_with_both_written(
     assert sorted(p.suffix for p in (tmp_path / "out").iterdir()) == [".jpg", ".mp4"]  # low writes JPEG photos
 
 
+def test_a_clip_and_a_photo_go_into_a_new_folder_whose_name_has_a_dot(
+    tmp_path: Path, low_mode_home: Path, one_thread: None, capsys: pytest.CaptureFixture
+) -> None:
+    """`-o results.v2` for a clip and a photo: only a folder holds both, so it is made (one clip's `-o out.v2`
+    stays refused: an MP4 or a folder)."""
+    import cv2
+
+    from gpen_core.cli import main
+
+    from .videoclips import gradient_frames
+
+    cv2.imwrite(str(tmp_path / "a.png"), gradient_frames(1, 64, 48)[0])
+    clip = make_clip(tmp_path / "b.mp4", gradient_frames(3, 64, 48))
+    dst = tmp_path / "results.v2"
+    assert main(["restore", str(clip), str(tmp_path / "a.png"), "-o", str(dst), "--mode", "low"]) == 0
+    assert sorted(p.name for p in dst.iterdir()) == ["a.jpg", "b.mp4"]  # low writes JPEG photos
+    assert main(["restore", str(clip), "-o", str(tmp_path / "one.v2"), "--mode", "low"]) == 2
+    assert "a restored video is an MP4" in capsys.readouterr().err and not (tmp_path / "one.v2").exists()
+
+
 def test_find_faces_numbers_the_faces_of_the_parts_start_without_restoring(tmp_path: Path, models_with_detector: Path,
                                                                         one_thread: None) -> None:
     import cv2

@@ -56,7 +56,8 @@ def plan_video_outputs(videos: list[Path], output: str, photos: int) -> list[tup
         return [(videos[0], out)]
     if out.exists() and not out.is_dir():
         check_output_file(out)  # a device such as /dev/full, a FIFO: named as such
-    if out.suffix and not out.is_dir():
+    # Several outputs need a folder: a new results.v2 is made as one; one clip's out.v2 is neither an MP4 nor a folder.
+    if out.suffix and not out.is_dir() and (len(videos) + photos == 1 or out.exists()):
         raise InputError(f"a restored video is an MP4: name the output {out.with_suffix('.mp4')}, or give a folder")
     plan = [(p, out / f"{stem}.mp4") for p, stem in zip(videos, output_stems([p.name for p in videos]))]
     check_writable([dst for _, dst in plan])
