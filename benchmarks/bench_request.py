@@ -109,7 +109,7 @@ class StageRSS:
 
         self.wrap(pipeline, "decode", "decode")
         self.wrap(decode, "encode_image", "encode")
-        self.wrap(photo, "_restore_crop", "restore")
+        self.wrap(photo, "_restore_checked", "restore")  # the generator, then smoothing, blend, identity check
         self.wrap(photo, "face_mask", "mask")
         self.wrap(photo, "warp_piece", "warp")
         self.wrap(photo, "compose", "compose")
