@@ -241,6 +241,8 @@ def _restore(args: argparse.Namespace) -> int:
         _no_clip_flags(args, args.inputs[0] if len(args.inputs) == 1 else "the inputs")
         return restore_ray(args, ProgressLine, _options(args), say_record)
     inputs, not_files = _collect_inputs(args.inputs, args.output)
+    for path, why in not_files:  # said when found, before any clip (hours) or photo: a run of clips says it too
+        print(f"skipped: {path}: {why}", file=sys.stderr, flush=True)
     videos = [p for p in inputs if sniff_file(p)]  # told apart by their bytes, whatever the extension
     inputs = [p for p in inputs if p not in videos]
     if not videos and inputs:
@@ -273,9 +275,7 @@ def _restore(args: argparse.Namespace) -> int:
     bar, summary = ProgressLine(len(plan)), RunSummary()
     said: set[str] = set()  # the notes printed so far: each once per run
     args.run_notes = convert_before_photos(args, [src for src, _, _ in plan], bar.say).notes
-    for path, why in not_files:
-        summary.skipped.append((path, why))
-        bar.say(f"skipped: {path}: {why}")
+    summary.skipped += not_files
     for src, dst, fmt in plan:
         record = _restore_one(args, restorer, (src, dst, fmt), mask, bar, said)
         summary.add(record)

@@ -244,6 +244,26 @@ def test_a_clip_and_a_photo_go_into_a_new_folder_whose_name_has_a_dot(
     assert "a restored video is an MP4" in capsys.readouterr().err and not (tmp_path / "one.v2").exists()
 
 
+def test_a_folder_of_clips_says_what_it_skipped_before_the_first_clip(
+    tmp_path: Path, low_mode_home: Path, one_thread: None, capsys: pytest.CaptureFixture
+) -> None:
+    from gpen_core.cli import main
+
+    from .videoclips import gradient_frames
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    make_clip(folder / "b.mp4", gradient_frames(3, 64, 48))
+    (folder / "readme.txt").write_text("notes, not a video")
+    (folder / "sub").mkdir()
+    assert main(["restore", str(folder), "-o", str(tmp_path / "out"), "--mode", "low"]) == 0
+    err = capsys.readouterr().err
+    first_frame = err.index("b.mp4: frame")
+    for name, why in (("readme.txt", "neither a photo"), ("sub", "a folder")):
+        said = err.index(f"skipped: {folder / name}: ")
+        assert said < first_frame and why in err[said:].splitlines()[0], err
+
+
 def test_find_faces_numbers_the_faces_of_the_parts_start_without_restoring(tmp_path: Path, models_with_detector: Path,
                                                                         one_thread: None) -> None:
     import cv2
