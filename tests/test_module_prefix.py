@@ -46,6 +46,11 @@ def test_every_loader_uses_the_same_rule(tmp_path: Path) -> None:
     for load in (lambda: detect.load_state_dict(path, "RetinaFace"), lambda: parsenet.load_state_dict(path)):
         with pytest.raises(WeightsError, match=re.escape(f"{path} holds both")):
             load()
+    torch.save([A, B], path)  # a list, not a state_dict: said with the fix, never an internal error
+    for load, what in ((lambda: detect.load_state_dict(path, "RetinaFace"), "RetinaFace"),
+                       (lambda: parsenet.load_state_dict(path), "ParseNet")):
+        with pytest.raises(WeightsError, match=re.escape(f"{path} does not hold a {what} state_dict (found list)")):
+            load()
     with pytest.raises(WeightsError, match="both"):
         unwrap_state_dict({"module.a": A, "a": B})
     with pytest.raises(WeightsError, match="up.pth holds both"):

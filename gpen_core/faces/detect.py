@@ -75,17 +75,16 @@ def import_backends() -> None:
 
 def load_state_dict(path: Path, what: str) -> dict[str, Any]:
     """``torch.load(weights_only=True)`` on CPU, ``state_dict`` unwrapped, DataParallel's ``module.`` stripped."""
-    def not_a_dict(found: str) -> str:
-        return f"{path} does not hold a {what} state_dict (found {found})"
-
     from gpen_core.networks.checkpoint import read_network_weights
+
+    not_a_dict = f"{{where}} does not hold a {what} state_dict (found {{found}})"
 
     # Out of memory is OutOfMemory (the ladder steps down), not "re-download"; corrupt only when the bytes are.
     sd = read_network_weights(path, f"{what} weights", wrappers=("state_dict",), not_a_dict=not_a_dict,
                               missing=f"{what} weights not found at {path}. Download or resolve them first "
                                       "(gpen_core.weights.lookup).")
     if not sd:
-        raise WeightsError(not_a_dict("dict"))
+        raise WeightsError(not_a_dict.format(where=path, found="dict"))
     return sd
 
 
