@@ -168,7 +168,7 @@ def memory_worker(size: int, path: str, threads: int, out: Path) -> None:
     fwd, dtype = _forward(path, size)
     x = _input(size).to(dtype)
     fwd(x)
-    with PeakMeter(cuda=False) as meter:
+    with PeakMeter() as meter:
         fwd(x)
     p = meter.peaks
     out.write_text(json.dumps({"peak_rss": p.rss_bytes, "fwd_rss": p.rss_delta_bytes, "rss_method": p.method}))

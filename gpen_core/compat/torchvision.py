@@ -73,7 +73,9 @@ class Bottleneck(nn.Module):
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
         identity = x if self.downsample is None else self.downsample(x)
-        return self.relu(self.bn3(self.conv3(out)) + identity)
+        out = self.bn3(self.conv3(out))
+        out += identity  # in place: no second activation-sized tensor per block (the detector runs per frame)
+        return self.relu(out)
 
 
 class ResNet(nn.Module):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gpen_core.platform.meter import format_bytes
@@ -237,8 +238,14 @@ class Profile:
 
 
 def jsonable(x: Any) -> Any:
-    """``x`` as JSON gives it back: tuples as lists, keys and paths as strings."""
-    return json.loads(json.dumps(x, default=str))
+    """``x`` as JSON gives it back: tuples as lists, keys and paths as strings; TypeError for anything else JSON
+    cannot hold (never saved as its string)."""
+    def path(o: Any) -> str:
+        if isinstance(o, Path):
+            return str(o)
+        raise TypeError(f"{type(o).__name__} is not JSON: {o!r}")
+
+    return json.loads(json.dumps(x, default=path))
 
 
 def _from_json(cls: Any, d: dict[str, Any]) -> Any:

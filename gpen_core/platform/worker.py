@@ -117,11 +117,12 @@ def _without_main_script() -> Iterator[None]:
     """Spawn re-runs the caller's ``__main__`` script in the child: ours live in ``gpen_core``, and the app's
     script would build its whole page there."""
     with _START_LOCK:
-        main, sys.modules["__main__"] = sys.modules["__main__"], types.ModuleType("__main__")
+        main, sys.modules["__main__"] = sys.modules.get("__main__"), types.ModuleType("__main__")
         try:
             yield
         finally:
-            sys.modules["__main__"] = main
+            if main is not None:  # an embedded interpreter may have none
+                sys.modules["__main__"] = main
 
 
 class Child:
