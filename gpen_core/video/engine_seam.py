@@ -66,7 +66,6 @@ class Tally:
         """Max faces', the identity limit's, the face check's and the finder's notes, for the clip (``whole``: every
         frame counted, so "no face in any frame" can be said)."""
         from gpen_core.engine.stages import capped_note
-        from gpen_core.faces.find import LARGE_PASS_SIDE
 
         def n(k: int, what: str) -> str:
             return f"{k} {what}{'s' if k != 1 else ''}"
@@ -98,6 +97,8 @@ class Tally:
             notes.append(f"{n(self.merged, 'detection')} in the clip's frames {'was' if self.merged == 1 else 'were'} the "
                          "same face as another and merged (one box per face)")
         if self.large_faces:
+            from gpen_core.faces.find import LARGE_PASS_SIDE  # OpenCV's module: not for a segment driver's notes
+
             notes.append(f"{n(self.large_faces, 'large face')} in the clip's frames found on a {LARGE_PASS_SIDE} px copy "
                          "(the detector misses or splits faces over about 256 px)")
         return notes

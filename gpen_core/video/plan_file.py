@@ -181,7 +181,11 @@ def _finished(f: Any, n: int) -> FinishedFile:
                 "a finished segment")
     _check(0 <= f["index"] < n and f["bytes"] > 0 and _SHA256.fullmatch(f["sha256"]) is not None,
            f"finished segment {f['index']} is not one of its segments, or its size or hash is malformed")
-    return FinishedFile(**f, tally=None if tally is None else _tally(tally, f["index"]))
+    try:  # counts another version wrote differently: the segment is kept uncounted, never hours of work refused
+        counted = None if tally is None else _tally(tally, f["index"])
+    except _Fault:
+        counted = None
+    return FinishedFile(**f, tally=counted)
 
 
 def _tally(t: Any, index: int) -> Tally:

@@ -82,6 +82,7 @@ def restore_segment(src: str, seg: Segment, dst: Path, engine: Any, crf: int, *,
                 faces_max = max(faces_max, len(done.faces))
                 if on_frame is not None:
                     on_frame()
+            writer.close()  # a full disk often shows only here: the output is closed as for any failure
         except BaseException as exc:
             with suppress(Exception):  # a half-written file, removed next
                 out.close()
@@ -90,7 +91,6 @@ def restore_segment(src: str, seg: Segment, dst: Path, engine: Any, crf: int, *,
             raise InputError(f"segment {seg.index} (from {seg.start_s:.3f} s) stopped decoding after {written} of its "
                              f"{seg.frames} frames ({str(exc).strip() or type(exc).__name__}): the input is damaged "
                              "there. Restore the part before it with --start/--end, or re-export the file") from None
-        writer.close()
         if written != seg.frames:
             raise InputError(f"segment {seg.index} (from {seg.start_s:.3f} s) decoded {written} frames where the plan "
                              f"counted {seg.frames}: the input is damaged there or changed since the plan. Restore "
