@@ -399,3 +399,11 @@ def test_a_transparent_photo_written_as_jpeg_is_not_said_to_keep_its_alpha(
         assert ("alpha kept in the PNG output" in notes) is False and ("alpha channel is left out" in notes) is not kept, notes
         with Image.open(tmp_path / out) as im:
             assert ("A" in im.getbands()) is kept
+
+
+def test_the_cli_module_imports_no_numpy_so_help_is_quick() -> None:
+    """`python -m gpen_core --help`, `download` and `info` need no array library: the CLI's imports stay plain
+    Python until a command needs more (numpy, Pillow and the engine come with the command that uses them)."""
+    code = ("import sys, gpen_core.cli; heavy = [m for m in ('numpy', 'PIL', 'torch', 'cv2', 'av') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)

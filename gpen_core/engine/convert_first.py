@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Literal
 
 from gpen_core.modes import AUTO, MODES, MemoryMode
-from gpen_core.weights import lookup as weights
 
 # Seconds a first-use conversion of the generator takes, per face size, where this machine has not measured
 # one: docs/performance.md, "4 strips, to_openvino"; 1024 px: benchmarks/ov_1024.py on 2 shared Zen 4 cores.
@@ -59,6 +58,7 @@ def pending_generator(mode: MemoryMode, models_dir: str | os.PathLike[str] | Non
     from gpen_core.networks.plan import choose_plan
     from gpen_core.platform.oom import engine_import_figures
     from gpen_core.runtimes.openvino import generator as ov
+    from gpen_core.weights import lookup as weights
 
     spec = weights.REGISTRY.get(mode.model)
     path = weights.locate(mode.model, models_dir=models_dir)
@@ -181,6 +181,7 @@ def convert_before(run: Run, *, models_dir: str | os.PathLike[str] | None = None
                    stop: threading.Event | None = None) -> ConvertFirst:
     """:func:`convert_first` for ``run`` of at least one face under the ``auto`` backend on the CPU."""
     from gpen_core.engine.budget import choose
+    from gpen_core.weights import lookup as weights  # here, not at import: `python -m gpen_core --help` stays quick
 
     if run.faces < 1 or run.backend != "auto" or not run.device.startswith("cpu"):
         return ConvertFirst("nothing to convert")

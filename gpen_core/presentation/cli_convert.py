@@ -9,18 +9,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
-
 from gpen_core.engine.convert_first import ConvertFirst, Run, convert_before
 from gpen_core.errors import GPENError
-from gpen_core.images.decode import probe_image
-from gpen_core.images.metadata import read, upright
-from gpen_core.video.probe import expected_frames, open_video
 
 
 def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = None) -> tuple[int, tuple[int, int]]:
     """(frames from ``start_s`` to ``end_s`` by the header or the packets, an estimate (0: unknown); frame size);
     (0, (0, 0)) when it cannot be opened (the restore says why)."""
+    from gpen_core.video.probe import expected_frames, open_video  # here: the CLI's --help imports no numpy
+
     try:
         container, info = open_video(path, count=True)
     except GPENError:
@@ -31,6 +28,11 @@ def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = 
 
 def photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
     """A photo's (width, height) upright, from its header; None when unreadable (the restore says why)."""
+    from PIL import Image
+
+    from gpen_core.images.decode import probe_image
+    from gpen_core.images.metadata import read, upright
+
     try:
         with Image.open(path) as im:
             return upright(im.size, read(im).orientation)  # as the decoder turns it

@@ -12,7 +12,6 @@ from typing import Any, TextIO
 
 from gpen_core.errors import GPENError
 from gpen_core.modes import IDENTITY_THRESHOLD_TEXT
-from gpen_core.platform.meter import format_bytes
 
 
 def is_terminal(stream: TextIO) -> bool:
@@ -96,6 +95,8 @@ class RunSummary:
             self.failed.append((record["input"], record.get("error", "failed")))
 
     def lines(self) -> list[str]:
+        from gpen_core.platform.meter import format_bytes  # here: numpy comes with it, and --help needs none
+
         total = self.done + len(self.failed) + len(self.skipped)
         faceless = f" ({self.without_face} without a face)" if self.without_face else ""
         peak = f"; peak RAM {format_bytes(self.peak_rss)}" if self.peak_rss else ""
