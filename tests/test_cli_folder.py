@@ -343,3 +343,17 @@ def test_several_photos_go_into_a_new_folder_whose_name_has_a_dot(gen256: Path, 
     assert sorted(p.stem for p in dst.iterdir()) == ["a", "b"]
     assert main(["restore", str(photos[0]), "-o", str(tmp_path / "one.2024"), "--mode", "low", "--aligned"]) == 2
     assert "cannot write .2024 files" in capsys.readouterr().err and not (tmp_path / "one.2024").exists()
+
+
+def test_a_hidden_file_is_left_out_without_a_word_as_a_hidden_folder_is(gen256: Path, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    _face(folder / "a.png", 0)
+    (folder / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")  # what macOS leaves in every folder it opens
+    (folder / ".thumbnails").mkdir()
+    (folder / "notes.txt").write_text("said: not a photo")
+    rc = main(["restore", str(folder), "-o", str(tmp_path / "out"), "--mode", "low", "--model", str(gen256), "--aligned"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and f"skipped: {folder / 'notes.txt'}: {NEITHER}" in err
+    assert ".DS_Store" not in out + err and ".thumbnails" not in out + err

@@ -236,13 +236,14 @@ def sweep_temp(root: Path, max_age_s: float) -> int:
 def folder_inputs(folder: Path, output: Path | None = None) -> tuple[list[Path], list[tuple[Path, str]]]:
     """The one rule for a local folder's entries, the plain run's and --ray's: (its photos by name and videos by their
     first bytes, sorted; (entry, why) for each skipped: an image-named entry that is not a file, a file neither a photo
-    nor a video, a subfolder but a hidden one and ``output``). InputError when nothing is left, naming what was skipped."""
+    nor a video and a subfolder, but hidden ones and ``output``). InputError when nothing is left, naming what was skipped."""
     every = sorted(folder.iterdir())
     whys = {q: not_a_file(q) for q in every if q.suffix.lower() in IMAGE_SUFFIXES or (q.is_file() and sniff_file(q))}
     # Not searched, and said: a folder of an archive is never dropped without a word.
     whys |= {q: SUBFOLDER for q in every if q not in whys and not q.name.startswith(".") and q.is_dir()
              and not (output is not None and same_file(q, output))}
-    whys |= {q: NEITHER for q in every if q not in whys and q.is_file()}
+    # A hidden file (.DS_Store, Thumbs.db's kin) is the system's, as a hidden folder is: left out without a word.
+    whys |= {q: NEITHER for q in every if q not in whys and q.is_file() and not q.name.startswith(".")}
     found = [q for q, why in whys.items() if why is None]
     skipped = sorted((q, why) for q, why in whys.items() if why is not None)
     if not found:
