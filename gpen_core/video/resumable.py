@@ -58,6 +58,8 @@ class SegmentedResult(VideoResult):
 class Runner(Protocol):
     """Restores segments into ``folder`` (each as ``folder / seg.file``), yielding each's record as it finishes."""
 
+    options: RestoreOptions  # what the segments are restored with: the clip's notes are said for them
+
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]: ...
 
@@ -219,7 +221,7 @@ def restore_in_segments(src: str | os.PathLike[str], dst: str | os.PathLike[str]
     upright, rotation = upright_geometry(src_s)
     # each said once, as one pass says them
     notes = list(dict.fromkeys([*notes, *(n for r in records for n in r.notes),
-                                *_tally_notes(records, getattr(runner, "options", None)), *written_notes(upright, rotation)]))
+                                *_tally_notes(records, runner.options), *written_notes(upright, rotation)]))
     assert meter.peaks is not None
     frames = sum(r.frames for r in records)  # what the joined file holds, as its segments were checked or counted
     total_s = time.perf_counter() - t0
@@ -241,13 +243,13 @@ def restore_in_segments(src: str | os.PathLike[str], dst: str | os.PathLike[str]
     )
 
 
-def _tally_notes(records: list[SegmentRecord], options: RestoreOptions | None) -> list[str]:
+def _tally_notes(records: list[SegmentRecord], options: RestoreOptions) -> list[str]:
     """The notes with the clip's counts (max faces, identity limit, face check), once for the whole clip: each
     segment's tally summed, kept segments' from the plan."""
     tallies = [r.tally for r in records if r.tally is not None]
     uncounted = sum(1 for r in records if r.kept and r.tally is None)
     # "no face in any frame" only when every frame was counted
-    notes = sum(tallies, Tally()).notes(options or RestoreOptions(), whole=not uncounted) if tallies else []
+    notes = sum(tallies, Tally()).notes(options, whole=not uncounted) if tallies else []
     if uncounted and (tallies or all(r.kept for r in records)):
         many = uncounted != 1
         notes.append(f"{uncounted} segment{'s' if many else ''} kept from an earlier run {'are' if many else 'is'} not "
