@@ -138,7 +138,7 @@ def start(image: ImageSource, opts: RestoreOptions, models: ModelCache, device: 
     shrunk_for = forced[0] if forced is not None else get_mode(opts.mode) if reduce_to else None
     if shrunk_for is not None:  # a shrink at decode says whose limit it is, as the mode's own shrink does
         notes = [f"{n}: {shrunk_for.name} mode restores photos of at most {shrunk_for.max_side} px"
-                 if n.startswith("shrunk at decode") else n for n in notes]
+                 if n in decoded.shrinks else n for n in notes]
     if opts.upscale > 1 and mode.paste:  # refuse an oversized result before any work (after the mode's pre-shrink)
         from gpen_core.upscale.tiles import check_output_size
 

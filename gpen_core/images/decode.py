@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
@@ -47,6 +47,8 @@ class DecodedImage:
     # The file's EXIF (orientation reset to 1: ``rgb`` is upright) and DPI (x, y of the upright picture).
     exif: bytes | None = field(default=None, repr=False)
     dpi: tuple[float, float] | None = None
+    # The notes among ``notes`` that say a ``reduce_to`` shrink: a caller names whose limit it was, or drops them.
+    shrinks: tuple[str, ...] = ()
 
     @property
     def size(self) -> tuple[int, int]:
@@ -278,12 +280,18 @@ def _decode_checked(
     im: Image.Image, fp: io.BufferedIOBase, fmt: str, original_size: tuple[int, int], reduce_to: int | None
 ) -> DecodedImage:
     notes: list[str] = []
+    shrinks: list[str] = []
+
+    def shrunk(before: tuple[int, int], after: tuple[int, int], how: str) -> None:
+        shrinks.append(f"shrunk at decode from {before[0]}×{before[1]} to {after[0]}×{after[1]} ({how})")
+        notes.append(shrinks[-1])
+
     w, h = original_size
     try:
         if (scale := _jpeg_scale(fmt, w, h, reduce_to)) > 1:
             im.draft(None, (w // scale, h // scale))  # Pillow's largest scale ≤ min(w // ask_w, h // ask_h): ours
             if im.size != original_size:
-                notes.append(f"shrunk at decode from {w}×{h} to {im.size[0]}×{im.size[1]} (JPEG 1/{scale} scale)")
+                shrunk(original_size, im.size, f"JPEG 1/{scale} scale")
         frame_note = first_frame_note(im, fp, fmt)
         if frame_note:
             notes.append(frame_note)
@@ -300,7 +308,7 @@ def _decode_checked(
                 notes.append(f"16-bit {fmt} scaled to 8 bit")
             size = preshrink_size(w, h, reduce_to)
             base, alpha = shrunk_rgb(im, size), None
-            notes.append(f"shrunk at decode from {w}×{h} to {size[0]}×{size[1]} (while reading it out of the decoder)")
+            shrunk(original_size, size, "while reading it out of the decoder")
         else:
             base, alpha = to_arrays(im, fmt, deep, notes)
         # Pillow's buffer (4 bytes per pixel) freed before the copy below: a 48 MP photo peaks near 2×, not 3×.
@@ -309,8 +317,7 @@ def _decode_checked(
             # Greyscale triples when expanded to RGB: shrunk first, as the caller would right after.
             big = base.shape
             base, _ = shrink_to_max_side(base, reduce_to)
-            notes.append(f"shrunk at decode from {big[1]}×{big[0]} to {base.shape[1]}×{base.shape[0]} (greyscale, "
-                         "before expanding it to RGB)")
+            shrunk((big[1], big[0]), (base.shape[1], base.shape[0]), "greyscale, before expanding it to RGB")
         icc = settle_icc(icc, base, notes)
     except MemoryError:
         raise _no_memory_to_decode(w, h) from None
@@ -318,7 +325,7 @@ def _decode_checked(
         raise
     except Exception as e:  # noqa: BLE001 - Pillow raises OSError, SyntaxError, ValueError, struct.error...
         raise pillow_failure(fmt, e) from None
-    return _finish(base, alpha, notes, fmt, original_size, icc, meta)
+    return replace(_finish(base, alpha, notes, fmt, original_size, icc, meta), shrinks=tuple(shrinks))
 
 
 def _finish(base: np.ndarray, alpha: np.ndarray | None, notes: list[str], fmt: str, original_size: tuple[int, int],

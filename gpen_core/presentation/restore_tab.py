@@ -29,7 +29,6 @@ from gpen_core.weights import lookup as weights
 from gpen_core.weights.user_paths import models_folder_shown, public_message
 
 PREVIEW_SIDE = 1024  # the before-view shown on upload, from our own decoder
-SHRUNK_AT_DECODE = "shrunk at decode"  # how gpen_core.images.decode's notes about a reduce_to shrink begin
 
 
 class Preview(NamedTuple):
@@ -65,7 +64,7 @@ def preview(path: str, public: bool = False) -> Preview:
 def preview_notes(decoded: Any, shown_w: int, shown_h: int) -> tuple[str, ...]:
     """The decoder's notes, the preview's own shrink said as such: the restore decodes the whole photo."""
     w, h = decoded.upright_size  # the restore sees it upright
-    notes = tuple(n for n in decoded.notes if not n.startswith(SHRUNK_AT_DECODE))
+    notes = tuple(n for n in decoded.notes if n not in decoded.shrinks)
     if (shown_w, shown_h) == (w, h):
         return notes
     sizes = {m.name: decoded_size(decoded.format, (w, h), m.max_side) for m in MODES.values()}
