@@ -42,9 +42,9 @@ def _read(data: bytes) -> tuple[Image.Exif, tuple[float, float] | None, tuple[in
 def test_decode_keeps_exif_with_orientation_reset_and_dpi_of_the_upright_picture() -> None:
     d = decode_image(_jpeg_with_exif(orientation=6, dpi=(300, 150)))
     assert d.size == (48, 64)  # turned upright
-    assert d.exif is not None and d.dpi == (150, 300)  # a quarter turn swaps x and y
+    assert d.meta.exif is not None and d.meta.dpi == (150, 300)  # a quarter turn swaps x and y
     ex = Image.Exif()
-    ex.load(d.exif)
+    ex.load(d.meta.exif)
     assert ex[_ORIENTATION] == 1 and ex[_MAKE] == "Canon" and ex.get_ifd(_EXIF_IFD)[_DATE_TAKEN] == TAKEN
 
 
@@ -52,13 +52,13 @@ def test_a_photo_without_exif_or_dpi_carries_none() -> None:
     buf = io.BytesIO()
     Image.new("RGB", (40, 30)).save(buf, "PNG")
     d = decode_image(buf.getvalue())
-    assert d.exif is None and d.dpi is None
+    assert d.meta.exif is None and d.meta.dpi is None
 
 
 @pytest.mark.parametrize("fmt", ["png", "jpeg"])
 def test_encode_writes_exif_and_dpi(fmt: str) -> None:
     d = decode_image(_jpeg_with_exif(orientation=1, dpi=(300, 300)))
-    meta = metadata.for_output(metadata.Metadata(d.exif, d.dpi), d.upright_size, d.size)
+    meta = metadata.for_output(d.meta, d.upright_size, d.size)
     data = encode_image(d.rgb, fmt, exif=meta.exif, dpi=meta.dpi)  # type: ignore[arg-type]
     ex, dpi, _ = _read(data)
     assert ex.get_ifd(_EXIF_IFD)[_DATE_TAKEN] == TAKEN and ex[_ORIENTATION] == 1
@@ -75,12 +75,12 @@ def test_png_chunks_come_before_the_image_data() -> None:
 
 def test_an_upscaled_result_keeps_the_print_size_and_its_exif_pixel_size() -> None:
     d = decode_image(_jpeg_with_exif(orientation=1, dpi=(300, 300), size=(64, 48)))
-    meta = metadata.for_output(metadata.Metadata(d.exif, d.dpi), (64, 48), (128, 96))
+    meta = metadata.for_output(d.meta, (64, 48), (128, 96))
     assert meta.dpi == (600, 600)
     ex = Image.Exif()
     ex.load(meta.exif)
     assert (ex.get_ifd(_EXIF_IFD)[0xA002], ex.get_ifd(_EXIF_IFD)[0xA003]) == (128, 96)
-    sheet = metadata.for_output(metadata.Metadata(d.exif, d.dpi), (64, 48), (512, 256), photo=False)
+    sheet = metadata.for_output(d.meta, (64, 48), (512, 256), photo=False)
     assert sheet.dpi is None and sheet.exif is not None  # a sheet of face crops has no print size
 
 

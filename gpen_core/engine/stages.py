@@ -403,10 +403,9 @@ def encode(decoded: Any, photo: Any, alpha: np.ndarray | None, mode: MemoryMode,
 
 def _metadata(decoded: Any, image: np.ndarray, *, photo: bool) -> Any:
     """The upload's EXIF and DPI for a result ``image`` (gpen_core.images.metadata.for_output)."""
-    from gpen_core.images.metadata import Metadata, for_output
+    from gpen_core.images.metadata import for_output
 
-    meta = Metadata(getattr(decoded, "exif", None), getattr(decoded, "dpi", None))
-    return for_output(meta, decoded.upright_size, (image.shape[1], image.shape[0]), photo=photo)
+    return for_output(decoded.meta, decoded.upright_size, (image.shape[1], image.shape[0]), photo=photo)
 
 
 def scale_detection(d: Any, s: float) -> Any:

@@ -34,7 +34,9 @@ class DecodedImage:
     """A decoded, upright, 8-bit image. ``rgb``: RGB uint8 H×W×3, C-contiguous, transparency composited on white;
     ``alpha``: uint8 H×W (255 = opaque) when the file had real transparency; ``original_size``: (width, height) as
     stored, before EXIF rotation and any shrink; ``icc_profile``: the RGB profile the pixels are in, only a valid
-    one of at most 256 KB (a larger one is converted to sRGB), so every result opens in Pillow and OpenCV."""
+    one of at most 256 KB (a larger one is converted to sRGB), so every result opens in Pillow and OpenCV;
+    ``meta``: the EXIF orientation applied to ``rgb``, the file's EXIF (orientation reset to 1) and DPI (x, y of the
+    upright picture), as :func:`gpen_core.images.metadata.for_output` carries them to the result."""
 
     rgb: np.ndarray
     alpha: np.ndarray | None
@@ -42,11 +44,7 @@ class DecodedImage:
     original_size: tuple[int, int]
     notes: tuple[str, ...] = ()
     icc_profile: bytes | None = field(default=None, repr=False)
-    # The EXIF orientation applied to ``rgb`` (1: none; 5-8 turn the picture by 90°).
-    orientation: int = 1
-    # The file's EXIF (orientation reset to 1: ``rgb`` is upright) and DPI (x, y of the upright picture).
-    exif: bytes | None = field(default=None, repr=False)
-    dpi: tuple[float, float] | None = None
+    meta: Metadata = field(default=Metadata(), repr=False)
     # The notes among ``notes`` that say a ``reduce_to`` shrink: a caller names whose limit it was, or drops them.
     shrinks: tuple[str, ...] = ()
 
@@ -58,7 +56,7 @@ class DecodedImage:
     @property
     def upright_size(self) -> tuple[int, int]:
         """(width, height) of the photo as viewers show it: ``original_size`` after EXIF rotation."""
-        return upright(self.original_size, self.orientation)
+        return upright(self.original_size, self.meta.orientation)
 
 
 def decode_image(source: bytes | str | os.PathLike[str], limits: InputLimits = DEFAULT_LIMITS, *,
@@ -350,4 +348,4 @@ def _finish(base: np.ndarray, alpha: np.ndarray | None, notes: list[str], fmt: s
             composite_on_white(rgb, alpha)
             notes.append("transparent areas composited on white for restoration; alpha kept in a PNG output")
     return DecodedImage(rgb=rgb, alpha=alpha, format=fmt, original_size=original_size, notes=tuple(notes),
-                        icc_profile=icc, orientation=orientation, exif=meta.exif, dpi=meta.dpi)
+                        icc_profile=icc, meta=meta)
