@@ -151,15 +151,10 @@ def output_stems(names: Sequence[str]) -> list[str]:
     return out
 
 
-def save_result(folder: Path, name: str, data: bytes, *, max_age_s: float | None = None) -> Path:
-    """Write ``data`` as ``name`` in a fresh subfolder of ``folder`` (``r-XXXX/name``, never a shared fixed path);
-    its path. With ``max_age_s``, older results are swept from ``folder`` first (they pile up on a server)."""
-    return fresh_file(folder, "r-", name, data, max_age_s=max_age_s)
-
-
-def fresh_file(folder: Path, prefix: str, name: str, data: bytes, *, max_age_s: float | None = None) -> Path:
-    """Write ``data`` as ``name`` in a new subfolder ``<prefix>XXXX`` of ``folder`` (made if missing): concurrent
-    requests never share a path. Its path. With ``max_age_s``, older files are swept from ``folder`` first."""
+def save_result(folder: Path, name: str, data: bytes, *, prefix: str = "r-", max_age_s: float | None = None) -> Path:
+    """Write ``data`` as ``name`` in a new subfolder ``<prefix>XXXX`` of ``folder`` (made if missing; ``r-``: a
+    result, never a shared fixed path): concurrent requests never share a path. Its path. With ``max_age_s``, older
+    files are swept from ``folder`` first (they pile up on a server)."""
     if max_age_s is not None:
         sweep(folder, max_age_s)
     path = private_folder(folder, prefix) / name

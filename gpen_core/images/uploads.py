@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpen_core.errors import InputError
 from gpen_core.images.limits import DEFAULT_LIMITS, InputLimits, too_big
-from gpen_core.images.outputs import fresh_file
+from gpen_core.images.outputs import save_result
 
 _UNREADABLE = "The pasted image could not be read; save it as a file and upload that."
 
@@ -33,11 +33,11 @@ def save_data_url(url: str, folder: Path, limits: InputLimits = DEFAULT_LIMITS, 
         raw = base64.b64decode(data, validate=False)
     except (binascii.Error, ValueError):
         raise InputError(_UNREADABLE) from None
-    return fresh_file(folder, "p-", "pasted", raw, max_age_s=max_age_s)
+    return save_result(folder, "pasted", raw, prefix="p-", max_age_s=max_age_s)
 
 
 def save_bytes(raw: bytes, name: str, folder: Path, *, max_age_s: float | None = None) -> Path:
     """Write bytes that arrived in a request (an editor's layer), as sent, to a fresh file ``name`` under
     ``folder``; its path. Nothing is decoded: the decoder reads it, with its limits, only when used.
     ``max_age_s``: as :func:`save_data_url`."""
-    return fresh_file(folder, "b-", Path(name).name, raw, max_age_s=max_age_s)
+    return save_result(folder, Path(name).name, raw, prefix="b-", max_age_s=max_age_s)
