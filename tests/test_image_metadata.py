@@ -66,7 +66,7 @@ def test_encode_writes_exif_and_dpi(fmt: str) -> None:
 
 
 def test_png_chunks_come_before_the_image_data() -> None:
-    from gpen_core.images.png import encode_png
+    from gpen_core.images.encode import encode_png
 
     raw = encode_png(np.zeros((8, 8, 3), np.uint8), exif=b"Exif\x00\x00MM\x00*\x00\x00\x00\x08\x00\x00", dpi=(72, 72))
     assert raw.index(b"eXIf") < raw.index(b"IDAT") and raw.index(b"pHYs") < raw.index(b"IDAT")

@@ -445,7 +445,7 @@ def test_out_of_memory_while_shrinking_or_encoding_is_out_of_memory(monkeypatch:
     def pil_oom(*a: object, **k: object) -> None:
         raise MemoryError()
 
-    from gpen_core.images import png as png_fast
+    from gpen_core.images import encode as png_fast
 
     monkeypatch.setattr(png_fast, "encode_png", pil_oom)
     with pytest.raises(OutOfMemory, match="encode the 64×32 result as PNG"):

@@ -1,4 +1,4 @@
-"""gpen_core.images.png: banded, threaded PNG writing must give exactly the pixels it was given."""
+"""gpen_core.images.encode (PNG): banded, threaded PNG writing must give exactly the pixels it was given."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageCms
 
-from gpen_core.images import png as png_fast
+from gpen_core.images import encode as png_fast
 from gpen_core.images.encode import encode_image
 from tests.conftest import shared_path
 
