@@ -47,10 +47,12 @@ def _read_sidecar(p: Path) -> str | None:
     return text[0].lower() if text and len(text[0]) == 64 else None
 
 
-def write_atomic(p: Path, text: str) -> None:
-    """A sidecar hash, flushed to disk: it is what later loads trust the weights by."""
-    p.parent.mkdir(parents=True, exist_ok=True)
-    durable.write_text(p, text, sync=True, sweep=True)
+def record_hash(path: Path, digest: str, models_dir: str | os.PathLike[str] | None = None) -> None:
+    """Record ``digest`` in ``path``'s sidecar (:func:`sidecar_path`), flushed to disk: later loads trust the
+    weights by it."""
+    side = sidecar_path(path, models_dir)
+    side.parent.mkdir(parents=True, exist_ok=True)
+    durable.write_text(side, f"{digest}  {path.name}\n", sync=True, sweep=True)
 
 
 def _delete_fix(spec: WeightSpec, path: Path, extra: str = "") -> str:
@@ -75,7 +77,7 @@ def verify(path: Path, spec: WeightSpec, models_dir: str | os.PathLike[str] | No
     recorded = _read_sidecar(side)
     if recorded is None:
         if record:
-            write_atomic(side, f"{digest}  {path.name}\n")
+            record_hash(path, digest, models_dir)
     elif recorded != digest:
         raise WeightsCorruptError(
             f"{path} changed since it was first verified: sha256 {digest}, recorded {recorded} in {side}. "

@@ -12,7 +12,7 @@ import urllib.parse
 import uuid
 from pathlib import Path
 
-from gpen_core.weights.checksums import write_atomic, file_sha256, sidecar_path
+from gpen_core.weights.checksums import file_sha256, record_hash
 from gpen_core.errors import WeightsError
 from gpen_core.platform import durable
 from gpen_core.platform.paths import made
@@ -99,7 +99,7 @@ def _install(tmp: Path, spec: WeightSpec, folder: Path, total: int | None) -> Pa
     durable.install(tmp, final, sync=True)
     if spec.sha256 is None:
         # The download is the trust event: record what we fetched.
-        write_atomic(sidecar_path(final, folder), f"{digest}  {final.name}\n")
+        record_hash(final, digest, folder)
     return final
 
 
