@@ -235,7 +235,8 @@ def _restore(args: argparse.Namespace) -> int:
     from gpen_core.scaleout.video_cli import local_videos
 
     _no_unused_flags(args)
-    if args.ray and not local_videos(args.inputs):
+    clips = local_videos(args.inputs) if args.ray else []  # told by their bytes once
+    if args.ray and not clips:
         from gpen_core.scaleout.cli import restore_ray
 
         _no_clip_flags(args, args.inputs[0] if len(args.inputs) == 1 else "the inputs")
@@ -243,7 +244,7 @@ def _restore(args: argparse.Namespace) -> int:
     inputs, not_files = _collect_inputs(args.inputs, args.output)
     for path, why in not_files:  # said when found, before any clip (hours) or photo: a run of clips says it too
         print(f"skipped: {path}: {why}", file=sys.stderr, flush=True)
-    videos = [p for p in inputs if sniff_file(p)]  # told apart by their bytes, whatever the extension
+    videos = clips or [p for p in inputs if sniff_file(p)]  # told apart by their bytes, whatever the extension
     inputs = [p for p in inputs if p not in videos]
     if not videos and inputs:
         _no_clip_flags(args, inputs[0].name)

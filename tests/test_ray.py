@@ -636,3 +636,55 @@ def test_a_clip_on_ray_says_max_faces_once_for_all_its_segments(ray_local, tmp_p
                                  segment_seconds=1.0)
     assert result.segments == 3 and all(r.worker for r in result.records), result.records  # each ran on a worker
     assert [n for n in result.notes if "max faces" in n] == [CAPPED]
+
+
+def test_a_buckets_clips_are_told_by_name_and_its_other_files_read_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An object store answers each read after a round trip: a clip's name says it without a read, and only the
+    files whose name cannot tell have their first bytes read, in parallel rather than one after another."""
+    from types import SimpleNamespace
+
+    from pyarrow import fs as pafs
+
+    from gpen_core.scaleout.batch import list_inputs
+
+    bucket = tmp_path / "bucket"
+    bucket.mkdir()
+    head = b"\x00\x00\x00\x18ftypisom" + bytes(500)  # an MP4's first bytes
+    for name in ("a.mp4", "b.MOV", "c.bin"):
+        (bucket / name).write_bytes(head)
+    for i in range(5):
+        (bucket / f"p{i}.jpg").write_bytes(b"\xff\xd8\xff")
+        (bucket / f"p{i}.json").write_text("{}")
+    real = pafs.FileSystem
+    reads: list[str] = []
+    lock = threading.Lock()
+    at_once = [0, 0]  # now, most
+
+    class RoundTrips:
+        def __init__(self, fs: object) -> None:
+            self.fs = fs
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.fs, name)
+
+        def open_input_stream(self, path: str) -> object:
+            with lock:
+                reads.append(Path(path).name)
+                at_once[0] += 1
+                at_once[1] = max(at_once)
+            time.sleep(0.1)  # the round trip
+            with lock:
+                at_once[0] -= 1
+            return self.fs.open_input_stream(path)
+
+    def from_uri(uri: str) -> tuple[object, str]:
+        fs, path = real.from_uri(uri)
+        return RoundTrips(fs), path
+
+    monkeypatch.setattr(pafs, "FileSystem", SimpleNamespace(from_uri=from_uri))
+    with pytest.raises(InputError, match=r"holds 3 videos \(a\.mp4, b\.MOV, c\.bin\)"):
+        list_inputs(f"file://{bucket}")
+    assert sorted(reads) == ["c.bin", *(f"p{i}.json" for i in range(5))]
+    assert at_once[1] > 1

@@ -23,7 +23,9 @@ from gpen_core.video.resumable import LocalRunner, restore_in_segments, settings
 from gpen_core.video.segments import plan_segments, work_folder  # noqa: E402
 from gpen_core.video.stream import restore_video  # noqa: E402
 
-from .videoclips import frame_index, keyed_clip, keyed_frames, keyframe_times, make_clip, read_clip  # noqa: E402
+from .videoclips import (  # noqa: E402
+    frame_index, gradient_frames, keyed_clip, keyed_frames, keyframe_times, make_clip, read_clip,
+)
 
 PAN = 0.5  # px a frame the made-up face moves
 NOISE = 1.0  # px of made-up detector jitter
@@ -261,6 +263,22 @@ def test_the_cli_chooses_segments_for_long_clips_and_refuses_them_with_a_trim(mo
         video_cli.wants_segments(args(segments=True, end=3.0), Path("x.mp4"))
     with pytest.raises(InputError, match="--no-segments"):
         video_cli.wants_segments(args(segments=False, ray=True), Path("x.mp4"))
+
+
+def test_a_clip_sent_to_ray_has_its_first_bytes_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    """``--ray`` on a video file tells it from a photo batch by its first bytes, and the run keeps that answer."""
+    from gpen_core.cli import main
+    from gpen_core.images import limits
+
+    clip = make_clip(tmp_path / "clip.mp4", gradient_frames(3))
+    heads: list[bytes] = []
+    looks = limits.looks_like_video
+    monkeypatch.setattr(limits, "looks_like_video", lambda head: heads.append(head) or looks(head))
+    # --no-segments: refused once the clip is told, before Ray or the engine start
+    assert main(["restore", str(clip), "-o", str(tmp_path / "out.mp4"), "--ray", "--no-segments"]) == 2
+    assert "leave out --no-segments" in capsys.readouterr().err
+    assert len(heads) == 1
 
 
 def test_a_clip_with_no_frame_that_decodes_is_refused_in_segments_as_in_one_pass(

@@ -81,7 +81,7 @@ def list_inputs(source: str, output: Path | None = None) -> tuple[list[_Input], 
         if p.is_dir():  # the plain CLI's rule
             found, skips = outputs.folder_inputs(p, output)
             photos = [q for q in found if q.suffix.lower() in IMAGE_SUFFIXES]
-            _refuse_clips(source, "", filesystem, [str(p.resolve() / q.name) for q in found if q not in photos])
+            _refuse_clips(source, "", [q.name for q in found if q not in photos])  # told by their bytes already
             listed = [(str(q), str(p.resolve() / q.name)) for q in photos]
             skipped = [(str(q), why) for q, why in skips]
         elif p.is_file():
@@ -114,7 +114,7 @@ def _list_uri(source: str, output: Path | None) -> tuple[Any, list[tuple[str, st
     photo = {f.path: PurePosixPath(f.path).suffix.lower() in IMAGE_SUFFIXES for f in entries}
     files = sorted(f.path for f in entries if f.type == pafs.FileType.File and photo[f.path])
     others = sorted(f.path for f in entries if f.type == pafs.FileType.File and not photo[f.path])
-    _refuse_clips(source, scheme, filesystem, others)
+    _refuse_clips(source, scheme, _clips(filesystem, others))
     # Said in the plain CLI's words (images.outputs.folder_inputs); a hidden folder and the run's own output are nobody's.
     local = isinstance(filesystem, pafs.LocalFileSystem) and output is not None
     folders = [(f.path, "a folder, not a file" if photo[f.path] else SUBFOLDER) for f in entries
@@ -126,10 +126,17 @@ def _list_uri(source: str, output: Path | None) -> tuple[Any, list[tuple[str, st
     return filesystem, [(scheme + p, p) for p in files], skipped
 
 
-def _refuse_clips(source: str, scheme: str, filesystem: Any, others: list[str]) -> None:
-    """InputError naming a folder's videos among its ``others`` (paths in ``filesystem``), told by their first bytes
-    as the plain CLI tells them, in an object store too: the batch restores photos only, and a clip left out would
-    be in no record."""
+# Containers looks_like_video tells: such a name is a clip without a read (one round trip each in an object store).
+CLIP_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".ts", ".mts", ".m2ts", ".mpg", ".mpeg",
+                           ".flv", ".ogv"})
+SNIFF_THREADS = 16  # the other files' first bytes read at once: an object store answers each after a round trip
+
+
+def _clips(filesystem: Any, others: list[str]) -> list[str]:
+    """The videos among ``others`` (paths in ``filesystem``, not photos by name): by a video suffix, else by their
+    first bytes as the plain CLI tells them, read in parallel."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from gpen_core.images.limits import VIDEO_HEAD_BYTES, looks_like_video
 
     def is_clip(path: str) -> bool:
@@ -139,7 +146,16 @@ def _refuse_clips(source: str, scheme: str, filesystem: Any, others: list[str]) 
         except OSError:  # unreadable: Ray Data could not read it either; it is said as skipped
             return False
 
-    clips = [p for p in others if is_clip(p)]
+    named = [p for p in others if PurePosixPath(p).suffix.lower() in CLIP_SUFFIXES]
+    unknown = [p for p in others if p not in named]
+    with ThreadPoolExecutor(max_workers=SNIFF_THREADS) as pool:
+        sniffed = [p for p, clip in zip(unknown, pool.map(is_clip, unknown)) if clip]
+    return sorted(named + sniffed)
+
+
+def _refuse_clips(source: str, scheme: str, clips: list[str]) -> None:
+    """InputError naming a folder's ``clips`` (their paths), in an object store too: the batch restores photos only,
+    and a clip left out would be in no record."""
     if clips:
         names = [PurePosixPath(p).name for p in clips]
         shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")

@@ -38,11 +38,13 @@ def _segments_from() -> str:
     return f"{SEGMENTS_FROM_S / 60:g} minutes"
 
 
-def local_videos(items: Sequence[str]) -> bool:
-    """``--ray`` on local video files: their segments go to Ray workers (a folder or URI is a photo batch)."""
+def local_videos(items: Sequence[str]) -> list[Path]:
+    """``--ray`` on local video files: those files, whose segments go to Ray workers, each head read once; else []
+    (a folder, URI or photo among them: a photo batch)."""
     from gpen_core.images.limits import sniff_file
 
-    return all(Path(i).is_file() and sniff_file(i) for i in items)
+    paths = [Path(i) for i in items]
+    return paths if all(p.is_file() and sniff_file(p) for p in paths) else []
 
 
 def restore_if_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: Any, options: RestoreOptions,
