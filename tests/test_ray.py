@@ -619,13 +619,14 @@ def test_a_clip_on_ray_says_max_faces_once_for_all_its_segments(ray_local, tmp_p
     from .test_video_segments import CAPPED, _clip
 
     def crowd_task(src, seg, job):  # on the worker: its Restorer is the stand-in crowd for this task only
-        from gpen_core.scaleout import video_ray as here
+        from gpen_core.scaleout import runtime as here
+        from gpen_core.scaleout import video_ray
 
         from tests.test_video_segments import Crowd
 
         real, here._worker_restorer = here._worker_restorer, lambda models_dir, device: Crowd()
         try:
-            return here.segment_task(src, seg, job)
+            return video_ray.segment_task(src, seg, job)
         finally:
             here._worker_restorer = real
 

@@ -171,9 +171,9 @@ class RestoreWorker:
     """One Ray Data actor, a warmed Restorer: rows ``{"bytes", "path"}`` → ``{"record": JSON, "encoded": bytes}``.
     A photo's error is its record, never a raise (that would abort the whole job)."""
 
-    def __init__(self, options: Any, models_dir: str | None, pool: WorkerPool) -> None:
+    def __init__(self, options: Any, pool: WorkerPool) -> None:
         self.options, self.worker = options, worker_name()
-        self.restorer, self.warm_error, warmup_s = warm_restorer(pool, models_dir, options)
+        self.restorer, self.warm_error, warmup_s = pool.warm(options)
         self.warmup_s = round(warmup_s, 3)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
@@ -207,29 +207,6 @@ class RestoreWorker:
         rec["peaks"] = None if peaks is None else peaks_record(peaks)
         rec["timings"] = {"total_s": round(time.perf_counter() - t, 4)}
         return rec, b""
-
-
-def warm_restorer(pool: WorkerPool, models_dir: str | None, options: Any) -> tuple[Any, GPENError | None, float]:
-    """In a Ray worker: (the process's Restorer on the pool's device and threads, warmed up on a blank photo with
-    the models ``options`` asks for; the error that stopped the warm-up, which every request then carries with its
-    fix, or None; the warm-up's seconds)."""
-    import numpy as np
-
-    from gpen_core.options import RestoreOptions
-    from gpen_core.restorer import get_restorer
-
-    pool.use_threads()
-    restorer = get_restorer(models_dir=models_dir, device=pool.device)
-    t = time.perf_counter()
-    opts = options or RestoreOptions()
-    blank = np.full((256, 256, 3) if opts.aligned else (320, 320, 3), 128, np.uint8)
-    if opts.task == "inpaint":
-        blank[:4] = 255  # a white stroke: inpainting refuses a photo with nothing marked
-    try:
-        restorer(blank, replace(opts, output_format=None))
-    except GPENError as exc:
-        return restorer, exc, time.perf_counter() - t
-    return restorer, None, time.perf_counter() - t
 
 
 def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None, gpus_per_worker: float,
@@ -270,7 +247,7 @@ def plan_pool(session: Any, settings: RaySettings, mode: str, jobs: int) -> Work
     than jobs (idle ones only cost start-up and memory). InputError as plan_resources."""
     from gpen_core.scaleout.runtime import worker_pool
 
-    pool = worker_pool(0, 0.0, settings.gpus_per_worker, settings.device, mode)
+    pool = worker_pool(settings, 0, 0.0, mode)
     plan = dict(gpus_per_worker=pool.gpus, cpus_per_worker=None, memory_per_worker=pool.memory,
                 cluster_memory=session.memory)
     n, cpus = plan_resources(session.cpus, session.gpus, settings.workers, **plan)
@@ -371,7 +348,7 @@ def _stream(ray: Any, config: BatchConfig, todo: list[_Input], filesystem: Any,
         batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=pool.workers),
         **pool.reserves(),  # memory: see runtime.worker_memory_bytes: our step-down acts before Ray's OOM monitor
-        fn_constructor_kwargs={"options": config.options, "models_dir": config.ray.models_dir, "pool": pool},
+        fn_constructor_kwargs={"options": config.options, "pool": pool},
     )
     for row in ds.iter_rows():
         yield json.loads(row["record"]), bytes(row["encoded"])
