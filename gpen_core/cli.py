@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_restore(sub: Any) -> None:
     from gpen_core.modes import MODE_CHOICES, TASK_CHOICES
-    from gpen_core.scaleout.video_cli import add_segment_arguments
+    from gpen_core.scaleout.cli import add_segment_arguments
     from gpen_core.video.command import add_video_arguments
 
     r = sub.add_parser("restore", help="restore the faces in photos and videos")
@@ -232,7 +232,7 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
 
 
 def _restore(args: argparse.Namespace) -> int:
-    from gpen_core.scaleout.video_cli import local_videos
+    from gpen_core.scaleout.cli import local_videos
 
     _no_unused_flags(args)
     clips = local_videos(args.inputs) if args.ray else []  # told by their bytes once
@@ -431,7 +431,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     the run's photos' outputs planned and checked once the videos' are, before any model loads."""
     from gpen_core.restorer import Restorer
     from gpen_core.scaleout.runtime import connect
-    from gpen_core.scaleout.video_cli import restore_if_segmented, segments_asked
+    from gpen_core.scaleout.cli import restore_if_segmented, segments_asked
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video, remove_if_unused
     from gpen_core.video.stream import VideoOptions, restore_video
 

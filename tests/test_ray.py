@@ -500,7 +500,7 @@ def test_a_segment_whose_worker_dies_twice_is_named_and_the_same_command_resumes
     import argparse
 
     from gpen_core.scaleout import video_ray
-    from gpen_core.scaleout.video_cli import restore_segmented
+    from gpen_core.scaleout.cli import restore_segmented
     from gpen_core.video.segments import work_folder
 
     src, dst, options = _segment_0_finished(tmp_path)
@@ -535,7 +535,7 @@ def test_a_restore_error_on_a_worker_names_the_segment_and_its_fix_and_the_finis
     import argparse
 
     from gpen_core.scaleout.video_ray import SegmentFailed
-    from gpen_core.scaleout.video_cli import restore_segmented
+    from gpen_core.scaleout.cli import restore_segmented
     from gpen_core.video.segments import work_folder
 
     src, dst, options = _segment_0_finished(tmp_path)

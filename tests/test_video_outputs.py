@@ -213,7 +213,7 @@ def test_a_full_disk_is_said_the_same_way_on_every_path(fills: str, tmp_path: Pa
 
 
 def test_the_cli_says_what_a_full_disk_left_and_how_to_go_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpen_core.scaleout import video_cli
+    from gpen_core.scaleout import cli as scaleout_cli
     from gpen_core.video import resumable
 
     src, dst = _clip(tmp_path / "in.mp4"), tmp_path / "out.mp4"
@@ -222,7 +222,7 @@ def test_the_cli_says_what_a_full_disk_left_and_how_to_go_on(tmp_path: Path, mon
     args = argparse.Namespace(segment_seconds=1.0, ray=False, address=None, segments=True, crf=18, json=False, fresh=False,
                               start=None, end=None)
     with pytest.raises(WriteFailed) as caught:
-        video_cli.restore_segmented(args, src, dst, None, RestoreOptions(), lambda d, t: None)
+        scaleout_cli.restore_segmented(args, src, dst, None, RestoreOptions(), lambda d, t: None)
     assert "No space left on device" in str(caught.value)
     assert f"The 1 finished segment is kept in {work_folder(dst)}; run the same command again to resume" in str(caught.value)
 
@@ -312,7 +312,7 @@ def test_sigterm_cleans_up_as_ctrl_c_does(how: str, tmp_path: Path) -> None:
 def test_a_stopped_run_counts_only_its_own_segment_files(tmp_path: Path) -> None:
     """The message after a stop counted every seg-*.mp4 in the work folder: a user's seg-notes.mp4 and a folder
     under a segment's name were claimed as finished segments."""
-    from gpen_core.scaleout.video_cli import kept_segments
+    from gpen_core.scaleout.cli import kept_segments
 
     (tmp_path / "seg-00000.mp4").write_bytes(b"x")
     (tmp_path / "seg-notes.mp4").write_bytes(b"mine")
@@ -441,7 +441,7 @@ def test_segment_flags_that_cannot_apply_are_refused_before_any_work(flags: list
 
 def test_segment_seconds_or_fresh_on_a_short_clip_asks_for_segments(tmp_path: Path) -> None:
     """A clip under the segments' default length, given --segment-seconds 2, was restored in one pass."""
-    from gpen_core.scaleout.video_cli import wants_segments
+    from gpen_core.scaleout.cli import wants_segments
 
     src = _clip(tmp_path / "in.mp4", 6)
     base = dict(segments=None, ray=False, start=None, end=None, tracks=None, segment_seconds=None, fresh=False)

@@ -245,24 +245,24 @@ def test_the_long_clip_hint_names_the_resumable_command() -> None:
 def test_the_cli_chooses_segments_for_long_clips_and_refuses_them_with_a_trim(monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
-    from gpen_core.scaleout import video_cli
+    from gpen_core.scaleout import cli as scaleout_cli
 
     def args(**kw: object) -> argparse.Namespace:
         base = {"segments": None, "ray": False, "start": None, "end": None}
         return argparse.Namespace(**{**base, **kw})
 
-    monkeypatch.setattr(video_cli, "_duration", lambda src: 599.0)
-    assert not video_cli.wants_segments(args(), Path("x.mp4"))
-    assert video_cli.wants_segments(args(segments=True), Path("x.mp4"))
-    assert video_cli.wants_segments(args(ray=True), Path("x.mp4"))
-    monkeypatch.setattr(video_cli, "_duration", lambda src: 600.0)
-    assert video_cli.wants_segments(args(), Path("x.mp4"))
-    assert not video_cli.wants_segments(args(segments=False), Path("x.mp4"))
-    assert not video_cli.wants_segments(args(start=5.0), Path("x.mp4"))  # a part of a clip: one pass
+    monkeypatch.setattr(scaleout_cli, "_duration", lambda src: 599.0)
+    assert not scaleout_cli.wants_segments(args(), Path("x.mp4"))
+    assert scaleout_cli.wants_segments(args(segments=True), Path("x.mp4"))
+    assert scaleout_cli.wants_segments(args(ray=True), Path("x.mp4"))
+    monkeypatch.setattr(scaleout_cli, "_duration", lambda src: 600.0)
+    assert scaleout_cli.wants_segments(args(), Path("x.mp4"))
+    assert not scaleout_cli.wants_segments(args(segments=False), Path("x.mp4"))
+    assert not scaleout_cli.wants_segments(args(start=5.0), Path("x.mp4"))  # a part of a clip: one pass
     with pytest.raises(InputError, match="--end restores in one pass"):
-        video_cli.wants_segments(args(segments=True, end=3.0), Path("x.mp4"))
+        scaleout_cli.wants_segments(args(segments=True, end=3.0), Path("x.mp4"))
     with pytest.raises(InputError, match="--no-segments"):
-        video_cli.wants_segments(args(segments=False, ray=True), Path("x.mp4"))
+        scaleout_cli.wants_segments(args(segments=False, ray=True), Path("x.mp4"))
 
 
 def test_a_clip_sent_to_ray_has_its_first_bytes_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -447,7 +447,7 @@ def test_json_in_segments_says_that_its_lines_are_per_segment(monkeypatch: pytes
     import argparse
     from dataclasses import dataclass
 
-    from gpen_core.scaleout import video_cli
+    from gpen_core.scaleout import cli as scaleout_cli
 
     @dataclass(frozen=True)
     class Done:
@@ -457,13 +457,13 @@ def test_json_in_segments_says_that_its_lines_are_per_segment(monkeypatch: pytes
             return {"notes": list(self.notes)}
 
     printed: list[tuple[str, ...]] = []
-    monkeypatch.setattr(video_cli, "restore_segmented", lambda *a, **k: Done(("a note of the clip",)))
-    monkeypatch.setattr(video_cli, "print_segmented", lambda src, result, json_records: printed.append(result.notes))
+    monkeypatch.setattr(scaleout_cli, "restore_segmented", lambda *a, **k: Done(("a note of the clip",)))
+    monkeypatch.setattr(scaleout_cli, "print_segmented", lambda src, result, json_records: printed.append(result.notes))
     base = dict(segments=True, ray=False, start=None, end=None, tracks=None, segment_seconds=None, fresh=False)
     records: list[dict] = []
     for as_json in (False, True):
         args = argparse.Namespace(**base, json=as_json)
-        assert video_cli.restore_if_segmented(args, Path("a.mp4"), Path("o.mp4"), None, None, records.append)  # type: ignore[arg-type]
+        assert scaleout_cli.restore_if_segmented(args, Path("a.mp4"), Path("o.mp4"), None, None, records.append)  # type: ignore[arg-type]
     plain, with_json = printed
     assert plain == ("a note of the clip",)
     [said] = [n for n in with_json if "--json" in n]
