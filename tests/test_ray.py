@@ -689,3 +689,18 @@ def test_a_buckets_clips_are_told_by_name_and_its_other_files_read_at_once(
         list_inputs(f"file://{bucket}")
     assert sorted(reads) == ["c.bin", *(f"p{i}.json" for i in range(5))]
     assert at_once[1] > 1
+
+
+def test_a_buckets_hidden_files_are_left_out_without_a_word_as_a_local_folders_are(tmp_path: Path) -> None:
+    from gpen_core.images.limits import NEITHER
+    from gpen_core.scaleout.batch import list_inputs
+
+    folder = tmp_path / "in"
+    (folder / ".thumbnails").mkdir(parents=True)
+    (folder / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (folder / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")  # what macOS leaves in every folder it opens
+    (folder / "notes.txt").write_text("said: not a photo")
+    for source in (str(folder), f"file://{folder}"):
+        inputs, _, skipped = list_inputs(source)
+        assert [Path(i.read_path).name for i in inputs] == ["a.png"]
+        assert [(Path(shown).name, why) for shown, why in skipped] == [("notes.txt", NEITHER)], source

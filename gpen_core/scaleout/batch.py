@@ -115,14 +115,15 @@ def _list_uri(source: str, output: Path | None) -> tuple[Any, list[tuple[str, st
     files = sorted(f.path for f in entries if f.type == pafs.FileType.File and photo[f.path])
     others = sorted(f.path for f in entries if f.type == pafs.FileType.File and not photo[f.path])
     _refuse_clips(source, scheme, _clips(filesystem, others))
-    # Said in the plain CLI's words (images.outputs.folder_inputs); a hidden folder and the run's own output are nobody's.
+    # Said in the plain CLI's words (images.outputs.folder_inputs); a hidden entry and the run's own output are nobody's.
     local = isinstance(filesystem, pafs.LocalFileSystem) and output is not None
     folders = [(f.path, "a folder, not a file" if photo[f.path] else SUBFOLDER) for f in entries
                if f.type == pafs.FileType.Directory and (photo[f.path] or f.base_name[:1] != "." and not (
                    local and outputs.same_file(Path(f.path), Path(output))))]
     if not files:
         raise InputError(f"folder {source} has no images ({', '.join(IMAGE_SUFFIXES)})")
-    skipped = sorted((scheme + p, why) for p, why in [*folders, *((p, NEITHER) for p in others)])
+    neither = [(p, NEITHER) for p in others if not PurePosixPath(p).name.startswith(".")]
+    skipped = sorted((scheme + p, why) for p, why in [*folders, *neither])
     return filesystem, [(scheme + p, p) for p in files], skipped
 
 
