@@ -450,6 +450,33 @@ def test_segment_seconds_or_fresh_on_a_short_clip_asks_for_segments(tmp_path: Pa
     assert wants_segments(argparse.Namespace(**{**base, "fresh": True}), src)
 
 
+def test_a_clip_is_said_long_once_measured_and_only_where_its_length_chose_segments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 6 s clip given --segment-seconds was said to be "6 s long, so restored in segments" (of 10 minutes or more),
+    and a long clip was opened twice for its length: once to choose segments, once to say so."""
+    from types import SimpleNamespace
+
+    from gpen_core.options import RestoreOptions
+    from gpen_core.scaleout import cli as scaleout_cli
+    from gpen_core.video import resumable
+
+    monkeypatch.setattr(resumable, "restore_in_segments", lambda *a, **k: SimpleNamespace(notes=(), to_json=dict))
+    monkeypatch.setattr(scaleout_cli, "print_segmented", lambda *a, **k: None)
+    src = Path("in.mp4")  # never opened: its length is the stand-in's
+    base = dict(segments=None, ray=False, start=None, end=None, tracks=None, segment_seconds=None, fresh=False,
+                crf=18, json=False)
+    measured: list[Path] = []
+    monkeypatch.setattr(scaleout_cli, "_duration", lambda path: measured.append(path) or 600.0)
+    asked = argparse.Namespace(**{**base, "segment_seconds": 2.0})
+    assert scaleout_cli.restore_if_segmented(asked, src, tmp_path / "out.mp4", None, RestoreOptions(), print)
+    assert "s long" not in capsys.readouterr().err and not measured  # asked: its length is not why
+    assert scaleout_cli.restore_if_segmented(argparse.Namespace(**base), src, tmp_path / "out.mp4", None,
+                                             RestoreOptions(), print)
+    assert capsys.readouterr().err.startswith("in.mp4: 600 s long, so restored in segments")
+    assert measured == [src]
+
+
 def test_a_start_past_the_clips_end_says_so(tmp_path: Path) -> None:
     """``--start 5`` on a clip of 0.24 s was told the file is "empty or damaged from its start"."""
     from gpen_core.video.options import VideoOptions

@@ -153,11 +153,17 @@ def restore_if_segmented(args: argparse.Namespace, src: Path, dst: Path, restore
 
 
 def wants_segments(args: argparse.Namespace, src: Path) -> bool:
-    """Segments when asked (:func:`segments_asked`), else for clips of SEGMENTS_FROM_S or more."""
+    """Segments when asked (:func:`segments_asked`), else for clips of SEGMENTS_FROM_S or more, said (unasked)."""
     from gpen_core.video.resumable import SEGMENTS_FROM_S
 
     asked = segments_asked(args)
-    return asked if asked is not None else (_duration(src) or 0.0) >= SEGMENTS_FROM_S
+    if asked is not None:
+        return asked
+    length = _duration(src) or 0.0
+    if length >= SEGMENTS_FROM_S:
+        print(f"{src.name}: {length:.0f} s long, so restored in segments that resume after a stop (clips of "
+              f"{_segments_from()} or more are; --no-segments for one pass)", file=sys.stderr)
+    return length >= SEGMENTS_FROM_S
 
 
 def segments_asked(args: argparse.Namespace) -> bool | None:
@@ -224,9 +230,6 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
         if args.json:
             print(json.dumps(segment_record(str(src), rec)), flush=True)
 
-    if getattr(args, "segments", None) is None and not args.ray:
-        print(f"{src.name}: {_duration(src) or 0:.0f} s long, so restored in segments that resume after a stop "
-              f"(clips of {_segments_from()} or more are; --no-segments for one pass)", file=sys.stderr)
     try:
         return restore_in_segments(src, dst, runner, settings_text(options, args.crf), segment_seconds=seconds,
                                    fresh=args.fresh, progress=progress, on_record=on_record,
