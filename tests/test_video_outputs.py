@@ -477,6 +477,21 @@ def test_a_clip_is_said_long_once_measured_and_only_where_its_length_chose_segme
     assert measured == [src]
 
 
+def test_a_folder_named_as_the_segments_manifest_is_refused_naming_it(tmp_path: Path) -> None:
+    """--ray appends a line per segment to manifest.jsonl beside the output: a folder by that name raised
+    IsADirectoryError (a traceback) where the photo batch says what is in the way."""
+    from gpen_core.options import RestoreOptions
+    from gpen_core.scaleout.cli import restore_segmented
+
+    (tmp_path / "manifest.jsonl").mkdir()
+    args = argparse.Namespace(segment_seconds=1.0, ray=True, address=None, workers=1, gpus_per_worker=0.0,
+                              models_dir=None, device="cpu", crf=18, segments=True, fresh=False, json=False)
+    with pytest.raises(InputError, match=r"manifest\.jsonl is a folder, not a file"):
+        restore_segmented(args, _clip(tmp_path / "in.mp4", 6), tmp_path / "out.mp4", None, RestoreOptions(),
+                          lambda done, total: None)
+    assert not (tmp_path / "out.mp4").exists()
+
+
 def test_a_start_past_the_clips_end_says_so(tmp_path: Path) -> None:
     """``--start 5`` on a clip of 0.24 s was told the file is "empty or damaged from its start"."""
     from gpen_core.video.options import VideoOptions

@@ -7,6 +7,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -256,6 +257,26 @@ def plan_pool(session: Any, settings: RaySettings, mode: str, jobs: int) -> Work
     return replace(pool, workers=n, cpus=cpus)
 
 
+@contextmanager
+def appended_manifest(folder: Path) -> Iterator[tuple[Callable[[Record], Record], str]]:
+    """``(write, run id)``: ``write(record)`` appends ``record`` to ``folder``/manifest.jsonl under this run's id and
+    returns it as written. Appended, never rewritten: a resumed run must not turn the first run's records into
+    "skipped". The id: the run's UTC start (sortable, readable) and a random tail (two runs in one second)."""
+    import uuid
+
+    outputs.check_output_file(folder / MANIFEST)  # a folder or a pipe by its name: said, never written into
+    run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+    with open(folder / MANIFEST, "a", encoding="utf-8") as mf:
+
+        def write(rec: Record) -> Record:
+            rec = {"run": run_id, **rec}
+            mf.write(json.dumps(rec) + "\n")
+            mf.flush()
+            return rec
+
+        yield write, run_id
+
+
 def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None] | None = None) -> BatchSummary:
     """Every image under ``config.source`` into ``config.output``, one record per input, ``on_record(record, done,
     total)`` as each is written. InputError / WeightsError only for the whole run; a bad photo is an "error" record."""
@@ -269,22 +290,16 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
         raise InputError(f"--ray writes into a folder; {out_dir} is a file name. Give a folder for -o")
     manifest = out_dir / MANIFEST
     # The plain CLI's checks, before Ray starts: never the input itself, nor a folder in the way (exit 2 at once).
-    outputs.check_output_file(manifest)
     outputs.check_result_paths((item.local, out_dir / item.stem, None) for item in inputs)
     out_dir.mkdir(parents=True, exist_ok=True)
     records: list[Record] = []
     total = len(inputs) + len(skipped)
-    run_id = new_run_id()
-    # Appended, never rewritten: a resumed run must not turn the first run's records into "skipped".
-    with open(manifest, "a", encoding="utf-8") as mf:
+    with appended_manifest(out_dir) as (append, run_id):
 
         def write(rec: Record) -> None:
-            rec = {"run": run_id, **rec}
-            mf.write(json.dumps(rec) + "\n")
-            mf.flush()
-            records.append(rec)
+            records.append(append(rec))
             if on_record is not None:
-                on_record(rec, len(records), total)
+                on_record(records[-1], len(records), total)
 
         for shown, why in skipped:  # said and recorded, as the plain CLI says them
             write({"input": shown, "status": "skipped", "note": why, "peaks": None, "timings": None})
@@ -322,13 +337,6 @@ def _written(rec: Record, base: Path, encoded: bytes) -> Record:
             return {**rec, "status": "error", "error": str(exc), "error_type": "InputError", "exit_code": exc.exit_code}
         rec["output"] = str(dst)
     return rec
-
-
-def new_run_id() -> str:
-    """A run's id: its UTC start time (sortable, readable) and a random tail (two runs in one second)."""
-    import uuid
-
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
 
 
 def _stream(ray: Any, config: BatchConfig, todo: list[_Input], filesystem: Any,

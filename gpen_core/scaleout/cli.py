@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -213,27 +214,25 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
     seconds = args.segment_seconds if args.segment_seconds is not None else DEFAULT_SEGMENT_SECONDS
     runner: Any
     if args.ray:  # the cluster at --address was joined before the engine loaded (gpen_core.cli)
-        from gpen_core.scaleout.batch import MANIFEST, new_run_id
+        from gpen_core.scaleout.batch import appended_manifest
         from gpen_core.scaleout.video_ray import RayRunner
 
-        runner = RayRunner(options, args.crf, ray_settings(args))
-        manifest = open(dst.parent / MANIFEST, "a", encoding="utf-8")
-        run_id = new_run_id()
+        runner, manifest = RayRunner(options, args.crf, ray_settings(args)), appended_manifest(dst.parent)
     else:
-        runner = LocalRunner(restorer, options, args.crf)
-        manifest, run_id = None, ""
-
-    def on_record(rec: Any) -> None:
-        if manifest is not None:
-            manifest.write(json.dumps(segment_record(str(src), rec, run_id)) + "\n")
-            manifest.flush()
-        if args.json:
-            print(json.dumps(segment_record(str(src), rec)), flush=True)
+        runner, manifest = LocalRunner(restorer, options, args.crf), nullcontext((None, ""))
 
     try:
-        return restore_in_segments(src, dst, runner, settings_text(options, args.crf), segment_seconds=seconds,
-                                   fresh=args.fresh, progress=progress, on_record=on_record,
-                                   audio=not getattr(args, "no_audio", False))
+        with manifest as (append, _):
+
+            def on_record(rec: Any) -> None:
+                if append is not None:
+                    append(segment_record(str(src), rec))
+                if args.json:
+                    print(json.dumps(segment_record(str(src), rec)), flush=True)
+
+            return restore_in_segments(src, dst, runner, settings_text(options, args.crf), segment_seconds=seconds,
+                                       fresh=args.fresh, progress=progress, on_record=on_record,
+                                       audio=not getattr(args, "no_audio", False))
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the CLI raises it for both)
         raise VideoStopped(f"stopped: {kept_segments(work_folder(dst))} (add --fresh to start over)") from None
     except GPENError as exc:
@@ -245,9 +244,6 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
                     else kept_segments(folder, then="once that is fixed, the same command resumes"))
             exc.args = (f"{str(exc).rstrip('.')}. {kept[0].upper()}{kept[1:]}",)
         raise
-    finally:
-        if manifest is not None:
-            manifest.close()
 
 
 def kept_segments(folder: Path, then: str = "run the same command again to resume") -> str:
