@@ -116,7 +116,7 @@ def _list_uri(source: str, output: Path | None) -> tuple[Any, list[tuple[str, st
     files = sorted(f.path for f in entries if f.type == pafs.FileType.File and photo[f.path])
     others = sorted(f.path for f in entries if f.type == pafs.FileType.File and not photo[f.path])
     _refuse_clips(source, scheme, _clips(filesystem, others))
-    # Said in the plain CLI's words (images.outputs.folder_inputs); a hidden entry and the run's own output are nobody's.
+    # Said in the plain CLI's words (images.outputs.folder_inputs); hidden entries and the run's output are nobody's.
     local = isinstance(filesystem, pafs.LocalFileSystem) and output is not None
     folders = [(f.path, "a folder, not a file" if photo[f.path] else SUBFOLDER) for f in entries
                if f.type == pafs.FileType.Directory and (photo[f.path] or f.base_name[:1] != "." and not (
@@ -149,7 +149,7 @@ def _clips(filesystem: Any, others: list[str]) -> list[str]:
             return False
 
     named = [p for p in others if PurePosixPath(p).suffix.lower() in CLIP_SUFFIXES]
-    unknown = [p for p in others if p not in named]
+    unknown = [p for p in others if PurePosixPath(p).suffix.lower() not in CLIP_SUFFIXES]
     with ThreadPoolExecutor(max_workers=SNIFF_THREADS) as pool:
         sniffed = [p for p, clip in zip(unknown, pool.map(is_clip, unknown)) if clip]
     return sorted(named + sniffed)

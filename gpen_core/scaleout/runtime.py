@@ -76,7 +76,8 @@ class RaySettings:
 @dataclass(frozen=True)
 class WorkerPool:
     """Ray workers (photo actors, a clip's segment tasks, Serve replicas), each handed this: what it reserves
-    (:meth:`reserves`, as Ray's options take it) and runs with (:meth:`restorer`). :func:`worker_pool` holds the rules."""
+    (:meth:`reserves`, as Ray's options take it) and runs with (:meth:`restorer`). :func:`worker_pool` holds the
+    rules."""
 
     workers: int
     cpus: float  # each reserves (fractions: docs/ray.md)
