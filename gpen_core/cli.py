@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_restore(sub: Any) -> None:
     from gpen_core.modes import MODE_CHOICES, TASK_CHOICES
-    from gpen_core.scaleout.video_cli import add_segment_arguments
+    from gpen_core.scaleout.cli import add_segment_arguments
     from gpen_core.video.command import add_video_arguments
 
     r = sub.add_parser("restore", help="restore the faces in photos and videos")
@@ -232,10 +232,11 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
 
 
 def _restore(args: argparse.Namespace) -> int:
-    from gpen_core.scaleout.video_cli import local_videos
+    from gpen_core.scaleout.cli import local_videos
 
     _no_unused_flags(args)
-    if args.ray and not local_videos(args.inputs):
+    clips = local_videos(args.inputs) if args.ray else []  # told by their bytes once
+    if args.ray and not clips:
         from gpen_core.scaleout.cli import restore_ray
 
         _no_clip_flags(args, args.inputs[0] if len(args.inputs) == 1 else "the inputs")
@@ -243,7 +244,7 @@ def _restore(args: argparse.Namespace) -> int:
     inputs, not_files = _collect_inputs(args.inputs, args.output)
     for path, why in not_files:  # said when found, before any clip (hours) or photo: a run of clips says it too
         print(f"skipped: {path}: {why}", file=sys.stderr, flush=True)
-    videos = [p for p in inputs if sniff_file(p)]  # told apart by their bytes, whatever the extension
+    videos = clips or [p for p in inputs if sniff_file(p)]  # told apart by their bytes, whatever the extension
     inputs = [p for p in inputs if p not in videos]
     if not videos and inputs:
         _no_clip_flags(args, inputs[0].name)
@@ -430,7 +431,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     the run's photos' outputs planned and checked once the videos' are, before any model loads."""
     from gpen_core.restorer import Restorer
     from gpen_core.scaleout.runtime import connect
-    from gpen_core.scaleout.video_cli import restore_if_segmented, segments_asked
+    from gpen_core.scaleout.cli import restore_if_segmented, segments_asked
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video, remove_if_unused
     from gpen_core.video.stream import VideoOptions, restore_video
 

@@ -500,7 +500,7 @@ def test_a_segment_whose_worker_dies_twice_is_named_and_the_same_command_resumes
     import argparse
 
     from gpen_core.scaleout import video_ray
-    from gpen_core.scaleout.video_cli import restore_segmented
+    from gpen_core.scaleout.cli import restore_segmented
     from gpen_core.video.segments import work_folder
 
     src, dst, options = _segment_0_finished(tmp_path)
@@ -535,7 +535,7 @@ def test_a_restore_error_on_a_worker_names_the_segment_and_its_fix_and_the_finis
     import argparse
 
     from gpen_core.scaleout.video_ray import SegmentFailed
-    from gpen_core.scaleout.video_cli import restore_segmented
+    from gpen_core.scaleout.cli import restore_segmented
     from gpen_core.video.segments import work_folder
 
     src, dst, options = _segment_0_finished(tmp_path)
@@ -619,13 +619,14 @@ def test_a_clip_on_ray_says_max_faces_once_for_all_its_segments(ray_local, tmp_p
     from .test_video_segments import CAPPED, _clip
 
     def crowd_task(src, seg, job):  # on the worker: its Restorer is the stand-in crowd for this task only
-        from gpen_core.scaleout import video_ray as here
+        from gpen_core.scaleout import runtime as here
+        from gpen_core.scaleout import video_ray
 
         from tests.test_video_segments import Crowd
 
         real, here._worker_restorer = here._worker_restorer, lambda models_dir, device: Crowd()
         try:
-            return here.segment_task(src, seg, job)
+            return video_ray.segment_task(src, seg, job)
         finally:
             here._worker_restorer = real
 
@@ -636,3 +637,70 @@ def test_a_clip_on_ray_says_max_faces_once_for_all_its_segments(ray_local, tmp_p
                                  segment_seconds=1.0)
     assert result.segments == 3 and all(r.worker for r in result.records), result.records  # each ran on a worker
     assert [n for n in result.notes if "max faces" in n] == [CAPPED]
+
+
+def test_a_buckets_clips_are_told_by_name_and_its_other_files_read_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An object store answers each read after a round trip: a clip's name says it without a read, and only the
+    files whose name cannot tell have their first bytes read, in parallel rather than one after another."""
+    from types import SimpleNamespace
+
+    from pyarrow import fs as pafs
+
+    from gpen_core.scaleout.batch import list_inputs
+
+    bucket = tmp_path / "bucket"
+    bucket.mkdir()
+    head = b"\x00\x00\x00\x18ftypisom" + bytes(500)  # an MP4's first bytes
+    for name in ("a.mp4", "b.MOV", "c.bin"):
+        (bucket / name).write_bytes(head)
+    for i in range(5):
+        (bucket / f"p{i}.jpg").write_bytes(b"\xff\xd8\xff")
+        (bucket / f"p{i}.json").write_text("{}")
+    real = pafs.FileSystem
+    reads: list[str] = []
+    lock = threading.Lock()
+    at_once = [0, 0]  # now, most
+
+    class RoundTrips:
+        def __init__(self, fs: object) -> None:
+            self.fs = fs
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.fs, name)
+
+        def open_input_stream(self, path: str) -> object:
+            with lock:
+                reads.append(Path(path).name)
+                at_once[0] += 1
+                at_once[1] = max(at_once)
+            time.sleep(0.1)  # the round trip
+            with lock:
+                at_once[0] -= 1
+            return self.fs.open_input_stream(path)
+
+    def from_uri(uri: str) -> tuple[object, str]:
+        fs, path = real.from_uri(uri)
+        return RoundTrips(fs), path
+
+    monkeypatch.setattr(pafs, "FileSystem", SimpleNamespace(from_uri=from_uri))
+    with pytest.raises(InputError, match=r"holds 3 videos \(a\.mp4, b\.MOV, c\.bin\)"):
+        list_inputs(f"file://{bucket}")
+    assert sorted(reads) == ["c.bin", *(f"p{i}.json" for i in range(5))]
+    assert at_once[1] > 1
+
+
+def test_a_buckets_hidden_files_are_left_out_without_a_word_as_a_local_folders_are(tmp_path: Path) -> None:
+    from gpen_core.images.limits import NEITHER
+    from gpen_core.scaleout.batch import list_inputs
+
+    folder = tmp_path / "in"
+    (folder / ".thumbnails").mkdir(parents=True)
+    (folder / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (folder / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")  # what macOS leaves in every folder it opens
+    (folder / "notes.txt").write_text("said: not a photo")
+    for source in (str(folder), f"file://{folder}"):
+        inputs, _, skipped = list_inputs(source)
+        assert [Path(i.read_path).name for i in inputs] == ["a.png"]
+        assert [(Path(shown).name, why) for shown, why in skipped] == [("notes.txt", NEITHER)], source

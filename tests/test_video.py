@@ -288,7 +288,7 @@ def test_a_clip_restored_in_segments_says_so_where_a_whole_clip_does(json_record
     from types import SimpleNamespace
 
     from gpen_core.result import Peaks
-    from gpen_core.scaleout.video_cli import print_segmented
+    from gpen_core.scaleout.cli import print_segmented
 
     r = SimpleNamespace(output=Path("out.mp4"), frames=250, duration_s=10.0, fps=25.0, mode="low", seconds_per_frame=0.168,
                         peaks=Peaks(900_000_000, 400_000_000, "vmhwm"), segments=3, segments_kept=1,

@@ -213,7 +213,7 @@ def test_a_full_disk_is_said_the_same_way_on_every_path(fills: str, tmp_path: Pa
 
 
 def test_the_cli_says_what_a_full_disk_left_and_how_to_go_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpen_core.scaleout import video_cli
+    from gpen_core.scaleout import cli as scaleout_cli
     from gpen_core.video import resumable
 
     src, dst = _clip(tmp_path / "in.mp4"), tmp_path / "out.mp4"
@@ -222,7 +222,7 @@ def test_the_cli_says_what_a_full_disk_left_and_how_to_go_on(tmp_path: Path, mon
     args = argparse.Namespace(segment_seconds=1.0, ray=False, address=None, segments=True, crf=18, json=False, fresh=False,
                               start=None, end=None)
     with pytest.raises(WriteFailed) as caught:
-        video_cli.restore_segmented(args, src, dst, None, RestoreOptions(), lambda d, t: None)
+        scaleout_cli.restore_segmented(args, src, dst, None, RestoreOptions(), lambda d, t: None)
     assert "No space left on device" in str(caught.value)
     assert f"The 1 finished segment is kept in {work_folder(dst)}; run the same command again to resume" in str(caught.value)
 
@@ -312,7 +312,7 @@ def test_sigterm_cleans_up_as_ctrl_c_does(how: str, tmp_path: Path) -> None:
 def test_a_stopped_run_counts_only_its_own_segment_files(tmp_path: Path) -> None:
     """The message after a stop counted every seg-*.mp4 in the work folder: a user's seg-notes.mp4 and a folder
     under a segment's name were claimed as finished segments."""
-    from gpen_core.scaleout.video_cli import kept_segments
+    from gpen_core.scaleout.cli import kept_segments
 
     (tmp_path / "seg-00000.mp4").write_bytes(b"x")
     (tmp_path / "seg-notes.mp4").write_bytes(b"mine")
@@ -441,13 +441,55 @@ def test_segment_flags_that_cannot_apply_are_refused_before_any_work(flags: list
 
 def test_segment_seconds_or_fresh_on_a_short_clip_asks_for_segments(tmp_path: Path) -> None:
     """A clip under the segments' default length, given --segment-seconds 2, was restored in one pass."""
-    from gpen_core.scaleout.video_cli import wants_segments
+    from gpen_core.scaleout.cli import wants_segments
 
     src = _clip(tmp_path / "in.mp4", 6)
     base = dict(segments=None, ray=False, start=None, end=None, tracks=None, segment_seconds=None, fresh=False)
     assert not wants_segments(argparse.Namespace(**base), src)
     assert wants_segments(argparse.Namespace(**{**base, "segment_seconds": 2.0}), src)
     assert wants_segments(argparse.Namespace(**{**base, "fresh": True}), src)
+
+
+def test_a_clip_is_said_long_once_measured_and_only_where_its_length_chose_segments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 6 s clip given --segment-seconds was said to be "6 s long, so restored in segments" (of 10 minutes or more),
+    and a long clip was opened twice for its length: once to choose segments, once to say so."""
+    from types import SimpleNamespace
+
+    from gpen_core.options import RestoreOptions
+    from gpen_core.scaleout import cli as scaleout_cli
+    from gpen_core.video import resumable
+
+    monkeypatch.setattr(resumable, "restore_in_segments", lambda *a, **k: SimpleNamespace(notes=(), to_json=dict))
+    monkeypatch.setattr(scaleout_cli, "print_segmented", lambda *a, **k: None)
+    src = Path("in.mp4")  # never opened: its length is the stand-in's
+    base = dict(segments=None, ray=False, start=None, end=None, tracks=None, segment_seconds=None, fresh=False,
+                crf=18, json=False)
+    measured: list[Path] = []
+    monkeypatch.setattr(scaleout_cli, "_duration", lambda path: measured.append(path) or 600.0)
+    asked = argparse.Namespace(**{**base, "segment_seconds": 2.0})
+    assert scaleout_cli.restore_if_segmented(asked, src, tmp_path / "out.mp4", None, RestoreOptions(), print)
+    assert "s long" not in capsys.readouterr().err and not measured  # asked: its length is not why
+    assert scaleout_cli.restore_if_segmented(argparse.Namespace(**base), src, tmp_path / "out.mp4", None,
+                                             RestoreOptions(), print)
+    assert capsys.readouterr().err.startswith("in.mp4: 600 s long, so restored in segments")
+    assert measured == [src]
+
+
+def test_a_folder_named_as_the_segments_manifest_is_refused_naming_it(tmp_path: Path) -> None:
+    """--ray appends a line per segment to manifest.jsonl beside the output: a folder by that name raised
+    IsADirectoryError (a traceback) where the photo batch says what is in the way."""
+    from gpen_core.options import RestoreOptions
+    from gpen_core.scaleout.cli import restore_segmented
+
+    (tmp_path / "manifest.jsonl").mkdir()
+    args = argparse.Namespace(segment_seconds=1.0, ray=True, address=None, workers=1, gpus_per_worker=0.0,
+                              models_dir=None, device="cpu", crf=18, segments=True, fresh=False, json=False)
+    with pytest.raises(InputError, match=r"manifest\.jsonl is a folder, not a file"):
+        restore_segmented(args, _clip(tmp_path / "in.mp4", 6), tmp_path / "out.mp4", None, RestoreOptions(),
+                          lambda done, total: None)
+    assert not (tmp_path / "out.mp4").exists()
 
 
 def test_a_start_past_the_clips_end_says_so(tmp_path: Path) -> None:

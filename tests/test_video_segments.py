@@ -23,7 +23,9 @@ from gpen_core.video.resumable import LocalRunner, restore_in_segments, settings
 from gpen_core.video.segments import plan_segments, work_folder  # noqa: E402
 from gpen_core.video.stream import restore_video  # noqa: E402
 
-from .videoclips import frame_index, keyed_clip, keyed_frames, keyframe_times, make_clip, read_clip  # noqa: E402
+from .videoclips import (  # noqa: E402
+    frame_index, gradient_frames, keyed_clip, keyed_frames, keyframe_times, make_clip, read_clip,
+)
 
 PAN = 0.5  # px a frame the made-up face moves
 NOISE = 1.0  # px of made-up detector jitter
@@ -243,24 +245,40 @@ def test_the_long_clip_hint_names_the_resumable_command() -> None:
 def test_the_cli_chooses_segments_for_long_clips_and_refuses_them_with_a_trim(monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
-    from gpen_core.scaleout import video_cli
+    from gpen_core.scaleout import cli as scaleout_cli
 
     def args(**kw: object) -> argparse.Namespace:
         base = {"segments": None, "ray": False, "start": None, "end": None}
         return argparse.Namespace(**{**base, **kw})
 
-    monkeypatch.setattr(video_cli, "_duration", lambda src: 599.0)
-    assert not video_cli.wants_segments(args(), Path("x.mp4"))
-    assert video_cli.wants_segments(args(segments=True), Path("x.mp4"))
-    assert video_cli.wants_segments(args(ray=True), Path("x.mp4"))
-    monkeypatch.setattr(video_cli, "_duration", lambda src: 600.0)
-    assert video_cli.wants_segments(args(), Path("x.mp4"))
-    assert not video_cli.wants_segments(args(segments=False), Path("x.mp4"))
-    assert not video_cli.wants_segments(args(start=5.0), Path("x.mp4"))  # a part of a clip: one pass
+    monkeypatch.setattr(scaleout_cli, "_duration", lambda src: 599.0)
+    assert not scaleout_cli.wants_segments(args(), Path("x.mp4"))
+    assert scaleout_cli.wants_segments(args(segments=True), Path("x.mp4"))
+    assert scaleout_cli.wants_segments(args(ray=True), Path("x.mp4"))
+    monkeypatch.setattr(scaleout_cli, "_duration", lambda src: 600.0)
+    assert scaleout_cli.wants_segments(args(), Path("x.mp4"))
+    assert not scaleout_cli.wants_segments(args(segments=False), Path("x.mp4"))
+    assert not scaleout_cli.wants_segments(args(start=5.0), Path("x.mp4"))  # a part of a clip: one pass
     with pytest.raises(InputError, match="--end restores in one pass"):
-        video_cli.wants_segments(args(segments=True, end=3.0), Path("x.mp4"))
+        scaleout_cli.wants_segments(args(segments=True, end=3.0), Path("x.mp4"))
     with pytest.raises(InputError, match="--no-segments"):
-        video_cli.wants_segments(args(segments=False, ray=True), Path("x.mp4"))
+        scaleout_cli.wants_segments(args(segments=False, ray=True), Path("x.mp4"))
+
+
+def test_a_clip_sent_to_ray_has_its_first_bytes_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    """``--ray`` on a video file tells it from a photo batch by its first bytes, and the run keeps that answer."""
+    from gpen_core.cli import main
+    from gpen_core.images import limits
+
+    clip = make_clip(tmp_path / "clip.mp4", gradient_frames(3))
+    heads: list[bytes] = []
+    looks = limits.looks_like_video
+    monkeypatch.setattr(limits, "looks_like_video", lambda head: heads.append(head) or looks(head))
+    # --no-segments: refused once the clip is told, before Ray or the engine start
+    assert main(["restore", str(clip), "-o", str(tmp_path / "out.mp4"), "--ray", "--no-segments"]) == 2
+    assert "leave out --no-segments" in capsys.readouterr().err
+    assert len(heads) == 1
 
 
 def test_a_clip_with_no_frame_that_decodes_is_refused_in_segments_as_in_one_pass(
@@ -429,7 +447,7 @@ def test_json_in_segments_says_that_its_lines_are_per_segment(monkeypatch: pytes
     import argparse
     from dataclasses import dataclass
 
-    from gpen_core.scaleout import video_cli
+    from gpen_core.scaleout import cli as scaleout_cli
 
     @dataclass(frozen=True)
     class Done:
@@ -439,13 +457,13 @@ def test_json_in_segments_says_that_its_lines_are_per_segment(monkeypatch: pytes
             return {"notes": list(self.notes)}
 
     printed: list[tuple[str, ...]] = []
-    monkeypatch.setattr(video_cli, "restore_segmented", lambda *a, **k: Done(("a note of the clip",)))
-    monkeypatch.setattr(video_cli, "print_segmented", lambda src, result, json_records: printed.append(result.notes))
+    monkeypatch.setattr(scaleout_cli, "restore_segmented", lambda *a, **k: Done(("a note of the clip",)))
+    monkeypatch.setattr(scaleout_cli, "print_segmented", lambda src, result, json_records: printed.append(result.notes))
     base = dict(segments=True, ray=False, start=None, end=None, tracks=None, segment_seconds=None, fresh=False)
     records: list[dict] = []
     for as_json in (False, True):
         args = argparse.Namespace(**base, json=as_json)
-        assert video_cli.restore_if_segmented(args, Path("a.mp4"), Path("o.mp4"), None, None, records.append)  # type: ignore[arg-type]
+        assert scaleout_cli.restore_if_segmented(args, Path("a.mp4"), Path("o.mp4"), None, None, records.append)  # type: ignore[arg-type]
     plain, with_json = printed
     assert plain == ("a note of the clip",)
     [said] = [n for n in with_json if "--json" in n]

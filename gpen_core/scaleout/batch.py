@@ -7,6 +7,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -81,7 +82,7 @@ def list_inputs(source: str, output: Path | None = None) -> tuple[list[_Input], 
         if p.is_dir():  # the plain CLI's rule
             found, skips = outputs.folder_inputs(p, output)
             photos = [q for q in found if q.suffix.lower() in IMAGE_SUFFIXES]
-            _refuse_clips(source, "", filesystem, [str(p.resolve() / q.name) for q in found if q not in photos])
+            _refuse_clips(source, "", [q.name for q in found if q not in photos])  # told by their bytes already
             listed = [(str(q), str(p.resolve() / q.name)) for q in photos]
             skipped = [(str(q), why) for q, why in skips]
         elif p.is_file():
@@ -114,22 +115,30 @@ def _list_uri(source: str, output: Path | None) -> tuple[Any, list[tuple[str, st
     photo = {f.path: PurePosixPath(f.path).suffix.lower() in IMAGE_SUFFIXES for f in entries}
     files = sorted(f.path for f in entries if f.type == pafs.FileType.File and photo[f.path])
     others = sorted(f.path for f in entries if f.type == pafs.FileType.File and not photo[f.path])
-    _refuse_clips(source, scheme, filesystem, others)
-    # Said in the plain CLI's words (images.outputs.folder_inputs); a hidden folder and the run's own output are nobody's.
+    _refuse_clips(source, scheme, _clips(filesystem, others))
+    # Said in the plain CLI's words (images.outputs.folder_inputs); hidden entries and the run's output are nobody's.
     local = isinstance(filesystem, pafs.LocalFileSystem) and output is not None
     folders = [(f.path, "a folder, not a file" if photo[f.path] else SUBFOLDER) for f in entries
                if f.type == pafs.FileType.Directory and (photo[f.path] or f.base_name[:1] != "." and not (
                    local and outputs.same_file(Path(f.path), Path(output))))]
     if not files:
         raise InputError(f"folder {source} has no images ({', '.join(IMAGE_SUFFIXES)})")
-    skipped = sorted((scheme + p, why) for p, why in [*folders, *((p, NEITHER) for p in others)])
+    neither = [(p, NEITHER) for p in others if not PurePosixPath(p).name.startswith(".")]
+    skipped = sorted((scheme + p, why) for p, why in [*folders, *neither])
     return filesystem, [(scheme + p, p) for p in files], skipped
 
 
-def _refuse_clips(source: str, scheme: str, filesystem: Any, others: list[str]) -> None:
-    """InputError naming a folder's videos among its ``others`` (paths in ``filesystem``), told by their first bytes
-    as the plain CLI tells them, in an object store too: the batch restores photos only, and a clip left out would
-    be in no record."""
+# Containers looks_like_video tells: such a name is a clip without a read (one round trip each in an object store).
+CLIP_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".ts", ".mts", ".m2ts", ".mpg", ".mpeg",
+                           ".flv", ".ogv"})
+SNIFF_THREADS = 16  # the other files' first bytes read at once: an object store answers each after a round trip
+
+
+def _clips(filesystem: Any, others: list[str]) -> list[str]:
+    """The videos among ``others`` (paths in ``filesystem``, not photos by name): by a video suffix, else by their
+    first bytes as the plain CLI tells them, read in parallel."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from gpen_core.images.limits import VIDEO_HEAD_BYTES, looks_like_video
 
     def is_clip(path: str) -> bool:
@@ -139,7 +148,16 @@ def _refuse_clips(source: str, scheme: str, filesystem: Any, others: list[str]) 
         except OSError:  # unreadable: Ray Data could not read it either; it is said as skipped
             return False
 
-    clips = [p for p in others if is_clip(p)]
+    named = [p for p in others if PurePosixPath(p).suffix.lower() in CLIP_SUFFIXES]
+    unknown = [p for p in others if PurePosixPath(p).suffix.lower() not in CLIP_SUFFIXES]
+    with ThreadPoolExecutor(max_workers=SNIFF_THREADS) as pool:
+        sniffed = [p for p, clip in zip(unknown, pool.map(is_clip, unknown)) if clip]
+    return sorted(named + sniffed)
+
+
+def _refuse_clips(source: str, scheme: str, clips: list[str]) -> None:
+    """InputError naming a folder's ``clips`` (their paths), in an object store too: the batch restores photos only,
+    and a clip left out would be in no record."""
     if clips:
         names = [PurePosixPath(p).name for p in clips]
         shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
@@ -155,9 +173,9 @@ class RestoreWorker:
     """One Ray Data actor, a warmed Restorer: rows ``{"bytes", "path"}`` → ``{"record": JSON, "encoded": bytes}``.
     A photo's error is its record, never a raise (that would abort the whole job)."""
 
-    def __init__(self, options: Any, models_dir: str | None, pool: WorkerPool) -> None:
+    def __init__(self, options: Any, pool: WorkerPool) -> None:
         self.options, self.worker = options, worker_name()
-        self.restorer, self.warm_error, warmup_s = warm_restorer(pool, models_dir, options)
+        self.restorer, self.warm_error, warmup_s = pool.warm(options)
         self.warmup_s = round(warmup_s, 3)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
@@ -191,29 +209,6 @@ class RestoreWorker:
         rec["peaks"] = None if peaks is None else peaks_record(peaks)
         rec["timings"] = {"total_s": round(time.perf_counter() - t, 4)}
         return rec, b""
-
-
-def warm_restorer(pool: WorkerPool, models_dir: str | None, options: Any) -> tuple[Any, GPENError | None, float]:
-    """In a Ray worker: (the process's Restorer on the pool's device and threads, warmed up on a blank photo with
-    the models ``options`` asks for; the error that stopped the warm-up, which every request then carries with its
-    fix, or None; the warm-up's seconds)."""
-    import numpy as np
-
-    from gpen_core.options import RestoreOptions
-    from gpen_core.restorer import get_restorer
-
-    pool.use_threads()
-    restorer = get_restorer(models_dir=models_dir, device=pool.device)
-    t = time.perf_counter()
-    opts = options or RestoreOptions()
-    blank = np.full((256, 256, 3) if opts.aligned else (320, 320, 3), 128, np.uint8)
-    if opts.task == "inpaint":
-        blank[:4] = 255  # a white stroke: inpainting refuses a photo with nothing marked
-    try:
-        restorer(blank, replace(opts, output_format=None))
-    except GPENError as exc:
-        return restorer, exc, time.perf_counter() - t
-    return restorer, None, time.perf_counter() - t
 
 
 def plan_resources(cluster_cpus: float, cluster_gpus: float, workers: int | None, gpus_per_worker: float,
@@ -254,12 +249,32 @@ def plan_pool(session: Any, settings: RaySettings, mode: str, jobs: int) -> Work
     than jobs (idle ones only cost start-up and memory). InputError as plan_resources."""
     from gpen_core.scaleout.runtime import worker_pool
 
-    pool = worker_pool(0, 0.0, settings.gpus_per_worker, settings.device, mode)
+    pool = worker_pool(settings, 0, 0.0, mode)
     plan = dict(gpus_per_worker=pool.gpus, cpus_per_worker=None, memory_per_worker=pool.memory,
                 cluster_memory=session.memory)
     n, cpus = plan_resources(session.cpus, session.gpus, settings.workers, **plan)
     n, cpus = plan_resources(session.cpus, session.gpus, jobs, **plan) if n > jobs else (n, cpus)
     return replace(pool, workers=n, cpus=cpus)
+
+
+@contextmanager
+def appended_manifest(folder: Path) -> Iterator[tuple[Callable[[Record], Record], str]]:
+    """``(write, run id)``: ``write(record)`` appends ``record`` to ``folder``/manifest.jsonl under this run's id and
+    returns it as written. Appended, never rewritten: a resumed run must not turn the first run's records into
+    "skipped". The id: the run's UTC start (sortable, readable) and a random tail (two runs in one second)."""
+    import uuid
+
+    outputs.check_output_file(folder / MANIFEST)  # a folder or a pipe by its name: said, never written into
+    run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+    with open(folder / MANIFEST, "a", encoding="utf-8") as mf:
+
+        def write(rec: Record) -> Record:
+            rec = {"run": run_id, **rec}
+            mf.write(json.dumps(rec) + "\n")
+            mf.flush()
+            return rec
+
+        yield write, run_id
 
 
 def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None] | None = None) -> BatchSummary:
@@ -275,22 +290,16 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
         raise InputError(f"--ray writes into a folder; {out_dir} is a file name. Give a folder for -o")
     manifest = out_dir / MANIFEST
     # The plain CLI's checks, before Ray starts: never the input itself, nor a folder in the way (exit 2 at once).
-    outputs.check_output_file(manifest)
     outputs.check_result_paths((item.local, out_dir / item.stem, None) for item in inputs)
     out_dir.mkdir(parents=True, exist_ok=True)
     records: list[Record] = []
     total = len(inputs) + len(skipped)
-    run_id = new_run_id()
-    # Appended, never rewritten: a resumed run must not turn the first run's records into "skipped".
-    with open(manifest, "a", encoding="utf-8") as mf:
+    with appended_manifest(out_dir) as (append, run_id):
 
         def write(rec: Record) -> None:
-            rec = {"run": run_id, **rec}
-            mf.write(json.dumps(rec) + "\n")
-            mf.flush()
-            records.append(rec)
+            records.append(append(rec))
             if on_record is not None:
-                on_record(rec, len(records), total)
+                on_record(records[-1], len(records), total)
 
         for shown, why in skipped:  # said and recorded, as the plain CLI says them
             write({"input": shown, "status": "skipped", "note": why, "peaks": None, "timings": None})
@@ -330,13 +339,6 @@ def _written(rec: Record, base: Path, encoded: bytes) -> Record:
     return rec
 
 
-def new_run_id() -> str:
-    """A run's id: its UTC start time (sortable, readable) and a random tail (two runs in one second)."""
-    import uuid
-
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
-
-
 def _stream(ray: Any, config: BatchConfig, todo: list[_Input], filesystem: Any,
             pool: WorkerPool) -> Iterator[tuple[Record, bytes]]:
     ctx = ray.data.DataContext.get_current()
@@ -355,7 +357,7 @@ def _stream(ray: Any, config: BatchConfig, todo: list[_Input], filesystem: Any,
         batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=pool.workers),
         **pool.reserves(),  # memory: see runtime.worker_memory_bytes: our step-down acts before Ray's OOM monitor
-        fn_constructor_kwargs={"options": config.options, "models_dir": config.ray.models_dir, "pool": pool},
+        fn_constructor_kwargs={"options": config.options, "pool": pool},
     )
     for row in ds.iter_rows():
         yield json.loads(row["record"]), bytes(row["encoded"])

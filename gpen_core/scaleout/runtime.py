@@ -3,18 +3,21 @@ is joined only when asked (``--address``). Ray is optional, imported when a func
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
-from gpen_core.errors import InputError
+from gpen_core.errors import GPENError, InputError
 from gpen_core.platform.cpu_share import usable_cores
 from gpen_core.scaleout import reaper
 
@@ -73,13 +76,15 @@ class RaySettings:
 @dataclass(frozen=True)
 class WorkerPool:
     """Ray workers (photo actors, a clip's segment tasks, Serve replicas), each handed this: what it reserves
-    (:meth:`reserves`, as Ray's options take it) and runs with. :func:`worker_pool` holds the rules."""
+    (:meth:`reserves`, as Ray's options take it) and runs with (:meth:`restorer`). :func:`worker_pool` holds the
+    rules."""
 
     workers: int
     cpus: float  # each reserves (fractions: docs/ray.md)
     gpus: float  # each reserves; 0: none
     memory: int  # bytes of Ray memory each reserves (worker_memory_bytes)
     device: str  # where each restores
+    models_dir: str | None = None  # where each finds the weights (RaySettings.models_dir)
 
     @property
     def threads(self) -> int:  # its whole CPUs, at least one (Ray set OMP_NUM_THREADS from a fraction)
@@ -88,17 +93,49 @@ class WorkerPool:
     def reserves(self) -> dict[str, float]:
         return {"num_cpus": self.cpus, "memory": self.memory, **({"num_gpus": self.gpus} if self.gpus > 0 else {})}
 
-    def use_threads(self) -> None:
+    def restorer(self) -> Any:
+        """In a Ray worker: its Restorer on the pool's device, torch on the pool's threads."""
         import torch
 
         torch.set_num_threads(self.threads)
+        return _worker_restorer(self.models_dir, self.device)
+
+    def warm(self, options: Any) -> tuple[Any, GPENError | None, float]:
+        """In a Ray worker: (:meth:`restorer`, warmed up on a blank photo with the models ``options`` asks for; the
+        error that stopped the warm-up, which every request then carries with its fix, or None; its seconds)."""
+        import numpy as np
+
+        from gpen_core.options import RestoreOptions
+
+        restorer = self.restorer()
+        t = time.perf_counter()
+        opts = options or RestoreOptions()
+        blank = np.full((256, 256, 3) if opts.aligned else (320, 320, 3), 128, np.uint8)
+        if opts.task == "inpaint":
+            blank[:4] = 255  # a white stroke: inpainting refuses a photo with nothing marked
+        try:
+            restorer(blank, replace(opts, output_format=None))
+        except GPENError as exc:
+            return restorer, exc, time.perf_counter() - t
+        return restorer, None, time.perf_counter() - t
 
 
-def worker_pool(workers: int, cpus: float, gpus: float, device: str | None, mode: str) -> WorkerPool:
-    """Workers restoring ``mode`` ("auto": any) on the user's ``device``, else on CUDA when each reserves a GPU share,
-    else on the CPU: never None, as Ray hides no GPU from a worker that reserves none (the Restorer would take one)."""
-    where = device or ("cuda" if gpus > 0 else "cpu")
-    return WorkerPool(workers, cpus, gpus, worker_memory_bytes(mode, where), where)
+# One at a time, kept for the worker's next tasks or requests: Ray hands a worker the same driver's next task,
+# whichever run it belongs to, so another models folder or device gets its own.
+@functools.lru_cache(maxsize=1)
+def _worker_restorer(models_dir: str | None, device: str) -> Any:
+    from gpen_core.restorer import Restorer
+
+    return Restorer(models_dir=models_dir, device=device, serves_many_modes=True)
+
+
+def worker_pool(settings: RaySettings, workers: int, cpus: float, mode: str) -> WorkerPool:
+    """Workers restoring ``mode`` ("auto": any) as ``settings`` asks: on its device, else on CUDA when each reserves a
+    GPU share, else on the CPU: never None, as Ray hides no GPU from a worker that reserves none (the Restorer would
+    take one)."""
+    gpus = settings.gpus_per_worker
+    where = settings.device or ("cuda" if gpus > 0 else "cpu")
+    return WorkerPool(workers, cpus, gpus, worker_memory_bytes(mode, where), where, settings.models_dir)
 
 
 def import_ray() -> ModuleType:

@@ -63,10 +63,9 @@ class Served:
 class RestoreDeployment:
     """One replica: a warmed Restorer. ``restore(bytes, options) -> Served`` by handle; POST /restore over HTTP."""
 
-    def __init__(self, pool: WorkerPool, models_dir: str | None = None, warm_mode: str = "auto") -> None:
+    def __init__(self, pool: WorkerPool, warm_mode: str = "auto") -> None:
         from gpen_core.compat.ray import keep_replica_grpc_on_loopback
         from gpen_core.options import RestoreOptions
-        from gpen_core.scaleout.batch import warm_restorer
 
         keep_replica_grpc_on_loopback()
         self.replica, self.node = _replica_ids()
@@ -76,7 +75,7 @@ class RestoreDeployment:
 
             self.frozen = ready_server(restores_here=True)
         # a failed warm-up (e.g. weights missing) leaves the replica answering, each request with the fix
-        self.restorer, error, self.warmup_s = warm_restorer(pool, models_dir, RestoreOptions(mode=warm_mode))
+        self.restorer, error, self.warmup_s = pool.warm(RestoreOptions(mode=warm_mode))
         self.warm_error = str(error or "")
 
     def restore(self, image: bytes, options: Any = None, mask: bytes | None = None) -> Served:
@@ -208,7 +207,7 @@ def build_app(cfg: ServeConfig) -> Any:
     if replicas is None and cfg.max_replicas < 1:
         raise InputError("--max-replicas must be at least 1")
     # Requests may ask for any mode, whatever was warmed up: reserve for the heaviest.
-    pool = worker_pool(replicas or cfg.max_replicas, cfg.num_cpus, cfg.ray.gpus_per_worker, cfg.ray.device, "auto")
+    pool = worker_pool(cfg.ray, replicas or cfg.max_replicas, cfg.num_cpus, "auto")
     autoscale = {"min_replicas": 1, "max_replicas": cfg.max_replicas, "target_ongoing_requests": 1,
                  "upscale_delay_s": 5, "downscale_delay_s": 120}
     scaling = {"num_replicas": replicas} if replicas is not None else {"autoscaling_config": autoscale}
@@ -216,7 +215,7 @@ def build_app(cfg: ServeConfig) -> Any:
         name=DEPLOYMENT_NAME, max_ongoing_requests=MAX_ONGOING_REQUESTS, ray_actor_options=pool.reserves(),
         health_check_period_s=30, graceful_shutdown_timeout_s=30, **scaling,
     )
-    return dep.bind(pool=pool, models_dir=cfg.ray.models_dir, warm_mode=cfg.warm_mode)
+    return dep.bind(pool=pool, warm_mode=cfg.warm_mode)
 
 
 def app_builder(args: dict[str, str]) -> Any:

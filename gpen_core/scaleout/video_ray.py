@@ -3,7 +3,6 @@ kept per worker; the driver writes the bytes each returns. docs/video-segments.m
 
 from __future__ import annotations
 
-import functools
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -51,8 +50,7 @@ class SegmentJob:
     size: tuple[int, int]  # the clip's upright frame size, width × height
     options: RestoreOptions
     crf: int  # the segment files' x264 quality
-    models_dir: str | None
-    pool: WorkerPool  # its device and torch threads
+    pool: WorkerPool  # its device, weights and torch threads
 
 
 def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[SegmentRecord | dict[str, Any], bytes]:
@@ -63,10 +61,9 @@ def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[SegmentRecord
     from gpen_core.video.engine_seam import FrameEngine
     from gpen_core.video.segment_run import restore_segment
 
-    job.pool.use_threads()
     sweep_folders(Path(tempfile.gettempdir()), SEGMENT_TEMP_PREFIX)  # what killed workers left here
     try:
-        restorer = _worker_restorer(job.models_dir, job.pool.device)
+        restorer = job.pool.restorer()
         prefix = f"{SEGMENT_TEMP_PREFIX}{os.getpid()}-"
         with PeakMeter(restorer.device) as meter, tempfile.TemporaryDirectory(prefix=prefix) as tmp:
             engine = FrameEngine(restorer, job.options, job.size)
@@ -78,15 +75,6 @@ def segment_task(src: str, seg: Segment, job: SegmentJob) -> tuple[SegmentRecord
     except GPENError as exc:
         return {"error": str(exc), "exit_code": exc.exit_code}, b""
     return done.measured(meter.peaks, worker_name()), data
-
-
-# One at a time, kept for the worker's next segments: Ray hands a worker the same driver's next task, whichever
-# run it belongs to, so another models folder or device gets its own.
-@functools.lru_cache(maxsize=1)
-def _worker_restorer(models_dir: str | None, device: str | None) -> Any:
-    from gpen_core.restorer import Restorer
-
-    return Restorer(models_dir=models_dir, device=device, serves_many_modes=True)
 
 
 @dataclass
@@ -112,7 +100,7 @@ class RayRunner:
             pool = plan_pool(session, self.ray, self.options.mode, len(pending))
             self.used_workers = pool.workers
             task = ray.remote(segment_task).options(**pool.reserves(), max_retries=MAX_RETRIES)
-            job = SegmentJob(size, self.options, self.crf, self.ray.models_dir, pool)
+            job = SegmentJob(size, self.options, self.crf, pool)
             yield from _drain(ray, lambda seg: task.remote(plan.input, seg, job), pending, folder,
                               pool.workers + EXTRA_IN_FLIGHT, on_frame)
 
