@@ -17,7 +17,7 @@ from gpen_core.platform.cpuinfo import cpu_flags, cpu_model
 from gpen_core.platform.meter import format_bytes
 from gpen_core.weights.lookup import WeightStatus, status
 from gpen_core.weights.missing import download_size, size_text
-from gpen_core.weights.registry import REGISTRY
+from gpen_core.weights.registry import unpinned_note
 
 # CPU features that decide dtype and speed: bf16 is only worth it with native support (bf16: ARM's).
 CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "bf16")
@@ -116,10 +116,10 @@ def format_info(info: Info) -> str:
     for w in info.weights:
         if not w.present:
             state = f"missing      ({size_text(*download_size(w.name))}) -> `python -m gpen_core download {w.name}` or place it at {w.expected_path}"
-        elif w.verified:  # "ok" only where a published sha256 matched: any file of an unpinned name passes (the panel's words)
-            unpinned = REGISTRY[w.name].sha256 is None
-            state = (f"{'present' if unpinned else 'ok':<12} {size_text(w.size_bytes, False)}, {w.location}: {w.path}"
-                     + (" (no published checksum: not verified as the release)" if unpinned else ""))
+        elif w.verified:  # "ok" only where a published sha256 matched
+            note = unpinned_note(w.name)
+            state = (f"{'present' if note else 'ok':<12} {size_text(w.size_bytes, False)}, {w.location}: {w.path}"
+                     + (f" ({note})" if note else ""))
         else:
             first = (w.problem or "failed verification").splitlines()[0]
             state = f"CORRUPT      {w.path}: {first}"

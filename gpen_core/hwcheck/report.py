@@ -15,7 +15,7 @@ from gpen_core.engine.fit import PANEL_PHOTO, Ranking, fits, rank, usable_bytes
 from gpen_core.engine.profile_records import SYNTHETIC_NOTE, BackendSpeed, ModeProfile, NetworkSpeed, Profile, TaskRow
 from gpen_core.weights import lookup
 from gpen_core.weights.missing import download_command, files_text, mode_files, unusable
-from gpen_core.weights.registry import REGISTRY
+from gpen_core.weights.registry import unpinned_note
 
 if TYPE_CHECKING:
     from gpen_core.engine.budget import Free
@@ -161,12 +161,8 @@ def tasks_table(profile: Profile, free: "Free | None" = None, *, fits: bool = Tr
 def weights_cell(m: ModeProfile) -> str:
     """What the mode's networks ran with: the generator, and the detector when it ran random. A generator
     file is "the file", not "real": without a published checksum random weights under that name load the same."""
-    if m.weights == "synthetic":
-        gen = SYNTHETIC_NOTE
-    else:
-        spec = REGISTRY.get(m.model)
-        pinned = spec is not None and spec.sha256 is not None
-        gen = f"{m.model} file" + ("" if pinned else " (no published checksum: release not verified)")
+    note = unpinned_note(m.model)
+    gen = SYNTHETIC_NOTE if m.weights == "synthetic" else f"{m.model} file" + (f" ({note})" if note else "")
     if "synthetic weights" in m.detector:
         gen += "; detector: random weights, fixed boxes"
     elif "given boxes" in m.detector:
