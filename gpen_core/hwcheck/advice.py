@@ -101,11 +101,11 @@ def _make_cache(root: Path, n_files: int) -> None:
             (d / f"f{j}.json").write_bytes(b"{}")
 
 
-def torch_facts() -> tuple[bool, bool | None]:
-    """(a CUDA device is usable, the plan's native bf16), asked in a child so this process never imports torch or
-    creates a CUDA context; a child that fails or runs past 120 s: no CUDA, bf16 unknown."""
-    out = worker.run("gpen_core.hwcheck.advice_child:torch_facts", timeout=120, quiet=True)
-    return tuple(out.value) if isinstance(out, worker.Done) else (False, None)
+def machine_facts() -> dict[str, Any]:
+    """:func:`gpen_core.hwcheck.info.machine_facts`, asked of a child so this process never imports torch or
+    creates a CUDA context; a child that fails or runs past 120 s: the host's facts, no GPU, bf16 by the flags."""
+    out = worker.run("gpen_core.hwcheck.info:machine_facts", timeout=120, quiet=True)
+    return out.value if isinstance(out, worker.Done) else host_facts()
 
 
 def measure_tips(
@@ -120,7 +120,8 @@ def measure_tips(
     the time left (:mod:`.eta`); every child shares one scratch folder, removed however this ends."""
     report = progress or (lambda f, d: None)
     wanted = [t for t in TIPS if tips is None or t.number in tips]
-    has_cuda, bf16 = torch_facts()
+    machine = machine_facts()
+    has_cuda = machine.get("gpu_name") is not None
     tiny = workload == "tiny"
     results: list[TipResult] = []
     sweep_scratch()
@@ -143,7 +144,7 @@ def measure_tips(
             results.append(plan if isinstance(plan, TipResult) else _measure_plan(plan, repeats, step))
     report(1.0, "done")
     return AdviceReport(
-        machine=machine_line(has_cuda, bf16), created=datetime.now().isoformat(timespec="seconds"),
+        machine=host_text(machine), created=datetime.now().isoformat(timespec="seconds"),
         workload=workload_of(workload).label, repeats=repeats, results=tuple(results), notes=(
             "Synthetic weights of the exact architectures: memory and time as the real ones, no restoration.",
             "Each network is loaded (and converted) once, unmeasured, before its measured runs, so both sides "
@@ -261,12 +262,3 @@ def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipR
         why = (f"{why}; finding the weights here never walks the cache. A full {walk.label}: "
                f"{format_bytes(walk.request_peak_bytes)} above idle, {walk.seconds:.2f} s")
     return TipResult(plan.tip, v, why, before, after)
-
-
-def machine_line(has_cuda: bool, native_bf16: bool | None = None) -> str:
-    """The hardware check's machine facts (report.host_text), and the GPU or its absence (both asked of a child,
-    :func:`torch_facts`); ``native_bf16`` None: judged by the flags, as for an older saved check."""
-    facts = host_facts()
-    if native_bf16 is not None:
-        facts["native_bf16"] = native_bf16
-    return host_text(facts) + (", a CUDA GPU" if has_cuda else ", no CUDA GPU")

@@ -27,15 +27,6 @@ class SideRun:
     vram_reserved: int | None = None
 
 
-def torch_facts() -> tuple[bool, bool]:
-    """What the tips' parent keeps torch out of itself to learn: a usable CUDA device, and the plan's native bf16."""
-    import torch
-
-    from gpen_core.networks.plan import cpu_features
-
-    return bool(torch.cuda.is_available()), cpu_features()["native_bf16"]
-
-
 def workload_of(name: str) -> wl.Workload:
     if name == "tiny":  # tests: a small photo with one face, seconds not minutes
         return wl.Workload("tiny", "640×480 photo, one face", 640, 480, 1, face_px=200)

@@ -66,6 +66,20 @@ def host_facts() -> dict[str, Any]:
             "ram_total_bytes": int(vm.total), "ram_available_bytes": int(vm.available)}
 
 
+def machine_facts() -> dict[str, Any]:
+    """The hardware check's machine facts (a profile's ``machine``, the tips' line): :func:`host_facts`, versions,
+    torch's threads, the GPU and the plan's native bf16. Imports torch: the tips ask it of a child."""
+    from gpen_core import __version__
+    from gpen_core.networks.plan import cpu_features
+
+    _, gpu, vram, cuda_runtime, threads = _torch_side()
+    host = host_facts()
+    return {**host, "cpu_flags": list(host["cpu_flags"]), "cuda_runtime": cuda_runtime, "torch": installed("torch"),
+            "torch_threads": threads, "gpen_core": __version__, "python": sys.version.split()[0],
+            "platform": platform.platform(), "gpu_name": gpu, "vram_total_bytes": vram,
+            "native_bf16": cpu_features()["native_bf16"]}
+
+
 def _torch_side() -> tuple[str, str | None, int | None, str | None, int | None]:
     """(device, cuda name, VRAM bytes, CUDA runtime, torch threads); imports torch if installed."""
     try:

@@ -81,18 +81,19 @@ def enable_text(names: Sequence[str]) -> str:
 def machine_line(profile: Profile) -> str:
     """One line of machine facts: CPU (flags), cores, RAM, GPU, torch."""
     m = profile.machine
-    gpu = f"{m['gpu_name']} ({format_bytes(m.get('vram_total_bytes'))})" if m.get("gpu_name") else "no CUDA GPU"
-    return f"{host_text(m)}, {gpu}, torch {m.get('torch')}, gpen_core {m.get('gpen_core')}; measured on {profile.device}"
+    return f"{host_text(m)}, torch {m.get('torch')}, gpen_core {m.get('gpen_core')}; measured on {profile.device}"
 
 
 def host_text(m: Mapping[str, Any]) -> str:
-    """The CPU (its flags of interest, native bf16), cores and RAM of machine facts: the check's and the tips'."""
+    """The CPU (its flags of interest, native bf16), cores, RAM and GPU of machine facts
+    (:func:`gpen_core.hwcheck.info.machine_facts`): the check's and the tips'."""
     flags = ", ".join(m.get("cpu_flags") or []) or "no AVX-512/bf16"
-    # What the plan decided when this was measured; older checks (and the tips, which keep torch out) by the flags.
+    # What the plan decided when this was measured; older checks (and tips whose child failed) by the flags.
     bf16 = m.get("native_bf16", native_bf16(m.get("cpu_flags") or (), onednn_bf16=False))
+    gpu = f"{m['gpu_name']} ({format_bytes(m.get('vram_total_bytes'))})" if m.get("gpu_name") else "no CUDA GPU"
     return (f"{m.get('cpu_model', '?')} [{flags}; native bf16: {'yes' if bf16 else 'no'}], "
             f"{m.get('cores_physical') or '?'} cores / {m.get('cores_logical') or '?'} threads, "
-            f"RAM {format_bytes(m.get('ram_available_bytes'))} free of {format_bytes(m.get('ram_total_bytes'))}")
+            f"RAM {format_bytes(m.get('ram_available_bytes'))} free of {format_bytes(m.get('ram_total_bytes'))}, {gpu}")
 
 
 def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = True, files: FilesHere | None = None) -> str:

@@ -23,7 +23,7 @@ from gpen_core.hwcheck.workloads import (
     request_figures, restorer_spec, synthetic_checkpoint,
 )
 from gpen_core.hwcheck.backends import finish as finish_backends, measure as measure_backends, plan as plan_backends
-from gpen_core.hwcheck.info import collect_info
+from gpen_core.hwcheck.info import machine_facts
 from gpen_core.hwcheck.eta import Steps, backend_kinds, task_kinds
 from gpen_core.engine.profile_records import (
     DETECTOR_SYNTHETIC_NOTE, GIVEN_BOXES_NOTE, SYNTHETIC_NOTE, BackendCheck, ModeProfile, Profile, TaskRow, WorkloadRun,
@@ -70,16 +70,6 @@ def run_measure(measure: Callable[[dict[str, Any], Progress], T], spec: dict[str
             raise cls(out.message)
         raise RuntimeError(f"measuring {spec['mode']} failed in its worker process: {out.error_type}: {out.message}")
     raise RuntimeError(f"measuring {spec['mode']} failed: its worker process {out.message}")
-
-
-def _machine_facts(models_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
-    from gpen_core.networks.plan import cpu_features
-
-    info = collect_info(models_dir=models_dir)
-    same = ("cpu_model", "cores_logical", "cores_physical", "ram_total_bytes", "ram_available_bytes", "cuda_runtime",
-            "torch", "torch_threads", "gpen_core", "python", "platform")
-    return {**{k: getattr(info, k) for k in same}, "cpu_flags": list(info.cpu_flags), "gpu_name": info.cuda_name,
-            "vram_total_bytes": info.cuda_vram_bytes, "native_bf16": cpu_features()["native_bf16"]}
 
 
 @dataclass(frozen=True)
@@ -362,7 +352,7 @@ def run_profile(
     report = progress or (lambda f, d: None)
     wanted = _wanted(modes)
     report(0.0, "reading the machine")
-    machine = _machine_facts(models_dir)
+    machine = machine_facts()
     dev = Restorer(device=device).device
     free0 = free_memory(dev)
     free_binding = free0.vram_bytes if dev.startswith("cuda") else free0.ram_bytes
