@@ -17,11 +17,11 @@ from typing import Any, Literal
 import psutil
 
 from gpen_core.hwcheck.advice_child import SideRun, measure, workload_of
-from gpen_core.hwcheck.eta import Eta
+from gpen_core.hwcheck.eta import Steps
 from gpen_core.hwcheck.info import host_facts
 from gpen_core.hwcheck.report import host_text
 from gpen_core.modes import MODES
-from gpen_core.progress import Progress, left_text
+from gpen_core.progress import Progress
 from gpen_core.hwcheck.advice_table import (  # noqa: F401  (the tips, the verdict, the report: importable from here)
     TIPS, AdviceReport, Side, Tip, TipResult, format_table, load_report, report_from_dict, save_report, verdict,
 )
@@ -83,7 +83,7 @@ class TipPlan:
     warm_ups: list[Spec] = field(default_factory=list)  # unmeasured first loads (see :func:`plan_tips`)
 
     def steps(self, repeats: int) -> list[str]:
-        """The kind of each child process it starts, in order (what :class:`~gpen_core.hwcheck.eta.Eta` plans)."""
+        """The kind of each child process it starts, in order (what :class:`~gpen_core.hwcheck.eta.Steps` plans)."""
         return ["warm-up " + _kind(s) for s, _ in self.warm_ups] + [_kind(s) for _ in range(repeats) for s, _ in self.specs]
 
 
@@ -130,18 +130,14 @@ def measure_tips(
         scratch = Path(tmp)
         base = {"workload": workload, "repeats": 2 if not tiny else 1, "scratch": str(scratch)}
         plans = plan_tips(wanted, base, has_cuda, cache_files if not tiny else 2_000, tiny, scratch)
-        eta = Eta([k for p in plans if isinstance(p, TipPlan) for k in p.steps(repeats)], guess_from_all=False)
+        steps = Steps([k for p in plans if isinstance(p, TipPlan) for k in p.steps(repeats)], report, reference={},
+                      guess_from_all=False)
         for k, (tip, plan) in enumerate(zip(wanted, plans)):
             text = progress_text(k, len(wanted), tip)
-
-            def step(text: str = text) -> None:
-                eta.finish()
-                left = left_text(eta.left(), eta.untimed())
-                report(min(1.0, len(eta.finished) / max(1, len(eta.plan))), text + (f" — {left}" if left else ""))
-
-            report(len(eta.finished) / max(1, len(eta.plan)), text)
-            eta.start()
-            results.append(plan if isinstance(plan, TipResult) else _measure_plan(plan, repeats, step))
+            steps.say(len(steps.eta.finished), text)
+            if isinstance(plan, TipPlan):  # each child process that ends is a step done
+                plan = _measure_plan(plan, repeats, lambda text=text: steps.say(len(steps.eta.finished) + 1, text))
+            results.append(plan)
     report(1.0, "done")
     return AdviceReport(
         machine=host_text(machine), created=datetime.now().isoformat(timespec="seconds"),

@@ -118,14 +118,14 @@ def task_kinds(specs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 class Steps:
-    """The check's progress over ``kinds`` (one unit a step): the fraction done, and the time left from
-    :class:`Eta`, told a step has finished when the progress passes its end."""
+    """A check's progress over ``kinds`` (one unit a step): the fraction done, and the time left from
+    :class:`Eta`, told a step has finished when the progress passes its end. The hardware check's and the tips'."""
 
     def __init__(self, kinds: Sequence[str], report: Progress, reference: Mapping[str, float] = REFERENCE,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, guess_from_all: bool = True) -> None:
         self.total = max(1, len(kinds))
         self.report = report
-        self.eta = Eta(list(kinds), reference=reference, clock=clock)
+        self.eta = Eta(list(kinds), reference=reference, clock=clock, guess_from_all=guess_from_all)
         self.eta.start()
 
     def say(self, units: float, text: str) -> None:
@@ -134,7 +134,7 @@ class Steps:
         # A step has finished when the progress reaches its end (the next step's first report).
         while len(eta.finished) < min(len(eta.plan), math.floor(units + 1e-6)):
             eta.finish()
-        left = left_text(eta.left()) if len(eta.finished) < len(eta.plan) else ""
+        left = left_text(eta.left(), eta.untimed()) if len(eta.finished) < len(eta.plan) else ""
         # The time left first: a terminal's progress line cuts a long step's description short.
         self.report(min(1.0, units / self.total), f"{left} · {text}" if left else text)
 
