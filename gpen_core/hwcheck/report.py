@@ -278,20 +278,13 @@ def auto_networks(
 ) -> dict[tuple[str, int, str], tuple[str, str, tuple[str, ...]]]:
     """(network, input size, dtype) → (backend, why, modes) that ``--backend auto`` picks now for the parser
     and detector of this profile's modes (as :mod:`gpen_core.engine.model_cache` asks; empty on a GPU check)."""
+    from gpen_core.hwcheck.backends import network_uses
     from gpen_core.runtimes.openvino import generator as ov_backend
-    from gpen_core.runtimes.openvino.detector import DETECT_SIDE
-    from gpen_core.faces.parse import choose_parse_dtype
 
     if profile.backends is None or not profile.device.startswith("cpu"):
         return {}
-    uses: dict[tuple[str, int, str], list[str]] = {}
-    for name in profile.modes:
-        m = MODES[name]
-        if m.paste and m.parsing:
-            uses.setdefault(("parsenet", m.parse_input, choose_parse_dtype("cpu", m.cpu_dtype)), []).append(name)
-        uses.setdefault((f"retinaface-{m.detector}", DETECT_SIDE, "float32"), []).append(name)
     out = {}
-    for k, ms in sorted(uses.items()):
+    for k, ms in sorted(network_uses(MODES[name] for name in profile.modes).items()):
         choice = ov_backend.choose_backend("auto", k[1], k[2], network=k[0], models_dir=models_dir, device="cpu")
         be, why = choice.runtime, choice.why
         if be == "openvino":  # a mode that loads no OpenVINO runtime under auto keeps torch (its generator line says why)

@@ -200,12 +200,13 @@ def _runs_openvino(model: str, mode: MemoryMode, check: CheckSpec) -> bool:
     """Whether ``auto`` puts ``model`` on OpenVINO in ``mode`` here: its first use converts it (a minute or more
     at 1024 px), not a request's cost once cached, so an unmeasured run converts it first."""
     from gpen_core.networks.plan import choose_plan
-    from gpen_core.runtimes.openvino.generator import choose_backend
+    from gpen_core.runtimes.openvino.generator import choose_mode_backend
 
     arch, device = weights.REGISTRY[model].arch, check.device
     dtype = choose_plan(device, mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype)[0].dtype
     size = arch.size if arch is not None else 0
-    return choose_backend("auto", size, dtype, models_dir=check.models_dir, device=device).runtime == "openvino"
+    choice = choose_mode_backend(mode, "auto", size, dtype, models_dir=check.models_dir, device=device)
+    return choice.runtime == "openvino"
 
 
 def measure_task(spec: dict[str, Any], report: Progress) -> TaskRow:
