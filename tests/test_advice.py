@@ -140,7 +140,7 @@ def test_restore_tips_run_the_engine_on_a_tiny_photo(tmp_path: Path, monkeypatch
 
 def test_forward_child_runs_the_plain_generator() -> None:
     out = advice.run_side({"kind": "forward", "size": 64, "repeats": 1})
-    assert out is not None and out.seconds > 0 and out.vram_reserved is None
+    assert out is not None and out.seconds > 0 and out.vram_reserved_bytes is None
 
 
 def test_report_round_trips_through_the_measurements_store(tmp_path) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import psutil
 
-from gpen_core.hwcheck.advice_child import SideRun, measure, workload_of
+from gpen_core.hwcheck.advice_child import measure, workload_of
 from gpen_core.hwcheck.eta import Steps
 from gpen_core.hwcheck.info import host_facts
 from gpen_core.hwcheck.report import host_text
@@ -33,7 +33,7 @@ from gpen_core.platform.meter import format_bytes
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def run_side(spec: dict[str, Any], env: dict[str, str] | None = None) -> SideRun | None:
+def run_side(spec: dict[str, Any], env: dict[str, str] | None = None) -> Side | None:
     """One side of a tip (:func:`gpen_core.hwcheck.advice_child.measure`) in a fresh process; RuntimeError when it fails."""
     child_env: dict[str, str | None] = {**dict.fromkeys(_THREAD_VARS), **(env or {})}
     out = worker.run(measure, spec, env=child_env, timeout=600)
@@ -51,13 +51,13 @@ def sweep_scratch(root: str | os.PathLike[str] | None = None) -> list[Path]:
     return sweep_folders(Path(root or tempfile.gettempdir()), SCRATCH_PREFIX)
 
 
-def _side(label: str, outs: Sequence[SideRun]) -> Side:
-    """One side's medians over its runs, and the spread of their process peaks."""
-    pp = [o.process_peak for o in outs]
+def _side(label: str, outs: Sequence[Side]) -> Side:
+    """One side's medians over its runs (one a process), and the spread of their process peaks."""
+    pp = [o.process_peak_bytes for o in outs]
     med = statistics.median(pp)
-    vr = [o.vram_reserved for o in outs if o.vram_reserved is not None]
+    vr = [o.vram_reserved_bytes for o in outs if o.vram_reserved_bytes is not None]
     return Side(label=label, process_peak_bytes=int(med),
-                request_peak_bytes=int(statistics.median([max(o.request_peaks) for o in outs])),
+                request_peak_bytes=int(statistics.median([o.request_peak_bytes for o in outs])),
                 seconds=float(statistics.median([o.seconds for o in outs])),
                 vram_reserved_bytes=int(statistics.median(vr)) if vr else None, runs=len(outs),
                 spread=(max(pp) - min(pp)) / med if med else 0.0)
@@ -244,7 +244,7 @@ def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipR
     for spec, env in plan.warm_ups:
         run_side({**spec, "warm_up": True}, env)
         step()
-    outs: list[list[SideRun]] = [[] for _ in plan.specs]
+    outs: list[list[Side]] = [[] for _ in plan.specs]
     for _ in range(repeats):
         for i, (spec, env) in enumerate(plan.specs):
             out = run_side(spec, env)
