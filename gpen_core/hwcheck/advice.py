@@ -17,7 +17,7 @@ from typing import Any, Literal
 import psutil
 
 from gpen_core.hwcheck.advice_child import measure, workload_of
-from gpen_core.hwcheck.eta import Steps
+from gpen_core.hwcheck.eta import Eta
 from gpen_core.hwcheck.info import host_facts
 from gpen_core.hwcheck.report import host_text
 from gpen_core.modes import MODES
@@ -83,7 +83,7 @@ class TipPlan:
     warm_ups: list[Spec] = field(default_factory=list)  # unmeasured first loads (see :func:`plan_tips`)
 
     def steps(self, repeats: int) -> list[str]:
-        """The kind of each child process it starts, in order (what :class:`~gpen_core.hwcheck.eta.Steps` plans)."""
+        """The kind of each child process it starts, in order (what :class:`~gpen_core.hwcheck.eta.Eta` plans)."""
         return ["warm-up " + _kind(s) for s, _ in self.warm_ups] + [_kind(s) for _ in range(repeats) for s, _ in self.specs]
 
 
@@ -130,13 +130,14 @@ def measure_tips(
         scratch = Path(tmp)
         base = {"workload": workload, "repeats": 2 if not tiny else 1, "scratch": str(scratch)}
         plans = plan_tips(wanted, base, has_cuda, cache_files if not tiny else 2_000, tiny, scratch)
-        steps = Steps([k for p in plans if isinstance(p, TipPlan) for k in p.steps(repeats)], report, reference={},
-                      guess_from_all=False)
+        eta = Eta([k for p in plans if isinstance(p, TipPlan) for k in p.steps(repeats)], guess_from_all=False,
+                  report=report)
+        eta.start()
         for k, (tip, plan) in enumerate(zip(wanted, plans)):
             text = progress_text(k, len(wanted), tip)
-            steps.say(len(steps.eta.finished), text)
+            eta.say(len(eta.finished), text)
             if isinstance(plan, TipPlan):  # each child process that ends is a step done
-                plan = _measure_plan(plan, repeats, lambda text=text: steps.say(len(steps.eta.finished) + 1, text))
+                plan = _measure_plan(plan, repeats, lambda text=text: eta.say(len(eta.finished) + 1, text))
             results.append(plan)
     report(1.0, "done")
     return AdviceReport(

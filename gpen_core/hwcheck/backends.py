@@ -197,7 +197,7 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
     folder = Path(spec["models_dir"]) if spec.get("models_dir") else default_models_dir()
     pairs, parse, detect = spec["pairs"], spec.get("parse", []), spec.get("detect", [])
     threads, runs = spec.get("threads"), int(spec["runs"])
-    steps = len(pairs) + len(parse) + len(detect)  # one unit each: the check's time left counts them (.eta.Steps)
+    steps = len(pairs) + len(parse) + len(detect)  # one unit each: the check's time left counts them (.eta.Eta)
 
     def step(i: int) -> Progress:
         return lambda f, d: report(min(1.0, (i + f) / steps), d)

@@ -24,7 +24,7 @@ from gpen_core.hwcheck.workloads import (
 )
 from gpen_core.hwcheck.backends import finish as finish_backends, measure as measure_backends, plan as plan_backends
 from gpen_core.hwcheck.info import machine_facts
-from gpen_core.hwcheck.eta import Steps, backend_kinds, task_kinds
+from gpen_core.hwcheck.eta import REFERENCE, Eta, backend_kinds, task_kinds
 from gpen_core.engine.profile_records import (
     DETECTOR_SYNTHETIC_NOTE, GIVEN_BOXES_NOTE, SYNTHETIC_NOTE, BackendCheck, ModeProfile, Profile, TaskRow, WorkloadRun,
     binding_peak, failed_mode, summarise,
@@ -242,7 +242,7 @@ def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str
 
 
 def _measure_each(specs: Sequence[dict[str, Any]], measure: Callable[[dict[str, Any], Progress], T],
-                  failed: Callable[[dict[str, Any], str], T], isolate: bool, steps: Steps, start: int) -> list[T]:
+                  failed: Callable[[dict[str, Any], str], T], isolate: bool, steps: Eta, start: int) -> list[T]:
     """Each spec's ``measure``, one step each from ``start``; one out of memory is ``failed(spec, why)``. A ``warm``
     spec first runs unmeasured (its OpenVINO conversion is cached: not a request's cost), sharing its step."""
     out = []
@@ -308,7 +308,8 @@ def _measure_everything(
         # Backends first: the modes are then measured with the backend `auto` now picks, and a
         # conversion they would need is already cached. Each network they time is a step.
         first = backend_kinds(bspec, tuple(speed_records(mdir)))
-        steps = Steps([*first, *(s["mode"] for s in specs), *task_kinds(tspecs)], report)
+        steps = Eta([*first, *(s["mode"] for s in specs), *task_kinds(tspecs)], REFERENCE, report=report)
+        steps.start()
         if bspec is not None:
             bcheck = _compare_backends(bspec, bcheck, mdir, isolate, steps.part(0, len(first)))
         modes = _measure_each(specs, measure_mode, partial(failed_mode, free_binding=free_binding), isolate, steps,
