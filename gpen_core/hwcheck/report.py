@@ -284,14 +284,14 @@ def auto_networks(
     if profile.backends is None or not profile.device.startswith("cpu"):
         return {}
     out = {}
-    for k, ms in sorted(network_uses(MODES[name] for name in profile.modes).items()):
-        choice = ov_backend.choose_backend("auto", k[1], k[2], network=k[0], models_dir=models_dir, device="cpu")
-        be, why = choice.runtime, choice.why
-        if be == "openvino":  # a mode that loads no OpenVINO runtime under auto keeps torch (its generator line says why)
-            ms = [m for m in ms if MODES[m].auto_openvino]
-            if not ms:
-                continue
-        out[k] = (be, why if k[0] == "parsenet" else why.replace(" per face", " per detection"), tuple(ms))
+    for (net, size, dtype), ms in sorted(network_uses(MODES[name] for name in profile.modes).items()):
+        choice = ov_backend.choose_backend("auto", size, dtype, network=net, models_dir=models_dir, device="cpu")
+        # A mode the engine keeps to torch where this network is on OpenVINO: its generator line says why.
+        ms = [m for m in ms if choice.runtime == ov_backend.choose_mode_backend(
+            MODES[m], "auto", size, dtype, network=net, models_dir=models_dir, device="cpu").runtime]
+        why = choice.why if net == "parsenet" else choice.why.replace(" per face", " per detection")
+        if ms:
+            out[(net, size, dtype)] = (choice.runtime, why, tuple(ms))
     return out
 
 
