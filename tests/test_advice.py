@@ -206,6 +206,13 @@ def test_the_tips_machine_line_names_the_cpu_as_the_hardware_check_does(monkeypa
     assert "[fma, bf16; native bf16: yes], " in advice.measure_tips(workload="tiny", repeats=1, tips=[10]).machine
 
 
+def test_the_tips_machine_line_names_the_gpu_as_the_hardware_check_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It said only 'a CUDA GPU'; the check's line names the card and its memory, from the same facts."""
+    gpu = {**host_facts(), "gpu_name": "A GPU", "vram_total_bytes": 8_000_000_000}
+    monkeypatch.setattr(advice, "machine_facts", lambda: gpu, raising=False)
+    assert advice.measure_tips(workload="tiny", repeats=1, tips=[10]).machine.endswith(", A GPU (8.00 GB)")
+
+
 def test_the_tips_ask_a_child_what_the_plan_decides() -> None:
     import torch
 
