@@ -13,6 +13,7 @@ import pytest
 
 from gpen_core.hwcheck import advice
 from gpen_core.hwcheck.advice import Side, Tip, TipResult, verdict
+from gpen_core.hwcheck.info import host_facts
 
 from .conftest import ROOT
 
@@ -65,7 +66,7 @@ def test_progress_text_is_plain_and_counts_the_tips() -> None:
 
 
 def test_unmeasurable_tips_say_why_without_running_anything(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(advice, "torch_facts", lambda: (False, None))
+    monkeypatch.setattr(advice, "machine_facts", host_facts)
     r = advice.measure_tips(workload="tiny", repeats=1, tips=[4, 5, 10, 11])
     assert [x.tip.number for x in r.results] == [4, 5, 10, 11]
     for x in r.results:
@@ -139,7 +140,7 @@ def test_restore_tips_run_the_engine_on_a_tiny_photo(tmp_path: Path, monkeypatch
 
 def test_forward_child_runs_the_plain_generator() -> None:
     out = advice.run_side({"kind": "forward", "size": 64, "repeats": 1})
-    assert out is not None and out.seconds > 0 and out.vram_reserved is None
+    assert out is not None and out.seconds > 0 and out.vram_reserved_bytes is None
 
 
 def test_report_round_trips_through_the_measurements_store(tmp_path) -> None:
@@ -196,11 +197,20 @@ def test_the_tips_machine_line_names_the_cpu_as_the_hardware_check_does(monkeypa
 
     monkeypatch.setattr(info, "cpu_model", lambda: "An ARM CPU")
     monkeypatch.setattr(info, "cpu_flags", lambda: {"fp", "asimd", "fma", "bf16"})
-    line = advice.machine_line(False)
+    monkeypatch.setattr(advice, "machine_facts", info.host_facts)  # what the tips have when their child fails
+    line = advice.measure_tips(workload="tiny", repeats=1, tips=[10]).machine
     assert line.startswith("An ARM CPU [fma, bf16; native bf16: no], ") and " threads, RAM " in line, line
     assert line.endswith(", no CUDA GPU")
     # The plan's answer, asked of a child that imports torch, wins over the flags (ARM's bf16 runs natively).
-    assert "[fma, bf16; native bf16: yes], " in advice.machine_line(False, True)
+    monkeypatch.setattr(advice, "machine_facts", lambda: {**info.host_facts(), "native_bf16": True})
+    assert "[fma, bf16; native bf16: yes], " in advice.measure_tips(workload="tiny", repeats=1, tips=[10]).machine
+
+
+def test_the_tips_machine_line_names_the_gpu_as_the_hardware_check_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It said only 'a CUDA GPU'; the check's line names the card and its memory, from the same facts."""
+    gpu = {**host_facts(), "gpu_name": "A GPU", "vram_total_bytes": 8_000_000_000}
+    monkeypatch.setattr(advice, "machine_facts", lambda: gpu, raising=False)
+    assert advice.measure_tips(workload="tiny", repeats=1, tips=[10]).machine.endswith(", A GPU (8.00 GB)")
 
 
 def test_the_tips_ask_a_child_what_the_plan_decides() -> None:
@@ -208,6 +218,6 @@ def test_the_tips_ask_a_child_what_the_plan_decides() -> None:
 
     from gpen_core.networks.plan import choose_plan
 
-    has_cuda, bf16 = advice.torch_facts()
-    assert has_cuda is torch.cuda.is_available()
-    assert bf16 is (choose_plan("cpu", "auto")[0].dtype == "bfloat16")
+    facts = advice.machine_facts()
+    assert (facts["gpu_name"] is not None) is torch.cuda.is_available()
+    assert facts["native_bf16"] is (choose_plan("cpu", "auto")[0].dtype == "bfloat16")

@@ -34,6 +34,18 @@ def test_a_generator_with_no_published_checksum_is_not_called_verified() -> None
     assert "present, verified" not in next(line for line in listing.splitlines() if "GPEN-BFR-512" in line)
 
 
+def test_an_unpinned_generator_reads_the_same_in_the_panel_the_hardware_check_and_info() -> None:
+    """One wording for a file with no published checksum: the check's weights column said "release not
+    verified" where the panel and `info` said "not verified as the release"."""
+    from gpen_core.hwcheck import report
+
+    words = "(no published checksum: not verified as the release)"
+    assert weights_view.state_text("GPEN-BFR-512", "verified") == f"present {words}"
+    cell = report.weights_cell(SimpleNamespace(weights="real", model="GPEN-BFR-512", detector="mobilenet0.25"))
+    assert cell == f"GPEN-BFR-512 file {words}"
+    assert weights_view.state_text("retinaface-mobilenet0.25", "verified") == "present, verified"
+
+
 @pytest.mark.parametrize(
     ("weights", "detector", "must", "must_not"),
     [

@@ -53,7 +53,7 @@ def test_tips_progress_is_plain_text_with_no_frozen_counter(monkeypatch: pytest.
     monkeypatch.setattr(app.STATE, "policy", Policy())
     real = advice.measure_tips
     monkeypatch.setattr(advice, "measure_tips", lambda progress=None: real(workload="tiny", repeats=1, tips=[1, 10, 11], progress=progress))
-    monkeypatch.setattr(advice, "torch_facts", lambda: (False, None))
+    monkeypatch.setattr(advice, "machine_facts", lambda: {"cpu_model": "a CPU"})  # no child: the machine is not what it checks
     monkeypatch.setattr(advice, "_measure_plan", lambda plan, *a: advice.TipResult(plan.tip, "not measurable here", "stub"))
     seen: list[str] = []
     app.measure_tips(progress=lambda f, desc="": seen.append(desc))

@@ -117,7 +117,7 @@ def test_the_advice_forward_child_waits_for_and_reads_the_requests_gpu(monkeypat
     monkeypatch.setattr(torch.nn.Module, "to", to)
     monkeypatch.setattr(torch, "rand", lambda *a, device=None, **k: real_rand(*a, **k))
     out = advice_child.measure_forward({"device": "cuda:1", "size": 64, "repeats": 1})
-    assert out.vram_reserved == 123
+    assert out.vram_reserved_bytes == 123
     assert calls.synced and all(d == torch.device("cuda:1") for d in calls.synced)
     assert [torch.device(d) for d in reserved] == [torch.device("cuda:1")]
 

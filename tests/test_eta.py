@@ -92,10 +92,9 @@ def test_a_reference_time_is_scaled_by_what_the_finished_steps_took_against_thei
 
 
 def test_the_checks_steps_finish_as_the_progress_passes_them_and_say_the_time_left() -> None:
-    from gpen_core.hwcheck.eta import Steps
-
     clock, seen = Clock(), []
-    steps = Steps(["a", "b", "c"], lambda f, d: seen.append((f, d)), reference={"a": 10, "b": 15, "c": 20}, clock=clock)
+    steps = Eta(["a", "b", "c"], reference={"a": 10, "b": 15, "c": 20}, clock=clock, report=lambda f, d: seen.append((f, d)))
+    steps.start()
     steps.say(0.0, "a: starting")
     clock.now += 5
     steps.say(0.5, "a: halfway")
@@ -106,9 +105,9 @@ def test_the_checks_steps_finish_as_the_progress_passes_them_and_say_the_time_le
     clock.now += 30
     part = steps.part(2, 1)
     part(0.0, "c: starting")  # b took twice its reference: the speed is (10 + 30) / (10 + 15) of it
-    assert steps.eta.scale() == 40 / 25 and seen[-1] == (2 / 3, "about 30 s left · c: starting")
+    assert steps.scale() == 40 / 25 and seen[-1] == (2 / 3, "about 30 s left · c: starting")
     part(1.0, "c: done")
-    assert seen[-1] == (1.0, "c: done") and len(steps.eta.finished) == 3
+    assert seen[-1] == (1.0, "c: done") and len(steps.finished) == 3
 
 
 def test_the_checks_backend_steps_are_cached_when_an_earlier_check_recorded_their_speed_here() -> None:

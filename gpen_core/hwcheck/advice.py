@@ -16,12 +16,12 @@ from typing import Any, Literal
 
 import psutil
 
-from gpen_core.hwcheck.advice_child import SideRun, measure, workload_of
+from gpen_core.hwcheck.advice_child import measure, workload_of
 from gpen_core.hwcheck.eta import Eta
 from gpen_core.hwcheck.info import host_facts
 from gpen_core.hwcheck.report import host_text
 from gpen_core.modes import MODES
-from gpen_core.progress import Progress, left_text
+from gpen_core.progress import Progress
 from gpen_core.hwcheck.advice_table import (  # noqa: F401  (the tips, the verdict, the report: importable from here)
     TIPS, AdviceReport, Side, Tip, TipResult, format_table, load_report, report_from_dict, save_report, verdict,
 )
@@ -33,7 +33,7 @@ from gpen_core.platform.meter import format_bytes
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def run_side(spec: dict[str, Any], env: dict[str, str] | None = None) -> SideRun | None:
+def run_side(spec: dict[str, Any], env: dict[str, str] | None = None) -> Side | None:
     """One side of a tip (:func:`gpen_core.hwcheck.advice_child.measure`) in a fresh process; RuntimeError when it fails."""
     child_env: dict[str, str | None] = {**dict.fromkeys(_THREAD_VARS), **(env or {})}
     out = worker.run(measure, spec, env=child_env, timeout=600)
@@ -51,13 +51,13 @@ def sweep_scratch(root: str | os.PathLike[str] | None = None) -> list[Path]:
     return sweep_folders(Path(root or tempfile.gettempdir()), SCRATCH_PREFIX)
 
 
-def _side(label: str, outs: Sequence[SideRun]) -> Side:
-    """One side's medians over its runs, and the spread of their process peaks."""
-    pp = [o.process_peak for o in outs]
+def _side(label: str, outs: Sequence[Side]) -> Side:
+    """One side's medians over its runs (one a process), and the spread of their process peaks."""
+    pp = [o.process_peak_bytes for o in outs]
     med = statistics.median(pp)
-    vr = [o.vram_reserved for o in outs if o.vram_reserved is not None]
+    vr = [o.vram_reserved_bytes for o in outs if o.vram_reserved_bytes is not None]
     return Side(label=label, process_peak_bytes=int(med),
-                request_peak_bytes=int(statistics.median([max(o.request_peaks) for o in outs])),
+                request_peak_bytes=int(statistics.median([o.request_peak_bytes for o in outs])),
                 seconds=float(statistics.median([o.seconds for o in outs])),
                 vram_reserved_bytes=int(statistics.median(vr)) if vr else None, runs=len(outs),
                 spread=(max(pp) - min(pp)) / med if med else 0.0)
@@ -101,11 +101,11 @@ def _make_cache(root: Path, n_files: int) -> None:
             (d / f"f{j}.json").write_bytes(b"{}")
 
 
-def torch_facts() -> tuple[bool, bool | None]:
-    """(a CUDA device is usable, the plan's native bf16), asked in a child so this process never imports torch or
-    creates a CUDA context; a child that fails or runs past 120 s: no CUDA, bf16 unknown."""
-    out = worker.run("gpen_core.hwcheck.advice_child:torch_facts", timeout=120, quiet=True)
-    return tuple(out.value) if isinstance(out, worker.Done) else (False, None)
+def machine_facts() -> dict[str, Any]:
+    """:func:`gpen_core.hwcheck.info.machine_facts`, asked of a child so this process never imports torch or
+    creates a CUDA context; a child that fails or runs past 120 s: the host's facts, no GPU, bf16 by the flags."""
+    out = worker.run("gpen_core.hwcheck.info:machine_facts", timeout=120, quiet=True)
+    return out.value if isinstance(out, worker.Done) else host_facts()
 
 
 def measure_tips(
@@ -120,7 +120,8 @@ def measure_tips(
     the time left (:mod:`.eta`); every child shares one scratch folder, removed however this ends."""
     report = progress or (lambda f, d: None)
     wanted = [t for t in TIPS if tips is None or t.number in tips]
-    has_cuda, bf16 = torch_facts()
+    machine = machine_facts()
+    has_cuda = machine.get("gpu_name") is not None
     tiny = workload == "tiny"
     results: list[TipResult] = []
     sweep_scratch()
@@ -129,21 +130,18 @@ def measure_tips(
         scratch = Path(tmp)
         base = {"workload": workload, "repeats": 2 if not tiny else 1, "scratch": str(scratch)}
         plans = plan_tips(wanted, base, has_cuda, cache_files if not tiny else 2_000, tiny, scratch)
-        eta = Eta([k for p in plans if isinstance(p, TipPlan) for k in p.steps(repeats)], guess_from_all=False)
+        eta = Eta([k for p in plans if isinstance(p, TipPlan) for k in p.steps(repeats)], guess_from_all=False,
+                  report=report)
+        eta.start()
         for k, (tip, plan) in enumerate(zip(wanted, plans)):
             text = progress_text(k, len(wanted), tip)
-
-            def step(text: str = text) -> None:
-                eta.finish()
-                left = left_text(eta.left(), eta.untimed())
-                report(min(1.0, len(eta.finished) / max(1, len(eta.plan))), text + (f" — {left}" if left else ""))
-
-            report(len(eta.finished) / max(1, len(eta.plan)), text)
-            eta.start()
-            results.append(plan if isinstance(plan, TipResult) else _measure_plan(plan, repeats, step))
+            eta.say(len(eta.finished), text)
+            if isinstance(plan, TipPlan):  # each child process that ends is a step done
+                plan = _measure_plan(plan, repeats, lambda text=text: eta.say(len(eta.finished) + 1, text))
+            results.append(plan)
     report(1.0, "done")
     return AdviceReport(
-        machine=machine_line(has_cuda, bf16), created=datetime.now().isoformat(timespec="seconds"),
+        machine=host_text(machine), created=datetime.now().isoformat(timespec="seconds"),
         workload=workload_of(workload).label, repeats=repeats, results=tuple(results), notes=(
             "Synthetic weights of the exact architectures: memory and time as the real ones, no restoration.",
             "Each network is loaded (and converted) once, unmeasured, before its measured runs, so both sides "
@@ -247,7 +245,7 @@ def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipR
     for spec, env in plan.warm_ups:
         run_side({**spec, "warm_up": True}, env)
         step()
-    outs: list[list[SideRun]] = [[] for _ in plan.specs]
+    outs: list[list[Side]] = [[] for _ in plan.specs]
     for _ in range(repeats):
         for i, (spec, env) in enumerate(plan.specs):
             out = run_side(spec, env)
@@ -261,12 +259,3 @@ def _measure_plan(plan: TipPlan, repeats: int, step: Callable[[], None]) -> TipR
         why = (f"{why}; finding the weights here never walks the cache. A full {walk.label}: "
                f"{format_bytes(walk.request_peak_bytes)} above idle, {walk.seconds:.2f} s")
     return TipResult(plan.tip, v, why, before, after)
-
-
-def machine_line(has_cuda: bool, native_bf16: bool | None = None) -> str:
-    """The hardware check's machine facts (report.host_text), and the GPU or its absence (both asked of a child,
-    :func:`torch_facts`); ``native_bf16`` None: judged by the flags, as for an older saved check."""
-    facts = host_facts()
-    if native_bf16 is not None:
-        facts["native_bf16"] = native_bf16
-    return host_text(facts) + (", a CUDA GPU" if has_cuda else ", no CUDA GPU")

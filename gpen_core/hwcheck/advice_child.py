@@ -10,30 +10,17 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gpen_core.hwcheck import workloads as wl
+from gpen_core.hwcheck.advice_table import Side
 from gpen_core.platform.meter import PeakMeter, peak_rss
 
 
-@dataclass(frozen=True)
-class SideRun:
-    """One fresh process's measurement of one side of a tip."""
-
-    process_peak: int  # the process's resident high-water mark (VmHWM), bytes
-    request_peaks: tuple[int, ...]  # per measured request (or operation): peak above the idle process, bytes
-    seconds: float  # median of the measured requests (or operations)
-    vram_reserved: int | None = None
-
-
-def torch_facts() -> tuple[bool, bool]:
-    """What the tips' parent keeps torch out of itself to learn: a usable CUDA device, and the plan's native bf16."""
-    import torch
-
-    from gpen_core.networks.plan import cpu_features
-
-    return bool(torch.cuda.is_available()), cpu_features()["native_bf16"]
+def _run(request_peaks: list[int], times: list[float], vram_reserved: int | None = None) -> Side:
+    """This process's measurement of one side: its VmHWM, the worst request's peak above idle, the median time."""
+    return Side("", peak_rss(), max(request_peaks), statistics.median(times), vram_reserved)
 
 
 def workload_of(name: str) -> wl.Workload:
@@ -42,7 +29,7 @@ def workload_of(name: str) -> wl.Workload:
     return next(w for w in wl.STANDARD if w.name == name)
 
 
-def measure(spec: dict[str, Any]) -> SideRun | None:
+def measure(spec: dict[str, Any]) -> Side | None:
     """One side of a tip, as ``spec`` says; None for a warm-up (``"warm_up": True``: load, convert, measure nothing)."""
     if spec["kind"] in ("encode", "cache"):
         return _timed(_operation(spec), int(spec["repeats"]))
@@ -62,7 +49,7 @@ def _operation(spec: dict[str, Any]) -> Callable[[], object]:
     return lambda: weights.locate("GPEN-BFR-512", models_dir=spec["models_dir"])
 
 
-def _timed(operation: Callable[[], object], repeats: int) -> SideRun:
+def _timed(operation: Callable[[], object], repeats: int) -> Side:
     """``operation`` run ``repeats`` times on the CPU, each under its own meter."""
     times, peaks = [], []
     for _ in range(repeats):
@@ -72,7 +59,7 @@ def _timed(operation: Callable[[], object], repeats: int) -> SideRun:
             times.append(time.perf_counter() - t)
         assert m.peaks is not None
         peaks.append(m.peaks.rss_delta_bytes)
-    return SideRun(peak_rss(), tuple(peaks), statistics.median(times))
+    return _run(peaks, times)
 
 
 def _input(spec: dict[str, Any]) -> tuple[Any, list[Any]]:
@@ -95,7 +82,7 @@ def _input(spec: dict[str, Any]) -> tuple[Any, list[Any]]:
     return image, dets
 
 
-def _measure_restore(spec: dict[str, Any]) -> SideRun | None:
+def _measure_restore(spec: dict[str, Any]) -> Side | None:
     from gpen_core.options import RestoreOptions
     from gpen_core.restorer import Restorer
 
@@ -120,10 +107,10 @@ def _measure_restore(spec: dict[str, Any]) -> SideRun | None:
             vram.append(res.peaks.vram_reserved_bytes)
         del res
     v = [x for x in vram if x is not None]
-    return SideRun(peak_rss(), tuple(peaks), statistics.median(times), max(v) if v else None)
+    return _run(peaks, times, max(v) if v else None)
 
 
-def measure_forward(spec: dict[str, Any]) -> SideRun:
+def measure_forward(spec: dict[str, Any]) -> Side:
     """The generator's forward alone (``arch.GPEN`` equals yangxy/GPEN's FullGenerator): ``half`` for tip 5,
     ``compile`` (reduce-overhead) for tip 4; peak VRAM reserved on CUDA, median seconds per face."""
     import torch
@@ -156,5 +143,5 @@ def measure_forward(spec: dict[str, Any]) -> SideRun:
             if i >= 2:
                 times.append(time.perf_counter() - t)
     vram = int(torch.cuda.max_memory_reserved(dev)) if cuda else None
-    return SideRun(peak_rss(), (0,), statistics.median(times), vram)
+    return _run([0], times, vram)
 

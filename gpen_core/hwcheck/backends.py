@@ -5,7 +5,7 @@ up, then called ``runs`` times each, interleaved so a change in load hits both a
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -29,6 +29,20 @@ def mode_uses(modes: Sequence[MemoryMode], configs: dict[str, "GPENConfig"]) -> 
 
     return {m.name: (int((configs.get(m.model) or REGISTRY[m.model].arch).size),  # type: ignore[union-attr]
                      choose_plan("cpu", m.cpu_dtype)[0].dtype) for m in modes}
+
+
+def network_uses(modes: Iterable[MemoryMode]) -> dict[tuple[str, int, str], list[str]]:
+    """(network, input size, dtype) → the names of ``modes`` that run it on this CPU: their parser and detector
+    (as :mod:`gpen_core.engine.model_cache` loads them), in the modes' order."""
+    from gpen_core.faces.parse import choose_parse_dtype
+    from gpen_core.runtimes.openvino.detector import DETECT_SIDE
+
+    uses: dict[tuple[str, int, str], list[str]] = {}
+    for m in modes:
+        if m.paste and m.parsing:
+            uses.setdefault(("parsenet", m.parse_input, choose_parse_dtype("cpu", m.cpu_dtype)), []).append(m.name)
+        uses.setdefault((f"retinaface-{m.detector}", DETECT_SIDE, "float32"), []).append(m.name)
+    return uses
 
 
 def plan(
@@ -80,14 +94,13 @@ def plan(
         pair["threads"] = None if None in caps else max(caps)
     spec = {"mode": "backends", "pairs": list(pairs.values()), "runs": RUNS,
             "models_dir": models_dir, "threads": specs[0].get("threads") if specs else None}
-    if not configs:  # the parser too, for auto (gpen_core.runtimes.openvino.parser); overrides are experiments: generator only
+    if not configs:  # the parser and detectors too, for auto; overrides are experiments: generator only
         from gpen_core.engine.network_loads import PARSER_WEIGHTS
-        from gpen_core.faces.parse import choose_parse_dtype
         from gpen_core.runtimes.openvino.parser import check_pairs
 
-        uses = [(m.parse_input, choose_parse_dtype("cpu", m.cpu_dtype)) for m in modes if m.paste and m.parsing]
-        spec["parse"] = check_pairs(uses, models_dir, PARSER_WEIGHTS)
-        spec["detect"] = sorted({m.detector for m in modes})  # and the detectors (gpen_core.runtimes.openvino.detector records them)
+        nets = network_uses(modes)
+        spec["parse"] = check_pairs([(s, d) for n, s, d in nets if n == "parsenet"], models_dir, PARSER_WEIGHTS)
+        spec["detect"] = sorted({m.detector for m in modes})
     return spec, check
 
 
@@ -184,7 +197,7 @@ def measure(spec: dict[str, Any], report: Progress) -> dict[str, Any]:
     folder = Path(spec["models_dir"]) if spec.get("models_dir") else default_models_dir()
     pairs, parse, detect = spec["pairs"], spec.get("parse", []), spec.get("detect", [])
     threads, runs = spec.get("threads"), int(spec["runs"])
-    steps = len(pairs) + len(parse) + len(detect)  # one unit each: the check's time left counts them (.eta.Steps)
+    steps = len(pairs) + len(parse) + len(detect)  # one unit each: the check's time left counts them (.eta.Eta)
 
     def step(i: int) -> Progress:
         return lambda f, d: report(min(1.0, (i + f) / steps), d)

@@ -18,7 +18,8 @@ from gpen_core.progress import Progress, left_text
 
 @dataclass
 class Eta:
-    """Time left of ``plan`` (the kind of each step, in order)."""
+    """Time left of ``plan`` (the kind of each step, in order); with ``report``, a check's progress over it
+    (:meth:`say`: one unit a step), told a step has finished when the progress passes its end."""
 
     plan: Sequence[str]
     reference: Mapping[str, float] = field(default_factory=dict)  # on a reference machine: only ratios count (scale())
@@ -26,11 +27,26 @@ class Eta:
     # An unmeasured kind of no measured family takes the mean of all finished steps (the hardware
     # check's modes are alike enough); False: it is left out and counted as untimed (the tips).
     guess_from_all: bool = True
+    report: Progress = lambda f, d: None  # where say() reports
     finished: list[tuple[str, float]] = field(default_factory=list)
     _started: float | None = None
 
     def start(self) -> None:
         self._started = self.clock()
+
+    def say(self, units: float, text: str) -> None:
+        """To ``report``: ``units`` of the plan done, the running step's fraction included (2.5: halfway
+        through the third), and the time left."""
+        # A step has finished when the progress reaches its end (the next step's first report).
+        while len(self.finished) < min(len(self.plan), math.floor(units + 1e-6)):
+            self.finish()
+        left = left_text(self.left(), self.untimed()) if len(self.finished) < len(self.plan) else ""
+        # The time left first: a terminal's progress line cuts a long step's description short.
+        self.report(min(1.0, units / max(1, len(self.plan))), f"{left} · {text}" if left else text)
+
+    def part(self, start: float, weight: float) -> Progress:
+        """A Progress for a part of the check: its own 0..1 mapped onto ``weight`` steps from ``start``."""
+        return lambda f, d: self.say(start + f * weight, d)
 
     def finish(self) -> float:
         """The running step (the next in ``plan``) has ended; its seconds."""
@@ -115,29 +131,3 @@ def backend_kinds(spec: Mapping[str, Any] | None, speed_keys: Sequence[str] = ()
 def task_kinds(specs: Sequence[Mapping[str, Any]]) -> list[str]:
     """The task rows' steps as :data:`REFERENCE` kinds: "colorize:quality", "seg2face:faces-only:warm"."""
     return [f"{s['gpen_task']}:{s['mode']}" + (":warm" if s.get("warm") else "") for s in specs]
-
-
-class Steps:
-    """The check's progress over ``kinds`` (one unit a step): the fraction done, and the time left from
-    :class:`Eta`, told a step has finished when the progress passes its end."""
-
-    def __init__(self, kinds: Sequence[str], report: Progress, reference: Mapping[str, float] = REFERENCE,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.total = max(1, len(kinds))
-        self.report = report
-        self.eta = Eta(list(kinds), reference=reference, clock=clock)
-        self.eta.start()
-
-    def say(self, units: float, text: str) -> None:
-        """``units``: steps done, the running one's fraction included (2.5: halfway through the third)."""
-        eta = self.eta
-        # A step has finished when the progress reaches its end (the next step's first report).
-        while len(eta.finished) < min(len(eta.plan), math.floor(units + 1e-6)):
-            eta.finish()
-        left = left_text(eta.left()) if len(eta.finished) < len(eta.plan) else ""
-        # The time left first: a terminal's progress line cuts a long step's description short.
-        self.report(min(1.0, units / self.total), f"{left} · {text}" if left else text)
-
-    def part(self, start: float, weight: float) -> Progress:
-        """A Progress for a part of the check: its own 0..1 mapped onto ``weight`` steps from ``start``."""
-        return lambda f, d: self.say(start + f * weight, d)

@@ -17,7 +17,7 @@ from gpen_core.platform.cpuinfo import cpu_flags, cpu_model
 from gpen_core.platform.meter import format_bytes
 from gpen_core.weights.lookup import WeightStatus, status
 from gpen_core.weights.missing import download_size, size_text
-from gpen_core.weights.registry import REGISTRY
+from gpen_core.weights.registry import unpinned_note
 
 # CPU features that decide dtype and speed: bf16 is only worth it with native support (bf16: ARM's).
 CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "bf16")
@@ -64,6 +64,20 @@ def host_facts() -> dict[str, Any]:
     return {"cpu_model": cpu_model(), "cpu_flags": tuple(f for f in CPU_FLAGS_OF_INTEREST if f in flags),
             "cores_logical": psutil.cpu_count(logical=True), "cores_physical": psutil.cpu_count(logical=False),
             "ram_total_bytes": int(vm.total), "ram_available_bytes": int(vm.available)}
+
+
+def machine_facts() -> dict[str, Any]:
+    """The hardware check's machine facts (a profile's ``machine``, the tips' line): :func:`host_facts`, versions,
+    torch's threads, the GPU and the plan's native bf16. Imports torch: the tips ask it of a child."""
+    from gpen_core import __version__
+    from gpen_core.networks.plan import cpu_features
+
+    _, gpu, vram, cuda_runtime, threads = _torch_side()
+    host = host_facts()
+    return {**host, "cpu_flags": list(host["cpu_flags"]), "cuda_runtime": cuda_runtime, "torch": installed("torch"),
+            "torch_threads": threads, "gpen_core": __version__, "python": sys.version.split()[0],
+            "platform": platform.platform(), "gpu_name": gpu, "vram_total_bytes": vram,
+            "native_bf16": cpu_features()["native_bf16"]}
 
 
 def _torch_side() -> tuple[str, str | None, int | None, str | None, int | None]:
@@ -116,10 +130,10 @@ def format_info(info: Info) -> str:
     for w in info.weights:
         if not w.present:
             state = f"missing      ({size_text(*download_size(w.name))}) -> `python -m gpen_core download {w.name}` or place it at {w.expected_path}"
-        elif w.verified:  # "ok" only where a published sha256 matched: any file of an unpinned name passes (the panel's words)
-            unpinned = REGISTRY[w.name].sha256 is None
-            state = (f"{'present' if unpinned else 'ok':<12} {size_text(w.size_bytes, False)}, {w.location}: {w.path}"
-                     + (" (no published checksum: not verified as the release)" if unpinned else ""))
+        elif w.verified:  # "ok" only where a published sha256 matched
+            note = unpinned_note(w.name)
+            state = (f"{'present' if note else 'ok':<12} {size_text(w.size_bytes, False)}, {w.location}: {w.path}"
+                     + (f" ({note})" if note else ""))
         else:
             first = (w.problem or "failed verification").splitlines()[0]
             state = f"CORRUPT      {w.path}: {first}"

@@ -15,7 +15,7 @@ from gpen_core.engine.fit import PANEL_PHOTO, Ranking, fits, rank, usable_bytes
 from gpen_core.engine.profile_records import SYNTHETIC_NOTE, BackendSpeed, ModeProfile, NetworkSpeed, Profile, TaskRow
 from gpen_core.weights import lookup
 from gpen_core.weights.missing import download_command, files_text, mode_files, unusable
-from gpen_core.weights.registry import REGISTRY
+from gpen_core.weights.registry import unpinned_note
 
 if TYPE_CHECKING:
     from gpen_core.engine.budget import Free
@@ -81,18 +81,19 @@ def enable_text(names: Sequence[str]) -> str:
 def machine_line(profile: Profile) -> str:
     """One line of machine facts: CPU (flags), cores, RAM, GPU, torch."""
     m = profile.machine
-    gpu = f"{m['gpu_name']} ({format_bytes(m.get('vram_total_bytes'))})" if m.get("gpu_name") else "no CUDA GPU"
-    return f"{host_text(m)}, {gpu}, torch {m.get('torch')}, gpen_core {m.get('gpen_core')}; measured on {profile.device}"
+    return f"{host_text(m)}, torch {m.get('torch')}, gpen_core {m.get('gpen_core')}; measured on {profile.device}"
 
 
 def host_text(m: Mapping[str, Any]) -> str:
-    """The CPU (its flags of interest, native bf16), cores and RAM of machine facts: the check's and the tips'."""
+    """The CPU (its flags of interest, native bf16), cores, RAM and GPU of machine facts
+    (:func:`gpen_core.hwcheck.info.machine_facts`): the check's and the tips'."""
     flags = ", ".join(m.get("cpu_flags") or []) or "no AVX-512/bf16"
-    # What the plan decided when this was measured; older checks (and the tips, which keep torch out) by the flags.
+    # What the plan decided when this was measured; older checks (and tips whose child failed) by the flags.
     bf16 = m.get("native_bf16", native_bf16(m.get("cpu_flags") or (), onednn_bf16=False))
+    gpu = f"{m['gpu_name']} ({format_bytes(m.get('vram_total_bytes'))})" if m.get("gpu_name") else "no CUDA GPU"
     return (f"{m.get('cpu_model', '?')} [{flags}; native bf16: {'yes' if bf16 else 'no'}], "
             f"{m.get('cores_physical') or '?'} cores / {m.get('cores_logical') or '?'} threads, "
-            f"RAM {format_bytes(m.get('ram_available_bytes'))} free of {format_bytes(m.get('ram_total_bytes'))}")
+            f"RAM {format_bytes(m.get('ram_available_bytes'))} free of {format_bytes(m.get('ram_total_bytes'))}, {gpu}")
 
 
 def format_table(profile: Profile, free: "Free | None" = None, *, fits: bool = True, files: FilesHere | None = None) -> str:
@@ -161,12 +162,8 @@ def tasks_table(profile: Profile, free: "Free | None" = None, *, fits: bool = Tr
 def weights_cell(m: ModeProfile) -> str:
     """What the mode's networks ran with: the generator, and the detector when it ran random. A generator
     file is "the file", not "real": without a published checksum random weights under that name load the same."""
-    if m.weights == "synthetic":
-        gen = SYNTHETIC_NOTE
-    else:
-        spec = REGISTRY.get(m.model)
-        pinned = spec is not None and spec.sha256 is not None
-        gen = f"{m.model} file" + ("" if pinned else " (no published checksum: release not verified)")
+    note = unpinned_note(m.model)
+    gen = SYNTHETIC_NOTE if m.weights == "synthetic" else f"{m.model} file" + (f" ({note})" if note else "")
     if "synthetic weights" in m.detector:
         gen += "; detector: random weights, fixed boxes"
     elif "given boxes" in m.detector:
@@ -281,27 +278,20 @@ def auto_networks(
 ) -> dict[tuple[str, int, str], tuple[str, str, tuple[str, ...]]]:
     """(network, input size, dtype) → (backend, why, modes) that ``--backend auto`` picks now for the parser
     and detector of this profile's modes (as :mod:`gpen_core.engine.model_cache` asks; empty on a GPU check)."""
+    from gpen_core.hwcheck.backends import network_uses
     from gpen_core.runtimes.openvino import generator as ov_backend
-    from gpen_core.runtimes.openvino.detector import DETECT_SIDE
-    from gpen_core.faces.parse import choose_parse_dtype
 
     if profile.backends is None or not profile.device.startswith("cpu"):
         return {}
-    uses: dict[tuple[str, int, str], list[str]] = {}
-    for name in profile.modes:
-        m = MODES[name]
-        if m.paste and m.parsing:
-            uses.setdefault(("parsenet", m.parse_input, choose_parse_dtype("cpu", m.cpu_dtype)), []).append(name)
-        uses.setdefault((f"retinaface-{m.detector}", DETECT_SIDE, "float32"), []).append(name)
     out = {}
-    for k, ms in sorted(uses.items()):
-        choice = ov_backend.choose_backend("auto", k[1], k[2], network=k[0], models_dir=models_dir, device="cpu")
-        be, why = choice.runtime, choice.why
-        if be == "openvino":  # a mode that loads no OpenVINO runtime under auto keeps torch (its generator line says why)
-            ms = [m for m in ms if MODES[m].auto_openvino]
-            if not ms:
-                continue
-        out[k] = (be, why if k[0] == "parsenet" else why.replace(" per face", " per detection"), tuple(ms))
+    for (net, size, dtype), ms in sorted(network_uses(MODES[name] for name in profile.modes).items()):
+        choice = ov_backend.choose_backend("auto", size, dtype, network=net, models_dir=models_dir, device="cpu")
+        # A mode the engine keeps to torch where this network is on OpenVINO: its generator line says why.
+        ms = [m for m in ms if choice.runtime == ov_backend.choose_mode_backend(
+            MODES[m], "auto", size, dtype, network=net, models_dir=models_dir, device="cpu").runtime]
+        why = choice.why if net == "parsenet" else choice.why.replace(" per face", " per detection")
+        if ms:
+            out[(net, size, dtype)] = (choice.runtime, why, tuple(ms))
     return out
 
 

@@ -23,8 +23,8 @@ from gpen_core.hwcheck.workloads import (
     request_figures, restorer_spec, synthetic_checkpoint,
 )
 from gpen_core.hwcheck.backends import finish as finish_backends, measure as measure_backends, plan as plan_backends
-from gpen_core.hwcheck.info import collect_info
-from gpen_core.hwcheck.eta import Steps, backend_kinds, task_kinds
+from gpen_core.hwcheck.info import machine_facts
+from gpen_core.hwcheck.eta import REFERENCE, Eta, backend_kinds, task_kinds
 from gpen_core.engine.profile_records import (
     DETECTOR_SYNTHETIC_NOTE, GIVEN_BOXES_NOTE, SYNTHETIC_NOTE, BackendCheck, ModeProfile, Profile, TaskRow, WorkloadRun,
     binding_peak, failed_mode, summarise,
@@ -70,16 +70,6 @@ def run_measure(measure: Callable[[dict[str, Any], Progress], T], spec: dict[str
             raise cls(out.message)
         raise RuntimeError(f"measuring {spec['mode']} failed in its worker process: {out.error_type}: {out.message}")
     raise RuntimeError(f"measuring {spec['mode']} failed: its worker process {out.message}")
-
-
-def _machine_facts(models_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
-    from gpen_core.networks.plan import cpu_features
-
-    info = collect_info(models_dir=models_dir)
-    same = ("cpu_model", "cores_logical", "cores_physical", "ram_total_bytes", "ram_available_bytes", "cuda_runtime",
-            "torch", "torch_threads", "gpen_core", "python", "platform")
-    return {**{k: getattr(info, k) for k in same}, "cpu_flags": list(info.cpu_flags), "gpu_name": info.cuda_name,
-            "vram_total_bytes": info.cuda_vram_bytes, "native_bf16": cpu_features()["native_bf16"]}
 
 
 @dataclass(frozen=True)
@@ -210,12 +200,13 @@ def _runs_openvino(model: str, mode: MemoryMode, check: CheckSpec) -> bool:
     """Whether ``auto`` puts ``model`` on OpenVINO in ``mode`` here: its first use converts it (a minute or more
     at 1024 px), not a request's cost once cached, so an unmeasured run converts it first."""
     from gpen_core.networks.plan import choose_plan
-    from gpen_core.runtimes.openvino.generator import choose_backend
+    from gpen_core.runtimes.openvino.generator import choose_mode_backend
 
     arch, device = weights.REGISTRY[model].arch, check.device
     dtype = choose_plan(device, mode.cuda_dtype if device.startswith("cuda") else mode.cpu_dtype)[0].dtype
     size = arch.size if arch is not None else 0
-    return choose_backend("auto", size, dtype, models_dir=check.models_dir, device=device).runtime == "openvino"
+    choice = choose_mode_backend(mode, "auto", size, dtype, models_dir=check.models_dir, device=device)
+    return choice.runtime == "openvino"
 
 
 def measure_task(spec: dict[str, Any], report: Progress) -> TaskRow:
@@ -251,7 +242,7 @@ def _compare_backends(spec: dict[str, Any], check: BackendCheck, models_dir: str
 
 
 def _measure_each(specs: Sequence[dict[str, Any]], measure: Callable[[dict[str, Any], Progress], T],
-                  failed: Callable[[dict[str, Any], str], T], isolate: bool, steps: Steps, start: int) -> list[T]:
+                  failed: Callable[[dict[str, Any], str], T], isolate: bool, steps: Eta, start: int) -> list[T]:
     """Each spec's ``measure``, one step each from ``start``; one out of memory is ``failed(spec, why)``. A ``warm``
     spec first runs unmeasured (its OpenVINO conversion is cached: not a request's cost), sharing its step."""
     out = []
@@ -317,7 +308,8 @@ def _measure_everything(
         # Backends first: the modes are then measured with the backend `auto` now picks, and a
         # conversion they would need is already cached. Each network they time is a step.
         first = backend_kinds(bspec, tuple(speed_records(mdir)))
-        steps = Steps([*first, *(s["mode"] for s in specs), *task_kinds(tspecs)], report)
+        steps = Eta([*first, *(s["mode"] for s in specs), *task_kinds(tspecs)], REFERENCE, report=report)
+        steps.start()
         if bspec is not None:
             bcheck = _compare_backends(bspec, bcheck, mdir, isolate, steps.part(0, len(first)))
         modes = _measure_each(specs, measure_mode, partial(failed_mode, free_binding=free_binding), isolate, steps,
@@ -362,7 +354,7 @@ def run_profile(
     report = progress or (lambda f, d: None)
     wanted = _wanted(modes)
     report(0.0, "reading the machine")
-    machine = _machine_facts(models_dir)
+    machine = machine_facts()
     dev = Restorer(device=device).device
     free0 = free_memory(dev)
     free_binding = free0.vram_bytes if dev.startswith("cuda") else free0.ram_bytes

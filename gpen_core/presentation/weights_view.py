@@ -15,23 +15,18 @@ from gpen_core.presentation import readiness
 from gpen_core.presentation.app_state import Policy
 from gpen_core.weights import lookup as weights
 from gpen_core.weights.missing import files_text, manual_fix
-from gpen_core.weights.registry import REGISTRY, WeightStatus
+from gpen_core.weights.registry import WeightStatus, unpinned_note
 from gpen_core.weights.user_paths import checked_model, models_folder_shown, public_message
 
 DOWNLOADS_OFF = ("Downloads are off on this shared server: visitors cannot make it fetch files. The operator can run "
                  "`python -m gpen_core download {names}`, or start the server with `--allow-downloads`.")
 _STATE_TEXT = {"verified": "present, verified", "corrupt": "**corrupt**", "missing": "missing"}
-# A file with no published checksum passes on size and the hash recorded at its first use:
-# any checkpoint of that name (random weights included) would, so "verified" would overstate.
-_UNPINNED_TEXT = "present (no published checksum: not verified as the release)"
 
 
 def state_text(name: str, state: str) -> str:
     """'present, verified' only where a published sha256 was matched."""
-    spec = REGISTRY.get(name)
-    if state == "verified" and spec is not None and spec.sha256 is None:
-        return _UNPINNED_TEXT
-    return _STATE_TEXT[state]
+    note = unpinned_note(name)
+    return f"present ({note})" if state == "verified" and note else _STATE_TEXT[state]
 
 
 def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, WeightStatus]) -> str:

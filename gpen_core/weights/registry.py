@@ -153,6 +153,15 @@ REGISTRY: dict[str, WeightSpec] = {
 }
 
 
+def unpinned_note(name: str) -> str:
+    """What every listing (the weights panel, the hardware check, ``info``) says of a present file of ``name`` when
+    it has no published sha256; "" when it has one (or is not a registry name). Such a file passes on its size and
+    the hash recorded at its first use: any checkpoint of that name (random weights included) would, so
+    "verified" would overstate."""
+    spec = REGISTRY.get(name)
+    return "no published checksum: not verified as the release" if spec is not None and spec.sha256 is None else ""
+
+
 def modelscope_cache_root() -> Path:
     """ModelScope's cache root as modelscope 1.40 computes it (``$MODELSCOPE_CACHE`` or ``~/.cache/modelscope``)."""
     return Path(os.environ.get("MODELSCOPE_CACHE") or "~/.cache/modelscope").expanduser()
