@@ -115,13 +115,13 @@ def raw_upload(component: gr.Image, save_data_url: Callable[[str], Any]) -> gr.I
 
 
 def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any],
-               save_data_url: Callable[[str], Any]) -> gr.ImageEditor:
+               save_data_url: Callable[[str], Any], shared: Callable[[], bool]) -> gr.ImageEditor:
     """Make an image editor hand its value as file paths, none opened: ``{"background": path | None, "layers":
     [path, ...], "composite": path | None}``. Gradio's own opens every layer with Pillow (four 656 KB PNG layers
     of 13000×13000 cost gigabytes). The page's blobs are written by ``save_bytes(data, name)``, an API client's
-    ``data:`` URLs by ``save_data_url``."""
+    ``data:`` URLs by ``save_data_url``; ``shared()`` says whether the server is shared (:class:`BoundedBlobs`)."""
     check_installed()
-    component.blob_storage = BoundedBlobs()  # type: ignore[assignment]
+    component.blob_storage = BoundedBlobs(shared)  # type: ignore[assignment]
     component.preprocess = functools.partial(_raw_editor_preprocess, component, save_bytes, save_data_url)  # type: ignore[method-assign]
     return component
 
@@ -129,13 +129,15 @@ def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any
 class BoundedBlobs(dict):  # type: ignore[type-arg]
     """The editor's blob store (id → images), kept small: Gradio keeps every id's blobs until an event reads them,
     so fresh ids grew memory without end. One store serves every visitor (:func:`visitor_of` the request that posts
-    the blobs): past ``1/shares`` of either cap, a visitor's new edit pushes out only their own oldest; past the
-    total cap, the visitor holding the most loses their oldest. The newest edit always stays. Blobs set outside a
-    request (no visitor) have only the total cap."""
+    the blobs): where ``shared()`` (a shared server), past ``1/shares`` of either cap a visitor's new edit pushes out
+    only their own oldest; past the total cap, the visitor holding the most loses their oldest. The newest edit
+    always stays. Blobs set outside a request (no visitor), and any on a server not shared, have only the total cap:
+    its one visitor may use all of it."""
 
-    def __init__(self, max_ids: int = 16, max_bytes: int = 300_000_000, shares: int = 4) -> None:
+    def __init__(self, shared: Callable[[], bool], max_ids: int = 16, max_bytes: int = 300_000_000,
+                 shares: int = 4) -> None:
         super().__init__()
-        self.max_ids, self.max_bytes = max_ids, max_bytes
+        self.shared, self.max_ids, self.max_bytes = shared, max_ids, max_bytes
         self.share_ids, self.share_bytes = max(1, max_ids // shares), max_bytes // shares
         self._sizes: dict[str, int] = {}
         self._owners: dict[str, str | None] = {}
@@ -144,7 +146,7 @@ class BoundedBlobs(dict):  # type: ignore[type-arg]
         from gradio.context import LocalContext
 
         request = LocalContext.request.get(None)
-        owner = visitor_of(request.scope) if getattr(request, "scope", None) else None
+        owner = visitor_of(request.scope) if getattr(request, "scope", None) and self.shared() else None
         super().pop(key, None)  # re-inserted last: the newest
         super().__setitem__(key, value)
         parts = [getattr(value, "background", None), getattr(value, "composite", None), *(getattr(value, "layers", None) or [])]
@@ -342,7 +344,8 @@ class PageOnlyEvents:
 
     async def _upload(self, scope: Any, receive: Any, send: Any, shares: VisitorShares) -> None:
         """Gradio's upload route, within the visitor's bytes an hour, charged by the declared length (uvicorn reads
-        no byte past it). A body without one is refused: the page, gradio_client and curl always send one."""
+        no byte past it) as it starts, so a burst is counted, and handed back unless Gradio accepts it (a 413 past
+        ``max_file_size``, a client gone). A body without one is refused: the page, gradio_client and curl send one."""
         visitor, now = visitor_of(scope), time.time()
         self._uploads = {v: kept for v, entries in self._uploads.items()  # only the last hour's, of everyone
                          if (kept := [e for e in entries if e[0] > now - shares.upload_window_s])}
@@ -354,8 +357,20 @@ class PageOnlyEvents:
         elif sum(n for _, n in ledger) + int(declared) > shares.upload_bytes:
             await _json(send, 429, _upload_refusal(ledger, int(declared), shares, now), plain=True)
         else:
-            self._uploads[visitor] = [*ledger, (now, int(declared))]
-            await self.app(scope, receive, send)
+            entry, status = (now, int(declared)), 0
+            self._uploads[visitor] = [*ledger, entry]
+
+            async def watched(message: Any) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                await send(message)
+
+            try:
+                await self.app(scope, receive, watched)
+            finally:
+                if not 200 <= status < 300 and entry in self._uploads.get(visitor, []):
+                    self._uploads[visitor].remove(entry)
 
     async def _read(self, headers: Mapping[str, str], receive: Any, send: Any) -> bytes | None:
         """The whole body in linear time; None when the client left, or past the cap (then answered 413)."""
