@@ -174,23 +174,21 @@ def _raw_editor_preprocess(component: Any, save_bytes: Callable[[bytes, str], An
                            payload: Any) -> dict[str, Any] | None:
     if payload is None:
         return None
-    blob_id = getattr(payload, "id", None)
-    if blob_id is not None:  # the page: the images arrived earlier through accept_blobs
-        blobs = component.blob_storage.pop(blob_id, None)
-        if blobs is None:  # never sent, or dropped for newer edits (BoundedBlobs): never a silent "nothing painted"
+    value, blob_id = payload, getattr(payload, "id", None)
+    if blob_id is not None:  # the page: the images arrived earlier through accept_blobs, as bytes
+        value = component.blob_storage.pop(blob_id, None)
+        if value is None:  # never sent, or dropped for newer edits (BoundedBlobs): never a silent "nothing painted"
             raise _input_error("The painted damage is no longer on the server (too many edits arrived since); "
                                "paint a stroke again and press Restore.")
 
-        def saved(data: bytes | None, name: str) -> str | None:
-            return None if data is None else str(save_bytes(bytes(data), name))
+    def saved(part: Any, name: str) -> str | None:
+        if blob_id is None:  # an API client: uploaded files, or data: URLs
+            return _file_path(save_data_url, part, "An editor image arrived without a file; send it again.")
+        return None if part is None else str(save_bytes(bytes(part), name))
 
-        return {"background": saved(blobs.background, "background.png"),
-                "layers": [p for i, b in enumerate(blobs.layers) if (p := saved(b, f"layer_{i}.png"))],
-                "composite": saved(blobs.composite, "composite.png")}
-    missing = "An editor image arrived without a file; send it again."
-    return {"background": _file_path(save_data_url, payload.background, missing),
-            "layers": [p for f in payload.layers or [] if (p := _file_path(save_data_url, f, missing))],
-            "composite": _file_path(save_data_url, payload.composite, missing)}
+    return {"background": saved(value.background, "background.png"),
+            "layers": [p for i, part in enumerate(value.layers or []) if (p := saved(part, f"layer_{i}.png"))],
+            "composite": saved(value.composite, "composite.png")}
 
 
 def _file_path(save_data_url: Callable[[str], Any], file: Any, missing: str) -> str | None:
@@ -304,7 +302,8 @@ class PageOnlyEvents:
         body = await self._read(headers, receive, send)
         if body is None:  # the client went away, or was answered 413
             return
-        refusal = self._refusal(m, body, headers)
+        fn = self._event(m, body)
+        refusal = self._refusal(m, fn, headers)
         if refusal is not None:
             await _json(send, *refusal)
             return
@@ -313,9 +312,9 @@ class PageOnlyEvents:
         async def replay() -> Any:
             return unread.pop() if unread else await receive()
 
-        # Where the queue's events start: queue/join by number, /call by name (/run and /api are not the queue's).
-        fn = self._by_index(body) if m["join"] else self._named(m["v2"] or m["name"]) if m["v2"] or m["kind"] == "call" else None
-        if shares is None or fn is None or getattr(fn, "concurrency_id", None) not in shares.lanes:
+        # Where the queue's events start: queue/join and /call (/run and /api are not the queue's).
+        queued = m["join"] or m["v2"] or m["kind"] == "call"
+        if shares is None or not queued or getattr(fn, "concurrency_id", None) not in shares.lanes:
             await self.app(scope, replay, send)
             return
         visitor = visitor_of(scope)
@@ -391,19 +390,20 @@ class PageOnlyEvents:
             more = message.get("more_body", False)
         return bytes(body)
 
-    def _refusal(self, m: re.Match[str], body: bytes, headers: Mapping[str, str]) -> tuple[int, str] | None:
-        """(status, detail) when this call may not run, else None (Gradio answers the rest itself)."""
+    def _event(self, m: re.Match[str], body: bytes) -> Any:
+        """The event a call names, as Gradio resolves it: queue/join by number; /run and /api by an ``fn_index`` in
+        the body before the name; /call by name (it ignores an index). None when none."""
         if m["join"]:
-            if _private(self._by_index(body)) and not came_from_page(headers, self._page_hosts()):
-                return 403, PAGE_ONLY
-            return None
-        if m["v2"]:  # Gradio looks the name up among the documented endpoints: a 500 for any other
-            fn = self._named(m["v2"])
-            return (404, NOT_FOUND) if fn is None or _private(fn) else None
-        # /run and /api take an fn_index in the body before the name; /call ignores it.
+            return self._by_index(body)
         fn = self._by_index(body) if m["kind"] in ("run", "api") else None
-        if fn is None:
-            fn = self._named(m["name"])
+        return fn if fn is not None else self._named(m["v2"] or m["name"])
+
+    def _refusal(self, m: re.Match[str], fn: Any, headers: Mapping[str, str]) -> tuple[int, str] | None:
+        """(status, detail) when the call of event ``fn`` may not run, else None (Gradio answers the rest itself)."""
+        if m["join"]:
+            return (403, PAGE_ONLY) if _private(fn) and not came_from_page(headers, self._page_hosts()) else None
+        if m["v2"]:  # Gradio looks the name up among the documented endpoints: a 500 for any other
+            return (404, NOT_FOUND) if fn is None or _private(fn) else None
         if _private(fn) and fn.queue is False and m["kind"] == "run" and came_from_page(headers, self._page_hosts()):
             return None  # the page's Stop buttons (and followers) skip the queue (posted to /run/predict by number)
         return (404, NOT_FOUND) if _private(fn) else None
