@@ -247,7 +247,8 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                     damage_in = seam.raw_editor(gr.ImageEditor(label="Paint the damage (white brush)", type="filepath", image_mode="RGBA", sources=(), transforms=(),
                         format="png", height=420, elem_id="damage-editor", layers=gr.LayerOptions(False, [task_ui.DAMAGE_LAYER]),
                         brush=gr.Brush(12, [task_ui.BRUSH_COLOUR], task_ui.BRUSH_COLOUR, "fixed")),
-                        *(functools.partial(save, folder=PASTED_DIR, max_age_s=TEMP_MAX_AGE_S) for save in (uploads.save_bytes, uploads.save_data_url)))  # paths, unopened
+                        *(functools.partial(save, folder=PASTED_DIR, max_age_s=TEMP_MAX_AGE_S) for save in (uploads.save_bytes, uploads.save_data_url)),
+                        shared=lambda: STATE.policy.shared)  # paths, unopened; each visitor's share of the store where shared
                 mode_in = gr.Radio(mode_labels.hints(), value=AUTO, label="Memory mode", elem_id="mode-radio")
                 upscale_in = gr.Radio([("1× (keep size)", 1), ("2×", 2), ("4×", 4)], value=1, label="Upscale",
                                       info="enlarge the whole photo with RealESRNet (GPEN's background upscaler); "

@@ -92,12 +92,24 @@ def settle(page) -> float:
     return page.evaluate(_SETTLED)
 
 
+# How long a page may take to show the app on a loaded machine (a CI machine once passed Playwright's 30 s); the
+# wait ends as soon as the app is there, so the normal case is no slower.
+READY_MS = 90_000
+
+
 def _open(page, url: str) -> None:
-    page.goto(url)
-    page.get_by_text("Memory mode", exact=True).wait_for()
-    # The page's load events have answered (the weights panel is filled): a click from now on is not raced by them.
-    page.wait_for_function("() => { const e = document.querySelector('#weights'); return !!e && e.innerText.trim().length > 0; }",
-                           timeout=120_000)
+    """Load the app and wait until it is ready; past :data:`READY_MS`, fail with what the page showed instead."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.goto(url, timeout=READY_MS)
+        page.get_by_text("Memory mode", exact=True).wait_for(timeout=READY_MS)
+        # The page's load events have answered (the weights panel is filled): a click from now on is not raced by them.
+        page.wait_for_function("() => { const e = document.querySelector('#weights'); return !!e && e.innerText.trim().length > 0; }",
+                               timeout=120_000)
+    except PlaywrightTimeout as exc:
+        shown = page.evaluate("() => document.body ? document.body.innerText : ''")
+        pytest.fail(f"{url} was not ready ({exc.message.splitlines()[0]}); the page showed: {shown.strip()[:1500]!r}")
 
 
 def _panel(page, expect: str) -> str:

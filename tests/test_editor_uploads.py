@@ -170,7 +170,7 @@ def test_the_editors_blob_store_stays_bounded() -> None:
 
     from gpen_core.compat.gradio import BoundedBlobs
 
-    store = BoundedBlobs(max_ids=3, max_bytes=1000)
+    store = BoundedBlobs(lambda: False, max_ids=3, max_bytes=1000)
     for i in range(10):
         store[f"id{i}"] = EditorDataBlobs(background=b"x" * 100, layers=[], composite=None)
     assert list(store) == ["id7", "id8", "id9"]

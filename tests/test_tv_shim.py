@@ -53,14 +53,19 @@ def test_nms_keeps_the_same_boxes_as_torchvision() -> None:
 
 
 def test_resnet50_has_torchvisions_keys_and_computes_the_same() -> None:
+    """As facexlib's RetinaFace uses it: the body up to layer4 (the classifier is never kept)."""
     tv_models = pytest.importorskip("torchvision.models")
-    real = tv_models.resnet50(weights=None).eval()
-    ours = tv_shim.resnet50(pretrained=False).eval()
+    from torchvision.models._utils import IntermediateLayerGetter
+
+    stages = {"layer2": 1, "layer3": 2, "layer4": 3}  # facexlib's return_layers for resnet50
+    real = IntermediateLayerGetter(tv_models.resnet50(weights=None), stages).eval()
+    ours = tv_shim.IntermediateLayerGetter(tv_shim.resnet50(pretrained=False), stages).eval()
     assert [(k, v.shape) for k, v in ours.state_dict().items()] == [(k, v.shape) for k, v in real.state_dict().items()]
     ours.load_state_dict(real.state_dict())
     x = torch.randn(1, 3, 96, 80, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        assert torch.equal(ours(x), real(x))
+        got, want = ours(x), real(x)
+    assert list(got) == list(want) and all(torch.equal(got[k], want[k]) for k in want)
     with pytest.raises(ValueError, match="untrained"):
         tv_shim.resnet50(pretrained=True)
 

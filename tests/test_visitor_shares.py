@@ -147,6 +147,18 @@ def test_uploads_past_a_visitors_hourly_share_are_refused_with_when_to_retry(ser
     assert r.status_code == 429 and r.text.startswith("This upload is 6.0 MB; each visitor may upload 5 MB an hour."), r.text
 
 
+def test_an_upload_gradio_refuses_as_too_large_is_not_charged(server_url: str, shared: None,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only what the server kept counts against the hour: a file past Gradio's size limit was never kept."""
+    monkeypatch.setattr(app.STATE, "policy", Policy(shared=True, visitor_upload_bytes=5_000_000))
+    monkeypatch.setattr(app.demo, "max_file_size", 3_000_000)
+    visitor = "192.0.2.50"  # one the other tests' uploads have not charged
+    assert _upload(server_url, visitor, 4_000_000).status_code == 413
+    assert _upload(server_url, visitor, 2_000_000).status_code == 200
+    r = _upload(server_url, visitor, 2_000_000)
+    assert r.status_code == 200, r.text[:300]  # 4 MB kept: within the 5 MB share
+
+
 def test_an_upload_without_a_length_is_refused_on_a_shared_server(server_url: str, shared: None) -> None:
     """Its bytes could not be counted before they arrive; the page, gradio_client and curl always send a length."""
     r = _upload(server_url, "192.0.2.44", 2_000_000, chunked=True)
@@ -169,9 +181,16 @@ def _paint(server_url: str, visitor: str, edit: str, size: int = 1000) -> None:
     assert r.status_code == 200, r.text[:300]
 
 
-def test_a_visitors_strokes_push_out_only_their_own_edits(server_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = BoundedBlobs()
+def _empty_store(monkeypatch: pytest.MonkeyPatch) -> BoundedBlobs:
+    """A fresh store in place of the editor's, told whether the server is shared as the app tells its own."""
+    store = BoundedBlobs(app.damage_in.blob_storage.shared)
     monkeypatch.setattr(app.damage_in, "blob_storage", store)
+    return store
+
+
+def test_a_visitors_strokes_push_out_only_their_own_edits(server_url: str, shared: None,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _empty_store(monkeypatch)
     _paint(server_url, B, "b-edit")
     for i in range(20):  # one visitor's many strokes (or tabs)
         _paint(server_url, A, f"a{i}")
@@ -180,6 +199,16 @@ def test_a_visitors_strokes_push_out_only_their_own_edits(server_url: str, monke
     for i in range(20):  # many visitors: the total cap holds
         _paint(server_url, f"192.0.2.{i}", f"v{i}")
     assert len(store) == 16 and "v19" in store
+
+
+def test_on_a_server_not_shared_its_one_visitor_has_the_whole_store(server_url: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """On localhost there is one visitor: a quarter of the store would drop their edits for nobody's sake."""
+    monkeypatch.setattr(app.STATE, "policy", Policy(shared=False))
+    store = _empty_store(monkeypatch)
+    for i in range(20):
+        _paint(server_url, A, f"a{i}")
+    assert list(store) == [f"a{i}" for i in range(4, 20)]  # the total cap of 16, not a quarter of it
 
 
 def test_the_visitor_is_the_resolved_address_an_ipv6_one_by_its_64() -> None:

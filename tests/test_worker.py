@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +33,10 @@ def test_an_exception_a_kill_and_a_timeout_each_say_how_the_child_ended() -> Non
     started = time.monotonic()
     late = worker.run(jobs.sleep, 60, timeout=2)
     assert isinstance(late, worker.Failed) and late.how == "timed out" and time.monotonic() - started < 30
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
+    stopped = worker.run(jobs.sleep, 60, stop=stop)  # set from another thread, as a visitor's Stop button does
+    assert isinstance(stopped, worker.Failed) and stopped.how == "stopped" and stopped.exitcode == -9
 
 
 def _alive(pid: int) -> bool:

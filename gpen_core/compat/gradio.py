@@ -115,13 +115,13 @@ def raw_upload(component: gr.Image, save_data_url: Callable[[str], Any]) -> gr.I
 
 
 def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any],
-               save_data_url: Callable[[str], Any]) -> gr.ImageEditor:
+               save_data_url: Callable[[str], Any], shared: Callable[[], bool]) -> gr.ImageEditor:
     """Make an image editor hand its value as file paths, none opened: ``{"background": path | None, "layers":
     [path, ...], "composite": path | None}``. Gradio's own opens every layer with Pillow (four 656 KB PNG layers
     of 13000×13000 cost gigabytes). The page's blobs are written by ``save_bytes(data, name)``, an API client's
-    ``data:`` URLs by ``save_data_url``."""
+    ``data:`` URLs by ``save_data_url``; ``shared()`` says whether the server is shared (:class:`BoundedBlobs`)."""
     check_installed()
-    component.blob_storage = BoundedBlobs()  # type: ignore[assignment]
+    component.blob_storage = BoundedBlobs(shared)  # type: ignore[assignment]
     component.preprocess = functools.partial(_raw_editor_preprocess, component, save_bytes, save_data_url)  # type: ignore[method-assign]
     return component
 
@@ -129,13 +129,15 @@ def raw_editor(component: gr.ImageEditor, save_bytes: Callable[[bytes, str], Any
 class BoundedBlobs(dict):  # type: ignore[type-arg]
     """The editor's blob store (id → images), kept small: Gradio keeps every id's blobs until an event reads them,
     so fresh ids grew memory without end. One store serves every visitor (:func:`visitor_of` the request that posts
-    the blobs): past ``1/shares`` of either cap, a visitor's new edit pushes out only their own oldest; past the
-    total cap, the visitor holding the most loses their oldest. The newest edit always stays. Blobs set outside a
-    request (no visitor) have only the total cap."""
+    the blobs): where ``shared()`` (a shared server), past ``1/shares`` of either cap a visitor's new edit pushes out
+    only their own oldest; past the total cap, the visitor holding the most loses their oldest. The newest edit
+    always stays. Blobs set outside a request (no visitor), and any on a server not shared, have only the total cap:
+    its one visitor may use all of it."""
 
-    def __init__(self, max_ids: int = 16, max_bytes: int = 300_000_000, shares: int = 4) -> None:
+    def __init__(self, shared: Callable[[], bool], max_ids: int = 16, max_bytes: int = 300_000_000,
+                 shares: int = 4) -> None:
         super().__init__()
-        self.max_ids, self.max_bytes = max_ids, max_bytes
+        self.shared, self.max_ids, self.max_bytes = shared, max_ids, max_bytes
         self.share_ids, self.share_bytes = max(1, max_ids // shares), max_bytes // shares
         self._sizes: dict[str, int] = {}
         self._owners: dict[str, str | None] = {}
@@ -144,7 +146,7 @@ class BoundedBlobs(dict):  # type: ignore[type-arg]
         from gradio.context import LocalContext
 
         request = LocalContext.request.get(None)
-        owner = visitor_of(request.scope) if getattr(request, "scope", None) else None
+        owner = visitor_of(request.scope) if getattr(request, "scope", None) and self.shared() else None
         super().pop(key, None)  # re-inserted last: the newest
         super().__setitem__(key, value)
         parts = [getattr(value, "background", None), getattr(value, "composite", None), *(getattr(value, "layers", None) or [])]
@@ -172,23 +174,21 @@ def _raw_editor_preprocess(component: Any, save_bytes: Callable[[bytes, str], An
                            payload: Any) -> dict[str, Any] | None:
     if payload is None:
         return None
-    blob_id = getattr(payload, "id", None)
-    if blob_id is not None:  # the page: the images arrived earlier through accept_blobs
-        blobs = component.blob_storage.pop(blob_id, None)
-        if blobs is None:  # never sent, or dropped for newer edits (BoundedBlobs): never a silent "nothing painted"
+    value, blob_id = payload, getattr(payload, "id", None)
+    if blob_id is not None:  # the page: the images arrived earlier through accept_blobs, as bytes
+        value = component.blob_storage.pop(blob_id, None)
+        if value is None:  # never sent, or dropped for newer edits (BoundedBlobs): never a silent "nothing painted"
             raise _input_error("The painted damage is no longer on the server (too many edits arrived since); "
                                "paint a stroke again and press Restore.")
 
-        def saved(data: bytes | None, name: str) -> str | None:
-            return None if data is None else str(save_bytes(bytes(data), name))
+    def saved(part: Any, name: str) -> str | None:
+        if blob_id is None:  # an API client: uploaded files, or data: URLs
+            return _file_path(save_data_url, part, "An editor image arrived without a file; send it again.")
+        return None if part is None else str(save_bytes(bytes(part), name))
 
-        return {"background": saved(blobs.background, "background.png"),
-                "layers": [p for i, b in enumerate(blobs.layers) if (p := saved(b, f"layer_{i}.png"))],
-                "composite": saved(blobs.composite, "composite.png")}
-    missing = "An editor image arrived without a file; send it again."
-    return {"background": _file_path(save_data_url, payload.background, missing),
-            "layers": [p for f in payload.layers or [] if (p := _file_path(save_data_url, f, missing))],
-            "composite": _file_path(save_data_url, payload.composite, missing)}
+    return {"background": saved(value.background, "background.png"),
+            "layers": [p for i, part in enumerate(value.layers or []) if (p := saved(part, f"layer_{i}.png"))],
+            "composite": saved(value.composite, "composite.png")}
 
 
 def _file_path(save_data_url: Callable[[str], Any], file: Any, missing: str) -> str | None:
@@ -302,7 +302,8 @@ class PageOnlyEvents:
         body = await self._read(headers, receive, send)
         if body is None:  # the client went away, or was answered 413
             return
-        refusal = self._refusal(m, body, headers)
+        fn = self._event(m, body)
+        refusal = self._refusal(m, fn, headers)
         if refusal is not None:
             await _json(send, *refusal)
             return
@@ -311,9 +312,9 @@ class PageOnlyEvents:
         async def replay() -> Any:
             return unread.pop() if unread else await receive()
 
-        # Where the queue's events start: queue/join by number, /call by name (/run and /api are not the queue's).
-        fn = self._by_index(body) if m["join"] else self._named(m["v2"] or m["name"]) if m["v2"] or m["kind"] == "call" else None
-        if shares is None or fn is None or getattr(fn, "concurrency_id", None) not in shares.lanes:
+        # Where the queue's events start: queue/join and /call (/run and /api are not the queue's).
+        queued = m["join"] or m["v2"] or m["kind"] == "call"
+        if shares is None or not queued or getattr(fn, "concurrency_id", None) not in shares.lanes:
             await self.app(scope, replay, send)
             return
         visitor = visitor_of(scope)
@@ -342,7 +343,8 @@ class PageOnlyEvents:
 
     async def _upload(self, scope: Any, receive: Any, send: Any, shares: VisitorShares) -> None:
         """Gradio's upload route, within the visitor's bytes an hour, charged by the declared length (uvicorn reads
-        no byte past it). A body without one is refused: the page, gradio_client and curl always send one."""
+        no byte past it) as it starts, so a burst is counted, and handed back unless Gradio accepts it (a 413 past
+        ``max_file_size``, a client gone). A body without one is refused: the page, gradio_client and curl send one."""
         visitor, now = visitor_of(scope), time.time()
         self._uploads = {v: kept for v, entries in self._uploads.items()  # only the last hour's, of everyone
                          if (kept := [e for e in entries if e[0] > now - shares.upload_window_s])}
@@ -354,8 +356,20 @@ class PageOnlyEvents:
         elif sum(n for _, n in ledger) + int(declared) > shares.upload_bytes:
             await _json(send, 429, _upload_refusal(ledger, int(declared), shares, now), plain=True)
         else:
-            self._uploads[visitor] = [*ledger, (now, int(declared))]
-            await self.app(scope, receive, send)
+            entry, status = (now, int(declared)), 0
+            self._uploads[visitor] = [*ledger, entry]
+
+            async def watched(message: Any) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                await send(message)
+
+            try:
+                await self.app(scope, receive, watched)
+            finally:
+                if not 200 <= status < 300 and entry in self._uploads.get(visitor, []):
+                    self._uploads[visitor].remove(entry)
 
     async def _read(self, headers: Mapping[str, str], receive: Any, send: Any) -> bytes | None:
         """The whole body in linear time; None when the client left, or past the cap (then answered 413)."""
@@ -376,19 +390,20 @@ class PageOnlyEvents:
             more = message.get("more_body", False)
         return bytes(body)
 
-    def _refusal(self, m: re.Match[str], body: bytes, headers: Mapping[str, str]) -> tuple[int, str] | None:
-        """(status, detail) when this call may not run, else None (Gradio answers the rest itself)."""
+    def _event(self, m: re.Match[str], body: bytes) -> Any:
+        """The event a call names, as Gradio resolves it: queue/join by number; /run and /api by an ``fn_index`` in
+        the body before the name; /call by name (it ignores an index). None when none."""
         if m["join"]:
-            if _private(self._by_index(body)) and not came_from_page(headers, self._page_hosts()):
-                return 403, PAGE_ONLY
-            return None
-        if m["v2"]:  # Gradio looks the name up among the documented endpoints: a 500 for any other
-            fn = self._named(m["v2"])
-            return (404, NOT_FOUND) if fn is None or _private(fn) else None
-        # /run and /api take an fn_index in the body before the name; /call ignores it.
+            return self._by_index(body)
         fn = self._by_index(body) if m["kind"] in ("run", "api") else None
-        if fn is None:
-            fn = self._named(m["name"])
+        return fn if fn is not None else self._named(m["v2"] or m["name"])
+
+    def _refusal(self, m: re.Match[str], fn: Any, headers: Mapping[str, str]) -> tuple[int, str] | None:
+        """(status, detail) when the call of event ``fn`` may not run, else None (Gradio answers the rest itself)."""
+        if m["join"]:
+            return (403, PAGE_ONLY) if _private(fn) and not came_from_page(headers, self._page_hosts()) else None
+        if m["v2"]:  # Gradio looks the name up among the documented endpoints: a 500 for any other
+            return (404, NOT_FOUND) if fn is None or _private(fn) else None
         if _private(fn) and fn.queue is False and m["kind"] == "run" and came_from_page(headers, self._page_hosts()):
             return None  # the page's Stop buttons (and followers) skip the queue (posted to /run/predict by number)
         return (404, NOT_FOUND) if _private(fn) else None

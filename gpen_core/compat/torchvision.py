@@ -79,9 +79,10 @@ class Bottleneck(nn.Module):
 
 
 class ResNet(nn.Module):
-    """torchvision's ResNet with Bottleneck blocks: same children, order and keys."""
+    """torchvision's ResNet with Bottleneck blocks, through ``layer4``: same children, order and keys. Its pooled
+    classifier is left out, as facexlib's :class:`IntermediateLayerGetter` drops it (the stand-in never runs whole)."""
 
-    def __init__(self, layers: list[int], num_classes: int = 1000) -> None:
+    def __init__(self, layers: list[int]) -> None:
         super().__init__()
         self.inplanes = 64
         self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
@@ -90,8 +91,6 @@ class ResNet(nn.Module):
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
         for i, (planes, blocks) in enumerate(zip((64, 128, 256, 512), layers)):
             setattr(self, f"layer{i + 1}", self._make_layer(planes, blocks, stride=1 if i == 0 else 2))
-        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-        self.fc = nn.Linear(512 * Bottleneck.expansion, num_classes)
         # torchvision's initialisation (facexlib loads every weight), so the stand-in is the same model unloaded too
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
@@ -112,14 +111,9 @@ class ResNet(nn.Module):
         layers += [Bottleneck(self.inplanes, planes) for _ in range(1, blocks)]
         return nn.Sequential(*layers)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
-
 
 def resnet50(*, pretrained: bool = False, weights: object = None, progress: bool = True, **kwargs: object) -> ResNet:
-    """An untrained ResNet-50 (facexlib loads the detector's weights); refuses ImageNet weights (a download)."""
+    """An untrained ResNet-50 backbone (facexlib loads the detector's weights); refuses ImageNet weights (a download)."""
     if pretrained or weights is not None:
         raise ValueError("the torchvision stand-in builds untrained networks only; import torchvision for pretrained weights")
     if kwargs:

@@ -142,10 +142,10 @@ def _process_usage() -> tuple[float, int]:
 
 
 class _ThreadWatch:
-    """What Python threads other than the measured one(s) did between start and finish."""
+    """What threads other than the measured one (``thread``, a native id) did between start and finish."""
 
-    def __init__(self, exclude: set[int]) -> None:
-        self.exclude = exclude
+    def __init__(self, thread: int) -> None:
+        self.thread = thread
         self.t0 = time.perf_counter()
         self.names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
         self.tasks0 = _tasks()
@@ -176,7 +176,7 @@ class _ThreadWatch:
             cpu, faults = cpu1 - cpu0, f1 - f0
             seen_cpu += cpu
             seen_faults += faults
-            if tid in self.exclude or tid in _CALL_WORKERS:  # workers serve the call
+            if tid == self.thread or tid in _CALL_WORKERS:  # workers serve the call
                 continue
             if tid not in names:
                 # A native thread that started during the call (or a joined one lingering in /proc): the
@@ -186,7 +186,7 @@ class _ThreadWatch:
                     native[0] += cpu
                     native[1] += faults
                 continue
-            if names[tid] == _Sampler.NAME:  # another meter's sampler: its own cost, not memory work
+            if names[tid] == _Sampler.NAME:  # a meter's sampler (this one's too): its own cost, not memory work
                 continue
             if _moved_memory(cpu, faults, cpu_limit):
                 found.append(_busy_sentence(f"thread {names[tid]!r}", cpu, faults))
@@ -317,10 +317,7 @@ class PeakMeter:
             if self._method == "sampling":
                 self._sampler = _Sampler()
                 self._sampler.start()
-        ours = {me}
-        if self._sampler is not None and self._sampler.native_id is not None:
-            ours.add(self._sampler.native_id)
-        self._watch = _ThreadWatch(ours)
+        self._watch = _ThreadWatch(me)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:

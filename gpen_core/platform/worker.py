@@ -126,7 +126,7 @@ def _without_main_script() -> Iterator[None]:
 
 
 class Child:
-    """A started child: its pid (to stop it) and the wait for its outcome. See :func:`run`."""
+    """A started child: its pid and the wait for its outcome (``stop`` kills it). See :func:`run`."""
 
     def __init__(self, fn: Callable[..., Any] | str, args: tuple[Any, ...], *, niceness: int = 0,
                  env: dict[str, str | None] | None = None, quiet: bool = False) -> None:
@@ -140,7 +140,6 @@ class Child:
                              "module")
         self._proc = ctx.Process(target=_child_main, args=(ref, args, child_end, niceness, dict(env or {}), quiet),
                                  name="gpen-worker", daemon=True)
-        self._stopped = threading.Event()
         try:
             with _without_main_script():
                 self._proc.start()
@@ -151,24 +150,20 @@ class Child:
     def pid(self) -> int | None:
         return self._proc.pid
 
-    def stop(self) -> None:
-        """Kill the child now (from any thread); :meth:`wait` then returns ``Failed("stopped")``."""
-        self._stopped.set()
-        if self._proc.is_alive():
-            self._proc.kill()
-
     def wait(self, on_event: Callable[[object], None] | None = None, timeout: float | None = None,
              stop: threading.Event | None = None) -> Done[Any] | Failed:
         """Follow the child to its end, passing each event to ``on_event``; its outcome. ``stop`` set (by any
         thread) kills it within a tenth of a second."""
         deadline = None if timeout is None else time.monotonic() + timeout
         ending: Done[Any] | Failed | None = None
+        stopped = False
         try:
             while ending is None:
                 item = self._receive(0.1)
                 if item is None:
-                    if stop is not None and stop.is_set() and not self._stopped.is_set():
-                        self.stop()
+                    if stop is not None and stop.is_set() and not stopped:
+                        stopped = True
+                        self._proc.kill()
                     if not self._proc.is_alive():
                         ending = self._drain(on_event)
                     elif deadline is not None and time.monotonic() > deadline:
@@ -182,7 +177,7 @@ class Child:
                 self._proc.kill()
             self._proc.join()
             self._conn.close()  # nothing more comes: let the pipe go now, not at exit
-        if self._stopped.is_set() and not isinstance(ending, Done):
+        if stopped and not isinstance(ending, Done):
             return Failed("stopped", "was stopped", exitcode=self._proc.exitcode)
         return ending
 
