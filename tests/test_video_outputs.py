@@ -214,15 +214,14 @@ def test_a_full_disk_is_said_the_same_way_on_every_path(fills: str, tmp_path: Pa
 
 def test_the_cli_says_what_a_full_disk_left_and_how_to_go_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gpen_core.scaleout import video_cli
-    from gpen_core.video import resumable
 
     src, dst = _clip(tmp_path / "in.mp4"), tmp_path / "out.mp4"
     monkeypatch.setattr(av, "open", _FullDisk(av.open, ".seg-00001", after=5))
-    monkeypatch.setattr(resumable, "LocalRunner", partial(LocalRunner, engine=Inverts()))
     args = argparse.Namespace(segment_seconds=1.0, ray=False, address=None, segments=True, crf=18, json=False, fresh=False,
                               start=None, end=None)
     with pytest.raises(WriteFailed) as caught:
-        video_cli.restore_segmented(args, src, dst, None, RestoreOptions(), lambda d, t: None)
+        video_cli.restore_segmented(args, src, dst, LocalRunner(None, RestoreOptions(), 18, engine=Inverts()),
+                                    lambda d, t: None)
     assert "No space left on device" in str(caught.value)
     assert f"The 1 finished segment is kept in {work_folder(dst)}; run the same command again to resume" in str(caught.value)
 
@@ -345,6 +344,7 @@ def test_what_the_run_did_before_its_first_frame_leads_the_clips_notes_on_every_
     [rec] = [r for r in map(json.loads, out.out.splitlines()) if "video" in r]
     assert rec["video"]["notes"][0] == note
     assert f"note: {note}" in out.err
+    assert rec["video"]["crf"] == 18  # no --crf: the default, in one pass and in segments alike
 
 
 @pytest.mark.parametrize("how", ["one pass", "segments"])

@@ -444,7 +444,7 @@ def test_json_in_segments_says_that_its_lines_are_per_segment(monkeypatch: pytes
     records: list[dict] = []
     for as_json in (False, True):
         args = argparse.Namespace(**base, json=as_json)
-        assert video_cli.restore_if_segmented(args, Path("a.mp4"), Path("o.mp4"), None, None, records.append)  # type: ignore[arg-type]
+        assert video_cli.restore_if_segmented(args, Path("a.mp4"), Path("o.mp4"), None, records.append)  # type: ignore[arg-type]
     plain, with_json = printed
     assert plain == ("a note of the clip",)
     [said] = [n for n in with_json if "--json" in n]

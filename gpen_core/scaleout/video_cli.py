@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
-from gpen_core.options import RestoreOptions
 from gpen_core.video.errors import VideoStopped
 from gpen_core.video.segments import finished_segments
 
@@ -45,15 +44,16 @@ def local_videos(items: Sequence[str]) -> bool:
     return all(Path(i).is_file() and sniff_file(i) for i in items)
 
 
-def restore_if_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: Any, options: RestoreOptions,
+def restore_if_segmented(args: argparse.Namespace, src: Path, dst: Path, local: Any,
                          emit: Callable[[dict[str, Any]], None], run_notes: Sequence[str] = ()) -> bool:
     """Restore ``src`` in segments when :func:`wants_segments`, emit its record and print its summary; False: not segmented.
+    ``local``: the :class:`~gpen_core.video.resumable.LocalRunner` (restorer, options, crf) the run restores with.
     ``run_notes``: what the run did before its first frame (a conversion), first among the clip's notes as in one pass."""
     from gpen_core.video.command import VideoBar
 
     if not wants_segments(args, src):
         return False
-    result = restore_segmented(args, src, dst, restorer, options, VideoBar(src.name))
+    result = restore_segmented(args, src, dst, local, VideoBar(src.name))
     if getattr(args, "json", False):  # a segment's frames are restored apart (a Ray worker's, or kept from a run before)
         run_notes = (*run_notes, "--json in segments: a line per segment, then this summary; the per-frame lines "
                      "(faces, boxes, landmarks) come from one pass only: add --no-segments for them")
@@ -107,13 +107,14 @@ def _duration(src: Path) -> float | None:
     return info.duration_s
 
 
-def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: Any, options: RestoreOptions,
+def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, local: Any,
                       progress: Callable[[int, int], None]) -> Any:
-    """One video in segments, resuming an interrupted run: its SegmentedResult. ``--ray``: on Ray workers, a
-    manifest.jsonl line per segment; ``--json``: a line per segment. Ctrl-C: VideoStopped saying how to resume."""
+    """One video in segments, resuming an interrupted run: its SegmentedResult. ``local``: the LocalRunner; with
+    ``--ray``, its options and crf go to Ray workers, a manifest.jsonl line per segment; ``--json``: a line per
+    segment. Ctrl-C: VideoStopped saying how to resume."""
     from gpen_core.scaleout.video_ray import WorkerDied
     from gpen_core.video.output import WriteFailed
-    from gpen_core.video.resumable import LocalRunner, restore_in_segments, segment_record, settings_text
+    from gpen_core.video.resumable import restore_in_segments, segment_record, settings_text
     from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, work_folder
 
     seconds = args.segment_seconds if args.segment_seconds is not None else DEFAULT_SEGMENT_SECONDS
@@ -123,12 +124,11 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
         from gpen_core.scaleout.cli import ray_settings
         from gpen_core.scaleout.video_ray import RayRunner
 
-        runner = RayRunner(options, args.crf, ray_settings(args))
+        runner = RayRunner(local.options, local.crf, ray_settings(args))
         manifest = open(dst.parent / MANIFEST, "a", encoding="utf-8")
         run_id = new_run_id()
     else:
-        runner = LocalRunner(restorer, options, args.crf)
-        manifest, run_id = None, ""
+        runner, manifest, run_id = local, None, ""
 
     def on_record(rec: Any) -> None:
         if manifest is not None:
@@ -141,7 +141,7 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
         print(f"{src.name}: {_duration(src) or 0:.0f} s long, so restored in segments that resume after a stop "
               f"(clips of {_segments_from()} or more are; --no-segments for one pass)", file=sys.stderr)
     try:
-        return restore_in_segments(src, dst, runner, settings_text(options, args.crf), segment_seconds=seconds,
+        return restore_in_segments(src, dst, runner, settings_text(local.options, local.crf), segment_seconds=seconds,
                                    fresh=args.fresh, progress=progress, on_record=on_record,
                                    audio=not getattr(args, "no_audio", False))
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the CLI raises it for both)
