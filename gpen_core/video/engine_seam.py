@@ -58,11 +58,13 @@ class Tally:
     def of_frame(cls, finds: Any, kept: int, acted: int = 0) -> Tally:
         """One frame's :class:`gpen_core.faces.find.FoundFaces` as counts: ``kept`` of its faces restored (max faces),
         ``acted`` of them over the identity limit."""
-        capped, turned = len(finds.faces) > kept, sum(1 for d in finds.faces if d.turn)
-        return cls(int(capped), len(finds.faces) if capped else 0, acted, len(finds.rejected), int(bool(finds.rejected)),
-                   tuple(r for _, r in finds.rejected), turned, int(turned > 0), len(finds.unchecked),
-                   int(bool(finds.unchecked)), tuple(r for _, r in finds.unchecked), finds.merged, finds.large,
-                   frames=1, faced_frames=int(bool(finds.faces)))
+        found, turned = len(finds.faces), sum(1 for d in finds.faces if d.turn)
+        return cls(capped_frames=int(found > kept), most_found=found if found > kept else 0, identity_acted=acted,
+                   rejected_faces=len(finds.rejected), rejected_frames=int(bool(finds.rejected)),
+                   reasons=tuple(r for _, r in finds.rejected), turned_faces=turned, turned_frames=int(turned > 0),
+                   unchecked_faces=len(finds.unchecked), unchecked_frames=int(bool(finds.unchecked)),
+                   unchecked_reasons=tuple(r for _, r in finds.unchecked), merged=finds.merged,
+                   large_faces=finds.large, frames=1, faced_frames=int(found > 0))
 
     def notes(self, opts: RestoreOptions, whole: bool = True) -> list[str]:
         """Max faces', the identity limit's, the face check's and the finder's notes, for the clip (``whole``: every
