@@ -463,7 +463,8 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
             continue
         record: dict[str, Any] = {"input": str(src)}
         try:
-            if restore_if_segmented(args, src, dst, local, lambda rec: _emit(args, rec), first.notes):  # long or asked
+            # long or asked: in segments
+            if restore_if_segmented(args, src, dst, local, lambda rec: _emit(args, rec), first.notes):
                 continue
             result = restore_video(src, dst, restorer, opts, vopts, progress=VideoBar(src.name), on_frame=on_frame)
         except GPENError as exc:

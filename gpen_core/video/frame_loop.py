@@ -89,7 +89,8 @@ class FrameLoop:
         checks: tuple[FaceCheck | None, ...] = ()
         identity = getattr(out, "identity", ())
         if self.tally is not None and finds is not None:
-            self.tally += Tally.of_frame(finds, kept, sum(1 for c in identity if c is not None and c.action != "restored"))
+            acted = sum(1 for c in identity if c is not None and c.action != "restored")
+            self.tally += Tally.of_frame(finds, kept, acted)
         if self.identity is not None and identity:
             by_track = dict(zip((f.track for f in chosen), self.identity.add(index, [f.track for f in chosen], identity)))
             checks = tuple(by_track.get(f.track) for f in faces)

@@ -385,5 +385,6 @@ class _Run:
             duration_s=duration, size=self.size, audio=audio.handling, crf=self.vopts.crf,
             seconds_per_frame=total_s / max(1, self.written), total_s=total_s, faces_per_frame_max=self.max_faces,
             peaks=peaks, rotation=self.rotation, lookahead_frames=Steadier.lookahead,
-            notes=tuple([*getattr(self.engine, "notes", []), *counted, *notes]), damage=self.damage, **self.loop.summary(),
+            notes=tuple([*getattr(self.engine, "notes", []), *counted, *notes]), damage=self.damage,
+            **self.loop.summary(),
         )
