@@ -433,6 +433,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     from gpen_core.scaleout.runtime import connect
     from gpen_core.scaleout.cli import restore_if_segmented, segments_asked
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video, remove_if_unused
+    from gpen_core.video.resumable import LocalRunner
     from gpen_core.video.stream import VideoOptions, restore_video
 
     _refuse_flags({"--aligned": args.aligned, "--mask": args.mask is not None},  # never dropped
@@ -440,8 +441,8 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
                   "file's own rotation)", ", or restore the photos in a run of their own")
     made = not Path(args.output).exists()  # a folder this run makes for the clips is removed again if none is written
     plan = plan_video_outputs(videos, args.output, photos)
-    args.crf = VideoOptions.crf if args.crf is None else args.crf  # None in argparse: _no_clip_flags tells it typed
-    vopts = VideoOptions(crf=args.crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
+    crf = VideoOptions.crf if args.crf is None else args.crf  # None in argparse: _no_clip_flags tells it typed
+    vopts = VideoOptions(crf=crf, start_s=args.start, end_s=args.end, audio=not args.no_audio,
                          tracks=face_numbers(getattr(args, "tracks", None))).validated()
     segments_asked(args)  # segment flags that cannot apply are refused now, not once the engine has loaded
     every = 1 if args.identity_every is None else args.identity_every
@@ -452,6 +453,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
         connect(args.address)  # a wrong address fails in seconds, before the engine loads
     _load_engine()
     restorer = Restorer(models_dir=args.models_dir, device=args.device)
+    local = LocalRunner(restorer, opts, vopts.crf)  # a clip in segments, here; --ray: its options and crf
     say = functools.partial(print, file=sys.stderr)
     first = convert_before_clips(args, [src for src, _ in plan], say)
     on_frame = (lambda rec: print(json.dumps(rec.to_json()), flush=True)) if args.json else None
@@ -462,7 +464,8 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
             continue
         record: dict[str, Any] = {"input": str(src)}
         try:
-            if restore_if_segmented(args, src, dst, restorer, opts, lambda rec: _emit(args, rec), first.notes):  # long or asked
+            # long or asked: in segments
+            if restore_if_segmented(args, src, dst, local, lambda rec: _emit(args, rec), first.notes):
                 continue
             result = restore_video(src, dst, restorer, opts, vopts, progress=VideoBar(src.name), on_frame=on_frame)
         except GPENError as exc:

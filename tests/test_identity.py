@@ -241,6 +241,18 @@ def test_a_limit_asked_under_auto_runs_the_check_in_low_too(monkeypatch: pytest.
         RestoreOptions(identity="off", identity_limit=0.5).validated()
 
 
+def test_a_damaged_identity_install_names_the_requests_other_fix_too(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """dlib installed but its model file missing (a broken install): the message named only the pip command, where
+    a missing package named turning the check off too. Every refusal of the loader now names the request's fixes."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(identity_model, "_model", None)
+    monkeypatch.setattr(identity_model, "_spec", lambda name: SimpleNamespace(submodule_search_locations=[str(tmp_path)]))
+    with pytest.raises(WeightsError, match="is missing: pip install -r requirements-identity.txt") as e:
+        policy_for("balanced", RestoreOptions(identity_limit=0.5))
+    assert str(e.value).endswith(", or turn the identity check off and set no identity limit"), e.value
+
+
 def test_identity_every_asks_for_the_check_and_is_refused_with_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
     """``--identity-every 5`` on a clip in low (auto leaves low alone) or with ``--identity off`` was dropped without
     a word: it now runs the check as a limit does, and beside ``off`` it is refused."""

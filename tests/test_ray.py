@@ -501,6 +501,7 @@ def test_a_segment_whose_worker_dies_twice_is_named_and_the_same_command_resumes
 
     from gpen_core.scaleout import video_ray
     from gpen_core.scaleout.cli import restore_segmented
+    from gpen_core.video.resumable import LocalRunner
     from gpen_core.video.segments import work_folder
 
     src, dst, options = _segment_0_finished(tmp_path)
@@ -516,7 +517,7 @@ def test_a_segment_whose_worker_dies_twice_is_named_and_the_same_command_resumes
                               device="cpu", crf=18, segments=True, fresh=False, json=False, start=None, end=None)
     t0 = time.monotonic()
     with pytest.raises(video_ray.WorkerDied) as caught:
-        restore_segmented(args, src, dst, None, options, lambda done, total: None)
+        restore_segmented(args, src, dst, LocalRunner(None, options, 18), lambda done, total: None)
     msg = str(caught.value)
     print(f"worker killed twice: refused after {time.monotonic() - t0:.1f} s: {msg}")
     assert caught.value.exit_code == 4
@@ -536,6 +537,7 @@ def test_a_restore_error_on_a_worker_names_the_segment_and_its_fix_and_the_finis
 
     from gpen_core.scaleout.video_ray import SegmentFailed
     from gpen_core.scaleout.cli import restore_segmented
+    from gpen_core.video.resumable import LocalRunner
     from gpen_core.video.segments import work_folder
 
     src, dst, options = _segment_0_finished(tmp_path)
@@ -545,7 +547,7 @@ def test_a_restore_error_on_a_worker_names_the_segment_and_its_fix_and_the_finis
                               models_dir=str(empty), device="cpu", crf=18, segments=True, fresh=False, json=False,
                               start=None, end=None)
     with pytest.raises(SegmentFailed) as caught:
-        restore_segmented(args, src, dst, None, options, lambda done, total: None)
+        restore_segmented(args, src, dst, LocalRunner(None, options, 18), lambda done, total: None)
     msg = str(caught.value)
     assert caught.value.exit_code == 3, msg
     assert msg.startswith(f"segment 1 (from 1.0 s): This request needs 2 files that are not in {empty} or the ModelScope cache"), msg

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from gpen_core.errors import InputError  # noqa: E402
 from gpen_core.faces.detect import Detection  # noqa: E402
 from gpen_core.modes import get_mode  # noqa: E402
 from gpen_core.options import RestoreOptions  # noqa: E402
-from gpen_core.result import FrameOutput, RejectedFace, Timings  # noqa: E402
+from gpen_core.result import FrameOutput, Timings  # noqa: E402
 from gpen_core.video.engine_seam import FrameEngine  # noqa: E402
 from gpen_core.video.stream import VideoOptions, restore_video  # noqa: E402
 
@@ -35,13 +36,15 @@ class Session:
     """Two faces in every frame; the face check refuses one more in frames 1 and 3. Records what it restores."""
 
     def __init__(self) -> None:
-        self.mode, self.notes, self.rejected, self.frame = get_mode("low"), (), (), 0
+        self.mode, self.notes, self.finds, self.frame = get_mode("low"), (), None, 0
         self.restored: list[list[tuple[float, ...]]] = []
 
     def detect(self, rgb: np.ndarray) -> list[Detection]:
-        self.rejected = (RejectedFace(ODD, 0.95, "its landmarks do not form a face"),) if self.frame in (1, 3) else ()
+        rejected = ((_det(ODD), "its landmarks do not form a face"),) if self.frame in (1, 3) else ()
+        faces = (_det(LEFT), _det(RIGHT))  # as the real session's FoundFaces
+        self.finds = SimpleNamespace(faces=faces, rejected=rejected, unchecked=(), merged=0, large=0)
         self.frame += 1
-        return [_det(LEFT), _det(RIGHT)]
+        return list(faces)
 
     def restore(self, rgb: np.ndarray, detections: list, check_identity: bool = True) -> FrameOutput:
         self.restored.append([tuple(d.box) for d in detections])

@@ -214,15 +214,14 @@ def test_a_full_disk_is_said_the_same_way_on_every_path(fills: str, tmp_path: Pa
 
 def test_the_cli_says_what_a_full_disk_left_and_how_to_go_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gpen_core.scaleout import cli as scaleout_cli
-    from gpen_core.video import resumable
 
     src, dst = _clip(tmp_path / "in.mp4"), tmp_path / "out.mp4"
     monkeypatch.setattr(av, "open", _FullDisk(av.open, ".seg-00001", after=5))
-    monkeypatch.setattr(resumable, "LocalRunner", partial(LocalRunner, engine=Inverts()))
     args = argparse.Namespace(segment_seconds=1.0, ray=False, address=None, segments=True, crf=18, json=False, fresh=False,
                               start=None, end=None)
     with pytest.raises(WriteFailed) as caught:
-        scaleout_cli.restore_segmented(args, src, dst, None, RestoreOptions(), lambda d, t: None)
+        scaleout_cli.restore_segmented(args, src, dst, LocalRunner(None, RestoreOptions(), 18, engine=Inverts()),
+                                       lambda d, t: None)
     assert "No space left on device" in str(caught.value)
     assert f"The 1 finished segment is kept in {work_folder(dst)}; run the same command again to resume" in str(caught.value)
 
@@ -345,6 +344,7 @@ def test_what_the_run_did_before_its_first_frame_leads_the_clips_notes_on_every_
     [rec] = [r for r in map(json.loads, out.out.splitlines()) if "video" in r]
     assert rec["video"]["notes"][0] == note
     assert f"note: {note}" in out.err
+    assert rec["video"]["crf"] == 18  # no --crf: the default, in one pass and in segments alike
 
 
 @pytest.mark.parametrize("how", ["one pass", "segments"])
@@ -469,10 +469,10 @@ def test_a_clip_is_said_long_once_measured_and_only_where_its_length_chose_segme
     measured: list[Path] = []
     monkeypatch.setattr(scaleout_cli, "_duration", lambda path: measured.append(path) or 600.0)
     asked = argparse.Namespace(**{**base, "segment_seconds": 2.0})
-    assert scaleout_cli.restore_if_segmented(asked, src, tmp_path / "out.mp4", None, RestoreOptions(), print)
+    local = LocalRunner(None, RestoreOptions(), 18)
+    assert scaleout_cli.restore_if_segmented(asked, src, tmp_path / "out.mp4", local, print)
     assert "s long" not in capsys.readouterr().err and not measured  # asked: its length is not why
-    assert scaleout_cli.restore_if_segmented(argparse.Namespace(**base), src, tmp_path / "out.mp4", None,
-                                             RestoreOptions(), print)
+    assert scaleout_cli.restore_if_segmented(argparse.Namespace(**base), src, tmp_path / "out.mp4", local, print)
     assert capsys.readouterr().err.startswith("in.mp4: 600 s long, so restored in segments")
     assert measured == [src]
 
@@ -487,8 +487,8 @@ def test_a_folder_named_as_the_segments_manifest_is_refused_naming_it(tmp_path: 
     args = argparse.Namespace(segment_seconds=1.0, ray=True, address=None, workers=1, gpus_per_worker=0.0,
                               models_dir=None, device="cpu", crf=18, segments=True, fresh=False, json=False)
     with pytest.raises(InputError, match=r"manifest\.jsonl is a folder, not a file"):
-        restore_segmented(args, _clip(tmp_path / "in.mp4", 6), tmp_path / "out.mp4", None, RestoreOptions(),
-                          lambda done, total: None)
+        restore_segmented(args, _clip(tmp_path / "in.mp4", 6), tmp_path / "out.mp4",
+                          LocalRunner(None, RestoreOptions(), 18), lambda done, total: None)
     assert not (tmp_path / "out.mp4").exists()
 
 

@@ -326,7 +326,7 @@ FOUND_NOTES = ["face check off: kept 3 detections in 2 frames the check would ha
 
 class Crowd:
     """A stand-in Restorer whose frame session finds CROWDED[i] faces (else 1) in frame i, as the real session
-    reports them to FrameEngine (``found`` before max faces), and inverts the frame; it dies at frame ``dies_at``."""
+    reports them to FrameEngine (``finds`` before max faces), and inverts the frame; it dies at frame ``dies_at``."""
 
     device = "cpu"
 
@@ -335,7 +335,7 @@ class Crowd:
 
         from gpen_core.modes import get_mode
 
-        self.session = SimpleNamespace(mode=get_mode("low"), notes=(), rejected=(), found=0, runtimes=(), plan=None,
+        self.session = SimpleNamespace(mode=get_mode("low"), notes=(), finds=None, runtimes=(), plan=None,
                                        detect=self._detect, restore=self._restore)
         self.dies_at = dies_at
 
@@ -349,9 +349,8 @@ class Crowd:
         from types import SimpleNamespace
 
         i = frame_index(rgb)
-        self.session.found = CROWDED.get(i, 1)
         dets = [Detection((10.0 + k, 10.0, 46.0 + k, 46.0), 0.99, np.zeros((5, 2), np.float32))
-                for k in range(self.session.found)]
+                for k in range(CROWDED.get(i, 1))]
         f = FINDER.get(i, {})
         dets[0] = replace(dets[0], turn=f.get("turned", 0))
         unchecked = tuple((Detection((50.0, 10.0, 60.0, 20.0), 0.95, np.zeros((5, 2), np.float32)), r)
@@ -463,7 +462,7 @@ def test_json_in_segments_says_that_its_lines_are_per_segment(monkeypatch: pytes
     records: list[dict] = []
     for as_json in (False, True):
         args = argparse.Namespace(**base, json=as_json)
-        assert scaleout_cli.restore_if_segmented(args, Path("a.mp4"), Path("o.mp4"), None, None, records.append)  # type: ignore[arg-type]
+        assert scaleout_cli.restore_if_segmented(args, Path("a.mp4"), Path("o.mp4"), None, records.append)  # type: ignore[arg-type]
     plain, with_json = printed
     assert plain == ("a note of the clip",)
     [said] = [n for n in with_json if "--json" in n]

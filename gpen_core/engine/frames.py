@@ -17,7 +17,7 @@ from gpen_core.engine.model_cache import ModelCache
 from gpen_core.engine.threads import TorchThreads
 from gpen_core.errors import InputError
 from gpen_core.options import RestoreOptions
-from gpen_core.result import FrameOutput, NetworkRuntime, RejectedFace, Timings
+from gpen_core.result import FrameOutput, NetworkRuntime, Timings
 from gpen_core.rgb import check_rgb
 
 
@@ -38,10 +38,9 @@ class FrameSession:
         self._detector = ctx.models.detector(ctx.opts.detector or ctx.mode.detector, ctx.device, ctx.opts, notes,
                                              mode=ctx.mode)
         self.notes: tuple[str, ...] = tuple(dict.fromkeys([*notes, *loaded.notes]))
-        # The last frame's detections the face check refused (frame pixels): a clip says how many it left as they were.
-        self.rejected: tuple[RejectedFace, ...] = ()
-        self.found = 0  # the last frame's faces before max faces: a clip says once what the cap left out
-        self.finds: Any = None  # the last frame's FoundFaces: a clip counts its finder's notes to say them once
+        # The last frame's FoundFaces (before max faces, with what the face check refused): a clip counts them
+        # to say once what the cap, the check and the finder did.
+        self.finds: Any = None
 
     @property
     def runtimes(self) -> tuple[NetworkRuntime, ...]:
@@ -55,9 +54,6 @@ class FrameSession:
         # The frame is upright (decoded by its display matrix): turned copies only when asked (--orientations).
         found, _ = stages.find_faces(self._detector, rgb, self.mode, self._opts, upright=True)
         self.finds = found
-        self.rejected = tuple(RejectedFace(tuple(float(v) for v in d.box), float(d.score), why)  # type: ignore[arg-type]
-                              for d, why in found.rejected)
-        self.found = len(found.faces)
         return list(found.faces)[: self._opts.max_faces]
 
     def restore(self, rgb: np.ndarray, detections: list[Any], check_identity: bool = True) -> FrameOutput:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from gpen_core.errors import WeightsError
 from gpen_core.faces import identity_model
 from gpen_core.options import RestoreOptions
 from gpen_core.result import IdentityCheck
@@ -88,5 +89,8 @@ def policy_for(mode_name: str, opts: RestoreOptions) -> IdentityPolicy | None:
     if not runs(mode_name, opts):
         identity_model.release()
         return None
-    identity_model.model(_off(opts))
+    try:
+        identity_model.model()
+    except WeightsError as exc:  # missing or damaged: installing it is one fix, the request's own are the others
+        raise WeightsError(f"{exc}, {_off(opts)}") from None
     return IdentityPolicy(opts.identity_limit, opts.identity_alpha)

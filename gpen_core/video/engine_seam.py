@@ -55,12 +55,16 @@ class Tally:
         return Tally(**{**summed, "most_found": max(self.most_found, other.most_found)})
 
     @classmethod
-    def of_frame(cls, finds: Any) -> Tally:
-        """One frame's :class:`gpen_core.faces.find.FoundFaces` as counts."""
-        turned = sum(1 for d in finds.faces if d.turn)
-        return cls(turned_faces=turned, turned_frames=int(turned > 0), unchecked_faces=len(finds.unchecked),
-                   unchecked_frames=int(bool(finds.unchecked)), unchecked_reasons=tuple(r for _, r in finds.unchecked),
-                   merged=finds.merged, large_faces=finds.large)
+    def of_frame(cls, finds: Any, kept: int, acted: int = 0) -> Tally:
+        """One frame's :class:`gpen_core.faces.find.FoundFaces` as counts: ``kept`` of its faces restored (max faces),
+        ``acted`` of them over the identity limit."""
+        found, turned = len(finds.faces), sum(1 for d in finds.faces if d.turn)
+        return cls(capped_frames=int(found > kept), most_found=found if found > kept else 0, identity_acted=acted,
+                   rejected_faces=len(finds.rejected), rejected_frames=int(bool(finds.rejected)),
+                   reasons=tuple(r for _, r in finds.rejected), turned_faces=turned, turned_frames=int(turned > 0),
+                   unchecked_faces=len(finds.unchecked), unchecked_frames=int(bool(finds.unchecked)),
+                   unchecked_reasons=tuple(r for _, r in finds.unchecked), merged=finds.merged,
+                   large_faces=finds.large, frames=1, faced_frames=int(found > 0))
 
     def notes(self, opts: RestoreOptions, whole: bool = True) -> list[str]:
         """Max faces', the identity limit's, the face check's and the finder's notes, for the clip (``whole``: every
@@ -122,27 +126,18 @@ class FrameEngine:
         self.device: str = restorer.device
         self._stack = ExitStack()
         self.session = self._stack.enter_context(restorer.frames(opts, planned))
-        self.mode, self._opts = self.session.mode, opts
+        self.mode, self.opts = self.session.mode, opts
         self.reason = self.session.notes[0] if self.session.notes and self.mode.name != opts.mode else ""
-        self.session_notes: list[str] = list(self.session.notes)  # the clip's notes without the tally's
-        # Counted for the clip's notes; a segment's run starts its own (segment_run). The face check's refused
-        # boxes are also kept per frame (bounded: a frame's entry leaves when it is written) for its FrameRecord.
-        self.tally = Tally()
-        self._rejected: dict[int, tuple[tuple[float, float, float, float], ...]] = {}
-        self._detected = 0
+        self.notes: list[str] = list(self.session.notes)  # the clip's notes without its counts (FrameLoop.tally's)
         written = preshrink_size(*size, self.mode.max_side)
         if written != size:
-            self.session_notes.append(f"{self.mode.name} mode shrinks frames over {self.mode.max_side} px: "
-                                      f"{size[0]}×{size[1]} restored and written at {written[0]}×{written[1]}")
+            self.notes.append(f"{self.mode.name} mode shrinks frames over {self.mode.max_side} px: "
+                              f"{size[0]}×{size[1]} restored and written at {written[0]}×{written[1]}")
 
     @property
-    def notes(self) -> list[str]:
-        """The session's notes, then the tally's for the clip."""
-        return [*self.session_notes, *self.tally.notes(self._opts)]
-
-    def rejected_for(self, index: int) -> tuple[tuple[float, float, float, float], ...]:
-        """The boxes the face check refused in frame ``index`` (detect order = written order); once."""
-        return self._rejected.pop(index, ())
+    def finds(self) -> Any:
+        """The last detected frame's ``FoundFaces`` (before max faces): what :class:`FrameLoop` counts."""
+        return self.session.finds
 
     @property
     def runtimes(self) -> tuple[Any, ...]:
@@ -160,30 +155,17 @@ class FrameEngine:
 
         return shrink_to_max_side(rgb, self.mode.max_side)[0] if self.mode.max_side else rgb
 
-    def detect(self, rgb: np.ndarray, counted: bool = True) -> list[Any]:
-        """The faces of one upright RGB frame (``Detection`` list), highest score first, at most max_faces.
-        ``counted`` False: a frame only decoded to steady a segment's neighbours, counted by the segment writing it."""
-        found = self.session.detect(rgb)
-        rejected = getattr(self.session, "rejected", ())
-        if rejected:
-            self._rejected[self._detected] = tuple(r.box for r in rejected)
-        self._detected += 1
-        capped = getattr(self.session, "found", 0) > len(found)
-        finds = getattr(self.session, "finds", None)  # None: a stand-in session
-        if counted:
-            self.tally += Tally(int(capped), self.session.found if capped else 0, 0, len(rejected), int(bool(rejected)),
-                                tuple(r.reason for r in rejected), frames=1, faced_frames=int(bool(found) or capped))
-            if finds is not None:
-                self.tally += Tally.of_frame(finds)
-        return found
+    def detect(self, rgb: np.ndarray) -> list[Any]:
+        """The faces of one upright RGB frame (``Detection`` list), highest score first, at most max_faces."""
+        return self.session.detect(rgb)
 
     def identity_tracker(self, segment: int | None = None) -> Any:
         """The clip's :class:`~gpen_core.video.identity.IdentityTracker` where its mode and options check identity."""
         from gpen_core.faces.identity import runs
 
-        if not runs(self.mode.name, self._opts):
+        if not runs(self.mode.name, self.opts):
             return None
-        return IdentityTracker(self._opts.identity_every, self._opts.identity_limit, segment)
+        return IdentityTracker(self.opts.identity_every, self.opts.identity_limit, segment)
 
     def restore(self, rgb: np.ndarray, detections: list[Any], check_identity: bool = True) -> FrameOut:
         """``rgb`` with ``detections`` restored and pasted back; a frame without faces comes back as it is."""
@@ -193,9 +175,8 @@ class FrameEngine:
 
         out = self.session.restore(rgb, detections, check_identity)
         checks = tuple(f.identity for f in out.faces)
-        # A photo's per-face note on the limit's action would repeat every frame: counted for one clip note instead.
-        acted = {face_note(i, c, self._opts.identity_alpha) for i, c in enumerate(checks, 1) if c is not None}
-        self.tally += Tally(identity_acted=sum(1 for c in checks if c is not None and c.action != "restored"))
+        # A photo's per-face note on the limit's action would repeat every frame: FrameLoop counts it for one note.
+        acted = {face_note(i, c, self.opts.identity_alpha) for i, c in enumerate(checks, 1) if c is not None}
         return FrameOut(out.image, tuple(n for n in out.notes if n not in acted), checks)
 
     def close(self) -> None:

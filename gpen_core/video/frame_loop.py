@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from gpen_core.video.engine_seam import Tally
 from gpen_core.video.identity import FaceCheck, IdentityTracker
 from gpen_core.video.steady import Steadier, SteadyFace
 
@@ -20,26 +21,30 @@ MAX_NOTES = 50
 @dataclass(frozen=True)
 class Restored:
     """One frame out of the loop: the restored RGB uint8 H×W×3, its steadied faces, the caller's ``payload``,
-    each face's :class:`~gpen_core.video.identity.FaceCheck` (None: not checked)."""
+    each face's :class:`~gpen_core.video.identity.FaceCheck` (None: not checked), the boxes the face check refused."""
 
     image: np.ndarray
     faces: list[SteadyFace]
     payload: Any
     checks: tuple[FaceCheck | None, ...] = ()
+    rejected: tuple[tuple[float, float, float, float], ...] = ()
 
 
 class FrameLoop:
     """``engine``: as :class:`~gpen_core.video.engine_seam.FrameEngine` (``fit`` optional). ``wanted(payload)``:
     False for a frame that only steadies its neighbours (dropped unrestored). ``check()``: called before each
     restore (raises to stop). ``tracks``: only these faces; None: all. ``first``: the clip's number of the first
-    frame restored here, so identity checks pick and name frames as the clip numbers them; ``segment``: its index."""
+    frame restored here, so identity checks pick and name frames as the clip numbers them; ``segment``: its index.
+    :attr:`tally` counts the restored frames' finds for the clip's (segment's) notes; None where the engine has no
+    ``finds`` (a test's stand-in)."""
 
     def __init__(self, engine: Any, wanted: Callable[[Any], bool] | None = None,
                  check: Callable[[], None] | None = None, tracks: frozenset[int] | None = None,
                  first: int = 0, segment: int | None = None) -> None:
         self.engine, self.wanted, self.check, self.tracks = engine, wanted, check, tracks
         self.steady = Steadier()
-        self.window: deque[tuple[np.ndarray, Any]] = deque()
+        self.window: deque[tuple[np.ndarray, Any, Any, int]] = deque()  # (frame, payload, its finds, faces kept)
+        self.tally: Tally | None = Tally() if hasattr(engine, "finds") else None
         self.notes: dict[str, None] = {}
         make = getattr(engine, "identity_tracker", None)
         self.identity: IdentityTracker | None = make(segment) if make is not None else None
@@ -51,10 +56,10 @@ class FrameLoop:
         fit = getattr(self.engine, "fit", None)
         if fit is not None:
             rgb = fit(rgb)
-        # A frame only steadying a segment's neighbours is counted (max faces, face check) by the segment writing it.
-        counted = self.wanted is None or self.wanted(payload) or not hasattr(self.engine, "tally")
-        self.steady.push(time_s, self.engine.detect(rgb) if counted else self.engine.detect(rgb, counted=False))
-        self.window.append((rgb, payload))
+        found = self.engine.detect(rgb)
+        self.steady.push(time_s, found)
+        # Counted once restored: a frame only steadying a segment's neighbours is counted by the segment writing it.
+        self.window.append((rgb, payload, self.engine.finds if self.tally is not None else None, len(found)))
         while self.steady.ready():
             yield from self._one()
 
@@ -66,7 +71,7 @@ class FrameLoop:
     def _one(self) -> Iterator[Restored]:
         """The oldest frame, restored; nothing for a frame that is not ``wanted``."""
         faces = self.steady.pop()
-        rgb, payload = self.window.popleft()
+        rgb, payload, finds, kept = self.window.popleft()
         if self.wanted is not None and not self.wanted(payload):
             return
         if self.check is not None:
@@ -83,10 +88,14 @@ class FrameLoop:
                 self.notes.setdefault(note)
         checks: tuple[FaceCheck | None, ...] = ()
         identity = getattr(out, "identity", ())
+        if self.tally is not None and finds is not None:
+            acted = sum(1 for c in identity if c is not None and c.action != "restored")
+            self.tally += Tally.of_frame(finds, kept, acted)
         if self.identity is not None and identity:
             by_track = dict(zip((f.track for f in chosen), self.identity.add(index, [f.track for f in chosen], identity)))
             checks = tuple(by_track.get(f.track) for f in faces)
-        yield Restored(out.image, faces, payload, checks)
+        refused = () if finds is None else tuple(tuple(float(v) for v in d.box) for d, _ in finds.rejected)
+        yield Restored(out.image, faces, payload, checks, refused)
 
     def summary(self) -> dict[str, Any]:
         """A clip's (or segment's) result fields the engine and this loop know: ``mode``, ``mode_reason``,

@@ -4,7 +4,7 @@ descriptors (the photo check's, reused) with its track's previous checked frame'
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -117,20 +117,6 @@ def summary_lines(identity: VideoIdentity | None) -> list[str]:
     return lines
 
 
-@dataclass
-class _Track:
-    last: int  # frame of the last check
-    before: np.ndarray
-    after: np.ndarray
-    checked: int = 0
-    max_distance: float = 0.0
-    max_jump: float = -np.inf
-    over: list[int] = field(default_factory=list)
-    over_count: int = 0
-    jumps: list[int] = field(default_factory=list)
-    jumps_count: int = 0
-
-
 class IdentityTracker:
     """Per-track identity over a clip's frames, fed in written order (:meth:`add`), summed up by :meth:`result`.
     ``every``: check frames 0, every, 2·every…; ``limit`` None: IDENTITY_THRESHOLD; ``segment`` None: one pass."""
@@ -138,7 +124,8 @@ class IdentityTracker:
     def __init__(self, every: int = 1, limit: float | None = None, segment: int | None = None) -> None:
         self.every, self.segment = every, segment
         self.limit, self.limit_is_users = (limit, True) if limit is not None else (IDENTITY_THRESHOLD, False)
-        self._tracks: dict[int, _Track] = {}
+        self._tracks: dict[int, TrackIdentity] = {}  # max_jump -inf until a jump is measured
+        self._last: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}  # (frame, input, restored descriptors)
         self.checked_frames = 0
         self.seconds = 0.0
 
@@ -157,29 +144,31 @@ class IdentityTracker:
     def _one(self, index: int, track: int, check: Any) -> FaceCheck:
         before, after = check.descriptors
         self.seconds += check.seconds
-        prev = self._tracks.setdefault(track, _Track(index, before, after))
+        t = self._tracks.get(track) or TrackIdentity(track, self.segment, 0, 0.0, -np.inf, (), 0, (), 0)
+        last = self._last.get(track)
         jump = input_jump = None
-        if prev.last == index - self.every:  # the previous checked frame held this face too
-            jump = float(np.linalg.norm(after - prev.after))
-            input_jump = float(np.linalg.norm(before - prev.before))
-            prev.max_jump = max(prev.max_jump, jump - input_jump)
-        prev.last, prev.before, prev.after = index, before, after
+        if last is not None and last[0] == index - self.every:  # the previous checked frame held this face too
+            jump = float(np.linalg.norm(after - last[2]))
+            input_jump = float(np.linalg.norm(before - last[1]))
+        self._last[track] = (index, before, after)
         jumped = jump is not None and jump > input_jump + JUMP_MARGIN
         over = check.distance > self.limit
-        prev.checked += 1
-        prev.max_distance = max(prev.max_distance, check.distance)
-        prev.over_count += int(over)
-        prev.jumps_count += int(jumped)
-        for flagged, frames in ((over, prev.over), (jumped, prev.jumps)):
-            if flagged and len(frames) < MAX_LISTED:
-                frames.append(index)
+        self._tracks[track] = replace(
+            t, checked=t.checked + 1, max_distance=max(t.max_distance, check.distance),
+            max_jump=t.max_jump if jump is None else max(t.max_jump, jump - input_jump),
+            over_limit=_listed(t.over_limit, index, over), over_limit_count=t.over_limit_count + int(over),
+            jumps=_listed(t.jumps, index, jumped), jumps_count=t.jumps_count + int(jumped))
         return FaceCheck(float(check.distance), jump, input_jump, jumped, over)
 
     def result(self) -> VideoIdentity:
-        tracks = tuple(TrackIdentity(k, self.segment, t.checked, t.max_distance, t.max_jump if np.isfinite(t.max_jump) else 0.0,
-                                     tuple(t.over), t.over_count, tuple(t.jumps), t.jumps_count)
-                       for k, t in sorted(self._tracks.items()))
+        tracks = tuple(replace(t, max_jump=t.max_jump if np.isfinite(t.max_jump) else 0.0)
+                       for _, t in sorted(self._tracks.items()))
         return VideoIdentity(self.every, self.limit, self.limit_is_users, JUMP_MARGIN, self.checked_frames, self.seconds, tracks)
+
+
+def _listed(frames: tuple[int, ...], index: int, flagged: bool) -> tuple[int, ...]:
+    """``frames`` with ``index`` added when ``flagged``, up to :data:`MAX_LISTED` (the count goes on)."""
+    return (*frames, index) if flagged and len(frames) < MAX_LISTED else frames
 
 
 def merged(parts: Sequence[VideoIdentity | None]) -> VideoIdentity | None:

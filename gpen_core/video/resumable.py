@@ -75,7 +75,11 @@ class LocalRunner:
     def __init__(self, restorer: Any, options: RestoreOptions, crf: int, stop: threading.Event | None = None,
                  engine: Any = None) -> None:
         self.restorer, self.options, self.crf, self.stop, self.engine = restorer, options, crf, stop, engine
-        self.device = clip_device(engine, restorer)
+
+    @property
+    def device(self) -> str:
+        """Where its segments run (read when a run starts: an unknown --device is that clip's error)."""
+        return clip_device(self.engine, self.restorer)
 
     def __call__(self, plan: SegmentPlan, pending: list[Segment], folder: Path,
                  on_frame: Callable[[], None]) -> Iterator[SegmentRecord]:

@@ -14,7 +14,6 @@ from typing import Any
 
 from gpen_core.errors import InputError
 from gpen_core.platform import durable
-from gpen_core.video.engine_seam import Tally
 from gpen_core.video.errors import VideoStopped
 from gpen_core.video.frame_loop import FrameLoop
 from gpen_core.video.frames import upright_rgb
@@ -61,8 +60,6 @@ def restore_segment(src: str, seg: Segment, dst: Path, engine: Any, crf: int, *,
     import av
 
     t0 = time.perf_counter()
-    if getattr(engine, "tally", None) is not None:
-        engine.tally = Tally()  # this segment's own: LocalRunner's engine runs them all
     container, info = open_video(src)  # the same header limits as one pass
     written = faces_max = 0
     with container, durable.replacing(dst, sync=True) as tmp:  # flushed: a resume trusts a finished segment
@@ -96,11 +93,9 @@ def restore_segment(src: str, seg: Segment, dst: Path, engine: Any, crf: int, *,
                              f"counted {seg.frames}: the input is damaged there or changed since the plan. Restore "
                              "again with --fresh")
     # the engine's, the decoded frames' and the restore's notes, as one pass says them; those with the clip's
-    # counts (the tally's) are said once for the clip, from every segment's tally
-    tally = getattr(engine, "tally", None)
-    said = engine.session_notes if tally is not None else getattr(engine, "notes", ())
-    notes = tuple(dict.fromkeys([*said, *guard.notes, *loop.notes]))
-    return SegmentRecord(seg.index, written, time.perf_counter() - t0, faces_max, notes=notes, tally=tally,
+    # counts (the loop's tally) are said once for the clip, from every segment's tally
+    notes = tuple(dict.fromkeys([*getattr(engine, "notes", ()), *guard.notes, *loop.notes]))
+    return SegmentRecord(seg.index, written, time.perf_counter() - t0, faces_max, notes=notes, tally=loop.tally,
                          **loop.summary())
 
 

@@ -343,8 +343,7 @@ class _Run:
         checks = done.checks or (None,) * len(done.faces)
         record = FrameRecord(self.written, t, tuple(
             FaceTrack(f.track, tuple(float(v) for v in f.detection.box), f.detection.landmarks, f.filled, c)
-            for f, c in zip(done.faces, checks)),
-            getattr(self.engine, "rejected_for", lambda i: ())(self.written))
+            for f, c in zip(done.faces, checks)), done.rejected)
         self.written += 1
         if self.on_frame is not None:
             self.on_frame(record)
@@ -373,6 +372,7 @@ class _Run:
             notes.setdefault(f"only the first {self.written} frames ({duration:.2f} s) were restored: {self.cut}")
         notes.update(dict.fromkeys(audio.notes))
         notes.update(dict.fromkeys(written_notes(self.size, self.rotation)))
+        counted = self.loop.tally.notes(self.engine.opts) if self.loop.tally is not None else []
         unseen = sorted(self.vopts.tracks - self.loop.seen) if self.vopts.tracks is not None else []
         if unseen:  # numbered from 1, as --tracks and the per-frame records number them
             seen = ", ".join(str(t + 1) for t in sorted(self.loop.seen)) or "none"
@@ -385,5 +385,6 @@ class _Run:
             duration_s=duration, size=self.size, audio=audio.handling, crf=self.vopts.crf,
             seconds_per_frame=total_s / max(1, self.written), total_s=total_s, faces_per_frame_max=self.max_faces,
             peaks=peaks, rotation=self.rotation, lookahead_frames=Steadier.lookahead,
-            notes=tuple([*getattr(self.engine, "notes", []), *notes]), damage=self.damage, **self.loop.summary(),
+            notes=tuple([*getattr(self.engine, "notes", []), *counted, *notes]), damage=self.damage,
+            **self.loop.summary(),
         )
