@@ -20,7 +20,7 @@ from gpen_core.video.errors import VideoStopped
 from gpen_core.video.segments import finished_segments
 
 
-def restore_ray(args: argparse.Namespace, bar_type: Any, options: Any, say_record: Any) -> int:
+def restore_ray(args: argparse.Namespace, bar_type: Any, options: RestoreOptions, say_record: Any) -> int:
     """``restore … --ray`` on one folder, file or URI: exit 0 when all restored, else the first failure's code.
     ``bar_type(total)``: the progress bar drawn without ``--json``; ``options``: the CLI's RestoreOptions;
     ``say_record(record, said, say)``: what the CLI prints for a restored or skipped photo (its notes once a run)."""
