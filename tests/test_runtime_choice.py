@@ -150,3 +150,26 @@ def test_a_checkpoint_of_the_users_own_is_told_how_it_can_be_converted(home: Pat
         crop, RestoreOptions(mode="balanced", model=str(mine), aligned=True))
     assert res.backend == "torch" and "--backend openvino" in res.backend_reason, res.backend_reason
     assert "download` converts it once ahead" not in res.backend_reason and "in the background" not in res.backend_reason
+
+
+@needs_openvino
+def test_a_restore_and_download_give_an_own_checkpoint_the_same_conversion_advice(
+        home: Path, gen256: Path, tmp_path_factory, one_thread: None, capsys) -> None:
+    """A restore's note and `download`'s answer for a checkpoint of the user's own say one sentence: `download`
+    answered "unknown weights" with no word on how such a file gets converted."""
+    from gpen_core.cli import main
+    from gpen_core.engine.runtime_choice import convert_ahead_advice
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+
+    mine = tmp_path_factory.mktemp("mine") / "my-gpen.pth"
+    mine.symlink_to(gen256)
+    crop = np.random.default_rng(0).integers(0, 255, (256, 256, 3), dtype=np.uint8)
+    res = Restorer(models_dir=home, device="cpu", lifetime=Lifetime.ONE_SHOT)(
+        crop, RestoreOptions(mode="balanced", model=str(mine), aligned=True))
+    advice = "asking for OpenVINO once (`--backend openvino`) converts it"
+    assert advice in res.backend_reason, res.backend_reason
+    assert main(["download", "--models-dir", str(home), str(mine)]) != 0
+    err = capsys.readouterr().err
+    assert advice in err and str(mine) in err, err
+    assert convert_ahead_advice(True) in res.backend_reason and convert_ahead_advice(True) in err

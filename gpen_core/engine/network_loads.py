@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpen_core.engine.lifetime import Lifetime
-from gpen_core.engine.runtime_choice import (OWN_CHECKPOINT_AHEAD, Network, PlanRoom, RequestPlan, RuntimeDecision,
+from gpen_core.engine.runtime_choice import (Network, PlanRoom, RequestPlan, RuntimeDecision,
                                              RuntimeFacts)
 from gpen_core.errors import WeightsError
 from gpen_core.modes import MemoryMode, generator_name
@@ -127,8 +127,7 @@ def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, devi
                           (plan.dtype, "bfloat16" if precision == "bf16" else "float32"),
                           Conversion(converted, need, estimated=not exact, converting=path.name), device)
     own = opts.model is not None and not synthetic and not _registry_file(opts.model, path, ov_models_dir(src))
-    if own:
-        facts = replace(facts, ahead=OWN_CHECKPOINT_AHEAD)
+    facts = replace(facts, own_checkpoint=own)
 
     def build(decision: RuntimeDecision) -> Any:
         from gpen_core.networks.checkpoint import for_own_file, load_generator

@@ -9,11 +9,17 @@ from gpen_core.engine.lifetime import Network
 from gpen_core.runtimes.openvino.choice import BackendChoice, Runtime
 
 
-# The command that converts ahead, named in the note of a request that did not convert.
-CONVERT_AHEAD = "python -m gpen_core download"
 # What converts a checkpoint of the user's own (``--model my.pth``): `download` and the app convert registry files only.
 OWN_CHECKPOINT_AHEAD = ("asking for OpenVINO once (`--backend openvino`) converts it (`python -m gpen_core download` "
                         "and the app convert only the registry's files)")
+
+
+def convert_ahead_advice(own: bool, when: str = "") -> str:
+    """How a network gets converted outside a request, ``when`` said after "once ahead": the one sentence every
+    note and error gives (``own``: a checkpoint of the user's own, which `download` cannot convert)."""
+    if own:
+        return OWN_CHECKPOINT_AHEAD
+    return f"`python -m gpen_core download` converts it once ahead{when} (the app also converts it in the background)"
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ class RuntimeFacts:
     unwritable: str | None = None
     conversion_pays: bool = True  # the lifetime policy's: does the work ahead repay a conversion now?
     plan: PlanRoom | None = None  # None outside a request (converting ahead, the hardware check): no plan
-    ahead: str = ""  # what converts it ahead when `download` cannot (OWN_CHECKPOINT_AHEAD); "" for registry files
+    own_checkpoint: bool = False  # a file of the user's own, which `download` cannot convert ahead
 
 
 @dataclass(frozen=True)
@@ -98,13 +104,8 @@ def _does_not_pay(f: RuntimeFacts) -> str | None:
     if f.conversion_pays:
         return None
     return (f"OpenVINO was measured faster here for {f.what}, but it is not converted yet, and converting it inside "
-            f"this single request would cost more time and memory than the request gains, so it ran on torch; {_ahead(f)}, "
-            "and later runs use OpenVINO")
-
-
-def _ahead(f: RuntimeFacts, when: str = "") -> str:
-    """How ``f``'s network gets converted outside a request, ``when`` said after "once ahead"."""
-    return f.ahead or f"`{CONVERT_AHEAD}` converts it once ahead{when} (the app also converts it in the background)"
+            f"this single request would cost more time and memory than the request gains, so it ran on torch; "
+            f"{convert_ahead_advice(f.own_checkpoint)}, and later runs use OpenVINO")
 
 
 def _over_plan(f: RuntimeFacts) -> str | None:
@@ -118,7 +119,7 @@ def _over_plan(f: RuntimeFacts) -> str | None:
     left = f"{format_bytes(max(0, p.left))} of it left"
     return (f"OpenVINO was measured faster here for {f.what}, but it is not converted yet, and converting it inside "
             f"this request would add {figure} to a request that {p.mode}'s memory plan holds to "
-            f"~{format_bytes(p.planned)} ({left}), so it ran on torch; {_ahead(f, ', outside any request')}, "
+            f"~{format_bytes(p.planned)} ({left}), so it ran on torch; {convert_ahead_advice(f.own_checkpoint, ', outside any request')}, "
             "and later requests use OpenVINO")
 
 
