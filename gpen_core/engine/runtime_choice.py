@@ -57,7 +57,7 @@ class RuntimeFacts:
     # Its OpenVINO graph is cached and current; the hardware check's random weights count as converted (run as chosen).
     converted: bool
     convert_ram: int  # bytes a first-use conversion adds to the process
-    free_ram: int  # bytes of RAM free now
+    free_ram: int = 0  # bytes of RAM free now (read for a first use of OpenVINO only)
     convert_ram_estimated: bool = False  # ``convert_ram`` is an estimate from the file size, not measured
     converting: str = ""  # the file named in the free-RAM sentence (default ``what``)
     busy: str | None = None  # another thread is converting it right now: the sentence saying so
