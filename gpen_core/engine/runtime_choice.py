@@ -9,16 +9,12 @@ from gpen_core.engine.lifetime import Network
 from gpen_core.runtimes.openvino.choice import BackendChoice, Runtime
 
 
-# What converts a checkpoint of the user's own (``--model my.pth``): `download` and the app convert registry files only.
-OWN_CHECKPOINT_AHEAD = ("asking for OpenVINO once (`--backend openvino`) converts it (`python -m gpen_core download` "
-                        "and the app convert only the registry's files)")
-
-
 def convert_ahead_advice(own: bool, when: str = "") -> str:
     """How a network gets converted outside a request, ``when`` said after "once ahead": the one sentence every
     note and error gives (``own``: a checkpoint of the user's own, which `download` cannot convert)."""
-    if own:
-        return OWN_CHECKPOINT_AHEAD
+    if own:  # `download` and the app convert the registry's files only
+        return ("asking for OpenVINO once (`--backend openvino`) converts it (`python -m gpen_core download` "
+                "and the app convert only the registry's files)")
     return f"`python -m gpen_core download` converts it once ahead{when} (the app also converts it in the background)"
 
 
