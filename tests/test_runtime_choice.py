@@ -12,7 +12,7 @@ import pytest
 
 from gpen_core.engine.lifetime import Lifetime
 from gpen_core.runtimes.openvino.choice import BackendChoice
-from gpen_core.engine.runtime_choice import PlanRoom, RuntimeFacts, decide_runtime
+from gpen_core.engine.runtime_choice import RequestPlan, RuntimeFacts, decide_runtime
 from gpen_core.runtimes.openvino import generator as ov_backend
 
 MB = 2**20
@@ -50,30 +50,30 @@ def test_auto_runs_torch_when_the_conversion_does_not_fit_does_not_pay_or_is_und
 
 def test_a_conversion_inside_a_request_stays_within_the_modes_memory_plan() -> None:
     """The conversion adds 757 MiB; the plan gives the request 1100 MiB, of which 343 MiB are used: exactly enough."""
-    room = PlanRoom("balanced", planned=1100 * MB, used=343 * MB)
-    fits = decide_runtime(replace(FIRST_USE, plan=room))
+    planned = replace(FIRST_USE, plan=RequestPlan("balanced", planned=1100 * MB, start_rss=0))
+    fits = decide_runtime(replace(planned, plan_used=343 * MB))
     assert (fits.runtime, fits.dtype, fits.note) == ("openvino", "float32", None)
-    over = decide_runtime(replace(FIRST_USE, plan=replace(room, used=344 * MB)))  # one MiB more in use: over the plan
+    over = decide_runtime(replace(planned, plan_used=344 * MB))  # one MiB more in use: over the plan
     assert (over.runtime, over.dtype) == ("torch", "bfloat16") and over.note == over.reason
     assert ("converting it inside this request would add ~794 MB to a request that balanced's memory plan holds to "
             "~1.15 GB (793 MB of it left), so it ran on torch") in over.note, over.note
     assert "`python -m gpen_core download` converts it once ahead, outside any request" in over.note
-    busy = decide_runtime(replace(FIRST_USE, plan=replace(room, used=344 * MB), busy="being converted in the background"))
+    busy = decide_runtime(replace(planned, plan_used=344 * MB, busy="being converted in the background"))
     assert busy.note == "being converted in the background"  # the conversion under way is the news, not the plan
-    spent = decide_runtime(replace(FIRST_USE, plan=replace(room, used=1200 * MB)))  # the request is over its plan already
+    spent = decide_runtime(replace(planned, plan_used=1200 * MB))  # the request is over its plan already
     assert spent.runtime == "torch" and "(0 MB of it left)" in (spent.note or "")
-    estimated = decide_runtime(replace(FIRST_USE, plan=replace(room, used=344 * MB), convert_ram_estimated=True))
+    estimated = decide_runtime(replace(planned, plan_used=344 * MB, convert_ram_estimated=True))
     assert "would add ~794 MB (estimated from the file size) to a request" in (estimated.note or "")
     # Converted already, asked for explicitly, or outside a request (no plan): the plan does not decide.
-    assert decide_runtime(replace(FIRST_USE, converted=True, plan=replace(room, used=1200 * MB))).runtime == "openvino"
-    asked = replace(FIRST_USE, requested="openvino", measured=BackendChoice("openvino", "asked for"), plan=replace(room, used=1200 * MB))
+    assert decide_runtime(replace(planned, converted=True, plan_used=1200 * MB)).runtime == "openvino"
+    asked = replace(planned, requested="openvino", measured=BackendChoice("openvino", "asked for"), plan_used=1200 * MB)
     assert decide_runtime(asked).runtime == "openvino"
     assert decide_runtime(replace(FIRST_USE, plan=None)).runtime == "openvino"
 
 
 def test_no_room_in_ram_is_said_before_the_plan() -> None:
     """Both short: the free-RAM sentence is the one given (the machine's limit is the harder fact)."""
-    both = decide_runtime(replace(FIRST_USE, free_ram=100 * MB, plan=PlanRoom("low", 400 * MB, 0)))
+    both = decide_runtime(replace(FIRST_USE, free_ram=100 * MB, plan=RequestPlan("low", 400 * MB, 0)))
     assert both.runtime == "torch" and "is free" in (both.note or "") and "memory plan" not in (both.note or "")
 
 

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpen_core.engine.lifetime import Lifetime
-from gpen_core.engine.runtime_choice import (Network, PlanRoom, RequestPlan, RuntimeDecision,
-                                             RuntimeFacts)
+from gpen_core.engine.runtime_choice import Network, RequestPlan, RuntimeDecision, RuntimeFacts
 from gpen_core.errors import WeightsError
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions, default_upscaler
@@ -80,7 +79,7 @@ def first_use_facts(src: LoadSource, facts: RuntimeFacts, name: str, device: str
     return replace(facts, free_ram=free_memory(device).ram_bytes,
                    busy=src.busy(facts.network, name, facts.what) if src.busy else None,
                    unwritable=unwritable_reason(cache_root(ov_models_dir(src))),
-                   plan=PlanRoom(p.mode, p.planned, max(0, current_rss() - p.start_rss)) if p is not None else None)
+                   plan=p, plan_used=max(0, current_rss() - p.start_rss) if p is not None else 0)
 
 
 def _registry_file(model: str, path: Path, folder: Path) -> bool:

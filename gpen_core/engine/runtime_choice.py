@@ -28,19 +28,6 @@ class RequestPlan:
 
 
 @dataclass(frozen=True)
-class PlanRoom:
-    """Where the running request stands against its mode's memory plan when a network is decided."""
-
-    mode: str  # the memory mode whose plan it is
-    planned: int  # bytes the plan gives the request above its start (RequestPlan.planned)
-    used: int  # bytes the process holds above the request's start now
-
-    @property
-    def left(self) -> int:
-        return self.planned - self.used
-
-
-@dataclass(frozen=True)
 class RuntimeFacts:
     """What one network's runtime decision rests on (gathered by the model cache)."""
 
@@ -60,7 +47,8 @@ class RuntimeFacts:
     # Why the OpenVINO cache cannot be written, and the fix: a network not converted yet runs on torch.
     unwritable: str | None = None
     conversion_pays: bool = True  # the lifetime policy's: does the work ahead repay a conversion now?
-    plan: PlanRoom | None = None  # None outside a request (converting ahead, the hardware check): no plan
+    plan: RequestPlan | None = None  # None outside a request (converting ahead, the hardware check): no plan
+    plan_used: int = 0  # bytes the process holds above the plan's start now
     own_checkpoint: bool = False  # a file of the user's own, which `download` cannot convert ahead
 
 
@@ -106,17 +94,17 @@ def _does_not_pay(f: RuntimeFacts) -> str | None:
 
 def _over_plan(f: RuntimeFacts) -> str | None:
     """The sentence when converting inside this request would take it above its mode's memory plan."""
-    if f.plan is None or f.convert_ram <= f.plan.left:
+    p = f.plan
+    if p is None or f.convert_ram <= p.planned - f.plan_used:
         return None
     from gpen_core.platform.meter import format_bytes
 
-    p = f.plan
     figure = f"~{format_bytes(f.convert_ram)}" + (" (estimated from the file size)" if f.convert_ram_estimated else "")
-    left = f"{format_bytes(max(0, p.left))} of it left"
+    left = f"{format_bytes(max(0, p.planned - f.plan_used))} of it left"
     return (f"OpenVINO was measured faster here for {f.what}, but it is not converted yet, and converting it inside "
             f"this request would add {figure} to a request that {p.mode}'s memory plan holds to "
-            f"~{format_bytes(p.planned)} ({left}), so it ran on torch; {convert_ahead_advice(f.own_checkpoint, ', outside any request')}, "
-            "and later requests use OpenVINO")
+            f"~{format_bytes(p.planned)} ({left}), so it ran on torch; "
+            f"{convert_ahead_advice(f.own_checkpoint, ', outside any request')}, and later requests use OpenVINO")
 
 
 def instead_of_cache(f: RuntimeFacts, problem: Exception) -> RuntimeDecision:
