@@ -228,7 +228,8 @@ def _need(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir
         elif device.startswith("cuda") and not on_zerogpu():
             base, src = vram_estimate(mode).total, VRAM_ESTIMATE_SOURCE
         else:
-            base, src = int(_CPU_MODEL_BYTES[mode.name] + max(0, w * h - _COVERED_PIXELS) * _BYTES_PER_PIXEL), ESTIMATE_SOURCE
+            base = int(_CPU_MODEL_BYTES[mode.name] + max(0, w * h - _COVERED_PIXELS) * _BYTES_PER_PIXEL)
+            src = ESTIMATE_SOURCE
         extra = upscale_extra_bytes(mode, image_size, work.upscale, work.tile)
         if extra:
             src += f"; ~{format_bytes(extra)} of it estimated for upscaling ×{work.upscale}"

@@ -151,7 +151,8 @@ def detector_load(src: LoadSource, network: str, device: str, opts: RestoreOptio
 
         converted = ov.is_cached(ov_detect.detector_key(path, network), ov_models_dir(src))
         need = ov_detect.CONVERT_RAM_MEASURED[network]
-    facts = RuntimeFacts("detector", f"the {network} detector", requested, measured, "float32", "float32", converted, need)
+    facts = RuntimeFacts("detector", f"the {network} detector", requested, measured, "float32", "float32",
+                         converted, need)
     facts = first_use_facts(src, facts, network, device)
 
     def build(decision: RuntimeDecision) -> Any:
@@ -187,7 +188,8 @@ def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOpt
 
         converted = ov.is_cached(ov_parse.parse_key(path, mode.parse_input, "f32"), ov_models_dir(src))
         need = ov_parse.CONVERT_RAM_MEASURED.get(mode.parse_input, max(ov_parse.CONVERT_RAM_MEASURED.values()))
-    facts = RuntimeFacts("parser", f"the {mode.parse_input} px parser", requested, measured, dtype, dtype, converted, need)
+    facts = RuntimeFacts("parser", f"the {mode.parse_input} px parser", requested, measured, dtype, dtype,
+                         converted, need)
     facts = first_use_facts(src, facts, str(mode.parse_input), device)
 
     def build(decision: RuntimeDecision) -> Any:
@@ -220,8 +222,8 @@ def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> Network
             raise WeightsError(missing_upscaler_text(name, default_upscaler(opts.upscale)))
         source, label = str(resolve(src, name)), (Path(name).name if looks_like_path else name)
     # RealESRNet has no OpenVINO conversion here: it runs on torch whatever the request asked.
-    facts = RuntimeFacts("upscaler", f"the upscaler {label}", opts.backend,
-                         BackendChoice("torch", "torch only (no OpenVINO conversion for RealESRNet)"), "float32", "float32",
+    torch_only = BackendChoice("torch", "torch only (no OpenVINO conversion for RealESRNet)")
+    facts = RuntimeFacts("upscaler", f"the upscaler {label}", opts.backend, torch_only, "float32", "float32",
                          converted=True, convert_ram=0)
 
     def build(decision: RuntimeDecision) -> Any:

@@ -151,7 +151,8 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
 
             def gen(cache, opts, mode=mode) -> ConversionOutcome:
                 g = cache.generator(mode, opts, "cpu")
-                return ConversionOutcome.of(g.runtime, getattr(g.forward, "convert_s", None), [g.note] if g.note else [])
+                notes = [g.note] if g.note else []
+                return ConversionOutcome.of(g.runtime, getattr(g.forward, "convert_s", None), notes)
 
             out.append((token("generator", mode.model), f"{mode.model} ({dtype})", gen))
         pdtype = choose_parse_dtype("cpu", mode.cpu_dtype)

@@ -102,7 +102,8 @@ def _engine_generator(pair: dict[str, Any], backend: str, models_dir: Path, prog
     cache = ModelCache(models_dir, synthetic_weights=synthetic)
     g = cache.generator(mode, opts, "cpu", progress)
     if g.size != pair["size"] or g.runtime != backend:
-        raise RuntimeError(f"the engine loaded a {g.size} px generator on {g.runtime} for the {pair['size']} px {backend} pair")
+        raise RuntimeError(f"the engine loaded a {g.size} px generator on {g.runtime} "
+                           f"for the {pair['size']} px {backend} pair")
     return g.forward, g.dtype
 
 

@@ -36,7 +36,8 @@ def download(args: argparse.Namespace) -> int:
     if own:  # the same sentence a restore's note gives for such a file
         from gpen_core.engine.runtime_choice import convert_ahead_advice
 
-        raise InputError(f"{', '.join(own)}: a checkpoint of your own, not a registry name; {convert_ahead_advice(True)}")
+        raise InputError(f"{', '.join(own)}: a checkpoint of your own, not a registry name; "
+                         + convert_ahead_advice(True))
     if unknown:
         raise InputError(f"unknown weights {', '.join(unknown)}; known: {', '.join(weights.REGISTRY)}")
     worst = 0
