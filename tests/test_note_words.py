@@ -10,7 +10,7 @@ import pytest
 
 from gpen_core.engine import convert_first as cf
 from gpen_core.engine.pipeline import LEFT_BEHIND
-from gpen_core.engine.runtime_choice import PlanRoom, RuntimeFacts, decide_runtime
+from gpen_core.engine.runtime_choice import RequestPlan, RuntimeFacts, decide_runtime
 from gpen_core.modes import MODES
 from gpen_core.platform.meter import SHARED_NOTE
 from gpen_core.presentation import mode_labels, video_tab
@@ -42,11 +42,12 @@ def test_the_checker_itself_catches_an_open_bracket() -> None:
 def _runtime_notes() -> list[str]:
     out = []
     for pays in (True, False):
-        for plan in (None, PlanRoom("balanced", 900_000_000, 950_000_000)):
+        for plan in (None, RequestPlan("balanced", 900_000_000, 0)):
             for free in (400_000_000, 8_000_000_000):
                 for estimated in (True, False):
                     facts = RuntimeFacts("generator", "the generator GPEN-BFR-512", "auto", MEASURED, "bfloat16", "float32",
-                                         False, 1_736_000_000, free, estimated, conversion_pays=pays, plan=plan)
+                                         False, 1_736_000_000, free, estimated, conversion_pays=pays, plan=plan,
+                                         plan_used=950_000_000)
                     out.append(decide_runtime(facts).note or "")
     return out
 

@@ -53,17 +53,16 @@ def test_generator_runs_on_torch_and_says_why_then_converts_when_memory_is_free(
     opts = RestoreOptions(mode="low")
     cache = ModelCache(home)
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(100 * MB))
-    forward, size, _, _, note = cache.generator(LOW_OV, opts, "cpu")
-    assert cache.backend == "torch" and "converting GPEN-BFR-256.pth" in cache.backend_reason
-    assert note and "ran it on torch" in note
+    g = cache.generator(LOW_OV, opts, "cpu")
+    assert g.runtime == "torch" and "converting GPEN-BFR-256.pth" in g.reason
+    assert g.note and "ran it on torch" in g.note
     assert not any((home / "openvino").glob("GPEN-BFR-256-*"))  # nothing was converted
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(32 * 10**9))
-    forward, size, _, _, note = cache.generator(LOW_OV, opts, "cpu")
-    assert cache.backend == "openvino" and size == 256
-    assert note and "converted the generator to OpenVINO" in note
+    g = cache.generator(LOW_OV, opts, "cpu")
+    assert g.runtime == "openvino" and g.size == 256
+    assert g.note and "converted the generator to OpenVINO" in g.note
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(100 * MB))  # converted now: little RAM is no reason for torch
-    cache.generator(LOW_OV, opts, "cpu")
-    assert cache.backend == "openvino"
+    assert cache.generator(LOW_OV, opts, "cpu").runtime == "openvino"
 
 
 def test_parser_and_detector_fall_back_the_same_way(tmp_path: Path, monkeypatch) -> None:

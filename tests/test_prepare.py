@@ -75,9 +75,9 @@ def test_a_request_during_a_background_conversion_runs_torch_and_says_why(home: 
         from gpen_core.restorer import conversion_busy
 
         cache = ModelCache(home, busy=conversion_busy)  # as the Restorer makes it
-        _, size, _, _, note = cache.generator(LOW_OV, RestoreOptions(mode="low"), "cpu")
-        assert size == 256 and cache.backend == "torch"
-        assert note and "converted to OpenVINO in the background" in note
+        g = cache.generator(LOW_OV, RestoreOptions(mode="low"), "cpu")
+        assert g.size == 256 and g.runtime == "torch"
+        assert g.note and "converted to OpenVINO in the background" in g.note
         assert not any((home / "openvino").glob("GPEN-BFR-256-*"))  # the request converted nothing itself
     finally:
         with prepare._LOCK:

@@ -247,7 +247,7 @@ def test_the_comparison_loads_each_generator_through_the_model_cache(monkeypatch
     """Both sides of a pair are what a request of that mode loads: ModelCache.generator, asked for each backend."""
     import torch
 
-    from gpen_core.engine.model_cache import ModelCache
+    from gpen_core.engine.model_cache import Generator, ModelCache
 
     asked: list[tuple[str, str | None, str, bool]] = []
 
@@ -259,8 +259,7 @@ def test_the_comparison_loads_each_generator_through_the_model_cache(monkeypatch
 
     def generator(self: ModelCache, mode, opts, device, progress=None):  # noqa: ANN001
         asked.append((mode.name, opts.model, opts.backend, self.synthetic_weights))
-        self.backend = opts.backend
-        return Forward(), 64, torch.float32, mode.model, None
+        return Generator(Forward(), 64, torch.float32, mode.model, opts.backend)
 
     monkeypatch.setattr(ModelCache, "generator", generator)
     monkeypatch.setattr(ov_backend, "choose_precision", lambda dtype: ("f32", None))

@@ -12,7 +12,7 @@ import pytest
 
 from gpen_core.engine.lifetime import Lifetime
 from gpen_core.runtimes.openvino.choice import BackendChoice
-from gpen_core.engine.runtime_choice import PlanRoom, RuntimeFacts, decide_runtime
+from gpen_core.engine.runtime_choice import RequestPlan, RuntimeFacts, decide_runtime
 from gpen_core.runtimes.openvino import generator as ov_backend
 
 MB = 2**20
@@ -50,30 +50,30 @@ def test_auto_runs_torch_when_the_conversion_does_not_fit_does_not_pay_or_is_und
 
 def test_a_conversion_inside_a_request_stays_within_the_modes_memory_plan() -> None:
     """The conversion adds 757 MiB; the plan gives the request 1100 MiB, of which 343 MiB are used: exactly enough."""
-    room = PlanRoom("balanced", planned=1100 * MB, used=343 * MB)
-    fits = decide_runtime(replace(FIRST_USE, plan=room))
+    planned = replace(FIRST_USE, plan=RequestPlan("balanced", planned=1100 * MB, start_rss=0))
+    fits = decide_runtime(replace(planned, plan_used=343 * MB))
     assert (fits.runtime, fits.dtype, fits.note) == ("openvino", "float32", None)
-    over = decide_runtime(replace(FIRST_USE, plan=replace(room, used=344 * MB)))  # one MiB more in use: over the plan
+    over = decide_runtime(replace(planned, plan_used=344 * MB))  # one MiB more in use: over the plan
     assert (over.runtime, over.dtype) == ("torch", "bfloat16") and over.note == over.reason
     assert ("converting it inside this request would add ~794 MB to a request that balanced's memory plan holds to "
             "~1.15 GB (793 MB of it left), so it ran on torch") in over.note, over.note
     assert "`python -m gpen_core download` converts it once ahead, outside any request" in over.note
-    busy = decide_runtime(replace(FIRST_USE, plan=replace(room, used=344 * MB), busy="being converted in the background"))
+    busy = decide_runtime(replace(planned, plan_used=344 * MB, busy="being converted in the background"))
     assert busy.note == "being converted in the background"  # the conversion under way is the news, not the plan
-    spent = decide_runtime(replace(FIRST_USE, plan=replace(room, used=1200 * MB)))  # the request is over its plan already
+    spent = decide_runtime(replace(planned, plan_used=1200 * MB))  # the request is over its plan already
     assert spent.runtime == "torch" and "(0 MB of it left)" in (spent.note or "")
-    estimated = decide_runtime(replace(FIRST_USE, plan=replace(room, used=344 * MB), convert_ram_estimated=True))
+    estimated = decide_runtime(replace(planned, plan_used=344 * MB, convert_ram_estimated=True))
     assert "would add ~794 MB (estimated from the file size) to a request" in (estimated.note or "")
     # Converted already, asked for explicitly, or outside a request (no plan): the plan does not decide.
-    assert decide_runtime(replace(FIRST_USE, converted=True, plan=replace(room, used=1200 * MB))).runtime == "openvino"
-    asked = replace(FIRST_USE, requested="openvino", measured=BackendChoice("openvino", "asked for"), plan=replace(room, used=1200 * MB))
+    assert decide_runtime(replace(planned, converted=True, plan_used=1200 * MB)).runtime == "openvino"
+    asked = replace(planned, requested="openvino", measured=BackendChoice("openvino", "asked for"), plan_used=1200 * MB)
     assert decide_runtime(asked).runtime == "openvino"
     assert decide_runtime(replace(FIRST_USE, plan=None)).runtime == "openvino"
 
 
 def test_no_room_in_ram_is_said_before_the_plan() -> None:
     """Both short: the free-RAM sentence is the one given (the machine's limit is the harder fact)."""
-    both = decide_runtime(replace(FIRST_USE, free_ram=100 * MB, plan=PlanRoom("low", 400 * MB, 0)))
+    both = decide_runtime(replace(FIRST_USE, free_ram=100 * MB, plan=RequestPlan("low", 400 * MB, 0)))
     assert both.runtime == "torch" and "is free" in (both.note or "") and "memory plan" not in (both.note or "")
 
 
@@ -150,3 +150,26 @@ def test_a_checkpoint_of_the_users_own_is_told_how_it_can_be_converted(home: Pat
         crop, RestoreOptions(mode="balanced", model=str(mine), aligned=True))
     assert res.backend == "torch" and "--backend openvino" in res.backend_reason, res.backend_reason
     assert "download` converts it once ahead" not in res.backend_reason and "in the background" not in res.backend_reason
+
+
+@needs_openvino
+def test_a_restore_and_download_give_an_own_checkpoint_the_same_conversion_advice(
+        home: Path, gen256: Path, tmp_path_factory, one_thread: None, capsys) -> None:
+    """A restore's note and `download`'s answer for a checkpoint of the user's own say one sentence: `download`
+    answered "unknown weights" with no word on how such a file gets converted."""
+    from gpen_core.cli import main
+    from gpen_core.engine.runtime_choice import convert_ahead_advice
+    from gpen_core.options import RestoreOptions
+    from gpen_core.restorer import Restorer
+
+    mine = tmp_path_factory.mktemp("mine") / "my-gpen.pth"
+    mine.symlink_to(gen256)
+    crop = np.random.default_rng(0).integers(0, 255, (256, 256, 3), dtype=np.uint8)
+    res = Restorer(models_dir=home, device="cpu", lifetime=Lifetime.ONE_SHOT)(
+        crop, RestoreOptions(mode="balanced", model=str(mine), aligned=True))
+    advice = "asking for OpenVINO once (`--backend openvino`) converts it"
+    assert advice in res.backend_reason, res.backend_reason
+    assert main(["download", "--models-dir", str(home), str(mine)]) != 0
+    err = capsys.readouterr().err
+    assert advice in err and str(mine) in err, err
+    assert convert_ahead_advice(True) in res.backend_reason and convert_ahead_advice(True) in err

@@ -184,17 +184,6 @@ def upscale_extra_bytes(mode: MemoryMode, image_size: tuple[int, int], upscale: 
     return preview(w, h, upscale, mode.name, tile).extra_bytes
 
 
-def _need(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, work: Work,
-          profile: Profile | None = None) -> tuple[int, int, str]:
-    """(peak without upscaling, what upscaling adds, where the figures come from), the identity check counted."""
-    base, extra, src = _need_without_check(mode, device, image_size, models_dir, work, profile)
-    check = identity_bytes(mode, device, work.task, work.identity, measured=src.startswith("measured on this machine"))
-    if check:
-        base += check
-        src += f"; +{format_bytes(check)} for the identity check (measured: benchmarks/identity.py --cost)"
-    return base, extra, src
-
-
 def identity_bytes(mode: MemoryMode, device: str, task: str, identity: str, *, measured: bool = False) -> int:
     """RAM the identity check adds to a request in ``mode``: 0 where it does not run, on a GPU whose VRAM
     binds (the check runs on the CPU), and where a measured peak already holds it (the default switch)."""
@@ -207,42 +196,47 @@ def identity_bytes(mode: MemoryMode, device: str, task: str, identity: str, *, m
     return IDENTITY_BYTES
 
 
-def _need_without_check(
-    mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, work: Work,
-    profile: Profile | None = None,
-) -> tuple[int, int, str]:
+def _need(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None, work: Work,
+          profile: Profile | None = None) -> tuple[int, int, str]:
+    """(peak without upscaling, what upscaling adds, where the figures come from), the identity check counted."""
     from gpen_core import modes  # per call: every sizing of the shrunk photo asks the one rule
     from gpen_core.engine.profile_store import measured
 
     w, h = modes.preshrink_size(*image_size, mode.max_side)
-    if work.task != "enhance":
-        row = measured(mode.name, device, models_dir, task=work.task, profile=profile)  # the hardware check's row
-        if row is not None:
-            # Photos beyond the row's workload add the built-in growth (one face's row cannot measure one).
-            extra = max(0, w * h - row.covered_pixels) * _BYTES_PER_PIXEL
-            src = row.source + (f"; ~{format_bytes(extra)} of it estimated for the photo's size" if extra else "")
-            return int(row.peak_bytes + extra + _f32_copy(mode, device, TASKS[work.task].model)), 0, src
-        if work.task in ("colorize", "inpaint"):
-            need = _TASK_1024_BYTES[mode.name] + max(0, w * h - _TASK_COVERED_PIXELS) * _BYTES_PER_PIXEL
-            return int(need), 0, (f"built-in estimate for GPEN's 1024 px {work.task} network, measured on the "
-                                  "project's CPU machine, not on this one (run the hardware check to measure)")
-    peak = measured(mode.name, device, models_dir=models_dir, profile=profile)
-    if peak is not None:
-        # The measured peak covers photos up to its largest workload: only pixels beyond that add.
-        more = max(0, w * h - peak.covered_pixels) * (peak.bytes_per_pixel or _BYTES_PER_PIXEL)
-        src = "measured on this machine"
-        copy = _f32_copy(mode, device, mode.model)
-        if copy:
-            more += copy
-            src += f", plus ~{format_bytes(copy)} estimated for the float32 copy a float16 overflow loads"
-        base = int(peak.peak_bytes + more)
-    elif device.startswith("cuda") and not on_zerogpu():
-        base, src = vram_estimate(mode).total, VRAM_ESTIMATE_SOURCE
-    else:
-        base, src = int(_CPU_MODEL_BYTES[mode.name] + max(0, w * h - _COVERED_PIXELS) * _BYTES_PER_PIXEL), ESTIMATE_SOURCE
-    extra = upscale_extra_bytes(mode, image_size, work.upscale, work.tile)
-    if extra:
-        src += f"; ~{format_bytes(extra)} of it estimated for upscaling ×{work.upscale}"
+    row = measured(mode.name, device, models_dir, task=work.task, profile=profile) if work.task != "enhance" else None
+    extra = 0
+    if row is not None:  # the hardware check's row for the task
+        # Photos beyond the row's workload add the built-in growth (one face's row cannot measure one).
+        more = max(0, w * h - row.covered_pixels) * _BYTES_PER_PIXEL
+        src = row.source + (f"; ~{format_bytes(more)} of it estimated for the photo's size" if more else "")
+        base = int(row.peak_bytes + more + _f32_copy(mode, device, TASKS[work.task].model))
+    elif work.task in ("colorize", "inpaint"):
+        base = int(_TASK_1024_BYTES[mode.name] + max(0, w * h - _TASK_COVERED_PIXELS) * _BYTES_PER_PIXEL)
+        src = (f"built-in estimate for GPEN's 1024 px {work.task} network, measured on the project's CPU machine, "
+               "not on this one (run the hardware check to measure)")
+    else:  # the mode's figures (seg2face's too)
+        peak = measured(mode.name, device, models_dir=models_dir, profile=profile)
+        if peak is not None:
+            # The measured peak covers photos up to its largest workload: only pixels beyond that add.
+            more = max(0, w * h - peak.covered_pixels) * (peak.bytes_per_pixel or _BYTES_PER_PIXEL)
+            src = "measured on this machine"
+            copy = _f32_copy(mode, device, mode.model)
+            if copy:
+                more += copy
+                src += f", plus ~{format_bytes(copy)} estimated for the float32 copy a float16 overflow loads"
+            base = int(peak.peak_bytes + more)
+        elif device.startswith("cuda") and not on_zerogpu():
+            base, src = vram_estimate(mode).total, VRAM_ESTIMATE_SOURCE
+        else:
+            base = int(_CPU_MODEL_BYTES[mode.name] + max(0, w * h - _COVERED_PIXELS) * _BYTES_PER_PIXEL)
+            src = ESTIMATE_SOURCE
+        extra = upscale_extra_bytes(mode, image_size, work.upscale, work.tile)
+        if extra:
+            src += f"; ~{format_bytes(extra)} of it estimated for upscaling ×{work.upscale}"
+    check = identity_bytes(mode, device, work.task, work.identity, measured=src.startswith("measured on this machine"))
+    if check:
+        base += check
+        src += f"; +{format_bytes(check)} for the identity check (measured: benchmarks/identity.py --cost)"
     return base, extra, src
 
 

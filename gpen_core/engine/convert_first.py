@@ -104,6 +104,7 @@ def torch_seconds(p: Pending, models_dir: str | os.PathLike[str] | None) -> Figu
 
 def decide(p: Pending, faces: int, per_face: Figure | None, convert: Figure, free_ram: int) -> ConvertFirst | None:
     """Whether to convert ``p`` before a run of ``faces`` expected faces: None to convert now, else why not."""
+    from gpen_core.engine.runtime_choice import convert_ahead_advice
     from gpen_core.platform.meter import format_bytes
 
     if per_face is None:
@@ -118,7 +119,7 @@ def decide(p: Pending, faces: int, per_face: Figure | None, convert: Figure, fre
         return ConvertFirst("no memory", f"{p.model} was not converted for OpenVINO before this run: converting it in a "
                             f"separate process needs ~{format_bytes(p.ram)} of RAM (the conversion's {peak} peak and "
                             f"torch's imports) and {format_bytes(free_ram)} is free, so the run stays on torch; "
-                            "`python -m gpen_core download` converts it once ahead")
+                            + convert_ahead_advice(False))
     return None
 
 

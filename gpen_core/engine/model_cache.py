@@ -55,6 +55,28 @@ KINDS: tuple[Network, ...] = ("generator", "detector", "parser", "upscaler")
 
 
 @dataclass
+class Generator:
+    """A loaded generator, what runs it and why; the restore stage :meth:`take`\ s its ``forward``, so the model
+    cache alone holds it."""
+
+    forward: Any  # crop tensor -> restored tensor (torch or OpenVINO)
+    size: int  # its face size in pixels
+    dtype: Any  # torch dtype that runs
+    name: str  # registry name or path
+    runtime: str = "torch"  # "torch" or "openvino" (RestoreResult.backend)
+    reason: str = ""  # why that runtime (RestoreResult.backend_reason)
+    note: str | None = None  # what its load said (runtime, precision, a conversion), one sentence
+
+    @property
+    def dtype_name(self) -> str:
+        return str(self.dtype).replace("torch.", "")
+
+    def take(self) -> Any:
+        forward, self.forward = self.forward, None
+        return forward
+
+
+@dataclass
 class Held:
     """One resident network, the key it was loaded for, and how to load it again (a rollback)."""
 
@@ -81,8 +103,6 @@ class ModelCache:
         self.plan: RequestPlan | None = None
         # What ran each network of the current request, in the order loaded (RestoreResult.runtimes).
         self.runtimes: dict[str, NetworkRuntime] = {}
-        # The generator runtime of the last request ("torch" / "openvino") and why it was picked.
-        self.backend, self.backend_reason = "torch", ""
         self._held: dict[str, Held | None] = dict.fromkeys(KINDS)
         # What release_unused let go, by kind, until that kind loads again: a load that fails rolls back to it.
         self._set_aside: dict[str, Held] = {}
@@ -237,20 +257,18 @@ class ModelCache:
                         exc.add_note(f"the previous {kind} {shown} could not be reloaded either: {again}")
                 raise
 
-    def generator(self, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any = None):
-        """(forward, size, torch dtype, name, note) for this request; what ran and why is left in
-        :attr:`backend` / :attr:`backend_reason`."""
+    def generator(self, mode: MemoryMode, opts: RestoreOptions, device: str, progress: Any = None) -> Generator:
+        """``mode``'s generator for this request, loaded now or resident."""
         import torch
 
         want, plan, notes, precision_note = loads.generator_load(self, mode, opts, device, progress)
         (forward, size), decision, fresh = self.load(want, device, notes)
-        self.backend, self.backend_reason = decision.runtime, decision.reason
         dtype = plan.dtype_torch
         if decision.runtime == "openvino":
             notes.extend([precision_note] if precision_note else [])
             _converted(notes, "the generator", forward.convert_s if fresh else None)
             dtype = torch.bfloat16 if decision.dtype == "bfloat16" else torch.float32
-        return forward, size, dtype, want.name, ("; ".join(notes) or None)
+        return Generator(forward, size, dtype, want.name, decision.runtime, decision.reason, "; ".join(notes) or None)
 
     def generator_decision(self, mode: MemoryMode, opts: RestoreOptions, device: str) -> RuntimeDecision:
         """The runtime decision :meth:`generator` would take for this request, without loading anything."""

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpen_core.engine.lifetime import Lifetime
-from gpen_core.engine.runtime_choice import (OWN_CHECKPOINT_AHEAD, Network, PlanRoom, RequestPlan, RuntimeDecision,
-                                             RuntimeFacts)
+from gpen_core.engine.runtime_choice import Network, RequestPlan, RuntimeDecision, RuntimeFacts
 from gpen_core.errors import WeightsError
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions, default_upscaler
@@ -66,37 +65,21 @@ def ov_models_dir(src: LoadSource) -> Path:
     return src.models_dir if src.models_dir is not None else weights.models_dir()
 
 
-@dataclass(frozen=True)
-class Conversion:
-    """Where a network stands with OpenVINO: already converted, or what converting it would take."""
-
-    converted: bool = True  # its OpenVINO graph is cached (or it runs as chosen: nothing to convert)
-    ram: int = 0  # bytes a conversion needs, measured or estimated
-    estimated: bool = False  # ``ram`` is an estimate, not a measurement
-    converting: str = ""  # the file a conversion reads, for the busy check's sentence
-
-
-def runtime_facts(src: LoadSource, want: tuple[Network, str, str], requested: str, measured: BackendChoice,
-                  dtypes: tuple[str, str], conversion: Conversion, device: str) -> RuntimeFacts:
-    """The facts one runtime decision rests on; ``want``: (network, name, the network in a sentence), ``dtypes``:
-    (on torch, on OpenVINO). Free RAM, a busy converter and the plan are read only for a first use of OpenVINO."""
+def first_use_facts(src: LoadSource, facts: RuntimeFacts, name: str, device: str) -> RuntimeFacts:
+    """``facts`` with the lifetime's word on conversions and, for a first use of OpenVINO only, what it rests on
+    besides: free RAM, a busy converter, whether the cache can be written (probed by a write) and the plan."""
+    facts = replace(facts, conversion_pays=src.lifetime.conversion_pays)
+    if facts.measured.runtime != "openvino" or facts.converted:
+        return facts
     from gpen_core.engine.budget import free_memory
     from gpen_core.platform.meter import current_rss
     from gpen_core.runtimes.openvino.base import cache_root, unwritable_reason
 
-    network, name, what = want
-    converted = conversion.converted
-    first_use = measured.runtime == "openvino" and not converted
-    plan = src.plan if first_use else None
-    return RuntimeFacts(
-        network=network, what=what, requested=requested, measured=measured, torch_dtype=dtypes[0],
-        openvino_dtype=dtypes[1], converted=converted, convert_ram=conversion.ram,
-        free_ram=free_memory(device).ram_bytes if first_use else 0, convert_ram_estimated=conversion.estimated,
-        converting=conversion.converting, busy=src.busy(network, name, what) if first_use and src.busy else None,
-        unwritable=unwritable_reason(cache_root(ov_models_dir(src))) if first_use else None,  # probed by a write
-        conversion_pays=src.lifetime.conversion_pays,
-        plan=PlanRoom(plan.mode, plan.planned, max(0, current_rss() - plan.start_rss)) if plan is not None else None,
-    )
+    p = src.plan
+    return replace(facts, free_ram=free_memory(device).ram_bytes,
+                   busy=src.busy(facts.network, name, facts.what) if src.busy else None,
+                   unwritable=unwritable_reason(cache_root(ov_models_dir(src))),
+                   plan=p, plan_used=max(0, current_rss() - p.start_rss) if p is not None else 0)
 
 
 def _registry_file(model: str, path: Path, folder: Path) -> bool:
@@ -123,12 +106,11 @@ def generator_load(src: LoadSource, mode: MemoryMode, opts: RestoreOptions, devi
     if measured.runtime == "openvino" and not synthetic:
         need, exact = ov.conversion_ram(size, path)
         converted = ov.graph_is_current(ov.cache_key(path, precision), ov_models_dir(src))
-    facts = runtime_facts(src, ("generator", name, f"the generator {name}"), opts.backend, measured,
-                          (plan.dtype, "bfloat16" if precision == "bf16" else "float32"),
-                          Conversion(converted, need, estimated=not exact, converting=path.name), device)
     own = opts.model is not None and not synthetic and not _registry_file(opts.model, path, ov_models_dir(src))
-    if own:
-        facts = replace(facts, ahead=OWN_CHECKPOINT_AHEAD)
+    facts = RuntimeFacts("generator", f"the generator {name}", opts.backend, measured, plan.dtype,
+                         "bfloat16" if precision == "bf16" else "float32", converted, need,
+                         convert_ram_estimated=not exact, converting=path.name, own_checkpoint=own)
+    facts = first_use_facts(src, facts, name, device)
 
     def build(decision: RuntimeDecision) -> Any:
         from gpen_core.networks.checkpoint import for_own_file, load_generator
@@ -169,8 +151,9 @@ def detector_load(src: LoadSource, network: str, device: str, opts: RestoreOptio
 
         converted = ov.is_cached(ov_detect.detector_key(path, network), ov_models_dir(src))
         need = ov_detect.CONVERT_RAM_MEASURED[network]
-    facts = runtime_facts(src, ("detector", network, f"the {network} detector"), requested, measured, ("float32", "float32"),
-                          Conversion(converted, need), device)
+    facts = RuntimeFacts("detector", f"the {network} detector", requested, measured, "float32", "float32",
+                         converted, need)
+    facts = first_use_facts(src, facts, network, device)
 
     def build(decision: RuntimeDecision) -> Any:
         if decision.runtime == "openvino":
@@ -205,9 +188,9 @@ def parser_load(src: LoadSource, mode: MemoryMode, device: str, opts: RestoreOpt
 
         converted = ov.is_cached(ov_parse.parse_key(path, mode.parse_input, "f32"), ov_models_dir(src))
         need = ov_parse.CONVERT_RAM_MEASURED.get(mode.parse_input, max(ov_parse.CONVERT_RAM_MEASURED.values()))
-    what = f"the {mode.parse_input} px parser"
-    facts = runtime_facts(src, ("parser", str(mode.parse_input), what), requested, measured, (dtype, dtype),
-                          Conversion(converted, need), device)
+    facts = RuntimeFacts("parser", f"the {mode.parse_input} px parser", requested, measured, dtype, dtype,
+                         converted, need)
+    facts = first_use_facts(src, facts, str(mode.parse_input), device)
 
     def build(decision: RuntimeDecision) -> Any:
         if decision.runtime == "openvino":  # CPU only, in the precision the mode's dtype gives on torch
@@ -239,9 +222,9 @@ def upscaler_load(src: LoadSource, opts: RestoreOptions, device: str) -> Network
             raise WeightsError(missing_upscaler_text(name, default_upscaler(opts.upscale)))
         source, label = str(resolve(src, name)), (Path(name).name if looks_like_path else name)
     # RealESRNet has no OpenVINO conversion here: it runs on torch whatever the request asked.
-    facts = runtime_facts(src, ("upscaler", label, f"the upscaler {label}"), opts.backend,
-                          BackendChoice("torch", "torch only (no OpenVINO conversion for RealESRNet)"), ("float32", "float32"),
-                          Conversion(), device)
+    torch_only = BackendChoice("torch", "torch only (no OpenVINO conversion for RealESRNet)")
+    facts = RuntimeFacts("upscaler", f"the upscaler {label}", opts.backend, torch_only, "float32", "float32",
+                         converted=True, convert_ram=0)
 
     def build(decision: RuntimeDecision) -> Any:
         if synthetic:

@@ -218,8 +218,8 @@ def run_attempt(models: ModelCache, device: str, req: Request, opts: RestoreOpti
         image=out.image, faces=tuple(out.faces), timings=timings,
         peaks=Peaks(0, 0, "vmhwm"),  # replaced by the meter's figures in __call__
         mode=mode, requested_mode=opts.mode, mode_reason=req.reason, checkpoint=generator.name,
-        detector=found.detector, device=device, dtype=generator.dtype_name, backend=models.backend,
-        backend_reason=models.backend_reason, output_format=encoded.format, encoded=encoded.data,
+        detector=found.detector, device=device, dtype=generator.dtype_name, backend=generator.runtime,
+        backend_reason=generator.reason, output_format=encoded.format, encoded=encoded.data,
         notes=tuple(dict.fromkeys(notes)), input_size=req.decoded.upright_size,
         processed_size=(before.shape[1] // factor, before.shape[0] // factor), before=before, upscale=up_info,
         rejected=canvas.rejected, task=ctx.task.name, runtimes=tuple(models.runtimes.values()), released=req.released,

@@ -150,8 +150,9 @@ def _plan(modes: list[MemoryMode], models_dir: str | os.PathLike[str] | None):
             seen.add(gkey)
 
             def gen(cache, opts, mode=mode) -> ConversionOutcome:
-                forward, _, _, _, note = cache.generator(mode, opts, "cpu")
-                return ConversionOutcome.of(cache.backend, getattr(forward, "convert_s", None), [note] if note else [])
+                g = cache.generator(mode, opts, "cpu")
+                notes = [g.note] if g.note else []
+                return ConversionOutcome.of(g.runtime, getattr(g.forward, "convert_s", None), notes)
 
             out.append((token("generator", mode.model), f"{mode.model} ({dtype})", gen))
         pdtype = choose_parse_dtype("cpu", mode.cpu_dtype)

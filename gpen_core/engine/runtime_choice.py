@@ -9,11 +9,13 @@ from gpen_core.engine.lifetime import Network
 from gpen_core.runtimes.openvino.choice import BackendChoice, Runtime
 
 
-# The command that converts ahead, named in the note of a request that did not convert.
-CONVERT_AHEAD = "python -m gpen_core download"
-# What converts a checkpoint of the user's own (``--model my.pth``): `download` and the app convert registry files only.
-OWN_CHECKPOINT_AHEAD = ("asking for OpenVINO once (`--backend openvino`) converts it (`python -m gpen_core download` "
-                        "and the app convert only the registry's files)")
+def convert_ahead_advice(own: bool, when: str = "") -> str:
+    """How a network gets converted outside a request, ``when`` said after "once ahead": the one sentence every
+    note and error gives (``own``: a checkpoint of the user's own, which `download` cannot convert)."""
+    if own:  # `download` and the app convert the registry's files only
+        return ("asking for OpenVINO once (`--backend openvino`) converts it (`python -m gpen_core download` "
+                "and the app convert only the registry's files)")
+    return f"`python -m gpen_core download` converts it once ahead{when} (the app also converts it in the background)"
 
 
 @dataclass(frozen=True)
@@ -23,19 +25,6 @@ class RequestPlan:
     mode: str
     planned: int
     start_rss: int
-
-
-@dataclass(frozen=True)
-class PlanRoom:
-    """Where the running request stands against its mode's memory plan when a network is decided."""
-
-    mode: str  # the memory mode whose plan it is
-    planned: int  # bytes the plan gives the request above its start (RequestPlan.planned)
-    used: int  # bytes the process holds above the request's start now
-
-    @property
-    def left(self) -> int:
-        return self.planned - self.used
 
 
 @dataclass(frozen=True)
@@ -51,15 +40,16 @@ class RuntimeFacts:
     # Its OpenVINO graph is cached and current; the hardware check's random weights count as converted (run as chosen).
     converted: bool
     convert_ram: int  # bytes a first-use conversion adds to the process
-    free_ram: int  # bytes of RAM free now
+    free_ram: int = 0  # bytes of RAM free now (read for a first use of OpenVINO only)
     convert_ram_estimated: bool = False  # ``convert_ram`` is an estimate from the file size, not measured
     converting: str = ""  # the file named in the free-RAM sentence (default ``what``)
     busy: str | None = None  # another thread is converting it right now: the sentence saying so
     # Why the OpenVINO cache cannot be written, and the fix: a network not converted yet runs on torch.
     unwritable: str | None = None
     conversion_pays: bool = True  # the lifetime policy's: does the work ahead repay a conversion now?
-    plan: PlanRoom | None = None  # None outside a request (converting ahead, the hardware check): no plan
-    ahead: str = ""  # what converts it ahead when `download` cannot (OWN_CHECKPOINT_AHEAD); "" for registry files
+    plan: RequestPlan | None = None  # None outside a request (converting ahead, the hardware check): no plan
+    plan_used: int = 0  # bytes the process holds above the plan's start now
+    own_checkpoint: bool = False  # a file of the user's own, which `download` cannot convert ahead
 
 
 @dataclass(frozen=True)
@@ -98,28 +88,23 @@ def _does_not_pay(f: RuntimeFacts) -> str | None:
     if f.conversion_pays:
         return None
     return (f"OpenVINO was measured faster here for {f.what}, but it is not converted yet, and converting it inside "
-            f"this single request would cost more time and memory than the request gains, so it ran on torch; {_ahead(f)}, "
-            "and later runs use OpenVINO")
-
-
-def _ahead(f: RuntimeFacts, when: str = "") -> str:
-    """How ``f``'s network gets converted outside a request, ``when`` said after "once ahead"."""
-    return f.ahead or f"`{CONVERT_AHEAD}` converts it once ahead{when} (the app also converts it in the background)"
+            f"this single request would cost more time and memory than the request gains, so it ran on torch; "
+            f"{convert_ahead_advice(f.own_checkpoint)}, and later runs use OpenVINO")
 
 
 def _over_plan(f: RuntimeFacts) -> str | None:
     """The sentence when converting inside this request would take it above its mode's memory plan."""
-    if f.plan is None or f.convert_ram <= f.plan.left:
+    p = f.plan
+    if p is None or f.convert_ram <= p.planned - f.plan_used:
         return None
     from gpen_core.platform.meter import format_bytes
 
-    p = f.plan
     figure = f"~{format_bytes(f.convert_ram)}" + (" (estimated from the file size)" if f.convert_ram_estimated else "")
-    left = f"{format_bytes(max(0, p.left))} of it left"
+    left = f"{format_bytes(max(0, p.planned - f.plan_used))} of it left"
     return (f"OpenVINO was measured faster here for {f.what}, but it is not converted yet, and converting it inside "
             f"this request would add {figure} to a request that {p.mode}'s memory plan holds to "
-            f"~{format_bytes(p.planned)} ({left}), so it ran on torch; {_ahead(f, ', outside any request')}, "
-            "and later requests use OpenVINO")
+            f"~{format_bytes(p.planned)} ({left}), so it ran on torch; "
+            f"{convert_ahead_advice(f.own_checkpoint, ', outside any request')}, and later requests use OpenVINO")
 
 
 def instead_of_cache(f: RuntimeFacts, problem: Exception) -> RuntimeDecision:

@@ -7,25 +7,23 @@ import time
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from gpen_core.engine import tasks as task_steps
+from gpen_core.engine.model_cache import Generator, ModelCache
 from gpen_core.modes import MemoryMode, Task, get_task, official_departures
 from gpen_core.options import RestoreOptions
 from gpen_core.progress import Progress
 from gpen_core.result import RejectedFace, UpscaleInfo
-
-if TYPE_CHECKING:
-    from gpen_core.engine.model_cache import ModelCache
 
 
 @dataclass(frozen=True)
 class RequestContext:
     """What every stage of one attempt reads; a step-down to a lighter mode is a new context."""
 
-    models: "ModelCache"  # the restorer's networks and their lifetime policy
+    models: ModelCache  # the restorer's networks and their lifetime policy
     device: str  # "cpu", "cuda", "cuda:1"
     mode: MemoryMode
     opts: RestoreOptions  # validated
@@ -46,24 +44,6 @@ class Prepared:
     grey: np.ndarray | None  # colourisation's grey input, else None
     input_size: tuple[int, int]  # width, height before the pre-shrink (given boxes are in these pixels)
     notes: tuple[str, ...]
-
-
-@dataclass
-class Generator:
-    """A loaded generator; the restore stage :meth:`take`\ s its ``forward``, so the model cache alone holds it."""
-
-    forward: Any  # crop tensor -> restored tensor (torch or OpenVINO)
-    size: int  # its face size in pixels
-    dtype: Any  # torch dtype that runs
-    name: str  # registry name or path
-
-    @property
-    def dtype_name(self) -> str:
-        return str(self.dtype).replace("torch.", "")
-
-    def take(self) -> Any:
-        forward, self.forward = self.forward, None
-        return forward
 
 
 @dataclass(frozen=True)
@@ -146,14 +126,15 @@ def load_generator(ctx: RequestContext, numerics: ExitStack) -> tuple[Generator,
 
     from gpen_core.networks.plan import cuda_numerics
 
-    models, mode, opts, device, report = ctx.models, ctx.mode, ctx.opts, ctx.device, ctx.report
+    device, report = ctx.device, ctx.report
     report(0.02, "loading model")
-    forward, size, dtype, name, dtype_note = models.generator(mode, opts, device, progress=lambda f, m: report(0.02, m))
-    notes = [dtype_note] if dtype_note else []
-    numerics.enter_context(cuda_numerics(device, exact_float32=dtype == torch.float32, fixed_input=False))
-    if dtype == torch.float32 and device.startswith("cuda"):
+    generator = ctx.models.generator(ctx.mode, ctx.opts, device, progress=lambda f, m: report(0.02, m))
+    notes = [generator.note] if generator.note else []
+    exact = generator.dtype == torch.float32
+    numerics.enter_context(cuda_numerics(device, exact_float32=exact, fixed_input=False))
+    if exact and device.startswith("cuda"):
         notes.append("float32 here is exact IEEE float32: TF32 was off for this request")
-    return Generator(forward, size, dtype, name), tuple(notes)
+    return generator, tuple(notes)
 
 
 def load_networks(ctx: RequestContext, numerics: ExitStack, boxes_given: bool) -> Loaded:
@@ -322,7 +303,7 @@ def restore_and_paste(ctx: RequestContext, canvas: Canvas, generator: Generator,
     def restore(crop: np.ndarray) -> np.ndarray:
         nonlocal forward, left
         if forward is None:  # more faces than counted (a caller restoring one twice): load it again
-            forward = models.generator(mode, opts, device)[0]
+            forward = models.generator(mode, opts, device).forward
         # The generator's input size never changes: cuDNN autotuning pays off (CUDA only).
         with torch.inference_mode(), cuda_numerics(device, exact_float32=exact, fixed_input=True):
             y, problem = forward_checked(forward, to_tensor(crop, device=device, dtype=generator.dtype, norm=norm))

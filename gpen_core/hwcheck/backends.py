@@ -113,10 +113,11 @@ def _engine_generator(pair: dict[str, Any], backend: str, models_dir: Path, prog
     mode = MODES[pair["modes"][0]]
     opts = RestoreOptions(mode=mode.name, model=None if synthetic else str(pair["path"]), backend=backend)
     cache = ModelCache(models_dir, synthetic_weights=synthetic)
-    forward, size, dtype, _, _ = cache.generator(mode, opts, "cpu", progress)
-    if size != pair["size"] or cache.backend != backend:
-        raise RuntimeError(f"the engine loaded a {size} px generator on {cache.backend} for the {pair['size']} px {backend} pair")
-    return forward, dtype
+    g = cache.generator(mode, opts, "cpu", progress)
+    if g.size != pair["size"] or g.runtime != backend:
+        raise RuntimeError(f"the engine loaded a {g.size} px generator on {g.runtime} "
+                           f"for the {pair['size']} px {backend} pair")
+    return g.forward, g.dtype
 
 
 def _engine_detector(network: str, runtime: str, models_dir: Path, threads: int | None) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from gpen_core.engine import prepare
@@ -31,6 +32,12 @@ def download(args: argparse.Namespace) -> int:
     """Run ``download``: 0 when every file is there (and converted), else the first failure's exit code."""
     names = args.names or list(DEFAULT_DOWNLOADS)
     unknown = [n for n in names if n not in weights.REGISTRY]
+    own = [n for n in unknown if Path(n).expanduser().is_file()]
+    if own:  # the same sentence a restore's note gives for such a file
+        from gpen_core.engine.runtime_choice import convert_ahead_advice
+
+        raise InputError(f"{', '.join(own)}: a checkpoint of your own, not a registry name; "
+                         + convert_ahead_advice(True))
     if unknown:
         raise InputError(f"unknown weights {', '.join(unknown)}; known: {', '.join(weights.REGISTRY)}")
     worst = 0
