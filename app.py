@@ -176,10 +176,9 @@ def hardware_check(progress: gr.Progress = gr.Progress(), request: gr.Request | 
                                 lambda f, d: progress(f, desc=d), lambda: STATE.restores_done)
 
 
-def saved_hardware_check() -> tuple[str, Any, Any]:
+def saved_hardware_check() -> checks.SavedCheck:
     """Page load: the saved measurement for this machine, and the button's state (off on a shared server)."""
-    saved = checks.saved_check(get_restorer().device, STATE.policy.hardware_check_allowed)
-    return saved.markdown, saved.chart, gr.update(interactive=saved.button_enabled, value=saved.button_label)
+    return checks.saved_check(get_restorer().device, STATE.policy.hardware_check_allowed)
 
 
 def measure_tips(progress: gr.Progress = gr.Progress(), request: gr.Request | None = None) -> str:

@@ -32,20 +32,21 @@ def build(demo: gr.Blocks, hardware_check: Callable, saved_hardware_check: Calla
                     show_progress="hidden").then(
         hardware_check, None, [profile_md, profile_chart], api_visibility="private", concurrency_limit=1,
         concurrency_id="hardware-check", show_progress_on=[profile_chart]
-    ).failure(lambda: _with_chart(*saved_hardware_check())[1], None, profile_chart, api_visibility="private",
+    ).failure(lambda: _with_chart(saved_hardware_check())[1], None, profile_chart, api_visibility="private",
               show_progress="hidden")
-    demo.load(lambda: _with_chart(*saved_hardware_check()), None, [profile_md, profile_chart, check_btn],
+    demo.load(lambda: _with_chart(saved_hardware_check()), None, [profile_md, profile_chart, check_btn],
               api_visibility="private", show_progress="hidden")
     tips_btn.click(measure_tips, None, tips_md, api_visibility="private", concurrency_limit=1,
                    concurrency_id="hardware-check", show_progress_on=[tips_md])
     demo.load(lambda: _shown(saved_tips()), None, [tips_md, tips_btn], api_visibility="private", show_progress="hidden")
 
 
-def _with_chart(markdown: str, rows: Any, button: Any) -> tuple[str, Any, Any]:
+def _with_chart(saved: checks.SavedCheck) -> tuple[str, Any, Any]:
     """The page load's outputs, the chart in view only with a measurement's rows."""
-    return markdown, gr.update(value=rows, visible=rows is not None), button
+    markdown, button = _shown(saved)
+    return markdown, gr.update(value=saved.chart, visible=saved.chart is not None), button
 
 
 def _shown(saved: checks.SavedCheck) -> tuple[str, Any]:
-    """The tips' markdown and their button's state (off on a shared server, as the check's)."""
+    """The markdown and its button's state (off, saying why, on a shared server): the check's and the tips' alike."""
     return saved.markdown, gr.update(interactive=saved.button_enabled, value=saved.button_label)
