@@ -28,18 +28,24 @@ def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = 
 
 def photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
     """A photo's (width, height) upright, from its header; None when unreadable (the restore says why)."""
+    header = photo_header(path)
+    return header[1] if header else None
+
+
+def photo_header(path: str | os.PathLike[str]) -> tuple[str, tuple[int, int]] | None:
+    """(format as our decoder names it, (width, height) upright) from one read of the header; None when unreadable."""
     from PIL import Image
 
-    from gpen_core.images.decode import probe_image
+    from gpen_core.images.decode import OUR_NAME, probe_image
     from gpen_core.images.metadata import read, upright
 
     try:
         with Image.open(path) as im:
-            return upright(im.size, read(im).orientation)  # as the decoder turns it
+            return OUR_NAME.get(str(im.format), str(im.format)), upright(im.size, read(im).orientation)
     except Exception:  # noqa: BLE001 - not Pillow's: a float RGB TIFF is read by our decoder's own header reader
         pass
     try:
-        return probe_image(path)[1]
+        return probe_image(path)
     except Exception:  # noqa: BLE001 - unreadable: its restore says why
         return None
 
