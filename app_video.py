@@ -27,7 +27,7 @@ from gpen_core.images import outputs as result_files
 from gpen_core.modes import AUTO
 from gpen_core.options import RestoreOptions
 from gpen_core.presentation import messages, mode_labels, page, video_tab, video_view
-from gpen_core.presentation.cli_convert import with_run_notes
+from gpen_core.presentation.cli_words import with_run_notes
 from gpen_core.video.errors import VideoStopped
 
 log = logging.getLogger("gpen.app")

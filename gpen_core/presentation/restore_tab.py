@@ -19,7 +19,7 @@ from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
 from gpen_core.presentation.app_state import Policy
-from gpen_core.presentation.cli_convert import photo_header
+from gpen_core.presentation.cli_words import photo_header
 from gpen_core.presentation.face_views import face_pairs
 from gpen_core.presentation.messages import shown_error
 from gpen_core.result import RestoreResult

@@ -18,7 +18,7 @@ from gpen_core.faces import identity_model
 from gpen_core.images.outputs import private_folder
 from gpen_core.platform import durable
 from gpen_core.platform.meter import format_bytes
-from gpen_core.presentation.cli_convert import clip_frames
+from gpen_core.presentation.cli_words import clip_frames
 from gpen_core.presentation.messages import shown_error
 from gpen_core.presentation.panels import file_name, notes_lines, peak_ram_row
 from gpen_core.progress import duration_text, left_text
