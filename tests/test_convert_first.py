@@ -115,11 +115,11 @@ def test_a_photos_size_is_read_upright_from_its_header(tmp_path: Path) -> None:
     exif[0x0112] = 6  # stored 64x48, shown a quarter turn: 48x64, as the decoder turns it
     Image.new("RGB", (64, 48)).save(turned, exif=exif)
     (tmp_path / "not.jpg").write_bytes(b"not a photo")
-    assert cli_words.photo_size(turned) == (48, 64)
-    assert cli_words.photo_size(tmp_path / "not.jpg") is None
+    assert cli_words.photo_header(turned) == ("JPEG", (48, 64))
+    assert cli_words.photo_header(tmp_path / "not.jpg") is None
     float_rgb = tmp_path / "float_rgb.tif"  # Pillow cannot open it; the decoder restores it
     _tiff_float_rgb(float_rgb)
-    assert cli_words.photo_size(float_rgb) == (48, 32)
+    assert cli_words.photo_header(float_rgb) == ("TIFF", (48, 32))
 
 
 def test_a_clips_expected_frames_are_its_restored_part(tmp_path: Path) -> None:

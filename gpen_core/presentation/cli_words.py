@@ -1,7 +1,6 @@
-"""What ``python -m gpen_core restore`` and ``download`` print: results, paths and summaries on stdout; progress
-(one :class:`StatusLine`: redrawn in a terminal, a line per step in a log) and errors on stderr. Also the OpenVINO
-conversion a long ``restore`` run does first, and the header figures it reads (a clip's frames, a photo's size),
-which the app's tabs read too. Nothing here imports numpy at import time: ``--help`` stays quick."""
+"""What ``python -m gpen_core restore`` and ``download`` print (results on stdout; progress, one :class:`StatusLine`,
+and errors on stderr), and the OpenVINO conversion a long run does first from the header figures (a clip's frames, a
+photo's size) the app's tabs read too. Nothing here imports numpy at import time: ``--help`` stays quick."""
 
 from __future__ import annotations
 
@@ -22,13 +21,6 @@ from gpen_core.modes import IDENTITY_THRESHOLD_TEXT
 DEFAULT_DOWNLOADS = ("GPEN-BFR-512", "GPEN-BFR-256", "retinaface-mobilenet0.25", "retinaface-resnet50", "ParseNet-latest")
 
 
-def is_terminal(stream: TextIO) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # a closed or replaced stream
-        return False
-
-
 def print_error(exc: GPENError, verbose: bool, prefix: str = "", say: Callable[[str], None] | None = None) -> None:
     """``error: …`` on stderr (or through ``say``), with ``-v`` the details; ``prefix`` ("FILE: ") left out when the
     message starts with that file."""
@@ -44,8 +36,11 @@ class StatusLine:
     a log each new text on a line of its own."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.tty, self.drawn, self.last = is_terminal(self.stream), "", ""
+        self.stream, self.drawn, self.last = stream or sys.stderr, "", ""
+        try:
+            self.tty = bool(self.stream.isatty())
+        except (AttributeError, ValueError):  # a closed or replaced stream
+            self.tty = False
 
     def show(self, text: str) -> None:
         if text == self.last:
@@ -265,14 +260,9 @@ def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = 
     return expected_frames(info, start_s, end_s), info.size
 
 
-def photo_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    """A photo's (width, height) upright, from its header; None when unreadable (the restore says why)."""
-    header = photo_header(path)
-    return header[1] if header else None
-
-
 def photo_header(path: str | os.PathLike[str]) -> tuple[str, tuple[int, int]] | None:
-    """(format as our decoder names it, (width, height) upright) from one read of the header; None when unreadable."""
+    """(format as our decoder names it, (width, height) upright) from one read of its header; None when unreadable
+    (the restore says why)."""
     from PIL import Image
 
     from gpen_core.images.decode import OUR_NAME, probe_image
@@ -310,7 +300,8 @@ def convert_before_photos(args: Any, photos: Sequence[Path], say: Callable[[str]
     """:func:`convert_before_run` for a folder's photos; nothing for a single photo (it cannot repay a conversion)."""
     if len(photos) < 2:
         return ConvertFirst("nothing to convert")
-    return convert_before_run(args, len(photos), photo_size(photos[0]) or (0, 0), say)
+    header = photo_header(photos[0])
+    return convert_before_run(args, len(photos), header[1] if header else (0, 0), say)
 
 
 def with_run_notes(result: Any, first: ConvertFirst) -> Any:
