@@ -89,6 +89,16 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         finally:
             state.stops.finish(session, stop)
 
+    def clip_part(video: str, start: float | None, end: float | None) -> tuple[video_tab.ClipNote, video_tab.Span]:
+        """The clip and the part of it a run restores (this server's cap applied); refused on a Ray server, or for a
+        file that is no usable video (worded once: plain in the pop-up, Markdown in the panel)."""
+        if state.backend is not None:
+            raise InputError(NO_VIDEO_ON_RAY)
+        clip = video_tab.clip_note(video, state.policy.video_cap_s, state.policy.shared)
+        if not clip.usable:
+            raise messages.AlreadyShown(clip.shown)
+        return clip, video_tab.span(clip, start, end, state.policy.video_cap_s)
+
     def run(video: str, mode: str, asked: tuple[Any, ...], progress: Any, stop: threading.Event,
             waited: Callable[[], bool], count: list[int]) -> tuple[Any, ...]:
         """One clip into a folder of its own, removed whole when the clip fails or stops (nothing kept for nobody)."""
@@ -96,17 +106,11 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         from gpen_core.video.stream import VideoOptions, restore_video
 
         start, end, face_check, tracks, known, identity, turned = asked
-        if state.backend is not None:
-            raise InputError(NO_VIDEO_ON_RAY)
-        clip = video_tab.clip_note(video, state.policy.video_cap_s, state.policy.shared)
-        if not clip.usable:
-            raise messages.AlreadyShown(clip.shown)  # worded once: plain in the pop-up, Markdown in the panel
-        part = video_tab.span(clip, start, end, state.policy.video_cap_s)
+        clip, part = clip_part(video, start, end)
         chosen = _chosen(tracks, known)
         # Before the first frame, as the CLI does: a clip whose work on torch outlasts converting its generator
         # converts it in a child (this visitor's Stop kills it), so the clip runs on OpenVINO.
-        first = video_tab.convert_before_clip(video, (part.start_s, part.end_s), clip.cap.frames if clip.cap else None,
-                                                  mode, state.engine(), stop, lambda text: progress(0.0, desc=text))
+        first = video_tab.convert_before_clip(clip, part, mode, state.engine(), stop, lambda text: progress(0.0, desc=text))
         if first.outcome == "stopped":
             raise VideoStopped(first.note)
         if max_age_s is not None:  # an API caller's original span is a file Gradio's clean-up never learns of
@@ -166,12 +170,7 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         with errors(request):
             if not video:
                 raise InputError("Upload a video first.")
-            if state.backend is not None:
-                raise InputError(NO_VIDEO_ON_RAY)
-            clip = video_tab.clip_note(video, state.policy.video_cap_s, state.policy.shared)
-            if not clip.usable:
-                raise messages.AlreadyShown(clip.shown)
-            part = video_tab.span(clip, start, end, state.policy.video_cap_s)
+            part = clip_part(video, start, end)[1]
             scratch = video_tab.results_path(results_dir, video, "faces")
             try:
                 opts = RestoreOptions(mode=mode or AUTO, face_check=bool(face_check), orientations=bool(turned))  # type: ignore[arg-type]
