@@ -40,6 +40,7 @@ class FileState:
     state: FileStateName
     download_bytes: int | None  # the registry's published size, else APPROX_BYTES
     download_bytes_estimated: bool
+    on_disk_bytes: int | None = None  # the file's size when present
 
     @property
     def usable(self) -> bool:
@@ -91,7 +92,7 @@ def files_from_status(statuses: Iterable[WeightStatus]) -> dict[str, FileState]:
     out: dict[str, FileState] = {}
     for s in statuses:
         state: FileStateName = "missing" if not s.present else "corrupt" if s.verified is False else "verified"
-        out[s.name] = FileState(s.name, state, *download_size(s.name))
+        out[s.name] = FileState(s.name, state, *download_size(s.name), s.size_bytes if s.present else None)
     return out
 
 
