@@ -96,6 +96,11 @@ def files_from_status(statuses: Iterable[WeightStatus]) -> dict[str, FileState]:
     return out
 
 
+def current_files(models_dir: Path | None = None) -> dict[str, FileState]:
+    """The models folder's files as they are now."""
+    return files_from_status(weights.status(models_dir))
+
+
 def assess(files: Mapping[str, FileState], needs: Mapping[str, int], free_bytes: int, *, binding: str = "RAM",
            model: str | None = None, detector: str | None = None, aligned: bool = False) -> Readiness:
     """What runs now and what to download. ``files``: registry name → FileState (a name not in it, a checkpoint
@@ -177,6 +182,13 @@ def files_text(names: Sequence[str], files: Mapping[str, FileState]) -> str:
     return "".join(parts) if len(parts) <= 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+def unavailable(names: Iterable[str | None], files: Mapping[str, FileState] | None) -> str:
+    """A choice's label ending: " — unavailable: download GPEN-BFR-512 (~284 MB)" for the files of ``names`` in
+    ``files`` that are not usable; "" when none is (or ``files`` is None: not checked)."""
+    need = [n for n in names if files and n in files and not files[n].usable]
+    return f" — unavailable: download {files_text(need, files or {})}" if need else ""
+
+
 def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
     """One sentence: what auto runs now and what a download would add: "auto will use balanced; download
     ResNet-50 detector (109 MB) to enable quality"."""
@@ -223,7 +235,7 @@ def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], fol
 def current(device: str, models_dir: Path | None = None, *, model: str | None = None, detector: str | None = None,
             aligned: bool = False) -> tuple[Readiness, dict[str, FileState]]:
     """:func:`assess` on this machine now (``budget.estimate_peak``: the saved hardware profile when valid)."""
-    files = files_from_status(weights.status(models_dir))
+    files = current_files(models_dir)
     free = budget.free_memory(device)
     bound = free.binding(device)
     needs = {name: budget.estimate_peak(m, device, PANEL_PHOTO, models_dir)[0] for name, m in MODES.items()}

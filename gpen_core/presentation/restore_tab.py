@@ -24,7 +24,6 @@ from gpen_core.presentation.face_views import face_pairs
 from gpen_core.presentation.messages import shown_error
 from gpen_core.result import RestoreResult
 from gpen_core.upscale import tiles
-from gpen_core.weights import lookup as weights
 from gpen_core.weights.user_paths import models_folder_shown, public_message
 
 PREVIEW_SIDE = 1024  # the before-view shown on upload, from our own decoder
@@ -80,7 +79,7 @@ def upscale_text(image: str | None, upscale: int, mode: str | None, device: str,
     if upscale <= 1:
         return ""
     folder = models_folder_shown(policy.shared)
-    note = readiness.upscaler_note(upscale, readiness.files_from_status(weights.status()), folder,
+    note = readiness.upscaler_note(upscale, readiness.current_files(), folder,
                                    policy.downloads_allowed)
     return "\n\n".join(t for t in (_upscale_line(image, upscale, mode, device, models), note) if t)
 
