@@ -16,14 +16,14 @@ def build(demo: gr.Blocks, hardware_check: Callable, saved_hardware_check: Calla
           saved_tips: Callable) -> None:
     """The tab's components and events, in the current Blocks."""
     gr.Markdown(checks.HARDWARE_INTRO)
-    check_btn = gr.Button("Measure every mode on this machine", variant="primary", elem_id="check-button")
+    check_btn = gr.Button(checks.CHECK_BUTTON, variant="primary", elem_id="check-button")
     profile_md = gr.Markdown(elem_id="profile-report")
     # Hidden until something is measured (an empty box said nothing); the report says what will appear here.
     profile_chart = gr.BarPlot(x="mode", y="MB", color="memory", title="Peak memory per mode (above idle)",
                                y_title="MB", sort=list(MODES), height=300, visible=False)
     with gr.Accordion("Tips, measured here", open=False, elem_id="tips"):
         gr.Markdown(checks.TIPS_INTRO)
-        tips_btn = gr.Button("Measure the tips on this machine", elem_id="tips-button")
+        tips_btn = gr.Button(checks.TIPS_BUTTON, elem_id="tips-button")
         tips_md = gr.Markdown(elem_id="tips-report")
     # Its own lane: restores never wait for the check (see app.hardware_check).
     # The chart comes into view as the check starts, its progress shown in it (over the report it was hard to read);
