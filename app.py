@@ -263,7 +263,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                              info="lower finds more (and more false) faces")
                     max_faces_in = gr.Number(value=RestoreOptions.max_faces, step=1, precision=0, label="Max faces",
                                              info=MAX_FACES_HELP)  # no minimum: refused in our words (fv.IDENTITY_LIMIT)
-                    aligned_in = gr.Checkbox(False, label="Already an aligned face crop (skip detection)")
+                    aligned_in = gr.Checkbox(False, label=task_ui.ALIGNED_LABEL)
                     face_check_in = gr.Checkbox(True, label="Check detections", elem_id="face-check",
                                                 info="skip detections that are not faces (docs/face-check.md); off keeps all")
                     identity_in, identity_limit_in, identity_alpha_in = gr.Radio(**fv.IDENTITY_RADIO), gr.Number(**fv.IDENTITY_LIMIT), gr.Slider(**fv.IDENTITY_ALPHA)
