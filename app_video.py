@@ -192,8 +192,9 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
             pair = video_tab.frame_pair(before, restored, at)
         drawn: Any = gr.update(visible=False)
         i = video_view.frame_number(times, number)
+        shown = faces[i - 1] if faces and i <= len(faces) else None
         if show and pair is not None:
-            image, caption = video_view.draw_faces(pair[0], video_view.faces_on(faces, i), tracks)
+            image, caption = video_view.draw_faces(pair[0], shown, tracks)
             drawn = gr.update(visible=True, value=image, label=f"Faces on frame {i}: {caption}")
         # the frame's identity distances in the caption, as the photo tab shows them per face
         return gr.update(value=pair, label=video_view.pair_label(times, number, faces)), drawn

@@ -88,11 +88,6 @@ def frame_number(times: Sequence[float], number: float | None) -> int:
     return min(len(times), max(1, int(round(number or 1)))) if times else 1
 
 
-def faces_on(faces: Sequence[FrameFaces] | None, i: int) -> FrameFaces | None:
-    """Frame ``i``'s (from 1) recorded faces; None where none were recorded."""
-    return faces[i - 1] if faces and i <= len(faces) else None
-
-
 def frame_time(times: Sequence[float], number: float | None) -> float:
     """The time of frame ``number`` (from 1, clamped to the clip) in the restored file."""
     return times[frame_number(times, number) - 1] if times else 0.0
@@ -102,7 +97,7 @@ def pair_label(times: Sequence[float], number: float | None, faces: Sequence[Fra
     """The before/after's caption: which frame, its time, and its identity figures where ``faces`` has them."""
     i = frame_number(times, number)
     label = f"Before / after of frame {i} of {len(times)} ({frame_time(times, number):.2f} s)"
-    identity = identity_caption(faces_on(faces, i))
+    identity = identity_caption(faces[i - 1]) if faces and i <= len(faces) else ""
     return label + (f" · {identity}" if identity else "")
 
 
