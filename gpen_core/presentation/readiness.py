@@ -14,7 +14,7 @@ from gpen_core.engine.fit import PANEL_PHOTO, fits, rank
 from gpen_core.modes import MODES
 from gpen_core.options import default_upscaler
 from gpen_core.platform.meter import format_bytes
-from gpen_core.weights.missing import download_size, mode_files, size_text
+from gpen_core.weights.missing import download_command, download_size, mode_files, size_text
 from gpen_core.weights import lookup as weights
 from gpen_core.weights.registry import REGISTRY, WeightStatus
 
@@ -226,9 +226,9 @@ def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], fol
                 "stop with \"Weights missing\".")
     if not downloads:
         return (f"{head} Downloads are off on this shared server: ask the operator to run "
-                f"`python -m gpen_core download {name}`, or choose 1× (keep size).")
+                f"`{download_command([name])}`, or choose 1× (keep size).")
     return (f"{head} {'Download it again' if corrupt else 'Get it'} with the Weights panel's **Download** button, or "
-            f"with `python -m gpen_core download {name}`; or save the file as `{PurePath(folder) / filename}`. "
+            f"with `{download_command([name])}`; or save the file as `{PurePath(folder) / filename}`. "
             "Or choose 1× (keep size).")
 
 

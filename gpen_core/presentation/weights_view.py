@@ -14,12 +14,12 @@ from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
 from gpen_core.presentation.app_state import Policy
 from gpen_core.weights import lookup as weights
-from gpen_core.weights.missing import files_text, manual_fix
+from gpen_core.weights.missing import download_command, files_text, manual_fix
 from gpen_core.weights.registry import REGISTRY
 from gpen_core.weights.user_paths import checked_model, models_folder_shown, public_message
 
 DOWNLOADS_OFF = ("Downloads are off on this shared server: visitors cannot make it fetch files. The operator can run "
-                 "`python -m gpen_core download {names}`, or start the server with `--allow-downloads`.")
+                 "`{command}`, or start the server with `--allow-downloads`.")
 _STATE_TEXT = {"verified": "present, verified", "corrupt": "**corrupt**", "missing": "missing"}
 # A file with no published checksum passes on size and the hash recorded at its first use:
 # any checkpoint of that name (random weights included) would, so "verified" would overstate.
@@ -147,7 +147,7 @@ def check_mode_ready(device: str, req: WeightsRequest, policy: Policy = Policy()
     label = download_button_label(r, files, req.mode, readiness.upscaler_download(files, req.upscale))
     where = f"on the Restore tab choose {req.mode} and press" if other_tab else "press"  # the panel lives there
     fix = (f"{where} “{label}” in the weights panel (under the options)" if policy.downloads_allowed
-           else f"ask the operator to run “python -m gpen_core download {' '.join(names)}”")
+           else f"ask the operator to run “{download_command(names)}”")
     raise WeightsError(f"{req.mode} needs {readiness.files_text(names, files)}, not in the models folder yet: {fix}, "
                        "or choose another mode (auto picks one that runs). Your last result is kept.")
 
@@ -159,7 +159,7 @@ def weights_view(device: str, req: WeightsRequest, policy: Policy = Policy(), me
     upscaler = readiness.upscaler_download(files, req.upscale)
     names = wanted(r, files, req)
     if names and not policy.downloads_allowed and not message:
-        message = ui.markdown_text(DOWNLOADS_OFF.format(names=" ".join(names)))
+        message = ui.markdown_text(DOWNLOADS_OFF.format(command=download_command(names)))
     panel = weights_markdown(r, files, folder, mode=req.mode, message=message, upscaler=upscaler)
     label = download_button_label(r, files, req.mode, upscaler) if names and policy.downloads_allowed else None
     return WeightsView(panel, label, all_weights_markdown(files, folder))
@@ -172,7 +172,7 @@ def download(device: str, req: WeightsRequest, progress: Callable[[float, str], 
     r, files = _assess(device, req, policy.any_model_path)
     names = wanted(r, files, req)
     if names and not policy.downloads_allowed:
-        raise InputError(DOWNLOADS_OFF.format(names=" ".join(names)))
+        raise InputError(DOWNLOADS_OFF.format(command=download_command(names)))
     message = f"Downloaded {', '.join(names)}." if names else ""
     for i, name in enumerate(names):
         def report(done: int, total: int | None, i: int = i, name: str = name) -> None:
