@@ -70,24 +70,20 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         """Restore the clip: (the result, the middle frame's before/after, the panel, the frame slider, JSON) as
         the public endpoint has them, then for the page only (states): the original over the same span, the
         frames' times and faces, the faces offered and those kept. Stop ends this session's clip only."""
-        session = getattr(request, "session_hash", None)
-        stop, waited, count = state.stops.start(session), seam.still_waited_for(), [0, 0]
-        try:
-            with errors(request, "video"):
-                if not video:
-                    raise InputError("Upload a video first.")
-                try:
-                    return run(video, mode or AUTO, (start, end, face_check, tracks, known, identity, turned), progress, stop,
-                               waited, count)
-                except VideoStopped:
-                    if not waited():
-                        log.info("the visitor left during a clip: stopped after %d frames, its output removed", count[0])
-                        raise
-                text = messages.stopped_text(*count)  # the visitor's own Stop: an outcome, in a pop-up that closes
-                gr.Info(text, duration=messages.toast_seconds(text), title="Stopped")
-                return None, None, text, gr.update(value=1, interactive=False), {}, None, [], [], known or [], []
-        finally:
-            state.stops.finish(session, stop)
+        waited, count = seam.still_waited_for(), [0, 0]
+        with state.stops.own(getattr(request, "session_hash", None)) as stop, errors(request, "video"):
+            if not video:
+                raise InputError("Upload a video first.")
+            try:
+                return run(video, mode or AUTO, (start, end, face_check, tracks, known, identity, turned), progress, stop,
+                           waited, count)
+            except VideoStopped:
+                if not waited():
+                    log.info("the visitor left during a clip: stopped after %d frames, its output removed", count[0])
+                    raise
+            text = messages.stopped_text(*count)  # the visitor's own Stop: an outcome, in a pop-up that closes
+            gr.Info(text, duration=messages.toast_seconds(text), title="Stopped")
+            return None, None, text, gr.update(value=1, interactive=False), {}, None, [], [], known or [], []
 
     def clip_part(video: str, start: float | None, end: float | None) -> tuple[video_tab.ClipNote, video_tab.Span]:
         """The clip and the part of it a run restores (this server's cap applied); refused on a Ray server, or for a
