@@ -38,7 +38,7 @@ from gpen_core.modes import AUTO  # noqa: E402
 from gpen_core.options import MAX_FACES_HELP, RestoreOptions  # noqa: E402
 from gpen_core.platform import zerogpu  # noqa: E402
 from gpen_core.presentation import checks, face_views as fv, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
-from gpen_core.presentation import mode_labels, overlay, preparation as prep_ui, tasks as task_ui  # noqa: E402
+from gpen_core.presentation import mode_labels, overlay, preparation as prep_ui, readiness, tasks as task_ui  # noqa: E402
 from gpen_core.engine.pipeline import ready_server  # noqa: E402
 from gpen_core.presentation.app_state import AppState, parse_server_args, start_lines  # noqa: E402
 from gpen_core.presentation.messages import AlreadyShown, ShownError, shown_error, toast_seconds  # noqa: E402
@@ -176,10 +176,9 @@ def hardware_check(progress: gr.Progress = gr.Progress(), request: gr.Request | 
                                 lambda f, d: progress(f, desc=d), lambda: STATE.restores_done)
 
 
-def saved_hardware_check() -> tuple[str, Any, Any]:
+def saved_hardware_check() -> checks.SavedCheck:
     """Page load: the saved measurement for this machine, and the button's state (off on a shared server)."""
-    saved = checks.saved_check(get_restorer().device, STATE.policy.hardware_check_allowed)
-    return saved.markdown, saved.chart, gr.update(interactive=saved.button_enabled, value=saved.button_label)
+    return checks.saved_check(get_restorer().device, STATE.policy.hardware_check_allowed)
 
 
 def measure_tips(progress: gr.Progress = gr.Progress(), request: gr.Request | None = None) -> str:
@@ -265,7 +264,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                              info="lower finds more (and more false) faces")
                     max_faces_in = gr.Number(value=RestoreOptions.max_faces, step=1, precision=0, label="Max faces",
                                              info=MAX_FACES_HELP)  # no minimum: refused in our words (fv.IDENTITY_LIMIT)
-                    aligned_in = gr.Checkbox(False, label="Already an aligned face crop (skip detection)")
+                    aligned_in = gr.Checkbox(False, label=task_ui.ALIGNED_LABEL)
                     face_check_in = gr.Checkbox(True, label="Check detections", elem_id="face-check",
                                                 info="skip detections that are not faces (docs/face-check.md); off keeps all")
                     identity_in, identity_limit_in, identity_alpha_in = gr.Radio(**fv.IDENTITY_RADIO), gr.Number(**fv.IDENTITY_LIMIT), gr.Slider(**fv.IDENTITY_ALPHA)
@@ -332,9 +331,9 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     examples.click(lambda sample: sample[0], examples, image_in, api_visibility="private", show_progress="hidden")  # a plain value, as for the editor
     gr.on([task_in.change, image_in.change], lambda t, i: (gr.update(visible=task_ui.editor_visible(t)), task_ui.editor_value(t, i)), [task_in, image_in], [damage_box, damage_in], api_visibility="private")
     identity_limit_in.change(lambda v: gr.update(**fv.blend_control(v)), identity_limit_in, identity_alpha_in, api_visibility="private", queue=False, show_progress="hidden")
-    task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, mode_labels.current_files())),
+    task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, readiness.current_files())),
                    [task_in, model_in], [model_in, mode_in, aligned_in], api_visibility="private")  # seg2face turns "aligned" on, said so
-    demo.load(lambda t: (mode_radio(t), gr.update(choices=mode_labels.current_choices(get_restorer().device, None, video=True)), gr.update(choices=task_ui.task_choices(mode_labels.current_files()))), task_in,
+    demo.load(lambda t: (mode_radio(t), gr.update(choices=mode_labels.current_choices(get_restorer().device, None, video=True)), gr.update(choices=task_ui.task_choices(readiness.current_files()))), task_in,
               [mode_in, video_mode_in, task_in], api_visibility="private", show_progress="hidden")  # labels as this machine runs them
     for trigger in (demo.load, prepare_timer.tick):
         trigger(preparation_status, None, [prepare_md, prepare_timer], api_visibility="private", show_progress="hidden")

@@ -27,7 +27,7 @@ from gpen_core.images import outputs as result_files
 from gpen_core.modes import AUTO
 from gpen_core.options import RestoreOptions
 from gpen_core.presentation import messages, mode_labels, page, video_tab, video_view
-from gpen_core.presentation.cli_convert import with_run_notes
+from gpen_core.presentation.cli_words import with_run_notes
 from gpen_core.video.errors import VideoStopped
 
 log = logging.getLogger("gpen.app")
@@ -70,24 +70,30 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         """Restore the clip: (the result, the middle frame's before/after, the panel, the frame slider, JSON) as
         the public endpoint has them, then for the page only (states): the original over the same span, the
         frames' times and faces, the faces offered and those kept. Stop ends this session's clip only."""
-        session = getattr(request, "session_hash", None)
-        stop, waited, count = state.stops.start(session), seam.still_waited_for(), [0, 0]
-        try:
-            with errors(request, "video"):
-                if not video:
-                    raise InputError("Upload a video first.")
-                try:
-                    return run(video, mode or AUTO, (start, end, face_check, tracks, known, identity, turned), progress, stop,
-                               waited, count)
-                except VideoStopped:
-                    if not waited():
-                        log.info("the visitor left during a clip: stopped after %d frames, its output removed", count[0])
-                        raise
-                text = messages.stopped_text(*count)  # the visitor's own Stop: an outcome, in a pop-up that closes
-                gr.Info(text, duration=messages.toast_seconds(text), title="Stopped")
-                return None, None, text, gr.update(value=1, interactive=False), {}, None, [], [], known or [], []
-        finally:
-            state.stops.finish(session, stop)
+        waited, count = seam.still_waited_for(), [0, 0]
+        with state.stops.own(getattr(request, "session_hash", None)) as stop, errors(request, "video"):
+            if not video:
+                raise InputError("Upload a video first.")
+            try:
+                return run(video, mode or AUTO, (start, end, face_check, tracks, known, identity, turned), progress, stop,
+                           waited, count)
+            except VideoStopped:
+                if not waited():
+                    log.info("the visitor left during a clip: stopped after %d frames, its output removed", count[0])
+                    raise
+            text = messages.stopped_text(*count)  # the visitor's own Stop: an outcome, in a pop-up that closes
+            gr.Info(text, duration=messages.toast_seconds(text), title="Stopped")
+            return None, None, text, gr.update(value=1, interactive=False), {}, None, [], [], known or [], []
+
+    def clip_part(video: str, start: float | None, end: float | None) -> tuple[video_tab.ClipNote, video_tab.Span]:
+        """The clip and the part of it a run restores (this server's cap applied); refused on a Ray server, or for a
+        file that is no usable video (worded once: plain in the pop-up, Markdown in the panel)."""
+        if state.backend is not None:
+            raise InputError(NO_VIDEO_ON_RAY)
+        clip = video_tab.clip_note(video, state.policy.video_cap_s, state.policy.shared)
+        if not clip.usable:
+            raise messages.AlreadyShown(clip.shown)
+        return clip, video_tab.span(clip, start, end, state.policy.video_cap_s)
 
     def run(video: str, mode: str, asked: tuple[Any, ...], progress: Any, stop: threading.Event,
             waited: Callable[[], bool], count: list[int]) -> tuple[Any, ...]:
@@ -96,17 +102,11 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         from gpen_core.video.stream import VideoOptions, restore_video
 
         start, end, face_check, tracks, known, identity, turned = asked
-        if state.backend is not None:
-            raise InputError(NO_VIDEO_ON_RAY)
-        clip = video_tab.clip_note(video, state.policy.video_cap_s, state.policy.shared)
-        if not clip.usable:
-            raise messages.AlreadyShown(clip.shown)  # worded once: plain in the pop-up, Markdown in the panel
-        part = video_tab.span(clip, start, end, state.policy.video_cap_s)
+        clip, part = clip_part(video, start, end)
         chosen = _chosen(tracks, known)
         # Before the first frame, as the CLI does: a clip whose work on torch outlasts converting its generator
         # converts it in a child (this visitor's Stop kills it), so the clip runs on OpenVINO.
-        first = video_tab.convert_before_clip(video, (part.start_s, part.end_s), clip.cap.frames if clip.cap else None,
-                                                  mode, state.engine(), stop, lambda text: progress(0.0, desc=text))
+        first = video_tab.convert_before_clip(clip, part, mode, state.engine(), stop, lambda text: progress(0.0, desc=text))
         if first.outcome == "stopped":
             raise VideoStopped(first.note)
         if max_age_s is not None:  # an API caller's original span is a file Gradio's clean-up never learns of
@@ -166,12 +166,7 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         with errors(request):
             if not video:
                 raise InputError("Upload a video first.")
-            if state.backend is not None:
-                raise InputError(NO_VIDEO_ON_RAY)
-            clip = video_tab.clip_note(video, state.policy.video_cap_s, state.policy.shared)
-            if not clip.usable:
-                raise messages.AlreadyShown(clip.shown)
-            part = video_tab.span(clip, start, end, state.policy.video_cap_s)
+            part = clip_part(video, start, end)[1]
             scratch = video_tab.results_path(results_dir, video, "faces")
             try:
                 opts = RestoreOptions(mode=mode or AUTO, face_check=bool(face_check), orientations=bool(turned))  # type: ignore[arg-type]
@@ -192,7 +187,7 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         with errors(request):
             pair = video_tab.frame_pair(before, restored, at)
         drawn: Any = gr.update(visible=False)
-        i = min(len(times), max(1, int(round(number or 1))))
+        i = video_view.frame_number(times, number)
         shown = faces[i - 1] if faces and i <= len(faces) else None
         if show and pair is not None:
             image, caption = video_view.draw_faces(pair[0], shown, tracks)

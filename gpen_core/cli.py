@@ -20,8 +20,8 @@ from gpen_core.errors import GPENError, InputError
 from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, not_a_file, sniff_file
 from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, folder_inputs, format_for,
                                      one_file_for_several, output_stems, result_path, write_atomic)
-from gpen_core.presentation.cli_convert import convert_before_clips, convert_before_photos, with_run_notes
-from gpen_core.presentation.cli_run import ProgressLine, RunSummary, print_error
+from gpen_core.presentation.cli_words import (ProgressLine, RunSummary, convert_before_clips, convert_before_photos,
+                                              print_error, with_run_notes)
 from gpen_core.result_json import result_record
 
 DETECTORS = {"resnet50": "resnet50", "mobilenet": "mobilenet0.25"}  # --detector's words → the detector names
@@ -29,7 +29,7 @@ DETECTORS = {"resnet50": "resnet50", "mobilenet": "mobilenet0.25"}  # --detector
 
 def _parser() -> argparse.ArgumentParser:
     from gpen_core.hwcheck.command import add_info, add_profile, add_selfcheck
-    from gpen_core.presentation.cli_download import add_download
+    from gpen_core.presentation.cli_words import add_download
     from gpen_core.scaleout.cli import add_serve
 
     p = argparse.ArgumentParser(prog="python -m gpen_core", description="GPEN blind face restoration that measures what it costs.")
@@ -133,7 +133,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return _startup_failure(exc, verbose=False)
     try:
         from gpen_core.hwcheck.command import info, profile, selfcheck  # the parser imported these modules
-        from gpen_core.presentation.cli_download import download
+        from gpen_core.presentation.cli_words import download
         from gpen_core.scaleout.cli import serve
 
         commands = {"restore": _restore, "download": download, "info": info, "serve": serve, "export": _export,
@@ -416,7 +416,7 @@ def _emit(args: argparse.Namespace, record: dict[str, Any]) -> None:
 
 def _result_line(rec: dict[str, Any]) -> str:
     from gpen_core.platform.meter import format_bytes, peak_vram_text
-    from gpen_core.presentation.cli_run import identity_text
+    from gpen_core.presentation.cli_words import identity_text
 
     pk = rec["peaks"]
     return (f"{rec['input']} -> {rec['output']}: {rec['faces']} face(s), mode {rec['mode']}, {rec['timings']['total_s']:.2f}s, "

@@ -18,6 +18,7 @@ import pytest
 from PIL import Image
 
 import app
+import app_check
 from gpen_core.presentation.app_state import Policy
 from gpen_core.presentation import face_views
 from gpen_core.presentation import panels as ui
@@ -330,7 +331,7 @@ def test_hardware_check_tab_measures_saves_and_shows_it_on_the_next_page_load(mo
 
     from .factories import TINY, TINY_PARSENET
 
-    md, chart, _ = app.saved_hardware_check()
+    md, chart = app.saved_hardware_check()[:2]
     assert "No measurement for this machine yet" in md and chart is None
     assert "built-in estimate" in budget.choose("cpu", (320, 240)).reason
 
@@ -354,7 +355,7 @@ def test_hardware_check_tab_measures_saves_and_shows_it_on_the_next_page_load(mo
     assert list(chart["MB"]) == [round(saved.modes[m].peak_ram_bytes / 1e6, 1) for m in MODES]
 
     # the next page load shows the saved measurement; auto reads the same file
-    md2, chart2, _ = app.saved_hardware_check()
+    md2, chart2 = app.saved_hardware_check()[:2]
     assert "| `quality` |" in md2 and list(chart2["MB"]) == list(chart["MB"])
     assert "measured on this machine" in budget.choose("cpu", (320, 240)).reason  # auto now picks from the measurement
 
@@ -395,7 +396,7 @@ def test_hardware_check_is_off_on_a_shared_server_unless_allowed(monkeypatch: py
     with pytest.raises(gr.Error) as e:
         app.hardware_check(progress=RecordingProgress())  # type: ignore[arg-type]
     assert "off on this shared server" in e.value.message and "--allow-hardware-check" in e.value.message and not ran
-    _, _, button = app.saved_hardware_check()
+    _, _, button = app_check._with_chart(app.saved_hardware_check())  # the page load's outputs
     assert button["interactive"] is False
 
 

@@ -23,14 +23,12 @@ from .test_readiness import files_with, needs_cpu, PLENTY
 def test_a_generator_with_no_published_checksum_is_not_called_verified() -> None:
     files = files_with(("GPEN-BFR-512", "retinaface-mobilenet0.25"))
     r = readiness.assess(files, needs_cpu(), PLENTY)
-    statuses = [SimpleNamespace(name=n, filename=f"{n}.pth", kind="generator", present=True, verified=True, size_bytes=1)
-                for n in ("GPEN-BFR-512", "retinaface-mobilenet0.25")]
-    panel = weights_view.weights_markdown(r, files, statuses, "/models", mode="balanced")
+    panel = weights_view.weights_markdown(r, files, "/models", mode="balanced")
     gen = next(line for line in panel.splitlines() if "GPEN-BFR-512" in line)
     det = next(line for line in panel.splitlines() if "MobileNet" in line)
     assert "verified" in det and "not verified" not in det  # its sha256 is published and matched
     assert "present, verified" not in gen and "no published checksum" in gen
-    listing = weights_view.all_weights_markdown(statuses, "/models")  # type: ignore[arg-type]
+    listing = weights_view.all_weights_markdown(files, "/models")
     assert "present, verified" not in next(line for line in listing.splitlines() if "GPEN-BFR-512" in line)
 
 

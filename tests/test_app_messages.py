@@ -24,7 +24,7 @@ def test_a_server_path_is_shown_by_its_upload_name() -> None:
 
 
 def test_the_command_line_names_the_file_once(capsys) -> None:
-    from gpen_core.presentation.cli_run import print_error
+    from gpen_core.presentation.cli_words import print_error
 
     print_error(InputError("clips/a.mp4: its frames are 16000×16000"), False, prefix="clips/a.mp4: ")
     print_error(InputError("the disk is full"), False, prefix="clips/b.mp4: ")

@@ -14,7 +14,7 @@ from gpen_core.engine import convert_first as cf
 from gpen_core.engine import prepare
 from gpen_core.modes import MODES
 from gpen_core.platform import oom
-from gpen_core.presentation import cli_convert
+from gpen_core.presentation import cli_words
 from gpen_core.runtimes.openvino import generator as ov_backend
 
 from .factories import low_on_openvino
@@ -103,8 +103,8 @@ def _args(**kw: object) -> argparse.Namespace:
 def test_only_auto_on_the_cpu_with_the_modes_own_generator_converts_first(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cf, "convert_first", lambda *a, **k: pytest.fail("not for this run"))
     for args in (_args(backend="torch"), _args(device="cuda"), _args(model="x.pth"), _args(task="colorize")):
-        assert cli_convert.convert_before_run(args, 100, (64, 64), print).outcome == "nothing to convert"
-    assert cli_convert.convert_before_photos(_args(), [Path("one.png")], print).outcome == "nothing to convert"
+        assert cli_words.convert_before_run(args, 100, (64, 64), print).outcome == "nothing to convert"
+    assert cli_words.convert_before_photos(_args(), [Path("one.png")], print).outcome == "nothing to convert"
 
 
 def test_a_photos_size_is_read_upright_from_its_header(tmp_path: Path) -> None:
@@ -115,11 +115,11 @@ def test_a_photos_size_is_read_upright_from_its_header(tmp_path: Path) -> None:
     exif[0x0112] = 6  # stored 64x48, shown a quarter turn: 48x64, as the decoder turns it
     Image.new("RGB", (64, 48)).save(turned, exif=exif)
     (tmp_path / "not.jpg").write_bytes(b"not a photo")
-    assert cli_convert.photo_size(turned) == (48, 64)
-    assert cli_convert.photo_size(tmp_path / "not.jpg") is None
+    assert cli_words.photo_header(turned) == ("JPEG", (48, 64))
+    assert cli_words.photo_header(tmp_path / "not.jpg") is None
     float_rgb = tmp_path / "float_rgb.tif"  # Pillow cannot open it; the decoder restores it
     _tiff_float_rgb(float_rgb)
-    assert cli_convert.photo_size(float_rgb) == (48, 32)
+    assert cli_words.photo_header(float_rgb) == ("TIFF", (48, 32))
 
 
 def test_a_clips_expected_frames_are_its_restored_part(tmp_path: Path) -> None:
@@ -132,9 +132,9 @@ def test_a_clips_expected_frames_are_its_restored_part(tmp_path: Path) -> None:
         for i in range(12):
             out.mux(s.encode(av.VideoFrame.from_ndarray(np.full((48, 64, 3), 20 * i, np.uint8), format="rgb24")))
         out.mux(s.encode())
-    assert cli_convert.clip_frames(path) == (12, (64, 48))
-    assert cli_convert.clip_frames(path, 1.0, 2.5)[0] == 6
-    assert cli_convert.clip_frames(tmp_path / "missing.mp4") == (0, (0, 0))
+    assert cli_words.clip_frames(path) == (12, (64, 48))
+    assert cli_words.clip_frames(path, 1.0, 2.5)[0] == 6
+    assert cli_words.clip_frames(tmp_path / "missing.mp4") == (0, (0, 0))
 
 
 # Gaps of 33 and 200 ms (1/1000 s time base): 12 frames in 0.73 s that a 25 fps header calls 18
@@ -167,9 +167,9 @@ def test_a_variable_rate_clips_frames_are_its_packets_not_its_length_at_its_rate
         path = make_clip(tmp_path / "v.mkv", gradient_frames(12), pts=VFR_MS, time_base=Fraction(1, 1000))
     else:
         path = _vp8_webm(tmp_path / "v.webm", VFR_MS)
-    assert cli_convert.clip_frames(path)[0] == 12
-    assert cli_convert.clip_frames(path, 0.2, 0.6)[0] == len([t for t in VFR_MS if 200 <= t < 600])  # 6
-    assert cli_convert.clip_frames(path, 0.6)[0] == len([t for t in VFR_MS if t >= 600])  # 3
+    assert cli_words.clip_frames(path)[0] == 12
+    assert cli_words.clip_frames(path, 0.2, 0.6)[0] == len([t for t in VFR_MS if 200 <= t < 600])  # 6
+    assert cli_words.clip_frames(path, 0.6)[0] == len([t for t in VFR_MS if t >= 600])  # 3
     container_, info = open_video(path, count=True)
     container_.close()
     cap = ClipCap(0.3, 60, "a test's limit")  # from the part's start: its seconds, then its frames
@@ -214,14 +214,14 @@ def test_a_clips_result_carries_what_was_done_before_its_first_frame_first(monke
                     audio="none", crf=18, seconds_per_frame=0.5, total_s=2.0, faces_per_frame_max=1,
                     peaks=Peaks(900_000_000, 400_000_000, "vmhwm"), rotation=0, lookahead_frames=3, notes=("later",))
     done = cf.ConvertFirst("converted", "GPEN-BFR-512 was converted for OpenVINO before the first face", 13.0)
-    assert cli_convert.with_run_notes(r, done).notes == (done.note, "later")
-    assert cli_convert.with_run_notes(r, cf.ConvertFirst("nothing to convert")) is r
+    assert cli_words.with_run_notes(r, done).notes == (done.note, "later")
+    assert cli_words.with_run_notes(r, cf.ConvertFirst("nothing to convert")) is r
     # the clips' expected faces: one a frame over every clip of the run, planned for the first clip's frame size
     counted: list[tuple[int, tuple[int, int]]] = []
-    monkeypatch.setattr(cli_convert, "clip_frames", lambda path, start, end: (10, (640, 360)))
-    monkeypatch.setattr(cli_convert, "convert_before_run",
+    monkeypatch.setattr(cli_words, "clip_frames", lambda path, start, end: (10, (640, 360)))
+    monkeypatch.setattr(cli_words, "convert_before_run",
                         lambda args, faces, size, say: counted.append((faces, size)) or done)
-    assert cli_convert.convert_before_clips(_args(), [Path("a.mp4"), Path("b.mp4")], print) is done
+    assert cli_words.convert_before_clips(_args(), [Path("a.mp4"), Path("b.mp4")], print) is done
     assert counted == [(20, (640, 360))]
 
 

@@ -365,7 +365,7 @@ def test_face_boxes_are_coloured_by_identity_distance_when_measured() -> None:
 
 
 def test_cli_result_line_and_folder_summary_name_the_identity_figures() -> None:
-    from gpen_core.presentation.cli_run import RunSummary, identity_text
+    from gpen_core.presentation.cli_words import RunSummary, identity_text
 
     faces = [{"distance": 0.31, "over_threshold": False, "action": "restored"},
              {"distance": 0.72, "over_threshold": True, "action": "kept original"}, None]

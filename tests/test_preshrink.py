@@ -86,3 +86,17 @@ def test_the_upload_preview_names_the_size_a_big_jpeg_is_restored_at(tmp_path) -
     assert f"low to {w}×{h}" in preview(str(photo)).markdown, preview(str(photo)).markdown
     # The Upscale line sizes the same photo by the same rule: ×2 of what low restores, not of 2048×1536.
     assert f"result {2 * w}×{2 * h};" in upscale_text(str(photo), 2, "low", "cpu"), upscale_text(str(photo), 2, "low", "cpu")
+
+
+def test_the_upscale_line_reads_the_photos_header_once(tmp_path, monkeypatch) -> None:
+    """The Upscale line for a chosen mode opened the photo twice (its size, then its format for the DCT scale)."""
+    from PIL import Image
+
+    from gpen_core.presentation.restore_tab import upscale_text
+
+    photo = tmp_path / "big.jpg"
+    Image.new("RGB", (4000, 3000), (120, 90, 80)).save(photo, quality=80)
+    opened, real = [], Image.open
+    monkeypatch.setattr(Image, "open", lambda *a, **kw: opened.append(a[0]) or real(*a, **kw))
+    line = upscale_text(str(photo), 2, "low", "cpu")
+    assert "result 4000×3000;" in line and len(opened) == 1, (line, opened)  # low decodes it at 1/2: 2000×1500, ×2

@@ -20,7 +20,7 @@ def test_one_generator_present_offers_the_small_detector_before_the_large_one() 
         (("retinaface-mobilenet0.25",), ("balanced", "faces-only")),
         (("retinaface-resnet50",), ("quality",)),
     ]
-    panel = weights_view.weights_markdown(r, files, [], "/models", mode=None)
+    panel = weights_view.weights_markdown(r, files, "/models", mode=None)
     assert "choose **balanced** as Memory mode and Download fetches only MobileNet detector (1.8 MB)" in panel
     # the explicit mode's button then fetches exactly that
     assert weights_view.download_button_label(r, files, "balanced") == "Download MobileNet detector (1.8 MB) for balanced"

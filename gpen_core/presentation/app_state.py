@@ -10,7 +10,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpen_core.presentation.panels import error_markdown
 
@@ -147,18 +147,6 @@ class AppState:
         return get_restorer()
 
 
-class ServerArgs(NamedTuple):
-    """``python app.py``'s command line, parsed; ``policy`` follows from where it listens and the flags."""
-
-    host: str
-    port: int
-    share: bool
-    auth: tuple[str, str] | None  # None: no password (a --share link always gets one, see app.main)
-    backend: str  # "local" or "ray"
-    address: str  # with backend "ray": the Ray address
-    policy: Policy
-
-
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
@@ -166,9 +154,10 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").lower() in ("1", "true", "yes")
 
 
-def parse_server_args(argv: Sequence[str] | None = None) -> ServerArgs:
-    """The app's flags (and their environment variables); SystemExit on a bad one. The server is *shared* (its
-    policy restricts visitors) with a public link, beyond loopback, or on a Space (``SPACE_ID``)."""
+def parse_server_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The app's flags (and their environment variables); SystemExit on a bad one. ``auth``: (user, password), None
+    without one (a --share link always gets one, see app.main); ``policy``: the server is *shared* (its policy
+    restricts visitors) with a public link, beyond loopback, or on a Space (``SPACE_ID``)."""
     p = argparse.ArgumentParser(description="GPEN face restoration in the browser.")
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    help="address to bind (default 127.0.0.1: this machine only; 0.0.0.0 for the local network)")
@@ -195,12 +184,12 @@ def parse_server_args(argv: Sequence[str] | None = None) -> ServerArgs:
     user, _, password = (args.auth or "").partition(":")
     if args.auth and not (user and password):
         raise SystemExit(f"--auth must be user:password, got {args.auth!r}")
-    auth = (user, password) if args.auth else None
+    args.auth = (user, password) if args.auth else None
     shared = args.share or args.host not in LOOPBACK_HOSTS or bool(os.environ.get("SPACE_ID"))
-    policy = Policy(shared=shared, any_model_path=args.allow_any_model_path,
-                    hardware_check_on_shared=args.allow_hardware_check, downloads_on_shared=args.allow_downloads,
-                    max_video_seconds=args.max_video_seconds or None)
-    return ServerArgs(args.host, args.port, args.share, auth, args.backend, args.address, policy)
+    args.policy = Policy(shared=shared, any_model_path=args.allow_any_model_path,
+                         hardware_check_on_shared=args.allow_hardware_check, downloads_on_shared=args.allow_downloads,
+                         max_video_seconds=args.max_video_seconds or None)
+    return args
 
 
 def start_lines(local_url: str, share_url: str | None, share: bool) -> list[str]:

@@ -21,6 +21,7 @@ CHECK_OFF = ("The Hardware check is off on this shared server: it keeps the CPU 
              "Run it on your own machine (`python -m gpen_core profile`), or start this server with "
              "`--allow-hardware-check`.")
 COMMAND = "the app's Hardware check tab"
+CHECK_BUTTON, TIPS_BUTTON = "Measure every mode on this machine", "Measure the tips on this machine"
 TIPS_INTRO = ("The usual advice for fitting GPEN in memory, each tip measured on this machine as a before/after pair "
               "with this engine: helps, no effect, hurts, or not measurable here (and why).")
 TIPS_NOT_MEASURED = ("*Not measured on this machine yet.* Press the button (about 10 minutes on 2 cores; each tip runs "
@@ -138,7 +139,7 @@ def saved_check(device: str, allowed: bool) -> SavedCheck:
     why = refusal(allowed)
     last = last_check_seconds(prof) if prof else None
     if why is None:  # how long the check takes, beside the button: the last run's own time when known
-        label, enabled = "Measure every mode on this machine", True
+        label, enabled = CHECK_BUTTON, True
         when = (f"It takes about {last:.0f} s here (the last check on this machine, measured)." if last is not None
                 else f"It takes {CHECK_ESTIMATE} (an estimate until it has run here).")
     else:
@@ -168,7 +169,7 @@ def saved_tips(allowed: bool = True) -> SavedCheck:
     """The tips table measured on this machine before, or how to measure it; the button off where :func:`refusal`
     says no (it offered a press that was then refused), with the reason in place of "press the button"."""
     tips, why = advice.load_report(), refusal(allowed)
-    label = "Measure the tips on this machine" if why is None else "Measuring the tips: off on this server"
+    label = TIPS_BUTTON if why is None else "Measuring the tips: off on this server"
     if tips is not None:
         markdown = f"Measured {tips.created}.\n\n" + advice.format_table(tips)
     else:

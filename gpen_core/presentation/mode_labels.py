@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping
 
 from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode, Task
 from gpen_core.presentation import readiness
-from gpen_core.weights import lookup
 
 AUTO_HINT = "picks the best mode that fits the memory free now, per photo"
 # A clip is planned once, from its frame size, and always written as H.264: no photo format applies.
@@ -48,10 +47,7 @@ def mode_label(mode: MemoryMode, device: str, model: str | None = None,
     text = f"{mode.name} — {', '.join(parts)}"
     if mode.name in PURPOSE:
         text += f": {PURPOSE[mode.name]}"
-    # A file the mode loads that is not usable: " — unavailable: download GPEN-BFR-512 (~284 MB)".
-    known = files or {}
-    need = [n for n in readiness.mode_files(mode, model) if n in known and not known[n].usable]
-    return text + (f" — unavailable: download {readiness.files_text(need, known)}" if need else "")
+    return text + readiness.unavailable(readiness.mode_files(mode, model), files)
 
 
 def task_spec(task: str | None) -> Task:
@@ -94,10 +90,6 @@ def hints(*, video: bool = False) -> list[tuple[str, str]]:
     return _radio(video, label)
 
 
-def current_files() -> dict[str, readiness.FileState]:
-    return readiness.files_from_status(lookup.status())
-
-
 def current_choices(device: str, task: str | None = None, *, video: bool = False) -> list[tuple[str, str]]:
     """:func:`mode_choices` with the models folder's files as they are now."""
-    return mode_choices(device, task, current_files(), video=video)
+    return mode_choices(device, task, readiness.current_files(), video=video)

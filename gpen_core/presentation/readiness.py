@@ -14,7 +14,7 @@ from gpen_core.engine.fit import PANEL_PHOTO, fits, rank
 from gpen_core.modes import MODES
 from gpen_core.options import default_upscaler
 from gpen_core.platform.meter import format_bytes
-from gpen_core.weights.missing import download_size, mode_files, size_text
+from gpen_core.weights.missing import download_command, download_size, mode_files, size_text
 from gpen_core.weights import lookup as weights
 from gpen_core.weights.registry import REGISTRY, WeightStatus
 
@@ -40,6 +40,7 @@ class FileState:
     state: FileStateName
     download_bytes: int | None  # the registry's published size, else APPROX_BYTES
     download_bytes_estimated: bool
+    on_disk_bytes: int | None = None  # the file's size when present
 
     @property
     def usable(self) -> bool:
@@ -91,8 +92,13 @@ def files_from_status(statuses: Iterable[WeightStatus]) -> dict[str, FileState]:
     out: dict[str, FileState] = {}
     for s in statuses:
         state: FileStateName = "missing" if not s.present else "corrupt" if s.verified is False else "verified"
-        out[s.name] = FileState(s.name, state, *download_size(s.name))
+        out[s.name] = FileState(s.name, state, *download_size(s.name), s.size_bytes if s.present else None)
     return out
+
+
+def current_files(models_dir: Path | None = None) -> dict[str, FileState]:
+    """The models folder's files as they are now."""
+    return files_from_status(weights.status(models_dir))
 
 
 def assess(files: Mapping[str, FileState], needs: Mapping[str, int], free_bytes: int, *, binding: str = "RAM",
@@ -176,6 +182,13 @@ def files_text(names: Sequence[str], files: Mapping[str, FileState]) -> str:
     return "".join(parts) if len(parts) <= 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+def unavailable(names: Iterable[str | None], files: Mapping[str, FileState] | None) -> str:
+    """A choice's label ending: " — unavailable: download GPEN-BFR-512 (~284 MB)" for the files of ``names`` in
+    ``files`` that are not usable; "" when none is (or ``files`` is None: not checked)."""
+    need = [n for n in names if files and n in files and not files[n].usable]
+    return f" — unavailable: download {files_text(need, files or {})}" if need else ""
+
+
 def summary(r: Readiness, files: Mapping[str, FileState]) -> str:
     """One sentence: what auto runs now and what a download would add: "auto will use balanced; download
     ResNet-50 detector (109 MB) to enable quality"."""
@@ -213,16 +226,16 @@ def upscaler_note(upscale: int | str | None, files: Mapping[str, FileState], fol
                 "stop with \"Weights missing\".")
     if not downloads:
         return (f"{head} Downloads are off on this shared server: ask the operator to run "
-                f"`python -m gpen_core download {name}`, or choose 1× (keep size).")
+                f"`{download_command([name])}`, or choose 1× (keep size).")
     return (f"{head} {'Download it again' if corrupt else 'Get it'} with the Weights panel's **Download** button, or "
-            f"with `python -m gpen_core download {name}`; or save the file as `{PurePath(folder) / filename}`. "
+            f"with `{download_command([name])}`; or save the file as `{PurePath(folder) / filename}`. "
             "Or choose 1× (keep size).")
 
 
 def current(device: str, models_dir: Path | None = None, *, model: str | None = None, detector: str | None = None,
             aligned: bool = False) -> tuple[Readiness, dict[str, FileState]]:
     """:func:`assess` on this machine now (``budget.estimate_peak``: the saved hardware profile when valid)."""
-    files = files_from_status(weights.status(models_dir))
+    files = current_files(models_dir)
     free = budget.free_memory(device)
     bound = free.binding(device)
     needs = {name: budget.estimate_peak(m, device, PANEL_PHOTO, models_dir)[0] for name, m in MODES.items()}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -11,8 +10,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from gpen_core.engine import budget
-from gpen_core.errors import GPENError, InputError
-from gpen_core.images.decode import decode_image, decoded_size, probe_image, shrink_to_max_side
+from gpen_core.errors import InputError
+from gpen_core.images.decode import decode_image, decoded_size, shrink_to_max_side
 from gpen_core.images.outputs import save_result
 from gpen_core.modes import AUTO, MODES
 from gpen_core.options import RestoreOptions
@@ -20,12 +19,11 @@ from gpen_core.platform.meter import format_bytes
 from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
 from gpen_core.presentation.app_state import Policy
-from gpen_core.presentation.cli_convert import photo_size
+from gpen_core.presentation.cli_words import photo_header
 from gpen_core.presentation.face_views import face_pairs
 from gpen_core.presentation.messages import shown_error
 from gpen_core.result import RestoreResult
 from gpen_core.upscale import tiles
-from gpen_core.weights import lookup as weights
 from gpen_core.weights.user_paths import models_folder_shown, public_message
 
 PREVIEW_SIDE = 1024  # the before-view shown on upload, from our own decoder
@@ -80,7 +78,7 @@ def upscale_text(image: str | None, upscale: int, mode: str | None, device: str,
     if upscale <= 1:
         return ""
     folder = models_folder_shown(policy.shared)
-    note = readiness.upscaler_note(upscale, readiness.files_from_status(weights.status()), folder,
+    note = readiness.upscaler_note(upscale, readiness.current_files(), folder,
                                    policy.downloads_allowed)
     return "\n\n".join(t for t in (_upscale_line(image, upscale, mode, device, models), note) if t)
 
@@ -90,9 +88,10 @@ def _upscale_line(image: str | None, factor: int, mode: str | None, device: str,
     restore would (``models``, the app's ModelCache, passes over modes missing files)."""
     if not image:
         return f"×{factor}: upload a photo to see the result size."
-    size = photo_size(image)
-    if size is None:
+    header = photo_header(image)
+    if header is None:
         return ""
+    fmt, size = header
     w, h = size
     name = mode or AUTO
     if name == AUTO:
@@ -101,8 +100,7 @@ def _upscale_line(image: str | None, factor: int, mode: str | None, device: str,
         models_dir = getattr(models, "models_dir", None)
         name = budget.choose(device, size, models_dir, available=available, work=budget.Work(upscale=factor)).mode.name
     else:  # a mode asked for decodes a big JPEG at its DCT scale, as the restore will (auto decodes it whole)
-        with contextlib.suppress(GPENError):  # unreadable: the restore says why
-            w, h = decoded_size(probe_image(image)[0], size, MODES[name].max_side)
+        w, h = decoded_size(fmt, size, MODES[name].max_side)
     p = tiles.preview(w, h, factor, name)
     if p.problem:
         return f"**Upscale ×{factor}:** {p.problem}"

@@ -24,10 +24,7 @@ def task_choices(files: Any = None) -> list[tuple[str, str]]:
     out = []
     for t in TASKS.values():
         label = f"{t.label} — {f'{t.model}: ' if t.model else ''}{hints[t.name]}"
-        f = files.get(t.model) if files is not None and t.model else None
-        if f is not None and not f.usable:
-            label += f" — unavailable: download {readiness.files_text([t.model], files)}"
-        out.append((label, t.name))
+        out.append((label + readiness.unavailable([t.model], files), t.name))
     return out
 
 

@@ -18,7 +18,6 @@ from gpen_core.faces import identity_model
 from gpen_core.images.outputs import private_folder
 from gpen_core.platform import durable
 from gpen_core.platform.meter import format_bytes
-from gpen_core.presentation.cli_convert import clip_frames
 from gpen_core.presentation.messages import shown_error
 from gpen_core.presentation.panels import file_name, notes_lines, peak_ram_row
 from gpen_core.progress import duration_text, left_text
@@ -43,6 +42,7 @@ class ClipNote:
     # The server's cap as the run applies it (decoded frames and time: a header can lie); None: no cap.
     cap: ClipCap | None = None
     frames: int = 0  # the frames a restore will write (declared, or its length at the average rate; capped); 0: unknown
+    info: Any = None  # the probe's ClipInfo (packets counted), for the part's frames before a run
 
 
 def clip_note(path: str, cap_s: float | None, public: bool = False) -> ClipNote:
@@ -75,7 +75,7 @@ def clip_note(path: str, cap_s: float | None, public: bool = False) -> ClipNote:
     elif info.duration_s and info.duration_s >= SEGMENTS_FROM_S:
         lines += ["", f"This clip is long ({length}): the page restores it in one go, and Stop or a crash keeps nothing. "
                       f"For a run that resumes where it stopped, use the command line: {whole}"]
-    return ClipNote("\n".join(lines), info.duration_s, True, cap=cap, frames=expected_frames(info, cap=cap))
+    return ClipNote("\n".join(lines), info.duration_s, True, cap=cap, frames=expected_frames(info, cap=cap), info=info)
 
 
 def _undeclared_frames(packets: Any, n: int) -> str:
@@ -292,14 +292,11 @@ def converting_text(model: str, seconds: convert_first.Figure) -> str:
     return f"converting {model} for OpenVINO, once: about {duration_text(seconds.value)} ({label})"
 
 
-def convert_before_clip(video: str, part: tuple[float | None, float | None], cap_frames: int | None, mode: str,
-                        engine: object, stop: threading.Event, show: Callable[[str], None],
-                        ) -> convert_first.ConvertFirst:
-    """Convert ``mode``'s generator when the frames of ``part`` (start, end s; at most ``cap_frames``) on torch
-    outlast the conversion; ``stop``: the visitor's Stop, which kills it."""
-    frames, size = clip_frames(Path(video), *part)
-    if cap_frames:
-        frames = min(frames, cap_frames)
-    run = convert_first.Run(mode, frames, size, str(getattr(engine, "device", "cpu")))
+def convert_before_clip(clip: ClipNote, part: Span, mode: str, engine: object, stop: threading.Event,
+                        show: Callable[[str], None]) -> convert_first.ConvertFirst:
+    """Convert ``mode``'s generator when the frames of ``part`` (at most the clip's cap) on torch outlast the
+    conversion; ``stop``: the visitor's Stop, which kills it."""
+    frames = expected_frames(clip.info, part.start_s, part.end_s, clip.cap)  # as the upload's note counts them
+    run = convert_first.Run(mode, frames, clip.info.size, str(getattr(engine, "device", "cpu")))
     return convert_first.convert_before(run, models_dir=getattr(engine, "models_dir", None), stop=stop,
                                         starting=lambda model, s: show(converting_text(model, s)))

@@ -83,18 +83,19 @@ def slider_spec(times: Sequence[float]) -> dict[str, Any]:
             "label": f"Frame (1–{n}; its time shows on the before/after)"}
 
 
-def _frame_number(times: Sequence[float], number: float | None) -> int:
+def frame_number(times: Sequence[float], number: float | None) -> int:
+    """The slider's ``number`` as a frame of the restored file (from 1, clamped to the clip)."""
     return min(len(times), max(1, int(round(number or 1)))) if times else 1
 
 
 def frame_time(times: Sequence[float], number: float | None) -> float:
     """The time of frame ``number`` (from 1, clamped to the clip) in the restored file."""
-    return times[_frame_number(times, number) - 1] if times else 0.0
+    return times[frame_number(times, number) - 1] if times else 0.0
 
 
 def pair_label(times: Sequence[float], number: float | None, faces: Sequence[FrameFaces] | None = None) -> str:
     """The before/after's caption: which frame, its time, and its identity figures where ``faces`` has them."""
-    i = _frame_number(times, number)
+    i = frame_number(times, number)
     label = f"Before / after of frame {i} of {len(times)} ({frame_time(times, number):.2f} s)"
     identity = identity_caption(faces[i - 1]) if faces and i <= len(faces) else ""
     return label + (f" · {identity}" if identity else "")

@@ -14,12 +14,12 @@ from gpen_core.presentation import panels as ui
 from gpen_core.presentation import readiness
 from gpen_core.presentation.app_state import Policy
 from gpen_core.weights import lookup as weights
-from gpen_core.weights.missing import files_text, manual_fix
-from gpen_core.weights.registry import WeightStatus, unpinned_note
+from gpen_core.weights.missing import download_command, files_text, manual_fix
+from gpen_core.weights.registry import REGISTRY, unpinned_note
 from gpen_core.weights.user_paths import checked_model, models_folder_shown, public_message
 
 DOWNLOADS_OFF = ("Downloads are off on this shared server: visitors cannot make it fetch files. The operator can run "
-                 "`python -m gpen_core download {names}`, or start the server with `--allow-downloads`.")
+                 "`{command}`, or start the server with `--allow-downloads`.")
 _STATE_TEXT = {"verified": "present, verified", "corrupt": "**corrupt**", "missing": "missing"}
 
 
@@ -29,19 +29,18 @@ def state_text(name: str, state: str) -> str:
     return f"present ({note})" if state == "verified" and note else _STATE_TEXT[state]
 
 
-def _file_line(name: str, files: Mapping[str, Any], statuses: Mapping[str, WeightStatus]) -> str:
-    f, s = files.get(name), statuses.get(name)
-    if f is None or s is None:
+def _file_line(name: str, files: Mapping[str, readiness.FileState]) -> str:
+    f = files.get(name)
+    if f is None:
         return f"- {name}: a checkpoint in the models folder, checked when you press Restore"
     size = "" if f.usable else f", {readiness.size_text(f.download_bytes, f.download_bytes_estimated)} to download"
-    return f"- {state_text(name, f.state)}: {readiness.label(name)} (`{s.filename}`{size})"
+    return f"- {state_text(name, f.state)}: {readiness.label(name)} (`{REGISTRY[name].filename}`{size})"
 
 
-def weights_markdown(r: readiness.Readiness, files: Mapping[str, Any], statuses: Sequence[WeightStatus], folder: str,
-                     *, mode: str | None, message: str = "", upscaler: Sequence[str] = ()) -> str:
+def weights_markdown(r: readiness.Readiness, files: Mapping[str, readiness.FileState], folder: str, *,
+                     mode: str | None, message: str = "", upscaler: Sequence[str] = ()) -> str:
     """The weights panel: for ``mode`` None (auto) what runs now and what a download adds, else that mode's files;
     ``message`` goes under the list; ``upscaler``: the Upscale choice's unusable file, listed apart."""
-    by_name = {s.name: s for s in statuses}
     if mode is None:
         summary = readiness.summary(r, files)
         lines = ["#### Weights", f"**{ui.no_strike(summary[:1].upper() + summary[1:])}.**", ""]
@@ -60,9 +59,9 @@ def weights_markdown(r: readiness.Readiness, files: Mapping[str, Any], statuses:
             f"**{mode}** cannot run yet: download {readiness.files_text(m.missing, files)}.")
         lines = ["#### Weights", head, "", f"Files for {mode}:"]
         shown = m.files
-    lines += [_file_line(n, files, by_name) for n in shown]
+    lines += [_file_line(n, files) for n in shown]
     if upscaler:
-        lines += ["", "For the Upscale choice:"] + [_file_line(n, files, by_name) for n in upscaler]
+        lines += ["", "For the Upscale choice:"] + [_file_line(n, files) for n in upscaler]
     others = [n for n in r.corrupt if n not in shown and n not in upscaler]
     if others:
         lines += ["", "Also corrupt (download again, or delete): " + ", ".join(readiness.label(n) for n in others)]
@@ -79,17 +78,15 @@ def download_button_label(r: Any, files: Mapping[str, Any], mode: str | None, up
     return f"Download {readiness.files_text((*names, *upscaler), files)} for {' and '.join(purposes)}"
 
 
-def all_weights_markdown(statuses: Sequence[WeightStatus], folder: str) -> str:
-    """Every checkpoint the registry knows and its state, as a list (a narrow column squeezes a table)."""
-    files = readiness.files_from_status(statuses)
+def all_weights_markdown(files: Mapping[str, readiness.FileState], folder: str) -> str:
+    """Every checkpoint the registry knows and its state, as a list (a narrow column squeezes a table); a present
+    file's size is its size on disk, in the units of the download sizes."""
     lines = [f"Models folder: `{folder}`", ""]
-    for s in statuses:
-        f = files[s.name]
-        if s.present and s.size_bytes is not None:
-            size_txt = readiness.size_text(s.size_bytes, False)  # on disk, in the units of the download sizes
-        else:
-            size_txt = readiness.size_text(f.download_bytes, f.download_bytes_estimated)
-        lines.append(f"- **{s.name}** · {s.kind} · `{s.filename}` · {size_txt} · {state_text(s.name, f.state)}")
+    for f in files.values():
+        spec = REGISTRY[f.name]
+        size = (readiness.size_text(f.on_disk_bytes, False) if f.on_disk_bytes is not None
+                else readiness.size_text(f.download_bytes, f.download_bytes_estimated))
+        lines.append(f"- **{f.name}** · {spec.kind} · `{spec.filename}` · {size} · {state_text(f.name, f.state)}")
     return "\n".join(lines)
 
 
@@ -119,14 +116,13 @@ class WeightsRequest:
     upscale: int = 1
 
 
-def _assess(device: str, req: WeightsRequest, any_model_path: bool):
+def _assess(device: str, req: WeightsRequest, any_model_path: bool,
+            ) -> tuple[readiness.Readiness, dict[str, readiness.FileState]]:
     try:
         model = checked_model(req.model, any_path=any_model_path)
     except InputError:  # an unusable Generator value is Restore's to refuse, with its message
         model = req.model
-    statuses = weights.status()
-    r, files = readiness.current(device, model=model, detector=req.detector, aligned=req.aligned)
-    return r, files, statuses
+    return readiness.current(device, model=model, detector=req.detector, aligned=req.aligned)
 
 
 def wanted(r: readiness.Readiness, files: dict, req: WeightsRequest) -> tuple[str, ...]:
@@ -139,39 +135,39 @@ def check_mode_ready(device: str, req: WeightsRequest, policy: Policy = Policy()
     button (or the operator's command); ``other_tab``: asked from the Video tab, so it says where the panel is."""
     if req.mode is None:
         return
-    r, files, _ = _assess(device, req, policy.any_model_path)
+    r, files = _assess(device, req, policy.any_model_path)
     names = readiness.download_for(r, req.mode)
     if not names:
         return
     label = download_button_label(r, files, req.mode, readiness.upscaler_download(files, req.upscale))
     where = f"on the Restore tab choose {req.mode} and press" if other_tab else "press"  # the panel lives there
     fix = (f"{where} “{label}” in the weights panel (under the options)" if policy.downloads_allowed
-           else f"ask the operator to run “python -m gpen_core download {' '.join(names)}”")
+           else f"ask the operator to run “{download_command(names)}”")
     raise WeightsError(f"{req.mode} needs {readiness.files_text(names, files)}, not in the models folder yet: {fix}, "
                        "or choose another mode (auto picks one that runs). Your last result is kept.")
 
 
 def weights_view(device: str, req: WeightsRequest, policy: Policy = Policy(), message: str = "") -> WeightsView:
     """The weights panel for ``req`` on this machine now, under the server's ``policy``."""
-    r, files, statuses = _assess(device, req, policy.any_model_path)
+    r, files = _assess(device, req, policy.any_model_path)
     folder = models_folder_shown(policy.shared)
     upscaler = readiness.upscaler_download(files, req.upscale)
     names = wanted(r, files, req)
     if names and not policy.downloads_allowed and not message:
-        message = ui.markdown_text(DOWNLOADS_OFF.format(names=" ".join(names)))
-    panel = weights_markdown(r, files, statuses, folder, mode=req.mode, message=message, upscaler=upscaler)
+        message = ui.markdown_text(DOWNLOADS_OFF.format(command=download_command(names)))
+    panel = weights_markdown(r, files, folder, mode=req.mode, message=message, upscaler=upscaler)
     label = download_button_label(r, files, req.mode, upscaler) if names and policy.downloads_allowed else None
-    return WeightsView(panel, label, all_weights_markdown(statuses, folder))
+    return WeightsView(panel, label, all_weights_markdown(files, folder))
 
 
 def download(device: str, req: WeightsRequest, progress: Callable[[float, str], None], policy: Policy = Policy(),
              cancel: threading.Event | None = None) -> WeightsView:
     """Download what the panel offers, up to the first failure; the panel again with the outcome. InputError when
     ``policy`` forbids it; ``cancel`` (Stop) ends the file being fetched at its next chunk, nothing installed."""
-    r, files, _ = _assess(device, req, policy.any_model_path)
+    r, files = _assess(device, req, policy.any_model_path)
     names = wanted(r, files, req)
     if names and not policy.downloads_allowed:
-        raise InputError(DOWNLOADS_OFF.format(names=" ".join(names)))
+        raise InputError(DOWNLOADS_OFF.format(command=download_command(names)))
     message = f"Downloaded {', '.join(names)}." if names else ""
     for i, name in enumerate(names):
         def report(done: int, total: int | None, i: int = i, name: str = name) -> None:
