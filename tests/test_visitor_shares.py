@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -157,6 +158,28 @@ def test_an_upload_gradio_refuses_as_too_large_is_not_charged(server_url: str, s
     assert _upload(server_url, visitor, 2_000_000).status_code == 200
     r = _upload(server_url, visitor, 2_000_000)
     assert r.status_code == 200, r.text[:300]  # 4 MB kept: within the 5 MB share
+
+
+def test_an_upload_its_client_leaves_mid_body_stays_charged(server_url: str, shared: None,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gradio keeps the partial file of a client that drops the connection (its temp file stays until a restart):
+    a script repeating that must not get its share back each time."""
+    import socket
+    from urllib.parse import urlparse
+
+    monkeypatch.setattr(app.STATE, "policy", Policy(shared=True, visitor_upload_bytes=5_000_000))
+    visitor, boundary = "192.0.2.51", "b" + secrets.token_hex(8)
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"photo.jpg\"\r\n"
+            "Content-Type: image/jpeg\r\n\r\n").encode()
+    url = urlparse(server_url)
+    with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
+        sock.sendall((f"POST /gradio_api/upload HTTP/1.1\r\nHost: {url.netloc}\r\nX-Forwarded-For: {visitor}\r\n"
+                      f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: 4000000\r\n\r\n"
+                      ).encode() + head + b"\xff" * 3_000_000)
+        time.sleep(0.5)  # the server reads what came before the client leaves
+    time.sleep(0.5)
+    r = _upload(server_url, visitor, 2_000_000)
+    assert r.status_code == 429, (r.status_code, r.text[:300])  # 4 MB charged + 2 MB is past the 5 MB share
 
 
 def test_an_upload_without_a_length_is_refused_on_a_shared_server(server_url: str, shared: None) -> None:

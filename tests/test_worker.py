@@ -39,6 +39,17 @@ def test_an_exception_a_kill_and_a_timeout_each_say_how_the_child_ended() -> Non
     assert isinstance(stopped, worker.Failed) and stopped.how == "stopped" and stopped.exitcode == -9
 
 
+def test_a_child_busy_with_events_still_times_out_and_stops() -> None:
+    """The limit and the Stop were looked at only in a tenth of a second with no event: a chatty child ran on."""
+    started = time.monotonic()
+    late = worker.run(jobs.chatter, 60, on_event=lambda e: None, timeout=1)
+    assert isinstance(late, worker.Failed) and late.how == "timed out" and time.monotonic() - started < 15
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
+    stopped = worker.run(jobs.chatter, 60, on_event=lambda e: None, stop=stop)
+    assert isinstance(stopped, worker.Failed) and stopped.how == "stopped" and time.monotonic() - started < 30
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

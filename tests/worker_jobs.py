@@ -32,6 +32,14 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def chatter(seconds: float) -> None:
+    """Reports every 10 ms for ``seconds``: a child whose events never leave a quiet tenth of a second."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        worker.report(0.0, "busy")
+        time.sleep(0.01)
+
+
 def sleep(seconds: float, pid_file: str = "") -> None:
     if pid_file:
         with open(pid_file, "w") as f:

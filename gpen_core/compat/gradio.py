@@ -343,8 +343,10 @@ class PageOnlyEvents:
 
     async def _upload(self, scope: Any, receive: Any, send: Any, shares: VisitorShares) -> None:
         """Gradio's upload route, within the visitor's bytes an hour, charged by the declared length (uvicorn reads
-        no byte past it) as it starts, so a burst is counted, and handed back unless Gradio accepts it (a 413 past
-        ``max_file_size``, a client gone). A body without one is refused: the page, gradio_client and curl send one."""
+        no byte past it) as it starts, so a burst is counted, and handed back only where Gradio refused the body and
+        removed what it had written (400 or 413, past ``max_file_size``); a client that leaves mid-body leaves its
+        partial file in Gradio's temp folder, so it stays charged. A body without a length is refused: the page,
+        gradio_client and curl send one."""
         visitor, now = visitor_of(scope), time.time()
         self._uploads = {v: kept for v, entries in self._uploads.items()  # only the last hour's, of everyone
                          if (kept := [e for e in entries if e[0] > now - shares.upload_window_s])}
@@ -368,7 +370,7 @@ class PageOnlyEvents:
             try:
                 await self.app(scope, receive, watched)
             finally:
-                if not 200 <= status < 300 and entry in self._uploads.get(visitor, []):
+                if status in (400, 413) and entry in self._uploads.get(visitor, []):
                     self._uploads[visitor].remove(entry)
 
     async def _read(self, headers: Mapping[str, str], receive: Any, send: Any) -> bytes | None:
