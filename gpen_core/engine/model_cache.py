@@ -56,8 +56,8 @@ KINDS: tuple[Network, ...] = ("generator", "detector", "parser", "upscaler")
 
 @dataclass
 class Generator:
-    """A loaded generator, what runs it and why; the restore stage :meth:`take`\ s its ``forward``, so the model
-    cache alone holds it."""
+    """A loaded generator, what runs it and why; the restore stage takes its ``forward`` (:meth:`take`), so the
+    model cache alone holds it."""
 
     forward: Any  # crop tensor -> restored tensor (torch or OpenVINO)
     size: int  # its face size in pixels

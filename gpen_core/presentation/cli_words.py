@@ -267,8 +267,8 @@ def clip_frames(path: Path, start_s: float | None = None, end_s: float | None = 
 
 
 def photo_header(path: str | os.PathLike[str]) -> tuple[str, tuple[int, int]] | None:
-    """(format as our decoder names it, (width, height) upright) from one read of its header; None when unreadable
-    (the restore says why)."""
+    """(format as our decoder names it, (width, height) upright) from one read of its header; a file only our own
+    header reader reads (a float RGB TIFF) gives its size as stored; None when unreadable (the restore says why)."""
     from PIL import Image
 
     from gpen_core.images.decode import OUR_NAME, probe_image

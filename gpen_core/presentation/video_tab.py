@@ -296,7 +296,7 @@ def convert_before_clip(clip: ClipNote, part: Span, mode: str, engine: object, s
                         show: Callable[[str], None]) -> convert_first.ConvertFirst:
     """Convert ``mode``'s generator when the frames of ``part`` (at most the clip's cap) on torch outlast the
     conversion; ``stop``: the visitor's Stop, which kills it."""
-    frames = expected_frames(clip.info, part.start_s, part.end_s, clip.cap)  # as the upload's note counts them
+    frames = expected_frames(clip.info, part.start_s, part.end_s, clip.cap)  # the upload note's count, of the part
     run = convert_first.Run(mode, frames, clip.info.size, str(getattr(engine, "device", "cpu")))
     return convert_first.convert_before(run, models_dir=getattr(engine, "models_dir", None), stop=stop,
                                         starting=lambda model, s: show(converting_text(model, s)))
