@@ -49,7 +49,7 @@ class FrameSession:
 
     def detect(self, rgb: np.ndarray) -> list[Any]:
         """The faces of one frame (RGB uint8 H×W×3) as the photo path finds them, at most ``max_faces``,
-        highest score first: :class:`gpen_core.faces.detect.Detection`\ s in the frame's pixels."""
+        highest score first: detections (:class:`gpen_core.faces.detect.Detection`) in the frame's pixels."""
         rgb = check_rgb(rgb, "the frame")
         # The frame is upright (decoded by its display matrix): turned copies only when asked (--orientations).
         found, _ = stages.find_faces(self._detector, rgb, self.mode, self._opts, upright=True)
