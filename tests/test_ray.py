@@ -701,6 +701,7 @@ def test_a_buckets_hidden_files_are_left_out_without_a_word_as_a_local_folders_a
     (folder / ".thumbnails").mkdir(parents=True)
     (folder / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     (folder / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")  # what macOS leaves in every folder it opens
+    (folder / "._clip.mov").write_bytes(b"\x00\x05\x16\x07")  # its AppleDouble leftover of a copied clip
     (folder / "notes.txt").write_text("said: not a photo")
     for source in (str(folder), f"file://{folder}"):
         inputs, _, skipped = list_inputs(source)

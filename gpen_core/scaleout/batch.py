@@ -148,8 +148,9 @@ def _clips(filesystem: Any, others: list[str]) -> list[str]:
         except OSError:  # unreadable: Ray Data could not read it either; it is said as skipped
             return False
 
-    named = [p for p in others if PurePosixPath(p).suffix.lower() in CLIP_SUFFIXES]
-    unknown = [p for p in others if PurePosixPath(p).suffix.lower() not in CLIP_SUFFIXES]
+    shown = [p for p in others if not PurePosixPath(p).name.startswith(".")]  # hidden: left out, as a local folder's
+    named = [p for p in shown if PurePosixPath(p).suffix.lower() in CLIP_SUFFIXES]
+    unknown = [p for p in shown if PurePosixPath(p).suffix.lower() not in CLIP_SUFFIXES]
     with ThreadPoolExecutor(max_workers=SNIFF_THREADS) as pool:
         sniffed = [p for p, clip in zip(unknown, pool.map(is_clip, unknown)) if clip]
     return sorted(named + sniffed)

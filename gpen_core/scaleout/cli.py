@@ -11,13 +11,15 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpen_core.errors import GPENError, InputError
-from gpen_core.options import RestoreOptions
 from gpen_core.scaleout.runtime import RaySettings
 from gpen_core.video.errors import VideoStopped
 from gpen_core.video.segments import finished_segments
+
+if TYPE_CHECKING:
+    from gpen_core.options import RestoreOptions
 
 
 def restore_ray(args: argparse.Namespace, bar_type: Any, options: RestoreOptions, say_record: Any) -> int:

@@ -304,9 +304,9 @@ def _run_pending(prep: StartedRun, runner: Runner, progress: Progress | None,
     return records
 
 
-def segment_record(src: str, rec: SegmentRecord, run_id: str = "") -> dict[str, Any]:
-    """A segment's manifest.jsonl line (the photos' batch format, with ``run``), also its ``--json`` line."""
-    return {**({"run": run_id} if run_id else {}), "input": src, "segment": rec.index,
+def segment_record(src: str, rec: SegmentRecord) -> dict[str, Any]:
+    """A segment's ``--json`` line, and its manifest.jsonl line once the manifest's writer adds ``run``."""
+    return {"input": src, "segment": rec.index,
             "status": "kept" if rec.kept else "ok", "frames": rec.frames, "seconds": round(rec.seconds, 3),
             "faces_max": rec.faces_max,
             "peaks": {"rss_bytes": rec.peak_rss_bytes, "vram_reserved_bytes": rec.peak_vram_bytes},
