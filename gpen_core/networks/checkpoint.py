@@ -36,42 +36,40 @@ def strip_module_prefix(sd: Mapping[str, _V], where: str = "the checkpoint") -> 
     return out
 
 
-def network_state_dict(obj: Any, where: str, *, wrappers: Sequence[str], not_a_dict: str) -> dict[str, torch.Tensor]:
-    """The flat float32 state_dict of a helper network (parser, upscaler) inside ``obj``, the first of ``wrappers``
-    holding a dict unwrapped; not a dict: WeightsError ``not_a_dict`` with ``{where}`` and ``{found}`` filled in."""
-    if isinstance(obj, Mapping):
-        obj = next((obj[k] for k in wrappers if isinstance(obj.get(k), Mapping)), obj)
-    if not isinstance(obj, Mapping):
-        raise WeightsError(not_a_dict.format(where=where, found=type(obj).__name__))
-    sd = strip_module_prefix({k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}, where)
-    return {k: (v.float() if v.is_floating_point() else v) for k, v in sd.items()}
-
-
-def read_network_weights(path: str | os.PathLike[str], what: str, *, missing: str, wrappers: Sequence[str],
-                         not_a_dict: str) -> dict[str, torch.Tensor]:
-    """:func:`network_state_dict` of the file at ``path`` (read by :func:`read_checkpoint`, raising as it does); a
-    missing file raises WeightsError ``missing``."""
+def read_network_weights(path: str | os.PathLike[str], network: str, *, missing: str,
+                         wrappers: Sequence[str] = ("state_dict",), not_a_dict: str = "") -> dict[str, torch.Tensor]:
+    """The float32 state_dict of a helper network's file (read by :func:`read_checkpoint`, raising as it does;
+    unwrapped by :func:`unwrap_state_dict` under ``wrappers``); a missing file raises WeightsError ``missing``, one
+    holding no state_dict ``not_a_dict`` (default: it does not hold a ``network`` state_dict)."""
     p = Path(path)
     if not p.is_file():
         raise WeightsError(missing)
-    obj = read_checkpoint(p, what, mmap=False)
-    return network_state_dict(obj, str(p), wrappers=wrappers, not_a_dict=not_a_dict)
+    obj = read_checkpoint(p, f"{network} weights", mmap=False)
+    sd = unwrap_state_dict(obj, str(p), wrappers, not_a_dict or f"{{where}} does not hold a {network} state_dict "
+                           "(found {found})")
+    return {k: (v.float() if v.is_floating_point() else v) for k, v in sd.items()}
 
 
-def unwrap_state_dict(obj: Any) -> dict[str, torch.Tensor]:
-    """The flat generator state_dict inside ``obj``: plain, nested under a common key, or with ``module.``
-    prefixes."""
+_NOT_GPEN = ("expected a GPEN generator state_dict (a dict of tensors), found {found}. "
+             "Use a GPEN-BFR-*.pth file or ModelScope's pytorch_model.pt.")
+
+
+def unwrap_state_dict(obj: Any, where: str = "the checkpoint", wrappers: Sequence[str] = _WRAPPER_KEYS,
+                      not_a_dict: str = _NOT_GPEN) -> dict[str, torch.Tensor]:
+    """The flat state_dict inside ``obj``: plain, nested under the first of ``wrappers`` holding a dict (up to four
+    deep), with ``module.`` prefixes dropped and what is not a tensor left out; none (no tensor): WeightsError
+    ``not_a_dict`` with ``{where}`` and ``{found}`` filled in."""
     for _ in range(4):  # wrappers inside wrappers, up to four deep
         if not isinstance(obj, Mapping) or (obj and all(isinstance(v, torch.Tensor) for v in obj.values())):
             break
-        inner = next((obj[k] for k in _WRAPPER_KEYS if isinstance(obj.get(k), Mapping)), None)
+        inner = next((obj[k] for k in wrappers if isinstance(obj.get(k), Mapping)), None)
         if inner is None:
             break
         obj = inner
-    if not isinstance(obj, Mapping) or not obj:
-        raise WeightsError(f"expected a GPEN generator state_dict (a dict of tensors), found {type(obj).__name__}. "
-                           "Use a GPEN-BFR-*.pth file or ModelScope's pytorch_model.pt.")
-    return strip_module_prefix({k: v for k, v in obj.items() if isinstance(v, torch.Tensor)})
+    tensors = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)} if isinstance(obj, Mapping) else {}
+    if not tensors:
+        raise WeightsError(not_a_dict.format(where=where, found=type(obj).__name__))
+    return strip_module_prefix(tensors, where)
 
 
 def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:

@@ -254,15 +254,10 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """A float32 ParseNet state_dict from GPEN's ``ParseNet-latest.pth`` or facexlib's ``parsing_parsenet.pth``."""
     from gpen_core.networks.checkpoint import read_network_weights
 
-    not_a_dict = "{where} does not hold a ParseNet state_dict (found {found})"
-    sd = read_network_weights(
-        path, "ParseNet weights", wrappers=("state_dict",), not_a_dict=not_a_dict,
-        missing=f"ParseNet weights not found at {path}. Put ParseNet-latest.pth (GPEN) or "
+    return read_network_weights(
+        path, "ParseNet", missing=f"ParseNet weights not found at {path}. Put ParseNet-latest.pth (GPEN) or "
         "parsing_parsenet.pth (facexlib) in the models folder, or run `python -m gpen_core download ParseNet-latest`.",
     )
-    if not sd:
-        raise WeightsError(not_a_dict.format(where=path, found="dict"))
-    return sd
 
 
 def build(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None, source: str = "") -> ParseNet:

@@ -119,13 +119,6 @@ _NOT_AN_UPSCALER = ("{where} is not an upscaler checkpoint: expected a dict with
                     "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
 
 
-def unwrap_params(obj: Any, where: str = "the checkpoint") -> dict[str, torch.Tensor]:
-    """The flat RRDBNet state_dict inside a checkpoint: ``params_ema``, else ``params``, else the dict itself."""
-    from gpen_core.networks.checkpoint import network_state_dict
-
-    return network_state_dict(obj, where, wrappers=_WRAPPERS, not_a_dict=_NOT_AN_UPSCALER)
-
-
 def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") -> UpscalerConfig:
     """Read scale, features, blocks and growth off the keys; WeightsError when it is not an RRDBNet."""
     needed = ("conv_first.weight", "body.0.rdb1.conv1.weight", "conv_up2.weight", "conv_last.weight")
@@ -180,7 +173,7 @@ def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cp
 
     p = Path(path)
     sd = read_network_weights(
-        p, "upscaler weights", wrappers=_WRAPPERS, not_a_dict=_NOT_AN_UPSCALER,
+        p, "upscaler", wrappers=_WRAPPERS, not_a_dict=_NOT_AN_UPSCALER,
         missing=missing_upscaler_text(str(p), "realesrnet_x4" if "x4" in p.name else "realesrnet_x2"),
     )
     return build_upscaler(sd, str(p)).to(device)
