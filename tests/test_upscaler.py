@@ -109,6 +109,12 @@ def test_bad_upscaler_files_say_what_to_do(tmp_path):
     torch.save({"params_ema": sd}, odd)
     with pytest.raises(WeightsError, match="5 input channels"):
         load_upscaler(odd)
+    for key in ("conv_first.weight", "body.0.rdb1.conv1.weight", "conv_last.weight"):  # shapes read, never indexed
+        sd = random_upscaler(UpscalerConfig(scale=4, num_block=1)).state_dict()
+        sd[key] = torch.zeros(())
+        torch.save({"params_ema": sd}, odd)
+        with pytest.raises(WeightsError, match=rf"not an RRDBNet upscaler checkpoint: {key} has shape \(\)"):
+            load_upscaler(odd)
     short = tmp_path / "short.pth"
     sd = random_upscaler(UpscalerConfig(scale=4, num_block=1)).state_dict()
     del sd["conv_hr.weight"]

@@ -72,6 +72,17 @@ def unwrap_state_dict(obj: Any, where: str = "the checkpoint", wrappers: Sequenc
     return strip_module_prefix(tensors, where)
 
 
+def shape_problems(sd: Mapping[str, torch.Tensor], ndims: Mapping[str, int]) -> str:
+    """What is wrong with the tensors an architecture is read from: each of ``ndims`` present in ``sd`` needs that
+    many dimensions, none of them empty (a damaged file would raise IndexError or divide by zero); "" if nothing."""
+    return "; ".join(f"{k} has shape {tuple(sd[k].shape)}, not {n} non-empty dimensions" for k, n in ndims.items()
+                     if k in sd and (sd[k].ndim != n or 0 in sd[k].shape))
+
+
+# The tensors infer_config reads the architecture from, and their dimensions.
+_READ_SHAPES = {"generator.input.input": 4, "generator.style.1.weight": 2, "generator.convs.6.conv.weight": 5}
+
+
 def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:
     """Read the architecture off the state_dict; raise WeightsError if it is not GPEN."""
     required = ("generator.input.input", "generator.style.1.weight", "ecd0.0.0.weight", "final_linear.0.weight")
@@ -82,6 +93,9 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:
                            f"{', '.join(missing)}; found {len(sd)} keys like {sample or 'nothing'}. "
                            "Use one of GPEN-BFR-256/512/1024/2048.pth or ModelScope's "
                            "iic/cv_gpen_image-portrait-enhancement pytorch_model.pt.")
+    if bad := shape_problems(sd, _READ_SHAPES):
+        raise WeightsError(f"this checkpoint is not a GPEN generator: {bad}. The file may be damaged or from another "
+                           "network; use one of GPEN-BFR-256/512/1024/2048.pth.")
     n_ecd = len({int(m.group(1)) for k in sd if (m := _ECD.match(k))})
     size = 2 ** (n_ecd + 1)
     n_mlp = len([k for k in sd if _STYLE.match(k)])

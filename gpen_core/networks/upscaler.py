@@ -131,9 +131,15 @@ def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") 
         raise WeightsError(f"{where} is not an RRDBNet upscaler checkpoint{gpen}: it lacks {', '.join(missing)}; "
                            f"found {len(sd)} keys like {sample}. Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth "
                            "(`python -m gpen_core download realesrnet_x2`).")
+    from gpen_core.networks.checkpoint import shape_problems
+
+    read = ("conv_first.weight", "body.0.rdb1.conv1.weight", "conv_last.weight")  # the shapes read below
+    if bad := shape_problems(sd, dict.fromkeys(read, 4)):
+        raise WeightsError(f"{where} is not an RRDBNet upscaler checkpoint: {bad}. Use GPEN's realesrnet_x2.pth or "
+                           "realesrnet_x4.pth.")
     first = sd["conv_first.weight"]
     in_ch = int(first.shape[1])
-    if in_ch not in _IN_CH_TO_SCALE or first.ndim != 4:
+    if in_ch not in _IN_CH_TO_SCALE:
         raise WeightsError(
             f"{where}: conv_first takes {in_ch} input channels; GPEN's RRDBNet takes 3 (×4), 12 (×2) or 48 (×1). "
             "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth."
