@@ -108,12 +108,9 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:
     return GPENConfig(size=size, style_dim=style_dim, n_mlp=n_mlp, channel_multiplier=cm, narrow=narrow)
 
 
-def build_from_state_dict(obj: Any) -> GPEN:
-    """The float32 model that ``obj`` describes, loaded strictly, in eval mode."""
-    sd = unwrap_state_dict(obj)
-    cfg = infer_config(sd)
-    with torch.device("meta"):
-        model = GPEN(cfg)
+def state_dict_problems(model: torch.nn.Module, sd: Mapping[str, torch.Tensor]) -> str:
+    """How ``sd``'s keys and shapes differ from ``model``'s (the first five, and how many more); "" when they match,
+    so a strict load cannot fail."""
     expected = model.state_dict()
     problems: list[str] = []
     for k, v in expected.items():
@@ -122,11 +119,20 @@ def build_from_state_dict(obj: Any) -> GPEN:
         elif tuple(sd[k].shape) != tuple(v.shape):
             problems.append(f"{k}: expected {tuple(v.shape)}, found {tuple(sd[k].shape)}")
     problems += [f"unexpected {k}" for k in sd if k not in expected]
-    if problems:
-        more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+    more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+    return "; ".join(problems[:5]) + more
+
+
+def build_from_state_dict(obj: Any) -> GPEN:
+    """The float32 model that ``obj`` describes, loaded strictly, in eval mode."""
+    sd = unwrap_state_dict(obj)
+    cfg = infer_config(sd)
+    with torch.device("meta"):
+        model = GPEN(cfg)
+    if problems := state_dict_problems(model, sd):
         raise WeightsError(f"checkpoint looks like GPEN {cfg.size} px (channel_multiplier {cfg.channel_multiplier}, "
-                           f"narrow {cfg.narrow:g}) but does not match that architecture: {'; '.join(problems[:5])}"
-                           f"{more}. The file may be truncated or from another network.")
+                           f"narrow {cfg.narrow:g}) but does not match that architecture: {problems}. The file may be "
+                           "truncated or from another network.")
     # assign=True keeps the loaded tensors (mmap-backed when loaded with mmap) instead of copying.
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, strict=True, assign=True)
     return model.eval().requires_grad_(False)

@@ -262,15 +262,13 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
 
 def build(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None, source: str = "") -> ParseNet:
     """A ParseNet (default: the released configuration) with ``state_dict`` loaded strictly, in eval mode."""
+    from gpen_core.networks.checkpoint import state_dict_problems
+
     net = ParseNet(**dict(config or RELEASED_CONFIG))
-    try:
-        net.load_state_dict(dict(state_dict), strict=True)
-    except RuntimeError as exc:
-        first = " ".join(str(exc).splitlines()[:3])
-        raise WeightsError(
-            f"{source or 'the file'} is not GPEN/facexlib ParseNet weights: {first}. "
-            "Use ParseNet-latest.pth (GPEN) or parsing_parsenet.pth (facexlib)."
-        ) from exc
+    if problems := state_dict_problems(net, state_dict):
+        raise WeightsError(f"{source or 'the file'} is not GPEN/facexlib ParseNet weights: {problems}. "
+                           "Use ParseNet-latest.pth (GPEN) or parsing_parsenet.pth (facexlib).")
+    net.load_state_dict(dict(state_dict), strict=True)
     return net.eval()
 
 

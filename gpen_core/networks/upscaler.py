@@ -153,13 +153,14 @@ def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") 
 
 def build_upscaler(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") -> RRDBNet:
     """A float32 RRDBNet in eval mode with ``sd`` loaded strictly."""
+    from gpen_core.networks.checkpoint import state_dict_problems
+
     config = infer_config(sd, where)
     net = RRDBNet(config)
-    result = net.load_state_dict({k: v.float() for k, v in sd.items()}, strict=False)
-    if result.missing_keys or result.unexpected_keys:
-        raise WeightsError(f"{where} does not match the RRDBNet it describes ({config}): "
-                           f"missing {result.missing_keys[:3]}, unexpected {result.unexpected_keys[:3]}. "
-                           "The file is corrupt or another network; use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
+    if problems := state_dict_problems(net, sd):
+        raise WeightsError(f"{where} does not match the RRDBNet it describes ({config}): {problems}. The file is "
+                           "corrupt or another network; use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
+    net.load_state_dict({k: v.float() for k, v in sd.items()}, strict=True)
     # Channels-last weights: faster on the CPU, same output (measured: docs/upscaling.md); the tiles
     # arrive channels-last anyway (an H×W×3 array viewed as 1×3×H×W).
     return net.eval().requires_grad_(False).to(memory_format=torch.channels_last)
