@@ -131,8 +131,8 @@ def build_from_state_dict(obj: Any) -> GPEN:
         model = GPEN(cfg)
     if problems := state_dict_problems(model, sd):
         raise WeightsError(f"checkpoint looks like GPEN {cfg.size} px (channel_multiplier {cfg.channel_multiplier}, "
-                           f"narrow {cfg.narrow:g}) but does not match that architecture: {problems}. The file may be "
-                           "truncated or from another network.")
+                           f"narrow {cfg.narrow:g}) but does not match that architecture: {problems}. The file may "
+                           "be truncated or from another network.")
     # assign=True keeps the loaded tensors (mmap-backed when loaded with mmap) instead of copying.
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, strict=True, assign=True)
     return model.eval().requires_grad_(False)

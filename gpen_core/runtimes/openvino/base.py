@@ -152,7 +152,8 @@ def cache_key(checkpoint: Path, precision: Precision, sha256: str | None = None,
     version = openvino_version()
     if version is None:
         raise ResourceError(f"OpenVINO is not installed; {INSTALL_HINT}")
-    return CacheKey(sha256 or file_sha256(checkpoint), version.split("-")[0], precision, cpu_key(), name or checkpoint.stem[:40])
+    name = name or checkpoint.stem[:40]
+    return CacheKey(sha256 or file_sha256(checkpoint), version.split("-")[0], precision, cpu_key(), name)
 
 
 def is_cached(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> bool:

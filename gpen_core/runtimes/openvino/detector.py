@@ -44,17 +44,6 @@ def detector_key(weights: Path, network: str) -> CacheKey:  # float32 IR of ``ne
     return cache_key(weights, "f32", name=f"retinaface-{network}-{weights.stem[:40]}")
 
 
-def convert(net: Any, variant: str, key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> float:
-    """facexlib's RetinaFace ``net`` (test phase) → IR in the cache; its seconds."""
-    import openvino as ov
-    import torch
-
-    t0 = time.perf_counter()
-    ov_model = convert_traced(net, torch.zeros(1, 3, _EXAMPLE_SIDE, _EXAMPLE_SIDE), ov.PartialShape([1, 3, -1, -1]))
-    meta = {"network": key.name, "variant": variant, "cfg": {k: net.cfg[k] for k in _CFG_KEYS}}
-    return save_conversion(ov_model, key, models_dir, meta, t0, lambda f, m: None)
-
-
 class OVRetinaFace(CompiledNet):
     """A compiled RetinaFace."""
 
@@ -120,9 +109,16 @@ def load(weights: Path | None, network: str, build: BuildNet, *, models_dir: str
     path = weights or synthetic_file(models_dir, f"random-retinaface-{network}.pth", random_weights)
     key = detector_key(Path(path), network)
 
-    def convert_now() -> float:
+    def convert_now() -> float:  # facexlib's RetinaFace (test phase) → IR in the cache; its seconds
+        import openvino as ov
+        import torch
+
+        t0 = time.perf_counter()
         net, variant = build(Path(path))
-        return convert(net, variant, key, models_dir)
+        example = torch.zeros(1, 3, _EXAMPLE_SIDE, _EXAMPLE_SIDE)
+        ov_model = convert_traced(net, example, ov.PartialShape([1, 3, -1, -1]))
+        meta = {"network": key.name, "variant": variant, "cfg": {k: net.cfg[k] for k in _CFG_KEYS}}
+        return save_conversion(ov_model, key, models_dir, meta, t0, lambda f, m: None)
 
     return OVRetinaFace.open(key, models_dir, threads, convert_now)
 
