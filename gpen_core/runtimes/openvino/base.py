@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from gpen_core.errors import GPENError, ResourceError
 from gpen_core.platform import durable
@@ -431,7 +431,7 @@ class CompiledNet:
 
     @classmethod
     def open(cls, key: CacheKey, models_dir: str | os.PathLike[str] | None, threads: int | None,
-             convert: Callable[[], float], current: Callable[[CacheKey, Any], bool] = is_cached) -> Any:
+             convert: Callable[[], float], current: Callable[[CacheKey, Any], bool] = is_cached) -> Self:
         """The network of ``key`` compiled, converted first by ``convert()`` (its seconds) unless ``current`` finds it
         cached. ResourceError when OpenVINO cannot run here; a bad precision raises as :func:`check_precision`; a
         damaged entry :class:`CacheDamaged`."""
