@@ -18,6 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gpen_core.errors import WeightsError
+from gpen_core.networks.checkpoint import read_network_weights, state_dict_problems
 from gpen_core.rgb import check_rgb
 
 # The released network: official FaceParse.load_model and facexlib's init_parsing_model.
@@ -252,8 +253,6 @@ def parse_in_strips(net: nn.Module, x: torch.Tensor, rows: int | None = None) ->
 
 def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """A float32 ParseNet state_dict from GPEN's ``ParseNet-latest.pth`` or facexlib's ``parsing_parsenet.pth``."""
-    from gpen_core.networks.checkpoint import read_network_weights
-
     return read_network_weights(
         path, "ParseNet", missing=f"ParseNet weights not found at {path}. Put ParseNet-latest.pth (GPEN) or "
         "parsing_parsenet.pth (facexlib) in the models folder, or run `python -m gpen_core download ParseNet-latest`.",
@@ -262,8 +261,6 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
 
 def build(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None, source: str = "") -> ParseNet:
     """A ParseNet (default: the released configuration) with ``state_dict`` loaded strictly, in eval mode."""
-    from gpen_core.networks.checkpoint import state_dict_problems
-
     net = ParseNet(**dict(config or RELEASED_CONFIG))
     if problems := state_dict_problems(net, state_dict):
         raise WeightsError(f"{source or 'the file'} is not GPEN/facexlib ParseNet weights: {problems}. "

@@ -16,6 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gpen_core.errors import WeightsError
+from gpen_core.networks.checkpoint import read_network_weights, shape_problems, state_dict_problems
 
 # conv_first's input channels → output scale (GPEN's RRDBNet unshuffles ×2 and ×1 inputs).
 _IN_CH_TO_SCALE = {3: 4, 12: 2, 48: 1}
@@ -131,10 +132,7 @@ def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") 
         raise WeightsError(f"{where} is not an RRDBNet upscaler checkpoint{gpen}: it lacks {', '.join(missing)}; "
                            f"found {len(sd)} keys like {sample}. Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth "
                            "(`python -m gpen_core download realesrnet_x2`).")
-    from gpen_core.networks.checkpoint import shape_problems
-
-    read = ("conv_first.weight", "body.0.rdb1.conv1.weight", "conv_last.weight")  # the shapes read below
-    if bad := shape_problems(sd, dict.fromkeys(read, 4)):
+    if bad := shape_problems(sd, dict.fromkeys(needed, 4)):  # the shapes read below: never indexed blindly
         raise WeightsError(f"{where} is not an RRDBNet upscaler checkpoint: {bad}. Use GPEN's realesrnet_x2.pth or "
                            "realesrnet_x4.pth.")
     first = sd["conv_first.weight"]
@@ -153,8 +151,6 @@ def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") 
 
 def build_upscaler(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") -> RRDBNet:
     """A float32 RRDBNet in eval mode with ``sd`` loaded strictly."""
-    from gpen_core.networks.checkpoint import state_dict_problems
-
     config = infer_config(sd, where)
     net = RRDBNet(config)
     if problems := state_dict_problems(net, sd):
@@ -176,8 +172,6 @@ def missing_upscaler_text(path: str, download: str = "realesrnet_x2") -> str:
 def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> RRDBNet:
     """A RealESRNet checkpoint as a float32 :class:`RRDBNet` on ``device``; WeightsError when the file is missing,
     unreadable, or not an RRDBNet upscaler."""
-    from gpen_core.networks.checkpoint import read_network_weights
-
     p = Path(path)
     sd = read_network_weights(
         p, "upscaler", wrappers=_WRAPPERS, not_a_dict=_NOT_AN_UPSCALER,
