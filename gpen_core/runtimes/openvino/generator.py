@@ -19,7 +19,7 @@ from gpen_core.runtimes.openvino.choice import BackendChoice
 # Re-exported: callers use ov_backend.* for the base's names too.
 from gpen_core.runtimes.openvino.base import (  # noqa: F401
     CacheKey, CompiledNet, Precision, cache_key, cache_root, capabilities, choose_precision, convert_traced, cpu_key,
-    drop_mapped_pages, is_cached, openvino_version, require_writable, save_conversion, unavailable_reason,
+    drop_mapped_pages, is_cached, openvino_version, save_conversion, unavailable_reason,
 )
 
 if TYPE_CHECKING:
