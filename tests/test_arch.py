@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -80,6 +82,18 @@ def test_non_gpen_checkpoint_is_refused_with_what_was_found(tmp_path) -> None:
         load_generator(path)
     msg = str(e.value)
     assert "not a GPEN generator" in msg and "conv1.weight" in msg and "GPEN-BFR" in msg
+
+
+@pytest.mark.parametrize("key, tensor", [("generator.input.input", torch.zeros(3)),
+                                         ("generator.style.1.weight", torch.zeros(())),
+                                         ("generator.input.input", torch.zeros(1, 0, 4, 4))])
+def test_a_tensor_the_architecture_is_read_from_with_a_wrong_shape_is_refused_by_name(key, tensor) -> None:
+    """A damaged file whose shapes the architecture is read from are wrong is a WeightsError naming the key, never
+    an IndexError or a division by zero."""
+    sd = random_state_dict(TINY)
+    sd[key] = tensor
+    with pytest.raises(WeightsError, match=re.escape(f"not a GPEN generator: {key} has shape {tuple(tensor.shape)}")):
+        load_generator(sd)
 
 
 def test_wrong_shape_is_refused_naming_the_key() -> None:

@@ -37,7 +37,9 @@ def test_a_key_present_with_and_without_the_prefix_is_refused() -> None:
 def test_every_loader_uses_the_same_rule(tmp_path: Path) -> None:
     mixed = {"module.a": A, "b": B}
     assert set(unwrap_state_dict({"g_ema": mixed})) == {"a", "b"}
-    assert set(upscaler.unwrap_params({"params_ema": mixed})) == {"a", "b"}
+    torch.save({"params_ema": mixed}, tmp_path / "up.pth")  # read with the prefix dropped: its keys are a and b
+    with pytest.raises(WeightsError, match="found 2 keys like a, b"):
+        upscaler.load_upscaler(tmp_path / "up.pth")
     path = tmp_path / "net.pth"
     torch.save({"state_dict": mixed}, path)
     assert set(detect.load_state_dict(path, "RetinaFace")) == {"a", "b"}
@@ -53,8 +55,9 @@ def test_every_loader_uses_the_same_rule(tmp_path: Path) -> None:
             load()
     with pytest.raises(WeightsError, match="both"):
         unwrap_state_dict({"module.a": A, "a": B})
+    torch.save({"params_ema": {"module.a": A, "a": B}}, tmp_path / "up.pth")
     with pytest.raises(WeightsError, match="up.pth holds both"):
-        upscaler.unwrap_params({"module.a": A, "a": B}, "up.pth")
+        upscaler.load_upscaler(tmp_path / "up.pth")
 
 
 def test_parser_and_upscaler_files_go_through_one_reader_and_keep_their_own_words(tmp_path: Path) -> None:
@@ -63,8 +66,9 @@ def test_parser_and_upscaler_files_go_through_one_reader_and_keep_their_own_word
     torch.save({"state_dict": {"module.w": half, "n": step}, "epoch": 7}, path)
     sd = parsenet.load_state_dict(path)
     assert list(sd) == ["w", "n"] and sd["w"].dtype == torch.float32 and sd["n"].dtype == torch.int64
-    torch.save({"params_ema": {"module.w": half}, "iter": 7}, path)
-    assert upscaler.unwrap_params(torch.load(path, weights_only=True))["w"].dtype == torch.float32
+    tiny = upscaler.random_upscaler(upscaler.UpscalerConfig(num_feat=4, num_block=1, num_grow_ch=4))
+    torch.save({"params_ema": {f"module.{k}": v.half() for k, v in tiny.state_dict().items()}, "iter": 7}, path)
+    assert next(upscaler.load_upscaler(path).parameters()).dtype == torch.float32
     # training metadata beside the weights is dropped, not fed to the network
     torch.save({"w": half, "epoch": 7}, path)
     assert set(parsenet.load_state_dict(path)) == {"w"}

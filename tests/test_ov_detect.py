@@ -71,7 +71,7 @@ def test_a_detector_from_the_cache_keeps_the_weights_variant(pair) -> None:
 
     torch_det, ov_det = pair
     assert torch_det.variant == ov_det.variant == "1mb"
-    cached = openvino_detector(ov_det.weights_path, "mobilenet0.25", models_dir=ov_det._ov._root.parent)
+    cached = openvino_detector(ov_det.weights_path, "mobilenet0.25", models_dir=ov_det._ov.ir_dir.parents[2])
     assert cached.convert_s is None and cached.variant == "1mb"
     rgb = _rgb("ffhq_00002_512.png")
     found = torch_det.detect(rgb)

@@ -58,7 +58,7 @@ class _FakeCompiled:
 def _fake_forward() -> tuple[ov_backend.OVForward, _FakeCompiled]:
     compiled = _FakeCompiled()
     key = CacheKey("0" * 64, "2026.4.1", "f32", "generic")
-    return ov_backend.OVForward(compiled, 8, key, load_s=0.0, convert_s=None), compiled
+    return ov_backend.OVForward(compiled, {"size": 8}, key, load_s=0.0, convert_s=None), compiled
 
 
 def test_every_face_hands_its_buffers_back() -> None:

@@ -109,6 +109,17 @@ def test_bad_upscaler_files_say_what_to_do(tmp_path):
     torch.save({"params_ema": sd}, odd)
     with pytest.raises(WeightsError, match="5 input channels"):
         load_upscaler(odd)
+    for key in ("conv_first.weight", "body.0.rdb1.conv1.weight", "conv_last.weight"):  # shapes read, never indexed
+        sd = random_upscaler(UpscalerConfig(scale=4, num_block=1)).state_dict()
+        sd[key] = torch.zeros(())
+        torch.save({"params_ema": sd}, odd)
+        with pytest.raises(WeightsError, match=rf"not an RRDBNet upscaler checkpoint: {key} has shape \(\)"):
+            load_upscaler(odd)
+    sd = random_upscaler(UpscalerConfig(scale=4, num_block=1)).state_dict()
+    sd["conv_body.weight"] = torch.zeros(32, 32, 1, 1)  # a 1×1 conv where RRDBNet has a 3×3: never a RuntimeError
+    torch.save({"params_ema": sd}, odd)
+    with pytest.raises(WeightsError, match=r"not match the RRDBNet.*conv_body.weight: expected \(32, 32, 3, 3\)"):
+        load_upscaler(odd)
     short = tmp_path / "short.pth"
     sd = random_upscaler(UpscalerConfig(scale=4, num_block=1)).state_dict()
     del sd["conv_hr.weight"]

@@ -77,15 +77,9 @@ def load_state_dict(path: Path, what: str) -> dict[str, Any]:
     """``torch.load(weights_only=True)`` on CPU, ``state_dict`` unwrapped, DataParallel's ``module.`` stripped."""
     from gpen_core.networks.checkpoint import read_network_weights
 
-    not_a_dict = f"{{where}} does not hold a {what} state_dict (found {{found}})"
-
     # Out of memory is OutOfMemory (the ladder steps down), not "re-download"; corrupt only when the bytes are.
-    sd = read_network_weights(path, f"{what} weights", wrappers=("state_dict",), not_a_dict=not_a_dict,
-                              missing=f"{what} weights not found at {path}. Download or resolve them first "
-                                      "(gpen_core.weights.lookup).")
-    if not sd:
-        raise WeightsError(not_a_dict.format(where=path, found="dict"))
-    return sd
+    return read_network_weights(path, what, missing=f"{what} weights not found at {path}. Download or resolve them "
+                                "first (gpen_core.weights.lookup).")
 
 
 def _trained_with_relu(sd: Mapping[str, Any]) -> bool:

@@ -36,42 +36,51 @@ def strip_module_prefix(sd: Mapping[str, _V], where: str = "the checkpoint") -> 
     return out
 
 
-def network_state_dict(obj: Any, where: str, *, wrappers: Sequence[str], not_a_dict: str) -> dict[str, torch.Tensor]:
-    """The flat float32 state_dict of a helper network (parser, upscaler) inside ``obj``, the first of ``wrappers``
-    holding a dict unwrapped; not a dict: WeightsError ``not_a_dict`` with ``{where}`` and ``{found}`` filled in."""
-    if isinstance(obj, Mapping):
-        obj = next((obj[k] for k in wrappers if isinstance(obj.get(k), Mapping)), obj)
-    if not isinstance(obj, Mapping):
-        raise WeightsError(not_a_dict.format(where=where, found=type(obj).__name__))
-    sd = strip_module_prefix({k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}, where)
-    return {k: (v.float() if v.is_floating_point() else v) for k, v in sd.items()}
-
-
-def read_network_weights(path: str | os.PathLike[str], what: str, *, missing: str, wrappers: Sequence[str],
-                         not_a_dict: str) -> dict[str, torch.Tensor]:
-    """:func:`network_state_dict` of the file at ``path`` (read by :func:`read_checkpoint`, raising as it does); a
-    missing file raises WeightsError ``missing``."""
+def read_network_weights(path: str | os.PathLike[str], network: str, *, missing: str,
+                         wrappers: Sequence[str] = ("state_dict",), not_a_dict: str = "") -> dict[str, torch.Tensor]:
+    """The float32 state_dict of a helper network's file (read by :func:`read_checkpoint`, raising as it does;
+    unwrapped by :func:`unwrap_state_dict` under ``wrappers``); a missing file raises WeightsError ``missing``, one
+    holding no state_dict ``not_a_dict`` (default: it does not hold a ``network`` state_dict)."""
     p = Path(path)
     if not p.is_file():
         raise WeightsError(missing)
-    obj = read_checkpoint(p, what, mmap=False)
-    return network_state_dict(obj, str(p), wrappers=wrappers, not_a_dict=not_a_dict)
+    obj = read_checkpoint(p, f"{network} weights", mmap=False)
+    sd = unwrap_state_dict(obj, str(p), wrappers, not_a_dict or f"{{where}} does not hold a {network} state_dict "
+                           "(found {found})")
+    return {k: (v.float() if v.is_floating_point() else v) for k, v in sd.items()}
 
 
-def unwrap_state_dict(obj: Any) -> dict[str, torch.Tensor]:
-    """The flat generator state_dict inside ``obj``: plain, nested under a common key, or with ``module.``
-    prefixes."""
+_NOT_GPEN = ("expected a GPEN generator state_dict (a dict of tensors), found {found}. "
+             "Use a GPEN-BFR-*.pth file or ModelScope's pytorch_model.pt.")
+
+
+def unwrap_state_dict(obj: Any, where: str = "the checkpoint", wrappers: Sequence[str] = _WRAPPER_KEYS,
+                      not_a_dict: str = _NOT_GPEN) -> dict[str, torch.Tensor]:
+    """The flat state_dict inside ``obj``: plain, nested under the first of ``wrappers`` holding a dict (up to four
+    deep), with ``module.`` prefixes dropped and what is not a tensor left out; none (no tensor): WeightsError
+    ``not_a_dict`` with ``{where}`` and ``{found}`` filled in."""
     for _ in range(4):  # wrappers inside wrappers, up to four deep
         if not isinstance(obj, Mapping) or (obj and all(isinstance(v, torch.Tensor) for v in obj.values())):
             break
-        inner = next((obj[k] for k in _WRAPPER_KEYS if isinstance(obj.get(k), Mapping)), None)
+        inner = next((obj[k] for k in wrappers if isinstance(obj.get(k), Mapping)), None)
         if inner is None:
             break
         obj = inner
-    if not isinstance(obj, Mapping) or not obj:
-        raise WeightsError(f"expected a GPEN generator state_dict (a dict of tensors), found {type(obj).__name__}. "
-                           "Use a GPEN-BFR-*.pth file or ModelScope's pytorch_model.pt.")
-    return strip_module_prefix({k: v for k, v in obj.items() if isinstance(v, torch.Tensor)})
+    tensors = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)} if isinstance(obj, Mapping) else {}
+    if not tensors:
+        raise WeightsError(not_a_dict.format(where=where, found=type(obj).__name__))
+    return strip_module_prefix(tensors, where)
+
+
+def shape_problems(sd: Mapping[str, torch.Tensor], ndims: Mapping[str, int]) -> str:
+    """What is wrong with the tensors an architecture is read from: each of ``ndims`` present in ``sd`` needs that
+    many dimensions, none of them empty (a damaged file would raise IndexError or divide by zero); "" if nothing."""
+    return "; ".join(f"{k} has shape {tuple(sd[k].shape)}, not {n} non-empty dimensions" for k, n in ndims.items()
+                     if k in sd and (sd[k].ndim != n or 0 in sd[k].shape))
+
+
+# The tensors infer_config reads the architecture from, and their dimensions.
+_READ_SHAPES = {"generator.input.input": 4, "generator.style.1.weight": 2, "generator.convs.6.conv.weight": 5}
 
 
 def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:
@@ -84,6 +93,9 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:
                            f"{', '.join(missing)}; found {len(sd)} keys like {sample or 'nothing'}. "
                            "Use one of GPEN-BFR-256/512/1024/2048.pth or ModelScope's "
                            "iic/cv_gpen_image-portrait-enhancement pytorch_model.pt.")
+    if bad := shape_problems(sd, _READ_SHAPES):
+        raise WeightsError(f"this checkpoint is not a GPEN generator: {bad}. The file may be damaged or from another "
+                           "network; use one of GPEN-BFR-256/512/1024/2048.pth.")
     n_ecd = len({int(m.group(1)) for k in sd if (m := _ECD.match(k))})
     size = 2 ** (n_ecd + 1)
     n_mlp = len([k for k in sd if _STYLE.match(k)])
@@ -96,12 +108,9 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> GPENConfig:
     return GPENConfig(size=size, style_dim=style_dim, n_mlp=n_mlp, channel_multiplier=cm, narrow=narrow)
 
 
-def build_from_state_dict(obj: Any) -> GPEN:
-    """The float32 model that ``obj`` describes, loaded strictly, in eval mode."""
-    sd = unwrap_state_dict(obj)
-    cfg = infer_config(sd)
-    with torch.device("meta"):
-        model = GPEN(cfg)
+def state_dict_problems(model: torch.nn.Module, sd: Mapping[str, torch.Tensor]) -> str:
+    """How ``sd``'s keys and shapes differ from ``model``'s (the first five, and how many more); "" when they match,
+    so a strict load cannot fail."""
     expected = model.state_dict()
     problems: list[str] = []
     for k, v in expected.items():
@@ -110,11 +119,20 @@ def build_from_state_dict(obj: Any) -> GPEN:
         elif tuple(sd[k].shape) != tuple(v.shape):
             problems.append(f"{k}: expected {tuple(v.shape)}, found {tuple(sd[k].shape)}")
     problems += [f"unexpected {k}" for k in sd if k not in expected]
-    if problems:
-        more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+    more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+    return "; ".join(problems[:5]) + more
+
+
+def build_from_state_dict(obj: Any) -> GPEN:
+    """The float32 model that ``obj`` describes, loaded strictly, in eval mode."""
+    sd = unwrap_state_dict(obj)
+    cfg = infer_config(sd)
+    with torch.device("meta"):
+        model = GPEN(cfg)
+    if problems := state_dict_problems(model, sd):
         raise WeightsError(f"checkpoint looks like GPEN {cfg.size} px (channel_multiplier {cfg.channel_multiplier}, "
-                           f"narrow {cfg.narrow:g}) but does not match that architecture: {'; '.join(problems[:5])}"
-                           f"{more}. The file may be truncated or from another network.")
+                           f"narrow {cfg.narrow:g}) but does not match that architecture: {problems}. The file may "
+                           "be truncated or from another network.")
     # assign=True keeps the loaded tensors (mmap-backed when loaded with mmap) instead of copying.
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in sd.items()}, strict=True, assign=True)
     return model.eval().requires_grad_(False)

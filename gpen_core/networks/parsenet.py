@@ -18,6 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gpen_core.errors import WeightsError
+from gpen_core.networks.checkpoint import read_network_weights, state_dict_problems
 from gpen_core.rgb import check_rgb
 
 # The released network: official FaceParse.load_model and facexlib's init_parsing_model.
@@ -252,30 +253,19 @@ def parse_in_strips(net: nn.Module, x: torch.Tensor, rows: int | None = None) ->
 
 def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """A float32 ParseNet state_dict from GPEN's ``ParseNet-latest.pth`` or facexlib's ``parsing_parsenet.pth``."""
-    from gpen_core.networks.checkpoint import read_network_weights
-
-    not_a_dict = "{where} does not hold a ParseNet state_dict (found {found})"
-    sd = read_network_weights(
-        path, "ParseNet weights", wrappers=("state_dict",), not_a_dict=not_a_dict,
-        missing=f"ParseNet weights not found at {path}. Put ParseNet-latest.pth (GPEN) or "
+    return read_network_weights(
+        path, "ParseNet", missing=f"ParseNet weights not found at {path}. Put ParseNet-latest.pth (GPEN) or "
         "parsing_parsenet.pth (facexlib) in the models folder, or run `python -m gpen_core download ParseNet-latest`.",
     )
-    if not sd:
-        raise WeightsError(not_a_dict.format(where=path, found="dict"))
-    return sd
 
 
 def build(state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None, source: str = "") -> ParseNet:
     """A ParseNet (default: the released configuration) with ``state_dict`` loaded strictly, in eval mode."""
     net = ParseNet(**dict(config or RELEASED_CONFIG))
-    try:
-        net.load_state_dict(dict(state_dict), strict=True)
-    except RuntimeError as exc:
-        first = " ".join(str(exc).splitlines()[:3])
-        raise WeightsError(
-            f"{source or 'the file'} is not GPEN/facexlib ParseNet weights: {first}. "
-            "Use ParseNet-latest.pth (GPEN) or parsing_parsenet.pth (facexlib)."
-        ) from exc
+    if problems := state_dict_problems(net, state_dict):
+        raise WeightsError(f"{source or 'the file'} is not GPEN/facexlib ParseNet weights: {problems}. "
+                           "Use ParseNet-latest.pth (GPEN) or parsing_parsenet.pth (facexlib).")
+    net.load_state_dict(dict(state_dict), strict=True)
     return net.eval()
 
 

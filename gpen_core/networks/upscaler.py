@@ -9,13 +9,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from gpen_core.errors import WeightsError
+from gpen_core.networks.checkpoint import read_network_weights, shape_problems, state_dict_problems
 
 # conv_first's input channels → output scale (GPEN's RRDBNet unshuffles ×2 and ×1 inputs).
 _IN_CH_TO_SCALE = {3: 4, 12: 2, 48: 1}
@@ -119,13 +119,6 @@ _NOT_AN_UPSCALER = ("{where} is not an upscaler checkpoint: expected a dict with
                     "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
 
 
-def unwrap_params(obj: Any, where: str = "the checkpoint") -> dict[str, torch.Tensor]:
-    """The flat RRDBNet state_dict inside a checkpoint: ``params_ema``, else ``params``, else the dict itself."""
-    from gpen_core.networks.checkpoint import network_state_dict
-
-    return network_state_dict(obj, where, wrappers=_WRAPPERS, not_a_dict=_NOT_AN_UPSCALER)
-
-
 def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") -> UpscalerConfig:
     """Read scale, features, blocks and growth off the keys; WeightsError when it is not an RRDBNet."""
     needed = ("conv_first.weight", "body.0.rdb1.conv1.weight", "conv_up2.weight", "conv_last.weight")
@@ -138,9 +131,12 @@ def infer_config(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint") 
         raise WeightsError(f"{where} is not an RRDBNet upscaler checkpoint{gpen}: it lacks {', '.join(missing)}; "
                            f"found {len(sd)} keys like {sample}. Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth "
                            "(`python -m gpen_core download realesrnet_x2`).")
+    if bad := shape_problems(sd, dict.fromkeys(needed, 4)):  # the shapes read below: never indexed blindly
+        raise WeightsError(f"{where} is not an RRDBNet upscaler checkpoint: {bad}. Use GPEN's realesrnet_x2.pth or "
+                           "realesrnet_x4.pth.")
     first = sd["conv_first.weight"]
     in_ch = int(first.shape[1])
-    if in_ch not in _IN_CH_TO_SCALE or first.ndim != 4:
+    if in_ch not in _IN_CH_TO_SCALE:
         raise WeightsError(
             f"{where}: conv_first takes {in_ch} input channels; GPEN's RRDBNet takes 3 (×4), 12 (×2) or 48 (×1). "
             "Use GPEN's realesrnet_x2.pth or realesrnet_x4.pth."
@@ -156,11 +152,10 @@ def build_upscaler(sd: Mapping[str, torch.Tensor], where: str = "the checkpoint"
     """A float32 RRDBNet in eval mode with ``sd`` loaded strictly."""
     config = infer_config(sd, where)
     net = RRDBNet(config)
-    result = net.load_state_dict({k: v.float() for k, v in sd.items()}, strict=False)
-    if result.missing_keys or result.unexpected_keys:
-        raise WeightsError(f"{where} does not match the RRDBNet it describes ({config}): "
-                           f"missing {result.missing_keys[:3]}, unexpected {result.unexpected_keys[:3]}. "
-                           "The file is corrupt or another network; use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
+    if problems := state_dict_problems(net, sd):
+        raise WeightsError(f"{where} does not match the RRDBNet it describes ({config}): {problems}. The file is "
+                           "corrupt or another network; use GPEN's realesrnet_x2.pth or realesrnet_x4.pth.")
+    net.load_state_dict({k: v.float() for k, v in sd.items()}, strict=True)
     # Channels-last weights: faster on the CPU, same output (measured: docs/upscaling.md); the tiles
     # arrive channels-last anyway (an H×W×3 array viewed as 1×3×H×W).
     return net.eval().requires_grad_(False).to(memory_format=torch.channels_last)
@@ -176,11 +171,9 @@ def missing_upscaler_text(path: str, download: str = "realesrnet_x2") -> str:
 def load_upscaler(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> RRDBNet:
     """A RealESRNet checkpoint as a float32 :class:`RRDBNet` on ``device``; WeightsError when the file is missing,
     unreadable, or not an RRDBNet upscaler."""
-    from gpen_core.networks.checkpoint import read_network_weights
-
     p = Path(path)
     sd = read_network_weights(
-        p, "upscaler weights", wrappers=_WRAPPERS, not_a_dict=_NOT_AN_UPSCALER,
+        p, "upscaler", wrappers=_WRAPPERS, not_a_dict=_NOT_AN_UPSCALER,
         missing=missing_upscaler_text(str(p), "realesrnet_x4" if "x4" in p.name else "realesrnet_x2"),
     )
     return build_upscaler(sd, str(p)).to(device)

@@ -18,13 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from gpen_core.errors import GPENError, ResourceError
 from gpen_core.platform import durable
 from gpen_core.platform.cpuinfo import cpu_flags
 from gpen_core.platform.leftovers import pid_alive
 from gpen_core.platform.oom import is_oom, malloc_trim
+from gpen_core.progress import Progress
 
 Precision = Literal["f32", "bf16"]
 
@@ -40,9 +41,10 @@ _core: Any = None
 CONVERSION_LOCK = threading.RLock()
 
 
-def convert_traced(module: Any, example: Any, shape: Any) -> Any:
-    """``module`` (torch, eval) as an ``openvino.Model`` for inputs of ``shape`` (a tuple, or a PartialShape).
-    No trace check: it triples the conversion (docs/performance.md, "OpenVINO: the full-size level in strips")."""
+def convert_traced(module: Any, example: Any, shape: Any = None) -> Any:
+    """``module`` (torch, eval) as an ``openvino.Model`` for inputs of ``shape`` (a PartialShape; default the
+    example's, static). No trace check: it triples the conversion (docs/performance.md, "OpenVINO: the full-size
+    level in strips")."""
     import openvino as ov
     import torch
 
@@ -51,6 +53,7 @@ def convert_traced(module: Any, example: Any, shape: Any) -> Any:
         traced = torch.jit.trace(module, example, check_trace=False)
         gc.collect()
         malloc_trim()
+        shape = tuple(example.shape) if shape is None else shape
         return ov.convert_model(traced, example_input=example, input=[shape])
 
 
@@ -142,13 +145,15 @@ def cache_root(models_dir: str | os.PathLike[str] | None = None) -> Path:
     return (default_models_dir() if models_dir is None else Path(models_dir)) / "openvino"
 
 
-def cache_key(checkpoint: Path, precision: Precision, sha256: str | None = None) -> CacheKey:
+def cache_key(checkpoint: Path, precision: Precision, sha256: str | None = None, name: str = "") -> CacheKey:
+    """The key of ``checkpoint`` converted for ``precision``; ``name``: its folder's (default the file's stem)."""
     from gpen_core.weights.lookup import file_sha256
 
     version = openvino_version()
     if version is None:
         raise ResourceError(f"OpenVINO is not installed; {INSTALL_HINT}")
-    return CacheKey(sha256 or file_sha256(checkpoint), version.split("-")[0], precision, cpu_key(), checkpoint.stem[:40])
+    name = name or checkpoint.stem[:40]
+    return CacheKey(sha256 or file_sha256(checkpoint), version.split("-")[0], precision, cpu_key(), name)
 
 
 def is_cached(key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> bool:
@@ -318,6 +323,32 @@ def save_ir(ov_model: Any, final: Path, meta: dict[str, Any], started: float) ->
     return seconds
 
 
+def save_conversion(ov_model: Any, key: CacheKey, models_dir: str | os.PathLike[str] | None, meta: dict[str, Any],
+                    started: float, say: Progress) -> float:
+    """:func:`save_ir` of the conversion of ``key``'s weights, ``meta`` with what every entry records (the weights'
+    sha256, OpenVINO's and torch's versions); told to ``say``, seconds since ``started``."""
+    import torch
+
+    say(0.8, "OpenVINO: saving the converted model")
+    meta = {**meta, "weights_sha256": key.weights_sha256, "openvino": key.openvino, "torch": torch.__version__}
+    seconds = save_ir(ov_model, key.ir_dir(cache_root(models_dir)), meta, started)
+    say(1.0, f"OpenVINO: converted in {seconds:.1f} s")
+    return seconds
+
+
+def synthetic_file(models_dir: str | os.PathLike[str] | None, name: str, state_dict: Callable[[], Any]) -> Path:
+    """``<cache>/synthetic/<name>``: random weights (``state_dict()``) written once, so a network timed without its
+    weights converts once."""
+    path = cache_root(models_dir) / "synthetic" / name
+    if not path.exists():
+        import torch
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with durable.replacing(path, sync=True, sweep=True) as tmp:  # flushed: a file here is reused as it is
+            torch.save(state_dict(), tmp)
+    return path
+
+
 # meta.json fields naming where the weights were read from: the same conversion from another path is the same
 _PATH_KEYS = ("checkpoint", "weights")
 
@@ -382,39 +413,46 @@ def compile_cached(xml: str | os.PathLike[str], config: dict[str, Any]) -> Any:
     return core.compile_model(str(xml), "CPU", {k: v for k, v in config.items() if k != "CACHE_DIR"})
 
 
-def load_compiled(key: CacheKey, models_dir: str | os.PathLike[str] | None, threads: int | None, convert: Callable[[], float],
-                  current: Callable[[CacheKey, Any], bool] = is_cached) -> tuple[Any, float, float | None]:
-    """(compiled model, compile seconds, conversion seconds or None) for ``key``, converted first by ``convert()``
-    (its seconds) unless ``current`` finds it cached. ResourceError when OpenVINO cannot run here; a bad precision
-    raises as :func:`check_precision`; a damaged entry :class:`CacheDamaged`."""
-    if why := unavailable_reason():
-        raise ResourceError(why)
-    check_precision(key.precision)
-    convert_s = None
-    if not current(key, models_dir):
-        with CONVERSION_LOCK:
-            if not current(key, models_dir):
-                convert_s = convert()
-    root = cache_root(models_dir)
-    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": key.precision,
-                              **({"INFERENCE_NUM_THREADS": int(threads)} if threads else {})}
-    t = time.perf_counter()
-    compiled = compile_entry(key.ir_dir(root), key.compiled_dir(root), config)
-    return compiled, time.perf_counter() - t, convert_s
-
-
 class CompiledNet:
-    """A compiled network and its one infer request; calls are serialised. After each call the plugin's buffers
-    go back: kept, they sat under every later stage's peak (docs/performance.md, "OpenVINO: handing the buffers back
-    after each call")."""
+    """A network compiled from the OpenVINO cache and its one infer request; calls are serialised. After each call
+    the plugin's buffers go back: kept, they sat under every later stage's peak (docs/performance.md, "OpenVINO:
+    handing the buffers back after each call"). ``meta``: the entry's meta.json."""
 
     backend = "openvino"
 
-    def __init__(self, compiled: Any, key: CacheKey, *, load_s: float, convert_s: float | None) -> None:
+    def __init__(self, compiled: Any, meta: dict[str, Any], key: CacheKey, *, load_s: float,
+                 convert_s: float | None) -> None:
         self._compiled, self._request, self._lock = compiled, compiled.create_infer_request(), threading.Lock()
         self.key, self.precision = key, key.precision
         self.load_s = load_s  # reading + compiling (or importing the cached blob)
         self.convert_s = convert_s  # None when the IR came from the cache
+        self.ir_dir: Path | None = None  # the entry compiled from (None: built by hand)
+        self.dropped_bytes = 0  # mapped weight-file bytes taken out of RSS after compiling (see open)
+
+    @classmethod
+    def open(cls, key: CacheKey, models_dir: str | os.PathLike[str] | None, threads: int | None,
+             convert: Callable[[], float], current: Callable[[CacheKey, Any], bool] = is_cached) -> Self:
+        """The network of ``key`` compiled, converted first by ``convert()`` (its seconds) unless ``current`` finds it
+        cached. ResourceError when OpenVINO cannot run here; a bad precision raises as :func:`check_precision`; a
+        damaged entry :class:`CacheDamaged`."""
+        if why := unavailable_reason():
+            raise ResourceError(why)
+        check_precision(key.precision)
+        root = cache_root(models_dir)
+        convert_s = None
+        if not current(key, models_dir):
+            with CONVERSION_LOCK:
+                if not current(key, models_dir):
+                    require_writable(root)  # before the minutes of loading and tracing, not after
+                    convert_s = convert()
+        config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": key.precision,
+                                  **({"INFERENCE_NUM_THREADS": int(threads)} if threads else {})}
+        t, ir = time.perf_counter(), key.ir_dir(root)
+        compiled = compile_entry(ir, key.compiled_dir(root), config)
+        net = cls(compiled, json.loads((ir / "meta.json").read_text()), key, load_s=time.perf_counter() - t,
+                  convert_s=convert_s)
+        net.ir_dir, net.dropped_bytes = ir, drop_mapped_pages(ir)  # the plugin runs on its own copy of the weights
+        return net
 
     @property
     def dtype_name(self) -> str:

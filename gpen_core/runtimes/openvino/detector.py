@@ -4,17 +4,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpen_core.platform import durable
-from gpen_core.runtimes.openvino.base import (CacheKey, CompiledNet, cache_key, cache_root, convert_traced,
-                                              drop_mapped_pages, load_compiled, require_writable, save_ir)
+from gpen_core.runtimes.openvino.base import (CacheKey, CompiledNet, cache_key, convert_traced, drop_mapped_pages,
+                                              save_conversion, synthetic_file)
 from gpen_core.runtimes.openvino.choice import SpeedRun, time_interleaved, torch_threads
 
 if TYPE_CHECKING:
@@ -44,45 +41,15 @@ CONVERT_RAM_MEASURED: dict[str, int] = {"resnet50": 452 * 2**20, "mobilenet0.25"
 
 
 def detector_key(weights: Path, network: str) -> CacheKey:  # float32 IR of ``network`` with ``weights``
-    return replace(cache_key(weights, "f32"), name=f"retinaface-{network}-{weights.stem[:40]}")
-
-
-def synthetic_weights(network: str, build: BuildNet, models_dir: str | os.PathLike[str] | None) -> Path:
-    """Random weights of ``network``, written once (so the synthetic detector converts once)."""
-    import torch
-
-    path = cache_root(models_dir) / "synthetic" / f"random-retinaface-{network}.pth"
-    if not path.exists():
-        net, _ = build(None)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with durable.replacing(path, sync=True, sweep=True) as tmp:  # flushed: a file here is reused as it is
-            torch.save({k: v.contiguous() for k, v in net.state_dict().items()}, tmp)
-    return path
-
-
-def convert(net: Any, variant: str, key: CacheKey, models_dir: str | os.PathLike[str] | None = None) -> tuple[Path, float]:
-    """facexlib's RetinaFace ``net`` (test phase) → IR in the cache (:func:`save_ir`); (model.xml, seconds)."""
-    import openvino as ov
-    import torch
-
-    t0 = time.perf_counter()
-    require_writable(cache_root(models_dir))  # before the trace, not after
-    final = key.ir_dir(cache_root(models_dir))
-    example, dynamic = torch.zeros(1, 3, _EXAMPLE_SIDE, _EXAMPLE_SIDE), ov.PartialShape([1, 3, -1, -1])
-    ov_model = convert_traced(net, example, dynamic)
-    meta = {"network": key.name, "weights_sha256": key.weights_sha256, "variant": variant,
-            "cfg": {k: net.cfg[k] for k in _CFG_KEYS}, "openvino": key.openvino, "torch": torch.__version__}
-    seconds = save_ir(ov_model, final, meta, t0)
-    return final / "model.xml", seconds
+    return cache_key(weights, "f32", name=f"retinaface-{network}-{weights.stem[:40]}")
 
 
 class OVRetinaFace(CompiledNet):
     """A compiled RetinaFace."""
 
-    def __init__(self, compiled: Any, meta: dict[str, Any], key: CacheKey, root: Path, *, load_s: float,
+    def __init__(self, compiled: Any, meta: dict[str, Any], key: CacheKey, *, load_s: float,
                  convert_s: float | None) -> None:
-        super().__init__(compiled, key, load_s=load_s, convert_s=convert_s)
-        self._root = root
+        super().__init__(compiled, meta, key, load_s=load_s, convert_s=convert_s)
         self._priors: dict[tuple[int, int], Any] = {}  # (H, W) → facexlib's PriorBox output
         self.cfg: dict[str, Any] = meta["cfg"]  # facexlib's anchors and variances (the 1MB variant's own anchors)
         self.variant: str = meta["variant"]
@@ -95,7 +62,8 @@ class OVRetinaFace(CompiledNet):
             raise ValueError(f"expected a 1×3×H×W input, got {tuple(x.shape)}")
         out = self.infer([np.ascontiguousarray(x, dtype=np.float32)],
                          lambda r: tuple(r.get_output_tensor(i).data.copy() for i in range(3)))
-        drop_mapped_pages(self.key.ir_dir(self._root))
+        if self.ir_dir is not None:
+            drop_mapped_pages(self.ir_dir)
         return out
 
     def priors(self, h: int, w: int) -> Any:
@@ -133,18 +101,26 @@ class OVRetinaFace(CompiledNet):
 
 def load(weights: Path | None, network: str, build: BuildNet, *, models_dir: str | os.PathLike[str] | None = None,
          threads: int | None = None) -> OVRetinaFace:
-    """The compiled detector for ``weights`` (None: random), from the cache or converted now from ``build``; raises
-    as :func:`~gpen_core.runtimes.openvino.base.load_compiled`."""
-    path = Path(weights) if weights is not None else synthetic_weights(network, build, models_dir)
-    key, root = detector_key(path, network), cache_root(models_dir)
+    """The compiled detector for ``weights`` (None: random, written once), from the cache or converted now from
+    ``build``; raises as :meth:`~gpen_core.runtimes.openvino.base.CompiledNet.open`."""
+    def random_weights() -> dict[str, Any]:
+        return {k: v.contiguous() for k, v in build(None)[0].state_dict().items()}
 
-    def convert_now() -> float:
-        net, variant = build(path)
-        return convert(net, variant, key, models_dir)[1]
+    path = weights or synthetic_file(models_dir, f"random-retinaface-{network}.pth", random_weights)
+    key = detector_key(Path(path), network)
 
-    compiled, load_s, convert_s = load_compiled(key, models_dir, threads, convert_now)
-    meta = json.loads((key.ir_dir(root) / "meta.json").read_text())
-    return OVRetinaFace(compiled, meta, key, root, load_s=load_s, convert_s=convert_s)
+    def convert_now() -> float:  # facexlib's RetinaFace (test phase) → IR in the cache; its seconds
+        import openvino as ov
+        import torch
+
+        t0 = time.perf_counter()
+        net, variant = build(Path(path))
+        example = torch.zeros(1, 3, _EXAMPLE_SIDE, _EXAMPLE_SIDE)
+        ov_model = convert_traced(net, example, ov.PartialShape([1, 3, -1, -1]))
+        meta = {"network": key.name, "variant": variant, "cfg": {k: net.cfg[k] for k in _CFG_KEYS}}
+        return save_conversion(ov_model, key, models_dir, meta, t0, lambda f, m: None)
+
+    return OVRetinaFace.open(key, models_dir, threads, convert_now)
 
 
 def measure_speed(network: str, load_as: LoadAs, *, models_dir: str | os.PathLike[str] | None = None,

@@ -19,7 +19,7 @@ from gpen_core.runtimes.openvino.choice import BackendChoice
 # Re-exported: callers use ov_backend.* for the base's names too.
 from gpen_core.runtimes.openvino.base import (  # noqa: F401
     CacheKey, CompiledNet, Precision, cache_key, cache_root, capabilities, choose_precision, convert_traced, cpu_key,
-    drop_mapped_pages, is_cached, load_compiled, openvino_version, require_writable, save_ir, unavailable_reason,
+    drop_mapped_pages, is_cached, openvino_version, save_conversion, unavailable_reason,
 )
 
 if TYPE_CHECKING:
@@ -31,31 +31,22 @@ GRAPH_REVISION = 3
 
 
 def convert(checkpoint: str | os.PathLike[str], *, models_dir: str | os.PathLike[str] | None = None,
-            progress: Progress | None = None, sha256: str | None = None) -> tuple[Path, float]:
-    """Convert a GPEN checkpoint to OpenVINO IR in the cache (needs torch; :func:`save_ir`); (model.xml, seconds)."""
-    import torch
-
+            progress: Progress | None = None, sha256: str | None = None) -> float:
+    """Convert a GPEN checkpoint to OpenVINO IR in the cache (needs torch); its seconds."""
     from gpen_core.networks.checkpoint import load_generator
     from gpen_core.runtimes.openvino.export import exportable
 
     t0 = time.perf_counter()
     say = progress or (lambda f, m: None)
     path = Path(checkpoint)
-    key = cache_key(path, "f32", sha256)
-    require_writable(cache_root(models_dir))  # before minutes of tracing, not after
-    final = key.ir_dir(cache_root(models_dir))
     say(0.0, f"OpenVINO: converting {path.name} (first use on this machine; cached afterwards)")
     model = exportable(load_generator(path))
     size = model.config.size
     say(0.1, f"OpenVINO: tracing the {size} px generator")
     ov_model = to_openvino(model, size)
     del model
-    say(0.8, "OpenVINO: saving the converted model")
-    meta = {"checkpoint": str(path), "weights_sha256": key.weights_sha256, "size": size, "openvino": key.openvino,
-            "torch": torch.__version__, "graph": GRAPH_REVISION}
-    seconds = save_ir(ov_model, final, meta, t0)
-    say(1.0, f"OpenVINO: converted in {seconds:.1f} s")
-    return final / "model.xml", seconds
+    meta = {"checkpoint": str(path), "size": size, "graph": GRAPH_REVISION}
+    return save_conversion(ov_model, cache_key(path, "f32", sha256), models_dir, meta, t0, say)
 
 
 def to_openvino(model: torch.nn.Module, size: int) -> Any:
@@ -63,7 +54,7 @@ def to_openvino(model: torch.nn.Module, size: int) -> Any:
     static 1×3×S×S input."""
     import torch
 
-    return convert_traced(model, torch.zeros(1, 3, size, size), (1, 3, size, size))
+    return convert_traced(model, torch.zeros(1, 3, size, size))
 
 
 # RAM a first-use conversion adds to the process, per face size (docs/performance.md, "CPU runtime"; 1024 px:
@@ -94,11 +85,10 @@ class OVForward(CompiledNet):
     """A compiled GPEN with PreparedForward's call: ``x`` N×3×S×S float in [-1, 1] RGB, a numpy array or a CPU
     tensor; ``y`` float32 of the same kind. One face at a time (batching measured no faster)."""
 
-    def __init__(self, compiled: Any, size: int, key: CacheKey, *, load_s: float, convert_s: float | None,
-                 dropped_bytes: int = 0) -> None:
-        super().__init__(compiled, key, load_s=load_s, convert_s=convert_s)
-        self.size = size
-        self.dropped_bytes = dropped_bytes  # mapped weight-file bytes taken out of RSS after compiling (see load)
+    def __init__(self, compiled: Any, meta: dict[str, Any], key: CacheKey, *, load_s: float,
+                 convert_s: float | None) -> None:
+        super().__init__(compiled, meta, key, load_s=load_s, convert_s=convert_s)
+        self.size = int(meta["size"])
 
     def __call__(self, x: Any) -> Any:
         import numpy as np
@@ -122,20 +112,17 @@ def load(checkpoint: str | os.PathLike[str], precision: Precision = "f32", *,
          models_dir: str | os.PathLike[str] | None = None, progress: Progress | None = None, sha256: str | None = None,
          threads: int | None = None) -> OVForward:
     """The compiled generator for ``checkpoint``: from the cache (of this :data:`GRAPH_REVISION`), or converted now;
-    raises as :func:`~gpen_core.runtimes.openvino.base.load_compiled` does."""
+    raises as :meth:`~gpen_core.runtimes.openvino.base.CompiledNet.open` does."""
     path = Path(checkpoint)
     key = cache_key(path, precision, sha256)
 
     def convert_now() -> float:
-        seconds = convert(path, models_dir=models_dir, progress=progress, sha256=key.weights_sha256)[1]
+        seconds = convert(path, models_dir=models_dir, progress=progress, sha256=key.weights_sha256)
         if progress:
             progress(1.0, "OpenVINO: compiling for this CPU")
         return seconds
 
-    compiled, load_s, convert_s = load_compiled(key, models_dir, threads, convert_now, graph_is_current)
-    ir = key.ir_dir(cache_root(models_dir))
-    size = int(json.loads((ir / "meta.json").read_text())["size"])
-    return OVForward(compiled, size, key, load_s=load_s, convert_s=convert_s, dropped_bytes=drop_mapped_pages(ir))
+    return OVForward.open(key, models_dir, threads, convert_now, graph_is_current)
 
 
 def cpu_id() -> str:

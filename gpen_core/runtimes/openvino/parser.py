@@ -7,14 +7,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpen_core.platform import durable
 from gpen_core.progress import Progress
-from gpen_core.runtimes.openvino.base import (CacheKey, CompiledNet, Precision, cache_key, cache_root, choose_precision,
-                                              convert_traced, drop_mapped_pages, load_compiled, require_writable, save_ir)
+from gpen_core.runtimes.openvino.base import (CacheKey, CompiledNet, Precision, cache_key, choose_precision,
+                                              convert_traced, save_conversion, synthetic_file)
 from gpen_core.runtimes.openvino.choice import SpeedRun, time_interleaved, torch_threads
 
 if TYPE_CHECKING:
@@ -28,29 +26,27 @@ CONVERT_RAM_MEASURED: dict[int, int] = {512: 762 * 2**20, 256: 704 * 2**20}
 
 def parse_key(weights: Path, input_size: int, precision: Precision, sha256: str | None = None) -> CacheKey:
     """The cache key of ``weights`` converted for an S×S input (the IR's shape is static)."""
-    return replace(cache_key(weights, precision, sha256), name=f"parsenet-{weights.stem[:32]}-{int(input_size)}px")
+    return cache_key(weights, precision, sha256, f"parsenet-{weights.stem[:32]}-{int(input_size)}px")
 
 
 def synthetic_weights(models_dir: str | os.PathLike[str] | None = None) -> Path:
     """A seeded random ParseNet of the released architecture, written once (for timing without the weights)."""
-    path = cache_root(models_dir) / "synthetic" / "random-parsenet.pth"
-    if not path.exists():
+    def state_dict() -> dict[str, Any]:
         import torch
 
         from gpen_core.networks.parsenet import RELEASED_CONFIG, ParseNet
 
-        path.parent.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(0)
-        with durable.replacing(path, sync=True, sweep=True) as tmp:  # flushed: a file here is reused as it is
-            torch.save(ParseNet(**RELEASED_CONFIG).state_dict(), tmp)
-    return path
+        return ParseNet(**RELEASED_CONFIG).state_dict()
+
+    return synthetic_file(models_dir, "random-parsenet.pth", state_dict)
 
 
 def convert(weights: str | os.PathLike[str], input_size: int, *, models_dir: str | os.PathLike[str] | None = None,
             config: Mapping[str, Any] | None = None, progress: Progress | None = None,
-            sha256: str | None = None) -> tuple[Path, float]:
+            sha256: str | None = None) -> float:
     """Convert ParseNet weights (``config``: default the released network) to IR for an S×S input in the cache;
-    (model.xml, seconds)."""
+    its seconds."""
     import torch
     from torch.nn import functional as F
 
@@ -59,9 +55,6 @@ def convert(weights: str | os.PathLike[str], input_size: int, *, models_dir: str
     t0 = time.perf_counter()
     say = progress or (lambda f, m: None)
     path, s = Path(weights), int(input_size)
-    key = parse_key(path, s, "f32", sha256)
-    require_writable(cache_root(models_dir))  # before the trace, not after
-    final = key.ir_dir(cache_root(models_dir))
     say(0.0, f"OpenVINO: converting {path.name} for {s} px parsing (first use on this machine; cached afterwards)")
     net = build(load_state_dict(path), config, source=str(path))
 
@@ -78,14 +71,10 @@ def convert(weights: str | os.PathLike[str], input_size: int, *, models_dir: str
                 y = F.interpolate(y, size=(PARSE_SIZE, PARSE_SIZE), mode="bilinear", align_corners=False)
             return y
 
-    ov_model = convert_traced(Exportable().eval(), torch.zeros(1, s, s, 3), (1, s, s, 3))
+    ov_model = convert_traced(Exportable().eval(), torch.zeros(1, s, s, 3))
     del net
-    say(0.8, "OpenVINO: saving the converted parser")
-    meta = {"weights": str(path), "weights_sha256": key.weights_sha256, "input_size": s, "openvino": key.openvino,
-            "torch": torch.__version__}
-    seconds = save_ir(ov_model, final, meta, t0)
-    say(1.0, f"OpenVINO: converted the parser in {seconds:.1f} s")
-    return final / "model.xml", seconds
+    meta = {"weights": str(path), "input_size": s}
+    return save_conversion(ov_model, parse_key(path, s, "f32", sha256), models_dir, meta, t0, say)
 
 
 class OVParser(CompiledNet):
@@ -93,11 +82,12 @@ class OVParser(CompiledNet):
 
     device = "cpu"
 
-    def __init__(self, compiled: Any, input_size: int, key: CacheKey, *, load_s: float, convert_s: float | None) -> None:
+    def __init__(self, compiled: Any, meta: dict[str, Any], key: CacheKey, *, load_s: float,
+                 convert_s: float | None) -> None:
         import numpy as np
 
-        super().__init__(compiled, key, load_s=load_s, convert_s=convert_s)
-        self.input_size = int(input_size)
+        super().__init__(compiled, meta, key, load_s=load_s, convert_s=convert_s)
+        self.input_size = int(meta["input_size"])
         # The official img2tensor (x / 255 * 2 - 1 in float64, then float32), bit for bit (see parsenet._INPUT_LUT).
         self._lut = (np.arange(256, dtype=np.float64) / 255.0 * 2 - 1).astype(np.float32)
 
@@ -126,13 +116,11 @@ def load(weights: str | os.PathLike[str], input_size: int, precision: Precision 
          models_dir: str | os.PathLike[str] | None = None, config: Mapping[str, Any] | None = None,
          progress: Progress | None = None, threads: int | None = None) -> OVParser:
     """The compiled parser for ``weights`` at an S×S input, from the cache or converted now; raises as
-    :func:`~gpen_core.runtimes.openvino.base.load_compiled`."""
+    :meth:`~gpen_core.runtimes.openvino.base.CompiledNet.open`."""
     path = Path(weights)
     key = parse_key(path, input_size, precision)
-    compiled, load_s, convert_s = load_compiled(key, models_dir, threads, lambda: convert(
-        path, input_size, models_dir=models_dir, config=config, progress=progress, sha256=key.weights_sha256)[1])
-    drop_mapped_pages(key.ir_dir(cache_root(models_dir)))  # the plugin runs on its own copy of the weights
-    return OVParser(compiled, input_size, key, load_s=load_s, convert_s=convert_s)
+    return OVParser.open(key, models_dir, threads, lambda: convert(
+        path, input_size, models_dir=models_dir, config=config, progress=progress, sha256=key.weights_sha256))
 
 
 def measure_speed(input_size: int, dtype: str, *, load_as: Callable[[str], Any],
