@@ -158,8 +158,9 @@ def test_bad_weights_say_what_is_wrong(tmp_path: Path) -> None:
         FaceDetector(tmp_path / "missing.pth", "mobilenet0.25")
     junk = tmp_path / "junk.pth"
     torch.save({"conv.weight": torch.zeros(3)}, junk)
-    with pytest.raises(WeightsError, match="not RetinaFace mobilenet0.25"):
+    with pytest.raises(WeightsError, match="not RetinaFace mobilenet0.25") as caught:
         FaceDetector(junk, "mobilenet0.25")
+    assert "missing body.stage1" in str(caught.value) and "Error(s) in loading" not in str(caught.value)
     with pytest.raises(ValueError):
         FaceDetector(junk, "mobilenet2")  # type: ignore[arg-type]
 

@@ -123,13 +123,13 @@ def build_retinaface(weights_path: Path | None, network: DetectorName, device: s
                     p.zero_()
         sd: dict[str, Any] = {}
     else:
+        from gpen_core.networks.checkpoint import state_dict_problems
+
         sd = load_state_dict(Path(weights_path), f"RetinaFace {network}")
-        try:
-            net.load_state_dict(sd, strict=True)
-        except RuntimeError as exc:
-            first = " ".join(str(exc).splitlines()[:3])
-            raise WeightsError(f"{weights_path} is not RetinaFace {network} weights: {first}. "
-                               "Check that the file matches the chosen network.") from exc
+        if problems := state_dict_problems(net, sd):  # named key by key, not torch's first lines
+            raise WeightsError(f"{weights_path} is not RetinaFace {network} weights: {problems}. "
+                               "Check that the file matches the chosen network.")
+        net.load_state_dict(sd, strict=True)
     variant = "pytorch_retinaface"
     if network == "mobilenet0.25" and sd and _trained_with_relu(sd):
         variant = "1mb"
