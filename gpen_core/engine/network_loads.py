@@ -16,7 +16,6 @@ from gpen_core.engine.runtime_choice import Network, RequestPlan, RuntimeDecisio
 from gpen_core.errors import WeightsError
 from gpen_core.modes import MemoryMode, generator_name
 from gpen_core.options import DETECTOR_WEIGHTS, RestoreOptions, default_upscaler
-from gpen_core.platform import durable
 from gpen_core.runtimes.openvino.choice import BackendChoice
 from gpen_core.weights import lookup as weights
 
@@ -268,20 +267,14 @@ def load_openvino_generator(path: Path, precision: str, models_dir: Path, progre
     from gpen_core.runtimes.openvino import generator as ov_backend
 
     if str(path).startswith("synthetic:"):
-        import torch
-
         from gpen_core.networks.synthetic import random_state_dict
+        from gpen_core.runtimes.openvino.base import synthetic_file
 
         arch = weights.REGISTRY[str(path).split(":", 1)[1]].arch
         # Named by architecture: generators sharing one (GPEN-Colorization-1024 and GPEN-Inpainting-1024;
         # GPEN-BFR-512 and GPEN-Seg2face-512) share one file and one conversion (minutes at 1024 px) in the check.
         digest = hashlib.sha256(repr(arch).encode()).hexdigest()[:10]
-        path = ov_backend.cache_root(models_dir) / "synthetic" / f"random-{arch.size}px-{digest}.pth"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # Flushed: a torn file under the final name would be reused as it is (the existence check above).
-            with durable.replacing(path, sync=True, sweep=True) as tmp:
-                torch.save(random_state_dict(arch), tmp)
+        path = synthetic_file(models_dir, f"random-{arch.size}px-{digest}.pth", lambda: random_state_dict(arch))
     forward = ov_backend.load(path, precision, models_dir=models_dir, progress=progress)  # type: ignore[arg-type]
     return forward, forward.size
 
