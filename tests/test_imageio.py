@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -350,6 +351,16 @@ def test_header_looks_right_but_is_broken() -> None:
     # A bomb header under Pillow's own guard: our limit is what refuses it, with our numbers.
     with pytest.raises(InputError, match=r"8000×7000 \(56 megapixels\).*at most 7559×6614"):
         decode_image(png_bytes(8000, 7000, 8, 2))
+
+
+def test_a_photo_between_pillows_two_bomb_guards_is_refused_in_our_words_only() -> None:
+    # 108 MP: over Pillow's warning (~89 MP), under its error (~179 MP). Its warning, with a site-packages
+    # path, must not reach a CLI user's terminal ahead of our sentence.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(InputError, match=r"12000×9000 \(108 megapixels\)"):
+            decode_image(png_bytes(12000, 9000, 8, 2))
+    assert [str(w.message) for w in caught] == []
 
 
 def test_encode_png_round_trip_with_alpha() -> None:
