@@ -25,6 +25,17 @@ def test_every_default_names_its_cpu_and_command() -> None:
             assert "benchmarks/" in m.source or "python -m gpen_core" in m.source, f"{kind} {key}: and the command"
 
 
+@pytest.mark.parametrize("flags", [AMX, ZEN4, AVX2], ids=["amx", "zen4", "avx2"])
+def test_each_defaults_reason_names_its_cpu_whole(monkeypatch: pytest.MonkeyPatch, flags: set[str]) -> None:
+    # a CPU named with a comma inside its brackets must not be cut there: "on an AMD EPYC Zen 4 (AVX-512 BF16" read
+    # as a sentence with an open bracket in every result's notes
+    monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
+    for key in defaults.DEFAULTS[defaults.cpu_kind(flags) or ""]:
+        reason = defaults.default_choice(key, flags).reason  # type: ignore[union-attr]
+        assert reason.count("(") == reason.count(")"), reason
+        assert reason.endswith(("no AMX)", "AVX2 only, family 23 model 49)", "Intel Xeon with AMX")), reason
+
+
 def test_zen4_runs_the_512_generator_on_openvino_and_says_it_was_measured_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
     choice = defaults.default_choice("512-bfloat16", ZEN4)

@@ -4,6 +4,7 @@ kind with its command. This machine's own record always wins; no entry: torch un
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from gpen_core.platform.cpuinfo import cpu_flags
@@ -101,8 +102,13 @@ def default_choice(key: str, flags: set[str] | None = None) -> BackendChoice | N
         faster, other, fast, slow = "torch", "OpenVINO", m.torch_s, m.openvino_s
     digits = 2 if f"{fast:.2f}" != f"{slow:.2f}" else 3  # two figures that round alike would read as a tie
     reason = (f"measured faster on {KIND_NAMES[cpu_kind(flags) or '']}: {fast:.{digits}f} s vs {other} "
-              f"{slow:.{digits}f} s per call on an {m.source.split(',')[0]}")
+              f"{slow:.{digits}f} s per call on an {cpu_named(m)}")
     return BackendChoice(faster, reason, "not yet measured on this machine (the hardware check measures it here)")
+
+
+def cpu_named(m: Measured) -> str:
+    """The CPU that ``m`` was measured on: its source up to the first comma outside brackets (a name may hold one)."""
+    return re.split(r", (?![^(]*\))", m.source)[0]
 
 
 def default_measured(key: str, flags: set[str] | None = None) -> Measured | None:
