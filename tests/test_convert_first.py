@@ -274,3 +274,13 @@ def test_a_run_waits_for_the_background_preparation_converting_its_generator(mon
     threading.Timer(0.3, done.set).start()
     t0 = time.monotonic()
     assert cf.convert_first(LOW_OV, 100).outcome == "nothing to convert" and time.monotonic() - t0 >= 0.25
+
+
+def test_a_torch_figure_from_a_cpu_of_this_kind_names_that_cpu_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpen_core.runtimes.openvino import defaults
+
+    monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
+    monkeypatch.setattr(defaults, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})  # a Zen 4, no record here
+    per_face = cf.torch_seconds(PENDING, tmp_path)
+    assert per_face is not None and per_face.value == 2.414
+    assert per_face.source == "measured on an AMD EPYC Zen 4 (AVX-512 BF16, no AMX), a CPU of this kind"
