@@ -76,18 +76,24 @@ def decide_runtime(f: RuntimeFacts) -> RuntimeDecision:
         return RuntimeDecision("openvino", f.openvino_dtype, why)
     from gpen_core.runtimes.openvino.base import first_use_fallback
 
-    no_room = first_use_fallback(f.convert_ram, f.free_ram, f.converting or f.what, estimated=f.convert_ram_estimated)
+    no_room = first_use_fallback(f.convert_ram, f.free_ram, f.converting or f.what, estimated=f.convert_ram_estimated,
+                                 faster=_faster(f))
     instead = no_room or _does_not_pay(f) or f.busy or _over_plan(f)
     if instead:
         return RuntimeDecision("torch", f.torch_dtype, instead, instead)
     return RuntimeDecision("openvino", f.openvino_dtype, why)
 
 
+def _faster(f: RuntimeFacts) -> str:
+    """Where OpenVINO was measured faster: here, or (auto's built-in figures, a caveat said) on a CPU of this kind."""
+    return "OpenVINO was measured faster " + ("on a CPU of this kind, not yet on this machine," if f.measured.caveat else "here")
+
+
 def _does_not_pay(f: RuntimeFacts) -> str | None:
     """The sentence when a one-shot request would convert for itself alone."""
     if f.conversion_pays:
         return None
-    return (f"OpenVINO was measured faster here for {f.what}, but it is not converted yet, and converting it inside "
+    return (f"{_faster(f)} for {f.what}, but it is not converted yet, and converting it inside "
             f"this single request would cost more time and memory than the request gains, so it ran on torch; "
             f"{convert_ahead_advice(f.own_checkpoint)}, and later runs use OpenVINO")
 
@@ -101,7 +107,7 @@ def _over_plan(f: RuntimeFacts) -> str | None:
 
     figure = f"~{format_bytes(f.convert_ram)}" + (" (estimated from the file size)" if f.convert_ram_estimated else "")
     left = f"{format_bytes(max(0, p.planned - f.plan_used))} of it left"
-    return (f"OpenVINO was measured faster here for {f.what}, but it is not converted yet, and converting it inside "
+    return (f"{_faster(f)} for {f.what}, but it is not converted yet, and converting it inside "
             f"this request would add {figure} to a request that {p.mode}'s memory plan holds to "
             f"~{format_bytes(p.planned)} ({left}), so it ran on torch; "
             f"{convert_ahead_advice(f.own_checkpoint, ', outside any request')}, and later requests use OpenVINO")
