@@ -22,7 +22,7 @@ from gpen_core.images.outputs import (check_result_paths, check_writable, existi
                                      one_file_for_several, output_stems, result_path, write_atomic)
 from gpen_core.presentation.cli_words import (ProgressLine, RunSummary, convert_before_clips, convert_before_photos,
                                               print_error, with_run_notes)
-from gpen_core.result_json import result_record
+from gpen_core.result_json import passed_over_record, result_record
 
 DETECTORS = {"resnet50": "resnet50", "mobilenet": "mobilenet0.25"}  # --detector's words → the detector names
 
@@ -243,6 +243,7 @@ def _restore(args: argparse.Namespace) -> int:
         return restore_ray(args, ProgressLine, _options(args), say_record)
     inputs, not_files = _collect_inputs(args.inputs, args.output)
     for path, why in not_files:  # said when found, before any clip (hours) or photo: a run of clips says it too
+        _emit(args, passed_over_record(path, why))
         print(f"skipped: {path}: {why}", file=sys.stderr, flush=True)
     videos = clips or [p for p in inputs if sniff_file(p)]  # told apart by their bytes, whatever the extension
     inputs = [p for p in inputs if p not in videos]

@@ -40,6 +40,11 @@ def skipped_record(shown: str, existing: Any) -> dict[str, Any]:
             "peaks": None, "timings": None}
 
 
+def passed_over_record(shown: str, why: str) -> dict[str, Any]:
+    """The record of a folder's entry that is no photo or video to restore (a subfolder, a text file), and why."""
+    return {"input": shown, "status": "skipped", "note": why, "peaks": None, "timings": None}
+
+
 def peaks_record(p: Any) -> dict[str, Any]:
     """A call's Peaks as JSON. ``vram_bytes`` is torch's max allocated (its old key); "peak VRAM" as shown is
     ``vram_reserved_bytes``."""

@@ -73,7 +73,12 @@ def test_json_keeps_stdout_for_the_records(folder: Path, gen256: Path, tmp_path:
 
     main(["restore", str(folder), "-o", str(tmp_path / "out"), "--mode", "low", "--model", str(gen256), "--aligned", "--json"])
     out, err = capsys.readouterr()
-    assert [json.loads(line)["status"] for line in out.splitlines()] == ["ok", "ok", "ok", "error"]
+    records = [json.loads(line) for line in out.splitlines()]
+    # every entry the summary counts has its record, the skipped ones (said when found) first, as --ray writes them
+    assert [r["status"] for r in records] == ["skipped"] * 4 + ["ok", "ok", "ok", "error"]
+    assert {r["input"]: r["note"] for r in records[:4]} == {
+        str(folder / "dir.jpg"): "a folder, not a file", str(folder / "loop.jpg"): "a symbolic link loop",
+        str(folder / "pipe.jpg"): "a FIFO (named pipe), not a file", str(folder / "readme.txt"): NEITHER}
     assert "summary: 8 files: 3 restored, 1 failed, 4 skipped" in err
 
 
@@ -89,7 +94,7 @@ def test_ray_without_json_prints_each_photos_notes_as_the_folder_run_does(
     argv = ["restore", str(folder), "-o", str(tmp_path / "out"), "--mode", "low", "--model", str(gen256), "--aligned"]
     main([*argv, "--json"])
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert {r["status"] for r in records} == {"ok", "error"}
+    assert {r["status"] for r in records} == {"ok", "error", "skipped"}  # the skips as --ray records them too
     # each note once, in the order the photos brought them (a run's machine load may change a note between runs)
     said = [f"  note: {n}" for n in dict.fromkeys(n for r in records if r["status"] == "ok" for n in r["notes"])]
     assert said

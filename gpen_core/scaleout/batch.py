@@ -15,7 +15,7 @@ from typing import Any
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images import outputs
 from gpen_core.images.limits import IMAGE_SUFFIXES, NEITHER, SUBFOLDER
-from gpen_core.result_json import skipped_record
+from gpen_core.result_json import passed_over_record, skipped_record
 from gpen_core.scaleout.runtime import RaySettings, WorkerPool, worker_name
 
 MANIFEST = "manifest.jsonl"
@@ -303,7 +303,7 @@ def run_batch(config: BatchConfig, on_record: Callable[[Record, int, int], None]
                 on_record(records[-1], len(records), total)
 
         for shown, why in skipped:  # said and recorded, as the plain CLI says them
-            write({"input": shown, "status": "skipped", "note": why, "peaks": None, "timings": None})
+            write(passed_over_record(shown, why))
         todo: list[_Input] = []
         for item in inputs:
             done = None if config.overwrite else outputs.existing_result(out_dir / item.stem, None)
