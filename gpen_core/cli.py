@@ -20,6 +20,7 @@ from gpen_core.errors import GPENError, InputError
 from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, not_a_file, sniff_file
 from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, folder_inputs, format_for,
                                      one_file_for_several, output_stems, result_path, write_atomic)
+from gpen_core.platform.paths import HELP as MODELS_DIR_HELP
 from gpen_core.presentation.cli_words import (ProgressLine, RunSummary, convert_before_clips, convert_before_photos,
                                               print_error, with_run_notes)
 from gpen_core.result_json import passed_over_record, result_record
@@ -54,7 +55,7 @@ def _add_restore(sub: Any) -> None:
     r.add_argument("--mode", default="auto", choices=MODE_CHOICES, help="memory mode (default: auto)")
     r.add_argument("--model", help="generator: registry name (GPEN-BFR-1024) or path to any GPEN checkpoint")
     r.add_argument("--detector", choices=tuple(DETECTORS), help="override the mode's face detector")
-    r.add_argument("--models-dir", help="models folder for this run (default: $GPEN_HOME or ~/.cache/gpen)")
+    r.add_argument("--models-dir", help=MODELS_DIR_HELP)
     r.add_argument("--device", help="cpu or cuda (default: cuda when available; with --ray: with --gpus-per-worker)")
     r.add_argument("--aligned", action="store_true", help="inputs are already aligned face crops")
     r.add_argument("--task", default="enhance", choices=TASK_CHOICES,
@@ -115,7 +116,7 @@ def _add_export(sub: Any) -> None:
     e.add_argument("-o", "--output", required=True, help="the file to write: FILE.onnx, or FILE.xml with --format openvino")
     e.add_argument("--format", choices=("onnx", "openvino"), default="onnx", help="onnx (default; opset 17) or openvino (IR)")
     e.add_argument("--overwrite", action="store_true", help="replace an existing output (default: refuse it)")
-    e.add_argument("--models-dir")
+    e.add_argument("--models-dir", help=MODELS_DIR_HELP)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -407,3 +407,15 @@ def test_the_cli_module_imports_no_numpy_so_help_is_quick() -> None:
     code = ("import sys, gpen_core.cli; heavy = [m for m in ('numpy', 'PIL', 'torch', 'cv2', 'av') if m in sys.modules]; "
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+
+
+def test_every_option_of_every_subcommand_says_what_it_does() -> None:
+    """`info --help` listed `--models-dir MODELS_DIR` and `--json` with no word on what they do."""
+    import argparse
+
+    from gpen_core.cli import _parser
+
+    [commands] = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    silent = [f"{name} {'/'.join(a.option_strings) or a.dest}" for name, sub in commands.choices.items()
+              for a in sub._actions if not a.help]
+    assert silent == []

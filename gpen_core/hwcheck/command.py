@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.modes import MODES
+from gpen_core.platform.paths import HELP as MODELS_DIR_HELP
 
 
 def add_profile(subparsers: Any) -> argparse.ArgumentParser:
@@ -122,8 +123,8 @@ def selfcheck(args: argparse.Namespace) -> int:
 
 def add_info(subparsers: Any) -> None:
     i = subparsers.add_parser("info", help="versions, device, and which weights are present")
-    i.add_argument("--models-dir")
-    i.add_argument("--json", action="store_true")
+    i.add_argument("--models-dir", help=MODELS_DIR_HELP)
+    i.add_argument("--json", action="store_true", help="the same facts as one JSON object")
 
 
 def info(args: argparse.Namespace) -> int:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from gpen_core.errors import WeightsError
 
+HELP = "models folder for this run (default: $GPEN_HOME or ~/.cache/gpen)"  # every command's --models-dir
+
 
 def folder(arg: str | os.PathLike[str] | None = None) -> Path:
     """``arg``, or ``$GPEN_HOME``, or ``~/.cache/gpen``; not created here: what writes into it makes it

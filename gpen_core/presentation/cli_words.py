@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from gpen_core.engine.convert_first import ConvertFirst, Run, convert_before
 from gpen_core.errors import GPENError, InputError, ResourceError
 from gpen_core.modes import IDENTITY_THRESHOLD_TEXT
+from gpen_core.platform.paths import HELP as MODELS_DIR_HELP
 
 DEFAULT_DOWNLOADS = ("GPEN-BFR-512", "GPEN-BFR-256", "retinaface-mobilenet0.25", "retinaface-resnet50", "ParseNet-latest")
 
@@ -155,7 +156,7 @@ def identity_text(record: dict[str, Any]) -> str:
 def add_download(sub: Any) -> None:
     d = sub.add_parser("download", help="download weights into the models folder")
     d.add_argument("names", nargs="*", metavar="NAME", help=f"registry names (default: {' '.join(DEFAULT_DOWNLOADS)})")
-    d.add_argument("--models-dir")
+    d.add_argument("--models-dir", help=MODELS_DIR_HELP)
     d.add_argument("--no-convert", action="store_true",
                    help="do not convert for OpenVINO afterwards (by default, what `auto` runs on OpenVINO on this CPU is "
                         "converted now, so no restore waits for it)")

@@ -66,6 +66,7 @@ def ray_settings(args: argparse.Namespace) -> RaySettings:
 def add_serve(sub: Any) -> None:
     """Register ``python -m gpen_core serve`` (Ray is imported only when it runs)."""
     from gpen_core.modes import MODE_CHOICES
+    from gpen_core.platform.paths import HELP as MODELS_DIR_HELP
 
     s = sub.add_parser("serve", help="serve restores with Ray Serve (for app.py --backend ray); needs requirements-ray.txt")
     s.add_argument("--replicas", default="1", help="replicas: a number, or auto (autoscale from 1 to --max-replicas)")
@@ -75,7 +76,7 @@ def add_serve(sub: Any) -> None:
     s.add_argument("--address", help="deploy on this Ray cluster (auto, HOST:PORT); default: a local Ray on 127.0.0.1 only")
     s.add_argument("--port", type=int, default=8000, help="Serve's HTTP port on 127.0.0.1 (POST an image to /restore; default 8000)")
     s.add_argument("--mode", default="auto", choices=MODE_CHOICES, help="mode warmed up in each replica (requests may ask for any)")
-    s.add_argument("--models-dir")
+    s.add_argument("--models-dir", help=MODELS_DIR_HELP)
     s.add_argument("--device", help="cpu or cuda (default: cuda when --num-gpus > 0)")
 
 
