@@ -77,7 +77,8 @@ def test_folder_input_writes_one_file_per_image_and_skips_existing(
 
     monkeypatch.setattr(cli, "convert_before_photos", converted_first)
     assert main(argv) == 0
-    recs = _records(capsys.readouterr().out)
+    skip, *recs = _records(capsys.readouterr().out)
+    assert (Path(skip["input"]).name, skip["status"]) == ("notes.txt", "skipped")  # recorded, as --ray records it
     assert asked == [2] and all(r["notes"][0].startswith("GPEN-BFR-256 was converted") for r in recs)
     assert [Path(r["input"]).name for r in recs] == ["a.png", "b.v2.jpg"]
     # a folder output takes the mode's format: low writes JPEG
@@ -86,11 +87,11 @@ def test_folder_input_writes_one_file_per_image_and_skips_existing(
     first = (dst / "a.jpg").stat().st_mtime_ns
 
     assert main(argv) == 0
-    assert [r["status"] for r in _records(capsys.readouterr().out)] == ["skipped", "skipped"]
+    assert [r["status"] for r in _records(capsys.readouterr().out)] == ["skipped", "skipped", "skipped"]
     assert (dst / "a.jpg").stat().st_mtime_ns == first
 
     assert main([*argv, "--overwrite"]) == 0
-    assert [r["status"] for r in _records(capsys.readouterr().out)] == ["ok", "ok"]
+    assert [r["status"] for r in _records(capsys.readouterr().out)] == ["skipped", "ok", "ok"]  # notes.txt, then both
 
 
 def test_missing_weights_exit_3_fast_with_the_fix(
