@@ -209,7 +209,13 @@ def _collect_inputs(items: Sequence[str], output: str) -> tuple[list[Path], list
         else:
             why = not_a_file(p)
             raise InputError(f"input {p} does not exist" if why == MISSING else f"input {p} is {why}")
-    return paths, skipped
+    seen: dict[tuple[int, int], Path] = {}  # a folder and a file in it, or a glob that meets itself: each file once
+    for p in paths:
+        st = p.stat()  # a file found here an instant ago: it is there (a link followed)
+        if (key := (st.st_dev, st.st_ino)) in seen:
+            skipped.append((str(p), "the same file as an input before it"))
+        seen.setdefault(key, p)
+    return list(seen.values()), skipped
 
 
 def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str | None]]:

@@ -362,3 +362,17 @@ def test_a_hidden_file_is_left_out_without_a_word_as_a_hidden_folder_is(gen256: 
     out, err = capsys.readouterr()
     assert rc == 0 and f"skipped: {folder / 'notes.txt'}: {NEITHER}" in err
     assert ".DS_Store" not in out + err and ".thumbnails" not in out + err
+
+
+def test_a_photo_given_twice_is_restored_once_and_the_repeat_said(gen256: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`restore scans/ scans/a.png` or a shell glob that meets itself: one result per file, not a_png and a_png-2."""
+    src = tmp_path / "scans"
+    src.mkdir()
+    a, b = _face(src / "a.png", 0), _face(src / "b.png", 1)
+    dst = tmp_path / "out"
+    assert main(["restore", str(src), str(a), "-o", str(dst), "--mode", "low", "--model", str(gen256), "--aligned"]) == 0
+    out, err = capsys.readouterr()
+    assert sorted(p.name for p in dst.iterdir()) == ["a.jpg", "b.jpg"]
+    assert f"skipped: {a}: the same file as an input before it" in err
+    assert "summary: 3 files: 2 restored, 0 failed, 1 skipped" in out, out
