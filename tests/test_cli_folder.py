@@ -376,3 +376,13 @@ def test_a_photo_given_twice_is_restored_once_and_the_repeat_said(gen256: Path, 
     assert sorted(p.name for p in dst.iterdir()) == ["a.jpg", "b.jpg"]
     assert f"skipped: {a}: the same file as an input before it" in err
     assert "summary: 3 files: 2 restored, 0 failed, 1 skipped" in out, out
+
+
+def test_a_photo_over_the_pixel_limit_is_refused_in_words_true_on_the_command_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 108 MP scan on one's own machine: no server is involved, and no warning of Pillow's comes first."""
+    (big := tmp_path / "scan.png").write_bytes(png_bytes(12000, 9000, 8, 2))
+    assert main(["restore", str(big), "-o", str(tmp_path / "out.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {big}: The image is 12000×9000 (108 megapixels); the limit is 50 megapixels"), err
+    assert "server" not in err and "Resize it to at most 8164×6123" in err

@@ -78,8 +78,8 @@ def too_many_pixels(pixels: int, limits: InputLimits, size: tuple[int, int] | No
     what = f"is {size[0]}×{size[1]} ({_mp(pixels)})" if size else f"declares {_mp(pixels)}"
     s = math.sqrt(limits.max_pixels / pixels)
     most = f"{max(1, int(size[0] * s))}×{max(1, int(size[1] * s))}" if size else _mp(limits.max_pixels)
-    return InputError(f"The image {what}; the limit is {_mp(limits.max_pixels)} (larger images are refused to "
-                      f"protect the server's memory). Resize it to at most {most} and try again.")
+    return InputError(f"The image {what}; the limit is {_mp(limits.max_pixels)} (larger images are refused to bound "
+                      f"the memory a restore takes). Resize it to at most {most} and try again.")
 
 
 # ISO media brands that are still images, not clips.
