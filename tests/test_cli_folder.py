@@ -386,3 +386,24 @@ def test_a_photo_over_the_pixel_limit_is_refused_in_words_true_on_the_command_li
     err = capsys.readouterr().err
     assert err.startswith(f"error: {big}: The image is 12000×9000 (108 megapixels); the limit is 50 megapixels"), err
     assert "server" not in err and "Resize it to at most 8164×6123" in err
+
+
+def test_a_folder_of_phone_photos_says_why_its_heic_and_avif_files_are_left_out(tmp_path: Path) -> None:
+    """An iPhone's IMG_0001.HEIC is a photo: "neither a photo by its name" is wrong, and leaves the user without
+    the fix that the same file given alone gets."""
+    import struct
+
+    from gpen_core.images.outputs import folder_inputs
+
+    src = tmp_path / "iphone"
+    src.mkdir()
+    _face(src / "a.png", 0)
+    for name, brands in (("IMG_0001.HEIC", b"heicmif1heic"), ("pic.avif", b"avif\0\0\0\0avifmif1")):
+        (src / name).write_bytes(struct.pack(">I", 24) + b"ftyp" + brands[:4] + b"\0\0\0\0" + brands[-8:] + bytes(64))
+    (src / "notes.txt").write_text("not a photo")
+    found, skipped = folder_inputs(src)
+    why = {p.name: w for p, w in skipped}
+    assert [p.name for p in found] == ["a.png"] and why["notes.txt"] == NEITHER
+    assert why["IMG_0001.HEIC"].startswith("HEIC/HEIF photos (the iPhone default) are not supported"), why
+    assert "Export it as JPEG" in why["IMG_0001.HEIC"]
+    assert why["pic.avif"].startswith("AVIF files are not supported") and "Convert it to PNG or JPEG" in why["pic.avif"]

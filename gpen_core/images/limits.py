@@ -99,6 +99,17 @@ def looks_like_video(head: bytes) -> bool:
             or (len(head) > 376 and head[0] == head[188] == head[376] == 0x47))  # MPEG-TS sync bytes
 
 
+def neither_why(path: str | os.PathLike[str]) -> str:
+    """Why a folder's file that is neither a photo by its name nor a video is left out: :data:`NEITHER`, or for a
+    phone's HEIC or AVIF photo the refusal it gets given alone, with its fix."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(VIDEO_HEAD_BYTES)
+    except OSError:
+        return NEITHER
+    return str(unidentified(head, DEFAULT_LIMITS)) if sniff(head) in ("HEIC", "AVIF") else NEITHER
+
+
 def sniff_file(path: str | os.PathLike[str]) -> bool:
     """:func:`looks_like_video` on a file's first bytes (False when it cannot be read)."""
     try:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 from gpen_core.errors import InputError
-from gpen_core.images.limits import IMAGE_SUFFIXES, NEITHER, SUBFOLDER, not_a_file, sniff_file, special_kind
+from gpen_core.images.limits import IMAGE_SUFFIXES, NEITHER, SUBFOLDER, neither_why, not_a_file, sniff_file, special_kind
 from gpen_core.platform import durable
 
 # The file name ending of each result format, and every ending a result file may be named with.
@@ -238,10 +238,10 @@ def folder_inputs(folder: Path, output: Path | None = None) -> tuple[list[Path],
     whys |= {q: SUBFOLDER for q in every if q not in whys and not q.name.startswith(".") and q.is_dir()
              and not (output is not None and same_file(q, output))}
     # A hidden file (.DS_Store, Thumbs.db's kin) is the system's, as a hidden folder is: left out without a word.
-    whys |= {q: NEITHER for q in every if q not in whys and q.is_file() and not q.name.startswith(".")}
+    whys |= {q: neither_why(q) for q in every if q not in whys and q.is_file() and not q.name.startswith(".")}
     found = [q for q, why in whys.items() if why is None]
     skipped = sorted((q, why) for q, why in whys.items() if why is not None)
     if not found:
-        listed = "".join(f"; skipped {q}: {why}" for q, why in skipped if why != NEITHER)
+        listed = "".join(f"; skipped {q}: {why.rstrip('.')}" for q, why in skipped if why != NEITHER)
         raise InputError(f"folder {folder} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}) and no videos{listed}")
     return found, skipped
