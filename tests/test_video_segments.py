@@ -200,6 +200,8 @@ def test_a_resumed_run_keeps_finished_segments_and_redoes_the_rest(tmp_path: Pat
     counts: list[tuple[int, int]] = []
     result = _segmented(src, dst, again, segment_seconds=1.0, progress=lambda d, t: counts.append((d, t)))
     assert result.segments_kept == 1 and result.frames_kept == 25
+    # the time a frame is this run's over the frames it restored: the kept ones cost it nothing
+    assert result.seconds_per_frame == pytest.approx(result.total_s / 45, rel=1e-6)
     assert sorted(again.writes) == list(range(25, 70))  # the torn segment and the unfinished one redone, once each
     assert counts[0] == (25, 70) and counts[-1] == (70, 70)  # progress counts what was already done
     got, ref = read_clip(dst), read_clip(tmp_path / "ref.mp4")
