@@ -433,6 +433,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     from gpen_core.scaleout.runtime import connect
     from gpen_core.scaleout.cli import restore_if_segmented, segments_asked
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video, remove_if_unused
+    from gpen_core.video.errors import VideoStopped
     from gpen_core.video.resumable import LocalRunner
     from gpen_core.video.stream import VideoOptions, restore_video
 
@@ -468,6 +469,14 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
             if restore_if_segmented(args, src, dst, local, lambda rec: _emit(args, rec), first.notes):
                 continue
             result = restore_video(src, dst, restorer, opts, vopts, progress=VideoBar(src.name), on_frame=on_frame)
+        except (KeyboardInterrupt, VideoStopped) as exc:  # Ctrl-C or SIGTERM ends the run, not only this clip
+            stop = exc if isinstance(exc, VideoStopped) else VideoStopped(
+                "stopped: the partial output was removed (in --segments a stopped clip resumes where it stopped)")
+            sys.stderr.write("\n")
+            _emit(args, {**record, "status": "error", "error": str(stop), "exit_code": stop.exit_code})
+            print_error(stop, args.verbose, prefix=f"{src}: ")
+            remove_if_unused(Path(args.output), made)
+            return stop.exit_code
         except GPENError as exc:
             sys.stderr.write("\n")
             record.update(status="error", error=str(exc), exit_code=exc.exit_code)
