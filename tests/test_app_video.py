@@ -42,6 +42,14 @@ def test_the_cap_is_said_at_upload_on_a_shared_server_only(tmp_path: Path) -> No
     assert "restores the first" not in long_enough.markdown
 
 
+def test_the_upload_names_the_audio_it_found_not_a_count_of_streams(tmp_path: Path) -> None:
+    # it said "1 audio stream(s)": not whether the sound is a kind an MP4 takes as it is
+    from tests.videoclips import gradient_frames, make_clip
+
+    clip = make_clip(tmp_path / "a.mp4", gradient_frames(3), audio="aac", audio_seconds=0.1)
+    assert "3 frames, aac audio. Press" in video_tab.clip_note(str(clip), None).markdown
+
+
 def test_a_file_that_is_no_video_is_refused_at_upload(tmp_path: Path) -> None:
     bad = tmp_path / "notes.mp4"
     bad.write_bytes(b"hello, this is text")

@@ -51,7 +51,7 @@ def clip_note(path: str, cap_s: float | None, public: bool = False) -> ClipNote:
     try:
         container, info = open_video(path, count=True)
         with container:
-            audio = len(container.streams.audio)
+            audio = " and ".join(a.codec_context.name for a in container.streams.audio)  # "aac": an MP4 takes it as it is
     except Exception as exc:  # a GPENError names the problem; a bug is logged with its trace, one line shown
         shown = shown_error(exc, doing="Reading the video", names={path: Path(path).name}, public=public)
         return ClipNote(shown.panel, None, False, shown)
@@ -59,7 +59,7 @@ def clip_note(path: str, cap_s: float | None, public: bool = False) -> ClipNote:
     length = f"{info.duration_s:.1f} s" if info.duration_s else "length not declared"
     frames = f"{info.frames} frames" if info.frames else _undeclared_frames(info.packets, expected_frames(info))
     lines = ["### Ready to restore", "",
-             f"{w}×{h} {info.codec}, {length}, {frames}, {'%d audio stream(s)' % audio if audio else 'no audio'}. "
+             f"{w}×{h} {info.codec}, {length}, {frames}, {f'{audio} audio' if audio else 'no audio'}. "
              "Press **Restore video**."]
     whole = f"`{resume_command(Path(path).name)}`"  # segments a rerun resumes after a stop or a crash
     cap = ClipCap.of_seconds(cap_s, "this server's limit (--max-video-seconds)") if cap_s else None
