@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
-from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, not_a_file, sniff_file
+from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, not_a_file, not_a_photo, sniff_file
 from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, folder_inputs, format_for,
                                      one_file_for_several, output_stems, result_path, write_atomic)
 from gpen_core.presentation.cli_words import (ProgressLine, RunSummary, convert_before_clips, convert_before_photos,
@@ -218,6 +218,9 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
 
     out = Path(output)
     if out.suffix.lower() in VIDEO_SUFFIXES and not out.is_dir():  # else a folder named x.mp4 would be made
+        if odd := next(((p, what) for p in inputs if (what := not_a_photo(p))), None):  # a clip whose start is gone
+            raise InputError(f"{odd[0].name} is neither a video nor a photo this can read ({odd[1]}): if it is a video, it "
+                             "is damaged or its start is missing. Re-export or re-download it and try again")
         raise InputError(f"{out.name} names a video, but {'these inputs are photos' if len(inputs) > 1 else f'{inputs[0].name} is a photo'} "
                          f"(a GIF is restored as a still): name the output {out.with_suffix('.png').name}, or a folder")
     # One photo's out.jxl names a file: never a folder made for it (as for a clip). Several photos need a folder,
