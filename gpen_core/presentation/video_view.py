@@ -127,6 +127,8 @@ def draw_faces(rgb: np.ndarray, faces: FrameFaces | None, chosen: Sequence[int] 
     of the choice grey, detections the face check refused dashed red."""
     if faces is None:
         return np.array(rgb[..., :3]), "No faces recorded for this frame."
+    if not faces.tracks and not faces.rejected:
+        return np.array(rgb[..., :3]), "none found (the frame is as it came)."
     kept = [(k, b) for k, b in faces.tracks if chosen is None or k in chosen]
     left = [(k, b) for k, b in faces.tracks if chosen is not None and k not in chosen]
     out = draw_detections(rgb[..., :3], [b for _, b in left + kept], faces.rejected,
