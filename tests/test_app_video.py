@@ -50,6 +50,14 @@ def test_the_upload_names_the_audio_it_found_not_a_count_of_streams(tmp_path: Pa
     assert "3 frames, aac audio. Press" in video_tab.clip_note(str(clip), None).markdown
 
 
+def test_the_upload_gives_a_turned_clips_size_as_it_shows_and_is_written(tmp_path: Path) -> None:
+    # a phone's portrait clip is stored landscape with a rotation tag: the upload said "64×48", the result 48×64
+    from tests.videoclips import gradient_frames, make_clip
+
+    clip = make_clip(tmp_path / "r.mp4", gradient_frames(2), rotation=90)
+    assert "48×64 h264 (stored 64×48, shown turned 90°), " in video_tab.clip_note(str(clip), None).markdown
+
+
 def test_a_file_that_is_no_video_is_refused_at_upload(tmp_path: Path) -> None:
     bad = tmp_path / "notes.mp4"
     bad.write_bytes(b"hello, this is text")
