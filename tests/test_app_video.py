@@ -58,6 +58,15 @@ def test_the_upload_gives_a_turned_clips_size_as_it_shows_and_is_written(tmp_pat
     assert "48×64 h264 (stored 64×48, shown turned 90°), " in video_tab.clip_note(str(clip), None).markdown
 
 
+def test_a_one_frame_clip_is_said_as_1_frame_at_upload_and_by_find_faces(tmp_path: Path) -> None:
+    from gpen_core.presentation import video_view
+    from tests.videoclips import gradient_frames, make_clip
+
+    one = make_clip(tmp_path / "one.mp4", gradient_frames(1))
+    assert ", 1 frame, no audio." in video_tab.clip_note(str(one), None).markdown  # it said "1 frames"
+    assert video_view.found_text([video_view.FrameFaces(((0, (10, 10, 40, 40)),), ())]) == "1 face followed in 1 frame."
+
+
 def test_a_file_that_is_no_video_is_refused_at_upload(tmp_path: Path) -> None:
     bad = tmp_path / "notes.mp4"
     bad.write_bytes(b"hello, this is text")

@@ -72,7 +72,7 @@ def clip_note(path: str, cap_s: float | None, public: bool = False) -> ClipNote:
     uw, uh = (h, w) if turned in (90, 270) else (w, h)  # a phone's portrait clip: stored landscape, shown upright
     size = f"{uw}×{uh} {info.codec}" + (f" (stored {w}×{h}, shown turned {turned}°)" if turned else "")
     length = f"{info.duration_s:.1f} s" if info.duration_s else "length not declared"
-    frames = f"{info.frames} frames" if info.frames else _undeclared_frames(info.packets, expected_frames(info))
+    frames = f"{info.frames} frame{'s' * (info.frames != 1)}" if info.frames else _undeclared_frames(info.packets, expected_frames(info))
     lines = ["### Ready to restore", "",
              f"{size}, {length}, {frames}, {f'{audio} audio' if audio else 'no audio'}. "
              "Press **Restore video**."]
