@@ -214,6 +214,12 @@ def test_a_resumed_run_keeps_finished_segments_and_redoes_the_rest(tmp_path: Pat
     assert not folder.exists()
 
 
+def test_a_one_frame_clip_in_segments_lasts_its_frame(tmp_path: Path) -> None:
+    # it said "1 frame (0.00 s, 12800.00 fps)": the frame's length taken as one tick of the time base
+    result = _segmented(_clip(tmp_path, n=1, audio=False), tmp_path / "out.mp4", Shaky())
+    assert result.frames == 1 and result.duration_s == pytest.approx(0.04) and result.fps == pytest.approx(25.0)
+
+
 def test_other_options_do_not_resume_anothers_segments_unless_fresh(tmp_path: Path) -> None:
     src = _clip(tmp_path, n=40, audio=False)
     dst = tmp_path / "out.mp4"
