@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
-from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, not_a_file, sniff_file
+from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, not_a_file, not_a_photo, sniff_file
 from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, folder_inputs, format_for,
                                      one_file_for_several, output_stems, result_path, write_atomic)
 from gpen_core.platform.paths import HELP as MODELS_DIR_HELP
@@ -225,6 +225,9 @@ def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str
 
     out = Path(output)
     if out.suffix.lower() in VIDEO_SUFFIXES and not out.is_dir():  # else a folder named x.mp4 would be made
+        if odd := next(((p, what) for p in inputs if (what := not_a_photo(p))), None):  # a clip whose start is gone
+            raise InputError(f"{odd[0].name} is neither a video nor a photo this can read ({odd[1]}): if it is a video, it "
+                             "is damaged or its start is missing. Re-export or re-download it and try again")
         raise InputError(f"{out.name} names a video, but {'these inputs are photos' if len(inputs) > 1 else f'{inputs[0].name} is a photo'} "
                          f"(a GIF is restored as a still): name the output {out.with_suffix('.png').name}, or a folder")
     # One photo's out.jxl names a file: never a folder made for it (as for a clip). Several photos need a folder,
@@ -441,6 +444,7 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     from gpen_core.scaleout.runtime import connect
     from gpen_core.scaleout.cli import restore_if_segmented, segments_asked
     from gpen_core.video.command import VideoBar, face_numbers, plan_video_outputs, print_video, remove_if_unused
+    from gpen_core.video.errors import VideoStopped
     from gpen_core.video.resumable import LocalRunner
     from gpen_core.video.stream import VideoOptions, restore_video
 
@@ -476,6 +480,14 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
             if restore_if_segmented(args, src, dst, local, lambda rec: _emit(args, rec), first.notes):
                 continue
             result = restore_video(src, dst, restorer, opts, vopts, progress=VideoBar(src.name), on_frame=on_frame)
+        except (KeyboardInterrupt, VideoStopped) as exc:  # Ctrl-C or SIGTERM ends the run, not only this clip
+            stop = exc if isinstance(exc, VideoStopped) else VideoStopped(
+                "stopped: the partial output was removed (in --segments a stopped clip resumes where it stopped)")
+            sys.stderr.write("\n")
+            _emit(args, {**record, "status": "error", "error": str(stop), "exit_code": stop.exit_code})
+            print_error(stop, args.verbose, prefix=f"{src}: ")
+            remove_if_unused(Path(args.output), made)
+            return stop.exit_code
         except GPENError as exc:
             sys.stderr.write("\n")
             record.update(status="error", error=str(exc), exit_code=exc.exit_code)

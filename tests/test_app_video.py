@@ -42,6 +42,31 @@ def test_the_cap_is_said_at_upload_on_a_shared_server_only(tmp_path: Path) -> No
     assert "restores the first" not in long_enough.markdown
 
 
+def test_the_upload_names_the_audio_it_found_not_a_count_of_streams(tmp_path: Path) -> None:
+    # it said "1 audio stream(s)": not whether the sound is a kind an MP4 takes as it is
+    from tests.videoclips import gradient_frames, make_clip
+
+    clip = make_clip(tmp_path / "a.mp4", gradient_frames(3), audio="aac", audio_seconds=0.1)
+    assert "3 frames, aac audio. Press" in video_tab.clip_note(str(clip), None).markdown
+
+
+def test_the_upload_gives_a_turned_clips_size_as_it_shows_and_is_written(tmp_path: Path) -> None:
+    # a phone's portrait clip is stored landscape with a rotation tag: the upload said "64×48", the result 48×64
+    from tests.videoclips import gradient_frames, make_clip
+
+    clip = make_clip(tmp_path / "r.mp4", gradient_frames(2), rotation=90)
+    assert "48×64 h264 (stored 64×48, shown turned 90°), " in video_tab.clip_note(str(clip), None).markdown
+
+
+def test_a_one_frame_clip_is_said_as_1_frame_at_upload_and_by_find_faces(tmp_path: Path) -> None:
+    from gpen_core.presentation import video_view
+    from tests.videoclips import gradient_frames, make_clip
+
+    one = make_clip(tmp_path / "one.mp4", gradient_frames(1))
+    assert ", 1 frame, no audio." in video_tab.clip_note(str(one), None).markdown  # it said "1 frames"
+    assert video_view.found_text([video_view.FrameFaces(((0, (10, 10, 40, 40)),), ())]) == "1 face followed in 1 frame."
+
+
 def test_a_file_that_is_no_video_is_refused_at_upload(tmp_path: Path) -> None:
     bad = tmp_path / "notes.mp4"
     bad.write_bytes(b"hello, this is text")

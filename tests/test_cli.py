@@ -169,6 +169,19 @@ def test_download_without_names_fetches_the_defaults_with_the_paste_mask(
     assert "ParseNet-latest: " in capsys.readouterr().out
 
 
+def test_a_damaged_clip_into_an_mp4_is_not_called_a_photo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # an .mp4 whose start is gone (or never was one) was told "clip.mp4 is a photo (a GIF is restored as a still)"
+    clip, notes = tmp_path / "clip.mp4", tmp_path / "notes.mp4"
+    clip.write_bytes(bytes(range(256)) * 40)  # no container's header, nor an image's
+    notes.write_text("this is text, not a video")
+    for src, what in ((clip, "no format this reads"), (notes, "text")):
+        assert main(["restore", str(src), "-o", str(tmp_path / "out.mp4"), "--mode", "low"]) == 2
+        err = capsys.readouterr().err
+        assert f"{src.name} is neither a video nor a photo this can read ({what})" in err, err
+        assert "is a photo" not in err and "Re-export or re-download" in err
+    assert not (tmp_path / "out.mp4").exists()
+
+
 def test_bad_input_and_bad_usage_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fake = tmp_path / "notes.png"
     fake.write_text("this is text, not a picture")

@@ -104,7 +104,7 @@ def test_input_switching_person_is_not_flagged_where_the_restored_face_follows_i
     assert ident.jumps_count == 0 and not at_switch.jumped
     assert all(r.faces[0].identity.distance < 0.1 for r in records)  # the restored face is its input's
     assert ident.over_limit_count == 0 and not ident.limit_is_users and ident.limit == 0.6
-    assert "0 frame(s) where a restored face jumped" in summary_lines(ident)[0]
+    assert "counted per face and frame: 0 where a restored face jumped" in summary_lines(ident)[0]
 
 
 @needs_dlib
@@ -268,5 +268,15 @@ def test_the_video_tab_lists_flagged_frames_and_captions_a_frames_distances() ->
                              seconds_per_frame=1.0, total_s=3.0, mode="balanced", mode_reason="", audio="none", crf=18,
                              notes=(), damage=None, identity=t.result())
     row = next(x for x in video_tab.video_markdown(result).splitlines() if x.startswith("| Identity |"))
-    assert "1 frame(s) where a restored face jumped" in row and "face 1: jumped at frame(s) 2" in row
+    assert "counted per face and frame: 1 where a restored face jumped" in row and "face 1: jumped at frame(s) 2" in row
     assert "not checked" in video_tab.video_markdown(SimpleNamespace(**{**vars(result), "identity": None}))
+
+
+def test_the_summary_counts_faces_in_frames_not_frames_when_two_faces_are_over() -> None:
+    """Two faces over the limit in the same 2 frames: it said "4 over 0.6" after "… frame(s) where", read as 4 of 2 frames."""
+    t = IdentityTracker()
+    for i in range(2):
+        t.add(i, [0, 1], [_Check([0, 0], [0.7, 0]), _Check([0, 0], [0, 0.7])])
+    head = summary_lines(t.result())[0]
+    assert "(2 frames," in head and "frame(s) where" not in head
+    assert "counted per face and frame: 0 where a restored face jumped" in head and ", 4 over 0.6" in head

@@ -70,7 +70,7 @@ def test_ray_workers_carry_the_identity_figures_as_a_local_segmented_run(
     assert all(d > 0.6 and math.isfinite(j) and abs(j) < 0.25 for d, j in distances), distances
     # The summary names the same frames, numbered from 1 as the app's slider; each segment's manifest line its own.
     lines = [x.strip() for x in stderr.splitlines() if x.lstrip().startswith(("identity:", "face "))]
-    assert re.fullmatch(r"identity: every frame checked \(4 frames, [0-9.]+ s\); 0 frame\(s\) where a restored face "
+    assert re.fullmatch(r"identity: every frame checked \(4 frames, [0-9.]+ s\); counted per face and frame: 0 where a restored face "
                         r"jumped more than the input's own jump \+ 0\.25, 4 over 0\.6 \(dlib's own same-person threshold on LFW photos, not a promise about restorations\)", lines[0]), lines
     assert [x.split(" (largest")[0] for x in lines[1:]] == ["face 1 of segment 0: over the limit at frame(s) 1, 2",
                                                            "face 1 of segment 1: over the limit at frame(s) 3, 4"]

@@ -57,6 +57,14 @@ def test_constant_rate_clip_keeps_every_frame_and_its_time(tmp_path: Path) -> No
     assert not _leftovers(tmp_path)
 
 
+def test_a_one_frame_clip_lasts_its_frame_not_zero_seconds(tmp_path: Path) -> None:
+    # one frame at 25 fps shows for 1/25 s: the summary said "1 frames (0.00 s, 0.00 fps)"
+    src = make_clip(tmp_path / "one.mp4", gradient_frames(1), time_base=Fraction(1, 25))
+    result = restore_video(src, tmp_path / "out.mp4", engine=Invert())
+    assert result.frames == 1
+    assert result.duration_s == pytest.approx(0.04) and result.fps == pytest.approx(25.0)
+
+
 def test_variable_frame_timing_is_kept_not_forced_to_a_rate(tmp_path: Path) -> None:
     pts = [0, 40, 80, 200, 240, 400, 410, 700]  # ms: gaps of 40, 120, 160, 10 and 290 ms
     src = make_clip(tmp_path / "vfr.mkv", gradient_frames(len(pts)), pts=pts, time_base=Fraction(1, 1000))

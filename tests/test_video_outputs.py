@@ -26,6 +26,7 @@ from gpen_core.cli import main  # noqa: E402
 from gpen_core.errors import InputError  # noqa: E402
 from gpen_core.options import RestoreOptions  # noqa: E402
 from gpen_core.video.engine_seam import FrameOut  # noqa: E402
+from gpen_core.video.errors import VideoStopped  # noqa: E402
 from gpen_core.video.output import WriteFailed  # noqa: E402
 from gpen_core.video.resumable import LocalRunner, restore_in_segments  # noqa: E402
 from gpen_core.video.segments import work_folder  # noqa: E402
@@ -528,3 +529,37 @@ def test_a_ray_flag_without_ray_is_refused_not_dropped(flags: list[str], tmp_pat
         err = capsys.readouterr().err
         assert f"{flags[0]} is for --ray runs" in err and "Traceback" not in err, err
         assert not out.exists()
+
+
+@pytest.mark.parametrize("how", ["one pass", "segments"])
+def test_ctrl_c_ends_the_batch_naming_the_clip_what_was_removed_and_how_to_resume(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C in a one-pass clip printed only "interrupted": not which clip, nor that its partial output was removed,
+    nor that a clip in segments resumes where it stopped. In segments it said so, then went on to the next clip."""
+    from gpen_core import cli, restorer
+    from gpen_core.scaleout import cli as scaleout_cli
+    from gpen_core.video import stream
+
+    clips = [_clip(tmp_path / f"{n}.mp4", 3) for n in ("a", "b")]
+    handed: list[str] = []
+
+    def interrupted(src: Path, *a: object, **k: object) -> None:
+        handed.append(Path(src).name)
+        raise KeyboardInterrupt
+
+    def stopped(args: object, src: Path, *a: object, **k: object) -> None:  # what a stopped segmented run raises
+        handed.append(Path(src).name)
+        raise VideoStopped("stopped: the 1 finished segment is kept in …; run the same command again to resume")
+
+    monkeypatch.setattr(stream, "restore_video", interrupted)
+    monkeypatch.setattr(scaleout_cli, "restore_if_segmented", stopped if how == "segments" else lambda *a: False)
+    monkeypatch.setattr(cli, "_load_engine", lambda: None)
+    monkeypatch.setattr(restorer, "Restorer", lambda **k: None)
+    assert main(["restore", *map(str, clips), "-o", str(tmp_path / "out")]) == 130
+    err = capsys.readouterr().err
+    assert handed == ["a.mp4"]  # the batch stops at Ctrl-C
+    assert f"error: {clips[0]}: stopped" in err and "Traceback" not in err
+    assert ("run the same command again" if how == "segments" else "partial output was removed") in err
+    if how == "one pass":
+        assert "--segments" in err and not (tmp_path / "out").exists()  # nor the folder made for the run

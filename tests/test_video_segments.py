@@ -200,6 +200,8 @@ def test_a_resumed_run_keeps_finished_segments_and_redoes_the_rest(tmp_path: Pat
     counts: list[tuple[int, int]] = []
     result = _segmented(src, dst, again, segment_seconds=1.0, progress=lambda d, t: counts.append((d, t)))
     assert result.segments_kept == 1 and result.frames_kept == 25
+    # the time a frame is this run's over the frames it restored: the kept ones cost it nothing
+    assert result.seconds_per_frame == pytest.approx(result.total_s / 45, rel=1e-6)
     assert sorted(again.writes) == list(range(25, 70))  # the torn segment and the unfinished one redone, once each
     assert counts[0] == (25, 70) and counts[-1] == (70, 70)  # progress counts what was already done
     got, ref = read_clip(dst), read_clip(tmp_path / "ref.mp4")
@@ -210,6 +212,12 @@ def test_a_resumed_run_keeps_finished_segments_and_redoes_the_rest(tmp_path: Pat
     assert max(_mean_diff(a, b) for a, b in zip(got["frames"], ref["frames"])) <= 2
     assert reference.frames == result.frames == 70
     assert not folder.exists()
+
+
+def test_a_one_frame_clip_in_segments_lasts_its_frame(tmp_path: Path) -> None:
+    # it said "1 frame (0.00 s, 12800.00 fps)": the frame's length taken as one tick of the time base
+    result = _segmented(_clip(tmp_path, n=1, audio=False), tmp_path / "out.mp4", Shaky())
+    assert result.frames == 1 and result.duration_s == pytest.approx(0.04) and result.fps == pytest.approx(25.0)
 
 
 def test_other_options_do_not_resume_anothers_segments_unless_fresh(tmp_path: Path) -> None:

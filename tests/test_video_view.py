@@ -62,6 +62,12 @@ def test_faces_on_a_frame_restored_left_out_and_rejected() -> None:
         "2 faces followed in 2 frames; the face check rejected 1 detection in 1 frame (turn Face check off to restore them).")
 
 
+def test_a_frame_without_faces_says_none_found_rather_than_0_restored_in_green() -> None:
+    # a face that left the frame: the caption read "0 restored (solid green, numbered as in the face choice)"
+    _, caption = video_view.draw_faces(np.full((60, 80, 3), 100, np.uint8), video_view.FrameFaces((), ()), None)
+    assert caption == "none found (the frame is as it came)."
+
+
 def test_the_original_over_the_restored_span_plays_beside_it(tmp_path: Path) -> None:
     src = make_clip(tmp_path / "in.mp4", gradient_frames(20), audio="aac", audio_seconds=0.8)
     assert video_view.original_span(str(src), tmp_path / "o.mp4", None, None, 18) == str(src)  # whole: the upload

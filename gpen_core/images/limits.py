@@ -119,6 +119,18 @@ def sniff_file(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+def not_a_photo(path: str | os.PathLike[str]) -> str | None:
+    """None when a file's first bytes are a photo format's (or it cannot be read: the photo path says why); else what
+    they are ("text", "PDF", "no format this reads"), for a refusal that does not call it a photo."""
+    try:
+        with open(path, "rb") as f:
+            kind = sniff(f.read(VIDEO_HEAD_BYTES))
+    except OSError:
+        return None
+    photos = {name for _, name in _IMAGE_MAGIC} | {"WEBP", "BMP", "HEIC", "AVIF"}
+    return None if kind in photos else kind or "no format this reads"
+
+
 # Magic numbers of the formats we read, then of files uploaded by mistake, so a refusal can name what it got.
 _IMAGE_MAGIC = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"),
                 (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"), (b"II+\x00", "TIFF"), (b"MM\x00+", "TIFF"))

@@ -45,21 +45,36 @@ class ClipNote:
     info: Any = None  # the probe's ClipInfo (packets counted), for the part's frames before a run
 
 
+def _rotation(path: str) -> int:
+    """The clip's display rotation in degrees, from its first frame (0 when none decodes: the restore says why)."""
+    import av
+
+    container, _ = open_video(path)
+    with container:
+        try:
+            return next((round(f.rotation or 0) % 360 for f in container.decode(container.streams.video[0])), 0)
+        except (av.FFmpegError, EOFError):
+            return 0
+
+
 def clip_note(path: str, cap_s: float | None, public: bool = False) -> ClipNote:
     """What the clip is (size, length, frames, audio) and, on a capped server, how much of it will be restored;
     for a file that is no usable video, the problem (``public``: as :func:`.messages.shown_error` says it)."""
     try:
         container, info = open_video(path, count=True)
         with container:
-            audio = len(container.streams.audio)
+            audio = " and ".join(a.codec_context.name for a in container.streams.audio)  # "aac": an MP4 takes it as it is
+        turned = _rotation(path)
     except Exception as exc:  # a GPENError names the problem; a bug is logged with its trace, one line shown
         shown = shown_error(exc, doing="Reading the video", names={path: Path(path).name}, public=public)
         return ClipNote(shown.panel, None, False, shown)
     w, h = info.size
+    uw, uh = (h, w) if turned in (90, 270) else (w, h)  # a phone's portrait clip: stored landscape, shown upright
+    size = f"{uw}×{uh} {info.codec}" + (f" (stored {w}×{h}, shown turned {turned}°)" if turned else "")
     length = f"{info.duration_s:.1f} s" if info.duration_s else "length not declared"
-    frames = f"{info.frames} frames" if info.frames else _undeclared_frames(info.packets, expected_frames(info))
+    frames = f"{info.frames} frame{'s' * (info.frames != 1)}" if info.frames else _undeclared_frames(info.packets, expected_frames(info))
     lines = ["### Ready to restore", "",
-             f"{w}×{h} {info.codec}, {length}, {frames}, {'%d audio stream(s)' % audio if audio else 'no audio'}. "
+             f"{size}, {length}, {frames}, {f'{audio} audio' if audio else 'no audio'}. "
              "Press **Restore video**."]
     whole = f"`{resume_command(Path(path).name)}`"  # segments a rerun resumes after a stop or a crash
     cap = ClipCap.of_seconds(cap_s, "this server's limit (--max-video-seconds)") if cap_s else None

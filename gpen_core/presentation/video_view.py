@@ -114,7 +114,8 @@ def track_choices(frames: Sequence[FrameFaces]) -> list[tuple[str, int]]:
 def found_text(frames: Sequence[FrameFaces]) -> str:
     """What Find faces saw: "2 faces followed in 150 frames; the face check rejected 3 detections in 2 frames …"."""
     n = len({k for f in frames for k, _ in f.tracks})
-    text = f"{n} face{'s' if n != 1 else ''} followed in {len(frames)} frames" if n else f"No face found in {len(frames)} frames"
+    m = f"{len(frames)} frame{'s' if len(frames) != 1 else ''}"
+    text = f"{n} face{'s' if n != 1 else ''} followed in {m}" if n else f"No face found in {m}"
     bad, where = sum(len(f.rejected) for f in frames), sum(1 for f in frames if f.rejected)
     if bad:
         text += (f"; the face check rejected {bad} detection{'s' if bad != 1 else ''} in {where} frame{'s' if where != 1 else ''} "
@@ -127,6 +128,8 @@ def draw_faces(rgb: np.ndarray, faces: FrameFaces | None, chosen: Sequence[int] 
     of the choice grey, detections the face check refused dashed red."""
     if faces is None:
         return np.array(rgb[..., :3]), "No faces recorded for this frame."
+    if not faces.tracks and not faces.rejected:
+        return np.array(rgb[..., :3]), "none found (the frame is as it came)."
     kept = [(k, b) for k, b in faces.tracks if chosen is None or k in chosen]
     left = [(k, b) for k, b in faces.tracks if chosen is not None and k not in chosen]
     out = draw_detections(rgb[..., :3], [b for _, b in left + kept], faces.rejected,

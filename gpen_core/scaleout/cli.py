@@ -267,4 +267,4 @@ def print_segmented(src: Path, r: Any, json_records: bool = False) -> None:
     from gpen_core.video.command import print_video
 
     kept = f", {r.segments_kept} kept from an earlier run" if r.segments_kept else ""
-    print_video(src, r, json_records, f"; {r.segments} segments{kept}, {r.total_s:.1f} s (join {r.join_s:.1f} s)")
+    print_video(src, r, json_records, f"; {r.segments} segment{'s' * (r.segments != 1)}{kept}, {r.total_s:.1f} s (join {r.join_s:.1f} s)")

@@ -120,7 +120,7 @@ def print_video(src: Path, r: Any, json_records: bool = False, extra: str = "") 
     plan = getattr(r, "planned_bytes", None)
     plan = (f" (+{format_bytes(r.peaks.rss_bytes - r.peaks.baseline_rss_bytes)} over the clip's start; the mode's plan "
             f"+{format_bytes(plan)}, an estimate)") if plan is not None else ""
-    print(f"{src} -> {r.output}: {r.frames} frames ({r.duration_s:.2f} s, {r.fps:.2f} fps), mode {r.mode}, audio {r.audio}, "
+    print(f"{src} -> {r.output}: {r.frames} frame{'s' * (r.frames != 1)} ({r.duration_s:.2f} s, {r.fps:.2f} fps), mode {r.mode}, audio {r.audio}, "
           f"{r.seconds_per_frame:.3f} s a frame, peak RAM {format_bytes(r.peaks.rss_bytes)}{plan}{vram}{extra}"
           + "".join(f"\n  {line}" for line in summary_lines(getattr(r, "identity", None))),
           file=sys.stderr if json_records else sys.stdout, flush=True)

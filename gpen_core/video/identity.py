@@ -101,8 +101,9 @@ def summary_lines(identity: VideoIdentity | None) -> list[str]:
         return []
     which = "every frame" if identity.every == 1 else f"every {ordinal(identity.every)} frame (1, {1 + identity.every}, …)"
     limit = f"your limit {identity.limit:g}" if identity.limit_is_users else IDENTITY_THRESHOLD_TEXT
-    lines = [f"identity: {which} checked ({identity.checked_frames} frames, {identity.seconds:.1f} s); "
-             f"{identity.jumps_count} frame(s) where a restored face jumped more than the input's own jump + "
+    # the counts are summed over the faces: two faces over the limit in one frame count 2
+    lines = [f"identity: {which} checked ({identity.checked_frames} frames, {identity.seconds:.1f} s); counted per "
+             f"face and frame: {identity.jumps_count} where a restored face jumped more than the input's own jump + "
              f"{identity.margin:g}, {identity.over_limit_count} over {limit}"]
     for t in identity.tracks:
         if not (t.jumps_count or t.over_limit_count):

@@ -228,6 +228,7 @@ def restore_in_segments(src: str | os.PathLike[str], dst: str | os.PathLike[str]
                                 *_tally_notes(records, runner.options), *written_notes(upright, rotation)]))
     assert meter.peaks is not None
     frames = sum(r.frames for r in records)  # what the joined file holds, as its segments were checked or counted
+    # seconds a frame are this run's over the frames it restored: kept segments' frames cost it nothing
     total_s = time.perf_counter() - t0
     container, written = open_video(dst_p)  # its size from the written file's header
     container.close()
@@ -237,7 +238,7 @@ def restore_in_segments(src: str | os.PathLike[str], dst: str | os.PathLike[str]
         output=str(dst_p), frames=frames, fps=frames / plan.duration_s if plan.duration_s > 0 else 0.0,
         duration_s=plan.duration_s, size=written.size, mode=mode,
         mode_reason=next((r.mode_reason for r in ran if r.mode_reason), ""), audio=joined.handling,
-        crf=int(getattr(runner, "crf", 0)), seconds_per_frame=total_s / max(1, frames), total_s=total_s,
+        crf=int(getattr(runner, "crf", 0)), seconds_per_frame=total_s / max(1, frames - frames_kept), total_s=total_s,
         faces_per_frame_max=max((r.faces_max for r in records), default=0), peaks=_with_workers(meter.peaks, ran),
         rotation=rotation, lookahead_frames=Steadier.lookahead, notes=tuple(notes),
         segments=len(plan.segments), segments_kept=len(records) - len(ran), frames_kept=frames_kept, join_s=join_s,

@@ -157,13 +157,15 @@ def plan_segments(src: str | os.PathLike[str], segment_seconds: float, settings:
     src_s = os.path.abspath(os.fspath(src))
     st = os.stat(src_s)
     with open_video(src_s)[0] as container:  # refused by its headers as one pass is
-        tb = container.streams.video[0].time_base
+        vs = container.streams.video[0]
+        tb, rate = vs.time_base, vs.average_rate or vs.guessed_rate
         pts, keys = scan_frames(container)
     if not pts:
         raise InputError(f"{src_s} has no video frames to restore: it is empty or damaged from its start")
     starts = cut_points(pts, keys, Fraction(tb), segment_seconds)
     n = len(pts)
-    step = pts[1] - pts[0] if n > 1 else 1
+    # one frame lasts a period of the stream's rate (0 when none is known: no made-up figure), not one tick
+    step = pts[1] - pts[0] if n > 1 else round(1 / (rate * Fraction(tb))) if rate else 0
     segs = []
     for i, (a, b) in enumerate(zip(starts, [*starts[1:], n])):
         tail = b + OVERLAP_FRAMES

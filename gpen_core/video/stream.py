@@ -364,7 +364,9 @@ class _Run:
                                   f"holds the {decoded} frames before it")
 
     def result(self, output: str, peaks: Any, total_s: float) -> VideoResult:
-        duration = (self.last_time + self.last_duration - (self.first_time or 0.0)) if self.written else 0.0
+        # a one-frame clip has no step between frames: its frame lasts one period of the stream's rate
+        step = self.last_duration or (1 / float(self.info.rate) if self.info.rate else 0.0)
+        duration = (self.last_time + step - (self.first_time or 0.0)) if self.written else 0.0
         audio = AudioOutcome.of(self.writer.routes)
         assert self.loop is not None  # made in go, which ran
         notes = {**self.notes, **dict.fromkeys(self.guard.notes), **self.loop.notes}
