@@ -19,7 +19,7 @@ from typing import Any
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, not_a_file, not_a_photo, sniff_file
 from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, folder_inputs, format_for,
-                                     one_file_for_several, output_stems, result_path, write_atomic)
+                                     once_each, one_file_for_several, output_stems, result_path, write_atomic)
 from gpen_core.platform.paths import HELP as MODELS_DIR_HELP
 from gpen_core.presentation.cli_words import (ProgressLine, RunSummary, convert_before_clips, convert_before_photos,
                                               print_error, with_run_notes)
@@ -209,13 +209,8 @@ def _collect_inputs(items: Sequence[str], output: str) -> tuple[list[Path], list
         else:
             why = not_a_file(p)
             raise InputError(f"input {p} does not exist" if why == MISSING else f"input {p} is {why}")
-    seen: dict[tuple[int, int], Path] = {}  # a folder and a file in it, or a glob that meets itself: each file once
-    for p in paths:
-        st = p.stat()  # a file found here an instant ago: it is there (a link followed)
-        if (key := (st.st_dev, st.st_ino)) in seen:
-            skipped.append((str(p), "the same file as an input before it"))
-        seen.setdefault(key, p)
-    return list(seen.values()), skipped
+    kept, repeats = once_each(paths)  # a folder and a file in it, or a glob that meets itself
+    return kept, skipped + [(str(p), "the same file as an input before it") for p in repeats]
 
 
 def _plan_outputs(inputs: list[Path], output: str) -> list[tuple[Path, Path, str | None]]:

@@ -228,6 +228,19 @@ def sweep_temp(root: Path, max_age_s: float) -> int:
     return sum(sweep(t, max_age_s) for t in targets if not t.is_symlink() and t.is_dir())
 
 
+def once_each(paths: list[Path]) -> tuple[list[Path], list[Path]]:
+    """(each file once, in order; the later names of a file already there): one file by device and inode, so a link
+    or a second path to it is restored once. Each path exists (found an instant ago)."""
+    seen: dict[tuple[int, int], Path] = {}
+    repeats = []
+    for p in paths:
+        st = p.stat()
+        if (key := (st.st_dev, st.st_ino)) in seen:
+            repeats.append(p)
+        seen.setdefault(key, p)
+    return list(seen.values()), repeats
+
+
 def folder_inputs(folder: Path, output: Path | None = None) -> tuple[list[Path], list[tuple[Path, str]]]:
     """The one rule for a local folder's entries, the plain run's and --ray's: (its photos by name and videos by their
     first bytes, sorted; (entry, why) for each skipped: an image-named entry that is not a file, a file neither a photo
