@@ -92,14 +92,14 @@ def conversion_seconds(p: Pending, models_dir: str | os.PathLike[str] | None) ->
 def torch_seconds(p: Pending, models_dir: str | os.PathLike[str] | None) -> Figure | None:
     """The generator's seconds a face on torch: this CPU's speed record, else a CPU of its kind's; None without either."""
     from gpen_core.runtimes.openvino import generator as ov
-    from gpen_core.runtimes.openvino.defaults import default_measured
+    from gpen_core.runtimes.openvino.defaults import default_measured, machine
 
     key = ov.speed_key("gpen", p.size, p.dtype)
     rec = ov.speed_records(models_dir).get(key)
     if rec is not None:
         return Figure(rec.torch_s, f"measured on this machine ({rec.measured_at[:10]})")
     kind = default_measured(key)
-    return None if kind is None else Figure(kind.torch_s, f"measured on an {kind.source.split(',')[0]}, a CPU of this kind")
+    return None if kind is None else Figure(kind.torch_s, f"measured on an {machine(kind.source)}, a CPU of this kind")
 
 
 def decide(p: Pending, faces: int, per_face: Figure | None, convert: Figure, free_ram: int) -> ConvertFirst | None:

@@ -101,8 +101,19 @@ def default_choice(key: str, flags: set[str] | None = None) -> BackendChoice | N
         faster, other, fast, slow = "torch", "OpenVINO", m.torch_s, m.openvino_s
     digits = 2 if f"{fast:.2f}" != f"{slow:.2f}" else 3  # two figures that round alike would read as a tie
     reason = (f"measured faster on {KIND_NAMES[cpu_kind(flags) or '']}: {fast:.{digits}f} s vs {other} "
-              f"{slow:.{digits}f} s per call on an {m.source.split(',')[0]}")
+              f"{slow:.{digits}f} s per call on an {machine(m.source)}")
     return BackendChoice(faster, reason, "not yet measured on this machine (the hardware check measures it here)")
+
+
+def machine(source: str) -> str:
+    """The CPU a source names: up to its first comma outside brackets ("AMD EPYC Zen 4 (AVX-512 BF16, no AMX)"),
+    not up to the first comma (which cut that bracket open in every result's notes)."""
+    depth = 0
+    for i, ch in enumerate(source):
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            return source[:i]
+    return source
 
 
 def default_measured(key: str, flags: set[str] | None = None) -> Measured | None:
