@@ -83,11 +83,17 @@ def decide_runtime(f: RuntimeFacts) -> RuntimeDecision:
     return RuntimeDecision("openvino", f.openvino_dtype, why)
 
 
+def _faster(f: RuntimeFacts) -> str:
+    """Whose measurement made OpenVINO the choice: this machine's, or (with a caveat) another CPU's of its kind."""
+    where = "here" if not f.measured.caveat else "on another CPU of this kind (not yet on this machine)"
+    return f"OpenVINO was measured faster {where} for {f.what}"
+
+
 def _does_not_pay(f: RuntimeFacts) -> str | None:
     """The sentence when a one-shot request would convert for itself alone."""
     if f.conversion_pays:
         return None
-    return (f"OpenVINO was measured faster here for {f.what}, but it is not converted yet, and converting it inside "
+    return (f"{_faster(f)}, but it is not converted yet, and converting it inside "
             f"this single request would cost more time and memory than the request gains, so it ran on torch; "
             f"{convert_ahead_advice(f.own_checkpoint)}, and later runs use OpenVINO")
 
@@ -101,7 +107,7 @@ def _over_plan(f: RuntimeFacts) -> str | None:
 
     figure = f"~{format_bytes(f.convert_ram)}" + (" (estimated from the file size)" if f.convert_ram_estimated else "")
     left = f"{format_bytes(max(0, p.planned - f.plan_used))} of it left"
-    return (f"OpenVINO was measured faster here for {f.what}, but it is not converted yet, and converting it inside "
+    return (f"{_faster(f)}, but it is not converted yet, and converting it inside "
             f"this request would add {figure} to a request that {p.mode}'s memory plan holds to "
             f"~{format_bytes(p.planned)} ({left}), so it ran on torch; "
             f"{convert_ahead_advice(f.own_checkpoint, ', outside any request')}, and later requests use OpenVINO")
