@@ -58,6 +58,8 @@ def test_a_choice_measured_on_another_cpu_is_not_said_to_be_measured_here() -> N
         assert note.startswith("OpenVINO was measured faster on another CPU of this kind (not yet on this machine) for the generator "
                                "GPEN-BFR-256, but it is not converted yet"), note
     assert decide_runtime(replace(planned, measured=FIRST_USE.measured)).note.startswith("OpenVINO was measured faster here for")  # type: ignore[union-attr]
+    tight = decide_runtime(replace(FIRST_USE, measured=elsewhere, free_ram=100 * MB)).note or ""
+    assert tight.startswith("OpenVINO was measured faster on another CPU of this kind (not yet on this machine), but converting"), tight
 
 
 def test_a_conversion_inside_a_request_stays_within_the_modes_memory_plan() -> None:

@@ -76,17 +76,20 @@ def decide_runtime(f: RuntimeFacts) -> RuntimeDecision:
         return RuntimeDecision("openvino", f.openvino_dtype, why)
     from gpen_core.runtimes.openvino.base import first_use_fallback
 
-    no_room = first_use_fallback(f.convert_ram, f.free_ram, f.converting or f.what, estimated=f.convert_ram_estimated)
+    no_room = first_use_fallback(f.convert_ram, f.free_ram, f.converting or f.what, estimated=f.convert_ram_estimated, where=_where(f))
     instead = no_room or _does_not_pay(f) or f.busy or _over_plan(f)
     if instead:
         return RuntimeDecision("torch", f.torch_dtype, instead, instead)
     return RuntimeDecision("openvino", f.openvino_dtype, why)
 
 
-def _faster(f: RuntimeFacts) -> str:
+def _where(f: RuntimeFacts) -> str:
     """Whose measurement made OpenVINO the choice: this machine's, or (with a caveat) another CPU's of its kind."""
-    where = "here" if not f.measured.caveat else "on another CPU of this kind (not yet on this machine)"
-    return f"OpenVINO was measured faster {where} for {f.what}"
+    return "here" if not f.measured.caveat else "on another CPU of this kind (not yet on this machine)"
+
+
+def _faster(f: RuntimeFacts) -> str:
+    return f"OpenVINO was measured faster {_where(f)} for {f.what}"
 
 
 def _does_not_pay(f: RuntimeFacts) -> str | None:

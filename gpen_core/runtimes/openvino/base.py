@@ -189,15 +189,15 @@ def drop_mapped_pages(folder: Path) -> int:
     return dropped
 
 
-def first_use_fallback(need: int, free_ram: int, what: str, estimated: bool = False) -> str | None:
+def first_use_fallback(need: int, free_ram: int, what: str, estimated: bool = False, where: str = "here") -> str | None:
     """Why ``auto`` runs ``what`` on torch this time: converting it needs ``need`` bytes of RAM and only
-    ``free_ram`` are free; else None."""
+    ``free_ram`` are free; else None. ``where``: whose measurement made OpenVINO the choice."""
     if free_ram >= need:
         return None
     from gpen_core.platform.meter import format_bytes
 
     figure = f"~{format_bytes(need)}" + (" (estimated from the file size)" if estimated else "")
-    return (f"OpenVINO was measured faster here, but converting {what} for it the first time needs {figure} of RAM and "
+    return (f"OpenVINO was measured faster {where}, but converting {what} for it the first time needs {figure} of RAM and "
             f"{format_bytes(free_ram)} is free, so this request ran it on torch; with more memory free the next request "
             "converts it once (`--backend torch` keeps torch)")
 
