@@ -264,7 +264,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                              info="lower finds more (and more false) faces")
                     max_faces_in = gr.Number(value=RestoreOptions.max_faces, step=1, precision=0, label="Max faces",
                                              info=MAX_FACES_HELP)  # no minimum: refused in our words (fv.IDENTITY_LIMIT)
-                    aligned_in = gr.Checkbox(False, label=task_ui.ALIGNED_LABEL)
+                    aligned_in, aligned_by_task = gr.Checkbox(False, label=task_ui.ALIGNED_LABEL), gr.State(False)  # True: a task turned it on
                     face_check_in = gr.Checkbox(True, label="Check detections", elem_id="face-check",
                                                 info="skip detections that are not faces (docs/face-check.md); off keeps all")
                     identity_in, identity_limit_in, identity_alpha_in = gr.Radio(**fv.IDENTITY_RADIO), gr.Number(**fv.IDENTITY_LIMIT), gr.Slider(**fv.IDENTITY_ALPHA)
@@ -331,8 +331,9 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     examples.click(lambda sample: sample[0], examples, image_in, api_visibility="private", show_progress="hidden")  # a plain value, as for the editor
     gr.on([task_in.change, image_in.change], lambda t, i: (gr.update(visible=task_ui.editor_visible(t)), task_ui.editor_value(t, i)), [task_in, image_in], [damage_box, damage_in], api_visibility="private")
     identity_limit_in.change(lambda v: gr.update(**fv.blend_control(v)), identity_limit_in, identity_alpha_in, api_visibility="private", queue=False, show_progress="hidden")
-    task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, readiness.current_files())),
-                   [task_in, model_in], [model_in, mode_in, aligned_in], api_visibility="private")  # seg2face turns "aligned" on, said so
+    task_in.change(lambda t, m, on: (*(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, readiness.current_files(), on)),
+                   task_ui.task_spec(t).aligned_only), [task_in, model_in, aligned_by_task], [model_in, mode_in, aligned_in, aligned_by_task],
+                   api_visibility="private")  # seg2face turns "aligned" on, and off again when left, said so
     demo.load(lambda t: (mode_radio(t), gr.update(choices=mode_labels.current_choices(get_restorer().device, None, video=True)), gr.update(choices=task_ui.task_choices(readiness.current_files()))), task_in,
               [mode_in, video_mode_in, task_in], api_visibility="private", show_progress="hidden")  # labels as this machine runs them
     for trigger in (demo.load, prepare_timer.tick):
