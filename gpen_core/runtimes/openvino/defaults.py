@@ -4,6 +4,7 @@ kind with its command. This machine's own record always wins; no entry: torch un
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from gpen_core.platform.cpuinfo import cpu_flags
@@ -108,12 +109,7 @@ def default_choice(key: str, flags: set[str] | None = None) -> BackendChoice | N
 def machine(source: str) -> str:
     """The CPU a source names: up to its first comma outside brackets ("AMD EPYC Zen 4 (AVX-512 BF16, no AMX)"),
     not up to the first comma (which cut that bracket open in every result's notes)."""
-    depth = 0
-    for i, ch in enumerate(source):
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            return source[:i]
-    return source
+    return re.match(r"(?:\([^)]*\)|[^,(])*", source).group(0)  # type: ignore[union-attr]  # matches "" at worst
 
 
 def default_measured(key: str, flags: set[str] | None = None) -> Measured | None:
