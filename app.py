@@ -4,9 +4,8 @@
     python app.py --host 0.0.0.0 --port 8080
     python app.py --share [--auth user:pass]   # a public link, always behind a password
 
-Importing this module builds ``demo`` and loads no model; the first Restore does.
-One restore runs at a time (the engine measures each call's peak memory alone) and
-at most 8 wait in the queue. Everything that changes while it serves is in ``STATE``.
+Importing this module builds ``demo`` and loads no model; the first Restore does. One restore runs at a time (the
+engine measures each call's peak memory alone), at most 8 wait in the queue; what changes while it serves is in ``STATE``.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ from gpen_core.platform import zerogpu  # noqa: E402
 from gpen_core.presentation import checks, face_views as fv, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
 from gpen_core.presentation import mode_labels, overlay, preparation as prep_ui, readiness, tasks as task_ui  # noqa: E402
 from gpen_core.engine.pipeline import ready_server  # noqa: E402
-from gpen_core.presentation.app_state import AppState, parse_server_args, start_lines  # noqa: E402
+from gpen_core.presentation.app_state import AppState, parse_server_args, start_lines, stoppable  # noqa: E402
 from gpen_core.presentation.messages import AlreadyShown, ShownError, shown_error, toast_seconds  # noqa: E402
 from gpen_core.restorer import get_restorer  # noqa: E402
 from gpen_core.weights import user_paths  # noqa: E402
@@ -73,7 +72,7 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
             progress: gr.Progress = gr.Progress(), request: gr.Request | None = None,
             ) -> tuple[Any, str, str, list[tuple[Any, str]], dict[str, Any]]:
     """Restore the faces in one photo: (before/after pair, download path, panel Markdown, (crop pair, caption) per face, record)."""
-    with ui_errors(request, "photo"):
+    with ui_errors(request, "photo"), STATE.restores.own(getattr(request, "session_hash", None)) as stop:
         if not image:
             raise InputError("Upload a photo first (or paste one from the clipboard).")
         options = RestoreOptions(mode=mode or AUTO, model=checked_model(model), detector=_override(detector),  # type: ignore[arg-type]
@@ -81,7 +80,7 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
                                  output_format=_override(output_format), upscale=int(upscale or 1), task=task or "enhance",
                                  face_check=bool(face_check), **fv.identity_options(identity, identity_limit, identity_alpha))
         mask = task_ui.editor_damage(damage, options.task)  # every editor file checked, whatever the task
-        result = run_engine(image, options, progress, mask)
+        result = run_engine(image, options, progress if spaces else stoppable(progress, stop), mask)  # ZeroGPU's own process: no Stop
         if isinstance(result, ShownError):
             raise AlreadyShown(result)
         view = restore_tab.restore_view(image, result, RESULTS_DIR, TEMP_MAX_AGE_S, STATE.policy.shared)
@@ -116,16 +115,14 @@ def mode_radio(task: str | None) -> Any:
 
 
 def faces_view(slider: Any, record: dict[str, Any] | None, show: bool, image: str | None = None) -> Any:
-    """"Show detected faces": the photo with kept boxes solid, rejected ones dashed; the slider stays clean."""
-    photo = restore_tab.crop_mode_photo  # faces-only's slider holds crops: its boxes are drawn on the photo
-    shown, caption = overlay.faces_overlay(slider[0] if slider else None, record, photo=photo(image, record)) if show else (None, "Detected faces")
+    """"Show detected faces": kept boxes solid, rejected ones dashed, on the photo (faces-only's slider holds crops)."""
+    shown, caption = overlay.faces_overlay(slider[0] if slider else None, record, photo=restore_tab.crop_mode_photo(image, record)) if show else (None, "Detected faces")
     return gr.update(value=shown, label=caption, visible=bool(show))
 
 
 def upscale_view(image: str | None, upscale: int | str, mode: str | None) -> str:
     """Before Restore: the result size and extra RAM (or why it is refused), and whether the upscaler file is missing."""
-    r = get_restorer()
-    return restore_tab.upscale_text(image, int(upscale or 1), mode, r.device, r.models, STATE.policy)
+    return restore_tab.upscale_text(image, int(upscale or 1), mode, (r := get_restorer()).device, r.models, STATE.policy)
 
 
 def preview(image: str | None) -> tuple[Any, Any, str, Any, Any]:
@@ -162,9 +159,9 @@ def download_weights(mode: str, model: str | None, detector: str | None, aligned
     return _weights_outputs(view)
 
 
-def stop_download(request: gr.Request) -> Any:
-    """Stop download: this visitor's own download only (another visitor's Stop never reaches it)."""
-    STATE.downloads.stop(getattr(request, "session_hash", None))
+def stop_own(which: str, request: gr.Request) -> Any:
+    """Stop download / Stop (a restore, at its next face): ``which`` of STATE's stops, this visitor's own only."""
+    getattr(STATE, which).stop(getattr(request, "session_hash", None))
     return gr.update(visible=False)
 
 
@@ -241,6 +238,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                 image_in = seam.raw_upload(gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], height=300,
                                                     elem_id="photo"), functools.partial(uploads.save_data_url, folder=PASTED_DIR, max_age_s=TEMP_MAX_AGE_S))  # a paste: as sent
                 restore_btn = gr.Button("Restore", variant="primary", size="lg", elem_id="restore-button")
+                stop_btn = gr.Button("Stop (at the next face)", size="sm", elem_id="restore-stop", visible=False)  # shown while a restore runs
                 task_in = gr.Radio(task_ui.task_choices(), value="enhance", label="Task", elem_id="task-radio")
                 with gr.Column(visible=False, min_width=0) as damage_box:  # shown by its box: a gr.update of a component gives the session Gradio's own
                     damage_in = seam.raw_editor(gr.ImageEditor(label="Paint the damage (white brush)", type="filepath", image_mode="RGBA", sources=(), transforms=(),
@@ -264,7 +262,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                                              info="lower finds more (and more false) faces")
                     max_faces_in = gr.Number(value=RestoreOptions.max_faces, step=1, precision=0, label="Max faces",
                                              info=MAX_FACES_HELP)  # no minimum: refused in our words (fv.IDENTITY_LIMIT)
-                    aligned_in = gr.Checkbox(False, label=task_ui.ALIGNED_LABEL)
+                    aligned_in, aligned_by_task = gr.Checkbox(False, label=task_ui.ALIGNED_LABEL), gr.State(False)  # True: a task turned it on
                     face_check_in = gr.Checkbox(True, label="Check detections", elem_id="face-check",
                                                 info="skip detections that are not faces (docs/face-check.md); off keeps all")
                     identity_in, identity_limit_in, identity_alpha_in = gr.Radio(**fv.IDENTITY_RADIO), gr.Number(**fv.IDENTITY_LIMIT), gr.Slider(**fv.IDENTITY_ALPHA)
@@ -306,11 +304,12 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
         app_check.build(demo, hardware_check, saved_hardware_check, measure_tips, saved_tips)
 
     weight_inputs = [mode_in, model_in, detector_in, aligned_in, upscale_in, task_in]
-    weight_outputs = [weights_md, download_weights_btn, all_weights_md]
-    result_outputs = [slider_out, file_out, metrics_md, gallery_out, record_out]
+    weight_outputs, result_outputs = [weights_md, download_weights_btn, all_weights_md], [slider_out, file_out, metrics_md, gallery_out, record_out]
     # A press checks the chosen mode's files (missing: refused, the result kept), then clears the last result in
     # the page, so a failure never leaves it on screen; a failure then names the problem in the panel.
     ready = restore_btn.click(mode_ready, weight_inputs, None, api_visibility="private", show_progress="hidden")
+    stop_btn.click(stop_own, gr.State("restores"), stop_btn, api_visibility="private", queue=False)
+    ready.success(lambda: gr.update(visible=True), None, stop_btn, api_visibility="private", queue=False, show_progress="hidden")  # Stop: while it runs
     ready.failure(weights_view, weight_inputs, weight_outputs, api_visibility="private", show_progress="hidden")  # the button it names
     restoring = ready.success(None, None, result_outputs, js=page.CLEAR_AND_SHOW_RESULT, api_visibility="private").then(
         restore, inputs=[image_in, mode_in, model_in, detector_in, alpha_in, threshold_in, max_faces_in, aligned_in, format_in, upscale_in,
@@ -318,6 +317,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
         outputs=result_outputs, api_name="restore", concurrency_limit=1, concurrency_id="engine", show_progress_on=[slider_out],
     )
     restoring.success(None, js=page.SHOW_RESULT, api_visibility="private")  # the result in view, wherever the page was scrolled
+    restoring.then(lambda: gr.update(visible=False), None, stop_btn, api_visibility="private", queue=False, show_progress="hidden")
     restoring.failure(show_failure, None, [slider_out, metrics_md], api_visibility="private", show_progress="hidden"
               ).then(weights_view, weight_inputs, weight_outputs, api_visibility="private", show_progress="hidden")
     # The boxes follow the result (a new record, or none after a new upload) and the checkbox.
@@ -331,15 +331,16 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     examples.click(lambda sample: sample[0], examples, image_in, api_visibility="private", show_progress="hidden")  # a plain value, as for the editor
     gr.on([task_in.change, image_in.change], lambda t, i: (gr.update(visible=task_ui.editor_visible(t)), task_ui.editor_value(t, i)), [task_in, image_in], [damage_box, damage_in], api_visibility="private")
     identity_limit_in.change(lambda v: gr.update(**fv.blend_control(v)), identity_limit_in, identity_alpha_in, api_visibility="private", queue=False, show_progress="hidden")
-    task_in.change(lambda t, m: tuple(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, readiness.current_files())),
-                   [task_in, model_in], [model_in, mode_in, aligned_in], api_visibility="private")  # seg2face turns "aligned" on, said so
+    task_in.change(lambda t, m, on: (*(gr.update(**u) for u in task_ui.task_controls(t, m, DEFAULT, get_restorer().device, readiness.current_files(), on)),
+                   task_ui.task_spec(t).aligned_only), [task_in, model_in, aligned_by_task], [model_in, mode_in, aligned_in, aligned_by_task],
+                   api_visibility="private")  # seg2face turns "aligned" on, and off again when left, said so
     demo.load(lambda t: (mode_radio(t), gr.update(choices=mode_labels.current_choices(get_restorer().device, None, video=True)), gr.update(choices=task_ui.task_choices(readiness.current_files()))), task_in,
               [mode_in, video_mode_in, task_in], api_visibility="private", show_progress="hidden")  # labels as this machine runs them
     for trigger in (demo.load, prepare_timer.tick):
         trigger(preparation_status, None, [prepare_md, prepare_timer], api_visibility="private", show_progress="hidden")
     shown = download_weights_btn.click(lambda: gr.update(visible=True), None, stop_download_btn, api_visibility="private")  # Stop: while one runs
     downloading = shown.then(download_weights, weight_inputs, weight_outputs, api_visibility="private", concurrency_limit=1)
-    stop_download_btn.click(stop_download, None, stop_download_btn, cancels=[downloading], api_visibility="private", queue=False)
+    stop_download_btn.click(stop_own, gr.State("downloads"), stop_download_btn, cancels=[downloading], api_visibility="private", queue=False)
     downloading.then(lambda *a: (upscale_view(*a[:3]), gr.update(visible=False), mode_radio(a[3])), [image_in, upscale_in, mode_in, task_in],
                      [upscale_md, stop_download_btn, mode_in], api_visibility="private", show_progress="hidden")  # a download clears the warnings
     # One queue lane for the panel, so answers arrive in the order asked: the page-load

@@ -22,6 +22,10 @@ class GPENError(Exception):
         self.details = details
 
 
+class Stopped(GPENError):
+    """Work stopped at its user's request (the app's Stop) before it ended: nothing of it kept."""
+
+
 class InputError(GPENError):
     """The input (image file, argument, option) cannot be used as given."""
 

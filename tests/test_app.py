@@ -27,7 +27,7 @@ from gpen_core.images import outputs
 from gpen_core.modes import MODES
 from gpen_core.result import Face, Peaks, RestoreResult, Timings
 
-from .conftest import ROOT
+from .conftest import ROOT, shared_path
 from .fixtures_models import low_mode_home, low_mode_session_home  # noqa: F401
 from .panel_figures import shown_peak_ram
 
@@ -829,3 +829,30 @@ def test_the_identity_blend_follows_the_identity_limit_and_names_the_apps_contro
         _restore(str(EXAMPLE), identity_limit=0, identity_alpha=0.3)
     assert e.value.title == "Cannot use this input", e.value.message
     assert "'Over the limit" in e.value.message and "'Identity limit'" in e.value.message, e.value.message
+
+
+def test_stop_ends_this_visitors_restore_at_the_next_face_and_the_next_restore_runs(low_mode_home: Path) -> None:  # noqa: F811
+    """The photo tab's Stop: a group photo's restore ends before its next face (it ran to its end, minutes on a
+    CPU in quality, with no way out); another visitor's Stop leaves it alone; the engine serves the next one."""
+    from types import SimpleNamespace
+
+    solvay = str(shared_path("faces", "Solvay_conference_1927.png"))
+    mine = SimpleNamespace(session_hash="restoring-visitor")
+
+    class PressesStop(RecordingProgress):
+        def __call__(self, fraction: float, desc: str | None = None, **_: object) -> None:
+            super().__call__(fraction, desc)
+            if desc == "restoring face 2 of 3":
+                app.stop_own("restores", SimpleNamespace(session_hash="another-visitor"))  # not theirs to stop
+            if desc == "restoring face 3 of 3":
+                app.stop_own("restores", mine)  # what this visitor's Stop button does
+
+    progress = PressesStop()
+    with pytest.raises(gr.Error) as e:
+        _restore(solvay, max_faces=3, progress=progress, request=mine)
+    assert e.value.title == "Stopped" and "Press Restore to start again" in e.value.message, e.value.message
+    descs = [d for _, d in progress.calls]
+    assert "restoring face 3 of 3" in descs and "all 3 faces restored" not in descs  # ended there, not at its end
+    assert app.show_failure(mine)[1].startswith("### ⚠ Stopped")  # type: ignore[arg-type]
+    out = _restore(solvay, max_faces=3, request=mine)  # a fresh Stop token: the next restore runs to its end
+    assert out[4]["faces"] == 3

@@ -22,8 +22,8 @@ pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not identity_model.available(), reason=f"needs dlib: {identity_model.PIP_COMMAND}")]
 
 
-def test_panel_shows_a_column_per_face_and_the_boxes_follow_the_distance(browser, page_url: str, low_narrow_home: Path,
-                                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_panel_shows_a_row_per_face_and_the_boxes_follow_the_distance(browser, page_url: str, low_narrow_home: Path,
+                                                                       tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", PLENTY)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     _open(page, page_url)
@@ -35,7 +35,10 @@ def test_panel_shows_a_column_per_face_and_the_boxes_follow_the_distance(browser
     page.locator("#metrics").get_by_text("Ready to restore").wait_for(timeout=60_000)
     text = _restore_and_read(page)
     # A random-weight generator: the one face is over the model's threshold, and the panel says what 0.6 is.
-    assert re.search(r"Face\s+1\b", text) and "identity distance" in text, text
+    assert re.search(r"Face\s+identity distance\s+pasted\s+1\s+\d\.\d\d", text), text
+    widths = page.evaluate("() => [...document.querySelectorAll('#metrics table')].map(t => t.getBoundingClientRect().right"
+                           " - document.querySelector('#metrics').getBoundingClientRect().right)")
+    assert max(widths) <= 1, widths  # every table inside the panel, none clipped
     assert "(over 0.6)" in text and "not a promise about restorations" in text and "identity check" in text, text
     page.locator("#show-faces input[type=checkbox]").check()
     overlay = page.locator("#detected-faces")

@@ -31,7 +31,7 @@ def test_the_stop_button_cancels_the_download_event_and_shows_only_while_one_run
     after = [f for f in app.demo.fns.values() if f.trigger_after == download]
     assert after and stop._id in [o._id for o in after[0].outputs]
     with app.STATE.downloads.own("visitor") as token:  # a download of this session running
-        assert on_stop.fn(SimpleNamespace(session_hash="visitor"))["visible"] is False  # hides itself ...
+        assert on_stop.fn("downloads", SimpleNamespace(session_hash="visitor"))["visible"] is False  # hides itself ...
         assert token.is_set()  # ... and stops the fetch
 
 
@@ -54,10 +54,10 @@ def test_stop_ends_a_running_download_and_the_panel_says_so(monkeypatch: pytest.
         t.start()
         assert started.wait(60), "the download never started"
         # Another visitor's Stop (their own page, no download of theirs running) leaves this download alone.
-        app.stop_download(SimpleNamespace(session_hash="another-visitor"))
+        app.stop_own("downloads", SimpleNamespace(session_hash="another-visitor"))
         t.join(1.0)
         assert t.is_alive(), "another visitor's Stop ended this visitor's download"
-        app.stop_download(mine)  # what this visitor's Stop button does
+        app.stop_own("downloads", mine)  # what this visitor's Stop button does
         t.join(60)
         assert not t.is_alive(), "the download did not stop"
     panel, button, _ = got["out"]  # type: ignore[misc]

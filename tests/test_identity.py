@@ -102,7 +102,7 @@ def test_random_weight_generator_faces_are_all_flagged(models_with_detector: Pat
     assert rec["threshold"] == 0.6 and "not a promise" in rec["threshold_meaning"]
     assert [f["over_threshold"] for f in rec["faces"]] == [True, True, True]
     md = metrics_markdown(res)
-    assert "| Face | 1 | 2 | 3 |" in md and md.count("(over 0.6)") == 3 and "| identity check |" in md
+    assert "| Face | identity distance | pasted |" in md and md.count("(over 0.6)") == 3 and "| identity check |" in md
     assert "not a promise about restorations" in md
 
 
@@ -295,6 +295,23 @@ def test_panel_says_why_nothing_was_measured(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(identity_model, "available", lambda: True)
     low = SimpleNamespace(faces=(face,), task="enhance", mode=MODES["low"])
     assert "off in low unless asked" in identity_lines(low)[-1]  # type: ignore[arg-type]
+
+
+def test_a_group_photos_identity_table_is_a_row_per_face_that_fits_a_phone() -> None:
+    """A column per face made a table wider than the panel (faces 5-10 clipped at 1400 px, worse on a phone): three
+    columns whatever the number of faces, every face on its own row."""
+    from types import SimpleNamespace
+
+    from gpen_core.modes import MODES
+    from gpen_core.presentation.face_views import identity_lines
+    from gpen_core.result import IdentityCheck
+
+    faces = tuple(SimpleNamespace(identity=IdentityCheck(0.85 if i % 2 else 0.42, "restored", None, 0.1)) for i in range(29))
+    rows = [line for line in identity_lines(SimpleNamespace(faces=faces, task="enhance", mode=MODES["balanced"]))  # type: ignore[arg-type]
+            if line.startswith("|")]
+    assert rows[0] == "| Face | identity distance | pasted |"
+    assert all(row.count("|") == 4 for row in rows), rows[:3]  # three cells each
+    assert rows[2:] == [f"| {i + 1} | " + ("**0.85** (over 0.6)" if i % 2 else "0.42") + " | restored |" for i in range(29)]
 
 
 # ----------------------------------------------------------------------------- the model file

@@ -47,6 +47,14 @@ def test_zen4_runs_the_512_generator_on_openvino_and_says_it_was_measured_elsewh
     assert choice.why == f"{choice.reason}; {choice.caveat}"
 
 
+@pytest.mark.parametrize(("flags", "cpu"), [(ZEN4, "AMD EPYC Zen 4 (AVX-512 BF16, no AMX)"), (AVX2, "AMD EPYC Zen 2 (AVX2 only, family 23 model 49)")])
+def test_the_reason_names_the_whole_cpu_its_brackets_closed(monkeypatch: pytest.MonkeyPatch, flags: set[str], cpu: str) -> None:
+    # every result's notes read "... per call on an AMD EPYC Zen 4 (AVX-512 BF16; not yet measured ...": a bracket never closed
+    monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")
+    reason = defaults.default_choice("512-float32", flags).reason  # type: ignore[union-attr]
+    assert reason.endswith(f" per call on an {cpu}"), reason
+
+
 def test_zen4_runs_the_512_float32_generator_on_openvino_before_any_measurement_here(monkeypatch: pytest.MonkeyPatch) -> None:
     # what a fresh install's quality mode runs (auto, exact float32) on a Zen 4
     monkeypatch.setenv("GPEN_OPENVINO_DEFAULTS", "1")

@@ -61,6 +61,14 @@ def test_seg2face_turns_aligned_on_and_says_so() -> None:
     assert "value" not in aligned and "turned on" not in aligned["label"]  # the user's choice stays
 
 
+def test_leaving_seg2face_turns_aligned_off_again_and_says_so() -> None:
+    # left on, the next group photo was restored as one aligned face, with nothing on screen to say why
+    *_, aligned = task_ui.task_controls("enhance", None, DEFAULT, "cpu", turned_on=True)
+    assert aligned["value"] is False and "turned off again" in aligned["label"]
+    *_, aligned = task_ui.task_controls("inpaint", None, DEFAULT, "cpu", turned_on=True)
+    assert aligned["value"] is False
+
+
 def test_a_task_whose_generator_is_missing_says_which_download_enables_it() -> None:
     from gpen_core.presentation import readiness
 

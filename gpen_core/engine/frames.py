@@ -85,8 +85,10 @@ def open_session(models: ModelCache, device: str, opts: RestoreOptions,
     start = budget.mode_to_start(opts, device, frame_size, models.models_dir,
                                  lambda m: models.weights_present(m, opts, False))
     mode, notes = start.mode, [start.reason] if start.reason else []
-    if start.chosen:
-        notes = [f"auto chose {mode.name} for {w}×{h} frames: {start.reason}"]
+    if start.chosen:  # auto's reason starts "auto chose <mode>": the frame size goes in, said once
+        said = f"auto chose {mode.name}"
+        rest = start.reason[len(said):] if start.reason.startswith(said) else f": {start.reason}"
+        notes = [f"{said} for {w}×{h} frames{rest}"]
     policy, models.lifetime = models.lifetime, Lifetime.RESIDENT
     try:
         with TorchThreads(mode, device) as threads:

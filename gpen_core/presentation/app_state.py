@@ -92,6 +92,19 @@ class SessionStops:
             return len(self._running)
 
 
+def stoppable(progress: Any, stop: threading.Event) -> Any:
+    """``progress`` (called as ``progress(fraction, desc=...)``) that raises :class:`~gpen_core.errors.Stopped` once
+    ``stop`` is set: the engine reports before each face and tile, so a restore ends there, not at its end."""
+    from gpen_core.errors import Stopped
+
+    def report(fraction: float, desc: str | None = None) -> Any:
+        if stop.is_set():
+            raise Stopped(f"The restore ended at your Stop{f' (at: {desc})' if desc else ''}; nothing of it was kept. "
+                          "Press Restore to start again.")
+        return progress(fraction, desc=desc)
+    return report
+
+
 @dataclass
 class AppState:
     policy: Policy = field(default_factory=Policy)
@@ -102,6 +115,7 @@ class AppState:
     downloads: SessionStops = field(default_factory=SessionStops, repr=False)
     # Each session's running clip's Stop (the Video tab's button, or its visitor leaving): never another's.
     stops: SessionStops = field(default_factory=SessionStops, repr=False)
+    restores: SessionStops = field(default_factory=SessionStops, repr=False)  # each session's photo restore's Stop
     _errors: OrderedDict[str, str] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -8,7 +8,6 @@ from gpen_core.faces import identity_model
 from gpen_core.modes import IDENTITY_THRESHOLD, IDENTITY_THRESHOLD_TEXT
 from gpen_core.result import Face, RestoreResult
 
-_FACES_PER_TABLE = 10  # a wider Markdown table scrolls sideways off the panel
 
 
 def face_pairs(result: RestoreResult) -> list[tuple[np.ndarray, str]]:
@@ -43,7 +42,8 @@ def _cell(face: Face) -> tuple[str, str]:
 
 
 def identity_lines(result: RestoreResult) -> list[str]:
-    """The panel's identity section (Markdown lines): per face its distance and what was pasted, or why none."""
+    """The panel's identity section (Markdown lines): per face its distance and what was pasted, or why none. A row
+    per face: three columns fit a phone's panel; a column per face clipped the panel's 5th face at 1400 px."""
     if not result.faces:
         return []
     if all(f.identity is None for f in result.faces):
@@ -55,13 +55,8 @@ def identity_lines(result: RestoreResult) -> list[str]:
     limit = next((c.limit for c in checked if c.limit is not None), None)
     if limit is not None:
         lines[-1] += f" Your limit: {limit:g}."
-    for start in range(0, len(result.faces), _FACES_PER_TABLE):
-        chunk = list(enumerate(result.faces, 1))[start:start + _FACES_PER_TABLE]
-        cells = [_cell(f) for _, f in chunk]
-        lines += ["", "| Face | " + " | ".join(str(i) for i, _ in chunk) + " |",
-                  "|---|" + "---:|" * len(chunk),
-                  "| identity distance | " + " | ".join(c[0] for c in cells) + " |",
-                  "| pasted | " + " | ".join(c[1] for c in cells) + " |"]
+    lines += ["", "| Face | identity distance | pasted |", "|---:|---:|---|"]
+    lines += [f"| {i} | " + " | ".join(_cell(f)) + " |" for i, f in enumerate(result.faces, 1)]
     return lines
 
 

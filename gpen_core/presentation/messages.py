@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gpen_core.errors import GPENError, InputError, ResourceError, WeightsCorruptError, WeightsError
+from gpen_core.errors import GPENError, InputError, ResourceError, Stopped, WeightsCorruptError, WeightsError
 from gpen_core.presentation.panels import error_markdown
 from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL
 from gpen_core.weights.user_paths import public_message
@@ -21,6 +21,7 @@ TITLES: tuple[tuple[type[BaseException], str], ...] = (
     (WeightsCorruptError, "Weights corrupt"),
     (WeightsError, "Weights missing"),
     (ResourceError, "Not enough memory"),
+    (Stopped, "Stopped"),
     (GPENError, "Error"),
 )
 INTERNAL = "Internal error"

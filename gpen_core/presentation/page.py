@@ -44,7 +44,7 @@ CSS = """
   #restore-row, #video-row { flex-direction: column; flex-wrap: nowrap; }
   #controls, #video-controls { display: contents; }
   #controls > *, #video-controls > * { order: 3; }
-  #controls > #photo, #controls > #restore-button { order: 1; }
+  #controls > #photo, #controls > #restore-button, #controls > #restore-stop { order: 1; }
   #video-controls > #video-in, #video-controls > :has(> #video-mode-radio), #video-controls > #video-options,
   #video-controls > #video-buttons { order: 1; }  /* the radio sits in Gradio's .form wrapper */
   #results, #video-results { order: 2; }

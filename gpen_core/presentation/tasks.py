@@ -43,24 +43,27 @@ def generator_choices(task: str | None, default: str) -> list[tuple[str, str]]:
     return [(f"the task's generator ({spec.model})", default), (spec.model, spec.model)]
 
 
-def task_controls(task: str | None, model: str | None, default: str, device: str, files: Any = None,
+def task_controls(task: str | None, model: str | None, default: str, device: str, files: Any = None, turned_on: bool = False,
                   ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """The Generator dropdown's, Memory mode radio's and "aligned" checkbox's updates when the Task changes (the
-    generator kept when it fits the task)."""
+    generator kept when it fits the task); ``turned_on``: the last task turned "aligned" on (see :func:`aligned_control`)."""
     choices = generator_choices(task, default)
     value = model if model in {v for _, v in choices} else default
-    return {"choices": choices, "value": value}, {"choices": mode_choices(device, task, files)}, aligned_control(task)
+    return {"choices": choices, "value": value}, {"choices": mode_choices(device, task, files)}, aligned_control(task, turned_on)
 
 
 ALIGNED_LABEL = "Already an aligned face crop (skip detection)"
 
 
-def aligned_control(task: str | None) -> dict[str, Any]:
-    """The "aligned" checkbox: on, saying why, for a task on aligned crops only; else the user's to choose."""
+def aligned_control(task: str | None, turned_on: bool = False) -> dict[str, Any]:
+    """The "aligned" checkbox: on, saying why, for a task on aligned crops only; off again, saying so, when the last
+    task had turned it on (left on, a group photo restored next was taken as one aligned face); else the user's."""
     spec = task_spec(task)
     if spec.aligned_only:
         return {"value": True, "label": f"{ALIGNED_LABEL}: turned on for {spec.label.lower()}, "
                                          "which runs on aligned crops only"}
+    if turned_on:
+        return {"value": False, "label": f"{ALIGNED_LABEL}: turned off again (the last task turned it on for itself)"}
     return {"label": ALIGNED_LABEL}
 
 
