@@ -60,14 +60,15 @@ def full_queue(server_url: str, monkeypatch: pytest.MonkeyPatch):
         _wait(lambda: len(queue) == 0 and not any(queue.active_jobs), timeout=30)
 
 
-@pytest.mark.parametrize("button, stops", [("video-stop", "stops"), ("stop-download", "downloads")])
+@pytest.mark.parametrize("button, stops", [("video-stop", "stops"), ("stop-download", "downloads"),
+                                           ("restore-stop", "restores")])
 def test_a_stop_reaches_its_own_work_while_others_fill_the_queue(server_url: str, full_queue: None, button: str,
                                                                  stops: str) -> None:
     visitor = secrets.token_hex(6)
     running = getattr(app.STATE, stops).start(visitor)  # this visitor's clip (or download), running
     try:
         index, dep = _event(button)
-        r = _send(server_url, index, dep, visitor, [])
+        r = _send(server_url, index, dep, visitor, [None] * len(dep.inputs))  # as the page: null for a gr.State
         assert r.status_code == 200, r.text[:300]
         assert running.is_set()
     finally:
