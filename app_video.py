@@ -24,7 +24,7 @@ import gradio as gr
 from gpen_core.compat import gradio as seam
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images import outputs as result_files
-from gpen_core.modes import AUTO
+from gpen_core.modes import AUTO, IDENTITY_THRESHOLD
 from gpen_core.options import RestoreOptions
 from gpen_core.presentation import messages, mode_labels, page, video_tab, video_view
 from gpen_core.presentation.cli_words import with_run_notes
@@ -238,7 +238,7 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
                 at_in = gr.Slider(1, 2, value=1, step=1, label="Frame", interactive=False, elem_id="video-frame-at", scale=3)
                 flag_in = gr.Dropdown([], value=None, label="Identity: frames to look at", elem_id="video-identity-frames",
                                       scale=2, info="frames where a restored face's identity jumped more than the input's "
-                                      "own, or went over the limit (docs/identity.md)")
+                                      f"own, or went over {IDENTITY_THRESHOLD:g}, dlib's same-person threshold (docs/identity.md)")
             pair_out = gr.ImageSlider(label="Before / after of that frame", type="numpy", format="png", interactive=False,
                                       max_height=360, elem_id="video-slider")
             show_faces_in = gr.Checkbox(False, label="Show detected faces", elem_id="video-show-faces",
