@@ -118,6 +118,7 @@ class Choice:
     mode: MemoryMode
     reason: str
     chosen: bool = True
+    detail: str = ""  # auto's reason after "auto chose <mode>", for a caller that names what it chose for
 
 
 @dataclass(frozen=True)
@@ -297,10 +298,12 @@ def choose(device: str, image_size: tuple[int, int], models_dir: Path | None = N
                    for m in ranked.above(best.mode)[::-1] if m.runnable and plain_fits(m.mode)]
         they = "it fits" if len(too_big) == 1 else "they fit"
         why_up = f"; passed over {', '.join(too_big)}: {they} only without upscaling ×{upscale}" if too_big else ""
-        return Choice(MODES[best.mode], f"auto chose {best.mode}: needs {sized(best.mode)}, {format_bytes(have)} free{why_skip}{why_up}")
+        detail = f": needs {sized(best.mode)}, {format_bytes(have)} free{why_skip}{why_up}"
+        return Choice(MODES[best.mode], f"auto chose {best.mode}{detail}", detail=detail)
     low = ranked.lightest.mode
     fix = f"; it would fit without upscaling ×{upscale}: choose a smaller upscale" if plain_fits(low) else ""
-    return Choice(MODES[low], f"auto chose {low}, the lightest mode: even it may need {sized(low)}, {format_bytes(have)} free{fix}")
+    detail = f", the lightest mode: even it may need {sized(low)}, {format_bytes(have)} free{fix}"
+    return Choice(MODES[low], f"auto chose {low}{detail}", detail=detail)
 
 
 def check_fits(mode: MemoryMode, device: str, image_size: tuple[int, int], models_dir: Path | None = None,

@@ -85,10 +85,8 @@ def open_session(models: ModelCache, device: str, opts: RestoreOptions,
     start = budget.mode_to_start(opts, device, frame_size, models.models_dir,
                                  lambda m: models.weights_present(m, opts, False))
     mode, notes = start.mode, [start.reason] if start.reason else []
-    if start.chosen:  # auto's reason starts "auto chose <mode>": the frame size goes in, said once
-        said = f"auto chose {mode.name}"
-        rest = start.reason[len(said):] if start.reason.startswith(said) else f": {start.reason}"
-        notes = [f"{said} for {w}×{h} frames{rest}"]
+    if start.chosen:  # the frame size it chose for goes in, auto's choice said once
+        notes = [f"auto chose {mode.name} for {w}×{h} frames{start.detail or ': ' + start.reason}"]
     policy, models.lifetime = models.lifetime, Lifetime.RESIDENT
     try:
         with TorchThreads(mode, device) as threads:
