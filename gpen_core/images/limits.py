@@ -99,35 +99,36 @@ def looks_like_video(head: bytes) -> bool:
             or (len(head) > 376 and head[0] == head[188] == head[376] == 0x47))  # MPEG-TS sync bytes
 
 
+def file_head(path: str | os.PathLike[str]) -> bytes | None:
+    """A file's first :data:`VIDEO_HEAD_BYTES` (enough to tell a photo or a clip by), or None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(VIDEO_HEAD_BYTES)
+    except OSError:
+        return None
+
+
 def neither_why(path: str | os.PathLike[str]) -> str:
     """Why a folder's file that is neither a photo by its name nor a video is left out: :data:`NEITHER`, or for a
     phone's HEIC or AVIF photo the refusal it gets given alone, with its fix."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(VIDEO_HEAD_BYTES)
-    except OSError:
-        return NEITHER
-    return str(unidentified(head, DEFAULT_LIMITS)) if sniff(head) in ("HEIC", "AVIF") else NEITHER
+    head = file_head(path)
+    return str(unidentified(head, DEFAULT_LIMITS)) if head is not None and sniff(head) in ("HEIC", "AVIF") else NEITHER
 
 
 def sniff_file(path: str | os.PathLike[str]) -> bool:
     """:func:`looks_like_video` on a file's first bytes (False when it cannot be read)."""
-    try:
-        with open(path, "rb") as f:
-            return looks_like_video(f.read(VIDEO_HEAD_BYTES))
-    except OSError:
-        return False
+    head = file_head(path)
+    return head is not None and looks_like_video(head)
 
 
 def not_a_photo(path: str | os.PathLike[str]) -> str | None:
     """None when a file's first bytes are a photo format's (or it cannot be read: the photo path says why); else what
     they are ("text", "PDF", "no format this reads"), for a refusal that does not call it a photo."""
-    try:
-        with open(path, "rb") as f:
-            kind = sniff(f.read(VIDEO_HEAD_BYTES))
-    except OSError:
+    head = file_head(path)
+    if head is None:
         return None
     photos = {name for _, name in _IMAGE_MAGIC} | {"WEBP", "BMP", "HEIC", "AVIF"}
+    kind = sniff(head)
     return None if kind in photos else kind or "no format this reads"
 
 
