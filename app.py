@@ -26,23 +26,20 @@ os.environ.setdefault("GRADIO_TEMP_DIR", str(Path(tempfile.gettempdir()) / f"gpe
 
 import gradio as gr  # noqa: E402
 
-import app_check  # noqa: E402
-import app_video  # noqa: E402
-
-from gpen_core.compat import gradio as seam  # noqa: E402
+from gpen_app import checks, face_views as fv, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
+from gpen_app import check_wiring as app_check, gradio_seam as seam, video_wiring as app_video  # noqa: E402
+from gpen_app import uploads, user_paths  # noqa: E402
+from gpen_app import mode_labels, overlay, preparation as prep_ui, readiness, tasks as task_ui  # noqa: E402
+from gpen_app.app_state import AppState, parse_server_args, start_lines, stoppable  # noqa: E402
+from gpen_app.messages import AlreadyShown, ShownError, shown_error, toast_seconds  # noqa: E402
+from gpen_core.engine.pipeline import ready_server  # noqa: E402
 from gpen_core.errors import GPENError, InputError  # noqa: E402
-from gpen_core.images import outputs, uploads  # noqa: E402
+from gpen_core.images import outputs  # noqa: E402
 from gpen_core.images.decode import DEFAULT_LIMITS  # noqa: E402
 from gpen_core.modes import AUTO  # noqa: E402
 from gpen_core.options import MAX_FACES_HELP, RestoreOptions  # noqa: E402
 from gpen_core.platform import zerogpu  # noqa: E402
-from gpen_core.presentation import checks, face_views as fv, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
-from gpen_core.presentation import mode_labels, overlay, preparation as prep_ui, readiness, tasks as task_ui  # noqa: E402
-from gpen_core.engine.pipeline import ready_server  # noqa: E402
-from gpen_core.presentation.app_state import AppState, parse_server_args, start_lines, stoppable  # noqa: E402
-from gpen_core.presentation.messages import AlreadyShown, ShownError, shown_error, toast_seconds  # noqa: E402
 from gpen_core.restorer import get_restorer  # noqa: E402
-from gpen_core.weights import user_paths  # noqa: E402
 
 try:  # Hugging Face ZeroGPU: the GPU exists only inside functions wrapped with spaces.GPU
     import spaces  # type: ignore[import-not-found]
@@ -214,7 +211,7 @@ def _override(value: str | None) -> str | None:
 
 
 def checked_model(value: str | None) -> str | None:
-    """The Generator field: a registry name or a checkpoint in the models folder (gpen_core.weights.user_paths)."""
+    """The Generator field: a registry name or a checkpoint in the models folder (gpen_app.user_paths)."""
     return user_paths.checked_model(_override(value), any_path=STATE.policy.any_model_path)
 
 

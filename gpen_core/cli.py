@@ -21,7 +21,7 @@ from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, not_a_file, not_a_p
 from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, folder_inputs, format_for,
                                      once_each, one_file_for_several, output_stems, result_path, write_atomic)
 from gpen_core.platform.paths import HELP as MODELS_DIR_HELP
-from gpen_core.presentation.cli_words import (ProgressLine, RunSummary, convert_before_clips, convert_before_photos,
+from gpen_core.cli_words import (ProgressLine, RunSummary, convert_before_clips, convert_before_photos,
                                               print_error, with_run_notes)
 from gpen_core.result_json import passed_over_record, result_record
 
@@ -30,7 +30,7 @@ DETECTORS = {"resnet50": "resnet50", "mobilenet": "mobilenet0.25"}  # --detector
 
 def _parser() -> argparse.ArgumentParser:
     from gpen_core.hwcheck.command import add_info, add_profile, add_selfcheck
-    from gpen_core.presentation.cli_words import add_download
+    from gpen_core.cli_words import add_download
     from gpen_core.scaleout.cli import add_serve
 
     p = argparse.ArgumentParser(prog="python -m gpen_core", description="GPEN blind face restoration that measures what it costs.")
@@ -134,7 +134,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return _startup_failure(exc, verbose=False)
     try:
         from gpen_core.hwcheck.command import info, profile, selfcheck  # the parser imported these modules
-        from gpen_core.presentation.cli_words import download
+        from gpen_core.cli_words import download
         from gpen_core.scaleout.cli import serve
 
         commands = {"restore": _restore, "download": download, "info": info, "serve": serve, "export": _export,
@@ -422,7 +422,7 @@ def _emit(args: argparse.Namespace, record: dict[str, Any]) -> None:
 
 def _result_line(rec: dict[str, Any]) -> str:
     from gpen_core.platform.meter import format_bytes, peak_vram_text
-    from gpen_core.presentation.cli_words import identity_text
+    from gpen_core.cli_words import identity_text
 
     pk = rec["peaks"]
     return (f"{rec['input']} -> {rec['output']}: {rec['faces']} face(s), mode {rec['mode']}, {rec['timings']['total_s']:.2f}s, "

@@ -18,10 +18,10 @@ import pytest
 from PIL import Image
 
 import app
-import app_check
-from gpen_core.presentation.app_state import Policy
-from gpen_core.presentation import face_views
-from gpen_core.presentation import panels as ui
+from gpen_app import check_wiring as app_check
+from gpen_app.app_state import Policy
+from gpen_app import face_views
+from gpen_app import panels as ui
 from gpen_core.errors import InputError
 from gpen_core.images import outputs
 from gpen_core.modes import MODES
@@ -89,7 +89,7 @@ def _fake_result(**kw: object) -> RestoreResult:
 
 
 def test_mode_radio_lists_auto_first_then_every_mode_with_its_hint() -> None:
-    from gpen_core.presentation import mode_labels
+    from gpen_app import mode_labels
 
     choices = mode_labels.hints()
     assert [v for _, v in choices] == ["auto", *MODES]
@@ -496,7 +496,7 @@ def test_a_restores_failure_panel_shows_its_own_error_never_a_downloads_or_the_v
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The panel a failed restore shows is read back per session and per panel: an error of another event of the
     same visitor (a refused download, the Video tab's restore) never stands in for the restore's own."""
-    import app_video
+    from gpen_app import video_wiring as app_video
 
     class Request:
         session_hash = "s-download-then-restore"
@@ -607,7 +607,7 @@ def test_main_allows_downloads_on_loopback_or_with_the_flag(argv: list[str], env
 
 def test_error_titles_come_from_the_exception_type_not_its_words() -> None:
     from gpen_core.errors import GPENError, ResourceError, WeightsCorruptError, WeightsError
-    from gpen_core.presentation.messages import shown_error
+    from gpen_app.messages import shown_error
 
     assert shown_error(WeightsCorruptError("GPEN-BFR-512.pth is truncated")).title == "Weights corrupt"
     assert shown_error(WeightsError("a checkpoint described as corrupt by its user")).title == "Weights missing"

@@ -26,8 +26,8 @@ import pytest
 from PIL import Image
 
 import app
-from gpen_core.presentation import panels as ui
-from gpen_core.presentation.face_views import face_pairs
+from gpen_app import panels as ui
+from gpen_app.face_views import face_pairs
 from gpen_core.modes import MODES
 from gpen_core.restorer import RestoreOptions, get_restorer
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gpen_core.presentation import panels as ui
-from gpen_core.presentation import readiness, weights_view
+from gpen_app import panels as ui
+from gpen_app import readiness, weights_view
 
 from .test_app import EXAMPLE, _fake_result
 from .test_readiness import files_with, needs_cpu, PLENTY
@@ -126,7 +126,7 @@ def test_the_panel_gives_the_result_size_in_the_file_widgets_units() -> None:
 @pytest.mark.parametrize("native_bf16", [True, False])
 def test_balanced_label_states_the_dtype_this_cpu_runs_and_the_format(monkeypatch: pytest.MonkeyPatch, native_bf16: bool) -> None:
     from gpen_core.networks import plan
-    from gpen_core.presentation import mode_labels
+    from gpen_app import mode_labels
 
     feats = {k: False for k in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16", "arm_bf16", "torch_avx512")}
     monkeypatch.setattr(plan, "cpu_features", lambda: feats | {"native_bf16": native_bf16})
@@ -142,7 +142,7 @@ def test_balanced_label_states_the_dtype_this_cpu_runs_and_the_format(monkeypatc
 
 
 def test_a_mode_with_a_missing_file_is_unavailable_and_names_the_download() -> None:
-    from gpen_core.presentation import mode_labels
+    from gpen_app import mode_labels
 
     files = files_with(("GPEN-BFR-256", "retinaface-mobilenet0.25"))
     labels = dict((v, label) for label, v in mode_labels.mode_choices("cpu", files=files))
@@ -153,7 +153,7 @@ def test_a_mode_with_a_missing_file_is_unavailable_and_names_the_download() -> N
 
 def test_the_upload_note_agrees_with_the_restored_size(tmp_path) -> None:
     """A 1297×1920 JPEG is previewed at 1024 px; the note must not say the photo was shrunk (the result is 1297×1920)."""
-    from gpen_core.presentation import restore_tab
+    from gpen_app import restore_tab
 
     path = tmp_path / "tall.jpg"
     Image.fromarray(np.random.default_rng(0).integers(0, 256, (1920, 1297, 3), dtype=np.uint8)).save(path, quality=90)
@@ -164,7 +164,7 @@ def test_the_upload_note_agrees_with_the_restored_size(tmp_path) -> None:
 
 
 def test_the_missing_weights_toast_is_plain_words_with_the_apps_fix() -> None:
-    from gpen_core.presentation.messages import shown_error
+    from gpen_app.messages import shown_error
     from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL, missing_error
 
     shown = shown_error(missing_error(["GPEN-BFR-512", "retinaface-mobilenet0.25"], "/models", DOWNLOADS_OFF_FOR_CALL))

@@ -1,10 +1,10 @@
-"""What the app's pop-ups say and for how long (gpen_core.presentation.messages): a Stop is an outcome, a
+"""What the app's pop-ups say and for how long (gpen_app.messages): a Stop is an outcome, a
 refusal closes by itself, and a server path is shown as the name its visitor knows."""
 
 from __future__ import annotations
 
 from gpen_core.errors import InputError
-from gpen_core.presentation import messages
+from gpen_app import messages
 
 
 def test_a_refusal_closes_after_the_time_to_read_it() -> None:
@@ -24,7 +24,7 @@ def test_a_server_path_is_shown_by_its_upload_name() -> None:
 
 
 def test_the_command_line_names_the_file_once(capsys) -> None:
-    from gpen_core.presentation.cli_words import print_error
+    from gpen_core.cli_words import print_error
 
     print_error(InputError("clips/a.mp4: its frames are 16000×16000"), False, prefix="clips/a.mp4: ")
     print_error(InputError("the disk is full"), False, prefix="clips/b.mp4: ")
@@ -35,8 +35,8 @@ def test_the_command_line_names_the_file_once(capsys) -> None:
 def test_leaving_the_page_stops_only_that_sessions_clip() -> None:
     from types import SimpleNamespace
 
-    import app_video
-    from gpen_core.presentation.app_state import AppState
+    from gpen_app import video_wiring as app_video
+    from gpen_app.app_state import AppState
 
     state = AppState()
     a, b = state.stops.start("A"), state.stops.start("B")

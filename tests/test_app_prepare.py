@@ -11,8 +11,8 @@ import pytest
 
 import app
 from gpen_core.engine import prepare
-from gpen_core.presentation import preparation
-from gpen_core.presentation.app_state import Policy
+from gpen_app import preparation
+from gpen_app.app_state import Policy
 from gpen_core.runtimes.openvino import generator as ov_backend
 
 from gpen_core.modes import MODES

@@ -22,7 +22,7 @@ from .conftest import shared_path
 
 
 def test_strokes_in_the_editor_become_a_mask_at_the_photo_size(tmp_path: Path) -> None:
-    from gpen_core.presentation.tasks import editor_damage, editor_value, generator_override
+    from gpen_app.tasks import editor_damage, editor_value, generator_override
 
     photo = tmp_path / "p.png"
     Image.new("RGB", (200, 100), (90, 90, 90)).save(photo)

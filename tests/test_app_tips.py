@@ -8,7 +8,7 @@ import gradio as gr
 import pytest
 
 import app
-from gpen_core.presentation.app_state import Policy
+from gpen_app.app_state import Policy
 from gpen_core.hwcheck import advice
 
 

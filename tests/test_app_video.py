@@ -1,4 +1,4 @@
-"""The Video tab's words (gpen_core.presentation.video_tab) and the shared server's length cap (app_state)."""
+"""The Video tab's words (gpen_app.video_tab) and the shared server's length cap (app_state)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpen_core.presentation import video_tab
-from gpen_core.presentation.app_state import Policy, parse_server_args
+from gpen_app import video_tab
+from gpen_app.app_state import Policy, parse_server_args
 from gpen_core.result import Peaks
 
 
@@ -59,7 +59,7 @@ def test_the_upload_gives_a_turned_clips_size_as_it_shows_and_is_written(tmp_pat
 
 
 def test_a_one_frame_clip_is_said_as_1_frame_at_upload_and_by_find_faces(tmp_path: Path) -> None:
-    from gpen_core.presentation import video_view
+    from gpen_app import video_view
     from tests.videoclips import gradient_frames, make_clip
 
     one = make_clip(tmp_path / "one.mp4", gradient_frames(1))
@@ -130,7 +130,7 @@ def test_the_output_is_an_mp4_named_after_the_upload_as_photos_are(source: str |
 
 @pytest.mark.parametrize("labels", ["loaded", "before load"])
 def test_the_video_tab_offers_only_modes_that_paste_the_faces_back(labels: str) -> None:
-    from gpen_core.presentation import mode_labels
+    from gpen_app import mode_labels
 
     choices = mode_labels.mode_choices("cpu", video=True) if labels == "loaded" else mode_labels.hints(video=True)
     kept = [value for _, value in choices]
@@ -140,7 +140,7 @@ def test_the_video_tab_offers_only_modes_that_paste_the_faces_back(labels: str) 
 
 @pytest.mark.parametrize("labels", ["loaded", "before load"])
 def test_video_mode_labels_speak_of_clips_not_photos(labels: str) -> None:
-    from gpen_core.presentation import mode_labels
+    from gpen_app import mode_labels
 
     choices = mode_labels.mode_choices("cpu", video=True) if labels == "loaded" else mode_labels.hints(video=True)
     text = " ".join(label for label, _ in choices)

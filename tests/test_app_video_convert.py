@@ -46,7 +46,7 @@ def home(tmp_path: Path, gen256_narrow: Path, monkeypatch: pytest.MonkeyPatch) -
 
 @pytest.fixture()
 def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    from gpen_core.presentation import video_tab
+    from gpen_app import video_tab
 
     folder, real = tmp_path / "results", video_tab.results_path
     monkeypatch.setattr(video_tab, "results_path", lambda _app_dir, source, mode: real(folder, source, mode))

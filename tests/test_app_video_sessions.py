@@ -73,7 +73,7 @@ def results(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The folder this test's clips are written under (the app's own results folder is shared by every app on
     the machine run by the same user: other runs' folders would come and go in it). In the system's temp
     folder, the one Gradio serves files from (pytest's tmp_path is elsewhere when a worker has a TMPDIR)."""
-    from gpen_core.presentation import video_tab
+    from gpen_app import video_tab
 
     folder, real = Path(tempfile.mkdtemp(prefix="gpen-test-results-")), video_tab.results_path
     monkeypatch.setattr(video_tab, "results_path", lambda _app_dir, source, mode: real(folder, source, mode))

@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 import app
-from gpen_core.presentation.app_state import Policy
+from gpen_app.app_state import Policy
 
 from .conftest import shared_path
 from .fixtures_models import low_narrow_home, low_narrow_session_home  # noqa: F401

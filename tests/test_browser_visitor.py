@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import app
-from gpen_core.presentation import messages, page as page_texts
+from gpen_app import messages, page as page_texts
 
 from .test_app_video_sessions import FRAMES, Slow, _folders, _wait, clip, engines, results  # noqa: F401
 from .test_browser import Shots, _open, page_url  # noqa: F401
@@ -139,7 +139,7 @@ def test_an_upload_over_a_visitors_share_pops_up_in_plain_words(browser, page_ur
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """A shared server refuses a visitor's upload past their hourly share with when they can upload again; Gradio's
     page put "HTTP 429: " before those words. This page's visitor (127.0.0.1) has a 1 kB share: any photo is over it."""
-    from gpen_core.presentation.app_state import Policy
+    from gpen_app.app_state import Policy
 
     monkeypatch.setattr(app.STATE, "policy", Policy(shared=True, visitor_upload_bytes=1000))
     page = browser.new_page(viewport={"width": 1366, "height": 900})
@@ -157,7 +157,7 @@ def test_a_refused_upload_leaves_no_earlier_photo_in_the_panel(browser, page_url
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """A refused upload empties the Photo box; the before/after and the panel still showed the earlier photo with
     "Ready to restore", a Restore away from an "Upload a photo first" refusal. They follow the box, as on a clear."""
-    from gpen_core.presentation.app_state import Policy
+    from gpen_app.app_state import Policy
 
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     _open(page, page_url)

@@ -93,7 +93,7 @@ def test_the_report_the_panel_and_the_failure_name_the_same_files() -> None:
     """An empty models folder: quality needs the 512 generator and the ResNet-50 detector, and all
     three places say so (the README's modes table: quality runs GPEN-BFR-512 with RetinaFace ResNet-50)."""
     from gpen_core.options import RestoreOptions
-    from gpen_core.presentation import readiness
+    from gpen_app import readiness
     from gpen_core.restorer import Restorer
 
     want = ("GPEN-BFR-512", "retinaface-resnet50")
@@ -113,7 +113,7 @@ def test_the_report_the_panel_and_the_failure_name_the_same_files() -> None:
 
 def test_the_app_check_tab_names_the_missing_files(half_a_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gpen_core.engine import profile_store as store
-    from gpen_core.presentation import checks
+    from gpen_app import checks
 
     monkeypatch.setenv("GPEN_FREE_RAM_BYTES", str(PLENTY.ram_bytes))
     prof = _profile()

@@ -209,7 +209,7 @@ def test_a_subfolder_is_named_as_not_searched(gen256: Path, tmp_path: Path, caps
 
 
 def test_progress_redraws_in_a_terminal_and_steps_aside_for_other_lines() -> None:
-    from gpen_core.presentation.cli_words import ProgressLine
+    from gpen_core.cli_words import ProgressLine
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -47,7 +47,7 @@ def test_version_strings_parse_to_their_leading_numbers() -> None:
 
 
 def test_the_gradio_internals_the_upload_seam_uses_are_there() -> None:
-    from gpen_core.compat import gradio as seam
+    from gpen_app import gradio_seam as seam
 
     assert seam.seam_problems() == []
     lo, hi = seam.GRADIO_VERSIONS
@@ -57,7 +57,7 @@ def test_the_gradio_internals_the_upload_seam_uses_are_there() -> None:
 def test_the_upload_seam_refuses_to_install_when_preprocess_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     import gradio as gr
 
-    from gpen_core.compat import gradio as seam
+    from gpen_app import gradio_seam as seam
 
     monkeypatch.setattr(gr.Image, "preprocess", lambda self, payload, extra=None: None)
     with pytest.raises(RuntimeError, match=r"gr\.Image\.preprocess takes \['self', 'payload', 'extra'\]"):
@@ -67,8 +67,8 @@ def test_the_upload_seam_refuses_to_install_when_preprocess_changed(monkeypatch:
 def test_raw_upload_hands_over_the_path_unopened_and_a_paste_as_our_file(tmp_path: Path) -> None:
     import gradio as gr
 
-    from gpen_core.compat import gradio as seam
-    from gpen_core.images.uploads import save_data_url
+    from gpen_app import gradio_seam as seam
+    from gpen_app.uploads import save_data_url
 
     image = seam.raw_upload(gr.Image(type="filepath"), lambda url: str(save_data_url(url, tmp_path)))
     assert image.preprocess(SimpleNamespace(path="/uploads/x.png", url=None)) == "/uploads/x.png"
@@ -93,14 +93,14 @@ def test_raw_upload_hands_over_the_path_unopened_and_a_paste_as_our_file(tmp_pat
     ],
 )
 def test_page_calls_are_told_apart_by_their_origin(headers: dict[str, str] | None, page: bool) -> None:
-    from gpen_core.compat.gradio import came_from_page
+    from gpen_app.gradio_seam import came_from_page
 
     assert came_from_page(headers) is page
 
 
 def test_a_proxy_that_rewrites_host_is_told_where_the_page_is() -> None:
     """The share tunnel or a reverse proxy may send Host: 127.0.0.1:7860 for a page served elsewhere."""
-    from gpen_core.compat.gradio import came_from_page
+    from gpen_app.gradio_seam import came_from_page
 
     headers = {"host": "127.0.0.1:7860", "origin": "https://abc123.gradio.live"}
     assert came_from_page(headers) is False
@@ -236,7 +236,7 @@ def test_another_thread_never_gets_the_stand_ins() -> None:
 def test_a_pasted_image_over_the_limit_is_refused_before_it_is_decoded(tmp_path: Path) -> None:
     from gpen_core.errors import InputError
     from gpen_core.images.limits import InputLimits
-    from gpen_core.images.uploads import save_data_url
+    from gpen_app.uploads import save_data_url
 
     url = "data:image/png;base64," + "A" * 4_000_000  # 3 MB of bytes once decoded
     with pytest.raises(InputError, match=r"^The file is 3(\.0)? MB; the limit is 2(\.0)? MB"):

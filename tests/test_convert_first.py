@@ -14,7 +14,7 @@ from gpen_core.engine import convert_first as cf
 from gpen_core.engine import prepare
 from gpen_core.modes import MODES
 from gpen_core.platform import oom
-from gpen_core.presentation import cli_words
+from gpen_core import cli_words
 from gpen_core.runtimes.openvino import generator as ov_backend
 
 from .factories import low_on_openvino

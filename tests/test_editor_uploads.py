@@ -1,7 +1,7 @@
 """The inpainting editor's images reach our decoder and its limits, or nothing decodes them.
 
 Gradio's ``ImageEditor.preprocess`` would open the background, every layer and the composite
-with Pillow before the handler runs, whatever the task (gpen_core.compat.gradio.raw_editor).
+with Pillow before the handler runs, whatever the task (gpen_app.gradio_seam.raw_editor).
 Server and client share this process: its resident set is sampled while a request runs.
 """
 
@@ -106,7 +106,7 @@ def test_images_in_the_editor_let_a_request_go_on(client) -> None:
 
 def test_the_editor_files_are_checked_by_header_in_plain_values(tmp_path: Path, clear_bomb: Path) -> None:
     from gpen_core.errors import InputError
-    from gpen_core.images.damage_layers import check_editor_files
+    from gpen_app.damage_layers import check_editor_files
 
     from gpen_core.images.decode import probe_image
 
@@ -168,7 +168,7 @@ def test_the_editors_blob_store_stays_bounded() -> None:
     """Blobs posted under fresh ids without an event never read them: the oldest go, by count and by bytes."""
     from gradio.components.image_editor import EditorDataBlobs
 
-    from gpen_core.compat.gradio import BoundedBlobs
+    from gpen_app.gradio_seam import BoundedBlobs
 
     store = BoundedBlobs(lambda: False, max_ids=3, max_bytes=1000)
     for i in range(10):
@@ -189,7 +189,7 @@ def test_a_visitors_editor_stays_the_hardened_one_after_the_page_updates_it(task
     from gradio.components.image_editor import EditorData, EditorDataBlobs
     from gradio.state_holder import SessionState
 
-    from gpen_core.compat.gradio import BoundedBlobs
+    from gpen_app.gradio_seam import BoundedBlobs
 
     session = SessionState(app.demo)
     for i, fn in app.demo.fns.items():

@@ -2,7 +2,7 @@
 
 Gradio 6.31 hides ``api_visibility="private"`` events from /gradio_api/info, but runs them by
 name through /call, /call/v2, /run and /api, and by number through queue/join
-(gpen_core.compat.gradio.PageOnlyEvents). Each route is tried here with the handlers that must
+(gpen_app.gradio_seam.PageOnlyEvents). Each route is tried here with the handlers that must
 never run for an API caller: the weights panel (it names the models folder), the preparation
 status, the download and its Stop button (which would stop anyone's download).
 """
@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 import app
-from gpen_core.compat.gradio import PageOnlyEvents
-from gpen_core.images import uploads
+from gpen_app.gradio_seam import PageOnlyEvents
+from gpen_app import uploads
 
 
 PRIVATE = ("weights_view", "preparation_status", "download_weights")

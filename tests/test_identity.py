@@ -89,7 +89,7 @@ def test_same_person_transformed_stays_under_the_threshold_and_different_people_
 @needs_dlib
 def test_random_weight_generator_faces_are_all_flagged(models_with_detector: Path, gen256: Path) -> None:
     """Low mode with the check asked for (auto leaves low alone): a random-weight generator changes every face."""
-    from gpen_core.presentation.panels import metrics_markdown
+    from gpen_app.panels import metrics_markdown
     from gpen_core.restorer import Restorer
     from gpen_core.result_json import result_record
 
@@ -286,7 +286,7 @@ def test_panel_says_why_nothing_was_measured(monkeypatch: pytest.MonkeyPatch) ->
     from types import SimpleNamespace
 
     from gpen_core.modes import MODES
-    from gpen_core.presentation.face_views import identity_lines
+    from gpen_app.face_views import identity_lines
 
     face = SimpleNamespace(identity=None)
     monkeypatch.setattr(identity_model, "available", lambda: False)
@@ -303,7 +303,7 @@ def test_a_group_photos_identity_table_is_a_row_per_face_that_fits_a_phone() -> 
     from types import SimpleNamespace
 
     from gpen_core.modes import MODES
-    from gpen_core.presentation.face_views import identity_lines
+    from gpen_app.face_views import identity_lines
     from gpen_core.result import IdentityCheck
 
     faces = tuple(SimpleNamespace(identity=IdentityCheck(0.85 if i % 2 else 0.42, "restored", None, 0.1)) for i in range(29))
@@ -365,7 +365,7 @@ def test_the_installed_models_match_and_the_68_point_model_is_never_opened(monke
 
 
 def test_face_boxes_are_coloured_by_identity_distance_when_measured() -> None:
-    from gpen_core.presentation.overlay import IDENTITY_COLORS, KEPT_COLOR, faces_overlay
+    from gpen_app.overlay import IDENTITY_COLORS, KEPT_COLOR, faces_overlay
 
     amber, magenta = IDENTITY_COLORS[1][1], IDENTITY_COLORS[2][1]
     record = {"mode": "balanced", "detector": "mobilenet0.25",
@@ -382,7 +382,7 @@ def test_face_boxes_are_coloured_by_identity_distance_when_measured() -> None:
 
 
 def test_cli_result_line_and_folder_summary_name_the_identity_figures() -> None:
-    from gpen_core.presentation.cli_words import RunSummary, identity_text
+    from gpen_core.cli_words import RunSummary, identity_text
 
     faces = [{"distance": 0.31, "over_threshold": False, "action": "restored"},
              {"distance": 0.72, "over_threshold": True, "action": "kept original"}, None]

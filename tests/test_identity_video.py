@@ -240,7 +240,7 @@ def test_tracker_compares_consecutive_checked_frames_per_track_and_bounds_its_li
 def test_the_video_tab_lists_flagged_frames_and_captions_a_frames_distances() -> None:
     from types import SimpleNamespace
 
-    from gpen_core.presentation import video_tab, video_view
+    from gpen_app import video_tab, video_view
     from gpen_core.video.identity import FaceCheck
     from gpen_core.video.result import FaceTrack, FrameRecord
 

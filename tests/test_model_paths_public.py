@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpen_core.errors import InputError, WeightsError
-from gpen_core.weights.user_paths import checked_model, public_message
+from gpen_app.user_paths import checked_model, public_message
 
 from .factories import TINY, write_checkpoint
 

@@ -12,7 +12,8 @@ PKG = ROOT / "gpen_core"
 def _definitions(name: str) -> list[str]:
     """Where ``name`` is defined at a module's top level (a class, or an assignment of a type alias)."""
     pattern = re.compile(rf"^(class {name}\b|{name}\s*(:[^=]*)?=)", re.M)
-    return sorted(str(p.relative_to(ROOT)) for p in PKG.rglob("*.py") if pattern.search(p.read_text(encoding="utf-8")))
+    files = [*PKG.rglob("*.py"), *(ROOT / "gpen_app").rglob("*.py")]  # the app's parts mean the same
+    return sorted(str(p.relative_to(ROOT)) for p in files if pattern.search(p.read_text(encoding="utf-8")))
 
 
 def test_progress_is_defined_once_for_each_thing_it_counts() -> None:

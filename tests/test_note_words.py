@@ -13,7 +13,7 @@ from gpen_core.engine.pipeline import LEFT_BEHIND
 from gpen_core.engine.runtime_choice import RequestPlan, RuntimeFacts, decide_runtime
 from gpen_core.modes import MODES
 from gpen_core.platform.meter import SHARED_NOTE
-from gpen_core.presentation import mode_labels, video_tab
+from gpen_app import mode_labels, video_tab
 from gpen_core.result import Peaks
 from gpen_core.runtimes.openvino.choice import BackendChoice
 
@@ -96,7 +96,7 @@ def test_every_note_closes_its_brackets_and_names_no_thread(monkeypatch: pytest.
 
 
 def test_an_unexpected_errors_long_message_is_cut_without_leaving_a_bracket_open() -> None:
-    from gpen_core.presentation import messages
+    from gpen_app import messages
 
     long = "worker thread failed (" + "x" * 400 + ") after the frame"
     shown = messages.shown_error(RuntimeError(long), doing="Restoring the video")

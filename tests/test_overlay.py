@@ -1,4 +1,4 @@
-"""Face boxes on the "before" photo: kept solid, rejected dashed (gpen_core.presentation.overlay)."""
+"""Face boxes on the "before" photo: kept solid, rejected dashed (gpen_app.overlay)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from gpen_core.presentation.overlay import KEPT_COLOR, REJECTED_COLOR, boxes_record, draw_box, draw_detections, faces_overlay
+from gpen_app.overlay import KEPT_COLOR, REJECTED_COLOR, boxes_record, draw_box, draw_detections, faces_overlay
 from gpen_core.result import RejectedFace
 
 from .conftest import ROOT

@@ -75,7 +75,7 @@ def test_the_upload_preview_names_the_size_a_big_jpeg_is_restored_at(tmp_path) -
     low to 2048×1536", a size no result has."""
     from PIL import Image
 
-    from gpen_core.presentation.restore_tab import preview, upscale_text
+    from gpen_app.restore_tab import preview, upscale_text
     from gpen_core.restorer import Restorer, RestoreOptions
 
     photo = tmp_path / "big.jpg"
@@ -92,7 +92,7 @@ def test_the_upscale_line_reads_the_photos_header_once(tmp_path, monkeypatch) ->
     """The Upscale line for a chosen mode opened the photo twice (its size, then its format for the DCT scale)."""
     from PIL import Image
 
-    from gpen_core.presentation.restore_tab import upscale_text
+    from gpen_app.restore_tab import upscale_text
 
     photo = tmp_path / "big.jpg"
     Image.new("RGB", (4000, 3000), (120, 90, 80)).save(photo, quality=80)

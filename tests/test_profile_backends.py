@@ -161,7 +161,7 @@ def test_without_openvino_the_report_says_so_and_the_check_goes_on(monkeypatch: 
 @needs_openvino
 def test_the_apps_hardware_check_shows_the_comparison(monkeypatch: pytest.MonkeyPatch, one_thread: None) -> None:
     app = pytest.importorskip("app", reason="the app needs gradio")
-    from gpen_core.presentation.app_state import Policy
+    from gpen_app.app_state import Policy
 
     monkeypatch.setattr(app.STATE, "policy", Policy())
     real = runner.run_profile

@@ -1,4 +1,4 @@
-"""gpen_core.presentation.readiness: one answer to "what will run" for the panel, Download, auto and the check."""
+"""gpen_app.readiness: one answer to "what will run" for the panel, Download, auto and the check."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 
 from gpen_core.engine import budget, fit
-from gpen_core.presentation import readiness
+from gpen_app import readiness
 from gpen_core.modes import MODES
 from gpen_core.options import DETECTOR_WEIGHTS
-from gpen_core.presentation.readiness import FileState, assess, summary
+from gpen_app.readiness import FileState, assess, summary
 from gpen_core.weights.lookup import REGISTRY
 
 GB = 1_000_000_000

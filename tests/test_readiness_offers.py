@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from gpen_core.errors import WeightsError
-from gpen_core.presentation import readiness, weights_view
-from gpen_core.presentation.readiness import assess
+from gpen_app import readiness, weights_view
+from gpen_app.readiness import assess
 from gpen_core.weights.lookup import REGISTRY
 
 from .test_readiness import COMBOS, PLENTY, files_with, needs_cpu

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpen_core.presentation import readiness
-from gpen_core.presentation.readiness import FileState
+from gpen_app import readiness
+from gpen_app.readiness import FileState
 from gpen_core.weights.lookup import REGISTRY
 
 from .fixtures_models import low_mode_session_home  # noqa: F401

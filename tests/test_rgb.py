@@ -54,7 +54,7 @@ def test_every_boundary_raises_the_same_error() -> None:
     from gpen_core.engine.pipeline import decode
     from gpen_core.images.encode import encode_image
     from gpen_core.networks.tensors import to_tensor
-    from gpen_core.presentation.overlay import draw_detections
+    from gpen_app.overlay import draw_detections
     from gpen_core.upscale.tiles import run_tiles
 
     bad = WRONG["float"]

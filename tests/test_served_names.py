@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gpen_core.images import outputs, uploads
-from gpen_core.presentation import video_tab
+from gpen_core.images import outputs
+from gpen_app import uploads
+from gpen_app import video_tab
 
 PNG_DATA_URL = "data:image/png;base64,iVBORw0KGgo="
 

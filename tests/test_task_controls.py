@@ -1,12 +1,12 @@
 """The Restore tab under a Task: the Generator dropdown lists what fits the task, and the mode hints
-name the task's generator (pure functions of gpen_core.presentation.tasks; no Gradio)."""
+name the task's generator (pure functions of gpen_app.tasks; no Gradio)."""
 
 from __future__ import annotations
 
 import re
 
-from gpen_core.presentation import mode_labels
-from gpen_core.presentation import tasks as task_ui
+from gpen_app import mode_labels
+from gpen_app import tasks as task_ui
 
 DEFAULT = "default"
 
@@ -70,7 +70,7 @@ def test_leaving_seg2face_turns_aligned_off_again_and_says_so() -> None:
 
 
 def test_a_task_whose_generator_is_missing_says_which_download_enables_it() -> None:
-    from gpen_core.presentation import readiness
+    from gpen_app import readiness
 
     from .test_readiness import files_with
 

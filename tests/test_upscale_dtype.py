@@ -106,7 +106,7 @@ def test_pipeline_runs_and_reports_the_chosen_dtype(monkeypatch, models_with_det
 
 def test_measured_panel_names_the_upscalers_dtype():
     from gpen_core.result import Peaks, RestoreResult, Timings, UpscaleInfo
-    from gpen_core.presentation.panels import metrics_markdown
+    from gpen_app.panels import metrics_markdown
 
     result = RestoreResult(
         image=np.zeros((160, 200, 3), np.uint8), faces=(), timings=Timings(total_s=2.0, decode_s=0.1, detect_s=0.2,

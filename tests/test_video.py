@@ -216,7 +216,7 @@ def test_file_damaged_midway_keeps_the_frames_before_and_says_where(tmp_path: Pa
     assert result.damage.time_s == pytest.approx(result.frames / 25, abs=1e-6)
     assert any(f"damaged from frame {result.frames}" in n for n in result.notes)
     assert len(read_clip(tmp_path / "out.mp4")["times"]) == result.frames
-    from gpen_core.presentation.video_tab import video_markdown
+    from gpen_app.video_tab import video_markdown
 
     assert video_markdown(result).count("damaged from frame") == 1  # the app's panel says it once
 

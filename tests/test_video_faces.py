@@ -268,7 +268,7 @@ def test_find_faces_numbers_the_faces_of_the_parts_start_without_restoring(tmp_p
                                                                         one_thread: None) -> None:
     import cv2
 
-    from gpen_core.presentation import video_view
+    from gpen_app import video_view
     from gpen_core.restorer import Restorer
 
     face = _rgb(shared_path("faces", "ffhq_00002_512.png"))

@@ -13,7 +13,7 @@ import pytest
 av = pytest.importorskip("av")
 
 from gpen_core.errors import InputError  # noqa: E402
-from gpen_core.presentation import video_tab  # noqa: E402
+from gpen_app import video_tab  # noqa: E402
 from gpen_core.video.engine_seam import FrameOut  # noqa: E402
 from gpen_core.video.limits import ClipCap  # noqa: E402
 from gpen_core.video.stream import VideoOptions, restore_video  # noqa: E402
@@ -243,7 +243,7 @@ VFR_MS = [0, 33, 66, 266, 299, 332, 365, 565, 598, 631, 664, 697]
 @pytest.mark.parametrize("pts", [None, VFR_MS], ids=["constant", "variable"])
 def test_a_clip_whose_header_has_no_frame_count_gets_one_estimate_on_the_panel_the_cli_and_the_progress(
         tmp_path: Path, pts: list[int] | None) -> None:
-    from gpen_core.presentation.cli_words import clip_frames
+    from gpen_core.cli_words import clip_frames
 
     # Matroska declares a duration, not a count; its rate is the muxer's (25 fps), whatever the frames' timing
     timing = {"pts": pts, "time_base": Fraction(1, 1000)} if pts else {}

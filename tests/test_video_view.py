@@ -12,8 +12,8 @@ import pytest
 av = pytest.importorskip("av")
 
 from gpen_core.errors import InputError  # noqa: E402
-from gpen_core.presentation import video_tab, video_view  # noqa: E402
-from gpen_core.presentation.overlay import KEPT_COLOR, REJECTED_COLOR  # noqa: E402
+from gpen_app import video_tab, video_view  # noqa: E402
+from gpen_app.overlay import KEPT_COLOR, REJECTED_COLOR  # noqa: E402
 
 from .videoclips import gradient_frames, make_clip, read_clip  # noqa: E402
 
@@ -78,7 +78,7 @@ def test_the_original_over_the_restored_span_plays_beside_it(tmp_path: Path) -> 
 
 
 def test_the_face_choice_is_all_faces_unless_some_are_unticked() -> None:
-    from app_video import _chosen
+    from gpen_app.video_wiring import _chosen
 
     known = [("face 1", 0), ("face 2", 1)]
     assert _chosen([], []) is None and _chosen([0, 1], known) is None
@@ -90,7 +90,7 @@ def test_the_face_choice_is_all_faces_unless_some_are_unticked() -> None:
 def test_a_run_starts_without_the_last_clips_time() -> None:
     import gradio as gr
 
-    from gpen_core.compat.gradio import forget_run_time
+    from gpen_app.gradio_seam import forget_run_time
 
     with gr.Blocks() as demo:
         button = gr.Button()

@@ -2,7 +2,7 @@
 
 One visitor with many tabs (or a script) used to take every place (everyone else: "Queue is full"), any number of
 uploads, and push everyone's painted damage out of the editor's store. Visitors are told apart by their address as
-the server resolved it (gpen_core.compat.gradio.visitor_of): here two clients behind the same loopback proxy, as a
+the server resolved it (gpen_app.gradio_seam.visitor_of): here two clients behind the same loopback proxy, as a
 share link's tunnel presents them (``X-Forwarded-For``, which uvicorn takes from a loopback peer). The app is served
 in-process; the restore is a stub held on a lock, so nothing loads a model.
 """
@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 import app
-from gpen_core.compat.gradio import BoundedBlobs, visitor_of
-from gpen_core.presentation.app_state import Policy
+from gpen_app.gradio_seam import BoundedBlobs, visitor_of
+from gpen_app.app_state import Policy
 
 from .test_stop_full_queue import _event, _wait
 

@@ -1,5 +1,5 @@
 """Which memory mode fits: the one rule behind ``auto``, the weights panel and the hardware check's report.
-Pure and light (no psutil, no torch): the presentation imports it."""
+Pure and light (no psutil, no torch): the app's views import it."""
 
 from __future__ import annotations
 

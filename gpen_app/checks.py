@@ -13,8 +13,8 @@ from gpen_core.engine.fit import SAFETY_MARGIN
 from gpen_core.errors import InputError
 from gpen_core.hwcheck import advice, report, runner
 from gpen_core.platform import zerogpu
-from gpen_core.presentation import readiness
-from gpen_core.presentation.panels import markdown_text, no_strike
+from gpen_app import readiness
+from gpen_app.panels import markdown_text, no_strike
 from gpen_core.progress import Progress
 
 CHECK_OFF = ("The Hardware check is off on this shared server: it keeps the CPU busy for minutes. "

@@ -16,15 +16,15 @@ from gpen_core.images.outputs import save_result
 from gpen_core.modes import AUTO, MODES
 from gpen_core.options import RestoreOptions
 from gpen_core.platform.meter import format_bytes
-from gpen_core.presentation import panels as ui
-from gpen_core.presentation import readiness
-from gpen_core.presentation.app_state import Policy
-from gpen_core.presentation.cli_words import photo_header
-from gpen_core.presentation.face_views import face_pairs
-from gpen_core.presentation.messages import shown_error
+from gpen_app import panels as ui
+from gpen_app import readiness
+from gpen_app.app_state import Policy
+from gpen_core.cli_words import photo_header
+from gpen_app.face_views import face_pairs
+from gpen_app.messages import shown_error
 from gpen_core.result import RestoreResult
 from gpen_core.upscale import tiles
-from gpen_core.weights.user_paths import models_folder_shown, public_message
+from gpen_app.user_paths import models_folder_shown, public_message
 
 PREVIEW_SIDE = 1024  # the before-view shown on upload, from our own decoder
 
@@ -45,7 +45,7 @@ def max_faces_field(value: float | None) -> int:
 
 def preview(path: str, public: bool = False) -> Preview:
     """``path`` decoded at most :data:`PREVIEW_SIDE` px by our decoder, and the panel: its size, format and notes, or
-    the problem (``public``: as :func:`~gpen_core.presentation.messages.shown_error` says it)."""
+    the problem (``public``: as :func:`~gpen_app.messages.shown_error` says it)."""
     try:
         decoded = decode_image(path, reduce_to=PREVIEW_SIDE)
     except Exception as exc:  # a GPENError names the problem; a bug is logged with its trace, one line shown

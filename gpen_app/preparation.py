@@ -7,7 +7,7 @@ from typing import Any
 
 from gpen_core.engine.prepare import BackgroundPreparation
 from gpen_core.platform import zerogpu
-from gpen_core.weights.user_paths import public_message
+from gpen_app.user_paths import public_message
 
 REFRESH_S = 2.0  # seconds between the page's status reads while conversions run
 

@@ -22,7 +22,7 @@ from gpen_core.compat.versions import check_version
 from gpen_core.errors import InputError, megabytes
 
 GRADIO_VERSIONS = ((6, 0), (7, 0))
-SEAM = "gpen_core.compat.gradio"
+SEAM = "gpen_app.gradio_seam"
 INPUT_TITLE = "Cannot use this input"
 
 

@@ -18,8 +18,8 @@ from gpen_core.faces import identity_model
 from gpen_core.images.outputs import private_folder
 from gpen_core.platform import durable
 from gpen_core.platform.meter import format_bytes
-from gpen_core.presentation.messages import shown_error
-from gpen_core.presentation.panels import file_name, notes_lines, peak_ram_row
+from gpen_app.messages import shown_error
+from gpen_app.panels import file_name, notes_lines, peak_ram_row
 from gpen_core.progress import duration_text, left_text
 from gpen_core.video.command import resume_command
 from gpen_core.video.frames import upright_rgb

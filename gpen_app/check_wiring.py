@@ -9,7 +9,7 @@ from typing import Any
 import gradio as gr
 
 from gpen_core.modes import MODES
-from gpen_core.presentation import checks
+from gpen_app import checks
 
 
 def build(demo: gr.Blocks, hardware_check: Callable, saved_hardware_check: Callable, measure_tips: Callable,

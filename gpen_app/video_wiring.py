@@ -3,7 +3,7 @@
 Upload a clip, pick a memory mode, Restore video (Stop ends it and keeps nothing); a progress bar
 counts frames and the time left; the result plays in the page, one chosen frame shows as a
 before/after, and the measured panel gives the clip's peaks and what was kept. The work is
-``gpen_core.video.stream.restore_video``'s; the words are ``gpen_core.presentation.video_tab``'s.
+``gpen_core.video.stream.restore_video``'s; the words are ``gpen_app.video_tab``'s.
 """
 
 from __future__ import annotations
@@ -17,17 +17,18 @@ from dataclasses import replace
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import gradio as gr
 
-from gpen_core.compat import gradio as seam
+from gpen_app import gradio_seam as seam
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images import outputs as result_files
 from gpen_core.modes import AUTO, IDENTITY_THRESHOLD
 from gpen_core.options import RestoreOptions
-from gpen_core.presentation import messages, mode_labels, page, video_tab, video_view
-from gpen_core.presentation.cli_words import with_run_notes
+from gpen_app import messages, mode_labels, page, video_tab, video_view
+from gpen_core.cli_words import with_run_notes
 from gpen_core.video.errors import VideoStopped
 
 log = logging.getLogger("gpen.app")
@@ -46,37 +47,40 @@ def on_leave(state: Any) -> Callable[[gr.Request], None]:
     return visitor_left
 
 
-def build(state: Any, errors: Callable[..., AbstractContextManager[None]], results_dir: Path,
-          mode_choices: list[tuple[str, str]], max_age_s: float | None = None) -> gr.Radio:
-    """The tab's components and events, in the current Blocks; returns its mode radio (relabelled on load). Each clip
-    first sweeps ``results_dir`` of files over ``max_age_s`` old, as a photo restore does."""
+class _Handlers:
+    """The tab's events: each reads the app's state and errors context given at build time."""
 
-    def note(video: str | None) -> tuple[Any, ...]:
+    def __init__(self, state: Any, errors: Callable[..., AbstractContextManager[None]], results_dir: Path,
+                 max_age_s: float | None) -> None:
+        self.state, self.errors, self.results_dir, self.max_age_s = state, errors, results_dir, max_age_s
+        self.mode_in: Any = None  # the mode radio, once laid out: the upload note estimates each of its modes
+
+    def note(self, video: str | None) -> tuple[Any, ...]:
         """On upload: what the clip is and, on a capped server, how much of it will be restored; the last clip's
         results and face choice go."""
         cleared = (None, None, None, gr.update(choices=[], value=[]), gr.update(value=1, maximum=2, interactive=False), [], "",
                    gr.update(choices=[], value=None))
         if not video:
             return (video_tab.PLACEHOLDER, *cleared)
-        clip = video_tab.clip_note(video, state.policy.video_cap_s, state.policy.shared)
+        clip = video_tab.clip_note(video, self.state.policy.video_cap_s, self.state.policy.shared)
         if not clip.usable:
             return (clip.markdown, *cleared)
-        rows = video_tab.estimates([v for _, v in mode_in.choices if v != AUTO], getattr(state.engine(), "device", "cpu"))
+        rows = video_tab.estimates([v for _, v in self.mode_in.choices if v != AUTO], getattr(self.state.engine(), "device", "cpu"))
         return ("\n\n".join(filter(None, [clip.markdown, video_tab.estimate_markdown(clip.frames, rows)])), *cleared)
 
-    def restore(video: str | None, mode: str, start: float | None, end: float | None, face_check: bool,
+    def restore(self, video: str | None, mode: str, start: float | None, end: float | None, face_check: bool,
                 tracks: list[int] | None, known: list[tuple[str, int]] | None, identity: bool = True, turned: bool = False,
                 progress: gr.Progress = gr.Progress(), request: gr.Request | None = None) -> tuple[Any, ...]:
         """Restore the clip: (the result, the middle frame's before/after, the panel, the frame slider, JSON) as
         the public endpoint has them, then for the page only (states): the original over the same span, the
         frames' times and faces, the faces offered and those kept. Stop ends this session's clip only."""
         waited, count = seam.still_waited_for(), [0, 0]
-        with state.stops.own(getattr(request, "session_hash", None)) as stop, errors(request, "video"):
+        with self.state.stops.own(getattr(request, "session_hash", None)) as stop, self.errors(request, "video"):
             if not video:
                 raise InputError("Upload a video first.")
             try:
-                return run(video, mode or AUTO, (start, end, face_check, tracks, known, identity, turned), progress, stop,
-                           waited, count)
+                return self.run(video, mode or AUTO, (start, end, face_check, tracks, known, identity, turned), progress,
+                                stop, waited, count)
             except VideoStopped:
                 if not waited():
                     log.info("the visitor left during a clip: stopped after %d frames, its output removed", count[0])
@@ -85,33 +89,33 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
             gr.Info(text, duration=messages.toast_seconds(text), title="Stopped")
             return None, None, text, gr.update(value=1, interactive=False), {}, None, [], [], known or [], []
 
-    def clip_part(video: str, start: float | None, end: float | None) -> tuple[video_tab.ClipNote, video_tab.Span]:
+    def clip_part(self, video: str, start: float | None, end: float | None) -> tuple[video_tab.ClipNote, video_tab.Span]:
         """The clip and the part of it a run restores (this server's cap applied); refused on a Ray server, or for a
         file that is no usable video (worded once: plain in the pop-up, Markdown in the panel)."""
-        if state.backend is not None:
+        if self.state.backend is not None:
             raise InputError(NO_VIDEO_ON_RAY)
-        clip = video_tab.clip_note(video, state.policy.video_cap_s, state.policy.shared)
+        clip = video_tab.clip_note(video, self.state.policy.video_cap_s, self.state.policy.shared)
         if not clip.usable:
             raise messages.AlreadyShown(clip.shown)
-        return clip, video_tab.span(clip, start, end, state.policy.video_cap_s)
+        return clip, video_tab.span(clip, start, end, self.state.policy.video_cap_s)
 
-    def run(video: str, mode: str, asked: tuple[Any, ...], progress: Any, stop: threading.Event,
+    def run(self, video: str, mode: str, asked: tuple[Any, ...], progress: Any, stop: threading.Event,
             waited: Callable[[], bool], count: list[int]) -> tuple[Any, ...]:
         """One clip into a folder of its own, removed whole when the clip fails or stops (nothing kept for nobody)."""
         from gpen_core.video.rate import FrameRate
         from gpen_core.video.stream import VideoOptions, restore_video
 
         start, end, face_check, tracks, known, identity, turned = asked
-        clip, part = clip_part(video, start, end)
+        clip, part = self.clip_part(video, start, end)
         chosen = _chosen(tracks, known)
         # Before the first frame, as the CLI does: a clip whose work on torch outlasts converting its generator
         # converts it in a child (this visitor's Stop kills it), so the clip runs on OpenVINO.
-        first = video_tab.convert_before_clip(clip, part, mode, state.engine(), stop, lambda text: progress(0.0, desc=text))
+        first = video_tab.convert_before_clip(clip, part, mode, self.state.engine(), stop, lambda text: progress(0.0, desc=text))
         if first.outcome == "stopped":
             raise VideoStopped(first.note)
-        if max_age_s is not None:  # an API caller's original span is a file Gradio's clean-up never learns of
-            result_files.sweep(results_dir, max_age_s)
-        out = video_tab.results_path(results_dir, video, mode)
+        if self.max_age_s is not None:  # an API caller's original span is a file Gradio's clean-up never learns of
+            result_files.sweep(self.results_dir, self.max_age_s)
+        out = video_tab.results_path(self.results_dir, video, mode)
         rate = FrameRate()
         progress(0.0, desc=video_tab.progress_text(0, 0, None))  # this clip's words from the start
 
@@ -126,17 +130,17 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         vopts = VideoOptions(start_s=part.start_s, end_s=(float(end) if end else None) if part.capped else part.end_s,
                              tracks=chosen, cap=clip.cap)
         try:
-            result = restore_video(video, out, state.engine(), RestoreOptions(mode=mode, face_check=bool(face_check),  # type: ignore[arg-type]
-                                                                                      identity="auto" if identity else "off",
-                                                                                      orientations=bool(turned)),
-                                   vopts, progress=tick, stop=stop, on_frame=lambda r: records.append(video_view.frame_faces(r)))
+            opts = RestoreOptions(mode=mode, face_check=bool(face_check), identity="auto" if identity else "off",  # type: ignore[arg-type]
+                                  orientations=bool(turned))
+            result = restore_video(video, out, self.state.engine(), opts, vopts, progress=tick, stop=stop,
+                                   on_frame=lambda r: records.append(video_view.frame_faces(r)))
             result = video_tab.named_by_mode(with_run_notes(replace(result, notes=(*part.notes, *result.notes)), first), video)
             out = Path(result.output)
             before = video_view.original_span(video, out.with_name("original_" + out.name), part.start_s, part.end_s, vopts.crf)
         except BaseException as exc:
             shutil.rmtree(out.parent, ignore_errors=True)  # the folder results_path made for this clip, and only it
             if isinstance(exc, GPENError) and not isinstance(exc, VideoStopped):
-                raise messages.AlreadyShown(messages.shown_error(exc, names={video: Path(video).name}, public=state.policy.shared)) from None
+                raise messages.AlreadyShown(messages.shown_error(exc, names={video: Path(video).name}, public=self.state.policy.shared)) from None
             raise
         times = video_view.frame_times(str(out))
         spec = video_view.slider_spec(times)
@@ -146,45 +150,45 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         return (str(out), pair, video_tab.video_markdown(result, bool(identity)), gr.update(**spec), result.to_json(),
                 before, times, records, choices, kept)
 
-    def mode_ready(mode: str | None) -> None:
+    def mode_ready(self, mode: str | None) -> None:
         """Before the clip: a chosen mode missing its files is refused here, the previous result kept (no panel
         change: the pop-up says it all)."""
-        from gpen_core.presentation import weights_view as wv
+        from gpen_app import weights_view as wv
         from gpen_core.restorer import get_restorer
 
-        with errors(None):
+        with self.errors(None):
             wv.check_mode_ready(get_restorer().device, wv.WeightsRequest(None if mode in (None, "", AUTO) else mode, None, None),
-                                state.policy, other_tab=True)
+                                self.state.policy, other_tab=True)
 
-    def stop_own_clip(request: gr.Request) -> None:
+    def stop_own_clip(self, request: gr.Request) -> None:
         """Stop: this session's clip only (another visitor's Stop never reaches it)."""
-        state.stops.stop(getattr(request, "session_hash", None))
+        self.state.stops.stop(getattr(request, "session_hash", None))
 
-    def find(video: str | None, mode: str, start: float | None, end: float | None, face_check: bool, turned: bool = False,
+    def find(self, video: str | None, mode: str, start: float | None, end: float | None, face_check: bool, turned: bool = False,
              request: gr.Request | None = None) -> tuple[Any, Any, str]:
         """The faces of the part's first seconds, numbered as a restore will number them, offered before it runs."""
-        with errors(request):
+        with self.errors(request):
             if not video:
                 raise InputError("Upload a video first.")
-            part = clip_part(video, start, end)[1]
-            scratch = video_tab.results_path(results_dir, video, "faces")
+            part = self.clip_part(video, start, end)[1]
+            scratch = video_tab.results_path(self.results_dir, video, "faces")
             try:
                 opts = RestoreOptions(mode=mode or AUTO, face_check=bool(face_check), orientations=bool(turned))  # type: ignore[arg-type]
-                records = video_view.find_faces(video, scratch, state.engine(), opts, part.start_s, part.end_s)
+                records = video_view.find_faces(video, scratch, self.state.engine(), opts, part.start_s, part.end_s)
             finally:
                 with contextlib.suppress(OSError):  # the folder results_path made for this call, empty again
                     scratch.parent.rmdir()
         choices = video_view.track_choices(records)
         return gr.update(choices=choices, value=[k for _, k in choices]), choices, video_view.found_text(records)
 
-    def frame(before: str | None, restored: str | None, number: float, times: list[float] | None,
+    def frame(self, before: str | None, restored: str | None, number: float, times: list[float] | None,
               faces: list[Any] | None, show: bool, tracks: list[int] | None, request: gr.Request | None = None) -> tuple[Any, Any]:
         """The before/after of the chosen frame (the slider's number) and, when asked, its faces drawn; a clip over
         the limits is refused with them."""
         if not before or not restored or not times:
             return None, gr.update(visible=bool(show), value=None)
         at = video_view.frame_time(times, number)
-        with errors(request):
+        with self.errors(request):
             pair = video_tab.frame_pair(before, restored, at)
         drawn: Any = gr.update(visible=False)
         i = video_view.frame_number(times, number)
@@ -195,10 +199,24 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
         # the frame's identity distances in the caption, as the photo tab shows them per face
         return gr.update(value=pair, label=video_view.pair_label(times, number, faces)), drawn
 
-    def failed(request: gr.Request) -> tuple[Any, str]:
+    def failed(self, request: gr.Request) -> tuple[Any, str]:
         """After a failed or stopped clip: the panel names what happened (the same words as the pop-up)."""
-        return None, state.take_error(getattr(request, "session_hash", None), "video") or "Restore failed: see the message that popped up."
+        return None, self.state.take_error(getattr(request, "session_hash", None), "video") or "Restore failed: see the message that popped up."
 
+
+def build(state: Any, errors: Callable[..., AbstractContextManager[None]], results_dir: Path,
+          mode_choices: list[tuple[str, str]], max_age_s: float | None = None) -> gr.Radio:
+    """The tab's components and events, in the current Blocks; returns its mode radio (relabelled on load). Each clip
+    first sweeps ``results_dir`` of files over ``max_age_s`` old, as a photo restore does."""
+    on = _Handlers(state, errors, results_dir, max_age_s)
+    c = _layout(mode_choices)
+    on.mode_in = c.mode_in
+    _wire(on, c)
+    return c.mode_in
+
+
+def _layout(mode_choices: list[tuple[str, str]]) -> SimpleNamespace:
+    """The tab's components, by name."""
     with gr.Row(equal_height=False, elem_id="video-row"):  # on a phone the result follows the buttons (page.CSS)
         with gr.Column(scale=4, min_width=320, elem_id="video-controls"):
             video_in = gr.Video(label="Video", sources=["upload"], height=300, elem_id="video-in")
@@ -251,39 +269,44 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
                 record_out = gr.JSON(show_label=False)
     before_state, times_state, faces_state, known_state, kept_state = (gr.State(None), gr.State([]), gr.State([]),
                                                                         gr.State([]), gr.State([]))
+    return SimpleNamespace(**{k: v for k, v in locals().items() if k != "mode_choices"})
 
+
+def _wire(on: _Handlers, c: SimpleNamespace) -> None:
+    """The tab's events, on the components :func:`_layout` made."""
     # /restore_video's outputs stay the five a client unpacks (docs/video.md); states are not in the API
-    outputs = [video_out, pair_out, panel_md, at_in, record_out, before_state, times_state, faces_state, known_state, kept_state]
-    video_in.upload(note, video_in, [panel_md, video_out, before_out, pair_out, tracks_in, at_in, known_state, found_md, flag_in],
-                    api_visibility="private",
-                    show_progress="hidden")
-    ready = restore_btn.click(mode_ready, mode_in, None, api_visibility="private", show_progress="hidden")
-    running = ready.success(restore, [video_in, mode_in, start_in, end_in, face_check_in, tracks_in, known_state, identity_in, turned_in],
-                            outputs,
-                            api_name="restore_video", concurrency_limit=1, concurrency_id="engine", show_progress_on=[video_out])
+    outputs = [c.video_out, c.pair_out, c.panel_md, c.at_in, c.record_out,
+               c.before_state, c.times_state, c.faces_state, c.known_state, c.kept_state]
+    c.video_in.upload(on.note, c.video_in, [c.panel_md, c.video_out, c.before_out, c.pair_out, c.tracks_in, c.at_in,
+                                            c.known_state, c.found_md, c.flag_in],
+                      api_visibility="private", show_progress="hidden")
+    ready = c.restore_btn.click(on.mode_ready, c.mode_in, None, api_visibility="private", show_progress="hidden")
+    running = ready.success(on.restore, [c.video_in, c.mode_in, c.start_in, c.end_in, c.face_check_in, c.tracks_in,
+                                         c.known_state, c.identity_in, c.turned_in], outputs,
+                            api_name="restore_video", concurrency_limit=1, concurrency_id="engine", show_progress_on=[c.video_out])
     running.success(None, js=page.SHOW_VIDEO_RESULT, api_visibility="private")  # the result in view, wherever the page was
     running.success(lambda before, offered, kept, times, faces: (before, gr.update(choices=offered, value=kept), gr.update(
                     label=video_view.pair_label(times, video_view.slider_spec(times)["value"], faces)),
                     gr.update(choices=video_view.flagged_choices(faces or []), value=None)),
-                    [before_state, known_state, kept_state, times_state, faces_state], [before_out, tracks_in, pair_out, flag_in],
-                    api_visibility="private", show_progress="hidden")
-    find_btn.click(find, [video_in, mode_in, start_in, end_in, face_check_in, turned_in], [tracks_in, known_state, found_md],
-                   api_visibility="private", concurrency_limit=1, concurrency_id="engine", show_progress_on=[found_md])
+                    [c.before_state, c.known_state, c.kept_state, c.times_state, c.faces_state],
+                    [c.before_out, c.tracks_in, c.pair_out, c.flag_in], api_visibility="private", show_progress="hidden")
+    c.find_btn.click(on.find, [c.video_in, c.mode_in, c.start_in, c.end_in, c.face_check_in, c.turned_in],
+                     [c.tracks_in, c.known_state, c.found_md],
+                     api_visibility="private", concurrency_limit=1, concurrency_id="engine", show_progress_on=[c.found_md])
     running.then(seam.forget_run_time(running), api_visibility="private", show_progress="hidden")  # no last clip's time on the next bar
     # Stop asks this session's running clip to end (it removes its partial output); cancelling the event
     # instead would free the engine lane while the clip's threads still run. Outside the queue: a queue others
     # have filled refuses every new event, and this visitor's Stop must still reach their clip.
-    stop_btn.click(stop_own_clip, None, None, api_visibility="private", show_progress="hidden", queue=False)
-    running.failure(failed, None, [pair_out, panel_md], api_visibility="private", show_progress="hidden")
-    viewer = [before_out, video_out, at_in, times_state, faces_state, show_faces_in, tracks_in]
-    for trigger in (at_in.release, show_faces_in.change):
-        trigger(frame, viewer, [pair_out, faces_out], api_visibility="private", concurrency_limit=1,
+    c.stop_btn.click(on.stop_own_clip, None, None, api_visibility="private", show_progress="hidden", queue=False)
+    running.failure(on.failed, None, [c.pair_out, c.panel_md], api_visibility="private", show_progress="hidden")
+    viewer = [c.before_out, c.video_out, c.at_in, c.times_state, c.faces_state, c.show_faces_in, c.tracks_in]
+    for trigger in (c.at_in.release, c.show_faces_in.change):
+        trigger(on.frame, viewer, [c.pair_out, c.faces_out], api_visibility="private", concurrency_limit=1,
                 concurrency_id="video-frame", show_progress="hidden")
     # A flagged frame chosen: the slider moves to it and its before/after (with its distances) shows.
-    flag_in.input(lambda n: gr.update(value=n) if n else gr.update(), flag_in, at_in, api_visibility="private",
-                  show_progress="hidden").then(frame, viewer, [pair_out, faces_out], api_visibility="private",
-                                               concurrency_limit=1, concurrency_id="video-frame", show_progress="hidden")
-    return mode_in
+    c.flag_in.input(lambda n: gr.update(value=n) if n else gr.update(), c.flag_in, c.at_in, api_visibility="private",
+                    show_progress="hidden").then(on.frame, viewer, [c.pair_out, c.faces_out], api_visibility="private",
+                                                 concurrency_limit=1, concurrency_id="video-frame", show_progress="hidden")
 
 
 def _chosen(tracks: list[int] | None, known: list[tuple[str, int]] | None) -> frozenset[int] | None:

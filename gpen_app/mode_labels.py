@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from gpen_core.modes import AUTO, MODES, TASKS, MemoryMode, Task
-from gpen_core.presentation import readiness
+from gpen_app import readiness
 
 AUTO_HINT = "picks the best mode that fits the memory free now, per photo"
 # A clip is planned once, from its frame size, and always written as H.264: no photo format applies.

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from gpen_core.presentation.overlay import KEPT_COLOR, draw_detections, line_width
+from gpen_app.overlay import KEPT_COLOR, draw_detections, line_width
 from gpen_core.video.engine_seam import FrameEngine, FrameOut
 from gpen_core.video.frames import upright_rgb
 from gpen_core.video.probe import clip_info, open_clip

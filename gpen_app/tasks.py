@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from gpen_core.images.damage_layers import check_editor_files, damage_from_layers
+from gpen_app.damage_layers import check_editor_files, damage_from_layers
 from gpen_core.modes import TASKS
-from gpen_core.presentation import readiness
-from gpen_core.presentation.mode_labels import mode_choices, task_spec
-from gpen_core.weights.user_paths import generator_names
+from gpen_app import readiness
+from gpen_app.mode_labels import mode_choices, task_spec
+from gpen_app.user_paths import generator_names
 
 BRUSH_COLOUR = "#ffffff"  # GPEN's inpainting network was trained on white strokes (demo.py's brush_stroke_mask)
 DAMAGE_LAYER = "damage"

@@ -14,8 +14,8 @@ import numpy as np
 from PIL import Image
 
 from gpen_core.platform.meter import format_bytes
-from gpen_core.presentation.face_views import identity_lines
-from gpen_core.presentation.overlay import boxes_record
+from gpen_app.face_views import identity_lines
+from gpen_app.overlay import boxes_record
 from gpen_core.result import RestoreResult
 from gpen_core.result_json import result_record
 

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpen_core.errors import GPENError, InputError, ResourceError, Stopped, WeightsCorruptError, WeightsError
-from gpen_core.presentation.panels import error_markdown
+from gpen_app.panels import error_markdown
 from gpen_core.weights.missing import DOWNLOADS_OFF_FOR_CALL
-from gpen_core.weights.user_paths import public_message
+from gpen_app.user_paths import public_message
 
 log = logging.getLogger("gpen.app")
 
@@ -62,7 +62,7 @@ def shown_error(exc: BaseException, doing: str = "Restore", names: Mapping[str, 
                 public: bool = False) -> ShownError:
     """How ``exc`` is shown. ``names``: server paths in the message → what the visitor knows them as (an upload's
     own file name). ``public`` (a shared server): the server's other folders by their role, other paths cut to
-    their last part (:func:`~gpen_core.weights.user_paths.public_message`)."""
+    their last part (:func:`~gpen_app.user_paths.public_message`)."""
     if isinstance(exc, AlreadyShown):
         return exc.shown
     if isinstance(exc, GPENError):

@@ -10,13 +10,13 @@ from typing import Any
 
 from gpen_core.errors import GPENError, InputError, WeightsError
 from gpen_core.platform.meter import format_bytes
-from gpen_core.presentation import panels as ui
-from gpen_core.presentation import readiness
-from gpen_core.presentation.app_state import Policy
+from gpen_app import panels as ui
+from gpen_app import readiness
+from gpen_app.app_state import Policy
 from gpen_core.weights import lookup as weights
 from gpen_core.weights.missing import download_command, files_text, manual_fix
 from gpen_core.weights.registry import REGISTRY, unpinned_note
-from gpen_core.weights.user_paths import checked_model, models_folder_shown, public_message
+from gpen_app.user_paths import checked_model, models_folder_shown, public_message
 
 DOWNLOADS_OFF = ("Downloads are off on this shared server: visitors cannot make it fetch files. The operator can run "
                  "`{command}`, or start the server with `--allow-downloads`.")

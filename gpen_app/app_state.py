@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpen_core.presentation.panels import error_markdown
+from gpen_app.panels import error_markdown
 
 MAX_SESSIONS = 256  # sessions whose last error is kept for the result panel; older ones fall out
 
@@ -109,7 +109,7 @@ def stoppable(progress: Any, stop: threading.Event) -> Any:
 class AppState:
     policy: Policy = field(default_factory=Policy)
     backend: Any = None  # None: this process's Restorer; else a scaleout.serve.RayRestorer (--backend ray)
-    preparation: Any = None  # the OpenVINO conversions after launch (presentation.preparation); None: none run
+    preparation: Any = None  # the OpenVINO conversions after launch (gpen_app.preparation); None: none run
     restores_done: int = 0
     # Each session's running download's Stop (the weights panel's button): never another visitor's download.
     downloads: SessionStops = field(default_factory=SessionStops, repr=False)
