@@ -137,6 +137,39 @@ def test_a_clips_expected_frames_are_its_restored_part(tmp_path: Path) -> None:
     assert cli_words.clip_frames(tmp_path / "missing.mp4") == (0, (0, 0))
 
 
+class _Plain:
+    """Stands in for the engine: no faces, each frame written as it came (only the count matters here)."""
+
+    device = "cpu"
+
+    def detect(self, rgb: np.ndarray) -> list:
+        return []
+
+    def restore(self, rgb: np.ndarray, detections: list) -> object:
+        from gpen_core.video.engine_seam import FrameOut
+
+        return FrameOut(rgb, ())
+
+
+@pytest.mark.parametrize(("start", "end", "frames"), [(None, 2.01, 51), (0.01, 2.04, 50), (0.5, 2.01, 38), (0.99, None, 50)])
+def test_a_parts_expected_frames_count_the_frames_between_its_ends_not_its_length_rounded(
+        tmp_path: Path, start: float | None, end: float | None, frames: int) -> None:
+    """25 fps, frames at k / 25 s: up to 2.01 s holds frames 0 … 50 (51; 2.01 × 25 rounded said 50); from 0.01 s to
+    2.04 s frames 1 … 50 (50; rounded: 51). The restore writes what the count says."""
+    from gpen_core.video.probe import expected_frames, open_video
+    from gpen_core.video.stream import VideoOptions, restore_video
+
+    from .videoclips import gradient_frames, make_clip
+
+    path = make_clip(tmp_path / "c.mp4", gradient_frames(75), time_base=Fraction(1, 25))  # 3 s
+    container, info = open_video(path, count=True)
+    container.close()
+    assert info.packets is None and info.frames == 75  # a declared count: the part is told by the rate
+    assert expected_frames(info, start, end) == frames
+    written = restore_video(path, tmp_path / "out.mp4", engine=_Plain(), video=VideoOptions(start_s=start, end_s=end))
+    assert written.frames == frames
+
+
 # Gaps of 33 and 200 ms (1/1000 s time base): 12 frames in 0.73 s that a 25 fps header calls 18
 VFR_MS = [0, 33, 66, 266, 299, 332, 365, 565, 598, 631, 664, 697]
 

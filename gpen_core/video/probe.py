@@ -77,12 +77,18 @@ def _by_rate(info: ClipInfo, start_s: float | None, end_s: float | None, cap: Cl
     """:func:`expected_frames` from the header alone; a variable-rate Matroska's average rate can be far off."""
     rate = float(info.rate) if info.rate else 0.0
     duration = info.duration_s or (info.frames / rate if rate else 0.0)
+    start = start_s or 0.0
+
+    def before(t: float) -> int:
+        """Frames k / rate before ``t``. The decoder keeps start <= t < end: a part holds a difference of these (its
+        length × rate, rounded, is one off where an end falls between two frames)."""
+        return math.ceil(t * rate - 1e-6)
+
     n = info.frames if start_s is None and end_s is None else 0
     if not n and rate and duration:
-        stop = duration if end_s is None else min(end_s, duration)
-        n = max(0, round((stop - (start_s or 0.0)) * rate))
+        n = max(0, before(duration if end_s is None else min(end_s, duration)) - before(start))
     if cap is not None:
-        by_time = math.ceil(cap.seconds * rate) if rate else cap.frames
+        by_time = before(start + cap.seconds) - before(start) if rate else cap.frames
         n = min(x for x in (n or cap.frames, cap.frames, by_time) if x > 0)
     return n
 
