@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from gpen_core.errors import GPENError, InputError
-from gpen_core.images.limits import IMAGE_SUFFIXES, MISSING, not_a_file, not_a_photo, sniff_file
+from gpen_core.images.limits import DEFAULT_LIMITS, IMAGE_SUFFIXES, MISSING, input_limits, not_a_file, not_a_photo, sniff_file
 from gpen_core.images.outputs import (check_result_paths, check_writable, existing_result, folder_inputs, format_for,
                                      once_each, one_file_for_several, output_stems, result_path, write_atomic)
 from gpen_core.platform.paths import HELP as MODELS_DIR_HELP
-from gpen_core.cli_words import (ProgressLine, RunSummary, convert_before_clips, convert_before_photos,
-                                              print_error, with_run_notes)
+from gpen_core.cli_words import (MAX_MEGAPIXELS_HELP, ProgressLine, RunSummary, add_face_arguments, convert_before_clips,
+                                 convert_before_photos, megapixels, print_error, with_run_notes)
 from gpen_core.result_json import passed_over_record, result_record
 
 DETECTORS = {"resnet50": "resnet50", "mobilenet": "mobilenet0.25"}  # --detector's words → the detector names
@@ -63,8 +63,9 @@ def _add_restore(sub: Any) -> None:
                         "seg2face (aligned colour label maps); docs/tasks.md")
     r.add_argument("--mask", help="with --task inpaint and one input: the damage, white on black at the photo's size "
                                   "(default: white strokes in the photo itself)")
-    _add_restore_faces(r)
+    add_face_arguments(r)
     r.add_argument("--overwrite", action="store_true", help="replace outputs that already exist (default: skip them)")
+    r.add_argument("--max-megapixels", dest="max_pixels", type=megapixels, metavar="N", help=MAX_MEGAPIXELS_HELP)
     r.add_argument("--json", action="store_true", help="one JSON object per image on stdout (a video: one per frame, then a summary)")
     add_video_arguments(r)
     add_segment_arguments(r)
@@ -75,39 +76,6 @@ def _add_restore(sub: Any) -> None:
                    "default: a local Ray on 127.0.0.1 only, stopped at the end")
     r.add_argument("--workers", type=int, help="with --ray: actors in the pool (default: one per GPU share, else one per 2 CPUs)")
     r.add_argument("--gpus-per-worker", type=float, default=0.0, help="with --ray: GPUs per actor (0.5: two per GPU; default 0)")
-
-
-def _add_restore_faces(r: argparse.ArgumentParser) -> None:
-    """The flags of finding, restoring and pasting faces, and of upscaling the rest."""
-    from gpen_core.modes import IDENTITY_THRESHOLD_TEXT
-    from gpen_core.options import BACKENDS, IDENTITY_CHOICES, MAX_FACES_HELP, UPSCALES, RestoreOptions
-
-    r.add_argument("--alpha", type=float, default=1.0, help="blend: 1 restored only … 0 original (default 1)")
-    r.add_argument("--threshold", type=float, help=f"face detection confidence (default {RestoreOptions.threshold})")
-    r.add_argument("--max-faces", type=int, help=MAX_FACES_HELP)
-    r.add_argument("--no-face-check", dest="face_check", action="store_false",
-                   help="keep every detection above the threshold; the notes name those the face check would drop")
-    r.add_argument("--orientations", action="store_true",
-                   help="also search the photo turned 90/180/270° when upright faces were found (always done when none "
-                   "are); a video's frames, upright by the file's rotation, are searched turned only with it")
-    r.add_argument("--identity", default="auto", choices=IDENTITY_CHOICES,
-                   help="measure how far each restored face moved from the input face (dlib's descriptor, requirements-"
-                   "identity.txt): auto = every mode but low when installed, low too with --identity-limit or --identity-every "
-                   "(default), on, off; on a video, per frame, and the frames where a face's identity jumped more than the "
-                   "input's own (--identity-every N: every Nth frame)")
-    r.add_argument("--identity-limit", type=float, metavar="DISTANCE",
-                   help=f"over this identity distance keep the original face ({IDENTITY_THRESHOLD_TEXT}); "
-                   "with --identity-alpha A, blend toward it instead")
-    r.add_argument("--identity-alpha", type=float, default=0.0, metavar="A",
-                   help="for a face over --identity-limit: A × restored + (1 − A) × original (default 0: the original)")
-    r.add_argument("--upscale", type=int, default=1, choices=UPSCALES,
-                   help="upscale the whole photo ×2 or ×4 with RealESRNet, faces restored at that size (default 1: off)")
-    r.add_argument("--upscaler", help="upscaler: registry name (realesrnet_x2, realesrnet_x4) or checkpoint path "
-                   "(default: realesrnet_x<upscale>)")
-    r.add_argument("--tile", type=int, help="upscaler tile side in input px (default: the largest that fits the mode's budget)")
-    r.add_argument("--backend", default="auto", choices=BACKENDS,
-                   help="generator runtime on the CPU: torch, openvino (converted on first use, cached in the models "
-                   "folder), or auto: the one measured faster on this CPU (default)")
 
 
 def _add_export(sub: Any) -> None:
@@ -269,7 +237,7 @@ def _restore(args: argparse.Namespace) -> int:
         return worst
     if not videos:
         plan_photos()
-    mask = _read_mask(args.mask) if args.mask is not None else None
+    mask = _read_mask(args.mask, _options(args).max_pixels) if args.mask is not None else None
     _load_engine()  # under a memory cap: exit 4 saying what the engine needs, never a traceback
 
     from gpen_core.engine.lifetime import Lifetime
@@ -339,7 +307,8 @@ def _options(args: argparse.Namespace, **only: Any) -> Any:
                           face_check=args.face_check, upscale=args.upscale, upscaler=args.upscaler, tile=args.tile,
                           backend=args.backend, task=args.task, identity=args.identity,
                           identity_limit=args.identity_limit, identity_alpha=args.identity_alpha, aligned=args.aligned,
-                          orientations=args.orientations, **only)
+                          orientations=args.orientations,
+                          max_pixels=DEFAULT_LIMITS.max_pixels if args.max_pixels is None else args.max_pixels, **only)
 
 
 def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Path, str | None], mask: Any, bar: Any,
@@ -372,8 +341,7 @@ def say_record(record: dict[str, Any], said: set[str], say: Any) -> None:
     """What a run without --json prints for a photo's ``ok`` or ``skipped`` record (a folder's, and --ray's): its
     line, then each of its notes not yet ``said`` this run. ``say(text, stream=stderr)``: the progress bar's."""
     if record["status"] == "skipped":  # its output already there, or a file neither a photo nor a video
-        say(f"skipped: {record['output']} exists (use --overwrite)" if "output" in record else
-            f"skipped: {record['input']}: {record['note']}")
+        say(f"skipped: {record['input']}: {record['note']}")
         return
     say(_result_line(record), sys.stdout)
     for note in [*_auto_choice(record, said), *record["notes"]]:
@@ -392,7 +360,7 @@ def _auto_choice(record: dict[str, Any], said: set[str]) -> list[str]:
     return [reason]
 
 
-def _read_mask(path: str) -> Any:
+def _read_mask(path: str, max_pixels: int) -> Any:
     """``--mask``, decoded here so that its errors name it (the photo's name the photo): RGB uint8 H×W×3."""
     from gpen_core.images.decode import decode_image
 
@@ -400,7 +368,7 @@ def _read_mask(path: str) -> Any:
     if why is not None:
         raise InputError(f"the mask {path} " + ("does not exist" if why == MISSING else f"is {why}"))
     try:
-        return decode_image(path).rgb
+        return decode_image(path, input_limits(max_pixels)).rgb
     except InputError as exc:
         raise InputError(f"the mask {path}: {exc}") from None
 
@@ -446,6 +414,9 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     _refuse_flags({"--aligned": args.aligned, "--mask": args.mask is not None},  # never dropped
                   f"for photos, and {videos[0].name} is a video (its frames are whole pictures, turned upright by the "
                   "file's own rotation)", ", or restore the photos in a run of their own")
+    if not photos:  # a frame's limit is the video's own (gpen_core.video.limits)
+        _refuse_flags({"--max-megapixels": args.max_pixels is not None}, f"for photos, and there is no photo to restore "
+                      f"({videos[0].name}: videos only)")
     made = not Path(args.output).exists()  # a folder this run makes for the clips is removed again if none is written
     plan = plan_video_outputs(videos, args.output, photos)
     crf = VideoOptions.crf if args.crf is None else args.crf  # None in argparse: _no_clip_flags tells it typed

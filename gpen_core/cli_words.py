@@ -1,13 +1,15 @@
 """What ``python -m gpen_core restore`` and ``download`` print (results on stdout; progress, one :class:`StatusLine`,
-and errors on stderr), and the OpenVINO conversion a long run does first from the header figures (a clip's frames, a
-photo's size) the app's tabs read too. Nothing here imports numpy at import time: ``--help`` stays quick."""
+and errors on stderr) and the flags whose words these are, and the OpenVINO conversion a long run does first from the
+header figures (a clip's frames, a photo's size) the app's tabs read too. No numpy at import: ``--help`` stays quick."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -15,8 +17,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpen_core.engine.convert_first import ConvertFirst, Run, convert_before
-from gpen_core.errors import GPENError, InputError, ResourceError
-from gpen_core.modes import IDENTITY_THRESHOLD_TEXT
+from gpen_core.errors import GPENError, InputError, ResourceError, megabytes
+from gpen_core.images.limits import DEFAULT_LIMITS
+from gpen_core.modes import IDENTITY_THRESHOLD_TEXT, PILLOW_MAX_PIXELS
 from gpen_core.platform.paths import HELP as MODELS_DIR_HELP
 
 DEFAULT_DOWNLOADS = ("GPEN-BFR-512", "GPEN-BFR-256", "retinaface-mobilenet0.25", "retinaface-resnet50", "ParseNet-latest")
@@ -150,6 +153,55 @@ def identity_text(record: dict[str, Any]) -> str:
     return text + "".join(f", {n} {action}" for action, n in Counter(acted).items())
 
 
+# ------------------------------------------------------------------ restore's flags
+
+
+_MP = DEFAULT_LIMITS.max_pixels // 10**6
+MAX_MEGAPIXELS_HELP = (f"photos over N megapixels are refused (default {_MP}, which bounds the memory a restore takes; at "
+                       f"most {PILLOW_MAX_PIXELS // 10**6}, Pillow's own limit); raised above {_MP}, a file may hold 8 bytes "
+                       f"a pixel (a scan's TIFF), not only {megabytes(DEFAULT_LIMITS.max_file_bytes)}; docs/files-and-limits.md")
+
+
+def megapixels(text: str) -> int:
+    """``--max-megapixels N`` in pixels; ValueError (argparse's "invalid megapixels value", exit 2) for no finite number."""
+    n = float(text)
+    if not math.isfinite(n):
+        raise ValueError(text)
+    return round(n * 1e6)
+
+
+def add_face_arguments(r: argparse.ArgumentParser) -> None:
+    """The flags of finding, restoring and pasting faces, and of upscaling the rest."""
+    from gpen_core.options import BACKENDS, IDENTITY_CHOICES, MAX_FACES_HELP, UPSCALES, RestoreOptions
+
+    r.add_argument("--alpha", type=float, default=1.0, help="blend: 1 restored only … 0 original (default 1)")
+    r.add_argument("--threshold", type=float, help=f"face detection confidence (default {RestoreOptions.threshold})")
+    r.add_argument("--max-faces", type=int, help=MAX_FACES_HELP)
+    r.add_argument("--no-face-check", dest="face_check", action="store_false",
+                   help="keep every detection above the threshold; the notes name those the face check would drop")
+    r.add_argument("--orientations", action="store_true",
+                   help="also search the photo turned 90/180/270° when upright faces were found (always done when none "
+                   "are); a video's frames, upright by the file's rotation, are searched turned only with it")
+    r.add_argument("--identity", default="auto", choices=IDENTITY_CHOICES,
+                   help="measure how far each restored face moved from the input face (dlib's descriptor, requirements-"
+                   "identity.txt): auto = every mode but low when installed, low too with --identity-limit or --identity-every "
+                   "(default), on, off; on a video, per frame, and the frames where a face's identity jumped more than the "
+                   "input's own (--identity-every N: every Nth frame)")
+    r.add_argument("--identity-limit", type=float, metavar="DISTANCE",
+                   help=f"over this identity distance keep the original face ({IDENTITY_THRESHOLD_TEXT}); "
+                   "with --identity-alpha A, blend toward it instead")
+    r.add_argument("--identity-alpha", type=float, default=0.0, metavar="A",
+                   help="for a face over --identity-limit: A × restored + (1 − A) × original (default 0: the original)")
+    r.add_argument("--upscale", type=int, default=1, choices=UPSCALES,
+                   help="upscale the whole photo ×2 or ×4 with RealESRNet, faces restored at that size (default 1: off)")
+    r.add_argument("--upscaler", help="upscaler: registry name (realesrnet_x2, realesrnet_x4) or checkpoint path "
+                   "(default: realesrnet_x<upscale>)")
+    r.add_argument("--tile", type=int, help="upscaler tile side in input px (default: the largest that fits the mode's budget)")
+    r.add_argument("--backend", default="auto", choices=BACKENDS,
+                   help="generator runtime on the CPU: torch, openvino (converted on first use, cached in the models "
+                   "folder), or auto: the one measured faster on this CPU (default)")
+
+
 # ------------------------------------------------------------------ download
 
 
@@ -276,7 +328,8 @@ def photo_header(path: str | os.PathLike[str]) -> tuple[str, tuple[int, int]] | 
     from gpen_core.images.metadata import read, upright
 
     try:
-        with Image.open(path) as im:
+        # a photo over 89 MP (--max-megapixels): Pillow warns, and the restore's own limit is what speaks
+        with warnings.catch_warnings(action="ignore", category=Image.DecompressionBombWarning), Image.open(path) as im:
             return OUR_NAME.get(str(im.format), str(im.format)), upright(im.size, read(im).orientation)
     except Exception:  # noqa: BLE001 - not Pillow's: a float RGB TIFF is read by our decoder's own header reader
         pass

@@ -153,6 +153,8 @@ IDENTITY_THRESHOLD_MEANING = "dlib's own same-person threshold on LFW photos, no
 # "0.6 (dlib's own …)": the threshold as a sentence names it.
 IDENTITY_THRESHOLD_TEXT = f"{IDENTITY_THRESHOLD:g} ({IDENTITY_THRESHOLD_MEANING})"
 MODE_CHOICES: tuple[str, ...] = (AUTO, *MODES)
+# Pillow refuses any image over 2 × PIL.Image.MAX_IMAGE_PIXELS in its own words: a raised pixel limit stays below it.
+PILLOW_MAX_PIXELS = 178_956_970
 
 
 def get_mode(name: str) -> MemoryMode:

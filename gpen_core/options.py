@@ -9,7 +9,8 @@ from typing import get_args
 import numpy as np
 
 from gpen_core.errors import InputError
-from gpen_core.modes import AUTO, IDENTITY_THRESHOLD, IDENTITY_THRESHOLD_MEANING, Detector, OutputFormat, get_mode, get_task
+from gpen_core.modes import (AUTO, IDENTITY_THRESHOLD, IDENTITY_THRESHOLD_MEANING, PILLOW_MAX_PIXELS, Detector, OutputFormat,
+                             get_mode, get_task)
 
 ImageSource = np.ndarray | bytes | str | os.PathLike[str]
 
@@ -71,6 +72,9 @@ class RestoreOptions:
     identity_alpha: float = 0.0
     # A clip checks identity on frames 1, 1 + N, 1 + 2N… only (the check is a large share of a GPU frame).
     identity_every: int = 1
+    # The largest photo decoded, in pixels. None: images.limits' default, which a server's visitor cannot change; a
+    # local run sets its own (the CLI always: --max-megapixels), and its refusal then names how to raise it.
+    max_pixels: int | None = None
 
     @property
     def identity_switch(self) -> str:
@@ -148,6 +152,9 @@ class RestoreOptions:
         if not 0.0 <= self.identity_alpha < 1.0:
             raise InputError(f"identity blend (identity_alpha) must be at least 0 (the original face) and below 1, "
                              f"got {self.identity_alpha}")
+        if self.max_pixels is not None and not 0 < self.max_pixels <= PILLOW_MAX_PIXELS:
+            raise InputError(f"the pixel limit (--max-megapixels) must be above 0 and at most {PILLOW_MAX_PIXELS // 10**6} "
+                             f"megapixels (Pillow, the decoder, refuses larger images), got {self.max_pixels / 1e6:g}")
         if self.output_format is not None and self.output_format not in get_args(OutputFormat):
             raise InputError(f"output format must be {' or '.join(get_args(OutputFormat))}, got {self.output_format!r}")
         if self.identity_limit is not None and task.name == "seg2face":

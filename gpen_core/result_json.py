@@ -35,9 +35,11 @@ def result_record(result: Any) -> dict[str, Any]:
 
 
 def skipped_record(shown: str, existing: Any) -> dict[str, Any]:
-    """The record of the input ``shown`` left alone because its output ``existing`` is already there (no --overwrite)."""
-    return {"input": shown, "status": "skipped", "output": str(existing), "note": "output exists; use --overwrite",
-            "peaks": None, "timings": None}
+    """The record of the input ``shown`` not restored because a file is at its output ``existing`` (no --overwrite).
+    An output is named after its input alone (a rerun finds its results), so it may be another input's of that name."""
+    note = (f"{existing} is already there (an earlier result of this file or of another named like it, or a file of "
+            "yours) and is never replaced unasked: give another -o, or add --overwrite to replace it")
+    return {"input": shown, "status": "skipped", "output": str(existing), "note": note, "peaks": None, "timings": None}
 
 
 def passed_over_record(shown: str, why: str) -> dict[str, Any]:

@@ -241,8 +241,55 @@ def test_an_existing_output_is_reported_as_skipped_without_json(tmp_path: Path, 
     out.write_bytes(b"keep me")
     assert main(["restore", str(photo), "-o", str(out), "--mode", "low"]) == 0
     err = capsys.readouterr().err
-    assert f"skipped: {out} exists (use --overwrite)" in err
+    assert f"skipped: {photo}: {out} is already there" in err and "--overwrite to replace it" in err, err
     assert out.read_bytes() == b"keep me"
+
+
+def test_a_second_run_of_another_photo_with_the_same_name_says_it_was_not_restored(
+        models_with_detector: Path, gen256_narrow: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``restore a/photo.png -o out/`` then ``restore b/photo.png -o out/``: an output is named after its input, so b's
+    result is a's file. The second run said "skipped: out/photo.jpg exists (use --overwrite)", naming neither b nor
+    that b was not restored."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    a, b = _photo(tmp_path / "a" / "photo.png"), _photo(tmp_path / "b" / "photo.png", (80, 64))
+    run = ["-o", str(tmp_path / "out"), "--mode", "low", "--model", str(gen256_narrow), "--models-dir", str(models_with_detector)]
+    assert main(["restore", str(a), *run]) == 0
+    [earlier] = (tmp_path / "out").iterdir()  # out/photo.jpg: low's format
+    first = earlier.read_bytes()
+    capsys.readouterr()
+    assert main(["restore", str(b), *run, "--json"]) == 0
+    out, err = capsys.readouterr()
+    [rec] = _records(out)
+    assert rec["status"] == "skipped" and rec["input"] == str(b) and rec["output"] == str(earlier)
+    assert f"skipped: {b}: {rec['note']}" in err, err  # the line names the input, then says what the record says
+    assert f"{earlier} is already there" in rec["note"] and "another named like it" in rec["note"], rec["note"]
+    assert "give another -o" in rec["note"] and "--overwrite to replace it" in rec["note"], rec["note"]
+    assert earlier.read_bytes() == first and [p.name for p in (tmp_path / "out").iterdir()] == [earlier.name]
+
+
+def test_a_scan_over_the_pixel_limit_is_refused_naming_the_flag_that_raises_it_for_one_run(
+        models_with_detector: Path, gen256_narrow: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A local user's 52 MP scan was refused by the 50 MP limit with no way past it; the refusal names the flag and the
+    value that admits it, and with it the scan is restored (a flat PNG: 52 MP decoded, 165 KB on disk)."""
+    scan = tmp_path / "scan.png"
+    Image.new("RGB", (8000, 6500), (120, 90, 80)).save(scan)
+    run = ["restore", str(scan), "-o", str(tmp_path / "out.png"), "--mode", "low", "--model", str(gen256_narrow),
+           "--models-dir", str(models_with_detector)]
+    assert main(run) == 2
+    err = capsys.readouterr().err
+    assert "8000×6500 (52 megapixels); the limit is 50 megapixels" in err and "--max-megapixels 52)" in err, err
+    assert main([*run, "--max-megapixels", "52", "--json"]) == 0
+    [rec] = _records(capsys.readouterr().out)
+    assert rec["status"] == "ok" and rec["faces"] == 0
+    with Image.open(tmp_path / "out.png") as im:  # low restores at most 2048 px, the note says so
+        assert im.size == (2048, 1664) and any("8000×6500" in n for n in rec["notes"]), rec["notes"]
+    assert main([*run, "--max-megapixels", "179"]) == 2  # past Pillow's own refusal: said before any work
+    assert "at most 178 megapixels" in capsys.readouterr().err
+    from .videoclips import gradient_frames, make_clip
+
+    clip = make_clip(tmp_path / "clip.mp4", gradient_frames(2))  # a frame's limit is the video's own
+    assert main(["restore", str(clip), "-o", str(tmp_path / "o.mp4"), "--max-megapixels", "60"]) == 2
+    assert "--max-megapixels is for photos, and there is no photo to restore (clip.mp4: videos only)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("where", ["parent is a file", "under /proc", "under /sys"])

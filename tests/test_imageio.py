@@ -16,6 +16,7 @@ import pytest
 from PIL import Image, ImageCms, ImageFile, ImageOps
 
 from gpen_core.errors import GPENError, InputError
+from gpen_core.modes import PILLOW_MAX_PIXELS
 from gpen_core.images.decode import (
     DEFAULT_LIMITS,
     DecodedImage,
@@ -153,6 +154,7 @@ def test_pillow_globals_are_left_alone(hostile: dict[str, tuple[Path, Expectatio
     assert Image.MAX_IMAGE_PIXELS == max_pixels
     # The default limit sits below Pillow's warning threshold, so Pillow never warns for what we accept.
     assert Image.MAX_IMAGE_PIXELS is None or DEFAULT_LIMITS.max_pixels < Image.MAX_IMAGE_PIXELS
+    assert Image.MAX_IMAGE_PIXELS is None or PILLOW_MAX_PIXELS == 2 * Image.MAX_IMAGE_PIXELS  # where a raised limit stops
 
 
 def test_refuses_to_run_with_truncated_loading_switched_on(
@@ -361,6 +363,33 @@ def test_a_photo_between_pillows_two_bomb_guards_is_refused_in_our_words_only() 
         with pytest.raises(InputError, match=r"12000×9000 \(108 megapixels\)"):
             decode_image(png_bytes(12000, 9000, 8, 2))
     assert [str(w.message) for w in caught] == []
+
+
+def test_a_raised_pixel_limit_reads_a_scan_whole_quietly_and_only_a_local_run_is_told_of_it(tmp_path: Path) -> None:
+    """--max-megapixels (RestoreOptions.max_pixels): a 90 MP TIFF, past Pillow's warning, which its load repeats; a
+    27 MB file a raised limit admits; the server's refusal (its visitor cannot pass a flag) names none, a local run's
+    names the value that admits the photo, and none past Pillow's own refusal."""
+    from gpen_core.images.limits import input_limits
+
+    scan = tmp_path / "scan.tif"
+    Image.new("L", (10_000, 9_000), 90).save(scan, compression="tiff_deflate")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert decode_image(scan, input_limits(90_000_000), reduce_to=1000).size == (1000, 900)
+    assert [str(w.message) for w in caught] == []
+    with pytest.raises(InputError) as server:
+        decode_image(scan)
+    assert "limit is 50 megapixels" in str(server.value) and "--max-megapixels" not in str(server.value)
+    with pytest.raises(InputError, match=r"\(or raise the limit for this run: --max-megapixels 90\)"):
+        decode_image(scan, input_limits(50_000_000))
+    with pytest.raises(InputError) as bomb:  # 200 MP: no flag value admits it
+        decode_image(png_bytes(20_000, 10_000, 8, 2), input_limits(178_000_000))
+    assert "limit is 178 megapixels" in str(bomb.value) and "--max-megapixels" not in str(bomb.value), bomb.value
+    raw = tmp_path / "raw.png"  # 3000×3000 stored uncompressed: 27 MB
+    Image.new("RGB", (3000, 3000), (120, 90, 80)).save(raw, compress_level=0)
+    with pytest.raises(InputError, match="limit is 25 MB"):
+        decode_image(raw, input_limits(50_000_000))
+    assert decode_image(raw, input_limits(60_000_000)).size == (3000, 3000)
 
 
 def test_encode_png_round_trip_with_alpha() -> None:

@@ -106,14 +106,16 @@ def ready_for(models: ModelCache, mode: MemoryMode, opts: RestoreOptions, device
     return models.release_unused(mode, opts, device)
 
 
-def decode(image: ImageSource, reduce_to: int | None = None):
-    """An RGB uint8 array as it is, or encoded bytes / a path decoded (see :mod:`gpen_core.images.decode`)."""
+def decode(image: ImageSource, reduce_to: int | None = None, max_pixels: int | None = None):
+    """An RGB uint8 array as it is, or encoded bytes / a path decoded (see :mod:`gpen_core.images.decode`) within
+    ``max_pixels`` (RestoreOptions')."""
     from gpen_core.images.decode import DecodedImage, decode_image
+    from gpen_core.images.limits import input_limits
 
     if isinstance(image, np.ndarray):
         rgb = check_rgb(image, "the image array")
         return DecodedImage(rgb=rgb, alpha=None, format="array", original_size=(rgb.shape[1], rgb.shape[0]), notes=())
-    return decode_image(image, reduce_to=reduce_to)
+    return decode_image(image, input_limits(max_pixels), reduce_to=reduce_to)
 
 
 def start(image: ImageSource, opts: RestoreOptions, models: ModelCache, device: str, boxes_given: bool, t0: float,
@@ -147,7 +149,7 @@ def start(image: ImageSource, opts: RestoreOptions, models: ModelCache, device: 
     if mask is not None:
         if opts.task != "inpaint":
             raise InputError(f"a damage mask is for the inpaint task, not {opts.task}")
-        mask_rgb = mask if isinstance(mask, np.ndarray) else decode(mask).rgb
+        mask_rgb = mask if isinstance(mask, np.ndarray) else decode(mask, None, opts.max_pixels).rgb
         if mask_rgb.dtype != np.uint8 or mask_rgb.ndim not in (2, 3):  # an array's: grey H×W or RGB H×W×3, uint8
             raise InputError(f"the damage mask must be a uint8 H×W or H×W×3 array, got {mask_rgb.dtype} with shape {mask_rgb.shape}")
         if mask_rgb.shape[:2] != rgb.shape[:2]:
@@ -163,7 +165,7 @@ def _decode_or_step_down(image: ImageSource, reduce_to: int | None, opts: Restor
     """Decode; when that runs out of memory, decode again for the lightest mode (a big JPEG
     then decodes at reduced size) and return that mode with the note saying so."""
     try:
-        return decode(image, reduce_to), None
+        return decode(image, reduce_to, opts.max_pixels), None
     except Exception as exc:
         lightest = min((m for m in MODES.values() if m.paste), key=lambda m: m.rank)
         smaller = lightest.max_side and (reduce_to is None or lightest.max_side < reduce_to)
@@ -171,7 +173,7 @@ def _decode_or_step_down(image: ImageSource, reduce_to: int | None, opts: Restor
             raise
         del exc  # its traceback holds the partial decode
     release(device)
-    decoded = decode(image, lightest.max_side)
+    decoded = decode(image, lightest.max_side, opts.max_pixels)
     note = f"ran out of memory decoding the photo for {opts.mode}; decoded it for {lightest.name} instead"
     return decoded, (lightest, note)
 

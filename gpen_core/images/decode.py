@@ -107,16 +107,15 @@ def _opened(source: bytes | str | os.PathLike[str], limits: InputLimits,
             ) -> Iterator[tuple[io.BufferedIOBase, bytes, "Image.Image | None"]]:
     """(the open file, its first bytes, Pillow's image, header only; None for a TIFF Pillow cannot identify);
     every failure to get this far is an :class:`InputError` in our words."""
-    with open_source(source, limits) as fp:
+    # Between its two guards Pillow warns, as it opens a file and as a TIFF loads: our limit refuses it in our words.
+    with open_source(source, limits) as fp, warnings.catch_warnings(action="ignore", category=Image.DecompressionBombWarning):
         head = fp.read(SNIFF_BYTES)
         if not head:
             raise InputError("The file is empty (0 bytes). Upload it again; the transfer may have failed.")
         fp.seek(0)
         im: Image.Image | None = None
         try:
-            with warnings.catch_warnings():  # between its two guards Pillow warns: our limit refuses it in our words
-                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-                im = Image.open(fp, formats=limits.formats)
+            im = Image.open(fp, formats=limits.formats)
         except Image.DecompressionBombError as e:
             # Pillow's own guard (above ~179 MP): our words, with a PNG's declared size.
             size = png_declared_size(head)

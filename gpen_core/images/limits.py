@@ -9,10 +9,11 @@ import io
 import math
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpen_core.errors import InputError, megabytes
+from gpen_core.modes import PILLOW_MAX_PIXELS
 
 # What a folder of photos is made of: the files whose names end so are restored as photos.
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif")
@@ -43,6 +44,8 @@ class InputLimits:
     # Allowed containers (an animated GIF or WebP gives its first frame); SVG, PDF, HEIC, ICO, PSD... are out:
     # Pillow cannot decode them, or their parsers are needless attack surface.
     formats: tuple[str, ...] = _PILLOW_NAMES
+    # How the user raises max_pixels where they can (a local run's flag), for its refusal to say; "": they cannot.
+    raise_with: str = ""
 
     def __post_init__(self) -> None:
         unknown = set(self.formats) - set(_PILLOW_NAMES)
@@ -53,6 +56,15 @@ class InputLimits:
 
 
 DEFAULT_LIMITS = InputLimits()
+
+
+def input_limits(max_pixels: int | None) -> InputLimits:
+    """The limits of a request with its own ``max_pixels`` (RestoreOptions': a local run), else the defaults. Raised
+    above the default, files may hold that many 16-bit RGBA pixels uncompressed (8 bytes each: a scan's TIFF)."""
+    if max_pixels is None:
+        return DEFAULT_LIMITS
+    size = 8 * max_pixels if max_pixels > DEFAULT_LIMITS.max_pixels else DEFAULT_LIMITS.max_file_bytes
+    return replace(DEFAULT_LIMITS, max_pixels=max_pixels, max_file_bytes=size, raise_with="--max-megapixels")
 
 
 def _ratio(r: float) -> str:
@@ -78,8 +90,11 @@ def too_many_pixels(pixels: int, limits: InputLimits, size: tuple[int, int] | No
     what = f"is {size[0]}×{size[1]} ({_mp(pixels)})" if size else f"declares {_mp(pixels)}"
     s = math.sqrt(limits.max_pixels / pixels)
     most = f"{max(1, int(size[0] * s))}×{max(1, int(size[1] * s))}" if size else _mp(limits.max_pixels)
+    need = math.ceil(pixels / 1e6)  # the limit that admits it, where Pillow admits it too
+    raise_it = (f" (or raise the limit for this run: {limits.raise_with} {need})"
+                if limits.raise_with and need * 10**6 <= PILLOW_MAX_PIXELS else "")
     return InputError(f"The image {what}; the limit is {_mp(limits.max_pixels)} (larger images are refused to bound "
-                      f"the memory a restore takes). Resize it to at most {most} and try again.")
+                      f"the memory a restore takes). Resize it to at most {most}{raise_it} and try again.")
 
 
 # ISO media brands that are still images, not clips.

@@ -65,8 +65,10 @@ class Runner(Protocol):
 
 
 def settings_text(options: RestoreOptions, crf: int) -> str:
-    """What the restored pixels depend on besides the input, as stable JSON (a resumed run must match it)."""
-    return json.dumps({"options": asdict(options), "crf": crf}, sort_keys=True, default=str)
+    """What the restored pixels depend on besides the input, as stable JSON (a resumed run must match it); a photo's
+    pixel limit is not among them."""
+    kept = {k: v for k, v in asdict(options).items() if k != "max_pixels"}
+    return json.dumps({"options": kept, "crf": crf}, sort_keys=True, default=str)
 
 
 class LocalRunner:
