@@ -70,6 +70,7 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
             ) -> tuple[Any, str, str, list[tuple[Any, str]], dict[str, Any]]:
     """Restore the faces in one photo: (before/after pair, download path, panel Markdown, (crop pair, caption) per face, record)."""
     with ui_errors(request, "photo"), STATE.restores.own(getattr(request, "session_hash", None)) as stop:
+        report = stoppable(progress, stop)  # Stopped at once when its visitor's Stop came while it waited in the queue
         if not image:
             raise InputError("Upload a photo first (or paste one from the clipboard).")
         options = RestoreOptions(mode=mode or AUTO, model=checked_model(model), detector=_override(detector),  # type: ignore[arg-type]
@@ -77,7 +78,7 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
                                  output_format=_override(output_format), upscale=int(upscale or 1), task=task or "enhance",
                                  face_check=bool(face_check), **fv.identity_options(identity, identity_limit, identity_alpha))
         mask = task_ui.editor_damage(damage, options.task)  # every editor file checked, whatever the task
-        result = run_engine(image, options, progress if spaces else stoppable(progress, stop), mask)  # ZeroGPU's own process: no Stop
+        result = run_engine(image, options, progress if spaces else report, mask)  # ZeroGPU's own process: no Stop
         if isinstance(result, ShownError):
             raise AlreadyShown(result)
         view = restore_tab.restore_view(image, result, RESULTS_DIR, TEMP_MAX_AGE_S, STATE.policy.shared)
@@ -157,7 +158,7 @@ def download_weights(mode: str, model: str | None, detector: str | None, aligned
 
 
 def stop_own(which: str, request: gr.Request) -> Any:
-    """Stop download / Stop (a restore, at its next face): ``which`` of STATE's stops, this visitor's own only."""
+    """Stop download / Stop (a restore at its next face, or one still queued): ``which`` of STATE's stops, this visitor's only."""
     getattr(STATE, which).stop(getattr(request, "session_hash", None))
     return gr.update(visible=False)
 

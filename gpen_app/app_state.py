@@ -51,26 +51,56 @@ class Policy:
 @dataclass
 class SessionStops:
     """Each browser session's Stop for its own work (a clip, a download), by session hash: a Stop (or a closed tab)
-    ends only its own visitor's work."""
+    ends only its own visitor's work. With ``api_name`` (the event that work runs as), a Stop also reaches the
+    session's event while it still waits in the queue: it is marked, moved out of the line
+    (:func:`gpen_app.queue_seam.stop_waiting`), and its handler finds its stop already set as it starts."""
 
+    api_name: str | None = None
     _running: dict[str, threading.Event] = field(default_factory=dict, repr=False)
+    # The queue's events (by id) stopped before their handler began; a mark lives until that handler starts, or
+    # until MAX_SESSIONS newer ones push it out (an event its visitor's closed tab took out of the queue never starts).
+    _marked: OrderedDict[str, None] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def start(self, session: str | None) -> threading.Event:
-        """A fresh event for ``session``'s work starting now (a Stop pressed before does not count)."""
-        token = threading.Event()
+        """A fresh event for ``session``'s work starting now: a Stop pressed before it was queued does not count,
+        one pressed while it waited in the queue does (it starts set)."""
+        token, event = threading.Event(), self._event_id()
         if session:
-            with self._lock:
+            with self._lock:  # with stop()'s marking under the same lock, a Stop either marks this or finds it running
                 self._running[session] = token
+                if event in self._marked:
+                    del self._marked[event]
+                    token.set()
         return token
 
     def stop(self, session: str | None) -> bool:
-        """Stop ``session``'s running work; False when it has none (nothing else is touched)."""
+        """Stop ``session``'s running work, and its ``api_name`` event that has not started yet; False when it has
+        neither (nothing else is touched)."""
+        waiting = 0
+        if session and self.api_name:
+            from gpen_app.queue_seam import stop_waiting
+
+            waiting = stop_waiting(self.api_name, session, self._mark)  # marked before it can start
         with self._lock:
             token = self._running.get(session) if session else None
         if token is not None:
             token.set()
-        return token is not None
+        return token is not None or waiting > 0
+
+    def _mark(self, event: str) -> None:
+        with self._lock:
+            self._marked[event] = None
+            while len(self._marked) > MAX_SESSIONS:
+                self._marked.popitem(last=False)
+
+    def _event_id(self) -> str | None:
+        """The queue's id of the event whose handler calls this (None without ``api_name``, or outside one)."""
+        if not self.api_name:
+            return None
+        from gpen_app.queue_seam import current_event_id
+
+        return current_event_id()
 
     def finish(self, session: str | None, token: threading.Event) -> None:
         """Forget ``token`` once its work ended (a newer start of the session keeps its own)."""
@@ -94,8 +124,13 @@ class SessionStops:
 
 def stoppable(progress: Any, stop: threading.Event) -> Any:
     """``progress`` (called as ``progress(fraction, desc=...)``) that raises :class:`~gpen_core.errors.Stopped` once
-    ``stop`` is set: the engine reports before each face and tile, so a restore ends there, not at its end."""
+    ``stop`` is set: the engine reports before each face and tile, so a restore ends there, not at its end. Raises
+    at once when ``stop`` is already set: its visitor pressed Stop while it waited in the queue, so none of it runs."""
     from gpen_core.errors import Stopped
+
+    if stop.is_set():
+        raise Stopped("The restore ended at your Stop while it waited in the queue; nothing of it ran. "
+                      "Press Restore to start again.")
 
     def report(fraction: float, desc: str | None = None) -> Any:
         if stop.is_set():
@@ -113,9 +148,9 @@ class AppState:
     restores_done: int = 0
     # Each session's running download's Stop (the weights panel's button): never another visitor's download.
     downloads: SessionStops = field(default_factory=SessionStops, repr=False)
-    # Each session's running clip's Stop (the Video tab's button, or its visitor leaving): never another's.
-    stops: SessionStops = field(default_factory=SessionStops, repr=False)
-    restores: SessionStops = field(default_factory=SessionStops, repr=False)  # each session's photo restore's Stop
+    # Each session's clip's Stop, running or waiting (the Video tab's button, or its visitor leaving): never another's.
+    stops: SessionStops = field(default_factory=lambda: SessionStops("restore_video"), repr=False)
+    restores: SessionStops = field(default_factory=lambda: SessionStops("restore"), repr=False)  # each session's photo restore's Stop, running or waiting
     _errors: OrderedDict[str, str] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -1,5 +1,5 @@
-"""Gradio's internals the app leans on: raw image uploads, unknown routes and the page's private events, whether
-anyone still waits for an event, each visitor's share of the queue, the uploads and the editor's store. Written for
+"""Gradio's internals the app leans on: raw image uploads, unknown routes and the page's private events, each
+visitor's share of the queue, the uploads and the editor's store (the queue as handlers see it: ``queue_seam``). Written for
 Gradio 6 (checked with 6.31); only the app imports it; :func:`check_installed` raises (and ``tests/test_compat.py`` fails) when the installed Gradio moved them."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import gradio as gr
 
+from gpen_app.queue_seam import queue_problems, set_on_self as _set_on_self
 from gpen_core.compat.versions import check_version
 from gpen_core.errors import InputError, megabytes
 
@@ -30,12 +31,10 @@ def seam_problems() -> list[str]:
     """What this Gradio lacks of the internals used here (empty when all is in place)."""
     from gradio import route_utils
     from gradio.components.image_editor import EditorData
-    from gradio.context import LocalContext
     from gradio.data_classes import ImageData
-    from gradio.queueing import Event, Queue
+    from gradio.queueing import Queue
 
     params = list(inspect.signature(gr.Image.preprocess).parameters)
-    event_has = set(inspect.signature(Event.__init__).parameters) | _set_on_self(Event.__init__)
     checks = (
         (params == ["self", "payload"], f"gr.Image.preprocess takes {params}, not (self, payload)"),
         ({"path", "url"} <= set(ImageData.model_fields), "gradio.data_classes.ImageData has no path/url"),
@@ -43,55 +42,10 @@ def seam_problems() -> list[str]:
          and hasattr(gr.ImageEditor, "accept_blobs"),
          "gr.ImageEditor's value has no background/layers/composite/id or no accept_blobs (its blob_storage)"),
         (hasattr(route_utils, "FnIndexInferError"), "gradio.route_utils.FnIndexInferError is gone"),
-        ({"blocks", "event_id"} <= set(vars(LocalContext)) and "clean_events" in vars(Queue),
-         "gradio.context.LocalContext has no blocks/event_id or its Queue no clean_events"),
-        ({"alive", "_id", "fn", "request"} <= event_has, "gradio.queueing.Event has no alive/_id/fn/request"),
         ({"event_queue_per_concurrency_id", "active_jobs"} <= _set_on_self(Queue.__init__),
          "gradio.queueing.Queue keeps no event_queue_per_concurrency_id/active_jobs (who holds its places)"),
-        ("process_time_per_fn" in _set_on_self(Queue.__init__),
-         "gradio.queueing.Queue keeps no process_time_per_fn (the ETA a run starts with)"),
     )
-    return [problem for ok, problem in checks if not ok]
-
-
-def _set_on_self(init: Callable[..., Any]) -> set[str]:
-    """The attributes ``init`` sets on its instance (``self.x = ...``, ``self.x: T = ...``)."""
-    return set(re.findall(r"self\.(\w+)\s*[:=]", inspect.getsource(init)))
-
-
-def still_waited_for() -> Callable[[], bool]:
-    """Called in an event handler's thread: a check that says False once nobody waits for this event's answer
-    (the queue marks the event ``alive = False`` in ``Queue.clean_events``). Outside a queued event: always True."""
-    from gradio.context import LocalContext
-
-    blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
-    queue = getattr(blocks, "_queue", None)
-    if queue is None or not event_id:
-        return lambda: True
-
-    def waited() -> bool:
-        for jobs in list(queue.active_jobs):
-            for event in list(jobs or ()):
-                if getattr(event, "_id", None) == event_id:
-                    return bool(getattr(event, "alive", True))
-        return True  # not running (yet or any more): nothing to stop
-
-    return waited
-
-
-def forget_run_time(event: Any) -> Callable[[], None]:
-    """A handler for ``event.then(...)`` that drops the event's measured run times, so its next run starts with
-    no ETA: Gradio's "average of past runs" is wrong for clips, whose length decides their time."""
-    from gradio.context import Context
-
-    blocks = Context.root_block
-
-    def forget() -> None:
-        times = getattr(getattr(blocks, "_queue", None), "process_time_per_fn", None)
-        if times is not None:
-            times.pop(event.fn, None)
-
-    return forget
+    return [problem for ok, problem in checks if not ok] + queue_problems()
 
 
 def check_installed() -> None:
@@ -445,10 +399,12 @@ def _private(fn: Any) -> bool:
 
 
 def _places_refusal(places: int, queue_size: int | None) -> str:
-    # A photo restore has no Stop button: only a clip has one, and a closed tab's waiting events leave the queue.
+    # Each tab's Stop ends its restore, running or still waiting (a waiting one leaves the queue at once); a closed
+    # tab's waiting events leave it too.
     return (f"You already have {places} restores waiting or running on this server (from this tab or your others). "
-            "Try again once one has finished; to free a place now, stop your clip with the Video tab's Stop or close "
-            f"a tab that waits. Each visitor may hold {places} of the queue's {queue_size} places, so that others "
+            "Try again once one has finished; to free a place now, press Stop on one (the Restore tab's Stop or the "
+            "Video tab's Stop; one still waiting ends at once) or close a tab that waits. "
+            f"Each visitor may hold {places} of the queue's {queue_size} places, so that others "
             "get in too.")
 
 

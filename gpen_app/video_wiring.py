@@ -22,7 +22,7 @@ from typing import Any
 
 import gradio as gr
 
-from gpen_app import gradio_seam as seam
+from gpen_app import queue_seam
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images import outputs as result_files
 from gpen_core.modes import AUTO, IDENTITY_THRESHOLD
@@ -74,11 +74,13 @@ class _Handlers:
         """Restore the clip: (the result, the middle frame's before/after, the panel, the frame slider, JSON) as
         the public endpoint has them, then for the page only (states): the original over the same span, the
         frames' times and faces, the faces offered and those kept. Stop ends this session's clip only."""
-        waited, count = seam.still_waited_for(), [0, 0]
+        waited, count = queue_seam.still_waited_for(), [0, 0]
         with self.state.stops.own(getattr(request, "session_hash", None)) as stop, self.errors(request, "video"):
             if not video:
                 raise InputError("Upload a video first.")
             try:
+                if stop.is_set():  # its visitor's Stop came while it waited in the queue: none of it runs
+                    raise VideoStopped("stopped while it waited in the queue")
                 return self.run(video, mode or AUTO, (start, end, face_check, tracks, known, identity, turned), progress,
                                 stop, waited, count)
             except VideoStopped:
@@ -161,7 +163,8 @@ class _Handlers:
                                 self.state.policy, other_tab=True)
 
     def stop_own_clip(self, request: gr.Request) -> None:
-        """Stop: this session's clip only (another visitor's Stop never reaches it)."""
+        """Stop: this session's clip only, running or still waiting in the queue (another visitor's Stop never
+        reaches it)."""
         self.state.stops.stop(getattr(request, "session_hash", None))
 
     def find(self, video: str | None, mode: str, start: float | None, end: float | None, face_check: bool, turned: bool = False,
@@ -293,10 +296,11 @@ def _wire(on: _Handlers, c: SimpleNamespace) -> None:
     c.find_btn.click(on.find, [c.video_in, c.mode_in, c.start_in, c.end_in, c.face_check_in, c.turned_in],
                      [c.tracks_in, c.known_state, c.found_md],
                      api_visibility="private", concurrency_limit=1, concurrency_id="engine", show_progress_on=[c.found_md])
-    running.then(seam.forget_run_time(running), api_visibility="private", show_progress="hidden")  # no last clip's time on the next bar
+    running.then(queue_seam.forget_run_time(running), api_visibility="private", show_progress="hidden")  # no last clip's time on the next bar
     # Stop asks this session's running clip to end (it removes its partial output); cancelling the event
-    # instead would free the engine lane while the clip's threads still run. Outside the queue: a queue others
-    # have filled refuses every new event, and this visitor's Stop must still reach their clip.
+    # instead would free the engine lane while the clip's threads still run. A clip still waiting in the queue
+    # leaves the line and ends at once, Stopped as a running one. Outside the queue: a queue others have filled
+    # refuses every new event, and this visitor's Stop must still reach their clip.
     c.stop_btn.click(on.stop_own_clip, None, None, api_visibility="private", show_progress="hidden", queue=False)
     running.failure(on.failed, None, [c.pair_out, c.panel_md], api_visibility="private", show_progress="hidden")
     viewer = [c.before_out, c.video_out, c.at_in, c.times_state, c.faces_state, c.show_faces_in, c.tracks_in]

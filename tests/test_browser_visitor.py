@@ -172,3 +172,55 @@ def test_a_refused_upload_leaves_no_earlier_photo_in_the_panel(browser, page_url
     assert "Ready to restore" not in metrics.inner_text() and page.locator("#photo img").count() == 0
     assert page.locator("#slider img").count() == 0, "the before/after still shows the earlier photo"
     page.close()
+
+
+def test_a_restore_stopped_while_it_waits_ends_at_once_as_a_stopped_one(browser, page_url: str, tmp_path: Path,  # noqa: F811
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two visitors' pages: A's restore holds the engine (a stand-in), B's waits behind it and B presses Stop. B's
+    page says Stopped (a pop-up that closes by itself, and the panel) while A's still runs; A's then ends as usual."""
+    import threading
+
+    from gpen_app import weights_view
+
+    from .test_stop_full_queue import EXAMPLE, _result
+
+    monkeypatch.setattr(messages, "TOAST_BASE_S", 2.0)
+    monkeypatch.setattr(messages, "TOAST_WORDS_PER_S", 1000.0)
+    monkeypatch.setattr(weights_view, "check_mode_ready", lambda *a, **k: None)  # no weights here: the engine is stood in for
+    calls, release = [], threading.Event()
+
+    def run_engine(image: str, options: object, progress: object, mask: object = None) -> object:
+        calls.append(image)
+        if len(calls) == 1:
+            release.wait(30)
+        return _result()
+
+    monkeypatch.setattr(app, "run_engine", run_engine)
+    pages = []
+    try:
+        for _ in range(2):
+            page = browser.new_page(viewport={"width": 1366, "height": 900})
+            pages.append(page)
+            _open(page, page_url)
+            page.locator("input[type=file]").first.set_input_files(str(EXAMPLE))
+            page.locator("#metrics").get_by_text("Ready to restore").wait_for(timeout=60_000)
+        a, b = pages
+        a.locator("#restore-button").click()
+        _wait(lambda: len(calls) == 1)
+        b.locator("#restore-button").click()
+        _wait(lambda: len(app.demo._queue) == 1)  # B's waits behind A's
+        b.locator("#restore-stop").click()
+        toast = b.locator("[data-testid=toast-body]", has_text="while it waited in the queue").first
+        toast.wait_for(timeout=10_000)
+        b.locator("#metrics").get_by_text("Stopped").wait_for(timeout=10_000)
+        assert "Press Restore to start again" in b.locator("#metrics").inner_text()
+        assert len(calls) == 1 and not release.is_set()  # B's never reached the engine, A's still runs
+        Shots(tmp_path).take(b, "photo_stopped_while_waiting", full=False)
+        toast.wait_for(state="detached", timeout=15_000)  # it closes by itself
+        assert not b.locator("#restore-stop").is_visible()
+        release.set()
+        a.locator("#metrics").get_by_text("GPEN-BFR-256").first.wait_for(timeout=30_000)  # A's result, as usual
+    finally:
+        release.set()
+        for page in pages:
+            page.close()

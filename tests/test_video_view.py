@@ -90,7 +90,7 @@ def test_the_face_choice_is_all_faces_unless_some_are_unticked() -> None:
 def test_a_run_starts_without_the_last_clips_time() -> None:
     import gradio as gr
 
-    from gpen_app.gradio_seam import forget_run_time
+    from gpen_app.queue_seam import forget_run_time
 
     with gr.Blocks() as demo:
         button = gr.Button()
