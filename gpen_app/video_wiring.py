@@ -17,18 +17,16 @@ from dataclasses import replace
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import gradio as gr
 
-from gpen_app import queue_seam
+from gpen_app import messages, mode_labels, page, queue_seam, video_tab, video_view
+from gpen_core.cli_words import with_run_notes
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images import outputs as result_files
 from gpen_core.modes import AUTO, IDENTITY_THRESHOLD
 from gpen_core.options import RestoreOptions
-from gpen_app import messages, mode_labels, page, video_tab, video_view
-from gpen_core.cli_words import with_run_notes
 from gpen_core.video.errors import VideoStopped
 
 log = logging.getLogger("gpen.app")
@@ -218,7 +216,38 @@ def build(state: Any, errors: Callable[..., AbstractContextManager[None]], resul
     return c.mode_in
 
 
-def _layout(mode_choices: list[tuple[str, str]]) -> SimpleNamespace:
+class _Page(NamedTuple):
+    """The tab's components, by name (a name :func:`_layout` does not make fails as the page is built)."""
+
+    video_in: Any
+    mode_in: Any
+    start_in: Any
+    end_in: Any
+    face_check_in: Any
+    identity_in: Any
+    turned_in: Any
+    tracks_in: Any
+    find_btn: Any
+    found_md: Any
+    restore_btn: Any
+    stop_btn: Any
+    before_out: Any
+    video_out: Any
+    at_in: Any
+    flag_in: Any
+    pair_out: Any
+    show_faces_in: Any
+    faces_out: Any
+    panel_md: Any
+    record_out: Any
+    before_state: Any
+    times_state: Any
+    faces_state: Any
+    known_state: Any
+    kept_state: Any
+
+
+def _layout(mode_choices: list[tuple[str, str]]) -> _Page:
     """The tab's components, by name."""
     with gr.Row(equal_height=False, elem_id="video-row"):  # on a phone the result follows the buttons (page.CSS)
         with gr.Column(scale=4, min_width=320, elem_id="video-controls"):
@@ -272,10 +301,10 @@ def _layout(mode_choices: list[tuple[str, str]]) -> SimpleNamespace:
                 record_out = gr.JSON(show_label=False)
     before_state, times_state, faces_state, known_state, kept_state = (gr.State(None), gr.State([]), gr.State([]),
                                                                         gr.State([]), gr.State([]))
-    return SimpleNamespace(**{k: v for k, v in locals().items() if k != "mode_choices"})
+    return _Page(**{k: v for k, v in locals().items() if k in _Page._fields})
 
 
-def _wire(on: _Handlers, c: SimpleNamespace) -> None:
+def _wire(on: _Handlers, c: _Page) -> None:
     """The tab's events, on the components :func:`_layout` made."""
     # /restore_video's outputs stay the five a client unpacks (docs/video.md); states are not in the API
     outputs = [c.video_out, c.pair_out, c.panel_md, c.at_in, c.record_out,
