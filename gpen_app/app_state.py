@@ -68,10 +68,11 @@ class SessionStops:
         token, event = threading.Event(), self._event_id()
         if session:
             with self._lock:  # with stop()'s marking under the same lock, a Stop either marks this or finds it running
-                self._running[session] = token
-                if event in self._marked:
-                    del self._marked[event]
-                    token.set()
+                if event in self._marked or (event and self._in_stopped_lane()):
+                    self._marked.pop(event, None)
+                    token.set()  # not the session's running work: a Stop must still find that one's token
+                else:
+                    self._running[session] = token
         return token
 
     def stop(self, session: str | None) -> bool:
@@ -94,6 +95,12 @@ class SessionStops:
             while len(self._marked) > MAX_SESSIONS:
                 self._marked.popitem(last=False)
 
+    def _in_stopped_lane(self) -> bool:
+        """Whether this handler's event was moved out of the line by a Stop (its mark the first guard, this the second)."""
+        from gpen_app.queue_seam import in_stopped_lane
+
+        return in_stopped_lane()
+
     def _event_id(self) -> str | None:
         """The queue's id of the event whose handler calls this (None without ``api_name``, or outside one)."""
         if not self.api_name:
@@ -103,8 +110,11 @@ class SessionStops:
         return current_event_id()
 
     def finish(self, session: str | None, token: threading.Event) -> None:
-        """Forget ``token`` once its work ended (a newer start of the session keeps its own)."""
+        """Forget ``token`` once its work ended (a newer start of the session keeps its own), and a mark a Stop left
+        on this event while it ran (only one that had not started needed it)."""
+        event = self._event_id()
         with self._lock:
+            self._marked.pop(event, None)
             if session and self._running.get(session) is token:
                 del self._running[session]
 
@@ -168,7 +178,7 @@ class AppState:
                 self._errors.popitem(last=False)
 
     def refused(self, session: str | None, api_name: str | None, text: str) -> None:
-        """A shared server refused ``session`` a place in the queue (compat.gradio.VisitorShares.refused): its
+        """A shared server refused ``session`` a place in the queue (gpen_app.gradio_seam.VisitorShares.refused): its
         restore's panel says why once the pop-up has closed."""
         panel = {"restore": "photo", "restore_video": "video"}.get(api_name or "")
         self.remember_error(session, panel, error_markdown("Your share of the queue is full", text))

@@ -61,6 +61,15 @@ def still_waited_for() -> Callable[[], bool]:
 STOPPED_LANE = "gpen-stopped-while-waiting"
 
 
+def in_stopped_lane() -> bool:
+    """Called in an event handler's thread: whether this event runs in :data:`STOPPED_LANE` (a Stop moved it there)."""
+    from gradio.context import LocalContext
+
+    event_id, queue = LocalContext.event_id.get(None), getattr(LocalContext.blocks.get(None), "_queue", None)
+    return bool(event_id and queue) and any(getattr(e, "_id", None) == event_id and e.concurrency_id == STOPPED_LANE
+                                            for jobs in list(queue.active_jobs) for e in jobs or ())
+
+
 def current_event_id() -> str | None:
     """Called in an event handler's thread: the queue's id of this event (None outside a queued event)."""
     from gradio.context import LocalContext

@@ -23,7 +23,7 @@ from gpen_core.images.outputs import (check_result_paths, check_writable, existi
 from gpen_core.platform.paths import HELP as MODELS_DIR_HELP
 from gpen_core.cli_words import (MAX_MEGAPIXELS_HELP, ProgressLine, RunSummary, add_face_arguments, convert_before_clips,
                                  convert_before_photos, megapixels, print_error, with_run_notes)
-from gpen_core.result_json import passed_over_record, result_record
+from gpen_core.result_json import NOT_REPLACED, passed_over_record, result_record
 
 DETECTORS = {"resnet50": "resnet50", "mobilenet": "mobilenet0.25"}  # --detector's words → the detector names
 
@@ -317,7 +317,7 @@ def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Pat
     src, dst, fmt = photo
     existing = None if args.overwrite else existing_result(dst, fmt)
     if existing is not None:
-        return _skipped(args, src, existing, bar.say)
+        return _skipped(args, src, existing, bar.say, said)
     record: dict[str, Any] = {"input": str(src)}
     try:
         result = restorer(src, _options(args, output_format=fmt), mask=mask)
@@ -340,14 +340,22 @@ def _restore_one(args: argparse.Namespace, restorer: Any, photo: tuple[Path, Pat
 def say_record(record: dict[str, Any], said: set[str], say: Any) -> None:
     """What a run without --json prints for a photo's ``ok`` or ``skipped`` record (a folder's, and --ray's): its
     line, then each of its notes not yet ``said`` this run. ``say(text, stream=stderr)``: the progress bar's."""
-    if record["status"] == "skipped":  # its output already there, or a file neither a photo nor a video
+    if record["status"] == "skipped" and "output" in record:  # its output already there: a resumed run has many
+        say(f"skipped: {record['input']}: {record['output']} is already there")
+        _say_once(f"an output already there {NOT_REPLACED}", said, say)
+        return
+    if record["status"] == "skipped":  # a file neither a photo nor a video, or a folder
         say(f"skipped: {record['input']}: {record['note']}")
         return
     say(_result_line(record), sys.stdout)
     for note in [*_auto_choice(record, said), *record["notes"]]:
-        if note not in said:
-            said.add(note)
-            say(f"  note: {note}")
+        _say_once(note, said, say)
+
+
+def _say_once(note: str, said: set[str], say: Any) -> None:
+    if note not in said:
+        said.add(note)
+        say(f"  note: {note}")
 
 
 def _auto_choice(record: dict[str, Any], said: set[str]) -> list[str]:
@@ -373,13 +381,13 @@ def _read_mask(path: str, max_pixels: int) -> Any:
         raise InputError(f"the mask {path}: {exc}") from None
 
 
-def _skipped(args: argparse.Namespace, src: Path, existing: Path, say: Any) -> dict[str, Any]:
-    """The record of an input whose output is already there (no --overwrite), said on stderr."""
+def _skipped(args: argparse.Namespace, src: Path, existing: Path, say: Any, said: set[str]) -> dict[str, Any]:
+    """The record of an input whose output is already there (no --overwrite), said on stderr (why, once a run)."""
     from gpen_core.result_json import skipped_record
 
     record = skipped_record(str(src), existing)
     _emit(args, record)
-    say_record(record, set(), say)
+    say_record(record, said, say)
     return record
 
 
@@ -435,10 +443,10 @@ def _restore_videos(args: argparse.Namespace, videos: list[Path], photos: int, p
     say = functools.partial(print, file=sys.stderr)
     first = convert_before_clips(args, [src for src, _ in plan], say)
     on_frame = (lambda rec: print(json.dumps(rec.to_json()), flush=True)) if args.json else None
-    worst = 0
+    worst, said = 0, set[str]()
     for src, dst in plan:
         if dst.exists() and not args.overwrite:
-            _skipped(args, src, dst, say)
+            _skipped(args, src, dst, say, said)
             continue
         record: dict[str, Any] = {"input": str(src)}
         try:

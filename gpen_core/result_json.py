@@ -34,11 +34,15 @@ def result_record(result: Any) -> dict[str, Any]:
     }
 
 
+# Why an output already there stops a photo's restore, and what to do: said once a run on the command line.
+NOT_REPLACED = ("(an earlier result of this file or of another named like it, or a file of yours) and is never replaced "
+                "unasked: give another -o, or add --overwrite to replace it")
+
+
 def skipped_record(shown: str, existing: Any) -> dict[str, Any]:
     """The record of the input ``shown`` not restored because a file is at its output ``existing`` (no --overwrite).
     An output is named after its input alone (a rerun finds its results), so it may be another input's of that name."""
-    note = (f"{existing} is already there (an earlier result of this file or of another named like it, or a file of "
-            "yours) and is never replaced unasked: give another -o, or add --overwrite to replace it")
+    note = f"{existing} is already there {NOT_REPLACED}"
     return {"input": shown, "status": "skipped", "output": str(existing), "note": note, "peaks": None, "timings": None}
 
 

@@ -245,6 +245,23 @@ def test_an_existing_output_is_reported_as_skipped_without_json(tmp_path: Path, 
     assert out.read_bytes() == b"keep me"
 
 
+def test_a_rerun_says_each_skipped_photo_in_a_short_line_and_why_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A resumed folder of many photos: each already-done one a line naming it and its output, the reason and the
+    two ways past it once (it was said in full for every photo, as if each had gone wrong)."""
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir(), out.mkdir()
+    photos = [_photo(src / f"p{i}.png") for i in range(3)]
+    done = [out / f"{p.stem}.jpg" for p in photos]  # low writes JPEG
+    for d in done:
+        d.write_bytes(b"keep me")
+    assert main(["restore", str(src), "-o", str(out), "--mode", "low"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("skipped: ")]
+    assert sorted(lines) == [f"skipped: {p}: {d} is already there" for p, d in zip(photos, done)], err
+    assert err.count("never replaced unasked") == 1 and err.count("--overwrite to replace it") == 1, err
+    assert all(d.read_bytes() == b"keep me" for d in done)
+
+
 def test_a_second_run_of_another_photo_with_the_same_name_says_it_was_not_restored(
         models_with_detector: Path, gen256_narrow: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``restore a/photo.png -o out/`` then ``restore b/photo.png -o out/``: an output is named after its input, so b's
@@ -261,7 +278,7 @@ def test_a_second_run_of_another_photo_with_the_same_name_says_it_was_not_restor
     out, err = capsys.readouterr()
     [rec] = _records(out)
     assert rec["status"] == "skipped" and rec["input"] == str(b) and rec["output"] == str(earlier)
-    assert f"skipped: {b}: {rec['note']}" in err, err  # the line names the input, then says what the record says
+    assert f"skipped: {b}: {earlier} is already there" in err and "another named like it" in err, err
     assert f"{earlier} is already there" in rec["note"] and "another named like it" in rec["note"], rec["note"]
     assert "give another -o" in rec["note"] and "--overwrite to replace it" in rec["note"], rec["note"]
     assert earlier.read_bytes() == first and [p.name for p in (tmp_path / "out").iterdir()] == [earlier.name]

@@ -170,6 +170,16 @@ def test_a_parts_expected_frames_count_the_frames_between_its_ends_not_its_lengt
     assert written.frames == frames
 
 
+def test_a_part_to_the_clips_end_counts_from_the_declared_frames_not_a_duration_past_the_last() -> None:
+    """75 frames at 25 fps whose container says 3.03 s (audio a little longer): from 0.99 s on, frames 25 … 74 (50);
+    the duration × rate said 51."""
+    from gpen_core.video.probe import ClipInfo, expected_frames
+
+    info = ClipInfo(size=(64, 48), frames=75, duration_s=3.03, rate=Fraction(25), time_base=Fraction(1, 25), codec="h264")
+    assert expected_frames(info, 0.99, None) == 50
+    assert expected_frames(info) == 75
+
+
 # Gaps of 33 and 200 ms (1/1000 s time base): 12 frames in 0.73 s that a 25 fps header calls 18
 VFR_MS = [0, 33, 66, 266, 299, 332, 365, 565, 598, 631, 664, 697]
 

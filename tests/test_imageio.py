@@ -551,3 +551,18 @@ def test_process_is_healthy_after_the_table(
     grown = _anonymous_rss() - rss_before_table
     assert grown < 400e6, f"RSS grew by {grown / 1e6:.0f} MB"
 
+
+
+def test_a_file_over_the_size_limit_names_the_flag_that_raises_it_on_the_command_line_only(tmp_path: Path) -> None:
+    """A 26 MB file: the command line's limits name --max-megapixels (above 50 MP it admits 8 bytes a pixel), the
+    app's do not (a visitor passes no flags)."""
+    from gpen_core.images.limits import input_limits
+
+    big = tmp_path / "scan.png"
+    big.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(26_000_000))
+    with pytest.raises(InputError) as local:
+        decode_image(big, input_limits(50_000_000))
+    assert "The file is 26.0 MB" in str(local.value) and "--max-megapixels 51" in str(local.value), local.value
+    with pytest.raises(InputError) as served:
+        decode_image(big)
+    assert "The file is 26.0 MB" in str(served.value) and "--max-megapixels" not in str(served.value)

@@ -236,3 +236,29 @@ def test_the_video_tabs_stop_ends_its_visitors_clip_still_waiting_in_the_queue(s
     assert ran == [] and not slow_engine.release.is_set()
     slow_engine.release.set()
     assert _outcome(server_url, a, a_event, within=30)["success"] is True
+
+
+def test_a_stop_still_ends_the_running_restore_when_the_waiting_one_starts_meanwhile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One visitor, restore A running and B (pressed again) waiting. Stop marks and moves B, whose handler may start
+    in the stopped lane before Stop reads the session's running work: B starts stopped, and the token Stop then
+    finds and sets is still A's (B's start had taken A's place, so A ran on to its end)."""
+    from gpen_app import queue_seam
+    from gpen_app.app_state import SessionStops
+
+    stops, current, started = SessionStops(api_name="restore"), ["A"], []
+    monkeypatch.setattr(stops, "_event_id", lambda: current[0])
+    monkeypatch.setattr(queue_seam, "in_stopped_lane", lambda: current[0] == "B")
+
+    def stop_waiting(api_name: str, session: str, mark) -> int:
+        mark("B")
+        current[0] = "B"
+        started.append(stops.start(session))  # B's handler, on another thread, in between
+        current[0] = "A"
+        return 1
+
+    monkeypatch.setattr(queue_seam, "stop_waiting", stop_waiting)
+    a = stops.start("visitor")
+    assert stops.stop("visitor")
+    assert started[0].is_set() and a.is_set()
+    stops.finish("visitor", a)
+    assert stops.running() == 0

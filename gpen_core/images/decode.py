@@ -13,7 +13,7 @@ import os
 import re
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -102,20 +102,28 @@ def _format_and_size(im: Image.Image, limits: InputLimits) -> tuple[str, tuple[i
     return OUR_NAME.get(str(im.format), str(im.format)), size
 
 
+def _quiet_bombs(on: bool) -> AbstractContextManager[object]:
+    return warnings.catch_warnings(action="ignore", category=Image.DecompressionBombWarning) if on else nullcontext()
+
+
 @contextmanager
 def _opened(source: bytes | str | os.PathLike[str], limits: InputLimits,
             ) -> Iterator[tuple[io.BufferedIOBase, bytes, "Image.Image | None"]]:
     """(the open file, its first bytes, Pillow's image, header only; None for a TIFF Pillow cannot identify);
     every failure to get this far is an :class:`InputError` in our words."""
-    # Between its two guards Pillow warns, as it opens a file and as a TIFF loads: our limit refuses it in our words.
-    with open_source(source, limits) as fp, warnings.catch_warnings(action="ignore", category=Image.DecompressionBombWarning):
+    # Between its two guards Pillow warns as it opens a file, and past its MAX_IMAGE_PIXELS (only a local run's raised
+    # limit admits that) as a TIFF loads: our limit speaks in our words. The filter is process-wide (not thread-safe),
+    # so it covers the whole decode only where that limit was raised.
+    raised = limits.max_pixels > Image.MAX_IMAGE_PIXELS
+    with open_source(source, limits) as fp, _quiet_bombs(raised):
         head = fp.read(SNIFF_BYTES)
         if not head:
             raise InputError("The file is empty (0 bytes). Upload it again; the transfer may have failed.")
         fp.seek(0)
         im: Image.Image | None = None
         try:
-            im = Image.open(fp, formats=limits.formats)
+            with _quiet_bombs(not raised):
+                im = Image.open(fp, formats=limits.formats)
         except Image.DecompressionBombError as e:
             # Pillow's own guard (above ~179 MP): our words, with a PNG's declared size.
             size = png_declared_size(head)

@@ -268,7 +268,11 @@ def too_big(n: int | None, limits: InputLimits) -> InputError:
     cap = megabytes(limits.max_file_bytes)
     size = (f"The upload is over {cap}, the limit; it was refused without being read to the end" if n is None
             else f"The file is {megabytes(n)}; the limit is {cap}")
-    return InputError(f"{size}. Save it as a JPEG (quality 90 is plenty) or resize it, and try again.")
+    # a local run's flag raises the file limit with the pixel limit: 8 bytes a pixel past the default's megapixels
+    need = math.ceil((n or 0) / 8e6)
+    raise_it = (f" (or raise the limit for this run: {limits.raise_with} {max(need, DEFAULT_LIMITS.max_pixels // 10**6 + 1)})"
+                if n and limits.raise_with and need * 10**6 <= PILLOW_MAX_PIXELS else "")
+    return InputError(f"{size}. Save it as a JPEG (quality 90 is plenty) or resize it{raise_it}, and try again.")
 
 
 def check_geometry(size: tuple[int, int], limits: InputLimits) -> None:

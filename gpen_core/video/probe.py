@@ -84,7 +84,9 @@ def _by_rate(info: ClipInfo, start_s: float | None, end_s: float | None, cap: Cl
         length × rate, rounded, is one off where an end falls between two frames)."""
         return math.ceil(t * rate - 1e-6)
 
-    n = info.frames if start_s is None and end_s is None else 0
+    # To the clip's end, the declared count less the frames before the start: a duration a fraction of a frame past
+    # the last one (audio, a container's rounding) would count one more.
+    n = max(0, info.frames - before(start)) if end_s is None and info.frames and (rate or start_s is None) else 0
     if not n and rate and duration:
         n = max(0, before(duration if end_s is None else min(end_s, duration)) - before(start))
     if cap is not None:
