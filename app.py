@@ -315,7 +315,8 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
         outputs=result_outputs, api_name="restore", concurrency_limit=1, concurrency_id="engine", show_progress_on=[slider_out],
     )
     restoring.success(None, js=page.SHOW_RESULT, api_visibility="private")  # the result in view, wherever the page was scrolled
-    restoring.then(lambda: gr.update(visible=False), None, stop_btn, api_visibility="private", queue=False, show_progress="hidden")
+    for after in (restoring.success, restoring.failure):  # Gradio 6.31's page runs a .then after a success only: Stop goes either way
+        after(lambda: gr.update(visible=False), None, stop_btn, api_visibility="private", queue=False, show_progress="hidden")
     restoring.failure(show_failure, None, [slider_out, metrics_md], api_visibility="private", show_progress="hidden"
               ).then(weights_view, weight_inputs, weight_outputs, api_visibility="private", show_progress="hidden")
     # The boxes follow the result (a new record, or none after a new upload) and the checkbox.

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+from gpen_app.messages import INTERNAL, TITLES
+
 TITLE = "GPEN face restoration"
 INTRO = ("# GPEN face restoration\n"
          "Restores the faces in old, blurry or compressed photos with GPEN (Yang et al., CVPR 2021). "
@@ -54,6 +58,9 @@ CSS = """
 
 # A video dropped or chosen on the photo tab (Gradio's "Invalid file type" does not say where videos go): run at
 # page load, capture listeners stop the file before Gradio's upload and say where it belongs.
+# The titles our pop-ups' texts start with (messages.shown_error; a clip's Stop, an Info, says "Stopped: ..."), which
+# the page shows as the pop-up's heading (PAGE_JS).
+POPUP_TITLES = (*dict.fromkeys(t for _, t in TITLES), INTERNAL)
 VIDEO_ON_PHOTO_TAB = "This is a video: use the Video tab (at the top of the page) to restore it."
 PAGE_JS = """() => {
   const video = f => !!f && (/^video\\//.test(f.type || '') || /\\.(mp4|m4v|mov|mkv|webm|avi|mpe?g|ts|flv|ogv|wmv|3gp)$/i.test(f.name || ''));
@@ -96,5 +103,33 @@ PAGE_JS = """() => {
   const bare = () => document.querySelectorAll('[data-testid=toast-text]').forEach(el => {
     const t = el.firstChild;
     if (t && t.nodeType === 3 && /^HTTP \\d{3}: /.test(t.data)) t.data = t.data.replace(/^HTTP \\d{3}: /, ''); });
-  new MutationObserver(bare).observe(document.body, {childList: true, subtree: true, characterData: true});
-}""" % repr(VIDEO_ON_PHOTO_TAB)
+  // Gradio heads a pop-up with its level ("Error", "Info"), never the title the server sent. Ours start with it
+  // ("Cannot use this input. Upload a photo first."): where every message of a pop-up has the same, it moves up
+  // into the heading; where they differ (Gradio groups a level's messages), the heading is Gradio's and each
+  // message keeps its own.
+  const titles = %s;
+  const titled = () => document.querySelectorAll('[data-testid=toast-body]').forEach(body => {
+    const texts = [...body.querySelectorAll('[data-testid=toast-text]')];
+    texts.forEach(el => {
+      const t = el.firstChild;
+      if (el.dataset.prefix !== undefined || !t || t.nodeType !== 3) return;
+      const title = titles.find(x => t.data.startsWith(x + '. ') || t.data.startsWith(x + ': '));
+      el.dataset.title = title || '';
+      el.dataset.prefix = title ? t.data.slice(0, title.length + 2) : '';
+    });
+    const first = texts.length ? texts[0].dataset.title : '';
+    const shared = first && texts.every(el => el.dataset.title === first) ? first : '';
+    texts.forEach(el => {
+      const t = el.firstChild, prefix = el.dataset.prefix;
+      if (!prefix || !t || t.nodeType !== 3) return;
+      if (shared && t.data.startsWith(prefix)) t.data = t.data.slice(prefix.length);
+      else if (!shared && !t.data.startsWith(prefix)) t.data = prefix + t.data;
+    });
+    const heading = body.querySelector('.toast-title'), label = heading && heading.firstChild;
+    if (!label || label.nodeType !== 3) return;
+    if (heading.dataset.level === undefined) heading.dataset.level = label.data;
+    const want = shared ? shared + ' ' : heading.dataset.level;
+    if (label.data !== want) label.data = want;
+  });
+  new MutationObserver(() => { bare(); titled(); }).observe(document.body, {childList: true, subtree: true, characterData: true});
+}""" % (repr(VIDEO_ON_PHOTO_TAB), json.dumps(POPUP_TITLES))

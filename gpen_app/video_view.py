@@ -76,6 +76,12 @@ def frame_times(path: str) -> tuple[float, ...]:
         return tuple(sorted(float(p.pts * tb) for p in container.demux(vs) if p.pts is not None and p.size))
 
 
+# The frame viewer with no restored clip (before the first, after a new upload or a Stop): no frame count of a clip
+# that is gone, no "frame 1 of 0".
+PAIR_LABEL = "Before / after of that frame"
+NO_FRAMES = {"minimum": 1, "maximum": 2, "value": 1, "interactive": False, "label": "Frame"}
+
+
 def slider_spec(times: Sequence[float]) -> dict[str, Any]:
     """The frame slider over a restored clip: frame numbers 1…N (every frame reachable), opening on the middle one."""
     n = max(1, len(times))
@@ -95,6 +101,8 @@ def frame_time(times: Sequence[float], number: float | None) -> float:
 
 def pair_label(times: Sequence[float], number: float | None, faces: Sequence[FrameFaces] | None = None) -> str:
     """The before/after's caption: which frame, its time, and its identity figures where ``faces`` has them."""
+    if not times:
+        return PAIR_LABEL
     i = frame_number(times, number)
     label = f"Before / after of frame {i} of {len(times)} ({frame_time(times, number):.2f} s)"
     identity = identity_caption(faces[i - 1]) if faces and i <= len(faces) else ""

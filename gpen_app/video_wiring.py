@@ -56,7 +56,8 @@ class _Handlers:
     def note(self, video: str | None) -> tuple[Any, ...]:
         """On upload: what the clip is and, on a capped server, how much of it will be restored; the last clip's
         results and face choice go."""
-        cleared = (None, None, None, gr.update(choices=[], value=[]), gr.update(value=1, maximum=2, interactive=False), [], "",
+        cleared = (None, None, gr.update(value=None, label=video_view.PAIR_LABEL), gr.update(choices=[], value=[]),
+                   gr.update(**video_view.NO_FRAMES), [], "",
                    gr.update(choices=[], value=None))
         if not video:
             return (video_tab.PLACEHOLDER, *cleared)
@@ -87,7 +88,7 @@ class _Handlers:
                     raise
             text = messages.stopped_text(*count)  # the visitor's own Stop: an outcome, in a pop-up that closes
             gr.Info(text, duration=messages.toast_seconds(text), title="Stopped")
-            return None, None, text, gr.update(value=1, interactive=False), {}, None, [], [], known or [], []
+            return None, None, text, gr.update(**video_view.NO_FRAMES), {}, None, [], [], known or [], []
 
     def clip_part(self, video: str, start: float | None, end: float | None) -> tuple[video_tab.ClipNote, video_tab.Span]:
         """The clip and the part of it a run restores (this server's cap applied); refused on a Ray server, or for a
@@ -166,8 +167,9 @@ class _Handlers:
         self.state.stops.stop(getattr(request, "session_hash", None))
 
     def find(self, video: str | None, mode: str, start: float | None, end: float | None, face_check: bool, turned: bool = False,
-             request: gr.Request | None = None) -> tuple[Any, Any, str]:
-        """The faces of the part's first seconds, numbered as a restore will number them, offered before it runs."""
+             request: gr.Request | None = None) -> tuple[Any, list[Any], str, list[Any]]:
+        """The faces of the part's first seconds, numbered as a restore will number them, offered before it runs: (the
+        face boxes, every one ticked; no faces offered yet; the count; the faces offered, for :func:`_wire` to hand on)."""
         with self.errors(request):
             if not video:
                 raise InputError("Upload a video first.")
@@ -180,7 +182,7 @@ class _Handlers:
                 with contextlib.suppress(OSError):  # the folder results_path made for this call, empty again
                     scratch.parent.rmdir()
         choices = video_view.track_choices(records)
-        return gr.update(choices=choices, value=[k for _, k in choices]), choices, video_view.found_text(records)
+        return gr.update(choices=choices, value=[k for _, k in choices]), [], video_view.found_text(records), choices
 
     def frame(self, before: str | None, restored: str | None, number: float, times: list[float] | None,
               faces: list[Any] | None, show: bool, tracks: list[int] | None, request: gr.Request | None = None) -> tuple[Any, Any]:
@@ -245,6 +247,7 @@ class _Page(NamedTuple):
     faces_state: Any
     known_state: Any
     kept_state: Any
+    found_state: Any
 
 
 def _layout(mode_choices: list[tuple[str, str]]) -> _Page:
@@ -285,11 +288,11 @@ def _layout(mode_choices: list[tuple[str, str]]) -> _Page:
                 video_out = gr.Video(label="Restored video (plays here; download from its menu)", interactive=False,
                                      height=300, elem_id="video-out")
             with gr.Row(equal_height=True):
-                at_in = gr.Slider(1, 2, value=1, step=1, label="Frame", interactive=False, elem_id="video-frame-at", scale=3)
+                at_in = gr.Slider(step=1, elem_id="video-frame-at", scale=3, **video_view.NO_FRAMES)
                 flag_in = gr.Dropdown([], value=None, label="Identity: frames to look at", elem_id="video-identity-frames",
                                       scale=2, info="frames where a restored face's identity jumped more than the input's "
                                       f"own, or went over {IDENTITY_THRESHOLD:g}, dlib's same-person threshold (docs/identity.md)")
-            pair_out = gr.ImageSlider(label="Before / after of that frame", type="numpy", format="png", interactive=False,
+            pair_out = gr.ImageSlider(label=video_view.PAIR_LABEL, type="numpy", format="png", interactive=False,
                                       max_height=360, elem_id="video-slider")
             show_faces_in = gr.Checkbox(False, label="Show detected faces", elem_id="video-show-faces",
                                         info="the frame as the detector saw it: restored faces solid green and numbered, "
@@ -299,8 +302,8 @@ def _layout(mode_choices: list[tuple[str, str]]) -> _Page:
             panel_md = gr.Markdown(video_tab.PLACEHOLDER, elem_id="video-metrics")
             with gr.Accordion("Raw measurements (JSON)", open=False):
                 record_out = gr.JSON(show_label=False)
-    before_state, times_state, faces_state, known_state, kept_state = (gr.State(None), gr.State([]), gr.State([]),
-                                                                        gr.State([]), gr.State([]))
+    before_state, times_state, faces_state, known_state, kept_state, found_state = (
+        gr.State(None), gr.State([]), gr.State([]), gr.State([]), gr.State([]), gr.State([]))
     return _Page(**{k: v for k, v in locals().items() if k in _Page._fields})
 
 
@@ -322,9 +325,13 @@ def _wire(on: _Handlers, c: _Page) -> None:
                     gr.update(choices=video_view.flagged_choices(faces or []), value=None)),
                     [c.before_state, c.known_state, c.kept_state, c.times_state, c.faces_state],
                     [c.before_out, c.tracks_in, c.pair_out, c.flag_in], api_visibility="private", show_progress="hidden")
-    c.find_btn.click(on.find, [c.video_in, c.mode_in, c.start_in, c.end_in, c.face_check_in, c.turned_in],
-                     [c.tracks_in, c.known_state, c.found_md],
-                     api_visibility="private", concurrency_limit=1, concurrency_id="engine", show_progress_on=[c.found_md])
+    # Find faces ticks every face it lists; the list of faces offered follows in a step of its own, emptied meanwhile.
+    # The page sets a State before a checkbox group's value: a Restore pressed while Find ran read the new list with the
+    # boxes as they were (none ticked) and was refused "no face is ticked". With no list, a restore takes every face.
+    found = c.find_btn.click(on.find, [c.video_in, c.mode_in, c.start_in, c.end_in, c.face_check_in, c.turned_in],
+                             [c.tracks_in, c.known_state, c.found_md, c.found_state],
+                             api_visibility="private", concurrency_limit=1, concurrency_id="engine", show_progress_on=[c.found_md])
+    found.success(lambda offered: offered, c.found_state, c.known_state, api_visibility="private", queue=False, show_progress="hidden")
     running.then(queue_seam.forget_run_time(running), api_visibility="private", show_progress="hidden")  # no last clip's time on the next bar
     # Stop asks this session's running clip to end (it removes its partial output); cancelling the event
     # instead would free the engine lane while the clip's threads still run. A clip still waiting in the queue

@@ -280,8 +280,9 @@ def test_upload_restore_and_errors(browser, page_url: str, low_narrow_home: Path
     assert page.locator("[data-testid=toast-body]", has_text="low needs").count() == 0  # the press closed the refusal
     assert "Peak RAM" not in metrics.inner_text() and "previous result was cleared" in metrics.inner_text()
     assert page.locator("a[href*='_gpen_low.jpg']").count() == 0  # the old download is gone
-    toast = page.get_by_text("Weights missing.").first
+    toast = page.locator("[data-testid=toast-body]", has_text="python -m gpen_core download").first
     toast.wait_for(timeout=10_000)
+    assert toast.locator(".toast-title").inner_text().strip() == "Weights missing", toast.inner_text()  # its kind heads it
     code = page.locator("code", has_text="python -m gpen_core download").first
     assert code.count() == 1  # the command renders as code, not in `backticks`
     shots.take(page, "error_weights_missing")

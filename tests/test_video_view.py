@@ -115,3 +115,15 @@ def test_an_end_of_0_is_the_clips_end_as_the_field_shows_it_empty() -> None:
     assert video_tab.span(_clip(10.0), 0, 0, None) == video_tab.Span(None, None, False)
     with pytest.raises(InputError, match="0 or more"):
         video_tab.span(_clip(10.0), -1, None, None)
+
+
+def test_with_no_clip_the_viewer_names_no_frame_of_a_clip_that_is_gone() -> None:
+    """After a Stop the viewer read "Before / after of frame 1 of 0 (0.00 s)"; after a new upload the slider kept the
+    last clip's "Frame (1–12; …)" and the before/after its frame's caption."""
+    from gpen_app.video_wiring import _Handlers
+
+    assert video_view.pair_label([], 1) == "Before / after of that frame"
+    out = _Handlers(None, None, Path("."), None).note(None)  # the Video box cleared: the last clip's viewer goes
+    pair, slider = out[3], out[5]
+    assert pair["value"] is None and pair["label"] == "Before / after of that frame"
+    assert slider["label"] == "Frame" and slider["interactive"] is False and slider["value"] == 1
