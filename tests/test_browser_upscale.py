@@ -155,7 +155,9 @@ def test_missing_upscaler_says_which_file_and_how_to_get_it(browser, page_url: s
     assert "realesrnet_x2.pth" in panel and "python -m gpen_core download realesrnet_x2" in panel, panel
     assert str(home) in panel, panel  # where to put it
     assert "Peak RAM" not in panel
-    page.get_by_text("Weights missing.").first.wait_for(timeout=10_000)  # the pop-up too
+    toast = page.locator("[data-testid=toast-body]", has_text="realesrnet_x2").first  # the pop-up too, headed by its kind
+    toast.wait_for(timeout=10_000)
+    assert toast.locator(".toast-title").inner_text().strip() == "Weights missing", toast.inner_text()
     page_text = page.locator("body").inner_text()
     assert "Traceback" not in page_text and 'File "' not in page_text
     shots.take(page, "upscale_missing_upscaler")
