@@ -3,7 +3,7 @@ keep, the original over the same span (RGB uint8 H×W×3, upright)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from gpen_core.video.frames import upright_rgb
 from gpen_core.video.probe import clip_info, open_clip
 from gpen_core.video.stream import VideoOptions, restore_video
 
-LEFT_ALONE_COLOR = (150, 150, 150)  # grey: a face followed but not chosen for restoring
+LEFT_ALONE_COLOR = (150, 150, 150)  # grey: a face followed but unticked (left as it was)
 # Frames offered in the identity list beside the slider: a long clip's list stays readable (the panel counts them all).
 MAX_FLAGGED_CHOICES = 200
 
@@ -131,15 +131,15 @@ def found_text(frames: Sequence[FrameFaces]) -> str:
     return text + "."
 
 
-def draw_faces(rgb: np.ndarray, faces: FrameFaces | None, chosen: Sequence[int] | None) -> tuple[np.ndarray, str]:
-    """(a copy of the frame with its faces drawn, a caption): restored faces numbered solid green, faces left out
-    of the choice grey, detections the face check refused dashed red."""
+def draw_faces(rgb: np.ndarray, faces: FrameFaces | None, left_out: Collection[int] = ()) -> tuple[np.ndarray, str]:
+    """(a copy of the frame with its faces drawn, a caption): restored faces numbered solid green, the faces
+    ``left_out`` (unticked) grey, detections the face check refused dashed red."""
     if faces is None:
         return np.array(rgb[..., :3]), "No faces recorded for this frame."
     if not faces.tracks and not faces.rejected:
         return np.array(rgb[..., :3]), "none found (the frame is as it came)."
-    kept = [(k, b) for k, b in faces.tracks if chosen is None or k in chosen]
-    left = [(k, b) for k, b in faces.tracks if chosen is not None and k not in chosen]
+    kept = [(k, b) for k, b in faces.tracks if k not in left_out]
+    left = [(k, b) for k, b in faces.tracks if k in left_out]
     out = draw_detections(rgb[..., :3], [b for _, b in left + kept], faces.rejected,
                           kept_colors=[LEFT_ALONE_COLOR] * len(left) + [KEPT_COLOR] * len(kept))
     t = line_width(out.shape)

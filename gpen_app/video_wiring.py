@@ -108,7 +108,7 @@ class _Handlers:
 
         start, end, face_check, tracks, known, identity, turned = asked
         clip, part = self.clip_part(video, start, end)
-        chosen = _chosen(tracks, known)
+        left_out = _left_out(tracks, known)
         # Before the first frame, as the CLI does: a clip whose work on torch outlasts converting its generator
         # converts it in a child (this visitor's Stop kills it), so the clip runs on OpenVINO.
         first = video_tab.convert_before_clip(clip, part, mode, self.state.engine(), stop, lambda text: progress(0.0, desc=text))
@@ -129,7 +129,7 @@ class _Handlers:
         records: list[Any] = []
         # The server's cap cuts by what decodes (clip.cap; a header can lie), and the notes say where.
         vopts = VideoOptions(start_s=part.start_s, end_s=(float(end) if end else None) if part.capped else part.end_s,
-                             tracks=chosen, cap=clip.cap)
+                             skip=left_out, cap=clip.cap)
         try:
             opts = RestoreOptions(mode=mode, face_check=bool(face_check), identity="auto" if identity else "off",  # type: ignore[arg-type]
                                   orientations=bool(turned))
@@ -147,7 +147,7 @@ class _Handlers:
         spec = video_view.slider_spec(times)
         pair = video_tab.frame_pair(before, str(out), video_view.frame_time(times, spec["value"]))
         choices = video_view.track_choices(records)
-        kept = [k for _, k in choices] if chosen is None else [k for _, k in choices if k in chosen]
+        kept = [k for _, k in choices if k not in left_out]
         return (str(out), pair, video_tab.video_markdown(result, bool(identity)), gr.update(**spec), result.to_json(),
                 before, times, records, choices, kept)
 
@@ -185,9 +185,10 @@ class _Handlers:
         return gr.update(choices=choices, value=[k for _, k in choices]), [], video_view.found_text(records), choices
 
     def frame(self, before: str | None, restored: str | None, number: float, times: list[float] | None,
-              faces: list[Any] | None, show: bool, tracks: list[int] | None, request: gr.Request | None = None) -> tuple[Any, Any]:
-        """The before/after of the chosen frame (the slider's number) and, when asked, its faces drawn; a clip over
-        the limits is refused with them."""
+              faces: list[Any] | None, show: bool, tracks: list[int] | None, known: list[tuple[str, int]] | None = None,
+              request: gr.Request | None = None) -> tuple[Any, Any]:
+        """The before/after of the chosen frame (the slider's number) and, when asked, its faces drawn (those offered
+        and unticked grey); a clip over the limits is refused with them."""
         if not before or not restored or not times:
             return None, gr.update(visible=bool(show), value=None)
         at = video_view.frame_time(times, number)
@@ -197,7 +198,7 @@ class _Handlers:
         i = video_view.frame_number(times, number)
         shown = faces[i - 1] if faces and i <= len(faces) else None
         if show and pair is not None:
-            image, caption = video_view.draw_faces(pair[0], shown, tracks)
+            image, caption = video_view.draw_faces(pair[0], shown, _left_out(tracks, known, refuse=False))
             drawn = gr.update(visible=True, value=image, label=f"Faces on frame {i}: {caption}")
         # the frame's identity distances in the caption, as the photo tab shows them per face
         return gr.update(value=pair, label=video_view.pair_label(times, number, faces)), drawn
@@ -273,8 +274,9 @@ def _layout(mode_choices: list[tuple[str, str]]) -> _Page:
                                         "upside down without a rotation tag; up to 4× the detection time a frame")
                 tracks_in = gr.CheckboxGroup([], value=[], type="value", label="Faces to restore", elem_id="video-tracks",
                                              info="Find faces (or a restore) lists the faces followed, numbered as on the "
-                                             "frame viewer; untick one to leave it as it was (same clip, start and face "
-                                             "check: same numbers)")
+                                             "frame viewer; untick one to leave it as it was, every other face (one "
+                                             "first seen later too) is restored. Same clip, start and face check: same "
+                                             "numbers; a face that leaves and returns is numbered anew")
                 with gr.Row():
                     find_btn = gr.Button(f"Find faces (first {video_view.PREVIEW_S:g} s of the part)", size="sm",
                                          elem_id="video-find-faces")
@@ -339,7 +341,8 @@ def _wire(on: _Handlers, c: _Page) -> None:
     # refuses every new event, and this visitor's Stop must still reach their clip.
     c.stop_btn.click(on.stop_own_clip, None, None, api_visibility="private", show_progress="hidden", queue=False)
     running.failure(on.failed, None, [c.pair_out, c.panel_md], api_visibility="private", show_progress="hidden")
-    viewer = [c.before_out, c.video_out, c.at_in, c.times_state, c.faces_state, c.show_faces_in, c.tracks_in]
+    viewer = [c.before_out, c.video_out, c.at_in, c.times_state, c.faces_state, c.show_faces_in, c.tracks_in,
+              c.known_state]
     for trigger in (c.at_in.release, c.show_faces_in.change):
         trigger(on.frame, viewer, [c.pair_out, c.faces_out], api_visibility="private", concurrency_limit=1,
                 concurrency_id="video-frame", show_progress="hidden")
@@ -349,12 +352,13 @@ def _wire(on: _Handlers, c: _Page) -> None:
                                                  concurrency_limit=1, concurrency_id="video-frame", show_progress="hidden")
 
 
-def _chosen(tracks: list[int] | None, known: list[tuple[str, int]] | None) -> frozenset[int] | None:
-    """The faces to restore: None (every face) unless the last restore's faces were offered and some unticked."""
+def _left_out(tracks: list[int] | None, known: list[tuple[str, int]] | None, refuse: bool = True) -> frozenset[int]:
+    """The faces to leave as they were: those offered (by Find faces or the last restore) and unticked. Every other
+    face is restored, one the list never offered too (first seen after Find's seconds, or back after leaving the
+    frame: the tracker numbers it anew). ``refuse``: a list offered with none ticked is refused (a Restore pressed
+    while Find still ran reads the new list with no box ticked yet)."""
     offered = {int(k) for _, k in (known or [])}
     picked = {int(k) for k in (tracks or [])}
-    if not offered or offered <= picked:
-        return None
-    if not picked:
+    if refuse and offered and not picked:
         raise InputError("No face is ticked under \"Faces to restore\": tick at least one, or tick them all for every face.")
-    return frozenset(picked)
+    return frozenset(offered - picked)

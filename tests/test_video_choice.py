@@ -4,7 +4,9 @@ viewer) and a choice of tracks, through the real FrameEngine and frame loop over
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+import threading
+from contextlib import contextmanager, nullcontext
+from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -130,3 +132,63 @@ def test_the_shrink_note_names_the_size_autos_choice_writes() -> None:
         assert engine.fit(np.zeros((3000, 4000, 3), np.uint8)).shape == (1536, 2048, 3)
     finally:
         engine.close()
+
+
+class Arrivals(Session):
+    """Faces 1 (LEFT) and 2 (RIGHT) in every frame; a third (ODD) from frame ``late`` on. Counts frames per run."""
+
+    def __init__(self, late: int) -> None:
+        super().__init__()
+        self.late = late
+
+    def detect(self, rgb: np.ndarray) -> list[Detection]:
+        faces = (_det(LEFT), _det(RIGHT)) + ((_det(ODD),) if self.frame >= self.late else ())
+        self.finds = SimpleNamespace(faces=faces, rejected=(), unchecked=(), merged=0, large=0)
+        self.frame += 1
+        return list(faces)
+
+
+class ArrivalsRestorer(Restorer):
+    def __init__(self, late: int) -> None:
+        self.session = Arrivals(late)
+
+    @contextmanager
+    def frames(self, options: RestoreOptions, size: tuple[int, int]) -> Iterator[Session]:
+        self.session.frame, self.session.restored = 0, []  # each run (Find faces, a restore) from the clip's start
+        yield self.session
+
+
+def test_a_face_left_out_stays_as_it_was_and_a_face_first_seen_later_is_restored(tmp_path: Path) -> None:
+    src = make_clip(tmp_path / "in.mp4", gradient_frames(8))
+    restorer = ArrivalsRestorer(late=5)
+    engine = FrameEngine(restorer, RestoreOptions(mode="low"), (64, 48))
+    result = restore_video(src, tmp_path / "out.mp4", video=VideoOptions(skip=frozenset({1})), engine=engine)
+    # face 2 (RIGHT) never restored; face 1 in every frame, and face 3, never asked about, from its first frame on
+    assert [sorted(b) for b in restorer.session.restored] == [[LEFT]] * 5 + [sorted([LEFT, ODD])] * 3
+    assert "face 2 left as it was, as asked; every other face was restored" in result.notes
+    with pytest.raises(InputError, match="must not also be chosen"):
+        VideoOptions(tracks=frozenset({1}), skip=frozenset({1})).validated()
+
+
+def test_the_video_tab_restores_a_face_find_faces_never_offered_beside_one_unticked(tmp_path: Path) -> None:
+    """Find faces reads the part's first PREVIEW_S seconds; a face first seen after them is not offered. Unticking
+    one offered face leaves only that one as it was: the late face is restored, and offered after the restore."""
+    from gpen_app import video_view
+    from gpen_app.video_wiring import _Handlers
+
+    src = str(make_clip(tmp_path / "in.mp4", gradient_frames(16), time_base=Fraction(1, 2)))  # 8 s at 2 fps
+    late = int(video_view.PREVIEW_S * 2) + 2  # frame 12: 6 s, after Find's window
+    restorer = ArrivalsRestorer(late)
+    state = SimpleNamespace(backend=None, engine=lambda: restorer,
+                            policy=SimpleNamespace(video_cap_s=None, shared=False))
+    on = _Handlers(state, lambda *a, **k: nullcontext(), tmp_path / "results", None)
+    _, _, _, offered = on.find(src, "low", 0, 0, True)
+    assert [k for _, k in offered] == [0, 1]  # faces 1 and 2; the late one not yet seen
+    out = on.run(src, "low", (0, 0, True, [0], offered, False, False), lambda *a, **k: None, threading.Event(),
+                 lambda: True, [0, 0])
+    restored = restorer.session.restored
+    assert len(restored) == 16 and all(LEFT in b and RIGHT not in b for b in restored)  # face 2: as it was
+    assert [ODD in b for b in restored] == [False] * late + [True] * (16 - late)  # the late face: restored
+    choices, kept = out[8], out[9]
+    assert [k for _, k in choices] == [0, 1, 2] and kept == [0, 2]  # after it, every face offered, face 2 unticked
+    assert "face 2 left as it was" in out[2]

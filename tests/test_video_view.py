@@ -52,9 +52,9 @@ def test_the_part_asked_and_the_servers_cap() -> None:
 def test_faces_on_a_frame_restored_left_out_and_rejected() -> None:
     rgb = np.full((120, 200, 3), 100, np.uint8)
     faces = video_view.FrameFaces(((0, (10, 10, 60, 60)), (1, (80, 10, 130, 60))), ((140, 70, 190, 110),))
-    drawn, caption = video_view.draw_faces(rgb, faces, [0])
+    drawn, caption = video_view.draw_faces(rgb, faces, {1})
     assert tuple(drawn[35, 10]) == KEPT_COLOR  # face 1's left edge: restored
-    assert tuple(drawn[35, 80]) == video_view.LEFT_ALONE_COLOR  # face 2: left out by the choice
+    assert tuple(drawn[35, 80]) == video_view.LEFT_ALONE_COLOR  # face 2: unticked, left as it was
     assert tuple(drawn[71, 140]) == REJECTED_COLOR  # the face check's refusal
     assert "1 restored" in caption and "1 left as they were by your choice" in caption and "1 rejected by the face check" in caption
     assert video_view.track_choices([faces, faces]) == [("face 1: frames 1–2 (2 frames)", 0), ("face 2: frames 1–2 (2 frames)", 1)]
@@ -64,7 +64,7 @@ def test_faces_on_a_frame_restored_left_out_and_rejected() -> None:
 
 def test_a_frame_without_faces_says_none_found_rather_than_0_restored_in_green() -> None:
     # a face that left the frame: the caption read "0 restored (solid green, numbered as in the face choice)"
-    _, caption = video_view.draw_faces(np.full((60, 80, 3), 100, np.uint8), video_view.FrameFaces((), ()), None)
+    _, caption = video_view.draw_faces(np.full((60, 80, 3), 100, np.uint8), video_view.FrameFaces((), ()))
     assert caption == "none found (the frame is as it came)."
 
 
@@ -77,14 +77,20 @@ def test_the_original_over_the_restored_span_plays_beside_it(tmp_path: Path) -> 
     assert abs(int(clip["frames"][0][..., 0].mean()) - (5 * 37) % 256) < 6  # frame 5 of the original opens it
 
 
-def test_the_face_choice_is_all_faces_unless_some_are_unticked() -> None:
-    from gpen_app.video_wiring import _chosen
+def test_only_the_offered_faces_unticked_are_left_as_they_were() -> None:
+    from gpen_app.video_wiring import _left_out
 
     known = [("face 1", 0), ("face 2", 1)]
-    assert _chosen([], []) is None and _chosen([0, 1], known) is None
-    assert _chosen([1], known) == frozenset({1})
+    assert _left_out([], []) == frozenset() and _left_out([0, 1], known) == frozenset()
+    assert _left_out([1], known) == frozenset({0})  # face 3, never offered, is not in it: it is restored
     with pytest.raises(InputError, match="No face is ticked"):
-        _chosen([], known)
+        _left_out([], known)
+    assert _left_out([], known, refuse=False) == frozenset({0, 1})  # the frame viewer greys them, refusing nothing
+    # a face the list never offered is drawn restored beside the unticked one
+    faces = video_view.FrameFaces(((0, (10, 10, 60, 60)), (2, (80, 10, 130, 60))), ())
+    drawn, caption = video_view.draw_faces(np.full((120, 200, 3), 100, np.uint8), faces, _left_out([1], known))
+    assert tuple(drawn[35, 10]) == video_view.LEFT_ALONE_COLOR and tuple(drawn[35, 80]) == KEPT_COLOR
+    assert caption.startswith("1 restored") and "1 left as they were by your choice" in caption
 
 
 def test_a_run_starts_without_the_last_clips_time() -> None:

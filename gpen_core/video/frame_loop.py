@@ -33,15 +33,16 @@ class Restored:
 class FrameLoop:
     """``engine``: as :class:`~gpen_core.video.engine_seam.FrameEngine` (``fit`` optional). ``wanted(payload)``:
     False for a frame that only steadies its neighbours (dropped unrestored). ``check()``: called before each
-    restore (raises to stop). ``tracks``: only these faces; None: all. ``first``: the clip's number of the first
-    frame restored here, so identity checks pick and name frames as the clip numbers them; ``segment``: its index.
+    restore (raises to stop). ``tracks``: only these faces; None: all; ``skip``: never these. ``first``: the clip's
+    number of the first frame restored here, so identity checks pick and name frames as the clip numbers them;
+    ``segment``: its index.
     :attr:`tally` counts the restored frames' finds for the clip's (segment's) notes; None where the engine has no
     ``finds`` (a test's stand-in)."""
 
     def __init__(self, engine: Any, wanted: Callable[[Any], bool] | None = None,
                  check: Callable[[], None] | None = None, tracks: frozenset[int] | None = None,
-                 first: int = 0, segment: int | None = None) -> None:
-        self.engine, self.wanted, self.check, self.tracks = engine, wanted, check, tracks
+                 skip: frozenset[int] = frozenset(), first: int = 0, segment: int | None = None) -> None:
+        self.engine, self.wanted, self.check, self.tracks, self.skip = engine, wanted, check, tracks, skip
         self.steady = Steadier()
         self.window: deque[tuple[np.ndarray, Any, Any, int]] = deque()  # (frame, payload, its finds, faces kept)
         self.tally: Tally | None = Tally() if hasattr(engine, "finds") else None
@@ -77,7 +78,7 @@ class FrameLoop:
         if self.check is not None:
             self.check()
         self.seen.update(f.track for f in faces)
-        chosen = [f for f in faces if self.tracks is None or f.track in self.tracks]
+        chosen = [f for f in faces if (self.tracks is None or f.track in self.tracks) and f.track not in self.skip]
         index, self.index = self.index, self.index + 1
         if self.identity is None or self.identity.wants(index):
             out = self.engine.restore(rgb, [f.detection for f in chosen])

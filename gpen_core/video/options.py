@@ -24,6 +24,8 @@ class VideoOptions:
     # Restore only these faces (track ids, as FrameRecord.faces numbers them: 0 for the first face seen);
     # the others are left as they were. None: every face.
     tracks: frozenset[int] | None = None
+    # Leave these faces as they were (track ids as above); every other face, one first seen later too, is restored.
+    skip: frozenset[int] = frozenset()
 
     def validated(self) -> "VideoOptions":
         if not 0 <= self.crf <= 51:
@@ -34,6 +36,9 @@ class VideoOptions:
             raise InputError(f"end ({self.end_s} s) must be after start ({self.start_s} s)")
         if self.tracks is not None and not self.tracks:
             raise InputError("no face chosen to restore: choose at least one face (track), or all of them")
+        if any(t < 0 for t in self.skip) or (self.tracks is not None and self.tracks & self.skip):
+            raise InputError(f"faces to leave as they were (track ids from 0: {sorted(self.skip)}) must not also be "
+                             f"chosen to restore ({sorted(self.tracks or ())})")
         return self
 
     @property

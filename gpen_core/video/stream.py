@@ -326,7 +326,7 @@ class _Run:
         self.rotation = item.rotation
         if self.loop is None:  # the engine for the clip's upright frame size: the first decoded frame's
             self.engine = self.engine_for((item.rgb.shape[1], item.rgb.shape[0]))
-            self.loop = FrameLoop(self.engine, check=self._check, tracks=self.vopts.tracks)
+            self.loop = FrameLoop(self.engine, check=self._check, tracks=self.vopts.tracks, skip=self.vopts.skip)
         for done in self.loop.push(item.time, item.rgb, (item.pts, item.time, item.colour)):
             self._write(done)
 
@@ -382,6 +382,12 @@ class _Run:
             notes.setdefault(f"face{'s' if many else ''} {', '.join(str(t + 1) for t in unseen)} (asked for) "
                              f"{'were' if many else 'was'} not in the restored frames (faces seen: {seen}): "
                              f"nothing was restored for {'them' if many else 'it'}")
+        if self.vopts.skip:  # a face first seen later is restored, so only these few are named
+            left, gone = ([str(t + 1) for t in sorted(s)] for s in (self.vopts.skip, self.vopts.skip - self.loop.seen))
+            many = len(left) > 1
+            gone_text = f" (not in the restored frames: {', '.join(gone)})" if gone else ""
+            notes.setdefault(f"face{'s' if many else ''} {', '.join(left)} left as {'they were' if many else 'it was'}, "
+                             f"as asked; every other face was restored{gone_text}")
         return VideoResult(
             output=output, frames=self.written, fps=self.written / duration if duration > 0 else 0.0,
             duration_s=duration, size=self.size, audio=audio.handling, crf=self.vopts.crf,
