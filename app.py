@@ -26,7 +26,7 @@ os.environ.setdefault("GRADIO_TEMP_DIR", str(Path(tempfile.gettempdir()) / f"gpe
 
 import gradio as gr  # noqa: E402
 
-from gpen_app import checks, face_views as fv, page, restore_tab, panels as ui, weights_view as wv  # noqa: E402
+from gpen_app import checks, face_views as fv, page, restore_tab, weights_view as wv  # noqa: E402
 from gpen_app import check_wiring as app_check, gradio_seam as seam, video_wiring as app_video  # noqa: E402
 from gpen_app import uploads, user_paths  # noqa: E402
 from gpen_app import mode_labels, overlay, preparation as prep_ui, readiness, tasks as task_ui  # noqa: E402
@@ -69,7 +69,7 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
             progress: gr.Progress = gr.Progress(), request: gr.Request | None = None,
             ) -> tuple[Any, str, str, list[tuple[Any, str]], dict[str, Any]]:
     """Restore the faces in one photo: (before/after pair, download path, panel Markdown, (crop pair, caption) per face, record)."""
-    with ui_errors(request, "photo"), STATE.restores.own(getattr(request, "session_hash", None)) as stop:
+    with ui_errors(request, "photo"), STATE.restores.own(getattr(request, "session_hash", None)) as stop, restore_tab.StopOutcome(STATE.policy.shared) as stopped:
         report = stoppable(progress, stop)  # Stopped at once when its visitor's Stop came while it waited in the queue
         if not image:
             raise InputError("Upload a photo first (or paste one from the clipboard).")
@@ -82,9 +82,9 @@ def restore(image: str | None, mode: str, model: str | None, detector: str | Non
         if isinstance(result, ShownError):
             raise AlreadyShown(result)
         view = restore_tab.restore_view(image, result, RESULTS_DIR, TEMP_MAX_AGE_S, STATE.policy.shared)
-    zerogpu.CLOCK.record(view.record)
-    STATE.count_restore()
-    return tuple(view)
+        zerogpu.CLOCK.record(view.record)
+        STATE.count_restore()
+    return stopped.outputs or tuple(view)  # its visitor's Stop: said as an outcome, not an error
 
 
 def _run_engine(image: str, options: RestoreOptions, progress: Any, mask: Any = None) -> Any:
@@ -138,9 +138,9 @@ def mode_ready(*choices: Any) -> None:
         wv.check_mode_ready(get_restorer().device, _weights_request(*choices), STATE.policy)
 
 
-def show_failure(request: gr.Request | None = None) -> tuple[Any, str]:
-    """After a failed restore (the UI's failure event): clear the slider and name the problem in the panel."""
-    return None, STATE.take_error(getattr(request, "session_hash", None), "photo") or ui.error_markdown("Restore failed", "See the message that popped up.")
+def show_failure(had_result: bool = False, request: gr.Request | None = None) -> tuple[Any, str]:
+    """After a failed restore (the UI's failure event): clear the slider; the panel names the problem, and whether the press cleared a result."""
+    return None, restore_tab.failure_panel(STATE.take_error(getattr(request, "session_hash", None), "photo"), bool(had_result))
 
 
 def weights_view(mode: str, model: str | None, detector: str | None, aligned: bool, upscale: int | str = 1, task: str = "enhance") -> tuple[str, Any, str]:
@@ -285,9 +285,9 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                         file_out = gr.File(label="Full-resolution result", interactive=False, elem_id="download")
                         with gr.Accordion("Raw measurements (JSON)", open=False):
                             record_out = gr.JSON(label="Record (JSON)", show_label=False)
-                show_faces_in = gr.Checkbox(False, label="Show detected faces", elem_id="show-faces",
+                show_faces_in, had_result = gr.Checkbox(False, label="Show detected faces", elem_id="show-faces",
                                             info="the photo as the detector saw it: restored faces solid (coloured by identity "
-                                            "distance when measured), candidates rejected as not a face dashed red")
+                                            "distance when measured), candidates rejected as not a face dashed red"), gr.Checkbox(False, visible="hidden")  # a result was on screen at the last press
                 faces_out = gr.Image(label="Detected faces", type="numpy", format="png", interactive=False, visible=False,
                                      height=480, elem_id="detected-faces")
                 gallery_out = gr.Gallery(label="Faces: original crop | restored crop", format="png", columns=2,
@@ -309,7 +309,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     stop_btn.click(stop_own, gr.State("restores"), stop_btn, api_visibility="private", queue=False)
     ready.success(lambda: gr.update(visible=True), None, stop_btn, api_visibility="private", queue=False, show_progress="hidden")  # Stop: while it runs
     ready.failure(weights_view, weight_inputs, weight_outputs, api_visibility="private", show_progress="hidden")  # the button it names
-    restoring = ready.success(None, None, result_outputs, js=page.CLEAR_AND_SHOW_RESULT, api_visibility="private").then(
+    restoring = ready.success(None, record_out, [*result_outputs, had_result], js=page.CLEAR_AND_SHOW_RESULT, api_visibility="private").then(
         restore, inputs=[image_in, mode_in, model_in, detector_in, alpha_in, threshold_in, max_faces_in, aligned_in, format_in, upscale_in,
                             task_in, damage_in, face_check_in, identity_in, identity_limit_in, identity_alpha_in],
         outputs=result_outputs, api_name="restore", concurrency_limit=1, concurrency_id="engine", show_progress_on=[slider_out],
@@ -317,7 +317,7 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
     restoring.success(None, js=page.SHOW_RESULT, api_visibility="private")  # the result in view, wherever the page was scrolled
     for after in (restoring.success, restoring.failure):  # Gradio 6.31's page runs a .then after a success only: Stop goes either way
         after(lambda: gr.update(visible=False), None, stop_btn, api_visibility="private", queue=False, show_progress="hidden")
-    restoring.failure(show_failure, None, [slider_out, metrics_md], api_visibility="private", show_progress="hidden"
+    restoring.failure(show_failure, had_result, [slider_out, metrics_md], api_visibility="private", show_progress="hidden"
               ).then(weights_view, weight_inputs, weight_outputs, api_visibility="private", show_progress="hidden")
     # The boxes follow the result (a new record, or none after a new upload) and the checkbox.
     for trigger in (show_faces_in.change, record_out.change):

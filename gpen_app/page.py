@@ -27,8 +27,10 @@ SHOW_RESULT = "() => { " + _SCROLL + " }"
 SHOW_VIDEO_RESULT = "() => { " + scroll_js("video-out") + " }"
 # The press that starts a new restore also closes the pop-ups of earlier ones (a refusal stayed over the next result).
 CLOSE_TOASTS = "document.querySelectorAll('[data-testid=toast-close]').forEach(b => b.click());"
-CLEAR_AND_SHOW_RESULT = ("() => { " + CLOSE_TOASTS + " " + _SCROLL + " return [null, null, "
-                         "'*Restoring… the measured figures of this request will appear here.*', [], null]; }")
+# Its input is the last record: whether a result was on screen goes to a hidden box, for a failure's panel to say.
+CLEAR_AND_SHOW_RESULT = ("(record) => { " + CLOSE_TOASTS + " " + _SCROLL + " return [null, null, "
+                         "'*Restoring… the measured figures of this request will appear here.*', [], null, "
+                         "!!record && typeof record === 'object' && Object.keys(record).length > 0]; }")
 
 # Gradio's Markdown breaks words anywhere, shrinking a table column to one letter: in tables a word breaks only when
 # wider than the column. ``pre-line`` keeps an error's line breaks in the pop-up. On a phone the controls column
@@ -132,4 +134,11 @@ PAGE_JS = """() => {
     if (label.data !== want) label.data = want;
   });
   new MutationObserver(() => { bare(); titled(); }).observe(document.body, {childList: true, subtree: true, characterData: true});
-}""" % (repr(VIDEO_ON_PHOTO_TAB), json.dumps(POPUP_TITLES))
+  // A pop-up speaks of its tab ("Upload a photo first", a clip's Stop): another tab chosen (click or keys), it closes.
+  new MutationObserver(changes => {
+    if (!changes.some(c => c.target.getAttribute('role') === 'tab' && c.target.getAttribute('aria-selected') === 'true')) return;
+    %s
+    const box = document.getElementById('video-on-photo');
+    if (box) box.remove();
+  }).observe(document.body, {subtree: true, attributes: true, attributeFilter: ['aria-selected']});
+}""" % (repr(VIDEO_ON_PHOTO_TAB), json.dumps(POPUP_TITLES), CLOSE_TOASTS)

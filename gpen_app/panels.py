@@ -184,5 +184,12 @@ def markdown_text(message: str) -> str:
 
 
 def error_markdown(title: str, message: str) -> str:
-    """What the result panel shows after a failed request: the problem named, then the message."""
-    return f"### ⚠ {title}\n\n{markdown_text(message)}\n\n*Nothing was restored: the previous result was cleared.*"
+    """What the result panel shows about a problem: named, then the message (a refused upload's panel ends here; a
+    failed restore's adds what became of the result, :func:`nothing_restored`)."""
+    return f"### ⚠ {title}\n\n{markdown_text(message)}"
+
+
+def nothing_restored(panel: str, previous: str | None) -> str:
+    """A failed restore's ``panel`` and its outcome: nothing restored, and ``previous`` (what became of the last
+    result) only where there was one: on a fresh page "the previous result was cleared" was untrue."""
+    return f"{panel}\n\n*Nothing was restored{f': {previous}' if previous else ''}.*"

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import TracebackType
 from typing import Any, NamedTuple
 
+import gradio as gr
 import numpy as np
 
 from gpen_core.engine import budget
-from gpen_core.errors import InputError
+from gpen_core.errors import InputError, Stopped
 from gpen_core.images.decode import decode_image, decoded_size, shrink_to_max_side
 from gpen_core.images.outputs import save_result
 from gpen_core.modes import AUTO, MODES
@@ -21,12 +23,13 @@ from gpen_app import readiness
 from gpen_app.app_state import Policy
 from gpen_core.cli_words import photo_header
 from gpen_app.face_views import face_pairs
-from gpen_app.messages import shown_error
+from gpen_app.messages import TITLES, AlreadyShown, ShownError, shown_error, toast_seconds
 from gpen_core.result import RestoreResult
 from gpen_core.upscale import tiles
 from gpen_app.user_paths import models_folder_shown, public_message
 
 PREVIEW_SIDE = 1024  # the before-view shown on upload, from our own decoder
+STOPPED = dict(TITLES)[Stopped]  # a Stop's title: how its error is known again once the engine call returned it shown
 
 
 class Preview(NamedTuple):
@@ -151,3 +154,34 @@ def crop_mode_photo(image: str | None, record: dict[str, Any] | None) -> np.ndar
     if not image or mode is None or mode.paste:
         return None
     return preview(image).before
+
+
+class StopOutcome:
+    """The innermost context of a photo restore: its visitor's own Stop (raised as :class:`Stopped`, or returned by
+    the engine call as its shown error) is an outcome, as a clip's is: a pop-up that closes by itself (gr.Info headed
+    "Stopped", not an error's), the panel saying what happened, the result left empty (the press cleared the last
+    one). After the block, ``outputs`` holds the handler's return value; every other error goes on unchanged."""
+
+    def __init__(self, public: bool = False) -> None:
+        self.public = public
+        self.outputs: tuple[Any, Any, str, list[Any], Any] | None = None
+
+    def __enter__(self) -> StopOutcome:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
+        shown: ShownError | None = exc.shown if isinstance(exc, AlreadyShown) else None
+        if isinstance(exc, Stopped):
+            shown = shown_error(exc, public=self.public)
+        if shown is None or shown.title != STOPPED:
+            return False
+        gr.Info(shown.text, duration=toast_seconds(shown.text), title=shown.title)
+        self.outputs = (None, None, ui.markdown_text(shown.text), [], None)
+        return True
+
+
+def failure_panel(taken: str | None, had_result: bool) -> str:
+    """The panel after a failed restore: its error's words (``taken``: what the pop-up said; none when the page
+    learnt of it otherwise) and what became of the result (``had_result``: the press cleared one from the page)."""
+    panel = taken or ui.error_markdown("Restore failed", "See the message that popped up.")
+    return ui.nothing_restored(panel, "the previous result was cleared" if had_result else None)

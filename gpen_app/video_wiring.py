@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import gradio as gr
 
-from gpen_app import messages, mode_labels, page, queue_seam, video_tab, video_view
+from gpen_app import messages, mode_labels, page, panels, queue_seam, video_tab, video_view
 from gpen_core.cli_words import with_run_notes
 from gpen_core.errors import GPENError, InputError
 from gpen_core.images import outputs as result_files
@@ -203,9 +203,11 @@ class _Handlers:
         # the frame's identity distances in the caption, as the photo tab shows them per face
         return gr.update(value=pair, label=video_view.pair_label(times, number, faces)), drawn
 
-    def failed(self, request: gr.Request) -> tuple[Any, str]:
-        """After a failed or stopped clip: the panel names what happened (the same words as the pop-up)."""
-        return None, self.state.take_error(getattr(request, "session_hash", None), "video") or "Restore failed: see the message that popped up."
+    def failed(self, shown: Any, request: gr.Request) -> tuple[Any, str]:
+        """After a failed clip: the panel names what happened (the same words as the pop-up), and what became of the
+        result: a failure leaves the last clip (``shown``) in its player, so it is said to be the previous one."""
+        panel = self.state.take_error(getattr(request, "session_hash", None), "video") or "Restore failed: see the message that popped up."
+        return None, panels.nothing_restored(panel, "the video shown is the previous result" if shown else None)
 
 
 def build(state: Any, errors: Callable[..., AbstractContextManager[None]], results_dir: Path,
@@ -340,7 +342,7 @@ def _wire(on: _Handlers, c: _Page) -> None:
     # leaves the line and ends at once, Stopped as a running one. Outside the queue: a queue others have filled
     # refuses every new event, and this visitor's Stop must still reach their clip.
     c.stop_btn.click(on.stop_own_clip, None, None, api_visibility="private", show_progress="hidden", queue=False)
-    running.failure(on.failed, None, [c.pair_out, c.panel_md], api_visibility="private", show_progress="hidden")
+    running.failure(on.failed, c.video_out, [c.pair_out, c.panel_md], api_visibility="private", show_progress="hidden")
     viewer = [c.before_out, c.video_out, c.at_in, c.times_state, c.faces_state, c.show_faces_in, c.tracks_in,
               c.known_state]
     for trigger in (c.at_in.release, c.show_faces_in.change):

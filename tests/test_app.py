@@ -487,9 +487,9 @@ def test_error_popup_names_the_problem_first_and_the_panel_keeps_it() -> None:
     # Plain text that starts with the problem (API clients read it as is; the page keeps its line breaks).
     assert e.value.message.startswith("Weights missing. ") and e.value.title == "Weights missing"
     assert "python -m gpen_core download" in e.value.message and "<" not in e.value.message
-    slider, panel = app.show_failure(Request())  # type: ignore[arg-type]
+    slider, panel = app.show_failure(True, Request())  # type: ignore[arg-type]  # the press cleared a result
     assert slider is None and panel.startswith("### ⚠ Weights missing") and "GPEN-BFR-256" in panel
-    assert "previous result was cleared" in panel
+    assert panel.endswith("*Nothing was restored: the previous result was cleared.*"), panel
 
 
 def test_a_restores_failure_panel_shows_its_own_error_never_a_downloads_or_the_video_tabs(
@@ -509,13 +509,13 @@ def test_a_restores_failure_panel_shows_its_own_error_never_a_downloads_or_the_v
     with pytest.raises(gr.Error):
         video_restore(None, "low", 0, 0, True, None, None, request=Request())  # "Upload a video first."
     # The photo restore then fails before its handler runs (as when Gradio refuses its input): nothing of its own.
-    assert "Restore failed" in app.show_failure(Request())[1]  # type: ignore[arg-type]
+    assert "Restore failed" in app.show_failure(False, Request())[1]  # type: ignore[arg-type]
     with pytest.raises(gr.Error):
         app.restore(None, "low", "default", "default", 1.0, 0.9, 50, False, progress=RecordingProgress(),
                     request=Request())  # type: ignore[arg-type]
-    assert "Upload a photo first" in app.show_failure(Request())[1]  # type: ignore[arg-type]
+    assert "Upload a photo first" in app.show_failure(False, Request())[1]  # type: ignore[arg-type]
     failed_clip = next(d.fn for d in app.demo.fns.values() if getattr(d.fn, "__name__", "") == "failed")
-    assert "Upload a video first" in failed_clip(Request())[1]
+    assert "Upload a video first" in failed_clip(None, Request())[1]
 
 
 def test_markdown_keeps_urls_and_commands_intact() -> None:
@@ -831,9 +831,11 @@ def test_the_identity_blend_follows_the_identity_limit_and_names_the_apps_contro
     assert "'Over the limit" in e.value.message and "'Identity limit'" in e.value.message, e.value.message
 
 
-def test_stop_ends_this_visitors_restore_at_the_next_face_and_the_next_restore_runs(low_mode_home: Path) -> None:  # noqa: F811
+def test_stop_ends_this_visitors_restore_at_the_next_face_and_the_next_restore_runs(low_mode_home: Path,  # noqa: F811
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The photo tab's Stop: a group photo's restore ends before its next face (it ran to its end, minutes on a
-    CPU in quality, with no way out); another visitor's Stop leaves it alone; the engine serves the next one."""
+    CPU in quality, with no way out); another visitor's Stop leaves it alone; the engine serves the next one. The
+    Stop is an outcome, as a clip's is: an Info headed "Stopped" (it was a red error), the panel saying so."""
     from types import SimpleNamespace
 
     solvay = str(shared_path("faces", "Solvay_conference_1927.png"))
@@ -847,12 +849,17 @@ def test_stop_ends_this_visitors_restore_at_the_next_face_and_the_next_restore_r
             if desc == "restoring face 3 of 3":
                 app.stop_own("restores", mine)  # what this visitor's Stop button does
 
-    progress = PressesStop()
-    with pytest.raises(gr.Error) as e:
-        _restore(solvay, max_faces=3, progress=progress, request=mine)
-    assert e.value.title == "Stopped" and "Press Restore to start again" in e.value.message, e.value.message
+    progress, infos = PressesStop(), []
+    monkeypatch.setattr(gr, "Info", lambda message, **kw: infos.append((message, kw)))
+    stopped = _restore(solvay, max_faces=3, progress=progress, request=mine)  # no gr.Error: an outcome
+    [(text, kw)] = infos
+    assert kw["title"] == "Stopped" and text.startswith("Stopped. The restore ended at your Stop (at: "), text
+    assert "Press Restore to start again" in text and 5 <= kw["duration"] <= 60, kw  # a pop-up that closes by itself
+    slider, path, panel, gallery, record = stopped
+    assert slider is None and path is None and gallery == [] and record is None  # nothing of it kept, as a clip's Stop
+    assert panel.startswith("Stopped. The restore ended at your Stop") and "Press Restore to start again" in panel, panel
+    assert app.STATE.take_error(mine.session_hash, "photo") is None  # no failure event's words: the panel says it
     descs = [d for _, d in progress.calls]
     assert "restoring face 3 of 3" in descs and "all 3 faces restored" not in descs  # ended there, not at its end
-    assert app.show_failure(mine)[1].startswith("### ⚠ Stopped")  # type: ignore[arg-type]
     out = _restore(solvay, max_faces=3, request=mine)  # a fresh Stop token: the next restore runs to its end
     assert out[4]["faces"] == 3

@@ -105,3 +105,28 @@ def test_an_empty_or_out_of_range_number_field_is_named_in_our_words() -> None:
         with pytest.raises(gr.Error) as refused:
             app.restore(photo, **{**args, **change})
         assert words in str(refused.value) and "Internal error" not in str(refused.value), str(refused.value)
+
+
+def test_a_failed_restore_says_the_previous_result_was_cleared_only_where_there_was_one(tmp_path) -> None:
+    """"Nothing was restored: the previous result was cleared." showed after a refusal on a fresh page too, and on a
+    refused upload (nothing was asked to be restored), and on the Video tab, whose failure keeps the last clip."""
+    from types import SimpleNamespace
+
+    from gpen_app import restore_tab, video_wiring as app_video
+    from gpen_app.app_state import AppState
+
+    panel = messages.shown_error(InputError("Upload a photo first.")).panel
+    assert restore_tab.failure_panel(panel, had_result=True).endswith("*Nothing was restored: the previous result was cleared.*")
+    fresh = restore_tab.failure_panel(panel, had_result=False)
+    assert fresh.endswith("*Nothing was restored.*") and "previous" not in fresh, fresh
+    bad = tmp_path / "notes.jpg"
+    bad.write_bytes(b"hello, this is text")
+    refused = restore_tab.preview(str(bad)).markdown  # a refused upload: its problem, nothing said of a restore
+    assert refused.startswith("### ⚠ Cannot use this input") and "Nothing was restored" not in refused and "previous" not in refused, refused
+    state, request = AppState(), SimpleNamespace(session_hash="s")
+    failed = app_video._Handlers(state, None, tmp_path, None).failed  # type: ignore[arg-type]
+    state.remember_error("s", "video", panel)
+    assert failed("/tmp/earlier_clip.mp4", request)[1] == panel + "\n\n*Nothing was restored: the video shown is the previous result.*"
+    state.remember_error("s", "video", panel)
+    assert failed(None, request)[1] == panel + "\n\n*Nothing was restored.*"  # a new clip's upload emptied the player
+

@@ -120,6 +120,18 @@ def test_an_unavailable_mode_keeps_the_previous_clip(browser, page_url: str, cli
     shots.take(page, "video_unavailable_mode", full=False)
     assert "Measured for this clip" in panel.inner_text() and len(engines) == 1  # nothing ran, the result stays
     assert page.locator("#video-out video").count() == 1
+    # a clip that fails once it runs keeps the last clip in the player too: the panel says which one it is
+    from gpen_app import video_wiring
+    from gpen_core.errors import InputError
+
+    def refused(*args: object) -> None:
+        raise InputError("The part asked starts after the clip's end.")
+
+    monkeypatch.setattr(video_wiring._Handlers, "clip_part", refused)
+    page.locator("#video-mode-radio label", has_text="auto —").click()
+    page.locator("#video-restore").click()
+    panel.get_by_text("Nothing was restored: the video shown is the previous result.").wait_for(timeout=30_000)
+    assert page.locator("#video-out video").count() == 1 and len(engines) == 1
     page.close()
 
 
@@ -179,14 +191,15 @@ def test_a_refused_upload_leaves_no_earlier_photo_in_the_panel(browser, page_url
 def test_a_restore_stopped_while_it_waits_ends_at_once_as_a_stopped_one(browser, page_url: str, tmp_path: Path,  # noqa: F811
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Two visitors' pages: A's restore holds the engine (a stand-in), B's waits behind it and B presses Stop. B's
-    page says Stopped (a pop-up that closes by itself, and the panel) while A's still runs; A's then ends as usual."""
+    page says Stopped (a pop-up that closes by itself, and the panel) while A's still runs; A's then ends as usual.
+    The Stop is an outcome, as a clip's is: a grey Info headed "Stopped", not a red error."""
     import threading
 
     from gpen_app import weights_view
 
     from .test_stop_full_queue import EXAMPLE, _result
 
-    monkeypatch.setattr(messages, "TOAST_BASE_S", 2.0)
+    monkeypatch.setattr(messages, "TOAST_BASE_S", 5.0)  # up long enough for its screenshot
     monkeypatch.setattr(messages, "TOAST_WORDS_PER_S", 1000.0)
     monkeypatch.setattr(weights_view, "check_mode_ready", lambda *a, **k: None)  # no weights here: the engine is stood in for
     calls, release = [], threading.Event()
@@ -215,9 +228,14 @@ def test_a_restore_stopped_while_it_waits_ends_at_once_as_a_stopped_one(browser,
         toast = b.locator("[data-testid=toast-body]", has_text="while it waited in the queue").first
         toast.wait_for(timeout=10_000)
         b.locator("#metrics").get_by_text("Stopped").wait_for(timeout=10_000)
-        assert "Press Restore to start again" in b.locator("#metrics").inner_text()
-        assert len(calls) == 1 and not release.is_set()  # B's never reached the engine, A's still runs
+        b.wait_for_timeout(800)  # the pop-up's fade-in over
         Shots(tmp_path).take(b, "photo_stopped_while_waiting", full=False)
+        toast.screenshot(path=str(Shots(tmp_path).dir / "photo_stopped_pop_up.png"))  # the pop-up alone, to look at
+        assert "Press Restore to start again" in b.locator("#metrics").inner_text()
+        assert "Error" not in toast.inner_text() and "error" not in (toast.get_attribute("class") or "")  # not a red error pop-up
+        assert toast.locator(".toast-title").inner_text().strip() == "Stopped", toast.inner_text()  # not Gradio's "Info"
+        assert toast.locator("[data-testid=toast-text]").inner_text().startswith("The restore ended at your Stop"), toast.inner_text()
+        assert len(calls) == 1 and not release.is_set()  # B's never reached the engine, A's still runs
         toast.wait_for(state="detached", timeout=15_000)  # it closes by itself
         assert not b.locator("#restore-stop").is_visible()
         release.set()
@@ -243,14 +261,26 @@ def test_a_refusal_is_headed_by_its_kind_and_takes_the_stop_button_with_it(brows
     assert heading.inner_text().strip() == "Cannot use this input", toast.inner_text()
     assert texts.inner_text().strip() == "Upload a photo first (or paste one from the clipboard).", toast.inner_text()
     page.locator("#restore-stop").wait_for(state="hidden", timeout=10_000)  # nothing runs: nothing to stop
+    # a fresh page had no result to clear: the panel says so (it said "the previous result was cleared")
+    metrics = page.locator("#metrics")
+    metrics.get_by_text("Nothing was restored.").wait_for(timeout=10_000)
+    assert "previous result" not in metrics.inner_text(), metrics.inner_text()
     Shots(tmp_path).take(page, "refusal_heading", full=False)
     # a refusal of another kind joins the pop-up: Gradio's heading, each message with its own kind
-    page.get_by_role("tab", name="Video").click()
-    page.locator("#video-mode-radio label", has_text="low —").click()
-    page.locator("#video-restore").click()
+    page.locator("#mode-radio label", has_text="low —").click()
+    page.locator("#restore-button").click()
     toast.get_by_text("low needs").wait_for(timeout=30_000)
     assert heading.inner_text().split() == ["Error", "(2)"], toast.inner_text()
     assert [t.split(". ")[0] for t in texts.all_inner_texts()] == ["Cannot use this input", "Weights missing"], toast.inner_text()
+    # another tab chosen: the photo tab's pop-ups go (they named its photo and its button), and the reverse
+    page.get_by_role("tab", name="Video").click()
+    toast.wait_for(state="detached", timeout=10_000)
+    page.locator("#video-mode-radio label", has_text="low —").click()
+    page.locator("#video-restore").click()
+    clip_toast = page.locator("[data-testid=toast-body]", has_text="low needs").first
+    clip_toast.wait_for(timeout=30_000)
+    page.get_by_role("tab", name="Restore").click()
+    clip_toast.wait_for(state="detached", timeout=10_000)
     page.close()
 
 

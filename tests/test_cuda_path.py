@@ -327,7 +327,7 @@ try:
     app.restore(sys.argv[1], "auto", None, None, 1.0, 0.9, 4, False, request=Req())
 except Exception as exc:
     raised = type(exc).__name__ + ": " + str(exc)
-print("RESULT " + json.dumps({"raised": raised, "panel": app.show_failure(Req())[1]}))
+print("RESULT " + json.dumps({"raised": raised, "panel": app.show_failure(False, Req())[1]}))
 """
 
 

@@ -181,9 +181,9 @@ PHOTO_ARGS = ["low", "default", "default", 1.0, 0.9, 50, False, "default", 1, "e
 
 def test_a_stop_ends_its_visitors_restore_still_waiting_in_the_queue(server_url: str, slow_engine) -> None:
     """B's restore waits behind A's (the engine runs one at a time); B presses Stop: B's ends at once, Stopped as a
-    running one is (pop-up and panel), without reaching the engine and without waiting for A's; A's runs on to its
-    end; another visitor's Stop never touched B's; B's next restore runs (a Stop pressed with nothing of theirs
-    running or waiting does not count against it)."""
+    running one is (an outcome, as a clip's: the panel, no error), without reaching the engine and without waiting
+    for A's; A's runs on to its end; another visitor's Stop never touched B's; B's next restore runs (a Stop pressed
+    with nothing of theirs running or waiting does not count against it)."""
     photo = _uploaded(server_url, EXAMPLE, "image/jpeg")
     queue = app.demo._queue
     a, b = secrets.token_hex(6), secrets.token_hex(6)
@@ -196,11 +196,11 @@ def test_a_stop_ends_its_visitors_restore_still_waiting_in_the_queue(server_url:
     assert len(queue) == 1
     _stop(server_url, "restore-stop", b)
     done = _outcome(server_url, b, b_event, within=10)  # A's still holds the engine meanwhile
-    assert done["success"] is False and done["output"]["title"] == "Stopped", done
-    assert done["output"]["error"].startswith("Stopped. The restore ended at your Stop while it waited in the queue"), done
-    assert "Press Restore to start again" in done["output"]["error"]
-    panel = app.STATE.take_error(b, "photo") or ""  # what the page's failure event shows, as for a running restore
-    assert panel.startswith("### ⚠ Stopped"), panel
+    assert done["success"] is True, done  # an outcome, as the video tab's Stop (it was a red error)
+    slider, path, panel, gallery, record = done["output"]["data"]
+    assert panel.startswith("Stopped. The restore ended at your Stop while it waited in the queue"), panel
+    assert "Press Restore to start again" in panel and slider is None and path is None and not gallery and record is None
+    assert app.STATE.take_error(b, "photo") is None  # no failure event's words kept: the panel has them
     assert len(slow_engine.calls) == 1 and not slow_engine.release.is_set()  # B's never reached the engine
     slow_engine.release.set()
     assert _outcome(server_url, a, a_event, within=30)["success"] is True  # A's ran to its end
