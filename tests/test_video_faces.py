@@ -328,6 +328,7 @@ def test_a_clips_faceless_frames_run_the_detector_once_each_and_every_turn_with_
     err = capsys.readouterr().err
     assert err.count("no face found in any of the 3 frames, each searched upright: if the clip was filmed on its side") == 1
     assert "Video tab: Search turned faces; CLI: --orientations" in err, err
+    assert "paste mask" not in err, err  # how faces are pasted says nothing of a clip without one
     turns.clear()
     assert main(["restore", str(src), "-o", str(tmp_path / "turned.mp4"), "--mode", "low", "--backend", "torch",
                  "--orientations"]) == 0

@@ -82,6 +82,11 @@ class VideoResult:
     # session began, to set beside the measured peaks. None on a GPU, or where no frame session ran.
     planned_bytes: int | None = None
 
+    def __post_init__(self) -> None:
+        # How faces are pasted (the mode's, said as its networks load) tells nothing of a clip with no face in it.
+        if not self.faces_per_frame_max:
+            object.__setattr__(self, "notes", tuple(n for n in self.notes if not n.startswith("paste mask:")))
+
     def to_json(self) -> dict:
         d = self.damage
         damage = None if d is None else {"frame": d.frame, "time": round(d.time_s, 6), "detail": d.detail}
