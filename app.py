@@ -26,9 +26,8 @@ os.environ.setdefault("GRADIO_TEMP_DIR", str(Path(tempfile.gettempdir()) / f"gpe
 
 import gradio as gr  # noqa: E402
 
-from gpen_app import checks, face_views as fv, page, restore_tab, weights_view as wv  # noqa: E402
+from gpen_app import checks, face_views as fv, page, restore_tab, uploads, user_paths, weights_view as wv  # noqa: E402
 from gpen_app import check_wiring as app_check, gradio_seam as seam, video_wiring as app_video  # noqa: E402
-from gpen_app import uploads, user_paths  # noqa: E402
 from gpen_app import mode_labels, overlay, preparation as prep_ui, readiness, tasks as task_ui  # noqa: E402
 from gpen_app.app_state import AppState, parse_server_args, start_lines, stoppable  # noqa: E402
 from gpen_app.messages import AlreadyShown, ShownError, shown_error, toast_seconds  # noqa: E402
@@ -285,9 +284,10 @@ with gr.Blocks(title=page.TITLE, analytics_enabled=False, delete_cache=(600, TEM
                         file_out = gr.File(label="Full-resolution result", interactive=False, elem_id="download")
                         with gr.Accordion("Raw measurements (JSON)", open=False):
                             record_out = gr.JSON(label="Record (JSON)", show_label=False)
-                show_faces_in, had_result = gr.Checkbox(False, label="Show detected faces", elem_id="show-faces",
+                show_faces_in = gr.Checkbox(False, label="Show detected faces", elem_id="show-faces",
                                             info="the photo as the detector saw it: restored faces solid (coloured by identity "
-                                            "distance when measured), candidates rejected as not a face dashed red"), gr.Checkbox(False, visible="hidden")  # a result was on screen at the last press
+                                            "distance when measured), candidates rejected as not a face dashed red")
+                had_result = gr.Checkbox(False, visible="hidden")  # a result was on screen at the last press (the failure panel says so)
                 faces_out = gr.Image(label="Detected faces", type="numpy", format="png", interactive=False, visible=False,
                                      height=480, elem_id="detected-faces")
                 gallery_out = gr.Gallery(label="Faces: original crop | restored crop", format="png", columns=2,
